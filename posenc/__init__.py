@@ -1,0 +1,44 @@
+"""posenc: positional encodings for transformers, exact against the papers.
+
+Every encoding is a plain function of explicit ``positions`` plus a thin
+``nn.Module`` wrapper; see ``shared/API.md`` for the contract.
+"""
+
+from posenc.absolute import (
+    LearnedPositionalEmbedding,
+    SinusoidalEmbedding,
+    SinusoidalPositionalEncoding,
+    sinusoidal,
+)
+from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.attention import attention
+from posenc.relative import (
+    RelativePositionEmbedding,
+    T5RelativeBias,
+    t5_relative_position_bucket,
+)
+from posenc.rope import RotaryEmbedding, apply_rope, rope_frequencies
+from posenc.scaling import Llama3Scaling, LinearScaling, NTKScaling, YarnScaling
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LearnedPositionalEmbedding",
+    "Llama3Scaling",
+    "LinearScaling",
+    "NTKScaling",
+    "RelativePositionEmbedding",
+    "RotaryEmbedding",
+    "SinusoidalEmbedding",
+    "SinusoidalPositionalEncoding",
+    "T5RelativeBias",
+    "YarnScaling",
+    "__version__",
+    "alibi_bias",
+    "alibi_slopes",
+    "apply_rope",
+    "attention",
+    "rope_frequencies",
+    "sinusoidal",
+    "t5_relative_position_bucket",
+]

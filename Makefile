@@ -1,0 +1,59 @@
+# The two commands of the README (`make serve`, `make test`) and the steps
+# they stand on. Every step installs what it needs into .venv/ and
+# node_modules/, so a fresh clone needs only python3 (3.10+), npm and make.
+
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+HOST   ?= 127.0.0.1:8000
+# The CPU wheel; an unpinned torch would pull a multi-GB CUDA build.
+TORCH  ?= torch==2.13.0
+
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: setup serve build test lint notebooks clean
+
+setup: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+# MathJax and the Japanese webfont come from the npm registry, pinned by
+# package-lock.json; the site build copies what it needs into site/.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+serve: setup
+	$(VENV)/bin/mkdocs serve --dev-addr $(HOST)
+
+build: setup
+	$(VENV)/bin/mkdocs build --strict
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Runs the whole suite: unit and property tests, notebook pairing and
+# nbval (strict), the site build and the headless-browser checks.
+test: lint
+	$(VENV)/bin/python -m pytest
+
+# Re-execute notebooks from their .py sources (NB=notebooks/01-sinusoidal.py
+# for one). Outputs are deterministic, so an unchanged chapter gives a
+# byte-identical .ipynb.
+NB ?= $(wildcard notebooks/[0-9]*.py)
+notebooks: setup
+	@for py in $(NB); do \
+	  echo "executing $$py"; \
+	  $(VENV)/bin/jupytext --quiet --to ipynb --update "$$py" && \
+	  $(VENV)/bin/jupyter nbconvert --log-level=WARN --to notebook --execute --inplace \
+	    --ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=600 \
+	    "$${py%.py}.ipynb" || exit 1; \
+	done
+
+clean:
+	rm -rf site docs/notebooks .pytest_cache

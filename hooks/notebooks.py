@@ -1,0 +1,308 @@
+"""MkDocs hook: one bilingual notebook becomes an English and a Japanese page.
+
+Source -> site, one way (see shared DESIGN.md):
+
+    notebooks/NN-slug.ipynb  (executed; prose cells tagged lang="en"/"ja")
+      -> docs/slug.ipynb     (code cells + English prose)      -> /slug/
+      -> docs/slug.ja.ipynb  (code cells + Japanese prose)     -> /ja/slug/
+
+The copies in docs/ are generated (ignored by git) and rewritten only when
+their content changes, so `mkdocs serve` does not rebuild in a loop.
+
+The hook also repairs what mkdocs-jupyter leaves behind on each notebook
+page (every fix is checked by tests/test_site.py):
+
+- headings: unicode ids (nbconvert gives Japanese headings an empty id),
+  the table of contents pointed at them, and Material's ``headerlink``
+  class on the pilcrow so search titles carry no stray "¶";
+- page weight: the ~600 KB of JupyterLab CSS inlined into every page and
+  the clipboard script move to one shared, cached file each; figures
+  inlined as base64 become PNG files named by their content hash
+  (identical in both languages, so stored and downloaded once);
+- nbconvert's MathJax loader (a CDN address) is dropped: the site loads
+  its own MathJax once for every page;
+- a download link for the page's notebook.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import html
+import json
+import logging
+import posixpath
+import re
+import struct
+from pathlib import Path
+
+import mkdocs.utils
+from pymdownx.slugs import slugify
+
+log = logging.getLogger("mkdocs.hooks.notebooks")
+
+#: language -> file-name suffix (mkdocs-static-i18n "suffix" structure)
+LANGUAGES = {"en": "", "ja": ".ja"}
+NOTEBOOK_NAME = re.compile(r"^(?P<number>\d+)-(?P<slug>[a-z0-9][a-z0-9-]*)\.ipynb$")
+SHARED_DIR = "assets/notebook"  # shared CSS/JS of notebook pages, relative to site/
+FIGURE_DIR = "assets/figures"
+
+_slugify = slugify(case="lower")
+
+# mkdocs-static-i18n rebuilds every file as a plain mkdocs File, which drops
+# mkdocs-jupyter's wrapper: a notebook would then be copied verbatim, raw JSON
+# as index.html, and `--strict` would still pass. Registering .ipynb as a
+# documentation extension keeps notebooks pages; mkdocs-jupyter still renders
+# them. tests/test_site.py fails if a page holds notebook JSON.
+if ".ipynb" not in mkdocs.utils.markdown_extensions:
+    mkdocs.utils.markdown_extensions = (*mkdocs.utils.markdown_extensions, ".ipynb")
+
+
+# --------------------------------------------------------------------------
+# The language split
+
+
+def page_slug(notebook: Path) -> str:
+    """``notebooks/01-sinusoidal.ipynb`` -> ``sinusoidal`` (URLs survive renumbering)."""
+    match = NOTEBOOK_NAME.match(notebook.name)
+    if match is None:
+        raise ValueError(f"notebook name must look like NN-slug.ipynb, got {notebook.name!r}")
+    return match["slug"]
+
+
+def split_notebook(nb: dict, lang: str) -> dict:
+    """Return the notebook a reader of ``lang`` sees.
+
+    Keeps code cells (with their outputs) and the prose cells whose
+    ``metadata.lang`` is ``lang``; prose cells of the other languages are
+    dropped. The ``lang`` tag itself is removed from the kept cells, and the
+    notebook's metadata records the language.
+    """
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
+    out = copy.deepcopy(nb)
+    cells = []
+    for cell in out["cells"]:
+        cell_lang = cell.get("metadata", {}).get("lang")
+        if cell["cell_type"] == "markdown" and cell_lang is None:
+            raise ValueError(f"markdown cell {cell.get('id', '?')!r} has no lang tag")
+        if cell_lang not in (None, lang):
+            continue
+        cell.get("metadata", {}).pop("lang", None)
+        cells.append(cell)
+    out["cells"] = cells
+    out.setdefault("metadata", {})["language"] = lang
+    return out
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+
+def split_all(source_dir: Path, docs_dir: Path) -> list[Path]:
+    """Write every language copy of every notebook; return the paths written."""
+    written = []
+    seen: dict[str, Path] = {}
+    for src in sorted(source_dir.glob("[0-9]*.ipynb")):
+        slug = page_slug(src)
+        if slug in seen:
+            raise ValueError(f"{src.name} and {seen[slug].name} share the page slug {slug!r}")
+        seen[slug] = src
+        nb = json.loads(src.read_text(encoding="utf-8"))
+        for lang, suffix in LANGUAGES.items():
+            target = docs_dir / f"{slug}{suffix}.ipynb"
+            _write_if_changed(target, json.dumps(split_notebook(nb, lang), ensure_ascii=False, indent=1) + "\n")
+            written.append(target)
+    # Remove copies whose source notebook is gone, so no orphan page is built.
+    for stale in docs_dir.glob("*.ipynb"):
+        if stale not in written:
+            stale.unlink()
+    return written
+
+
+def on_pre_build(config, **kwargs):
+    root = Path(config.config_file_path).parent
+    split_all(root / "notebooks", Path(config.docs_dir))
+
+
+# --------------------------------------------------------------------------
+# Repairs of the rendered notebook pages
+
+
+def _is_notebook(page) -> bool:
+    return page.file.src_uri.endswith(".ipynb")
+
+
+_HEADING = re.compile(r"<h([1-6])(?P<attrs>[^>]*)>(?P<inner>.*?)</h\1>", re.DOTALL)
+_ANCHOR = re.compile(r'<a class="anchor-link" href="#[^"]*">.*?</a>', re.DOTALL)
+_TAG = re.compile(r"<[^>]+>")
+
+
+def _text(fragment: str) -> str:
+    return html.unescape(_TAG.sub("", fragment)).strip()
+
+
+def fix_headings(content: str) -> tuple[str, list[tuple[str, str]]]:
+    """Give every heading a unicode id and a Material-style permalink.
+
+    Returns the new HTML and ``(heading text, id)`` in document order.
+    """
+    used: set[str] = set()
+    found: list[tuple[str, str]] = []
+
+    def unique(base: str) -> str:
+        base = base or "section"
+        candidate, n = base, 1
+        while candidate in used:
+            candidate, n = f"{base}_{n}", n + 1
+        used.add(candidate)
+        return candidate
+
+    def repl(m: re.Match) -> str:
+        level, inner = m.group(1), _ANCHOR.sub("", m["inner"])
+        text = _text(inner)
+        hid = unique(_slugify(text, "-"))
+        found.append((text, hid))
+        attrs = re.sub(r'\s*id="[^"]*"', "", m["attrs"])
+        link = f'<a class="headerlink" href="#{hid}" title="Permanent link">¶</a>'
+        return f'<h{level} id="{hid}"{attrs}>{inner}{link}</h{level}>'
+
+    return _HEADING.sub(repl, content), found
+
+
+def fix_toc(toc, headings: list[tuple[str, str]]) -> None:
+    """Point the table of contents at the ids given by :func:`fix_headings`."""
+    pending = list(headings)
+
+    def walk(items):
+        for item in items:
+            title = _text(item.title)
+            for k, (text, hid) in enumerate(pending):
+                if text == title:
+                    item.id = hid
+                    del pending[k]
+                    break
+            walk(item.children)
+
+    walk(toc)
+
+
+def on_page_content(content, page, config, files):
+    if not _is_notebook(page):
+        return content
+    content, headings = fix_headings(content)
+    fix_toc(page.toc, headings)
+    lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
+    label = "ノートブックをダウンロード (.ipynb)" if lang == "ja" else "Download this notebook (.ipynb)"
+    name = posixpath.basename(page.file.src_uri)
+    toolbar = (
+        f'<p class="nb-toolbar"><a class="md-button" href="{name}" download>{label}</a></p>'
+    )
+    # Right under the title, where a reader looks for it.
+    h1_end = content.find("</h1>")
+    if h1_end < 0:
+        return toolbar + content
+    return content[: h1_end + 5] + toolbar + content[h1_end + 5 :]
+
+
+_STYLE = re.compile(r"<style[^>]*>(?P<css>.*?)</style>", re.DOTALL)
+_INLINE_SCRIPT = re.compile(r"<script>(?P<js>(?:(?!</script>).)*?)</script>", re.DOTALL)
+# nbconvert's MathJax 2 loader and its Mermaid loader both point at a CDN;
+# the site loads its own MathJax, and the notebooks draw no Mermaid diagrams.
+_CDN_LOADERS = re.compile(
+    r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->"
+    r"|<script type=\"module\">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>",
+    re.DOTALL,
+)
+_DATA_IMG = re.compile(r'<img (?P<before>[^>]*?)src="data:image/png;base64,(?P<data>[^"]+)"(?P<after>[^>]*)>')
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def _relative(page, target: str) -> str:
+    """URL of site-relative ``target`` as seen from ``page``."""
+    return posixpath.relpath(target, posixpath.dirname("/" + page.url + "x")[1:] or ".")
+
+
+def _store(site_dir: Path, rel: str, data: bytes) -> None:
+    path = site_dir / rel
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def _hashed_name(data: bytes, suffix: str) -> str:
+    return hashlib.sha256(data).hexdigest()[:16] + suffix
+
+
+def externalise(output: str, page, site_dir: Path) -> str:
+    """Move inline CSS, the clipboard script and PNG figures to shared files."""
+    start, end = output.find("<article"), output.find("</article>")
+    if start < 0 or end < 0:
+        return output
+    head, body, tail = output[:start], output[start:end], output[end:]
+
+    body = _CDN_LOADERS.sub("", body)
+
+    css = "\n".join(m["css"] for m in _STYLE.finditer(body))
+    body = _STYLE.sub("", body)
+    links = ""
+    if css.strip():
+        data = css.encode("utf-8")
+        rel = f"{SHARED_DIR}/{_hashed_name(data, '.css')}"
+        _store(site_dir, rel, data)
+        links += f'<link rel="stylesheet" href="{_relative(page, rel)}">'
+
+    def script(m: re.Match) -> str:
+        if "clipboard" not in m["js"]:
+            return m.group(0)
+        data = m["js"].encode("utf-8")
+        rel = f"{SHARED_DIR}/{_hashed_name(data, '.js')}"
+        _store(site_dir, rel, data)
+        return f'<script src="{_relative(page, rel)}"></script>'
+
+    body = _INLINE_SCRIPT.sub(script, body)
+
+    def figure(m: re.Match) -> str:
+        data = base64.b64decode(m["data"])
+        rel = f"{FIGURE_DIR}/{_hashed_name(data, '.png')}"
+        _store(site_dir, rel, data)
+        width, height = _png_size(data)
+        attrs = f'{m["before"]}{m["after"]}'.strip()
+        if "alt=" not in attrs:
+            attrs += ' alt=""'
+        return (
+            f'<img src="{_relative(page, rel)}" width="{width}" height="{height}" '
+            f'loading="lazy" decoding="async" {attrs.strip()}>'
+        )
+
+    body = _DATA_IMG.sub(figure, body)
+    head = head.replace("</head>", links + "</head>", 1)
+    return head + body + tail
+
+
+# Material turns every <link rel="alternate" hreflang> in a page's head into
+# a fetch of "sitemap.xml" next to the linked page. mkdocs-static-i18n points
+# those links at the page's twin, where no sitemap exists: a 404 and a console
+# error on every page. The language switcher (<a hreflang> in the header) and
+# the sitemap (xhtml:link hreflang for every page) already link the twins.
+_HEAD_ALTERNATE = re.compile(r'\s*<link rel="alternate" href="[^"]*" hreflang="[^"]*">')
+
+
+def on_post_page(output, page, config):
+    head_end = output.find("</head>")
+    output = _HEAD_ALTERNATE.sub("", output[:head_end]) + output[head_end:]
+    if not _is_notebook(page):
+        return output
+    # The notebook this page was made from, for the download link.
+    source = Path(page.file.abs_src_path)
+    target = Path(page.file.abs_dest_path).parent / source.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(source.read_bytes())
+    return externalise(output, page, Path(config.site_dir))

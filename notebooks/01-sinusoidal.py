@@ -1,0 +1,873 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Sinusoidal positional encoding
+#
+# The Transformer of Vaswani et al. (2017) adds to every token embedding a fixed
+# vector that depends only on the token's position: the sines and cosines of the
+# position at many different frequencies. This chapter derives each property of
+# that encoding that the paper states or relies on, checks every formula
+# numerically with `posenc`, and rebuilds two well-known implementations
+# (labml and AllenNLP) to show exactly where they differ.
+
+# %% [markdown] lang="ja"
+# # 正弦波位置エンコーディング
+#
+# Vaswani ら (2017) の Transformer（トランスフォーマー）は、各トークンの埋め込みに、
+# 位置だけで決まる固定のベクトルを足します。その中身は、位置をさまざまな周波数で
+# 回した角度の正弦 (sin) と余弦 (cos) です。
+# この章では、論文が述べている性質や前提にしている性質をひとつずつ導き、
+# すべての式を `posenc` で数値的に確かめます。
+# 最後に、よく読まれている 2 つの実装 (labml と AllenNLP) を再現し、
+# どこが違うのかを正確に示します。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+
+from posenc import SinusoidalPositionalEncoding, attention, sinusoidal
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown] lang="en"
+# ## The problem: attention does not see order
+#
+# Put the $T$ token vectors of a sequence in the rows of a matrix $X$. Self-attention
+# computes
+# $$\mathrm{Attn}(X) = \mathrm{softmax}\left(\frac{XW_Q (XW_K)^\top}{\sqrt{d}}\right) XW_V$$
+# and nothing in it refers to where a token sits. If a permutation matrix $P$
+# shuffles the tokens, the scores become $P\,XW_Q (XW_K)^\top P^\top$, the row-wise
+# softmax is shuffled the same way, and $P^\top P = I$ cancels against the values:
+# $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
+# The outputs are shuffled, nothing else changes: attention is
+# permutation-equivariant. Without positions, "dog bites man" and "man bites dog"
+# give the same set of output vectors, only in another order.
+# Chapter 0 treats this in detail. This chapter's remedy is to add a vector
+# $PE(p)$ that depends on the position $p$ to the token at that position, before the
+# first layer. The cell below checks the equation, and checks that after adding
+# $PE(p)$ the outputs are no longer a mere permutation.
+
+# %% [markdown] lang="ja"
+# ## 問題：アテンションは順序を見ていない
+#
+# 系列の $T$ 個のトークンベクトルを行列 $X$ の各行に並べます。
+# セルフアテンションは次を計算します。
+# $$\mathrm{Attn}(X) = \mathrm{softmax}\left(\frac{XW_Q (XW_K)^\top}{\sqrt{d}}\right) XW_V$$
+# この式には、トークンがどこにあるかを表す項がありません。
+# 置換行列 $P$ でトークンを並べ替えると、スコアは $P\,XW_Q (XW_K)^\top P^\top$ になります。
+# 行ごとの softmax も同じように並べ替わり、バリューとの積では $P^\top P = I$ が打ち消し合います。
+# $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
+# 出力が並べ替わるだけで、ほかは何も変わりません。
+# つまりアテンションは置換同変です。位置の情報がなければ、「犬が人をかむ」と「人が犬をかむ」は、
+# 順番が違うだけで同じ出力ベクトルの集まりになります。
+# 詳しくは第 0 章で扱います。
+# この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
+# 次のセルでこの等式を確かめ、さらに $PE(p)$ を足すと出力が単なる並べ替えではなくなることを確かめます。
+
+# %%
+T, d = 6, 8
+x = torch.randn(T, d)
+w_q, w_k, w_v = (torch.randn(d, d) / math.sqrt(d) for _ in range(3))
+
+
+def self_attention(x):
+    return attention(x @ w_q, x @ w_k, x @ w_v)
+
+
+perm = torch.randperm(T)
+# Attn(PX) = P Attn(X): permuting the tokens permutes the outputs
+torch.testing.assert_close(self_attention(x[perm]), self_attention(x)[perm])
+
+# With PE(p) added, the tokens move but the positions stay: no longer a permutation
+pe = sinusoidal(torch.arange(T), d)
+assert not torch.allclose(self_attention(x[perm] + pe), self_attention(x + pe)[perm], atol=1e-3)
+
+# %% [markdown] lang="en"
+# ## The formula
+#
+# Vaswani et al. (2017, §3.5) give position $p$ a vector $PE(p)$ of the model's width
+# $d$ (the paper's $d_{\text{model}}$, even). Its entries come in $n = d/2$ pairs, one
+# for each frequency index $i = 0, 1, \dots, n-1$:
+# $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
+# With the frequencies
+# $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
+# the pair reads $PE_{(p,2i)} = \sin(\omega_i p)$ and $PE_{(p,2i+1)} = \cos(\omega_i p)$:
+# column $2i$ holds the sine and column $2i+1$ the cosine of the same angle
+# $\omega_i p$. Sine and cosine alternate; this is the interleaved layout.
+# `posenc.sinusoidal(positions, d)` computes it. The cell below builds the same table
+# from the formula with two plain loops and compares the two element by element.
+
+# %% [markdown] lang="ja"
+# ## 式
+#
+# Vaswani ら (2017, §3.5) は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$、偶数）の
+# ベクトル $PE(p)$ を割り当てます。成分は $n = d/2$ 組のペアになっていて、
+# 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 組です。
+# $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
+# 周波数を
+# $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
+# と書くと、ペアは $PE_{(p,2i)} = \sin(\omega_i p)$ と $PE_{(p,2i+1)} = \cos(\omega_i p)$ になります。
+# 列 $2i$ には角度 $\omega_i p$ の正弦が、列 $2i+1$ には同じ角度の余弦が入ります。
+# 正弦と余弦が交互に並ぶこの並べ方をインターリーブ配置と呼びます。
+# `posenc.sinusoidal(positions, d)` がこれを計算します。
+# 次のセルでは、同じ表を式どおりに素朴な二重ループで作り、成分ごとに比べます。
+
+# %%
+d = 8
+n = d // 2
+positions = torch.arange(6)
+table = sinusoidal(positions, d, dtype=torch.float64)  # [6, d]
+
+by_hand = torch.empty(len(positions), d, dtype=torch.float64)
+for p in range(len(positions)):
+    for i in range(n):
+        angle = p / 10000 ** (2 * i / d)
+        by_hand[p, 2 * i] = math.sin(angle)
+        by_hand[p, 2 * i + 1] = math.cos(angle)
+torch.testing.assert_close(table, by_hand)
+
+# omega_i = 10000^(-2i/d) = 10000^(-i/n); even columns sin(omega_i p), odd columns cos(omega_i p)
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+torch.testing.assert_close(omega, 10000.0 ** (-2 * torch.arange(n, dtype=torch.float64) / d))
+torch.testing.assert_close(table[:, 0::2], torch.sin(positions[:, None] * omega))
+torch.testing.assert_close(table[:, 1::2], torch.cos(positions[:, None] * omega))
+
+print(sinusoidal(torch.arange(4), d))
+
+# %% [markdown] lang="en"
+# Row $p = 0$ is $(0, 1, 0, 1, \dots)$: every sine is $0$ and every cosine is $1$.
+# Column $0$ is simply $\sin p$, since $\omega_0 = 1$. The later columns change more and
+# more slowly along $p$.
+
+# %% [markdown] lang="ja"
+# 行 $p = 0$ は $(0, 1, 0, 1, \dots)$ です。正弦はすべて $0$、余弦はすべて $1$ になります。
+# $\omega_0 = 1$ なので、列 $0$ は単純に $\sin p$ です。
+# 右の列ほど、$p$ に沿った変化がゆっくりになります。
+
+# %%
+row0 = sinusoidal(torch.tensor([0]), 16)[0]
+assert torch.equal(row0[0::2], torch.zeros(8)) and torch.equal(row0[1::2], torch.ones(8))
+p = torch.arange(100)
+torch.testing.assert_close(sinusoidal(p, 16)[:, 0], torch.sin(p.float()))
+
+# %% [markdown] lang="en"
+# ## What the encoding looks like
+#
+# The heatmap shows $PE_{(p,j)}$ for $d = 64$ and positions $p = 0, \dots, 127$, with the
+# dimension $j$ running down. The top rows oscillate fast; further down, the
+# frequency falls and the colour changes only slowly over the whole range; there
+# the rows alternate between sines near $0$ (white) and cosines near $1$ (dark red).
+# Each position gets its own column of colours.
+
+# %% [markdown] lang="ja"
+# ## エンコーディングを眺める
+#
+# 下のヒートマップは、$d = 64$、位置 $p = 0, \dots, 127$ の $PE_{(p,j)}$ です。
+# 次元 $j$ を縦軸に取っています。上の行は速く振動します。
+# 下に行くほど周波数が下がり、範囲全体でも色はゆっくりとしか変わりません。
+# そこでは、$0$ に近い正弦（白）と $1$ に近い余弦（濃い赤）の行が交互に並びます。
+# 位置ごとに、色の並びが異なる縦の列ができます。
+
+# %%
+big = sinusoidal(torch.arange(128), 64)  # [p, j]
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+im = ax.imshow(big.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+ax.set_xlabel("$p$")
+ax.set_ylabel("$j$")
+ax.grid(False)
+fig.colorbar(im, ax=ax, label="$PE_{(p,j)}$")
+plt.show()
+
+# %% [markdown] lang="en"
+# Like labml's figure, the next plot draws columns $4$ to $7$ for $d = 20$ against the
+# position. Columns $4$ and $5$ are the sine and cosine of one frequency
+# ($i = 2$); columns $6$ and $7$ share a lower one ($i = 3$). Within a pair the two
+# curves are a quarter turn apart, and the point they make lies on the unit circle:
+# $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
+
+# %% [markdown] lang="ja"
+# labml の図と同じように、$d = 20$ の列 $4$ から $7$ を位置に対して描きます。
+# 列 $4$ と $5$ は同じ周波数 ($i = 2$) の正弦と余弦で、
+# 列 $6$ と $7$ はそれより低い周波数 ($i = 3$) を共有します。
+# ペアの 2 本の曲線は 4 分の 1 周期ずれていて、2 つを組にした点は単位円の上にあります。
+# $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
+
+# %%
+p = torch.arange(100)
+pe20 = sinusoidal(p, 20)
+torch.testing.assert_close(pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(100, 10))
+
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+styles = ["-", "--", "-", "--"]
+for j, style in zip(range(4, 8), styles, strict=True):
+    ax.plot(p, pe20[:, j], style, label=f"$PE_{{(p,{j})}}$")
+ax.set_xlabel("$p$")
+ax.set_ylabel("$PE_{(p,j)}$")
+ax.legend(loc="lower left", ncols=4)
+ax.set_ylim(-1.35, 1.1)
+plt.show()
+
+# %% [markdown] lang="en"
+# ## The wavelengths form a geometric progression
+#
+# The wavelength of pair $i$ is the number of positions its angle needs for one full
+# turn:
+# $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
+# The ratio of consecutive wavelengths does not depend on $i$,
+# $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
+# so the wavelengths form a geometric progression starting at $\lambda_0 = 2\pi$.
+# The paper says it runs "from $2\pi$ to $10000 \cdot 2\pi$". Strictly, the last index
+# is $i = n-1$, so the last wavelength is
+# $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
+# one ratio short of $10000 \cdot 2\pi$. The progression would reach
+# $10000 \cdot 2\pi$ only at $i = n$, a pair that does not exist. The output below
+# shows the size of the gap for $d = 512$: the ratio is 1.0366 and the last
+# wavelength is about 60611 positions instead of 62832.
+#
+# tensor2tensor's `get_timing_signal_1d` (and likewise AllenNLP and fairseq) spaces
+# its frequencies so that both ends are reached: it divides the exponent by $n-1$
+# instead of $n$,
+# $$\omega_i = 10000^{-i/(n-1)}, \qquad \lambda_{n-1} = 10000 \cdot 2\pi$$
+# with the slightly larger ratio $10000^{1/(n-1)}$. In `posenc` this is
+# `endpoint=True`, named after the argument of `numpy.linspace` that includes the last
+# point. It is a different encoding, not a rounding difference; the section on
+# libraries measures how different.
+#
+# The check below does not trust any formula for $\omega_i$: it reads the frequencies
+# back from `posenc`'s output. At $p = 1$ each pair holds $(\sin\omega_i, \cos\omega_i)$
+# and every $\omega_i$ lies in $(0, 1]$, so the two-argument arctangent returns
+# $\omega_i$ itself.
+
+# %% [markdown] lang="ja"
+# ## 波長は等比数列をなす
+#
+# ペア $i$ の波長とは、その角度がちょうど 1 周するのに必要な位置の数です。
+# $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
+# 隣り合う波長の比は $i$ によりません。
+# $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
+# したがって波長は $\lambda_0 = 2\pi$ から始まる等比数列です。
+# 論文は「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
+# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は次の値です。
+# $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
+# これは $10000 \cdot 2\pi$ より公比 1 回分だけ手前です。
+# 数列が $10000 \cdot 2\pi$ に届くのは $i = n$ のときですが、そのペアは存在しません。
+# $d = 512$ での差を下の出力に示します。公比は 1.0366、最後の波長は 62832 ではなく約 60611 です。
+#
+# tensor2tensor の `get_timing_signal_1d`（AllenNLP や fairseq も同様）は、
+# 両端にちょうど届くように周波数を並べます。指数を $n$ ではなく $n-1$ で割るのです。
+# $$\omega_i = 10000^{-i/(n-1)}, \qquad \lambda_{n-1} = 10000 \cdot 2\pi$$
+# 公比は少し大きい $10000^{1/(n-1)}$ になります。
+# `posenc` では `endpoint=True` がこれに当たります。
+# 名前は、終点を含めるかどうかを決める `numpy.linspace` の引数から取りました。
+# これは丸め誤差ではなく、別のエンコーディングです。どれほど違うかは、ライブラリの節で測ります。
+#
+# 下の確認では $\omega_i$ の式を使わず、`posenc` の出力から周波数を読み戻します。
+# $p = 1$ では各ペアが $(\sin\omega_i, \cos\omega_i)$ を持ち、$\omega_i$ はすべて $(0, 1]$ に入るので、
+# 2 引数の逆正接 (atan2) が $\omega_i$ そのものを返します。
+
+# %%
+two_pi = 2 * math.pi
+
+
+def wavelengths(d, endpoint=False):
+    """Wavelengths 2*pi/omega_i, read back from posenc's row p = 1."""
+    row = sinusoidal(torch.tensor([1]), d, endpoint=endpoint, dtype=torch.float64)[0]
+    omega = torch.atan2(row[0::2], row[1::2])
+    return 2 * math.pi / omega
+
+
+def f64(value):
+    return torch.as_tensor(value, dtype=torch.float64)
+
+
+for d in (16, 64, 512):
+    n = d // 2
+    i = torch.arange(n, dtype=torch.float64)
+    lam, lam_t2t = wavelengths(d), wavelengths(d, endpoint=True)
+    # n denominator (the paper): lambda_i = 2 pi 10000^(2i/d), ratio 10000^(2/d)
+    torch.testing.assert_close(lam, two_pi * 10000 ** (2 * i / d))
+    torch.testing.assert_close(lam[1:] / lam[:-1], f64(10000 ** (2 / d)).expand(n - 1))
+    torch.testing.assert_close(lam[0], f64(two_pi))
+    torch.testing.assert_close(lam[-1], f64(two_pi * 10000 ** ((d - 2) / d)))
+    assert lam[-1] < 10000 * two_pi  # 10000 * 2 pi is not reached ...
+    torch.testing.assert_close(lam[-1] * 10000 ** (2 / d), f64(10000 * two_pi))  # ... until i = n
+    # n-1 denominator (endpoint=True): ratio 10000^(1/(n-1)), ends exactly at 10000 * 2 pi
+    ratio_t2t = lam_t2t[1:] / lam_t2t[:-1]
+    torch.testing.assert_close(lam_t2t, two_pi * 10000 ** (i / (n - 1)))
+    torch.testing.assert_close(ratio_t2t, f64(10000 ** (1 / (n - 1))).expand(n - 1))
+    torch.testing.assert_close(lam_t2t[-1], f64(10000 * two_pi))
+
+for name, lam in [("n  ", wavelengths(512)), ("n-1", wavelengths(512, endpoint=True))]:
+    print(f"d = 512, {name} denominator: ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}")
+print(f"10000 * 2 pi = {10000 * two_pi:.0f}")
+
+# %% [markdown] lang="en"
+# On a logarithmic axis a geometric progression is a straight line. The left panel
+# ($d = 16$, eight pairs) makes the gap visible: the paper's frequencies stop one
+# ratio below $10000 \cdot 2\pi$, the $n-1$ version ends on it. For $d = 512$ (right) the
+# two lines almost coincide.
+
+# %% [markdown] lang="ja"
+# 対数軸では、等比数列は直線になります。
+# 左の図 ($d = 16$、8 組) では差がはっきり見えます。
+# 論文の周波数は $10000 \cdot 2\pi$ の公比 1 回分手前で止まり、$n-1$ 版はちょうどそこで終わります。
+# 右の $d = 512$ では、2 本の線はほとんど重なります。
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
+for ax, d in zip(axes, (16, 512), strict=True):
+    i = torch.arange(d // 2)
+    marker = "o" if d == 16 else None
+    lam, lam_t2t = wavelengths(d), wavelengths(d, endpoint=True)
+    ax.plot(i, lam, marker=marker, ms=4, label=r"$2\pi \cdot 10000^{i/n}$")
+    ax.plot(i, lam_t2t, "--", marker=marker, ms=4, label=r"$2\pi \cdot 10000^{i/(n-1)}$")
+    for level in (two_pi, 10000 * two_pi):
+        ax.axhline(level, color="0.5", lw=0.8, ls=":")
+    ax.set_yscale("log")
+    ax.set_xlabel("$i$")
+    ax.set_title(f"$d = {d}$")
+axes[0].set_ylabel(r"$\lambda_i$")
+axes[0].set_yticks([two_pi * 10**e for e in range(5)])
+axes[0].set_yticklabels([rf"$10^{e}\cdot 2\pi$" if e else r"$2\pi$" for e in range(5)])
+axes[0].minorticks_off()
+axes[1].minorticks_off()
+axes[0].legend(loc="upper left")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Why a sine and a cosine: a shift is a rotation
+#
+# The paper motivates the sinusoids by a property: for any fixed offset $k$, the
+# encoding $PE(p+k)$ is a linear function of $PE(p)$. Let us derive that function.
+# Take one pair and write $\theta = \omega_i p$ and $\phi = \omega_i k$. The
+# angle-addition formulas give
+# $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
+# $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
+# In the interleaved order, sine first, read the coefficients of
+# $\sin\theta$ and $\cos\theta$ off each line: $(\cos\phi, \sin\phi)$ from the first,
+# $(-\sin\phi, \cos\phi)$ from the second. They are the rows of a $2 \times 2$ matrix:
+# $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
+# Put one such block per frequency on the diagonal of a $d \times d$ matrix,
+# $$M_k = \mathrm{diag}\big(B(k\omega_0), B(k\omega_1), \dots, B(k\omega_{n-1})\big)$$
+# and every pair moves at once:
+# $$PE(p+k) = M_k\, PE(p)$$
+# $M_k$ contains $k$ and the frequencies, but not $p$: the same matrix shifts every
+# position by $k$. This is the linear function the paper promised.
+#
+# $B(\phi)$ is a rotation matrix. With the glossary's counter-clockwise rotation
+# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$, it is
+# $B(\phi) = R(-\phi)$: moving forward turns each (sine, cosine) point clockwise.
+# The signs matter. The transpose $B(\phi)^\top = R(\phi)$, which is easy to write by
+# mistake, moves the other way: it maps $PE(p)$ to $PE(p-k)$. Because the blocks are
+# rotations, the shifts also compose as expected: $M_k M_l = M_{k+l}$ and
+# $M_k^\top = M_{-k}$.
+
+# %% [markdown] lang="ja"
+# ## なぜ正弦と余弦の両方か：ずらすことは回転すること
+#
+# 論文は正弦波を選んだ理由として、次の性質を挙げています。
+# どんな固定のずれ $k$ についても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
+# その線形関数を導きましょう。
+# 1 組のペアに注目し、$\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
+# $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
+# $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
+# インターリーブ配置では正弦が先です。各行から $\sin\theta$ と $\cos\theta$ の係数を読み取ると、
+# 1 行目からは $(\cos\phi, \sin\phi)$、2 行目からは $(-\sin\phi, \cos\phi)$ が得られます。
+# これらを行とする $2 \times 2$ 行列で書けます。
+# $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
+# 周波数ごとにこのブロックを 1 つずつ $d \times d$ 行列の対角に並べます。
+# $$M_k = \mathrm{diag}\big(B(k\omega_0), B(k\omega_1), \dots, B(k\omega_{n-1})\big)$$
+# すると、すべてのペアが同時にずれます。
+# $$PE(p+k) = M_k\, PE(p)$$
+# $M_k$ に含まれるのは $k$ と周波数だけで、$p$ は含まれません。
+# 同じ行列が、どの位置も $k$ だけずらします。これが論文の言う線形関数です。
+#
+# $B(\phi)$ は回転行列です。用語集の反時計回りの回転
+# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$ を使うと、
+# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、(正弦, 余弦) の点は時計回りに回ります。
+# 符号は重要です。うっかり書きがちな転置 $B(\phi)^\top = R(\phi)$ は逆向きに動き、
+# $PE(p)$ を $PE(p-k)$ に移します。
+# ブロックが回転なので、ずらし同士も期待どおりに合成できます。
+# $M_k M_l = M_{k+l}$、$M_k^\top = M_{-k}$ が成り立ちます。
+
+# %%
+d = 16
+n = d // 2
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+
+
+def block(phi):  # B(phi), the block for the (sin, cos) order
+    c, s = math.cos(phi), math.sin(phi)
+    return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+
+
+def rotation(theta):  # the glossary's R(theta), counter-clockwise
+    c, s = math.cos(theta), math.sin(theta)
+    return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
+
+
+def shift_matrix(k):  # M_k, d x d block diagonal
+    return torch.block_diag(*(block(k * w) for w in omega.tolist()))
+
+
+def pe64(positions):  # rows PE(p) in float64
+    return sinusoidal(torch.as_tensor(positions), d, dtype=torch.float64)
+
+
+# angle addition, B(phi) and B(phi) = R(-phi), B(phi)^T = R(phi)
+for theta, phi in [(0.3, 1.1), (2.0, -0.7), (5.0, 4.0)]:
+    torch.testing.assert_close(
+        block(phi) @ torch.tensor([math.sin(theta), math.cos(theta)], dtype=torch.float64),
+        torch.tensor([math.sin(theta + phi), math.cos(theta + phi)], dtype=torch.float64),
+    )
+    torch.testing.assert_close(block(phi), rotation(-phi))
+    torch.testing.assert_close(block(phi).T, rotation(phi))
+
+p = torch.tensor([0, 1, 7, 100, 999])
+for k in (-7, 1, 3, 50, 1000):
+    m = shift_matrix(k)
+    torch.testing.assert_close(pe64(p) @ m.T, pe64(p + k))  # PE(p+k) = M_k PE(p), rows at once
+    torch.testing.assert_close(pe64(p) @ m, pe64(p - k))  # the transpose shifts backwards
+    torch.testing.assert_close(m.T, shift_matrix(-k))  # M_k^T = M_{-k}
+    torch.testing.assert_close(m @ shift_matrix(5), shift_matrix(k + 5))  # M_k M_l = M_{k+l}
+print("PE(p+k) = M_k PE(p) holds for p in", p.tolist(), "and k in [-7, 1, 3, 50, 1000]")
+
+# %% [markdown] lang="en"
+# ### The sine alone is not enough
+#
+# Keep only the sines, $s(p) = (\sin\omega_0 p, \dots, \sin\omega_{n-1} p)$. No matrix
+# $L$ can satisfy $s(p+k) = L\,s(p)$ for all $p$: at $p = 0$ every sine is $0$, so
+# $L\,s(0) = 0$ for any $L$, while $s(k) \neq 0$ for every integer $k \neq 0$ (already
+# its first entry $\sin k$ is not $0$, since $\pi$ is irrational). The derivation
+# above shows what is missing: $\sin(\theta+\phi)$ needs $\cos\theta$, which only the
+# second column of each pair supplies.
+#
+# Leaving $p = 0$ out does not rescue the sine. The cell below fits the best matrix
+# in the least-squares sense over $p = 1, \dots, 999$ for $k = 3$. With both columns the
+# fit recovers $M_k$ (transposed, since positions are rows) to rounding error; with
+# sines alone the relative error stays near 0.34, as printed.
+
+# %% [markdown] lang="ja"
+# ### 正弦だけでは足りない
+#
+# 正弦だけを残した $s(p) = (\sin\omega_0 p, \dots, \sin\omega_{n-1} p)$ を考えます。
+# すべての $p$ で $s(p+k) = L\,s(p)$ を満たす行列 $L$ は存在しません。
+# $p = 0$ では正弦がすべて $0$ なので、どんな $L$ でも $L\,s(0) = 0$ です。
+# 一方、整数 $k \neq 0$ ならどれでも $s(k) \neq 0$ です
+# （$\pi$ は無理数なので、最初の成分 $\sin k$ がすでに $0$ になりません）。
+# 何が足りないかは、上の導出が教えてくれます。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
+# それを持っているのは各ペアの 2 列目だけです。
+#
+# $p = 0$ を除いても、正弦だけでは救えません。
+# 次のセルでは $k = 3$ について、$p = 1, \dots, 999$ の範囲で最小二乗法による最良の行列を求めます。
+# 両方の列を使うと、丸め誤差の範囲で $M_k$（位置を行に並べているので転置）が復元されます。
+# 正弦だけでは、出力のとおり相対誤差が 0.34 前後に残ります。
+
+# %%
+k = 3
+p = torch.arange(1, 1000)
+full, full_k = pe64(p), pe64(p + k)
+fit = torch.linalg.lstsq(full, full_k).solution
+torch.testing.assert_close(fit, shift_matrix(k).T, rtol=0, atol=1e-8)
+
+sines, sines_k = full[:, 0::2], full_k[:, 0::2]
+fit_sin = torch.linalg.lstsq(sines, sines_k).solution
+rel_full = (full @ fit - full_k).norm() / full_k.norm()
+rel_sin = (sines @ fit_sin - sines_k).norm() / sines_k.norm()
+assert rel_full < 1e-9 and rel_sin > 0.1
+
+s0 = sinusoidal(torch.tensor([0]), d)[0, 0::2]
+assert torch.equal(s0, torch.zeros(n))  # s(0) = 0
+assert all(sinusoidal(torch.tensor([kk]), d)[0, 0] != 0 for kk in range(-50, 51) if kk != 0)
+print(f"relative error, sine and cosine: {rel_full:.1e}")
+print(f"relative error, sine only:       {rel_sin:.2f}")
+
+# %% [markdown] lang="en"
+# ## The dot product depends only on the distance
+#
+# Multiply two encodings entry by entry and group the pairs. By
+# $\cos(a-b) = \cos a\cos b + \sin a\sin b$,
+# $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
+# Four consequences follow at once.
+#
+# - The dot product is a function of the distance $p-q$ alone: the Gram matrix is
+#   constant along each diagonal.
+# - It is symmetric in $p-q$, because cosine is even: it cannot tell whether $q$ comes
+#   before or after $p$.
+# - Its maximum is at $p = q$, where every term is $1$: $PE(p)\cdot PE(p) = n$, so every
+#   encoding has the same length $\sqrt{d/2}$.
+# - It falls as the distance grows, but not monotonically: the fast pairs soon
+#   oscillate out of step, and the sum ripples. For $d = 512$ it first rises again at
+#   a distance of 43 (output below).
+
+# %% [markdown] lang="ja"
+# ## 内積は距離だけで決まる
+#
+# 2 つのエンコーディングを成分ごとに掛け、ペアごとにまとめます。
+# $\cos(a-b) = \cos a\cos b + \sin a\sin b$ を使うと、次のようになります。
+# $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
+# ここから 4 つのことがすぐに分かります。
+#
+# - 内積は距離 $p-q$ だけの関数です。グラム行列は各対角線に沿って一定になります。
+# - 余弦は偶関数なので、$p-q$ について対称です。$q$ が $p$ の前にあるのか後ろにあるのかは区別できません。
+# - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
+#   どのエンコーディングも長さは $\sqrt{d/2}$ で同じです。
+# - 距離が大きくなると値は下がりますが、単調ではありません。
+#   速いペアどうしはすぐに位相がずれ、和が波打ちます。
+#   $d = 512$ では、距離 43 で初めて値が再び増えます（下の出力）。
+
+# %%
+d = 512
+n = d // 2
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+pos = torch.arange(200)
+enc = sinusoidal(pos, d, dtype=torch.float64)
+gram = enc @ enc.T  # gram[p, q] = PE(p) . PE(q)
+dist = (pos[:, None] - pos[None, :]).double()
+# gram[p, q] = sum_i cos(omega_i (p - q))
+torch.testing.assert_close(gram, torch.cos(dist[..., None] * omega).sum(-1))
+torch.testing.assert_close(gram[1:, 1:], gram[:-1, :-1])  # constant along diagonals
+torch.testing.assert_close(gram, gram.T)  # symmetric in p - q
+torch.testing.assert_close(torch.diagonal(gram), torch.full((200,), n, dtype=torch.float64))  # = n
+assert (gram < n - 1e-6).logical_or(torch.eye(200, dtype=torch.bool)).all()  # maximum only at p = q
+
+# f(k) = PE(k) . PE(0) over k = -1000..1000; negative positions are allowed
+k = torch.arange(-1000, 1001)
+f = sinusoidal(k, d, dtype=torch.float64) @ sinusoidal(torch.tensor([0]), d, dtype=torch.float64)[0]
+torch.testing.assert_close(f, f.flip(0))  # f(k) = f(-k)
+f_pos = f[1000:]  # k = 0, 1, 2, ...
+first_rise = int((f_pos[1:] > f_pos[:-1]).nonzero()[0])
+print(f"d = 512: f(k) first rises from k = {first_rise} to k = {first_rise + 1}")
+
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+ax.plot(k, f, lw=1)
+ax.axhline(0, color="0.5", lw=0.8)
+ax.set_xlabel("$p-q$")
+ax.set_ylabel(r"$PE(p)\cdot PE(q)$")
+ax.set_title("$d = 512$")
+ax.set_xlim(-1000, 1000)
+plt.show()
+
+# %% [markdown] lang="en"
+# This clean property holds for the encodings themselves. Inside a layer, the
+# query and key of positions $p$ and $q$ are $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$,
+# so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$. For a general
+# matrix between them, that term depends on $p$ and $q$ separately, not only on
+# $p-q$: the check below draws a random matrix and shows the values along one
+# diagonal spread widely. Rotary position embedding (RoPE), a later chapter,
+# rotates queries and keys instead, so that positions enter the score only through
+# $p-q$, whatever the weights are.
+
+# %% [markdown] lang="ja"
+# このきれいな性質は、エンコーディングそのものについて成り立つものです。
+# 層の中では、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
+# そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
+# 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
+# 下の確認ではランダムな行列を使い、1 本の対角線に沿った値が大きくばらつくことを示します。
+# 後の章で扱う回転位置埋め込み（RoPE）は、クエリとキーを回転させます。
+# そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
+
+# %%
+d = 64
+enc = sinusoidal(torch.arange(300), d, dtype=torch.float64)
+w_q, w_k = (torch.randn(d, d, dtype=torch.float64) / math.sqrt(d) for _ in range(2))
+scores = (enc @ w_q.T) @ (enc @ w_k.T).T  # [p, q] = PE(p)^T W_Q^T W_K PE(q)
+along = torch.diagonal(scores, 5)  # all pairs with q - p = 5
+assert along.max() - along.min() > 1
+assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12  # without the weights: constant
+print(f"PE(p)^T W_Q^T W_K PE(p+5), p = 0..294: min {along.min():.1f}, max {along.max():.1f}")
+
+# %% [markdown] lang="en"
+# ## labml and AllenNLP, rebuilt with posenc
+#
+# Two widely read PyTorch modules add this encoding to their input, and they do not
+# compute the same thing. Below, each one's formula is written out in a few lines of
+# torch and compared with the `posenc` module configured to match it.
+#
+# **labml** (`PositionalEncoding(d_model, dropout_prob, max_len=5000)`) precomputes a
+# table of shape `[max_len, 1, d_model]` in the interleaved layout with the paper's
+# frequencies $\omega_i = 10000^{-i/n}$, stores it as a non-persistent buffer (so it is
+# not in the `state_dict`), and in `forward` adds its first `seq_len` rows to an input of
+# shape `[seq_len, batch, d_model]`, then applies dropout. An odd `d_model` fails with a
+# shape error: labml computes one cosine for each even column, one more than there
+# are odd columns to hold them. In `posenc`:
+# `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`.
+
+# %% [markdown] lang="ja"
+# ## labml と AllenNLP を posenc で再現する
+#
+# よく読まれている 2 つの PyTorch モジュールが、この位置エンコーディングを入力に足しています。
+# ただし、計算している中身は同じではありません。
+# 以下では、それぞれの式を数行の torch で書き起こし、
+# それに合わせて設定した `posenc` のモジュールと比べます。
+#
+# **labml**（`PositionalEncoding(d_model, dropout_prob, max_len=5000)`）は、
+# 形状 `[max_len, 1, d_model]` の表をあらかじめ作ります。
+# 配置はインターリーブ配置、周波数は論文どおりの $\omega_i = 10000^{-i/n}$ です。
+# 表は永続化しないバッファとして登録されるので、`state_dict` には入りません。
+# `forward` では、形状 `[seq_len, batch, d_model]` の入力に表の先頭 `seq_len` 行を足し、
+# ドロップアウトをかけます。
+# `d_model` が奇数だと形状エラーで止まります。labml は偶数番目の列の数だけ余弦を計算しますが、
+# それを入れる奇数番目の列は 1 本少ないからです。
+# `posenc` では `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` です。
+
+# %%
+seq, batch, d = 10, 3, 16
+
+
+def labml_like(x):
+    """labml's formula, without dropout. x: [seq, batch, d] -> same shape."""
+    seq, _, d = x.shape
+    p = torch.arange(seq, dtype=torch.float32)[:, None]  # [seq, 1]
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # [d/2]
+    angle = p * omega  # [seq, d/2]
+    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)  # sin, cos, sin, ...
+    return x + table[:, None, :]  # broadcast over the batch axis
+
+
+x = torch.randn(seq, batch, d)
+labml = SinusoidalPositionalEncoding(d, dropout=0.1, batch_first=False)
+
+labml.eval()  # dropout off
+torch.testing.assert_close(labml(x), labml_like(x))
+assert len(labml.state_dict()) == 0  # the table is not saved with the model
+
+labml.train()  # dropout on: each entry is dropped or scaled by 1 / (1 - 0.1)
+y = labml(x)
+kept = y != 0
+torch.testing.assert_close(y[kept], labml_like(x)[kept] / 0.9)
+print(f"dropped {(~kept).float().mean():.2f} of the entries")
+
+# %% [markdown] lang="en"
+# **AllenNLP** (`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`)
+# takes `(batch_size, timesteps, hidden_dim)`, builds the table anew on every call (no
+# maximum length, no cache, no dropout), uses the concatenated layout (all sines,
+# then all cosines), spaces the timescales from 1 to 10000 with both ends included
+# (the $n-1$ denominator, $\omega_i = 10000^{-i/(n-1)}$), and appends a zero column when
+# `hidden_dim` is odd. In `posenc`:
+# `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`.
+
+# %% [markdown] lang="ja"
+# **AllenNLP**（`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`）は、
+# `(batch_size, timesteps, hidden_dim)` の入力を受け取り、呼び出しのたびに表を作り直します。
+# 最大長もキャッシュもドロップアウトもありません。
+# 配置は連結配置（正弦をすべて並べてから余弦をすべて並べる）です。
+# 時間スケールは 1 から 10000 まで、両端を含めて並べます。
+# つまり $n-1$ で割る周波数 $\omega_i = 10000^{-i/(n-1)}$ です。
+# `hidden_dim` が奇数なら、最後に値が 0 の列を 1 本加えます。
+# `posenc` では `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
+
+# %%
+sizes = (16, 15)  # an even and an odd d
+
+
+def allennlp_like(x):
+    """AllenNLP's formula. x: [batch, seq, d] -> same shape."""
+    _, seq, d = x.shape
+    n = d // 2
+    p = torch.arange(seq, dtype=torch.float32)[:, None]  # [seq, 1]
+    omega = 10000.0 ** (-torch.arange(n, dtype=torch.float32) / (n - 1))  # [n], both ends reached
+    angle = p * omega  # [seq, n]
+    table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # all sines, then all cosines
+    table = torch.nn.functional.pad(table, (0, d - 2 * n))  # a zero column when d is odd
+    return x + table  # broadcast over the batch axis
+
+
+for d in sizes:
+    x = torch.randn(2, 10, d)
+    allennlp = SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)
+    torch.testing.assert_close(allennlp(x), allennlp_like(x))
+    if d % 2:
+        assert torch.equal(allennlp(torch.zeros(2, 10, d))[..., -1], torch.zeros(2, 10))
+
+# %% [markdown] lang="en"
+# How far apart are they? The layouts differ only by a fixed permutation of the
+# columns: reordering the concatenated columns as $(0, n, 1, n+1, \dots)$ gives the
+# interleaved table with the same frequencies, exactly. What remains is the
+# denominator. For $d = 512$ over positions $0$ to $1023$, the largest entry-wise gap
+# between the $n$ and $n-1$ versions is printed below: it grows with the position,
+# because the angles $\omega_i p$ of the two versions drift apart in proportion to $p$.
+# At these positions the two encodings disagree by more than the whole amplitude of a
+# single entry: a model trained with one cannot be fed the other.
+
+# %% [markdown] lang="ja"
+# 両者はどれほど違うのでしょうか。配置の違いは、列の固定の並べ替えだけです。
+# 連結配置の列を $(0, n, 1, n+1, \dots)$ の順に並べ直すと、
+# 同じ周波数のインターリーブ配置の表にぴったり一致します。残る違いは分母です。
+# $d = 512$、位置 $0$ から $1023$ での、$n$ 版と $n-1$ 版の成分ごとの差の最大値を下に示します。
+# 2 つの版の角度 $\omega_i p$ は $p$ に比例して離れていくので、差は位置とともに大きくなります。
+# この範囲では、差が 1 成分の振幅そのものを超えます。
+# 片方で学習したモデルに、もう片方をそのまま使うことはできません。
+
+# %%
+d, n = 512, 256
+pos = torch.arange(1024)
+concat = sinusoidal(pos, d, layout="concat", endpoint=True)
+order = torch.stack([torch.arange(n), torch.arange(n) + n], dim=-1).reshape(d)  # 0, n, 1, n+1, ...
+torch.testing.assert_close(concat[:, order], sinusoidal(pos, d, endpoint=True), rtol=0, atol=0)
+
+paper = sinusoidal(pos, d)  # n denominator (Vaswani et al., labml)
+t2t = sinusoidal(pos, d, endpoint=True)  # n-1 denominator (tensor2tensor, AllenNLP, fairseq)
+gap = (paper - t2t).abs()
+for upto in (64, 256, 1024):
+    print(f"max |difference| over p < {upto:4d}: {gap[:upto].max():.4f}")
+assert gap.max() > 1
+
+# %% [markdown] lang="en"
+# | | labml | AllenNLP | `posenc` |
+# |---|---|---|---|
+# | layout | interleaved | concatenated | `layout="interleaved"` or `"concat"` |
+# | frequencies | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | `endpoint=False` or `True` |
+# | odd $d$ | shape error | zero last column | zero last column |
+# | input axes | `[seq, batch, d]` | `[batch, seq, d]` | `batch_first=True` or `False` |
+# | dropout | yes | no | `dropout=` |
+# | maximum length | `max_len` (default 5000), table precomputed | none, recomputed every call | none, cache grows on demand |
+# | table in `state_dict` | no | no (no table kept) | no |
+# | angles computed in | float32 | float32 | float64 |
+
+# %% [markdown] lang="ja"
+# | | labml | AllenNLP | `posenc` |
+# |---|---|---|---|
+# | 配置 | インターリーブ配置 | 連結配置 | `layout="interleaved"` または `"concat"` |
+# | 周波数 | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | `endpoint=False` または `True` |
+# | 奇数の $d$ | 形状エラー | 最後の列が 0 | 最後の列が 0 |
+# | 入力の軸 | `[seq, batch, d]` | `[batch, seq, d]` | `batch_first=True` または `False` |
+# | ドロップアウト | あり | なし | `dropout=` |
+# | 最大長 | `max_len`（既定値 5000、表を事前計算） | なし（毎回計算し直す） | なし（キャッシュを必要に応じて拡張） |
+# | `state_dict` に表を含むか | 含まない | 含まない（表を保持しない） | 含まない |
+# | 角度の計算精度 | float32 | float32 | float64 |
+
+# %% [markdown] lang="en"
+# ## In practice
+#
+# **Positions are explicit.** `sinusoidal` takes a tensor of positions, not a length,
+# so offsets need no special case. When a decoder generates with a KV cache, the new
+# token at position $t$ must get $PE(t)$, not $PE(0)$; the module takes an `offset` for
+# this. The check below encodes a sequence one token at a time and compares with
+# encoding it whole.
+#
+# **Angles in float64.** The angle $\omega_i p$ is large when $p$ is: float32 has a
+# 24-bit significand, so between $2^{20}$ and $2^{21}$ its numbers are $2^{-3}$ apart and
+# a float32 angle can be off by up to $2^{-4}$ radians, an error the sine passes on
+# unchanged. `posenc` forms the angles in float64 and rounds only the result. The
+# errors printed below compare both ways with a float64 reference around
+# $p = 2^{20}$.
+
+# %% [markdown] lang="ja"
+# ## 実際に使うときの注意
+#
+# **位置は明示的に渡します。** `sinusoidal` は長さではなく位置のテンソルを受け取るので、
+# オフセットに特別な扱いはいりません。
+# KV キャッシュを使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
+# $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのための `offset` を受け取ります。
+# 下の確認では、系列を 1 トークンずつエンコードした結果と、まとめてエンコードした結果を比べます。
+#
+# **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなります。
+# float32 の仮数部は 24 ビットなので、$2^{20}$ から $2^{21}$ の間では表せる数の間隔が $2^{-3}$ になり、
+# float32 の角度には最大 $2^{-4}$ ラジアンの誤差が乗ります。正弦はその誤差をそのまま出力に伝えます。
+# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。
+# 下に、$p = 2^{20}$ 付近で両方の計算を float64 の参照値と比べた誤差を示します。
+
+# %%
+# offset: token by token equals the whole sequence at once
+module = SinusoidalPositionalEncoding(32)
+x = torch.randn(2, 7, 32)
+whole = module(x)
+for t in range(7):
+    torch.testing.assert_close(module(x[:, t : t + 1], offset=t), whole[:, t : t + 1])
+torch.testing.assert_close(sinusoidal(torch.arange(5, 7), 32), sinusoidal(torch.arange(7), 32)[5:])
+
+# float32 spacing between 2^20 and 2^21 is 2^-3
+big = torch.tensor(2.0**20)
+assert torch.nextafter(big, torch.tensor(math.inf)) - big == 2**-3
+
+d, n = 512, 256
+p = torch.arange(2**20 - 64, 2**20 + 64)
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+reference = torch.sin(p.double()[:, None] * omega)  # float64 angles
+naive = torch.sin(p.float()[:, None] * omega.float())  # float32 angles, as labml and AllenNLP do
+err_naive = (naive.double() - reference).abs().max()
+err_posenc = (sinusoidal(p, d)[:, 0::2].double() - reference).abs().max()
+assert err_posenc <= 1e-6 and 1e-2 < err_naive <= 2**-4
+print(f"float32 angles: max error {err_naive:.1e}")
+print(f"posenc:         max error {err_posenc:.1e}")
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Write the matrix that maps $PE(p)$ to $PE(p+k)$ in the concatenated layout. (It is
+#    $M_k$ with rows and columns permuted.) Check it against
+#    `sinusoidal(..., layout="concat")` for a few $p$ and $k$.
+# 2. Plot $PE(p)\cdot PE(q)$ against $p-q$ for `base=100`, `base=10000` and `base=1e6`.
+#    Explain, from the wavelengths, how the base moves the ripples.
+# 3. labml computes its table in float32 up to `max_len=5000`. For $d = 512$, find the
+#    smallest position at which float32 angles make an error above `1e-3` in some
+#    entry. Is labml's default table affected?
+# 4. Section 3.5 of the paper also reports that learned positional embeddings gave
+#    nearly identical results. Using the dot-product formula, name one property that
+#    the sinusoidal encoding has for free and a learned table has only if training
+#    produces it.
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. 連結配置で $PE(p)$ を $PE(p+k)$ に移す行列を書いてください
+#    （$M_k$ の行と列を並べ替えたものです）。
+#    いくつかの $p$ と $k$ について `sinusoidal(..., layout="concat")` で確かめてください。
+# 2. `base=100`、`base=10000`、`base=1e6` のそれぞれで、$PE(p)\cdot PE(q)$ を $p-q$ に対して描いてください。
+#    底によって波打ちの位置がどう動くかを、波長から説明してください。
+# 3. labml は `max_len=5000` までの表を float32 で計算します。
+#    $d = 512$ のとき、float32 の角度がどこかの成分で `1e-3` を超える誤差を生む最小の位置を求めてください。
+#    labml の既定の表は影響を受けるでしょうか。
+# 4. 論文の 3.5 節は、学習型位置埋め込みでもほぼ同じ結果になったと報告しています。
+#    内積の式を使って、正弦波位置エンコーディングには最初から備わっていて、
+#    学習型の表では学習がそう仕上げた場合にしか成り立たない性質を 1 つ挙げてください。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
+#   <https://arxiv.org/abs/1706.03762>
+# - labml.ai, annotated implementation of fixed positional encodings.
+#   <https://nn.labml.ai/transformers/positional_encoding.html>
+# - AllenNLP, `SinusoidalPositionalEncoding`.
+#   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
+# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
+#   <https://github.com/tensorflow/tensor2tensor>
+# - fairseq, `SinusoidalPositionalEmbedding`.
+#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
+# - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
+#   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
+#   <https://arxiv.org/abs/1706.03762>
+# - labml.ai、固定の位置エンコーディングの注釈付き実装。
+#   <https://nn.labml.ai/transformers/positional_encoding.html>
+# - AllenNLP、`SinusoidalPositionalEncoding`。
+#   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
+# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `get_timing_signal_1d`。
+#   <https://github.com/tensorflow/tensor2tensor>
+# - fairseq、`SinusoidalPositionalEmbedding`。
+#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
+# - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*（英語）。
+#   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>

@@ -1,0 +1,374 @@
+"""Learned relative position encodings: T5's bucketed bias and Shaw et al.'s embeddings.
+
+* :func:`t5_relative_position_bucket` maps a relative position (key position
+  minus query position) to one of ``num_buckets`` buckets, exactly as T5
+  does: small distances get a bucket each, larger ones share buckets whose
+  width grows logarithmically up to ``max_distance``, and everything farther
+  falls into the last bucket.
+* :class:`T5RelativeBias` learns one scalar per bucket and head and returns
+  the ``(n_heads, q_len, k_len)`` bias that T5 adds to its attention scores.
+* :class:`RelativePositionEmbedding` learns one vector per clipped relative
+  position (Shaw et al. 2018), to be used inside the attention computation.
+
+Shapes use ``h`` heads (``n_heads``), ``q`` queries (``q_len``), ``k`` keys
+(``k_len``) and ``d`` features (``dim``). As in :func:`posenc.alibi_bias`,
+query ``i`` sits at absolute position ``i + k_len - q_len`` (the newest
+tokens of a cached sequence) and key ``j`` at ``j``, so queries may not
+outnumber keys.
+
+References:
+    Colin Raffel et al., "Exploring the Limits of Transfer Learning with a
+    Unified Text-to-Text Transformer", JMLR 21 (2020),
+    https://arxiv.org/abs/1910.10683, Section 2.1, and its Mesh TensorFlow
+    code (``_relative_position_bucket``).
+
+    Peter Shaw, Jakob Uszkoreit, Ashish Vaswani, "Self-Attention with
+    Relative Position Representations", NAACL 2018,
+    https://arxiv.org/abs/1803.02155.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from bisect import bisect_left
+from functools import lru_cache
+
+import torch
+from torch import nn
+
+from posenc._checks import check_size, check_tensor
+from posenc.alibi import _check_bool, _check_lengths, _relative_positions
+
+__all__ = [
+    "RelativePositionEmbedding",
+    "T5RelativeBias",
+    "t5_relative_position_bucket",
+]
+
+# Standard deviation of the normal initialisation of both learned tables, as
+# Hugging Face's BERT initialises its relative ("relative_key") distance
+# embedding (initializer_range). Hugging Face's T5 uses d_model ** -0.5.
+_INIT_STD = 0.02
+
+
+def _check_t5_buckets(bidirectional: object, num_buckets: object, max_distance: object):
+    """Validate T5's bucket settings.
+
+    Returns:
+        tuple[bool, int, int, int]: ``bidirectional``, ``num_buckets``,
+        ``max_distance`` and the number of buckets per side (``num_buckets``
+        or ``num_buckets // 2`` when bidirectional).
+    """
+    bidirectional = _check_bool("bidirectional", bidirectional)
+    num_buckets = check_size("num_buckets", num_buckets)
+    max_distance = check_size("max_distance", max_distance)
+    side = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = side // 2
+    rule = "num_buckets // 4 when bidirectional" if bidirectional else "num_buckets // 2"
+    if max_exact < 1:
+        raise ValueError(
+            f"num_buckets must leave at least one exact bucket ({rule}), "
+            f"got num_buckets={num_buckets} with bidirectional={bidirectional}"
+        )
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must be greater than the number of exact buckets "
+            f"({rule} = {max_exact} for num_buckets={num_buckets}), "
+            f"got max_distance={max_distance}"
+        )
+    return bidirectional, num_buckets, max_distance, side
+
+
+def _float32(x: float) -> float:
+    """Round a Python float to the nearest float32 (inf beyond its range)."""
+    try:
+        return struct.unpack("f", struct.pack("f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+@lru_cache(maxsize=64)
+def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
+    """Where T5's logarithmic buckets start, for distances ``n >= side // 2``.
+
+    T5 gives a distance ``n >= max_exact = side // 2`` the bucket::
+
+        min(max_exact + int(log(n / max_exact) / log(max_distance / max_exact)
+                            * (side - max_exact)),
+            side - 1)
+
+    evaluated in float32 (Mesh TensorFlow's ``tf.to_float``, Hugging Face's
+    ``.float()``). Every float32 step is monotone in ``n``, so the bucket of
+    an integer ``n`` is ``max_exact`` plus the number of thresholds ``<= n``,
+    where threshold ``t`` (``t = 1 .. side - max_exact - 1``) is the smallest
+    integer reaching bucket ``max_exact + t``. Finding them once here, with
+    the same float32 arithmetic, reproduces T5's buckets exactly (also where
+    the float32 quotient lands on a bucket edge and differs from exact
+    arithmetic) and makes the result independent of the device's ``log``.
+    """
+    max_exact = side // 2
+    n_log = side - max_exact  # buckets from max_exact on, the last one open-ended
+    log_range = _float32(math.log(max_distance / max_exact))
+    scale = _float32(float(n_log))
+
+    def bucket(n: int) -> int:  # unclipped, and capped at n_log to keep int() finite
+        x = _float32(_float32(float(n)) / max_exact)
+        x = _float32(math.log(x))
+        x = _float32(x / log_range)
+        x = _float32(x * scale)
+        return max_exact + int(min(x, scale))
+
+    # bucket(2 * max_distance) > max_exact + n_log: every threshold lies in range.
+    candidates = range(max_exact, 2 * max_distance + 1)
+    return tuple(
+        max_exact + bisect_left(candidates, max_exact + t, key=bucket) for t in range(1, n_log)
+    )
+
+
+def t5_relative_position_bucket(
+    relative_position: torch.Tensor,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> torch.Tensor:
+    """T5's bucket for each relative position (Raffel et al. 2020).
+
+    With ``relative_position = key_pos - query_pos``, the same for every
+    element as T5's ``_relative_position_bucket`` (Mesh TensorFlow, and
+    Hugging Face's ``T5Attention``):
+
+    * ``bidirectional=True`` (encoder): half of the buckets, ``side =
+      num_buckets // 2``, serve keys at or before the query and the other half
+      (offset by ``side``) keys after it; the distance is
+      ``n = |relative_position|``.
+    * ``bidirectional=False`` (decoder): all ``side = num_buckets`` buckets
+      serve keys at or before the query, ``n = max(-relative_position, 0)``;
+      future keys all land in bucket 0 (the causal mask removes them).
+    * Of the ``side`` buckets, the first ``max_exact = side // 2`` hold the
+      distances ``0 .. max_exact - 1`` one each. The others grow
+      logarithmically: ``n >= max_exact`` goes to ``max_exact + int(log(n /
+      max_exact) / log(max_distance / max_exact) * (side - max_exact))``,
+      formed in float32 as T5 does, and clipped to the last bucket ``side -
+      1``, which thus holds every distance from about ``max_distance`` on.
+
+    With the defaults, the distances ``0 .. 7`` have their own buckets,
+    ``8 .. 127`` share eight logarithmic ones, and ``128`` onward the last.
+
+    Args:
+        relative_position (torch.Tensor): integer tensor of any shape ``[*]``,
+            key position minus query position.
+        bidirectional (bool): separate buckets for keys after the query
+            (encoder) if ``True``; a single causal side if ``False``.
+        num_buckets (int): number of buckets, at least 4 when bidirectional,
+            at least 2 otherwise (one exact bucket).
+        max_distance (int): distance from which on all distances share the
+            last bucket; greater than the number of exact buckets.
+
+    Returns:
+        torch.Tensor: int64 buckets in ``[0, num_buckets)``, shape ``[*]``, on
+        the device of ``relative_position``.
+
+    Raises:
+        TypeError: if ``relative_position`` is not a tensor, a size not an
+            integer or ``bidirectional`` not a bool.
+        ValueError: if ``relative_position`` is not an integer tensor, or the
+            settings leave no exact bucket or put ``max_distance`` inside the
+            exact buckets.
+
+    Example:
+        >>> t5_relative_position_bucket(torch.tensor([-200, -8, -1, 0, 1, 8, 200]))
+        tensor([15,  8,  1,  0, 17, 24, 31])
+    """
+    relative_position = check_tensor("relative_position", relative_position)
+    if relative_position.is_floating_point() or relative_position.is_complex():
+        raise ValueError(
+            f"relative_position must be an integer tensor, got dtype {relative_position.dtype}"
+        )
+    if relative_position.dtype == torch.bool:
+        raise ValueError("relative_position must be an integer tensor, got dtype torch.bool")
+    bidirectional, num_buckets, max_distance, side = _check_t5_buckets(
+        bidirectional, num_buckets, max_distance
+    )
+    max_exact = side // 2
+
+    relative_position = relative_position.to(torch.int64)
+    if bidirectional:
+        offset = (relative_position > 0).to(torch.int64) * side  # later keys: second half
+        distance = relative_position.abs()
+    else:
+        offset = None
+        distance = (-relative_position).clamp_min(0)  # later keys: distance 0
+
+    thresholds = torch.tensor(
+        _t5_thresholds(side, max_distance), dtype=torch.int64, device=distance.device
+    )
+    log_bucket = max_exact + torch.bucketize(distance, thresholds, right=True)
+    bucket = torch.where(distance < max_exact, distance, log_bucket)
+    return bucket if offset is None else bucket + offset
+
+
+class T5RelativeBias(nn.Module):
+    """T5's learned relative position bias (Raffel et al. 2020).
+
+    One learned scalar per head and bucket of :func:`t5_relative_position_bucket`;
+    ``forward`` returns the bias that T5 adds to the attention logits of every
+    layer (T5 computes it in the first layer and shares it).
+
+    The table is ``relative_attention_bias``, an ``nn.Embedding(num_buckets,
+    n_heads)`` named as in Hugging Face's ``T5Attention``, so its weight loads
+    from a T5 checkpoint unchanged. It is initialised from ``N(0, 0.02^2)``;
+    Hugging Face's T5 uses the standard deviation ``d_model ** -0.5``
+    (``nn.init.normal_`` on the weight to change it).
+
+    Args:
+        n_heads (int): number of attention heads, a positive integer.
+        bidirectional (bool): ``True`` for an encoder (keys after the query
+            get their own buckets), ``False`` for a decoder.
+        num_buckets (int): number of buckets, see
+            :func:`t5_relative_position_bucket`.
+        max_distance (int): distance from which on all distances share the
+            last bucket.
+
+    Raises:
+        TypeError: if a size is not an integer or ``bidirectional`` not a
+            bool.
+        ValueError: on the bad settings listed in
+            :func:`t5_relative_position_bucket`, or ``n_heads < 1``.
+
+    Example:
+        >>> bias = T5RelativeBias(8)
+        >>> bias(4, 6).shape
+        torch.Size([8, 4, 6])
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        bidirectional: bool = True,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+    ) -> None:
+        super().__init__()
+        self.n_heads = check_size("n_heads", n_heads)
+        self.bidirectional, self.num_buckets, self.max_distance, _ = _check_t5_buckets(
+            bidirectional, num_buckets, max_distance
+        )
+        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the table from ``N(0, 0.02^2)``."""
+        nn.init.normal_(self.relative_attention_bias.weight, mean=0.0, std=_INIT_STD)
+
+    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys.
+
+        Query ``i`` sits at position ``i + k_len - q_len`` and key ``j`` at
+        ``j``; ``out[h, i, j] = weight[bucket(j - (i + k_len - q_len)), h]``.
+
+        Args:
+            q_len (int): number of queries, ``>= 0``.
+            k_len (int | None): number of keys, ``>= q_len``; ``None`` for
+                ``q_len``.
+
+        Returns:
+            torch.Tensor: bias of shape ``[h, q, k]`` on the device and in the
+            dtype of the table, to be broadcast against scores ``[b, h, q, k]``.
+
+        Raises:
+            TypeError: if a length is not an integer.
+            ValueError: if a length is negative or ``q_len > k_len``.
+        """
+        q_len, k_len = _check_lengths(q_len, k_len)
+        weight = self.relative_attention_bias.weight  # [num_buckets, h]
+        relative_position = _relative_positions(q_len, k_len, weight.device)  # [q, k]
+        bucket = t5_relative_position_bucket(
+            relative_position,
+            bidirectional=self.bidirectional,
+            num_buckets=self.num_buckets,
+            max_distance=self.max_distance,
+        )  # [q, k]
+        return self.relative_attention_bias(bucket).permute(2, 0, 1)  # [h, q, k]
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, "
+            f"num_buckets={self.num_buckets}, max_distance={self.max_distance}"
+        )
+
+
+class RelativePositionEmbedding(nn.Module):
+    """Learned relative position representations (Shaw et al. 2018).
+
+    A table of ``2 * max_distance + 1`` learned vectors, one per relative
+    position ``key_pos - query_pos`` in ``[-max_distance, max_distance]``;
+    farther positions are clipped to the ends, since "precise relative
+    position information is not useful beyond a certain distance". Row
+    ``r`` of ``embedding`` belongs to the relative position
+    ``r - max_distance``. Shaw et al. use two such tables per layer, ``a^K``
+    added to the keys and ``a^V`` added to the values (shared across heads,
+    ``dim`` the head size): use two instances.
+
+    The table is initialised from ``N(0, 0.02^2)``, as Hugging Face's BERT
+    initialises its relative distance embedding.
+
+    Args:
+        max_distance (int): clipping distance ``k`` of the paper, a positive
+            integer.
+        dim (int): size of each vector, a positive integer.
+
+    Raises:
+        TypeError: if a size is not an integer.
+        ValueError: if a size is less than 1.
+
+    Example:
+        >>> emb = RelativePositionEmbedding(4, 16)
+        >>> emb(3, 5).shape
+        torch.Size([3, 5, 16])
+    """
+
+    def __init__(self, max_distance: int, dim: int) -> None:
+        super().__init__()
+        self.max_distance = check_size("max_distance", max_distance)
+        self.dim = check_size("dim", dim)
+        self.embedding = nn.Embedding(2 * self.max_distance + 1, self.dim)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the table from ``N(0, 0.02^2)``."""
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=_INIT_STD)
+
+    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        """The embedding of every query-key pair's clipped relative position.
+
+        Query ``i`` sits at position ``i + k_len - q_len`` (the queries are
+        the last ``q_len`` of ``k_len`` tokens, as with a KV cache; plainly
+        ``i`` when ``q_len == k_len``) and key ``j`` at ``j``::
+
+            out[i, j] = embedding[clip(j - (i + k_len - q_len), -max_distance, max_distance)
+                                  + max_distance]
+
+        Args:
+            q_len (int): number of queries, ``>= 0``.
+            k_len (int | None): number of keys, ``>= q_len``; ``None`` for
+                ``q_len``.
+
+        Returns:
+            torch.Tensor: embeddings of shape ``[q, k, d]`` on the device and in
+            the dtype of the table.
+
+        Raises:
+            TypeError: if a length is not an integer.
+            ValueError: if a length is negative or ``q_len > k_len``.
+        """
+        q_len, k_len = _check_lengths(q_len, k_len)
+        weight = self.embedding.weight  # [2 * max_distance + 1, d]
+        relative_position = _relative_positions(q_len, k_len, weight.device)  # [q, k]
+        index = relative_position.clamp(-self.max_distance, self.max_distance) + self.max_distance
+        return self.embedding(index)  # [q, k, d]
+
+    def extra_repr(self) -> str:
+        return f"max_distance={self.max_distance}, dim={self.dim}"

@@ -1,0 +1,70 @@
+"""Fixtures of the site tests: one strict build per test session, and a
+local HTTP server for the browser tests."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BuiltSite:
+    def __init__(self, path: Path, base_url: str, seconds: float, log: str):
+        self.path, self.base_url, self.seconds, self.log = path, base_url, seconds, log
+
+    def page(self, url: str) -> str:
+        """HTML of the page at site-relative ``url`` (``"ja/sinusoidal/"``)."""
+        return (self.path / url / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory) -> BuiltSite:
+    """``mkdocs build --strict`` into a temporary folder.
+
+    ``site_url`` points at the port the browser tests will serve on, because
+    Material's language switcher reads ``<site_url>/sitemap.xml``.
+    """
+    port = _free_port()
+    base_url = f"http://127.0.0.1:{port}/"
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "SITE_URL": base_url, "NO_MKDOCS_2_WARNING": "1"}
+    cmd = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+    return BuiltSite(out, base_url, seconds, proc.stdout + proc.stderr)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):  # keep pytest's output readable
+        pass
+
+
+@pytest.fixture(scope="session")
+def served_site(built_site):
+    """Serve the built site on the loopback address it was built for."""
+    port = int(built_site.base_url.rstrip("/").rsplit(":", 1)[1])
+    handler = functools.partial(_QuietHandler, directory=str(built_site.path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield built_site
+    server.shutdown()
+    server.server_close()

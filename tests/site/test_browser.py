@@ -1,0 +1,172 @@
+"""The built site in headless Chromium, as a reader sees it.
+
+Uses Debian's ``chromium`` driven by Playwright's Python package (never
+``playwright install``, which downloads a browser). Screenshots go to
+``tests/screenshots/`` (ignored by git) for a person to look at.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "tests" / "screenshots"
+CHROMIUM = Path("/usr/lib/chromium/chromium")  # the real binary; /usr/bin/chromium is a wrapper
+CHAPTER = "sinusoidal"
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _chromium() -> str:
+    for candidate in (CHROMIUM, shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    pytest.fail(
+        "Chromium is needed for the browser tests and was not found at "
+        f"{CHROMIUM}. Install it with: sudo apt-get install chromium fonts-noto-cjk",
+        pytrace=False,
+    )
+
+
+class Recorder:
+    """Console errors, page errors, failed responses and off-site requests."""
+
+    def __init__(self, page, base_url: str):
+        self.errors: list[str] = []
+        self.external: list[str] = []
+        origin = urlparse(base_url).netloc
+        page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        page.on("pageerror", lambda e: self.errors.append(f"pageerror: {e}"))
+        page.on(
+            "response",
+            lambda r: r.status >= 400 and self.errors.append(f"HTTP {r.status} {r.url}"),
+        )
+
+        def on_request(request):
+            url = urlparse(request.url)
+            if url.scheme in ("data", "blob", "about"):
+                return
+            if url.netloc != origin:
+                self.external.append(request.url)
+
+        page.on("request", on_request)
+
+
+@pytest.fixture(scope="module")
+def browser(served_site):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(headless=True, executable_path=_chromium(), args=LAUNCH_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, served_site):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # Anything leaving the loopback host is recorded, then refused.
+    origin = urlparse(served_site.base_url).netloc
+    context.route(
+        re.compile(r"^https?://(?!" + re.escape(origin) + r")"),
+        lambda route: route.abort(),
+    )
+    page = context.new_page()
+    page.recorder = Recorder(page, served_site.base_url)
+    yield page
+    context.close()
+
+
+def _wait_for_math(page) -> None:
+    page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20_000)
+    page.evaluate("MathJax.startup.promise")
+
+
+def _load_all_images(page) -> None:
+    # Figures are lazy-loaded: bring each into view, then wait for the network.
+    page.evaluate(
+        "() => { for (const img of document.images) { img.loading = 'eager'; img.scrollIntoView(); } }"
+    )
+    page.wait_for_load_state("networkidle")
+    page.wait_for_function("[...document.images].every(i => i.complete)", timeout=20_000)
+    page.evaluate("window.scrollTo(0, 0)")
+
+
+@pytest.mark.parametrize("lang, prefix", [("en", ""), ("ja", "ja/")])
+def test_chapter_renders(page, served_site, lang, prefix):
+    page.goto(served_site.base_url + f"{prefix}{CHAPTER}/", wait_until="networkidle")
+    _wait_for_math(page)
+    _load_all_images(page)
+
+    n_math = page.locator("article mjx-container").count()
+    assert n_math >= 10, f"only {n_math} formulas typeset"
+    assert page.locator("mjx-merror, [data-mjx-error]").count() == 0, "MathJax reported an error"
+    raw = page.evaluate(
+        r"""() => [...document.querySelectorAll('article .jp-RenderedMarkdown p, article .jp-RenderedMarkdown li')]
+             .map(e => e.textContent).filter(t => /\$[^$\s][^$]*\$/.test(t))"""
+    )
+    assert raw == [], f"untypeset math: {raw[:3]}"
+
+    images = page.evaluate(
+        "() => [...document.querySelectorAll('article img')].map(i => [i.getAttribute('src'), i.naturalWidth])"
+    )
+    assert len(images) >= 3, images
+    assert all(width > 0 for _, width in images), f"images that did not load: {images}"
+
+    if lang == "ja":
+        # Glyphs come from the site's own webfont, not from luck.
+        loaded = page.evaluate(
+            "async () => { await document.fonts.ready; return [...document.fonts]"
+            ".filter(f => f.family.includes('Noto Sans JP') && f.status === 'loaded').length }"
+        )
+        assert loaded > 0, "the Noto Sans JP webfont did not load"
+
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{CHAPTER}-{lang}-top.png"))
+    page.locator("article img").nth(1).scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / f"{CHAPTER}-{lang}-figure.png"))
+    assert page.recorder.external == [], page.recorder.external
+    assert page.recorder.errors == [], page.recorder.errors
+
+
+def test_language_switch_reaches_the_twin(page, served_site):
+    page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="networkidle")
+    page.locator(".md-header__option .md-select").first.hover()
+    page.locator('a[hreflang="ja"]').first.click()
+    page.wait_for_url(re.compile(rf"/ja/{CHAPTER}/$"), timeout=10_000)
+    assert page.evaluate("document.documentElement.lang") == "ja"
+    page.locator('a[hreflang="en"]').first.evaluate("a => a.click()")
+    page.wait_for_url(re.compile(rf"/(?<!ja/){CHAPTER}/$"), timeout=10_000)
+    assert page.recorder.external == [], page.recorder.external
+    assert [e for e in page.recorder.errors if "sitemap" not in e] == [], page.recorder.errors
+
+
+@pytest.mark.parametrize(
+    "prefix, query, expected",
+    [("ja/", "正弦波", f"ja/{CHAPTER}/"), ("ja/", "回転行列", f"ja/{CHAPTER}/"), ("", "wavelength", f"{CHAPTER}/")],
+)
+def test_search_finds_the_page(page, served_site, prefix, query, expected):
+    page.goto(served_site.base_url + prefix, wait_until="networkidle")
+    page.locator("label.md-header__button[for='__search']").first.evaluate("e => e.click()")
+    box = page.locator("input[data-md-component='search-query']")
+    box.focus()
+    page.keyboard.type(query)
+    page.keyboard.press("End")  # Material searches on keyup, which IME-less typing of kana may not fire
+    results = page.locator(".md-search-result__item")
+    results.first.wait_for(timeout=15_000)
+    hrefs = page.locator(".md-search-result__link").evaluate_all("els => els.map(e => e.href)")
+    assert any(expected in h for h in hrefs), hrefs
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"search-{'ja' if prefix else 'en'}-{len(query)}.png"))
+    assert page.recorder.external == [], page.recorder.external

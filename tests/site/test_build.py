@@ -1,0 +1,158 @@
+"""Checks on the strictly built site: every chapter in both languages,
+rendered (never raw notebook JSON), offline, light, with working anchors."""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+from pathlib import Path
+from urllib.parse import urljoin, urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SLUGS = sorted(re.sub(r"^\d+-", "", p.stem) for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+LANG_PREFIX = {"en": "", "ja": "ja/"}
+MAX_MEDIAN_NOTEBOOK_PAGE = 150_000  # bytes of HTML
+
+_ASSET_TAG = re.compile(r"<(?:script|link|img|source|iframe|video|audio)\b[^>]*>", re.IGNORECASE)
+_ASSET_URL = re.compile(r'\b(?:src|href|srcset)="([^"]+)"')
+
+
+def _html_pages(site: Path) -> list[Path]:
+    return sorted(site.rglob("*.html"))
+
+
+def test_there_are_chapters():
+    assert SLUGS, "no executed notebooks found in notebooks/"
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_chapter_rendered_in_each_language(built_site, slug, lang):
+    html = built_site.page(f"{LANG_PREFIX[lang]}{slug}/")
+    assert f'<html lang="{lang}"' in html
+    assert 'class="jp-Notebook' in html, "not rendered by mkdocs-jupyter"
+    # Code is shared; the prose is that language's only.
+    has_kana = re.search(r"[\u3040-\u30ff]", re.sub(r"<nav.*?</nav>", "", html, flags=re.S))
+    article = html[html.find("<article") : html.find("</article>")]
+    if lang == "ja":
+        assert has_kana
+    else:
+        assert not re.search(r"[\u3040-\u30ff]", article), "Japanese prose on an English page"
+
+
+def test_no_page_holds_raw_notebook_json(built_site):
+    # mkdocs-static-i18n can silently copy a notebook's JSON to index.html.
+    for page in _html_pages(built_site.path):
+        text = page.read_text(encoding="utf-8")
+        assert not text.lstrip().startswith("{"), f"{page}: raw notebook JSON"
+        assert '"cell_type":' not in text and '"nbformat":' not in text, f"{page}: notebook JSON inside"
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_language_switcher_links_the_twin(built_site, slug):
+    en, ja = built_site.page(f"{slug}/"), built_site.page(f"ja/{slug}/")
+    assert re.search(rf'href="[^"]*/ja/{slug}/"[^>]*hreflang="ja"', en)
+    assert re.search(rf'href="[^"]*/{slug}/"[^>]*hreflang="en"', ja)
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+def test_chapter_in_navigation(built_site, slug):
+    home = built_site.page("")
+    assert re.search(rf'class="md-nav__link"[^>]*href="{slug}/"|href="{slug}/"[^>]*class="md-nav__link', home)
+
+
+def test_nothing_loads_from_other_hosts(built_site):
+    for page in _html_pages(built_site.path):
+        html = page.read_text(encoding="utf-8")
+        for tag in _ASSET_TAG.findall(html):
+            if 'rel="canonical"' in tag or 'rel="alternate"' in tag:
+                continue  # links, not loads
+            for url in _ASSET_URL.findall(tag):
+                assert not urlparse(url).netloc, f"{page}: loads {url}"
+        assert "cdnjs" not in html and "cdn.jsdelivr" not in html, f"{page}: CDN address"
+    for css in built_site.path.rglob("*.css"):
+        text = css.read_text(encoding="utf-8", errors="replace")
+        remote = re.findall(r"(?:url\(|@import\s+)['\"]?(https?:)?//", text)
+        assert not remote, f"{css}: loads a remote resource"
+
+
+def test_notebook_pages_are_light(built_site):
+    sizes = {}
+    for slug in SLUGS:
+        for prefix in LANG_PREFIX.values():
+            sizes[f"{prefix}{slug}/"] = len(built_site.page(f"{prefix}{slug}/").encode("utf-8"))
+    median = statistics.median(sizes.values())
+    print(f"notebook page sizes (bytes): {sizes}; median {median:.0f}")
+    assert median <= MAX_MEDIAN_NOTEBOOK_PAGE, sizes
+    for url in sizes:
+        html = built_site.page(url)
+        assert "data:image" not in html, f"{url}: inline figure"
+        assert "<style" not in html[html.find("<article") :], f"{url}: inline CSS"
+
+
+def _local_target(site: Path, page: Path, url: str) -> Path:
+    path = urlparse(urljoin("http://x/" + page.relative_to(site).as_posix(), url)).path
+    target = site / path.lstrip("/")
+    return target / "index.html" if path.endswith("/") else target
+
+
+def test_every_local_asset_exists(built_site):
+    site = built_site.path
+    for page in _html_pages(site):
+        html = page.read_text(encoding="utf-8")
+        for tag in _ASSET_TAG.findall(html):
+            if "rel=" in tag and "stylesheet" not in tag and "icon" not in tag:
+                continue
+            for url in _ASSET_URL.findall(tag):
+                if urlparse(url).netloc or url.startswith(("data:", "#")):
+                    continue
+                assert _local_target(site, page, url).exists(), f"{page}: missing {url}"
+    font_css = (site / "assets/vendor/noto-sans-jp.css").read_text(encoding="utf-8")
+    fonts = re.findall(r"url\(([^)]+)\)", font_css)
+    assert len(fonts) > 100  # every unicode-range subset of two weights
+    for name in fonts:
+        assert (site / "assets/vendor" / name).exists(), name
+    assert (site / "assets/vendor/mathjax/tex-svg-full.js").stat().st_size > 1_000_000
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_headings_have_working_anchors(built_site, slug, lang):
+    html = built_site.page(f"{LANG_PREFIX[lang]}{slug}/")
+    article = html[html.find("<article") : html.find("</article>")]
+    ids = re.findall(r'<h[1-6] id="([^"]*)"', article)
+    assert ids and all(ids), "a heading without an id"
+    assert len(ids) == len(set(ids)), "duplicate heading ids"
+    assert not re.search(r"<h[1-6](?![^>]*\bid=)[^>]*>", article), "a heading without an id"
+    toc = html[html.find('data-md-component="toc"') :]
+    toc_links = re.findall(r'<a href="#([^"]*)" class="md-nav__link"', toc)
+    assert toc_links, "empty table of contents"
+    assert set(toc_links) <= set(ids), set(toc_links) - set(ids)
+    assert "anchor-link" not in article  # Material's headerlink keeps "¶" out of search titles
+
+
+@pytest.mark.parametrize("slug", SLUGS)
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_download_link_gives_that_language_notebook(built_site, slug, lang):
+    page_dir = built_site.path / f"{LANG_PREFIX[lang]}{slug}"
+    html = (page_dir / "index.html").read_text(encoding="utf-8")
+    name = re.search(r'<a class="md-button" href="([^"]+\.ipynb)" download>', html)[1]
+    nb = json.loads((page_dir / name).read_text(encoding="utf-8"))
+    prose = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    assert nb["metadata"]["language"] == lang
+    assert bool(re.search(r"[\u3040-\u30ff]", prose)) == (lang == "ja")
+    assert all("lang" not in c["metadata"] for c in nb["cells"])
+
+
+def test_search_index_has_both_languages_and_clean_titles(built_site):
+    index = json.loads((built_site.path / "search/search_index.json").read_text(encoding="utf-8"))
+    docs = index["docs"]
+    assert "ja" in index["config"]["lang"]
+    for slug in SLUGS:
+        assert any(d["location"].startswith(f"ja/{slug}/") for d in docs)
+    ja_text = " ".join(d["text"] for d in docs if d["location"].startswith("ja/"))
+    assert re.search(r"[\u3040-\u30ff]", ja_text)
+    assert not [d["title"] for d in docs if "¶" in d["title"]]

@@ -1,0 +1,140 @@
+"""Unit tests of the site's MkDocs hooks (no build needed)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import struct
+import zlib
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hooks import assets, notebooks
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cell(kind, source, lang=None, **extra):
+    meta = {"lang": lang} if lang else {}
+    return {"cell_type": kind, "source": source, "metadata": meta, **extra}
+
+
+BILINGUAL = {
+    "cells": [
+        _cell("markdown", "# Title", "en"),
+        _cell("markdown", "# 題名", "ja"),
+        _cell("code", "x = 1", outputs=[], execution_count=1),
+        _cell("markdown", "Text $p$", "en"),
+        _cell("markdown", "本文 $p$", "ja"),
+    ],
+    "metadata": {},
+    "nbformat": 4,
+    "nbformat_minor": 5,
+}
+
+
+@pytest.mark.parametrize("lang, title, text", [("en", "# Title", "Text $p$"), ("ja", "# 題名", "本文 $p$")])
+def test_split_keeps_code_and_one_language(lang, title, text):
+    out = notebooks.split_notebook(BILINGUAL, lang)
+    assert [c["source"] for c in out["cells"]] == [title, "x = 1", text]
+    assert all("lang" not in c["metadata"] for c in out["cells"])
+    assert out["metadata"]["language"] == lang
+    assert BILINGUAL["cells"][0]["metadata"] == {"lang": "en"}, "input must not be modified"
+
+
+def test_split_rejects_untagged_prose_and_unknown_language():
+    nb = {"cells": [_cell("markdown", "no tag")], "metadata": {}}
+    with pytest.raises(ValueError, match="has no lang tag"):
+        notebooks.split_notebook(nb, "en")
+    with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
+        notebooks.split_notebook(BILINGUAL, "fr")
+
+
+def test_page_slug_drops_the_chapter_number():
+    assert notebooks.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
+    assert notebooks.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
+    with pytest.raises(ValueError, match="NN-slug.ipynb"):
+        notebooks.page_slug(Path("sinusoidal.ipynb"))
+
+
+def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
+    src, docs = tmp_path / "notebooks", tmp_path / "docs"
+    src.mkdir()
+    (src / "01-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
+    (docs / "gone.ipynb").parent.mkdir()
+    (docs / "gone.ipynb").write_text("{}", encoding="utf-8")
+    written = notebooks.split_all(src, docs)
+    assert sorted(p.name for p in written) == ["demo.ipynb", "demo.ja.ipynb"]
+    assert not (docs / "gone.ipynb").exists()
+    before = (docs / "demo.ja.ipynb").stat().st_mtime_ns
+    notebooks.split_all(src, docs)
+    assert (docs / "demo.ja.ipynb").stat().st_mtime_ns == before, "unchanged copies are not rewritten"
+    (src / "02-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
+    with pytest.raises(ValueError, match="share the page slug 'demo'"):
+        notebooks.split_all(src, docs)
+
+
+def test_headings_get_unicode_ids_and_headerlinks():
+    html = (
+        '<h1 id="">正弦波位置エンコーディング<a class="anchor-link" href="#">¶</a></h1>'
+        '<h2 id="Why-a-sine">Why a sine<a class="anchor-link" href="#Why-a-sine">¶</a></h2>'
+        '<h2 id="">波長</h2><h2 id="">波長</h2>'
+    )
+    out, found = notebooks.fix_headings(html)
+    assert [hid for _, hid in found] == ["正弦波位置エンコーディング", "why-a-sine", "波長", "波長_1"]
+    assert "anchor-link" not in out
+    assert out.count('class="headerlink"') == 4
+    assert '<h2 id="波長_1">波長<a class="headerlink" href="#波長_1"' in out
+
+
+def test_toc_follows_the_heading_ids():
+    item = lambda title, children=(): SimpleNamespace(title=title, id="", children=list(children))  # noqa: E731
+    toc = [item("題名", [item("波長"), item("波長")])]
+    notebooks.fix_toc(toc, [("題名", "題名"), ("波長", "波長"), ("波長", "波長_1")])
+    assert [toc[0].id, toc[0].children[0].id, toc[0].children[1].id] == ["題名", "波長", "波長_1"]
+
+
+def _png(width, height) -> bytes:
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    raw = b"".join(b"\x00" + b"\x00\x00\x00" * width for _ in range(height))
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
+    png = _png(3, 2)
+    data = base64.b64encode(png).decode()
+    page = SimpleNamespace(url="ja/demo/")
+    output = (
+        "<html><head><title>t</title></head><body><article>"
+        "<style>.jp-Notebook{color:red}</style>"
+        "<!-- Load mathjax -->\n<script src=\"https://cdn/mathjax.js\"></script><!-- End of mathjax configuration -->"
+        "<script>document.addEventListener('clipboard-copy', f)</script>"
+        '<div class="jupyter-wrapper"><img src="data:image/png;base64,' + data + '" alt="a plot"></div>'
+        "</article></body></html>"
+    )
+    out = notebooks.externalise(output, page, tmp_path)
+    assert "<style" not in out and "data:image" not in out and "mathjax" not in out.lower()
+    css = re.search(r'<link rel="stylesheet" href="\.\./\.\./(assets/notebook/[0-9a-f]{16}\.css)">', out)[1]
+    assert (tmp_path / css).read_text() == ".jp-Notebook{color:red}"
+    js = re.search(r'<script src="\.\./\.\./(assets/notebook/[0-9a-f]{16}\.js)"></script>', out)[1]
+    assert "clipboard-copy" in (tmp_path / js).read_text()
+    img = re.search(r'<img src="\.\./\.\./(assets/figures/[0-9a-f]{16}\.png)" width="3" height="2" loading="lazy"', out)
+    assert (tmp_path / img[1]).read_bytes() == png
+    assert 'alt="a plot"' in out
+
+
+def test_font_css_keeps_woff2_and_lists_its_files():
+    package = ROOT / "node_modules" / assets.FONT_PACKAGE
+    if not package.exists():
+        pytest.fail("node_modules is missing: run `npm ci` (make setup does)", pytrace=False)
+    css, files = assets.font_css(package)
+    assert ".woff)" not in css and "format('woff')" not in css
+    assert len(files) == css.count("@font-face") > 100
+    assert all((package / "files" / f).exists() for f in files)
+    assert "unicode-range" in css

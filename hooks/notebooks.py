@@ -220,6 +220,33 @@ _CDN_LOADERS = re.compile(
 _DATA_IMG = re.compile(r'<img (?P<before>[^>]*?)src="data:image/png;base64,(?P<data>[^"]+)"(?P<after>[^>]*)>')
 
 
+# Pygments wraps every name and every run of spaces in a span; the notebook
+# CSS gives names no style and spaces show no colour, so the spans are dead
+# weight (about a sixth of a chapter's HTML).
+_UNSTYLED_TOKEN = re.compile(r'<span class="(?:n|w)">([^<]*)</span>')
+# mkdocs-jupyter repeats the same copy-button icon in every code cell; one
+# <symbol> per page and a <use> per button draw the same.
+_COPY_ICON = re.compile(r'<svg aria-hidden="true" class="clipboard-copy-icon"[^>]*>(?P<paths>.*?)</svg>', re.DOTALL)
+_COPY_SYMBOL_ID = "nb-copy-icon"
+
+
+def _share_copy_icon(body: str) -> str:
+    first = _COPY_ICON.search(body)
+    if first is None:
+        return body
+    symbol = (
+        '<svg aria-hidden="true" style="display:none">'
+        f'<symbol id="{_COPY_SYMBOL_ID}" viewBox="0 0 16 16">{first["paths"]}</symbol></svg>'
+    )
+    use = (
+        '<svg aria-hidden="true" class="clipboard-copy-icon" width="20" height="20" '
+        f'viewBox="0 0 16 16"><use href="#{_COPY_SYMBOL_ID}"></use></svg>'
+    )
+    body = _COPY_ICON.sub(use, body)
+    at = body.find(">") + 1  # right inside <article ...>
+    return body[:at] + symbol + body[at:]
+
+
 def _png_size(data: bytes) -> tuple[int, int]:
     width, height = struct.unpack(">II", data[16:24])
     return width, height
@@ -242,7 +269,8 @@ def _hashed_name(data: bytes, suffix: str) -> str:
 
 
 def externalise(output: str, page, site_dir: Path) -> str:
-    """Move inline CSS, the clipboard script and PNG figures to shared files."""
+    """Lighten a notebook page: inline CSS, the clipboard script and PNG
+    figures move to shared files; dead markup goes."""
     start, end = output.find("<article"), output.find("</article>")
     if start < 0 or end < 0:
         return output
@@ -283,6 +311,8 @@ def externalise(output: str, page, site_dir: Path) -> str:
         )
 
     body = _DATA_IMG.sub(figure, body)
+    body = _UNSTYLED_TOKEN.sub(r"\1", body)
+    body = _share_copy_icon(body)
     head = head.replace("</head>", links + "</head>", 1)
     return head + body + tail
 

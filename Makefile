@@ -44,7 +44,8 @@ test: lint
 
 # Re-execute notebooks from their .py sources (NB=notebooks/01-sinusoidal.py
 # for one). Outputs are deterministic, so an unchanged chapter gives a
-# byte-identical .ipynb.
+# byte-identical .ipynb: no timings are recorded, and stream outputs are
+# merged after execution (the kernel may split one cell's prints anywhere).
 NB ?= $(wildcard notebooks/[0-9]*.py)
 notebooks: setup
 	@for py in $(NB); do \
@@ -52,6 +53,7 @@ notebooks: setup
 	  $(VENV)/bin/jupytext --quiet --to ipynb --update "$$py" && \
 	  $(VENV)/bin/jupyter nbconvert --log-level=WARN --to notebook --execute --inplace \
 	    --ExecutePreprocessor.record_timing=False --ExecutePreprocessor.timeout=600 \
+	    --NotebookExporter.preprocessors=nbconvert.preprocessors.CoalesceStreamsPreprocessor \
 	    "$${py%.py}.ipynb" || exit 1; \
 	done
 

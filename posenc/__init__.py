@@ -18,14 +18,14 @@ from posenc.relative import (
     t5_relative_position_bucket,
 )
 from posenc.rope import RotaryEmbedding, apply_rope, rope_frequencies
-from posenc.scaling import Llama3Scaling, LinearScaling, NTKScaling, YarnScaling
+from posenc.scaling import LinearScaling, Llama3Scaling, NTKScaling, YarnScaling
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LearnedPositionalEmbedding",
-    "Llama3Scaling",
     "LinearScaling",
+    "Llama3Scaling",
     "NTKScaling",
     "RelativePositionEmbedding",
     "RotaryEmbedding",

@@ -253,9 +253,10 @@ class RotaryEmbedding(nn.Module):
     The cache is a pair of non-persistent buffers (not in the
     ``state_dict``), built by :meth:`rope_init`; the module can be created on
     the meta device (``with torch.device("meta"): ...``). The cache is
-    rebuilt, in float32, on the device of the inputs whenever it is missing,
-    on another device, or was cast to another dtype (e.g. by
-    ``module.half()`` or ``module.to_empty(...)``).
+    rebuilt, in float32 on the device of the inputs, whenever its buffers no
+    longer hold what :meth:`rope_init` wrote: after ``module.to_empty(...)``
+    (no extra initialisation step is needed), a cast such as
+    ``module.half()``, or a move to another device.
 
     Args:
         dim (int): number of rotated features per head, even and >= 2. Heads
@@ -315,16 +316,16 @@ class RotaryEmbedding(nn.Module):
         cos, sin = _cos_sin(positions, inv_freq.to(device), attention_factor, torch.float32)
         self.register_buffer("cos_cached", cos, persistent=False)  # (n, dim/2)
         self.register_buffer("sin_cached", sin, persistent=False)  # (n, dim/2)
-        self._cache_device = cos.device
+        self._cache_key = self._buffers_key()
+
+    def _buffers_key(self) -> tuple[object, ...]:
+        # Identifies the storage rope_init wrote. `module.to(other device)`, `.half()`
+        # and `.to_empty()` all put new storage in the buffers, so the key changes.
+        cos, sin = self.cos_cached, self.sin_cached
+        return (cos.device, cos.dtype, cos.data_ptr(), sin.dtype, sin.data_ptr())
 
     def _cache_valid(self, device: torch.device) -> bool:
-        cached = self.cos_cached
-        return (
-            self._cache_device == device
-            and cached.device == device
-            and cached.dtype == torch.float32
-            and self.sin_cached.dtype == torch.float32
-        )
+        return self.cos_cached.device == device and self._cache_key == self._buffers_key()
 
     def _ensure_cache(self, n_needed: int, device: torch.device) -> None:
         current = self.cos_cached.shape[0]
@@ -343,9 +344,10 @@ class RotaryEmbedding(nn.Module):
             angle_dtype == torch.float32
             and not positions.is_floating_point()
             and positions.numel() > 0
+            and device.type != "meta"  # shape inference: no values to look at
         ):
             low, high = torch.stack(torch.aminmax(positions)).tolist()
-            if True:
+            if low >= 0 and high < self.max_cache_positions:
                 self._ensure_cache(high + 1, device)
                 index = positions.long()
                 return self.cos_cached[index], self.sin_cached[index]

@@ -362,6 +362,38 @@ def test_module_on_meta_device_and_rebuilt():
     assert rope.cos_cached.device.type == "cpu"
 
 
+@FAST
+@given(
+    positions=st.lists(st.integers(0, 3000), min_size=1, max_size=40),
+    layout=st.sampled_from(["half", "interleaved"]),
+)
+def test_module_cache_equals_direct_for_any_positions(positions, layout):
+    rope = RotaryEmbedding(16, layout=layout, scaling=YarnScaling(8.0, 256))
+    q = randn(3, len(positions), 24)
+    positions = torch.tensor(positions)
+    rq, _ = rope(q, q, positions)
+    expected = apply_rope(q, positions, layout=layout, scaling=YarnScaling(8.0, 256), rotary_dim=16)
+    torch.testing.assert_close(rq, expected, rtol=0, atol=0)
+
+
+def test_module_with_meta_inputs_infers_shapes():
+    with torch.device("meta"):
+        rope = RotaryEmbedding(16)
+        q, k = torch.empty(2, 8, 5, 32), torch.empty(2, 2, 5, 32)
+        rq, rk = rope(q, k, torch.arange(5))
+    assert rq.is_meta and rq.shape == q.shape and rk.shape == k.shape
+
+
+def test_module_to_empty_on_cpu_rebuilds():
+    rope = RotaryEmbedding(32)
+    q = randn(2, 10, 32)
+    expected = apply_rope(q, torch.arange(10))
+    rope(q, q, torch.arange(10))
+    rope.to_empty(device="cpu")  # fresh, uninitialised storage on the same device
+    rope.cos_cached.fill_(math.nan)
+    torch.testing.assert_close(rope(q, q, torch.arange(10))[0], expected, rtol=0, atol=0)
+
+
 def test_module_survives_dtype_casts():
     rope = RotaryEmbedding(32).to(torch.bfloat16)  # casts the float buffers
     q = randn(2, 10, 32)

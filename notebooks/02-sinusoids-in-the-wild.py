@@ -1,0 +1,1095 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Sinusoids in the wild
+#
+# The paper defines the sinusoidal positional encoding in two lines, and yet the
+# implementations people actually run disagree with each other in six ways: the
+# order of the columns, the spacing of the frequencies, what happens to an odd
+# width, where the positions start, an exponent copied wrongly, and the precision
+# of the angles. This chapter takes each variant in turn, writes out its formula in
+# a few lines of torch, reproduces it with `posenc` parameters, and measures how far
+# it is from the paper. Some differences are harmless relabellings; others give a
+# model a different input, or break the property the encoding was chosen for.
+#
+# The previous chapter derived the encoding and its rotation property,
+# $PE(p+k) = M_k\, PE(p)$; we use both here without deriving them again.
+
+# %% [markdown] lang="ja"
+# # 実装ごとに違う正弦波位置エンコーディング
+#
+# 論文は正弦波位置エンコーディングをわずか 2 行で定義しています。
+# ところが、実際に使われている実装どうしは 6 つの点で食い違います。
+# 列の並び順、周波数の刻み方、奇数の幅の扱い、位置の数え始め、写し間違えた指数、そして角度の計算精度です。
+# この章では変種を 1 つずつ取り上げ、その式を数行の torch で書き起こし、
+# `posenc` のパラメータで再現し、論文の定義からどれだけ離れているかを測ります。
+# 単なる付け替えにすぎない違いもあれば、モデルへの入力を変えてしまう違いや、
+# このエンコーディングが選ばれた理由である性質を壊してしまう違いもあります。
+#
+# 前の章では、エンコーディングとその回転の性質
+# $PE(p+k) = M_k\, PE(p)$ を導きました。ここではそれらを導き直さずに使います。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+
+from posenc import SinusoidalEmbedding, attention, sinusoidal
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown] lang="en"
+# ## 1. Interleaved or concatenated: one fixed permutation
+#
+# The paper puts the sine and cosine of frequency $\omega_i$ side by side, in
+# columns $2i$ and $2i+1$ (the interleaved layout). tensor2tensor, fairseq and
+# AllenNLP write all $n = d/2$ sines first and then all cosines, so that column $i$
+# holds the sine and column $n+i$ the cosine (the concatenated layout). The two tables
+# hold the same numbers; only the columns are in another order. Column $c$ of the
+# concatenated table is column $\pi(c)$ of the interleaved one, with
+# $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
+# Let $P$ be the permutation matrix with $P_{c,\pi(c)} = 1$ and every other entry
+# $0$. As column vectors,
+# $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
+# In code, where positions are rows, this is indexing the last axis with $\pi$:
+# `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]`. The cell below
+# builds `perm` from the case formula, prints it for $d = 8$ together with its inverse
+# (which is the order $(0, n, 1, n+1, \dots)$ that turns the concatenated table back
+# into the interleaved one), and checks the identity exactly, bit for bit, for both
+# frequency conventions.
+
+# %% [markdown] lang="ja"
+# ## 1. インターリーブ配置か連結配置か：固定の並べ替え 1 つ
+#
+# 論文は、周波数 $\omega_i$ の正弦と余弦を列 $2i$ と $2i+1$ に隣り合わせて置きます（インターリーブ配置）。
+# tensor2tensor、fairseq、AllenNLP は、$n = d/2$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます。
+# 列 $i$ が正弦、列 $n+i$ が余弦です（連結配置）。
+# 2 つの表に入っている数は同じで、列の順番が違うだけです。
+# 連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
+# $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
+# $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とします。列ベクトルで書くと次のとおりです。
+# $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
+# 位置を行に並べるコードでは、最後の軸を $\pi$ で添字付けすることに当たります。
+# つまり `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です。
+# 次のセルでは、場合分けの式から `perm` を作り、$d = 8$ のときの値とその逆を表示します。
+# 逆は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
+# そのうえで、2 つの周波数の流儀のどちらでも、この等式がビット単位で厳密に成り立つことを確かめます。
+
+
+# %%
+def layout_permutation(d):
+    """pi as an index tensor: concat column c is interleaved column perm[c] (d even)."""
+    n = d // 2
+    return torch.tensor([2 * c if c < n else 2 * (c - n) + 1 for c in range(d)])
+
+
+perm8 = layout_permutation(8)
+inverse8 = torch.argsort(perm8)
+assert torch.equal(inverse8, torch.tensor([0, 4, 1, 5, 2, 6, 3, 7]))  # (0, n, 1, n+1, ...)
+
+for d in (8, 16, 512):
+    perm = layout_permutation(d)
+    P = torch.eye(d, dtype=torch.float64)[perm]  # P[c, pi(c)] = 1
+    torch.testing.assert_close(P.T @ P, torch.eye(d, dtype=torch.float64))  # a permutation
+    p = torch.arange(300)
+    for endpoint in (False, True):
+        interleaved = sinusoidal(p, d, endpoint=endpoint, dtype=torch.float64)
+        concat = sinusoidal(p, d, layout="concat", endpoint=endpoint, dtype=torch.float64)
+        torch.testing.assert_close(concat, interleaved[..., perm], rtol=0, atol=0)  # bit for bit
+        torch.testing.assert_close(concat.T, P @ interleaved.T)  # PE_cat(p) = P PE_int(p)
+        torch.testing.assert_close(interleaved, concat[..., torch.argsort(perm)], rtol=0, atol=0)
+
+print(f"perm    (d = 8): {perm8.tolist()}\ninverse (d = 8): {inverse8.tolist()}", end="")
+
+# %% [markdown] lang="en"
+# Side by side, for $d = 32$: on the left the sine and cosine rows of each frequency
+# alternate, and the colours slow down gradually from top to bottom; on the right
+# the same rows are sorted into two blocks, sines above, cosines below, each slowing
+# down on its own.
+
+# %% [markdown] lang="ja"
+# $d = 32$ で 2 つを並べてみます。
+# 左では、各周波数の正弦と余弦の行が交互に並び、上から下へ色の変化が少しずつゆっくりになります。
+# 右では、同じ行が上の正弦のブロックと下の余弦のブロックに分けられ、それぞれのブロックの中でゆっくりになっていきます。
+
+# %%
+p = torch.arange(64)
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
+for ax, layout, title in zip(
+    axes, ("interleaved", "concat"), (r"$PE^{\mathrm{int}}$", r"$PE^{\mathrm{cat}}$"), strict=True
+):
+    im = ax.imshow(
+        sinusoidal(p, 32, layout=layout).T,
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        interpolation="nearest",
+    )
+    ax.set_title(title)
+    ax.set_xlabel("$p$")
+    ax.grid(False)
+axes[0].set_ylabel("$j$")
+fig.colorbar(im, ax=axes, label="$PE_{(p,j)}$")
+plt.show()
+
+# %% [markdown] lang="en"
+# A permutation of the features is invisible to a model whose weights are permuted
+# the same way. Put the token embeddings of a sequence in the rows of $X$ and their
+# encodings in the rows of $E$. A model built for the interleaved layout computes
+# its queries as $(X + E^{\mathrm{int}})W_Q$. Give the concatenated model the
+# embeddings with permuted columns, $XP^\top$, and the query weights with permuted
+# rows, $PW_Q$. Its encodings are $E^{\mathrm{int}}P^\top$, so, with $P^\top P = I$,
+# $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
+# The same holds for the keys and the values, so the attention scores and the
+# outputs are identical. The two layouts therefore describe the same family of
+# models: a checkpoint trained with one converts exactly to the other by permuting
+# its embedding columns and the rows of the weights that read them. In a full
+# Transformer every matrix that reads from or writes to the residual stream must be
+# permuted alike; the check below covers one attention layer. Without the permuted
+# weights, swapping the layout does change the scores, so a checkpoint cannot simply
+# be loaded under the other layout.
+
+# %% [markdown] lang="ja"
+# 特徴の並べ替えは、重みも同じように並べ替えたモデルからは見えません。
+# 系列のトークン埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べます。
+# インターリーブ配置用のモデルは、クエリを $(X + E^{\mathrm{int}})W_Q$ と計算します。
+# 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
+# その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
+# $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
+# キーとバリューでも同じことが成り立つので、アテンションスコアも出力も一致します。
+# したがって、2 つの配置は同じモデルの集まりを表しています。
+# 一方の配置で学習したチェックポイントは、埋め込みの列と、それを読む重みの行を並べ替えれば、
+# もう一方の配置へ厳密に変換できます。
+# 完全な Transformer では、残差ストリームを読み書きするすべての行列を同じように並べ替える必要があります。
+# 下の確認では、アテンション層 1 つについて調べます。
+# 重みを並べ替えずに配置だけを入れ替えるとスコアは変わります。
+# そのため、チェックポイントをそのまま別の配置で読み込むことはできません。
+
+# %%
+T, d, d_h = 6, 16, 8
+x = torch.randn(T, d)
+w_q, w_k, w_v = (torch.randn(d, d_h) / math.sqrt(d) for _ in range(3))
+perm = layout_permutation(d)
+e_int = sinusoidal(torch.arange(T), d)
+e_cat = sinusoidal(torch.arange(T), d, layout="concat")
+torch.testing.assert_close(e_cat, e_int[:, perm], rtol=0, atol=0)  # E_cat = E_int P^T
+
+
+def qkv(x, e, w_q, w_k, w_v):
+    h = x + e  # [T, d]
+    return h @ w_q, h @ w_k, h @ w_v  # [T, d_h] each
+
+
+def scores(q, k):
+    return q @ k.T / math.sqrt(q.shape[-1])  # [T, T]
+
+
+q_int, k_int, v_int = qkv(x, e_int, w_q, w_k, w_v)
+# X P^T and P W: permute the embedding columns and the weight rows alike
+q_cat, k_cat, v_cat = qkv(x[:, perm], e_cat, w_q[perm], w_k[perm], w_v[perm])
+torch.testing.assert_close(q_cat, q_int)
+torch.testing.assert_close(scores(q_cat, k_cat), scores(q_int, k_int))
+torch.testing.assert_close(attention(q_cat, k_cat, v_cat), attention(q_int, k_int, v_int))
+
+# the other layout with the same, unpermuted weights: different scores
+q_swap, k_swap, _ = qkv(x, e_cat, w_q, w_k, w_v)
+assert not torch.allclose(scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-2)
+
+# %% [markdown] lang="en"
+# ## 2. Dividing by n or by n − 1
+#
+# The paper's frequencies divide the exponent by $n$; tensor2tensor's
+# `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
+# the timescales run from exactly $1$ to exactly $10000$ (fairseq's docstring says it
+# "differs slightly" from the paper). In `posenc` this is `endpoint=True`:
+# $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
+# Both start at $\omega_0 = \omega'_0 = 1$; dividing,
+# $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
+# grows with $i$, and at the lowest frequency $i = n-1$ it reaches
+# $$\frac{\omega_{n-1}}{\omega'_{n-1}} = 10000^{1/n}$$
+# A small relative difference, but the entries are sines of the angles $p\,\omega_i$,
+# and the angles drift apart in proportion to $p$. Since
+# $|\sin a - \sin b| \le |a - b|$ (and the same for the cosine), each entry differs by
+# at most the angle gap $p\,|\omega_i - \omega'_i|$; once that gap reaches $\pi$, the
+# two entries can have opposite signs. The cell below measures it for $d = 512$ over
+# the positions $0$ to $2047$.
+
+# %% [markdown] lang="ja"
+# ## 2. n で割るか n − 1 で割るか
+#
+# 論文の周波数は指数を $n$ で割ります。
+# tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
+# こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります
+# （fairseq の docstring も、論文とは「少し違う」と書いています）。
+# `posenc` では `endpoint=True` がこれに当たります。
+# $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
+# どちらも $\omega_0 = \omega'_0 = 1$ から始まります。比を取ると
+# $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
+# で、これは $i$ とともに大きくなり、最も低い周波数 $i = n-1$ で次の値になります。
+# $$\frac{\omega_{n-1}}{\omega'_{n-1}} = 10000^{1/n}$$
+# 相対的には小さな違いです。しかし成分は角度 $p\,\omega_i$ の正弦であり、
+# 2 つの角度は $p$ に比例して離れていきます。
+# $|\sin a - \sin b| \le |a - b|$（余弦も同様）なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下です。
+# 角度の差が $\pi$ に達すると、2 つの成分は符号が逆にもなり得ます。
+# 次のセルでは、$d = 512$、位置 $0$ から $2047$ でこれを測ります。
+
+# %%
+d, n = 512, 256
+i = torch.arange(n, dtype=torch.float64)
+omega = 10000.0 ** (-i / n)
+omega_t2t = 10000.0 ** (-i / (n - 1))
+
+pos = torch.arange(2048)
+paper = sinusoidal(pos, d, dtype=torch.float64)  # Vaswani et al., labml
+t2t = sinusoidal(pos, d, endpoint=True, dtype=torch.float64)  # tensor2tensor, AllenNLP, fairseq
+# the frequencies, read back from p = 1 (all omega_i <= 1, so atan2 returns them)
+torch.testing.assert_close(torch.atan2(paper[1, 0::2], paper[1, 1::2]), omega)
+torch.testing.assert_close(torch.atan2(t2t[1, 0::2], t2t[1, 1::2]), omega_t2t)
+
+assert omega[0] == omega_t2t[0] == 1
+ratio = omega / omega_t2t
+torch.testing.assert_close(ratio, 10000.0 ** (i / (n * (n - 1))))
+assert (ratio[1:] > ratio[:-1]).all()  # grows with i
+rel_lowest = omega[-1] / omega_t2t[-1] - 1
+torch.testing.assert_close(rel_lowest, torch.tensor(10000.0 ** (1 / n) - 1, dtype=torch.float64))
+
+gap = (paper - t2t).abs()  # [p, column]
+angle_gap = pos[:, None].double() * (omega - omega_t2t).abs()  # [p, i]
+bound = angle_gap.repeat_interleave(2, dim=-1)  # the pair's gap for its sine and cosine columns
+assert (gap <= bound + 1e-12).all()  # |sin a - sin b| <= |a - b|
+
+worst_p, worst_col = divmod(int(gap.argmax()), d)
+widest = angle_gap[-1]  # the angle gaps at p = 2047
+assert int(widest.argmax()) == worst_col // 2 != n - 1  # not the pair with the largest ratio
+lines = [
+    f"relative difference of the lowest frequency: {rel_lowest:.4f}",
+    f"max |difference| over p = 0..2047: {gap.max():.4f} (p = {worst_p}, column {worst_col}, i = {worst_col // 2})",
+    f"widest angle gap at p = 2047: {widest.max():.2f} rad (i = {int(widest.argmax())})",
+    f"first position where some entry differs by more than 1: {int((gap.amax(-1) > 1).nonzero()[0])}",
+]
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en"
+# The lowest frequency differs by a relative 0.0366 (that is $10000^{1/256}$ minus
+# one), yet the largest entry-wise difference is 1.9895, nearly the full range $2$ of
+# a sine, reached at $p = 2043$ in column 56, the sine of pair $i = 28$. That is not
+# the pair with the largest relative difference: the gap of the angles,
+# $p\,(\omega_i - \omega'_i)$, is largest in the middle of the spectrum, where the
+# frequencies are still high and already differ in relative terms. At $p = 2047$ it
+# reaches 2.95 rad at $i = 28$, close to $\pi$. The first position at which some entry
+# differs by more than 1 is 732. On the left the two wavelength spectra
+# $\lambda_i = 2\pi/\omega_i$ look almost the same; on the right the angle gap at
+# $p = 2047$ shows how far apart the encodings really are.
+
+# %% [markdown] lang="ja"
+# 最も低い周波数の相対的な違いは 0.0366（$10000^{1/256}$ から 1 を引いた値）にすぎません。
+# それでも成分ごとの差の最大値は 1.9895 で、正弦の値域の幅 $2$ にほぼ等しくなります。
+# これは $p = 2043$、列 56、つまりペア $i = 28$ の正弦で起きます。
+# 相対的な違いが最も大きいペアではありません。
+# 角度の差 $p\,(\omega_i - \omega'_i)$ は、周波数がまだ高く、しかも相対的な違いがすでに現れている
+# スペクトルの中ほどで最大になります。
+# $p = 2047$ では $i = 28$ で 2.95 rad に達し、$\pi$ に近づきます。
+# 差が 1 を超える成分が初めて現れる位置は 732 です。
+# 左の図の 2 つの波長スペクトル $\lambda_i = 2\pi/\omega_i$ はほとんど同じに見えます。
+# 右の図は $p = 2047$ での角度の差で、2 つのエンコーディングが実際にどれほど離れているかを示します。
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
+ax = axes[0]
+ax.plot(i, 2 * math.pi / omega, label=r"$2\pi/\omega_i$")
+ax.plot(i, 2 * math.pi / omega_t2t, "--", label=r"$2\pi/\omega'_i$")
+ax.set_yscale("log")
+ax.set_xlabel("$i$")
+ax.set_ylabel(r"$\lambda_i$")
+ax.legend(loc="upper left")
+ax = axes[1]
+ax.plot(i, widest)
+ax.axhline(math.pi, color="0.5", lw=0.8, ls=":")
+ax.set_yticks([0, math.pi / 2, math.pi])
+ax.set_yticklabels(["$0$", r"$\pi/2$", r"$\pi$"])
+ax.set_xlabel("$i$")
+ax.set_ylabel(r"$p\,(\omega_i - \omega'_i)$")
+ax.set_title("$p = 2047$")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## 3. Odd widths
+#
+# With an odd $d$ there are $n = \lfloor d/2 \rfloor$ whole pairs and one column
+# left over. Libraries disagree about that column.
+#
+# - tensor2tensor, fairseq and AllenNLP pad it with zeros. `posenc` does the same, so
+#   its $d = 7$ table is the $d = 6$ table plus a zero column (printed below).
+# - labml fails: it computes one frequency for each even column, four for $d = 7$, and
+#   assigns their cosines to the three odd columns, which torch refuses (the error
+#   is printed below).
+# - The per-column formula of jadore801120's `attention-is-all-you-need-pytorch`,
+#   angle $p/10000^{2\lfloor j/2 \rfloor/d}$ for column $j$, sine in the even columns and
+#   cosine in the odd ones, fills the extra column with a sine. Its frequencies are
+#   $10000^{-2i/d}$ with the odd $d$, which makes its table equal to the first $d$
+#   columns of `posenc`'s $d+1$ table with the base $10000^{(d+1)/d}$. For $d = 7$ the
+#   last column is $\sin(p \cdot 10000^{-6/7})$, a sine without its cosine.
+#
+# The zero column carries no information, which is harmless. The lone sine carries
+# some, but it has no place in the rotation property: the pairs are shifted by their
+# $2 \times 2$ blocks, and a $1 \times 1$ block $c$ for the lone column would need
+# $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ at $p = 0$, which no $c$ satisfies, since the
+# left side is $0$ and the right side is not (the sine-only argument of the previous
+# chapter).
+
+# %% [markdown] lang="ja"
+# ## 3. 奇数の幅
+#
+# $d$ が奇数だと、完全なペアが $n = \lfloor d/2 \rfloor$ 組でき、列が 1 本余ります。
+# この列の扱いはライブラリによって違います。
+#
+# - tensor2tensor、fairseq、AllenNLP は 0 で埋めます。`posenc` も同じです。
+#   $d = 7$ の表は、$d = 6$ の表に 0 の列を 1 本加えたものになります（下に表示します）。
+# - labml は失敗します。偶数番目の列ごとに 1 つ、$d = 7$ なら 4 つの周波数を計算し、
+#   その余弦を 3 本しかない奇数番目の列に代入しようとして、torch に拒否されます（エラーを下に表示します）。
+# - jadore801120 の `attention-is-all-you-need-pytorch` は列ごとの式を使います。
+#   列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とし、偶数番目の列に正弦、奇数番目の列に余弦を入れます。
+#   この式では余った列が正弦で埋まります。周波数は奇数の $d$ のまま $10000^{-2i/d}$ なので、
+#   この表は、底を $10000^{(d+1)/d}$ とした `posenc` の $d+1$ の表の先頭 $d$ 列と一致します。
+#   $d = 7$ では最後の列が $\sin(p \cdot 10000^{-6/7})$ で、対になる余弦のない正弦です。
+#
+# 0 の列は情報を運ばないので害はありません。
+# 孤立した正弦は情報を運びますが、回転の性質には加われません。
+# ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
+# しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
+# $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺は $0$ ですが右辺はそうではないので、
+# これを満たす $c$ はありません（前の章の「正弦だけ」の議論と同じです）。
+
+# %%
+p = torch.arange(4)
+table7 = sinusoidal(p, 7)
+assert torch.equal(table7[:, 6], torch.zeros(4))  # the zero column
+torch.testing.assert_close(table7[:, :6], sinusoidal(p, 6), rtol=0, atol=0)
+
+
+def t2t_like(p, d):
+    """tensor2tensor / fairseq / AllenNLP: concat, n - 1 denominator, zero column if d is odd."""
+    n = d // 2
+    omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
+    angle = p.double()[:, None] * omega  # [p, n]
+    table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # [p, 2n]
+    return torch.nn.functional.pad(table, (0, d - 2 * n))  # [p, d]
+
+
+def labml_like(p, d):
+    """labml's construction: one frequency per even column."""
+    table = torch.zeros(len(p), d)
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # ceil(d/2) of them
+    angle = p.float()[:, None] * omega
+    table[:, 0::2] = angle.sin()
+    table[:, 1::2] = angle.cos()  # floor(d/2) columns, ceil(d/2) values
+    return table
+
+
+def per_column(p, d):
+    """jadore801120's formula: angle p / 10000^(2 floor(j/2) / d) for column j."""
+    j = torch.arange(d, dtype=torch.float64)
+    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
+    table = angle.clone()
+    table[:, 0::2] = angle[:, 0::2].sin()  # even columns: sine (the last one too when d is odd)
+    table[:, 1::2] = angle[:, 1::2].cos()
+    return table
+
+
+q = torch.arange(50)
+for d in (6, 7, 9, 512, 513):
+    torch.testing.assert_close(
+        sinusoidal(q, d, layout="concat", endpoint=True, dtype=torch.float64), t2t_like(q, d)
+    )
+    if d % 2 == 0:  # even d: labml and the per-column formula are the paper's encoding
+        torch.testing.assert_close(labml_like(q, d), sinusoidal(q, d), rtol=0, atol=1e-5)
+        torch.testing.assert_close(per_column(q, d), sinusoidal(q, d, dtype=torch.float64))
+    else:  # odd d: the per-column table is posenc's d + 1 table, base 10000^((d+1)/d), cut to d
+        wider = sinusoidal(q, d + 1, base=10000.0 ** ((d + 1) / d), dtype=torch.float64)
+        torch.testing.assert_close(per_column(q, d), wider[:, :d])
+lone = per_column(q, 7)[:, 6]
+torch.testing.assert_close(lone, torch.sin(q * 10000.0 ** (-6 / 7)).double())
+assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, but sin(k 10000^(-6/7)) != 0
+
+try:
+    labml_like(p, 7)
+    labml_message = "no error"
+except RuntimeError as err:
+    labml_message = str(err).split(".")[0]
+assert labml_message.startswith("The expanded size")
+print(f"posenc, d = 7:\n{table7}\nlabml, d = 7: RuntimeError: {labml_message}", end="")
+
+# %% [markdown] lang="en"
+# ## 4. fairseq's positions start after the padding index
+#
+# fairseq does not number positions from $0$. Its `utils.make_positions` takes the
+# batch of token ids, marks the tokens that are not padding, and counts them along the
+# sequence with a cumulative sum; non-padding tokens get
+# $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ and padding tokens get
+# $\mathrm{padding\_idx}$ itself:
+# $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
+# Its table (`SinusoidalPositionalEmbedding.get_embedding`) uses the concatenated
+# layout and the $n-1$ denominator, and sets row $\mathrm{padding\_idx}$ to zero, so
+# padding adds nothing. With fairseq's usual `padding_idx = 1`, the first real token
+# gets row $2$. Because the cumulative sum counts only real tokens, the first real
+# token gets row $2$ with left padding too. In `posenc` the table is
+# `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)`, and the
+# positions are computed in one line. The cell below rebuilds fairseq's table from
+# its formula and compares.
+
+# %% [markdown] lang="ja"
+# ## 4. fairseq の位置はパディングの番号の次から始まる
+#
+# fairseq は位置を $0$ から数えません。
+# `utils.make_positions` はトークン ID のバッチを受け取り、パディングでないトークンに印を付け、
+# 累積和で系列に沿って数えます。
+# パディングでないトークンには $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ が、
+# パディングのトークンには $\mathrm{padding\_idx}$ そのものが割り当てられます。
+# $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
+# 表（`SinusoidalPositionalEmbedding.get_embedding`）は連結配置で、分母は $n-1$ です。
+# さらに行 $\mathrm{padding\_idx}$ を 0 にするので、パディングには何も足されません。
+# fairseq でよく使われる `padding_idx = 1` では、最初の実トークンは行 $2$ を受け取ります。
+# 累積和は実トークンだけを数えるので、左側にパディングがあっても最初の実トークンは行 $2$ です。
+# `posenc` では、表は `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` で、
+# 位置は 1 行で計算できます。
+# 次のセルでは、fairseq の表をその式から作り直して比べます。
+
+# %%
+padding_idx, d = 1, 16
+tokens = torch.tensor(
+    [
+        [5, 8, 3, 9, 2],  # no padding
+        [7, 4, 2, 1, 1],  # padded on the right
+        [1, 1, 6, 4, 2],  # padded on the left
+    ]
+)
+mask = tokens.ne(padding_idx).long()
+positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
+assert torch.equal(positions, torch.tensor([[2, 3, 4, 5, 6], [2, 3, 4, 1, 1], [1, 1, 2, 3, 4]]))
+
+rows = padding_idx + 1 + tokens.shape[1]  # fairseq grows its table to this many rows
+table = t2t_like(torch.arange(rows), d)  # concat, n - 1 denominator
+table[padding_idx] = 0  # the padding row
+fairseq = SinusoidalEmbedding(rows, d, padding_idx=padding_idx, layout="concat", endpoint=True)
+out = fairseq(positions)  # [batch, seq, d]
+torch.testing.assert_close(out, table[positions].float())
+assert torch.equal(out[mask == 0], torch.zeros(int((mask == 0).sum()), d))  # padding adds nothing
+print(positions)
+
+# %% [markdown] lang="en"
+# Compared with numbering the real tokens $t = 0, 1, 2, \dots$, every real token is
+# shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
+# By the rotation property this is one fixed linear map for all positions,
+# $PE(t+2) = M_2\, PE(t)$, with the block-diagonal rotation
+# $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ of the previous
+# chapter in the interleaved layout, where
+# $B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$. fairseq's table is concatenated, so its matrix
+# is the same rotation with rows and columns permuted by section 1's $P$:
+# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# A rotation preserves lengths and dot products, so the geometry among the real
+# tokens is exactly that of positions $0, 1, 2, \dots$: all $PE(t)\cdot PE(u)$ are
+# unchanged. What does change is the vector added to each token. Each pair moves by a
+# chord of length $2|\sin(k\omega_i/2)|$ on its unit circle, so the distance
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# is the same for every $t$. For $d = 512$ and $k = 2$ the distance is 6.95 (printed
+# below), against the length $\sqrt{n} = 16$ of every encoding: a model trained with fairseq's
+# numbering and fed positions from $0$ (or the reverse) gets a clearly different
+# input, even though the two numberings are equally good for training from scratch.
+# The rows $0$ and $1$ are never used by a real token; row $1$ is the zero vector, not
+# an encoding (its length is $0$, every encoding has length $\sqrt{n}$).
+
+# %% [markdown] lang="ja"
+# 実トークンを $t = 0, 1, 2, \dots$ と数える場合と比べると、すべての実トークンが
+# $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
+# 回転の性質から、これはすべての位置に共通の 1 つの線形写像 $PE(t+2) = M_2\, PE(t)$ です。
+# ここで $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ は、
+# 前の章で導いたインターリーブ配置のブロック対角の回転で、
+# $B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$ です。
+# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
+# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# 回転は長さと内積を保つので、実トークンどうしの幾何は位置 $0, 1, 2, \dots$ の場合とまったく同じです。
+# $PE(t)\cdot PE(u)$ はどれも変わりません。
+# 変わるのは、各トークンに足されるベクトルそのものです。
+# 各ペアは単位円の上で長さ $2|\sin(k\omega_i/2)|$ の弦の分だけ動くので、次の距離はどの $t$ でも同じです。
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# $d = 512$、$k = 2$ ではこの距離は 6.95 です（下の出力）。すべてのエンコーディングの長さは $\sqrt{n} = 16$ です。
+# fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
+# ただし、最初から学習するのであれば、どちらの数え方も同じように使えます。
+# 行 $0$ と $1$ を実トークンが使うことはありません。
+# 行 $1$ は零ベクトルで、エンコーディングではありません（長さは $0$ で、エンコーディングの長さはどれも $\sqrt{n}$ です）。
+
+
+# %%
+def shift_matrix(k, omega):
+    """M_k, interleaved layout: diag(B(k w_0), ..., B(k w_{n-1})), B(phi) = [[c, s], [-s, c]]."""
+    blocks = []
+    for w in omega.tolist():
+        c, s = math.cos(k * w), math.sin(k * w)
+        blocks.append(torch.tensor([[c, s], [-s, c]], dtype=torch.float64))
+    return torch.block_diag(*blocks)
+
+
+real = mask.bool()
+t = torch.cumsum(mask, dim=1) - 1  # the real tokens numbered from 0
+shift = padding_idx + 1
+assert torch.equal(positions[real], t[real] + shift)
+assert positions[real].min() == shift  # rows 0 and 1 are never used by a real token
+torch.testing.assert_close(
+    out[real], sinusoidal(t[real] + shift, d, layout="concat", endpoint=True)
+)
+
+n = d // 2
+omega_t2t = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
+P = torch.eye(d, dtype=torch.float64)[layout_permutation(d)]
+m_cat = P @ shift_matrix(shift, omega_t2t) @ P.T
+pe_t = sinusoidal(torch.arange(100), d, layout="concat", endpoint=True, dtype=torch.float64)
+pe_shifted = sinusoidal(
+    torch.arange(100) + shift, d, layout="concat", endpoint=True, dtype=torch.float64
+)
+torch.testing.assert_close(pe_t @ m_cat.T, pe_shifted)  # PE_cat(t+2) = P M_2 P^T PE_cat(t), as rows
+torch.testing.assert_close(pe_shifted @ pe_shifted.T, pe_t @ pe_t.T)  # dot products unchanged
+
+d, n = 512, 256
+omega_t2t = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
+pe_t = sinusoidal(torch.arange(1000), d, layout="concat", endpoint=True, dtype=torch.float64)
+pe_shifted = sinusoidal(
+    torch.arange(1000) + shift, d, layout="concat", endpoint=True, dtype=torch.float64
+)
+distance = (pe_shifted - pe_t).norm(dim=-1)  # one value per t
+chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
+torch.testing.assert_close(distance, chord.expand(1000))  # the same for every t
+torch.testing.assert_close(
+    pe_t.norm(dim=-1), torch.full((1000,), math.sqrt(n), dtype=torch.float64)
+)
+print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sqrt(n):.0f}", end="")
+
+# %% [markdown] lang="en"
+# ## 5. The exponent 2i/d applied to every column
+#
+# An early version of jadore801120's `attention-is-all-you-need-pytorch` computed the
+# angle of column $j$ as $p/10000^{2j/d}$, with the column index $j$ where the paper
+# has the pair index $\lfloor j/2 \rfloor$; the repository later changed it to
+# $2\lfloor j/2 \rfloor/d$, but copies of the early version are still around. (One
+# such file, which we read while preparing this chapter, also keeps row $0$ as an
+# all-zero padding row and offers a learned scale; both are below.) Column $j$ then has
+# its own frequency,
+# $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
+# instead of the paper's $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$.
+# Two things go wrong.
+#
+# - **The spectrum is stretched.** The exponent runs up to $2(d-1)/d$, almost $2$,
+#   so the lowest frequency is about $10000^{-2} = 10^{-8}$ instead of about
+#   $10^{-4}$. From $j = d/2$ on, every column has a wavelength of at least
+#   $10000 \cdot 2\pi$, longer than any in the paper's spectrum: half of the
+#   features hardly change over any realistic sequence.
+# - **The pairs no longer share a frequency.** Column $2i$ holds $\sin(\tilde\omega_{2i} p)$
+#   and column $2i+1$ holds $\cos(\tilde\omega_{2i+1} p)$, two different frequencies.
+#
+# `posenc` does not offer this bug as an option, but its parameters reproduce it
+# exactly: with width $2d$ and base $10000^2$ the frequencies are
+# $(10000^2)^{-j/d} = \tilde\omega_j$, and taking column $2j$ (a sine) for even $j$ and
+# column $2j+1$ (a cosine) for odd $j$ picks out the buggy table.
+
+# %% [markdown] lang="ja"
+# ## 5. すべての列に適用された指数 2i/d
+#
+# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
+# 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
+# リポジトリはのちに $2\lfloor j/2 \rfloor/d$ に直しましたが、初期の版を写したコードは今も残っています。
+# （この章の準備中に読んだそうしたファイルの 1 つは、行 $0$ をすべて 0 のパディング行にし、
+# 学習可能なスケールも備えていました。どちらも後で扱います。）
+# このとき、列 $j$ はそれぞれ自分だけの周波数を持ちます。
+# $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
+# 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
+#
+# - **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで進むので、
+#   最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
+#   $j = d/2$ 以降のすべての列の波長は $10000 \cdot 2\pi$ 以上で、論文のスペクトルのどの波長よりも長くなります。
+#   特徴の半分は、現実的などんな系列の上でもほとんど変化しません。
+# - **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、
+#   列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、2 つの周波数は異なります。
+#
+# `posenc` はこのバグをオプションとしては用意していませんが、パラメータを選べば厳密に再現できます。
+# 幅を $2d$、底を $10000^2$ にすると周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
+# そこで、偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出すと、バグのある表が得られます。
+
+
+# %%
+def per_column_bug(p, d):
+    """The early formula: angle p / 10000^(2 j / d) for column j, sine even, cosine odd."""
+    j = torch.arange(d, dtype=torch.float64)
+    angle = p.double()[:, None] / 10000.0 ** (2 * j / d)  # [p, d]
+    table = angle.clone()
+    table[:, 0::2] = angle[:, 0::2].sin()
+    table[:, 1::2] = angle[:, 1::2].cos()
+    return table
+
+
+def bug_columns(d):
+    j = torch.arange(d)
+    return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
+
+
+p = torch.arange(1000)
+for d in (16, 64, 512):
+    wide = sinusoidal(p, 2 * d, base=10000.0**2, dtype=torch.float64)  # frequencies 10000^(-2j/d)
+    torch.testing.assert_close(wide[:, bug_columns(d)], per_column_bug(p, d))
+# an odd d ends on an even column: a sine, here sin(p 10000^(-12/7)) for d = 7
+torch.testing.assert_close(per_column_bug(p, 7)[:, 6], torch.sin(p * 10000.0 ** (-12 / 7)).double())
+
+d = 512
+j = torch.arange(d, dtype=torch.float64)
+lam_bug = 2 * math.pi / 10000.0 ** (-2 * j / d)
+lam_paper = 2 * math.pi / 10000.0 ** (-2 * (j // 2) / d)
+torch.testing.assert_close(
+    2 * math.pi / lam_bug[-1], torch.tensor(10000.0 ** (-2 * (d - 1) / d)).double()
+)
+torch.testing.assert_close(lam_bug[d // 2], torch.tensor(10000 * 2 * math.pi).double())  # j = d/2
+longest_paper = lam_paper.max()  # 2 pi 10000^((d-2)/d)
+too_slow = lam_bug > longest_paper
+assert torch.equal(too_slow, j >= d // 2)  # the whole second half
+lines = [
+    f"d = 512, longest wavelength: paper {longest_paper:.0f}, bug {lam_bug[-1]:.3e}",
+    f"columns longer than the paper's longest: bug {int(too_slow.sum())} of {d}",
+    f"columns whose wavelength exceeds 2048: paper {int((lam_paper > 2048).sum())}, bug {int((lam_bug > 2048).sum())}",
+]
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en"
+# For $d = 512$ the buggy spectrum ends at a wavelength of 6.061e+08 positions, ten
+# thousand times the paper's 60611. Column $j = 256$ has wavelength
+# exactly $10000 \cdot 2\pi$, and all 256 columns of the second half are longer than the
+# paper's longest. Over a context of 2048 positions, 351 of the 512 columns never
+# complete a turn, against 190 in the paper's encoding. The figure shows the two spectra per column: the
+# paper's is a staircase (the two columns of a pair share a wavelength), the buggy
+# one a straight line with twice the slope.
+
+# %% [markdown] lang="ja"
+# $d = 512$ では、バグのあるスペクトルは 6.061e+08 位置の波長で終わります。
+# 論文の 60611 の 1 万倍です。
+# 列 $j = 256$ の波長はちょうど $10000 \cdot 2\pi$ で、後半の 256 列はすべて論文の最長の波長より長くなります。
+# 2048 位置のコンテキストでは、512 列のうち 351 列が 1 周もしません。論文のエンコーディングでは 190 列です。
+# 図は列ごとの 2 つのスペクトルです。論文のものは階段状で（ペアの 2 列が波長を共有するため）、
+# バグのあるものは傾きが 2 倍の直線です。
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
+for ax, d in zip(axes, (16, 512), strict=True):
+    j = torch.arange(d, dtype=torch.float64)
+    marker = "o" if d == 16 else None
+    ax.plot(
+        j,
+        2 * math.pi * 10000.0 ** (2 * (j // 2) / d),
+        marker=marker,
+        ms=4,
+        label=r"$2\pi/\omega_{\lfloor j/2 \rfloor}$",
+    )
+    ax.plot(
+        j,
+        2 * math.pi * 10000.0 ** (2 * j / d),
+        "--",
+        marker=marker,
+        ms=4,
+        label=r"$2\pi/\tilde\omega_j$",
+    )
+    ax.axhline(10000 * 2 * math.pi, color="0.5", lw=0.8, ls=":")
+    ax.set_yscale("log")
+    ax.set_xlabel("$j$")
+    ax.set_title(f"$d = {d}$")
+axes[0].set_ylabel(r"$\lambda$")
+axes[0].legend(loc="upper left")
+plt.show()
+
+# %% [markdown] lang="en"
+# The second failure is worse. The rotation property needs the sine and cosine of a
+# pair to turn at the same speed. Here, a block rotation would keep the length of each
+# pair, $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$, fixed at its
+# value $1$ at $p = 0$; in the buggy table that length wanders between nearly $0$ and
+# nearly $2$ (printed below), so no rotation maps $PE(p)$ to $PE(p+k)$. Nor does any
+# other linear map: the best least-squares fit from $PE(p)$ to $PE(p+3)$ over
+# $p = 0, \dots, 999$ for $d = 16$ leaves a relative error of 0.22, against less than
+# 1e-12 for the paper's encoding. And the dot product is no longer a function of the distance:
+# with $a_i = \tilde\omega_{2i}$, $b_i = \tilde\omega_{2i+1}$, the product-to-sum
+# formulas give
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
+# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain, so the Gram matrix is no
+# longer constant along its diagonals.
+
+# %% [markdown] lang="ja"
+# 2 つめの問題のほうが深刻です。回転の性質が成り立つには、ペアの正弦と余弦が同じ速さで回る必要があります。
+# ブロックごとの回転なら、各ペアの長さ $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は
+# $p = 0$ での値 $1$ のまま変わらないはずです。
+# ところがバグのある表では、この長さがほぼ $0$ からほぼ $2$ の間をさまよいます（下に表示します）。
+# したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
+# $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への最良の最小二乗近似を求めると、
+# 相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
+# さらに、内積も距離だけの関数ではなくなります。$a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、
+# 積和の公式から次のようになります。
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、
+# $\sum_i \cos\omega_i(p-q)$ が残ります。
+# $a_i \ne b_i$ ではこれらの項が残るので、グラム行列は対角線に沿って一定ではなくなります。
+
+# %%
+d, n, k = 16, 8, 3
+p = torch.arange(1000)
+bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
+good, good_k = sinusoidal(p, d, dtype=torch.float64), sinusoidal(p + k, d, dtype=torch.float64)
+
+pair_length = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]; 1 at p = 0, kept by any rotation
+torch.testing.assert_close(pair_length[0], torch.ones(n, dtype=torch.float64))
+torch.testing.assert_close(
+    good[:, 0::2] ** 2 + good[:, 1::2] ** 2, torch.ones(1000, n, dtype=torch.float64)
+)
+
+
+def fit_error(x, y):
+    """Relative error of the best linear map L with x L = y (least squares)."""
+    fit = torch.linalg.lstsq(x, y).solution
+    return float((x @ fit - y).norm() / y.norm())
+
+
+err_bug, err_good = fit_error(bug, bug_k), fit_error(good, good_k)
+assert err_good < 1e-12 and err_bug > 0.1
+
+j = torch.arange(d, dtype=torch.float64)
+a, b = 10000.0 ** (-2 * j[0::2] / d), 10000.0 ** (-2 * j[1::2] / d)  # a_i, b_i
+pq = torch.arange(300)
+diff = (pq[:, None] - pq[None, :]).double()[..., None]  # p - q
+summ = (pq[:, None] + pq[None, :]).double()[..., None]  # p + q
+formula = 0.5 * (
+    torch.cos(a * diff) - torch.cos(a * summ) + torch.cos(b * diff) + torch.cos(b * summ)
+).sum(-1)
+gram = per_column_bug(pq, d) @ per_column_bug(pq, d).T
+torch.testing.assert_close(gram, formula)
+spread = float((gram[1:, 1:] - gram[:-1, :-1]).abs().max())  # 0 for a function of p - q
+gram_good = sinusoidal(pq, d, dtype=torch.float64) @ sinusoidal(pq, d, dtype=torch.float64).T
+torch.testing.assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
+assert spread > 1
+lines = [
+    f"pair lengths, p = 0..999: min {pair_length.min():.4f}, max {pair_length.max():.4f}",
+    f"best linear map PE(p) -> PE(p+3), relative error: paper < 1e-12, bug {err_bug:.2f}",
+    f"largest change along a diagonal of the Gram matrix: bug {spread:.2f}",
+]
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en"
+# The same file keeps row $0$ of its table all zeros, "for padding", as the early
+# repository did, whose data loader numbers the real tokens from $1$ and gives padding
+# the position $0$. That is
+# fairseq's scheme with `padding_idx = 0`; with `posenc` it is
+# `SinusoidalEmbedding(rows, d, padding_idx=0)`, which we also apply to the wide table
+# that reproduces the buggy exponent. Note that an all-zero row is not the encoding of
+# position $0$, which is $(0, 1, 0, 1, \dots)$.
+#
+# It also offers a learned scale: the looked-up encoding is multiplied by one
+# trainable scalar, initialised to $d^{-1/2}$, as in appendix D of Hua et al. (2022).
+# In `posenc` this is `learnable_scale=True`; the table stays frozen and the scalar is
+# the only parameter.
+
+# %% [markdown] lang="ja"
+# 同じファイルは、初期のリポジトリと同じく、表の行 $0$ を「パディング用に」すべて 0 にしています。
+# 初期のリポジトリのデータローダーは、実トークンを $1$ から数え、パディングに位置 $0$ を与えます。
+# これは `padding_idx = 0` とした fairseq の方式と同じで、
+# `posenc` では `SinusoidalEmbedding(rows, d, padding_idx=0)` です。
+# 下では、バグのある指数を再現する幅の広い表にもこれを適用します。
+# すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではないことに注意してください。
+#
+# このファイルには学習可能なスケールもあります。引いてきたエンコーディングに、
+# $d^{-1/2}$ で初期化した学習可能なスカラーを 1 つ掛けるもので、Hua ら (2022) の付録 D と同じです。
+# `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
+
+# %%
+d, rows = 16, 12
+padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # positions from 1, padding at 0
+reference = per_column_bug(torch.arange(rows), d)
+reference[0] = 0  # the zero row 0
+wide = SinusoidalEmbedding(rows, 2 * d, padding_idx=0, base=10000.0**2)
+torch.testing.assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
+assert not torch.equal(sinusoidal(torch.tensor([0]), d)[0], torch.zeros(d))  # PE(0) is not zero
+
+scaled = SinusoidalEmbedding(rows, d, learnable_scale=True)
+assert [name for name, _ in scaled.named_parameters()] == ["scale"]
+torch.testing.assert_close(scaled.scale, torch.tensor(d**-0.5))
+out = scaled(padded)
+torch.testing.assert_close(out, d**-0.5 * sinusoidal(padded, d))
+out.sum().backward()
+assert scaled.scale.grad is not None and not scaled.table.requires_grad
+
+# %% [markdown] lang="en"
+# ## 6. Float32 angles at large positions
+#
+# Most implementations form the angle $p\,\omega_i$ in float32 and take its sine
+# there: labml, AllenNLP, fairseq and tensor2tensor all do. Write $\mathrm{fl}_{32}(x)$
+# for $x$ rounded to the nearest float32 number. A float32 number has a 24-bit
+# significand (IEEE 754 single precision), so in $[2^e, 2^{e+1})$ the representable
+# numbers are $2^{e-23}$ apart, and rounding can move a number there by up to
+# $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
+# Near $2^{20}$ the spacing is $2^{-3} = 0.125$ radians. It is the angle itself, not
+# the sine, that gets rounded, and $|\sin a - \sin b| \le |a - b|$ passes the angle
+# error on to the encoding almost unchanged. (Rounding $\omega_i$ to float32 adds an
+# error of the same kind, at most $p\,\omega_i \cdot 2^{-24}$.) The cell below
+# measures, around $p = 2^{14}, 2^{17}, 2^{20}$ and for $d = 512$, the error of float32
+# angles against float64 angles, in the angle and in the encoding, next to
+# $2^{e-24}$ and `posenc`'s error. It also compares the angle error of each pair with
+# the step $\omega_i$ by which that pair's angle moves from one position to the next.
+
+# %% [markdown] lang="ja"
+# ## 6. 大きな位置での float32 の角度
+#
+# ほとんどの実装は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
+# labml、AllenNLP、fairseq、tensor2tensor はいずれもそうです。
+# $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。
+# float32（IEEE 754 の単精度）の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ で表せる数の間隔は $2^{e-23}$ です。
+# そこで数を丸めると、最大で次の量だけずれます。
+# $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
+# $2^{20}$ 付近では間隔が $2^{-3} = 0.125$ ラジアンです。
+# 丸められるのは正弦ではなく角度そのものです。そして $|\sin a - \sin b| \le |a - b|$ により、
+# 角度の誤差はほぼそのままエンコーディングに伝わります。
+# （$\omega_i$ を float32 に丸めることでも同じ種類の誤差が加わり、その大きさは最大で $p\,\omega_i \cdot 2^{-24}$ です。）
+# 次のセルでは、$d = 512$ について $p = 2^{14}, 2^{17}, 2^{20}$ の付近で、
+# float32 の角度の誤差を float64 の角度と比べて測ります。
+# 角度とエンコーディングの誤差を、$2^{e-24}$ および `posenc` の誤差と並べて示します。
+# さらに、各ペアの角度の誤差を、そのペアの角度が隣の位置へ進むときの 1 歩 $\omega_i$ と比べます。
+
+# %%
+d, n = 512, 256
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+up = torch.tensor(math.inf)
+
+
+def float32_errors(p):
+    """Errors over the positions p: float32 angles and posenc, against float64 angles."""
+    exact = p.double()[:, None] * omega  # [p, n]
+    angle32 = p.float()[:, None] * omega.float()  # as labml, AllenNLP, fairseq, tensor2tensor
+    angle_err = (angle32.double() - exact).abs()  # [p, n]
+    enc32 = torch.stack([angle32.sin(), angle32.cos()], dim=-1).flatten(-2)  # interleaved, float32
+    exact_enc = torch.stack([exact.sin(), exact.cos()], dim=-1).flatten(-2)
+    enc_err = (enc32.double() - exact_enc).abs().amax(-1)  # per position
+    posenc_err = (sinusoidal(p, d).double() - exact_enc).abs().amax(-1)
+    return angle_err, enc_err, posenc_err
+
+
+lines = []
+for e in (14, 17, 20):
+    two_e = torch.tensor(float(2**e))
+    assert torch.nextafter(two_e, up) - two_e == 2.0 ** (e - 23)  # spacing in [2^e, 2^(e+1))
+    angle_err, enc_err, posenc_err = float32_errors(torch.arange(2**e - 64, 2**e + 64))
+    assert angle_err.max() <= 2.0 ** (e - 23)  # half the spacing, plus the rounding of omega
+    assert enc_err.max() <= angle_err.max() + 1e-6  # |sin a - sin b| <= |a - b|, plus rounding
+    assert posenc_err.max() <= 1e-6
+    per_step = (angle_err.amax(0) / omega).max()  # angle error in units of the pair's step
+    lines.append(
+        f"p ~ 2^{e}: 2^(e-24) = {2.0 ** (e - 24):.1e}, angle error {angle_err.max():.1e}, "
+        f"encoding error {enc_err.max():.1e}, error/step {per_step:.3f}; posenc {posenc_err.max():.1e}"
+    )
+# from 2^24 on, float32 cannot even hold consecutive integers
+two_24 = torch.tensor(float(2**24))
+assert torch.nextafter(two_24, up) - two_24 == 2 and torch.tensor(2**24 + 1).float() == two_24
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en"
+# The float32 angle error is close to $2^{e-24}$: 9.7e-04 near $2^{14}$, 7.8e-03 near
+# $2^{17}$ and 6.2e-02 near $2^{20}$, and the encoding inherits it (6.0e-02 near
+# $2^{20}$). Measured against the step $\omega_i$ between neighbouring positions, the
+# error grows in proportion to $p$ in every pair: near $2^{20}$ it reaches 0.118 of a
+# step, so neighbouring positions are blurred by an eighth of the distance between
+# them. From $2^{24}$ on, float32 cannot even hold consecutive integers:
+# $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$, and two positions get the same encoding.
+#
+# `posenc` forms the angles in float64, whose 53-bit significand leaves a spacing of
+# $2^{-32}$ near $2^{20}$, and rounds only the final sine and cosine to float32. Its
+# error, 3.0e-08 at every position, is the rounding of the result. The figure plots
+# the largest error of each position against $p$ on logarithmic axes: float32 angles,
+# $\mathrm{fl}_{32}(p\,\omega_i)$, follow the staircase
+# $2^{\lfloor \log_2 p \rfloor - 24}$; float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, stay
+# flat.
+
+# %% [markdown] lang="ja"
+# float32 の角度の誤差は $2^{e-24}$ にほぼ等しく、
+# $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02 です。
+# エンコーディングもこの誤差を受け継ぎます（$2^{20}$ 付近で 6.0e-02）。
+# 隣り合う位置の間の 1 歩 $\omega_i$ を単位にして測ると、誤差はどのペアでも $p$ に比例して大きくなります。
+# $2^{20}$ 付近では 1 歩の 0.118 に達し、隣り合う位置が、その間隔の約 8 分の 1 だけぼやけます。
+# $2^{24}$ から先では、float32 は連続する整数さえ表せません。
+# $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、2 つの位置が同じエンコーディングを受け取ります。
+#
+# `posenc` は角度を float64 で作ります。float64 の仮数部は 53 ビットで、$2^{20}$ 付近の間隔は $2^{-32}$ です。
+# 最後の正弦と余弦だけを float32 に丸めるので、誤差はどの位置でも 3.0e-08 で、これは結果の丸めの分です。
+# 図は、位置ごとの最大の誤差を $p$ に対して両対数軸で描いたものです。
+# float32 の角度 $\mathrm{fl}_{32}(p\,\omega_i)$ の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
+# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。
+
+# %%
+samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
+_, enc_err, posenc_err = float32_errors(samples)
+staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)
+assert posenc_err.max() <= 1e-6
+assert (enc_err[samples >= 2**10] <= 4 * staircase[samples >= 2**10]).all()
+
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+ax.plot(samples, enc_err.clamp(min=1e-9), lw=1, label=r"$\mathrm{fl}_{32}(p\,\omega_i)$")
+ax.plot(samples, posenc_err.clamp(min=1e-9), lw=1, label=r"$\mathrm{fl}_{64}(p\,\omega_i)$")
+ax.plot(
+    samples,
+    staircase,
+    color="black",
+    lw=1,
+    ls="--",
+    zorder=3,
+    label=r"$2^{\lfloor \log_2 p \rfloor - 24}$",
+)
+ax.set_xscale("log", base=2)
+ax.set_yscale("log")
+ax.set_xlabel("$p$")
+ax.set_ylabel(r"$\max_j |PE_{(p,j)} - PE^{\mathrm{exact}}_{(p,j)}|$")
+ax.legend(loc="upper left")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Summary
+#
+# | implementation | layout | exponent of $10000$ | odd $d$ | positions, padding |
+# |---|---|---|---|---|
+# | Vaswani et al. (2017) | interleaved | $-i/n$ | not specified | not specified |
+# | tensor2tensor | concatenated | $-i/(n-1)$ | zero column | from `start_index` (0) |
+# | fairseq | concatenated | $-i/(n-1)$ | zero column | from `padding_idx + 1`; zero padding row |
+# | AllenNLP | concatenated | $-i/(n-1)$ | zero column | from 0 |
+# | labml | interleaved | $-i/n$ | shape error | from 0 |
+# | jadore801120, current | interleaved | $-i/n$ | a sine | from 0 |
+# | jadore801120, early, and copies | interleaved | $-2j/d$ for column $j$ | a sine | from 1; zero row 0 |
+# | `posenc` | `layout=` | `endpoint=` | zero column | explicit; `padding_idx=` |
+#
+# The odd-$d$ column says what fills the last column. All of these libraries form the
+# angles $p\,\omega_i$ in float32, except jadore801120 (NumPy's default float64) and
+# `posenc` (float64). Of these differences, the layout is a relabelling (section 1), the starting
+# position a fixed rotation (section 4) and the zero column harmless (section 3).
+# The denominator gives a genuinely different encoding (section 2), so a checkpoint
+# must be run with the convention it was trained with. The per-column exponent breaks
+# the shared frequency of each pair and with it the rotation property (section 5).
+# Float32 angles blur large positions: near $2^{20}$ by about an eighth of the step
+# between neighbours (section 6).
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# | 実装 | 配置 | $10000$ の指数 | 奇数の $d$ | 位置とパディング |
+# |---|---|---|---|---|
+# | Vaswani ら (2017) | インターリーブ配置 | $-i/n$ | 記述なし | 記述なし |
+# | tensor2tensor | 連結配置 | $-i/(n-1)$ | 0 の列 | `start_index`（0）から |
+# | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` から。パディングは 0 の行 |
+# | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 から |
+# | labml | インターリーブ配置 | $-i/n$ | 形状エラー | 0 から |
+# | jadore801120（現在の版） | インターリーブ配置 | $-i/n$ | 正弦 | 0 から |
+# | jadore801120（初期の版とその写し） | インターリーブ配置 | 列 $j$ ごとに $-2j/d$ | 正弦 | 1 から。行 0 は 0 |
+# | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す。`padding_idx=` |
+#
+# 「奇数の $d$」の列は、最後の列を何で埋めるかを示します。
+# 角度 $p\,\omega_i$ は、jadore801120（NumPy の既定の float64）と `posenc`（float64）を除き、
+# どのライブラリも float32 で作ります。
+# これらの違いのうち、配置は付け替えにすぎず（1 節）、開始位置は固定の回転で（4 節）、
+# 0 の列は無害です（3 節）。
+# 分母の違いは本当に別のエンコーディングになります（2 節）。
+# そのため、チェックポイントは学習時と同じ流儀で動かす必要があります。
+# 列ごとの指数は、各ペアが周波数を共有するという前提を壊し、それとともに回転の性質も壊します（5 節）。
+# float32 の角度は大きな位置をぼやけさせ、$2^{20}$ 付近では隣の位置との間隔の約 8 分の 1 に達します（6 節）。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Extend `layout_permutation` to odd $d$ so that
+#    `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` still holds
+#    exactly. Where does the zero column go?
+# 2. For $d = 128$, $512$ and $2048$, find the first position at which the $n$ and
+#    $n-1$ encodings differ by more than $0.1$ in some entry. How does it change with
+#    $d$? (Hint: look at the largest $\omega_i - \omega'_i$.)
+# 3. For the per-column exponent, plot $PE(p)\cdot PE(p)$ against $p$ for $d = 64$.
+#    Use the product-to-sum formula of section 5 to explain why it is not constant,
+#    and find the value it oscillates around.
+# 4. bfloat16 has an 8-bit significand. From the spacing $2^{e-7}$ of its numbers in
+#    $[2^e, 2^{e+1})$, predict the position beyond which a bfloat16 angle can be off by
+#    more than half a radian, then check it by forming the angles in `torch.bfloat16`.
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. 奇数の $d$ でも `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` が
+#    厳密に成り立つように `layout_permutation` を拡張してください。0 の列はどこに行くでしょうか。
+# 2. $d = 128$、$512$、$2048$ のそれぞれで、$n$ 版と $n-1$ 版のエンコーディングが、
+#    どこかの成分で $0.1$ より大きく異なる最初の位置を求めてください。$d$ によってどう変わるでしょうか
+#    （ヒント：$\omega_i - \omega'_i$ の最大値を見てください）。
+# 3. 列ごとの指数を使った表について、$d = 64$ で $PE(p)\cdot PE(p)$ を $p$ に対して描いてください。
+#    5 節の積和の公式を使って、これが一定にならない理由を説明し、値がどのあたりを中心に振動するかを求めてください。
+# 4. bfloat16 の仮数部は 8 ビットです。区間 $[2^e, 2^{e+1})$ での数の間隔 $2^{e-7}$ から、
+#    bfloat16 の角度が半ラジアンを超えてずれうるようになる位置を予想し、
+#    `torch.bfloat16` で角度を作って確かめてください。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
+#   <https://arxiv.org/abs/1706.03762>
+# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
+#   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
+# - fairseq, `SinusoidalPositionalEmbedding`.
+#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
+# - fairseq, `make_positions` in `fairseq/utils.py`.
+#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/utils.py>
+# - AllenNLP, `SinusoidalPositionalEncoding`.
+#   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
+# - labml.ai, annotated implementation of fixed positional encodings.
+#   <https://nn.labml.ai/transformers/positional_encoding.html>
+# - Huang, Y.-H., `attention-is-all-you-need-pytorch` (`transformer/Models.py`; the
+#   early versions use the exponent $2j/d$).
+#   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022, appendix D.
+#   <https://arxiv.org/abs/2202.10447>
+# - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
+#   <https://doi.org/10.1109/IEEESTD.2019.8766229>
+# - Goldberg, D. (1991). *What Every Computer Scientist Should Know About
+#   Floating-Point Arithmetic*. ACM Computing Surveys 23(1).
+#   <https://doi.org/10.1145/103162.103163>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
+#   <https://arxiv.org/abs/1706.03762>
+# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `get_timing_signal_1d`。
+#   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
+# - fairseq、`SinusoidalPositionalEmbedding`。
+#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
+# - fairseq、`fairseq/utils.py` の `make_positions`。
+#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/utils.py>
+# - AllenNLP、`SinusoidalPositionalEncoding`。
+#   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
+# - labml.ai、固定の位置エンコーディングの注釈付き実装。
+#   <https://nn.labml.ai/transformers/positional_encoding.html>
+# - Huang, Y.-H.、`attention-is-all-you-need-pytorch`（`transformer/Models.py`。
+#   初期の版は指数 $2j/d$ を使っています）。
+#   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022, 付録 D.
+#   <https://arxiv.org/abs/2202.10447>
+# - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
+#   <https://doi.org/10.1109/IEEESTD.2019.8766229>
+# - Goldberg, D. (1991). *What Every Computer Scientist Should Know About
+#   Floating-Point Arithmetic*（英語）. ACM Computing Surveys 23(1).
+#   <https://doi.org/10.1145/103162.103163>

@@ -114,7 +114,9 @@ def split_all(source_dir: Path, docs_dir: Path) -> list[Path]:
         nb = json.loads(src.read_text(encoding="utf-8"))
         for lang, suffix in LANGUAGES.items():
             target = docs_dir / f"{slug}{suffix}.ipynb"
-            _write_if_changed(target, json.dumps(split_notebook(nb, lang), ensure_ascii=False, indent=1) + "\n")
+            _write_if_changed(
+                target, json.dumps(split_notebook(nb, lang), ensure_ascii=False, indent=1) + "\n"
+            )
             written.append(target)
     # Remove copies whose source notebook is gone, so no orphan page is built.
     for stale in docs_dir.glob("*.ipynb"):
@@ -196,11 +198,11 @@ def on_page_content(content, page, config, files):
     content, headings = fix_headings(content)
     fix_toc(page.toc, headings)
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
-    label = "ノートブックをダウンロード (.ipynb)" if lang == "ja" else "Download this notebook (.ipynb)"
-    name = posixpath.basename(page.file.src_uri)
-    toolbar = (
-        f'<p class="nb-toolbar"><a class="md-button" href="{name}" download>{label}</a></p>'
+    label = (
+        "ノートブックをダウンロード (.ipynb)" if lang == "ja" else "Download this notebook (.ipynb)"
     )
+    name = posixpath.basename(page.file.src_uri)
+    toolbar = f'<p class="nb-toolbar"><a class="md-button" href="{name}" download>{label}</a></p>'
     # Right under the title, where a reader looks for it.
     h1_end = content.find("</h1>")
     if h1_end < 0:
@@ -217,7 +219,9 @@ _CDN_LOADERS = re.compile(
     r"|<script type=\"module\">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>",
     re.DOTALL,
 )
-_DATA_IMG = re.compile(r'<img (?P<before>[^>]*?)src="data:image/png;base64,(?P<data>[^"]+)"(?P<after>[^>]*)>')
+_DATA_IMG = re.compile(
+    r'<img (?P<before>[^>]*?)src="data:image/png;base64,(?P<data>[^"]+)"(?P<after>[^>]*)>'
+)
 
 
 # Pygments wraps every name and every run of spaces in a span; the notebook
@@ -226,7 +230,9 @@ _DATA_IMG = re.compile(r'<img (?P<before>[^>]*?)src="data:image/png;base64,(?P<d
 _UNSTYLED_TOKEN = re.compile(r'<span class="(?:n|w)">([^<]*)</span>')
 # mkdocs-jupyter repeats the same copy-button icon in every code cell; one
 # <symbol> per page and a <use> per button draw the same.
-_COPY_ICON = re.compile(r'<svg aria-hidden="true" class="clipboard-copy-icon"[^>]*>(?P<paths>.*?)</svg>', re.DOTALL)
+_COPY_ICON = re.compile(
+    r'<svg aria-hidden="true" class="clipboard-copy-icon"[^>]*>(?P<paths>.*?)</svg>', re.DOTALL
+)
 _COPY_SYMBOL_ID = "nb-copy-icon"
 
 
@@ -302,7 +308,7 @@ def externalise(output: str, page, site_dir: Path) -> str:
         rel = f"{FIGURE_DIR}/{_hashed_name(data, '.png')}"
         _store(site_dir, rel, data)
         width, height = _png_size(data)
-        attrs = f'{m["before"]}{m["after"]}'.strip()
+        attrs = f"{m['before']}{m['after']}".strip()
         if "alt=" not in attrs:
             attrs += ' alt=""'
         return (

@@ -54,7 +54,9 @@ def check_positive_float(name: str, value: object, *, greater_than: float = 0.0)
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
     value = float(value)
     if not math.isfinite(value) or value <= greater_than:
-        raise ValueError(f"{name} must be a finite number greater than {greater_than:g}, got {value}")
+        raise ValueError(
+            f"{name} must be a finite number greater than {greater_than:g}, got {value}"
+        )
     return value
 
 
@@ -91,5 +93,7 @@ def check_positions(name: str, value: object) -> torch.Tensor:
     """Return ``value`` if it is an integer or floating-point tensor of positions."""
     value = check_tensor(name, value)
     if value.dtype == torch.bool or value.is_complex():
-        raise ValueError(f"{name} must be an integer or floating-point tensor, got dtype {value.dtype}")
+        raise ValueError(
+            f"{name} must be an integer or floating-point tensor, got dtype {value.dtype}"
+        )
     return value

@@ -60,7 +60,9 @@ def test_notebook_was_executed_cleanly(nb_path):
     for c in code:
         for out in c["outputs"]:
             assert out["output_type"] != "error", f"error output in cell {c.get('id')}"
-            assert out.get("name") != "stderr", f"stderr output in cell {c.get('id')}: {out.get('text')}"
+            assert out.get("name") != "stderr", (
+                f"stderr output in cell {c.get('id')}: {out.get('text')}"
+            )
         assert "execution" not in c.get("metadata", {}), "timings recorded: use record_timing=False"
 
 
@@ -70,7 +72,7 @@ def test_prose_cells_come_in_english_japanese_pairs(py):
     for k, cell in enumerate(cells):
         lang = cell.metadata.get("lang")
         if cell.cell_type == "markdown":
-            assert lang in ("en", "ja"), f"cell {k}: prose needs lang=\"en\" or lang=\"ja\""
+            assert lang in ("en", "ja"), f'cell {k}: prose needs lang="en" or lang="ja"'
         else:
             assert lang is None, f"cell {k}: code cells are shared by both languages"
         if lang == "en":
@@ -84,14 +86,18 @@ def test_prose_cells_come_in_english_japanese_pairs(py):
                 f"  only ja: {sorted((formulas(twin.source) - formulas(cell.source)).elements())}"
             )
         if lang == "ja":
-            assert k > 0 and cells[k - 1].metadata.get("lang") == "en", f"cell {k}: Japanese without English"
+            assert k > 0 and cells[k - 1].metadata.get("lang") == "en", (
+                f"cell {k}: Japanese without English"
+            )
             assert re.search(r"[\u3040-\u30ff]", cell.source), f"cell {k}: no Japanese text"
 
 
 @pytest.mark.parametrize("py", SOURCES, **ids)
 def test_notebook_uses_the_installed_package(py):
     source = py.read_text(encoding="utf-8")
-    assert "sys.path" not in source, "import the installed posenc (pip install -e .), no sys.path edits"
+    assert "sys.path" not in source, (
+        "import the installed posenc (pip install -e .), no sys.path edits"
+    )
     assert re.search(r"^(from posenc|import posenc)", source, re.M)
     assert "use_site_style()" in source, "figures use posenc.plotting.use_site_style()"
 

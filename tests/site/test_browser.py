@@ -89,7 +89,9 @@ def page(browser, served_site):
 
 
 def _wait_for_math(page) -> None:
-    page.wait_for_function("window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20_000)
+    page.wait_for_function(
+        "window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20_000
+    )
     page.evaluate("MathJax.startup.promise")
 
 
@@ -154,7 +156,11 @@ def test_language_switch_reaches_the_twin(page, served_site):
 
 @pytest.mark.parametrize(
     "prefix, query, expected",
-    [("ja/", "正弦波", f"ja/{CHAPTER}/"), ("ja/", "回転行列", f"ja/{CHAPTER}/"), ("", "wavelength", f"{CHAPTER}/")],
+    [
+        ("ja/", "正弦波", f"ja/{CHAPTER}/"),
+        ("ja/", "回転行列", f"ja/{CHAPTER}/"),
+        ("", "wavelength", f"{CHAPTER}/"),
+    ],
 )
 def test_search_finds_the_page(page, served_site, prefix, query, expected):
     page.goto(served_site.base_url + prefix, wait_until="networkidle")
@@ -162,7 +168,9 @@ def test_search_finds_the_page(page, served_site, prefix, query, expected):
     box = page.locator("input[data-md-component='search-query']")
     box.focus()
     page.keyboard.type(query)
-    page.keyboard.press("End")  # Material searches on keyup, which IME-less typing of kana may not fire
+    page.keyboard.press(
+        "End"
+    )  # Material searches on keyup, which IME-less typing of kana may not fire
     results = page.locator(".md-search-result__item")
     results.first.wait_for(timeout=15_000)
     hrefs = page.locator(".md-search-result__link").evaluate_all("els => els.map(e => e.href)")

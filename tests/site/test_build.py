@@ -48,7 +48,9 @@ def test_no_page_holds_raw_notebook_json(built_site):
     for page in _html_pages(built_site.path):
         text = page.read_text(encoding="utf-8")
         assert not text.lstrip().startswith("{"), f"{page}: raw notebook JSON"
-        assert '"cell_type":' not in text and '"nbformat":' not in text, f"{page}: notebook JSON inside"
+        assert '"cell_type":' not in text and '"nbformat":' not in text, (
+            f"{page}: notebook JSON inside"
+        )
 
 
 @pytest.mark.parametrize("slug", SLUGS)
@@ -61,7 +63,9 @@ def test_language_switcher_links_the_twin(built_site, slug):
 @pytest.mark.parametrize("slug", SLUGS)
 def test_chapter_in_navigation(built_site, slug):
     home = built_site.page("")
-    assert re.search(rf'class="md-nav__link"[^>]*href="{slug}/"|href="{slug}/"[^>]*class="md-nav__link', home)
+    assert re.search(
+        rf'class="md-nav__link"[^>]*href="{slug}/"|href="{slug}/"[^>]*class="md-nav__link', home
+    )
 
 
 def test_nothing_loads_from_other_hosts(built_site):

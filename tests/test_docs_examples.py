@@ -1,0 +1,23 @@
+"""The Python examples of the README and the home pages run as printed."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["README.md", "docs/index.md", "docs/index.ja.md"]
+
+
+def _examples():
+    for page in PAGES:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for k, block in enumerate(re.findall(r"```python\n(.*?)```", text, re.DOTALL)):
+            yield pytest.param(block, id=f"{page}-{k}")
+
+
+@pytest.mark.parametrize("code", list(_examples()))
+def test_example_runs(code):
+    exec(compile(code, "<example>", "exec"), {})

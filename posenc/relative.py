@@ -119,8 +119,9 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
         x = _float32(x * scale)
         return max_exact + int(min(x, scale))
 
-    # bucket(2 * max_distance) > max_exact + n_log: every threshold lies in range.
-    candidates = range(max_exact, 2 * max_distance + 1)
+    # bucket(2 * max_distance) > max_exact + n_log: every threshold lies in range
+    # (capped where int64 distances end, for an absurdly large max_distance).
+    candidates = range(max_exact, min(2 * max_distance, 2**62) + 1)
     return tuple(
         max_exact + bisect_left(candidates, max_exact + t, key=bucket) for t in range(1, n_log)
     )
@@ -151,10 +152,14 @@ def t5_relative_position_bucket(
       logarithmically: ``n >= max_exact`` goes to ``max_exact + int(log(n /
       max_exact) / log(max_distance / max_exact) * (side - max_exact))``,
       formed in float32 as T5 does, and clipped to the last bucket ``side -
-      1``, which thus holds every distance from about ``max_distance`` on.
+      1``, which thus holds every distance from ``max_distance`` on (and,
+      as ``int`` truncates, some shorter ones too). The bucket edges are
+      found once with this float32 arithmetic, so the result does not
+      depend on the device's ``log``.
 
-    With the defaults, the distances ``0 .. 7`` have their own buckets,
-    ``8 .. 127`` share eight logarithmic ones, and ``128`` onward the last.
+    With the defaults (bidirectional), the distances ``0 .. 7`` on each side
+    have a bucket each, ``8 .. 90`` share seven logarithmic ones, and ``91``
+    onward the last one.
 
     Args:
         relative_position (torch.Tensor): integer tensor of any shape ``[*]``,
@@ -182,12 +187,9 @@ def t5_relative_position_bucket(
         tensor([15,  8,  1,  0, 17, 24, 31])
     """
     relative_position = check_tensor("relative_position", relative_position)
-    if relative_position.is_floating_point() or relative_position.is_complex():
-        raise ValueError(
-            f"relative_position must be an integer tensor, got dtype {relative_position.dtype}"
-        )
-    if relative_position.dtype == torch.bool:
-        raise ValueError("relative_position must be an integer tensor, got dtype torch.bool")
+    dtype = relative_position.dtype
+    if dtype == torch.bool or dtype.is_floating_point or dtype.is_complex:
+        raise ValueError(f"relative_position must be an integer tensor, got dtype {dtype}")
     bidirectional, num_buckets, max_distance, side = _check_t5_buckets(
         bidirectional, num_buckets, max_distance
     )

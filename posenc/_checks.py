@@ -15,7 +15,9 @@ import torch
 
 __all__ = [
     "check_base",
+    "check_bool",
     "check_choice",
+    "check_dtype",
     "check_even",
     "check_float_tensor",
     "check_positions",
@@ -63,6 +65,22 @@ def check_positive_float(name: str, value: object, *, greater_than: float = 0.0)
 def check_base(base: object) -> float:
     """The frequency base of sinusoids and RoPE: finite and greater than 1."""
     return check_positive_float("base", base, greater_than=1.0)
+
+
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is a ``bool`` (``0``/``1`` and strings are mistakes)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
+    return value
+
+
+def check_dtype(dtype: object) -> torch.dtype:
+    """Return ``dtype`` if it is a floating-point ``torch.dtype``."""
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {type(dtype).__name__}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype}")
+    return dtype
 
 
 def check_choice(name: str, value: object, choices: Iterable[str]) -> str:

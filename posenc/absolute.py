@@ -24,7 +24,9 @@ from torch import nn
 
 from posenc._checks import (
     check_base,
+    check_bool,
     check_choice,
+    check_dtype,
     check_float_tensor,
     check_positions,
     check_size,
@@ -48,20 +50,6 @@ _MAX_CACHE_GAP = 2**16
 _MIN_CACHE_ROWS = 256
 
 
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_dtype(dtype: object) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a floating-point torch.dtype, got {type(dtype).__name__}")
-    if not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype}")
-    return dtype
-
-
 def _check_probability(name: str, value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
@@ -78,7 +66,7 @@ def _check_encoding(
     dim = check_size("dim", dim)
     base = check_base(base)
     layout = check_choice("layout", layout, LAYOUTS)
-    endpoint = _check_bool("endpoint", endpoint)
+    endpoint = check_bool("endpoint", endpoint)
     if endpoint and dim < 4:
         raise ValueError(
             f"dim must be >= 4 when endpoint=True (frequencies divide by dim // 2 - 1), got {dim}"
@@ -196,7 +184,7 @@ def sinusoidal(
     """
     positions = check_positions("positions", positions)
     dim, base, layout, endpoint = _check_encoding(dim, base, layout, endpoint)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype(dtype)
     n = dim // 2
     work = _float64_device(positions.device)
 
@@ -262,7 +250,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         self.dim, self.base, self.layout, self.endpoint = _check_encoding(
             dim, base, layout, endpoint
         )
-        self.batch_first = _check_bool("batch_first", batch_first)
+        self.batch_first = check_bool("batch_first", batch_first)
         self.dropout = nn.Dropout(_check_probability("dropout", dropout))
         # (m, d) encodings of positions 0 .. m-1; empty until the first call.
         self.register_buffer("cache", torch.empty(0, self.dim), persistent=False)
@@ -389,7 +377,7 @@ class SinusoidalEmbedding(nn.Module):
             dim, base, layout, endpoint
         )
         self.padding_idx = _check_padding_idx(padding_idx, self.n_positions)
-        self.learnable_scale = _check_bool("learnable_scale", learnable_scale)
+        self.learnable_scale = check_bool("learnable_scale", learnable_scale)
         # (n_positions, d), frozen and derived: not a parameter, not saved.
         self.register_buffer("table", torch.empty(self.n_positions, self.dim), persistent=False)
         if self.learnable_scale:

@@ -23,23 +23,9 @@ from __future__ import annotations
 
 import torch
 
-from posenc._checks import check_size
+from posenc._checks import check_bool, check_dtype, check_size
 
 __all__ = ["alibi_bias", "alibi_slopes"]
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
-
-
-def _check_dtype(dtype: object) -> torch.dtype:
-    if not isinstance(dtype, torch.dtype):
-        raise TypeError(f"dtype must be a floating-point torch.dtype, got {type(dtype).__name__}")
-    if not dtype.is_floating_point:
-        raise ValueError(f"dtype must be a floating-point torch.dtype, got {dtype}")
-    return dtype
 
 
 def _check_lengths(q_len: object, k_len: object) -> tuple[int, int]:
@@ -121,7 +107,7 @@ def alibi_slopes(
         tensor([0.2500, 0.0625, 0.0156, 0.0039])
     """
     n_heads = check_size("n_heads", n_heads)
-    dtype = _check_dtype(dtype)
+    dtype = check_dtype(dtype)
     return torch.tensor(_slope_list(n_heads), dtype=dtype, device=device)
 
 
@@ -185,8 +171,8 @@ def alibi_bias(
     """
     n_heads = check_size("n_heads", n_heads)
     q_len, k_len = _check_lengths(q_len, k_len)
-    causal = _check_bool("causal", causal)
-    dtype = _check_dtype(dtype)
+    causal = check_bool("causal", causal)
+    dtype = check_dtype(dtype)
     work = torch.float64 if dtype == torch.float64 else torch.float32
 
     # k_pos - q_pos = -(q_pos - k_pos): negative for past keys. Negating the

@@ -11,15 +11,9 @@ import math
 
 import torch
 
-from posenc._checks import check_float_tensor
+from posenc._checks import check_bool, check_float_tensor
 
 __all__ = ["attention"]
-
-
-def _check_bool(name: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
-    return value
 
 
 def _shape(t: torch.Tensor) -> tuple[int, ...]:
@@ -76,7 +70,7 @@ def attention(
         check_float_tensor(name, t)
         if t.ndim < 2:
             raise ValueError(f"{name} must have shape (..., seq, dim), got {_shape(t)}")
-    causal = _check_bool("causal", causal)
+    causal = check_bool("causal", causal)
     if not q.dtype == k.dtype == v.dtype:
         raise ValueError(
             f"q, k and v must have the same dtype, got {q.dtype}, {k.dtype} and {v.dtype}"

@@ -37,8 +37,8 @@ from functools import lru_cache
 import torch
 from torch import nn
 
-from posenc._checks import check_size, check_tensor
-from posenc.alibi import _check_bool, _check_lengths, _relative_positions
+from posenc._checks import check_bool, check_size, check_tensor
+from posenc.alibi import _check_lengths, _relative_positions
 
 __all__ = [
     "RelativePositionEmbedding",
@@ -60,7 +60,7 @@ def _check_t5_buckets(bidirectional: object, num_buckets: object, max_distance: 
         ``max_distance`` and the number of buckets per side (``num_buckets``
         or ``num_buckets // 2`` when bidirectional).
     """
-    bidirectional = _check_bool("bidirectional", bidirectional)
+    bidirectional = check_bool("bidirectional", bidirectional)
     num_buckets = check_size("num_buckets", num_buckets)
     max_distance = check_size("max_distance", max_distance)
     side = num_buckets // 2 if bidirectional else num_buckets

@@ -1,0 +1,887 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Extending RoPE's context
+#
+# A model with rotary position embedding (RoPE) is trained on sequences of some
+# length $L$ and later asked to read longer ones. Past $L$, some of its rotation
+# angles take values that training never produced, and the model's quality
+# collapses. Every method in this chapter changes only the frequencies $\theta_i$
+# of RoPE (YaRN also multiplies by one constant), so the architecture and the
+# weights stay as they are; a short fine-tuning, or none, does the rest.
+#
+# We first count which frequencies are at risk. Then we derive, from the
+# wavelengths, position interpolation, the NTK-aware change of base and its dynamic
+# form, YaRN and Llama 3's scaling; check each formula against
+# `posenc.rope_frequencies`; and show that all of them keep RoPE's relative
+# property. The chapter ends with the settings of released models and how
+# Hugging Face names each method.
+
+# %% [markdown] lang="ja"
+# # RoPE のコンテキスト長を伸ばす
+#
+# 回転位置埋め込み（RoPE）を使うモデルは、ある長さ $L$ の系列で学習されます。
+# そのモデルに、あとからもっと長い系列を読ませたいとします。
+# $L$ を超えると、一部の回転角が学習中には一度も現れなかった値になり、モデルの性能が崩れます。
+# この章で扱う手法はどれも、RoPE の周波数 $\theta_i$ だけを変えます（YaRN はさらに定数を 1 つ掛けます）。
+# モデルの構造も重みもそのままで、あとは短いファインチューニングで済ませるか、何もしません。
+#
+# まず、どの周波数が危ないのかを数えます。
+# 次に、位置補間、NTK-aware な底の変更とその動的版、YaRN、Llama 3 のスケーリングを波長から導き、
+# それぞれの式を `posenc.rope_frequencies` で確かめます。
+# さらに、どの手法でも RoPE の相対位置の性質が保たれることを示します。
+# 最後に、公開されているモデルの設定と、Hugging Face での各手法の呼び名をまとめます。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from torch.testing import assert_close
+
+from posenc import (
+    LinearScaling,
+    Llama3Scaling,
+    NTKScaling,
+    YarnScaling,
+    apply_rope,
+    rope_frequencies,
+)
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+f64 = torch.float64
+two_pi = 2 * math.pi
+
+# %% [markdown] lang="en"
+# ## Wavelengths against the training context
+#
+# RoPE (Su et al. 2021) rotates pair $i$ of a query or key at position $m$ by the
+# angle $m\theta_i$, with the frequencies
+# $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
+# for head size $d$ and base $b$. The wavelength of pair $i$ (the number of positions
+# for one full turn) and the number of turns it makes over the training context $L$
+# are
+# $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
+# The wavelengths grow geometrically with $i$, so one index separates the pairs that
+# turn more than $\beta$ times within $L$ from the others. Solving $r_i = \beta$ for $i$:
+# $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
+# Pair $i$ completes at least one turn within $L$ ($r_i \ge 1$) exactly when
+# $i \le i_1$. Training has shown such a pair its whole circle, at steps of $\theta_i$;
+# a longer input only repeats those angles. A pair with $r_i < 1$ has seen only the
+# arc from $0$ to $(L-1)\theta_i$, and beyond $L$ it moves into angles the model has
+# never seen. This is what breaks past $L$, and it concerns the slow pairs only.
+#
+# The cell counts both kinds for head size $d = 128$ in two settings: Llama 2
+# (base $10^4$, $L = 4096$) and Llama 3 (base $5 \cdot 10^5$, $L = 8192$). In
+# Llama 2, 46 of the 64 pairs turn fully within the context and 18 never do; pair 45
+# only just makes it, with a wavelength of 4080 positions. Llama 3's larger base
+# stretches every wavelength: although its context is twice as long, only 35 pairs
+# complete a turn within it and 29 do not.
+
+# %% [markdown] lang="ja"
+# ## 学習時のコンテキスト長と波長
+#
+# RoPE (Su ら 2021) は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
+# ヘッドの次元数を $d$、底を $b$ とすると、周波数は次のとおりです。
+# $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
+# ペア $i$ の波長（ちょうど 1 周するのに必要な位置の数）と、
+# 学習時のコンテキスト長 $L$ の間に回る回数は次のようになります。
+# $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
+# 波長は $i$ とともに等比数列で伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外とは、
+# ある 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、その境が求まります。
+# $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
+# ペア $i$ が $L$ の間に少なくとも 1 周する ($r_i \ge 1$) のは、ちょうど $i \le i_1$ のときです。
+# そのようなペアは、学習中に円周全体を $\theta_i$ 刻みで見ています。系列が長くなっても、同じ角度が繰り返されるだけです。
+# 一方、$r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけです。
+# $L$ を超えると、モデルが一度も見たことのない角度に入っていきます。
+# $L$ を超えたときに壊れるのはここで、問題になるのは回転の遅いペアだけです。
+#
+# 下のセルでは、$d = 128$ の 2 つの設定について両者を数えます。
+# Llama 2（底 $10^4$、$L = 4096$）と Llama 3（底 $5 \cdot 10^5$、$L = 8192$）です。
+# Llama 2 では、64 組のうち 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
+# ペア 45 は波長 4080 で、ぎりぎり 1 周します。
+# Llama 3 は底が大きいので、すべての波長が伸びます。
+# コンテキストが 2 倍長いにもかかわらず、1 周するのは 35 組だけで、29 組は 1 周しません。
+
+
+# %%
+def turn_index(beta, d, b, L):
+    """i_beta: the (fractional) pair index that turns exactly beta times within L."""
+    return d * math.log(L / (two_pi * beta)) / (2 * math.log(b))
+
+
+d = 128
+i = torch.arange(d // 2, dtype=f64)
+settings = (("Llama 2", 1e4, 4096), ("Llama 3", 5e5, 8192))
+lines = []
+for name, b, L in settings:
+    theta = rope_frequencies(d, base=b).double()
+    assert_close(theta, b ** (-2 * i / d), rtol=1e-6, atol=0)  # theta_i = b^(-2i/d)
+    lam = two_pi / theta  # lambda_i = 2 pi b^(2i/d)
+    assert_close(lam, two_pi * b ** (2 * i / d), rtol=1e-6, atol=0)
+    r = L / lam  # turns within L
+    i_1 = turn_index(1, d, b, L)
+    assert math.isclose(L / (two_pi * b ** (2 * i_1 / d)), 1.0)  # r = beta at i = i_beta
+    full = r >= 1
+    assert torch.equal(full, i <= i_1)  # the pairs that turn fully are i <= i_1
+    n_full = int(full.sum())
+    assert n_full == math.floor(i_1) + 1
+    lines.append(
+        f"{name}: i_1 = {i_1:.2f}, {n_full} pairs turn within L, {d // 2 - n_full} never; "
+        f"lambda_{n_full - 1} = {lam[n_full - 1]:.0f}, lambda_{n_full} = {lam[n_full]:.0f}"
+    )
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en"
+# On a logarithmic axis the wavelengths are straight lines; each dotted line marks
+# the training context of its setting. Filled dots turn at least once within $L$,
+# hollow ones never do.
+
+# %% [markdown] lang="ja"
+# 対数軸では、波長は直線になります。点線はそれぞれの設定の学習時コンテキスト長です。
+# 塗りつぶした点は $L$ の間に少なくとも 1 周するペア、白抜きの点は 1 周しないペアです。
+
+# %%
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+labels = (r"$b = 10^4,\ L = 4096$", r"$b = 5 \cdot 10^5,\ L = 8192$")
+for (_, b, L), label, color in zip(settings, labels, ("C0", "C1"), strict=True):
+    lam = two_pi / rope_frequencies(d, base=b).double()
+    full = lam <= L
+    ax.plot(i[full], lam[full], "o", ms=3.5, color=color, label=label)
+    ax.plot(i[~full], lam[~full], "o", ms=3.5, mfc="white", color=color)
+    ax.axhline(L, color=color, lw=1, ls=":")
+ax.set(yscale="log", xlabel="$i$", ylabel=r"$\lambda_i$")
+ax.legend(loc="upper left")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Position interpolation
+#
+# The simplest fix keeps every angle inside the trained range by squeezing the
+# positions. To read $sL$ positions with a model trained on $L$, Chen et al. (2023),
+# and independently kaiokendev, feed position $m$ as $m/s$. The angle is a product,
+# so dividing the position is the same as dividing the frequency:
+# $$\frac{m}{s}\,\theta_i = m\,\frac{\theta_i}{s}, \qquad \theta'_i = \frac{\theta_i}{s}$$
+# Position interpolation (PI) is therefore a change of frequencies: rotating position
+# $m$ with $\theta'_i$ is rotating the fractional position $m/s$ with $\theta_i$.
+# Hugging Face (`rope_type="linear"`) and `posenc.LinearScaling(s)` implement it on
+# the frequencies. The cell checks the equivalence with `apply_rope` for $s = 4$ at all
+# positions up to $sL$, and that even the last of them, $m = sL - 1$, stays below
+# $L\theta_i$, the angle of the first position past the trained context.
+#
+# The price is resolution: neighbouring tokens are now only $\theta_i/s$ apart in
+# angle. For the fastest pair that is $1/s$ radian instead of $1$, so the model must
+# tell apart angles closer than any it was trained to separate. Chen et al. adapt it
+# with a short fine-tuning (within 1000 steps). In the figure, PI moves the whole line
+# of frequencies down by the same factor; the ratio $\theta'_i/\theta_i$ (right) is
+# $1/s$ for every pair.
+
+# %% [markdown] lang="ja"
+# ## 位置補間
+#
+# いちばん単純な対策は、位置を縮めて、すべての角度を学習した範囲に収めることです。
+# $L$ で学習したモデルに $sL$ 個の位置を読ませるため、Chen ら (2023) は
+# （kaiokendev も独立に）位置 $m$ を $m/s$ として与えました。
+# 角度は積なので、位置を割ることは周波数を割ることと同じです。
+# $$\frac{m}{s}\,\theta_i = m\,\frac{\theta_i}{s}, \qquad \theta'_i = \frac{\theta_i}{s}$$
+# したがって位置補間 (PI) は周波数の変更です。
+# 位置 $m$ を $\theta'_i$ で回すことは、小数の位置 $m/s$ を $\theta_i$ で回すことと同じです。
+# Hugging Face（`rope_type="linear"`）も `posenc.LinearScaling(s)` も、周波数の側で実装しています。
+# 下のセルでは、$s = 4$ として $sL$ までのすべての位置でこの等価性を `apply_rope` で確かめます。
+# さらに、最後の位置 $m = sL - 1$ でさえ、学習したコンテキストの直後の位置の角度 $L\theta_i$ を下回ることも確かめます。
+#
+# 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮みます。
+# 最も速いペアでは $1$ ラジアンではなく $1/s$ ラジアンになり、
+# モデルは学習中に区別したことのない近さの角度を見分けなければなりません。
+# Chen らは短いファインチューニング（1000 ステップ以内）でモデルを慣らしています。
+# 図を見ると、PI は周波数の線全体を同じ倍率で下に動かします。比 $\theta'_i/\theta_i$（右）はどのペアでも $1/s$ です。
+
+# %%
+b, L, s = 1e4, 4096, 4
+theta = rope_frequencies(d, base=b).double()
+
+pi = LinearScaling(s)
+theta_pi = rope_frequencies(d, base=b, scaling=pi).double()
+assert_close(theta_pi, theta / s, rtol=1e-6, atol=0)  # theta'_i = theta_i / s
+
+x = torch.randn(s * L, d, dtype=f64)
+m = torch.arange(s * L)
+assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))  # theta / s at m == theta at m / s
+assert ((s * L - 1) * theta_pi < L * theta).all()  # every angle stays below L theta_i
+
+
+def compare_figure(theta, scaled, s, marks=(), extra=None):
+    """theta_i and theta'_i (left) and their ratio (right), log y over the pair index i."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 3.0))
+    left.plot(theta, color="0.5", ls="--", label=r"$\theta_i$")
+    left.plot(scaled, color="C0", label=r"$\theta'_i$")
+    left.set(yscale="log", xlabel="$i$", ylabel=r"$\theta_i,\ \theta'_i$")
+    left.legend(loc="lower left")
+    right.plot(scaled / theta, color="C0", label=extra and extra[0])
+    if extra:
+        right.plot(extra[1], color="C1", ls="--", label=extra[2])
+        right.legend(loc="lower left")
+    ticks = [2.0**-k for k in range(int(math.log2(s)) + 1)]
+    right.set(yscale="log", xlabel="$i$", ylabel=r"$\theta'_i / \theta_i$")
+    right.set(yticks=ticks, yticklabels=["$1$"] + [f"$1/{2**k}$" for k in range(1, len(ticks))])
+    right.set_ylim(ticks[-1] / 1.25, 1.25)
+    right.minorticks_off()
+    for ax in (left, right):
+        for x in marks:
+            ax.axvline(x, color="0.5", lw=0.8, ls=":")
+    return fig
+
+
+compare_figure(theta, theta_pi, s)
+plt.show()
+
+# %% [markdown] lang="en"
+# ## NTK-aware scaling: a larger base
+#
+# bloc97 (2023) argued that PI spends its compression where it hurts: the fast pairs,
+# which tell neighbouring tokens apart, already turn many times within $L$ and gain
+# nothing from interpolation. (The name refers to neural tangent kernel (NTK) theory,
+# in which networks learn high frequencies poorly unless their inputs carry them.)
+# The proposal: leave the fastest pair alone, divide the slowest by the full factor
+# $s$, and do it by choosing a new base $b'$ rather than new frequencies one by one.
+# The fastest pair, $\theta_0 = b^0 = 1$, does not depend on the base at all. The
+# slowest, $i = d/2 - 1$, has $\theta_{d/2-1} = b^{-(d-2)/d}$; asking that it be divided
+# by $s$ fixes the base:
+# $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
+# Every pair in between is divided by a power of $s$ that grows from $1$ to $s$ with $i$:
+# $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
+# `posenc.NTKScaling(s)` is this change of base; the cell checks both formulas against
+# `rope_frequencies` for $s = 4$.
+#
+# NTK-aware scaling does not interpolate the slow pairs fully, though. Over the
+# extended context $sL$, pair $i$ reaches the angle
+# $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$, more than the trained $L\theta_i$ for every
+# $i < d/2 - 1$. For a pair that never completed a turn in training, that is an angle
+# outside its trained arc. The cell counts such pairs for Llama 2 and $s = 4$: 17 of the
+# 18 slow pairs; only the last pair, divided by exactly $s$, stays inside. Peng et al.
+# (2023) point out these "out-of-bound" values, and that in practice the factor of
+# NTK-aware scaling must therefore be set higher than the intended extension.
+
+# %% [markdown] lang="ja"
+# ## NTK-aware スケーリング：底を大きくする
+#
+# bloc97 (2023) は、PI は圧縮をかけるべきでない場所にかけていると指摘しました。
+# 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
+# （名前はニューラルタンジェントカーネル (NTK) の理論に由来します。
+# この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。）
+# そこで提案されたのが、最も速いペアはそのままにし、最も遅いペアを係数 $s$ でそのまま割る方法です。
+# しかも周波数を 1 つずつ決めるのではなく、新しい底 $b'$ を選ぶことで実現します。
+# 最も速いペア $\theta_0 = b^0 = 1$ は、そもそも底によりません。
+# 最も遅いペア $i = d/2 - 1$ は $\theta_{d/2-1} = b^{-(d-2)/d}$ です。
+# これが $s$ で割られるという条件から、底が決まります。
+# $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
+# 間のペアは、$i$ とともに $1$ から $s$ まで大きくなる $s$ のべきで割られます。
+# $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
+# `posenc.NTKScaling(s)` はこの底の変更です。下のセルで、$s = 4$ について両方の式を `rope_frequencies` と照らし合わせます。
+#
+# ただし、NTK-aware スケーリングは遅いペアを完全には補間しません。
+# 伸ばしたコンテキスト $sL$ の間に、ペア $i$ は角度 $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$ に達します。
+# これは $i < d/2 - 1$ のすべてのペアで、学習時の $L\theta_i$ より大きい値です。
+# 学習中に 1 周もしなかったペアにとって、それは学習した弧の外の角度です。
+# 下のセルで、Llama 2 と $s = 4$ についてそのようなペアを数えます。遅いペア 18 組のうち 17 組です。
+# ちょうど $s$ で割られる最後のペアだけが、弧の内側にとどまります。
+# Peng ら (2023) はこの「範囲外」の値を指摘し、そのため実際には NTK-aware スケーリングの係数を、
+# 目標とする伸び率より大きく設定しなければならないと述べています。
+
+# %%
+ntk = NTKScaling(s)
+theta_ntk = rope_frequencies(d, base=b, scaling=ntk).double()
+
+b_new = b * s ** (d / (d - 2))  # b' = b s^(d/(d-2))
+assert math.isclose(b_new ** (-(d - 2) / d), b ** (-(d - 2) / d) / s)  # the slowest pair / s
+assert_close(theta_ntk, rope_frequencies(d, base=b_new).double(), rtol=1e-6, atol=0)
+assert_close(theta_ntk, theta * s ** (-2 * i / (d - 2)), rtol=1e-6, atol=0)  # theta_i s^(-2i/(d-2))
+assert theta_ntk[0] == theta[0] == 1  # the fastest pair is untouched
+
+never = L * theta < two_pi  # r_i < 1: no full turn in training
+past_arc = s * L * theta_ntk > L * theta * (1 + 1e-6)  # s L theta'_i > L theta_i
+assert torch.equal(past_arc, i < d // 2 - 1)
+print(
+    f"slow pairs pushed past their trained arc: {int((never & past_arc).sum())} of {int(never.sum())}"
+)
+
+compare_figure(theta, theta_ntk, s)
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Dynamic NTK: a factor that grows with the sequence
+#
+# A fixed factor is a compromise. It changes the frequencies even for short inputs,
+# which lose a little quality for nothing, and it still fails beyond $sL$. emozilla
+# (2023) proposed to choose the factor from the current sequence length $T$, and to
+# recompute the frequencies as the sequence grows: no change while $T \le L$, then the
+# factor $T/L$. Hugging Face's `rope_type="dynamic"` implements it with its configured
+# factor $s$ as a slope (the formula of emozilla's post and of
+# `_compute_dynamic_ntk_parameters` in `modeling_rope_utils.py`):
+# $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
+# This is the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is $1$ at
+# $T = L$ and grows by $s/L$ per position. With $s = 1$ it is exactly $T/L$. With
+# $s = 2$ it grows twice as fast and is already $3$ at $T = 2L$: here Hugging Face's
+# `factor` is not the extension ratio. `posenc` provides only the static form, so the
+# cell implements the dynamic one in a few lines and checks it against `NTKScaling`
+# at the effective factor. The figure shows the frequencies moving down as the
+# sequence grows, slow pairs first.
+
+# %% [markdown] lang="ja"
+# ## 動的 NTK：系列とともに大きくなる係数
+#
+# 固定の係数は妥協の産物です。短い入力でも周波数が変わるので、短い入力の性能が無駄に少し落ちます。
+# しかも $sL$ を超えればやはり壊れます。
+# emozilla (2023) は、係数をいまの系列長 $T$ から決め、系列が伸びるたびに周波数を計算し直すことを提案しました。
+# $T \le L$ の間は何も変えず、それを超えたら係数を $T/L$ にします。
+# Hugging Face の `rope_type="dynamic"` は、設定された係数 $s$ を傾きとしてこれを実装しています
+# （emozilla の投稿と、`modeling_rope_utils.py` の `_compute_dynamic_ntk_parameters` の式です）。
+# $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
+# これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。
+# この係数は $T = L$ で $1$ になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
+# $s = 1$ ならちょうど $T/L$ です。
+# $s = 2$ なら 2 倍の速さで増え、$T = 2L$ ですでに $3$ になります。
+# つまりここでは、Hugging Face の `factor` は伸び率そのものではありません。
+# `posenc` には静的な形しかないので、下のセルで動的な形を数行で実装し、実効的な係数の `NTKScaling` と照らし合わせます。
+# 図は、系列が伸びるにつれて周波数が下がっていく様子です。遅いペアから先に下がります。
+
+
+# %%
+def dynamic_ntk_frequencies(d, b, s, L, T):
+    """Hugging Face rope_type="dynamic": the NTK-aware base for s T / L - (s - 1) when T > L.
+
+    Source: _compute_dynamic_ntk_parameters in transformers' modeling_rope_utils.py.
+    """
+    T = max(T, L)  # no change up to the trained length
+    return rope_frequencies(d, base=b * (s * T / L - (s - 1)) ** (d / (d - 2)))
+
+
+for T in (1, L // 2, L):  # b_T = b for T <= L, whatever s is
+    assert torch.equal(dynamic_ntk_frequencies(d, b, 2.0, L, T), rope_frequencies(d, base=b))
+rows = []
+for k in (1, 2, 4, 8):
+    T = k * L
+    factors = []
+    for s_cfg in (1.0, 2.0):
+        s_T = s_cfg * T / L - (s_cfg - 1)  # the effective NTK-aware factor
+        dyn = dynamic_ntk_frequencies(d, b, s_cfg, L, T)
+        assert_close(dyn, rope_frequencies(d, base=b, scaling=NTKScaling(s_T)))
+        factors.append(s_T)
+    rows.append(f"T = {k}L: s_T = {factors[0]:.0f} (s = 1), {factors[1]:.0f} (s = 2)")
+print("\n".join(rows), end="")
+
+fig, ax = plt.subplots(figsize=(6.4, 3.0))
+ks = (1, 2, 4, 8, 16)
+for k, color in zip(ks, plt.cm.viridis(torch.linspace(0, 0.9, len(ks)).numpy()), strict=True):
+    ratio = dynamic_ntk_frequencies(d, b, 1.0, L, k * L).double() / theta
+    ax.plot(ratio, color=color, label=f"$T = {k}L$" if k > 1 else "$T = L$")
+ax.set(yscale="log", xlabel="$i$", ylabel=r"$\theta'_i / \theta_i$")
+ax.legend(loc="lower left", ncols=2)
+plt.show()
+
+# %% [markdown] lang="en"
+# Recomputing the frequencies has a catch when keys are cached. If the keys enter the
+# KV cache already rotated, as in Hugging Face's Llama, a key cached at an early length
+# carries the frequencies of that length while a later query is rotated with newer
+# ones, and the score of a query at $m$ and a key at $n$ is no longer a function of
+# $m - n$. The check below rotates the key with the base of $T = L$ and the query with
+# that of $T = 2L$: shifting both by the same amount changes the score. Peng et al.
+# (2023) note this and recommend caching the keys before the rotation.
+
+# %% [markdown] lang="ja"
+# 周波数を計算し直すことには、キーをキャッシュするときに落とし穴があります。
+# Hugging Face の Llama のように回転済みのキーを KV キャッシュに入れると、
+# 早い時点でキャッシュしたキーはその時点の周波数を持ち、あとのクエリは新しい周波数で回転されます。
+# すると、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
+# 下の確認では、キーを $T = L$ の底で、クエリを $T = 2L$ の底で回転させます。
+# 両方を同じだけずらすと、スコアが変わります。
+# Peng ら (2023) もこの点を指摘し、キーは回転させる前にキャッシュするよう勧めています。
+
+# %%
+q, k = torch.randn(2, d, dtype=f64)
+b_2L = b * 2.0 ** (d / (d - 2))  # dynamic base at T = 2L (s = 1)
+
+
+def score(m, n, base_q, base_k):
+    return apply_rope(q, torch.tensor(m), base=base_q) @ apply_rope(k, torch.tensor(n), base=base_k)
+
+
+same = torch.stack([score(m, m - 100, b_2L, b_2L) for m in (100, 3000, 8000)])
+mixed = torch.stack([score(m, m - 100, b_2L, b) for m in (100, 3000, 8000)])
+assert_close(same, same[0].expand(3))  # one set of frequencies: relative
+assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different lengths: not relative
+
+# %% [markdown] lang="en"
+# ## YaRN: interpolation by parts, and a temperature
+#
+# Peng et al. (2023) go back to the wavelengths. A pair that turns many times within
+# $L$ needs no interpolation; a pair that never completes a turn should be interpolated
+# fully, as in PI, so that it stays inside its trained arc; the pairs in between get a
+# blend. Their "NTK-by-parts" rule measures this with the number of turns
+# $r_i = L/\lambda_i$ and two thresholds $\alpha < \beta$ (for Llama they recommend
+# $\alpha = 1$ and $\beta = 32$). With the ramp
+# $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
+# the new frequencies are
+# $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
+# In pair indices, $r_i > \beta$ means $i < i_\beta$ and $r_i < \alpha$ means $i > i_\alpha$.
+# YaRN is this rule plus an attention temperature (below).
+#
+# ### The ramp in the code
+#
+# The paper's own code, Hugging Face's `"yarn"` and `posenc.YarnScaling` compute the
+# rule differently. They call the thresholds `beta_fast` ($\beta$) and `beta_slow`
+# ($\alpha$), turn them into pair indices with the formula for $i_\beta$ above, round
+# the range outward to whole indices, and ramp linearly in the index $i$ rather than
+# in $r$; with the default thresholds,
+# $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
+# For $s = 4$, $L = 4096$, $d = 128$ and base $10^4$, the cell prints $i_{32} = 20.94$ and
+# $i_1 = 45.03$: pairs 0 to 20 are kept, pairs 46 to 63 are divided by $s$, and pairs 21
+# to 45 are blended. Outside that band the two ramps agree exactly. Inside, they do
+# not: $r_i$ falls geometrically with $i$, so the paper's ramp, linear in $r$, turns
+# towards interpolation much earlier than the code's, linear in $i$. The code's
+# frequencies range from 0.98 to 1.73 times the paper's. `posenc` follows the code:
+# it is what the paper's models were fine-tuned with and what Hugging Face runs.
+
+# %% [markdown] lang="ja"
+# ## YaRN：部分ごとの補間と温度
+#
+# Peng ら (2023) は波長に立ち返りました。
+# $L$ の間に何周もするペアは、補間する必要がありません。
+# 1 周もしないペアは、学習した弧の内側にとどまるよう、PI と同じく完全に補間すべきです。
+# その間のペアには、両者を混ぜたものを使います。
+# 彼らの「NTK-by-parts」の規則は、これを回転数 $r_i = L/\lambda_i$ と 2 つのしきい値 $\alpha < \beta$ で測ります
+# （Llama には $\alpha = 1$ と $\beta = 32$ が勧められています）。次のランプ関数
+# $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
+# を使って、新しい周波数を次のように決めます。
+# $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
+# ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
+# YaRN は、この規則にアテンションの温度（後述）を加えたものです。
+#
+# ### コードの中のランプ関数
+#
+# 論文の著者のコード、Hugging Face の `"yarn"`、`posenc.YarnScaling` は、この規則を少し違う形で計算します。
+# しきい値を `beta_fast` ($\beta$) と `beta_slow` ($\alpha$) と呼び、上で導いた $i_\beta$ の式でペアの番号に直します。
+# その範囲を外側に丸めて整数にし、$r$ ではなく番号 $i$ について線形なランプを作ります。既定のしきい値では次の式です。
+# $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
+# $s = 4$、$L = 4096$、$d = 128$、底 $10^4$ では、下のセルが $i_{32} = 20.94$ と $i_1 = 45.03$ を出力します。
+# ペア 0 から 20 はそのまま、ペア 46 から 63 は $s$ で割られ、ペア 21 から 45 は混ぜられます。
+# この帯の外では、2 つのランプ関数は完全に一致します。
+# 帯の中では一致しません。$r_i$ は $i$ とともに等比数列で減るので、
+# $r$ について線形な論文のランプは、$i$ について線形なコードのランプよりずっと早く補間の側へ傾きます。
+# コードの周波数は、論文の式の 0.98 倍から 1.73 倍の範囲にあります。
+# `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
+
+
+# %%
+def ntk_by_parts(theta, L, s, alpha, beta):
+    """The paper's rule: the ramp gamma is linear in the number of turns r_i = L theta_i / (2 pi)."""
+    r = L * theta / two_pi
+    gamma = ((r - alpha) / (beta - alpha)).clamp(0, 1)
+    return (1 - gamma) * theta / s + gamma * theta
+
+
+yarn = YarnScaling(s, L)  # beta_fast = 32, beta_slow = 1
+theta_yarn = rope_frequencies(d, base=b, scaling=yarn).double()
+
+i_32, i_1 = turn_index(32, d, b, L), turn_index(1, d, b, L)
+low, high = math.floor(i_32), math.ceil(i_1)  # rounded outward
+gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)  # linear in i
+assert_close(theta_yarn, (1 - gamma) * theta / s + gamma * theta, rtol=1e-6, atol=0)
+assert_close(theta_yarn[: low + 1], theta[: low + 1], rtol=1e-6, atol=0)  # kept
+assert_close(theta_yarn[high:], theta[high:] / s, rtol=1e-6, atol=0)  # interpolated
+
+paper = ntk_by_parts(theta, L, s, alpha=1, beta=32)
+outside = (i <= low) | (i >= high)
+assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)  # same outside the band
+ratio = theta_yarn[~outside] / paper[~outside]
+assert (ratio - 1).abs().min() > 1e-3  # different at every pair inside it
+print(
+    f"i_32 = {i_32:.2f}, i_1 = {i_1:.2f}: kept i <= {low}, divided by s for i >= {high}\n"
+    f"code / paper inside the band: {ratio.min():.2f} to {ratio.max():.2f}",
+    end="",
+)
+
+compare_figure(
+    theta, theta_yarn, s, marks=(low, high), extra=(r"$\gamma_i$", paper / theta, r"$\gamma(r_i)$")
+)
+plt.show()
+
+# %% [markdown] lang="en"
+# ### The attention temperature
+#
+# Peng et al. also found that dividing the attention logits by a temperature $t$,
+# $\mathrm{softmax}\left(q_m \cdot k_n / (t\sqrt{d})\right)$, lowers the perplexity of the
+# extended model, and fit for Llama
+# $$\sqrt{1/t} = 0.1\ln s + 1$$
+# Multiplying both $q$ and $k$ by $\sqrt{1/t}$ multiplies every logit by $1/t$ without
+# touching the attention code. This is how the paper's code, Hugging Face (which scales
+# its cos and sin tables) and `posenc.apply_rope` apply it. For $s = 4$ the cell prints
+# $\sqrt{1/t} = 1.1386$, so the logits grow by $1/t = 1.2965$. It checks that `apply_rope`
+# with `YarnScaling` multiplies the norm of every vector by $\sqrt{1/t}$ (a rotation alone
+# keeps it), and the dot product of a rotated query and key by $1/t$, compared with a
+# plain rotation by the same frequencies written out in the cell.
+
+# %% [markdown] lang="ja"
+# ### アテンションの温度
+#
+# Peng らは、アテンションスコアを温度 $t$ で割ると ($\mathrm{softmax}\left(q_m \cdot k_n / (t\sqrt{d})\right)$)、
+# コンテキストを伸ばしたモデルのパープレキシティが下がることも見つけました。Llama に合わせた式は次のとおりです。
+# $$\sqrt{1/t} = 0.1\ln s + 1$$
+# $q$ と $k$ の両方に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
+# 論文のコード、Hugging Face（cos と sin の表に掛けます）、`posenc.apply_rope` はこの方法で適用します。
+# $s = 4$ では、下のセルが $\sqrt{1/t} = 1.1386$ を出力します。スコアは $1/t = 1.2965$ 倍になります。
+# セルでは、`YarnScaling` を指定した `apply_rope` が各ベクトルのノルムを $\sqrt{1/t}$ 倍にすること
+# （回転だけならノルムは変わりません）を確かめます。
+# さらに、回転したクエリとキーの内積が $1/t$ 倍になることを、同じ周波数による素の回転をセル内に書き下して比べます。
+
+# %%
+c = yarn.attention_factor  # sqrt(1/t)
+assert math.isclose(c, 0.1 * math.log(s) + 1)
+
+
+def rotate_half(x, positions, theta):
+    """Plain RoPE in the half layout with given frequencies (pair j with j + d/2)."""
+    angle = positions.double()[..., None] * theta  # (..., d/2)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()), -1)
+
+
+qs, ks = torch.randn(2, 8, d, dtype=f64)
+mq, mk = torch.randint(0, s * L, (2, 8))
+q_yarn, k_yarn = apply_rope(qs, mq, scaling=yarn), apply_rope(ks, mk, scaling=yarn)
+assert_close(q_yarn.norm(dim=-1), c * qs.norm(dim=-1))  # each vector scaled by sqrt(1/t)
+assert_close(q_yarn, c * rotate_half(qs, mq, theta_yarn))
+plain = (rotate_half(qs, mq, theta_yarn) * rotate_half(ks, mk, theta_yarn)).sum(-1)
+assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain)  # logits scaled by 1/t
+print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
+
+# %% [markdown] lang="en"
+# ## Llama 3's scaling
+#
+# Llama 3.1 extends Llama 3's context from $L = 8192$ to 131072 positions with a rule
+# published in Meta's reference code (`apply_scaling`) and in the models' `config.json`
+# (`rope_type="llama3"`): factor $s = 8$, `low_freq_factor` $\alpha = 1$,
+# `high_freq_factor` $\beta = 4$, base $5 \cdot 10^5$. Pairs with a wavelength shorter than
+# $L/\beta$ keep their frequency, pairs with one longer than $L/\alpha$ are divided by $s$,
+# and in between
+# $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
+# Since $L/\lambda_i = r_i$, the two conditions read $r_i > \beta$ and $r_i < \alpha$, and
+# $g_i = \gamma(r_i)$. This is exactly the paper's NTK-by-parts rule above, with its
+# ramp linear in $r$, for $\alpha = 1$ and $\beta = 4$, and without a temperature. At the
+# edges of the band $g_i$ is $1$ ($\lambda_i = L/\beta$) and $0$ ($\lambda_i = L/\alpha$),
+# so the three pieces join continuously. For $d = 128$ the cell counts 29 kept pairs,
+# 6 blended and 29 divided by 8. It checks `Llama3Scaling()` against the rule and against
+# `ntk_by_parts`, and that its rotation keeps the norm. In the figure the dotted lines
+# are $i_4$ and $i_1$.
+
+# %% [markdown] lang="ja"
+# ## Llama 3 のスケーリング
+#
+# Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 まで伸ばしています。
+# その規則は Meta の参照実装（`apply_scaling`）とモデルの `config.json`（`rope_type="llama3"`）で公開されています。
+# 係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です。
+# 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。
+# その間は次の式です。
+# $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
+# $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ と読めて、$g_i = \gamma(r_i)$ です。
+# これは上で見た論文の NTK-by-parts の規則（$r$ について線形なランプ）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものにほかなりません。
+# 帯の両端で $g_i$ は $1$ ($\lambda_i = L/\beta$) と $0$ ($\lambda_i = L/\alpha$) になるので、3 つの部分は連続につながります。
+# $d = 128$ では、下のセルが、そのまま保つペア 29 組、混ぜるペア 6 組、8 で割るペア 29 組を数えます。
+# `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせ、回転がノルムを保つことも確かめます。
+# 図の点線は $i_4$ と $i_1$ です。
+
+# %%
+b3, L3, s3 = 5e5, 8192, 8
+theta3 = rope_frequencies(d, base=b3).double()
+lam3 = two_pi / theta3
+theta_l3 = rope_frequencies(d, base=b3, scaling=Llama3Scaling()).double()  # the Llama 3.1 defaults
+
+short, long = lam3 < L3 / 4, lam3 > L3 / 1  # lambda < L / beta: kept; lambda > L / alpha: / s
+g = (L3 / lam3 - 1) / (4 - 1)
+rule = torch.where(
+    short, theta3, torch.where(long, theta3 / s3, (1 - g) * theta3 / s3 + g * theta3)
+)
+assert_close(theta_l3, rule, rtol=1e-6, atol=0)
+assert_close(theta_l3, ntk_by_parts(theta3, L3, s3, alpha=1, beta=4), rtol=1e-6, atol=0)
+assert (L3 / (L3 / 4) - 1) / (4 - 1) == 1 and (L3 / L3 - 1) / (4 - 1) == 0  # g at the edges
+
+x = torch.randn(6, d, dtype=f64)
+rotated = apply_rope(x, torch.arange(6) * 20000, base=b3, scaling=Llama3Scaling())
+assert_close(rotated.norm(dim=-1), x.norm(dim=-1))  # no temperature
+blended = ~short & ~long
+print(
+    f"kept {int(short.sum())}, blended {int(blended.sum())}, divided by 8: {int(long.sum())}",
+    end="",
+)
+
+compare_figure(theta3, theta_l3, s3, marks=(turn_index(4, d, b3, L3), turn_index(1, d, b3, L3)))
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Still relative
+#
+# Every rule above replaces the frequencies $\theta_i$ by other constants $\theta'_i$ and,
+# for YaRN, multiplies $q$ and $k$ by a constant $c = \sqrt{1/t}$. The argument that makes
+# RoPE relative never used the values of the frequencies. With $R(\phi)$ the
+# $2 \times 2$ rotation by $\phi$ and $R(\phi)^\top = R(-\phi)$, each pair contributes
+# $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
+# to the score, which depends on $m$ and $n$ only through $n - m$. The cell checks it
+# with `apply_rope` for each scaling: a query and a key shifted together by up to $5L$
+# positions give the same score. The exception is dynamic NTK with a cache of rotated
+# keys, shown above, where the frequencies themselves depend on when a key was rotated.
+
+# %% [markdown] lang="ja"
+# ## 相対位置の性質は保たれる
+#
+# ここまでの規則はどれも、周波数 $\theta_i$ を別の定数 $\theta'_i$ に置き換えるだけです。
+# YaRN はさらに $q$ と $k$ に定数 $c = \sqrt{1/t}$ を掛けます。
+# RoPE が相対位置だけを見る理由を示す議論は、周波数の値をまったく使っていません。
+# $R(\phi)$ を角度 $\phi$ の $2 \times 2$ 回転行列とし、$R(\phi)^\top = R(-\phi)$ を使うと、各ペアがスコアに寄与する量は
+# $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
+# となり、$m$ と $n$ には $n - m$ を通してしかよりません。
+# 下のセルでは、スケーリングごとに `apply_rope` でこれを確かめます。
+# クエリとキーを一緒に最大 $5L$ だけずらしても、スコアは同じです。
+# 例外は、上で見た、回転済みのキーをキャッシュする動的 NTK です。そこでは周波数そのものが、キーを回転させた時点によって変わります。
+
+# %%
+scalings = {
+    "None": None,
+    "LinearScaling(4)": LinearScaling(4),
+    "NTKScaling(4)": NTKScaling(4),
+    "YarnScaling(4, 4096)": YarnScaling(4, 4096),
+    "Llama3Scaling(4, original_max_positions=4096)": Llama3Scaling(4, original_max_positions=4096),
+}
+q, k = torch.randn(2, d, dtype=f64).unbind()
+shifts = torch.tensor([0, 1, 1000, 4095, 9000, 5 * 4096])
+m, n = 300 + shifts, 37 + shifts  # n - m = -263 throughout
+for scaling in scalings.values():
+    qr = apply_rope(q.expand(len(shifts), d), m, scaling=scaling)
+    kr = apply_rope(k.expand(len(shifts), d), n, scaling=scaling)
+    scores = (qr * kr).sum(-1)
+    assert_close(scores, scores[0].expand(len(shifts)))
+
+# %% [markdown] lang="en"
+# ## Side by side
+#
+# The four static rules aim at the same target below: four times Llama 2's context
+# ($s = 4$, $L = 4096$, $d = 128$, base $10^4$; Llama 3's rule with its $L$ set to 4096). The
+# table prints $\theta'_i/\theta_i$ at a few pairs. PI divides everything by 4. The
+# other three keep pair 0 and divide the last pair by 4, and differ in between:
+# NTK-aware scaling changes every pair a little, while YaRN and the Llama 3 rule keep the
+# fast pairs exactly and interpolate the slow ones fully. Llama 3's band is narrower,
+# pairs 36 to 45 against YaRN's 21 to 45, because it has $\beta = 4$ instead of $\beta = 32$.
+
+# %% [markdown] lang="ja"
+# ## 並べて比べる
+#
+# 4 つの静的な規則を、同じ目標に向けて並べます。Llama 2 のコンテキストの 4 倍です
+# （$s = 4$、$L = 4096$、$d = 128$、底 $10^4$。Llama 3 の規則は $L$ を 4096 にしたもの）。
+# 表には、いくつかのペアでの $\theta'_i/\theta_i$ を示します。
+# PI はすべてを 4 で割ります。残りの 3 つはペア 0 をそのままにし、最後のペアを 4 で割りますが、間の扱いが違います。
+# NTK-aware スケーリングはすべてのペアを少しずつ変えます。
+# YaRN と Llama 3 の規則は、速いペアを正確に保ち、遅いペアを完全に補間します。
+# Llama 3 の帯はペア 36 から 45 までで、YaRN のペア 21 から 45 までより狭くなっています。$\beta = 32$ ではなく $\beta = 4$ だからです。
+
+# %%
+pairs = [0, 16, 24, 32, 40, 48, 63]
+table = [f"{'i':>45}" + "".join(f"{p:>7}" for p in pairs)]
+ratios = {}
+for name, scaling in list(scalings.items())[1:]:
+    ratios[name] = rope_frequencies(d, base=b, scaling=scaling).double() / theta
+    table.append(f"{name:>45}" + "".join(f"{ratios[name][p]:7.3f}" for p in pairs))
+    assert math.isclose(ratios[name][-1], 1 / 4, rel_tol=1e-6)  # the last pair divided by s
+
+
+def blended_pairs(ratio):
+    """Indices whose ratio is neither 1 (kept) nor 1/4 (interpolated)."""
+    inside = ((ratio - 1).abs() > 1e-6) & ((ratio - 1 / 4).abs() > 1e-6)
+    return int(inside.nonzero().min()), int(inside.nonzero().max())
+
+
+assert blended_pairs(ratios["YarnScaling(4, 4096)"]) == (21, 45)
+llama3_band = blended_pairs(ratios["Llama3Scaling(4, original_max_positions=4096)"])
+assert llama3_band == (math.floor(turn_index(4, d, b, L)) + 1, math.floor(turn_index(1, d, b, L)))
+assert llama3_band == (36, 45)
+print("\n".join(table), end="")
+
+# %% [markdown] lang="en"
+# ## Which models use which
+#
+# Settings published by the model authors (their papers, model cards or `config.json`):
+#
+# | model | trained $L$ | extended to | rule |
+# |---|---|---|---|
+# | Vicuna v1.5 16k (LMSYS; a Llama 2 fine-tune) | 4096 | 16384 | PI, $s = 4$ (`config.json`: `"type": "linear"`) |
+# | Code Llama (Rozière et al. 2023) | 4096 | 16384 in fine-tuning | base $10^4 \to 10^6$ |
+# | Llama 3.1 (Meta) | 8192 | 131072 | Llama 3 rule, $s = 8$, base $5 \cdot 10^5$ |
+# | Qwen2.5 Instruct (Qwen team) | 32768 | 131072 | YaRN, $s = 4$, switched on in `config.json` by the user |
+#
+# Code Llama changed the base without the NTK-aware formula; for $d = 128$ its base is
+# the NTK-aware one for the factor $s = 100^{(d-2)/d}$, which the cell prints as 93.06.
+# Chen et al. (2023) themselves extended LLaMA models up to 32768 positions with PI.
+
+# %% [markdown] lang="ja"
+# ## どのモデルがどれを使うか
+#
+# モデルの作者が公開している設定（論文、モデルカード、`config.json`）です。
+#
+# | モデル | 学習時の $L$ | 伸ばした長さ | 規則 |
+# |---|---|---|---|
+# | Vicuna v1.5 16k（LMSYS、Llama 2 のファインチューニング） | 4096 | 16384 | PI、$s = 4$（`config.json` に `"type": "linear"`） |
+# | Code Llama (Rozière ら 2023) | 4096 | ファインチューニング時 16384 | 底 $10^4 \to 10^6$ |
+# | Llama 3.1 (Meta) | 8192 | 131072 | Llama 3 の規則、$s = 8$、底 $5 \cdot 10^5$ |
+# | Qwen2.5 Instruct (Qwen チーム) | 32768 | 131072 | YaRN、$s = 4$（利用者が `config.json` で有効にする） |
+#
+# Code Llama は NTK-aware の式を使わずに底を変えました。$d = 128$ では、その底は係数 $s = 100^{(d-2)/d}$ に対する NTK-aware の底と同じで、
+# 下のセルはこの係数を 93.06 と出力します。
+# Chen ら (2023) 自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
+
+# %%
+s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
+assert math.isclose(1e4 * s_code_llama ** (d / (d - 2)), 1e6)
+assert_close(
+    rope_frequencies(d, base=1e6), rope_frequencies(d, base=1e4, scaling=NTKScaling(s_code_llama))
+)
+print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
+
+# %% [markdown] lang="en"
+# ## Hugging Face and posenc
+#
+# | rule | `posenc` | Hugging Face `rope_scaling` |
+# |---|---|---|
+# | PI | `LinearScaling(s)` | `rope_type="linear"`, `factor` |
+# | NTK-aware, static | `NTKScaling(s)` | no type needed: set `rope_theta` to $b\, s^{d/(d-2)}$ |
+# | NTK-aware, dynamic | none (the few lines above) | `rope_type="dynamic"`, `factor` |
+# | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`, `factor`, `original_max_position_embeddings`, `beta_fast`, `beta_slow`; also `attention_factor`, `mscale`, `mscale_all_dim`, `truncate` |
+# | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`, `factor`, `low_freq_factor`, `high_freq_factor`, `original_max_position_embeddings` |
+#
+# `posenc` reproduces Hugging Face's default YaRN: the attention factor
+# $0.1\ln s + 1$ and the range rounded outward (`truncate=True`). Hugging Face's extra
+# YaRN keys override the attention factor (`attention_factor`, or the ratio of two
+# such factors from `mscale` and `mscale_all_dim`, as in DeepSeek's configurations) or
+# keep the fractional range (`truncate=False`); `posenc` has no such options. Older
+# versions of transformers read $L$ for YaRN from `max_position_embeddings` rather than
+# from `original_max_position_embeddings`, so the same `config.json` could give
+# different frequencies; read the version's `modeling_rope_utils.py` when it matters.
+
+# %% [markdown] lang="ja"
+# ## Hugging Face と posenc
+#
+# | 規則 | `posenc` | Hugging Face の `rope_scaling` |
+# |---|---|---|
+# | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
+# | NTK-aware（静的） | `NTKScaling(s)` | 型は不要。`rope_theta` を $b\, s^{d/(d-2)}$ にする |
+# | NTK-aware（動的） | なし（上の数行） | `rope_type="dynamic"`、`factor` |
+# | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
+# | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
+#
+# `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます (`truncate=True`)。
+# Hugging Face の追加のキーは、アテンションの係数を上書きする（`attention_factor`、
+# または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）か、
+# 範囲を小数のまま使う (`truncate=False`) ためのものです。`posenc` にはこれらの選択肢はありません。
+# 古い版の transformers は、YaRN の $L$ を `original_max_position_embeddings` ではなく
+# `max_position_embeddings` から読んでいました。そのため、同じ `config.json` から違う周波数が出ることがあります。
+# 正確さが必要なときは、使っている版の `modeling_rope_utils.py` を読んでください。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Code Llama fine-tunes with base $10^6$ at 16384 positions. Count the pairs of
+#    $d = 128$ that complete a full turn within 16384 positions, and compare with Llama 2
+#    at 4096. Which wavelengths does the larger base move past the context?
+# 2. Derive the NTK-aware base if, instead of the last pair, the last pair that still
+#    completes a turn within $L$ (index $\lfloor i_1 \rfloor$) is to be divided by $s$.
+#    Check your $b'$ with `rope_frequencies(d, base=...)`.
+# 3. Choose `beta_fast` and `beta_slow` so that `YarnScaling(8, 8192, ...)` with base
+#    $5 \cdot 10^5$ comes as close as possible to `Llama3Scaling()`. How close does it get,
+#    and why can the two never agree exactly (apart from the attention factor)?
+# 4. Generate positions $0$ to $3L - 1$ one at a time with dynamic NTK ($s = 1$), caching
+#    each key after its rotation with the frequencies of the current length. At the end,
+#    compare the scores of the last query against the cached keys with those against keys
+#    all rotated with the final frequencies. Where are the differences largest?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. Code Llama は底 $10^6$、16384 位置でファインチューニングされています。
+#    $d = 128$ のペアのうち、16384 位置の間に 1 周するものを数え、4096 位置の Llama 2 と比べてください。
+#    底を大きくしたことで、どの波長がコンテキストの外に出たでしょうか。
+# 2. 最後のペアではなく、$L$ の間にまだ 1 周する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、
+#    NTK-aware の底はどうなるか導いてください。
+#    求めた $b'$ を `rope_frequencies(d, base=...)` で確かめてください。
+# 3. 底 $5 \cdot 10^5$ の `YarnScaling(8, 8192, ...)` が `Llama3Scaling()` にできるだけ近くなるように、
+#    `beta_fast` と `beta_slow` を選んでください。どこまで近づくでしょうか。
+#    また、（アテンションの係数を除いても）両者が完全には一致しえないのはなぜでしょうか。
+# 4. 動的 NTK ($s = 1$) で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。
+#    各キーは、その時点の長さの周波数で回転させてからキャッシュします。
+#    最後に、最後のクエリとキャッシュしたキーのスコアを、すべてのキーを最終的な周波数で回転させた場合のスコアと比べてください。
+#    差が最も大きいのはどこでしょうか。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position Embedding*.
+#   <https://arxiv.org/abs/2104.09864>
+# - Chen, S., Wong, S., Chen, L. and Tian, Y. (2023). *Extending Context Window of Large
+#   Language Models via Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
+# - bloc97 (2023). *NTK-Aware Scaled RoPE allows LLaMA models to have extended (8k+)
+#   context size without any fine-tuning and minimal perplexity degradation*. r/LocalLLaMA.
+#   <https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/ntkaware_scaled_rope_allows_llama_models_to_have/>
+# - emozilla (2023). *Dynamically Scaled RoPE further increases performance of long
+#   context LLaMA with zero fine-tuning*. r/LocalLLaMA.
+#   <https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/dynamically_scaled_rope_further_increases/>
+# - Peng, B., Quesnelle, J., Fan, H. and Shippole, E. (2023). *YaRN: Efficient Context
+#   Window Extension of Large Language Models*. <https://arxiv.org/abs/2309.00071>;
+#   code: <https://github.com/jquesnelle/yarn>
+# - Llama Team, AI @ Meta (2024). *The Llama 3 Herd of Models*.
+#   <https://arxiv.org/abs/2407.21783>; reference code (`apply_scaling`):
+#   <https://github.com/meta-llama/llama-models>
+# - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
+#   <https://arxiv.org/abs/2308.12950>
+# - Hugging Face transformers, `modeling_rope_utils.py`.
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
+# - Model configurations: Llama 3.1 <https://huggingface.co/meta-llama/Llama-3.1-8B>,
+#   Qwen2.5 <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>,
+#   Vicuna v1.5 16k <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position Embedding*.
+#   <https://arxiv.org/abs/2104.09864>
+# - Chen, S., Wong, S., Chen, L. and Tian, Y. (2023). *Extending Context Window of Large
+#   Language Models via Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
+# - bloc97 (2023). *NTK-Aware Scaled RoPE allows LLaMA models to have extended (8k+)
+#   context size without any fine-tuning and minimal perplexity degradation*. r/LocalLLaMA（英語）。
+#   <https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/ntkaware_scaled_rope_allows_llama_models_to_have/>
+# - emozilla (2023). *Dynamically Scaled RoPE further increases performance of long
+#   context LLaMA with zero fine-tuning*. r/LocalLLaMA（英語）。
+#   <https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/dynamically_scaled_rope_further_increases/>
+# - Peng, B., Quesnelle, J., Fan, H. and Shippole, E. (2023). *YaRN: Efficient Context
+#   Window Extension of Large Language Models*. <https://arxiv.org/abs/2309.00071>。
+#   コード：<https://github.com/jquesnelle/yarn>
+# - Llama Team, AI @ Meta (2024). *The Llama 3 Herd of Models*.
+#   <https://arxiv.org/abs/2407.21783>。参照実装（`apply_scaling`）：
+#   <https://github.com/meta-llama/llama-models>
+# - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
+#   <https://arxiv.org/abs/2308.12950>
+# - Hugging Face transformers、`modeling_rope_utils.py`。
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
+# - モデルの設定：Llama 3.1 <https://huggingface.co/meta-llama/Llama-3.1-8B>、
+#   Qwen2.5 <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>、
+#   Vicuna v1.5 16k <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>

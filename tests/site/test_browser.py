@@ -66,8 +66,9 @@ class Recorder:
 
 @pytest.fixture(scope="module")
 def browser(served_site):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
+    from playwright.sync_api import sync_playwright  # a test dependency: never skip silently
+
+    with sync_playwright() as p:
         browser = p.chromium.launch(headless=True, executable_path=_chromium(), args=LAUNCH_ARGS)
         yield browser
         browser.close()
@@ -137,9 +138,45 @@ def test_chapter_renders(page, served_site, lang, prefix):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{CHAPTER}-{lang}-top.png"))
     page.locator("article img").nth(1).scroll_into_view_if_needed()
+    page.wait_for_timeout(300)  # let the header's title transition finish
     page.screenshot(path=str(SHOTS / f"{CHAPTER}-{lang}-figure.png"))
     assert page.recorder.external == [], page.recorder.external
     assert page.recorder.errors == [], page.recorder.errors
+
+
+@pytest.mark.parametrize("prefix", ["", "ja/"])
+def test_plain_pages_typeset_math(page, served_site, prefix):
+    page.goto(served_site.base_url + f"{prefix}glossary/", wait_until="networkidle")
+    _wait_for_math(page)
+    assert page.locator("article mjx-container").count() >= 5
+    assert page.locator("mjx-merror, [data-mjx-error]").count() == 0
+    assert page.recorder.external == [] and page.recorder.errors == []
+
+
+def test_dark_theme_and_phone_screenshots(browser, served_site):
+    """Screenshots for a person to look at: dark scheme, and a phone's width."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    for name, options in {
+        "dark": {"viewport": {"width": 1280, "height": 900}, "color_scheme": "dark"},
+        "phone": {"viewport": {"width": 390, "height": 844}, "device_scale_factor": 2},
+    }.items():
+        context = browser.new_context(**options)
+        page = context.new_page()
+        recorder = Recorder(page, served_site.base_url)
+        page.goto(served_site.base_url + f"ja/{CHAPTER}/", wait_until="networkidle")
+        _wait_for_math(page)
+        _load_all_images(page)
+        page.locator("article img").nth(0).scroll_into_view_if_needed()
+        page.wait_for_timeout(300)  # let the header's title transition finish
+        page.screenshot(path=str(SHOTS / f"{CHAPTER}-ja-{name}.png"))
+        if name == "phone":  # nothing may force a horizontal scroll on a phone
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, f"page is {width}px wide on a 390px screen"
+        context.close()
+        assert recorder.external == [] and recorder.errors == [], (
+            recorder.external,
+            recorder.errors,
+        )
 
 
 def test_language_switch_reaches_the_twin(page, served_site):

@@ -38,6 +38,7 @@ import math
 
 import matplotlib.pyplot as plt
 import torch
+from torch.testing import assert_close
 
 from posenc import SinusoidalPositionalEncoding, attention, sinusoidal
 from posenc.plotting import use_site_style
@@ -56,13 +57,11 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # shuffles the tokens, the scores become $P\,XW_Q (XW_K)^\top P^\top$, the row-wise
 # softmax is shuffled the same way, and $P^\top P = I$ cancels against the values:
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# The outputs are shuffled, nothing else changes: attention is
-# permutation-equivariant. Without positions, "dog bites man" and "man bites dog"
-# give the same set of output vectors, only in another order.
-# Chapter 0 treats this in detail. This chapter's remedy is to add a vector
-# $PE(p)$ that depends on the position $p$ to the token at that position, before the
-# first layer. The cell below checks the equation, and checks that after adding
-# $PE(p)$ the outputs are no longer a mere permutation.
+# Attention is permutation-equivariant: without positions, "dog bites man" and
+# "man bites dog" give the same output vectors in another order (chapter 0 treats
+# this in detail). The remedy here is to add a vector $PE(p)$, which depends on the
+# position $p$, to the token at that position before the first layer. The cell below
+# checks the equation, and that with $PE(p)$ added it no longer holds.
 
 # %% [markdown] lang="ja"
 # ## 問題：アテンションは順序を見ていない
@@ -74,12 +73,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 置換行列 $P$ でトークンを並べ替えると、スコアは $P\,XW_Q (XW_K)^\top P^\top$ になります。
 # 行ごとの softmax も同じように並べ替わり、バリューとの積では $P^\top P = I$ が打ち消し合います。
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# 出力が並べ替わるだけで、ほかは何も変わりません。
-# つまりアテンションは置換同変です。位置の情報がなければ、「犬が人をかむ」と「人が犬をかむ」は、
-# 順番が違うだけで同じ出力ベクトルの集まりになります。
-# 詳しくは第 0 章で扱います。
+# アテンションは置換同変です。位置の情報がなければ、「犬が人をかむ」と「人が犬をかむ」は
+# 順番が違うだけの同じ出力ベクトルになります（詳しくは第 0 章）。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
-# 次のセルでこの等式を確かめ、さらに $PE(p)$ を足すと出力が単なる並べ替えではなくなることを確かめます。
+# 次のセルで、この等式と、$PE(p)$ を足すと等式が成り立たなくなることを確かめます。
 
 # %%
 T, d = 6, 8
@@ -93,7 +90,7 @@ def self_attention(x):
 
 perm = torch.randperm(T)
 # Attn(PX) = P Attn(X): permuting the tokens permutes the outputs
-torch.testing.assert_close(self_attention(x[perm]), self_attention(x)[perm])
+assert_close(self_attention(x[perm]), self_attention(x)[perm])
 
 # With PE(p) added, the tokens move but the positions stay: no longer a permutation
 pe = sinusoidal(torch.arange(T), d)
@@ -111,8 +108,10 @@ assert not torch.allclose(self_attention(x[perm] + pe), self_attention(x + pe)[p
 # the pair reads $PE_{(p,2i)} = \sin(\omega_i p)$ and $PE_{(p,2i+1)} = \cos(\omega_i p)$:
 # column $2i$ holds the sine and column $2i+1$ the cosine of the same angle
 # $\omega_i p$. Sine and cosine alternate; this is the interleaved layout.
-# `posenc.sinusoidal(positions, d)` computes it. The cell below builds the same table
-# from the formula with two plain loops and compares the two element by element.
+# `posenc.sinusoidal(positions, d)` computes it; the cell below rebuilds the table
+# from the formula, entry by entry, and compares. In the table it prints, row $p = 0$
+# is $(0, 1, 0, 1, \dots)$: every sine is $0$ and every cosine is $1$. Column $0$ is
+# simply $\sin p$, since $\omega_0 = 1$; the later columns change more and more slowly.
 
 # %% [markdown] lang="ja"
 # ## 式
@@ -127,45 +126,28 @@ assert not torch.allclose(self_attention(x[perm] + pe), self_attention(x + pe)[p
 # 列 $2i$ には角度 $\omega_i p$ の正弦が、列 $2i+1$ には同じ角度の余弦が入ります。
 # 正弦と余弦が交互に並ぶこの並べ方をインターリーブ配置と呼びます。
 # `posenc.sinusoidal(positions, d)` がこれを計算します。
-# 次のセルでは、同じ表を式どおりに素朴な二重ループで作り、成分ごとに比べます。
+# 次のセルでは、式から表を成分ごとに作り直して比べます。
+# 表示される表の行 $p = 0$ は $(0, 1, 0, 1, \dots)$ で、正弦はすべて $0$、余弦はすべて $1$ です。
+# $\omega_0 = 1$ なので列 $0$ は単純に $\sin p$ で、右の列ほど変化がゆっくりになります。
 
 # %%
-d = 8
-n = d // 2
-positions = torch.arange(6)
-table = sinusoidal(positions, d, dtype=torch.float64)  # [6, d]
+d, n = 8, 4
+table = sinusoidal(torch.arange(6), d, dtype=torch.float64)  # rows p = 0..5
 
-by_hand = torch.empty(len(positions), d, dtype=torch.float64)
-for p in range(len(positions)):
-    for i in range(n):
-        angle = p / 10000 ** (2 * i / d)
-        by_hand[p, 2 * i] = math.sin(angle)
-        by_hand[p, 2 * i + 1] = math.cos(angle)
-torch.testing.assert_close(table, by_hand)
+# the paper's formula, entry by entry: sin(p / 10000^(2i/d)), cos(p / 10000^(2i/d)), ...
+by_hand = [
+    [f(p / 10000 ** (2 * i / d)) for i in range(n) for f in (math.sin, math.cos)] for p in range(6)
+]
+assert_close(table, torch.tensor(by_hand, dtype=torch.float64))
 
-# omega_i = 10000^(-2i/d) = 10000^(-i/n); even columns sin(omega_i p), odd columns cos(omega_i p)
-omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
-torch.testing.assert_close(omega, 10000.0 ** (-2 * torch.arange(n, dtype=torch.float64) / d))
-torch.testing.assert_close(table[:, 0::2], torch.sin(positions[:, None] * omega))
-torch.testing.assert_close(table[:, 1::2], torch.cos(positions[:, None] * omega))
+# omega_i = 10000^(-i/n): even columns sin(omega_i p), odd columns cos(omega_i p)
+angle = torch.arange(6).double()[:, None] * 10000.0 ** (-torch.arange(n).double() / n)
+assert_close(table[:, 0::2], angle.sin())
+assert_close(table[:, 1::2], angle.cos())
+assert not table[0, 0::2].any() and (table[0, 1::2] == 1).all()  # row p = 0: (0, 1, 0, 1, ...)
+assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 
-print(sinusoidal(torch.arange(4), d))
-
-# %% [markdown] lang="en"
-# Row $p = 0$ is $(0, 1, 0, 1, \dots)$: every sine is $0$ and every cosine is $1$.
-# Column $0$ is simply $\sin p$, since $\omega_0 = 1$. The later columns change more and
-# more slowly along $p$.
-
-# %% [markdown] lang="ja"
-# 行 $p = 0$ は $(0, 1, 0, 1, \dots)$ です。正弦はすべて $0$、余弦はすべて $1$ になります。
-# $\omega_0 = 1$ なので、列 $0$ は単純に $\sin p$ です。
-# 右の列ほど、$p$ に沿った変化がゆっくりになります。
-
-# %%
-row0 = sinusoidal(torch.tensor([0]), 16)[0]
-assert torch.equal(row0[0::2], torch.zeros(8)) and torch.equal(row0[1::2], torch.ones(8))
-p = torch.arange(100)
-torch.testing.assert_close(sinusoidal(p, 16)[:, 0], torch.sin(p.float()))
+sinusoidal(torch.arange(4), d)
 
 # %% [markdown] lang="en"
 # ## What the encoding looks like
@@ -189,8 +171,7 @@ torch.testing.assert_close(sinusoidal(p, 16)[:, 0], torch.sin(p.float()))
 big = sinusoidal(torch.arange(128), 64)  # [p, j]
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 im = ax.imshow(big.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-ax.set_xlabel("$p$")
-ax.set_ylabel("$j$")
+ax.set(xlabel="$p$", ylabel="$j$")
 ax.grid(False)
 fig.colorbar(im, ax=ax, label="$PE_{(p,j)}$")
 plt.show()
@@ -212,16 +193,13 @@ plt.show()
 # %%
 p = torch.arange(100)
 pe20 = sinusoidal(p, 20)
-torch.testing.assert_close(pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(100, 10))
+assert_close(pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(100, 10))
 
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
-styles = ["-", "--", "-", "--"]
-for j, style in zip(range(4, 8), styles, strict=True):
-    ax.plot(p, pe20[:, j], style, label=f"$PE_{{(p,{j})}}$")
-ax.set_xlabel("$p$")
-ax.set_ylabel("$PE_{(p,j)}$")
+for j in range(4, 8):
+    ax.plot(p, pe20[:, j], "--" if j % 2 else "-", label=f"$PE_{{(p,{j})}}$")
+ax.set(xlabel="$p$", ylabel="$PE_{(p,j)}$", ylim=(-1.35, 1.1))
 ax.legend(loc="lower left", ncols=4)
-ax.set_ylim(-1.35, 1.1)
 plt.show()
 
 # %% [markdown] lang="en"
@@ -287,36 +265,31 @@ two_pi = 2 * math.pi
 
 
 def wavelengths(d, endpoint=False):
-    """Wavelengths 2*pi/omega_i, read back from posenc's row p = 1."""
+    """2 pi / omega_i, with omega_i read back from posenc's row p = 1."""
     row = sinusoidal(torch.tensor([1]), d, endpoint=endpoint, dtype=torch.float64)[0]
-    omega = torch.atan2(row[0::2], row[1::2])
-    return 2 * math.pi / omega
-
-
-def f64(value):
-    return torch.as_tensor(value, dtype=torch.float64)
+    return two_pi / torch.atan2(row[0::2], row[1::2])
 
 
 for d in (16, 64, 512):
     n = d // 2
-    i = torch.arange(n, dtype=torch.float64)
+    i = torch.arange(n).double()
     lam, lam_t2t = wavelengths(d), wavelengths(d, endpoint=True)
-    # n denominator (the paper): lambda_i = 2 pi 10000^(2i/d), ratio 10000^(2/d)
-    torch.testing.assert_close(lam, two_pi * 10000 ** (2 * i / d))
-    torch.testing.assert_close(lam[1:] / lam[:-1], f64(10000 ** (2 / d)).expand(n - 1))
-    torch.testing.assert_close(lam[0], f64(two_pi))
-    torch.testing.assert_close(lam[-1], f64(two_pi * 10000 ** ((d - 2) / d)))
-    assert lam[-1] < 10000 * two_pi  # 10000 * 2 pi is not reached ...
-    torch.testing.assert_close(lam[-1] * 10000 ** (2 / d), f64(10000 * two_pi))  # ... until i = n
-    # n-1 denominator (endpoint=True): ratio 10000^(1/(n-1)), ends exactly at 10000 * 2 pi
-    ratio_t2t = lam_t2t[1:] / lam_t2t[:-1]
-    torch.testing.assert_close(lam_t2t, two_pi * 10000 ** (i / (n - 1)))
-    torch.testing.assert_close(ratio_t2t, f64(10000 ** (1 / (n - 1))).expand(n - 1))
-    torch.testing.assert_close(lam_t2t[-1], f64(10000 * two_pi))
+    # n denominator: lambda_i = 2 pi 10000^(2i/d), ratio 10000^(2/d), last 2 pi 10000^((d-2)/d)
+    assert_close(lam, two_pi * 10000 ** (2 * i / d))
+    assert torch.allclose(lam[1:] / lam[:-1], torch.tensor(10000 ** (2 / d)).double())
+    assert math.isclose(lam[-1], two_pi * 10000 ** ((d - 2) / d))
+    # 10000 * 2 pi is not reached: it would be the next term, i = n
+    assert lam[-1] < 10000 * two_pi and math.isclose(lam[-1] * 10000 ** (2 / d), 10000 * two_pi)
+    # n-1 denominator: from 2 pi to exactly 10000 * 2 pi
+    assert_close(lam_t2t, two_pi * 10000 ** (i / (n - 1)))
+    assert math.isclose(lam_t2t[-1], 10000 * two_pi)
 
-for name, lam in [("n  ", wavelengths(512)), ("n-1", wavelengths(512, endpoint=True))]:
-    print(f"d = 512, {name} denominator: ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}")
-print(f"10000 * 2 pi = {10000 * two_pi:.0f}")
+# one print call: the stored output stays identical from run to run
+print(
+    f"d = 512, n denominator:   ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}\n"
+    f"d = 512, n-1 denominator: ratio {lam_t2t[1] / lam_t2t[0]:.4f}, last {lam_t2t[-1]:.0f}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # On a logarithmic axis a geometric progression is a straight line. The left panel
@@ -333,21 +306,16 @@ print(f"10000 * 2 pi = {10000 * two_pi:.0f}")
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
-    i = torch.arange(d // 2)
-    marker = "o" if d == 16 else None
-    lam, lam_t2t = wavelengths(d), wavelengths(d, endpoint=True)
-    ax.plot(i, lam, marker=marker, ms=4, label=r"$2\pi \cdot 10000^{i/n}$")
-    ax.plot(i, lam_t2t, "--", marker=marker, ms=4, label=r"$2\pi \cdot 10000^{i/(n-1)}$")
-    for level in (two_pi, 10000 * two_pi):
-        ax.axhline(level, color="0.5", lw=0.8, ls=":")
-    ax.set_yscale("log")
-    ax.set_xlabel("$i$")
-    ax.set_title(f"$d = {d}$")
-axes[0].set_ylabel(r"$\lambda_i$")
+    style = {"marker": "o", "ms": 4} if d == 16 else {}
+    ax.plot(wavelengths(d), label=r"$2\pi \cdot 10000^{i/n}$", **style)
+    ax.plot(wavelengths(d, endpoint=True), "--", label=r"$2\pi \cdot 10000^{i/(n-1)}$", **style)
+    ax.axhline(two_pi, color="0.5", lw=0.8, ls=":")
+    ax.axhline(10000 * two_pi, color="0.5", lw=0.8, ls=":")
+    ax.set(yscale="log", xlabel="$i$", title=f"$d = {d}$")
+    ax.minorticks_off()
 axes[0].set_yticks([two_pi * 10**e for e in range(5)])
 axes[0].set_yticklabels([rf"$10^{e}\cdot 2\pi$" if e else r"$2\pi$" for e in range(5)])
-axes[0].minorticks_off()
-axes[1].minorticks_off()
+axes[0].set_ylabel(r"$\lambda_i$")
 axes[0].legend(loc="upper left")
 plt.show()
 
@@ -383,7 +351,7 @@ plt.show()
 # ## なぜ正弦と余弦の両方か：ずらすことは回転すること
 #
 # 論文は正弦波を選んだ理由として、次の性質を挙げています。
-# どんな固定のずれ $k$ についても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
+# ずらす量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
 # その線形関数を導きましょう。
 # 1 組のペアに注目し、$\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
@@ -394,7 +362,7 @@ plt.show()
 # $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
 # 周波数ごとにこのブロックを 1 つずつ $d \times d$ 行列の対角に並べます。
 # $$M_k = \mathrm{diag}\big(B(k\omega_0), B(k\omega_1), \dots, B(k\omega_{n-1})\big)$$
-# すると、すべてのペアが同時にずれます。
+# すると、すべてのペアを一度にずらせます。
 # $$PE(p+k) = M_k\, PE(p)$$
 # $M_k$ に含まれるのは $k$ と周波数だけで、$p$ は含まれません。
 # 同じ行列が、どの位置も $k$ だけずらします。これが論文の言う線形関数です。
@@ -404,7 +372,7 @@ plt.show()
 # $B(\phi) = R(-\phi)$ です。位置を先へ進めると、(正弦, 余弦) の点は時計回りに回ります。
 # 符号は重要です。うっかり書きがちな転置 $B(\phi)^\top = R(\phi)$ は逆向きに動き、
 # $PE(p)$ を $PE(p-k)$ に移します。
-# ブロックが回転なので、ずらし同士も期待どおりに合成できます。
+# ブロックが回転なので、ずらす操作どうしも期待どおりに合成できます。
 # $M_k M_l = M_{k+l}$、$M_k^\top = M_{-k}$ が成り立ちます。
 
 # %%
@@ -413,41 +381,38 @@ n = d // 2
 omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
 
 
-def block(phi):  # B(phi), the block for the (sin, cos) order
+def block(phi):  # B(phi)
     c, s = math.cos(phi), math.sin(phi)
     return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
 
 
-def rotation(theta):  # the glossary's R(theta), counter-clockwise
+def rotation(theta):  # the glossary's R(theta)
     c, s = math.cos(theta), math.sin(theta)
     return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
 
 
-def shift_matrix(k):  # M_k, d x d block diagonal
+def shift_matrix(k):  # M_k
     return torch.block_diag(*(block(k * w) for w in omega.tolist()))
 
 
-def pe64(positions):  # rows PE(p) in float64
-    return sinusoidal(torch.as_tensor(positions), d, dtype=torch.float64)
+def pe64(positions):  # rows PE(p)
+    return sinusoidal(positions, d, dtype=torch.float64)
 
 
-# angle addition, B(phi) and B(phi) = R(-phi), B(phi)^T = R(phi)
-for theta, phi in [(0.3, 1.1), (2.0, -0.7), (5.0, 4.0)]:
-    torch.testing.assert_close(
-        block(phi) @ torch.tensor([math.sin(theta), math.cos(theta)], dtype=torch.float64),
-        torch.tensor([math.sin(theta + phi), math.cos(theta + phi)], dtype=torch.float64),
-    )
-    torch.testing.assert_close(block(phi), rotation(-phi))
-    torch.testing.assert_close(block(phi).T, rotation(phi))
+theta, phi = 2.0, -0.7
+sc = torch.tensor([[math.sin(a), math.cos(a)] for a in (theta, theta + phi)], dtype=torch.float64)
+assert_close(block(phi) @ sc[0], sc[1])  # angle addition
+assert_close(block(phi), rotation(-phi))  # B(phi) = R(-phi)
+assert_close(block(phi).T, rotation(phi))  # B(phi)^T = R(phi)
 
 p = torch.tensor([0, 1, 7, 100, 999])
 for k in (-7, 1, 3, 50, 1000):
     m = shift_matrix(k)
-    torch.testing.assert_close(pe64(p) @ m.T, pe64(p + k))  # PE(p+k) = M_k PE(p), rows at once
-    torch.testing.assert_close(pe64(p) @ m, pe64(p - k))  # the transpose shifts backwards
-    torch.testing.assert_close(m.T, shift_matrix(-k))  # M_k^T = M_{-k}
-    torch.testing.assert_close(m @ shift_matrix(5), shift_matrix(k + 5))  # M_k M_l = M_{k+l}
-print("PE(p+k) = M_k PE(p) holds for p in", p.tolist(), "and k in [-7, 1, 3, 50, 1000]")
+    assert_close(pe64(p) @ m.T, pe64(p + k))  # PE(p+k) = M_k PE(p)
+    assert_close(pe64(p) @ m, pe64(p - k))  # the transpose shifts back
+    assert_close(m.T, shift_matrix(-k))  # M_k^T = M_{-k}
+    assert_close(m @ shift_matrix(5), shift_matrix(k + 5))  # M_k M_l = M_{k+l}
+print(f"PE(p+k) = M_k PE(p) for p in {p.tolist()}, k in [-7, 1, 3, 50, 1000]", end="")
 
 # %% [markdown] lang="en"
 # ### The sine alone is not enough
@@ -485,7 +450,7 @@ k = 3
 p = torch.arange(1, 1000)
 full, full_k = pe64(p), pe64(p + k)
 fit = torch.linalg.lstsq(full, full_k).solution
-torch.testing.assert_close(fit, shift_matrix(k).T, rtol=0, atol=1e-8)
+assert_close(fit, shift_matrix(k).T, rtol=0, atol=1e-8)
 
 sines, sines_k = full[:, 0::2], full_k[:, 0::2]
 fit_sin = torch.linalg.lstsq(sines, sines_k).solution
@@ -493,11 +458,13 @@ rel_full = (full @ fit - full_k).norm() / full_k.norm()
 rel_sin = (sines @ fit_sin - sines_k).norm() / sines_k.norm()
 assert rel_full < 1e-9 and rel_sin > 0.1
 
-s0 = sinusoidal(torch.tensor([0]), d)[0, 0::2]
-assert torch.equal(s0, torch.zeros(n))  # s(0) = 0
-assert all(sinusoidal(torch.tensor([kk]), d)[0, 0] != 0 for kk in range(-50, 51) if kk != 0)
-print(f"relative error, sine and cosine: {rel_full:.1e}")
-print(f"relative error, sine only:       {rel_sin:.2f}")
+assert not sinusoidal(torch.tensor([0]), d)[0, 0::2].any()  # s(0) = 0
+ks = torch.arange(-50, 51)
+assert (sinusoidal(ks[ks != 0], d)[:, 0] != 0).all()  # sin k != 0 for integers k != 0
+print(
+    f"relative error, sine and cosine: {rel_full:.1e}\nrelative error, sine only: {rel_sin:.2f}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## The dot product depends only on the distance
@@ -528,41 +495,37 @@ print(f"relative error, sine only:       {rel_sin:.2f}")
 # - 内積は距離 $p-q$ だけの関数です。グラム行列は各対角線に沿って一定になります。
 # - 余弦は偶関数なので、$p-q$ について対称です。$q$ が $p$ の前にあるのか後ろにあるのかは区別できません。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
-#   どのエンコーディングも長さは $\sqrt{d/2}$ で同じです。
+#   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
 # - 距離が大きくなると値は下がりますが、単調ではありません。
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
 #   $d = 512$ では、距離 43 で初めて値が再び増えます（下の出力）。
 
 # %%
-d = 512
-n = d // 2
-omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+d, n = 512, 256
+omega = 10000.0 ** (-torch.arange(n).double() / n)
 pos = torch.arange(200)
 enc = sinusoidal(pos, d, dtype=torch.float64)
 gram = enc @ enc.T  # gram[p, q] = PE(p) . PE(q)
-dist = (pos[:, None] - pos[None, :]).double()
-# gram[p, q] = sum_i cos(omega_i (p - q))
-torch.testing.assert_close(gram, torch.cos(dist[..., None] * omega).sum(-1))
-torch.testing.assert_close(gram[1:, 1:], gram[:-1, :-1])  # constant along diagonals
-torch.testing.assert_close(gram, gram.T)  # symmetric in p - q
-torch.testing.assert_close(torch.diagonal(gram), torch.full((200,), n, dtype=torch.float64))  # = n
-assert (gram < n - 1e-6).logical_or(torch.eye(200, dtype=torch.bool)).all()  # maximum only at p = q
+dist = (pos[:, None] - pos).double()  # p - q
+# PE(p) . PE(q) = sum_i cos(omega_i (p - q))
+assert_close(gram, torch.cos(dist[..., None] * omega).sum(-1))
+assert_close(gram[1:, 1:], gram[:-1, :-1])  # constant along diagonals
+assert_close(gram, gram.T)  # symmetric in p - q
+assert torch.allclose(gram.diagonal(), torch.tensor(n).double())  # PE(p) . PE(p) = n
+assert (gram[dist != 0] < n - 1e-6).all()  # the maximum only at p = q
 
-# f(k) = PE(k) . PE(0) over k = -1000..1000; negative positions are allowed
+# f(k) = PE(k) . PE(0) for k = -1000..1000 (negative positions are allowed)
 k = torch.arange(-1000, 1001)
-f = sinusoidal(k, d, dtype=torch.float64) @ sinusoidal(torch.tensor([0]), d, dtype=torch.float64)[0]
-torch.testing.assert_close(f, f.flip(0))  # f(k) = f(-k)
+f = sinusoidal(k, d, dtype=torch.float64) @ enc[0]
+assert_close(f, f.flip(0))  # f(k) = f(-k)
 f_pos = f[1000:]  # k = 0, 1, 2, ...
 first_rise = int((f_pos[1:] > f_pos[:-1]).nonzero()[0])
-print(f"d = 512: f(k) first rises from k = {first_rise} to k = {first_rise + 1}")
+print(f"d = 512: f(k) first rises from k = {first_rise} to k = {first_rise + 1}", end="")
 
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 ax.plot(k, f, lw=1)
 ax.axhline(0, color="0.5", lw=0.8)
-ax.set_xlabel("$p-q$")
-ax.set_ylabel(r"$PE(p)\cdot PE(q)$")
-ax.set_title("$d = 512$")
-ax.set_xlim(-1000, 1000)
+ax.set(xlabel="$p-q$", ylabel=r"$PE(p)\cdot PE(q)$", title="$d = 512$", xlim=(-1000, 1000))
 plt.show()
 
 # %% [markdown] lang="en"
@@ -570,7 +533,7 @@ plt.show()
 # query and key of positions $p$ and $q$ are $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$,
 # so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$. For a general
 # matrix between them, that term depends on $p$ and $q$ separately, not only on
-# $p-q$: the check below draws a random matrix and shows the values along one
+# $p-q$: the check below draws random weights and shows the values along one
 # diagonal spread widely. Rotary position embedding (RoPE), a later chapter,
 # rotates queries and keys instead, so that positions enter the score only through
 # $p-q$, whatever the weights are.
@@ -580,7 +543,7 @@ plt.show()
 # 層の中では、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
 # そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
-# 下の確認ではランダムな行列を使い、1 本の対角線に沿った値が大きくばらつくことを示します。
+# 下の確認ではランダムな重みを使い、1 本の対角線に沿った値が大きくばらつくことを示します。
 # 後の章で扱う回転位置埋め込み（RoPE）は、クエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
@@ -592,14 +555,15 @@ scores = (enc @ w_q.T) @ (enc @ w_k.T).T  # [p, q] = PE(p)^T W_Q^T W_K PE(q)
 along = torch.diagonal(scores, 5)  # all pairs with q - p = 5
 assert along.max() - along.min() > 1
 assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12  # without the weights: constant
-print(f"PE(p)^T W_Q^T W_K PE(p+5), p = 0..294: min {along.min():.1f}, max {along.max():.1f}")
+print(f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}", end="")
 
 # %% [markdown] lang="en"
 # ## labml and AllenNLP, rebuilt with posenc
 #
 # Two widely read PyTorch modules add this encoding to their input, and they do not
 # compute the same thing. Below, each one's formula is written out in a few lines of
-# torch and compared with the `posenc` module configured to match it.
+# torch and compared with the `posenc` module configured to match it (chapter 2
+# compares more implementations).
 #
 # **labml** (`PositionalEncoding(d_model, dropout_prob, max_len=5000)`) precomputes a
 # table of shape `[max_len, 1, d_model]` in the interleaved layout with the paper's
@@ -616,7 +580,7 @@ print(f"PE(p)^T W_Q^T W_K PE(p+5), p = 0..294: min {along.min():.1f}, max {along
 # よく読まれている 2 つの PyTorch モジュールが、この位置エンコーディングを入力に足しています。
 # ただし、計算している中身は同じではありません。
 # 以下では、それぞれの式を数行の torch で書き起こし、
-# それに合わせて設定した `posenc` のモジュールと比べます。
+# それに合わせて設定した `posenc` のモジュールと比べます（ほかの実装との比較は第 2 章で扱います）。
 #
 # **labml**（`PositionalEncoding(d_model, dropout_prob, max_len=5000)`）は、
 # 形状 `[max_len, 1, d_model]` の表をあらかじめ作ります。
@@ -624,36 +588,30 @@ print(f"PE(p)^T W_Q^T W_K PE(p+5), p = 0..294: min {along.min():.1f}, max {along
 # 表は永続化しないバッファとして登録されるので、`state_dict` には入りません。
 # `forward` では、形状 `[seq_len, batch, d_model]` の入力に表の先頭 `seq_len` 行を足し、
 # ドロップアウトをかけます。
-# `d_model` が奇数だと形状エラーで止まります。labml は偶数番目の列の数だけ余弦を計算しますが、
-# それを入れる奇数番目の列は 1 本少ないからです。
+# `d_model` が奇数だと形状エラーで止まります。labml は番号が偶数の列の数だけ余弦を計算しますが、
+# それを入れる番号が奇数の列は 1 本少ないからです。
 # `posenc` では `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` です。
 
 # %%
 seq, batch, d = 10, 3, 16
 
 
-def labml_like(x):
-    """labml's formula, without dropout. x: [seq, batch, d] -> same shape."""
+def labml_like(x):  # labml's formula without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
-    p = torch.arange(seq, dtype=torch.float32)[:, None]  # [seq, 1]
-    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # [d/2]
-    angle = p * omega  # [seq, d/2]
+    angle = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)  # [seq, d/2]
     table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)  # sin, cos, sin, ...
     return x + table[:, None, :]  # broadcast over the batch axis
 
 
 x = torch.randn(seq, batch, d)
 labml = SinusoidalPositionalEncoding(d, dropout=0.1, batch_first=False)
-
-labml.eval()  # dropout off
-torch.testing.assert_close(labml(x), labml_like(x))
+assert_close(labml.eval()(x), labml_like(x))  # eval(): dropout off
 assert len(labml.state_dict()) == 0  # the table is not saved with the model
 
-labml.train()  # dropout on: each entry is dropped or scaled by 1 / (1 - 0.1)
-y = labml(x)
+y = labml.train()(x)  # dropout on: each entry is zeroed or scaled by 1 / (1 - 0.1)
 kept = y != 0
-torch.testing.assert_close(y[kept], labml_like(x)[kept] / 0.9)
-print(f"dropped {(~kept).float().mean():.2f} of the entries")
+assert_close(y[kept], labml_like(x)[kept] / 0.9)
+print(f"dropped {(~kept).float().mean():.2f} of the entries", end="")
 
 # %% [markdown] lang="en"
 # **AllenNLP** (`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`)
@@ -678,56 +636,50 @@ print(f"dropped {(~kept).float().mean():.2f} of the entries")
 sizes = (16, 15)  # an even and an odd d
 
 
-def allennlp_like(x):
-    """AllenNLP's formula. x: [batch, seq, d] -> same shape."""
+def allennlp_like(x):  # AllenNLP's formula; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
-    p = torch.arange(seq, dtype=torch.float32)[:, None]  # [seq, 1]
-    omega = 10000.0 ** (-torch.arange(n, dtype=torch.float32) / (n - 1))  # [n], both ends reached
-    angle = p * omega  # [seq, n]
+    angle = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(n) / (n - 1))  # [seq, n]
     table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # all sines, then all cosines
-    table = torch.nn.functional.pad(table, (0, d - 2 * n))  # a zero column when d is odd
-    return x + table  # broadcast over the batch axis
+    return x + torch.nn.functional.pad(table, (0, d - 2 * n))  # zero column if d is odd
 
 
 for d in sizes:
     x = torch.randn(2, 10, d)
     allennlp = SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)
-    torch.testing.assert_close(allennlp(x), allennlp_like(x))
-    if d % 2:
-        assert torch.equal(allennlp(torch.zeros(2, 10, d))[..., -1], torch.zeros(2, 10))
+    assert_close(allennlp(x), allennlp_like(x))
+    if d % 2:  # odd d: the last column stays zero
+        assert not allennlp(torch.zeros(2, 10, d))[..., -1].any()
 
 # %% [markdown] lang="en"
 # How far apart are they? The layouts differ only by a fixed permutation of the
 # columns: reordering the concatenated columns as $(0, n, 1, n+1, \dots)$ gives the
-# interleaved table with the same frequencies, exactly. What remains is the
-# denominator. For $d = 512$ over positions $0$ to $1023$, the largest entry-wise gap
-# between the $n$ and $n-1$ versions is printed below: it grows with the position,
-# because the angles $\omega_i p$ of the two versions drift apart in proportion to $p$.
-# At these positions the two encodings disagree by more than the whole amplitude of a
-# single entry: a model trained with one cannot be fed the other.
+# interleaved table exactly. What remains is the denominator. The largest gap between
+# the $n$ and $n-1$ versions, printed below for $d = 512$, grows with the position,
+# because their angles $\omega_i p$ drift apart in proportion to $p$. Within the first
+# 1024 positions it exceeds the whole amplitude of an entry: a model trained with one
+# encoding cannot be fed the other.
 
 # %% [markdown] lang="ja"
-# 両者はどれほど違うのでしょうか。配置の違いは、列の固定の並べ替えだけです。
-# 連結配置の列を $(0, n, 1, n+1, \dots)$ の順に並べ直すと、
-# 同じ周波数のインターリーブ配置の表にぴったり一致します。残る違いは分母です。
-# $d = 512$、位置 $0$ から $1023$ での、$n$ 版と $n-1$ 版の成分ごとの差の最大値を下に示します。
-# 2 つの版の角度 $\omega_i p$ は $p$ に比例して離れていくので、差は位置とともに大きくなります。
-# この範囲では、差が 1 成分の振幅そのものを超えます。
-# 片方で学習したモデルに、もう片方をそのまま使うことはできません。
+# 両者はどれほど違うのでしょうか。配置の違いは列の固定の並べ替えだけで、
+# 連結配置の列を $(0, n, 1, n+1, \dots)$ の順に並べ直すとインターリーブ配置の表にぴったり一致します。
+# 残る違いは分母です。$d = 512$ での $n$ 版と $n-1$ 版の差の最大値を下に示します。
+# 角度 $\omega_i p$ が $p$ に比例して離れていくので、差は位置とともに大きくなり、
+# 最初の 1024 位置のうちに成分の振幅そのものを超えます。
+# 片方で学習したモデルに、もう片方を使うことはできません。
 
 # %%
 d, n = 512, 256
 pos = torch.arange(1024)
 concat = sinusoidal(pos, d, layout="concat", endpoint=True)
 order = torch.stack([torch.arange(n), torch.arange(n) + n], dim=-1).reshape(d)  # 0, n, 1, n+1, ...
-torch.testing.assert_close(concat[:, order], sinusoidal(pos, d, endpoint=True), rtol=0, atol=0)
+assert_close(concat[:, order], sinusoidal(pos, d, endpoint=True), rtol=0, atol=0)
 
 paper = sinusoidal(pos, d)  # n denominator (Vaswani et al., labml)
 t2t = sinusoidal(pos, d, endpoint=True)  # n-1 denominator (tensor2tensor, AllenNLP, fairseq)
 gap = (paper - t2t).abs()
-for upto in (64, 256, 1024):
-    print(f"max |difference| over p < {upto:4d}: {gap[:upto].max():.4f}")
+lines = [f"max |difference| over p < {upto:4d}: {gap[:upto].max():.4f}" for upto in (64, 256, 1024)]
+print("\n".join(lines), end="")
 assert gap.max() > 1
 
 # %% [markdown] lang="en"
@@ -774,9 +726,9 @@ assert gap.max() > 1
 # ## 実際に使うときの注意
 #
 # **位置は明示的に渡します。** `sinusoidal` は長さではなく位置のテンソルを受け取るので、
-# オフセットに特別な扱いはいりません。
+# 位置が 0 から始まらない場合（オフセット）にも特別な扱いはいりません。
 # KV キャッシュを使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
-# $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのための `offset` を受け取ります。
+# $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
 # 下の確認では、系列を 1 トークンずつエンコードした結果と、まとめてエンコードした結果を比べます。
 #
 # **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなります。
@@ -786,28 +738,22 @@ assert gap.max() > 1
 # 下に、$p = 2^{20}$ 付近で両方の計算を float64 の参照値と比べた誤差を示します。
 
 # %%
-# offset: token by token equals the whole sequence at once
 module = SinusoidalPositionalEncoding(32)
 x = torch.randn(2, 7, 32)
-whole = module(x)
-for t in range(7):
-    torch.testing.assert_close(module(x[:, t : t + 1], offset=t), whole[:, t : t + 1])
-torch.testing.assert_close(sinusoidal(torch.arange(5, 7), 32), sinusoidal(torch.arange(7), 32)[5:])
+for t in range(7):  # one token at a time at offset t, as with a KV cache
+    assert_close(module(x[:, t : t + 1], offset=t), module(x)[:, t : t + 1])
 
-# float32 spacing between 2^20 and 2^21 is 2^-3
-big = torch.tensor(2.0**20)
+big = torch.tensor(2.0**20)  # float32 numbers in [2^20, 2^21) are 2^-3 apart
 assert torch.nextafter(big, torch.tensor(math.inf)) - big == 2**-3
 
-d, n = 512, 256
 p = torch.arange(2**20 - 64, 2**20 + 64)
-omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+omega = 10000.0 ** (-torch.arange(256).double() / 256)  # d = 512
 reference = torch.sin(p.double()[:, None] * omega)  # float64 angles
-naive = torch.sin(p.float()[:, None] * omega.float())  # float32 angles, as labml and AllenNLP do
+naive = torch.sin(p.float()[:, None] * omega.float())  # float32 angles, as labml and AllenNLP
 err_naive = (naive.double() - reference).abs().max()
-err_posenc = (sinusoidal(p, d)[:, 0::2].double() - reference).abs().max()
+err_posenc = (sinusoidal(p, 512)[:, 0::2].double() - reference).abs().max()
 assert err_posenc <= 1e-6 and 1e-2 < err_naive <= 2**-4
-print(f"float32 angles: max error {err_naive:.1e}")
-print(f"posenc:         max error {err_posenc:.1e}")
+print(f"float32 angles: max error {err_naive:.1e}\nposenc: max error {err_posenc:.1e}", end="")
 
 # %% [markdown] lang="en"
 # ## Exercises

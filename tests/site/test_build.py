@@ -160,3 +160,12 @@ def test_search_index_has_both_languages_and_clean_titles(built_site):
     ja_text = " ".join(d["text"] for d in docs if d["location"].startswith("ja/"))
     assert re.search(r"[\u3040-\u30ff]", ja_text)
     assert not [d["title"] for d in docs if "¶" in d["title"]]
+
+
+def test_footer_and_changelog_show_the_package_version(built_site):
+    import posenc
+
+    assert f"posenc {posenc.__version__}" in built_site.page("")
+    assert f"posenc {posenc.__version__}" in built_site.page("ja/")
+    changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(rf"^## {re.escape(posenc.__version__)}\b", changelog, re.M)

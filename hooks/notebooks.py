@@ -147,13 +147,13 @@ def _text(fragment: str) -> str:
     return html.unescape(_TAG.sub("", fragment)).strip()
 
 
-def fix_headings(content: str) -> tuple[str, list[tuple[str, str]]]:
+def fix_headings(content: str) -> tuple[str, list[tuple[int, str, str]]]:
     """Give every heading a unicode id and a Material-style permalink.
 
-    Returns the new HTML and ``(heading text, id)`` in document order.
+    Returns the new HTML and ``(level, heading text, id)`` in document order.
     """
     used: set[str] = set()
-    found: list[tuple[str, str]] = []
+    found: list[tuple[int, str, str]] = []
 
     def unique(base: str) -> str:
         base = base or "section"
@@ -167,7 +167,7 @@ def fix_headings(content: str) -> tuple[str, list[tuple[str, str]]]:
         level, inner = m.group(1), _ANCHOR.sub("", m["inner"])
         text = _text(inner)
         hid = unique(_slugify(text, "-"))
-        found.append((text, hid))
+        found.append((int(level), text, hid))
         attrs = re.sub(r'\s*id="[^"]*"', "", m["attrs"])
         link = f'<a class="headerlink" href="#{hid}" title="Permanent link">¶</a>'
         return f'<h{level} id="{hid}"{attrs}>{inner}{link}</h{level}>'
@@ -175,18 +175,29 @@ def fix_headings(content: str) -> tuple[str, list[tuple[str, str]]]:
     return _HEADING.sub(repl, content), found
 
 
-def fix_toc(toc, headings: list[tuple[str, str]]) -> None:
-    """Point the table of contents at the ids given by :func:`fix_headings`."""
-    pending = list(headings)
+def fix_toc(toc, headings: list[tuple[int, str, str]]) -> None:
+    """Point the table of contents at the ids given by :func:`fix_headings`.
+
+    Entries and headings come in the same document order (the table may
+    skip deep levels). An entry takes the next heading with its text, or,
+    when its title lost part of the heading (mkdocs-jupyter drops code spans
+    from titles), the next heading of its level; it also takes that
+    heading's full text as its title.
+    """
+    start = 0
 
     def walk(items):
+        nonlocal start
         for item in items:
             title = _text(item.title)
-            for k, (text, hid) in enumerate(pending):
-                if text == title:
-                    item.id = hid
-                    del pending[k]
-                    break
+            rest = list(enumerate(headings))[start:]
+            match = next((k for k, (_, text, _) in rest if text == title), None)
+            if match is None:
+                match = next((k for k, (level, _, _) in rest if level == item.level), None)
+            if match is not None:
+                _, text, item.id = headings[match]
+                item.title = html.escape(text)
+                start = match + 1
             walk(item.children)
 
     walk(toc)

@@ -88,7 +88,7 @@ def test_headings_get_unicode_ids_and_headerlinks():
         '<h2 id="">波長</h2><h2 id="">波長</h2>'
     )
     out, found = notebooks.fix_headings(html)
-    assert [hid for _, hid in found] == [
+    assert [hid for _, _, hid in found] == [
         "正弦波位置エンコーディング",
         "why-a-sine",
         "波長",
@@ -100,10 +100,26 @@ def test_headings_get_unicode_ids_and_headerlinks():
 
 
 def test_toc_follows_the_heading_ids():
-    item = lambda title, children=(): SimpleNamespace(title=title, id="", children=list(children))  # noqa: E731
-    toc = [item("題名", [item("波長"), item("波長")])]
-    notebooks.fix_toc(toc, [("題名", "題名"), ("波長", "波長"), ("波長", "波長_1")])
-    assert [toc[0].id, toc[0].children[0].id, toc[0].children[1].id] == ["題名", "波長", "波長_1"]
+    def item(level, title, children=()):
+        return SimpleNamespace(level=level, title=title, id="", children=list(children))
+
+    toc = [item(1, "題名", [item(2, "波長"), item(2, "波長"), item(2, "The table:")])]
+    headings = [
+        (1, "題名", "題名"),
+        (2, "波長", "波長"),
+        (3, "深い見出し", "深い見出し"),  # deeper than the table of contents goes
+        (2, "波長", "波長_1"),
+        (2, "The table: T5RelativeBias", "the-table-t5relativebias"),
+    ]
+    notebooks.fix_toc(toc, headings)
+    children = toc[0].children
+    assert [toc[0].id, *(c.id for c in children)] == [
+        "題名",
+        "波長",
+        "波長_1",
+        "the-table-t5relativebias",
+    ]
+    assert children[2].title == "The table: T5RelativeBias"  # the code span mkdocs-jupyter dropped
 
 
 def _png(width, height) -> bytes:

@@ -1,0 +1,991 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Rotary position embedding (RoPE)
+#
+# An absolute encoding added to the tokens puts positions into the attention
+# score, but as $m$ and $n$ separately, not as their distance. Su et al. (2021)
+# turned the wish around: write down the property the score should have, that it
+# depends on the positions only through $m - n$, and solve for the encoding. The
+# answer is to rotate the query and the key, pair of features by pair of features,
+# by angles proportional to their positions. This chapter derives that rotation,
+# first in two dimensions with complex numbers and then in $d$; checks the
+# elementwise form that every library computes against an explicit matrix; builds
+# the permutation between the two pairings in use and shows why converted Llama
+# checkpoints permute their projection weights; covers partial rotation;
+# reproduces the paper's long-term decay figure and says what it does and does not
+# show; and rebuilds the Meta and Hugging Face code with `posenc`.
+
+# %% [markdown] lang="ja"
+# # 回転位置埋め込み（RoPE）
+#
+# トークンに足す絶対位置のエンコーディングは、アテンションスコアに位置を持ち込みます。
+# ただし持ち込まれるのは $m$ と $n$ の組であって、その差ではありません。
+# Su ら (2021) は発想を逆にしました。
+# まずスコアが満たすべき性質、つまり位置には $m - n$ を通してだけ依存することを書き下し、
+# それを満たすエンコーディングを解として求めたのです。
+# 答えは、クエリとキーを次元のペアごとに、位置に比例する角度だけ回転させることでした。
+# この章では、その回転をまず複素数を使って 2 次元で導き、次に $d$ 次元へ広げます。
+# どのライブラリも計算している成分ごとの式を、明示的に作った行列と照らし合わせます。
+# 実際に使われている 2 通りのペアの組み方の間の置換を作り、
+# Llama の変換済みチェックポイントが射影の重みを並べ替えている理由を示します。
+# 部分回転も扱います。
+# 論文の長距離減衰の図を再現し、その図が何を示し、何を示さないかを述べます。
+# 最後に、Meta と Hugging Face のコードを `posenc` で再現します。
+
+# %%
+import cmath
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from torch.testing import assert_close
+
+from posenc import RotaryEmbedding, apply_rope, attention, rope_frequencies, sinusoidal
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+f64 = torch.float64
+
+# %% [markdown] lang="en"
+# ## The requirement
+#
+# Let $q$ be the query of the token at position $m$ and $k$ the key of the token at
+# position $n$, after their projections. With an encoding added to the input
+# (chapter 1), the score $q \cdot k$ contains the term $PE(m)^\top W_Q^\top W_K\, PE(n)$,
+# which depends on $m$ and $n$ separately: moving both tokens along the sequence
+# changes it. RoFormer asks instead for a map $f$ that puts the position into each
+# vector such that
+# $$\langle f(q, m), f(k, n)\rangle = g(q, k, m-n)$$
+# for some function $g$: the score sees the two vectors and their distance, and
+# nothing else about where they are. The cell below shows the problem: with an
+# added encoding, the pairs $(m, n) = (5, 0)$ and $(105, 100)$, both at distance $5$,
+# get different scores.
+
+# %% [markdown] lang="ja"
+# ## 求める性質
+#
+# 位置 $m$ のトークンのクエリを $q$、位置 $n$ のトークンのキーを $k$ とします（どちらも射影の後です）。
+# 入力に位置エンコーディングを足す方式（第 1 章）では、スコア $q \cdot k$ に
+# $PE(m)^\top W_Q^\top W_K\, PE(n)$ という項が含まれます。
+# この項は $m$ と $n$ のそれぞれに依存するので、2 つのトークンを系列の中で一緒にずらすと値が変わります。
+# RoFormer は、そのかわりに、各ベクトルに位置を書き込む写像 $f$ であって、
+# ある関数 $g$ について
+# $$\langle f(q, m), f(k, n)\rangle = g(q, k, m-n)$$
+# を満たすものを求めます。
+# スコアが見るのは 2 つのベクトルとその距離だけで、それ以外の位置の情報は見ない、ということです。
+# 次のセルで問題を確かめます。位置エンコーディングを足す方式では、
+# どちらも距離 $5$ のペア $(m, n) = (5, 0)$ と $(105, 100)$ のスコアが異なります。
+
+# %%
+d = 64
+x_m, x_n = torch.randn(2, d, dtype=f64)  # two token embeddings
+w_q, w_k = (torch.randn(d, d, dtype=f64) / math.sqrt(d) for _ in range(2))
+
+
+def additive_score(m, n):  # (W_Q (x + PE(m))) . (W_K (x + PE(n)))
+    pe = sinusoidal(torch.tensor([m, n]), d, dtype=f64)
+    return (w_q @ (x_m + pe[0])) @ (w_k @ (x_n + pe[1]))
+
+
+s_near, s_far = additive_score(5, 0), additive_score(105, 100)
+assert abs(s_near - s_far) > 0.1
+print(f"score(5, 0) = {s_near:.3f}, score(105, 100) = {s_far:.3f}", end="")
+
+# %% [markdown] lang="en"
+# ## Two dimensions: a complex number times a phase
+#
+# Start with $d = 2$ and identify the vector $q = (q_1, q_2)$ with the complex number
+# $q_1 + \mathrm{i}\,q_2$, using the same letter for both. The dot product is the real
+# part of a product with a conjugate:
+# $$\langle q, k\rangle = q_1 k_1 + q_2 k_2 = \mathrm{Re}\big[q\,\overline{k}\big]$$
+# RoFormer asks for slightly more than the equation above: that the whole complex
+# number $f(q, m)\,\overline{f(k, n)}$, whose real part is the score, depend only on
+# $q$, $k$ and $m - n$, and that position $0$ change nothing, $f(q, 0) = q$. Write
+# everything in polar form, $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$ and
+# $q = |q|\, e^{\mathrm{i}\phi_q}$.
+#
+# - **Norms.** The modulus $\rho(q, m)\,\rho(k, n)$ may depend on the positions only
+#   through $m - n$, so for $m = n$ it equals its value at $m = n = 0$:
+#   $\rho(q, m)\,\rho(k, m) = |q|\,|k|$. With $k = q$ this gives $\rho(q, m) = |q|$: the
+#   encoding must not change norms.
+# - **Angles.** The argument $\Phi(q, m) - \Phi(k, n)$ may depend on the positions only
+#   through $m - n$. For $m = n$ it equals its value at $0$, $\phi_q - \phi_k$, so
+#   $\Phi(q, m) - \phi_q = \Phi(k, m) - \phi_k$: every vector, whichever it is, turns by
+#   the same angle $\varphi(m)$. Then $\varphi(m) - \varphi(n)$ may depend only on
+#   $m - n$; in particular $\varphi(m+1) - \varphi(m)$ is the same constant $\theta$ for
+#   every $m$. Since $f(q, 0) = q$ means $\varphi(0) = 0$, the angle is $\varphi(m) = m\theta$.
+#
+# Hence
+# $$f(q, m) = |q|\,e^{\mathrm{i}(\phi_q + m\theta)} = q\,e^{\mathrm{i}m\theta}$$
+# and the score is
+# $$\mathrm{Re}\big[f(q, m)\,\overline{f(k, n)}\big] = \mathrm{Re}\big[q\,\overline{k}\,e^{\mathrm{i}(m-n)\theta}\big]$$
+# a function of $q$, $k$ and $m - n$, as required. Multiplying by $e^{\mathrm{i}m\theta}$
+# is the rotation by the angle $m\theta$, counter-clockwise:
+# $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
+# The cell below checks each step with `torch` complex tensors. It also shows that
+# the linearity of the angle is forced: a quadratic angle $\varphi(m) = \theta m^2$
+# gives different products at the same distance. A constant offset,
+# $\varphi(m) = m\theta + \gamma$, would cancel in the product; only $f(q, 0) = q$
+# rules it out.
+
+# %% [markdown] lang="ja"
+# ## 2 次元：複素数に位相を掛ける
+#
+# まず $d = 2$ とし、ベクトル $q = (q_1, q_2)$ を複素数 $q_1 + \mathrm{i}\,q_2$ と同一視します。
+# 両者に同じ文字を使います。内積は、共役との積の実部です。
+# $$\langle q, k\rangle = q_1 k_1 + q_2 k_2 = \mathrm{Re}\big[q\,\overline{k}\big]$$
+# RoFormer は前節の式より少しだけ強いことを求めます。
+# スコアを実部に持つ複素数 $f(q, m)\,\overline{f(k, n)}$ 全体が $q$、$k$、$m - n$ だけで決まること、
+# そして位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ です。
+# すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
+#
+# - **ノルム。** 絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ を通してしか依存できません。
+#   そのため $m = n$ なら $m = n = 0$ のときの値に等しく、$\rho(q, m)\,\rho(k, m) = |q|\,|k|$ です。
+#   $k = q$ とすると $\rho(q, m) = |q|$ が出ます。エンコーディングはノルムを変えてはいけません。
+# - **角度。** 偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ を通してしか依存できません。
+#   $m = n$ なら $0$ のときの値 $\phi_q - \phi_k$ に等しいので、$\Phi(q, m) - \phi_q = \Phi(k, m) - \phi_k$ です。
+#   つまり、どのベクトルであっても、同じ角度 $\varphi(m)$ だけ回ります。
+#   すると $\varphi(m) - \varphi(n)$ も $m - n$ にしか依存できません。
+#   特に $\varphi(m+1) - \varphi(m)$ はどの $m$ でも同じ定数 $\theta$ です。
+#   $f(q, 0) = q$ は $\varphi(0) = 0$ を意味するので、角度は $\varphi(m) = m\theta$ と決まります。
+#
+# したがって
+# $$f(q, m) = |q|\,e^{\mathrm{i}(\phi_q + m\theta)} = q\,e^{\mathrm{i}m\theta}$$
+# で、スコアは
+# $$\mathrm{Re}\big[f(q, m)\,\overline{f(k, n)}\big] = \mathrm{Re}\big[q\,\overline{k}\,e^{\mathrm{i}(m-n)\theta}\big]$$
+# となります。求めたとおり、$q$、$k$、$m - n$ の関数です。
+# $e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
+# $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
+# 次のセルでは、各段階を `torch` の複素数テンソルで確かめます。
+# 角度が線形であることが強制されることも示します。
+# 2 次の角度 $\varphi(m) = \theta m^2$ では、同じ距離でも積が変わってしまいます。
+# 定数のずれ $\varphi(m) = m\theta + \gamma$ は積の中で打ち消し合うので、
+# それを除くのは $f(q, 0) = q$ という条件だけです。
+
+# %%
+q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as complex numbers
+q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), (k_1, k_2)
+assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
+
+theta = 0.3
+
+
+def rot(phi):  # R(phi), counter-clockwise
+    return torch.tensor(
+        [[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]], dtype=f64
+    )
+
+
+def f(x, m, phase=lambda m: m * theta):  # x e^{i phase(m)}
+    return x * torch.polar(torch.tensor(1.0, dtype=f64), torch.tensor(phase(m), dtype=f64))
+
+
+for m, n in [(0, 0), (3, 1), (7, 10), (100, -4)]:
+    assert_close(f(q, m) * f(k, n).conj(), q * k.conj() * cmath.exp(1j * (m - n) * theta))
+    for s in (1, 25, -60):  # same distance, same complex product, same score
+        assert_close(f(q, m + s) * f(k, n + s).conj(), f(q, m) * f(k, n).conj())
+    assert_close(torch.view_as_real(f(q, m)), rot(m * theta) @ q_vec)  # q e^{imθ} = R(mθ) q
+    assert_close(f(q, m).abs(), q.abs())  # norms unchanged: rho(q, m) = |q|
+assert_close(f(q, 0), q)  # f(q, 0) = q
+
+
+def quadratic(m):  # an angle that is not linear in m
+    return theta * m**2
+
+
+assert not torch.allclose(
+    f(q, 3, quadratic) * f(k, 1, quadratic).conj(), f(q, 5, quadratic) * f(k, 3, quadratic).conj()
+)
+
+
+def offset(m):  # a constant offset cancels in the product...
+    return m * theta + 0.4
+
+
+assert_close(f(q, 3, offset) * f(k, 1, offset).conj(), f(q, 5) * f(k, 3).conj())
+assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
+
+# %% [markdown] lang="en"
+# ## $d$ dimensions: one rotation per pair
+#
+# For $d$ features (even), RoFormer splits the vector into $d/2$ pairs, pair $i$ being
+# the features $2i$ and $2i+1$, and rotates each pair as in two dimensions, with its
+# own angle per position $\theta_i$:
+# $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
+# for $i = 0, 1, \dots, d/2-1$, and $f(q, m) = R_m\, q$. These are the frequencies of
+# the sinusoidal encoding of chapter 1: wavelengths from $2\pi$ up to just below
+# $10000 \cdot 2\pi$ positions (`base` replaces $10000$ in `posenc`).
+# `rope_frequencies(d)` returns the $\theta_i$.
+#
+# The score needs care with the transposition. Each block satisfies
+# $R(\alpha)^\top = R(-\alpha)$ and $R(\alpha)\,R(\beta) = R(\alpha+\beta)$, so
+# $R_m^\top = R_{-m}$ and $R_m^\top R_n = R_{n-m}$:
+# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
+# The matrix in the middle is $R_{n-m}$, not $R_{m-n}$. Both give the same
+# dependence on the distance, but they are different numbers: $q^\top R_{n-m}\, k$ and
+# $q^\top R_{m-n}\, k$ are the scores of the query at $m$ with the key at $n$ and of the
+# query at $n$ with the key at $m$. Pair by pair, with the complex view of the last
+# section,
+# $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
+# The cell below builds $R_m$ as an explicit block-diagonal matrix and checks each
+# equation, including that the wrong sign gives a different score.
+
+# %% [markdown] lang="ja"
+# ## $d$ 次元：ペアごとに 1 つの回転
+#
+# 次元が $d$ 個（偶数）のとき、RoFormer はベクトルを $d/2$ 組のペアに分けます。
+# ペア $i$ は次元 $2i$ と $2i+1$ です。各ペアを 2 次元のときと同じように回転させますが、
+# 1 位置あたりの角度 $\theta_i$ はペアごとに異なります。
+# $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
+# ここで $i = 0, 1, \dots, d/2-1$ で、$f(q, m) = R_m\, q$ です。
+# これは第 1 章の正弦波位置エンコーディングと同じ周波数で、
+# 波長は $2\pi$ から $10000 \cdot 2\pi$ 位置の少し手前までです（`posenc` では `base` が $10000$ の代わりになります）。
+# `rope_frequencies(d)` が $\theta_i$ を返します。
+#
+# スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
+# $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$ です。
+# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
+# 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。
+# どちらも距離だけに依存する点は同じですが、値は異なります。
+# $q^\top R_{n-m}\, k$ は位置 $m$ のクエリと位置 $n$ のキーのスコアで、
+# $q^\top R_{m-n}\, k$ は位置 $n$ のクエリと位置 $m$ のキーのスコアです。
+# 前節の複素数の見方でペアごとに書くと、次のようになります。
+# $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
+# 次のセルでは、$R_m$ を明示的なブロック対角行列として作り、それぞれの式を確かめます。
+# 符号を間違えるとスコアが変わることも確かめます。
+
+# %%
+d = 16
+thetas = rope_frequencies(d)  # float32, as every library forms them
+theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)  # θ_i = 10000^(-2i/d)
+assert_close(thetas.double(), theta_exact, rtol=1e-6, atol=0)  # float32 rounding
+sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # chapter 1: sin(ω_i)
+assert_close(sin_at_1.asin(), theta_exact)  # the same frequencies
+thetas = thetas.double()
+
+
+def rope_matrix(m):  # R_m, block-diagonal, pairs (2i, 2i+1)
+    return torch.block_diag(*(rot(m * t) for t in thetas.tolist()))
+
+
+def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
+    return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
+
+
+q, k = torch.randn(2, d, dtype=f64)
+for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
+    r_m, r_n = rope_matrix(m), rope_matrix(n)
+    assert_close(r_m.T, rope_matrix(-m))  # R_m^T = R_{-m}
+    assert_close(r_m.T @ r_n, rope_matrix(n - m))  # R_m^T R_n = R_{n-m}
+    score = (r_m @ q) @ (r_n @ k)  # <R_m q, R_n k>
+    assert_close(score, q @ r_m.T @ r_n @ k)  # = q^T R_m^T R_n k
+    assert_close(score, q @ rope_matrix(n - m) @ k)  # = q^T R_{n-m} k
+    assert not torch.isclose(score, q @ rope_matrix(m - n) @ k)  # R_{m-n}: another score
+    phases = torch.exp(1j * (m - n) * thetas)
+    assert_close(score, (to_complex(q) * to_complex(k).conj() * phases).sum().real)
+
+# %% [markdown] lang="en"
+# ## Without the matrix: two elementwise products
+#
+# $R_m$ has $d^2$ entries but only $2d$ of them differ from $0$, so no library builds it.
+# Pair $i$ maps $(x_{2i}, x_{2i+1})$ to
+# $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$,
+# which for all pairs at once is (RoFormer, eq. 34)
+# $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
+# a copy of $x$ with each pair swapped and one sign flipped, and two elementwise
+# products with tables of cosines and sines that depend only on the positions.
+# `apply_rope(x, positions, layout="interleaved")` computes this; `positions` holds
+# one position per vector and broadcasts against `x.shape[:-1]`. The cell below
+# compares it with the explicit matrix of the last section and with the formula.
+
+# %% [markdown] lang="ja"
+# ## 行列を使わずに：成分ごとの積 2 つ
+#
+# $R_m$ の成分は $d^2$ 個ありますが、$0$ でないのは $2d$ 個だけです。そのため、どのライブラリもこの行列を作りません。
+# ペア $i$ は $(x_{2i}, x_{2i+1})$ を
+# $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$ に移します。
+# すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
+# $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
+# 必要なのは、各ペアを入れ替えて片方の符号を反転した $x$ のコピーと、
+# 位置だけで決まる余弦と正弦の表との、成分ごとの積 2 つだけです。
+# `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
+# `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
+# 次のセルでは、前節の明示的な行列、およびこの式と比べます。
+
+# %%
+x = torch.randn(5, d, dtype=f64)  # five vectors
+pos = torch.tensor([0, 1, 9, 250, 4096])  # one position per vector
+out = apply_rope(x, pos, layout="interleaved")
+by_matrix = torch.stack([rope_matrix(p) @ v for p, v in zip(pos.tolist(), x, strict=True)])
+assert_close(out, by_matrix)
+
+angles = pos[:, None].double() * thetas  # (5, d/2): m θ_i
+cos, sin = angles.cos().repeat_interleave(2, -1), angles.sin().repeat_interleave(2, -1)
+swapped = torch.stack([-x[:, 1::2], x[:, 0::2]], dim=-1).flatten(-2)  # (-x1, x0, -x3, x2, ...)
+assert_close(out, x * cos + swapped * sin)
+assert (rope_matrix(3) != 0).sum() == 2 * d  # 2d non-zero entries out of d^2
+
+# %% [markdown] lang="en"
+# The figure shows the cosine of the angle $m\theta_i$ for a head of size $d = 128$,
+# pair $i$ against position $m$. The first pairs turn fast: pair $0$ completes a turn
+# every 6.28 positions. Down the rows the turns slow, and the last pair, with a
+# wavelength of 54410 positions, has turned by only 0.0294 radians at $m = 255$: over
+# this range it barely moves. A query and a key compare their distance through all
+# these clocks at once, fast ones for short distances and slow ones for long.
+
+# %% [markdown] lang="ja"
+# 下の図は、ヘッドの次元数が $d = 128$ のときの角度 $m\theta_i$ の余弦です。縦軸がペア $i$、横軸が位置 $m$ です。
+# 最初のペアは速く回り、ペア $0$ は 6.28 位置ごとに 1 周します。
+# 下の行ほど回転は遅くなり、最後のペアは波長が 54410 位置あるので、
+# $m = 255$ でも 0.0294 ラジアンしか回っていません。この範囲ではほとんど動きません。
+# クエリとキーは、これらの時計をすべて同時に使って距離を比べます。
+# 速い時計は短い距離を、遅い時計は長い距離を受け持ちます。
+
+# %%
+d_head = 128
+theta_head = rope_frequencies(d_head).double()
+m = torch.arange(256).double()
+lam = 2 * math.pi / theta_head
+assert math.isclose(lam[0], 2 * math.pi) and lam[-1] < 10000 * 2 * math.pi
+print(
+    f"wavelength of pair 0: {lam[0]:.2f}, of pair {d_head // 2 - 1}: {lam[-1]:.0f}\n"
+    f"angle of pair {d_head // 2 - 1} at m = 255: {255 * theta_head[-1]:.4f}",
+    end="",
+)
+
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+im = ax.imshow(
+    torch.cos(theta_head[:, None] * m),
+    aspect="auto",
+    cmap="RdBu_r",
+    vmin=-1,
+    vmax=1,
+    interpolation="nearest",
+)
+ax.set(xlabel="$m$", ylabel="$i$")
+ax.grid(False)
+fig.colorbar(im, ax=ax, label=r"$\cos(m\theta_i)$")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Two pairings: interleaved and half
+#
+# Which two features form a pair is a convention, and two are in use.
+#
+# - `interleaved` pairs $2i$ with $2i+1$, as above: RoFormer, GPT-J, Meta's original
+#   Llama code, torchtune.
+# - `half` pairs $i$ with $i + d/2$: GPT-NeoX and Hugging Face's `rotate_half`. The
+#   swapped copy is then $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ and the
+#   tables are $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ written twice, one
+#   after the other: two slices and a concatenation, with no strided access.
+#
+# Pair $i$ turns by $m\theta_i$ in both; only the addresses of its two features
+# differ. So the two are the same rotation up to a fixed permutation of the features.
+# Let
+# $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
+# and let $\Pi$ be the permutation matrix with $(\Pi x)_j = x_{\pi_j}$ (in code,
+# `x[..., perm]`). $\Pi x$ puts the partners $i$ and $i + d/2$ next to each other, the
+# interleaved rotation turns them, and $\Pi^\top$ puts them back:
+# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
+# The cell builds $\pi$ and its inverse, checks
+# `apply_rope(x, layout="half") == apply_rope(x[..., perm], layout="interleaved")[..., inv_perm]`,
+# reads the matrix of the `half` rotation off `apply_rope` (applied to the identity
+# matrix, whose rows are the basis vectors) and compares it with $\Pi^\top R_m\, \Pi$.
+# It also checks the `rotate_half` form, and that the two layouts give different
+# results on the same vector: a model trained with one cannot be run with the other.
+
+# %% [markdown] lang="ja"
+# ## 2 通りのペアの組み方：インターリーブ配置と半分割配置
+#
+# どの 2 つの次元をペアにするかは取り決めの問題で、2 通りが使われています。
+#
+# - `interleaved` は、ここまでのように $2i$ と $2i+1$ を組にします（インターリーブ配置）。
+#   RoFormer、GPT-J、Meta のオリジナルの Llama のコード、torchtune がこちらです。
+# - `half` は $i$ と $i + d/2$ を組にします（半分割配置）。GPT-NeoX と Hugging Face の `rotate_half` がこちらです。
+#   入れ替えたコピーは $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ になり、
+#   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたものになります。
+#   必要なのは 2 つのスライスと連結だけで、飛び飛びのアクセスがありません。
+#
+# どちらでもペア $i$ は $m\theta_i$ だけ回ります。違うのは 2 つの次元の置き場所だけです。
+# したがって 2 つは、次元の固定の置換を除いて同じ回転です。
+# $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
+# とし、$(\Pi x)_j = x_{\pi_j}$ となる置換行列を $\Pi$ とします（コードでは `x[..., perm]`）。
+# $\Pi x$ は相手同士の $i$ と $i + d/2$ を隣に並べ、インターリーブ配置の回転がそれを回し、
+# $\Pi^\top$ が元の場所に戻します。
+# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
+# 次のセルでは $\pi$ とその逆置換を作り、
+# `apply_rope(x, layout="half") == apply_rope(x[..., perm], layout="interleaved")[..., inv_perm]`
+# を確かめます。
+# さらに `half` の回転の行列を `apply_rope` から読み取り（単位行列に適用します。その各行が基底ベクトルです）、
+# $\Pi^\top R_m\, \Pi$ と比べます。
+# `rotate_half` の形も確かめ、同じベクトルに対して 2 つの配置が異なる結果を出すことも確かめます。
+# 片方で学習したモデルを、もう片方で動かすことはできません。
+
+# %%
+h = d // 2
+perm = torch.stack([torch.arange(h), torch.arange(h) + h], dim=-1).flatten()  # 0, h, 1, h+1, ...
+inv_perm = torch.argsort(perm)  # 0, 2, 4, ..., 1, 3, 5, ...
+assert perm.tolist()[:4] == [0, h, 1, h + 1] and inv_perm.tolist()[: h + 1] == [*range(0, d, 2), 1]
+
+x = torch.randn(3, 7, d, dtype=f64)
+pos = torch.arange(7) * 13
+half = apply_rope(x, pos, layout="half")
+assert_close(half, apply_rope(x[..., perm], pos, layout="interleaved")[..., inv_perm])
+
+big_pi = torch.eye(d, dtype=f64)[perm]  # (Pi x)_j = x_{pi_j}
+eye = torch.eye(d, dtype=f64)
+for p in (1, 5, 300):
+    r_half = apply_rope(eye, torch.tensor(p), layout="half").T  # columns: images of e_j
+    assert_close(r_half, big_pi.T @ rope_matrix(p) @ big_pi)  # R^half_m = Pi^T R_m Pi
+
+
+def rotate_half(x):  # Hugging Face / GPT-NeoX
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+angles = pos[:, None].double() * thetas  # (7, d/2)
+cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # (7, d)
+assert_close(half, x * cos + rotate_half(x) * sin)
+assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
+
+# %% [markdown] lang="en"
+# ## Why converted Llama checkpoints permute $W_Q$ and $W_K$
+#
+# Meta trained Llama with the interleaved pairing. Hugging Face's Llama code, which
+# descends from its GPT-NeoX code, uses `rotate_half`. Rather than change the code,
+# `convert_llama_weights_to_hf.py` permutes the weights: within every head it
+# reorders the output rows of $W_Q$ and $W_K$ (not $W_V$) to
+# $(0, 2, 4, \dots, d-2, 1, 3, \dots, d-1)$, which is $\pi^{-1}$:
+# $$W_Q^{\text{HF}} = \Pi^\top W_Q, \qquad W_K^{\text{HF}} = \Pi^\top W_K$$
+# per head. Then $q^{\text{HF}} = \Pi^\top q$, and since $R^{\text{half}}_m\, \Pi^\top = \Pi^\top R_m$
+# and $\Pi\,\Pi^\top = I$,
+# $$\big(R^{\text{half}}_m\, \Pi^\top q\big)^\top \big(R^{\text{half}}_n\, \Pi^\top k\big) = \big(\Pi^\top R_m\, q\big)^\top \big(\Pi^\top R_n\, k\big) = q^\top R_m^\top R_n\, k$$
+# Every score is exactly the original one, so the converted model computes the same
+# function. The script's helper is one line,
+# `w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)`:
+# the `view` splits each head's rows into (pair, member of the pair) and the
+# `transpose` lists all first members before all second members. The cell applies
+# it to random Meta-layout weights with four query heads and two key/value heads
+# (grouped-query attention, where the keys are permuted with the key heads' count),
+# and checks that scores and attention outputs agree to rounding error, and that
+# skipping the permutation does not.
+
+# %% [markdown] lang="ja"
+# ## Llama の変換済みチェックポイントが $W_Q$ と $W_K$ を並べ替える理由
+#
+# Meta はインターリーブ配置で Llama を学習しました。
+# 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
+# `convert_llama_weights_to_hf.py` は、コードを変えるかわりに重みを並べ替えます。
+# ヘッドごとに、$W_Q$ と $W_K$ の出力側の行を（$W_V$ は並べ替えません）
+# $(0, 2, 4, \dots, d-2, 1, 3, \dots, d-1)$ の順に並べ直すのです。これは $\pi^{-1}$ です。
+# $$W_Q^{\text{HF}} = \Pi^\top W_Q, \qquad W_K^{\text{HF}} = \Pi^\top W_K$$
+# これがヘッドごとに行われます。すると $q^{\text{HF}} = \Pi^\top q$ で、
+# $R^{\text{half}}_m\, \Pi^\top = \Pi^\top R_m$ と $\Pi\,\Pi^\top = I$ から次が成り立ちます。
+# $$\big(R^{\text{half}}_m\, \Pi^\top q\big)^\top \big(R^{\text{half}}_n\, \Pi^\top k\big) = \big(\Pi^\top R_m\, q\big)^\top \big(\Pi^\top R_n\, k\big) = q^\top R_m^\top R_n\, k$$
+# どのスコアも元の値とまったく同じなので、変換後のモデルは同じ関数を計算します。
+# スクリプトの補助関数は
+# `w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)` の 1 行です。
+# `view` が各ヘッドの行を（ペア、ペアの何番目か）に分け、
+# `transpose` がペアの 1 番目をすべて並べてから 2 番目をすべて並べます。
+# 次のセルでは、クエリのヘッドが 4 つ、キーとバリューのヘッドが 2 つ
+# （グループ化クエリアテンション。キーはキーのヘッド数で並べ替えます）のランダムな Meta 配置の重みにこれを適用します。
+# スコアとアテンションの出力が丸め誤差の範囲で一致すること、並べ替えを省くと一致しないことを確かめます。
+
+# %%
+d_model, n_heads, n_kv, d_h, seq = 32, 4, 2, 8, 6
+
+
+def permute(w, n_heads, dim1=d_model, dim2=d_model):  # convert_llama_weights_to_hf.py
+    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+
+
+w_q = torch.randn(n_heads * d_h, d_model, dtype=f64)  # Meta layout (rows = outputs)
+w_k, w_v = torch.randn(2, n_kv * d_h, d_model, dtype=f64)
+w_q_hf, w_k_hf = permute(w_q, n_heads), permute(w_k, n_kv, dim1=n_kv * d_h)
+
+inv_perm_h = torch.argsort(
+    torch.stack([torch.arange(d_h // 2), torch.arange(d_h // 2) + d_h // 2], -1).flatten()
+)
+rows_reordered = w_q.view(n_heads, d_h, d_model)[:, inv_perm_h].reshape_as(w_q)
+assert torch.equal(w_q_hf, rows_reordered)  # Pi^T W_Q, head by head
+
+
+def heads(x, w, n):  # (seq, d_model) -> (n, seq, d_h)
+    return (x @ w.T).view(seq, n, d_h).transpose(0, 1)
+
+
+def scores_and_output(w_q, w_k, layout):
+    q = apply_rope(heads(tokens, w_q, n_heads), positions, layout=layout)
+    k = apply_rope(heads(tokens, w_k, n_kv), positions, layout=layout)
+    k = k.repeat_interleave(n_heads // n_kv, dim=0)  # each key head serves two query heads
+    v = heads(tokens, w_v, n_kv).repeat_interleave(n_heads // n_kv, dim=0)
+    return q @ k.transpose(-1, -2), attention(q, k, v, causal=True)
+
+
+tokens = torch.randn(seq, d_model, dtype=f64)
+positions = torch.arange(seq) + 10
+s_meta, out_meta = scores_and_output(w_q, w_k, "interleaved")  # Meta: interleaved
+s_hf, out_hf = scores_and_output(w_q_hf, w_k_hf, "half")  # Hugging Face: permuted weights, half
+assert_close(s_hf, s_meta)
+assert_close(out_hf, out_meta)
+assert (s_hf - s_meta).abs().max() < 1e-12
+s_wrong, _ = scores_and_output(w_q, w_k, "half")  # Meta weights with rotate_half: wrong
+assert not torch.allclose(s_wrong, s_meta)
+print(
+    f"max |score difference|, permuted: below {1e-12:.0e}, "
+    f"not permuted: {(s_wrong - s_meta).abs().max():.1f}",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## Partial rotation
+#
+# Nothing requires every feature to be rotated. GPT-NeoX rotates only the first
+# `rotary_pct` of each head and passes the rest through; GPT-J does the same with
+# `rotary_dim`. Split a head into $x = (x_{\text{rot}}, x_{\text{pass}})$, with $r$
+# rotated features. Then the rotated part gets the frequencies of an $r$-dimensional
+# RoPE, $\theta_i = 10000^{-2i/r}$, and the score splits into a relative term and a
+# term that carries no position at all:
+# $$\langle f(q, m), f(k, n)\rangle = q_{\text{rot}}^\top R_{n-m}\, k_{\text{rot}} + q_{\text{pass}}^\top k_{\text{pass}}$$
+# GPT-NeoX-20B has heads of 96 features and `rotary_pct = 0.25`, so it rotates 24.
+# In `posenc` this is `apply_rope(x, positions, rotary_dim=24)`, and `RotaryEmbedding(24)`
+# applied to heads of 96. With `half`, the pairs are $i$ and $i + r/2$ within the
+# rotated part. The cell checks that the last 72 features come out unchanged, that
+# the first 24 are a 24-dimensional RoPE, and the split of the score.
+
+# %% [markdown] lang="ja"
+# ## 部分回転
+#
+# すべての次元を回転させる必要はありません。GPT-NeoX は各ヘッドの先頭 `rotary_pct` の割合だけを回転させ、
+# 残りはそのまま通します。GPT-J も `rotary_dim` で同じことをします。
+# ヘッドを $x = (x_{\text{rot}}, x_{\text{pass}})$ に分け、回転させる次元を $r$ 個とします。
+# 回転部分には $r$ 次元の RoPE の周波数 $\theta_i = 10000^{-2i/r}$ が使われ、
+# スコアは相対位置の項と、位置をまったく含まない項に分かれます。
+# $$\langle f(q, m), f(k, n)\rangle = q_{\text{rot}}^\top R_{n-m}\, k_{\text{rot}} + q_{\text{pass}}^\top k_{\text{pass}}$$
+# GPT-NeoX-20B のヘッドは 96 次元で、`rotary_pct = 0.25` なので、回転させるのは 24 次元です。
+# `posenc` では `apply_rope(x, positions, rotary_dim=24)` で、
+# 96 次元のヘッドに `RotaryEmbedding(24)` を適用しても同じです。
+# `half` では、回転部分の中で $i$ と $i + r/2$ がペアになります。
+# 次のセルでは、後ろの 72 次元が変わらずに出てくること、先頭の 24 次元には 24 次元の RoPE がかかっていること、
+# そしてスコアの分解を確かめます。
+
+# %%
+head, rotary_pct = 6144 // 64, 0.25  # GPT-NeoX-20B: hidden size 6144, 64 heads
+r = int(head * rotary_pct)
+print(f"rotated features: {r} of {head}", end="")
+q, k = torch.randn(2, 5, head, dtype=f64)
+pos = torch.tensor([0, 3, 17, 64, 1000])
+q_out = apply_rope(q, pos, rotary_dim=r)
+assert torch.equal(q_out[:, r:], q[:, r:])  # the passed features carry no position
+assert_close(q_out[:, :r], apply_rope(q[:, :r], pos))  # an r-dimensional RoPE
+
+theta_r = rope_frequencies(r).double()  # 10000^(-2i/r)
+assert_close(theta_r, 10000.0 ** (-2 * torch.arange(r // 2, dtype=f64) / r), rtol=1e-6, atol=0)
+q_rot = q[:, :r][:, torch.arange(r).view(2, -1).T.flatten()]  # half pairs -> adjacent
+k_rot = k[:, :r][:, torch.arange(r).view(2, -1).T.flatten()]
+k_out = apply_rope(k, pos, rotary_dim=r)
+for a in range(5):
+    for b in range(5):
+        rel = torch.block_diag(*(rot((pos[b] - pos[a]).item() * t) for t in theta_r.tolist()))
+        expected = q_rot[a] @ rel @ k_rot[b] + q[a, r:] @ k[b, r:]  # relative + position-free
+        assert_close(q_out[a] @ k_out[b], expected)
+
+module_q, module_k = RotaryEmbedding(r)(q, k, pos)  # heads larger than dim: partial rotation
+assert_close(module_q, q_out)
+assert_close(module_k, k_out)
+
+# %% [markdown] lang="en"
+# ## What the rotation guarantees
+#
+# Two properties follow from the rotation and are worth checking on the library
+# itself, with the default `half` layout and random vectors.
+#
+# - **Only the distance.** The score of a query at $m$ and a key at $n$ equals that at
+#   $m + s$ and $n + s$ for every shift $s$. Put the same query $q$ at every position
+#   $a$ and the same key $k$ at every position $b$: the matrix of scores
+#   $\langle f(q, a), f(k, b)\rangle$ is constant along each diagonal. Shifting every
+#   position of a sequence by the same amount therefore leaves the attention output
+#   unchanged: a sequence placed at positions 500 to 511 is attended to exactly as at
+#   0 to 11.
+# - **Norms.** Each $R(m\theta_i)$ is a rotation, so $\lVert R_m x \rVert = \lVert x \rVert$: RoPE never
+#   changes the norm of a query or a key, at any position.
+#
+# `RotaryEmbedding` is the module form for a model: `forward(q, k, positions)` returns
+# the rotated pair, equal to `apply_rope` on each, keeps a table of cosines and sines
+# that grows as larger positions arrive (not part of the `state_dict`), and accepts
+# fewer key heads than query heads.
+
+# %% [markdown] lang="ja"
+# ## 回転が保証すること
+#
+# 回転であることから 2 つの性質が導かれます。
+# 既定の `half` 配置とランダムなベクトルを使って、ライブラリそのもので確かめておく価値があります。
+#
+# - **距離だけ。** 位置 $m$ のクエリと位置 $n$ のキーのスコアは、どんなずれ $s$ についても、
+#   $m + s$ と $n + s$ でのスコアに等しくなります。
+#   同じクエリ $q$ をすべての位置 $a$ に、同じキー $k$ をすべての位置 $b$ に置くと、
+#   スコアの行列 $\langle f(q, a), f(k, b)\rangle$ は各対角線に沿って一定になります。
+#   したがって、系列のすべての位置を同じだけずらしてもアテンションの出力は変わりません。
+#   位置 500 から 511 に置いた系列は、位置 0 から 11 に置いたときとまったく同じようにアテンションを受けます。
+# - **ノルム。** 各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
+#   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
+#
+# `RotaryEmbedding` はモデルで使うためのモジュール版です。
+# `forward(q, k, positions)` は回転させたペアを返し、それぞれに `apply_rope` を適用した結果と一致します。
+# 大きな位置が来ると伸びる余弦と正弦の表を持ち（`state_dict` には含まれません）、
+# クエリよりキーのヘッドが少ない場合も受け付けます。
+
+# %%
+d = 64
+q, k = torch.randn(2, d, dtype=f64)
+
+
+def rope_score(m, n, **kw):
+    return apply_rope(q, torch.tensor(m), **kw) @ apply_rope(k, torch.tensor(n), **kw)
+
+
+for m, n in [(0, 0), (5, 0), (0, 5), (123, 77)]:
+    for s in (1, 1000, -50, 10**6):
+        assert_close(rope_score(m + s, n + s), rope_score(m, n))
+
+all_pos = torch.arange(32)
+table = apply_rope(q.expand(32, d), all_pos) @ apply_rope(k.expand(32, d), all_pos).T  # [a, b]
+for off in range(-31, 32):
+    diagonal = torch.diagonal(table, off)  # all pairs with b - a = off
+    assert_close(diagonal, diagonal[0].expand_as(diagonal))
+
+x = torch.randn(4, 10, d, dtype=f64)
+big_pos = torch.tensor([0, 1, 10, 10**3, 10**5, 10**6, 2**30, -7, 31, 1])
+assert_close(apply_rope(x, big_pos).norm(dim=-1), x.norm(dim=-1))  # ||R_m x|| = ||x||
+
+qs, ks, vs = torch.randn(3, 2, 12, d, dtype=f64)  # (heads, seq, d)
+seq_pos = torch.arange(12)
+out_0 = attention(apply_rope(qs, seq_pos), apply_rope(ks, seq_pos), vs, causal=True)
+out_s = attention(apply_rope(qs, seq_pos + 500), apply_rope(ks, seq_pos + 500), vs, causal=True)
+assert_close(out_s, out_0)  # a common shift leaves attention unchanged
+
+rope = RotaryEmbedding(d)
+q_gqa, k_gqa = torch.randn(2, 8, 300, d), torch.randn(2, 2, 300, d)  # (b, n_h, s, h_d), 2 KV heads
+pos_gqa = torch.arange(300)  # beyond the initial table: it grows
+q_rot, k_rot = rope(q_gqa, k_gqa, pos_gqa)
+assert_close(q_rot, apply_rope(q_gqa, pos_gqa))
+assert_close(k_rot, apply_rope(k_gqa, pos_gqa))
+assert len(rope.state_dict()) == 0
+
+# %% [markdown] lang="en"
+# ## Long-term decay: what the paper's bound shows
+#
+# RoFormer (§3.4.3) argues that RoPE makes scores decay with distance. Write
+# $r = m - n$ and $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that
+# the score is $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$. Summation by parts
+# (Abel's transformation) with the partial sums of the phases gives
+# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}, \quad h_{d/2} = 0$$
+# because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
+# The first factor depends on $q$ and $k$ and not on the distance; the paper plots the
+# second, averaged over $j$, against the distance:
+# $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
+# At $r = 0$ every phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, which is
+# 32.5 for $d = 128$. As $r$ grows, the fast phases point in all directions and the
+# partial sums stay short. The left panel reproduces the shape of the paper's Figure 2,
+# here for $d = 128$: it falls to 6.548 at $r = 250$, not monotonically but with ripples
+# (its smallest value in this range, 6.415, is at $r = 236$).
+#
+# What the figure does not show is that the scores decay. It is an upper bound, and a
+# loose one: for the random pair $q, k$ below, the bound is at least 204 times the
+# actual $|q^\top R_{n-m}\, k|$ at every distance up to 250. The scores of such a pair do
+# not decay at all: the largest $|q^\top R_{n-m}\, k|$ at distances $0$ to $50$ is 15.77,
+# and at $200$ to $250$ it is 16.39 (right panel, blue). Decay appears when $q$ and $k$
+# are aligned pair by pair: for $q = k = \mathbf{1}$ every $h_i = 2$ and the score is
+# $2\sum_i \cos(r\theta_i)$, twice the dot product $PE(m) \cdot PE(n)$ of the sinusoidal
+# encoding with the same frequencies (chapter 1). It falls from 128 with slow ripples
+# (orange). Whether a trained model's scores decay with distance depends on the
+# queries and keys it learns; the bound alone does not decide it.
+
+# %% [markdown] lang="ja"
+# ## 長距離減衰：論文の上界が示すもの
+#
+# RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています。
+# $r = m - n$ とし、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ と書くと、
+# スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
+# 位相の部分和を使って部分和分（アーベルの変換）を行うと、次の式が得られます。
+# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}, \quad h_{d/2} = 0$$
+# $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
+# 最初の因子は $q$ と $k$ で決まり、距離にはよりません。
+# 論文は 2 つ目の因子を $j$ について平均したものを、距離に対して描いています。
+# $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
+# $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
+# $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和は短いままになります。
+# 左の図は、論文の図 2 の形をここでは $d = 128$ について再現したものです。
+# $r = 250$ で 6.548 まで下がりますが、単調ではなく波打ちながら下がります
+# （この範囲での最小値は $r = 236$ での 6.415 です）。
+#
+# この図が示していないのは、スコアそのものが減衰することです。これは上界で、しかも緩い上界です。
+# 下のランダムなペア $q, k$ では、距離 250 までのどの距離でも、上界は実際の $|q^\top R_{n-m}\, k|$ の 204 倍以上あります。
+# このようなペアのスコアはまったく減衰しません。
+# 距離 $0$ から $50$ での $|q^\top R_{n-m}\, k|$ の最大値は 15.77、$200$ から $250$ では 16.39 です（右の図の青）。
+# 減衰が現れるのは、$q$ と $k$ がペアごとにそろっている場合です。
+# $q = k = \mathbf{1}$ ならすべての $h_i = 2$ で、スコアは $2\sum_i \cos(r\theta_i)$ になります。
+# これは、同じ周波数を持つ正弦波位置エンコーディングの内積 $PE(m) \cdot PE(n)$（第 1 章）のちょうど 2 倍です。
+# スコアは 128 から、ゆっくり波打ちながら下がります（オレンジ）。
+# 学習したモデルのスコアが距離とともに減衰するかどうかは、学習されたクエリとキーによって決まります。
+# 上界だけでは決まりません。
+
+# %%
+d = 128
+theta_d = rope_frequencies(d).double()
+dist = torch.arange(251)
+phases = torch.exp(1j * dist[:, None].double() * theta_d)  # (251, d/2): e^{i r θ_l}
+partial = torch.cumsum(phases, dim=-1)  # column j-1 holds S_j, j = 1..d/2
+relative_bound = partial.abs().mean(dim=-1)  # (1/(d/2)) sum_j |S_j|
+assert_close(relative_bound[0], torch.tensor((d / 2 + 1) / 2, dtype=f64))
+
+q, k = torch.randn(2, d, dtype=f64)
+h_i = to_complex(q) * to_complex(k).conj()  # (d/2,)
+h_ext = torch.cat([h_i, h_i.new_zeros(1)])  # h_{d/2} = 0
+s_prev = torch.cat([torch.zeros(251, 1, dtype=partial.dtype), partial], dim=-1)  # S_0 .. S_{d/2}
+assert_close(phases, s_prev[:, 1:] - s_prev[:, :-1])  # e^{i r θ_i} = S_{i+1} - S_i
+assert_close((h_i * phases).sum(-1), (partial * (h_ext[:-1] - h_ext[1:])).sum(-1))  # Abel
+
+zero = torch.tensor(0)
+k_0 = apply_rope(k, zero, layout="interleaved")  # the key at n = 0
+scores = apply_rope(q.expand(251, d), dist, layout="interleaved") @ k_0  # the query at m = r
+assert_close(scores, (h_i * phases).sum(-1).real)  # the score, pair by pair
+bound = (h_ext[1:] - h_ext[:-1]).abs().max() * partial.abs().sum(-1)
+assert (scores.abs() <= bound).all()
+ones = torch.ones(d, dtype=f64)
+ones_scores = apply_rope(ones.expand(251, d), dist, layout="interleaved") @ ones  # R_0 1 = 1
+pe_dot = sinusoidal(dist, d, dtype=f64) @ sinusoidal(zero[None], d, dtype=f64)[0]  # PE(r) . PE(0)
+assert_close(ones_scores, 2 * pe_dot, rtol=0, atol=1e-3)  # float32 θ_i against float64 ω_i
+assert ones_scores[200:].max() < ones_scores[0] / 2  # q = k = 1: the score falls
+
+print(
+    f"relative bound: r = 0: {relative_bound[0]:.1f}, r = 250: {relative_bound[250]:.3f}, "
+    f"min {relative_bound.min():.3f} at r = {int(relative_bound.argmin())}\n"
+    f"bound / |score| >= {(bound / scores.abs()).min():.0f}\n"
+    f"max |score|, r = 0..50: {scores[:51].abs().max():.2f}, r = 200..250: {scores[200:].abs().max():.2f}\n"
+    f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}",
+    end="",
+)
+
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
+ax_l.plot(dist, relative_bound, color="0.2")
+ax_l.set(xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$")
+ax_r.plot(dist, scores, lw=1, label=r"$q, k \sim \mathcal{N}(0, I)$")
+ax_r.plot(dist, ones_scores, lw=1.5, label=r"$q = k = \mathbf{1}$")
+ax_r.axhline(0, color="0.5", lw=0.8)
+ax_r.set(xlabel="$m-n$", ylabel=r"$q^\top R_{n-m}\, k$", title="$d = 128$")
+ax_r.legend(loc="upper right", fontsize="small")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## The libraries, rebuilt with posenc
+#
+# | | pairing | cosines and sines | angles formed in | partial rotation |
+# |---|---|---|---|---|
+# | Meta Llama (`llama/model.py`) | interleaved, as complex numbers | `freqs_cis` for `2 * max_seq_len` positions, built with the model | float32 (complex64); the rotation in float32, cast back | no |
+# | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32, autocast off; cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
+# | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | float32, the cache cast to bf16 when training in bf16 | `rotary_pct` |
+# | GPT-J (Hugging Face) | interleaved (`rotate_every_two`) | one table for all `max_position_embeddings` | float32 | `rotary_dim` |
+# | torchtune | interleaved | `cache` of shape `[max_seq_len, dim // 2, 2]`, a non-persistent buffer | float32; the rotation in float32, cast back | no |
+# | `posenc` | `layout="half"` or `"interleaved"` | `apply_rope`: computed per call; `RotaryEmbedding`: a table that grows on demand | float32, float64 for float64 input; the rotation likewise, cast back | `rotary_dim` |
+#
+# The cells below rebuild two of them. Meta's `apply_rotary_emb` views each pair as
+# one complex number and multiplies it by $e^{\mathrm{i}m\theta_i}$ from
+# `torch.polar`: the derivation above, literally. Its tensors are laid out
+# `(batch, seq, heads, head_dim)`, so the positions have shape `(seq, 1)` to broadcast
+# over the heads. Hugging Face's Llama takes `position_ids` of shape `(batch, seq)` and
+# unsqueezes its cosines at dimension 1 for tensors of shape `(batch, heads, seq, head_dim)`;
+# with `posenc` the same positions are passed as `position_ids[:, None, :]`, of shape
+# `(batch, 1, seq)`. Passing `(batch, seq)` as is raises a `ValueError`, except when
+# the batch size equals the number of heads: then it broadcasts, along the wrong axis,
+# and silently rotates by the wrong positions. The last check shows this.
+
+# %% [markdown] lang="ja"
+# ## 各ライブラリを posenc で再現する
+#
+# | | ペアの組み方 | 余弦と正弦 | 角度の計算精度 | 部分回転 |
+# |---|---|---|---|---|
+# | Meta Llama（`llama/model.py`） | インターリーブ配置（複素数として） | `freqs_cis` を `2 * max_seq_len` 位置ぶん、モデルの構築時に作る | float32（complex64）。回転も float32 で行い、元の型に戻す | なし |
+# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | 順伝播のたびに `inv_freq` から、与えられた `position_ids` について計算し直す | float32（autocast は無効）。回転の前に入力の型に変換する | 他のモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
+# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | float32。bf16 で学習するときはキャッシュを bf16 に変換する | `rotary_pct` |
+# | GPT-J（Hugging Face） | インターリーブ配置（`rotate_every_two`） | `max_position_embeddings` 位置ぶんの表を 1 つ | float32 | `rotary_dim` |
+# | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型に戻す | なし |
+# | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型に戻す | `rotary_dim` |
+#
+# 以下のセルで、このうち 2 つを再現します。
+# Meta の `apply_rotary_emb` は各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
+# 上の導出そのままです。
+# テンソルの並びは `(batch, seq, heads, head_dim)` なので、位置はヘッドの軸にブロードキャストされるよう形状 `(seq, 1)` にします。
+# Hugging Face の Llama は形状 `(batch, seq)` の `position_ids` を受け取り、
+# 形状 `(batch, heads, seq, head_dim)` のテンソルに合わせて余弦を次元 1 で `unsqueeze` します。
+# `posenc` では同じ位置を `position_ids[:, None, :]`、つまり形状 `(batch, 1, seq)` で渡します。
+# `(batch, seq)` のまま渡すと `ValueError` になります。
+# ただしバッチサイズがヘッド数と等しいときは例外で、間違った軸に沿ってブロードキャストされ、
+# 黙って間違った位置で回転してしまいます。最後の確認でこれを示します。
+
+
+# %%
+def meta_apply_rotary_emb(x, start_pos=0, base=10000.0):  # llama/model.py; x: (b, s, n_h, h_d)
+    b, s, n_h, h_d = x.shape
+    freqs = 1.0 / (base ** (torch.arange(0, h_d, 2)[: h_d // 2].float() / h_d))
+    t = torch.arange(start_pos, start_pos + s)
+    freqs_cis = torch.polar(torch.ones(s, h_d // 2), torch.outer(t, freqs).float())  # complex64
+    x_ = torch.view_as_complex(x.float().reshape(b, s, n_h, h_d // 2, 2))
+    return torch.view_as_real(x_ * freqs_cis[None, :, None, :]).flatten(3).type_as(x)
+
+
+x = torch.randn(2, 9, 4, 32)  # (b, s, n_h, h_d)
+start = 100  # a KV cache: the new tokens sit at positions 100..108
+meta = meta_apply_rotary_emb(x, start_pos=start)
+assert_close(meta, apply_rope(x, torch.arange(start, start + 9)[:, None], layout="interleaved"))
+
+
+def hf_llama_rope(x, position_ids, base=10000.0):  # modeling_llama.py; x: (b, n_h, s, h_d)
+    h_d = x.shape[-1]
+    inv_freq = 1.0 / (base ** (torch.arange(0, h_d, 2, dtype=torch.int64).float() / h_d))
+    freqs = position_ids[:, :, None].float() * inv_freq  # (b, s, h_d/2)
+    emb = torch.cat((freqs, freqs), dim=-1)  # (b, s, h_d)
+    cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)  # unsqueeze_dim=1: (b, 1, s, h_d)
+    return x * cos + rotate_half(x) * sin
+
+
+inv_freq_hf = 1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.int64).float() / 32))
+assert torch.equal(rope_frequencies(32), inv_freq_hf)  # to the last bit
+
+x = torch.randn(3, 4, 9, 32)  # (b, n_h, s, h_d)
+position_ids = torch.stack([torch.arange(9), torch.arange(9) + 5, torch.arange(9) + 2])  # (b, s)
+assert_close(hf_llama_rope(x, position_ids), apply_rope(x, position_ids[:, None, :]))
+try:
+    apply_rope(x, position_ids)  # (b, s) against (b, n_h, s): does not broadcast
+    raise AssertionError("expected a ValueError")
+except ValueError:
+    pass  # the message suggests position_ids[:, None, :]
+
+x_sq = torch.randn(4, 4, 9, 32)  # batch size = number of heads = 4
+ids_sq = torch.stack([torch.arange(9) + 7 * b for b in range(4)])  # (b, s)
+wrong = apply_rope(x_sq, ids_sq)  # broadcasts: head h gets the positions of sequence h
+assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
+assert_close(apply_rope(x_sq, ids_sq[:, None, :]), hf_llama_rope(x_sq, ids_sq))
+
+# %% [markdown] lang="en"
+# **Why float32 angles.** The angles $m\theta_i$ are products of positions and
+# frequencies, and the positions must survive the dtype they are formed in. bfloat16
+# keeps 8 significant bits: between 512 and 1024 its numbers are 4 apart, so position
+# 1001 becomes 1000.0, as printed below, and position 4097 becomes 4096.0. Angles formed
+# in bfloat16 would give distinct tokens the same rotation. This is why Hugging Face
+# disables autocast while it forms the angles. `apply_rope` forms them in float32 (or
+# float64) for any input dtype, rotates in float32 or better, and returns the input's dtype.
+
+# %% [markdown] lang="ja"
+# **角度を float32 で作る理由。** 角度 $m\theta_i$ は位置と周波数の積なので、
+# 角度を作る型で位置が正しく表せなければなりません。
+# bfloat16 の有効桁は 8 ビットで、512 から 1024 の間では表せる数の間隔が 4 です。
+# そのため、下の出力のとおり位置 1001 は 1000.0 に、位置 4097 は 4096.0 になります。
+# bfloat16 で角度を作ると、別々のトークンが同じ回転を受けてしまいます。
+# Hugging Face が角度を作る間 autocast を無効にしているのはこのためです。
+# `apply_rope` はどの型の入力でも角度を float32（または float64）で作り、回転も float32 以上の精度で行い、
+# 入力と同じ型で返します。
+
+# %%
+print(
+    f"1001 in bfloat16: {torch.tensor(1001.0).bfloat16().item()}\n"
+    f"4097 in bfloat16: {torch.tensor(4097.0).bfloat16().item()}",
+    end="",
+)
+assert torch.tensor(1001.0).bfloat16() == torch.tensor(1000.0).bfloat16()
+
+x_bf16 = torch.randn(2, 1024, 64).bfloat16()
+pos = torch.arange(1024)
+out_bf16 = apply_rope(x_bf16, pos)
+assert out_bf16.dtype == torch.bfloat16
+assert_close(out_bf16, apply_rope(x_bf16.float(), pos).bfloat16())  # float32 inside
+angle_bf16 = pos.bfloat16()[:, None] * rope_frequencies(64).bfloat16()  # angles in bfloat16
+angle_f32 = pos.float()[:, None] * rope_frequencies(64)  # angles in float32
+assert torch.equal(angle_bf16[1000], angle_bf16[1001])  # two positions, one rotation
+assert not torch.equal(angle_f32[1000], angle_f32[1001])
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Rotate the query by $R_m$ but the key by $R_n^\top$ (a plausible slip). Show on
+#    paper and with `apply_rope` (positions $-n$ for the key) that the score then
+#    depends on $m + n$, and find two pairs at the same distance whose scores differ.
+# 2. Build the matrix of the `half` rotation for $d = 8$ by hand, without `apply_rope`,
+#    and check that it equals $\Pi^\top R_m\, \Pi$. Which entries of $R_m$ does the
+#    permutation move?
+# 3. Llama 3 uses `base = 500000`. Redraw the relative upper bound for $d = 128$ up to
+#    distance 4000 with both bases. What does a larger base do to the bound, and to
+#    the wavelengths of the last pairs?
+# 4. In `convert_llama_weights_to_hf.py`, the keys are permuted with
+#    `n_heads=num_key_value_heads`. Permute $W_K$ with the number of query heads
+#    instead, in the grouped-query example above, and find which scores change.
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. クエリを $R_m$ で、キーを $R_n^\top$ で回転させてみてください（ありがちな間違いです）。
+#    このときスコアが $m + n$ に依存することを、紙の上と `apply_rope`（キーの位置を $-n$ にします）で示し、
+#    同じ距離なのにスコアが異なる 2 組のペアを見つけてください。
+# 2. $d = 8$ の `half` の回転の行列を、`apply_rope` を使わずに手で作り、$\Pi^\top R_m\, \Pi$ に等しいことを確かめてください。
+#    置換によって $R_m$ のどの成分が移動するでしょうか。
+# 3. Llama 3 は `base = 500000` を使います。$d = 128$ の相対的な上界を、両方の底で距離 4000 まで描き直してください。
+#    底を大きくすると、上界と最後のペアの波長はどうなるでしょうか。
+# 4. `convert_llama_weights_to_hf.py` では、キーは `n_heads=num_key_value_heads` で並べ替えられます。
+#    上のグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えてみて、
+#    どのスコアが変わるかを調べてください。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
+#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4, eq. 34, Figure 2.
+#   <https://arxiv.org/abs/2104.09864>
+# - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
+#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI blog.
+#   <https://blog.eleuther.ai/rotary-embeddings/>
+# - EleutherAI, GPT-NeoX (`rotate_half`, `rotary_pct`).
+#   <https://github.com/EleutherAI/gpt-neox>
+# - Hugging Face transformers, `models/llama/modeling_llama.py` and
+#   `models/llama/convert_llama_weights_to_hf.py`.
+#   <https://github.com/huggingface/transformers>
+# - torchtune, `RotaryPositionalEmbeddings` in `torchtune/modules/position_embeddings.py`.
+#   <https://github.com/pytorch/torchtune>
+# - Meta, Llama reference code, `precompute_freqs_cis` and `apply_rotary_emb` in
+#   `llama/model.py`. <https://github.com/meta-llama/llama>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
+#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4、式 34、図 2。
+#   <https://arxiv.org/abs/2104.09864>
+# - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
+#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*（英語）。EleutherAI ブログ。
+#   <https://blog.eleuther.ai/rotary-embeddings/>
+# - EleutherAI、GPT-NeoX（`rotate_half`、`rotary_pct`）。
+#   <https://github.com/EleutherAI/gpt-neox>
+# - Hugging Face transformers、`models/llama/modeling_llama.py` と
+#   `models/llama/convert_llama_weights_to_hf.py`。
+#   <https://github.com/huggingface/transformers>
+# - torchtune、`torchtune/modules/position_embeddings.py` の `RotaryPositionalEmbeddings`。
+#   <https://github.com/pytorch/torchtune>
+# - Meta、Llama のリファレンスコード、`llama/model.py` の `precompute_freqs_cis` と `apply_rotary_emb`。
+#   <https://github.com/meta-llama/llama>

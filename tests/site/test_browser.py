@@ -179,6 +179,19 @@ def test_dark_theme_and_phone_screenshots(browser, served_site):
         )
 
 
+def test_copy_button_copies_the_cell_code(browser, served_site):
+    context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="networkidle")
+    button = page.locator("clipboard-copy").first
+    code = page.locator(f"pre#{button.get_attribute('for')}").inner_text()
+    button.click()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    context.close()
+    assert copied.strip() == code.strip()
+    assert "import" in copied and "<span" not in copied
+
+
 def test_language_switch_reaches_the_twin(page, served_site):
     page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="networkidle")
     page.locator(".md-header__option .md-select").first.hover()

@@ -147,6 +147,13 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
         "<style>.jp-Notebook{color:red}</style>"
         '<!-- Load mathjax -->\n<script src="https://cdn/mathjax.js"></script><!-- End of mathjax configuration -->'
         "<script>document.addEventListener('clipboard-copy', f)</script>"
+        '<clipboard-copy for="cell-1">'
+        '<svg aria-hidden="true" class="clipboard-copy-icon" width="20"><path d="M0"></path></svg>'
+        "</clipboard-copy>"
+        '<div class="highlight-ipynb hl-python"><pre><span class="n">torch</span><span class="o">.</span>'
+        '<span class="n">ones</span><span class="p">(</span><span class="mi">2</span><span class="p">)</span>'
+        '<span class="w"> </span><span class="o">+</span></pre></div>\n'
+        '<div class="clipboard-copy-txt" id="cell-1">torch.ones(2) +</div>'
         '<div class="jupyter-wrapper"><img src="data:image/png;base64,'
         + data
         + '" alt="a plot"></div>'
@@ -166,6 +173,13 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
     )
     assert (tmp_path / img[1]).read_bytes() == png
     assert 'alt="a plot"' in out
+    # plain tokens unwrapped, styled ones kept; the copy button reads the <pre>
+    assert (
+        '<pre id="cell-1">torch.ones(<span class="mi">2</span>) <span class="o">+</span></pre>'
+        in out
+    )
+    assert "clipboard-copy-txt" not in out
+    assert out.count('<symbol id="nb-copy-icon"') == 1 and '<use href="#nb-copy-icon">' in out
 
 
 def test_font_css_keeps_woff2_and_lists_its_files():

@@ -19,6 +19,7 @@ from posenc.relative import (
 )
 from posenc.rope import RotaryEmbedding, apply_rope, rope_frequencies
 from posenc.scaling import LinearScaling, Llama3Scaling, NTKScaling, YarnScaling
+from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
 
 __version__ = "0.1.0"
 
@@ -37,8 +38,11 @@ __all__ = [
     "alibi_bias",
     "alibi_slopes",
     "apply_rope",
+    "apply_xpos",
     "attention",
     "rope_frequencies",
     "sinusoidal",
     "t5_relative_position_bucket",
+    "xpos_scale",
+    "xpos_zeta",
 ]

@@ -1,0 +1,1022 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # xPos and NoPE
+#
+# This chapter covers two opposite answers to one question: how much positional
+# machinery does a causal language model need? xPos (Sun et al. 2022) adds to
+# RoPE: it keeps the rotation and multiplies each rotated pair of features by an
+# exponential decay, so that far tokens weigh less. NoPE takes everything away:
+# no positional encoding at all, and yet a decoder can still tell positions
+# apart, because the causal mask itself carries them (Haviv et al. 2022;
+# Kazemnejad et al. 2023). We derive the xPos score and its decay, measure what
+# the scale base trades and how the formula overflows, rebuild torchscale's
+# implementation with `posenc`, and then build, with `posenc.attention`, the
+# first layers of a NoPE model that recover the absolute position and use it
+# as a relative one.
+
+# %% [markdown] lang="ja"
+# # xPos と NoPE
+#
+# この章では、1 つの問いに対する正反対の 2 つの答えを扱います。
+# 因果的な言語モデルには、位置のための仕組みがどれだけ必要なのでしょうか。
+# xPos (Sun ら 2022) は RoPE に仕組みを足します。回転はそのままに、回転した特徴のペアごとに
+# 指数的な減衰を掛け、遠いトークンほど軽く扱われるようにします。
+# NoPE は逆にすべてを取り去ります。位置エンコーディングをまったく使いません。
+# それでもデコーダは位置を区別できます。因果マスクそのものが位置の情報を運ぶからです
+# (Haviv ら 2022、Kazemnejad ら 2023)。
+# 前半では xPos のスコアと減衰を導き、スケール基数が何と引き換えになっているか、
+# 式がどこで浮動小数点の範囲を超えるかを測り、torchscale の実装を `posenc` で再現します。
+# 後半では `posenc.attention` を使って NoPE モデルの最初の層を組み立てます。
+# その層が絶対位置を復元し、次の層がそれを相対位置として使うところまでを確かめます。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from torch.testing import assert_close
+
+from posenc import apply_rope, attention, rope_frequencies
+from posenc.plotting import use_site_style
+from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+f64 = torch.float64
+
+
+def fmt(values, digits=4):
+    return ", ".join(f"{v:.{digits}f}" for v in values.tolist())
+
+
+# %% [markdown] lang="en"
+# ## From RoPE to xPos: a decay per pair
+#
+# RoPE (chapter 8) splits a query or key of even size $d$ into $d/2$ pairs of
+# features. Write $q^{(i)} \in \mathbb{R}^2$ for pair $i$ of $q$ and $R(\phi)$ for the
+# rotation by the angle $\phi$. RoPE turns pair $i$ of the query at position $m$ by
+# $m\theta_i$, with $\theta_i = 10000^{-2i/d}$, and the key at position $n$ by $n\theta_i$.
+# xPos keeps these rotations and also scales every rotated pair by a power of a
+# number $\zeta_i$ between 0 and 1, up for the query and down for the key:
+# $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
+# $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
+# The paper and its reference code (torchscale) use $\gamma = 0.4$ and the scale base
+# $B = 512$. The bases grow with $i$ from $\zeta_0 = \gamma/(1+\gamma) = 2/7$ to
+# $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$, just below 1: the fastest-turning pair
+# gets the smallest base. In `posenc`, `xpos_zeta(d)` returns the $\zeta_i$,
+# `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and `apply_xpos(q, k, m, n)` returns
+# $(\tilde q_m, \tilde k_n)$, built on `apply_rope`. The cell checks each against the
+# formulas, for both pairings of chapter 8. It passes `center=0.0`, which gives the
+# formula exactly as written; the default shifts the exponents by a constant that
+# cancels in every score, as the section on large positions explains.
+
+# %% [markdown] lang="ja"
+# ## RoPE から xPos へ：ペアごとの減衰
+#
+# RoPE（第 8 章）は、偶数サイズ $d$ のクエリやキーを、特徴の $d/2$ 組のペアに分けます。
+# $q$ のペア $i$ を $q^{(i)} \in \mathbb{R}^2$、角度 $\phi$ の回転を $R(\phi)$ と書きます。
+# RoPE は、位置 $m$ のクエリのペア $i$ を $m\theta_i$ だけ回し（$\theta_i = 10000^{-2i/d}$）、
+# 位置 $n$ のキーを $n\theta_i$ だけ回します。
+# xPos はこの回転をそのまま使い、さらに回転したペアそれぞれに、0 と 1 の間の数 $\zeta_i$ のべきを掛けます。
+# クエリには正のべき、キーには負のべきです。
+# $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
+# $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
+# 論文とその参照実装 (torchscale) は $\gamma = 0.4$、スケール基数 $B = 512$ を使います。
+# 底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma) = 2/7$ から
+# 1 のすぐ下の $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$ までです。
+# いちばん速く回るペアに、いちばん小さい底が割り当てられます。
+# `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
+# `apply_xpos(q, k, m, n)` は `apply_rope` の上に作られていて、$(\tilde q_m, \tilde k_n)$ を返します。
+# 次のセルで、第 8 章の 2 通りのペアの組み方の両方について、それぞれを式と照らし合わせます。
+# ここでは `center=0.0` を渡して、書いたとおりの式を計算させています。
+# 既定では指数を定数だけずらします。その定数はどのスコアでも打ち消し合います（大きな位置の節で説明します）。
+
+# %%
+d, gamma, B = 8, 0.4, 512.0
+zeta = xpos_zeta(d, dtype=f64)
+i = torch.arange(d // 2, dtype=f64)
+assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))  # zeta_i
+assert math.isclose(zeta[0], 2 / 7) and math.isclose(zeta[-1], (1 - 2 / d + gamma) / (1 + gamma))
+assert (zeta[1:] > zeta[:-1]).all() and zeta[-1] < 1
+
+p = torch.tensor([-3.0, 0.0, 1.0, 100.0, 1000.0], dtype=f64)
+assert_close(xpos_scale(d, p), zeta ** (p[:, None] / B))  # zeta_i^(p/B)
+
+q, k = torch.randn(2, d, dtype=f64)
+m, n = torch.tensor(700), torch.tensor(200)
+for layout in ("half", "interleaved"):
+    q_x, k_x = apply_xpos(q, k, m, n, layout=layout, center=0.0)
+    # half: pair i is features (i, i + d/2); interleaved: (2i, 2i + 1)
+    spread = torch.cat((zeta, zeta)) if layout == "half" else zeta.repeat_interleave(2)
+    assert_close(q_x, spread ** (700 / B) * apply_rope(q, m, layout=layout))
+    assert_close(k_x, spread ** (-200 / B) * apply_rope(k, n, layout=layout))
+print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
+
+# %% [markdown] lang="en"
+# ### The score gains a factor that depends only on the distance
+#
+# A number times a rotation is the same rotation times the number, and rotations
+# compose as $R(a)^\top R(b) = R(b-a)$. Summing the pairs,
+# $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
+# Without the powers of $\zeta_i$ this is RoPE's score. xPos multiplies the term of
+# pair $i$ by
+# $$\zeta_i^{(m-n)/B}$$
+# Two properties follow. The score still depends on the positions only through
+# $m - n$: shifting both positions by the same amount changes nothing. And since
+# $0 < \zeta_i < 1$, for $m > n$ every factor is below 1 and falls as the key recedes
+# into the past, fastest for the fast pairs. The cell builds the right-hand side
+# with explicit $2 \times 2$ rotation matrices, compares it with `apply_xpos`, and
+# checks that the score matrix of 16 positions does not change when all of them
+# move by 5000.
+
+# %% [markdown] lang="ja"
+# ### スコアには距離だけで決まる因子が掛かる
+#
+# 数と回転の積は、順番を入れ替えても同じです。また、回転の合成は $R(a)^\top R(b) = R(b-a)$ です。
+# ペアについて和を取ると、次のようになります。
+# $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
+# $\zeta_i$ のべきを除けば、これは RoPE のスコアです。xPos はペア $i$ の項に次の因子を掛けます。
+# $$\zeta_i^{(m-n)/B}$$
+# ここから 2 つの性質が出てきます。1 つ目に、スコアは依然として $m - n$ を通してだけ位置に依存します。
+# 両方の位置を同じだけずらしても何も変わりません。
+# 2 つ目に、$0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、
+# キーが過去へ遠ざかるほど小さくなります。速いペアほど速く小さくなります。
+# 次のセルでは、右辺を $2 \times 2$ の回転行列で明示的に組み立てて `apply_xpos` と比べます。
+# さらに、16 個の位置のスコア行列が、すべての位置を 5000 ずらしても変わらないことを確かめます。
+
+# %%
+theta = rope_frequencies(d).double()
+
+
+def rotation(phi):  # R(phi)
+    c, s = math.cos(phi), math.sin(phi)
+    return torch.tensor([[c, -s], [s, c]], dtype=f64)
+
+
+def pairs(x):  # interleaved layout: pair i is features (2i, 2i + 1)
+    return x.unflatten(-1, (-1, 2))
+
+
+q_x, k_x = apply_xpos(q, k, m, n, layout="interleaved")
+rhs = sum(
+    zeta[j] ** ((700 - 200) / B)
+    * pairs(q)[j]
+    @ rotation((200 - 700) * theta[j].item())
+    @ pairs(k)[j]
+    for j in range(d // 2)
+)
+assert_close(q_x @ k_x, rhs)
+
+pos = torch.arange(16)
+qs, ks = torch.randn(2, 16, d, dtype=f64)
+a_q, a_k = apply_xpos(qs, ks, pos)
+b_q, b_k = apply_xpos(qs, ks, pos + 5000)
+assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
+
+# %% [markdown] lang="en"
+# ## How fast each pair decays
+#
+# On a logarithmic axis, $\zeta_i^{r/B}$ against the distance $r = m - n$ is a straight
+# line of slope $\ln\zeta_i / B$. A pair loses half its weight at the distance
+# $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
+# For $d = 128$ and $B = 512$, the printed half-distances run from 283 positions for
+# pair $0$ to 31620 for pair $63$: the fast pairs, which resolve small differences
+# of position, fade within a few hundred tokens, while the slow pairs keep almost
+# their full weight over thousands. The figure draws five pairs.
+
+# %% [markdown] lang="ja"
+# ## 各ペアはどれだけ速く減衰するか
+#
+# 対数軸で $\zeta_i^{r/B}$ を距離 $r = m - n$ に対して描くと、傾き $\ln\zeta_i / B$ の直線になります。
+# ペアの重みが半分になる距離は次のとおりです。
+# $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
+# $d = 128$、$B = 512$ では、出力のとおり、この半減距離はペア $0$ の 283 からペア $63$ の 31620 まで広がります。
+# 位置の小さな違いを見分ける速いペアは数百トークンのうちに薄れ、
+# 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。下の図は 5 つのペアを描いたものです。
+
+# %%
+d = 128
+zeta = xpos_zeta(d, dtype=f64)
+dist = torch.arange(0, 4097, dtype=f64)
+factor = xpos_scale(d, dist)  # (4097, 64): zeta_i^(r/B)
+log_slope = factor.log().diff(dim=0)  # constant in r: ln(zeta_i) / B
+assert_close(log_slope, (zeta.log() / B).expand(4096, d // 2))
+half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
+assert_close(xpos_scale(d, half_dist).diagonal(), torch.full((d // 2,), 0.5, dtype=f64))
+shown = [0, 16, 32, 48, 63]
+print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}", end="")
+
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+for j in shown:
+    ax.plot(dist, factor[:, j], label=f"$i = {j}$")
+ax.set(yscale="log", xlabel="$m-n$", ylabel=r"$\zeta_i^{(m-n)/B}$", xlim=(0, 4096))
+ax.set_title("$d = 128,\\ B = 512$")
+ax.legend(loc="lower left", ncols=5, fontsize="small")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## The score of aligned queries and keys, with and without the decay
+#
+# Chapter 8 showed that RoPE's long-term decay is an upper bound, not a property of
+# the scores: for $q = k = \mathbf{1}$ the score is $2\sum_i \cos(r\theta_i)$, which falls
+# from 128 but keeps rippling. With xPos each cosine is weighted by its factor:
+# $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
+# The figure compares the two for $d = 128$. Both start at 128. Between distances 2048
+# and 4096, RoPE's score still swings between the printed -16.73 and 33.19, while
+# xPos's stays between 5.36 and 12.96. The decay damps the far ripples; it does not
+# remove them, because the slow pairs, which decay least, also turn the least.
+
+# %% [markdown] lang="ja"
+# ## そろったクエリとキーのスコア：減衰のありとなし
+#
+# 第 8 章で見たとおり、RoPE の長距離減衰は上界であって、スコアそのものの性質ではありません。
+# $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、128 から下がりますが波打ち続けます。
+# xPos では、それぞれの余弦にそのペアの因子が掛かります。
+# $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
+# 下の図は $d = 128$ で両者を比べたものです。どちらも 128 から始まります。
+# 距離 2048 から 4096 の間で、RoPE のスコアは出力のとおり -16.73 から 33.19 まで振れ続けますが、
+# xPos のスコアは 5.36 から 12.96 の間に収まります。
+# 減衰は遠くの波打ちを弱めますが、消しはしません。
+# いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
+
+# %%
+theta = rope_frequencies(d).double()
+r = torch.arange(0, 4097)
+ones = torch.ones(d, dtype=f64)
+rope_scores = apply_rope(ones.expand(len(r), d), r) @ ones  # R_0 1 = 1: the key at n = 0
+q_x, _ = apply_xpos(ones.expand(len(r), d), ones.expand(len(r), d), r, center=0.0)
+_, k_0 = apply_xpos(ones, ones, torch.tensor(0), center=0.0)  # the same centre for both
+xpos_scores = q_x @ k_0
+cosines = torch.cos(r.double()[:, None] * theta)  # (4097, 64)
+assert_close(rope_scores, 2 * cosines.sum(-1))
+assert_close(xpos_scores, 2 * (xpos_scale(d, r.double()) * cosines).sum(-1))
+assert rope_scores[0] == xpos_scores[0] == 128
+far = slice(2048, None)
+print(
+    f"r = 2048..4096, RoPE: min {rope_scores[far].min():.2f}, max {rope_scores[far].max():.2f}\n"
+    f"r = 2048..4096, xPos: min {xpos_scores[far].min():.2f}, max {xpos_scores[far].max():.2f}",
+    end="",
+)
+
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+ax.plot(r, rope_scores, lw=0.8, label=r"$B = \infty$")
+ax.plot(r, xpos_scores, lw=1.2, label="$B = 512$")
+ax.axhline(0, color="0.5", lw=0.8)
+ax.set(xlabel="$m-n$", ylabel=r"$\tilde q_m \cdot \tilde k_n$", xlim=(0, 4096))
+ax.set_title(r"$d = 128,\ q = k = \mathbf{1}$")
+ax.legend(loc="upper right")
+plt.show()
+
+# %% [markdown] lang="en"
+# ### A cap that RoPE does not have
+#
+# The decay does bound what any query and key can do. By the triangle inequality
+# and the Cauchy-Schwarz inequality, since a rotation keeps lengths,
+# $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
+# for $m \ge n$, because the largest factor belongs to the last pair. The bound is
+# reached: put $q$ and $k$ in the last pair only, with $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$.
+# RoPE has no such cap: the same choice of $k$ gives the score $|q|\,|k|$ at every
+# distance. For unit vectors and $d = 128$ the cap is printed below: 0.9888 at
+# distance 512, 0.9141 at 4096 and 0.4876 at 32768. A far token can still get a
+# high score, but only through the slowest pairs, the ones that say least about
+# where it is. The cell checks the bound on 2000 random unit pairs and its
+# attainment.
+
+# %% [markdown] lang="ja"
+# ### RoPE にはない上限
+#
+# 減衰は、どんなクエリとキーにもできることの上限を決めます。
+# 回転は長さを変えないので、三角不等式とコーシー・シュワルツの不等式から、$m \ge n$ について次が成り立ちます。
+# $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
+# いちばん大きい因子は最後のペアのものだからです。
+# この上限には届きます。$q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすればよいのです。
+# RoPE にはこのような上限はありません。同じように $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
+# $d = 128$ の単位ベクトルでの上限を下に示します。距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
+# 遠いトークンにも高いスコアを与えることはできますが、それができるのは遅いペアだけです。
+# 遅いペアは、トークンがどこにあるかについてほとんど何も語りません。
+# 次のセルでは、2000 組のランダムな単位ベクトルで上限を確かめ、上限に届くことも確かめます。
+
+
+# %%
+def score(q, k, m, n, **kwargs):
+    q_x, k_x = apply_xpos(q, k, torch.tensor(m), torch.tensor(n), layout="interleaved", **kwargs)
+    return q_x @ k_x
+
+
+distances = (512, 4096, 32768)
+caps = xpos_scale(d, torch.tensor(distances, dtype=f64))[:, -1]  # zeta_{d/2-1}^{r/B}
+unit = torch.nn.functional.normalize(torch.randn(2, 2000, d, dtype=f64), dim=-1)
+for r_far, cap in zip(distances, caps, strict=True):
+    q_x, k_x = apply_xpos(unit[0], unit[1], torch.tensor(r_far), torch.tensor(0))
+    assert ((q_x * k_x).sum(-1).abs() <= cap + 1e-12).all()
+    last = torch.zeros(d, dtype=f64)
+    last[-2:] = torch.tensor([0.6, 0.8])  # a unit q in the last pair (interleaved)
+    k_best = apply_rope(last, torch.tensor(r_far), layout="interleaved")  # R((m-n) theta) q
+    assert_close(score(last, k_best, r_far, 0), cap)  # the cap is reached
+    assert_close(score(last, k_best, r_far, 0, scale_base=math.inf), torch.tensor(1.0, dtype=f64))
+print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
+
+# %% [markdown] lang="en"
+# ## The scale base, and what xPos trades
+#
+# The scale base stretches every decay alike: each half-distance $r_{1/2,i}$ is
+# proportional to $B$, and as $B \to \infty$ every factor tends to 1 and xPos becomes
+# RoPE. `apply_xpos(..., scale_base=math.inf)` returns exactly what `apply_rope`
+# returns. Pair $0$'s half-distance is printed for three bases.
+#
+# What does the decay cost?
+#
+# - **The fast pairs are gone at long range.** At distance 2048, 3 of the 64 pairs of
+#   $d = 128$ keep less than 1% of their weight; at 8192, 42 of them. Beyond that, a
+#   score sees only the slow pairs, which change little from one position to the
+#   next: fine distinctions between far positions are lost, and no choice of
+#   weights restores them, since the factor does not depend on $q$ or $k$.
+# - **Far tokens do not disappear; they blur.** The decay multiplies the score, it
+#   does not subtract from it. Far scores shrink towards 0, not towards $-\infty$, so
+#   the softmax gives far keys nearly equal weights instead of none. For one random
+#   query over 4096 random keys, the spread (standard deviation) of the xPos scores
+#   falls from the printed 10.73 over the nearest 64 keys to 3.32 beyond distance
+#   3000; RoPE's is 10.92 and 12.53.
+# - **It only works causally.** For $m < n$ the factor $\zeta_i^{(m-n)/B}$ exceeds 1:
+#   a key 2048 positions in the future has pair $0$ multiplied by 150.06. In
+#   bidirectional attention the decay becomes a growth, so xPos is a design for
+#   decoders.
+# - **The paper extrapolates with a window.** Sun et al. evaluate inputs longer than
+#   the training length with blockwise causal attention: the sequence is cut into
+#   blocks of the training length $w$, and each query sees only the keys of its own
+#   block and of the previous one, so no distance exceeds $2w - 1$. The abstract
+#   names it as the second of the paper's two designs, and the paper's
+#   extrapolation results use both together: xPos is half of the method, not all
+#   of it.
+
+# %% [markdown] lang="ja"
+# ## スケール基数と、xPos が引き換えにするもの
+#
+# スケール基数は、すべての減衰を同じ割合で引き伸ばします。
+# どの半減距離 $r_{1/2,i}$ も $B$ に比例し、$B \to \infty$ ではどの因子も 1 に近づいて、xPos は RoPE になります。
+# `apply_xpos(..., scale_base=math.inf)` は、`apply_rope` とまったく同じ値を返します。
+# 3 通りの基数でのペア $0$ の半減距離を下に示します。
+#
+# では、減衰の代償は何でしょうか。
+#
+# - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のペアのうち、
+#   重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
+#   それより遠くでは、スコアに効くのは遅いペアだけです。遅いペアは隣の位置との間でほとんど変わらないので、
+#   遠い位置どうしの細かな区別は失われます。因子は $q$ にも $k$ にもよらないので、どんな重みでも取り戻せません。
+# - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるのであって、スコアから引かれるのではありません。
+#   遠いスコアは $-\infty$ ではなく 0 に近づくので、softmax は遠いキーに重みを与えないのではなく、
+#   ほぼ等しい重みを与えます。
+#   ランダムなクエリ 1 つと 4096 個のランダムなキーで比べると、出力のとおり、
+#   xPos のスコアのばらつき（標準偏差）は、最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。
+#   RoPE では 10.92 と 12.53 で、下がりません。
+# - **因果的な場合にしか働きません。** $m < n$ では因子 $\zeta_i^{(m-n)/B}$ が 1 を超えます。
+#   2048 だけ未来にあるキーでは、ペア $0$ に 150.06 が掛かります。
+#   双方向のアテンションでは減衰が増幅に変わるので、xPos はデコーダのための設計です。
+# - **論文はウィンドウを使って外挿しています。** Sun らは、学習時より長い入力を
+#   ブロック単位の因果的アテンションで評価しています。系列を学習時の長さ $w$ のブロックに区切り、
+#   各クエリは自分のブロックと 1 つ前のブロックのキーだけを見ます。そのため、距離は $2w - 1$ を超えません。
+#   論文の要旨も、これを 2 つの工夫のうちの 2 つ目として挙げていて、
+#   外挿の結果は両方を組み合わせて得られたものです。xPos は手法の半分であって、すべてではありません。
+
+# %%
+q, k = torch.randn(2, 3, 50, 32)
+pos = torch.arange(50) * 100
+q_x, k_x = apply_xpos(q, k, pos, scale_base=math.inf)  # B = infinity: RoPE
+assert torch.equal(q_x, apply_rope(q, pos)) and torch.equal(k_x, apply_rope(k, pos))
+
+bases = (128.0, 512.0, 2048.0)
+half_0 = [b * math.log(2) / math.log(1 / zeta[0].item()) for b in bases]  # pair 0
+assert all(math.isclose(h / b, half_0[0] / bases[0]) for h, b in zip(half_0, bases, strict=True))
+
+faded = {
+    r_far: int((xpos_scale(d, torch.tensor(float(r_far))) < 0.01).sum()) for r_far in (2048, 8192)
+}
+
+# one random query at position 4095 over random keys at 0..4095
+query = torch.randn(d, dtype=f64)
+keys = torch.randn(4096, d, dtype=f64)
+key_pos = torch.arange(4096)
+q_x, k_x = apply_xpos(query[None], keys, torch.tensor([4095]), key_pos)
+xpos_s = k_x @ q_x[0]
+rope_s = apply_rope(keys, key_pos) @ apply_rope(query, torch.tensor(4095))
+near, far = (4095 - key_pos) < 64, (4095 - key_pos) >= 3000
+assert xpos_s[far].std() < 0.5 * xpos_s[near].std()
+assert rope_s[far].std() > 0.8 * rope_s[near].std()
+
+growth = xpos_scale(d, torch.tensor(-2048.0, dtype=f64))  # m - n = -2048: a key in the future
+assert (growth > 1).all()
+
+w = 4  # blockwise causal attention with blocks of w: own block and the previous one
+qi, kj = torch.arange(4 * w)[:, None], torch.arange(4 * w)[None, :]
+visible = (kj <= qi) & (kj // w >= qi // w - 1)
+assert int((qi - kj)[visible].max()) == 2 * w - 1
+
+print(
+    f"half-distance of pair 0, B = {[int(b) for b in bases]}: {fmt(torch.tensor(half_0), 0)}\n"
+    f"pairs below 1% of their weight, r = 2048: {faded[2048]} of 64, r = 8192: {faded[8192]} of 64\n"
+    f"spread of the scores, nearest 64 keys / beyond 3000: "
+    f"xPos {xpos_s[near].std():.2f} / {xpos_s[far].std():.2f}, "
+    f"RoPE {rope_s[near].std():.2f} / {rope_s[far].std():.2f}\n"
+    f"pair 0 at m - n = -2048: factor {growth[0]:.2f}",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## Large positions: centring the exponent
+#
+# The scale $\zeta_i^{p/B}$ is a number that grows or shrinks exponentially with the
+# position itself, not with a distance. For pair $0$, $\zeta_0 = 2/7$, so
+# $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$, and float32 ends near $e^{\pm 88}$. The cell scans
+# `xpos_scale` in float32: the key's factor $\zeta_0^{-n/B}$ is infinite from $n = 36261$
+# on, and the query's $\zeta_0^{m/B}$ leaves the normal range at $m = 35695$ (it keeps
+# fewer and fewer significant bits) and is exactly 0 from $m = 42494$. A score
+# computed from these vectors is wrong long before its true value is out of range:
+# at $m = n = 65535$ the true factor is $\zeta_0^0 = 1$, and the product is NaN.
+#
+# The remedy follows from the derivation: only $(m - c) - (n - c) = m - n$ enters
+# the score, so any common shift $c$ of the exponents cancels,
+# $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
+# while the rotation keeps the true positions. torchscale shifts by $c = \lceil N/2 \rceil$
+# for $N$ keys. `apply_xpos` takes `center=c`, and by default uses the midpoint of the
+# smallest and largest of all query and key positions, so that $|p - c|$ never
+# exceeds half their span. The cell checks that the centre changes the vectors but
+# not the scores, and that the float32 scores of 64 positions spread over $[0, 2^{16})$
+# match a float64 evaluation of the formula: the largest error is the printed 8.5e-06.
+#
+# The vectors depend on $c$, so with a KV cache the centre must not change between
+# the call that encoded the keys and the one that encodes a new query. Either pass
+# the same `center` every time, or cache the keys before xPos and encode them again
+# with each query, as torchscale does. The last check shows what goes wrong
+# otherwise: one query encoded alone, with the default centre, against keys encoded
+# earlier, gets scores off by up to the printed 1.80.
+
+# %% [markdown] lang="ja"
+# ## 大きな位置：指数の中心をずらす
+#
+# 倍率 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりする数です。
+# ペア $0$ では $\zeta_0 = 2/7$ なので $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ で、float32 は $e^{\pm 88}$ あたりで尽きます。
+# 次のセルで `xpos_scale` を float32 で調べます。キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になります。
+# クエリの $\zeta_0^{m/B}$ は $m = 35695$ で正規化数の範囲を出て（有効桁がどんどん減ります）、
+# $m = 42494$ からは厳密に 0 です。
+# こうしたベクトルから計算したスコアは、本当の値が範囲を超えるよりずっと前に壊れます。
+# $m = n = 65535$ では本当の因子は $\zeta_0^0 = 1$ なのに、積は NaN になります。
+#
+# 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、
+# 指数を共通の $c$ だけずらしても打ち消し合います。
+# $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
+# 回転のほうは本当の位置を使い続けます。
+# torchscale は $N$ 個のキーに対して $c = \lceil N/2 \rceil$ だけずらします。
+# `apply_xpos` は `center=c` を受け取り、既定ではクエリとキーのすべての位置の最小値と最大値の中点を使います。
+# こうすると $|p - c|$ は位置の広がりの半分を超えません。
+# 次のセルでは、中心を変えるとベクトルは変わってもスコアは変わらないこと、
+# そして $[0, 2^{16})$ に散らばる 64 個の位置の float32 のスコアが、
+# float64 で評価した式と一致することを確かめます。出力のとおり、最大誤差は 8.5e-06 です。
+#
+# ベクトルは $c$ に依存します。そのため KV キャッシュでは、キーをエンコードした呼び出しと
+# 新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
+# 毎回同じ `center` を渡すか、torchscale のように xPos をかける前のキーをキャッシュして、
+# クエリのたびにエンコードし直します。
+# 最後の確認では、そうしなかった場合に何が起きるかを示します。
+# 既定の中心で 1 つのクエリだけをエンコードし、先にエンコードしておいたキーと組み合わせると、
+# 出力のとおりスコアが最大 1.80 ずれます。
+
+# %%
+scan = xpos_scale(d, torch.arange(-50000, 50001))[:, 0]  # float32, pair 0, p = -50000..50000
+p_scan = torch.arange(-50000, 50001)
+tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
+first_inf = -int(p_scan[torch.isinf(scan)].max())  # key factor zeta_0^(-n/B) at n = -p
+first_subnormal = int(p_scan[(scan > 0) & (scan < tiny)].min())
+first_zero = int(p_scan[scan == 0].min())
+
+q, k = torch.randn(2, d)
+top = torch.tensor(65535)
+q_0, k_0 = apply_xpos(q, k, top, center=0.0)  # the formula as written
+assert torch.isinf(k_0).any() and (q_0 == 0).any() and torch.isnan(q_0 @ k_0)
+q_c, k_c = apply_xpos(q, k, top)  # centred: c = 65535
+assert_close(q_c @ k_c, q @ k)  # m = n: the score is RoPE's, q . k
+
+# the centre changes the vectors, not the scores
+qs, ks = torch.randn(2, 20, d, dtype=f64)
+pos = torch.arange(20) * 50
+a_q, a_k = apply_xpos(qs, ks, pos, center=0.0)
+b_q, b_k = apply_xpos(qs, ks, pos, center=777.0)
+assert_close(a_q @ a_k.T, b_q @ b_k.T) and not torch.allclose(a_q, b_q)
+
+# 64 positions over [0, 2^16): float32 scores against the formula in float64, m >= n
+pos = torch.cat([torch.tensor([0, 65535]), torch.randint(0, 2**16, (62,))]).sort().values.double()
+q_x, k_x = apply_xpos(q.expand(64, d), k.expand(64, d), pos)  # float32 vectors
+scores = (q_x @ k_x.T).double()
+delta = pos[:, None] - pos[None, :]  # m - n
+half = d // 2  # half layout: pair i is features (i, i + d/2)
+qc = torch.complex(q.double()[:half], q.double()[half:])
+kc = torch.complex(k.double()[:half], k.double()[half:])
+phase = torch.polar(torch.ones_like(delta[..., None] * theta), delta[..., None] * theta)
+exact = (zeta ** (delta[..., None] / B) * (qc * kc.conj() * phase).real).sum(-1)
+causal = delta >= 0
+err = (scores - exact)[causal].abs().max()
+assert torch.isfinite(scores[causal]).all() and err < 1e-4
+
+# a KV cache: keys encoded once (default centre = midpoint of 0..99), one query later
+keys_x = apply_xpos(k.expand(100, d), k.expand(100, d), torch.arange(100))[1]
+query_alone = apply_xpos(q[None], k[None], torch.tensor([99]))[0]  # default centre 99: wrong
+query_fixed = apply_xpos(q[None], k[None], torch.tensor([99]), center=49.5)[0]  # same centre
+full_q = apply_xpos(q.expand(100, d), k.expand(100, d), torch.arange(100))[0]
+assert_close(query_fixed @ keys_x.T, full_q[99:] @ keys_x.T)
+cache_err = (query_alone @ keys_x.T - full_q[99:] @ keys_x.T).abs().max()
+print(
+    f"float32, pair 0: key factor infinite from n = {first_inf}, "
+    f"query factor subnormal from m = {first_subnormal}, zero from m = {first_zero}\n"
+    f"64 positions in [0, 2^16), m >= n: max |float32 - exact| = {err:.1e}\n"
+    f"KV cache with the default centre per call: max score error {cache_err:.2f}",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## torchscale and lucidrains, rebuilt with posenc
+#
+# | | pairing | $\zeta_i$ | centre $c$ of the exponents | KV cache |
+# |---|---|---|---|---|
+# | torchscale (`XPOS`, `xpos_relative_position.py`) | interleaved (`rotate_every_two`) | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`, $B$ = `scale_base` = 512 | $\lceil N/2 \rceil$ for $N$ keys; the query shares it through `offset` | keys cached before xPos and encoded again at every step |
+# | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | queries and keys of the same length, encoded together |
+# | `posenc` (`apply_xpos`) | `layout="half"` or `"interleaved"` | `xpos_zeta(d, gamma=0.4)`, `scale_base=512` | `center=`, default the midpoint of all positions | a fixed `center`, or keys encoded again |
+#
+# The cell rebuilds torchscale's formula in a few lines of torch and compares its
+# scores with `apply_xpos(..., layout="interleaved")`: the centres differ
+# ($\lceil N/2 \rceil$ against $(N-1)/2$), the scores agree.
+#
+# lucidrains' library shows why the pairing of the scales matters. Until a fix in
+# September 2024 (pull request 34) it spread the $d/2$ scales over the features as
+# $(s_0, \dots, s_{d/2-1}, s_0, \dots, s_{d/2-1})$, the half layout, while its rotation
+# pairs features $2i$ and $2i+1$. The two features of one rotated pair then get
+# different factors, and the derivation above breaks at its first step: the score
+# depends on $m$ and $n$ separately. The check places one query vector and one key
+# vector at every position from 0 to 1023 and prints the range of their scores
+# along the diagonal $m - n = 256$: it is a single value with the scales paired as the
+# rotation pairs the features (and equal to `posenc`'s interleaved xPos), and a
+# spread of values with the old pairing: from -5.46 to -4.95, against a single -5.03.
+
+# %% [markdown] lang="ja"
+# ## torchscale と lucidrains を posenc で再現する
+#
+# | | ペアの組み方 | $\zeta_i$ | 指数の中心 $c$ | KV キャッシュ |
+# |---|---|---|---|---|
+# | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$。クエリは `offset` で同じ中心を使う | xPos をかける前のキーをキャッシュし、ステップごとにエンコードし直す |
+# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（`rotate_half` という名前だが $2i$ と $2i+1$ を組にする） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 同じ長さのクエリとキーをまとめてエンコード |
+# | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定はすべての位置の中点 | 固定した `center` を渡すか、キーをエンコードし直す |
+#
+# 次のセルでは、torchscale の式を数行の torch で書き起こし、
+# `apply_xpos(..., layout="interleaved")` とスコアを比べます。
+# 中心は違います（$\lceil N/2 \rceil$ と $(N-1)/2$）が、スコアは一致します。
+#
+# lucidrains のライブラリは、倍率のペアの組み方がなぜ大切かを教えてくれます。
+# 2024 年 9 月の修正（プルリクエスト 34）までは、$d/2$ 個の倍率を
+# $(s_0, \dots, s_{d/2-1}, s_0, \dots, s_{d/2-1})$ という並び、つまり `half` の並べ方（半分割配置）で特徴に割り当てていました。
+# 一方で回転は特徴 $2i$ と $2i+1$ を組にします。
+# すると 1 つの回転ペアの 2 つの特徴に別々の因子が掛かり、上の導出は最初の一歩で崩れます。
+# スコアが $m$ と $n$ に別々に依存してしまうのです。
+# 確認では、1 つのクエリベクトルと 1 つのキーベクトルを位置 0 から 1023 のすべてに置き、
+# 対角線 $m - n = 256$ に沿ったスコアの範囲を出力します。
+# 回転と同じ組み方で倍率を割り当てればスコアは 1 つの値になり（`posenc` のインターリーブ配置の xPos と一致します）、
+# 古い組み方では値がばらつきます。出力のとおり、一定の -5.03 に対して、-5.46 から -4.95 まで広がります。
+
+
+# %%
+def rotate_every_two(x):  # pairs (2i, 2i + 1) -> (-x_{2i+1}, x_{2i})
+    return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+
+def torchscale_like(q, k):
+    """torchscale's XPOS as a formula: exponent positions p - ceil(N/2), rotation positions p."""
+    n, d = k.shape[-2:]
+    zeta = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)
+    expo = torch.arange(n) - math.ceil(n / 2)
+    scale = (zeta ** (expo[:, None] / 512)).repeat_interleave(2, -1)  # (N, d)
+    inv_freq = 1.0 / 10000 ** (torch.arange(0, d // 2) / (d // 2))
+    angle = (torch.arange(n)[:, None] * inv_freq).repeat_interleave(2, -1)  # (N, d)
+
+    def rope(x):
+        return x * angle.cos() + rotate_every_two(x) * angle.sin()
+
+    return rope(q) * scale, rope(k) / scale
+
+
+q, k = torch.randn(2, 4, 255, 64)
+q_t, k_t = torchscale_like(q, k)
+q_x, k_x = apply_xpos(q, k, torch.arange(255), layout="interleaved")
+assert_close(q_t @ k_t.mT, q_x @ k_x.mT, rtol=1e-4, atol=1e-4)
+
+
+def lucidrains_like(q, k, positions, paired):
+    """use_xpos: scale ** ((t - N // 2) / 512), q * scale and k / scale; pairs (2i, 2i + 1)."""
+    d = q.shape[-1]
+    zeta = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)
+    s = zeta ** ((positions - len(positions) // 2)[:, None] / 512)  # (N, d/2)
+    s = (
+        s.repeat_interleave(2, -1) if paired else torch.cat((s, s), dim=-1)
+    )  # after / before the fix
+    angle = (positions[:, None] * rope_frequencies(d)).repeat_interleave(2, -1)
+
+    def rope(x):
+        return x * angle.cos() + rotate_every_two(x) * angle.sin()
+
+    return rope(q) * s, rope(k) / s
+
+
+q, k = torch.randn(2, 64, dtype=f64)
+pos = torch.arange(1024, dtype=f64)  # the same q and k at every position 0..1023
+along = {}
+for paired in (False, True):
+    q_l, k_l = lucidrains_like(q.expand(1024, 64), k.expand(1024, 64), pos, paired)
+    along[paired] = torch.diagonal(q_l @ k_l.T, -256)  # all pairs with m - n = 256
+    if paired:  # equal to posenc's interleaved xPos
+        q_x, k_x = apply_xpos(q.expand(1024, 64), k.expand(1024, 64), pos, layout="interleaved")
+        assert_close(q_l @ k_l.T, q_x @ k_x.T, rtol=1e-4, atol=1e-4)  # float32 zeta_i
+assert along[False].max() - along[False].min() > 0.1
+assert along[True].max() - along[True].min() < 1e-9
+print(
+    f"m - n = 256, scales in the half layout (before the fix): "
+    f"from {along[False].min():.2f} to {along[False].max():.2f}\n"
+    f"m - n = 256, scales paired as the rotation (after the fix): "
+    f"from {along[True].min():.2f} to {along[True].max():.2f}",
+    end="",
+)
+
+
+# %% [markdown] lang="en"
+# ## NoPE: no positional encoding at all
+#
+# Now the opposite extreme. A decoder without any positional encoding, NoPE,
+# computes attention from the token embeddings alone. Chapter 0 showed that
+# without a mask attention is permutation-equivariant, $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$,
+# so such a model sees a set, not a sequence. A causal mask breaks this symmetry:
+# the token at position $t$ (counting from $t = 0$) sees exactly the $t + 1$ tokens up to
+# itself, and that number is a position.
+#
+# Haviv et al. (2022) found that causal language models trained without positional
+# encodings reach perplexities competitive with models that have them, and that
+# probes recover absolute positions from their hidden states; they conjectured
+# that the causal mask lets the model infer the number of tokens each position can
+# attend to. Kazemnejad et al. (2023) proved that it can, and found NoPE
+# generalising to longer inputs better than the explicit encodings in their
+# decoder-only experiments on reasoning and arithmetic tasks. The next sections
+# build their mechanism with `posenc.attention`.
+
+# %% [markdown] lang="ja"
+# ## NoPE：位置エンコーディングをまったく使わない
+#
+# ここからは反対の極端です。位置エンコーディングをまったく持たないデコーダ、NoPE は、
+# トークンの埋め込みだけからアテンションを計算します。
+# 第 0 章で見たように、マスクのないアテンションは置換同変で $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ が成り立ちます。
+# そのようなモデルが見ているのは系列ではなく集合です。
+# 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
+# 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数が位置そのものです。
+#
+# Haviv ら (2022) は、位置エンコーディングなしで学習した因果的な言語モデルが、
+# 位置エンコーディングを持つモデルに匹敵するパープレキシティに達すること、
+# そしてプローブで隠れ状態から絶対位置を読み取れることを見いだしました。
+# 彼らは、各位置が参照できるトークンの数を因果マスクから推し量っているのだろうと推測しました。
+# Kazemnejad ら (2023) は、それが可能であることを証明しました。
+# さらに、推論や算術のタスクでのデコーダのみのモデルの実験で、NoPE が明示的な位置エンコーディングよりも
+# 長い入力にうまく汎化することを見いだしています。
+# 以下の節では、その仕組みを `posenc.attention` で組み立てます。
+
+# %% [markdown] lang="en"
+# ## The causal mask counts
+#
+# Put a beginning-of-sequence token first, and give it a feature that no other
+# token has: $1$ in the marker feature, $0$ for every other token. Let the first
+# layer's queries be zero. Every visible key then gets the same score, the causal
+# softmax spreads the weight evenly over the $t + 1$ visible tokens, and the marker
+# feature of the output at position $t$ is the marker's share,
+# $$h_t = \frac{1}{t+1}$$
+# whatever the other tokens are. This is an absolute position, written by the mask
+# alone; the cell checks it exactly, bit for bit, in float64. Without the mask every
+# position sees all $T$ tokens and gets $1/T$: no position at all. More generally,
+# by the equivariance of chapter 0, two tokens with the same content get the same
+# output in every layer of a NoPE model without the mask, wherever they stand. The
+# cell checks that for a two-layer model and a token repeated at positions 3 and 8,
+# and that the causal mask tells them apart.
+
+# %% [markdown] lang="ja"
+# ## 因果マスクは数を数える
+#
+# 系列の先頭に BOS トークン（系列の始まりを示すトークン）を置き、ほかのどのトークンも持たない特徴を与えます。
+# 目印の特徴が BOS では $1$、ほかのトークンではすべて $0$ です。最初の層のクエリを 0 にします。
+# すると見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
+# 位置 $t$ の出力の目印の特徴は、BOS の取り分になります。
+# $$h_t = \frac{1}{t+1}$$
+# ほかのトークンが何であっても同じです。これはマスクだけで書き込まれた絶対位置です。
+# 次のセルで、float64 でビット単位まで厳密に一致することを確かめます。
+# マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。位置の情報はまったくありません。
+# より一般に、第 0 章の同変性から、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは
+# どこに置かれていても、どの層でも同じ出力を持ちます。
+# セルでは、2 層のモデルで位置 3 と 8 に同じトークンを置いてこれを確かめ、
+# 因果マスクがあれば 2 つを区別できることも確かめます。
+
+# %%
+T, d = 64, 8
+x = torch.randn(T, d, dtype=f64)
+x[:, 0] = 0.0  # feature 0 is the marker: 0 for ordinary tokens ...
+x[0] = 0.0
+x[0, 0] = 1.0  # ... and 1 for the beginning-of-sequence token at t = 0
+w_k, w_v = torch.randn(d, d, dtype=f64), torch.zeros(d, 1, dtype=f64)
+w_v[0, 0] = 1.0  # the value reads the marker
+zero_q = torch.zeros(T, d, dtype=f64)
+t = torch.arange(T, dtype=f64)
+
+h = attention(zero_q, x @ w_k, x @ w_v, causal=True)[:, 0]
+assert torch.equal(h, 1 / (t + 1))  # h_t = 1/(t+1), exactly
+assert torch.equal(attention(zero_q, x @ w_k, x @ w_v)[:, 0], torch.full((T,), 1 / T, dtype=f64))
+
+# two layers, a token repeated at positions 3 and 8
+xs = torch.randn(12, d, dtype=f64)
+xs[8] = xs[3]
+layers = [[torch.randn(d, d, dtype=f64) / math.sqrt(d) for _ in range(3)] for _ in range(2)]
+
+
+def nope(x, causal):
+    for w_q1, w_k1, w_v1 in layers:
+        x = x + attention(x @ w_q1, x @ w_k1, x @ w_v1, causal=causal)
+    return x
+
+
+assert torch.equal(nope(xs, causal=False)[3], nope(xs, causal=False)[8])  # identical outputs
+assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
+print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
+
+# %% [markdown] lang="en"
+# ## Reading the position back
+#
+# The feature $h_t = 1/(t+1)$ is monotone in $t$, but it is not $t$: a linear readout
+# $a h_t + b$ cannot follow a hyperbola, and the best least-squares fit over
+# $t = 0, \dots, 63$ is off by up to the printed 33.84 positions. A layer's
+# feed-forward part can invert it. One hidden layer of ReLU units computes any
+# piecewise-linear function of $h$; with the $K - 1$ units $\max(0, 1/(j+1) - h)$,
+# $j = 0, \dots, K-2$, and suitable output weights, it passes through the $K$ points
+# $(1/(t+1), t)$ for $t = 0, \dots, K-1$ exactly. Beyond them it continues the last
+# segment, whose slope in $h$ is $-K(K-1)$, so for $t \ge K - 1$ it returns
+# $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
+# which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$, gives
+# 22.50 at $t = 31$ and 26.25 at $t = 63$, and stays below 30 forever (left panel).
+# A fixed network resolves positions only up to a length set by its size.
+#
+# The feature itself also crowds: neighbouring positions differ by
+# $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$, a relative gap of $1/(t+2)$. Once that gap
+# falls below the spacing of the floating-point numbers, two positions share one
+# value. The printed output shows the first such pair: $t = 11864337$ and $11864338$
+# in float32, but already $t = 189$ and $190$ in bfloat16, whose 8 significant bits
+# give a relative spacing near $2^{-8}$.
+
+# %% [markdown] lang="ja"
+# ## 位置を読み戻す
+#
+# 特徴 $h_t = 1/(t+1)$ は $t$ について単調ですが、$t$ そのものではありません。
+# 線形の読み出し $a h_t + b$ では双曲線をなぞれず、$t = 0, \dots, 63$ で最小二乗法により最良の直線を当てても、
+# 出力のとおり最大 33.84 位置ずれます。
+# 層のフィードフォワード部分なら、これを逆にできます。
+# ReLU を並べた隠れ層 1 つで、$h$ の任意の区分線形関数を計算できます。
+# $j = 0, \dots, K-2$ について $K - 1$ 個のユニット $\max(0, 1/(j+1) - h)$ を置き、出力の重みを適切に選ぶと、
+# $t = 0, \dots, K-1$ の $K$ 個の点 $(1/(t+1), t)$ をちょうど通ります。
+# その先では最後の線分を延長します。その傾きは $h$ について $-K(K-1)$ なので、$t \ge K - 1$ では次の値を返します。
+# $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
+# これは決して $2(K-1)$ を超えません。
+# $K = 16$ では、読み出しは $t = 15$ まで厳密で、$t = 31$ では 22.50、$t = 63$ では 26.25 を返し、
+# いつまでも 30 未満にとどまります（左の図）。
+# 決まった大きさのネットワークが見分けられる位置は、その大きさで決まる長さまでです。
+#
+# 特徴そのものも詰まっていきます。隣り合う位置の差は $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$ で、
+# 相対的な差は $1/(t+2)$ です。この差が浮動小数点数の間隔より小さくなると、2 つの位置が同じ値になります。
+# 出力に、最初にそうなる組を示します。float32 では $t = 11864337$ と $11864338$ ですが、
+# 有効桁が 8 ビットで相対的な間隔が $2^{-8}$ 程度の bfloat16 では、早くも $t = 189$ と $190$ で同じ値になります。
+
+# %%
+linear = torch.stack([h, torch.ones_like(h)], dim=-1)
+fit = torch.linalg.lstsq(linear, t[:, None]).solution
+lin_err = (linear @ fit - t[:, None]).abs().max()
+
+K = 16
+knots = 1 / torch.arange(1, K + 1, dtype=f64)  # h at t = 0..K-1
+
+
+def readout(h, values):
+    """One hidden ReLU layer through the points (1/(t+1), values[t]), t = 0..K-1."""
+    slope = (values[1:] - values[:-1]) / (knots[:-1] - knots[1:])  # per segment, in -h
+    w_out = torch.cat([slope[:1], slope.diff()])  # (K-1,)
+    hidden = torch.relu(knots[:-1] - h[..., None])  # (..., K-1): max(0, 1/(j+1) - h)
+    return values[0] + hidden @ w_out
+
+
+t_hat = readout(h, torch.arange(K, dtype=f64))
+assert_close(t_hat[:K], t[:K], rtol=0, atol=1e-12)  # exact for t < K
+beyond = t[K - 1 :]
+assert_close(t_hat[K - 1 :], 2 * (K - 1) - K * (K - 1) / (beyond + 1))  # the continued segment
+assert (t_hat < 2 * (K - 1)).all()
+
+assert_close(h[:-1] - h[1:], 1 / ((t[:-1] + 1) * (t[:-1] + 2)))  # the gap between neighbours
+t_long = torch.arange(2**24)
+h_f32 = (1 / (t_long + 1.0).double()).float()  # 1/(t+1), rounded once
+h_bf16 = h_f32[:4096].bfloat16()
+clash_f32 = int((h_f32[1:] == h_f32[:-1]).nonzero()[0])  # first t with h_t = h_{t+1}
+clash_bf16 = int((h_bf16[1:] == h_bf16[:-1]).nonzero()[0])
+print(
+    f"linear readout, t = 0..63: max error {lin_err:.2f}\n"
+    f"ReLU readout, K = 16: t = 31 -> {t_hat[31]:.2f}, t = 63 -> {t_hat[63]:.2f}\n"
+    f"first t sharing its value with t + 1: float32 {clash_f32}, bfloat16 {clash_bf16}",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## From absolute to relative: a second layer
+#
+# Kazemnejad et al. state two results for a decoder-only Transformer whose input
+# starts with a beginning-of-sequence token. Theorem 1 (absolute encoding): the
+# first layer can recover the absolute positions, that is, there are weights for
+# its attention and feed-forward parts that write each token's position into the
+# hidden state. Theorem 2 (relative encoding): if the hidden state holds the
+# absolute positions and later layers do not overwrite them, the attention of
+# every later layer can implement a relative encoding, a dot product of the form
+# $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
+# where $f_{\mathrm{cnt}}$ depends on the contents and $f_{\mathrm{rel}}$ on the distance.
+# Both are statements about what weights exist, not about what training finds;
+# their experiments found that trained NoPE models' attention most resembled that
+# of T5's relative bias.
+#
+# Here is a second layer in that spirit, built on the readout above. The hidden state
+# of token $t$ holds $(1, \hat t, \widehat{t^2})$, with the second readout passing through
+# $(1/(t+1), t^2)$. Choose the query $q_n = (2\lambda(n-1), -\lambda)$ and the key
+# $k_m = (m, m^2)$, both linear in the hidden state. Then
+# $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
+# a function of $n - m$ plus a term of the query alone, which the softmax ignores.
+# With $\lambda = 8$ the head attends to the previous token: for $n = 1, \dots, 15$ its
+# weight on $m = n - 1$ is at least the printed 0.9993, and the output copies the
+# previous token's value. Past $n = 16$ the readouts saturate, $\hat t$ no longer
+# tracks $t$, and the head loses the previous token: in this construction it
+# attends to the token itself instead (right panel). The relative pattern reaches
+# only as far as the absolute positions it is built on.
+
+# %% [markdown] lang="ja"
+# ## 絶対位置から相対位置へ：2 層目
+#
+# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、2 つの結果を示しています。
+# 定理 1（絶対位置の表現）：最初の層は絶対位置を復元できます。
+# つまり、その層のアテンション部分とフィードフォワード部分に、各トークンの位置を隠れ状態に書き込む重みが存在します。
+# 定理 2（相対位置の表現）：隠れ状態が絶対位置を持ち、後の層がそれを上書きしないなら、
+# 後のどの層のアテンションも相対位置のエンコーディングを実現できます。内積を次の形にできるのです。
+# $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
+# ここで $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。
+# どちらも、そういう重みが存在するという主張であって、学習がそれを見つけるという主張ではありません。
+# 彼らの実験では、学習した NoPE モデルのアテンションは T5 の相対バイアスのものに最もよく似ていました。
+#
+# ここでは、その考え方に沿った 2 層目を、上の読み出しの上に作ります。
+# トークン $t$ の隠れ状態は $(1, \hat t, \widehat{t^2})$ を持ちます。2 つ目の読み出しは $(1/(t+1), t^2)$ を通るものです。
+# クエリを $q_n = (2\lambda(n-1), -\lambda)$、キーを $k_m = (m, m^2)$ とします。どちらも隠れ状態の線形関数です。
+# すると次が成り立ちます。
+# $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
+# これは $n - m$ の関数と、クエリだけで決まる項の和で、後者は softmax が無視します。
+# $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。
+# 出力のとおり、$n = 1, \dots, 15$ で $m = n - 1$ への重みは 0.9993 以上で、出力は 1 つ前のトークンのバリューを写します。
+# $n = 16$ を過ぎると読み出しが飽和して $\hat t$ が $t$ を追えなくなり、ヘッドは 1 つ前のトークンを見失います。
+# この構成では、代わりにトークン自身を見るようになります（右の図）。
+# 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
+
+# %%
+hidden = torch.stack(
+    [
+        torch.ones_like(h),
+        readout(h, torch.arange(K, dtype=f64)),
+        readout(h, torch.arange(K, dtype=f64) ** 2),
+    ],
+    dim=-1,
+)  # (T, 3): (1, t_hat, t2_hat)
+lam = 8.0
+w_q2 = torch.tensor(
+    [[-2 * lam, -lam], [2 * lam, 0.0], [0.0, 0.0]], dtype=f64
+)  # q = (2 lam (t-1), -lam)
+w_k2 = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=f64)  # k = (t, t^2)
+q2, k2 = hidden @ w_q2, hidden @ w_k2
+n_, m_ = t[:, None], t[None, :]
+dots = q2 @ k2.T
+exact = slice(0, K)
+assert_close(dots[exact, exact], (-lam * (n_ - 1 - m_) ** 2 + lam * (n_ - 1) ** 2)[exact, exact])
+
+scaled_q = q2 * math.sqrt(2)  # attention divides by sqrt(2): undo it
+weights = torch.softmax((scaled_q @ k2.T / math.sqrt(2)).masked_fill(m_ > n_, -math.inf), dim=-1)
+values = torch.randn(T, 4, dtype=f64)
+out = attention(scaled_q, k2, values, causal=True)
+assert_close(out, weights @ values)
+prev = weights[torch.arange(1, T), torch.arange(T - 1)]  # weight on m = n - 1, n = 1..T-1
+assert (prev[: K - 1] > 0.999).all()
+assert_close(out[1:K], values[: K - 1], rtol=0, atol=0.01)  # copies the previous token
+assert (prev[K:] < 0.5).all()
+assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
+print(f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}", end="")
+
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
+ax_l.plot(t, t, color="0.6", lw=0.8, ls=":")
+ax_l.plot(t, t_hat, lw=1.5)
+ax_l.axhline(2 * (K - 1), color="0.5", lw=0.8, ls="--")
+ax_l.set(xlabel="$t$", ylabel=r"$\hat t$", title="$K = 16$", xlim=(0, 63), ylim=(0, 63))
+shown_n = 32
+im = ax_r.imshow(
+    weights[:shown_n, :shown_n].numpy(), cmap="viridis", vmin=0, vmax=1, interpolation="nearest"
+)
+ax_r.set(xlabel="$m$", ylabel="$n$", title=r"$\lambda = 8$")
+ax_r.grid(False)
+fig.colorbar(im, ax=ax_r, fraction=0.046)
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Both lean on the causal mask
+#
+# The two halves of this chapter meet in one place. xPos needs causal attention
+# because its factor $\zeta_i^{(m-n)/B}$ decays only for $m \ge n$; NoPE needs it because
+# the mask is its only source of position. Where they differ is in what they give
+# for free. xPos hands every layer the distance through the rotation, and fixes in
+# advance how fast each pair forgets. NoPE hands nothing and leaves every positional
+# computation to the weights, which can count, as we built, but only as far as their
+# size and precision allow.
+
+# %% [markdown] lang="ja"
+# ## どちらも因果マスクに頼っている
+#
+# この章の前半と後半は、1 つの点で出会います。
+# xPos に因果的なアテンションが必要なのは、因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからです。
+# NoPE に必要なのは、マスクが位置の唯一の情報源だからです。
+# 違うのは、最初から与えられるものです。
+# xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
+# NoPE は何も渡さず、位置に関する計算をすべて重みに任せます。
+# 重みは、ここで組み立てたように数を数えられますが、それができるのは重みの大きさと精度が許す範囲までです。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Show that $\zeta_i^{(m-n)/B}$ with $\gamma \to \infty$ tends to 1 for every pair, and
+#    compare with $B \to \infty$. Which of the two changes the ratio between the
+#    decay rates of the fastest and the slowest pair?
+# 2. For $d = 64$, find the distance at which xPos's cap $\zeta_{d/2-1}^{r/B}$ falls to
+#    $1/2$, and the distance at which every pair keeps less than 1% of its weight.
+# 3. Encode keys with `apply_xpos` in float16 and find the largest span of positions
+#    for which the scores with the default centre stay finite. Compare with the
+#    range of float16 and the estimate in the module's docstring.
+# 4. Replace the BOS marker in the NoPE construction by a feature equal to 1 on every
+#    token. What does the first layer compute now, and why can no choice of the
+#    second layer recover the position from it?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. $\gamma \to \infty$ のとき、$\zeta_i^{(m-n)/B}$ がどのペアでも 1 に近づくことを示し、
+#    $B \to \infty$ の場合と比べてください。
+#    いちばん速いペアといちばん遅いペアの減衰の速さの比を変えるのは、どちらでしょうか。
+# 2. $d = 64$ について、xPos の上限 $\zeta_{d/2-1}^{r/B}$ が $1/2$ まで下がる距離と、
+#    すべてのペアの重みが 1% 未満になる距離を求めてください。
+# 3. `apply_xpos` でキーを float16 でエンコードし、既定の中心でスコアが有限のままでいられる位置の広がりの最大値を求めてください。
+#    float16 の範囲や、モジュールの docstring にある見積もりと比べてください。
+# 4. NoPE の構成で、BOS の目印の代わりに、すべてのトークンで 1 になる特徴を使ってみてください。
+#    最初の層は何を計算するでしょうか。2 層目をどう選んでもそこから位置を復元できないのはなぜでしょうか。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
+#   <https://arxiv.org/abs/2212.10554>
+# - torchscale, `XPOS` in `torchscale/component/xpos_relative_position.py`.
+#   <https://github.com/microsoft/torchscale>
+# - lucidrains, `rotary-embedding-torch` (`use_xpos`), and the fix of the scale pairing.
+#   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - Haviv, A. et al. (2022). *Transformer Language Models without Positional Encodings
+#   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
+#   Generalization in Transformers*. <https://arxiv.org/abs/2305.19466>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*. <https://arxiv.org/abs/2104.09864>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
+#   <https://arxiv.org/abs/2212.10554>
+# - torchscale、`torchscale/component/xpos_relative_position.py` の `XPOS`。
+#   <https://github.com/microsoft/torchscale>
+# - lucidrains、`rotary-embedding-torch`（`use_xpos`）と、倍率のペアの組み方の修正。
+#   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - Haviv, A. et al. (2022). *Transformer Language Models without Positional Encodings
+#   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
+#   Generalization in Transformers*. <https://arxiv.org/abs/2305.19466>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*. <https://arxiv.org/abs/2104.09864>

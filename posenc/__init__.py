@@ -19,6 +19,7 @@ from posenc.relative import (
 )
 from posenc.rope import RotaryEmbedding, apply_rope, rope_frequencies
 from posenc.scaling import LinearScaling, Llama3Scaling, NTKScaling, YarnScaling
+from posenc.transformer_xl import relative_shift, transformer_xl_positions, transformer_xl_scores
 from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
 
 __version__ = "0.1.0"
@@ -40,9 +41,12 @@ __all__ = [
     "apply_rope",
     "apply_xpos",
     "attention",
+    "relative_shift",
     "rope_frequencies",
     "sinusoidal",
     "t5_relative_position_bucket",
+    "transformer_xl_positions",
+    "transformer_xl_scores",
     "xpos_scale",
     "xpos_zeta",
 ]

@@ -1,0 +1,760 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Relative position representations
+#
+# The encodings of the previous chapters give each token a vector for its absolute
+# position $p$ and add it to the token before the first layer. Whatever the attention
+# learns about order, it has to recover from those sums. Shaw, Uszkoreit and Vaswani
+# (2018) put the position inside the attention instead, as a property of a *pair* of
+# tokens: the query at position $i$ and the key at position $j$ exchange a learned
+# vector that depends only on the offset $j - i$, clipped to at most $k$ either way.
+# This chapter derives their two equations, computes them directly with `posenc`,
+# measures what the direct computation costs in memory, and derives two ways around
+# that cost: the paper's split of the score into two terms, and a reshaping trick that
+# never builds a vector per pair. Each is checked against the direct computation.
+# Then it shows what the clipping hides from the model, how Music Transformer's
+# "skewing" turns the same idea into a pad and a reshape, and how tensor2tensor and
+# Hugging Face implement it.
+
+# %% [markdown] lang="ja"
+# # 相対位置表現（Shaw ら）
+#
+# これまでの章の位置エンコーディングは、各トークンに絶対位置 $p$ のベクトルを割り当て、
+# 最初の層の前でトークンに足していました。
+# アテンションが順序について何かを学ぶには、その和から位置を読み取るしかありません。
+# Shaw、Uszkoreit、Vaswani (2018) は、位置をアテンションの内側に入れました。
+# 位置は 2 つのトークンの *組* の性質になります。
+# 位置 $i$ のクエリと位置 $j$ のキーの間で、ずれ $j - i$ だけで決まる学習済みのベクトルを使います。
+# ずれは前後とも最大 $k$ にクリップします。
+# この章では、論文の 2 つの式を導いて `posenc` でそのまま計算し、その計算がどれだけメモリを使うかを測ります。
+# 続いて、そのコストを避ける 2 つの方法を導きます。論文によるスコアの 2 項への分解と、
+# 組ごとのベクトルを一切作らない形状変換の工夫です。どちらも直接計算と照合します。
+# さらに、クリップによってモデルから何が見えなくなるか、
+# Music Transformer の「スキュー」が同じ考えをパディングと形状変換だけで実現する仕組み、
+# そして tensor2tensor と Hugging Face の実装の違いを示します。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+import torch.nn.functional as F
+from torch.testing import assert_close
+
+from posenc import RelativePositionEmbedding, attention
+from posenc.plotting import use_site_style
+from posenc.transformer_xl import relative_shift
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown] lang="en"
+# ## Clipped relative distances
+#
+# Shaw et al. describe the input of self-attention as a complete directed graph: one
+# node per token, and an edge from each position $i$ to each position $j$. The edge
+# carries two learned vectors of the head size $d_z$, $a^K_{ij}$ for the keys and
+# $a^V_{ij}$ for the values. To make them relative, they depend on $i$ and $j$ only
+# through the offset $j - i$, and only up to a maximum distance $k$:
+# $$a^K_{ij} = w^K_{\mathrm{clip}(j-i,\,k)}, \qquad a^V_{ij} = w^V_{\mathrm{clip}(j-i,\,k)}, \qquad \mathrm{clip}(x, k) = \max(-k, \min(k, x))$$
+# So each table holds $2k+1$ vectors, $w^K = (w^K_{-k}, \dots, w^K_{k})$, whatever the
+# length of the sequence. The paper gives two reasons for the clipping: precise
+# relative positions are probably not useful beyond some distance, and a model with
+# clipped distances can read sequences longer than any it was trained on, since every
+# offset it meets has a vector.
+#
+# `posenc.RelativePositionEmbedding(k, d_z)` holds one such table; row $r$ of its
+# `embedding.weight` is $w_{r-k}$. Called with a number of queries and keys, it returns
+# the tensor of all $a_{ij}$, of shape $(n, n, d_z)$ for $n$ tokens. The cell below
+# checks every entry against the formula and prints the offsets $\mathrm{clip}(j-i,\,k)$
+# for $n = 8$ and $k = 3$: row $i$, column $j$. Each diagonal holds one offset, and
+# beyond the third diagonal on either side everything is $3$ or $-3$.
+
+# %% [markdown] lang="ja"
+# ## クリップした相対距離
+#
+# Shaw らは、セルフアテンションの入力を完全な有向グラフとして捉えます。
+# トークンごとに 1 つのノードがあり、各位置 $i$ から各位置 $j$ へ辺が張られています。
+# 辺はヘッドの次元 $d_z$ の学習済みベクトルを 2 つ持ちます。キー用の $a^K_{ij}$ とバリュー用の $a^V_{ij}$ です。
+# これを相対的にするため、どちらも $i$ と $j$ にはずれ $j - i$ を通してだけ依存させ、
+# しかも最大距離 $k$ までしか区別しません。
+# $$a^K_{ij} = w^K_{\mathrm{clip}(j-i,\,k)}, \qquad a^V_{ij} = w^V_{\mathrm{clip}(j-i,\,k)}, \qquad \mathrm{clip}(x, k) = \max(-k, \min(k, x))$$
+# したがって、系列の長さによらず、各表は $2k+1$ 個のベクトル $w^K = (w^K_{-k}, \dots, w^K_{k})$ を持つだけです。
+# 論文はクリップの理由を 2 つ挙げています。
+# ある距離より先では正確な相対位置はおそらく役に立たないこと、
+# そして距離をクリップしたモデルは、どのずれにも対応するベクトルがあるので、
+# 学習時より長い系列も読めることです。
+#
+# `posenc.RelativePositionEmbedding(k, d_z)` がこの表を 1 つ持ちます。
+# `embedding.weight` の行 $r$ が $w_{r-k}$ です。
+# クエリとキーの数を渡して呼ぶと、すべての $a_{ij}$ を並べたテンソルを返します。
+# $n$ トークンなら形状は $(n, n, d_z)$ です。
+# 次のセルでは、すべての成分を式と照合し、$n = 8$、$k = 3$ のときのずれ $\mathrm{clip}(j-i,\,k)$ を表示します。
+# 行が $i$、列が $j$ です。各対角線には同じずれが並び、
+# 両側とも 3 本目の対角線より外はすべて $3$ か $-3$ になります。
+
+# %%
+n, k_clip, d_z = 8, 3, 4
+rel = RelativePositionEmbedding(k_clip, d_z)  # one table: 2k+1 rows of size d_z
+w = rel.embedding.weight.detach()  # row r is w_{r-k}
+with torch.no_grad():
+    a = rel(n, n)  # [n, n, d_z]: a_ij for every query i and key j
+
+
+def clip(x, k):
+    return max(-k, min(k, x))
+
+
+assert a.shape == (n, n, d_z) and w.shape == (2 * k_clip + 1, d_z)
+for i in range(n):
+    for j in range(n):
+        assert torch.equal(a[i, j], w[clip(j - i, k_clip) + k_clip])  # a_ij = w_clip(j-i, k)
+
+offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # [i, j] = j - i
+offset.clamp(-k_clip, k_clip)
+
+# %% [markdown] lang="en"
+# The heatmap shows the same offsets for $n = 24$ and $k = 4$. The band of width
+# $2k+1$ around the diagonal is the only place where the model can tell distances
+# apart; the two triangles outside it are flat.
+#
+# When a decoder generates with a KV cache, the $q$ new queries are the last $q$ of the
+# $n$ tokens, so query $i$ sits at position $i + n - q$ (the alignment that `posenc` uses
+# everywhere). `rel(q, n)` follows it: its rows are the last $q$ rows of `rel(n, n)`,
+# as the check after the figure confirms.
+
+# %% [markdown] lang="ja"
+# 下のヒートマップは、$n = 24$、$k = 4$ の同じずれです。
+# 対角線を囲む幅 $2k+1$ の帯の中でしか、モデルは距離を区別できません。帯の外の 2 つの三角形は一様です。
+#
+# KV キャッシュを使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
+# つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。
+# `rel(q, n)` もこれに従い、その行は `rel(n, n)` の最後の $q$ 行になります。図の後の確認でこれを確かめます。
+
+# %%
+big_n, big_k = 24, 4
+clipped = (torch.arange(big_n)[None, :] - torch.arange(big_n)[:, None]).clamp(-big_k, big_k)
+fig, ax = plt.subplots(figsize=(4.8, 3.6))
+im = ax.imshow(clipped, cmap="RdBu_r", vmin=-big_k, vmax=big_k, interpolation="nearest")
+ax.set(xlabel="$j$", ylabel="$i$", title=f"$k = {big_k}$")
+ax.grid(False)
+fig.colorbar(im, ax=ax, label=r"$\mathrm{clip}(j-i,\,k)$", ticks=range(-big_k, big_k + 1))
+plt.show()
+
+with torch.no_grad():
+    for q_len in range(n + 1):  # q new queries at the end of n keys (a KV cache)
+        assert torch.equal(rel(q_len, n), a[n - q_len :])
+
+# %% [markdown] lang="en"
+# ## Relation-aware self-attention
+#
+# Ordinary self-attention over the inputs $x_1, \dots, x_n$ computes, for one head,
+# $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top}{\sqrt{d_z}}, \qquad \alpha_{ij} = \frac{\exp e_{ij}}{\sum_{l} \exp e_{il}}, \qquad z_i = \sum_{j} \alpha_{ij}\, x_j W^V$$
+# Shaw et al. add the edge vectors in two places. The key that query $i$ compares
+# itself with becomes $x_j W^K + a^K_{ij}$, and the value that it collects becomes
+# $x_j W^V + a^V_{ij}$:
+# $$e_{ij} = \frac{x_i W^Q \,(x_j W^K + a^K_{ij})^\top}{\sqrt{d_z}}$$
+# $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
+# (equations 4 and 3 of the paper; the softmax is unchanged). The same key $x_j W^K$
+# now looks different to each query, by an amount that depends only on where the query
+# stands relative to it. Since $\sum_j \alpha_{ij} = 1$, the second equation adds to the
+# ordinary output $\sum_j \alpha_{ij}\, x_j W^V$ a weighted average of the $2k+1$
+# vectors $w^V_r$.
+#
+# The cell below computes both equations twice: once entry by entry with Python loops,
+# exactly as written, and once with whole tensors, where the $(n, n, d_z)$ tensors
+# $a^K$ and $a^V$ enter through `einsum`. Two special cases tie it to `posenc.attention`:
+# with both tables zero it is ordinary attention, and with $a^V = 0$ the key term is
+# just an additive bias, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$, on the scores.
+
+# %% [markdown] lang="ja"
+# ## 関係を考慮したセルフアテンション
+#
+# 入力 $x_1, \dots, x_n$ に対する通常のセルフアテンションは、1 つのヘッドで次を計算します。
+# $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top}{\sqrt{d_z}}, \qquad \alpha_{ij} = \frac{\exp e_{ij}}{\sum_{l} \exp e_{il}}, \qquad z_i = \sum_{j} \alpha_{ij}\, x_j W^V$$
+# Shaw らは辺のベクトルを 2 か所に足します。
+# クエリ $i$ が比べるキーは $x_j W^K + a^K_{ij}$ に、集めるバリューは $x_j W^V + a^V_{ij}$ になります。
+# $$e_{ij} = \frac{x_i W^Q \,(x_j W^K + a^K_{ij})^\top}{\sqrt{d_z}}$$
+# $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
+# （論文の式 4 と式 3 です。softmax は変わりません。）
+# 同じキー $x_j W^K$ が、クエリごとに違って見えるようになります。
+# その違いは、クエリがキーから見てどこにいるかだけで決まります。
+# $\sum_j \alpha_{ij} = 1$ なので、2 つ目の式は通常の出力 $\sum_j \alpha_{ij}\, x_j W^V$ に、
+# $2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
+#
+# 次のセルでは、両方の式を 2 通りに計算します。
+# 1 つは書かれたとおりに Python のループで成分ごとに、もう 1 つはテンソル全体で計算し、
+# $(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` で使います。
+# 2 つの特別な場合が `posenc.attention` とつながります。
+# 両方の表が 0 なら通常のアテンションです。$a^V = 0$ なら、キーの項はスコアに足すバイアス
+# $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ にすぎません。
+
+# %%
+n, d_z, k_clip = 7, 8, 2
+x = torch.randn(n, d_z)
+w_q, w_k, w_v = (torch.randn(d_z, d_z) / math.sqrt(d_z) for _ in range(3))
+rel_k, rel_v = RelativePositionEmbedding(k_clip, d_z), RelativePositionEmbedding(k_clip, d_z)
+with torch.no_grad():  # larger than the N(0, 0.02^2) initialisation, so that the terms matter
+    rel_k.embedding.weight.normal_()
+    rel_v.embedding.weight.normal_()
+    a_k, a_v = rel_k(n, n), rel_v(n, n)  # [n, n, d_z] each
+
+
+def shaw_loops(x, a_k, a_v):
+    """Equations (4) and (3), entry by entry."""
+    q, key, v = x @ w_q, x @ w_k, x @ w_v
+    z = torch.zeros(n, d_z)
+    for i in range(n):
+        e = torch.stack([q[i] @ (key[j] + a_k[i, j]) for j in range(n)]) / math.sqrt(d_z)
+        alpha = torch.softmax(e, dim=0)
+        z[i] = sum(alpha[j] * (v[j] + a_v[i, j]) for j in range(n))
+    return z
+
+
+def shaw_materialised(q, key, v, a_k, a_v):
+    """The same with whole tensors; q, key, v [..., n, d_z], a_k and a_v [n, n, d_z]."""
+    e = q @ key.transpose(-2, -1) + torch.einsum("...id,ijd->...ij", q, a_k)
+    alpha = torch.softmax(e / math.sqrt(q.shape[-1]), dim=-1)  # [..., n, n]
+    return alpha @ v + torch.einsum("...ij,ijd->...id", alpha, a_v)
+
+
+q, key, v = x @ w_q, x @ w_k, x @ w_v
+z = shaw_materialised(q, key, v, a_k, a_v)
+assert_close(z, shaw_loops(x, a_k, a_v))
+
+zero = torch.zeros(n, n, d_z)
+assert_close(shaw_materialised(q, key, v, zero, zero), attention(q, key, v))
+bias = torch.einsum("id,ijd->ij", q, a_k) / math.sqrt(d_z)  # x_i W^Q (a^K_ij)^T / sqrt(d_z)
+assert_close(shaw_materialised(q, key, v, a_k, zero), attention(q, key, v, bias=bias))
+
+# the value term is a weighted average of the 2k+1 vectors w^V_r
+alpha = torch.softmax((q @ key.T + torch.einsum("id,ijd->ij", q, a_k)) / math.sqrt(d_z), -1)
+assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
+
+# %% [markdown] lang="en"
+# ## What the direct computation costs
+#
+# The tensor $a^K$ has one vector of size $d_z$ for every pair of positions: $n^2 d_z$
+# numbers, per table and per layer. Shaw et al. share the tables across the heads and
+# across the sequences of a batch, which keeps it at $n^2 d_z$ instead of $h\, n^2 d_z$
+# for $h$ heads. It is still quadratic in $n$ with a factor $d_z$ that the score matrix
+# does not have. Huang et al. (2018, Music Transformer) count it for one layer with
+# $n = 2048$, $h = 8$ heads of size $d_z = 64$ (a model width of 512), and a table per
+# head. The cell below computes the bytes from the shapes alone, with tensors on
+# PyTorch's `meta` device, which have a shape and a dtype but no storage: nothing is
+# allocated. In float32, one table of $n^2 d_z$ numbers is 1073741824 bytes, 1.1 GB, as
+# Huang et al. say per head; one per head makes 8589934592 bytes, 8.6 GB, which they give
+# as 8.5 GB per layer. Their alternative, one vector per distance and per head, needs
+# $n\, d_z$ numbers: 524288 bytes (0.52 MB) per head and 4194304 bytes (4.2 MB) for the
+# layer, exactly their figures.
+
+# %% [markdown] lang="ja"
+# ## 直接計算のコスト
+#
+# テンソル $a^K$ は、位置の組ごとに大きさ $d_z$ のベクトルを 1 つ持ちます。
+# 表 1 つ、層 1 つあたり $n^2 d_z$ 個の数です。
+# Shaw らは表をヘッド間でも、バッチ内の系列間でも共有するので、
+# $h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
+# それでも $n$ について 2 乗で、しかもスコア行列にはない $d_z$ 倍がかかります。
+# Huang ら (2018, Music Transformer) は、$n = 2048$、大きさ $d_z = 64$ のヘッドが $h = 8$ 個
+# （モデルの幅 512）で、ヘッドごとに表を持つ 1 層についてこれを数えています。
+# 次のセルでは、形状だけからバイト数を計算します。
+# PyTorch の `meta` デバイス上のテンソルは形状と dtype を持ちますが、記憶領域を持たないので、何も確保されません。
+# float32 では、$n^2 d_z$ 個の数からなる表 1 つが 1073741824 バイト、つまり 1.1 GB で、
+# Huang らがヘッドあたりとして挙げる値と同じです。
+# ヘッドごとに 1 つなら 8589934592 バイト、8.6 GB で、論文はこれを層あたり 8.5 GB としています。
+# 彼らの代案は、距離ごと・ヘッドごとにベクトルを 1 つ持つもので、必要なのは $n\, d_z$ 個の数です。
+# ヘッドあたり 524288 バイト (0.52 MB)、層全体で 4194304 バイト (4.2 MB) となり、論文の値にちょうど一致します。
+
+
+# %%
+def nbytes(*shape, dtype=torch.float32):
+    """Bytes of a tensor of this shape, computed on the meta device (nothing allocated)."""
+    return torch.empty(shape, dtype=dtype, device="meta").nbytes
+
+
+n, h, d_z = 2048, 8, 64
+table = nbytes(n, n, d_z)  # a^K: one d_z-vector per pair (i, j)
+per_head = nbytes(h, n, n, d_z)  # one such table per head
+linear = nbytes(n, d_z)  # one d_z-vector per distance
+assert table == n * n * d_z * 4 and per_head == h * table
+print(
+    f"a^K [n, n, d_z]:              {table:>10d} bytes = {table / 1e9:.1f} GB\n"
+    f"one per head [h, n, n, d_z]:  {per_head:>10d} bytes = {per_head / 1e9:.1f} GB\n"
+    f"per distance [n, d_z]:        {linear:>10d} bytes = {linear / 1e6:.2f} MB per head, "
+    f"{h * linear} bytes = {h * linear / 1e6:.1f} MB per layer",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## The paper's efficient form: two terms
+#
+# Shaw et al. (§3.3) avoid the worst of it by splitting the score. Expanding the product
+# in the numerator,
+# $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top}{\sqrt{d_z}}$$
+# The first term is ordinary attention, one matrix product per head. The second needs
+# care: with batch size $b$ and $h$ heads, a careless broadcast would multiply
+# $b\,h$ queries by $n^2$ edge vectors and form a $(b, h, n, n, d_z)$ product. The paper
+# instead reshapes. For a fixed query position $i$, the queries of all $b\,h$ sequences
+# and heads form a $b h \times d_z$ matrix, and the edge vectors
+# $a^K_{i1}, \dots, a^K_{in}$ a $d_z \times n$ one, shared by all of them. So the second term is $n$
+# independent products of a $b h \times d_z$ and a $d_z \times n$ matrix: one batched
+# matrix product after moving the position axis of the queries to the front, then a
+# move back to add it to the first term. The values work the same way, with the weights
+# $\alpha_{i1}, \dots, \alpha_{in}$ in place of the query and $a^V_{i1}, \dots, a^V_{in}$
+# as an $n \times d_z$ matrix.
+#
+# The cell below is a line-by-line port of tensor2tensor's `_relative_attention_inner`,
+# which does exactly this, checked against the direct computation for a batch of 2
+# sequences with 3 heads. The largest intermediate is now $a^K$ itself, $n^2 d_z$ numbers,
+# once for the whole batch; nothing of size $b\,h\,n^2 d_z$ is formed.
+
+# %% [markdown] lang="ja"
+# ## 論文の効率的な形：2 つの項
+#
+# Shaw ら (§3.3) は、スコアを分解して最悪の事態を避けます。分子の積を展開すると次のようになります。
+# $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top}{\sqrt{d_z}}$$
+# 1 つ目の項は通常のアテンションで、ヘッドごとに行列積 1 回です。2 つ目の項には注意が要ります。
+# バッチサイズ $b$、ヘッド数 $h$ のとき、不用意にブロードキャストすると、
+# $b\,h$ 個のクエリに $n^2$ 個の辺のベクトルを掛け、$(b, h, n, n, d_z)$ の積を作ってしまいます。
+# 論文は代わりに形状を変換します。クエリの位置 $i$ を固定すると、
+# $b\,h$ 個の系列とヘッドのクエリは $b h \times d_z$ 行列をなし、
+# 辺のベクトル $a^K_{i1}, \dots, a^K_{in}$ はそれらすべてに共通の $d_z \times n$ 行列をなします。
+# したがって 2 つ目の項は、$b h \times d_z$ 行列と $d_z \times n$ 行列の独立な積 $n$ 個です。
+# クエリの位置の軸を先頭に移してバッチ行列積を 1 回行い、軸を戻して 1 つ目の項に足します。
+# バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を、
+# $n \times d_z$ 行列として $a^V_{i1}, \dots, a^V_{in}$ を使います。
+#
+# 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです。
+# 2 系列・3 ヘッドのバッチで直接計算と照合します。
+# いちばん大きな中間結果は $a^K$ そのもの、つまり $n^2 d_z$ 個の数で、バッチ全体で 1 つだけです。
+# $b\,h\,n^2 d_z$ の大きさのものは作られません。
+
+
+# %%
+def relative_inner(x, y, z, transpose):
+    """tensor2tensor's _relative_attention_inner: x [b, h, n, n or d], y [b, h, n, d], z [n, n, d]."""
+    b, h, n = x.shape[:3]
+    xy = x @ (y.transpose(-2, -1) if transpose else y)  # first term: [b, h, n, n or d]
+    x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # [n, b*h, n or d]: position axis first
+    x_tz = x_t @ (z.transpose(-2, -1) if transpose else z)  # n products (bh x d)(d x n): [n, bh, *]
+    return xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # back to [b, h, n, n or d]
+
+
+def shaw_two_terms(q, key, v, a_k, a_v):
+    logits = relative_inner(q, key, a_k, transpose=True) / math.sqrt(q.shape[-1])
+    alpha = torch.softmax(logits, dim=-1)
+    return relative_inner(alpha, v, a_v, transpose=False)
+
+
+b, h, n, d_z = 2, 3, 7, 8
+qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
+with torch.no_grad():
+    a_k, a_v = rel_k(n, n), rel_v(n, n)  # shared by the batch and the heads
+assert_close(shaw_two_terms(qb, kb, vb, a_k, a_v), shaw_materialised(qb, kb, vb, a_k, a_v))
+
+# %% [markdown] lang="en"
+# ## Never build the pairs: one score per distance
+#
+# Both forms still hold $a^K_{ij}$ for every pair, although there are only $2k+1$
+# different vectors among them. Write the clipped offset as a column index,
+# $c_{ij} = \mathrm{clip}(j-i,\,k) + k$, with values $0, \dots, 2k$. Then
+# $a^K_{ij} = w^K_{c_{ij}-k}$, and the second term of the score only looks up a number
+# that can be computed once per query and distance:
+# $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
+# $P$ is the product of the $n \times d_z$ queries with the transposed $(2k+1) \times d_z$
+# table: an $n \times (2k+1)$ matrix per head, from which a gather along the last axis
+# picks entry $c_{ij}$ for each pair. For the values, group the sum over keys by their
+# column index. Every key with the same $c_{ij}$ brings the same vector, so
+# $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
+# $\beta$ holds, for each query, the total attention that falls into each of the $2k+1$
+# distance buckets: `scatter_add` along the last axis builds it from $\alpha$, and a
+# product with the table finishes the job. Both steps are also a product with a one-hot
+# encoding of $c_{ij}$, which the cell below uses as a second check. Each row of $\beta$
+# sums to 1.
+#
+# The extra memory is $P$ and $\beta$, $n(2k+1)$ numbers per head each, and the index
+# $c_{ij}$, $n^2$ integers shared by everything (for a causal model, the next section
+# removes it too). Nothing has a factor $n^2 d_z$ any more.
+
+# %% [markdown] lang="ja"
+# ## 組を作らない：距離ごとに 1 つのスコア
+#
+# どちらの形も、すべての組について $a^K_{ij}$ を保持します。しかし、その中に異なるベクトルは $2k+1$ 個しかありません。
+# クリップしたずれを列の番号 $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
+# すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、スコアの 2 つ目の項は、
+# クエリと距離の組ごとに一度だけ計算すれば済む数を引いてくるだけになります。
+# $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
+# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、ヘッドごとに $n \times (2k+1)$ 行列です。
+# そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
+# バリューでは、キーについての和を列の番号でまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを持ち込むので、
+# $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
+# となります。$\beta$ は、クエリごとに、$2k+1$ 個の距離のバケットそれぞれに落ちるアテンションの合計です。
+# `scatter_add` で最後の軸に沿って $\alpha$ から作り、表との積で仕上げます。
+# どちらの手順も $c_{ij}$ の one-hot 表現との積として書けるので、次のセルではこれを 2 つ目の確認に使います。
+# $\beta$ の各行の和は 1 です。
+#
+# 余分なメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、
+# そしてすべてで共有する $n^2$ 個の整数の番号 $c_{ij}$ です（因果的なモデルなら、次の節でこれも不要になります）。
+# $n^2 d_z$ の大きさのものはもうありません。
+
+
+# %%
+def shaw_by_distance(q, key, v, table_k, table_v, k):
+    """Shaw et al.'s attention without a^K or a^V; tables [2k+1, d_z], q, key, v [..., n, d_z]."""
+    n = q.shape[-2]
+    c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k, k) + k  # [n, n]
+    p = q @ table_k.T  # P: [..., n, 2k+1], x_i W^Q w_r^T for every distance
+    c = c.expand(*p.shape[:-2], n, n)
+    logits = (q @ key.transpose(-2, -1) + p.gather(-1, c)) / math.sqrt(q.shape[-1])
+    alpha = torch.softmax(logits, dim=-1)  # [..., n, n]
+    beta = torch.zeros_like(p).scatter_add_(-1, c, alpha)  # [..., n, 2k+1]: attention per bucket
+    return alpha @ v + beta @ table_v, p, alpha, beta
+
+
+table_k, table_v = rel_k.embedding.weight.detach(), rel_v.embedding.weight.detach()
+out, p, alpha, beta = shaw_by_distance(qb, kb, vb, table_k, table_v, k_clip)
+assert_close(out, shaw_materialised(qb, kb, vb, a_k, a_v))
+
+# the same gather and scatter as products with a one-hot encoding of c_ij
+c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k_clip, k_clip) + k_clip
+one_hot = F.one_hot(c, 2 * k_clip + 1).float()  # [n, n, 2k+1]: one_hot[i, j, r] = [c_ij = r]
+assert_close(
+    torch.einsum("...ir,ijr->...ij", p, one_hot), torch.einsum("...id,ijd->...ij", qb, a_k)
+)
+assert_close(torch.einsum("...ij,ijr->...ir", alpha, one_hot), beta)
+assert_close(beta.sum(-1), torch.ones(b, h, n))  # each row of beta sums to 1
+print(f"P and beta: {tuple(p.shape)}, alpha: {tuple(alpha.shape)}", end="")
+
+# %% [markdown] lang="en"
+# The figure compares the three memory bills for one layer as the length grows, with
+# $h = 8$ heads of size $d_z = 64$ and $k = 16$, in float32, computed from the shapes as
+# above. The materialised $a^K$ grows like $n^2 d_z$. The distance form costs $P$ and $\beta$
+# for every head plus the int64 index: linear at first, then quadratic through the index
+# alone, a factor $d_z / 2 = 32$ below $a^K$. For reference, the score matrix $e_{ij}$ that
+# every attention over $h$ heads forms has $h\,n^2$ numbers: from $n = 128$ on (printed
+# below), the distance form costs less than the scores themselves. The y axis is in
+# bytes ($\mathrm{B}$).
+
+# %% [markdown] lang="ja"
+# 下の図は、長さとともに 1 層のメモリがどう増えるかを 3 通りで比べたものです。
+# 大きさ $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 で、上と同じく形状から計算しています。
+# 展開した $a^K$ は $n^2 d_z$ のように増えます。
+# 距離ごとの形は、ヘッドごとの $P$ と $\beta$ に int64 の番号を加えたもので、
+# 初めは線形、やがて番号だけで 2 乗になりますが、$a^K$ より $d_z / 2 = 32$ 倍小さいままです。
+# 比較のため、$h$ 個のヘッドのどんなアテンションも作るスコア行列 $e_{ij}$ も示します。$h\,n^2$ 個の数です。
+# $n = 128$ 以上では（下に表示）、距離ごとの形のほうがスコアそのものより小さくなります。
+# 縦軸の単位はバイト ($\mathrm{B}$) です。
+
+# %%
+h, d_z, k_clip = 8, 64, 16
+lengths = [2**e for e in range(6, 16)]
+direct = [nbytes(n, n, d_z) for n in lengths]  # a^K
+index = [nbytes(n, n, dtype=torch.int64) for n in lengths]  # c_ij
+by_distance = [2 * nbytes(h, n, 2 * k_clip + 1) + c for n, c in zip(lengths, index, strict=True)]
+scores = [nbytes(h, n, n) for n in lengths]  # e_ij of all heads
+assert all(a_ == d_z // 2 * c for a_, c in zip(direct, index, strict=True))
+below = [n for n, s, m in zip(lengths, scores, by_distance, strict=True) if m < s]
+assert below == lengths[lengths.index(below[0]) :]  # below the scores from some length on
+print(f"P, beta and c below the scores e_ij from n = {below[0]} on", end="")
+
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+ax.plot(lengths, direct, "o-", ms=4, label=r"$a^K_{ij}$")
+ax.plot(lengths, by_distance, "s-", ms=4, label=r"$P,\ \beta,\ c_{ij}$")
+ax.plot(lengths, scores, "--", color="0.4", label=r"$e_{ij}$")
+ax.set(xscale="log", yscale="log", xlabel="$n$", ylabel=r"$\mathrm{B}$")
+ax.set_xticks(lengths[::3], [f"$2^{{{int(math.log2(n))}}}$" for n in lengths[::3]])
+ax.minorticks_off()
+ax.legend(loc="upper left")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Beyond k, distances are indistinguishable
+#
+# Clipping is a choice with a visible consequence. For query $i$, every key with
+# $j - i \ge k$ receives the same $a^K_{ij} = w^K_{k}$ and the same $a^V_{ij} = w^V_{k}$,
+# and likewise every key with $j - i \le -k$ receives $w^K_{-k}$ and $w^V_{-k}$. Inside
+# each of those two groups, nothing in $e_{ij}$ or $z_i$ depends on where a key sits:
+# the group is a bag of tokens. Shuffle the tokens within one group, and $z_i$ does not
+# change. Swap two tokens at different distances inside the band, and it does.
+#
+# The cell below takes $n = 12$, $k = 2$ and the query at position $i = 6$: the keys
+# $j \le 4$ form one bag, the keys $j \ge 8$ the other. It shuffles each bag, checks
+# that the output of query 6 is the same to rounding error, then swaps the tokens at
+# $j = 5$ and $j = 7$ (offsets $-1$ and $+1$) and prints how far the output moves.
+
+# %% [markdown] lang="ja"
+# ## k より先の距離は区別できない
+#
+# クリップには目に見える帰結があります。クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ
+# $a^K_{ij} = w^K_{k}$ と $a^V_{ij} = w^V_{k}$ を受け取ります。
+# 同じく $j - i \le -k$ のキーはどれも $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
+# この 2 つのグループの中では、$e_{ij}$ にも $z_i$ にも、キーがどこにあるかに依存する部分がありません。
+# グループはトークンの袋（順序のない集まり）です。
+# 1 つのグループの中でトークンを並べ替えても、$z_i$ は変わりません。
+# 帯の中で距離の異なる 2 つのトークンを入れ替えると、変わります。
+#
+# 次のセルでは $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
+# キー $j \le 4$ が 1 つの袋、$j \ge 8$ がもう 1 つの袋です。
+# それぞれの袋を並べ替えてもクエリ 6 の出力が丸め誤差の範囲で同じことを確かめ、
+# 次に $j = 5$ と $j = 7$（ずれ $-1$ と $+1$）のトークンを入れ替えて、出力がどれだけ動くかを表示します。
+
+# %%
+n, d_z, k_clip, i = 12, 8, 2, 6
+x = torch.randn(n, d_z)
+w_q, w_k, w_v = (torch.randn(d_z, d_z) / math.sqrt(d_z) for _ in range(3))
+table_k, table_v = torch.randn(2 * k_clip + 1, d_z), torch.randn(2 * k_clip + 1, d_z)
+
+
+def output_of(x):
+    z, *_ = shaw_by_distance(x @ w_q, x @ w_k, x @ w_v, table_k, table_v, k_clip)
+    return z[i]
+
+
+left, right = torch.arange(0, i - k_clip + 1), torch.arange(i + k_clip, n)  # j <= 4, j >= 8
+shuffled = torch.arange(n)
+shuffled[left] = left[torch.randperm(len(left))]
+shuffled[right] = right[torch.randperm(len(right))]
+assert not torch.equal(shuffled, torch.arange(n))
+assert_close(output_of(x[shuffled]), output_of(x))  # each bag: order invisible to query i
+
+swapped = torch.arange(n)
+swapped[[i - 1, i + 1]] = swapped[[i + 1, i - 1]]  # offsets -1 and +1: inside the band
+moved = (output_of(x[swapped]) - output_of(x)).abs().max()
+assert moved > 1e-2
+print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3f}", end="")
+
+# %% [markdown] lang="en"
+# This is per layer. The output $z_i$ of the first layer mixes in the neighbours of
+# position $i$, so a second layer can, in principle, recover some order among far tokens
+# from what their neighbourhoods looked like (exercise 1). It is also not the whole story
+# for absolute positions: a query near the start of the sequence has no keys at negative
+# offsets, and that asymmetry is visible in $\beta$ (exercise 4).
+
+# %% [markdown] lang="ja"
+# これは層ごとの話です。1 層目の出力 $z_i$ には位置 $i$ の近傍が混ざるので、
+# 2 層目は原理的には、遠いトークンの近傍の様子から、それらの間の順序をある程度取り戻せます（演習 1）。
+# また、絶対位置についてもこれで話は終わりません。系列の先頭近くのクエリには負のずれのキーがなく、
+# その非対称性は $\beta$ に現れます（演習 4）。
+
+# %% [markdown] lang="en"
+# ## Music Transformer's skewing
+#
+# For a causal model the index $c_{ij}$ can go too. Huang et al. (2018) keep one
+# embedding per distance, $E^r$, an $n \times d_z$ matrix whose row $m$ belongs to the
+# offset $j - i = m - (n - 1)$, that is $-(n-1), \dots, 0$ (they do not clip, but a
+# clipped table is simply $E^r$ with repeated rows). The product $Q (E^r)^\top$ is
+# $n \times n$, and column $m$ of row $i$ is the score of query $i$ against the offset
+# $m - (n - 1)$. The key $j \le i$ needs the column $m = j - i + n - 1$, so row $i$ has to
+# move left by $n - 1 - i$ places. Their "skewing" does this without an index:
+#
+# 1. pad one column of zeros on the left: $n \times (n+1)$;
+# 2. reshape the same numbers to $(n+1) \times n$;
+# 3. drop the first row and read the rest as $n \times n$.
+#
+# Entry $(i, j)$ of the result is entry $n + i n + j$ of the padded rows laid end to end,
+# which is padded column $n + j - i$ of row $i$ as long as $j \le i$: the wanted
+# $m = j - i + n - 1$ of the unpadded row. Above the diagonal the entries are not
+# scores of the pair, and the causal mask hides them. Transformer-XL uses the same
+# reshape with a sinusoidal $E^r$, and `posenc.transformer_xl.relative_shift` implements
+# it. The next chapter derives it in general, with the entries above the diagonal,
+# memory and the direction of the distances. The cell below builds $E^r$ from a clipped
+# Shaw table, skews, and compares with the gather of the previous section on the causal
+# part.
+
+# %% [markdown] lang="ja"
+# ## Music Transformer のスキュー
+#
+# 因果的なモデルなら、番号 $c_{ij}$ もなくせます。
+# Huang ら (2018) は距離ごとに 1 つの埋め込みを持ちます。$n \times d_z$ 行列 $E^r$ で、
+# その行 $m$ はずれ $j - i = m - (n - 1)$、つまり $-(n-1), \dots, 0$ に対応します
+# （彼らはクリップしませんが、クリップした表は行が繰り返された $E^r$ にすぎません）。
+# 積 $Q (E^r)^\top$ は $n \times n$ で、行 $i$ の列 $m$ はクエリ $i$ とずれ $m - (n - 1)$ のスコアです。
+# キー $j \le i$ には列 $m = j - i + n - 1$ が必要なので、行 $i$ を $n - 1 - i$ 個左へずらさなければなりません。
+# 彼らの「スキュー」は、これを番号なしで行います。
+#
+# 1. 左に 0 の列を 1 本加えます：$n \times (n+1)$。
+# 2. 同じ数の並びを $(n+1) \times n$ に形状変換します。
+# 3. 最初の行を捨て、残りを $n \times n$ として読みます。
+#
+# 結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの $n + i n + j$ 番目の成分です。
+# $j \le i$ である限り、それは行 $i$ のパディング後の列 $n + j - i$、
+# つまりパディング前の行で求める $m = j - i + n - 1$ です。
+# 対角線より上の成分はその組のスコアではなく、因果マスクがそれを隠します。
+# Transformer-XL は正弦波の $E^r$ で同じ形状変換を使い、`posenc.transformer_xl.relative_shift` がそれを実装しています。
+# 次の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
+# 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューし、因果的な部分を前の節の gather と比べます。
+
+# %%
+n, d_z, k_clip = 10, 8, 3
+q = torch.randn(n, d_z)
+table_k = torch.randn(2 * k_clip + 1, d_z)
+e_r = table_k[torch.arange(-(n - 1), 1).clamp(-k_clip, k_clip) + k_clip]  # [n, d_z], O(n d_z)
+s = q @ e_r.T  # [n, n]: column m is the offset m - (n - 1)
+
+padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # [n, n + 1]
+skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # drop the first row
+
+c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k_clip, k_clip) + k_clip
+gathered = (q @ table_k.T).gather(-1, c)  # P_{i, c_ij}, as in the previous section
+causal = torch.ones(n, n, dtype=torch.bool).tril()
+assert_close(skewed[causal], gathered[causal])  # j <= i: the right scores
+assert not torch.allclose(skewed[~causal], gathered[~causal])  # above the diagonal: not scores
+assert torch.equal(skewed, relative_shift(s))  # the same trick as Transformer-XL's
+
+# %% [markdown] lang="en"
+# ## How the libraries differ
+#
+# **tensor2tensor** (`dot_product_attention_relative` in `common_attention.py`) is the
+# reference implementation of the paper. It builds the index with the offsets
+# $j - i$ (`range_vec_k[None, :] - range_vec_q[:, None]`) clipped to
+# `max_relative_position`, gathers one $(n, n, d_z)$ tensor per table (keys and values,
+# shared by the heads) and multiplies with `_relative_attention_inner`, the two-term
+# form above. With unequal lengths the queries are the last ones, as in `posenc`.
+#
+# **Hugging Face** BERT-style models (`position_embedding_type="relative_key"`) keep only
+# the key term, with no value term, and clip nothing: `distance_embedding` has
+# $2M - 1$ rows for `max_position_embeddings` $M$, indexed by the offset the *other*
+# way round, $i - j$ (`position_ids_l - position_ids_r`), plus $M - 1$. A table trained
+# there reads reversed here. `"relative_key_query"` adds a third term, the key against
+# the same edge vector, $x_j W^K (a_{ij})^\top$ (Huang et al. 2020). Both build the
+# $(n, n, d_z)$ tensor and contract it with `einsum`.
+#
+# **posenc** follows the paper: offsets $j - i$, clipped, one table per
+# `RelativePositionEmbedding` (two instances for $a^K$ and $a^V$), initialised from
+# $N(0, 0.02^2)$ as Hugging Face initialises its distance table. The cell below
+# rebuilds both index rules and checks that a Hugging Face table is a `posenc` table
+# with its rows reversed.
+
+# %% [markdown] lang="ja"
+# ## ライブラリによる違い
+#
+# **tensor2tensor**（`common_attention.py` の `dot_product_attention_relative`）は論文の参照実装です。
+# ずれ $j - i$（`range_vec_k[None, :] - range_vec_q[:, None]`）を `max_relative_position` でクリップして番号を作り、
+# 表ごと（キーとバリュー。ヘッド間で共有）に $(n, n, d_z)$ のテンソルを 1 つ gather し、
+# 上の 2 項の形である `_relative_attention_inner` で掛け合わせます。
+# 長さが異なるときは、`posenc` と同じく、クエリが最後のトークンに当たります。
+#
+# **Hugging Face** の BERT 系モデル（`position_embedding_type="relative_key"`）は、キーの項だけを持ち、
+# バリューの項はなく、何もクリップしません。
+# `distance_embedding` は `max_position_embeddings` を $M$ として $2M - 1$ 行で、
+# *逆向き* のずれ $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足した番号で引きます。
+# そこで学習した表は、ここでは行が逆順に読まれます。
+# `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルに対するキーの項
+# $x_j W^K (a_{ij})^\top$ を加えます (Huang ら 2020)。
+# どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
+#
+# **posenc** は論文に従います。ずれは $j - i$ でクリップし、
+# `RelativePositionEmbedding` 1 つが表 1 つです（$a^K$ と $a^V$ には 2 つのインスタンスを使います）。
+# 初期値は、Hugging Face が距離の表を初期化するのと同じ $N(0, 0.02^2)$ です。
+# 次のセルでは両方の番号の規則を作り直し、Hugging Face の表が行を逆順にした `posenc` の表であることを確かめます。
+
+# %%
+n, d_z = 6, 4
+max_pos = n  # Hugging Face's max_position_embeddings M; no clipping needed for n <= M
+rel = RelativePositionEmbedding(max_pos - 1, d_z)  # k = M - 1: 2M - 1 rows, as many as HF's
+with torch.no_grad():
+    ours = rel(n, n)  # [n, n, d_z]
+
+
+def t2t_index(length_q, length_k, max_relative_position):  # _generate_relative_positions_matrix
+    range_vec_k = torch.arange(length_k)
+    range_vec_q = range_vec_k[-length_q:]
+    distance_mat = range_vec_k[None, :] - range_vec_q[:, None]
+    return distance_mat.clamp(-max_relative_position, max_relative_position) + max_relative_position
+
+
+def hf_relative_key(distance_embedding, length):  # BertSelfAttention, relative_key
+    position_ids_l = torch.arange(length).view(-1, 1)
+    position_ids_r = torch.arange(length).view(1, -1)
+    distance = position_ids_l - position_ids_r  # i - j
+    return distance_embedding[distance + max_pos - 1]  # [n, n, d_z]
+
+
+for q_len in (1, 3, n):  # tensor2tensor's index is posenc's
+    assert torch.equal(rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)], rel(q_len, n))
+hf_table = rel.embedding.weight.detach().flip(0)  # rows reversed
+assert torch.equal(hf_relative_key(hf_table, n), ours)
+assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Build a two-layer model with $k = 1$ and random weights. Find two inputs that differ
+#    only in the order of the tokens beyond distance $1$ from query $i$ and give the same
+#    $z_i$ after the first layer but different outputs after the second. Explain where the
+#    order information came from.
+# 2. Hugging Face's `relative_key_query` adds $x_j W^K (a_{ij})^\top$. Write it in the
+#    distance form: which product replaces $P$, and which index replaces $c_{ij}$?
+#    Check against the $(n, n, d_z)$ computation.
+# 3. Skewing needs the offsets $-(n-1), \dots, 0$ only. For a bidirectional encoder the
+#    offsets run from $-(n-1)$ to $n-1$. Extend $E^r$ to $2n - 1$ rows and find the pad
+#    and reshape that give every entry exactly. (Chapter 5 does this for
+#    Transformer-XL.)
+# 4. Relative attention still sees the edges of the sequence. With $k = 2$, compute
+#    $\beta$ for every query of a sequence of length 10 and constant $\alpha$ (uniform
+#    attention). Which queries can a second layer tell apart from $\beta$ alone?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. $k = 1$、ランダムな重みで 2 層のモデルを作ってください。
+#    クエリ $i$ から距離 $1$ より遠いトークンの順序だけが違い、1 層目の後の $z_i$ は同じなのに、
+#    2 層目の後の出力は異なる 2 つの入力を見つけてください。順序の情報がどこから来たのかを説明してください。
+# 2. Hugging Face の `relative_key_query` は $x_j W^K (a_{ij})^\top$ を加えます。
+#    これを距離ごとの形で書いてください。どの積が $P$ の代わりになり、どの番号が $c_{ij}$ の代わりになるでしょうか。
+#    $(n, n, d_z)$ を使う計算と照合してください。
+# 3. スキューに必要なのはずれ $-(n-1), \dots, 0$ だけです。
+#    双方向のエンコーダでは、ずれは $-(n-1)$ から $n-1$ まであります。
+#    $E^r$ を $2n - 1$ 行に広げ、すべての成分を正確に与えるパディングと形状変換を見つけてください
+#    （第 5 章では Transformer-XL についてこれを行います）。
+# 4. 相対的なアテンションにも、系列の端は見えます。$k = 2$ とし、長さ 10 の系列で $\alpha$ が一定
+#    （一様なアテンション）のとき、すべてのクエリについて $\beta$ を計算してください。
+#    2 層目は $\beta$ だけからどのクエリを区別できるでしょうか。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
+#   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+#   <https://arxiv.org/abs/1809.04281>
+# - tensor2tensor, `dot_product_attention_relative` and `_relative_attention_inner` in
+#   `tensor2tensor/layers/common_attention.py`.
+#   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
+# - Hugging Face transformers, `BertSelfAttention` (`position_embedding_type`) in
+#   `modeling_bert.py`.
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bert/modeling_bert.py>
+# - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
+#   Better Relative Position Embeddings*. Findings of EMNLP 2020.
+#   <https://arxiv.org/abs/2009.13658>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
+#   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+#   <https://arxiv.org/abs/1809.04281>
+# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `dot_product_attention_relative` と
+#   `_relative_attention_inner`。
+#   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
+# - Hugging Face transformers、`modeling_bert.py` の `BertSelfAttention`（`position_embedding_type`）。
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bert/modeling_bert.py>
+# - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
+#   Better Relative Position Embeddings*. Findings of EMNLP 2020.
+#   <https://arxiv.org/abs/2009.13658>

@@ -1,0 +1,851 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Transformer-XL relative attention
+#
+# Transformer-XL (Dai et al. 2019) reads a long text in segments and lets each segment
+# attend to the cached hidden states of the previous one, its *memory*. Absolute
+# positions do not survive this: the first token of every segment would get the same
+# encoding. Dai et al. therefore take the attention score apart into four terms and
+# rebuild it so that positions enter only as the distance $i - j$ between query and
+# key, through a fixed sinusoidal encoding $R_{i-j}$ and two learned vectors $u$ and
+# $v$. This chapter derives the four terms from the absolute ones, computes them with
+# `posenc`, and then studies the part that is easiest to get wrong: the *relative
+# shift*, a pad and two reshapes that line up the scores without an index. We derive it
+# element by element, show exactly which entries it fills with numbers that are not
+# scores (and that the causal mask hides them), how the memory moves them, and what
+# happens when the distances run the wrong way. The last sections rebuild the code of
+# Transformer-XL, XLNet and labml and compare.
+
+# %% [markdown] lang="ja"
+# # Transformer-XL の相対アテンション
+#
+# Transformer-XL (Dai ら 2019) は長い文章をセグメントに分けて読み、
+# 各セグメントが直前のセグメントの隠れ状態のキャッシュ、つまり *メモリ* にもアテンションできるようにします。
+# 絶対位置はこの仕組みに耐えられません。どのセグメントの先頭のトークンも同じエンコーディングを受け取ってしまうからです。
+# そこで Dai らはアテンションスコアを 4 つの項に分解し、位置がクエリとキーの距離 $i - j$ としてだけ入るように組み立て直しました。
+# 使うのは、固定の正弦波エンコーディング $R_{i-j}$ と、学習する 2 つのベクトル $u$ と $v$ です。
+# この章では、絶対位置の 4 項から相対位置の 4 項を導き、`posenc` で計算します。
+# そのうえで、いちばん間違えやすい部分である *相対シフト* を調べます。
+# パディング 1 回と形状変換 2 回で、番号を使わずにスコアを並べ直す工夫です。
+# これを成分ごとに導き、スコアでない数で埋まる成分を正確に示し（因果マスクがそれを隠すことも示します）、
+# メモリによってその位置がどう動くか、距離の向きを逆にすると何が起こるかを確かめます。
+# 最後の節では Transformer-XL、XLNet、labml のコードを再現して比べます。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from matplotlib.colors import ListedColormap
+from torch.testing import assert_close
+
+from posenc import attention, sinusoidal
+from posenc.plotting import OKABE_ITO, use_site_style
+from posenc.transformer_xl import relative_shift, transformer_xl_positions, transformer_xl_scores
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+f64 = torch.float64
+
+# %% [markdown] lang="en"
+# ## Why absolute positions fail with a memory
+#
+# Transformer-XL splits the text into segments of $L$ tokens. When it processes segment
+# $\tau + 1$, every layer also attends to the hidden states that the layer below
+# produced for segment $\tau$, kept from the previous step without gradients. The
+# keys are then the $m$ tokens of the memory followed by the $L$ tokens of the current
+# segment. With absolute encodings added per segment, both segments would use the
+# positions $0, \dots, L-1$: the token at slot $j$ of the memory and the token at slot
+# $j$ of the current segment carry the same vector $U_j$, and nothing tells the model
+# that one is $L$ positions older than the other.
+#
+# Numbering the positions across segments does not help either: at evaluation the
+# model runs far more segments than in training, and the absolute positions grow beyond
+# anything it saw. What the model needs is the distance between a query and a key,
+# which is the same in every segment. The check below makes the confusion concrete with
+# the sinusoidal table: the positional part of the score is identical for a memory key
+# and a current key in the same slot.
+
+# %% [markdown] lang="ja"
+# ## メモリがあると絶対位置が破綻する理由
+#
+# Transformer-XL は文章を $L$ トークンのセグメントに分けます。
+# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作った隠れ状態にもアテンションします。
+# この隠れ状態は前のステップから勾配なしで保持されています。
+# キーは、メモリの $m$ 個のトークンに、現在のセグメントの $L$ 個のトークンが続いたものになります。
+# 絶対位置のエンコーディングをセグメントごとに足すと、どちらのセグメントも位置 $0, \dots, L-1$ を使います。
+# メモリの枠 $j$ のトークンと、現在のセグメントの枠 $j$ のトークンが同じベクトル $U_j$ を持ち、
+# 一方が他方より $L$ 位置古いことをモデルに伝えるものが何もありません。
+#
+# セグメントをまたいで位置を通し番号にしても解決しません。
+# 評価時のモデルは学習時よりはるかに多くのセグメントを処理するので、絶対位置は見たことのない大きさになります。
+# モデルに必要なのはクエリとキーの距離で、これはどのセグメントでも同じです。
+# 次の確認では、正弦波の表を使ってこの混同を具体的に示します。
+# 同じ枠にあるメモリのキーと現在のキーでは、スコアのうち位置の部分がまったく同じになります。
+
+# %%
+L, d_model = 6, 16
+u_abs = sinusoidal(torch.arange(L), d_model, dtype=f64)  # U_0 .. U_{L-1}, reused by every segment
+w_q, w_k = (torch.randn(d_model, d_model, dtype=f64) / math.sqrt(d_model) for _ in range(2))
+keys_pos = torch.cat([u_abs, u_abs])  # [memory (L slots), current (L slots)]: U_j twice
+position_part = (u_abs @ w_q.T) @ (keys_pos @ w_k.T).T  # U_i^T W_q^T W_k U_j for all pairs
+assert torch.equal(position_part[:, :L], position_part[:, L:])  # memory slot j == current slot j
+
+# %% [markdown] lang="en"
+# ## From absolute to relative: four terms
+#
+# Write $E_{x_i}$ for the embedding of the token at position $i$ and $U_i$ for its
+# absolute encoding, both as column vectors. With the query and key projections $W_q$
+# and $W_k$, the score of the ordinary Transformer (before the scaling) expands into
+# four terms:
+# $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
+# $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
+# Term (a) compares contents, (b) the query's content with the key's position, (c) the
+# query's position with the key's content, and (d) the two positions. Dai et al. (§3.3)
+# change three things:
+#
+# 1. Every $U_j$ of the key, in (b) and (d), becomes $R_{i-j}$: a sinusoidal encoding
+#    of the distance, with no learned parameters.
+# 2. The query's position should not matter, so $U_i^\top W_q^\top$ becomes a learned
+#    vector, the same for every query: $u$ in (c) and $v$ in (d).
+# 3. The key projection is split into $W_{k,E}$ for contents and $W_{k,R}$ for distances.
+#
+# $$A^{\mathrm{rel}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_{k,E} E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_{k,R} R_{i-j}}_{(b)} + \underbrace{u^\top W_{k,E} E_{x_j}}_{(c)} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)}$$
+# Now (a) is content against content, (b) content against distance, (c) a global bias
+# on the key's content and (d) a global bias on the distance. With the projected
+# vectors $q_i = W_q E_{x_i}$, $k_j = W_{k,E} E_{x_j}$ and $r_{i-j} = W_{k,R} R_{i-j}$,
+# the terms pair up as two dot products:
+# $$A^{\mathrm{rel}}_{i,j} = (q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$$
+# This is how the code computes it: `AC` from the queries plus `r_w_bias` ($u$) against
+# the keys, and `BD` from the queries plus `r_r_bias` ($v$) against the projected
+# encodings. The cell below checks the absolute expansion, builds $A^{\mathrm{rel}}$ term
+# by term with Python loops, and compares it with the paired form.
+
+# %% [markdown] lang="ja"
+# ## 絶対位置から相対位置へ：4 つの項
+#
+# 位置 $i$ のトークンの埋め込みを $E_{x_i}$、その絶対位置のエンコーディングを $U_i$ と書きます。どちらも列ベクトルです。
+# クエリとキーの射影を $W_q$、$W_k$ とすると、通常の Transformer のスコア（スケーリングの前）は 4 つの項に展開できます。
+# $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
+# $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
+# 項 (a) は内容どうし、(b) はクエリの内容とキーの位置、(c) はクエリの位置とキーの内容、(d) は位置どうしを比べます。
+# Dai ら (§3.3) は 3 つの点を変えます。
+#
+# 1. (b) と (d) にあるキーの $U_j$ をすべて $R_{i-j}$ に置き換えます。
+#    距離の正弦波エンコーディングで、学習するパラメータはありません。
+# 2. クエリの位置は関係ないはずなので、$U_i^\top W_q^\top$ を、どのクエリでも同じ学習済みベクトルに置き換えます。
+#    (c) では $u$、(d) では $v$ です。
+# 3. キーの射影を、内容用の $W_{k,E}$ と距離用の $W_{k,R}$ に分けます。
+#
+# $$A^{\mathrm{rel}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_{k,E} E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_{k,R} R_{i-j}}_{(b)} + \underbrace{u^\top W_{k,E} E_{x_j}}_{(c)} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)}$$
+# これで (a) は内容と内容、(b) は内容と距離、(c) はキーの内容に対する全体共通のバイアス、
+# (d) は距離に対する全体共通のバイアスになります。
+# 射影したベクトル $q_i = W_q E_{x_i}$、$k_j = W_{k,E} E_{x_j}$、$r_{i-j} = W_{k,R} R_{i-j}$ を使うと、
+# 4 つの項は 2 つの内積にまとまります。
+# $$A^{\mathrm{rel}}_{i,j} = (q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$$
+# コードもこの形で計算します。クエリに `r_w_bias`（$u$）を足してキーと掛けたものが `AC`、
+# クエリに `r_r_bias`（$v$）を足して射影したエンコーディングと掛けたものが `BD` です。
+# 次のセルでは、絶対位置の展開を確かめ、$A^{\mathrm{rel}}$ を Python のループで項ごとに組み立てて、
+# 2 つの内積の形と比べます。
+
+# %%
+n, d_model, d_head = 6, 16, 8
+emb = torch.randn(n, d_model, dtype=f64)  # rows E_{x_i}
+u_abs = sinusoidal(torch.arange(n), d_model, dtype=f64)  # rows U_i
+w_q, w_k = (torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model) for _ in range(2))
+
+# absolute: (E_i + U_i)^T W_q^T W_k (E_j + U_j) = (a) + (b) + (c) + (d)
+full = ((emb + u_abs) @ w_q.T) @ ((emb + u_abs) @ w_k.T).T
+terms = [(x1 @ w_q.T) @ (x2 @ w_k.T).T for x1, x2 in [(emb, emb), (emb, u_abs), (u_abs, emb)]]
+assert_close(full, sum(terms) + (u_abs @ w_q.T) @ (u_abs @ w_k.T).T)
+
+# relative: the four terms of Dai et al., entry by entry
+w_ke, w_kr = (torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model) for _ in range(2))
+u, v = torch.randn(d_head, dtype=f64), torch.randn(d_head, dtype=f64)
+
+
+def sinusoid_row(delta):  # R_delta, the sinusoidal encoding of a distance (concatenated layout)
+    return sinusoidal(torch.tensor(delta), d_model, layout="concat", dtype=f64)
+
+
+def a_rel(i, j):  # query at position i, key at position j
+    e_i, e_j, r_ij = emb[i], emb[j], sinusoid_row(i - j)
+    return (
+        e_i @ w_q.T @ w_ke @ e_j  # (a) content-content
+        + e_i @ w_q.T @ w_kr @ r_ij  # (b) content-position
+        + u @ w_ke @ e_j  # (c) global content bias
+        + v @ w_kr @ r_ij  # (d) global position bias
+    )
+
+
+loops = torch.tensor([[a_rel(i, j) for j in range(n)] for i in range(n)], dtype=f64)
+q, key = emb @ w_q.T, emb @ w_ke.T  # rows q_i, k_j
+paired = torch.tensor(
+    [
+        [(q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i - j)) for j in range(n)]
+        for i in range(n)
+    ],
+    dtype=f64,
+)
+assert_close(loops, paired)
+
+# %% [markdown] lang="en"
+# Positions now appear only as $i - j$. The check below confirms what that buys: the
+# same four tokens give the same scores among themselves whether they sit at positions
+# $0, \dots, 3$ or, behind a memory, at positions $5, \dots, 8$. Absolute encodings,
+# added to the tokens, fail the same test.
+
+# %% [markdown] lang="ja"
+# これで位置は $i - j$ としてしか現れません。次の確認で、その効果を見ます。
+# 同じ 4 つのトークンは、位置 $0, \dots, 3$ にあっても、メモリの後ろの位置 $5, \dots, 8$ にあっても、
+# 互いの間で同じスコアを与えます。トークンに足す絶対位置のエンコーディングは、同じ確認に失敗します。
+
+
+# %%
+def a_rel_at(pos, tokens):  # A^rel among tokens placed at the given positions
+    return torch.tensor(
+        [[a_rel_tokens(tokens, a, b, pos) for b in range(len(pos))] for a in range(len(pos))],
+        dtype=f64,
+    )
+
+
+def a_rel_tokens(tokens, a, b, pos):
+    e_i, e_j, r_ij = tokens[a], tokens[b], sinusoid_row(int(pos[a] - pos[b]))
+    return (e_i @ w_q.T + u) @ (w_ke @ e_j) + (e_i @ w_q.T + v) @ (w_kr @ r_ij)
+
+
+four = emb[:4]
+assert_close(a_rel_at(torch.arange(0, 4), four), a_rel_at(torch.arange(5, 9), four))
+
+
+def a_abs_at(pos, tokens):
+    x = tokens + sinusoidal(pos, d_model, dtype=f64)
+    return (x @ w_q.T) @ (x @ w_k.T).T
+
+
+assert not torch.allclose(a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.arange(5, 9), four))
+
+# %% [markdown] lang="en"
+# ## The relative encoding R
+#
+# $R$ is the sinusoidal table of chapter 1, evaluated at distances instead of
+# positions. Transformer-XL's `PositionalEmbedding` uses the frequencies
+# `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`, that is $\omega_i = 10000^{-2i/d}$, and
+# concatenates all sines before all cosines: in `posenc`,
+# `sinusoidal(distances, d, layout="concat")`. Which distances? The queries of a segment
+# are the last $L$ of the $m + L$ keys, so query $i$ sits at position $i + m$, and the
+# distances to its keys run from $i + m$ (the oldest memory token) down to $0$ (itself).
+# Over all queries that is $m + L - 1, \dots, 1, 0$: one encoding per key slot,
+# `pos_seq = torch.arange(klen - 1, -1, -1.0)` in the code, in *descending* order.
+# `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` returns this sequence.
+# The check rebuilds `PositionalEmbedding` from its source and compares.
+#
+# Since $R$ has no parameters, any distance has an encoding, including distances longer
+# than in training; the paper evaluates with a much longer memory than it trains with.
+# Only $W_{k,R}$, $u$ and $v$ are learned. (Transformer-XL's `clamp_len` option caps the
+# distances, so that all farther ones share one encoding.)
+
+# %% [markdown] lang="ja"
+# ## 相対エンコーディング R
+#
+# $R$ は第 1 章の正弦波の表を、位置ではなく距離で評価したものです。
+# Transformer-XL の `PositionalEmbedding` は周波数 `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`、
+# つまり $\omega_i = 10000^{-2i/d}$ を使い、すべての正弦のあとにすべての余弦を並べます。
+# `posenc` では `sinusoidal(distances, d, layout="concat")` です。
+# では、どの距離が必要でしょうか。セグメントのクエリは $m + L$ 個のキーのうち最後の $L$ 個なので、
+# クエリ $i$ は位置 $i + m$ にあり、そのキーまでの距離は $i + m$（いちばん古いメモリのトークン）から
+# $0$（自分自身）までです。
+# すべてのクエリを合わせると $m + L - 1, \dots, 1, 0$ で、キーの枠ごとに 1 つのエンコーディングになります。
+# コードでは `pos_seq = torch.arange(klen - 1, -1, -1.0)` で、*降順* です。
+# `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` がこの列を返します。
+# 次の確認では、`PositionalEmbedding` をソースから作り直して比べます。
+#
+# $R$ にはパラメータがないので、学習時より長い距離も含め、どんな距離にもエンコーディングがあります。
+# 論文は、学習時よりずっと長いメモリで評価しています。学習するのは $W_{k,R}$、$u$、$v$ だけです。
+# （Transformer-XL の `clamp_len` オプションは距離に上限を設け、それより遠い距離はすべて 1 つのエンコーディングを共有します。）
+
+
+# %%
+def txl_positional_embedding(pos_seq, demb):  # PositionalEmbedding.forward, without the batch axis
+    inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
+    sinusoid_inp = torch.outer(pos_seq, inv_freq)
+    return torch.cat([sinusoid_inp.sin(), sinusoid_inp.cos()], dim=-1)
+
+
+q_len, m_len = 4, 3
+k_len = q_len + m_len
+pos_seq = torch.arange(k_len - 1, -1, -1.0, dtype=f64)  # MemTransformerLM._forward
+assert torch.equal(transformer_xl_positions(q_len, k_len), pos_seq.long())
+r_table = sinusoidal(transformer_xl_positions(q_len, k_len), d_model, layout="concat", dtype=f64)
+assert_close(r_table, txl_positional_embedding(pos_seq, d_model))
+print(
+    f"pos_seq for q_len = {q_len}, k_len = {k_len}: {transformer_xl_positions(q_len, k_len).tolist()}"
+)
+print(f"with clamp_len = 4: {transformer_xl_positions(q_len, k_len, clamp_len=4).tolist()}", end="")
+
+# %% [markdown] lang="en"
+# ## Lining up the distances: the relative shift
+#
+# Terms (a) and (c) are one matrix product, $(Q + u) K^\top$. Terms (b) and (d) are not:
+# the vector $r_{i-j}$ changes with the pair. Computing $(q_i + v)^\top r_{i-j}$ for every
+# pair from a gathered $(L, m + L, d)$ tensor would bring back the memory cost of
+# chapter 4. Instead, Transformer-XL multiplies every query with every *distance* once,
+# $$B = (Q + v)\, \tilde R^\top$$
+# where row $s$ of $\tilde R$ is $r_{m + L - 1 - s}$ (the order of `pos_seq`). $B$ is
+# $L \times (m+L)$ like the scores, but its column $s$ is a distance, not a key. The
+# pair $(i, j)$ needs the distance $i + m - j$, which sits in column
+# $$s = m + L - 1 - (i + m - j) = j + L - 1 - i$$
+# so row $i$ must move left by $L - 1 - i$ places: the last row stays, the first moves
+# by $L - 1$. The shift does it with a pad and two reshapes (`_rel_shift` in the code):
+#
+# 1. pad a column of zeros on the left: $L \times (m + L + 1)$;
+# 2. reshape the same numbers, in the same memory order, to $(m + L + 1) \times L$;
+# 3. drop the first row, that is the first $L$ numbers;
+# 4. read the remaining $L(m + L)$ numbers as $L \times (m + L)$.
+#
+# Entry $(i, j)$ of the result is number $L + i(m + L) + j$ of the padded rows laid end
+# to end. Padded rows have $m + L + 1$ entries, so that is row $i$, padded column
+# $L + j - i$, provided it does not run past the end of the row:
+# $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
+# Padded column $L + j - i$ is column $j + L - 1 - i$ of $B$: exactly the $s$ above. So the
+# shift is exact for every key at or before its query, $j \le i + m$, which is every key
+# a causal model may see. The cell below makes this visible with a $B$ whose entries are
+# labels, $10 i$ plus the distance of the column, for $L = 4$ and $m = 2$. After the shift
+# the entries with $j \le i + 2$ read $10 i + (i + 2 - j)$, the query's row and the right
+# distance. It then checks the shift against a direct gather for random $B$, with and
+# without memory.
+
+# %% [markdown] lang="ja"
+# ## 距離をそろえる：相対シフト
+#
+# 項 (a) と (c) は 1 回の行列積 $(Q + u) K^\top$ です。項 (b) と (d) はそうはいきません。
+# ベクトル $r_{i-j}$ が組ごとに変わるからです。
+# $(L, m + L, d)$ のテンソルを gather して組ごとに $(q_i + v)^\top r_{i-j}$ を計算すると、
+# 第 4 章のメモリのコストが戻ってきます。
+# Transformer-XL は代わりに、すべてのクエリとすべての *距離* の積を一度だけ計算します。
+# $$B = (Q + v)\, \tilde R^\top$$
+# ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ です（`pos_seq` の順）。
+# $B$ はスコアと同じ $L \times (m+L)$ ですが、列 $s$ はキーではなく距離です。
+# 組 $(i, j)$ には距離 $i + m - j$ が必要で、それは次の列にあります。
+# $$s = m + L - 1 - (i + m - j) = j + L - 1 - i$$
+# したがって行 $i$ を $L - 1 - i$ 個左へずらす必要があります。最後の行はそのまま、最初の行は $L - 1$ 個ずれます。
+# シフトは、これをパディング 1 回と形状変換 2 回で行います（コードの `_rel_shift`）。
+#
+# 1. 左に 0 の列を 1 本加えます：$L \times (m + L + 1)$。
+# 2. 同じ数を同じメモリ順のまま $(m + L + 1) \times L$ に形状変換します。
+# 3. 最初の行、つまり最初の $L$ 個の数を捨てます。
+# 4. 残りの $L(m + L)$ 個の数を $L \times (m + L)$ として読みます。
+#
+# 結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの $L + i(m + L) + j$ 番目の数です。
+# パディングした行は $m + L + 1$ 個の成分を持つので、行の終わりを越えない限り、それは行 $i$ のパディング後の列 $L + j - i$ です。
+# $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
+# パディング後の列 $L + j - i$ は $B$ の列 $j + L - 1 - i$、まさに上の $s$ です。
+# つまりシフトは、クエリ以前のすべてのキー $j \le i + m$ について正確です。因果的なモデルが見てよいキーはこれで全部です。
+# 次のセルでは、成分がラベルになっている $B$ でこれを目に見える形にします。$L = 4$、$m = 2$ で、
+# 成分は $10 i$ に列の距離を足したものです。
+# シフト後、$j \le i + 2$ の成分は $10 i + (i + 2 - j)$、つまりそのクエリの行で正しい距離になります。
+# 続いて、メモリのある場合とない場合について、ランダムな $B$ でシフトを直接の gather と照合します。
+
+# %%
+q_len, m_len = 4, 2
+k_len = q_len + m_len
+labels = 10 * torch.arange(q_len)[:, None] + transformer_xl_positions(
+    q_len, k_len
+)  # 10 i + distance
+print(labels)
+print(relative_shift(labels))
+
+
+def gather_shift(b, k_len):
+    """The shift as an explicit gather: out[i, j] = b[i, j + L - 1 - i], only where j <= i + m."""
+    q_len = b.shape[-2]
+    i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
+    s = j + q_len - 1 - i
+    causal = j <= i + (k_len - q_len)
+    return torch.gather(b, -1, s.clamp(max=k_len - 1).expand_as(b)), causal
+
+
+for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
+    b = torch.randn(2, q_len, k_len)
+    direct, causal = gather_shift(b, k_len)
+    assert torch.equal(relative_shift(b)[:, causal], direct[:, causal])
+
+# %% [markdown] lang="en"
+# ## The entries above the diagonal
+#
+# The keys after a query, $j > i + m$, have negative distances, and $B$ has no column for
+# them. The shift still fills those entries, and the printed example shows with what.
+# Continuing the count past the end of row $i$: the first one, $j = i + m + 1$, lands on
+# the zero that was padded in front of row $i + 1$, and the ones after it,
+# $j \ge i + m + 2$, on the start of row $i + 1$ of $B$:
+# $$\mathrm{out}_{i,\,i+m+1} = 0, \qquad \mathrm{out}_{i,j} = B_{i+1,\; j - i - m - 2} \quad (j \ge i + m + 2)$$
+# These are numbers of the *next* query, against distances that have nothing to do with
+# the pair: not a score of the pair, and not even a clipped or approximate one. In the
+# labelled example, row 0 ends with $0, 15, 14$: the pad, then query 1's labels. Since
+# they sit exactly where the causal mask of Transformer-XL puts $-\infty$ (its
+# `dec_attn_mask` is `triu(ones(qlen, klen), diagonal=1 + mlen)`), they never reach the
+# softmax. The figure marks, for two shapes, which entries are the query's own row, the
+# pad, and the next row; the cell after it checks the formula for every entry and
+# shows that with the mask, the attention weights equal those of the direct four-term
+# computation, and that without it they do not.
+
+# %% [markdown] lang="ja"
+# ## 対角線より上の成分
+#
+# クエリより後ろのキー $j > i + m$ は負の距離を持ち、$B$ にはそのための列がありません。
+# それでもシフトはこれらの成分を埋めます。何で埋めるかは、表示した例に現れています。
+# 行 $i$ の終わりを越えて数え続けると、最初の $j = i + m + 1$ は行 $i + 1$ の前にパディングした 0 に当たり、
+# その後の $j \ge i + m + 2$ は $B$ の行 $i + 1$ の先頭に当たります。
+# $$\mathrm{out}_{i,\,i+m+1} = 0, \qquad \mathrm{out}_{i,j} = B_{i+1,\; j - i - m - 2} \quad (j \ge i + m + 2)$$
+# これらは *次の* クエリの数で、組とは関係のない距離に対するものです。
+# 組のスコアではなく、クリップした値や近似値ですらありません。
+# ラベルの例では、行 0 は $0, 15, 14$ で終わります。パディングの後に、クエリ 1 のラベルが続いています。
+# これらは Transformer-XL の因果マスクが $-\infty$ を置く場所とちょうど一致するので
+# （その `dec_attn_mask` は `triu(ones(qlen, klen), diagonal=1 + mlen)` です）、softmax には届きません。
+# 下の図は、2 つの形について、各成分がクエリ自身の行か、パディングか、次の行かを示します。
+# その後のセルでは、すべての成分について式を確かめ、マスクをかければアテンションの重みが
+# 4 項の直接計算と一致し、かけなければ一致しないことを示します。
+
+# %%
+colors = ListedColormap(["0.85", OKABE_ITO[1], OKABE_ITO[0]])  # own row, pad, next row
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.3), layout="constrained")
+for ax, (q_len, k_len) in zip(axes, [(8, 8), (5, 8)], strict=True):
+    source = (torch.arange(q_len)[:, None] + 1).expand(q_len, k_len).contiguous()  # row i holds i+1
+    shifted = relative_shift(source)
+    kind = torch.where(shifted == 0, 1, torch.where(shifted == source, 0, 2))
+    im = ax.imshow(kind, cmap=colors, vmin=-0.5, vmax=2.5, interpolation="nearest")
+    ax.set(xlabel="$j$", ylabel="$i$", title=f"$L = {q_len},\\ m = {k_len - q_len}$")
+    ax.set_xticks(range(0, k_len, 2))
+    ax.set_yticks(range(0, q_len, 2))
+    ax.grid(False)
+bar = fig.colorbar(im, ax=axes, ticks=[0, 1, 2], shrink=0.8)
+bar.ax.set_yticklabels([r"$B_{i,\cdot}$", "$0$", r"$B_{i+1,\cdot}$"])
+plt.show()
+
+# %%
+for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10)]:
+    m_len = k_len - q_len
+    b = torch.randn(q_len, k_len)
+    out = relative_shift(b)
+    for i in range(q_len):
+        for j in range(i + m_len + 1, k_len):
+            expected = 0.0 if j == i + m_len + 1 else b[i + 1, j - i - m_len - 2]
+            assert out[i, j] == expected
+
+# the whole attention, Transformer-XL's way, against the four terms computed directly
+q_len, m_len = 5, 3
+k_len = q_len + m_len
+emb = torch.randn(k_len, d_model, dtype=f64)  # memory, then current segment
+q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T  # queries: the last q_len tokens
+r = sinusoidal(transformer_xl_positions(q_len, k_len), d_model, layout="concat", dtype=f64) @ w_kr.T
+scores = (q + u) @ key.T + relative_shift((q + v) @ r.T)  # AC + BD
+mask = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len)  # dec_attn_mask
+weights = torch.softmax((scores / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1)
+
+direct = torch.tensor(
+    [
+        [
+            (q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
+            for j in range(k_len)
+        ]
+        for i in range(q_len)
+    ],
+    dtype=f64,
+)  # every pair, future keys too, with their true (negative) distances
+direct_weights = torch.softmax((direct / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1)
+assert_close(weights, direct_weights)
+assert_close(scores[~mask], direct[~mask])
+unmasked_gap = (torch.softmax(scores, -1) - torch.softmax(direct, -1)).abs().max()
+assert unmasked_gap > 1e-2
+print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
+
+# %% [markdown] lang="en"
+# ## With a memory: where the mask must start
+#
+# Everything above already had $m > 0$, and the derivation never assumed $m = 0$: the
+# shift works for $L$ queries against $m + L$ keys because the queries are the *last*
+# $L$ tokens, which is how Transformer-XL slices them (`w_head_q = w_head_q[-qlen:]`).
+# Two things move with $m$. The boundary between exact entries and garbage is the
+# diagonal $j = i + m$, not $j = i$; and so must the mask be. The familiar causal mask
+# `triu(ones, diagonal=1)` of a model without memory hides the keys $j > i$: with a
+# memory, that hides the $m$ most recent keys $i + 1, \dots, i + m$ of every query,
+# although they are in its past, and the scores there are exact. The check counts them
+# for $L = 5$ and $m = 3$: $L m = 15$ entries. `posenc.attention(..., causal=True)` uses
+# the right alignment, query $i$ at position $i + m$, and gives the same output as
+# Transformer-XL's mask.
+
+# %% [markdown] lang="ja"
+# ## メモリがあるとき：マスクはどこから始めるか
+#
+# ここまでの例はすでに $m > 0$ で、導出でも $m = 0$ は仮定していません。
+# $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが *最後の* $L$ 個のトークンだからです。
+# Transformer-XL もそのように切り出しています（`w_head_q = w_head_q[-qlen:]`）。
+# $m$ とともに動くものが 2 つあります。正確な成分とゴミの境目は $j = i$ ではなく対角線 $j = i + m$ で、
+# マスクもそれに合わせなければなりません。
+# メモリのないモデルでおなじみの因果マスク `triu(ones, diagonal=1)` は、キー $j > i$ を隠します。
+# メモリがあると、これは各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ を隠してしまいます。
+# それらはクエリの過去にあり、スコアも正確なのにです。
+# 次の確認では $L = 5$、$m = 3$ についてその数を数えます。$L m = 15$ 個です。
+# `posenc.attention(..., causal=True)` は正しい位置合わせ（クエリ $i$ は位置 $i + m$）を使い、
+# Transformer-XL のマスクと同じ出力を与えます。
+
+# %%
+naive = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1)  # ignores the memory
+wrongly_hidden = naive & ~mask
+assert int(wrongly_hidden.sum()) == q_len * m_len
+print(
+    f"L = {q_len}, m = {m_len}: the mask without memory hides {int(wrongly_hidden.sum())} past keys",
+    end="",
+)
+
+values = torch.randn(k_len, d_head, dtype=f64)
+# everything but q_i . k_j, as an additive bias (posenc.attention divides q k^T by sqrt(d) itself)
+bias = (u @ key.T + relative_shift((q + v) @ r.T)) / math.sqrt(d_head)
+assert_close(attention(q, key, values, bias=bias, causal=True), weights @ values)
+
+# %% [markdown] lang="en"
+# ## The direction of the distances
+#
+# The shift moves row $i$ left by $L - 1 - i$ places, and that is only right if the
+# columns of $B$ hold the distances in *descending* order, $m + L - 1$ down to $0$. Build
+# $\tilde R$ from `arange(klen)` instead, the natural order for anyone who thinks of
+# $R$ as a table indexed by distance, and column $s$ holds the distance $s$. After the
+# shift, the pair $(i, j)$ gets the distance $j + L - 1 - i$ instead of $i + m - j$: it
+# grows with $j$ instead of shrinking. For the last query the distance is just $j$, the
+# key's position, as if the encoding were absolute, and every query gets the largest
+# distance, $m + L - 1$, for itself. Nothing fails: the shapes agree, the scores are finite, the
+# model trains. The check applies the shift to the distances themselves, in both
+# orders, for $L = 4$ and $m = 2$, and prints them with the entries above the diagonal
+# set to $-1$.
+
+# %% [markdown] lang="ja"
+# ## 距離の向き
+#
+# シフトは行 $i$ を $L - 1 - i$ 個左へずらします。これが正しいのは、$B$ の列が距離を *降順*、
+# つまり $m + L - 1$ から $0$ の順に持つときだけです。
+# $R$ を距離で引く表だと考える人にとって自然な `arange(klen)` で $\tilde R$ を作ると、列 $s$ は距離 $s$ を持ちます。
+# シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ になり、
+# $j$ とともに小さくなるのではなく大きくなります。
+# 最後のクエリでは距離は単に $j$、つまりキーの位置で、エンコーディングが絶対位置であるかのようです。
+# そして、どのクエリも自分自身に対していちばん大きな距離 $m + L - 1$ を受け取ります。
+# それでも何もエラーになりません。形状は合い、スコアは有限で、モデルは学習します。
+# 次の確認では、$L = 4$、$m = 2$ について距離そのものに両方の順でシフトをかけ、
+# 対角線より上の成分を $-1$ にして表示します。
+
+# %%
+q_len, m_len = 4, 2
+k_len = q_len + m_len
+causal = ~torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len)
+true_distance = torch.arange(q_len)[:, None] + m_len - torch.arange(k_len)[None, :]  # i + m - j
+
+descending = transformer_xl_positions(q_len, k_len).expand(q_len, k_len).contiguous()
+ascending = torch.arange(k_len).expand(q_len, k_len).contiguous()  # the wrong order
+got_desc = relative_shift(descending).masked_fill(~causal, -1)
+got_asc = relative_shift(ascending).masked_fill(~causal, -1)
+assert torch.equal(got_desc[causal], true_distance[causal])
+s = torch.arange(k_len)[None, :] + q_len - 1 - torch.arange(q_len)[:, None]  # j + L - 1 - i
+assert torch.equal(got_asc[causal], s[causal])
+assert torch.equal(got_asc[-1], torch.arange(k_len))  # last query: the key's position
+assert (got_asc[torch.arange(q_len), torch.arange(q_len) + m_len] == k_len - 1).all()  # j = i + m
+print("descending pos_seq:\n", got_desc, "\nascending:\n", got_asc, sep="", end="")
+
+# %% [markdown] lang="en"
+# ## In posenc
+#
+# `posenc.transformer_xl` gathers the pieces, with the shapes of PyTorch code: batch axes
+# first, then queries, then keys or distances.
+#
+# - `transformer_xl_positions(q_len, k_len, *, bidirectional=False, clamp_len=None)`:
+#   the distances, descending. With `bidirectional=True` they continue to
+#   $-(L - 1)$: $m + 2L - 1$ distances, which cover the keys after each query too.
+# - `relative_shift(x, k_len=None)`: the shift, for $x$ of shape $(\dots, L, r)$ whose
+#   column $s$ is the distance $k_{\mathrm{len}} - 1 - s$. With $r = m + L$ it is exact
+#   where $j \le i + m$, as derived. With $r = m + 2L - 1$, the condition of the
+#   derivation, padded column $L + j - i \le r$, holds for every $j < m + L$: the shift is
+#   exact everywhere, and the first $m + L$ columns are kept.
+# - `transformer_xl_scores(q, k, r, u, v)`: the full $(\dots, L, m + L)$ matrix
+#   $A^{\mathrm{rel}}$, before the scaling by $1/\sqrt{d}$. With one row of `r` per key
+#   (causal), the entries after each query are $-\infty$, the mask applied at the source
+#   instead of garbage; with $m + 2L - 1$ rows, every entry is a score.
+#
+# The cell checks both modes of `transformer_xl_scores` against the direct four-term
+# computation, and a multi-head, batched case against a port of
+# `RelPartialLearnableMultiHeadAttn`'s score in its own layout `[qlen, klen, bsz, n_head]`.
+
+# %% [markdown] lang="ja"
+# ## posenc では
+#
+# `posenc.transformer_xl` がこれらをまとめています。形状は PyTorch のコードの慣習どおり、
+# バッチの軸が先頭で、その後にクエリ、そしてキーまたは距離が続きます。
+#
+# - `transformer_xl_positions(q_len, k_len, *, bidirectional=False, clamp_len=None)`：降順の距離です。
+#   `bidirectional=True` のときは $-(L - 1)$ まで続き、$m + 2L - 1$ 個の距離で、各クエリより後ろのキーもカバーします。
+# - `relative_shift(x, k_len=None)`：シフトです。$x$ の形状は $(\dots, L, r)$ で、
+#   列 $s$ が距離 $k_{\mathrm{len}} - 1 - s$ に対応します。
+#   $r = m + L$ なら、導いたとおり $j \le i + m$ の範囲で正確です。
+#   $r = m + 2L - 1$ なら、導出の条件であるパディング後の列 $L + j - i \le r$ が、すべての $j < m + L$ で成り立ちます。
+#   シフトはどこでも正確になり、最初の $m + L$ 列を残します。
+# - `transformer_xl_scores(q, k, r, u, v)`：$1/\sqrt{d}$ でスケーリングする前の、$(\dots, L, m + L)$ の行列
+#   $A^{\mathrm{rel}}$ 全体です。`r` の行がキーごとに 1 つ（因果的）なら、各クエリより後ろの成分は $-\infty$ になります。
+#   ゴミを残す代わりに、その場でマスクをかけるわけです。行が $m + 2L - 1$ 個なら、すべての成分がスコアです。
+#
+# 次のセルでは、`transformer_xl_scores` の両方のモードを 4 項の直接計算と照合します。
+# さらに、多ヘッド・バッチの場合を、`RelPartialLearnableMultiHeadAttn` のスコアを
+# その形状 `[qlen, klen, bsz, n_head]` のまま移植したものと照合します。
+
+# %%
+q_len, m_len = 5, 3
+k_len = q_len + m_len
+emb = torch.randn(k_len, d_model, dtype=f64)
+q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T
+
+
+def direct_scores(q, key, u, v, w_kr):  # every pair with its true distance i + m - j
+    q_len, k_len = q.shape[-2], key.shape[-2]
+    return torch.tensor(
+        [
+            [
+                (q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i + k_len - q_len - j))
+                for j in range(k_len)
+            ]
+            for i in range(q_len)
+        ],
+        dtype=f64,
+    )
+
+
+true_scores = direct_scores(q, key, u, v, w_kr)
+future = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len)
+for bidirectional in (False, True):
+    distances = transformer_xl_positions(q_len, k_len, bidirectional=bidirectional)
+    r = sinusoidal(distances, d_model, layout="concat", dtype=f64) @ w_kr.T  # [r, d_head]
+    got = transformer_xl_scores(q, key, r, u, v)
+    if bidirectional:
+        assert r.shape[0] == k_len + q_len - 1
+        assert_close(got, true_scores)  # every entry
+    else:
+        assert r.shape[0] == k_len and torch.isinf(got[future]).all()
+        assert_close(got[~future], true_scores[~future])
+
+
+def txl_rel_shift(x):  # RelMultiHeadAttn._rel_shift, layout [qlen, klen, bsz, n_head]
+    zero_pad = torch.zeros((x.size(0), 1, *x.size()[2:]), device=x.device, dtype=x.dtype)
+    x_padded = torch.cat([zero_pad, x], dim=1)
+    x_padded = x_padded.view(x.size(1) + 1, x.size(0), *x.size()[2:])
+    return x_padded[1:].view_as(x)
+
+
+bsz, n_head = 2, 3
+w_head_q = torch.randn(q_len, bsz, n_head, d_head, dtype=f64)
+w_head_k = torch.randn(k_len, bsz, n_head, d_head, dtype=f64)
+r_net = torch.randn(n_head * d_head, d_model, dtype=f64)  # W_{k,R} of all heads
+r_w_bias, r_r_bias = torch.randn(n_head, d_head, dtype=f64), torch.randn(n_head, d_head, dtype=f64)
+pos_emb = txl_positional_embedding(torch.arange(k_len - 1, -1, -1.0, dtype=f64), d_model)
+r_head_k = (pos_emb @ r_net.T).view(k_len, n_head, d_head)
+ac = torch.einsum("ibnd,jbnd->ijbn", w_head_q + r_w_bias, w_head_k)
+bd = txl_rel_shift(torch.einsum("ibnd,jnd->ijbn", w_head_q + r_r_bias, r_head_k))
+txl_scores = (ac + bd).permute(2, 3, 0, 1)  # [bsz, n_head, qlen, klen]
+
+ours = transformer_xl_scores(
+    w_head_q.permute(1, 2, 0, 3),  # [b, h, q, d]
+    w_head_k.permute(1, 2, 0, 3),  # [b, h, k, d]
+    r_head_k.permute(1, 0, 2),  # [h, k, d]: shared by the batch
+    r_w_bias[:, None, :],  # u: [h, 1, d]
+    r_r_bias[:, None, :],  # v: [h, 1, d]
+)
+assert_close(ours[..., ~future], txl_scores[..., ~future])
+print(
+    f"scores {tuple(ours.shape)}, -inf entries per head: {int(torch.isinf(ours[0, 0]).sum())}",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## How the libraries differ
+#
+# All three compute $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ with a reshape instead of
+# a gather, but not the same reshape, and not over the same distances.
+#
+# **Transformer-XL** (`kimiyoung/transformer-xl`, PyTorch): sinusoidal $R$ over the $m + L$
+# distances of `pos_seq`, pad on the left, reshape, drop the first row; the entries
+# after each query are garbage, hidden by `dec_attn_mask`. An optional `zero_triu` zeroes
+# them, which does not replace the mask: a score of zero still receives weight.
+# `r_w_bias` and `r_r_bias` are shared by all layers in this code.
+#
+# **XLNet** (`relative_positional_encoding` and `rel_shift`) pads nothing. It encodes one
+# extra distance in front, $m + L$: `tf.range(klen, -qlen, -1)` for bidirectional
+# attention, `tf.range(klen, -1, -1)` for causal attention. Reshaping to
+# $(r, L)$ and dropping the first row removes $L$ numbers, as the pad-and-drop did,
+# and the columns beyond $m + L$ are cut off. The extra distance does the job of the pad.
+# Bidirectional, it is exact everywhere; causal, it leaves garbage like Transformer-XL,
+# but with $B_{i+1,0}$ where the zero was.
+#
+# **labml** (`RelativeMultiHeadAttention` in `transformers/xl/relative_mha.py`) learns
+# the relative vectors instead of using sinusoids: a table `key_pos_embeddings` of
+# $2P$ rows per head ($P = 2^{12}$), indexed by $P$ plus the key position minus the
+# query position, and a learned scalar `key_pos_bias` per distance and head in place of
+# term (d). It takes the $m + 2L$ rows from $P - (m + L)$ to $P + L$, pads on the *right*,
+# drops the *last* row, and keeps the last $m + L$ columns. Its shift moves row $i$ to
+# the right by $i$, and after the slice every entry is exact. Its docstring example
+# shows the shifted `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` ending in `[9, 0, 7]`; the code
+# gives `[6, 0, 7]`.
+#
+# The cell below ports XLNet's and labml's shifts and checks each against the direct
+# computation.
+
+# %% [markdown] lang="ja"
+# ## ライブラリによる違い
+#
+# 3 つとも $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を gather ではなく形状変換で計算しますが、
+# 形状変換の仕方も、使う距離の範囲も同じではありません。
+#
+# **Transformer-XL**（`kimiyoung/transformer-xl` の PyTorch 版）：`pos_seq` の $m + L$ 個の距離について正弦波の $R$ を作り、
+# 左にパディングして形状変換し、最初の行を捨てます。各クエリより後ろの成分はゴミで、`dec_attn_mask` が隠します。
+# オプションの `zero_triu` はこれらを 0 にしますが、マスクの代わりにはなりません。スコアが 0 でも重みは付くからです。
+# このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します。
+#
+# **XLNet**（`relative_positional_encoding` と `rel_shift`）は何もパディングしません。
+# 代わりに先頭にもう 1 つ距離 $m + L$ を加えてエンコードします。
+# 双方向のアテンションでは `tf.range(klen, -qlen, -1)`、因果的なアテンションでは `tf.range(klen, -1, -1)` です。
+# $(r, L)$ に形状変換して最初の行を捨てると、パディングして捨てたときと同じく $L$ 個の数が除かれ、
+# $m + L$ より先の列は切り落とされます。余分な距離がパディングの役目を果たすのです。
+# 双方向ではどこでも正確です。因果的な場合は Transformer-XL と同様にゴミを残しますが、0 があった場所には $B_{i+1,0}$ が入ります。
+#
+# **labml**（`transformers/xl/relative_mha.py` の `RelativeMultiHeadAttention`）は、正弦波を使わずに相対ベクトルを学習します。
+# ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、$P$ にキーの位置からクエリの位置を引いたものを足して引きます。
+# また項 (d) の代わりに、距離とヘッドごとに学習するスカラー `key_pos_bias` を使います。
+# $P - (m + L)$ から $P + L$ までの $m + 2L$ 行を取り出し、*右* にパディングして *最後* の行を捨て、
+# 最後の $m + L$ 列を残します。このシフトは行 $i$ を右へ $i$ 個ずらし、切り出した後はすべての成分が正確です。
+# docstring の例では、`[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` をシフトした結果の最後の行が `[9, 0, 7]` となっていますが、
+# コードが返すのは `[6, 0, 7]` です。
+#
+# 次のセルでは XLNet と labml のシフトを移植し、それぞれを直接計算と照合します。
+
+
+# %%
+def xlnet_rel_shift(x, klen):  # XLNet's rel_shift, on [qlen, rlen] (its batch axes dropped)
+    qlen, rlen = x.shape
+    x = x.reshape(rlen, qlen)[1:]  # drop the first row: qlen numbers
+    return x.reshape(qlen, rlen - 1)[:, :klen]
+
+
+def labml_shift_right(x):  # labml's shift_right, on [qlen, rlen]
+    zero_pad = x.new_zeros(x.shape[0], 1)
+    x_padded = torch.cat([x, zero_pad], dim=1)
+    x_padded = x_padded.view(x.shape[1] + 1, x.shape[0])
+    return x_padded[:-1].view_as(x)
+
+
+qv = q + v
+for attn_type, end in (("bi", -q_len), ("uni", -1)):
+    fwd_pos_seq = torch.arange(k_len, end, -1)  # tf.range(klen, end, -1)
+    r = sinusoid_row(fwd_pos_seq.tolist()) @ w_kr.T
+    bd = xlnet_rel_shift(qv @ r.T, k_len)
+    expected = true_scores - (q + u) @ key.T  # the terms (b) and (d)
+    if attn_type == "bi":
+        assert_close(bd, expected)  # exact everywhere
+    else:
+        assert_close(bd[~future], expected[~future])
+        pos_b = qv @ r.T
+        assert all(bd[i, i + m_len + 1] == pos_b[i + 1, 0] for i in range(q_len - 1))
+
+big_p = 2**12  # labml's P
+key_pos_emb = torch.randn(2 * big_p, d_head, dtype=f64)  # learned: one row per key - query
+key_pos_bias = torch.randn(2 * big_p, dtype=f64)
+rows = slice(big_p - k_len, big_p + q_len)
+b_d = q @ key_pos_emb[rows].T + key_pos_bias[rows]  # [qlen, klen + qlen]
+labml_bd = labml_shift_right(b_d)[:, -k_len:]
+looped = torch.tensor(
+    [
+        [
+            q[i] @ key_pos_emb[big_p + j - (i + m_len)] + key_pos_bias[big_p + j - (i + m_len)]
+            for j in range(k_len)
+        ]
+        for i in range(q_len)
+    ],
+    dtype=f64,
+)
+assert_close(labml_bd, looped)  # every entry
+example = labml_shift_right(torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]))
+assert example[-1].tolist() == [6, 0, 7]
+print(example)
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Term (d), $v^\top W_{k,R} R_{i-j}$, depends on the pair only through $i - j$, like
+#    a T5 or ALiBi bias. Plot it against $i - j$ for random $v$ and $W_{k,R}$, with
+#    $d = 64$, and compare its shape with the bias of chapter 7.
+# 2. Transformer-XL's `attn_type=1` learns one vector per distance and head instead of
+#    $W_{k,R} R_{i-j}$, plus a scalar per distance for term (d). Show that term (b) is
+#    then Shaw et al.'s key term of chapter 4 without clipping, and compute it with the
+#    distance form of that chapter.
+# 3. labml pads on the right and drops the last row. Derive its element formula the way
+#    this chapter derived Transformer-XL's, and explain why it needs $m + 2L$ distances
+#    where Transformer-XL needs $m + L$.
+# 4. With `clamp_len`, all distances beyond it share one encoding. For $m = 100$ and
+#    `clamp_len=20`, which pairs of keys can a query no longer tell apart by terms (b)
+#    and (d)? Compare with the clipping of chapter 4.
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. 項 (d) の $v^\top W_{k,R} R_{i-j}$ は、T5 や ALiBi のバイアスと同じく、組に $i - j$ を通してだけ依存します。
+#    $d = 64$ として、ランダムな $v$ と $W_{k,R}$ についてこれを $i - j$ に対して描き、
+#    第 7 章のバイアスと形を比べてください。
+# 2. Transformer-XL の `attn_type=1` は、$W_{k,R} R_{i-j}$ の代わりに距離とヘッドごとのベクトルを学習し、
+#    項 (d) には距離ごとのスカラーを使います。このとき項 (b) が、クリップなしの第 4 章の Shaw らのキーの項であることを示し、
+#    その章の距離ごとの形で計算してください。
+# 3. labml は右にパディングし、最後の行を捨てます。
+#    この章で Transformer-XL について導いたのと同じ方法で成分の式を導き、
+#    Transformer-XL が $m + L$ 個の距離で済むのに labml は $m + 2L$ 個を必要とする理由を説明してください。
+# 4. `clamp_len` を使うと、それより遠い距離はすべて 1 つのエンコーディングを共有します。
+#    $m = 100$、`clamp_len=20` のとき、クエリが項 (b) と (d) で区別できなくなるのはどのキーの組でしょうか。
+#    第 4 章のクリップと比べてください。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
+# - kimiyoung/transformer-xl, `pytorch/mem_transformer.py` (`PositionalEmbedding`,
+#   `RelPartialLearnableMultiHeadAttn`, `_rel_shift`).
+#   <https://github.com/kimiyoung/transformer-xl>
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4 ("skewing").
+#   <https://arxiv.org/abs/1809.04281>
+# - Yang, Z. et al. (2019). *XLNet: Generalized Autoregressive Pretraining for Language
+#   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>, code
+#   <https://github.com/zihangdai/xlnet> (`modeling.py`).
+# - labml.ai, Relative multi-headed attention (Transformer-XL).
+#   <https://nn.labml.ai/transformers/xl/relative_mha.html>, code
+#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
+# - kimiyoung/transformer-xl、`pytorch/mem_transformer.py`（`PositionalEmbedding`、
+#   `RelPartialLearnableMultiHeadAttn`、`_rel_shift`）。
+#   <https://github.com/kimiyoung/transformer-xl>
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4（スキュー）。
+#   <https://arxiv.org/abs/1809.04281>
+# - Yang, Z. et al. (2019). *XLNet: Generalized Autoregressive Pretraining for Language
+#   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>、コード
+#   <https://github.com/zihangdai/xlnet>（`modeling.py`）。
+# - labml.ai、相対マルチヘッドアテンション（Transformer-XL）。
+#   <https://nn.labml.ai/transformers/xl/relative_mha.html>、コード
+#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>

@@ -20,9 +20,9 @@
 # shuffling the tokens only shuffles the outputs, so that "dog bites man" and
 # "man bites dog" look the same to the model; shows how a causal mask breaks the
 # symmetry, but only partly; lists what a positional signal has to provide, each
-# requirement with a number; checks that adding an encoding breaks the symmetry;
-# and ends with a map of the encodings this site covers. Every claim is checked
-# with `posenc.attention`.
+# requirement backed by values that a code cell computes; checks that adding an
+# encoding breaks the symmetry; and ends with a map of the encodings this site
+# covers. Every claim is checked with `posenc.attention`.
 
 # %% [markdown] lang="ja"
 # # アテンションに位置が必要な理由
@@ -32,7 +32,7 @@
 # この章では、まず位置がなければトークンを並べ替えても出力が並べ替わるだけであることを証明します。
 # そのため、モデルには "dog bites man" と "man bites dog" が同じに見えます。
 # 次に、因果マスクがこの対称性を壊すこと、ただし一部しか壊さないことを示します。
-# そのうえで、位置の信号が満たすべき条件を、それぞれ数値を添えて挙げます。
+# そのうえで、位置の信号が満たすべき条件を挙げ、それぞれをコードで計算した値で裏付けます。
 # 位置エンコーディングを足すと対称性が壊れることを確かめ、
 # 最後にこのサイトで扱う位置エンコーディングの全体像を示します。
 # 主張はすべて `posenc.attention` で確かめます。
@@ -323,7 +323,7 @@ print(
 # a code of its absolute position, made by the mask alone. Haviv et al. (2022) found
 # that causal language models without any positional encoding learn absolute
 # positions, and Kazemnejad et al. (2023) prove that a first layer can recover them
-# this way; the chapter on NoPE builds on this.
+# this way; the chapter *xPos and NoPE* builds on this.
 
 # %% [markdown] lang="ja"
 # ## 因果マスクは対称性を壊す（ただし一部だけ）
@@ -346,7 +346,7 @@ print(
 # 位置 $i$ より前のトークンを並べ替えても、この出力は変わりません。
 # その並べ替えに気づけるのは、前の位置の入力がすでに変わっている 2 層目からです。
 #
-# マスクそのものが位置の情報を持っています。先頭のトークン（系列の始まりを示す目印）だけが、
+# マスクそのものが位置の情報を持っています。先頭のトークン（系列の始まりを示す BOS トークン）だけが、
 # バリューのある次元に値 $1$ を持ち、ほかのトークンではその次元が $0$ だとします。
 # さらにクエリを 0 にして、見えるトークンすべてに同じ重みが付くようにします。
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
@@ -354,7 +354,7 @@ print(
 # これはマスクだけから作られた、絶対位置の符号です。
 # Haviv ら (2022) は、位置エンコーディングをまったく持たない因果的な言語モデルが絶対位置を学習することを示しました。
 # Kazemnejad ら (2023) は、最初の層がこの方法で絶対位置を復元できることを証明しています。
-# NoPE の章では、この結果を出発点にします。
+# 「xPos と NoPE」の章では、この結果を出発点にします。
 
 # %%
 allowed = torch.ones(T, T, dtype=torch.bool).tril()  # query i sees key j iff j <= i
@@ -414,10 +414,10 @@ print(
 #
 # So the model needs to be told where each token is, and the simplest way is to
 # add a vector $PE(p)$ to the token at position $p$. What should $PE$ look like? Each
-# requirement below comes with a number from the cell that follows it. The candidates
-# are the raw index ($PE(p) = p$ in one feature), the index normalised by the
-# length ($p/L$), a one-hot vector over a fixed maximum length, and the
-# sinusoids of chapter 1.
+# requirement below comes with values printed by the cell that follows it. The
+# candidates are the raw index ($PE(p) = p$ in one feature), the index normalised by
+# the length ($p/L$), a one-hot vector over a fixed maximum length, and the
+# sinusoids of the chapter *Sinusoidal positional encoding*.
 #
 # **Bounded values.** Token embeddings have a fixed scale: with entries drawn from
 # a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$ (8.96 and
@@ -434,7 +434,7 @@ print(
 # いちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
 # では $PE$ はどんな形であるべきでしょうか。以下の各条件には、直後のセルで計算した数値を添えます。
 # 候補は、位置の番号そのもの（1 つの次元に $PE(p) = p$）、長さで正規化した番号 ($p/L$)、
-# 固定の最大長にわたる one-hot ベクトル、そして第 1 章の正弦波です。
+# 固定の最大長にわたる one-hot ベクトル、そして「正弦波位置エンコーディング」の章の正弦波です。
 #
 # **値が有界であること。** トークンの埋め込みには決まった大きさがあります。
 # 成分を標準正規分布から引いた $d = 64$ 次元のベクトルなら、ノルムは $\sqrt{d} = 8$ に近くなります（下の 2 つのトークンでは 8.96 と 7.25）。
@@ -499,7 +499,7 @@ print("\n".join(lines), end="")
 # %% [markdown] lang="en"
 # **A unique code per position.** Two positions with the same code are the same
 # position to the model. One sinusoid alone repeats: with wavelength 8, positions 0
-# and 8 collide. Chapter 1's encoding pairs many frequencies with wavelengths from
+# and 8 collide. The sinusoidal encoding pairs many frequencies with wavelengths from
 # $2\pi$ up to about $10000 \cdot 2\pi$, and the closest two of the first 2048 positions are
 # still clearly apart: their distance is 1.4718 (printed below). The raw index, $p/L$ and
 # one-hot codes are unique too.
@@ -507,7 +507,7 @@ print("\n".join(lines), end="")
 # %% [markdown] lang="ja"
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
 # 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 がぶつかります。
-# 第 1 章の位置エンコーディングは、波長が $2\pi$ からおよそ $10000 \cdot 2\pi$ までの多くの周波数を組み合わせます。
+# 正弦波位置エンコーディングは、波長が $2\pi$ からおよそ $10000 \cdot 2\pi$ までの多くの周波数を組み合わせます。
 # 最初の 2048 個の位置のうちもっとも近い 2 つでも、距離は 1.4718 で、はっきり離れています（下の出力）。
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 
@@ -536,7 +536,7 @@ print(f"sinusoidal, d = 64, p < 2048: min |PE(p) - PE(q)| over p != q = {closest
 # positions, so nothing is near anything. For the sinusoids the similarity is
 # $\sum_i \cos\big(\omega_i (p-q)\big)$, a function of the offset alone that is
 # largest at $p = q$, and $PE(p+k)$ is a fixed linear map of $PE(p)$ (both derived in
-# chapter 1).
+# *Sinusoidal positional encoding*).
 
 # %% [markdown] lang="ja"
 # **相対位置を表せること。** 言語は相対位置（「直前の単語」など）に依存します。
@@ -546,7 +546,7 @@ print(f"sinusoidal, d = 64, p < 2048: min |PE(p) - PE(q)| over p != q = {closest
 # 距離 1 の組も $p$ ごとに違って見えます。
 # one-hot ベクトルでは、異なる位置の組はすべて $0$ になり、どの位置もほかのどの位置とも近くありません。
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。
-# また $PE(p+k)$ は $PE(p)$ の固定の線形写像です（どちらも第 1 章で導きました）。
+# また $PE(p+k)$ は $PE(p)$ の固定の線形写像です（どちらも「正弦波位置エンコーディング」の章で導きます）。
 
 # %%
 L = 200
@@ -584,7 +584,7 @@ print("\n".join(lines), end="")
 # $L$ rows, has no code at all for position $L$: `posenc`'s table raises an
 # `IndexError`. The sinusoids are defined, and bounded, at every position. Whether a
 # model trained on short sequences makes sense of codes it has never seen is another
-# matter; the relative and rotary chapters measure it.
+# matter; the chapter *Which encodings extrapolate?* measures it.
 
 # %% [markdown] lang="ja"
 # **決定的であること。** 位置 $p$ には、どの系列、どのバッチ、どの呼び出しでも同じベクトルが付かなければなりません。
@@ -596,7 +596,7 @@ print("\n".join(lines), end="")
 # `posenc` の表は `IndexError` を送出します。
 # 正弦波はどの位置でも定義されていて、有界です。
 # ただし、短い系列で学習したモデルが見たことのない符号をうまく扱えるかどうかは別の問題です。
-# それは相対位置エンコーディングと回転位置埋め込みの章で測ります。
+# それは「どの位置エンコーディングが外挿できるか」の章で測ります。
 
 # %%
 p = torch.arange(512)
@@ -648,18 +648,19 @@ print(f"learned table of 512 rows at p = 512: {raised}", end="")
 # Add the sinusoidal codes, $E$ with rows $PE(0), \dots, PE(T-1)$, to the inputs. The
 # tokens move under a permutation, but the codes stay with the positions: the
 # shuffled input is $PX + E$, while a mere permutation of the outputs would need
-# $P(X + E) = PX + PE$. The two agree only if $PE = E$, that is if $PE(\pi(i)) = PE(i)$
-# for every $i$, and unique codes rule that out for every $\pi$ other than the
-# identity. The cell checks all 719 other permutations of the six tokens, and
-# "dog bites man" and "man bites dog" now pool to different vectors.
+# $P(X + E) = PX + P\,E$, the product of $P$ and $E$. The two agree only if
+# $P\,E = E$, that is if $PE(\pi(i)) = PE(i)$ for every $i$, and unique codes rule
+# that out for every $\pi$ other than the identity. The cell checks all 719 other
+# permutations of the six tokens, and "dog bites man" and "man bites dog" now pool
+# to different vectors.
 
 # %% [markdown] lang="ja"
 # ## 位置を足すと対称性が壊れる
 #
 # 入力に正弦波の符号、つまり各行が $PE(0), \dots, PE(T-1)$ の行列 $E$ を足します。
 # 置換でトークンは動きますが、符号は位置に留まります。並べ替えた入力は $PX + E$ です。
-# 一方、出力が単なる並べ替えになるには $P(X + E) = PX + PE$ が必要です。
-# 両者が一致するのは $PE = E$、つまりすべての $i$ で $PE(\pi(i)) = PE(i)$ のときだけです。
+# 一方、出力が単なる並べ替えになるには $P(X + E) = PX + P\,E$（$P$ と $E$ の積）が必要です。
+# 両者が一致するのは $P\,E = E$、つまりすべての $i$ で $PE(\pi(i)) = PE(i)$ のときだけです。
 # 符号が一意なら、恒等置換以外の $\pi$ ではこれは起こりません。
 # 次のセルで、6 個のトークンの残り 719 通りの置換をすべて確かめます。
 # "dog bites man" と "man bites dog" も、プーリングすると別々のベクトルになります。
@@ -672,7 +673,7 @@ for p in itertools.permutations(range(T)):
     if p == tuple(range(T)):
         continue
     p = torch.tensor(p)
-    assert not torch.equal(e[p], e)  # PE != E
+    assert not torch.equal(e[p], e)  # P E != E (the product, not the code PE(p))
     broken = (self_attention(x[p] + e) - self_attention(x + e)[p]).abs().max()
     smallest = min(smallest, float(broken))
     others += 1

@@ -58,10 +58,11 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # softmax is shuffled the same way, and $P^\top P = I$ cancels against the values:
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # Attention is permutation-equivariant: without positions, "dog bites man" and
-# "man bites dog" give the same output vectors in another order (chapter 0 treats
-# this in detail). The remedy here is to add a vector $PE(p)$, which depends on the
-# position $p$, to the token at that position before the first layer. The cell below
-# checks the equation, and that with $PE(p)$ added it no longer holds.
+# "man bites dog" give the same output vectors in another order (the chapter
+# *Why attention needs positions* treats this in detail). The remedy here is to add
+# a vector $PE(p)$, which depends on the position $p$, to the token at that position
+# before the first layer. The cell below checks the equation, and that with $PE(p)$
+# added it no longer holds.
 
 # %% [markdown] lang="ja"
 # ## 問題：アテンションは順序を見ていない
@@ -74,7 +75,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 行ごとの softmax も同じように並べ替わり、バリューとの積では $P^\top P = I$ が打ち消し合います。
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # アテンションは置換同変です。位置の情報がなければ、「犬が人をかむ」と「人が犬をかむ」は
-# 順番が違うだけの同じ出力ベクトルになります（詳しくは第 0 章）。
+# 順番が違うだけの同じ出力ベクトルになります（詳しくは「アテンションに位置が必要な理由」の章）。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
 # 次のセルで、この等式と、$PE(p)$ を足すと等式が成り立たなくなることを確かめます。
 
@@ -479,10 +480,10 @@ print(
 # - It is symmetric in $p-q$, because cosine is even: it cannot tell whether $q$ comes
 #   before or after $p$.
 # - Its maximum is at $p = q$, where every term is $1$: $PE(p)\cdot PE(p) = n$, so every
-#   encoding has the same length $\sqrt{d/2}$.
+#   encoding has the same norm $\sqrt{d/2}$.
 # - It falls as the distance grows, but not monotonically: the fast pairs soon
-#   oscillate out of step, and the sum ripples. For $d = 512$ it first rises again at
-#   a distance of 43 (output below).
+#   oscillate out of step, and the sum ripples. For $d = 512$ it first rises from
+#   distance 43 to distance 44 (output below).
 
 # %% [markdown] lang="ja"
 # ## 内積は距離だけで決まる
@@ -498,7 +499,7 @@ print(
 #   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
 # - 距離が大きくなると値は下がりますが、単調ではありません。
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
-#   $d = 512$ では、距離 43 で初めて値が再び増えます（下の出力）。
+#   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます（下の出力）。
 
 # %%
 d, n = 512, 256
@@ -534,9 +535,9 @@ plt.show()
 # so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$. For a general
 # matrix between them, that term depends on $p$ and $q$ separately, not only on
 # $p-q$: the check below draws random weights and shows the values along one
-# diagonal spread widely. Rotary position embedding (RoPE), a later chapter,
-# rotates queries and keys instead, so that positions enter the score only through
-# $p-q$, whatever the weights are.
+# diagonal spread widely. Rotary position embedding, the subject of the chapter
+# *Rotary position embedding (RoPE)*, rotates queries and keys instead, so that
+# positions enter the score only through $p-q$, whatever the weights are.
 
 # %% [markdown] lang="ja"
 # このきれいな性質は、エンコーディングそのものについて成り立つものです。
@@ -544,7 +545,7 @@ plt.show()
 # そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
 # 下の確認ではランダムな重みを使い、1 本の対角線に沿った値が大きくばらつくことを示します。
-# 後の章で扱う回転位置埋め込み（RoPE）は、クエリとキーを回転させます。
+# 「回転位置埋め込み（RoPE）」の章で扱う回転位置埋め込みは、クエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
 # %%
@@ -562,8 +563,8 @@ print(f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}", en
 #
 # Two widely read PyTorch modules add this encoding to their input, and they do not
 # compute the same thing. Below, each one's formula is written out in a few lines of
-# torch and compared with the `posenc` module configured to match it (chapter 2
-# compares more implementations).
+# torch and compared with the `posenc` module configured to match it (the chapter
+# *Sinusoids in the wild* compares more implementations).
 #
 # **labml** (`PositionalEncoding(d_model, dropout_prob, max_len=5000)`) precomputes a
 # table of shape `[max_len, 1, d_model]` in the interleaved layout with the paper's
@@ -580,7 +581,8 @@ print(f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}", en
 # よく読まれている 2 つの PyTorch モジュールが、この位置エンコーディングを入力に足しています。
 # ただし、計算している中身は同じではありません。
 # 以下では、それぞれの式を数行の torch で書き起こし、
-# それに合わせて設定した `posenc` のモジュールと比べます（ほかの実装との比較は第 2 章で扱います）。
+# それに合わせて設定した `posenc` のモジュールと比べます
+# （ほかの実装との比較は「実装ごとに違う正弦波位置エンコーディング」の章で扱います）。
 #
 # **labml**（`PositionalEncoding(d_model, dropout_prob, max_len=5000)`）は、
 # 形状 `[max_len, 1, d_model]` の表をあらかじめ作ります。

@@ -24,8 +24,8 @@
 # it is from the paper. Some differences are harmless relabellings; others give a
 # model a different input, or break the property the encoding was chosen for.
 #
-# The previous chapter derived the encoding and its rotation property,
-# $PE(p+k) = M_k\, PE(p)$; we use both here without deriving them again.
+# The chapter *Sinusoidal positional encoding* derived the encoding and its rotation
+# property, $PE(p+k) = M_k\, PE(p)$; we use both here without deriving them again.
 
 # %% [markdown] lang="ja"
 # # 実装ごとに違う正弦波位置エンコーディング
@@ -38,7 +38,7 @@
 # ラベルを付け替えただけの違いもあれば、モデルへの入力を変えてしまう違いや、
 # このエンコーディングが選ばれた理由である性質を壊してしまう違いもあります。
 #
-# 前の章では、エンコーディングとその回転の性質
+# 「正弦波位置エンコーディング」の章では、エンコーディングとその回転の性質
 # $PE(p+k) = M_k\, PE(p)$ を導きました。ここではそれらを導き直さずに使います。
 
 # %%
@@ -227,8 +227,8 @@ assert not torch.allclose(scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-
 # A small relative difference, but the entries are sines of the angles $p\,\omega_i$,
 # and the angles drift apart in proportion to $p$. Since
 # $|\sin a - \sin b| \le |a - b|$ (and the same for the cosine), each entry differs by
-# at most the angle gap $p\,|\omega_i - \omega'_i|$; once that gap reaches $\pi$, the
-# two entries can have opposite signs. The cell below measures it for $d = 512$ over
+# at most the angle gap $p\,|\omega_i - \omega'_i|$, and a gap of $\pi$ turns an entry
+# into the exact negative of the other. The cell below measures it for $d = 512$ over
 # the positions $0$ to $2047$.
 
 # %% [markdown] lang="ja"
@@ -247,7 +247,7 @@ assert not torch.allclose(scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-
 # 相対的には小さな違いです。しかし成分は角度 $p\,\omega_i$ の正弦であり、
 # 2 つの角度は $p$ に比例して離れていきます。
 # $|\sin a - \sin b| \le |a - b|$（余弦も同様）なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下です。
-# 角度の差が $\pi$ に達すると、2 つの成分は符号が逆にもなり得ます。
+# 角度の差が $\pi$ になると、一方の成分はもう一方のちょうど符号を反転した値になります。
 # 次のセルでは、$d = 512$、位置 $0$ から $2047$ でこれを測ります。
 
 # %%
@@ -291,8 +291,8 @@ print("\n".join(lines), end="")
 # one), yet the largest entry-wise difference is 1.9895, nearly the full range $2$ of
 # a sine, reached at $p = 2043$ in column 56, the sine of pair $i = 28$. That is not
 # the pair with the largest relative difference: the gap of the angles,
-# $p\,(\omega_i - \omega'_i)$, is largest in the middle of the spectrum, where the
-# frequencies are still high and already differ in relative terms. At $p = 2047$ it
+# $p\,(\omega_i - \omega'_i)$, is largest on the high-frequency side of the spectrum,
+# where the frequencies are still high and already differ in relative terms. At $p = 2047$ it
 # reaches 2.95 rad at $i = 28$, close to $\pi$. The first position at which some entry
 # differs by more than 1 is 732. On the left the two wavelength spectra
 # $\lambda_i = 2\pi/\omega_i$ look almost the same; on the right the angle gap at
@@ -304,7 +304,7 @@ print("\n".join(lines), end="")
 # これは $p = 2043$、列 56、つまりペア $i = 28$ の正弦で起きます。
 # 相対的な違いが最も大きいペアではありません。
 # 角度の差 $p\,(\omega_i - \omega'_i)$ は、周波数がまだ高く、しかも相対的な違いがすでに現れている
-# スペクトルの中ほどで最大になります。
+# スペクトルの高周波側で最大になります。
 # $p = 2047$ では $i = 28$ で 2.95 rad に達し、$\pi$ に近づきます。
 # 差が 1 を超える成分が初めて現れる位置は 732 です。
 # 左の図の 2 つの波長スペクトル $\lambda_i = 2\pi/\omega_i$ はほとんど同じに見えます。
@@ -351,8 +351,8 @@ plt.show()
 # some, but it has no place in the rotation property: the pairs are shifted by their
 # $2 \times 2$ blocks, and a $1 \times 1$ block $c$ for the lone column would need
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ at $p = 0$, which no $c$ satisfies, since the
-# left side is $0$ and the right side is not (the sine-only argument of the previous
-# chapter).
+# left side is $0$ and the right side is not (the argument of "The sine alone is not
+# enough" in *Sinusoidal positional encoding*).
 
 # %% [markdown] lang="ja"
 # ## 3. 奇数の幅
@@ -375,7 +375,7 @@ plt.show()
 # ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
 # しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺は $0$ ですが右辺はそうではないので、
-# これを満たす $c$ はありません（前の章の「正弦だけ」の議論と同じです）。
+# これを満たす $c$ はありません（「正弦波位置エンコーディング」の章の「正弦だけでは足りない」と同じ議論です）。
 
 # %%
 p = torch.arange(4)
@@ -498,36 +498,38 @@ print(positions)
 # shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
 # By the rotation property this is one fixed linear map for all positions,
 # $PE(t+2) = M_2\, PE(t)$, with the block-diagonal rotation
-# $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ of the previous
-# chapter in the interleaved layout, where
+# $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ of
+# *Sinusoidal positional encoding*, in the interleaved layout, where
 # $B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$. fairseq's table is concatenated, so its matrix
 # is the same rotation with rows and columns permuted by section 1's $P$:
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# A rotation preserves lengths and dot products, so the geometry among the real
+# A rotation preserves norms and dot products, so the geometry among the real
 # tokens is exactly that of positions $0, 1, 2, \dots$: all $PE(t)\cdot PE(u)$ are
-# unchanged. What does change is the vector added to each token. Each pair moves by a
-# chord of length $2|\sin(k\omega_i/2)|$ on its unit circle, so the distance
+# unchanged. What does change is the vector added to each token. Each pair moves
+# along a chord of its unit circle, a displacement of norm $2|\sin(k\omega_i/2)|$, so
+# the distance
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
 # is the same for every $t$. For $d = 512$ and $k = 2$ the distance is 6.95 (printed
-# below), against the length $\sqrt{n} = 16$ of every encoding: a model trained with fairseq's
+# below), against the norm $\sqrt{n} = 16$ of every encoding: a model trained with fairseq's
 # numbering and fed positions from $0$ (or the reverse) gets a clearly different
 # input, even though the two numberings are equally good for training from scratch.
 # The rows $0$ and $1$ are never used by a real token; row $1$ is the zero vector, not
-# an encoding (its length is $0$, every encoding has length $\sqrt{n}$).
+# an encoding (its norm is $0$, every encoding has norm $\sqrt{n}$).
 
 # %% [markdown] lang="ja"
 # 実トークンを $t = 0, 1, 2, \dots$ と数える場合と比べると、すべての実トークンが
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
 # 回転の性質から、これはすべての位置に共通の 1 つの線形写像 $PE(t+2) = M_2\, PE(t)$ です。
 # ここで $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ は、
-# 前の章で導いたインターリーブ配置のブロック対角の回転で、
+# 「正弦波位置エンコーディング」の章で導いたインターリーブ配置のブロック対角の回転で、
 # $B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$ です。
 # fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
 # 回転はノルムと内積を保つので、実トークンどうしの幾何は位置 $0, 1, 2, \dots$ の場合とまったく同じです。
 # $PE(t)\cdot PE(u)$ はどれも変わりません。
 # 変わるのは、各トークンに足されるベクトルそのものです。
-# 各ペアは単位円の上で長さ $2|\sin(k\omega_i/2)|$ の弦の分だけ動くので、次の距離はどの $t$ でも同じです。
+# 各ペアは単位円の弦に沿って動き、その変位のノルムは $2|\sin(k\omega_i/2)|$ です。
+# したがって、次の距離はどの $t$ でも同じです。
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
 # $d = 512$、$k = 2$ ではこの距離は 6.95 です（下の出力）。これに対して、エンコーディングのノルムはどれも $\sqrt{n} = 16$ です。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
@@ -581,7 +583,7 @@ torch.testing.assert_close(
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sqrt(n):.0f}", end="")
 
 # %% [markdown] lang="en"
-# ## 5. The exponent 2i/d applied to every column
+# ## 5. The column index in the exponent
 #
 # An early version of jadore801120's `attention-is-all-you-need-pytorch` computed the
 # angle of column $j$ as $p/10000^{2j/d}$, with the column index $j$ where the paper
@@ -608,7 +610,7 @@ print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sq
 # column $2j+1$ (a cosine) for odd $j$ picks out the buggy table.
 
 # %% [markdown] lang="ja"
-# ## 5. すべての列に適用された指数 2i/d
+# ## 5. 指数に入った列の番号
 #
 # jadore801120 の `attention-is-all-you-need-pytorch` の初期の版は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
 # 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
@@ -719,10 +721,10 @@ plt.show()
 
 # %% [markdown] lang="en"
 # The second failure is worse. The rotation property needs the sine and cosine of a
-# pair to turn at the same speed. Here, a block rotation would keep the length of each
-# pair, $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$, fixed at its
-# value $1$ at $p = 0$; in the buggy table that length wanders between nearly $0$ and
-# nearly $2$ (printed below), so no rotation maps $PE(p)$ to $PE(p+k)$. Nor does any
+# pair to turn at the same speed. Here, a block rotation would keep the squared norm
+# of each pair, $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$, fixed at its
+# value $1$ at $p = 0$; in the buggy table that squared norm wanders between nearly $0$
+# and nearly $2$ (printed below), so no rotation maps $PE(p)$ to $PE(p+k)$. Nor does any
 # other linear map: the best least-squares fit from $PE(p)$ to $PE(p+3)$ over
 # $p = 0, \dots, 999$ for $d = 16$ leaves a relative error of 0.22, against less than
 # 1e-12 for the paper's encoding. And the dot product is no longer a function of the distance:
@@ -735,7 +737,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # 2 つ目の問題のほうが深刻です。回転の性質が成り立つには、ペアの正弦と余弦が同じ速さで回る必要があります。
-# ブロックごとの回転なら、各ペアの長さの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は
+# ブロックごとの回転なら、各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は
 # $p = 0$ での値 $1$ のまま変わらないはずです。
 # ところがバグのある表では、この値がほぼ $0$ からほぼ $2$ の間をさまよいます（下に表示します）。
 # したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
@@ -754,8 +756,8 @@ p = torch.arange(1000)
 bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
 good, good_k = sinusoidal(p, d, dtype=torch.float64), sinusoidal(p + k, d, dtype=torch.float64)
 
-pair_length = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]; 1 at p = 0, kept by any rotation
-torch.testing.assert_close(pair_length[0], torch.ones(n, dtype=torch.float64))
+pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]; 1 at p = 0, kept by any rotation
+torch.testing.assert_close(pair_sq_norm[0], torch.ones(n, dtype=torch.float64))
 torch.testing.assert_close(
     good[:, 0::2] ** 2 + good[:, 1::2] ** 2, torch.ones(1000, n, dtype=torch.float64)
 )
@@ -785,7 +787,7 @@ gram_good = sinusoidal(pq, d, dtype=torch.float64) @ sinusoidal(pq, d, dtype=tor
 torch.testing.assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 assert spread > 1
 lines = [
-    f"pair lengths, p = 0..999: min {pair_length.min():.4f}, max {pair_length.max():.4f}",
+    f"squared pair norms, p = 0..999: min {pair_sq_norm.min():.4f}, max {pair_sq_norm.max():.4f}",
     f"best linear map PE(p) -> PE(p+3), relative error: paper < 1e-12, bug {err_bug:.2f}",
     f"largest change along a diagonal of the Gram matrix: bug {spread:.2f}",
 ]
@@ -917,7 +919,7 @@ print("\n".join(lines), end="")
 #
 # `posenc` forms the angles in float64, whose 53-bit significand leaves a spacing of
 # $2^{-32}$ near $2^{20}$, and rounds only the final sine and cosine to float32. Its
-# error, 3.0e-08 at every position, is the rounding of the result. The figure plots
+# error, 3.0e-08 in all three ranges, is the rounding of the result. The figure plots
 # the largest error of each position against $p$ on logarithmic axes: float32 angles,
 # $\mathrm{fl}_{32}(p\,\omega_i)$, follow the staircase
 # $2^{\lfloor \log_2 p \rfloor - 24}$; float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, stay
@@ -933,7 +935,7 @@ print("\n".join(lines), end="")
 # $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、2 つの位置が同じエンコーディングを受け取ります。
 #
 # `posenc` は角度を float64 で作ります。float64 の仮数部は 53 ビットで、$2^{20}$ 付近の間隔は $2^{-32}$ です。
-# 最後の正弦と余弦だけを float32 に丸めるので、誤差はどの位置でも 3.0e-08 で、これは結果の丸めの分です。
+# 最後の正弦と余弦だけを float32 に丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 で、これは結果の丸めの分です。
 # 図は、位置ごとの最大の誤差を $p$ に対して両対数軸で描いたものです。
 # float32 の角度 $\mathrm{fl}_{32}(p\,\omega_i)$ の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。

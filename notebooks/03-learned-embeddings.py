@@ -15,7 +15,8 @@
 # %% [markdown] lang="en"
 # # Learned absolute embeddings and scaled sinusoids
 #
-# The sinusoidal encoding of chapter 1 is a formula: nothing in it is trained. The
+# The sinusoidal encoding, derived in the chapter *Sinusoidal positional encoding*,
+# is a formula: nothing in it is trained. The
 # simplest alternative is to give every position its own vector and let training
 # choose it. Convolutional sequence-to-sequence models (Gehring et al. 2017) did so,
 # and so do BERT and GPT-2: a table with one trained row per position, added to the
@@ -31,7 +32,7 @@
 # %% [markdown] lang="ja"
 # # 学習型位置埋め込みとスケール付き正弦波
 #
-# 第 1 章の正弦波位置エンコーディングは式で決まっていて、学習するものはありません。
+# 「正弦波位置エンコーディング」の章で導いた正弦波位置エンコーディングは式で決まっていて、学習するものはありません。
 # いちばん素直な代案は、位置ごとに専用のベクトルを用意し、その中身を学習に任せることです。
 # 畳み込み系列変換モデル (Gehring ら 2017) がこの方法を使い、BERT と GPT-2 も同じです。
 # 位置ごとに学習される行を 1 つずつ持つ表を作り、その行をトークンの埋め込みに足します。
@@ -188,7 +189,8 @@ print("\n".join(lines), end="")
 # The sinusoid is a function, defined at every position: `sinusoidal` computes
 # $PE(512)$ or $PE(10^6)$ as readily as $PE(0)$, each of the same norm. (Whether a model
 # trained on short sequences makes good use of those far positions is a different
-# question, the subject of later chapters.) A `SinusoidalEmbedding`, being a table,
+# question, the subject of later chapters, *Which encodings extrapolate?* in
+# particular.) A `SinusoidalEmbedding`, being a table,
 # does have a last row, but it can be rebuilt with more rows at no cost, since
 # nothing in it was trained.
 
@@ -204,7 +206,8 @@ print("\n".join(lines), end="")
 #
 # 正弦波は関数なので、どの位置でも定義されています。
 # `sinusoidal` は $PE(0)$ と同じように $PE(512)$ も $PE(10^6)$ も計算し、ノルムもすべて同じです。
-# （短い系列で学習したモデルがその遠い位置をうまく使えるかは別の問題で、後の章で扱います。）
+# （短い系列で学習したモデルがその遠い位置をうまく使えるかは別の問題で、
+# 後の章、特に「どの位置エンコーディングが外挿できるか」の章で扱います。）
 # `SinusoidalEmbedding` は表なので最後の行がありますが、学習したものが何もないので、
 # 行を増やして作り直せば済みます。
 
@@ -257,8 +260,8 @@ print("\n".join(lines), end="")
 # connection, and a linear readout to the $V$ tokens. The learned table gets $2T = 32$
 # rows although training only ever uses the first $T$: that will show something
 # about the rows a model never sees. Training uses Adam with a learning rate of
-# $0.01$, $300$ steps of $64$ fresh sequences each, in float64 on one thread, so that the
-# printed losses are the same on every run.
+# $0.01$ for the steps $0$ to $300$, each on $64$ fresh sequences, in float64 on one
+# thread, so that the printed losses are the same on every run.
 
 # %% [markdown] lang="ja"
 # ## 小さな課題で表を学習する
@@ -274,7 +277,7 @@ print("\n".join(lines), end="")
 # 線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけです。
 # これで、モデルが一度も見ない行について分かることがあります。
-# 学習には学習率 $0.01$ の Adam を使い、毎回新しい $64$ 系列で $300$ ステップ回します。
+# 学習には学習率 $0.01$ の Adam を使い、ステップ $0$ から $300$ まで、毎回新しい $64$ 系列で学習します。
 # 表示する損失が毎回同じになるよう、float64 と 1 スレッドで計算します。
 
 # %%
@@ -372,7 +375,8 @@ print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 #
 # Compare positions by the cosine of the angle between their vectors,
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
-# and do the same for the sinusoid. Chapter 1 showed that $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$
+# and do the same for the sinusoid. The chapter *Sinusoidal positional encoding*
+# showed that $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$
 # and that every $PE(p)$ has the same norm, so for the sinusoid this matrix depends
 # only on $p - q$: it is largest on the diagonal and falls off, with ripples, away
 # from it. Neighbouring positions look alike by construction.
@@ -394,7 +398,7 @@ print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 # 位置どうしを、ベクトルのなす角の余弦で比べます。
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
 # 正弦波についても同じものを計算します。
-# 第 1 章では $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ であること、
+# 「正弦波位置エンコーディング」の章では、$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ であること、
 # そしてどの $PE(p)$ もノルムが等しいことを示しました。
 # したがって正弦波のこの行列は $p - q$ だけで決まり、対角線上で最大になり、離れるにつれて波打ちながら下がります。
 # 隣り合う位置は、作りからして似ています。

@@ -22,8 +22,8 @@
 # proportional to the distance between query and key, with a different slope in
 # each head. This chapter derives the bias and its slopes, including the rule
 # for head counts that are not a power of two; shows how far each head looks;
-# proves that the half-dozen forms of the bias found in common code give the
-# same attention; checks the alignment of queries with a KV cache; and rebuilds
+# proves that the five forms of the bias found in common code give the same
+# attention; checks the alignment of queries with a KV cache; and rebuilds
 # the slopes of the official code, BLOOM, MPT and labml with `posenc`.
 
 # %% [markdown] lang="ja"
@@ -36,7 +36,7 @@
 # クエリとキーの距離に比例する固定のペナルティを、すべてのアテンションスコアに足します。
 # 傾きはヘッドごとに異なります。
 # この章では、バイアスとその傾きを導きます。ヘッド数が 2 のべき乗でない場合の規則も扱います。
-# 続いて、各ヘッドがどこまで遠くを見るかを示し、よく使われるコードに見られるいくつもの形のバイアスが
+# 続いて、各ヘッドがどこまで遠くを見るかを示し、よく使われるコードに見られる 5 つの形のバイアスが
 # どれも同じアテンションを与えることを証明し、KV キャッシュでのクエリの位置合わせを確かめます。
 # 最後に、公式実装、BLOOM、MPT、labml の傾きを `posenc` で再現します。
 
@@ -468,7 +468,7 @@ assert (sym[:, ~visible] != causal_bias[:, ~visible]).all()
 
 # a bias that is not a row constant away changes the attention
 assert not torch.allclose(attention(q, k, v, bias=-m * j, causal=True), reference, atol=1e-3)
-print(f"{len(forms)} forms, one attention output", end="")
+print(f"{len(forms)} biases, one attention output", end="")
 
 # %% [markdown] lang="en"
 # The figure shows three of the forms for head 1 ($m_1 = 1/2$) and $T = 8$, future keys
@@ -648,7 +648,8 @@ assert not torch.allclose(
 # training length, and ALiBi's does not. The abstract reports a 1.3-billion-parameter
 # model trained on 1024 tokens that, tested on 2048, matches the perplexity of a
 # sinusoidal model trained on 2048, while training 11% faster and using 11% less
-# memory. The experiments chapter puts extrapolation to the test on small models.
+# memory. The chapter *Which encodings extrapolate?* puts extrapolation to the test
+# on small models.
 #
 # Models that use ALiBi include BLOOM (its 176B model has 70 layers and 112 heads, the
 # slope rule for a non-power of two at work) and MPT (MPT-7B: 32 heads, and
@@ -672,7 +673,7 @@ assert not torch.allclose(
 # ALiBi のモデルは悪化しません。
 # 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルは、2048 トークンで評価すると、
 # 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達し、しかも学習は 11% 速く、メモリは 11% 少なく済みます。
-# 外挿は、実験の章で小さなモデルを使って確かめます。
+# 外挿は、「どの位置エンコーディングが外挿できるか」の章で小さなモデルを使って確かめます。
 #
 # ALiBi を使うモデルには、BLOOM（1760 億パラメータのモデルは 70 層、112 ヘッドで、
 # 2 のべき乗でない場合の規則が使われます）と MPT（MPT-7B は 32 ヘッドで、

@@ -100,7 +100,7 @@ two_pi = 2 * math.pi
 # ヘッドの次元数を $d$、底を $b$ とすると、周波数は次のとおりです。
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の波長（ちょうど 1 周するのに必要な位置の数）と、
-# 学習時のコンテキスト長 $L$ の間に回る回数は次のようになります。
+# 学習時のコンテキスト長 $L$ の間の回転数（何周するか）は次のとおりです。
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
 # 波長は $i$ とともに等比数列で伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外とは、
 # ある 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、その境が求まります。
@@ -114,7 +114,7 @@ two_pi = 2 * math.pi
 # 下のセルでは、$d = 128$ の 2 つの設定について両者を数えます。
 # Llama 2（底 $10^4$、$L = 4096$）と Llama 3（底 $5 \cdot 10^5$、$L = 8192$）です。
 # Llama 2 では、64 組のうち 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
-# ペア 45 は波長 4080 で、ぎりぎり 1 周します。
+# ペア 45 は波長 4080 位置で、ぎりぎり 1 周します。
 # Llama 3 は底が大きいので、すべての波長が伸びます。
 # コンテキストが 2 倍長いにもかかわらず、1 周するのは 35 組だけで、29 組は 1 周しません。
 
@@ -153,7 +153,7 @@ print("\n".join(lines), end="")
 # hollow ones never do.
 
 # %% [markdown] lang="ja"
-# 対数軸では、波長は直線になります。点線はそれぞれの設定の学習時コンテキスト長です。
+# 対数軸では、波長は直線になります。点線はそれぞれの設定の学習時のコンテキスト長です。
 # 塗りつぶした点は $L$ の間に少なくとも 1 周するペア、白抜きの点は 1 周しないペアです。
 
 # %%
@@ -209,7 +209,7 @@ plt.show()
 # 最も速いペアでは $1$ ラジアンではなく $1/s$ ラジアンになり、
 # モデルは学習中に区別したことのない近さの角度を見分けなければなりません。
 # Chen らは短いファインチューニング（1000 ステップ以内）でモデルを慣らしています。
-# 図を見ると、PI は周波数の線全体を同じ倍率で下に動かします。比 $\theta'_i/\theta_i$（右）はどのペアでも $1/s$ です。
+# 図では、PI が周波数の線全体を同じ割合で下に動かしています。比 $\theta'_i/\theta_i$（右）はどのペアでも $1/s$ です。
 
 # %%
 b, L, s = 1e4, 4096, 4
@@ -284,7 +284,7 @@ plt.show()
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
 # （名前はニューラルタンジェントカーネル (NTK) の理論に由来します。
 # この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。）
-# そこで提案されたのが、最も速いペアはそのままにし、最も遅いペアを係数 $s$ でそのまま割る方法です。
+# そこで提案されたのが、最も速いペアはそのままにし、最も遅いペアだけを係数 $s$ でまるごと割る方法です。
 # しかも周波数を 1 つずつ決めるのではなく、新しい底 $b'$ を選ぶことで実現します。
 # 最も速いペア $\theta_0 = b^0 = 1$ は、そもそも底によりません。
 # 最も遅いペア $i = d/2 - 1$ は $\theta_{d/2-1} = b^{-(d-2)/d}$ です。
@@ -474,15 +474,15 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different leng
 #
 # ### コードの中のランプ関数
 #
-# 論文の著者のコード、Hugging Face の `"yarn"`、`posenc.YarnScaling` は、この規則を少し違う形で計算します。
+# 論文の著者のコード、Hugging Face の `"yarn"`、`posenc.YarnScaling` は、この規則を論文とは違う形で計算します。
 # しきい値を `beta_fast` ($\beta$) と `beta_slow` ($\alpha$) と呼び、上で導いた $i_\beta$ の式でペアの番号に直します。
-# その範囲を外側に丸めて整数にし、$r$ ではなく番号 $i$ について線形なランプを作ります。既定のしきい値では次の式です。
+# その範囲を外側に丸めて整数にし、$r$ ではなく番号 $i$ について線形なランプ関数を作ります。既定のしきい値では次の式です。
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
 # $s = 4$、$L = 4096$、$d = 128$、底 $10^4$ では、下のセルが $i_{32} = 20.94$ と $i_1 = 45.03$ を出力します。
 # ペア 0 から 20 はそのまま、ペア 46 から 63 は $s$ で割られ、ペア 21 から 45 は混ぜられます。
 # この帯の外では、2 つのランプ関数は完全に一致します。
 # 帯の中では一致しません。$r_i$ は $i$ とともに等比数列で減るので、
-# $r$ について線形な論文のランプは、$i$ について線形なコードのランプよりずっと早く補間の側へ傾きます。
+# $r$ について線形な論文のランプ関数は、$i$ について線形なコードのランプ関数よりずっと早く補間の側へ傾きます。
 # コードの周波数は、論文の式の 0.98 倍から 1.73 倍の範囲にあります。
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
 
@@ -539,8 +539,8 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### アテンションの温度
 #
-# Peng らは、アテンションスコアを温度 $t$ で割ると ($\mathrm{softmax}\left(q_m \cdot k_n / (t\sqrt{d})\right)$)、
-# コンテキストを伸ばしたモデルのパープレキシティが下がることも見つけました。Llama に合わせた式は次のとおりです。
+# Peng らは、アテンションスコアを温度 $t$ で割る（$\mathrm{softmax}\left(q_m \cdot k_n / (t\sqrt{d})\right)$ とする）と、
+# コンテキストを伸ばしたモデルのパープレキシティが下がることも見つけました。Llama に対してあてはめた式は次のとおりです。
 # $$\sqrt{1/t} = 0.1\ln s + 1$$
 # $q$ と $k$ の両方に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # 論文のコード、Hugging Face（cos と sin の表に掛けます）、`posenc.apply_rope` はこの方法で適用します。
@@ -599,7 +599,7 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ と読めて、$g_i = \gamma(r_i)$ です。
-# これは上で見た論文の NTK-by-parts の規則（$r$ について線形なランプ）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものにほかなりません。
+# これは上で見た論文の NTK-by-parts の規則（$r$ について線形なランプ関数）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものにほかなりません。
 # 帯の両端で $g_i$ は $1$ ($\lambda_i = L/\beta$) と $0$ ($\lambda_i = L/\alpha$) になるので、3 つの部分は連続につながります。
 # $d = 128$ では、下のセルが、そのまま保つペア 29 組、混ぜるペア 6 組、8 で割るペア 29 組を数えます。
 # `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせ、回転がノルムを保つことも確かめます。
@@ -742,7 +742,7 @@ print("\n".join(table), end="")
 #
 # | モデル | 学習時の $L$ | 伸ばした長さ | 規則 |
 # |---|---|---|---|
-# | Vicuna v1.5 16k（LMSYS、Llama 2 のファインチューニング） | 4096 | 16384 | PI、$s = 4$（`config.json` に `"type": "linear"`） |
+# | Vicuna v1.5 16k（LMSYS、Llama 2 をファインチューニングしたモデル） | 4096 | 16384 | PI、$s = 4$（`config.json` に `"type": "linear"`） |
 # | Code Llama (Rozière ら 2023) | 4096 | ファインチューニング時 16384 | 底 $10^4 \to 10^6$ |
 # | Llama 3.1 (Meta) | 8192 | 131072 | Llama 3 の規則、$s = 8$、底 $5 \cdot 10^5$ |
 # | Qwen2.5 Instruct (Qwen チーム) | 32768 | 131072 | YaRN、$s = 4$（利用者が `config.json` で有効にする） |
@@ -785,13 +785,13 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # | 規則 | `posenc` | Hugging Face の `rope_scaling` |
 # |---|---|---|
 # | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
-# | NTK-aware（静的） | `NTKScaling(s)` | 型は不要。`rope_theta` を $b\, s^{d/(d-2)}$ にする |
+# | NTK-aware（静的） | `NTKScaling(s)` | `rope_type` は不要。`rope_theta` を $b\, s^{d/(d-2)}$ にする |
 # | NTK-aware（動的） | なし（上の数行） | `rope_type="dynamic"`、`factor` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
 #
 # `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます (`truncate=True`)。
-# Hugging Face の追加のキーは、アテンションの係数を上書きする（`attention_factor`、
+# Hugging Face の YaRN 用の追加のキーは、アテンションの係数を上書きする（`attention_factor`、
 # または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）か、
 # 範囲を小数のまま使う (`truncate=False`) ためのものです。`posenc` にはこれらの選択肢はありません。
 # 古い版の transformers は、YaRN の $L$ を `original_max_position_embeddings` ではなく
@@ -826,7 +826,7 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 #    求めた $b'$ を `rope_frequencies(d, base=...)` で確かめてください。
 # 3. 底 $5 \cdot 10^5$ の `YarnScaling(8, 8192, ...)` が `Llama3Scaling()` にできるだけ近くなるように、
 #    `beta_fast` と `beta_slow` を選んでください。どこまで近づくでしょうか。
-#    また、（アテンションの係数を除いても）両者が完全には一致しえないのはなぜでしょうか。
+#    また、アテンションの係数の違いを別にしても、両者が完全には一致しえないのはなぜでしょうか。
 # 4. 動的 NTK ($s = 1$) で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。
 #    各キーは、その時点の長さの周波数で回転させてからキャッシュします。
 #    最後に、最後のクエリとキャッシュしたキーのスコアを、すべてのキーを最終的な周波数で回転させた場合のスコアと比べてください。

@@ -15,24 +15,26 @@
 # %% [markdown] lang="en"
 # # Relative position representations
 #
-# The encodings of the previous chapters give each token a vector for its absolute
-# position $p$ and add it to the token before the first layer. Whatever the attention
-# learns about order, it has to recover from those sums. Shaw, Uszkoreit and Vaswani
-# (2018) put the position inside the attention instead, as a property of a *pair* of
-# tokens: the query at position $i$ and the key at position $j$ exchange a learned
-# vector that depends only on the offset $j - i$, clipped to at most $k$ either way.
-# This chapter derives their two equations, computes them directly with `posenc`,
-# measures what the direct computation costs in memory, and derives two ways around
-# that cost: the paper's split of the score into two terms, and a reshaping trick that
-# never builds a vector per pair. Each is checked against the direct computation.
-# Then it shows what the clipping hides from the model, how Music Transformer's
-# "skewing" turns the same idea into a pad and a reshape, and how tensor2tensor and
-# Hugging Face implement it.
+# The encodings of the chapters *Sinusoidal positional encoding* and *Learned absolute
+# embeddings and scaled sinusoids* give each token a vector for its absolute position
+# $p$ and add it to the token before the first layer. Whatever the attention learns
+# about order, it has to recover from those sums. Shaw, Uszkoreit and Vaswani (2018) put
+# the position inside the attention instead, as a property of a *pair* of tokens: the
+# query at position $i$ and the key at position $j$ exchange a learned vector that
+# depends only on the offset $j - i$, clipped to at most $k$ either way. This chapter
+# derives their two equations, computes them directly with `posenc`, measures what the
+# direct computation costs in memory, and derives two ways around that cost: the paper's
+# split of the score into two terms, and a form with one score per distance that never
+# builds a vector per pair. Each is checked against the direct computation. Then it
+# shows what the clipping hides from the model, how Music Transformer's "skewing" turns
+# the same idea into a pad and a reshape, and how tensor2tensor and Hugging Face
+# implement it.
 
 # %% [markdown] lang="ja"
 # # 相対位置表現（Shaw ら）
 #
-# これまでの章の位置エンコーディングは、各トークンに絶対位置 $p$ のベクトルを割り当て、
+# 「正弦波位置エンコーディング」の章や「学習型位置埋め込みとスケール付き正弦波」の章の位置エンコーディングは、
+# 各トークンに絶対位置 $p$ のベクトルを割り当て、
 # 最初の層の前でトークンに足していました。
 # アテンションが順序について何かを学ぶには、その和から位置を読み取るしかありません。
 # Shaw、Uszkoreit、Vaswani (2018) は、位置をアテンションの内側に入れました。
@@ -41,7 +43,7 @@
 # ずれは前後とも最大 $k$ にクリップします。
 # この章では、論文の 2 つの式を導いて `posenc` でそのまま計算し、その計算がどれだけメモリを使うかを測ります。
 # 続いて、そのコストを避ける 2 つの方法を導きます。論文によるスコアの 2 項への分解と、
-# 組ごとのベクトルを一切作らない形状変換の工夫です。どちらも直接計算と照合します。
+# 組ごとのベクトルを一切作らず、距離ごとに 1 つのスコアを使う形です。どちらも直接計算と照合します。
 # さらに、クリップによってモデルから何が見えなくなるか、
 # Music Transformer の「スキュー」が同じ考えをパディングと形状変換だけで実現する仕組み、
 # そして tensor2tensor と Hugging Face の実装の違いを示します。
@@ -82,7 +84,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # the tensor of all $a_{ij}$, of shape $(n, n, d_z)$ for $n$ tokens. The cell below
 # checks every entry against the formula and prints the offsets $\mathrm{clip}(j-i,\,k)$
 # for $n = 8$ and $k = 3$: row $i$, column $j$. Each diagonal holds one offset, and
-# beyond the third diagonal on either side everything is $3$ or $-3$.
+# from the third diagonal outwards, on either side, everything is $3$ or $-3$.
 
 # %% [markdown] lang="ja"
 # ## クリップした相対距離
@@ -105,7 +107,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $n$ トークンなら形状は $(n, n, d_z)$ です。
 # 次のセルでは、すべての成分を式と照合し、$n = 8$、$k = 3$ のときのずれ $\mathrm{clip}(j-i,\,k)$ を表示します。
 # 行が $i$、列が $j$ です。各対角線には同じずれが並び、
-# 両側とも 3 本目の対角線より外はすべて $3$ か $-3$ になります。
+# 両側とも 3 本目の対角線から外側はすべて $3$ か $-3$ になります。
 
 # %%
 n, k_clip, d_z = 8, 3, 4
@@ -388,8 +390,9 @@ assert_close(shaw_two_terms(qb, kb, vb, a_k, a_v), shaw_materialised(qb, kb, vb,
 # sums to 1.
 #
 # The extra memory is $P$ and $\beta$, $n(2k+1)$ numbers per head each, and the index
-# $c_{ij}$, $n^2$ integers shared by everything (for a causal model, the next section
-# removes it too). Nothing has a factor $n^2 d_z$ any more.
+# $c_{ij}$, $n^2$ integers shared by everything (for a causal model, the section on
+# Music Transformer's skewing below removes it too). Nothing has a factor $n^2 d_z$ any
+# more.
 
 # %% [markdown] lang="ja"
 # ## 組を作らない：距離ごとに 1 つのスコア
@@ -409,7 +412,7 @@ assert_close(shaw_two_terms(qb, kb, vb, a_k, a_v), shaw_materialised(qb, kb, vb,
 # $\beta$ の各行の和は 1 です。
 #
 # 余分なメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、
-# そしてすべてで共有する $n^2$ 個の整数の番号 $c_{ij}$ です（因果的なモデルなら、次の節でこれも不要になります）。
+# そしてすべてで共有する $n^2$ 個の整数の番号 $c_{ij}$ です（因果的なモデルなら、後の Music Transformer のスキューの節で、これも不要になります）。
 # $n^2 d_z$ の大きさのものはもうありません。
 
 
@@ -566,15 +569,15 @@ print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3
 # 2. reshape the same numbers to $(n+1) \times n$;
 # 3. drop the first row and read the rest as $n \times n$.
 #
-# Entry $(i, j)$ of the result is entry $n + i n + j$ of the padded rows laid end to end,
-# which is padded column $n + j - i$ of row $i$ as long as $j \le i$: the wanted
-# $m = j - i + n - 1$ of the unpadded row. Above the diagonal the entries are not
-# scores of the pair, and the causal mask hides them. Transformer-XL uses the same
-# reshape with a sinusoidal $E^r$, and `posenc.transformer_xl.relative_shift` implements
-# it. The next chapter derives it in general, with the entries above the diagonal,
-# memory and the direction of the distances. The cell below builds $E^r$ from a clipped
-# Shaw table, skews, and compares with the gather of the previous section on the causal
-# part.
+# Entry $(i, j)$ of the result is entry $n + i n + j$ of the padded rows laid end to
+# end, which is padded column $n + j - i$ of row $i$ as long as $j \le i$: the wanted
+# $m = j - i + n - 1$ of the unpadded row. Above the diagonal the entries are not scores
+# of the pair, and the causal mask hides them. Transformer-XL uses the same reshape with
+# a sinusoidal $E^r$, and `posenc.transformer_xl.relative_shift` implements it. The
+# chapter *Transformer-XL relative attention* derives it in general, with the entries
+# above the diagonal, memory and the direction of the distances. The cell below builds
+# $E^r$ from a clipped Shaw table, skews, and compares with the gather of the previous
+# section on the causal part.
 
 # %% [markdown] lang="ja"
 # ## Music Transformer のスキュー
@@ -596,7 +599,7 @@ print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3
 # つまりパディング前の行で求める $m = j - i + n - 1$ です。
 # 対角線より上の成分はその組のスコアではなく、因果マスクがそれを隠します。
 # Transformer-XL は正弦波の $E^r$ で同じ形状変換を使い、`posenc.transformer_xl.relative_shift` がそれを実装しています。
-# 次の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
+# 「Transformer-XL の相対アテンション」の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
 # 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューし、因果的な部分を前の節の gather と比べます。
 
 # %%
@@ -703,8 +706,8 @@ assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
 #    Check against the $(n, n, d_z)$ computation.
 # 3. Skewing needs the offsets $-(n-1), \dots, 0$ only. For a bidirectional encoder the
 #    offsets run from $-(n-1)$ to $n-1$. Extend $E^r$ to $2n - 1$ rows and find the pad
-#    and reshape that give every entry exactly. (Chapter 5 does this for
-#    Transformer-XL.)
+#    and reshape that give every entry exactly. (The chapter
+#    *Transformer-XL relative attention* does this for Transformer-XL.)
 # 4. Relative attention still sees the edges of the sequence. With $k = 2$, compute
 #    $\beta$ for every query of a sequence of length 10 and constant $\alpha$ (uniform
 #    attention). Which queries can a second layer tell apart from $\beta$ alone?
@@ -721,7 +724,7 @@ assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
 # 3. スキューに必要なのはずれ $-(n-1), \dots, 0$ だけです。
 #    双方向のエンコーダでは、ずれは $-(n-1)$ から $n-1$ まであります。
 #    $E^r$ を $2n - 1$ 行に広げ、すべての成分を正確に与えるパディングと形状変換を見つけてください
-#    （第 5 章では Transformer-XL についてこれを行います）。
+#    （「Transformer-XL の相対アテンション」の章では、Transformer-XL についてこれを行います）。
 # 4. 相対的なアテンションにも、系列の端は見えます。$k = 2$ とし、長さ 10 の系列で $\alpha$ が一定
 #    （一様なアテンション）のとき、すべてのクエリについて $\beta$ を計算してください。
 #    2 層目は $\beta$ だけからどのクエリを区別できるでしょうか。

@@ -242,15 +242,15 @@ assert not torch.allclose(a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.ara
 # %% [markdown] lang="en"
 # ## The relative encoding R
 #
-# $R$ is the sinusoidal table of chapter 1, evaluated at distances instead of
-# positions. Transformer-XL's `PositionalEmbedding` uses the frequencies
-# `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`, that is $\omega_i = 10000^{-2i/d}$, and
-# concatenates all sines before all cosines: in `posenc`,
-# `sinusoidal(distances, d, layout="concat")`. Which distances? The queries of a segment
-# are the last $L$ of the $m + L$ keys, so query $i$ sits at position $i + m$, and the
-# distances to its keys run from $i + m$ (the oldest memory token) down to $0$ (itself).
-# Over all queries that is $m + L - 1, \dots, 1, 0$: one encoding per key slot,
-# `pos_seq = torch.arange(klen - 1, -1, -1.0)` in the code, in *descending* order.
+# $R$ is the sinusoidal table of the chapter *Sinusoidal positional encoding*, evaluated
+# at distances instead of positions. Transformer-XL's `PositionalEmbedding` uses the
+# frequencies `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`, that is
+# $\omega_i = 10000^{-2i/d}$, and concatenates all sines before all cosines: in
+# `posenc`, `sinusoidal(distances, d, layout="concat")`. Which distances? The queries of
+# a segment are the last $L$ of the $m + L$ keys, so query $i$ sits at position $i + m$,
+# and the distances to its keys run from $i + m$ (the oldest memory token) down to $0$
+# (itself). Over all queries that is $m + L - 1, \dots, 1, 0$: one encoding per key
+# slot, `pos_seq = torch.arange(klen - 1, -1, -1.0)` in the code, in *descending* order.
 # `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` returns this sequence.
 # The check rebuilds `PositionalEmbedding` from its source and compares.
 #
@@ -262,7 +262,7 @@ assert not torch.allclose(a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.ara
 # %% [markdown] lang="ja"
 # ## 相対エンコーディング R
 #
-# $R$ は第 1 章の正弦波の表を、位置ではなく距離で評価したものです。
+# $R$ は「正弦波位置エンコーディング」の章の正弦波の表を、位置ではなく距離で評価したものです。
 # Transformer-XL の `PositionalEmbedding` は周波数 `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`、
 # つまり $\omega_i = 10000^{-2i/d}$ を使い、すべての正弦のあとにすべての余弦を並べます。
 # `posenc` では `sinusoidal(distances, d, layout="concat")` です。
@@ -302,8 +302,9 @@ print(f"with clamp_len = 4: {transformer_xl_positions(q_len, k_len, clamp_len=4)
 #
 # Terms (a) and (c) are one matrix product, $(Q + u) K^\top$. Terms (b) and (d) are not:
 # the vector $r_{i-j}$ changes with the pair. Computing $(q_i + v)^\top r_{i-j}$ for every
-# pair from a gathered $(L, m + L, d)$ tensor would bring back the memory cost of
-# chapter 4. Instead, Transformer-XL multiplies every query with every *distance* once,
+# pair from a gathered $(L, m + L, d)$ tensor would bring back the memory cost of the
+# direct computation in *Relative position representations*. Instead, Transformer-XL
+# multiplies every query with every *distance* once,
 # $$B = (Q + v)\, \tilde R^\top$$
 # where row $s$ of $\tilde R$ is $r_{m + L - 1 - s}$ (the order of `pos_seq`). $B$ is
 # $L \times (m+L)$ like the scores, but its column $s$ is a distance, not a key. The
@@ -335,7 +336,7 @@ print(f"with clamp_len = 4: {transformer_xl_positions(q_len, k_len, clamp_len=4)
 # 項 (a) と (c) は 1 回の行列積 $(Q + u) K^\top$ です。項 (b) と (d) はそうはいきません。
 # ベクトル $r_{i-j}$ が組ごとに変わるからです。
 # $(L, m + L, d)$ のテンソルを gather して組ごとに $(q_i + v)^\top r_{i-j}$ を計算すると、
-# 第 4 章のメモリのコストが戻ってきます。
+# 「相対位置表現（Shaw ら）」の章で見た直接計算のメモリのコストが戻ってきます。
 # Transformer-XL は代わりに、すべてのクエリとすべての *距離* の積を一度だけ計算します。
 # $$B = (Q + v)\, \tilde R^\top$$
 # ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ です（`pos_seq` の順）。
@@ -788,33 +789,35 @@ print(example)
 #
 # 1. Term (d), $v^\top W_{k,R} R_{i-j}$, depends on the pair only through $i - j$, like
 #    a T5 or ALiBi bias. Plot it against $i - j$ for random $v$ and $W_{k,R}$, with
-#    $d = 64$, and compare its shape with the bias of chapter 7.
+#    $d = 64$, and compare its shape with the bias of *ALiBi: attention with linear
+#    biases*.
 # 2. Transformer-XL's `attn_type=1` learns one vector per distance and head instead of
-#    $W_{k,R} R_{i-j}$, plus a scalar per distance for term (d). Show that term (b) is
-#    then Shaw et al.'s key term of chapter 4 without clipping, and compute it with the
-#    distance form of that chapter.
+#    $W_{k,R} R_{i-j}$, plus a scalar per distance and head for term (d). Show that
+#    term (b) is then Shaw et al.'s key term of *Relative position representations*
+#    without clipping, and compute it with the distance form of that chapter.
 # 3. labml pads on the right and drops the last row. Derive its element formula the way
 #    this chapter derived Transformer-XL's, and explain why it needs $m + 2L$ distances
 #    where Transformer-XL needs $m + L$.
 # 4. With `clamp_len`, all distances beyond it share one encoding. For $m = 100$ and
 #    `clamp_len=20`, which pairs of keys can a query no longer tell apart by terms (b)
-#    and (d)? Compare with the clipping of chapter 4.
+#    and (d)? Compare with the clipping of *Relative position representations*.
 
 # %% [markdown] lang="ja"
 # ## 演習
 #
 # 1. 項 (d) の $v^\top W_{k,R} R_{i-j}$ は、T5 や ALiBi のバイアスと同じく、組に $i - j$ を通してだけ依存します。
 #    $d = 64$ として、ランダムな $v$ と $W_{k,R}$ についてこれを $i - j$ に対して描き、
-#    第 7 章のバイアスと形を比べてください。
+#    「ALiBi：線形バイアスによるアテンション」の章のバイアスと形を比べてください。
 # 2. Transformer-XL の `attn_type=1` は、$W_{k,R} R_{i-j}$ の代わりに距離とヘッドごとのベクトルを学習し、
-#    項 (d) には距離ごとのスカラーを使います。このとき項 (b) が、クリップなしの第 4 章の Shaw らのキーの項であることを示し、
+#    項 (d) には距離とヘッドごとのスカラーを使います。このとき項 (b) が、「相対位置表現（Shaw ら）」の章の
+#    Shaw らのキーの項をクリップなしにしたものであることを示し、
 #    その章の距離ごとの形で計算してください。
 # 3. labml は右にパディングし、最後の行を捨てます。
 #    この章で Transformer-XL について導いたのと同じ方法で成分の式を導き、
 #    Transformer-XL が $m + L$ 個の距離で済むのに labml は $m + 2L$ 個を必要とする理由を説明してください。
 # 4. `clamp_len` を使うと、それより遠い距離はすべて 1 つのエンコーディングを共有します。
 #    $m = 100$、`clamp_len=20` のとき、クエリが項 (b) と (d) で区別できなくなるのはどのキーの組でしょうか。
-#    第 4 章のクリップと比べてください。
+#    「相対位置表現（Shaw ら）」の章のクリップと比べてください。
 
 # %% [markdown] lang="en"
 # ## References

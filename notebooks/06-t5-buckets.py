@@ -56,7 +56,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # Shaw et al. (2018) gave attention a learned vector for each relative position
 # $j - i$ between a query at position $i$ and a key at position $j$, clipped to a
-# maximum offset, and added it inside the attention computation. T5 keeps the principle
+# maximum offset, and added it inside the attention computation (the chapter
+# *Relative position representations*). T5 keeps the principle
 # that only the offset matters and simplifies the rest. The learned quantity is a single
 # number per head, added to the score before the softmax, and instead of being clipped
 # the offsets are grouped into buckets that grow with the distance. For head $h$:
@@ -75,7 +76,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # ## 考え方：位置をスコアへのバイアスとして与える
 #
 # Shaw ら (2018) は、位置 $i$ のクエリと位置 $j$ のキーの相対位置 $j - i$ を最大値でクリップし、
-# その相対位置ごとに学習するベクトルを用意して、アテンションの計算の中で加えました。
+# その相対位置ごとに学習するベクトルを用意して、アテンションの計算の中で加えました（「相対位置表現（Shaw ら）」の章）。
 # T5 は「相対位置だけが重要」という原則を引き継ぎ、残りを単純にしました。
 # 学習するのはヘッドごとに 1 つの数で、softmax の前のスコアに足します。
 # また、相対位置をクリップする代わりに、距離とともに幅が広がるバケットにまとめます。
@@ -482,12 +483,12 @@ for bidirectional, side in ((True, 16), (False, 32)):
         print("  " + " | ".join(f"{c:13s}" for c in cells[row : row + 4]).rstrip())
 
 # %% [markdown] lang="en"
-# In the bidirectional setting the eight logarithmic buckets hold 4, 4, 7, 9, 14, 18 and
-# 27 distances before the open-ended last one, which starts at 91; in the causal setting
-# the last bucket starts at 113. On a logarithmic axis the geometric edges become evenly
-# spaced: the figure draws $\hat b(n)$ for both side sizes together with the unrounded
-# value $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ (dashed). The steps follow the dashed line
-# from below until the clip at $n = D$ holds them at $S - 1$.
+# In the bidirectional setting the first seven of the eight logarithmic buckets hold 4,
+# 4, 7, 9, 14, 18 and 27 distances; the eighth, open-ended, starts at 91. In the causal
+# setting the last bucket starts at 113. On a logarithmic axis the geometric edges
+# become evenly spaced: the figure draws $\hat b(n)$ for both side sizes together with
+# the unrounded value $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ (dashed). The steps follow
+# the dashed line from below until the clip at $n = D$ holds them at $S - 1$.
 
 # %% [markdown] lang="ja"
 # 双方向の設定では、8 個の対数バケットのうち最初の 7 個に、順に 4、4、7、9、14、18、27 個の距離が入ります。
@@ -574,7 +575,7 @@ print(f"distinct bias values in one head's row of 5000 keys: {row[0].unique().nu
 # Only 16 distinct values appear in that row: the keys all lie at or before the query, so
 # only the first half of the buckets is reached.
 #
-# ## The learned table: `T5RelativeBias`
+# ## The learned table of biases
 #
 # `posenc.T5RelativeBias(n_heads)` holds the table $\beta$ as
 # `relative_attention_bias`, an `nn.Embedding(num_buckets, n_heads)` named and shaped as
@@ -595,7 +596,7 @@ print(f"distinct bias values in one head's row of 5000 keys: {row[0].unique().nu
 # この行に現れる値は 16 通りだけです。キーはすべてクエリの位置かそれより前にあるので、
 # バケットの前半にしか届かないからです。
 #
-# ## 学習する表：`T5RelativeBias`
+# ## 学習するバイアスの表
 #
 # `posenc.T5RelativeBias(n_heads)` は、表 $\beta$ を `relative_attention_bias` として持ちます。
 # これは `nn.Embedding(num_buckets, n_heads)` で、名前も形も Hugging Face の `T5Attention` と同じです。

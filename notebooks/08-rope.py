@@ -15,24 +15,24 @@
 # %% [markdown] lang="en"
 # # Rotary position embedding (RoPE)
 #
-# An absolute encoding added to the tokens puts positions into the attention
-# score, but as $m$ and $n$ separately, not as their distance. Su et al. (2021)
-# turned the wish around: write down the property the score should have, that it
-# depends on the positions only through $m - n$, and solve for the encoding. The
-# answer is to rotate the query and the key, pair of features by pair of features,
-# by angles proportional to their positions. This chapter derives that rotation,
-# first in two dimensions with complex numbers and then in $d$; checks the
-# elementwise form that every library computes against an explicit matrix; builds
-# the permutation between the two pairings in use and shows why converted Llama
-# checkpoints permute their projection weights; covers partial rotation;
-# reproduces the paper's long-term decay figure and says what it does and does not
-# show; and rebuilds the Meta and Hugging Face code with `posenc`.
+# An absolute encoding added to the tokens puts the position $m$ of the query and the
+# position $n$ of the key into the attention score, but separately, not as their
+# distance. Su et al. (2021) turned the wish around: write down the property the score
+# should have, that it depends on the positions only through $m - n$, and solve for the
+# encoding. The answer is to rotate the query and the key, pair of features by pair of
+# features, by angles proportional to their positions. This chapter derives that
+# rotation, first in two dimensions with complex numbers and then in $d$; checks the
+# elementwise form that every library computes against an explicit matrix; builds the
+# permutation between the two pairings in use and shows why converted Llama checkpoints
+# permute their projection weights; covers partial rotation; reproduces the paper's
+# long-term decay figure and says what it does and does not show; and rebuilds the Meta
+# and Hugging Face code with `posenc`.
 
 # %% [markdown] lang="ja"
 # # 回転位置埋め込み（RoPE）
 #
-# トークンに足す絶対位置のエンコーディングは、アテンションスコアに位置を持ち込みます。
-# ただし $m$ と $n$ が別々に入るのであって、両者の距離として入るのではありません。
+# トークンに足す絶対位置のエンコーディングは、クエリの位置 $m$ とキーの位置 $n$ をアテンションスコアに持ち込みます。
+# ただし 2 つは別々に入るのであって、両者の距離として入るのではありません。
 # Su ら (2021) は発想を逆にしました。
 # まずスコアが満たすべき性質、つまり位置には $m - n$ を通してだけ依存することを書き下し、
 # そこからエンコーディングを解いて求めたのです。
@@ -65,11 +65,11 @@ f64 = torch.float64
 # ## The requirement
 #
 # Let $q$ be the query of the token at position $m$ and $k$ the key of the token at
-# position $n$, after their projections. With an encoding added to the input
-# (chapter 1), the score $q \cdot k$ contains the term $PE(m)^\top W_Q^\top W_K\, PE(n)$,
-# which depends on $m$ and $n$ separately: moving both tokens along the sequence
-# changes it. RoFormer asks instead for a map $f$ that puts the position into each
-# vector such that
+# position $n$, after their projections. With an encoding added to the input (the
+# chapter *Sinusoidal positional encoding*), the score $q \cdot k$ contains the term
+# $PE(m)^\top W_Q^\top W_K\, PE(n)$, which depends on $m$ and $n$ separately: moving
+# both tokens along the sequence changes it. RoFormer asks instead for a map $f$ that
+# puts the position into each vector such that
 # $$\langle f(q, m), f(k, n)\rangle = g(q, k, m-n)$$
 # for some function $g$: the score sees the two vectors and their distance, and
 # nothing else about where they are. The cell below shows the problem: with an
@@ -80,7 +80,7 @@ f64 = torch.float64
 # ## 求める性質
 #
 # 位置 $m$ のトークンのクエリを $q$、位置 $n$ のトークンのキーを $k$ とします（どちらも射影の後です）。
-# 入力に位置エンコーディングを足す方式（第 1 章）では、スコア $q \cdot k$ に
+# 入力に位置エンコーディングを足す方式（「正弦波位置エンコーディング」の章）では、スコア $q \cdot k$ に
 # $PE(m)^\top W_Q^\top W_K\, PE(n)$ という項が含まれます。
 # この項は $m$ と $n$ のそれぞれに依存するので、2 つのトークンを系列の中で一緒にずらすと値が変わります。
 # RoFormer は、そのかわりに、各ベクトルに位置を書き込む写像 $f$ であって、
@@ -221,16 +221,16 @@ assert_close(f(q, 3, offset) * f(k, 1, offset).conj(), f(q, 5) * f(k, 3).conj())
 assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 
 # %% [markdown] lang="en"
-# ## $d$ dimensions: one rotation per pair
+# ## Many dimensions: one rotation per pair
 #
 # For $d$ features (even), RoFormer splits the vector into $d/2$ pairs, pair $i$ being
 # the features $2i$ and $2i+1$, and rotates each pair as in two dimensions, with its
 # own angle per position $\theta_i$:
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # for $i = 0, 1, \dots, d/2-1$, and $f(q, m) = R_m\, q$. These are the frequencies of
-# the sinusoidal encoding of chapter 1: wavelengths from $2\pi$ up to just below
-# $10000 \cdot 2\pi$ positions (`base` replaces $10000$ in `posenc`).
-# `rope_frequencies(d)` returns the $\theta_i$.
+# the sinusoidal encoding (see *Sinusoidal positional encoding*): wavelengths from
+# $2\pi$ up to just below $10000 \cdot 2\pi$ positions (`base` replaces $10000$ in
+# `posenc`). `rope_frequencies(d)` returns the $\theta_i$.
 #
 # The score needs care with the transposition. Each block satisfies
 # $R(\alpha)^\top = R(-\alpha)$ and $R(\alpha)\,R(\beta) = R(\alpha+\beta)$, so
@@ -246,14 +246,14 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # equation, including that the wrong sign gives a different score.
 
 # %% [markdown] lang="ja"
-# ## $d$ 次元：ペアごとに 1 つの回転
+# ## 多次元：ペアごとに 1 つの回転
 #
 # 次元が $d$ 個（偶数）のとき、RoFormer はベクトルを $d/2$ 組のペアに分けます。
 # ペア $i$ は次元 $2i$ と $2i+1$ です。各ペアを 2 次元のときと同じように回転させますが、
 # 1 位置あたりの角度 $\theta_i$ はペアごとに異なります。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$ で、$f(q, m) = R_m\, q$ です。
-# これは第 1 章の正弦波位置エンコーディングと同じ周波数で、
+# これは「正弦波位置エンコーディング」の章の正弦波と同じ周波数で、
 # 波長は $2\pi$ から $10000 \cdot 2\pi$ 位置の少し手前までです（`posenc` では `base` が $10000$ の代わりになります）。
 # `rope_frequencies(d)` が $\theta_i$ を返します。
 #
@@ -465,7 +465,7 @@ assert_close(half, x * cos + rotate_half(x) * sin)
 assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 
 # %% [markdown] lang="en"
-# ## Why converted Llama checkpoints permute $W_Q$ and $W_K$
+# ## Why converted Llama checkpoints permute the query and key weights
 #
 # Meta trained Llama with the interleaved pairing. Hugging Face's Llama code, which
 # descends from its GPT-NeoX code, uses `rotate_half`. Rather than change the code,
@@ -487,7 +487,7 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # skipping the permutation does not.
 
 # %% [markdown] lang="ja"
-# ## Llama の変換済みチェックポイントが $W_Q$ と $W_K$ を並べ替える理由
+# ## Llama の変換済みチェックポイントがクエリとキーの重みを並べ替える理由
 #
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
@@ -699,24 +699,26 @@ assert len(rope.state_dict()) == 0
 # because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
 # $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
 # The first factor depends on $q$ and $k$ and not on the distance; the paper plots the
-# second, averaged over $j$, against the distance:
+# second, averaged over $j$, against the distance and calls it the *relative upper
+# bound*:
 # $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
 # At $r = 0$ every phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, which is
 # 32.5 for $d = 128$. As $r$ grows, the fast phases point in all directions and the
-# partial sums stay short. The left panel reproduces the shape of the paper's Figure 2,
+# partial sums stay small. The left panel reproduces the shape of the paper's Figure 2,
 # here for $d = 128$: it falls to 6.548 at $r = 250$, not monotonically but with ripples
 # (its smallest value in this range, 6.415, is at $r = 236$).
 #
 # What the figure does not show is that the scores decay. It is an upper bound, and a
 # loose one: for the random pair $q, k$ below, the bound is at least 204 times the
-# actual $|q^\top R_{n-m}\, k|$ at every distance up to 250. The scores of such a pair do
-# not decay at all: the largest $|q^\top R_{n-m}\, k|$ at distances $0$ to $50$ is 15.77,
-# and at $200$ to $250$ it is 16.39 (right panel, blue). Decay appears when $q$ and $k$
-# are aligned pair by pair: for $q = k = \mathbf{1}$ every $h_i = 2$ and the score is
-# $2\sum_i \cos(r\theta_i)$, twice the dot product $PE(m) \cdot PE(n)$ of the sinusoidal
-# encoding with the same frequencies (chapter 1). It falls from 128 with slow ripples
-# (orange). Whether a trained model's scores decay with distance depends on the
-# queries and keys it learns; the bound alone does not decide it.
+# actual $|q^\top R_{n-m}\, k|$ at every distance up to 250. The scores of such a pair
+# do not decay at all: the largest $|q^\top R_{n-m}\, k|$ at distances $0$ to $50$ is
+# 15.77, and at $200$ to $250$ it is 16.39 (right panel, blue). Decay appears when $q$
+# and $k$ are aligned pair by pair: for $q = k = \mathbf{1}$ every $h_i = 2$ and the
+# score is $2\sum_i \cos(r\theta_i)$, twice the dot product $PE(m) \cdot PE(n)$ of the
+# sinusoidal encoding with the same frequencies (see *Sinusoidal positional encoding*).
+# It falls from 128 with slow ripples (orange). Whether a trained model's scores decay
+# with distance depends on the queries and keys it learns; the bound alone does not
+# decide it.
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
@@ -729,10 +731,10 @@ assert len(rope.state_dict()) == 0
 # $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
 # $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
 # 最初の因子は $q$ と $k$ で決まり、距離にはよりません。
-# 論文は 2 つ目の因子を $j$ について平均したものを、距離に対して描いています。
+# 論文は 2 つ目の因子を $j$ について平均したものを「相対的な上界」(relative upper bound) と呼び、距離に対して描いています。
 # $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
 # $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
-# $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和は短いままになります。
+# $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和の絶対値は小さいままです。
 # 左の図は、論文の図 2 の形をここでは $d = 128$ について再現したものです。
 # $r = 250$ で 6.548 まで下がりますが、単調ではなく波打ちながら下がります
 # （この範囲での最小値は $r = 236$ での 6.415 です）。
@@ -743,7 +745,7 @@ assert len(rope.state_dict()) == 0
 # 距離 $0$ から $50$ での $|q^\top R_{n-m}\, k|$ の最大値は 15.77、$200$ から $250$ では 16.39 です（右の図の青）。
 # 減衰が現れるのは、$q$ と $k$ がペアごとにそろっている場合です。
 # $q = k = \mathbf{1}$ ならすべての $h_i = 2$ で、スコアは $2\sum_i \cos(r\theta_i)$ になります。
-# これは、同じ周波数を持つ正弦波位置エンコーディングの内積 $PE(m) \cdot PE(n)$（第 1 章）のちょうど 2 倍です。
+# これは、同じ周波数を持つ正弦波位置エンコーディングの内積 $PE(m) \cdot PE(n)$（「正弦波位置エンコーディング」の章）のちょうど 2 倍です。
 # スコアは 128 から、ゆっくり波打ちながら下がります（オレンジ）。
 # 学習したモデルのスコアが距離とともに減衰するかどうかは、学習されたクエリとキーによって決まります。
 # 上界だけでは決まりません。
@@ -814,9 +816,10 @@ plt.show()
 # over the heads. Hugging Face's Llama takes `position_ids` of shape `(batch, seq)` and
 # unsqueezes its cosines at dimension 1 for tensors of shape `(batch, heads, seq, head_dim)`;
 # with `posenc` the same positions are passed as `position_ids[:, None, :]`, of shape
-# `(batch, 1, seq)`. Passing `(batch, seq)` as is raises a `ValueError`, except when
-# the batch size equals the number of heads: then it broadcasts, along the wrong axis,
-# and silently rotates by the wrong positions. The last check shows this.
+# `(batch, 1, seq)`. Passed as is, `(batch, seq)` raises a `ValueError` unless the
+# batch size is 1 or equals the number of heads. In the second case it broadcasts
+# along the wrong axis and silently rotates by the wrong positions; the last check
+# shows this.
 
 # %% [markdown] lang="ja"
 # ## 各ライブラリを posenc で再現する
@@ -837,8 +840,8 @@ plt.show()
 # Hugging Face の Llama は形状 `(batch, seq)` の `position_ids` を受け取り、
 # 形状 `(batch, heads, seq, head_dim)` のテンソルに合わせて、余弦に `unsqueeze` で軸 1 を挿入します。
 # `posenc` では同じ位置を `position_ids[:, None, :]`、つまり形状 `(batch, 1, seq)` で渡します。
-# `(batch, seq)` のまま渡すと `ValueError` になります。
-# ただしバッチサイズがヘッド数と等しいときは例外で、間違った軸に沿ってブロードキャストされ、
+# `(batch, seq)` のまま渡すと、バッチサイズが 1 かヘッド数に等しい場合を除いて `ValueError` になります。
+# ヘッド数に等しい場合は、間違った軸に沿ってブロードキャストされ、
 # 黙って間違った位置で回転してしまいます。最後の確認でこれを示します。
 
 
@@ -931,9 +934,9 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 # 2. Build the matrix of the `half` rotation for $d = 8$ by hand, without `apply_rope`,
 #    and check that it equals $\Pi^\top R_m\, \Pi$. Which entries of $R_m$ does the
 #    permutation move?
-# 3. Llama 3 uses `base = 500000`. Redraw the relative upper bound for $d = 128$ up to
-#    distance 4000 with both bases. What does a larger base do to the bound, and to
-#    the wavelengths of the last pairs?
+# 3. Llama 3 uses `base = 500000`. Redraw the relative upper bound (the quantity of the
+#    paper's Figure 2) for $d = 128$ up to distance 4000 with both bases. What does a
+#    larger base do to the bound, and to the wavelengths of the last pairs?
 # 4. In `convert_llama_weights_to_hf.py`, the keys are permuted with
 #    `n_heads=num_key_value_heads`. Permute $W_K$ with the number of query heads
 #    instead, in the grouped-query example above, and find which scores change.

@@ -70,8 +70,8 @@ two_pi = 2 * math.pi
 # %% [markdown] lang="en"
 # ## Wavelengths against the training context
 #
-# RoPE (Su et al. 2021) rotates pair $i$ of a query or key at position $m$ by the
-# angle $m\theta_i$, with the frequencies
+# RoPE (Su et al. 2021; the chapter *Rotary position embedding (RoPE)*) rotates pair
+# $i$ of a query or key at position $m$ by the angle $m\theta_i$, with the frequencies
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # for head size $d$ and base $b$. The wavelength of pair $i$ (the number of positions
 # for one full turn) and the number of turns it makes over the training context $L$
@@ -82,9 +82,10 @@ two_pi = 2 * math.pi
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
 # Pair $i$ completes at least one turn within $L$ ($r_i \ge 1$) exactly when
 # $i \le i_1$. Training has shown such a pair its whole circle, at steps of $\theta_i$;
-# a longer input only repeats those angles. A pair with $r_i < 1$ has seen only the
-# arc from $0$ to $(L-1)\theta_i$, and beyond $L$ it moves into angles the model has
-# never seen. This is what breaks past $L$, and it concerns the slow pairs only.
+# a longer input brings no angle outside the range it has seen. A pair with $r_i < 1$
+# has seen only the arc from $0$ to $(L-1)\theta_i$, and beyond $L$ it moves into angles
+# the model has never seen. This is what breaks past $L$, and it concerns the slow pairs
+# only.
 #
 # The cell counts both kinds for head size $d = 128$ in two settings: Llama 2
 # (base $10^4$, $L = 4096$) and Llama 3 (base $5 \cdot 10^5$, $L = 8192$). In
@@ -96,7 +97,7 @@ two_pi = 2 * math.pi
 # %% [markdown] lang="ja"
 # ## 学習時のコンテキスト長と波長
 #
-# RoPE (Su ら 2021) は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
+# RoPE (Su ら 2021、「回転位置埋め込み（RoPE）」の章) は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
 # ヘッドの次元数を $d$、底を $b$ とすると、周波数は次のとおりです。
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の波長（ちょうど 1 周するのに必要な位置の数）と、
@@ -106,7 +107,7 @@ two_pi = 2 * math.pi
 # ある 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、その境が求まります。
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
 # ペア $i$ が $L$ の間に少なくとも 1 周する ($r_i \ge 1$) のは、ちょうど $i \le i_1$ のときです。
-# そのようなペアは、学習中に円周全体を $\theta_i$ 刻みで見ています。系列が長くなっても、同じ角度が繰り返されるだけです。
+# そのようなペアは、学習中に円周全体を $\theta_i$ 刻みで見ています。系列が長くなっても、見たことのある範囲の外の角度は現れません。
 # 一方、$r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけです。
 # $L$ を超えると、モデルが一度も見たことのない角度に入っていきます。
 # $L$ を超えたときに壊れるのはここで、問題になるのは回転の遅いペアだけです。

@@ -66,12 +66,15 @@ def fmt(values, digits=4):
 # %% [markdown] lang="en"
 # ## From RoPE to xPos: a decay per pair
 #
-# RoPE (chapter 8) splits a query or key of even size $d$ into $d/2$ pairs of
-# features. Write $q^{(i)} \in \mathbb{R}^2$ for pair $i$ of $q$ and $R(\phi)$ for the
-# rotation by the angle $\phi$. RoPE turns pair $i$ of the query at position $m$ by
-# $m\theta_i$, with $\theta_i = 10000^{-2i/d}$, and the key at position $n$ by $n\theta_i$.
+# RoPE (see the chapter *Rotary position embedding (RoPE)*) splits a query or key of
+# even size $d$ into $d/2$ pairs of features. Write $q^{(i)} \in \mathbb{R}^2$ for pair
+# $i$ of $q$ and $R(\phi)$ for the rotation by the angle $\phi$. RoPE turns pair $i$ of
+# the query at position $m$ by $m\theta_i$, with $\theta_i = 10000^{-2i/d}$, and the key
+# at position $n$ by $n\theta_i$.
 # xPos keeps these rotations and also scales every rotated pair by a power of a
-# number $\zeta_i$ between 0 and 1, up for the query and down for the key:
+# number $\zeta_i$ between 0 and 1, with a positive exponent for the query and a
+# negative one for the key, so that the query shrinks and the key grows with the
+# position:
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
 # The paper and its reference code (torchscale) use $\gamma = 0.4$ and the scale base
@@ -80,19 +83,19 @@ def fmt(values, digits=4):
 # gets the smallest base. In `posenc`, `xpos_zeta(d)` returns the $\zeta_i$,
 # `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and `apply_xpos(q, k, m, n)` returns
 # $(\tilde q_m, \tilde k_n)$, built on `apply_rope`. The cell checks each against the
-# formulas, for both pairings of chapter 8. It passes `center=0.0`, which gives the
-# formula exactly as written; the default shifts the exponents by a constant that
-# cancels in every score, as the section on large positions explains.
+# formulas, for both pairings of RoPE, interleaved and half. It passes `center=0.0`,
+# which gives the formula exactly as written; the default shifts the exponents by a
+# constant that cancels in every score, as the section on large positions explains.
 
 # %% [markdown] lang="ja"
 # ## RoPE から xPos へ：ペアごとの減衰
 #
-# RoPE（第 8 章）は、次元数 $d$（偶数）のクエリやキーを、2 次元ずつ $d/2$ 組のペアに分けます。
+# RoPE（「回転位置埋め込み（RoPE）」の章）は、次元数 $d$（偶数）のクエリやキーを、2 次元ずつ $d/2$ 組のペアに分けます。
 # $q$ のペア $i$ を $q^{(i)} \in \mathbb{R}^2$、角度 $\phi$ の回転を $R(\phi)$ と書きます。
 # RoPE は、位置 $m$ のクエリのペア $i$ を $m\theta_i$ だけ回し（$\theta_i = 10000^{-2i/d}$）、
 # 位置 $n$ のキーを $n\theta_i$ だけ回します。
 # xPos はこの回転をそのまま使い、さらに回転したペアそれぞれに、0 と 1 の間の数 $\zeta_i$ のべきを掛けます。
-# クエリには正のべき、キーには負のべきです。
+# クエリには正のべき、キーには負のべきで、位置が進むほどクエリは縮み、キーは大きくなります。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
 # 論文とその参照実装 (torchscale) は $\gamma = 0.4$、スケール基数 $B = 512$ を使います。
@@ -101,7 +104,7 @@ def fmt(values, digits=4):
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
 # `apply_xpos(q, k, m, n)` は `apply_rope` の上に作られていて、$(\tilde q_m, \tilde k_n)$ を返します。
-# 次のセルで、第 8 章の 2 通りのペアの組み方の両方について、それぞれを式と照らし合わせます。
+# 次のセルで、RoPE の 2 通りのペアの組み方（インターリーブ配置と半分割配置）の両方について、それぞれを式と照らし合わせます。
 # ここでは `center=0.0` を渡して、書いたとおりの式を計算させています。
 # 既定では指数を定数だけずらします。その定数はどのスコアでも打ち消し合います（大きな位置の節で説明します）。
 
@@ -231,9 +234,10 @@ plt.show()
 # %% [markdown] lang="en"
 # ## The score of aligned queries and keys, with and without the decay
 #
-# Chapter 8 showed that RoPE's long-term decay is an upper bound, not a property of
-# the scores: for $q = k = \mathbf{1}$ the score is $2\sum_i \cos(r\theta_i)$, which falls
-# from 128 but keeps rippling. With xPos each cosine is weighted by its factor:
+# The chapter *Rotary position embedding (RoPE)* showed that RoPE's long-term decay is
+# an upper bound, not a property of the scores: for $q = k = \mathbf{1}$ the score is
+# $2\sum_i \cos(r\theta_i)$, which falls from 128 but keeps rippling. With xPos each
+# cosine is weighted by its factor:
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
 # The figure compares the two for $d = 128$. Both start at 128. Between distances 2048
 # and 4096, RoPE's score still swings between the printed -16.73 and 33.19, while
@@ -243,7 +247,7 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## そろったクエリとキーのスコア：減衰のありとなし
 #
-# 第 8 章で見たとおり、RoPE の長距離減衰は上界であって、スコアそのものの性質ではありません。
+# 「回転位置埋め込み（RoPE）」の章で見たとおり、RoPE の長距離減衰は上界であって、スコアそのものの性質ではありません。
 # $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、128 から下がりますが波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -285,7 +289,7 @@ plt.show()
 # ### A cap that RoPE does not have
 #
 # The decay does bound what any query and key can do. By the triangle inequality
-# and the Cauchy-Schwarz inequality, since a rotation keeps lengths,
+# and the Cauchy-Schwarz inequality, since a rotation keeps norms,
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
 # for $m \ge n$, because the largest factor belongs to the last pair. The bound is
 # reached: put $q$ and $k$ in the last pair only, with $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$.
@@ -300,7 +304,7 @@ plt.show()
 # ### RoPE にはない上限
 #
 # それでも減衰は、どんなクエリとキーでも越えられない上限を決めます。
-# 回転は長さを変えないので、三角不等式とコーシー・シュワルツの不等式から、$m \ge n$ について次が成り立ちます。
+# 回転はノルムを変えないので、三角不等式とコーシー・シュワルツの不等式から、$m \ge n$ について次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
 # いちばん大きい因子は最後のペアのものだからです。
 # この上限には実際に届きます。$q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすればよいのです。
@@ -440,10 +444,13 @@ print(
 #
 # The scale $\zeta_i^{p/B}$ is a number that grows or shrinks exponentially with the
 # position itself, not with a distance. For pair $0$, $\zeta_0 = 2/7$, so
-# $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$, and float32 ends near $e^{\pm 88}$. The cell scans
-# `xpos_scale` in float32: the key's factor $\zeta_0^{-n/B}$ is infinite from $n = 36261$
-# on, and the query's $\zeta_0^{m/B}$ leaves the normal range at $m = 35695$ (it keeps
-# fewer and fewer significant bits) and is exactly 0 from $m = 42494$. A score
+# $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$. In float32 (printed below), numbers above
+# $e^{88.72}$ overflow to infinity, the normal numbers end at $e^{-87.34}$, and the
+# subnormals below them keep fewer and fewer significant bits until everything under
+# $e^{-103.97}$ rounds to 0. The cell scans `xpos_scale` in float32: the key's factor
+# $\zeta_0^{-n/B}$ is infinite from $n = 36261$ on, and the query's $\zeta_0^{m/B}$
+# becomes subnormal at $m = 35695$ and is exactly 0 from $m = 42494$; each of these
+# positions, times $\ln(7/2)/B$, lands on one of the three exponents. A score
 # computed from these vectors is wrong long before its true value is out of range:
 # at $m = n = 65535$ the true factor is $\zeta_0^0 = 1$, and the product is NaN.
 #
@@ -469,10 +476,12 @@ print(
 # ## 大きな位置：指数の中心をずらす
 #
 # 倍率 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりする数です。
-# ペア $0$ では $\zeta_0 = 2/7$ なので $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。一方、float32 で表せるのは $e^{\pm 88}$ あたりまでです。
+# ペア $0$ では $\zeta_0 = 2/7$ なので $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。
+# 一方 float32 では（下の出力）、$e^{88.72}$ を超える数は無限大にあふれ、正規化数は $e^{-87.34}$ で終わります。
+# その下の非正規化数は有効桁がどんどん減り、$e^{-103.97}$ より小さい数はすべて 0 に丸められます。
 # 次のセルで `xpos_scale` を float32 で調べます。キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になります。
-# クエリの $\zeta_0^{m/B}$ は $m = 35695$ で正規化数の範囲を出て（有効桁がどんどん減ります）、
-# $m = 42494$ からは厳密に 0 です。
+# クエリの $\zeta_0^{m/B}$ は $m = 35695$ で非正規化数になり、$m = 42494$ からは厳密に 0 です。
+# これらの位置に $\ln(7/2)/B$ を掛けると、それぞれ上の 3 つの指数になります。
 # こうしたベクトルから計算したスコアは、本当の値が範囲を超えるよりずっと前に壊れます。
 # $m = n = 65535$ では本当の因子は $\zeta_0^0 = 1$ なのに、積は NaN になります。
 #
@@ -503,6 +512,11 @@ tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
 first_inf = -int(p_scan[torch.isinf(scan)].max())  # key factor zeta_0^(-n/B) at n = -p
 first_subnormal = int(p_scan[(scan > 0) & (scan < tiny)].min())
 first_zero = int(p_scan[scan == 0].min())
+f32 = torch.finfo(torch.float32)
+limits = (math.log(f32.max), math.log(tiny), -150 * math.log(2))  # below 2^-150: rounds to 0
+per_position = math.log(7 / 2) / B  # -ln(zeta_0) / B
+for p_edge, limit in zip((first_inf, first_subnormal, first_zero), limits, strict=True):
+    assert abs(p_edge * per_position - abs(limit)) < 0.01  # each edge: one of the limits
 
 q, k = torch.randn(2, d)
 top = torch.tensor(65535)
@@ -540,6 +554,8 @@ full_q = apply_xpos(q.expand(100, d), k.expand(100, d), torch.arange(100))[0]
 assert_close(query_fixed @ keys_x.T, full_q[99:] @ keys_x.T)
 cache_err = (query_alone @ keys_x.T - full_q[99:] @ keys_x.T).abs().max()
 print(
+    f"float32: overflow above e^{limits[0]:.2f}, normal down to e^{limits[1]:.2f}, "
+    f"0 below e^{limits[2]:.2f}\n"
     f"float32, pair 0: key factor infinite from n = {first_inf}, "
     f"query factor subnormal from m = {first_subnormal}, zero from m = {first_zero}\n"
     f"64 positions in [0, 2^16), m >= n: max |float32 - exact| < 1e-4: {bool(err < 1e-4)}\n"
@@ -662,11 +678,11 @@ print(
 # ## NoPE: no positional encoding at all
 #
 # Now the opposite extreme. A decoder without any positional encoding, NoPE,
-# computes attention from the token embeddings alone. Chapter 0 showed that
-# without a mask attention is permutation-equivariant, $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$,
-# so such a model sees a set, not a sequence. A causal mask breaks this symmetry:
-# the token at position $t$ (counting from $t = 0$) sees exactly the $t + 1$ tokens up to
-# itself, and that number is a position.
+# computes attention from the token embeddings alone. The chapter *Why attention needs
+# positions* showed that without a mask attention is permutation-equivariant,
+# $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$, so such a model sees a set, not a sequence.
+# A causal mask breaks this symmetry: the token at position $t$ (counting from $t = 0$)
+# sees exactly the $t + 1$ tokens up to itself, and that number is a position.
 #
 # Haviv et al. (2022) found that causal language models trained without positional
 # encodings reach perplexities competitive with models that have them, and that
@@ -682,7 +698,7 @@ print(
 #
 # ここからは反対の極端です。位置エンコーディングをまったく持たないデコーダ、NoPE は、
 # トークンの埋め込みだけからアテンションを計算します。
-# 第 0 章で見たように、マスクのないアテンションは置換同変で $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ が成り立ちます。
+# 「アテンションに位置が必要な理由」の章で見たように、マスクのないアテンションは置換同変で $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ が成り立ちます。
 # そのようなモデルが見ているのは系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
 # 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数が位置そのものです。
@@ -708,7 +724,7 @@ print(
 # whatever the other tokens are. This is an absolute position, written by the mask
 # alone; the cell checks it exactly, bit for bit, in float64. Without the mask every
 # position sees all $T$ tokens and gets $1/T$: no position at all. More generally,
-# by the equivariance of chapter 0, two tokens with the same content get the same
+# by that permutation-equivariance, two tokens with the same content get the same
 # output in every layer of a NoPE model without the mask, wherever they stand. The
 # cell checks that for a two-layer model and a token repeated at positions 3 and 8,
 # and that the causal mask tells them apart.
@@ -724,7 +740,7 @@ print(
 # ほかのトークンが何であっても同じです。これはマスクだけで書き込まれた絶対位置です。
 # 次のセルで、float64 でビット単位まで厳密に一致することを確かめます。
 # マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。位置の情報はまったくありません。
-# より一般に、第 0 章の同変性から、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは
+# より一般に、この置換同変性から、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは
 # どこに置かれていても、どの層でも同じ出力を持ちます。
 # セルでは、2 層のモデルで位置 3 と 8 に同じトークンを置いてこれを確かめ、
 # 因果マスクがあれば 2 つを区別できることも確かめます。
@@ -778,10 +794,11 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 #
 # The feature itself also crowds: neighbouring positions differ by
 # $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$, a relative gap of $1/(t+2)$. Once that gap
-# falls below the spacing of the floating-point numbers, two positions share one
-# value. The printed output shows the first such pair: $t = 11864337$ and $11864338$
-# in float32, but already $t = 189$ and $190$ in bfloat16, whose 8 significant bits
-# give a relative spacing near $2^{-8}$.
+# falls below the relative spacing of the floating-point numbers, two positions can
+# round to one value. The printed output shows the first such pair: $t = 11864337$
+# and $11864338$ in float32, but already $t = 189$ and $190$ in bfloat16, whose 8
+# significant bits put neighbouring numbers between $2^{-8}$ and $2^{-7}$ of their
+# value apart.
 
 # %% [markdown] lang="ja"
 # ## 位置を読み戻す
@@ -801,9 +818,9 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # 決まった大きさのネットワークが見分けられる位置は、その大きさで決まる長さまでです。
 #
 # この値そのものも、位置が進むにつれて詰まっていきます。隣り合う位置の差は $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$ で、
-# 相対的な差は $1/(t+2)$ です。この差が浮動小数点数の間隔より小さくなると、2 つの位置が同じ値になります。
+# 相対的な差は $1/(t+2)$ です。この差が浮動小数点数の相対的な間隔より小さくなると、2 つの位置が同じ値に丸められることがあります。
 # 出力に、最初にそうなる組を示します。float32 では $t = 11864337$ と $11864338$ ですが、
-# 有効桁が 8 ビットで相対的な間隔が $2^{-8}$ 程度の bfloat16 では、早くも $t = 189$ と $190$ で同じ値になります。
+# 有効桁が 8 ビットで、隣り合う数の間隔が値の $2^{-8}$ 倍から $2^{-7}$ 倍になる bfloat16 では、早くも $t = 189$ と $190$ で同じ値になります。
 
 # %%
 linear = torch.stack([h, torch.ones_like(h)], dim=-1)
@@ -834,6 +851,7 @@ h_f32 = (1 / (t_long + 1.0).double()).float()  # 1/(t+1), rounded once
 h_bf16 = h_f32[:4096].bfloat16()
 clash_f32 = int((h_f32[1:] == h_f32[:-1]).nonzero()[0])  # first t with h_t = h_{t+1}
 clash_bf16 = int((h_bf16[1:] == h_bf16[:-1]).nonzero()[0])
+assert torch.finfo(torch.bfloat16).eps == 2**-7  # relative spacing in (2^-8, 2^-7]
 print(
     f"linear readout, t = 0..63: max error {lin_err:.2f}\n"
     f"ReLU readout, K = 16: t = 31 -> {t_hat[31]:.2f}, t = 63 -> {t_hat[63]:.2f}\n"
@@ -865,7 +883,7 @@ print(
 # a function of $n - m$ plus a term of the query alone, which the softmax ignores.
 # With $\lambda = 8$ the head attends to the previous token: for $n = 1, \dots, 15$ its
 # weight on $m = n - 1$ is at least the printed 0.9993, and the output copies the
-# previous token's value. Past $n = 16$ the readouts saturate, $\hat t$ no longer
+# previous token's value. From $n = 16$ on the readouts saturate, $\hat t$ no longer
 # tracks $t$, and the head loses the previous token: in this construction it
 # attends to the token itself instead (right panel). The relative pattern reaches
 # only as far as the absolute positions it is built on.
@@ -891,7 +909,7 @@ print(
 # これは $n - m$ の関数と、クエリだけで決まる項の和で、後者は softmax が無視します。
 # $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。
 # 出力のとおり、$n = 1, \dots, 15$ で $m = n - 1$ への重みは 0.9993 以上で、出力は 1 つ前のトークンのバリューを写します。
-# $n = 16$ を過ぎると読み出しが飽和して $\hat t$ が $t$ を追えなくなり、ヘッドは 1 つ前のトークンを見失います。
+# $n = 16$ 以降は読み出しが飽和して $\hat t$ が $t$ を追えなくなり、ヘッドは 1 つ前のトークンを見失います。
 # この構成では、代わりにトークン自身を見るようになります（右の図）。
 # 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
 

@@ -1,0 +1,748 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Implementing RoPE efficiently
+#
+# Rotary position embedding has no parameters and costs a handful of multiplications
+# per feature, yet it runs on every query and every key of every layer, and in a
+# decoding loop once more for each new token. This chapter asks how fast it can be.
+# The answer is a count of bytes, not of arithmetic: RoPE waits on memory. We count
+# the bytes that Hugging Face's eager formula moves, derive a version that moves half
+# as many from ordinary PyTorch operations (the one `posenc` uses), check that it
+# computes the same numbers, look at the very different problem of a single decoding
+# step, and measure everything on the machine that built this page against the least
+# any implementation must move.
+
+# %% [markdown] lang="ja"
+# # RoPE を効率よく実装する
+#
+# 回転位置埋め込み（RoPE）にはパラメータがなく、1 次元あたりの計算は数回の掛け算だけです。
+# それでも、すべての層のすべてのクエリとキーに適用され、生成ループでは新しいトークンのたびにもう一度実行されます。
+# この章では、RoPE をどこまで速くできるかを考えます。
+# 答えを決めるのは演算の数ではなく、バイト数です。RoPE はメモリを待っている時間がほとんどだからです。
+# まず Hugging Face の eager な式が動かすバイト数を数えます。
+# 次に、通常の PyTorch の演算だけで、その半分しか動かさない版を導きます（`posenc` が使っている方法です）。
+# それが同じ数値を計算することを確かめ、1 トークンずつのデコードという性質のまったく違う問題も見ます。
+# 最後に、どの実装でも避けられない最小のバイト数を基準にして、このページを生成したマシンで全体を計測します。
+
+# %%
+import json
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import torch
+from torch.testing import assert_close
+
+import posenc.rope
+from posenc import RotaryEmbedding, apply_rope, rope_frequencies
+from posenc.bench import (
+    count_traffic,
+    hf_apply_rotary,
+    hf_cos_sin,
+    memory_floor,
+    meta_apply_rotary,
+    meta_freqs_cis,
+)
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+
+# %% [markdown] lang="en"
+# ## What RoPE computes
+#
+# A query or key at position $p$ is cut into pairs $(a_i, b_i)$, and pair $i$ is turned
+# by the angle $\phi_i = p\,\theta_i$:
+# $$a_i' = a_i\cos\phi_i - b_i\sin\phi_i, \qquad b_i' = b_i\cos\phi_i + a_i\sin\phi_i$$
+# In the half layout the vector is $x = [a; b]$, and Hugging Face writes the same
+# rotation for the whole vector with two tables of shape $(S, D)$,
+# $c = [\cos\phi; \cos\phi]$ and $s = [\sin\phi; \sin\phi]$, and
+# $\mathrm{rotate\_half}(x) = [-b; a]$:
+# $$x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$$
+# Throughout the chapter $x$ has the shape $(B, H, S, D) = (1, 16, 2048, 128)$: the
+# queries of a prompt of 2048 tokens in 16 heads of size 128, $N = BHSD$ float32
+# numbers, 16 MiB. The cell checks both forms against `apply_rope`. They agree within
+# three units of rounding of the products (the reason for "within", rather than
+# "equal", comes in the section on writing into the output).
+
+# %% [markdown] lang="ja"
+# ## RoPE が計算するもの
+#
+# 位置 $p$ のクエリやキーをペア $(a_i, b_i)$ に分け、ペア $i$ を角度 $\phi_i = p\,\theta_i$ だけ回します。
+# $$a_i' = a_i\cos\phi_i - b_i\sin\phi_i, \qquad b_i' = b_i\cos\phi_i + a_i\sin\phi_i$$
+# 半分割配置では、ベクトルは $x = [a; b]$ です。
+# Hugging Face は同じ回転をベクトル全体に対して書きます。
+# 形が $(S, D)$ の 2 つの表 $c = [\cos\phi; \cos\phi]$、$s = [\sin\phi; \sin\phi]$ と、
+# $\mathrm{rotate\_half}(x) = [-b; a]$ を使います。
+# $$x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$$
+# この章を通して、$x$ の形は $(B, H, S, D) = (1, 16, 2048, 128)$ とします。
+# 2048 トークンのプロンプトのクエリを、サイズ 128 の 16 ヘッドに分けたもので、
+# float32 の数 $N = BHSD$ 個、16 MiB です。
+# 次のセルで、2 つの形を `apply_rope` と比べます。
+# 両者は積の丸め 3 回分以内で一致します（「一致」ではなく「以内」である理由は、出力に直接書き込む節で説明します）。
+
+# %%
+B, H, S, D = 1, 16, 2048, 128
+N = B * H * S * D
+x = torch.randn(B, H, S, D)
+positions = torch.arange(S)
+
+phi = positions.float()[:, None] * rope_frequencies(D)  # (S, D/2): p theta_i
+a, b = x[..., : D // 2], x[..., D // 2 :]
+textbook = torch.cat((a * phi.cos() - b * phi.sin(), b * phi.cos() + a * phi.sin()), dim=-1)
+c, s = hf_cos_sin(positions, D)  # (S, D) each: [cos phi; cos phi], [sin phi; sin phi]
+hf = hf_apply_rotary(x, c, s)  # x * c + rotate_half(x) * s
+assert torch.equal(hf, textbook)  # the same operations, the same roundings
+out = apply_rope(x, positions)
+
+# |a c| + |b s| for a', |b c| + |a s| for b': the size of each output's rounding errors
+scale = torch.cat(
+    (
+        a.abs() * phi.cos().abs() + b.abs() * phi.sin().abs(),
+        b.abs() * phi.cos().abs() + a.abs() * phi.sin().abs(),
+    ),
+    dim=-1,
+)
+u = torch.finfo(torch.float32).eps / 2  # unit roundoff of float32
+assert ((out - textbook).abs() <= 3 * u * scale).all()
+print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
+
+# %% [markdown] lang="en"
+# ## Arithmetic intensity: why bytes, not flops
+#
+# Each pair costs four multiplications and two additions, 3 flops per element, while
+# each float32 element must at least be read (4 bytes) and its result written (4 bytes).
+# The ratio of the two is the arithmetic intensity:
+# $$I = \frac{3\ \mathrm{flop}}{8\ \mathrm{B}}$$
+# A CPU core performs ten or more float32 operations in the time memory delivers one
+# byte, and a GPU tens to hundreds, so at $I = 3/8$ the arithmetic units sit idle and the time is the
+# bytes moved divided by the memory bandwidth (the "roofline" model of Williams,
+# Waterman and Patterson). The cell counts the operations of the textbook formula with
+# `posenc.bench.count_traffic`, which intercepts every ATen operation a call runs.
+
+# %% [markdown] lang="ja"
+# ## 演算強度：flop ではなくバイトを数える理由
+#
+# 1 つのペアには掛け算 4 回と足し算 2 回がかかり、要素 1 つあたり 3 flop です。
+# 一方、float32 の要素は少なくとも 1 回読み（4 バイト）、結果を 1 回書く（4 バイト）必要があります。
+# この 2 つの比が演算強度です。
+# $$I = \frac{3\ \mathrm{flop}}{8\ \mathrm{B}}$$
+# CPU のコアは、メモリが 1 バイトを届ける間に float32 の演算を 10 回以上こなせます。GPU なら数十回から数百回です。
+# そのため $I = 3/8$ では演算器は遊んでいて、かかる時間は「動かしたバイト数 ÷ メモリ帯域幅」で決まります
+# （Williams、Waterman、Patterson のルーフラインモデル）。
+# 次のセルでは、`posenc.bench.count_traffic` で教科書どおりの式の演算を数えます。
+# この関数は、1 回の呼び出しが実行する ATen の演算をすべて横取りして記録します。
+
+# %%
+cos_phi, sin_phi = phi.cos(), phi.sin()
+traffic = count_traffic(lambda: (a * cos_phi - b * sin_phi, b * cos_phi + a * sin_phi))
+assert traffic.ops == ["mul", "mul", "sub", "mul", "mul", "add"]
+flops = sum(written // 4 for _, _, written in traffic.details)  # one flop per float32 written
+assert flops == 6 * (N // 2) and flops / N == 3  # 6 operations on each of the N/2 pairs
+print(
+    f"flops per element: {flops / N:g}; bytes per element at least: 8; I = {flops / N / 8:g}",
+    end="",
+)
+
+
+# %% [markdown] lang="en"
+# ## Counting bytes
+#
+# The model: every operation reads each of its inputs once and writes its output once,
+# and nothing is left in a cache for the next operation (here $x$ alone is 16 MiB,
+# more than a core's cache). Let $\beta$ be the bytes moved per element of $x$. For
+# Hugging Face's formula, operation by operation (the negation and the concatenation
+# build $\mathrm{rotate\_half}(x)$):
+# $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
+# Any out-of-place rotation must read $x$ once and write $x'$ once, the floor:
+# $$\beta_{\mathrm{floor}} = 4 + 4 = 8$$
+# The tables $c$ and $s$ are read too, but they hold $SD$ numbers shared by the $BH$
+# rows of $x$, which adds $4/(BH) = 0.25$ bytes per element for each read here. The
+# counter below prints, for each operation of the eager formula, the bytes it reads and
+# writes divided by $N$; `torch.mul(x, 2.0)` stands for the floor.
+
+# %% [markdown] lang="ja"
+# ## バイト数を数える
+#
+# モデルは次のとおりです。各演算は入力をそれぞれ 1 回読み、出力を 1 回書きます。
+# 次の演算のためにキャッシュに残るものはないとします（ここでは $x$ だけで 16 MiB あり、コアのキャッシュより大きいからです）。
+# $x$ の要素 1 つあたりに動くバイト数を $\beta$ とします。
+# Hugging Face の式を演算ごとに数えると次のようになります（符号反転と連結が $\mathrm{rotate\_half}(x)$ を作ります）。
+# $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
+# 出力を別のテンソルに書く回転は、どれも $x$ を 1 回読み、$x'$ を 1 回書かなければなりません。これが下限です。
+# $$\beta_{\mathrm{floor}} = 4 + 4 = 8$$
+# 表 $c$ と $s$ も読みますが、その $SD$ 個の数は $x$ の $BH$ 行で共有されます。
+# そのため 1 回読むごとに、要素あたり $4/(BH) = 0.25$ バイトが加わるだけです。
+# 次のセルは、eager な式の演算ごとに、読むバイト数と書くバイト数を $N$ で割って表示します。
+# 下限の代表には `torch.mul(x, 2.0)` を使います。
+
+
+# %%
+def per_element(traffic):
+    """One line per operation: its name, bytes read / N, bytes written / N."""
+    rows = [f"  {op:10s} {r / N:6.3f} {w / N:6.3f}" for op, r, w in traffic.details]
+    return "\n".join(rows) + f"\n  {'total':10s} {traffic.total / N:13.3f}"
+
+
+hf_traffic = count_traffic(lambda: hf_apply_rotary(x, c, s))
+floor_traffic = count_traffic(lambda: memory_floor(x))
+table = S * D * 4  # bytes of c (or s)
+assert hf_traffic.total == 40 * N + 2 * table  # each table read once
+assert floor_traffic.total == 8 * N
+print("x * cos + rotate_half(x) * sin:  op, read/N, written/N")
+print(per_element(hf_traffic))
+print("torch.mul(x, 2.0):")
+print(per_element(floor_traffic), end="")
+
+# %% [markdown] lang="en"
+# ## Writing into the output
+#
+# The eager formula materialises four temporaries of the size of $x$ (or half of it)
+# and reads each back. Three passes that write straight into the result avoid them all:
+# $$x' \leftarrow [a; b] \odot \cos\phi, \qquad a' \leftarrow a' - b \odot \sin\phi, \qquad b' \leftarrow b' + a \odot \sin\phi$$
+# In PyTorch the first pass is `torch.mul(..., out=...)` into a view of the result
+# shaped $(\ldots, 2, D/2)$, which broadcasts $\cos\phi$ over both halves; the other two
+# are `addcmul_`, the in-place $y \leftarrow y + v\, t_1 \odot t_2$, on the two halves.
+# Views (`view`, `unbind`) move nothing. The first pass reads $x$ and writes $x'$; each of
+# the others reads half of $x'$ and half of $x$ and writes half of $x'$:
+# $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
+# half of $\beta_{\mathrm{HF}}$, and $2.5$ times $\beta_{\mathrm{floor}}$. The cell writes
+# it by hand, checks that it is what `apply_rope` computes, bit for bit, and counts it.
+#
+# One difference in the numbers: `addcmul_` may compute $a' - b \odot \sin\phi$ with a
+# fused multiply-add, which rounds once where the textbook rounds the product
+# $b \sin\phi$ and then the difference. That is why the first cell compared within
+# three units of rounding. Inside `posenc` every path (both layouts, small and large
+# inputs, the function and the module) does the same arithmetic, so they agree exactly;
+# the cell checks that too.
+
+# %% [markdown] lang="ja"
+# ## 出力に直接書き込む
+#
+# eager な式は、$x$（またはその半分）と同じ大きさの一時テンソルを 4 つ作り、そのたびに読み直します。
+# 結果のテンソルに直接書き込む 3 回のパスにすれば、これらはすべて不要になります。
+# $$x' \leftarrow [a; b] \odot \cos\phi, \qquad a' \leftarrow a' - b \odot \sin\phi, \qquad b' \leftarrow b' + a \odot \sin\phi$$
+# PyTorch では、最初のパスは結果を $(\ldots, 2, D/2)$ の形に見たビューへの `torch.mul(..., out=...)` で、
+# $\cos\phi$ を前半と後半の両方にブロードキャストします。
+# 残りの 2 つは、前半と後半それぞれへの `addcmul_`（インプレースの $y \leftarrow y + v\, t_1 \odot t_2$）です。
+# ビュー（`view`、`unbind`）は何も動かしません。
+# 最初のパスは $x$ を読んで $x'$ を書きます。残りのパスはそれぞれ $x'$ の半分と $x$ の半分を読み、$x'$ の半分を書きます。
+# $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
+# $\beta_{\mathrm{HF}}$ の半分で、$\beta_{\mathrm{floor}}$ の $2.5$ 倍です。
+# 次のセルでは、これを手で書き、`apply_rope` の計算とビット単位で同じであることを確かめ、バイト数を数えます。
+#
+# 数値には 1 つ違いがあります。
+# `addcmul_` は $a' - b \odot \sin\phi$ を融合積和演算（FMA）で計算することがあります。
+# 教科書どおりの式は積 $b \sin\phi$ を丸めてから差を丸めますが、FMA は 1 回しか丸めません。
+# 最初のセルで「丸め 3 回分以内」と比べたのはこのためです。
+# `posenc` の中では、どの経路（2 つの配置、小さい入力と大きい入力、関数とモジュール）も同じ演算をするので、結果は完全に一致します。
+# 次のセルではこれも確かめます。
+
+
+# %%
+def rotate_into(x, cos, sin):
+    """x' = [a cos - b sin; b cos + a sin] for the half layout, written into one new tensor."""
+    out = torch.empty_like(x)
+    pairs, out_pairs = x.view(*x.shape[:-1], 2, -1), out.view(*x.shape[:-1], 2, -1)  # (..., 2, D/2)
+    a, b = pairs.unbind(-2)
+    out_a, out_b = out_pairs.unbind(-2)
+    torch.mul(pairs, cos.unsqueeze(-2), out=out_pairs)  # [a cos; b cos]
+    out_a.addcmul_(b, sin, value=-1.0)  # a cos - b sin
+    out_b.addcmul_(a, sin)  # b cos + a sin
+    return out
+
+
+cos_half, sin_half = phi.cos(), phi.sin()  # (S, D/2)
+ours = rotate_into(x, cos_half, sin_half)
+assert torch.equal(ours, out)  # what apply_rope computes, to the last bit
+assert torch.equal(RotaryEmbedding(D)(x, x, positions)[0], out)  # the module
+assert torch.equal(apply_rope(x[:, :1, :8], positions[:8]), out[:, :1, :8])  # the small-input path
+h = D // 2
+perm = torch.stack((torch.arange(h), torch.arange(h) + h), dim=-1).flatten()  # half -> interleaved
+interleaved = apply_rope(x[..., perm], positions, layout="interleaved")
+assert torch.equal(interleaved[..., torch.argsort(perm)], out)  # the other layout
+ours_traffic = count_traffic(lambda: rotate_into(x, cos_half, sin_half))
+assert ours_traffic.total == 20 * N + 3 * (table // 2)  # cos read once, sin twice
+print("posenc's three passes:  op, read/N, written/N")
+print(per_element(ours_traffic), end="")
+
+# %% [markdown] lang="en"
+# ## Why not a single pass?
+#
+# An elementwise PyTorch operation reads element $k$ of every operand through that
+# operand's strides. To write all of $x'$ in one operation it would need, next to $x$,
+# a view of $x$ with the two halves swapped: an offset of $D/2$ and a stride of $-D/2$
+# along the pair axis. Views cannot have negative strides (the cell shows PyTorch
+# refusing one), so each half needs a pass of its own over its partner.
+#
+# Meta's Llama sidesteps this with the interleaved layout, where a pair
+# $(x_{2i}, x_{2i+1})$ sits side by side in memory: `view_as_complex` reads it as the
+# complex number $x_{2i} + \mathrm{j}\, x_{2i+1}$, and one complex multiplication by
+# $e^{\mathrm{j}\phi_i}$ rotates every pair in a single pass:
+# $$\beta_{\mathbb{C}} = 4 + 4 = 8$$
+# plus a complex table of $SD/2$ numbers of 8 bytes. In the half layout the partners
+# are $D/2$ apart, and no view makes them one complex number.
+
+# %% [markdown] lang="ja"
+# ## なぜ 1 回のパスにできないのか
+#
+# PyTorch の要素ごとの演算は、各オペランドの要素 $k$ を、そのオペランドのストライドを通して読みます。
+# $x'$ 全体を 1 回の演算で書くには、$x$ のほかに、前半と後半を入れ替えた $x$ のビューが必要です。
+# それはペアの軸に沿ってオフセット $D/2$、ストライド $-D/2$ を持つビューです。
+# ビューは負のストライドを持てません（次のセルで PyTorch が拒否するのを確かめます）。
+# そのため、前半と後半はそれぞれ、相手を読むパスを別に必要とします。
+#
+# Meta の Llama はインターリーブ配置でこの問題を避けています。
+# ペア $(x_{2i}, x_{2i+1})$ がメモリ上で隣り合っているので、`view_as_complex` でそれを複素数 $x_{2i} + \mathrm{j}\, x_{2i+1}$ として読めます。
+# $e^{\mathrm{j}\phi_i}$ との複素数の掛け算 1 回で、すべてのペアを 1 回のパスで回せます。
+# $$\beta_{\mathbb{C}} = 4 + 4 = 8$$
+# これに 8 バイトの数 $SD/2$ 個の複素数の表が加わります。
+# 半分割配置ではペアの相手が $D/2$ 離れているので、どんなビューでも 1 つの複素数にはできません。
+
+# %%
+row = x[0, 0, 0]  # one vector of D features
+try:
+    row.as_strided((2, D // 2), (-(D // 2), 1), D // 2)  # [b; a]: stride -D/2
+    raise AssertionError("a negative stride was accepted")
+except RuntimeError as err:
+    print(f"as_strided with stride -D/2: RuntimeError ({str(err).splitlines()[0][:48]}...)")
+try:
+    torch.view_as_complex(row.view(2, D // 2).transpose(0, 1))  # pairs (a_i, b_i), stride D/2
+    raise AssertionError("strided pairs were viewed as complex")
+except RuntimeError:
+    print("view_as_complex of the half-layout pairs: RuntimeError")
+
+freqs_cis = meta_freqs_cis(positions, D)  # (S, D/2) complex64: e^{j phi}
+complex_traffic = count_traffic(lambda: meta_apply_rotary(x, freqs_cis))
+assert complex_traffic.ops == ["mul"] and complex_traffic.total == 8 * N + S * (D // 2) * 8
+assert_close(meta_apply_rotary(x, freqs_cis), apply_rope(x, positions, layout="interleaved"))
+print(f"complex multiplication: {complex_traffic.total / N:.3f} bytes per element", end="")
+
+# %% [markdown] lang="en"
+# ## A decode step: calls, not bytes
+#
+# Generation adds one token at a time: $x$ of shape $(1, 8, 1, 64)$ holds 512 numbers,
+# 2 KiB, and streams nothing. Each call into PyTorch, however, costs a few microseconds
+# of Python, argument parsing and dispatch, and this overhead is now the whole cost. So
+# the thing to count is the number of operations per call. The cell counts, for one
+# call, the ATen operations that compute something and those that only make views.
+#
+# `posenc` keeps this count low where it can: below $2^{15}$ elements `apply_rope` takes
+# an out-of-place path with fewer calls (the same arithmetic, the same bits), the
+# frequencies are computed once per setting, the broadcast check runs in Python on the
+# shapes, and `RotaryEmbedding` checks its cache by identity and takes $\cos\phi$ and
+# $\sin\phi$ for consecutive positions (a prompt, a decode step) as rows of its cache,
+# without a copy (other positions cost one `index_select` per table), once for both
+# $q$ and $k$. What it
+# cannot avoid is that `apply_rope` computes $\cos\phi$ and $\sin\phi$ on every call, while the
+# eager contender is handed tables computed beforehand; a model should let
+# `RotaryEmbedding` cache them.
+
+# %% [markdown] lang="ja"
+# ## デコードの 1 ステップ：数えるのはバイトではなく呼び出し
+#
+# 生成では 1 トークンずつ追加します。
+# $x$ の形は $(1, 8, 1, 64)$ で、数は 512 個、2 KiB しかなく、ストリーミングするものはありません。
+# 一方、PyTorch を 1 回呼ぶたびに、Python の処理、引数の解析、ディスパッチで数マイクロ秒かかります。
+# ここでは、このオーバーヘッドがコストのすべてです。
+# したがって数えるべきものは、1 回の呼び出しあたりの演算の数です。
+# 次のセルは 1 回の呼び出しについて、何かを計算する ATen 演算の数と、ビューを作るだけの演算の数を数えます。
+#
+# `posenc` はできるところでこの数を減らしています。
+# 要素が $2^{15}$ 個未満なら、`apply_rope` は呼び出しの少ないアウトオブプレースの経路を通ります（演算は同じで、ビットも同じです）。
+# 周波数は設定ごとに 1 回だけ計算し、ブロードキャストの検査は形に対して Python で行います。
+# `RotaryEmbedding` はキャッシュの有効性をオブジェクトの同一性で確かめます。
+# 連続した位置（プロンプトやデコードの 1 ステップ）の $\cos\phi$ と $\sin\phi$ は、キャッシュの行をコピーせずにそのまま使います
+# （それ以外の位置では、表ごとに 1 回の `index_select` がかかります）。これは $q$ と $k$ で 1 回だけです。
+# 避けられないのは、`apply_rope` が呼び出しのたびに $\cos\phi$ と $\sin\phi$ を計算することです。
+# 一方、eager の比較対象には、あらかじめ計算した表を渡しています。
+# モデルでは `RotaryEmbedding` に表をキャッシュさせるべきです。
+
+# %%
+xd = torch.randn(1, 8, 1, 64)
+pd = torch.tensor([1000])
+cd, sd = hf_cos_sin(pd, 64)
+rope = RotaryEmbedding(64)
+rope(xd, xd, pd)  # build the cache
+fcd = meta_freqs_cis(pd, 64)
+calls = {
+    "x * cos + rotate_half(x) * sin": lambda: hf_apply_rotary(xd, cd, sd),
+    "complex multiplication": lambda: meta_apply_rotary(xd, fcd),
+    "apply_rope": lambda: apply_rope(xd, pd),
+    "RotaryEmbedding, q and k": lambda: rope(xd, xd, pd),
+}
+for fn in calls.values():
+    fn()  # warm: the frequencies for dim 64 are computed on the first call only
+hits = posenc.rope._cached_parameters.cache_info().hits
+counts = {name: count_traffic(fn) for name, fn in calls.items()}
+assert posenc.rope._cached_parameters.cache_info().hits == hits + 1  # apply_rope: from the cache
+assert len(counts["x * cos + rotate_half(x) * sin"].ops) == 5
+assert xd.numel() < posenc.rope._SMALL == 2**15  # the out-of-place path
+print(
+    f"x: {xd.numel()} numbers, {xd.nbytes / 2**10:g} KiB; out-of-place below 2**15 = {posenc.rope._SMALL}"
+)
+print(f"{'one call':32s} {'compute':>7s} {'views':>5s}")
+for name, t in counts.items():
+    print(f"{name:32s} {len(t.ops):7d} {t.views:5d}")
+print("RotaryEmbedding:", " ".join(counts["RotaryEmbedding, q and k"].ops), end="")
+
+# %% [markdown] lang="en"
+# ## Measuring on this machine
+#
+# Counting is exact; timing is not. `posenc.bench` (run it as `python -m posenc.bench`)
+# times each contender with `time.perf_counter` after warm-up calls, with the garbage
+# collector off, over many rounds. Each round times every contender once, in an order
+# that rotates and reverses from round to round, so that a change in the machine's load
+# hits every contender alike; a contender's time is its median over the rounds, and its
+# ratios are medians of the per-round ratios. With several threads, every operation ends
+# by waiting for its slowest thread, and on a machine shared with other work that wait
+# can cost more than the bytes: an implementation is then charged for its number of
+# operations as much as for its traffic. One thread keeps the comparison about bytes.
+#
+# A page that timed itself would change at every execution, so the figures show one
+# stored run of `python -m posenc.bench --threads 1 --json benchmarks/cpu-1-thread.json`
+# on the 2-core machine that builds this site; the cell prints that machine. Run the
+# command to measure yours. In the stored run, `apply_rope` is 3.03 times faster than
+# the eager formula and takes 3.06 times the floor's time; `RotaryEmbedding` is 2.42
+# times faster. The byte counts predict $40/8 = 5$, $20/8 = 2.5$ and $8/8 = 1$ times the
+# floor for the eager formula, `posenc` and the complex multiplication; the first figure
+# sets the prediction next to the measurement. `apply_rope` also computes $\cos\phi$
+# and $\sin\phi$ on every call, which `RotaryEmbedding` takes from its cache.
+
+# %% [markdown] lang="ja"
+# ## このマシンで計測する
+#
+# 数えることは正確ですが、時間の計測はそうではありません。
+# `posenc.bench`（`python -m posenc.bench` で実行します）は、ウォームアップの呼び出しのあと、
+# ガベージコレクタを止めて、多くのラウンドにわたり各比較対象を `time.perf_counter` で計ります。
+# 各ラウンドではすべての比較対象を 1 回ずつ計り、その順番をラウンドごとに回転させ、反転させます。
+# こうすると、マシンの負荷が変わっても、その影響はすべての比較対象に同じように及びます。
+# 比較対象の時間はラウンドの中央値で、比はラウンドごとの比の中央値です。
+# 複数のスレッドでは、どの演算も最後に最も遅いスレッドを待ちます。
+# ほかの仕事と共有しているマシンでは、この待ち時間がバイト数より大きくなることがあります。
+# そのときは、メモリトラフィックだけでなく演算の数も、実装の時間に効いてきます。
+# 1 スレッドにすれば、比較はバイト数の話のままです。
+#
+# 実行のたびに時間を計るページは、実行するたびに内容が変わってしまいます。
+# そこで図には、このサイトを生成する 2 コアのマシンで
+# `python -m posenc.bench --threads 1 --json benchmarks/cpu-1-thread.json` を実行し、保存した 1 回分の結果を示します。
+# そのマシンの情報はセルが出力します。手元のマシンで計るには、このコマンドを実行してください。
+# 保存した計測では、`apply_rope` は eager な式より 3.03 倍速く、下限の 3.06 倍の時間がかかります。
+# `RotaryEmbedding` は 2.42 倍速くなります。
+# バイト数からの予測では、eager な式、`posenc`、複素数の掛け算の時間は、下限のそれぞれ $40/8 = 5$、$20/8 = 2.5$、$8/8 = 1$ 倍です。
+# 最初の図は、この予測を計測値と並べて示します。
+# また `apply_rope` は呼び出しのたびに $\cos\phi$ と $\sin\phi$ も計算しますが、`RotaryEmbedding` はそれをキャッシュから取り出します。
+
+# %%
+root = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").exists())
+results = json.loads((root / "benchmarks" / "cpu-1-thread.json").read_text())
+meta = results["meta"]
+print(
+    f"torch {meta['torch']}, {meta['cpu']} ({meta['cpu_capability']}), "
+    f"{meta['cpu_count']} CPUs, {meta['num_threads']} thread"
+)
+prefill, decode = results["groups"]["rope"], results["groups"]["decode"]
+for name in ("apply_rope", "rotary_embedding", "floor"):
+    r = prefill["contenders"][name]
+    print(
+        f"{name:18s} {r['speedup_vs_baseline']:.2f}x faster, {r['ratio_to_floor']:.2f}x the floor"
+    )
+assert prefill["contenders"]["apply_rope"]["speedup_vs_baseline"] > 2
+
+labels = {
+    "hf_rotate_half": "rotate_half",
+    "complex": "view_as_complex",
+    "apply_rope": "apply_rope",
+    "apply_rope_interleaved": "apply_rope\n(interleaved)",
+    "rotary_embedding": "RotaryEmbedding",
+    "floor": "mul(x, 2)",
+}
+model = {
+    "hf_rotate_half": 5,
+    "complex": 1,
+    "apply_rope": 2.5,
+    "apply_rope_interleaved": 2.5,
+    "rotary_embedding": 2.5,
+    "floor": 1,
+}
+names = list(labels)
+fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(6.4, 3.6), width_ratios=(3, 2))
+pos = torch.arange(len(names)).tolist()
+measured = [prefill["contenders"][n]["ratio_to_floor"] for n in names]
+ax0.bar(
+    [p - 0.2 for p in pos],
+    [model[n] for n in names],
+    0.4,
+    label=r"$\beta / \beta_{\mathrm{floor}}$",
+    hatch="//",
+    fill=False,
+    edgecolor="C0",
+)
+ax0.bar([p + 0.2 for p in pos], measured, 0.4, label=r"$t / t_{\mathrm{floor}}$", color="C1")
+ax0.set(
+    xticks=pos,
+    ylabel=r"$t / t_{\mathrm{floor}}$",
+    title=r"$x \in \mathbb{R}^{1 \times 16 \times 2048 \times 128}$",
+)
+ax0.set_xticklabels([labels[n] for n in names], rotation=60, ha="right", fontsize=8)
+ax0.legend(loc="upper right")
+micro = [decode["contenders"][n]["median_ms"] * 1e3 for n in names]
+ax1.bar(pos, micro, 0.6, color="C2")
+ax1.set(
+    xticks=pos, ylabel=r"$t$ ($\mu$s)", title=r"$x \in \mathbb{R}^{1 \times 8 \times 1 \times 64}$"
+)
+ax1.set_xticklabels([labels[n] for n in names], rotation=60, ha="right", fontsize=8)
+fig.suptitle(rf"$n_{{\mathrm{{threads}}}} = {results['meta']['num_threads']}$", fontsize=10)
+plt.show()
+
+# %% [markdown] lang="en"
+# The table gives the numbers behind the figure, from the same stored run: the median time
+# $t$, the speed-up over the eager formula $t_{\mathrm{HF}}/t$, the ratio to the floor
+# $t/t_{\mathrm{floor}}$, the bandwidth $2 \cdot 4N / t$ counted as if each contender
+# moved only the floor's bytes, and the counted $\beta$. The decode rows count the
+# module per tensor (its call rotates $q$ and $k$).
+
+# %% [markdown] lang="ja"
+# 次の表は、図と同じ保存した計測の数値です。
+# 中央値の時間 $t$、eager な式に対する速度向上 $t_{\mathrm{HF}}/t$、下限との比 $t/t_{\mathrm{floor}}$、
+# 各比較対象が下限と同じバイト数しか動かさないとみなした帯域幅 $2 \cdot 4N / t$、そして数えた $\beta$ です。
+# デコードの行では、モジュールの時間をテンソル 1 つあたりで示します（1 回の呼び出しで $q$ と $k$ を回すからです）。
+
+# %%
+columns = [r"$t$ (ms)", r"$t_{\mathrm{HF}}/t$", r"$t/t_{\mathrm{floor}}$", "GB/s", r"$\beta$"]
+fig, axes = plt.subplots(2, 1, figsize=(6.4, 3.6))
+for ax, group, shape in zip(
+    axes,
+    (prefill, decode),
+    ("1 \\times 16 \\times 2048 \\times 128", "1 \\times 8 \\times 1 \\times 64"),
+    strict=True,
+):
+    cells = []
+    for n in names:
+        r = group["contenders"][n]
+        cells.append(
+            [
+                f"{r['median_ms']:.4g}",
+                f"{r['speedup_vs_baseline']:.2f}",
+                f"{r['ratio_to_floor']:.2f}",
+                f"{r['gb_per_s']:.3g}",
+                f"{r['bytes_per_element']:.1f}",
+            ]
+        )
+    ax.axis("off")
+    ax.set_title(rf"$x \in \mathbb{{R}}^{{{shape}}}$", fontsize=9)
+    t = ax.table(
+        cellText=cells,
+        rowLabels=[labels[n].replace("\n", " ") for n in names],
+        colLabels=columns,
+        loc="center",
+        cellLoc="right",
+    )
+    t.auto_set_font_size(False)
+    t.set_fontsize(7)
+plt.show()
+
+# %% [markdown] lang="en"
+# ## On a GPU
+#
+# No GPU was available to this chapter, so nothing on this page is measured on one; the
+# argument, though, carries over and gets stronger. A data-centre GPU moves a few
+# terabytes per second from its memory and, with its tensor cores, computes a few
+# hundred teraflops, so at
+# $I = 3/8$ RoPE is bound by memory there too, by a wider margin than on a CPU. Two
+# things change. Each operation becomes a kernel launch of a few microseconds, so the
+# five launches and four temporaries of the eager formula cost more than their bytes,
+# and a decode step is almost all launch overhead (which CUDA graphs remove). And one
+# kernel can do the whole rotation, with any pairing, in a single read and write:
+# FlashAttention's Triton `apply_rotary` (optionally in place), Liger Kernel's
+# `liger_rotary_pos_emb` (queries and keys in one launch), vLLM's CUDA
+# `rotary_embedding` (in place on $q$ and $k$, indexing a cached table by position), and
+# `torch.compile`, whose Inductor backend turns the eager formula into one generated
+# kernel. Going further, RoPE can be fused into the kernel that produces $q$ and $k$
+# or into the attention kernel itself (FlashInfer offers this), so the rotated vectors
+# never travel through memory at all. On the CPU, `python -m posenc.bench --compile`
+# adds the `torch.compile` version of the rotation to the benchmark; it is optional
+# and never required (`posenc` falls back to eager when compiling fails).
+
+# %% [markdown] lang="ja"
+# ## GPU では
+#
+# この章では GPU を使えなかったので、このページの数値はどれも GPU で計測したものではありません。
+# ただし議論はそのまま当てはまり、むしろ強くなります。
+# データセンター向けの GPU は、メモリから毎秒数 TB を運び、テンソルコアを使えば数百 TFLOPS を計算します。
+# そのため $I = 3/8$ の RoPE は GPU でもメモリ律速で、その度合いは CPU より大きくなります。
+# 変わる点は 2 つです。
+# まず、各演算は数マイクロ秒かかるカーネル起動になります。eager な式の 5 回の起動と 4 つの一時テンソルは、バイト数以上に高くつきます。
+# デコードの 1 ステップは、ほとんどが起動のオーバーヘッドです（CUDA Graphs はこれを取り除きます）。
+# 次に、1 つのカーネルで、どのペアの並べ方でも、回転全体を 1 回の読み込みと 1 回の書き込みで済ませられます。
+# 例えば、FlashAttention の Triton 実装 `apply_rotary`（インプレースも選べます）、
+# Liger Kernel の `liger_rotary_pos_emb`（クエリとキーを 1 回の起動で処理します）、
+# vLLM の CUDA カーネル `rotary_embedding`（$q$ と $k$ をインプレースで回し、キャッシュした表を位置で引きます）、
+# そして eager な式から 1 つのカーネルを生成する `torch.compile`（Inductor バックエンド）です。
+# さらに進めて、$q$ と $k$ を作るカーネルや、アテンションのカーネルそのものに RoPE を融合することもできます（FlashInfer にはこの機能があります）。
+# そうすれば、回転したベクトルはメモリを一度も通りません。
+# CPU では、`python -m posenc.bench --compile` で回転の `torch.compile` 版をベンチマークに加えられます。
+# これは必須ではありません（コンパイルに失敗すると、`posenc` は eager に戻ります）。
+
+# %% [markdown] lang="en"
+# ## How the libraries differ
+#
+# The last column is $\beta$ for float32 by the model above, tables left out; the cell
+# after the table counts the two rows that are not computed elsewhere in this chapter.
+#
+# | | pairing | tables | eager operations | $\beta$ |
+# |---|---|---|---|---|
+# | Hugging Face transformers | half (`rotate_half`) | $\cos$, $\sin$ of shape $(S, D)$, computed once per forward pass | 5 | 40 |
+# | Meta's Llama | interleaved, complex | `freqs_cis`, $e^{\mathrm{j}\phi}$ of shape $(S, D/2)$ | 1 complex | 8 |
+# | torchtune | interleaved, real | cache $(S, D/2, 2)$ | 4 products, 2 sums, `stack` | 36 |
+# | lucidrains `rotary-embedding-torch` | interleaved | angles repeated to $D$, $\cos$ and $\sin$ taken at every call | `rotate_half` with `stack`, then as Hugging Face | 40 or more |
+# | vLLM, FlashAttention, Liger (GPU) | either | cached $\cos$, $\sin$ | 1 fused kernel | 8 (in place: no new tensor) |
+# | `posenc` | either | frequencies per setting; `RotaryEmbedding` caches $(S, D/2)$ | 3 (`out=`, `addcmul_`) | 20 |
+
+# %% [markdown] lang="ja"
+# ## ライブラリによる違い
+#
+# 最後の列は、上のモデルによる float32 での $\beta$ です（表の読み込みは除きます）。
+# 表のあとのセルで、この章のほかの場所では計算していない 2 つの行を数えます。
+#
+# | | ペアの並べ方 | 表 | eager の演算 | $\beta$ |
+# |---|---|---|---|---|
+# | Hugging Face transformers | 半分割配置（`rotate_half`） | 形 $(S, D)$ の $\cos$、$\sin$。フォワードパスごとに 1 回計算 | 5 | 40 |
+# | Meta の Llama | インターリーブ配置、複素数 | `freqs_cis`。形 $(S, D/2)$ の $e^{\mathrm{j}\phi}$ | 複素数 1 回 | 8 |
+# | torchtune | インターリーブ配置、実数 | キャッシュ $(S, D/2, 2)$ | 積 4 回、和 2 回、`stack` | 36 |
+# | lucidrains の `rotary-embedding-torch` | インターリーブ配置 | $D$ まで繰り返した角度。$\cos$ と $\sin$ は呼び出しのたびに計算 | `stack` による `rotate_half`、あとは Hugging Face と同様 | 40 以上 |
+# | vLLM、FlashAttention、Liger（GPU） | どちらも | キャッシュした $\cos$、$\sin$ | 融合カーネル 1 つ | 8（インプレース：新しいテンソルなし） |
+# | `posenc` | どちらも | 設定ごとの周波数。`RotaryEmbedding` は $(S, D/2)$ をキャッシュ | 3（`out=`、`addcmul_`） | 20 |
+
+
+# %%
+def torchtune_rotate(x, cache):
+    """torchtune's RotaryPositionalEmbeddings.forward, for x of shape (b, n_h, s, h_d)."""
+    xs = x.float().reshape(*x.shape[:-1], -1, 2)  # (b, n_h, s, h_d/2, 2)
+    out = torch.stack(
+        (
+            xs[..., 0] * cache[..., 0] - xs[..., 1] * cache[..., 1],
+            xs[..., 1] * cache[..., 0] + xs[..., 0] * cache[..., 1],
+        ),
+        dim=-1,
+    )
+    return out.flatten(3).type_as(x)
+
+
+def rotate_half_interleaved(x):
+    """lucidrains' rotate_half for interleaved pairs: (x0, x1) -> (-x1, x0)."""
+    pairs = x.unflatten(-1, (-1, 2))
+    return torch.stack((-pairs[..., 1], pairs[..., 0]), dim=-1).flatten(-2)
+
+
+cache = torch.stack((phi.cos(), phi.sin()), dim=-1)  # (S, D/2, 2)
+expected = apply_rope(x, positions, layout="interleaved")
+assert_close(torchtune_rotate(x, cache), expected)
+c_il, s_il = phi.cos().repeat_interleave(2, -1), phi.sin().repeat_interleave(2, -1)  # (S, D)
+assert_close(x * c_il + rotate_half_interleaved(x) * s_il, expected)
+tt = count_traffic(lambda: torchtune_rotate(x, cache))
+lu = count_traffic(lambda: x * c_il + rotate_half_interleaved(x) * s_il)
+assert tt.total == 36 * N + 4 * (S * D // 2 * 4)  # four reads of a (S, D/2) column of the cache
+assert lu.total == 40 * N + 2 * table
+print(f"torchtune: {' '.join(tt.ops)}\n  beta = {(tt.total - 8 * S * D) / N:g}")
+print(
+    f"interleaved rotate_half: {' '.join(lu.ops)}\n  beta = {(lu.total - 2 * table) / N:g}", end=""
+)
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. For a bfloat16 $x$ (2 bytes per element), rotated in float32 and rounded once,
+#    count $\beta$ for `posenc`'s path by hand, then with `count_traffic`. What is the
+#    floor now, and how far from it is the eager formula applied to $x$ cast to float32?
+# 2. vLLM rotates $q$ and $k$ in place. Write an in-place eager rotation from `mul_`
+#    and `addcmul_` only. Why does the first pass need a temporary now, and what is
+#    its $\beta$?
+# 3. Run `python -m posenc.bench` with `--threads 1` and with the default thread count,
+#    several times, on an idle and on a busy machine. Which ratios move the most, and
+#    why do contenders that make many passes suffer most on a busy machine?
+# 4. Run `python -m posenc.bench --compile`. How close does the compiled rotation come
+#    to the floor, and how many calls does it take before compiling has paid for itself?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. bfloat16 の $x$（要素あたり 2 バイト）を float32 で回し、1 回だけ丸めるとします。
+#    `posenc` の経路の $\beta$ を手で数え、次に `count_traffic` で数えてください。
+#    このときの下限はいくつで、float32 に変換した $x$ に eager な式を適用した場合は下限からどれだけ離れるでしょうか。
+# 2. vLLM は $q$ と $k$ をインプレースで回します。`mul_` と `addcmul_` だけで、インプレースの eager な回転を書いてください。
+#    なぜ最初のパスに一時テンソルが必要になるのでしょうか。その $\beta$ はいくつでしょうか。
+# 3. `python -m posenc.bench` を `--threads 1` と既定のスレッド数で、空いているマシンと混んでいるマシンで何回か実行してください。
+#    どの比が最も大きく動くでしょうか。パスの多い比較対象が、混んだマシンで最も不利になるのはなぜでしょうか。
+# 4. `python -m posenc.bench --compile` を実行してください。
+#    コンパイルした回転は下限にどこまで近づくでしょうか。また、コンパイルにかかった時間を取り戻すには何回の呼び出しが必要でしょうか。
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B., Liu, Y. (2021). *RoFormer: Enhanced
+#   Transformer with Rotary Position Embedding*. <https://arxiv.org/abs/2104.09864>
+# - Williams, S., Waterman, A., Patterson, D. (2009). *Roofline: An Insightful Visual
+#   Performance Model for Multicore Architectures*. Communications of the ACM 52(4).
+#   <https://doi.org/10.1145/1498765.1498785>
+# - Hugging Face transformers, `rotate_half` and `apply_rotary_pos_emb` in
+#   `models/llama/modeling_llama.py`.
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py>
+# - Meta, `precompute_freqs_cis` and `apply_rotary_emb` in `llama/model.py`.
+#   <https://github.com/meta-llama/llama/blob/main/llama/model.py>
+# - torchtune, `RotaryPositionalEmbeddings` in `torchtune/modules/position_embeddings.py`.
+#   <https://github.com/pytorch/torchtune/blob/main/torchtune/modules/position_embeddings.py>
+# - lucidrains, `rotary-embedding-torch`. <https://github.com/lucidrains/rotary-embedding-torch>
+# - Dao, T. (2023). *FlashAttention-2: Faster Attention with Better Parallelism and Work
+#   Partitioning*. <https://arxiv.org/abs/2307.08691>; the rotary kernel in
+#   `flash_attn/ops/triton/rotary.py`. <https://github.com/Dao-AILab/flash-attention>
+# - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM Training*.
+#   <https://arxiv.org/abs/2410.10989>; code: <https://github.com/linkedin/Liger-Kernel>
+# - Kwon, W., et al. (2023). *Efficient Memory Management for Large Language Model
+#   Serving with PagedAttention*. <https://arxiv.org/abs/2309.06180>; the rotary kernel
+#   in `csrc/pos_encoding_kernels.cu`. <https://github.com/vllm-project/vllm>
+# - Ye, Z., et al. (2025). *FlashInfer: Efficient and Customizable Attention Engine for
+#   LLM Inference Serving*. <https://arxiv.org/abs/2501.01005>;
+#   code: <https://github.com/flashinfer-ai/flashinfer>
+# - PyTorch, `torch.compile`. <https://pytorch.org/docs/stable/generated/torch.compile.html>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B., Liu, Y. (2021). *RoFormer: Enhanced
+#   Transformer with Rotary Position Embedding*. <https://arxiv.org/abs/2104.09864>
+# - Williams, S., Waterman, A., Patterson, D. (2009). *Roofline: An Insightful Visual
+#   Performance Model for Multicore Architectures*. Communications of the ACM 52(4).
+#   <https://doi.org/10.1145/1498765.1498785>
+# - Hugging Face transformers、`models/llama/modeling_llama.py` の `rotate_half` と `apply_rotary_pos_emb`。
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/llama/modeling_llama.py>
+# - Meta、`llama/model.py` の `precompute_freqs_cis` と `apply_rotary_emb`。
+#   <https://github.com/meta-llama/llama/blob/main/llama/model.py>
+# - torchtune、`torchtune/modules/position_embeddings.py` の `RotaryPositionalEmbeddings`。
+#   <https://github.com/pytorch/torchtune/blob/main/torchtune/modules/position_embeddings.py>
+# - lucidrains、`rotary-embedding-torch`。<https://github.com/lucidrains/rotary-embedding-torch>
+# - Dao, T. (2023). *FlashAttention-2: Faster Attention with Better Parallelism and Work
+#   Partitioning*. <https://arxiv.org/abs/2307.08691>。回転のカーネルは
+#   `flash_attn/ops/triton/rotary.py` にあります。<https://github.com/Dao-AILab/flash-attention>
+# - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM Training*.
+#   <https://arxiv.org/abs/2410.10989>。コード：<https://github.com/linkedin/Liger-Kernel>
+# - Kwon, W., et al. (2023). *Efficient Memory Management for Large Language Model
+#   Serving with PagedAttention*. <https://arxiv.org/abs/2309.06180>。回転のカーネルは
+#   `csrc/pos_encoding_kernels.cu` にあります。<https://github.com/vllm-project/vllm>
+# - Ye, Z., et al. (2025). *FlashInfer: Efficient and Customizable Attention Engine for
+#   LLM Inference Serving*. <https://arxiv.org/abs/2501.01005>。
+#   コード：<https://github.com/flashinfer-ai/flashinfer>
+# - PyTorch、`torch.compile`。<https://pytorch.org/docs/stable/generated/torch.compile.html>

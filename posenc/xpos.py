@@ -63,11 +63,9 @@ from posenc._checks import (
     check_positions,
     check_positive_float,
 )
-from posenc.rope import apply_rope
+from posenc.rope import _LAYOUTS, apply_rope
 
 __all__ = ["apply_xpos", "xpos_scale", "xpos_zeta"]
-
-_LAYOUTS = ("half", "interleaved")
 
 
 # ---------------------------------------------------------------------------

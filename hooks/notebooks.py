@@ -78,11 +78,16 @@ def split_notebook(nb: dict, lang: str) -> dict:
     ``metadata.lang`` is ``lang``; prose cells of the other languages are
     dropped. The ``lang`` tag itself is removed from the kept cells, and the
     notebook's metadata records the language.
+
+    A code cell that draws figures carries their alternative texts as
+    ``metadata.alt = {"en": [...], "ja": [...]}``, one per figure in
+    order; the split keeps that language's texts, in document order, as
+    ``metadata.figure_alt`` (``None`` where a figure has none).
     """
     if lang not in LANGUAGES:
         raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
     out = copy.deepcopy(nb)
-    cells = []
+    cells, alts = [], []
     for cell in out["cells"]:
         cell_lang = cell.get("metadata", {}).get("lang")
         if cell["cell_type"] == "markdown" and cell_lang is None:
@@ -90,9 +95,12 @@ def split_notebook(nb: dict, lang: str) -> dict:
         if cell_lang not in (None, lang):
             continue
         cell.get("metadata", {}).pop("lang", None)
+        cell_alts = cell.get("metadata", {}).pop("alt", {}).get(lang, [])
+        figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
+        alts += [cell_alts[k] if k < len(cell_alts) else None for k in range(len(figures))]
         cells.append(cell)
     out["cells"] = cells
-    out.setdefault("metadata", {})["language"] = lang
+    out.setdefault("metadata", {}).update(language=lang, figure_alt=alts)
     return out
 
 
@@ -294,9 +302,10 @@ def _hashed_name(data: bytes, suffix: str) -> str:
     return hashlib.sha256(data).hexdigest()[:16] + suffix
 
 
-def externalise(output: str, page, site_dir: Path) -> str:
+def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) -> str:
     """Lighten a notebook page: inline CSS, the clipboard script and PNG
-    figures move to shared files; dead markup goes."""
+    figures move to shared files; dead markup goes. The figures, in order,
+    get the alternative texts ``alts``."""
     start, end = output.find("<article"), output.find("</article>")
     if start < 0 or end < 0:
         return output
@@ -323,14 +332,16 @@ def externalise(output: str, page, site_dir: Path) -> str:
 
     body = _INLINE_SCRIPT.sub(script, body)
 
+    figures = iter(alts)
+
     def figure(m: re.Match) -> str:
         data = base64.b64decode(m["data"])
         rel = f"{FIGURE_DIR}/{_hashed_name(data, '.png')}"
         _store(site_dir, rel, data)
         width, height = _png_size(data)
-        attrs = f"{m['before']}{m['after']}".strip()
-        if "alt=" not in attrs:
-            attrs += ' alt=""'
+        # nbconvert's placeholder alt says nothing; the cell's own text replaces it
+        attrs = re.sub(r'\s*alt="[^"]*"', "", f"{m['before']}{m['after']}").strip()
+        attrs += f' alt="{html.escape(next(figures, None) or "", quote=True)}"'
         return (
             f'<img src="{_relative(page, rel)}" width="{width}" height="{height}" '
             f'loading="lazy" decoding="async" {attrs.strip()}>'
@@ -362,4 +373,5 @@ def on_post_page(output, page, config):
     target = Path(page.file.abs_dest_path).parent / source.name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(source.read_bytes())
-    return externalise(output, page, Path(config.site_dir))
+    alts = json.loads(source.read_text(encoding="utf-8"))["metadata"].get("figure_alt", [])
+    return externalise(output, page, Path(config.site_dir), alts)

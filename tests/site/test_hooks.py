@@ -47,6 +47,23 @@ def test_split_keeps_code_and_one_language(lang, title, text):
     assert BILINGUAL["cells"][0]["metadata"] == {"lang": "en"}, "input must not be modified"
 
 
+def test_split_keeps_each_language_figure_texts_in_order():
+    png = {"output_type": "display_data", "data": {"image/png": "iVBO"}, "metadata": {}}
+    alt = {"en": ["first", "second"], "ja": ["一つ目", "二つ目"]}
+    nb = {
+        "cells": [
+            _cell("code", "plot()", outputs=[png, png]),
+            _cell("code", "plot()", outputs=[png]),
+        ],
+        "metadata": {},
+    }
+    nb["cells"][0]["metadata"]["alt"] = alt
+    assert notebooks.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
+    ja = notebooks.split_notebook(nb, "ja")
+    assert ja["metadata"]["figure_alt"] == ["一つ目", "二つ目", None]
+    assert "alt" not in ja["cells"][0]["metadata"]
+
+
 def test_split_rejects_untagged_prose_and_unknown_language():
     nb = {"cells": [_cell("markdown", "no tag")], "metadata": {}}
     with pytest.raises(ValueError, match="has no lang tag"):
@@ -156,10 +173,10 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
         '<div class="clipboard-copy-txt" id="cell-1">torch.ones(2) +</div>'
         '<div class="jupyter-wrapper"><img src="data:image/png;base64,'
         + data
-        + '" alt="a plot"></div>'
+        + '" alt="No description has been provided for this image"></div>'
         "</article></body></html>"
     )
-    out = notebooks.externalise(output, page, tmp_path)
+    out = notebooks.externalise(output, page, tmp_path, alts=["a plot of <b> & c"])
     assert "<style" not in out and "data:image" not in out and "mathjax" not in out.lower()
     css = re.search(
         r'<link rel="stylesheet" href="\.\./\.\./(assets/notebook/[0-9a-f]{16}\.css)">', out
@@ -172,7 +189,7 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
         out,
     )
     assert (tmp_path / img[1]).read_bytes() == png
-    assert 'alt="a plot"' in out
+    assert 'alt="a plot of &lt;b&gt; &amp; c"' in out and "No description" not in out
     # plain tokens unwrapped, styled ones kept; the copy button reads the <pre>
     assert (
         '<pre id="cell-1">torch.ones(<span class="mi">2</span>) <span class="o">+</span></pre>'

@@ -176,7 +176,7 @@ print(f"Attn(PX) = P Attn(X) for all {count} permutations of {T} tokens", end=""
 # 重みはトークンがどこにあるかには左右されず、どのトークンどうしが出会うかだけで決まります。
 
 
-# %%
+# %% alt={"en": ["Two heatmaps of attention weights for six tokens, queries down and keys across, each cell labelled with its weight. The right one, for the tokens in another order, holds the same numbers with rows and columns reordered together."], "ja": ["6 個のトークンのアテンションの重みを、行をクエリ、列をキーとして数値入りで示した 2 つのヒートマップ。右はトークンを別の順に並べたもので、同じ数値が、行と列を同じように並べ替えた位置に現れます。"]}
 def attention_weights(x):
     """A = softmax(X W_Q (X W_K)^T / sqrt(d)); x: [T, d] -> [T, T]."""
     return torch.softmax((x @ w_q) @ (x @ w_k).T / math.sqrt(d), dim=-1)
@@ -730,7 +730,7 @@ print(
 # $S$ は素のアテンション、$S+M$ は因果マスクだけ、$X+E$ は正弦波を足した入力、
 # $S+B$ は ALiBi のバイアス（8 ヘッドのうちもっとも傾きの大きいヘッド）、$R$ は RoPE の回転です。
 
-# %%
+# %% alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.19, sinusoidal input X+E 0.41, ALiBi bias S+B 0.46, RoPE rotation R 0.37."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.19、正弦波の入力 X+E は 0.41、ALiBi のバイアス S+B は 0.46、RoPE の回転 R は 0.37 です。"]}
 T8 = 8
 x8 = torch.randn(T8, d, dtype=f64)
 pos8 = torch.arange(T8)

@@ -168,7 +168,7 @@ sinusoidal(torch.arange(4), d)
 # そこでは、$0$ に近い正弦（白）と $1$ に近い余弦（濃い赤）の行が交互に並びます。
 # 位置ごとに、色の並びが異なる縦の列ができます。
 
-# %%
+# %% alt={"en": ["Heatmap of the sinusoidal encoding, d = 64: position p from 0 to 127 across, dimension j from 0 to 63 down. Top rows oscillate fast; lower rows change slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["d = 64 の正弦波位置エンコーディングのヒートマップ。横軸は位置 p（0〜127）、縦軸は次元 j（0〜63）。上の行は速く振動し、下の行ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
 big = sinusoidal(torch.arange(128), 64)  # [p, j]
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 im = ax.imshow(big.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
@@ -191,7 +191,7 @@ plt.show()
 # ペアの 2 本の曲線は 4 分の 1 周期ずれていて、2 つを組にした点は単位円の上にあります。
 # $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
 
-# %%
+# %% alt={"en": ["Columns 4 to 7 of the d = 20 encoding against position p from 0 to 99: columns 4 and 5 are a sine and cosine with a wavelength of about 40, columns 6 and 7 a slower pair of about 100; the two curves of a pair are a quarter turn apart."], "ja": ["d = 20 のエンコーディングの列 4〜7 を位置 p（0〜99）に対して描いた曲線。列 4 と 5 は波長約 40 の正弦と余弦、列 6 と 7 は波長約 100 の遅いペアで、ペアの 2 本は 4 分の 1 周期ずれています。"]}
 p = torch.arange(100)
 pe20 = sinusoidal(p, 20)
 assert_close(pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(100, 10))
@@ -304,7 +304,7 @@ print(
 # 論文の周波数は $10000 \cdot 2\pi$ の公比 1 回分手前で止まり、$n-1$ 版はちょうどそこで終わります。
 # 右の $d = 512$ では、2 本の線はほとんど重なります。
 
-# %%
+# %% alt={"en": ["Wavelength against pair index i on a log axis, d = 16 (left) and d = 512 (right). Both formulas give straight lines from 2π; with exponent i/n the line stops one ratio short of 10000·2π, with i/(n−1) it ends on it. For d = 512 they nearly coincide."], "ja": ["ペア番号 i に対する波長を対数軸で描いた図（左 d = 16、右 d = 512）。どちらの式も 2π から始まる直線で、指数 i/n の線は 10000·2π の公比 1 回分手前で止まり、i/(n−1) の線はちょうどそこで終わります。d = 512 では 2 本はほぼ重なります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     style = {"marker": "o", "ms": 4} if d == 16 else {}
@@ -501,7 +501,7 @@ print(
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
 #   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます（下の出力）。
 
-# %%
+# %% alt={"en": ["Dot product PE(p)·PE(q) for d = 512 against the distance p − q from −1000 to 1000: a sharp symmetric peak of 256 at 0, then a fall with ripples to about 50 at ±1000. It depends only on the distance."], "ja": ["d = 512 での内積 PE(p)·PE(q) を距離 p − q（−1000〜1000）に対して描いた図。0 で 256 の鋭い左右対称のピークがあり、離れるにつれて波打ちながら ±1000 で約 50 まで下がります。値は距離だけで決まります。"]}
 d, n = 512, 256
 omega = 10000.0 ** (-torch.arange(n).double() / n)
 pos = torch.arange(200)

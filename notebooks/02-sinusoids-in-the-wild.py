@@ -128,7 +128,7 @@ print(f"perm    (d = 8): {perm8.tolist()}\ninverse (d = 8): {inverse8.tolist()}"
 # 左では、各周波数の正弦と余弦の行が交互に並び、上から下へ色の変化が少しずつゆっくりになります。
 # 右では、同じ行が上の正弦のブロックと下の余弦のブロックに分けられ、それぞれのブロックの中でゆっくりになっていきます。
 
-# %%
+# %% alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップ（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並んで徐々にゆっくりになり、右の連結配置では上半分が正弦、下半分が余弦で、それぞれの中でゆっくりになります。"]}
 p = torch.arange(64)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
 for ax, layout, title in zip(
@@ -310,7 +310,7 @@ print("\n".join(lines), end="")
 # 左の図の 2 つの波長スペクトル $\lambda_i = 2\pi/\omega_i$ はほとんど同じに見えます。
 # 右の図は $p = 2047$ での角度の差で、2 つのエンコーディングが実際にどれほど離れているかを示します。
 
-# %%
+# %% alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数の波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
 ax = axes[0]
 ax.plot(i, 2 * math.pi / omega, label=r"$2\pi/\omega_i$")
@@ -691,7 +691,7 @@ print("\n".join(lines), end="")
 # 図は列ごとの 2 つのスペクトルです。論文のものは階段状で（ペアの 2 列が波長を共有するため）、
 # バグのあるものは傾きが 2 倍の直線です。
 
-# %%
+# %% alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     j = torch.arange(d, dtype=torch.float64)
@@ -940,7 +940,7 @@ print("\n".join(lines), end="")
 # float32 の角度 $\mathrm{fl}_{32}(p\,\omega_i)$ の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。
 
-# %%
+# %% alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. Float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 10^-6 to 6·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 10^-6 から 6·10^-2 まで増え、float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
 _, enc_err, posenc_err = float32_errors(samples)
 staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)

@@ -413,7 +413,7 @@ print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 # 正弦波にはこの局所性が最初から組み込まれています。学習型の表がそれを持つのは、学習データがそれを有利にするときだけです。
 
 
-# %%
+# %% alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table (left): 1 on the diagonal, a random patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and fading smoothly away from it."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左の学習型位置埋め込みは対角線だけが 1 で、ほかはばらばらのモザイクになり、隣どうしも似ていません。右の正弦波は対角線で最大となり、離れるにつれてなめらかに下がります。"]}
 def cosine_matrix(rows):  # [T, d] -> [T, T], cos of the angle between rows p and q
     unit = rows / rows.norm(dim=-1, keepdim=True)
     return unit @ unit.T

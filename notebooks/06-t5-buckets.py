@@ -404,7 +404,7 @@ print(
 # $r = 0$ の近くでは段の幅は 1 位置ですが、外側ほど段は広くなります。
 # そして最後の段は、$|r| = D = 128$ の点線よりかなり手前から始まります。その位置は次の節で求めます。
 
-# %%
+# %% alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろが 16〜31。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
 r_plot = torch.arange(-160, 161)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
 for ax, bidirectional, title in zip(
@@ -498,7 +498,7 @@ for bidirectional, side in ((True, 16), (False, 32)):
 # 丸める前の値 $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ を破線で重ねたものです。
 # 階段は破線のすぐ下をたどり、$n = D$ でクリップされて $S - 1$ にとどまります。
 
-# %%
+# %% alt={"en": ["Bucket of distance n, log axis from 1 to 1024, for side sizes 16 and 32, the unrounded formula dashed. Steps of one up to n = 8 or 16, then geometrically wider steps just under the dashed line, flat at bucket 15 or 31 from n = 91 or 113."], "ja": ["距離 n（1〜1024、対数軸）に対するバケットを、片側の大きさ 16 と 32 について描き、丸める前の式を破線で重ねた図。n = 8 または 16 までは幅 1 の段、その先は破線のすぐ下で等比的に広がる段となり、n = 91 または 113 から先は最後のバケット 15 または 31 で平らになります。"]}
 n_plot = torch.arange(1, 1025)
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for bidirectional, side in ((True, 16), (False, 32)):
@@ -612,7 +612,7 @@ print(f"distinct bias values in one head's row of 5000 keys: {row[0].unique().nu
 # 対角線に平行に同じ色の帯が並び、近くでは幅 1 位置、離れるほど広くなります。
 # $|j - i| = 90$ より先では、色はもう変わりません。
 
-# %%
+# %% alt={"en": ["Heatmap of head 0's T5 bias, queries i down and keys j across, 160 positions, with the table set to −(b mod 16): bands of constant colour parallel to the diagonal, thin near it, wider further out, uniform beyond a distance of 90."], "ja": ["表を −(b mod 16) に設定したときの、ヘッド 0 の T5 バイアスのヒートマップ（縦はクエリ i、横はキー j、160 位置）。対角線に平行な一定色の帯が並び、対角線の近くでは細く、離れるほど広がり、距離 90 を超えると一様になります。"]}
 H = 3
 module = T5RelativeBias(H)
 table = module.relative_attention_bias.weight  # [32, H]

@@ -346,7 +346,7 @@ print(" h  1/m_h  ln2/m_h   mean\n" + "\n".join(rows), end="")
 # ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げます。
 # 表のとおり、傾きが小さくなるにつれて平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
 
-# %%
+# %% alt={"en": ["Attention weight of each of ALiBi's 8 heads against the distance k up to 300, log axis: straight lines of slope −m_h, steep for head 1 and nearly flat for head 8; dots mark k = 1/m_h, from 2 to 256."], "ja": ["ALiBi の 8 個のヘッドそれぞれのアテンションの重みを、距離 k（0〜300）に対して対数軸で描いた図。傾き −m_h の直線で、ヘッド 1 は急に落ち、ヘッド 8 はほぼ平らです。点は k = 1/m_h（2〜256）の位置です。"]}
 # the mean distance tends to 1/m - 1/2 for small m
 torch.testing.assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)
 
@@ -373,7 +373,7 @@ plt.show()
 # ヘッド 9 から 12 は短い範囲に戻り、8 ヘッドの点の間の半歩の位置を埋めます。
 # 16 ヘッドの直線のうち、範囲の長い側にある 4 つの半歩の点は欠けています。
 
-# %%
+# %% alt={"en": ["1/m_h against head number h for 8, 12 and 16 heads, log axis. 8 and 16 heads lie on straight lines ending at 256; 12 heads follow the 8-head line for heads 1–8, then drop back and fill half steps from about 1.4 to 11 for heads 9–12."], "ja": ["8、12、16 ヘッドについて、1/m_h をヘッド番号 h に対して対数軸で描いた図。8 と 16 ヘッドは 256 で終わる直線に並びます。12 ヘッドはヘッド 1〜8 で 8 ヘッドの線に乗り、ヘッド 9〜12 は約 1.4 から 11 へ戻って半歩の位置を埋めます。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 styles = {  # 8: hollow circles on top, so that the 12-head points inside them stay visible
     8: {"fmt": "o-", "ms": 8, "mfc": "none", "zorder": 3},
@@ -484,7 +484,7 @@ print(f"{len(forms)} biases, one attention output", end="")
 # 対称なバイアスは、論文のバイアスを上三角に折り返したものです。
 # 階段の下側では、最初の 2 つの形は、行ごとに定数だけ違います。
 
-# %%
+# %% alt={"en": ["Three 8 × 8 heatmaps of ALiBi biases for head 1, query i down, key j across, a staircase marking the causal mask: −m(i−j) is constant along diagonals, m·j along columns, and −m|i−j| mirrors the first above the diagonal."], "ja": ["ヘッド 1 の ALiBi バイアスの 3 つの 8 × 8 ヒートマップ（縦はクエリ i、横はキー j）。階段状の線が因果マスクの境界です。−m(i−j) は対角線に沿って、m·j は列に沿って一定で、−m|i−j| は最初のものを対角線の上側に折り返した形です。"]}
 T8 = 8
 panels = {
     "$-m(i-j)$": alibi_bias(8, T8)[0],  # head 1 of 8: m = 1/2

@@ -356,7 +356,7 @@ assert (rope_matrix(3) != 0).sum() == 2 * d  # 2d non-zero entries out of d^2
 # クエリとキーは、これらの時計をすべて同時に使って距離を比べます。
 # 速い時計は短い距離を、遅い時計は長い距離を受け持ちます。
 
-# %%
+# %% alt={"en": ["Heatmap of cos(mθ_i) for a head of size 128: position m from 0 to 255 across, pair i from 0 to 63 down. The first pairs change colour rapidly; the turns slow down the rows, and the lowest third stays dark red (near 1) across the range."], "ja": ["ヘッドの次元数 128 での cos(mθ_i) のヒートマップ。横軸は位置 m（0〜255）、縦軸はペア i（0〜63）。最初のペアは色が速く入れ替わり、下の行ほど回転が遅くなって、下の 3 分の 1 ほどは範囲全体で 1 に近い濃い赤のままです。"]}
 d_head = 128
 theta_head = rope_frequencies(d_head).double()
 m = torch.arange(256).double()
@@ -750,7 +750,7 @@ assert len(rope.state_dict()) == 0
 # 学習したモデルのスコアが距離とともに減衰するかどうかは、学習されたクエリとキーによって決まります。
 # 上界だけでは決まりません。
 
-# %%
+# %% alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
 theta_d = rope_frequencies(d).double()
 dist = torch.arange(251)

@@ -157,7 +157,7 @@ print("\n".join(lines), end="")
 # 対数軸では、波長は直線になります。点線はそれぞれの設定の学習時のコンテキスト長です。
 # 塗りつぶした点は $L$ の間に少なくとも 1 周するペア、白抜きの点は 1 周しないペアです。
 
-# %%
+# %% alt={"en": ["RoPE wavelength per pair i on a log axis for base 10^4, L = 4096 and base 5·10^5, L = 8192, dotted lines at L. Filled dots, pairs 0–45 and 0–34, turn at least once within L; the hollow dots above the line never complete a turn."], "ja": ["底 10^4・L = 4096 と、底 5·10^5・L = 8192 の RoPE の波長を、ペア i ごとに対数軸で描いた図。点線は L。塗りつぶした点（ペア 0〜45 と 0〜34）は L の間に少なくとも 1 周し、点線より上の白抜きの点は 1 周もしません。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 labels = (r"$b = 10^4,\ L = 4096$", r"$b = 5 \cdot 10^5,\ L = 8192$")
 for (_, b, L), label, color in zip(settings, labels, ("C0", "C1"), strict=True):
@@ -212,7 +212,7 @@ plt.show()
 # Chen らは短いファインチューニング（1000 ステップ以内）でモデルを慣らしています。
 # 図では、PI が周波数の線全体を同じ割合で下に動かしています。比 $\theta'_i/\theta_i$（右）はどのペアでも $1/s$ です。
 
-# %%
+# %% alt={"en": ["Position interpolation with s = 4. Left: original and scaled frequencies against pair i on a log axis, the scaled line parallel and lower. Right: their ratio is 1/4 for every pair."], "ja": ["s = 4 の位置補間。左は元の周波数と補間後の周波数をペア i に対して対数軸で描いたもので、補間後の線は平行に下へずれます。右の両者の比は、どのペアでも 1/4 です。"]}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 
@@ -304,7 +304,7 @@ plt.show()
 # Peng ら (2023) はこの「範囲外」の値を指摘し、そのため実際には NTK-aware スケーリングの係数を、
 # 目標とする伸び率より大きく設定しなければならないと述べています。
 
-# %%
+# %% alt={"en": ["NTK-aware scaling with s = 4. Left: original and scaled frequencies against pair i, log axis, equal at pair 0 and drifting apart. Right: their ratio falls along a straight line on the log axis from 1 at pair 0 to 1/4 at pair 63."], "ja": ["s = 4 の NTK-aware スケーリング。左は元の周波数と変更後の周波数をペア i に対して対数軸で描いたもので、ペア 0 で一致し、しだいに離れます。右の比は対数軸上の直線で、ペア 0 の 1 からペア 63 の 1/4 まで下がります。"]}
 ntk = NTKScaling(s)
 theta_ntk = rope_frequencies(d, base=b, scaling=ntk).double()
 
@@ -362,7 +362,7 @@ plt.show()
 # 図は、系列が伸びるにつれて周波数が下がっていく様子です。遅いペアから先に下がります。
 
 
-# %%
+# %% alt={"en": ["Dynamic NTK: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
 def dynamic_ntk_frequencies(d, b, s, L, T):
     """Hugging Face rope_type="dynamic": the NTK-aware base for s T / L - (s - 1) when T > L.
 
@@ -488,7 +488,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different leng
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
 
 
-# %%
+# %% alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプは、回転数について線形な論文のランプより遅れて下がります。"]}
 def ntk_by_parts(theta, L, s, alpha, beta):
     """The paper's rule: the ramp gamma is linear in the number of turns r_i = L theta_i / (2 pi)."""
     r = L * theta / two_pi
@@ -606,7 +606,7 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせ、回転がノルムを保つことも確かめます。
 # 図の点線は $i_4$ と $i_1$ です。
 
-# %%
+# %% alt={"en": ["Llama 3.1 scaling with s = 8, dotted lines near pairs 28 and 35. Left: frequencies kept up to pair 28, divided by 8 from pair 35, with a short blend between. Right: the ratio drops steeply from 1 to 1/8 over those six pairs."], "ja": ["s = 8 の Llama 3.1 のスケーリング。点線はペア 28 と 35 の付近。左では周波数がペア 28 までそのまま、35 から 8 分の 1 になり、その間の短い区間で混ぜ合わされます。右の比はこの 6 ペアの間に 1 から 1/8 へ急に下がります。"]}
 b3, L3, s3 = 5e5, 8192, 8
 theta3 = rope_frequencies(d, base=b3).double()
 lam3 = two_pi / theta3

@@ -211,7 +211,7 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # 位置の小さな違いを見分ける速いペアは数百トークンのうちに薄れ、
 # 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。下の図は 5 つのペアを描いたものです。
 
-# %%
+# %% alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
 d = 128
 zeta = xpos_zeta(d, dtype=f64)
 dist = torch.arange(0, 4097, dtype=f64)
@@ -257,7 +257,7 @@ plt.show()
 # 減衰は遠くの波打ちを弱めますが、消しはしません。
 # いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
 
-# %%
+# %% alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 に落ち着きます。"]}
 theta = rope_frequencies(d).double()
 r = torch.arange(0, 4097)
 ones = torch.ones(d, dtype=f64)
@@ -913,7 +913,7 @@ print(
 # この構成では、代わりにトークン自身を見るようになります（右の図）。
 # 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
 
-# %%
+# %% alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線から外れて 30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
 hidden = torch.stack(
     [
         torch.ones_like(h),

@@ -371,7 +371,7 @@ print("\n".join(early), end="")
 # 左は学習した 6 つのモデルです（学習型位置埋め込みの線は $L$ で終わります）。
 # 右は RoPE のモデルそのものと、評価時に 2 つのスケーリングをそれぞれかけたものです。
 
-# %%
+# %% alt={"en": ["Accuracy a(t) at 8L against position t, log axis, window-averaged, dotted line at L = 32. Left: ALiBi stays near 1, T5 and RoPE fade, sinusoidal collapses to near chance, NoPE sinks slowly. Right: RoPE with PI or YaRN is worse from the start."], "ja": ["8L での正解率 a(t) を位置 t に対して対数軸で描いた図（窓平均、点線は L = 32）。左では ALiBi が 1 の近くを保ち、T5 と RoPE は下がり、正弦波は当てずっぽうに近い値まで崩れ、NoPE はゆっくり下がります。右では PI や YaRN をかけた RoPE が最初から悪くなります。"]}
 blue, orange, green, purple, sky, vermillion, _, black = OKABE_ITO
 style = {  # name: (colour, line style, width); the learned line is wide so it shows beneath
     "NoPE": (black, ":", 1.6),

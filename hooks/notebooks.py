@@ -350,6 +350,8 @@ def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) 
     body = _DATA_IMG.sub(figure, body)
     body = _PLAIN_TOKEN.sub(lambda m: m[1] if m[1] is not None else m[2], body)
     body = _COPY_TEXT.sub(r'\1 id="\3"\2', body)
+    # code that scrolls sideways must be reachable with the keyboard
+    body = body.replace('<div class="highlight-ipynb', '<div tabindex="0" class="highlight-ipynb')
     body = _share_copy_icon(body)
     head = head.replace("</head>", links + "</head>", 1)
     return head + body + tail

@@ -518,7 +518,12 @@ print(
 )
 
 compare_figure(
-    theta, theta_yarn, s, marks=(low, high), extra=(r"$\gamma_i$", paper / theta, r"$\gamma(r_i)$")
+    theta,
+    theta_yarn,
+    s,
+    marks=(low, high),
+    # each curve is the ratio that its ramp gives: (1 - gamma) / s + gamma
+    extra=(r"$(1 - \gamma_i)/s + \gamma_i$", paper / theta, r"$(1 - \gamma(r_i))/s + \gamma(r_i)$"),
 )
 plt.show()
 

@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "tests" / "screenshots"
 CHROMIUM = Path("/usr/lib/chromium/chromium")  # the real binary; /usr/bin/chromium is a wrapper
 CHAPTER = "sinusoidal"
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 LAUNCH_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -228,3 +230,39 @@ def test_search_finds_the_page(page, served_site, prefix, query, expected):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"search-{'ja' if prefix else 'en'}-{len(query)}.png"))
     assert page.recorder.external == [], page.recorder.external
+
+
+def _axe_violations(page) -> list[tuple[str, str, int, list[str]]]:
+    if not AXE.exists():
+        pytest.fail(f"{AXE} is missing: run `npm ci` (make setup does)", pytrace=False)
+    page.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+    found = page.evaluate(
+        """async tags => (await axe.run(document, {runOnly: {type: "tag", values: tags}}))
+             .violations.map(v => [v.id, v.impact, v.nodes.length,
+                                   v.nodes.slice(0, 3).map(n => n.target.join(" "))])""",
+        AXE_TAGS,
+    )
+    return [tuple(v) for v in found]
+
+
+@pytest.mark.parametrize(
+    "url", ["", "ja/", f"{CHAPTER}/", f"ja/{CHAPTER}/", "ja/alibi/", "glossary/", "ja/api/"]
+)
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_no_serious_accessibility_violations(browser, served_site, url, scheme):
+    context = browser.new_context(color_scheme=scheme)
+    page = context.new_page()
+    page.goto(served_site.base_url + url, wait_until="networkidle")
+    _wait_for_math(page)
+    violations = _axe_violations(page)
+    context.close()
+    assert [v for v in violations if v[1] in ("serious", "critical")] == []
+
+
+def test_accessibility_check_catches_a_missing_alt_text(browser, served_site):
+    page = browser.new_page()
+    page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="networkidle")
+    page.evaluate("document.querySelector('article img').removeAttribute('alt')")
+    violations = _axe_violations(page)
+    page.close()
+    assert any(v[0] == "image-alt" and v[1] == "critical" for v in violations), violations

@@ -122,9 +122,9 @@ def split_all(source_dir: Path, docs_dir: Path) -> list[Path]:
         nb = json.loads(src.read_text(encoding="utf-8"))
         for lang, suffix in LANGUAGES.items():
             target = docs_dir / f"{slug}{suffix}.ipynb"
-            _write_if_changed(
-                target, json.dumps(split_notebook(nb, lang), ensure_ascii=False, indent=1) + "\n"
-            )
+            split = split_notebook(nb, lang)
+            split["metadata"]["source"] = f"notebooks/{src.name}"  # for the Colab link
+            _write_if_changed(target, json.dumps(split, ensure_ascii=False, indent=1) + "\n")
             written.append(target)
     # Remove copies whose source notebook is gone, so no orphan page is built.
     for stale in docs_dir.glob("*.ipynb"):
@@ -211,17 +211,44 @@ def fix_toc(toc, headings: list[tuple[int, str, str]]) -> None:
     walk(toc)
 
 
+TOOLBAR_TEXT = {
+    "en": {
+        "download": "Download this notebook (.ipynb)",
+        "colab": "Open in Colab",
+        "colab_note": "On Colab, first run <code>%pip install git+{repo}</code> in a cell.",
+    },
+    "ja": {
+        "download": "ノートブックをダウンロード (.ipynb)",
+        "colab": "Colab で開く",
+        "colab_note": "Colab では、最初にセルで <code>%pip install git+{repo}</code> を実行してください。",
+    },
+}
+
+
+def notebook_toolbar(download: str, source: str | None, repo_url: str | None, lang: str) -> str:
+    """The links under a chapter's title: its notebook, and Colab where the
+    repository is on GitHub (Colab opens GitHub notebooks by path)."""
+    text = TOOLBAR_TEXT[lang]
+    links = [f'<a class="md-button" href="{download}" download>{text["download"]}</a>']
+    note = ""
+    repo = (repo_url or "").rstrip("/")
+    if source and repo.startswith("https://github.com/"):
+        colab = f"https://colab.research.google.com/github/{repo.removeprefix('https://github.com/')}/blob/main/{source}"
+        links.append(f'<a class="md-button" href="{colab}" rel="noopener">{text["colab"]}</a>')
+        note = f"<br><small>{text['colab_note'].format(repo=html.escape(repo))}</small>"
+    return f'<p class="nb-toolbar">{" ".join(links)}{note}</p>'
+
+
 def on_page_content(content, page, config, files):
     if not _is_notebook(page):
         return content
     content, headings = fix_headings(content)
     fix_toc(page.toc, headings)
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
-    label = (
-        "ノートブックをダウンロード (.ipynb)" if lang == "ja" else "Download this notebook (.ipynb)"
+    source = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))["metadata"]
+    toolbar = notebook_toolbar(
+        posixpath.basename(page.file.src_uri), source.get("source"), config.repo_url, lang
     )
-    name = posixpath.basename(page.file.src_uri)
-    toolbar = f'<p class="nb-toolbar"><a class="md-button" href="{name}" download>{label}</a></p>'
     # Right under the title, where a reader looks for it.
     h1_end = content.find("</h1>")
     if h1_end < 0:

@@ -208,3 +208,19 @@ def test_font_css_keeps_woff2_and_lists_its_files():
     assert len(files) == css.count("@font-face") > 100
     assert all((package / "files" / f).exists() for f in files)
     assert "unicode-range" in css
+
+
+def test_toolbar_links_the_notebook_and_colab():
+    bar = notebooks.notebook_toolbar(
+        "rope.ja.ipynb", "notebooks/08-rope.ipynb", "https://github.com/me/posenc/", "ja"
+    )
+    assert 'href="rope.ja.ipynb" download>ノートブックをダウンロード (.ipynb)</a>' in bar
+    assert (
+        'href="https://colab.research.google.com/github/me/posenc/blob/main/notebooks/08-rope.ipynb"'
+        in bar
+    )
+    assert "%pip install git+https://github.com/me/posenc" in bar
+    elsewhere = notebooks.notebook_toolbar(
+        "rope.ipynb", "notebooks/08-rope.ipynb", "https://example.org/r", "en"
+    )
+    assert "colab" not in elsewhere.lower() and "Download this notebook" in elsewhere

@@ -147,7 +147,7 @@ offset.clamp(-k_clip, k_clip)
 # つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。
 # `rel(q, n)` もこれに従います。その行は `rel(n, n)` の最後の $q$ 行です。図の後のセルでこれを確かめます。
 
-# %%
+# %% alt={"en": ["Heatmap of the clipped offset clip(j − i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. Only a diagonal band of width 9 varies, from −4 (blue) to 4 (red); the triangles outside it are flat, −4 below and 4 above."], "ja": ["n = 24、k = 4 でクリップした相対位置 clip(j − i, k) のヒートマップ（縦軸はクエリ i、横軸はキー j、0〜23）。値が変わるのは対角線を囲む幅 9 の帯だけで、−4（青）から 4（赤）まで並び、帯の外の三角形は下が −4、上が 4 で一様です。"]}
 big_n, big_k = 24, 4
 clipped = (torch.arange(big_n)[None, :] - torch.arange(big_n)[:, None]).clamp(-big_k, big_k)
 fig, ax = plt.subplots(figsize=(4.8, 3.6))
@@ -463,7 +463,7 @@ print(f"P and beta: {tuple(p.shape)}, alpha: {tuple(alpha.shape)}", end="")
 # $n = 128$ 以上では（下に表示）、距離ごとの形のほうがスコアそのものより小さくなります。
 # 縦軸の単位はバイト ($\mathrm{B}$) です。
 
-# %%
+# %% alt={"en": ["Log–log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7·10^11 B at the end; the distance form P, β, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["長さ n（64〜32768）に対する 1 層のメモリ（バイト）の両対数グラフ（h = 8、d_z = 64、k = 16）。実体化した a^K が最も大きく、最後は約 2.7·10^11 B です。距離ごとの形（P、β、c）は最後にその約 32 分の 1 となり、n = 128 以上ではスコア e_ij より小さくなります。"]}
 h, d_z, k_clip = 8, 64, 16
 lengths = [2**e for e in range(6, 16)]
 direct = [nbytes(n, n, d_z) for n in lengths]  # a^K

@@ -421,7 +421,7 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
 # その後のセルでは、すべての成分について式を確かめ、マスクをかければアテンションの重みが
 # 4 項の直接計算と一致し、かけなければ一致しないことを示します。
 
-# %%
+# %% alt={"en": ["Source of each entry of the relative shift for L = 8, m = 0 (left) and L = 5, m = 3 (right), query i down, key j across: row i of B (grey) up to j = i + m, then the pad 0 (orange) and row i + 1 (blue), which the causal mask hides."], "ja": ["相対シフトの出力の各成分がどこから来るかを示す図（左 L = 8、m = 0、右 L = 5、m = 3。縦軸はクエリ i、横軸はキー j）。j ≤ i + m は B の行 i（灰色）、j = i + m + 1 はパディングの 0（橙）、その先は次の行 i + 1（青）で、後の 2 つは因果マスクが隠す位置です。"]}
 colors = ListedColormap(["0.85", OKABE_ITO[1], OKABE_ITO[0]])  # own row, pad, next row
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.3), layout="constrained")
 for ax, (q_len, k_len) in zip(axes, [(8, 8), (5, 8)], strict=True):

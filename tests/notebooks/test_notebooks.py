@@ -111,3 +111,19 @@ def test_chapter_is_in_the_navigation(py):
     nav = yaml.safe_load("\n".join(lines[start:end]))["nav"]
     slug = py.stem.split("-", 1)[1]
     assert f"{slug}.ipynb" in json.dumps(nav), f"add {slug}.ipynb to the nav of mkdocs.yml"
+
+
+@pytest.mark.parametrize("nb_path", NOTEBOOKS, **ids)
+def test_every_figure_has_alternative_text_in_both_languages(nb_path):
+    nb = json.loads(nb_path.read_text(encoding="utf-8"))
+    for k, cell in enumerate(nb["cells"]):
+        figures = sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+        if not figures:
+            continue
+        alt = cell["metadata"].get("alt", {})
+        hint = f'cell {k}: add  alt={{"en": [...], "ja": [...]}}  to its "# %%" line, one text per figure'
+        for lang in ("en", "ja"):
+            texts = alt.get(lang, [])
+            assert len(texts) == figures, f"{hint} ({lang}: {len(texts)} texts, {figures} figures)"
+            assert all(isinstance(t, str) and len(t.strip()) >= 20 for t in texts), hint
+        assert all(re.search(r"[\u3040-\u30ff\u4e00-\u9fff]", t) for t in alt["ja"]), hint

@@ -33,3 +33,19 @@ def test_api_page_lists_every_public_name(page):
     public = {name for name in posenc.__all__ if not name.startswith("_")}
     assert public - documented == set(), f"missing from {page}"
     assert documented - public == set(), f"{page} lists names posenc does not export"
+
+
+def _glossary_rows(page: str) -> list[list[str]]:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    rows = [r for r in text.splitlines() if r.startswith("| ") and not r.startswith("|---")]
+    return [[c.strip() for c in r.strip().strip("|").split(" | ")] for r in rows[1:]]
+
+
+def test_glossary_pages_pair_row_for_row():
+    en, ja = _glossary_rows("docs/glossary.md"), _glossary_rows("docs/glossary.ja.md")
+    assert [r[:2] for r in en] == [r[:2] for r in ja], "same terms, same order, in both pages"
+    math = re.compile(r"\$[^$]+\$")
+    for e, j in zip(en, ja, strict=True):
+        assert sorted(math.findall(e[2])) == sorted(math.findall(j[2])), e[0]
+    japanese = [r[1] for r in en]
+    assert len(japanese) == len(set(japanese)), "one Japanese term per concept"

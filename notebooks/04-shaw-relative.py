@@ -576,8 +576,8 @@ print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3
 # a sinusoidal $E^r$, and `posenc.transformer_xl.relative_shift` implements it. The
 # chapter *Transformer-XL relative attention* derives it in general, with the entries
 # above the diagonal, memory and the direction of the distances. The cell below builds
-# $E^r$ from a clipped Shaw table, skews, and compares with the gather of the previous
-# section on the causal part.
+# $E^r$ from a clipped Shaw table, skews, and compares, on the causal part, with the gather of
+# the section *Never build the pairs*.
 
 # %% [markdown] lang="ja"
 # ## Music Transformer のスキューイング
@@ -600,7 +600,7 @@ print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3
 # 対角線より上の成分はその組のスコアではありませんが、因果マスクがそれを隠します。
 # Transformer-XL は正弦波の $E^r$ で同じ形状変換を使い、`posenc.transformer_xl.relative_shift` がそれを実装しています。
 # 「Transformer-XL の相対アテンション」の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
-# 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューイングを施し、因果的な部分を前の節の gather と比べます。
+# 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューイングを施し、因果的な部分を「組を作らない」の節の gather と比べます。
 
 # %%
 n, d_z, k_clip = 10, 8, 3
@@ -613,7 +613,7 @@ padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # [n, n + 1]
 skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # drop the first row
 
 c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k_clip, k_clip) + k_clip
-gathered = (q @ table_k.T).gather(-1, c)  # P_{i, c_ij}, as in the previous section
+gathered = (q @ table_k.T).gather(-1, c)  # P_{i, c_ij}, as in "Never build the pairs"
 causal = torch.ones(n, n, dtype=torch.bool).tril()
 assert_close(skewed[causal], gathered[causal])  # j <= i: the right scores
 assert not torch.allclose(skewed[~causal], gathered[~causal])  # above the diagonal: not scores

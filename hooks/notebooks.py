@@ -10,7 +10,7 @@ The copies in docs/ are generated (ignored by git) and rewritten only when
 their content changes, so `mkdocs serve` does not rebuild in a loop.
 
 The hook also repairs what mkdocs-jupyter leaves behind on each notebook
-page (every fix is checked by tests/test_site.py):
+page (every fix is checked by tests/site/):
 
 - headings: unicode ids (nbconvert gives Japanese headings an empty id),
   the table of contents pointed at them, and Material's ``headerlink``
@@ -21,7 +21,9 @@ page (every fix is checked by tests/test_site.py):
   (identical in both languages, so stored and downloaded once);
 - nbconvert's MathJax loader (a CDN address) is dropped: the site loads
   its own MathJax once for every page;
-- a download link for the page's notebook.
+- accessibility: each figure gets its cell's alternative text in the
+  page's language, and scrolling code blocks become keyboard-reachable;
+- links under the title: the page's notebook, and Open in Colab.
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ import copy
 import hashlib
 import html
 import json
-import logging
 import posixpath
 import re
 import struct
@@ -39,8 +40,6 @@ from pathlib import Path
 
 import mkdocs.utils
 from pymdownx.slugs import slugify
-
-log = logging.getLogger("mkdocs.hooks.notebooks")
 
 #: language -> file-name suffix (mkdocs-static-i18n "suffix" structure)
 LANGUAGES = {"en": "", "ja": ".ja"}
@@ -54,7 +53,7 @@ _slugify = slugify(case="lower")
 # mkdocs-jupyter's wrapper: a notebook would then be copied verbatim, raw JSON
 # as index.html, and `--strict` would still pass. Registering .ipynb as a
 # documentation extension keeps notebooks pages; mkdocs-jupyter still renders
-# them. tests/test_site.py fails if a page holds notebook JSON.
+# them. tests/site/test_build.py fails if a page holds notebook JSON.
 if ".ipynb" not in mkdocs.utils.markdown_extensions:
     mkdocs.utils.markdown_extensions = (*mkdocs.utils.markdown_extensions, ".ipynb")
 

@@ -70,6 +70,18 @@ def page_slug(notebook: Path) -> str:
     return match["slug"]
 
 
+# Markdown joins the lines of a paragraph with a space. Japanese puts no
+# space between words or after 、 and 。, so a line break inside a Japanese
+# sentence would show as a stray gap: join such lines directly.
+_CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff60"
+_CJK_LINE_BREAK = re.compile(rf"(?<=[{_CJK}])\n(?=[{_CJK}])")
+
+
+def join_cjk_lines(markdown: str) -> str:
+    """Remove the line breaks that fall between two CJK characters."""
+    return _CJK_LINE_BREAK.sub("", markdown)
+
+
 def split_notebook(nb: dict, lang: str) -> dict:
     """Return the notebook a reader of ``lang`` sees.
 
@@ -94,6 +106,10 @@ def split_notebook(nb: dict, lang: str) -> dict:
         if cell_lang not in (None, lang):
             continue
         cell.get("metadata", {}).pop("lang", None)
+        if cell["cell_type"] == "markdown" and lang == "ja":
+            source = cell["source"]
+            joined = join_cjk_lines(source if isinstance(source, str) else "".join(source))
+            cell["source"] = joined
         cell_alts = cell.get("metadata", {}).pop("alt", {}).get(lang, [])
         figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
         alts += [cell_alts[k] if k < len(cell_alts) else None for k in range(len(figures))]

@@ -224,3 +224,12 @@ def test_toolbar_links_the_notebook_and_colab():
         "rope.ipynb", "notebooks/08-rope.ipynb", "https://example.org/r", "en"
     )
     assert "colab" not in elsewhere.lower() and "Download this notebook" in elsewhere
+
+
+def test_japanese_lines_join_without_a_space():
+    text = "導き、\nすべての式を確かめます。\n次に $p$ を\n使います。\n\n- 項目\n- item\nEnglish line\nnext"
+    assert notebooks.join_cjk_lines(text) == (
+        "導き、すべての式を確かめます。次に $p$ を使います。\n\n- 項目\n- item\nEnglish line\nnext"
+    )
+    nb = {"cells": [_cell("markdown", ["本文の\n", "続きです。"], "ja")], "metadata": {}}
+    assert notebooks.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"

@@ -260,9 +260,15 @@ def on_page_content(content, page, config, files):
     content, headings = fix_headings(content)
     fix_toc(page.toc, headings)
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
-    source = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))["metadata"]
+    # read once here; on_post_page needs the figures' texts from it too
+    page.notebook_metadata = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))[
+        "metadata"
+    ]
     toolbar = notebook_toolbar(
-        posixpath.basename(page.file.src_uri), source.get("source"), config.repo_url, lang
+        posixpath.basename(page.file.src_uri),
+        page.notebook_metadata.get("source"),
+        config.repo_url,
+        lang,
     )
     # Right under the title, where a reader looks for it.
     h1_end = content.find("</h1>")
@@ -383,6 +389,7 @@ def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) 
         width, height = _png_size(data)
         # nbconvert's placeholder alt says nothing; the cell's own text replaces it
         attrs = re.sub(r'\s*alt="[^"]*"', "", f"{m['before']}{m['after']}").strip()
+        attrs = attrs.removesuffix("/").strip()  # nbconvert closes <img ... />; we add attributes
         attrs += f' alt="{html.escape(next(figures, None) or "", quote=True)}"'
         return (
             f'<img src="{_relative(page, rel)}" width="{width}" height="{height}" '
@@ -417,5 +424,5 @@ def on_post_page(output, page, config):
     target = Path(page.file.abs_dest_path).parent / source.name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(source.read_bytes())
-    alts = json.loads(source.read_text(encoding="utf-8"))["metadata"].get("figure_alt", [])
+    alts = page.notebook_metadata.get("figure_alt", [])
     return externalise(output, page, Path(config.site_dir), alts)

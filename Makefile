@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint notebooks clean
+.PHONY: setup serve build test lint lint-ja notebooks clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -36,6 +36,14 @@ build: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# textlint on the Japanese prose (ja cells, Japanese alt text, docs/*.ja.md),
+# math and code masked, terms checked against docs/glossary.ja.md; one line
+# per message, path:line:column of the source. FILES="notebooks/01-sinusoidal.py
+# docs/index.ja.md" lints only those. Config: .textlintrc.yml.
+FILES ?=
+lint-ja: setup
+	$(PY) tools/lint_ja.py $(FILES)
 
 # Runs the whole suite: unit and property tests, notebook pairing and
 # nbval (strict), the site build and the headless-browser checks.

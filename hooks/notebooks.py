@@ -71,15 +71,41 @@ def page_slug(notebook: Path) -> str:
 
 
 # Markdown joins the lines of a paragraph with a space. Japanese puts no
-# space between words or after 、 and 。, so a line break inside a Japanese
-# sentence would show as a stray gap: join such lines directly.
+# space between words, nor after or before its punctuation (、。「」（）：),
+# so a line break there would show as a stray gap: join such lines
+# directly, dropping the next line's indentation (a list item's
+# continuation). A break between a Japanese word and a Latin word, a digit,
+# math or code stays: it renders as the half-width space the house style
+# puts there. Fenced code, a line that opens a block (list item, heading,
+# quote, table row, fence, display math, HTML tag, blank line) and the end
+# of a heading or table row are left alone. tools/lint_ja.py applies the
+# same join before linting, so the lint sees the text as rendered.
 _CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff60"
-_CJK_LINE_BREAK = re.compile(rf"(?<=[{_CJK}])\n(?=[{_CJK}])")
+_CJK_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
+_NO_BLOCK = r"(?![ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[#>|\n]|```|~~~|\$\$|<(?!https?:)[A-Za-z/!]))"
+_JOINABLE_BREAK = re.compile(
+    r"(?P<fence>^[ \t]*(?P<mark>```|~~~).*?^[ \t]*(?P=mark)[ \t]*$)"
+    rf"|(?<=[{_CJK}])\n{_NO_BLOCK}[ \t]*(?=[{_CJK}])"
+    rf"|(?<=[{_CJK_PUNCT}])\n{_NO_BLOCK}[ \t]*(?=\S)"
+    rf"|\n{_NO_BLOCK}[ \t]*(?=[{_CJK_PUNCT}])",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def _join(m: re.Match) -> str:
+    line_start = m.string.rfind("\n", 0, m.start()) + 1
+    if m["fence"] is not None or m.string[line_start : m.start()].lstrip().startswith(("#", "|")):
+        return m[0]
+    return ""
 
 
 def join_cjk_lines(markdown: str) -> str:
-    """Remove the line breaks that fall between two CJK characters."""
-    return _CJK_LINE_BREAK.sub("", markdown)
+    """Remove the line breaks that would render as a space Japanese does not have.
+
+    That is a break between two Japanese characters, or after or before
+    Japanese punctuation, whatever is on the other side.
+    """
+    return _JOINABLE_BREAK.sub(_join, markdown)
 
 
 def split_notebook(nb: dict, lang: str) -> dict:

@@ -1,0 +1,349 @@
+"""Lint the Japanese prose of the site with textlint.
+
+    python tools/lint_ja.py [FILE ...]
+
+lints the given files (default: every ``notebooks/NN-*.py`` and
+``docs/*.ja.md``) and prints one line per message,
+``path:line:column: message (rule)``, with the line and column of the
+source file, so that a message points at the line to edit. Exit status 1
+if there is any message.
+
+What is linted:
+
+- the ``lang="ja"`` markdown cells of a notebook's ``.py`` source (jupytext
+  percent format: the ``# `` prefix of each line is stripped), with their
+  line breaks joined as the site's split hook joins them
+  (``hooks/notebooks.py``, ``join_cjk_lines``), so the lint sees the text
+  as rendered;
+- the Japanese figure alt text, ``alt={"en": [...], "ja": [...]}`` on a
+  code cell's ``# %%`` line;
+- ``docs/*.ja.md`` as they are.
+
+Before linting, fenced code blocks are dropped, and inline code and math
+are replaced by Latin placeholders (``CODE`` for code, ``X`` for ``$...$``
+and ``$$...$$`` inside a line; a ``$$...$$`` on lines of its own is a
+block, and is dropped with the line break before it), so the spacing rules still see a Latin word where the
+code or formula sits ("位置 $p$ の" passes, "位置$p$の" fails) while the
+content of a formula cannot trip a rule. List items under a ``参考文献``
+heading are not linted: bibliographic records keep their English form.
+
+The prh dictionary is generated from the glossary, docs/glossary.ja.md:
+each row's 使わない表記 column lists variants, separated by 、, that the
+lint rejects with the row's 日本語 term as the fix. A variant that needs
+context marks the replaced word with 〈〉: ``同じ〈形〉の`` rejects 同じ形の
+and proposes 同じ形状の (the row's term replaces the bracketed word).
+
+All files go to one textlint process.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hooks.notebooks import _JOINABLE_BREAK, _join  # the site's line join
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / ".textlintrc.yml"
+GLOSSARY = ROOT / "docs" / "glossary.ja.md"
+TEXTLINT = ROOT / "node_modules" / ".bin" / "textlint"
+
+MATH_PLACEHOLDER = "X"
+CODE_PLACEHOLDER = "CODE"
+
+
+def default_files(root: Path = ROOT) -> list[Path]:
+    """Every chapter source and every Japanese hand-written page."""
+    return sorted(root.glob("notebooks/[0-9][0-9]-*.py")) + sorted(root.glob("docs/*.ja.md"))
+
+
+# --------------------------------------------------------------------------
+# Text with an origin for every character
+
+
+@dataclass
+class Text:
+    """A string and, for each character, its (line, column) in the source (1-based)."""
+
+    chars: str = ""
+    origin: list[tuple[int, int]] = field(default_factory=list)
+
+    @classmethod
+    def from_line(cls, text: str, line: int, col: int) -> Text:
+        return cls(text, [(line, col + k) for k in range(len(text))])
+
+    def __add__(self, other: Text) -> Text:
+        return Text(self.chars + other.chars, self.origin + other.origin)
+
+    def join_lines(self, lines: list[Text]) -> Text:
+        out = Text()
+        for k, line in enumerate(lines):
+            if k:
+                out += self._sep("\n", out, line)
+            out += line
+        return out
+
+    @staticmethod
+    def _sep(sep: str, before: Text, after: Text) -> Text:
+        where = before.origin[-1] if before.origin else after.origin[0] if after.origin else (1, 1)
+        return Text(sep, [where] * len(sep))
+
+    def sub(self, pattern: re.Pattern, repl) -> Text:
+        """Like ``re.sub``; a replacement's characters take the origin of the match's start."""
+        out, pos = Text(), 0
+        for m in pattern.finditer(self.chars):
+            out += Text(self.chars[pos : m.start()], self.origin[pos : m.start()])
+            new = repl(m) if callable(repl) else repl
+            if new == m[0]:  # kept as it is: keep the origins too
+                out += Text(new, self.origin[m.start() : m.end()])
+            else:
+                where = self.origin[min(m.start(), len(self.origin) - 1)]
+                out += Text(new, [where] * len(new))
+            pos = m.end()
+        return out + Text(self.chars[pos:], self.origin[pos:])
+
+
+# --------------------------------------------------------------------------
+# Masking
+
+_FENCE = re.compile(r"^[ \t]*(```|~~~).*?^[ \t]*\1[^\n]*$", re.MULTILINE | re.DOTALL)
+_CODE = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+_DISPLAY_MATH_LINE = re.compile(r"(?:\A|\n)[ \t]*\$\$.+?(?<!\\)\$\$[ \t]*(?=\n|\Z)", re.DOTALL)
+_DISPLAY_MATH = re.compile(r"(?<!\\)\$\$.+?(?<!\\)\$\$", re.DOTALL)
+_INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)[^$\n]+?(?<![\\$])\$(?!\$)")
+
+
+def mask(text: Text) -> Text:
+    """Drop fenced code; replace inline code and math by Latin placeholders."""
+    text = text.sub(_FENCE, "")
+    text = text.sub(_CODE, CODE_PLACEHOLDER)
+    text = text.sub(_DISPLAY_MATH_LINE, "")  # a formula on its own lines: a block
+    text = text.sub(_DISPLAY_MATH, MATH_PLACEHOLDER)
+    return text.sub(_INLINE_MATH, MATH_PLACEHOLDER)
+
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
+
+
+def drop_reference_lists(lines: list[Text]) -> list[Text]:
+    """Blank the list items (with their continuation lines) under a 参考文献 heading."""
+    out, ref_level, in_list = [], None, False
+    for line in lines:
+        s = line.chars
+        heading = _HEADING.match(s)
+        if heading:
+            level = len(heading[1])
+            if ref_level is not None and level <= ref_level:
+                ref_level = None
+            if heading[2] == "参考文献":
+                ref_level = level
+            in_list = False
+        elif ref_level is not None:
+            if _LIST_ITEM.match(s):
+                in_list = True
+            elif s.strip() and not s.startswith((" ", "\t")):
+                in_list = False
+            if in_list:
+                line = Text("", [])
+        out.append(line)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Extraction
+
+_CELL = re.compile(r"^# %%(.*)$")
+_ALT = re.compile(r"\balt=")
+
+
+def _alt_texts(header: str) -> list[str]:
+    m = _ALT.search(header)
+    if m is None:
+        return []
+    alt, _ = json.JSONDecoder().raw_decode(header, m.end())
+    return list(alt.get("ja", []))
+
+
+def extract_notebook(path: Path) -> list[Text]:
+    """The Japanese prose cells and alt texts of a jupytext percent ``.py``, one Text each."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    blocks: list[Text] = []
+    cell: list[Text] | None = None
+
+    def close():
+        if cell is not None:
+            text = Text().join_lines(drop_reference_lists(cell))
+            blocks.append(text.sub(_JOINABLE_BREAK, _join))  # as the split hook renders it
+
+    for n, line in enumerate(lines, start=1):
+        m = _CELL.match(line)
+        if m:
+            close()
+            header = m[1]
+            cell = [] if "[markdown]" in header and 'lang="ja"' in header else None
+            for alt in _alt_texts(header):
+                encoded = json.dumps(alt, ensure_ascii=False)[1:-1]
+                col = line.find(encoded)
+                col = col + 1 if col >= 0 and encoded == alt else line.find("alt=") + 1
+                blocks.append(Text.from_line(alt, n, col))
+            continue
+        if cell is not None:
+            if line == "#":
+                cell.append(Text("", []))
+            elif line.startswith("# "):
+                cell.append(Text.from_line(line[2:], n, 3))
+            else:  # the blank line that ends a cell, or anything unexpected
+                cell.append(Text("", []))
+    close()
+    return blocks
+
+
+def extract_markdown(path: Path) -> list[Text]:
+    lines = path.read_text(encoding="utf-8").splitlines()
+    texts = [Text.from_line(line, n, 1) for n, line in enumerate(lines, start=1)]
+    return [Text().join_lines(drop_reference_lists(texts))]
+
+
+def extract(path: Path) -> Text:
+    """The masked Japanese prose of one file, blocks separated by blank lines."""
+    blocks = extract_notebook(path) if path.suffix == ".py" else extract_markdown(path)
+    out = Text()
+    for block in blocks:
+        block = mask(block)
+        if not block.chars.strip():
+            continue
+        if out.chars:
+            out += Text._sep("\n\n", out, block)
+        out += block
+    return out + Text._sep("\n", out, Text())
+
+
+# --------------------------------------------------------------------------
+# The prh dictionary from the glossary
+
+_VARIANT = re.compile(r"^(.*)〈(.+)〉(.*)$")
+
+
+def glossary_rows(path: Path = GLOSSARY) -> list[dict[str, str]]:
+    """The glossary table as dicts keyed by the header cells."""
+    rows = [r for r in path.read_text(encoding="utf-8").splitlines() if r.startswith("| ")]
+    split = [[c.strip() for c in r.strip().strip("|").split(" | ")] for r in rows]
+    header, body = split[0], split[1:]
+    return [dict(zip(header, r, strict=True)) for r in body]
+
+
+def prh_rules(path: Path = GLOSSARY) -> list[dict]:
+    """prh rules: each variant in a row's 使わない表記 column -> the row's term."""
+    rules = []
+    for row in glossary_rows(path):
+        variants = row.get("使わない表記", "")
+        if not variants or variants == "—":
+            continue
+        term = row["日本語"]
+        for variant in (v.strip() for v in variants.split("、")):
+            if not variant:
+                continue
+            m = _VARIANT.match(variant)
+            if m:
+                pattern, expected = m[1] + m[2] + m[3], m[1] + term + m[3]
+            else:
+                pattern, expected = variant, term
+            rules.append({"expected": expected, "pattern": pattern})
+    return rules
+
+
+def write_prh(target: Path, glossary: Path = GLOSSARY) -> Path:
+    target.write_text(
+        yaml.safe_dump({"version": 1, "rules": prh_rules(glossary)}, allow_unicode=True),
+        encoding="utf-8",
+    )
+    return target
+
+
+# --------------------------------------------------------------------------
+# Running textlint
+
+
+@dataclass
+class Message:
+    path: str
+    line: int
+    column: int
+    text: str
+    rule: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}: {self.text} ({self.rule})"
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> list[Message]:
+    """Lint ``files`` in one textlint run; return the messages in source coordinates."""
+    if not TEXTLINT.exists():
+        raise FileNotFoundError(f"{TEXTLINT} is missing: run `make setup` (npm ci) first")
+    messages: list[Message] = []
+    with tempfile.TemporaryDirectory(prefix="lint-ja-") as tmp:
+        tmpdir = Path(tmp)
+        config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
+        config["rules"]["prh"]["rulePaths"] = [str(write_prh(tmpdir / "prh.yml", glossary))]
+        config_path = tmpdir / "textlintrc.json"
+        config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
+        texts: dict[str, tuple[Path, Text]] = {}
+        for k, path in enumerate(files):
+            text = extract(Path(path))
+            virtual = tmpdir / f"{k:03d}.md"
+            virtual.write_text(text.chars, encoding="utf-8")
+            texts[str(virtual.resolve())] = (Path(path), text)
+        result = subprocess.run(
+            [str(TEXTLINT), "--format", "json", "--no-color", "--config", str(config_path), *texts],
+            capture_output=True,
+            text=True,
+            cwd=root,
+        )
+        if result.returncode not in (0, 1) or not result.stdout.strip():
+            raise RuntimeError(f"textlint failed ({result.returncode}):\n{result.stderr}")
+        for report in json.loads(result.stdout):
+            path, text = texts[str(Path(report["filePath"]).resolve())]
+            starts = [0] + [m.end() for m in re.finditer("\n", text.chars)]
+            for msg in report["messages"]:
+                offset = starts[msg["line"] - 1] + msg["column"] - 1
+                line, col = text.origin[min(offset, len(text.origin) - 1)]
+                body = " ".join(msg["message"].split())
+                body = re.sub(r"^Line \d+ sentence", "Sentence", body)  # a line of the masked text
+                messages.append(Message(_display(path, root), line, col, body, msg["ruleId"]))
+    messages.sort(key=lambda m: (m.path, m.line, m.column))
+    return messages
+
+
+def main(argv: list[str]) -> int:
+    files = [Path(a) for a in argv] or default_files()
+    messages = lint(files)
+    for m in messages:
+        print(m)
+    sys.stdout.flush()
+    if messages:
+        counts: dict[str, int] = {}
+        for m in messages:
+            counts[m.path] = counts.get(m.path, 0) + 1
+        summary = ", ".join(f"{p} {n}" for p, n in counts.items())
+        print(f"{len(messages)} Japanese lint messages ({summary})", file=sys.stderr)
+    return 1 if messages else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -12,23 +12,38 @@ from posenc.absolute import (
 )
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.attention import attention
+from posenc.learned_bias import KerpleBias
+from posenc.mrope import apply_mrope, grid_positions
 from posenc.relative import (
     RelativePositionEmbedding,
     T5RelativeBias,
     t5_relative_position_bucket,
 )
 from posenc.rope import RotaryEmbedding, apply_rope, rope_frequencies
-from posenc.scaling import LinearScaling, Llama3Scaling, NTKScaling, YarnScaling
+from posenc.scaling import (
+    DynamicNTKScaling,
+    LinearScaling,
+    Llama3Scaling,
+    LongRopeScaling,
+    NTKScaling,
+    ProportionalScaling,
+    YarnScaling,
+    llama4_attention_temperature,
+)
 from posenc.transformer_xl import relative_shift, transformer_xl_positions, transformer_xl_scores
 from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "DynamicNTKScaling",
+    "KerpleBias",
     "LearnedPositionalEmbedding",
     "LinearScaling",
     "Llama3Scaling",
+    "LongRopeScaling",
     "NTKScaling",
+    "ProportionalScaling",
     "RelativePositionEmbedding",
     "RotaryEmbedding",
     "SinusoidalEmbedding",
@@ -38,9 +53,12 @@ __all__ = [
     "__version__",
     "alibi_bias",
     "alibi_slopes",
+    "apply_mrope",
     "apply_rope",
     "apply_xpos",
     "attention",
+    "grid_positions",
+    "llama4_attention_temperature",
     "relative_shift",
     "rope_frequencies",
     "sinusoidal",

@@ -59,7 +59,14 @@ from posenc._checks import (
     check_positions,
     check_size,
 )
-from posenc.scaling import RopeScaling, check_scaling, rope_parameters
+from posenc.scaling import (
+    RopeScaling,
+    canonical_seq_len,
+    check_scaling,
+    check_seq_len,
+    is_length_dependent,
+    rope_parameters,
+)
 
 __all__ = ["RotaryEmbedding", "apply_rope", "rope_frequencies"]
 
@@ -67,7 +74,11 @@ _LAYOUTS = ("half", "interleaved")
 
 
 def rope_frequencies(
-    dim: int, *, base: float = 10000.0, scaling: RopeScaling | None = None
+    dim: int,
+    *,
+    base: float = 10000.0,
+    scaling: RopeScaling | None = None,
+    seq_len: int | None = None,
 ) -> torch.Tensor:
     """Inverse frequencies of RoPE, ``base ** (-2i / dim)``, optionally scaled.
 
@@ -78,19 +89,25 @@ def rope_frequencies(
     Args:
         dim (int): number of rotated features, even and >= 2.
         base (float): frequency base, finite and > 1. Default 10000.
-        scaling (RopeScaling | None): ``LinearScaling``, ``NTKScaling``,
-            ``YarnScaling``, ``Llama3Scaling`` or ``None``. YaRN's attention
-            factor is not part of the frequencies; :func:`apply_rope` and
+        scaling (RopeScaling | None): one of the scalings of
+            :mod:`posenc.scaling`, or ``None``. An attention factor (YaRN,
+            LongRoPE) is not part of the frequencies; :func:`apply_rope` and
             :class:`RotaryEmbedding` apply it.
+        seq_len (int | None): the sequence length ``n``, >= 0. Required by
+            ``DynamicNTKScaling`` and ``LongRopeScaling``, whose frequencies
+            depend on it; ignored by the other scalings.
 
     Returns:
         torch.Tensor: shape ``(dim // 2,)``, float32, on the CPU.
 
     Raises:
-        ValueError: if ``dim`` is odd or < 2, or ``base`` is not finite or <= 1.
+        ValueError: if ``dim`` is odd or < 2, ``base`` is not finite or <= 1,
+            ``seq_len`` is missing for a length-dependent scaling or is
+            negative, or a LongRoPE factor list does not have ``dim // 2``
+            entries.
         TypeError: if ``scaling`` is not one of the scalings or ``None``.
     """
-    inv_freq, _ = rope_parameters(dim, base=base, scaling=scaling)
+    inv_freq, _ = rope_parameters(dim, base=base, scaling=scaling, seq_len=seq_len)
     return inv_freq
 
 
@@ -130,17 +147,38 @@ def _check_rotary_dim(rotary_dim: object, dim: int) -> int:
 
 @functools.lru_cache(maxsize=64)
 def _cached_parameters(
-    dim: int, base: float, scaling: RopeScaling | None, device: torch.device
+    dim: int,
+    base: float,
+    scaling: RopeScaling | None,
+    device: torch.device,
+    seq_len: float | None = None,
 ) -> tuple[torch.Tensor, float]:
     """``rope_parameters`` with ``inv_freq`` moved to ``device``, computed once per setting.
 
     Private: the tensor is shared between calls and must never be modified
     (``rope_frequencies`` returns a fresh one to users). The arguments must
     be validated already (``check_base``, ``check_scaling``) so that the
-    cache key is exact and hashable.
+    cache key is exact and hashable; ``seq_len`` is ``canonical_seq_len``'s
+    (``None`` for scalings that ignore the length).
     """
-    inv_freq, attention_factor = rope_parameters(dim, base=base, scaling=scaling)
+    inv_freq, attention_factor = rope_parameters(dim, base=base, scaling=scaling, seq_len=seq_len)
     return inv_freq.to(device), attention_factor
+
+
+def _length_key(
+    scaling: RopeScaling | None, positions: torch.Tensor, seq_len: float | None
+) -> float | None:
+    """The canonical sequence length for ``scaling``: ``None`` unless it depends on the length.
+
+    The length is ``seq_len`` when given, else the largest position + 1 (as
+    Hugging Face's ``dynamic_rope_update`` takes it; one read from the
+    device), 0 for no positions.
+    """
+    if not is_length_dependent(scaling):
+        return None
+    if seq_len is None:
+        seq_len = positions.max().item() + 1 if positions.numel() else 0
+    return canonical_seq_len(scaling, seq_len)
 
 
 def _angle_dtype(positions: torch.Tensor, *tensors: torch.Tensor) -> torch.dtype:
@@ -350,14 +388,15 @@ def apply_rope(
     layout: str = "half",
     scaling: RopeScaling | None = None,
     rotary_dim: int | None = None,
+    seq_len: int | None = None,
 ) -> torch.Tensor:
     """Rotate the last axis of ``x`` by the angles ``positions * rope_frequencies(...)``.
 
     For frequency ``i`` and the pair ``(a, b)`` it acts on (see ``layout``),
     ``a' = a cos(p theta_i) - b sin(p theta_i)`` and
     ``b' = b cos(p theta_i) + a sin(p theta_i)``, then the result is
-    multiplied by YaRN's attention factor when ``scaling`` is a
-    ``YarnScaling`` (q and k both, so the logits scale by its square).
+    multiplied by the scaling's attention factor (``YarnScaling``,
+    ``LongRopeScaling``; q and k both, so the logits scale by its square).
 
     Args:
         x (torch.Tensor): shape ``(..., dim)``, e.g. ``(b, n_h, s, h_d)``;
@@ -376,6 +415,11 @@ def apply_rope(
             features, with the frequencies ``rope_frequencies(rotary_dim)``,
             and pass the rest through (GPT-NeoX ``rotary_pct``, GPT-J).
             Even, in ``[2, dim]``. Default: all ``dim`` features.
+        seq_len (int | None): the sequence length for the length-dependent
+            scalings (``DynamicNTKScaling``, ``LongRopeScaling``), >= 0.
+            Default: the largest position + 1, as Hugging Face takes it,
+            which reads one number back from the device; give it to avoid
+            that read. Ignored by the other scalings.
 
     Returns:
         torch.Tensor: shape and dtype of ``x``.
@@ -385,8 +429,9 @@ def apply_rope(
             is not one of the scalings.
         ValueError: if ``x`` is not floating point or its last dimension is
             odd, ``rotary_dim`` is odd or outside ``[2, dim]``, ``layout`` is
-            unknown, ``base`` is not finite or <= 1, or ``positions`` does not
-            broadcast to ``x.shape[:-1]``.
+            unknown, ``base`` is not finite or <= 1, ``positions`` does not
+            broadcast to ``x.shape[:-1]``, ``seq_len`` is negative, or a
+            LongRoPE factor list does not have ``r // 2`` entries.
     """
     x = check_float_tensor("x", x)
     if x.dim() == 0:
@@ -398,8 +443,9 @@ def apply_rope(
     layout = check_choice("layout", layout, _LAYOUTS)
     rot = _check_rotary_dim(rotary_dim, dim)
     base, scaling = check_base(base), check_scaling(scaling)  # validated before the cache
-    inv_freq, attention_factor = _cached_parameters(rot, base, scaling, x.device)
     _check_broadcast(positions, x, "x")
+    length = _length_key(scaling, positions, check_seq_len(seq_len))
+    inv_freq, attention_factor = _cached_parameters(rot, base, scaling, x.device, length)
 
     if positions.device != x.device:
         positions = positions.to(x.device)
@@ -430,6 +476,12 @@ class RotaryEmbedding(nn.Module):
     longer hold what :meth:`rope_init` wrote: after ``module.to_empty(...)``
     (no extra initialisation step is needed), a cast such as
     ``module.half()``, or a move to another device.
+
+    With a length-dependent scaling (``DynamicNTKScaling``,
+    ``LongRopeScaling``) the cache holds the frequencies of sequences no
+    longer than ``original_max_positions``; a longer sequence (its length
+    taken as in :func:`apply_rope`: ``seq_len``, else the largest position
+    + 1) is computed directly with its own frequencies.
 
     Args:
         dim (int): number of rotated features per head, even and >= 2. Heads
@@ -479,7 +531,12 @@ class RotaryEmbedding(nn.Module):
                 current default device (the meta device inside
                 ``with torch.device("meta")``).
         """
-        inv_freq, attention_factor = rope_parameters(self.dim, base=self.base, scaling=self.scaling)
+        inv_freq, attention_factor = rope_parameters(
+            self.dim,
+            base=self.base,
+            scaling=self.scaling,
+            seq_len=canonical_seq_len(self.scaling, 0),  # the short frequencies, if any
+        )
         self._inv_freq = inv_freq  # (dim/2,) float32 on the CPU; not a buffer, so never cast
         self.attention_factor = attention_factor
         n = self.initial_cache_positions if n_positions is None else int(n_positions)
@@ -576,7 +633,12 @@ class RotaryEmbedding(nn.Module):
         return _cos_sin(positions, self._inv_freq.to(device), self.attention_factor, angle_dtype)
 
     def forward(
-        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
+        self,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        positions: torch.Tensor,
+        *,
+        seq_len: int | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate queries and keys by their positions.
 
@@ -589,6 +651,9 @@ class RotaryEmbedding(nn.Module):
             positions (torch.Tensor): integer or floating positions that
                 broadcast to ``q.shape[:-1]`` and to ``k.shape[:-1]``, e.g.
                 ``(s,)`` or ``(b, 1, s)``.
+            seq_len (int | None): the sequence length for a length-dependent
+                scaling, >= 0; default the largest position + 1 (one read
+                from the device). Ignored by the other scalings.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor]: rotated ``q`` and ``k``, each
@@ -596,7 +661,8 @@ class RotaryEmbedding(nn.Module):
 
         Raises:
             ValueError: if ``q`` or ``k`` is not floating point or has a head
-                size smaller than ``dim``, or ``positions`` does not broadcast.
+                size smaller than ``dim``, ``positions`` does not broadcast,
+                or ``seq_len`` is negative.
         """
         q = check_float_tensor("q", q)
         k = check_float_tensor("k", k)
@@ -609,6 +675,17 @@ class RotaryEmbedding(nn.Module):
         positions = check_positions("positions", positions)
         _check_broadcast(positions, q, "q")
         _check_broadcast(positions, k, "k")
+        seq_len = check_seq_len(seq_len)
+
+        if is_length_dependent(self.scaling):
+            length = _length_key(self.scaling, positions, seq_len)
+            if length != canonical_seq_len(self.scaling, 0):  # longer than the cache's frequencies
+                inv_freq, factor = _cached_parameters(
+                    self.dim, self.base, self.scaling, q.device, length
+                )
+                angle_dtype = _angle_dtype(positions, q, k)
+                cos, sin = _cos_sin(positions.to(q.device), inv_freq, factor, angle_dtype)
+                return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
 
         cos, sin = self._cos_sin_for(positions, q.device, _angle_dtype(positions, q, k))
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)

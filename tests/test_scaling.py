@@ -422,6 +422,7 @@ def test_unknown_scaling_type(scaling):
     with pytest.raises(
         TypeError,
         match=r"^scaling must be None or one of "
-        r"LinearScaling, NTKScaling, YarnScaling, Llama3Scaling, got",
+        r"LinearScaling, NTKScaling, YarnScaling, Llama3Scaling, DynamicNTKScaling, "
+        r"LongRopeScaling, ProportionalScaling, got",
     ):
         rope_frequencies(8, scaling=scaling)

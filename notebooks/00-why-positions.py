@@ -22,7 +22,9 @@
 # symmetry, but only partly; lists what a positional signal has to provide, each
 # requirement backed by values that a code cell computes; checks that adding an
 # encoding breaks the symmetry; and ends with a map of the encodings this site
-# covers. Every claim is checked with `posenc.attention`.
+# covers. Every claim is checked with `posenc.attention`. The symbols follow the
+# [notation page](../docs/notation.md): $p$ is a position, $i$ and $j$ are the
+# positions of a query and of a key.
 
 # %% [markdown] lang="ja"
 # # アテンションに位置が必要な理由
@@ -36,6 +38,7 @@
 # 位置エンコーディングを足すと対称性が壊れることを確かめ、
 # 最後にこのサイトで扱う位置エンコーディングの全体像を示します。
 # 主張はすべて `posenc.attention` で確かめます。
+# 記号は[記法のページ](../docs/notation.ja.md)に従います。$p$ は位置、$i$ と $j$ はクエリとキーの位置です。
 
 # %%
 import itertools
@@ -48,6 +51,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 from posenc import (
     LearnedPositionalEmbedding,
+    SinusoidalPositionalEncoding,
     alibi_bias,
     alibi_slopes,
     apply_rope,
@@ -138,22 +142,30 @@ perm = torch.tensor([3, 0, 5, 1, 4, 2])  # pi, 0-based; any permutation works
 P = permutation_matrix(perm)
 q, k, v = x @ w_q, x @ w_k, x @ w_v
 s = q @ k.T / math.sqrt(d)  # S = Q K^T / sqrt(d)
+close = torch.testing.assert_close
 
-torch.testing.assert_close(P @ x, x[perm])  # row i of PX is row pi(i) of X
-torch.testing.assert_close((P @ x) @ w_q, P @ q)  # step 1: (PX) W_Q = PQ
-torch.testing.assert_close((P @ q) @ (P @ k).T / math.sqrt(d), P @ s @ P.T)  # step 2
-torch.testing.assert_close((P @ s @ P.T), s[perm][:, perm])  # (P S P^T)_ij = S_pi(i)pi(j)
-torch.testing.assert_close(torch.softmax(P @ s @ P.T, -1), P @ torch.softmax(s, -1) @ P.T)  # step 3
-torch.testing.assert_close(P.T @ P, torch.eye(T, dtype=f64))  # step 4: P^T P = I
-torch.testing.assert_close(attention(P @ q, P @ k, P @ v), P @ attention(q, k, v))  # the result
+close(P @ x, x[perm])  # row i of PX is row pi(i) of X
+# step 1: (PX) W_Q = PQ
+close((P @ x) @ w_q, P @ q)
+# step 2: PQ (PK)^T / sqrt(d) = P S P^T, entries S_pi(i)pi(j)
+close((P @ q) @ (P @ k).T / math.sqrt(d), P @ s @ P.T)
+close(P @ s @ P.T, s[perm][:, perm])
+# step 3: softmax(P S P^T) = P softmax(S) P^T
+close(torch.softmax(P @ s @ P.T, -1), P @ torch.softmax(s, -1) @ P.T)
+# step 4: P^T P = I
+close(P.T @ P, torch.eye(T, dtype=f64))
+# the result: Attn(PX) = P Attn(X)
+close(attention(P @ q, P @ k, P @ v), P @ attention(q, k, v))
 
 # Attn(PX) = P Attn(X) for every permutation of the six tokens
 count = 0
 for p in itertools.permutations(range(T)):
     p = torch.tensor(p)
-    torch.testing.assert_close(self_attention(x[p]), self_attention(x)[p])
+    close(self_attention(x[p]), self_attention(x)[p])
     count += 1
-print(f"Attn(PX) = P Attn(X) for all {count} permutations of {T} tokens", end="")
+print(
+    f"Attn(PX) = P Attn(X) for all {count} permutations of {T} tokens", end=""
+)
 
 # %% [markdown] lang="en"
 # ## The attention matrix travels with its tokens
@@ -189,7 +201,13 @@ torch.testing.assert_close(a_perm, P @ a @ P.T)  # A(PX) = P A P^T
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
 panels = [(a, torch.arange(T), "$A$"), (a_perm, perm, r"$PAP^\top$")]
 for ax, (mat, order, title) in zip(axes, panels, strict=True):
-    ax.imshow(mat.numpy(), cmap="viridis", vmin=0, vmax=float(a.max()), interpolation="nearest")
+    ax.imshow(
+        mat.numpy(),
+        cmap="viridis",
+        vmin=0,
+        vmax=float(a.max()),
+        interpolation="nearest",
+    )
     labels = [f"$x_{int(t) + 1}$" for t in order]
     ax.set_xticks(range(T), labels)
     ax.set_yticks(range(T), labels)
@@ -199,7 +217,15 @@ for ax, (mat, order, title) in zip(axes, panels, strict=True):
         for j in range(T):
             value = float(mat[i, j])
             color = "black" if value > 0.6 * float(a.max()) else "white"
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7, color=color)
+            ax.text(
+                j,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize=7,
+                color=color,
+            )
     ax.set_xlabel("$k$")
     ax.set_ylabel("$q$")
     ax.set_title(title)
@@ -229,12 +255,13 @@ plt.show()
 # output is again identical. A model without positions is a bag-of-words model,
 # however many layers it has: the residual connections, the layer norms and the
 # feed-forward layers act on each row separately and commute with $P$ too (the
-# section on libraries checks a full PyTorch encoder layer).
+# section [How libraries differ](#how-libraries-differ) checks a full PyTorch
+# encoder layer, and exercise 1 proves it).
 
 # %% [markdown] lang="ja"
 # ## 犬が人をかむ
 #
-# 3 つのトークン埋め込みで具体的に計算してみます。
+# 3 つのトークンの埋め込みで具体的に計算してみます。
 # $x_{\mathrm{dog}}$、$x_{\mathrm{bites}}$、$x_{\mathrm{man}}$ をランダムなベクトルとし、
 # "dog bites man"（犬が人をかむ）と "man bites dog"（人が犬をかむ）の 2 通りの順に、行として並べます。
 # 日本語では「が」と「を」が役割を示すので、「人を犬がかむ」と語順を入れ替えても意味は同じです。
@@ -251,14 +278,16 @@ plt.show()
 #   $$\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top P\,\mathrm{Attn}(X) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$$
 #   プーリングした出力は置換不変（permutation-invariant）です。トークンについての和や最大値も同じです。
 #
-# BERT のように分類用トークンの出力を読み出しても、逃げ道にはなりません。
+# BERT のように分類用トークンの出力を使っても、この問題は避けられません。
 # 両方の文の先頭にトークン $x_{\mathrm{cls}}$ を置くと、置換はそれを動かさないので、その出力もやはり同じです。
 # 位置のないモデルは、層をいくつ重ねても bag-of-words（語順を無視した単語の集まり）のモデルです。
 # 残差接続、層正規化、フィードフォワード層はどれも行ごとに働くので、やはり $P$ と交換できます
-# （ライブラリの節で、PyTorch のエンコーダ層全体について確かめます）。
+# （「[ライブラリによる違い](#ライブラリによる違い)」の節で PyTorch のエンコーダ層全体について確かめ、演習 1 で証明します）。
 
 # %%
-vocab = {word: torch.randn(d, dtype=f64) for word in ("cls", "dog", "bites", "man")}
+vocab = {
+    word: torch.randn(d, dtype=f64) for word in ("cls", "dog", "bites", "man")
+}
 
 
 def embed(sentence):
@@ -267,16 +296,24 @@ def embed(sentence):
 
 x_dbm, x_mbd = embed("dog bites man"), embed("man bites dog")
 swap = permutation_matrix(torch.tensor([2, 1, 0]))
-torch.testing.assert_close(x_mbd, swap @ x_dbm)  # man bites dog = P (dog bites man)
+torch.testing.assert_close(
+    x_mbd, swap @ x_dbm
+)  # man bites dog = P (dog bites man)
 
 y_dbm, y_mbd = self_attention(x_dbm), self_attention(x_mbd)
 torch.testing.assert_close(y_mbd, swap @ y_dbm)  # Attn(PX) = P Attn(X)
 torch.testing.assert_close(y_mbd[1], y_dbm[1])  # "bites": the same output
-torch.testing.assert_close(y_mbd[2], y_dbm[0])  # "dog": the same output, another row
+torch.testing.assert_close(
+    y_mbd[2], y_dbm[0]
+)  # "dog": the same output, another row
 ones = torch.ones(3, dtype=f64)
 torch.testing.assert_close(ones @ swap, ones)  # 1^T P = 1^T
-torch.testing.assert_close(y_mbd.mean(0), y_dbm.mean(0))  # mean pooling: invariant
-torch.testing.assert_close(y_mbd.amax(0), y_dbm.amax(0))  # max pooling: invariant
+torch.testing.assert_close(
+    y_mbd.mean(0), y_dbm.mean(0)
+)  # mean pooling: invariant
+torch.testing.assert_close(
+    y_mbd.amax(0), y_dbm.amax(0)
+)  # max pooling: invariant
 
 # a classification token in front stays in place: its output is identical too
 cls_dbm = self_attention(embed("cls dog bites man"))[0]
@@ -285,12 +322,12 @@ torch.testing.assert_close(cls_mbd, cls_dbm)
 
 
 def fmt(vec):
-    return " ".join(f"{value:+.4f}" for value in vec.tolist())
+    return " ".join(f"{value:+.3f}" for value in vec.tolist())
 
 
 print(
-    f"mean over tokens, dog bites man: {fmt(y_dbm.mean(0))}\n"
-    f"mean over tokens, man bites dog: {fmt(y_mbd.mean(0))}",
+    f"dog bites man, mean: {fmt(y_dbm.mean(0))}\n"
+    f"man bites dog, mean: {fmt(y_mbd.mean(0))}",
     end="",
 )
 
@@ -303,12 +340,16 @@ print(
 # positions, not to the tokens, so it does not move when the tokens do. Since
 # $M = P(P^\top M P)P^\top$, the steps above give
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
-# The shuffled sentence behaves like the original one under a shuffled mask. For
-# the outputs to be a mere permutation, $P^\top M P = M$ would have to hold, and for
-# the triangular mask it holds only for the identity: a token's set of
-# visible tokens changes when it moves. The cell checks the identity, counts the
-# permutations that keep $M$ (one of 720), and prints how far the outputs are from a
-# permutation.
+# The shuffled sentence behaves like the original one under a shuffled mask. If
+# $P^\top M P = M$, the outputs would be a mere permutation, whatever the tokens.
+# For the triangular mask that holds only for the identity: a token's set of
+# visible tokens changes when it moves. This removes the guarantee, but it does
+# not prove on its own that the outputs change: two different masks can give
+# the same outputs for some inputs (if all tokens are equal, for instance). So
+# the cell measures it. It checks the identity, counts the permutations that
+# keep $M$ (one of 720), and for each of the 719 others computes how far the
+# outputs of these random tokens are from a permutation; it prints the smallest
+# of these gaps.
 #
 # The break is partial. Within one layer, the output at position $i$ is still a
 # weighted sum over the set of tokens at positions $j \le i$: shuffling the tokens
@@ -320,10 +361,11 @@ print(
 # queries be zero, so that every visible token gets the same weight. Token $p$
 # (counting from $p = 0$) sees $p + 1$ tokens, and its output feature is
 # $$\frac{1}{p+1}$$
-# a code of its absolute position, made by the mask alone. Haviv et al. (2022) found
-# that causal language models without any positional encoding learn absolute
-# positions, and Kazemnejad et al. (2023) prove that a first layer can recover them
-# this way; the chapter *xPos and NoPE* builds on this.
+# a code of its absolute position, made by the mask alone. Haviv et al. (2022)
+# found by probing that causal language models without any positional encoding
+# learn absolute positions, and Kazemnejad et al. (2023, theorem 1) prove that a
+# first layer can recover them with this construction; the chapter
+# [*xPos and NoPE*](10-xpos-nope.ipynb) builds on this.
 
 # %% [markdown] lang="ja"
 # ## 因果マスクは対称性を壊す（ただし一部だけ）
@@ -335,11 +377,14 @@ print(
 # $M = P(P^\top M P)P^\top$ と書けるので、先ほどのステップから次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
-# 出力が単なる並べ替えになるには $P^\top M P = M$ が必要ですが、
-# 三角形のマスクでこれが成り立つのは恒等置換だけです。
+# もし $P^\top M P = M$ なら、トークンが何であっても出力は単なる並べ替えになります。
+# しかし三角形のマスクでこれが成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
-# 次のセルでこの等式を確かめ、$M$ を保つ置換を数え（720 通りのうち 1 つ）、
-# 出力が並べ替えからどれだけずれるかを表示します。
+# これで「並べ替えになる」という保証はなくなりますが、それだけで出力が変わると証明できたわけではありません。
+# 異なるマスクでも、入力によっては同じ出力になることがあるからです（たとえば、すべてのトークンが等しいとき）。
+# そこで次のセルで実際に測ります。この等式を確かめ、$M$ を保つ置換を数え（720 通りのうち 1 つ）、
+# 残りの 719 通りそれぞれについて、このランダムなトークンの出力が並べ替えからどれだけずれるかを計算し、
+# そのずれの最小値を表示します。
 #
 # ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として
 # 位置 $j \le i$ にあるトークンの集合についての重み付き和です。
@@ -352,23 +397,31 @@ print(
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
 # $$\frac{1}{p+1}$$
 # これはマスクだけから作られた、絶対位置の符号です。
-# Haviv ら (2022) は、位置エンコーディングをまったく持たない因果的な言語モデルが絶対位置を学習することを示しました。
-# Kazemnejad ら (2023) は、最初の層がこの方法で絶対位置を復元できることを証明しています。
-# 「xPos と NoPE」の章では、この結果を出発点にします。
+# Haviv ら（2022）は、位置エンコーディングをまったく持たない因果的な言語モデルが絶対位置を学習していることを、
+# プロービングで示しました。
+# Kazemnejad ら（2023、定理 1）は、最初の層がこの構成で絶対位置を復元できることを証明しています。
+# 「[xPos と NoPE](10-xpos-nope.ipynb)」の章では、この結果を出発点にします。
 
 # %%
-allowed = torch.ones(T, T, dtype=torch.bool).tril()  # query i sees key j iff j <= i
+allowed = torch.ones(
+    T, T, dtype=torch.bool
+).tril()  # query i sees key j iff j <= i
 mask = torch.zeros(T, T, dtype=f64).masked_fill(~allowed, -math.inf)  # M
-torch.testing.assert_close(self_attention(x, bias=mask), self_attention(x, causal=True))
+torch.testing.assert_close(
+    self_attention(x, bias=mask), self_attention(x, causal=True)
+)
 
 inv = torch.argsort(perm)  # pi^-1
 finite = torch.randn(T, T, dtype=f64)
-# (P^T F P)_ij = F_pi^-1(i) pi^-1(j) for a finite F; for M we index (0 * inf is nan)
+# (P^T F P)_ij = F_pi^-1(i) pi^-1(j) for a finite F;
+# for M we index instead (0 * inf is nan)
 torch.testing.assert_close(P.T @ finite @ P, finite[inv][:, inv])
 moved = mask[inv][:, inv]  # P^T M P
 assert torch.equal(moved[perm][:, perm], mask)  # M = P (P^T M P) P^T
 # Attn_M(PX) = P Attn_{P^T M P}(X)
-torch.testing.assert_close(self_attention(x[perm], causal=True), P @ self_attention(x, bias=moved))
+torch.testing.assert_close(
+    self_attention(x[perm], causal=True), P @ self_attention(x, bias=moved)
+)
 
 # only the identity keeps the triangular mask
 keep = [
@@ -378,11 +431,21 @@ keep = [
 ]
 assert keep == [tuple(range(T))]
 
-gap = (self_attention(x[perm], causal=True) - self_attention(x, causal=True)[perm]).abs().max()
-assert gap > 0.1
+# the 719 other permutations all move the outputs of these tokens
+causal_out = self_attention(x, causal=True)
+gaps = []
+for p in itertools.permutations(range(T)):
+    if p != tuple(range(T)):
+        p = torch.tensor(p)
+        moved_out = self_attention(x[p], causal=True)
+        gaps.append(float((moved_out - causal_out[p]).abs().max()))
+gap = min(gaps)
+assert len(gaps) == 719 and gap > 1e-3
 
-# partial: one layer is blind to a shuffle of the tokens before position i = 4 (0-based)
-prefix = torch.tensor([2, 0, 3, 1, 4, 5])  # shuffles positions 0..3, keeps 4 and 5
+# partial: one layer is blind to a shuffle of the tokens before position 4
+prefix = torch.tensor(
+    [2, 0, 3, 1, 4, 5]
+)  # shuffles positions 0..3, keeps 4 and 5
 one = self_attention(x, causal=True)
 one_shuffled = self_attention(x[prefix], causal=True)
 torch.testing.assert_close(one_shuffled[4:], one[4:])
@@ -395,16 +458,20 @@ n = 6
 values = torch.zeros(n, 1, dtype=f64)
 values[0, 0] = 1.0  # only the first token carries the feature
 zero_q = torch.zeros(n, d, dtype=f64)
-keys = torch.randn(n, d, dtype=f64)  # irrelevant: zero queries give equal scores
+keys = torch.randn(
+    n, d, dtype=f64
+)  # irrelevant: zero queries give equal scores
 counted = attention(zero_q, keys, values, causal=True)[:, 0]
-torch.testing.assert_close(counted, 1 / torch.arange(1, n + 1, dtype=f64))  # 1 / (p + 1)
+torch.testing.assert_close(
+    counted, 1 / torch.arange(1, n + 1, dtype=f64)
+)  # 1 / (p + 1)
 torch.testing.assert_close(
     attention(zero_q, keys, values)[:, 0], torch.full((n,), 1 / n, dtype=f64)
 )
 
 print(
     f"permutations that keep M: {len(keep)} of {math.factorial(T)}\n"
-    f"max |Attn_M(PX) - P Attn_M(X)| = {gap:.4f}\n"
+    f"smallest max |Attn_M(PX) - P Attn_M(X)| over 719: {gap:.4f}\n"
     f"marker feature, causal, p = 0..{n - 1}: {fmt(counted)}",
     end="",
 )
@@ -417,7 +484,8 @@ print(
 # requirement below comes with values printed by the cell that follows it. The
 # candidates are the raw index ($PE(p) = p$ in one feature), the index normalised by
 # the length ($p/L$), a one-hot vector over a fixed maximum length, and the
-# sinusoids of the chapter *Sinusoidal positional encoding*.
+# sinusoids of the chapter
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb).
 #
 # **Bounded values.** Token embeddings have a fixed scale: with entries drawn from
 # a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$ (8.96 and
@@ -433,8 +501,9 @@ print(
 # つまりモデルには、各トークンがどこにあるかを教える必要があります。
 # いちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
 # では $PE$ はどんな形であるべきでしょうか。以下の各条件には、直後のセルで計算した数値を添えます。
-# 候補は、位置の番号そのもの（1 つの次元に $PE(p) = p$）、長さで正規化した番号 ($p/L$)、
-# 固定の最大長にわたる one-hot ベクトル、そして「正弦波位置エンコーディング」の章の正弦波です。
+# 候補は 4 つです。位置の番号そのもの（1 つの次元に $PE(p) = p$ を入れます）、長さで正規化した番号（$p/L$）、
+# あらかじめ決めた最大長を次元数とする one-hot ベクトル、
+# そして「[正弦波位置エンコーディング](01-sinusoidal.ipynb)」の章の正弦波です。
 #
 # **値が有界であること。** トークンの埋め込みには決まった大きさがあります。
 # 成分を標準正規分布から引いた $d = 64$ 次元のベクトルなら、ノルムは $\sqrt{d} = 8$ に近くなります（下の 2 つのトークンでは 8.96 と 7.25）。
@@ -445,7 +514,9 @@ print(
 
 # %%
 d64 = 64
-gen = torch.Generator().manual_seed(0)  # its own generator: the quoted norms stay put
+gen = torch.Generator().manual_seed(
+    0
+)  # its own generator: the quoted norms stay put
 tok_a, tok_b = torch.randn(2, d64, dtype=f64, generator=gen)
 
 
@@ -461,12 +532,20 @@ for p in (0, 10, 1000):
     pe = raw_index(p)
     cos = F.cosine_similarity(tok_a + pe, tok_b + pe, dim=0)
     lines.append(
-        f"raw index, p = {p:4d}: |PE(p)| = {pe.norm():6.1f}, cos(x_a + PE, x_b + PE) = {cos:.4f}"
+        f"raw index, p = {p:4d}: |PE(p)| = {pe.norm():6.1f}, "
+        f"cos(x_a + PE, x_b + PE) = {cos:.4f}"
     )
-sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64, dtype=f64).norm(dim=-1)
-torch.testing.assert_close(sin_norms, torch.full((4,), math.sqrt(d64 / 2), dtype=f64))  # sqrt(d/2)
+sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64, dtype=f64).norm(
+    dim=-1
+)
+torch.testing.assert_close(
+    sin_norms, torch.full((4,), math.sqrt(d64 / 2), dtype=f64)
+)  # sqrt(d/2)
 lines.append(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}")
-assert F.cosine_similarity(tok_a + raw_index(1000), tok_b + raw_index(1000), dim=0) > 0.9999
+assert (
+    F.cosine_similarity(tok_a + raw_index(1000), tok_b + raw_index(1000), dim=0)
+    > 0.9999
+)
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
@@ -490,9 +569,13 @@ for L in (20, 1000):
     normalised = positions / L
     half = int((normalised == 0.5).nonzero())
     assert half == L // 2
-    lines.append(f"L = {L:4d}: code 0.5 is position {half}, neighbour gap 1/L = {1 / L:.3f}")
+    lines.append(
+        f"L = {L:4d}: code 0.5 is position {half}, "
+        f"neighbour gap 1/L = {1 / L:.3f}"
+    )
 torch.testing.assert_close(
-    sinusoidal(torch.arange(20), d64)[10], sinusoidal(torch.arange(1000), d64)[10]
+    sinusoidal(torch.arange(20), d64)[10],
+    sinusoidal(torch.arange(1000), d64)[10],
 )
 print("\n".join(lines), end="")
 
@@ -508,7 +591,7 @@ print("\n".join(lines), end="")
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
 # 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 がぶつかります。
 # 正弦波位置エンコーディングは、波長が $2\pi$ からおよそ $10000 \cdot 2\pi$ までの多くの周波数を組み合わせます。
-# 最初の 2048 個の位置のうちもっとも近い 2 つでも、距離は 1.4718 で、はっきり離れています（下の出力）。
+# 最初の 2048 個の位置のうち最も近い 2 つでも、距離は 1.4718 で、はっきり離れています（下の出力）。
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 
 
@@ -518,14 +601,20 @@ def one_wave(p, wavelength=8):
     return torch.tensor([math.sin(angle), math.cos(angle)])
 
 
-torch.testing.assert_close(one_wave(0), one_wave(8))  # wavelength 8: positions 0 and 8 collide
+torch.testing.assert_close(
+    one_wave(0), one_wave(8)
+)  # wavelength 8: positions 0 and 8 collide
 
 codes = sinusoidal(torch.arange(2048), d64, dtype=f64)
 dist = torch.cdist(codes, codes)
 dist.fill_diagonal_(math.inf)
 closest = dist.min()
 assert closest > 0.1
-print(f"sinusoidal, d = 64, p < 2048: min |PE(p) - PE(q)| over p != q = {closest:.4f}", end="")
+print(
+    f"sinusoidal, d = 64, p < 2048: "
+    f"min |PE(p) - PE(q)| over p != q = {closest:.4f}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # **A way to express offsets.** Language depends on relative positions ("the word
@@ -535,8 +624,10 @@ print(f"sinusoidal, d = 64, p < 2048: min |PE(p) - PE(q)| over p != q = {closest
 # looks different at every $p$. One-hot codes give $0$ for every pair of distinct
 # positions, so nothing is near anything. For the sinusoids the similarity is
 # $\sum_i \cos\big(\omega_i (p-q)\big)$, a function of the offset alone that is
-# largest at $p = q$, and $PE(p+k)$ is a fixed linear map of $PE(p)$ (both derived in
-# *Sinusoidal positional encoding*).
+# largest at $p = q$, and $PE(p+k)$ is a fixed linear map of $PE(p)$, both derived
+# in the chapter *Sinusoidal positional encoding* (sections
+# [The dot product depends only on the distance](01-sinusoidal.ipynb#the-dot-product-depends-only-on-the-distance)
+# and [Why a sine and a cosine](01-sinusoidal.ipynb#why-a-sine-and-a-cosine-a-shift-is-a-rotation)).
 
 # %% [markdown] lang="ja"
 # **相対位置を表せること。** 言語は相対位置（「直前の単語」など）に依存します。
@@ -546,7 +637,9 @@ print(f"sinusoidal, d = 64, p < 2048: min |PE(p) - PE(q)| over p != q = {closest
 # 距離 1 の組も $p$ ごとに違って見えます。
 # one-hot ベクトルでは、異なる位置の組はすべて $0$ になり、どの位置もほかのどの位置とも近くありません。
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。
-# また $PE(p+k)$ は $PE(p)$ の固定の線形写像です（どちらも「正弦波位置エンコーディング」の章で導きます）。
+# また $PE(p+k)$ は $PE(p)$ の固定の線形写像です（どちらも「正弦波位置エンコーディング」の章の
+# 「[内積は距離だけで決まる](01-sinusoidal.ipynb#内積は距離だけで決まる)」と
+# 「[なぜ正弦と余弦の両方か](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)」の節で導きます）。
 
 # %%
 L = 200
@@ -578,30 +671,54 @@ print("\n".join(lines), end="")
 # **Deterministic.** Position $p$ must get the same vector in every sequence, batch
 # and call, or the model cannot learn what it means: a random code drawn afresh for
 # each sequence is unique but meaningless. The sinusoids are a fixed function; a
-# learned table is fixed once trained.
+# learned table is fixed once trained. The cell below takes the code of position
+# 3 from four contexts (alone, inside a sequence of 20, from the module at an
+# offset in a batch, after reseeding the random generator) and compares each
+# with the paper's formula evaluated in plain Python, outside torch.
 #
 # **Behaviour beyond the training length.** A one-hot code, like a learned table of
 # $L$ rows, has no code at all for position $L$: `posenc`'s table raises an
 # `IndexError`. The sinusoids are defined, and bounded, at every position. Whether a
 # model trained on short sequences makes sense of codes it has never seen is another
-# matter; the chapter *Which encodings extrapolate?* measures it.
+# matter; the chapter
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) measures it.
 
 # %% [markdown] lang="ja"
 # **決定的であること。** 位置 $p$ には、どの系列、どのバッチ、どの呼び出しでも同じベクトルが付かなければなりません。
 # そうでなければ、モデルはその意味を学べません。
 # 系列ごとに新しく引いたランダムな符号は一意ではあっても、意味を持ちません。
 # 正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
+# 次のセルでは、位置 3 の符号を 4 つの状況（単独、長さ 20 の系列の中、バッチに対してオフセット付きでモジュールから、
+# 乱数生成器のシードを変えた後）で取り出し、torch を使わずに Python だけで計算した論文の式の値とそれぞれ比べます。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
 # `posenc` の表は `IndexError` を送出します。
 # 正弦波はどの位置でも定義されていて、有界です。
 # ただし、短い系列で学習したモデルが見たことのない符号をうまく扱えるかどうかは別の問題です。
-# それは「どの位置エンコーディングが外挿できるか」の章で測ります。
+# それは「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で測ります。
 
 # %%
-p = torch.arange(512)
-assert torch.equal(sinusoidal(p, d64), sinusoidal(p, d64))  # the same vectors every call
-draw_1, draw_2 = torch.randn(2, d64)  # a random code for position 3, drawn twice
+# Vaswani et al.'s formula for p = 3 in plain Python: the independent reference
+paper_3 = [
+    f(3 / 10000 ** (2 * i / d64))
+    for i in range(d64 // 2)
+    for f in (math.sin, math.cos)
+]
+paper_3 = torch.tensor(paper_3)
+module = SinusoidalPositionalEncoding(d64)
+contexts = {
+    "alone": sinusoidal(torch.tensor([3]), d64)[0],
+    "in a sequence of 20": sinusoidal(torch.arange(20), d64)[3],
+    "module, offset 1": module(torch.zeros(4, 5, d64), offset=1)[2, 2],
+}
+with torch.random.fork_rng():  # reseed without disturbing the later cells
+    torch.manual_seed(1234)  # a random code would change here
+    contexts["after reseeding"] = sinusoidal(torch.arange(8), d64)[3]
+for code in contexts.values():
+    torch.testing.assert_close(code, paper_3, rtol=0, atol=1e-6)
+draw_1, draw_2 = torch.randn(
+    2, d64
+)  # a random code for position 3, drawn twice
 assert not torch.equal(draw_1, draw_2)
 
 table = LearnedPositionalEmbedding(512, d64)
@@ -647,22 +764,40 @@ print(f"learned table of 512 rows at p = 512: {raised}", end="")
 #
 # Add the sinusoidal codes, $E$ with rows $PE(0), \dots, PE(T-1)$, to the inputs. The
 # tokens move under a permutation, but the codes stay with the positions: the
-# shuffled input is $PX + E$, while a mere permutation of the outputs would need
-# $P(X + E) = PX + P\,E$, the product of $P$ and $E$. The two agree only if
-# $P\,E = E$, that is if $PE(\pi(i)) = PE(i)$ for every $i$, and unique codes rule
-# that out for every $\pi$ other than the identity. The cell checks all 719 other
-# permutations of the six tokens, and "dog bites man" and "man bites dog" now pool
-# to different vectors.
+# shuffled input is $PX + E$. Shuffling the encoded input instead would give
+# $P(X + E) = PX + P\,E$, with $P\,E$ the product of $P$ and $E$. If the two were
+# equal, the first section would make the outputs a mere permutation. They are
+# equal only if $P\,E = E$, that is if $PE(\pi(i)) = PE(i)$ for every $i$, and
+# unique codes rule that out for every $\pi$ other than the identity.
+#
+# That condition is sufficient for permuted outputs, not necessary: different
+# inputs can still give permuted outputs. With $W_Q = 0$, for instance, every
+# score is $0$, each token attends equally to all $T$ tokens, and every output
+# row is the mean of the rows of $(PX + E)\,W_V$, which equals the mean of the
+# rows of $(X + E)\,W_V$: the outputs are permuted whatever $E$ is. Whether the
+# codes break the symmetry therefore depends on the weights, and the cell measures
+# it. With this chapter's random weights, all 719 other permutations of the six
+# tokens change the outputs (the smallest change is printed); with $W_Q = 0$ none
+# does; and "dog bites man" and "man bites dog" now pool to different vectors.
 
 # %% [markdown] lang="ja"
 # ## 位置を足すと対称性が壊れる
 #
 # 入力に正弦波の符号、つまり各行が $PE(0), \dots, PE(T-1)$ の行列 $E$ を足します。
 # 置換でトークンは動きますが、符号は位置に留まります。並べ替えた入力は $PX + E$ です。
-# 一方、出力が単なる並べ替えになるには $P(X + E) = PX + P\,E$（$P$ と $E$ の積）が必要です。
-# 両者が一致するのは $P\,E = E$、つまりすべての $i$ で $PE(\pi(i)) = PE(i)$ のときだけです。
+# 一方、符号を足した入力そのものを並べ替えると $P(X + E) = PX + P\,E$ になります（$P\,E$ は $P$ と $E$ の積です）。
+# 2 つが等しければ、最初の節の結果から、出力は単なる並べ替えになります。
+# 2 つが等しいのは $P\,E = E$、つまりすべての $i$ で $PE(\pi(i)) = PE(i)$ のときだけです。
 # 符号が一意なら、恒等置換以外の $\pi$ ではこれは起こりません。
-# 次のセルで、6 個のトークンの残り 719 通りの置換をすべて確かめます。
+#
+# ただし、この条件は出力が並べ替えになるための十分条件であって、必要条件ではありません。
+# 入力が違っても、出力が並べ替えになることはあります。
+# たとえば $W_Q = 0$ ならスコアはすべて $0$ で、どのトークンも $T$ 個のトークンすべてに同じ重みを付けます。
+# 出力の各行は $(PX + E)\,W_V$ の行の平均で、これは $(X + E)\,W_V$ の行の平均に等しいので、
+# $E$ が何であっても出力は並べ替えになります。
+# つまり、符号が対称性を壊すかどうかは重みによります。そこで次のセルで測ります。
+# この章のランダムな重みでは、6 個のトークンの残り 719 通りの置換がすべて出力を変えます（変化の最小値を表示します）。
+# $W_Q = 0$ では、どの置換も出力を変えません。
 # "dog bites man" と "man bites dog" も、プーリングすると別々のベクトルになります。
 
 # %%
@@ -673,19 +808,36 @@ for p in itertools.permutations(range(T)):
     if p == tuple(range(T)):
         continue
     p = torch.tensor(p)
-    assert not torch.equal(e[p], e)  # P E != E (the product, not the code PE(p))
+    assert not torch.equal(
+        e[p], e
+    )  # P E != E (the product, not the code PE(p))
     broken = (self_attention(x[p] + e) - self_attention(x + e)[p]).abs().max()
     smallest = min(smallest, float(broken))
     others += 1
 assert others == 719 and smallest > 1e-3
 
+# sufficient, not necessary: with W_Q = 0 the outputs stay permuted, E or not
+flat = torch.zeros(d, d, dtype=f64)  # W_Q = 0: every score is 0
+
+
+def flat_attention(x):
+    return attention(x @ flat, x @ w_k, x @ w_v)
+
+
+for p in itertools.permutations(range(T)):
+    p = torch.tensor(p)
+    torch.testing.assert_close(
+        flat_attention(x[p] + e), flat_attention(x + e)[p]
+    )
+
 pos_dbm, pos_mbd = self_attention(x_dbm + e[:3]), self_attention(x_mbd + e[:3])
 assert not torch.allclose(pos_mbd, swap @ pos_dbm, atol=1e-3)
 assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 print(
-    f"smallest max |Attn(PX + E) - P Attn(X + E)| over {others} permutations: {smallest:.4f}\n"
-    f"mean over tokens, dog bites man: {fmt(pos_dbm.mean(0))}\n"
-    f"mean over tokens, man bites dog: {fmt(pos_mbd.mean(0))}",
+    f"smallest max |Attn(PX + E) - P Attn(X + E)| over {others}: "
+    f"{smallest:.4f}\n"
+    f"dog bites man, mean: {fmt(pos_dbm.mean(0))}\n"
+    f"man bites dog, mean: {fmt(pos_mbd.mean(0))}",
     end="",
 )
 
@@ -693,17 +845,20 @@ print(
 # ## Where positions can enter: a map of the site
 #
 # Adding a code to the input is one of three places where position information can
-# enter attention. Writing $m$ for the position of a query and $n$ for that of a key:
+# enter attention. With $i$ the position of a query and $j$ that of a key:
 #
-# - **added to the input**: each token becomes $x_m + PE(m)$ before the first layer;
+# - **added to the input**: each token becomes $x_i + PE(i)$ before the first layer;
 #   the score then mixes content and absolute positions;
-# - **a bias on the scores**: the score becomes $q_m^\top k_n/\sqrt{d} + b(m-n)$, with $b$
-#   learned or fixed; the positions enter only through the relative position;
-# - **a rotation of $q$ and $k$**: $(R_m q_m)^\top (R_n k_n) = q_m^\top R_{n-m} k_n$, again
-#   relative.
+# - **a bias on the scores**: the score becomes $q_i^\top k_j/\sqrt{d} + B_{ij}$, with
+#   $B_{ij}$ learned or fixed and depending on the positions only through the
+#   relative position $j - i$ (ALiBi's $-m_h\,\lvert i - j\rvert$ is one);
+# - **a rotation of $q$ and $k$**: $(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$, again
+#   relative. The rotary chapters write $m$ and $n$ for these two positions, as
+#   RoFormer does (see the [notation page](../docs/notation.md#positions)).
 #
-# The cell below applies each one with `posenc` and checks two things: every one of
-# them breaks the equivariance, and the bias and the rotation are relative, so
+# The cell below applies each one with `posenc` and checks two things: for these
+# random weights every one of them breaks the equivariance, and the bias and the
+# rotation are relative, so
 # shifting all positions by the same amount changes nothing, while the absolute code
 # does change the outputs. The figure then compares how far each variant is from a
 # permutation of its outputs, averaged over random permutations of eight tokens:
@@ -714,33 +869,38 @@ print(
 # ## 位置が入る場所：このサイトの地図
 #
 # 入力に符号を足すのは、位置の情報がアテンションに入る 3 つの場所のうちの 1 つです。
-# クエリの位置を $m$、キーの位置を $n$ と書きます。
+# クエリの位置を $i$、キーの位置を $j$ と書きます。
 #
-# - **入力に足す**：最初の層の前に、各トークンを $x_m + PE(m)$ にします。
+# - **入力に足す**：最初の層の前に、各トークンを $x_i + PE(i)$ にします。
 #   スコアには内容と絶対位置が混ざります。
-# - **スコアにバイアスを足す**：スコアを $q_m^\top k_n/\sqrt{d} + b(m-n)$ にします。$b$ は学習するものと固定のものがあります。
-#   位置は相対位置を通してだけ入ります。
-# - **$q$ と $k$ を回転する**：$(R_m q_m)^\top (R_n k_n) = q_m^\top R_{n-m} k_n$ です。これも相対位置です。
+# - **スコアにバイアスを足す**：スコアを $q_i^\top k_j/\sqrt{d} + B_{ij}$ にします。
+#   $B_{ij}$ は学習するものと固定のものがあり、位置には相対位置 $j - i$ を通してだけ依存します
+#   （ALiBi の $-m_h\,\lvert i - j\rvert$ がその例です）。
+# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ です。これも相対位置です。
+#   回転を扱う章では、RoFormer にならってこの 2 つの位置を $m$ と $n$ と書きます
+#   （[記法のページ](../docs/notation.ja.md#positions)を参照してください）。
 #
 # 次のセルでは、それぞれを `posenc` で適用し、2 つのことを確かめます。
-# どの方法も置換同変を壊すこと、そしてバイアスと回転は相対位置を使うので、
+# このランダムな重みではどの方法も置換同変を壊すこと、そしてバイアスと回転は相対位置を使うので、
 # すべての位置を同じだけずらしても何も変わらないことです。絶対位置の符号では出力が変わります。
 # 続く図では、それぞれの方法の出力が並べ替えからどれだけ離れるかを、
 # 8 個のトークンのランダムな置換について平均して比べます。
 # $S$ は素のアテンション、$S+M$ は因果マスクだけ、$X+E$ は正弦波を足した入力、
-# $S+B$ は ALiBi のバイアス（8 ヘッドのうちもっとも傾きの大きいヘッド）、$R$ は RoPE の回転です。
+# $S+B$ は ALiBi のバイアス（8 ヘッドのうち最も傾きの大きいヘッド）、$R$ は RoPE の回転です。
 
 # %% alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.19, sinusoidal input X+E 0.41, ALiBi bias S+B 0.46, RoPE rotation R 0.37."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.19、正弦波の入力 X+E は 0.41、ALiBi のバイアス S+B は 0.46、RoPE の回転 R は 0.37 です。"]}
 T8 = 8
 x8 = torch.randn(T8, d, dtype=f64)
 pos8 = torch.arange(T8)
-slope = float(alibi_slopes(8)[0])  # the steepest slope of ALiBi's 8 heads, m_1 = 1/2
+slope = float(
+    alibi_slopes(8)[0]
+)  # the steepest slope of ALiBi's 8 heads, m_1 = 1/2
 
 
 def variants(x, positions):
-    """Each way of adding positions, as a function of the tokens x: [T, d] -> [T, d]."""
+    """Each way of adding positions, as a function of x: [T, d] -> [T, d]."""
     q, k, v = x @ w_q, x @ w_k, x @ w_v
-    gaps = (positions[:, None] - positions[None, :]).abs().to(f64)  # |m - n|
+    gaps = (positions[:, None] - positions[None, :]).abs().to(f64)  # |i - j|
     return {
         "$S$": attention(q, k, v),
         "$S+M$": attention(q, k, v, causal=True),
@@ -750,38 +910,49 @@ def variants(x, positions):
     }
 
 
-# the bias is ALiBi's first head of 8, bidirectional (causal=False): -m_1 |m - n|
+# ALiBi's first head of 8, bidirectional (causal=False): -m_1 |i - j|
 assert slope == 0.5
 bias = alibi_bias(8, T8, causal=False)[0].to(f64)
-torch.testing.assert_close(bias, -slope * (pos8[:, None] - pos8[None, :]).abs().to(f64))
+torch.testing.assert_close(
+    bias, -slope * (pos8[:, None] - pos8[None, :]).abs().to(f64)
+)
 
-# relative schemes ignore a common shift of all positions; the absolute one does not
+# relative schemes ignore a common shift of all positions; absolute does not
 here, shifted = variants(x8, pos8), variants(x8, pos8 + 100)
 for name in ("$S+B$", "$R$"):
     torch.testing.assert_close(shifted[name], here[name])
 assert not torch.allclose(shifted["$X+E$"], here["$X+E$"], atol=1e-3)
 
-# (R_m q)^T (R_n k) = q^T R_{n-m} k: the rotated score depends on n - m only
+# (R_i q)^T (R_j k) = q^T R_{j-i} k: the rotated score depends on j - i only
 qr, kr = x8 @ w_q, x8 @ w_k
-m_pos, n_pos = torch.tensor(5), torch.tensor(2)
-lhs = apply_rope(qr[0], m_pos) @ apply_rope(kr[1], n_pos)
-rhs = qr[0] @ apply_rope(kr[1], n_pos - m_pos)
+i_pos, j_pos = torch.tensor(5), torch.tensor(2)
+lhs = apply_rope(qr[0], i_pos) @ apply_rope(kr[1], j_pos)
+rhs = qr[0] @ apply_rope(kr[1], j_pos - i_pos)
 torch.testing.assert_close(lhs, rhs)
 
-# distance from equivariance, ||f(PX) - P f(X)|| / ||f(X)||, averaged over permutations
+# distance from equivariance, ||f(PX) - P f(X)|| / ||f(X)||, mean over perms
 n_perms = 200
 distance = dict.fromkeys(here, 0.0)
 for _ in range(n_perms):
     p8 = torch.randperm(T8)
     moved_out = variants(x8[p8], pos8)
     for name, out in here.items():
-        distance[name] += float((moved_out[name] - out[p8]).norm() / out.norm()) / n_perms
+        distance[name] += (
+            float((moved_out[name] - out[p8]).norm() / out.norm()) / n_perms
+        )
 assert distance["$S$"] < 1e-12
 assert min(value for name, value in distance.items() if name != "$S$") > 0.05
-print("  ".join(f"{name.strip('$')}: {value:.3f}" for name, value in distance.items()), end="")
+print(
+    "  ".join(
+        f"{name.strip('$')}: {value:.3f}" for name, value in distance.items()
+    ),
+    end="",
+)
 
 fig, ax = plt.subplots(figsize=(6.4, 3.0))
-bars = ax.bar(range(len(distance)), list(distance.values()), color="#0072B2", width=0.6)
+bars = ax.bar(
+    range(len(distance)), list(distance.values()), color="#0072B2", width=0.6
+)
 ax.bar_label(bars, fmt="%.3f", padding=2)
 ax.set_ylim(0, 1.15 * max(distance.values()))
 ax.set_xticks(range(len(distance)), list(distance))
@@ -790,45 +961,46 @@ ax.grid(axis="x", visible=False)
 plt.show()
 
 # %% [markdown] lang="en"
-# Plain attention sits at zero: its outputs are exactly a permutation. Every other
-# variant is far from one. The families the site covers, by where they enter:
+# Plain attention sits at zero: its outputs are a permutation up to rounding (the
+# cell asserts below $10^{-12}$). With these weights every other variant is far from
+# one. The families the site covers, by where they enter:
 #
 # | family | encoding | where it enters | a model that uses it |
 # |---|---|---|---|
-# | absolute | sinusoidal (Vaswani et al. 2017) | added to the input | the original Transformer |
-# | absolute | learned | added to the input | BERT, GPT-2 |
-# | absolute | scaled sinusoidal (Hua et al. 2022) | added to the input, times one learned scalar | FLASH |
-# | relative | Shaw et al. (2018) | a learned vector per clipped offset, added to the keys (and values) | Music Transformer |
-# | relative | Transformer-XL (Dai et al. 2019) | terms in the scores from a sinusoidal code of the offset | Transformer-XL, XLNet |
-# | relative | T5 buckets (Raffel et al. 2020) | a learned bias on the scores, one per bucket of offsets | T5 |
-# | relative | ALiBi (Press et al. 2022) | a fixed bias on the scores, linear in the distance | BLOOM, MPT |
-# | rotary | RoPE (Su et al. 2021) | a rotation of $q$ and $k$ | Llama, GPT-NeoX |
-# | rotary | RoPE context extensions (position interpolation, NTK, YaRN, Llama 3) | a rotation of $q$ and $k$ with rescaled frequencies | Llama 3.1 |
-# | rotary | xPos (Sun et al. 2022) | a rotation of $q$ and $k$, plus an exponential scaling | LEX Transformer |
-# | none | NoPE | nothing but the causal mask | Llama 4 (every fourth layer) |
+# | absolute | [sinusoidal](01-sinusoidal.ipynb) (Vaswani et al. 2017) | added to the input | the original Transformer |
+# | absolute | [learned](03-learned-embeddings.ipynb) | added to the input | BERT, GPT-2 |
+# | absolute | [scaled sinusoidal](03-learned-embeddings.ipynb) (Hua et al. 2022) | added to the input, times one learned scalar | FLASH |
+# | relative | [Shaw et al. (2018)](04-shaw-relative.ipynb) | a learned vector per clipped offset, added to the keys (and values) | Music Transformer |
+# | relative | [Transformer-XL](05-transformer-xl.ipynb) (Dai et al. 2019) | terms in the scores from a sinusoidal code of the offset | Transformer-XL, XLNet |
+# | relative | [T5 buckets](06-t5-buckets.ipynb) (Raffel et al. 2020) | a learned bias on the scores, one per bucket of offsets | T5 |
+# | relative | [ALiBi](07-alibi.ipynb) (Press et al. 2022) | a fixed bias on the scores, linear in the distance | BLOOM, MPT |
+# | rotary | [RoPE](08-rope.ipynb) (Su et al. 2021) | a rotation of $q$ and $k$ | Llama, GPT-NeoX |
+# | rotary | [RoPE context extensions](09-rope-context.ipynb) (position interpolation, NTK, YaRN, Llama 3) | a rotation of $q$ and $k$ with rescaled frequencies | Llama 3.1 |
+# | rotary | [xPos](10-xpos-nope.ipynb) (Sun et al. 2022) | a rotation of $q$ and $k$, plus an exponential scaling | LEX Transformer |
+# | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4 (every fourth layer) |
 #
 # Dufter, Schmitt and Schütze (2022) survey many more variants along similar axes.
 
 # %% [markdown] lang="ja"
-# 素のアテンションの値はゼロで、出力はちょうど並べ替えになっています。
-# ほかの方法はどれも並べ替えから大きく離れます。
+# 素のアテンションの値はゼロで、出力は丸め誤差の範囲で並べ替えになっています（セルでは $10^{-12}$ 未満であることを確かめています）。
+# この重みでは、ほかの方法はどれも並べ替えから大きく離れます。
 # このサイトで扱う位置エンコーディングを、入る場所ごとにまとめます。
 #
 # | 分類 | 位置エンコーディング | 入る場所 | 採用しているモデル |
 # |---|---|---|---|
-# | 絶対位置 | 正弦波 (Vaswani ら 2017) | 入力に足す | 元の Transformer |
-# | 絶対位置 | 学習型 | 入力に足す | BERT、GPT-2 |
-# | 絶対位置 | スケール付き正弦波 (Hua ら 2022) | 学習可能なスカラーを 1 つ掛けて入力に足す | FLASH |
-# | 相対位置 | Shaw ら (2018) | クリップした相対位置ごとに学習したベクトルを、キー（とバリュー）に足す | Music Transformer |
-# | 相対位置 | Transformer-XL (Dai ら 2019) | 相対位置の正弦波符号から作った項をスコアに足す | Transformer-XL、XLNet |
-# | 相対位置 | T5 のバケット (Raffel ら 2020) | バケットごとに学習したバイアスをスコアに足す | T5 |
-# | 相対位置 | ALiBi (Press ら 2022) | 距離に比例する固定のバイアスをスコアに足す | BLOOM、MPT |
-# | 回転 | RoPE (Su ら 2021) | $q$ と $k$ を回転する | Llama、GPT-NeoX |
-# | 回転 | RoPE のコンテキスト長の拡張（位置補間、NTK、YaRN、Llama 3） | 周波数を調整して $q$ と $k$ を回転する | Llama 3.1 |
-# | 回転 | xPos (Sun ら 2022) | $q$ と $k$ を回転し、さらに指数的にスケールする | LEX Transformer |
-# | なし | NoPE | 因果マスクのみ | Llama 4（4 層に 1 層） |
+# | 絶対位置 | [正弦波](01-sinusoidal.ipynb)（Vaswani ら 2017） | 入力に足す | 元の Transformer |
+# | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
+# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb)（Hua ら 2022） | 学習可能なスカラーを 1 つ掛けて入力に足す | FLASH |
+# | 相対位置 | [Shaw ら（2018）](04-shaw-relative.ipynb) | クリップした相対位置ごとに学習したベクトルを、キー（とバリュー）に足す | Music Transformer |
+# | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb)（Dai ら 2019） | 相対位置の正弦波符号から作った項をスコアに足す | Transformer-XL、XLNet |
+# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb)（Raffel ら 2020） | バケットごとに学習したバイアスをスコアに足す | T5 |
+# | 相対位置 | [ALiBi](07-alibi.ipynb)（Press ら 2022） | 距離に比例する固定のバイアスをスコアに足す | BLOOM、MPT |
+# | 回転 | [RoPE](08-rope.ipynb)（Su ら 2021） | $q$ と $k$ を回転する | Llama、GPT-NeoX |
+# | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb)（位置補間、NTK、YaRN、Llama 3） | 周波数を調整して $q$ と $k$ を回転する | Llama 3.1 |
+# | 回転 | [xPos](10-xpos-nope.ipynb)（Sun ら 2022） | $q$ と $k$ を回転し、さらに指数的にスケールする | LEX Transformer |
+# | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4（4 層に 1 層） |
 #
-# Dufter、Schmitt、Schütze (2022) は、似た観点でさらに多くの変種を概観しています。
+# Dufter、Schmitt、Schütze（2022）は、似た観点でさらに多くの変種を概観しています。
 
 # %% [markdown] lang="en"
 # ## How libraries differ
@@ -836,7 +1008,9 @@ plt.show()
 # **No positions inside the attention modules.** PyTorch's `nn.MultiheadAttention`
 # and `nn.TransformerEncoderLayer` add no positional encoding; the caller must add
 # one. A full encoder layer (attention, residual connections, layer norms,
-# feed-forward layer) is therefore permutation-equivariant, and so is a stack of them.
+# feed-forward layer) is therefore permutation-equivariant, and so is a stack of
+# them, in evaluation mode (dropout draws a different mask for every row) and
+# without a padding mask.
 #
 # **Where the causal queries sit.** A causal mask fixes positions, and libraries do
 # not agree on which. When there are fewer queries than keys (decoding with a KV cache),
@@ -852,7 +1026,8 @@ plt.show()
 # **アテンションのモジュール自体は位置を持ちません。** PyTorch の `nn.MultiheadAttention` と
 # `nn.TransformerEncoderLayer` は位置エンコーディングを足しません。呼び出す側が足す必要があります。
 # そのため、エンコーダ層全体（アテンション、残差接続、層正規化、フィードフォワード層）は置換同変で、
-# それを積み重ねたものも置換同変です。
+# それを積み重ねたものも置換同変です。ただし、評価モード（ドロップアウトは行ごとに別のマスクを引きます）で、
+# パディングマスクを使わない場合の話です。
 #
 # **因果マスクでのクエリの位置。** 因果マスクはクエリとキーの位置関係を決めますが、その決め方はライブラリによって違います。
 # クエリがキーより少ないとき（KV キャッシュを使ったデコード）、
@@ -863,28 +1038,74 @@ plt.show()
 # クエリとキーの数が同じなら、3 つとも一致します。
 
 # %%
-layers = [torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval() for _ in range(2)]
+layers = [
+    torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval()
+    for _ in range(2)
+]
 xb = torch.randn(1, 7, 16)
 pb = torch.randperm(7)
 with torch.no_grad():
     out, out_perm = xb, xb[:, pb]
     for layer in layers:
         out, out_perm = layer(out), layer(out_perm)
-torch.testing.assert_close(out_perm, out[:, pb])  # two encoder layers: equivariant
+torch.testing.assert_close(
+    out_perm, out[:, pb]
+)  # two encoder layers: equivariant
 
-qc, kc, vc = torch.randn(2, 3, 8), torch.randn(2, 7, 8), torch.randn(2, 7, 8)  # 3 queries, 7 keys
+qc, kc, vc = (
+    torch.randn(2, 3, 8),
+    torch.randn(2, 7, 8),
+    torch.randn(2, 7, 8),
+)  # 3 queries, 7 keys
 ours = attention(qc, kc, vc, causal=True)
 torch.testing.assert_close(
-    ours, F.scaled_dot_product_attention(qc, kc, vc, attn_mask=causal_lower_right(3, 7))
+    ours,
+    F.scaled_dot_product_attention(
+        qc, kc, vc, attn_mask=causal_lower_right(3, 7)
+    ),
 )
-torch.testing.assert_close(ours[:, -1], attention(qc, kc, vc)[:, -1])  # last query: every key
+torch.testing.assert_close(
+    ours[:, -1], attention(qc, kc, vc)[:, -1]
+)  # last query: every key
 theirs = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True)
-torch.testing.assert_close(theirs[:, 0], vc[:, 0])  # first query: only the first key
+torch.testing.assert_close(
+    theirs[:, 0], vc[:, 0]
+)  # first query: only the first key
 assert not torch.allclose(ours, theirs, atol=1e-3)
 qs = torch.randn(2, 7, 8)  # as many queries as keys
 torch.testing.assert_close(
-    attention(qs, kc, vc, causal=True), F.scaled_dot_product_attention(qs, kc, vc, is_causal=True)
+    attention(qs, kc, vc, causal=True),
+    F.scaled_dot_product_attention(qs, kc, vc, is_causal=True),
 )
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - Without positions, self-attention is permutation-equivariant,
+#   $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$, and so is a whole encoder of
+#   row-wise layers: "dog bites man" and "man bites dog" pool to the same vector.
+# - A causal mask breaks the symmetry only partly: one layer cannot see a shuffle
+#   of the tokens before a position, but the mask alone can count positions
+#   ($1/(p+1)$).
+# - A positional code should be bounded, mean the same at every length, be unique,
+#   let offsets be expressed and be deterministic; the sinusoids pass all five.
+# - Unique codes remove the guarantee that the outputs only permute; whether they
+#   actually change depends on the weights ($W_Q = 0$ keeps them permuted).
+# - Positions enter in one of three places: added to the input (absolute), a bias
+#   on the scores or a rotation of $q$ and $k$ (both relative).
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - 位置がなければ、セルフアテンションは置換同変 $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です。
+#   行ごとに働く層を重ねたエンコーダ全体も同じで、"dog bites man" と "man bites dog" はプーリングすると同じベクトルになります。
+# - 因果マスクが壊す対称性は一部だけです。1 層では、ある位置より前のトークンの並べ替えは見えません。
+#   一方で、マスクだけでも位置を数えられます（$1/(p+1)$）。
+# - 位置の符号は、有界で、どの長さでも同じ意味を持ち、一意で、相対位置を表せて、決定的であるべきです。
+#   正弦波はこの 5 つをすべて満たします。
+# - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
+#   実際に出力が変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
+# - 位置が入る場所は 3 つです。入力に足す（絶対位置）、スコアにバイアスを足す、$q$ と $k$ を回転する（どちらも相対位置）です。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -905,16 +1126,231 @@ torch.testing.assert_close(
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 残差接続、層正規化、位置ごとのフィードフォワード層のそれぞれが $f(PX) = P f(X)$ を満たすことを証明し、
-#    位置のないエンコーダ全体も満たすと結論してください。
+# 1. 残差接続、層正規化、位置ごとのフィードフォワード層のそれぞれが $f(PX) = P f(X)$ を満たすことを証明してください。
+#    そこから、位置のないエンコーダ全体も同じ性質を満たすことを導いてください。
 #    証明のどこで、すべての行に同じ重みが働くことを使いましたか。
-# 2. トークンを繰り返します。位置のない "the dog saw the cat" で、2 つの "the" が
+# 2. 同じトークンが 2 回現れる場合を考えます。位置のない "the dog saw the cat" で、2 つの "the" が
 #    どの層でも同じ出力になることを示してください。`posenc.attention` で確かめ、
 #    次に `posenc.sinusoidal` を足すと同じでなくなることを確かめてください。
-# 3. スライディングウィンドウのマスク（トークン $i$ が $|i-j| \le w$ の $j$ を見る）を保つ置換はどれでしょうか。
+# 3. スライディングウィンドウのマスク（トークン $i$ が $|i-j| \le w$ の $j$ を見ます）を保つ置換はどれでしょうか。
 #    ウィンドウに制限した因果マスクではどうでしょうか。$T = 6$ で数え、三角形のマスクと比べてください。
 # 4. $p$ の 2 進数の各桁を位置の符号として使います。条件の表のどの行を満たすでしょうか。
 #    距離 1 のいくつかの組について $PE(p)\cdot PE(q)$ を計算してください。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Each of the three layers applies one function $h$ to every row:
+# $h(x) = \gamma \odot (x - \mu(x))/\sigma(x) + \beta$ for layer normalisation, with
+# $\mu$ and $\sigma$ the mean and standard deviation of the row's entries, and
+# $h(x) = W_2\,\phi(W_1 x + b_1) + b_2$ for the feed-forward layer. Write $F$ for the
+# layer. Row $i$ of $PX$ is row $\pi(i)$ of $X$, so
+# $$F(PX)_i = h\big((PX)_i\big) = h(x_{\pi(i)}) = F(X)_{\pi(i)} = \big(P\,F(X)\big)_i$$
+# A residual connection around an equivariant $g$ gives
+# $PX + g(PX) = PX + P\,g(X) = P\big(X + g(X)\big)$, and a composition of
+# equivariant maps is equivariant: $f(g(PX)) = f(P\,g(X)) = P\,f(g(X))$. With the
+# first section's result for attention, every layer of an encoder without
+# positions commutes with $P$, and so does the stack.
+#
+# The proof uses the shared weights in the step $h(x_{\pi(i)}) = F(X)_{\pi(i)}$: the
+# function applied to row $i$ of $PX$ must be the one applied to row $\pi(i)$ of
+# $X$. A layer with its own weights $h_i$ per row breaks this, and adding $PE(i)$
+# to row $i$ is such a layer. The cell checks each layer, one whole block, and a
+# per-row linear map that fails.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 3 つの層はどれも、同じ関数 $h$ を各行に適用します。
+# 層正規化では、行の成分の平均と標準偏差を $\mu$ と $\sigma$ として $h(x) = \gamma \odot (x - \mu(x))/\sigma(x) + \beta$、
+# フィードフォワード層では $h(x) = W_2\,\phi(W_1 x + b_1) + b_2$ です。層を $F$ と書きます。
+# $PX$ の第 $i$ 行は $X$ の第 $\pi(i)$ 行なので、次が成り立ちます。
+# $$F(PX)_i = h\big((PX)_i\big) = h(x_{\pi(i)}) = F(X)_{\pi(i)} = \big(P\,F(X)\big)_i$$
+# 置換同変な $g$ を残差接続で囲むと $PX + g(PX) = PX + P\,g(X) = P\big(X + g(X)\big)$ です。
+# また、置換同変な写像の合成も置換同変です：$f(g(PX)) = f(P\,g(X)) = P\,f(g(X))$。
+# 最初の節で示したアテンションの結果と合わせると、位置のないエンコーダはどの層も $P$ と交換でき、それを積み重ねた全体も交換できます。
+#
+# 同じ重みを使うという前提は、$h(x_{\pi(i)}) = F(X)_{\pi(i)}$ のステップで使っています。
+# $PX$ の第 $i$ 行にかける関数は、$X$ の第 $\pi(i)$ 行にかける関数と同じでなければなりません。
+# 行ごとに別の重み $h_i$ を持つ層ではこれが崩れます。第 $i$ 行に $PE(i)$ を足すのも、そうした層の 1 つです。
+# 次のセルで、各層、ブロック全体、そして成り立たない例として行ごとに別の線形写像を確かめます。
+
+# %% tags=["solution"]
+gen = torch.Generator().manual_seed(1)
+x6 = torch.randn(T, d, dtype=f64, generator=gen)
+p6 = torch.randperm(T, generator=gen)
+norm = torch.nn.LayerNorm(d, dtype=f64)
+ffn = torch.nn.Sequential(
+    torch.nn.Linear(d, 4 * d, dtype=f64),
+    torch.nn.GELU(),
+    torch.nn.Linear(4 * d, d, dtype=f64),
+)
+with torch.no_grad():
+    norm.weight.normal_(generator=gen)  # gamma and beta away from 1 and 0
+    norm.bias.normal_(generator=gen)
+
+
+def block(x):  # attention, residual, norm, feed-forward, residual
+    h = norm(x + self_attention(x))
+    return h + ffn(h)
+
+
+with torch.no_grad():
+    for f in (norm, ffn, lambda x: x + ffn(x), block):
+        torch.testing.assert_close(f(x6[p6]), f(x6)[p6])  # F(PX) = P F(X)
+
+    # own weights per row: F(X)_i = x_i W_i is not equivariant
+    w_rows = torch.randn(T, d, d, dtype=f64, generator=gen)
+
+    def per_row(x):
+        return torch.einsum("td,tde->te", x, w_rows)
+
+    assert not torch.allclose(per_row(x6[p6]), per_row(x6)[p6], atol=1e-3)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** Let rows $a$ and $b$ of the input be equal, $x_a = x_b$. In
+# attention without positions, the output of a row depends on its own query and on
+# the keys and values of all rows, which every row shares; equal rows have equal
+# queries and therefore equal outputs. Row-wise layers map equal rows to equal rows.
+# So the two "the" stay equal after the first layer, hence after the second, and so
+# on: by induction, in every layer. Adding $PE(0)$ to the first and $PE(3)$ to the
+# second makes the input rows differ, and the outputs with them. A causal mask
+# separates them too, since the two "the" see different prefixes: the mask is
+# positional information, as the causal-mask section showed.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 入力の第 $a$ 行と第 $b$ 行が等しい（$x_a = x_b$）とします。
+# 位置のないアテンションでは、ある行の出力は、その行のクエリと、全行のキーとバリューだけで決まります。
+# キーとバリューはすべての行に共通なので、等しい行はクエリも等しく、出力も等しくなります。
+# 行ごとに働く層も、等しい行を等しい行に写します。
+# したがって 2 つの "the" は 1 層目の後も等しく、2 層目の後も等しく、帰納法によってどの層でも等しいままです。
+# 1 つ目に $PE(0)$、2 つ目に $PE(3)$ を足すと、入力の行が異なるので、出力も異なります。
+# 因果マスクでも 2 つは分かれます。2 つの "the" に見える前の部分が違うからです。
+# 因果マスクの節で見たとおり、マスクは位置の情報です。
+
+# %% tags=["solution"]
+words = "the dog saw the cat".split()
+extra = {
+    w: torch.randn(d, dtype=f64, generator=gen) for w in ("the", "saw", "cat")
+}
+x_the = torch.stack([extra.get(w, vocab.get(w)) for w in words])  # [5, d]
+
+
+def layers(h, n_layers=3, **kwargs):
+    """Every layer's output: attention, residual, norm, a row-wise part."""
+    outs = []
+    for _ in range(n_layers):
+        h = F.layer_norm(h + self_attention(h, **kwargs), (d,))
+        h = h + torch.tanh(h @ w_v)  # a position-wise feed-forward part
+        outs.append(h)
+    return outs
+
+
+for out in layers(x_the):  # no positions: the two "the" agree in every layer
+    torch.testing.assert_close(out[0], out[3])
+with_pe = layers(x_the + sinusoidal(torch.arange(5), d, dtype=f64))
+causal = layers(x_the, causal=True)
+for out in with_pe + causal:  # with codes, or with the mask, they differ
+    assert (out[0] - out[3]).abs().max() > 1e-3
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** A permutation keeps a mask when $P^\top M P = M$, that is when
+# "$\pi(i)$ sees $\pi(j)$" holds exactly when "$i$ sees $j$". The sliding window is
+# symmetric, so the reversal $i \mapsto T-1-i$ always keeps it, and the count is at
+# least 2. At the extremes every permutation keeps it: $w = 0$ leaves only the
+# diagonal and $w \ge T-1$ lets everyone see everyone, both $720$ for $T = 6$. In
+# between the count depends on $w$: for $T = 6$ it is 2, 2, 4 and 48 for
+# $w = 1, \dots, 4$. At $w = 4$ the only pair that cannot see each other is
+# $\{0, 5\}$, so a permutation must keep that pair (2 ways) and may shuffle the other
+# four freely ($4! = 24$ ways).
+#
+# A causal window with $w \ge 1$ is kept only by the identity, like the triangular
+# mask. Every position $i > 0$ sees $i - 1$, so chaining "sees" gives the full order
+# $j \le i$ of the positions; a permutation that keeps the relation keeps that order,
+# and the only permutation that keeps an order is the identity. With $w = 0$ the
+# window is the diagonal again (720).
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 置換がマスクを保つのは $P^\top M P = M$ のとき、つまり「$\pi(i)$ が $\pi(j)$ を見る」ことと
+# 「$i$ が $j$ を見る」ことが同値なときです。
+# スライディングウィンドウは対称なので、反転 $i \mapsto T-1-i$ は必ずこれを保ち、置換の数は 2 以上です。
+# 両端ではすべての置換が保ちます。$w = 0$ では対角だけが残り、$w \ge T-1$ ではすべてのトークンがすべてを見るので、
+# $T = 6$ ではどちらも $720$ です。
+# その間では数は $w$ によって変わり、$T = 6$ では $w = 1, \dots, 4$ に対して 2、2、4、48 です。
+# $w = 4$ で互いに見えない組は $\{0, 5\}$ だけなので、置換はこの組を保ち（2 通り）、
+# 残りの 4 個は自由に並べ替えられます（$4! = 24$ 通り）。
+#
+# $w \ge 1$ の因果的なウィンドウを保つのは、三角形のマスクと同じく恒等置換だけです。
+# 位置 $i > 0$ はどれも $i - 1$ を見るので、「見る」をたどると位置の全順序 $j \le i$ が得られます。
+# この関係を保つ置換はこの順序も保ち、順序を保つ置換は恒等置換しかありません。
+# $w = 0$ では、ウィンドウはやはり対角だけになります（720）。
+
+
+# %% tags=["solution"]
+def keepers(allowed):
+    """Number of permutations p with allowed[p][:, p] == allowed."""
+    count = 0
+    for p in itertools.permutations(range(len(allowed))):
+        count += torch.equal(allowed[list(p)][:, list(p)], allowed)
+    return count
+
+
+offset = torch.arange(T)[:, None] - torch.arange(T)[None, :]  # i - j
+reverse = list(range(T - 1, -1, -1))
+sliding, causal_window = [], []
+for w in range(T):
+    band = offset.abs() <= w
+    assert torch.equal(band[reverse][:, reverse], band)  # reversal keeps it
+    sliding.append(keepers(band))
+    causal_window.append(keepers((offset >= 0) & (offset <= w)))
+assert sliding == [720, 2, 2, 4, 48, 720]
+assert causal_window == [720, 1, 1, 1, 1, 1]  # w = T - 1: the triangular mask
+print(
+    f"w = 0..5, sliding: {sliding}\nw = 0..5, causal:  {causal_window}", end=""
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** With $B$ bits, $PE(p)$ holds the digits of $p$, least significant
+# first. It is bounded (entries $0$ or $1$, norm at most $\sqrt{B}$), means the same
+# at every length, is unique for $p < 2^B$ and is deterministic: four rows of the
+# table. It fails the offset row. $PE(p)\cdot PE(q)$ counts the ones that $p$ and $q$
+# share, so pairs at distance 1 give 0 for $(7, 8)$ but 3 for $(14, 15)$; and the
+# squared distance $\lVert PE(p+1) - PE(p)\rVert^2$ is the number of digits that
+# change when adding one: 1 for even $p$, up to $B$ for $p = 2^B - 1$. The norm
+# itself, the square root of the number of ones, changes from position to position.
+# Beyond the training length it behaves like the one-hot code: position $2^B$ has
+# no code with $B$ digits, and keeping only the last $B$ digits would give it the
+# code of position $0$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** $B$ ビットを使うと、$PE(p)$ は $p$ の各桁を下の桁から並べたものです。
+# 有界で（成分は $0$ か $1$、ノルムは $\sqrt{B}$ 以下）、どの長さでも同じ意味を持ち、
+# $p < 2^B$ では一意で、決定的です。表の 4 つの行を満たします。
+# 満たさないのは相対位置の行です。$PE(p)\cdot PE(q)$ は $p$ と $q$ に共通する 1 の桁の数なので、
+# 距離 1 の組でも $(7, 8)$ では 0、$(14, 15)$ では 3 になります。
+# 2 乗距離 $\lVert PE(p+1) - PE(p)\rVert^2$ は 1 を足したときに変わる桁の数で、
+# 偶数の $p$ では 1、$p = 2^B - 1$ では $B$ まで大きくなります。
+# ノルム（1 の桁の数の平方根）も位置ごとに変わります。
+# 学習時の長さを超えたときは one-hot ベクトルと同じで、$B$ 桁では位置 $2^B$ の符号がありません。
+# 下の $B$ 桁だけを残すと、位置 $0$ と同じ符号になってしまいます。
+
+# %% tags=["solution"]
+B = 8
+
+
+def binary(p):
+    """PE(p): the B binary digits of p, least significant first."""
+    return torch.tensor([(p >> b) & 1 for b in range(B)], dtype=f64)
+
+
+codes = torch.stack([binary(p) for p in range(2**B)])
+assert codes.abs().max() <= 1 and codes.norm(dim=-1).max() <= math.sqrt(B)
+assert len(torch.unique(codes, dim=0)) == 2**B  # unique below 2^B
+assert torch.equal(binary(2**B), binary(0))  # 2^B wraps onto position 0
+lines = ["  p  PE(p).PE(p+1)  |PE(p+1) - PE(p)|^2"]
+for p in (0, 6, 7, 14, 15, 127):
+    dot = float(binary(p) @ binary(p + 1))
+    step = float((binary(p + 1) - binary(p)).norm() ** 2)
+    assert dot == bin(p & (p + 1)).count("1")  # shared ones
+    assert round(step) == bin(p ^ (p + 1)).count("1")  # digits that change
+    lines.append(f"{p:3d}  {dot:14.0f}  {step:19.0f}")
+print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
 # ## References
@@ -923,8 +1359,9 @@ torch.testing.assert_close(
 #   <https://arxiv.org/abs/1706.03762>
 # - Yun, C. et al. (2020). *Are Transformers universal approximators of
 #   sequence-to-sequence functions?* ICLR 2020. Without positions, Transformers
-#   approximate exactly the permutation-equivariant functions; with positional
-#   encodings, any continuous sequence-to-sequence function.
+#   can approximate every continuous permutation-equivariant function of compact
+#   support, and only such functions; with trainable positional encodings, every
+#   continuous sequence-to-sequence function of compact support.
 #   <https://arxiv.org/abs/1912.10077>
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional
 #   Encodings Still Learn Positional Information*. Findings of EMNLP 2022.
@@ -958,8 +1395,9 @@ torch.testing.assert_close(
 #   <https://arxiv.org/abs/1706.03762>
 # - Yun, C. et al. (2020). *Are Transformers universal approximators of
 #   sequence-to-sequence functions?* ICLR 2020.
-#   位置がなければ Transformer が近似できるのはちょうど置換同変な関数であり、
-#   位置エンコーディングがあれば任意の連続な系列から系列への関数を近似できることを示しています。
+#   位置がなければ、Transformer はコンパクトな台を持つ連続な置換同変関数をすべて近似でき、
+#   近似できるのはそうした関数だけであること、学習可能な位置エンコーディングがあれば、
+#   コンパクトな台を持つ任意の連続な系列から系列への関数を近似できることを示しています。
 #   <https://arxiv.org/abs/1912.10077>
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional
 #   Encodings Still Learn Positional Information*. Findings of EMNLP 2022.
@@ -970,18 +1408,18 @@ torch.testing.assert_close(
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
-# - 地図に挙げた位置エンコーディング：Devlin ら (2019)、BERT
-#   <https://arxiv.org/abs/1810.04805>、Radford ら (2019)、GPT-2
-#   <https://github.com/openai/gpt-2>、Hua ら (2022)、FLASH
-#   <https://arxiv.org/abs/2202.10447>、Shaw ら (2018)
-#   <https://arxiv.org/abs/1803.02155>、Huang ら (2018)、Music Transformer
-#   <https://arxiv.org/abs/1809.04281>、Dai ら (2019)、Transformer-XL
-#   <https://arxiv.org/abs/1901.02860>、Raffel ら (2020)、T5
-#   <https://arxiv.org/abs/1910.10683>、Press ら (2022)、ALiBi
-#   <https://arxiv.org/abs/2108.12409>、Su ら (2021)、RoPE
-#   <https://arxiv.org/abs/2104.09864>、Chen ら (2023)、位置補間
-#   <https://arxiv.org/abs/2306.15595>、Peng ら (2023)、YaRN
-#   <https://arxiv.org/abs/2309.00071>、Sun ら (2022)、xPos
+# - 地図に挙げた位置エンコーディング：Devlin ら（2019）、BERT
+#   <https://arxiv.org/abs/1810.04805>、Radford ら（2019）、GPT-2
+#   <https://github.com/openai/gpt-2>、Hua ら（2022）、FLASH
+#   <https://arxiv.org/abs/2202.10447>、Shaw ら（2018）
+#   <https://arxiv.org/abs/1803.02155>、Huang ら（2018）、Music Transformer
+#   <https://arxiv.org/abs/1809.04281>、Dai ら（2019）、Transformer-XL
+#   <https://arxiv.org/abs/1901.02860>、Raffel ら（2020）、T5
+#   <https://arxiv.org/abs/1910.10683>、Press ら（2022）、ALiBi
+#   <https://arxiv.org/abs/2108.12409>、Su ら（2021）、RoPE
+#   <https://arxiv.org/abs/2104.09864>、Chen ら（2023）、位置補間
+#   <https://arxiv.org/abs/2306.15595>、Peng ら（2023）、YaRN
+#   <https://arxiv.org/abs/2309.00071>、Sun ら（2022）、xPos
 #   <https://arxiv.org/abs/2212.10554>。
 # - PyTorch、`torch/nn/attention/bias.py`（`causal_lower_right`、`causal_upper_left`）。
 #   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>

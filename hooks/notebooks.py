@@ -33,6 +33,7 @@ import copy
 import hashlib
 import html
 import json
+import logging
 import posixpath
 import re
 import struct
@@ -48,6 +49,7 @@ SHARED_DIR = "assets/notebook"  # shared CSS/JS of notebook pages, relative to s
 FIGURE_DIR = "assets/figures"
 
 _slugify = slugify(case="lower")
+log = logging.getLogger("mkdocs.hooks.notebooks")  # a warning fails a strict build
 
 # mkdocs-static-i18n rebuilds every file as a plain mkdocs File, which drops
 # mkdocs-jupyter's wrapper: a notebook would then be copied verbatim, raw JSON
@@ -108,6 +110,69 @@ def join_cjk_lines(markdown: str) -> str:
     return _JOINABLE_BREAK.sub(_join, markdown)
 
 
+# Links between pages are written so that they also work in Jupyter (see
+# CONTRIBUTING.md): a chapter is its notebook, `01-sinusoidal.ipynb#anchor`;
+# a hand-written page is its source, `../docs/glossary.md#anchor` (or
+# `glossary.ja.md` in Japanese cells). On the site a chapter lives at
+# /slug/ and a page at /page/, each language under its own prefix, so the
+# relative `../slug/` reaches the twin in the reader's language.
+_LINK = re.compile(
+    r"(?P<open>\]\(\s*<?|^[ \t]*\[[^\]\n]+\]:[ \t]*<?)"
+    r"(?P<path>\d+-(?P<slug>[a-z0-9][a-z0-9-]*)\.ipynb"
+    r"|\.\./docs/(?P<page>[^\s)#\"<>]+?)(?:\.ja)?\.md)"
+    r"(?=[#)\s>\"]|$)",
+    re.MULTILINE,
+)
+
+
+def _source(cell: dict) -> str:
+    source = cell["source"]
+    return source if isinstance(source, str) else "".join(source)
+
+
+def link_targets(markdown: str) -> list[str]:
+    """The chapter notebooks and docs pages that ``markdown`` links to, as written."""
+    return [m["path"] for m in _LINK.finditer(markdown)]
+
+
+def site_links(markdown: str) -> str:
+    """Rewrite links to chapters and docs pages into the site's URLs.
+
+    ``](01-sinusoidal.ipynb#a)`` -> ``](../sinusoidal/#a)``;
+    ``](../docs/glossary.ja.md#a)`` -> ``](../glossary/#a)``;
+    ``../docs/index.md`` -> ``../``. Anchors and titles are kept.
+    """
+
+    def repl(m: re.Match) -> str:
+        if m["slug"] is not None:
+            url = f"../{m['slug']}/"
+        else:
+            page = m["page"]
+            url = "../" if page == "index" else f"../{page.removesuffix('/index')}/"
+        return m["open"] + url
+
+    return _LINK.sub(repl, markdown)
+
+
+def missing_link_targets(nb: dict, source_dir: Path, docs_dir: Path) -> list[str]:
+    """The link targets of ``nb``'s prose that name no notebook or page.
+
+    Targets are resolved as Jupyter resolves them, from ``source_dir``: a
+    chapter link names a notebook there, ``../docs/x.md`` a page in
+    ``docs_dir``.
+    """
+    missing = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for path in link_targets(_source(cell)):
+            target = docs_dir / path.removeprefix("../docs/") if path.startswith("../") else None
+            exists = (source_dir / path).exists() if target is None else target.exists()
+            if not exists and path not in missing:
+                missing.append(path)
+    return missing
+
+
 def split_notebook(nb: dict, lang: str) -> dict:
     """Return the notebook a reader of ``lang`` sees.
 
@@ -136,6 +201,8 @@ def split_notebook(nb: dict, lang: str) -> dict:
             source = cell["source"]
             joined = join_cjk_lines(source if isinstance(source, str) else "".join(source))
             cell["source"] = joined
+        if cell["cell_type"] == "markdown":
+            cell["source"] = site_links(_source(cell))
         cell_alts = cell.get("metadata", {}).pop("alt", {}).get(lang, [])
         figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
         alts += [cell_alts[k] if k < len(cell_alts) else None for k in range(len(figures))]
@@ -161,6 +228,9 @@ def split_all(source_dir: Path, docs_dir: Path) -> list[Path]:
             raise ValueError(f"{src.name} and {seen[slug].name} share the page slug {slug!r}")
         seen[slug] = src
         nb = json.loads(src.read_text(encoding="utf-8"))
+        missing = missing_link_targets(nb, source_dir, docs_dir)
+        if missing:
+            raise ValueError(f"{src.name} links to {', '.join(missing)}, which do not exist")
         for lang, suffix in LANGUAGES.items():
             target = docs_dir / f"{slug}{suffix}.ipynb"
             split = split_notebook(nb, lang)
@@ -252,6 +322,83 @@ def fix_toc(toc, headings: list[tuple[int, str, str]]) -> None:
     walk(toc)
 
 
+# Folded solutions (CONTRIBUTING.md): a run of cells tagged "solution"
+# starts with a prose cell whose first words are **Solution N.** / **解答 N.**
+# nbconvert marks a tagged cell with the class celltag_solution: on the
+# cell's own div for code, on its rendered-Markdown div for prose.
+SOLUTION_LABEL = {"en": "Solution", "ja": "解答"}
+_CELL_START = re.compile(r'<div (?:id="[^"]*" )?class="jp-Cell ')
+_DIV_TAG = re.compile(r"<div\b|</div>")
+_SOLUTION_CLASS = re.compile(r'class="[^"]*\bcelltag_solution\b')
+# mkdocs-jupyter shows a code cell's tags as chips above its code: authoring
+# metadata, which the fold already says.
+_TAG_CHIPS = re.compile(
+    r'<div class="celltoolbar">\s*(?:<div class="button_container tags_button_container">'
+    r".*?</div>\s*)*</div>\s*",
+    re.DOTALL,
+)
+_PROSE_START = re.compile(r'<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown[^"]*"[^>]*>\s*')
+
+
+def _div_end(html_text: str, start: int) -> int:
+    """Index just past the ``</div>`` that closes the ``<div`` at ``start``."""
+    depth = 0
+    for m in _DIV_TAG.finditer(html_text, start):
+        depth += 1 if m[0] == "<div" else -1
+        if depth == 0:
+            return m.end()
+    raise ValueError(f"unbalanced <div> at offset {start}")
+
+
+def _cells(html_text: str) -> list[tuple[int, int]]:
+    """(start, end) of each top-level notebook cell, in order."""
+    cells, pos = [], 0
+    while (m := _CELL_START.search(html_text, pos)) is not None:
+        end = _div_end(html_text, m.start())
+        cells.append((m.start(), end))
+        pos = end
+    return cells
+
+
+def fold_solutions(content: str, lang: str, where: str = "page") -> str:
+    """Fold each worked solution into a collapsed ``<details class="solution">``.
+
+    A fold starts at each tagged prose cell that opens with
+    ``<strong>Solution N.</strong>`` (the label is moved into the
+    ``<summary>``) and takes the tagged cells after it, up to the next such
+    opening or the first untagged cell. Tagged cells before any opening are
+    left as they are, with a warning (a strict build fails on it).
+    """
+    label = SOLUTION_LABEL[lang]
+    opening = re.compile(
+        rf"<p>\s*<strong>\s*{re.escape(label)}\s*(?P<n>[0-9A-Za-z]+)\s*[.．。:：]?\s*</strong>\s*"
+    )
+    pieces, pos, current = [], 0, None  # current: the open fold's number
+    for start, end in _cells(content):
+        cell = content[start:end]
+        open_tag = cell[: cell.find(">") + 1]
+        prose = _PROSE_START.search(cell) if "jp-MarkdownCell" in open_tag else None
+        tagged = _SOLUTION_CLASS.search(prose[0] if prose else open_tag) is not None
+        first = opening.match(cell, prose.end()) if (tagged and prose) else None
+        pieces.append(content[pos:start])
+        if current is not None and (not tagged or first is not None):
+            pieces.append("</details>")
+            current = None
+        if first is not None:
+            current = first["n"]
+            pieces.append(f'<details class="solution"><summary>{label} {current}</summary>')
+            cell = cell[: first.start()] + "<p>" + cell[first.end() :]
+        elif tagged and current is None:
+            log.warning(
+                f"{where}: a cell tagged 'solution' comes before any opening "
+                f"'**{label} N.**': start each solution with a prose cell that opens with it"
+            )
+        pieces.append(_TAG_CHIPS.sub("", cell) if current is not None else cell)
+        pos = end
+    pieces.append(content[pos:] if current is None else "</details>" + content[pos:])
+    return "".join(pieces)
+
+
 TOOLBAR_TEXT = {
     "en": {
         "download": "Download this notebook (.ipynb)",
@@ -286,6 +433,7 @@ def on_page_content(content, page, config, files):
     content, headings = fix_headings(content)
     fix_toc(page.toc, headings)
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
+    content = fold_solutions(content, lang, page.file.src_uri)
     # read once here; on_post_page needs the figures' texts from it too
     page.notebook_metadata = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))[
         "metadata"

@@ -234,3 +234,160 @@ def test_japanese_lines_join_without_a_space():
     )
     nb = {"cells": [_cell("markdown", ["本文の\n", "続きです。"], "ja")], "metadata": {}}
     assert notebooks.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
+
+
+# --------------------------------------------------------------------------
+# Links between pages (CONTRIBUTING.md, "Links")
+
+
+def test_links_to_chapters_and_pages_become_site_urls():
+    text = (
+        "See [*Sinusoidal*](01-sinusoidal.ipynb), its [table](01-sinusoidal.ipynb#the-table),\n"
+        '[RoPE](08-rope.ipynb "rotary"), the [glossary](../docs/glossary.md#offset),\n'
+        "[用語集](../docs/glossary.ja.md#相対位置), [home](../docs/index.ja.md),\n"
+        "[ref][r] and <https://example.org/01-sinusoidal.ipynb>.\n\n"
+        "[r]: 12-efficient-rope.ipynb#timing\n"
+    )
+    assert notebooks.site_links(text) == (
+        "See [*Sinusoidal*](../sinusoidal/), its [table](../sinusoidal/#the-table),\n"
+        '[RoPE](../rope/ "rotary"), the [glossary](../glossary/#offset),\n'
+        "[用語集](../glossary/#相対位置), [home](../),\n"
+        "[ref][r] and <https://example.org/01-sinusoidal.ipynb>.\n\n"
+        "[r]: ../efficient-rope/#timing\n"
+    )
+    # links elsewhere, and file names that merely contain a chapter's, stay
+    for kept in (
+        "[x](https://host/notebooks/01-sinusoidal.ipynb)",
+        "[x](notebooks/01-sinusoidal.ipynb)",
+        "[x](01-sinusoidal.ipynb.bak)",
+        "[x](../docs/glossary.mdx)",
+    ):
+        assert notebooks.site_links(kept) == kept
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_split_rewrites_links_in_prose_only(lang):
+    nb = {
+        "cells": [
+            _cell("markdown", ["See [A](01-a.ipynb#x)\n", "and [g](../docs/g.md)."], "en"),
+            _cell("markdown", "[A](01-a.ipynb#x) と [g](../docs/g.ja.md) を見てください。", "ja"),
+            _cell("code", 'link = "[A](01-a.ipynb)"', outputs=[], execution_count=1),
+        ],
+        "metadata": {},
+    }
+    prose, code = notebooks.split_notebook(nb, lang)["cells"]
+    assert "](../a/#x)" in prose["source"] and "](../g/)" in prose["source"]
+    assert ".ipynb" not in prose["source"] and ".md" not in prose["source"]
+    assert code["source"] == 'link = "[A](01-a.ipynb)"'
+
+
+def test_split_all_names_the_links_that_reach_nothing(tmp_path):
+    src, docs = tmp_path / "notebooks", tmp_path / "docs"
+    src.mkdir()
+    docs.mkdir()
+    (docs / "glossary.md").write_text("# g", encoding="utf-8")
+    (docs / "glossary.ja.md").write_text("# g", encoding="utf-8")
+    nb = copy_of(BILINGUAL)
+    nb["cells"][3]["source"] = "[ok](01-demo.ipynb) [ok](../docs/glossary.md#a) [no](02-gone.ipynb)"
+    nb["cells"][4]["source"] = "[ok](../docs/glossary.ja.md) [no](../docs/notation.ja.md#x)"
+    (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    with pytest.raises(ValueError) as err:
+        notebooks.split_all(src, docs)
+    assert str(err.value) == (
+        "01-demo.ipynb links to 02-gone.ipynb, ../docs/notation.ja.md, which do not exist"
+    )
+    (docs / "notation.md").write_text("# n", encoding="utf-8")
+    (docs / "notation.ja.md").write_text("# n", encoding="utf-8")
+    (src / "02-gone.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
+    assert len(notebooks.split_all(src, docs)) == 4
+
+
+def copy_of(nb: dict) -> dict:
+    return json.loads(json.dumps(nb))
+
+
+# --------------------------------------------------------------------------
+# Folded solutions (CONTRIBUTING.md, "Solutions"), on the HTML that
+# mkdocs-jupyter renders from a real notebook
+
+
+def _rendered(cells: list[dict], tmp_path) -> str:
+    from mkdocs_jupyter.nbconvert2 import nb2html
+
+    nb = {
+        "cells": [{"id": f"c{k}", **c} for k, c in enumerate(cells)],
+        "metadata": {
+            "kernelspec": {"name": "python3", "language": "python", "display_name": "Python 3"}
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "demo.ipynb"
+    path.write_text(json.dumps(nb), encoding="utf-8")
+    return nb2html(str(path), custom_mathjax_url="")
+
+
+def _tagged(kind, source, **extra):
+    cell = _cell(kind, source, **extra)
+    cell["metadata"]["tags"] = ["solution"]
+    return cell
+
+
+def _code(source, tagged=False):
+    make = _tagged if tagged else _cell
+    return make("code", source, outputs=[], execution_count=1)
+
+
+@pytest.mark.parametrize("lang, label", [("en", "Solution"), ("ja", "解答")])
+def test_solutions_fold_into_collapsed_details(tmp_path, lang, label):
+    html = _rendered(
+        [
+            _cell("markdown", "## Exercises\n\n1. Prove it.\n2. Check it."),
+            _tagged("markdown", f"**{label} 1.** The first proof."),
+            _code("assert 1 + 1 == 2", tagged=True),
+            _tagged("markdown", f"**{label} 2.** Second, in two steps."),
+            _code("x = 2", tagged=True),
+            _tagged("markdown", "Then check."),
+            _code("assert x == 2", tagged=True),
+            _cell("markdown", "## References"),
+        ],
+        tmp_path,
+    )
+    assert "celltag_solution" in html  # what the fold relies on
+    out = notebooks.fold_solutions(html, lang)
+    folds = re.findall(
+        r'<details class="solution"><summary>(.*?)</summary>(.*?)</details>', out, re.S
+    )
+    assert [summary for summary, _ in folds] == [f"{label} 1", f"{label} 2"]
+    first, second = (body for _, body in folds)
+    assert "The first proof." in first and "1 + 1" in first and "Second" not in first
+    assert "Second, in two steps." in second and "Then check." in second and "x == 2" in second
+    assert f"<strong>{label}" not in out  # the label moved into the summary
+    assert out.count("<details") == out.count("</details>") == 2
+    assert "<details open" not in out  # collapsed by default
+    outside = re.sub(r"<details.*?</details>", "", out, flags=re.S)
+    assert "Exercises" in outside and "References" in outside and "proof" not in outside
+    assert 'class="cell-tag"' in html and 'class="cell-tag"' not in out  # no "solution" chips
+    # nothing else is lost: the page's text is the same, but for the
+    # label's full stop and the chips
+    expected = (
+        _text_of(html).replace(f"{label} 1.", f"{label} 1").replace(f"{label} 2.", f"{label} 2")
+    )
+    assert _text_of(out) == expected.replace(" solution ", " ")
+
+
+def _text_of(fragment: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", fragment[fragment.find("<body") :]))
+
+
+def test_a_solution_without_its_opening_is_left_and_reported(tmp_path, caplog):
+    html = _rendered([_cell("markdown", "Exercise."), _code("assert True", tagged=True)], tmp_path)
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.notebooks"):
+        out = notebooks.fold_solutions(html, "en", "demo.ipynb")
+    assert out == html
+    assert "demo.ipynb: a cell tagged 'solution' comes before any opening" in caplog.text
+
+
+def test_pages_without_solutions_are_untouched(tmp_path):
+    html = _rendered([_cell("markdown", "**Solution 1.** untagged"), _code("x = 1")], tmp_path)
+    assert notebooks.fold_solutions(html, "en") == html

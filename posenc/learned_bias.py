@@ -53,10 +53,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._checks import check_choice, check_size
+from posenc._checks import check_choice, check_positive_float, check_size
 from posenc.alibi import _check_lengths, _relative_positions
 
-__all__ = ["KerpleBias"]
+__all__ = ["FireBias", "KerpleBias"]
 
 # The official KERPLE code clamps every kernel parameter to at least 1e-2
 # after each step (``self.eps = 1e-2``) and the power to at most 2.
@@ -208,3 +208,160 @@ class KerpleBias(nn.Module):
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, kind={self.kind!r}"
+
+
+# FIRE's pseudo-code adds this to the log-normaliser so that a normaliser of
+# 0 (threshold and query position both 0) gives 0 rather than 0 / 0.
+_FIRE_EPS = 1e-6
+
+
+class FireBias(nn.Module):
+    """FIRE: functional interpolation for relative positions (Li et al. 2023).
+
+    For a query at position ``p_i = i + k_len - q_len`` and a key at ``j``,
+    head ``h`` adds::
+
+        out[h, i, j] = f(psi(|p_i - j|) / (psi(max(L, p_i)) + 1e-6))[h]
+        psi(x) = log(|c| * x + 1)
+
+    where ``f`` is a small MLP from one input to one output per head
+    (``Linear(1, hidden) -> ReLU -> Linear(hidden, n_heads)``), ``c`` scales
+    the log transform and ``L`` is the threshold. For the causal entries
+    (``j <= p_i``) this is the paper's ``f(psi(i - j) / psi(max(L, i)))``:
+
+    * a query beyond the threshold (``p_i > L``) divides by ``psi(p_i)``,
+      so its argument runs over ``[0, 1]`` whatever the length: the distance
+      as a fraction of the query's position, which is the "progressive
+      interpolation" that lets one function serve every length;
+    * a query at or below the threshold divides by the constant
+      ``psi(L)``, so on short inputs the bias is a function of the distance
+      alone and stays sharp for nearby tokens (the paper's fix for short
+      sequences);
+    * the log transform ``psi`` spreads the small distances apart before
+      the division ("amplifying differences among local positions").
+
+    Keys after the query (``j > p_i``) get the bias of the distance
+    ``|p_i - j|``, as the paper's pseudo-code computes it (its
+    ``torch.abs(self.c * rel_distance)``); their argument can exceed 1.
+    FIRE is a causal method and the causal mask, which is the caller's
+    business as for :func:`posenc.alibi_bias`, removes them.
+
+    Learned ``c`` and ``L``, kept positive as in the paper's pseudo-code:
+    the parameter ``c`` (initialised to ``c``) enters as ``|c|``, and
+    ``L = |threshold_multiplier * initial_threshold|`` with the learned
+    ``threshold_multiplier`` (initialised to 1) and the fixed
+    ``initial_threshold`` (a buffer, ``threshold``). A learned multiplier
+    rather than ``L`` itself lets an ordinary learning rate move a
+    threshold of hundreds. Neither can become negative; if an optimiser
+    drives one to exactly 0 the bias stays finite (``psi = 0`` gives the
+    argument 0, thanks to the ``1e-6``). The MLP has PyTorch's default
+    ``nn.Linear`` initialisation, as in the pseudo-code.
+
+    Args:
+        n_heads (int): number of attention heads, a positive integer.
+        hidden (int): width of the MLP's hidden layer, a positive integer
+            (the paper uses 32).
+        c (float): initial value of ``c``, finite and > 0 (the paper: 0.1).
+        threshold (float): initial threshold ``L``, finite and > 0 (the
+            paper: 512, for training on 512 or more tokens).
+
+    Attributes:
+        mlp (nn.Sequential): the function ``f``.
+        c (nn.Parameter): scalar, the log transform's scale (used as ``|c|``).
+        threshold_multiplier (nn.Parameter): scalar, initialised to 1.
+        initial_threshold (torch.Tensor): scalar buffer, ``threshold``.
+
+    Raises:
+        TypeError: if a size is not an integer or ``c``, ``threshold`` not a
+            real number.
+        ValueError: if a size is less than 1, or ``c`` or ``threshold`` is
+            not a finite number greater than 0.
+
+    Cost: up to the threshold the bias is a function of the distance (one
+    table of ``k`` values per head serves every query); beyond it each query
+    row has its own normaliser, so with a KV cache every decoding step
+    evaluates the MLP at ``k`` new arguments, and a fused kernel must either
+    evaluate ``f`` per pair or read a dense ``[h, q, k]`` bias.
+
+    Example:
+        >>> bias = FireBias(8, threshold=16.0)
+        >>> bias(4, 6).shape
+        torch.Size([8, 4, 6])
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        hidden: int = 32,
+        c: float = 0.1,
+        threshold: float = 512.0,
+    ) -> None:
+        super().__init__()
+        self.n_heads = check_size("n_heads", n_heads)
+        self.hidden = check_size("hidden", hidden)
+        c = check_positive_float("c", c)
+        threshold = check_positive_float("threshold", threshold)
+        self.mlp = nn.Sequential(
+            nn.Linear(1, self.hidden), nn.ReLU(), nn.Linear(self.hidden, self.n_heads)
+        )
+        self.c = nn.Parameter(torch.tensor(c))
+        self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
+        self.register_buffer("initial_threshold", torch.tensor(threshold))
+
+    @property
+    def threshold(self) -> torch.Tensor:
+        """The current threshold ``L = |threshold_multiplier * initial_threshold|`` (scalar)."""
+        return (self.threshold_multiplier * self.initial_threshold).abs()
+
+    def normalized_distance(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        """The MLP's argument ``psi(|p_i - j|) / (psi(max(L, p_i)) + 1e-6)``.
+
+        Args:
+            q_len (int): number of queries, ``>= 0``.
+            k_len (int | None): number of keys, ``>= q_len``; ``None`` for
+                ``q_len``.
+
+        Returns:
+            torch.Tensor: shape ``[q, k]``, on the device and in the dtype of
+            the parameters; in ``[0, 1]`` on the causal entries.
+
+        Raises:
+            TypeError: if a length is not an integer.
+            ValueError: if a length is negative or ``q_len > k_len``.
+        """
+        q_len, k_len = _check_lengths(q_len, k_len)
+        c = self.c.abs()
+        device, dtype = c.device, c.dtype
+        distance = _relative_positions(q_len, k_len, device).abs().to(dtype)  # [q, k]
+        query_pos = torch.arange(k_len - q_len, k_len, device=device).to(dtype)  # [q]
+        normaliser = torch.maximum(query_pos, self.threshold.to(dtype))  # [q]
+        log_distance = torch.log1p(c * distance)  # psi(|p_i - j|), [q, k]
+        log_normaliser = torch.log1p(c * normaliser) + _FIRE_EPS  # [q]
+        return log_distance / log_normaliser[:, None]  # [q, k]
+
+    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys.
+
+        Args:
+            q_len (int): number of queries, ``>= 0``.
+            k_len (int | None): number of keys, ``>= q_len``; ``None`` for
+                ``q_len``.
+
+        Returns:
+            torch.Tensor: bias of shape ``[h, q, k]`` on the device and in the
+            dtype of the parameters, to be broadcast against scores
+            ``[b, h, q, k]``.
+
+        Raises:
+            TypeError: if a length is not an integer.
+            ValueError: if a length is negative or ``q_len > k_len``.
+        """
+        x = self.normalized_distance(q_len, k_len)  # [q, k]
+        return self.mlp(x.unsqueeze(-1)).permute(2, 0, 1)  # [q, k, 1] -> [q, k, h] -> [h, q, k]
+
+    def extra_repr(self) -> str:
+        return (
+            f"n_heads={self.n_heads}, hidden={self.hidden}, "
+            f"threshold={self.initial_threshold.item():g}"
+        )

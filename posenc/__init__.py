@@ -12,7 +12,7 @@ from posenc.absolute import (
 )
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.attention import attention
-from posenc.learned_bias import KerpleBias
+from posenc.learned_bias import FireBias, KerpleBias
 from posenc.mrope import apply_mrope, grid_positions
 from posenc.relative import (
     RelativePositionEmbedding,
@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DynamicNTKScaling",
+    "FireBias",
     "KerpleBias",
     "LearnedPositionalEmbedding",
     "LinearScaling",

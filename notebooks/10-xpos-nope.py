@@ -32,11 +32,11 @@
 #
 # この章では、1 つの問いに対する正反対の 2 つの答えを扱います。
 # 因果的な言語モデルには、位置のための仕組みがどれだけ必要なのでしょうか。
-# xPos (Sun ら 2022) は RoPE に仕組みを足します。回転はそのままに、回転した次元のペアごとに
+# xPos（Sun ら 2022）は RoPE に仕組みを足します。回転はそのままに、回転した次元のペアごとに
 # 指数的な減衰を掛け、遠いトークンほど軽く扱われるようにします。
 # NoPE は逆にすべてを取り去ります。位置エンコーディングをまったく使いません。
 # それでもデコーダは位置を区別できます。因果マスクそのものが位置の情報を運ぶからです
-# (Haviv ら 2022、Kazemnejad ら 2023)。
+# （Haviv ら 2022、Kazemnejad ら 2023）。
 # 前半では xPos のスコアと減衰を導き、スケール基数の選び方で何を得て何を失うか、
 # 式がどこでオーバーフローするかを測り、torchscale の実装を `posenc` で再現します。
 # 後半では `posenc.attention` を使って NoPE モデルの最初の層を組み立てます。
@@ -66,7 +66,8 @@ def fmt(values, digits=4):
 # %% [markdown] lang="en"
 # ## From RoPE to xPos: a decay per pair
 #
-# RoPE (see the chapter *Rotary position embedding (RoPE)*) splits a query or key of
+# RoPE (see the chapter
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb)) splits a query or key of
 # even size $d$ into $d/2$ pairs of features. Write $q^{(i)} \in \mathbb{R}^2$ for pair
 # $i$ of $q$ and $R(\phi)$ for the rotation by the angle $\phi$. RoPE turns pair $i$ of
 # the query at position $m$ by $m\theta_i$, with $\theta_i = 10000^{-2i/d}$, and the key
@@ -77,20 +78,28 @@ def fmt(values, digits=4):
 # position:
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# The paper and its reference code (torchscale) use $\gamma = 0.4$ and the scale base
-# $B = 512$. The bases grow with $i$ from $\zeta_0 = \gamma/(1+\gamma) = 2/7$ to
+# Sun et al. define $\zeta_i$ this way (their equation 9, with $2i/d$ written as
+# $i/(d/2)$) but raise it to the position itself, which is $B = 1$. They say they set
+# $\gamma$ by hand, so that attention still resolves positions and $\zeta_i^n$ stays
+# representable in float16 for $n$ up to 8192, and print no value. The values used on
+# this page, $\gamma = 0.4$ and the scale base $B = 512$, are those of torchscale's
+# `XPOS` (`(arange(0, d, 2) + 0.4 * d) / (1.4 * d)` and `scale_base=512`), the library
+# the paper's code is based on; lucidrains' `rotary-embedding-torch` uses the same two
+# numbers. The bases grow with $i$ from $\zeta_0 = \gamma/(1+\gamma) = 2/7$ to
 # $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$, just below 1: the fastest-turning pair
 # gets the smallest base. In `posenc`, `xpos_zeta(d)` returns the $\zeta_i$,
 # `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and `apply_xpos(q, k, m, n)` returns
 # $(\tilde q_m, \tilde k_n)$, built on `apply_rope`. The cell checks each against the
-# formulas, for both pairings of RoPE, interleaved and half. It passes `center=0.0`,
+# formulas and $\zeta_i$ against torchscale's expression, for both pairings of RoPE,
+# interleaved and half. It passes `center=0.0`,
 # which gives the formula exactly as written; the default shifts the exponents by a
-# constant that cancels in every score, as the section on large positions explains.
+# constant that cancels in every score, as the section
+# [Large positions](#large-positions-centring-the-exponent) explains.
 
 # %% [markdown] lang="ja"
 # ## RoPE から xPos へ：ペアごとの減衰
 #
-# RoPE（「回転位置埋め込み（RoPE）」の章）は、次元数 $d$（偶数）のクエリやキーを、2 次元ずつ $d/2$ 組のペアに分けます。
+# RoPE（「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章）は、次元数 $d$（偶数）のクエリやキーを、2 次元ずつ $d/2$ 組のペアに分けます。
 # $q$ のペア $i$ を $q^{(i)} \in \mathbb{R}^2$、角度 $\phi$ の回転を $R(\phi)$ と書きます。
 # RoPE は、位置 $m$ のクエリのペア $i$ を $m\theta_i$ だけ回し（$\theta_i = 10000^{-2i/d}$）、
 # 位置 $n$ のキーを $n\theta_i$ だけ回します。
@@ -98,23 +107,33 @@ def fmt(values, digits=4):
 # クエリには正のべき、キーには負のべきで、位置が進むほどクエリは縮み、キーは大きくなります。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# 論文とその参照実装 (torchscale) は $\gamma = 0.4$、スケール基数 $B = 512$ を使います。
+# Sun らの論文はこの形で $\zeta_i$ を定義しています（式 9。$2i/d$ を $i/(d/2)$ と書いています）。
+# ただし指数は位置そのもので、これは $B = 1$ にあたります。
+# $\gamma$ については、位置を見分ける力を保ちつつ、$n$ が 8192 まで大きくなっても $\zeta_i^n$ を float16 で表せるように手で決めたと述べているだけで、値は示していません。
+# このページで使う $\gamma = 0.4$ とスケール基数 $B = 512$ は、torchscale の `XPOS` にある値です
+# （`(arange(0, d, 2) + 0.4 * d) / (1.4 * d)` と `scale_base=512`）。
+# 論文のコードは torchscale をもとにしています。lucidrains の `rotary-embedding-torch` も同じ 2 つの値を使います。
 # べきの底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma) = 2/7$ から
 # 1 のすぐ下の $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$ までです。
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
 # `apply_xpos(q, k, m, n)` は `apply_rope` の上に作られていて、$(\tilde q_m, \tilde k_n)$ を返します。
-# 次のセルで、RoPE の 2 通りのペアの組み方（インターリーブ配置と半分割配置）の両方について、それぞれを式と照らし合わせます。
+# 次のセルで、RoPE の 2 通りのペアの組み方（インターリーブ配置と半分割配置）の両方について、それぞれを式と照らし合わせ、
+# $\zeta_i$ を torchscale の式とも比べます。
 # ここでは `center=0.0` を渡して、書いたとおりの式を計算させています。
-# 既定では指数を定数だけずらします。その定数はどのスコアでも打ち消し合います（大きな位置の節で説明します）。
+# 既定では指数を定数だけずらします。その定数はどのスコアでも打ち消し合います（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
 
 # %%
 d, gamma, B = 8, 0.4, 512.0
 zeta = xpos_zeta(d, dtype=f64)
 i = torch.arange(d // 2, dtype=f64)
 assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))  # zeta_i
-assert math.isclose(zeta[0], 2 / 7) and math.isclose(zeta[-1], (1 - 2 / d + gamma) / (1 + gamma))
+assert math.isclose(zeta[0], 2 / 7) and math.isclose(
+    zeta[-1], (1 - 2 / d + gamma) / (1 + gamma)
+)
 assert (zeta[1:] > zeta[:-1]).all() and zeta[-1] < 1
+torchscale = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)  # XPOS.scale
+assert_close(xpos_zeta(d), torchscale)  # float32, as torchscale stores it
 
 p = torch.tensor([-3.0, 0.0, 1.0, 100.0, 1000.0], dtype=f64)
 assert_close(xpos_scale(d, p), zeta ** (p[:, None] / B))  # zeta_i^(p/B)
@@ -124,7 +143,11 @@ m, n = torch.tensor(700), torch.tensor(200)
 for layout in ("half", "interleaved"):
     q_x, k_x = apply_xpos(q, k, m, n, layout=layout, center=0.0)
     # half: pair i is features (i, i + d/2); interleaved: (2i, 2i + 1)
-    spread = torch.cat((zeta, zeta)) if layout == "half" else zeta.repeat_interleave(2)
+    spread = (
+        torch.cat((zeta, zeta))
+        if layout == "half"
+        else zeta.repeat_interleave(2)
+    )
     assert_close(q_x, spread ** (700 / B) * apply_rope(q, m, layout=layout))
     assert_close(k_x, spread ** (-200 / B) * apply_rope(k, n, layout=layout))
 print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
@@ -219,14 +242,18 @@ factor = xpos_scale(d, dist)  # (4097, 64): zeta_i^(r/B)
 log_slope = factor.log().diff(dim=0)  # constant in r: ln(zeta_i) / B
 assert_close(log_slope, (zeta.log() / B).expand(4096, d // 2))
 half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
-assert_close(xpos_scale(d, half_dist).diagonal(), torch.full((d // 2,), 0.5, dtype=f64))
+assert_close(
+    xpos_scale(d, half_dist).diagonal(), torch.full((d // 2,), 0.5, dtype=f64)
+)
 shown = [0, 16, 32, 48, 63]
 print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}", end="")
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for j in shown:
     ax.plot(dist, factor[:, j], label=f"$i = {j}$")
-ax.set(yscale="log", xlabel="$m-n$", ylabel=r"$\zeta_i^{(m-n)/B}$", xlim=(0, 4096))
+ax.set(
+    yscale="log", xlabel="$m-n$", ylabel=r"$\zeta_i^{(m-n)/B}$", xlim=(0, 4096)
+)
 ax.set_title("$d = 128,\\ B = 512$")
 ax.legend(loc="lower left", ncols=5, fontsize="small")
 plt.show()
@@ -234,8 +261,9 @@ plt.show()
 # %% [markdown] lang="en"
 # ## The score of aligned queries and keys, with and without the decay
 #
-# The chapter *Rotary position embedding (RoPE)* showed that RoPE's long-term decay is
-# an upper bound, not a property of the scores: for $q = k = \mathbf{1}$ the score is
+# The chapter *Rotary position embedding (RoPE)*, in its section
+# [Long-term decay](08-rope.ipynb#long-term-decay-what-the-papers-bound-shows),
+# showed that RoPE's long-term decay is an upper bound, not a property of the scores: for $q = k = \mathbf{1}$ the score is
 # $2\sum_i \cos(r\theta_i)$, which falls from 128 but keeps rippling. With xPos each
 # cosine is weighted by its factor:
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -245,9 +273,9 @@ plt.show()
 # remove them, because the slow pairs, which decay least, also turn the least.
 
 # %% [markdown] lang="ja"
-# ## そろったクエリとキーのスコア：減衰のありとなし
+# ## そろったクエリとキーのスコア：減衰がある場合とない場合
 #
-# 「回転位置埋め込み（RoPE）」の章で見たとおり、RoPE の長距離減衰は上界であって、スコアそのものの性質ではありません。
+# 「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節で見たとおり、RoPE の長距離減衰は上界であって、スコアそのものの性質ではありません。
 # $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、128 から下がりますが波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -261,9 +289,10 @@ plt.show()
 theta = rope_frequencies(d).double()
 r = torch.arange(0, 4097)
 ones = torch.ones(d, dtype=f64)
-rope_scores = apply_rope(ones.expand(len(r), d), r) @ ones  # R_0 1 = 1: the key at n = 0
-q_x, _ = apply_xpos(ones.expand(len(r), d), ones.expand(len(r), d), r, center=0.0)
-_, k_0 = apply_xpos(ones, ones, torch.tensor(0), center=0.0)  # the same centre for both
+rope_scores = apply_rope(ones.expand(len(r), d), r) @ ones  # key 1 at n = 0
+many = ones.expand(len(r), d)
+q_x, _ = apply_xpos(many, many, r, center=0.0)
+_, k_0 = apply_xpos(ones, ones, torch.tensor(0), center=0.0)  # same centre
 xpos_scores = q_x @ k_0
 cosines = torch.cos(r.double()[:, None] * theta)  # (4097, 64)
 assert_close(rope_scores, 2 * cosines.sum(-1))
@@ -271,8 +300,10 @@ assert_close(xpos_scores, 2 * (xpos_scale(d, r.double()) * cosines).sum(-1))
 assert rope_scores[0] == xpos_scores[0] == 128
 far = slice(2048, None)
 print(
-    f"r = 2048..4096, RoPE: min {rope_scores[far].min():.2f}, max {rope_scores[far].max():.2f}\n"
-    f"r = 2048..4096, xPos: min {xpos_scores[far].min():.2f}, max {xpos_scores[far].max():.2f}",
+    f"r = 2048..4096, RoPE: min {rope_scores[far].min():.2f}, "
+    f"max {rope_scores[far].max():.2f}\n"
+    f"r = 2048..4096, xPos: min {xpos_scores[far].min():.2f}, "
+    f"max {xpos_scores[far].max():.2f}",
     end="",
 )
 
@@ -303,35 +334,44 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### RoPE にはない上限
 #
-# それでも減衰は、どんなクエリとキーでも越えられない上限を決めます。
+# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。
 # 回転はノルムを変えないので、三角不等式とコーシー・シュワルツの不等式から、$m \ge n$ について次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
 # いちばん大きい因子は最後のペアのものだからです。
 # この上限には実際に届きます。$q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすればよいのです。
 # RoPE にはこのような上限はありません。同じように $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
 # $d = 128$ の単位ベクトルでの上限を下に示します。距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
-# 遠いトークンにも高いスコアを与えることはできますが、それができるのは遅いペアだけです。
-# 遅いペアは、トークンがどこにあるかについてほとんど何も語りません。
-# 次のセルでは、2000 組のランダムな単位ベクトルで上限を確かめ、上限に届くことも確かめます。
+# 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは遅いペアだけで、
+# 遅いペアはトークンの位置についてほとんど情報を持ちません。
+# 次のセルでは、2000 組のランダムな単位ベクトルでこの上限が成り立つことと、上限に実際に届くことを確かめます。
 
 
 # %%
 def score(q, k, m, n, **kwargs):
-    q_x, k_x = apply_xpos(q, k, torch.tensor(m), torch.tensor(n), layout="interleaved", **kwargs)
+    q_x, k_x = apply_xpos(
+        q, k, torch.tensor(m), torch.tensor(n), layout="interleaved", **kwargs
+    )
     return q_x @ k_x
 
 
 distances = (512, 4096, 32768)
-caps = xpos_scale(d, torch.tensor(distances, dtype=f64))[:, -1]  # zeta_{d/2-1}^{r/B}
+# zeta_{d/2-1}^{r/B}: the factor of the last pair
+caps = xpos_scale(d, torch.tensor(distances, dtype=f64))[:, -1]
 unit = torch.nn.functional.normalize(torch.randn(2, 2000, d, dtype=f64), dim=-1)
 for r_far, cap in zip(distances, caps, strict=True):
-    q_x, k_x = apply_xpos(unit[0], unit[1], torch.tensor(r_far), torch.tensor(0))
+    q_x, k_x = apply_xpos(
+        unit[0], unit[1], torch.tensor(r_far), torch.tensor(0)
+    )
     assert ((q_x * k_x).sum(-1).abs() <= cap + 1e-12).all()
     last = torch.zeros(d, dtype=f64)
-    last[-2:] = torch.tensor([0.6, 0.8])  # a unit q in the last pair (interleaved)
-    k_best = apply_rope(last, torch.tensor(r_far), layout="interleaved")  # R((m-n) theta) q
+    last[-2:] = torch.tensor([0.6, 0.8])  # a unit q in the last pair
+    # k = R((m-n) theta) q, in the interleaved layout
+    k_best = apply_rope(last, torch.tensor(r_far), layout="interleaved")
     assert_close(score(last, k_best, r_far, 0), cap)  # the cap is reached
-    assert_close(score(last, k_best, r_far, 0, scale_base=math.inf), torch.tensor(1.0, dtype=f64))
+    assert_close(
+        score(last, k_best, r_far, 0, scale_base=math.inf),
+        torch.tensor(1.0, dtype=f64),
+    )
 print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 
 # %% [markdown] lang="en"
@@ -340,15 +380,17 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 # The scale base stretches every decay alike: each half-distance $r_{1/2,i}$ is
 # proportional to $B$, and as $B \to \infty$ every factor tends to 1 and xPos becomes
 # RoPE. `apply_xpos(..., scale_base=math.inf)` returns exactly what `apply_rope`
-# returns. Pair $0$'s half-distance is printed for three bases.
+# returns. For three bases the cell finds pair $0$'s half-distance by scanning the
+# factors that `xpos_scale` returns, compares it with $r_{1/2,i}$, and prints it.
 #
 # What does the decay cost?
 #
 # - **The fast pairs are gone at long range.** At distance 2048, 3 of the 64 pairs of
 #   $d = 128$ keep less than 1% of their weight; at 8192, 42 of them. Beyond that, a
 #   score sees only the slow pairs, which change little from one position to the
-#   next: fine distinctions between far positions are lost, and no choice of
-#   weights restores them, since the factor does not depend on $q$ or $k$.
+#   next: fine distinctions between far positions are lost. The weights can enlarge
+#   a pair, but by the same amount at every distance, so they cannot undo a factor
+#   that falls with the distance.
 # - **Far tokens do not disappear; they blur.** The decay multiplies the score, it
 #   does not subtract from it. Far scores shrink towards 0, not towards $-\infty$, so
 #   the softmax gives far keys nearly equal weights instead of none. For one random
@@ -357,58 +399,87 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   3000; RoPE's is 10.92 and 12.53.
 # - **It only works causally.** For $m < n$ the factor $\zeta_i^{(m-n)/B}$ exceeds 1:
 #   a key 2048 positions in the future has pair $0$ multiplied by 150.06. In
-#   bidirectional attention the decay becomes a growth, so xPos is a design for
-#   decoders.
-# - **The paper extrapolates with a window.** Sun et al. evaluate inputs longer than
-#   the training length with blockwise causal attention: the sequence is cut into
-#   blocks of the training length $w$, and each query sees only the keys of its own
-#   block and of the previous one, so no distance exceeds $2w - 1$. The abstract
-#   names it as the second of the paper's two designs, and the paper's
-#   extrapolation results use both together: xPos is half of the method, not all
-#   of it.
+#   bidirectional attention the decay becomes a growth: xPos is a design for
+#   decoders, and the paper leaves bidirectional attention to future work (its
+#   section on limitations).
+# - **The paper extrapolates with a window.** Sun et al. train on $l = 1024$ tokens
+#   with ordinary causal attention. For longer inputs they switch, at inference
+#   only, to blockwise causal attention (their section 3.3 and figure 2): the
+#   queries are cut into blocks of $l/2$, and each query attends to the keys of its
+#   own block, up to itself, and of the block before. A query at offset $u$ in its
+#   block reaches back at most $u + l/2 \le l - 1$ positions, so every distance stays
+#   inside the range seen in training, while each query after the first block still
+#   sees between $l/2 + 1$ and $l$ keys. The cell builds this mask for $l = 1024$ and
+#   the paper's longest test, 4096 tokens, and checks both counts; blocks of the full
+#   length $l$ would let distances reach $2l - 1$, which training never showed. The
+#   abstract names the window as the second of the paper's two designs, and its
+#   table 5 measures the window's share: at 4096 tokens xPos alone reaches a
+#   perplexity of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65).
+#   torchscale, on which the paper's code is based, implements xPos but not the
+#   window, so this paragraph rests on the paper's text.
 
 # %% [markdown] lang="ja"
-# ## スケール基数と、xPos が引き換えにするもの
+# ## スケール基数と xPos のトレードオフ
 #
 # スケール基数は、すべての減衰を同じ割合で引き伸ばします。
 # どの半減距離 $r_{1/2,i}$ も $B$ に比例し、$B \to \infty$ ではどの因子も 1 に近づいて、xPos は RoPE になります。
 # `apply_xpos(..., scale_base=math.inf)` は、`apply_rope` とまったく同じ値を返します。
-# 3 通りのスケール基数でのペア $0$ の半減距離を下に示します。
+# 次のセルでは 3 通りのスケール基数について、`xpos_scale` が返す因子を順に調べてペア $0$ の半減距離を求め、
+# $r_{1/2,i}$ と比べてから出力します。
 #
 # では、減衰の代償は何でしょうか。
 #
 # - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のペアのうち、
 #   重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
 #   それより遠くでは、スコアに効くのは遅いペアだけです。遅いペアは隣の位置との間でほとんど変わらないので、
-#   遠い位置どうしの細かな区別は失われます。因子は $q$ にも $k$ にもよらないので、どんな重みでも取り戻せません。
+#   遠い位置どうしの細かな区別は失われます。
+#   重みでペアを大きくしても、どの距離でも同じ倍率にしかならないので、距離とともに小さくなる因子は打ち消せません。
 # - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるのであって、スコアから引かれるのではありません。
 #   遠いスコアは $-\infty$ ではなく 0 に近づくので、softmax は遠いキーに重みを与えないのではなく、
 #   ほぼ等しい重みを与えます。
-#   ランダムなクエリ 1 つと 4096 個のランダムなキーで比べると、出力のとおり、
+#   ランダムなクエリ 1 つと 4096 個のランダムなキーで比べてみます。出力のとおり、
 #   xPos のスコアのばらつき（標準偏差）は、最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。
 #   RoPE では 10.92 と 12.53 で、下がりません。
 # - **因果的な場合にしか働きません。** $m < n$ では因子 $\zeta_i^{(m-n)/B}$ が 1 を超えます。
 #   2048 位置先の未来にあるキーでは、ペア $0$ に 150.06 が掛かります。
-#   双方向のアテンションでは減衰が増幅に変わるので、xPos はデコーダのための設計です。
-# - **論文はウィンドウを使って外挿しています。** Sun らは、学習時の長さより長い入力を
-#   ブロック単位の因果的アテンション（blockwise causal attention）で評価しています。系列を学習時の長さ $w$ のブロックに区切り、
-#   各クエリは自分のブロックと 1 つ前のブロックのキーだけを見ます。そのため、距離は $2w - 1$ を超えません。
-#   論文の要旨も、これを 2 つの工夫のうちの 2 つ目として挙げていて、
-#   外挿の結果は両方を組み合わせて得られたものです。xPos は手法の半分であって、すべてではありません。
+#   双方向のアテンションでは減衰が増幅に変わります。xPos はデコーダのための設計で、
+#   論文も双方向のアテンションへの適用は今後の課題としています（「Limitations」の節）。
+# - **論文はウィンドウを使って外挿しています。** Sun らは、通常の因果的アテンションを使い、$l = 1024$ トークンで学習しています。
+#   それより長い入力では、推論のときだけブロック単位の因果的アテンションに切り替えます（論文の 3.3 節と図 2）。
+#   クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
+#   ブロック内のオフセットが $u$ のクエリが見る最も遠いキーは $u + l/2 \le l - 1$ 位置前です。
+#   そのため、どの距離も学習中に現れた範囲を出ません。
+#   それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
+#   次のセルでは、$l = 1024$ と、論文で最も長い評価長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
+#   ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
+#   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。その寄与を測っているのが論文の表 5 です。
+#   4096 トークンでのパープレキシティは、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
+#   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。この段落は論文の本文に基づいています。
 
 # %%
 q, k = torch.randn(2, 3, 50, 32)
 pos = torch.arange(50) * 100
 q_x, k_x = apply_xpos(q, k, pos, scale_base=math.inf)  # B = infinity: RoPE
-assert torch.equal(q_x, apply_rope(q, pos)) and torch.equal(k_x, apply_rope(k, pos))
+assert torch.equal(q_x, apply_rope(q, pos)) and torch.equal(
+    k_x, apply_rope(k, pos)
+)
 
 bases = (128.0, 512.0, 2048.0)
-half_0 = [b * math.log(2) / math.log(1 / zeta[0].item()) for b in bases]  # pair 0
-assert all(math.isclose(h / b, half_0[0] / bases[0]) for h, b in zip(half_0, bases, strict=True))
+r_grid = torch.arange(0, 3000, dtype=f64)
+half_0 = []
+for b in bases:
+    f_0 = xpos_scale(d, r_grid, scale_base=b)[:, 0]  # pair 0, r = 0..2999
+    first = int((f_0 <= 0.5).nonzero()[0])  # the first whole r at or below 1/2
+    r_half = b * math.log(2) / math.log(1 / zeta[0].item())  # r_{1/2,0}
+    assert first == math.ceil(r_half)
+    half_0.append(r_half)
 
-faded = {
-    r_far: int((xpos_scale(d, torch.tensor(float(r_far))) < 0.01).sum()) for r_far in (2048, 8192)
-}
+faded = {}
+for r_far in (2048, 8192):
+    below = xpos_scale(d, torch.tensor(float(r_far))) < 0.01
+    # zeta_i^(r/B) < 1/100 exactly when r > B ln(100) / ln(1/zeta_i)
+    assert torch.equal(below, r_far > B * math.log(100) / torch.log(1 / zeta))
+    faded[r_far] = int(below.sum())
 
 # one random query at position 4095 over random keys at 0..4095
 query = torch.randn(d, dtype=f64)
@@ -421,21 +492,47 @@ near, far = (4095 - key_pos) < 64, (4095 - key_pos) >= 3000
 assert xpos_s[far].std() < 0.5 * xpos_s[near].std()
 assert rope_s[far].std() > 0.8 * rope_s[near].std()
 
-growth = xpos_scale(d, torch.tensor(-2048.0, dtype=f64))  # m - n = -2048: a key in the future
+# m - n = -2048: a key in the future
+growth = xpos_scale(d, torch.tensor(-2048.0, dtype=f64))
 assert (growth > 1).all()
 
-w = 4  # blockwise causal attention with blocks of w: own block and the previous one
-qi, kj = torch.arange(4 * w)[:, None], torch.arange(4 * w)[None, :]
-visible = (kj <= qi) & (kj // w >= qi // w - 1)
-assert int((qi - kj)[visible].max()) == 2 * w - 1
+
+def blockwise_causal(length, block):
+    """Sun et al. 3.3: query blocks of `block`; own (causal) and last block."""
+    p = torch.arange(length)
+    m_, n_ = p[:, None], p[None, :]  # query m, key n
+    return (n_ <= m_) & (n_ // block >= m_ // block - 1)  # (length, length)
+
+
+def farthest(visible):
+    """The largest distance m - n of a visible key, and keys per query."""
+    first = visible.to(torch.uint8).argmax(-1)  # the first visible key n
+    m_ = torch.arange(len(visible))
+    keys = visible.sum(-1)
+    assert torch.equal(keys, m_ - first + 1)  # visible keys: one contiguous run
+    return int((m_ - first).max()), keys
+
+
+l_train = 1024  # the paper's training length l
+longest, keys = farthest(blockwise_causal(4096, l_train // 2))
+assert longest == l_train - 1  # every distance < l
+after_first = keys[l_train // 2 :]  # the queries after the first block
+assert (after_first.min(), after_first.max()) == (l_train // 2 + 1, l_train)
+too_far, _ = farthest(blockwise_causal(4096, l_train))  # blocks of l instead
+assert too_far == 2 * l_train - 1
 
 print(
-    f"half-distance of pair 0, B = {[int(b) for b in bases]}: {fmt(torch.tensor(half_0), 0)}\n"
-    f"pairs below 1% of their weight, r = 2048: {faded[2048]} of 64, r = 8192: {faded[8192]} of 64\n"
-    f"spread of the scores, nearest 64 keys / beyond 3000: "
-    f"xPos {xpos_s[near].std():.2f} / {xpos_s[far].std():.2f}, "
+    f"half-distance of pair 0, B = {[int(b) for b in bases]}: "
+    f"{fmt(torch.tensor(half_0), 0)}\n"
+    f"pairs below 1% of their weight: r = 2048: {faded[2048]} of 64, "
+    f"r = 8192: {faded[8192]} of 64\n"
+    f"spread of the scores, nearest 64 keys / beyond 3000:\n"
+    f"  xPos {xpos_s[near].std():.2f} / {xpos_s[far].std():.2f}, "
     f"RoPE {rope_s[near].std():.2f} / {rope_s[far].std():.2f}\n"
-    f"pair 0 at m - n = -2048: factor {growth[0]:.2f}",
+    f"pair 0 at m - n = -2048: factor {growth[0]:.2f}\n"
+    f"blocks of l/2, l = 1024, 4096 tokens: farthest key {longest} back,\n"
+    f"  {after_first.min()} to {after_first.max()} keys per query\n"
+    f"blocks of l instead: farthest key {too_far} back",
     end="",
 )
 
@@ -482,13 +579,13 @@ print(
 # 次のセルで `xpos_scale` を float32 で調べます。キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になります。
 # クエリの $\zeta_0^{m/B}$ は $m = 35695$ で非正規化数になり、$m = 42494$ からは厳密に 0 です。
 # これらの位置に $\ln(7/2)/B$ を掛けると、それぞれ上の 3 つの指数になります。
-# こうしたベクトルから計算したスコアは、本当の値が範囲を超えるよりずっと前に壊れます。
-# $m = n = 65535$ では本当の因子は $\zeta_0^0 = 1$ なのに、積は NaN になります。
+# こうしたベクトルから計算したスコアは、真の値が範囲を超えるよりずっと前に壊れます。
+# $m = n = 65535$ では真の因子は $\zeta_0^0 = 1$ なのに、積は NaN になります。
 #
 # 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、
 # 指数を共通の $c$ だけずらしても打ち消し合います。
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
-# 回転のほうは本当の位置を使い続けます。
+# 回転のほうは実際の位置を使い続けます。
 # torchscale は $N$ 個のキーに対して $c = \lceil N/2 \rceil$ だけずらします。
 # `apply_xpos` は `center=c` を受け取り、既定ではクエリとキーのすべての位置の最小値と最大値の中点を使います。
 # こうすると $|p - c|$ は位置の広がりの半分を超えません。
@@ -506,17 +603,20 @@ print(
 # 出力のとおりスコアが最大 1.80 ずれます。
 
 # %%
-scan = xpos_scale(d, torch.arange(-50000, 50001))[:, 0]  # float32, pair 0, p = -50000..50000
 p_scan = torch.arange(-50000, 50001)
+scan = xpos_scale(d, p_scan)[:, 0]  # float32, pair 0
 tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
-first_inf = -int(p_scan[torch.isinf(scan)].max())  # key factor zeta_0^(-n/B) at n = -p
+# the key's factor zeta_0^(-n/B) is the scan at p = -n
+first_inf = -int(p_scan[torch.isinf(scan)].max())
 first_subnormal = int(p_scan[(scan > 0) & (scan < tiny)].min())
 first_zero = int(p_scan[scan == 0].min())
 f32 = torch.finfo(torch.float32)
-limits = (math.log(f32.max), math.log(tiny), -150 * math.log(2))  # below 2^-150: rounds to 0
+# overflow, end of the normal numbers, rounding to 0 (below 2^-150)
+limits = (math.log(f32.max), math.log(tiny), -150 * math.log(2))
 per_position = math.log(7 / 2) / B  # -ln(zeta_0) / B
-for p_edge, limit in zip((first_inf, first_subnormal, first_zero), limits, strict=True):
-    assert abs(p_edge * per_position - abs(limit)) < 0.01  # each edge: one of the limits
+edges = (first_inf, first_subnormal, first_zero)
+for p_edge, limit in zip(edges, limits, strict=True):
+    assert abs(p_edge * per_position - abs(limit)) < 0.01  # edge = limit
 
 q, k = torch.randn(2, d)
 top = torch.tensor(65535)
@@ -532,34 +632,39 @@ a_q, a_k = apply_xpos(qs, ks, pos, center=0.0)
 b_q, b_k = apply_xpos(qs, ks, pos, center=777.0)
 assert_close(a_q @ a_k.T, b_q @ b_k.T) and not torch.allclose(a_q, b_q)
 
-# 64 positions over [0, 2^16): float32 scores against the formula in float64, m >= n
-pos = torch.cat([torch.tensor([0, 65535]), torch.randint(0, 2**16, (62,))]).sort().values.double()
+# 64 positions over [0, 2^16): float32 scores against float64, m >= n
+pos = torch.cat([torch.tensor([0, 65535]), torch.randint(0, 2**16, (62,))])
+pos = pos.sort().values.double()
 q_x, k_x = apply_xpos(q.expand(64, d), k.expand(64, d), pos)  # float32 vectors
 scores = (q_x @ k_x.T).double()
 delta = pos[:, None] - pos[None, :]  # m - n
 half = d // 2  # half layout: pair i is features (i, i + d/2)
 qc = torch.complex(q.double()[:half], q.double()[half:])
 kc = torch.complex(k.double()[:half], k.double()[half:])
-phase = torch.polar(torch.ones_like(delta[..., None] * theta), delta[..., None] * theta)
+angle = delta[..., None] * theta  # (m - n) theta_i
+phase = torch.polar(torch.ones_like(angle), angle)
 exact = (zeta ** (delta[..., None] / B) * (qc * kc.conj() * phase).real).sum(-1)
 causal = delta >= 0
 err = (scores - exact)[causal].abs().max()
 assert torch.isfinite(scores[causal]).all() and err < 1e-4
 
-# a KV cache: keys encoded once (default centre = midpoint of 0..99), one query later
+# a KV cache: keys encoded once (default centre: 49.5), one query later
 keys_x = apply_xpos(k.expand(100, d), k.expand(100, d), torch.arange(100))[1]
-query_alone = apply_xpos(q[None], k[None], torch.tensor([99]))[0]  # default centre 99: wrong
-query_fixed = apply_xpos(q[None], k[None], torch.tensor([99]), center=49.5)[0]  # same centre
+last_q = torch.tensor([99])
+query_alone = apply_xpos(q[None], k[None], last_q)[0]  # centre 99: wrong
+query_fixed = apply_xpos(q[None], k[None], last_q, center=49.5)[0]  # same
 full_q = apply_xpos(q.expand(100, d), k.expand(100, d), torch.arange(100))[0]
 assert_close(query_fixed @ keys_x.T, full_q[99:] @ keys_x.T)
 cache_err = (query_alone @ keys_x.T - full_q[99:] @ keys_x.T).abs().max()
 print(
-    f"float32: overflow above e^{limits[0]:.2f}, normal down to e^{limits[1]:.2f}, "
-    f"0 below e^{limits[2]:.2f}\n"
-    f"float32, pair 0: key factor infinite from n = {first_inf}, "
-    f"query factor subnormal from m = {first_subnormal}, zero from m = {first_zero}\n"
-    f"64 positions in [0, 2^16), m >= n: max |float32 - exact| < 1e-4: {bool(err < 1e-4)}\n"
-    f"KV cache with the default centre per call: max score error {cache_err:.2f}",
+    f"float32: overflow above e^{limits[0]:.2f}, "
+    f"normal down to e^{limits[1]:.2f}, 0 below e^{limits[2]:.2f}\n"
+    f"pair 0: key factor infinite from n = {first_inf}\n"
+    f"  query factor subnormal from m = {first_subnormal}, "
+    f"zero from m = {first_zero}\n"
+    f"64 positions in [0, 2^16), m >= n: "
+    f"max |float32 - exact| < 1e-4: {bool(err < 1e-4)}\n"
+    f"KV cache, default centre per call: max score error {cache_err:.2f}",
     end="",
 )
 
@@ -600,7 +705,7 @@ print(
 # `apply_xpos(..., layout="interleaved")` とスコアを比べます。
 # 中心は違います（$\lceil N/2 \rceil$ と $(N-1)/2$）が、スコアは一致します。
 #
-# lucidrains のライブラリは、倍率のペアの組み方がなぜ大切かを教えてくれます。
+# lucidrains のライブラリの例を見ると、倍率をペアにどう割り当てるかが重要である理由が分かります。
 # 2024 年 9 月の修正（プルリクエスト 34）までは、$d/2$ 個の倍率を
 # $(s_0, \dots, s_{d/2-1}, s_0, \dots, s_{d/2-1})$ という並び、つまり半分割配置で各次元に割り当てていました。
 # 一方で回転は次元 $2i$ と $2i+1$ をペアにします。
@@ -618,13 +723,14 @@ def rotate_every_two(x):  # pairs (2i, 2i + 1) -> (-x_{2i+1}, x_{2i})
 
 
 def torchscale_like(q, k):
-    """torchscale's XPOS as a formula: exponent positions p - ceil(N/2), rotation positions p."""
+    """torchscale's XPOS: exponents at p - ceil(N/2), rotations at p."""
     n, d = k.shape[-2:]
     zeta = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)
     expo = torch.arange(n) - math.ceil(n / 2)
     scale = (zeta ** (expo[:, None] / 512)).repeat_interleave(2, -1)  # (N, d)
     inv_freq = 1.0 / 10000 ** (torch.arange(0, d // 2) / (d // 2))
-    angle = (torch.arange(n)[:, None] * inv_freq).repeat_interleave(2, -1)  # (N, d)
+    angle = torch.arange(n)[:, None] * inv_freq  # (N, d/2)
+    angle = angle.repeat_interleave(2, -1)  # (N, d)
 
     def rope(x):
         return x * angle.cos() + rotate_every_two(x) * angle.sin()
@@ -639,13 +745,12 @@ assert_close(q_t @ k_t.mT, q_x @ k_x.mT, rtol=1e-4, atol=1e-4)
 
 
 def lucidrains_like(q, k, positions, paired):
-    """use_xpos: scale ** ((t - N // 2) / 512), q * scale and k / scale; pairs (2i, 2i + 1)."""
+    """use_xpos: scale ** ((t - N // 2) / 512), q * scale and k / scale."""
     d = q.shape[-1]
     zeta = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)
     s = zeta ** ((positions - len(positions) // 2)[:, None] / 512)  # (N, d/2)
-    s = (
-        s.repeat_interleave(2, -1) if paired else torch.cat((s, s), dim=-1)
-    )  # after / before the fix
+    # after the fix: pairs (2i, 2i + 1); before: the half layout
+    s = s.repeat_interleave(2, -1) if paired else torch.cat((s, s), dim=-1)
     angle = (positions[:, None] * rope_frequencies(d)).repeat_interleave(2, -1)
 
     def rope(x):
@@ -655,14 +760,15 @@ def lucidrains_like(q, k, positions, paired):
 
 
 q, k = torch.randn(2, 64, dtype=f64)
-pos = torch.arange(1024, dtype=f64)  # the same q and k at every position 0..1023
+pos = torch.arange(1024, dtype=f64)  # the same q and k at every position
+q_all, k_all = q.expand(1024, 64), k.expand(1024, 64)
 along = {}
 for paired in (False, True):
-    q_l, k_l = lucidrains_like(q.expand(1024, 64), k.expand(1024, 64), pos, paired)
-    along[paired] = torch.diagonal(q_l @ k_l.T, -256)  # all pairs with m - n = 256
-    if paired:  # equal to posenc's interleaved xPos
-        q_x, k_x = apply_xpos(q.expand(1024, 64), k.expand(1024, 64), pos, layout="interleaved")
-        assert_close(q_l @ k_l.T, q_x @ k_x.T, rtol=1e-4, atol=1e-4)  # float32 zeta_i
+    q_l, k_l = lucidrains_like(q_all, k_all, pos, paired)
+    along[paired] = torch.diagonal(q_l @ k_l.T, -256)  # every m - n = 256
+    if paired:  # equal to posenc's interleaved xPos (zeta_i in float32)
+        q_x, k_x = apply_xpos(q_all, k_all, pos, layout="interleaved")
+        assert_close(q_l @ k_l.T, q_x @ k_x.T, rtol=1e-4, atol=1e-4)
 assert along[False].max() - along[False].min() > 0.1
 assert along[True].max() - along[True].min() < 1e-9
 print(
@@ -678,8 +784,9 @@ print(
 # ## NoPE: no positional encoding at all
 #
 # Now the opposite extreme. A decoder without any positional encoding, NoPE,
-# computes attention from the token embeddings alone. The chapter *Why attention needs
-# positions* showed that without a mask attention is permutation-equivariant,
+# computes attention from the token embeddings alone. The chapter
+# [*Why attention needs positions*](00-why-positions.ipynb) showed that without a
+# mask attention is permutation-equivariant,
 # $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$, so such a model sees a set, not a sequence.
 # A causal mask breaks this symmetry: the token at position $t$ (counting from $t = 0$)
 # sees exactly the $t + 1$ tokens up to itself, and that number is a position.
@@ -696,19 +803,19 @@ print(
 # %% [markdown] lang="ja"
 # ## NoPE：位置エンコーディングをまったく使わない
 #
-# ここからは反対の極端です。位置エンコーディングをまったく持たないデコーダ、NoPE は、
+# ここからは、もう一方の極端な例です。位置エンコーディングをまったく持たないデコーダ（NoPE）は、
 # トークンの埋め込みだけからアテンションを計算します。
-# 「アテンションに位置が必要な理由」の章で見たように、マスクのないアテンションは置換同変で $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ が成り立ちます。
+# 「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で見たように、マスクのないアテンションは置換同変で $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ が成り立ちます。
 # そのようなモデルが見ているのは系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
 # 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数が位置そのものです。
 #
-# Haviv ら (2022) は、位置エンコーディングなしで学習した因果的な言語モデルが、
-# 位置エンコーディングを持つモデルに匹敵するパープレキシティに達すること、
-# そしてプローブで隠れ状態から絶対位置を読み取れることを見いだしました。
+# Haviv ら（2022）は、位置エンコーディングなしで学習した因果的な言語モデルが、
+# 位置エンコーディングを持つモデルと同程度のパープレキシティに達することを見いだしました。
+# また、プローブを使うと、隠れ状態から絶対位置を読み取れることも示しています。
 # 彼らは、因果マスクがあるので、モデルは各位置がアテンションを向けられるトークンの数を推し量れるのだろうと推測しています。
-# Kazemnejad ら (2023) は、それが可能であることを証明しました。
-# さらに、推論や算術のタスクでのデコーダのみのモデルの実験で、NoPE が明示的な位置エンコーディングよりも
+# Kazemnejad ら（2023）は、それが可能であることを証明しました。
+# さらに、推論や算術のタスクでデコーダのみのモデルを調べ、NoPE が明示的な位置エンコーディングよりも
 # 長い入力にうまく汎化することを見いだしています。
 # 以下の節では、その仕組みを `posenc.attention` で組み立てます。
 
@@ -740,10 +847,10 @@ print(
 # ほかのトークンが何であっても同じです。これはマスクだけで書き込まれた絶対位置です。
 # 次のセルで、float64 でビット単位まで厳密に一致することを確かめます。
 # マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。位置の情報はまったくありません。
-# より一般に、この置換同変性から、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは
+# より一般に、マスクのない NoPE モデルは置換同変なので、同じ内容の 2 つのトークンは
 # どこに置かれていても、どの層でも同じ出力を持ちます。
-# セルでは、2 層のモデルで位置 3 と 8 に同じトークンを置いてこれを確かめ、
-# 因果マスクがあれば 2 つを区別できることも確かめます。
+# セルでは、2 層のモデルで位置 3 と 8 に同じトークンを置いてこれを確かめます。
+# 因果マスクがあれば 2 つを区別できることも示します。
 
 # %%
 T, d = 64, 8
@@ -758,12 +865,18 @@ t = torch.arange(T, dtype=f64)
 
 h = attention(zero_q, x @ w_k, x @ w_v, causal=True)[:, 0]
 assert torch.equal(h, 1 / (t + 1))  # h_t = 1/(t+1), exactly
-assert torch.equal(attention(zero_q, x @ w_k, x @ w_v)[:, 0], torch.full((T,), 1 / T, dtype=f64))
+assert torch.equal(
+    attention(zero_q, x @ w_k, x @ w_v)[:, 0],
+    torch.full((T,), 1 / T, dtype=f64),
+)
 
 # two layers, a token repeated at positions 3 and 8
 xs = torch.randn(12, d, dtype=f64)
 xs[8] = xs[3]
-layers = [[torch.randn(d, d, dtype=f64) / math.sqrt(d) for _ in range(3)] for _ in range(2)]
+layers = [
+    [torch.randn(d, d, dtype=f64) / math.sqrt(d) for _ in range(3)]
+    for _ in range(2)
+]
 
 
 def nope(x, causal):
@@ -772,7 +885,8 @@ def nope(x, causal):
     return x
 
 
-assert torch.equal(nope(xs, causal=False)[3], nope(xs, causal=False)[8])  # identical outputs
+no_mask = nope(xs, causal=False)
+assert torch.equal(no_mask[3], no_mask[8])  # identical outputs
 assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 
@@ -783,7 +897,8 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # $a h_t + b$ cannot follow a hyperbola, and the best least-squares fit over
 # $t = 0, \dots, 63$ is off by up to the printed 33.84 positions. A layer's
 # feed-forward part can invert it. One hidden layer of ReLU units computes any
-# piecewise-linear function of $h$; with the $K - 1$ units $\max(0, 1/(j+1) - h)$,
+# continuous piecewise-linear function of $h$, one unit per bend; with the $K - 1$
+# units $\max(0, 1/(j+1) - h)$,
 # $j = 0, \dots, K-2$, and suitable output weights, it passes through the $K$ points
 # $(1/(t+1), t)$ for $t = 0, \dots, K-1$ exactly. Beyond them it continues the last
 # segment, whose slope in $h$ is $-K(K-1)$, so for $t \ge K - 1$ it returns
@@ -806,8 +921,8 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # この次元の値 $h_t = 1/(t+1)$ は $t$ について単調ですが、$t$ そのものではありません。
 # 線形の読み出し $a h_t + b$ では双曲線をなぞれず、$t = 0, \dots, 63$ で最小二乗による最良のあてはめを使っても、
 # 出力のとおり最大 33.84 位置ずれます。
-# 層のフィードフォワード部分なら、これを逆にできます。
-# ReLU を並べた隠れ層 1 つで、$h$ の任意の区分線形関数を計算できます。
+# 層のフィードフォワード部分を使えば、この関数の逆関数を計算できます。
+# ReLU を並べた隠れ層 1 つで、$h$ の任意の連続な区分線形関数を計算できます（折れ目 1 つにユニット 1 つ）。
 # $j = 0, \dots, K-2$ について $K - 1$ 個のユニット $\max(0, 1/(j+1) - h)$ を置き、出力の重みを適切に選ぶと、
 # $t = 0, \dots, K-1$ の $K$ 個の点 $(1/(t+1), t)$ をちょうど通ります。
 # その先では最後の線分を延長します。その傾きは $h$ について $-K(K-1)$ なので、$t \ge K - 1$ では次の値を返します。
@@ -832,30 +947,37 @@ knots = 1 / torch.arange(1, K + 1, dtype=f64)  # h at t = 0..K-1
 
 
 def readout(h, values):
-    """One hidden ReLU layer through the points (1/(t+1), values[t]), t = 0..K-1."""
-    slope = (values[1:] - values[:-1]) / (knots[:-1] - knots[1:])  # per segment, in -h
+    """One hidden ReLU layer through (1/(t+1), values[t]), t = 0..K-1."""
+    # the slope of each segment, in -h
+    slope = (values[1:] - values[:-1]) / (knots[:-1] - knots[1:])
     w_out = torch.cat([slope[:1], slope.diff()])  # (K-1,)
-    hidden = torch.relu(knots[:-1] - h[..., None])  # (..., K-1): max(0, 1/(j+1) - h)
+    hidden = torch.relu(knots[:-1] - h[..., None])  # max(0, 1/(j+1) - h)
     return values[0] + hidden @ w_out
 
 
 t_hat = readout(h, torch.arange(K, dtype=f64))
 assert_close(t_hat[:K], t[:K], rtol=0, atol=1e-12)  # exact for t < K
 beyond = t[K - 1 :]
-assert_close(t_hat[K - 1 :], 2 * (K - 1) - K * (K - 1) / (beyond + 1))  # the continued segment
+continued = 2 * (K - 1) - K * (K - 1) / (beyond + 1)  # the last segment
+assert_close(t_hat[K - 1 :], continued)
 assert (t_hat < 2 * (K - 1)).all()
 
-assert_close(h[:-1] - h[1:], 1 / ((t[:-1] + 1) * (t[:-1] + 2)))  # the gap between neighbours
+gap = 1 / ((t[:-1] + 1) * (t[:-1] + 2))  # between neighbours
+assert_close(h[:-1] - h[1:], gap)
 t_long = torch.arange(2**24)
 h_f32 = (1 / (t_long + 1.0).double()).float()  # 1/(t+1), rounded once
 h_bf16 = h_f32[:4096].bfloat16()
-clash_f32 = int((h_f32[1:] == h_f32[:-1]).nonzero()[0])  # first t with h_t = h_{t+1}
+# the first t with h_t = h_{t+1}
+clash_f32 = int((h_f32[1:] == h_f32[:-1]).nonzero()[0])
 clash_bf16 = int((h_bf16[1:] == h_bf16[:-1]).nonzero()[0])
-assert torch.finfo(torch.bfloat16).eps == 2**-7  # relative spacing in (2^-8, 2^-7]
+# bfloat16: relative spacing in (2^-8, 2^-7]
+assert torch.finfo(torch.bfloat16).eps == 2**-7
 print(
     f"linear readout, t = 0..63: max error {lin_err:.2f}\n"
-    f"ReLU readout, K = 16: t = 31 -> {t_hat[31]:.2f}, t = 63 -> {t_hat[63]:.2f}\n"
-    f"first t sharing its value with t + 1: float32 {clash_f32}, bfloat16 {clash_bf16}",
+    f"ReLU readout, K = 16: t = 31 -> {t_hat[31]:.2f}, "
+    f"t = 63 -> {t_hat[63]:.2f}\n"
+    f"first t sharing its value with t + 1: float32 {clash_f32}, "
+    f"bfloat16 {clash_bf16}",
     end="",
 )
 
@@ -875,7 +997,10 @@ print(
 # their experiments found that trained NoPE models' attention most resembled that
 # of T5's relative bias.
 #
-# Here is a second layer in that spirit, built on the readout above. The hidden state
+# Here is a second layer in that spirit, built on the readout of the section
+# [Reading the position back](#reading-the-position-back). As in
+# Kazemnejad et al., the query now sits at $n$ and the key at $m$, the reverse of
+# the xPos sections and of the [notation page](../docs/notation.md). The hidden state
 # of token $t$ holds $(1, \hat t, \widehat{t^2})$, with the second readout passing through
 # $(1/(t+1), t^2)$. Choose the query $q_n = (2\lambda(n-1), -\lambda)$ and the key
 # $k_m = (m, m^2)$, both linear in the hidden state. Then
@@ -901,58 +1026,76 @@ print(
 # どちらも、そういう重みが存在するという主張であって、学習がそれを見つけるという主張ではありません。
 # 彼らの実験では、学習した NoPE モデルのアテンションは T5 の相対バイアスのものに最もよく似ていました。
 #
-# ここでは、その考え方に沿った 2 層目を、上の読み出しの上に作ります。
+# ここでは「[位置を読み戻す](#位置を読み戻す)」の節の読み出しを土台に、この考え方に沿った 2 層目を作ります。
+# Kazemnejad らに合わせて、ここではクエリの位置を $n$、キーの位置を $m$ とします。
+# xPos の節や[記法のページ](../docs/notation.ja.md)とは逆なので注意してください。
 # トークン $t$ の隠れ状態は $(1, \hat t, \widehat{t^2})$ を持ちます。2 つ目の読み出しは $(1/(t+1), t^2)$ を通るものです。
 # クエリを $q_n = (2\lambda(n-1), -\lambda)$、キーを $k_m = (m, m^2)$ とします。どちらも隠れ状態の線形関数です。
 # すると次が成り立ちます。
 # $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
 # これは $n - m$ の関数と、クエリだけで決まる項の和で、後者は softmax が無視します。
 # $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。
-# 出力のとおり、$n = 1, \dots, 15$ で $m = n - 1$ への重みは 0.9993 以上で、出力は 1 つ前のトークンのバリューを写します。
+# 出力のとおり、$n = 1, \dots, 15$ で $m = n - 1$ への重みは 0.9993 以上で、出力は 1 つ前のトークンのバリューをコピーします。
 # $n = 16$ 以降は読み出しが飽和して $\hat t$ が $t$ を追えなくなり、ヘッドは 1 つ前のトークンを見失います。
 # この構成では、代わりにトークン自身を見るようになります（右の図）。
 # 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
 
 # %% alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線から外れて 30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
+knots_t = torch.arange(K, dtype=f64)
+# (T, 3): (1, t_hat, t2_hat)
 hidden = torch.stack(
-    [
-        torch.ones_like(h),
-        readout(h, torch.arange(K, dtype=f64)),
-        readout(h, torch.arange(K, dtype=f64) ** 2),
-    ],
-    dim=-1,
-)  # (T, 3): (1, t_hat, t2_hat)
+    [torch.ones_like(h), readout(h, knots_t), readout(h, knots_t**2)], dim=-1
+)
 lam = 8.0
-w_q2 = torch.tensor(
-    [[-2 * lam, -lam], [2 * lam, 0.0], [0.0, 0.0]], dtype=f64
-)  # q = (2 lam (t-1), -lam)
-w_k2 = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=f64)  # k = (t, t^2)
+# q = (2 lam (t-1), -lam) and k = (t, t^2), linear in the hidden state
+w_q2 = torch.tensor([[-2 * lam, -lam], [2 * lam, 0.0], [0.0, 0.0]], dtype=f64)
+w_k2 = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=f64)
 q2, k2 = hidden @ w_q2, hidden @ w_k2
 n_, m_ = t[:, None], t[None, :]
 dots = q2 @ k2.T
 exact = slice(0, K)
-assert_close(dots[exact, exact], (-lam * (n_ - 1 - m_) ** 2 + lam * (n_ - 1) ** 2)[exact, exact])
+assert_close(
+    dots[exact, exact],
+    (-lam * (n_ - 1 - m_) ** 2 + lam * (n_ - 1) ** 2)[exact, exact],
+)
 
 scaled_q = q2 * math.sqrt(2)  # attention divides by sqrt(2): undo it
-weights = torch.softmax((scaled_q @ k2.T / math.sqrt(2)).masked_fill(m_ > n_, -math.inf), dim=-1)
+weights = torch.softmax(
+    (scaled_q @ k2.T / math.sqrt(2)).masked_fill(m_ > n_, -math.inf), dim=-1
+)
 values = torch.randn(T, 4, dtype=f64)
 out = attention(scaled_q, k2, values, causal=True)
 assert_close(out, weights @ values)
-prev = weights[torch.arange(1, T), torch.arange(T - 1)]  # weight on m = n - 1, n = 1..T-1
+# the weight on m = n - 1, for n = 1..T-1
+prev = weights[torch.arange(1, T), torch.arange(T - 1)]
 assert (prev[: K - 1] > 0.999).all()
-assert_close(out[1:K], values[: K - 1], rtol=0, atol=0.01)  # copies the previous token
+# it copies the previous token
+assert_close(out[1:K], values[: K - 1], rtol=0, atol=0.01)
 assert (prev[K:] < 0.5).all()
 assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
-print(f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}", end="")
+print(
+    f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}",
+    end="",
+)
 
 fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
 ax_l.plot(t, t, color="0.6", lw=0.8, ls=":")
 ax_l.plot(t, t_hat, lw=1.5)
 ax_l.axhline(2 * (K - 1), color="0.5", lw=0.8, ls="--")
-ax_l.set(xlabel="$t$", ylabel=r"$\hat t$", title="$K = 16$", xlim=(0, 63), ylim=(0, 63))
+ax_l.set(
+    xlabel="$t$",
+    ylabel=r"$\hat t$",
+    title="$K = 16$",
+    xlim=(0, 63),
+    ylim=(0, 63),
+)
 shown_n = 32
 im = ax_r.imshow(
-    weights[:shown_n, :shown_n].numpy(), cmap="viridis", vmin=0, vmax=1, interpolation="nearest"
+    weights[:shown_n, :shown_n].numpy(),
+    cmap="viridis",
+    vmin=0,
+    vmax=1,
+    interpolation="nearest",
 )
 ax_r.set(xlabel="$m$", ylabel="$n$", title=r"$\lambda = 8$")
 ax_r.grid(False)
@@ -967,19 +1110,55 @@ plt.show()
 # the mask is its only source of position. Where they differ is in what they give
 # for free. xPos hands every layer the distance through the rotation, and fixes in
 # advance how fast each pair forgets. NoPE hands nothing and leaves every positional
-# computation to the weights, which can count, as we built, but only as far as their
-# size and precision allow.
+# computation to the weights, which can count, as we built, but only as far as the
+# size of the network and the precision of its numbers allow.
 
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
 #
-# この章の前半と後半は、1 つの点で出会います。
+# この章の前半と後半には、1 つの共通点があります。
 # xPos に因果的なアテンションが必要なのは、因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからです。
 # NoPE に必要なのは、マスクが位置の唯一の情報源だからです。
 # 違うのは、何を最初から与えるかです。
 # xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
 # NoPE は何も渡さず、位置に関する計算をすべて重みに任せます。
-# 重みは、ここで組み立てたように数を数えられますが、それができるのは重みの大きさと精度が許す範囲までです。
+# 重みは、ここで組み立てたように数を数えられますが、それができるのは、ネットワークの規模と数値の精度が許す範囲までです。
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - xPos is RoPE with a factor per pair: the term of pair $i$ in the score is
+#   multiplied by $\zeta_i^{(m-n)/B}$, so the score still depends only on $m - n$,
+#   and for $m \ge n$ the fastest-turning pairs decay first. The paper gives the
+#   form of $\zeta_i$; $\gamma = 0.4$ and $B = 512$ are torchscale's values.
+# - The decay caps every score at $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$, but far keys are
+#   blurred rather than removed, and in bidirectional attention the decay becomes a
+#   growth.
+# - The factors grow and shrink exponentially with the position itself: shift the
+#   exponents by a common centre, which cancels in every score, and keep that centre
+#   fixed when keys are cached.
+# - The paper's extrapolation also relies on blockwise causal attention at
+#   inference: blocks of $l/2$ keep every distance below the training length $l$.
+# - NoPE: with a beginning-of-sequence token, the causal mask alone writes $1/(t+1)$
+#   into the first layer; a feed-forward part can turn it into $t$ and a second layer
+#   into a relative pattern, but only up to a length that the network's size and its
+#   number format set.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - xPos は、ペアごとの因子を掛けた RoPE です。スコアのうちペア $i$ の項には $\zeta_i^{(m-n)/B}$ が掛かります。
+#   そのためスコアは依然として $m - n$ だけで決まり、$m \ge n$ では速く回るペアから先に減衰します。
+#   $\zeta_i$ の形は論文によるもので、$\gamma = 0.4$ と $B = 512$ は torchscale の値です。
+# - 減衰は、どのスコアにも $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$ という上限を課します。
+#   ただし遠いキーは消えずにぼやけるだけで、双方向のアテンションでは減衰が増幅に変わります。
+# - 因子は位置そのものについて指数的に増減します。指数を共通の中心だけずらせば、その中心はどのスコアでも打ち消し合います。
+#   キーをキャッシュするときは、中心を固定します。
+# - 論文の外挿は、推論時のブロック単位の因果的アテンションにも頼っています。
+#   長さ $l/2$ のブロックにすれば、どの距離も学習時の長さ $l$ より短くなります。
+# - NoPE では、BOS トークンがあれば、因果マスクだけで最初の層に $1/(t+1)$ が書き込まれます。
+#   フィードフォワード部分はこれを $t$ に戻せ、2 層目はそこから相対位置のパターンを作れます。
+#   ただしそれが届くのは、ネットワークの規模と数値の形式で決まる長さまでです。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1008,6 +1187,174 @@ plt.show()
 #    float16 の範囲や、モジュールの docstring にある見積もりと比べてください。
 # 4. NoPE の構成で、BOS の目印の代わりに、すべてのトークンで 1 になる次元を使ってみてください。
 #    最初の層は何を計算するでしょうか。2 層目をどう選んでもそこから位置を復元できないのはなぜでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Since $\zeta_i = 1 - (1 - 2i/d)/(1+\gamma)$, every $\zeta_i$ tends to 1
+# as $\gamma \to \infty$, and with it every factor $\zeta_i^{(m-n)/B}$ at a fixed
+# distance; $B \to \infty$ sends the exponent $(m-n)/B$ to 0, with the same result.
+# The two differ in the rates. Pair $i$ decays at the rate $\ln(1/\zeta_i)/B$ per
+# position, so the ratio of the fastest rate to the slowest,
+# $\ln(1/\zeta_0)/\ln(1/\zeta_{d/2-1})$, does not contain $B$: the scale base stretches
+# every decay alike. $\gamma$ changes it. The cell measures the ratio for $d = 128$
+# from `xpos_scale` at three bases: it is the same for all three, and 167.6, 111.6
+# and 77.6 for $\gamma = 0.1$, $0.4$ and $2$. As $\gamma \to \infty$,
+# $\ln(1/\zeta_i) \approx (1 - 2i/d)/(1+\gamma)$ and the ratio tends to $d/2 = 64$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $\zeta_i = 1 - (1 - 2i/d)/(1+\gamma)$ なので、$\gamma \to \infty$ ではどの $\zeta_i$ も 1 に近づき、
+# 距離を固定すればどの因子 $\zeta_i^{(m-n)/B}$ も 1 に近づきます。
+# $B \to \infty$ では指数 $(m-n)/B$ が 0 に近づくので、結果は同じです。
+# 違いは減衰の速さに出ます。ペア $i$ は位置 1 つあたり $\ln(1/\zeta_i)/B$ の速さで減衰します。
+# したがって、いちばん速いペアといちばん遅いペアの速さの比 $\ln(1/\zeta_0)/\ln(1/\zeta_{d/2-1})$ には $B$ が入りません。
+# スケール基数はすべての減衰を同じ割合で引き伸ばすだけです。比を変えるのは $\gamma$ です。
+# 次のセルでは、$d = 128$ について `xpos_scale` から 3 通りのスケール基数でこの比を測ります。
+# 比は 3 通りとも同じで、$\gamma = 0.1$、$0.4$、$2$ に対してそれぞれ 167.6、111.6、77.6 です。
+# $\gamma \to \infty$ では $\ln(1/\zeta_i) \approx (1 - 2i/d)/(1+\gamma)$ となり、比は $d/2 = 64$ に近づきます。
+
+# %% tags=["solution"]
+d1, r_1 = 128, torch.tensor(1000.0, dtype=f64)
+ratio = {}
+for g in (0.1, 0.4, 2.0):
+    for b in (128.0, 512.0, 2048.0):
+        rate = -xpos_scale(d1, r_1, gamma=g, scale_base=b).log() / 1000
+        ratio[g, b] = (rate[0] / rate[-1]).item()  # fastest / slowest
+    assert math.isclose(ratio[g, 128.0], ratio[g, 2048.0], rel_tol=1e-9)
+near_1 = xpos_scale(d1, torch.tensor(4096.0, dtype=f64), gamma=1e6)
+assert ((1 - near_1) < 1e-4).all()  # gamma -> infinity: every factor -> 1
+z = xpos_zeta(d1, gamma=1e6, dtype=f64)
+assert math.isclose(z[0].log() / z[-1].log(), d1 / 2, rel_tol=1e-4)
+rows = ", ".join(f"{ratio[g, B]:.1f}" for g in (0.1, 0.4, 2.0))
+print(f"fastest / slowest rate, gamma = 0.1, 0.4, 2: {rows}", end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** The cap is the factor of the last pair, with
+# $\zeta_{31} = (62/64 + 0.4)/1.4 = 0.97768$ for $d = 64$. It falls to $1/2$ at
+# $r = B\ln 2/\ln(1/\zeta_{31})$, about 15721 positions. Every pair keeps less than 1%
+# of its weight once the largest factor does, that is beyond
+# $r = B\ln 100/\ln(1/\zeta_{31})$, about 104448 positions. The cell checks both with
+# `xpos_scale` on either side of each distance.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 上限は最後のペアの因子で、$d = 64$ では $\zeta_{31} = (62/64 + 0.4)/1.4 = 0.97768$ です。
+# これが $1/2$ まで下がるのは $r = B\ln 2/\ln(1/\zeta_{31})$、約 15721 位置です。
+# いちばん大きい因子が 1% を下回れば、すべてのペアの重みが 1% 未満になります。
+# それは $r = B\ln 100/\ln(1/\zeta_{31})$、約 104448 位置より先です。
+# 次のセルでは、それぞれの距離の前後で `xpos_scale` を計算して、両方を確かめます。
+
+# %% tags=["solution"]
+d2 = 64
+z_last = xpos_zeta(d2, dtype=f64)[-1].item()
+assert math.isclose(z_last, (62 / 64 + 0.4) / 1.4)
+r_half = B * math.log(2) / math.log(1 / z_last)
+r_gone = B * math.log(100) / math.log(1 / z_last)
+around = torch.tensor([math.floor(r_half), math.ceil(r_half)], dtype=f64)
+cap = xpos_scale(d2, around)[:, -1]
+assert cap[0] > 0.5 > cap[1]
+around = torch.tensor([math.floor(r_gone), math.ceil(r_gone)], dtype=f64)
+top = xpos_scale(d2, around).max(-1).values  # the largest factor of any pair
+assert top[0] >= 0.01 > top[1]
+print(
+    f"d = 64: cap 1/2 at r = {r_half:.0f}, all < 1% beyond {r_gone:.0f}", end=""
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** With the default centre, positions $0$ to $S$ get $c = S/2$, and the
+# largest scale anywhere is that of pair 0 at $|p - c| = S/2$, namely
+# $(7/2)^{S/(2B)}$, carried by the key at $S$ and the query at 0. float16 ends at
+# 65504, so the vectors stay finite, and with them every causal score, as long as
+# $(7/2)^{S/(2B)}\rho \le 65504$, where $\rho$ is the larger of the lengths of pair 0
+# of $q$ and of $k$:
+# $$S \le \frac{2B\ln(65504/\rho)}{\ln(7/2)}$$
+# For $\rho = 1$ that is 9065 positions. The cell finds the largest span by bisection
+# for one random $q$ and $k$ ($d = 128$) and prints it with the bound. The module's
+# docstring advises $|p - c|$ below about 4000, this limit with a margin for longer
+# vectors. The span covers the paper's setting, $n$ up to 8192, but only thanks to
+# the centre: with `center=0.0` the key at $S$ carries $(7/2)^{S/B}$, and the span
+# is about half as long.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 既定の中心では、位置 $0$ から $S$ に対して $c = S/2$ となります。
+# 計算全体でいちばん大きい倍率は $|p - c| = S/2$ でのペア 0 の倍率 $(7/2)^{S/(2B)}$ で、位置 $S$ のキーと位置 0 のクエリがこれを持ちます。
+# float16 の最大値は 65504 です。$q$ と $k$ のペア 0 の長さの大きいほうを $\rho$ とすると、
+# $(7/2)^{S/(2B)}\rho \le 65504$ である限りベクトルは有限で、因果的なスコアもすべて有限です。
+# $$S \le \frac{2B\ln(65504/\rho)}{\ln(7/2)}$$
+# $\rho = 1$ なら 9065 位置です。
+# 次のセルでは、ランダムな $q$ と $k$（$d = 128$）を 1 組選び、二分法で最大の広がりを求めて、この上界と並べて出力します。
+# モジュールの docstring は $|p - c|$ を約 4000 未満にするよう勧めています。
+# これは、この限界に、もっと長いベクトルのための余裕を持たせた値です。
+# この広がりは論文の設定（$n$ が 8192 まで）を満たしますが、それは中心をずらすおかげです。
+# `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、広がりはほぼ半分になります。
+
+# %% tags=["solution"]
+q16, k16 = torch.randn(2, 128).half()
+
+
+def finite_span(span, center):
+    """Are all causal scores finite for 65 positions spread over 0..span?"""
+    p = torch.linspace(0, span, 65).round()
+    q_x, k_x = apply_xpos(
+        q16.expand(65, 128), k16.expand(65, 128), p, center=center
+    )
+    scores = q_x.float() @ k_x.float().T
+    return bool(scores[p[:, None] >= p[None, :]].isfinite().all())
+
+
+def largest_span(center=None):
+    low, high = 0, 20000  # finite at low, not at high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if finite_span(mid, center) else (low, mid)
+    return low
+
+
+rho_q, rho_k = (x.float()[[0, 64]].norm().item() for x in (q16, k16))
+bound = 2 * B * math.log(65504 / max(rho_q, rho_k)) / math.log(7 / 2)
+bound_plain = B * math.log(65504 / rho_k) / math.log(7 / 2)  # (7/2)^(S/B)
+centred, plain = largest_span(), largest_span(center=0.0)
+assert bound <= centred < 1.02 * bound  # the bound, nearly reached
+assert bound_plain <= plain < 1.02 * bound_plain and 8192 < centred
+print(
+    f"float16: largest span {centred} (bound {bound:.0f}), "
+    f"{plain} with center=0.0 (bound {bound_plain:.0f})",
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** With the marker equal to 1 on every token, the zero queries still
+# spread the weight evenly, and the marker feature of the output is
+# $\sum_{m=0}^{t} \frac{1}{t+1} = 1$ at every position: a constant, with no position
+# in it. No second layer can help, because the information is already gone for some
+# inputs. In a sequence of identical tokens, every position of a causal layer sees
+# identical keys and values and computes the same output, and by induction so does
+# every later layer. The beginning-of-sequence token worked because its content
+# differs from the rest. The cell checks both: the marker output is 1 everywhere,
+# and the two-layer model above gives the same output at all 12 positions of a
+# repeated token, and different ones once the first token differs.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** すべてのトークンで目印が 1 なら、クエリが 0 なので重みはやはり均等に配られます。
+# 出力の目印の次元は、どの位置でも $\sum_{m=0}^{t} \frac{1}{t+1} = 1$ です。
+# これは定数で、位置の情報を含みません。
+# 2 層目をどう選んでも助けにはなりません。入力によっては、情報がすでに失われているからです。
+# 同じトークンだけが並ぶ系列では、因果的な層のどの位置にも同じキーとバリューが見えるので、どの位置も同じ出力を計算します。
+# 帰納法により、後のどの層でも同じです。
+# BOS トークンがうまくいったのは、その内容がほかのトークンと違うからです。
+# 次のセルで両方を確かめます。目印の次元の出力はどこでも 1 です。
+# また、上の 2 層のモデルは、同じトークンを 12 個並べた系列では、どの位置にも同じ出力を返します。
+# 先頭のトークンだけを変えると、位置ごとに違う出力を返します。
+
+# %% tags=["solution"]
+marked = torch.randn(T, d, dtype=f64)
+marked[:, 0] = 1.0  # the marker on every token
+h_const = attention(zero_q, marked @ w_k, marked @ w_v, causal=True)[:, 0]
+assert_close(h_const, torch.ones(T, dtype=f64))  # 1 at every t
+
+repeated = torch.randn(d, dtype=f64).expand(12, d).clone()  # one token
+out = nope(repeated, causal=True)
+assert_close(out, out[:1].expand(12, d))  # the same output everywhere
+repeated[0] = torch.randn(d, dtype=f64)  # a different first token
+out = nope(repeated, causal=True)
+assert not torch.allclose(out[5], out[6])
 
 # %% [markdown] lang="en"
 # ## References

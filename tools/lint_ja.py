@@ -28,10 +28,11 @@ content of a formula cannot trip a rule. List items under a ``参考文献``
 heading are not linted: bibliographic records keep their English form.
 
 The prh dictionary is generated from the glossary, docs/glossary.ja.md:
-each row's 使わない表記 column lists variants, separated by 、, that the
-lint rejects with the row's 日本語 term as the fix. A variant that needs
-context marks the replaced word with 〈〉: ``同じ〈形〉の`` rejects 同じ形の
-and proposes 同じ形状の (the row's term replaces the bracketed word).
+each item of the list under its ``## 使わない表記`` heading reads
+``- term：variant、variant（→ fix）``; the lint rejects each variant and
+proposes the explicit fix, or else the term. A fix gives context where a
+bare word would be ambiguous (``テンソルの形（→ テンソルの形状）``), and
+``…`` / $…$ stand for any code / math (masked as the lint masks them).
 
 All files go to one textlint process.
 """
@@ -134,8 +135,13 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 
 
+#: headings whose list items are not linted: bibliographic records keep their
+#: English form, and the glossary's list of variants holds the rejected words.
+EXEMPT_LISTS = ("参考文献", "使わない表記")
+
+
 def drop_reference_lists(lines: list[Text]) -> list[Text]:
-    """Blank the list items (with their continuation lines) under a 参考文献 heading."""
+    """Blank the list items (with their continuation lines) under an EXEMPT_LISTS heading."""
     out, ref_level, in_list = [], None, False
     for line in lines:
         s = line.chars
@@ -144,7 +150,7 @@ def drop_reference_lists(lines: list[Text]) -> list[Text]:
             level = len(heading[1])
             if ref_level is not None and level <= ref_level:
                 ref_level = None
-            if heading[2] == "参考文献":
+            if heading[2] in EXEMPT_LISTS:
                 ref_level = level
             in_list = False
         elif ref_level is not None:
@@ -230,34 +236,54 @@ def extract(path: Path) -> Text:
 # --------------------------------------------------------------------------
 # The prh dictionary from the glossary
 
-_VARIANT = re.compile(r"^(.*)〈(.+)〉(.*)$")
+VARIANTS_HEADING = "使わない表記"
+_ITEM = re.compile(r"^- (?P<term>[^：]+)：(?P<variants>.+)$")
+_FIX = re.compile(r"^(?P<variant>.+?)（→ (?P<fix>.+)）$")
 
 
-def glossary_rows(path: Path = GLOSSARY) -> list[dict[str, str]]:
-    """The glossary table as dicts keyed by the header cells."""
-    rows = [r for r in path.read_text(encoding="utf-8").splitlines() if r.startswith("| ")]
-    split = [[c.strip() for c in r.strip().strip("|").split(" | ")] for r in rows]
-    header, body = split[0], split[1:]
-    return [dict(zip(header, r, strict=True)) for r in body]
+def _placeholders(text: str) -> str:
+    """`…` and $…$ in a glossary entry stand for code and math: mask them as the lint does."""
+    return re.sub(r"\$[^$]*\$", MATH_PLACEHOLDER, re.sub(r"`[^`]*`", CODE_PLACEHOLDER, text))
+
+
+def variants(path: Path = GLOSSARY) -> list[tuple[str, str]]:
+    """(variant, fix) pairs from the list under the glossary's 使わない表記 heading.
+
+    Each item is ``- term：variant、variant（→ fix）``: a variant without an
+    explicit fix is fixed by the item's term.
+    """
+    pairs, inside = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        heading = _HEADING.match(line)
+        if heading:
+            inside = heading[2] == VARIANTS_HEADING
+            continue
+        item = _ITEM.match(line) if inside else None
+        if item:
+            for entry in item["variants"].split("、"):
+                fix = _FIX.match(entry.strip())
+                variant, expected = (
+                    (fix["variant"], fix["fix"]) if fix else (entry.strip(), item["term"])
+                )
+                pairs.append((_placeholders(variant), _placeholders(expected)))
+    return pairs
+
+
+def _js_escape(text: str) -> str:
+    return re.sub(r"([\\^$.*+?()[\]{}|/])", r"\\\1", text)
 
 
 def prh_rules(path: Path = GLOSSARY) -> list[dict]:
-    """prh rules: each variant in a row's 使わない表記 column -> the row's term."""
+    """prh rules: each variant -> its fix, as a regular expression that does not
+    match inside the fix itself (テンソルの形 must not fire on テンソルの形状)."""
     rules = []
-    for row in glossary_rows(path):
-        variants = row.get("使わない表記", "")
-        if not variants or variants == "—":
-            continue
-        term = row["日本語"]
-        for variant in (v.strip() for v in variants.split("、")):
-            if not variant:
-                continue
-            m = _VARIANT.match(variant)
-            if m:
-                pattern, expected = m[1] + m[2] + m[3], m[1] + term + m[3]
-            else:
-                pattern, expected = variant, term
-            rules.append({"expected": expected, "pattern": pattern})
+    for variant, expected in variants(path):
+        guards = []
+        for k in (m.start() for m in re.finditer(re.escape(variant), expected)):
+            before, after = expected[:k], expected[k + len(variant) :]
+            guard = _js_escape(variant + after)
+            guards.append(f"(?!(?<={_js_escape(before)}){guard})" if before else f"(?!{guard})")
+        rules.append({"expected": expected, "pattern": f"/{''.join(guards)}{_js_escape(variant)}/"})
     return rules
 
 
@@ -325,6 +351,9 @@ def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> lis
                 line, col = text.origin[min(offset, len(text.origin) - 1)]
                 body = " ".join(msg["message"].split())
                 body = re.sub(r"^Line \d+ sentence", "Sentence", body)  # a line of the masked text
+                if msg["ruleId"] == "prh":  # show the glossary's notation for the placeholders
+                    body = body.replace(CODE_PLACEHOLDER, "`…`")
+                    body = re.sub(rf"\b{MATH_PLACEHOLDER}\b", "$…$", body)
                 messages.append(Message(_display(path, root), line, col, body, msg["ruleId"]))
     messages.sort(key=lambda m: (m.path, m.line, m.column))
     return messages

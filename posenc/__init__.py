@@ -12,6 +12,7 @@ from posenc.absolute import (
 )
 from posenc.alibi import alibi_bias, alibi_slopes
 from posenc.attention import attention
+from posenc.cope import CoPE
 from posenc.learned_bias import FireBias, KerpleBias
 from posenc.mrope import apply_mrope, grid_positions
 from posenc.relative import (
@@ -36,6 +37,7 @@ from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
 __version__ = "0.1.0"
 
 __all__ = [
+    "CoPE",
     "DynamicNTKScaling",
     "FireBias",
     "KerpleBias",

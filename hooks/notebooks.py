@@ -89,7 +89,7 @@ _JOINABLE_BREAK = re.compile(
     r"(?P<fence>^[ \t]*(?P<mark>```|~~~).*?^[ \t]*(?P=mark)[ \t]*$)"
     rf"|(?<=[{_CJK}])\n{_NO_BLOCK}[ \t]*(?=[{_CJK}])"
     rf"|(?<=[{_CJK_PUNCT}])\n{_NO_BLOCK}[ \t]*(?=\S)"
-    rf"|\n{_NO_BLOCK}[ \t]*(?=[{_CJK_PUNCT}])",
+    rf"|(?<=\S)\n{_NO_BLOCK}[ \t]*(?=[{_CJK_PUNCT}])",
     re.MULTILINE | re.DOTALL,
 )
 

@@ -236,6 +236,35 @@ def test_japanese_lines_join_without_a_space():
     assert notebooks.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
 
 
+@pytest.mark.parametrize(
+    ("text", "joined"),
+    [
+        # no space after 。 or 、 or a bracket, whatever the next line starts with
+        ("与えます。\nPress、Smith", "与えます。Press、Smith"),
+        ("正規化し、\n`posenc.attention`", "正規化し、`posenc.attention`"),
+        ("次の式（\n$p$ の関数）", "次の式（$p$ の関数）"),
+        ("「ノルム」\n**太字**", "「ノルム」**太字**"),
+        ("見ます。\n<https://arxiv.org/abs/1>", "見ます。<https://arxiv.org/abs/1>"),
+        # nor before them; a list item's continuation loses its indentation
+        ("$x$ を使います\n。", "$x$ を使います。"),
+        ("1. 求めてください\n   （ヒント：対称性）。", "1. 求めてください（ヒント：対称性）。"),
+        # a break between a Japanese and a Latin word stays: the house space
+        ("位置\n$p$ のベクトル", "位置\n$p$ のベクトル"),
+        ("これは\nPress ら", "これは\nPress ら"),
+        # blocks stay blocks
+        ("終わり。\n\n「次」の段落", "終わり。\n\n「次」の段落"),
+        ("です。\n- 項目", "です。\n- 項目"),
+        ("です。\n2. 項目", "です。\n2. 項目"),
+        ("です。\n$$x = 1$$", "です。\n$$x = 1$$"),
+        ("## 見出し：\n本文", "## 見出し：\n本文"),
+        ("| 表。 |\n| 行 |", "| 表。 |\n| 行 |"),
+        ("```python\n# コメント。\nx = 1\n```", "```python\n# コメント。\nx = 1\n```"),
+    ],
+)
+def test_japanese_punctuation_never_meets_a_space(text, joined):
+    assert notebooks.join_cjk_lines(text) == joined
+
+
 # --------------------------------------------------------------------------
 # Links between pages (CONTRIBUTING.md, "Links")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -39,7 +40,14 @@ def built_site(tmp_path_factory) -> BuiltSite:
 
     ``site_url`` points at the port the browser tests will serve on, because
     Material's language switcher reads ``<site_url>/sitemap.xml``.
+    ``SITE_PREBUILT=/path/to/site`` reuses a site built earlier (with
+    ``SITE_URL=http://127.0.0.1:PORT/``) instead of building.
     """
+    prebuilt = os.environ.get("SITE_PREBUILT")
+    if prebuilt:  # a site built before, to rerun the checks on it quickly
+        path = Path(prebuilt)
+        base_url = re.search(r"<loc>(http://[^<]*?/)</loc>", (path / "sitemap.xml").read_text())[1]
+        return BuiltSite(path, base_url, 0.0, "")
     port = _free_port()
     base_url = f"http://127.0.0.1:{port}/"
     out = tmp_path_factory.mktemp("site")

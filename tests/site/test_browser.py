@@ -7,6 +7,7 @@ Uses Debian's ``chromium`` driven by Playwright's Python package (never
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -18,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "tests" / "screenshots"
 CHROMIUM = Path("/usr/lib/chromium/chromium")  # the real binary; /usr/bin/chromium is a wrapper
 CHAPTER = "sinusoidal"
+SLUGS = sorted(re.sub(r"^\d+-", "", p.stem) for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
+CODE_COLUMNS = 80  # CONTRIBUTING.md: code cells are formatted to 80 characters
+MEASURES = SHOTS / "measures.json"  # what the tests measured, for the release notes
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
 LAUNCH_ARGS = [
@@ -267,3 +271,86 @@ def test_accessibility_check_catches_a_missing_alt_text(browser, served_site):
     violations = _axe_violations(page)
     page.close()
     assert any(v[0] == "image-alt" and v[1] == "critical" for v in violations), violations
+
+
+def record(name: str, value) -> None:
+    """Keep a measurement in tests/screenshots/measures.json (and print it)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    measures = json.loads(MEASURES.read_text(encoding="utf-8")) if MEASURES.exists() else {}
+    measures[name] = value
+    MEASURES.write_text(json.dumps(measures, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(f"{name}: {value}")
+
+
+# --------------------------------------------------------------------------
+# Code fits the column (CONTRIBUTING.md, "Code fits the page")
+
+# For each code box: its size, how many characters of code fit in it (with
+# the box's own font), and the lines that do not.
+_CODE_BOXES = """() => [...document.querySelectorAll('article .jp-InputArea-editor .highlight-ipynb')]
+  .map(box => {
+    const pre = box.querySelector('pre'), cs = getComputedStyle(pre);
+    const probe = document.createElement('span');
+    probe.textContent = 'x'.repeat(100);
+    pre.appendChild(probe);
+    const charWidth = probe.getBoundingClientRect().width / 100;
+    probe.remove();
+    const fits = Math.floor(
+      (box.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight)) / charWidth);
+    const area = box.closest('.jp-InputArea').getBoundingClientRect();
+    return {
+      scroll: box.scrollWidth, client: box.clientWidth, fits,
+      cut: pre.textContent.split('\\n').filter(line => line.length > fits),
+      promptTakes: Math.round(box.getBoundingClientRect().left - area.left),
+    };
+  })"""
+
+
+def test_code_fits_the_column_at_1280px(browser, served_site):
+    """Every code cell of every chapter, both languages: 80 characters fit in
+    the box, and no box scrolls sideways (a line longer than the box is cut)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    cut, narrow, lines = {}, {}, 0
+    for prefix in ("", "ja/"):
+        for slug in SLUGS:
+            page.goto(served_site.base_url + f"{prefix}{slug}/", wait_until="load")
+            boxes = page.evaluate(_CODE_BOXES)
+            assert boxes, f"{prefix}{slug}/: no code cells found"
+            lines += sum(len(b["cut"]) for b in boxes)
+            over = [line for b in boxes if b["scroll"] > b["client"] for line in b["cut"]]
+            if over:
+                cut[f"{prefix}{slug}/"] = over
+            fits = min(b["fits"] for b in boxes)
+            if fits < CODE_COLUMNS:
+                narrow[f"{prefix}{slug}/"] = fits
+    context.close()
+    record(
+        "code lines cut at 1280px",
+        {"total": lines, "per page": {k: len(v) for k, v in cut.items()}},
+    )
+    assert narrow == {}, f"code boxes narrower than {CODE_COLUMNS} characters: {narrow}"
+    assert cut == {}, "code lines cut at 1280px (over 80 characters?):\n" + "\n".join(
+        f"{url} ({len(v)}): {v[0].strip()[:70]}" for url, v in cut.items()
+    )
+
+
+def test_prompt_leaves_the_code_its_width_on_a_phone(browser, served_site):
+    """At 390px the "In [n]:" prompt sits above its code, not beside it."""
+    context = browser.new_context(viewport={"width": 390, "height": 844}, device_scale_factor=2)
+    page = context.new_page()
+    found = {}
+    for url in (f"{CHAPTER}/", f"ja/{CHAPTER}/"):
+        page.goto(served_site.base_url + url, wait_until="load")
+        boxes = page.evaluate(_CODE_BOXES)
+        prompt = page.locator("article .jp-CodeCell .jp-InputPrompt").first
+        assert prompt.is_visible() and re.fullmatch(r"In\s*\[\d+\]:", prompt.inner_text())
+        found[url] = {
+            "prompt takes (px)": max(b["promptTakes"] for b in boxes),
+            "characters that fit": min(b["fits"] for b in boxes),
+        }
+    context.close()
+    record("code box at 390px", found)
+    for url, f in found.items():
+        assert f["prompt takes (px)"] <= 2, (url, f)  # the box's border, no prompt
+        assert f["characters that fit"] >= 40, (url, f)

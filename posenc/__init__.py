@@ -15,6 +15,7 @@ from posenc.attention import attention
 from posenc.cope import CoPE
 from posenc.learned_bias import FireBias, KerpleBias
 from posenc.mrope import apply_mrope, grid_positions
+from posenc.randomized import random_positions
 from posenc.relative import (
     RelativePositionEmbedding,
     T5RelativeBias,
@@ -62,6 +63,7 @@ __all__ = [
     "attention",
     "grid_positions",
     "llama4_attention_temperature",
+    "random_positions",
     "relative_shift",
     "rope_frequencies",
     "sinusoidal",

@@ -110,6 +110,11 @@ def join_cjk_lines(markdown: str) -> str:
     return _JOINABLE_BREAK.sub(_join, markdown)
 
 
+def on_page_markdown(markdown, page, config, files):
+    """The hand-written Japanese pages (docs/*.ja.md) get the same join."""
+    return join_cjk_lines(markdown) if page.file.src_uri.endswith(".ja.md") else markdown
+
+
 # Links between pages are written so that they also work in Jupyter (see
 # CONTRIBUTING.md): a chapter is its notebook, `01-sinusoidal.ipynb#anchor`;
 # a hand-written page is its source, `../docs/glossary.md#anchor` (or
@@ -503,6 +508,9 @@ def _share_copy_icon(body: str) -> str:
     return body[:at] + symbol + body[at:]
 
 
+_SIZE_ATTR = re.compile(r'\s*\b(width|height)="?(\d+)"?')
+
+
 def _png_size(data: bytes) -> tuple[int, int]:
     width, height = struct.unpack(">II", data[16:24])
     return width, height
@@ -560,9 +568,19 @@ def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) 
         data = base64.b64decode(m["data"])
         rel = f"{FIGURE_DIR}/{_hashed_name(data, '.png')}"
         _store(site_dir, rel, data)
+        # A figure stored at twice its size for sharp high-density screens
+        # (IPython's "retina" format) carries its display size, which
+        # nbconvert writes as width=/height=; otherwise the PNG's own size.
+        attrs = f"{m['before']}{m['after']}"
+        shown = dict(_SIZE_ATTR.findall(attrs))
         width, height = _png_size(data)
+        if "width" in shown and "height" in shown:
+            width, height = shown["width"], shown["height"]
+        elif "width" in shown:  # keep the PNG's aspect ratio
+            width, height = shown["width"], round(height * int(shown["width"]) / width)
+        attrs = _SIZE_ATTR.sub("", attrs)
         # nbconvert's placeholder alt says nothing; the cell's own text replaces it
-        attrs = re.sub(r'\s*alt="[^"]*"', "", f"{m['before']}{m['after']}").strip()
+        attrs = re.sub(r'\s*alt="[^"]*"', "", attrs).strip()
         attrs = attrs.removesuffix("/").strip()  # nbconvert closes <img ... />; we add attributes
         attrs += f' alt="{html.escape(next(figures, None) or "", quote=True)}"'
         return (

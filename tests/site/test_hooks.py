@@ -420,3 +420,25 @@ def test_a_solution_without_its_opening_is_left_and_reported(tmp_path, caplog):
 def test_pages_without_solutions_are_untouched(tmp_path):
     html = _rendered([_cell("markdown", "**Solution 1.** untagged"), _code("x = 1")], tmp_path)
     assert notebooks.fold_solutions(html, "en") == html
+
+
+def test_a_retina_figure_keeps_its_display_size(tmp_path):
+    """IPython's retina format stores a figure at twice the size it is shown
+    at and says so in width=/height=, which nbconvert writes unquoted."""
+    png = _png(8, 6)
+    data = base64.b64encode(png).decode()
+    page = SimpleNamespace(url="demo/")
+    output = (
+        '<html><head></head><body><article><div class="jp-RenderedImage">'
+        f'<img src="data:image/png;base64,{data}"\nwidth=4\nheight=3\n'
+        'alt="No description has been provided for this image" class="" />'
+        f'<img src="data:image/png;base64,{data}" width=2 class="">'
+        "</div></article></body></html>"
+    )
+    out = notebooks.externalise(output, page, tmp_path, alts=["first", "second"])
+    imgs = re.findall(r"<img [^>]*>", out)
+    assert [re.findall(r'\b(width|height)="(\d+)"', i) for i in imgs] == [
+        [("width", "4"), ("height", "3")],
+        [("width", "2"), ("height", "2")],  # the PNG's aspect ratio, rounded
+    ]
+    assert all(i.count("width") == 1 and i.count("height") == 1 for i in imgs)

@@ -15,44 +15,56 @@
 # %% [markdown] lang="en"
 # # Learned absolute embeddings and scaled sinusoids
 #
-# The sinusoidal encoding, derived in the chapter *Sinusoidal positional encoding*,
-# is a formula: nothing in it is trained. The
-# simplest alternative is to give every position its own vector and let training
-# choose it. Convolutional sequence-to-sequence models (Gehring et al. 2017) did so,
-# and so do BERT and GPT-2: a table with one trained row per position, added to the
-# token embeddings. Vaswani et al. (2017, Table 3, row (E)) tried such a table in
-# place of their sinusoids and found nearly identical results.
+# The sinusoidal encoding, derived in the chapter
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb), is a formula: nothing
+# in it is trained. The simplest alternative is to give every position its own
+# vector and let training choose it. Convolutional sequence-to-sequence models
+# (Gehring et al. 2017) did so, and so do BERT and GPT-2: a table with one trained
+# row per position, added to the token embeddings. Vaswani et al. (2017, Table 3,
+# row (E)) tried such a table in place of their sinusoids and found nearly
+# identical results.
 #
 # This chapter looks at what the table costs in parameters, what it cannot do (a
 # position past its last row), what a small model actually writes into it, and at a
 # middle way from "Transformer Quality in Linear Time" (Hua et al. 2022): fixed
 # sinusoids with one learned scalar in front. Along the way it measures why the size
-# of the positional signal matters, and how the padding row of a table works.
+# of the positional signal matters, and how the padding row of a table works. The
+# symbols follow the [notation page](../docs/notation.md#positions): $p$ and $q$
+# are positions, $T$ is the length of a sequence, $d$ the model width.
 
 # %% [markdown] lang="ja"
 # # 学習型位置埋め込みとスケール付き正弦波
 #
-# 「正弦波位置エンコーディング」の章で導いた正弦波位置エンコーディングは式で決まっていて、学習するものはありません。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた正弦波は式で決まっていて、学習するものはありません。
 # いちばん素直な代案は、位置ごとに専用のベクトルを用意し、その中身を学習に任せることです。
-# 畳み込み系列変換モデル (Gehring ら 2017) がこの方法を使い、BERT と GPT-2 も同じです。
-# 位置ごとに学習される行を 1 つずつ持つ表を作り、その行をトークンの埋め込みに足します。
-# Vaswani ら (2017, 表 3 の (E) 行) も正弦波の代わりにこのような表を試し、
+# 畳み込みの seq2seq モデル（ConvS2S、Gehring ら 2017）がこの方法を使い、BERT と GPT-2 も同じです。
+# 位置ごとに学習可能な行を 1 つずつ持つ表を作り、その行をトークンの埋め込みに足します。
+# Vaswani ら（2017、表 3 の (E) 行）も正弦波の代わりにこのような表を試し、
 # ほぼ同じ結果になったと報告しています。
 #
 # この章では、表がパラメータをどれだけ使うか、表にできないこと（最後の行より先の位置）、
 # 小さなモデルが実際に表へ何を書き込むかを調べます。
-# さらに「Transformer Quality in Linear Time」(Hua ら 2022) の中間的な方法、
+# さらに「Transformer Quality in Linear Time」（Hua ら 2022）の中間的な方法、
 # つまり固定の正弦波に学習可能なスカラーを 1 つだけ掛ける方法を扱います。
 # その途中で、位置の信号の大きさがなぜ重要なのかを測り、表のパディング用の行の仕組みも確かめます。
+# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
+# $p$ と $q$ は位置、$T$ は系列の長さ、$d$ はモデルの幅です。
 
 # %%
+import copy
 import math
 
 import matplotlib.pyplot as plt
 import torch
 from torch import nn
+from torch.testing import assert_close
 
-from posenc import LearnedPositionalEmbedding, SinusoidalEmbedding, attention, sinusoidal
+from posenc import (
+    LearnedPositionalEmbedding,
+    SinusoidalEmbedding,
+    attention,
+    sinusoidal,
+)
 from posenc.plotting import use_site_style
 
 use_site_style()
@@ -67,13 +79,23 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $d$ the model width. Position $p$ gets row $p$, and the layer input is the sum
 # $$x_p = e(t_p) + E_p$$
 # of the token embedding $e(t_p)$ and that row. Looking up a row is the same as
-# multiplying a one-hot vector by the table, $E_p = \mathbf{1}_p^\top E$, so the table is an
-# ordinary weight matrix that training adjusts like any other.
+# multiplying a one-hot vector by the table, $E_p = \mathbf{1}_p^\top E$, so the
+# table is an ordinary weight matrix that training adjusts like any other.
 #
-# `posenc.LearnedPositionalEmbedding(N, d)` holds such a table. As in BERT and in
-# Hugging Face's GPT-2, its entries start from a normal distribution with standard
-# deviation $\sigma = 0.02$. The cell below checks the lookup against the one-hot
-# product and the spread of a fresh table.
+# `posenc.LearnedPositionalEmbedding(N, d)` holds such a table. Its entries start
+# from a normal distribution with standard deviation $\sigma = 0.02$, as in
+# Hugging Face's BERT and GPT-2 (their `_init_weights` draws every `nn.Embedding`
+# from a normal with `initializer_range` $= 0.02$). The models' original code
+# differs. OpenAI's GPT-2 (`src/model.py`) draws its position table `wpe` with
+# $\sigma = 0.01$ and its token table with $0.02$. Google's BERT (`modeling.py`)
+# uses TensorFlow's `truncated_normal_initializer` with $\sigma = 0.02$, which
+# redraws every value beyond $2\sigma$. Cutting a normal at $\pm a\sigma$ shrinks
+# its spread: with $\varphi$ and $\Phi$ the standard normal density and
+# distribution function,
+# $$\mathrm{std} = \sigma\,\sqrt{1 - \frac{2a\,\varphi(a)}{2\Phi(a) - 1}}$$
+# which for $a = 2$ is $0.8796\,\sigma$, so BERT's entries actually spread by
+# about $0.0176$. The cell below checks the lookup against the one-hot product, the
+# spread of a fresh table, and this formula against PyTorch's truncated sampler.
 
 # %% [markdown] lang="ja"
 # ## 位置ごとに 1 行を持つ表
@@ -82,24 +104,49 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $N$ はモデルが扱える位置の数（コンテキスト長）、$d$ はモデルの幅です。
 # 位置 $p$ には行 $p$ が割り当てられ、層への入力は、トークンの埋め込み $e(t_p)$ とその行の和です。
 # $$x_p = e(t_p) + E_p$$
-# 行を引くことは、one-hot ベクトルに表を掛けることと同じです。$E_p = \mathbf{1}_p^\top E$ です。
+# 行を引くことは one-hot ベクトルに表を掛けることと同じで、$E_p = \mathbf{1}_p^\top E$ と書けます。
 # つまり表は普通の重み行列で、学習はほかの重みと同じようにこれを調整します。
 #
 # `posenc.LearnedPositionalEmbedding(N, d)` がこの表を持ちます。
-# BERT や Hugging Face の GPT-2 と同じく、成分の初期値は標準偏差 $\sigma = 0.02$ の正規分布から引きます。
+# 成分の初期値は、標準偏差 $\sigma = 0.02$ の正規分布から引きます。
+# Hugging Face の BERT、GPT-2 の初期化と同じです。
+# その `_init_weights` は、すべての `nn.Embedding` を `initializer_range` $= 0.02$ の正規分布で初期化します。
+# 各モデルの元のコードは違います。
+# OpenAI の GPT-2（`src/model.py`）は位置の表 `wpe` を $\sigma = 0.01$、トークンの表を $0.02$ で初期化します。
+# Google の BERT（`modeling.py`）は TensorFlow の `truncated_normal_initializer` を $\sigma = 0.02$ で使い、
+# $2\sigma$ を超えた値はすべて引き直します。
+# 正規分布を $\pm a\sigma$ で切ると、ばらつきは小さくなります。
+# 標準正規分布の密度関数を $\varphi$、分布関数を $\Phi$ とすると、次のとおりです。
+# $$\mathrm{std} = \sigma\,\sqrt{1 - \frac{2a\,\varphi(a)}{2\Phi(a) - 1}}$$
+# $a = 2$ ではこれが $0.8796\,\sigma$ なので、BERT の成分の実際の標準偏差はおよそ $0.0176$ です。
 # 次のセルでは、行の参照を one-hot ベクトルとの積と比べ、作りたての表のばらつきを確かめます。
+# さらにこの式を、PyTorch の切断正規分布のサンプラーと照合します。
 
 # %%
 N, d = 1024, 768
 table = LearnedPositionalEmbedding(N, d)
 positions = torch.tensor([0, 1, 5, 1023])
 one_hot = nn.functional.one_hot(positions, N).float()  # [4, N], the vectors 1_p
-torch.testing.assert_close(table(positions), one_hot @ table.weight)  # E_p = 1_p^T E
-assert torch.equal(table(positions), table.weight[positions])  # a plain row lookup
-
+assert_close(table(positions), one_hot @ table.weight)  # E_p = 1_p^T E
 std = table.weight.std().item()
 assert abs(std - 0.02) < 0.0002
-print(f"standard deviation of a fresh {N} x {d} table: {std:.4f}", end="")
+
+
+def truncated_std(sigma, a):  # the closed form above
+    density = math.exp(-(a**2) / 2) / math.sqrt(2 * math.pi)
+    mass = math.erf(a / math.sqrt(2))  # 2 Phi(a) - 1
+    return sigma * math.sqrt(1 - 2 * a * density / mass)
+
+
+bert_like = torch.empty(N, d)  # BERT: redraw beyond two sigma
+nn.init.trunc_normal_(bert_like, std=0.02, a=-0.04, b=0.04)
+assert_close(bert_like.std().item(), truncated_std(0.02, 2), rtol=5e-3, atol=0)
+print(
+    f"fresh {N} x {d} table: std {std:.4f}\n"
+    f"truncated at 2 sigma: std {bert_like.std():.4f} "
+    f"(formula {truncated_std(0.02, 2):.4f})",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## What the table costs
@@ -125,8 +172,8 @@ print(f"standard deviation of a fresh {N} x {d} table: {std:.4f}", end="")
 #
 # モデル全体と比べると、表は小さなものです。BERT の論文は BERT-base のパラメータ数を 110M としています。
 # GPT-2 の論文は最小のモデルを 117M としていますが、OpenAI のリポジトリが後に 124M と訂正しました。
-# 次のセルでは、両モデルと同じ形のモデルを torch のモジュールで `meta` デバイス上に組み立て
-# （形だけでメモリは使いません）、パラメータを数えて、表が占める割合を表示します。
+# 次のセルでは、両モデルと同じ形状のモデルを torch のモジュールで `meta` デバイス上に組み立てます
+# （形状だけを持ち、メモリは使いません）。そのパラメータを数え、表が占める割合を表示します。
 
 
 # %%
@@ -135,8 +182,10 @@ def n_params(module):
 
 
 def blocks(n_layers=12, d=768, n_heads=12, d_ff=3072):
-    """n_layers Transformer layers: Q, K, V, output projections, MLP, two LayerNorms."""
-    return nn.ModuleList(nn.TransformerEncoderLayer(d, n_heads, d_ff) for _ in range(n_layers))
+    """Transformer layers: Q, K, V, output, MLP, two LayerNorms."""
+    return nn.ModuleList(
+        nn.TransformerEncoderLayer(d, n_heads, d_ff) for _ in range(n_layers)
+    )
 
 
 with torch.device("meta"):
@@ -152,8 +201,8 @@ with torch.device("meta"):
         ]
     )
     gpt2_wpe = LearnedPositionalEmbedding(1024, 768)
-    gpt2 = nn.ModuleList(
-        [nn.Embedding(50257, 768), gpt2_wpe, blocks(), nn.LayerNorm(768)]  # output tied to wte
+    gpt2 = nn.ModuleList(  # the output layer is tied to wte
+        [nn.Embedding(50257, 768), gpt2_wpe, blocks(), nn.LayerNorm(768)]
     )
 
 assert n_params(bert_pos) == 512 * 768 == 393_216
@@ -162,12 +211,16 @@ assert n_params(SinusoidalEmbedding(1024, 768)) == 0
 assert abs(n_params(bert) - 110e6) < 1e6  # "110M" (Devlin et al. 2019)
 assert round(n_params(gpt2) / 1e6) == 124  # "124M" (openai/gpt-2 README)
 lines = []
-for name, pos, model in [("BERT-base", bert_pos, bert), ("GPT-2 small", gpt2_wpe, gpt2)]:
+for name, pos, model in [
+    ("BERT-base", bert_pos, bert),
+    ("GPT-2 small", gpt2_wpe, gpt2),
+]:
     share = n_params(pos) / n_params(model)
     lines.append(
-        f"{name:11s}: table {n_params(pos):,} of {n_params(model):,} parameters ({share:.2%})"
+        f"{name:11s}: table {n_params(pos):,} of {n_params(model):,}"
+        f" ({share:.2%})"
     )
-lines.append(f"sinusoid   : {n_params(SinusoidalEmbedding(1024, 768))} parameters")
+lines.append(f"sinusoid   : {n_params(SinusoidalEmbedding(1024, 768))}")
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
@@ -187,12 +240,12 @@ print("\n".join(lines), end="")
 # assertion.) BERT can read at most 512 tokens and GPT-2 at most 1024 for this reason.
 #
 # The sinusoid is a function, defined at every position: `sinusoidal` computes
-# $PE(512)$ or $PE(10^6)$ as readily as $PE(0)$, each of the same norm. (Whether a model
-# trained on short sequences makes good use of those far positions is a different
-# question, the subject of later chapters, *Which encodings extrapolate?* in
-# particular.) A `SinusoidalEmbedding`, being a table,
-# does have a last row, but it can be rebuilt with more rows at no cost, since
-# nothing in it was trained.
+# $PE(512)$ or $PE(10^6)$ as readily as $PE(0)$, each of the same norm. (Whether a
+# model trained on short sequences makes good use of those far positions is a
+# different question, the subject of later chapters,
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) in particular.)
+# A `SinusoidalEmbedding`, being a table, does have a last row, but it can be
+# rebuilt with more rows at no cost, since nothing in it was trained.
 
 # %% [markdown] lang="ja"
 # ## 最後の行より先
@@ -200,14 +253,14 @@ print("\n".join(lines), end="")
 # 表には $N$ 行しかありません。位置 $N$ には行がなく、それをどう決めるかの規則もありません。
 # 学習型の表は外挿できないのです。
 # `posenc` は上限を示した `IndexError` を送出します。
-# （素の `nn.Embedding` も CPU では「index out of range in self」というメッセージで例外を出します。
-# GPU ではデバイス側のアサーションで失敗します。）
+# 素の `nn.Embedding` も、CPU では「index out of range in self」というメッセージで例外を出し、
+# GPU ではデバイス側のアサーションで失敗します。
 # BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
 #
 # 正弦波は関数なので、どの位置でも定義されています。
-# `sinusoidal` は $PE(0)$ と同じように $PE(512)$ も $PE(10^6)$ も計算し、ノルムもすべて同じです。
-# （短い系列で学習したモデルがその遠い位置をうまく使えるかは別の問題で、
-# 後の章、特に「どの位置エンコーディングが外挿できるか」の章で扱います。）
+# `sinusoidal` は $PE(0)$、$PE(512)$、$PE(10^6)$ をどれも同じように計算でき、ノルムはすべて等しくなります。
+# 短い系列で学習したモデルがその遠い位置をうまく使えるかは別の問題で、後の章、
+# 特に[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
 # `SinusoidalEmbedding` は表なので最後の行がありますが、学習したものが何もないので、
 # 行を増やして作り直せば済みます。
 
@@ -231,7 +284,7 @@ else:
     raise AssertionError("nn.Embedding raises too")
 
 far = sinusoidal(torch.tensor([0, 512, 10**6]), 768)  # a function: any position
-torch.testing.assert_close(far.norm(dim=-1), torch.full((3,), math.sqrt(384)))
+assert_close(far.norm(dim=-1), torch.full((3,), math.sqrt(384)))
 sin_table = SinusoidalEmbedding(512, 768)
 try:
     sin_table(torch.tensor([512]))
@@ -239,36 +292,47 @@ except IndexError:
     pass
 else:
     raise AssertionError("a SinusoidalEmbedding is a table with a last row too")
-longer = SinusoidalEmbedding(2048, 768)  # rebuilt longer: rows 0..511 are unchanged
+longer = SinusoidalEmbedding(2048, 768)  # rebuilt longer: rows 0..511 unchanged
 assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
-lines.append(
-    "norms of PE(0), PE(512), PE(10^6): " + ", ".join(f"{x:.4f}" for x in far.norm(dim=-1))
-)
+norms = ", ".join(f"{x:.4f}" for x in far.norm(dim=-1))
+lines.append(f"norms of PE(0), PE(512), PE(10^6): {norms}")
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
 # ## Training a table on a toy task
 #
-# What does training write into the table? To see it on a CPU in a few seconds, take a
-# task that cannot be solved without absolute positions: **reverse a sequence**. The
-# input is $T = 16$ random tokens out of $V = 10$; the target at position $p$ is the
-# input token at position $T - 1 - p$. Every token appears in the input, so the only
-# question is where to look, and that depends on $p$ alone.
+# What does training write into the table? To see it on a CPU in a few seconds, take
+# a task that the model below cannot solve without positions: **reverse a
+# sequence**. The input is $T = 16$ random tokens out of $V = 10$; the target at
+# position $p$ is the input token at position $T - 1 - p$. Every token appears in
+# the input, so the only question is where to look, and that depends on $p$ alone.
 #
 # The model is as small as it can be: token embedding plus positional embedding
 # (width $d = 32$), one attention layer through `posenc.attention` with a residual
-# connection, and a linear readout to the $V$ tokens. The learned table gets $2T = 32$
-# rows although training only ever uses the first $T$: that will show something
-# about the rows a model never sees. Training uses Adam with a learning rate of
-# $0.01$ for the steps $0$ to $300$, each on $64$ fresh sequences, in float64 on one
-# thread, so that the printed losses are the same on every run.
+# connection, and a linear readout to the $V$ tokens. The learned table gets
+# $2T = 32$ rows although training only ever uses the first $T$: that way we can
+# also see what becomes of the rows a model never sees. Training uses Adam with a
+# learning rate of $0.01$ for the steps $0$ to $300$, each on $64$ fresh sequences,
+# in float64 on one thread, so that the printed losses are the same on every run.
+#
+# Why positions are needed here: without them this model is permutation-equivariant
+# (chapter [*Why attention needs positions*](00-why-positions.ipynb)), so its output
+# at $p$ is a function of the token at $p$ and of the unordered set of all tokens.
+# Two positions that hold the same token get the same output, although their targets
+# differ in general. Counting, in each sequence, the best that one answer per token
+# can do gives a ceiling on the accuracy of any model of this kind; the cell prints
+# it for 1000 random sequences. The argument is about this one-layer model without
+# a mask. Other models can find positions in other ways: a causal mask lets a model
+# count the tokens before it (chapter [*xPos and NoPE*](10-xpos-nope.ipynb)), and a
+# relative encoding sees the edges of the sequence
+# ([*Relative position representations*](04-shaw-relative.ipynb)).
 
 # %% [markdown] lang="ja"
 # ## 小さな課題で表を学習する
 #
 # 学習は表に何を書き込むのでしょうか。CPU で数秒のうちに確かめるため、
-# 絶対位置なしでは解けない課題を使います。**系列の反転**です。
-# 入力は $V = 10$ 種類のトークンから無作為に選んだ $T = 16$ 個で、
+# 下のモデルが位置なしでは解けない課題を使います。**系列の反転**です。
+# 入力は $V = 10$ 種類のトークンからランダムに選んだ $T = 16$ 個で、
 # 位置 $p$ の正解は入力の位置 $T - 1 - p$ のトークンです。
 # すべてのトークンは入力の中にあるので、問題はどこを見るかだけで、それは $p$ だけで決まります。
 #
@@ -276,9 +340,20 @@ print("\n".join(lines), end="")
 # `posenc.attention` による 1 層のアテンションを残差接続付きで通し、
 # 線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけです。
-# これで、モデルが一度も見ない行について分かることがあります。
+# こうしておくと、モデルが一度も見ない行がどうなるかも確かめられます。
 # 学習には学習率 $0.01$ の Adam を使い、ステップ $0$ から $300$ まで、毎回新しい $64$ 系列で学習します。
 # 表示する損失が毎回同じになるよう、float64 と 1 スレッドで計算します。
+#
+# ここで位置が必要な理由を確かめておきます。
+# 位置がなければ、このモデルは置換同変です（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
+# したがって位置 $p$ の出力は、$p$ のトークンと、すべてのトークンの順序のない集まりだけで決まります。
+# 同じトークンを持つ 2 つの位置は同じ出力になりますが、その正解は一般には異なります。
+# 各系列で「トークンごとに 1 つの答え」が達成できる最善を数えると、この種のモデルの正解率の上限が得られます。
+# 次のセルは、ランダムな 1000 系列についてそれを表示します。
+# この議論は、マスクのないこの 1 層のモデルについてのものです。
+# ほかのモデルは、別の方法で位置を知ることができます。
+# 因果マスクがあれば、モデルは前にあるトークンを数えられます（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）。
+# 相対位置のエンコーディングには、系列の端が見えます（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
 
 # %%
 torch.set_num_threads(1)  # the same sums in the same order on every run
@@ -286,7 +361,7 @@ T, V, d = 16, 10, 32
 
 
 class Reverser(nn.Module):
-    """Token + position embedding, one attention layer with a residual, a linear readout."""
+    """Token + position embedding, attention with a residual, a readout."""
 
     def __init__(self, position_embedding):
         super().__init__()
@@ -297,7 +372,7 @@ class Reverser(nn.Module):
         self.readout = nn.Linear(d, V)
 
     def qkv(self, tokens):  # tokens: [b, T] -> q, k, v: [b, T, d] each
-        x = self.tok(tokens) + self.pos(torch.arange(tokens.shape[-1]))  # [b, T, d]
+        x = self.tok(tokens) + self.pos(torch.arange(tokens.shape[-1]))
         return x, *self.w_qkv(x).chunk(3, dim=-1)
 
     def forward(self, tokens):  # [b, T] -> logits [b, T, V]
@@ -310,48 +385,77 @@ def batch(generator, size=64):
     return tokens, tokens.flip(-1)  # target at p: the token at T - 1 - p
 
 
-def train(model, steps=300, report=(0, 50, 100, 150, 200, 300)):
+def train(model, steps=300, report=(0, 50, 100, 150, 200, 300), **kw):
+    """Adam (or kw["optimizer"]) on kw.get("task", batch)."""
+    task = kw.get("task", batch)
     generator = torch.Generator().manual_seed(1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
-    log = [f"ln {V} = {math.log(V):.4f}"]
+    optimizer = kw.get("optimizer") or torch.optim.Adam(
+        model.parameters(), lr=0.01
+    )
+    log, losses = [f"ln {V} = {math.log(V):.4f}"], []
     for step in range(steps + 1):
-        tokens, target = batch(generator)
-        loss = nn.functional.cross_entropy(model(tokens).flatten(0, 1), target.flatten())
+        tokens, target = task(generator)
+        logits = model(tokens).flatten(0, 1)
+        loss = nn.functional.cross_entropy(logits, target.flatten())
+        losses.append(loss.item())
         if step in report:
             log.append(f"step {step:3d}: loss {loss.item():.4f}")
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-    tokens, target = batch(torch.Generator().manual_seed(2), size=1000)
+    tokens, target = task(torch.Generator().manual_seed(2), size=1000)
     with torch.no_grad():
-        accuracy = (model(tokens).argmax(-1) == target).double().mean().item()
+        hits = model(tokens).argmax(-1) == target
+    accuracy = hits.double().mean().item()
     log.append(f"accuracy on 1000 new sequences: {accuracy:.3f}")
-    return accuracy, log
+    return accuracy, log, losses
 
+
+class NoPositions(nn.Module):  # adds nothing: the model without positions
+    def forward(self, positions):
+        return torch.zeros(len(positions), d, dtype=torch.float64)
+
+
+torch.manual_seed(0)
+blind = Reverser(NoPositions()).double()
+tokens, target = batch(torch.Generator().manual_seed(5), size=1000)
+with torch.no_grad():
+    out = blind(tokens)  # [b, T, V]
+same = tokens[:, :, None] == tokens[:, None, :]  # [b, p, q]: same token
+gap = (out[:, :, None] - out[:, None, :]).abs().amax(-1)  # [b, p, q]
+assert gap[same].max() < 1e-12  # same token, same output
+# ceiling: per sequence, the best single answer for each token value
+pairs = nn.functional.one_hot(tokens * V + target, V * V).sum(1)  # [b, V*V]
+ceiling = pairs.view(-1, V, V).amax(-1).sum(-1) / T  # [b]
+assert ceiling.max() < 1  # no sequence can be reversed exactly
 
 torch.manual_seed(0)
 learned = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
 before = learned.pos.weight.detach().clone()
-accuracy, log = train(learned)
+accuracy, log, _ = train(learned)
 assert accuracy == 1.0
+log.insert(0, f"without positions, best possible: {ceiling.mean():.3f}")
 print("\n".join(log), end="")
 
 # %% [markdown] lang="en"
-# The loss starts near $\ln 10 \approx 2.3026$, the loss of a uniform guess among ten
-# tokens, and falls to 0.0000 (to four decimals): every token of every new sequence
-# is placed correctly. To see how, feed the identity matrix as the values: the
-# attention output is then the attention matrix itself,
-# $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$. In each of 256 random sequences, every
-# query $p$ puts its largest weight on the key $T - 1 - p$, and on average almost all of
-# it (the smallest average over $p$ is printed below). The positions, not the tokens,
-# decide where each query looks.
+# Without positions no model of this kind could score more than 0.619 on average
+# over these sequences. With the learned table the loss starts near $\ln 10 \approx 2.3026$, the
+# loss of a uniform guess among ten tokens, and falls to 0.0000 (to four decimals):
+# every token of every new sequence is placed correctly. To see how, feed the
+# identity matrix as the values: the attention output is then the attention matrix
+# itself, $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$. In each of 256 random
+# sequences, every query $p$ puts its largest weight on the key $T - 1 - p$, and on
+# average almost all of it (the smallest average over $p$ is printed below). The
+# positions, not the tokens, decide where each query looks.
 
 # %% [markdown] lang="ja"
-# 損失は、10 種類のトークンから等確率で当てずっぽうに選んだときの値 $\ln 10 \approx 2.3026$ の近くから始まり、
-# （小数点以下 4 桁で）0.0000 まで下がります。新しい系列のどのトークンも正しい位置に置けています。
+# 位置がなければ、この種のモデルはこれらの系列で平均 0.619 より高い正解率を出せません。
+# 学習型の表を使うと、損失は $\ln 10 \approx 2.3026$ の近くから始まります。
+# これは 10 種類のトークンを一様にランダムに予測したときの値です。
+# 損失は（小数点以下 4 桁で）0.0000 まで下がり、新しい系列のどのトークンも正しい位置に置けています。
 # どうやって解いているのかを見るため、バリューとして単位行列を与えます。
 # するとアテンションの出力は、アテンション行列そのもの $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$ になります。
-# 無作為な 256 系列のどれでも、各クエリ $p$ は最大の重みをキー $T - 1 - p$ に置いています。
+# ランダムな 256 系列のどれでも、各クエリ $p$ は最大の重みをキー $T - 1 - p$ に置いています。
 # 平均すると、重みのほとんどがそこに集まります（$p$ についての平均の最小値を下に表示します）。
 # 各クエリがどこを見るかを決めているのは、トークンではなく位置です。
 
@@ -359,12 +463,14 @@ print("\n".join(log), end="")
 tokens, _ = batch(torch.Generator().manual_seed(3), size=256)
 with torch.no_grad():
     _, q, k, _ = learned.qkv(tokens)
-    identity = torch.eye(T, dtype=torch.float64)
-    per_sequence = attention(q, k, identity.expand(len(tokens), T, T))  # [b, p, key]
-    by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), dim=-1)
-torch.testing.assert_close(per_sequence, by_hand)
+    identity = torch.eye(T, dtype=torch.float64).expand(len(tokens), T, T)
+    per_sequence = attention(q, k, identity)  # [b, p, key]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+    by_hand = torch.softmax(scores, dim=-1)
+assert_close(per_sequence, by_hand)
 mirror = T - 1 - torch.arange(T)
-assert torch.equal(per_sequence.argmax(-1), mirror.expand(len(tokens), T))  # every sequence
+# in every sequence, the largest weight of query p is on key T - 1 - p
+assert torch.equal(per_sequence.argmax(-1), mirror.expand(len(tokens), T))
 weights = per_sequence.mean(0)  # [p, key], averaged over the sequences
 on_mirror = weights[torch.arange(T), mirror]  # average weight of key T - 1 - p
 assert on_mirror.min() > 0.9
@@ -373,48 +479,48 @@ print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 # %% [markdown] lang="en"
 # ## What the trained table looks like
 #
-# Compare positions by the cosine of the angle between their vectors,
+# Compare positions by the cosine similarity of their vectors,
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
-# and do the same for the sinusoid. The chapter *Sinusoidal positional encoding*
-# showed that $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$
-# and that every $PE(p)$ has the same norm, so for the sinusoid this matrix depends
-# only on $p - q$: it is largest on the diagonal and falls off, with ripples, away
-# from it. Neighbouring positions look alike by construction.
+# and do the same for the sinusoid. The chapter
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) showed that
+# $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ and that every
+# $PE(p)$ has the same norm, so for the sinusoid this matrix depends only on
+# $p - q$: it is largest on the diagonal and falls off, with ripples, away from it.
+# Neighbouring positions are alike by construction.
 #
-# The learned table has no such structure. Its rows began as independent random
-# vectors, almost orthogonal to each other, and training moved them only as far as
-# the task required. The heatmaps below show the two matrices for the $T$ trained
-# positions, and the cell prints the mean cosine for neighbours ($|p - q| = 1$) and
-# for distant pairs ($|p - q| \ge T/2$). In the learned table, neighbours are no more
-# alike than distant positions; here they are even pushed apart (-0.273 against -0.163,
-# while the sinusoid gives +0.957 against +0.651). Reversal never asks
-# for positions $p$ and $p+1$ to behave alike, so nothing makes them alike.
-# The sinusoid has this locality built in; a learned table has it only if the
-# training data rewards it.
+# The learned table has no such structure built in. Its rows began as independent
+# random vectors, nearly orthogonal (cosines of order $1/\sqrt{d} \approx 0.18$),
+# and training moved them only as the task required. The heatmaps below show the
+# two matrices for the $T$ trained positions, and the cell prints the mean cosine
+# for neighbours ($|p - q| = 1$) and for distant pairs ($|p - q| \ge T/2$). In
+# this run, neighbours are no more alike than distant positions; they are even
+# pushed apart (-0.273 against -0.163, while the sinusoid gives +0.957 against
+# +0.651). Reversal never asks for positions $p$ and $p+1$ to behave alike, so
+# nothing makes them alike.
 
 # %% [markdown] lang="ja"
 # ## 学習後の表の姿
 #
-# 位置どうしを、ベクトルのなす角の余弦で比べます。
+# 位置どうしを、ベクトルのコサイン類似度で比べます。
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
 # 正弦波についても同じものを計算します。
-# 「正弦波位置エンコーディング」の章では、$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ であること、
-# そしてどの $PE(p)$ もノルムが等しいことを示しました。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章では、$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ であることを示しました。
+# どの $PE(p)$ もノルムが等しいことも示しています。
 # したがって正弦波のこの行列は $p - q$ だけで決まり、対角線上で最大になり、離れるにつれて波打ちながら下がります。
-# 隣り合う位置は、作りからして似ています。
+# 隣り合う位置は、構成上おのずと似たベクトルになります。
 #
-# 学習型の表にはそのような構造はありません。
-# 表の行は互いにほぼ直交する独立な乱数ベクトルから始まり、学習は課題に必要な分だけそれを動かしました。
+# 学習型の表には、そのような構造は組み込まれていません。
+# 表の行は、ほぼ直交する独立な乱数ベクトルから始まり（コサイン類似度は $1/\sqrt{d} \approx 0.18$ 程度です）、
+# 学習は課題が求める分だけそれを動かしました。
 # 下のヒートマップは、学習に使った $T$ 個の位置について 2 つの行列を並べたものです。
-# セルでは、隣どうし ($|p - q| = 1$) と遠く離れた組 ($|p - q| \ge T/2$) の余弦の平均を表示します。
-# 学習型の表では、隣どうしが遠い組より似ているということはありません。この例ではむしろ遠ざけられています
-# （-0.273 に対して -0.163。正弦波では +0.957 に対して +0.651 です）。
-# 反転の課題は、位置 $p$ と $p+1$ が似た振る舞いをすることを一度も求めません。だから似る理由がないのです。
-# 正弦波にはこの局所性が最初から組み込まれています。学習型の表がそれを持つのは、学習データがそれを有利にするときだけです。
+# セルでは、隣どうし（$|p - q| = 1$）と遠く離れた組（$|p - q| \ge T/2$）のコサイン類似度の平均を表示します。
+# この実行では、隣どうしが遠い組より似ているということはなく、むしろ遠ざけられています。
+# コサイン類似度の平均は -0.273 と -0.163 で、正弦波では +0.957 と +0.651 です。
+# 反転の課題は、位置 $p$ と $p+1$ が似たふるまいをすることを一度も求めません。だから似る理由がないのです。
 
 
-# %% alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table (left): 1 on the diagonal, a random patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and fading smoothly away from it."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左の学習型位置埋め込みは対角線だけが 1 で、ほかはばらばらのモザイクになり、隣どうしも似ていません。右の正弦波は対角線で最大となり、離れるにつれてなめらかに下がります。"]}
-def cosine_matrix(rows):  # [T, d] -> [T, T], cos of the angle between rows p and q
+# %% alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table after the reversal task (left): 1 on the diagonal, a patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and fading smoothly away from it."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左の、反転の課題で学習した位置埋め込みは対角線だけが 1 で、ほかはばらばらのモザイクになり、隣どうしも似ていません。右の正弦波は対角線で最大となり、離れるにつれてなめらかに下がります。"]}
+def cosine_matrix(rows):  # [T, d] -> [T, T], cosine of rows p and q
     unit = rows / rows.norm(dim=-1, keepdim=True)
     return unit @ unit.T
 
@@ -428,13 +534,13 @@ after = learned.pos.weight.detach()
 cos_learned = cosine_matrix(after[:T])
 pe = sinusoidal(torch.arange(T), d, dtype=torch.float64)
 cos_sin = cosine_matrix(pe)
-torch.testing.assert_close(cos_sin, (pe @ pe.T) / (d / 2))  # every norm is sqrt(d/2)
-torch.testing.assert_close(cos_sin[1:, 1:], cos_sin[:-1, :-1])  # a function of p - q
+assert_close(cos_sin, (pe @ pe.T) / (d / 2))  # every norm is sqrt(d/2)
+assert_close(cos_sin[1:, 1:], cos_sin[:-1, :-1])  # a function of p - q
 
 near_l, far_l = near_far(cos_learned)
 near_s, far_s = near_far(cos_sin)
 assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
-assert near_l < far_l and near_l < 0  # the learned table: not; here pushed apart
+assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 print(
     f"learned  : neighbours {near_l:+.3f}, distant {far_l:+.3f}\n"
     f"sinusoid : neighbours {near_s:+.3f}, distant {far_s:+.3f}",
@@ -455,33 +561,112 @@ fig.colorbar(im, ax=axes, shrink=0.9)
 plt.show()
 
 # %% [markdown] lang="en"
+# One run is one run. The cell below trains four more models from the seeds 1 to 4.
+# All of them solve the task. In every run the neighbours' mean cosine is negative
+# (from -0.472 to -0.160); in four of the five it is below that of distant pairs,
+# and in the fifth the two are within 0.01 of each other. What the evidence
+# supports is this: with reversal, training did not make neighbours alike in any
+# of five runs.
+#
+# It says nothing about tables trained on language. Wang & Chen (2020) plot the same
+# cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and there
+# neighbouring positions do have similar vectors, most clearly in GPT-2. A language
+# model's data reward that locality; reversal does not. The sinusoid has locality
+# built in; a learned table has it when the training data make it pay.
+
+# %% [markdown] lang="ja"
+# 1 回の実行は 1 回の実行にすぎません。次のセルでは、シード 1〜4 からさらに 4 つのモデルを学習します。
+# どれも課題を解きます。
+# 隣どうしのコサイン類似度の平均は、どの実行でも負です（-0.472 から -0.160）。
+# 5 回のうち 4 回は遠い組の値より小さく、残りの 1 回でも両者の差は 0.01 以内です。
+# この証拠から言えるのは、「反転の課題では、5 回のどの実行でも、学習によって隣どうしが似ることはなかった」ということです。
+#
+# 言語で学習した表については、何も分かりません。
+# Wang と Chen（2020）は、学習済みの BERT、RoBERTa、GPT-2 の表について同じコサイン類似度の行列を描いています。
+# そこでは隣り合う位置が実際に似たベクトルを持ち、GPT-2 で最もはっきりしています。
+# 言語モデルのデータはこの局所性に報いますが、反転の課題は報いません。
+# 正弦波にはこの局所性が最初から組み込まれています。学習型の表がこの性質を身につけるのは、学習データがそれに報いる場合です。
+
+# %%
+runs = [(0, accuracy, near_l, far_l)]
+for seed in range(1, 5):
+    torch.manual_seed(seed)
+    model = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
+    acc, _, _ = train(model)
+    rows = model.pos.weight.detach()[:T]
+    runs.append((seed, acc, *near_far(cosine_matrix(rows))))
+assert all(acc == 1.0 for _, acc, _, _ in runs)
+assert all(near < 0 for _, _, near, _ in runs)  # neighbours never alike
+assert sum(near < far for _, _, near, far in runs) == 4
+assert all(near < far + 0.01 for _, _, near, far in runs)
+print(
+    "\n".join(
+        f"seed {s}: accuracy {a:.3f}, neighbours {n:+.3f}, distant {f:+.3f}"
+        for s, a, n, f in runs
+    ),
+    end="",
+)
+
+# %% [markdown] lang="en"
 # Training did change the table a great deal: the mean norm of a trained row grew
-# from about $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ to 1.581. The
-# rows $T$ to $2T - 1$, which no training sequence reached, are another story: they
-# received no gradient at any step, so Adam never moved them, and they are still
-# exactly the random vectors they started as. This is the second limit of a learned
-# table. Even inside the table, a position is only as good as the training sequences
-# that were long enough to reach it; a model trained on short sequences holds noise
-# in its later rows.
+# from about $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ to 1.581. The rows $T$
+# to $2T - 1$, which no training sequence reached, are another story. Their
+# gradient was zero at every step, and so are Adam's running averages of it, so
+# Adam's step for them is $0/(0 + \epsilon) = 0$: they are still, bit for bit, the
+# random vectors they started as. This is the second limit of a learned table. Even
+# inside the table, a position is only as good as the training sequences that were
+# long enough to reach it; a model trained on short sequences keeps noise in its
+# later rows.
+#
+# "Bit for bit" depends on the optimiser. With decoupled weight decay (AdamW, decay
+# $\lambda$, learning rate $\eta$) every step also multiplies each weight by
+# $1 - \eta\lambda$, gradient or not, so after $s$ steps an unused row is
+# $$E_r^{(s)} = (1 - \eta\lambda)^s\, E_r^{(0)}$$
+# a shrunken copy of its noise. The cell checks this too, with $\eta = 0.01$,
+# $\lambda = 0.1$ and the $51$ steps $0$ to $50$.
 
 # %% [markdown] lang="ja"
 # 学習は表を大きく変えました。学習した行のノルムの平均は、
 # 初期値のおよそ $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ から 1.581 まで大きくなりました。
 # 一方、行 $T$ から $2T - 1$ までは、どの学習系列も届かなかった行です。
-# これらはどのステップでも勾配を受け取らなかったので、Adam は一度も動かしていません。
-# 今も、初期化したときの乱数ベクトルのままです。
+# これらの勾配はどのステップでも 0 で、Adam が保持する勾配の移動平均も 0 のままなので、
+# Adam による更新は $0/(0 + \epsilon) = 0$ です。
+# そのため今も、初期化したときの乱数ベクトルとビット単位で同じです。
 # これが学習型の表の 2 つ目の限界です。表の中にある位置であっても、
 # その位置に届くだけの長さの学習系列があったときにしか意味のある行になりません。
-# 短い系列だけで学習したモデルの後ろの行には、ノイズが入っているだけです。
+# 短い系列だけで学習したモデルの後ろの行には、ノイズが残っているだけです。
+#
+# 「ビット単位で同じ」かどうかはオプティマイザによります。
+# 分離型の重み減衰（AdamW、減衰率 $\lambda$、学習率 $\eta$）では、勾配の有無にかかわらず、
+# 各ステップで重みがすべて $1 - \eta\lambda$ 倍されます。
+# したがって $s$ ステップの後、使われない行は次のようになります。
+# $$E_r^{(s)} = (1 - \eta\lambda)^s\, E_r^{(0)}$$
+# ノイズを縮めた写しになるわけです。
+# セルでは $\eta = 0.01$、$\lambda = 0.1$、ステップ $0$ から $50$ までの $51$ ステップでこれも確かめます。
 
 # %%
 norm_before = before[:T].norm(dim=-1).mean().item()
 norm_after = after[:T].norm(dim=-1).mean().item()
 assert abs(0.02 * math.sqrt(32) - 0.113) < 5e-4
 assert norm_after > 10 * norm_before
-assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit unchanged
-print(f"mean norm of rows 0..{T - 1}: {norm_before:.3f} before, {norm_after:.3f} after training")
-print(f"rows {T}..{2 * T - 1} unchanged: {torch.equal(after[T:], before[T:])}", end="")
+assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
+
+torch.manual_seed(0)
+decayed = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
+start = decayed.pos.weight.detach().clone()
+eta, lam, steps = 0.01, 0.1, 50
+adamw = torch.optim.AdamW(decayed.parameters(), lr=eta, weight_decay=lam)
+train(decayed, steps=steps, optimizer=adamw)
+shrink = (1 - eta * lam) ** (steps + 1)  # the steps 0..50
+assert_close(decayed.pos.weight.detach()[T:], shrink * start[T:])
+print(
+    f"mean norm of rows 0..{T - 1}: {norm_before:.3f} before, "
+    f"{norm_after:.3f} after training\n"
+    f"rows {T}..{2 * T - 1} unchanged (Adam): "
+    f"{torch.equal(after[T:], before[T:])}\n"
+    f"rows {T}..{2 * T - 1} with AdamW: {shrink:.4f} x their start",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## How loud is the positional signal?
@@ -490,26 +675,42 @@ print(f"rows {T}..{2 * T - 1} unchanged: {torch.equal(after[T:], before[T:])}", 
 # a sum is only informative if neither term drowns the other. So compare their
 # norms.
 #
-# **The sinusoid.** Each pair of entries contributes $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$
-# to the squared norm, and there are $d/2$ pairs, so for every position
+# **The sinusoid.** Each pair of entries contributes
+# $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ to the squared norm, and there are
+# $d/2$ pairs, so for every position
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
 # exactly, which is $\sqrt{384} \approx 19.5959$ for $d = 768$.
 #
 # **A token embedding** initialised with independent entries of standard deviation
-# $\sigma$ has $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$, and for large $d$ the norm
-# concentrates around $\sigma\sqrt{d}$ (the relative spread of $\lVert e \rVert$ is about
-# $1/\sqrt{2d}$). With BERT's $\sigma = 0.02$ that is $0.02\sqrt{768} \approx 0.5543$.
+# $\sigma$ has $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$, and for large $d$ the
+# norm concentrates around $\sigma\sqrt{d}$ (the relative spread of
+# $\lVert e \rVert$ is about $1/\sqrt{2d}$). With Hugging Face's BERT
+# initialisation, $\sigma = 0.02$, that is $0.02\sqrt{768} \approx 0.5543$.
 #
-# Added raw, the sinusoid would be 35.37 times louder than the tokens (measured below).
-# Two fixes are in use:
+# Added to such tokens, the raw sinusoid would be
+# $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$, about 35.36 times louder. (This pairing is hypothetical:
+# BERT uses a learned table, not sinusoids.) The models that do use sinusoids fix
+# the balance, each with its own initialisation:
 #
-# - Vaswani et al. (2017, §3.4) multiply the token embeddings by $\sqrt{d}$.
-# - Hua et al. (2022) multiply the sinusoid by a learned scalar initialised to
-#   $d^{-1/2}$, which brings its norm to $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2} \approx 0.7071$.
+# - **Vaswani et al.** (2017, §3.4) multiply the token embeddings by $\sqrt{d}$.
+#   The paper does not give their initialisation; tensor2tensor, the authors' code,
+#   draws them with $\sigma = d^{-1/2}$ (`modalities.py`, `get_weights`) and
+#   multiplies by $\sqrt{d}$ when `multiply_embedding_mode` is `"sqrt_depth"`, the
+#   default. The token norm becomes $d^{-1/2}\sqrt{d}\cdot\sqrt{d} = \sqrt{d}$, and
+#   the ratio $\sqrt{d/2}/\sqrt{d} = 1/\sqrt{2} \approx 0.7071$.
+# - **Hua et al.** (2022) multiply the sinusoid by a learned scalar. Initialised to
+#   $d^{-1/2}$, as in `posenc` and x-transformers, it brings the sinusoid's norm to
+#   $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$. x-transformers pairs it with token
+#   embeddings drawn by `kaiming_normal_`, $\sigma = \sqrt{2/d}$, of norm about
+#   $\sqrt{2}$: a ratio of $1/2$.
 #
-# Both change the ratio by the same factor $\sqrt{d}$, so they give the same ratio; they
-# differ in the overall size and in that the second is learned. The cell below
-# measures all of it.
+# The two recipes do not give the same ratio: about 0.71 against 0.50. Applied to
+# the same tokens, multiplying the tokens by $\sqrt{d}$ and dividing the sinusoid
+# by $\sqrt{d}$ would change the ratio by the same factor; but the models do not
+# start from the same tokens. (With the $\sigma = 0.02$ tokens above, the scaled
+# sinusoid would give 1.28, a pairing no model here uses.) What the recipes share is
+# the order of magnitude: both bring a ratio of about 35 down to about 1. The cell
+# below draws each table and measures.
 
 # %% [markdown] lang="ja"
 # ## 位置の信号はどれくらい大きいか
@@ -517,7 +718,8 @@ print(f"rows {T}..{2 * T - 1} unchanged: {torch.equal(after[T:], before[T:])}", 
 # 最初の層への入力は、トークンの埋め込みと位置のベクトルの和です。
 # 和が意味を持つのは、どちらの項も相手をかき消さないときだけです。そこで 2 つのノルムを比べます。
 #
-# **正弦波。** 成分のペアはそれぞれ、ノルムの 2 乗に $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ を寄与します。
+# **正弦波。** 成分のペアはそれぞれ、ノルムの 2 乗に
+# $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ を寄与します。
 # ペアは $d/2$ 組あるので、どの位置でも次が厳密に成り立ちます。
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
 # $d = 768$ なら $\sqrt{384} \approx 19.5959$ です。
@@ -525,79 +727,106 @@ print(f"rows {T}..{2 * T - 1} unchanged: {torch.equal(after[T:], before[T:])}", 
 # **トークンの埋め込み**の成分を、標準偏差 $\sigma$ の独立な乱数で初期化すると、
 # $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ になります。
 # $d$ が大きければノルムは $\sigma\sqrt{d}$ の近くに集中します（$\lVert e \rVert$ の相対的なばらつきはおよそ $1/\sqrt{2d}$ です）。
-# BERT の $\sigma = 0.02$ なら $0.02\sqrt{768} \approx 0.5543$ です。
+# Hugging Face の BERT の初期化 $\sigma = 0.02$ なら、$0.02\sqrt{768} \approx 0.5543$ です。
 #
-# そのまま足すと、正弦波はトークンの 35.37 倍も大きくなってしまいます（下で測ります）。使われている対策は 2 つです。
+# このようなトークンに生の正弦波を足すと、正弦波は $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$、
+# つまりおよそ 35.36 倍も大きくなります。
+# この組み合わせは仮のもので、BERT は正弦波ではなく学習型の表を使います。
+# 正弦波を実際に使うモデルは、それぞれ自分の初期化のもとでこの釣り合いを直しています。
 #
-# - Vaswani ら (2017, §3.4) は、トークンの埋め込みに $\sqrt{d}$ を掛けます。
-# - Hua ら (2022) は、$d^{-1/2}$ で初期化した学習可能なスカラーを正弦波に掛けます。
-#   するとノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2} \approx 0.7071$ になります。
+# - **Vaswani ら**（2017、§3.4）は、トークンの埋め込みに $\sqrt{d}$ を掛けます。
+#   論文は埋め込みの初期化を書いていません。
+#   著者らのコードである tensor2tensor は、埋め込みを $\sigma = d^{-1/2}$ で初期化し（`modalities.py` の `get_weights`）、
+#   `multiply_embedding_mode` が既定値の `"sqrt_depth"` なら $\sqrt{d}$ を掛けます。
+#   トークンのノルムは $d^{-1/2}\sqrt{d}\cdot\sqrt{d} = \sqrt{d}$ となり、
+#   比は $\sqrt{d/2}/\sqrt{d} = 1/\sqrt{2} \approx 0.7071$ です。
+# - **Hua ら**（2022）は、正弦波に学習可能なスカラーを掛けます。
+#   `posenc` や x-transformers のようにそれを $d^{-1/2}$ で初期化すると、
+#   正弦波のノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$ になります。
+#   x-transformers はこれを、`kaiming_normal_` で初期化したトークンの埋め込み
+#   （$\sigma = \sqrt{2/d}$、ノルムはおよそ $\sqrt{2}$）と組み合わせます。比は $1/2$ です。
 #
-# どちらも比を同じ $\sqrt{d}$ 倍だけ変えるので、比は同じになります。
-# 違うのは全体の大きさと、後者は学習されるという点です。次のセルですべてを測ります。
+# 2 つのやり方で比は同じになりません。およそ 0.71 と 0.50 です。
+# 同じトークンに対してなら、トークンに $\sqrt{d}$ を掛けることと正弦波を $\sqrt{d}$ で割ることは、比を同じ倍率だけ変えます。
+# しかし、モデルどうしは同じトークンから始めていません。
+# 上の $\sigma = 0.02$ のトークンとスケール付き正弦波を組み合わせると 1.28 になりますが、ここで扱うモデルにその組み合わせはありません。
+# 2 つのやり方に共通するのは桁です。どちらも、およそ 35 だった比をおよそ 1 まで下げます。
+# 次のセルで、それぞれの表を作って測ります。
 
 # %%
 d = 768
 pe = sinusoidal(torch.arange(4096), d, dtype=torch.float64)
-torch.testing.assert_close(
-    pe.norm(dim=-1), torch.full((4096,), math.sqrt(d / 2), dtype=torch.float64)
+assert_close(
+    pe.norm(dim=-1), torch.full((4096,), math.sqrt(d / 2), dtype=pe.dtype)
 )
+pe_norm = math.sqrt(d / 2)
+gen = torch.Generator().manual_seed(0)
 
-sigma = 0.02
-tokens = nn.Embedding(30522, d)  # BERT's vocabulary size
-nn.init.normal_(tokens.weight, std=sigma)
-token_norms = tokens.weight.detach().norm(dim=-1)
-torch.testing.assert_close(token_norms.mean().item(), sigma * math.sqrt(d), rtol=2e-3, atol=0)
-spread = (token_norms.std() / token_norms.mean()).item()
-assert abs(spread - 1 / math.sqrt(2 * d)) < 0.002  # relative spread about 1/sqrt(2d)
 
-pe_norm, token_norm = math.sqrt(d / 2), token_norms.mean().item()
+def token_norms(std, factor=1.0, vocab=30522):  # BERT's vocabulary size
+    table = torch.randn(vocab, d, generator=gen) * std * factor
+    return table.norm(dim=-1)
+
+
+hf = token_norms(0.02)  # Hugging Face's BERT: N(0, 0.02^2)
+assert_close(hf.mean().item(), 0.02 * math.sqrt(d), rtol=2e-3, atol=0)
+spread = (hf.std() / hf.mean()).item()
+assert abs(spread - 1 / math.sqrt(2 * d)) < 0.002  # about 1/sqrt(2d)
+t2t = token_norms(d**-0.5, factor=math.sqrt(d))  # tensor2tensor
+xt_table = torch.empty(30522, d)
+nn.init.kaiming_normal_(xt_table)  # x-transformers' TokenEmbedding.init_
+xt = xt_table.norm(dim=-1)
 scaled_pe = SinusoidalEmbedding(4096, d, learnable_scale=True)
-hua_norm = scaled_pe(torch.arange(4096)).norm(dim=-1)
-torch.testing.assert_close(hua_norm, torch.full((4096,), 2**-0.5))  # sqrt(d/2) * d^(-1/2)
+with torch.no_grad():
+    hua_norm = scaled_pe(torch.arange(4096)).norm(dim=-1)
+assert_close(hua_norm, torch.full((4096,), 2**-0.5))  # sqrt(d/2) d^(-1/2)
 hua_norm = hua_norm.mean().item()
-vaswani_norm = token_norm * math.sqrt(d)
-assert 30 < pe_norm / token_norm < 40
-torch.testing.assert_close(pe_norm / vaswani_norm, hua_norm / token_norm, rtol=1e-6, atol=0)
-rows_out = [
-    ("|PE(p)| = sqrt(d/2)", f"{pe_norm:.4f}"),
-    ("|e|, sigma = 0.02 (mean)", f"{token_norm:.4f}  (sigma sqrt(d) = {sigma * math.sqrt(d):.4f})"),
-    ("raw sinusoid / token", f"{pe_norm / token_norm:.2f}"),
-    ("Vaswani: sqrt(d) |e|", f"{vaswani_norm:.4f}, ratio {pe_norm / vaswani_norm:.3f}"),
-    ("Hua: d^(-1/2) |PE(p)|", f"{hua_norm:.4f}, ratio {hua_norm / token_norm:.3f}"),
+
+rows_out = [  # name, position norm, token norm, predicted ratio
+    ("raw, sigma 0.02 (hypoth.)", pe_norm, hf.mean(), 1 / (0.02 * 2**0.5)),
+    ("tensor2tensor (Vaswani)", pe_norm, t2t.mean(), 2**-0.5),
+    ("x-transformers (Hua)", hua_norm, xt.mean(), 0.5),
+    ("Hua, sigma 0.02 (hypoth.)", hua_norm, hf.mean(), 2**-0.5 / hf.mean()),
 ]
-print("\n".join(f"{name:25s}: {value}" for name, value in rows_out), end="")
+for _, pos, tok, predicted in rows_out:
+    assert_close((pos / tok).item(), float(predicted), rtol=5e-3, atol=0)
+ratio = {name: (pos / tok).item() for name, pos, tok, _ in rows_out}
+assert ratio["tensor2tensor (Vaswani)"] - ratio["x-transformers (Hua)"] > 0.15
+print(f"{'':26s} |pos|    |tok|    ratio")
+for name, pos, tok, _ in rows_out:
+    print(f"{name:26s} {pos:7.4f}  {tok:7.4f}  {pos / tok:6.3f}")
 
 # %% [markdown] lang="en"
 # ## The learned scale of Hua et al.
 #
 # `SinusoidalEmbedding(N, d, learnable_scale=True)` returns $\alpha\, PE(p)$ with one
-# scalar parameter $\alpha$, initialised to $d^{-1/2}$ (Hua et al. 2022, appendix,
-# pseudocode of the scaled sinusoidal embedding). The sinusoid table stays fixed: it
-# is a buffer, outside `parameters()`, so $\alpha$ is the only tensor that receives a
-# gradient. By the chain rule its gradient is
+# scalar parameter $\alpha$, initialised to $d^{-1/2}$ as in x-transformers'
+# `ScaledSinusoidalEmbedding`. The sinusoid table stays fixed: it is a buffer,
+# outside `parameters()`, so $\alpha$ is the only tensor that receives a gradient.
+# By the chain rule its gradient is
 # $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
-# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$. The cell below
-# checks the initial value, that nothing else is trainable, and this gradient.
+# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$. The cell
+# below checks the initial value, that nothing else is trainable, and this
+# gradient against autograd.
 
 # %% [markdown] lang="ja"
 # ## Hua らの学習可能なスケール
 #
 # `SinusoidalEmbedding(N, d, learnable_scale=True)` は $\alpha\, PE(p)$ を返します。
-# スカラーのパラメータ $\alpha$ を 1 つだけ持ち、その初期値は $d^{-1/2}$ です
-# （Hua ら 2022 の付録にある、スケール付き正弦波埋め込みの疑似コード）。
+# スカラーのパラメータ $\alpha$ を 1 つだけ持ち、その初期値は
+# x-transformers の `ScaledSinusoidalEmbedding` と同じ $d^{-1/2}$ です。
 # 正弦波の表は固定のままです。表はバッファで `parameters()` に含まれないので、
 # 勾配を受け取るテンソルは $\alpha$ だけです。連鎖律から、その勾配は次のとおりです。
 # $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
 # ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
-# 次のセルでは、初期値、ほかに学習されるものがないこと、そしてこの勾配を確かめます。
+# 次のセルでは、初期値、ほかに学習されるものがないこと、そしてこの勾配を自動微分と照合します。
 
 # %%
 d = 32
 scaled = SinusoidalEmbedding(64, d, learnable_scale=True)
 params = dict(scaled.named_parameters())
 assert list(params) == ["scale"] and params["scale"].shape == ()
-torch.testing.assert_close(scaled.scale.detach(), torch.tensor(d**-0.5))
+assert_close(scaled.scale.detach(), torch.tensor(d**-0.5))
 assert not scaled.table.requires_grad and "table" not in scaled.state_dict()
 
 pos = torch.arange(10)
@@ -605,17 +834,20 @@ y = scaled(pos)
 upstream = torch.randn_like(y)  # dL/dy for L = sum(upstream * y)
 (upstream * y).sum().backward()
 expected = (upstream * sinusoidal(pos, d)).sum()  # sum_p dL/dy_p . PE(p)
-torch.testing.assert_close(scaled.scale.grad, expected)
+assert_close(scaled.scale.grad, expected)
 assert scaled.table.grad is None
-print(f"alpha = {scaled.scale.item():.4f} = 32^(-1/2); trainable: {list(params)}", end="")
+print(
+    f"alpha = {scaled.scale.item():.4f} = 32^(-1/2); trainable: {list(params)}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # Train the reversal model of the previous sections with this module in place of
 # the learned table. It has one positional parameter instead of $2T d = 1024$, and it
-# solves the task too (accuracy 1.000). Along the way the scale grows from its initial
-# value 0.1768 to 1.0290: the model turns the positional signal up. The heatmap of the scaled
-# sinusoid would be the same as above: multiplying every vector by $\alpha > 0$ leaves
-# every cosine unchanged.
+# solves the task too (accuracy 1.000). Along the way the scale grows from its
+# initial value 0.1768 to 1.0290: the model turns the positional signal up. The
+# heatmap of the scaled sinusoid would be the same as above: multiplying every
+# vector by $\alpha > 0$ leaves every cosine unchanged.
 
 # %% [markdown] lang="ja"
 # これまでの節の反転モデルで、学習型の表の代わりにこのモジュールを使って学習します。
@@ -623,23 +855,25 @@ print(f"alpha = {scaled.scale.item():.4f} = 32^(-1/2); trainable: {list(params)}
 # 学習の途中で、スケールは初期値の 0.1768 から 1.0290 まで大きくなります。
 # モデルは位置の信号を大きくしたのです。
 # スケール付き正弦波のヒートマップは、上の図と同じになります。
-# すべてのベクトルに $\alpha > 0$ を掛けても、余弦は変わらないからです。
+# すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
 
 # %%
 d = 32
 torch.manual_seed(0)
-scaled_model = Reverser(SinusoidalEmbedding(T, d, learnable_scale=True)).double()
+scaled_model = Reverser(
+    SinusoidalEmbedding(T, d, learnable_scale=True)
+).double()
 alpha_0 = scaled_model.pos.scale.item()
-assert n_params(scaled_model.pos) == 1 and n_params(learned.pos) == 2 * T * d == 1024
-accuracy, log = train(scaled_model)
+assert n_params(scaled_model.pos) == 1
+assert n_params(learned.pos) == 2 * T * d == 1024
+accuracy, log, _ = train(scaled_model)
 assert accuracy == 1.0
 
 alpha = scaled_model.pos.scale.item()
 rows = scaled_model.pos(torch.arange(T)).detach()
-torch.testing.assert_close(
-    scaled_model.pos.table, sinusoidal(torch.arange(T), d, dtype=torch.float64)
-)  # fixed
-torch.testing.assert_close(cosine_matrix(rows), cos_sin)  # the scale leaves every cosine alone
+fixed = sinusoidal(torch.arange(T), d, dtype=torch.float64)
+assert_close(scaled_model.pos.table, fixed)  # the table did not move
+assert_close(cosine_matrix(rows), cos_sin)  # the scale leaves every cosine
 assert alpha > 3 * alpha_0
 log.append(f"alpha: {alpha_0:.4f} at the start, {alpha:.4f} after training")
 print("\n".join(log), end="")
@@ -650,19 +884,20 @@ print("\n".join(log), end="")
 # Batches of sequences of different lengths are filled up with padding tokens, and
 # those must not pick up a positional signal, nor pass a gradient into the table.
 # With `padding_idx=k`, row $k$ of the table starts at zero and is excluded from the
-# gradient: for a loss $L$ that depends on the looked-up rows, the gradient of row $r$
-# is the sum of the upstream gradients of the positions that looked it up, and for
-# $r = k$ it is zero by decree. With $L = \sum_t \lVert E_{p_t} \rVert^2$, row $r$ looked up
-# $c_r$ times gets
+# gradient: for a loss $L$ that depends on the looked-up rows, the gradient of row
+# $r$ is the sum of the upstream gradients of the positions that looked it up, and
+# for $r = k$ it is set to zero. With $L = \sum_t \lVert E_{p_t} \rVert^2$, row $r$
+# looked up $c_r$ times gets
 # $$\frac{\partial L}{\partial E_r} = 2\, c_r\, E_r \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
-# so an optimiser step leaves the padding row at zero.
+# so a plain SGD step leaves the padding row at zero (weight decay would too, since
+# the row is zero).
 #
 # fairseq and RoBERTa use this convention for their learned positions: the padding
-# token's id (1 in RoBERTa) doubles as its position, and real tokens are numbered from
-# $k + 1$ on. That is why RoBERTa's table has $514 = 512 + 2$ rows for 512 tokens: rows
-# 0 and 1 are never a real position. `SinusoidalEmbedding(..., padding_idx=k)` also
-# returns zeros at $k$. The cell below rebuilds RoBERTa's numbering for right-padded
-# sequences.
+# token's id (1 in RoBERTa) doubles as its position, and real tokens are numbered
+# from $k + 1$ on. That is why RoBERTa's table has $514 = 512 + 2$ rows for 512
+# tokens: rows 0 and 1 are never a real position. `SinusoidalEmbedding(...,
+# padding_idx=k)` also returns zeros at $k$. The cell below rebuilds RoBERTa's
+# numbering for right-padded sequences.
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
@@ -671,14 +906,16 @@ print("\n".join(log), end="")
 # パディングには位置の信号が乗ってはいけませんし、表に勾配を流してもいけません。
 # `padding_idx=k` を指定すると、表の行 $k$ は 0 から始まり、勾配の計算から外されます。
 # 参照した行に依存する損失 $L$ について、行 $r$ の勾配は、その行を参照した位置での上流の勾配の和です。
-# ただし $r = k$ の勾配は、規則として 0 になります。
+# ただし $r = k$ の勾配は、定義により常に 0 です。
 # $L = \sum_t \lVert E_{p_t} \rVert^2$ とし、行 $r$ が $c_r$ 回参照されたとすると、次のようになります。
 # $$\frac{\partial L}{\partial E_r} = 2\, c_r\, E_r \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
-# したがって、オプティマイザで 1 ステップ更新しても、パディング用の行は 0 のままです。
+# したがって、素朴な SGD で 1 ステップ更新しても、パディング用の行は 0 のままです
+# （行が 0 なので、重み減衰があっても同じです）。
 #
-# fairseq と RoBERTa は、学習型の位置でこの方式を使います。
+# fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。
 # パディングのトークンの ID（RoBERTa では 1）をそのまま位置としても使い、実トークンは $k + 1$ から数えます。
-# RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。行 0 と行 1 が実トークンの位置になることはありません。
+# RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。
+# 行 0 と行 1 が実トークンの位置になることはありません。
 # `SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 # 次のセルでは、右側をパディングした系列について RoBERTa の番号付けを再現します。
 
@@ -688,10 +925,10 @@ emb = LearnedPositionalEmbedding(8, 4, padding_idx=k)
 assert torch.equal(emb.weight[k], torch.zeros(4))
 looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])
 emb(looked_up).pow(2).sum().backward()  # L = sum_t |E_{p_t}|^2
-counts = torch.bincount(looked_up.flatten(), minlength=8).float()[:, None]  # c_r
-expected = 2 * counts * emb.weight.detach()
+counts = torch.bincount(looked_up.flatten(), minlength=8).double()  # c_r
+expected = 2 * counts[:, None].float() * emb.weight.detach()
 expected[k] = 0
-torch.testing.assert_close(emb.weight.grad, expected)
+assert_close(emb.weight.grad, expected)
 torch.optim.SGD(emb.parameters(), lr=0.1).step()
 assert torch.equal(emb.weight[k], torch.zeros(4))  # still zero after a step
 
@@ -700,28 +937,32 @@ assert torch.equal(padded(torch.tensor(k)), torch.zeros(8))
 
 
 def roberta_positions(token_ids, padding_idx=1):
-    """fairseq's make_positions: real tokens count from padding_idx + 1, padding keeps padding_idx."""
+    """fairseq's make_positions: real tokens from padding_idx + 1."""
     real = (token_ids != padding_idx).long()
     return torch.cumsum(real, dim=1) * real + padding_idx
 
 
-token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # the second sequence is padded
+token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
 position_ids = roberta_positions(token_ids)
+assert position_ids.tolist() == [[2, 3, 4, 5], [2, 3, 4, 1]]  # by hand
 roberta_pos = LearnedPositionalEmbedding(514, 8, padding_idx=1)
 out = roberta_pos(position_ids)
-assert torch.equal(out[1, 3], torch.zeros(8))  # the padding token gets nothing
+assert torch.equal(out[1, 3], torch.zeros(8))  # the padding token: nothing
 assert roberta_pos.n_positions - k - 1 == 512  # rows for real positions
 print(position_ids)
 
 # %% [markdown] lang="en"
 # ## How the libraries differ
 #
+# Each fact in this table comes from the code named in it.
+#
 # | | table rows | initialisation | padding | scale |
 # |---|---|---|---|---|
-# | BERT (Google's TensorFlow code) | `max_position_embeddings` = 512 | truncated normal, $\sigma = 0.02$ | none | none |
-# | GPT-2 (OpenAI's TensorFlow code, `wpe`) | `n_ctx` = 1024 | normal, $\sigma = 0.01$ | none | none |
-# | Hugging Face BERT, GPT-2 | 512, 1024 | normal, $\sigma = 0.02$ (`initializer_range`) | none | none |
-# | fairseq, RoBERTa | 512 + padding id + 1 = 514 | normal, $\sigma = d^{-1/2}$ in fairseq's `PositionalEmbedding` | row 1 zero, positions from 2 | none |
+# | BERT (Google's `modeling.py`) | `max_position_embeddings` = 512 | truncated normal, $\sigma = 0.02$ (`create_initializer`) | none | none |
+# | GPT-2 (OpenAI's `src/model.py`, `wpe`) | `n_ctx` = 1024 | normal, $\sigma = 0.01$ (tokens $0.02$) | none | none |
+# | Hugging Face BERT, GPT-2 (`_init_weights`) | 512, 1024 | normal, $\sigma = 0.02$ (`initializer_range`) | none | none |
+# | fairseq `PositionalEmbedding` | 512 + padding id + 1 = 514 | normal, $\sigma = d^{-1/2}$ | row 1 zero, positions from 2 | none |
+# | RoBERTa in fairseq | 514 | normal, $\sigma = 0.02$ (`init_bert_params` redraws every embedding) | as fairseq | none |
 # | x-transformers `AbsolutePositionalEmbedding` | `max_seq_len` | `nn.Embedding`'s $N(0, 1)$ | none | constant $d^{-1/2}$ |
 # | x-transformers `ScaledSinusoidalEmbedding` | none (computed) | fixed sinusoid, concatenated layout | none | learned, starts at $d^{-1/2}$ |
 # | `posenc.LearnedPositionalEmbedding` | `n_positions` | normal, $\sigma = 0.02$ | `padding_idx` | none |
@@ -729,19 +970,24 @@ print(position_ids)
 #
 # x-transformers scales its learned table by the constant $d^{-1/2}$: with entries
 # from $N(0, 1)$, that makes each row's norm about $1$, the same idea as Hua et al.'s
-# scale, applied to a table. The cell below rebuilds x-transformers' scaled sinusoid
-# (`torch.cat((sin, cos))` of the angles, times the scale) with `posenc` and checks the
-# norm of its learned-table rows.
+# scale, applied to a table. The cell below compares `posenc` with numbers that
+# x-transformers 2.26.4 itself printed: its `ScaledSinusoidalEmbedding(64)` at the
+# positions 0, 1, 7 and 100, in the columns 0, 1, 31 (sines), 32, 33 and 63
+# (cosines). It also checks the norm of the rows of a table drawn as
+# `AbsolutePositionalEmbedding` draws and scales it.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
 #
+# この表の事実は、どれも表中に挙げたコードによるものです。
+#
 # | | 表の行数 | 初期化 | パディング | スケール |
 # |---|---|---|---|---|
-# | BERT（Google の TensorFlow 実装） | `max_position_embeddings` = 512 | 切断正規分布、$\sigma = 0.02$ | なし | なし |
-# | GPT-2（OpenAI の TensorFlow 実装、`wpe`） | `n_ctx` = 1024 | 正規分布、$\sigma = 0.01$ | なし | なし |
-# | Hugging Face の BERT、GPT-2 | 512、1024 | 正規分布、$\sigma = 0.02$（`initializer_range`） | なし | なし |
-# | fairseq、RoBERTa | 512 + パディング ID + 1 = 514 | 正規分布、fairseq の `PositionalEmbedding` では $\sigma = d^{-1/2}$ | 行 1 が 0、位置は 2 から | なし |
+# | BERT（Google の `modeling.py`） | `max_position_embeddings` = 512 | 切断正規分布、$\sigma = 0.02$（`create_initializer`） | なし | なし |
+# | GPT-2（OpenAI の `src/model.py`、`wpe`） | `n_ctx` = 1024 | 正規分布、$\sigma = 0.01$（トークンは $0.02$） | なし | なし |
+# | Hugging Face の BERT、GPT-2（`_init_weights`） | 512、1024 | 正規分布、$\sigma = 0.02$（`initializer_range`） | なし | なし |
+# | fairseq の `PositionalEmbedding` | 512 + パディング ID + 1 = 514 | 正規分布、$\sigma = d^{-1/2}$ | 行 1 が 0、位置は 2 から | なし |
+# | fairseq の RoBERTa | 514 | 正規分布、$\sigma = 0.02$（`init_bert_params` がすべての埋め込みを引き直します） | fairseq と同じ | なし |
 # | x-transformers の `AbsolutePositionalEmbedding` | `max_seq_len` | `nn.Embedding` の $N(0, 1)$ | なし | 定数 $d^{-1/2}$ |
 # | x-transformers の `ScaledSinusoidalEmbedding` | なし（毎回計算） | 固定の正弦波、連結配置 | なし | 学習可能、初期値 $d^{-1/2}$ |
 # | `posenc.LearnedPositionalEmbedding` | `n_positions` | 正規分布、$\sigma = 0.02$ | `padding_idx` | なし |
@@ -749,47 +995,86 @@ print(position_ids)
 #
 # x-transformers は学習型の表に定数 $d^{-1/2}$ を掛けます。
 # 成分が $N(0, 1)$ なら各行のノルムはおよそ $1$ になります。Hua らのスケールと同じ考え方を表に当てはめたものです。
-# 次のセルでは、x-transformers のスケール付き正弦波（角度の `torch.cat((sin, cos))` にスケールを掛けたもの）を
-# `posenc` で再現し、学習型の表の行のノルムを確かめます。
+# 次のセルでは、x-transformers 2.26.4 自身が出力した数値と `posenc` を比べます。
+# 比べるのは `ScaledSinusoidalEmbedding(64)` の位置 0、1、7、100 での値で、
+# 列 0、1、31（正弦）と 32、33、63（余弦）です。
+# さらに、`AbsolutePositionalEmbedding` と同じように作ってスケールした表について、行のノルムを確かめます。
 
 # %%
-d, n = 64, 32
-
-
-def x_transformers_scaled_sinusoid(positions, d, scale):
-    inv_freq = 10000.0 ** (-torch.arange(n).float() / n)  # [n]
-    angles = positions.float()[:, None] * inv_freq  # [s, n]
-    return torch.cat((angles.sin(), angles.cos()), dim=-1) * scale  # [s, d]
-
-
-ours = SinusoidalEmbedding(128, d, learnable_scale=True, layout="concat")
-positions = torch.arange(128)
+# x-transformers 2.26.4, ScaledSinusoidalEmbedding(64)(x, pos=positions),
+# run in a separate environment: rows = positions, columns = cols
+positions, cols = torch.tensor([0, 1, 7, 100]), [0, 1, 31, 32, 33, 63]
+x_transformers_printed = torch.tensor(  # rounded to 7 decimals
+    [
+        [0.0, 0.0, 0.0, 0.125, 0.125, 0.125],
+        [0.1051839, 0.0851952, 0.0000167, 0.0675378, 0.0914701, 0.1250000],
+        [0.0821233, -0.1074142, 0.0001167, 0.0942378, 0.0639312, 0.1250000],
+        [-0.0632957, -0.0496892, 0.0016669, 0.1077899, 0.1146995, 0.1249889],
+    ]
+)
+ours = SinusoidalEmbedding(128, 64, learnable_scale=True, layout="concat")
 with torch.no_grad():
-    torch.testing.assert_close(
-        ours(positions), x_transformers_scaled_sinusoid(positions, d, d**-0.5)
+    assert_close(
+        ours(positions)[:, cols], x_transformers_printed, atol=1e-6, rtol=0
     )
 
-x_table = nn.Embedding(4096, d)  # N(0, 1) entries
+d = 64
+x_table = nn.Embedding(
+    4096, d
+)  # N(0, 1) entries, as x-transformers leaves them
 row_norms = (x_table.weight.detach() * d**-0.5).norm(dim=-1)
 assert abs(row_norms.mean().item() - 1) < 0.02
-print(f"x-transformers learned table, mean row norm: {row_norms.mean():.3f}", end="")
+print(
+    f"x-transformers-style table, mean row norm: {row_norms.mean():.3f}", end=""
+)
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - A learned table has one trained row per position, $N d$ parameters (less than
+#   1 % of BERT-base or GPT-2 small), and nothing past row $N - 1$.
+# - Rows that no training sequence reaches keep their initial noise (bit for bit
+#   under Adam, shrunk by $(1 - \eta\lambda)^s$ under AdamW).
+# - A table learns the structure its task rewards: reversal did not make neighbours
+#   alike in five runs, while pretrained language models' tables do show locality
+#   (Wang & Chen 2020). The sinusoid has it by construction.
+# - The balance between token and position depends on both initialisations: the
+#   raw sinusoid is about 35 times louder than $\sigma = 0.02$ tokens;
+#   tensor2tensor's recipe gives about 0.71, x-transformers' about 0.50.
+# - A scaled sinusoid has one parameter and solved the toy task as well as the
+#   table did; `padding_idx` keeps a zero row out of training.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - 学習型の表は位置ごとに学習可能な行を 1 つ持ち、パラメータは $N d$ 個です（BERT-base や GPT-2 small の 1% 未満）。
+#   行 $N - 1$ より先には何もありません。
+# - どの学習系列も届かない行は、初期値のノイズのままです
+#   （Adam ならビット単位で同じ、AdamW なら $(1 - \eta\lambda)^s$ 倍に縮みます）。
+# - 表は、課題が報いる構造を学びます。反転の課題では 5 回の実行のどれでも隣どうしは似ませんでしたが、
+#   学習済み言語モデルの表には局所性が見られます（Wang と Chen 2020）。正弦波は構成上この性質を持ちます。
+# - トークンと位置の釣り合いは、両方の初期化で決まります。
+#   生の正弦波は $\sigma = 0.02$ のトークンのおよそ 35 倍の大きさで、
+#   tensor2tensor のやり方ではおよそ 0.71、x-transformers のやり方ではおよそ 0.50 になります。
+# - スケール付き正弦波はパラメータが 1 つだけで、表と同じようにトイモデルの課題を解きました。
+#   `padding_idx` は 0 の行を学習から外します。
 
 # %% [markdown] lang="en"
 # ## Exercises
 #
-# 1. Train the reversal model with $T = 16$ and then call it on a sequence of length
-#    $17$. What happens with the learned table, and with a `SinusoidalEmbedding` of 17
-#    rows in its place? Does the sinusoidal model reverse the longer sequence?
-# 2. Change the task so that neighbouring positions should behave alike, for example
-#    "the target at $p$ is the most frequent token in positions $p-2$ to $p+2$". Does
-#    the mean cosine of neighbours in the learned table rise above that of distant
-#    pairs?
-# 3. Repeat the norm comparison for GPT-2's initialisation ($\sigma = 0.02$ for tokens,
-#    $0.01$ for `wpe`). Which signal is louder at the start of training, and by how
-#    much?
+# 1. Train the reversal model with $T = 16$ and then call it on sequences of length
+#    $17$. What happens with the learned table, and with a `SinusoidalEmbedding` of
+#    17 rows in its place? Does the sinusoidal model reverse the longer sequences?
+# 2. Change the task so that neighbouring positions should behave alike, for
+#    example "the target at $p$ is the most frequent token in positions $p-2$ to
+#    $p+2$". Does the mean cosine of neighbours in the learned table rise above
+#    that of distant pairs?
+# 3. Repeat the norm comparison for GPT-2's initialisation ($\sigma = 0.02$ for
+#    tokens, $0.01$ for `wpe`). Which signal is louder at the start of training, and
+#    by how much?
 # 4. Set `learnable_scale=True` and freeze $\alpha$ at $1$, at $d^{-1/2}$ and at
-#    $d^{-1}$ (assign it and set `requires_grad_(False)`). How does the number of steps
-#    the reversal model needs change?
+#    $d^{-1}$ (assign it and set `requires_grad_(False)`). How does the number of
+#    steps the reversal model needs change?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -797,63 +1082,240 @@ print(f"x-transformers learned table, mean row norm: {row_norms.mean():.3f}", en
 # 1. $T = 16$ で反転モデルを学習し、長さ $17$ の系列に適用してください。
 #    学習型の表ではどうなるでしょうか。代わりに 17 行の `SinusoidalEmbedding` を使うとどうでしょうか。
 #    正弦波のモデルは長い系列を反転できるでしょうか。
-# 2. 隣り合う位置が似た振る舞いをすべき課題に変えてください。
+# 2. 隣り合う位置が似たふるまいをすべき課題に変えてください。
 #    たとえば「位置 $p$ の正解は、位置 $p-2$ から $p+2$ の中で最も多いトークン」です。
-#    学習型の表で、隣どうしの余弦の平均は遠い組の平均を上回るでしょうか。
+#    学習型の表で、隣どうしのコサイン類似度の平均は遠い組の平均を上回るでしょうか。
 # 3. GPT-2 の初期化（トークンは $\sigma = 0.02$、`wpe` は $0.01$）でノルムの比較をやり直してください。
 #    学習の始めにはどちらの信号が大きく、それは何倍でしょうか。
 # 4. `learnable_scale=True` にしたうえで、$\alpha$ を $1$、$d^{-1/2}$、$d^{-1}$ に固定してください
 #    （値を代入し、`requires_grad_(False)` を呼びます）。
 #    反転モデルが必要とするステップ数はどう変わるでしょうか。
 
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** The trained `learned` model has $2T = 32$ rows, so position 16
+# has a row and nothing fails; but that row is the untrained noise of the previous
+# sections. A table of exactly $T$ rows raises an `IndexError`. The scaled
+# sinusoid of the previous section was built with $T$ rows and raises too; rebuilt
+# with 17 rows (same $\alpha$, same weights) it runs. Neither reverses: reversal of
+# 17 tokens needs query $p$ to look at key $16 - p$, while both models learned
+# $15 - p$. On 1000 sequences of length 17 the accuracy is 0.105 for the table and
+# 0.153 for the sinusoid, near the $1/V = 0.1$ of a guess, and for every query
+# $p < 16$ of every sequence the largest weight falls on $15 - p$, the old mirror.
+# A model that extrapolates in position is not enough when the rule itself depends
+# on the length.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 学習済みの `learned` モデルは $2T = 32$ 行を持つので、位置 16 にも行があり、エラーにはなりません。
+# しかし、その行はこれまでの節で見た、学習されていないノイズです。
+# ちょうど $T$ 行の表なら `IndexError` になります。
+# 前の節のスケール付き正弦波も $T$ 行で作ったので例外になります。17 行で作り直せば（$\alpha$ もほかの重みも同じまま）動きます。
+# それでも、どちらも反転はできません。17 トークンの反転では、クエリ $p$ はキー $16 - p$ を見る必要がありますが、
+# どちらのモデルも $15 - p$ を見るように学習しています。
+# 長さ 17 の系列 1000 個での正解率は、表で 0.105、正弦波で 0.153 で、チャンスレベルの $1/V = 0.1$ に近い値です。
+# そして、どの系列でも $p < 16$ のすべてのクエリで、最大の重みは元の鏡映の位置 $15 - p$ に落ちます。
+# 位置について外挿できるモデルであっても、規則そのものが長さに依存するなら、それだけでは足りません。
+
+# %% tags=["solution"]
+d = 32
+tokens17 = torch.randint(
+    V, (1000, 17), generator=torch.Generator().manual_seed(4)
+)
+target17 = tokens17.flip(-1)
+old_mirror = (15 - torch.arange(17)).clamp(min=0)  # where they learned to look
+
+
+def length17(model):
+    with torch.no_grad():
+        acc = (model(tokens17).argmax(-1) == target17).double().mean().item()
+        _, q, k, _ = model.qkv(tokens17)
+        w = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(d), -1)
+    old = (w.argmax(-1)[:, :16] == old_mirror[:16]).double().mean().item()
+    return acc, old
+
+
+short = Reverser(LearnedPositionalEmbedding(T, d)).double()
+for model in (short, scaled_model):
+    try:
+        model(tokens17)
+    except IndexError:
+        pass
+    else:
+        raise AssertionError("a table of 16 rows has no row 16")
+sin17 = copy.deepcopy(scaled_model)
+sin17.pos = SinusoidalEmbedding(17, d, learnable_scale=True).double()
+sin17.pos.scale.data.copy_(scaled_model.pos.scale.data)
+results = {"learned, 32 rows": length17(learned), "sinusoid": length17(sin17)}
+for name, (acc, old) in results.items():
+    assert acc < 0.5 and old > 0.5
+    print(f"{name:16s}: accuracy {acc:.3f}, argmax on 15 - p: {old:.3f}")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** The cell trains the learned table on the new task (ties broken
+# towards the smaller token id, the window cut at the ends of the sequence) with the
+# same model, optimiser and steps, and compares the two means. The answer is yes:
+# with accuracy 0.989, the neighbours' mean cosine is +0.521 against -0.329 for
+# distant pairs. When the task makes neighbouring positions interchangeable, the
+# table learns locality, as the pretrained tables of Wang & Chen do.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 次のセルでは、学習型の表を新しい課題で学習し、2 つの平均を比べます。
+# モデル、オプティマイザ、ステップ数は同じです。同数のときは ID の小さいトークンを正解とし、窓は系列の端で切ります。
+# 答えは「上回る」です。正解率 0.989 で、隣どうしのコサイン類似度の平均は +0.521、遠い組は -0.329 です。
+# 隣り合う位置を入れ替えてもよい課題なら、表は局所性を学びます。Wang と Chen が調べた学習済みの表と同じです。
+
+# %% tags=["solution"]
+window = (
+    (torch.arange(T)[:, None] - torch.arange(T)[None, :]).abs() <= 2
+).double()  # [p, q]: q within 2 of p
+
+
+def window_mode(generator, size=64):
+    tokens = torch.randint(V, (size, T), generator=generator)
+    one_hot = nn.functional.one_hot(tokens, V).double()  # [b, q, V]
+    counts = window @ one_hot  # [b, p, V]: tokens near p
+    return tokens, counts.argmax(-1)  # first maximum: smallest id
+
+
+torch.manual_seed(0)
+local = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
+acc_local, _, _ = train(local, task=window_mode)
+near_w, far_w = near_far(cosine_matrix(local.pos.weight.detach()[:T]))
+print(
+    f"window task: accuracy {acc_local:.3f}, "
+    f"neighbours {near_w:+.3f}, distant {far_w:+.3f}",
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** With $\sigma = 0.02$ the token norm is about
+# $0.02\sqrt{768} \approx 0.554$, with $\sigma = 0.01$ the position norm about
+# $0.277$: the tokens start twice as loud, the ratio of the two $\sigma$. The cell
+# draws both tables as `src/model.py` does, normal and untruncated.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** $\sigma = 0.02$ のトークンのノルムはおよそ $0.02\sqrt{768} \approx 0.554$、
+# $\sigma = 0.01$ の位置のノルムはおよそ $0.277$ です。
+# 学習の始めにはトークンのほうが 2 倍大きく、これは 2 つの $\sigma$ の比です。
+# 次のセルでは、`src/model.py` と同じく切断しない正規分布で両方の表を作ります。
+
+# %% tags=["solution"]
+d = 768
+gen3 = torch.Generator().manual_seed(3)
+wte = torch.randn(8192, d, generator=gen3) * 0.02  # a sample of GPT-2's rows
+wpe = torch.randn(1024, d, generator=gen3) * 0.01
+tok_norm, pos_norm = wte.norm(dim=-1).mean(), wpe.norm(dim=-1).mean()
+assert_close(tok_norm.item(), 0.02 * math.sqrt(d), rtol=3e-3, atol=0)
+assert_close(pos_norm.item(), 0.01 * math.sqrt(d), rtol=3e-3, atol=0)
+assert_close((tok_norm / pos_norm).item(), 2.0, rtol=5e-3, atol=0)
+print(
+    f"|wte| {tok_norm:.3f}, |wpe| {pos_norm:.3f}, "
+    f"tokens / positions {tok_norm / pos_norm:.3f}",
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** With $d = 32$ the sinusoid has norm $\sqrt{16} = 4$ and the
+# tokens start near $0.02\sqrt{32} \approx 0.11$, so $\alpha = 1$ makes the
+# positions about 35 times louder, $\alpha = d^{-1/2}$ about 6 times and
+# $\alpha = d^{-1}$ about 1.1 times. The cell trains each with $\alpha$ frozen
+# and prints the first step whose batch loss falls below $0.1$ and the final
+# accuracy. The louder the positions, the faster: step 68 at $\alpha = 1$, step 241
+# at $d^{-1/2}$ (accuracy 0.978), and at $d^{-1}$ not within the 300 steps
+# (accuracy 0.243). The learnable $\alpha$ of the previous sections, started at
+# $d^{-1/2}$, did better than the frozen one: it grew to 1.0290 and the loss was
+# 0.0000 by step 150. These are single runs; what they show is that in this model
+# louder positions made learning faster.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** $d = 32$ では正弦波のノルムは $\sqrt{16} = 4$、トークンの初期のノルムはおよそ $0.02\sqrt{32} \approx 0.11$ です。
+# したがって位置の信号は、$\alpha = 1$ でおよそ 35 倍、$\alpha = d^{-1/2}$ でおよそ 6 倍、
+# $\alpha = d^{-1}$ でおよそ 1.1 倍の大きさになります。
+# 次のセルでは、$\alpha$ を固定してそれぞれを学習し、バッチの損失が初めて $0.1$ を下回るステップと、最後の正解率を表示します。
+# 位置の信号が大きいほど速く学習します。$\alpha = 1$ ではステップ 68、$d^{-1/2}$ ではステップ 241（正解率 0.978）で、
+# $d^{-1}$ では 300 ステップ以内に下回りません（正解率 0.243）。
+# 前の節の学習可能な $\alpha$ は $d^{-1/2}$ から始めて固定した場合より良く、1.0290 まで大きくなり、ステップ 150 で損失は 0.0000 でした。
+# いずれも 1 回ずつの実行です。このモデルでは、位置の信号が大きいほど学習が速かった、ということまでが言えます。
+
+# %% tags=["solution"]
+d = 32
+for name, value in [("1", 1.0), ("d^(-1/2)", d**-0.5), ("d^(-1)", 1 / d)]:
+    torch.manual_seed(0)
+    frozen = Reverser(SinusoidalEmbedding(T, d, learnable_scale=True)).double()
+    frozen.pos.scale.data.fill_(value)
+    frozen.pos.scale.requires_grad_(False)
+    params = [p for p in frozen.parameters() if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=0.01)
+    acc, _, losses = train(frozen, optimizer=opt)
+    below = next((s for s, x in enumerate(losses) if x < 0.1), "none")
+    assert frozen.pos.scale.item() == value  # it stayed frozen
+    print(f"alpha = {name:8s}: loss < 0.1 at step {below}, accuracy {acc:.3f}")
+
 # %% [markdown] lang="en"
 # ## References
 #
-# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML 2017
-#   (learned position embeddings). <https://arxiv.org/abs/1705.03122>
-# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4, §3.5 and
-#   Table 3, row (E). <https://arxiv.org/abs/1706.03762>
-# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers for
-#   Language Understanding*. NAACL 2019. <https://arxiv.org/abs/1810.04805>
-# - Google Research, BERT, `modeling.py`. <https://github.com/google-research/bert>
-# - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask Learners*.
+# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML
+#   2017 (learned position embeddings). <https://arxiv.org/abs/1705.03122>
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
+#   §3.5 and Table 3, row (E). <https://arxiv.org/abs/1706.03762>
+# - tensor2tensor, `tensor2tensor/layers/modalities.py` (`get_weights`, the
+#   $\sqrt{d}$ factor). <https://github.com/tensorflow/tensor2tensor>
+# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers
+#   for Language Understanding*. NAACL 2019. <https://arxiv.org/abs/1810.04805>
+# - Google Research, BERT, `modeling.py` (`create_initializer`).
+#   <https://github.com/google-research/bert>
+# - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask
+#   Learners*.
 #   <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
 # - OpenAI, GPT-2, `src/model.py` and the note on parameter counts in the README.
 #   <https://github.com/openai/gpt-2>
-# - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining Approach*.
-#   <https://arxiv.org/abs/1907.11692>
-# - fairseq, `LearnedPositionalEmbedding`.
-#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/learned_positional_embedding.py>
-# - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An Empirical
-#   Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
+# - Hugging Face transformers, `_init_weights` in `modeling_bert.py` and
+#   `modeling_gpt2.py`. <https://github.com/huggingface/transformers>
+# - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining
+#   Approach*. <https://arxiv.org/abs/1907.11692>
+# - fairseq, `LearnedPositionalEmbedding`, `PositionalEmbedding` and
+#   `init_bert_params`. <https://github.com/facebookresearch/fairseq>
+# - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
+#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
 #   <https://arxiv.org/abs/2010.04903>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (appendix:
-#   scaled sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
-# - lucidrains, x-transformers, `AbsolutePositionalEmbedding` and
-#   `ScaledSinusoidalEmbedding`. <https://github.com/lucidrains/x-transformers>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
+#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
+# - lucidrains, x-transformers 2.26.4, `AbsolutePositionalEmbedding`,
+#   `ScaledSinusoidalEmbedding` and `TokenEmbedding`.
+#   <https://github.com/lucidrains/x-transformers>
+# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay Regularization*.
+#   ICLR 2019 (AdamW). <https://arxiv.org/abs/1711.05101>
 
 # %% [markdown] lang="ja"
 # ## 参考文献
 #
-# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML 2017
-#   （学習型の位置埋め込み）。<https://arxiv.org/abs/1705.03122>
-# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4、§3.5、
-#   表 3 の (E) 行。<https://arxiv.org/abs/1706.03762>
-# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers for
-#   Language Understanding*. NAACL 2019. <https://arxiv.org/abs/1810.04805>
-# - Google Research、BERT の `modeling.py`。<https://github.com/google-research/bert>
-# - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask Learners*.
+# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML
+#   2017. <https://arxiv.org/abs/1705.03122>（学習型の位置埋め込み。）
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017.
+#   <https://arxiv.org/abs/1706.03762>（§3.4、§3.5、表 3 の (E) 行。）
+# - tensor2tensor, `tensor2tensor/layers/modalities.py`.
+#   <https://github.com/tensorflow/tensor2tensor>（`get_weights` と $\sqrt{d}$ 倍。）
+# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers
+#   for Language Understanding*. NAACL 2019. <https://arxiv.org/abs/1810.04805>
+# - Google Research, BERT, `modeling.py`.
+#   <https://github.com/google-research/bert>（`create_initializer`。）
+# - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask
+#   Learners*.
 #   <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
-# - OpenAI、GPT-2 の `src/model.py` と、README にあるパラメータ数についての注記。
-#   <https://github.com/openai/gpt-2>
-# - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining Approach*.
-#   <https://arxiv.org/abs/1907.11692>
-# - fairseq、`LearnedPositionalEmbedding`。
-#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/learned_positional_embedding.py>
-# - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An Empirical
-#   Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
+# - OpenAI, GPT-2, `src/model.py`, README. <https://github.com/openai/gpt-2>
+#   （README にはパラメータ数についての注記があります。）
+# - Hugging Face transformers, `modeling_bert.py`, `modeling_gpt2.py`.
+#   <https://github.com/huggingface/transformers>（`_init_weights`。）
+# - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining
+#   Approach*. <https://arxiv.org/abs/1907.11692>
+# - fairseq, `LearnedPositionalEmbedding`, `PositionalEmbedding`,
+#   `init_bert_params`. <https://github.com/facebookresearch/fairseq>
+# - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
+#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
 #   <https://arxiv.org/abs/2010.04903>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022
-#   （付録：スケール付き正弦波位置埋め込み）。<https://arxiv.org/abs/2202.10447>
-# - lucidrains、x-transformers の `AbsolutePositionalEmbedding` と
-#   `ScaledSinusoidalEmbedding`。<https://github.com/lucidrains/x-transformers>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022.
+#   <https://arxiv.org/abs/2202.10447>（スケール付き正弦波位置埋め込み。）
+# - lucidrains, x-transformers 2.26.4, `AbsolutePositionalEmbedding`,
+#   `ScaledSinusoidalEmbedding`, `TokenEmbedding`.
+#   <https://github.com/lucidrains/x-transformers>
+# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay Regularization*.
+#   ICLR 2019. <https://arxiv.org/abs/1711.05101>（AdamW。）

@@ -31,10 +31,12 @@ from posenc._checks import check_size
 
 __all__ = ["random_positions"]
 
-# Up to this range (or four times the request) a random permutation of the
-# whole range is cheap; beyond it positions are drawn one by one, so that
-# memory stays proportional to seq_len (a range of 2**40 is never allocated).
+# Up to this range (or _PERMUTATION_FACTOR times the request) a random
+# permutation of the whole range is cheap; beyond it positions are drawn one
+# by one, so that memory stays proportional to seq_len (a range of 2**40 is
+# never allocated).
 _PERMUTATION_LIMIT = 1 << 16
+_PERMUTATION_FACTOR = 4
 
 
 def random_positions(
@@ -97,15 +99,25 @@ def random_positions(
     if device is None and generator is not None:
         device = generator.device
 
-    if max_positions <= max(_PERMUTATION_LIMIT, 4 * seq_len):
-        permutation = torch.randperm(
-            max_positions, generator=generator, device=device, dtype=torch.int64
-        )
-        return permutation[:seq_len].sort().values
+    if max_positions <= max(_PERMUTATION_LIMIT, _PERMUTATION_FACTOR * seq_len):
+        return _by_permutation(seq_len, max_positions, generator, device)
+    return _by_draws(seq_len, max_positions, generator, device)
 
+
+def _by_permutation(seq_len, max_positions, generator, device) -> torch.Tensor:
+    """The first ``seq_len`` entries of a random permutation of the range, sorted."""
+    permutation = torch.randperm(
+        max_positions, generator=generator, device=device, dtype=torch.int64
+    )
+    return permutation[:seq_len].sort().values
+
+
+def _by_draws(seq_len, max_positions, generator, device) -> torch.Tensor:
+    """Independent draws, the distinct ones kept, until there are ``seq_len`` (sorted)."""
     # Draw as many positions as are missing, keep the distinct ones, repeat.
-    # The union never exceeds seq_len, and as max_positions > 4 * seq_len at
-    # least three draws in four are new: a few rounds suffice.
+    # The union never exceeds seq_len. Called for max_positions > 4 * seq_len,
+    # where at least three draws in four are new: a few rounds suffice (and
+    # it terminates for any seq_len <= max_positions).
     chosen = torch.empty(0, dtype=torch.int64, device=device)
     while chosen.numel() < seq_len:
         draws = torch.randint(

@@ -172,12 +172,14 @@ def _length_key(
 
     The length is ``seq_len`` when given, else the largest position + 1 (as
     Hugging Face's ``dynamic_rope_update`` takes it; one read from the
-    device), 0 for no positions.
+    device), 0 for no positions or positions on the meta device (shape
+    inference: no values to read, and the shapes do not depend on them).
     """
     if not is_length_dependent(scaling):
         return None
     if seq_len is None:
-        seq_len = positions.max().item() + 1 if positions.numel() else 0
+        readable = positions.numel() and positions.device.type != "meta"
+        seq_len = positions.max().item() + 1 if readable else 0
     return canonical_seq_len(scaling, seq_len)
 
 

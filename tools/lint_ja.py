@@ -17,7 +17,7 @@ What is linted:
   as rendered;
 - the Japanese figure alt text, ``alt={"en": [...], "ja": [...]}`` on a
   code cell's ``# %%`` line;
-- ``docs/*.ja.md`` as they are.
+- ``docs/*.ja.md``, with the same join (the hook applies it to them too).
 
 Before linting, fenced code blocks are dropped, and inline code and math
 are replaced by Latin placeholders (``CODE`` for code, ``X`` for ``$...$``
@@ -216,7 +216,8 @@ def extract_notebook(path: Path) -> list[Text]:
 def extract_markdown(path: Path) -> list[Text]:
     lines = path.read_text(encoding="utf-8").splitlines()
     texts = [Text.from_line(line, n, 1) for n, line in enumerate(lines, start=1)]
-    return [Text().join_lines(drop_reference_lists(texts))]
+    text = Text().join_lines(drop_reference_lists(texts))
+    return [text.sub(_JOINABLE_BREAK, _join)]  # as the hook renders docs/*.ja.md
 
 
 def extract(path: Path) -> Text:

@@ -169,3 +169,38 @@ def test_footer_and_changelog_show_the_package_version(built_site):
     assert f"posenc {posenc.__version__}" in built_site.page("ja/")
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     assert re.search(rf"^## {re.escape(posenc.__version__)}\b", changelog, re.M)
+
+
+# Japanese puts no space after or before 、 and 。. On a page, one shows up
+# where a line break of the source was not joined (hooks/notebooks.py,
+# join_cjk_lines) or where the source has a space. Whitespace next to a
+# block (a paragraph edge, display math) is not visible and does not count.
+_INLINE_TAG = r"(?:a|code|span|strong|em|b|i|sup|sub|kbd|mark|small)"
+_HIDDEN = re.compile(r"<(pre|script|style|textarea)\b.*?</\1>", re.DOTALL | re.IGNORECASE)
+_SPACE_AFTER = re.compile(rf"[。、][ \t\r\n]+(?=[^<\s$\\]|<{_INLINE_TAG}\b)")
+_SPACE_BEFORE = re.compile(rf"(?:[^>\s$\]]|</{_INLINE_TAG}>)[ \t\r\n]+[。、]")
+
+
+def _spaces_at_japanese_punctuation(html: str) -> list[str]:
+    body = _HIDDEN.sub("", html)
+    hits = [*_SPACE_AFTER.finditer(body), *_SPACE_BEFORE.finditer(body)]
+    return [body[max(m.start() - 20, 0) : m.end() + 20] for m in hits]
+
+
+def test_the_punctuation_checker_sees_visible_spaces_only():
+    seen = _spaces_at_japanese_punctuation
+    assert seen("<p>与えます。\nPress、Smith</p>") and seen("<p>し、 <code>x</code></p>")
+    assert seen("<p><em>距離</em> 。</p>") and seen("<p>値 、次</p>")
+    assert not seen("<p>与えます。Press、Smith</p><p>次。</p>\n<p>段落</p>")
+    assert not seen("<p>次の式です。\n$$x = 1$$\n。</p><pre>a。 b</pre>")
+
+
+def test_no_space_after_or_before_japanese_punctuation(built_site):
+    problems = {
+        str(page.relative_to(built_site.path)): hits
+        for page in sorted((built_site.path / "ja").rglob("index.html"))
+        if (hits := _spaces_at_japanese_punctuation(page.read_text(encoding="utf-8")))
+    }
+    assert not problems, "spaces at 。 or 、 on Japanese pages:\n" + "\n".join(
+        f"{page}: {len(hits)}, e.g. {hits[0]!r}" for page, hits in problems.items()
+    )

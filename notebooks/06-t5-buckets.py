@@ -17,31 +17,43 @@
 #
 # T5 (Raffel et al. 2020) adds no positional encoding to its token embeddings. Instead,
 # every attention score receives a learned number that depends only on how far the key
-# is from the query. The distances are sorted into buckets: each small distance has a
-# bucket of its own, larger distances share buckets whose width grows geometrically,
-# and every distance from a maximum on lands in one last bucket. Each head learns one
-# scalar per bucket, and one table serves all the layers of a stack. This chapter
-# derives the bucket function from T5's code, checks `posenc` against an independent
-# reference element for element, shows where the buckets begin and end, and what the
-# model can no longer tell apart.
+# is from the query. The distances are sorted into [buckets](../docs/glossary.md): each
+# small distance has a bucket of its own, larger distances share buckets whose width
+# grows geometrically, and every distance from a maximum on lands in one last bucket.
+# Each head learns one scalar per bucket, and one table serves all the layers of a
+# stack. This chapter derives the bucket function from the code T5 was trained with
+# (Mesh TensorFlow), checks `posenc` against an independent reference element for
+# element, shows where the buckets begin and end and what the model can no longer tell
+# apart, and says where the float32 arithmetic of the reference code decides a bucket.
+#
+# The letters follow the [notation page](../docs/notation.md#positions): query position
+# $i$, key position $j$, relative position $r = j - i$ (the sign of T5's and Hugging
+# Face's code). Here $n$ is a distance, not the key position of the rotary chapters,
+# and $h$ numbers the heads.
 
 # %% [markdown] lang="ja"
 # # T5 の相対位置バケット
 #
-# T5 (Raffel ら 2020) は、トークンの埋め込みに位置エンコーディングを足しません。
-# その代わり、すべてのアテンションスコアに、キーがクエリからどれだけ離れているかだけで決まる、学習される数を 1 つ足します。
-# 距離はバケットに振り分けられます。小さな距離はそれぞれ専用のバケットを持ちます。
-# それより大きな距離は、幅が等比的に広がるバケットを共有します。
+# T5（Raffel ら 2020）は、トークンの埋め込みに位置エンコーディングを足しません。
+# その代わり、キーがクエリからどれだけ離れているかだけで決まる学習可能なスカラーを、すべてのアテンションスコアに 1 つずつ足します。
+# 距離は[バケット](../docs/glossary.ja.md)に振り分けられます。
+# 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は、幅が等比的に広がるバケットを共有します。
 # そして、ある最大距離から先はすべて最後の 1 つのバケットに入ります。
 # 各ヘッドはバケットごとに 1 つのスカラーを学習し、1 つの表をスタックのすべての層で使い回します。
-# この章では、T5 のコードからバケット関数を導き、独立に書いた参照実装と `posenc` を要素ごとに比べます。
-# さらに、各バケットがどこから始まりどこで終わるか、そしてモデルが何を区別できなくなるかを示します。
+# この章では、T5 の学習に使われたコード（Mesh TensorFlow）からバケット関数を導き、独立に書いた参照実装と `posenc` を要素ごとに比べます。
+# さらに、各バケットがどこから始まりどこで終わるか、モデルが何を区別できなくなるかを示します。
+# 参照実装の float32 の計算がバケットを左右する箇所についても述べます。
+#
+# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
+# クエリの位置は $i$、キーの位置は $j$、相対位置は $r = j - i$ です（T5 と Hugging Face のコードと同じ向き）。
+# この章の $n$ は距離を表し、回転位置埋め込みの章のようなキーの位置ではありません。$h$ はヘッドの番号です。
 
 # %%
 import math
 from itertools import pairwise
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 from posenc import T5RelativeBias, attention, t5_relative_position_bucket
@@ -57,16 +69,18 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # Shaw et al. (2018) gave attention a learned vector for each relative position
 # $j - i$ between a query at position $i$ and a key at position $j$, clipped to a
 # maximum offset, and added it inside the attention computation (the chapter
-# *Relative position representations*). T5 keeps the principle
-# that only the offset matters and simplifies the rest. The learned quantity is a single
-# number per head, added to the score before the softmax, and instead of being clipped
-# the offsets are grouped into buckets that grow with the distance. For head $h$:
+# [*Relative position representations*](04-shaw-relative.ipynb)). T5 keeps the
+# principle that only the offset matters and simplifies the rest. The learned quantity
+# is a single number per head, added to the score before the softmax, and instead of
+# being clipped the offsets are grouped into buckets that grow with the distance. For
+# head $h$:
 # $$s_h(i, j) = \frac{q_{h,i} \cdot k_{h,j}}{\sqrt{d}} + \beta_{b(j-i),\,h}$$
 # Here $\beta$ is the learned table, with one row per bucket and one column per head,
 # and $b$ maps a relative position to a bucket. (`posenc.attention` divides by
-# $\sqrt{d}$; T5 itself does not, see the section on libraries.) Because the bias
-# depends on $i$ and $j$ only through $j - i$, each head's bias matrix is constant
-# along every diagonal.
+# $\sqrt{d}$; T5 itself does not, see
+# [the section on libraries](#how-the-libraries-differ).) Because the bias depends on
+# $i$ and $j$ only through $j - i$, each head's bias matrix is constant along every
+# diagonal.
 #
 # The cell below passes the bias of `posenc.T5RelativeBias` to `posenc.attention`.
 # With the identity matrix as values, attention returns its weights, which must be the
@@ -75,16 +89,17 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown] lang="ja"
 # ## 考え方：位置をスコアへのバイアスとして与える
 #
-# Shaw ら (2018) は、位置 $i$ のクエリと位置 $j$ のキーの相対位置 $j - i$ を最大値でクリップし、
-# その相対位置ごとに学習するベクトルを用意して、アテンションの計算の中で加えました（「相対位置表現（Shaw ら）」の章）。
+# Shaw ら（2018）は、位置 $i$ のクエリと位置 $j$ のキーの相対位置 $j - i$ を最大値でクリップし、
+# その相対位置ごとに学習可能なベクトルを用意しました。
+# このベクトルはアテンションの計算の中で加えます（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
 # T5 は「相対位置だけが重要」という原則を引き継ぎ、残りを単純にしました。
 # 学習するのはヘッドごとに 1 つの数で、softmax の前のスコアに足します。
 # また、相対位置をクリップする代わりに、距離とともに幅が広がるバケットにまとめます。
 # ヘッド $h$ では次のようになります。
 # $$s_h(i, j) = \frac{q_{h,i} \cdot k_{h,j}}{\sqrt{d}} + \beta_{b(j-i),\,h}$$
-# $\beta$ は学習する表で、行がバケット、列がヘッドに対応します。
+# $\beta$ は学習可能な表で、行がバケット、列がヘッドに対応します。
 # $b$ は相対位置をバケットに写す関数です。
-# （`posenc.attention` は $\sqrt{d}$ で割りますが、T5 自体は割りません。ライブラリの節を参照してください。）
+# なお、`posenc.attention` は $\sqrt{d}$ で割りますが、T5 自体は割りません（[ライブラリの節](#ライブラリによる違い)を参照）。
 # バイアスは $i$ と $j$ に $j - i$ を通してしか依存しないので、各ヘッドのバイアス行列はどの対角線に沿っても一定です。
 #
 # 次のセルでは、`posenc.T5RelativeBias` のバイアスを `posenc.attention` に渡します。
@@ -93,7 +108,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 # %%
 H, T, d = 4, 10, 8
-t5_bias = T5RelativeBias(H)  # table beta: [B, H], stored as relative_attention_bias.weight
+t5_bias = T5RelativeBias(
+    H
+)  # table beta: [B, H], relative_attention_bias.weight
 q, k = torch.randn(H, T, d), torch.randn(H, T, d)
 with torch.no_grad():
     bias = t5_bias(T, T)  # [H, T, T]
@@ -164,12 +181,12 @@ assert torch.equal(bi[positive], bi[r < 0].flip(0) + 16)
 # causal: every r >= 0 shares bucket 0
 assert torch.equal(causal[r >= 0], torch.zeros(301, dtype=torch.long))
 # bidirectional leaves bucket S = 16 unused; causal uses all 32
-assert set(bi.tolist()) == set(range(32)) - {16} and set(causal.tolist()) == set(range(32))
-print(f"buckets used: bidirectional {len(set(bi.tolist()))}, causal {len(set(causal.tolist()))}")
-print(
-    f"r = -1, 0, 1 -> bidirectional {bi[299:302].tolist()}, causal {causal[299:302].tolist()}",
-    end="",
-)
+assert set(bi.tolist()) == set(range(32)) - {16}
+assert set(causal.tolist()) == set(range(32))
+n_bi, n_causal = len(set(bi.tolist())), len(set(causal.tolist()))
+print(f"buckets used: bidirectional {n_bi}, causal {n_causal}")
+print(f"r = -1, 0, 1 -> bidirectional {bi[299:302].tolist()}, ", end="")
+print(f"causal {causal[299:302].tolist()}", end="")
 
 # %% [markdown] lang="en"
 # ## Inside one side: exact buckets, then logarithmic ones
@@ -201,8 +218,8 @@ print(
 # $$\hat b(n) = \min\left(E + \left\lfloor \frac{\ln(n/E)}{\ln(D/E)}\,(S - E) \right\rfloor,\ S - 1\right)$$
 # 比 $\ln(n/E) / \ln(D/E)$ は $n = E$ で $0$、$n = D$ で $1$ になります。
 # これに $S - E$ を掛けて切り捨てると、何番目の対数バケットかが決まります。
-# そして最小値を取る操作が、範囲を越えたものをすべて最後のバケット $S - 1$ に押し込みます。
-# （T5 のコードは整数への変換で 0 方向に切り捨てますが、$n \ge E$ では値が負にならないので、床関数と同じです。）
+# そして最小値を取る操作が、範囲を超えたものをすべて最後のバケット $S - 1$ に押し込みます。
+# なお、T5 のコードは整数への変換で 0 の方向に切り捨てますが、$n \ge E$ では値が負にならないので、床関数と同じです。
 #
 # T5 の既定値 $B = 32$、$D = 128$ の双方向設定では、$S = 16$、$E = 8$ です。
 # 距離 $0$ から $7$ はバケット $0$ から $7$ に入り、対数が $0$ になる距離 $8$ からバケット $8$ が始まります。
@@ -214,30 +231,33 @@ exact_side = t5_relative_position_bucket(-torch.arange(8))  # r = 0, -1, ..., -7
 assert torch.equal(exact_side, torch.arange(8))  # b_hat(n) = n for n < E = 8
 edge = t5_relative_position_bucket(torch.tensor([-7, -8, 7, 8]))
 assert edge.tolist() == [7, 8, 23, 24]
-causal_edge = t5_relative_position_bucket(torch.tensor([-15, -16]), bidirectional=False)
+causal_edge = t5_relative_position_bucket(
+    torch.tensor([-15, -16]), bidirectional=False
+)
 assert causal_edge.tolist() == [15, 16]  # causal: E = 16
-print(f"r = -7, -8, 7, 8 -> {edge.tolist()}; causal r = -15, -16 -> {causal_edge.tolist()}", end="")
+print(f"r = -7, -8, 7, 8 -> {edge.tolist()}; ", end="")
+print(f"causal r = -15, -16 -> {causal_edge.tolist()}", end="")
 
 # %% [markdown] lang="en"
 # ## An independent reference
 #
 # Before going further, the cell below writes the formulas of the last two sections as a
-# short Python function of one integer, with `math.log` in Python floats, and compares it
-# with `posenc.t5_relative_position_bucket` for every relative position from $-300$ to
-# $300$, in both settings, with T5's defaults.
+# short Python function of one integer, with `math.log` in Python floats (float64), and
+# compares it with `posenc.t5_relative_position_bucket` for every relative position from
+# $-300$ to $300$, in both settings, with T5's defaults.
 
 # %% [markdown] lang="ja"
 # ## 独立した参照実装
 #
 # 先へ進む前に、前の 2 つの節の式を、整数 1 つを受け取る短い Python 関数として書きます。
-# 対数には Python の浮動小数点数で `math.log` を使います。
+# 対数には Python の浮動小数点数（float64）で `math.log` を使います。
 # そして T5 の既定値で、両方の設定について、$-300$ から $300$ までのすべての相対位置で
 # `posenc.t5_relative_position_bucket` と比べます。
 
 
 # %%
 def reference_bucket(r, bidirectional, num_buckets=32, max_distance=128):
-    """T5's bucket of one relative position r = j - i, from the formulas, in float64."""
+    """T5's bucket of one relative position r = j - i, in float64."""
     offset = 0
     if bidirectional:
         side = num_buckets // 2  # S = B / 2
@@ -250,75 +270,99 @@ def reference_bucket(r, bidirectional, num_buckets=32, max_distance=128):
     exact = side // 2  # E
     if n < exact:
         return offset + n
-    log_part = math.log(n / exact) / math.log(max_distance / exact) * (side - exact)
-    return offset + min(exact + math.floor(log_part), side - 1)
+    ratio = math.log(n / exact) / math.log(max_distance / exact)
+    return offset + min(exact + math.floor(ratio * (side - exact)), side - 1)
 
 
 for bidirectional in (True, False):
     ours = t5_relative_position_bucket(r, bidirectional=bidirectional)
-    theirs = torch.tensor([reference_bucket(x, bidirectional) for x in r.tolist()])
-    assert torch.equal(ours, theirs)
-print(f"posenc == reference on all {r.numel()} relative positions, both settings", end="")
+    theirs = [reference_bucket(x, bidirectional) for x in r.tolist()]
+    assert ours.tolist() == theirs
+print(
+    f"posenc == reference on all {r.numel()} relative positions, both settings"
+)
 
 # %% [markdown] lang="en"
 # ### float32 and float64
 #
-# The reference computes in float64. T5's code computes the logarithm and the quotient
-# in float32: Mesh TensorFlow converts with `mtf.to_float`, Hugging Face with `.float()`.
-# For the defaults this makes no difference, and the reason can be checked. The quotient
-# $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ is a whole number $t$ exactly when
+# The reference computes in float64. The code T5 was trained with, Mesh TensorFlow,
+# computes the logarithm and the quotient in float32 (`mtf.to_float`), and so does
+# Hugging Face's (`.float()`). Where the two precisions can part follows from one fact:
+# the quotient $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ is a whole number $t$ exactly when
 # $$n^{S-E} E^{t} = D^{t} E^{S-E}$$
-# an equation between integers. For $n$ from $E$ to $300$ this holds in the
-# bidirectional setting for $n = 8, 16, 32, 64, 128, 256$ and in the causal setting for
-# $n = 16, 128$; there float32 and float64 both land on the whole number exactly. Every
+# an equation between integers (raise $n/E = (D/E)^{t/(S-E)}$ to the power $S - E$).
+# For $n$ from $E$ to $300$ it holds in the bidirectional setting for
+# $n = 8, 16, 32, 64, 128, 256$ and in the causal setting for $n = 16, 128$. Every
 # other quotient stays more than $10^{-4}$ from a whole number (the smallest gaps are
-# printed below), far more than the float32 rounding, which stays below $10^{-5}$ here.
-# So the floor cannot differ.
+# printed below), far more than float32 rounding moves it here (below $10^{-5}$). So at
+# every other distance any float32 arithmetic that is accurate to a few units in the
+# last place gives the float64 bucket.
 #
-# For other settings it can. With $B = 72$ and $D = 50$ (bidirectional: $S = 36$,
-# $E = 18$), the distance $n = 30$ gives exactly $9$, because
-# $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$. Float64 rounds the quotient up to
-# $9.000000000000002$ and gives bucket $27$; float32 rounds it down to $8.999999$ and
-# gives bucket $26$, the bucket T5 uses. `posenc` follows T5's float32 arithmetic: the
-# cell rebuilds Hugging Face's expression in float32 and compares it with `posenc`
-# across a range of settings.
+# At the whole numbers the last bit decides. At $n = E$ the logarithm is exactly $0$, and
+# from $n = D = 128$ on the clip gives $S - 1$ whichever way the quotient rounds. That
+# leaves $n = 16, 32, 64$ in the bidirectional setting, whose quotients are exactly
+# $2, 4, 6$. Evaluated in float32 with a correctly rounded logarithm (Python's `log`,
+# rounded once to float32, as `posenc` does), they land on $2, 4, 6$ and open buckets
+# $10, 12, 14$, as in exact arithmetic. A float32 result one unit in the last place
+# lower would put each of these three distances into the bucket before. The cell
+# nudges every float32 quotient one unit down and one unit up (`torch.nextafter`) and
+# finds that exactly these three buckets move.
+#
+# What this does and does not show: the buckets here are those of Hugging Face's float32
+# expression evaluated on a CPU with a correctly rounded logarithm. T5 itself was trained
+# with Mesh TensorFlow on TPUs, whose float32 `log` and division are their own; on which
+# side of the edge its run put the distances 16, 32 and 64 cannot be checked here.
 
 # %% [markdown] lang="ja"
 # ### float32 と float64
 #
-# 参照実装は float64 で計算します。一方、T5 のコードは対数と商を float32 で計算します。
-# Mesh TensorFlow は `mtf.to_float` で、Hugging Face は `.float()` で変換しています。
-# 既定値ではこの違いは結果に影響せず、その理由も確かめられます。
-# 商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ がちょうど整数 $t$ になるのは、次の整数どうしの等式が成り立つときだけです。
+# 参照実装は float64 で計算します。
+# 一方、T5 の学習に使われた Mesh TensorFlow のコードは、対数と商を float32 で計算します（`mtf.to_float`）。
+# Hugging Face のコードも同じです（`.float()`）。
+# 2 つの精度で結果が分かれうる場所は、次の事実から決まります。
+# 商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ が整数 $t$ になるのは、次の整数どうしの等式が成り立つときであり、またそのときに限ります
+# （$n/E = (D/E)^{t/(S-E)}$ の両辺を $S - E$ 乗します）。
 # $$n^{S-E} E^{t} = D^{t} E^{S-E}$$
 # $E$ から $300$ までの $n$ では、これが成り立つのは双方向で $n = 8, 16, 32, 64, 128, 256$、
-# 因果的で $n = 16, 128$ のときです。そこでは float32 も float64 もちょうど整数になります。
+# 因果的で $n = 16, 128$ のときです。
 # それ以外の商は、どれも整数から $10^{-4}$ より離れています（最小の隔たりを下に表示します）。
-# ここでの float32 の丸め誤差は $10^{-5}$ 未満なので、それよりずっと大きな隔たりです。
-# したがって切り捨ての結果は変わりません。
+# ここで float32 の丸めが商を動かす量は $10^{-5}$ 未満なので、それよりずっと大きな隔たりです。
+# したがって、それ以外のすべての距離では、最後の桁の数単位まで正確な float32 の計算であれば、どれも float64 と同じバケットを返します。
 #
-# 既定値以外の設定では変わることがあります。
-# $B = 72$、$D = 50$（双方向で $S = 36$、$E = 18$）では、距離 $n = 30$ の商がちょうど $9$ になります。
-# $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$ だからです。
-# float64 は商を $9.000000000000002$ に切り上げてバケット $27$ を返し、
-# float32 は $8.999999$ に切り下げてバケット $26$ を返します。T5 が使うのは後者です。
-# `posenc` は T5 の float32 の計算に従います。
-# 次のセルでは、Hugging Face の式を float32 で作り直し、いくつもの設定で `posenc` と比べます。
+# 商が整数になる距離では、最後のビットが結果を決めます。
+# $n = E$ では対数がちょうど $0$ です。また $n = D = 128$ から先は、商がどちらに丸められてもクリップによって $S - 1$ になります。
+# 残るのは双方向の $n = 16, 32, 64$ で、商はちょうど $2, 4, 6$ です。
+# Python の `log` を float32 に 1 回だけ丸めたものを、ここでは「正しく丸めた対数」と呼びます（`posenc` もこれを使います）。
+# 正しく丸めた対数を使って float32 で計算すると、商はちょうど $2, 4, 6$ になり、厳密な計算と同じくバケット $10, 12, 14$ の始まりになります。
+# float32 の結果が最後の桁で 1 単位だけ小さければ、この 3 つの距離はそれぞれ 1 つ前のバケットに入ります。
+# 次のセルでは、float32 のすべての商を 1 単位だけ下と上にずらし（`torch.nextafter`）、
+# バケットが変わる距離はちょうどこの 3 つだけであることを確かめます。
+#
+# この確認で分かることと分からないことを区別しておきます。
+# ここでのバケットは、Hugging Face の float32 の式を、正しく丸めた対数を使って CPU で計算したものです。
+# T5 自体は Mesh TensorFlow を使って TPU で学習されており、TPU の float32 の `log` と除算は独自の実装です。
+# その学習で距離 16、32、64 が境目のどちら側に入ったかは、ここでは確かめられません。
 
 
 # %%
-def quotient(n, side, max_distance, dtype):
-    """ln(n/E) / ln(D/E) * (S - E), evaluated as T5 does in dtype."""
+def log32(x):  # float32 log, correctly rounded: Python's log, rounded once
+    return torch.tensor([math.log(v) for v in x.tolist()]).float()
+
+
+def quotient32(n, side, max_distance, log=log32):
+    """ln(n/E) / ln(D/E) * (S - E) in float32, as Mesh TF and Hugging Face."""
     exact = side // 2
-    x = torch.log(torch.as_tensor(n, dtype=dtype) / exact)
+    x = log(n.float() / exact)
     return x / math.log(max_distance / exact) * (side - exact)
 
 
 for side in (16, 32):  # bidirectional and causal, B = 32
     E, D = side // 2, 128
     n = torch.arange(E, 301)
-    q64 = quotient(n, side, D, torch.float64)
-    q32 = quotient(n, side, D, torch.float32).double()
+    q64 = torch.tensor(
+        [math.log(m / E) / math.log(D / E) * (side - E) for m in n.tolist()],
+        dtype=torch.float64,
+    )
     # whole numbers exactly where n^(S-E) E^t = D^t E^(S-E) holds in integers
     whole = [
         m
@@ -327,62 +371,99 @@ for side in (16, 32):  # bidirectional and causal, B = 32
         if m ** (side - E) * E**t == D**t * E ** (side - E)
     ]
     near = (q64 - q64.round()).abs() < 1e-9
-    assert n[near].tolist() == whole and torch.equal(q32[near], q64[near].round())
+    assert n[near].tolist() == whole
     gap = (q64 - q64.round()).abs()[~near].min()
-    err = (q32 - q64).abs().max()
+    q32 = quotient32(n, side, D)
+    err = (q32.double() - q64).abs().max()
     assert gap > 1e-4 and err < 1e-5
-    print(
-        f"S = {side}: whole at n = {whole}, smallest other gap {gap:.1e}, float32 error {err:.1e}"
-    )
 
-# B = 72, D = 50, r = -30: exactly 9 (30^18 18^9 == 50^9 18^18), rounded apart by the precisions
-assert 30**18 * 18**9 == 50**9 * 18**18
-q64, q32 = quotient(30, 36, 50, torch.float64).item(), quotient(30, 36, 50, torch.float32).item()
+    def bucket_of(q, E=E, side=side):  # E + floor(q), clipped at S - 1
+        return (E + q.long()).clamp_max(side - 1)
+
+    moved = []
+    for target in (-math.inf, math.inf):  # one unit in the last place down, up
+        nudged = torch.nextafter(q32, torch.full_like(q32, target))
+        moved.append(n[bucket_of(nudged) != bucket_of(q32)].tolist())
+    assert moved == ([[16, 32, 64], []] if side == 16 else [[], []])
+    print(f"S = {side}: whole at n = {whole}, smallest other gap {gap:.1e},")
+    print(f"  float32 error {err:.1e}; one unit down moves n = {moved[0]}")
+
+# %% [markdown] lang="en"
+# For other settings the two precisions can disagree. With $B = 72$
+# and $D = 50$ (bidirectional: $S = 36$, $E = 18$), the distance $n = 30$ gives exactly
+# $9$, because $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$. Float64 rounds the quotient up
+# to $9.000000000000002$ and gives bucket $27$; float32 with a correctly rounded
+# logarithm rounds it down to $8.999999$ and gives bucket $26$, which is what `posenc`
+# returns. A float32 logarithm one unit higher gives exactly $9$ and bucket $27$ again.
+# That is not hypothetical: PyTorch's float32 `log` is accurate to about one unit in the
+# last place but not correctly rounded, and its last bit can depend on the CPU. On the
+# x86 CPU used to check this chapter (PyTorch 2.13, AVX2) it returns the higher value
+# for this argument, and Hugging Face's own code puts $r = -30$ into bucket $27$. Where
+# a quotient is a whole number, "the bucket T5 uses" depends on the machine; no
+# released T5 model uses these settings.
+#
+# The cell checks the example with the correctly rounded logarithm and with one unit
+# more, checks that PyTorch's own float32 `log` of $30/18$ is one of those two values
+# (without assuming which), and compares `posenc` with Hugging Face's expression,
+# rewritten with the correctly rounded logarithm, in 48 settings.
+
+# %% [markdown] lang="ja"
+# 既定値以外の設定では、2 つの精度で結果が食い違う場合もあります。
+# $B = 72$、$D = 50$（双方向で $S = 36$、$E = 18$）では、距離 $n = 30$ の商がちょうど $9$ になります。
+# $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$ だからです。
+# float64 は商を $9.000000000000002$ に切り上げてバケット $27$ を返します。
+# 正しく丸めた対数を使う float32 は $8.999999$ に切り下げてバケット $26$ を返し、`posenc` もこの値を返します。
+# float32 の対数が最後の桁で 1 単位大きければ、商はちょうど $9$ になり、バケットはまた $27$ です。
+# これは仮定の話ではありません。PyTorch の float32 の `log` は最後の桁の 1 単位程度まで正確ですが、正しく丸められてはおらず、
+# 最後のビットは CPU によって変わることがあります。
+# この章の確認に使った x86 の CPU（PyTorch 2.13、AVX2）では、この引数に対して大きいほうの値を返し、
+# Hugging Face のコードそのものが $r = -30$ をバケット $27$ に入れます。
+# 商が整数になる場所では「T5 が使うバケット」は計算機によって変わります。なお、公開されている T5 のモデルでこの設定を使うものはありません。
+#
+# 次のセルでは、正しく丸めた対数と、それより 1 単位大きい対数でこの例を確かめます。
+# PyTorch 自身の float32 の `log` による $30/18$ の対数が、その 2 つの値のどちらかであることも確かめます（どちらであるかは仮定しません）。
+# さらに、正しく丸めた対数で書き直した Hugging Face の式と `posenc` を、48 通りの設定で比べます。
+
+
+# %%
+assert 30**18 * 18**9 == 50**9 * 18**18  # B = 72, D = 50, n = 30: exactly 9
+n30 = torch.tensor([30])
+x30 = n30.float() / 18
+up = torch.nextafter(log32(x30), torch.tensor(math.inf))  # one unit higher
+assert torch.log(x30).item() in (log32(x30).item(), up.item())  # PyTorch's
+q64 = math.log(30 / 18) / math.log(50 / 18) * 18
+q32 = quotient32(n30, 36, 50).item()
+q32_up = quotient32(n30, 36, 50, log=lambda x: up).item()
 b64 = reference_bucket(-30, True, 72, 50)
-b32 = t5_relative_position_bucket(torch.tensor(-30), num_buckets=72, max_distance=50).item()
-assert (b64, b32) == (27, 26)
-print(f"float64 {q64!r} -> bucket {b64}, float32 {q32:.6f} -> bucket {b32} (posenc)")
+b32 = t5_relative_position_bucket(
+    torch.tensor(-30), num_buckets=72, max_distance=50
+).item()
+assert (b64, b32) == (27, 26) and q32 < 9 == q32_up
+print(f"float64 {q64!r} -> {b64}; float32 {q32:.6f} -> {b32} (posenc);")
+print(f"float32 with the log one unit higher {q32_up:.6f} -> 27")
 
 
-def hf_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    """Hugging Face's T5Attention._relative_position_bucket, rewritten (float32 quotient)."""
-    buckets = 0
-    if bidirectional:
-        num_buckets //= 2
-        buckets += (relative_position > 0).long() * num_buckets
-        relative_position = relative_position.abs()
-    else:
-        relative_position = -torch.min(relative_position, torch.zeros_like(relative_position))
-    max_exact = num_buckets // 2
-    is_small = relative_position < max_exact
-    if_large = (
-        max_exact
-        + (
-            torch.log(relative_position.float() / max_exact)
-            / math.log(max_distance / max_exact)
-            * (num_buckets - max_exact)
-        ).long()
-    )
-    if_large = torch.min(if_large, torch.full_like(if_large, num_buckets - 1))
-    return buckets + torch.where(is_small, relative_position, if_large)
+def hf_bucket(r, bidirectional=True, num_buckets=32, max_distance=128):
+    """Hugging Face's _relative_position_bucket, rewritten with log32."""
+    side = num_buckets // 2 if bidirectional else num_buckets
+    n = r.abs() if bidirectional else (-r).clamp_min(0)
+    exact = side // 2
+    q = quotient32(n.clamp_min(exact), side, max_distance)
+    large = (exact + q.long()).clamp_max(side - 1)
+    bucket = torch.where(n < exact, n, large)
+    return bucket + side * (r > 0) if bidirectional else bucket
 
 
 r_wide = torch.arange(-1000, 1001)
 settings = 0
 for num_buckets in (8, 16, 32, 72):
     for max_distance in (50, 64, 100, 128, 200, 300):
-        for bidirectional in (True, False):
-            ours = t5_relative_position_bucket(
-                r_wide,
-                bidirectional=bidirectional,
-                num_buckets=num_buckets,
-                max_distance=max_distance,
-            )
-            assert torch.equal(ours, hf_bucket(r_wide, bidirectional, num_buckets, max_distance))
+        for bi_ in (True, False):
+            kw = dict(num_buckets=num_buckets, max_distance=max_distance)
+            ours = t5_relative_position_bucket(r_wide, bidirectional=bi_, **kw)
+            assert torch.equal(ours, hf_bucket(r_wide, bi_, **kw))
             settings += 1
-print(
-    f"posenc == Hugging Face's float32 expression in {settings} settings, r = -1000..1000", end=""
-)
+print(f"posenc == Hugging Face's float32 expression in {settings} settings")
 
 # %% [markdown] lang="en"
 # ## What the buckets look like
@@ -407,9 +488,8 @@ print(
 # %% alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろが 16〜31。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
 r_plot = torch.arange(-160, 161)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
-for ax, bidirectional, title in zip(
-    axes, (True, False), ("$n = |r|$", r"$n = \max(-r,\, 0)$"), strict=True
-):
+titles = ("$n = |r|$", r"$n = \max(-r,\, 0)$")
+for ax, bidirectional, title in zip(axes, (True, False), titles, strict=True):
     b = t5_relative_position_bucket(r_plot, bidirectional=bidirectional)
     ax.step(r_plot, b, where="mid", lw=1.2)
     for x in (-128, 128):
@@ -421,9 +501,9 @@ plt.show()
 # %% [markdown] lang="en"
 # ## The buckets widen geometrically
 #
-# Where does each logarithmic bucket begin? The floor of a number is at least $t$ exactly
-# when the number is at least $t$, and the logarithm is increasing, so for
-# $t = 0, 1, \dots, S - E - 1$:
+# Where does each logarithmic bucket begin? In exact arithmetic the floor of a number is
+# at least $t$ exactly when the number is at least $t$, and the logarithm is increasing,
+# so for $t = 0, 1, \dots, S - E - 1$:
 # $$\hat b(n) \ge E + t \iff n \ge e_t, \qquad e_t = E\left(\frac{D}{E}\right)^{t/(S-E)}$$
 # For $t < S - E - 1$, bucket $E + t$ holds the integers from $\lceil e_t \rceil$ to
 # $\lceil e_{t+1} \rceil - 1$.
@@ -434,19 +514,21 @@ plt.show()
 # $e_t = 8 \cdot 2^{t/2}$, and the causal ratio is $(128/16)^{1/16} = 8^{1/16}$, about
 # $1.1388$.
 #
-# The last edge is worth a look. At $e_{S-E} = D$ the unclipped formula would reach bucket
+# The last edge needs care. At $e_{S-E} = D$ the unclipped formula would reach bucket
 # $S$, so the clip acts exactly on $n \ge D$. But the last bucket $S - 1$ begins one ratio
 # earlier, at
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
 # which is $128/\sqrt{2} \approx 90.51$ in the bidirectional setting and about $112.40$ in
-# the causal one. The table printed below lists the distances in each bucket; the check
-# compares the first distance of every bucket with $\lceil e_t \rceil$.
+# the causal one. The table printed below lists the distances in each bucket. The check
+# finds the first distance of every bucket from `posenc` and compares it with the
+# smallest integer $n$ with $n^{S-E} E^{t} \ge D^{t} E^{S-E}$, the condition
+# $n \ge e_t$ in integers, free of any rounding.
 
 # %% [markdown] lang="ja"
 # ## バケットは等比的に広がる
 #
 # 各対数バケットはどこから始まるのでしょうか。
-# 床関数の値が $t$ 以上になるのは、元の数が $t$ 以上のときだけです。また対数は増加関数です。
+# 厳密な計算では、床関数の値が $t$ 以上になることと、元の数が $t$ 以上であることは同値です。また対数は増加関数です。
 # したがって $t = 0, 1, \dots, S - E - 1$ について次が成り立ちます。
 # $$\hat b(n) \ge E + t \iff n \ge e_t, \qquad e_t = E\left(\frac{D}{E}\right)^{t/(S-E)}$$
 # $t < S - E - 1$ なら、バケット $E + t$ には $\lceil e_t \rceil$ から $\lceil e_{t+1} \rceil - 1$ までの整数が入ります。
@@ -456,31 +538,46 @@ plt.show()
 # 既定値では、双方向の比は $(128/8)^{1/8} = \sqrt{2}$、つまり $e_t = 8 \cdot 2^{t/2}$ です。
 # 因果的な設定の比は $(128/16)^{1/16} = 8^{1/16}$ で、約 $1.1388$ です。
 #
-# 最後の境目は詳しく見ておく価値があります。$e_{S-E} = D$ で、クリップしなければ式はバケット $S$ に達します。
+# 最後の境目には注意が必要です。$e_{S-E} = D$ で、クリップしなければ式はバケット $S$ に達します。
 # つまりクリップが効くのはちょうど $n \ge D$ です。
 # ところが最後のバケット $S - 1$ は、公比 1 回分手前の
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
 # から始まります。双方向では $128/\sqrt{2} \approx 90.51$、因果的では約 $112.40$ です。
 # 下の表は各バケットに入る距離の一覧です。
-# 確認のコードでは、各バケットの最初の距離を $\lceil e_t \rceil$ と比べます。
+# 確認のコードでは、各バケットの最初の距離を `posenc` から求め、
+# $n^{S-E} E^{t} \ge D^{t} E^{S-E}$ を満たす最小の整数 $n$ と比べます。
+# これは条件 $n \ge e_t$ を整数で書いたもので、丸めがまったく入りません。
+
 
 # %%
+def first_at_least(t, E, side, D):  # smallest n with n^(S-E) E^t >= D^t E^(S-E)
+    n = E
+    while n ** (side - E) * E**t < D**t * E ** (side - E):
+        n += 1
+    return n
+
+
 n = torch.arange(0, 2001)
 for bidirectional, side in ((True, 16), (False, 32)):
     E, D = side // 2, 128
-    b_hat = t5_relative_position_bucket(-n, bidirectional=bidirectional)  # keys before the query
+    b_hat = t5_relative_position_bucket(-n, bidirectional=bidirectional)
     starts = [int(n[b_hat == bucket].min()) for bucket in range(E, side)]
-    edges = [math.ceil(E * (D / E) ** (t / (side - E))) for t in range(side - E)]
-    assert starts == edges
-    last_edge = D * (E / D) ** (1 / (side - E))  # e_(S-E-1), where the last bucket starts
-    assert int(n[b_hat == side - 1].min()) == math.ceil(last_edge)
-    cells = [f"{E + t:2d}: {lo}-{hi - 1}" for t, (lo, hi) in enumerate(pairwise(starts))]
+    assert starts == [first_at_least(t, E, side, D) for t in range(side - E)]
+    last_edge = D * (E / D) ** (1 / (side - E))  # e_(S-E-1)
+    assert starts[-1] == math.ceil(last_edge)
+    cells = [
+        f"{E + t:2d}: {lo}-{hi - 1}"
+        for t, (lo, hi) in enumerate(pairwise(starts))
+    ]
     cells.append(f"{side - 1:2d}: {starts[-1]}-")
     widths = [hi - lo for lo, hi in pairwise(starts)]
-    print(f"S = {side}: ratio {(D / E) ** (1 / (side - E)):.4f}, last edge {last_edge:.2f}")
-    print(f"  widths {widths}, then the open last bucket")
+    ratio = (D / E) ** (1 / (side - E))
+    print(f"S = {side}: ratio {ratio:.4f}, last edge {last_edge:.2f}")
+    print(f"  widths {widths}")
     for row in range(0, len(cells), 4):
-        print("  " + " | ".join(f"{c:13s}" for c in cells[row : row + 4]).rstrip())
+        print(
+            "  " + " | ".join(f"{c:13s}" for c in cells[row : row + 4]).rstrip()
+        )
 
 # %% [markdown] lang="en"
 # In the bidirectional setting the first seven of the eight logarithmic buckets hold 4,
@@ -504,17 +601,15 @@ fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for bidirectional, side in ((True, 16), (False, 32)):
     E, D = side // 2, 128
     b_hat = t5_relative_position_bucket(-n_plot, bidirectional=bidirectional)
-    (line,) = ax.step(n_plot, b_hat, where="post", lw=1.2, label=f"$S = {side}$")
-    smooth = torch.arange(E, 1025).double()
-    ax.plot(
-        smooth,
-        E + torch.log(smooth / E) / math.log(D / E) * (side - E),
-        "--",
-        lw=0.8,
-        color=line.get_color(),
+    (line,) = ax.step(
+        n_plot, b_hat, where="post", lw=1.2, label=f"$S = {side}$"
     )
+    smooth = torch.arange(E, 1025).double()
+    unrounded = E + torch.log(smooth / E) / math.log(D / E) * (side - E)
+    ax.plot(smooth, unrounded, "--", lw=0.8, color=line.get_color())
 ax.axvline(128, color="0.5", lw=0.8, ls=":")
-ax.set(xscale="log", xlabel="$n$", ylabel=r"$\hat b(n)$", ylim=(0, 40), yticks=[0, 8, 15, 31])
+ax.set(xscale="log", xlabel="$n$", ylabel=r"$\hat b(n)$", ylim=(0, 40))
+ax.set_yticks([0, 8, 15, 31])
 ax.set_xticks([1, 8, 16, 128, 1024], ["$1$", "$8$", "$16$", "$128$", "$1024$"])
 ax.minorticks_off()
 ax.legend(loc="upper left")
@@ -540,41 +635,54 @@ plt.show()
 #
 # $n \ge D$ の距離は、どれほど大きくても、その側の最後のバケットに入ります。
 # クリップがそれを保証しており、次のセルでは $10^6$ までの距離で確かめます。
-# 前の節で見たことは、これよりさらに踏み込んでいます。最後のバケットは $D$ より手前から始まるので、
+# 前の節の結果からは、さらに強いことが言えます。最後のバケットは $D$ より手前から始まるので、
 # 双方向の T5 のヘッドは、91 位置先のキーにも 10000 位置先のキーにも同じバイアスを与えます
 # （因果的な設定では 113）。この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、
 # クエリのどちら側にあるかだけを伝えます。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
-# Mesh TensorFlow のコードのコメントが期待している「more graceful generalization to longer sequences」（より長い系列へのより穏やかな汎化）とは、このことです。
+# Mesh TensorFlow のコードのコメントが期待する「more graceful generalization to longer sequences」とは、このことです。
+# 学習時より長い系列にも、より穏やかに汎化するという意味です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、
 # 近い 91 個を除いて値はすべて同じです。
 
 # %%
 far = torch.cat([torch.arange(128, 2000), torch.tensor([10**4, 10**5, 10**6])])
-assert (t5_relative_position_bucket(-far) == 15).all() and (
-    t5_relative_position_bucket(far) == 31
-).all()
+assert (t5_relative_position_bucket(-far) == 15).all()
+assert (t5_relative_position_bucket(far) == 31).all()
 assert (t5_relative_position_bucket(-far, bidirectional=False) == 31).all()
 # the last bucket already starts at 91 (bidirectional) and 113 (causal)
 assert (t5_relative_position_bucket(-torch.arange(91, 128)) == 15).all()
 assert (t5_relative_position_bucket(torch.arange(91, 128)) == 31).all()
 assert t5_relative_position_bucket(torch.tensor(-90)) == 14
-assert (t5_relative_position_bucket(-torch.arange(113, 128), bidirectional=False) == 31).all()
-assert t5_relative_position_bucket(torch.tensor(-112), bidirectional=False) == 30
+before = -torch.arange(113, 128)
+assert (t5_relative_position_bucket(before, bidirectional=False) == 31).all()
+assert (
+    t5_relative_position_bucket(torch.tensor(-112), bidirectional=False) == 30
+)
 
 long_bias = T5RelativeBias(2)
-weight = long_bias.relative_attention_bias.weight
+weight = long_bias.relative_attention_bias.weight.detach()
 with torch.no_grad():
     row = long_bias(1, 5000)[:, 0]  # [H, 5000]: the query at position 4999
-assert torch.equal(row[:, : 5000 - 91], weight[15, :, None].detach().expand(2, 5000 - 91))
+assert torch.equal(
+    row[:, : 5000 - 91], weight[15, :, None].expand(2, 5000 - 91)
+)
 assert not torch.equal(row[:, 5000 - 91], row[:, 5000 - 92])
-print(f"distinct bias values in one head's row of 5000 keys: {row[0].unique().numel()}", end="")
+distinct = row[0].unique().numel()
+print(
+    f"distinct bias values in one head's row of 5000 keys: {distinct}", end=""
+)
 
 # %% [markdown] lang="en"
 # Only 16 distinct values appear in that row: the keys all lie at or before the query, so
 # only the first half of the buckets is reached.
-#
+
+# %% [markdown] lang="ja"
+# この行に現れる値は 16 通りだけです。キーはすべてクエリの位置かそれより前にあるので、
+# バケットの前半にしか届かないからです。
+
+# %% [markdown] lang="en"
 # ## The learned table of biases
 #
 # `posenc.T5RelativeBias(n_heads)` holds the table $\beta$ as
@@ -593,15 +701,12 @@ print(f"distinct bias values in one head's row of 5000 keys: {row[0].unique().nu
 # and wider away from it; beyond $|j - i| = 90$ the colour no longer changes.
 
 # %% [markdown] lang="ja"
-# この行に現れる値は 16 通りだけです。キーはすべてクエリの位置かそれより前にあるので、
-# バケットの前半にしか届かないからです。
-#
-# ## 学習するバイアスの表
+# ## 学習可能なバイアスの表
 #
 # `posenc.T5RelativeBias(n_heads)` は、表 $\beta$ を `relative_attention_bias` として持ちます。
-# これは `nn.Embedding(num_buckets, n_heads)` で、名前も形も Hugging Face の `T5Attention` と同じです。
+# これは `nn.Embedding(num_buckets, n_heads)` で、名前と形状は Hugging Face の `T5Attention` と同じです。
 # そのため Hugging Face の T5 のチェックポイントの重みを、そのままコピーできます。
-# `forward(q_len, k_len)` は形 `(n_heads, q_len, k_len)` のテンソルを返し、
+# `forward(q_len, k_len)` は形状 `(n_heads, q_len, k_len)` のテンソルを返し、
 # その $(h, i, j)$ 成分は $\beta_{b(j-i),\,h}$ です。
 # つまり、クエリとキーの各組のバケットで表を引き、ヘッドの軸を先頭に移したものです。
 # 確認のコードでは、前に書いた参照関数を使って成分ごとに作り直します。
@@ -625,15 +730,23 @@ for h in range(H):
         for j in range(7):
             assert out[h, i, j] == table[reference_bucket(j - (i + 2), True), h]
 
+profile = -(torch.arange(32) % 16).float()  # beta_{b,h} = -(b mod 16)
 with torch.no_grad():
-    table.copy_(-(torch.arange(32) % 16).float()[:, None].expand(32, H))  # beta_{b,h} = -(b mod 16)
+    table.copy_(profile[:, None].expand(32, H))
     picture = module(160, 160)[0]  # head 0: [160, 160]
-expected = [[-(reference_bucket(j - i, True) % 16) for j in range(160)] for i in range(160)]
-torch.testing.assert_close(picture, torch.tensor(expected, dtype=torch.float32), rtol=0, atol=0)
+expected = [
+    [-(reference_bucket(j - i, True) % 16) for j in range(160)]
+    for i in range(160)
+]
+torch.testing.assert_close(
+    picture, torch.tensor(expected).float(), rtol=0, atol=0
+)
 
 fig, ax = plt.subplots(figsize=(4.6, 3.6))
 im = ax.imshow(picture.numpy(), cmap="viridis", interpolation="nearest")
-ax.set(xlabel="$j$", ylabel="$i$", title=r"$\beta_{b,0} = -(b \ \mathrm{mod}\ 16)$")
+ax.set(
+    xlabel="$j$", ylabel="$i$", title=r"$\beta_{b,0} = -(b \ \mathrm{mod}\ 16)$"
+)
 ax.grid(False)
 fig.colorbar(im, ax=ax, label=r"$\beta_{b(j-i),\,0}$")
 plt.show()
@@ -641,23 +754,26 @@ plt.show()
 # %% [markdown] lang="en"
 # ## Queries at the end of the keys: a KV cache
 #
-# A decoder that generates with a KV cache computes one new query at a time, against all
-# the keys so far. `T5RelativeBias` places query $i$ of `q_len` at position
-# $i + k_{\mathrm{len}} - q_{\mathrm{len}}$, the end of the keys, so the bias for the
-# queries of a step is the last rows of the full bias. Hugging Face's T5 does the same:
-# it computes the bias for the whole length and keeps the last rows
-# (`position_bias[:, :, -hidden_states.size(1):, :]`). The cell checks the slicing, then
-# decodes a causal sequence one token at a time with `posenc.attention` and compares each
-# step with the full causal pass.
+# A decoder that generates with a [KV cache](../docs/glossary.md) computes one new query
+# at a time, against all the keys so far. `T5RelativeBias` places query $i$ of `q_len`
+# at position $i + k_{\mathrm{len}} - q_{\mathrm{len}}$, the end of the keys, so the
+# bias for the queries of a step is the last rows of the full bias. Hugging Face's T5
+# places them the same way: transformers 5 adds the number of cached tokens to the
+# query positions (`past_seen_tokens` in `compute_bias`), and transformers 4 computed
+# the bias for the whole length and kept its last rows. The cell checks the slicing,
+# then decodes a causal sequence one token at a time with `posenc.attention` and
+# compares each step with the full causal pass.
 
 # %% [markdown] lang="ja"
 # ## キーの末尾に並ぶクエリ：KV キャッシュ
 #
-# KV キャッシュを使って生成するデコーダは、新しいクエリを 1 つずつ、それまでのすべてのキーに対して計算します。
+# デコーダが [KV キャッシュ](../docs/glossary.ja.md)を使って生成するときは、新しいクエリを 1 つずつ計算します。
+# 相手はそれまでのすべてのキーです。
 # `T5RelativeBias` は `q_len` 個のうちのクエリ $i$ を位置 $i + k_{\mathrm{len}} - q_{\mathrm{len}}$、
 # つまりキーの末尾に置きます。したがって各ステップのクエリのバイアスは、全体のバイアスの最後の行です。
-# Hugging Face の T5 も同じことをしています。全長についてバイアスを計算し、最後の行だけを残します
-# （`position_bias[:, :, -hidden_states.size(1):, :]`）。
+# Hugging Face の T5 も同じ位置にクエリを置きます。
+# transformers 5 は、キャッシュ済みのトークン数をクエリの位置に足します（`compute_bias` の `past_seen_tokens`）。
+# transformers 4 は、全長についてバイアスを計算してから最後の行だけを残していました。
 # 次のセルでは、この切り出しを確かめ、続いて `posenc.attention` で因果的な系列を 1 トークンずつ処理し、
 # 各ステップを一括の因果的な計算と比べます。
 
@@ -665,57 +781,81 @@ plt.show()
 decoder_bias = T5RelativeBias(H, bidirectional=False)
 with torch.no_grad():
     full = decoder_bias(10, 10)  # [H, 10, 10]
-    torch.testing.assert_close(decoder_bias(3, 10), full[:, -3:, :], rtol=0, atol=0)
+    torch.testing.assert_close(
+        decoder_bias(3, 10), full[:, -3:], rtol=0, atol=0
+    )
 
     T = 12
-    q, k, v = torch.randn(H, T, d), torch.randn(H, T, d), torch.randn(H, T, d)
-    at_once = attention(q, k, v, bias=decoder_bias(T, T), causal=True)  # [H, T, d]
+    q, k, v = torch.randn(3, H, T, d).unbind(0)
+    at_once = attention(
+        q, k, v, bias=decoder_bias(T, T), causal=True
+    )  # [H, T, d]
     for t in range(T):  # step t: one query, keys 0..t from the cache
-        step = attention(q[:, t : t + 1], k[:, : t + 1], v[:, : t + 1], bias=decoder_bias(1, t + 1))
+        kv = k[:, : t + 1], v[:, : t + 1]
+        step = attention(q[:, t : t + 1], *kv, bias=decoder_bias(1, t + 1))
         torch.testing.assert_close(step, at_once[:, t : t + 1])
 
 # %% [markdown] lang="en"
-# In a single decoding step no mask is needed: the only query is the newest token, and
-# every cached key lies at or before it.
-#
+# In a single [decode step](../docs/glossary.md) no mask is needed: the only query is
+# the newest token, and every cached key lies at or before it.
+
+# %% [markdown] lang="ja"
+# [デコードの 1 ステップ](../docs/glossary.ja.md)ではマスクは要りません。
+# クエリは最新のトークン 1 つだけで、キャッシュされたキーはすべてその位置かそれより前にあるからです。
+
+# %% [markdown] lang="en"
 # ## How the libraries differ
 #
 # **One table per stack, not per layer.** The T5 paper shares the position parameters
 # across all layers, with a different bias for each head. In Hugging Face's `T5Stack`,
 # only the first block is built with `has_relative_attention_bias=True`; it computes the
-# bias (with the attention mask added) and passes it to every later layer. The encoder
-# (bidirectional) and the decoder's self-attention (causal) each have their own table; the
-# decoder's cross-attention has none. With 32 buckets and 12 heads, as in T5-base, a table
-# holds $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: every self-attention
-# layer builds its own table (`UMT5Attention(config, has_relative_attention_bias=True)`).
+# bias, and every later layer of the stack reuses it. The encoder (bidirectional) and the
+# decoder's self-attention (causal) each have their own table; the decoder's
+# cross-attention has none. With 32 buckets and 12 heads, as in T5-base, a table holds
+# $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: every self-attention layer
+# builds its own table (`UMT5Attention(config, has_relative_attention_bias=True)`).
 # `posenc.T5RelativeBias` is one table; sharing it is the caller's choice.
 #
 # **No $1/\sqrt{d}$.** T5 computes the score as $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$
-# without dividing by $\sqrt{d}$. Hugging Face's code says "Mesh TensorFlow initialization to
-# avoid scaling before softmax": it draws $W_Q$ with standard deviation
-# $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ and $W_K$ with $d_{\mathrm{model}}^{-1/2}$, so the
-# factor $d_{kv}^{-1/2}$ sits in the initial queries instead of in the attention; training
-# is then free to change it. To run T5 weights through `posenc.attention`, which divides by
-# $\sqrt{d}$, multiply the queries by $\sqrt{d}$. The cell checks that, and that the two
-# initialisations give scores of the same size.
+# without dividing by $\sqrt{d}$. Hugging Face's T5 draws $W_Q$ with standard deviation
+# $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ and $W_K$ with $d_{\mathrm{model}}^{-1/2}$
+# ("Mesh TensorFlow attention initialization to avoid scaling before softmax", says the
+# comment in transformers 4), so the factor $d_{kv}^{-1/2}$ sits in the initial queries
+# instead of in the attention; training is then free to change it. To run T5 weights
+# through `posenc.attention`, which divides by $\sqrt{d}$, multiply the queries by
+# $\sqrt{d}$. The cell checks that, and that the two initialisations give scores of the
+# same size.
 #
 # **Same buckets, different bookkeeping.**
 #
-# | | relative position in the code | quotient computed in |
+# | | relative position in the code | logarithm and quotient |
 # |---|---|---|
-# | Mesh TensorFlow (T5) | `n = -relative_position`, the query minus the key | float32 (`mtf.to_float`) |
-# | Hugging Face `T5Attention` | `memory_position - context_position`, the key minus the query | float32 (`.float()`) |
-# | flaxformer (T5X) | `n = -relative_position` | float32, with `np.finfo(np.float32).eps` added inside the logarithm |
-# | `posenc` | key minus query | float32, reproduced exactly |
+# | Mesh TensorFlow (T5) | `n = -relative_position`, the query minus the key | float32 (`mtf.to_float`), in the model's graph: on TPUs for T5 |
+# | Hugging Face `T5Attention` | `memory_position - context_position`, the key minus the query | float32 (`.float()`), PyTorch's `log` |
+# | flaxformer (T5X) | `n = -relative_position` | NumPy on the host: float32 `log` of $n/E$ plus `np.finfo(np.float32).eps`; the quotient in float32 with NumPy 1.x, in float64 with NumPy 2 |
+# | `posenc` | key minus query | float32 with a correctly rounded `log`, once per setting |
 #
-# The sign conventions differ but the buckets agree: all of them send the keys after the
-# query to the second half. Flaxformer's epsilon is a real difference, though a small one.
-# It lifts a quotient that float32 rounds to just below a whole number back over the edge:
-# with the defaults this changes no bucket from $r = -300$ to $300$, but with $B = 72$ and
-# $D = 50$ flaxformer puts $r = -30$ into bucket $27$, where Mesh TensorFlow and Hugging
-# Face put it into $26$ (the cell below rebuilds flaxformer's expression in float32 and
-# checks both statements). Flaxformer also stores the table as `(num_heads, num_buckets)`,
-# the transpose of Hugging Face's `(num_buckets, n_heads)`, which `posenc` follows.
+# The sign conventions differ but the buckets agree at the defaults: all of them send
+# the keys after the query to the second half. Flaxformer's epsilon is a real difference,
+# though a small one. It lifts a quotient that float32 rounds to just below a whole
+# number back over the edge: with the defaults this changes no bucket from $r = -300$ to
+# $300$, but with $B = 72$ and $D = 50$ flaxformer puts $r = -30$ into bucket $27$, where
+# `posenc`, like Mesh TensorFlow's and Hugging Face's expression with a correctly rounded
+# logarithm, puts it into $26$.
+#
+# Flaxformer's precision also depends on the NumPy version. Its divisor
+# `np.log(max_distance / max_exact)` is a float64 NumPy scalar. NumPy 1.x's value-based
+# casting let such a scalar take on the float32 of the array, so the quotient stayed in
+# float32; NumPy 2 follows NEP 50, under which a NumPy float64 scalar is as strong as a
+# float64 array, so the division and the product run in float64 (the logarithm stays
+# float32). At a whole-number quotient this can move a bucket: with T5's 32 buckets and
+# $D = 289$ in the causal setting, $n = 68$ gives exactly $8$ (since $(68/16)^2 = 289/16$),
+# and flaxformer puts $r = -68$ into bucket $24$ under NumPy 1.x but $23$ under NumPy 2.
+# The cell rebuilds flaxformer's expression in NumPy, with the correctly rounded
+# logarithm and either precision, checks both statements, and checks that the installed
+# NumPy promotes as NEP 50 says. Flaxformer also stores the table as
+# `(num_heads, num_buckets)`, the transpose of Hugging Face's `(num_buckets, n_heads)`,
+# which `posenc` follows.
 #
 # In Hugging Face, T5 v1.1 and Flan-T5 checkpoints load into the same T5 classes, and
 # mT5's `MT5Attention` is a copy of `T5Attention`. Their configurations use 32 buckets
@@ -724,15 +864,12 @@ with torch.no_grad():
 # buckets of this chapter.
 
 # %% [markdown] lang="ja"
-# 1 ステップの処理ではマスクはいりません。クエリは最新のトークン 1 つだけで、
-# キャッシュされたキーはすべてその位置かそれより前にあるからです。
-#
 # ## ライブラリによる違い
 #
 # **表は層ごとではなくスタックごとに 1 つです。** T5 の論文は、位置のパラメータをすべての層で共有し、
 # ヘッドごとに異なるバイアスを使います。
 # Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。
-# そのブロックがバイアスを計算し（アテンションマスクを足したうえで）、後続のすべての層に渡します。
+# そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
 # エンコーダ（双方向）とデコーダのセルフアテンション（因果的）はそれぞれ自分の表を持ち、
 # デコーダのクロスアテンションは表を持ちません。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
@@ -741,30 +878,40 @@ with torch.no_grad():
 # `posenc.T5RelativeBias` は表 1 つであり、それを共有するかどうかは呼び出す側が決めます。
 #
 # **$1/\sqrt{d}$ がありません。** T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、
-# $\sqrt{d}$ で割りません。Hugging Face のコードには
-# 「Mesh TensorFlow initialization to avoid scaling before softmax」とあります。
-# $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化するので、
-# 係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく初期のクエリに入っています。その後は学習で自由に変わります。
+# $\sqrt{d}$ で割りません。
+# Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
+# transformers 4 のコメントは「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。
+# そのため係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく初期のクエリに入っており、その後は学習で自由に変わります。
 # $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
 # 次のセルでは、このことと、2 通りの初期化が同じ大きさのスコアを与えることを確かめます。
 #
-# **バケットは同じで、書き方が違います。**
+# **バケットは同じで、実装上の約束事が違います。**
 #
-# | | コード中の相対位置 | 商の計算精度 |
+# | | コード中の相対位置 | 対数と商の計算 |
 # |---|---|---|
-# | Mesh TensorFlow (T5) | `n = -relative_position`（クエリの位置からキーの位置を引いた値） | float32（`mtf.to_float`） |
-# | Hugging Face の `T5Attention` | `memory_position - context_position`（キーの位置からクエリの位置を引いた値） | float32（`.float()`） |
-# | flaxformer (T5X) | `n = -relative_position` | float32、対数の中に `np.finfo(np.float32).eps` を加える |
-# | `posenc` | キーの位置からクエリの位置を引いた値 | float32 を正確に再現 |
+# | Mesh TensorFlow（T5） | `n = -relative_position`（クエリの位置からキーの位置を引いた値） | float32（`mtf.to_float`）、モデルの計算グラフの中で計算。T5 では TPU 上 |
+# | Hugging Face の `T5Attention` | `memory_position - context_position`（キーの位置からクエリの位置を引いた値） | float32（`.float()`）、PyTorch の `log` |
+# | flaxformer（T5X） | `n = -relative_position` | ホスト上の NumPy。$n/E$ に `np.finfo(np.float32).eps` を足した値の float32 の `log`。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
+# | `posenc` | キーの位置からクエリの位置を引いた値 | 正しく丸めた `log` を使う float32。設定ごとに 1 回だけ計算 |
 #
-# 符号の取り方は違っても、バケットは一致します。どれも、クエリより後ろのキーを後半に送ります。
+# 引き算の向きは違っても、既定値ではバケットは一致します。どれも、クエリより後ろのキーを後半に送ります。
 # ただし flaxformer の epsilon は、小さいながら本当の違いです。
 # float32 で整数のわずかに下に丸められた商を、境目の向こうへ押し戻すからです。
 # 既定値では $r = -300$ から $300$ までのどのバケットも変わりません。
-# しかし $B = 72$、$D = 50$ では、flaxformer は $r = -30$ をバケット $27$ に入れ、
-# Mesh TensorFlow と Hugging Face は $26$ に入れます
-# （次のセルで flaxformer の式を float32 で作り直し、両方を確かめます）。
-# また flaxformer は表を `(num_heads, num_buckets)` の形で持ちます。
+# しかし $B = 72$、$D = 50$ では、flaxformer は $r = -30$ をバケット $27$ に入れます。
+# `posenc` は、正しく丸めた対数で計算した Mesh TensorFlow や Hugging Face の式と同じく $26$ に入れます。
+#
+# flaxformer の精度は NumPy のバージョンにもよります。
+# 割る数 `np.log(max_distance / max_exact)` は float64 の NumPy スカラーです。
+# NumPy 1.x の値に基づく型変換では、このようなスカラーは配列の float32 に合わせられたので、商は float32 のままでした。
+# NumPy 2 は NEP 50 に従い、float64 の NumPy スカラーを float64 の配列と同じ強さで扱います。
+# そのため除算と乗算は float64 で行われます（対数は float32 のままです）。
+# 商が整数になる場所では、これによってバケットも変わりえます。
+# T5 と同じ 32 個のバケットで $D = 289$ の因果的な設定では、$(68/16)^2 = 289/16$ なので $n = 68$ の商はちょうど $8$ です。
+# flaxformer は $r = -68$ を、NumPy 1.x ではバケット $24$ に、NumPy 2 では $23$ に入れます。
+# 次のセルでは flaxformer の式を、正しく丸めた対数とどちらかの精度で NumPy を使って作り直し、両方の主張を確かめます。
+# インストールされている NumPy が NEP 50 のとおりに型を昇格させることも確かめます。
+# また flaxformer は表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 #
 # Hugging Face では、T5 v1.1 と Flan-T5 のチェックポイントは同じ T5 のクラスに読み込まれ、
@@ -779,14 +926,15 @@ for bidirectional in (True, False):
     stack_table = T5RelativeBias(12, bidirectional=bidirectional)
     assert sum(p.numel() for p in stack_table.parameters()) == 32 * 12 == 384
 
-# T5's unscaled score q.k + beta equals posenc.attention's scaled one with q * sqrt(d)
-q, k, v = torch.randn(H, T, d), torch.randn(H, T, d), torch.randn(H, T, d)
+# T5's unscaled score q.k + beta = posenc.attention's scaled one with q sqrt(d)
+q, k, v = torch.randn(3, H, T, d).unbind(0)
 with torch.no_grad():
     beta = module(T, T)
 t5_style = torch.softmax(q @ k.transpose(-2, -1) + beta, dim=-1) @ v
-torch.testing.assert_close(attention(q * math.sqrt(d), k, v, bias=beta), t5_style)
+t5_through_posenc = attention(q * math.sqrt(d), k, v, bias=beta)
+torch.testing.assert_close(t5_through_posenc, t5_style)
 
-# T5's initialisation (1/sqrt(d_kv) folded into W_Q) vs the usual one with 1/sqrt(d_kv)
+# T5's initialisation (1/sqrt(d_kv) in W_Q) vs the usual 1/sqrt(d_kv) scaling
 d_model, d_kv, tokens = 512, 64, 2048
 x = torch.randn(tokens, d_model)
 w_k = torch.randn(d_model, d_kv) * d_model**-0.5
@@ -798,33 +946,81 @@ assert abs(std_t5 - 1) < 0.1 and abs(std_usual - 1) < 0.1
 print(f"score std at initialisation: T5 {std_t5:.2f}, scaled {std_usual:.2f}")
 
 
-def flaxformer_bucket(relative_position, bidirectional=True, num_buckets=32, max_distance=128):
-    """flaxformer's _relative_position_bucket, rewritten in float32: epsilon inside the log."""
-    buckets = 0
-    n = -relative_position
+def flax_bucket(
+    r, bidirectional=True, num_buckets=32, max_distance=128, v1=False
+):
+    """flaxformer's bucket rewritten in NumPy, with a correctly rounded log."""
+    n = -np.asarray(r)  # flaxformer: n = -relative_position
+    offset = 0
     if bidirectional:
         num_buckets //= 2
-        buckets += (n < 0).long() * num_buckets
-        n = n.abs()
+        offset = (n < 0) * num_buckets
+        n = np.abs(n)
     else:
-        n = n.clamp_min(0)
-    max_exact = num_buckets // 2
-    eps = torch.finfo(torch.float32).eps
-    log_part = torch.log(n.float() / max_exact + eps) / math.log(max_distance / max_exact)
-    if_large = (max_exact + (log_part * (num_buckets - max_exact)).long()).clamp_max(
-        num_buckets - 1
-    )
-    return buckets + torch.where(n < max_exact, n, if_large)
+        n = np.maximum(n, 0)
+    exact = num_buckets // 2
+    x = n.astype(np.float32) / exact + np.finfo(np.float32).eps  # float32
+    log_x = np.float32([math.log(v) for v in x.tolist()])
+    divisor = np.log(max_distance / exact)  # a float64 NumPy scalar
+    if v1:  # NumPy 1.x: the scalar takes the array's float32
+        divisor = np.float32(divisor)
+    q = log_x / divisor * (num_buckets - exact)
+    large = np.minimum(exact + q.astype(np.int32), num_buckets - 1)
+    return offset + np.where(n < exact, n, large)
 
+
+# NEP 50 (NumPy 2): a float64 NumPy scalar keeps its precision
+numpy2 = int(np.__version__.split(".")[0]) >= 2
+quotient_dtype = (np.ones(1, np.float32) / np.log(50 / 18)).dtype
+assert quotient_dtype == (np.float64 if numpy2 else np.float32)
 
 for bidirectional in (True, False):  # defaults: the same buckets
-    assert torch.equal(flaxformer_bucket(r, bidirectional), hf_bucket(r, bidirectional))
-r30 = torch.tensor([-30])
-flax30 = flaxformer_bucket(r30, True, 72, 50).item()
-hf30 = hf_bucket(r30, True, 72, 50).item()
-assert flax30 == 27 and hf30 == 26
-assert t5_relative_position_bucket(r30, num_buckets=72, max_distance=50).item() == hf30
-print(f"B = 72, D = 50, r = -30: flaxformer {flax30}, Hugging Face {hf30}", end="")
+    ours = t5_relative_position_bucket(r, bidirectional=bidirectional).numpy()
+    for v1 in (True, False):
+        assert (flax_bucket(r.numpy(), bidirectional, v1=v1) == ours).all()
+flax30 = [flax_bucket([-30], True, 72, 50, v1=v1)[0] for v1 in (True, False)]
+flax68 = [flax_bucket([-68], False, 32, 289, v1=v1)[0] for v1 in (True, False)]
+ours68 = t5_relative_position_bucket(
+    torch.tensor(-68), bidirectional=False, num_buckets=32, max_distance=289
+)
+assert flax30 == [27, 27] and flax68 == [24, 23] and ours68 == 24
+print(f"B = 72, D = 50, r = -30: flaxformer {flax30[0]}, posenc {b32}")
+print(f"B = 32, D = 289, causal, r = -68: posenc {ours68.item()},")
+print(
+    f"  flaxformer {flax68[0]} with NumPy 1.x, {flax68[1]} with NumPy 2", end=""
+)
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - T5 adds to every attention score one learned scalar per head and bucket of the
+#   relative position $j - i$; one table serves a whole stack (in Hugging Face the first
+#   layer computes the bias and the others reuse it; UMT5 has one table per layer).
+# - Of the $S$ buckets of a side, the first $E = \lfloor S/2 \rfloor$ hold one distance
+#   each and the rest widen geometrically up to $D$. With T5's defaults the exact
+#   buckets end at 7, and the last bucket starts at 91 (bidirectional) or 113 (causal),
+#   well before $D = 128$: beyond it the bias says only on which side a key lies.
+# - The bidirectional split never uses bucket $S$: one bucket of 32 is wasted.
+# - The buckets come from float32 code. At the defaults only the distances 16, 32 and 64
+#   sit exactly on a bucket edge, where the last bit of the float32 logarithm decides;
+#   this chapter checks against Hugging Face's expression with a correctly rounded
+#   logarithm on a CPU, not against T5's own TPU run.
+# - T5 does not divide the scores by $\sqrt{d}$: multiply the queries by $\sqrt{d}$ to
+#   run its weights through a scaled attention.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - T5 は、すべてのアテンションスコアに、相対位置 $j - i$ のバケットとヘッドごとに 1 つの学習可能なスカラーを足します。
+#   表はスタック全体で 1 つです（Hugging Face では最初の層がバイアスを計算し、ほかの層はそれを再利用します。UMT5 は層ごとに表を持ちます）。
+# - 片側の $S$ 個のバケットのうち、最初の $E = \lfloor S/2 \rfloor$ 個は距離を 1 つずつ受け持ち、残りは $D$ まで等比的に広がります。
+#   T5 の既定値では、厳密バケットは 7 で終わり、最後のバケットは $D = 128$ よりかなり手前の 91（双方向）または 113（因果的）から始まります。
+#   そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。
+# - 双方向の分け方ではバケット $S$ が使われず、32 個のうち 1 個が無駄になります。
+# - バケットは float32 のコードで決まります。既定値でバケットの境目にちょうど乗るのは距離 16、32、64 だけで、
+#   そこでは float32 の対数の最後のビットが結果を決めます。
+#   この章で確かめているのは、正しく丸めた対数を使って CPU で計算した Hugging Face の式であり、T5 自身の TPU での計算ではありません。
+# - T5 はスコアを $\sqrt{d}$ で割りません。スケーリングするアテンションで T5 の重みを使うときは、クエリに $\sqrt{d}$ を掛けます。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -838,10 +1034,11 @@ print(f"B = 72, D = 50, r = -30: flaxformer {flax30}, Hugging Face {hf30}", end=
 # 3. Shaw et al. (2018) clip the relative position to $[-k, k]$. With the same 31 used
 #    buckets as T5 (so $k = 15$), which distances can each scheme tell apart? Plot both
 #    bucket functions over $r = -150, \dots, 150$.
-# 4. Search the settings $B \le 64$, $D \le 300$ for distances at which the float64
-#    reference and T5's float32 buckets disagree. Using the equation
-#    $n^{S-E} E^{t} = D^{t} E^{S-E}$, show that every disagreement you find is a quotient
-#    that is exactly a whole number.
+# 4. Search the settings $B \le 64$, $D \le 300$ for distances $n \le 300$ at which the
+#    float64 reference and T5's float32 arithmetic (with a correctly rounded logarithm)
+#    give different buckets. Using the equation $n^{S-E} E^{t} = D^{t} E^{S-E}$, find
+#    which disagreements are quotients that are exactly whole numbers. How close to a
+#    whole number are the others?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -851,11 +1048,179 @@ print(f"B = 72, D = 50, r = -30: flaxformer {flax30}, Hugging Face {hf30}", end=
 # 2. 双方向の T5 エンコーダが 512 トークンを読みます。位置 256 のクエリに対して、1 つのヘッドは
 #    キーに何通りのバイアスの値を与えられるでしょうか。位置 0 のクエリではどうでしょうか。
 #    `T5RelativeBias(1)(512, 512)` で数えてください。
-# 3. Shaw ら (2018) は相対位置を $[-k, k]$ にクリップします。
+# 3. Shaw ら（2018）は相対位置を $[-k, k]$ にクリップします。
 #    T5 が実際に使う 31 個と同じ数のバケット（つまり $k = 15$）で、それぞれの方式はどの距離を区別できるでしょうか。
 #    $r = -150, \dots, 150$ の範囲で両方のバケット関数を描いてください。
-# 4. $B \le 64$、$D \le 300$ の設定を探し、float64 の参照実装と T5 の float32 のバケットが食い違う距離を見つけてください。
-#    等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ を使い、見つかった食い違いがどれも商がちょうど整数になる場合であることを示してください。
+# 4. $B \le 64$、$D \le 300$ の設定と $n \le 300$ の距離を探し、float64 の参照実装と、
+#    正しく丸めた対数を使う T5 の float32 の計算とで、バケットが食い違う場所を見つけてください。
+#    等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ を使い、どの食い違いで商がちょうど整数になっているかを調べてください。
+#    それ以外の食い違いでは、商は整数にどれだけ近いでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** The last bucket is $S - 1 = E + (S - E - 1)$. By the equivalence of
+# the section [The buckets widen geometrically](#the-buckets-widen-geometrically) with
+# $t = S - E - 1$, $\hat b(n) \ge S - 1$ exactly when $n \ge e_{S-E-1}$, and the clip
+# keeps every such $n$ at $S - 1$. So the last bucket holds the integers from
+# $\lceil e_{S-E-1} \rceil$ on, and
+# $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
+# For $B = 64$ and $D = 256$: bidirectional, $S = 32$ and $E = 16$, so the edge is
+# $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ and the last bucket starts
+# at 216; causal, $S = 64$ and $E = 32$, so it is $256 \cdot 8^{-1/32} \approx 239.9$ and
+# the last bucket starts at 240. The cell finds the first distance of the last bucket
+# with `posenc` and also checks the edge in integers.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 最後のバケットは $S - 1 = E + (S - E - 1)$ です。
+# [「バケットは等比的に広がる」](#バケットは等比的に広がる)の節の同値関係で $t = S - E - 1$ とすると、
+# $\hat b(n) \ge S - 1$ となることと $n \ge e_{S-E-1}$ は同値で、そのような $n$ はクリップによってすべて $S - 1$ にとどまります。
+# したがって最後のバケットには $\lceil e_{S-E-1} \rceil$ 以上の整数が入り、次が成り立ちます。
+# $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
+# $B = 64$、$D = 256$ の双方向では $S = 32$、$E = 16$ なので、境目は $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ で、
+# 最後のバケットは 216 から始まります。
+# 因果的では $S = 64$、$E = 32$ なので $256 \cdot 8^{-1/32} \approx 239.9$ で、最後のバケットは 240 から始まります。
+# 次のセルでは、最後のバケットの最初の距離を `posenc` で求め、境目を整数でも確かめます。
+
+# %% tags=["solution"]
+n = torch.arange(0, 1001)
+for bidirectional, side, expected in ((True, 32, 216), (False, 64, 240)):
+    E, D = side // 2, 256
+    b_hat = t5_relative_position_bucket(
+        -n, bidirectional=bidirectional, num_buckets=64, max_distance=D
+    )
+    first_last = int(n[b_hat == side - 1].min())
+    edge = D * (E / D) ** (1 / (side - E))  # e_(S-E-1)
+    assert first_last == math.ceil(edge) == expected
+    assert first_last == first_at_least(side - E - 1, E, side, D)  # in integers
+    print(f"S = {side}: edge {edge:.2f}, last bucket from {first_last}")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** The query at position 256 sees relative positions
+# $r = j - 256$ from $-256$ to $255$. Before it, the distances $1$ to $256$ reach
+# every bucket from $1$ to $15$ (the last one starts at 91); $r = 0$ is bucket $0$;
+# after it, the distances $1$ to $255$ reach buckets $17$ to $31$. That is
+# $15 + 1 + 15 = 31$ buckets, so at most 31 different values, and exactly 31 when the
+# head's 31 table entries differ, as they do after a random initialisation. The query
+# at position 0 sees only $r = 0$ to $511$: bucket $0$ and buckets $17$ to $31$, so 16
+# values.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 位置 256 のクエリが見る相対位置は $r = j - 256$ で、$-256$ から $255$ までです。
+# クエリより前では、距離 $1$ 以上 $256$ 以下は、バケット $1$ から $15$ のすべてに届きます（最後のバケットは 91 から始まります）。
+# $r = 0$ はバケット $0$ です。クエリより後ろでは、距離 $1$ 以上 $255$ 以下は、バケット $17$ 以上 $31$ 以下に入ります。
+# 合わせて $15 + 1 + 15 = 31$ 個のバケットなので、値は多くても 31 通りです。
+# ランダムに初期化した直後のように、そのヘッドの表の 31 個の値がすべて異なれば、ちょうど 31 通りになります。
+# 位置 0 のクエリが見るのは $r = 0$ から $511$ だけで、バケット $0$ とバケット $17$ から $31$ なので、16 通りです。
+
+# %% tags=["solution"]
+encoder_bias = T5RelativeBias(1)
+with torch.no_grad():
+    rows = encoder_bias(512, 512)[0]  # [512, 512] for one head
+entries = encoder_bias.relative_attention_bias.weight[:, 0]
+assert entries.unique().numel() == 32  # all table entries differ
+count_256, count_0 = rows[256].unique().numel(), rows[0].unique().numel()
+assert (count_256, count_0) == (31, 16)
+print(f"query 256: {count_256} values, query 0: {count_0} values", end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** Shaw et al.'s index is $\mathrm{clip}(r, -15, 15)$: 31 values, one per
+# relative position from $-15$ to $15$, and every key further than 15 positions away on
+# one side shares the value of $\pm 15$. T5 tells apart only the distances below
+# $E = 8$ one by one, but its logarithmic buckets keep separating distances up to 90:
+# T5 distinguishes a key 20 positions back from one 40 back, and one 50 back from one
+# 80 back, which Shaw et al.'s clip cannot; Shaw et al. distinguish 9 from 10 and 12
+# from 15, which T5 cannot (buckets 8 and 9 hold 8 to 11 and 12 to 15). Both use 31
+# values over $-150$ to $150$. The figure shows the two index functions.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** Shaw らのインデックスは $\mathrm{clip}(r, -15, 15)$ です。
+# 値は $-15$ から $15$ までの相対位置ごとに 1 つずつ、合わせて 31 通りで、片側で 15 位置より遠いキーはすべて $\pm 15$ と同じ値を共有します。
+# T5 が 1 つずつ区別できるのは $E = 8$ 未満の距離だけですが、対数バケットによって距離 90 までは区別を続けます。
+# T5 は 20 位置前のキーと 40 位置前のキー、50 位置前と 80 位置前のキーを区別できますが、Shaw らのクリップではできません。
+# 一方、Shaw らは 9 と 10、12 と 15 を区別できますが、T5 はできません（バケット 8 と 9 はそれぞれ 8〜11 と 12〜15 を受け持ちます）。
+# $-150$ から $150$ の範囲では、どちらも 31 通りの値を使います。図は 2 つのインデックス関数です。
+
+# %% tags=["solution"] alt={"en": ["Two step functions of the relative position r from −150 to 150: Shaw et al.'s clip(r, −15, 15), a ramp that is flat beyond ±15, and T5's bucket, steps of one up to ±7 that widen and become flat from ±91 on."], "ja": ["相対位置 r（−150〜150）の 2 つの階段関数。Shaw らの clip(r, −15, 15) は ±15 の外側で平らになる傾斜で、T5 のバケットは ±7 までは幅 1 の段、その先は広がり、±91 から先で平らになります。"]}
+r150 = torch.arange(-150, 151)
+shaw = r150.clamp(-15, 15)
+t5 = t5_relative_position_bucket(r150)
+
+
+def separates(
+    index, a, b
+):  # do the keys at r = a and r = b get different values?
+    return index[a + 150] != index[b + 150]
+
+
+assert shaw.unique().numel() == t5.unique().numel() == 31
+assert separates(t5, -20, -40) and not separates(shaw, -20, -40)
+assert separates(t5, -50, -80) and not separates(shaw, -50, -80)
+assert separates(shaw, -9, -10) and not separates(t5, -9, -10)
+assert separates(shaw, -12, -15) and not separates(t5, -12, -15)
+assert not separates(t5, -91, -150) and separates(t5, -90, -91)
+
+fig, (ax_s, ax_t) = plt.subplots(1, 2, figsize=(6.4, 3.0))
+ax_s.step(r150, shaw, where="mid", lw=1.2)
+ax_s.set(xlabel="$r$", title=r"$\mathrm{clip}(r, -15, 15)$")
+ax_s.set_xticks([-150, -15, 0, 15, 150])
+ax_t.step(r150, t5, where="mid", lw=1.2, color="C1")
+ax_t.set(xlabel="$r$", title="$b(r)$", xticks=[-150, -91, 0, 91, 150])
+plt.show()
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** The logarithm of $n/E$ depends only on $E$, so the cell computes it
+# once per side size (correctly rounded to float32, as in the chapter) and divides it by
+# $\ln(D/E)$ for every $D$ at once. It compares the buckets of float32 and of float64
+# for every $B$ from 2 to 64, both settings, every $D$ up to 300 and every $n$ up to 300,
+# and tests each disagreement with the integer equation. The search finds 59
+# disagreements: 56 are quotients that are exactly whole numbers, and the other three
+# (printed) are quotients within $2 \cdot 10^{-6}$ of a whole number that float32 rounds
+# onto it. So a disagreement needs a quotient at, or within float32's rounding of, a
+# whole number, but an exact whole number is not the only way.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** $n/E$ の対数は $E$ だけで決まるので、次のセルでは片側の大きさごとに 1 回だけ計算し（本文と同じく float32 に正しく丸めます）、
+# すべての $D$ の $\ln(D/E)$ でまとめて割ります。
+# 2 から 64 までのすべての $B$、両方の設定、300 までのすべての $D$ と $n$ について float32 と float64 のバケットを比べ、
+# 食い違いのそれぞれを整数の等式で調べます。
+# 見つかる食い違いは 59 個です。そのうち 56 個では商がちょうど整数で、残りの 3 個（下に表示）では商が整数から $2 \cdot 10^{-6}$ 以内にあり、
+# float32 の丸めで整数に乗ってしまいます。
+# つまり食い違いが起きるのは商が整数か、float32 の丸めの幅の中で整数に近い場合ですが、ちょうど整数の場合だけではありません。
+
+# %% tags=["solution"]
+disagreements = []
+for B in range(2, 65):
+    for bidirectional in (True, False):
+        side = B // 2 if bidirectional else B
+        E = side // 2
+        if E < 1:
+            continue
+        n = torch.arange(E, 301)
+        D = torch.arange(E + 1, 301)
+        f64 = torch.float64
+        ln_d = torch.tensor([math.log(x / E) for x in D.tolist()], dtype=f64)
+        ln_n = torch.tensor([math.log(x / E) for x in n.tolist()], dtype=f64)
+        q32 = (
+            log32(n.float() / E) / ln_d.float()[:, None] * (side - E)
+        )  # [D, n]
+        q64 = ln_n / ln_d[:, None] * (side - E)
+        b32 = (E + q32.long()).clamp_max(side - 1)
+        b64 = (E + q64.floor().long()).clamp_max(side - 1)
+        for di, ni in (b32 != b64).nonzero().tolist():
+            dd, nn, q = D[di].item(), n[ni].item(), q64[di, ni].item()
+            t = round(q)
+            whole = nn ** (side - E) * E**t == dd**t * E ** (side - E)
+            disagreements.append((B, bidirectional, dd, nn, q, whole))
+
+not_whole = [x for x in disagreements if not x[-1]]
+assert (len(disagreements), len(not_whole)) == (59, 3)
+assert all(abs(x[4] - round(x[4])) < 2e-6 for x in disagreements)
+print(
+    f"{len(disagreements)} disagreements, {len(not_whole)} not exactly whole:"
+)
+for B, bidirectional, dd, nn, q, _ in not_whole:
+    print(
+        f"  B = {B}, D = {dd}, n = {nn}, bidirectional {bidirectional}: {q!r}"
+    )
 
 # %% [markdown] lang="en"
 # ## References
@@ -866,12 +1231,15 @@ print(f"B = 72, D = 50, r = -30: flaxformer {flax30}, Hugging Face {hf30}", end=
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
 # - Mesh TensorFlow, `_relative_position_bucket` in `transformer_layers.py`.
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers, `T5Attention` in `modeling_t5.py`.
+# - Hugging Face transformers, `T5Attention` in `modeling_t5.py` (read in versions 4.46
+#   and 5.24).
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/t5/modeling_t5.py>
 # - Hugging Face transformers, `UMT5Attention` in `modeling_umt5.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/umt5/modeling_umt5.py>
 # - flaxformer, `RelativePositionBiases` in `relative_position_biases.py`.
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
+# - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars* (adopted in
+#   NumPy 2.0). <https://numpy.org/neps/nep-0050-scalar-promotion.html>
 
 # %% [markdown] lang="ja"
 # ## 参考文献
@@ -882,9 +1250,11 @@ print(f"B = 72, D = 50, r = -30: flaxformer {flax30}, Hugging Face {hf30}", end=
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
 # - Mesh TensorFlow、`transformer_layers.py` の `_relative_position_bucket`。
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers、`modeling_t5.py` の `T5Attention`。
+# - Hugging Face transformers、`modeling_t5.py` の `T5Attention`（バージョン 4.46 と 5.24 を参照）。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/t5/modeling_t5.py>
 # - Hugging Face transformers、`modeling_umt5.py` の `UMT5Attention`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/umt5/modeling_umt5.py>
 # - flaxformer、`relative_position_biases.py` の `RelativePositionBiases`。
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
+# - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars*（NumPy 2.0 で採用）。
+#   <https://numpy.org/neps/nep-0050-scalar-promotion.html>

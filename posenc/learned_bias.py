@@ -6,8 +6,8 @@ parameters, so that the bias is defined at every distance, also at those
 never seen in training:
 
 * :class:`KerpleBias` (Chi et al. 2022): two learned numbers per head,
-  ``-r1 * log(1 + r2 * |i - j|)`` or ``-r1 * |i - j| ** r2``, the negatives
-  of conditionally positive definite kernels.
+  ``-r1 * log(1 + r2 * |i - j|)`` or ``-r1 * |i - j| ** r2``, each a
+  conditionally positive definite kernel of the two positions.
 * :class:`FireBias` (Li et al. 2023): a small MLP of the distance divided by
   the query position, both after a learned log transform, so that one
   function on ``[0, 1]`` serves every length ("progressive interpolation").
@@ -86,11 +86,14 @@ class KerpleBias(nn.Module):
         kind="log":    out[h, i, j] = -r1[h] * log(1 + r2[h] * |p_i - j|)
         kind="power":  out[h, i, j] = -r1[h] * |p_i - j| ** r2[h]
 
-    with ``r1, r2 > 0`` and, for ``"power"``, ``r2 <= 2``: the conditions
-    under which ``r1 * log(1 + r2 * |m - n|)`` and ``r1 * |m - n| ** r2``
-    are conditionally positive definite, the paper's argument for both
-    forms. The bias is symmetric in ``p_i - j``; the official code, which
-    is causal, puts 0 at future keys instead, which the causal mask removes
+    with ``r1, r2 > 0`` and, for ``"power"``, ``r2 <= 2``: the ranges in
+    which the paper derives both biases, as functions of the positions ``m``
+    and ``n``, as conditionally positive definite kernels (for the power,
+    ``-|m - n| ** p`` is one exactly when ``0 < p <= 2``). The paper shows
+    that a constant offset turns such a kernel into a positive definite one
+    on the positions of a sequence, and the softmax ignores that constant.
+    The bias is symmetric in ``p_i - j``; the official code, which is
+    causal, puts 0 at future keys instead, which the causal mask removes
     either way.
 
     Parameterisation. The official code keeps the constraints by clamping

@@ -24,8 +24,11 @@ row of scores of a query before its softmax (the sum runs over the keys from
 kernel; the scores are materialised (or a kernel makes an extra pass over
 the keys). With a KV cache nothing positional can be cached: the gates of
 the old keys depend on the new query, so every decoding step recomputes
-``k`` gates, a reverse cumulative sum and ``P`` position logits per head,
-as much work again as the scores themselves.
+``k`` gates and their reverse cumulative sum, and ``P`` position logits
+``q . e[n]`` per head. The gates are the sigmoids of the scores already
+computed, so the extra work is of order ``k + P * d`` per query and head,
+small beside the ``k * d`` of the scores when ``P`` is small; what costs is
+that the scores must exist before the bias can be formed.
 
 References:
     Olga Golovneva, Tianlu Wang, Jason Weston, Sainbayar Sukhbaatar,

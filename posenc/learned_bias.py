@@ -238,16 +238,16 @@ class FireBias(nn.Module):
       interpolation" that lets one function serve every length;
     * a query at or below the threshold divides by the constant
       ``psi(L)``, so on short inputs the bias is a function of the distance
-      alone and stays sharp for nearby tokens (the paper's fix for short
-      sequences);
+      alone and nearby tokens are not squeezed together (the paper's
+      threshold for short sequences);
     * the log transform ``psi`` spreads the small distances apart before
-      the division ("amplifying differences among local positions").
+      the division, so that nearby keys stay distinguishable.
 
     Keys after the query (``j > p_i``) get the bias of the distance
     ``|p_i - j|``, as the paper's pseudo-code computes it (its
     ``torch.abs(self.c * rel_distance)``); their argument can exceed 1.
-    FIRE is a causal method and the causal mask, which is the caller's
-    business as for :func:`posenc.alibi_bias`, removes them.
+    The paper defines FIRE for causal attention; the causal mask, which is
+    the caller's business as for :func:`posenc.alibi_bias`, removes them.
 
     Learned ``c`` and ``L``, kept positive as in the paper's pseudo-code:
     the parameter ``c`` (initialised to ``c``) enters as ``|c|``, and

@@ -296,24 +296,20 @@ def embed(sentence):
 
 x_dbm, x_mbd = embed("dog bites man"), embed("man bites dog")
 swap = permutation_matrix(torch.tensor([2, 1, 0]))
-torch.testing.assert_close(
-    x_mbd, swap @ x_dbm
-)  # man bites dog = P (dog bites man)
+# man bites dog = P (dog bites man)
+torch.testing.assert_close(x_mbd, swap @ x_dbm)
 
 y_dbm, y_mbd = self_attention(x_dbm), self_attention(x_mbd)
 torch.testing.assert_close(y_mbd, swap @ y_dbm)  # Attn(PX) = P Attn(X)
 torch.testing.assert_close(y_mbd[1], y_dbm[1])  # "bites": the same output
-torch.testing.assert_close(
-    y_mbd[2], y_dbm[0]
-)  # "dog": the same output, another row
+# "dog": the same output, another row
+torch.testing.assert_close(y_mbd[2], y_dbm[0])
 ones = torch.ones(3, dtype=f64)
 torch.testing.assert_close(ones @ swap, ones)  # 1^T P = 1^T
-torch.testing.assert_close(
-    y_mbd.mean(0), y_dbm.mean(0)
-)  # mean pooling: invariant
-torch.testing.assert_close(
-    y_mbd.amax(0), y_dbm.amax(0)
-)  # max pooling: invariant
+# mean pooling: invariant
+torch.testing.assert_close(y_mbd.mean(0), y_dbm.mean(0))
+# max pooling: invariant
+torch.testing.assert_close(y_mbd.amax(0), y_dbm.amax(0))
 
 # a classification token in front stays in place: its output is identical too
 cls_dbm = self_attention(embed("cls dog bites man"))[0]
@@ -403,9 +399,8 @@ print(
 # 「[xPos と NoPE](10-xpos-nope.ipynb)」の章では、この結果を出発点にします。
 
 # %%
-allowed = torch.ones(
-    T, T, dtype=torch.bool
-).tril()  # query i sees key j iff j <= i
+# query i sees key j iff j <= i
+allowed = torch.ones(T, T, dtype=torch.bool).tril()
 mask = torch.zeros(T, T, dtype=f64).masked_fill(~allowed, -math.inf)  # M
 torch.testing.assert_close(
     self_attention(x, bias=mask), self_attention(x, causal=True)
@@ -443,9 +438,8 @@ gap = min(gaps)
 assert len(gaps) == 719 and gap > 1e-3
 
 # partial: one layer is blind to a shuffle of the tokens before position 4
-prefix = torch.tensor(
-    [2, 0, 3, 1, 4, 5]
-)  # shuffles positions 0..3, keeps 4 and 5
+# shuffles positions 0..3, keeps 4 and 5
+prefix = torch.tensor([2, 0, 3, 1, 4, 5])
 one = self_attention(x, causal=True)
 one_shuffled = self_attention(x[prefix], causal=True)
 torch.testing.assert_close(one_shuffled[4:], one[4:])
@@ -458,13 +452,11 @@ n = 6
 values = torch.zeros(n, 1, dtype=f64)
 values[0, 0] = 1.0  # only the first token carries the feature
 zero_q = torch.zeros(n, d, dtype=f64)
-keys = torch.randn(
-    n, d, dtype=f64
-)  # irrelevant: zero queries give equal scores
+# irrelevant: zero queries give equal scores
+keys = torch.randn(n, d, dtype=f64)
 counted = attention(zero_q, keys, values, causal=True)[:, 0]
-torch.testing.assert_close(
-    counted, 1 / torch.arange(1, n + 1, dtype=f64)
-)  # 1 / (p + 1)
+# 1 / (p + 1)
+torch.testing.assert_close(counted, 1 / torch.arange(1, n + 1, dtype=f64))
 torch.testing.assert_close(
     attention(zero_q, keys, values)[:, 0], torch.full((n,), 1 / n, dtype=f64)
 )
@@ -514,9 +506,8 @@ print(
 
 # %%
 d64 = 64
-gen = torch.Generator().manual_seed(
-    0
-)  # its own generator: the quoted norms stay put
+# its own generator: the quoted norms stay put
+gen = torch.Generator().manual_seed(0)
 tok_a, tok_b = torch.randn(2, d64, dtype=f64, generator=gen)
 
 
@@ -538,9 +529,10 @@ for p in (0, 10, 1000):
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64, dtype=f64).norm(
     dim=-1
 )
+# sqrt(d/2)
 torch.testing.assert_close(
     sin_norms, torch.full((4,), math.sqrt(d64 / 2), dtype=f64)
-)  # sqrt(d/2)
+)
 lines.append(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}")
 assert (
     F.cosine_similarity(tok_a + raw_index(1000), tok_b + raw_index(1000), dim=0)
@@ -601,9 +593,8 @@ def one_wave(p, wavelength=8):
     return torch.tensor([math.sin(angle), math.cos(angle)])
 
 
-torch.testing.assert_close(
-    one_wave(0), one_wave(8)
-)  # wavelength 8: positions 0 and 8 collide
+# wavelength 8: positions 0 and 8 collide
+torch.testing.assert_close(one_wave(0), one_wave(8))
 
 codes = sinusoidal(torch.arange(2048), d64, dtype=f64)
 dist = torch.cdist(codes, codes)
@@ -656,13 +647,11 @@ for name, code in codes_by_name.items():
     lines.append(f"{name:20s}" + "".join(f"{sim:>15.4f}" for sim in sims))
     if name.startswith("sinusoidal"):
         assert math.isclose(sims[0], sims[1])  # the offset alone
-        assert (
-            sims[2] < sims[1] < float(code(100) @ code(100))
-        )  # largest at p = q, nearer is closer
+        # largest at p = q, nearer is closer
+        assert sims[2] < sims[1] < float(code(100) @ code(100))
         omega = 10000.0 ** (-torch.arange(d64 // 2, dtype=f64) / (d64 // 2))
-        assert math.isclose(
-            sims[2], float(torch.cos(omega * 50).sum())
-        )  # sum_i cos(omega_i (p - q))
+        # sum_i cos(omega_i (p - q))
+        assert math.isclose(sims[2], float(torch.cos(omega * 50).sum()))
     if name.startswith("raw"):
         assert sims[2] > sims[1] > sims[0]  # pq: farther looks more similar
 print("\n".join(lines), end="")
@@ -716,9 +705,8 @@ with torch.random.fork_rng():  # reseed without disturbing the later cells
     contexts["after reseeding"] = sinusoidal(torch.arange(8), d64)[3]
 for code in contexts.values():
     torch.testing.assert_close(code, paper_3, rtol=0, atol=1e-6)
-draw_1, draw_2 = torch.randn(
-    2, d64
-)  # a random code for position 3, drawn twice
+# a random code for position 3, drawn twice
+draw_1, draw_2 = torch.randn(2, d64)
 assert not torch.equal(draw_1, draw_2)
 
 table = LearnedPositionalEmbedding(512, d64)
@@ -808,9 +796,8 @@ for p in itertools.permutations(range(T)):
     if p == tuple(range(T)):
         continue
     p = torch.tensor(p)
-    assert not torch.equal(
-        e[p], e
-    )  # P E != E (the product, not the code PE(p))
+    # P E != E (the product, not the code PE(p))
+    assert not torch.equal(e[p], e)
     broken = (self_attention(x[p] + e) - self_attention(x + e)[p]).abs().max()
     smallest = min(smallest, float(broken))
     others += 1
@@ -892,9 +879,8 @@ print(
 T8 = 8
 x8 = torch.randn(T8, d, dtype=f64)
 pos8 = torch.arange(T8)
-slope = float(
-    alibi_slopes(8)[0]
-)  # the steepest slope of ALiBi's 8 heads, m_1 = 1/2
+# the steepest slope of ALiBi's 8 heads, m_1 = 1/2
+slope = float(alibi_slopes(8)[0])
 
 
 def variants(x, positions):
@@ -1048,15 +1034,15 @@ with torch.no_grad():
     out, out_perm = xb, xb[:, pb]
     for layer in layers:
         out, out_perm = layer(out), layer(out_perm)
-torch.testing.assert_close(
-    out_perm, out[:, pb]
-)  # two encoder layers: equivariant
+# two encoder layers: equivariant
+torch.testing.assert_close(out_perm, out[:, pb])
 
+# 3 queries, 7 keys
 qc, kc, vc = (
     torch.randn(2, 3, 8),
     torch.randn(2, 7, 8),
     torch.randn(2, 7, 8),
-)  # 3 queries, 7 keys
+)
 ours = attention(qc, kc, vc, causal=True)
 torch.testing.assert_close(
     ours,
@@ -1064,13 +1050,11 @@ torch.testing.assert_close(
         qc, kc, vc, attn_mask=causal_lower_right(3, 7)
     ),
 )
-torch.testing.assert_close(
-    ours[:, -1], attention(qc, kc, vc)[:, -1]
-)  # last query: every key
+# last query: every key
+torch.testing.assert_close(ours[:, -1], attention(qc, kc, vc)[:, -1])
 theirs = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True)
-torch.testing.assert_close(
-    theirs[:, 0], vc[:, 0]
-)  # first query: only the first key
+# first query: only the first key
+torch.testing.assert_close(theirs[:, 0], vc[:, 0])
 assert not torch.allclose(ours, theirs, atol=1e-3)
 qs = torch.randn(2, 7, 8)  # as many queries as keys
 torch.testing.assert_close(

@@ -20,18 +20,21 @@
 # position at many different frequencies. This chapter derives each property of
 # that encoding that the paper states or relies on, checks every formula
 # numerically with `posenc`, and rebuilds two well-known implementations
-# (labml and AllenNLP) to show exactly where they differ.
+# (labml and AllenNLP) to show exactly where they differ. The symbols follow the
+# [notation page](../docs/notation.md): $p$ and $q$ are positions, $d$ the model
+# width, $n = d/2$ the number of frequencies $\omega_i$.
 
 # %% [markdown] lang="ja"
 # # 正弦波位置エンコーディング
 #
-# Vaswani ら (2017) の Transformer（トランスフォーマー）は、各トークンの埋め込みに、
-# 位置だけで決まる固定のベクトルを足します。その中身は、位置をさまざまな周波数で
-# 回した角度の正弦 (sin) と余弦 (cos) です。
+# Vaswani ら（2017）の Transformer は、各トークンの埋め込みに、位置だけで決まる固定のベクトルを足します。
+# 中身は、位置にさまざまな周波数を掛けた角度の正弦（sin）と余弦（cos）です。
 # この章では、論文が述べている性質や前提にしている性質をひとつずつ導き、
 # すべての式を `posenc` で数値的に確かめます。
-# 最後に、よく読まれている 2 つの実装 (labml と AllenNLP) を再現し、
+# 最後に、広く使われている 2 つの実装（labml と AllenNLP）を再現し、
 # どこが違うのかを正確に示します。
+# 記号は[記法のページ](../docs/notation.ja.md)に従います。
+# $p$ と $q$ は位置、$d$ はモデルの幅、$n = d/2$ は周波数 $\omega_i$ の数です。
 
 # %%
 import math
@@ -59,10 +62,13 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # Attention is permutation-equivariant: without positions, "dog bites man" and
 # "man bites dog" give the same output vectors in another order (the chapter
-# *Why attention needs positions* treats this in detail). The remedy here is to add
-# a vector $PE(p)$, which depends on the position $p$, to the token at that position
-# before the first layer. The cell below checks the equation, and that with $PE(p)$
-# added it no longer holds.
+# [*Why attention needs positions*](00-why-positions.ipynb) treats this in detail).
+# The remedy here is to add a vector $PE(p)$, which depends on the position $p$, to
+# the token at that position before the first layer. The cell below checks the
+# equation, and that with $PE(p)$ added it no longer holds for these random weights
+# (for some weights it still would:
+# [Adding positions breaks the symmetry](00-why-positions.ipynb#adding-positions-breaks-the-symmetry)
+# gives one).
 
 # %% [markdown] lang="ja"
 # ## 問題：アテンションは順序を見ていない
@@ -74,10 +80,13 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 置換行列 $P$ でトークンを並べ替えると、スコアは $P\,XW_Q (XW_K)^\top P^\top$ になります。
 # 行ごとの softmax も同じように並べ替わり、バリューとの積では $P^\top P = I$ が打ち消し合います。
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# アテンションは置換同変です。位置の情報がなければ、「犬が人をかむ」と「人が犬をかむ」は
-# 順番が違うだけの同じ出力ベクトルになります（詳しくは「アテンションに位置が必要な理由」の章）。
+# アテンションは置換同変です。位置の情報がなければ、"dog bites man" と "man bites dog" の出力は、
+# 同じベクトルが並び順を変えて出てくるだけです
+# （詳しくは「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で扱います）。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
-# 次のセルで、この等式と、$PE(p)$ を足すと等式が成り立たなくなることを確かめます。
+# 次のセルで、この等式と、このランダムな重みでは $PE(p)$ を足すと等式が成り立たなくなることを確かめます
+# （重みによっては成り立ち続けます。その例は
+# 「[位置を足すと対称性が壊れる](00-why-positions.ipynb#位置を足すと対称性が壊れる)」の節にあります）。
 
 # %%
 T, d = 6, 8
@@ -93,15 +102,17 @@ perm = torch.randperm(T)
 # Attn(PX) = P Attn(X): permuting the tokens permutes the outputs
 assert_close(self_attention(x[perm]), self_attention(x)[perm])
 
-# With PE(p) added, the tokens move but the positions stay: no longer a permutation
+# With PE(p) added, the tokens move but the positions stay: for these weights,
+# the outputs are no longer a permutation
 pe = sinusoidal(torch.arange(T), d)
-assert not torch.allclose(self_attention(x[perm] + pe), self_attention(x + pe)[perm], atol=1e-3)
+moved = self_attention(x[perm] + pe)
+assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 
 # %% [markdown] lang="en"
 # ## The formula
 #
 # Vaswani et al. (2017, §3.5) give position $p$ a vector $PE(p)$ of the model's width
-# $d$ (the paper's $d_{\text{model}}$, even). Its entries come in $n = d/2$ pairs, one
+# $d$ (the paper's $d_{\text{model}}$; take it even for now). Its entries come in $n = d/2$ pairs, one
 # for each frequency index $i = 0, 1, \dots, n-1$:
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
 # With the frequencies
@@ -117,7 +128,7 @@ assert not torch.allclose(self_attention(x[perm] + pe), self_attention(x + pe)[p
 # %% [markdown] lang="ja"
 # ## 式
 #
-# Vaswani ら (2017, §3.5) は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$、偶数）の
+# Vaswani ら（2017、§3.5）は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$。ここでは偶数とします）の
 # ベクトル $PE(p)$ を割り当てます。成分は $n = d/2$ 組のペアになっていて、
 # 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 組です。
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
@@ -135,17 +146,25 @@ assert not torch.allclose(self_attention(x[perm] + pe), self_attention(x + pe)[p
 d, n = 8, 4
 table = sinusoidal(torch.arange(6), d, dtype=torch.float64)  # rows p = 0..5
 
-# the paper's formula, entry by entry: sin(p / 10000^(2i/d)), cos(p / 10000^(2i/d)), ...
+# the paper's formula, entry by entry:
+# sin(p / 10000^(2i/d)), cos(p / 10000^(2i/d)), ...
 by_hand = [
-    [f(p / 10000 ** (2 * i / d)) for i in range(n) for f in (math.sin, math.cos)] for p in range(6)
+    [
+        f(p / 10000 ** (2 * i / d))
+        for i in range(n)
+        for f in (math.sin, math.cos)
+    ]
+    for p in range(6)
 ]
 assert_close(table, torch.tensor(by_hand, dtype=torch.float64))
 
-# omega_i = 10000^(-i/n): even columns sin(omega_i p), odd columns cos(omega_i p)
-angle = torch.arange(6).double()[:, None] * 10000.0 ** (-torch.arange(n).double() / n)
+# omega_i = 10000^(-i/n): even columns sin(omega_i p), odd ones cos(omega_i p)
+omega = 10000.0 ** (-torch.arange(n).double() / n)
+angle = torch.arange(6).double()[:, None] * omega
 assert_close(table[:, 0::2], angle.sin())
 assert_close(table[:, 1::2], angle.cos())
-assert not table[0, 0::2].any() and (table[0, 1::2] == 1).all()  # row p = 0: (0, 1, 0, 1, ...)
+# row p = 0: (0, 1, 0, 1, ...)
+assert not table[0, 0::2].any() and (table[0, 1::2] == 1).all()
 assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 
 sinusoidal(torch.arange(4), d)
@@ -171,7 +190,14 @@ sinusoidal(torch.arange(4), d)
 # %% alt={"en": ["Heatmap of the sinusoidal encoding, d = 64: position p from 0 to 127 across, dimension j from 0 to 63 down. Top rows oscillate fast; lower rows change slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["d = 64 の正弦波位置エンコーディングのヒートマップ。横軸は位置 p（0〜127）、縦軸は次元 j（0〜63）。上の行は速く振動し、下の行ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
 big = sinusoidal(torch.arange(128), 64)  # [p, j]
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
-im = ax.imshow(big.T, aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
+im = ax.imshow(
+    big.T,
+    aspect="auto",
+    cmap="RdBu_r",
+    vmin=-1,
+    vmax=1,
+    interpolation="nearest",
+)
 ax.set(xlabel="$p$", ylabel="$j$")
 ax.grid(False)
 fig.colorbar(im, ax=ax, label="$PE_{(p,j)}$")
@@ -186,8 +212,8 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # labml の図と同じように、$d = 20$ の列 $4$ から $7$ を位置に対して描きます。
-# 列 $4$ と $5$ は同じ周波数 ($i = 2$) の正弦と余弦で、
-# 列 $6$ と $7$ はそれより低い周波数 ($i = 3$) を共有します。
+# 列 $4$ と $5$ は同じ周波数（$i = 2$）の正弦と余弦で、
+# 列 $6$ と $7$ はそれより低い周波数（$i = 3$）を共有します。
 # ペアの 2 本の曲線は 4 分の 1 周期ずれていて、2 つを組にした点は単位円の上にあります。
 # $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
 
@@ -226,8 +252,9 @@ plt.show()
 # $$\omega_i = 10000^{-i/(n-1)}, \qquad \lambda_{n-1} = 10000 \cdot 2\pi$$
 # with the slightly larger ratio $10000^{1/(n-1)}$. In `posenc` this is
 # `endpoint=True`, named after the argument of `numpy.linspace` that includes the last
-# point. It is a different encoding, not a rounding difference; the section on
-# libraries measures how different.
+# point. It is a different encoding, not a rounding difference; the section
+# [labml and AllenNLP, rebuilt with posenc](#labml-and-allennlp-rebuilt-with-posenc)
+# measures how different.
 #
 # The check below does not trust any formula for $\omega_i$: it reads the frequencies
 # back from `posenc`'s output. At $p = 1$ each pair holds $(\sin\omega_i, \cos\omega_i)$
@@ -255,11 +282,12 @@ plt.show()
 # 公比は少し大きい $10000^{1/(n-1)}$ になります。
 # `posenc` では `endpoint=True` がこれに当たります。
 # 名前は、終点を含めるかどうかを決める `numpy.linspace` の引数から取りました。
-# これは丸め誤差ではなく、別のエンコーディングです。どれほど違うかは、ライブラリの節で測ります。
+# これは丸め誤差ではなく、別のエンコーディングです。どれほど違うかは、
+# 「[labml と AllenNLP を posenc で再現する](#labml-と-allennlp-を-posenc-で再現する)」の節で測ります。
 #
 # 下の確認では $\omega_i$ の式を使わず、`posenc` の出力から周波数を読み戻します。
 # $p = 1$ では各ペアが $(\sin\omega_i, \cos\omega_i)$ を持ち、$\omega_i$ はすべて $(0, 1]$ に入るので、
-# 2 引数の逆正接 (atan2) が $\omega_i$ そのものを返します。
+# 2 引数の逆正接（atan2）が $\omega_i$ そのものを返します。
 
 # %%
 two_pi = 2 * math.pi
@@ -267,7 +295,9 @@ two_pi = 2 * math.pi
 
 def wavelengths(d, endpoint=False):
     """2 pi / omega_i, with omega_i read back from posenc's row p = 1."""
-    row = sinusoidal(torch.tensor([1]), d, endpoint=endpoint, dtype=torch.float64)[0]
+    row = sinusoidal(
+        torch.tensor([1]), d, endpoint=endpoint, dtype=torch.float64
+    )[0]
     return two_pi / torch.atan2(row[0::2], row[1::2])
 
 
@@ -275,20 +305,26 @@ for d in (16, 64, 512):
     n = d // 2
     i = torch.arange(n).double()
     lam, lam_t2t = wavelengths(d), wavelengths(d, endpoint=True)
-    # n denominator: lambda_i = 2 pi 10000^(2i/d), ratio 10000^(2/d), last 2 pi 10000^((d-2)/d)
+    # n denominator: lambda_i = 2 pi 10000^(2i/d), ratio 10000^(2/d),
+    # last 2 pi 10000^((d-2)/d)
     assert_close(lam, two_pi * 10000 ** (2 * i / d))
-    assert torch.allclose(lam[1:] / lam[:-1], torch.tensor(10000 ** (2 / d)).double())
+    assert torch.allclose(
+        lam[1:] / lam[:-1], torch.tensor(10000 ** (2 / d)).double()
+    )
     assert math.isclose(lam[-1], two_pi * 10000 ** ((d - 2) / d))
     # 10000 * 2 pi is not reached: it would be the next term, i = n
-    assert lam[-1] < 10000 * two_pi and math.isclose(lam[-1] * 10000 ** (2 / d), 10000 * two_pi)
+    assert lam[-1] < 10000 * two_pi and math.isclose(
+        lam[-1] * 10000 ** (2 / d), 10000 * two_pi
+    )
     # n-1 denominator: from 2 pi to exactly 10000 * 2 pi
     assert_close(lam_t2t, two_pi * 10000 ** (i / (n - 1)))
     assert math.isclose(lam_t2t[-1], 10000 * two_pi)
 
 # one print call: the stored output stays identical from run to run
+ratio, ratio_t2t = lam[1] / lam[0], lam_t2t[1] / lam_t2t[0]
 print(
-    f"d = 512, n denominator:   ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}\n"
-    f"d = 512, n-1 denominator: ratio {lam_t2t[1] / lam_t2t[0]:.4f}, last {lam_t2t[-1]:.0f}",
+    f"d = 512, n denominator:   ratio {ratio:.4f}, last {lam[-1]:.0f}\n"
+    f"d = 512, n-1 denominator: ratio {ratio_t2t:.4f}, last {lam_t2t[-1]:.0f}",
     end="",
 )
 
@@ -300,7 +336,7 @@ print(
 
 # %% [markdown] lang="ja"
 # 対数軸では、等比数列は直線になります。
-# 左の図 ($d = 16$、8 組) では差がはっきり見えます。
+# 左の図（$d = 16$、8 組）では差がはっきり見えます。
 # 論文の周波数は $10000 \cdot 2\pi$ の公比 1 回分手前で止まり、$n-1$ 版はちょうどそこで終わります。
 # 右の $d = 512$ では、2 本の線はほとんど重なります。
 
@@ -309,13 +345,20 @@ fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     style = {"marker": "o", "ms": 4} if d == 16 else {}
     ax.plot(wavelengths(d), label=r"$2\pi \cdot 10000^{i/n}$", **style)
-    ax.plot(wavelengths(d, endpoint=True), "--", label=r"$2\pi \cdot 10000^{i/(n-1)}$", **style)
+    ax.plot(
+        wavelengths(d, endpoint=True),
+        "--",
+        label=r"$2\pi \cdot 10000^{i/(n-1)}$",
+        **style,
+    )
     ax.axhline(two_pi, color="0.5", lw=0.8, ls=":")
     ax.axhline(10000 * two_pi, color="0.5", lw=0.8, ls=":")
     ax.set(yscale="log", xlabel="$i$", title=f"$d = {d}$")
     ax.minorticks_off()
 axes[0].set_yticks([two_pi * 10**e for e in range(5)])
-axes[0].set_yticklabels([rf"$10^{e}\cdot 2\pi$" if e else r"$2\pi$" for e in range(5)])
+axes[0].set_yticklabels(
+    [rf"$10^{e}\cdot 2\pi$" if e else r"$2\pi$" for e in range(5)]
+)
 axes[0].set_ylabel(r"$\lambda_i$")
 axes[0].legend(loc="upper left")
 plt.show()
@@ -340,7 +383,8 @@ plt.show()
 # $M_k$ contains $k$ and the frequencies, but not $p$: the same matrix shifts every
 # position by $k$. This is the linear function the paper promised.
 #
-# $B(\phi)$ is a rotation matrix. With the glossary's counter-clockwise rotation
+# $B(\phi)$ is a rotation matrix. With the counter-clockwise rotation of the
+# [notation page](../docs/notation.md#encodings)
 # $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$, it is
 # $B(\phi) = R(-\phi)$: moving forward turns each (sine, cosine) point clockwise.
 # The signs matter. The transpose $B(\phi)^\top = R(\phi)$, which is easy to write by
@@ -359,7 +403,7 @@ plt.show()
 # $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
 # インターリーブ配置では正弦が先です。各行から $\sin\theta$ と $\cos\theta$ の係数を読み取ると、
 # 1 行目からは $(\cos\phi, \sin\phi)$、2 行目からは $(-\sin\phi, \cos\phi)$ が得られます。
-# これらを行とする $2 \times 2$ 行列で書けます。
+# これらを行に並べた $2 \times 2$ 行列を使うと、次のように書けます。
 # $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
 # 周波数ごとにこのブロックを 1 つずつ $d \times d$ 行列の対角に並べます。
 # $$M_k = \mathrm{diag}\big(B(k\omega_0), B(k\omega_1), \dots, B(k\omega_{n-1})\big)$$
@@ -368,10 +412,10 @@ plt.show()
 # $M_k$ に含まれるのは $k$ と周波数だけで、$p$ は含まれません。
 # 同じ行列が、どの位置も $k$ だけずらします。これが論文の言う線形関数です。
 #
-# $B(\phi)$ は回転行列です。用語集の反時計回りの回転
+# $B(\phi)$ は回転行列です。[記法のページ](../docs/notation.ja.md#encodings)の反時計回りの回転
 # $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$ を使うと、
-# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、(正弦, 余弦) の点は時計回りに回ります。
-# 符号は重要です。うっかり書きがちな転置 $B(\phi)^\top = R(\phi)$ は逆向きに動き、
+# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、（正弦, 余弦）の点は時計回りに回ります。
+# 回転の向き（正負）が重要です。うっかり書きがちな転置 $B(\phi)^\top = R(\phi)$ は逆向きに動き、
 # $PE(p)$ を $PE(p-k)$ に移します。
 # ブロックが回転なので、ずらす操作どうしも期待どおりに合成できます。
 # $M_k M_l = M_{k+l}$、$M_k^\top = M_{-k}$ が成り立ちます。
@@ -387,7 +431,7 @@ def block(phi):  # B(phi)
     return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
 
 
-def rotation(theta):  # the glossary's R(theta)
+def rotation(theta):  # R(theta), counter-clockwise
     c, s = math.cos(theta), math.sin(theta)
     return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
 
@@ -401,7 +445,10 @@ def pe64(positions):  # rows PE(p)
 
 
 theta, phi = 2.0, -0.7
-sc = torch.tensor([[math.sin(a), math.cos(a)] for a in (theta, theta + phi)], dtype=torch.float64)
+sc = torch.tensor(
+    [[math.sin(a), math.cos(a)] for a in (theta, theta + phi)],
+    dtype=torch.float64,
+)
 assert_close(block(phi) @ sc[0], sc[1])  # angle addition
 assert_close(block(phi), rotation(-phi))  # B(phi) = R(-phi)
 assert_close(block(phi).T, rotation(phi))  # B(phi)^T = R(phi)
@@ -413,7 +460,10 @@ for k in (-7, 1, 3, 50, 1000):
     assert_close(pe64(p) @ m, pe64(p - k))  # the transpose shifts back
     assert_close(m.T, shift_matrix(-k))  # M_k^T = M_{-k}
     assert_close(m @ shift_matrix(5), shift_matrix(k + 5))  # M_k M_l = M_{k+l}
-print(f"PE(p+k) = M_k PE(p) for p in {p.tolist()}, k in [-7, 1, 3, 50, 1000]", end="")
+print(
+    f"PE(p+k) = M_k PE(p) for p in {p.tolist()}, k in [-7, 1, 3, 50, 1000]",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ### The sine alone is not enough
@@ -450,20 +500,22 @@ print(f"PE(p+k) = M_k PE(p) for p in {p.tolist()}, k in [-7, 1, 3, 50, 1000]", e
 k = 3
 p = torch.arange(1, 1000)
 full, full_k = pe64(p), pe64(p + k)
-fit = torch.linalg.lstsq(full, full_k).solution
+fit = torch.linalg.lstsq(full, full_k, driver="gelsd").solution
 assert_close(fit, shift_matrix(k).T, rtol=0, atol=1e-8)
 
 sines, sines_k = full[:, 0::2], full_k[:, 0::2]
-fit_sin = torch.linalg.lstsq(sines, sines_k).solution
+fit_sin = torch.linalg.lstsq(sines, sines_k, driver="gelsd").solution
 rel_full = (full @ fit - full_k).norm() / full_k.norm()
 rel_sin = (sines @ fit_sin - sines_k).norm() / sines_k.norm()
 assert rel_full < 1e-9 and rel_sin > 0.1
 
 assert not sinusoidal(torch.tensor([0]), d)[0, 0::2].any()  # s(0) = 0
 ks = torch.arange(-50, 51)
-assert (sinusoidal(ks[ks != 0], d)[:, 0] != 0).all()  # sin k != 0 for integers k != 0
+# sin k != 0 for integers k != 0
+assert (sinusoidal(ks[ks != 0], d)[:, 0] != 0).all()
 print(
-    f"relative error, sine and cosine: {rel_full:.1e}\nrelative error, sine only: {rel_sin:.2f}",
+    f"relative error, sine and cosine: {rel_full:.1e}\n"
+    f"relative error, sine only: {rel_sin:.2f}",
     end="",
 )
 
@@ -477,8 +529,9 @@ print(
 #
 # - The dot product is a function of the distance $p-q$ alone: the Gram matrix is
 #   constant along each diagonal.
-# - It is symmetric in $p-q$, because cosine is even: it cannot tell whether $q$ comes
-#   before or after $p$.
+# - It is symmetric in $p-q$, because cosine is even: the dot product of two codes
+#   cannot tell whether $q$ comes before or after $p$. (Attention can, through its
+#   weights: see the next section.)
 # - Its maximum is at $p = q$, where every term is $1$: $PE(p)\cdot PE(p) = n$, so every
 #   encoding has the same norm $\sqrt{d/2}$.
 # - It falls as the distance grows, but not monotonically: the fast pairs soon
@@ -494,14 +547,15 @@ print(
 # ここから 4 つのことがすぐに分かります。
 #
 # - 内積は距離 $p-q$ だけの関数です。グラム行列は各対角線に沿って一定になります。
-# - 余弦は偶関数なので、$p-q$ について対称です。$q$ が $p$ の前にあるのか後ろにあるのかは区別できません。
+# - 余弦は偶関数なので、$p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
+#   （アテンションは重みを通して区別できます。次の節で見ます）。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
 #   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
 # - 距離が大きくなると値は下がりますが、単調ではありません。
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
 #   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます（下の出力）。
 
-# %% alt={"en": ["Dot product PE(p)·PE(q) for d = 512 against the distance p − q from −1000 to 1000: a sharp symmetric peak of 256 at 0, then a fall with ripples to about 50 at ±1000. It depends only on the distance."], "ja": ["d = 512 での内積 PE(p)·PE(q) を距離 p − q（−1000〜1000）に対して描いた図。0 で 256 の鋭い左右対称のピークがあり、離れるにつれて波打ちながら ±1000 で約 50 まで下がります。値は距離だけで決まります。"]}
+# %% alt={"en": ["Dot product PE(p)·PE(q) for d = 512 against the distance p − q from −1000 to 1000: a sharp symmetric peak of 256 at 0, then a fall with ripples to about 45 at ±1000. It depends only on the distance."], "ja": ["d = 512 での内積 PE(p)·PE(q) を距離 p − q（−1000〜1000）に対して描いた図。0 で 256 の鋭い左右対称のピークがあり、離れるにつれて波打ちながら ±1000 で約 45 まで下がります。値は距離だけで決まります。"]}
 d, n = 512, 256
 omega = 10000.0 ** (-torch.arange(n).double() / n)
 pos = torch.arange(200)
@@ -512,7 +566,8 @@ dist = (pos[:, None] - pos).double()  # p - q
 assert_close(gram, torch.cos(dist[..., None] * omega).sum(-1))
 assert_close(gram[1:, 1:], gram[:-1, :-1])  # constant along diagonals
 assert_close(gram, gram.T)  # symmetric in p - q
-assert torch.allclose(gram.diagonal(), torch.tensor(n).double())  # PE(p) . PE(p) = n
+# PE(p) . PE(p) = n
+assert torch.allclose(gram.diagonal(), torch.tensor(n).double())
 assert (gram[dist != 0] < n - 1e-6).all()  # the maximum only at p = q
 
 # f(k) = PE(k) . PE(0) for k = -1000..1000 (negative positions are allowed)
@@ -521,12 +576,21 @@ f = sinusoidal(k, d, dtype=torch.float64) @ enc[0]
 assert_close(f, f.flip(0))  # f(k) = f(-k)
 f_pos = f[1000:]  # k = 0, 1, 2, ...
 first_rise = int((f_pos[1:] > f_pos[:-1]).nonzero()[0])
-print(f"d = 512: f(k) first rises from k = {first_rise} to k = {first_rise + 1}", end="")
+print(
+    f"d = 512: f(k) first rises from k = {first_rise} to k = {first_rise + 1}\n"
+    f"f(0) = {f[1000]:.1f}, f(1000) = {f[2000]:.1f}",
+    end="",
+)
 
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 ax.plot(k, f, lw=1)
 ax.axhline(0, color="0.5", lw=0.8)
-ax.set(xlabel="$p-q$", ylabel=r"$PE(p)\cdot PE(q)$", title="$d = 512$", xlim=(-1000, 1000))
+ax.set(
+    xlabel="$p-q$",
+    ylabel=r"$PE(p)\cdot PE(q)$",
+    title="$d = 512$",
+    xlim=(-1000, 1000),
+)
 plt.show()
 
 # %% [markdown] lang="en"
@@ -535,9 +599,19 @@ plt.show()
 # so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$. For a general
 # matrix between them, that term depends on $p$ and $q$ separately, not only on
 # $p-q$: the check below draws random weights and shows the values along one
-# diagonal spread widely. Rotary position embedding, the subject of the chapter
-# *Rotary position embedding (RoPE)*, rotates queries and keys instead, so that
-# positions enter the score only through $p-q$, whatever the weights are.
+# diagonal spread widely.
+#
+# Nor does the symmetry survive the weights. With $W_Q = I$ and $W_K = M_k$, the
+# shift matrix of the previous section, the term becomes
+# $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
+# again a function of $p-q$ alone, but one whose peak sits at $q = p-k$: the query
+# at $p$ prefers the key $k$ positions before it, and the keys $k$ before and $k$
+# after get different scores. This is the paper's motivation at work: a fixed
+# linear map lets a head attend by relative position, in a chosen direction.
+# Rotary position embedding, the subject of the chapter
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb), rotates queries and keys
+# instead, so that positions enter the score only through $p-q$, whatever the
+# weights are.
 
 # %% [markdown] lang="ja"
 # このきれいな性質は、エンコーディングそのものについて成り立つものです。
@@ -545,18 +619,43 @@ plt.show()
 # そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
 # 下の確認ではランダムな重みを使い、1 本の対角線に沿った値が大きくばらつくことを示します。
-# 「回転位置埋め込み（RoPE）」の章で扱う回転位置埋め込みは、クエリとキーを回転させます。
+#
+# 対称性も、重みを通すと保たれません。$W_Q = I$ とし、前の節のずらす行列を使って $W_K = M_k$ とすると、この項は次のようになります。
+# $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
+# これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
+# 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
+# これが論文の動機そのものです。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
+# 「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
 # %%
 d = 64
 enc = sinusoidal(torch.arange(300), d, dtype=torch.float64)
-w_q, w_k = (torch.randn(d, d, dtype=torch.float64) / math.sqrt(d) for _ in range(2))
+w_q, w_k = (
+    torch.randn(d, d, dtype=torch.float64) / math.sqrt(d) for _ in range(2)
+)
 scores = (enc @ w_q.T) @ (enc @ w_k.T).T  # [p, q] = PE(p)^T W_Q^T W_K PE(q)
 along = torch.diagonal(scores, 5)  # all pairs with q - p = 5
 assert along.max() - along.min() > 1
-assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12  # without the weights: constant
-print(f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}", end="")
+# without the weights: constant
+assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12
+
+# W_Q = I, W_K = M_k: PE(p)^T M_k PE(q) = sum_i cos(w_i (p - q - k))
+k = 3
+omega64 = 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64) / (d // 2))
+m_k = torch.block_diag(*(block(k * w) for w in omega64.tolist()))
+shifted = enc @ m_k @ enc.T  # [p, q]
+offset = (torch.arange(300)[:, None] - torch.arange(300)).double()  # p - q
+expected = torch.cos((offset - k)[..., None] * omega64).sum(-1)
+assert_close(shifted, expected)
+assert (shifted.argmax(dim=1)[k:] == torch.arange(300 - k)).all()  # q = p - k
+row = shifted[100]
+assert row[100 - k] - row[100 + k] > 1  # k before and k after differ
+print(
+    f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}\n"
+    f"W_K = M_3, query 100: key 97 {row[97]:.1f}, key 103 {row[103]:.1f}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## labml and AllenNLP, rebuilt with posenc
@@ -564,7 +663,8 @@ print(f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}", en
 # Two widely read PyTorch modules add this encoding to their input, and they do not
 # compute the same thing. Below, each one's formula is written out in a few lines of
 # torch and compared with the `posenc` module configured to match it (the chapter
-# *Sinusoids in the wild* compares more implementations).
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb) compares more
+# implementations).
 #
 # **labml** (`PositionalEncoding(d_model, dropout_prob, max_len=5000)`) precomputes a
 # table of shape `[max_len, 1, d_model]` in the interleaved layout with the paper's
@@ -582,7 +682,7 @@ print(f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}", en
 # ただし、計算している中身は同じではありません。
 # 以下では、それぞれの式を数行の torch で書き起こし、
 # それに合わせて設定した `posenc` のモジュールと比べます
-# （ほかの実装との比較は「実装ごとに違う正弦波位置エンコーディング」の章で扱います）。
+# （ほかの実装との比較は「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb)」の章で扱います）。
 #
 # **labml**（`PositionalEncoding(d_model, dropout_prob, max_len=5000)`）は、
 # 形状 `[max_len, 1, d_model]` の表をあらかじめ作ります。
@@ -600,8 +700,10 @@ seq, batch, d = 10, 3, 16
 
 def labml_like(x):  # labml's formula without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
-    angle = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)  # [seq, d/2]
-    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)  # sin, cos, sin, ...
+    # [seq, d/2]
+    angle = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(0, d, 2) / d)
+    # sin, cos, sin, ...
+    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)
     return x + table[:, None, :]  # broadcast over the batch axis
 
 
@@ -610,7 +712,8 @@ labml = SinusoidalPositionalEncoding(d, dropout=0.1, batch_first=False)
 assert_close(labml.eval()(x), labml_like(x))  # eval(): dropout off
 assert len(labml.state_dict()) == 0  # the table is not saved with the model
 
-y = labml.train()(x)  # dropout on: each entry is zeroed or scaled by 1 / (1 - 0.1)
+# dropout on: each entry is zeroed or scaled by 1 / (1 - 0.1)
+y = labml.train()(x)
 kept = y != 0
 assert_close(y[kept], labml_like(x)[kept] / 0.9)
 print(f"dropped {(~kept).float().mean():.2f} of the entries", end="")
@@ -641,9 +744,12 @@ sizes = (16, 15)  # an even and an odd d
 def allennlp_like(x):  # AllenNLP's formula; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
-    angle = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(n) / (n - 1))  # [seq, n]
-    table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # all sines, then all cosines
-    return x + torch.nn.functional.pad(table, (0, d - 2 * n))  # zero column if d is odd
+    # [seq, n]
+    angle = torch.arange(seq)[:, None] * 10000.0 ** (-torch.arange(n) / (n - 1))
+    # all sines, then all cosines
+    table = torch.cat([angle.sin(), angle.cos()], dim=-1)
+    # zero column if d is odd
+    return x + torch.nn.functional.pad(table, (0, d - 2 * n))
 
 
 for d in sizes:
@@ -660,27 +766,34 @@ for d in sizes:
 # the $n$ and $n-1$ versions, printed below for $d = 512$, grows with the position,
 # because their angles $\omega_i p$ drift apart in proportion to $p$. Within the first
 # 1024 positions it exceeds the whole amplitude of an entry: a model trained with one
-# encoding cannot be fed the other.
+# encoding gets a clearly different input from the other.
 
 # %% [markdown] lang="ja"
 # 両者はどれほど違うのでしょうか。配置の違いは列の固定の並べ替えだけで、
 # 連結配置の列を $(0, n, 1, n+1, \dots)$ の順に並べ直すとインターリーブ配置の表にぴったり一致します。
 # 残る違いは分母です。$d = 512$ での $n$ 版と $n-1$ 版の差の最大値を下に示します。
 # 角度 $\omega_i p$ が $p$ に比例して離れていくので、差は位置とともに大きくなり、
-# 最初の 1024 位置のうちに成分の振幅そのものを超えます。
-# 片方で学習したモデルに、もう片方を使うことはできません。
+# 最初の 1024 位置のうちに成分の振幅を上回る大きさになります。
+# 片方で学習したモデルにもう片方を与えると、入力ははっきり違うものになります。
 
 # %%
 d, n = 512, 256
 pos = torch.arange(1024)
 concat = sinusoidal(pos, d, layout="concat", endpoint=True)
-order = torch.stack([torch.arange(n), torch.arange(n) + n], dim=-1).reshape(d)  # 0, n, 1, n+1, ...
-assert_close(concat[:, order], sinusoidal(pos, d, endpoint=True), rtol=0, atol=0)
+# 0, n, 1, n+1, ...
+order = torch.stack([torch.arange(n), torch.arange(n) + n], dim=-1).reshape(d)
+assert_close(
+    concat[:, order], sinusoidal(pos, d, endpoint=True), rtol=0, atol=0
+)
 
 paper = sinusoidal(pos, d)  # n denominator (Vaswani et al., labml)
-t2t = sinusoidal(pos, d, endpoint=True)  # n-1 denominator (tensor2tensor, AllenNLP, fairseq)
+# n-1 denominator (tensor2tensor, AllenNLP, fairseq)
+t2t = sinusoidal(pos, d, endpoint=True)
 gap = (paper - t2t).abs()
-lines = [f"max |difference| over p < {upto:4d}: {gap[:upto].max():.4f}" for upto in (64, 256, 1024)]
+lines = [
+    f"max |difference| over p < {upto:4d}: {gap[:upto].max():.4f}"
+    for upto in (64, 256, 1024)
+]
 print("\n".join(lines), end="")
 assert gap.max() > 1
 
@@ -717,12 +830,27 @@ assert gap.max() > 1
 # this. The check below encodes a sequence one token at a time and compares with
 # encoding it whole.
 #
-# **Angles in float64.** The angle $\omega_i p$ is large when $p$ is: float32 has a
-# 24-bit significand, so between $2^{20}$ and $2^{21}$ its numbers are $2^{-3}$ apart and
-# a float32 angle can be off by up to $2^{-4}$ radians, an error the sine passes on
-# unchanged. `posenc` forms the angles in float64 and rounds only the result. The
-# errors printed below compare both ways with a float64 reference around
-# $p = 2^{20}$.
+# **Angles in float64.** The angle $\omega_i p$ is large when $p$ is, and float32
+# keeps 24 significant bits: rounding a number $x$ to float32, $\mathrm{fl}(x)$,
+# moves it by at most half the spacing of float32 numbers there, which is at most
+# $u\,|x|$ with $u = 2^{-24}$ (near $2^{20}$ the spacing is $2^{-3}$). A float32
+# angle is rounded twice: the frequency becomes $\hat\omega_i = \mathrm{fl}(\omega_i)$,
+# and the product $p\,\hat\omega_i$ is rounded again ($p$ itself is exact below
+# $2^{24}$). With $\hat\omega_i = \omega_i(1+\delta_1)$ and
+# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$, where
+# $|\delta_1|, |\delta_2| \le u$,
+# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
+# about $2^{-3}$ near $p = 2^{20}$ for the fastest pairs. The sine passes the
+# angle error on unchanged, since $|\sin a - \sin b| \le |a - b|$, and adds its
+# own float32 rounding. Pair 0 is the exception: $\omega_0 = 1$ and $p$ are exact,
+# so its angle has no error at all. The two terms can also be bounded one by one,
+# with half the actual spacing at the rounded angle plus $p\,|\hat\omega_i - \omega_i|$
+# for the actual $\hat\omega_i$; this also covers labml, which computes its
+# frequencies in float32 through `exp` and gets them less accurately than one
+# rounding (up to about $9.5u$ relative for $d = 512$). `posenc` forms the angles in
+# float64 and rounds only the result, an error of at most half a float32 spacing
+# below 1, that is $2^{-25}$. The cell below measures all of this around
+# $p = 2^{20}$ against float64 angles and checks every entry against its bound.
 
 # %% [markdown] lang="ja"
 # ## 実際に使うときの注意
@@ -733,11 +861,24 @@ assert gap.max() > 1
 # $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
 # 下の確認では、系列を 1 トークンずつエンコードした結果と、まとめてエンコードした結果を比べます。
 #
-# **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなります。
-# float32 の仮数部は 24 ビットなので、$2^{20}$ から $2^{21}$ の間では表せる数の間隔が $2^{-3}$ になり、
-# float32 の角度には最大 $2^{-4}$ ラジアンの誤差が乗ります。正弦はその誤差をそのまま出力に伝えます。
-# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。
-# 下に、$p = 2^{20}$ 付近で両方の計算を float64 の参照値と比べた誤差を示します。
+# **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなりますが、float32 が持つ有効桁は 24 ビットです。
+# 数 $x$ を float32 に丸めた $\mathrm{fl}(x)$ は、そこでの float32 の数の間隔の半分までしか動かず、
+# その量は $u = 2^{-24}$ として $u\,|x|$ 以下です（$2^{20}$ 付近では間隔は $2^{-3}$ です）。
+# float32 の角度は 2 回丸められます。まず周波数が $\hat\omega_i = \mathrm{fl}(\omega_i)$ になり、
+# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
+# $|\delta_1|, |\delta_2| \le u$ として $\hat\omega_i = \omega_i(1+\delta_1)$、
+# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$ と書くと、次が成り立ちます。
+# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
+# $p = 2^{20}$ 付近の速いペアでは、これは約 $2^{-3}$ です。
+# $|\sin a - \sin b| \le |a - b|$ なので、正弦は角度の誤差をそのまま伝え、さらに float32 での自身の丸めを加えます。
+# 例外はペア 0 です。$\omega_0 = 1$ と $p$ は厳密なので、その角度には誤差がまったくありません。
+# 2 つの項を別々に抑えることもできます。丸めた角度での実際の間隔の半分に、
+# 実際の $\hat\omega_i$ を使った $p\,|\hat\omega_i - \omega_i|$ を足したものです。
+# この形なら labml にも当てはまります。labml は周波数を float32 の `exp` で計算するので、
+# 1 回の丸めより精度が落ちます（$d = 512$ では相対誤差が最大で約 $9.5u$）。
+# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は、1 未満の float32 の間隔の半分、
+# つまり $2^{-25}$ 以下です。
+# 下のセルでは、$p = 2^{20}$ 付近でこれらを float64 の角度と比べて測り、すべての成分をその上界と照らし合わせます。
 
 # %%
 module = SinusoidalPositionalEncoding(32)
@@ -748,14 +889,76 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 big = torch.tensor(2.0**20)  # float32 numbers in [2^20, 2^21) are 2^-3 apart
 assert torch.nextafter(big, torch.tensor(math.inf)) - big == 2**-3
 
-p = torch.arange(2**20 - 64, 2**20 + 64)
+u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
+p = torch.arange(2**20 - 64, 2**20 + 64)  # exact in float32 (below 2^24)
 omega = 10000.0 ** (-torch.arange(256).double() / 256)  # d = 512
+labml_omega = torch.exp(  # labml's frequencies, computed in float32
+    torch.arange(0, 512, 2, dtype=torch.float32) * -(math.log(10000.0) / 512)
+)
 reference = torch.sin(p.double()[:, None] * omega)  # float64 angles
-naive = torch.sin(p.float()[:, None] * omega.float())  # float32 angles, as labml and AllenNLP
-err_naive = (naive.double() - reference).abs().max()
-err_posenc = (sinusoidal(p, 512)[:, 0::2].double() - reference).abs().max()
-assert err_posenc <= 1e-6 and 1e-2 < err_naive <= 2**-4
-print(f"float32 angles: max error {err_naive:.1e}\nposenc: max error {err_posenc:.1e}", end="")
+
+
+def float32_error(omega_hat):
+    """|sin(fl(p w_hat)) - sin(p w)|, and the two rounding terms, [p, i]."""
+    angle = p.float()[:, None] * omega_hat  # fl(p w_hat), as labml, AllenNLP
+    err = (torch.sin(angle).double() - reference).abs()
+    half_spacing = 2.0 ** (torch.floor(torch.log2(angle.double())) - 24)
+    drift = p.double()[:, None] * (omega_hat.double() - omega).abs()
+    return err, half_spacing + drift
+
+
+slack = 2**-23 + 1e-9  # the float32 sine's own rounding; float64's
+err_fl, terms_fl = float32_error(omega.float())  # omega rounded once
+err_lab, terms_lab = float32_error(labml_omega)
+general = (2 * u + u**2) * p.double()[:, None] * omega  # (2u + u^2) p w_i
+assert (err_fl <= general + slack).all()
+assert (err_fl <= terms_fl + slack).all() and (
+    err_lab <= terms_lab + slack
+).all()
+assert err_fl[:, 0].max() <= slack  # pair 0: no angle error
+labml_off = float(((labml_omega.double() - omega) / omega).abs().max() / u)
+assert 9 < labml_off < 10  # labml's w_i: up to about 9.5u relative
+posenc_sin = sinusoidal(p, 512)[:, 0::2].double()
+err_posenc = (posenc_sin - reference).abs().max()
+assert err_posenc <= 2**-25 + 1e-9  # half a float32 spacing below 1
+print(
+    f"float32, w rounded once: error {err_fl.max():.1e}\n"
+    f"  bounds: two terms {terms_fl.max():.1e}, "
+    f"(2u + u^2) p w {general.max():.1e}\n"
+    f"float32, labml's w ({labml_off:.1f}u off): error {err_lab.max():.1e}, "
+    f"bound {terms_lab.max():.1e}\n"
+    f"float32, pair 0 (w_0 = 1): error {err_fl[:, 0].max():.1e}\n"
+    f"posenc, float64 angles: error {err_posenc:.1e}, bound {2**-25:.1e}",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - $PE(p)$ holds $\sin(\omega_i p)$ and $\cos(\omega_i p)$ for $n = d/2$
+#   frequencies $\omega_i = 10000^{-i/n}$; the wavelengths grow geometrically from
+#   $2\pi$ and stop one ratio short of $10000 \cdot 2\pi$. Dividing by $n - 1$
+#   (tensor2tensor, fairseq, AllenNLP) gives a different encoding.
+# - A shift is a rotation: $PE(p+k) = M_k\,PE(p)$ with blocks $B(k\omega_i) = R(-k\omega_i)$.
+#   It needs both the sine and the cosine of each pair.
+# - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ depends only on the offset
+#   and is symmetric. Inside attention the weights can undo both: random weights
+#   mix in the absolute positions, $W_K = M_k$ tells before from after.
+# - Float32 angles carry an error up to $(2u + u^2)\,p\,\omega_i$, about $2^{-3}$ near
+#   $p = 2^{20}$ (none for pair 0); `posenc` forms them in float64.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - $PE(p)$ は、$n = d/2$ 個の周波数 $\omega_i = 10000^{-i/n}$ について $\sin(\omega_i p)$ と $\cos(\omega_i p)$ を並べたものです。
+#   波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の公比 1 回分手前で止まります。
+#   $n - 1$ で割る流儀（tensor2tensor、fairseq、AllenNLP）は別のエンコーディングになります。
+# - ずらすことは回転することです。$PE(p+k) = M_k\,PE(p)$ で、ブロックは $B(k\omega_i) = R(-k\omega_i)$ です。
+#   これには各ペアの正弦と余弦の両方が必要です。
+# - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置だけで決まり、対称です。
+#   アテンションの中では重みがこの両方を崩します。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
+# - float32 の角度には最大 $(2u + u^2)\,p\,\omega_i$ の誤差が乗り、$p = 2^{20}$ 付近では約 $2^{-3}$ です（ペア 0 には誤差がありません）。
+#   `posenc` は角度を float64 で作ります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -788,6 +991,197 @@ print(f"float32 angles: max error {err_naive:.1e}\nposenc: max error {err_posenc
 #    内積の式を使って、正弦波位置エンコーディングには最初から備わっていて、
 #    学習型の表では学習がそう仕上げた場合にしか成り立たない性質を 1 つ挙げてください。
 
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** In the concatenated layout the sines of all pairs come first and
+# the cosines after them. Write $C_k = \mathrm{diag}\big(\cos(k\omega_0), \dots, \cos(k\omega_{n-1})\big)$
+# and $S_k = \mathrm{diag}\big(\sin(k\omega_0), \dots, \sin(k\omega_{n-1})\big)$. The two
+# angle-addition formulas, applied to every pair at once, read
+# $$PE^{\mathrm{cat}}(p+k) = \begin{pmatrix} C_k & S_k \\ -S_k & C_k \end{pmatrix} PE^{\mathrm{cat}}(p)$$
+# The top half gives $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$ for
+# each pair, the bottom half $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$.
+# It is $M_k$ with its rows and columns reordered by the layout permutation $P$ of
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#1-interleaved-or-concatenated-one-fixed-permutation):
+# $P M_k P^\top$. The cell checks both against `posenc`.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 連結配置では、すべてのペアの正弦が先に並び、そのあとに余弦が並びます。
+# $C_k = \mathrm{diag}\big(\cos(k\omega_0), \dots, \cos(k\omega_{n-1})\big)$、
+# $S_k = \mathrm{diag}\big(\sin(k\omega_0), \dots, \sin(k\omega_{n-1})\big)$ と書くと、
+# 2 つの加法定理をすべてのペアに一度に当てはめたものは次のようになります。
+# $$PE^{\mathrm{cat}}(p+k) = \begin{pmatrix} C_k & S_k \\ -S_k & C_k \end{pmatrix} PE^{\mathrm{cat}}(p)$$
+# 上半分が各ペアの $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$、
+# 下半分が $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$ です。
+# これは $M_k$ の行と列を、「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)」の
+# 配置の置換 $P$ で並べ替えた $P M_k P^\top$ です。次のセルで、両方を `posenc` と照らし合わせます。
+
+# %% tags=["solution"]
+d, n = 16, 8
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+perm = torch.tensor([2 * c if c < n else 2 * (c - n) + 1 for c in range(d)])
+P = torch.eye(d, dtype=torch.float64)[
+    perm
+]  # concat column c = int. column perm[c]
+p = torch.tensor([0, 1, 7, 100, 999])
+for k in (-7, 1, 3, 50, 1000):
+    c, s = torch.diag(torch.cos(k * omega)), torch.diag(torch.sin(k * omega))
+    m_cat = torch.cat([torch.cat([c, s], 1), torch.cat([-s, c], 1)], 0)
+    pe_cat = sinusoidal(p, d, layout="concat", dtype=torch.float64)
+    pe_cat_k = sinusoidal(p + k, d, layout="concat", dtype=torch.float64)
+    assert_close(pe_cat @ m_cat.T, pe_cat_k)  # PE_cat(p+k) = M_cat PE_cat(p)
+    assert_close(m_cat, P @ shift_matrix(k) @ P.T)  # M_cat = P M_k P^T
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** The dot product at distance $r = p - q$ is
+# $\sum_i \cos(2\pi r/\lambda_i)$: a pair whose wavelength $\lambda_i$ is much longer
+# than $r$ still contributes nearly $1$, a pair whose wavelength is shorter has
+# turned many times and contributes a value that averages out. The fastest pair
+# always has $\lambda_0 = 2\pi$, whatever the base; the base sets the slow end,
+# $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$, and with it how many pairs stay in step at a
+# given distance. A larger base therefore keeps the curve high for longer, and its
+# fall, with the ripples the fast pairs add, spreads over a wider range of
+# distances: for $d = 512$ the curve first drops below half its peak at distance 5
+# for base 100, 54 for base 10000 and 361 for base $10^6$. For base 100 every
+# wavelength is below 618 positions, so past a few hundred positions no pair is in
+# step any more and the curve only ripples around zero, down to about $-34$; for
+# base $10^6$ it stays above 38 up to distance 20000.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 距離 $r = p - q$ での内積は $\sum_i \cos(2\pi r/\lambda_i)$ です。
+# 波長 $\lambda_i$ が $r$ よりずっと長いペアはまだほぼ $1$ を足し、波長が短いペアは何周もしていて、平均すると打ち消し合う値を足します。
+# 最も速いペアは、底によらずいつも $\lambda_0 = 2\pi$ です。
+# 底が決めるのは遅い側の端 $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ で、それによって、ある距離で位相がそろったままのペアの数が決まります。
+# したがって底が大きいほど曲線は長く高いままで、その下がり方（速いペアが加える波打ちを含めて）は広い距離の範囲に広がります。
+# $d = 512$ では、曲線が初めてピークの半分を下回る距離は、底 100 で 5、底 10000 で 54、底 $10^6$ で 361 です。
+# 底 100 ではすべての波長が 618 位置未満なので、数百位置を過ぎると位相のそろったペアがなくなり、
+# 曲線はゼロのまわりで波打つだけになり、約 $-34$ まで下がります。
+# 底 $10^6$ では、距離 20000 まで 38 より上にとどまります。
+
+# %% alt={"en": ["PE(p)·PE(q) for d = 512 against the distance p − q from 0 to 2000 for bases 100, 10000 and 10^6: all start at 256; base 100 falls fastest and then ripples around zero, base 10000 falls more slowly, base 10^6 stays highest."], "ja": ["d = 512 の PE(p)·PE(q) を距離 p − q（0〜2000）に対して、底 100、10000、10^6 で描いた図。どれも 256 から始まり、底 100 は最も速く下がってゼロのまわりで波打ち、底 10000 はよりゆっくり下がり、底 10^6 は最も高いままです。"]} tags=["solution"]
+d, n = 512, 256
+r = torch.arange(20001, dtype=torch.float64)  # the distance p - q
+curves = {}
+for b in (100.0, 1e4, 1e6):
+    code = sinusoidal(torch.arange(20001), d, base=b, dtype=torch.float64)
+    curves[b] = code @ code[0]  # PE(r) . PE(0), a function of r only
+    lam = 2 * math.pi * b ** (torch.arange(n, dtype=torch.float64) / n)
+    assert_close(curves[b], torch.cos(2 * math.pi * r[:, None] / lam).sum(-1))
+half = {b: int((f < n / 2).nonzero()[0]) for b, f in curves.items()}
+assert list(half.values()) == [5, 54, 361]  # later for a larger base
+assert 2 * math.pi * 100 ** ((n - 1) / n) < 618
+assert abs(curves[100.0][1000:].mean()) < 1 and curves[100.0].min() < -30
+assert curves[1e6].min() > 38
+
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+for b, f in curves.items():
+    ax.plot(r[:2001], f[:2001], lw=1, label=f"$b = 10^{round(math.log10(b))}$")
+ax.axhline(0, color="0.5", lw=0.8)
+ax.set(xlabel="$p-q$", ylabel=r"$PE(p)\cdot PE(q)$", xlim=(0, 2000))
+ax.legend()
+plt.show()
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** The bound of the section
+# [In practice](#in-practice) answers most of it without a search. With
+# $\omega_i$ rounded once, the angle error stays below $(2u + u^2)\,p\,\omega_i \le 2^{-23}p$,
+# so no entry can be off by more than `1e-3` (plus the sine's own rounding) before
+# $p \approx 8400$. labml's own $\hat\omega_i$ are less accurate, so the cell uses the
+# two-term bound with its actual $|\hat\omega_i - \omega_i|$ over its 5000 rows. It
+# is 3.9e-04, and the largest measured error there is 3.9e-04 too (the bound is
+# nearly reached): the default table is not affected. A search over labml's
+# formula in float32 finds the first entry above `1e-3` at $p = 16990$, where the
+# fastest pairs' angles lie in $[2^{14}, 2^{15})$ and the half spacing alone is
+# $2^{-10} \approx 9.8 \cdot 10^{-4}$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 大部分は、探索しなくても「[実際に使うときの注意](#実際に使うときの注意)」の節の上界から分かります。
+# $\omega_i$ を 1 回だけ丸めた場合、角度の誤差は $(2u + u^2)\,p\,\omega_i \le 2^{-23}p$ 未満なので、
+# $p \approx 8400$ より前では、どの成分の誤差も `1e-3`（と正弦自身の丸め）を超えられません。
+# labml の $\hat\omega_i$ はそれより精度が低いので、セルでは実際の $|\hat\omega_i - \omega_i|$ を使った 2 項の上界を、
+# 既定の 5000 行で計算します。上界は 3.9e-04 で、実際に測った最大の誤差も 3.9e-04 です（上界にほぼ達しています）。
+# したがって、既定の表は影響を受けません。
+# labml の式を float32 で計算して探すと、`1e-3` を超える最初の成分は $p = 16990$ にあります。
+# そこでは速いペアの角度が $[2^{14}, 2^{15})$ に入り、間隔の半分だけで $2^{-10} \approx 9.8 \cdot 10^{-4}$ になります。
+
+# %% tags=["solution"]
+d = 512
+omega = 10000.0 ** (-torch.arange(256).double() / 256)
+labml_omega = torch.exp(  # labml's div_term
+    torch.arange(0, d, 2, dtype=torch.float32) * -(math.log(10000.0) / d)
+)
+pos = torch.arange(20000)
+angle32 = pos.float()[:, None] * labml_omega  # labml: position * div_term
+exact = pos.double()[:, None] * omega
+table32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
+table64 = torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
+err = (table32.double() - table64).abs().amax(-1)  # per position
+first = int((err > 1e-3).nonzero()[0])
+
+# the two-term bound with labml's actual frequencies, rows 1..4999
+half_spacing = 2.0 ** (torch.floor(torch.log2(angle32[1:5000].double())) - 24)
+drift = pos[1:5000].double()[:, None] * (labml_omega.double() - omega).abs()
+bound_5000 = float((half_spacing + drift).max()) + 2**-23
+assert bound_5000 < 1e-3 and err[:5000].max() <= bound_5000
+assert 1e-3 / 2**-23 > 8000 and first == 16990
+print(
+    f"labml, d = 512: first error above 1e-3 at p = {first}\n"
+    f"rows below 5000: error {err[:5000].max():.1e}, bound {bound_5000:.1e}",
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** The dot product $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$
+# depends only on the offset $p - q$: the Gram matrix is constant along its
+# diagonals, for every pair of positions, including positions never seen in
+# training. (Equivalently, $PE(p+k) = M_k\,PE(p)$ for one matrix per offset.) A
+# learned table gets this only if training shapes it so; at initialisation it has
+# none of it. The cell compares the sinusoids with a table drawn as GPT-2 draws
+# its own ($N(0, 0.01^2)$, as in the chapter
+# [*Learned absolute embeddings*](03-learned-embeddings.ipynb)): along a diagonal
+# its Gram matrix spreads about as much as over the whole matrix, and no linear
+# map sends row $p$ to row $p + 1$ (the best one leaves most of the row
+# unexplained).
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** 内積 $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置 $p - q$ だけで決まります。
+# グラム行列は、学習で一度も見なかった位置も含めて、どの位置の組についても対角線に沿って一定です
+# （同じことですが、相対位置ごとに 1 つの行列で $PE(p+k) = M_k\,PE(p)$ と書けます）。
+# 学習型の表がこの性質を持つのは、学習がそう仕上げた場合だけで、初期化の時点ではまったく持っていません。
+# 次のセルでは、正弦波と、GPT-2 と同じように引いた表（$N(0, 0.01^2)$。
+# 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章を参照）を比べます。
+# 引いた表のグラム行列は、1 本の対角線に沿っても、行列全体とほぼ同じくらいばらつきます。
+# また、行 $p$ を行 $p + 1$ に移す線形写像もありません（最良のものでも、行の大部分を説明できません）。
+
+# %% tags=["solution"]
+gen = torch.Generator().manual_seed(0)
+d, rows = 64, 512
+sines = sinusoidal(torch.arange(rows), d, dtype=torch.float64)
+drawn = 0.01 * torch.randn(rows, d, dtype=torch.float64, generator=gen)
+
+
+def diagonal_spread(table):
+    """Spread of the Gram matrix along diagonal 5, relative to the spread
+    of all its off-diagonal entries (0: constant along diagonals)."""
+    gram = table @ table.T
+    off_diagonal = gram[~torch.eye(len(gram), dtype=torch.bool)]
+    return float(torch.diagonal(gram, 5).std() / off_diagonal.std())
+
+
+def shift_fit(table):
+    """Relative error of the best linear map from row p to row p + 1."""
+    fit = torch.linalg.lstsq(table[:-1], table[1:], driver="gelsd").solution
+    return float((table[:-1] @ fit - table[1:]).norm() / table[1:].norm())
+
+
+assert diagonal_spread(sines) < 1e-12 and shift_fit(sines) < 1e-9
+assert diagonal_spread(drawn) > 0.8 and shift_fit(drawn) > 0.9
+print(
+    f"sinusoidal: spread {diagonal_spread(sines):.0e}, "
+    f"shift fit {shift_fit(sines):.0e}\n"
+    f"drawn:      spread {diagonal_spread(drawn):.2f}, "
+    f"shift fit {shift_fit(drawn):.2f}",
+    end="",
+)
+
 # %% [markdown] lang="en"
 # ## References
 #
@@ -817,5 +1211,5 @@ print(f"float32 angles: max error {err_naive:.1e}\nposenc: max error {err_posenc
 #   <https://github.com/tensorflow/tensor2tensor>
 # - fairseq、`SinusoidalPositionalEmbedding`。
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
-# - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*（英語）。
+# - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
 #   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>

@@ -15,9 +15,11 @@
 # %% [markdown] lang="en"
 # # Relative position representations
 #
-# The encodings of the chapters *Sinusoidal positional encoding* and *Learned absolute
-# embeddings and scaled sinusoids* give each token a vector for its absolute position
-# $p$ and add it to the token before the first layer. Whatever the attention learns
+# The encodings of the chapters
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) and
+# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)
+# give each token a vector for its absolute position $p$ and add it to the token
+# before the first layer. Whatever the attention learns
 # about order, it has to recover from those sums. Shaw, Uszkoreit and Vaswani (2018) put
 # the position inside the attention instead, as a property of a *pair* of tokens: the
 # query at position $i$ and the key at position $j$ exchange a learned vector that
@@ -29,24 +31,38 @@
 # shows what the clipping hides from the model, how Music Transformer's "skewing" turns
 # the same idea into a pad and a reshape, and how tensor2tensor and Hugging Face
 # implement it.
+#
+# Offsets here are key minus query, $j - i$, as in Shaw et al. and on the
+# [notation page](../docs/notation.md#positions): negative for a key before its
+# query. The next chapter, [*Transformer-XL relative attention*](05-transformer-xl.ipynb),
+# writes the causal distance $i - j$ instead, the same number with the opposite
+# sign, and Hugging Face's BERT indexes its table by $i - j$ too. Following the
+# paper, $n$ is the number of tokens, $d_z$ the head size and $k$ the clipping
+# distance.
 
 # %% [markdown] lang="ja"
 # # 相対位置表現（Shaw ら）
 #
-# 「正弦波位置エンコーディング」の章や「学習型位置埋め込みとスケール付き正弦波」の章の位置エンコーディングは、
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章や[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の位置エンコーディングは、
 # 各トークンに絶対位置 $p$ のベクトルを割り当て、
 # 最初の層の前でトークンに足していました。
 # アテンションが順序について学ぶことはすべて、その和から読み取るしかありません。
-# Shaw、Uszkoreit、Vaswani (2018) は、代わりに位置をアテンションの内側に入れました。
-# 位置は、2 つのトークンの *組* の性質になります。
-# 位置 $i$ のクエリと位置 $j$ のキーの間で、相対位置 $j - i$ だけで決まる学習可能なベクトルをやり取りします。
+# Shaw、Uszkoreit、Vaswani（2018）は、代わりに位置をアテンションの内側に入れました。
+# 位置は、2 つのトークンの「組」が持つ性質になります。
+# 位置 $i$ のクエリと位置 $j$ のキーの組には、相対位置 $j - i$ だけで決まる学習可能なベクトルが割り当てられます。
 # 相対位置は、前後どちらの向きにも最大 $k$ にクリップします。
 # この章では、論文の 2 つの式を導いて `posenc` でそのまま計算し、この直接計算がどれだけメモリを使うかを測ります。
 # 続いて、そのコストを避ける 2 つの方法を導きます。論文によるスコアの 2 項への分解と、
 # 組ごとのベクトルを一切作らず、距離ごとに 1 つのスコアを使う形です。どちらも直接計算と照合します。
-# さらに、クリッピングによってモデルから何が見えなくなるか、
+# さらに、クリッピングによってモデルから何が見えなくなるかを示します。
 # Music Transformer の「スキューイング」が同じ考えをパディングと形状変換でどう実現するか、
-# そして tensor2tensor と Hugging Face がこれをどう実装しているかを示します。
+# tensor2tensor と Hugging Face がこれをどう実装しているかも見ます。
+#
+# この章の相対位置は、Shaw らや[記法のページ](../docs/notation.ja.md#positions)と同じく、キーからクエリを引いた $j - i$ です。
+# キーがクエリより前にあれば負になります。
+# 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに因果的な距離 $i - j$ を使います。
+# 値は同じで向きが逆です。Hugging Face の BERT も表を $i - j$ で引きます。
+# 論文に合わせて、$n$ はトークンの数、$d_z$ はヘッドの次元数、$k$ はクリップする距離です。
 
 # %%
 import math
@@ -65,7 +81,7 @@ torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 
 # %% [markdown] lang="en"
-# ## Clipped relative distances
+# ## Clipped relative positions
 #
 # Shaw et al. describe the input of self-attention as a complete directed graph: one
 # node per token, and an edge from each position $i$ to each position $j$. The edge
@@ -87,7 +103,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # from the third diagonal outwards, on either side, everything is $3$ or $-3$.
 
 # %% [markdown] lang="ja"
-# ## クリップした相対距離
+# ## クリップした相対位置
 #
 # Shaw らは、セルフアテンションの入力を完全な有向グラフとして捉えます。
 # トークンごとに 1 つのノードがあり、各位置 $i$ から各位置 $j$ へ辺が張られています。
@@ -111,7 +127,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 
 # %%
 n, k_clip, d_z = 8, 3, 4
-rel = RelativePositionEmbedding(k_clip, d_z)  # one table: 2k+1 rows of size d_z
+rel = RelativePositionEmbedding(k_clip, d_z)  # one table: 2k+1 rows of d_z
 w = rel.embedding.weight.detach()  # row r is w_{r-k}
 with torch.no_grad():
     a = rel(n, n)  # [n, n, d_z]: a_ij for every query i and key j
@@ -123,8 +139,8 @@ def clip(x, k):
 
 assert a.shape == (n, n, d_z) and w.shape == (2 * k_clip + 1, d_z)
 for i in range(n):
-    for j in range(n):
-        assert torch.equal(a[i, j], w[clip(j - i, k_clip) + k_clip])  # a_ij = w_clip(j-i, k)
+    for j in range(n):  # a_ij = w_clip(j-i, k)
+        assert torch.equal(a[i, j], w[clip(j - i, k_clip) + k_clip])
 
 offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # [i, j] = j - i
 offset.clamp(-k_clip, k_clip)
@@ -147,18 +163,22 @@ offset.clamp(-k_clip, k_clip)
 # つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。
 # `rel(q, n)` もこれに従います。その行は `rel(n, n)` の最後の $q$ 行です。図の後のセルでこれを確かめます。
 
-# %% alt={"en": ["Heatmap of the clipped offset clip(j − i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. Only a diagonal band of width 9 varies, from −4 (blue) to 4 (red); the triangles outside it are flat, −4 below and 4 above."], "ja": ["n = 24、k = 4 でクリップした相対位置 clip(j − i, k) のヒートマップ（縦軸はクエリ i、横軸はキー j、0〜23）。値が変わるのは対角線を囲む幅 9 の帯だけで、−4（青）から 4（赤）まで並び、帯の外の三角形は下が −4、上が 4 で一様です。"]}
+# %% alt={"en": ["Heatmap of the clipped offset clip(j \u2212 i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. Only a diagonal band of width 9 varies, from \u22124 (blue) to 4 (red); the triangles outside it are flat, \u22124 below and 4 above."], "ja": ["n = 24\u3001k = 4 \u3067\u30af\u30ea\u30c3\u30d7\u3057\u305f\u76f8\u5bfe\u4f4d\u7f6e clip(j \u2212 i, k) \u306e\u30d2\u30fc\u30c8\u30de\u30c3\u30d7\uff08\u7e26\u8ef8\u306f\u30af\u30a8\u30ea i\u3001\u6a2a\u8ef8\u306f\u30ad\u30fc j\u30010\u301c23\uff09\u3002\u5024\u304c\u5909\u308f\u308b\u306e\u306f\u5bfe\u89d2\u7dda\u3092\u56f2\u3080\u5e45 9 \u306e\u5e2f\u3060\u3051\u3067\u3001\u22124\uff08\u9752\uff09\u304b\u3089 4\uff08\u8d64\uff09\u307e\u3067\u4e26\u3073\u3001\u5e2f\u306e\u5916\u306e\u4e09\u89d2\u5f62\u306f\u4e0b\u304c \u22124\u3001\u4e0a\u304c 4 \u3067\u4e00\u69d8\u3067\u3059\u3002"]}
 big_n, big_k = 24, 4
-clipped = (torch.arange(big_n)[None, :] - torch.arange(big_n)[:, None]).clamp(-big_k, big_k)
+grid = torch.arange(big_n)
+clipped = (grid[None, :] - grid[:, None]).clamp(-big_k, big_k)
 fig, ax = plt.subplots(figsize=(4.8, 3.6))
-im = ax.imshow(clipped, cmap="RdBu_r", vmin=-big_k, vmax=big_k, interpolation="nearest")
+im = ax.imshow(
+    clipped, cmap="RdBu_r", vmin=-big_k, vmax=big_k, interpolation="nearest"
+)
 ax.set(xlabel="$j$", ylabel="$i$", title=f"$k = {big_k}$")
 ax.grid(False)
-fig.colorbar(im, ax=ax, label=r"$\mathrm{clip}(j-i,\,k)$", ticks=range(-big_k, big_k + 1))
+ticks = range(-big_k, big_k + 1)
+fig.colorbar(im, ax=ax, label=r"$\mathrm{clip}(j-i,\,k)$", ticks=ticks)
 plt.show()
 
-with torch.no_grad():
-    for q_len in range(n + 1):  # q new queries at the end of n keys (a KV cache)
+with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
+    for q_len in range(n + 1):
         assert torch.equal(rel(q_len, n), a[n - q_len :])
 
 # %% [markdown] lang="en"
@@ -184,7 +204,7 @@ with torch.no_grad():
 # just an additive bias, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$, on the scores.
 
 # %% [markdown] lang="ja"
-# ## 関係を考慮したセルフアテンション
+# ## 関係を考慮したセルフアテンション（relation-aware）
 #
 # 入力 $x_1, \dots, x_n$ に対する通常のセルフアテンションは、1 つのヘッドで次を計算します。
 # $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top}{\sqrt{d_z}}, \qquad \alpha_{ij} = \frac{\exp e_{ij}}{\sum_{l} \exp e_{il}}, \qquad z_i = \sum_{j} \alpha_{ij}\, x_j W^V$$
@@ -192,7 +212,7 @@ with torch.no_grad():
 # クエリ $i$ が比べるキーは $x_j W^K + a^K_{ij}$ に、集めるバリューは $x_j W^V + a^V_{ij}$ になります。
 # $$e_{ij} = \frac{x_i W^Q \,(x_j W^K + a^K_{ij})^\top}{\sqrt{d_z}}$$
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
-# （論文の式 4 と式 3 です。softmax は変わりません。）
+# これらは論文の式 4 と式 3 で、softmax は変わりません。
 # 同じキー $x_j W^K$ が、クエリごとに違って見えるようになります。
 # その違いは、クエリがキーから見てどこにいるかだけで決まります。
 # $\sum_j \alpha_{ij} = 1$ なので、2 つ目の式は通常の出力 $\sum_j \alpha_{ij}\, x_j W^V$ に、
@@ -209,8 +229,9 @@ with torch.no_grad():
 n, d_z, k_clip = 7, 8, 2
 x = torch.randn(n, d_z)
 w_q, w_k, w_v = (torch.randn(d_z, d_z) / math.sqrt(d_z) for _ in range(3))
-rel_k, rel_v = RelativePositionEmbedding(k_clip, d_z), RelativePositionEmbedding(k_clip, d_z)
-with torch.no_grad():  # larger than the N(0, 0.02^2) initialisation, so that the terms matter
+rel_k = RelativePositionEmbedding(k_clip, d_z)
+rel_v = RelativePositionEmbedding(k_clip, d_z)
+with torch.no_grad():  # larger than the N(0, 0.02^2) start: the terms matter
     rel_k.embedding.weight.normal_()
     rel_v.embedding.weight.normal_()
     a_k, a_v = rel_k(n, n), rel_v(n, n)  # [n, n, d_z] each
@@ -221,14 +242,14 @@ def shaw_loops(x, a_k, a_v):
     q, key, v = x @ w_q, x @ w_k, x @ w_v
     z = torch.zeros(n, d_z)
     for i in range(n):
-        e = torch.stack([q[i] @ (key[j] + a_k[i, j]) for j in range(n)]) / math.sqrt(d_z)
-        alpha = torch.softmax(e, dim=0)
+        e = torch.stack([q[i] @ (key[j] + a_k[i, j]) for j in range(n)])
+        alpha = torch.softmax(e / math.sqrt(d_z), dim=0)
         z[i] = sum(alpha[j] * (v[j] + a_v[i, j]) for j in range(n))
     return z
 
 
 def shaw_materialised(q, key, v, a_k, a_v):
-    """The same with whole tensors; q, key, v [..., n, d_z], a_k and a_v [n, n, d_z]."""
+    """Whole tensors: q, key, v [..., n, d_z]; a_k, a_v [n, n, d_z]."""
     e = q @ key.transpose(-2, -1) + torch.einsum("...id,ijd->...ij", q, a_k)
     alpha = torch.softmax(e / math.sqrt(q.shape[-1]), dim=-1)  # [..., n, n]
     return alpha @ v + torch.einsum("...ij,ijd->...id", alpha, a_v)
@@ -240,11 +261,14 @@ assert_close(z, shaw_loops(x, a_k, a_v))
 
 zero = torch.zeros(n, n, d_z)
 assert_close(shaw_materialised(q, key, v, zero, zero), attention(q, key, v))
-bias = torch.einsum("id,ijd->ij", q, a_k) / math.sqrt(d_z)  # x_i W^Q (a^K_ij)^T / sqrt(d_z)
-assert_close(shaw_materialised(q, key, v, a_k, zero), attention(q, key, v, bias=bias))
+# x_i W^Q (a^K_ij)^T / sqrt(d_z) as an additive bias
+bias = torch.einsum("id,ijd->ij", q, a_k) / math.sqrt(d_z)
+with_bias = attention(q, key, v, bias=bias)
+assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 
 # the value term is a weighted average of the 2k+1 vectors w^V_r
-alpha = torch.softmax((q @ key.T + torch.einsum("id,ijd->ij", q, a_k)) / math.sqrt(d_z), -1)
+e = q @ key.T + torch.einsum("id,ijd->ij", q, a_k)
+alpha = torch.softmax(e / math.sqrt(d_z), -1)
 assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 
 # %% [markdown] lang="en"
@@ -262,7 +286,7 @@ assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 # Huang et al. say per head; one per head makes 8589934592 bytes, 8.6 GB, which they give
 # as 8.5 GB per layer. Their alternative, one vector per distance and per head, needs
 # $n\, d_z$ numbers: 524288 bytes (0.52 MB) per head and 4194304 bytes (4.2 MB) for the
-# layer, exactly their figures.
+# layer, their figures.
 
 # %% [markdown] lang="ja"
 # ## 直接計算のコスト
@@ -272,20 +296,20 @@ assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 # Shaw らは表をヘッド間でも、バッチ内の系列間でも共有するので、
 # $h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
 # それでも $n$ の 2 乗に比例し、しかもスコア行列にはない $d_z$ 倍がかかります。
-# Huang ら (2018, Music Transformer) は、$n = 2048$、次元数 $d_z = 64$ のヘッドが $h = 8$ 個
-# （モデルの幅は 512）で、ヘッドごとに表を持つ 1 層についてこの量を数えています。
+# Huang ら（2018、Music Transformer）は、$n = 2048$、次元数 $d_z = 64$ のヘッドが $h = 8$ 個
+# （モデルの幅は 512）で、ヘッドごとに表を持つ 1 層についてこの量を見積もっています。
 # 次のセルでは、形状だけからバイト数を計算します。
 # PyTorch の `meta` デバイス上のテンソルは、形状と dtype を持ちますが、データの領域を持ちません。メモリは何も確保されません。
 # float32 では、$n^2 d_z$ 個の数からなる表 1 つが 1073741824 バイト、つまり 1.1 GB で、
 # Huang らがヘッドあたりとして挙げる値と同じです。
 # ヘッドごとに 1 つなら 8589934592 バイト、8.6 GB で、論文はこれを層あたり 8.5 GB としています。
-# 彼らの代案は、距離ごと、ヘッドごとにベクトルを 1 つ持つもので、必要なのは $n\, d_z$ 個の数です。
-# ヘッドあたり 524288 バイト (0.52 MB)、層全体で 4194304 バイト (4.2 MB) となり、論文の値にちょうど一致します。
+# Huang らの代案は、距離ごと、ヘッドごとにベクトルを 1 つ持つもので、必要なのは $n\, d_z$ 個の数です。
+# ヘッドあたり 524288 バイト（0.52 MB）、層全体で 4194304 バイト（4.2 MB）となり、論文の値と一致します。
 
 
 # %%
 def nbytes(*shape, dtype=torch.float32):
-    """Bytes of a tensor of this shape, computed on the meta device (nothing allocated)."""
+    """Bytes of a tensor of this shape, on the meta device: no memory."""
     return torch.empty(shape, dtype=dtype, device="meta").nbytes
 
 
@@ -295,10 +319,10 @@ per_head = nbytes(h, n, n, d_z)  # one such table per head
 linear = nbytes(n, d_z)  # one d_z-vector per distance
 assert table == n * n * d_z * 4 and per_head == h * table
 print(
-    f"a^K [n, n, d_z]:              {table:>10d} bytes = {table / 1e9:.1f} GB\n"
-    f"one per head [h, n, n, d_z]:  {per_head:>10d} bytes = {per_head / 1e9:.1f} GB\n"
-    f"per distance [n, d_z]:        {linear:>10d} bytes = {linear / 1e6:.2f} MB per head, "
-    f"{h * linear} bytes = {h * linear / 1e6:.1f} MB per layer",
+    f"a^K [n, n, d_z]:         {table:>10d} B = {table / 1e9:.1f} GB\n"
+    f"per head [h, n, n, d_z]: {per_head:>10d} B = {per_head / 1e9:.1f} GB\n"
+    f"per distance [n, d_z]:   {linear:>10d} B = {linear / 1e6:.2f} MB,"
+    f" per layer {h * linear} B = {h * linear / 1e6:.1f} MB",
     end="",
 )
 
@@ -320,15 +344,16 @@ print(
 # $\alpha_{i1}, \dots, \alpha_{in}$ in place of the query and $a^V_{i1}, \dots, a^V_{in}$
 # as an $n \times d_z$ matrix.
 #
-# The cell below is a line-by-line port of tensor2tensor's `_relative_attention_inner`,
-# which does exactly this, checked against the direct computation for a batch of 2
+# The cell below is a line-by-line port of tensor2tensor's `_relative_attention_inner`
+# (TensorFlow code, so a port is what can run here), which does exactly this,
+# checked against the direct computation for a batch of 2
 # sequences with 3 heads. The largest intermediate is now $a^K$ itself, $n^2 d_z$ numbers,
 # once for the whole batch; nothing of size $b\,h\,n^2 d_z$ is formed.
 
 # %% [markdown] lang="ja"
 # ## 論文の効率的な形：2 つの項
 #
-# Shaw ら (§3.3) は、スコアを分解して、このコストのいちばん重い部分を避けます。分子の積を展開すると次のようになります。
+# Shaw ら（§3.3）は、スコアを分解して、このコストのいちばん重い部分を避けます。分子の積を展開すると次のようになります。
 # $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top}{\sqrt{d_z}}$$
 # 1 つ目の項は通常のアテンションで、ヘッドごとに行列積 1 回です。2 つ目の項には注意が要ります。
 # バッチサイズ $b$、ヘッド数 $h$ のとき、不用意にブロードキャストすると、
@@ -341,7 +366,7 @@ print(
 # バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を、
 # $n \times d_z$ 行列として $a^V_{i1}, \dots, a^V_{in}$ を使います。
 #
-# 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです。
+# 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです（TensorFlow のコードなので、ここでは移植で確かめます）。
 # 2 系列・3 ヘッドのバッチで直接計算と照合します。
 # いちばん大きな中間結果は $a^K$ そのもの、つまり $n^2 d_z$ 個の数で、それもバッチ全体で 1 つだけです。
 # $b\,h\,n^2 d_z$ の大きさのものは作りません。
@@ -349,17 +374,22 @@ print(
 
 # %%
 def relative_inner(x, y, z, transpose):
-    """tensor2tensor's _relative_attention_inner: x [b, h, n, n or d], y [b, h, n, d], z [n, n, d]."""
+    """tensor2tensor's _relative_attention_inner.
+
+    x [b, h, n, n or d], y [b, h, n, d], z [n, n, d].
+    """
     b, h, n = x.shape[:3]
-    xy = x @ (y.transpose(-2, -1) if transpose else y)  # first term: [b, h, n, n or d]
-    x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # [n, b*h, n or d]: position axis first
-    x_tz = x_t @ (z.transpose(-2, -1) if transpose else z)  # n products (bh x d)(d x n): [n, bh, *]
-    return xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # back to [b, h, n, n or d]
+    y = y.transpose(-2, -1) if transpose else y
+    z = z.transpose(-2, -1) if transpose else z
+    xy = x @ y  # first term: [b, h, n, n or d]
+    x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # position axis first
+    x_tz = x_t @ z  # n products (bh x d)(d x n): [n, b*h, n or d]
+    return xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
 
 
 def shaw_two_terms(q, key, v, a_k, a_v):
-    logits = relative_inner(q, key, a_k, transpose=True) / math.sqrt(q.shape[-1])
-    alpha = torch.softmax(logits, dim=-1)
+    logits = relative_inner(q, key, a_k, transpose=True)
+    alpha = torch.softmax(logits / math.sqrt(q.shape[-1]), dim=-1)
     return relative_inner(alpha, v, a_v, transpose=False)
 
 
@@ -367,7 +397,8 @@ b, h, n, d_z = 2, 3, 7, 8
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
     a_k, a_v = rel_k(n, n), rel_v(n, n)  # shared by the batch and the heads
-assert_close(shaw_two_terms(qb, kb, vb, a_k, a_v), shaw_materialised(qb, kb, vb, a_k, a_v))
+two_terms = shaw_two_terms(qb, kb, vb, a_k, a_v)
+assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
 
 # %% [markdown] lang="en"
 # ## Never build the pairs: one score per distance
@@ -398,47 +429,52 @@ assert_close(shaw_two_terms(qb, kb, vb, a_k, a_v), shaw_materialised(qb, kb, vb,
 # ## 組を作らない：距離ごとに 1 つのスコア
 #
 # どちらの形も、依然としてすべての組について $a^K_{ij}$ を保持します。しかし、その中に異なるベクトルは $2k+1$ 個しかありません。
-# クリップした相対位置を、列の番号 $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
+# クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
 # すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、スコアの 2 つ目の項は、
 # クエリと距離の組ごとに一度だけ計算しておける数を、表から引いてくるだけになります。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、ヘッドごとに $n \times (2k+1)$ 行列です。
 # そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
-# バリューでは、キーについての和を列の番号ごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを持ち込むので、
+# バリューでは、キーについての和を列のインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを持ち込むので、
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
 # となります。$\beta$ は、クエリごとに、$2k+1$ 個の距離のバケットそれぞれに入るアテンションの合計です。
 # これは最後の軸に沿った `scatter_add` で $\alpha$ から作れ、あとは表との積で仕上がります。
-# gather も scatter も $c_{ij}$ の one-hot ベクトルとの積として書けるので、次のセルではこれを 2 つ目の確認に使います。
+# gather と scatter はどちらも $c_{ij}$ の one-hot ベクトルとの積として書けます。次のセルでは、これを 2 つ目の確認に使います。
 # $\beta$ の各行の和は 1 です。
 #
 # 余分なメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、
-# そしてすべてで共有する $n^2$ 個の整数の番号 $c_{ij}$ です（因果的なモデルなら、後の Music Transformer のスキューイングの節で見るとおり、これも不要になります）。
+# そしてすべてで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
+# 因果的なモデルなら、後の Music Transformer のスキューイングの節で見るとおり、これも不要になります。
 # $n^2 d_z$ に比例するものは、もうありません。
 
 
 # %%
+def clipped_index(n, k):  # c_ij = clip(j - i, k) + k: [n, n]
+    offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]
+    return offset.clamp(-k, k) + k
+
+
 def shaw_by_distance(q, key, v, table_k, table_v, k):
-    """Shaw et al.'s attention without a^K or a^V; tables [2k+1, d_z], q, key, v [..., n, d_z]."""
+    """Without a^K or a^V: tables [2k+1, d_z], q, key, v [..., n, d_z]."""
     n = q.shape[-2]
-    c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k, k) + k  # [n, n]
     p = q @ table_k.T  # P: [..., n, 2k+1], x_i W^Q w_r^T for every distance
-    c = c.expand(*p.shape[:-2], n, n)
-    logits = (q @ key.transpose(-2, -1) + p.gather(-1, c)) / math.sqrt(q.shape[-1])
-    alpha = torch.softmax(logits, dim=-1)  # [..., n, n]
-    beta = torch.zeros_like(p).scatter_add_(-1, c, alpha)  # [..., n, 2k+1]: attention per bucket
+    c = clipped_index(n, k).expand(*p.shape[:-2], n, n)
+    logits = q @ key.transpose(-2, -1) + p.gather(-1, c)
+    alpha = torch.softmax(logits / math.sqrt(q.shape[-1]), dim=-1)
+    beta = torch.zeros_like(p).scatter_add_(-1, c, alpha)  # per bucket
     return alpha @ v + beta @ table_v, p, alpha, beta
 
 
-table_k, table_v = rel_k.embedding.weight.detach(), rel_v.embedding.weight.detach()
+table_k = rel_k.embedding.weight.detach()
+table_v = rel_v.embedding.weight.detach()
 out, p, alpha, beta = shaw_by_distance(qb, kb, vb, table_k, table_v, k_clip)
 assert_close(out, shaw_materialised(qb, kb, vb, a_k, a_v))
 
 # the same gather and scatter as products with a one-hot encoding of c_ij
-c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k_clip, k_clip) + k_clip
-one_hot = F.one_hot(c, 2 * k_clip + 1).float()  # [n, n, 2k+1]: one_hot[i, j, r] = [c_ij = r]
-assert_close(
-    torch.einsum("...ir,ijr->...ij", p, one_hot), torch.einsum("...id,ijd->...ij", qb, a_k)
-)
+c = clipped_index(n, k_clip)
+one_hot = F.one_hot(c, 2 * k_clip + 1).float()  # [i, j, r] = [c_ij = r]
+by_one_hot = torch.einsum("...ir,ijr->...ij", p, one_hot)
+assert_close(by_one_hot, torch.einsum("...id,ijd->...ij", qb, a_k))
 assert_close(torch.einsum("...ij,ijr->...ir", alpha, one_hot), beta)
 assert_close(beta.sum(-1), torch.ones(b, h, n))  # each row of beta sums to 1
 print(f"P and beta: {tuple(p.shape)}, alpha: {tuple(alpha.shape)}", end="")
@@ -457,22 +493,27 @@ print(f"P and beta: {tuple(p.shape)}, alpha: {tuple(alpha.shape)}", end="")
 # 下の図は、1 層が使うメモリを 3 通りの方法について、長さを変えながら比べたものです。
 # 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 で、上と同じく形状から計算しています。
 # 実体化した $a^K$ は $n^2 d_z$ に比例して増えます。
-# 距離ごとの形では、ヘッドごとの $P$ と $\beta$ に、int64 の番号が加わります。
-# 初めは線形に増え、やがて番号だけのせいで 2 乗で増えますが、それでも $a^K$ の $d_z / 2 = 32$ 分の 1 です。
+# 距離ごとの形では、ヘッドごとの $P$ と $\beta$ に、int64 のインデックスが加わります。
+# 初めは線形に増え、やがてインデックスの配列の分だけが 2 乗で増えますが、それでも $a^K$ の $d_z / 2 = 32$ 分の 1 です。
 # 比較のため、$h$ 個のヘッドを持つアテンションならどれでも作るスコア行列 $e_{ij}$（$h\,n^2$ 個の数）も描きます。
 # $n = 128$ 以上では（下に表示）、距離ごとの形のほうがスコアそのものより小さくなります。
-# 縦軸の単位はバイト ($\mathrm{B}$) です。
+# 縦軸の単位はバイト（$\mathrm{B}$）です。
 
-# %% alt={"en": ["Log–log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7·10^11 B at the end; the distance form P, β, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["長さ n（64〜32768）に対する 1 層のメモリ（バイト）の両対数グラフ（h = 8、d_z = 64、k = 16）。実体化した a^K が最も大きく、最後は約 2.7·10^11 B です。距離ごとの形（P、β、c）は最後にその約 32 分の 1 となり、n = 128 以上ではスコア e_ij より小さくなります。"]}
+# %% alt={"en": ["Log\u2013log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7\u00b710^11 B at the end; the distance form P, \u03b2, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["\u9577\u3055 n\uff0864\u301c32768\uff09\u306b\u5bfe\u3059\u308b 1 \u5c64\u306e\u30e1\u30e2\u30ea\uff08\u30d0\u30a4\u30c8\uff09\u306e\u4e21\u5bfe\u6570\u30b0\u30e9\u30d5\uff08h = 8\u3001d_z = 64\u3001k = 16\uff09\u3002\u5b9f\u4f53\u5316\u3057\u305f a^K \u304c\u6700\u3082\u5927\u304d\u304f\u3001\u6700\u5f8c\u306f\u7d04 2.7\u00b710^11 B \u3067\u3059\u3002\u8ddd\u96e2\u3054\u3068\u306e\u5f62\uff08P\u3001\u03b2\u3001\u30a4\u30f3\u30c7\u30c3\u30af\u30b9 c_ij\uff09\u306f\u6700\u5f8c\u306b\u305d\u306e\u7d04 32 \u5206\u306e 1 \u3068\u306a\u308a\u3001n = 128 \u4ee5\u4e0a\u3067\u306f\u30b9\u30b3\u30a2 e_ij \u3088\u308a\u5c0f\u3055\u304f\u306a\u308a\u307e\u3059\u3002"]}
 h, d_z, k_clip = 8, 64, 16
 lengths = [2**e for e in range(6, 16)]
 direct = [nbytes(n, n, d_z) for n in lengths]  # a^K
 index = [nbytes(n, n, dtype=torch.int64) for n in lengths]  # c_ij
-by_distance = [2 * nbytes(h, n, 2 * k_clip + 1) + c for n, c in zip(lengths, index, strict=True)]
+by_distance = [
+    2 * nbytes(h, n, 2 * k_clip + 1) + c
+    for n, c in zip(lengths, index, strict=True)
+]
 scores = [nbytes(h, n, n) for n in lengths]  # e_ij of all heads
 assert all(a_ == d_z // 2 * c for a_, c in zip(direct, index, strict=True))
-below = [n for n, s, m in zip(lengths, scores, by_distance, strict=True) if m < s]
-assert below == lengths[lengths.index(below[0]) :]  # below the scores from some length on
+pairs = zip(lengths, scores, by_distance, strict=True)
+below = [n for n, s, m in pairs if m < s]
+# below the scores from some length on
+assert below == lengths[lengths.index(below[0]) :]
 print(f"P, beta and c below the scores e_ij from n = {below[0]} on", end="")
 
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -480,7 +521,8 @@ ax.plot(lengths, direct, "o-", ms=4, label=r"$a^K_{ij}$")
 ax.plot(lengths, by_distance, "s-", ms=4, label=r"$P,\ \beta,\ c_{ij}$")
 ax.plot(lengths, scores, "--", color="0.4", label=r"$e_{ij}$")
 ax.set(xscale="log", yscale="log", xlabel="$n$", ylabel=r"$\mathrm{B}$")
-ax.set_xticks(lengths[::3], [f"$2^{{{int(math.log2(n))}}}$" for n in lengths[::3]])
+labels = [f"$2^{{{int(math.log2(n))}}}$" for n in lengths[::3]]
+ax.set_xticks(lengths[::3], labels)
 ax.minorticks_off()
 ax.legend(loc="upper left")
 plt.show()
@@ -506,7 +548,7 @@ plt.show()
 # クリッピングには目に見える帰結があります。クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ
 # $a^K_{ij} = w^K_{k}$ と $a^V_{ij} = w^V_{k}$ を受け取ります。
 # 同じく $j - i \le -k$ のキーはどれも $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
-# この 2 つのグループの中では、$e_{ij}$ にも $z_i$ にも、キーの位置に依存する部分がありません。
+# この 2 つのグループの中では、$e_{ij}$ と $z_i$ のどちらにも、キーの位置に依存する部分はありません。
 # 各グループは、順序を持たないトークンの集まり（bag）になります。
 # 1 つのグループの中でトークンを並べ替えても、$z_i$ は変わりません。
 # 一方、帯の中にある、距離の異なる 2 つのトークンを入れ替えると、変わります。
@@ -520,26 +562,31 @@ plt.show()
 n, d_z, k_clip, i = 12, 8, 2, 6
 x = torch.randn(n, d_z)
 w_q, w_k, w_v = (torch.randn(d_z, d_z) / math.sqrt(d_z) for _ in range(3))
-table_k, table_v = torch.randn(2 * k_clip + 1, d_z), torch.randn(2 * k_clip + 1, d_z)
+table_k = torch.randn(2 * k_clip + 1, d_z)
+table_v = torch.randn(2 * k_clip + 1, d_z)
 
 
 def output_of(x):
-    z, *_ = shaw_by_distance(x @ w_q, x @ w_k, x @ w_v, table_k, table_v, k_clip)
+    q, key, v = x @ w_q, x @ w_k, x @ w_v
+    z, *_ = shaw_by_distance(q, key, v, table_k, table_v, k_clip)
     return z[i]
 
 
-left, right = torch.arange(0, i - k_clip + 1), torch.arange(i + k_clip, n)  # j <= 4, j >= 8
+left = torch.arange(0, i - k_clip + 1)  # j <= 4
+right = torch.arange(i + k_clip, n)  # j >= 8
 shuffled = torch.arange(n)
 shuffled[left] = left[torch.randperm(len(left))]
 shuffled[right] = right[torch.randperm(len(right))]
 assert not torch.equal(shuffled, torch.arange(n))
-assert_close(output_of(x[shuffled]), output_of(x))  # each bag: order invisible to query i
+# within each bag, the order is invisible to query i
+assert_close(output_of(x[shuffled]), output_of(x))
 
 swapped = torch.arange(n)
-swapped[[i - 1, i + 1]] = swapped[[i + 1, i - 1]]  # offsets -1 and +1: inside the band
+swapped[[i - 1, i + 1]] = swapped[[i + 1, i - 1]]  # offsets -1, +1: in the band
 moved = (output_of(x[swapped]) - output_of(x)).abs().max()
 assert moved > 1e-2
-print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3f}", end="")
+print(f"shuffled order: {shuffled.tolist()}", end="\n")
+print(f"swap j = 5, 7: max change {moved:.3f}", end="")
 
 # %% [markdown] lang="en"
 # This is per layer. The output $z_i$ of the first layer mixes in the neighbours of
@@ -574,21 +621,23 @@ print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3
 # $m = j - i + n - 1$ of the unpadded row. Above the diagonal the entries are not scores
 # of the pair, and the causal mask hides them. Transformer-XL uses the same reshape with
 # a sinusoidal $E^r$, and `posenc.transformer_xl.relative_shift` implements it. The
-# chapter *Transformer-XL relative attention* derives it in general, with the entries
+# chapter [*Transformer-XL relative attention*](05-transformer-xl.ipynb) derives it in
+# general, with the entries
 # above the diagonal, memory and the direction of the distances. The cell below builds
-# $E^r$ from a clipped Shaw table, skews, and compares, on the causal part, with the gather of
-# the section *Never build the pairs*.
+# $E^r$ from a clipped Shaw table, skews, and compares, on the causal part, with the
+# gather of the section
+# [*Never build the pairs*](#never-build-the-pairs-one-score-per-distance).
 
 # %% [markdown] lang="ja"
 # ## Music Transformer のスキューイング
 #
-# 因果的なモデルなら、番号 $c_{ij}$ もなくせます。
-# Huang ら (2018) は、距離ごとに 1 つの埋め込みを持ちます。それが $n \times d_z$ 行列 $E^r$ で、
+# 因果的なモデルなら、インデックス $c_{ij}$ もなくせます。
+# Huang ら（2018）は、距離ごとに 1 つの埋め込みを持ちます。それが $n \times d_z$ 行列 $E^r$ で、
 # 行 $m$ は相対位置 $j - i = m - (n - 1)$、つまり $-(n-1), \dots, 0$ に対応します
-# （彼らはクリップしませんが、クリップした表は行が繰り返された $E^r$ にすぎません）。
+# （Huang らはクリップしませんが、クリップした表は行が繰り返された $E^r$ にすぎません）。
 # 積 $Q (E^r)^\top$ は $n \times n$ で、行 $i$ の列 $m$ は、クエリ $i$ と相対位置 $m - (n - 1)$ のスコアです。
 # キー $j \le i$ には列 $m = j - i + n - 1$ が必要なので、行 $i$ を $n - 1 - i$ 列ぶん左へずらさなければなりません。
-# 彼らの「スキューイング」は、これを番号を使わずに行います。
+# Huang らの「スキューイング」は、これをインデックスを使わずに行います。
 #
 # 1. 左に 0 の列を 1 つパディングします：$n \times (n+1)$。
 # 2. 同じ数の並びを $(n+1) \times n$ に形状変換します。
@@ -599,25 +648,28 @@ print(f"shuffled order: {shuffled.tolist()}\nswap j = 5, 7: max change {moved:.3
 # パディング前の行でいえば、求める列 $m = j - i + n - 1$ にあたります。
 # 対角線より上の成分はその組のスコアではありませんが、因果マスクがそれを隠します。
 # Transformer-XL は正弦波の $E^r$ で同じ形状変換を使い、`posenc.transformer_xl.relative_shift` がそれを実装しています。
-# 「Transformer-XL の相対アテンション」の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
-# 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューイングを施し、因果的な部分を「組を作らない」の節の gather と比べます。
+# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
+# 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューイングを施し、
+# 因果的な部分を[「組を作らない」](#組を作らない距離ごとに-1-つのスコア)の節の gather と比べます。
 
 # %%
 n, d_z, k_clip = 10, 8, 3
 q = torch.randn(n, d_z)
 table_k = torch.randn(2 * k_clip + 1, d_z)
-e_r = table_k[torch.arange(-(n - 1), 1).clamp(-k_clip, k_clip) + k_clip]  # [n, d_z], O(n d_z)
+offsets = torch.arange(-(n - 1), 1)  # row m: offset m - (n - 1)
+e_r = table_k[offsets.clamp(-k_clip, k_clip) + k_clip]  # [n, d_z], O(n d_z)
 s = q @ e_r.T  # [n, n]: column m is the offset m - (n - 1)
 
 padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # [n, n + 1]
 skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # drop the first row
 
-c = (torch.arange(n)[None, :] - torch.arange(n)[:, None]).clamp(-k_clip, k_clip) + k_clip
-gathered = (q @ table_k.T).gather(-1, c)  # P_{i, c_ij}, as in "Never build the pairs"
+c = clipped_index(n, k_clip)
+gathered = (q @ table_k.T).gather(-1, c)  # P_{i, c_ij}: "Never build the pairs"
 causal = torch.ones(n, n, dtype=torch.bool).tril()
 assert_close(skewed[causal], gathered[causal])  # j <= i: the right scores
-assert not torch.allclose(skewed[~causal], gathered[~causal])  # above the diagonal: not scores
-assert torch.equal(skewed, relative_shift(s))  # the same trick as Transformer-XL's
+# above the diagonal: not scores
+assert not torch.allclose(skewed[~causal], gathered[~causal])
+assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 
 # %% [markdown] lang="en"
 # ## How the libraries differ
@@ -629,19 +681,25 @@ assert torch.equal(skewed, relative_shift(s))  # the same trick as Transformer-X
 # shared by the heads) and multiplies with `_relative_attention_inner`, the two-term
 # form above. With unequal lengths the queries are the last ones, as in `posenc`.
 #
-# **Hugging Face** BERT-style models (`position_embedding_type="relative_key"`) keep only
-# the key term, with no value term, and clip nothing: `distance_embedding` has
-# $2M - 1$ rows for `max_position_embeddings` $M$, indexed by the offset the *other*
-# way round, $i - j$ (`position_ids_l - position_ids_r`), plus $M - 1$. A table trained
-# there reads reversed here. `"relative_key_query"` adds a third term, the key against
-# the same edge vector, $x_j W^K (a_{ij})^\top$ (Huang et al. 2020). Both build the
-# $(n, n, d_z)$ tensor and contract it with `einsum`.
+# **Hugging Face** BERT-style models of transformers 4.x
+# (`position_embedding_type="relative_key"` in `BertSelfAttention`; checked with
+# 4.57.6, while the 5.x releases no longer have the option) keep only the key term,
+# with no value term, and clip nothing: `distance_embedding` has $2M - 1$ rows for
+# `max_position_embeddings` $M$, indexed by the offset the other way round, $i - j$
+# (`position_ids_l - position_ids_r`), plus $M - 1$. A table trained there reads
+# reversed here. The query positions are $0, 1, \dots$ without a cache, and the
+# single position $k_{\mathrm{len}} - 1$ with one. `"relative_key_query"` adds a
+# third term, the key against the same edge vector, $x_j W^K (a_{ij})^\top$
+# (Huang et al. 2020). Both build the $(n, n, d_z)$ tensor and contract it with
+# `einsum`.
 #
 # **posenc** follows the paper: offsets $j - i$, clipped, one table per
 # `RelativePositionEmbedding` (two instances for $a^K$ and $a^V$), initialised from
 # $N(0, 0.02^2)$ as Hugging Face initialises its distance table. The cell below
-# rebuilds both index rules and checks that a Hugging Face table is a `posenc` table
-# with its rows reversed.
+# checks `posenc` against tensor2tensor's index rule (a port) and against the row
+# indices that transformers 4.57.6 itself looked up for $n = M = 6$ (captured
+# with a hook on `distance_embedding`, in a separate environment): a Hugging Face
+# table is a `posenc` table with its rows reversed.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
@@ -652,47 +710,93 @@ assert torch.equal(skewed, relative_shift(s))  # the same trick as Transformer-X
 # 上の 2 項の形である `_relative_attention_inner` で掛け合わせます。
 # 長さが異なるときは、`posenc` と同じく、クエリが最後のトークンに当たります。
 #
-# **Hugging Face** の BERT 系モデル（`position_embedding_type="relative_key"`）は、キーの項だけを持ち、
-# バリューの項はなく、何もクリップしません。
+# **Hugging Face** の transformers 4.x では、BERT 系モデルの `BertSelfAttention` に
+# `position_embedding_type="relative_key"` というオプションがあります（4.57.6 で確認しました。5.x にはありません）。
+# このオプションはキーの項だけを持ち、バリューの項はなく、何もクリップしません。
 # `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、
-# *逆向き* の相対位置 $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足した番号で引きます。
+# 逆向きの相対位置 $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足したインデックスで引きます。
 # そのため、Hugging Face で学習した表をここで使うと、行が逆順に読まれます。
+# クエリの位置は、キャッシュがなければ $0, 1, \dots$、キャッシュがあれば 1 つの位置 $k_{\mathrm{len}} - 1$ です。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルに対するキーの項
-# $x_j W^K (a_{ij})^\top$ を加えます (Huang ら 2020)。
+# $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
 #
 # **posenc** は論文に従います。相対位置は $j - i$ で、クリップします。
 # `RelativePositionEmbedding` 1 つが表 1 つです（$a^K$ と $a^V$ には 2 つのインスタンスを使います）。
 # 初期値は、Hugging Face が距離の表を初期化するのと同じ $N(0, 0.02^2)$ です。
-# 次のセルでは両方の番号の規則を作り直し、Hugging Face の表が行を逆順にした `posenc` の表であることを確かめます。
+# 次のセルでは、`posenc` を tensor2tensor のインデックスの規則（移植）と比べます。
+# さらに、transformers 4.57.6 自身が $n = M = 6$ で引いた行のインデックスとも比べます。
+# これは別の環境で `distance_embedding` にフックを付けて記録したものです。
+# こうして、Hugging Face の表が行を逆順にした `posenc` の表であることを確かめます。
 
 # %%
 n, d_z = 6, 4
-max_pos = n  # Hugging Face's max_position_embeddings M; no clipping needed for n <= M
-rel = RelativePositionEmbedding(max_pos - 1, d_z)  # k = M - 1: 2M - 1 rows, as many as HF's
+max_pos = n  # Hugging Face's max_position_embeddings M; no clip for n <= M
+rel = RelativePositionEmbedding(max_pos - 1, d_z)  # k = M - 1: 2M - 1 rows
 with torch.no_grad():
     ours = rel(n, n)  # [n, n, d_z]
 
 
-def t2t_index(length_q, length_k, max_relative_position):  # _generate_relative_positions_matrix
+def t2t_index(length_q, length_k, max_relative_position):
+    """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
     range_vec_q = range_vec_k[-length_q:]
     distance_mat = range_vec_k[None, :] - range_vec_q[:, None]
-    return distance_mat.clamp(-max_relative_position, max_relative_position) + max_relative_position
+    k = max_relative_position
+    return distance_mat.clamp(-k, k) + k
 
 
-def hf_relative_key(distance_embedding, length):  # BertSelfAttention, relative_key
-    position_ids_l = torch.arange(length).view(-1, 1)
-    position_ids_r = torch.arange(length).view(1, -1)
-    distance = position_ids_l - position_ids_r  # i - j
-    return distance_embedding[distance + max_pos - 1]  # [n, n, d_z]
-
+# the rows that transformers 4.57.6's BertSelfAttention (relative_key, M = 6)
+# looked up in distance_embedding for 6 tokens: [i, j] = i - j + M - 1
+hf_rows = torch.tensor(
+    [
+        [5, 4, 3, 2, 1, 0],
+        [6, 5, 4, 3, 2, 1],
+        [7, 6, 5, 4, 3, 2],
+        [8, 7, 6, 5, 4, 3],
+        [9, 8, 7, 6, 5, 4],
+        [10, 9, 8, 7, 6, 5],
+    ]
+)
 
 for q_len in (1, 3, n):  # tensor2tensor's index is posenc's
-    assert torch.equal(rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)], rel(q_len, n))
+    rows = rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)]
+    assert torch.equal(rows, rel(q_len, n))
 hf_table = rel.embedding.weight.detach().flip(0)  # rows reversed
-assert torch.equal(hf_relative_key(hf_table, n), ours)
-assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
+assert torch.equal(hf_table[hf_rows], ours)  # HF's lookup of the reversed table
+assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - Shaw et al. add learned vectors for the clipped offset $j - i$ to the keys and
+#   to the values inside attention: $2k + 1$ vectors per table, whatever the length.
+# - Computed directly, the vectors of all pairs cost $n^2 d_z$ numbers per table;
+#   the paper's two-term form avoids the $b\,h\,n^2 d_z$ product, and the distance
+#   form ($P$ and $\beta$) never builds the pairs at all.
+# - Beyond $k$ a single layer sees the keys on each side as an unordered bag;
+#   a second layer, and the edges of the sequence, give some order and some
+#   absolute position back.
+# - For a causal model, Music Transformer's skewing (a pad, a reshape and a slice)
+#   lines up the scores per offset with the keys without an index; Transformer-XL
+#   uses the same trick.
+# - Implementations differ in sign and scope: tensor2tensor follows the paper,
+#   Hugging Face's `relative_key` (transformers 4.x) indexes by $i - j$, clips
+#   nothing and has no value term.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - Shaw らは、クリップした相対位置 $j - i$ ごとの学習可能なベクトルを、アテンションの内側でキーとバリューに足します。
+#   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
+# - すべての組のベクトルを直接計算すると、表 1 つあたり $n^2 d_z$ 個の数が必要です。
+#   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避け、距離ごとの形（$P$ と $\beta$）は組をまったく作りません。
+# - $k$ より先では、1 つの層から見ると両側のキーは順序のない集まりになります。
+#   2 層目や系列の端からは、順序や絶対位置の手がかりがある程度戻ってきます。
+# - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
+#   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ工夫を使います。
+# - 実装によって向きや範囲が違います。tensor2tensor は論文どおりで、
+#   Hugging Face の `relative_key`（transformers 4.x）は $i - j$ で引き、クリップせず、バリューの項もありません。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -707,7 +811,8 @@ assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
 # 3. Skewing needs the offsets $-(n-1), \dots, 0$ only. For a bidirectional encoder the
 #    offsets run from $-(n-1)$ to $n-1$. Extend $E^r$ to $2n - 1$ rows and find the pad
 #    and reshape that give every entry exactly. (The chapter
-#    *Transformer-XL relative attention* does this for Transformer-XL.)
+#    [*Transformer-XL relative attention*](05-transformer-xl.ipynb) does this for
+#    Transformer-XL.)
 # 4. Relative attention still sees the edges of the sequence. With $k = 2$, compute
 #    $\beta$ for every query of a sequence of length 10 and constant $\alpha$ (uniform
 #    attention). Which queries can a second layer tell apart from $\beta$ alone?
@@ -723,11 +828,172 @@ assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
 #    $(n, n, d_z)$ のテンソルを使う計算と照合してください。
 # 3. スキューイングに必要なのは、相対位置 $-(n-1), \dots, 0$ だけです。
 #    双方向のエンコーダでは、相対位置は $-(n-1)$ から $n-1$ まであります。
-#    $E^r$ を $2n - 1$ 行に広げ、すべての成分を正確に与えるパディングと形状変換を見つけてください
-#    （「Transformer-XL の相対アテンション」の章では、Transformer-XL についてこれを行います）。
+#    $E^r$ を $2n - 1$ 行に広げ、すべての成分を正確に与えるパディングと形状変換を見つけてください。
+#    [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、Transformer-XL についてこれを行います。
 # 4. 相対アテンションにも、系列の端は見えます。$k = 2$ とし、長さ 10 の系列で $\alpha$ が一定
 #    （一様なアテンション）のとき、すべてのクエリについて $\beta$ を計算してください。
 #    2 層目は $\beta$ だけからどのクエリを区別できるでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** With $k = 1$ every key at offset $+1$ or more from query $i = 2$
+# receives $w_{+1}$, so swapping the tokens at $j = 5$ and $j = 6$ (offsets $+3$ and
+# $+4$) leaves the first layer's $z_2$ unchanged. The first layer's outputs at
+# positions 5 and 6 do not simply trade places, though: each of them depends on
+# which token sat at offset $0$ and which at $\pm 1$ around it, and the swap changes
+# that. The second layer's query 2 still sees its far keys as a bag, but now a bag
+# of different vectors, so its output moves (by up to 0.095 here; how much depends
+# on the weights). The order came in through the
+# neighbourhoods that the first layer wrote into each position.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $k = 1$ では、クエリ $i = 2$ から見て相対位置が $+1$ 以上のキーはどれも $w_{+1}$ を受け取ります。
+# そのため、$j = 5$ と $j = 6$（相対位置 $+3$ と $+4$）のトークンを入れ替えても、1 層目の $z_2$ は変わりません。
+# しかし、位置 5 と 6 での 1 層目の出力は、単に入れ替わるわけではありません。
+# それぞれの出力は、自分の周りの相対位置 $0$ と $\pm 1$ にどのトークンがあったかに依存し、入れ替えによってそれが変わるからです。
+# 2 層目のクエリ 2 から見ても遠いキーは順序のない集まりのままですが、集まりの中身のベクトルが違うので、出力は動きます
+# （この例では最大 0.095 です。どれだけ動くかは重みによります）。
+# 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を通って入ってきたのです。
+
+# %% tags=["solution"]
+n, d_z, k_clip, i = 8, 8, 1, 2
+gen = torch.Generator().manual_seed(13)
+
+
+def layer_weights():  # W^Q, W^K, W^V and the two tables of one layer
+    w = [
+        torch.randn(d_z, d_z, generator=gen) / math.sqrt(d_z) for _ in range(3)
+    ]
+    tables = [torch.randn(2 * k_clip + 1, d_z, generator=gen) for _ in range(2)]
+    return w, tables
+
+
+def shaw_layer(x, weights):
+    (wq, wk, wv), (tk, tv) = weights
+    z, *_ = shaw_by_distance(x @ wq, x @ wk, x @ wv, tk, tv, k_clip)
+    return z
+
+
+first, second = layer_weights(), layer_weights()
+x = torch.randn(n, d_z, generator=gen)
+swap = torch.arange(n)
+swap[[5, 6]] = swap[[6, 5]]  # offsets +3 and +4 from query 2
+z1, z1_swapped = shaw_layer(x, first), shaw_layer(x[swap], first)
+assert_close(z1_swapped[i], z1[i])  # layer 1: query 2 cannot tell
+assert not torch.allclose(z1_swapped[[6, 5]], z1[[5, 6]])  # not a swap
+z2, z2_swapped = shaw_layer(z1, second), shaw_layer(z1_swapped, second)
+moved = (z2_swapped[i] - z2[i]).abs().max()
+assert moved > 1e-2
+print(f"layer 2, query 2: max change {moved:.3f}", end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** The third term pairs the key, not the query, with the edge vector:
+# $x_j W^K (a_{ij})^\top = P'_{j,\,c_{ij}}$ with $P'_{jr} = x_j W^K\,(w_{r-k})^\top$.
+# So $P' = K (w)^\top$, one row per key, replaces $P$, and the index is the same
+# $c_{ij}$, but read in row $j$ instead of row $i$: a gather along the rows of
+# $P'^\top$. (In Hugging Face's own convention the index is $i - j + M - 1$, the
+# reversed row.) The cell checks it against the $(n, n, d_z)$ computation.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 3 つ目の項では、辺のベクトルと組むのはクエリではなくキーです。
+# $P'_{jr} = x_j W^K\,(w_{r-k})^\top$ とすると $x_j W^K (a_{ij})^\top = P'_{j,\,c_{ij}}$ です。
+# したがってキーごとに 1 行を持つ $P' = K (w)^\top$ が $P$ の代わりになり、
+# インデックスは同じ $c_{ij}$ ですが、行 $i$ ではなく行 $j$ から読みます。つまり $P'^\top$ の行に沿った gather です。
+# Hugging Face 自身の規約では、インデックスは逆順の行 $i - j + M - 1$ になります。
+# 次のセルで、$(n, n, d_z)$ のテンソルを使う計算と照合します。
+
+# %% tags=["solution"]
+n, d_z, k_clip = 7, 8, 2
+gen = torch.Generator().manual_seed(12)
+keys2 = torch.randn(n, d_z, generator=gen)  # rows x_j W^K
+table = torch.randn(2 * k_clip + 1, d_z, generator=gen)  # row r: w_{r-k}
+offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # [i, j] = j - i
+c = offset.clamp(-k_clip, k_clip) + k_clip
+a = table[c]  # [n, n, d_z]: a_ij
+direct = torch.einsum("jd,ijd->ij", keys2, a)  # x_j W^K (a_ij)^T
+p_key = keys2 @ table.T  # P': [n, 2k+1], one row per key
+assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** With $E^r$ of $2n - 1$ rows (row $m$: offset $m - (n - 1)$),
+# $S = Q (E^r)^\top$ is $n \times (2n - 1)$ and the pair $(i, j)$ needs column
+# $m = j - i + n - 1$. Pad one column of zeros on the left ($n \times 2n$), read the
+# numbers as $2n \times n$, drop the first row ($n$ numbers), read the remaining
+# $n(2n - 1)$ as $n \times (2n - 1)$ and keep the first $n$ columns. Entry
+# $(i, j)$ is number $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ of the padded rows,
+# that is padded column $n + j - i$ of row $i$, which never runs past the end since
+# $n + j - i \le 2n - 1$. It is column $n - 1 + j - i = m$ of $S$, for every pair.
+# This is Transformer-XL's shift with $m + 2L - 1$ distances and no memory, so
+# `relative_shift(S, k_len=n)` gives the same.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** $E^r$ を $2n - 1$ 行（行 $m$ は相対位置 $m - (n - 1)$）にすると、
+# $S = Q (E^r)^\top$ は $n \times (2n - 1)$ で、組 $(i, j)$ には列 $m = j - i + n - 1$ が必要です。
+# 左に 0 の列を 1 つパディングし（$n \times 2n$）、数の並びを $2n \times n$ として読み、最初の行（$n$ 個の数）を捨てます。
+# 残りの $n(2n - 1)$ 個を $n \times (2n - 1)$ として読み、最初の $n$ 列を残します。
+# 成分 $(i, j)$ は、パディングした行の $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ 番目の数です。
+# つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
+# これは $S$ の列 $n - 1 + j - i = m$ で、すべての組で正しい値です。
+# メモリなしで距離を $m + 2L - 1$ 個使う Transformer-XL のシフトと同じなので、`relative_shift(S, k_len=n)` も同じ結果を返します。
+
+# %% tags=["solution"]
+n, d_z = 6, 4
+gen = torch.Generator().manual_seed(13)
+q3 = torch.randn(n, d_z, generator=gen)
+e_r = torch.randn(2 * n - 1, d_z, generator=gen)  # row m: offset m - (n - 1)
+s3 = q3 @ e_r.T  # [n, 2n - 1]
+padded = torch.cat([torch.zeros(n, 1), s3], dim=1)  # [n, 2n]
+skewed = padded.reshape(2 * n, n)[1:].reshape(n, 2 * n - 1)[:, :n]
+m_col = torch.arange(n)[None, :] - torch.arange(n)[:, None] + n - 1
+want = s3.gather(1, m_col)  # column m = j - i + n - 1, every pair
+assert_close(skewed, want)  # both sides of the diagonal
+assert_close(relative_shift(s3, k_len=n), want)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** With uniform weights $\alpha_{ij} = 1/n$, $\beta_{ir}$ is the
+# number of keys in bucket $r$ divided by $n$. The buckets are the offsets
+# $\le -2$, $-1$, $0$, $+1$ and $\ge +2$; query $i$ has $\max(i - 1, 0)$ keys in the
+# first and $\max(n - 2 - i, 0)$ in the last, so the first count grows and the last
+# shrinks with $i$: all ten rows of $\beta$ differ, and a second layer can tell
+# every query apart. The value term $\sum_r \beta_{ir} w^V_{r-k}$ carries it into
+# $z_i$: with ten identical tokens, the outputs still differ by position whenever
+# the $w^V_r$ are linearly independent.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** 重みが一様 $\alpha_{ij} = 1/n$ のとき、$\beta_{ir}$ はバケット $r$ のキーの数を $n$ で割った値です。
+# バケットは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
+# クエリ $i$ では、最初のバケットに $\max(i - 1, 0)$ 個、最後のバケットに $\max(n - 2 - i, 0)$ 個のキーが入ります。
+# 最初の数は $i$ とともに増え、最後の数は減るので、$\beta$ の 10 行はすべて異なります。2 層目はどのクエリも区別できます。
+# この情報はバリューの項 $\sum_r \beta_{ir} w^V_{r-k}$ を通って $z_i$ に入ります。
+# $w^V_r$ が線形独立なら、10 個のトークンがすべて同じでも、出力は位置ごとに異なります。
+
+# %% tags=["solution"]
+n, k_clip, d_z = 10, 2, 8
+offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # j - i
+c = offset.clamp(-k_clip, k_clip) + k_clip
+uniform = torch.full((n, n), 1 / n)
+beta = torch.zeros(n, 2 * k_clip + 1).scatter_add_(-1, c, uniform)
+counts = (beta * n).round().long()  # keys per bucket
+by_hand = torch.tensor(
+    [
+        [max(i - 1, 0), int(i >= 1), 1, int(i <= n - 2), max(n - 2 - i, 0)]
+        for i in range(n)
+    ]
+)
+assert torch.equal(counts, by_hand)
+assert len({tuple(row) for row in counts.tolist()}) == n  # all rows differ
+
+gen = torch.Generator().manual_seed(14)
+w_q, w_k, w_v = (torch.randn(d_z, d_z, generator=gen) for _ in range(3))
+table_k = torch.zeros(2 * k_clip + 1, d_z)  # no key term: uniform weights
+table_v = torch.randn(2 * k_clip + 1, d_z, generator=gen)
+same = torch.randn(1, d_z, generator=gen).expand(n, d_z)  # ten equal tokens
+z, _, alpha, beta_z = shaw_by_distance(
+    same @ w_q, same @ w_k, same @ w_v, table_k, table_v, k_clip
+)
+assert_close(alpha, uniform)
+assert_close(beta_z, beta)
+assert len({tuple(row) for row in z.round(decimals=4).tolist()}) == n
+print(counts.T)
 
 # %% [markdown] lang="en"
 # ## References
@@ -739,9 +1005,9 @@ assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
 # - tensor2tensor, `dot_product_attention_relative` and `_relative_attention_inner` in
 #   `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-# - Hugging Face transformers, `BertSelfAttention` (`position_embedding_type`) in
-#   `modeling_bert.py`.
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bert/modeling_bert.py>
+# - Hugging Face transformers 4.57.6, `BertSelfAttention` (`position_embedding_type`)
+#   in `modeling_bert.py`.
+#   <https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/models/bert/modeling_bert.py>
 # - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
 #   Better Relative Position Embeddings*. Findings of EMNLP 2020.
 #   <https://arxiv.org/abs/2009.13658>
@@ -753,11 +1019,12 @@ assert not torch.equal(hf_relative_key(rel.embedding.weight.detach(), n), ours)
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
 # - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
 #   <https://arxiv.org/abs/1809.04281>
-# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `dot_product_attention_relative` と
-#   `_relative_attention_inner`。
+# - tensor2tensor, `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-# - Hugging Face transformers、`modeling_bert.py` の `BertSelfAttention`（`position_embedding_type`）。
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bert/modeling_bert.py>
+#   （`dot_product_attention_relative` と `_relative_attention_inner`。）
+# - Hugging Face transformers 4.57.6, `modeling_bert.py`.
+#   <https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/models/bert/modeling_bert.py>
+#   （`BertSelfAttention` の `position_embedding_type`。）
 # - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
 #   Better Relative Position Embeddings*. Findings of EMNLP 2020.
 #   <https://arxiv.org/abs/2009.13658>

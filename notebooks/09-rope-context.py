@@ -17,8 +17,12 @@
 #
 # A model with rotary position embedding (RoPE) is trained on sequences of some
 # length $L$ and later asked to read longer ones. Past $L$, some of its rotation
-# angles take values that training never produced, and the model's quality
-# collapses. Every method in this chapter changes only the frequencies $\theta_i$
+# angles take values that training never produced, and such models degrade there:
+# in Sun et al.'s table 2 a RoPE model trained on 1024 tokens has a perplexity of
+# 25.52 at 1024 tokens, 73.6 at 2048 and 294.45 at 4096, and the chapter
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) measures the same
+# on small models trained here. Every method in this chapter changes only the
+# frequencies $\theta_i$
 # of RoPE (YaRN also multiplies by one constant), so the architecture and the
 # weights stay as they are; a short fine-tuning, or none, does the rest.
 #
@@ -34,12 +38,14 @@
 #
 # 回転位置埋め込み（RoPE）を使うモデルは、ある長さ $L$ の系列で学習されます。
 # そのモデルに、あとからもっと長い系列を読ませたいとします。
-# $L$ を超えると、一部の回転角が学習中には一度も現れなかった値になり、モデルの性能が崩れます。
+# $L$ を超えると、一部の回転角が学習中には一度も現れなかった値になり、そこでモデルの性能が落ちます。
+# Sun らの表 2 では、1024 トークンで学習した RoPE のモデルのパープレキシティは、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
+# 「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章は、このサイトで学習した小さなモデルを使って同じことを測ります。
 # この章で扱う手法はどれも、RoPE の周波数 $\theta_i$ だけを変えます（YaRN はさらに定数を 1 つ掛けます）。
-# モデルの構造も重みもそのままで、あとは短いファインチューニングで済ませるか、何もしません。
+# モデルの構造と重みはそのままで、あとは短いファインチューニングを行うか、それすら行わないかのどちらかです。
 #
-# まず、どの周波数が危ないのかを数えます。
-# 次に、位置補間、NTK-aware な底の変更とその動的版、YaRN、Llama 3 のスケーリングを波長から導き、
+# まず、どの周波数が問題になるのかを数えます。
+# 次に、位置補間、NTK-aware の底の変更とその動的版、YaRN、Llama 3 のスケーリングを波長から導き、
 # それぞれの式を `posenc.rope_frequencies` で確かめます。
 # さらに、どの手法でも RoPE の相対位置の性質が保たれることを示します。
 # 最後に、公開されているモデルの設定と、Hugging Face での各手法の呼び名をまとめます。
@@ -52,6 +58,7 @@ import torch
 from torch.testing import assert_close
 
 from posenc import (
+    DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
     NTKScaling,
@@ -70,7 +77,8 @@ two_pi = 2 * math.pi
 # %% [markdown] lang="en"
 # ## Wavelengths against the training context
 #
-# RoPE (Su et al. 2021; the chapter *Rotary position embedding (RoPE)*) rotates pair
+# RoPE (Su et al. 2021; the chapter
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb)) rotates pair
 # $i$ of a query or key at position $m$ by the angle $m\theta_i$, with the frequencies
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # for head size $d$ and base $b$. The wavelength of pair $i$ (the number of positions
@@ -84,8 +92,17 @@ two_pi = 2 * math.pi
 # $i \le i_1$. Training has shown such a pair its whole circle, at steps of $\theta_i$;
 # a longer input brings no angle outside the range it has seen. A pair with $r_i < 1$
 # has seen only the arc from $0$ to $(L-1)\theta_i$, and beyond $L$ it moves into angles
-# the model has never seen. This is what breaks past $L$, and it concerns the slow pairs
-# only.
+# the model has never seen. Taken one pair at a time, then, only the slow pairs meet
+# new angles past $L$. That is not the only novelty. A score sums over all pairs,
+# and at a distance of $L$ or more the fast pairs together take a combination of
+# angles that no trained distance produced: the cell finds, for Llama 2, that pair 0
+# alone comes within $10^{-3}$ radian of an angle it took in training, while pairs 0
+# to 45 together stay at least 1 radian away from every trained combination, as far
+# as two neighbouring positions are. And a longer input spreads attention over more
+# keys than training ever did. The methods below mend the slow pairs' angles; the
+# chapter [*Which encodings extrapolate?*](11-length-generalisation.ipynb) shows a
+# small RoPE model that fails past $L$ and recovers when the keys beyond the trained
+# distances are hidden.
 #
 # The cell counts both kinds for head size $d = 128$ in two settings: Llama 2
 # (base $10^4$, $L = 4096$) and Llama 3 (base $5 \cdot 10^5$, $L = 8192$). In
@@ -97,7 +114,7 @@ two_pi = 2 * math.pi
 # %% [markdown] lang="ja"
 # ## 学習時のコンテキスト長と波長
 #
-# RoPE (Su ら 2021、「回転位置埋め込み（RoPE）」の章) は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
+# RoPE（Su ら 2021、「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章）は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
 # ヘッドの次元数を $d$、底を $b$ とすると、周波数は次のとおりです。
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の波長（ちょうど 1 周するのに必要な位置の数）と、
@@ -106,11 +123,19 @@ two_pi = 2 * math.pi
 # 波長は $i$ とともに等比数列で伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外とは、
 # ある 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、その境が求まります。
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
-# ペア $i$ が $L$ の間に少なくとも 1 周する ($r_i \ge 1$) のは、ちょうど $i \le i_1$ のときです。
+# ペア $i$ が $L$ の間に少なくとも 1 周する（$r_i \ge 1$）のは、ちょうど $i \le i_1$ のときです。
 # そのようなペアは、学習中に円周全体を $\theta_i$ 刻みで見ています。系列が長くなっても、見たことのある範囲の外の角度は現れません。
 # 一方、$r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけです。
 # $L$ を超えると、モデルが一度も見たことのない角度に入っていきます。
-# $L$ を超えたときに壊れるのはここで、問題になるのは回転の遅いペアだけです。
+# つまりペアを 1 つずつ見れば、$L$ の先で新しい角度に出会うのは回転の遅いペアだけです。
+# ただし、新しいのはそれだけではありません。スコアはすべてのペアの和です。
+# 距離が $L$ 以上になると、速いペアが全体として取る角度の組み合わせは、学習中のどの距離でも現れなかったものになります。
+# 下のセルで Llama 2 について確かめます。ペア 0 だけなら、学習中に取った角度から $10^{-3}$ ラジアン以内に必ず戻ってきます。
+# ところがペア 0 から 45 をまとめて見ると、学習中のどの組み合わせからも少なくとも 1 ラジアン離れています。これは隣り合う 2 つの位置の差と同じ大きさです。
+# さらに、長い入力では、アテンションが学習中より多くのキーに分散します。
+# 以下の手法が直すのは遅いペアの角度です。
+# 「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、
+# 学習した距離より遠いキーを隠すと回復する様子を示します。
 #
 # 下のセルでは、$d = 128$ の 2 つの設定について両者を数えます。
 # Llama 2（底 $10^4$、$L = 4096$）と Llama 3（底 $5 \cdot 10^5$、$L = 8192$）です。
@@ -122,7 +147,7 @@ two_pi = 2 * math.pi
 
 # %%
 def turn_index(beta, d, b, L):
-    """i_beta: the (fractional) pair index that turns exactly beta times within L."""
+    """i_beta: the (fractional) pair index that turns beta times within L."""
     return d * math.log(L / (two_pi * beta)) / (2 * math.log(b))
 
 
@@ -132,20 +157,47 @@ settings = (("Llama 2", 1e4, 4096), ("Llama 3", 5e5, 8192))
 lines = []
 for name, b, L in settings:
     theta = rope_frequencies(d, base=b).double()
-    assert_close(theta, b ** (-2 * i / d), rtol=1e-6, atol=0)  # theta_i = b^(-2i/d)
+    # theta_i = b^(-2i/d)
+    assert_close(theta, b ** (-2 * i / d), rtol=1e-6, atol=0)
     lam = two_pi / theta  # lambda_i = 2 pi b^(2i/d)
     assert_close(lam, two_pi * b ** (2 * i / d), rtol=1e-6, atol=0)
     r = L / lam  # turns within L
     i_1 = turn_index(1, d, b, L)
-    assert math.isclose(L / (two_pi * b ** (2 * i_1 / d)), 1.0)  # r = beta at i = i_beta
+    # r_i = beta at i = i_beta
+    assert math.isclose(L / (two_pi * b ** (2 * i_1 / d)), 1.0)
     full = r >= 1
-    assert torch.equal(full, i <= i_1)  # the pairs that turn fully are i <= i_1
+    assert torch.equal(full, i <= i_1)  # the pairs that turn fully: i <= i_1
     n_full = int(full.sum())
     assert n_full == math.floor(i_1) + 1
     lines.append(
-        f"{name}: i_1 = {i_1:.2f}, {n_full} pairs turn within L, {d // 2 - n_full} never; "
-        f"lambda_{n_full - 1} = {lam[n_full - 1]:.0f}, lambda_{n_full} = {lam[n_full]:.0f}"
+        f"{name}: i_1 = {i_1:.2f}, {n_full} pairs turn within L, "
+        f"{d // 2 - n_full} never;\n"
+        f"  lambda_{n_full - 1} = {lam[n_full - 1]:.0f}, "
+        f"lambda_{n_full} = {lam[n_full]:.0f}"
     )
+
+# Llama 2 beyond L: the angles of 64 distances in [L, 2L) against those of the
+# trained distances 0..L-1, for pair 0 alone and for the 46 fast pairs together
+b, L = settings[0][1:]
+theta = rope_frequencies(d, base=b).double()
+new = torch.linspace(L, 2 * L - 1, 64, dtype=f64).round()
+seen = torch.arange(L, dtype=f64)
+
+
+def nearest_trained(pairs):
+    """For each new distance: the closest trained one, by its worst pair."""
+    gap = (new[:, None, None] - seen[None, :, None]) * theta[pairs]
+    wrapped = torch.remainder(gap + math.pi, two_pi) - math.pi  # in [-pi, pi)
+    return wrapped.abs().amax(-1).amin(-1)  # (64,) radians
+
+
+alone, together = nearest_trained([0]), nearest_trained(slice(0, 46))
+assert alone.max() < 1e-3 and together.min() > 1 - 1e-9  # theta_0: one step
+lines.append(
+    f"Llama 2, 64 distances in [L, 2L): pair 0 within {alone.max():.1e} rad "
+    f"of a trained angle;\n  pairs 0-45 together at least "
+    f"{together.min():.2f} rad from every trained combination"
+)
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
@@ -196,18 +248,18 @@ plt.show()
 # ## 位置補間
 #
 # いちばん単純な対策は、位置を縮めて、すべての角度を学習した範囲に収めることです。
-# $L$ で学習したモデルに $sL$ 個の位置を読ませるため、Chen ら (2023) は
-# （kaiokendev も独立に）位置 $m$ を $m/s$ として与えました。
+# $L$ で学習したモデルに $sL$ 個の位置を読ませるため、Chen ら（2023）は
+# 位置 $m$ を $m/s$ として与えました（kaiokendev も独立に同じことをしています）。
 # 角度は積なので、位置を割ることは周波数を割ることと同じです。
 # $$\frac{m}{s}\,\theta_i = m\,\frac{\theta_i}{s}, \qquad \theta'_i = \frac{\theta_i}{s}$$
-# したがって位置補間 (PI) は周波数の変更です。
-# 位置 $m$ を $\theta'_i$ で回すことは、小数の位置 $m/s$ を $\theta_i$ で回すことと同じです。
-# Hugging Face（`rope_type="linear"`）も `posenc.LinearScaling(s)` も、周波数の側で実装しています。
+# したがって位置補間（PI）は周波数の変更です。
+# 位置 $m$ を $\theta'_i$ で回すことは、非整数の位置 $m/s$ を $\theta_i$ で回すことと同じです。
+# Hugging Face（`rope_type="linear"`）と `posenc.LinearScaling(s)` は、どちらも周波数の側で実装しています。
 # 下のセルでは、$s = 4$ として $sL$ までのすべての位置でこの等価性を `apply_rope` で確かめます。
 # さらに、最後の位置 $m = sL - 1$ でさえ、学習したコンテキストの直後の位置の角度 $L\theta_i$ を下回ることも確かめます。
 #
 # 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮みます。
-# 最も速いペアでは $1$ ラジアンではなく $1/s$ ラジアンになり、
+# 最も速いペアの場合、差は $1$ ラジアンではなく $1/s$ ラジアンになり、
 # モデルは学習中に区別したことのない近さの角度を見分けなければなりません。
 # Chen らは短いファインチューニング（1000 ステップ以内）でモデルを慣らしています。
 # 図では、PI が周波数の線全体を同じ割合で下に動かしています。比 $\theta'_i/\theta_i$（右）はどのペアでも $1/s$ です。
@@ -222,12 +274,13 @@ assert_close(theta_pi, theta / s, rtol=1e-6, atol=0)  # theta'_i = theta_i / s
 
 x = torch.randn(s * L, d, dtype=f64)
 m = torch.arange(s * L)
-assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))  # theta / s at m == theta at m / s
-assert ((s * L - 1) * theta_pi < L * theta).all()  # every angle stays below L theta_i
+# theta / s at m is theta at m / s
+assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
+assert ((s * L - 1) * theta_pi < L * theta).all()  # every angle below L theta_i
 
 
 def compare_figure(theta, scaled, s, marks=(), extra=None):
-    """theta_i and theta'_i (left) and their ratio (right), log y over the pair index i."""
+    """theta_i and theta'_i (left), their ratio (right); log y over pair i."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 3.0))
     left.plot(theta, color="0.5", ls="--", label=r"$\theta_i$")
     left.plot(scaled, color="C0", label=r"$\theta'_i$")
@@ -239,7 +292,10 @@ def compare_figure(theta, scaled, s, marks=(), extra=None):
         right.legend(loc="lower left")
     ticks = [2.0**-k for k in range(int(math.log2(s)) + 1)]
     right.set(yscale="log", xlabel="$i$", ylabel=r"$\theta'_i / \theta_i$")
-    right.set(yticks=ticks, yticklabels=["$1$"] + [f"$1/{2**k}$" for k in range(1, len(ticks))])
+    right.set(
+        yticks=ticks,
+        yticklabels=["$1$"] + [f"$1/{2**k}$" for k in range(1, len(ticks))],
+    )
     right.set_ylim(ticks[-1] / 1.25, 1.25)
     right.minorticks_off()
     for ax in (left, right):
@@ -281,11 +337,12 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## NTK-aware スケーリング：底を大きくする
 #
-# bloc97 (2023) は、PI は圧縮をかけるべきでない場所にかけていると指摘しました。
+# bloc97（2023）は、PI は圧縮をかけるべきでない場所にかけていると指摘しました。
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
-# （名前はニューラルタンジェントカーネル (NTK) の理論に由来します。
-# この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。）
-# そこで提案されたのが、最も速いペアはそのままにし、最も遅いペアだけを係数 $s$ でまるごと割る方法です。
+# 名前はニューラルタンジェントカーネル（NTK）の理論に由来します。
+# この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。
+# そこで提案されたのが、最も速いペアはそのままにし、最も遅いペアをちょうど係数 $s$ で割る方法です。
+# 間のペアも、あとで見るように少しずつ割られます。
 # しかも周波数を 1 つずつ決めるのではなく、新しい底 $b'$ を選ぶことで実現します。
 # 最も速いペア $\theta_0 = b^0 = 1$ は、そもそも底によりません。
 # 最も遅いペア $i = d/2 - 1$ は $\theta_{d/2-1} = b^{-(d-2)/d}$ です。
@@ -301,7 +358,7 @@ plt.show()
 # 学習中に 1 周もしなかったペアにとって、それは学習した弧の外の角度です。
 # 下のセルで、Llama 2 と $s = 4$ についてそのようなペアを数えます。遅いペア 18 組のうち 17 組です。
 # ちょうど $s$ で割られる最後のペアだけが、弧の内側にとどまります。
-# Peng ら (2023) はこの「範囲外」の値を指摘し、そのため実際には NTK-aware スケーリングの係数を、
+# Peng ら（2023）はこの「範囲外」の値を指摘し、そのため実際には NTK-aware スケーリングの係数を、
 # 目標とする伸び率より大きく設定しなければならないと述べています。
 
 # %% alt={"en": ["NTK-aware scaling with s = 4. Left: original and scaled frequencies against pair i, log axis, equal at pair 0 and drifting apart. Right: their ratio falls along a straight line on the log axis from 1 at pair 0 to 1/4 at pair 63."], "ja": ["s = 4 の NTK-aware スケーリング。左は元の周波数と変更後の周波数をペア i に対して対数軸で描いたもので、ペア 0 で一致し、しだいに離れます。右の比は対数軸上の直線で、ペア 0 の 1 からペア 63 の 1/4 まで下がります。"]}
@@ -309,16 +366,20 @@ ntk = NTKScaling(s)
 theta_ntk = rope_frequencies(d, base=b, scaling=ntk).double()
 
 b_new = b * s ** (d / (d - 2))  # b' = b s^(d/(d-2))
-assert math.isclose(b_new ** (-(d - 2) / d), b ** (-(d - 2) / d) / s)  # the slowest pair / s
-assert_close(theta_ntk, rope_frequencies(d, base=b_new).double(), rtol=1e-6, atol=0)
-assert_close(theta_ntk, theta * s ** (-2 * i / (d - 2)), rtol=1e-6, atol=0)  # theta_i s^(-2i/(d-2))
+ntk_base = rope_frequencies(d, base=b_new).double()
+assert_close(theta_ntk, ntk_base, rtol=1e-6, atol=0)
+assert_close(theta_ntk[-1], theta[-1] / s, rtol=1e-6, atol=0)  # slowest / s
+# theta'_i = theta_i s^(-2i/(d-2))
+assert_close(theta_ntk, theta * s ** (-2 * i / (d - 2)), rtol=1e-6, atol=0)
 assert theta_ntk[0] == theta[0] == 1  # the fastest pair is untouched
 
 never = L * theta < two_pi  # r_i < 1: no full turn in training
-past_arc = s * L * theta_ntk > L * theta * (1 + 1e-6)  # s L theta'_i > L theta_i
+past_arc = s * L * theta_ntk > L * theta * (1 + 1e-6)  # sL theta'_i > L theta_i
 assert torch.equal(past_arc, i < d // 2 - 1)
 print(
-    f"slow pairs pushed past their trained arc: {int((never & past_arc).sum())} of {int(never.sum())}"
+    "slow pairs pushed past their trained arc: "
+    f"{int((never & past_arc).sum())} of {int(never.sum())}",
+    end="",
 )
 
 compare_figure(theta, theta_ntk, s)
@@ -328,8 +389,10 @@ plt.show()
 # ## Dynamic NTK: a factor that grows with the sequence
 #
 # A fixed factor is a compromise. It changes the frequencies even for short inputs,
-# which lose a little quality for nothing, and it still fails beyond $sL$. emozilla
-# (2023) proposed to choose the factor from the current sequence length $T$, and to
+# and it still fails beyond $sL$: emozilla's post reports both, a higher perplexity
+# than dynamic interpolation on short sequences and a blow-up past the extended
+# length (measured on LLaMA). emozilla (2023) proposed to choose the factor from the
+# current sequence length $T$, and to
 # recompute the frequencies as the sequence grows: no change while $T \le L$, then the
 # factor $T/L$. Hugging Face's `rope_type="dynamic"` implements it with its configured
 # factor $s$ as a slope (the formula of emozilla's post and of
@@ -338,17 +401,25 @@ plt.show()
 # This is the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is $1$ at
 # $T = L$ and grows by $s/L$ per position. With $s = 1$ it is exactly $T/L$. With
 # $s = 2$ it grows twice as fast and is already $3$ at $T = 2L$: here Hugging Face's
-# `factor` is not the extension ratio. `posenc` provides only the static form, so the
-# cell implements the dynamic one in a few lines and checks it against `NTKScaling`
-# at the effective factor. The figure shows the frequencies moving down as the
-# sequence grows, slow pairs first.
+# `factor` is not the extension ratio. Hugging Face takes $L$ from the model's
+# `max_position_embeddings`.
+#
+# `posenc.DynamicNTKScaling(s, L)` is this rule; the frequencies depend on $T$, given
+# as `seq_len` (`apply_rope` and `RotaryEmbedding` take it from the positions, as the
+# largest position plus one). The cell writes the formula above in a few lines and
+# checks it three ways: against `DynamicNTKScaling`; against Hugging Face, through
+# the slowest frequency $\theta'_{63}$ that transformers 5.24.0 returns for
+# these settings, copied into the cell; and against the property that defines an
+# NTK-aware base, independently of the formula: pair 0 keeps $\theta_0 = 1$ and the
+# slowest pair is divided by exactly $s_T$. The figure shows the frequencies moving
+# down as the sequence grows, slow pairs first.
 
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
 #
-# 固定の係数は妥協の産物です。短い入力でも周波数が変わるので、短い入力の性能が無駄に少し落ちます。
-# しかも $sL$ を超えればやはり壊れます。
-# emozilla (2023) は、係数をいまの系列長 $T$ から決め、系列が伸びるたびに周波数を計算し直すことを提案しました。
+# 固定の係数は妥協の産物です。短い入力でも周波数が変わってしまい、しかも $sL$ を超えればやはり壊れます。
+# emozilla の投稿は、LLaMA でこの両方を報告しています。短い系列では動的な補間よりパープレキシティが高く、伸ばした長さを超えると急に悪化します。
+# emozilla（2023）は、係数をいまの系列長 $T$ から決め、系列が伸びるたびに周波数を計算し直すことを提案しました。
 # $T \le L$ の間は何も変えず、それを超えたら係数を $T/L$ にします。
 # Hugging Face の `rope_type="dynamic"` は、設定された係数 $s$ を傾きとしてこれを実装しています
 # （emozilla の投稿と、`modeling_rope_utils.py` の `_compute_dynamic_ntk_parameters` の式です）。
@@ -358,38 +429,67 @@ plt.show()
 # $s = 1$ ならちょうど $T/L$ です。
 # $s = 2$ なら 2 倍の速さで増え、$T = 2L$ ですでに $3$ になります。
 # つまりここでは、Hugging Face の `factor` は伸び率そのものではありません。
-# `posenc` には静的な形しかないので、下のセルで動的な形を数行で実装し、実効的な係数の `NTKScaling` と照らし合わせます。
+# Hugging Face は $L$ をモデルの `max_position_embeddings` から取ります。
+#
+# `posenc.DynamicNTKScaling(s, L)` はこの規則です。周波数は $T$ によって変わり、この長さは `seq_len` で渡します
+# （`apply_rope` と `RotaryEmbedding` は、位置の最大値に 1 を足した値を使います）。
+# 下のセルでは上の式を数行で書き、3 通りに確かめます。
+# 1 つ目は `DynamicNTKScaling` との比較です。
+# 2 つ目は Hugging Face との比較で、transformers 5.24.0 がこの設定で返す最も遅い周波数 $\theta'_{63}$ をセルに書き写してあります。
+# 3 つ目は、式とは独立に、NTK-aware の底を定める性質を確かめます。ペア 0 は $\theta_0 = 1$ のままで、最も遅いペアはちょうど $s_T$ で割られます。
 # 図は、系列が伸びるにつれて周波数が下がっていく様子です。遅いペアから先に下がります。
 
 
 # %% alt={"en": ["Dynamic NTK: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
 def dynamic_ntk_frequencies(d, b, s, L, T):
-    """Hugging Face rope_type="dynamic": the NTK-aware base for s T / L - (s - 1) when T > L.
-
-    Source: _compute_dynamic_ntk_parameters in transformers' modeling_rope_utils.py.
-    """
+    """b_T = b (s T / L - (s - 1))^(d/(d-2)) for T > L, b_T = b for T <= L."""
     T = max(T, L)  # no change up to the trained length
     return rope_frequencies(d, base=b * (s * T / L - (s - 1)) ** (d / (d - 2)))
 
 
+# theta'_63 from transformers 5.24.0 (torch 2.13.0): ROPE_INIT_FUNCTIONS
+# ["dynamic"] for head_dim 128, rope_theta 1e4, max_position_embeddings 4096
+hf_slowest = {
+    (1.0, 2): 5.773909652e-05,
+    (1.0, 4): 2.886955190e-05,
+    (1.0, 8): 1.443477413e-05,
+    (2.0, 2): 3.849273344e-05,
+    (2.0, 4): 1.649688602e-05,
+    (2.0, 8): 7.698546142e-06,
+}
 for T in (1, L // 2, L):  # b_T = b for T <= L, whatever s is
-    assert torch.equal(dynamic_ntk_frequencies(d, b, 2.0, L, T), rope_frequencies(d, base=b))
+    dyn = dynamic_ntk_frequencies(d, b, 2.0, L, T)
+    assert torch.equal(dyn, rope_frequencies(d, base=b))
 rows = []
 for k in (1, 2, 4, 8):
     T = k * L
     factors = []
     for s_cfg in (1.0, 2.0):
         s_T = s_cfg * T / L - (s_cfg - 1)  # the effective NTK-aware factor
-        dyn = dynamic_ntk_frequencies(d, b, s_cfg, L, T)
-        assert_close(dyn, rope_frequencies(d, base=b, scaling=NTKScaling(s_T)))
+        dyn = dynamic_ntk_frequencies(d, b, s_cfg, L, T).double()
+        lib = DynamicNTKScaling(s_cfg, L)
+        lib = rope_frequencies(d, base=b, scaling=lib, seq_len=T).double()
+        assert_close(dyn, lib, rtol=1e-6, atol=0)
+        if k > 1:
+            hf = torch.tensor(hf_slowest[s_cfg, k], dtype=f64)
+            assert_close(dyn[-1], hf, rtol=1e-6, atol=0)
+        assert dyn[0] == 1  # the fastest pair keeps its frequency
+        assert_close(
+            dyn[-1], theta[-1] / s_T, rtol=1e-6, atol=0
+        )  # slowest / s_T
         factors.append(s_T)
-    rows.append(f"T = {k}L: s_T = {factors[0]:.0f} (s = 1), {factors[1]:.0f} (s = 2)")
+    rows.append(
+        f"T = {k}L: s_T = {factors[0]:.0f} (s = 1), {factors[1]:.0f} (s = 2)"
+    )
 print("\n".join(rows), end="")
 
 fig, ax = plt.subplots(figsize=(6.4, 3.0))
 ks = (1, 2, 4, 8, 16)
-for k, color in zip(ks, plt.cm.viridis(torch.linspace(0, 0.9, len(ks)).numpy()), strict=True):
-    ratio = dynamic_ntk_frequencies(d, b, 1.0, L, k * L).double() / theta
+colors = plt.cm.viridis(torch.linspace(0, 0.9, len(ks)).numpy())
+dyn_1 = DynamicNTKScaling(1.0, L)
+for k, color in zip(ks, colors, strict=True):
+    scaled = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=k * L).double()
+    ratio = scaled / theta
     ax.plot(ratio, color=color, label=f"$T = {k}L$" if k > 1 else "$T = L$")
 ax.set(yscale="log", xlabel="$i$", ylabel=r"$\theta'_i / \theta_i$")
 ax.legend(loc="lower left", ncols=2)
@@ -402,7 +502,8 @@ plt.show()
 # ones, and the score of a query at $m$ and a key at $n$ is no longer a function of
 # $m - n$. The check below rotates the key with the base of $T = L$ and the query with
 # that of $T = 2L$: shifting both by the same amount changes the score. Peng et al.
-# (2023) note this and recommend caching the keys before the rotation.
+# (2023) note this and recommend caching the keys before the rotation. Exercise 4
+# measures the damage over a whole generation.
 
 # %% [markdown] lang="ja"
 # 周波数を計算し直すことには、キーをキャッシュするときに落とし穴があります。
@@ -411,7 +512,8 @@ plt.show()
 # すると、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
 # 下の確認では、キーを $T = L$ の底で、クエリを $T = 2L$ の底で回転させます。
 # 両方を同じだけずらすと、スコアが変わります。
-# Peng ら (2023) もこの点を指摘し、キーは回転させる前にキャッシュするよう勧めています。
+# Peng ら（2023）もこの点を指摘し、キーは回転させる前にキャッシュするよう勧めています。
+# 生成全体でどれだけずれるかは、演習 4 で測ります。
 
 # %%
 q, k = torch.randn(2, d, dtype=f64)
@@ -419,13 +521,15 @@ b_2L = b * 2.0 ** (d / (d - 2))  # dynamic base at T = 2L (s = 1)
 
 
 def score(m, n, base_q, base_k):
-    return apply_rope(q, torch.tensor(m), base=base_q) @ apply_rope(k, torch.tensor(n), base=base_k)
+    q_m = apply_rope(q, torch.tensor(m), base=base_q)
+    return q_m @ apply_rope(k, torch.tensor(n), base=base_k)
 
 
 same = torch.stack([score(m, m - 100, b_2L, b_2L) for m in (100, 3000, 8000)])
 mixed = torch.stack([score(m, m - 100, b_2L, b) for m in (100, 3000, 8000)])
 assert_close(same, same[0].expand(3))  # one set of frequencies: relative
-assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different lengths: not relative
+# key and query rotated at different lengths: not relative
+assert (mixed - mixed[0]).abs().max() > 0.1
 
 # %% [markdown] lang="en"
 # ## YaRN: interpolation by parts, and a temperature
@@ -452,7 +556,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different leng
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
 # For $s = 4$, $L = 4096$, $d = 128$ and base $10^4$, the cell prints $i_{32} = 20.94$ and
 # $i_1 = 45.03$: pairs 0 to 20 are kept, pairs 46 to 63 are divided by $s$, and pairs 21
-# to 45 are blended. Outside that band the two ramps agree exactly. Inside, they do
+# to 45 are blended. Outside that band the two ramps agree. Inside, they do
 # not: $r_i$ falls geometrically with $i$, so the paper's ramp, linear in $r$, turns
 # towards interpolation much earlier than the code's, linear in $i$. The code's
 # frequencies range from 0.98 to 1.73 times the paper's. `posenc` follows the code:
@@ -461,7 +565,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different leng
 # %% [markdown] lang="ja"
 # ## YaRN：部分ごとの補間と温度
 #
-# Peng ら (2023) は波長に立ち返りました。
+# Peng ら（2023）は波長に立ち返りました。
 # $L$ の間に何周もするペアは、補間する必要がありません。
 # 1 周もしないペアは、学習した弧の内側にとどまるよう、PI と同じく完全に補間すべきです。
 # その間のペアには、両者を混ぜたものを使います。
@@ -476,12 +580,12 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different leng
 # ### コードの中のランプ関数
 #
 # 論文の著者のコード、Hugging Face の `"yarn"`、`posenc.YarnScaling` は、この規則を論文とは違う形で計算します。
-# しきい値を `beta_fast` ($\beta$) と `beta_slow` ($\alpha$) と呼び、上で導いた $i_\beta$ の式でペアの番号に直します。
+# しきい値を `beta_fast`（$\beta$）と `beta_slow`（$\alpha$）と呼び、上で導いた $i_\beta$ の式でペアの番号に直します。
 # その範囲を外側に丸めて整数にし、$r$ ではなく番号 $i$ について線形なランプ関数を作ります。既定のしきい値では次の式です。
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
 # $s = 4$、$L = 4096$、$d = 128$、底 $10^4$ では、下のセルが $i_{32} = 20.94$ と $i_1 = 45.03$ を出力します。
-# ペア 0 から 20 はそのまま、ペア 46 から 63 は $s$ で割られ、ペア 21 から 45 は混ぜられます。
-# この帯の外では、2 つのランプ関数は完全に一致します。
+# ペア 0 から 20 はそのまま、ペア 46 から 63 は $s$ で割られ、ペア 21 から 45 は両者を線形に混ぜた値を取ります。
+# この帯の外では、2 つのランプ関数は一致します。
 # 帯の中では一致しません。$r_i$ は $i$ とともに等比数列で減るので、
 # $r$ について線形な論文のランプ関数は、$i$ について線形なコードのランプ関数よりずっと早く補間の側へ傾きます。
 # コードの周波数は、論文の式の 0.98 倍から 1.73 倍の範囲にあります。
@@ -490,7 +594,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # key and query from different leng
 
 # %% alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプは、回転数について線形な論文のランプより遅れて下がります。"]}
 def ntk_by_parts(theta, L, s, alpha, beta):
-    """The paper's rule: the ramp gamma is linear in the number of turns r_i = L theta_i / (2 pi)."""
+    """The paper's rule: gamma linear in the turns r_i = L theta_i / (2 pi)."""
     r = L * theta / two_pi
     gamma = ((r - alpha) / (beta - alpha)).clamp(0, 1)
     return (1 - gamma) * theta / s + gamma * theta
@@ -502,17 +606,21 @@ theta_yarn = rope_frequencies(d, base=b, scaling=yarn).double()
 i_32, i_1 = turn_index(32, d, b, L), turn_index(1, d, b, L)
 low, high = math.floor(i_32), math.ceil(i_1)  # rounded outward
 gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)  # linear in i
-assert_close(theta_yarn, (1 - gamma) * theta / s + gamma * theta, rtol=1e-6, atol=0)
+blend = (1 - gamma) * theta / s + gamma * theta
+assert_close(theta_yarn, blend, rtol=1e-6, atol=0)
 assert_close(theta_yarn[: low + 1], theta[: low + 1], rtol=1e-6, atol=0)  # kept
-assert_close(theta_yarn[high:], theta[high:] / s, rtol=1e-6, atol=0)  # interpolated
+assert_close(theta_yarn[high:], theta[high:] / s, rtol=1e-6, atol=0)  # / s
 
 paper = ntk_by_parts(theta, L, s, alpha=1, beta=32)
 outside = (i <= low) | (i >= high)
-assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)  # same outside the band
+assert_close(
+    theta_yarn[outside], paper[outside], rtol=1e-6, atol=0
+)  # same outside the band
 ratio = theta_yarn[~outside] / paper[~outside]
 assert (ratio - 1).abs().min() > 1e-3  # different at every pair inside it
 print(
-    f"i_32 = {i_32:.2f}, i_1 = {i_1:.2f}: kept i <= {low}, divided by s for i >= {high}\n"
+    f"i_32 = {i_32:.2f}, i_1 = {i_1:.2f}: kept i <= {low}, "
+    f"divided by s for i >= {high}\n"
     f"code / paper inside the band: {ratio.min():.2f} to {ratio.max():.2f}",
     end="",
 )
@@ -523,7 +631,11 @@ compare_figure(
     s,
     marks=(low, high),
     # each curve is the ratio that its ramp gives: (1 - gamma) / s + gamma
-    extra=(r"$(1 - \gamma_i)/s + \gamma_i$", paper / theta, r"$(1 - \gamma(r_i))/s + \gamma(r_i)$"),
+    extra=(
+        r"$(1 - \gamma_i)/s + \gamma_i$",
+        paper / theta,
+        r"$(1 - \gamma(r_i))/s + \gamma(r_i)$",
+    ),
 )
 plt.show()
 
@@ -553,7 +665,7 @@ plt.show()
 # $s = 4$ では、下のセルが $\sqrt{1/t} = 1.1386$ を出力します。スコアは $1/t = 1.2965$ 倍になります。
 # セルでは、`YarnScaling` を指定した `apply_rope` が各ベクトルのノルムを $\sqrt{1/t}$ 倍にすること
 # （回転だけならノルムは変わりません）を確かめます。
-# さらに、回転したクエリとキーの内積が $1/t$ 倍になることを、同じ周波数による素の回転をセル内に書き下して比べます。
+# さらに、同じ周波数で回転だけを行う処理をセル内に書き下し、それと比べて、回転したクエリとキーの内積が $1/t$ 倍になることを確かめます。
 
 # %%
 c = yarn.attention_factor  # sqrt(1/t)
@@ -561,18 +673,31 @@ assert math.isclose(c, 0.1 * math.log(s) + 1)
 
 
 def rotate_half(x, positions, theta):
-    """Plain RoPE in the half layout with given frequencies (pair j with j + d/2)."""
+    """Plain RoPE, half layout (pair j with j + d/2), given frequencies."""
     angle = positions.double()[..., None] * theta  # (..., d/2)
     x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * angle.cos() - x2 * angle.sin(), x2 * angle.cos() + x1 * angle.sin()), -1)
+    return torch.cat(
+        (
+            x1 * angle.cos() - x2 * angle.sin(),
+            x2 * angle.cos() + x1 * angle.sin(),
+        ),
+        -1,
+    )
 
 
 qs, ks = torch.randn(2, 8, d, dtype=f64)
 mq, mk = torch.randint(0, s * L, (2, 8))
-q_yarn, k_yarn = apply_rope(qs, mq, scaling=yarn), apply_rope(ks, mk, scaling=yarn)
-assert_close(q_yarn.norm(dim=-1), c * qs.norm(dim=-1))  # each vector scaled by sqrt(1/t)
+q_yarn, k_yarn = (
+    apply_rope(qs, mq, scaling=yarn),
+    apply_rope(ks, mk, scaling=yarn),
+)
+assert_close(
+    q_yarn.norm(dim=-1), c * qs.norm(dim=-1)
+)  # each vector scaled by sqrt(1/t)
 assert_close(q_yarn, c * rotate_half(qs, mq, theta_yarn))
-plain = (rotate_half(qs, mq, theta_yarn) * rotate_half(ks, mk, theta_yarn)).sum(-1)
+plain = (rotate_half(qs, mq, theta_yarn) * rotate_half(ks, mk, theta_yarn)).sum(
+    -1
+)
 assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain)  # logits scaled by 1/t
 print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
@@ -587,13 +712,15 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # and in between
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # Since $L/\lambda_i = r_i$, the two conditions read $r_i > \beta$ and $r_i < \alpha$, and
-# $g_i = \gamma(r_i)$. This is exactly the paper's NTK-by-parts rule above, with its
+# $g_i = \gamma(r_i)$. This is exactly the paper's NTK-by-parts rule of the section
+# [YaRN](#yarn-interpolation-by-parts-and-a-temperature), with its
 # ramp linear in $r$, for $\alpha = 1$ and $\beta = 4$, and without a temperature. At the
 # edges of the band $g_i$ is $1$ ($\lambda_i = L/\beta$) and $0$ ($\lambda_i = L/\alpha$),
 # so the three pieces join continuously. For $d = 128$ the cell counts 29 kept pairs,
 # 6 blended and 29 divided by 8. It checks `Llama3Scaling()` against the rule and against
-# `ntk_by_parts`, and that its rotation keeps the norm. In the figure the dotted lines
-# are $i_4$ and $i_1$.
+# `ntk_by_parts`; that the ratio $\theta'_i/\theta_i$ of one pair moves without a jump
+# as a change of base carries its wavelength across either edge; and that the
+# rotation keeps the norm. In the figure the dotted lines are $i_4$ and $i_1$.
 
 # %% [markdown] lang="ja"
 # ## Llama 3 のスケーリング
@@ -604,38 +731,69 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。
 # その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
-# $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ と読めて、$g_i = \gamma(r_i)$ です。
-# これは上で見た論文の NTK-by-parts の規則（$r$ について線形なランプ関数）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものにほかなりません。
-# 帯の両端で $g_i$ は $1$ ($\lambda_i = L/\beta$) と $0$ ($\lambda_i = L/\alpha$) になるので、3 つの部分は連続につながります。
+# $L/\lambda_i = r_i$ なので、2 つの条件はそれぞれ $r_i > \beta$、$r_i < \alpha$ と書き直せ、$g_i = \gamma(r_i)$ となります。
+# これは「[YaRN](#yarn部分ごとの補間と温度)」の節で見た論文の NTK-by-parts の規則（$r$ について線形なランプ関数）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものにほかなりません。
+# 帯の両端で $g_i$ は $1$（$\lambda_i = L/\beta$）と $0$（$\lambda_i = L/\alpha$）になるので、3 つの部分は連続につながります。
 # $d = 128$ では、下のセルが、そのまま保つペア 29 組、混ぜるペア 6 組、8 で割るペア 29 組を数えます。
-# `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせ、回転がノルムを保つことも確かめます。
+# `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせます。
+# また、底を変えてあるペアの波長をどちらかの端の向こうへ動かしても、そのペアの比 $\theta'_i/\theta_i$ が跳ばずに変わること、
+# そして回転がノルムを保つことも確かめます。
 # 図の点線は $i_4$ と $i_1$ です。
 
 # %% alt={"en": ["Llama 3.1 scaling with s = 8, dotted lines near pairs 28 and 35. Left: frequencies kept up to pair 28, divided by 8 from pair 35, with a short blend between. Right: the ratio drops steeply from 1 to 1/8 over those six pairs."], "ja": ["s = 8 の Llama 3.1 のスケーリング。点線はペア 28 と 35 の付近。左では周波数がペア 28 までそのまま、35 から 8 分の 1 になり、その間の短い区間で混ぜ合わされます。右の比はこの 6 ペアの間に 1 から 1/8 へ急に下がります。"]}
 b3, L3, s3 = 5e5, 8192, 8
 theta3 = rope_frequencies(d, base=b3).double()
 lam3 = two_pi / theta3
-theta_l3 = rope_frequencies(d, base=b3, scaling=Llama3Scaling()).double()  # the Llama 3.1 defaults
+# Llama3Scaling(): the Llama 3.1 defaults
+theta_l3 = rope_frequencies(d, base=b3, scaling=Llama3Scaling()).double()
 
-short, long = lam3 < L3 / 4, lam3 > L3 / 1  # lambda < L / beta: kept; lambda > L / alpha: / s
+# lambda < L / beta: kept; lambda > L / alpha: divided by s
+short, long = lam3 < L3 / 4, lam3 > L3 / 1
 g = (L3 / lam3 - 1) / (4 - 1)
 rule = torch.where(
-    short, theta3, torch.where(long, theta3 / s3, (1 - g) * theta3 / s3 + g * theta3)
+    short,
+    theta3,
+    torch.where(long, theta3 / s3, (1 - g) * theta3 / s3 + g * theta3),
 )
 assert_close(theta_l3, rule, rtol=1e-6, atol=0)
-assert_close(theta_l3, ntk_by_parts(theta3, L3, s3, alpha=1, beta=4), rtol=1e-6, atol=0)
-assert (L3 / (L3 / 4) - 1) / (4 - 1) == 1 and (L3 / L3 - 1) / (4 - 1) == 0  # g at the edges
+by_parts = ntk_by_parts(theta3, L3, s3, alpha=1, beta=4)
+assert_close(theta_l3, by_parts, rtol=1e-6, atol=0)
+
+
+def ratio_across(edge, pair=30):
+    """theta'/theta of one pair as the base moves its wavelength across edge."""
+    b_edge = (edge / two_pi) ** (d / (2 * pair))  # lambda_pair = edge
+    bases = b_edge * torch.linspace(0.999, 1.001, 201, dtype=f64)
+    return torch.stack(
+        [
+            rope_frequencies(d, base=bb, scaling=Llama3Scaling())[pair]
+            / rope_frequencies(d, base=bb)[pair]
+            for bb in bases.tolist()
+        ]
+    )
+
+
+for edge in (L3 / 4, L3 / 1):  # lambda = L / beta and lambda = L / alpha
+    across = ratio_across(edge)
+    assert across.diff().abs().max() < 1e-3  # no jump: the pieces join
 
 x = torch.randn(6, d, dtype=f64)
-rotated = apply_rope(x, torch.arange(6) * 20000, base=b3, scaling=Llama3Scaling())
+far_away = torch.arange(6) * 20000
+rotated = apply_rope(x, far_away, base=b3, scaling=Llama3Scaling())
 assert_close(rotated.norm(dim=-1), x.norm(dim=-1))  # no temperature
 blended = ~short & ~long
 print(
-    f"kept {int(short.sum())}, blended {int(blended.sum())}, divided by 8: {int(long.sum())}",
+    f"kept {int(short.sum())}, blended {int(blended.sum())}, "
+    f"divided by 8: {int(long.sum())}",
     end="",
 )
 
-compare_figure(theta3, theta_l3, s3, marks=(turn_index(4, d, b3, L3), turn_index(1, d, b3, L3)))
+compare_figure(
+    theta3,
+    theta_l3,
+    s3,
+    marks=(turn_index(4, d, b3, L3), turn_index(1, d, b3, L3)),
+)
 plt.show()
 
 # %% [markdown] lang="en"
@@ -649,7 +807,9 @@ plt.show()
 # to the score, which depends on $m$ and $n$ only through $n - m$. The cell checks it
 # with `apply_rope` for each scaling: a query and a key shifted together by up to $5L$
 # positions give the same score. The exception is dynamic NTK with a cache of rotated
-# keys, shown above, where the frequencies themselves depend on when a key was rotated.
+# keys, shown in the section
+# [Dynamic NTK](#dynamic-ntk-a-factor-that-grows-with-the-sequence), where the
+# frequencies themselves depend on when a key was rotated.
 
 # %% [markdown] lang="ja"
 # ## 相対位置の性質は保たれる
@@ -662,7 +822,8 @@ plt.show()
 # となり、$m$ と $n$ には $n - m$ を通してしかよりません。
 # 下のセルでは、スケーリングごとに `apply_rope` でこれを確かめます。
 # クエリとキーを一緒に最大 $5L$ だけずらしても、スコアは同じです。
-# 例外は、上で見た、回転済みのキーをキャッシュする動的 NTK です。そこでは周波数そのものが、キーを回転させた時点によって変わります。
+# 例外は、「[動的 NTK](#動的-ntk系列とともに大きくなる係数)」の節で見た、回転済みのキーをキャッシュする動的 NTK です。
+# そこでは周波数そのものが、キーを回転させた時点によって変わります。
 
 # %%
 scalings = {
@@ -670,7 +831,9 @@ scalings = {
     "LinearScaling(4)": LinearScaling(4),
     "NTKScaling(4)": NTKScaling(4),
     "YarnScaling(4, 4096)": YarnScaling(4, 4096),
-    "Llama3Scaling(4, original_max_positions=4096)": Llama3Scaling(4, original_max_positions=4096),
+    "Llama3Scaling(4, original_max_positions=4096)": Llama3Scaling(
+        4, original_max_positions=4096
+    ),
 }
 q, k = torch.randn(2, d, dtype=f64).unbind()
 shifts = torch.tensor([0, 1, 1000, 4095, 9000, 5 * 4096])
@@ -688,29 +851,34 @@ for scaling in scalings.values():
 # ($s = 4$, $L = 4096$, $d = 128$, base $10^4$; Llama 3's rule with its $L$ set to 4096). The
 # table prints $\theta'_i/\theta_i$ at a few pairs. PI divides everything by 4. The
 # other three keep pair 0 and divide the last pair by 4, and differ in between:
-# NTK-aware scaling changes every pair a little, while YaRN and the Llama 3 rule keep the
+# NTK-aware scaling changes every pair after pair 0, by a factor that grows steadily
+# with $i$, while YaRN and the Llama 3 rule keep the
 # fast pairs exactly and interpolate the slow ones fully. Llama 3's band is narrower,
 # pairs 36 to 45 against YaRN's 21 to 45, because it has $\beta = 4$ instead of $\beta = 32$.
 
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
-# 4 つの静的な規則を、同じ目標に向けて並べます。Llama 2 のコンテキストの 4 倍です
+# 4 つの静的な規則を、「Llama 2 のコンテキストを 4 倍に伸ばす」という同じ条件で比べます
 # （$s = 4$、$L = 4096$、$d = 128$、底 $10^4$。Llama 3 の規則は $L$ を 4096 にしたもの）。
 # 表には、いくつかのペアでの $\theta'_i/\theta_i$ を示します。
 # PI はすべてを 4 で割ります。残りの 3 つはペア 0 をそのままにし、最後のペアを 4 で割りますが、間の扱いが違います。
-# NTK-aware スケーリングはすべてのペアを少しずつ変えます。
+# NTK-aware スケーリングは、ペア 0 より後のすべてのペアを、$i$ とともに着実に大きくなる係数で割ります。
 # YaRN と Llama 3 の規則は、速いペアを正確に保ち、遅いペアを完全に補間します。
 # Llama 3 の帯はペア 36 から 45 までで、YaRN のペア 21 から 45 までより狭くなっています。$\beta = 32$ ではなく $\beta = 4$ だからです。
 
 # %%
 pairs = [0, 16, 24, 32, 40, 48, 63]
-table = [f"{'i':>45}" + "".join(f"{p:>7}" for p in pairs)]
+short_names = ("PI", "NTK-aware", "YaRN", "Llama 3")
+table = [f"{'i':>10}" + "".join(f"{p:>7}" for p in pairs)]
 ratios = {}
-for name, scaling in list(scalings.items())[1:]:
-    ratios[name] = rope_frequencies(d, base=b, scaling=scaling).double() / theta
-    table.append(f"{name:>45}" + "".join(f"{ratios[name][p]:7.3f}" for p in pairs))
-    assert math.isclose(ratios[name][-1], 1 / 4, rel_tol=1e-6)  # the last pair divided by s
+for name, short_name in zip(list(scalings)[1:], short_names, strict=True):
+    scaled = rope_frequencies(d, base=b, scaling=scalings[name]).double()
+    ratios[name] = scaled / theta
+    row = "".join(f"{ratios[name][p]:7.3f}" for p in pairs)
+    table.append(f"{short_name:>10}{row}")
+    # the last pair divided by s
+    assert math.isclose(ratios[name][-1], 1 / 4, rel_tol=1e-6)
 
 
 def blended_pairs(ratio):
@@ -720,8 +888,13 @@ def blended_pairs(ratio):
 
 
 assert blended_pairs(ratios["YarnScaling(4, 4096)"]) == (21, 45)
-llama3_band = blended_pairs(ratios["Llama3Scaling(4, original_max_positions=4096)"])
-assert llama3_band == (math.floor(turn_index(4, d, b, L)) + 1, math.floor(turn_index(1, d, b, L)))
+llama3_band = blended_pairs(
+    ratios["Llama3Scaling(4, original_max_positions=4096)"]
+)
+assert llama3_band == (
+    math.floor(turn_index(4, d, b, L)) + 1,
+    math.floor(turn_index(1, d, b, L)),
+)
 assert llama3_band == (36, 45)
 print("\n".join(table), end="")
 
@@ -749,19 +922,20 @@ print("\n".join(table), end="")
 # | モデル | 学習時の $L$ | 伸ばした長さ | 規則 |
 # |---|---|---|---|
 # | Vicuna v1.5 16k（LMSYS、Llama 2 をファインチューニングしたモデル） | 4096 | 16384 | PI、$s = 4$（`config.json` に `"type": "linear"`） |
-# | Code Llama (Rozière ら 2023) | 4096 | ファインチューニング時 16384 | 底 $10^4 \to 10^6$ |
-# | Llama 3.1 (Meta) | 8192 | 131072 | Llama 3 の規則、$s = 8$、底 $5 \cdot 10^5$ |
-# | Qwen2.5 Instruct (Qwen チーム) | 32768 | 131072 | YaRN、$s = 4$（利用者が `config.json` で有効にする） |
+# | Code Llama（Rozière ら 2023） | 4096 | ファインチューニング時 16384 | 底 $10^4 \to 10^6$ |
+# | Llama 3.1（Meta） | 8192 | 131072 | Llama 3 の規則、$s = 8$、底 $5 \cdot 10^5$ |
+# | Qwen2.5 Instruct（Qwen チーム） | 32768 | 131072 | YaRN、$s = 4$（利用者が `config.json` で有効にする） |
 #
 # Code Llama は NTK-aware の式を使わずに底を変えました。$d = 128$ では、その底は係数 $s = 100^{(d-2)/d}$ に対する NTK-aware の底と同じで、
 # 下のセルはこの係数を 93.06 と出力します。
-# Chen ら (2023) 自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
+# Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
 
 # %%
 s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
 assert math.isclose(1e4 * s_code_llama ** (d / (d - 2)), 1e6)
 assert_close(
-    rope_frequencies(d, base=1e6), rope_frequencies(d, base=1e4, scaling=NTKScaling(s_code_llama))
+    rope_frequencies(d, base=1e6),
+    rope_frequencies(d, base=1e4, scaling=NTKScaling(s_code_llama)),
 )
 print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 
@@ -772,7 +946,7 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # |---|---|---|
 # | PI | `LinearScaling(s)` | `rope_type="linear"`, `factor` |
 # | NTK-aware, static | `NTKScaling(s)` | no type needed: set `rope_theta` to $b\, s^{d/(d-2)}$ |
-# | NTK-aware, dynamic | none (the few lines above) | `rope_type="dynamic"`, `factor` |
+# | NTK-aware, dynamic | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`, `factor`; $L$ is `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`, `factor`, `original_max_position_embeddings`, `beta_fast`, `beta_slow`; also `attention_factor`, `mscale`, `mscale_all_dim`, `truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`, `factor`, `low_freq_factor`, `high_freq_factor`, `original_max_position_embeddings` |
 #
@@ -780,7 +954,8 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # $0.1\ln s + 1$ and the range rounded outward (`truncate=True`). Hugging Face's extra
 # YaRN keys override the attention factor (`attention_factor`, or the ratio of two
 # such factors from `mscale` and `mscale_all_dim`, as in DeepSeek's configurations) or
-# keep the fractional range (`truncate=False`); `posenc` has no such options. Older
+# keep the fractional range (`truncate=False`). `YarnScaling` takes `mscale` and
+# `mscale_all_dim`, but neither an explicit `attention_factor` nor `truncate`. Older
 # versions of transformers read $L$ for YaRN from `max_position_embeddings` rather than
 # from `original_max_position_embeddings`, so the same `config.json` could give
 # different frequencies; read the version's `modeling_rope_utils.py` when it matters.
@@ -792,17 +967,53 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # |---|---|---|
 # | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
 # | NTK-aware（静的） | `NTKScaling(s)` | `rope_type` は不要。`rope_theta` を $b\, s^{d/(d-2)}$ にする |
-# | NTK-aware（動的） | なし（上の数行） | `rope_type="dynamic"`、`factor` |
+# | NTK-aware（動的） | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`、`factor`。$L$ は `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
 #
-# `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます (`truncate=True`)。
-# Hugging Face の YaRN 用の追加のキーは、アテンションの係数を上書きする（`attention_factor`、
-# または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）か、
-# 範囲を小数のまま使う (`truncate=False`) ためのものです。`posenc` にはこれらの選択肢はありません。
+# `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
+# Hugging Face の YaRN には追加のキーもあります。
+# アテンションの係数を上書きするもの（`attention_factor`、または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）と、
+# 範囲を小数のまま使うためのもの（`truncate=False`）です。
+# `YarnScaling` は `mscale` と `mscale_all_dim` を受け取りますが、`attention_factor` の直接の指定と `truncate` はありません。
 # 古い版の transformers は、YaRN の $L$ を `original_max_position_embeddings` ではなく
-# `max_position_embeddings` から読んでいました。そのため、同じ `config.json` から違う周波数が出ることがあります。
+# `max_position_embeddings` から読んでいました。そのため、同じ `config.json` から違う周波数が得られる場合もあります。
 # 正確さが必要なときは、使っている版の `modeling_rope_utils.py` を読んでください。
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - A pair whose wavelength is longer than the training length $L$ has seen only an
+#   arc of its circle; past $L$ it meets angles never trained. The rules of this
+#   chapter act there, though a longer input also brings new combinations of the fast
+#   pairs' angles and more keys to attend to.
+# - Every rule here only changes the frequencies (YaRN also scales $q$ and $k$): PI
+#   divides all of them by $s$; NTK-aware scaling raises the base to $b\, s^{d/(d-2)}$,
+#   which keeps pair 0 and divides the slowest pair by $s$; YaRN and Llama 3 keep the
+#   fast pairs, divide the slow ones by $s$ and blend in between.
+# - NTK-aware scaling still carries most slow pairs past their trained arc. YaRN's
+#   code ramps linearly in the pair index, its paper in the number of turns; Llama 3's
+#   rule is the paper's ramp with thresholds 1 and 4 and no temperature.
+# - With any fixed set of frequencies the score still depends only on $n - m$; dynamic
+#   NTK breaks this when keys are cached after their rotation.
+# - Hugging Face's dynamic `factor` is a slope, not the extension ratio:
+#   $s_T = sT/L - (s-1)$, with $L$ taken from `max_position_embeddings`.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ の先では、学習していない角度に出会います。
+#   この章の規則が手を入れるのはそこです。ただし長い入力では、速いペアの角度の組み合わせも新しくなり、アテンションを向けるキーも増えます。
+# - ここで扱った規則はどれも周波数を変えるだけです（YaRN はさらに $q$ と $k$ に定数を掛けます）。
+#   PI はすべての周波数を $s$ で割ります。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割ります。
+#   YaRN と Llama 3 は速いペアを保ち、遅いペアを $s$ で割り、その間を混ぜます。
+# - NTK-aware スケーリングでは、遅いペアの多くがまだ学習した弧の外に出ます。
+#   YaRN のコードはペアの番号について線形に、論文は回転数について線形にランプ関数を作ります。
+#   Llama 3 の規則は、しきい値を 1 と 4 にして温度を外した論文のランプ関数です。
+# - 周波数を固定している限り、スコアは $n - m$ だけで決まります。
+#   動的 NTK でキーを回転させてからキャッシュすると、この性質が崩れます。
+# - Hugging Face の動的 NTK の `factor` は伸び率ではなく傾きです。
+#   $s_T = sT/L - (s-1)$ で、$L$ は `max_position_embeddings` から取ります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -833,10 +1044,172 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # 3. 底 $5 \cdot 10^5$ の `YarnScaling(8, 8192, ...)` が `Llama3Scaling()` にできるだけ近くなるように、
 #    `beta_fast` と `beta_slow` を選んでください。どこまで近づくでしょうか。
 #    また、アテンションの係数の違いを別にしても、両者が完全には一致しえないのはなぜでしょうか。
-# 4. 動的 NTK ($s = 1$) で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。
+# 4. 動的 NTK（$s = 1$）で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。
 #    各キーは、その時点の長さの周波数で回転させてからキャッシュします。
 #    最後に、最後のクエリとキャッシュしたキーのスコアを、すべてのキーを最終的な周波数で回転させた場合のスコアと比べてください。
 #    差が最も大きいのはどこでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** With base $10^6$ and $L = 16384$, the formula for $i_1$ gives 36.44:
+# pairs 0 to 36 turn within the context and 27 pairs never do, against 46 and 18 for
+# Llama 2 at 4096. The larger base moves pairs 37 to 45 past the context: their
+# wavelengths fit within 4096 positions with base $10^4$ but exceed 16384 with base
+# $10^6$. Code Llama thus has more slow pairs than Llama 2, on a context four times
+# as long.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 底 $10^6$、$L = 16384$ では、$i_1$ の式から 36.44 が得られます。
+# ペア 0 から 36 がコンテキスト内で 1 周し、27 組は 1 周しません。4096 位置の Llama 2 では 46 組と 18 組でした。
+# 底を大きくしたことで、ペア 37 から 45 がコンテキストの外に出ます。
+# これらの波長は、底 $10^4$ なら 4096 位置に収まりますが、底 $10^6$ では 16384 を超えます。
+# つまり Code Llama は、4 倍長いコンテキストで、Llama 2 より多くの遅いペアを持ちます。
+
+# %% tags=["solution"]
+lam_cl = two_pi / rope_frequencies(d, base=1e6).double()  # Code Llama
+lam_l2 = two_pi / rope_frequencies(d, base=1e4).double()  # Llama 2
+full_cl, full_l2 = lam_cl <= 16384, lam_l2 <= 4096
+i_1_cl = turn_index(1, d, 1e6, 16384)
+assert int(full_cl.sum()) == math.floor(i_1_cl) + 1 == 37
+moved = (full_l2 & ~full_cl).nonzero().flatten().tolist()
+assert moved == list(range(37, 46))
+print(
+    f"Code Llama: i_1 = {i_1_cl:.2f}, {int(full_cl.sum())} pairs turn, "
+    f"{int((~full_cl).sum())} never;\n"
+    f"  moved past the context: pairs {moved[0]} to {moved[-1]}",
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** Let $k = \lfloor i_1 \rfloor$. Asking that pair $k$ be divided by $s$,
+# $$b'^{-2k/d} = \frac{b^{-2k/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(2k)}$$
+# Pair $i$ is then divided by $s^{i/k}$: by less than $s$ before pair $k$ and by more
+# after it, so the slow pairs are interpolated beyond what PI would do. For Llama 2
+# ($k = 45$, $s = 4$) the cell finds $b' = 71823$, checks that pair 45 is divided by
+# exactly 4, and prints the divisor of the last pair, $4^{63/45} = 6.96$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** $k = \lfloor i_1 \rfloor$ とします。ペア $k$ が $s$ で割られるという条件から、次が得られます。
+# $$b'^{-2k/d} = \frac{b^{-2k/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(2k)}$$
+# このときペア $i$ は $s^{i/k}$ で割られます。ペア $k$ より前では $s$ より小さい数で、後では大きい数で割られるので、遅いペアは PI 以上に補間されます。
+# Llama 2（$k = 45$、$s = 4$）では、下のセルが $b' = 71823$ を求めます。
+# ペア 45 がちょうど 4 で割られることを確かめ、最後のペアを割る数 $4^{63/45} = 6.96$ を出力します。
+
+# %% tags=["solution"]
+b2, L2, s2 = 1e4, 4096, 4
+k2 = math.floor(turn_index(1, d, b2, L2))
+b_k = b2 * s2 ** (d / (2 * k2))  # b' = b s^(d/(2k))
+ratio_k = rope_frequencies(d, base=b_k).double() / rope_frequencies(d, base=b2)
+assert k2 == 45 and math.isclose(ratio_k[k2], 1 / s2, rel_tol=1e-6)
+assert_close(ratio_k, s2 ** (-i / k2), rtol=1e-6, atol=0)  # pair i: / s^(i/k)
+print(f"b' = {b_k:.0f}; the last pair divided by {1 / ratio_k[-1]:.2f}", end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** A search over `beta_fast` from 2 to 20 and `beta_slow` from 0.25
+# to 2, in steps of 0.5 and 0.25, measures the largest ratio between the two sets of
+# frequencies. The best YaRN settings, `beta_fast` 5.5 or 6 with `beta_slow` 1, still
+# differ from `Llama3Scaling()` by a factor of up to 1.24 at some pair; Llama 3's own
+# thresholds, 4 and 1, keep and divide exactly the same pairs (0 to 28, and 35 on)
+# but differ by up to 1.38 in the six pairs between. The two can never agree
+# exactly in the blend: YaRN's ramp is linear in the pair index $i$, Llama 3's is
+# linear in the number of turns $r_i$, which falls geometrically with $i$, and YaRN
+# rounds its band to whole pairs.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** `beta_fast` を 2 から 20 まで 0.5 刻み、`beta_slow` を 0.25 から 2 まで 0.25 刻みで探し、2 組の周波数の比の最大値を測ります。
+# 最もよい YaRN の設定（`beta_fast` が 5.5 か 6、`beta_slow` が 1）でも、`Llama3Scaling()` とはあるペアで最大 1.24 倍違います。
+# Llama 3 自身のしきい値 4 と 1 にすると、そのまま保つペア（0 から 28）と割るペア（35 以降）はまったく同じになりますが、その間の 6 組では最大 1.38 倍違います。
+# 混ぜる区間で両者が完全に一致することはありません。
+# YaRN のランプ関数はペアの番号 $i$ について線形ですが、Llama 3 のものは回転数 $r_i$ について線形で、回転数は $i$ とともに等比数列で減ります。
+# さらに YaRN は帯の端を整数のペアに丸めます。
+
+# %% tags=["solution"]
+b3_, target = 5e5, rope_frequencies(d, base=5e5, scaling=Llama3Scaling())
+
+
+def gap(beta_fast, beta_slow):
+    """The largest |ln(theta'_yarn / theta'_llama3)| over the pairs."""
+    yarn_3 = YarnScaling(8, 8192, beta_fast=beta_fast, beta_slow=beta_slow)
+    ratio = rope_frequencies(d, base=b3_, scaling=yarn_3).double() / target
+    return ratio.log().abs().max().item()
+
+
+grid = [
+    (gap(f / 2, sl / 4), f / 2, sl / 4)
+    for f in range(4, 41)
+    for sl in range(1, 9)
+    if f / 2 > sl / 4
+]
+best = min(grid)
+assert best[1:] in ((5.5, 1.0), (6.0, 1.0)) and best[0] > 0.1  # never exact
+yarn_41 = YarnScaling(8, 8192, beta_fast=4, beta_slow=1)
+ratio_41 = rope_frequencies(d, base=b3_, scaling=yarn_41).double() / target
+differ = ((ratio_41 - 1).abs() > 1e-6).nonzero().flatten().tolist()
+assert differ == list(range(29, 35))  # only the six blended pairs
+print(
+    f"best: beta_fast = {best[1]}, beta_slow = {best[2]}, "
+    f"up to {math.exp(best[0]):.2f}x; with 4 and 1: up to "
+    f"{math.exp(gap(4, 1)):.2f}x",
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** The cell runs the generation with $L = 256$ to keep the loop short.
+# The key at $n$ was rotated with the frequencies of the length $n + 1$; compared with
+# the final ones, pair $i$ of that key is off by the angle
+# $n\,\lvert\theta'_i(n+1) - \theta'_i(3L)\rvert$. It is zero for the last key and
+# small for the first few, whose positions are small, and largest for the keys cached
+# just past $L$, which still have the trained frequencies but already large
+# positions: up to 10.7 radians at $n = 266$. Past a fraction of a radian the fast
+# pairs' terms are scrambled, so the scores of the last query are off almost
+# everywhere: by 8.9, 10.2 and 7.8 on average over the three thirds of the keys,
+# nearly as large as the scores themselves, whose standard deviation is 12.2. Caching the
+# keys before the rotation, and rotating them with the current frequencies, avoids
+# all of it.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** ループを短くするため、下のセルでは $L = 256$ として生成します。
+# 位置 $n$ のキーは長さ $n + 1$ のときの周波数で回転されています。
+# 最終的な周波数と比べると、そのキーのペア $i$ は角度 $n\,\lvert\theta'_i(n+1) - \theta'_i(3L)\rvert$ だけずれています。
+# このずれは最後のキーでは 0 で、位置の小さい最初のいくつかのキーでも小さくなります。
+# 最も大きいのは $L$ を少し過ぎたところでキャッシュしたキーです。
+# 周波数はまだ学習時のままなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
+# ずれが 1 ラジアンの何分の 1 かを超えると速いペアの項はばらばらになるので、最後のクエリのスコアはほとんどの場所でずれます。
+# キーを 3 等分した区間ごとの平均で 8.9、10.2、7.8 です。標準偏差が 12.2 のスコアそのものに近い大きさです。
+# キーを回転させる前にキャッシュし、その時点の周波数で回転させれば、このずれはすべて避けられます。
+
+# %% tags=["solution"]
+L4 = 256
+dyn_4 = DynamicNTKScaling(1.0, L4)
+T_end = 3 * L4
+keys_4 = torch.randn(T_end, d, dtype=f64)
+q_4 = torch.randn(d, dtype=f64)
+# each key rotated when it was generated: apply_rope takes T = n + 1
+cached = torch.stack(
+    [
+        apply_rope(keys_4[n], torch.tensor(n), scaling=dyn_4)
+        for n in range(T_end)
+    ]
+)
+positions_4 = torch.arange(T_end)
+fresh = apply_rope(keys_4, positions_4, scaling=dyn_4, seq_len=T_end)
+query_4 = apply_rope(q_4, positions_4[-1], scaling=dyn_4, seq_len=T_end)
+error = ((cached - fresh) @ query_4).abs()
+by_third = error.view(3, L4).mean(-1)
+
+theta_end = rope_frequencies(d, scaling=dyn_4, seq_len=T_end).double()
+theta_at = torch.stack(
+    [rope_frequencies(d, scaling=dyn_4, seq_len=n + 1) for n in range(T_end)]
+).double()  # (3L, d/2): the frequencies each key was rotated with
+off = (positions_4[:, None] * (theta_at - theta_end)).abs().amax(-1)
+peak = int(off.argmax())
+assert off[-1] == 0 and error[-1] < 1e-9 and L4 < peak < 2 * L4
+assert (by_third > 5).all()
+print(
+    f"largest angle error {off.max():.1f} rad at n = {peak}\n"
+    f"mean score error by thirds: {', '.join(f'{e:.1f}' for e in by_third)}"
+    f" (scores: standard deviation {(fresh @ query_4).std():.1f})",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## References

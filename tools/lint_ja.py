@@ -319,6 +319,22 @@ def _display(path: Path, root: Path) -> str:
         return str(path)
 
 
+# The presets have no rule for a space next to 。 or 、 (ja-space-between-
+# half-and-full-width excepts punctuation), so this one check is done here.
+PUNCTUATION_RULE = "lint-ja/no-space-around-japanese-punctuation"
+_PUNCTUATION_SPACE = re.compile(r"[。、][ \t\u3000]+(?=[^\s|])|(?<=[^\s|])[ \t\u3000]+[。、]")
+
+
+def punctuation_spaces(path: Path, text: Text, root: Path = ROOT) -> list[Message]:
+    """A space after or before 。 or 、 in the masked text (table borders aside)."""
+    out = []
+    for m in _PUNCTUATION_SPACE.finditer(text.chars):
+        line, col = text.origin[m.start()]
+        body = "句読点（。、）の前後にスペースを入れません。"
+        out.append(Message(_display(path, root), line, col, body, PUNCTUATION_RULE))
+    return out
+
+
 def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> list[Message]:
     """Lint ``files`` in one textlint run; return the messages in source coordinates."""
     if not TEXTLINT.exists():
@@ -356,6 +372,8 @@ def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> lis
                     body = body.replace(CODE_PLACEHOLDER, "`…`")
                     body = re.sub(rf"\b{MATH_PLACEHOLDER}\b", "$…$", body)
                 messages.append(Message(_display(path, root), line, col, body, msg["ruleId"]))
+        for path, text in texts.values():
+            messages += punctuation_spaces(path, text, root)
     messages.sort(key=lambda m: (m.path, m.line, m.column))
     return messages
 

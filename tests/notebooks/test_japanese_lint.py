@@ -74,6 +74,18 @@ SAMPLES = {
         "06-list.py",
         _notebook(["次の 2 つです。", "", "- 1 つ目は距離である。", "- 2 つ目は位置です。"]),
     ),
+    "space at punctuation": (
+        "07-punct.py",
+        _notebook(
+            [
+                "値は $x$ 、つまり 1 です。 次の文です。",
+                "",
+                "| 列 | 説明 |",
+                "|---|---|",
+                "| a | 値。 |",
+            ]
+        ),
+    ),
     "page": ("sample.ja.md", "# 見出し\n\nこの章で微調整を行います。\n"),
 }
 
@@ -125,6 +137,14 @@ def test_alt_text_is_linted_at_its_cell_line(linted):
     assert {(m.line, m.rule) for m in found} == {(7, "jtf-style/4.3.1.丸かっこ（）")}
     header = SAMPLES["alt text"][1].splitlines()[6]
     assert header[found[0].column - 1] == "("
+
+
+def test_no_space_after_or_before_japanese_punctuation(linted):
+    found = linted["space at punctuation"]
+    assert [(m.line, m.column, m.rule) for m in found] == [
+        (5, 9, lint_ja.PUNCTUATION_RULE),
+        (5, 19, lint_ja.PUNCTUATION_RULE),
+    ], "a space before 、 and after 。 (not the table border after 。)"
 
 
 def test_lists_are_written_in_desu_masu(linted):

@@ -28,21 +28,38 @@
 # scores (and that the causal mask hides them), how the memory moves them, and what
 # happens when the distances run the wrong way. The last sections rebuild the code of
 # Transformer-XL, XLNet and labml and compare.
+#
+# A note on signs. This chapter keeps Dai et al.'s letters: query position $i$, key
+# position $j$, and the causal distance $i - j \ge 0$ for a key at or before its
+# query, as on the [notation page](../docs/notation.md#positions). The previous
+# chapter, [*Relative position representations*](04-shaw-relative.ipynb), writes
+# the same pair as the offset $j - i \le 0$ (Shaw et al.): the same number with the
+# opposite sign. Here $L$ is the segment length and $m$ the memory length, not the
+# training length and a query position as in the rotary chapters, and $R_{i-j}$ is
+# a sinusoidal vector, not a rotation.
 
 # %% [markdown] lang="ja"
 # # Transformer-XL の相対アテンション
 #
-# Transformer-XL (Dai ら 2019) は、長い文章をセグメントに分けて読みます。
-# 各セグメントは、直前のセグメントのキャッシュした隠れ状態、つまり *メモリ* にもアテンションできます。
-# この仕組みでは、絶対位置は使えません。どのセグメントの先頭のトークンも、同じエンコーディングを受け取ってしまうからです。
+# Transformer-XL（Dai ら 2019）は、長い文章をセグメントに分けて読みます。
+# 各セグメントは、直前のセグメントについてキャッシュしておいた隠れ状態（これを「メモリ」と呼びます）にもアテンションできます。
+# この仕組みでは、絶対位置はうまく機能しません。どのセグメントの先頭のトークンも、同じエンコーディングを受け取ってしまうからです。
 # そこで Dai らはアテンションスコアを 4 つの項に分解し、位置がクエリとキーの距離 $i - j$ としてだけ入るように組み立て直しました。
 # 使うのは、固定の正弦波エンコーディング $R_{i-j}$ と、学習する 2 つのベクトル $u$ と $v$ です。
 # この章では、絶対位置の 4 項から相対位置の 4 項を導き、`posenc` で計算します。
-# そのうえで、いちばん間違えやすい部分である *相対シフト* を調べます。
-# パディング 1 回と形状変換 2 回で、番号を使わずにスコアを並べ直す工夫です。
+# そのうえで、いちばん間違えやすい部分である「相対シフト」を調べます。
+# パディング 1 回と形状変換 2 回で、インデックスを使わずにスコアを並べ直す工夫です。
 # これを成分ごとに導き、どの成分がスコアでない数で埋まるかを正確に示します（因果マスクがそれらを隠すことも示します）。
 # さらに、メモリがあるとその場所がどう動くか、距離の向きを逆にすると何が起こるかを確かめます。
 # 最後の節では Transformer-XL、XLNet、labml のコードを再現して比べます。
+#
+# 向きについて注意しておきます。この章は Dai らの文字を使います。
+# クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーには因果的な距離 $i - j \ge 0$ を使います。
+# これは[記法のページ](../docs/notation.ja.md#positions)と同じです。
+# 前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は、同じ組を相対位置 $j - i \le 0$ で書きます（Shaw ら）。
+# 値は同じで向きが逆です。
+# また、ここでの $L$ はセグメントの長さ、$m$ はメモリの長さで、RoPE の章のような学習時の長さやクエリの位置ではありません。
+# $R_{i-j}$ は回転ではなく正弦波のベクトルです。
 
 # %%
 import math
@@ -54,7 +71,11 @@ from torch.testing import assert_close
 
 from posenc import attention, sinusoidal
 from posenc.plotting import OKABE_ITO, use_site_style
-from posenc.transformer_xl import relative_shift, transformer_xl_positions, transformer_xl_scores
+from posenc.transformer_xl import (
+    relative_shift,
+    transformer_xl_positions,
+    transformer_xl_scores,
+)
 
 use_site_style()
 torch.manual_seed(0)
@@ -99,11 +120,22 @@ f64 = torch.float64
 
 # %%
 L, d_model = 6, 16
-u_abs = sinusoidal(torch.arange(L), d_model, dtype=f64)  # U_0 .. U_{L-1}, reused by every segment
-w_q, w_k = (torch.randn(d_model, d_model, dtype=f64) / math.sqrt(d_model) for _ in range(2))
-keys_pos = torch.cat([u_abs, u_abs])  # [memory (L slots), current (L slots)]: U_j twice
-position_part = (u_abs @ w_q.T) @ (keys_pos @ w_k.T).T  # U_i^T W_q^T W_k U_j for all pairs
-assert torch.equal(position_part[:, :L], position_part[:, L:])  # memory slot j == current slot j
+u_abs = sinusoidal(
+    torch.arange(L), d_model, dtype=f64
+)  # U_0 .. U_{L-1}, reused by every segment
+w_q, w_k = (
+    torch.randn(d_model, d_model, dtype=f64) / math.sqrt(d_model)
+    for _ in range(2)
+)
+keys_pos = torch.cat(
+    [u_abs, u_abs]
+)  # [memory (L slots), current (L slots)]: U_j twice
+position_part = (u_abs @ w_q.T) @ (
+    keys_pos @ w_k.T
+).T  # U_i^T W_q^T W_k U_j for all pairs
+assert torch.equal(
+    position_part[:, :L], position_part[:, L:]
+)  # memory slot j == current slot j
 
 # %% [markdown] lang="en"
 # ## From absolute to relative: four terms
@@ -114,19 +146,19 @@ assert torch.equal(position_part[:, :L], position_part[:, L:])  # memory slot j 
 # four terms:
 # $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
-# Term (a) compares contents, (b) the query's content with the key's position, (c) the
-# query's position with the key's content, and (d) the two positions. Dai et al. (§3.3)
+# Term $(a)$ compares contents, $(b)$ the query's content with the key's position, $(c)$ the
+# query's position with the key's content, and $(d)$ the two positions. Dai et al. (§3.3)
 # change three things:
 #
-# 1. Every $U_j$ of the key, in (b) and (d), becomes $R_{i-j}$: a sinusoidal encoding
+# 1. Every $U_j$ of the key, in $(b)$ and $(d)$, becomes $R_{i-j}$: a sinusoidal encoding
 #    of the distance, with no learned parameters.
 # 2. The query's position should not matter, so $U_i^\top W_q^\top$ becomes a learned
-#    vector, the same for every query: $u$ in (c) and $v$ in (d).
+#    vector, the same for every query: $u$ in $(c)$ and $v$ in $(d)$.
 # 3. The key projection is split into $W_{k,E}$ for contents and $W_{k,R}$ for distances.
 #
 # $$A^{\mathrm{rel}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_{k,E} E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_{k,R} R_{i-j}}_{(b)} + \underbrace{u^\top W_{k,E} E_{x_j}}_{(c)} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)}$$
-# Now (a) is content against content, (b) content against distance, (c) a global bias
-# on the key's content and (d) a global bias on the distance. With the projected
+# Now $(a)$ is content against content, $(b)$ content against distance, $(c)$ a global bias
+# on the key's content and $(d)$ a global bias on the distance. With the projected
 # vectors $q_i = W_q E_{x_i}$, $k_j = W_{k,E} E_{x_j}$ and $r_{i-j} = W_{k,R} R_{i-j}$,
 # the terms pair up as two dot products:
 # $$A^{\mathrm{rel}}_{i,j} = (q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$$
@@ -142,18 +174,18 @@ assert torch.equal(position_part[:, :L], position_part[:, L:])  # memory slot j 
 # クエリとキーの射影を $W_q$、$W_k$ とすると、通常の Transformer のスコア（スケーリングの前）は 4 つの項に展開できます。
 # $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
-# 項 (a) は内容どうし、(b) はクエリの内容とキーの位置、(c) はクエリの位置とキーの内容、(d) は位置どうしを比べます。
-# Dai ら (§3.3) は 3 つの点を変えます。
+# 項 $(a)$ は内容どうし、$(b)$ はクエリの内容とキーの位置、$(c)$ はクエリの位置とキーの内容、$(d)$ は位置どうしを比べます。
+# Dai ら（§3.3）は 3 つの点を変えます。
 #
-# 1. (b) と (d) にあるキーの $U_j$ をすべて $R_{i-j}$ に置き換えます。
+# 1. $(b)$ と $(d)$ にあるキーの $U_j$ をすべて $R_{i-j}$ に置き換えます。
 #    距離の正弦波エンコーディングで、学習するパラメータはありません。
 # 2. クエリの位置は関係ないはずなので、$U_i^\top W_q^\top$ を、どのクエリでも同じ学習可能なベクトルに置き換えます。
-#    (c) では $u$、(d) では $v$ です。
+#    $(c)$ では $u$、$(d)$ では $v$ です。
 # 3. キーの射影を、内容用の $W_{k,E}$ と距離用の $W_{k,R}$ に分けます。
 #
 # $$A^{\mathrm{rel}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_{k,E} E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_{k,R} R_{i-j}}_{(b)} + \underbrace{u^\top W_{k,E} E_{x_j}}_{(c)} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)}$$
-# これで (a) は内容と内容、(b) は内容と距離の比較になり、(c) はキーの内容に対する全クエリ共通のバイアス、
-# (d) は距離に対する全クエリ共通のバイアスになります。
+# これで $(a)$ は内容と内容、$(b)$ は内容と距離の比較になり、$(c)$ はキーの内容に対する全クエリ共通のバイアス、
+# $(d)$ は距離に対する全クエリ共通のバイアスになります。
 # 射影したベクトル $q_i = W_q E_{x_i}$、$k_j = W_{k,E} E_{x_j}$、$r_{i-j} = W_{k,R} R_{i-j}$ を使うと、
 # 4 つの項は 2 つの内積にまとまります。
 # $$A^{\mathrm{rel}}_{i,j} = (q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$$
@@ -166,19 +198,30 @@ assert torch.equal(position_part[:, :L], position_part[:, L:])  # memory slot j 
 n, d_model, d_head = 6, 16, 8
 emb = torch.randn(n, d_model, dtype=f64)  # rows E_{x_i}
 u_abs = sinusoidal(torch.arange(n), d_model, dtype=f64)  # rows U_i
-w_q, w_k = (torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model) for _ in range(2))
+w_q, w_k = (
+    torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model)
+    for _ in range(2)
+)
 
 # absolute: (E_i + U_i)^T W_q^T W_k (E_j + U_j) = (a) + (b) + (c) + (d)
 full = ((emb + u_abs) @ w_q.T) @ ((emb + u_abs) @ w_k.T).T
-terms = [(x1 @ w_q.T) @ (x2 @ w_k.T).T for x1, x2 in [(emb, emb), (emb, u_abs), (u_abs, emb)]]
+terms = [
+    (x1 @ w_q.T) @ (x2 @ w_k.T).T
+    for x1, x2 in [(emb, emb), (emb, u_abs), (u_abs, emb)]
+]
 assert_close(full, sum(terms) + (u_abs @ w_q.T) @ (u_abs @ w_k.T).T)
 
 # relative: the four terms of Dai et al., entry by entry
-w_ke, w_kr = (torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model) for _ in range(2))
+w_ke, w_kr = (
+    torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model)
+    for _ in range(2)
+)
 u, v = torch.randn(d_head, dtype=f64), torch.randn(d_head, dtype=f64)
 
 
-def sinusoid_row(delta):  # R_delta, the sinusoidal encoding of a distance (concatenated layout)
+def sinusoid_row(
+    delta,
+):  # R_delta, the sinusoidal encoding of a distance (concatenated layout)
     return sinusoidal(torch.tensor(delta), d_model, layout="concat", dtype=f64)
 
 
@@ -192,11 +235,16 @@ def a_rel(i, j):  # query at position i, key at position j
     )
 
 
-loops = torch.tensor([[a_rel(i, j) for j in range(n)] for i in range(n)], dtype=f64)
+loops = torch.tensor(
+    [[a_rel(i, j) for j in range(n)] for i in range(n)], dtype=f64
+)
 q, key = emb @ w_q.T, emb @ w_ke.T  # rows q_i, k_j
 paired = torch.tensor(
     [
-        [(q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i - j)) for j in range(n)]
+        [
+            (q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i - j))
+            for j in range(n)
+        ]
         for i in range(n)
     ],
     dtype=f64,
@@ -218,7 +266,10 @@ assert_close(loops, paired)
 # %%
 def a_rel_at(pos, tokens):  # A^rel among tokens placed at the given positions
     return torch.tensor(
-        [[a_rel_tokens(tokens, a, b, pos) for b in range(len(pos))] for a in range(len(pos))],
+        [
+            [a_rel_tokens(tokens, a, b, pos) for b in range(len(pos))]
+            for a in range(len(pos))
+        ],
         dtype=f64,
     )
 
@@ -229,7 +280,9 @@ def a_rel_tokens(tokens, a, b, pos):
 
 
 four = emb[:4]
-assert_close(a_rel_at(torch.arange(0, 4), four), a_rel_at(torch.arange(5, 9), four))
+assert_close(
+    a_rel_at(torch.arange(0, 4), four), a_rel_at(torch.arange(5, 9), four)
+)
 
 
 def a_abs_at(pos, tokens):
@@ -237,12 +290,15 @@ def a_abs_at(pos, tokens):
     return (x @ w_q.T) @ (x @ w_k.T).T
 
 
-assert not torch.allclose(a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.arange(5, 9), four))
+assert not torch.allclose(
+    a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.arange(5, 9), four)
+)
 
 # %% [markdown] lang="en"
 # ## The relative encoding R
 #
-# $R$ is the sinusoidal table of the chapter *Sinusoidal positional encoding*, evaluated
+# $R$ is the sinusoidal table of the chapter
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb), evaluated
 # at distances instead of positions. Transformer-XL's `PositionalEmbedding` uses the
 # frequencies `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`, that is
 # $\omega_i = 10000^{-2i/d}$, and concatenates all sines before all cosines: in
@@ -252,17 +308,21 @@ assert not torch.allclose(a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.ara
 # (itself). Over all queries that is $m + L - 1, \dots, 1, 0$: one encoding per key
 # slot, `pos_seq = torch.arange(klen - 1, -1, -1.0)` in the code, in *descending* order.
 # `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` returns this sequence.
-# The check rebuilds `PositionalEmbedding` from its source and compares.
+# The check compares with numbers that the official `PositionalEmbedding(8)` itself
+# printed (kimiyoung/transformer-xl at commit 44781ed, run in a separate
+# environment), and with a port of it for $d = 16$.
 #
 # Since $R$ has no parameters, any distance has an encoding, including distances longer
-# than in training; the paper evaluates with a much longer memory than it trains with.
+# than in training. The official scripts evaluate with a longer memory than they train
+# with: on WikiText-103, 640 against 150 (base) and 1600 against 384 (large), with
+# `clamp_len` 400 and 1000 (`run_wt103_base.sh`, `run_wt103_large.sh`).
 # Only $W_{k,R}$, $u$ and $v$ are learned. (Transformer-XL's `clamp_len` option caps the
 # distances, so that all farther ones share one encoding.)
 
 # %% [markdown] lang="ja"
 # ## 相対エンコーディング R
 #
-# $R$ は「正弦波位置エンコーディング」の章の正弦波の表を、位置ではなく距離で評価したものです。
+# $R$ は[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波の表を、位置ではなく距離で評価したものです。
 # Transformer-XL の `PositionalEmbedding` は周波数 `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`、
 # つまり $\omega_i = 10000^{-2i/d}$ を使い、すべての正弦のあとにすべての余弦を並べます（連結配置）。
 # `posenc` では `sinusoidal(distances, d, layout="concat")` です。
@@ -270,41 +330,64 @@ assert not torch.allclose(a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.ara
 # クエリ $i$ は位置 $i + m$ にあり、そのキーまでの距離は $i + m$（いちばん古いメモリのトークン）から
 # $0$（自分自身）までです。
 # すべてのクエリを合わせると $m + L - 1, \dots, 1, 0$ で、キー 1 つにつき 1 つのエンコーディングになります。
-# コードでは `pos_seq = torch.arange(klen - 1, -1, -1.0)` で、*降順* です。
+# コードでは `pos_seq = torch.arange(klen - 1, -1, -1.0)` で、**降順**です。
 # `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` がこの列を返します。
-# 次の確認では、`PositionalEmbedding` をソースから作り直して比べます。
+# 次の確認では、公式の `PositionalEmbedding(8)` 自身が出力した数値（kimiyoung/transformer-xl のコミット 44781ed を別の環境で実行したもの）と比べます。
+# $d = 16$ では、そのコードの移植とも比べます。
 #
 # $R$ にはパラメータがないので、学習時より長い距離も含め、どんな距離にもエンコーディングがあります。
-# 論文は、学習時よりずっと長いメモリで評価しています。学習するのは $W_{k,R}$、$u$、$v$ だけです。
-# （Transformer-XL の `clamp_len` オプションは距離に上限を設け、それより遠い距離はすべて 1 つのエンコーディングを共有します。）
+# 公式のスクリプトは、学習時より長いメモリで評価します。
+# WikiText-103 では、base で 150 に対して 640、large で 384 に対して 1600 で、`clamp_len` はそれぞれ 400 と 1000 です（`run_wt103_base.sh`、`run_wt103_large.sh`）。
+# 学習するのは $W_{k,R}$、$u$、$v$ だけです。
+# Transformer-XL の `clamp_len` オプションは距離に上限を設け、それより遠い距離はすべて 1 つのエンコーディングを共有します。
 
 
 # %%
-def txl_positional_embedding(pos_seq, demb):  # PositionalEmbedding.forward, without the batch axis
+def txl_positional_embedding(
+    pos_seq, demb
+):  # PositionalEmbedding.forward, without the batch axis
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
     sinusoid_inp = torch.outer(pos_seq, inv_freq)
     return torch.cat([sinusoid_inp.sin(), sinusoid_inp.cos()], dim=-1)
 
 
+# printed by the official PositionalEmbedding(8) (pytorch/mem_transformer.py,
+# commit 44781ed) for pos_seq = arange(5, -1, -1): its rows for 5, 2 and 0
+official = torch.tensor(
+    [
+        [-0.9589243, 0.4794255, 0.0499792, 0.005, 0.2836622, 0.8775826]
+        + [0.9987503, 0.9999875],
+        [0.9092974, 0.1986693, 0.0199987, 0.002, -0.4161468, 0.9800666]
+        + [0.9998, 0.999998],
+        [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
+    ],
+    dtype=f64,
+)
+ours8 = sinusoidal(torch.tensor([5, 2, 0]), 8, layout="concat", dtype=f64)
+assert_close(ours8, official, atol=2e-7, rtol=0)
+
 q_len, m_len = 4, 3
 k_len = q_len + m_len
-pos_seq = torch.arange(k_len - 1, -1, -1.0, dtype=f64)  # MemTransformerLM._forward
-assert torch.equal(transformer_xl_positions(q_len, k_len), pos_seq.long())
-r_table = sinusoidal(transformer_xl_positions(q_len, k_len), d_model, layout="concat", dtype=f64)
+pos_seq = torch.arange(
+    k_len - 1, -1, -1.0, dtype=f64
+)  # MemTransformerLM._forward
+distances = transformer_xl_positions(q_len, k_len)
+assert torch.equal(distances, pos_seq.long())
+r_table = sinusoidal(distances, d_model, layout="concat", dtype=f64)
 assert_close(r_table, txl_positional_embedding(pos_seq, d_model))
-print(
-    f"pos_seq for q_len = {q_len}, k_len = {k_len}: {transformer_xl_positions(q_len, k_len).tolist()}"
-)
-print(f"with clamp_len = 4: {transformer_xl_positions(q_len, k_len, clamp_len=4).tolist()}", end="")
+clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
+print(f"pos_seq for q_len = {q_len}, k_len = {k_len}: {distances.tolist()}")
+print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift
 #
-# Terms (a) and (c) are one matrix product, $(Q + u) K^\top$. Terms (b) and (d) are not:
+# Terms $(a)$ and $(c)$ are one matrix product, $(Q + u) K^\top$. Terms $(b)$ and $(d)$ are not:
 # the vector $r_{i-j}$ changes with the pair. Computing $(q_i + v)^\top r_{i-j}$ for every
 # pair from a gathered $(L, m + L, d)$ tensor would bring back the memory cost of the
-# direct computation in *Relative position representations*. Instead, Transformer-XL
-# multiplies every query with every *distance* once,
+# direct computation in
+# [*Relative position representations*](04-shaw-relative.ipynb#what-the-direct-computation-costs).
+# Instead, Transformer-XL multiplies every query with every *distance* once,
 # $$B = (Q + v)\, \tilde R^\top$$
 # where row $s$ of $\tilde R$ is $r_{m + L - 1 - s}$ (the order of `pos_seq`). $B$ is
 # $L \times (m+L)$ like the scores, but its column $s$ is a distance, not a key. The
@@ -327,17 +410,18 @@ print(f"with clamp_len = 4: {transformer_xl_positions(q_len, k_len, clamp_len=4)
 # a causal model may see. The cell below makes this visible with a $B$ whose entries are
 # labels, $10 i$ plus the distance of the column, for $L = 4$ and $m = 2$. After the shift
 # the entries with $j \le i + 2$ read $10 i + (i + 2 - j)$, the query's row and the right
-# distance. It then checks the shift against a direct gather for random $B$, with and
+# distance. The result is compared with what the official `_rel_shift` printed for the
+# same labels. It then checks the shift against a direct gather for random $B$, with and
 # without memory.
 
 # %% [markdown] lang="ja"
 # ## 距離をそろえる：相対シフト
 #
-# 項 (a) と (c) は 1 回の行列積 $(Q + u) K^\top$ です。項 (b) と (d) はそうはいきません。
+# 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ です。一方、項 $(b)$ と $(d)$ は 1 回の行列積では計算できません。
 # ベクトル $r_{i-j}$ が組ごとに変わるからです。
 # $(L, m + L, d)$ のテンソルを gather して組ごとに $(q_i + v)^\top r_{i-j}$ を計算すると、
-# 「相対位置表現（Shaw ら）」の章で見た直接計算のメモリのコストが戻ってきます。
-# Transformer-XL は代わりに、すべてのクエリとすべての *距離* の積を一度だけ計算します。
+# [「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見た直接計算と同じメモリ使用量の問題が、また生じます。
+# Transformer-XL は代わりに、すべてのクエリとすべての**距離**の積を一度だけ計算します。
 # $$B = (Q + v)\, \tilde R^\top$$
 # ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ です（`pos_seq` の順）。
 # $B$ はスコアと同じ $L \times (m+L)$ ですが、列 $s$ はキーではなく距離です。
@@ -356,23 +440,32 @@ print(f"with clamp_len = 4: {transformer_xl_positions(q_len, k_len, clamp_len=4)
 # $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
 # パディング後の列 $L + j - i$ は $B$ の列 $j + L - 1 - i$、まさに上の $s$ です。
 # つまりシフトは、クエリと同じ位置かそれより前にあるすべてのキー $j \le i + m$ について正確です。因果的なモデルが見てよいキーは、これで全部です。
-# 次のセルでは、成分がラベルになっている $B$ でこれを目に見える形にします。$L = 4$、$m = 2$ で、
+# 次のセルでは、成分がラベルである $B$ を使って、これを目に見える形で示します。$L = 4$、$m = 2$ で、
 # 成分は $10 i$ に列の距離を足したものです。
-# シフト後、$j \le i + 2$ の成分は $10 i + (i + 2 - j)$、つまりそのクエリの行の、正しい距離の値になります。
+# シフト後、$j \le i + 2$ の成分は $10 i + (i + 2 - j)$ になり、そのクエリの行の正しい距離の値が入ります。
+# この結果を、同じラベルに対して公式の `_rel_shift` が出力したものと比べます。
 # 続いて、メモリのある場合とない場合について、ランダムな $B$ でシフトを直接の gather と照合します。
 
 # %%
 q_len, m_len = 4, 2
 k_len = q_len + m_len
-labels = 10 * torch.arange(q_len)[:, None] + transformer_xl_positions(
-    q_len, k_len
-)  # 10 i + distance
+distances = transformer_xl_positions(q_len, k_len)
+labels = 10 * torch.arange(q_len)[:, None] + distances  # 10 i + distance
 print(labels)
 print(relative_shift(labels))
+# what the official RelMultiHeadAttn._rel_shift (commit 44781ed) printed
+# for these labels, laid out as [qlen, klen, 1, 1]
+official_shift = [
+    [2, 1, 0, 0, 15, 14],
+    [13, 12, 11, 10, 0, 25],
+    [24, 23, 22, 21, 20, 0],
+    [35, 34, 33, 32, 31, 30],
+]
+assert relative_shift(labels).tolist() == official_shift
 
 
 def gather_shift(b, k_len):
-    """The shift as an explicit gather: out[i, j] = b[i, j + L - 1 - i], only where j <= i + m."""
+    """Gather: out[i, j] = b[i, j + L - 1 - i], valid where j <= i + m."""
     q_len = b.shape[-2]
     i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
     s = j + q_len - 1 - i
@@ -412,24 +505,34 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
 # 行 $i$ の終わりを越えて数え続けると、最初の $j = i + m + 1$ は行 $i + 1$ の前にパディングした 0 に当たり、
 # その後の $j \ge i + m + 2$ は $B$ の行 $i + 1$ の先頭からの成分に当たります。
 # $$\mathrm{out}_{i,\,i+m+1} = 0, \qquad \mathrm{out}_{i,j} = B_{i+1,\; j - i - m - 2} \quad (j \ge i + m + 2)$$
-# これらは *次の* クエリの数で、組とは関係のない距離に対するものです。
+# これらは次のクエリの行の値で、しかもその組とは無関係な距離に対するものです。
 # 組のスコアではなく、クリップした値や近似値ですらありません。
 # ラベルの例では、行 0 は $0, 15, 14$ で終わります。パディングの後に、クエリ 1 のラベルが続いています。
 # これらは Transformer-XL の因果マスクが $-\infty$ を置く場所とちょうど一致するので
 # （その `dec_attn_mask` は `triu(ones(qlen, klen), diagonal=1 + mlen)` です）、softmax には届きません。
-# 下の図は、2 つの形状について、各成分がクエリ自身の行から来たのか、パディングか、次の行から来たのかを示します。
+# 下の図は 2 つの形状について、各成分の出どころ（クエリ自身の行、パディング、次の行）を示します。
 # その後のセルでは、すべての成分について式を確かめ、マスクをかければアテンションの重みが
 # 4 項の直接計算と一致し、かけなければ一致しないことを示します。
 
 # %% alt={"en": ["Source of each entry of the relative shift for L = 8, m = 0 (left) and L = 5, m = 3 (right), query i down, key j across: row i of B (grey) up to j = i + m, then the pad 0 (orange) and row i + 1 (blue), which the causal mask hides."], "ja": ["相対シフトの出力の各成分がどこから来るかを示す図（左 L = 8、m = 0、右 L = 5、m = 3。縦軸はクエリ i、横軸はキー j）。j ≤ i + m は B の行 i（灰色）、j = i + m + 1 はパディングの 0（橙）、その先は次の行 i + 1（青）で、後の 2 つは因果マスクが隠す位置です。"]}
-colors = ListedColormap(["0.85", OKABE_ITO[1], OKABE_ITO[0]])  # own row, pad, next row
+colors = ListedColormap(
+    ["0.85", OKABE_ITO[1], OKABE_ITO[0]]
+)  # own row, pad, next row
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.3), layout="constrained")
 for ax, (q_len, k_len) in zip(axes, [(8, 8), (5, 8)], strict=True):
-    source = (torch.arange(q_len)[:, None] + 1).expand(q_len, k_len).contiguous()  # row i holds i+1
+    source = (
+        (torch.arange(q_len)[:, None] + 1).expand(q_len, k_len).contiguous()
+    )  # row i holds i+1
     shifted = relative_shift(source)
     kind = torch.where(shifted == 0, 1, torch.where(shifted == source, 0, 2))
-    im = ax.imshow(kind, cmap=colors, vmin=-0.5, vmax=2.5, interpolation="nearest")
-    ax.set(xlabel="$j$", ylabel="$i$", title=f"$L = {q_len},\\ m = {k_len - q_len}$")
+    im = ax.imshow(
+        kind, cmap=colors, vmin=-0.5, vmax=2.5, interpolation="nearest"
+    )
+    ax.set(
+        xlabel="$j$",
+        ylabel="$i$",
+        title=f"$L = {q_len},\\ m = {k_len - q_len}$",
+    )
     ax.set_xticks(range(0, k_len, 2))
     ax.set_yticks(range(0, q_len, 2))
     ax.grid(False)
@@ -444,33 +547,52 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10)]:
     out = relative_shift(b)
     for i in range(q_len):
         for j in range(i + m_len + 1, k_len):
-            expected = 0.0 if j == i + m_len + 1 else b[i + 1, j - i - m_len - 2]
+            expected = (
+                0.0 if j == i + m_len + 1 else b[i + 1, j - i - m_len - 2]
+            )
             assert out[i, j] == expected
 
-# the whole attention, Transformer-XL's way, against the four terms computed directly
+# the whole attention, Transformer-XL's way, against the four terms directly
 q_len, m_len = 5, 3
 k_len = q_len + m_len
 emb = torch.randn(k_len, d_model, dtype=f64)  # memory, then current segment
 q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T  # queries: the last q_len tokens
-r = sinusoidal(transformer_xl_positions(q_len, k_len), d_model, layout="concat", dtype=f64) @ w_kr.T
+r = (
+    sinusoidal(
+        transformer_xl_positions(q_len, k_len),
+        d_model,
+        layout="concat",
+        dtype=f64,
+    )
+    @ w_kr.T
+)
 scores = (q + u) @ key.T + relative_shift((q + v) @ r.T)  # AC + BD
-mask = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len)  # dec_attn_mask
-weights = torch.softmax((scores / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1)
+mask = torch.triu(
+    torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len
+)  # dec_attn_mask
+weights = torch.softmax(
+    (scores / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
+)
 
 direct = torch.tensor(
     [
         [
-            (q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
+            (q[i] + u) @ key[j]
+            + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
             for j in range(k_len)
         ]
         for i in range(q_len)
     ],
     dtype=f64,
 )  # every pair, future keys too, with their true (negative) distances
-direct_weights = torch.softmax((direct / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1)
+direct_weights = torch.softmax(
+    (direct / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
+)
 assert_close(weights, direct_weights)
 assert_close(scores[~mask], direct[~mask])
-unmasked_gap = (torch.softmax(scores, -1) - torch.softmax(direct, -1)).abs().max()
+unmasked_gap = (
+    (torch.softmax(scores, -1) - torch.softmax(direct, -1)).abs().max()
+)
 assert unmasked_gap > 1e-2
 print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 
@@ -493,7 +615,7 @@ print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 # ## メモリがあるとき：マスクはどこから始めるか
 #
 # ここまでの例はすでに $m > 0$ で、導出でも $m = 0$ は仮定していません。
-# $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが *最後の* $L$ 個のトークンだからです。
+# $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが**最後の** $L$ 個のトークンだからです。
 # Transformer-XL もそのように切り出しています（`w_head_q = w_head_q[-qlen:]`）。
 # $m$ とともに動くものが 2 つあります。正確な成分と無意味な値の境目は、$j = i$ ではなく対角線 $j = i + m$ です。
 # そして、マスクもそれに合わせなければなりません。
@@ -505,18 +627,22 @@ print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 # Transformer-XL のマスクと同じ出力を与えます。
 
 # %%
-naive = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1)  # ignores the memory
-wrongly_hidden = naive & ~mask
-assert int(wrongly_hidden.sum()) == q_len * m_len
+ones = torch.ones(q_len, k_len, dtype=torch.bool)
+naive = torch.triu(ones, diagonal=1)  # ignores the memory
+wrongly_hidden = int((naive & ~mask).sum())
+assert wrongly_hidden == q_len * m_len
 print(
-    f"L = {q_len}, m = {m_len}: the mask without memory hides {int(wrongly_hidden.sum())} past keys",
+    f"L = {q_len}, m = {m_len}: "
+    f"the mask without memory hides {wrongly_hidden} past keys",
     end="",
 )
 
 values = torch.randn(k_len, d_head, dtype=f64)
-# everything but q_i . k_j, as an additive bias (posenc.attention divides q k^T by sqrt(d) itself)
+# everything but q_i . k_j, as an additive bias
+# (posenc.attention divides q k^T by sqrt(d) itself)
 bias = (u @ key.T + relative_shift((q + v) @ r.T)) / math.sqrt(d_head)
-assert_close(attention(q, key, values, bias=bias, causal=True), weights @ values)
+with_bias = attention(q, key, values, bias=bias, causal=True)
+assert_close(with_bias, weights @ values)
 
 # %% [markdown] lang="en"
 # ## The direction of the distances
@@ -528,41 +654,57 @@ assert_close(attention(q, key, values, bias=bias, causal=True), weights @ values
 # shift, the pair $(i, j)$ gets the distance $j + L - 1 - i$ instead of $i + m - j$: it
 # grows with $j$ instead of shrinking. For the last query the distance is just $j$, the
 # key's position, as if the encoding were absolute, and every query gets the largest
-# distance, $m + L - 1$, for itself. Nothing fails: the shapes agree, the scores are finite, the
-# model trains. The check applies the shift to the distances themselves, in both
+# distance, $m + L - 1$, for itself. Nothing raises an error: the shapes agree and the
+# scores are finite, so only a check like this one shows the mistake. The check applies the shift to the distances themselves, in both
 # orders, for $L = 4$ and $m = 2$, and prints them with the entries above the diagonal
 # set to $-1$.
 
 # %% [markdown] lang="ja"
 # ## 距離の向き
 #
-# シフトは行 $i$ を $L - 1 - i$ 列ぶん左へずらします。これが正しいのは、$B$ の列が距離を *降順*、
+# シフトは行 $i$ を $L - 1 - i$ 列ぶん左へずらします。これが正しいのは、$B$ の列が距離を**降順**、
 # つまり $m + L - 1$ から $0$ の順に持つときだけです。
 # $R$ を距離で引く表だと考える人にとって自然な `arange(klen)` で $\tilde R$ を作ると、列 $s$ は距離 $s$ を持ちます。
 # シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ になり、
 # $j$ とともに小さくなるのではなく大きくなります。
 # 最後のクエリでは距離は単に $j$、つまりキーの位置で、エンコーディングが絶対位置であるかのようです。
 # そして、どのクエリも自分自身に対していちばん大きな距離 $m + L - 1$ を受け取ります。
-# それでも、どこにもエラーは出ません。形状は合い、スコアは有限で、モデルは学習できてしまいます。
+# それでも、どこにもエラーは出ません。形状は合い、スコアは有限なので、この誤りはこのような確認でしか分かりません。
 # 次の確認では、$L = 4$、$m = 2$ について距離そのものに両方の順でシフトをかけ、
 # 対角線より上の成分を $-1$ にして表示します。
 
 # %%
 q_len, m_len = 4, 2
 k_len = q_len + m_len
-causal = ~torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len)
-true_distance = torch.arange(q_len)[:, None] + m_len - torch.arange(k_len)[None, :]  # i + m - j
+causal = ~torch.triu(
+    torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len
+)
+true_distance = (
+    torch.arange(q_len)[:, None] + m_len - torch.arange(k_len)[None, :]
+)  # i + m - j
 
-descending = transformer_xl_positions(q_len, k_len).expand(q_len, k_len).contiguous()
-ascending = torch.arange(k_len).expand(q_len, k_len).contiguous()  # the wrong order
+descending = (
+    transformer_xl_positions(q_len, k_len).expand(q_len, k_len).contiguous()
+)
+ascending = (
+    torch.arange(k_len).expand(q_len, k_len).contiguous()
+)  # the wrong order
 got_desc = relative_shift(descending).masked_fill(~causal, -1)
 got_asc = relative_shift(ascending).masked_fill(~causal, -1)
 assert torch.equal(got_desc[causal], true_distance[causal])
-s = torch.arange(k_len)[None, :] + q_len - 1 - torch.arange(q_len)[:, None]  # j + L - 1 - i
+s = (
+    torch.arange(k_len)[None, :] + q_len - 1 - torch.arange(q_len)[:, None]
+)  # j + L - 1 - i
 assert torch.equal(got_asc[causal], s[causal])
-assert torch.equal(got_asc[-1], torch.arange(k_len))  # last query: the key's position
-assert (got_asc[torch.arange(q_len), torch.arange(q_len) + m_len] == k_len - 1).all()  # j = i + m
-print("descending pos_seq:\n", got_desc, "\nascending:\n", got_asc, sep="", end="")
+assert torch.equal(
+    got_asc[-1], torch.arange(k_len)
+)  # last query: the key's position
+assert (
+    got_asc[torch.arange(q_len), torch.arange(q_len) + m_len] == k_len - 1
+).all()  # j = i + m
+print(
+    "descending pos_seq:\n", got_desc, "\nascending:\n", got_asc, sep="", end=""
+)
 
 # %% [markdown] lang="en"
 # ## In posenc
@@ -615,12 +757,15 @@ emb = torch.randn(k_len, d_model, dtype=f64)
 q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T
 
 
-def direct_scores(q, key, u, v, w_kr):  # every pair with its true distance i + m - j
+def direct_scores(
+    q, key, u, v, w_kr
+):  # every pair with its true distance i + m - j
     q_len, k_len = q.shape[-2], key.shape[-2]
     return torch.tensor(
         [
             [
-                (q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i + k_len - q_len - j))
+                (q[i] + u) @ key[j]
+                + (q[i] + v) @ (w_kr @ sinusoid_row(i + k_len - q_len - j))
                 for j in range(k_len)
             ]
             for i in range(q_len)
@@ -630,10 +775,16 @@ def direct_scores(q, key, u, v, w_kr):  # every pair with its true distance i + 
 
 
 true_scores = direct_scores(q, key, u, v, w_kr)
-future = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len)
+future = torch.triu(
+    torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len
+)
 for bidirectional in (False, True):
-    distances = transformer_xl_positions(q_len, k_len, bidirectional=bidirectional)
-    r = sinusoidal(distances, d_model, layout="concat", dtype=f64) @ w_kr.T  # [r, d_head]
+    distances = transformer_xl_positions(
+        q_len, k_len, bidirectional=bidirectional
+    )
+    r = (
+        sinusoidal(distances, d_model, layout="concat", dtype=f64) @ w_kr.T
+    )  # [r, d_head]
     got = transformer_xl_scores(q, key, r, u, v)
     if bidirectional:
         assert r.shape[0] == k_len + q_len - 1
@@ -643,8 +794,12 @@ for bidirectional in (False, True):
         assert_close(got[~future], true_scores[~future])
 
 
-def txl_rel_shift(x):  # RelMultiHeadAttn._rel_shift, layout [qlen, klen, bsz, n_head]
-    zero_pad = torch.zeros((x.size(0), 1, *x.size()[2:]), device=x.device, dtype=x.dtype)
+def txl_rel_shift(
+    x,
+):  # RelMultiHeadAttn._rel_shift, layout [qlen, klen, bsz, n_head]
+    zero_pad = torch.zeros(
+        (x.size(0), 1, *x.size()[2:]), device=x.device, dtype=x.dtype
+    )
     x_padded = torch.cat([zero_pad, x], dim=1)
     x_padded = x_padded.view(x.size(1) + 1, x.size(0), *x.size()[2:])
     return x_padded[1:].view_as(x)
@@ -654,11 +809,18 @@ bsz, n_head = 2, 3
 w_head_q = torch.randn(q_len, bsz, n_head, d_head, dtype=f64)
 w_head_k = torch.randn(k_len, bsz, n_head, d_head, dtype=f64)
 r_net = torch.randn(n_head * d_head, d_model, dtype=f64)  # W_{k,R} of all heads
-r_w_bias, r_r_bias = torch.randn(n_head, d_head, dtype=f64), torch.randn(n_head, d_head, dtype=f64)
-pos_emb = txl_positional_embedding(torch.arange(k_len - 1, -1, -1.0, dtype=f64), d_model)
+r_w_bias, r_r_bias = (
+    torch.randn(n_head, d_head, dtype=f64),
+    torch.randn(n_head, d_head, dtype=f64),
+)
+pos_emb = txl_positional_embedding(
+    torch.arange(k_len - 1, -1, -1.0, dtype=f64), d_model
+)
 r_head_k = (pos_emb @ r_net.T).view(k_len, n_head, d_head)
 ac = torch.einsum("ibnd,jbnd->ijbn", w_head_q + r_w_bias, w_head_k)
-bd = txl_rel_shift(torch.einsum("ibnd,jnd->ijbn", w_head_q + r_r_bias, r_head_k))
+bd = txl_rel_shift(
+    torch.einsum("ibnd,jnd->ijbn", w_head_q + r_r_bias, r_head_k)
+)
 txl_scores = (ac + bd).permute(2, 3, 0, 1)  # [bsz, n_head, qlen, klen]
 
 ours = transformer_xl_scores(
@@ -669,22 +831,23 @@ ours = transformer_xl_scores(
     r_r_bias[:, None, :],  # v: [h, 1, d]
 )
 assert_close(ours[..., ~future], txl_scores[..., ~future])
-print(
-    f"scores {tuple(ours.shape)}, -inf entries per head: {int(torch.isinf(ours[0, 0]).sum())}",
-    end="",
-)
+n_inf = int(torch.isinf(ours[0, 0]).sum())
+print(f"scores {tuple(ours.shape)}, -inf entries per head: {n_inf}", end="")
 
 # %% [markdown] lang="en"
 # ## How the libraries differ
 #
-# All three compute $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ with a reshape instead of
-# a gather, but not the same reshape, and not over the same distances.
+# All three line up the scores per distance with a reshape instead of a gather, but
+# not the same reshape, and not over the same distances. Transformer-XL and XLNet
+# compute $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$; labml replaces the last term,
+# as described below.
 #
 # **Transformer-XL** (`kimiyoung/transformer-xl`, PyTorch): sinusoidal $R$ over the $m + L$
 # distances of `pos_seq`, pad on the left, reshape, drop the first row; the entries
 # after each query are garbage, hidden by `dec_attn_mask`. An optional `zero_triu` zeroes
 # them, which does not replace the mask: a score of zero still receives weight.
-# `r_w_bias` and `r_r_bias` are shared by all layers in this code.
+# `r_w_bias` and `r_r_bias` are shared by all layers in this code (the TensorFlow
+# version unties them per layer with `untie_r`).
 #
 # **XLNet** (`relative_positional_encoding` and `rel_shift`) pads nothing. It encodes one
 # extra distance in front, $m + L$: `tf.range(klen, -qlen, -1)` for bidirectional
@@ -698,11 +861,12 @@ print(
 # the relative vectors instead of using sinusoids: a table `key_pos_embeddings` of
 # $2P$ rows per head ($P = 2^{12}$), indexed by $P$ plus the key position minus the
 # query position, and a learned scalar `key_pos_bias` per distance and head in place of
-# term (d). It takes the $m + 2L$ rows from $P - (m + L)$ to $P + L$, pads on the *right*,
+# term $(d)$; term $(b)$ has no $v$, and a learned `query_pos_bias` plays the part of $u$.
+# It takes the $m + 2L$ rows from $P - (m + L)$ to $P + L$, pads on the *right*,
 # drops the *last* row, and keeps the last $m + L$ columns. Its shift moves row $i$ to
 # the right by $i$, and after the slice every entry is exact. Its docstring example
-# shows the shifted `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` ending in `[9, 0, 7]`; the code
-# gives `[6, 0, 7]`.
+# (at commit 1f38b23) shows the shifted `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` ending in
+# `[9, 0, 7]`; the code gives `[6, 0, 7]`.
 #
 # The cell below ports XLNet's and labml's shifts and checks each against the direct
 # computation.
@@ -710,16 +874,17 @@ print(
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
 #
-# 3 つとも $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を gather ではなく形状変換で計算しますが、
+# 3 つとも、距離ごとのスコアを gather ではなく形状変換でそろえますが、
 # 形状変換の仕方も、使う距離の範囲も同じではありません。
+# Transformer-XL と XLNet は $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を計算し、labml は後で述べるように最後の項を置き換えます。
 #
 # **Transformer-XL**（`kimiyoung/transformer-xl` の PyTorch 版）：`pos_seq` の $m + L$ 個の距離について正弦波の $R$ を作り、
 # 左にパディングして形状変換し、最初の行を捨てます。各クエリより後ろの成分は無意味な値で、`dec_attn_mask` が隠します。
 # オプションの `zero_triu` はこれらを 0 にしますが、マスクの代わりにはなりません。スコアが 0 でも重みは付くからです。
-# このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します。
+# このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します（TensorFlow 版では `untie_r` で層ごとに分けられます）。
 #
 # **XLNet**（`relative_positional_encoding` と `rel_shift`）は何もパディングしません。
-# 代わりに先頭にもう 1 つ距離 $m + L$ を加えてエンコードします。
+# その代わり、距離の列の先頭へもう 1 つ $m + L$ を加えてエンコードします。
 # 双方向のアテンションでは `tf.range(klen, -qlen, -1)`、因果的なアテンションでは `tf.range(klen, -1, -1)` です。
 # $(r, L)$ に形状変換して最初の行を捨てると、パディングして捨てたときと同じく $L$ 個の数が除かれ、
 # $m + L$ より先の列は切り落とされます。余分な距離がパディングの役目を果たすのです。
@@ -727,17 +892,20 @@ print(
 #
 # **labml**（`transformers/xl/relative_mha.py` の `RelativeMultiHeadAttention`）は、正弦波を使わずに相対ベクトルを学習します。
 # ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、キーの位置からクエリの位置を引いて $P$ を足した番号で参照します。
-# また項 (d) の代わりに、距離とヘッドごとに学習するスカラー `key_pos_bias` を使います。
-# $P - (m + L)$ から $P + L$ までの $m + 2L$ 行を取り出し、*右* にパディングして *最後* の行を捨て、
+# また項 $(d)$ の代わりに、距離とヘッドごとの学習可能なスカラー `key_pos_bias` を使います。
+# 項 $(b)$ には $v$ がなく、学習可能な `query_pos_bias` が $u$ の役目を果たします。
+# $P - (m + L)$ から $P + L$ までの $m + 2L$ 行を取り出し、**右**にパディングして**最後**の行を捨て、
 # 最後の $m + L$ 列を残します。このシフトは行 $i$ を右へ $i$ 列ぶんずらし、切り出した後はすべての成分が正確です。
-# docstring の例では、`[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` をシフトした結果の最後の行が `[9, 0, 7]` となっていますが、
-# コードが返すのは `[6, 0, 7]` です。
+# docstring の例（コミット 1f38b23 の時点）では、`[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` をシフトした結果の最後の行が `[9, 0, 7]` となっています。
+# しかし、コードが返すのは `[6, 0, 7]` です。
 #
 # 次のセルでは XLNet と labml のシフトを移植し、それぞれを直接計算と照合します。
 
 
 # %%
-def xlnet_rel_shift(x, klen):  # XLNet's rel_shift, on [qlen, rlen] (its batch axes dropped)
+def xlnet_rel_shift(
+    x, klen
+):  # XLNet's rel_shift, on [qlen, rlen] (its batch axes dropped)
     qlen, rlen = x.shape
     x = x.reshape(rlen, qlen)[1:]  # drop the first row: qlen numbers
     return x.reshape(qlen, rlen - 1)[:, :klen]
@@ -761,10 +929,14 @@ for attn_type, end in (("bi", -q_len), ("uni", -1)):
     else:
         assert_close(bd[~future], expected[~future])
         pos_b = qv @ r.T
-        assert all(bd[i, i + m_len + 1] == pos_b[i + 1, 0] for i in range(q_len - 1))
+        assert all(
+            bd[i, i + m_len + 1] == pos_b[i + 1, 0] for i in range(q_len - 1)
+        )
 
 big_p = 2**12  # labml's P
-key_pos_emb = torch.randn(2 * big_p, d_head, dtype=f64)  # learned: one row per key - query
+key_pos_emb = torch.randn(
+    2 * big_p, d_head, dtype=f64
+)  # learned: one row per key - query
 key_pos_bias = torch.randn(2 * big_p, dtype=f64)
 rows = slice(big_p - k_len, big_p + q_len)
 b_d = q @ key_pos_emb[rows].T + key_pos_bias[rows]  # [qlen, klen + qlen]
@@ -772,7 +944,8 @@ labml_bd = labml_shift_right(b_d)[:, -k_len:]
 looped = torch.tensor(
     [
         [
-            q[i] @ key_pos_emb[big_p + j - (i + m_len)] + key_pos_bias[big_p + j - (i + m_len)]
+            q[i] @ key_pos_emb[big_p + j - (i + m_len)]
+            + key_pos_bias[big_p + j - (i + m_len)]
             for j in range(k_len)
         ]
         for i in range(q_len)
@@ -785,39 +958,234 @@ assert example[-1].tolist() == [6, 0, 7]
 print(example)
 
 # %% [markdown] lang="en"
+# ## What to remember
+#
+# - With a memory, absolute encodings added per segment give the same vector to
+#   slot $j$ of the memory and of the current segment; Transformer-XL uses only
+#   the distance $i - j$ instead.
+# - Dai et al.'s score has four terms, paired as
+#   $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$: a fixed sinusoid $R_{i-j}$ of the
+#   distance, a learned projection $W_{k,R}$ and two global biases $u$, $v$.
+# - The relative shift (a pad and two reshapes) lines up $B = (Q + v)\tilde R^\top$
+#   with the keys exactly for $j \le i + m$; the entries after each query hold the
+#   next row, which the mask `triu(..., diagonal=1 + m)` hides.
+# - The distances must be in descending order; in ascending order nothing fails and
+#   every pair gets a wrong distance.
+# - XLNet encodes one extra distance instead of padding; labml learns its vectors
+#   and pads on the right, with $m + 2L$ rows so that every entry is exact.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - メモリがあると、セグメントごとに足す絶対位置のエンコーディングは、メモリと現在のセグメントの同じ $j$ 番目に同じベクトルを与えます。
+#   Transformer-XL は代わりに距離 $i - j$ だけを使います。
+# - Dai らのスコアは 4 つの項からなり、$(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ とまとめられます。
+#   距離の固定の正弦波 $R_{i-j}$、学習可能な射影 $W_{k,R}$、全クエリ共通の 2 つのバイアス $u$、$v$ を使います。
+# - 相対シフト（パディング 1 回と形状変換 2 回）は、$B = (Q + v)\tilde R^\top$ を $j \le i + m$ の範囲で正確にキーにそろえます。
+#   各クエリより後ろの成分には次の行の値が入り、マスク `triu(..., diagonal=1 + m)` がそれを隠します。
+# - 距離は降順でなければなりません。昇順にしてもエラーは出ず、どの組も間違った距離を受け取ります。
+# - XLNet はパディングの代わりに距離を 1 つ余分にエンコードします。
+#   labml はベクトルを学習し、右にパディングして $m + 2L$ 行を使うので、すべての成分が正確です。
+
+# %% [markdown] lang="en"
 # ## Exercises
 #
-# 1. Term (d), $v^\top W_{k,R} R_{i-j}$, depends on the pair only through $i - j$, like
+# 1. Term $(d)$, $v^\top W_{k,R} R_{i-j}$, depends on the pair only through $i - j$, like
 #    a T5 or ALiBi bias. Plot it against $i - j$ for random $v$ and $W_{k,R}$, with
-#    $d = 64$, and compare its shape with the bias of *ALiBi: attention with linear
-#    biases*.
+#    $d = 64$, and compare its shape with the bias of
+#    [*ALiBi: attention with linear biases*](07-alibi.ipynb).
 # 2. Transformer-XL's `attn_type=1` learns one vector per distance and head instead of
-#    $W_{k,R} R_{i-j}$, plus a scalar per distance and head for term (d). Show that
-#    term (b) is then Shaw et al.'s key term of *Relative position representations*
-#    without clipping, and compute it with the distance form of that chapter.
+#    $W_{k,R} R_{i-j}$, plus a scalar per distance and head for term $(d)$. Show that
+#    term $(b)$ is then Shaw et al.'s key term of
+#    [*Relative position representations*](04-shaw-relative.ipynb) without clipping,
+#    and compute it with the distance form of that chapter.
 # 3. labml pads on the right and drops the last row. Derive its element formula the way
 #    this chapter derived Transformer-XL's, and explain why it needs $m + 2L$ distances
 #    where Transformer-XL needs $m + L$.
 # 4. With `clamp_len`, all distances beyond it share one encoding. For $m = 100$ and
-#    `clamp_len=20`, which pairs of keys can a query no longer tell apart by terms (b)
-#    and (d)? Compare with the clipping of *Relative position representations*.
+#    `clamp_len=20`, which pairs of keys can a query no longer tell apart by terms $(b)$
+#    and $(d)$? Compare with the clipping of
+#    [*Relative position representations*](04-shaw-relative.ipynb).
 
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 項 (d) の $v^\top W_{k,R} R_{i-j}$ は、T5 や ALiBi のバイアスと同じく、組に $i - j$ を通してだけ依存します。
+# 1. 項 $(d)$ の $v^\top W_{k,R} R_{i-j}$ は、T5 や ALiBi のバイアスと同じく、組に $i - j$ を通してだけ依存します。
 #    $d = 64$ として、ランダムな $v$ と $W_{k,R}$ についてこれを $i - j$ に対して描き、
-#    「ALiBi：線形バイアスによるアテンション」の章のバイアスと形を比べてください。
+#    [「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章のバイアスと形を比べてください。
 # 2. Transformer-XL の `attn_type=1` は、$W_{k,R} R_{i-j}$ の代わりに距離とヘッドごとのベクトルを学習し、
-#    項 (d) には距離とヘッドごとのスカラーを使います。このとき項 (b) が、「相対位置表現（Shaw ら）」の章で見た
+#    項 $(d)$ には距離とヘッドごとのスカラーを使います。
+#    このとき項 $(b)$ が、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章で見た
 #    Shaw らのキーの項からクリッピングを除いたものであることを示し、
 #    その章の距離ごとの形で計算してください。
 # 3. labml は右にパディングし、最後の行を捨てます。
 #    この章で Transformer-XL について導いたのと同じ方法で成分の式を導き、
 #    Transformer-XL が $m + L$ 個の距離で済むのに labml は $m + 2L$ 個を必要とする理由を説明してください。
 # 4. `clamp_len` を使うと、それより遠い距離はすべて 1 つのエンコーディングを共有します。
-#    $m = 100$、`clamp_len=20` のとき、クエリが項 (b) と (d) で区別できなくなるのはどのキーの組でしょうか。
-#    「相対位置表現（Shaw ら）」の章のクリッピングと比べてください。
+#    $m = 100$、`clamp_len=20` のとき、クエリが項 $(b)$ と $(d)$ で区別できなくなるのはどのキーの組でしょうか。
+#    [「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章のクリッピングと比べてください。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Write $f(\delta) = v^\top W_{k,R} R_\delta = w^\top R_\delta$ with
+# $w = W_{k,R}^\top v$. By Cauchy–Schwarz and $\lVert R_\delta \rVert = \sqrt{d/2}$
+# (the norm of every sinusoidal code), $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$
+# at every distance: the bias stays bounded and, with random $v$ and $W_{k,R}$,
+# goes up and down with $\delta$ as a sum of cosines and sines of the frequencies
+# $\omega_i \delta$. ALiBi's bias $-m_h\,\delta$ is the opposite: monotone and
+# unbounded, a penalty that grows with the distance. The cell checks the bound
+# for $\delta = 0, \dots, 1023$ and counts how often $f$ changes direction; the
+# ALiBi line never does. (A learned $v$ and $W_{k,R}$ could make $f$ decrease over
+# a range of distances, but never beyond the bound.)
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $w = W_{k,R}^\top v$ とすると $f(\delta) = v^\top W_{k,R} R_\delta = w^\top R_\delta$ です。
+# コーシー・シュワルツの不等式と、どの正弦波の符号でも成り立つ $\lVert R_\delta \rVert = \sqrt{d/2}$ から、
+# すべての距離で $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$ となります。
+# バイアスは有界で、ランダムな $v$ と $W_{k,R}$ では、周波数 $\omega_i \delta$ の余弦と正弦の和として $\delta$ とともに上下します。
+# ALiBi のバイアス $-m_h\,\delta$ はその逆で、単調で有界でなく、距離とともに大きくなる罰則です。
+# 次のセルでは、$\delta = 0, \dots, 1023$ でこの上界を確かめ、$f$ の増減が何回入れ替わるかを数えます。ALiBi の直線では一度も入れ替わりません。
+# 学習した $v$ と $W_{k,R}$ なら、ある範囲の距離で $f$ を減少させることはできますが、上界を超えることはありません。
+
+# %% tags=["solution"]
+d = 64
+gen = torch.Generator().manual_seed(21)
+v1 = torch.randn(d, dtype=f64, generator=gen)
+w_kr1 = torch.randn(d, d, dtype=f64, generator=gen) / math.sqrt(d)
+delta = torch.arange(1024)
+r_delta = sinusoidal(delta, d, layout="concat", dtype=f64)
+f = r_delta @ (w_kr1.T @ v1)  # f(delta) = v^T W_{k,R} R_delta
+bound = (w_kr1.T @ v1).norm() * math.sqrt(d / 2)
+assert (f.abs() <= bound).all()
+turns = int((torch.diff(torch.sign(torch.diff(f))) != 0).sum())
+alibi = -0.5 * delta.double()  # slope 1/2, ALiBi's first head of 8
+assert (torch.diff(alibi) < 0).all() and turns > 10
+print(f"|f| <= {bound:.2f}, max |f| = {f.abs().max():.2f}, turns: {turns}")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** With `attn_type=1` the vector $W_{k,R} R_{i-j}$ becomes a learned
+# $e_\delta$ per distance $\delta = i - j$ (and head), so term $(b)$ is
+# $q_i^\top e_{i-j}$: a learned vector per relative position dotted with the query,
+# which is Shaw et al.'s $x_i W^Q (a^K_{ij})^\top$ with
+# $a^K_{ij} = e_{i-j} = w^K_{j-i}$ and no clipping (for the past keys a causal model
+# sees; `clamp_len` would clip). In the distance form, $P = Q E^\top$ has one column
+# per distance, and the gather picks column $i + m - j$ for each pair; the relative
+# shift of $B = Q \tilde E^\top$ (rows in the descending order of `pos_seq`) gives
+# the same numbers for $j \le i + m$. The cell checks both against the loops.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** `attn_type=1` では、ベクトル $W_{k,R} R_{i-j}$ が、距離 $\delta = i - j$（とヘッド）ごとの学習可能な $e_\delta$ になります。
+# 項 $(b)$ は $q_i^\top e_{i-j}$、つまり相対位置ごとの学習可能なベクトルとクエリの内積です。
+# これは $a^K_{ij} = e_{i-j} = w^K_{j-i}$ としてクリップしない Shaw らの $x_i W^Q (a^K_{ij})^\top$ です
+# （因果的なモデルが見る過去のキーについての話で、`clamp_len` を使えばクリップになります）。
+# 距離ごとの形では、$P = Q E^\top$ は距離ごとに 1 列を持ち、gather で組ごとに列 $i + m - j$ を取り出します。
+# `pos_seq` の降順に行を並べた $B = Q \tilde E^\top$ に相対シフトをかけても、$j \le i + m$ では同じ値になります。
+# 次のセルでは、両方をループによる計算と照合します。
+
+# %% tags=["solution"]
+q_len, m_len, d_head = 5, 3, 8
+k_len = q_len + m_len
+gen = torch.Generator().manual_seed(22)
+q2 = torch.randn(q_len, d_head, dtype=f64, generator=gen)
+e = torch.randn(k_len, d_head, dtype=f64, generator=gen)  # row delta: e_delta
+loops = torch.tensor(
+    [[q2[i] @ e[i + m_len - j] if j <= i + m_len else 0.0 for j in range(k_len)]
+     for i in range(q_len)],
+    dtype=f64,
+)  # fmt: skip
+i_idx, j_idx = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
+past = j_idx <= i_idx + m_len
+index = (i_idx + m_len - j_idx).clamp(min=0)  # the distance of each pair
+by_gather = (q2 @ e.T).gather(-1, index)  # P = Q E^T, column i + m - j
+shifted = relative_shift(q2 @ e[transformer_xl_positions(q_len, k_len)].T)
+assert_close(by_gather[past], loops[past])
+assert_close(shifted[past], loops[past])
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** labml pads one zero column on the right of the $L \times r$ matrix
+# $x$ and reads the padded rows, $r + 1$ numbers each, as $(r + 1) \times L$, drops
+# the last row and reads the rest as $L \times r$. Dropping the last row does not
+# move anything before it, so entry $(i, j)$ of the result is number $i r + j$ of
+# the padded rows laid end to end, and $i r + j = i(r + 1) + (j - i)$: for
+# $j \ge i$ it is $x_{i,\,j - i}$, row $i$ moved right by $i$. labml then keeps the
+# last $m + L$ columns, $j \ge r - (m + L)$; all of them are exact when
+# $r - (m + L) \ge L - 1$, that is $r \ge m + 2L - 1$, and labml takes $r = m + 2L$.
+# Kept column $j'$ of row $i$ is $x_{i,\,j' + r - (m + L) - i}$, the table row
+# $P - (m + L) + j' + L - i = P + j' - (i + m)$: key position minus query position,
+# as found above. Transformer-XL gets away with $m + L$ because it needs only
+# $j \le i + m$ exact and masks the rest; labml wants every entry exact, so each
+# row needs $L - 1$ extra columns for the shift.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** labml は、$L \times r$ 行列 $x$ の右に 0 の列を 1 つパディングします。
+# パディング後の行はそれぞれ $r + 1$ 個の数を持ち、これを $(r + 1) \times L$ として読みます。
+# 最後の行を捨て、残りを $L \times r$ として読みます。
+# 最後の行を捨てても、それより前の数は動きません。
+# したがって結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの $i r + j$ 番目の数で、
+# $i r + j = i(r + 1) + (j - i)$ です。$j \ge i$ ならそれは $x_{i,\,j - i}$、つまり行 $i$ を右へ $i$ 列ずらしたものです。
+# labml はそのあと最後の $m + L$ 列（$j \ge r - (m + L)$）を残します。
+# $r - (m + L) \ge L - 1$、すなわち $r \ge m + 2L - 1$ なら、残す列はすべて正確で、labml は $r = m + 2L$ を使います。
+# 行 $i$ の残した列 $j'$ は $x_{i,\,j' + r - (m + L) - i}$ で、表の行 $P - (m + L) + j' + L - i = P + j' - (i + m)$ です。
+# 上で見たとおり、キーの位置からクエリの位置を引いたものです。
+# Transformer-XL で $m + L$ 個で済むのは、$j \le i + m$ だけを正確にすればよく、残りはマスクするからです。
+# labml はすべての成分を正確にしたいので、各行をずらすために $L - 1$ 列の余分が必要になります。
+
+# %% tags=["solution"]
+for q_len, r_len in [(4, 9), (5, 14)]:
+    x3 = torch.randn(q_len, r_len, dtype=f64)
+    out = labml_shift_right(x3)
+    for i in range(q_len):
+        for j in range(i, r_len):  # j >= i: row i moved right by i
+            assert out[i, j] == x3[i, j - i]
+m_len, q_len = 3, 5
+r_len = m_len + 2 * q_len  # labml's rows: every kept entry exact
+k_len = m_len + q_len
+x3 = torch.randn(q_len, r_len, dtype=f64)
+kept = labml_shift_right(x3)[:, -k_len:]
+rows = (
+    torch.arange(k_len)[None, :]
+    + (r_len - k_len)
+    - torch.arange(q_len)[:, None]
+)
+assert (rows >= 0).all()  # never a wrapped entry
+assert torch.equal(kept, x3.gather(1, rows))
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** With `clamp_len=20` every distance of 20 or more uses $R_{20}$,
+# so terms $(b)$ and $(d)$ are the same for all keys at distance $\ge 20$. The query
+# at position $i + m$ (slot $i$ of the segment) has the keys $j \le i + m - 20$ in
+# that group, $i + m - 19$ of them: 81 for the first query of a segment after a
+# memory of $m = 100$. Among them only the content terms $(a)$ and $(c)$ differ: they
+# form one bag, as the keys beyond $k$ do in Shaw et al.'s clipping, except that
+# Transformer-XL clips the past side only (a causal model has no future keys) and
+# the encoding is a fixed sinusoid rather than a learned vector.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** `clamp_len=20` では 20 以上の距離はすべて $R_{20}$ を使うので、
+# 距離が $\ge 20$ のキーについて、項 $(b)$ と $(d)$ はどれも同じです。
+# 位置 $i + m$（セグメントの $i$ 番目）のクエリでは、$j \le i + m - 20$ のキー $i + m - 19$ 個がこのグループに入ります。
+# $m = 100$ のメモリの後のセグメントの最初のクエリなら 81 個です。
+# その中で違いが出るのは内容の項 $(a)$ と $(c)$ だけで、これらは順序のない 1 つの集まりになります。
+# Shaw らのクリッピングで $k$ より先のキーがそうなるのと同じです。
+# 違いは、Transformer-XL がクリップするのは過去の側だけ（因果的なモデルに未来のキーはありません）で、
+# エンコーディングが学習可能なベクトルではなく固定の正弦波であることです。
+
+# %% tags=["solution"]
+q_len, m_len, clamp = 4, 100, 20
+k_len = q_len + m_len
+gen = torch.Generator().manual_seed(24)
+q4 = torch.randn(q_len, d_head, dtype=f64, generator=gen)
+v4 = torch.randn(d_head, dtype=f64, generator=gen)
+w_kr4 = torch.randn(d_head, d_model, dtype=f64, generator=gen)
+dist = transformer_xl_positions(q_len, k_len, clamp_len=clamp)
+r4 = sinusoidal(dist, d_model, layout="concat", dtype=f64) @ w_kr4.T
+bd = relative_shift((q4 + v4) @ r4.T)  # terms (b) + (d), [q_len, k_len]
+for i in range(q_len):
+    far = torch.arange(k_len) <= i + m_len - clamp  # distance >= 20
+    assert int(far.sum()) == i + m_len - 19
+    assert_close(bd[i, far], bd[i, far][0].expand(int(far.sum())))
+    near = bd[i, ~far][: -(q_len - 1 - i) or None]  # up to j = i + m
+    assert len(torch.unique(near.round(decimals=9))) == len(near)
+print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 
 # %% [markdown] lang="en"
 # ## References

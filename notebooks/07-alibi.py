@@ -15,30 +15,48 @@
 # %% [markdown] lang="en"
 # # ALiBi: attention with linear biases
 #
-# A learned table has no row for a position beyond its last one, and sinusoids
-# give positions beyond the training length vectors the model never saw. Press,
-# Smith and Lewis (2022) drop the position vectors altogether. Their ALiBi
-# ("Attention with Linear Biases") adds to every attention score a fixed penalty
-# proportional to the distance between query and key, with a different slope in
-# each head. This chapter derives the bias and its slopes, including the rule
-# for head counts that are not a power of two; shows how far each head looks;
+# A learned table has no row for a position beyond its last one (the chapter
+# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)),
+# and sinusoids give positions beyond the training length vectors the model never
+# saw ([*Sinusoidal positional encoding*](01-sinusoidal.ipynb)). Press, Smith and
+# Lewis (2022) drop the position vectors altogether. Their ALiBi ("Attention with
+# Linear Biases") adds to every attention score a fixed penalty proportional to the
+# distance between query and key, with a different [slope](../docs/glossary.md) in
+# each head. This chapter derives the bias and its slopes, including the rule that
+# the official code uses for head counts that are not a power of two (the paper's
+# text gives one formula for every head count); shows how far each head looks;
 # proves that the five forms of the bias found in common code give the same
-# attention; checks the alignment of queries with a KV cache; and rebuilds
-# the slopes of the official code, BLOOM, MPT and labml with `posenc`.
+# attention; checks the alignment of queries with a KV cache; and rebuilds the
+# slopes of the official code, BLOOM, MPT and labml with `posenc`.
+#
+# The letters are the paper's: $m_h$ is the slope of head $h$ and $n$ the number of
+# heads. In the rotary chapters, such as
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb), $m$ and $n$ are instead the
+# positions of a query and a key (see the
+# [notation page](../docs/notation.md#reused-letters)). Query $i$ and key $j$ are
+# counted from $0$ (the paper counts from $1$), and the bias is written with the causal
+# distance $i - j \ge 0$, as on the notation page.
 
 # %% [markdown] lang="ja"
 # # ALiBi：線形バイアスによるアテンション
 #
-# 学習型位置埋め込みの表には、最後の行より先の位置がありません。
-# 正弦波位置エンコーディングは、学習時の長さを超える位置に、モデルが見たことのないベクトルを与えます。
-# Press、Smith、Lewis (2022) は、位置のベクトルそのものをやめました。
-# 彼らの ALiBi（Attention with Linear Biases、線形バイアスによるアテンション）は、
-# クエリとキーの距離に比例する固定のペナルティを、すべてのアテンションスコアに足します。
-# 傾きはヘッドごとに異なります。
-# この章では、バイアスとその傾きを導きます。ヘッド数が 2 のべき乗でない場合の規則も扱います。
+# 学習型位置埋め込みの表には、最後の行より先の位置がありません（[学習型位置埋め込みの章](03-learned-embeddings.ipynb)）。
+# 正弦波位置エンコーディングは、学習時の長さを超える位置に、モデルが見たことのないベクトルを与えます（[正弦波位置エンコーディングの章](01-sinusoidal.ipynb)）。
+# Press、Smith、Lewis（2022）は、位置ベクトルを使うこと自体をやめました。
+# この手法 ALiBi（Attention with Linear Biases、線形バイアスによるアテンション）は、
+# クエリとキーの距離に比例する固定のペナルティを各アテンションスコアに足します。
+# [傾き](../docs/glossary.ja.md)はヘッドごとに異なります。
+# この章では、バイアスとその傾きを導きます。
+# ヘッド数が 2 のべき乗でない場合に公式実装が使う規則も扱います（論文の本文は、どのヘッド数にも 1 つの式を与えています）。
 # 続いて、各ヘッドがどこまで遠くを見るかを示し、よく使われるコードに見られる 5 つの形のバイアスが
 # どれも同じアテンションを与えることを証明し、KV キャッシュでのクエリの位置合わせを確かめます。
 # 最後に、公式実装、BLOOM、MPT、labml の傾きを `posenc` で再現します。
+#
+# 記号は論文に合わせます。$m_h$ はヘッド $h$ の傾き、$n$ はヘッドの数です。
+# 一方、[「回転位置埋め込み（RoPE）」](08-rope.ipynb)などの回転位置埋め込みの章では、$m$ と $n$ はクエリとキーの位置を表します
+# （[記法のページ](../docs/notation.ja.md#reused-letters)を参照）。
+# クエリ $i$ とキー $j$ の位置は $0$ から数え（論文は $1$ から数えます）、
+# バイアスは記法のページと同じく因果的な距離 $i - j \ge 0$ で書きます。
 
 # %%
 import math
@@ -80,7 +98,7 @@ f64 = torch.float64
 # そのかわり各層で、ヘッド $h$ がクエリ $i$ とキー $j$ のスコアに、距離に比例して大きくなるペナルティを加えます。
 # $$\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i$$
 # 傾き $m_h > 0$ は学習前に決めて固定し、学習はしません。
-# クエリ自身の位置にあるキーのペナルティは 0、1 つ前のキーは $m_h$、2 つ前は $2m_h$ です。
+# クエリ自身の位置にあるキーのペナルティは 0、1 つ前のキーは $m_h$、2 つ前は $2m_h$ と続きます。
 # 位置を $0$ から数えると、バイアスの行 $i$ は $-m_h \cdot (i, \dots, 2, 1, 0)$ になります。
 # バイアスは距離 $i - j$ だけで決まるので、ALiBi は相対位置の手法で、バイアスは各対角線に沿って一定です。
 #
@@ -101,10 +119,16 @@ bias = alibi_bias(n_heads, T)  # [h, i, j]
 
 torch.testing.assert_close(bias, -m * (i - j))  # -m_h (i - j)
 scores = q @ k.transpose(-2, -1) / math.sqrt(d) - m * (i - j)
-weights = torch.softmax(scores.masked_fill(j > i, -math.inf), dim=-1)  # keys j <= i only
-torch.testing.assert_close(attention(q, k, v, bias=bias, causal=True), weights @ v)
+weights = torch.softmax(
+    scores.masked_fill(j > i, -math.inf), dim=-1
+)  # keys j <= i only
+torch.testing.assert_close(
+    attention(q, k, v, bias=bias, causal=True), weights @ v
+)
 
-torch.testing.assert_close(bias[:, 1:, 1:], bias[:, :-1, :-1])  # constant along diagonals
+torch.testing.assert_close(
+    bias[:, 1:, 1:], bias[:, :-1, :-1]
+)  # constant along diagonals
 assert not bias.diagonal(dim1=-2, dim2=-1).any()  # zero at distance 0
 assert (bias[:, j > i] > 0).all()  # positive above the diagonal
 bias[0]
@@ -112,12 +136,14 @@ bias[0]
 # %% [markdown] lang="en"
 # ## The slopes: a geometric sequence
 #
-# The paper chooses, for $n$ heads ($n$ a power of two),
+# The paper (§3) chooses, for $n$ heads,
 # $$m_h = 2^{-8h/n}, \qquad h = 1, \dots, n$$
 # a geometric sequence that starts at $m_1 = 2^{-8/n}$ and has that same value as its
 # ratio, $m_{h+1}/m_h = 2^{-8/n}$. Whatever $n$ is, the last slope is $m_n = 2^{-8} = 1/256$.
 # With 8 heads the slopes are $\frac{1}{2}, \frac{1}{4}, \dots, \frac{1}{256}$, as the paper
-# states. The official code writes the start as `2**(-2**-(math.log2(n)-3))`, that is
+# states. The paper's text states this sequence for a general $n$, with no condition on
+# $n$; [the next section](#head-counts-that-are-not-a-power-of-two) shows that the
+# official code does something else when $n$ is not a power of two. The official code writes the start as `2**(-2**-(math.log2(n)-3))`, that is
 # $2^{-2^{-(\log_2 n - 3)}}$, which is the same number because
 # $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$.
 #
@@ -131,11 +157,13 @@ bias[0]
 # %% [markdown] lang="ja"
 # ## 傾き：等比数列
 #
-# 論文は、$n$ 個のヘッド（$n$ は 2 のべき乗）に対して次の傾きを選びます。
+# 論文（§3）は、$n$ 個のヘッドに対して次の傾きを選びます。
 # $$m_h = 2^{-8h/n}, \qquad h = 1, \dots, n$$
 # これは $m_1 = 2^{-8/n}$ から始まり、同じ値を公比とする等比数列で、$m_{h+1}/m_h = 2^{-8/n}$ です。
 # $n$ が何であっても、最後の傾きは $m_n = 2^{-8} = 1/256$ です。
 # 8 ヘッドなら、論文にあるとおり傾きは $\frac{1}{2}, \frac{1}{4}, \dots, \frac{1}{256}$ です。
+# 論文の本文はこの数列を一般の $n$ について述べており、$n$ に条件を付けていません。
+# $n$ が 2 のべき乗でないとき、公式実装が別のことをする点は[次の節](#ヘッド数が-2-のべき乗でない場合)で見ます。
 # 公式実装は初項を `2**(-2**-(math.log2(n)-3))`、つまり $2^{-2^{-(\log_2 n - 3)}}$ と書いています。
 # $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$ なので、これは同じ数です。
 #
@@ -151,26 +179,33 @@ for n in (1, 2, 4, 8, 16, 32, 64, 128):
     torch.testing.assert_close(s, 2.0 ** (-8 * h / n))  # m_h = 2^(-8h/n)
     ratio = torch.tensor(2.0 ** (-8 / n), dtype=f64)
     torch.testing.assert_close(s[0], ratio)  # starts at 2^(-8/n) ...
-    torch.testing.assert_close(s[1:] / s[:-1], ratio.expand(n - 1))  # ... with that ratio
+    # ... and has that same value as its ratio
+    torch.testing.assert_close(s[1:] / s[:-1], ratio.expand(n - 1))
     assert s[-1] == 2.0**-8  # the last slope is always 1/256
     # the official code's start, 2^(-2^(-(log2 n - 3))), is 2^(-8/n)
     assert math.isclose(2 ** (-(2 ** -(math.log2(n) - 3))), 2 ** (-8 / n))
-    # doubling the heads: even-numbered slopes are the old ones, odd-numbered the geometric means
+    # doubling the heads: the even-numbered slopes are the old ones, the
+    # odd-numbered ones the geometric means of their neighbours
     s2 = alibi_slopes(2 * n, dtype=f64)
     torch.testing.assert_close(s2[1::2], s)  # m^(2n)_(2h) = m^(n)_h
-    prev = torch.cat([torch.ones(1, dtype=f64), s[:-1]])  # m^(n)_(h-1), with m^(n)_0 = 1
+    prev = torch.cat([torch.ones(1, dtype=f64), s[:-1]])  # m_(h-1), m_0 = 1
     torch.testing.assert_close(s2[0::2], (prev * s).sqrt())
 
 s8 = alibi_slopes(8)
-assert s8.tolist() == [2.0**-h for h in range(1, 9)]  # exactly 1/2, 1/4, ..., 1/256
+assert s8.tolist() == [
+    2.0**-h for h in range(1, 9)
+]  # exactly 1/2, 1/4, ..., 1/256
 print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 
 # %% [markdown] lang="en"
 # ## Head counts that are not a power of two
 #
-# The formula $2^{-8h/n}$ makes sense for any $n$, but it is not what the official code
-# does. Its comment explains: the paper only trains models with $2^a$ heads, and the
-# sequence has good properties only for powers of two. For other counts, write
+# The formula $2^{-8h/n}$ makes sense for any $n$, and the paper's text gives it for
+# any $n$. The official code (`get_slopes` in the authors' fork of fairseq) does not use
+# it when $n$ is not a power of two. Its comment explains why: the paper only trains
+# models with $2^a$ heads, and the sequence has good properties only for powers of two.
+# So the rule below is the code's, not the paper's; `posenc`, BLOOM, MPT, labml and
+# x-transformers all follow the code. For other counts, write
 # $n = 2^k + r$ with $0 < r < 2^k$. The first $2^k$ heads get the slopes of $2^k$ heads,
 # and the remaining $r$ heads get every other slope of the sequence for $2^{k+1}$ heads,
 # starting with the first, until there are $n$:
@@ -183,9 +218,11 @@ print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 # For 12 heads, $k = 3$ and $r = 4$: heads 1 to 8 get $2^{-1}, \dots, 2^{-8}$, and heads 9
 # to 12 get $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$. These are 12 of the 16 slopes; the
 # four gentlest means, $2^{-4.5}, 2^{-5.5}, 2^{-6.5}, 2^{-7.5}$, are left out. The slopes are
-# no longer sorted either: head 9 is steeper than head 1. The table below prints each
-# value; the cell checks each against its power of two, and checks `posenc` against a
-# transcription of the official `get_slopes` for every $n$ from 1 to 128.
+# no longer sorted either: head 9 is steeper than head 1. The paper's formula would give
+# $2^{-8h/12} = 2^{-2h/3}$ instead: twelve sorted slopes from $2^{-2/3}$ down to $2^{-8}$,
+# none of them equal to the code's slope of the same head. The table below prints both;
+# the cell checks each slope against its power of two, and checks `posenc` against the
+# official `get_slopes`, restated here, for every $n$ from 1 to 128.
 #
 # BLOOM (176B parameters) has 112 heads, so it is an example: $112 = 64 + 48$, and its
 # slopes run from $2^{-8}$ (head 64) up to $2^{-1/16}$ (head 65), printed below.
@@ -193,9 +230,11 @@ print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 # %% [markdown] lang="ja"
 # ## ヘッド数が 2 のべき乗でない場合
 #
-# 式 $2^{-8h/n}$ はどんな $n$ でも意味を持ちますが、公式実装はこの式を使いません。
+# 式 $2^{-8h/n}$ はどんな $n$ でも意味を持ち、論文の本文もどの $n$ にもこの式を与えています。
+# しかし公式実装（著者らによる fairseq のフォークの `get_slopes`）は、$n$ が 2 のべき乗でないときにはこの式を使いません。
 # コードのコメントによれば、論文で学習したのは $2^a$ 個のヘッドを持つモデルだけで、
 # この数列がよい性質を持つのは 2 のべき乗のときだけだからです。
+# つまり以下の規則は論文ではなくコードのもので、`posenc`、BLOOM、MPT、labml、x-transformers はどれもコードに従っています。
 # それ以外のヘッド数は、$0 < r < 2^k$ として $n = 2^k + r$ と書きます。
 # 最初の $2^k$ 個のヘッドには $2^k$ ヘッドの傾きを使います。
 # 残りの $r$ 個には、$2^{k+1}$ ヘッドの数列の傾きを、最初のものから 1 つおきに、$n$ 個になるまで使います。
@@ -208,40 +247,37 @@ print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 # 12 ヘッドでは $k = 3$、$r = 4$ です。ヘッド 1 から 8 は $2^{-1}, \dots, 2^{-8}$、
 # ヘッド 9 から 12 は $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$ になります。
 # これは 16 個の傾きのうちの 12 個で、最もゆるやかな 4 つの幾何平均 $2^{-4.5}, 2^{-5.5}, 2^{-6.5}, 2^{-7.5}$ は使われません。
-# 傾きはもう大きさの順にも並んでいません。ヘッド 9 はヘッド 1 より急です。
-# 下の表に各値を示します。セルでは各値を 2 のべき乗と照合し、
-# さらに公式の `get_slopes` を書き写したものと `posenc` を、1 から 128 までのすべての $n$ について比べます。
+# また、傾きは大きさの順に並ばなくなります。ヘッド 9 の傾きはヘッド 1 より急です。
+# 論文の式なら $2^{-8h/12} = 2^{-2h/3}$ となり、$2^{-2/3}$ から $2^{-8}$ まで順に並ぶ 12 個の傾きになります。
+# どのヘッドでも、コードの傾きとは一致しません。
+# 下の表に両方を示します。セルでは各傾きを 2 のべき乗と照合し、
+# さらにここで書き直した公式の `get_slopes` と `posenc` を、1 から 128 までのすべての $n$ について比べます。
 #
 # BLOOM（1760 億パラメータ）はヘッドが 112 個あるので、この規則が使われる例です。
 # $112 = 64 + 48$ で、傾きは $2^{-8}$（ヘッド 64）から $2^{-1/16}$（ヘッド 65）までにわたります（下の出力）。
 
 
 # %%
-def official_get_slopes(n):
-    """The official code's get_slopes (fairseq/models/transformer.py), transcribed."""
-
-    def get_slopes_power_of_2(n):
-        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
-        ratio = start
-        return [start * ratio**i for i in range(n)]
-
-    if math.log2(n).is_integer():
-        return get_slopes_power_of_2(n)
-    closest_power_of_2 = 2 ** math.floor(math.log2(n))
-    return (
-        get_slopes_power_of_2(closest_power_of_2)
-        + official_get_slopes(2 * closest_power_of_2)[0::2][: n - closest_power_of_2]
-    )
+def official_slopes(n):
+    """The official get_slopes (fairseq/models/transformer.py), restated."""
+    p = 2 ** math.floor(math.log2(n))  # largest power of two <= n
+    start = 2 ** (-(2 ** -(math.log2(p) - 3)))  # the code's start, 2^(-8/p)
+    first = [start * start**i for i in range(p)]  # start, times the ratio start
+    if p == n:
+        return first
+    return first + official_slopes(2 * p)[::2][: n - p]  # every other of 2p
 
 
 for n in range(1, 129):
     s = alibi_slopes(n, dtype=f64)
-    torch.testing.assert_close(s, torch.tensor(official_get_slopes(n), dtype=f64))
+    torch.testing.assert_close(s, torch.tensor(official_slopes(n), dtype=f64))
     k_pow = n.bit_length() - 1  # n = 2^k + r
     r = n - 2**k_pow
     torch.testing.assert_close(s[: 2**k_pow], alibi_slopes(2**k_pow, dtype=f64))
     i_extra = torch.arange(1, r + 1, dtype=f64)
-    torch.testing.assert_close(s[2**k_pow :], 2.0 ** (-8 * (2 * i_extra - 1) / 2 ** (k_pow + 1)))
+    torch.testing.assert_close(
+        s[2**k_pow :], 2.0 ** (-8 * (2 * i_extra - 1) / 2 ** (k_pow + 1))
+    )
     # the n slopes are n of the 2^(k+1) slopes
     wider = alibi_slopes(2 ** (k_pow + 1), dtype=f64)
     assert all(torch.isclose(x, wider).any() for x in s)
@@ -249,12 +285,21 @@ for n in range(1, 129):
 # 12 heads: each value, as a power of two
 s12 = alibi_slopes(12, dtype=f64)
 exponents = [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5]
-torch.testing.assert_close(s12, 2.0 ** torch.tensor(exponents, dtype=f64), rtol=1e-15, atol=0)
-missing = sorted(set(alibi_slopes(16, dtype=f64).tolist()) - set(s12.tolist()), reverse=True)
 torch.testing.assert_close(
-    torch.tensor(missing, dtype=f64), 2.0 ** torch.tensor([-4.5, -5.5, -6.5, -7.5], dtype=f64)
+    s12, 2.0 ** torch.tensor(exponents, dtype=f64), rtol=1e-15, atol=0
+)
+missing = sorted(
+    set(alibi_slopes(16, dtype=f64).tolist()) - set(s12.tolist()), reverse=True
+)
+torch.testing.assert_close(
+    torch.tensor(missing, dtype=f64),
+    2.0 ** torch.tensor([-4.5, -5.5, -6.5, -7.5], dtype=f64),
 )
 assert s12[8] > s12[0]  # head 9 is steeper than head 1
+paper12 = 2.0 ** (-8 * torch.arange(1, 13, dtype=f64) / 12)  # the paper's text
+assert not torch.isclose(
+    s12, paper12
+).any()  # not the code's slope, head by head
 
 # BLOOM's 112 heads: 64 + 48
 s112 = alibi_slopes(112, dtype=f64)
@@ -262,9 +307,11 @@ torch.testing.assert_close(s112[:64], alibi_slopes(64, dtype=f64))
 torch.testing.assert_close(s112[64:], alibi_slopes(128, dtype=f64)[0::2][:48])
 assert s112.argmin() == 63 and s112.argmax() == 64
 
-rows = [f"{h:>2}  {x:.6f}  {math.log2(x):5.1f}" for h, x in enumerate(s12.tolist(), start=1)]
-print(" h  m_h       log2 m_h\n" + "\n".join(rows))
-print(f"112 heads: min {s112.min():.8f} (head 64), max {s112.max():.6f} (head 65)", end="")
+print(" h  code: m_h  log2 m_h  paper: 2^(-8h/12)")
+for h, (x, y) in enumerate(zip(s12.tolist(), paper12.tolist()), start=1):
+    print(f"{h:>2}  {x:9.6f}  {math.log2(x):8.1f}  {y:17.6f}")
+lo, hi = s112.min(), s112.max()
+print(f"112 heads: min {lo:.8f} (head 64), max {hi:.6f} (head 65)", end="")
 
 # %% [markdown] lang="en"
 # ## How far each head looks
@@ -294,7 +341,7 @@ print(f"112 heads: min {s112.min():.8f} (head 64), max {s112.max():.6f} (head 65
 # $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
 # （分母は公比 $e^{-m_h}$ の等比級数です。）
 # 1 つ遡るごとに、重みは $e^{-m_h}$ 倍になります。
-# 距離に比例するバイアスは、指数的に減衰する重みと同じことで、対数軸では直線になります。
+# 距離に比例するバイアスは、重みで見れば指数的な減衰にあたり、片対数グラフでは直線になります。
 # バイアスが $-1$ に達するのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ に下がっています。
 # 重みは $\ln 2 / m_h$ 位置ごとに半分になります。
 # 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
@@ -306,32 +353,45 @@ print(f"112 heads: min {s112.min():.8f} (head 64), max {s112.max():.6f} (head 65
 # %%
 n_heads, L, d = 8, 1024, 16
 m = alibi_slopes(n_heads, dtype=f64)[:, None]  # [h, 1]
-q0 = torch.zeros(n_heads, 1, d, dtype=f64)  # one zero query: all content scores equal
+q0 = torch.zeros(
+    n_heads, 1, d, dtype=f64
+)  # one zero query: all content scores equal
 keys = torch.randn(n_heads, L, d, dtype=f64)
 out = attention(
-    q0, keys, torch.eye(L, dtype=f64), bias=alibi_bias(n_heads, 1, L, dtype=f64), causal=True
+    q0,
+    keys,
+    torch.eye(L, dtype=f64),
+    bias=alibi_bias(n_heads, 1, L, dtype=f64),
+    causal=True,
 )
 w = out[:, 0].flip(-1)  # [h, k], the weight at distance k = L - 1 - j
 
 dist = torch.arange(L, dtype=f64)
 closed = (1 - torch.exp(-m)) * torch.exp(-m * dist) / (1 - torch.exp(-m * L))
 torch.testing.assert_close(w, closed)  # w_h(k)
-torch.testing.assert_close(w[:, 1:] / w[:, :-1], torch.exp(-m).expand(-1, L - 1))  # ratio e^(-m_h)
+torch.testing.assert_close(
+    w[:, 1:] / w[:, :-1], torch.exp(-m).expand(-1, L - 1)
+)  # ratio e^(-m_h)
 span = (1 / m).squeeze(1)  # 1/m_h
 assert span.tolist() == [2.0**h for h in range(1, 9)]
 k_span = span.long()
 torch.testing.assert_close(
-    w.gather(1, k_span[:, None])[:, 0] / w[:, 0], torch.full((8,), math.e**-1, dtype=f64)
+    w.gather(1, k_span[:, None])[:, 0] / w[:, 0],
+    torch.full((8,), math.e**-1, dtype=f64),
 )
 
 # the mean distance on a long row (one query against 8192 keys)
-w_long = torch.softmax(alibi_bias(n_heads, 1, 8192, dtype=f64)[:, 0], dim=-1).flip(-1)
+w_long = torch.softmax(
+    alibi_bias(n_heads, 1, 8192, dtype=f64)[:, 0], dim=-1
+).flip(-1)
 mean = (w_long * torch.arange(8192, dtype=f64)).sum(-1)
 torch.testing.assert_close(mean, 1 / torch.expm1(m[:, 0]))  # 1 / (e^m - 1)
 
 rows = [
     f"{h:>2}  {x:>5.0f}  {x * math.log(2):8.1f}  {y:6.1f}"
-    for h, (x, y) in enumerate(zip(span.tolist(), mean.tolist(), strict=True), start=1)
+    for h, (x, y) in enumerate(
+        zip(span.tolist(), mean.tolist(), strict=True), start=1
+    )
 ]
 print(" h  1/m_h  ln2/m_h   mean\n" + "\n".join(rows), end="")
 
@@ -354,7 +414,13 @@ fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for h in range(n_heads):
     (line,) = ax.plot(dist, w[h], lw=1.2, label=f"$h = {h + 1}$")
     ax.plot(k_span[h], w[h, k_span[h]], "o", ms=4, color=line.get_color())
-ax.set(yscale="log", ylim=(1e-6, 1), xlim=(0, 300), xlabel="$k = i - j$", ylabel="$w_h(k)$")
+ax.set(
+    yscale="log",
+    ylim=(1e-6, 1),
+    xlim=(0, 300),
+    xlabel="$k = i - j$",
+    ylabel="$w_h(k)$",
+)
 ax.legend(ncols=2, loc="upper right")
 plt.show()
 
@@ -373,16 +439,23 @@ plt.show()
 # ヘッド 9 から 12 は短い範囲に戻り、8 ヘッドの点の間の半歩の位置を埋めます。
 # 16 ヘッドの直線のうち、範囲の長い側にある 4 つの半歩の点は欠けています。
 
-# %% alt={"en": ["1/m_h against head number h for 8, 12 and 16 heads, log axis. 8 and 16 heads lie on straight lines ending at 256; 12 heads follow the 8-head line for heads 1–8, then drop back and fill half steps from about 1.4 to 11 for heads 9–12."], "ja": ["8、12、16 ヘッドについて、1/m_h をヘッド番号 h に対して対数軸で描いた図。8 と 16 ヘッドは 256 で終わる直線に並びます。12 ヘッドはヘッド 1〜8 で 8 ヘッドの線に乗り、ヘッド 9〜12 は約 1.4 から 11 へ戻って半歩の位置を埋めます。"]}
+# %% alt={"en": ["1/m_h against head number h for 8, 12 and 16 heads, log axis. 8 and 16 heads lie on straight lines ending at 256; 12 heads follow the 8-head line for heads 1–8, then drop back and fill half steps from about 1.4 to 11 for heads 9–12."], "ja": ["8、12、16 ヘッドについて、1/m_h をヘッド番号 h に対して対数軸で描いた図。8 と 16 ヘッドは 256 で終わる直線に並びます。12 ヘッドはヘッド 1〜8 で 8 ヘッドの線に乗り、ヘッド 9〜12 は短い範囲に戻り、約 1.4〜11 の間の半歩の位置を埋めます。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
-styles = {  # 8: hollow circles on top, so that the 12-head points inside them stay visible
+styles = {  # 8 heads: hollow circles on top, so the 12-head points show
     8: {"fmt": "o-", "ms": 8, "mfc": "none", "zorder": 3},
     12: {"fmt": "^:", "ms": 5, "zorder": 2},
     16: {"fmt": "s--", "ms": 4, "zorder": 1},
 }
 for n, style in styles.items():
     fmt = style.pop("fmt")
-    ax.plot(range(1, n + 1), 1 / alibi_slopes(n), fmt, lw=1, label=f"$n = {n}$", **style)
+    ax.plot(
+        range(1, n + 1),
+        1 / alibi_slopes(n),
+        fmt,
+        lw=1,
+        label=f"$n = {n}$",
+        **style,
+    )
 ax.set_yscale("log", base=2)
 ax.set(xlabel="$h$", ylabel="$1/m_h$", xticks=range(1, 17))
 ax.legend(loc="lower right")
@@ -421,19 +494,19 @@ plt.show()
 # したがって、$-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。
 # 実装によって使う形はさまざまです。
 #
-# - 論文と `posenc`：$-m_h\,(i - j)$
+# - 論文と `posenc`：$-m_h\,(i - j)$。
 # - 公式実装と BLOOM（Hugging Face の `build_alibi_tensor`）：$m_h\, j$。すべてのクエリで同じ 1 行を使います
 #   （BLOOM はパディングでないトークンだけを数えて $j$ とします）。
 # - labml：見えるキーについて $m_h\,(j + 1)$。因果マスクの累積和から作ります。
 # - MPT（llm-foundry の `build_alibi_bias`）：$m_h\,(j - (T - 1))$。最後のキーで 0 になります。
-# - x-transformers と、`causal=False` の `posenc`：$-m_h\,|i - j|$
+# - x-transformers と、`causal=False` の `posenc`：$-m_h\,|i - j|$。
 #
 # 対称な形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、
 # マスクが残すすべてのキーで因果的なバイアスと一致します。
 # 両者が違うのは未来のキー（$j > i$）だけで、$-m_h\,(j - i)$ と $+m_h\,(j - i)$ の違いです。
 # どちらの場合も、因果マスクがそのスコアを $-\infty$ に置き換えます。
 # ただし定数は行の中で同じでなければなりません。
-# $-m_h\, j$（符号を反転した誤り）のように $j$ に対して別の形で変わるバイアスは、アテンションを変えてしまいます。
+# $-m_h\, j$（正負を反転した誤り）のように $j$ に対して別の形で変わるバイアスは、アテンションを変えてしまいます。
 # セルでは、これらをすべて `causal=True` の `posenc.attention` で確かめます。
 
 # %%
@@ -457,17 +530,23 @@ for name, b in forms.items():
     # a constant per row on the visible keys ...
     gap = (b - forms["paper, posenc"]).expand(n_heads, T, T)
     row_const = torch.where(visible, gap, gap[..., :1])
-    torch.testing.assert_close(row_const, gap[..., :1].expand(n_heads, T, T), msg=name)
+    torch.testing.assert_close(
+        row_const, gap[..., :1].expand(n_heads, T, T), msg=name
+    )
     # ... so the same attention
-    torch.testing.assert_close(attention(q, k, v, bias=b, causal=True), reference, msg=name)
+    torch.testing.assert_close(
+        attention(q, k, v, bias=b, causal=True), reference, msg=name
+    )
 
-# the symmetric and causal biases agree on the visible keys and differ on every future key
+# the symmetric and causal biases agree on the visible keys, differ on the rest
 sym, causal_bias = forms["posenc causal=False"], forms["paper, posenc"]
 assert torch.equal(sym[:, visible], causal_bias[:, visible])
 assert (sym[:, ~visible] != causal_bias[:, ~visible]).all()
 
 # a bias that is not a row constant away changes the attention
-assert not torch.allclose(attention(q, k, v, bias=-m * j, causal=True), reference, atol=1e-3)
+assert not torch.allclose(
+    attention(q, k, v, bias=-m * j, causal=True), reference, atol=1e-3
+)
 print(f"{len(forms)} biases, one attention output", end="")
 
 # %% [markdown] lang="en"
@@ -497,7 +576,12 @@ stairs_y = [y for c in range(T8) for y in (c - 0.5, c - 0.5)]
 for ax, (title, b) in zip(axes, panels.items(), strict=True):
     im = ax.imshow(b, cmap="RdBu_r", vmin=-4, vmax=4, interpolation="nearest")
     ax.plot(stairs_x, stairs_y, color="black", lw=1.5)
-    ax.set(title=title, xlabel="$j$", xticks=range(0, T8, 2), yticks=range(0, T8, 2))
+    ax.set(
+        title=title,
+        xlabel="$j$",
+        xticks=range(0, T8, 2),
+        yticks=range(0, T8, 2),
+    )
     ax.grid(False)
 axes[0].set_ylabel("$i$")
 fig.colorbar(im, ax=axes, shrink=0.8)
@@ -515,7 +599,7 @@ plt.show()
 # for $m_h\, j$.
 
 # %% [markdown] lang="ja"
-# これらの形は、厳密な計算では等しくても、低い精度では等しくなりません。
+# これらの形は、厳密な計算では等しくても、低精度では等しくなりません。
 # 公式実装の形 $m_h\, j$ は位置とともに大きくなります。$j = 2047$、$m = 1/2$ では約 1024 で、
 # そのあたりの bfloat16 の数は 4 や 8 の間隔でしか並んでいません。
 # そのため、$m = 1/2$ しか違わない隣り合うキーに、丸めると同じバイアスが付きます。
@@ -530,12 +614,16 @@ visible_long = torch.ones(T_long, T_long, dtype=torch.bool).tril()
 
 
 def weights_of(b):  # softmax over the visible keys, in float64
-    return torch.softmax(b.to(f64).masked_fill(~visible_long, -math.inf), dim=-1)
+    return torch.softmax(
+        b.to(f64).masked_fill(~visible_long, -math.inf), dim=-1
+    )
 
 
 m1 = float(alibi_slopes(8)[0])  # head 1 of 8 heads: m = 1/2
 pos = torch.arange(T_long, dtype=f64)
-paper_form = -m1 * (pos[:, None] - pos[None, :])  # -m (i - j), as alibi_bias(8, T)[0]
+paper_form = -m1 * (
+    pos[:, None] - pos[None, :]
+)  # -m (i - j), as alibi_bias(8, T)[0]
 torch.testing.assert_close(paper_form[:64, :64].float(), alibi_bias(8, 64)[0])
 official_form = m1 * pos.expand(T_long, T_long)  # m j
 exact = weights_of(paper_form)
@@ -543,15 +631,14 @@ torch.testing.assert_close(weights_of(official_form), exact)  # equal in float64
 err_paper = (weights_of(paper_form.bfloat16()) - exact).abs().max()
 err_official = (weights_of(official_form.bfloat16()) - exact).abs().max()
 assert err_paper < 1e-6 < 0.1 < err_official
-print(
-    f"bfloat16 bias -m(i-j): max error {err_paper:.1e}\nbfloat16 bias m j:     max error {err_official:.2f}",
-    end="",
-)
+print(f"bfloat16 bias -m(i-j): max error {err_paper:.1e}")
+print(f"bfloat16 bias m j:     max error {err_official:.2f}", end="")
 
 # %% [markdown] lang="en"
 # ## Queries aligned to the end of the keys (a KV cache)
 #
-# When a decoder generates with a KV cache, the $L_q$ new queries are the last tokens
+# When a decoder generates with a [KV cache](../docs/glossary.md), the $L_q$ new
+# queries are the last tokens
 # of a sequence of $L_k$ keys: query $i$ sits at position $i + L_k - L_q$, and its bias is
 # $$-m_h\,(i + L_k - L_q - j)$$
 # `alibi_bias(n, L_q, L_k)` uses this alignment, and so does `posenc.attention` with
@@ -570,7 +657,7 @@ print(
 # %% [markdown] lang="ja"
 # ## キーの末尾に合わせたクエリ（KV キャッシュ）
 #
-# デコーダが KV キャッシュを使って生成するとき、$L_q$ 個の新しいクエリは、$L_k$ 個のキーからなる系列の最後のトークンです。
+# デコーダが [KV キャッシュ](../docs/glossary.ja.md)を使って生成するとき、$L_q$ 個の新しいクエリは、$L_k$ 個のキーからなる系列の最後のトークンです。
 # クエリ $i$ は位置 $i + L_k - L_q$ にあり、そのバイアスは次のようになります。
 # $$-m_h\,(i + L_k - L_q - j)$$
 # `alibi_bias(n, L_q, L_k)` はこの位置合わせを使います。`causal=True` の `posenc.attention` も同じです。
@@ -582,7 +669,7 @@ print(
 # 誤ったバイアス $-m_h\,(i - j)$ は正しいバイアスより $m_h\,(L_k - L_q)$ だけ大きく、この差は行のどのキーでも同じです。
 # 前の節で示したとおり、このような定数は何も変えません。
 # BLOOM や MPT がすべてのクエリに同じ 1 行のバイアスを使えるのは、このためです。
-# しかし、ほかの場所では害があります。同じように置いた因果マスクは、クエリが見るべきキーを隠してしまいます。
+# ただし、ほかの箇所ではこの誤りが問題になります。因果マスクを同じようにずらして置くと、クエリが見るべきキーまで隠してしまいます。
 # また対称なバイアス $-m_h\,|i - j|$ では、行の高さだけでなく形が変わります。
 # セルでは、この 3 つをすべて確かめます。
 
@@ -595,7 +682,9 @@ full = attention(q, k, v, bias=alibi_bias(n_heads, L_k), causal=True)
 i = torch.arange(L_q)[:, None]
 j = torch.arange(L_k)[None, :]
 cached_bias = alibi_bias(n_heads, L_q, L_k)
-torch.testing.assert_close(cached_bias, -m * (i + L_k - L_q - j))  # -m_h (i + L_k - L_q - j)
+torch.testing.assert_close(
+    cached_bias, -m * (i + L_k - L_q - j)
+)  # -m_h (i + L_k - L_q - j)
 torch.testing.assert_close(cached_bias, alibi_bias(n_heads, L_k)[:, -L_q:])
 last4 = attention(q[:, -L_q:], k, v, bias=cached_bias, causal=True)
 torch.testing.assert_close(last4, full[:, -L_q:])
@@ -613,17 +702,27 @@ for t in range(L_k):  # one token at a time: query t against keys 0..t
 # queries wrongly placed at positions 0..L_q-1
 wrong_bias = -m * (i - j)
 gap = wrong_bias - cached_bias
-torch.testing.assert_close(gap, (m * (L_k - L_q)).expand_as(gap))  # a row constant ...
+torch.testing.assert_close(
+    gap, (m * (L_k - L_q)).expand_as(gap)
+)  # a row constant ...
 torch.testing.assert_close(
     attention(q[:, -L_q:], k, v, bias=wrong_bias, causal=True), last4
 )  # ... harmless
 
-wrong_mask = cached_bias.masked_fill(j > i, -math.inf)  # the mask placed at 0..L_q-1
-assert not torch.allclose(attention(q[:, -L_q:], k, v, bias=wrong_mask), last4, atol=1e-3)
+wrong_mask = cached_bias.masked_fill(
+    j > i, -math.inf
+)  # the mask placed at 0..L_q-1
+assert not torch.allclose(
+    attention(q[:, -L_q:], k, v, bias=wrong_mask), last4, atol=1e-3
+)
 
-full_sym = attention(q, k, v, bias=alibi_bias(n_heads, L_k, causal=False))  # no mask
+full_sym = attention(
+    q, k, v, bias=alibi_bias(n_heads, L_k, causal=False)
+)  # no mask
 right_sym = alibi_bias(n_heads, L_q, L_k, causal=False)
-torch.testing.assert_close(attention(q[:, -L_q:], k, v, bias=right_sym), full_sym[:, -L_q:])
+torch.testing.assert_close(
+    attention(q[:, -L_q:], k, v, bias=right_sym), full_sym[:, -L_q:]
+)
 wrong_sym = -m * (i - j).abs()
 assert not torch.allclose(
     attention(q[:, -L_q:], k, v, bias=wrong_sym), full_sym[:, -L_q:], atol=1e-3
@@ -644,16 +743,17 @@ assert not torch.allclose(
 #
 # This is the paper's title. Its Figure 1 shows models trained on WikiText-103 with
 # inputs of $L = 512$ or $1024$ tokens and evaluated on longer inputs: the perplexity of
-# the sinusoidal, rotary and T5-bias models degrades as the inputs grow past the
-# training length, and ALiBi's does not. The abstract reports a 1.3-billion-parameter
-# model trained on 1024 tokens that, tested on 2048, matches the perplexity of a
-# sinusoidal model trained on 2048, while training 11% faster and using 11% less
-# memory. The chapter *Which encodings extrapolate?* puts extrapolation to the test
-# on small models.
+# the sinusoidal, rotary and [T5-bias](06-t5-buckets.ipynb) models degrades as the inputs grow past the training
+# length, and ALiBi's does not. The abstract reports a 1.3-billion-parameter model
+# trained on 1024 tokens that, tested on 2048, matches the perplexity of a sinusoidal
+# model trained on 2048, while training 11% faster and using 11% less memory. The
+# chapter [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
+# [extrapolation](../docs/glossary.md) to the test on small models.
 #
 # Models that use ALiBi include BLOOM (its 176B model has 70 layers and 112 heads, the
-# slope rule for a non-power of two at work) and MPT (MPT-7B: 32 heads, and
-# `alibi_bias_max` 8 in its configuration, which gives the slopes of the paper).
+# official code's slope rule for a non-power of two at work) and MPT (MPT-7B: 32
+# heads, and `alibi_bias_max` 8 in its configuration, which gives the slopes of the
+# paper).
 
 # %% [markdown] lang="ja"
 # ## 外挿：短く学習し、長く使う
@@ -661,7 +761,7 @@ assert not torch.allclose(
 # バイアスのどこにも最大長は出てきません。
 # 長い系列のバイアスは、短い系列のバイアスを左上のブロックとして含みます。
 # また最後のクエリの行を距離で読むと、長さによらず同じです（どちらも下で確かめます）。
-# 長い入力の奥にあるクエリも、すべてのヘッドで、学習中と同じ距離ごとのペナルティを受けます。
+# 長い入力の後方にあるクエリも、どのヘッドでも、学習中と同じ距離ごとのペナルティを受けます。
 # 学習中のどの距離よりも遠いキーには、学習中に見たどれよりも大きなペナルティが付くので、
 # 最もゆるやかなヘッド以外ではほとんど重みがかかりません。
 # 内容によるスコアが一様なら、長さ 512 で学習したあと 2048 個のキーが並ぶ行を見たとき、距離 512 以上にかかる重みは下の出力のとおりです。
@@ -669,32 +769,45 @@ assert not torch.allclose(
 #
 # これが論文の題名（Train Short, Test Long）の意味です。
 # 論文の図 1 は、WikiText-103 で $L = 512$ または $1024$ トークンの入力で学習し、より長い入力で評価したモデルを示しています。
-# 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、T5 バイアスのモデルは、入力が学習時の長さを超えるとパープレキシティが悪化しますが、
-# ALiBi のモデルは悪化しません。
-# 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルは、2048 トークンで評価すると、
-# 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達し、しかも学習は 11% 速く、メモリは 11% 少なく済みます。
-# 外挿は、「どの位置エンコーディングが外挿できるか」の章で小さなモデルを使って確かめます。
+# 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、[T5 バイアス](06-t5-buckets.ipynb)のモデルは、
+# 入力が学習時の長さを超えるとパープレキシティが悪化しますが、ALiBi のモデルは悪化しません。
+# 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルを 2048 トークンで評価すると、
+# 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。しかも学習は 11% 速く、メモリは 11% 少なく済みます。
+# [外挿](../docs/glossary.ja.md)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
 #
-# ALiBi を使うモデルには、BLOOM（1760 億パラメータのモデルは 70 層、112 ヘッドで、
-# 2 のべき乗でない場合の規則が使われます）と MPT（MPT-7B は 32 ヘッドで、
-# 設定の `alibi_bias_max` は 8、これは論文の傾きになります）があります。
+# ALiBi を使うモデルには BLOOM と MPT があります。
+# BLOOM の 1760 億パラメータのモデルは 70 層、112 ヘッドで、2 のべき乗でない場合の公式実装の規則が使われます。
+# MPT-7B は 32 ヘッドで、設定の `alibi_bias_max` は 8 なので、論文と同じ傾きになります。
 
 # %%
 n_heads = 8
 short, long_ = alibi_bias(n_heads, 64), alibi_bias(n_heads, 512)
-torch.testing.assert_close(long_[:, :64, :64], short)  # the short bias is the top-left block
+torch.testing.assert_close(
+    long_[:, :64, :64], short
+)  # the short bias is the top-left block
 # the last query's row, by distance, is the same at any length
-torch.testing.assert_close(alibi_bias(n_heads, 1, 512)[..., -64:], alibi_bias(n_heads, 1, 64))
+torch.testing.assert_close(
+    alibi_bias(n_heads, 1, 512)[..., -64:], alibi_bias(n_heads, 1, 64)
+)
 
 # uniform content, 2048 keys: the weight at distances 512 and beyond, per head
-w_2048 = torch.softmax(alibi_bias(n_heads, 1, 2048, dtype=f64)[:, 0], dim=-1).flip(-1)
+w_2048 = torch.softmax(
+    alibi_bias(n_heads, 1, 2048, dtype=f64)[:, 0], dim=-1
+).flip(-1)
 beyond = w_2048[:, 512:].sum(-1)  # distances 512 .. 2047
 m = alibi_slopes(n_heads, dtype=f64)
 torch.testing.assert_close(
-    beyond, torch.exp(-m * 512) * (1 - torch.exp(-m * 1536)) / (1 - torch.exp(-m * 2048))
+    beyond,
+    torch.exp(-m * 512)
+    * (1 - torch.exp(-m * 1536))
+    / (1 - torch.exp(-m * 2048)),
 )
 assert beyond[:7].max() < 0.02 < 0.1 < beyond[7]
-print("weight at distance >= 512: " + ", ".join(f"{x:.4f}" for x in beyond.tolist()), end="")
+print(
+    "weight at distance >= 512: "
+    + ", ".join(f"{x:.4f}" for x in beyond.tolist()),
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## The implementations, rebuilt with posenc
@@ -703,11 +816,11 @@ print("weight at distance >= 512: " + ", ".join(f"{x:.4f}" for x in beyond.tolis
 # different ways. Hugging Face's BLOOM raises a float32 base to integer powers, with
 # the remaining heads as odd powers of the base for $2^{k+1}$ heads. MPT generalises
 # the exponent: $m_h = 2^{-b h / n'}$ with $b$ = `alibi_bias_max` (8 by default) and $n'$ the
-# next power of two at or above $n$; when $n < n'$ it takes the odd-numbered slopes
-# first, then the even-numbered ones, and keeps the first $n$, the same set in the
-# same order as the official rule. labml uses the base $2^{-4/2^k}$ and odd powers for
-# the remaining heads. Each is transcribed below and compared with `posenc` for
-# $n = 1, \dots, 128$.
+# next power of two at or above $n$; when $n < n'$ it takes the even-numbered slopes
+# ($h = 2, 4, \dots$, those of $n'/2$ heads) first, then the odd-numbered ones, and
+# keeps the first $n$, the same set in the same order as the official rule. labml uses
+# the base $2^{-4/2^k}$ and odd powers for the remaining heads. Each is restated below
+# and compared with `posenc` for $n = 1, \dots, 128$.
 #
 # labml's docstring, though, writes the first slope as $2^{-2^{-(\log_2 n) - 3}}$. A
 # parenthesis has slipped: that is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$
@@ -720,10 +833,11 @@ print("weight at distance >= 512: " + ", ".join(f"{x:.4f}" for x in beyond.tolis
 # Hugging Face の BLOOM は、float32 の底を整数乗し、残りのヘッドには $2^{k+1}$ ヘッドの底の奇数乗を使います。
 # MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、
 # $n'$ は $n$ 以上で最小の 2 のべき乗です。
-# $n < n'$ のときは、奇数番目の傾きを先に、偶数番目の傾きをあとに並べて、最初の $n$ 個を使います。
+# $n < n'$ のときは、偶数番目の傾きを先に、奇数番目の傾きをあとに並べ、最初の $n$ 個を使います。
+# 偶数番目の傾き（$h = 2, 4, \dots$）は $n'/2$ ヘッドの傾きです。
 # これは公式の規則と同じ値を同じ順に与えます。
 # labml は底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使います。
-# それぞれを下で書き写し、$n = 1, \dots, 128$ について `posenc` と比べます。
+# それぞれを下で書き直し、$n = 1, \dots, 128$ について `posenc` と比べます。
 #
 # ただし labml の docstring は、最初の傾きを $2^{-2^{-(\log_2 n) - 3}}$ と書いています。
 # 括弧の位置がずれていて、これは $2^{-1/(8n)}$ です。8 ヘッドなら $0.5$ ではなく $0.9892$ になります（下の出力）。
@@ -731,36 +845,33 @@ print("weight at distance >= 512: " + ", ".join(f"{x:.4f}" for x in beyond.tolis
 
 
 # %%
-def bloom_slopes(n):  # Hugging Face's build_alibi_tensor, the slopes part
-    closest = 2 ** math.floor(math.log2(n))
-    base = torch.tensor(2 ** (-(2 ** -(math.log2(closest) - 3))), dtype=torch.float32)
-    slopes = torch.pow(base, torch.arange(1, 1 + closest, dtype=torch.int32))
-    if closest != n:
-        extra_base = torch.tensor(2 ** (-(2 ** -(math.log2(2 * closest) - 3))), dtype=torch.float32)
-        remaining = min(closest, n - closest)
-        extra = torch.pow(extra_base, torch.arange(1, 1 + 2 * remaining, 2, dtype=torch.int32))
-        slopes = torch.cat([slopes, extra])
+def bloom_slopes(n):  # build_alibi_tensor's slopes (Hugging Face), restated
+    p = 2 ** math.floor(math.log2(n))
+    base = torch.tensor(2 ** (-8 / p), dtype=torch.float32)  # a float32 base
+    slopes = base ** torch.arange(1, p + 1, dtype=torch.int32)
+    if p < n:  # odd powers of the base for 2p heads
+        base_2p = torch.tensor(2 ** (-4 / p), dtype=torch.float32)
+        odd = torch.arange(1, 2 * (n - p), 2, dtype=torch.int32)
+        slopes = torch.cat([slopes, base_2p**odd])
     return slopes
 
 
-def mpt_slopes(n, alibi_bias_max=8):  # llm-foundry's gen_slopes
-    n_pow2 = 2 ** math.ceil(math.log2(n))
-    m = torch.arange(1, n_pow2 + 1, dtype=torch.float32) * (alibi_bias_max / n_pow2)
-    slopes = 1.0 / torch.pow(2, m)
-    if n_pow2 != n:
-        slopes = torch.concat([slopes[1::2], slopes[::2]])[:n]
+def mpt_slopes(n, alibi_bias_max=8):  # llm-foundry's gen_slopes, restated
+    p = 2 ** math.ceil(math.log2(n))  # the next power of two >= n
+    h = torch.arange(1, p + 1, dtype=torch.float32)
+    slopes = 1.0 / 2 ** (h * (alibi_bias_max / p))  # 2^(-b h / n')
+    if p > n:  # even-numbered h first (those of p/2 heads), then odd, first n
+        slopes = torch.cat([slopes[1::2], slopes[::2]])[:n]
     return slopes
 
 
-def labml_slopes(n_heads):  # labml's get_slopes
-    n = 2 ** math.floor(math.log2(n_heads))
-    m_0 = 2.0 ** (-8.0 / n)
-    m = torch.pow(m_0, torch.arange(1, 1 + n))
-    if n < n_heads:
-        m_hat_0 = 2.0 ** (-4.0 / n)
-        m_hat = torch.pow(m_hat_0, torch.arange(1, 1 + 2 * (n_heads - n), 2))
-        m = torch.cat([m, m_hat])
-    return m
+def labml_slopes(n_heads):  # labml's get_slopes, restated
+    p = 2 ** math.floor(math.log2(n_heads))
+    slopes = (2.0 ** (-8.0 / p)) ** torch.arange(1, p + 1)
+    if p == n_heads:
+        return slopes
+    odd = torch.arange(1, 2 * (n_heads - p), 2)  # odd powers of 2^(-4/p)
+    return torch.cat([slopes, (2.0 ** (-4.0 / p)) ** odd])
 
 
 for n in range(1, 129):
@@ -771,12 +882,17 @@ for n in range(1, 129):
 
 docstring_start = 2 ** (-(2 ** (-math.log2(8) - 3)))  # labml's docstring, n = 8
 assert math.isclose(docstring_start, 2 ** (-1 / (8 * 8)))
-print(f"labml docstring, n = 8: {docstring_start:.4f}; code: {labml_slopes(8)[0]:.4f}", end="")
+code_start = labml_slopes(8)[0]
+print(
+    f"labml docstring, n = 8: {docstring_start:.4f}; code: {code_start:.4f}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # | | bias added (causal) | slopes, $n$ not a power of two | queries with a cache |
 # |---|---|---|---|
-# | paper, `posenc` | $-m_h\,(i - j)$ | official rule | aligned to the end of the keys |
+# | paper (§3) | $-m_h\,(i - j)$ | $2^{-8h/n}$, the same formula for every $n$ | not discussed |
+# | `posenc` | $-m_h\,(i - j)$ | the official code's rule | aligned to the end of the keys |
 # | official code (fairseq fork) | $m_h\, j$ | `get_slopes`, the rule's source | not handled |
 # | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens | same values, float32 powers | one row for all queries |
 # | MPT (llm-foundry) | $m_h\,(j - (T - 1))$; $-m_h\,\lvert i - j\rvert$ when not causal | same values for `alibi_bias_max=8` | one row for all queries |
@@ -786,12 +902,45 @@ print(f"labml docstring, n = 8: {docstring_start:.4f}; code: {labml_slopes(8)[0]
 # %% [markdown] lang="ja"
 # | | 足すバイアス（因果的） | 2 のべき乗でない $n$ の傾き | キャッシュ時のクエリ |
 # |---|---|---|---|
-# | 論文、`posenc` | $-m_h\,(i - j)$ | 公式の規則 | キーの末尾に合わせる |
+# | 論文（§3） | $-m_h\,(i - j)$ | $2^{-8h/n}$（どの $n$ でも同じ式） | 論じていない |
+# | `posenc` | $-m_h\,(i - j)$ | 公式実装の規則 | キーの末尾に合わせる |
 # | 公式実装（fairseq のフォーク） | $m_h\, j$ | `get_slopes`（規則の出典） | 扱わない |
 # | BLOOM（Hugging Face） | $m_h\, j$、$j$ はパディング以外のトークンで数える | 同じ値、float32 のべき乗 | すべてのクエリで同じ 1 行 |
 # | MPT（llm-foundry） | $m_h\,(j - (T - 1))$、非因果なら $-m_h\,\lvert i - j\rvert$ | `alibi_bias_max=8` なら同じ値 | すべてのクエリで同じ 1 行 |
 # | labml | $m_h\,(j + 1)$（因果マスクから作る） | 同じ値 | 扱わない |
 # | x-transformers | $-m_h\,\lvert i - j\rvert$ | 同じ値。ALiBi を一部のヘッドだけに使うこともできる | キーの末尾に合わせる |
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - ALiBi adds no position vector: head $h$ adds $-m_h\,(i - j)$ to the score of query
+#   $i$ and key $j$, with a slope fixed before training.
+# - The paper's text gives the slopes $m_h = 2^{-8h/n}$ for every $n$. For a head count
+#   that is not a power of two, the official code (and `posenc`, BLOOM, MPT, labml)
+#   takes the $2^k$ slopes of $2^k$ heads and then every other slope of $2^{k+1}$ heads,
+#   so the slopes are no longer sorted.
+# - A slope is a decay of the weights: $e^{-m_h}$ per step back, so head $h$ looks about
+#   $1/m_h$ positions back on average ($1/(e^{m_h} - 1)$ exactly, on a long row).
+# - Any bias that differs from $-m_h\,(i - j)$ by a constant per row gives the same
+#   attention ($m_h\, j$, $m_h\,(j + 1)$, and under the causal mask $-m_h\,|i - j|$), but
+#   not in bfloat16, where the paper's form keeps the nearby keys exact.
+# - With a KV cache the queries sit at the end of the keys; a misplaced causal bias
+#   happens to do no harm, a misplaced mask or symmetric bias does.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - ALiBi は位置ベクトルを使いません。ヘッド $h$ は、クエリ $i$ とキー $j$ のスコアに $-m_h\,(i - j)$ を足します。傾きは学習前に決めて固定します。
+# - 論文の本文は、どの $n$ にも傾き $m_h = 2^{-8h/n}$ を与えています。
+#   ヘッド数が 2 のべき乗でない場合、公式実装（と `posenc`、BLOOM、MPT、labml）は $2^k$ ヘッドの $2^k$ 個の傾きを使い、
+#   続けて $2^{k+1}$ ヘッドの傾きを 1 つおきに使います。そのため傾きは大きさの順に並びません。
+# - 傾きは重みの減衰を表します。1 つ遡るごとに重みは $e^{-m_h}$ 倍になり、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります
+#   （長い行では正確に $1/(e^{m_h} - 1)$ です）。
+# - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます
+#   （$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
+#   ただし bfloat16 では同じにならず、論文の形なら近くのキーのバイアスが正確に保たれます。
+# - KV キャッシュではクエリをキーの末尾に合わせます。
+#   因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -821,6 +970,146 @@ print(f"labml docstring, n = 8: {docstring_start:.4f}; code: {labml_slopes(8)[0]
 #    論文の形にも、そのような位置はあるでしょうか。
 # 4. 等比級数から $\sum_{k \ge 0} k\, w_h(k) = 1/(e^{m_h} - 1)$ を導き、それが $1/m_h - 1$ と $1/m_h$ の間にあることを示してください。
 #    BLOOM の 112 個のヘッドのうち、平均して最も遠くまで遡るのはどれでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** The $2^{k+1}$-head sequence is $2^{-8l/2^{k+1}}$, $l = 1, \dots, 2^{k+1}$.
+# Its even-numbered slopes are those of $2^k$ heads, and all of them are used. Of its
+# odd-numbered slopes, $l = 2i - 1$, the rule takes the first $r$. So the left-out
+# slopes are the odd-numbered ones with $i = r + 1, \dots, 2^k$:
+# $$2^{-8(2i-1)/2^{k+1}}, \qquad i = r + 1, \dots, 2^k$$
+# the $2^k - r$ gentlest geometric means, $2^{k+1} - n$ slopes in all. For $n = 5$
+# ($k = 2$, $r = 1$) they are $2^{-3}, 2^{-5}, 2^{-7}$; for $n = 12$ the four of the text;
+# for $n = 24$ the eight from $2^{-4.25}$ to $2^{-7.75}$; for BLOOM's $n = 112$ the
+# sixteen from $2^{-97/16}$ to $2^{-127/16}$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $2^{k+1}$ ヘッドの数列は $2^{-8l/2^{k+1}}$、$l = 1, \dots, 2^{k+1}$ です。
+# 偶数番目の傾きは $2^k$ ヘッドの傾きで、これはすべて使われます。
+# 奇数番目の傾き $l = 2i - 1$ については、規則が最初の $r$ 個だけを使います。
+# したがって使われないのは、$i = r + 1, \dots, 2^k$ の奇数番目の傾きです。
+# $$2^{-8(2i-1)/2^{k+1}}, \qquad i = r + 1, \dots, 2^k$$
+# これは幾何平均のうち最もゆるやかな $2^k - r$ 個で、全部で $2^{k+1} - n$ 個です。
+# $n = 5$（$k = 2$、$r = 1$）なら $2^{-3}, 2^{-5}, 2^{-7}$、$n = 12$ なら本文の 4 つ、
+# $n = 24$ なら $2^{-4.25}$ から $2^{-7.75}$ までの 8 つ、BLOOM の $n = 112$ なら $2^{-97/16}$ から $2^{-127/16}$ までの 16 個です。
+
+# %% tags=["solution"]
+for n in (5, 12, 24, 112):
+    k_pow = n.bit_length() - 1
+    r = n - 2**k_pow
+    used = alibi_slopes(n, dtype=f64)
+    wider = alibi_slopes(2 ** (k_pow + 1), dtype=f64)
+    left_out = [x for x in wider if not torch.isclose(x, used).any()]
+    i = torch.arange(r + 1, 2**k_pow + 1, dtype=f64)
+    expected = 2.0 ** (-8 * (2 * i - 1) / 2 ** (k_pow + 1))
+    torch.testing.assert_close(torch.stack(left_out), expected)
+    exps = [f"{math.log2(x):.4g}" for x in left_out]
+    shown = ", ".join(exps) if len(exps) <= 4 else f"{exps[0]}, ..., {exps[-1]}"
+    print(f"n = {n}: {len(left_out)} left out, log2 = {shown}")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** Let $J$ be the matrix that reverses the order of $T$ tokens,
+# $(JX)_i = X_{T-1-i}$. The symmetric bias $B_{ij} = -m_h\,|i - j|$ satisfies
+# $(JBJ)_{ij} = -m_h\,|(T-1-i) - (T-1-j)| = B_{ij}$. Reversing the input reverses
+# the queries, keys and values, so the scores become
+# $J\,(QK^\top/\sqrt{d})\,J + B = J\,(QK^\top/\sqrt{d} + B)\,J$. A row-wise softmax commutes with reordering rows and
+# columns, and $J J = I$, so the output is
+# $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$: the rows
+# come out reversed. Such an encoder cannot tell left from right: a key $k$ positions
+# before a query gets the same bias as one $k$ positions after it. In particular the
+# middle token of an odd-length sequence gets the same output for the sequence and for
+# its reverse. The cell checks both with `posenc.attention`.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** $T$ 個のトークンの順序を逆にする行列を $J$ とします。$(JX)_i = X_{T-1-i}$ です。
+# 対称なバイアス $B_{ij} = -m_h\,|i - j|$ は $(JBJ)_{ij} = -m_h\,|(T-1-i) - (T-1-j)| = B_{ij}$ を満たします。
+# 入力を逆順にするとクエリ、キー、バリューも逆順になるので、スコアは $J\,(QK^\top/\sqrt{d})\,J + B = J\,(QK^\top/\sqrt{d} + B)\,J$ になります。
+# 行ごとの softmax は行と列の並べ替えと可換で、$J J = I$ なので、出力は
+# $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$ です。つまり行が逆順で出てきます。
+# このようなエンコーダは左と右を区別できません。クエリの $k$ 位置前のキーと $k$ 位置後ろのキーに、同じバイアスが付くからです。
+# 特に、長さが奇数の系列の中央のトークンは、系列とそれを逆順にしたものとで同じ出力になります。
+# 次のセルでは、この 2 つを `posenc.attention` で確かめます。
+
+# %% tags=["solution"]
+T, d = 9, 16
+x = torch.randn(4, T, d, dtype=f64)  # 4 heads, content = the token vectors
+sym = alibi_bias(4, T, causal=False, dtype=f64)
+out = attention(x, x, x, bias=sym)
+out_reversed = attention(x.flip(1), x.flip(1), x.flip(1), bias=sym)
+torch.testing.assert_close(out_reversed, out.flip(1))  # rows come out reversed
+torch.testing.assert_close(
+    out_reversed[:, T // 2], out[:, T // 2]
+)  # the middle
+causal_bias = alibi_bias(4, T, dtype=f64)
+causal_out = attention(*[x.flip(1)] * 3, bias=causal_bias, causal=True)
+causal_fwd = attention(x, x, x, bias=causal_bias, causal=True)
+assert not torch.allclose(
+    causal_out, causal_fwd.flip(1)
+)  # a causal one can tell
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** With $m_1 = 1/2$ the bias $m_1 j = j/2$ is a multiple of $1/2$.
+# bfloat16 keeps 8 significant bits, so between $2^e$ and $2^{e+1}$ its numbers are
+# $2^{e-7}$ apart: every multiple of $1/2$ below $128$ is exact, and from $128$ on the
+# numbers are $1$ apart. The first collision is therefore at $j/2 = 128$: key $256$ gets
+# $128$ and key $257$, with $128.5$ exactly halfway, rounds to the even neighbour $128$
+# as well. So $j = 256$. The paper's form $-m_1\,(i - j)$ has the same collisions, but
+# at a distance of 256 from the query instead of at position 256: the keys near the
+# query, which carry almost all of head 1's weight, keep exact biases at every position.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** $m_1 = 1/2$ なので、バイアス $m_1 j = j/2$ は $1/2$ の倍数です。
+# bfloat16 の有効桁は 8 ビットなので、$2^e$ から $2^{e+1}$ の間では表せる数の間隔が $2^{e-7}$ です。
+# $128$ 未満の $1/2$ の倍数はすべて正確に表せますが、$128$ から先は間隔が $1$ になります。
+# したがって最初の衝突は $j/2 = 128$ で起きます。キー $256$ は $128$ になり、
+# キー $257$ の $128.5$ はちょうど中間なので、偶数側の $128$ に丸められます。つまり $j = 256$ です。
+# 論文の形 $-m_1\,(i - j)$ にも同じ衝突はありますが、起きるのは位置 256 ではなくクエリから距離 256 の場所です。
+# ヘッド 1 の重みのほとんどを担うクエリ近くのキーは、どの位置でもバイアスが正確に保たれます。
+
+# %% tags=["solution"]
+m1 = float(alibi_slopes(8)[0])  # 1/2
+j = torch.arange(4096, dtype=f64)
+official_bf16 = (m1 * j).bfloat16()  # m j, rounded
+first = int((official_bf16[1:] == official_bf16[:-1]).nonzero()[0])
+assert first == 256 and official_bf16[256] == official_bf16[257] == 128
+query = 4095  # the paper's form, -m (i - j), for the last query
+paper_bf16 = (-m1 * (query - j)).bfloat16()
+same = (paper_bf16[1:] == paper_bf16[:-1]).nonzero()[:, 0]
+nearest = query - int(same.max())  # the collision nearest to the query
+assert nearest == 257 and (paper_bf16[-256:] == -m1 * (query - j[-256:])).all()
+print(f"m j: first equal neighbours at j = {first}; -m(i - j): nearest equal")
+print(f"  neighbours {nearest - 1} and {nearest} positions before the query")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** On a long row the weights are $w(k) = (1 - e^{-m})\,e^{-mk}$, and
+# with $x = e^{-m}$, $\sum_{k \ge 0} k\,x^k = x/(1 - x)^2$ (the derivative of the
+# geometric series, times $x$). So
+# $$\sum_{k \ge 0} k\, w_h(k) = (1 - x)\,\frac{x}{(1 - x)^2} = \frac{x}{1 - x} = \frac{1}{e^{m_h} - 1}$$
+# Upper bound: $e^{m} - 1 > m$ for $m > 0$, so the mean is below $1/m$. Lower bound: for
+# $m < 1$, $e^{-m} > 1 - m$ gives $e^{m} < 1/(1 - m)$, so $e^{m} - 1 < m/(1 - m)$ and the
+# mean exceeds $(1 - m)/m = 1/m - 1$; for $m \ge 1$ the lower bound is not positive
+# and holds trivially. Of BLOOM's 112 heads, the gentlest slope looks furthest back: head
+# 64, with $m = 2^{-8}$, at a mean distance of $1/(e^{1/256} - 1) \approx 255.5$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** 長い行では重みは $w(k) = (1 - e^{-m})\,e^{-mk}$ です。
+# $x = e^{-m}$ とおくと、$\sum_{k \ge 0} k\,x^k = x/(1 - x)^2$ です（等比級数を微分して $x$ を掛けます）。したがって
+# $$\sum_{k \ge 0} k\, w_h(k) = (1 - x)\,\frac{x}{(1 - x)^2} = \frac{x}{1 - x} = \frac{1}{e^{m_h} - 1}$$
+# です。上界：$m > 0$ では $e^{m} - 1 > m$ なので、平均は $1/m$ より小さくなります。
+# 下界：$m < 1$ では $e^{-m} > 1 - m$ から $e^{m} < 1/(1 - m)$、つまり $e^{m} - 1 < m/(1 - m)$ となり、
+# 平均は $(1 - m)/m = 1/m - 1$ より大きくなります。$m \ge 1$ では下界が正でないので自明に成り立ちます。
+# BLOOM の 112 個のヘッドのうち、最も遠くまで遡るのは傾きが最もゆるやかなヘッド 64 で、
+# $m = 2^{-8}$、平均距離は $1/(e^{1/256} - 1) \approx 255.5$ です。
+
+# %% tags=["solution"]
+m = alibi_slopes(112, dtype=f64)
+mean = 1 / torch.expm1(m)  # 1 / (e^m - 1)
+assert ((1 / m - 1 < mean) & (mean < 1 / m)).all()
+k = torch.arange(20000, dtype=f64)  # a long row: the sum, term by term
+w = (1 - torch.exp(-m[:, None])) * torch.exp(-m[:, None] * k)
+torch.testing.assert_close((w * k).sum(-1), mean)
+head = int(mean.argmax()) + 1
+assert head == 64 and m[head - 1] == 2.0**-8
+print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 
 # %% [markdown] lang="en"
 # ## References

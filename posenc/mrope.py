@@ -22,7 +22,7 @@ differences of their coordinates on each axis, and on nothing else.
   each axis has high and low frequencies alike instead of one block of the
   spectrum.
 
-Hugging Face transformers implements them in ``Qwen2VLTextRotaryEmbedding``
+Hugging Face transformers implements them in ``Qwen2VLRotaryEmbedding``
 (``recomposition_frequencies``) and ``Qwen3VLTextRotaryEmbedding``; the
 parity tests run both.
 

@@ -436,9 +436,18 @@ class SinusoidalEmbedding(nn.Module):
 class LearnedPositionalEmbedding(nn.Module):
     """A trained table of position embeddings (BERT, GPT-2), like ``nn.Embedding``.
 
-    The weight is initialised from ``N(0, 0.02**2)`` as in GPT-2 and BERT
-    (``nn.Embedding`` would use ``N(0, 1)``); row ``padding_idx``, if given,
-    starts at zero and never receives a gradient, as with ``nn.Embedding``.
+    The weight is initialised from ``N(0, 0.02**2)``, as Hugging Face's
+    BERT and GPT-2 initialise every embedding table (``_init_weights`` with
+    ``initializer_range = 0.02``; ``nn.Embedding`` alone would use
+    ``N(0, 1)``). The models' original code differs: OpenAI's GPT-2
+    (``src/model.py``) draws its position table ``wpe`` from a normal with
+    standard deviation 0.01 (its token table with 0.02), and Google's BERT
+    (``modeling.py``) uses TensorFlow's ``truncated_normal_initializer`` with
+    ``stddev=0.02``, which redraws values beyond two standard deviations, so
+    its entries spread by about 0.0176. Call ``nn.init.normal_`` or
+    ``nn.init.trunc_normal_`` on ``weight`` to start as either does. Row
+    ``padding_idx``, if given, starts at zero and never receives a gradient,
+    as with ``nn.Embedding``.
 
     Args:
         n_positions (int): number of rows (the longest sequence), positive.
@@ -461,7 +470,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
-        """Draw the weight from ``N(0, 0.02**2)`` and zero the padding row."""
+        """Draw the weight from ``N(0, 0.02**2)`` (Hugging Face's BERT, GPT-2); zero the padding row."""
         nn.init.normal_(self.weight, mean=0.0, std=0.02)
         if self.padding_idx is not None:
             self.weight[self.padding_idx].zero_()

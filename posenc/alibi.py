@@ -4,8 +4,10 @@ ALiBi adds no position information to the token features. Instead, head
 ``h`` adds ``-m_h * distance`` to the attention score between a query and a
 key, with one fixed slope ``m_h`` per head taken from a geometric sequence.
 
-* :func:`alibi_slopes` gives the slopes ``m_h``, including the paper's rule
-  for head counts that are not a power of two.
+* :func:`alibi_slopes` gives the slopes ``m_h``. The paper's text gives
+  ``m_h = 2 ** (-8 h / n)`` for ``n`` heads with no condition on ``n``; for
+  head counts that are not a power of two posenc follows the official code
+  (``get_slopes``), which uses a different rule, described there.
 * :func:`alibi_bias` gives the ``(n_heads, q_len, k_len)`` bias to add to the
   attention scores, for a causal decoder or a bidirectional encoder, with
   queries aligned to the end of the keys (a KV cache).
@@ -64,7 +66,8 @@ def _slope_list(n_heads: int) -> list[float]:
     # The closest power of two m <= n_heads gets the geometric sequence
     # 2^(-8/m), 2^(-16/m), ..., 2^(-8); a remainder of r heads takes every
     # other slope of the sequence for 2m heads, i.e. 2^(-8i/(2m)) for
-    # i = 1, 3, ..., 2r - 1 (the paper's rule, Section 3 and its code).
+    # i = 1, 3, ..., 2r - 1 (the official code's get_slopes; the paper's text
+    # gives 2^(-8h/n) for every n instead).
     m = 1 << (n_heads.bit_length() - 1)
     slopes = [2.0 ** (-8.0 * i / m) for i in range(1, m + 1)]
     slopes += [2.0 ** (-8.0 * i / (2 * m)) for i in range(1, 2 * (n_heads - m), 2)]
@@ -81,11 +84,15 @@ def alibi_slopes(
 
     For ``n_heads`` a power of two ``n``, the slopes are the geometric sequence
     ``m_h = 2 ** (-8 h / n)`` for ``h = 1 .. n``: 8 heads get
-    ``1/2, 1/4, ..., 1/256``. For other head counts the paper takes the slopes
-    of the closest lower power of two ``m`` and appends every other slope of
-    the sequence for ``2m`` heads, ``slopes(2m)[0::2][: n_heads - m]``; 12
-    heads get ``slopes(8)`` followed by ``2 ** -0.5, 2 ** -1.5, 2 ** -2.5,
-    2 ** -3.5``. This is also what Hugging Face's BLOOM and MPT compute.
+    ``1/2, 1/4, ..., 1/256``. The paper's text (Section 3) states this
+    sequence for any ``n``, with no power-of-two condition. The official code
+    (``get_slopes`` in ofirpress/attention_with_linear_biases) does not use
+    it for other head counts, and posenc follows the code: it takes the
+    slopes of the closest lower power of two ``m`` and appends every other
+    slope of the sequence for ``2m`` heads, ``slopes(2m)[0::2][: n_heads -
+    m]``. So 12 heads get ``slopes(8)`` followed by ``2 ** -0.5, 2 ** -1.5,
+    2 ** -2.5, 2 ** -3.5`` (the paper's formula would give ``2 ** (-2h/3)``,
+    ``h = 1 .. 12``). Hugging Face's BLOOM and MPT also follow the code.
 
     Each slope is formed in double precision and rounded once to ``dtype``.
 

@@ -16,9 +16,13 @@ permutation of the features:
 
 ``apply_rope(x, layout="half")`` equals
 ``apply_rope(x[..., perm], layout="interleaved")[..., argsort(perm)]`` with
-``perm = [0, h, 1, h+1, ..., h-1, 2h-1]`` (``h = dim // 2``); this is the
-permutation Hugging Face applies to Meta's query and key weights when it
-converts Llama checkpoints.
+``perm = [0, h, 1, h+1, ..., h-1, 2h-1]`` (``h = dim // 2``). Hugging
+Face's ``convert_llama_weights_to_hf.py`` applies the inverse,
+``argsort(perm) = [0, 2, 4, ..., 2h-2, 1, 3, ..., 2h-1]``, to the output
+rows of Meta's (interleaved) query and key weights within every head (its
+``permute``: ``view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1,
+2)``), so that the converted checkpoint gives the same scores with the
+half layout.
 
 Numerics: the inverse frequencies are float32 (as Hugging Face forms them),
 the angles ``p * theta_i`` are formed in float32, or in float64 when the

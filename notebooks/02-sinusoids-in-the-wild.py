@@ -24,22 +24,27 @@
 # it is from the paper. Some differences are harmless relabellings; others give a
 # model a different input, or break the property the encoding was chosen for.
 #
-# The chapter *Sinusoidal positional encoding* derived the encoding and its rotation
-# property, $PE(p+k) = M_k\, PE(p)$; we use both here without deriving them again.
+# The chapter [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) derived the
+# encoding and its rotation property, $PE(p+k) = M_k\, PE(p)$; we use both here
+# without deriving them again. The symbols follow the
+# [notation page](../docs/notation.md): $n = d/2$ pairs with frequencies
+# $\omega_i$, columns $j$, positions $p$.
 
 # %% [markdown] lang="ja"
 # # 実装ごとに違う正弦波位置エンコーディング
 #
 # 論文は正弦波位置エンコーディングをわずか 2 行で定義しています。
 # ところが、実際に使われている実装どうしは 6 つの点で食い違います。
-# 列の並び順、周波数の刻み方、奇数の幅の扱い、位置の数え始め、写し間違えた指数、そして角度の計算精度です。
+# 列の並び順、周波数の刻み方、奇数の幅の扱い、位置の数え始め、書き間違えた指数、そして角度の計算精度です。
 # この章では変種を 1 つずつ取り上げ、その式を数行の torch で書き起こし、
 # `posenc` のパラメータで再現し、論文の定義からどれだけ離れているかを測ります。
 # ラベルを付け替えただけの違いもあれば、モデルへの入力を変えてしまう違いや、
 # このエンコーディングが選ばれた理由である性質を壊してしまう違いもあります。
 #
-# 「正弦波位置エンコーディング」の章では、エンコーディングとその回転の性質
+# 「[正弦波位置エンコーディング](01-sinusoidal.ipynb)」の章では、エンコーディングとその回転の性質
 # $PE(p+k) = M_k\, PE(p)$ を導きました。ここではそれらを導き直さずに使います。
+# 記号は[記法のページ](../docs/notation.ja.md)に従います。
+# $n = d/2$ 組のペアの周波数が $\omega_i$、列が $j$、位置が $p$ です。
 
 # %%
 import math
@@ -75,7 +80,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # frequency conventions.
 
 # %% [markdown] lang="ja"
-# ## 1. インターリーブ配置か連結配置か：固定の並べ替え 1 つ
+# ## 1. インターリーブ配置と連結配置：違いは列の並べ替えだけ
 #
 # 論文は、周波数 $\omega_i$ の正弦と余弦を列 $2i$ と $2i+1$ に隣り合わせて置きます（インターリーブ配置）。
 # tensor2tensor、fairseq、AllenNLP は、$n = d/2$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます。
@@ -85,37 +90,50 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
 # $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とします。列ベクトルで書くと次のとおりです。
 # $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
-# 位置を行に並べるコードでは、最後の軸を $\pi$ で添字付けすることに当たります。
+# 位置を行に並べるコードでは、最後の軸を $\pi$ でインデックス指定することに当たります。
 # つまり `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です。
-# 次のセルでは、場合分けの式から `perm` を作り、$d = 8$ のときの値とその逆を表示します。
-# 逆は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
+# 次のセルでは、場合分けの式から `perm` を作り、$d = 8$ のときの値とその逆置換を表示します。
+# 逆置換は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
 # そのうえで、2 つの周波数の流儀のどちらでも、この等式がビット単位で厳密に成り立つことを確かめます。
 
 
 # %%
 def layout_permutation(d):
-    """pi as an index tensor: concat column c is interleaved column perm[c] (d even)."""
+    """pi as an index tensor, d even: concat column c = interleaved perm[c]."""
     n = d // 2
     return torch.tensor([2 * c if c < n else 2 * (c - n) + 1 for c in range(d)])
 
 
 perm8 = layout_permutation(8)
 inverse8 = torch.argsort(perm8)
-assert torch.equal(inverse8, torch.tensor([0, 4, 1, 5, 2, 6, 3, 7]))  # (0, n, 1, n+1, ...)
+# (0, n, 1, n+1, ...)
+assert torch.equal(inverse8, torch.tensor([0, 4, 1, 5, 2, 6, 3, 7]))
 
 for d in (8, 16, 512):
     perm = layout_permutation(d)
     P = torch.eye(d, dtype=torch.float64)[perm]  # P[c, pi(c)] = 1
-    torch.testing.assert_close(P.T @ P, torch.eye(d, dtype=torch.float64))  # a permutation
+    # a permutation
+    torch.testing.assert_close(P.T @ P, torch.eye(d, dtype=torch.float64))
     p = torch.arange(300)
     for endpoint in (False, True):
         interleaved = sinusoidal(p, d, endpoint=endpoint, dtype=torch.float64)
-        concat = sinusoidal(p, d, layout="concat", endpoint=endpoint, dtype=torch.float64)
-        torch.testing.assert_close(concat, interleaved[..., perm], rtol=0, atol=0)  # bit for bit
-        torch.testing.assert_close(concat.T, P @ interleaved.T)  # PE_cat(p) = P PE_int(p)
-        torch.testing.assert_close(interleaved, concat[..., torch.argsort(perm)], rtol=0, atol=0)
+        concat = sinusoidal(
+            p, d, layout="concat", endpoint=endpoint, dtype=torch.float64
+        )
+        # bit for bit
+        torch.testing.assert_close(
+            concat, interleaved[..., perm], rtol=0, atol=0
+        )
+        # PE_cat(p) = P PE_int(p)
+        torch.testing.assert_close(concat.T, P @ interleaved.T)
+        torch.testing.assert_close(
+            interleaved, concat[..., torch.argsort(perm)], rtol=0, atol=0
+        )
 
-print(f"perm    (d = 8): {perm8.tolist()}\ninverse (d = 8): {inverse8.tolist()}", end="")
+print(
+    f"perm    (d = 8): {perm8.tolist()}\ninverse (d = 8): {inverse8.tolist()}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # Side by side, for $d = 32$: on the left the sine and cosine rows of each frequency
@@ -132,7 +150,10 @@ print(f"perm    (d = 8): {perm8.tolist()}\ninverse (d = 8): {inverse8.tolist()}"
 p = torch.arange(64)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
 for ax, layout, title in zip(
-    axes, ("interleaved", "concat"), (r"$PE^{\mathrm{int}}$", r"$PE^{\mathrm{cat}}$"), strict=True
+    axes,
+    ("interleaved", "concat"),
+    (r"$PE^{\mathrm{int}}$", r"$PE^{\mathrm{cat}}$"),
+    strict=True,
 ):
     im = ax.imshow(
         sinusoidal(p, 32, layout=layout).T,
@@ -161,14 +182,15 @@ plt.show()
 # outputs are identical. The two layouts therefore describe the same family of
 # models: a checkpoint trained with one converts exactly to the other by permuting
 # its embedding columns and the rows of the weights that read them. In a full
-# Transformer every matrix that reads from or writes to the residual stream must be
-# permuted alike; the check below covers one attention layer. Without the permuted
+# Transformer every matrix that reads from or writes to the residual stream, and
+# every per-feature parameter on it such as the gains and biases of the layer
+# norms, must be permuted alike; the check below covers one attention layer. Without the permuted
 # weights, swapping the layout does change the scores, so a checkpoint cannot simply
 # be loaded under the other layout.
 
 # %% [markdown] lang="ja"
 # 次元の並べ替えは、重みも同じように並べ替えたモデルには区別できません。
-# 系列のトークン埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べます。
+# 系列のトークンの埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べます。
 # インターリーブ配置用のモデルは、クエリを $(X + E^{\mathrm{int}})W_Q$ と計算します。
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
@@ -177,7 +199,8 @@ plt.show()
 # したがって、2 つの配置は同じモデルの集まりを表しています。
 # 一方の配置で学習したチェックポイントは、埋め込みの列と、それを読む重みの行を並べ替えれば、
 # もう一方の配置へ厳密に変換できます。
-# 完全な Transformer では、残差ストリームを読み書きするすべての行列を同じように並べ替える必要があります。
+# 完全な Transformer では、残差ストリームを読み書きするすべての行列と、層正規化のゲインやバイアスのような
+# 残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替える必要があります。
 # 下の確認では、アテンション層 1 つについて調べます。
 # 重みを並べ替えずに配置だけを入れ替えるとスコアは変わります。
 # そのため、チェックポイントをそのまま別の配置で読み込むことはできません。
@@ -189,7 +212,8 @@ w_q, w_k, w_v = (torch.randn(d, d_h) / math.sqrt(d) for _ in range(3))
 perm = layout_permutation(d)
 e_int = sinusoidal(torch.arange(T), d)
 e_cat = sinusoidal(torch.arange(T), d, layout="concat")
-torch.testing.assert_close(e_cat, e_int[:, perm], rtol=0, atol=0)  # E_cat = E_int P^T
+# E_cat = E_int P^T
+torch.testing.assert_close(e_cat, e_int[:, perm], rtol=0, atol=0)
 
 
 def qkv(x, e, w_q, w_k, w_v):
@@ -206,11 +230,15 @@ q_int, k_int, v_int = qkv(x, e_int, w_q, w_k, w_v)
 q_cat, k_cat, v_cat = qkv(x[:, perm], e_cat, w_q[perm], w_k[perm], w_v[perm])
 torch.testing.assert_close(q_cat, q_int)
 torch.testing.assert_close(scores(q_cat, k_cat), scores(q_int, k_int))
-torch.testing.assert_close(attention(q_cat, k_cat, v_cat), attention(q_int, k_int, v_int))
+torch.testing.assert_close(
+    attention(q_cat, k_cat, v_cat), attention(q_int, k_int, v_int)
+)
 
 # the other layout with the same, unpermuted weights: different scores
 q_swap, k_swap, _ = qkv(x, e_cat, w_q, w_k, w_v)
-assert not torch.allclose(scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-2)
+assert not torch.allclose(
+    scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-2
+)
 
 # %% [markdown] lang="en"
 # ## 2. Dividing by n or by n − 1
@@ -247,7 +275,7 @@ assert not torch.allclose(scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-
 # 相対的には小さな違いです。しかし成分は角度 $p\,\omega_i$ の正弦であり、
 # 2 つの角度は $p$ に比例して離れていきます。
 # $|\sin a - \sin b| \le |a - b|$（余弦も同様）なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下です。
-# 角度の差が $\pi$ になると、一方の成分はもう一方のちょうど符号を反転した値になります。
+# 角度の差が $\pi$ になると、一方の成分はもう一方と正負がちょうど反転した値になります。
 # 次のセルでは、$d = 512$、位置 $0$ から $2047$ でこれを測ります。
 
 # %%
@@ -258,8 +286,9 @@ omega_t2t = 10000.0 ** (-i / (n - 1))
 
 pos = torch.arange(2048)
 paper = sinusoidal(pos, d, dtype=torch.float64)  # Vaswani et al., labml
-t2t = sinusoidal(pos, d, endpoint=True, dtype=torch.float64)  # tensor2tensor, AllenNLP, fairseq
-# the frequencies, read back from p = 1 (all omega_i <= 1, so atan2 returns them)
+# tensor2tensor, AllenNLP, fairseq
+t2t = sinusoidal(pos, d, endpoint=True, dtype=torch.float64)
+# the frequencies, read back from p = 1 (omega_i <= 1: atan2 returns them)
 torch.testing.assert_close(torch.atan2(paper[1, 0::2], paper[1, 1::2]), omega)
 torch.testing.assert_close(torch.atan2(t2t[1, 0::2], t2t[1, 1::2]), omega_t2t)
 
@@ -268,21 +297,28 @@ ratio = omega / omega_t2t
 torch.testing.assert_close(ratio, 10000.0 ** (i / (n * (n - 1))))
 assert (ratio[1:] > ratio[:-1]).all()  # grows with i
 rel_lowest = omega[-1] / omega_t2t[-1] - 1
-torch.testing.assert_close(rel_lowest, torch.tensor(10000.0 ** (1 / n) - 1, dtype=torch.float64))
+torch.testing.assert_close(
+    rel_lowest, torch.tensor(10000.0 ** (1 / n) - 1, dtype=torch.float64)
+)
 
 gap = (paper - t2t).abs()  # [p, column]
 angle_gap = pos[:, None].double() * (omega - omega_t2t).abs()  # [p, i]
-bound = angle_gap.repeat_interleave(2, dim=-1)  # the pair's gap for its sine and cosine columns
+# the pair's gap for its sine and cosine columns
+bound = angle_gap.repeat_interleave(2, dim=-1)
 assert (gap <= bound + 1e-12).all()  # |sin a - sin b| <= |a - b|
 
 worst_p, worst_col = divmod(int(gap.argmax()), d)
 widest = angle_gap[-1]  # the angle gaps at p = 2047
-assert int(widest.argmax()) == worst_col // 2 != n - 1  # not the pair with the largest ratio
+# not the pair with the largest ratio
+assert int(widest.argmax()) == worst_col // 2 != n - 1
+first_above_1 = int((gap.amax(-1) > 1).nonzero()[0])
 lines = [
     f"relative difference of the lowest frequency: {rel_lowest:.4f}",
-    f"max |difference| over p = 0..2047: {gap.max():.4f} (p = {worst_p}, column {worst_col}, i = {worst_col // 2})",
-    f"widest angle gap at p = 2047: {widest.max():.2f} rad (i = {int(widest.argmax())})",
-    f"first position where some entry differs by more than 1: {int((gap.amax(-1) > 1).nonzero()[0])}",
+    f"max |difference|, p = 0..2047: {gap.max():.4f}",
+    f"  at p = {worst_p}, column {worst_col}, pair i = {worst_col // 2}",
+    f"widest angle gap at p = 2047: {widest.max():.2f} rad, "
+    f"i = {int(widest.argmax())}",
+    f"first position with a difference above 1: {first_above_1}",
 ]
 print("\n".join(lines), end="")
 
@@ -351,8 +387,9 @@ plt.show()
 # some, but it has no place in the rotation property: the pairs are shifted by their
 # $2 \times 2$ blocks, and a $1 \times 1$ block $c$ for the lone column would need
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ at $p = 0$, which no $c$ satisfies, since the
-# left side is $0$ and the right side is not (the argument of "The sine alone is not
-# enough" in *Sinusoidal positional encoding*).
+# left side is $0$ and the right side is not (the argument of
+# [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)
+# in *Sinusoidal positional encoding*).
 
 # %% [markdown] lang="ja"
 # ## 3. 奇数の幅
@@ -375,7 +412,8 @@ plt.show()
 # ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
 # しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺は $0$ ですが右辺はそうではないので、
-# これを満たす $c$ はありません（「正弦波位置エンコーディング」の章の「正弦だけでは足りない」と同じ議論です）。
+# これを満たす $c$ はありません（「正弦波位置エンコーディング」の章の
+# 「[正弦だけでは足りない](01-sinusoidal.ipynb#正弦だけでは足りない)」と同じ議論です）。
 
 # %%
 p = torch.arange(4)
@@ -385,7 +423,7 @@ torch.testing.assert_close(table7[:, :6], sinusoidal(p, 6), rtol=0, atol=0)
 
 
 def t2t_like(p, d):
-    """tensor2tensor / fairseq / AllenNLP: concat, n - 1 denominator, zero column if d is odd."""
+    """tensor2tensor, fairseq, AllenNLP: concat, n - 1, zero column if d odd."""
     n = d // 2
     omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
     angle = p.double()[:, None] * omega  # [p, n]
@@ -396,7 +434,8 @@ def t2t_like(p, d):
 def labml_like(p, d):
     """labml's construction: one frequency per even column."""
     table = torch.zeros(len(p), d)
-    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)  # ceil(d/2) of them
+    # ceil(d/2) of them
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
     angle = p.float()[:, None] * omega
     table[:, 0::2] = angle.sin()
     table[:, 1::2] = angle.cos()  # floor(d/2) columns, ceil(d/2) values
@@ -404,11 +443,13 @@ def labml_like(p, d):
 
 
 def per_column(p, d):
-    """jadore801120's formula: angle p / 10000^(2 floor(j/2) / d) for column j."""
+    """jadore801120: angle p / 10000^(2 floor(j/2) / d) for column j."""
     j = torch.arange(d, dtype=torch.float64)
     angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
     table = angle.clone()
-    table[:, 0::2] = angle[:, 0::2].sin()  # even columns: sine (the last one too when d is odd)
+    table[:, 0::2] = angle[
+        :, 0::2
+    ].sin()  # even columns: sine (the last one too when d is odd)
     table[:, 1::2] = angle[:, 1::2].cos()
     return table
 
@@ -416,17 +457,28 @@ def per_column(p, d):
 q = torch.arange(50)
 for d in (6, 7, 9, 512, 513):
     torch.testing.assert_close(
-        sinusoidal(q, d, layout="concat", endpoint=True, dtype=torch.float64), t2t_like(q, d)
+        sinusoidal(q, d, layout="concat", endpoint=True, dtype=torch.float64),
+        t2t_like(q, d),
     )
-    if d % 2 == 0:  # even d: labml and the per-column formula are the paper's encoding
-        torch.testing.assert_close(labml_like(q, d), sinusoidal(q, d), rtol=0, atol=1e-5)
-        torch.testing.assert_close(per_column(q, d), sinusoidal(q, d, dtype=torch.float64))
-    else:  # odd d: the per-column table is posenc's d + 1 table, base 10000^((d+1)/d), cut to d
-        wider = sinusoidal(q, d + 1, base=10000.0 ** ((d + 1) / d), dtype=torch.float64)
+    # even d: labml and the per-column formula are the paper's encoding
+    if d % 2 == 0:
+        torch.testing.assert_close(
+            labml_like(q, d), sinusoidal(q, d), rtol=0, atol=1e-5
+        )
+        torch.testing.assert_close(
+            per_column(q, d), sinusoidal(q, d, dtype=torch.float64)
+        )
+    # odd d: the per-column table is posenc's d + 1 table with the base
+    # 10000^((d+1)/d), cut to d columns
+    else:
+        wider = sinusoidal(
+            q, d + 1, base=10000.0 ** ((d + 1) / d), dtype=torch.float64
+        )
         torch.testing.assert_close(per_column(q, d), wider[:, :d])
 lone = per_column(q, 7)[:, 6]
 torch.testing.assert_close(lone, torch.sin(q * 10000.0 ** (-6 / 7)).double())
-assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, but sin(k 10000^(-6/7)) != 0
+# c sin 0 = 0, but sin(k 10000^(-6/7)) != 0
+assert lone[0] == 0 and (lone[1:] != 0).all()
 
 try:
     labml_like(p, 7)
@@ -434,7 +486,11 @@ try:
 except RuntimeError as err:
     labml_message = str(err).split(".")[0]
 assert labml_message.startswith("The expanded size")
-print(f"posenc, d = 7:\n{table7}\nlabml, d = 7: RuntimeError: {labml_message}", end="")
+print(
+    f"posenc, d = 7:\n{table7}\nlabml, d = 7: RuntimeError:\n  "
+    + labml_message.replace(" at non-", "\n  at non-"),
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## 4. fairseq's positions start after the padding index
@@ -455,7 +511,7 @@ print(f"posenc, d = 7:\n{table7}\nlabml, d = 7: RuntimeError: {labml_message}", 
 # its formula and compares.
 
 # %% [markdown] lang="ja"
-# ## 4. fairseq の位置はパディングの番号の次から始まる
+# ## 4. fairseq の位置はパディングのインデックスの次から始まる
 #
 # fairseq は位置を $0$ から数えません。
 # `utils.make_positions` はトークン ID のバッチを受け取り、パディングでないトークンに印を付け、
@@ -482,15 +538,21 @@ tokens = torch.tensor(
 )
 mask = tokens.ne(padding_idx).long()
 positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
-assert torch.equal(positions, torch.tensor([[2, 3, 4, 5, 6], [2, 3, 4, 1, 1], [1, 1, 2, 3, 4]]))
+assert torch.equal(
+    positions, torch.tensor([[2, 3, 4, 5, 6], [2, 3, 4, 1, 1], [1, 1, 2, 3, 4]])
+)
 
-rows = padding_idx + 1 + tokens.shape[1]  # fairseq grows its table to this many rows
+# fairseq grows its table to this many rows
+rows = padding_idx + 1 + tokens.shape[1]
 table = t2t_like(torch.arange(rows), d)  # concat, n - 1 denominator
 table[padding_idx] = 0  # the padding row
-fairseq = SinusoidalEmbedding(rows, d, padding_idx=padding_idx, layout="concat", endpoint=True)
+fairseq = SinusoidalEmbedding(
+    rows, d, padding_idx=padding_idx, layout="concat", endpoint=True
+)
 out = fairseq(positions)  # [batch, seq, d]
 torch.testing.assert_close(out, table[positions].float())
-assert torch.equal(out[mask == 0], torch.zeros(int((mask == 0).sum()), d))  # padding adds nothing
+# padding adds nothing
+assert torch.equal(out[mask == 0], torch.zeros(int((mask == 0).sum()), d))
 print(positions)
 
 # %% [markdown] lang="en"
@@ -499,7 +561,8 @@ print(positions)
 # By the rotation property this is one fixed linear map for all positions,
 # $PE(t+2) = M_2\, PE(t)$, with the block-diagonal rotation
 # $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ of
-# *Sinusoidal positional encoding*, in the interleaved layout, where
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#why-a-sine-and-a-cosine-a-shift-is-a-rotation),
+# in the interleaved layout, where
 # $B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$. fairseq's table is concatenated, so its matrix
 # is the same rotation with rows and columns permuted by section 1's $P$:
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
@@ -512,7 +575,7 @@ print(positions)
 # is the same for every $t$. For $d = 512$ and $k = 2$ the distance is 6.95 (printed
 # below), against the norm $\sqrt{n} = 16$ of every encoding: a model trained with fairseq's
 # numbering and fed positions from $0$ (or the reverse) gets a clearly different
-# input, even though the two numberings are equally good for training from scratch.
+# input, even though the two numberings give the real tokens the same geometry.
 # The rows $0$ and $1$ are never used by a real token; row $1$ is the zero vector, not
 # an encoding (its norm is $0$, every encoding has norm $\sqrt{n}$).
 
@@ -521,11 +584,11 @@ print(positions)
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
 # 回転の性質から、これはすべての位置に共通の 1 つの線形写像 $PE(t+2) = M_2\, PE(t)$ です。
 # ここで $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ は、
-# 「正弦波位置エンコーディング」の章で導いたインターリーブ配置のブロック対角の回転で、
+# 「[正弦波位置エンコーディング](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)」の章で導いたインターリーブ配置のブロック対角の回転で、
 # $B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$ です。
 # fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# 回転はノルムと内積を保つので、実トークンどうしの幾何は位置 $0, 1, 2, \dots$ の場合とまったく同じです。
+# 回転はノルムと内積を保つので、実トークンどうしの幾何的な関係（内積やノルム）は位置 $0, 1, 2, \dots$ の場合とまったく同じです。
 # $PE(t)\cdot PE(u)$ はどれも変わりません。
 # 変わるのは、各トークンに足されるベクトルそのものです。
 # 各ペアは単位円の弦に沿って動き、その変位のノルムは $2|\sin(k\omega_i/2)|$ です。
@@ -533,14 +596,14 @@ print(positions)
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
 # $d = 512$、$k = 2$ ではこの距離は 6.95 です（下の出力）。これに対して、エンコーディングのノルムはどれも $\sqrt{n} = 16$ です。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
-# ただし、最初から学習するのであれば、どちらの数え方も同じように使えます。
+# 2 つの数え方が実トークンに与える幾何的な関係は同じであるにもかかわらず、です。
 # 行 $0$ と $1$ を実トークンが使うことはありません。
 # 行 $1$ は零ベクトルで、エンコーディングではありません（ノルムは $0$ で、エンコーディングのノルムはどれも $\sqrt{n}$ です）。
 
 
 # %%
 def shift_matrix(k, omega):
-    """M_k, interleaved layout: diag(B(k w_0), ..., B(k w_{n-1})), B(phi) = [[c, s], [-s, c]]."""
+    """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
     for w in omega.tolist():
         c, s = math.cos(k * w), math.sin(k * w)
@@ -552,7 +615,8 @@ real = mask.bool()
 t = torch.cumsum(mask, dim=1) - 1  # the real tokens numbered from 0
 shift = padding_idx + 1
 assert torch.equal(positions[real], t[real] + shift)
-assert positions[real].min() == shift  # rows 0 and 1 are never used by a real token
+# rows 0 and 1 are never used by a real token
+assert positions[real].min() == shift
 torch.testing.assert_close(
     out[real], sinusoidal(t[real] + shift, d, layout="concat", endpoint=True)
 )
@@ -561,18 +625,32 @@ n = d // 2
 omega_t2t = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
 P = torch.eye(d, dtype=torch.float64)[layout_permutation(d)]
 m_cat = P @ shift_matrix(shift, omega_t2t) @ P.T
-pe_t = sinusoidal(torch.arange(100), d, layout="concat", endpoint=True, dtype=torch.float64)
-pe_shifted = sinusoidal(
-    torch.arange(100) + shift, d, layout="concat", endpoint=True, dtype=torch.float64
+pe_t = sinusoidal(
+    torch.arange(100), d, layout="concat", endpoint=True, dtype=torch.float64
 )
-torch.testing.assert_close(pe_t @ m_cat.T, pe_shifted)  # PE_cat(t+2) = P M_2 P^T PE_cat(t), as rows
-torch.testing.assert_close(pe_shifted @ pe_shifted.T, pe_t @ pe_t.T)  # dot products unchanged
+pe_shifted = sinusoidal(
+    torch.arange(100) + shift,
+    d,
+    layout="concat",
+    endpoint=True,
+    dtype=torch.float64,
+)
+# PE_cat(t+2) = P M_2 P^T PE_cat(t), as rows
+torch.testing.assert_close(pe_t @ m_cat.T, pe_shifted)
+# dot products unchanged
+torch.testing.assert_close(pe_shifted @ pe_shifted.T, pe_t @ pe_t.T)
 
 d, n = 512, 256
 omega_t2t = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
-pe_t = sinusoidal(torch.arange(1000), d, layout="concat", endpoint=True, dtype=torch.float64)
+pe_t = sinusoidal(
+    torch.arange(1000), d, layout="concat", endpoint=True, dtype=torch.float64
+)
 pe_shifted = sinusoidal(
-    torch.arange(1000) + shift, d, layout="concat", endpoint=True, dtype=torch.float64
+    torch.arange(1000) + shift,
+    d,
+    layout="concat",
+    endpoint=True,
+    dtype=torch.float64,
 )
 distance = (pe_shifted - pe_t).norm(dim=-1)  # one value per t
 chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
@@ -580,18 +658,22 @@ torch.testing.assert_close(distance, chord.expand(1000))  # the same for every t
 torch.testing.assert_close(
     pe_t.norm(dim=-1), torch.full((1000,), math.sqrt(n), dtype=torch.float64)
 )
-print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sqrt(n):.0f}", end="")
+print(
+    f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, "
+    f"|PE(t)| = {math.sqrt(n):.0f}",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## 5. The column index in the exponent
 #
-# An early version of jadore801120's `attention-is-all-you-need-pytorch` computed the
-# angle of column $j$ as $p/10000^{2j/d}$, with the column index $j$ where the paper
-# has the pair index $\lfloor j/2 \rfloor$; the repository later changed it to
-# $2\lfloor j/2 \rfloor/d$, but copies of the early version are still around. (One
-# such file, which we read while preparing this chapter, also keeps row $0$ as an
-# all-zero padding row and offers a learned scale; both are below.) Column $j$ then has
-# its own frequency,
+# The early versions of jadore801120's `attention-is-all-you-need-pytorch` computed
+# the angle of column $j$ as $p/10000^{2j/d}$, with the column index $j$ where the
+# paper has the pair index $\lfloor j/2 \rfloor$. The repository changed it to
+# $2\lfloor j/2 \rfloor/d$ in November 2017 (commit `7fa8c63`, "fix position encoding
+# in #32"), but copies of the early version are still around in other projects.
+# (The early version also keeps row $0$ of its table as an all-zero padding row;
+# that is reproduced below too.) Column $j$ then has its own frequency,
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # instead of the paper's $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$.
 # Two things go wrong.
@@ -614,9 +696,9 @@ print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sq
 #
 # jadore801120 の `attention-is-all-you-need-pytorch` の初期の版は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
 # 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
-# リポジトリはのちに $2\lfloor j/2 \rfloor/d$ に直しましたが、初期の版を写したコードは今も残っています。
-# （この章の準備中に読んだそうしたファイルの 1 つは、行 $0$ をすべて 0 のパディング行にし、
-# 学習可能なスケールも備えていました。どちらも後で扱います。）
+# リポジトリは 2017 年 11 月にこれを $2\lfloor j/2 \rfloor/d$ に直しました（コミット `7fa8c63`、"fix position encoding in #32"）。
+# しかし、初期の版をコピーしたコードは今もほかのプロジェクトに出回っています。
+# （初期の版は、表の行 $0$ をすべて 0 のパディング行にもしています。これも後で再現します。）
 # このとき、列 $j$ はそれぞれ自分だけの周波数を持ちます。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
@@ -624,7 +706,7 @@ print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sq
 # - **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで進むので、
 #   最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
 #   $j = d/2$ 以降のすべての列の波長は $10000 \cdot 2\pi$ 以上で、論文のスペクトルのどの波長よりも長くなります。
-#   次元の半分は、現実的などんな系列の上でもほとんど変化しません。
+#   現実的な長さの系列では、次元の半分がほとんど変化しません。
 # - **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、
 #   列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、2 つの周波数は異なります。
 #
@@ -635,7 +717,8 @@ print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f} for every t, |PE(t)| = {math.sq
 
 # %%
 def per_column_bug(p, d):
-    """The early formula: angle p / 10000^(2 j / d) for column j, sine even, cosine odd."""
+    """The early formula: angle p / 10000^(2 j / d) for column j;
+    sine in the even columns, cosine in the odd ones."""
     j = torch.arange(d, dtype=torch.float64)
     angle = p.double()[:, None] / 10000.0 ** (2 * j / d)  # [p, d]
     table = angle.clone()
@@ -651,26 +734,36 @@ def bug_columns(d):
 
 p = torch.arange(1000)
 for d in (16, 64, 512):
-    wide = sinusoidal(p, 2 * d, base=10000.0**2, dtype=torch.float64)  # frequencies 10000^(-2j/d)
+    # frequencies 10000^(-2j/d)
+    wide = sinusoidal(p, 2 * d, base=10000.0**2, dtype=torch.float64)
     torch.testing.assert_close(wide[:, bug_columns(d)], per_column_bug(p, d))
 # an odd d ends on an even column: a sine, here sin(p 10000^(-12/7)) for d = 7
-torch.testing.assert_close(per_column_bug(p, 7)[:, 6], torch.sin(p * 10000.0 ** (-12 / 7)).double())
+torch.testing.assert_close(
+    per_column_bug(p, 7)[:, 6], torch.sin(p * 10000.0 ** (-12 / 7)).double()
+)
 
 d = 512
 j = torch.arange(d, dtype=torch.float64)
 lam_bug = 2 * math.pi / 10000.0 ** (-2 * j / d)
 lam_paper = 2 * math.pi / 10000.0 ** (-2 * (j // 2) / d)
 torch.testing.assert_close(
-    2 * math.pi / lam_bug[-1], torch.tensor(10000.0 ** (-2 * (d - 1) / d)).double()
+    2 * math.pi / lam_bug[-1],
+    torch.tensor(10000.0 ** (-2 * (d - 1) / d)).double(),
 )
-torch.testing.assert_close(lam_bug[d // 2], torch.tensor(10000 * 2 * math.pi).double())  # j = d/2
+# j = d/2
+torch.testing.assert_close(
+    lam_bug[d // 2], torch.tensor(10000 * 2 * math.pi).double()
+)
 longest_paper = lam_paper.max()  # 2 pi 10000^((d-2)/d)
 too_slow = lam_bug > longest_paper
 assert torch.equal(too_slow, j >= d // 2)  # the whole second half
+over_2048 = int((lam_paper > 2048).sum()), int((lam_bug > 2048).sum())
 lines = [
-    f"d = 512, longest wavelength: paper {longest_paper:.0f}, bug {lam_bug[-1]:.3e}",
-    f"columns longer than the paper's longest: bug {int(too_slow.sum())} of {d}",
-    f"columns whose wavelength exceeds 2048: paper {int((lam_paper > 2048).sum())}, bug {int((lam_bug > 2048).sum())}",
+    f"d = 512, longest wavelength: paper {longest_paper:.0f}, "
+    f"bug {lam_bug[-1]:.3e}",
+    f"columns longer than the paper's longest: bug {int(too_slow.sum())}/{d}",
+    f"columns with wavelength above 2048: paper {over_2048[0]}, "
+    f"bug {over_2048[1]}",
 ]
 print("\n".join(lines), end="")
 
@@ -754,18 +847,23 @@ plt.show()
 d, n, k = 16, 8, 3
 p = torch.arange(1000)
 bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
-good, good_k = sinusoidal(p, d, dtype=torch.float64), sinusoidal(p + k, d, dtype=torch.float64)
+good, good_k = (
+    sinusoidal(p, d, dtype=torch.float64),
+    sinusoidal(p + k, d, dtype=torch.float64),
+)
 
-pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]; 1 at p = 0, kept by any rotation
+# [p, n]; 1 at p = 0, kept by any rotation
+pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2
 torch.testing.assert_close(pair_sq_norm[0], torch.ones(n, dtype=torch.float64))
 torch.testing.assert_close(
-    good[:, 0::2] ** 2 + good[:, 1::2] ** 2, torch.ones(1000, n, dtype=torch.float64)
+    good[:, 0::2] ** 2 + good[:, 1::2] ** 2,
+    torch.ones(1000, n, dtype=torch.float64),
 )
 
 
 def fit_error(x, y):
     """Relative error of the best linear map L with x L = y (least squares)."""
-    fit = torch.linalg.lstsq(x, y).solution
+    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
     return float((x @ fit - y).norm() / y.norm())
 
 
@@ -778,55 +876,70 @@ pq = torch.arange(300)
 diff = (pq[:, None] - pq[None, :]).double()[..., None]  # p - q
 summ = (pq[:, None] + pq[None, :]).double()[..., None]  # p + q
 formula = 0.5 * (
-    torch.cos(a * diff) - torch.cos(a * summ) + torch.cos(b * diff) + torch.cos(b * summ)
+    torch.cos(a * diff)
+    - torch.cos(a * summ)
+    + torch.cos(b * diff)
+    + torch.cos(b * summ)
 ).sum(-1)
 gram = per_column_bug(pq, d) @ per_column_bug(pq, d).T
 torch.testing.assert_close(gram, formula)
-spread = float((gram[1:, 1:] - gram[:-1, :-1]).abs().max())  # 0 for a function of p - q
-gram_good = sinusoidal(pq, d, dtype=torch.float64) @ sinusoidal(pq, d, dtype=torch.float64).T
+# 0 for a function of p - q
+spread = float((gram[1:, 1:] - gram[:-1, :-1]).abs().max())
+gram_good = (
+    sinusoidal(pq, d, dtype=torch.float64)
+    @ sinusoidal(pq, d, dtype=torch.float64).T
+)
 torch.testing.assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 assert spread > 1
 lines = [
-    f"squared pair norms, p = 0..999: min {pair_sq_norm.min():.4f}, max {pair_sq_norm.max():.4f}",
-    f"best linear map PE(p) -> PE(p+3), relative error: paper < 1e-12, bug {err_bug:.2f}",
+    f"squared pair norms, p = 0..999: min {pair_sq_norm.min():.4f}, "
+    f"max {pair_sq_norm.max():.4f}",
+    "best linear map PE(p) -> PE(p+3), relative error: "
+    f"paper < 1e-12, bug {err_bug:.2f}",
     f"largest change along a diagonal of the Gram matrix: bug {spread:.2f}",
 ]
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
-# The same file keeps row $0$ of its table all zeros, "for padding", as the early
-# repository did, whose data loader numbers the real tokens from $1$ and gives padding
-# the position $0$. That is
-# fairseq's scheme with `padding_idx = 0`; with `posenc` it is
+# The early version keeps row $0$ of its table all zeros, "for padding": its data
+# loader (`DataLoader.py`) numbers the real tokens from $1$ and gives padding the
+# position $0$. That is fairseq's scheme with `padding_idx = 0`; with `posenc` it is
 # `SinusoidalEmbedding(rows, d, padding_idx=0)`, which we also apply to the wide table
 # that reproduces the buggy exponent. Note that an all-zero row is not the encoding of
 # position $0$, which is $(0, 1, 0, 1, \dots)$.
 #
-# It also offers a learned scale: the looked-up encoding is multiplied by one
-# trainable scalar, initialised to $d^{-1/2}$, as in appendix D of Hua et al. (2022).
-# In `posenc` this is `learnable_scale=True`; the table stays frozen and the scalar is
-# the only parameter.
+# The same `posenc` table also offers the learned scale of Hua et al. (2022,
+# appendix D), which the chapter
+# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)
+# discusses: the looked-up encoding is multiplied by one trainable scalar,
+# initialised to $d^{-1/2}$. In `posenc` this is `learnable_scale=True`; the table
+# stays frozen and the scalar is the only parameter.
 
 # %% [markdown] lang="ja"
-# 同じファイルは、初期のリポジトリと同じく、表の行 $0$ を「パディング用に」すべて 0 にしています。
-# 初期のリポジトリのデータローダーは、実トークンを $1$ から数え、パディングに位置 $0$ を与えます。
+# 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にしています。
+# そのデータローダー（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
 # これは `padding_idx = 0` とした fairseq の方式と同じで、
 # `posenc` では `SinusoidalEmbedding(rows, d, padding_idx=0)` です。
 # 下では、バグのある指数を再現する幅の広い表にもこれを適用します。
 # すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではないことに注意してください。
 #
-# このファイルには学習可能なスケールもあります。引いてきたエンコーディングに、
-# $d^{-1/2}$ で初期化した学習可能なスカラーを 1 つ掛けるもので、Hua ら (2022) の付録 D と同じです。
+# 同じ `posenc` の表には、Hua ら（2022、付録 D）の学習可能なスケールもあります。
+# 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章で扱うもので、
+# 表から引いたエンコーディングに、$d^{-1/2}$ で初期化した学習可能なスカラーを 1 つ掛けます。
 # `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
 
 # %%
 d, rows = 16, 12
-padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # positions from 1, padding at 0
+# positions from 1, padding at 0
+padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])
 reference = per_column_bug(torch.arange(rows), d)
 reference[0] = 0  # the zero row 0
 wide = SinusoidalEmbedding(rows, 2 * d, padding_idx=0, base=10000.0**2)
-torch.testing.assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
-assert not torch.equal(sinusoidal(torch.tensor([0]), d)[0], torch.zeros(d))  # PE(0) is not zero
+torch.testing.assert_close(
+    wide(padded)[..., bug_columns(d)], reference[padded].float()
+)
+# PE(0) is not zero
+assert not torch.equal(sinusoidal(torch.tensor([0]), d)[0], torch.zeros(d))
 
 scaled = SinusoidalEmbedding(rows, d, learnable_scale=True)
 assert [name for name, _ in scaled.named_parameters()] == ["scale"]
@@ -847,10 +960,16 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
 # Near $2^{20}$ the spacing is $2^{-3} = 0.125$ radians. It is the angle itself, not
 # the sine, that gets rounded, and $|\sin a - \sin b| \le |a - b|$ passes the angle
-# error on to the encoding almost unchanged. (Rounding $\omega_i$ to float32 adds an
-# error of the same kind, at most $p\,\omega_i \cdot 2^{-24}$.) The cell below
-# measures, around $p = 2^{14}, 2^{17}, 2^{20}$ and for $d = 512$, the error of float32
-# angles against float64 angles, in the angle and in the encoding, next to
+# error on to the encoding almost unchanged. The angle is rounded twice, though:
+# $\omega_i$ is rounded to float32 first, which moves the angle by up to
+# $p\,\omega_i \cdot 2^{-24}$ more. For an angle in $[2^e, 2^{e+1})$ the error of pair
+# $i$ is therefore at most $2^{e-24} + p\,\omega_i \cdot 2^{-24}$, and in all cases at
+# most $(2u + u^2)\,p\,\omega_i$ with $u = 2^{-24}$, as derived in
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#in-practice). Pair 0 escapes
+# both: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are exact, so its angle has no
+# error at all. The cell below measures, around $p = 2^{14}, 2^{17}, 2^{20}$ and for
+# $d = 512$, the error of float32 angles against float64 angles, in the angle and in
+# the encoding, checks every angle against both bounds, and prints the errors next to
 # $2^{e-24}$ and `posenc`'s error. It also compares the angle error of each pair with
 # the step $\omega_i$ by which that pair's angle moves from one position to the next.
 
@@ -866,71 +985,99 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # $2^{20}$ 付近では間隔が $2^{-3} = 0.125$ ラジアンです。
 # 丸められるのは正弦ではなく角度そのものです。そして $|\sin a - \sin b| \le |a - b|$ により、
 # 角度の誤差はほぼそのままエンコーディングに伝わります。
-# （$\omega_i$ を float32 に丸めることでも同じ種類の誤差が加わり、その大きさは最大で $p\,\omega_i \cdot 2^{-24}$ です。）
+# ただし、角度は 2 回丸められます。先に $\omega_i$ が float32 に丸められ、角度がさらに最大 $p\,\omega_i \cdot 2^{-24}$ だけずれます。
+# したがって、角度が $[2^e, 2^{e+1})$ に入るとき、ペア $i$ の誤差は最大で $2^{e-24} + p\,\omega_i \cdot 2^{-24}$ です。
+# どの場合でも、「[正弦波位置エンコーディング](01-sinusoidal.ipynb#実際に使うときの注意)」の章で導いたとおり、
+# $u = 2^{-24}$ として $(2u + u^2)\,p\,\omega_i$ 以下です。
+# ペア 0 はどちらの丸めも受けません。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密なので、その角度には誤差がまったくありません。
 # 次のセルでは、$d = 512$ について $p = 2^{14}, 2^{17}, 2^{20}$ の付近で、
-# float32 の角度の誤差を float64 の角度と比べて測ります。
+# float32 の角度の誤差を float64 の角度と比べて測り、すべての角度を 2 つの上界と照らし合わせます。
 # 角度とエンコーディングの誤差を、$2^{e-24}$ および `posenc` の誤差と並べて示します。
 # さらに、各ペアの角度の誤差を、そのペアの角度が隣の位置へ進むときの 1 歩 $\omega_i$ と比べます。
 
 # %%
 d, n = 512, 256
+u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
 omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+omega32 = omega.float()
 up = torch.tensor(math.inf)
 
 
 def float32_errors(p):
-    """Errors over the positions p: float32 angles and posenc, against float64 angles."""
+    """Float32 angles and posenc against float64 angles, at positions p."""
     exact = p.double()[:, None] * omega  # [p, n]
-    angle32 = p.float()[:, None] * omega.float()  # as labml, AllenNLP, fairseq, tensor2tensor
+    angle32 = p.float()[:, None] * omega32  # as labml, AllenNLP, fairseq, t2t
     angle_err = (angle32.double() - exact).abs()  # [p, n]
-    enc32 = torch.stack([angle32.sin(), angle32.cos()], dim=-1).flatten(-2)  # interleaved, float32
-    exact_enc = torch.stack([exact.sin(), exact.cos()], dim=-1).flatten(-2)
+    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
+    exact_enc = torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
     enc_err = (enc32.double() - exact_enc).abs().amax(-1)  # per position
     posenc_err = (sinusoidal(p, d).double() - exact_enc).abs().amax(-1)
-    return angle_err, enc_err, posenc_err
+    # two terms: half the spacing at the angle, plus p |fl(w_i) - w_i|
+    exponent = torch.floor(torch.log2(angle32.double()))
+    drift = p.double()[:, None] * (omega32.double() - omega).abs()
+    bound = 2.0 ** (exponent - 24) + drift
+    return angle_err, enc_err, posenc_err, bound
 
 
-lines = []
+lines = ["p near  2^(e-24)  angle error  bound    encoding  error/step  posenc"]
+per_steps = []
 for e in (14, 17, 20):
     two_e = torch.tensor(float(2**e))
-    assert torch.nextafter(two_e, up) - two_e == 2.0 ** (e - 23)  # spacing in [2^e, 2^(e+1))
-    angle_err, enc_err, posenc_err = float32_errors(torch.arange(2**e - 64, 2**e + 64))
-    assert angle_err.max() <= 2.0 ** (e - 23)  # half the spacing, plus the rounding of omega
-    assert enc_err.max() <= angle_err.max() + 1e-6  # |sin a - sin b| <= |a - b|, plus rounding
-    assert posenc_err.max() <= 1e-6
-    per_step = (angle_err.amax(0) / omega).max()  # angle error in units of the pair's step
+    # spacing in [2^e, 2^(e+1))
+    assert torch.nextafter(two_e, up) - two_e == 2.0 ** (e - 23)
+    p = torch.arange(2**e - 64, 2**e + 64)
+    angle_err, enc_err, posenc_err, bound = float32_errors(p)
+    general = (2 * u + u**2) * p.double()[:, None] * omega
+    assert (angle_err <= bound + 1e-9).all()  # the two terms, every angle
+    assert (angle_err <= general + 1e-9).all()  # (2u + u^2) p w_i
+    assert angle_err[:, 0].max() == 0  # pair 0: w_0 = 1, p exact
+    # |sin a - sin b| <= |a - b|, plus the float32 sine's own rounding
+    assert enc_err.max() <= angle_err.max() + 2**-23
+    assert posenc_err.max() <= 2**-25 + 1e-9  # rounding of the result only
+    per_step = (angle_err.amax(0) / omega).max()  # in units of the step w_i
+    per_steps.append(float(per_step))
     lines.append(
-        f"p ~ 2^{e}: 2^(e-24) = {2.0 ** (e - 24):.1e}, angle error {angle_err.max():.1e}, "
-        f"encoding error {enc_err.max():.1e}, error/step {per_step:.3f}; posenc {posenc_err.max():.1e}"
+        f"2^{e}    {2.0 ** (e - 24):.1e}   {angle_err.max():.1e}      "
+        f"{bound.max():.1e}  {enc_err.max():.1e}   {per_step:.3f}       "
+        f"{posenc_err.max():.1e}"
     )
+# error/step grows about 8 times when p does (pair 0 excepted, which is exact)
+ratios = [per_steps[1] / per_steps[0], per_steps[2] / per_steps[1]]
+assert all(4 < ratio < 16 for ratio in ratios)
 # from 2^24 on, float32 cannot even hold consecutive integers
 two_24 = torch.tensor(float(2**24))
-assert torch.nextafter(two_24, up) - two_24 == 2 and torch.tensor(2**24 + 1).float() == two_24
+assert torch.nextafter(two_24, up) - two_24 == 2
+assert torch.tensor(2**24 + 1).float() == two_24
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
 # The float32 angle error is close to $2^{e-24}$: 9.7e-04 near $2^{14}$, 7.8e-03 near
-# $2^{17}$ and 6.2e-02 near $2^{20}$, and the encoding inherits it (6.0e-02 near
-# $2^{20}$). Measured against the step $\omega_i$ between neighbouring positions, the
-# error grows in proportion to $p$ in every pair: near $2^{20}$ it reaches 0.118 of a
-# step, so neighbouring positions are blurred by an eighth of the distance between
-# them. From $2^{24}$ on, float32 cannot even hold consecutive integers:
-# $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$, and two positions get the same encoding.
+# $2^{17}$ and 6.2e-02 near $2^{20}$, within the two-term bound, and the encoding
+# inherits it (6.0e-02 near $2^{20}$). Measured against the step $\omega_i$ between
+# neighbouring positions, the error grows about in proportion to $p$, eight times
+# per factor 8 in $p$, in every pair except pair 0, whose angle stays exact: near
+# $2^{20}$ it reaches 0.118 of a step, so neighbouring positions are blurred by up
+# to an eighth of the distance between them. From $2^{24}$ on, float32 cannot even
+# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$, and two positions
+# get the same encoding.
 #
 # `posenc` forms the angles in float64, whose 53-bit significand leaves a spacing of
 # $2^{-32}$ near $2^{20}$, and rounds only the final sine and cosine to float32. Its
 # error, 3.0e-08 in all three ranges, is the rounding of the result. The figure plots
 # the largest error of each position against $p$ on logarithmic axes: float32 angles,
 # $\mathrm{fl}_{32}(p\,\omega_i)$, follow the staircase
-# $2^{\lfloor \log_2 p \rfloor - 24}$; float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, stay
+# $2^{\lfloor \log_2 p \rfloor - 24}$ and stay below four times it, since
+# $(2u + u^2)\,p\,\omega_i < 2^{-23} \cdot 2^{\lfloor \log_2 p \rfloor + 1}$ (the cell checks
+# this bound at every sample); float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, stay
 # flat.
 
 # %% [markdown] lang="ja"
 # float32 の角度の誤差は $2^{e-24}$ にほぼ等しく、
-# $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02 です。
+# $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02 で、2 項の上界の範囲に収まっています。
 # エンコーディングもこの誤差を受け継ぎます（$2^{20}$ 付近で 6.0e-02）。
-# 隣り合う位置の間の 1 歩 $\omega_i$ を単位にして測ると、誤差はどのペアでも $p$ に比例して大きくなります。
-# $2^{20}$ 付近では 1 歩の 0.118 に達し、隣り合う位置が、その間隔の約 8 分の 1 だけぼやけます。
+# 隣り合う位置の間の 1 歩 $\omega_i$ を単位にして測ると、角度が厳密なままのペア 0 を除くどのペアでも、
+# 誤差はほぼ $p$ に比例して大きくなり、$p$ が 8 倍になると 8 倍になります。
+# $2^{20}$ 付近では 1 歩の 0.118 に達し、隣り合う位置が、最大でその間隔の約 8 分の 1 だけぼやけます。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。
 # $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、2 つの位置が同じエンコーディングを受け取ります。
 #
@@ -938,18 +1085,31 @@ print("\n".join(lines), end="")
 # 最後の正弦と余弦だけを float32 に丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 で、これは結果の丸めの分です。
 # 図は、位置ごとの最大の誤差を $p$ に対して両対数軸で描いたものです。
 # float32 の角度 $\mathrm{fl}_{32}(p\,\omega_i)$ の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
+# その 4 倍を超えません。$(2u + u^2)\,p\,\omega_i < 2^{-23} \cdot 2^{\lfloor \log_2 p \rfloor + 1}$ だからです
+# （セルでは、すべての標本でこの上界を確かめます）。
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。
 
 # %% alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. Float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 10^-6 to 6·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 10^-6 から 6·10^-2 まで増え、float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
-_, enc_err, posenc_err = float32_errors(samples)
+_, enc_err, posenc_err, _ = float32_errors(samples)
 staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)
-assert posenc_err.max() <= 1e-6
-assert (enc_err[samples >= 2**10] <= 4 * staircase[samples >= 2**10]).all()
+assert posenc_err.max() <= 2**-25 + 1e-9
+# (2u + u^2) p w_i < 4 (1 + u) 2^(floor(log2 p) - 24), plus the sine's rounding
+assert (enc_err <= 4 * (1 + u) * staircase + 2**-23).all()
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
-ax.plot(samples, enc_err.clamp(min=1e-9), lw=1, label=r"$\mathrm{fl}_{32}(p\,\omega_i)$")
-ax.plot(samples, posenc_err.clamp(min=1e-9), lw=1, label=r"$\mathrm{fl}_{64}(p\,\omega_i)$")
+ax.plot(
+    samples,
+    enc_err.clamp(min=1e-9),
+    lw=1,
+    label=r"$\mathrm{fl}_{32}(p\,\omega_i)$",
+)
+ax.plot(
+    samples,
+    posenc_err.clamp(min=1e-9),
+    lw=1,
+    label=r"$\mathrm{fl}_{64}(p\,\omega_i)$",
+)
 ax.plot(
     samples,
     staircase,
@@ -967,52 +1127,80 @@ ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown] lang="en"
-# ## Summary
+# ## The variants side by side
 #
-# | implementation | layout | exponent of $10000$ | odd $d$ | positions, padding |
+# | implementation | layout | exponent of $10000$ | odd $d$ | first position |
 # |---|---|---|---|---|
-# | Vaswani et al. (2017) | interleaved | $-i/n$ | not specified | not specified |
-# | tensor2tensor | concatenated | $-i/(n-1)$ | zero column | from `start_index` (0) |
-# | fairseq | concatenated | $-i/(n-1)$ | zero column | from `padding_idx + 1`; zero padding row |
-# | AllenNLP | concatenated | $-i/(n-1)$ | zero column | from 0 |
-# | labml | interleaved | $-i/n$ | shape error | from 0 |
-# | jadore801120, current | interleaved | $-i/n$ | a sine | from 0 |
-# | jadore801120, early, and copies | interleaved | $-2j/d$ for column $j$ | a sine | from 1; zero row 0 |
-# | `posenc` | `layout=` | `endpoint=` | zero column | explicit; `padding_idx=` |
+# | Vaswani et al. (2017) | interleaved | $-i/n$ | not stated | not stated |
+# | tensor2tensor | concatenated | $-i/(n-1)$ | zero column | 0 (`start_index`) |
+# | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
+# | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
+# | labml | interleaved | $-i/n$ | shape error | 0 |
+# | jadore801120 | interleaved | $-i/n$ | a sine | 0 |
+# | its early version | interleaved | $-2j/d$, column $j$ | a sine | 1 |
+# | `posenc` | `layout=` | `endpoint=` | zero column | explicit |
 #
-# The odd-$d$ column says what fills the last column. All of these libraries form the
-# angles $p\,\omega_i$ in float32, except jadore801120 (NumPy's default float64) and
-# `posenc` (float64). Of these differences, the layout is a relabelling (section 1), the starting
-# position a fixed rotation (section 4) and the zero column harmless (section 3).
-# The denominator gives a genuinely different encoding (section 2), so a checkpoint
-# must be run with the convention it was trained with. The per-column exponent breaks
-# the shared frequency of each pair and with it the rotation property (section 5).
-# Float32 angles blur large positions: near $2^{20}$ by about an eighth of the step
-# between neighbours (section 6).
+# The odd-$d$ column says what fills the last column. fairseq and the early
+# jadore801120 also keep an all-zero row for padding (`posenc`: `padding_idx=`). All
+# of these libraries form the angles $p\,\omega_i$ in float32, except jadore801120
+# (NumPy's default float64) and `posenc` (float64).
+
+# %% [markdown] lang="ja"
+# ## 変種の比較
+#
+# | 実装 | 配置 | $10000$ の指数 | 奇数の $d$ | 最初の位置 |
+# |---|---|---|---|---|
+# | Vaswani ら（2017） | インターリーブ配置 | $-i/n$ | 記述なし | 記述なし |
+# | tensor2tensor | 連結配置 | $-i/(n-1)$ | 0 の列 | 0（`start_index`） |
+# | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
+# | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
+# | labml | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
+# | jadore801120 | インターリーブ配置 | $-i/n$ | 正弦 | 0 |
+# | その初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 正弦 | 1 |
+# | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す |
+#
+# 「奇数の $d$」の列は、最後の列を何で埋めるかを示します。
+# fairseq と jadore801120 の初期の版は、パディング用にすべて 0 の行も持ちます（`posenc` では `padding_idx=`）。
+# 角度 $p\,\omega_i$ は、jadore801120（NumPy の既定の float64）と `posenc`（float64）を除き、
+# どのライブラリも float32 で作ります。
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - The layout is a relabelling: the concatenated table is the interleaved one with
+#   its columns permuted, and a checkpoint converts exactly
+#   ([section 1](#1-interleaved-or-concatenated-one-fixed-permutation)).
+# - Dividing the exponent by $n - 1$ instead of $n$ gives a genuinely different
+#   encoding, apart by more than 1 within the first 1024 positions for $d = 512$:
+#   run a checkpoint with the convention it was trained with
+#   ([section 2](#2-dividing-by-n-or-by-n--1)).
+# - A zero column for odd $d$ is harmless; a lone sine has no place in the rotation
+#   property ([section 3](#3-odd-widths)). fairseq's positions from
+#   `padding_idx + 1` are a fixed rotation of those from 0
+#   ([section 4](#4-fairseqs-positions-start-after-the-padding-index)).
+# - The column index in the exponent breaks the shared frequency of each pair, and
+#   with it the rotation property and the dependence on the offset alone
+#   ([section 5](#5-the-column-index-in-the-exponent)).
+# - Float32 angles carry an error up to $(2u + u^2)\,p\,\omega_i$: near $2^{20}$ up to
+#   about an eighth of the step between neighbours, except in pair 0, which is exact
+#   ([section 6](#6-float32-angles-at-large-positions)).
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# | 実装 | 配置 | $10000$ の指数 | 奇数の $d$ | 位置とパディング |
-# |---|---|---|---|---|
-# | Vaswani ら (2017) | インターリーブ配置 | $-i/n$ | 記述なし | 記述なし |
-# | tensor2tensor | 連結配置 | $-i/(n-1)$ | 0 の列 | `start_index`（0）から |
-# | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` から。パディングは 0 の行 |
-# | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 から |
-# | labml | インターリーブ配置 | $-i/n$ | 形状エラー | 0 から |
-# | jadore801120（現在の版） | インターリーブ配置 | $-i/n$ | 正弦 | 0 から |
-# | jadore801120（初期の版とその写し） | インターリーブ配置 | 列 $j$ ごとに $-2j/d$ | 正弦 | 1 から。行 0 は 0 |
-# | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す。`padding_idx=` |
-#
-# 「奇数の $d$」の列は、最後の列を何で埋めるかを示します。
-# 角度 $p\,\omega_i$ は、jadore801120（NumPy の既定の float64）と `posenc`（float64）を除き、
-# どのライブラリも float32 で作ります。
-# これらの違いのうち、配置はラベルの付け替えにすぎず（1 節）、開始位置は固定の回転で（4 節）、
-# 0 の列は無害です（3 節）。
-# 分母の違いは本当に別のエンコーディングになります（2 節）。
-# そのため、チェックポイントは学習時と同じ流儀で動かす必要があります。
-# 列ごとの指数は、各ペアが周波数を共有するという前提を壊し、それとともに回転の性質も壊します（5 節）。
-# float32 の角度は大きな位置をぼやけさせ、$2^{20}$ 付近では隣の位置との間隔の約 8 分の 1 に達します（6 節）。
+# - 配置の違いはラベルの付け替えです。連結配置の表はインターリーブ配置の表の列を並べ替えたもので、
+#   チェックポイントも厳密に変換できます（[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
+# - 指数を $n$ ではなく $n - 1$ で割ると、本当に別のエンコーディングになります。
+#   $d = 512$ では最初の 1024 位置のうちに差が 1 を超えます。
+#   チェックポイントは学習時と同じ流儀で動かしてください（[2 節](#2-n-で割るか-n--1-で割るか)）。
+# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦は回転の性質に加われません（[3 節](#3-奇数の幅)）。
+#   fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を固定の回転で移したものです
+#   （[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
+# - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が相対位置だけで決まる性質も壊れます
+#   （[5 節](#5-指数に入った列の番号)）。
+# - float32 の角度には最大 $(2u + u^2)\,p\,\omega_i$ の誤差が乗ります。
+#   $2^{20}$ 付近では、隣の位置との間隔の最大で約 8 分の 1 に達します。ただし、ペア 0 は厳密です
+#   （[6 節](#6-大きな位置での-float32-の角度)）。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1044,6 +1232,182 @@ plt.show()
 #    bfloat16 の角度が半ラジアンを超えてずれうるようになる位置を予想し、
 #    `torch.bfloat16` で角度を作って確かめてください。
 
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** With an odd $d$ both layouts hold the same $n = \lfloor d/2 \rfloor$
+# pairs and end with the zero column, column $2n = d - 1$. The case formula of
+# section 1 covers the first $2n$ columns unchanged, and the zero column maps to
+# itself: $\pi(2n) = 2n$. The zero column stays last in both layouts.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $d$ が奇数でも、2 つの配置は同じ $n = \lfloor d/2 \rfloor$ 組のペアを持ち、
+# どちらも最後が 0 の列（列 $2n = d - 1$）です。
+# 1 節の場合分けの式は最初の $2n$ 列にそのまま当てはまり、0 の列は自分自身に写ります：$\pi(2n) = 2n$。
+# 0 の列は、どちらの配置でも最後に残ります。
+
+
+# %% tags=["solution"]
+def layout_permutation_any(d):
+    """pi for any d: concat column c is interleaved column perm[c]."""
+    n = d // 2
+    pairs = [2 * c if c < n else 2 * (c - n) + 1 for c in range(2 * n)]
+    return torch.tensor(pairs + [2 * n] * (d % 2))  # the zero column stays
+
+
+p = torch.arange(300)
+for d in (7, 9, 16, 513):
+    perm = layout_permutation_any(d)
+    for endpoint in (False, True):
+        interleaved = sinusoidal(p, d, endpoint=endpoint, dtype=torch.float64)
+        concat = sinusoidal(
+            p, d, layout="concat", endpoint=endpoint, dtype=torch.float64
+        )
+        torch.testing.assert_close(
+            concat, interleaved[..., perm], rtol=0, atol=0
+        )
+    if d % 2:
+        assert perm[-1] == d - 1  # the zero column maps to itself
+    else:
+        assert torch.equal(perm, layout_permutation(d))
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** An entry differs by at most the angle gap $p\,(\omega_i - \omega'_i)$,
+# and by about that much where the sine or cosine is steep, so the first entry above
+# $0.1$ appears near $p = 0.1/\max_i(\omega_i - \omega'_i)$. To find the largest gap,
+# write $x = i \ln(10000)/n$: then $\omega_i = e^{-x}$ and
+# $\omega'_i = e^{-x n/(n-1)} = e^{-x}\,e^{-x/(n-1)}$, so
+# $$\omega_i - \omega'_i \approx \frac{x\,e^{-x}}{n-1}$$
+# which is largest at $x = 1$, that is at $i \approx n/\ln 10000 \approx 0.11\,n$, with
+# the value $1/(e\,(n-1))$. The prediction is $p \approx 0.1\,e\,(n-1)$: 17.1, 69.3 and
+# 278.1 for $d = 128$, $512$ and $2048$, and the measured first positions are 18, 71
+# and 279. It grows in proportion to $d$: a wider model meets the difference later,
+# but not much later, and every model meets it within a few hundred positions.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 各成分の差は角度の差 $p\,(\omega_i - \omega'_i)$ 以下で、正弦や余弦の傾きが急なところではほぼその大きさになります。
+# したがって $0.1$ を超える最初の成分は、$p = 0.1/\max_i(\omega_i - \omega'_i)$ 付近に現れます。
+# 最大の差を求めるため、$x = i \ln(10000)/n$ と置きます。
+# すると $\omega_i = e^{-x}$、$\omega'_i = e^{-x n/(n-1)} = e^{-x}\,e^{-x/(n-1)}$ なので、次のようになります。
+# $$\omega_i - \omega'_i \approx \frac{x\,e^{-x}}{n-1}$$
+# これは $x = 1$、つまり $i \approx n/\ln 10000 \approx 0.11\,n$ で最大になり、その値は $1/(e\,(n-1))$ です。
+# 予想は $p \approx 0.1\,e\,(n-1)$ で、$d = 128$、$512$、$2048$ に対して 17.1、69.3、278.1 です。
+# 実際に測った最初の位置は 18、71、279 です。
+# この位置は $d$ に比例して伸びます。幅の広いモデルほど差が現れるのは遅くなりますが、
+# それほど遅くはならず、どのモデルでも数百位置のうちに差が現れます。
+
+# %% tags=["solution"]
+lines = []
+for d in (128, 512, 2048):
+    n = d // 2
+    i = torch.arange(n, dtype=torch.float64)
+    gap_w = 10000.0 ** (-i / n) - 10000.0 ** (-i / (n - 1))
+    predicted = 0.1 * math.e * (n - 1)
+    assert math.isclose(0.1 / gap_w.max(), predicted, rel_tol=0.02)
+    assert abs(int(gap_w.argmax()) - n / math.log(10000)) < 1
+    pos = torch.arange(1000)
+    paper = sinusoidal(pos, d, dtype=torch.float64)
+    t2t = sinusoidal(pos, d, endpoint=True, dtype=torch.float64)
+    first = int(((paper - t2t).abs().amax(-1) > 0.1).nonzero()[0])
+    assert predicted <= first <= 1.1 * predicted + 1
+    lines.append(f"d = {d:4d}: predicted {predicted:5.1f}, first {first}")
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** Set $q = p$ in the product-to-sum formula of section 5:
+# $\cos a_i(p-q) = \cos b_i(p-q) = 1$, and
+# $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
+# With $a_i = b_i$ the sum would vanish and the norm would be $\sqrt{n}$ at every
+# position; with $a_i \ne b_i$ it does not, so the squared norm wanders, between 24.1
+# and 40.7 for $d = 64$ over the first 100000 positions. It oscillates around
+# $n = 32$: the terms of the fast pairs average out. The slowest pairs have not yet
+# turned, and for them $b_i < a_i$ gives $\cos 2b_i p - \cos 2a_i p \ge 0$, which keeps
+# the average a little above $n$: 32.3 over those positions.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 5 節の積和の公式で $q = p$ と置くと、$\cos a_i(p-q) = \cos b_i(p-q) = 1$ なので次のようになります。
+# $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
+# $a_i = b_i$ なら和は消え、ノルムはどの位置でも $\sqrt{n}$ です。
+# $a_i \ne b_i$ では和が残るので、ノルムの 2 乗はさまよいます。$d = 64$ では、最初の 100000 位置で 24.1 から 40.7 の間です。
+# 値は $n = 32$ のまわりで振動します。速いペアの項は平均すると消えるからです。
+# 最も遅いペアはまだ回り始めておらず、$b_i < a_i$ なので $\cos 2b_i p - \cos 2a_i p \ge 0$ です。
+# これが平均を $n$ より少し上に押し上げ、この範囲の平均は 32.3 になります。
+
+# %% alt={"en": ["Squared norm PE(p)·PE(p) of the per-column-exponent table for d = 64 against p from 0 to 2000: it starts at 32, wanders between about 27 and 37, and is not constant, unlike the paper's encoding, whose squared norm is 32 everywhere."], "ja": ["d = 64 の列ごとの指数を使った表について、ノルムの 2 乗 PE(p)·PE(p) を p（0〜2000）に対して描いた図。32 から始まり、およそ 27 から 37 の間をさまよって一定になりません。論文のエンコーディングのノルムの 2 乗はどこでも 32 です。"]} tags=["solution"]
+d, n = 64, 32
+p = torch.arange(100000)
+bug = per_column_bug(p, d)
+sq_norm = (bug * bug).sum(-1)  # PE(p) . PE(p)
+j = torch.arange(d, dtype=torch.float64)
+a, b = 10000.0 ** (-2 * j[0::2] / d), 10000.0 ** (-2 * j[1::2] / d)
+formula = n + 0.5 * (
+    torch.cos(2 * b * p[:, None]) - torch.cos(2 * a * p[:, None])
+).sum(-1)
+torch.testing.assert_close(sq_norm, formula)
+assert (b < a).all() and 32 < sq_norm.mean() < 33
+assert sq_norm.min() < 25 and sq_norm.max() > 40
+shown = sq_norm[:2001]  # the plotted range, quoted in the alt text
+assert 27 < shown.min() < 28 and 37 < shown.max() < 38
+good = sinusoidal(p[:2001], d, dtype=torch.float64)
+torch.testing.assert_close(
+    (good * good).sum(-1), torch.full((2001,), 32.0).double()
+)
+print(
+    f"d = 64, p < 100000: min {sq_norm.min():.1f}, max {sq_norm.max():.1f}, "
+    f"mean {sq_norm.mean():.1f}",
+    end="",
+)
+
+fig, ax = plt.subplots(figsize=(6.4, 3.0))
+ax.plot(p[:2001], sq_norm[:2001], lw=0.8)
+ax.axhline(n, color="0.5", lw=0.8, ls=":")
+ax.set(xlabel="$p$", ylabel=r"$PE(p)\cdot PE(p)$", xlim=(0, 2000))
+plt.show()
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** bfloat16's unit roundoff is $u = 2^{-8}$: a number in
+# $[2^e, 2^{e+1})$ moves by at most $2^{e-8}$ when rounded. The product's rounding
+# alone exceeds half a radian only for angles of $2^8 = 256$ and more, where the
+# spacing is $2$; pair 0, whose $\omega_0 = 1$ is exact, goes wrong first at
+# $p = 257$, which bfloat16 cannot even hold. But $\omega_i$ is rounded to bfloat16
+# too, and the bound of section 6 becomes $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$
+# (as long as $p$ itself is exact, up to 256): it stays below half a radian only
+# for $p < 64$. In between the outcome depends on
+# the actual rounding of each $\omega_i$, so the cell measures it: the first angle
+# off by more than half a radian is at $p = 150$, in pair 2. Either way a bfloat16
+# angle is useless for positions in the hundreds, which is why implementations
+# form the angles in float32 or float64 even when the model runs in bfloat16.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** bfloat16 の単位丸め誤差は $u = 2^{-8}$ で、$[2^e, 2^{e+1})$ の数は丸めで最大 $2^{e-8}$ だけ動きます。
+# 積の丸めだけで半ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
+# $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ で、この数は bfloat16 では表せもしません。
+# しかし $\omega_i$ も bfloat16 に丸められるので、6 節の上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になり
+# （$p$ そのものが厳密な 256 までの話です）、半ラジアン未満が保証されるのは $p < 64$ だけです。
+# その間で何が起きるかは各 $\omega_i$ の実際の丸め方によるので、セルで測ります。
+# 半ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
+# どちらにしても、bfloat16 の角度は数百の位置ではもう使えません。
+# そのため、モデルを bfloat16 で動かす場合でも、実装は角度を float32 か float64 で作ります。
+
+# %% tags=["solution"]
+d, n = 512, 256
+omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+p = torch.arange(1000)
+angle16 = p.to(torch.bfloat16)[:, None] * omega.to(torch.bfloat16)
+angle_err = (angle16.double() - p.double()[:, None] * omega).abs()  # [p, n]
+first = int((angle_err.amax(-1) > 0.5).nonzero()[0])
+first_pair0 = int((angle_err[:, 0] > 0.5).nonzero()[0])
+u16 = 2.0**-8
+bound = (2 * u16 + u16**2) * p.double()[:, None] * omega
+# (2u + u^2) p w_i with u = 2^-8, while p itself is exact (up to 256)
+assert (angle_err[:257] <= bound[:257] + 1e-9).all()
+assert bound[:64].max() < 0.5 and 64 <= first == 150 < 256
+assert first_pair0 == 257 and float(torch.tensor(257.0).bfloat16()) == 256
+print(
+    f"bfloat16 angles, d = 512: first error above 0.5 at p = {first}, "
+    f"pair {int(angle_err[first].argmax())}\n"
+    f"pair 0 (w_0 = 1): first error above 0.5 at p = {first_pair0}",
+    end="",
+)
+
 # %% [markdown] lang="en"
 # ## References
 #
@@ -1060,7 +1424,7 @@ plt.show()
 # - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
 # - Huang, Y.-H., `attention-is-all-you-need-pytorch` (`transformer/Models.py`; the
-#   early versions use the exponent $2j/d$).
+#   the versions before commit `7fa8c63`, November 2017, use the exponent $2j/d$).
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
 # - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022, appendix D.
 #   <https://arxiv.org/abs/2202.10447>
@@ -1086,12 +1450,12 @@ plt.show()
 # - labml.ai、固定の位置エンコーディングの注釈付き実装。
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
 # - Huang, Y.-H.、`attention-is-all-you-need-pytorch`（`transformer/Models.py`。
-#   初期の版は指数 $2j/d$ を使っています）。
+#   2017 年 11 月のコミット `7fa8c63` より前の版は指数 $2j/d$ を使っています）。
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022, 付録 D.
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022. 付録 D を参照。
 #   <https://arxiv.org/abs/2202.10447>
 # - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
 #   <https://doi.org/10.1109/IEEESTD.2019.8766229>
 # - Goldberg, D. (1991). *What Every Computer Scientist Should Know About
-#   Floating-Point Arithmetic*（英語）. ACM Computing Surveys 23(1).
+#   Floating-Point Arithmetic*. ACM Computing Surveys 23(1).
 #   <https://doi.org/10.1145/103162.103163>

@@ -27,12 +27,18 @@
 # permute their projection weights; covers partial rotation; reproduces the paper's
 # long-term decay figure and says what it does and does not show; and rebuilds the Meta
 # and Hugging Face code with `posenc`.
+#
+# The letters are RoFormer's, as on the [notation page](../docs/notation.md#positions):
+# $m$ and $n$ are the positions of the query and the key, so $m - n \ge 0$ is the causal
+# distance; $i$ numbers the pairs of features, and the upright $\mathrm{i}$ is the
+# imaginary unit. In the chapter [*ALiBi*](07-alibi.ipynb) the letter $m$ is a slope,
+# $m_h$, not a position.
 
 # %% [markdown] lang="ja"
 # # 回転位置埋め込み（RoPE）
 #
 # トークンに足す絶対位置のエンコーディングは、クエリの位置 $m$ とキーの位置 $n$ をアテンションスコアに持ち込みます。
-# ただし 2 つは別々に入るのであって、両者の距離として入るのではありません。
+# ただし、2 つは別々に入るだけで、両者の差（距離）の形では入りません。
 # Su ら (2021) は発想を逆にしました。
 # まずスコアが満たすべき性質、つまり位置には $m - n$ を通してだけ依存することを書き下し、
 # そこからエンコーディングを解いて求めたのです。
@@ -44,6 +50,11 @@
 # 部分回転も扱います。
 # 論文の長距離減衰の図を再現し、その図が何を示し、何を示さないかを述べます。
 # 最後に、Meta と Hugging Face のコードを `posenc` で再現します。
+#
+# 記号は RoFormer に合わせ、[記法のページ](../docs/notation.ja.md#positions)と同じです。
+# $m$ と $n$ はクエリとキーの位置なので、$m - n \ge 0$ が因果的な距離です。
+# $i$ は次元のペアの番号で、立体の $\mathrm{i}$ は虚数単位です。
+# なお、[「ALiBi」](07-alibi.ipynb)の章では $m$ は位置ではなく傾き $m_h$ を表します。
 
 # %%
 import cmath
@@ -53,7 +64,13 @@ import matplotlib.pyplot as plt
 import torch
 from torch.testing import assert_close
 
-from posenc import RotaryEmbedding, apply_rope, attention, rope_frequencies, sinusoidal
+from posenc import (
+    RotaryEmbedding,
+    apply_rope,
+    attention,
+    rope_frequencies,
+    sinusoidal,
+)
 from posenc.plotting import use_site_style
 
 use_site_style()
@@ -66,7 +83,7 @@ f64 = torch.float64
 #
 # Let $q$ be the query of the token at position $m$ and $k$ the key of the token at
 # position $n$, after their projections. With an encoding added to the input (the
-# chapter *Sinusoidal positional encoding*), the score $q \cdot k$ contains the term
+# chapter [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)), the score $q \cdot k$ contains the term
 # $PE(m)^\top W_Q^\top W_K\, PE(n)$, which depends on $m$ and $n$ separately: moving
 # both tokens along the sequence changes it. RoFormer asks instead for a map $f$ that
 # puts the position into each vector such that
@@ -80,7 +97,7 @@ f64 = torch.float64
 # ## 求める性質
 #
 # 位置 $m$ のトークンのクエリを $q$、位置 $n$ のトークンのキーを $k$ とします（どちらも射影の後です）。
-# 入力に位置エンコーディングを足す方式（「正弦波位置エンコーディング」の章）では、スコア $q \cdot k$ に
+# 入力に位置エンコーディングを足す方式（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）では、スコア $q \cdot k$ に
 # $PE(m)^\top W_Q^\top W_K\, PE(n)$ という項が含まれます。
 # この項は $m$ と $n$ のそれぞれに依存するので、2 つのトークンを系列の中で一緒にずらすと値が変わります。
 # RoFormer は、そのかわりに、各ベクトルに位置を書き込む写像 $f$ であって、
@@ -154,10 +171,10 @@ print(f"score(5, 0) = {s_near:.3f}, score(105, 100) = {s_far:.3f}", end="")
 # そして位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ です。
 # すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
 #
-# - **ノルム。** 絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ を通してしか依存できません。
+# - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ を通してしか依存できません。
 #   そのため $m = n$ なら $m = n = 0$ のときの値に等しく、$\rho(q, m)\,\rho(k, m) = |q|\,|k|$ です。
-#   $k = q$ とすると $\rho(q, m) = |q|$ が出ます。エンコーディングはノルムを変えてはいけません。
-# - **角度。** 偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ を通してしか依存できません。
+#   $k = q$ とすると $\rho(q, m) = |q|$ が得られます。エンコーディングはノルムを変えてはいけません。
+# - **角度**：偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ を通してしか依存できません。
 #   $m = n$ なら $0$ のときの値 $\phi_q - \phi_k$ に等しいので、$\Phi(q, m) - \phi_q = \Phi(k, m) - \phi_k$ です。
 #   つまり、どのベクトルであっても、同じ角度 $\varphi(m)$ だけ回ります。
 #   すると $\varphi(m) - \varphi(n)$ も $m - n$ にしか依存できません。
@@ -178,8 +195,8 @@ print(f"score(5, 0) = {s_near:.3f}, score(105, 100) = {s_far:.3f}", end="")
 # これを除外するのは $f(q, 0) = q$ という条件だけです。
 
 # %%
-q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as complex numbers
-q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), (k_1, k_2)
+q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
+q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
 
 theta = 0.3
@@ -187,19 +204,25 @@ theta = 0.3
 
 def rot(phi):  # R(phi), counter-clockwise
     return torch.tensor(
-        [[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]], dtype=f64
+        [[math.cos(phi), -math.sin(phi)], [math.sin(phi), math.cos(phi)]],
+        dtype=f64,
     )
 
 
 def f(x, m, phase=lambda m: m * theta):  # x e^{i phase(m)}
-    return x * torch.polar(torch.tensor(1.0, dtype=f64), torch.tensor(phase(m), dtype=f64))
+    return x * torch.polar(
+        torch.tensor(1.0, dtype=f64), torch.tensor(phase(m), dtype=f64)
+    )
 
 
 for m, n in [(0, 0), (3, 1), (7, 10), (100, -4)]:
-    assert_close(f(q, m) * f(k, n).conj(), q * k.conj() * cmath.exp(1j * (m - n) * theta))
+    assert_close(
+        f(q, m) * f(k, n).conj(), q * k.conj() * cmath.exp(1j * (m - n) * theta)
+    )
     for s in (1, 25, -60):  # same distance, same complex product, same score
         assert_close(f(q, m + s) * f(k, n + s).conj(), f(q, m) * f(k, n).conj())
-    assert_close(torch.view_as_real(f(q, m)), rot(m * theta) @ q_vec)  # q e^{imθ} = R(mθ) q
+    # q e^{imθ} = R(mθ) q
+    assert_close(torch.view_as_real(f(q, m)), rot(m * theta) @ q_vec)
     assert_close(f(q, m).abs(), q.abs())  # norms unchanged: rho(q, m) = |q|
 assert_close(f(q, 0), q)  # f(q, 0) = q
 
@@ -209,7 +232,8 @@ def quadratic(m):  # an angle that is not linear in m
 
 
 assert not torch.allclose(
-    f(q, 3, quadratic) * f(k, 1, quadratic).conj(), f(q, 5, quadratic) * f(k, 3, quadratic).conj()
+    f(q, 3, quadratic) * f(k, 1, quadratic).conj(),
+    f(q, 5, quadratic) * f(k, 3, quadratic).conj(),
 )
 
 
@@ -228,7 +252,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # own angle per position $\theta_i$:
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # for $i = 0, 1, \dots, d/2-1$, and $f(q, m) = R_m\, q$. These are the frequencies of
-# the sinusoidal encoding (see *Sinusoidal positional encoding*): wavelengths from
+# the sinusoidal encoding (see [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)): wavelengths from
 # $2\pi$ up to just below $10000 \cdot 2\pi$ positions (`base` replaces $10000$ in
 # `posenc`). `rope_frequencies(d)` returns the $\theta_i$.
 #
@@ -253,7 +277,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # 1 位置あたりの角度 $\theta_i$ はペアごとに異なります。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$ で、$f(q, m) = R_m\, q$ です。
-# これは「正弦波位置エンコーディング」の章の正弦波と同じ周波数で、
+# これは[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波と同じ周波数で、
 # 波長は $2\pi$ から $10000 \cdot 2\pi$ 位置の少し手前までです（`posenc` では `base` が $10000$ の代わりになります）。
 # `rope_frequencies(d)` が $\theta_i$ を返します。
 #
@@ -267,14 +291,17 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # 前節の複素数の見方でペアごとに書くと、次のようになります。
 # $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
 # 次のセルでは、$R_m$ を明示的なブロック対角行列として作り、それぞれの式を確かめます。
-# 符号を間違えるとスコアが変わることも確かめます。
+# 添字の正負を取り違えるとスコアが変わることも確かめます。
 
 # %%
 d = 16
 thetas = rope_frequencies(d)  # float32, as every library forms them
-theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)  # θ_i = 10000^(-2i/d)
-assert_close(thetas.double(), theta_exact, rtol=1e-6, atol=0)  # float32 rounding
-sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # chapter 1: sin(ω_i)
+# θ_i = 10000^(-2i/d)
+theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
+# float32 rounding
+assert_close(thetas.double(), theta_exact, rtol=1e-6, atol=0)
+# chapter 1: sin(ω_i)
+sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]
 assert_close(sin_at_1.asin(), theta_exact)  # the same frequencies
 thetas = thetas.double()
 
@@ -295,9 +322,12 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
     score = (r_m @ q) @ (r_n @ k)  # <R_m q, R_n k>
     assert_close(score, q @ r_m.T @ r_n @ k)  # = q^T R_m^T R_n k
     assert_close(score, q @ rope_matrix(n - m) @ k)  # = q^T R_{n-m} k
-    assert not torch.isclose(score, q @ rope_matrix(m - n) @ k)  # R_{m-n}: another score
+    # R_{m-n}: another score
+    assert not torch.isclose(score, q @ rope_matrix(m - n) @ k)
     phases = torch.exp(1j * (m - n) * thetas)
-    assert_close(score, (to_complex(q) * to_complex(k).conj() * phases).sum().real)
+    assert_close(
+        score, (to_complex(q) * to_complex(k).conj() * phases).sum().real
+    )
 
 # %% [markdown] lang="en"
 # ## Without the matrix: two elementwise products
@@ -321,7 +351,7 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$ に移します。
 # すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
-# 必要なのは、各ペアを入れ替えて片方の符号を反転した $x$ のコピーと、
+# 必要なのは、各ペアを入れ替えて片方の正負を反転した $x$ のコピーと、
 # 位置だけで決まる余弦と正弦の表との、成分ごとの積 2 つだけです。
 # `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
 # `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
@@ -331,12 +361,18 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 x = torch.randn(5, d, dtype=f64)  # five vectors
 pos = torch.tensor([0, 1, 9, 250, 4096])  # one position per vector
 out = apply_rope(x, pos, layout="interleaved")
-by_matrix = torch.stack([rope_matrix(p) @ v for p, v in zip(pos.tolist(), x, strict=True)])
+by_matrix = torch.stack(
+    [rope_matrix(p) @ v for p, v in zip(pos.tolist(), x, strict=True)]
+)
 assert_close(out, by_matrix)
 
 angles = pos[:, None].double() * thetas  # (5, d/2): m θ_i
-cos, sin = angles.cos().repeat_interleave(2, -1), angles.sin().repeat_interleave(2, -1)
-swapped = torch.stack([-x[:, 1::2], x[:, 0::2]], dim=-1).flatten(-2)  # (-x1, x0, -x3, x2, ...)
+cos, sin = (
+    angles.cos().repeat_interleave(2, -1),
+    angles.sin().repeat_interleave(2, -1),
+)
+# (-x1, x0, -x3, x2, ...)
+swapped = torch.stack([-x[:, 1::2], x[:, 0::2]], dim=-1).flatten(-2)
 assert_close(out, x * cos + swapped * sin)
 assert (rope_matrix(3) != 0).sum() == 2 * d  # 2d non-zero entries out of d^2
 
@@ -362,11 +398,9 @@ theta_head = rope_frequencies(d_head).double()
 m = torch.arange(256).double()
 lam = 2 * math.pi / theta_head
 assert math.isclose(lam[0], 2 * math.pi) and lam[-1] < 10000 * 2 * math.pi
-print(
-    f"wavelength of pair 0: {lam[0]:.2f}, of pair {d_head // 2 - 1}: {lam[-1]:.0f}\n"
-    f"angle of pair {d_head // 2 - 1} at m = 255: {255 * theta_head[-1]:.4f}",
-    end="",
-)
+last = d_head // 2 - 1
+print(f"wavelength of pair 0: {lam[0]:.2f}, of pair {last}: {lam[-1]:.0f}")
+print(f"angle of pair {last} at m = 255: {255 * theta_head[-1]:.4f}", end="")
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 im = ax.imshow(
@@ -433,25 +467,31 @@ plt.show()
 # を確かめます。
 # さらに `half` の回転の行列を `apply_rope` から読み取り（単位行列に適用します。その各行が基底ベクトルです）、
 # $\Pi^\top R_m\, \Pi$ と比べます。
-# `rotate_half` の形も確かめ、同じベクトルに対して 2 つの配置が異なる結果を出すことも確かめます。
+# `rotate_half` の形も検証し、同じベクトルに対して 2 つの配置が異なる結果を出すことも確かめます。
 # 片方で学習したモデルを、もう片方で動かすことはできません。
 
 # %%
 h = d // 2
-perm = torch.stack([torch.arange(h), torch.arange(h) + h], dim=-1).flatten()  # 0, h, 1, h+1, ...
+pairs = torch.stack([torch.arange(h), torch.arange(h) + h], dim=-1)
+perm = pairs.flatten()  # 0, h, 1, h+1, ...
 inv_perm = torch.argsort(perm)  # 0, 2, 4, ..., 1, 3, 5, ...
-assert perm.tolist()[:4] == [0, h, 1, h + 1] and inv_perm.tolist()[: h + 1] == [*range(0, d, 2), 1]
+assert perm.tolist()[:4] == [0, h, 1, h + 1]
+assert inv_perm.tolist()[: h + 1] == [*range(0, d, 2), 1]
 
 x = torch.randn(3, 7, d, dtype=f64)
 pos = torch.arange(7) * 13
 half = apply_rope(x, pos, layout="half")
-assert_close(half, apply_rope(x[..., perm], pos, layout="interleaved")[..., inv_perm])
+assert_close(
+    half, apply_rope(x[..., perm], pos, layout="interleaved")[..., inv_perm]
+)
 
 big_pi = torch.eye(d, dtype=f64)[perm]  # (Pi x)_j = x_{pi_j}
 eye = torch.eye(d, dtype=f64)
 for p in (1, 5, 300):
-    r_half = apply_rope(eye, torch.tensor(p), layout="half").T  # columns: images of e_j
-    assert_close(r_half, big_pi.T @ rope_matrix(p) @ big_pi)  # R^half_m = Pi^T R_m Pi
+    # columns: the images of the basis vectors e_j
+    r_half = apply_rope(eye, torch.tensor(p), layout="half").T
+    # R^half_m = Pi^T R_m Pi
+    assert_close(r_half, big_pi.T @ rope_matrix(p) @ big_pi)
 
 
 def rotate_half(x):  # Hugging Face / GPT-NeoX
@@ -460,7 +500,8 @@ def rotate_half(x):  # Hugging Face / GPT-NeoX
 
 
 angles = pos[:, None].double() * thetas  # (7, d/2)
-cos, sin = torch.cat([angles.cos()] * 2, -1), torch.cat([angles.sin()] * 2, -1)  # (7, d)
+cos = torch.cat([angles.cos()] * 2, -1)  # (7, d)
+sin = torch.cat([angles.sin()] * 2, -1)
 assert_close(half, x * cos + rotate_half(x) * sin)
 assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 
@@ -492,10 +533,10 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
 # `convert_llama_weights_to_hf.py` は、コードを変えるかわりに重みを並べ替えます。
-# ヘッドごとに、$W_Q$ と $W_K$ の出力側の行を（$W_V$ は並べ替えません）
-# $(0, 2, 4, \dots, d-2, 1, 3, \dots, d-1)$ の順に並べ直すのです。これは $\pi^{-1}$ です。
+# 各ヘッドの中で、$W_Q$ と $W_K$ の出力側の行（$W_V$ はそのまま）を
+# $(0, 2, 4, \dots, d-2, 1, 3, \dots, d-1)$ の順、つまり $\pi^{-1}$ の順に並べ直します。
 # $$W_Q^{\text{HF}} = \Pi^\top W_Q, \qquad W_K^{\text{HF}} = \Pi^\top W_K$$
-# これがヘッドごとに行われます。すると $q^{\text{HF}} = \Pi^\top q$ で、
+# すると $q^{\text{HF}} = \Pi^\top q$ で、
 # $R^{\text{half}}_m\, \Pi^\top = \Pi^\top R_m$ と $\Pi\,\Pi^\top = I$ から次が成り立ちます。
 # $$\big(R^{\text{half}}_m\, \Pi^\top q\big)^\top \big(R^{\text{half}}_n\, \Pi^\top k\big) = \big(\Pi^\top R_m\, q\big)^\top \big(\Pi^\top R_n\, k\big) = q^\top R_m^\top R_n\, k$$
 # どのスコアも元の値とまったく同じなので、変換後のモデルは同じ関数を計算します。
@@ -503,24 +544,28 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # `w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)` の 1 行です。
 # `view` が各ヘッドの行を（ペア、ペアの何番目か）に分け、
 # `transpose` がペアの 1 番目をすべて並べてから 2 番目をすべて並べます。
-# 次のセルでは、クエリのヘッドが 4 つ、キーとバリューのヘッドが 2 つ
-# （グループ化クエリアテンション。キーはキーのヘッド数で並べ替えます）のランダムな Meta 配置の重みにこれを適用します。
+# 次のセルでは、Meta の配置（インターリーブ配置）のランダムな重みにこれを適用します。
+# クエリのヘッドは 4 つ、キーとバリューのヘッドは 2 つです（グループ化クエリアテンションなので、キーはキーのヘッド数で並べ替えます）。
 # スコアとアテンションの出力が丸め誤差の範囲で一致すること、並べ替えを省くと一致しないことを確かめます。
 
 # %%
 d_model, n_heads, n_kv, d_h, seq = 32, 4, 2, 8, 6
 
 
-def permute(w, n_heads, dim1=d_model, dim2=d_model):  # convert_llama_weights_to_hf.py
-    return w.view(n_heads, dim1 // n_heads // 2, 2, dim2).transpose(1, 2).reshape(dim1, dim2)
+def permute(w, n_heads, dim1=d_model, dim2=d_model):
+    """The helper of convert_llama_weights_to_hf.py."""
+    w = w.view(n_heads, dim1 // n_heads // 2, 2, dim2)  # (head, pair, member)
+    return w.transpose(1, 2).reshape(dim1, dim2)  # all first members first
 
 
-w_q = torch.randn(n_heads * d_h, d_model, dtype=f64)  # Meta layout (rows = outputs)
+# Meta layout (rows = outputs)
+w_q = torch.randn(n_heads * d_h, d_model, dtype=f64)
 w_k, w_v = torch.randn(2, n_kv * d_h, d_model, dtype=f64)
 w_q_hf, w_k_hf = permute(w_q, n_heads), permute(w_k, n_kv, dim1=n_kv * d_h)
 
+half_h = torch.arange(d_h // 2)
 inv_perm_h = torch.argsort(
-    torch.stack([torch.arange(d_h // 2), torch.arange(d_h // 2) + d_h // 2], -1).flatten()
+    torch.stack([half_h, half_h + d_h // 2], -1).flatten()
 )
 rows_reordered = w_q.view(n_heads, d_h, d_model)[:, inv_perm_h].reshape_as(w_q)
 assert torch.equal(w_q_hf, rows_reordered)  # Pi^T W_Q, head by head
@@ -533,19 +578,23 @@ def heads(x, w, n):  # (seq, d_model) -> (n, seq, d_h)
 def scores_and_output(w_q, w_k, layout):
     q = apply_rope(heads(tokens, w_q, n_heads), positions, layout=layout)
     k = apply_rope(heads(tokens, w_k, n_kv), positions, layout=layout)
-    k = k.repeat_interleave(n_heads // n_kv, dim=0)  # each key head serves two query heads
+    # each key head serves two query heads
+    k = k.repeat_interleave(n_heads // n_kv, dim=0)
     v = heads(tokens, w_v, n_kv).repeat_interleave(n_heads // n_kv, dim=0)
     return q @ k.transpose(-1, -2), attention(q, k, v, causal=True)
 
 
 tokens = torch.randn(seq, d_model, dtype=f64)
 positions = torch.arange(seq) + 10
-s_meta, out_meta = scores_and_output(w_q, w_k, "interleaved")  # Meta: interleaved
-s_hf, out_hf = scores_and_output(w_q_hf, w_k_hf, "half")  # Hugging Face: permuted weights, half
+# Meta: interleaved
+s_meta, out_meta = scores_and_output(w_q, w_k, "interleaved")
+# Hugging Face: permuted weights, half
+s_hf, out_hf = scores_and_output(w_q_hf, w_k_hf, "half")
 assert_close(s_hf, s_meta)
 assert_close(out_hf, out_meta)
 assert (s_hf - s_meta).abs().max() < 1e-12
-s_wrong, _ = scores_and_output(w_q, w_k, "half")  # Meta weights with rotate_half: wrong
+# Meta weights with rotate_half: wrong
+s_wrong, _ = scores_and_output(w_q, w_k, "half")
 assert not torch.allclose(s_wrong, s_meta)
 print(
     f"max |score difference|, permuted: below {1e-12:.0e}, "
@@ -556,7 +605,8 @@ print(
 # %% [markdown] lang="en"
 # ## Partial rotation
 #
-# Nothing requires every feature to be rotated. GPT-NeoX rotates only the first
+# Nothing requires every feature to be rotated
+# ([partial rotation](../docs/glossary.md)). GPT-NeoX rotates only the first
 # `rotary_pct` of each head and passes the rest through; GPT-J does the same with
 # `rotary_dim`. Split a head into $x = (x_{\text{rot}}, x_{\text{pass}})$, with $r$
 # rotated features. Then the rotated part gets the frequencies of an $r$-dimensional
@@ -572,7 +622,7 @@ print(
 # %% [markdown] lang="ja"
 # ## 部分回転
 #
-# すべての次元を回転させる必要はありません。GPT-NeoX は各ヘッドの先頭 `rotary_pct` の割合だけを回転させ、
+# すべての次元を回転させる必要はありません（[部分回転](../docs/glossary.ja.md)）。GPT-NeoX は各ヘッドの先頭 `rotary_pct` の割合だけを回転させ、
 # 残りはそのまま通します。GPT-J も `rotary_dim` で同じことをします。
 # ヘッドを $x = (x_{\text{rot}}, x_{\text{pass}})$ に分け、回転させる次元を $r$ 個とします。
 # 回転部分には $r$ 次元の RoPE の周波数 $\theta_i = 10000^{-2i/r}$ が使われ、
@@ -592,21 +642,32 @@ print(f"rotated features: {r} of {head}", end="")
 q, k = torch.randn(2, 5, head, dtype=f64)
 pos = torch.tensor([0, 3, 17, 64, 1000])
 q_out = apply_rope(q, pos, rotary_dim=r)
-assert torch.equal(q_out[:, r:], q[:, r:])  # the passed features carry no position
+# the passed features carry no position
+assert torch.equal(q_out[:, r:], q[:, r:])
 assert_close(q_out[:, :r], apply_rope(q[:, :r], pos))  # an r-dimensional RoPE
 
 theta_r = rope_frequencies(r).double()  # 10000^(-2i/r)
-assert_close(theta_r, 10000.0 ** (-2 * torch.arange(r // 2, dtype=f64) / r), rtol=1e-6, atol=0)
-q_rot = q[:, :r][:, torch.arange(r).view(2, -1).T.flatten()]  # half pairs -> adjacent
+assert_close(
+    theta_r,
+    10000.0 ** (-2 * torch.arange(r // 2, dtype=f64) / r),
+    rtol=1e-6,
+    atol=0,
+)
+# half pairs -> adjacent
+q_rot = q[:, :r][:, torch.arange(r).view(2, -1).T.flatten()]
 k_rot = k[:, :r][:, torch.arange(r).view(2, -1).T.flatten()]
 k_out = apply_rope(k, pos, rotary_dim=r)
 for a in range(5):
     for b in range(5):
-        rel = torch.block_diag(*(rot((pos[b] - pos[a]).item() * t) for t in theta_r.tolist()))
-        expected = q_rot[a] @ rel @ k_rot[b] + q[a, r:] @ k[b, r:]  # relative + position-free
+        rel = torch.block_diag(
+            *(rot((pos[b] - pos[a]).item() * t) for t in theta_r.tolist())
+        )
+        # relative + position-free
+        expected = q_rot[a] @ rel @ k_rot[b] + q[a, r:] @ k[b, r:]
         assert_close(q_out[a] @ k_out[b], expected)
 
-module_q, module_k = RotaryEmbedding(r)(q, k, pos)  # heads larger than dim: partial rotation
+# heads larger than dim: partial rotation
+module_q, module_k = RotaryEmbedding(r)(q, k, pos)
 assert_close(module_q, q_out)
 assert_close(module_k, k_out)
 
@@ -634,21 +695,21 @@ assert_close(module_k, k_out)
 # %% [markdown] lang="ja"
 # ## 回転が保証すること
 #
-# 回転であることから 2 つの性質が導かれます。
-# 既定の `half` 配置とランダムなベクトルを使って、ライブラリそのもので確かめておく価値があります。
+# 回転であることから、次の 2 つの性質が導かれます。
+# 既定の `half` 配置とランダムなベクトルを使って、ライブラリ自体で確かめておきましょう。
 #
-# - **距離だけ。** 位置 $m$ のクエリと位置 $n$ のキーのスコアは、どんなシフト量 $s$ についても、
+# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どんなシフト量 $s$ についても、
 #   $m + s$ と $n + s$ でのスコアに等しくなります。
 #   同じクエリ $q$ をすべての位置 $a$ に、同じキー $k$ をすべての位置 $b$ に置くと、
 #   スコアの行列 $\langle f(q, a), f(k, b)\rangle$ は各対角線に沿って一定になります。
 #   したがって、系列のすべての位置を同じだけずらしてもアテンションの出力は変わりません。
 #   位置 500 から 511 に置いた系列でも、位置 0 から 11 に置いたときとまったく同じアテンションが計算されます。
-# - **ノルム。** 各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
+# - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
 #   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
 #
 # `RotaryEmbedding` はモデルで使うためのモジュール版です。
 # `forward(q, k, positions)` は回転させたクエリとキーを返します。結果は、それぞれに `apply_rope` を適用したものと一致します。
-# 大きな位置が来ると伸びる余弦と正弦の表を持ち（`state_dict` には含まれません）、
+# より大きな位置が渡されると拡張される余弦と正弦の表を持ち（`state_dict` には含まれません）、
 # クエリよりキーのヘッドが少ない場合も受け付けます。
 
 # %%
@@ -657,7 +718,8 @@ q, k = torch.randn(2, d, dtype=f64)
 
 
 def rope_score(m, n, **kw):
-    return apply_rope(q, torch.tensor(m), **kw) @ apply_rope(k, torch.tensor(n), **kw)
+    q_m = apply_rope(q, torch.tensor(m), **kw)
+    return q_m @ apply_rope(k, torch.tensor(n), **kw)
 
 
 for m, n in [(0, 0), (5, 0), (0, 5), (123, 77)]:
@@ -665,23 +727,34 @@ for m, n in [(0, 0), (5, 0), (0, 5), (123, 77)]:
         assert_close(rope_score(m + s, n + s), rope_score(m, n))
 
 all_pos = torch.arange(32)
-table = apply_rope(q.expand(32, d), all_pos) @ apply_rope(k.expand(32, d), all_pos).T  # [a, b]
+q_all = apply_rope(q.expand(32, d), all_pos)  # q at every position a
+k_all = apply_rope(k.expand(32, d), all_pos)  # k at every position b
+table = q_all @ k_all.T  # [a, b]
 for off in range(-31, 32):
     diagonal = torch.diagonal(table, off)  # all pairs with b - a = off
     assert_close(diagonal, diagonal[0].expand_as(diagonal))
 
 x = torch.randn(4, 10, d, dtype=f64)
 big_pos = torch.tensor([0, 1, 10, 10**3, 10**5, 10**6, 2**30, -7, 31, 1])
-assert_close(apply_rope(x, big_pos).norm(dim=-1), x.norm(dim=-1))  # ||R_m x|| = ||x||
+# ||R_m x|| = ||x||
+assert_close(apply_rope(x, big_pos).norm(dim=-1), x.norm(dim=-1))
 
 qs, ks, vs = torch.randn(3, 2, 12, d, dtype=f64)  # (heads, seq, d)
 seq_pos = torch.arange(12)
-out_0 = attention(apply_rope(qs, seq_pos), apply_rope(ks, seq_pos), vs, causal=True)
-out_s = attention(apply_rope(qs, seq_pos + 500), apply_rope(ks, seq_pos + 500), vs, causal=True)
+out_0 = attention(
+    apply_rope(qs, seq_pos), apply_rope(ks, seq_pos), vs, causal=True
+)
+out_s = attention(
+    apply_rope(qs, seq_pos + 500),
+    apply_rope(ks, seq_pos + 500),
+    vs,
+    causal=True,
+)
 assert_close(out_s, out_0)  # a common shift leaves attention unchanged
 
 rope = RotaryEmbedding(d)
-q_gqa, k_gqa = torch.randn(2, 8, 300, d), torch.randn(2, 2, 300, d)  # (b, n_h, s, h_d), 2 KV heads
+q_gqa = torch.randn(2, 8, 300, d)  # (b, n_h, s, h_d)
+k_gqa = torch.randn(2, 2, 300, d)  # 2 key heads
 pos_gqa = torch.arange(300)  # beyond the initial table: it grows
 q_rot, k_rot = rope(q_gqa, k_gqa, pos_gqa)
 assert_close(q_rot, apply_rope(q_gqa, pos_gqa))
@@ -691,7 +764,8 @@ assert len(rope.state_dict()) == 0
 # %% [markdown] lang="en"
 # ## Long-term decay: what the paper's bound shows
 #
-# RoFormer (§3.4.3) argues that RoPE makes scores decay with distance. Write
+# RoFormer (§3.4.3) argues that RoPE makes scores decay with distance
+# ([long-term decay](../docs/glossary.md)). Write
 # $r = m - n$ and $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that
 # the score is $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$. Summation by parts
 # (Abel's transformation) with the partial sums of the phases gives
@@ -715,7 +789,8 @@ assert len(rope.state_dict()) == 0
 # 15.77, and at $200$ to $250$ it is 16.39 (right panel, blue). Decay appears when $q$
 # and $k$ are aligned pair by pair: for $q = k = \mathbf{1}$ every $h_i = 2$ and the
 # score is $2\sum_i \cos(r\theta_i)$, twice the dot product $PE(m) \cdot PE(n)$ of the
-# sinusoidal encoding with the same frequencies (see *Sinusoidal positional encoding*).
+# sinusoidal encoding with the same frequencies (see
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)).
 # It falls from 128 with slow ripples (orange). Whether a trained model's scores decay
 # with distance depends on the queries and keys it learns; the bound alone does not
 # decide it.
@@ -723,7 +798,7 @@ assert len(rope.state_dict()) == 0
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
 #
-# RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています。
+# RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています（[長距離減衰](../docs/glossary.ja.md)）。
 # $r = m - n$ とし、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ と書くと、
 # スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
 # 位相の部分和を使って部分和分（アーベル変換）を行うと、次の式が得られます。
@@ -731,7 +806,7 @@ assert len(rope.state_dict()) == 0
 # $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
 # $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
 # 最初の因子は $q$ と $k$ で決まり、距離にはよりません。
-# 論文は 2 つ目の因子を $j$ について平均したものを「相対的な上界」(relative upper bound) と呼び、距離に対して描いています。
+# 論文は 2 つ目の因子を $j$ について平均したものを「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
 # $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
 # $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
 # $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和の絶対値は小さいままです。
@@ -745,7 +820,7 @@ assert len(rope.state_dict()) == 0
 # 距離 $0$ から $50$ での $|q^\top R_{n-m}\, k|$ の最大値は 15.77、$200$ から $250$ では 16.39 です（右の図の青）。
 # 減衰が現れるのは、$q$ と $k$ がペアごとにそろっている場合です。
 # $q = k = \mathbf{1}$ ならすべての $h_i = 2$ で、スコアは $2\sum_i \cos(r\theta_i)$ になります。
-# これは、同じ周波数を持つ正弦波位置エンコーディングの内積 $PE(m) \cdot PE(n)$（「正弦波位置エンコーディング」の章）のちょうど 2 倍です。
+# これは、同じ周波数を持つ正弦波位置エンコーディングの内積 $PE(m) \cdot PE(n)$（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）のちょうど 2 倍です。
 # スコアは 128 から、ゆっくり波打ちながら下がります（オレンジ）。
 # 学習したモデルのスコアが距離とともに減衰するかどうかは、学習されたクエリとキーによって決まります。
 # 上界だけでは決まりません。
@@ -754,7 +829,8 @@ assert len(rope.state_dict()) == 0
 d = 128
 theta_d = rope_frequencies(d).double()
 dist = torch.arange(251)
-phases = torch.exp(1j * dist[:, None].double() * theta_d)  # (251, d/2): e^{i r θ_l}
+# (251, d/2): e^{i r θ_l}
+phases = torch.exp(1j * dist[:, None].double() * theta_d)
 partial = torch.cumsum(phases, dim=-1)  # column j-1 holds S_j, j = 1..d/2
 relative_bound = partial.abs().mean(dim=-1)  # (1/(d/2)) sum_j |S_j|
 assert_close(relative_bound[0], torch.tensor((d / 2 + 1) / 2, dtype=f64))
@@ -762,34 +838,48 @@ assert_close(relative_bound[0], torch.tensor((d / 2 + 1) / 2, dtype=f64))
 q, k = torch.randn(2, d, dtype=f64)
 h_i = to_complex(q) * to_complex(k).conj()  # (d/2,)
 h_ext = torch.cat([h_i, h_i.new_zeros(1)])  # h_{d/2} = 0
-s_prev = torch.cat([torch.zeros(251, 1, dtype=partial.dtype), partial], dim=-1)  # S_0 .. S_{d/2}
-assert_close(phases, s_prev[:, 1:] - s_prev[:, :-1])  # e^{i r θ_i} = S_{i+1} - S_i
-assert_close((h_i * phases).sum(-1), (partial * (h_ext[:-1] - h_ext[1:])).sum(-1))  # Abel
+# S_0 .. S_{d/2}
+s_prev = torch.cat([torch.zeros(251, 1, dtype=partial.dtype), partial], dim=-1)
+# e^{i r θ_i} = S_{i+1} - S_i
+assert_close(phases, s_prev[:, 1:] - s_prev[:, :-1])
+# Abel
+assert_close(
+    (h_i * phases).sum(-1), (partial * (h_ext[:-1] - h_ext[1:])).sum(-1)
+)
 
 zero = torch.tensor(0)
 k_0 = apply_rope(k, zero, layout="interleaved")  # the key at n = 0
-scores = apply_rope(q.expand(251, d), dist, layout="interleaved") @ k_0  # the query at m = r
+# the query at m = r
+scores = apply_rope(q.expand(251, d), dist, layout="interleaved") @ k_0
 assert_close(scores, (h_i * phases).sum(-1).real)  # the score, pair by pair
 bound = (h_ext[1:] - h_ext[:-1]).abs().max() * partial.abs().sum(-1)
 assert (scores.abs() <= bound).all()
 ones = torch.ones(d, dtype=f64)
-ones_scores = apply_rope(ones.expand(251, d), dist, layout="interleaved") @ ones  # R_0 1 = 1
-pe_dot = sinusoidal(dist, d, dtype=f64) @ sinusoidal(zero[None], d, dtype=f64)[0]  # PE(r) . PE(0)
-assert_close(ones_scores, 2 * pe_dot, rtol=0, atol=1e-3)  # float32 θ_i against float64 ω_i
-assert ones_scores[200:].max() < ones_scores[0] / 2  # q = k = 1: the score falls
-
-print(
-    f"relative bound: r = 0: {relative_bound[0]:.1f}, r = 250: {relative_bound[250]:.3f}, "
-    f"min {relative_bound.min():.3f} at r = {int(relative_bound.argmin())}\n"
-    f"bound / |score| >= {(bound / scores.abs()).min():.0f}\n"
-    f"max |score|, r = 0..50: {scores[:51].abs().max():.2f}, r = 200..250: {scores[200:].abs().max():.2f}\n"
-    f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}",
-    end="",
+# R_0 1 = 1
+ones_scores = apply_rope(ones.expand(251, d), dist, layout="interleaved") @ ones
+# PE(r) . PE(0)
+pe_dot = (
+    sinusoidal(dist, d, dtype=f64) @ sinusoidal(zero[None], d, dtype=f64)[0]
 )
+# float32 θ_i against float64 ω_i
+assert_close(ones_scores, 2 * pe_dot, rtol=0, atol=1e-3)
+# q = k = 1: the score falls
+assert ones_scores[200:].max() < ones_scores[0] / 2
+
+rb, near, far = relative_bound, scores[:51].abs(), scores[200:].abs()
+print(f"relative bound: r = 0: {rb[0]:.1f}, r = 250: {rb[250]:.3f}, ", end="")
+print(f"min {rb.min():.3f} at r = {int(rb.argmin())}")
+print(f"bound / |score| >= {(bound / scores.abs()).min():.0f}")
+print(
+    f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
+)
+print(f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}", end="")
 
 fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
 ax_l.plot(dist, relative_bound, color="0.2")
-ax_l.set(xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$")
+ax_l.set(
+    xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
+)
 ax_r.plot(dist, scores, lw=1, label=r"$q, k \sim \mathcal{N}(0, I)$")
 ax_r.plot(dist, ones_scores, lw=1.5, label=r"$q = k = \mathbf{1}$")
 ax_r.axhline(0, color="0.5", lw=0.8)
@@ -803,13 +893,14 @@ plt.show()
 # | | pairing | cosines and sines | angles formed in | partial rotation |
 # |---|---|---|---|---|
 # | Meta Llama (`llama/model.py`) | interleaved, as complex numbers | `freqs_cis` for `2 * max_seq_len` positions, built with the model | float32 (complex64); the rotation in float32, cast back | no |
-# | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32, autocast off; cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
+# | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32 (transformers 4.46: a matrix product with autocast off; 5.24: an elementwise product); cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
 # | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | float32, the cache cast to bf16 when training in bf16 | `rotary_pct` |
 # | GPT-J (Hugging Face) | interleaved (`rotate_every_two`) | one table for all `max_position_embeddings` | float32 | `rotary_dim` |
 # | torchtune | interleaved | `cache` of shape `[max_seq_len, dim // 2, 2]`, a non-persistent buffer | float32; the rotation in float32, cast back | no |
 # | `posenc` | `layout="half"` or `"interleaved"` | `apply_rope`: computed per call; `RotaryEmbedding`: a table that grows on demand | float32, float64 for float64 input; the rotation likewise, cast back | `rotary_dim` |
 #
-# The cells below rebuild two of them. Meta's `apply_rotary_emb` views each pair as
+# The chapter [*Implementing RoPE efficiently*](12-efficient-rope.ipynb) measures
+# how fast these forms run. The cells below rebuild two of them. Meta's `apply_rotary_emb` views each pair as
 # one complex number and multiplies it by $e^{\mathrm{i}m\theta_i}$ from
 # `torch.polar`: the derivation above, literally. Its tensors are laid out
 # `(batch, seq, heads, head_dim)`, so the positions have shape `(seq, 1)` to broadcast
@@ -827,83 +918,94 @@ plt.show()
 # | | ペアの組み方 | 余弦と正弦 | 角度の計算精度 | 部分回転 |
 # |---|---|---|---|---|
 # | Meta Llama（`llama/model.py`） | インターリーブ配置（複素数として） | `freqs_cis` を `2 * max_seq_len` 位置ぶん、モデルの構築時に作る | float32（complex64）。回転も float32 で行い、元の型に戻す | なし |
-# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | 順伝播のたびに `inv_freq` から、与えられた `position_ids` について計算し直す | float32（autocast は無効）。回転の前に入力の型に変換する | 他のモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
+# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について計算し直す | float32（transformers 4.46 は autocast を無効にした行列積、5.24 は成分ごとの積）。回転の前に入力の型に変換する | 他のモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
 # | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | float32。bf16 で学習するときはキャッシュを bf16 に変換する | `rotary_pct` |
 # | GPT-J（Hugging Face） | インターリーブ配置（`rotate_every_two`） | `max_position_embeddings` 位置ぶんの表を 1 つ | float32 | `rotary_dim` |
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型に戻す | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型に戻す | `rotary_dim` |
 #
+# これらの形の速さは[「RoPE を効率よく実装する」](12-efficient-rope.ipynb)の章で測ります。
 # 以下のセルで、このうち 2 つを再現します。
 # Meta の `apply_rotary_emb` は各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
 # 上の導出そのままです。
-# テンソルの並びは `(batch, seq, heads, head_dim)` なので、位置はヘッドの軸にブロードキャストされるよう形状 `(seq, 1)` にします。
+# テンソルの並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。
 # Hugging Face の Llama は形状 `(batch, seq)` の `position_ids` を受け取り、
 # 形状 `(batch, heads, seq, head_dim)` のテンソルに合わせて、余弦に `unsqueeze` で軸 1 を挿入します。
 # `posenc` では同じ位置を `position_ids[:, None, :]`、つまり形状 `(batch, 1, seq)` で渡します。
 # `(batch, seq)` のまま渡すと、バッチサイズが 1 かヘッド数に等しい場合を除いて `ValueError` になります。
 # ヘッド数に等しい場合は、間違った軸に沿ってブロードキャストされ、
-# 黙って間違った位置で回転してしまいます。最後の確認でこれを示します。
+# エラーも出さずに、誤った位置で回転してしまいます。最後の確認でこれを示します。
 
 
 # %%
-def meta_apply_rotary_emb(x, start_pos=0, base=10000.0):  # llama/model.py; x: (b, s, n_h, h_d)
+def meta_rope(x, start_pos=0, base=10000.0):
+    """Meta's apply_rotary_emb (llama/model.py), restated: (b, s, n_h, h_d)."""
     b, s, n_h, h_d = x.shape
-    freqs = 1.0 / (base ** (torch.arange(0, h_d, 2)[: h_d // 2].float() / h_d))
-    t = torch.arange(start_pos, start_pos + s)
-    freqs_cis = torch.polar(torch.ones(s, h_d // 2), torch.outer(t, freqs).float())  # complex64
-    x_ = torch.view_as_complex(x.float().reshape(b, s, n_h, h_d // 2, 2))
-    return torch.view_as_real(x_ * freqs_cis[None, :, None, :]).flatten(3).type_as(x)
+    freqs = 1.0 / base ** (torch.arange(0, h_d, 2).float() / h_d)  # theta_i
+    angles = torch.outer(torch.arange(start_pos, start_pos + s), freqs)
+    phase = torch.polar(torch.ones_like(angles), angles)  # e^{i m theta}, c64
+    pairs = torch.view_as_complex(x.float().reshape(b, s, n_h, h_d // 2, 2))
+    rotated = torch.view_as_real(pairs * phase[None, :, None, :])
+    return rotated.flatten(3).type_as(x)
 
 
 x = torch.randn(2, 9, 4, 32)  # (b, s, n_h, h_d)
 start = 100  # a KV cache: the new tokens sit at positions 100..108
-meta = meta_apply_rotary_emb(x, start_pos=start)
-assert_close(meta, apply_rope(x, torch.arange(start, start + 9)[:, None], layout="interleaved"))
+cache_pos = torch.arange(start, start + 9)[:, None]  # (s, 1): over the heads
+meta = meta_rope(x, start_pos=start)
+assert_close(meta, apply_rope(x, cache_pos, layout="interleaved"))
 
 
-def hf_llama_rope(x, position_ids, base=10000.0):  # modeling_llama.py; x: (b, n_h, s, h_d)
+def hf_llama_rope(x, position_ids, base=10000.0):
+    """Hugging Face's Llama rotation, restated; x: (b, n_h, s, h_d)."""
     h_d = x.shape[-1]
-    inv_freq = 1.0 / (base ** (torch.arange(0, h_d, 2, dtype=torch.int64).float() / h_d))
+    exponent = torch.arange(0, h_d, 2, dtype=torch.int64).float() / h_d
+    inv_freq = 1.0 / base**exponent
     freqs = position_ids[:, :, None].float() * inv_freq  # (b, s, h_d/2)
     emb = torch.cat((freqs, freqs), dim=-1)  # (b, s, h_d)
-    cos, sin = emb.cos().unsqueeze(1), emb.sin().unsqueeze(1)  # unsqueeze_dim=1: (b, 1, s, h_d)
+    cos, sin = emb.cos()[:, None], emb.sin()[:, None]  # unsqueeze_dim=1
     return x * cos + rotate_half(x) * sin
 
 
-inv_freq_hf = 1.0 / (10000.0 ** (torch.arange(0, 32, 2, dtype=torch.int64).float() / 32))
-assert torch.equal(rope_frequencies(32), inv_freq_hf)  # to the last bit
+exponent = torch.arange(0, 32, 2, dtype=torch.int64).float() / 32
+assert torch.equal(rope_frequencies(32), 1.0 / 10000.0**exponent)  # bitwise
 
 x = torch.randn(3, 4, 9, 32)  # (b, n_h, s, h_d)
-position_ids = torch.stack([torch.arange(9), torch.arange(9) + 5, torch.arange(9) + 2])  # (b, s)
-assert_close(hf_llama_rope(x, position_ids), apply_rope(x, position_ids[:, None, :]))
+position_ids = torch.stack([torch.arange(9) + shift for shift in (0, 5, 2)])
+hf = hf_llama_rope(x, position_ids)  # position_ids: (b, s)
+assert_close(hf, apply_rope(x, position_ids[:, None, :]))
 try:
-    apply_rope(x, position_ids)  # (b, s) against (b, n_h, s): does not broadcast
+    apply_rope(x, position_ids)  # (b, s) against (b, n_h, s): no broadcast
     raise AssertionError("expected a ValueError")
 except ValueError:
     pass  # the message suggests position_ids[:, None, :]
 
 x_sq = torch.randn(4, 4, 9, 32)  # batch size = number of heads = 4
 ids_sq = torch.stack([torch.arange(9) + 7 * b for b in range(4)])  # (b, s)
-wrong = apply_rope(x_sq, ids_sq)  # broadcasts: head h gets the positions of sequence h
+wrong = apply_rope(x_sq, ids_sq)  # head h gets the positions of sequence h
 assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 assert_close(apply_rope(x_sq, ids_sq[:, None, :]), hf_llama_rope(x_sq, ids_sq))
+
 
 # %% [markdown] lang="en"
 # **Why float32 angles.** The angles $m\theta_i$ are products of positions and
 # frequencies, and the positions must survive the dtype they are formed in. bfloat16
 # keeps 8 significant bits: between 512 and 1024 its numbers are 4 apart, so position
 # 1001 becomes 1000.0, as printed below, and position 4097 becomes 4096.0. Angles formed
-# in bfloat16 would give distinct tokens the same rotation. This is why Hugging Face
-# disables autocast while it forms the angles. `apply_rope` forms them in float32 (or
+# in bfloat16 would give distinct tokens the same rotation. This is why Hugging Face's
+# transformers 4.46 formed them, a matrix product, with autocast switched off (autocast
+# would have run the product in bfloat16); transformers 5.24 forms them with an
+# elementwise product in float32, which autocast leaves in float32. `apply_rope` forms them in float32 (or
 # float64) for any input dtype, rotates in float32 or better, and returns the input's dtype.
 
 # %% [markdown] lang="ja"
-# **角度を float32 で作る理由。** 角度 $m\theta_i$ は位置と周波数の積なので、
-# 角度を作る型で位置が正しく表せなければなりません。
+# **角度を float32 で作る理由**：角度 $m\theta_i$ は位置と周波数の積です。
+# そのため、角度を作る型で位置が正しく表せなければなりません。
 # bfloat16 の有効桁は 8 ビットで、512 から 1024 の間では表せる数の間隔が 4 です。
 # そのため、下の出力のとおり位置 1001 は 1000.0 に、位置 4097 は 4096.0 になります。
 # bfloat16 で角度を作ると、別々のトークンが同じ回転を受けてしまいます。
-# Hugging Face が角度を作る間 autocast を無効にしているのはこのためです。
+# Hugging Face の transformers 4.46 が、角度を作る行列積の間 autocast を無効にしていたのはこのためです。autocast が有効なら、行列積は bfloat16 で計算されます。
+# transformers 5.24 は成分ごとの積を float32 で計算して角度を作り、autocast はこれを float32 のまま残します。
 # `apply_rope` はどの型の入力でも角度を float32（または float64）で作り、回転も float32 以上の精度で行い、
 # 入力と同じ型で返します。
 
@@ -919,11 +1021,48 @@ x_bf16 = torch.randn(2, 1024, 64).bfloat16()
 pos = torch.arange(1024)
 out_bf16 = apply_rope(x_bf16, pos)
 assert out_bf16.dtype == torch.bfloat16
-assert_close(out_bf16, apply_rope(x_bf16.float(), pos).bfloat16())  # float32 inside
-angle_bf16 = pos.bfloat16()[:, None] * rope_frequencies(64).bfloat16()  # angles in bfloat16
+# float32 inside
+assert_close(out_bf16, apply_rope(x_bf16.float(), pos).bfloat16())
+# angles in bfloat16
+angle_bf16 = pos.bfloat16()[:, None] * rope_frequencies(64).bfloat16()
 angle_f32 = pos.float()[:, None] * rope_frequencies(64)  # angles in float32
-assert torch.equal(angle_bf16[1000], angle_bf16[1001])  # two positions, one rotation
+# two positions, one rotation
+assert torch.equal(angle_bf16[1000], angle_bf16[1001])
 assert not torch.equal(angle_f32[1000], angle_f32[1001])
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - RoPE rotates each pair of features of a query at position $m$ and a key at position
+#   $n$ by the angles $m\theta_i$ and $n\theta_i$, $\theta_i = 10000^{-2i/d}$; the score is
+#   then $q^\top R_{n-m}\, k$, a function of $m - n$ only. Rotations are forced by asking
+#   for exactly that, with position $0$ changing nothing.
+# - No library builds $R_m$: the rotation is two elementwise products with tables of
+#   cosines and sines.
+# - The interleaved and the half pairing are the same rotation up to a fixed permutation
+#   $\Pi$. Converting Meta's Llama weights for Hugging Face's `rotate_half` reorders the
+#   rows of $W_Q$ and $W_K$ of every head to $\pi^{-1}$ (the keys with the number of key
+#   heads); the scores stay the same.
+# - Rotations keep norms, a common shift of all positions leaves attention unchanged,
+#   and partial rotation leaves some features without any position.
+# - RoFormer's long-term decay is an upper bound: random queries and keys do not decay,
+#   and whether a trained model's scores do depends on what it learns.
+# - Form the angles in float32: in bfloat16, positions such as 1000 and 1001 get the
+#   same rotation.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - RoPE は、位置 $m$ のクエリと位置 $n$ のキーの次元のペアを、それぞれ角度 $m\theta_i$ と $n\theta_i$ だけ回転させます（$\theta_i = 10000^{-2i/d}$）。
+#   するとスコアは $q^\top R_{n-m}\, k$ となり、$m - n$ だけの関数です。
+#   スコアが距離だけに依存し、位置 $0$ では何も変えないことを求めると、回転が導かれます。
+# - $R_m$ を作るライブラリはありません。回転は、余弦と正弦の表との成分ごとの積 2 つで計算できます。
+# - インターリーブ配置と半分割配置は、固定の置換 $\Pi$ を除いて同じ回転です。
+#   Meta の Llama の重みを Hugging Face の `rotate_half` 用に変換するときは、各ヘッドの $W_Q$ と $W_K$ の行を $\pi^{-1}$ の順に並べ直します
+#   （キーはキーのヘッド数で並べ替えます）。スコアは変わりません。
+# - 回転はノルムを保ちます。すべての位置を同じだけずらしてもアテンションは変わりません。部分回転では、一部の次元が位置をまったく持ちません。
+# - RoFormer の長距離減衰は上界の話です。ランダムなクエリとキーのスコアは減衰せず、学習したモデルのスコアが減衰するかどうかは学習の結果によります。
+# - 角度は float32 で作ります。bfloat16 では、1000 と 1001 のような位置が同じ回転を受けてしまいます。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -945,7 +1084,7 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 # ## 演習
 #
 # 1. クエリを $R_m$ で、キーを $R_n^\top$ で回転させてみてください（ありがちな間違いです）。
-#    このときスコアが $m + n$ に依存することを、紙の上と `apply_rope`（キーの位置を $-n$ にします）で示し、
+#    このときスコアが $m + n$ に依存することを、手計算と `apply_rope`（キーの位置を $-n$ にします）で示し、
 #    距離が同じなのにスコアが異なる、位置の組を 2 つ見つけてください。
 # 2. $d = 8$ の `half` の回転の行列を、`apply_rope` を使わずに手で作り、$\Pi^\top R_m\, \Pi$ に等しいことを確かめてください。
 #    置換によって $R_m$ のどの成分が移動するでしょうか。
@@ -954,6 +1093,150 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 # 4. `convert_llama_weights_to_hf.py` では、キーは `n_heads=num_key_value_heads` で並べ替えられます。
 #    上のグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えてみて、
 #    どのスコアが変わるかを調べてください。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** With $R_n^\top = R_{-n}$ and $R_m^\top = R_{-m}$, the slip gives
+# $$\langle R_m q, R_n^\top k\rangle = q^\top R_m^\top R_n^\top\, k = q^\top R_{-m} R_{-n}\, k = q^\top R_{-(m+n)}\, k$$
+# so the score depends on $m + n$, not on $m - n$. In `apply_rope` the key gets the
+# position $-n$. The pairs $(m, n) = (5, 0)$ and $(105, 100)$ are both at distance 5
+# but get different scores, while $(7, 3)$ and $(4, 6)$, at different distances but with
+# the same sum, get the same score. The cell checks all of this against the explicit
+# matrices of the section [Many dimensions](#many-dimensions-one-rotation-per-pair).
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $R_n^\top = R_{-n}$、$R_m^\top = R_{-m}$ なので、この間違いでは次のようになります。
+# $$\langle R_m q, R_n^\top k\rangle = q^\top R_m^\top R_n^\top\, k = q^\top R_{-m} R_{-n}\, k = q^\top R_{-(m+n)}\, k$$
+# スコアは $m - n$ ではなく $m + n$ に依存します。`apply_rope` ではキーに位置 $-n$ を与えます。
+# 組 $(m, n) = (5, 0)$ と $(105, 100)$ はどちらも距離 5 ですが、スコアは異なります。
+# 一方、距離は違っても和が同じ $(7, 3)$ と $(4, 6)$ は、同じスコアになります。
+# 次のセルでは、これらを[「多次元：ペアごとに 1 つの回転」](#多次元ペアごとに-1-つの回転)の節の明示的な行列と照らし合わせます。
+
+# %% tags=["solution"]
+q, k = torch.randn(2, 16, dtype=f64)  # rope_matrix is the 16-dimensional R_m
+
+
+def slip_score(m, n):  # query rotated by R_m, key by R_n^T (position -n)
+    q_m = apply_rope(q, torch.tensor(m), layout="interleaved")
+    return q_m @ apply_rope(k, torch.tensor(-n), layout="interleaved")
+
+
+for m, n in [(5, 0), (105, 100), (3, 9), (40, 41)]:
+    assert_close(slip_score(m, n), q @ rope_matrix(-(m + n)) @ k)
+assert_close(slip_score(7, 3), slip_score(4, 6))  # same m + n, same score
+assert not torch.isclose(slip_score(5, 0), slip_score(105, 100))
+print(f"(5, 0): {slip_score(5, 0):.3f}, (105, 100): {slip_score(105, 100):.3f}")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** Pair $i$ of the half layout is $(i, i + 4)$ for $d = 8$, so the matrix
+# has $\cos m\theta_i$ at $(i, i)$ and $(i + 4, i + 4)$, $-\sin m\theta_i$ at $(i, i + 4)$
+# and $\sin m\theta_i$ at $(i + 4, i)$. Entry $(a, b)$ of $\Pi^\top R_m\, \Pi$ is
+# $(R_m)_{\pi^{-1}(a), \pi^{-1}(b)}$, so entry $(c, e)$ of $R_m$ moves to
+# $(\pi_c, \pi_e)$: the block of pair $i$, at rows and columns $2i, 2i + 1$, moves to
+# rows and columns $i, i + 4$. The permutation
+# $\pi = (0, 4, 1, 5, 2, 6, 3, 7)$ leaves only $0$ and $7$ in place, so of the 16
+# non-zero entries only the first and the last diagonal entries stay where they are.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** $d = 8$ の半分割配置では、ペア $i$ は $(i, i + 4)$ です。
+# したがって行列は、$(i, i)$ と $(i + 4, i + 4)$ に $\cos m\theta_i$、$(i, i + 4)$ に $-\sin m\theta_i$、
+# $(i + 4, i)$ に $\sin m\theta_i$ を持ちます。
+# $\Pi^\top R_m\, \Pi$ の $(a, b)$ 成分は $(R_m)_{\pi^{-1}(a), \pi^{-1}(b)}$ なので、$R_m$ の $(c, e)$ 成分は $(\pi_c, \pi_e)$ に移ります。
+# つまり、行と列 $2i, 2i + 1$ にあったペア $i$ のブロックは、行と列 $i, i + 4$ に移ります。
+# 置換 $\pi = (0, 4, 1, 5, 2, 6, 3, 7)$ で動かないのは $0$ と $7$ だけなので、
+# 0 でない 16 個の成分のうち、元の場所にとどまるのは対角の最初と最後の成分だけです。
+
+# %% tags=["solution"]
+d8, m8 = 8, 3
+theta8 = rope_frequencies(d8).double()
+by_hand = torch.zeros(d8, d8, dtype=f64)
+for i, t in enumerate(theta8.tolist()):  # pair i: features i and i + 4
+    c, s_ = math.cos(m8 * t), math.sin(m8 * t)
+    by_hand[i, i] = by_hand[i + 4, i + 4] = c
+    by_hand[i, i + 4], by_hand[i + 4, i] = -s_, s_
+perm8 = torch.stack([torch.arange(4), torch.arange(4) + 4], -1).flatten()
+pi8 = torch.eye(d8, dtype=f64)[perm8]  # (Pi x)_j = x_{pi_j}
+r8 = torch.block_diag(*(rot(m8 * t) for t in theta8.tolist()))  # R_m
+assert_close(by_hand, pi8.T @ r8 @ pi8)
+eye8 = torch.eye(d8, dtype=f64)
+assert_close(by_hand, apply_rope(eye8, torch.tensor(m8), layout="half").T)
+# (c, e) of R_m at (pi_c, pi_e)
+assert torch.equal(by_hand[perm8][:, perm8], r8)
+fixed = [c for c in range(d8) if perm8[c] == c]
+assert fixed == [0, 7] and (r8 != 0).sum() == 16
+print(f"pi = {perm8.tolist()}, fixed points {fixed}", end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** A larger base lowers every frequency but $\theta_0 = 1$, so the phases
+# of the slower pairs stay close to each other for longer, their partial sums $S_j$ stay
+# large, and the bound falls more slowly. With `base = 500000` the bound is above the
+# one for 10000 at 90% of the distances from 1 to 4000 (not at all of them: both curves
+# ripple), and from 1000 to 4000 it averages 7.8 against 5.0. The wavelength of the last
+# pair, $2\pi \cdot b^{126/128}$, grows from 54410 positions to about 2.56 million. The
+# chapter [*Extending RoPE's context*](09-rope-context.ipynb) comes back to the slow
+# pairs.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 底を大きくすると、$\theta_0 = 1$ 以外のすべての周波数が下がります。
+# そのため遅いペアの位相が長い距離にわたってそろったままになり、部分和 $S_j$ が大きいままで、上界はゆっくりとしか下がりません。
+# `base = 500000` の上界は、距離 1 から 4000 のうち 90% で底 10000 の上界を上回ります（両方の曲線が波打つので、すべての距離ではありません）。
+# 距離 1000 から 4000 での平均は、10000 の 5.0 に対して 7.8 です。
+# 最後のペアの波長 $2\pi \cdot b^{126/128}$ は、54410 位置から約 256 万位置に伸びます。
+# 遅いペアについては[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章で改めて扱います。
+
+# %% tags=["solution"] alt={"en": ["RoFormer's relative upper bound for d = 128 against the distance up to 4000, for base 10000 and base 500000: both fall from 32.5 with ripples; the base-500000 curve stays higher over most of the range."], "ja": ["d = 128 での RoFormer の相対的な上界を、底 10000 と底 500000 について距離 4000 まで描いた図。どちらも波打ちながら 32.5 から下がり、底 500000 の曲線は範囲の大部分で上にあります。"]}
+dist4k = torch.arange(4001)
+bounds, last_wavelength = {}, {}
+for base in (10000.0, 500000.0):
+    theta_b = rope_frequencies(128, base=base).double()
+    phases_b = torch.exp(1j * dist4k[:, None].double() * theta_b)
+    bounds[base] = torch.cumsum(phases_b, dim=-1).abs().mean(dim=-1)
+    last_wavelength[base] = 2 * math.pi / theta_b[-1].item()
+small, large = bounds[10000.0], bounds[500000.0]
+above = (large[1:] > small[1:]).double().mean().item()
+mean_small, mean_large = small[1000:].mean().item(), large[1000:].mean().item()
+assert 0.85 < above < 1 and mean_large > 1.5 * mean_small
+exact = 2 * math.pi * 5e5 ** (126 / 128)  # 2 pi b^(126/128), float32 theta
+assert math.isclose(last_wavelength[500000.0], exact, rel_tol=1e-6)
+print(f"base 500000 above base 10000 at {above:.0%} of distances 1..4000;")
+print(f"mean over 1000..4000: {mean_small:.1f} vs {mean_large:.1f}")
+print(f"last wavelength: {last_wavelength[10000.0]:.0f}", end="")
+print(f" vs {last_wavelength[500000.0]:.3g}", end="")
+
+fig, ax = plt.subplots(figsize=(6.4, 3.0))
+for base, curve in bounds.items():
+    ax.plot(dist4k, curve, lw=1, label=f"$b = {base:.0f}$")
+ax.set(
+    xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
+)
+ax.legend(loc="upper right")
+plt.show()
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** With the number of query heads, `permute` views the 16 rows of $W_K$
+# as four heads of four rows instead of two heads of eight, so each key head's rows come
+# out as $(0, 2, 1, 3, 4, 6, 5, 7)$ instead of $(0, 2, 4, 6, 1, 3, 5, 7)$. The half
+# rotation then turns together features that Meta never paired, and even at equal
+# positions the dot product multiplies query features with the wrong key features. Every
+# score changes: all $4 \cdot 6 \cdot 6 = 144$ of them.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** クエリのヘッド数を渡すと、`permute` は $W_K$ の 16 行を 8 行ずつの 2 ヘッドではなく、4 行ずつの 4 ヘッドとみなします。
+# そのため各キーヘッドの行は、$(0, 2, 4, 6, 1, 3, 5, 7)$ ではなく $(0, 2, 1, 3, 4, 6, 5, 7)$ の順になります。
+# 半分割配置の回転は Meta がペアにしなかった次元どうしを一緒に回し、
+# 位置が等しい場合でさえ、内積はクエリの次元を誤ったキーの次元と掛け合わせます。
+# その結果、スコアはすべて、つまり $4 \cdot 6 \cdot 6 = 144$ 個とも変わります。
+
+# %% tags=["solution"]
+w_k_wrong = permute(w_k, n_heads, dim1=n_kv * d_h)  # 4 query heads, not 2
+head0 = w_k[:d_h]  # Meta's rows of key head 0
+rows = [int((head0 == row).all(-1).nonzero()) for row in w_k_wrong[:d_h]]
+assert rows == [0, 2, 1, 3, 4, 6, 5, 7]
+s_bad, _ = scores_and_output(w_q_hf, w_k_wrong, "half")
+changed = (s_bad - s_meta).abs() > 1e-6
+assert changed.all() and changed.numel() == 4 * 6 * 6
+print(
+    f"rows of key head 0: {rows}; scores changed: {int(changed.sum())}", end=""
+)
 
 # %% [markdown] lang="en"
 # ## References
@@ -981,7 +1264,7 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 #   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4、式 34、図 2。
 #   <https://arxiv.org/abs/2104.09864>
 # - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
-#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*（英語）。EleutherAI ブログ。
+#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI ブログ。
 #   <https://blog.eleuther.ai/rotary-embeddings/>
 # - EleutherAI、GPT-NeoX（`rotate_half`、`rotary_pct`）。
 #   <https://github.com/EleutherAI/gpt-neox>
@@ -990,5 +1273,5 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 #   <https://github.com/huggingface/transformers>
 # - torchtune、`torchtune/modules/position_embeddings.py` の `RotaryPositionalEmbeddings`。
 #   <https://github.com/pytorch/torchtune>
-# - Meta、Llama のリファレンスコード、`llama/model.py` の `precompute_freqs_cis` と `apply_rotary_emb`。
+# - Meta、Llama の参照実装、`llama/model.py` の `precompute_freqs_cis` と `apply_rotary_emb`。
 #   <https://github.com/meta-llama/llama>

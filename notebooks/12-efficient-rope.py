@@ -20,7 +20,8 @@
 # decoding loop once more for each new token. This chapter asks how fast it can be.
 # The answer is a count of bytes, not of arithmetic: RoPE waits on memory. We count
 # the bytes that Hugging Face's eager formula moves, derive a version that moves half
-# as many from ordinary PyTorch operations (the one `posenc` uses), check that it
+# as many for float32 input from ordinary PyTorch operations (the one `posenc` uses;
+# for bfloat16 input it does not save bytes, as we will count), check that it
 # computes the same numbers, look at the very different problem of a single decoding
 # step, and measure everything on the machine that built this page against the least
 # any implementation must move.
@@ -33,16 +34,19 @@
 # この章では、RoPE をどこまで速くできるかを考えます。
 # 答えを決めるのは演算の数ではなく、動かすバイト数です。RoPE の実行時間は、ほとんどがメモリ待ちだからです。
 # まず Hugging Face の eager モードの式が動かすバイト数を数えます。
-# 次に、通常の PyTorch の演算だけで、その半分しか動かさない版を導きます（`posenc` が使っている方法です）。
+# 次に、通常の PyTorch の演算だけで、float32 の入力ならその半分しか動かさない版を導きます（`posenc` が使っている方法です）。
+# ただし bfloat16 の入力では、後で数えるとおりバイト数は減りません。
 # それが同じ数値を計算することを確かめ、デコードの 1 ステップという、性質のまったく違う問題も見ます。
 # 最後に、どの実装でも避けられない最小のバイト数を基準にして、このページを生成したマシンで全体を計測します。
 
 # %%
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
+from IPython.display import Markdown, display
 from torch.testing import assert_close
 
 import posenc.rope
@@ -67,23 +71,28 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # A query or key at position $p$ is cut into pairs $(a_i, b_i)$, and pair $i$ is turned
 # by the angle $\phi_i = p\,\theta_i$:
 # $$a_i' = a_i\cos\phi_i - b_i\sin\phi_i, \qquad b_i' = b_i\cos\phi_i + a_i\sin\phi_i$$
-# In the half layout the vector is $x = [a; b]$, and Hugging Face writes the same
+# In the half layout (see the chapter
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb#two-pairings-interleaved-and-half))
+# the vector is $x = [a; b]$, and Hugging Face writes the same
 # rotation for the whole vector with two tables of shape $(S, D)$,
 # $c = [\cos\phi; \cos\phi]$ and $s = [\sin\phi; \sin\phi]$, and
 # $\mathrm{rotate\_half}(x) = [-b; a]$:
 # $$x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$$
 # Throughout the chapter $x$ has the shape $(B, H, S, D) = (1, 16, 2048, 128)$: the
 # queries of a prompt of 2048 tokens in 16 heads of size 128, $N = BHSD$ float32
-# numbers, 16 MiB. The cell checks both forms against `apply_rope`. They agree within
-# three units of rounding of the products (the reason for "within", rather than
-# "equal", comes in the section on writing into the output).
+# numbers, 16 MiB. The chapter writes shapes as the code does, so the sequence
+# length is $S$ and the head size $D$ where the [notation page](../docs/notation.md)
+# writes $T$ and $d$, and $s$ is the table of sines, not a scaling factor. The cell
+# checks both forms against `apply_rope`. They agree within three units of rounding
+# of the products (the reason for "within", rather than "equal", comes in the section
+# [Writing into the output](#writing-into-the-output)).
 
 # %% [markdown] lang="ja"
 # ## RoPE が計算するもの
 #
 # 位置 $p$ のクエリやキーをペア $(a_i, b_i)$ に分け、ペア $i$ を角度 $\phi_i = p\,\theta_i$ だけ回します。
 # $$a_i' = a_i\cos\phi_i - b_i\sin\phi_i, \qquad b_i' = b_i\cos\phi_i + a_i\sin\phi_i$$
-# 半分割配置では、ベクトルは $x = [a; b]$ です。
+# 半分割配置（「[回転位置埋め込み（RoPE）](08-rope.ipynb#2-通りのペアの組み方インターリーブ配置と半分割配置)」の章）では、ベクトルは $x = [a; b]$ です。
 # Hugging Face は同じ回転をベクトル全体に対して書きます。
 # 形状 $(S, D)$ の 2 つの表 $c = [\cos\phi; \cos\phi]$、$s = [\sin\phi; \sin\phi]$ と、
 # $\mathrm{rotate\_half}(x) = [-b; a]$ を使います。
@@ -91,8 +100,11 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # この章を通して、$x$ の形状は $(B, H, S, D) = (1, 16, 2048, 128)$ とします。
 # 2048 トークンのプロンプトのクエリで、次元数 128 のヘッドが 16 個あります。
 # float32 の数が $N = BHSD$ 個、16 MiB です。
+# この章では形状をコードと同じ記号で書くので、[記法のページ](../docs/notation.ja.md)の $T$ と $d$ の代わりに、系列長を $S$、ヘッドの次元数を $D$ と書きます。
+# また $s$ はスケーリングの係数ではなく、正弦の表です。
 # 次のセルでは、2 つの式をどちらも `apply_rope` と比べます。
-# 差は、積の大きさを基準にして単位丸め誤差の 3 倍以内に収まります（完全には一致しない理由は、「出力に直接書き込む」の節で説明します）。
+# 差は、積の大きさを基準にして単位丸め誤差の 3 倍以内に収まります
+# （完全には一致しない理由は、「[出力に直接書き込む](#出力に直接書き込む)」の節で説明します）。
 
 # %%
 B, H, S, D = 1, 16, 2048, 128
@@ -102,13 +114,16 @@ positions = torch.arange(S)
 
 phi = positions.float()[:, None] * rope_frequencies(D)  # (S, D/2): p theta_i
 a, b = x[..., : D // 2], x[..., D // 2 :]
-textbook = torch.cat((a * phi.cos() - b * phi.sin(), b * phi.cos() + a * phi.sin()), dim=-1)
-c, s = hf_cos_sin(positions, D)  # (S, D) each: [cos phi; cos phi], [sin phi; sin phi]
+textbook = torch.cat(
+    (a * phi.cos() - b * phi.sin(), b * phi.cos() + a * phi.sin()), dim=-1
+)
+# (S, D) each: [cos phi; cos phi], [sin phi; sin phi]
+c, s = hf_cos_sin(positions, D)
 hf = hf_apply_rotary(x, c, s)  # x * c + rotate_half(x) * s
 assert torch.equal(hf, textbook)  # the same operations, the same roundings
 out = apply_rope(x, positions)
 
-# |a c| + |b s| for a', |b c| + |a s| for b': the size of each output's rounding errors
+# |a c| + |b s| for a', |b c| + |a s| for b': the size of their rounding errors
 scale = torch.cat(
     (
         a.abs() * phi.cos().abs() + b.abs() * phi.sin().abs(),
@@ -128,7 +143,10 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 # The ratio of the two is the arithmetic intensity:
 # $$I = \frac{3\ \mathrm{flop}}{8\ \mathrm{B}}$$
 # A CPU core performs ten or more float32 operations in the time memory delivers one
-# byte, and a GPU tens to hundreds, so at $I = 3/8$ the arithmetic units sit idle and the time is the
+# byte, and a GPU's cores about as many (its tensor cores, which only multiply
+# matrices, play no part in an elementwise operation), so at $I = 3/8$ the arithmetic
+# units sit
+# idle and the time is the
 # bytes moved divided by the memory bandwidth (the "roofline" model of Williams,
 # Waterman and Patterson). The cell counts the operations of the textbook formula with
 # `posenc.bench.count_traffic`, which intercepts every ATen operation a call runs.
@@ -140,7 +158,8 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 # 一方、float32 の要素は少なくとも 1 回読み（4 バイト）、結果を 1 回書く（4 バイト）必要があります。
 # この 2 つの比が演算強度です。
 # $$I = \frac{3\ \mathrm{flop}}{8\ \mathrm{B}}$$
-# CPU のコアは、メモリが 1 バイトを届ける間に float32 の演算を 10 回以上こなせます。GPU なら数十回から数百回です。
+# CPU のコアは、メモリが 1 バイトを届ける間に float32 の演算を 10 回以上こなせます。
+# GPU でも、要素ごとの演算を受け持つコアではほぼ同じです（テンソルコアは行列の積しか計算しないので、要素ごとの演算には関わりません）。
 # そのため $I = 3/8$ では演算器は手が空いたままになり、かかる時間は「動かしたバイト数 ÷ メモリ帯域幅」で決まります
 # （Williams、Waterman、Patterson のルーフラインモデル）。
 # 次のセルでは、`posenc.bench.count_traffic` で教科書どおりの式の演算を数えます。
@@ -148,12 +167,16 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 
 # %%
 cos_phi, sin_phi = phi.cos(), phi.sin()
-traffic = count_traffic(lambda: (a * cos_phi - b * sin_phi, b * cos_phi + a * sin_phi))
+traffic = count_traffic(
+    lambda: (a * cos_phi - b * sin_phi, b * cos_phi + a * sin_phi)
+)
 assert traffic.ops == ["mul", "mul", "sub", "mul", "mul", "add"]
-flops = sum(written // 4 for _, _, written in traffic.details)  # one flop per float32 written
-assert flops == 6 * (N // 2) and flops / N == 3  # 6 operations on each of the N/2 pairs
+# one flop per float32 written; 6 operations on each of the N/2 pairs
+flops = sum(written // 4 for _, _, written in traffic.details)
+assert flops == 6 * (N // 2) and flops / N == 3
 print(
-    f"flops per element: {flops / N:g}; bytes per element at least: 8; I = {flops / N / 8:g}",
+    f"flops per element: {flops / N:g}; bytes per element at least: 8; "
+    f"I = {flops / N / 8:g}",
     end="",
 )
 
@@ -178,9 +201,9 @@ print(
 # ## バイト数を数える
 #
 # 数え方のモデルは次のとおりです。各演算は入力をそれぞれ 1 回読み、出力を 1 回書きます。
-# 次の演算のためにキャッシュに残るものはないとします（ここでは $x$ だけで 16 MiB あり、コアのキャッシュより大きいからです）。
+# 次の演算のためにキャッシュへ残るものはないとします（ここでは $x$ だけで 16 MiB あり、コアのキャッシュより大きいからです）。
 # $x$ の要素 1 つあたりに動くバイト数を $\beta$ とします。
-# Hugging Face の式を演算ごとに数えると次のようになります（符号反転と連結が $\mathrm{rotate\_half}(x)$ を作ります）。
+# Hugging Face の式を演算ごとに数えると次のようになります（正負の反転と連結が $\mathrm{rotate\_half}(x)$ を作ります）。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
 # アウトオブプレースの回転（出力を新しいテンソルに書く回転）は、どれも $x$ を 1 回読み、$x'$ を 1 回書かなければなりません。これが下限です。
 # $$\beta_{\mathrm{floor}} = 4 + 4 = 8$$
@@ -193,7 +216,9 @@ print(
 # %%
 def per_element(traffic):
     """One line per operation: its name, bytes read / N, bytes written / N."""
-    rows = [f"  {op:10s} {r / N:6.3f} {w / N:6.3f}" for op, r, w in traffic.details]
+    rows = [
+        f"  {op:10s} {r / N:6.3f} {w / N:6.3f}" for op, r, w in traffic.details
+    ]
     return "\n".join(rows) + f"\n  {'total':10s} {traffic.total / N:13.3f}"
 
 
@@ -228,6 +253,14 @@ print(per_element(floor_traffic), end="")
 # three units of rounding. Inside `posenc` every path (both layouts, small and large
 # inputs, the function and the module) does the same arithmetic, so they agree exactly;
 # the cell checks that too.
+#
+# All of this is for float32. `posenc` rotates a bfloat16 $x$ in float32 and rounds
+# the result once: the first pass reads 2 bytes per element and writes 4, each of the
+# other two reads half of $x'$ and half of $x$ and writes half of $x'$, and a final
+# cast reads 4 and writes 2, which makes 22 bytes per element. The eager formula run
+# in bfloat16 moves 20, and the floor is 4. For bfloat16 the three passes buy one
+# rounding instead of five, not fewer bytes; the cell counts both (exercise 1 asks
+# for the count by hand).
 
 # %% [markdown] lang="ja"
 # ## 出力に直接書き込む
@@ -242,7 +275,7 @@ print(per_element(floor_traffic), end="")
 # 最初のパスは $x$ を読んで $x'$ を書きます。残りのパスはそれぞれ $x'$ の半分と $x$ の半分を読み、$x'$ の半分を書きます。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # $\beta_{\mathrm{HF}}$ の半分で、$\beta_{\mathrm{floor}}$ の $2.5$ 倍です。
-# 次のセルでは、これを手で書き、`apply_rope` の計算とビット単位で同じであることを確かめ、バイト数を数えます。
+# 次のセルでは、これを手書きで実装し、`apply_rope` の計算とビット単位で同じであることを確かめ、バイト数を数えます。
 #
 # 数値には 1 つ違いがあります。
 # `addcmul_` は $a' - b \odot \sin\phi$ を融合積和演算（FMA）で計算することがあります。
@@ -250,13 +283,22 @@ print(per_element(floor_traffic), end="")
 # 最初のセルで、完全な一致ではなく、単位丸め誤差の 3 倍以内かどうかを確かめたのはこのためです。
 # `posenc` の中では、どの経路（2 つの配置、小さい入力と大きい入力、関数とモジュール）も同じ演算をするので、結果は完全に一致します。
 # 次のセルではこれも確かめます。
+#
+# ここまでの話はすべて float32 のものです。
+# `posenc` は bfloat16 の $x$ を float32 で回し、結果を 1 回だけ丸めます。
+# 最初のパスは要素あたり 2 バイトを読んで 4 バイトを書きます。残りの 2 つのパスはそれぞれ $x'$ の半分と $x$ の半分を読み、$x'$ の半分を書きます。
+# 最後の型変換は 4 バイトを読んで 2 バイトを書きます。合わせて要素あたり 22 バイトです。
+# bfloat16 のまま実行する eager モードの式は 20 バイトを動かし、下限は 4 バイトです。
+# つまり bfloat16 では、3 回のパスで得られるのは、5 回ではなく 1 回で済む丸めであって、少ないバイト数ではありません。
+# 次のセルでは両方を数えます（手で数えるのは演習 1 です）。
 
 
 # %%
 def rotate_into(x, cos, sin):
-    """x' = [a cos - b sin; b cos + a sin] for the half layout, written into one new tensor."""
+    """x' = [a cos - b sin; b cos + a sin], half layout, into one new tensor."""
     out = torch.empty_like(x)
-    pairs, out_pairs = x.view(*x.shape[:-1], 2, -1), out.view(*x.shape[:-1], 2, -1)  # (..., 2, D/2)
+    pairs = x.view(*x.shape[:-1], 2, -1)  # (..., 2, D/2)
+    out_pairs = out.view(*x.shape[:-1], 2, -1)
     a, b = pairs.unbind(-2)
     out_a, out_b = out_pairs.unbind(-2)
     torch.mul(pairs, cos.unsqueeze(-2), out=out_pairs)  # [a cos; b cos]
@@ -269,15 +311,39 @@ cos_half, sin_half = phi.cos(), phi.sin()  # (S, D/2)
 ours = rotate_into(x, cos_half, sin_half)
 assert torch.equal(ours, out)  # what apply_rope computes, to the last bit
 assert torch.equal(RotaryEmbedding(D)(x, x, positions)[0], out)  # the module
-assert torch.equal(apply_rope(x[:, :1, :8], positions[:8]), out[:, :1, :8])  # the small-input path
+small = apply_rope(x[:, :1, :8], positions[:8])  # the small-input path
+assert torch.equal(small, out[:, :1, :8])
 h = D // 2
-perm = torch.stack((torch.arange(h), torch.arange(h) + h), dim=-1).flatten()  # half -> interleaved
+# half -> interleaved: features (i, i + D/2) side by side
+perm = torch.stack((torch.arange(h), torch.arange(h) + h), dim=-1).flatten()
 interleaved = apply_rope(x[..., perm], positions, layout="interleaved")
-assert torch.equal(interleaved[..., torch.argsort(perm)], out)  # the other layout
+assert torch.equal(interleaved[..., torch.argsort(perm)], out)  # other layout
 ours_traffic = count_traffic(lambda: rotate_into(x, cos_half, sin_half))
-assert ours_traffic.total == 20 * N + 3 * (table // 2)  # cos read once, sin twice
+# cos read once, sin twice
+assert ours_traffic.total == 20 * N + 3 * (table // 2)
 print("posenc's three passes:  op, read/N, written/N")
-print(per_element(ours_traffic), end="")
+print(per_element(ours_traffic))
+
+
+def per_element_bytes(traffic):
+    """Bytes moved by the operations on x itself (they write >= N bytes)."""
+    return sum(r + w for _, r, w in traffic.details if w >= N)
+
+
+x16 = x.bfloat16()
+c16, s16 = c.bfloat16(), s.bfloat16()
+posenc_16 = count_traffic(lambda: apply_rope(x16, positions))
+eager_16 = count_traffic(lambda: hf_apply_rotary(x16, c16, s16))
+floor_16 = count_traffic(lambda: memory_floor(x16))
+assert per_element_bytes(posenc_16) == 22 * N + 3 * (table // 2)
+assert per_element_bytes(eager_16) == 20 * N + 2 * (table // 2)
+assert floor_16.total == 4 * N
+print(
+    f"bfloat16 x: posenc {per_element_bytes(posenc_16) / N:.3f}, "
+    f"eager {per_element_bytes(eager_16) / N:.3f}, "
+    f"floor {floor_16.total / N:g} bytes per element",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## Why not a single pass?
@@ -318,18 +384,29 @@ try:
     row.as_strided((2, D // 2), (-(D // 2), 1), D // 2)  # [b; a]: stride -D/2
     raise AssertionError("a negative stride was accepted")
 except RuntimeError as err:
-    print(f"as_strided with stride -D/2: RuntimeError ({str(err).splitlines()[0][:48]}...)")
+    first_line = str(err).splitlines()[0][:30]
+    print(f"as_strided, stride -D/2: RuntimeError ({first_line}...)")
 try:
-    torch.view_as_complex(row.view(2, D // 2).transpose(0, 1))  # pairs (a_i, b_i), stride D/2
+    pairs_ab = row.view(2, D // 2).transpose(0, 1)  # (a_i, b_i), stride D/2
+    torch.view_as_complex(pairs_ab)
     raise AssertionError("strided pairs were viewed as complex")
 except RuntimeError:
     print("view_as_complex of the half-layout pairs: RuntimeError")
 
 freqs_cis = meta_freqs_cis(positions, D)  # (S, D/2) complex64: e^{j phi}
 complex_traffic = count_traffic(lambda: meta_apply_rotary(x, freqs_cis))
-assert complex_traffic.ops == ["mul"] and complex_traffic.total == 8 * N + S * (D // 2) * 8
-assert_close(meta_apply_rotary(x, freqs_cis), apply_rope(x, positions, layout="interleaved"))
-print(f"complex multiplication: {complex_traffic.total / N:.3f} bytes per element", end="")
+assert (
+    complex_traffic.ops == ["mul"]
+    and complex_traffic.total == 8 * N + S * (D // 2) * 8
+)
+assert_close(
+    meta_apply_rotary(x, freqs_cis),
+    apply_rope(x, positions, layout="interleaved"),
+)
+print(
+    f"complex multiplication: {complex_traffic.total / N:.3f} bytes/element",
+    end="",
+)
 
 # %% [markdown] lang="en"
 # ## A decode step: calls, not bytes
@@ -349,7 +426,8 @@ print(f"complex multiplication: {complex_traffic.total / N:.3f} bytes per elemen
 # $q$ and $k$. What it
 # cannot avoid is that `apply_rope` computes $\cos\phi$ and $\sin\phi$ on every call, while the
 # eager contender is handed tables computed beforehand; a model should let
-# `RotaryEmbedding` cache them.
+# `RotaryEmbedding` cache them. The section
+# [Measuring on this machine](#measuring-on-this-machine) shows what the calls cost.
 
 # %% [markdown] lang="ja"
 # ## デコードの 1 ステップ：数えるのはバイトではなく呼び出し
@@ -362,7 +440,7 @@ print(f"complex multiplication: {complex_traffic.total / N:.3f} bytes per elemen
 # 次のセルは 1 回の呼び出しについて、何かを計算する ATen 演算の数と、ビューを作るだけの演算の数を数えます。
 #
 # `posenc` はできるところでこの数を減らしています。
-# 要素が $2^{15}$ 個未満なら、`apply_rope` は呼び出しの少ないアウトオブプレースの経路を通ります（演算は同じで、ビットも同じです）。
+# 要素が $2^{15}$ 個未満なら、`apply_rope` は呼び出しの少ないアウトオブプレースの経路を通ります（演算は同じなので、結果もビット単位で一致します）。
 # 周波数は設定ごとに 1 回だけ計算し、ブロードキャストの検査は形状に対して Python で行います。
 # `RotaryEmbedding` はキャッシュの有効性をオブジェクトの同一性で確かめます。
 # 連続した位置（プロンプトやデコードの 1 ステップ）の $\cos\phi$ と $\sin\phi$ は、キャッシュの行をコピーせずにそのまま使います
@@ -370,6 +448,7 @@ print(f"complex multiplication: {complex_traffic.total / N:.3f} bytes per elemen
 # 避けられないのは、`apply_rope` が呼び出しのたびに $\cos\phi$ と $\sin\phi$ を計算することです。
 # 一方、eager モードの比較対象には、あらかじめ計算した表を渡しています。
 # モデルでは `RotaryEmbedding` に表をキャッシュさせるべきです。
+# 呼び出しにかかる時間は、「[このマシンで計測する](#このマシンで計測する)」の節で示します。
 
 # %%
 xd = torch.randn(1, 8, 1, 64)
@@ -388,16 +467,20 @@ for fn in calls.values():
     fn()  # warm: the frequencies for dim 64 are computed on the first call only
 hits = posenc.rope._cached_parameters.cache_info().hits
 counts = {name: count_traffic(fn) for name, fn in calls.items()}
-assert posenc.rope._cached_parameters.cache_info().hits == hits + 1  # apply_rope: from the cache
+hits_now = posenc.rope._cached_parameters.cache_info().hits
+assert hits_now == hits + 1  # apply_rope: the frequencies from the cache
 assert len(counts["x * cos + rotate_half(x) * sin"].ops) == 5
+assert len(counts["apply_rope"].ops) == 9
 assert xd.numel() < posenc.rope._SMALL == 2**15  # the out-of-place path
 print(
-    f"x: {xd.numel()} numbers, {xd.nbytes / 2**10:g} KiB; out-of-place below 2**15 = {posenc.rope._SMALL}"
+    f"x: {xd.numel()} numbers, {xd.nbytes / 2**10:g} KiB; "
+    f"out-of-place below 2**15 = {posenc.rope._SMALL}"
 )
 print(f"{'one call':32s} {'compute':>7s} {'views':>5s}")
 for name, t in counts.items():
     print(f"{name:32s} {len(t.ops):7d} {t.views:5d}")
-print("RotaryEmbedding:", " ".join(counts["RotaryEmbedding, q and k"].ops), end="")
+module_ops = " ".join(counts["RotaryEmbedding, q and k"].ops)
+print("RotaryEmbedding:\n ", textwrap.fill(module_ops, 76), end="")
 
 # %% [markdown] lang="en"
 # ## Measuring on this machine
@@ -414,53 +497,77 @@ print("RotaryEmbedding:", " ".join(counts["RotaryEmbedding, q and k"].ops), end=
 #
 # A page that timed itself would change at every execution, so the figures show one
 # stored run of `python -m posenc.bench --threads 1 --json benchmarks/cpu-1-thread.json`
-# on the 2-core machine that builds this site; the cell prints that machine. Run the
-# command to measure yours. In the stored run, `apply_rope` is 3.03 times faster than
-# the eager formula and takes 3.06 times the floor's time; `RotaryEmbedding` is 2.42
-# times faster. The byte counts predict $40/8 = 5$, $20/8 = 2.5$ and $8/8 = 1$ times the
-# floor for the eager formula, `posenc` and the complex multiplication; the first figure
-# sets the prediction next to the measurement. `apply_rope` also computes $\cos\phi$
-# and $\sin\phi$ on every call, which `RotaryEmbedding` takes from its cache.
+# on the 2-core machine that builds this site; the cell prints that machine and the
+# stored medians and quartiles that the text below refers to, and checks each
+# statement against them. Run the command to measure yours.
+#
+# In the prefill the order follows the bytes. The byte counts predict $40/8 = 5$,
+# $20/8 = 2.5$ and $8/8 = 1$ times the floor for the eager formula, `posenc` and the
+# complex multiplication; the first figure sets the prediction next to the
+# measurement. `apply_rope` is between two and four times faster than the eager
+# formula, and every contender takes longer than its byte count predicts. The times
+# spread widely from round to round on this shared machine, so contenders that are
+# close, such as `apply_rope` and `RotaryEmbedding`, are not ordered by this run
+# (exercise 3).
+#
+# The decode step reverses the order. There `apply_rope`, in either layout, is the
+# slowest contender, more than twice as slow as the eager formula, and
+# `RotaryEmbedding` is slower than the eager formula too. Moving 2 KiB costs next to
+# nothing; what remains is the cost of each call: `apply_rope` runs nine ATen
+# operations, among them computing $\cos\phi$ and $\sin\phi$, and its checks in
+# Python, while the eager formula runs five on tables computed beforehand. The table
+# after the figure gives all the times.
 
 # %% [markdown] lang="ja"
 # ## このマシンで計測する
 #
-# 数えることは正確ですが、時間の計測はそうではありません。
+# 数えた値は正確ですが、計測した時間には誤差が入ります。
 # `posenc.bench`（`python -m posenc.bench` で実行します）は、ウォームアップの呼び出しのあと、
 # ガベージコレクタを止めて、多くのラウンドにわたり各比較対象を `time.perf_counter` で計ります。
 # 各ラウンドではすべての比較対象を 1 回ずつ計ります。計る順番は、ラウンドごとにずらしたり逆にしたりします。
 # こうすると、マシンの負荷が変わっても、その影響はすべての比較対象に同じように及びます。
 # 各比較対象の時間は全ラウンドの中央値で、比はラウンドごとの比の中央値です。
 # 複数のスレッドでは、どの演算も最後にいちばん遅いスレッドを待ちます。
-# ほかの仕事と共有しているマシンでは、この待ち時間が、バイトを動かす時間より長くなることがあります。
+# ほかの処理と共有しているマシンでは、この待ち時間が、バイトを動かす時間より長くなることがあります。
 # そのときは、メモリトラフィックと同じくらい、演算の数も実装の時間に効いてきます。
-# 1 スレッドにすれば、比較はバイト数の話のままです。
+# 1 スレッドで計測すれば、比較をバイト数の問題に絞れます。
 #
-# 自分で時間を計るページは、実行するたびに内容が変わってしまいます。
+# ページの中で時間を計測すると、実行のたびに内容が変わってしまいます。
 # そこで図には、このサイトを生成する 2 コアのマシンで
 # `python -m posenc.bench --threads 1 --json benchmarks/cpu-1-thread.json` を実行し、保存した 1 回分の結果を示します。
-# 次のセルが、そのマシンの情報を表示します。手元のマシンで計るには、このコマンドを実行してください。
-# 保存した計測では、`apply_rope` は eager モードの式より 3.03 倍速く、下限の 3.06 倍の時間がかかります。
-# `RotaryEmbedding` は 2.42 倍速くなります。
+# 次のセルは、そのマシンの情報と、以下の説明が参照する保存済みの中央値と四分位数を表示し、それぞれの記述をその値と照らし合わせます。
+# 手元のマシンで計るには、このコマンドを実行してください。
+#
+# プリフィルでは、順位はバイト数のとおりになります。
 # バイト数からの予測では、eager モードの式、`posenc`、複素数の掛け算の時間は、下限のそれぞれ $40/8 = 5$、$20/8 = 2.5$、$8/8 = 1$ 倍です。
 # 最初の図は、この予測を計測値と並べて示します。
-# また `apply_rope` は呼び出しのたびに $\cos\phi$ と $\sin\phi$ も計算しますが、`RotaryEmbedding` はそれをキャッシュから取り出します。
+# `apply_rope` は eager モードの式より 2 倍から 4 倍速く、どの比較対象もバイト数からの予測より長くかかります。
+# 共有しているこのマシンでは、時間がラウンドごとに大きくばらつきます。
+# そのため、`apply_rope` と `RotaryEmbedding` のように近い比較対象の順位は、この計測では決まりません（演習 3）。
+#
+# デコードの 1 ステップでは順位が逆になります。
+# `apply_rope` がどちらの配置でもいちばん遅く、eager モードの式の 2 倍以上の時間がかかります。
+# `RotaryEmbedding` も eager モードの式より遅くなります。
+# 2 KiB を動かすコストはほとんどありません。残るのは呼び出しごとのコストです。
+# `apply_rope` は、$\cos\phi$ と $\sin\phi$ の計算を含む 9 個の ATen 演算に加えて、Python で引数を検査します。
+# 一方、eager モードの式は、あらかじめ計算した表に対する 5 個の演算だけです。
+# すべての時間は、図のあとの表に示します。
 
-# %% alt={"en": ["Bar charts for one thread. Left, x of 1×16×2048×128: time over the floor's, predicted from bytes and measured: rotate_half 5 and 7.6, apply_rope 2.5 and 3.1. Right, a decode step of 1×8×1×64: 3 µs for mul(x, 2), 14 for rotate_half, 46 for apply_rope."], "ja": ["1 スレッドでの計測を示す 2 つの棒グラフ。左は形状 1×16×2048×128 の x で、下限に対する時間の比をバイト数からの予測と実測で並べ、rotate_half は 5 と 7.6、apply_rope は 2.5 と 3.1 です。右はデコードの 1 ステップ（1×8×1×64）の時間で、mul(x, 2) は 3 µs、rotate_half は 14 µs、apply_rope は 46 µs です。"]}
-root = next(p for p in [Path.cwd(), *Path.cwd().parents] if (p / "pyproject.toml").exists())
+# %% alt={"en": ["Bar charts of the stored one-thread run. Left, x of 1×16×2048×128: for each contender the time over the floor's, predicted from the bytes (hatched) and measured (filled); every measured bar but the floor's is above its prediction, rotate_half highest, apply_rope and RotaryEmbedding in the middle, view_as_complex and mul(x, 2) lowest. Right, a decode step of 1×8×1×64, time per call in µs: both apply_rope bars are the tallest, RotaryEmbedding next, rotate_half and view_as_complex lower, mul(x, 2) lowest."], "ja": ["保存した 1 スレッドの計測を示す 2 つの棒グラフ。左は形状 1×16×2048×128 の x で、比較対象ごとに下限に対する時間の比を、バイト数からの予測（斜線）と実測（塗りつぶし）で並べています。下限以外の実測は、どれも予測より高くなっています。いちばん高いのは rotate_half です。apply_rope と RotaryEmbedding が中ほどで、view_as_complex と下限の演算（x を 2 倍するだけ）がいちばん低くなっています。右はデコードの 1 ステップ（1×8×1×64）の 1 回あたりの時間（µs）です。apply_rope の 2 本がいちばん高く、次が RotaryEmbedding です。rotate_half と view_as_complex はそれより低く、下限の演算がいちばん低くなっています。"]}
+root = next(
+    p
+    for p in [Path.cwd(), *Path.cwd().parents]
+    if (p / "pyproject.toml").exists()
+)
 results = json.loads((root / "benchmarks" / "cpu-1-thread.json").read_text())
 meta = results["meta"]
 print(
     f"torch {meta['torch']}, {meta['cpu']} ({meta['cpu_capability']}), "
-    f"{meta['cpu_count']} CPUs, {meta['num_threads']} thread"
+    f"{meta['cpu_count']} CPUs, {meta['num_threads']} thread",
+    end="",
 )
 prefill, decode = results["groups"]["rope"], results["groups"]["decode"]
-for name in ("apply_rope", "rotary_embedding", "floor"):
-    r = prefill["contenders"][name]
-    print(
-        f"{name:18s} {r['speedup_vs_baseline']:.2f}x faster, {r['ratio_to_floor']:.2f}x the floor"
-    )
-assert prefill["contenders"]["apply_rope"]["speedup_vs_baseline"] > 2
+pre, dec = prefill["contenders"], decode["contenders"]
 
 labels = {
     "hf_rotate_half": "rotate_half",
@@ -470,7 +577,7 @@ labels = {
     "rotary_embedding": "RotaryEmbedding",
     "floor": "mul(x, 2)",
 }
-model = {
+model = {  # beta / beta_floor
     "hf_rotate_half": 5,
     "complex": 1,
     "apply_rope": 2.5,
@@ -479,9 +586,16 @@ model = {
     "floor": 1,
 }
 names = list(labels)
+# the statements of the text, checked against the stored run
+assert 2 < pre["apply_rope"]["speedup_vs_baseline"] < 4
+assert all(pre[n]["ratio_to_floor"] > model[n] for n in names if n != "floor")
+slowest = sorted(names, key=lambda n: dec[n]["median_ms"])[-2:]
+assert set(slowest) == {"apply_rope", "apply_rope_interleaved"}
+assert dec["apply_rope"]["speedup_vs_baseline"] < 0.5  # over twice as slow
+assert dec["rotary_embedding"]["speedup_vs_baseline"] < 1
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(6.4, 3.6), width_ratios=(3, 2))
 pos = torch.arange(len(names)).tolist()
-measured = [prefill["contenders"][n]["ratio_to_floor"] for n in names]
+measured = [pre[n]["ratio_to_floor"] for n in names]
 ax0.bar(
     [p - 0.2 for p in pos],
     [model[n] for n in names],
@@ -491,81 +605,95 @@ ax0.bar(
     fill=False,
     edgecolor="C0",
 )
-ax0.bar([p + 0.2 for p in pos], measured, 0.4, label=r"$t / t_{\mathrm{floor}}$", color="C1")
+ax0.bar(
+    [p + 0.2 for p in pos],
+    measured,
+    0.4,
+    label=r"$t / t_{\mathrm{floor}}$",
+    color="C1",
+)
 ax0.set(
     xticks=pos,
     ylabel=r"$t / t_{\mathrm{floor}}$",
     title=r"$x \in \mathbb{R}^{1 \times 16 \times 2048 \times 128}$",
 )
-ax0.set_xticklabels([labels[n] for n in names], rotation=60, ha="right", fontsize=8)
+ax0.set_xticklabels(
+    [labels[n] for n in names], rotation=60, ha="right", fontsize=8
+)
 ax0.legend(loc="upper right")
-micro = [decode["contenders"][n]["median_ms"] * 1e3 for n in names]
+micro = [dec[n]["median_ms"] * 1e3 for n in names]
 ax1.bar(pos, micro, 0.6, color="C2")
 ax1.set(
-    xticks=pos, ylabel=r"$t$ ($\mu$s)", title=r"$x \in \mathbb{R}^{1 \times 8 \times 1 \times 64}$"
+    xticks=pos,
+    ylabel=r"$t$ ($\mu$s)",
+    title=r"$x \in \mathbb{R}^{1 \times 8 \times 1 \times 64}$",
 )
-ax1.set_xticklabels([labels[n] for n in names], rotation=60, ha="right", fontsize=8)
-fig.suptitle(rf"$n_{{\mathrm{{threads}}}} = {results['meta']['num_threads']}$", fontsize=10)
+ax1.set_xticklabels(
+    [labels[n] for n in names], rotation=60, ha="right", fontsize=8
+)
+fig.suptitle(
+    rf"$n_{{\mathrm{{threads}}}} = {results['meta']['num_threads']}$",
+    fontsize=10,
+)
 plt.show()
 
 # %% [markdown] lang="en"
-# The table gives the numbers behind the figure, from the same stored run: the median time
-# $t$, the speed-up over the eager formula $t_{\mathrm{HF}}/t$, the ratio to the floor
-# $t/t_{\mathrm{floor}}$, the bandwidth $2 \cdot 4N / t$ counted as if each contender
-# moved only the floor's bytes, and the counted $\beta$. The decode rows count the
-# module per tensor (its call rotates $q$ and $k$).
+# The table gives the numbers behind the figure, from the same stored run: the median
+# time $t$ and its quartiles over the rounds, the speed-up over the eager formula
+# $t_{\mathrm{HF}}/t$, the ratio to the floor $t/t_{\mathrm{floor}}$, the bandwidth
+# $2 \cdot 4N / t$ counted as if each contender moved only the floor's bytes, and the
+# counted $\beta$ (tables included) for the prefill or the ATen operations per call for
+# the decode step. The module is counted per tensor (its call rotates $q$ and $k$).
 
 # %% [markdown] lang="ja"
 # 次の表は、図と同じ保存した計測の数値です。
-# 中央値の時間 $t$、eager モードの式に対する速度向上 $t_{\mathrm{HF}}/t$、下限との比 $t/t_{\mathrm{floor}}$、
-# 各比較対象が下限と同じバイト数しか動かさないとみなした帯域幅 $2 \cdot 4N / t$、そして数えた $\beta$ です。
-# デコードの行では、モジュールの時間をテンソル 1 つあたりで示します（1 回の呼び出しで $q$ と $k$ を回すからです）。
+# 全ラウンドにわたる時間の中央値 $t$ とその四分位数、eager モードの式に対する速度向上 $t_{\mathrm{HF}}/t$、下限との比 $t/t_{\mathrm{floor}}$、
+# 各比較対象が下限と同じバイト数しか動かさないとみなした帯域幅 $2 \cdot 4N / t$ を示します。
+# 最後の列は、プリフィルでは数えた $\beta$（表の読み込みを含みます）、デコードの 1 ステップでは 1 回の呼び出しあたりの ATen 演算の数です。
+# モジュールの時間はテンソル 1 つあたりで示します（1 回の呼び出しで $q$ と $k$ を回すからです）。
 
-# %% alt={"en": ["Tables of the stored run for x of 1×16×2048×128 and a decode step of 1×8×1×64: per contender the time, speed-up over rotate_half, ratio to the floor, GB/s and β. For the large x, apply_rope takes 8.3 ms, 3.03 times faster, 3.06 times the floor."], "ja": ["保存した計測の 2 つの表（形状 1×16×2048×128 の x と、1×8×1×64 のデコードの 1 ステップ）。比較対象ごとに時間、rotate_half に対する速度向上、下限との比、GB/s、β を示します。大きな x では apply_rope が 8.3 ms で 3.03 倍速く、下限の 3.06 倍です。"]}
-columns = [r"$t$ (ms)", r"$t_{\mathrm{HF}}/t$", r"$t/t_{\mathrm{floor}}$", "GB/s", r"$\beta$"]
-fig, axes = plt.subplots(2, 1, figsize=(6.4, 3.6))
-for ax, group, shape in zip(
-    axes,
-    (prefill, decode),
-    ("1 \\times 16 \\times 2048 \\times 128", "1 \\times 8 \\times 1 \\times 64"),
-    strict=True,
-):
-    cells = []
+
+# %%
+def markdown_table(group, unit, scale, last):
+    """One Markdown table of a stored group: a row per contender."""
+    head = (
+        f"| contender | t ({unit}) | quartiles ({unit}) | t_HF / t "
+        f"| t / t_floor | GB/s | {last[0]} |"
+    )
+    rows = [head, "|---|" + "---:|" * 6]
     for n in names:
         r = group["contenders"][n]
-        cells.append(
-            [
-                f"{r['median_ms']:.4g}",
-                f"{r['speedup_vs_baseline']:.2f}",
-                f"{r['ratio_to_floor']:.2f}",
-                f"{r['gb_per_s']:.3g}",
-                f"{r['bytes_per_element']:.1f}",
-            ]
+        q1, t, q3 = (r[k] * scale for k in ("q1_ms", "median_ms", "q3_ms"))
+        rows.append(
+            f"| `{labels[n].replace(chr(10), ' ')}` | {t:.3g} "
+            f"| {q1:.3g} to {q3:.3g} | {r['speedup_vs_baseline']:.2f} "
+            f"| {r['ratio_to_floor']:.2f} | {r['gb_per_s']:.3g} "
+            f"| {r[last[1]]:{last[2]}} |"
         )
-    ax.axis("off")
-    ax.set_title(rf"$x \in \mathbb{{R}}^{{{shape}}}$", fontsize=9)
-    t = ax.table(
-        cellText=cells,
-        rowLabels=[labels[n].replace("\n", " ") for n in names],
-        colLabels=columns,
-        loc="center",
-        cellLoc="right",
+    return "\n".join(rows)
+
+
+display(
+    Markdown(
+        "**Prefill**, x of shape (1, 16, 2048, 128)\n\n"
+        + markdown_table(prefill, "ms", 1, ("β", "bytes_per_element", ".2f"))
+        + "\n\n**Decode step**, x of shape (1, 8, 1, 64)\n\n"
+        + markdown_table(decode, "µs", 1e3, ("operations", "ops_per_call", "g"))
     )
-    t.auto_set_font_size(False)
-    t.set_fontsize(7)
-plt.show()
+)
 
 # %% [markdown] lang="en"
 # ## On a GPU
 #
-# No GPU was available to this chapter, so nothing on this page is measured on one; the
-# argument, though, carries over and gets stronger. A data-centre GPU moves a few
-# terabytes per second from its memory and, with its tensor cores, computes a few
-# hundred teraflops, so at
-# $I = 3/8$ RoPE is bound by memory there too, by a wider margin than on a CPU. Two
-# things change. Each operation becomes a kernel launch of a few microseconds, so the
-# five launches and four temporaries of the eager formula cost more than their bytes,
-# and a decode step is almost all launch overhead (which CUDA graphs remove). And one
+# Nothing on this page is measured on a GPU; the argument, though, carries over. A
+# data-centre GPU moves a few terabytes per second from its memory and computes some
+# tens of teraflops in float32 on the cores that run elementwise operations; its
+# tensor cores, with their hundreds of teraflops, only multiply matrices and play no
+# part here. That is roughly ten to twenty flops per byte, about as many as a CPU
+# core, so at $I = 3/8$ RoPE is bound by memory there too. Two things change. Each
+# operation becomes a kernel launch of a few microseconds, so the five launches and
+# four temporaries of the eager formula cost more than their bytes, and a decode step
+# is almost all launch overhead (which CUDA graphs reduce). And one
 # kernel can do the whole rotation, with any pairing, in a single read and write:
 # FlashAttention's Triton `apply_rotary` (optionally in place), Liger Kernel's
 # `liger_rotary_pos_emb` (queries and keys in one launch), vLLM's CUDA
@@ -573,29 +701,30 @@ plt.show()
 # `torch.compile`, whose Inductor backend turns the eager formula into one generated
 # kernel. Going further, RoPE can be fused into the kernel that produces $q$ and $k$
 # or into the attention kernel itself (FlashInfer offers this), so the rotated vectors
-# never travel through memory at all. On the CPU, `python -m posenc.bench --compile`
+# are never written to memory at all. On the CPU, `python -m posenc.bench --compile`
 # adds the `torch.compile` version of the rotation to the benchmark; it is optional
 # and never required (`posenc` falls back to eager when compiling fails).
 
 # %% [markdown] lang="ja"
 # ## GPU では
 #
-# この章では GPU を使えなかったので、このページの数値はどれも GPU で計測したものではありません。
-# ただし議論はそのまま当てはまり、むしろ強くなります。
-# データセンター向けの GPU は、メモリから毎秒数 TB を運び、テンソルコアを使えば数百 TFLOPS を計算します。
-# そのため $I = 3/8$ の RoPE は GPU でもメモリ律速で、その度合いは CPU より大きくなります。
+# このページの数値は、どれも GPU で計測したものではありません。ただし、ここでの議論は GPU にもそのまま当てはまります。
+# データセンター向けの GPU は、メモリから毎秒数 TB を運び、要素ごとの演算を受け持つコアで float32 の演算を毎秒数十兆回こなします。
+# テンソルコアは数百 TFLOPS を出しますが、行列の積しか計算しないので、ここでは使われません。
+# つまり 1 バイトあたり 10 から 20 flop ほどで、CPU のコアと同じくらいです。
+# そのため $I = 3/8$ の RoPE は GPU でもメモリ律速です。
 # 変わる点は 2 つです。
 # まず、各演算は数マイクロ秒かかるカーネル起動になります。eager モードの式の 5 回の起動と 4 つの一時テンソルは、バイト数以上に高くつきます。
-# デコードの 1 ステップは、ほとんどが起動のオーバーヘッドです（CUDA Graphs はこれを取り除きます）。
-# 次に、1 つのカーネルで、どのペアの並べ方でも、回転全体を 1 回の読み込みと 1 回の書き込みで済ませられます。
-# 例えば、FlashAttention の Triton 実装 `apply_rotary`（インプレースも選べます）、
-# Liger Kernel の `liger_rotary_pos_emb`（クエリとキーを 1 回の起動で処理します）、
-# vLLM の CUDA カーネル `rotary_embedding`（$q$ と $k$ をインプレースで回し、キャッシュした表を位置で引きます）、
-# そして eager モードの式から 1 つのカーネルを生成する `torch.compile`（Inductor バックエンド）です。
-# さらに進めて、$q$ と $k$ を作るカーネルや、アテンションのカーネルそのものに RoPE を融合することもできます（FlashInfer にはこの機能があります）。
-# そうすれば、回転したベクトルはメモリを一度も通りません。
+# デコードの 1 ステップは、ほとんどが起動のオーバーヘッドです（CUDA Graphs はこれを減らします）。
+# 次に、1 つのカーネルで、どのペアの組み方でも、回転全体を 1 回の読み込みと 1 回の書き込みで済ませられます。
+# 例として、FlashAttention の Triton 実装 `apply_rotary` があります（インプレースも選べます）。
+# Liger Kernel の `liger_rotary_pos_emb` は、クエリとキーを 1 回の起動で処理します。
+# vLLM の CUDA カーネル `rotary_embedding` は、$q$ と $k$ をインプレースで回し、キャッシュした表を位置で引きます。
+# `torch.compile`（Inductor バックエンド）は、eager モードの式から 1 つのカーネルを生成します。
+# さらに進めて、$q$ と $k$ を作るカーネルや、アテンションのカーネルそのものに RoPE を融合できます（FlashInfer にはこの機能があります）。
+# そうすれば、回転したベクトルは一度もメモリに書き出されません。
 # CPU では、`python -m posenc.bench --compile` で回転の `torch.compile` 版をベンチマークに加えられます。
-# これは必須ではありません（コンパイルに失敗すると、`posenc` は eager モードに戻ります）。
+# 必須の機能ではありません。コンパイルに失敗したときは、`posenc` が eager モードに戻ります。
 
 # %% [markdown] lang="en"
 # ## How the libraries differ
@@ -607,7 +736,7 @@ plt.show()
 # |---|---|---|---|---|
 # | Hugging Face transformers | half (`rotate_half`) | $\cos$, $\sin$ of shape $(S, D)$, computed once per forward pass | 5 | 40 |
 # | Meta's Llama | interleaved, complex | `freqs_cis`, $e^{\mathrm{j}\phi}$ of shape $(S, D/2)$ | 1 complex | 8 |
-# | torchtune | interleaved, real | cache $(S, D/2, 2)$ | 4 products, 2 sums, `stack` | 36 |
+# | torchtune | interleaved, real; `forward` takes `x` as `[b, s, n_h, h_d]` | cache $(S, D/2, 2)$ | 4 products, 2 sums, `stack` | 36 |
 # | lucidrains `rotary-embedding-torch` | interleaved | angles repeated to $D$, $\cos$ and $\sin$ taken at every call | `rotate_half` with `stack`, then as Hugging Face | 40 or more |
 # | vLLM, FlashAttention, Liger (GPU) | either | cached $\cos$, $\sin$ | 1 fused kernel | 8 (in place: no new tensor) |
 # | `posenc` | either | frequencies per setting; `RotaryEmbedding` caches $(S, D/2)$ | 3 (`out=`, `addcmul_`) | 20 |
@@ -618,11 +747,11 @@ plt.show()
 # 最後の列は、上のモデルによる float32 での $\beta$ です（表の読み込みは除きます）。
 # 表のあとのセルで、この章のほかの場所では計算していない 2 つの行を数えます。
 #
-# | | ペアの並べ方 | 表 | eager モードでの演算 | $\beta$ |
+# | | ペアの組み方 | 表 | eager モードでの演算 | $\beta$ |
 # |---|---|---|---|---|
 # | Hugging Face transformers | 半分割配置（`rotate_half`） | 形状 $(S, D)$ の $\cos$、$\sin$。フォワードパスごとに 1 回計算 | 5 | 40 |
 # | Meta の Llama | インターリーブ配置、複素数 | `freqs_cis`。形状 $(S, D/2)$ の $e^{\mathrm{j}\phi}$ | 複素数 1 回 | 8 |
-# | torchtune | インターリーブ配置、実数 | キャッシュ $(S, D/2, 2)$ | 積 4 回、和 2 回、`stack` | 36 |
+# | torchtune | インターリーブ配置、実数。`forward` は `x` を `[b, s, n_h, h_d]` として受け取る | キャッシュ $(S, D/2, 2)$ | 積 4 回、和 2 回、`stack` | 36 |
 # | lucidrains の `rotary-embedding-torch` | インターリーブ配置 | $D$ まで繰り返した角度。$\cos$ と $\sin$ は呼び出しのたびに計算 | `stack` による `rotate_half`、あとは Hugging Face と同様 | 40 以上 |
 # | vLLM、FlashAttention、Liger（GPU） | どちらも | キャッシュした $\cos$、$\sin$ | 融合カーネル 1 つ | 8（インプレース：新しいテンソルなし） |
 # | `posenc` | どちらも | 設定ごとの周波数。`RotaryEmbedding` は $(S, D/2)$ をキャッシュ | 3（`out=`、`addcmul_`） | 20 |
@@ -630,8 +759,9 @@ plt.show()
 
 # %%
 def torchtune_rotate(x, cache):
-    """torchtune's RotaryPositionalEmbeddings.forward, for x of shape (b, n_h, s, h_d)."""
-    xs = x.float().reshape(*x.shape[:-1], -1, 2)  # (b, n_h, s, h_d/2, 2)
+    """torchtune's RotaryPositionalEmbeddings.forward; x is [b, s, n_h, h_d]."""
+    xs = x.float().reshape(*x.shape[:-1], -1, 2)  # [b, s, n_h, h_d/2, 2]
+    cache = cache.view(-1, xs.size(1), 1, xs.size(3), 2)  # [1, s, 1, h_d/2, 2]
     out = torch.stack(
         (
             xs[..., 0] * cache[..., 0] - xs[..., 1] * cache[..., 1],
@@ -639,7 +769,7 @@ def torchtune_rotate(x, cache):
         ),
         dim=-1,
     )
-    return out.flatten(3).type_as(x)
+    return out.flatten(3).type_as(x)  # [b, s, n_h, h_d]
 
 
 def rotate_half_interleaved(x):
@@ -650,45 +780,258 @@ def rotate_half_interleaved(x):
 
 cache = torch.stack((phi.cos(), phi.sin()), dim=-1)  # (S, D/2, 2)
 expected = apply_rope(x, positions, layout="interleaved")
-assert_close(torchtune_rotate(x, cache), expected)
-c_il, s_il = phi.cos().repeat_interleave(2, -1), phi.sin().repeat_interleave(2, -1)  # (S, D)
+x_bshd = x.transpose(1, 2)  # torchtune's [b, s, n_h, h_d]: a view of x
+assert_close(torchtune_rotate(x_bshd, cache).transpose(1, 2), expected)
+c_il = phi.cos().repeat_interleave(2, -1)  # (S, D)
+s_il = phi.sin().repeat_interleave(2, -1)
 assert_close(x * c_il + rotate_half_interleaved(x) * s_il, expected)
-tt = count_traffic(lambda: torchtune_rotate(x, cache))
+tt = count_traffic(lambda: torchtune_rotate(x_bshd, cache))
 lu = count_traffic(lambda: x * c_il + rotate_half_interleaved(x) * s_il)
-assert tt.total == 36 * N + 4 * (S * D // 2 * 4)  # four reads of a (S, D/2) column of the cache
+# torchtune: four reads of a (S, D/2) column of the cache
+assert tt.total == 36 * N + 4 * (S * D // 2 * 4)
 assert lu.total == 40 * N + 2 * table
 print(f"torchtune: {' '.join(tt.ops)}\n  beta = {(tt.total - 8 * S * D) / N:g}")
 print(
-    f"interleaved rotate_half: {' '.join(lu.ops)}\n  beta = {(lu.total - 2 * table) / N:g}", end=""
+    f"interleaved rotate_half: {' '.join(lu.ops)}\n"
+    f"  beta = {(lu.total - 2 * table) / N:g}",
+    end="",
 )
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - RoPE does 3 flops per element, far fewer than a processor can do while memory
+#   delivers the element: its time is the bytes it moves.
+# - Per float32 element, Hugging Face's eager formula moves 40 bytes, `posenc`'s three
+#   passes 20, Meta's complex multiplication 8, the least any out-of-place rotation
+#   can move; the complex form gets there because interleaved pairs sit side by side.
+# - For bfloat16 input `posenc` rotates in float32 and rounds once: 22 bytes per
+#   element against 20 for the eager formula in bfloat16, which rounds five times.
+# - A decode step costs calls, not bytes: there `apply_rope` is slower than the eager
+#   formula with tables computed beforehand. Cache the tables (`RotaryEmbedding`), and
+#   on a GPU fuse the rotation or capture the step in a graph.
+# - Times on a shared machine spread widely: read a median with its quartiles, and
+#   compare the measurement with the prediction, not only with another contender.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - RoPE の演算は要素あたり 3 flop で、メモリが要素を届ける間にプロセッサがこなせる演算よりずっと少なくなります。
+#   RoPE の時間を決めるのは、動かすバイト数です。
+# - float32 の要素あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の 3 回のパスは 20 バイトを動かします。
+#   Meta の複素数の掛け算は 8 バイトで、アウトオブプレースの回転が動かす最小の量に達します。
+#   インターリーブ配置ではペアがメモリ上で隣り合っているので、それが可能になります。
+# - bfloat16 の入力では、`posenc` は float32 で回して 1 回だけ丸めます。
+#   要素あたり 22 バイトで、5 回丸める bfloat16 のままの eager モードの式は 20 バイトです。
+# - デコードの 1 ステップのコストを決めるのは、バイト数ではなく呼び出しです。
+#   そこでは `apply_rope` は、あらかじめ計算した表を使う eager モードの式より遅くなります。
+#   表はキャッシュし（`RotaryEmbedding`）、GPU では回転を融合するか、ステップをグラフにまとめます。
+# - 共有しているマシンでは、計測した時間が大きくばらつきます。
+#   中央値は四分位数と一緒に読み、ほかの比較対象とだけでなく、予測とも比べます。
 
 # %% [markdown] lang="en"
 # ## Exercises
 #
 # 1. For a bfloat16 $x$ (2 bytes per element), rotated in float32 and rounded once,
 #    count $\beta$ for `posenc`'s path by hand, then with `count_traffic`. What is the
-#    floor now, and how far from it is the eager formula applied to $x$ cast to float32?
+#    floor now, and how far from it are the eager formula run in bfloat16 and the
+#    eager formula applied to $x$ cast to float32, its result cast back?
 # 2. vLLM rotates $q$ and $k$ in place. Write an in-place eager rotation from `mul_`
-#    and `addcmul_` only. Why does the first pass need a temporary now, and what is
-#    its $\beta$?
-# 3. Run `python -m posenc.bench` with `--threads 1` and with the default thread count,
-#    several times, on an idle and on a busy machine. Which ratios move the most, and
-#    why do contenders that make many passes suffer most on a busy machine?
-# 4. Run `python -m posenc.bench --compile`. How close does the compiled rotation come
-#    to the floor, and how many calls does it take before compiling has paid for itself?
+#    and `addcmul_`. Why does it need a temporary now, and what is its $\beta$?
+# 3. The stored run keeps each contender's time in every round (`samples_ms`).
+#    Compare how widely the prefill times and the decode times spread (interquartile
+#    range over median), and count the rounds in which `apply_rope` beats
+#    `RotaryEmbedding` in each group. Why do the prefill times spread so much more on
+#    a shared machine, and what can this run say about the order of the two?
+# 4. A fused kernel, such as the one `torch.compile` generates from the eager formula
+#    (`python -m posenc.bench --compile` measures it), reads $x$ and writes $x'$ once.
+#    Suppose it ran at the floor's speed. From the stored run, how much would it save
+#    per call over the eager formula, in the prefill and in the decode step, and how
+#    many calls would pay back a compilation of 10 seconds?
 
 # %% [markdown] lang="ja"
 # ## 演習
 #
 # 1. bfloat16 の $x$（要素あたり 2 バイト）を float32 で回し、1 回だけ丸めるとします。
 #    `posenc` の経路の $\beta$ を手で数え、次に `count_traffic` で数えてください。
-#    このときの下限はいくつで、float32 に変換した $x$ に eager モードの式を適用した場合は下限からどれだけ離れるでしょうか。
-# 2. vLLM は $q$ と $k$ をインプレースで回します。`mul_` と `addcmul_` だけを使い、eager モードでインプレースの回転を書いてください。
-#    なぜ最初のパスに一時テンソルが必要になるのでしょうか。その $\beta$ はいくつでしょうか。
-# 3. `python -m posenc.bench` を `--threads 1` と既定のスレッド数で、空いているマシンと混んでいるマシンで何回か実行してください。
-#    どの比が最も大きく動くでしょうか。パスの多い比較対象が、混んだマシンで最も不利になるのはなぜでしょうか。
-# 4. `python -m posenc.bench --compile` を実行してください。
-#    コンパイルした回転は下限にどこまで近づくでしょうか。また、コンパイルにかかった時間を取り戻すには何回の呼び出しが必要でしょうか。
+#    このときの下限はいくつでしょうか。bfloat16 のまま実行する eager モードの式と、
+#    $x$ を float32 に変換してから eager モードの式を適用し、結果を戻す場合は、下限からどれだけ離れるでしょうか。
+# 2. vLLM は $q$ と $k$ をインプレースで回します。`mul_` と `addcmul_` を使い、eager モードでインプレースの回転を書いてください。
+#    なぜ一時テンソルが必要になるのでしょうか。その $\beta$ はいくつでしょうか。
+# 3. 保存した計測には、各比較対象のラウンドごとの時間（`samples_ms`）も残っています。
+#    プリフィルとデコードの 1 ステップで、時間のばらつき（四分位範囲を中央値で割ったもの）を比べてください。
+#    また、それぞれで `apply_rope` が `RotaryEmbedding` より速かったラウンドを数えてください。
+#    共有しているマシンで、プリフィルの時間のほうがずっと大きくばらつくのはなぜでしょうか。
+#    この計測から、2 つの順位について何が言えるでしょうか。
+# 4. 融合したカーネル（例えば `torch.compile` が eager モードの式から生成するもの。`python -m posenc.bench --compile` で計測できます）は、
+#    $x$ を 1 回読んで $x'$ を 1 回書きます。このカーネルが下限の速さで動くとします。
+#    保存した計測から、プリフィルとデコードの 1 ステップのそれぞれで、1 回の呼び出しあたり eager モードの式よりどれだけ速くなるかを求めてください。
+#    コンパイルに 10 秒かかるとすると、何回呼び出せば元が取れるでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Per element of $x$: the first pass reads 2 bytes and writes 4, each
+# of the two `addcmul_` reads half of $x'$ (2) and half of $x$ (1) and writes half of
+# $x'$ (2), and the cast back reads 4 and writes 2:
+# $$\beta_{\mathrm{posenc}} = (2+4) + (2+1+2) + (2+1+2) + (4+2) = 22$$
+# The floor is $2 + 2 = 4$, so `posenc` takes 5.5 times the floor. The eager formula in
+# bfloat16 moves half of its float32 count, 20, which is 5 times the floor, but rounds
+# every intermediate to bfloat16. Casting $x$ to float32 first adds $2 + 4$ and
+# casting the result back $4 + 2$ to the 40 bytes of the float32 formula: 52, which is
+# 13 times the floor. The cell counts all three.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** $x$ の要素あたりで数えます。最初のパスは 2 バイトを読んで 4 バイトを書きます。
+# 2 回の `addcmul_` はそれぞれ、$x'$ の半分（2）と $x$ の半分（1）を読み、$x'$ の半分（2）を書きます。
+# 最後の型変換は 4 バイトを読んで 2 バイトを書きます。
+# $$\beta_{\mathrm{posenc}} = (2+4) + (2+1+2) + (2+1+2) + (4+2) = 22$$
+# 下限は $2 + 2 = 4$ なので、`posenc` は下限の 5.5 倍です。
+# bfloat16 のままの eager モードの式は float32 の場合の半分の 20 バイトを動かし、下限の 5 倍ですが、途中の値をすべて bfloat16 に丸めます。
+# $x$ を先に float32 へ変換すると、float32 の式の 40 バイトに、変換の $2 + 4$ と、結果を戻す $4 + 2$ が加わります。
+# 合わせて 52 バイトで、下限の 13 倍です。次のセルでは 3 つとも数えます。
+
+# %% tags=["solution"]
+via_f32 = count_traffic(lambda: hf_apply_rotary(x16.float(), c, s).bfloat16())
+betas = {
+    "posenc": per_element_bytes(posenc_16) - 3 * (table // 2),
+    "eager in bfloat16": per_element_bytes(eager_16) - 2 * (table // 2),
+    "eager via float32": per_element_bytes(via_f32) - 2 * table,
+}
+assert {k: v / N for k, v in betas.items()} == {
+    "posenc": 22,
+    "eager in bfloat16": 20,
+    "eager via float32": 52,
+}
+floor_beta = floor_16.total / N
+print(
+    ", ".join(
+        f"{k}: {v / N:g} ({v / N / floor_beta:g}x)" for k, v in betas.items()
+    ),
+    end="",
+)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** In place, $a'$ overwrites $a$, but $b' = b\cos\phi + a\sin\phi$ still
+# needs the old $a$; so one half must be saved first, a temporary of half the size of
+# $x$. With `tmp = a.clone()`, then `a.mul_(cos)`, `a.addcmul_(b, sin, value=-1)`,
+# `b.mul_(cos)` and `b.addcmul_(tmp, sin)`, per element of $x$:
+# $$\beta_{\mathrm{in\ place}} = (2+2) + (2+2) + (2+2+2) + (2+2) + (2+2+2) = 24$$
+# four bytes more than `posenc`'s 20, for no new tensor of the full size. The cell
+# checks the result against `apply_rope` and counts the bytes.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** インプレースでは $a'$ が $a$ を上書きしますが、$b' = b\cos\phi + a\sin\phi$ には元の $a$ が必要です。
+# そのため、半分を先に保存しておかなければなりません。$x$ の半分の大きさの一時テンソルです。
+# `tmp = a.clone()` のあと、`a.mul_(cos)`、`a.addcmul_(b, sin, value=-1)`、`b.mul_(cos)`、`b.addcmul_(tmp, sin)` と進めると、$x$ の要素あたり次のバイト数になります。
+# $$\beta_{\mathrm{in\ place}} = (2+2) + (2+2) + (2+2+2) + (2+2) + (2+2+2) = 24$$
+# `posenc` の 20 バイトより 4 バイト多い代わりに、全体の大きさの新しいテンソルは作りません。
+# 次のセルでは、結果を `apply_rope` と比べ、バイト数を数えます。
+
+
+# %% tags=["solution"]
+def rotate_in_place(x, cos, sin):
+    """The half layout, in place: a' = a cos - b sin, b' = b cos + a sin."""
+    a, b = x.view(*x.shape[:-1], 2, -1).unbind(-2)
+    tmp = a.clone()  # the old a, needed by b'
+    a.mul_(cos)
+    a.addcmul_(b, sin, value=-1.0)
+    b.mul_(cos)
+    b.addcmul_(tmp, sin)
+    return x
+
+
+x_copy = x.clone()
+in_place = count_traffic(lambda: rotate_in_place(x_copy, cos_half, sin_half))
+assert_close(x_copy, out)  # within rounding of apply_rope
+assert in_place.total == 24 * N + 4 * (table // 2)  # cos twice, sin twice
+print("in place:  op, read/N, written/N")
+print(per_element(in_place), end="")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** The cell prints both measures. In this run the prefill times spread
+# far more widely than the decode times, and `apply_rope` beats `RotaryEmbedding` in
+# about half of the prefill rounds but in almost none of the decode rounds. The
+# prefill streams 16 MiB through memory and caches that the machine's other core and
+# other work share, so its time depends on what else runs; a decode step touches 2 KiB
+# that stay in the core's own cache, and its time is the core's own instructions. So
+# this run cannot order `apply_rope` and `RotaryEmbedding` in the prefill, where their
+# difference is smaller than the spread, while in the decode step `RotaryEmbedding` is
+# faster in nearly every round: it takes $\cos\phi$ and $\sin\phi$ from its cache.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 次のセルは両方の値を出力します。
+# この計測では、プリフィルの時間はデコードの 1 ステップの時間よりはるかに大きくばらつきます。
+# `apply_rope` が `RotaryEmbedding` より速かったのは、プリフィルではおよそ半分のラウンド、デコードの 1 ステップではほとんどありません。
+# プリフィルは 16 MiB をメモリとキャッシュに通します。それらはこのマシンのもう 1 つのコアやほかの処理と共有されているので、時間はほかに何が動いているかで変わります。
+# デコードの 1 ステップが触れるのは、コア自身のキャッシュに収まる 2 KiB で、時間はそのコアが実行する命令で決まります。
+# そのため、この計測ではプリフィルでの `apply_rope` と `RotaryEmbedding` の順位は決まりません。両者の差がばらつきより小さいからです。
+# 一方デコードの 1 ステップでは、ほぼすべてのラウンドで `RotaryEmbedding` のほうが速くなります。$\cos\phi$ と $\sin\phi$ をキャッシュから取り出すからです。
+
+
+# %% tags=["solution"]
+def spread(samples):
+    """Interquartile range over median of one contender's per-round times."""
+    q1, med, q3 = torch.quantile(
+        torch.tensor(samples), torch.tensor([0.25, 0.5, 0.75])
+    )
+    return ((q3 - q1) / med).item()
+
+
+summary = {}
+for group_name, group in (("prefill", pre), ("decode", dec)):
+    spreads = [spread(group[n]["samples_ms"]) for n in names]
+    wins = sum(
+        t_a < t_r
+        for t_a, t_r in zip(
+            group["apply_rope"]["samples_ms"],
+            group["rotary_embedding"]["samples_ms"],
+            strict=True,
+        )
+    )
+    rounds = len(group["apply_rope"]["samples_ms"])
+    summary[group_name] = (min(spreads), max(spreads), wins, rounds)
+    print(
+        f"{group_name}: spread {min(spreads):.2f} to {max(spreads):.2f}; "
+        f"apply_rope faster in {wins} of {rounds} rounds",
+        end="\n" if group_name == "prefill" else "",
+    )
+assert summary["prefill"][0] > summary["decode"][1]  # prefill spreads more
+assert 0.3 < summary["prefill"][2] / summary["prefill"][3] < 0.7  # no order
+assert summary["decode"][2] / summary["decode"][3] < 0.1
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** At the floor's speed the fused kernel would save
+# $t_{\mathrm{HF}} - t_{\mathrm{floor}}$ per call. The cell takes both medians from the stored run: in
+# the prefill the saving is some twenty milliseconds, so fewer than a thousand calls repay a
+# compilation of 10 seconds; in the decode step it is about ten microseconds, so it
+# takes close to a million calls. Fusion pays quickly where bytes dominate. In a
+# decode step the cost is per call, and even a fused kernel pays its own launch and
+# its checks, so there the remedy is fewer calls: one kernel for $q$ and $k$, or a
+# whole step captured as a graph.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** 下限の速さで動くなら、融合したカーネルは 1 回の呼び出しあたり
+# $t_{\mathrm{HF}} - t_{\mathrm{floor}}$ だけ速くなります。
+# 次のセルでは、両方の中央値を保存した計測から取ります。
+# プリフィルでは 20 ミリ秒ほど速くなるので、10 秒のコンパイルは 1000 回足らずの呼び出しで元が取れます。
+# デコードの 1 ステップでは 10 マイクロ秒ほどなので、100 万回近い呼び出しが必要です。
+# 融合がすぐに元を取るのは、バイト数が支配的な場合です。
+# デコードの 1 ステップのコストは呼び出しごとにかかり、融合したカーネルでも起動と検査の分はかかります。
+# そこで効くのは呼び出しを減らすことです。$q$ と $k$ を 1 つのカーネルで回すか、ステップ全体をグラフとしてまとめます。
+
+# %% tags=["solution"]
+compile_s = 10.0
+payback = {}
+for group_name, group in (("prefill", pre), ("decode", dec)):
+    saved_ms = (
+        group["hf_rotate_half"]["median_ms"] - group["floor"]["median_ms"]
+    )
+    payback[group_name] = compile_s * 1e3 / saved_ms
+    print(
+        f"{group_name}: saves {saved_ms:.3g} ms per call, "
+        f"pays back after {payback[group_name]:.3g} calls",
+        end="\n" if group_name == "prefill" else "",
+    )
+assert 1e2 < payback["prefill"] < 1e3 and 1e5 < payback["decode"] < 1e7
 
 # %% [markdown] lang="en"
 # ## References

@@ -1144,7 +1144,7 @@ print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
 # - MosaicML llm-foundry、`gen_slopes` と `build_alibi_bias`（MPT）。
 #   <https://github.com/mosaicml/llm-foundry>
-# - labml.ai、ALiBi の注釈付き実装（英語）。
+# - labml.ai、ALiBi の注釈付き実装。
 #   <https://nn.labml.ai/transformers/alibi/index.html>
 # - lucidrains、x-transformers の `AlibiPositionalBias`。
 #   <https://github.com/lucidrains/x-transformers>

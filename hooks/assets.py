@@ -1,9 +1,10 @@
 """MkDocs hook: copy the third-party browser assets into the built site.
 
-MathJax and the Noto Sans JP webfont are installed from the npm registry
-(package.json, pinned by package-lock.json) into node_modules/; nothing of
-them is committed. After each build this hook copies what the pages load
-into site/assets/vendor/, so the site needs no network at view time.
+The Noto Sans JP webfont is installed from the npm registry (package.json,
+pinned by package-lock.json) into node_modules/; nothing of it is
+committed. After each build this hook copies what the Japanese pages load
+into site/assets/vendor/, so the site needs no network at view time. (The
+math needs nothing in the browser: hooks/math.py typesets it at build time.)
 """
 
 from __future__ import annotations
@@ -13,16 +14,15 @@ import shutil
 from pathlib import Path
 
 VENDOR = "assets/vendor"
-MATHJAX = "mathjax/es5/tex-svg-full.js"  # one file: TeX input, SVG output, all extensions
 FONT_PACKAGE = "@fontsource/noto-sans-jp"
 FONT_WEIGHTS = (400, 700)
 
 
 def _node_modules(config) -> Path:
     path = Path(config.config_file_path).parent / "node_modules"
-    if not (path / MATHJAX).exists():
+    if not (path / FONT_PACKAGE).exists():
         raise FileNotFoundError(
-            f"{path / MATHJAX} is missing: run `npm ci` (or `make setup`) to install the site's assets"
+            f"{path / FONT_PACKAGE} is missing: run `npm ci` (or `make setup`) to install the site's assets"
         )
     return path
 
@@ -54,7 +54,7 @@ def font_css(package_dir: Path, weights=FONT_WEIGHTS) -> tuple[str, list[str]]:
 def on_post_build(config, **kwargs):
     node_modules = _node_modules(config)
     vendor = Path(config.site_dir) / VENDOR
-    _copy(node_modules / MATHJAX, vendor / "mathjax" / Path(MATHJAX).name)
+    vendor.mkdir(parents=True, exist_ok=True)
 
     package_dir = node_modules / FONT_PACKAGE
     css, files = font_css(package_dir)

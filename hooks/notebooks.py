@@ -19,8 +19,8 @@ page (every fix is checked by tests/site/):
   the clipboard script move to one shared, cached file each; figures
   inlined as base64 become PNG files named by their content hash
   (identical in both languages, so stored and downloaded once);
-- nbconvert's MathJax loader (a CDN address) is dropped: the site loads
-  its own MathJax once for every page;
+- nbconvert's MathJax loader (a CDN address) is dropped: the math is
+  typeset at build time (hooks/math.py);
 - accessibility: each figure gets its cell's alternative text in the
   page's language, and scrolling code blocks become keyboard-reachable;
 - links under the title: the page's notebook, and Open in Colab.
@@ -459,7 +459,8 @@ def on_page_content(content, page, config, files):
 _STYLE = re.compile(r"<style[^>]*>(?P<css>.*?)</style>", re.DOTALL)
 _INLINE_SCRIPT = re.compile(r"<script>(?P<js>(?:(?!</script>).)*?)</script>", re.DOTALL)
 # nbconvert's MathJax 2 loader and its Mermaid loader both point at a CDN;
-# the site loads its own MathJax, and the notebooks draw no Mermaid diagrams.
+# the site typesets its math at build time, and the notebooks draw no Mermaid
+# diagrams.
 _CDN_LOADERS = re.compile(
     r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->"
     r"|<script type=\"module\">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>",
@@ -591,6 +592,9 @@ def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) 
     body = _DATA_IMG.sub(figure, body)
     body = _PLAIN_TOKEN.sub(lambda m: m[1] if m[1] is not None else m[2], body)
     body = _COPY_TEXT.sub(r'\1 id="\3"\2', body)
+    # mkdocs-jupyter's copy button carries a stray `,=""` attribute (an HTML
+    # parse error, and MathJax's build-time parser stops at it)
+    body = body.replace('<clipboard-copy ,="" ', "<clipboard-copy ")
     # code that scrolls sideways must be reachable with the keyboard
     body = body.replace('<div class="highlight-ipynb', '<div tabindex="0" class="highlight-ipynb')
     body = _share_copy_icon(body)

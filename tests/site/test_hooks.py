@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import assets, notebooks
+from hooks import assets, math, notebook_css, notebooks, search
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -442,3 +442,115 @@ def test_a_retina_figure_keeps_its_display_size(tmp_path):
         [("width", "2"), ("height", "2")],  # the PNG's aspect ratio, rounded
     ]
     assert all(i.count("width") == 1 and i.count("height") == 1 for i in imgs)
+
+
+# --------------------------------------------------------------------------
+# Math typeset at build time (hooks/math.py, hooks/typeset_math.js)
+
+
+def _page(article: str, head: str = "") -> str:
+    return f"<!DOCTYPE html><html><head>{head}</head><body><nav>$x$ nav</nav><article>{article}</article></body></html>"
+
+
+def test_math_is_typeset_in_the_article_with_mathml_for_screen_readers(tmp_path):
+    (tmp_path / "a").mkdir()
+    page = tmp_path / "a" / "index.html"
+    page.write_text(
+        _page(
+            r"<p>Inline $p_i$, \(x^2\), a dollar \$5, display $$\sin(\omega p)$$ and</p>"
+            r"<pre>code $not math$</pre><code>$also not$</code>"
+            r'<div class="clipboard-copy-txt">$hidden$</div>'
+            r"<div>\begin{align}a &= b\end{align}</div>"
+        ),
+        encoding="utf-8",
+    )
+    (tmp_path / "plain.html").write_text(_page("<p>No math, costs 5 euros.</p>"), encoding="utf-8")
+    assert math.pages_with_math(tmp_path) == [page]
+    [report] = math.typeset([page], ROOT)
+    assert report["formulas"] == 4 and report["errors"] == []
+    out = page.read_text(encoding="utf-8")
+    assert out.count("<mjx-container") == 4
+    # $$...$$ and the align environment
+    assert len(re.findall(r'<mjx-container[^>]*display="true"', out)) == 2
+    assert out.count("<mjx-assistive-mml") == 4  # what a screen reader reads
+    assert "<msub><mi>p</mi><mi>i</mi></msub>" in out and "a dollar <span>$</span>5" in out
+    for raw in ("$not math$", "$also not$", "$hidden$", "<nav>$x$ nav</nav>"):
+        assert raw in out  # code, the copy button's text and the navigation stay
+    head = out[: out.find("</head>")]
+    assert '<meta name="math-typeset-at-build">' in head and 'id="MJX-SVG-styles"' in head
+    assert math.pages_with_math(tmp_path) == []  # typeset once
+    assert math.typeset([page], ROOT)[0]["formulas"] == 0
+
+
+def test_a_tex_error_is_reported_and_fails_a_strict_build(tmp_path, caplog):
+    page = tmp_path / "index.html"
+    page.write_text(_page(r"<p>Good $a^2$, bad $x^^2$, unknown $\nosuchmacro$.</p>"))
+    config = SimpleNamespace(site_dir=str(tmp_path), config_file_path=str(ROOT / "mkdocs.yml"))
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.math"):
+        math.on_post_build(config)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "index.html: TeX error in $x^^2$",
+        "index.html: TeX error in $\\nosuchmacro$",
+    ]
+
+
+# --------------------------------------------------------------------------
+# One search index per language (hooks/search.py)
+
+
+def test_search_index_splits_by_language():
+    index = {
+        "config": {"lang": ["en", "ja"], "separator": "[\\s\\-]+"},
+        "docs": [
+            {"location": "", "title": "Home"},
+            {"location": "rope/#x", "title": "RoPE"},
+            {"location": "ja/", "title": "ホーム"},
+            {"location": "ja/rope/#x", "title": "RoPE"},
+            {"location": "japan/", "title": "a page whose name starts with ja"},
+        ],
+    }
+    parts = search.split_index(index)
+    assert [d["location"] for d in parts["en"]["docs"]] == ["", "rope/#x", "japan/"]
+    assert [d["location"] for d in parts["ja"]["docs"]] == ["ja/", "ja/rope/#x"]
+    assert parts["en"]["config"] == {"lang": ["en"], "separator": "[\\s\\-]+"}
+    assert parts["ja"]["config"]["lang"] == ["en", "ja"]
+    assert index["config"]["lang"] == ["en", "ja"], "input must not be modified"
+
+
+# --------------------------------------------------------------------------
+# The notebook stylesheet keeps what the pages use (hooks/notebook_css.py)
+
+
+def test_notebook_css_keeps_only_rules_the_pages_can_use():
+    css = """
+    @charset "UTF-8";
+    /* a comment { with braces } */
+    pre { line-height: 125%; }
+    .jupyter-wrapper .jp-Cell, .jupyter-wrapper .jp-FileBrowser { padding: 5px }
+    .jupyter-wrapper .jp-Terminal { color: red }
+    .jupyter-wrapper .jp-Cell:not(.jp-mod-active) .jp-InputPrompt { opacity: .5 }
+    .jupyter-wrapper .md-typeset__scrollwrap { margin: 0 }
+    .jupyter-wrapper :root { --jp-icon: url("data:image/svg+xml;utf8,<svg>{}</svg>") }
+    .jupyter-wrapper body[data-format=mobile] .jp-Cell { flex: 0 }
+    @media (max-width: 760px) { .jupyter-wrapper .jp-Cell { margin: 0 } .jp-Dialog { x: y } }
+    @media print { .jp-Dialog { x: y } }
+    @keyframes spin { from { opacity: 0 } to { opacity: 1 } }
+    """
+    out = notebook_css.purge(css, {"jupyter-wrapper", "jp-Cell", "jp-InputPrompt"})
+    assert out.splitlines() == [
+        '@charset "UTF-8";',
+        "pre{line-height: 125%;}",
+        ".jupyter-wrapper .jp-Cell{padding: 5px}",
+        ".jupyter-wrapper .jp-Cell:not(.jp-mod-active) .jp-InputPrompt{opacity: .5}",
+        ".jupyter-wrapper .md-typeset__scrollwrap{margin: 0}",
+        "@media (max-width: 760px){.jupyter-wrapper .jp-Cell{margin: 0}}",
+        "@keyframes spin{from { opacity: 0 } to { opacity: 1 }}",
+    ]
+
+
+def test_used_classes_reads_every_page(tmp_path):
+    (tmp_path / "ja").mkdir()
+    (tmp_path / "index.html").write_text('<div class="a  b"><p class="c">x</p></div>')
+    (tmp_path / "ja" / "index.html").write_text('<span class="d">y</span>')
+    assert notebook_css.used_classes(tmp_path) == {"a", "b", "c", "d"}

@@ -866,7 +866,7 @@ with torch.no_grad():
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
 #
-# **表は層ごとではなくスタックごとに 1 つです。** T5 の論文は、位置のパラメータをすべての層で共有し、
+# **表は層ごとではなくスタックごとに 1 つです**。T5 の論文は、位置のパラメータをすべての層で共有し、
 # ヘッドごとに異なるバイアスを使います。
 # Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。
 # そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
@@ -877,7 +877,7 @@ with torch.no_grad():
 # （`UMT5Attention(config, has_relative_attention_bias=True)`）。
 # `posenc.T5RelativeBias` は表 1 つであり、それを共有するかどうかは呼び出す側が決めます。
 #
-# **$1/\sqrt{d}$ がありません。** T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、
+# **$1/\sqrt{d}$ がありません**。T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、
 # $\sqrt{d}$ で割りません。
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
 # transformers 4 のコメントは「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。
@@ -885,7 +885,7 @@ with torch.no_grad():
 # $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
 # 次のセルでは、このことと、2 通りの初期化が同じ大きさのスコアを与えることを確かめます。
 #
-# **バケットは同じで、実装上の約束事が違います。**
+# **バケットは同じで、実装上の約束事が違います**。
 #
 # | | コード中の相対位置 | 対数と商の計算 |
 # |---|---|---|

@@ -18,16 +18,16 @@
 # A model with rotary position embedding (RoPE) is trained on sequences of some
 # length $L$ and later asked to read longer ones. Past $L$, some of its rotation
 # angles take values that training never produced, and such models degrade there:
-# in Sun et al.'s table 2 a RoPE model trained on 1024 tokens has a perplexity of
+# in Sun et al.'s table 2 a RoPE model trained on 1024 tokens has a [perplexity](../docs/glossary.md#perplexity) of
 # 25.52 at 1024 tokens, 73.6 at 2048 and 294.45 at 4096, and the chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) measures the same
 # on small models trained here. Every method in this chapter changes only the
 # frequencies $\theta_i$
 # of RoPE (YaRN also multiplies by one constant), so the architecture and the
-# weights stay as they are; a short fine-tuning, or none, does the rest.
+# weights stay as they are; a short [fine-tuning](../docs/glossary.md#fine-tuning), or none, does the rest.
 #
 # We first count which frequencies are at risk. Then we derive, from the
-# wavelengths, position interpolation, the NTK-aware change of base and its dynamic
+# [wavelengths](../docs/glossary.md#wavelength), [position interpolation](../docs/glossary.md#position-interpolation), the NTK-aware change of base and its dynamic
 # form, YaRN and Llama 3's scaling; check each formula against
 # `posenc.rope_frequencies`; and show that all of them keep RoPE's relative
 # property. The chapter ends with the settings of released models and how
@@ -39,13 +39,13 @@
 # 回転位置埋め込み（RoPE）を使うモデルは、ある長さ $L$ の系列で学習されます。
 # そのモデルに、あとからもっと長い系列を読ませたいとします。
 # $L$ を超えると、一部の回転角が学習中には一度も現れなかった値になり、そこでモデルの性能が落ちます。
-# Sun らの表 2 では、1024 トークンで学習した RoPE のモデルのパープレキシティは、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
+# Sun らの表 2 では、1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
 # 「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章は、このサイトで学習した小さなモデルを使って同じことを測ります。
 # この章で扱う手法はどれも、RoPE の周波数 $\theta_i$ だけを変えます（YaRN はさらに定数を 1 つ掛けます）。
-# モデルの構造と重みはそのままで、あとは短いファインチューニングを行うか、それすら行わないかのどちらかです。
+# モデルの構造と重みはそのままで、あとは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)を行うか、それすら行わないかのどちらかです。
 #
 # まず、どの周波数が問題になるのかを数えます。
-# 次に、位置補間、NTK-aware の底の変更とその動的版、YaRN、Llama 3 のスケーリングを波長から導き、
+# 次に、[位置補間](../docs/glossary.ja.md#position-interpolation)、NTK-aware の底の変更とその動的版、YaRN、Llama 3 のスケーリングを[波長](../docs/glossary.ja.md#wavelength)から導き、
 # それぞれの式を `posenc.rope_frequencies` で確かめます。
 # さらに、どの手法でも RoPE の相対位置の性質が保たれることを示します。
 # 最後に、公開されているモデルの設定と、Hugging Face での各手法の呼び名をまとめます。
@@ -82,7 +82,7 @@ two_pi = 2 * math.pi
 # $i$ of a query or key at position $m$ by the angle $m\theta_i$, with the frequencies
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # for head size $d$ and base $b$. The wavelength of pair $i$ (the number of positions
-# for one full turn) and the number of turns it makes over the training context $L$
+# for one full turn) and the [number of turns](../docs/glossary.md#number-of-turns) it makes over the [training context](../docs/glossary.md#training-length) $L$
 # are
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
 # The wavelengths grow geometrically with $i$, so one index separates the pairs that
@@ -118,7 +118,7 @@ two_pi = 2 * math.pi
 # ヘッドの次元数を $d$、底を $b$ とすると、周波数は次のとおりです。
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の波長（ちょうど 1 周するのに必要な位置の数）と、
-# 学習時のコンテキスト長 $L$ の間の回転数（何周するか）は次のとおりです。
+# [学習時のコンテキスト長](../docs/glossary.ja.md#training-length) $L$ の間の[回転数](../docs/glossary.ja.md#number-of-turns)（何周するか）は次のとおりです。
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
 # 波長は $i$ とともに等比数列で伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外とは、
 # ある 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、その境が求まります。
@@ -497,7 +497,7 @@ plt.show()
 
 # %% [markdown] lang="en"
 # Recomputing the frequencies has a catch when keys are cached. If the keys enter the
-# KV cache already rotated, as in Hugging Face's Llama, a key cached at an early length
+# [KV cache](../docs/glossary.md#kv-cache) already rotated, as in Hugging Face's Llama, a key cached at an early length
 # carries the frequencies of that length while a later query is rotated with newer
 # ones, and the score of a query at $m$ and a key at $n$ is no longer a function of
 # $m - n$. The check below rotates the key with the base of $T = L$ and the query with
@@ -507,7 +507,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # 周波数を計算し直すことには、キーをキャッシュするときに落とし穴があります。
-# Hugging Face の Llama のように回転済みのキーを KV キャッシュに入れると、
+# Hugging Face の Llama のように回転済みのキーを [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れると、
 # 早い時点でキャッシュしたキーはその時点の周波数を持ち、あとのクエリは新しい周波数で回転されます。
 # すると、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
 # 下の確認では、キーを $T = L$ の底で、クエリを $T = 2L$ の底で回転させます。
@@ -539,12 +539,12 @@ assert (mixed - mixed[0]).abs().max() > 0.1
 # fully, as in PI, so that it stays inside its trained arc; the pairs in between get a
 # blend. Their "NTK-by-parts" rule measures this with the number of turns
 # $r_i = L/\lambda_i$ and two thresholds $\alpha < \beta$ (for Llama they recommend
-# $\alpha = 1$ and $\beta = 32$). With the ramp
+# $\alpha = 1$ and $\beta = 32$). With the [ramp](../docs/glossary.md#ramp-function)
 # $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
 # the new frequencies are
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # In pair indices, $r_i > \beta$ means $i < i_\beta$ and $r_i < \alpha$ means $i > i_\alpha$.
-# YaRN is this rule plus an attention temperature (below).
+# YaRN is this rule plus an [attention temperature](../docs/glossary.md#attention-temperature) (below).
 #
 # ### The ramp in the code
 #
@@ -570,12 +570,12 @@ assert (mixed - mixed[0]).abs().max() > 0.1
 # 1 周もしないペアは、学習した弧の内側にとどまるよう、PI と同じく完全に補間すべきです。
 # その間のペアには、両者を混ぜたものを使います。
 # 彼らの「NTK-by-parts」の規則は、これを回転数 $r_i = L/\lambda_i$ と 2 つのしきい値 $\alpha < \beta$ で測ります
-# （Llama には $\alpha = 1$ と $\beta = 32$ が勧められています）。次のランプ関数
+# （Llama には $\alpha = 1$ と $\beta = 32$ が勧められています）。次の[ランプ関数](../docs/glossary.ja.md#ramp-function)
 # $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
 # を使って、新しい周波数を次のように決めます。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# YaRN は、この規則にアテンションの温度（後述）を加えたものです。
+# YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)（後述）を加えたものです。
 #
 # ### コードの中のランプ関数
 #

@@ -20,9 +20,9 @@
 # RoPE: it keeps the rotation and multiplies each rotated pair of features by an
 # exponential decay, so that far tokens weigh less. NoPE takes everything away:
 # no positional encoding at all, and yet a decoder can still tell positions
-# apart, because the causal mask itself carries them (Haviv et al. 2022;
+# apart, because the [causal mask](../docs/glossary.md#causal-mask) itself carries them (Haviv et al. 2022;
 # Kazemnejad et al. 2023). We derive the xPos score and its decay, measure what
-# the scale base trades and how the formula overflows, rebuild torchscale's
+# the [scale base](../docs/glossary.md#scale-base) trades and how the formula overflows, rebuild torchscale's
 # implementation with `posenc`, and then build, with `posenc.attention`, the
 # first layers of a NoPE model that recover the absolute position and use it
 # as a relative one.
@@ -35,9 +35,9 @@
 # xPos（Sun ら 2022）は RoPE に仕組みを足します。回転はそのままに、回転した次元のペアごとに
 # 指数的な減衰を掛け、遠いトークンほど軽く扱われるようにします。
 # NoPE は逆にすべてを取り去ります。位置エンコーディングをまったく使いません。
-# それでもデコーダは位置を区別できます。因果マスクそのものが位置の情報を運ぶからです
+# それでもデコーダは位置を区別できます。[因果マスク](../docs/glossary.ja.md#causal-mask)そのものが位置の情報を運ぶからです
 # （Haviv ら 2022、Kazemnejad ら 2023）。
-# 前半では xPos のスコアと減衰を導き、スケール基数の選び方で何を得て何を失うか、
+# 前半では xPos のスコアと減衰を導き、[スケール基数](../docs/glossary.ja.md#scale-base)の選び方で何を得て何を失うか、
 # 式がどこでオーバーフローするかを測り、torchscale の実装を `posenc` で再現します。
 # 後半では `posenc.attention` を使って NoPE モデルの最初の層を組み立てます。
 # その層が絶対位置を復元し、次の層がそれを相対位置として使うところまでを確かめます。
@@ -91,7 +91,7 @@ def fmt(values, digits=4):
 # `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and `apply_xpos(q, k, m, n)` returns
 # $(\tilde q_m, \tilde k_n)$, built on `apply_rope`. The cell checks each against the
 # formulas and $\zeta_i$ against torchscale's expression, for both pairings of RoPE,
-# interleaved and half. It passes `center=0.0`,
+# [interleaved](../docs/glossary.md#interleaved-layout) and half. It passes `center=0.0`,
 # which gives the formula exactly as written; the default shifts the exponents by a
 # constant that cancels in every score, as the section
 # [Large positions](#large-positions-centring-the-exponent) explains.
@@ -118,7 +118,7 @@ def fmt(values, digits=4):
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
 # `apply_xpos(q, k, m, n)` は `apply_rope` の上に作られていて、$(\tilde q_m, \tilde k_n)$ を返します。
-# 次のセルで、RoPE の 2 通りのペアの組み方（インターリーブ配置と半分割配置）の両方について、それぞれを式と照らし合わせ、
+# 次のセルで、RoPE の 2 通りのペアの組み方（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と[半分割配置](../docs/glossary.ja.md#half-layout)）の両方について、それぞれを式と照らし合わせ、
 # $\zeta_i$ を torchscale の式とも比べます。
 # ここでは `center=0.0` を渡して、書いたとおりの式を計算させています。
 # 既定では指数を定数だけずらします。その定数はどのスコアでも打ち消し合います（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
@@ -219,7 +219,7 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # On a logarithmic axis, $\zeta_i^{r/B}$ against the distance $r = m - n$ is a straight
 # line of slope $\ln\zeta_i / B$. A pair loses half its weight at the distance
 # $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
-# For $d = 128$ and $B = 512$, the printed half-distances run from 283 positions for
+# For $d = 128$ and $B = 512$, the printed [half-distances](../docs/glossary.md#half-distance) run from 283 positions for
 # pair $0$ to 31620 for pair $63$: the fast pairs, which resolve small differences
 # of position, fade within a few hundred tokens, while the slow pairs keep almost
 # their full weight over thousands. The figure draws five pairs.
@@ -230,7 +230,7 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # 対数軸で $\zeta_i^{r/B}$ を距離 $r = m - n$ に対して描くと、傾き $\ln\zeta_i / B$ の直線になります。
 # ペアの重みが半分になる距離は次のとおりです。
 # $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
-# $d = 128$、$B = 512$ では、出力のとおり、この半減距離はペア $0$ の 283 位置からペア $63$ の 31620 位置まで広がります。
+# $d = 128$、$B = 512$ では、出力のとおり、この[半減距離](../docs/glossary.ja.md#half-distance)はペア $0$ の 283 位置からペア $63$ の 31620 位置まで広がります。
 # 位置の小さな違いを見分ける速いペアは数百トークンのうちに薄れ、
 # 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。下の図は 5 つのペアを描いたものです。
 
@@ -263,7 +263,7 @@ plt.show()
 #
 # The chapter *Rotary position embedding (RoPE)*, in its section
 # [Long-term decay](08-rope.ipynb#long-term-decay-what-the-papers-bound-shows),
-# showed that RoPE's long-term decay is an upper bound, not a property of the scores: for $q = k = \mathbf{1}$ the score is
+# showed that RoPE's long-term decay is an [upper bound](../docs/glossary.md#upper-bound), not a property of the scores: for $q = k = \mathbf{1}$ the score is
 # $2\sum_i \cos(r\theta_i)$, which falls from 128 but keeps rippling. With xPos each
 # cosine is weighted by its factor:
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -275,7 +275,7 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## そろったクエリとキーのスコア：減衰がある場合とない場合
 #
-# 「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節で見たとおり、RoPE の長距離減衰は上界であって、スコアそのものの性質ではありません。
+# 「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節で見たとおり、RoPE の長距離減衰は[上界](../docs/glossary.ja.md#upper-bound)であって、スコアそのものの性質ではありません。
 # $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、128 から下がりますが波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -404,7 +404,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   section on limitations).
 # - **The paper extrapolates with a window.** Sun et al. train on $l = 1024$ tokens
 #   with ordinary causal attention. For longer inputs they switch, at inference
-#   only, to blockwise causal attention (their section 3.3 and figure 2): the
+#   only, to [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention) (their section 3.3 and figure 2): the
 #   queries are cut into blocks of $l/2$, and each query attends to the keys of its
 #   own block, up to itself, and of the block before. A query at offset $u$ in its
 #   block reaches back at most $u + l/2 \le l - 1$ positions, so every distance stays
@@ -414,7 +414,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   length $l$ would let distances reach $2l - 1$, which training never showed. The
 #   abstract names the window as the second of the paper's two designs, and its
 #   table 5 measures the window's share: at 4096 tokens xPos alone reaches a
-#   perplexity of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65).
+#   [perplexity](../docs/glossary.md#perplexity) of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65).
 #   torchscale, on which the paper's code is based, implements xPos but not the
 #   window, so this paragraph rests on the paper's text.
 
@@ -445,7 +445,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   双方向のアテンションでは減衰が増幅に変わります。xPos はデコーダのための設計で、
 #   論文も双方向のアテンションへの適用は今後の課題としています（「Limitations」の節）。
 # - **論文はウィンドウを使って外挿しています。** Sun らは、通常の因果的アテンションを使い、$l = 1024$ トークンで学習しています。
-#   それより長い入力では、推論のときだけブロック単位の因果的アテンションに切り替えます（論文の 3.3 節と図 2）。
+#   それより長い入力では、推論のときだけ[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)に切り替えます（論文の 3.3 節と図 2）。
 #   クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
 #   ブロック内のオフセットが $u$ のクエリが見る最も遠いキーは $u + l/2 \le l - 1$ 位置前です。
 #   そのため、どの距離も学習中に現れた範囲を出ません。
@@ -453,7 +453,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   次のセルでは、$l = 1024$ と、論文で最も長い評価長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
 #   ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
 #   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。その寄与を測っているのが論文の表 5 です。
-#   4096 トークンでのパープレキシティは、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
+#   4096 トークンでの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
 #   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。この段落は論文の本文に基づいています。
 
 # %%
@@ -562,7 +562,7 @@ print(
 # match a float64 evaluation of the formula: the largest error stays below the printed
 # bound $10^{-4}$ (its exact value depends on how the matrix product is split across threads).
 #
-# The vectors depend on $c$, so with a KV cache the centre must not change between
+# The vectors depend on $c$, so with a [KV cache](../docs/glossary.md#kv-cache) the centre must not change between
 # the call that encoded the keys and the one that encodes a new query. Either pass
 # the same `center` every time, or cache the keys before xPos and encode them again
 # with each query, as torchscale does. The last check shows what goes wrong
@@ -594,7 +594,7 @@ print(
 # float64 で評価した式と一致することを確かめます。出力のとおり、最大誤差は $10^{-4}$ 未満です
 # （正確な値は、行列積をスレッドにどう分割するかで変わります）。
 #
-# ベクトルは $c$ に依存します。そのため KV キャッシュでは、キーをエンコードした呼び出しと
+# ベクトルは $c$ に依存します。そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、キーをエンコードした呼び出しと
 # 新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
 # 毎回同じ `center` を渡すか、torchscale のように xPos をかける前のキーをキャッシュして、
 # クエリのたびにエンコードし直します。
@@ -822,7 +822,7 @@ print(
 # %% [markdown] lang="en"
 # ## The causal mask counts
 #
-# Put a beginning-of-sequence token first, and give it a feature that no other
+# Put a [beginning-of-sequence token](../docs/glossary.md#beginning-of-sequence-token) first, and give it a feature that no other
 # token has: $1$ in the marker feature, $0$ for every other token. Let the first
 # layer's queries be zero. Every visible key then gets the same score, the causal
 # softmax spreads the weight evenly over the $t + 1$ visible tokens, and the marker
@@ -839,7 +839,7 @@ print(
 # %% [markdown] lang="ja"
 # ## 因果マスクは数を数える
 #
-# 系列の先頭に BOS トークン（系列の始まりを示すトークン）を置き、ほかのどのトークンも持たない目印を与えます。
+# 系列の先頭に [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)（系列の始まりを示すトークン）を置き、ほかのどのトークンも持たない目印を与えます。
 # 目印の次元の値が、BOS では $1$、ほかのトークンではすべて $0$ です。最初の層のクエリを 0 にします。
 # すると見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
 # 位置 $t$ の出力では、目印の次元の値が BOS の取り分になります。
@@ -893,7 +893,7 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # %% [markdown] lang="en"
 # ## Reading the position back
 #
-# The feature $h_t = 1/(t+1)$ is monotone in $t$, but it is not $t$: a linear readout
+# The feature $h_t = 1/(t+1)$ is monotone in $t$, but it is not $t$: a linear [readout](../docs/glossary.md#readout)
 # $a h_t + b$ cannot follow a hyperbola, and the best least-squares fit over
 # $t = 0, \dots, 63$ is off by up to the printed 33.84 positions. A layer's
 # feed-forward part can invert it. One hidden layer of ReLU units computes any
@@ -919,7 +919,7 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # ## 位置を読み戻す
 #
 # この次元の値 $h_t = 1/(t+1)$ は $t$ について単調ですが、$t$ そのものではありません。
-# 線形の読み出し $a h_t + b$ では双曲線をなぞれず、$t = 0, \dots, 63$ で最小二乗による最良のあてはめを使っても、
+# 線形の[読み出し](../docs/glossary.ja.md#readout) $a h_t + b$ では双曲線をなぞれず、$t = 0, \dots, 63$ で最小二乗による最良のあてはめを使っても、
 # 出力のとおり最大 33.84 位置ずれます。
 # 層のフィードフォワード部分を使えば、この関数の逆関数を計算できます。
 # ReLU を並べた隠れ層 1 つで、$h$ の任意の連続な区分線形関数を計算できます（折れ目 1 つにユニット 1 つ）。

@@ -19,7 +19,7 @@
 # per feature, yet it runs on every query and every key of every layer, and in a
 # decoding loop once more for each new token. This chapter asks how fast it can be.
 # The answer is a count of bytes, not of arithmetic: RoPE waits on memory. We count
-# the bytes that Hugging Face's eager formula moves, derive a version that moves half
+# the bytes that Hugging Face's [eager formula](../docs/glossary.md#eager) moves, derive a version that moves half
 # as many for float32 input from ordinary PyTorch operations (the one `posenc` uses;
 # for bfloat16 input it does not save bytes, as we will count), check that it
 # computes the same numbers, look at the very different problem of a single decoding
@@ -33,10 +33,10 @@
 # それでも、すべての層のすべてのクエリとキーに適用され、デコードのループでは新しいトークンのたびにもう一度実行されます。
 # この章では、RoPE をどこまで速くできるかを考えます。
 # 答えを決めるのは演算の数ではなく、動かすバイト数です。RoPE の実行時間は、ほとんどがメモリ待ちだからです。
-# まず Hugging Face の eager モードの式が動かすバイト数を数えます。
+# まず Hugging Face の [eager モード](../docs/glossary.ja.md#eager)の式が動かすバイト数を数えます。
 # 次に、通常の PyTorch の演算だけで、float32 の入力ならその半分しか動かさない版を導きます（`posenc` が使っている方法です）。
 # ただし bfloat16 の入力では、後で数えるとおりバイト数は減りません。
-# それが同じ数値を計算することを確かめ、デコードの 1 ステップという、性質のまったく違う問題も見ます。
+# それが同じ数値を計算することを確かめ、[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)という、性質のまったく違う問題も見ます。
 # 最後に、どの実装でも避けられない最小のバイト数を基準にして、このページを生成したマシンで全体を計測します。
 
 # %%
@@ -140,14 +140,14 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 #
 # Each pair costs four multiplications and two additions, 3 flops per element, while
 # each float32 element must at least be read (4 bytes) and its result written (4 bytes).
-# The ratio of the two is the arithmetic intensity:
+# The ratio of the two is the [arithmetic intensity](../docs/glossary.md#arithmetic-intensity):
 # $$I = \frac{3\ \mathrm{flop}}{8\ \mathrm{B}}$$
 # A CPU core performs ten or more float32 operations in the time memory delivers one
 # byte, and a GPU's cores about as many (its tensor cores, which only multiply
 # matrices, play no part in an elementwise operation), so at $I = 3/8$ the arithmetic
 # units sit
 # idle and the time is the
-# bytes moved divided by the memory bandwidth (the "roofline" model of Williams,
+# bytes moved divided by the memory bandwidth (the "[roofline](../docs/glossary.md#roofline-model)" model of Williams,
 # Waterman and Patterson). The cell counts the operations of the textbook formula with
 # `posenc.bench.count_traffic`, which intercepts every ATen operation a call runs.
 
@@ -156,12 +156,12 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 #
 # 1 つのペアには掛け算 4 回と足し算 2 回がかかり、要素 1 つあたり 3 flop です。
 # 一方、float32 の要素は少なくとも 1 回読み（4 バイト）、結果を 1 回書く（4 バイト）必要があります。
-# この 2 つの比が演算強度です。
+# この 2 つの比が[演算強度](../docs/glossary.ja.md#arithmetic-intensity)です。
 # $$I = \frac{3\ \mathrm{flop}}{8\ \mathrm{B}}$$
 # CPU のコアは、メモリが 1 バイトを届ける間に float32 の演算を 10 回以上こなせます。
 # GPU でも、要素ごとの演算を受け持つコアではほぼ同じです（テンソルコアは行列の積しか計算しないので、要素ごとの演算には関わりません）。
 # そのため $I = 3/8$ では演算器は手が空いたままになり、かかる時間は「動かしたバイト数 ÷ メモリ帯域幅」で決まります
-# （Williams、Waterman、Patterson のルーフラインモデル）。
+# （Williams、Waterman、Patterson の[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # 次のセルでは、`posenc.bench.count_traffic` で教科書どおりの式の演算を数えます。
 # この関数は、1 回の呼び出しが実行する ATen の演算をすべて捕捉して記録します。
 
@@ -190,7 +190,7 @@ print(
 # Hugging Face's formula, operation by operation (the negation and the concatenation
 # build $\mathrm{rotate\_half}(x)$):
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
-# Any out-of-place rotation must read $x$ once and write $x'$ once, the floor:
+# Any [out-of-place](../docs/glossary.md#in-place-out-of-place) rotation must read $x$ once and write $x'$ once, [the floor](../docs/glossary.md#floor):
 # $$\beta_{\mathrm{floor}} = 4 + 4 = 8$$
 # The tables $c$ and $s$ are read too, but they hold $SD$ numbers shared by the $BH$
 # rows of $x$, which adds $4/(BH) = 0.25$ bytes per element for each read here. The
@@ -205,7 +205,7 @@ print(
 # $x$ の要素 1 つあたりに動くバイト数を $\beta$ とします。
 # Hugging Face の式を演算ごとに数えると次のようになります（正負の反転と連結が $\mathrm{rotate\_half}(x)$ を作ります）。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
-# アウトオブプレースの回転（出力を新しいテンソルに書く回転）は、どれも $x$ を 1 回読み、$x'$ を 1 回書かなければなりません。これが下限です。
+# [アウトオブプレース](../docs/glossary.ja.md#in-place-out-of-place)の回転（出力を新しいテンソルに書く回転）は、どれも $x$ を 1 回読み、$x'$ を 1 回書かなければなりません。これが[下限](../docs/glossary.ja.md#floor)です。
 # $$\beta_{\mathrm{floor}} = 4 + 4 = 8$$
 # 表 $c$ と $s$ も読みますが、その $SD$ 個の数は $x$ の $BH$ 行で共有されます。
 # そのため 1 回読むごとに、要素あたり $4/(BH) = 0.25$ バイトが加わるだけです。
@@ -235,7 +235,7 @@ print(per_element(floor_traffic), end="")
 # %% [markdown] lang="en"
 # ## Writing into the output
 #
-# The eager formula materialises four temporaries of the size of $x$ (or half of it)
+# The eager formula [materialises](../docs/glossary.md#materialise) four [temporaries](../docs/glossary.md#temporary-tensor) of the size of $x$ (or half of it)
 # and reads each back. Three passes that write straight into the result avoid them all:
 # $$x' \leftarrow [a; b] \odot \cos\phi, \qquad a' \leftarrow a' - b \odot \sin\phi, \qquad b' \leftarrow b' + a \odot \sin\phi$$
 # In PyTorch the first pass is `torch.mul(..., out=...)` into a view of the result
@@ -248,7 +248,7 @@ print(per_element(floor_traffic), end="")
 # it by hand, checks that it is what `apply_rope` computes, bit for bit, and counts it.
 #
 # One difference in the numbers: `addcmul_` may compute $a' - b \odot \sin\phi$ with a
-# fused multiply-add, which rounds once where the textbook rounds the product
+# [fused multiply-add](../docs/glossary.md#fused-multiply-add), which rounds once where the textbook rounds the product
 # $b \sin\phi$ and then the difference. That is why the first cell compared within
 # three units of rounding. Inside `posenc` every path (both layouts, small and large
 # inputs, the function and the module) does the same arithmetic, so they agree exactly;
@@ -265,7 +265,7 @@ print(per_element(floor_traffic), end="")
 # %% [markdown] lang="ja"
 # ## 出力に直接書き込む
 #
-# eager モードの式は、$x$（またはその半分）と同じ大きさの一時テンソルを 4 つ実体化し、それぞれをもう一度読みます。
+# eager モードの式は、$x$（またはその半分）と同じ大きさの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を 4 つ[実体化](../docs/glossary.ja.md#materialise)し、それぞれをもう一度読みます。
 # 結果のテンソルに直接書き込む 3 回のパスにすれば、これらはすべて不要になります。
 # $$x' \leftarrow [a; b] \odot \cos\phi, \qquad a' \leftarrow a' - b \odot \sin\phi, \qquad b' \leftarrow b' + a \odot \sin\phi$$
 # PyTorch では、最初のパスは、結果を形状 $(\ldots, 2, D/2)$ として見たビューへの `torch.mul(..., out=...)` で、
@@ -278,7 +278,7 @@ print(per_element(floor_traffic), end="")
 # 次のセルでは、これを手書きで実装し、`apply_rope` の計算とビット単位で同じであることを確かめ、バイト数を数えます。
 #
 # 数値には 1 つ違いがあります。
-# `addcmul_` は $a' - b \odot \sin\phi$ を融合積和演算（FMA）で計算することがあります。
+# `addcmul_` は $a' - b \odot \sin\phi$ を[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（FMA）で計算することがあります。
 # 教科書どおりの式は積 $b \sin\phi$ を丸めてから差を丸めますが、FMA は 1 回しか丸めません。
 # 最初のセルで、完全な一致ではなく、単位丸め誤差の 3 倍以内かどうかを確かめたのはこのためです。
 # `posenc` の中では、どの経路（2 つの配置、小さい入力と大きい入力、関数とモジュール）も同じ演算をするので、結果は完全に一致します。
@@ -349,7 +349,7 @@ print(
 # ## Why not a single pass?
 #
 # An elementwise PyTorch operation reads element $k$ of every operand through that
-# operand's strides. To write all of $x'$ in one operation it would need, next to $x$,
+# operand's [strides](../docs/glossary.md#stride). To write all of $x'$ in one operation it would need, next to $x$,
 # a view of $x$ with the two halves swapped: an offset of $D/2$ and a stride of $-D/2$
 # along the pair axis. Views cannot have negative strides (the cell shows PyTorch
 # refusing one), so each half needs a pass of its own over its partner.
@@ -365,7 +365,7 @@ print(
 # %% [markdown] lang="ja"
 # ## なぜ 1 回のパスにできないのか
 #
-# PyTorch の要素ごとの演算は、各オペランドの要素 $k$ を、そのオペランドのストライドを通して読みます。
+# PyTorch の要素ごとの演算は、各オペランドの要素 $k$ を、そのオペランドの[ストライド](../docs/glossary.ja.md#stride)を通して読みます。
 # $x'$ 全体を 1 回の演算で書くには、$x$ のほかに、前半と後半を入れ替えた $x$ のビューが必要です。
 # それは、ストレージオフセット $D/2$ と、ペアの軸に沿ったストライド $-D/2$ を持つビューです。
 # ビューは負のストライドを持てません（次のセルで PyTorch が拒否するのを確かめます）。
@@ -421,11 +421,11 @@ print(
 # an out-of-place path with fewer calls (the same arithmetic, the same bits), the
 # frequencies are computed once per setting, the broadcast check runs in Python on the
 # shapes, and `RotaryEmbedding` checks its cache by identity and takes $\cos\phi$ and
-# $\sin\phi$ for consecutive positions (a prompt, a decode step) as rows of its cache,
+# $\sin\phi$ for consecutive positions (a prompt, a [decode step](../docs/glossary.md#decode-step)) as rows of its cache,
 # without a copy (other positions cost one `index_select` per table), once for both
 # $q$ and $k$. What it
 # cannot avoid is that `apply_rope` computes $\cos\phi$ and $\sin\phi$ on every call, while the
-# eager contender is handed tables computed beforehand; a model should let
+# eager [contender](../docs/glossary.md#contender) is handed tables computed beforehand; a model should let
 # `RotaryEmbedding` cache them. The section
 # [Measuring on this machine](#measuring-on-this-machine) shows what the calls cost.
 
@@ -446,7 +446,7 @@ print(
 # 連続した位置（プロンプトやデコードの 1 ステップ）の $\cos\phi$ と $\sin\phi$ は、キャッシュの行をコピーせずにそのまま使います
 # （それ以外の位置では、表ごとに 1 回の `index_select` がかかります）。この取り出しは $q$ と $k$ に共通で、1 回だけです。
 # 避けられないのは、`apply_rope` が呼び出しのたびに $\cos\phi$ と $\sin\phi$ を計算することです。
-# 一方、eager モードの比較対象には、あらかじめ計算した表を渡しています。
+# 一方、eager モードの[比較対象](../docs/glossary.ja.md#contender)には、あらかじめ計算した表を渡しています。
 # モデルでは `RotaryEmbedding` に表をキャッシュさせるべきです。
 # 呼び出しにかかる時間は、「[このマシンで計測する](#このマシンで計測する)」の節で示します。
 
@@ -501,7 +501,7 @@ print("RotaryEmbedding:\n ", textwrap.fill(module_ops, 76), end="")
 # stored medians and quartiles that the text below refers to, and checks each
 # statement against them. Run the command to measure yours.
 #
-# In the prefill the order follows the bytes. The byte counts predict $40/8 = 5$,
+# In the [prefill](../docs/glossary.md#prefill) the order follows the bytes. The byte counts predict $40/8 = 5$,
 # $20/8 = 2.5$ and $8/8 = 1$ times the floor for the eager formula, `posenc` and the
 # complex multiplication; the first figure sets the prediction next to the
 # measurement. `apply_rope` is between two and four times faster than the eager
@@ -538,7 +538,7 @@ print("RotaryEmbedding:\n ", textwrap.fill(module_ops, 76), end="")
 # 次のセルは、そのマシンの情報と、以下の説明が参照する保存済みの中央値と四分位数を表示し、それぞれの記述をその値と照らし合わせます。
 # 手元のマシンで計るには、このコマンドを実行してください。
 #
-# プリフィルでは、順位はバイト数のとおりになります。
+# [プリフィル](../docs/glossary.ja.md#prefill)では、順位はバイト数のとおりになります。
 # バイト数からの予測では、eager モードの式、`posenc`、複素数の掛け算の時間は、下限のそれぞれ $40/8 = 5$、$20/8 = 2.5$、$8/8 = 1$ 倍です。
 # 最初の図は、この予測を計測値と並べて示します。
 # `apply_rope` は eager モードの式より 2 倍から 4 倍速く、どの比較対象もバイト数からの予測より長くかかります。
@@ -690,8 +690,8 @@ display(
 # tens of teraflops in float32 on the cores that run elementwise operations; its
 # tensor cores, with their hundreds of teraflops, only multiply matrices and play no
 # part here. That is roughly ten to twenty flops per byte, about as many as a CPU
-# core, so at $I = 3/8$ RoPE is bound by memory there too. Two things change. Each
-# operation becomes a kernel launch of a few microseconds, so the five launches and
+# core, so at $I = 3/8$ RoPE is [bound by memory](../docs/glossary.md#memory-bound) there too. Two things change. Each
+# operation becomes a [kernel launch](../docs/glossary.md#kernel-kernel-launch) of a few microseconds, so the five launches and
 # four temporaries of the eager formula cost more than their bytes, and a decode step
 # is almost all launch overhead (which CUDA graphs reduce). And one
 # kernel can do the whole rotation, with any pairing, in a single read and write:
@@ -712,9 +712,9 @@ display(
 # データセンター向けの GPU は、メモリから毎秒数 TB を運び、要素ごとの演算を受け持つコアで float32 の演算を毎秒数十兆回こなします。
 # テンソルコアは数百 TFLOPS を出しますが、行列の積しか計算しないので、ここでは使われません。
 # つまり 1 バイトあたり 10 から 20 flop ほどで、CPU のコアと同じくらいです。
-# そのため $I = 3/8$ の RoPE は GPU でもメモリ律速です。
+# そのため $I = 3/8$ の RoPE は GPU でも[メモリ律速](../docs/glossary.ja.md#memory-bound)です。
 # 変わる点は 2 つです。
-# まず、各演算は数マイクロ秒かかるカーネル起動になります。eager モードの式の 5 回の起動と 4 つの一時テンソルは、バイト数以上に高くつきます。
+# まず、各演算は数マイクロ秒かかる[カーネル起動](../docs/glossary.ja.md#kernel-kernel-launch)になります。eager モードの式の 5 回の起動と 4 つの一時テンソルは、バイト数以上に高くつきます。
 # デコードの 1 ステップは、ほとんどが起動のオーバーヘッドです（CUDA Graphs はこれを減らします）。
 # 次に、1 つのカーネルで、どのペアの組み方でも、回転全体を 1 回の読み込みと 1 回の書き込みで済ませられます。
 # 例として、FlashAttention の Triton 実装 `apply_rotary` があります（インプレースも選べます）。

@@ -15,7 +15,14 @@ from posenc import (
     sinusoidal,
     t5_relative_position_bucket,
 )
-from posenc.toy import ENCODINGS, ToyTransformer, accuracy_by_position, periodic_batch, train
+from posenc.toy import (
+    ENCODINGS,
+    ToyTransformer,
+    accuracy_by_position,
+    periodic_batch,
+    recall_batch,
+    train,
+)
 
 V = 16
 
@@ -220,3 +227,127 @@ def test_a_short_training_run_reduces_the_loss():
     start, end = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
     assert start > math.log(8) - 0.3  # about chance: a uniform guess over 8 tokens
     assert end < 0.5 * start
+
+
+# ------------------------------------------- the new encodings and options
+
+
+def test_new_encodings_wire_their_modules():
+    from posenc import CoPE, FireBias, KerpleBias
+
+    assert isinstance(model("kerple").kerple_bias, KerpleBias)
+    assert isinstance(model("fire").fire_bias, FireBias)
+    m = model("cope", max_len=20)
+    assert all(isinstance(b.attn.cope, CoPE) for b in m.blocks)
+    assert m.blocks[0].attn.cope.max_positions == 20
+    torch.testing.assert_close(model("kerple").position_bias(7), model("kerple").kerple_bias(7))
+    torch.testing.assert_close(model("fire").position_bias(7), model("fire").fire_bias(7))
+
+
+def test_cope_with_its_zero_table_is_plain_attention_and_then_moves():
+    # CoPE's table starts at zero, so the bias starts at zero
+    plain, cope = model("nope"), model("cope", max_len=40)
+    tokens = torch.randint(V, (2, 15))
+    torch.testing.assert_close(cope(tokens), plain(tokens))
+    with torch.no_grad():
+        cope.blocks[0].attn.cope.pos_emb.normal_()
+    assert not torch.allclose(cope(tokens), plain(tokens))
+
+
+def test_window_hides_the_far_keys():
+    m = model("t5")
+    tokens = torch.randint(V, (2, 20))
+    torch.testing.assert_close(m(tokens, window=20), m(tokens))
+    windowed = m(tokens, window=5)
+    torch.testing.assert_close(windowed[:, :5], m(tokens)[:, :5])  # nothing hidden yet
+    # a query at t sees t-4 .. t; two layers reach t-8: tokens 0 .. 2 reach t <= 10
+    changed = tokens.clone()
+    changed[:, :3] = (tokens[:, :3] + 1) % V
+    torch.testing.assert_close(m(changed, window=5)[:, 11:], windowed[:, 11:])
+    assert not torch.allclose(m(changed, window=5)[:, 10], windowed[:, 10])
+    assert not torch.allclose(m(changed)[:, 11:], m(tokens)[:, 11:])
+
+
+def test_clip_gives_alibi_the_bias_of_distance_clip_minus_1():
+    from posenc import alibi_slopes
+
+    m = model("alibi")
+    back = (torch.arange(12)[:, None] - torch.arange(12)[None, :]).clamp(max=4)
+    expected = -alibi_slopes(4)[:, None, None] * back  # the paper's -m * min(i - j, 4)
+    lower = back >= 0
+    torch.testing.assert_close(m.position_bias(12, clip=5)[:, lower], expected[:, lower])
+    torch.testing.assert_close(m.position_bias(12, clip=12), m.position_bias(12))
+
+
+def test_clip_gives_rope_the_scores_of_distance_clip_minus_1():
+    m = model("rope", n_layers=1)
+    attn, s, c = m.blocks[0].attn, 10, 4
+    h = torch.randn(1, s, 32)
+    q0, k0, v = attn.project_raw(h)  # [1, 4, s, 8]
+    scores = torch.full((4, s, s), -math.inf)
+    for i in range(s):
+        for j in range(i + 1):
+            at = i if i - j < c else j + c - 1  # the query moved to distance c - 1
+            q = apply_rope(q0[0, :, i : i + 1], torch.tensor([at]))
+            k = apply_rope(k0[0, :, j : j + 1], torch.tensor([j]))
+            scores[:, i, j] = (q @ k.transpose(-2, -1))[:, 0, 0] / math.sqrt(8)
+    y = (scores.softmax(-1) @ v[0]).transpose(0, 1).flatten(1)
+    torch.testing.assert_close(attn(h, torch.arange(s), clip=c)[0], attn.out(y))
+
+
+def test_options_name_their_errors():
+    tokens = torch.zeros(1, 6, dtype=torch.long)
+    with pytest.raises(ValueError, match="clip needs a relative encoding"):
+        model("sinusoidal")(tokens, clip=3)
+    with pytest.raises(ValueError, match="positions needs"):
+        model("alibi")(tokens, positions=torch.arange(6))
+    with pytest.raises(ValueError, match=r"positions must have shape \(6,\)"):
+        model("rope")(tokens, positions=torch.arange(5))
+    with pytest.raises(ValueError, match="window must be a positive integer"):
+        model("rope")(tokens, window=0)
+
+
+def test_explicit_positions_reach_the_encoding():
+    m = model("sinusoidal")
+    tokens = torch.randint(V, (1, 5))
+    positions = torch.tensor([0, 3, 4, 9, 20])
+    expected = m.tokens(tokens) + sinusoidal(positions, 32)
+    torch.testing.assert_close(m.embed(tokens, positions), expected)
+    r = model("rope")
+    shifted = r(tokens, positions=torch.arange(5) + 7)  # RoPE: only differences matter
+    torch.testing.assert_close(shifted, r(tokens), atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(r(tokens, positions=positions), r(tokens))
+
+
+def test_periodic_batch_with_bos():
+    g = torch.Generator().manual_seed(0)
+    inputs, targets = periodic_batch(3, 12, period=4, vocab_size=7, generator=g, bos=True)
+    assert inputs.shape == targets.shape == (3, 12)
+    assert (inputs[:, 0] == 7).all() and inputs[:, 1:].max() < 7
+    assert (targets[:, :4] == -1).all()  # BOS and the first p - 1 tokens
+    assert torch.equal(targets[:, 4:], inputs[:, 1:9])  # z_{t+1} = z_{t+1-p}
+    assert torch.equal(inputs[:, 5:], inputs[:, 1:-4])
+
+
+def test_recall_batch():
+    g = torch.Generator().manual_seed(0)
+    inputs, targets = recall_batch(50, 30, n_keys=5, n_values=3, generator=g)
+    assert inputs.shape == targets.shape == (50, 30)
+    bindings = inputs[:, :5]
+    assert (bindings < 15).all() and (targets[:, :5] == -1).all()
+    # every key is bound exactly once
+    assert torch.equal((bindings // 3).sort(-1).values, torch.arange(5).expand(50, -1))
+    value = {}
+    for b in range(50):
+        bound = {int(x) // 3: int(x) % 3 for x in bindings[b]}
+        for t in range(5, 30):
+            key = int(inputs[b, t]) - 15
+            assert 0 <= key < 5 and int(targets[b, t]) == bound[key]
+        value[b] = bound
+    assert len({v for bound in value.values() for v in bound.values()}) == 3
+    # a prefix is a shorter sequence of the same task
+    g2 = torch.Generator().manual_seed(0)
+    short = recall_batch(50, 12, n_keys=5, n_values=3, generator=g2)
+    assert torch.equal(short[0][:, :5], inputs[:, :5])
+    with pytest.raises(ValueError, match="seq_len"):
+        recall_batch(2, 5, n_keys=5)

@@ -1,0 +1,175 @@
+"""Tests of posenc.experiments: the statistics, the runner, and the stored record."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from posenc import experiments as E
+from posenc.experiments.__main__ import main
+
+# ------------------------------------------------------------- statistics
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "expected"),
+    [  # printed tables of Student's t (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2)
+        (0.975, 1, 12.706),
+        (0.975, 4, 2.776),
+        (0.975, 9, 2.262),
+        (0.975, 30, 2.042),
+        (0.95, 4, 2.132),
+        (0.995, 4, 4.604),
+    ],
+)
+def test_t_quantile_matches_the_printed_tables(p, df, expected):
+    assert round(E.t_quantile(p, df), 3) == expected
+
+
+def test_t_quantile_median_and_large_df():
+    assert E.t_quantile(0.5, 3) == pytest.approx(0.0, abs=1e-9)
+    assert E.t_quantile(0.975, 2000) == pytest.approx(1.95996, abs=2e-3)  # the normal's 1.96
+
+
+def test_t_interval_by_hand():
+    mean, low, high = E.t_interval([1.0, 2.0, 3.0, 4.0, 5.0])
+    half = 2.7764451 * math.sqrt(2.5) / math.sqrt(5)  # t_{0.975, 4} s / sqrt(n)
+    assert mean == 3.0
+    assert (low, high) == pytest.approx((3 - half, 3 + half), abs=1e-6)
+    assert E.t_interval([0.5, 0.5, 0.5]) == (0.5, 0.5, 0.5)
+
+
+def test_paired_difference_uses_the_pairs():
+    a, b = [1.0, 2.0, 3.0, 4.0], [0.5, 1.5, 2.5, 3.5]
+    assert E.paired_difference(a, b) == pytest.approx((0.5, 0.5, 0.5))
+    # unpaired, the spread of a and b would swamp the difference
+    assert E.t_interval(a)[1] < E.t_interval(b)[2]
+
+
+def test_statistics_name_their_errors():
+    with pytest.raises(ValueError, match="at least 2"):
+        E.t_interval([1.0])
+    with pytest.raises(ValueError, match="pair up"):
+        E.paired_difference([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match=r"p must be in \[0.5, 1\)"):
+        E.t_quantile(0.2, 3)
+    with pytest.raises(ValueError, match="df must be"):
+        E.t_quantile(0.9, 0)
+
+
+# ---------------------------------------------------------------- runner
+
+TINY = copy.deepcopy(E.SETTINGS) | {
+    "L": 8,
+    "factors": [1, 2],
+    "dim": 16,
+    "batch_size": 4,
+    "max_steps": 4,
+    "check_every": 2,
+    "n_validation": 4,
+    "n_eval": 4,
+    "finetune_steps": 2,
+    "recall": {"n_keys": 3, "n_values": 3},
+}
+
+
+def test_run_one_names_its_errors():
+    with pytest.raises(ValueError, match="task must be one of"):
+        E.run_one("sorting", "rope", 0, TINY)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        E.run_one("copy", "xpos", 0, TINY)
+
+
+def test_cli_rejects_bad_counts():
+    with pytest.raises(SystemExit):
+        main(["--seeds", "0"])
+    with pytest.raises(SystemExit):
+        main(["--kinds", "xpos"])
+
+
+def test_a_tiny_run_is_the_same_in_one_or_two_processes():
+    kinds = ("rope", "alibi")
+    one = E.run(("recall",), kinds, (0, 1), settings=TINY, jobs=1, progress=False)
+    two = E.run(("recall",), kinds, (0, 1), settings=TINY, jobs=2, progress=False)
+    strip = [{k: v for k, v in r.items() if k != "wall_s"} for r in one["runs"]]
+    assert strip == [{k: v for k, v in r.items() if k != "wall_s"} for r in two["runs"]]
+    rope = one["runs"][0]
+    assert rope["kind"] == "rope" and set(rope["rows"]) == {
+        "rope",
+        "rope+pi",
+        "rope+yarn",
+        "rope+ft",
+        "rope+pi+ft",
+        "rope+yarn+ft",
+    }
+    assert len(rope["losses"]) == rope["steps"] <= 4
+    assert all(len(v) == 2 for v in rope["finetune_losses"].values())
+    assert set(rope["rows"]["rope"]["mean"]) == {"8", "16"}
+    # another seed, other numbers
+    assert one["runs"][0]["losses"] != one["runs"][1]["losses"]
+
+
+# ---------------------------------------------------------- stored record
+
+
+@pytest.fixture(scope="module")
+def record():
+    return E.load_record()
+
+
+def test_the_record_is_the_full_design(record):
+    assert record["settings"] == E.SETTINGS  # the code and the record agree
+    assert record["tasks"] == list(E.TASKS) and record["kinds"] == list(E.KINDS)
+    assert len(record["seeds"]) >= 5
+    keys = [(r["task"], r["kind"], r["seed"]) for r in record["runs"]]
+    assert keys == [(t, k, s) for t in E.TASKS for k in E.KINDS for s in record["seeds"]]
+    assert record["torch"] and record["wall_s"] > 0
+    for r in record["runs"]:
+        assert len(r["losses"]) == r["steps"] <= record["settings"]["max_steps"]
+        assert r["learned"] == (r["checks"][-1] >= record["settings"]["target_accuracy"])
+
+
+def test_the_record_is_causal_where_it_must_be(record):
+    # a causal model predicts the first N positions of a longer input as at length N,
+    # unless a scaling (PI, YaRN) or random positions change every position
+    L, longest = record["settings"]["L"], str(8 * record["settings"]["L"])
+    for r in record["runs"]:
+        for row, result in r["rows"].items():
+            if "+pi" in row or "+yarn" in row or row == "random":
+                continue
+            full = result["by_position"][str(max(map(int, result["by_position"])))]
+            for N, acc in result["by_position"].items():
+                assert acc == full[: int(N)], (r["task"], row, N)
+            for condition in ("window", "clip"):
+                if condition in result:  # nothing hidden or clipped before L
+                    assert result[condition][:L] == result["by_position"][longest][:L]
+
+
+def test_the_summary_reads_the_record(record):
+    table = E.summary(record, "recall")
+    xs = E.values(record, "recall", "alibi", 16)
+    assert len(xs) == len(record["seeds"])
+    assert table["alibi", 16] == pytest.approx(E.t_interval(xs))
+    assert ("learned", 32) not in table  # no row for position L
+
+
+#: The CI slice: runs re-done in the test, which must match the record exactly.
+SLICE = [("recall", "alibi", 0)]
+
+
+@pytest.mark.parametrize(("task", "kind", "seed"), SLICE)
+def test_the_slice_reproduces_the_record_exactly(record, task, kind, seed):
+    threads = torch.get_num_threads()
+    try:
+        fresh = E.run_one(task, kind, seed, record["settings"])
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    stored = next(
+        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == (task, kind, seed)
+    )
+    fresh.pop("wall_s"), stored.pop("wall_s")
+    assert fresh == stored

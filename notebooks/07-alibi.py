@@ -308,7 +308,8 @@ torch.testing.assert_close(s112[64:], alibi_slopes(128, dtype=f64)[0::2][:48])
 assert s112.argmin() == 63 and s112.argmax() == 64
 
 print(" h  code: m_h  log2 m_h  paper: 2^(-8h/12)")
-for h, (x, y) in enumerate(zip(s12.tolist(), paper12.tolist()), start=1):
+rows = zip(s12.tolist(), paper12.tolist(), strict=True)
+for h, (x, y) in enumerate(rows, start=1):
     print(f"{h:>2}  {x:9.6f}  {math.log2(x):8.1f}  {y:17.6f}")
 lo, hi = s112.min(), s112.max()
 print(f"112 heads: min {lo:.8f} (head 64), max {hi:.6f} (head 65)", end="")

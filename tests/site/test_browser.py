@@ -479,7 +479,11 @@ _FIGURE_BACKGROUNDS = r"""async () => {
     const canvas = document.createElement('canvas');
     canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
     const ctx = canvas.getContext('2d');
-    ctx.fillStyle = `rgb(${page})`; ctx.fillRect(0, 0, canvas.width, canvas.height);
+    // what is behind the image: its own CSS background if it has one (a
+    // "card"), the page's otherwise
+    const own = getComputedStyle(img).backgroundColor.match(/[\d.]+/g).map(Number);
+    const behind = own.length === 4 && own[3] === 0 ? page : own.slice(0, 3);
+    ctx.fillStyle = `rgb(${behind})`; ctx.fillRect(0, 0, canvas.width, canvas.height);
     ctx.drawImage(img, 0, 0);
     const data = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
     const count = new Map();

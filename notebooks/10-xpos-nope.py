@@ -905,7 +905,7 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
 # which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$, gives
 # 22.50 at $t = 31$ and 26.25 at $t = 63$, and stays below 30 forever (left panel).
-# A fixed network resolves positions only up to a length set by its size.
+# A fixed ReLU layer resolves positions only up to a length set by its size.
 #
 # The feature itself also crowds: neighbouring positions differ by
 # $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$, a relative gap of $1/(t+2)$. Once that gap
@@ -930,7 +930,7 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # これは決して $2(K-1)$ を超えません。
 # $K = 16$ では、読み出しは $t = 15$ まで厳密で、$t = 31$ では 22.50、$t = 63$ では 26.25 を返し、
 # いつまでも 30 未満にとどまります（左の図）。
-# 決まった大きさのネットワークが見分けられる位置は、その大きさで決まる長さまでです。
+# 決まった大きさの ReLU の層が見分けられる位置は、その大きさで決まる長さまでです。
 #
 # この値そのものも、位置が進むにつれて詰まっていきます。隣り合う位置の差は $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$ で、
 # 相対的な差は $1/(t+2)$ です。この差が浮動小数点数の相対的な間隔より小さくなると、2 つの位置が同じ値に丸められることがあります。

@@ -90,28 +90,42 @@ def _check_padding_idx(padding_idx: object, n_positions: int) -> int | None:
     return padding_idx
 
 
-def _check_lookup(positions: object, n_positions: int) -> torch.Tensor:
-    """Return ``positions`` as indices into a table of ``n_positions`` rows.
+def _check_lookup(positions: object) -> torch.Tensor:
+    """Return ``positions`` as indices into a table: checks of the metadata only.
 
-    The range is checked on the values themselves (one ``aminmax``), so an
-    out-of-range position raises an ``IndexError`` that names the limit
-    rather than a device-side assertion from inside ``F.embedding``.
+    The range of the values is checked by the lookup itself (see
+    :func:`_lookup`), so that this runs without reading the values back.
     """
     positions = check_positions("positions", positions)
     if positions.is_floating_point():
         raise ValueError(
             f"positions must be an integer tensor to index a table, got dtype {positions.dtype}"
         )
-    if positions.numel() and positions.device.type != "meta":
-        low, high = (int(v) for v in torch.aminmax(positions))
-        if low < 0 or high >= n_positions:
-            bad = low if low < 0 else high
-            raise IndexError(
-                f"positions must lie in [0, n_positions) = [0, {n_positions}), got {bad}"
-            )
     if positions.dtype not in (torch.int32, torch.int64):
         positions = positions.long()  # F.embedding takes only int32/int64 indices
     return positions
+
+
+def _lookup(
+    positions: torch.Tensor, table: torch.Tensor, padding_idx: int | None = None
+) -> torch.Tensor:
+    """``F.embedding(positions, table)``, with a named ``IndexError`` for positions out of range.
+
+    No host read on the way: ``F.embedding`` checks the range itself. On
+    the CPU its error is caught and re-raised with the bound and the
+    offending value (computed only then); on an accelerator an out-of-range
+    position trips the kernel's device-side assertion instead, since
+    checking on the host would synchronise every call.
+    """
+    try:
+        return F.embedding(positions, table, padding_idx=padding_idx)  # (*, d)
+    except IndexError:
+        n_positions = table.shape[0]
+        low, high = (int(v) for v in torch.aminmax(positions))
+        bad = low if low < 0 else high
+        raise IndexError(
+            f"positions must lie in [0, n_positions) = [0, {n_positions}), got {bad}"
+        ) from None
 
 
 def _float64_device(device: torch.device) -> torch.device:
@@ -419,8 +433,8 @@ class SinusoidalEmbedding(nn.Module):
             ValueError: if ``positions`` is not an integer tensor.
             IndexError: if a position lies outside ``[0, n_positions)``.
         """
-        positions = _check_lookup(positions, self.n_positions)
-        out = F.embedding(positions, self.table)  # (*, d)
+        positions = _check_lookup(positions)
+        out = _lookup(positions, self.table)  # (*, d)
         if self.scale is not None:
             out = out * self.scale
         return out
@@ -489,8 +503,8 @@ class LearnedPositionalEmbedding(nn.Module):
             ValueError: if ``positions`` is not an integer tensor.
             IndexError: if a position lies outside ``[0, n_positions)``.
         """
-        positions = _check_lookup(positions, self.n_positions)
-        return F.embedding(positions, self.weight, padding_idx=self.padding_idx)  # (*, d)
+        positions = _check_lookup(positions)
+        return _lookup(positions, self.weight, self.padding_idx)  # (*, d)
 
     def extra_repr(self) -> str:
         return f"n_positions={self.n_positions}, dim={self.dim}, padding_idx={self.padding_idx}"

@@ -127,6 +127,17 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
     )
 
 
+@torch.compiler.assume_constant_result
+def _t5_thresholds_constant(side: int, max_distance: int) -> tuple[int, ...]:
+    """:func:`_t5_thresholds`, which ``torch.compile`` calls once and keeps as a constant.
+
+    Its search (``bisect``, ``struct``) runs in Python on two integers, so
+    it cannot be traced and need not be: the result depends on the settings
+    alone.
+    """
+    return _t5_thresholds(side, max_distance)
+
+
 def t5_relative_position_bucket(
     relative_position: torch.Tensor,
     *,
@@ -204,7 +215,7 @@ def t5_relative_position_bucket(
         distance = (-relative_position).clamp_min(0)  # later keys: distance 0
 
     thresholds = torch.tensor(
-        _t5_thresholds(side, max_distance), dtype=torch.int64, device=distance.device
+        _t5_thresholds_constant(side, max_distance), dtype=torch.int64, device=distance.device
     )
     log_bucket = max_exact + torch.bucketize(distance, thresholds, right=True)
     bucket = torch.where(distance < max_exact, distance, log_bucket)

@@ -260,6 +260,22 @@ def _rotate_into(
     out_b.addcmul_(a, sin)  # b cos + a sin
 
 
+def _swap(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """Exchange the members of every pair of the last axis: ``[a; b] -> [b; a]``.
+
+    ``half``: one ``roll`` by ``r/2`` (a single call into torch);
+    ``interleaved``: ``(a_0, b_0, a_1, ...) -> (b_0, a_0, b_1, ...)``, a
+    ``flip`` of the ``(r/2, 2)`` view. Exact: values are only moved.
+    """
+    r = x.shape[-1]
+    if layout == "half":
+        return x.roll(r // 2, -1)
+    return x.view(*x.shape[:-1], r // 2, 2).flip(-1).view(x.shape)
+
+
+_FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+_INDEX_DTYPES = (torch.int64, torch.int32)
+
 #: Below this many elements of ``x``, :func:`_rotate` takes the out-of-place path:
 #: for a decode step the cost is the number of calls into torch, not bytes.
 _SMALL = 1 << 15
@@ -270,8 +286,10 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
 
     Large inputs are written into one fresh tensor with ``torch.mul(..., out=)``
     and ``addcmul_`` (see :func:`_rotate_into`), without temporaries. Small
-    inputs (fewer than ``_SMALL`` elements, such as a decode step), and
-    inputs for which autograd records, take :func:`_rotate_out_of_place`,
+    inputs (fewer than ``_SMALL`` elements, such as a decode step), inputs
+    for which autograd records, and every input under ``torch.compile``
+    (which fuses the out-of-place operations, and cannot trace ``out=``
+    into a strided view), take :func:`_rotate_out_of_place`,
     which needs fewer calls and is differentiable. Both paths do the same
     arithmetic and agree to the last bit; nothing is written to ``x``.
 
@@ -291,8 +309,10 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
     xr = x if rot == dim else x.narrow(-1, 0, rot)  # (..., r)
     pairs = _pairs(xr, layout)  # (..., 2, r/2)
 
-    if x.numel() < _SMALL or (
-        torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+    if (
+        x.numel() < _SMALL
+        or torch.compiler.is_compiling()  # out= into strided views breaks graphs; fused anyway
+        or (torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad))
     ):
         return _rotate_out_of_place(x, pairs, cos, sin, layout)
 
@@ -451,7 +471,11 @@ def apply_rope(
     base, scaling = check_base(base), check_scaling(scaling)  # validated before the cache
     _check_broadcast(positions, x, "x")
     length = _length_key(scaling, positions, check_seq_len(seq_len))
-    inv_freq, attention_factor = _cached_parameters(rot, base, scaling, x.device, length)
+    # under torch.compile the frequencies are traced (and folded) rather than cached
+    parameters = (
+        _cached_parameters.__wrapped__ if torch.compiler.is_compiling() else _cached_parameters
+    )
+    inv_freq, attention_factor = parameters(rot, base, scaling, x.device, length)
 
     if positions.device != x.device:
         positions = positions.to(x.device)
@@ -465,29 +489,64 @@ def apply_rope(
 
 
 class RotaryEmbedding(nn.Module):
-    """RoPE for queries and keys, with a cos/sin cache that grows on demand.
+    """RoPE for queries and keys, from a cache of ``cos`` and ``sin``.
 
     ``forward(q, k, positions)`` equals ``apply_rope`` on ``q`` and on ``k``
-    with ``rotary_dim=dim``. Integer positions in ``[0, max_cache_positions)``
-    are looked up in a cache of ``cos`` and ``sin`` for the contiguous range
-    ``0 .. n-1``; the cache grows geometrically to cover the largest position
-    seen. Anything else (negative, fractional or larger positions, float64
-    inputs) is computed directly, so a position of ``2**40`` allocates
-    nothing in proportion to it.
+    with ``rotary_dim=dim``, to the last bit. Integer positions are looked
+    up in a cache of the rotation for positions ``0 .. n-1``; floating
+    positions and float64 inputs are computed directly. The module has two
+    modes, which differ in where the cache grows and where positions are
+    checked:
 
-    The cache is a pair of non-persistent buffers (not in the
-    ``state_dict``), built by :meth:`rope_init`; the module can be created on
-    the meta device (``with torch.device("meta"): ...``). The cache is
-    rebuilt, in float32 on the device of the inputs, whenever its buffers no
-    longer hold what :meth:`rope_init` wrote: after ``module.to_empty(...)``
-    (no extra initialisation step is needed), a cast such as
-    ``module.half()``, or a move to another device.
+    - ``max_positions=None`` (default; convenient in eager mode): the cache
+      grows geometrically to cover the largest position seen. To know that
+      position, ``forward`` reads the smallest and largest position back to
+      the host (one ``.item()`` or ``aminmax`` per call: on a GPU, a
+      synchronisation per call). Negative positions and positions at or
+      beyond ``max_cache_positions`` are computed directly, so a position of
+      ``2**40`` allocates nothing in proportion to it. Under
+      ``torch.compile`` the values cannot be read, and every call computes
+      ``cos`` and ``sin`` directly from the positions (no cache, no graph
+      break).
+    - ``max_positions=n`` (the per-step path of a model: decoding, CUDA
+      graphs, ``torch.compile(fullgraph=True)``): the cache for positions
+      ``0 .. n-1`` is built once, at construction (or by :meth:`reserve`),
+      and ``forward`` gathers its rows (one ``index_select``) without
+      looking at the values: no host read, no growth, no graph break.
+      Integer positions must lie in ``[0, n)``; on the CPU an integer
+      position outside raises an ``IndexError`` that names the bound (the
+      gather checks it, at no extra cost); on an accelerator the gather's
+      device-side assertion fires instead (a check on the host would
+      synchronise every call).
+
+    In both modes the types, dtypes and shapes of the inputs are checked on
+    the host, from their metadata alone, with the errors listed below.
+
+    The cache is a set of non-persistent buffers (not in the ``state_dict``):
+    ``rot_cached`` of shape ``(n, 2, dim)`` holds, for each position, the
+    multipliers ``[cos; s * sin]`` of the whole head in the module's layout
+    (``s = -1`` on the first member of each pair, ``+1`` on the second), and
+    ``cos_cached`` and ``sin_cached``, ``(n, dim/2)``, are views of it. The
+    module can be created on the meta device (``with
+    torch.device("meta"): ...``). In eager mode the cache is rebuilt, in
+    float32 on the device of the inputs, whenever its buffers no longer hold
+    what :meth:`rope_init` wrote: after ``module.to_empty(...)``, a cast
+    such as ``module.half()``, or a move to another device. Under
+    ``torch.compile`` this check (it compares storage pointers) is skipped:
+    run the module once eagerly, or call :meth:`reserve`, after such a
+    change and before compiling.
 
     With a length-dependent scaling (``DynamicNTKScaling``,
     ``LongRopeScaling``) the cache holds the frequencies of sequences no
     longer than ``original_max_positions``; a longer sequence (its length
     taken as in :func:`apply_rope`: ``seq_len``, else the largest position
-    + 1) is computed directly with its own frequencies.
+    + 1, a read from the device that an explicit ``seq_len`` avoids) is
+    computed directly with its own frequencies.
+
+    A decode step (fewer than 32768 elements per tensor) is rotated as
+    ``x * C + swap(x) * S`` with the cached full-width rows ``C`` and ``S``
+    (``swap`` exchanges the members of each pair): three operations per
+    tensor, the same arithmetic as :func:`apply_rope` and the same bits.
 
     Args:
         dim (int): number of rotated features per head, even and >= 2. Heads
@@ -497,20 +556,34 @@ class RotaryEmbedding(nn.Module):
         layout (str): ``"half"`` (GPT-NeoX, Hugging Face) or
             ``"interleaved"`` (RoFormer, GPT-J, Meta's Llama). Default ``"half"``.
         scaling (RopeScaling | None): a frequency scaling, or ``None``.
+        max_positions (int | None): build the cache for positions
+            ``0 .. max_positions - 1`` now and never grow or inspect it in
+            ``forward`` (see above); a positive integer, or ``None`` for the
+            growing cache. Default ``None``.
 
     Raises:
         ValueError: if ``dim`` is odd or < 2, ``base`` is not finite or
-            <= 1, or ``layout`` is unknown.
-        TypeError: if ``scaling`` is not one of the scalings or ``None``.
+            <= 1, ``layout`` is unknown, or ``max_positions`` < 1.
+        TypeError: if ``scaling`` is not one of the scalings or ``None``, or
+            ``max_positions`` is not an integer.
+
+    Example:
+        >>> rope = RotaryEmbedding(64, max_positions=4096)
+        >>> q = k = torch.randn(1, 8, 1, 64)  # one new token
+        >>> rq, rk = rope(q, k, torch.tensor([1000]))
+        >>> rq.shape
+        torch.Size([1, 8, 1, 64])
     """
 
-    #: Integer positions at or beyond this bound bypass the cache.
+    #: Integer positions at or beyond this bound bypass the growing cache.
     max_cache_positions: int = 2**20
-    #: Rows of the cache built at construction.
+    #: Rows of the cache built at construction when ``max_positions`` is ``None``.
     initial_cache_positions: int = 256
 
+    rot_cached: torch.Tensor
     cos_cached: torch.Tensor
     sin_cached: torch.Tensor
+    inv_freq: torch.Tensor
 
     def __init__(
         self,
@@ -519,20 +592,28 @@ class RotaryEmbedding(nn.Module):
         base: float = 10000.0,
         layout: str = "half",
         scaling: RopeScaling | None = None,
+        max_positions: int | None = None,
     ) -> None:
         super().__init__()
         self.dim = check_even("dim", dim)
         self.base = check_base(base)
         self.layout = check_choice("layout", layout, _LAYOUTS)
         self.scaling = check_scaling(scaling)
-        self.rope_init()
+        self.max_positions = (
+            None if max_positions is None else check_size("max_positions", max_positions)
+        )
+        # the eager decode step (_decode_step) serves a fixed cache and a scaling whose
+        # frequencies do not depend on the length
+        self._fast = self.max_positions is not None and not is_length_dependent(self.scaling)
+        self.rope_init(self.max_positions)
 
     def rope_init(self, n_positions: int | None = None, device: torch.device | None = None) -> None:
-        """(Re)build the frequencies and the cos/sin cache for positions ``0 .. n_positions-1``.
+        """(Re)build the frequencies and the cache for positions ``0 .. n_positions-1``.
 
         Args:
             n_positions (int | None): rows of the cache. Default
-                ``initial_cache_positions``.
+                ``max_positions``, or ``initial_cache_positions`` when that
+                is ``None``.
             device (torch.device | None): where to build it. Default: the
                 current default device (the meta device inside
                 ``with torch.device("meta")``).
@@ -543,59 +624,92 @@ class RotaryEmbedding(nn.Module):
             scaling=self.scaling,
             seq_len=canonical_seq_len(self.scaling, 0),  # the short frequencies, if any
         )
-        self._inv_freq = inv_freq  # (dim/2,) float32 on the CPU; not a buffer, so never cast
         self.attention_factor = attention_factor
-        n = self.initial_cache_positions if n_positions is None else int(n_positions)
+        if n_positions is None:
+            n_positions = self.max_positions or self.initial_cache_positions
+        n = int(n_positions)
         if device is None:
             device = torch.empty(0).device
+        inv_freq = inv_freq.to(device)  # (dim/2,) float32
         positions = torch.arange(n, dtype=torch.float32, device=device)  # (n,)
-        cos, sin = _cos_sin(positions, inv_freq.to(device), attention_factor, torch.float32)
-        self.register_buffer("cos_cached", cos, persistent=False)  # (n, dim/2)
-        self.register_buffer("sin_cached", sin, persistent=False)  # (n, dim/2)
-        self._cache_key = self._buffers_key()
+        cos, sin = _cos_sin(positions, inv_freq, attention_factor, torch.float32)  # (n, dim/2)
+        table = torch.empty(n, 2, self.dim, device=device)  # (n, 2, dim): [C; S] per position
+        c_pairs = _pairs(table[:, 0], self.layout)  # (n, 2, dim/2): both members of each pair
+        s_pairs = _pairs(table[:, 1], self.layout)
+        c_pairs.copy_(cos.unsqueeze(-2))  # C = cos on both members
+        s_pairs.select(-2, 0).copy_(-sin)  # S = -sin on the first member ...
+        s_pairs.select(-2, 1).copy_(sin)  # ... and +sin on the second
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.register_buffer("rot_cached", table, persistent=False)
+        self.register_buffer("cos_cached", c_pairs.select(-2, 0), persistent=False)
+        self.register_buffer("sin_cached", s_pairs.select(-2, 1), persistent=False)
         # the tensors rope_init wrote and their storage: the per-call check compares
-        # identities and pointers instead of rebuilding the key
-        self._cache_refs = (cos, sin, cos.data_ptr(), sin.data_ptr())
+        # identities and one pointer instead of rebuilding a key
+        self._cache_refs = (table, self.cos_cached, self.sin_cached, inv_freq, table.data_ptr())
 
-    def _buffers_key(self) -> tuple[object, ...]:
-        # Identifies the storage rope_init wrote. `module.to(other device)`, `.half()`
-        # and `.to_empty()` all put new storage in the buffers, so the key changes.
-        cos, sin = self.cos_cached, self.sin_cached
-        return (cos.device, cos.dtype, cos.data_ptr(), sin.dtype, sin.data_ptr())
+    def reserve(self, n_positions: int, device: torch.device | str | None = None) -> None:
+        """Build the cache for positions ``0 .. n_positions - 1`` now.
 
-    def _cache_valid(self, device: torch.device) -> bool:
-        return self.cos_cached.device == device and self._cache_key == self._buffers_key()
+        The explicit place for cache growth: call it before compiling, before
+        capturing a CUDA graph, after ``to_empty``, or to raise the bound of
+        a module built with ``max_positions`` (which becomes
+        ``n_positions``).
 
-    def _tables(self, n_needed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """The cos and sin cache, valid on ``device`` for positions ``< n_needed``.
+        Args:
+            n_positions (int): rows of the cache, a positive integer.
+            device (torch.device | str | None): where to build it. Default:
+                where the cache is now (the default device if that is meta).
+
+        Raises:
+            TypeError: if ``n_positions`` is not an integer.
+            ValueError: if ``n_positions`` < 1.
+        """
+        n = check_size("n_positions", n_positions)
+        if device is None:
+            device = self.rot_cached.device
+            if device.type == "meta":
+                device = torch.empty(0).device
+        if self.max_positions is not None:
+            self.max_positions = n
+        self._fast = self.max_positions is not None and not is_length_dependent(self.scaling)
+        self.rope_init(n, torch.device(device))
+
+    def _cache(self, n_needed: int, device: torch.device) -> torch.Tensor:
+        """``rot_cached``, valid on ``device`` for positions ``< n_needed`` (eager mode).
 
         The fast path, taken on every call once the cache is warm, checks
         that the buffers are still the tensors :meth:`rope_init` wrote, on
         the same storage and device, and long enough: identity and pointer
-        comparisons, no call into torch. Anything else goes through
-        :meth:`_ensure_cache`, which rebuilds or grows the cache.
+        comparisons, no call into torch. Anything else rebuilds or grows the
+        cache.
         """
-        cos, sin, cos_ptr, sin_ptr = self._cache_refs
+        table, cos, sin, inv_freq, ptr = self._cache_refs
         buffers = self._buffers
         if (
-            buffers.get("cos_cached") is cos
+            buffers.get("rot_cached") is table
+            and table.shape[0] >= n_needed
+            and table.device == device
+            and buffers.get("cos_cached") is cos
             and buffers.get("sin_cached") is sin
-            and cos.shape[0] >= n_needed
-            and cos.device == device
-            and cos.data_ptr() == cos_ptr
-            and sin.data_ptr() == sin_ptr
+            and buffers.get("inv_freq") is inv_freq
+            and table.data_ptr() == ptr
         ):
-            return cos, sin
-        self._ensure_cache(n_needed, device)
-        return buffers["cos_cached"], buffers["sin_cached"]
-
-    def _ensure_cache(self, n_needed: int, device: torch.device) -> None:
-        current = self.cos_cached.shape[0]
-        valid = self._cache_valid(device)
-        if valid and current >= n_needed:
-            return
-        n = max(n_needed, 2 * current if valid else current)
-        self.rope_init(min(n, self.max_cache_positions), device)
+            return table
+        valid = (
+            buffers.get("rot_cached") is table
+            and buffers.get("cos_cached") is cos
+            and buffers.get("sin_cached") is sin
+            and buffers.get("inv_freq") is inv_freq
+            and table.device == device
+            and table.data_ptr() == ptr
+        )
+        current = table.shape[0]
+        if self.max_positions is not None:
+            n = max(n_needed, self.max_positions)
+        else:
+            n = min(max(n_needed, 2 * current if valid else current), self.max_cache_positions)
+        self.rope_init(n, device)
+        return self.rot_cached
 
     @staticmethod
     def _is_range(positions: torch.Tensor, low: int, n: int) -> bool:
@@ -605,38 +719,130 @@ class RotaryEmbedding(nn.Module):
         expected = torch.arange(low, low + n, device=positions.device, dtype=positions.dtype)
         return torch.equal(positions.reshape(-1), expected)
 
-    def _cos_sin_for(
+    def _gather(self, table: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """Rows ``table[positions]``, shape ``(*positions.shape, 2, dim)``, by ``index_select``.
+
+        A plain gather of rows, several times faster than advanced indexing.
+        """
+        index = positions if positions.dim() == 1 else positions.reshape(-1)
+        if index.dtype not in (torch.int32, torch.int64):
+            index = index.long()
+        rows = table.index_select(0, index)  # (n, 2, dim)
+        return rows if positions.dim() == 1 else rows.view(*positions.shape, 2, self.dim)
+
+    def _rows(
         self, positions: torch.Tensor, device: torch.device, angle_dtype: torch.dtype
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin of shape ``(*positions.shape, dim/2)``, from the cache when it can."""
-        if positions.device != device:
-            positions = positions.to(device)
+    ) -> torch.Tensor | None:
+        """Cached rows ``(*positions.shape, 2, dim)`` for ``positions``, or ``None`` to compute."""
         if (
-            angle_dtype == torch.float32
-            and not positions.is_floating_point()
-            and positions.numel() > 0
-            and device.type != "meta"  # shape inference: no values to look at
+            angle_dtype != torch.float32
+            or positions.is_floating_point()
+            or positions.numel() == 0
+            or device.type == "meta"  # shape inference: no values to look at
         ):
-            if positions.numel() == 1:  # a decode step: one value, one call
-                low = high = int(positions.item())
-            else:
-                low, high = (int(v) for v in torch.aminmax(positions))
-            if low >= 0 and high < self.max_cache_positions:
-                cos, sin = self._tables(high + 1, device)
-                shape = (*positions.shape, self.dim // 2)
-                n = positions.numel()
-                if high - low + 1 == n and (n == 1 or self._is_range(positions, low, n)):
-                    # consecutive positions (a prompt, a decode step): rows of the cache
-                    # as they are, no copy
-                    return cos.narrow(0, low, n).view(shape), sin.narrow(0, low, n).view(shape)
-                # index_select on the flat positions: a plain gather of rows, several
-                # times faster than advanced indexing (cos_cached[positions])
-                index = positions.reshape(-1)
-                if index.dtype not in (torch.int32, torch.int64):
-                    index = index.long()
-                cos, sin = cos.index_select(0, index), sin.index_select(0, index)
-                return cos.view(shape), sin.view(shape)
-        return _cos_sin(positions, self._inv_freq.to(device), self.attention_factor, angle_dtype)
+            return None
+        compiling = torch.compiler.is_compiling()
+        if self.max_positions is not None:  # fixed cache: gather, never look at the values
+            if compiling:
+                return self._gather(self.rot_cached, positions)
+            table = self._cache(0, device)
+            try:
+                return self._gather(table, positions)
+            except IndexError:
+                raise IndexError(
+                    f"positions must lie in [0, max_positions) = [0, {self.max_positions}) "
+                    f"for integer positions, got values in [{int(positions.min())}, "
+                    f"{int(positions.max())}]; call reserve(n) to raise the bound"
+                ) from None
+        if compiling:  # the values decide the growth: compute instead
+            return None
+        if positions.numel() == 1:  # a decode step: one value, one call
+            low = high = int(positions.item())
+        else:
+            low, high = (int(v) for v in torch.aminmax(positions))
+        if low < 0 or high >= self.max_cache_positions:
+            return None
+        table = self._cache(high + 1, device)
+        n = positions.numel()
+        if high - low + 1 == n and (n == 1 or self._is_range(positions, low, n)):
+            # consecutive positions (a prompt, a decode step): rows of the cache, no copy
+            return table.narrow(0, low, n).view(*positions.shape, 2, self.dim)
+        return self._gather(table, positions)
+
+    def _rotate_rows(self, x: torch.Tensor, c: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        """Rotate the first ``dim`` features of ``x`` by cached rows ``c`` and ``s``, ``(..., dim)``.
+
+        Small inputs (a decode step): ``x * c + swap(x) * s`` in one ``addcmul``,
+        ``swap`` exchanging the members of each pair (``[a; b] -> [b; a]``);
+        with ``c = [cos; cos]`` and ``s = [-sin; sin]`` this is ``[a cos - b
+        sin; b cos + a sin]``, the same kernel and bits as
+        :func:`_rotate_out_of_place` in four calls into torch. Large inputs
+        take :func:`_rotate` with half-width views of the rows.
+        """
+        layout, rot, dim = self.layout, self.dim, x.shape[-1]
+        if x.numel() >= _SMALL:
+            cos = _pairs(c, layout).select(-2, 0)  # (..., dim/2)
+            sin = _pairs(s, layout).select(-2, 1)
+            return _rotate(x, cos, sin, layout)
+        xr = x if rot == dim else x.narrow(-1, 0, rot)  # (..., r)
+        out = torch.addcmul(xr * c, _swap(xr, layout), s)  # (..., r)
+        if out.dtype != x.dtype:
+            out = out.to(x.dtype)
+        if rot < dim:
+            out = torch.cat((out, x.narrow(-1, rot, dim - rot)), dim=-1)
+        return out
+
+    def _decode_step(
+        self, q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The eager decode step, or ``None`` when the inputs need the general path.
+
+        Taken for ``max_positions`` set, 1-D integer positions of length ``s``
+        and ``q``, ``k`` of shape ``(..., s, h_d)`` with ``h_d == dim`` in
+        float32, bfloat16 or float16, all on the cache's device, and fewer
+        than ``_SMALL`` elements each. The checks are the general path's,
+        written as plain comparisons of metadata (anything unusual falls
+        through to the general path and its named errors); the arithmetic
+        is :meth:`_rotate_rows`'s, inlined: per tensor four calls into torch.
+        """
+        if type(q) is not torch.Tensor or type(k) is not torch.Tensor:
+            return None
+        if type(positions) is not torch.Tensor or positions.dtype not in _INDEX_DTYPES:
+            return None
+        table = self._cache_refs[0]
+        qs, ks, ps = q.shape, k.shape, positions.shape
+        dim = self.dim
+        if not (
+            len(ps) == 1
+            and len(qs) >= 2
+            and len(ks) >= 2
+            and qs[-1] == dim
+            and ks[-1] == dim
+            and qs[-2] == ps[0]
+            and ks[-2] == ps[0]
+            and q.dtype in _FAST_DTYPES
+            and k.dtype in _FAST_DTYPES
+            and q.numel() < _SMALL
+            and k.numel() < _SMALL
+            and ps[0] > 0
+            and q.device == table.device
+            and k.device == table.device
+            and positions.device == table.device
+            and self._buffers.get("rot_cached") is table
+            and table.data_ptr() == self._cache_refs[4]
+        ):
+            return None
+        try:
+            c, s = table.index_select(0, positions).unbind(-2)  # (s, dim) each
+        except IndexError:
+            return None  # the general path raises the named error
+        rq = torch.addcmul(q * c, _swap(q, self.layout), s)
+        rk = torch.addcmul(k * c, _swap(k, self.layout), s)
+        if rq.dtype != q.dtype:
+            rq = rq.to(q.dtype)
+        if rk.dtype != k.dtype:
+            rk = rk.to(k.dtype)
+        return rq, rk
 
     def forward(
         self,
@@ -648,6 +854,14 @@ class RotaryEmbedding(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Rotate queries and keys by their positions.
 
+        What is checked where: the types, dtypes and shapes below, on the
+        host from metadata (in eager mode and while compiling). With
+        ``max_positions`` set, the range of integer positions is checked by
+        the gather itself (an ``IndexError`` on the CPU, a device-side
+        assertion elsewhere); without it, nothing about the values needs
+        checking (any value is computed), but the values are read to grow
+        the cache in eager mode. See the class docstring.
+
         Args:
             q (torch.Tensor): queries, shape ``(..., h_d)``, e.g.
                 ``(b, n_h, s, h_d)``; floating point, ``h_d >= dim``.
@@ -656,20 +870,29 @@ class RotaryEmbedding(nn.Module):
                 (grouped-query attention); ``h_d_k >= dim``.
             positions (torch.Tensor): integer or floating positions that
                 broadcast to ``q.shape[:-1]`` and to ``k.shape[:-1]``, e.g.
-                ``(s,)`` or ``(b, 1, s)``.
+                ``(s,)`` or ``(b, 1, s)``; with ``max_positions``, integer
+                positions in ``[0, max_positions)``.
             seq_len (int | None): the sequence length for a length-dependent
                 scaling, >= 0; default the largest position + 1 (one read
-                from the device). Ignored by the other scalings.
+                from the device, not graph-safe: pass it under
+                ``torch.compile``). Ignored by the other scalings.
 
         Returns:
             tuple[torch.Tensor, torch.Tensor]: rotated ``q`` and ``k``, each
             with its input's shape and dtype.
 
         Raises:
+            TypeError: if ``q``, ``k`` or ``positions`` is not a tensor.
             ValueError: if ``q`` or ``k`` is not floating point or has a head
-                size smaller than ``dim``, ``positions`` does not broadcast,
-                or ``seq_len`` is negative.
+                size smaller than ``dim``, ``positions`` is boolean or
+                complex or does not broadcast, or ``seq_len`` is negative.
+            IndexError: with ``max_positions``, on the CPU, if an integer
+                position lies outside ``[0, max_positions)``.
         """
+        if self._fast and seq_len is None and not torch.compiler.is_compiling():
+            out = self._decode_step(q, k, positions)
+            if out is not None:
+                return out
         q = check_float_tensor("q", q)
         k = check_float_tensor("k", k)
         for name, t in (("q", q), ("k", k)):
@@ -682,19 +905,40 @@ class RotaryEmbedding(nn.Module):
         _check_broadcast(positions, q, "q")
         _check_broadcast(positions, k, "k")
         seq_len = check_seq_len(seq_len)
+        device = q.device
+        if positions.device != device:
+            positions = positions.to(device)
 
         if is_length_dependent(self.scaling):
             length = _length_key(self.scaling, positions, seq_len)
             if length != canonical_seq_len(self.scaling, 0):  # longer than the cache's frequencies
-                inv_freq, factor = _cached_parameters(
-                    self.dim, self.base, self.scaling, q.device, length
+                parameters = (
+                    _cached_parameters.__wrapped__
+                    if torch.compiler.is_compiling()
+                    else _cached_parameters
                 )
-                angle_dtype = _angle_dtype(positions, q, k)
-                cos, sin = _cos_sin(positions.to(q.device), inv_freq, factor, angle_dtype)
+                inv_freq, factor = parameters(self.dim, self.base, self.scaling, device, length)
+                cos, sin = _cos_sin(positions, inv_freq, factor, _angle_dtype(positions, q, k))
                 return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
 
-        cos, sin = self._cos_sin_for(positions, q.device, _angle_dtype(positions, q, k))
+        angle_dtype = _angle_dtype(positions, q, k)
+        rows = self._rows(positions, device, angle_dtype)
+        if rows is not None:
+            c, s = rows.unbind(-2)  # (*positions.shape, dim) each
+            return self._rotate_rows(q, c, s), self._rotate_rows(k, c, s)
+        inv_freq = self.inv_freq
+        if not torch.compiler.is_compiling():  # eager: the buffer may be stale or elsewhere
+            if device.type == "meta" or self._cache_refs[3] is not inv_freq:
+                inv_freq = _cached_parameters(
+                    self.dim, self.base, self.scaling, device, canonical_seq_len(self.scaling, 0)
+                )[0]
+            elif inv_freq.device != device:
+                inv_freq = inv_freq.to(device)
+        cos, sin = _cos_sin(positions, inv_freq, self.attention_factor, angle_dtype)
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, base={self.base}, layout={self.layout!r}, scaling={self.scaling!r}"
+        text = f"dim={self.dim}, base={self.base}, layout={self.layout!r}, scaling={self.scaling!r}"
+        if self.max_positions is not None:
+            text += f", max_positions={self.max_positions}"
+        return text

@@ -18,7 +18,8 @@
 # Self-attention compares every token with every other token, but nothing in its
 # formula says where a token sits. This chapter proves that, without positions,
 # shuffling the tokens only shuffles the outputs, so that "dog bites man" and
-# "man bites dog" look the same to the model; shows how a causal mask breaks the
+# "man bites dog" look the same to the model; shows how a
+# [causal mask](../docs/glossary.md#causal-mask) breaks the
 # symmetry, but only partly; lists what a positional signal has to provide, each
 # requirement backed by values that a code cell computes; checks that adding an
 # encoding breaks the symmetry; and ends with a map of the encodings this site
@@ -33,8 +34,8 @@
 # その式のどこにも、トークンがどこにあるかは書かれていません。
 # この章では、まず位置がなければトークンを並べ替えても出力が並べ替わるだけであることを証明します。
 # そのため、モデルには "dog bites man" と "man bites dog" が同じに見えます。
-# 次に、因果マスクがこの対称性を壊すこと、ただし一部しか壊さないことを示します。
-# そのうえで、位置の信号が満たすべき条件を挙げ、それぞれをコードで計算した値で裏付けます。
+# 次に、[因果マスク](../docs/glossary.ja.md#causal-mask)がこの対称性を壊すこと、ただし一部しか壊さないことを示します。
+# さらに、位置の信号が満たすべき条件を挙げ、それぞれをコードが計算した値によって裏付けます。
 # 位置エンコーディングを足すと対称性が壊れることを確かめ、
 # 最後にこのサイトで扱う位置エンコーディングの全体像を示します。
 # 主張はすべて `posenc.attention` で確かめます。
@@ -72,7 +73,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # matrix $S = QK^\top/\sqrt{d}$, self-attention is
 # $$\mathrm{Attn}(X) = \mathrm{softmax}(S)\,V$$
 # where the softmax acts on each row. Reorder the tokens by a permutation $\pi$:
-# the permutation matrix $P$ has $P_{i\pi(i)} = 1$ and zeros elsewhere, so that
+# the [permutation matrix](../docs/glossary.md#permutation-matrix) $P$ has
+# $P_{i\pi(i)} = 1$ and zeros elsewhere, so that
 # row $i$ of $PX$ is row $\pi(i)$ of $X$. Follow $PX$ through the formula.
 #
 # 1. The projections act on each row separately, so they commute with $P$:
@@ -88,7 +90,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # Together:
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # Shuffling the tokens shuffles the outputs in the same way and changes nothing
-# else: self-attention is permutation-equivariant. The cell below checks each step
+# else: self-attention is
+# [permutation-equivariant](../docs/glossary.md#permutation-equivariant). The cell
+# below checks each step
 # for one permutation, then the result for all $6! = 720$ permutations of six tokens.
 # It works in float64, so that "the same" means equal up to rounding.
 
@@ -100,10 +104,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # スコア行列を $S = QK^\top/\sqrt{d}$ とすると、セルフアテンションは次の式です。
 # $$\mathrm{Attn}(X) = \mathrm{softmax}(S)\,V$$
 # softmax は行ごとにかかります。ここでトークンを置換 $\pi$ で並べ替えます。
-# 置換行列 $P$ は $P_{i\pi(i)} = 1$ でそれ以外が 0 の行列で、
+# [置換行列](../docs/glossary.ja.md#permutation-matrix) $P$ は $P_{i\pi(i)} = 1$ でそれ以外が 0 の行列で、
 # $PX$ の第 $i$ 行は $X$ の第 $\pi(i)$ 行になります。$PX$ を式に通してみましょう。
 #
-# 1. 射影は行ごとに独立に働くので、$P$ と交換できます。
+# 1. 射影は行ごとに独立して働くので、$P$ と交換できます。
 #    $(PX)W_Q = PQ$ で、$PK$ と $PV$ も同様です。
 # 2. スコアは $PQ(PK)^\top/\sqrt{d} = PSP^\top$ になります。
 #    成分は $(PSP^\top)_{ij} = S_{\pi(i)\pi(j)}$ で、行と列が同じように並べ替わります。
@@ -116,7 +120,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # まとめると次のようになります。
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # トークンを並べ替えると、出力が同じように並べ替わるだけで、ほかは何も変わりません。
-# セルフアテンションのこの性質を置換同変（permutation-equivariant）と呼びます。
+# セルフアテンションのこの性質を[置換同変](../docs/glossary.ja.md#permutation-equivariant)（permutation-equivariant）と呼びます。
 # 次のセルでは、1 つの置換について各ステップを確かめ、
 # 続いて 6 個のトークンの $6! = 720$ 通りすべての置換について結果を確かめます。
 # 計算は float64 で行うので、「同じ」とは丸め誤差の範囲で等しいという意味です。
@@ -247,13 +251,17 @@ plt.show()
 #   Mean pooling is one: with $\mathbf{1}$ the vector of ones, each column of $P$ holds
 #   a single one, so $\mathbf{1}^\top P = \mathbf{1}^\top$ and
 #   $$\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top P\,\mathrm{Attn}(X) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$$
-#   The pooled output is permutation-invariant. Sums and maxima over the tokens
+#   The pooled output is
+#   [permutation-invariant](../docs/glossary.md#permutation-invariant). Sums and
+#   maxima over the tokens
 #   are too.
 #
 # Reading out a classification token, as BERT does, is no escape. Put a token
 # $x_{\mathrm{cls}}$ first in both sentences: the permutation keeps it in place, so its
 # output is again identical. A model without positions is a bag-of-words model,
-# however many layers it has: the residual connections, the layer norms and the
+# however many layers it has: the
+# [residual connections](../docs/glossary.md#residual-connection), the
+# [layer norms](../docs/glossary.md#layer-normalisation) and the
 # feed-forward layers act on each row separately and commute with $P$ too (the
 # section [How libraries differ](#how-libraries-differ) checks a full PyTorch
 # encoder layer, and exercise 1 proves it).
@@ -271,18 +279,18 @@ plt.show()
 #
 # - "bites" はどちらの文でも真ん中にあるので、出力は両方の文でまったく同じベクトルです。
 #   動詞には、誰が誰をかんだのかが分かりません。
-# - "dog" は主語でも目的語でも同じ出力になり、現れる行が違うだけです。
+# - "dog" の出力は主語と目的語のどちらの場合も同じになり、現れる行が違うだけです。
 # - 行の順序を無視する要約は、両方の文で同じになります。平均プーリングがその例です。
 #   $\mathbf{1}$ を全成分が 1 のベクトルとすると、$P$ の各列には 1 がちょうど 1 つあるので
 #   $\mathbf{1}^\top P = \mathbf{1}^\top$ となり、次が成り立ちます。
 #   $$\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top P\,\mathrm{Attn}(X) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$$
-#   プーリングした出力は置換不変（permutation-invariant）です。トークンについての和や最大値も同じです。
+#   プーリングした出力は[置換不変](../docs/glossary.ja.md#permutation-invariant)（permutation-invariant）です。トークンについての和や最大値も同じです。
 #
 # BERT のように分類用トークンの出力を使っても、この問題は避けられません。
 # 両方の文の先頭にトークン $x_{\mathrm{cls}}$ を置くと、置換はそれを動かさないので、その出力もやはり同じです。
 # 位置のないモデルは、層をいくつ重ねても bag-of-words（語順を無視した単語の集まり）のモデルです。
-# 残差接続、層正規化、フィードフォワード層はどれも行ごとに働くので、やはり $P$ と交換できます
-# （「[ライブラリによる違い](#ライブラリによる違い)」の節で PyTorch のエンコーダ層全体について確かめ、演習 1 で証明します）。
+# [残差接続](../docs/glossary.ja.md#residual-connection)、[層正規化](../docs/glossary.ja.md#layer-normalisation)、フィードフォワード層はどれも行ごとに働くので、やはり $P$ と交換できます。
+# PyTorch のエンコーダ層全体については「[ライブラリによる違い](#ライブラリによる違い)」の節で確かめ、証明は演習 1 で扱います。
 
 # %%
 vocab = {
@@ -352,8 +360,8 @@ print(
 # before position $i$ leaves it unchanged. Only a second layer, whose inputs at earlier
 # positions now differ, sees such a shuffle.
 #
-# The mask is itself positional information. Let a first token (a beginning-of-sequence
-# marker) carry a value feature equal to $1$, all other tokens $0$, and let the
+# The mask is itself positional information. Let a first token (a
+# [beginning-of-sequence marker](../docs/glossary.md#beginning-of-sequence-token)) carry a value feature equal to $1$, all other tokens $0$, and let the
 # queries be zero, so that every visible token gets the same weight. Token $p$
 # (counting from $p = 0$) sees $p + 1$ tokens, and its output feature is
 # $$\frac{1}{p+1}$$
@@ -367,9 +375,9 @@ print(
 # ## 因果マスクは対称性を壊す（ただし一部だけ）
 #
 # デコーダでは、トークン $i$ はトークン $j \le i$ にしかアテンションを向けられません。
-# そのためにスコアにマスク $M$ を足します。$j \le i$ なら $M_{ij} = 0$、$j > i$ なら $M_{ij} = -\infty$ で、
+# そのため、スコアにはマスク $M$ を足します。$j \le i$ なら $M_{ij} = 0$、$j > i$ なら $M_{ij} = -\infty$ で、
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$ を計算します。
-# マスクはトークンではなく位置に結び付いているので、トークンが動いても動きません。
+# マスクが結び付いているのはトークンでなく位置です。そのため、トークンが動いてもマスクは動きません。
 # $M = P(P^\top M P)P^\top$ と書けるので、先ほどのステップから次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
@@ -378,8 +386,8 @@ print(
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
 # これで「並べ替えになる」という保証はなくなりますが、それだけで出力が変わると証明できたわけではありません。
 # 異なるマスクでも、入力によっては同じ出力になることがあるからです（たとえば、すべてのトークンが等しいとき）。
-# そこで次のセルで実際に測ります。この等式を確かめ、$M$ を保つ置換を数え（720 通りのうち 1 つ）、
-# 残りの 719 通りそれぞれについて、このランダムなトークンの出力が並べ替えからどれだけずれるかを計算し、
+# そこで実際に測ります。次のセルでは、まずこの等式を確かめ、$M$ を保つ置換を数えます（720 通りのうち 1 つ）。
+# 続いて残りの 719 通りそれぞれについて、このランダムなトークンの出力が並べ替えからどれだけずれるかを計算し、
 # そのずれの最小値を表示します。
 #
 # ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として
@@ -387,7 +395,7 @@ print(
 # 位置 $i$ より前のトークンを並べ替えても、この出力は変わりません。
 # その並べ替えに気づけるのは、前の位置の入力がすでに変わっている 2 層目からです。
 #
-# マスクそのものが位置の情報を持っています。先頭のトークン（系列の始まりを示す BOS トークン）だけが、
+# マスクそのものが位置の情報を持っています。先頭のトークン（系列の始まりを示す [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)）だけが、
 # バリューのある次元に値 $1$ を持ち、ほかのトークンではその次元が $0$ だとします。
 # さらにクエリを 0 にして、見えるトークンすべてに同じ重みが付くようにします。
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
@@ -475,7 +483,8 @@ print(
 # add a vector $PE(p)$ to the token at position $p$. What should $PE$ look like? Each
 # requirement below comes with values printed by the cell that follows it. The
 # candidates are the raw index ($PE(p) = p$ in one feature), the index normalised by
-# the length ($p/L$), a one-hot vector over a fixed maximum length, and the
+# the length ($p/L$), a [one-hot vector](../docs/glossary.md#one-hot-vector) over a
+# fixed maximum length, and the
 # sinusoids of the chapter
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb).
 #
@@ -494,7 +503,7 @@ print(
 # いちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
 # では $PE$ はどんな形であるべきでしょうか。以下の各条件には、直後のセルで計算した数値を添えます。
 # 候補は 4 つです。位置の番号そのもの（1 つの次元に $PE(p) = p$ を入れます）、長さで正規化した番号（$p/L$）、
-# あらかじめ決めた最大長を次元数とする one-hot ベクトル、
+# あらかじめ決めた最大長を次元数とする [one-hot ベクトル](../docs/glossary.ja.md#one-hot-vector)、
 # そして「[正弦波位置エンコーディング](01-sinusoidal.ipynb)」の章の正弦波です。
 #
 # **値が有界であること。** トークンの埋め込みには決まった大きさがあります。
@@ -675,10 +684,11 @@ print("\n".join(lines), end="")
 # %% [markdown] lang="ja"
 # **決定的であること。** 位置 $p$ には、どの系列、どのバッチ、どの呼び出しでも同じベクトルが付かなければなりません。
 # そうでなければ、モデルはその意味を学べません。
-# 系列ごとに新しく引いたランダムな符号は一意ではあっても、意味を持ちません。
+# 系列ごとに新しく引いたランダムな符号は、一意であっても意味を持ちません。
 # 正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
-# 次のセルでは、位置 3 の符号を 4 つの状況（単独、長さ 20 の系列の中、バッチに対してオフセット付きでモジュールから、
-# 乱数生成器のシードを変えた後）で取り出し、torch を使わずに Python だけで計算した論文の式の値とそれぞれ比べます。
+# 次のセルでは、位置 3 の符号を 4 つの状況で取り出します。
+# 単独の場合、長さ 20 の系列の中、バッチに対するオフセット付きのモジュールの出力、乱数生成器のシードを変えた後です。
+# それぞれを、torch を使わずに Python だけで計算した論文の式の値と比べます。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
 # `posenc` の表は `IndexError` を送出します。
@@ -864,7 +874,7 @@ print(
 #   $B_{ij}$ は学習するものと固定のものがあり、位置には相対位置 $j - i$ を通してだけ依存します
 #   （ALiBi の $-m_h\,\lvert i - j\rvert$ がその例です）。
 # - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ です。これも相対位置です。
-#   回転を扱う章では、RoFormer にならってこの 2 つの位置を $m$ と $n$ と書きます
+#   回転を扱う章では、RoFormer にならってこの 2 つの位置を $m$、$n$ で表します
 #   （[記法のページ](../docs/notation.ja.md#positions)を参照してください）。
 #
 # 次のセルでは、それぞれを `posenc` で適用し、2 つのことを確かめます。
@@ -999,7 +1009,8 @@ plt.show()
 # without a padding mask.
 #
 # **Where the causal queries sit.** A causal mask fixes positions, and libraries do
-# not agree on which. When there are fewer queries than keys (decoding with a KV cache),
+# not agree on which. When there are fewer queries than keys (decoding with a
+# [KV cache](../docs/glossary.md#kv-cache)),
 # `posenc.attention` places the queries at the end of the keys, so the last query
 # sees every key. `torch.nn.functional.scaled_dot_product_attention` with
 # `is_causal=True` aligns them to the start instead, so its first query sees only the
@@ -1010,16 +1021,16 @@ plt.show()
 # ## ライブラリによる違い
 #
 # **アテンションのモジュール自体は位置を持ちません。** PyTorch の `nn.MultiheadAttention` と
-# `nn.TransformerEncoderLayer` は位置エンコーディングを足しません。呼び出す側が足す必要があります。
+# `nn.TransformerEncoderLayer` は位置エンコーディングを足しません。位置エンコーディングは呼び出す側で足す必要があります。
 # そのため、エンコーダ層全体（アテンション、残差接続、層正規化、フィードフォワード層）は置換同変で、
 # それを積み重ねたものも置換同変です。ただし、評価モード（ドロップアウトは行ごとに別のマスクを引きます）で、
 # パディングマスクを使わない場合の話です。
 #
 # **因果マスクでのクエリの位置。** 因果マスクはクエリとキーの位置関係を決めますが、その決め方はライブラリによって違います。
-# クエリがキーより少ないとき（KV キャッシュを使ったデコード）、
+# クエリがキーより少ないとき（[KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ったデコード）、
 # `posenc.attention` はクエリをキーの末尾にそろえるので、最後のクエリはすべてのキーを見ます。
-# `torch.nn.functional.scaled_dot_product_attention` に `is_causal=True` を渡すと、
-# 逆に先頭にそろえるので、最初のクエリは最初のキーしか見ません。
+# `torch.nn.functional.scaled_dot_product_attention` は、`is_causal=True` のとき逆にクエリを先頭側へそろえるので、
+# 最初のクエリは最初のキーしか見ません。
 # 末尾にそろえたマスクは `torch.nn.attention.bias.causal_lower_right` で作れます。
 # クエリとキーの数が同じなら、3 つとも一致します。
 
@@ -1085,7 +1096,7 @@ torch.testing.assert_close(
 #   行ごとに働く層を重ねたエンコーダ全体も同じで、"dog bites man" と "man bites dog" はプーリングすると同じベクトルになります。
 # - 因果マスクが壊す対称性は一部だけです。1 層では、ある位置より前のトークンの並べ替えは見えません。
 #   一方で、マスクだけでも位置を数えられます（$1/(p+1)$）。
-# - 位置の符号は、有界で、どの長さでも同じ意味を持ち、一意で、相対位置を表せて、決定的であるべきです。
+# - 位置の符号は有界で、どの長さでも同じ意味を持つべきです。さらに一意で相対位置を表せ、決定的であるべきです。
 #   正弦波はこの 5 つをすべて満たします。
 # - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
 #   実際に出力が変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。

@@ -17,7 +17,8 @@
 #
 # The Transformer of Vaswani et al. (2017) adds to every token embedding a fixed
 # vector that depends only on the token's position: the sines and cosines of the
-# position at many different frequencies. This chapter derives each property of
+# position at many different [frequencies](../docs/glossary.md#frequency). This
+# chapter derives each property of
 # that encoding that the paper states or relies on, checks every formula
 # numerically with `posenc`, and rebuilds two well-known implementations
 # (labml and AllenNLP) to show exactly where they differ. The symbols follow the
@@ -28,7 +29,7 @@
 # # 正弦波位置エンコーディング
 #
 # Vaswani ら（2017）の Transformer は、各トークンの埋め込みに、位置だけで決まる固定のベクトルを足します。
-# 中身は、位置にさまざまな周波数を掛けた角度の正弦（sin）と余弦（cos）です。
+# 中身は、位置にさまざまな[周波数](../docs/glossary.ja.md#frequency)を掛けた角度の正弦（sin）と余弦（cos）です。
 # この章では、論文が述べている性質や前提にしている性質をひとつずつ導き、
 # すべての式を `posenc` で数値的に確かめます。
 # 最後に、広く使われている 2 つの実装（labml と AllenNLP）を再現し、
@@ -60,7 +61,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # shuffles the tokens, the scores become $P\,XW_Q (XW_K)^\top P^\top$, the row-wise
 # softmax is shuffled the same way, and $P^\top P = I$ cancels against the values:
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# Attention is permutation-equivariant: without positions, "dog bites man" and
+# Attention is
+# [permutation-equivariant](../docs/glossary.md#permutation-equivariant): without
+# positions, "dog bites man" and
 # "man bites dog" give the same output vectors in another order (the chapter
 # [*Why attention needs positions*](00-why-positions.ipynb) treats this in detail).
 # The remedy here is to add a vector $PE(p)$, which depends on the position $p$, to
@@ -80,9 +83,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 置換行列 $P$ でトークンを並べ替えると、スコアは $P\,XW_Q (XW_K)^\top P^\top$ になります。
 # 行ごとの softmax も同じように並べ替わり、バリューとの積では $P^\top P = I$ が打ち消し合います。
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# アテンションは置換同変です。位置の情報がなければ、"dog bites man" と "man bites dog" の出力は、
-# 同じベクトルが並び順を変えて出てくるだけです
-# （詳しくは「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で扱います）。
+# アテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)です。位置の情報がなければ、"dog bites man" と "man bites dog" の出力は、
+# 同じベクトルが並び順を変えて出てくるだけです。
+# 詳しくは「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で扱います。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
 # 次のセルで、この等式と、このランダムな重みでは $PE(p)$ を足すと等式が成り立たなくなることを確かめます
 # （重みによっては成り立ち続けます。その例は
@@ -119,7 +122,8 @@ assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 # $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
 # the pair reads $PE_{(p,2i)} = \sin(\omega_i p)$ and $PE_{(p,2i+1)} = \cos(\omega_i p)$:
 # column $2i$ holds the sine and column $2i+1$ the cosine of the same angle
-# $\omega_i p$. Sine and cosine alternate; this is the interleaved layout.
+# $\omega_i p$. Sine and cosine alternate; this is the
+# [interleaved layout](../docs/glossary.md#interleaved-layout).
 # `posenc.sinusoidal(positions, d)` computes it; the cell below rebuilds the table
 # from the formula, entry by entry, and compares. In the table it prints, row $p = 0$
 # is $(0, 1, 0, 1, \dots)$: every sine is $0$ and every cosine is $1$. Column $0$ is
@@ -136,7 +140,7 @@ assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 # $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
 # と書くと、ペアは $PE_{(p,2i)} = \sin(\omega_i p)$ と $PE_{(p,2i+1)} = \cos(\omega_i p)$ になります。
 # 列 $2i$ には角度 $\omega_i p$ の正弦が、列 $2i+1$ には同じ角度の余弦が入ります。
-# 正弦と余弦が交互に並ぶこの並べ方をインターリーブ配置と呼びます。
+# 正弦と余弦が交互に並ぶこの並べ方を[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と呼びます。
 # `posenc.sinusoidal(positions, d)` がこれを計算します。
 # 次のセルでは、式から表を成分ごとに作り直して比べます。
 # 表示される表の行 $p = 0$ は $(0, 1, 0, 1, \dots)$ で、正弦はすべて $0$、余弦はすべて $1$ です。
@@ -232,7 +236,8 @@ plt.show()
 # %% [markdown] lang="en"
 # ## The wavelengths form a geometric progression
 #
-# The wavelength of pair $i$ is the number of positions its angle needs for one full
+# The [wavelength](../docs/glossary.md#wavelength) of pair $i$ is the number of
+# positions its angle needs for one full
 # turn:
 # $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
 # The ratio of consecutive wavelengths does not depend on $i$,
@@ -264,7 +269,7 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## 波長は等比数列をなす
 #
-# ペア $i$ の波長とは、その角度がちょうど 1 周するのに必要な位置の数です。
+# ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)とは、その角度がちょうど 1 周するのに必要な位置の数です。
 # $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
 # 隣り合う波長の比は $i$ によりません。
 # $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
@@ -383,7 +388,7 @@ plt.show()
 # $M_k$ contains $k$ and the frequencies, but not $p$: the same matrix shifts every
 # position by $k$. This is the linear function the paper promised.
 #
-# $B(\phi)$ is a rotation matrix. With the counter-clockwise rotation of the
+# $B(\phi)$ is a [rotation matrix](../docs/glossary.md#rotation-matrix). With the counter-clockwise rotation of the
 # [notation page](../docs/notation.md#encodings)
 # $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$, it is
 # $B(\phi) = R(-\phi)$: moving forward turns each (sine, cosine) point clockwise.
@@ -412,9 +417,9 @@ plt.show()
 # $M_k$ に含まれるのは $k$ と周波数だけで、$p$ は含まれません。
 # 同じ行列が、どの位置も $k$ だけずらします。これが論文の言う線形関数です。
 #
-# $B(\phi)$ は回転行列です。[記法のページ](../docs/notation.ja.md#encodings)の反時計回りの回転
+# $B(\phi)$ は[回転行列](../docs/glossary.ja.md#rotation-matrix)です。[記法のページ](../docs/notation.ja.md#encodings)の反時計回りの回転
 # $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$ を使うと、
-# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、（正弦, 余弦）の点は時計回りに回ります。
+# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、（正弦、余弦）の点は時計回りに回ります。
 # 回転の向き（正負）が重要です。うっかり書きがちな転置 $B(\phi)^\top = R(\phi)$ は逆向きに動き、
 # $PE(p)$ を $PE(p-k)$ に移します。
 # ブロックが回転なので、ずらす操作どうしも期待どおりに合成できます。
@@ -476,7 +481,7 @@ print(
 # second column of each pair supplies.
 #
 # Leaving $p = 0$ out does not rescue the sine. The cell below fits the best matrix
-# in the least-squares sense over $p = 1, \dots, 999$ for $k = 3$. With both columns the
+# in the [least-squares](../docs/glossary.md#least-squares) sense over $p = 1, \dots, 999$ for $k = 3$. With both columns the
 # fit recovers $M_k$ (transposed, since positions are rows) to rounding error; with
 # sines alone the relative error stays near 0.34, as printed.
 
@@ -492,7 +497,7 @@ print(
 # それを持っているのは各ペアの 2 列目だけです。
 #
 # $p = 0$ を除いても、正弦だけでは救えません。
-# 次のセルでは $k = 3$ について、$p = 1, \dots, 999$ の範囲で最小二乗法による最良の行列を求めます。
+# 次のセルでは $k = 3$ について、$p = 1, \dots, 999$ の範囲で[最小二乗](../docs/glossary.ja.md#least-squares)法による最良の行列を求めます。
 # 両方の列を使うと、丸め誤差の範囲で $M_k$（位置を行に並べているので転置）が復元されます。
 # 正弦だけでは、出力のとおり相対誤差が 0.34 前後に残ります。
 
@@ -527,7 +532,8 @@ print(
 # $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
 # Four consequences follow at once.
 #
-# - The dot product is a function of the distance $p-q$ alone: the Gram matrix is
+# - The dot product is a function of the distance $p-q$ alone: the
+#   [Gram matrix](../docs/glossary.md#gram-matrix) is
 #   constant along each diagonal.
 # - It is symmetric in $p-q$, because cosine is even: the dot product of two codes
 #   cannot tell whether $q$ comes before or after $p$. (Attention can, through its
@@ -546,7 +552,7 @@ print(
 # $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
 # ここから 4 つのことがすぐに分かります。
 #
-# - 内積は距離 $p-q$ だけの関数です。グラム行列は各対角線に沿って一定になります。
+# - 内積は距離 $p-q$ だけの関数です。[グラム行列](../docs/glossary.ja.md#gram-matrix)は各対角線に沿って一定になります。
 # - 余弦は偶関数なので、$p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
 #   （アテンションは重みを通して区別できます。次の節で見ます）。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
@@ -679,7 +685,7 @@ print(
 # ## labml と AllenNLP を posenc で再現する
 #
 # よく読まれている 2 つの PyTorch モジュールが、この位置エンコーディングを入力に足しています。
-# ただし、計算している中身は同じではありません。
+# ただし、両者が計算しているものは一致しません。
 # 以下では、それぞれの式を数行の torch で書き起こし、
 # それに合わせて設定した `posenc` のモジュールと比べます
 # （ほかの実装との比較は「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb)」の章で扱います）。
@@ -721,7 +727,8 @@ print(f"dropped {(~kept).float().mean():.2f} of the entries", end="")
 # %% [markdown] lang="en"
 # **AllenNLP** (`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`)
 # takes `(batch_size, timesteps, hidden_dim)`, builds the table anew on every call (no
-# maximum length, no cache, no dropout), uses the concatenated layout (all sines,
+# maximum length, no cache, no dropout), uses the
+# [concatenated layout](../docs/glossary.md#concatenated-layout) (all sines,
 # then all cosines), spaces the timescales from 1 to 10000 with both ends included
 # (the $n-1$ denominator, $\omega_i = 10000^{-i/(n-1)}$), and appends a zero column when
 # `hidden_dim` is odd. In `posenc`:
@@ -730,8 +737,8 @@ print(f"dropped {(~kept).float().mean():.2f} of the entries", end="")
 # %% [markdown] lang="ja"
 # **AllenNLP**（`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`）は、
 # `(batch_size, timesteps, hidden_dim)` の入力を受け取り、呼び出しのたびに表を作り直します。
-# 最大長もキャッシュもドロップアウトもありません。
-# 配置は連結配置（正弦をすべて並べてから余弦をすべて並べる）です。
+# 最大長、キャッシュ、ドロップアウトはいずれもありません。
+# 配置は[連結配置](../docs/glossary.ja.md#concatenated-layout)（正弦をすべて並べてから余弦をすべて並べる）です。
 # 時間スケールは 1 から 10000 まで、両端を含めて並べます。
 # つまり $n-1$ で割る周波数 $\omega_i = 10000^{-i/(n-1)}$ です。
 # `hidden_dim` が奇数なら、最後に値が 0 の列を 1 本加えます。
@@ -825,7 +832,8 @@ assert gap.max() > 1
 # ## In practice
 #
 # **Positions are explicit.** `sinusoidal` takes a tensor of positions, not a length,
-# so offsets need no special case. When a decoder generates with a KV cache, the new
+# so offsets need no special case. When a decoder generates with a
+# [KV cache](../docs/glossary.md#kv-cache), the new
 # token at position $t$ must get $PE(t)$, not $PE(0)$; the module takes an `offset` for
 # this. The check below encodes a sequence one token at a time and compares with
 # encoding it whole.
@@ -856,8 +864,8 @@ assert gap.max() > 1
 # ## 実際に使うときの注意
 #
 # **位置は明示的に渡します。** `sinusoidal` は長さではなく位置のテンソルを受け取るので、
-# 位置が 0 から始まらない場合（オフセット）にも特別な扱いはいりません。
-# KV キャッシュを使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
+# 位置が 0 から始まらない場合（オフセット）にも特別な扱いは要りません。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
 # $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
 # 下の確認では、系列を 1 トークンずつエンコードした結果と、まとめてエンコードした結果を比べます。
 #
@@ -1007,7 +1015,7 @@ print(
 # **解答 1.** 連結配置では、すべてのペアの正弦が先に並び、そのあとに余弦が並びます。
 # $C_k = \mathrm{diag}\big(\cos(k\omega_0), \dots, \cos(k\omega_{n-1})\big)$、
 # $S_k = \mathrm{diag}\big(\sin(k\omega_0), \dots, \sin(k\omega_{n-1})\big)$ と書くと、
-# 2 つの加法定理をすべてのペアに一度に当てはめたものは次のようになります。
+# 2 つの加法定理をすべてのペアへ一度に当てはめると、次のようになります。
 # $$PE^{\mathrm{cat}}(p+k) = \begin{pmatrix} C_k & S_k \\ -S_k & C_k \end{pmatrix} PE^{\mathrm{cat}}(p)$$
 # 上半分が各ペアの $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$、
 # 下半分が $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$ です。
@@ -1143,7 +1151,7 @@ print(
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** 内積 $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置 $p - q$ だけで決まります。
-# グラム行列は、学習で一度も見なかった位置も含めて、どの位置の組についても対角線に沿って一定です
+# グラム行列は、学習で一度も見なかった位置を含むどの位置の組についても、対角線に沿って一定です
 # （同じことですが、相対位置ごとに 1 つの行列で $PE(p+k) = M_k\,PE(p)$ と書けます）。
 # 学習型の表がこの性質を持つのは、学習がそう仕上げた場合だけで、初期化の時点ではまったく持っていません。
 # 次のセルでは、正弦波と、GPT-2 と同じように引いた表（$N(0, 0.01^2)$。

@@ -63,9 +63,12 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # ## 1. Interleaved or concatenated: one fixed permutation
 #
 # The paper puts the sine and cosine of frequency $\omega_i$ side by side, in
-# columns $2i$ and $2i+1$ (the interleaved layout). tensor2tensor, fairseq and
+# columns $2i$ and $2i+1$ (the
+# [interleaved layout](../docs/glossary.md#interleaved-layout)). tensor2tensor,
+# fairseq and
 # AllenNLP write all $n = d/2$ sines first and then all cosines, so that column $i$
-# holds the sine and column $n+i$ the cosine (the concatenated layout). The two tables
+# holds the sine and column $n+i$ the cosine (the
+# [concatenated layout](../docs/glossary.md#concatenated-layout)). The two tables
 # hold the same numbers; only the columns are in another order. Column $c$ of the
 # concatenated table is column $\pi(c)$ of the interleaved one, with
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
@@ -82,9 +85,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown] lang="ja"
 # ## 1. インターリーブ配置と連結配置：違いは列の並べ替えだけ
 #
-# 論文は、周波数 $\omega_i$ の正弦と余弦を列 $2i$ と $2i+1$ に隣り合わせて置きます（インターリーブ配置）。
+# 論文は、周波数 $\omega_i$ の正弦と余弦を列 $2i$ と $2i+1$ に隣り合わせて置きます（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）。
 # tensor2tensor、fairseq、AllenNLP は、$n = d/2$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます。
-# 列 $i$ が正弦、列 $n+i$ が余弦です（連結配置）。
+# 列 $i$ が正弦、列 $n+i$ が余弦です（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
 # 2 つの表に入っている数は同じで、列の順番が違うだけです。
 # 連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
@@ -180,9 +183,11 @@ plt.show()
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
 # The same holds for the keys and the values, so the attention scores and the
 # outputs are identical. The two layouts therefore describe the same family of
-# models: a checkpoint trained with one converts exactly to the other by permuting
+# models: a [checkpoint](../docs/glossary.md#checkpoint) trained with one converts
+# exactly to the other by permuting
 # its embedding columns and the rows of the weights that read them. In a full
-# Transformer every matrix that reads from or writes to the residual stream, and
+# Transformer every matrix that reads from or writes to the
+# [residual stream](../docs/glossary.md#residual-stream), and
 # every per-feature parameter on it such as the gains and biases of the layer
 # norms, must be permuted alike; the check below covers one attention layer. Without the permuted
 # weights, swapping the layout does change the scores, so a checkpoint cannot simply
@@ -195,11 +200,11 @@ plt.show()
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# キーとバリューでも同じことが成り立つので、アテンションスコアも出力も一致します。
+# キーとバリューでも同じことが成り立つので、アテンションスコアと出力はどちらも一致します。
 # したがって、2 つの配置は同じモデルの集まりを表しています。
-# 一方の配置で学習したチェックポイントは、埋め込みの列と、それを読む重みの行を並べ替えれば、
+# 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、埋め込みの列と、それを読む重みの行を並べ替えれば、
 # もう一方の配置へ厳密に変換できます。
-# 完全な Transformer では、残差ストリームを読み書きするすべての行列と、層正規化のゲインやバイアスのような
+# 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような
 # 残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替える必要があります。
 # 下の確認では、アテンション層 1 つについて調べます。
 # 重みを並べ替えずに配置だけを入れ替えるとスコアは変わります。
@@ -411,7 +416,7 @@ plt.show()
 # 孤立した正弦は情報を運びますが、回転の性質には加われません。
 # ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
 # しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
-# $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺は $0$ ですが右辺はそうではないので、
+# $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺が $0$ なのに右辺はそうでないので、
 # これを満たす $c$ はありません（「正弦波位置エンコーディング」の章の
 # 「[正弦だけでは足りない](01-sinusoidal.ipynb#正弦だけでは足りない)」と同じ議論です）。
 
@@ -497,13 +502,15 @@ print(
 #
 # fairseq does not number positions from $0$. Its `utils.make_positions` takes the
 # batch of token ids, marks the tokens that are not padding, and counts them along the
-# sequence with a cumulative sum; non-padding tokens get
+# sequence with a [cumulative sum](../docs/glossary.md#cumulative-sum); non-padding
+# tokens get
 # $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ and padding tokens get
 # $\mathrm{padding\_idx}$ itself:
 # $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
 # Its table (`SinusoidalPositionalEmbedding.get_embedding`) uses the concatenated
 # layout and the $n-1$ denominator, and sets row $\mathrm{padding\_idx}$ to zero, so
-# padding adds nothing. With fairseq's usual `padding_idx = 1`, the first real token
+# [padding](../docs/glossary.md#padding) adds nothing. With fairseq's usual
+# `padding_idx = 1`, the first [real token](../docs/glossary.md#real-token)
 # gets row $2$. Because the cumulative sum counts only real tokens, the first real
 # token gets row $2$ with left padding too. In `posenc` the table is
 # `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)`, and the
@@ -515,13 +522,13 @@ print(
 #
 # fairseq は位置を $0$ から数えません。
 # `utils.make_positions` はトークン ID のバッチを受け取り、パディングでないトークンに印を付け、
-# 累積和で系列に沿って数えます。
+# [累積和](../docs/glossary.ja.md#cumulative-sum)で系列に沿って数えます。
 # パディングでないトークンには $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ が、
 # パディングのトークンには $\mathrm{padding\_idx}$ そのものが割り当てられます。
 # $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
 # 表（`SinusoidalPositionalEmbedding.get_embedding`）は連結配置で、分母は $n-1$ です。
 # さらに行 $\mathrm{padding\_idx}$ を 0 にするので、パディングには何も足されません。
-# fairseq でよく使われる `padding_idx = 1` では、最初の実トークン（パディングでないトークン）は行 $2$ を受け取ります。
+# fairseq でよく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)（[パディング](../docs/glossary.ja.md#padding)でないトークン）は行 $2$ を受け取ります。
 # 累積和は実トークンだけを数えるので、左側にパディングがあっても最初の実トークンは行 $2$ です。
 # `posenc` では、表は `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` で、
 # 位置は 1 行で計算できます。
@@ -580,7 +587,7 @@ print(positions)
 # an encoding (its norm is $0$, every encoding has norm $\sqrt{n}$).
 
 # %% [markdown] lang="ja"
-# 実トークンを $t = 0, 1, 2, \dots$ と数える場合と比べると、すべての実トークンが
+# 実トークンを $t = 0, 1, 2, \dots$ と数える場合に比べて、すべての実トークンが
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
 # 回転の性質から、これはすべての位置に共通の 1 つの線形写像 $PE(t+2) = M_2\, PE(t)$ です。
 # ここで $M_k = \mathrm{diag}\big(B(k\omega_0), \dots, B(k\omega_{n-1})\big)$ は、
@@ -698,7 +705,7 @@ print(
 # 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
 # リポジトリは 2017 年 11 月にこれを $2\lfloor j/2 \rfloor/d$ に直しました（コミット `7fa8c63`、"fix position encoding in #32"）。
 # しかし、初期の版をコピーしたコードは今もほかのプロジェクトに出回っています。
-# （初期の版は、表の行 $0$ をすべて 0 のパディング行にもしています。これも後で再現します。）
+# 初期の版は、表の行 $0$ をすべて 0 のパディング行にもしています。これも後で再現します。
 # このとき、列 $j$ はそれぞれ自分だけの周波数を持ちます。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
@@ -818,14 +825,15 @@ plt.show()
 # of each pair, $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$, fixed at its
 # value $1$ at $p = 0$; in the buggy table that squared norm wanders between nearly $0$
 # and nearly $2$ (printed below), so no rotation maps $PE(p)$ to $PE(p+k)$. Nor does any
-# other linear map: the best least-squares fit from $PE(p)$ to $PE(p+3)$ over
+# other linear map: the best [least-squares](../docs/glossary.md#least-squares) fit from $PE(p)$ to $PE(p+3)$ over
 # $p = 0, \dots, 999$ for $d = 16$ leaves a relative error of 0.22, against less than
 # 1e-12 for the paper's encoding. And the dot product is no longer a function of the distance:
 # with $a_i = \tilde\omega_{2i}$, $b_i = \tilde\omega_{2i+1}$, the product-to-sum
 # formulas give
 # $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
 # For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
-# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain, so the Gram matrix is no
+# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain, so the
+# [Gram matrix](../docs/glossary.md#gram-matrix) is no
 # longer constant along its diagonals.
 
 # %% [markdown] lang="ja"
@@ -834,14 +842,14 @@ plt.show()
 # $p = 0$ での値 $1$ のまま変わらないはずです。
 # ところがバグのある表では、この値がほぼ $0$ からほぼ $2$ の間をさまよいます（下に表示します）。
 # したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
-# $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への最良の最小二乗近似を求めると、
+# $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への最良の[最小二乗](../docs/glossary.ja.md#least-squares)近似を求めると、
 # 相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
 # さらに、内積も距離だけの関数ではなくなります。$a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、
 # 積和の公式から次のようになります。
 # $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
 # 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、
 # $\sum_i \cos\omega_i(p-q)$ が残ります。
-# $a_i \ne b_i$ ではこれらの項が残るので、グラム行列は対角線に沿って一定ではなくなります。
+# $a_i \ne b_i$ ではこれらの項が残るので、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
 
 # %%
 d, n, k = 16, 8, 3
@@ -908,7 +916,8 @@ print("\n".join(lines), end="")
 # that reproduces the buggy exponent. Note that an all-zero row is not the encoding of
 # position $0$, which is $(0, 1, 0, 1, \dots)$.
 #
-# The same `posenc` table also offers the learned scale of Hua et al. (2022,
+# The same `posenc` table also offers the
+# [learned scale](../docs/glossary.md#learned-scale) of Hua et al. (2022,
 # appendix D), which the chapter
 # [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)
 # discusses: the looked-up encoding is multiplied by one trainable scalar,
@@ -923,7 +932,7 @@ print("\n".join(lines), end="")
 # 下では、バグのある指数を再現する幅の広い表にもこれを適用します。
 # すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではないことに注意してください。
 #
-# 同じ `posenc` の表には、Hua ら（2022、付録 D）の学習可能なスケールもあります。
+# 同じ `posenc` の表には、Hua ら（2022、付録 D）の[学習可能なスケール](../docs/glossary.ja.md#learned-scale)もあります。
 # 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章で扱うもので、
 # 表から引いたエンコーディングに、$d^{-1/2}$ で初期化した学習可能なスカラーを 1 つ掛けます。
 # `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
@@ -985,7 +994,7 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # $2^{20}$ 付近では間隔が $2^{-3} = 0.125$ ラジアンです。
 # 丸められるのは正弦ではなく角度そのものです。そして $|\sin a - \sin b| \le |a - b|$ により、
 # 角度の誤差はほぼそのままエンコーディングに伝わります。
-# ただし、角度は 2 回丸められます。先に $\omega_i$ が float32 に丸められ、角度がさらに最大 $p\,\omega_i \cdot 2^{-24}$ だけずれます。
+# ただし、角度は 2 回丸められます。先に $\omega_i$ が float32 へ丸められ、その分だけ角度が最大 $p\,\omega_i \cdot 2^{-24}$ ずれます。
 # したがって、角度が $[2^e, 2^{e+1})$ に入るとき、ペア $i$ の誤差は最大で $2^{e-24} + p\,\omega_i \cdot 2^{-24}$ です。
 # どの場合でも、「[正弦波位置エンコーディング](01-sinusoidal.ipynb#実際に使うときの注意)」の章で導いたとおり、
 # $u = 2^{-24}$ として $(2u + u^2)\,p\,\omega_i$ 以下です。
@@ -1089,13 +1098,15 @@ print("\n".join(lines), end="")
 # （セルでは、すべての標本でこの上界を確かめます）。
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。
 
-# %% alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. Float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 10^-6 to 6·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 10^-6 から 6·10^-2 まで増え、float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
+# %% alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. Float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 6·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 6·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
 _, enc_err, posenc_err, _ = float32_errors(samples)
 staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)
 assert posenc_err.max() <= 2**-25 + 1e-9
 # (2u + u^2) p w_i < 4 (1 + u) 2^(floor(log2 p) - 24), plus the sine's rounding
 assert (enc_err <= 4 * (1 + u) * staircase + 2**-23).all()
+# the ends quoted in the alt text
+assert 1e-7 < enc_err[0] < 3e-7 and 5e-2 < enc_err.max() < 7e-2
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 ax.plot(
@@ -1222,7 +1233,7 @@ plt.show()
 # ## 演習
 #
 # 1. 奇数の $d$ でも `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` が
-#    厳密に成り立つように `layout_permutation` を拡張してください。0 の列はどこに行くでしょうか。
+#    厳密に成り立つよう、`layout_permutation` を拡張してください。0 の列はどこに行くでしょうか。
 # 2. $d = 128$、$512$、$2048$ のそれぞれで、$n$ 版と $n-1$ 版のエンコーディングが、
 #    どこかの成分で $0.1$ より大きく異なる最初の位置を求めてください。$d$ によってどう変わるでしょうか
 #    （ヒント：$\omega_i - \omega'_i$ の最大値を見てください）。
@@ -1450,7 +1461,7 @@ print(
 # - labml.ai、固定の位置エンコーディングの注釈付き実装。
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
 # - Huang, Y.-H.、`attention-is-all-you-need-pytorch`（`transformer/Models.py`。
-#   2017 年 11 月のコミット `7fa8c63` より前の版は指数 $2j/d$ を使っています）。
+#   コミット `7fa8c63` より前の版の指数は $2j/d$ です）。
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
 # - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022. 付録 D を参照。
 #   <https://arxiv.org/abs/2202.10447>

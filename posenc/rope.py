@@ -36,12 +36,21 @@ small and large inputs all agree with each other to the last bit.
 
 Performance: RoPE is a streaming operation, bound by memory traffic. The
 rotation writes straight into one output tensor (``torch.mul(..., out=)``,
-then ``addcmul_`` on each half): 20 bytes moved per float32 element,
-against 40 for Hugging Face's eager ``x * cos + rotate_half(x) * sin`` and
-8 for a single read and write of ``x``. Small inputs (a decode step) take an
-out-of-place path with fewer calls into torch; ``apply_rope`` caches the
-inverse frequencies per setting, and :class:`RotaryEmbedding` caches ``cos``
-and ``sin``. ``python -m posenc.bench`` measures all of this.
+then ``addcmul_`` on each half): 20 bytes moved per float32 element by the
+operations, against 40 for Hugging Face's eager ``x * cos + rotate_half(x) *
+sin`` and 8 for a single read and write of ``x``; it runs block by block
+(about 1 MiB each), so that the second and third passes find the block in
+the processor's cache and main memory sees little more than those 8 bytes.
+Small inputs (a decode step) take an out-of-place path with fewer calls
+into torch; ``apply_rope`` caches the inverse frequencies per setting, and
+:class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
+posenc.bench`` measures all of this.
+
+Compilation (an opt-in): ``apply_rope`` and ``RotaryEmbedding`` trace into one
+graph under ``torch.compile(fullgraph=True)``, and inductor fuses the
+rotation into one kernel that reads ``x`` and writes the result once:
+``torch.compile(apply_rope)`` or ``torch.compile(model)``. Eager mode needs no
+compiler.
 
 Shapes: ``b`` batch, ``n_h`` heads, ``s`` sequence, ``h_d`` head size,
 ``r`` the number of rotated features (``rotary_dim`` or the module's
@@ -285,7 +294,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
     """Rotate the first ``r = 2 * cos.shape[-1]`` features of ``x``; pass the rest.
 
     Large inputs are written into one fresh tensor with ``torch.mul(..., out=)``
-    and ``addcmul_`` (see :func:`_rotate_into`), without temporaries. Small
+    and ``addcmul_`` (see :func:`_rotate_into`), without temporaries, block
+    by block (:func:`_for_blocks`, about 1 MiB of float32 each) so that the
+    three passes over a block hit the processor's cache. Small
     inputs (fewer than ``_SMALL`` elements, such as a decode step), inputs
     for which autograd records, and every input under ``torch.compile``
     (which fuses the out-of-place operations, and cannot trace ``out=``
@@ -316,19 +327,58 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
     ):
         return _rotate_out_of_place(x, pairs, cos, sin, layout)
 
+    out = torch.empty_like(x)  # (..., h_d), x's memory layout
+    out_r = out if rot == dim else out.narrow(-1, 0, rot)  # (..., r)
+    # cos and sin with x's number of axes, so that blocks narrow them alike
+    lead = (1,) * (x.dim() - cos.dim())
+    cos, sin = cos.view(*lead, *cos.shape), sin.view(*lead, *sin.shape)
     if x.dtype == compute:
-        out = torch.empty_like(x)  # (..., h_d), x's memory layout
-        _rotate_into(_pairs(out if rot == dim else out.narrow(-1, 0, rot), layout), pairs, cos, sin)
-    else:  # float16, bfloat16: rotate in float32, round once
-        rotated = torch.empty(xr.shape, dtype=compute, device=x.device)  # (..., r)
-        _rotate_into(_pairs(rotated, layout), pairs, cos, sin)
-        if rot == dim:
-            return rotated.to(x.dtype)
-        out = torch.empty_like(x)
-        out.narrow(-1, 0, rot).copy_(rotated)
+
+        def block(xb: torch.Tensor, ob: torch.Tensor, cb: torch.Tensor, sb: torch.Tensor) -> None:
+            _rotate_into(_pairs(ob, layout), _pairs(xb, layout), cb, sb)
+
+    else:  # float16, bfloat16: rotate each block in float32, round once into out
+
+        def block(xb: torch.Tensor, ob: torch.Tensor, cb: torch.Tensor, sb: torch.Tensor) -> None:
+            rotated = torch.empty(xb.shape, dtype=compute, device=xb.device)  # (..., r)
+            _rotate_into(_pairs(rotated, layout), _pairs(xb, layout), cb, sb)
+            ob.copy_(rotated)
+
+    _for_blocks(block, (xr, out_r, cos, sin))
     if rot < dim:
         out.narrow(-1, rot, dim - rot).copy_(x.narrow(-1, rot, dim - rot))
     return out
+
+
+#: Elements of ``x`` per block of :func:`_for_blocks` (1 MiB of float32).
+_BLOCK = 1 << 18
+
+
+def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
+    """Call ``fn`` on blocks of about ``_BLOCK`` elements of ``tensors[0]``.
+
+    The tensors have the same number of axes; each is narrowed along the
+    leading axes (never the last) where its size is not 1 (``cos`` and
+    ``sin`` broadcast along the heads). The three passes of
+    :func:`_rotate_into` then run over a block while it is still in the
+    processor's cache, so that memory sees about one read of ``x`` and one
+    write of the result instead of 20 bytes per float32 element; the
+    arithmetic, and so every bit of the result, is unchanged.
+    """
+    x = tensors[0]
+    if x.numel() <= _BLOCK or axis >= x.dim() - 1:
+        fn(*tensors)
+        return
+    size = x.shape[axis]
+    per = x.numel() // size  # elements per index along this axis
+    step = max(1, _BLOCK // per)
+    for start in range(0, size, step):
+        n = min(step, size - start)
+        parts = tuple(t if t.shape[axis] == 1 else t.narrow(axis, start, n) for t in tensors)
+        if per > _BLOCK:
+            _for_blocks(fn, parts, axis + 1)
+        else:
+            fn(*parts)
 
 
 def _rotate_out_of_place(

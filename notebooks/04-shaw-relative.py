@@ -93,7 +93,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # length of the sequence. The paper gives two reasons for the clipping: precise
 # relative positions are probably not useful beyond some distance, and a model with
 # clipped distances can read sequences longer than any it was trained on, since every
-# offset it meets has a vector.
+# offset it meets has a vector. Their translation models used $k = 16$; varying $k$
+# (their Table 2) changed little from $k = 2$ on, the key term $a^K$ alone did about
+# as well as both terms (Table 3), and adding sinusoidal absolute encodings to the
+# relative ones brought no further improvement (the abstract).
 #
 # `posenc.RelativePositionEmbedding(k, d_z)` holds one such table; row $r$ of its
 # `embedding.weight` is $w_{r-k}$. Called with a number of queries and keys, it returns
@@ -116,6 +119,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 1 つは、ある距離より先では正確な相対位置はおそらく役に立たないことです。
 # もう 1 つは、距離をクリップしたモデルなら、どの相対位置にも対応するベクトルがあるので、
 # 学習に使ったどの系列より長い系列も読めることです。
+# 論文の翻訳モデルは $k = 16$ を使いました。$k$ を変えても（論文の表 2）、$k = 2$ 以上ではほとんど差がありませんでした。
+# また、キーの項 $a^K$ だけでも両方の項を使う場合とほぼ同じ性能で（表 3）、
+# 相対位置の表現に正弦波の絶対位置エンコーディングを加えても、それ以上の改善はありませんでした（論文の要旨）。
 #
 # `posenc.RelativePositionEmbedding(k, d_z)` がこの表を 1 つ持ちます。
 # `embedding.weight` の行 $r$ が $w_{r-k}$ です。
@@ -146,9 +152,12 @@ offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # [i, j] = j - i
 offset.clamp(-k_clip, k_clip)
 
 # %% [markdown] lang="en"
-# The heatmap shows the same offsets for $n = 24$ and $k = 4$. The band of width
-# $2k+1$ around the diagonal is the only place where the model can tell distances
-# apart; the two triangles outside it are flat.
+# The heatmap shows the same offsets for $n = 24$ and $k = 4$. The diagonals
+# $j - i = \pm k$ already carry $w_{\pm k}$, the same vectors as every diagonal
+# beyond them, so the model can tell distances apart only for
+# $|j - i| \le k - 1$, on the $2k - 1$ central diagonals; from the diagonals
+# $\pm k$ outwards the two triangles are flat. The check after the figure
+# confirms it on the table above ($k = 3$).
 #
 # When a decoder generates with a KV cache, the $q$ new queries are the last $q$ of the
 # $n$ tokens, so query $i$ sits at position $i + n - q$ (the alignment that `posenc` uses
@@ -157,13 +166,16 @@ offset.clamp(-k_clip, k_clip)
 
 # %% [markdown] lang="ja"
 # 下のヒートマップは、同じ相対位置を $n = 24$、$k = 4$ で描いたものです。
-# モデルが距離を区別できるのは、対角線を囲む幅 $2k+1$ の帯の中だけです。帯の外の 2 つの三角形は一様な色になります。
+# 対角線 $j - i = \pm k$ の時点で、それより外側のすべての対角線と同じベクトル $w_{\pm k}$ が割り当てられています。
+# そのため、モデルが距離を区別できるのは $|j - i| \le k - 1$、つまり中央の $2k - 1$ 本の対角線だけです。
+# 対角線 $\pm k$ から外側の 2 つの三角形は一様な色になります。
+# 図の後のセルで、上の表（$k = 3$）についてこれを確かめます。
 #
 # KV キャッシュを使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
 # つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。
 # `rel(q, n)` もこれに従います。その行は `rel(n, n)` の最後の $q$ 行です。図の後のセルでこれを確かめます。
 
-# %% alt={"en": ["Heatmap of the clipped offset clip(j \u2212 i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. Only a diagonal band of width 9 varies, from \u22124 (blue) to 4 (red); the triangles outside it are flat, \u22124 below and 4 above."], "ja": ["n = 24\u3001k = 4 \u3067\u30af\u30ea\u30c3\u30d7\u3057\u305f\u76f8\u5bfe\u4f4d\u7f6e clip(j \u2212 i, k) \u306e\u30d2\u30fc\u30c8\u30de\u30c3\u30d7\uff08\u7e26\u8ef8\u306f\u30af\u30a8\u30ea i\u3001\u6a2a\u8ef8\u306f\u30ad\u30fc j\u30010\u301c23\uff09\u3002\u5024\u304c\u5909\u308f\u308b\u306e\u306f\u5bfe\u89d2\u7dda\u3092\u56f2\u3080\u5e45 9 \u306e\u5e2f\u3060\u3051\u3067\u3001\u22124\uff08\u9752\uff09\u304b\u3089 4\uff08\u8d64\uff09\u307e\u3067\u4e26\u3073\u3001\u5e2f\u306e\u5916\u306e\u4e09\u89d2\u5f62\u306f\u4e0b\u304c \u22124\u3001\u4e0a\u304c 4 \u3067\u4e00\u69d8\u3067\u3059\u3002"]}
+# %% alt={"en": ["Heatmap of the clipped offset clip(j \u2212 i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from \u22123 to 3; from the diagonals \u00b14 outwards the two triangles are flat, \u22124 (blue) below and 4 (red) above."], "ja": ["n = 24\u3001k = 4 \u3067\u30af\u30ea\u30c3\u30d7\u3057\u305f\u76f8\u5bfe\u4f4d\u7f6e clip(j \u2212 i, k) \u306e\u30d2\u30fc\u30c8\u30de\u30c3\u30d7\uff08\u7e26\u8ef8\u306f\u30af\u30a8\u30ea i\u3001\u6a2a\u8ef8\u306f\u30ad\u30fc j\u30010\u301c23\uff09\u3002\u5024\u304c\u5909\u308f\u308b\u306e\u306f\u4e2d\u592e\u306e 7 \u672c\u306e\u5bfe\u89d2\u7dda\u3060\u3051\u3067\u3001\u22123 \u304b\u3089 3 \u307e\u3067\u4e26\u3073\u307e\u3059\u3002\u5bfe\u89d2\u7dda \u00b14 \u304b\u3089\u5916\u5074\u306e 2 \u3064\u306e\u4e09\u89d2\u5f62\u306f\u4e00\u69d8\u3067\u3001\u4e0b\u304c \u22124\uff08\u9752\uff09\u3001\u4e0a\u304c 4\uff08\u8d64\uff09\u3067\u3059\u3002"]}
 big_n, big_k = 24, 4
 grid = torch.arange(big_n)
 clipped = (grid[None, :] - grid[:, None]).clamp(-big_k, big_k)
@@ -180,6 +192,14 @@ plt.show()
 with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
     for q_len in range(n + 1):
         assert torch.equal(rel(q_len, n), a[n - q_len :])
+
+# the table above (n = 8, k = 3): offsets 3, 4, ... share one vector, and so
+# do -3, -4, ...; only |j - i| <= k - 1 = 2 gets a vector of its own
+vec = {o: a[max(0, -o), max(0, -o) + o] for o in range(-(n - 1), n)}
+for o1 in vec:
+    for o2 in vec:
+        same_side = min(o1, o2) >= k_clip or max(o1, o2) <= -k_clip
+        assert torch.equal(vec[o1], vec[o2]) == (o1 == o2 or same_side)
 
 # %% [markdown] lang="en"
 # ## Relation-aware self-attention
@@ -317,7 +337,10 @@ n, h, d_z = 2048, 8, 64
 table = nbytes(n, n, d_z)  # a^K: one d_z-vector per pair (i, j)
 per_head = nbytes(h, n, n, d_z)  # one such table per head
 linear = nbytes(n, d_z)  # one d_z-vector per distance
-assert table == n * n * d_z * 4 and per_head == h * table
+# Huang et al.'s printed figures: 1.1 GB per head, 8.5 GB per layer,
+# 0.52 MB per head and 4.2 MB per layer (decimal units)
+assert round(table / 1e9, 1) == 1.1 and 8.5 <= per_head / 1e9 < 8.6
+assert round(linear / 1e6, 2) == 0.52 and round(h * linear / 1e6, 1) == 4.2
 print(
     f"a^K [n, n, d_z]:         {table:>10d} B = {table / 1e9:.1f} GB\n"
     f"per head [h, n, n, d_z]: {per_head:>10d} B = {per_head / 1e9:.1f} GB\n"
@@ -347,8 +370,12 @@ print(
 # The cell below is a line-by-line port of tensor2tensor's `_relative_attention_inner`
 # (TensorFlow code, so a port is what can run here), which does exactly this,
 # checked against the direct computation for a batch of 2
-# sequences with 3 heads. The largest intermediate is now $a^K$ itself, $n^2 d_z$ numbers,
-# once for the whole batch; nothing of size $b\,h\,n^2 d_z$ is formed.
+# sequences with 3 heads. Nothing of size $b\,h\,n^2 d_z$ is formed. The
+# intermediates are $a^K$ itself, $n^2 d_z$ numbers once for the whole batch,
+# products of $b\,h\,n^2$ numbers (the scores and `x_tz`) and tensors of the size
+# of the queries, $b\,h\,n\,d_z$. Which is largest depends on $b\,h$, $n$ and
+# $d_z$: here $a^K$, but with 4 sequences instead of 2 the others. The cell records
+# the size of every tensor formed and checks both cases.
 
 # %% [markdown] lang="ja"
 # ## 論文の効率的な形：2 つの項
@@ -368,8 +395,11 @@ print(
 #
 # 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです（TensorFlow のコードなので、ここでは移植で確かめます）。
 # 2 系列・3 ヘッドのバッチで直接計算と照合します。
-# いちばん大きな中間結果は $a^K$ そのもの、つまり $n^2 d_z$ 個の数で、それもバッチ全体で 1 つだけです。
 # $b\,h\,n^2 d_z$ の大きさのものは作りません。
+# 中間結果は、バッチ全体で 1 つだけの $a^K$（$n^2 d_z$ 個の数）、$b\,h\,n^2$ 個の数からなる積（スコアと `x_tz`）、
+# そしてクエリと同じ大きさ $b\,h\,n\,d_z$ のテンソルです。
+# どれが最も大きいかは $b\,h$、$n$、$d_z$ で決まります。ここでは $a^K$ ですが、系列を 2 つから 4 つにすると、ほかのものが大きくなります。
+# セルでは、作られたすべてのテンソルの大きさを記録し、両方の場合を確かめます。
 
 
 # %%
@@ -384,7 +414,9 @@ def relative_inner(x, y, z, transpose):
     xy = x @ y  # first term: [b, h, n, n or d]
     x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # position axis first
     x_tz = x_t @ z  # n products (bh x d)(d x n): [n, b*h, n or d]
-    return xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
+    out = xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
+    formed.extend(t.numel() for t in (z, xy, x_t, x_tz, out))
+    return out
 
 
 def shaw_two_terms(q, key, v, a_k, a_v):
@@ -397,8 +429,15 @@ b, h, n, d_z = 2, 3, 7, 8
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
     a_k, a_v = rel_k(n, n), rel_v(n, n)  # shared by the batch and the heads
+formed = []  # numel of a^K and of every tensor relative_inner forms
 two_terms = shaw_two_terms(qb, kb, vb, a_k, a_v)
 assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
+assert max(formed) == n * n * d_z < b * h * n * n * d_z  # b h = 6 < d_z: a^K
+
+formed = []  # 4 sequences: the [b, h, n, *] tensors outgrow a^K
+wide = [torch.randn(4, h, n, d_z) for _ in range(3)]
+shaw_two_terms(*wide, a_k, a_v)
+assert max(formed) == 4 * h * n * max(n, d_z) > n * n * d_z
 
 # %% [markdown] lang="en"
 # ## Never build the pairs: one score per distance
@@ -512,8 +551,8 @@ scores = [nbytes(h, n, n) for n in lengths]  # e_ij of all heads
 assert all(a_ == d_z // 2 * c for a_, c in zip(direct, index, strict=True))
 pairs = zip(lengths, scores, by_distance, strict=True)
 below = [n for n, s, m in pairs if m < s]
-# below the scores from some length on
-assert below == lengths[lengths.index(below[0]) :]
+# below the scores from n = 128 on, and at every longer length
+assert below == lengths[lengths.index(128) :]
 print(f"P, beta and c below the scores e_ij from n = {below[0]} on", end="")
 
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -680,10 +719,20 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # `max_relative_position`, gathers one $(n, n, d_z)$ tensor per table (keys and values,
 # shared by the heads) and multiplies with `_relative_attention_inner`, the two-term
 # form above. With unequal lengths the queries are the last ones, as in `posenc`.
+# The same file also has Music Transformer's form:
+# `dot_product_self_attention_relative_v2` (causal only) skews with
+# `_relative_position_to_absolute_position_masked`, the pad, reshape and slice of
+# the previous section. Its table (`get_relative_embeddings_left`) has
+# `max_relative_position` rows for the distances looking back, and for a longer
+# sequence it pads zero vectors in front instead of clipping, so keys farther back
+# get no relative term at all. The bidirectional
+# `dot_product_unmasked_self_attention_relative_v2` skews with
+# `_relative_position_to_absolute_position_unmasked`, checked in solution 3.
 #
 # **Hugging Face** BERT-style models of transformers 4.x
 # (`position_embedding_type="relative_key"` in `BertSelfAttention`; checked with
-# 4.57.6, while the 5.x releases no longer have the option) keep only the key term,
+# 4.57.6, while 5.24.0, the one 5.x release checked, no longer has the option) keep
+# only the key term,
 # with no value term, and clip nothing: `distance_embedding` has $2M - 1$ rows for
 # `max_position_embeddings` $M$, indexed by the offset the other way round, $i - j$
 # (`position_ids_l - position_ids_r`), plus $M - 1$. A table trained there reads
@@ -691,7 +740,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # single position $k_{\mathrm{len}} - 1$ with one. `"relative_key_query"` adds a
 # third term, the key against the same edge vector, $x_j W^K (a_{ij})^\top$
 # (Huang et al. 2020). Both build the $(n, n, d_z)$ tensor and contract it with
-# `einsum`.
+# `einsum`. DeBERTa (He et al. 2021) goes one step further: its relative position
+# vectors get their own query and key projections, giving a content-to-position
+# and a position-to-content term.
 #
 # **posenc** follows the paper: offsets $j - i$, clipped, one table per
 # `RelativePositionEmbedding` (two instances for $a^K$ and $a^V$), initialised from
@@ -709,9 +760,17 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # 表ごと（キー用とバリュー用。ヘッド間で共有）に $(n, n, d_z)$ のテンソルを 1 つ gather し、
 # 上の 2 項の形である `_relative_attention_inner` で掛け合わせます。
 # 長さが異なるときは、`posenc` と同じく、クエリが最後のトークンに当たります。
+# 同じファイルには Music Transformer の形もあります。
+# `dot_product_self_attention_relative_v2`（因果的な場合のみ）は、
+# `_relative_position_to_absolute_position_masked` でスキューイングします。前の節のパディング、形状変換、切り出しです。
+# その表（`get_relative_embeddings_left`）は、後ろ向きの距離について `max_relative_position` 行を持ちます。
+# 系列がそれより長いと、クリップせずに先頭へ 0 のベクトルをパディングするので、それより遠いキーには相対位置の項がまったく付きません。
+# 双方向の `dot_product_unmasked_self_attention_relative_v2` は、
+# `_relative_position_to_absolute_position_unmasked` でスキューイングします。これは解答 3 で確かめます。
 #
 # **Hugging Face** の transformers 4.x では、BERT 系モデルの `BertSelfAttention` に
-# `position_embedding_type="relative_key"` というオプションがあります（4.57.6 で確認しました。5.x にはありません）。
+# `position_embedding_type="relative_key"` というオプションがあります（4.57.6 で確認しました）。
+# 5.x で確認したのは 5.24.0 だけですが、そこにはこのオプションはありません。
 # このオプションはキーの項だけを持ち、バリューの項はなく、何もクリップしません。
 # `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、
 # 逆向きの相対位置 $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足したインデックスで引きます。
@@ -720,6 +779,8 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルに対するキーの項
 # $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
+# DeBERTa（He ら 2021）はさらに一歩進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、
+# 内容から位置への項と、位置から内容への項を加えます。
 #
 # **posenc** は論文に従います。相対位置は $j - i$ で、クリップします。
 # `RelativePositionEmbedding` 1 つが表 1 つです（$a^K$ と $a^V$ には 2 つのインスタンスを使います）。
@@ -774,7 +835,7 @@ assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
 # - Computed directly, the vectors of all pairs cost $n^2 d_z$ numbers per table;
 #   the paper's two-term form avoids the $b\,h\,n^2 d_z$ product, and the distance
 #   form ($P$ and $\beta$) never builds the pairs at all.
-# - Beyond $k$ a single layer sees the keys on each side as an unordered bag;
+# - From distance $k$ on, a single layer sees the keys on each side as an unordered bag;
 #   a second layer, and the edges of the sequence, give some order and some
 #   absolute position back.
 # - For a causal model, Music Transformer's skewing (a pad, a reshape and a slice)
@@ -791,7 +852,7 @@ assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
 # - すべての組のベクトルを直接計算すると、表 1 つあたり $n^2 d_z$ 個の数が必要です。
 #   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避け、距離ごとの形（$P$ と $\beta$）は組をまったく作りません。
-# - $k$ より先では、1 つの層から見ると両側のキーは順序のない集まりになります。
+# - 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
 #   2 層目や系列の端からは、順序や絶対位置の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ工夫を使います。
@@ -923,7 +984,12 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # that is padded column $n + j - i$ of row $i$, which never runs past the end since
 # $n + j - i \le 2n - 1$. It is column $n - 1 + j - i = m$ of $S$, for every pair.
 # This is Transformer-XL's shift with $m + 2L - 1$ distances and no memory, so
-# `relative_shift(S, k_len=n)` gives the same.
+# `relative_shift(S, k_len=n)` gives the same. tensor2tensor's
+# `_relative_position_to_absolute_position_unmasked` finds another answer: pad the
+# zero column on the right, append $n - 1$ zeros to the flattened numbers, read them
+# as $(n + 1) \times (2n - 1)$ and keep rows $0$ to $n - 1$ and columns $n - 1$
+# on. Entry $(i, j)$ is then number $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$,
+# column $m$ of row $i$ again; the cell checks a port of it too.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $E^r$ を $2n - 1$ 行（行 $m$ は相対位置 $m - (n - 1)$）にすると、
@@ -934,6 +1000,11 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
 # これは $S$ の列 $n - 1 + j - i = m$ で、すべての組で正しい値です。
 # メモリなしで距離を $m + 2L - 1$ 個使う Transformer-XL のシフトと同じなので、`relative_shift(S, k_len=n)` も同じ結果を返します。
+# tensor2tensor の `_relative_position_to_absolute_position_unmasked` は別の答えです。
+# 0 の列を右にパディングし、平らに並べた数の後ろに 0 を $n - 1$ 個加え、$(n + 1) \times (2n - 1)$ として読みます。
+# そして行 $0$ から $n - 1$ と、列 $n - 1$ 以降を残します。
+# すると成分 $(i, j)$ は $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$ 番目の数で、やはり行 $i$ の列 $m$ です。
+# セルでは、これを移植したものも確かめます。
 
 # %% tags=["solution"]
 n, d_z = 6, 4
@@ -947,6 +1018,12 @@ m_col = torch.arange(n)[None, :] - torch.arange(n)[:, None] + n - 1
 want = s3.gather(1, m_col)  # column m = j - i + n - 1, every pair
 assert_close(skewed, want)  # both sides of the diagonal
 assert_close(relative_shift(s3, k_len=n), want)
+
+# tensor2tensor's _relative_position_to_absolute_position_unmasked (a port)
+flat = torch.cat([s3, torch.zeros(n, 1)], dim=1).reshape(-1)  # pad right
+flat = torch.cat([flat, torch.zeros(n - 1)])  # n - 1 more zeros
+t2t_skew = flat.reshape(n + 1, 2 * n - 1)[:n, n - 1 :]
+assert_close(t2t_skew, want)
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** With uniform weights $\alpha_{ij} = 1/n$, $\beta_{ir}$ is the
@@ -1011,6 +1088,8 @@ print(counts.T)
 # - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
 #   Better Relative Position Embeddings*. Findings of EMNLP 2020.
 #   <https://arxiv.org/abs/2009.13658>
+# - He, P., Liu, X., Gao, J., Chen, W. (2021). *DeBERTa: Decoding-enhanced BERT with
+#   Disentangled Attention*. ICLR 2021. <https://arxiv.org/abs/2006.03654>
 
 # %% [markdown] lang="ja"
 # ## 参考文献
@@ -1028,3 +1107,5 @@ print(counts.T)
 # - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
 #   Better Relative Position Embeddings*. Findings of EMNLP 2020.
 #   <https://arxiv.org/abs/2009.13658>
+# - He, P., Liu, X., Gao, J., Chen, W. (2021). *DeBERTa: Decoding-enhanced BERT with
+#   Disentangled Attention*. ICLR 2021. <https://arxiv.org/abs/2006.03654>

@@ -69,7 +69,7 @@ import torch
 from matplotlib.colors import ListedColormap
 from torch.testing import assert_close
 
-from posenc import attention, sinusoidal
+from posenc import RelativePositionEmbedding, attention, sinusoidal
 from posenc.plotting import OKABE_ITO, use_site_style
 from posenc.transformer_xl import (
     relative_shift,
@@ -94,12 +94,19 @@ f64 = torch.float64
 # $j$ of the current segment carry the same vector $U_j$, and nothing tells the model
 # that one is $L$ positions older than the other.
 #
-# Numbering the positions across segments does not help either: at evaluation the
-# model runs far more segments than in training, and the absolute positions grow beyond
-# anything it saw. What the model needs is the distance between a query and a key,
-# which is the same in every segment. The check below makes the confusion concrete with
-# the sinusoidal table: the positional part of the score is identical for a memory key
-# and a current key in the same slot.
+# Numbering the positions across segments avoids the collision, but then the
+# numbers grow without bound along the text. In the official code each column of a
+# batch is one ordered stream through the corpus, with the memory carried from
+# batch to batch (`LMOrderedIterator` in `data_utils.py`): at batch size 60 that is
+# about 1.7M tokens of WikiText-103 per stream. The positions would run into the
+# millions, and the same text would be encoded differently depending on where it
+# falls in its stream. (Dai et al. argue from the collision alone.) What the model
+# needs is the distance between a query and a key, which is the same in every
+# segment. A check of the collision would only restate it, since the two keys carry
+# the same $U_j$ by definition; the end of the next section checks the remedy.
+# Dai et al.'s ablation on WikiText-103 (their Table 6) compares, in the same
+# recurrent model, their encoding with Shaw et al.'s and with absolute ones; theirs
+# gives the lowest perplexity there.
 
 # %% [markdown] lang="ja"
 # ## メモリがあると絶対位置が破綻する理由
@@ -112,30 +119,16 @@ f64 = torch.float64
 # メモリの $j$ 番目のトークンと、現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持ち、
 # 一方が他方より $L$ 位置ぶん古いことをモデルに伝えるものが何もありません。
 #
-# セグメントをまたいで位置を通し番号にしても解決しません。
-# 評価時のモデルは学習時よりはるかに多くのセグメントを処理するので、絶対位置は見たことのない大きさになります。
+# セグメントをまたいで位置を通し番号にすれば衝突は避けられますが、番号は文章に沿ってどこまでも大きくなります。
+# 公式のコードでは、バッチの各列がコーパス全体を順に通る 1 本の流れで、メモリはバッチからバッチへ引き継がれます
+# （`data_utils.py` の `LMOrderedIterator`）。バッチサイズ 60 なら、WikiText-103 で 1 本あたりおよそ 170 万トークンです。
+# 位置は数百万に達し、同じ文章でも流れの中のどこにあるかによって違うエンコーディングを受け取ることになります
+# （Dai らが挙げている理由は衝突だけです）。
 # モデルに必要なのはクエリとキーの距離で、これはどのセグメントでも同じです。
-# 次の確認では、正弦波の表を使ってこの混同を具体的に示します。
-# セグメント内の順番が同じメモリのキーと現在のキーでは、スコアのうち位置の部分がまったく同じになります。
-
-# %%
-L, d_model = 6, 16
-u_abs = sinusoidal(
-    torch.arange(L), d_model, dtype=f64
-)  # U_0 .. U_{L-1}, reused by every segment
-w_q, w_k = (
-    torch.randn(d_model, d_model, dtype=f64) / math.sqrt(d_model)
-    for _ in range(2)
-)
-keys_pos = torch.cat(
-    [u_abs, u_abs]
-)  # [memory (L slots), current (L slots)]: U_j twice
-position_part = (u_abs @ w_q.T) @ (
-    keys_pos @ w_k.T
-).T  # U_i^T W_q^T W_k U_j for all pairs
-assert torch.equal(
-    position_part[:, :L], position_part[:, L:]
-)  # memory slot j == current slot j
+# 衝突そのものは、2 つのキーが定義により同じ $U_j$ を持つというだけなので、コードで確かめても言い換えにしかなりません。
+# 代わりに、次の節の最後で解決策のほうを確かめます。
+# Dai らは WikiText-103 でのアブレーション（論文の表 6）で、同じ再帰的なモデルのまま、
+# 自分たちのエンコーディングを Shaw らのものや絶対位置のものと比べています。そこでは彼らのものが最も低いパープレキシティです。
 
 # %% [markdown] lang="en"
 # ## From absolute to relative: four terms
@@ -165,7 +158,9 @@ assert torch.equal(
 # This is how the code computes it: `AC` from the queries plus `r_w_bias` ($u$) against
 # the keys, and `BD` from the queries plus `r_r_bias` ($v$) against the projected
 # encodings. The cell below checks the absolute expansion, builds $A^{\mathrm{rel}}$ term
-# by term with Python loops, and compares it with the paired form.
+# by term with Python loops, and compares it with the paired form. Both checks
+# are of the algebra (two groupings of the same products), not of any
+# implementation; the official code comes in later sections.
 
 # %% [markdown] lang="ja"
 # ## 絶対位置から相対位置へ：4 つの項
@@ -193,6 +188,7 @@ assert torch.equal(
 # クエリに `r_r_bias`（$v$）を足して射影したエンコーディングと掛けたものが `BD` です。
 # 次のセルでは、絶対位置の展開を確かめ、$A^{\mathrm{rel}}$ を Python のループで項ごとに組み立てて、
 # 2 つの内積の形と比べます。
+# どちらも代数の確認（同じ積の 2 通りのまとめ方）で、実装の確認ではありません。公式のコードとは後の節で比べます。
 
 # %%
 n, d_model, d_head = 6, 16, 8
@@ -254,35 +250,35 @@ assert_close(loops, paired)
 # %% [markdown] lang="en"
 # Positions now appear only as $i - j$. The check below confirms what that buys: the
 # same four tokens give the same scores among themselves whether they sit at positions
-# $0, \dots, 3$ or, behind a memory, at positions $5, \dots, 8$. Absolute encodings,
-# added to the tokens, fail the same test.
+# $0, \dots, 3$ or, behind a memory of five other tokens, at positions
+# $5, \dots, 8$. Written with $R_{i-j}$ as above, that would hold by construction, so
+# the check goes through the implementation instead: `transformer_xl_scores` of
+# `posenc`, with the sinusoids of the distances and the shift of the next sections.
+# Absolute encodings, added to the tokens, fail the same test.
 
 # %% [markdown] lang="ja"
 # これで位置は $i - j$ としてしか現れません。次の確認で、それによって何が得られるかを見ます。
-# 同じ 4 つのトークンは、位置 $0, \dots, 3$ にあっても、メモリの後ろの位置 $5, \dots, 8$ にあっても、
-# 互いの間のスコアが同じです。トークンに足す絶対位置のエンコーディングでは、同じ確認が通りません。
+# 同じ 4 つのトークンは、位置 $0, \dots, 3$ にあっても、ほかの 5 つのトークンからなるメモリの後ろの位置 $5, \dots, 8$ にあっても、
+# 互いの間のスコアが同じです。
+# 上のように $R_{i-j}$ で書けばこれは構成上成り立つので、確認は実装を通して行います。
+# 使うのは `posenc` の `transformer_xl_scores` で、距離の正弦波と、後の節で扱うシフトを使って計算します。
+# トークンに足す絶対位置のエンコーディングでは、同じ確認が通りません。
 
 
 # %%
-def a_rel_at(pos, tokens):  # A^rel among tokens placed at the given positions
-    return torch.tensor(
-        [
-            [a_rel_tokens(tokens, a, b, pos) for b in range(len(pos))]
-            for a in range(len(pos))
-        ],
-        dtype=f64,
-    )
-
-
-def a_rel_tokens(tokens, a, b, pos):
-    e_i, e_j, r_ij = tokens[a], tokens[b], sinusoid_row(int(pos[a] - pos[b]))
-    return (e_i @ w_q.T + u) @ (w_ke @ e_j) + (e_i @ w_q.T + v) @ (w_kr @ r_ij)
+def a_rel_segment(keys, n_queries):  # the last n_queries keys are the queries
+    q_len, k_len = n_queries, len(keys)
+    distances = transformer_xl_positions(q_len, k_len)  # k_len - 1, ..., 0
+    r = sinusoidal(distances, d_model, layout="concat", dtype=f64) @ w_kr.T
+    q = keys[-q_len:] @ w_q.T
+    return transformer_xl_scores(q, keys @ w_ke.T, r, u, v)  # [q_len, k_len]
 
 
 four = emb[:4]
-assert_close(
-    a_rel_at(torch.arange(0, 4), four), a_rel_at(torch.arange(5, 9), four)
-)
+memory = torch.randn(5, d_model, dtype=f64)
+alone = a_rel_segment(four, 4)  # positions 0..3
+behind = a_rel_segment(torch.cat([memory, four]), 4)  # positions 5..8
+assert_close(alone, behind[:, 5:])  # the four among themselves: the same
 
 
 def a_abs_at(pos, tokens):
@@ -355,14 +351,14 @@ def txl_positional_embedding(
 # commit 44781ed) for pos_seq = arange(5, -1, -1): its rows for 5, 2 and 0
 official = torch.tensor(
     [
-        [-0.9589243, 0.4794255, 0.0499792, 0.005, 0.2836622, 0.8775826]
-        + [0.9987503, 0.9999875],
-        [0.9092974, 0.1986693, 0.0199987, 0.002, -0.4161468, 0.9800666]
-        + [0.9998, 0.999998],
+        [-0.9589243, 0.4794255, 0.0499792, 0.005,
+         0.2836622, 0.8775826, 0.9987503, 0.9999875],
+        [0.9092974, 0.1986693, 0.0199987, 0.002,
+         -0.4161468, 0.9800666, 0.9998, 0.999998],
         [0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0],
     ],
     dtype=f64,
-)
+)  # fmt: skip
 ours8 = sinusoidal(torch.tensor([5, 2, 0]), 8, layout="concat", dtype=f64)
 assert_close(ours8, official, atol=2e-7, rtol=0)
 
@@ -394,7 +390,9 @@ print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 # pair $(i, j)$ needs the distance $i + m - j$, which sits in column
 # $$s = m + L - 1 - (i + m - j) = j + L - 1 - i$$
 # so row $i$ must move left by $L - 1 - i$ places: the last row stays, the first moves
-# by $L - 1$. The shift does it with a pad and two reshapes (`_rel_shift` in the code):
+# by $L - 1$. Dai et al. give this computation in their Appendix B; the
+# derivation here follows it entry by entry. The shift does it with a pad and two
+# reshapes (`_rel_shift` in the code):
 #
 # 1. pad a column of zeros on the left: $L \times (m + L + 1)$;
 # 2. reshape the same numbers, in the same memory order, to $(m + L + 1) \times L$;
@@ -428,6 +426,7 @@ print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 # 組 $(i, j)$ には距離 $i + m - j$ が必要で、それは次の列にあります。
 # $$s = m + L - 1 - (i + m - j) = j + L - 1 - i$$
 # したがって、行 $i$ を $L - 1 - i$ 列ぶん左へずらす必要があります。最後の行はそのままで、最初の行は $L - 1$ 列ぶんずれます。
+# Dai らは付録 B でこの計算を示しています。ここでは成分ごとにたどって導きます。
 # シフトは、これをパディング 1 回と形状変換 2 回で行います（コードの `_rel_shift`）。
 #
 # 1. 左に 0 の列を 1 つパディングします：$L \times (m + L + 1)$。
@@ -610,6 +609,14 @@ print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 # for $L = 5$ and $m = 3$: $L m = 15$ entries. `posenc.attention(..., causal=True)` uses
 # the right alignment, query $i$ at position $i + m$, and gives the same output as
 # Transformer-XL's mask.
+#
+# The published evaluation uses yet another mask. Both official evaluation
+# scripts (`run_wt103_base.sh` and `run_wt103_large.sh`) pass `--same_length`, and
+# `MemTransformerLM._forward` then adds `tril(ones, -mask_shift_len)` to
+# `dec_attn_mask`. Once the memory is full ($m$ = `mem_len`) the shift is $0$, so
+# query $i$ also loses the keys $0, \dots, i$: every query sees exactly $m$ keys,
+# itself and the $m - 1$ before it, instead of $m + i + 1$. The cell rebuilds that
+# mask and counts.
 
 # %% [markdown] lang="ja"
 # ## メモリがあるとき：マスクはどこから始めるか
@@ -625,6 +632,13 @@ print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 # 次の確認では $L = 5$、$m = 3$ についてその数を数えます。$L m = 15$ 個です。
 # `posenc.attention(..., causal=True)` は正しい位置合わせ（クエリ $i$ は位置 $i + m$）を使い、
 # Transformer-XL のマスクと同じ出力を与えます。
+#
+# 論文の評価では、さらに別のマスクを使っています。
+# 公式の評価スクリプトは 2 つとも（`run_wt103_base.sh` と `run_wt103_large.sh`）`--same_length` を指定します。
+# このとき `MemTransformerLM._forward` は、`dec_attn_mask` に `tril(ones, -mask_shift_len)` を加えます。
+# メモリが埋まると（$m$ = `mem_len`）シフトは $0$ になるので、クエリ $i$ からはキー $0, \dots, i$ も隠されます。
+# どのクエリにも、$m + i + 1$ 個ではなく、ちょうど $m$ 個のキー（自分自身とその前の $m - 1$ 個）が見えることになります。
+# セルでは、このマスクを作り直して数えます。
 
 # %%
 ones = torch.ones(q_len, k_len, dtype=torch.bool)
@@ -644,6 +658,14 @@ bias = (u @ key.T + relative_shift((q + v) @ r.T)) / math.sqrt(d_head)
 with_bias = attention(q, key, values, bias=bias, causal=True)
 assert_close(with_bias, weights @ values)
 
+# --same_length (MemTransformerLM._forward, a port) with a full memory
+mem_len = m_len
+mask_len = k_len - mem_len
+mask_shift_len = q_len - mask_len if mask_len > 0 else q_len
+same_length = torch.triu(ones, 1 + m_len) | torch.tril(ones, -mask_shift_len)
+assert (~same_length).sum(-1).tolist() == [m_len] * q_len  # m keys each
+assert (~mask).sum(-1).tolist() == [m_len + i + 1 for i in range(q_len)]
+
 # %% [markdown] lang="en"
 # ## The direction of the distances
 #
@@ -654,10 +676,15 @@ assert_close(with_bias, weights @ values)
 # shift, the pair $(i, j)$ gets the distance $j + L - 1 - i$ instead of $i + m - j$: it
 # grows with $j$ instead of shrinking. For the last query the distance is just $j$, the
 # key's position, as if the encoding were absolute, and every query gets the largest
-# distance, $m + L - 1$, for itself. Nothing raises an error: the shapes agree and the
-# scores are finite, so only a check like this one shows the mistake. The check applies the shift to the distances themselves, in both
-# orders, for $L = 4$ and $m = 2$, and prints them with the entries above the diagonal
-# set to $-1$.
+# distance, $m + L - 1$, for itself. Almost every pair gets a wrong distance: the
+# two agree only where $i + m - j = j + L - 1 - i$, that is
+# $i - j = (L - 1 - m)/2$, which never happens when $L - 1 - m$ is odd, as for
+# $L = 4$ and $m = 2$, and otherwise for one pair in each of
+# $L - (L - 1 - m)/2$ rows ($L \ge m + 1$). Nothing raises an error: the shapes
+# agree and the scores are finite, so only a check like this one shows the mistake.
+# The check applies the shift to the distances themselves, in both orders, for
+# $L = 4$ and $m = 2$, and prints them with the entries above the diagonal set to
+# $-1$; then it counts the right pairs for five shapes against the formula.
 
 # %% [markdown] lang="ja"
 # ## 距離の向き
@@ -669,9 +696,14 @@ assert_close(with_bias, weights @ values)
 # $j$ とともに小さくなるのではなく大きくなります。
 # 最後のクエリでは距離は単に $j$、つまりキーの位置で、エンコーディングが絶対位置であるかのようです。
 # そして、どのクエリも自分自身に対していちばん大きな距離 $m + L - 1$ を受け取ります。
+# ほとんどの組が間違った距離を受け取ります。
+# 2 つが一致するのは $i + m - j = j + L - 1 - i$、つまり $i - j = (L - 1 - m)/2$ のときだけです。
+# $L = 4$、$m = 2$ のように $L - 1 - m$ が奇数なら一致する組はなく、
+# そうでなければ $L - (L - 1 - m)/2$ 個の行で 1 組ずつ一致します（$L \ge m + 1$ のとき）。
 # それでも、どこにもエラーは出ません。形状は合い、スコアは有限なので、この誤りはこのような確認でしか分かりません。
 # 次の確認では、$L = 4$、$m = 2$ について距離そのものに両方の順でシフトをかけ、
 # 対角線より上の成分を $-1$ にして表示します。
+# そのあと 5 つの形状について、正しい距離を受け取る組の数を式と比べます。
 
 # %%
 q_len, m_len = 4, 2
@@ -705,6 +737,17 @@ assert (
 print(
     "descending pos_seq:\n", got_desc, "\nascending:\n", got_asc, sep="", end=""
 )
+
+# pairs that the ascending order gets right, against L - (L - 1 - m) / 2
+for q_len, m_len in [(4, 2), (3, 0), (5, 0), (4, 1), (6, 1)]:
+    k_len = q_len + m_len
+    i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
+    seen = j <= i + m_len  # the causal pairs
+    shifted = relative_shift(torch.arange(k_len).expand(q_len, k_len))
+    right = int((shifted == i + m_len - j)[seen].sum())
+    gap = q_len - 1 - m_len
+    assert right == (0 if gap % 2 else q_len - gap // 2)
+    assert right < int(seen.sum())  # 0 of 18, 2 of 6, 3 of 15, 3 of 14, 4 of 27
 
 # %% [markdown] lang="en"
 # ## In posenc
@@ -865,8 +908,8 @@ print(f"scores {tuple(ours.shape)}, -inf entries per head: {n_inf}", end="")
 # It takes the $m + 2L$ rows from $P - (m + L)$ to $P + L$, pads on the *right*,
 # drops the *last* row, and keeps the last $m + L$ columns. Its shift moves row $i$ to
 # the right by $i$, and after the slice every entry is exact. Its docstring example
-# (at commit 1f38b23) shows the shifted `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` ending in
-# `[9, 0, 7]`; the code gives `[6, 0, 7]`.
+# shifts `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` to a matrix ending in `[6, 0, 7]`, as
+# the code does (the example read `[9, 0, 7]` until commit f42c0e9, November 2023).
 #
 # The cell below ports XLNet's and labml's shifts and checks each against the direct
 # computation.
@@ -896,8 +939,8 @@ print(f"scores {tuple(ours.shape)}, -inf entries per head: {n_inf}", end="")
 # 項 $(b)$ には $v$ がなく、学習可能な `query_pos_bias` が $u$ の役目を果たします。
 # $P - (m + L)$ から $P + L$ までの $m + 2L$ 行を取り出し、**右**にパディングして**最後**の行を捨て、
 # 最後の $m + L$ 列を残します。このシフトは行 $i$ を右へ $i$ 列ぶんずらし、切り出した後はすべての成分が正確です。
-# docstring の例（コミット 1f38b23 の時点）では、`[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` をシフトした結果の最後の行が `[9, 0, 7]` となっています。
-# しかし、コードが返すのは `[6, 0, 7]` です。
+# docstring の例では、`[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` をシフトした結果の最後の行が `[6, 0, 7]` で、コードの結果と同じです。
+# この例は、2023 年 11 月のコミット f42c0e9 までは `[9, 0, 7]` となっていました。
 #
 # 次のセルでは XLNet と labml のシフトを移植し、それぞれを直接計算と照合します。
 
@@ -970,7 +1013,7 @@ print(example)
 #   with the keys exactly for $j \le i + m$; the entries after each query hold the
 #   next row, which the mask `triu(..., diagonal=1 + m)` hides.
 # - The distances must be in descending order; in ascending order nothing fails and
-#   every pair gets a wrong distance.
+#   almost every pair gets a wrong distance.
 # - XLNet encodes one extra distance instead of padding; labml learns its vectors
 #   and pads on the right, with $m + 2L$ rows so that every entry is exact.
 
@@ -983,7 +1026,7 @@ print(example)
 #   距離の固定の正弦波 $R_{i-j}$、学習可能な射影 $W_{k,R}$、全クエリ共通の 2 つのバイアス $u$、$v$ を使います。
 # - 相対シフト（パディング 1 回と形状変換 2 回）は、$B = (Q + v)\tilde R^\top$ を $j \le i + m$ の範囲で正確にキーにそろえます。
 #   各クエリより後ろの成分には次の行の値が入り、マスク `triu(..., diagonal=1 + m)` がそれを隠します。
-# - 距離は降順でなければなりません。昇順にしてもエラーは出ず、どの組も間違った距離を受け取ります。
+# - 距離は降順でなければなりません。昇順にしてもエラーは出ず、ほとんどの組が間違った距離を受け取ります。
 # - XLNet はパディングの代わりに距離を 1 つ余分にエンコードします。
 #   labml はベクトルを学習し、右にパディングして $m + 2L$ 行を使うので、すべての成分が正確です。
 
@@ -1066,20 +1109,32 @@ print(f"|f| <= {bound:.2f}, max |f| = {f.abs().max():.2f}, turns: {turns}")
 # $e_\delta$ per distance $\delta = i - j$ (and head), so term $(b)$ is
 # $q_i^\top e_{i-j}$: a learned vector per relative position dotted with the query,
 # which is Shaw et al.'s $x_i W^Q (a^K_{ij})^\top$ with
-# $a^K_{ij} = e_{i-j} = w^K_{j-i}$ and no clipping (for the past keys a causal model
-# sees; `clamp_len` would clip). In the distance form, $P = Q E^\top$ has one column
-# per distance, and the gather picks column $i + m - j$ for each pair; the relative
-# shift of $B = Q \tilde E^\top$ (rows in the descending order of `pos_seq`) gives
-# the same numbers for $j \le i + m$. The cell checks both against the loops.
+# $a^K_{ij} = e_{i-j} = w^K_{j-i}$, unclipped as long as the table has a row for
+# every distance. The official code does clip. With `attn_type=1`,
+# `RelLearnableMultiHeadAttn.forward` pads the table in front with its farthest row,
+# `r_emb[0]`, when there are more keys than rows, and `clamp_len` keeps only the
+# last `clamp_len` rows, the distances $0$ to `clamp_len` $- 1$
+# (`MemTransformerLM._forward`): distances share a vector from `clamp_len` $- 1$ on,
+# not from `clamp_len` as with `attn_type=0`. The cell checks term $(b)$ against the
+# loops in two ways, both on the past keys $j \le i + m$: Shaw et al.'s
+# materialised form, with `posenc`'s `RelativePositionEmbedding` for
+# $k = m + L - 1$ and row $r$ holding $e_{k-r}$, and the relative shift of
+# $B = Q \tilde E^\top$ (rows in the descending order of `pos_seq`). Then it
+# compares a port of the official clipping with `posenc`'s `clamp_len`.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** `attn_type=1` では、ベクトル $W_{k,R} R_{i-j}$ が、距離 $\delta = i - j$（とヘッド）ごとの学習可能な $e_\delta$ になります。
 # 項 $(b)$ は $q_i^\top e_{i-j}$、つまり相対位置ごとの学習可能なベクトルとクエリの内積です。
-# これは $a^K_{ij} = e_{i-j} = w^K_{j-i}$ としてクリップしない Shaw らの $x_i W^Q (a^K_{ij})^\top$ です
-# （因果的なモデルが見る過去のキーについての話で、`clamp_len` を使えばクリップになります）。
-# 距離ごとの形では、$P = Q E^\top$ は距離ごとに 1 列を持ち、gather で組ごとに列 $i + m - j$ を取り出します。
-# `pos_seq` の降順に行を並べた $B = Q \tilde E^\top$ に相対シフトをかけても、$j \le i + m$ では同じ値になります。
-# 次のセルでは、両方をループによる計算と照合します。
+# これは $a^K_{ij} = e_{i-j} = w^K_{j-i}$ とした Shaw らの $x_i W^Q (a^K_{ij})^\top$ で、
+# 表にすべての距離の行がある限りクリップはありません。
+# ただし公式のコードはクリップします。`attn_type=1` の `RelLearnableMultiHeadAttn.forward` は、
+# キーが表の行より多いと、表の先頭に最も遠い距離の行 `r_emb[0]` をパディングします。
+# また `clamp_len` を指定すると、最後の `clamp_len` 行、つまり距離 $0$ から `clamp_len` $- 1$ だけを残します（`MemTransformerLM._forward`）。
+# そのため、`attn_type=0` では距離 `clamp_len` からベクトルを共有するのに対し、ここでは `clamp_len` $- 1$ から共有します。
+# 次のセルでは、過去のキー $j \le i + m$ について、項 $(b)$ をループによる計算と 2 通りに照合します。
+# 1 つは Shaw らの実体化した形で、`posenc` の `RelativePositionEmbedding` を $k = m + L - 1$ とし、行 $r$ に $e_{k-r}$ を入れて使います。
+# もう 1 つは、`pos_seq` の降順に行を並べた $B = Q \tilde E^\top$ の相対シフトです。
+# 最後に、公式のクリッピングを移植したものを `posenc` の `clamp_len` と比べます。
 
 # %% tags=["solution"]
 q_len, m_len, d_head = 5, 3, 8
@@ -1094,11 +1149,32 @@ loops = torch.tensor(
 )  # fmt: skip
 i_idx, j_idx = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
 past = j_idx <= i_idx + m_len
-index = (i_idx + m_len - j_idx).clamp(min=0)  # the distance of each pair
-by_gather = (q2 @ e.T).gather(-1, index)  # P = Q E^T, column i + m - j
+shaw = RelativePositionEmbedding(k_len - 1, d_head).double()  # offsets j - i
+with torch.no_grad():
+    shaw.embedding.weight.zero_()  # rows k + 1, ...: future offsets, unused
+    shaw.embedding.weight[:k_len] = e.flip(0)  # row r: offset r - k, e_{k-r}
+    a_k = shaw(q_len, k_len)  # [q_len, k_len, d_head], queries at the end
+by_shaw = torch.einsum("id,ijd->ij", q2, a_k)  # x_i W^Q (a^K_ij)^T
 shifted = relative_shift(q2 @ e[transformer_xl_positions(q_len, k_len)].T)
-assert_close(by_gather[past], loops[past])
+assert_close(by_shaw[past], loops[past])
 assert_close(shifted[past], loops[past])
+
+
+def official_r_emb(r_emb, klen, clamp_len):
+    """attn_type=1's rows for klen keys (rows: descending distances)."""
+    r_emb = r_emb[-clamp_len:]  # MemTransformerLM._forward
+    if klen > r_emb.size(0):  # RelLearnableMultiHeadAttn.forward
+        r_emb_pad = r_emb[0:1].expand(klen - r_emb.size(0), -1)
+        return torch.cat([r_emb_pad, r_emb], 0)
+    return r_emb[-klen:]
+
+
+clamp = 5
+got = official_r_emb(e.flip(0), k_len, clamp)
+shared_from = transformer_xl_positions(q_len, k_len, clamp_len=clamp - 1)
+assert torch.equal(got, e[shared_from])  # shares from clamp_len - 1 on
+attn0 = transformer_xl_positions(q_len, k_len, clamp_len=clamp)
+assert not torch.equal(got, e[attn0])  # not attn_type=0's clamp
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 3.** labml pads one zero column on the right of the $L \times r$ matrix

@@ -1245,13 +1245,16 @@ print("\n".join(lines), end="")
 # **Solution 3.** With $\sigma = 0.02$ the token norm is about
 # $0.02\sqrt{768} \approx 0.554$, with $\sigma = 0.01$ the position norm about
 # $0.277$: the tokens start twice as loud, the ratio of the two $\sigma$. The cell
-# draws both tables as `src/model.py` does, normal and untruncated.
+# draws both tables as `src/model.py` does, normal and untruncated, with the two
+# $\sigma$ typed in from its lines 153 and 155: it checks this arithmetic, not
+# OpenAI's code.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $\sigma = 0.02$ のトークンのノルムはおよそ $0.02\sqrt{768} \approx 0.554$、
 # $\sigma = 0.01$ の位置のノルムはおよそ $0.277$ です。
 # 学習の始めにはトークンのほうが 2 倍大きく、これは 2 つの $\sigma$ の比です。
 # 次のセルでは、`src/model.py` と同じく切断しない正規分布で両方の表を作ります。
+# 2 つの $\sigma$ はその 153 行目と 155 行目から書き写したもので、確かめるのはこの計算であり、OpenAI のコードそのものではありません。
 
 # %% tags=["solution"]
 d = 768

@@ -284,3 +284,18 @@ def test_out_of_range_positions_keep_named_errors_in_eager_mode():
         LearnedPositionalEmbedding(4, 8)(torch.tensor([1, 4]))
     with pytest.raises(IndexError, match=r"\[0, n_positions\) = \[0, 4\), got -2"):
         SinusoidalEmbedding(4, 8)(torch.tensor([-2, 1]))
+
+
+def test_mrope_fullgraph_and_cope_without_host_reads():
+    x = randn(1, 2, 6, 16)
+    positions = posenc.grid_positions(2, 3)  # (2, 6)
+
+    def fn(x, positions):
+        return posenc.apply_mrope(x, positions, (4, 4))
+
+    assert_same(compiled(fn)(x, positions), fn(x, positions))
+    cope = CoPE(16, 2, 8)
+    q, scores = randn(1, 2, 5, 16), randn(1, 2, 5, 5, seed=1)
+    with no_host_reads():
+        cope(q, scores)
+        fn(x, positions)

@@ -1,0 +1,1501 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Learned distance functions and contextual positions
+#
+# [*T5 relative position buckets*](06-t5-buckets.ipynb) learns one number per head
+# and [bucket](../docs/glossary.md#bucket) of distances;
+# [*ALiBi*](07-alibi.ipynb) fixes one line per head and learns nothing. Between
+# the two lies a family that the length-generalisation literature compares
+# against: biases that are a learned *function* of the distance, with a few
+# parameters, defined at every distance. This chapter derives KERPLE's two
+# kernels from the theory of conditionally positive definite kernels (Chi et al.
+# 2022); FIRE's small network of a normalised distance (Li et al. 2023), and why
+# dividing by the query's position lets one function serve every length; and
+# its relative in x-transformers, the dynamic position bias. Then it leaves
+# token counts behind: CoPE (Golovneva et al. 2024) lets each head count what
+# it chooses, and a toy case shows a question, "how did the third sentence back
+# end?", that counting sentences answers and counting tokens does not.
+# [Randomised positions](../docs/glossary.md#randomised-positions) (Ruoss et
+# al. 2023) follow, a training recipe rather than an encoding. The last section
+# asks what each family costs with a [KV cache](../docs/glossary.md#kv-cache)
+# and in a [fused attention kernel](../docs/glossary.md#fused-attention-kernel).
+#
+# Every formula is checked against an independent source: a transcription of
+# the official code written in the cell from its listing (KERPLE, CoPE, the
+# FIRE pseudo-code of the paper's appendix, x-transformers), a number or
+# statement of the paper, or a second derivation. The code is `posenc`'s
+# `KerpleBias`, `FireBias`, `CoPE` and `random_positions`.
+#
+# The letters follow the [notation page](../docs/notation.md#positions): query
+# position $i$, key position $j$, causal distance $i - j \ge 0$. The KERPLE paper
+# writes $m$ and $n$ for the two positions; the formulas here use $i$ and $j$. In
+# the CoPE section, $p_{ij}$ is a contextual position, not a token position.
+
+# %% [markdown] lang="ja"
+# # 学習する距離関数と文脈に応じた位置
+#
+# [「T5 の相対位置バケット」](06-t5-buckets.ipynb)は、ヘッドと距離の[バケット](../docs/glossary.ja.md#bucket)ごとに 1 つの数を学習します。
+# [「ALiBi」](07-alibi.ipynb)はヘッドごとに 1 本の直線を固定し、何も学習しません。
+# この 2 つの間には、長さの汎化を扱う研究がよく比較に使う手法の一群があります。
+# 距離の学習可能な「関数」としてバイアスを与え、少数のパラメータで、どの距離でも値が決まるものです。
+# この章ではまず、条件付き正定値カーネルの理論から KERPLE の 2 つのカーネルを導きます（Chi ら 2022）。
+# 次に、正規化した距離を入力とする FIRE の小さなネットワーク（Li ら 2023）を扱い、
+# クエリの位置で割ることで 1 つの関数がどの長さにも使える理由を示します。
+# その近縁として、x-transformers の動的位置バイアスも見ます。
+# 続いてトークンを数えることから離れます。
+# CoPE（Golovneva ら 2024）では、各ヘッドが何を数えるかを自分で選びます。
+# 「3 つ前の文はどう終わったか」という問いを使ったトイの例で、文を数えれば答えられ、トークンを数えても答えられないことを示します。
+# そのあとに、位置エンコーディングではなく学習の手順である[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)（Ruoss ら 2023）を扱います。
+# 最後の節では、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)で、それぞれの手法に何がかかるかを調べます。
+#
+# どの式も独立した出典と照合します。
+# 1 つ目は、公式実装のコードをその掲載内容からセルの中で書き直したものです（KERPLE、CoPE、論文の付録にある FIRE の疑似コード、x-transformers）。
+# 2 つ目は論文に書かれた数値や記述、3 つ目は別の導出です。
+# コードには `posenc` の `KerpleBias`、`FireBias`、`CoPE`、`random_positions` を使います。
+#
+# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
+# クエリの位置は $i$、キーの位置は $j$、因果的な距離は $i - j \ge 0$ です。
+# KERPLE の論文は 2 つの位置を $m$、$n$ と書きます。この章の式では $i$、$j$ を使います。
+# CoPE の節の $p_{ij}$ は文脈に応じた位置で、トークンの位置ではありません。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+from torch.testing import assert_close
+
+from posenc import (
+    CoPE,
+    FireBias,
+    KerpleBias,
+    T5RelativeBias,
+    alibi_bias,
+    alibi_slopes,
+    random_positions,
+)
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+torch.set_num_threads(1)  # small tensors: one thread is quickest here
+f64 = torch.float64
+
+
+def distances(n, dtype=f64):
+    """The matrix |i - j| of n positions."""
+    p = torch.arange(n)
+    return (p[:, None] - p[None, :]).abs().to(dtype)
+
+
+# %% [markdown] lang="en"
+# ## From a table and a line to a function
+#
+# Both earlier biases are functions of the distance $i - j$ alone. T5 adds
+# $\beta_{b(j-i),\,h}$, a learned table read at the bucket of the relative
+# position: 32 numbers per head, and in the causal setting every distance from
+# 113 on shares the last bucket, so the table says nothing about how far beyond
+# 113 a key lies. ALiBi adds $-m_h\,(i - j)$: no learned number at all, and a
+# line that goes on for ever with the slope fixed before training. The methods
+# of this chapter keep the idea of a bias added to the scores, but make it a
+# function with a handful of learned parameters: it has a value at every
+# distance, including those never seen in training, and training chooses its
+# shape.
+#
+# The cell reads off both facts: the causal T5 bias of one head is constant from
+# distance 113 on (the edge derived in the T5 chapter) and not before, and
+# ALiBi's bias falls by the same $m_h$ at every step of the distance.
+
+# %% [markdown] lang="ja"
+# ## 表と直線から関数へ
+#
+# これまでの 2 つのバイアスは、どちらも距離 $i - j$ だけの関数です。
+# T5 は $\beta_{b(j-i),\,h}$ を足します。これは相対位置のバケットごとに値を持つ学習可能な表で、値の数はヘッドあたり 32 個です。
+# 因果的な設定では距離 113 以上がすべて最後のバケットを共有するので、キーが 113 よりどれだけ遠いかを表は何も伝えません。
+# ALiBi は $-m_h\,(i - j)$ を足します。学習する数は 1 つもなく、学習前に決めた傾きの直線がどこまでも続きます。
+# この章の手法は、スコアにバイアスを足すという考え方を保ったまま、それを少数の学習可能なパラメータを持つ関数にします。
+# 関数なので、学習中に現れなかった距離も含めてどの距離でも値を持ち、その形は学習が決めます。
+#
+# 次のセルでは、この 2 つの事実を読み取ります。
+# 因果的な T5 のヘッドのバイアスは、距離 113（T5 の章で導いた境目）から先で一定になり、それより手前では変化します。
+# ALiBi のバイアスは、距離が 1 増えるたびに同じ $m_h$ だけ下がります。
+
+# %%
+t5 = T5RelativeBias(1, bidirectional=False)
+with torch.no_grad():
+    row = t5(1, 400)[0, 0].flip(0)  # the last query's row, by distance 0..399
+assert (row[113:] == row[113]).all() and row[112] != row[113]
+
+slope = alibi_slopes(8)[2]  # head 3 of 8: m = 1/8
+line = alibi_bias(8, 1, 400)[2, 0].flip(0)  # by distance
+assert_close(line[1:] - line[:-1], -slope.expand(399))
+print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
+
+# %% [markdown] lang="en"
+# ## KERPLE: kernels of the distance
+#
+# Chi et al. (2022) ask which functions of two positions make a good bias, and
+# answer with a class from kernel theory. A symmetric function $k(x, x')$ is a
+# [*positive definite*](../docs/glossary.md#positive-definite-kernel) (PD)
+# kernel if every matrix $[k(x_a, x_b)]_{a,b}$ it forms on
+# finitely many points is positive semidefinite:
+# $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ for all real $c$. It is
+# [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
+# (CPD) if this
+# holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD kernels; CPD
+# kernels generalise negative squared distances. The paper builds its biases from
+# three facts (its §3.2):
+#
+# 1. $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
+#    $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#    because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
+# 2. Positive multiples and sums of CPD kernels are CPD.
+# 3. If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for $0 < \alpha < 1$ and
+#    $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel 1984; Schölkopf 2000, Prop. 4).
+#
+# Fact 3 with $\alpha = p/2$ applied to fact 1 gives $-\lvert x - x'\rvert^{p}$ for
+# $0 < p < 2$, and fact 1 itself covers $p = 2$. Fact 3 applied to
+# $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
+# $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives
+# KERPLE's two biases for head $h$, each with two learned numbers:
+# $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
+# $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
+# The bound $r_2 \le 2$ is not a matter of taste: for a larger power the bias is
+# not CPD. The cell checks all of this on 32 positions. It restricts each
+# matrix to the vectors with $\sum_a c_a = 0$ (an orthonormal basis of that
+# subspace) and computes the smallest eigenvalue, which must be at least $0$ for a
+# CPD kernel. The powers $0.5$ to $2$ and the logarithm pass; the powers $2.5$
+# and $3$ fail, and so does $-\log(1 + \lvert i - j \rvert^3)$, the logarithm of
+# a power that fact 3 does not cover.
+
+# %% [markdown] lang="ja"
+# ## KERPLE：距離のカーネル関数
+#
+# Chi ら（2022）は、2 つの位置のどんな関数がよいバイアスになるかを問いました。その答えは、カーネル法の理論にある関数のクラスです。
+# 対称な関数 $k(x, x')$ は、有限個の点から作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値であるとき、つまりすべての実数 $c$ について $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ が成り立つとき、[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）と呼ばれます。
+# この不等式が $\sum_a c_a = 0$ を満たす $c$ についてだけ成り立つなら、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
+# 内積は正定値カーネルで、条件付き正定値カーネルは「距離の 2 乗に負号を付けたもの」を一般化したものです。
+# 論文は次の 3 つの事実からバイアスを組み立てます（§3.2）。
+#
+# 1. $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
+#    $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#    $x_a^2$ と $x_b^2$ を含む項には係数 $\sum c = 0$ が掛かるからです。
+# 2. 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
+# 3. $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
+#
+# 事実 1 に $\alpha = p/2$ として事実 3 を使うと、$0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られます。$p = 2$ は事実 1 そのものです。
+# 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合を $r_2 > 0$ 倍したもの）に使うと、$-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
+# さらに $r_1 > 0$ 倍すると（事実 2）、ヘッド $h$ についての KERPLE の 2 つのバイアスになります。どちらも学習する数は 2 つです。
+# $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
+# $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
+# 条件 $r_2 \le 2$ は好みの問題ではありません。これより大きなべき乗では、バイアスは条件付き正定値になりません。
+# 次のセルでは、32 個の位置でこれをすべて確かめます。
+# 各行列を $\sum_a c_a = 0$ を満たすベクトルの部分空間に制限し（その正規直交基底を使います）、最小固有値を求めます。
+# 条件付き正定値カーネルなら、これは $0$ 以上です。
+# べき乗 $0.5$ から $2$ と対数は条件を満たし、べき乗 $2.5$ と $3$ は満たしません。
+# 事実 3 の対象外であるべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も満たしません。
+
+
+# %%
+def cpd_min_eig(K):
+    """Smallest eigenvalue of K on the vectors whose entries sum to 0."""
+    n = K.shape[0]
+    centred = torch.eye(n, dtype=f64) - 1.0 / n  # projects onto sum(c) = 0
+    basis, _ = torch.linalg.qr(centred[:, :-1])  # orthonormal, n - 1 columns
+    return torch.linalg.eigvalsh(basis.T @ K @ basis).min().item()
+
+
+D32 = distances(32)
+for p in (0.5, 1.0, 1.5, 2.0):
+    assert cpd_min_eig(-(D32**p)) > -1e-9  # CPD: -|i - j|^p, 0 < p <= 2
+for p in (2.5, 3.0):
+    assert cpd_min_eig(-(D32**p)) < -1.0  # not CPD beyond 2
+for r2 in (0.01, 0.1, 1.0, 10.0):
+    assert cpd_min_eig(-torch.log1p(r2 * D32)) > 0  # the log variant
+assert cpd_min_eig(-torch.log1p(D32**3)) < 0  # log of a non-CPD power
+assert abs(cpd_min_eig(-(D32**2))) < 1e-9  # p = 2: zero (rank one, fact 1)
+
+# %% [markdown] lang="en"
+# Why CPD and not PD? The score $q_i \cdot k_j$ is an inner product, a PD kernel,
+# and the paper wants the biased score to remain one. Its Lemma 1 says that
+# a large enough constant turns a CPD kernel into a PD one: $c + \tilde k$ is PD
+# for some $c \ge 0$. The proof (its Appendix A.1) works with the matrix of a
+# finite set of points, so the constant depends on the set. For the line
+# $-\lvert i - j \rvert$ on the positions $0, \dots, T - 1$ it cannot be less than
+# $(T - 1)/2$: a PD matrix has nonnegative $2 \times 2$ principal minors, and the
+# minor of two positions at distance $d$ is $c^2 - (c - d)^2 = d(2c - d)$. So no
+# single constant serves every length. It does not matter, because the softmax
+# of a row does not change when a constant is added to every score of the row
+# (the paper's Eq. 2); the constant is never computed. The cell finds the
+# smallest $c$ by bisection: for the line it is exactly $(T - 1)/2$, and for the
+# logarithm it also grows with $T$.
+
+# %% [markdown] lang="ja"
+# なぜ正定値ではなく条件付き正定値なのでしょうか。
+# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルで、論文はバイアスを足したスコアも正定値カーネルであってほしいと考えます。
+# 論文の補題 1 によれば、十分大きな定数を足すと条件付き正定値カーネルは正定値になります。ある $c \ge 0$ について $c + \tilde k$ が正定値になるということです。
+# その証明（付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
+# 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ より小さくなれません。
+# 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ にある 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
+# したがって、どの長さにも使える 1 つの定数はありません。
+# それでも問題はありません。行のすべてのスコアに同じ定数を足しても、その行の softmax は変わらないからです（論文の式 2）。
+# 定数を実際に計算することはありません。
+# 次のセルでは、最小の $c$ を二分法で求めます。直線ではちょうど $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
+
+
+# %%
+def smallest_shift(K):
+    """The least c >= 0 with K + c * ones positive semidefinite (bisection)."""
+    ones = torch.ones_like(K)
+
+    def psd(c):
+        return torch.linalg.eigvalsh(K + c * ones).min() >= -1e-9 * (1 + c)
+
+    lo, hi = 0.0, 1.0
+    while not psd(hi):
+        hi *= 2
+    for _ in range(50):
+        lo, hi = (
+            (lo, (lo + hi) / 2) if psd((lo + hi) / 2) else ((lo + hi) / 2, hi)
+        )
+    return hi
+
+
+shifts_log = []
+for T in (4, 16, 64):
+    c_line = smallest_shift(-distances(T))
+    assert abs(c_line - (T - 1) / 2) < 1e-6  # exactly the 2 x 2 bound
+    shifts_log.append(smallest_shift(-torch.log1p(distances(T))))
+    assert shifts_log[-1] >= math.log(T) / 2  # the 2 x 2 bound for the log
+assert shifts_log[0] < shifts_log[1] < shifts_log[2]
+print(
+    "log kernel, T = 4, 16, 64: c = "
+    + ", ".join(f"{c:.3f}" for c in shifts_log)
+)
+
+# %% [markdown] lang="en"
+# The paper's Eq. 1 adds the kernel to $q_i \cdot k_j$ before the division by
+# $\sqrt{d}$. The official code (`ParallelKerpleLog` and `ParallelKerplePower` in
+# `megatron/mpu/layers.py`) adds it to the scores after the division, which
+# only rescales $r_1$ by $\sqrt{d}$; `posenc` follows the code. One set of
+# parameters serves all the layers of the model (the code builds one module and
+# passes it to every layer), as in T5.
+#
+# With $r_2 = 1$ the power variant is a line, $-r_1 \lvert i - j \rvert$: with
+# $r_1 = m_h$ it is ALiBi's symmetric bias, which the paper notes as the triangle
+# kernel $c - \lvert m - n \rvert$. Not every ALiBi head is reachable, though. The
+# official code clamps both parameters to at least $0.01$ after every step
+# (`self.eps = 1e-2`), and `posenc` keeps the same floor by its
+# parameterisation: $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ for a raw parameter
+# $\rho_1$, and for the power $r_2 = 2 - 1.99\,\sigma(-\rho_2)$, which stays in
+# $[0.01, 2]$ whatever an optimiser does. Eight ALiBi heads have the slopes
+# $2^{-1}, \dots, 2^{-8}$; the last two, $2^{-7} \approx 0.0078$ and
+# $2^{-8}$, lie below the floor. The cell sets the first six heads to ALiBi's
+# slopes and compares with `alibi_bias(..., causal=False)`, then drives the raw
+# parameters to $-10^4$ and finds the floor.
+
+# %% [markdown] lang="ja"
+# 論文の式 1 は、カーネル関数を $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
+# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、
+# その違いは $r_1$ を $\sqrt{d}$ 倍するだけです。`posenc` は公式実装に従います。
+# パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
+#
+# $r_2 = 1$ とすると、べき乗の形は直線 $-r_1 \lvert i - j \rvert$ になります。
+# $r_1 = m_h$ とすれば ALiBi の対称なバイアスで、論文はこれを三角カーネル $c - \lvert m - n \rvert$ として述べています。
+# ただし、ALiBi のすべてのヘッドを再現できるわけではありません。
+# 公式実装は各ステップのあとで 2 つのパラメータを $0.01$ 以上にクリップします（`self.eps = 1e-2`）。
+# `posenc` は同じ下限をパラメータ化で保ちます。生のパラメータ $\rho_1$ に対して $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ とし、
+# べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とするので、オプティマイザが何をしても $[0.01, 2]$ に収まります。
+# 8 ヘッドの ALiBi の傾きは $2^{-1}, \dots, 2^{-8}$ で、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
+# 次のセルでは、最初の 6 ヘッドを ALiBi の傾きに設定して `alibi_bias(..., causal=False)` と比べます。
+# 続いて生のパラメータを $-10^4$ まで下げ、下限に達することを確かめます。
+
+
+# %%
+def set_kerple(module, r1, r2):
+    """Give a KerpleBias the values r1, r2 (inverting its parameterisation)."""
+    r1, r2 = torch.as_tensor(r1, dtype=f64), torch.as_tensor(r2, dtype=f64)
+    with torch.no_grad():
+        module.r1_raw.copy_(torch.log(torch.expm1(r1 - 0.01)))
+        if module.kind == "log":
+            module.r2_raw.copy_(torch.log(torch.expm1(r2 - 0.01)))
+        else:  # r2 = 2 - 1.99 sigmoid(-raw)
+            module.r2_raw.copy_(-torch.logit((2 - r2) / 1.99))
+
+
+slopes = alibi_slopes(8, dtype=f64)
+power = KerpleBias(6, kind="power")
+set_kerple(power, slopes[:6], [1.0] * 6)
+with torch.no_grad():
+    assert_close(power(5, 11), alibi_bias(8, 5, 11, causal=False)[:6])
+
+with torch.no_grad():
+    power.r1_raw.fill_(-1e4)
+    power.r2_raw.fill_(1e4)
+    floor = power.r1.min().item()
+assert floor == torch.tensor(0.01).item() > slopes[6] > slopes[7]
+assert power.r2.max().item() <= 2.0
+print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
+
+# %% [markdown] lang="en"
+# The official code builds the distance matrix as `torch.tril(m - n)`, zero
+# above the diagonal, and for one cached query takes its last row; the log
+# variant is `-bias_p * log(1 + bias_a * diff)` and the power variant
+# (`kerple_power_ap_`, the configuration the paper trains) is
+# `-bias_a * diff ** bias_p`. So $r_1$ is `bias_p` in the log variant and
+# `bias_a` in the power variant. The cell restates that forward pass and
+# compares it with `KerpleBias` on the causal entries, the only ones a causal
+# model reads, and on the row of a cached query. `posenc` is symmetric in
+# $i - j$ where the official code puts $0$ after the query; the causal mask
+# removes those entries either way.
+
+# %% [markdown] lang="ja"
+# 公式実装は距離の行列を `torch.tril(m - n)` として作り、対角より上は 0 にします。
+# キャッシュを使う 1 つのクエリには、その最後の行を使います。
+# 対数の式は `-bias_p * log(1 + bias_a * diff)`、べき乗の式（論文が学習した設定 `kerple_power_ap_`）は `-bias_a * diff ** bias_p` です。
+# したがって $r_1$ は、対数の形では `bias_p`、べき乗の形では `bias_a` にあたります。
+# 次のセルでは、このフォワードパスを書き直し、因果的なモデルが読む唯一の成分である因果的な成分と、キャッシュを使うクエリの行で `KerpleBias` と比べます。
+# `posenc` は $i - j$ について対称ですが、公式実装はクエリより後ろを $0$ にします。どちらの場合も、その成分は因果マスクが取り除きます。
+
+
+# %%
+def official_kerple(kind, bias_p, bias_a, k_len):
+    """ParallelKerpleLog / ParallelKerplePower.forward, restated (no cache)."""
+    m = torch.arange(k_len)
+    diff = torch.tril(m[:, None] - m[None, :]).to(f64)  # m - n, 0 above
+    if kind == "log":
+        return -bias_p * torch.log(1 + bias_a * diff)
+    return -diff.pow(bias_p) * bias_a
+
+
+torch.manual_seed(1)
+for kind in ("log", "power"):
+    module = KerpleBias(4, kind=kind)
+    r1 = module.r1.detach().double()[:, None, None]
+    r2 = module.r2.detach().double()[:, None, None]
+    p, a = (r1, r2) if kind == "log" else (r2, r1)  # r1 is bias_p for "log"
+    ref = official_kerple(kind, p, a, 12).float()
+    causal = torch.ones(12, 12, dtype=torch.bool).tril()
+    with torch.no_grad():
+        assert_close(module(12)[:, causal], ref[:, causal])
+        assert_close(module(1, 12), ref[:, -1:])  # one cached query
+
+# %% [markdown] lang="en"
+# The figure sets the kernels side by side over distances up to 512, with
+# parameters chosen for the picture, not learned: ALiBi's line with
+# $m = 1/16$, T5's table with a made-up profile that falls by $0.3$ per bucket,
+# and KERPLE's two forms. The logarithm flattens: its slope at distance $d$ is
+# $-r_1 r_2 / (1 + r_2 d)$, so far keys are told apart less and less but
+# never merged, unlike T5's last bucket. The power with $r_2 < 1$ bends the
+# same way, with $r_2 > 1$ the other way. On models trained with each, the
+# paper (§5.4, GitHub data) finds that several heads of the log variant learn
+# almost flat kernels, which let them use distant tokens, while ALiBi and the
+# power variant reach very negative values quickly. The cell checks the slope
+# of the logarithm against autograd.
+
+# %% [markdown] lang="ja"
+# 図では、距離 512 までのカーネル関数を並べます。パラメータには、学習した値ではなく図のために選んだ値を使います。
+# 傾き $m = 1/16$ の ALiBi の直線、バケットごとに $0.3$ ずつ下がる仮の値を入れた T5 の表、そして KERPLE の 2 つの形です。
+# 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差はだんだん小さくなりますが、
+# T5 の最後のバケットのように同じ値にまとめられることはありません。
+# $r_2 < 1$ のべき乗も同じ向きに曲がり、$r_2 > 1$ では逆向きに曲がります。
+# 論文（§5.4、GitHub のデータ）は、それぞれで学習したモデルのカーネル関数を調べています。
+# 対数の形ではいくつかのヘッドがほとんど平らなカーネル関数を学習し、遠くのトークンを使えるようになります。
+# 一方、ALiBi とべき乗の形はすぐに大きな負の値に達すると報告しています。
+# セルでは、対数の傾きを自動微分と照合します。
+
+# %% alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対するカーネルのバイアス（パラメータは手で選んだもの）。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
+d = torch.arange(513, dtype=f64, requires_grad=True)
+r1, r2 = 2.0, 0.5
+log_kernel = -r1 * torch.log1p(r2 * d)
+(grad,) = torch.autograd.grad(log_kernel.sum(), d)
+assert_close(grad, -r1 * r2 / (1 + r2 * d.detach()))  # the slope
+d = d.detach()
+
+t5 = T5RelativeBias(1, bidirectional=False)
+with torch.no_grad():
+    t5.relative_attention_bias.weight.copy_(-0.3 * torch.arange(32.0)[:, None])
+    t5_row = t5(1, 513)[0, 0].flip(0)
+curves = {
+    r"ALiBi, $-d/16$": -d / 16,
+    "T5": t5_row,
+    r"KERPLE, $-2\log(1 + 0.5\,d)$": log_kernel.detach(),
+    r"KERPLE, $-0.5\,d^{0.5}$": -0.5 * d**0.5,
+    r"KERPLE, $-0.005\,d^{1.5}$": -0.005 * d**1.5,
+}
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+for label, values in curves.items():
+    ax.plot(d, values, label=label, lw=1.4)
+ax.set(xlabel="$d = i - j$", ylabel="$b_h(i, j)$", xlim=(0, 512))
+ax.legend(fontsize=8, loc="lower left")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## FIRE: one function of a normalised distance
+#
+# KERPLE fixes the shape of the function and learns two numbers. FIRE (Li et
+# al. 2023) learns the shape too: a small MLP $f_\theta$ (one input, 32 hidden
+# units with ReLU, one output per head, in the paper's pseudo-code) reads a
+# *normalised* distance,
+# $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
+# with $c > 0$ and the threshold $L > 0$ learned as well (the pseudo-code starts
+# them at $0.1$ and $512$). Three choices are packed into it.
+#
+# - **Dividing by the query's position.** For a query beyond the threshold,
+#   $i > L$, a causal key has $0 \le i - j \le i$, and $\psi$ is increasing, so
+#   $0 \le \psi(i - j)/\psi(i) \le 1$, with $1$ at the first key $j = 0$. The
+#   MLP's input stays in $[0, 1]$ at every length. A model trained on inputs
+#   longer than $L$ has seen arguments spread over that whole interval, and a
+#   longer input presents nothing outside it: the network
+#   [interpolates](../docs/glossary.md#interpolation) where a function of the
+#   raw distance would have to [extrapolate](../docs/glossary.md#extrapolation).
+#   This is what the paper calls
+#   [progressive interpolation](../docs/glossary.md#progressive-interpolation).
+# - **The price.** The same distance gets a smaller argument as the query
+#   moves on: $\psi(d)/\psi(i)$ falls with $i$. Beyond the threshold the bias is
+#   a function of the distance *as a fraction of the context*, not of the
+#   distance alone.
+# - **The log transform and the threshold.** Without $\psi$ the argument would
+#   be $(i - j)/i$, and the two nearest keys of a query at position 4096 would
+#   differ by $1/4096$ in the input. With $\psi$ ($c = 0.1$) they differ by
+#   $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more: the log
+#   spreads the small distances apart. For $i \le L$ the normaliser is the
+#   constant $\psi(L)$, so on short inputs the bias is an ordinary function of
+#   the distance and nearby keys are not squeezed together.
+#
+# The abstract states that FIRE can represent T5's bias, ALiBi and KERPLE
+# (exercise 2 builds ALiBi). The cell restates the paper's pseudo-code (its
+# appendix) and compares it with `FireBias` below and beyond the threshold,
+# then checks the three claims above with $L = 64$.
+
+# %% [markdown] lang="ja"
+# ## FIRE：正規化した距離の 1 つの関数
+#
+# KERPLE は関数の形を固定し、2 つの数を学習します。FIRE（Li ら 2023）は形も学習します。
+# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU を使う隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を読みます。
+# $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
+# $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$ です）。
+# この式には 3 つの工夫が詰まっています。
+#
+# - **クエリの位置で割ること。**しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので、
+#   $0 \le \psi(i - j)/\psi(i) \le 1$ となります。最初のキー $j = 0$ でちょうど $1$ です。
+#   MLP の入力はどの長さでも $[0, 1]$ に収まります。
+#   $L$ より長い入力で学習したモデルは、この区間全体に広がった引数を見ています。より長い入力でも、その外側の値は現れません。
+#   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、このネットワークは[補間](../docs/glossary.ja.md#interpolation)で済ませます。
+#   論文はこれを[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)（progressive interpolation）と呼びます。
+# - **その代償。**クエリが先に進むほど、同じ距離の引数は小さくなります。$\psi(d)/\psi(i)$ は $i$ とともに減少します。
+#   しきい値を超えると、バイアスは距離だけの関数ではなく、「文脈の長さに対する割合としての距離」の関数になります。
+# - **対数変換としきい値。**$\psi$ がなければ引数は $(i - j)/i$ で、位置 4096 のクエリに最も近い 2 つのキーは、入力が $1/4096$ しか違いません。
+#   $\psi$ を使うと（$c = 0.1$）、差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と 59 倍になります。対数が小さな距離どうしを引き離すのです。
+#   $i \le L$ では正規化の分母は定数 $\psi(L)$ なので、短い入力ではバイアスは普通の距離の関数になり、近くのキーどうしが押し縮められることはありません。
+#
+# 論文の要旨によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
+# 次のセルでは、論文の付録の疑似コードを書き直し、しきい値の手前と先で `FireBias` と比べます。
+# 続いて $L = 64$ として、上の 3 つの主張を確かめます。
+
+
+# %%
+def fire_pseudo_code(fire, seq_len):
+    """The FIRE pseudo-code of the paper's appendix, restated (square case)."""
+    positions = torch.arange(seq_len, dtype=torch.float)
+    rel_distance = positions[:, None] - positions[None, :]
+    threshold = torch.abs(fire.threshold_multiplier * fire.initial_threshold)
+    pos_normalizer = torch.max(positions, threshold)[:, None]
+    rel_distance = torch.log(torch.abs(fire.c * rel_distance) + 1)
+    pos_normalizer = torch.log(torch.abs(fire.c * pos_normalizer) + 1)
+    normalized_distance = rel_distance / (pos_normalizer + 1e-6)
+    return fire.mlp(normalized_distance.unsqueeze(-1)).permute(2, 0, 1)
+
+
+L = 64
+torch.manual_seed(2)
+fire = FireBias(4, threshold=float(L))
+with torch.no_grad():
+    for T in (40, 300):  # below and beyond the threshold
+        assert_close(fire(T), fire_pseudo_code(fire, T))
+
+    def args(T):  # the MLP's arguments on the causal entries
+        x = fire.normalized_distance(T)
+        return x[torch.ones(T, T, dtype=torch.bool).tril()]
+
+    for T in (2 * L, 8 * L, 64 * L):
+        x = fire.normalized_distance(T)
+        assert 0 <= args(T).min() and args(T).max() <= 1
+        assert_close(x[L + 1 :, 0], torch.ones(T - L - 1))  # j = 0: 1
+
+    # trained at 2L, read at 16L: no argument outside the trained range
+    # (up to the 1e-6 that the pseudo-code adds to the normaliser)
+    trained, longer = args(2 * L), args(16 * L)
+    assert trained.min() <= longer.min()
+    assert longer.max() <= trained.max() + 1e-6
+    T, D = 16 * L, 2 * L  # raw distances: share of pairs at d >= D
+    d_causal = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).tril()
+    far = (d_causal >= D).sum().item() / (T * (T + 1) / 2)
+    assert math.isclose(far, (T - D) * (T - D + 1) / (T * (T + 1)))
+
+    # a function of the distance up to the threshold, not beyond it
+    x = fire.normalized_distance(4 * L)
+    assert_close(x[1 : L + 1, 1 : L + 1], x[:L, :L])  # shift i and j
+    assert not torch.allclose(x[L + 1 :, 1:], x[L:-1, :-1])
+
+    # the log transform at a query in position 4096: keys 1 and 2 back
+    x = fire.normalized_distance(1, 4097)[0]
+    gap = (x[4094] - x[4095]).item()
+
+
+def psi(v):
+    return math.log(0.1 * v + 1)
+
+
+assert math.isclose(gap, (psi(2) - psi(1)) / (psi(4096) + 1e-6), rel_tol=1e-4)
+print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
+print(f"nearest keys at 4096: {gap:.4f} apart, {gap * 4096:.0f} times 1/4096")
+
+# %% [markdown] lang="en"
+# The figure shows the argument for $L = 64$. On the left, against the
+# distance as a fraction of the query's position: the queries at $64$, $256$
+# and $1024$ each run from $0$ to $1$, more and more bent as $i$ grows (the log
+# transform gives the near keys a larger share of the interval), while the
+# query at $16$, below the threshold, stops at $\psi(16)/\psi(64) \approx 0.48$.
+# On the right, the argument of one distance, $8$, as the query moves on:
+# constant up to $L$, then falling, from $0.294$ to $0.127$ at $i = 1024$.
+
+# %% [markdown] lang="ja"
+# 図は $L = 64$ のときの引数です。
+# 左は、距離をクエリの位置に対する割合として横軸に取ったものです。
+# 位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数変換が、区間のより大きな部分を近いキーに割り当てるためです）。
+# しきい値より手前にある位置 $16$ のクエリは、$\psi(16)/\psi(64) \approx 0.48$ で止まります。
+# 右は、1 つの距離 $8$ の引数を、クエリが先に進むにつれて追ったものです。
+# $L$ までは一定で、その先は下がり、$i = 1024$ では $0.294$ から $0.127$ になります。
+
+# %% alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
+with torch.no_grad():
+    x_all = fire.normalized_distance(1025)  # queries 0..1024
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.9))
+for i in (16, 64, 256, 1024):
+    dist = torch.arange(i + 1)
+    left.plot(dist / i, x_all[i, i - dist], label=f"$i = {i}$", lw=1.3)
+left.set(xlabel="$(i - j)/i$", ylabel=r"$\psi(i-j)/\psi(\max(L,i))$")
+left.legend(fontsize=8)
+queries = torch.arange(8, 1025)
+right.plot(queries, x_all[queries, queries - 8], color="C5", lw=1.3)
+right.axvline(L, color="C7", lw=0.8, ls="--")
+right.set(xscale="log", xlabel="$i$", title="$i - j = 8$", ylim=(0, 0.35))
+plt.show()
+assert math.isclose(x_all[16, 0], psi(16) / (psi(64) + 1e-6), rel_tol=1e-5)
+assert math.isclose(
+    x_all[1024, 1016], psi(8) / (psi(1024) + 1e-6), rel_tol=1e-5
+)
+print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
+
+# %% [markdown] lang="en"
+# ## A relative of FIRE: the dynamic position bias
+#
+# x-transformers offers a bias of the same kind under the name dynamic position
+# bias (`DynamicPositionBias`; its README traces the idea to the vision models
+# CrossFormer and SwinV2). An MLP with SiLU activations (width `dim // 4`, two
+# layers by default) reads the signed relative position itself, or
+# $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ with `log_distance=True`. It is
+# evaluated once for each of the $2k - 1$ relative positions of $k$ keys, and the
+# bias is gathered from that table, so it is a function of the distance alone.
+# FIRE below its threshold is the same kind of bias of the log distance: with
+# $c = 1$ its argument is $\log(d + 1)/\log(L + 1)$, the input of the dynamic
+# position bias divided by a constant that the first linear layer can absorb.
+# What FIRE adds is the division by the query's position beyond $L$.
+#
+# The cell restates `DynamicPositionBias.forward` (read in x-transformers
+# 2.26.4) with a small MLP, checks that the bias depends only on $i - j$, counts
+# the MLP's inputs, and compares FIRE's argument with the log input.
+
+# %% [markdown] lang="ja"
+# ## FIRE の近縁：動的位置バイアス
+#
+# x-transformers には、同じ種類のバイアスが動的位置バイアス（`DynamicPositionBias`）という名前で用意されています。
+# README によれば、この考え方は画像のモデル CrossFormer と SwinV2 に由来します。
+# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では 2 層）が、符号付きの相対位置そのもの、
+# または `log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ を読みます。
+# MLP は $k$ 個のキーについて $2k - 1$ 通りの相対位置で 1 回ずつ評価され、バイアスはその表から集めるので、距離だけの関数です。
+# しきい値より手前の FIRE も、対数距離についての同じ種類のバイアスです。
+# $c = 1$ なら引数は $\log(d + 1)/\log(L + 1)$ で、動的位置バイアスの入力を定数で割ったものです。この定数は最初の線形層が吸収できます。
+# FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
+#
+# 次のセルでは、`DynamicPositionBias.forward` を小さな MLP で書き直します（x-transformers 2.26.4 を参照）。
+# そして、バイアスが $i - j$ だけで決まることを確かめ、MLP の入力の数を数え、FIRE の引数と対数の入力を比べます。
+
+
+# %%
+def dynamic_position_bias(mlp, i, j, log_distance=False):
+    """x-transformers' DynamicPositionBias.forward(i, j), restated."""
+    seq_arange = torch.arange(j - i, j)  # query positions
+    context_arange = torch.arange(j)  # key positions
+    indices = seq_arange[:, None] - context_arange[None, :] + (j - 1)
+    pos = torch.arange(-j + 1, j).float()[:, None]  # 2j - 1 inputs
+    if log_distance:
+        pos = torch.sign(pos) * torch.log(pos.abs() + 1)
+    return mlp(pos)[indices].permute(2, 0, 1), pos  # [h, i, j]
+
+
+torch.manual_seed(3)
+mlp = nn.Sequential(nn.Linear(1, 16), nn.SiLU(), nn.Linear(16, 2))
+with torch.no_grad():
+    dpb, inputs = dynamic_position_bias(mlp, 40, 40, log_distance=True)
+    assert_close(dpb[:, 1:, 1:], dpb[:, :-1, :-1])  # a function of i - j
+    assert inputs.shape[0] == 2 * 40 - 1
+
+    T = 40  # FIRE with c = 1 and a threshold at the full length
+    fire_c1 = FireBias(2, c=1.0, threshold=float(T))
+    x = fire_c1.normalized_distance(T)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    # the log input at the index of each pair (i, j), as forward gathers it
+    log_input = inputs[(T - 1) + (torch.arange(T)[:, None] - torch.arange(T))]
+    assert_close(
+        x[causal] * math.log(T + 1),
+        log_input[..., 0][causal],
+        rtol=1e-5,
+        atol=0,
+    )
+print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
+
+# %% [markdown] lang="en"
+# ## CoPE: positions the model counts
+#
+# Every bias so far is a function of token positions: the distance counts the
+# tokens between query and key. Golovneva et al. (2024) let each head count
+# what it chooses. A [gate](../docs/glossary.md#gate) between query $i$ and key
+# $j$ says how much key $j$ counts,
+# $$g_{ij} = \sigma(q_i \cdot k_j)$$
+# and the [contextual position](../docs/glossary.md#contextual-position) of
+# key $j$ seen from query $i$ is the sum of the gates from $j$ up to the query:
+# $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
+# A head whose gates are all $1$ counts tokens, $p_{ij} = i - j + 1$; a head whose
+# gates open only on full stops counts sentences. Positions are fractional, so
+# the paper interpolates between the embeddings of the two neighbouring
+# integers,
+# $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
+# and adds $q_i \cdot e[p_{ij}]$ to the score. Only this product is needed, and it
+# is linear in $e$, so CoPE computes the scalars $z_i[n] = q_i \cdot e[n]$ for the
+# integers $n = 0, \dots, P - 1$ once per query and interpolates those:
+# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
+# Positions above $P - 1$ are clamped to $P - 1$. A masked key has score
+# $-\infty$ and gate $0$, so the sum runs from $j$ to the query and no further.
+#
+# Which scores feed the gates differs between the sources. The paper's
+# appendix code and x-transformers' `CoPE` take the scaled logits
+# $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as `posenc.CoPE`
+# does. The training code of the official repository (`facebookresearch/RAM`,
+# `projects/cope`) also gates on the scaled logits, but by default divides the
+# position logits by $\sqrt{d}$ together with $q_i \cdot k_j$ (`--cope-nodiv`
+# turns this off); a learned table absorbs the factor. The cell checks `CoPE`
+# against the interpolation of the vectors $e$ (the paper's equation rather than
+# the implementation's scalars), against a restatement of the RAM forward
+# pass with the table multiplied by $\sqrt{d}$, and with all gates open.
+
+# %% [markdown] lang="ja"
+# ## CoPE：モデルが数える位置
+#
+# ここまでのバイアスは、どれもトークンの位置の関数でした。距離は、クエリとキーの間にあるトークンを数えたものです。
+# Golovneva ら（2024）は、各ヘッドが何を数えるかを自分で選べるようにしました。
+# クエリ $i$ とキー $j$ の間の[ゲート](../docs/glossary.ja.md#gate)は、キー $j$ をどれだけ数に入れるかを表します。
+# $$g_{ij} = \sigma(q_i \cdot k_j)$$
+# クエリ $i$ から見たキー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)は、$j$ からクエリまでのゲートの和です。
+# $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
+# ゲートがすべて $1$ のヘッドはトークンを数え、$p_{ij} = i - j + 1$ となります。ゲートが句点でだけ開くヘッドは文を数えます。
+# 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みの間を補間します。
+# $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
+# そして $q_i \cdot e[p_{ij}]$ をスコアに足します。
+# 必要なのはこの積だけで、積は $e$ について線形です。
+# そこで CoPE は、整数 $n = 0, \dots, P - 1$ についてスカラー $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
+# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
+# $P - 1$ を超える位置は $P - 1$ にクリップします。
+# マスクしたキーのスコアは $-\infty$ なので、そのゲートも $0$ です。そのため和は $j$ からクエリまでで止まります。
+#
+# ゲートにどのスコアを使うかは、出典によって違います。
+# 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしたロジット $q_i \cdot k_j / \sqrt{d}$ を受け取り、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
+# 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたロジットでゲートを作ります。
+# ただし既定では、位置のロジットも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。この係数は学習する表が吸収します。
+# 次のセルでは `CoPE` を 3 通りに確かめます。
+# ベクトル $e$ を補間する形（実装のスカラーではなく論文の式）との比較、表を $\sqrt{d}$ 倍して RAM のフォワードパスを書き直したものとの比較、そしてすべてのゲートが開いた場合です。
+
+
+# %%
+def cope_by_vectors(q, scores, table):
+    """The paper's equations: q_i . e[p_ij], with e[p] interpolated."""
+    p = torch.sigmoid(scores).flip(-1).cumsum(-1).flip(-1)
+    p = p.clamp(max=table.shape[0] - 1)
+    lo, hi = p.floor(), p.ceil()
+    e = (p - lo)[..., None] * table[hi.long()] + (1 - p + lo)[..., None] * (
+        table[lo.long()]
+    )  # [..., q, k, d]
+    return (q[..., None, :] * e).sum(-1)
+
+
+def ram_cope_logits(q, k, table_ram, causal):
+    """facebookresearch/RAM, ContextPosSelfAttn.forward, default flags."""
+    dim = q.shape[-1]
+    gate_logits = q @ k.transpose(-1, -2)
+    gates = torch.sigmoid(gate_logits / math.sqrt(dim)) * causal
+    positions = gates.flip(-1).cumsum(dim=-1).flip(-1)
+    positions = positions.clamp(max=table_ram.shape[-1] - 1)
+    pos_logits_fixed = q @ table_ram  # table: [d, npos]
+    ceil, floor = positions.ceil().long(), positions.floor().long()
+    w = positions - floor
+    pos_logits = pos_logits_fixed.gather(-1, ceil) * w + (
+        pos_logits_fixed.gather(-1, floor) * (1 - w)
+    )
+    attn_logits = gate_logits + pos_logits
+    attn_logits = attn_logits / math.sqrt(dim)
+    return attn_logits + causal.log()  # masked keys: -inf
+
+
+torch.manual_seed(4)
+dim, heads, T, P = 8, 2, 12, 6
+cope = CoPE(dim, heads, max_positions=P)
+nn.init.normal_(cope.pos_emb)  # the table starts at zero
+q, k = torch.randn(2, 1, heads, T, dim).unbind(0)
+causal = torch.ones(T, T).tril()
+scores = (q @ k.transpose(-1, -2) / math.sqrt(dim)).masked_fill(
+    causal == 0, -math.inf
+)
+with torch.no_grad():
+    bias = cope(q, scores)
+    assert_close(bias, cope_by_vectors(q, scores, cope.pos_emb))
+    table_ram = cope.pos_emb.T * math.sqrt(dim)  # RAM's [d, P] layout
+    assert_close(scores + bias, ram_cope_logits(q, k, table_ram, causal))
+
+    open_gates = torch.full((T, T), 40.0).masked_fill(causal == 0, -math.inf)
+    p = cope.positions(open_gates)  # sigmoid(40) = 1 in float32
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    counted = (i - j + 1).clamp(max=P - 1).float()  # tokens, clamped
+    assert torch.equal(p[causal == 1], counted[causal == 1])
+print("all gates open, last query: p =", p[-1].int().tolist())
+
+# %% [markdown] lang="en"
+# ## Counting sentences: the third sentence back
+#
+# A toy case shows what counting buys. An input is five complete sentences
+# and the start of a sixth; a sentence is one to seven words `w` and an end
+# mark, `.`, `!` or `?`. The query is the last token, and the question is: how did
+# the third sentence back end? Its keys are exactly those with three end marks
+# between them and the query, counting the key itself, so a head whose gate
+# opens on end marks and only there finds them at $p_{ij} = 3$, however long the
+# sentences are.
+#
+# The head is set by hand, with head dimension $d = 4$ and $P = 8$. Each key has
+# $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
+# $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks
+# and $-20$ on words. As in the paper, the same score gives the gate, which is
+# therefore $\sigma(20) \approx 1$ on end marks and
+# $\sigma(-20) \approx 2 \cdot 10^{-9}$ on words. The table has a single nonzero
+# entry, $e[3] = (0, 0, 40, 0)$, so $z[3] = 40$ and $z[n] = 0$ otherwise. The
+# target mark gets $20 + 40 = 60$; the other marks $20$, the words of the target
+# sentence $-20 + 40 = 20$, the other words $-20$. The values are one-hot vectors of the three
+# marks (zero for words), and the answer is the mark with the most weight. The
+# cell draws 1000 random inputs, compares the positions of the last query with
+# a count of end marks done by hand, and scores the head.
+
+# %% [markdown] lang="ja"
+# ## 文を数える：3 つ前の文
+#
+# 数えることで何が得られるかを、トイの例で示します。
+# 入力は 5 つの完結した文と、6 つ目の文の書き出しです。1 つの文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
+# クエリは最後のトークンで、問いは「3 つ前の文はどう終わったか」です。
+# その文のキーは、キー自身を含めてクエリとの間に文末の記号をちょうど 3 つ持つキーです。
+# したがって、文末の記号でだけゲートが開くヘッドは、文の長さにかかわらず、そのキーを $p_{ij} = 3$ に見つけます。
+#
+# ヘッドは手で設定します。ヘッドの次元は $d = 4$、$P = 8$ です。
+# 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
+# 論文と同じく同じスコアがゲートにもなるので、ゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
+# 表のうちゼロでない成分は $e[3] = (0, 0, 40, 0)$ だけなので、$z[3] = 40$ で、ほかの位置では $z[n] = 0$ です。
+# 答えとなる記号のスコアは $20 + 40 = 60$、ほかの記号は $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
+# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みが最も大きい記号を答えとします。
+# 次のセルでは、ランダムな入力を 1000 個作ります。最後のクエリから見た位置を手で数えた文末の記号の数と比べ、ヘッドの正解率を求めます。
+
+# %%
+MARKS = "w.!?"  # token 0 is a word, 1..3 the end marks
+N_KEYS = 6 * 7 + 5  # the longest input
+
+
+def make_inputs(n, gen):
+    """n inputs, left-padded with -1: five sentences and a sixth begun."""
+    lens = torch.randint(1, 8, (n, 6), generator=gen).tolist()
+    marks = torch.randint(1, 4, (n, 5), generator=gen).tolist()
+    tokens = torch.full((n, N_KEYS), -1)
+    for b in range(n):
+        seq = []
+        for s in range(5):
+            seq += [0] * lens[b][s] + [marks[b][s]]
+        seq += [0] * lens[b][5]
+        tokens[b, N_KEYS - len(seq) :] = torch.tensor(seq)
+    return tokens
+
+
+def answers(tokens):
+    """The end mark of the third sentence back, by counting from the end."""
+    out = []
+    for row in tokens.tolist():
+        ends = [t for t in row if t > 0]
+        out.append(ends[-3])
+    return torch.tensor(out)
+
+
+def content(tokens):  # q . k / sqrt(d): +20 on end marks, -20 on words
+    return torch.where(tokens > 0, 20.0, -20.0).masked_fill(
+        tokens < 0, -math.inf
+    )
+
+
+def read_out(tokens, logits):
+    """Weights, and the weight each end mark gets (values: one-hot marks)."""
+    weights = torch.softmax(logits, dim=-1)
+    onehot = torch.stack([(tokens == m).float() for m in (1, 2, 3)], -1)
+    return weights, (weights[..., None] * onehot).sum(-2)  # [n, k], [n, 3]
+
+
+head = CoPE(4, 1, max_positions=8)
+with torch.no_grad():
+    head.pos_emb[3, 2] = 40.0  # e[3] = (0, 0, 40, 0)
+query = torch.tensor([1.0, 0.0, 1.0, 0.0])
+
+
+def cope_logits(tokens):
+    scores = content(tokens)[:, None, None, :]  # [n, h=1, q=1, k]
+    with torch.no_grad():
+        bias = head(query.expand(len(tokens), 1, 1, 4), scores)
+    return (scores + bias)[:, 0, 0], head.positions(scores)[:, 0, 0]
+
+
+gen = torch.Generator().manual_seed(0)
+test = make_inputs(1000, gen)
+logits, positions = cope_logits(test)
+for row, p in zip(test[:20].tolist(), positions[:20], strict=True):
+    for j, t in enumerate(row):
+        if t >= 0:
+            marks_from_j = sum(1 for u in row[j:] if u > 0)
+            assert abs(p[j].item() - marks_from_j) < 1e-6
+cope_pred = read_out(test, logits)[1].argmax(-1) + 1
+cope_accuracy = (cope_pred == answers(test)).float().mean().item()
+assert cope_accuracy == 1.0
+print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
+
+# %% [markdown] lang="en"
+# A bias by token distance cannot do this, whatever its values. Take two
+# inputs:
+#
+# - A: `w w . w ? w ! w . w . w`: the target `!` is 5 tokens before the query, and
+#   a `?` is 7 tokens before it;
+# - B: `w . w . w ! w ? w w . w w`: the target `!` is 7 tokens back, and a `?` is 5
+#   tokens back.
+#
+# Give the head any bias $b(i - j)$ of the distance, on top of a content score
+# that treats all end marks alike. In A the weight on `!` is proportional to
+# $e^{b(5)}$ and the weight on `?` to $e^{b(7)}$, so a right answer needs
+# $b(5) > b(7)$; in B it needs $b(7) > b(5)$. No bias gets both right. To see how
+# far a bias by distance gets on random inputs, the cell also trains a table of
+# 47 values, one per distance (as T5's exact buckets would be), with the same
+# content scores: 200 steps of Adam from zero on 512 inputs, a deterministic
+# run. It answers 68.4% of the 1000 test inputs; the
+# [chance level](../docs/glossary.md#chance-level) is one in three. The CoPE head answers all of them, A and B included.
+
+# %% [markdown] lang="ja"
+# 距離によるバイアスでは、値をどう選んでもこれはできません。次の 2 つの入力を考えます。
+#
+# - A：`w w . w ? w ! w . w . w`。答えの `!` はクエリの 5 トークン前、`?` は 7 トークン前にあります。
+# - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前にあります。
+#
+# すべての文末の記号を同じに扱う内容のスコアに、距離の任意のバイアス $b(i - j)$ を加えたヘッドを考えます。
+# A では `!` への重みは $e^{b(5)}$ に、`?` への重みは $e^{b(7)}$ に比例するので、正しく答えるには $b(5) > b(7)$ が必要です。
+# B では $b(7) > b(5)$ が必要です。両方に正しく答えられるバイアスはありません。
+# ランダムな入力で距離によるバイアスがどこまで届くかを見るために、次のセルでは距離ごとに 1 つ、47 個の値からなる表（T5 の厳密バケットにあたります）も学習します。
+# 内容のスコアは同じで、512 個の入力について、0 から始めて Adam で 200 ステップ学習します。この学習は決定的です。
+# この表はテスト用の 1000 個の入力のうち 68.4% に正しく答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
+# CoPE のヘッドは、A と B を含めてすべてに正しく答えます。
+
+
+# %%
+def parse(text):
+    row = [MARKS.index(t) for t in text.split()]
+    return torch.tensor([[-1] * (N_KEYS - len(row)) + row])
+
+
+pair = torch.cat(
+    [parse("w w . w ? w ! w . w . w"), parse("w . w . w ! w ? w w . w w")]
+)
+back = N_KEYS - 1 - torch.arange(N_KEYS)  # distance from the query
+for row, (at_bang, at_query) in zip(pair, ((5, 7), (7, 5)), strict=True):
+    assert MARKS[row[N_KEYS - 1 - at_bang]] == "!"
+    assert MARKS[row[N_KEYS - 1 - at_query]] == "?"
+assert (answers(pair) == 2).all()  # "!" in both
+assert ((read_out(pair, cope_logits(pair)[0])[1].argmax(-1) + 1) == 2).all()
+
+torch.manual_seed(5)  # any bias by distance: never both right
+for _ in range(2000):
+    b = 4 * torch.randn(N_KEYS)
+    right = read_out(pair, content(pair) + b[back])[1].argmax(-1) + 1 == 2
+    assert not right.all()
+
+train = make_inputs(512, gen)
+table = torch.zeros(N_KEYS, requires_grad=True)  # b(d), d = 0..46
+optimiser = torch.optim.Adam([table], lr=0.5)
+target = answers(train) - 1
+for _ in range(200):
+    mark_weight = read_out(train, content(train) + table[back])[1]
+    loss = -torch.log(mark_weight.gather(1, target[:, None]) + 1e-9).mean()
+    optimiser.zero_grad()
+    loss.backward()
+    optimiser.step()
+with torch.no_grad():
+    table_weights, mark_weight = read_out(test, content(test) + table[back])
+    table_accuracy = (
+        (mark_weight.argmax(-1) + 1 == answers(test)).float().mean()
+    )
+print(f"table by distance: {table_accuracy:.1%} of the same 1000 inputs")
+assert 0.6 < table_accuracy < 0.8
+
+# %% [markdown] lang="en"
+# The figure shows the two inputs. Top: the contextual positions $p_{ij}$ of the
+# last query, a staircase that steps up at each end mark. Bottom: where each
+# head puts its weight. The CoPE head finds the `!` in both. The trained table
+# puts most of its weight on the end mark furthest back in both inputs (9
+# tokens back in A, 11 in B; in longer inputs the third mark back usually lies
+# that far) and answers `.` twice, wrong both times.
+
+# %% [markdown] lang="ja"
+# 図は 2 つの入力を示します。
+# 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。
+# 下は各ヘッドが重みを置く場所です。
+# CoPE のヘッドはどちらの入力でも `!` を見つけます。
+# 学習した表は、どちらの入力でも最も遠い文末の記号に重みの大半を置きます（A では 9 トークン前、B では 11 トークン前です。長い入力では、3 つ前の記号はふつうその程度遠くにあります）。
+# そのため 2 回とも `.` と答え、どちらも誤りです。
+
+# %% alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上：最後のクエリから見た文脈に応じた位置 p。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下：アテンションの重み。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習した距離の表は、最も遠い句点（A では 9 トークン前、B では 11 トークン前）に重みの大半を置きます。"]}
+pair_logits, pair_positions = cope_logits(pair)
+with torch.no_grad():
+    pair_table = read_out(pair, content(pair) + table[back])[0]
+pair_cope = read_out(pair, pair_logits)[0]
+# the table's heaviest key: the "." furthest back, in both inputs
+assert back[pair_table.argmax(-1)].tolist() == [9, 11]
+assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
+
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 3.6), sharey="row")
+for col, name in enumerate("AB"):
+    real = pair[col] >= 0
+    labels = [MARKS[t] for t in pair[col][real].tolist()]
+    x = torch.arange(len(labels))
+    axes[0, col].step(x, pair_positions[col][real], where="mid", lw=1.3)
+    axes[0, col].set(title=name, ylabel="$p_{ij}$" if col == 0 else None)
+    axes[1, col].bar(x - 0.2, pair_cope[col][real], width=0.4, label="CoPE")
+    axes[1, col].bar(
+        x + 0.2, pair_table[col][real], width=0.4, label="$b(i - j)$"
+    )
+    axes[1, col].set(ylabel="$a_{ij}$" if col == 0 else None)
+    for ax in axes[:, col]:
+        ax.set_xticks(x, labels)
+axes[1, 0].legend(fontsize=8, loc="upper left")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## Randomised positions: a training recipe
+#
+# Ruoss et al. (2023) attack the problem from the data side. A model trained on
+# sequences of up to $N$ tokens sees the positions $0, \dots, N - 1$ only; at test
+# time a longer input brings positions, and for relative encodings distances,
+# that training never produced, and the paper argues that this, more than the
+# encoding itself, is why Transformers fail on longer inputs "even for relative
+# encodings". Their fix changes no formula: during training, a sequence of $n$
+# tokens gets as positions a random subset of $n$ distinct numbers from
+# $[0, L)$, sorted, with $L$ larger than any test length. Every position below
+# $L$ is then seen in training, and only the order of the positions carries
+# information, not their values. The official code
+# (`noisy_fixed_positional_encodings` and its relatives) draws the subset with
+# `jax.random.choice` without replacement and sorts it, for sinusoidal,
+# learned, relative, rotary and ALiBi encodings alike, and it draws positions
+# the same way at evaluation. Its example script trains on lengths up to 40
+# with $L = 2048$. On 6000 models and 15 algorithmic tasks, the abstract reports
+# an average gain of 12.0% in test accuracy on lengths unseen in training.
+# This site's own extrapolation experiments are in
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
+#
+# `posenc.random_positions(n, L)` draws such a subset. Every subset of $n$
+# positions is equally likely, so the law of the positions follows by counting.
+# The smallest position is at least $m$ when all $n$ lie in $[m, L)$:
+# $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$; the largest, $k = n$, has
+# mean $n(L + 1)/(n + 1) - 1$, which for $n = 40$ and $L = 2048$ is $1998.02$. A
+# model trained on 40 tokens this way meets, in almost every training
+# sequence, positions near the end of the range. The cell checks both laws
+# against draws of `random_positions`, with a tolerance of five standard
+# errors.
+
+# %% [markdown] lang="ja"
+# ## ランダム化した位置：学習の手順
+#
+# Ruoss ら（2023）は、この問題にデータの側から取り組みます。
+# 最長 $N$ トークンの系列で学習したモデルは、位置 $0, \dots, N - 1$ しか見ていません。
+# テストでより長い入力が来ると、学習中には一度も現れなかった位置（相対位置の手法では距離）が現れます。
+# 論文は、Transformer が長い入力で失敗するのはエンコーディングの形よりもこのためで、それは「相対位置の手法でも」同じだと論じます。
+# 彼らの対策は式を何も変えません。
+# 学習中、$n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。
+# こうすると、$L$ 未満の位置はすべて学習中に現れます。また、情報を運ぶのは位置の値ではなく順序だけです。
+# 公式実装（`noisy_fixed_positional_encodings` とその仲間）は、`jax.random.choice` で重複なしに部分集合を選んで並べ替えます。
+# これは正弦波、学習型、相対位置、回転、ALiBi のどのエンコーディングでも同じで、評価のときも同じ方法で位置を選びます。
+# 例のスクリプトは、長さ 40 までの系列で $L = 2048$ として学習します。
+# 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べ、学習中に見ていない長さでのテストの正解率が平均 12.0% 上がりました。
+# このサイト自身の外挿の実験は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
+#
+# `posenc.random_positions(n, L)` は、このような部分集合を 1 つ選びます。
+# $n$ 個の位置のどの部分集合も同じ確率で選ばれるので、位置の分布は数え上げで求まります。
+# 最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
+# $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# また、小さいほうから $k$ 番目の位置の平均は $k(L + 1)/(n + 1) - 1$ です。
+# 最大の位置（$k = n$）の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ になります。
+# この方法で 40 トークンの系列を使って学習するモデルは、ほぼすべての学習系列で範囲の終わり近くの位置に出会います。
+# 次のセルでは、`random_positions` で選んだ位置を使って、この 2 つの法則を標準誤差の 5 倍の許容幅で確かめます。
+
+# %%
+gen = torch.Generator().manual_seed(6)
+n, L, draws = 4, 32, 4000
+smallest = torch.tensor(
+    [random_positions(n, L, generator=gen)[0].item() for _ in range(draws)]
+)
+for m in range(0, L - n + 1, 4):
+    exact = math.comb(L - m, n) / math.comb(L, n)
+    seen = (smallest >= m).double().mean().item()
+    se = math.sqrt(exact * (1 - exact) / draws)
+    assert abs(seen - exact) <= 5 * se + 1e-12, (m, seen, exact)
+
+n, L = 40, 2048
+largest = torch.tensor(
+    [random_positions(n, L, generator=gen)[-1].item() for _ in range(2000)],
+    dtype=f64,
+)
+mean_max = n * (L + 1) / (n + 1) - 1
+assert abs(largest.mean() - mean_max) <= 5 * largest.std() / math.sqrt(2000)
+example = random_positions(8, 2048, generator=gen)
+assert (example.diff() > 0).all() and 0 <= example.min() < example.max() < 2048
+print(
+    f"mean largest of 40 from 2048: {largest.mean():.1f} (exact {mean_max:.2f})"
+)
+print("8 positions from 2048:", example.tolist())
+
+# %% [markdown] lang="en"
+# ## What each family costs: KV caches and fused kernels
+#
+# Two settings decide whether a bias is cheap. In a
+# [decode step](../docs/glossary.md#decode-step) with a KV cache, one new query
+# meets $k$ cached keys, and the question is what the bias of that one row
+# needs. In a fused attention kernel (FlashAttention and its relatives), the
+# $q \times k$ score matrix is never [materialised](../docs/glossary.md#materialise):
+# the kernel walks over blocks of keys and keeps a running maximum and sum
+# per query. A bias fits into such a kernel if the kernel can compute it from
+# what it holds for one entry. PyTorch's FlexAttention makes this explicit: its
+# `score_mod(score, batch, head, q_idx, kv_idx)` receives one score and four
+# indices and returns the new score. FlashAttention has ALiBi built in: its
+# `alibi_slopes` argument adds $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$.
+# Anything else is a dense bias of shape $[h, q, k]$ that the kernel must read
+# from memory: for 32 heads and 32768 tokens in bfloat16 that is 64 GiB per
+# layer call, against 4 MiB for one value per head and distance.
+#
+# | family | the bias depends on | a decode step needs | in a fused kernel |
+# |---|---|---|---|
+# | T5 | the bucket of $i - j$ | $k$ table lookups per head | a lookup from the indices |
+# | ALiBi, KERPLE | $i - j$, in closed form | $k$ values per head | computed from the indices (ALiBi: built into FlashAttention) |
+# | dynamic position bias; FIRE for $i \le L$ | $i - j$, through an MLP | one new distance: one MLP evaluation | a table of $2k - 1$ values read by index |
+# | FIRE for $i > L$ | $i - j$ and $i$ | $k$ new MLP evaluations | the MLP per score, or a dense bias |
+# | CoPE | every score from $j$ to $i$ | $k$ gates, their sums, $P$ position logits per head | not a `score_mod`: the row's scores come first |
+#
+# The cell checks the rows of this table that are claims about the methods.
+# KERPLE's bias written as a `score_mod`, a function of one score and its
+# indices, applied over the index grid, gives the same scores as
+# `KerpleBias`, also for queries aligned to the end of the keys. FIRE's
+# arguments for the query at $i + 1$ repeat those at $i$, plus one new distance,
+# up to the threshold; beyond it none comes back except $0$ and the first key's
+# $\approx 1$. And CoPE's
+# bias at key $j$ changes when the score of another key $t > j$ changes (the
+# Jacobian of one row's bias with respect to its scores has entries above the
+# diagonal), which a function of one score cannot do; between two decode
+# steps, the positions of the cached keys move by different amounts, so
+# nothing positional can be cached.
+
+# %% [markdown] lang="ja"
+# ## それぞれにかかるもの：KV キャッシュと融合カーネル
+#
+# バイアスが安く済むかどうかは、2 つの場面で決まります。
+# KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つが $k$ 個のキャッシュ済みのキーと出会います。
+# 問題は、その 1 行のバイアスに何が必要かです。
+# 融合アテンションカーネル（FlashAttention とその仲間）では、$q \times k$ のスコア行列を[実体化](../docs/glossary.ja.md#materialise)しません。
+# カーネルはキーをブロックごとにたどり、クエリごとに最大値と和を更新していきます。
+# バイアスをこのようなカーネルに組み込めるのは、1 つの成分について手元にある情報からカーネルがバイアスを計算できる場合です。
+# PyTorch の FlexAttention はこれを明示しています。`score_mod(score, batch, head, q_idx, kv_idx)` は 1 つのスコアと 4 つのインデックスを受け取り、新しいスコアを返します。
+# FlashAttention には ALiBi が組み込まれていて、引数 `alibi_slopes` で $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します。
+# それ以外は形状 $[h, q, k]$ の密なバイアスになり、カーネルはそれをメモリから読まなければなりません。
+# 32 ヘッド、32768 トークン、bfloat16 なら、層の 1 回の呼び出しあたり 64 GiB です。ヘッドと距離ごとに 1 つの値なら 4 MiB で済みます。
+#
+# | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
+# |---|---|---|---|
+# | T5 | $i - j$ のバケット | ヘッドごとに $k$ 回の表引き | インデックスからの表引き |
+# | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算（ALiBi は FlashAttention に組み込み済み） |
+# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | 新しい距離 1 つ：MLP の評価 1 回 | $2k - 1$ 個の値の表をインデックスで読む |
+# | $i > L$ の FIRE | $i - j$ と $i$ | MLP の新しい評価 $k$ 回 | スコアごとに MLP を評価するか、密なバイアス |
+# | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとに $k$ 個のゲートとその和、$P$ 個の位置のロジット | `score_mod` にはできない：先に行のスコアが必要 |
+#
+# 次のセルでは、この表のうち各手法についての主張にあたる行を確かめます。
+# KERPLE のバイアスを `score_mod`、つまり 1 つのスコアとそのインデックスの関数として書きます。
+# これをインデックスの格子全体に適用すると、キーの末尾に合わせたクエリの場合も含めて `KerpleBias` と同じスコアになります。
+# FIRE では、しきい値までは、位置 $i + 1$ のクエリの引数は位置 $i$ の引数に新しい距離 1 つを加えたものです。
+# しきい値を超えると、$0$ と最初のキーの $\approx 1$ 以外の引数は 1 つも再び現れません。
+# CoPE のキー $j$ でのバイアスは、別のキー $t > j$ のスコアが変わると変わります（1 行のバイアスをそのスコアで微分したヤコビ行列は、対角より上に成分を持ちます）。
+# これは 1 つのスコアの関数にはできないことです。
+# また 2 つのデコードステップの間で、キャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
+
+# %%
+GiB, MiB = 2**30, 2**20
+assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
+assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
+
+torch.manual_seed(7)
+kerple = KerpleBias(4, kind="log")
+r1, r2 = kerple.r1.detach(), kerple.r2.detach()
+
+
+def kerple_score_mod(score, batch, head, q_idx, kv_idx):
+    return score - r1[head] * torch.log1p(r2[head] * (q_idx - kv_idx).abs())
+
+
+q_len, k_len = 3, 10  # queries at the end of the keys: q_idx is their position
+scores = torch.randn(2, 4, q_len, k_len)
+grid = torch.meshgrid(
+    torch.arange(2),
+    torch.arange(4),
+    torch.arange(k_len - q_len, k_len),
+    torch.arange(k_len),
+    indexing="ij",
+)
+with torch.no_grad():
+    assert_close(kerple_score_mod(scores, *grid), scores + kerple(q_len, k_len))
+
+with torch.no_grad():  # FIRE, L = 64: which arguments reappear one step later
+    x = fire.normalized_distance(300)
+before, after = set(x[40, :41].tolist()), set(x[41, :42].tolist())
+assert len(after - before) == 1  # below L: one new distance
+before, after = set(x[200, :201].tolist()), set(x[201, :202].tolist())
+shared = sorted(after & before)  # beyond L: only 0 and the first key's ~1
+assert len(shared) == 2 and shared[0] == 0 and shared[1] > 1 - 1e-6
+
+torch.manual_seed(8)
+cope = CoPE(8, 1, max_positions=16)
+nn.init.normal_(cope.pos_emb)
+q, k = torch.randn(2, 1, 1, 10, 8).unbind(0)
+row = (q[..., -1:, :] @ k.transpose(-1, -2))[0, 0, 0] / math.sqrt(8)  # [10]
+jac = torch.autograd.functional.jacobian(
+    lambda s: cope(q[..., -1:, :], s[None, None, None])[0, 0, 0], row
+)
+above = torch.ones(10, 10, dtype=torch.bool).triu(1)
+assert (jac[above].abs() > 0).all()  # bias_j depends on the scores t > j
+assert (jac[~above & ~torch.eye(10, dtype=torch.bool)] == 0).all()
+
+full = (q @ k.transpose(-1, -2) / math.sqrt(8)).masked_fill(
+    torch.ones(10, 10).triu(1) == 1, -math.inf
+)
+positions = cope.positions(full)[0, 0]  # [query, key]
+shift = positions[9, :9] - positions[8, :9]  # step 8 -> 9, cached keys 0..8
+assert shift.max() - shift.min() > 0.1  # not one common shift
+print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - KERPLE learns two numbers per head: $-r_1 \lvert i - j \rvert^{r_2}$ with
+#   $0 < r_2 \le 2$, or $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Both are conditionally
+#   positive definite; a constant that depends on the set of positions makes
+#   them positive definite, and the softmax never needs it. The power with
+#   $r_2 = 1$ is ALiBi's line, but the official floor of $0.01$ keeps the two
+#   gentlest of eight ALiBi slopes out of reach.
+# - FIRE feeds an MLP with $\psi(i - j)/\psi(\max(L, i))$. Beyond the threshold
+#   the input stays in $[0, 1]$ at every length, so a longer input needs
+#   interpolation, not extrapolation; the price is that one distance's bias
+#   changes as the query moves on. Below the threshold it is a function of the
+#   distance, like x-transformers' dynamic position bias.
+# - CoPE sums gates $\sigma(q_i \cdot k_j)$ from the key to the query, so each head
+#   counts what it chooses. A head set by hand answers "how did the third
+#   sentence back end?" on every input, while no bias by token distance can
+#   answer both of two well-chosen inputs.
+# - Randomised positions are a training recipe: sorted random subsets of
+#   $[0, L)$, so every position up to $L$ is seen in training and only the order
+#   carries information.
+# - A bias computable from the head and $i - j$ (a closed form or a table by
+#   distance) fits a KV cache and a fused kernel. FIRE beyond its threshold
+#   needs the MLP per query-key pair; CoPE needs the whole row of scores before
+#   its bias exists, and recomputes every gate at every decode step.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - KERPLE はヘッドごとに 2 つの数を学習します。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。
+#   どちらも条件付き正定値で、位置の集合に応じた定数を足すと正定値になります。softmax はその定数を必要としません。
+#   $r_2 = 1$ のべき乗は ALiBi の直線ですが、公式実装の下限 $0.01$ のため、8 ヘッドの ALiBi の最もゆるやかな 2 つの傾きには届きません。
+# - FIRE は MLP に $\psi(i - j)/\psi(\max(L, i))$ を入力します。
+#   しきい値を超えると入力はどの長さでも $[0, 1]$ に収まるので、長い入力に必要なのは外挿ではなく補間です。
+#   その代わり、1 つの距離のバイアスはクエリが進むにつれて変わります。しきい値の手前では、x-transformers の動的位置バイアスと同じく距離の関数です。
+# - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足すので、各ヘッドは自分で選んだものを数えます。
+#   手で設定したヘッドは「3 つ前の文はどう終わったか」にどの入力でも答えますが、トークンの距離によるバイアスでは、うまく選んだ 2 つの入力の両方には答えられません。
+# - ランダム化した位置は学習の手順です。$[0, L)$ のランダムな部分集合を昇順で使うので、$L$ までのすべての位置が学習中に現れます。情報を運ぶのは順序だけです。
+# - ヘッドと $i - j$ から計算できるバイアス（閉じた式や距離ごとの表）は、KV キャッシュと融合カーネルのどちらにも収まります。
+#   しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要です。
+#   CoPE は行のスコアがすべてそろうまでバイアスを作れず、デコードのステップごとにすべてのゲートを計算し直します。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Show with the three positions $0, 1, 2$ and $c = (1, -2, 1)$ that
+#    $-\lvert i - j \rvert^p$ is not conditionally positive definite for any
+#    $p > 2$: compute $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ in closed form.
+# 2. Show that FIRE with a threshold $L$ at least the largest query position is
+#    a function of the distance alone, and find the function $f$ on $[0, 1]$ for
+#    which it is ALiBi's bias. What goes wrong for the queries beyond $L$ when
+#    $L$ is smaller?
+# 3. With all gates open, which table $e[n]$ makes CoPE's bias equal to ALiBi's
+#    $-m_h\,(i - j)$? What must the query contain, and what happens at distances
+#    beyond $P - 2$?
+# 4. Training on $n = 40$ tokens with positions from $[0, 2048)$: after how many
+#    training sequences does the expected number of positions never drawn fall
+#    below 1?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ を使って、$p > 2$ なら $-\lvert i - j \rvert^p$ は決して条件付き正定値でないことを示してください。
+#    $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉じた式で求めます。
+# 2. しきい値 $L$ がクエリの最大の位置以上なら、FIRE は距離だけの関数になることを示してください。
+#    また、それが ALiBi のバイアスになるような $[0, 1]$ 上の関数 $f$ を求めてください。
+#    $L$ がそれより小さいとき、$L$ を超えたクエリでは何が起きるでしょうか。
+# 3. すべてのゲートが開いているとき、どのような表 $e[n]$ を使えば CoPE のバイアスが ALiBi の $-m_h\,(i - j)$ に等しくなるでしょうか。
+#    クエリは何を含む必要があり、距離が $P - 2$ を超えると何が起きるでしょうか。
+# 4. $n = 40$ トークンの系列で、位置を $[0, 2048)$ から選んで学習します。
+#    一度も選ばれない位置の数の期待値が 1 を下回るのは、学習系列がいくつになったときでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Only the pairs with $a \ne b$ contribute, each twice:
+# $(0, 1)$ and $(1, 2)$ with $c_a c_b = -2$ and $\lvert a - b \rvert^p = 1$, and
+# $(0, 2)$ with $c_a c_b = 1$ and $\lvert a - b \rvert^p = 2^p$. So
+# $$\sum_{a,b} c_a c_b \left(-\lvert a - b \rvert^p\right) = -\left(2 \cdot (-2) + 2 \cdot (-2) + 2 \cdot 2^p\right) = 8 - 2^{p+1}$$
+# which is negative exactly when $p > 2$, and $0$ at $p = 2$. Since
+# $\sum_a c_a = 0$, a negative value contradicts the definition, so no power
+# above 2 is CPD, on any set of positions that contains three equally spaced
+# ones. The cell evaluates the sum and compares it with the smallest
+# eigenvalue of the chapter's test on these three positions.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 寄与するのは $a \ne b$ の組だけで、それぞれ 2 回現れます。
+# $(0, 1)$ と $(1, 2)$ は $c_a c_b = -2$、$\lvert a - b \rvert^p = 1$ で、$(0, 2)$ は $c_a c_b = 1$、$\lvert a - b \rvert^p = 2^p$ です。したがって次のようになります。
+# $$\sum_{a,b} c_a c_b \left(-\lvert a - b \rvert^p\right) = -\left(2 \cdot (-2) + 2 \cdot (-2) + 2 \cdot 2^p\right) = 8 - 2^{p+1}$$
+# これが負になるのはちょうど $p > 2$ のときで、$p = 2$ では $0$ です。
+# $\sum_a c_a = 0$ なので、負の値は定義に反します。
+# このため、等間隔に並ぶ 3 つの位置を含む集合の上では、2 より大きいべき乗は条件付き正定値になりません。
+# セルでは和を計算し、この 3 つの位置で本文の検査が求める最小固有値と比べます。
+
+# %% tags=["solution"]
+c = torch.tensor([1.0, -2.0, 1.0], dtype=f64)
+D3 = distances(3)
+for p in (1.0, 1.5, 2.0, 2.1, 3.0):
+    form = (c @ -(D3**p) @ c).item()
+    assert math.isclose(form, 8 - 2 ** (p + 1), abs_tol=1e-12)
+    assert (form < -1e-12) == (p > 2) == (cpd_min_eig(-(D3**p)) < -1e-12)
+print(f"p = 3: {(c @ -(D3**3) @ c).item():g} = 8 - 2**4")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** If $L \ge i$ for every query, then $\max(L, i) = L$ and the
+# argument is $x = \psi(i - j)/\psi(L)$: the same for every pair at the same
+# distance, so the bias is a function of the distance. Inverting,
+# $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$, so
+# $$f(x) = -\frac{m_h}{c}\left(e^{x\,\psi(L)} - 1\right)$$
+# gives $-m_h\,(i - j)$. It is continuous on $[0, 1]$, so a ReLU MLP with enough
+# hidden units approximates it as closely as wanted; the cell uses $f$ itself
+# (with the pseudo-code's $10^{-6}$ in the normaliser) and compares with
+# `alibi_bias`. With $L$ smaller than the query position, the queries beyond
+# $L$ divide by $\psi(i)$ instead, the same $f$ maps their arguments to the wrong
+# distances, and the bias is no longer ALiBi's: the cell shows this for
+# $L = 16$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** すべてのクエリで $L \ge i$ なら $\max(L, i) = L$ なので、引数は $x = \psi(i - j)/\psi(L)$ です。
+# 同じ距離にある組ではどれも同じ値になるので、バイアスは距離の関数です。
+# 逆に解くと $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$ なので、次の関数が $-m_h\,(i - j)$ を与えます。
+# $$f(x) = -\frac{m_h}{c}\left(e^{x\,\psi(L)} - 1\right)$$
+# これは $[0, 1]$ 上で連続なので、隠れユニットが十分に多い ReLU の MLP で、いくらでもよく近似できます。
+# セルでは $f$ そのものを使い（正規化の分母には疑似コードの $10^{-6}$ を含めます）、`alibi_bias` と比べます。
+# $L$ がクエリの位置より小さいと、$L$ を超えたクエリは代わりに $\psi(i)$ で割るので、同じ $f$ は引数を誤った距離に写し、バイアスはもう ALiBi のものではありません。
+# セルでは $L = 16$ でこれを示します。
+
+# %% tags=["solution"]
+T, heads = 40, 8
+m = alibi_slopes(heads, dtype=f64)[:, None, None]
+causal = torch.ones(T, T, dtype=torch.bool).tril()
+for threshold, equal in ((float(T), True), (16.0, False)):
+    fire_t = FireBias(heads, threshold=threshold)  # c = 0.1
+    with torch.no_grad():
+        x = fire_t.normalized_distance(T).double()
+    normaliser = math.log(0.1 * threshold + 1) + 1e-6
+    f_of_x = -m / 0.1 * torch.expm1(x * normaliser)  # f(x), per head
+    alibi = alibi_bias(heads, T, dtype=f64)
+    same = torch.allclose(f_of_x[:, causal], alibi[:, causal], atol=1e-9)
+    assert same == equal
+print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** With all gates $1$, $p_{ij} = i - j + 1$ (clamped to $P - 1$), so
+# the bias is $q_i \cdot e[i - j + 1]$. Take $e[n] = -m_h\,(n - 1)\, u$ for a unit
+# vector $u$, and a query whose component along $u$ is $1$ for every token (a
+# constant feature, which a learned projection can produce from a bias term or
+# a constant direction of the input): then $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$.
+# Beyond distance $P - 2$, $p_{ij}$ is clamped to $P - 1$ and the bias stays at
+# $-m_h\,(P - 2)$, like T5's last bucket. The cell builds this with $P = 16$ and
+# compares with `alibi_bias` on the causal entries.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** ゲートがすべて $1$ なら $p_{ij} = i - j + 1$（$P - 1$ でクリップ）なので、バイアスは $q_i \cdot e[i - j + 1]$ です。
+# 単位ベクトル $u$ を使って $e[n] = -m_h\,(n - 1)\, u$ とします。クエリの $u$ 方向の成分は、どのトークンでも $1$ とします。
+# これは定数の特徴で、学習する射影がバイアス項や入力の一定の方向から作れます。
+# すると $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$ となります。
+# 距離が $P - 2$ を超えると $p_{ij}$ は $P - 1$ にクリップされ、バイアスは T5 の最後のバケットのように $-m_h\,(P - 2)$ のままです。
+# セルでは $P = 16$ でこれを作り、因果的な成分で `alibi_bias` と比べます。
+
+# %% tags=["solution"]
+P, T, dim, slope = 16, 24, 4, 0.25
+alibi_head = CoPE(dim, 1, max_positions=P)
+with torch.no_grad():
+    alibi_head.pos_emb.zero_()
+    alibi_head.pos_emb[:, 0] = -slope * (torch.arange(P) - 1.0)  # u = e_0
+torch.manual_seed(9)
+q = torch.randn(1, 1, T, dim)
+q[..., 0] = 1.0  # the constant feature
+causal = torch.ones(T, T, dtype=torch.bool).tril()
+open_gates = torch.full((1, 1, T, T), 40.0).masked_fill(~causal, -math.inf)
+with torch.no_grad():
+    bias = alibi_head(q, open_gates)[0, 0]
+dist = torch.arange(T)[:, None] - torch.arange(T)[None, :]
+near = causal & (dist <= P - 2)
+assert_close(bias[near], -slope * dist[near].float())  # ALiBi's line
+assert_close(bias[causal & ~near], torch.full_like(bias[causal & ~near], -3.5))
+assert_close(bias[near], alibi_bias(4, T)[0][near])  # head 1 of 4: m = 1/4
+print("beyond distance 14 the bias stays at", -slope * (P - 2))
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 4.** A given position is in one draw with probability $n/L$ (every
+# subset is equally likely, and $\binom{L-1}{n-1}/\binom{L}{n} = n/L$). Draws are
+# independent, so it is missing from $S$ sequences with probability
+# $(1 - n/L)^S$, and by linearity of expectation the number of positions never
+# drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
+# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 sequences, a fraction of
+# one batch in most training runs. The cell checks the probability of one
+# position, then simulates 20 runs of 387 draws with `random_positions` and
+# compares the mean number of unseen positions with $L\,(1 - n/L)^{387}$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
+# 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
+# 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
+# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときです。つまり 387 系列のあとで、これはたいていの学習ではバッチ 1 つにも満たない数です。
+# セルでは 1 つの位置の確率を確かめます。続いて `random_positions` で 387 回の選択を 20 回繰り返し、選ばれなかった位置の数の平均を $L\,(1 - n/L)^{387}$ と比べます。
+
+# %% tags=["solution"]
+n, L = 40, 2048
+assert math.isclose(math.comb(L - 1, n - 1) / math.comb(L, n), n / L)
+S = math.ceil(math.log(L) / -math.log(1 - n / L))
+assert S == 387 and L * (1 - n / L) ** S < 1 <= L * (1 - n / L) ** (S - 1)
+expected = L * (1 - n / L) ** S
+gen = torch.Generator().manual_seed(10)
+unseen = []
+for _ in range(20):
+    seen = torch.zeros(L, dtype=torch.bool)
+    for _draw in range(S):
+        seen[random_positions(n, L, generator=gen)] = True
+    unseen.append((~seen).sum().item())
+mean_unseen = sum(unseen) / len(unseen)
+assert abs(mean_unseen - expected) < 5 * math.sqrt(expected / 20)  # ~Poisson
+print(f"S = {S}: expected {expected:.3f} unseen, simulated {mean_unseen:.2f}")
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Chi, T.-C., Fan, T.-H., Ramadge, P. J., Rudnicky, A. I. (2022). *KERPLE:
+#   Kernelized Relative Positional Embedding for Length Extrapolation*. NeurIPS
+#   2022. <https://arxiv.org/abs/2205.09921>
+# - KERPLE's official code, `ParallelKerpleLog` and `ParallelKerplePower` in
+#   `megatron/mpu/layers.py`. <https://github.com/chijames/KERPLE>
+# - Schölkopf, B. (2000). *The Kernel Trick for Distances*. NeurIPS 13.
+#   <https://proceedings.neurips.cc/paper/2000/hash/4e87337f366f72daa424dae11df0538c-Abstract.html>
+# - Berg, C., Christensen, J. P. R., Ressel, P. (1984). *Harmonic Analysis on
+#   Semigroups*. Springer.
+# - Li, S., You, C., Guruganesh, G., Ainslie, J., Ontanon, S., Zaheer, M.,
+#   Sanghai, S., Yang, Y., Kumar, S., Bhojanapalli, S. (2024). *Functional
+#   Interpolation for Relative Positions Improves Long Context Transformers*.
+#   ICLR 2024 (its appendix holds the pseudo-code). <https://arxiv.org/abs/2310.04418>
+# - Golovneva, O., Wang, T., Weston, J., Sukhbaatar, S. (2024). *Contextual
+#   Position Encoding: Learning to Count What's Important*.
+#   <https://arxiv.org/abs/2405.18719>
+# - CoPE's official code, `projects/cope` (`ContextPosSelfAttn` in
+#   `src/cope/context_position.py`).
+#   <https://github.com/facebookresearch/RAM/tree/main/projects/cope>
+# - Ruoss, A., Delétang, G., Genewein, T., Grau-Moya, J., Csordás, R., Bennani,
+#   M., Legg, S., Veness, J. (2023). *Randomized Positional Encodings Boost
+#   Length Generalization of Transformers*. ACL 2023.
+#   <https://arxiv.org/abs/2305.16843>
+# - Randomised positions, official code (`models/positional_encodings.py`,
+#   `experiments/example.py`).
+#   <https://github.com/google-deepmind/randomized_positional_encodings>
+# - lucidrains, x-transformers, `DynamicPositionBias` and `CoPE` in
+#   `x_transformers/x_transformers.py` (read in version 2.26.4).
+#   <https://github.com/lucidrains/x-transformers>
+# - PyTorch, FlexAttention and its `score_mod`.
+#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>
+# - Dao-AILab, FlashAttention, `flash_attn_func` and its `alibi_slopes`.
+#   <https://github.com/Dao-AILab/flash-attention>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Chi, T.-C., Fan, T.-H., Ramadge, P. J., Rudnicky, A. I. (2022). *KERPLE:
+#   Kernelized Relative Positional Embedding for Length Extrapolation*. NeurIPS
+#   2022. <https://arxiv.org/abs/2205.09921>
+# - KERPLE の公式実装、`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`。
+#   <https://github.com/chijames/KERPLE>
+# - Schölkopf, B. (2000). *The Kernel Trick for Distances*. NeurIPS 13.
+#   <https://proceedings.neurips.cc/paper/2000/hash/4e87337f366f72daa424dae11df0538c-Abstract.html>
+# - Berg, C., Christensen, J. P. R., Ressel, P. (1984). *Harmonic Analysis on
+#   Semigroups*. Springer.
+# - Li, S., You, C., Guruganesh, G., Ainslie, J., Ontanon, S., Zaheer, M.,
+#   Sanghai, S., Yang, Y., Kumar, S., Bhojanapalli, S. (2024). *Functional
+#   Interpolation for Relative Positions Improves Long Context Transformers*.
+#   ICLR 2024（付録に疑似コード）。<https://arxiv.org/abs/2310.04418>
+# - Golovneva, O., Wang, T., Weston, J., Sukhbaatar, S. (2024). *Contextual
+#   Position Encoding: Learning to Count What's Important*.
+#   <https://arxiv.org/abs/2405.18719>
+# - CoPE の公式実装、`projects/cope`（`src/cope/context_position.py` の `ContextPosSelfAttn`）。
+#   <https://github.com/facebookresearch/RAM/tree/main/projects/cope>
+# - Ruoss, A., Delétang, G., Genewein, T., Grau-Moya, J., Csordás, R., Bennani,
+#   M., Legg, S., Veness, J. (2023). *Randomized Positional Encodings Boost
+#   Length Generalization of Transformers*. ACL 2023.
+#   <https://arxiv.org/abs/2305.16843>
+# - ランダム化した位置の公式実装（`models/positional_encodings.py`、`experiments/example.py`）。
+#   <https://github.com/google-deepmind/randomized_positional_encodings>
+# - lucidrains、x-transformers、`x_transformers/x_transformers.py` の `DynamicPositionBias` と `CoPE`（バージョン 2.26.4 を参照）。
+#   <https://github.com/lucidrains/x-transformers>
+# - PyTorch、FlexAttention とその `score_mod`。
+#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>
+# - Dao-AILab、FlashAttention、`flash_attn_func` とその `alibi_slopes`。
+#   <https://github.com/Dao-AILab/flash-attention>

@@ -298,6 +298,7 @@ class Group:
     rounds: int = 30
     warmup: int = 3
     check: Callable[[], None] | None = None  # raises if the contenders disagree
+    dtype: str = "float32"  # of the input (RoPE) or of the table
 
 
 def time_contenders(
@@ -380,6 +381,9 @@ def _summarise(group: Group, samples: dict[str, list[float]]) -> dict[str, objec
         "floor": group.floor,
         "bytes_moved": group.bytes_moved,
         "elements": group.elements,
+        "dtype": group.dtype,
+        # the bytes the floor moves per element: one read and one write of x
+        "floor_bytes_per_element": group.bytes_moved / group.elements,
         "rounds": group.rounds,
         "number": group.number,
         "contenders": contenders,
@@ -393,8 +397,15 @@ def _summarise(group: Group, samples: dict[str, list[float]]) -> dict[str, objec
 
 def _close(actual: torch.Tensor, expected: torch.Tensor) -> None:
     # contenders round differently (a fused multiply-add here and there): allow a few
-    # units in the last place of float32
-    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    # units in the last place of float32; in bfloat16 and float16 the baseline also
+    # rounds cos, sin and each product to the input's dtype, as Hugging Face does
+    tol = {torch.bfloat16: 3e-2, torch.float16: 4e-3}.get(expected.dtype, 1e-5)
+    torch.testing.assert_close(actual, expected, rtol=tol, atol=tol)
+
+
+def _compiled_apply_rope() -> Callable[..., torch.Tensor]:
+    """``torch.compile(apply_rope)``: the documented opt-in (a C++ compiler is needed)."""
+    return torch.compile(apply_rope, fullgraph=True, dynamic=False)
 
 
 def rope_group(
@@ -406,8 +417,20 @@ def rope_group(
     rounds: int = 30,
     number: int = 1,
     fused: bool = False,
+    dtype: torch.dtype = torch.float32,
 ) -> Group:
-    """The RoPE contenders on ``x`` of ``shape`` ``(b, n_h, s, h_d)``, float32, seeded.
+    """The RoPE contenders on ``x`` of ``shape`` ``(b, n_h, s, h_d)``, seeded.
+
+    ``rotary_embedding`` is the module with its default growing cache (it
+    reads the range of the positions back on every call);
+    ``rotary_embedding_fixed`` is ``RotaryEmbedding(dim, max_positions=...)``,
+    the per-step path that reads nothing back. With ``fused``, two compiled
+    contenders are added: ``fused`` (the private compiled rotation on
+    precomputed ``cos``/``sin``) and ``apply_rope_compiled``
+    (``torch.compile(apply_rope)``, the documented opt-in, which also forms
+    the angles). The baseline casts ``cos`` and ``sin`` to ``x``'s dtype, as
+    Hugging Face does; posenc rotates bfloat16 and float16 in float32 and
+    rounds once.
 
     Args:
         name (str): the group's key in the results.
@@ -416,18 +439,20 @@ def rope_group(
         positions (torch.Tensor): integer positions of shape ``(s,)``.
         rounds (int): timed rounds.
         number (int): calls per timed sample (many for a decode step).
-        fused (bool): add the ``torch.compile`` contender.
+        fused (bool): add the ``torch.compile`` contenders.
+        dtype (torch.dtype): dtype of ``x``: float32, bfloat16 or float16.
 
     Returns:
         Group: baseline ``"hf_rotate_half"``, floor ``"floor"``.
     """
     dim = shape[-1]
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(shape, generator=g)  # (b, n_h, s, h_d)
-    cos, sin = hf_cos_sin(positions, dim)  # (s, h_d) each
+    x = torch.randn(shape, generator=g).to(dtype)  # (b, n_h, s, h_d)
+    cos, sin = (t.to(dtype) for t in hf_cos_sin(positions, dim))  # (s, h_d) each
     freqs_cis = meta_freqs_cis(positions, dim)  # (s, h_d/2) complex64
     rope = RotaryEmbedding(dim)
     rope(x, x, positions)  # fill the cache
+    fixed = RotaryEmbedding(dim, max_positions=max(4096, int(positions.max()) + 1))
     contenders = [
         Contender(
             "hf_rotate_half",
@@ -449,30 +474,44 @@ def rope_group(
             lambda: rope(x, x, positions),
             per_call=2,
         ),
+        Contender(
+            "rotary_embedding_fixed",
+            "posenc.RotaryEmbedding(max_positions) (q, k)/2",
+            lambda: fixed(x, x, positions),
+            per_call=2,
+        ),
         Contender("floor", "memory floor torch.mul(x, 2.0)", lambda: memory_floor(x)),
     ]
     if fused:
         from posenc.rope import _rotate_fused
 
-        half_cos, half_sin = cos[..., : dim // 2], sin[..., : dim // 2]
-        contenders.insert(
-            -1,
+        half_cos, half_sin = cos[..., : dim // 2].float(), sin[..., : dim // 2].float()
+        compiled = _compiled_apply_rope()
+        contenders[-1:-1] = [
             Contender(
                 "fused",
-                "torch.compile (fused)",
+                "torch.compile (fused rotation)",
                 lambda: _rotate_fused(x, half_cos, half_sin, "half"),
                 traffic=False,
             ),
-        )
+            Contender(
+                "apply_rope_compiled",
+                "torch.compile(apply_rope) (opt-in)",
+                lambda: compiled(x, positions),
+                traffic=False,
+            ),
+        ]
 
     def check() -> None:
         expected = apply_rope(x, positions)
         _close(hf_apply_rotary(x, cos, sin), expected)
         _close(rope(x, x, positions)[0], expected)
+        torch.testing.assert_close(fixed(x, x, positions)[0], expected, rtol=0, atol=0)
         interleaved = apply_rope(x, positions, layout="interleaved")
         _close(meta_apply_rotary(x, freqs_cis), interleaved)
-        if fused:
-            _close(contenders[-2].fn(), expected)  # type: ignore[arg-type]
+        for c in contenders:
+            if c.name in ("fused", "apply_rope_compiled"):
+                _close(c.fn(), expected)  # type: ignore[arg-type]
 
     return Group(
         name=name,
@@ -480,11 +519,12 @@ def rope_group(
         contenders=contenders,
         baseline="hf_rotate_half",
         floor="floor",
-        bytes_moved=2 * x.numel() * x.element_size(),
+        bytes_moved=2 * x.numel() * x.element_size(),  # one read and one write of x
         elements=x.numel(),
         number=number,
         rounds=rounds,
         check=check,
+        dtype=str(dtype).removeprefix("torch."),
     )
 
 
@@ -560,6 +600,9 @@ def _alibi_group(n_heads: int, length: int, *, rounds: int, number: int) -> Grou
     )
 
 
+_HALF_DTYPES = (("bf16", torch.bfloat16), ("f16", torch.float16))
+
+
 def build_groups(
     *, quick: bool = False, rounds: int | None = None, fused: bool = False
 ) -> list[Group]:
@@ -585,6 +628,18 @@ def build_groups(
                 number=2,
                 fused=fused,
             ),
+            *(
+                rope_group(
+                    f"rope_{short}",
+                    f"RoPE, tiny: x (1, 2, 16, 8) {short}",
+                    (1, 2, 16, 8),
+                    torch.arange(16),
+                    rounds=r,
+                    number=1,
+                    dtype=dtype,
+                )
+                for short, dtype in _HALF_DTYPES
+            ),
             _sinusoid_group(16, 8, rounds=r, number=1),
             _alibi_group(2, 8, rounds=r, number=1),
         ]
@@ -606,6 +661,20 @@ def build_groups(
             rounds=rounds or 40,
             number=200,
             fused=fused,
+        ),
+        *(
+            rope_group(
+                f"rope_{short}",
+                f"RoPE prefill: x (1, 16, 2048, 128) {short} (2 bytes per element), "
+                "positions arange(2048)",
+                (1, 16, 2048, 128),
+                torch.arange(2048),
+                rounds=rounds or 20,
+                number=1,
+                fused=fused,
+                dtype=dtype,
+            )
+            for short, dtype in _HALF_DTYPES
         ),
         _sinusoid_group(4096, 512, rounds=rounds or 20, number=1),
         _alibi_group(8, 1024, rounds=rounds or 20, number=1),
@@ -674,7 +743,8 @@ def format_results(results: dict[str, object]) -> str:
         base = g["contenders"][g["baseline"]]["label"]
         lines += [
             "",
-            f"[{name}] {g['title']}  ({g['rounds']} rounds x {g['number']} calls)",
+            f"[{name}] {g['title']}  ({g['rounds']} rounds x {g['number']} calls; "
+            f"floor moves {g['floor_bytes_per_element']:g} bytes per element)",
             f"{'contender':40s} {'median ms':>10s} {'IQR ms':>17s} {'speed-up':>9s} "
             f"{'x floor':>8s} {'GB/s':>7s} {'B/elem':>7s} {'ops':>5s}",
         ]

@@ -27,13 +27,14 @@ from posenc.bench import (
     time_contenders,
 )
 
-GROUPS = {"rope", "decode", "sinusoid", "alibi"}
+GROUPS = {"rope", "decode", "rope_bf16", "rope_f16", "sinusoid", "alibi"}
 ROPE_CONTENDERS = {
     "hf_rotate_half",
     "complex",
     "apply_rope",
     "apply_rope_interleaved",
     "rotary_embedding",
+    "rotary_embedding_fixed",
     "floor",
 }
 FIELDS = {
@@ -68,8 +69,13 @@ def test_quick_run_writes_json(tmp_path, capsys):
     assert set(results["groups"]) == GROUPS
     for name, group in results["groups"].items():
         assert group["baseline"] in group["contenders"] and group["floor"] in group["contenders"]
-        if name in ("rope", "decode"):
+        if name.startswith(("rope", "decode")):
             assert set(group["contenders"]) == ROPE_CONTENDERS
+            element = {"float32": 4, "bfloat16": 2, "float16": 2}[group["dtype"]]
+            assert group["floor_bytes_per_element"] == 2 * element  # one read, one write
+        assert {"rope_bf16": "bfloat16", "rope_f16": "float16"}.get(name, "float32") == (
+            group["dtype"]
+        )
         for c in group["contenders"].values():
             assert set(c) == FIELDS
             assert len(c["samples_ms"]) == group["rounds"] == 3

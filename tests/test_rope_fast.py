@@ -333,3 +333,22 @@ def test_fused_path_falls_back_to_eager(fresh_fused_state, monkeypatch):
         rope_module._rotate_fused(x, cos, sin, "interleaved"),
         rope_module._rotate(x, cos, sin, "interleaved"),
     )
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_blocks_change_no_bit(monkeypatch, layout, dtype):
+    # the large path runs block by block; any block size gives the same bits, also when
+    # cos and sin vary along a leading axis (positions per batch) and with partial rotation
+    x = torch.randn(3, 4, 40, 24).to(dtype)  # 11520 elements
+    positions = (torch.arange(40) + torch.tensor([0, 7, 900])[:, None])[:, None, :]  # (3, 1, 40)
+    monkeypatch.setattr(rope_module, "_SMALL", 0)  # the large path
+    monkeypatch.setattr(rope_module, "_BLOCK", 1 << 30)  # one block
+    whole = apply_rope(x, positions, layout=layout, rotary_dim=16)
+    for block in (1, 50, 1000, 5000):  # down to a block per row of a head
+        monkeypatch.setattr(rope_module, "_BLOCK", block)
+        blocked = apply_rope(x, positions, layout=layout, rotary_dim=16)
+        assert torch.equal(blocked, whole), block
+    assert torch.equal(whole[..., 16:], x[..., 16:])
+    rotary = RotaryEmbedding(16, layout=layout, max_positions=1024)
+    torch.testing.assert_close(rotary(x, x, positions)[0], whole, rtol=0, atol=0)

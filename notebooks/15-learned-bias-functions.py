@@ -22,7 +22,7 @@
 # against: biases that are a learned *function* of the distance, with a few
 # parameters, defined at every distance. This chapter derives KERPLE's two
 # kernels from the theory of conditionally positive definite kernels (Chi et al.
-# 2022); FIRE's small network of a normalised distance (Li et al. 2023), and why
+# 2022); FIRE's small network of a normalised distance (Li et al. 2024), and why
 # dividing by the query's position lets one function serve every length; and
 # its relative in x-transformers, the dynamic position bias. Then it leaves
 # token counts behind: CoPE (Golovneva et al. 2024) lets each head count what
@@ -52,7 +52,7 @@
 # この 2 つの間には、長さの汎化を扱う研究がよく比較に使う手法の一群があります。
 # 距離の学習可能な「関数」としてバイアスを与え、少数のパラメータで、どの距離でも値が決まるものです。
 # この章ではまず、条件付き正定値カーネルの理論から KERPLE の 2 つのカーネルを導きます（Chi ら 2022）。
-# 次に、正規化した距離を入力とする FIRE の小さなネットワーク（Li ら 2023）を扱い、
+# 次に、正規化した距離を入力とする FIRE の小さなネットワーク（Li ら 2024）を扱い、
 # クエリの位置で割ることで 1 つの関数がどの長さにも使える理由を示します。
 # その近縁として、x-transformers の動的位置バイアスも見ます。
 # 続いてトークンを数えることから離れます。
@@ -241,9 +241,12 @@ assert abs(cpd_min_eig(-(D32**2))) < 1e-9  # p = 2: zero (rank one, fact 1)
 # minor of two positions at distance $d$ is $c^2 - (c - d)^2 = d(2c - d)$. So no
 # single constant serves every length. It does not matter, because the softmax
 # of a row does not change when a constant is added to every score of the row
-# (the paper's Eq. 2); the constant is never computed. The cell finds the
-# smallest $c$ by bisection: for the line it is exactly $(T - 1)/2$, and for the
-# logarithm it also grows with $T$.
+# (the paper's Eq. 2); the constant is never computed. (The paper's Appendix
+# A.2 also states, as its Proposition 1, one constant for all the points of
+# the line; the minors above show that no constant can serve positions without
+# bound, so the statement holds on finite sets, as Lemma 1 does.) The cell
+# finds the smallest $c$ by bisection: for the line it is exactly $(T - 1)/2$,
+# and for the logarithm it also grows with $T$.
 
 # %% [markdown] lang="ja"
 # なぜ正定値ではなく条件付き正定値なのでしょうか。
@@ -255,6 +258,9 @@ assert abs(cpd_min_eig(-(D32**2))) < 1e-9  # p = 2: zero (rank one, fact 1)
 # したがって、どの長さにも使える 1 つの定数はありません。
 # それでも問題はありません。行のすべてのスコアに同じ定数を足しても、その行の softmax は変わらないからです（論文の式 2）。
 # 定数を実際に計算することはありません。
+# なお、論文の付録 A.2 の命題 1 は、直線上のすべての点に共通の 1 つの定数があると述べています。
+# しかし上の主小行列式から、上限のない位置の集合に使える定数はないことがわかります。
+# この命題が成り立つのは、補題 1 と同じく有限の集合の上です。
 # 次のセルでは、最小の $c$ を二分法で求めます。直線ではちょうど $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
 
 
@@ -449,7 +455,7 @@ plt.show()
 # ## FIRE: one function of a normalised distance
 #
 # KERPLE fixes the shape of the function and learns two numbers. FIRE (Li et
-# al. 2023) learns the shape too: a small MLP $f_\theta$ (one input, 32 hidden
+# al. 2024) learns the shape too: a small MLP $f_\theta$ (one input, 32 hidden
 # units with ReLU, one output per head, in the paper's pseudo-code) reads a
 # *normalised* distance,
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
@@ -486,7 +492,7 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## FIRE：正規化した距離の 1 つの関数
 #
-# KERPLE は関数の形を固定し、2 つの数を学習します。FIRE（Li ら 2023）は形も学習します。
+# KERPLE は関数の形を固定し、2 つの数を学習します。FIRE（Li ら 2024）は形も学習します。
 # 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU を使う隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を読みます。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$ です）。
@@ -608,8 +614,9 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 #
 # x-transformers offers a bias of the same kind under the name dynamic position
 # bias (`DynamicPositionBias`; its README traces the idea to the vision models
-# CrossFormer and SwinV2). An MLP with SiLU activations (width `dim // 4`, two
-# layers by default) reads the signed relative position itself, or
+# CrossFormer and SwinV2). An MLP with SiLU activations (width `dim // 4`,
+# `dynamic_pos_bias_mlp_depth = 2` by default) reads the signed relative
+# position itself, or
 # $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ with `log_distance=True`. It is
 # evaluated once for each of the $2k - 1$ relative positions of $k$ keys, and the
 # bias is gathered from that table, so it is a function of the distance alone.
@@ -627,7 +634,7 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 #
 # x-transformers には、同じ種類のバイアスが動的位置バイアス（`DynamicPositionBias`）という名前で用意されています。
 # README によれば、この考え方は画像のモデル CrossFormer と SwinV2 に由来します。
-# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では 2 層）が、符号付きの相対位置そのもの、
+# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では `dynamic_pos_bias_mlp_depth = 2`）が、符号付きの相対位置そのもの、
 # または `log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ を読みます。
 # MLP は $k$ 個のキーについて $2k - 1$ 通りの相対位置で 1 回ずつ評価され、バイアスはその表から集めるので、距離だけの関数です。
 # しきい値より手前の FIRE も、対数距離についての同じ種類のバイアスです。
@@ -893,7 +900,8 @@ assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 
 # %% [markdown] lang="en"
-# A bias by token distance cannot do this, whatever its values. Take two
+# One head with a bias by token distance cannot do this, whatever its values.
+# Take two
 # inputs:
 #
 # - A: `w w . w ? w ! w . w . w`: the target `!` is 5 tokens before the query, and
@@ -912,7 +920,7 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # [chance level](../docs/glossary.md#chance-level) is one in three. The CoPE head answers all of them, A and B included.
 
 # %% [markdown] lang="ja"
-# 距離によるバイアスでは、値をどう選んでもこれはできません。次の 2 つの入力を考えます。
+# トークンの距離によるバイアスを持つ 1 つのヘッドでは、値をどう選んでもこれはできません。次の 2 つの入力を考えます。
 #
 # - A：`w w . w ? w ! w . w . w`。答えの `!` はクエリの 5 トークン前、`?` は 7 トークン前にあります。
 # - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前にあります。
@@ -971,16 +979,18 @@ assert 0.6 < table_accuracy < 0.8
 # last query, a staircase that steps up at each end mark. Bottom: where each
 # head puts its weight. The CoPE head finds the `!` in both. The trained table
 # puts most of its weight on the end mark furthest back in both inputs (9
-# tokens back in A, 11 in B; in longer inputs the third mark back usually lies
-# that far) and answers `.` twice, wrong both times.
+# tokens back in A, 11 in B) and answers `.` twice, wrong both times: A and B
+# have short sentences, while in the random inputs it was trained on, the
+# third mark back lies 14.1 tokens back on average (printed below).
 
 # %% [markdown] lang="ja"
 # 図は 2 つの入力を示します。
 # 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。
 # 下は各ヘッドが重みを置く場所です。
 # CoPE のヘッドはどちらの入力でも `!` を見つけます。
-# 学習した表は、どちらの入力でも最も遠い文末の記号に重みの大半を置きます（A では 9 トークン前、B では 11 トークン前です。長い入力では、3 つ前の記号はふつうその程度遠くにあります）。
+# 学習した表は、どちらの入力でも最も遠い文末の記号に重みの大半を置きます（A では 9 トークン前、B では 11 トークン前）。
 # そのため 2 回とも `.` と答え、どちらも誤りです。
+# A と B の文は短いのに対して、表の学習に使ったランダムな入力では、3 つ前の記号は平均 14.1 トークン前にあります（下の出力）。
 
 # %% alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上：最後のクエリから見た文脈に応じた位置 p。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下：アテンションの重み。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習した距離の表は、最も遠い句点（A では 9 トークン前、B では 11 トークン前）に重みの大半を置きます。"]}
 pair_logits, pair_positions = cope_logits(pair)
@@ -990,6 +1000,9 @@ pair_cope = read_out(pair, pair_logits)[0]
 # the table's heaviest key: the "." furthest back, in both inputs
 assert back[pair_table.argmax(-1)].tolist() == [9, 11]
 assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
+is_target = (train > 0) & ((train > 0).flip(-1).cumsum(-1).flip(-1) == 3)
+mean_back = back.expand_as(train)[is_target].float().mean().item()
+assert 13.5 < mean_back < 14.5  # 4 + 5 + 5 expected: sentence lengths
 
 fig, axes = plt.subplots(2, 2, figsize=(6.4, 3.6), sharey="row")
 for col, name in enumerate("AB"):
@@ -1007,6 +1020,7 @@ for col, name in enumerate("AB"):
         ax.set_xticks(x, labels)
 axes[1, 0].legend(fontsize=8, loc="upper left")
 plt.show()
+print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 
 # %% [markdown] lang="en"
 # ## Randomised positions: a training recipe
@@ -1014,8 +1028,8 @@ plt.show()
 # Ruoss et al. (2023) attack the problem from the data side. A model trained on
 # sequences of up to $N$ tokens sees the positions $0, \dots, N - 1$ only; at test
 # time a longer input brings positions, and for relative encodings distances,
-# that training never produced, and the paper argues that this, more than the
-# encoding itself, is why Transformers fail on longer inputs "even for relative
+# that training never produced. The paper links the failure of Transformers on
+# longer inputs to these out-of-distribution positions, "even for relative
 # encodings". Their fix changes no formula: during training, a sequence of $n$
 # tokens gets as positions a random subset of $n$ distinct numbers from
 # $[0, L)$, sorted, with $L$ larger than any test length. Every position below
@@ -1047,7 +1061,7 @@ plt.show()
 # Ruoss ら（2023）は、この問題にデータの側から取り組みます。
 # 最長 $N$ トークンの系列で学習したモデルは、位置 $0, \dots, N - 1$ しか見ていません。
 # テストでより長い入力が来ると、学習中には一度も現れなかった位置（相対位置の手法では距離）が現れます。
-# 論文は、Transformer が長い入力で失敗するのはエンコーディングの形よりもこのためで、それは「相対位置の手法でも」同じだと論じます。
+# 論文は、長い入力で Transformer が失敗することを、この分布の外にある位置と結び付けます。それは「相対位置の手法でも」同じだといいます。
 # 彼らの対策は式を何も変えません。
 # 学習中、$n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。
 # こうすると、$L$ 未満の位置はすべて学習中に現れます。また、情報を運ぶのは位置の値ではなく順序だけです。
@@ -1106,15 +1120,15 @@ print("8 positions from 2048:", example.tolist())
 # `score_mod(score, batch, head, q_idx, kv_idx)` receives one score and four
 # indices and returns the new score. FlashAttention has ALiBi built in: its
 # `alibi_slopes` argument adds $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$.
-# Anything else is a dense bias of shape $[h, q, k]$ that the kernel must read
-# from memory: for 32 heads and 32768 tokens in bfloat16 that is 64 GiB per
+# A bias that the kernel cannot compute this way becomes a dense tensor of
+# shape $[h, q, k]$ read from memory: for 32 heads and 32768 tokens in bfloat16 that is 64 GiB per
 # layer call, against 4 MiB for one value per head and distance.
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
 # | T5 | the bucket of $i - j$ | $k$ table lookups per head | a lookup from the indices |
 # | ALiBi, KERPLE | $i - j$, in closed form | $k$ values per head | computed from the indices (ALiBi: built into FlashAttention) |
-# | dynamic position bias; FIRE for $i \le L$ | $i - j$, through an MLP | one new distance: one MLP evaluation | a table of $2k - 1$ values read by index |
+# | dynamic position bias; FIRE for $i \le L$ | $i - j$, through an MLP | one new distance, one MLP evaluation (if the table is kept) | a table of $2k - 1$ values read by index |
 # | FIRE for $i > L$ | $i - j$ and $i$ | $k$ new MLP evaluations | the MLP per score, or a dense bias |
 # | CoPE | every score from $j$ to $i$ | $k$ gates, their sums, $P$ position logits per head | not a `score_mod`: the row's scores come first |
 #
@@ -1142,14 +1156,14 @@ print("8 positions from 2048:", example.tolist())
 # バイアスをこのようなカーネルに組み込めるのは、1 つの成分について手元にある情報からカーネルがバイアスを計算できる場合です。
 # PyTorch の FlexAttention はこれを明示しています。`score_mod(score, batch, head, q_idx, kv_idx)` は 1 つのスコアと 4 つのインデックスを受け取り、新しいスコアを返します。
 # FlashAttention には ALiBi が組み込まれていて、引数 `alibi_slopes` で $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します。
-# それ以外は形状 $[h, q, k]$ の密なバイアスになり、カーネルはそれをメモリから読まなければなりません。
+# このように計算できないバイアスは形状 $[h, q, k]$ の密なテンソルになり、カーネルはそれをメモリから読まなければなりません。
 # 32 ヘッド、32768 トークン、bfloat16 なら、層の 1 回の呼び出しあたり 64 GiB です。ヘッドと距離ごとに 1 つの値なら 4 MiB で済みます。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
 # | T5 | $i - j$ のバケット | ヘッドごとに $k$ 回の表引き | インデックスからの表引き |
 # | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算（ALiBi は FlashAttention に組み込み済み） |
-# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | 新しい距離 1 つ：MLP の評価 1 回 | $2k - 1$ 個の値の表をインデックスで読む |
+# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | 新しい距離 1 つ、MLP の評価 1 回（表を保持する場合） | $2k - 1$ 個の値の表をインデックスで読む |
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の新しい評価 $k$ 回 | スコアごとに MLP を評価するか、密なバイアス |
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとに $k$ 個のゲートとその和、$P$ 個の位置のロジット | `score_mod` にはできない：先に行のスコアが必要 |
 #

@@ -189,7 +189,7 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # Chi ら（2022）は、2 つの位置のどんな関数がよいバイアスになるかを問いました。その答えは、カーネル法の理論にある関数のクラスです。
 # 対称な関数 $k(x, x')$ は、有限個の点から作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値であるとき、つまりすべての実数 $c$ について $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ が成り立つとき、[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）と呼ばれます。
 # この不等式が $\sum_a c_a = 0$ を満たす $c$ についてだけ成り立つなら、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
-# 内積は正定値カーネルで、条件付き正定値カーネルは「距離の 2 乗に負号を付けたもの」を一般化したものです。
+# 内積は正定値カーネルで、条件付き正定値カーネルは「距離の 2 乗を負にしたもの」を一般化したものです。
 # 論文は次の 3 つの事実からバイアスを組み立てます（§3.2）。
 #
 # 1. $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
@@ -375,7 +375,7 @@ print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 # キャッシュを使う 1 つのクエリには、その最後の行を使います。
 # 対数の式は `-bias_p * log(1 + bias_a * diff)`、べき乗の式（論文が学習した設定 `kerple_power_ap_`）は `-bias_a * diff ** bias_p` です。
 # したがって $r_1$ は、対数の形では `bias_p`、べき乗の形では `bias_a` にあたります。
-# 次のセルでは、このフォワードパスを書き直し、因果的なモデルが読む唯一の成分である因果的な成分と、キャッシュを使うクエリの行で `KerpleBias` と比べます。
+# 因果的なモデルが読むのは因果的な成分だけです。次のセルでは、このフォワードパスを書き直し、その成分とキャッシュを使うクエリの行で `KerpleBias` と比べます。
 # `posenc` は $i - j$ について対称ですが、公式実装はクエリより後ろを $0$ にします。どちらの場合も、その成分は因果マスクが取り除きます。
 
 
@@ -460,7 +460,7 @@ plt.show()
 # *normalised* distance,
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # with $c > 0$ and the threshold $L > 0$ learned as well (the pseudo-code starts
-# them at $0.1$ and $512$). Three choices are packed into it.
+# them at $0.1$ and $512$). Three things about it matter.
 #
 # - **Dividing by the query's position.** For a query beyond the threshold,
 #   $i > L$, a causal key has $0 \le i - j \le i$, and $\psi$ is increasing, so
@@ -496,7 +496,7 @@ plt.show()
 # 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU を使う隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を読みます。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$ です）。
-# この式には 3 つの工夫が詰まっています。
+# この式について、3 つの点を見ておきます。
 #
 # - **クエリの位置で割ること。**しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので、
 #   $0 \le \psi(i - j)/\psi(i) \le 1$ となります。最初のキー $j = 0$ でちょうど $1$ です。
@@ -634,7 +634,7 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 #
 # x-transformers には、同じ種類のバイアスが動的位置バイアス（`DynamicPositionBias`）という名前で用意されています。
 # README によれば、この考え方は画像のモデル CrossFormer と SwinV2 に由来します。
-# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では `dynamic_pos_bias_mlp_depth = 2`）が、符号付きの相対位置そのもの、
+# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では `dynamic_pos_bias_mlp_depth = 2`）が、正負を含む相対位置そのもの、
 # または `log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ を読みます。
 # MLP は $k$ 個のキーについて $2k - 1$ 通りの相対位置で 1 回ずつ評価され、バイアスはその表から集めるので、距離だけの関数です。
 # しきい値より手前の FIRE も、対数距離についての同じ種類のバイアスです。
@@ -1246,8 +1246,8 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   distance, like x-transformers' dynamic position bias.
 # - CoPE sums gates $\sigma(q_i \cdot k_j)$ from the key to the query, so each head
 #   counts what it chooses. A head set by hand answers "how did the third
-#   sentence back end?" on every input, while no bias by token distance can
-#   answer both of two well-chosen inputs.
+#   sentence back end?" on every input, while no single head with a bias by
+#   token distance can answer both of two well-chosen inputs.
 # - Randomised positions are a training recipe: sorted random subsets of
 #   $[0, L)$, so every position up to $L$ is seen in training and only the order
 #   carries information.
@@ -1266,7 +1266,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   しきい値を超えると入力はどの長さでも $[0, 1]$ に収まるので、長い入力に必要なのは外挿ではなく補間です。
 #   その代わり、1 つの距離のバイアスはクエリが進むにつれて変わります。しきい値の手前では、x-transformers の動的位置バイアスと同じく距離の関数です。
 # - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足すので、各ヘッドは自分で選んだものを数えます。
-#   手で設定したヘッドは「3 つ前の文はどう終わったか」にどの入力でも答えますが、トークンの距離によるバイアスでは、うまく選んだ 2 つの入力の両方には答えられません。
+#   手で設定したヘッドは「3 つ前の文はどう終わったか」にどの入力でも答えますが、トークンの距離によるバイアスを持つ 1 つのヘッドでは、うまく選んだ 2 つの入力の両方には答えられません。
 # - ランダム化した位置は学習の手順です。$[0, L)$ のランダムな部分集合を昇順で使うので、$L$ までのすべての位置が学習中に現れます。情報を運ぶのは順序だけです。
 # - ヘッドと $i - j$ から計算できるバイアス（閉じた式や距離ごとの表）は、KV キャッシュと融合カーネルのどちらにも収まります。
 #   しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要です。

@@ -424,11 +424,14 @@ def rope_group(
     ``rotary_embedding`` is the module with its default growing cache (it
     reads the range of the positions back on every call);
     ``rotary_embedding_fixed`` is ``RotaryEmbedding(dim, max_positions=...)``,
-    the per-step path that reads nothing back. With ``fused``, two compiled
+    the per-step path that reads nothing back. With ``fused``, three compiled
     contenders are added: ``fused`` (the private compiled rotation on
-    precomputed ``cos``/``sin``) and ``apply_rope_compiled``
-    (``torch.compile(apply_rope)``, the documented opt-in, which also forms
-    the angles). The baseline casts ``cos`` and ``sin`` to ``x``'s dtype, as
+    precomputed ``cos``/``sin``), ``rotary_embedding_compiled``
+    (``torch.compile(RotaryEmbedding(dim, max_positions=n))``, the
+    documented opt-in: one kernel that gathers the cached rows) and
+    ``apply_rope_compiled`` (``torch.compile(apply_rope)``, which forms the
+    angles inside the fused kernel, so that ``cos`` and ``sin`` are
+    recomputed for every head). The baseline casts ``cos`` and ``sin`` to ``x``'s dtype, as
     Hugging Face does; posenc rotates bfloat16 and float16 in float32 and
     rounds once.
 
@@ -487,6 +490,7 @@ def rope_group(
 
         half_cos, half_sin = cos[..., : dim // 2].float(), sin[..., : dim // 2].float()
         compiled = _compiled_apply_rope()
+        compiled_module = torch.compile(fixed, fullgraph=True, dynamic=False)
         contenders[-1:-1] = [
             Contender(
                 "fused",
@@ -496,8 +500,15 @@ def rope_group(
             ),
             Contender(
                 "apply_rope_compiled",
-                "torch.compile(apply_rope) (opt-in)",
+                "torch.compile(apply_rope)",
                 lambda: compiled(x, positions),
+                traffic=False,
+            ),
+            Contender(
+                "rotary_embedding_compiled",
+                "torch.compile(RotaryEmbedding(max_pos)) /2",
+                lambda: compiled_module(x, x, positions),
+                per_call=2,
                 traffic=False,
             ),
         ]
@@ -512,6 +523,8 @@ def rope_group(
         for c in contenders:
             if c.name in ("fused", "apply_rope_compiled"):
                 _close(c.fn(), expected)  # type: ignore[arg-type]
+            elif c.name == "rotary_embedding_compiled":
+                _close(c.fn()[0], expected)  # type: ignore[index]
 
     return Group(
         name=name,

@@ -46,11 +46,15 @@ into torch; ``apply_rope`` caches the inverse frequencies per setting, and
 :class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
 posenc.bench`` measures all of this.
 
-Compilation (an opt-in): ``apply_rope`` and ``RotaryEmbedding`` trace into one
-graph under ``torch.compile(fullgraph=True)``, and inductor fuses the
-rotation into one kernel that reads ``x`` and writes the result once:
-``torch.compile(apply_rope)`` or ``torch.compile(model)``. Eager mode needs no
-compiler.
+Compilation (an opt-in; eager mode needs no compiler): ``apply_rope`` and
+``RotaryEmbedding`` trace into one graph under
+``torch.compile(fullgraph=True)``. The fast compiled path is the module with
+a fixed cache, ``torch.compile(RotaryEmbedding(dim, max_positions=n))`` (or
+a compiled model that holds one): inductor fuses the gather of the cached
+rows and the rotation into one kernel that reads ``x`` and writes the
+result once. A compiled ``apply_rope`` also fuses, but forms ``cos`` and
+``sin`` inside that kernel, once per element of ``x`` rather than once per
+position (for every head again), which costs more than it saves on a CPU.
 
 Shapes: ``b`` batch, ``n_h`` heads, ``s`` sequence, ``h_d`` head size,
 ``r`` the number of rotated features (``rotary_dim`` or the module's

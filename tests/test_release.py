@@ -42,7 +42,13 @@ def test_ci_builds_checks_installs_and_tests_the_wheel():
         assert step in script, step
     # the library's tests go along; only the tests of the repository's files stay behind
     left = set(re.search(r"for repo_test in ([\w ]+); do", script).group(1).split())
-    assert left == {"test_api_reference", "test_docs_examples", "test_glossary", "test_repo_config"}
+    assert left == {
+        "test_api_reference",
+        "test_docs_examples",
+        "test_glossary",
+        "test_release",
+        "test_repo_config",
+    }
     for name in left:
         assert (ROOT / "tests" / f"{name}.py").exists()
 

@@ -18,8 +18,9 @@
 # A model with rotary position embedding (RoPE) is trained on sequences of some
 # length $L$ and later asked to read longer ones. Past $L$, some of its rotation
 # angles take values that training never produced, and such models degrade there:
-# in Sun et al.'s table 2 a RoPE model trained on 1024 tokens has a [perplexity](../docs/glossary.md#perplexity) of
-# 25.52 at 1024 tokens, 73.6 at 2048 and 294.45 at 4096, and the chapter
+# in the length-extrapolation table of Sun et al. (2022), a RoPE model trained on
+# 1024 tokens has a [perplexity](../docs/glossary.md#perplexity) of 25.52 at 1024
+# tokens, 73.6 at 2048 and 294.45 at 4096, and the chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) measures the same
 # on small models trained here. Every method in this chapter changes only the
 # frequencies $\theta_i$
@@ -39,7 +40,8 @@
 # 回転位置埋め込み（RoPE）を使うモデルは、ある長さ $L$ の系列で学習されます。
 # そのモデルに、あとからもっと長い系列を読ませたいとします。
 # $L$ を超えると、一部の回転角が学習中には一度も現れなかった値になり、そこでモデルの性能が落ちます。
-# Sun らの表 2 では、1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
+# Sun ら（2022）の長さ外挿の表には、1024 トークンで学習した RoPE のモデルの結果があります。
+# その[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
 # 「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章は、このサイトで学習した小さなモデルを使って同じことを測ります。
 # この章で扱う手法はどれも、RoPE の周波数 $\theta_i$ だけを変えます（YaRN はさらに定数を 1 つ掛けます）。
 # モデルの構造と重みはそのままで、あとは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)を行うか、それすら行わないかのどちらかです。
@@ -97,8 +99,10 @@ two_pi = 2 * math.pi
 # and at a distance of $L$ or more the fast pairs together take a combination of
 # angles that no trained distance produced: the cell finds, for Llama 2, that pair 0
 # alone comes within $10^{-3}$ radian of an angle it took in training, while pairs 0
-# to 45 together stay at least 1 radian away from every trained combination, as far
-# as two neighbouring positions are. And a longer input spreads attention over more
+# to 45 together stay at least 1 radian away from every trained combination. That
+# minimum of 1 radian is met only by a trained distance one position away (pair 0's
+# step); against every trained distance two or more positions away, the gap is at
+# least 2 radians. And a longer input spreads attention over more
 # keys than training ever did. The methods below mend the slow pairs' angles; the
 # chapter [*Which encodings extrapolate?*](11-length-generalisation.ipynb) shows a
 # small RoPE model that fails past $L$ and recovers when the keys beyond the trained
@@ -108,7 +112,7 @@ two_pi = 2 * math.pi
 # (base $10^4$, $L = 4096$) and Llama 3 (base $5 \cdot 10^5$, $L = 8192$). In
 # Llama 2, 46 of the 64 pairs turn fully within the context and 18 never do; pair 45
 # only just makes it, with a wavelength of 4080 positions. Llama 3's larger base
-# stretches every wavelength: although its context is twice as long, only 35 pairs
+# stretches every wavelength but pair 0's ($2\pi$ for any base): although its context is twice as long, only 35 pairs
 # complete a turn within it and 29 do not.
 
 # %% [markdown] lang="ja"
@@ -131,7 +135,9 @@ two_pi = 2 * math.pi
 # ただし、新しいのはそれだけではありません。スコアはすべてのペアの和です。
 # 距離が $L$ 以上になると、速いペアが全体として取る角度の組み合わせは、学習中のどの距離でも現れなかったものになります。
 # 下のセルで Llama 2 について確かめます。ペア 0 だけなら、学習中に取った角度から $10^{-3}$ ラジアン以内に必ず戻ってきます。
-# ところがペア 0 から 45 をまとめて見ると、学習中のどの組み合わせからも少なくとも 1 ラジアン離れています。これは隣り合う 2 つの位置の差と同じ大きさです。
+# ところがペア 0 から 45 をまとめて見ると、学習中のどの組み合わせからも少なくとも 1 ラジアン離れています。
+# この最小値 1 ラジアンになるのは、1 位置だけ離れた学習済みの距離（ペア 0 の 1 歩）に対してだけです。
+# 2 位置以上離れた学習済みの距離に対しては、差は少なくとも 2 ラジアンあります。
 # さらに、長い入力では、アテンションが学習中より多くのキーに分散します。
 # 以下の手法が直すのは遅いペアの角度です。
 # 「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、
@@ -141,7 +147,7 @@ two_pi = 2 * math.pi
 # Llama 2（底 $10^4$、$L = 4096$）と Llama 3（底 $5 \cdot 10^5$、$L = 8192$）です。
 # Llama 2 では、64 組のうち 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
 # ペア 45 は波長 4080 位置で、ぎりぎり 1 周します。
-# Llama 3 は底が大きいので、すべての波長が伸びます。
+# Llama 3 は底が大きいので、ペア 0 以外のすべての波長が伸びます（ペア 0 の波長は底によらず $2\pi$ です）。
 # コンテキストが 2 倍長いにもかかわらず、1 周するのは 35 組だけで、29 組は 1 周しません。
 
 
@@ -163,10 +169,9 @@ for name, b, L in settings:
     assert_close(lam, two_pi * b ** (2 * i / d), rtol=1e-6, atol=0)
     r = L / lam  # turns within L
     i_1 = turn_index(1, d, b, L)
-    # r_i = beta at i = i_beta
-    assert math.isclose(L / (two_pi * b ** (2 * i_1 / d)), 1.0)
-    full = r >= 1
-    assert torch.equal(full, i <= i_1)  # the pairs that turn fully: i <= i_1
+    full = r >= 1  # counted on the library's frequencies
+    assert torch.equal(full, i <= i_1)  # the closed form i_1 agrees
+    assert math.isclose(lam[0], two_pi)  # pair 0: 2 pi for any base
     n_full = int(full.sum())
     assert n_full == math.floor(i_1) + 1
     lines.append(
@@ -192,11 +197,18 @@ def nearest_trained(pairs):
 
 
 alone, together = nearest_trained([0]), nearest_trained(slice(0, 46))
-assert alone.max() < 1e-3 and together.min() > 1 - 1e-9  # theta_0: one step
+# the gap as a function of the difference delta = new - trained, 1..2L-1
+delta = torch.arange(1, 2 * L, dtype=f64)
+wrap = torch.remainder(delta[:, None] * theta[:46] + math.pi, two_pi) - math.pi
+by_delta = wrap.abs().amax(-1)
+assert alone.max() < 1e-3 and together.min() > 1 - 1e-9
+assert math.isclose(by_delta[0], 1.0)  # delta = 1: pair 0's step, 1 rad
+assert by_delta[1:].min() > 2 - 1e-9  # delta >= 2: at least 2 rad
 lines.append(
     f"Llama 2, 64 distances in [L, 2L): pair 0 within {alone.max():.1e} rad "
     f"of a trained angle;\n  pairs 0-45 together at least "
-    f"{together.min():.2f} rad from every trained combination"
+    f"{together.min():.2f} rad from every trained combination,\n"
+    f"  {by_delta[1:].min():.2f} rad from every one two or more positions away"
 )
 print("\n".join(lines), end="")
 
@@ -234,8 +246,11 @@ plt.show()
 # $m$ with $\theta'_i$ is rotating the fractional position $m/s$ with $\theta_i$.
 # Hugging Face (`rope_type="linear"`) and `posenc.LinearScaling(s)` implement it on
 # the frequencies. The cell checks the equivalence with `apply_rope` for $s = 4$ at all
-# positions up to $sL$, and that even the last of them, $m = sL - 1$, stays below
-# $L\theta_i$, the angle of the first position past the trained context.
+# positions up to $sL$. The last of them, $m = sL - 1$, reaches $(L - 1/s)\theta_i$:
+# past the last trained angle $(L-1)\theta_i$ by $(1 - 1/s)\theta_i$, less than one
+# step, and below $L\theta_i$, the angle of the first position past the trained
+# context. In this chapter an angle counts as inside the trained range when it
+# stays below $L\theta_i$, that is, less than one step past the trained arc.
 #
 # The price is resolution: neighbouring tokens are now only $\theta_i/s$ apart in
 # angle. For the fastest pair that is $1/s$ radian instead of $1$, so the model must
@@ -256,7 +271,10 @@ plt.show()
 # 位置 $m$ を $\theta'_i$ で回すことは、非整数の位置 $m/s$ を $\theta_i$ で回すことと同じです。
 # Hugging Face（`rope_type="linear"`）と `posenc.LinearScaling(s)` は、どちらも周波数の側で実装しています。
 # 下のセルでは、$s = 4$ として $sL$ までのすべての位置でこの等価性を `apply_rope` で確かめます。
-# さらに、最後の位置 $m = sL - 1$ でさえ、学習したコンテキストの直後の位置の角度 $L\theta_i$ を下回ることも確かめます。
+# 最後の位置 $m = sL - 1$ の角度は $(L - 1/s)\theta_i$ です。
+# これは学習中の最後の角度 $(L-1)\theta_i$ を $(1 - 1/s)\theta_i$ だけ、つまり 1 歩未満だけ超えますが、
+# 学習したコンテキストの直後の位置の角度 $L\theta_i$ よりは小さくなります。
+# この章では、$L\theta_i$ より小さい角度（学習した弧から 1 歩未満の角度）を、学習した範囲の内側とみなします。
 #
 # 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮みます。
 # 最も速いペアの場合、差は $1$ ラジアンではなく $1/s$ ラジアンになり、
@@ -276,7 +294,9 @@ x = torch.randn(s * L, d, dtype=f64)
 m = torch.arange(s * L)
 # theta / s at m is theta at m / s
 assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
-assert ((s * L - 1) * theta_pi < L * theta).all()  # every angle below L theta_i
+last_pi = (s * L - 1) * theta_pi  # the last angle, from the library's theta'
+assert_close(last_pi - (L - 1) * theta, (1 - 1 / s) * theta)  # < one step past
+assert (last_pi < L * theta).all()  # every angle below L theta_i
 
 
 def compare_figure(theta, scaled, s, marks=(), extra=None):
@@ -314,8 +334,11 @@ plt.show()
 # which tell neighbouring tokens apart, already turn many times within $L$ and gain
 # nothing from interpolation. (The name refers to neural tangent kernel (NTK) theory,
 # in which networks learn high frequencies poorly unless their inputs carry them.)
-# The proposal: leave the fastest pair alone, divide the slowest by the full factor
-# $s$, and do it by choosing a new base $b'$ rather than new frequencies one by one.
+# bloc97's post gives the rule as a new base, $b' = b\,s^{d/(d-2)}$, the formula also
+# in the YaRN repository's `LlamaNTKScaledRotaryEmbedding`; the reading below, which
+# leaves the fastest pair alone and divides the slowest by the full factor $s$,
+# follows Peng et al.'s (2023) account of it. A new base changes all frequencies at
+# once rather than one by one.
 # The fastest pair, $\theta_0 = b^0 = 1$, does not depend on the base at all. The
 # slowest, $i = d/2 - 1$, has $\theta_{d/2-1} = b^{-(d-2)/d}$; asking that it be divided
 # by $s$ fixes the base:
@@ -329,8 +352,10 @@ plt.show()
 # extended context $sL$, pair $i$ reaches the angle
 # $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$, more than the trained $L\theta_i$ for every
 # $i < d/2 - 1$. For a pair that never completed a turn in training, that is an angle
-# outside its trained arc. The cell counts such pairs for Llama 2 and $s = 4$: 17 of the
-# 18 slow pairs; only the last pair, divided by exactly $s$, stays inside. Peng et al.
+# outside its trained range. The cell counts such pairs for Llama 2 and $s = 4$: 17 of
+# the 18 slow pairs; only the last pair, divided by exactly $s$, stays below
+# $L\theta_i$. Against the last trained angle $(L-1)\theta_i$ it too overshoots, by
+# $(1 - 1/s)\theta_i$ as in PI, less than one step. Peng et al.
 # (2023) point out these "out-of-bound" values, and that in practice the factor of
 # NTK-aware scaling must therefore be set higher than the intended extension.
 
@@ -341,9 +366,11 @@ plt.show()
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
 # 名前はニューラルタンジェントカーネル（NTK）の理論に由来します。
 # この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。
-# そこで提案されたのが、最も速いペアはそのままにし、最も遅いペアをちょうど係数 $s$ で割る方法です。
-# 間のペアも、あとで見るように少しずつ割られます。
-# しかも周波数を 1 つずつ決めるのではなく、新しい底 $b'$ を選ぶことで実現します。
+# bloc97 の投稿は、この規則を新しい底 $b' = b\,s^{d/(d-2)}$ として示しています。
+# 同じ式は YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。
+# 以下の読み方、つまり最も速いペアはそのままにし、最も遅いペアをちょうど係数 $s$ で割るという説明は、
+# Peng ら（2023）によるこの手法の解説に従っています。
+# 間のペアも、あとで見るように少しずつ割られます。新しい底は、周波数を 1 つずつではなく一度にすべて変えます。
 # 最も速いペア $\theta_0 = b^0 = 1$ は、そもそも底によりません。
 # 最も遅いペア $i = d/2 - 1$ は $\theta_{d/2-1} = b^{-(d-2)/d}$ です。
 # これが $s$ で割られるという条件から、底が決まります。
@@ -357,7 +384,8 @@ plt.show()
 # これは $i < d/2 - 1$ のすべてのペアで、学習時の $L\theta_i$ より大きい値です。
 # 学習中に 1 周もしなかったペアにとって、それは学習した弧の外の角度です。
 # 下のセルで、Llama 2 と $s = 4$ についてそのようなペアを数えます。遅いペア 18 組のうち 17 組です。
-# ちょうど $s$ で割られる最後のペアだけが、弧の内側にとどまります。
+# ちょうど $s$ で割られる最後のペアだけが、$L\theta_i$ より小さい範囲にとどまります。
+# 一方、学習中の最後の角度 $(L-1)\theta_i$ と比べると、このペアも PI と同じく $(1 - 1/s)\theta_i$（1 歩未満）だけ超えます。
 # Peng ら（2023）はこの「範囲外」の値を指摘し、そのため実際には NTK-aware スケーリングの係数を、
 # 目標とする伸び率より大きく設定しなければならないと述べています。
 
@@ -376,6 +404,8 @@ assert theta_ntk[0] == theta[0] == 1  # the fastest pair is untouched
 never = L * theta < two_pi  # r_i < 1: no full turn in training
 past_arc = s * L * theta_ntk > L * theta * (1 + 1e-6)  # sL theta'_i > L theta_i
 assert torch.equal(past_arc, i < d // 2 - 1)
+over = (s * L - 1) * theta_ntk[-1] - (L - 1) * theta[-1]  # the last pair
+assert_close(over, (1 - 1 / s) * theta[-1])  # less than one step past
 print(
     "slow pairs pushed past their trained arc: "
     f"{int((never & past_arc).sum())} of {int(never.sum())}",
@@ -561,6 +591,9 @@ assert (mixed - mixed[0]).abs().max() > 0.1
 # towards interpolation much earlier than the code's, linear in $i$. The code's
 # frequencies range from 0.98 to 1.73 times the paper's. `posenc` follows the code:
 # it is what the paper's models were fine-tuned with and what Hugging Face runs.
+# The cell checks `YarnScaling` against the ramp written out above and against nine
+# frequencies and the attention factor that transformers 5.24.0 returns for this
+# setting, copied into the cell.
 
 # %% [markdown] lang="ja"
 # ## YaRN：部分ごとの補間と温度
@@ -590,6 +623,8 @@ assert (mixed - mixed[0]).abs().max() > 0.1
 # $r$ について線形な論文のランプ関数は、$i$ について線形なコードのランプ関数よりずっと早く補間の側へ傾きます。
 # コードの周波数は、論文の式の 0.98 倍から 1.73 倍の範囲にあります。
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
+# 下のセルでは、`YarnScaling` を上で書き下したランプ関数と比べ、
+# さらに transformers 5.24.0 がこの設定で返す 9 つの周波数とアテンションの係数（セルに書き写してあります）とも比べます。
 
 
 # %% alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプは、回転数について線形な論文のランプより遅れて下がります。"]}
@@ -608,6 +643,24 @@ low, high = math.floor(i_32), math.ceil(i_1)  # rounded outward
 gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)  # linear in i
 blend = (1 - gamma) * theta / s + gamma * theta
 assert_close(theta_yarn, blend, rtol=1e-6, atol=0)
+# transformers 5.24.0 (torch 2.13.0): ROPE_INIT_FUNCTIONS["yarn"](config, "cpu")
+# for a LlamaConfig with head_dim 128, rope_parameters {"rope_type": "yarn",
+# "rope_theta": 1e4, "factor": 4.0, "original_max_position_embeddings": 4096}
+hf_yarn = {
+    0: 1.000000000e00,
+    16: 1.000000015e-01,
+    21: 4.729203880e-02,
+    24: 2.797399648e-02,
+    32: 6.538461894e-03,
+    40: 1.337886788e-03,
+    45: 4.294026003e-04,
+    46: 3.333803616e-04,
+    63: 2.886954826e-05,
+}
+hf_pairs = list(hf_yarn)
+hf_values = torch.tensor(list(hf_yarn.values()), dtype=f64)
+assert_close(theta_yarn[hf_pairs], hf_values, rtol=1e-6, atol=0)
+assert math.isclose(yarn.attention_factor, 1.138629436111989, rel_tol=1e-12)
 assert_close(theta_yarn[: low + 1], theta[: low + 1], rtol=1e-6, atol=0)  # kept
 assert_close(theta_yarn[high:], theta[high:] / s, rtol=1e-6, atol=0)  # / s
 
@@ -705,7 +758,9 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # ## Llama 3's scaling
 #
 # Llama 3.1 extends Llama 3's context from $L = 8192$ to 131072 positions with a rule
-# published in Meta's reference code (`apply_scaling`) and in the models' `config.json`
+# published in Meta's reference code (llama-models' `apply_scaling`); the Herd paper
+# (Llama Team 2024) describes the staged long-context pretraining that went with it
+# but does not state the rule itself. It is also in the models' `config.json`
 # (`rope_type="llama3"`): factor $s = 8$, `low_freq_factor` $\alpha = 1$,
 # `high_freq_factor` $\beta = 4$, base $5 \cdot 10^5$. Pairs with a wavelength shorter than
 # $L/\beta$ keep their frequency, pairs with one longer than $L/\alpha$ are divided by $s$,
@@ -717,16 +772,19 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # ramp linear in $r$, for $\alpha = 1$ and $\beta = 4$, and without a temperature. At the
 # edges of the band $g_i$ is $1$ ($\lambda_i = L/\beta$) and $0$ ($\lambda_i = L/\alpha$),
 # so the three pieces join continuously. For $d = 128$ the cell counts 29 kept pairs,
-# 6 blended and 29 divided by 8. It checks `Llama3Scaling()` against the rule and against
-# `ntk_by_parts`; that the ratio $\theta'_i/\theta_i$ of one pair moves without a jump
-# as a change of base carries its wavelength across either edge; and that the
-# rotation keeps the norm. In the figure the dotted lines are $i_4$ and $i_1$.
+# 6 blended and 29 divided by 8. It checks `Llama3Scaling()` against the rule and
+# against `ntk_by_parts`; against eight frequencies that transformers 5.24.0 returns
+# for Llama 3.1's settings, copied into the cell; that the ratio
+# $\theta'_i/\theta_i$ of one pair moves without a jump as a change of base carries
+# its wavelength across either edge; and that the rotation keeps the norm. In the
+# figure the dotted lines are $i_4$ and $i_1$.
 
 # %% [markdown] lang="ja"
 # ## Llama 3 のスケーリング
 #
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 まで伸ばしています。
-# その規則は Meta の参照実装（`apply_scaling`）とモデルの `config.json`（`rope_type="llama3"`）で公開されています。
+# その規則は Meta の参照実装（llama-models の `apply_scaling`）とモデルの `config.json`（`rope_type="llama3"`）で公開されています。
+# Llama 3 の論文（Llama Team 2024）は、コンテキスト長を段階的に伸ばす長文脈の事前学習を説明していますが、この規則自体は書いていません。
 # 係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。
 # その間は次の式です。
@@ -735,7 +793,8 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # これは「[YaRN](#yarn部分ごとの補間と温度)」の節で見た論文の NTK-by-parts の規則（$r$ について線形なランプ関数）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものにほかなりません。
 # 帯の両端で $g_i$ は $1$（$\lambda_i = L/\beta$）と $0$（$\lambda_i = L/\alpha$）になるので、3 つの部分は連続につながります。
 # $d = 128$ では、下のセルが、そのまま保つペア 29 組、混ぜるペア 6 組、8 で割るペア 29 組を数えます。
-# `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせます。
+# `Llama3Scaling()` をこの規則と `ntk_by_parts` の両方と照らし合わせ、
+# さらに transformers 5.24.0 が Llama 3.1 の設定で返す 8 つの周波数（セルに書き写してあります）とも比べます。
 # また、底を変えてあるペアの波長をどちらかの端の向こうへ動かしても、そのペアの比 $\theta'_i/\theta_i$ が跳ばずに変わること、
 # そして回転がノルムを保つことも確かめます。
 # 図の点線は $i_4$ と $i_1$ です。
@@ -758,6 +817,22 @@ rule = torch.where(
 assert_close(theta_l3, rule, rtol=1e-6, atol=0)
 by_parts = ntk_by_parts(theta3, L3, s3, alpha=1, beta=4)
 assert_close(theta_l3, by_parts, rtol=1e-6, atol=0)
+# transformers 5.24.0 (torch 2.13.0): ROPE_INIT_FUNCTIONS["llama3"](config,
+# "cpu") for a LlamaConfig with head_dim 128, rope_parameters {"rope_type":
+# "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0,
+# "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+hf_llama3 = {
+    0: 1.000000000e00,
+    16: 3.760603070e-02,
+    28: 3.211446106e-03,
+    29: 2.166570630e-03,
+    31: 8.567514597e-04,
+    34: 1.785077911e-04,
+    35: 9.556212171e-05,
+    63: 3.068925878e-07,
+}
+hf_values = torch.tensor(list(hf_llama3.values()), dtype=f64)
+assert_close(theta_l3[list(hf_llama3)], hf_values, rtol=1e-6, atol=0)
 
 
 def ratio_across(edge, pair=30):
@@ -913,6 +988,12 @@ print("\n".join(table), end="")
 # Code Llama changed the base without the NTK-aware formula; for $d = 128$ its base is
 # the NTK-aware one for the factor $s = 100^{(d-2)/d}$, which the cell prints as 93.06.
 # Chen et al. (2023) themselves extended LLaMA models up to 32768 positions with PI.
+# Xiong et al. (2023, Llama 2 Long) call such a plain change of base "adjusted base
+# frequency" and raise Llama 2's base from $10^4$ to $5 \cdot 10^5$ during continued
+# pretraining on long sequences. Two rules in `posenc` that this chapter does not
+# derive are in the table of the next section: LongRoPE (Ding et al. 2024, used by
+# Phi-3) divides each frequency by its own factor found by a search, and p-RoPE
+# (Barbero et al. 2024) leaves the slowest pairs unrotated.
 
 # %% [markdown] lang="ja"
 # ## どのモデルがどれを使うか
@@ -929,6 +1010,11 @@ print("\n".join(table), end="")
 # Code Llama は NTK-aware の式を使わずに底を変えました。$d = 128$ では、その底は係数 $s = 100^{(d-2)/d}$ に対する NTK-aware の底と同じで、
 # 下のセルはこの係数を 93.06 と出力します。
 # Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
+# Xiong ら（2023、Llama 2 Long）は、このように底だけを変えることを「adjusted base frequency」と呼んでいます。
+# 彼らは長い系列での継続事前学習の間に、Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
+# この章で導かない `posenc` の規則が 2 つあり、次の節の表に載せています。
+# LongRoPE（Ding ら 2024、Phi-3 が使用）は、探索により周波数ごとに決めた係数で各周波数を割ります。
+# p-RoPE（Barbero ら 2024）は最も遅いペアを回転させずに残します。
 
 # %%
 s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
@@ -949,8 +1035,12 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # | NTK-aware, dynamic | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`, `factor`; $L$ is `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`, `factor`, `original_max_position_embeddings`, `beta_fast`, `beta_slow`; also `attention_factor`, `mscale`, `mscale_all_dim`, `truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`, `factor`, `low_freq_factor`, `high_freq_factor`, `original_max_position_embeddings` |
+# | LongRoPE (Ding et al. 2024; Phi-3) | `LongRopeScaling` | `rope_type="longrope"`, `short_factor`, `long_factor`, `original_max_position_embeddings`; also `factor`, `attention_factor` |
+# | p-RoPE (Barbero et al. 2024) | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`, `partial_rotary_factor`, `factor` |
 #
-# `posenc` reproduces Hugging Face's default YaRN: the attention factor
+# `posenc` reproduces Hugging Face's default YaRN (checked in the section
+# [YaRN](#yarn-interpolation-by-parts-and-a-temperature) against values from
+# transformers 5.24.0): the attention factor
 # $0.1\ln s + 1$ and the range rounded outward (`truncate=True`). Hugging Face's extra
 # YaRN keys override the attention factor (`attention_factor`, or the ratio of two
 # such factors from `mscale` and `mscale_all_dim`, as in DeepSeek's configurations) or
@@ -970,8 +1060,11 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # | NTK-aware（動的） | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`、`factor`。$L$ は `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
+# | LongRoPE（Ding ら 2024、Phi-3） | `LongRopeScaling` | `rope_type="longrope"`、`short_factor`、`long_factor`、`original_max_position_embeddings`。ほかに `factor`、`attention_factor` |
+# | p-RoPE（Barbero ら 2024） | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`、`partial_rotary_factor`、`factor` |
 #
-# `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
+# `posenc` は Hugging Face の既定の YaRN を再現します。
+# このことは「[YaRN](#yarn部分ごとの補間と温度)」の節で transformers 5.24.0 の値と照らし合わせました。アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
 # Hugging Face の YaRN には追加のキーもあります。
 # アテンションの係数を上書きするもの（`attention_factor`、または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）と、
 # 範囲を小数のまま使うためのもの（`truncate=False`）です。
@@ -1232,6 +1325,14 @@ print(
 #   <https://github.com/meta-llama/llama-models>
 # - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
 #   <https://arxiv.org/abs/2308.12950>
+# - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
+#   <https://arxiv.org/abs/2212.10554>
+# - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation Models*.
+#   <https://arxiv.org/abs/2309.16039>
+# - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2 Million
+#   Tokens*. <https://arxiv.org/abs/2402.13753>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary Positional
+#   Encodings useful?* <https://arxiv.org/abs/2410.06205>
 # - Hugging Face transformers, `modeling_rope_utils.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
 # - Model configurations: Llama 3.1 <https://huggingface.co/meta-llama/Llama-3.1-8B>,
@@ -1258,7 +1359,15 @@ print(
 #   <https://arxiv.org/abs/2407.21783>。参照実装（`apply_scaling`）：
 #   <https://github.com/meta-llama/llama-models>
 # - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
-#   <https://arxiv.org/abs/2308.12950>
+#   <https://arxiv.org/abs/2308.12950>。
+# - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
+#   <https://arxiv.org/abs/2212.10554>。
+# - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation Models*.
+#   <https://arxiv.org/abs/2309.16039>。
+# - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2 Million
+#   Tokens*. <https://arxiv.org/abs/2402.13753>。
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary Positional
+#   Encodings useful?* <https://arxiv.org/abs/2410.06205>。
 # - Hugging Face transformers、`modeling_rope_utils.py`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
 # - モデルの設定：Llama 3.1 <https://huggingface.co/meta-llama/Llama-3.1-8B>、

@@ -1,0 +1,837 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Rotary in today's LLMs
+#
+# Plain RoPE rotates every pair of features of every head in every layer.
+# Today's large models change that in four ways, and each has a reason that
+# can be computed. GPT-NeoX and Phi rotate only the first features of a head
+# ([partial rotation](../docs/glossary.md#partial-rotation));
+# [p-RoPE](../docs/glossary.md#p-rope) (Barbero et al. 2024), used by Gemma 4's
+# full-attention layers, instead drops the
+# lowest frequencies, which is a different thing. DeepSeek-V2 and V3 compress
+# keys and values into a small latent vector and keep RoPE out of it on a
+# separate small key. Llama 4 and Cohere's Command A leave RoPE out of some
+# layers altogether and restrict the RoPE layers to chunks or windows.
+# Every formula below is checked against numbers that Hugging Face
+# transformers prints (pasted with the version and the call), against
+# numbers from the papers, or against a second derivation.
+#
+# The letters follow the [notation page](../docs/notation.md#positions): $m$
+# and $n$ are the positions of the query and the key, $d$ the head size,
+# $\theta_i = b^{-2i/d}$.
+
+# %% [markdown] lang="ja"
+# # 現在の LLM の回転位置埋め込み
+#
+# 素の RoPE は、すべての層のすべてのヘッドで、次元のペアをすべて回転させます。
+# 現在の大規模なモデルはこれを 4 つの方向に変えており、どれにも計算で確かめられる理由があります。
+# GPT-NeoX と Phi はヘッドの最初の次元だけを回転させます（[部分回転](../docs/glossary.ja.md#partial-rotation)）。
+# [p-RoPE](../docs/glossary.ja.md#p-rope)（Barbero ら 2024）は、Gemma 4 の全体アテンションの層で使われており、代わりに最も低い周波数を取り除きます。これは別物です。
+# DeepSeek-V2 と V3 はキーとバリューを小さな潜在ベクトルに圧縮し、RoPE をそこから外して、別の小さなキーにだけ掛けます。
+# Llama 4 と Cohere の Command A は、一部の層から RoPE をまったく外し、RoPE の層はチャンクやウィンドウの中に限ります。
+# 以下のどの式も、Hugging Face transformers が出力した数値（バージョンと呼び出し方を添えて貼っています）、
+# 論文の数値、あるいは別の導出と照らし合わせて確かめます。
+#
+# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
+# $m$ と $n$ はクエリとキーの位置、$d$ はヘッドの次元数で、$\theta_i = b^{-2i/d}$ です。
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from torch.testing import assert_close
+
+from posenc import (
+    ProportionalScaling,
+    YarnScaling,
+    apply_rope,
+    attention,
+    llama4_attention_temperature,
+    rope_frequencies,
+)
+from posenc.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+torch.set_printoptions(precision=4, sci_mode=False)
+f64 = torch.float64
+
+# %% [markdown] lang="en"
+# ## Partial rotation against p-RoPE
+#
+# GPT-NeoX (`rotary_pct`, 0.25 in GPT-NeoX-20B) and Phi
+# (`partial_rotary_factor`) rotate the first $r$ features of a head and pass
+# the other $d - r$ through. The rotated part is an ordinary RoPE of size
+# $r$, so its frequencies are
+#
+# $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
+#
+# which run from 1 down to nearly $1/b$: the whole spectrum, squeezed into
+# fewer pairs. p-RoPE keeps the head's own frequencies $\theta_i = b^{-2i/d}$,
+# rotates only the first $k = \lfloor p\,d/2 \rfloor$ of them and sets the
+# rest to 0:
+#
+# $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
+#
+# So p-RoPE drops the lowest frequencies and keeps the fastest, while partial
+# rotation keeps the whole range at a coarser spacing. With Hugging Face's
+# [half layout](../docs/glossary.md#half-layout) the two also rotate different features: partial rotation the
+# first $r$, p-RoPE the pairs $(i, i + d/2)$ for $i < k$. The check takes
+# $d = 16$, $b = 10^4$ and a fraction of $1/4$ and compares `posenc` with the
+# frequencies that transformers 5.24.0 computes for both.
+
+# %% [markdown] lang="ja"
+# ## 部分回転と p-RoPE
+#
+# GPT-NeoX（`rotary_pct`。GPT-NeoX-20B では 0.25）と Phi（`partial_rotary_factor`）は、
+# ヘッドの最初の $r$ 次元を回転させ、残りの $d - r$ 次元はそのまま通します。
+# 回転する部分は次元数 $r$ の通常の RoPE なので、周波数は次のとおりです。
+#
+# $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
+#
+# これは 1 からほぼ $1/b$ まで下がります。スペクトル全体を、少ないペアに詰め込んだものです。
+# p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ を使い、最初の $k = \lfloor p\,d/2 \rfloor$ 個だけを回転させ、残りを 0 にします。
+#
+# $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
+#
+# つまり p-RoPE は最も低い周波数を捨てて最も速いものを残し、部分回転は全範囲を粗い間隔で残します。
+# Hugging Face の[半分割配置](../docs/glossary.ja.md#half-layout)では、回転する次元も違います。
+# 部分回転は最初の $r$ 次元を、p-RoPE は $i < k$ のペア $(i, i + d/2)$ を回転させます。
+# 次のセルでは、$d = 16$、$b = 10^4$、割合 $1/4$ について、`posenc` を transformers 5.24.0 が両方について計算した周波数と比べます。
+
+# %%
+d, r = 16, 4
+p_rope = ProportionalScaling(0.25)
+# transformers 5.24.0: GPTNeoXRotaryEmbedding(GPTNeoXConfig(hidden_size=64,
+#   num_attention_heads=4, rotary_pct=0.25, rope_theta=1e4)).inv_freq
+hf_partial = [1.0, 0.009999999776482582]
+# ROPE_INIT_FUNCTIONS["proportional"](LlamaConfig(hidden_size=64,
+#   num_attention_heads=4, rope_parameters={"rope_type": "proportional",
+#   "rope_theta": 1e4, "partial_rotary_factor": 0.25}))
+hf_proportional = [1.0, 0.3162277638912201, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+assert_close(rope_frequencies(r), torch.tensor(hf_partial))
+assert_close(rope_frequencies(d, scaling=p_rope), torch.tensor(hf_proportional))
+
+x = torch.randn(5, d, dtype=f64)
+pos = torch.arange(5)
+partial = apply_rope(x, pos, rotary_dim=r)
+proportional = apply_rope(x, pos, scaling=p_rope)
+moved_partial = (partial != x).any(0).nonzero().flatten().tolist()
+moved_p = (proportional != x).any(0).nonzero().flatten().tolist()
+assert moved_partial == [0, 1, 2, 3] and moved_p == [0, 1, 8, 9]
+assert not torch.allclose(partial, proportional)
+print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
+
+# %% [markdown] lang="en"
+# For a head of $d = 128$ with a quarter of it rotated, the figure shows the
+# wavelengths $2\pi/\theta$ of the pairs each scheme rotates. Partial
+# rotation spans nearly the same range as full RoPE with 16 points instead
+# of 64;
+# p-RoPE keeps the 16 shortest wavelengths, the longest about 50 positions
+# at $b = 10^4$.
+
+# %% [markdown] lang="ja"
+# $d = 128$ のヘッドの 4 分の 1 を回転させる場合について、図は各方式が回転させるペアの波長 $2\pi/\theta$ を示します。
+# 部分回転は通常の RoPE とほぼ同じ範囲を 64 点ではなく 16 点で覆います。
+# p-RoPE は最も短い 16 個の波長を残し、$b = 10^4$ では最長でも約 50 の位置です。
+
+# %% alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 50 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 50 だけを覆います。"]}
+d = 128
+schemes = {
+    "RoPE": rope_frequencies(d),
+    "RoPE, $r = 32$": rope_frequencies(32),
+    "p-RoPE, $p = 0.25$": rope_frequencies(
+        d, scaling=ProportionalScaling(0.25)
+    ),
+}
+fig, ax = plt.subplots(figsize=(6.5, 3.4))
+colours = plt.get_cmap("viridis")([0.0, 0.45, 0.85])
+for (name, theta), colour in zip(schemes.items(), colours, strict=True):
+    kept = theta[theta > 0].double()
+    ax.scatter(torch.arange(len(kept)), 2 * math.pi / kept, s=10,
+               color=colour, label=name)  # fmt: skip
+ax.set_yscale("log")
+ax.set_xlabel(r"$i$")
+ax.set_ylabel(r"$2\pi/\theta$")
+ax.legend()
+plt.show()
+p_longest = (2 * math.pi / schemes["p-RoPE, $p = 0.25$"][:16].double()).max()
+r_longest = (2 * math.pi / schemes["RoPE, $r = 32$"].double()).max()
+assert 45 < p_longest < 55 and 34_000 < r_longest < 36_000
+
+# %% [markdown] lang="en"
+# ## Why drop the lowest frequencies: semantic channels
+#
+# Barbero et al. (2024) looked inside Gemma 7B and report that it uses the
+# highest frequencies to build sharp positional attention heads (a head that
+# looks at the previous token, say) and puts much of the norm of its queries
+# and keys on the lowest frequencies, which turn so slowly that they act as
+# channels for content. But a slow pair still turns: over a distance
+# $m - n$ the contribution of pair $i$ to the score of equal vectors is
+# multiplied by $\cos((m - n)\theta_i)$. For the lowest pair of a head of 128
+# with $b = 10^4$, $\theta_{63} = 10^{-4 \cdot 126/128}$, and at a distance of
+# 8192 the factor is
+#
+# $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.59,$$
+#
+# so a content match through that channel loses 41 % of its score at long
+# range. Their argument is that such channels are not robust over long
+# contexts and that a larger base (500,000 in Llama 3) helps because it
+# slows them further. p-RoPE removes the rotation from the lowest pairs
+# altogether, which makes them exact content channels at any distance; they
+# report that Gemma 2B models trained with p-RoPE match or improve on RoPE.
+# The check computes the factor from rotated vectors, for RoPE and p-RoPE.
+
+# %% [markdown] lang="ja"
+# ## なぜ最も低い周波数を捨てるのか：意味のチャネル
+#
+# Barbero ら（2024）は Gemma 7B の内部を調べ、次のように報告しています。
+# Gemma は最も高い周波数を使って鋭い位置のアテンションヘッド（たとえば直前のトークンを見るヘッド）を作り、
+# クエリとキーのノルムの多くを最も低い周波数に載せています。
+# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働きます。
+# それでも遅いペアも回ってはいます。距離 $m - n$ では、等しいベクトルどうしのスコアへのペア $i$ の寄与に $\cos((m - n)\theta_i)$ が掛かります。
+# ヘッドの次元数 128、$b = 10^4$ の最も低いペアでは $\theta_{63} = 10^{-4 \cdot 126/128}$ で、距離 8192 での係数は次の値です。
+#
+# $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.59,$$
+#
+# つまり、このチャネルを通る内容の一致は、遠くではスコアの 41 % を失います。
+# 彼らの主張は、こうしたチャネルは長いコンテキストでは頑健でなく、底を大きくする（Llama 3 では 500,000）とそれらがさらに遅くなるので役に立つ、というものです。
+# p-RoPE は最も低いペアから回転を完全に取り除くので、それらはどの距離でも正確な内容のチャネルになります。
+# 彼らは、p-RoPE で学習した Gemma 2B のモデルが RoPE と同等かそれ以上の結果になったと報告しています。
+# 次のセルでは、RoPE と p-RoPE について回転したベクトルからこの係数を計算します。
+
+# %%
+lowest = torch.zeros(1, 128, dtype=f64)
+lowest[0, 63] = lowest[0, 127] = 1.0  # pair 63 of the half layout
+far = torch.tensor([8192])
+near = torch.tensor([0])
+for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
+    qv = apply_rope(lowest, far, scaling=scaling)
+    kv = apply_rope(lowest, near, scaling=scaling)
+    factor = (qv @ kv.T).item() / 2
+    print(f"{name}: factor at distance 8192 = {factor:.4f}")
+    expected = math.cos(8192 * 10 ** (-4 * 126 / 128)) if scaling is None else 1
+    assert math.isclose(factor, expected, rel_tol=1e-6)
+
+# %% [markdown] lang="en"
+# ## Multi-head latent attention
+#
+# DeepSeek-V2 (DeepSeek-AI 2024), with
+# [multi-head latent attention](../docs/glossary.md#multi-head-latent-attention), replaces the per-head keys and values in the
+# [KV cache](../docs/glossary.md#kv-cache) by one small latent vector per
+# token. With $h_t$ the input of token $t$, a down-projection makes the
+# latent $c^{KV}_t = W^{DKV} h_t$ of size $d_c$, and per head $i$ the
+# up-projections give the key and value:
+#
+# $$k^{C}_{t,i} = W^{UK}_i\, c^{KV}_t, \qquad v^{C}_{t,i} = W^{UV}_i\, c^{KV}_t .$$
+#
+# The queries go through a latent too, $c^{Q}_t = W^{DQ} h_t$ and
+# $q^{C}_{t,i} = W^{UQ}_i c^{Q}_t$. Without positions, the score of head $i$
+# between query $t$ and key $j$ regroups as
+#
+# $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
+#
+# so $W^{UK}_i$ can be absorbed into the query side once and for all, and
+# at inference only $c^{KV}$ needs to be cached; likewise $W^{UV}_i$ can be
+# absorbed into the output projection. This is the point of the design.
+
+# %% [markdown] lang="ja"
+# ## マルチヘッド潜在アテンション
+#
+# DeepSeek-V2（DeepSeek-AI 2024）は[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)を使います。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れるヘッドごとのキーとバリューを、トークンごとに 1 本の小さな潜在ベクトルで置き換える方式です。
+# トークン $t$ の入力を $h_t$ とすると、次元を下げる射影が大きさ $d_c$ の潜在ベクトル $c^{KV}_t = W^{DKV} h_t$ を作り、
+# ヘッド $i$ ごとに次元を上げる射影がキーとバリューを作ります。
+#
+# $$k^{C}_{t,i} = W^{UK}_i\, c^{KV}_t, \qquad v^{C}_{t,i} = W^{UV}_i\, c^{KV}_t .$$
+#
+# クエリも潜在ベクトル $c^{Q}_t = W^{DQ} h_t$ を通り、$q^{C}_{t,i} = W^{UQ}_i c^{Q}_t$ です。
+# 位置がなければ、ヘッド $i$ のクエリ $t$ とキー $j$ のスコアは次のようにまとめ直せます。
+#
+# $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
+#
+# そのため $W^{UK}_i$ は一度だけクエリの側に吸収でき、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
+# 同じように $W^{UV}_i$ は出力の射影に吸収できます。これがこの設計の要点です。
+
+# %% [markdown] lang="en"
+# ## Why RoPE cannot go into the latent
+#
+# Rotate the keys and queries of the latent path by their positions and the
+# score becomes
+#
+# $$\big(R_t W^{UQ}_i c^{Q}_t\big)^\top R_j W^{UK}_i c^{KV}_j = c^{Q\top}_t \big(W^{UQ\top}_i R_{j-t} W^{UK}_i\big)\, c^{KV}_j .$$
+#
+# The matrix in the middle now depends on the offset $j - t$: it is a
+# different matrix for every cached key, so no single product can be
+# precomputed and the keys would have to be rebuilt from the latent for
+# every new query. The DeepSeek-V2 paper makes this argument: a RoPE matrix
+# that depends on the generated token sits between $W^{Q}$ and $W^{UK}$,
+# and matrix multiplication does not commute. The check builds the middle
+# matrix for three pairs of positions: it depends on the offset only, and
+# it changes with the offset.
+
+# %% [markdown] lang="ja"
+# ## なぜ RoPE を潜在ベクトルに入れられないのか
+#
+# 潜在ベクトルの経路のクエリとキーを位置で回転させると、スコアは次のようになります。
+#
+# $$\big(R_t W^{UQ}_i c^{Q}_t\big)^\top R_j W^{UK}_i c^{KV}_j = c^{Q\top}_t \big(W^{UQ\top}_i R_{j-t} W^{UK}_i\big)\, c^{KV}_j .$$
+#
+# 真ん中の行列は差 $j - t$ で決まるようになり、キャッシュしたキーごとに別の行列になります。
+# そのため 1 つの積を前もって計算しておくことはできません。新しいクエリのたびに、潜在ベクトルからキーを作り直す必要があります。
+# DeepSeek-V2 の論文もこう論じています。生成中のトークンに依存する RoPE の行列が $W^{Q}$ と $W^{UK}$ のあいだに入り、
+# 行列の積は可換ではないからです。
+# 次のセルでは 3 組の位置について真ん中の行列を作ります。行列は差だけで決まり、差が変わると変わります。
+
+# %%
+gen = torch.Generator().manual_seed(1)
+w_uq = torch.randn(8, 16, generator=gen, dtype=f64)  # latent 16 -> head 8
+w_uk = torch.randn(8, 12, generator=gen, dtype=f64)  # latent 12 -> head 8
+
+
+def middle(t, j):
+    """W_UQ^T R_t^T R_j W_UK, from rotated columns."""
+    rq = apply_rope(w_uq.T, torch.tensor([t]))  # rows: (R_t W_UQ e_a)^T
+    rk = apply_rope(w_uk.T, torch.tensor([j]))
+    return rq @ rk.T
+
+
+assert_close(middle(2, 5), middle(0, 3))  # offset 3 both times
+assert not torch.allclose(middle(0, 3), middle(0, 4))
+assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
+
+# %% [markdown] lang="en"
+# ## Decoupled RoPE: one small rotary key for all heads
+#
+# DeepSeek's answer is to carry position on extra dimensions. Each head gets
+# an additional query part $q^{R}_{t,i} = \mathrm{RoPE}(W^{QR}_i c^{Q}_t)$
+# of size $d^R_h$, and all heads share one rotary key computed from the
+# input, $k^{R}_t = \mathrm{RoPE}(W^{KR} h_t)$. The query and key of head $i$
+# are the concatenations
+#
+# $$q_{t,i} = \big[q^{C}_{t,i};\ q^{R}_{t,i}\big], \qquad k_{t,i} = \big[k^{C}_{t,i};\ k^{R}_{t}\big],$$
+#
+# and the score divides by $\sqrt{d_h + d^R_h}$. The latent part is free of
+# positions and can be absorbed as above; the rotary part is an ordinary
+# RoPE score. The cache holds $c^{KV}_t$ and $k^{R}_t$: $d_c + d^R_h$
+# numbers per token and layer, against $2 n_h d_h$ for multi-head attention.
+# With DeepSeek-V2's $n_h = 128$, $d_h = 128$, $d_c = 512$ and $d^R_h = 64$
+# that is 576 against 32,768, which the paper writes as $\tfrac{9}{2} d_h$
+# ($d_c = 4 d_h$, $d^R_h = d_h/2$); DeepSeek-V3 keeps $d_c = 512$ and
+# $d^R_h = 64$ (its Hugging Face configuration: `kv_lora_rank = 512`,
+# `qk_rope_head_dim = 64`).
+
+# %% [markdown] lang="ja"
+# ## 分離した RoPE：全ヘッドで共有する小さな回転キー
+#
+# DeepSeek の答えは、位置を別の次元に載せることです。
+# 各ヘッドは大きさ $d^R_h$ の追加のクエリ $q^{R}_{t,i} = \mathrm{RoPE}(W^{QR}_i c^{Q}_t)$ を持ち、
+# すべてのヘッドが入力から作る 1 本の回転キー $k^{R}_t = \mathrm{RoPE}(W^{KR} h_t)$ を共有します。
+# ヘッド $i$ のクエリとキーは、それらをつなげたものです。
+#
+# $$q_{t,i} = \big[q^{C}_{t,i};\ q^{R}_{t,i}\big], \qquad k_{t,i} = \big[k^{C}_{t,i};\ k^{R}_{t}\big],$$
+#
+# スコアは $\sqrt{d_h + d^R_h}$ で割ります。
+# 潜在ベクトルの部分は位置を含まないので上のように吸収でき、回転の部分は通常の RoPE のスコアです。
+# キャッシュするのは $c^{KV}_t$ と $k^{R}_t$ で、トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です。
+# マルチヘッドアテンションでは $2 n_h d_h$ 個です。
+# DeepSeek-V2 の $n_h = 128$、$d_h = 128$、$d_c = 512$、$d^R_h = 64$ では 576 対 32,768 になり、
+# 論文はこれを $\tfrac{9}{2} d_h$ と書いています（$d_c = 4 d_h$、$d^R_h = d_h/2$）。
+# DeepSeek-V3 も $d_c = 512$、$d^R_h = 64$ のままです（Hugging Face の設定では `kv_lora_rank = 512`、`qk_rope_head_dim = 64`）。
+
+# %%
+n_h, d_h, d_c, d_hr = 128, 128, 512, 64
+mla, mha = d_c + d_hr, 2 * n_h * d_h
+assert mla == 9 * d_h // 2 and d_c == 4 * d_h and d_hr == d_h // 2
+print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
+
+# %% [markdown] lang="en"
+# ## A small MLA checked against DeepSeek-V3 in transformers
+#
+# The cell builds the attention of one layer with `posenc.apply_rope` and
+# `posenc.attention` and compares it with Hugging Face's
+# `DeepseekV3Attention` run on the same random weights (the numbers are
+# pasted; the weights come from a seeded generator, drawn in the same order
+# in both runs). Two details of the implementation: the latents
+# $c^{Q}$ and $c^{KV}$ pass through an RMS normalisation (with weight 1 at
+# initialisation), and DeepSeek-V3's checkpoints lay the rotary features out
+# in interleaved pairs $(2i, 2i + 1)$ (`rope_interleave = True`), so
+# `layout="interleaved"` here. Hugging Face rotates those pairs and writes
+# the results de-interleaved, evens first; that permutes the rotary features
+# of query and key alike and leaves every score unchanged.
+
+# %% [markdown] lang="ja"
+# ## 小さな MLA を transformers の DeepSeek-V3 と照合する
+#
+# 次のセルでは、`posenc.apply_rope` と `posenc.attention` で 1 層分のアテンションを組み立てます。
+# それを、同じランダムな重みで動かした Hugging Face の `DeepseekV3Attention` の出力（貼り付けた数値）と比べます。
+# 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
+# 実装の細部が 2 つあります。
+# 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
+# また DeepSeek-V3 のチェックポイントは回転する次元を隣り合うペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
+# ここでは `layout="interleaved"` を使います。
+# Hugging Face はそのペアを回転させたあと、偶数番目を先にして並べ替えて書き出します。
+# これはクエリとキーの回転する次元を同じように置換するだけなので、スコアはどれも変わりません。
+
+# %%
+# the shapes of transformers 5.24.0's DeepseekV3Attention for
+# DeepseekV3Config(hidden_size=32, num_attention_heads=2, q_lora_rank=16,
+#   kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+#   rope_interleave=True, rope_theta=1e4), eager attention, float32
+n_h, d_nope, d_rope, d_v, d_c = 2, 8, 4, 6, 8
+gen = torch.Generator().manual_seed(0)
+shapes = {"q_a": (16, 32), "q_b": (24, 16), "kv_a": (12, 32),
+          "kv_b": (28, 8), "o": (32, 12)}  # fmt: skip
+W = {k: torch.randn(s, generator=gen) * 0.3 for k, s in shapes.items()}
+h = torch.randn(1, 6, 32, generator=gen)[0]  # 6 tokens
+pos = torch.arange(6)
+
+
+def rms(v, eps=1e-6):
+    return v * torch.rsqrt(v.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def mla(h):
+    s = len(h)
+    c_q = rms(h @ W["q_a"].T)
+    q = (c_q @ W["q_b"].T).view(s, n_h, d_nope + d_rope).transpose(0, 1)
+    q_c, q_r = q[..., :d_nope], q[..., d_nope:]
+    kv_a = h @ W["kv_a"].T
+    c_kv, k_r = rms(kv_a[:, :d_c]), kv_a[:, d_c:]
+    kv = (c_kv @ W["kv_b"].T).view(s, n_h, d_nope + d_v).transpose(0, 1)
+    k_c, v = kv[..., :d_nope], kv[..., d_nope:]
+    q_r = apply_rope(q_r, pos, layout="interleaved")
+    k_r = apply_rope(k_r, pos, layout="interleaved")  # one key, all heads
+    q = torch.cat([q_c, q_r], dim=-1)
+    k = torch.cat([k_c, k_r.expand(n_h, s, d_rope)], dim=-1)
+    out = attention(q, k, v, causal=True)  # scale 1 / sqrt(8 + 4)
+    return out.transpose(0, 1).reshape(s, n_h * d_v) @ W["o"].T, c_kv, k_r
+
+
+out, c_kv, k_r = mla(h)
+# DeepseekV3Attention(...)(x, (cos, sin), causal -inf mask)[0][0, :, :4]
+hf_out = [[1.355757, -1.260383, 0.650181, -0.347249],
+          [1.631431, -0.453178, 1.479988, -0.574575],
+          [1.105552, -0.711953, 0.515167, 0.042537],
+          [0.947041, 0.03489, 0.732043, 0.215325],
+          [0.371246, -0.407632, -0.007062, 0.404188],
+          [0.269107, 0.252824, -0.237305, 0.902777]]  # fmt: skip
+hf_abs_sum = 116.2837905883789
+assert_close(out[:, :4], torch.tensor(hf_out), atol=2e-6, rtol=0)
+assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
+print(out[:, :4])
+
+# %% [markdown] lang="en"
+# The same layer can run from the cache alone. Absorb $W^{UK}_i$ into the
+# query ($\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$, a vector in the
+# latent space), score it against the cached $c^{KV}_j$, add the rotary
+# score against the cached $k^{R}_j$, and apply $W^{UV}_i$ after the
+# weighted sum of latents. This second derivation never forms a per-head
+# key or value, and gives the same output.
+
+# %% [markdown] lang="ja"
+# 同じ層は、キャッシュだけからでも計算できます。
+# $W^{UK}_i$ をクエリに吸収し（$\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$。潜在空間のベクトルです）、
+# キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
+# 潜在ベクトルの重み付き和のあとで $W^{UV}_i$ を掛けます。
+# この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
+
+
+# %%
+def mla_from_cache(h, c_kv, k_r):
+    s = len(h)
+    c_q = rms(h @ W["q_a"].T)
+    q = (c_q @ W["q_b"].T).view(s, n_h, d_nope + d_rope).transpose(0, 1)
+    q_c, q_r = (
+        q[..., :d_nope],
+        apply_rope(q[..., d_nope:], pos, layout="interleaved"),
+    )
+    w_kv = W["kv_b"].view(n_h, d_nope + d_v, d_c)
+    w_uk, w_uv = (
+        w_kv[:, :d_nope],
+        w_kv[:, d_nope:],
+    )  # (n_h, 8, d_c), (n_h, 6, d_c)
+    q_latent = q_c @ w_uk  # (n_h, s, d_c): W_UK absorbed
+    scores = (q_latent @ c_kv.T + q_r @ k_r.T) / math.sqrt(d_nope + d_rope)
+    causal = torch.ones(s, s, dtype=torch.bool).tril()
+    weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+    out = (weights @ c_kv) @ w_uv.transpose(1, 2)  # W_UV after the sum
+    return out.transpose(0, 1).reshape(s, n_h * d_v) @ W["o"].T
+
+
+assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
+
+# %% [markdown] lang="en"
+# DeepSeek-V3 extends its context with YaRN (see
+# [*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)),
+# with `mscale = mscale_all_dim = 1`. Hugging Face then leaves the rotary
+# factor at $g(s, 1)/g(s, 1) = 1$, where $g(s, a) = 0.1\,a \ln s + 1$, and
+# multiplies the softmax scale instead by $g(s, a_{\text{all}})^2$:
+#
+# $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
+#
+# With DeepSeek-V3's $s = 40$ and $d_h + d^R_h = 128 + 64 = 192$ that is
+# the value Hugging Face's attention stores, pasted below; `posenc`'s
+# `YarnScaling` gives the rotary factor 1.
+
+# %% [markdown] lang="ja"
+# DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章を参照）。
+# 設定は `mscale = mscale_all_dim = 1` です。
+# このとき Hugging Face は回転の係数を $g(s, 1)/g(s, 1) = 1$ のままにし
+# （$g(s, a) = 0.1\,a \ln s + 1$ です）、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
+#
+# $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
+#
+# DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは下に貼った Hugging Face のアテンションが保持する値になります。
+# `posenc` の `YarnScaling` は回転の係数 1 を返します。
+
+# %%
+yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
+# transformers 5.24.0: DeepseekV3Attention(DeepseekV3Config(qk_nope_head_dim
+#   =128, qk_rope_head_dim=64, rope_parameters={"rope_type": "yarn",
+#   "factor": 40, "original_max_position_embeddings": 4096, "mscale": 1,
+#   "mscale_all_dim": 1, ...}), 0).scaling; the rotary attention_scaling: 1.0
+hf_scaling, hf_rotary_factor = 0.1352337788608801, 1.0
+assert yarn.attention_factor == hf_rotary_factor
+assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
+
+# %% [markdown] lang="en"
+# ## Llama 4: NoPE layers with a temperature, chunked RoPE layers
+#
+# Llama 4 (Meta 2025) interleaves layers without any positional encoding
+# among its RoPE layers, which Meta calls iRoPE. In Hugging Face's
+# `Llama4TextConfig` the default is one NoPE layer in four
+# (`no_rope_layer_interval = 4`: layers 3, 7, 11, ...), and the two kinds of
+# layer differ in more than the rotation:
+#
+# - the RoPE layers use [chunked attention](../docs/glossary.md#chunked-attention):
+#   they attend only within chunks of $C$ = `attention_chunk_size` = 8192
+#   tokens: query $m$ sees key $n \le m$ only if
+#   $\lfloor n/C \rfloor = \lfloor m/C \rfloor$, so RoPE never meets a
+#   distance of $C$ or more;
+# - the NoPE layers attend over the whole causal context, and multiply the
+#   query at position $p$ by a temperature that grows in steps of
+#   `floor_scale` $= 8192$ positions (`attn_scale` $a = 0.1$):
+#
+# $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
+#
+# The temperature is 1 up to position 8190, $1 + 0.1 \ln 2$ from 8191, and
+# grows like $\ln p$ beyond: the logits of the long-range layers sharpen
+# slowly as the context grows, the idea of Nakanishi's scalable softmax
+# (2025). The check compares `llama4_attention_temperature` with the formula
+# evaluated in plain Python, and the layer pattern and a chunked mask with
+# those of transformers 5.24.0 (chunk size 3 for the mask).
+
+# %% [markdown] lang="ja"
+# ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
+#
+# Llama 4（Meta 2025）は、RoPE の層のあいだに位置エンコーディングをまったく持たない層を挟みます。Meta はこれを iRoPE と呼んでいます。
+# Hugging Face の `Llama4TextConfig` の既定値では 4 層に 1 層が NoPE です
+# （`no_rope_layer_interval = 4` で、層 3、7、11、…）。2 種類の層の違いは回転だけではありません。
+#
+# - RoPE の層は[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)を使い、$C$ = `attention_chunk_size` = 8192 トークンのチャンクの中だけを見ます。
+#   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけなので、RoPE が $C$ 以上の距離に出会うことはありません。
+# - NoPE の層は因果的なコンテキスト全体にアテンションし、位置 $p$ のクエリに温度を掛けます。
+#   温度は `floor_scale` $= 8192$ の位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
+#
+# $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
+#
+# 温度は位置 8190 までは 1、8191 からは $1 + 0.1 \ln 2$ で、その先は $\ln p$ のように大きくなります。
+# 遠くを見る層のロジットは、コンテキストが伸びるにつれてゆっくり鋭くなります。これは Nakanishi の scalable softmax（2025）の考え方です。
+# 次のセルでは、`llama4_attention_temperature` を Python だけで計算した式と比べ、
+# 層の並びとチャンクに分けたマスクを transformers 5.24.0 のもの（マスクはチャンクの大きさ 3）と比べます。
+
+# %%
+p = torch.tensor([0, 8190, 8191, 16383, 100_000, 1_000_000])
+tau = llama4_attention_temperature(p)
+formula = [
+    0.1 * math.log(math.floor((q + 1) / 8192) + 1) + 1 for q in p.tolist()
+]
+assert_close(tau, torch.tensor(formula), rtol=1e-6, atol=0)
+assert tau[1] == 1 and math.isclose(tau[2], 1 + 0.1 * math.log(2), rel_tol=1e-6)
+print(dict(zip(p.tolist(), [round(t, 4) for t in tau.tolist()], strict=True)))
+
+
+def chunked_mask(s, chunk, queries=None):
+    """Query m (rows; all s by default) may see key n (columns)."""
+    m = torch.arange(s) if queries is None else queries
+    n = torch.arange(s)
+    same = (m[:, None] // chunk) == (n[None, :] // chunk)
+    return same & (n[None, :] <= m[:, None])
+
+
+def sliding_mask(s, window, queries=None):
+    m = torch.arange(s) if queries is None else queries
+    n = torch.arange(s)
+    return (n[None, :] <= m[:, None]) & (n[None, :] > m[:, None] - window)
+
+
+def largest_distance(mask, queries):
+    dist = queries[:, None] - torch.arange(mask.shape[1])[None, :]
+    return int(dist[mask].max())
+
+
+# transformers 5.24.0: Llama4TextConfig(num_hidden_layers=8).layer_types, and
+# masking_utils.chunked_causal_mask_function(3, left_padding=0) on 7 x 7
+hf_llama4_types = ["chunked_attention"] * 3 + ["full_attention"]
+hf_llama4_types = hf_llama4_types * 2
+hf_chunked = [[1, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0],
+              [1, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 0, 0, 0],
+              [0, 0, 0, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1, 0],
+              [0, 0, 0, 0, 0, 0, 1]]  # fmt: skip
+nope = [(layer + 1) % 4 == 0 for layer in range(8)]
+types = ["full_attention" if n else "chunked_attention" for n in nope]
+assert types == hf_llama4_types
+assert chunked_mask(7, 3).int().tolist() == hf_chunked
+queries = torch.tensor([0, 8190, 8191, 8192, 12000, 16383, 16384])
+m = chunked_mask(16385, 8192, queries)
+assert largest_distance(m, queries) == 8191  # never a distance of 8192
+
+# %% [markdown] lang="en"
+# ## Command A: sliding-window RoPE layers, full NoPE layers
+#
+# Cohere's Command A (Cohere 2025) uses the same split with a sliding window
+# instead of chunks: three layers of sliding-window attention with RoPE, then
+# one layer of full attention without positional encoding. In Hugging Face's
+# `Cohere2` code, `sliding_window = 4096` and a pattern of 4 are the
+# defaults, and the attention applies the rotation only when the layer has a
+# sliding window. A window of $W$ lets query $m$ see keys
+# $m - W < n \le m$: the last $W$ tokens, itself included. A window slides
+# with the query, where a chunk restarts at fixed boundaries; both keep the
+# largest distance RoPE sees below $W$ (or $C$). The check compares the layer
+# pattern and a window of 3 with transformers 5.24.0.
+
+# %% [markdown] lang="ja"
+# ## Command A：スライディングウィンドウの RoPE の層と、全体を見る NoPE の層
+#
+# Cohere の Command A（Cohere 2025）は、チャンクの代わりにスライディングウィンドウで同じ分け方をします。
+# RoPE 付きのスライディングウィンドウのアテンションを 3 層置き、そのあとに位置エンコーディングのない全体アテンションを 1 層置きます。
+# Hugging Face の `Cohere2` のコードでは `sliding_window = 4096` と周期 4 が既定値で、
+# アテンションは層にスライディングウィンドウがあるときだけ回転を掛けます。
+# 幅 $W$ のウィンドウでは、クエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ トークンを見ます。
+# ウィンドウはクエリとともに動き、チャンクは決まった境界で区切り直されます。
+# どちらも RoPE が見る最大の距離を $W$（または $C$）未満に保ちます。
+# 次のセルでは、層の並びと幅 3 のウィンドウを transformers 5.24.0 と比べます。
+
+# %%
+# transformers 5.24.0: Cohere2Config(num_hidden_layers=8).layer_types and
+# .sliding_window; sliding_window_causal_mask_function(3) on 7 x 7
+hf_cohere_types = (["sliding_attention"] * 3 + ["full_attention"]) * 2
+hf_cohere_window = 4096
+hf_sliding = [[1, 0, 0, 0, 0, 0, 0], [1, 1, 0, 0, 0, 0, 0],
+              [1, 1, 1, 0, 0, 0, 0], [0, 1, 1, 1, 0, 0, 0],
+              [0, 0, 1, 1, 1, 0, 0], [0, 0, 0, 1, 1, 1, 0],
+              [0, 0, 0, 0, 1, 1, 1]]  # fmt: skip
+types = [
+    "full_attention" if (layer + 1) % 4 == 0 else "sliding_attention"
+    for layer in range(8)
+]
+assert types == hf_cohere_types
+assert sliding_mask(7, 3).int().tolist() == hf_sliding
+queries = torch.tensor([0, 4095, 4096, 9999])
+m = sliding_mask(10000, hf_cohere_window, queries)
+assert largest_distance(m, queries) == hf_cohere_window - 1
+assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
+
+# %% [markdown] lang="en"
+# The figure draws the three masks on 16 tokens with a chunk and a window of
+# 4: Llama 4's chunked RoPE layers, Command A's sliding-window RoPE layers,
+# and the full causal attention of both models' NoPE layers.
+
+# %% [markdown] lang="ja"
+# 図は、チャンクとウィンドウの大きさを 4 として、16 トークンでの 3 つのマスクを描いたものです。
+# Llama 4 のチャンクに分けた RoPE の層、Command A のスライディングウィンドウの RoPE の層、両モデルの NoPE の層の全体の因果的アテンションです。
+
+# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries dark. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、見られる成分が濃い色）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体の因果的アテンションで、下三角全体です。"]}
+s = 16
+full = torch.ones(s, s, dtype=torch.bool).tril()
+masks = [chunked_mask(s, 4), sliding_mask(s, 4), full]
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
+for ax, mask, title in zip(
+    axes, masks, ["$C = 4$", "$W = 4$", r"$n \leq m$"], strict=True
+):
+    ax.imshow(mask.float(), cmap="viridis_r", vmin=0, vmax=1.6)
+    ax.set_title(title)
+    ax.set_xlabel(r"$n$")
+    ax.set_xticks([])
+    ax.set_yticks([])
+axes[0].set_ylabel(r"$m$")
+plt.show()
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - Partial rotation (`rotary_pct`) runs a full spectrum of RoPE on the first
+#   $r$ features; p-RoPE keeps the head's fastest frequencies and sets the
+#   lowest to 0. They rotate different features by different angles.
+# - Slow pairs still turn: at distance $m - n$ a pair contributes with a
+#   factor $\cos((m - n)\theta_i)$; p-RoPE makes the lowest pairs pure
+#   content channels (Barbero et al.'s semantic channels).
+# - MLA caches a latent $c^{KV}$ of size $d_c$ and absorbs the
+#   up-projections; RoPE would put a position-dependent matrix between them,
+#   so DeepSeek rotates a separate key of size $d^R_h$, shared by all heads:
+#   $d_c + d^R_h$ numbers per token and layer (576 in DeepSeek-V2 and V3).
+# - Llama 4 and Command A mix RoPE layers restricted to chunks or windows
+#   (8192, 4096) with NoPE layers over the whole context; Llama 4 also scales
+#   the NoPE queries by a temperature that grows with $\ln p$.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - 部分回転（`rotary_pct`）は、最初の $r$ 次元でスペクトル全体の RoPE を使います。
+#   p-RoPE はヘッドの速い周波数を残し、最も低いものを 0 にします。両者は違う次元を違う角度で回転させます。
+# - 遅いペアも回ります。距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
+#   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らの言う意味のチャネル）にします。
+# - MLA は大きさ $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
+#   RoPE を入れると位置に依存する行列がそのあいだに入るので、DeepSeek は全ヘッドで共有する大きさ $d^R_h$ の別のキーを回転させます。
+#   トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
+# - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、コンテキスト全体を見る NoPE の層を組み合わせます。
+#   Llama 4 はさらに NoPE の層のクエリに、$\ln p$ のように大きくなる温度を掛けます。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Compare the KV cache per token of one layer for DeepSeek-V2's MLA with
+#    grouped-query attention with 8 key-value heads of size 128, and with
+#    multi-query attention (one head). Which is smallest?
+# 2. In a head of $d = 128$ with $b = 10^4$, what is the largest number
+#    $k$ of kept pairs for which p-RoPE keeps no pair whose wavelength
+#    exceeds 8192? What fraction $p$ of the frequencies is that?
+# 3. Llama 4 reads a context of 100,000 tokens. In a chunked RoPE layer, how
+#    many keys does the last query see, and what is the temperature of the
+#    last query in a NoPE layer?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. DeepSeek-V2 の MLA の、1 層・トークン 1 つあたりの KV キャッシュを 2 つの方式と比べてください。
+#    1 つは大きさ 128 のキーとバリューのヘッドを 8 つ持つグループ化クエリアテンション、もう 1 つはマルチクエリアテンション（ヘッド 1 つ）です。
+#    どれが最も小さいですか。
+# 2. $d = 128$、$b = 10^4$ のヘッドで、残したペアに波長が 8192 を超えるものがない p-RoPE のうち、残すペアの数 $k$ の最大値はいくつですか。
+#    それは周波数の何割 $p$ にあたりますか。
+# 3. Llama 4 が 100,000 トークンのコンテキストを読むとします。
+#    チャンクに分けた RoPE の層で最後のクエリが見るキーはいくつですか。また、NoPE の層での最後のクエリの温度はいくつですか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Grouped-query attention with 8 key-value heads caches
+# $2 \cdot 8 \cdot 128 = 2048$ numbers, multi-query attention
+# $2 \cdot 128 = 256$, MLA $512 + 64 = 576$. Multi-query attention is
+# smallest; MLA sits between the two while keeping a separate key and value
+# for every head after the up-projection (the paper's Table 1 compares the
+# same formulas).
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** キャッシュする数を比べます。
+# キーとバリューのヘッドが 8 つのグループ化クエリアテンションでは $2 \cdot 8 \cdot 128 = 2048$ 個です。
+# マルチクエリアテンションは $2 \cdot 128 = 256$ 個、MLA は $512 + 64 = 576$ 個です。
+# 最も小さいのはマルチクエリアテンションです。
+# MLA はその中間にあります。それでも、次元を上げる射影のあとではヘッドごとに別のキーとバリューを持ちます。
+# 論文の表 1 も同じ式で比べています。
+
+# %% tags=["solution"]
+cache = {"GQA, 8 heads": 2 * 8 * 128, "MQA": 2 * 128, "MLA": 512 + 64}
+assert min(cache, key=cache.get) == "MQA"
+assert cache["MQA"] < cache["MLA"] < cache["GQA, 8 heads"]
+print(cache)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** Pair $i$ has wavelength $2\pi\, b^{2i/d}$, which stays at
+# or below 8192 while $2i/d \le \log_b(8192/2\pi)$, that is
+# $i \le 64 \log_{10^4}(8192/2\pi) = 49.8$. So pairs $0, \dots, 49$ qualify,
+# $k = 50$ and $p = 50/64 \approx 0.78$. The check counts the kept pairs from
+# `rope_frequencies`.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** ペア $i$ の波長は $2\pi\, b^{2i/d}$ で、$2i/d \le \log_b(8192/2\pi)$、
+# つまり $i \le 64 \log_{10^4}(8192/2\pi) = 49.8$ のあいだは 8192 以下です。
+# したがってペア $0, \dots, 49$ が条件を満たし、$k = 50$、$p = 50/64 \approx 0.78$ です。
+# 次のセルでは、`rope_frequencies` から残るペアを数えて確かめます。
+
+# %% tags=["solution"]
+i_max = 64 * math.log(8192 / (2 * math.pi), 10_000)
+wl = 2 * math.pi / rope_frequencies(128).double()
+k = int((wl <= 8192).sum())
+assert k == math.floor(i_max) + 1 == 50
+kept = rope_frequencies(128, scaling=ProportionalScaling(k / 64))
+assert int((kept > 0).sum()) == k and (2 * math.pi / kept[:k]).max() <= 8192
+print(f"i <= {i_max:.1f}: k = {k}, p = {k / 64:.3f}")
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** The last query sits at $m = 99{,}999$, in the chunk that
+# starts at $\lfloor 99{,}999/8192 \rfloor \cdot 8192 = 98{,}304$, so it
+# sees $99{,}999 - 98{,}304 + 1 = 1696$ keys. Its temperature is
+# $0.1 \ln(\lfloor 100{,}000/8192 \rfloor + 1) + 1 = 0.1 \ln 13 + 1 \approx 1.2565$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 最後のクエリは $m = 99{,}999$ にあり、$\lfloor 99{,}999/8192 \rfloor \cdot 8192 = 98{,}304$ から始まるチャンクに属します。
+# したがって見るキーは $99{,}999 - 98{,}304 + 1 = 1696$ 個です。
+# 温度は $0.1 \ln(\lfloor 100{,}000/8192 \rfloor + 1) + 1 = 0.1 \ln 13 + 1 \approx 1.2565$ です。
+
+# %% tags=["solution"]
+last = 99_999
+start = last // 8192 * 8192
+seen = sum(1 for n in range(start, last + 1) if n // 8192 == last // 8192)
+assert start == 98_304 and seen == 1696
+tau = llama4_attention_temperature(torch.tensor([last])).item()
+assert math.isclose(tau, 0.1 * math.log(13) + 1, rel_tol=1e-6)
+print(seen, round(tau, 4))
+
+# %% [markdown] lang="en"
+# ## References
+#
+# - Black, S. et al. (2022). *GPT-NeoX-20B: An Open-Source Autoregressive
+#   Language Model*. <https://arxiv.org/abs/2204.06745>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
+#   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
+# - DeepSeek-AI (2024). *DeepSeek-V2: A Strong, Economical, and Efficient
+#   Mixture-of-Experts Language Model*. <https://arxiv.org/abs/2405.04434>
+# - DeepSeek-AI (2024). *DeepSeek-V3 Technical Report*.
+#   <https://arxiv.org/abs/2412.19437>
+# - Meta (2025). *The Llama 4 herd*.
+#   <https://ai.meta.com/blog/llama-4-multimodal-intelligence/>
+# - Nakanishi, K. M. (2025). *Scalable-Softmax Is Superior for Attention*.
+#   <https://arxiv.org/abs/2501.19399>
+# - Cohere (2025). *Command A: An Enterprise-Ready Large Language Model*.
+#   <https://arxiv.org/abs/2504.00698>
+# - Hugging Face transformers 5.24.0: `modeling_rope_utils.py`
+#   (`_compute_proportional_rope_parameters`), `models/gpt_neox`,
+#   `models/deepseek_v3`, `models/llama4`, `models/cohere2`,
+#   `models/gemma4/configuration_gemma4.py`, `masking_utils.py`.
+#   <https://github.com/huggingface/transformers>
+
+# %% [markdown] lang="ja"
+# ## 参考文献
+#
+# - Black, S. et al. (2022). *GPT-NeoX-20B: An Open-Source Autoregressive
+#   Language Model*. <https://arxiv.org/abs/2204.06745>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
+#   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
+# - DeepSeek-AI (2024). *DeepSeek-V2: A Strong, Economical, and Efficient
+#   Mixture-of-Experts Language Model*. <https://arxiv.org/abs/2405.04434>
+# - DeepSeek-AI (2024). *DeepSeek-V3 Technical Report*.
+#   <https://arxiv.org/abs/2412.19437>
+# - Meta (2025). *The Llama 4 herd*.
+#   <https://ai.meta.com/blog/llama-4-multimodal-intelligence/>
+# - Nakanishi, K. M. (2025). *Scalable-Softmax Is Superior for Attention*.
+#   <https://arxiv.org/abs/2501.19399>
+# - Cohere (2025). *Command A: An Enterprise-Ready Large Language Model*.
+#   <https://arxiv.org/abs/2504.00698>
+# - Hugging Face transformers 5.24.0 の `modeling_rope_utils.py`
+#   （`_compute_proportional_rope_parameters`）、`models/gpt_neox`、
+#   `models/deepseek_v3`、`models/llama4`、`models/cohere2`、
+#   `models/gemma4/configuration_gemma4.py`、`masking_utils.py`。
+#   <https://github.com/huggingface/transformers>

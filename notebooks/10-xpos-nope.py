@@ -78,10 +78,11 @@ def fmt(values, digits=4):
 # position:
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# Sun et al. define $\zeta_i$ this way (their equation 9, with $2i/d$ written as
-# $i/(d/2)$) but raise it to the position itself, which is $B = 1$. They say they set
-# $\gamma$ by hand, so that attention still resolves positions and $\zeta_i^n$ stays
-# representable in float16 for $n$ up to 8192, and print no value. The values used on
+# Sun et al. define $\zeta_i$ this way (with $2i/d$ written as $i/(d/2)$) but, in
+# the paper's formulas, raise it to the position itself, which is $B = 1$. They
+# choose $\gamma$ by hand and print no value. With $B = 1$ the smallest base,
+# $\zeta_0^n = (2/7)^n$, would already fall below float16's smallest positive number
+# at $n = 14$; the scale base $B$ of the code is what keeps such powers in range. The values used on
 # this page, $\gamma = 0.4$ and the scale base $B = 512$, are those of torchscale's
 # `XPOS` (`(arange(0, d, 2) + 0.4 * d) / (1.4 * d)` and `scale_base=512`), the library
 # the paper's code is based on; lucidrains' `rotary-embedding-torch` uses the same two
@@ -107,9 +108,11 @@ def fmt(values, digits=4):
 # クエリには正のべき、キーには負のべきで、位置が進むほどクエリは縮み、キーは大きくなります。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# Sun らの論文はこの形で $\zeta_i$ を定義しています（式 9。$2i/d$ を $i/(d/2)$ と書いています）。
-# ただし指数は位置そのもので、これは $B = 1$ にあたります。
-# $\gamma$ については、位置を見分ける力を保ちつつ、$n$ が 8192 まで大きくなっても $\zeta_i^n$ を float16 で表せるように手で決めたと述べているだけで、値は示していません。
+# Sun らの論文はこの形で $\zeta_i$ を定義しています（$2i/d$ を $i/(d/2)$ と書いています）。
+# ただし論文の式では指数は位置そのもので、これは $B = 1$ にあたります。
+# $\gamma$ は手で決めたと述べているだけで、値は示していません。
+# $B = 1$ では、最も小さい底のべき $\zeta_0^n = (2/7)^n$ が $n = 14$ ですでに float16 で表せる最小の正の数を下回ります。
+# このようなべきを表せる範囲に収めているのは、コードのスケール基数 $B$ です。
 # このページで使う $\gamma = 0.4$ とスケール基数 $B = 512$ は、torchscale の `XPOS` にある値です
 # （`(arange(0, d, 2) + 0.4 * d) / (1.4 * d)` と `scale_base=512`）。
 # 論文のコードは torchscale をもとにしています。lucidrains の `rotary-embedding-torch` も同じ 2 つの値を使います。
@@ -127,13 +130,16 @@ def fmt(values, digits=4):
 d, gamma, B = 8, 0.4, 512.0
 zeta = xpos_zeta(d, dtype=f64)
 i = torch.arange(d // 2, dtype=f64)
-assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))  # zeta_i
+# the definition restated (by construction); torchscale below is the check
+assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))
 assert math.isclose(zeta[0], 2 / 7) and math.isclose(
     zeta[-1], (1 - 2 / d + gamma) / (1 + gamma)
 )
 assert (zeta[1:] > zeta[:-1]).all() and zeta[-1] < 1
 torchscale = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)  # XPOS.scale
 assert_close(xpos_zeta(d), torchscale)  # float32, as torchscale stores it
+# with B = 1, zeta_0^n leaves float16's range at n = 14
+assert (zeta[0] ** 13).half() > 0 and (zeta[0] ** 14).half() == 0
 
 p = torch.tensor([-3.0, 0.0, 1.0, 100.0, 1000.0], dtype=f64)
 assert_close(xpos_scale(d, p), zeta ** (p[:, None] / B))  # zeta_i^(p/B)
@@ -239,6 +245,7 @@ d = 128
 zeta = xpos_zeta(d, dtype=f64)
 dist = torch.arange(0, 4097, dtype=f64)
 factor = xpos_scale(d, dist)  # (4097, 64): zeta_i^(r/B)
+# holds by the definition of xpos_scale: a consistency check, not a proof
 log_slope = factor.log().diff(dim=0)  # constant in r: ln(zeta_i) / B
 assert_close(log_slope, (zeta.log() / B).expand(4096, d // 2))
 half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
@@ -404,7 +411,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   section on limitations).
 # - **The paper extrapolates with a window.** Sun et al. train on $l = 1024$ tokens
 #   with ordinary causal attention. For longer inputs they switch, at inference
-#   only, to [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention) (their section 3.3 and figure 2): the
+#   only, to [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention) (described in the paper's method section, with a figure): the
 #   queries are cut into blocks of $l/2$, and each query attends to the keys of its
 #   own block, up to itself, and of the block before. A query at offset $u$ in its
 #   block reaches back at most $u + l/2 \le l - 1$ positions, so every distance stays
@@ -412,8 +419,8 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   sees between $l/2 + 1$ and $l$ keys. The cell builds this mask for $l = 1024$ and
 #   the paper's longest test, 4096 tokens, and checks both counts; blocks of the full
 #   length $l$ would let distances reach $2l - 1$, which training never showed. The
-#   abstract names the window as the second of the paper's two designs, and its
-#   table 5 measures the window's share: at 4096 tokens xPos alone reaches a
+#   abstract names the window as the second of the paper's two designs, and an
+#   ablation table of the paper measures the window's share: at 4096 tokens xPos alone reaches a
 #   [perplexity](../docs/glossary.md#perplexity) of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65).
 #   torchscale, on which the paper's code is based, implements xPos but not the
 #   window, so this paragraph rests on the paper's text.
@@ -445,14 +452,14 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   双方向のアテンションでは減衰が増幅に変わります。xPos はデコーダのための設計で、
 #   論文も双方向のアテンションへの適用は今後の課題としています（「Limitations」の節）。
 # - **論文はウィンドウを使って外挿しています。** Sun らは、通常の因果的アテンションを使い、$l = 1024$ トークンで学習しています。
-#   それより長い入力では、推論のときだけ[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)に切り替えます（論文の 3.3 節と図 2）。
+#   それより長い入力では、推論のときだけ[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)に切り替えます（論文の手法の節に図とともに説明があります）。
 #   クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
 #   ブロック内のオフセットが $u$ のクエリが見る最も遠いキーは $u + l/2 \le l - 1$ 位置前です。
 #   そのため、どの距離も学習中に現れた範囲を出ません。
 #   それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
 #   次のセルでは、$l = 1024$ と、論文で最も長い評価長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
 #   ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
-#   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。その寄与を測っているのが論文の表 5 です。
+#   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。その寄与は論文のアブレーションの表で測られています。
 #   4096 トークンでの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
 #   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。この段落は論文の本文に基づいています。
 
@@ -478,6 +485,7 @@ faded = {}
 for r_far in (2048, 8192):
     below = xpos_scale(d, torch.tensor(float(r_far))) < 0.01
     # zeta_i^(r/B) < 1/100 exactly when r > B ln(100) / ln(1/zeta_i)
+    # (the same algebra both ways: a consistency check, not a proof)
     assert torch.equal(below, r_far > B * math.log(100) / torch.log(1 / zeta))
     faded[r_far] = int(below.sum())
 
@@ -674,7 +682,7 @@ print(
 # | | pairing | $\zeta_i$ | centre $c$ of the exponents | KV cache |
 # |---|---|---|---|---|
 # | torchscale (`XPOS`, `xpos_relative_position.py`) | interleaved (`rotate_every_two`) | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`, $B$ = `scale_base` = 512 | $\lceil N/2 \rceil$ for $N$ keys; the query shares it through `offset` | keys cached before xPos and encoded again at every step |
-# | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | queries and keys of the same length, encoded together |
+# | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | since mid-2024 `rotate_queries_with_cached_keys` encodes all keys again with each query; from reading the source, its query scales are centred on $\lfloor q_{len}/2 \rfloor$ of the new queries and its key scales on $\lfloor k_{len}/2 \rfloor$, so the two centres differ |
 # | `posenc` (`apply_xpos`) | `layout="half"` or `"interleaved"` | `xpos_zeta(d, gamma=0.4)`, `scale_base=512` | `center=`, default the midpoint of all positions | a fixed `center`, or keys encoded again |
 #
 # The cell rebuilds torchscale's formula in a few lines of torch and compares its
@@ -698,7 +706,7 @@ print(
 # | | ペアの組み方 | $\zeta_i$ | 指数の中心 $c$ | KV キャッシュ |
 # |---|---|---|---|---|
 # | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$。クエリは `offset` で同じ中心を使う | xPos をかける前のキーをキャッシュし、ステップごとにエンコードし直す |
-# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（`rotate_half` という名前だが $2i$ と $2i+1$ を組にする） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 同じ長さのクエリとキーをまとめてエンコード |
+# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（`rotate_half` という名前だが $2i$ と $2i+1$ を組にする） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、`rotate_queries_with_cached_keys` がクエリのたびにすべてのキーをエンコードし直す。ソースを読んだ限りでは、クエリの倍率の中心は新しいクエリの $\lfloor q_{len}/2 \rfloor$、キーの倍率の中心は $\lfloor k_{len}/2 \rfloor$ で、2 つの中心が食い違う |
 # | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定はすべての位置の中点 | 固定した `center` を渡すか、キーをエンコードし直す |
 #
 # 次のセルでは、torchscale の式を数行の torch で書き起こし、
@@ -1112,6 +1120,15 @@ plt.show()
 # advance how fast each pair forgets. NoPE hands nothing and leaves every positional
 # computation to the weights, which can count, as we built, but only as far as the
 # size of the network and the precision of its numbers allow.
+#
+# A few pointers beyond this chapter. Sun et al. chose xPos's design by
+# *attention resolution*, their measure of how sharply attention scores separate
+# nearer from farther keys; RetNet (Sun et al. 2023), from the same group, keeps a
+# decay per distance and drops the softmax. NoPE has limits of its own: Wang et al.
+# (2024) find that it reaches somewhat longer inputs than RoPE but still fails past
+# a length, as its attention spreads out, and mend it by tuning a temperature per
+# head. Among released models, Llama 4 interleaves layers without positional
+# encoding with RoPE layers (Meta calls the design iRoPE).
 
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
@@ -1123,6 +1140,14 @@ plt.show()
 # xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
 # NoPE は何も渡さず、位置に関する計算をすべて重みに任せます。
 # 重みは、ここで組み立てたように数を数えられますが、それができるのは、ネットワークの規模と数値の精度が許す範囲までです。
+#
+# この章の先に進むための手がかりをいくつか挙げます。
+# Sun らは xPos の設計を「attention resolution」で選びました。
+# これは、アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る、彼ら自身の指標です。
+# 同じグループの RetNet（Sun ら 2023）は、距離ごとの減衰を残して softmax をやめています。
+# NoPE にも限界があります。Wang ら（2024）によると、NoPE は RoPE より少し長い入力まで扱えます。
+# しかし、ある長さを超えるとアテンションが広がって失敗します。彼らはヘッドごとに温度を調整してこれを直しています。
+# 公開されているモデルでは、Llama 4 が位置エンコーディングのない層を RoPE の層と交互に置いています（Meta はこの設計を iRoPE と呼んでいます）。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1218,6 +1243,7 @@ for g in (0.1, 0.4, 2.0):
     for b in (128.0, 512.0, 2048.0):
         rate = -xpos_scale(d1, r_1, gamma=g, scale_base=b).log() / 1000
         ratio[g, b] = (rate[0] / rate[-1]).item()  # fastest / slowest
+    # B cancels in the ratio by the form zeta^(r/B): a consistency check
     assert math.isclose(ratio[g, 128.0], ratio[g, 2048.0], rel_tol=1e-9)
 near_1 = xpos_scale(d1, torch.tensor(4096.0, dtype=f64), gamma=1e6)
 assert ((1 - near_1) < 1e-4).all()  # gamma -> infinity: every factor -> 1
@@ -1268,8 +1294,10 @@ print(
 # For $\rho = 1$ that is 9065 positions. The cell finds the largest span by bisection
 # for one random $q$ and $k$ ($d = 128$) and prints it with the bound. The module's
 # docstring advises $|p - c|$ below about 4000, this limit with a margin for longer
-# vectors. The span covers the paper's setting, $n$ up to 8192, but only thanks to
-# the centre: with `center=0.0` the key at $S$ carries $(7/2)^{S/B}$, and the span
+# vectors. The span covers the paper's setting, $n$ up to 8192, only when
+# $\rho \le 2.9$ (the bound is 8192 at
+# $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$; for $\rho = 30$ it is about
+# 6284), and only thanks to the centre: with `center=0.0` the key at $S$ carries $(7/2)^{S/B}$, and the span
 # is about half as long.
 
 # %% [markdown] lang="ja" tags=["solution"]
@@ -1282,7 +1310,9 @@ print(
 # 次のセルでは、ランダムな $q$ と $k$（$d = 128$）を 1 組選び、二分法で最大の広がりを求めて、この上界と並べて出力します。
 # モジュールの docstring は $|p - c|$ を約 4000 未満にするよう勧めています。
 # これは、この限界に、もっと長いベクトルのための余裕を持たせた値です。
-# この広がりは論文の設定（$n$ が 8192 まで）を満たしますが、それは中心をずらすおかげです。
+# この広がりが論文の設定（$n$ が 8192 まで）を満たすのは、$\rho \le 2.9$ のときだけです。
+# 上界が 8192 になるのは $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$ のときで、$\rho = 30$ なら約 6284 です。
+# しかもそれは中心をずらすおかげです。
 # `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、広がりはほぼ半分になります。
 
 # %% tags=["solution"]
@@ -1329,7 +1359,10 @@ print(
 # every later layer. The beginning-of-sequence token worked because its content
 # differs from the rest. The cell checks both: the marker output is 1 everywhere,
 # and the two-layer model above gives the same output at all 12 positions of a
-# repeated token, and different ones once the first token differs.
+# repeated token, and different ones once the first token differs. Chi et al.
+# (2023) note a related leak in trained causal models without an encoding: the
+# variance of an average over more tokens shrinks with the position, which itself
+# tells later layers roughly where they are.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** すべてのトークンで目印が 1 なら、クエリが 0 なので重みはやはり均等に配られます。
@@ -1342,6 +1375,8 @@ print(
 # 次のセルで両方を確かめます。目印の次元の出力はどこでも 1 です。
 # また、上の 2 層のモデルは、同じトークンを 12 個並べた系列では、どの位置にも同じ出力を返します。
 # 先頭のトークンだけを変えると、位置ごとに違う出力を返します。
+# Chi ら（2023）は、位置エンコーディングのない学習済みの因果的モデルに関連する漏れがあることを指摘しています。
+# 平均するトークンが多いほど分散は小さくなります。位置が進むほど分散が縮むので、それだけで後の層にはおおよその位置が分かります。
 
 # %% tags=["solution"]
 marked = torch.randn(T, d, dtype=f64)
@@ -1365,6 +1400,13 @@ assert not torch.allclose(out[5], out[6])
 #   <https://github.com/microsoft/torchscale>
 # - lucidrains, `rotary-embedding-torch` (`use_xpos`), and the fix of the scale pairing.
 #   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
+#   Language Models*. <https://arxiv.org/abs/2307.08621>
+# - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
+#   Position Encoding*. <https://arxiv.org/abs/2404.12224>
+# - Chi, T.-C. et al. (2023). *Latent Positional Information is in the Self-Attention
+#   Variance of Transformer Language Models Without Positional Embeddings*.
+#   <https://arxiv.org/abs/2305.13571>
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional Encodings
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
@@ -1381,6 +1423,13 @@ assert not torch.allclose(out[5], out[6])
 #   <https://github.com/microsoft/torchscale>
 # - lucidrains、`rotary-embedding-torch`（`use_xpos`）と、倍率のペアの組み方の修正。
 #   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
+#   Language Models*. <https://arxiv.org/abs/2307.08621>。
+# - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
+#   Position Encoding*. <https://arxiv.org/abs/2404.12224>。
+# - Chi, T.-C. et al. (2023). *Latent Positional Information is in the Self-Attention
+#   Variance of Transformer Language Models Without Positional Embeddings*.
+#   <https://arxiv.org/abs/2305.13571>。
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional Encodings
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length

@@ -47,8 +47,8 @@
 # その後 RoPE が画像に持ち込まれました。
 # Heo ら（2024）は、一部の次元のペアを列で、残りを行で回転させ（RoPE-Axial）、
 # さらに両方の軸を混ぜる学習可能な周波数の変種（RoPE-Mixed）を加えました。
-# Qwen2-VL のマルチモーダル RoPE（M-RoPE）は、言語モデルのヘッドの周波数を時間・高さ・幅に分け、
-# テキスト・画像・動画を 1 つの系列に並べます。
+# Qwen2-VL のマルチモーダル RoPE（M-RoPE）は、テキスト・画像・動画を 1 つの系列に並べて扱えるように、
+# 言語モデルのヘッドの周波数を時間・高さ・幅に分けます。
 # Qwen3-VL は周波数をブロックに分けず、各軸へ順番に配ります。
 # どの式も、論文のコードか、Hugging Face transformers が出力した数値
 # （バージョンを添えてここに貼っています）と照らし合わせて確かめます。
@@ -96,7 +96,8 @@ f64 = torch.float64
 # %% [markdown] lang="ja"
 # ## 格子の上のパッチ
 #
-# Vision Transformer は画像を正方形の[パッチ](../docs/glossary.ja.md#patch)に切り分け、行ごとに、列を速く回しながら 1 列の系列として読みます。
+# Vision Transformer は画像を正方形の[パッチ](../docs/glossary.ja.md#patch)に切り分け、1 つの系列として読みます。
+# 読む順は行ごとで、各行の中では列の番号を 1 つずつ進めます。つまり列の番号が最も速く変わります。
 # `grid_positions(h, w)` は、$hw$ 個のパッチの座標 $(r, c)$ をこの順に並べます。
 # パッチ $j$ は行 $r = \lfloor j / w \rfloor$、列 $c = j \bmod w$ にあります。
 # Heo らのコードも、番号から同じ式で座標を計算しています（`init_t_xy` の `t % end_x` と `t // end_x`）。
@@ -135,12 +136,12 @@ assert torch.equal(rc[1], j % w)
 # maps centres of cells rather than corners.
 
 # %% [markdown] lang="ja"
-# ## ViT の学習する表と新しい解像度
+# ## ViT の学習型の表と新しい解像度
 #
 # ViT（Dosovitskiy ら 2021）は、各パッチに[学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)を足します。
 # [「学習型位置埋め込み」](03-learned-embeddings.ipynb)の章と同じく、パッチごとに 1 行、全部で $hw$ 行の表です。
 # 高い解像度でファインチューニングすると、モデルは表の行数より多くのパッチを見ることになります。
-# 論文の答えは、事前学習済みの位置埋め込みを、元の画像での位置に従って 2 次元で補間することです。
+# 論文は、事前学習済みの位置埋め込みを、元の画像での位置に従って 2 次元で補間する方法をとります。
 # 表を $h \times w$ の格子に並んだベクトルとして形状変換し、新しい格子 $h' \times w'$ へ補間し直します。
 # 公式の JAX コードは `scipy.ndimage.zoom(..., order=1)` を使います。
 # これは四隅を四隅に合わせる線形補間なので、新しい行 $r'$ は古い表の次の位置を読みます。
@@ -189,7 +190,7 @@ print("new row 1 reads old row", round(new[0, 0, 1, 0].item(), 4))
 # ## MAE の固定 2 次元表：チャネルの半分ずつを各軸に
 #
 # MAE（He ら 2022）は表を固定します。
-# その `get_2d_sincos_pos_embed` は、軸ごとに $d/2$ チャネルの 1 次元の正弦・余弦の符号を作り、2 つをつなげます。
+# その `get_2d_sincos_pos_embed` は、軸ごとに $d/2$ チャネルの 1 次元の正弦・余弦の符号を作り、2 つを連結します。
 # $d/4$ 個の周波数 $\omega_k = 10000^{-k/(d/4)}$（$k = 0, \dots, d/4 - 1$）を使い、
 # 座標 $u$ の 1 次元の符号は、先に正弦をすべて、次に余弦をすべて並べたもの（[連結配置](../docs/glossary.ja.md#concatenated-layout)）です。
 #
@@ -242,8 +243,8 @@ print("patch 5 = (row 1, column 2):", pe[5, :2].tolist(), "= sin 2, sin 0.02")
 # $d = 64$.
 
 # %% [markdown] lang="ja"
-# 2 つの半分はそれぞれ独立した 1 次元の符号なので、表の 2 つの行の[内積](../docs/glossary.ja.md#dot-product)は
-# 1 次元の内積 2 つの和になります。
+# 2 つの半分はそれぞれ独立した 1 次元の符号なので、表から取った 2 つのパッチのベクトルの
+# [内積](../docs/glossary.ja.md#dot-product)は、1 次元の内積 2 つの和になります。
 # $\sin a \sin b + \cos a \cos b = \cos(a - b)$ により、それぞれは座標の差だけで決まります。
 #
 # $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
@@ -290,15 +291,15 @@ assert_close(pe @ pe.T, rhs)
 # 位置 $n$ のキーのペアを $n\theta_i$ だけ回転させます。ペアのスコアは $m - n$ だけで決まります。
 # 格子の上では、Heo らの RoPE-Axial（[軸ごとの RoPE](../docs/glossary.ja.md#axial-rope)）がペアの半分ずつを各軸に割り当てます。
 # ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらの半分も同じ $d/4$ 個の周波数を使います。
-# 彼らのコード（`compute_axial_cis`）は $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
+# Heo らのコード（`compute_axial_cis`）は $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
 # 底が 10000 ではなく 100 なのは、画像の 1 軸あたりの位置の数がテキストよりずっと少ないからです。
 # $100^{-2k/(d/2)} = 100^{-4k/d}$ なので、これは次元数 $d/2$、底 100 の 1 次元 RoPE の周波数とちょうど同じです。
 # したがって RoPE-Axial は 1 次元の RoPE を 2 つ並べたものです。
 #
 # $$\mathrm{Axial}(x, r, c) = \big(\mathrm{RoPE}_{100}(x_{:d/2}, c),\ \mathrm{RoPE}_{100}(x_{d/2:}, r)\big),$$
 #
-# ペアは隣り合う次元どうしです（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)。彼らのコードは次元を複素数として扱います）。
-# 次のセルでは、彼らの複素数によるコードを定義から作り直して比べます。
+# ペアは隣り合う次元どうしです（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)。Heo らのコードは次元を複素数として扱います）。
+# 次のセルでは、Heo らの複素数を使ったコードを定義どおりに作り直して比べます。
 
 
 # %%
@@ -424,12 +425,12 @@ print(f"score {s:.4f}; mixed difference {mixed:.1e}")
 #
 # これは平面波で、向き $(\theta^{x}_i, \theta^{y}_i)$ はどちらを向いてもかまいません。
 # 周波数はヘッドごと、層ごとに学習します。
-# 彼らのコード（`init_random_2d_freqs`）は、大きさを $10^{-4k/d}$ とし、ヘッドごとにランダムな向き $\alpha$ を選んで初期化します。
+# Heo らのコード（`init_random_2d_freqs`）は、大きさを $10^{-4k/d}$ とし、ヘッドごとにランダムな向き $\alpha$ を選んで初期化します。
 # ペアの前半は $\alpha$ の向き、後半は $\alpha + \pi/2$ の向きです。
 #
 # 回転どうしは可換なままなので、スコアは依然として $(\Delta r, \Delta c)$ だけで決まり、相対位置の性質は保たれます。
-# 変わるのは依存の形です。$\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアは
-# $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ を寄与します。
+# 変わるのは依存の形です。$\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアからは、
+# $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ という項が加わります。
 # これは $\Delta c$ の関数と $\Delta r$ の関数の和にはならないので、混合差分はもう 0 になりません。
 # 論文は同じことをフーリエ領域で述べています（図 1）。軸ごとの周波数は、2 次元のスペクトルのうち 2 本の軸の上しか覆いません。
 
@@ -537,7 +538,8 @@ plt.show()
 # 行についても $\theta_k = b^{-2k/d}$ は $b^{-4k/d}$ とは違うので、両者は一致しません。
 # 正確な関係は周波数ごとに書けます。セクション $(d/4, d/4)$ の `apply_mrope` は、
 # $i < d/4$ のペア $i$ を $r\theta_i$、$i \ge d/4$ のペアを $c\theta_i$ だけ回します。
-# これは、最初のブロックを行で、2 番目のブロックを列で `apply_rope` したものに等しく、どちらも全体の次元数の周波数を使います。
+# これは、最初のブロックを行で、2 番目のブロックを列で回した `apply_rope` の結果と等しくなります。
+# どちらのブロックも、ベクトル全体の次元数から決まる周波数を使います。
 # 次のセルでは、ベクトル全体に対する `apply_rope` の 2 回の呼び出しからそれを組み立てて確かめます。
 
 # %%
@@ -584,8 +586,8 @@ assert not torch.allclose(out, axial(x, rc[0], rc[1]))
 #
 # $$\phi_i = p_{a(i)}\, \theta_i .$$
 #
-# Hugging Face は、まず軸ごとに角度を計算し、セクションごとにその軸の行だけを残してこれを作ります
-# （`Qwen2VLRotaryEmbedding.recomposition_frequencies`）。
+# Hugging Face はこれを次の手順で作ります。まず軸ごとに角度を計算し、セクションごとに、
+# そのセクションを受け持つ軸の行だけを残します（`Qwen2VLRotaryEmbedding.recomposition_frequencies`）。
 # 自分の軸を表す角度（軸 $a$ には $100a + i$）を入力すると、出力から各周波数の軸が読み取れます。
 # 次のセルでは、貼り付けたその出力を `mrope_axes` と比べます。
 
@@ -782,7 +784,7 @@ assert mrope_axes([24, 20, 20], interleave=True).tolist() == hf_qwen3_axes
 # 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの距離を見分けられるかを表します。
 # 下の表は、$d = 128$、Qwen2-VL の底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）について、
 # 各軸が受け持つ最短と最長の波長を示します。
-# ブロックでは時間の軸の波長は約 160 の位置で止まり、幅の軸の波長は約 35,000 から始まります。
+# ブロックに分けると、時間の軸の波長は最長でも約 160 位置です。幅の軸の波長は約 35,000 位置から始まります。
 # 交互に配ると、どの軸もほぼ全範囲にわたります。
 
 # %%
@@ -899,10 +901,10 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. Qwen2-VL（$d = 128$、底 $10^6$、ブロック $[16, 24, 24]$）で、時間の軸の最も遅いペアが 1 回転するのは何フレーム後ですか。
-#    同じ底で Qwen3-VL の交互の割り当て $[24, 20, 20]$ ではどうですか。
+# 1. Qwen2-VL（$d = 128$、底 $10^6$、ブロック $[16, 24, 24]$）で、時間の軸の最も遅いペアが 1 回転するのは何フレーム後でしょうか。
+#    同じ底で Qwen3-VL の交互の割り当て $[24, 20, 20]$ ではどうでしょうか。
 # 2. プロンプトが、テキスト 5 トークン、$16 \times 16$ パッチの画像（$2 \times 2$ ずつまとめます）、テキスト 1 トークンからなるとします。
-#    最後のトークンの座標と `rope_deltas` はいくつですか。
+#    最後のトークンの座標と `rope_deltas` はいくつでしょうか。
 # 3. MAE の表で、$(r, c)$ と $(r, c + \Delta)$ のパッチの内積は、$r$ と $c$ の値と関係なく
 #    $d/4 + \sum_k \cos(\Delta\,\omega_k)$ と等しいことを示してください。$d = 64$、$\Delta = 3$ で確かめてください。
 
@@ -1002,24 +1004,27 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 # %% [markdown] lang="ja"
 # ## 参考文献
 #
-# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words*（ViT）。
+# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words:
+#   Transformers for Image Recognition at Scale*.
 #   <https://arxiv.org/abs/2010.11929>
-# - ViT の公式コード。補間は `vit_jax/checkpoint.py` にあります。
+#   公式コード：`vit_jax/checkpoint.py`（`scipy.ndimage.zoom(..., order=1)`）。
 #   <https://github.com/google-research/vision_transformer>
 # - He, K. et al. (2022). *Masked Autoencoders Are Scalable Vision
 #   Learners*. <https://arxiv.org/abs/2111.06377>
-# - MAE の公式コード。表は `util/pos_embed.py` にあります。
-#   <https://github.com/facebookresearch/mae>
-# - Heo, B. et al. (2024). *Rotary Position Embedding for Vision
-#   Transformer*（ECCV 2024）。<https://arxiv.org/abs/2403.13298>
-# - RoPE-ViT の公式コード。回転は `deit/models_v2_rope.py` にあります。
-#   <https://github.com/naver-ai/rope-vit>
-# - Wang, P. et al. (2024). *Qwen2-VL*（Qwen2-VL の論文）。
+#   公式コード：`util/pos_embed.py`。<https://github.com/facebookresearch/mae>
+# - Heo, B., Park, S., Han, D. and Yun, S. (2024). *Rotary Position
+#   Embedding for Vision Transformer*. ECCV 2024.
+#   <https://arxiv.org/abs/2403.13298>
+#   公式コード：`deit/models_v2_rope.py`。<https://github.com/naver-ai/rope-vit>
+# - Wang, P. et al. (2024). *Qwen2-VL: Enhancing Vision-Language Model's
+#   Perception of the World at Any Resolution*.
 #   <https://arxiv.org/abs/2409.12191>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
-# - Hugging Face transformers 5.24.0 の `models/vit`、`models/vit_mae`、
-#   `models/qwen2_vl`、`models/qwen3_vl`。
+# - Hugging Face transformers 5.24.0：`models/vit/modeling_vit.py`、
+#   `models/vit_mae/modeling_vit_mae.py`、
+#   `models/qwen2_vl/modeling_qwen2_vl.py`（`get_rope_index`、
+#   `Qwen2VLRotaryEmbedding`）、`models/qwen3_vl/modeling_qwen3_vl.py`。
 #   <https://github.com/huggingface/transformers>
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary
 #   Position Embedding*. <https://arxiv.org/abs/2104.09864>

@@ -259,7 +259,9 @@ print(per_element(floor_traffic), end="")
 # other two reads half of $x'$ and half of $x$ and writes half of $x'$, and a final
 # cast reads 4 and writes 2, which makes 22 bytes per element. The eager formula run
 # in bfloat16 moves 20, and the floor is 4. For bfloat16 the three passes buy one
-# rounding instead of five, not fewer bytes; the cell counts both (exercise 1 asks
+# rounding instead of three (the products with $\cos$ and $\sin$ and their sum;
+# negation and concatenation are exact), plus the tables' own rounding to bfloat16
+# in Hugging Face, not fewer bytes; the cell counts both (exercise 1 asks
 # for the count by hand).
 
 # %% [markdown] lang="ja"
@@ -289,7 +291,9 @@ print(per_element(floor_traffic), end="")
 # 最初のパスは要素あたり 2 バイトを読んで 4 バイトを書きます。残りの 2 つのパスはそれぞれ $x'$ の半分と $x$ の半分を読み、$x'$ の半分を書きます。
 # 最後の型変換は 4 バイトを読んで 2 バイトを書きます。合わせて要素あたり 22 バイトです。
 # bfloat16 のまま実行する eager モードの式は 20 バイトを動かし、下限は 4 バイトです。
-# つまり bfloat16 では、3 回のパスで得られるのは、5 回ではなく 1 回で済む丸めであって、少ないバイト数ではありません。
+# つまり bfloat16 では、3 回のパスで得られるのは、少ないバイト数ではなく、丸めが 1 回で済むことです。
+# eager モードの式は 3 回丸めます（$\cos$ との積、$\sin$ との積、その和。符号の反転と連結は厳密です）。
+# Hugging Face ではさらに表そのものも bfloat16 に丸められます。
 # 次のセルでは両方を数えます（手で数えるのは演習 1 です）。
 
 
@@ -418,7 +422,8 @@ print(
 # call, the ATen operations that compute something and those that only make views.
 #
 # `posenc` keeps this count low where it can: below $2^{15}$ elements `apply_rope` takes
-# an out-of-place path with fewer calls (the same arithmetic, the same bits), the
+# an out-of-place path with fewer calls, counting views (the same arithmetic, the
+# same bits), the
 # frequencies are computed once per setting, the broadcast check runs in Python on the
 # shapes, and `RotaryEmbedding` checks its cache by identity and takes $\cos\phi$ and
 # $\sin\phi$ for consecutive positions (a prompt, a [decode step](../docs/glossary.md#decode-step)) as rows of its cache,
@@ -440,7 +445,7 @@ print(
 # 次のセルは 1 回の呼び出しについて、何かを計算する ATen 演算の数と、ビューを作るだけの演算の数を数えます。
 #
 # `posenc` はできるところでこの数を減らしています。
-# 要素が $2^{15}$ 個未満なら、`apply_rope` は呼び出しの少ないアウトオブプレースの経路を通ります（演算は同じなので、結果もビット単位で一致します）。
+# 要素が $2^{15}$ 個未満なら、`apply_rope` は呼び出しの少ないアウトオブプレースの経路を通ります（ビューも数えた場合の呼び出しです。演算は同じなので、結果もビット単位で一致します）。
 # 周波数は設定ごとに 1 回だけ計算し、ブロードキャストの検査は形状に対して Python で行います。
 # `RotaryEmbedding` はキャッシュの有効性をオブジェクトの同一性で確かめます。
 # 連続した位置（プロンプトやデコードの 1 ステップ）の $\cos\phi$ と $\sin\phi$ は、キャッシュの行をコピーせずにそのまま使います
@@ -806,10 +811,12 @@ print(
 #   passes 20, Meta's complex multiplication 8, the least any out-of-place rotation
 #   can move; the complex form gets there because interleaved pairs sit side by side.
 # - For bfloat16 input `posenc` rotates in float32 and rounds once: 22 bytes per
-#   element against 20 for the eager formula in bfloat16, which rounds five times.
+#   element against 20 for the eager formula in bfloat16, which rounds three times
+#   (plus the tables' rounding to bfloat16).
 # - A decode step costs calls, not bytes: there `apply_rope` is slower than the eager
-#   formula with tables computed beforehand. Cache the tables (`RotaryEmbedding`), and
-#   on a GPU fuse the rotation or capture the step in a graph.
+#   formula with tables computed beforehand. Caching the tables (`RotaryEmbedding`)
+#   helps only if its per-step path is cheap (in the stored run it was slower than
+#   the eager formula); on a GPU fuse the rotation or capture the step in a graph.
 # - Times on a shared machine spread widely: read a median with its quartiles, and
 #   compare the measurement with the prediction, not only with another contender.
 
@@ -822,10 +829,11 @@ print(
 #   Meta の複素数の掛け算は 8 バイトで、アウトオブプレースの回転が動かす最小の量に達します。
 #   インターリーブ配置ではペアがメモリ上で隣り合っているので、それが可能になります。
 # - bfloat16 の入力では、`posenc` は float32 で回して 1 回だけ丸めます。
-#   要素あたり 22 バイトで、5 回丸める bfloat16 のままの eager モードの式は 20 バイトです。
+#   要素あたり 22 バイトで、3 回丸める（さらに表も bfloat16 に丸める）bfloat16 のままの eager モードの式は 20 バイトです。
 # - デコードの 1 ステップのコストを決めるのは、バイト数ではなく呼び出しです。
 #   そこでは `apply_rope` は、あらかじめ計算した表を使う eager モードの式より遅くなります。
-#   表はキャッシュし（`RotaryEmbedding`）、GPU では回転を融合するか、ステップをグラフにまとめます。
+#   表のキャッシュ（`RotaryEmbedding`）が役立つのは、1 ステップあたりの経路が軽い場合だけです（保存した計測では eager モードの式より遅くなりました）。
+#   GPU では回転を融合するか、ステップをグラフにまとめます。
 # - 共有しているマシンでは、計測した時間が大きくばらつきます。
 #   中央値は四分位数と一緒に読み、ほかの比較対象とだけでなく、予測とも比べます。
 
@@ -843,8 +851,10 @@ print(
 #    range over median), and count the rounds in which `apply_rope` beats
 #    `RotaryEmbedding` in each group. Why do the prefill times spread so much more on
 #    a shared machine, and what can this run say about the order of the two?
-# 4. A fused kernel, such as the one `torch.compile` generates from the eager formula
-#    (`python -m posenc.bench --compile` measures it), reads $x$ and writes $x'$ once.
+# 4. A fused kernel, such as one that `torch.compile` generates, reads $x$ and
+#    writes $x'$ once (`python -m posenc.bench --compile` measures one compiled from
+#    `posenc.rope._rotate_reference`, the form $a\cos - b\sin$, not from the eager
+#    formula).
 #    Suppose it ran at the floor's speed. From the stored run, how much would it save
 #    per call over the eager formula, in the prefill and in the decode step, and how
 #    many calls would pay back a compilation of 10 seconds?
@@ -863,8 +873,9 @@ print(
 #    また、それぞれで `apply_rope` が `RotaryEmbedding` より速かったラウンドを数えてください。
 #    共有しているマシンで、プリフィルの時間のほうがずっと大きくばらつくのはなぜでしょうか。
 #    この計測から、2 つの順位について何が言えるでしょうか。
-# 4. 融合したカーネル（例えば `torch.compile` が eager モードの式から生成するもの。`python -m posenc.bench --compile` で計測できます）は、
-#    $x$ を 1 回読んで $x'$ を 1 回書きます。このカーネルが下限の速さで動くとします。
+# 4. 融合したカーネル（例えば `torch.compile` が生成するもの）は、$x$ を 1 回読んで $x'$ を 1 回書きます。
+#    `python -m posenc.bench --compile` が計測するのは、eager モードの式ではなく、`posenc.rope._rotate_reference`（$a\cos - b\sin$ の形）をコンパイルしたものです。
+#    このカーネルが下限の速さで動くとします。
 #    保存した計測から、プリフィルとデコードの 1 ステップのそれぞれで、1 回の呼び出しあたり eager モードの式よりどれだけ速くなるかを求めてください。
 #    コンパイルに 10 秒かかるとすると、何回呼び出せば元が取れるでしょうか。
 
@@ -951,7 +962,8 @@ print(per_element(in_place), end="")
 # far more widely than the decode times, and `apply_rope` beats `RotaryEmbedding` in
 # about half of the prefill rounds but in almost none of the decode rounds. The
 # prefill streams 16 MiB through memory and caches that the machine's other core and
-# other work share, so its time depends on what else runs; a decode step touches 2 KiB
+# other work share, so its time likely depends on what else runs (a reading of one
+# run, not tested here); a decode step touches 2 KiB
 # that stay in the core's own cache, and its time is the core's own instructions. So
 # this run cannot order `apply_rope` and `RotaryEmbedding` in the prefill, where their
 # difference is smaller than the spread, while in the decode step `RotaryEmbedding` is
@@ -961,7 +973,7 @@ print(per_element(in_place), end="")
 # **解答 3.** 次のセルは両方の値を出力します。
 # この計測では、プリフィルの時間はデコードの 1 ステップの時間よりはるかに大きくばらつきます。
 # `apply_rope` が `RotaryEmbedding` より速かったのは、プリフィルではおよそ半分のラウンド、デコードの 1 ステップではほとんどありません。
-# プリフィルは 16 MiB をメモリとキャッシュに通します。それらはこのマシンのもう 1 つのコアやほかの処理と共有されているので、時間はほかに何が動いているかで変わります。
+# プリフィルは 16 MiB をメモリとキャッシュに通します。それらはこのマシンのもう 1 つのコアやほかの処理と共有されているので、時間はほかに何が動いているかで変わると考えられます（1 回の計測からの解釈で、ここでは検証していません）。
 # デコードの 1 ステップが触れるのは、コア自身のキャッシュに収まる 2 KiB で、時間はそのコアが実行する命令で決まります。
 # そのため、この計測ではプリフィルでの `apply_rope` と `RotaryEmbedding` の順位は決まりません。両者の差がばらつきより小さいからです。
 # 一方デコードの 1 ステップでは、ほぼすべてのラウンドで `RotaryEmbedding` のほうが速くなります。$\cos\phi$ と $\sin\phi$ をキャッシュから取り出すからです。

@@ -813,24 +813,28 @@ print(
 # %% [markdown] lang="en"
 # ## The implementations, rebuilt with posenc
 #
-# All the implementations read here agree on the slopes, but they compute them in
-# different ways. Hugging Face's BLOOM raises a float32 base to integer powers, with
+# All the implementations read here use the same slopes up to float32 rounding, but
+# they compute them in different ways: the real `build_alibi_tensor` (transformers
+# 5.24.0 and 4.57.6) differs from `alibi_slopes` by up to one unit in the last place,
+# $5.96 \times 10^{-8}$, for every $n \ge 11$. Hugging Face's BLOOM raises a float32 base to integer powers, with
 # the remaining heads as odd powers of the base for $2^{k+1}$ heads. MPT generalises
 # the exponent: $m_h = 2^{-b h / n'}$ with $b$ = `alibi_bias_max` (8 by default) and $n'$ the
 # next power of two at or above $n$; when $n < n'$ it takes the even-numbered slopes
 # ($h = 2, 4, \dots$, those of $n'/2$ heads) first, then the odd-numbered ones, and
 # keeps the first $n$, the same set in the same order as the official rule. labml uses
 # the base $2^{-4/2^k}$ and odd powers for the remaining heads. Each is restated below
-# and compared with `posenc` for $n = 1, \dots, 128$.
+# and compared with `posenc` for $n = 1, \dots, 128$, to float32 tolerance.
 #
-# labml's docstring, though, writes the first slope as $2^{-2^{-(\log_2 n) - 3}}$. A
-# parenthesis has slipped: that is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$
-# (printed below). Its code computes $2^{-8/n}$, correctly.
+# labml's docstring, from commit e06a89e2 (August 2021) until commit 72669d05
+# (July 2022), wrote the first slope as $2^{-2^{-(\log_2 n) - 3}}$. A parenthesis had
+# slipped: that is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$ (printed
+# below). Its code computed $2^{-8/n}$ throughout, and 72669d05 fixed the docstring.
 
 # %% [markdown] lang="ja"
 # ## 各実装を posenc で再現する
 #
-# ここで読んだ実装は、どれも同じ傾きを使いますが、計算の仕方は違います。
+# ここで読んだ実装は、float32 の丸めの範囲で同じ傾きを使いますが、計算の仕方は違います。
+# 実際の `build_alibi_tensor`（transformers 5.24.0 と 4.57.6）は、$n \ge 11$ のすべてで `alibi_slopes` と最大で最下位 1 ビット分、$5.96 \times 10^{-8}$ だけ違います。
 # Hugging Face の BLOOM は、float32 の底を整数乗し、残りのヘッドには $2^{k+1}$ ヘッドの底の奇数乗を使います。
 # MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、
 # $n'$ は $n$ 以上で最小の 2 のべき乗です。
@@ -838,11 +842,11 @@ print(
 # 偶数番目の傾き（$h = 2, 4, \dots$）は $n'/2$ ヘッドの傾きです。
 # これは公式の規則と同じ値を同じ順に与えます。
 # labml は底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使います。
-# それぞれを下で書き直し、$n = 1, \dots, 128$ について `posenc` と比べます。
+# それぞれを下で書き直し、$n = 1, \dots, 128$ について float32 の許容誤差で `posenc` と比べます。
 #
-# ただし labml の docstring は、最初の傾きを $2^{-2^{-(\log_2 n) - 3}}$ と書いています。
+# labml の docstring は、コミット e06a89e2（2021 年 8 月）から 72669d05（2022 年 7 月）まで、最初の傾きを $2^{-2^{-(\log_2 n) - 3}}$ と書いていました。
 # 括弧の位置がずれていて、これは $2^{-1/(8n)}$ です。8 ヘッドなら $0.5$ ではなく $0.9892$ になります（下の出力）。
-# コードのほうは正しく $2^{-8/n}$ を計算しています。
+# コードはずっと正しく $2^{-8/n}$ を計算しており、72669d05 で docstring も直されました。
 
 
 # %%
@@ -894,22 +898,22 @@ print(
 # |---|---|---|---|
 # | paper (§3) | $-m_h\,(i - j)$ | $2^{-8h/n}$, the same formula for every $n$ | not discussed |
 # | `posenc` | $-m_h\,(i - j)$ | the official code's rule | aligned to the end of the keys |
-# | official code (fairseq fork) | $m_h\, j$ | `get_slopes`, the rule's source | not handled |
-# | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens | same values, float32 powers | one row for all queries |
-# | MPT (llm-foundry) | $m_h\,(j - (T - 1))$; $-m_h\,\lvert i - j\rvert$ when not causal | same values for `alibi_bias_max=8` | one row for all queries |
-# | labml | $m_h\,(j + 1)$, from the causal mask | same values | not handled |
-# | x-transformers | $-m_h\,\lvert i - j\rvert$ | same values; ALiBi can be limited to some heads | aligned to the end of the keys |
+# | official code (fairseq fork) | $m_h\, j$ | `get_slopes`, the rule's source | no bias: it lives in the future mask, not built when decoding incrementally |
+# | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens, cast to the model's dtype | same values to 1 ulp, float32 powers | one row for all queries |
+# | MPT (llm-foundry) | $m_h\,(j - (T - 1))$; $-m_h\,\lvert i - j\rvert$ when not causal | same values to float32 rounding for `alibi_bias_max=8` | one row for all queries |
+# | labml | $m_h\,(j + 1)$, from the causal mask | same values to float32 rounding | not handled |
+# | x-transformers | $-m_h\,\lvert i - j\rvert$ | same values to float32 rounding; ALiBi can be limited to some heads | aligned to the end of the keys |
 
 # %% [markdown] lang="ja"
 # | | 足すバイアス（因果的） | 2 のべき乗でない $n$ の傾き | キャッシュ時のクエリ |
 # |---|---|---|---|
 # | 論文（§3） | $-m_h\,(i - j)$ | $2^{-8h/n}$（どの $n$ でも同じ式） | 論じていない |
 # | `posenc` | $-m_h\,(i - j)$ | 公式実装の規則 | キーの末尾に合わせる |
-# | 公式実装（fairseq のフォーク） | $m_h\, j$ | `get_slopes`（規則の出典） | 扱わない |
-# | BLOOM（Hugging Face） | $m_h\, j$、$j$ はパディング以外のトークンで数える | 同じ値、float32 のべき乗 | すべてのクエリで同じ 1 行 |
-# | MPT（llm-foundry） | $m_h\,(j - (T - 1))$、非因果なら $-m_h\,\lvert i - j\rvert$ | `alibi_bias_max=8` なら同じ値 | すべてのクエリで同じ 1 行 |
-# | labml | $m_h\,(j + 1)$（因果マスクから作る） | 同じ値 | 扱わない |
-# | x-transformers | $-m_h\,\lvert i - j\rvert$ | 同じ値。ALiBi を一部のヘッドだけに使うこともできる | キーの末尾に合わせる |
+# | 公式実装（fairseq のフォーク） | $m_h\, j$ | `get_slopes`（規則の出典） | バイアスなし（バイアスは未来を隠すマスクの中にあり、逐次デコードではそのマスクを作らない） |
+# | BLOOM（Hugging Face） | $m_h\, j$、$j$ はパディング以外のトークンで数え、モデルの dtype に変換する | 1 ulp 以内で同じ値、float32 のべき乗 | すべてのクエリで同じ 1 行 |
+# | MPT（llm-foundry） | $m_h\,(j - (T - 1))$、非因果なら $-m_h\,\lvert i - j\rvert$ | `alibi_bias_max=8` なら float32 の丸めの範囲で同じ値 | すべてのクエリで同じ 1 行 |
+# | labml | $m_h\,(j + 1)$（因果マスクから作る） | float32 の丸めの範囲で同じ値 | 扱わない |
+# | x-transformers | $-m_h\,\lvert i - j\rvert$ | float32 の丸めの範囲で同じ値。ALiBi を一部のヘッドだけに使うこともできる | キーの末尾に合わせる |
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -920,8 +924,8 @@ print(
 #   that is not a power of two, the official code (and `posenc`, BLOOM, MPT, labml)
 #   takes the $2^k$ slopes of $2^k$ heads and then every other slope of $2^{k+1}$ heads,
 #   so the slopes are no longer sorted.
-# - A slope is a decay of the weights: $e^{-m_h}$ per step back, so head $h$ looks about
-#   $1/m_h$ positions back on average ($1/(e^{m_h} - 1)$ exactly, on a long row).
+# - A slope is a decay of the weights: $e^{-m_h}$ per step back, so when all content
+#   scores are equal head $h$ looks about $1/m_h$ positions back on average ($1/(e^{m_h} - 1)$ exactly, on a long row).
 # - Any bias that differs from $-m_h\,(i - j)$ by a constant per row gives the same
 #   attention ($m_h\, j$, $m_h\,(j + 1)$, and under the causal mask $-m_h\,|i - j|$), but
 #   not in bfloat16, where the paper's form keeps the nearby keys exact.
@@ -935,7 +939,7 @@ print(
 # - 論文の本文は、どの $n$ にも傾き $m_h = 2^{-8h/n}$ を与えています。
 #   ヘッド数が 2 のべき乗でない場合、公式実装（と `posenc`、BLOOM、MPT、labml）は $2^k$ ヘッドの $2^k$ 個の傾きを使い、
 #   続けて $2^{k+1}$ ヘッドの傾きを 1 つおきに使います。そのため傾きは大きさの順に並びません。
-# - 傾きは重みの減衰を表します。1 つ遡るごとに重みは $e^{-m_h}$ 倍になり、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります
+# - 傾きは重みの減衰を表します。1 つ遡るごとに重みは $e^{-m_h}$ 倍になり、内容のスコアがすべて等しければ、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります
 #   （長い行では正確に $1/(e^{m_h} - 1)$ です）。
 # - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます
 #   （$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。

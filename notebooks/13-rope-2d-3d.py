@@ -272,8 +272,9 @@ assert_close(pe @ pe.T, rhs)
 # RoPE-Axial, an [axial RoPE](../docs/glossary.md#axial-rope), gives half of the pairs to each axis: pairs $0, \dots, d/4 - 1$
 # turn with the column, pairs $d/4, \dots, d/2 - 1$ with the row, both halves
 # with the same $d/4$ frequencies. Their code (`compute_axial_cis`) takes
-# $\theta_k = 100^{-4k/d}$, $k < d/4$, a base of 100 rather than 10000
-# because an image has far fewer positions per axis than a text. These are
+# $\theta_k = 100^{-4k/d}$, $k < d/4$: a base of 100 rather than 10000,
+# presumably because an image has far fewer positions per axis than a text
+# has tokens (the code does not say why). These are
 # exactly the frequencies of 1D RoPE of size $d/2$ with base 100, since
 # $100^{-2k/(d/2)} = 100^{-4k/d}$. So RoPE-Axial is two 1D RoPEs side by side:
 #
@@ -292,7 +293,7 @@ assert_close(pe @ pe.T, rhs)
 # 格子の上では、Heo らの RoPE-Axial（[軸ごとの RoPE](../docs/glossary.ja.md#axial-rope)）がペアの半分ずつを各軸に割り当てます。
 # ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらの半分も同じ $d/4$ 個の周波数を使います。
 # Heo らのコード（`compute_axial_cis`）は $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
-# 底が 10000 ではなく 100 なのは、画像の 1 軸あたりの位置の数がテキストよりずっと少ないからです。
+# 底は 10000 ではなく 100 です。コードに理由は書かれていませんが、画像の 1 軸あたりの位置の数がテキストのトークン数よりずっと少ないためと考えられます。
 # $100^{-2k/(d/2)} = 100^{-4k/d}$ なので、これは次元数 $d/2$、底 100 の 1 次元 RoPE の周波数とちょうど同じです。
 # したがって RoPE-Axial は 1 次元の RoPE を 2 つ並べたものです。
 #
@@ -743,8 +744,9 @@ for axis in range(3):
 # Frequencies fall with $i$, so in Qwen2-VL's $[16, 24, 24]$ the temporal
 # axis takes the 16 fastest and the width the 24 slowest; no axis has both
 # fast pairs (fine differences) and slow pairs (long ranges). The Qwen3-VL
-# report names this an imbalanced frequency spectrum and says it hurt long
-# video understanding; Qwen3-VL interleaves instead. With three axes,
+# report calls this an imbalanced frequency spectrum and attributes weaker
+# long-video understanding to it; Qwen3-VL interleaves instead, which Qwen's
+# documentation calls full-frequency allocation over time, height and width. With three axes,
 # frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, for as
 # long as the sections allow; Hugging Face's
 # `Qwen3VLTextRotaryEmbedding` with `mrope_section = [24, 20, 20]` gives $h$
@@ -759,8 +761,8 @@ for axis in range(3):
 # 連続したブロックでは、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では、時間の軸が最も速い 16 個を、
 # 幅の軸が最も遅い 24 個を受け持ちます。速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# Qwen3-VL の技術報告はこれを周波数スペクトルの偏りと呼び、長い動画の理解を損なっていたと述べています。
-# そこで Qwen3-VL は周波数を交互に配ります。
+# Qwen3-VL の技術報告はこれを周波数スペクトルの偏りと呼び、長い動画の理解が弱い原因としています。
+# そこで Qwen3-VL は周波数を交互に配ります。Qwen のドキュメントはこれを、時間・高さ・幅への全周波数の割り当てと説明しています。
 # 3 つの軸では、セクションが許す限り周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # Hugging Face の `Qwen3VLTextRotaryEmbedding` に `mrope_section = [24, 20, 20]` を与えると、
 # $h$ は周波数 $1, 4, \dots, 58$、$w$ は $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りはすべて $t$ になります。
@@ -993,6 +995,8 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 #   <https://arxiv.org/abs/2409.12191>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
+# - Qwen3-VL repository and documentation.
+#   <https://github.com/QwenLM/Qwen3-VL>
 # - Hugging Face transformers 5.24.0: `models/vit/modeling_vit.py`,
 #   `models/vit_mae/modeling_vit_mae.py`,
 #   `models/qwen2_vl/modeling_qwen2_vl.py` (`get_rope_index`,
@@ -1021,6 +1025,8 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 #   <https://arxiv.org/abs/2409.12191>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
+# - Qwen3-VL のリポジトリとドキュメント。
+#   <https://github.com/QwenLM/Qwen3-VL>
 # - Hugging Face transformers 5.24.0：`models/vit/modeling_vit.py`、
 #   `models/vit_mae/modeling_vit_mae.py`、
 #   `models/qwen2_vl/modeling_qwen2_vl.py`（`get_rope_index`、

@@ -107,6 +107,7 @@ def cell(m, lo, hi):
 
 
 minutes = record["wall_s"] / 60
+assert round(minutes) == 54  # quoted in the text
 print(
     f"torch {record['torch']}, {record['machine']}, "
     f"{record['jobs']} processes x {S['threads']} thread\n"
@@ -396,7 +397,8 @@ print(
 # stopped at the cap of 600 steps below $0.99$: NoPE at $0.76$ to $0.81$, the random
 # positions at $0.82$ to $0.85$, ALiBi at $0.87$ to $0.90$, KERPLE at $0.91$ to $0.95$, FIRE
 # at $0.92$ to $0.95$ and sinusoidal at $0.93$ to $0.99$. The cap is what the shared
-# two-core machine allowed for the whole record (below); these six were still short
+# two-core machine allowed for the whole record (54 minutes, printed at the top);
+# these six were still short
 # of the target when it ended, and this chapter does not show whether more steps would
 # get them there. Two of them have a reason in the task. NoPE can find "three back"
 # only by counting from the first token, and in a pilot run neither 1000 steps
@@ -416,7 +418,7 @@ print(
 # **コピー**で覚えたのは `learned`、`rope`、`t5`、`cope` の 4 つだけです。
 # ほかの 6 つは上限の 600 ステップで止まり、$0.99$ に届きませんでした。
 # 最後の正解率は、NoPE が $0.76$〜$0.81$、ランダムな位置が $0.82$〜$0.85$、ALiBi が $0.87$〜$0.90$、KERPLE が $0.91$〜$0.95$、FIRE が $0.92$〜$0.95$、正弦波が $0.93$〜$0.99$ です。
-# この上限は、共有の 2 コアのマシンで記録全体を作るために許された範囲で決めました（後述）。
+# この上限は、共有の 2 コアのマシンで記録全体を作るために許された範囲で決めました（記録全体で 54 分。冒頭に表示）。
 # 6 つは上限の時点でまだ目標に届いておらず、ステップを増やせば届くかどうかは、この章ではわかりません。
 # そのうち 2 つには、タスクの側に理由があります。
 # NoPE が「3 個前」を見つけるには、先頭のトークンから数えるしかありません。

@@ -286,8 +286,8 @@ def _swap(x: torch.Tensor, layout: str) -> torch.Tensor:
     return x.view(*x.shape[:-1], r // 2, 2).flip(-1).view(x.shape)
 
 
-_FAST_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-_INDEX_DTYPES = (torch.int64, torch.int32)
+_FAST_DTYPES = frozenset((torch.float32, torch.bfloat16, torch.float16))
+_INDEX_DTYPES = frozenset((torch.int64, torch.int32))
 
 #: Below this many elements of ``x``, :func:`_rotate` takes the out-of-place path:
 #: for a decode step the cost is the number of calls into torch, not bytes.
@@ -699,7 +699,14 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("sin_cached", s_pairs.select(-2, 1), persistent=False)
         # the tensors rope_init wrote and their storage: the per-call check compares
         # identities and one pointer instead of rebuilding a key
-        self._cache_refs = (table, self.cos_cached, self.sin_cached, inv_freq, table.data_ptr())
+        self._cache_refs = (
+            table,
+            self.cos_cached,
+            self.sin_cached,
+            inv_freq,
+            table.data_ptr(),
+            table.device,
+        )
 
     def reserve(self, n_positions: int, device: torch.device | str | None = None) -> None:
         """Build the cache for positions ``0 .. n_positions - 1`` now.
@@ -737,7 +744,7 @@ class RotaryEmbedding(nn.Module):
         comparisons, no call into torch. Anything else rebuilds or grows the
         cache.
         """
-        table, cos, sin, inv_freq, ptr = self._cache_refs
+        table, cos, sin, inv_freq, ptr, _ = self._cache_refs
         buffers = self._buffers
         if (
             buffers.get("rot_cached") is table
@@ -863,7 +870,7 @@ class RotaryEmbedding(nn.Module):
             return None
         if type(positions) is not torch.Tensor or positions.dtype not in _INDEX_DTYPES:
             return None
-        table = self._cache_refs[0]
+        table, _, _, _, ptr, device = self._cache_refs
         qs, ks, ps = q.shape, k.shape, positions.shape
         dim = self.dim
         if not (
@@ -879,11 +886,11 @@ class RotaryEmbedding(nn.Module):
             and q.numel() < _SMALL
             and k.numel() < _SMALL
             and ps[0] > 0
-            and q.device == table.device
-            and k.device == table.device
-            and positions.device == table.device
+            and q.device == device
+            and k.device == device
+            and positions.device == device
             and self._buffers.get("rot_cached") is table
-            and table.data_ptr() == self._cache_refs[4]
+            and table.data_ptr() == ptr
         ):
             return None
         try:

@@ -344,6 +344,7 @@ def test_blocks_change_no_bit(monkeypatch, layout, dtype):
     positions = (torch.arange(40) + torch.tensor([0, 7, 900])[:, None])[:, None, :]  # (3, 1, 40)
     monkeypatch.setattr(rope_module, "_SMALL", 0)  # the large path
     monkeypatch.setattr(rope_module, "_BLOCK", 1 << 30)  # one block
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # blocks: single-threaded only
     whole = apply_rope(x, positions, layout=layout, rotary_dim=16)
     for block in (1, 50, 1000, 5000):  # down to a block per row of a head
         monkeypatch.setattr(rope_module, "_BLOCK", block)

@@ -17,7 +17,7 @@
 #
 # T5 (Raffel et al. 2020) adds no positional encoding to its token embeddings. Instead,
 # every attention score receives a learned number that depends only on how far the key
-# is from the query. The distances are sorted into [buckets](../docs/glossary.md): each
+# is from the query (and, in the encoder, on which side). The distances are sorted into [buckets](../docs/glossary.md): each
 # small distance has a bucket of its own, larger distances share buckets whose width
 # grows geometrically, and every distance from a maximum on lands in one last bucket.
 # Each head learns one scalar per bucket, and one table serves all the layers of a
@@ -35,7 +35,7 @@
 # # T5 の相対位置バケット
 #
 # T5（Raffel ら 2020）は、トークンの埋め込みに位置エンコーディングを足しません。
-# その代わり、キーがクエリからどれだけ離れているかだけで決まる学習可能なスカラーを、すべてのアテンションスコアに 1 つずつ足します。
+# その代わり、キーがクエリからどれだけ離れているか（エンコーダではさらにどちら側にあるか）だけで決まる学習可能なスカラーを、すべてのアテンションスコアに 1 つずつ足します。
 # 距離は[バケット](../docs/glossary.ja.md)に振り分けられます。
 # 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は、幅が等比的に広がるバケットを共有します。
 # そして、ある最大距離から先はすべて最後の 1 つのバケットに入ります。
@@ -84,7 +84,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # The cell below passes the bias of `posenc.T5RelativeBias` to `posenc.attention`.
 # With the identity matrix as values, attention returns its weights, which must be the
-# softmax of the formula above. Then it checks the diagonals.
+# softmax of the formula above. Then it checks each entry of the bias against the
+# table row of a bucket worked out by hand for $T = 10$, and the diagonals.
 
 # %% [markdown] lang="ja"
 # ## 考え方：位置をスコアへのバイアスとして与える
@@ -104,7 +105,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # 次のセルでは、`posenc.T5RelativeBias` のバイアスを `posenc.attention` に渡します。
 # バリューに単位行列を使うと、アテンションは重みそのものを返します。
-# それが上の式の softmax に一致することを確かめ、続いて対角線の性質を確かめます。
+# それが上の式の softmax に一致することを確かめます。
+# 続いて、バイアスの各成分が、$T = 10$ について手で求めたバケットの表の値であることと、対角線の性質を確かめます。
 
 # %%
 H, T, d = 4, 10, 8
@@ -119,6 +121,16 @@ with torch.no_grad():
 weights = attention(q, k, torch.eye(T).expand(H, T, T), bias=bias)
 scores = q @ k.transpose(-2, -1) / math.sqrt(d) + bias
 torch.testing.assert_close(weights, torch.softmax(scores, dim=-1))
+
+# buckets by hand (E = 8, 16 a side): |r| for r <= 0, 16 + r for r > 0 while
+# |r| < 8; |r| = 8, 9 share bucket 8 or 24, as ln(9/8) / ln(16) * 8 < 1
+by_hand = {r: -r if r <= 0 else 16 + r for r in range(-7, 8)}
+by_hand.update({-9: 8, -8: 8, 8: 24, 9: 24})
+table = t5_bias.relative_attention_bias.weight.detach()  # beta: [B, H]
+expected = torch.stack(
+    [torch.stack([table[by_hand[j - i]] for j in range(T)]) for i in range(T)]
+)  # [T, T, H]
+torch.testing.assert_close(bias, expected.permute(2, 0, 1), rtol=0, atol=0)
 
 # bias[h, i, j] depends only on j - i: shifting i and j together changes nothing
 assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
@@ -298,6 +310,12 @@ print(
 # every other distance any float32 arithmetic that is accurate to a few units in the
 # last place gives the float64 bucket.
 #
+# Mesh TensorFlow does not divide, though: `mtf.divide` by a Python number is a
+# multiplication by its reciprocal (`ScalarMultiplyOperation(x1, 1.0 / x2)` in
+# `mesh_tensorflow/ops.py`), so it computes $\ln(n \cdot \mathrm{fl}(1/E))$ times
+# $\mathrm{fl}(1/\ln(D/E))$ times $S - E$, each rounded to float32. Hugging Face on a
+# CPU divides, as `posenc` and the cells below do. At the defaults both forms give
+# the same buckets (checked below).
 # At the whole numbers the last bit decides. At $n = E$ the logarithm is exactly $0$, and
 # from $n = D = 128$ on the clip gives $S - 1$ whichever way the quotient rounds. That
 # leaves $n = 16, 32, 64$ in the bidirectional setting, whose quotients are exactly
@@ -329,6 +347,12 @@ print(
 # ここで float32 の丸めが商を動かす量は $10^{-5}$ 未満なので、それよりずっと大きな隔たりです。
 # したがって、それ以外のすべての距離では、最後の桁の数単位まで正確な float32 の計算であれば、どれも float64 と同じバケットを返します。
 #
+# ただし Mesh TensorFlow は割り算をしません。
+# Python の数による `mtf.divide` は、その逆数を掛ける演算です（`mesh_tensorflow/ops.py` の `ScalarMultiplyOperation(x1, 1.0 / x2)`）。
+# そのため、$\ln(n \cdot \mathrm{fl}(1/E))$ に $\mathrm{fl}(1/\ln(D/E))$ と $S - E$ を掛け、それぞれを float32 に丸めます。
+# CPU 上の Hugging Face は、`posenc` や以下のセルと同じく割り算をします。
+# 既定値では、どちらの形でも同じバケットになります（下で確かめます）。
+#
 # 商が整数になる距離では、最後のビットが結果を決めます。
 # $n = E$ では対数がちょうど $0$ です。また $n = D = 128$ から先は、商がどちらに丸められてもクリップによって $S - 1$ になります。
 # 残るのは双方向の $n = 16, 32, 64$ で、商はちょうど $2, 4, 6$ です。
@@ -350,7 +374,7 @@ def log32(x):  # float32 log, correctly rounded: Python's log, rounded once
 
 
 def quotient32(n, side, max_distance, log=log32):
-    """ln(n/E) / ln(D/E) * (S - E) in float32, as Mesh TF and Hugging Face."""
+    """ln(n/E) / ln(D/E) * (S - E) in float32, as Hugging Face on a CPU."""
     exact = side // 2
     x = log(n.float() / exact)
     return x / math.log(max_distance / exact) * (side - exact)
@@ -399,13 +423,21 @@ for side in (16, 32):  # bidirectional and causal, B = 32
 # last place but not correctly rounded, and its last bit can depend on the CPU. On the
 # x86 CPU used to check this chapter (PyTorch 2.13, AVX2) it returns the higher value
 # for this argument, and Hugging Face's own code puts $r = -30$ into bucket $27$. Where
-# a quotient is a whole number, "the bucket T5 uses" depends on the machine; no
-# released T5 model uses these settings.
+# a quotient is a whole number, "the bucket T5 uses" depends on the code path (Mesh
+# TensorFlow's reciprocals, Hugging Face on a CPU or a GPU) and on the machine's `log`;
+# no released T5 model uses these settings. Outside the defaults the code paths part:
+# Mesh TensorFlow's reciprocal form (emulated below with the correctly rounded
+# logarithm) puts $r = \pm 14$ into buckets $5$ and $13$ with $B = 16$, $D = 49$,
+# where `posenc` and the float64 reference give $6$ and $14$. PyTorch's CUDA kernel
+# also divides a tensor by a Python number as a product with the float32 reciprocal
+# (`BinaryDivTrueKernel.cu`); we have not run it on a GPU here.
 #
 # The cell checks the example with the correctly rounded logarithm and with one unit
 # more, checks that PyTorch's own float32 `log` of $30/18$ is one of those two values
-# (without assuming which), and compares `posenc` with Hugging Face's expression,
-# rewritten with the correctly rounded logarithm, in 48 settings.
+# (without assuming which), compares `posenc` in 48 settings with Hugging Face's CPU
+# expression, rewritten with the correctly rounded logarithm, and with Mesh
+# TensorFlow's reciprocal form (they agree in all 48, $B = 72$, $D = 50$ included),
+# and checks the $B = 16$, $D = 49$ disagreement.
 
 # %% [markdown] lang="ja"
 # 既定値以外の設定では、2 つの精度で結果が食い違う場合もあります。
@@ -418,11 +450,21 @@ for side in (16, 32):  # bidirectional and causal, B = 32
 # 最後のビットは CPU によって変わることがあります。
 # この章の確認に使った x86 の CPU（PyTorch 2.13、AVX2）では、この引数に対して大きいほうの値を返し、
 # Hugging Face のコードそのものが $r = -30$ をバケット $27$ に入れます。
-# 商が整数になる場所では「T5 が使うバケット」は計算機によって変わります。なお、公開されている T5 のモデルでこの設定を使うものはありません。
+# 商が整数になる場所では、「T5 が使うバケット」は計算の経路と計算機の `log` によって変わります。
+# 計算の経路とは、Mesh TensorFlow の逆数、CPU 上の Hugging Face、GPU 上の Hugging Face などです。
+# なお、公開されている T5 のモデルでこの設定を使うものはありません。
+# 既定値以外では、計算の経路によって結果が分かれます。
+# Mesh TensorFlow の逆数を掛ける形（下では正しく丸めた対数で再現します）は、$B = 16$、$D = 49$ で $r = \pm 14$ をバケット $5$ と $13$ に入れます。
+# `posenc` と float64 の参照実装は $6$ と $14$ です。
+# PyTorch の CUDA カーネル（`BinaryDivTrueKernel.cu`）も、テンソルを Python の数で割るときは float32 の逆数との積として計算します。
+# ただし、ここでは GPU で実行していません。
 #
 # 次のセルでは、正しく丸めた対数と、それより 1 単位大きい対数でこの例を確かめます。
 # PyTorch 自身の float32 の `log` による $30/18$ の対数が、その 2 つの値のどちらかであることも確かめます（どちらであるかは仮定しません）。
-# さらに、正しく丸めた対数で書き直した Hugging Face の式と `posenc` を、48 通りの設定で比べます。
+# さらに 48 通りの設定で、`posenc` を 2 つの式と比べます。
+# 正しく丸めた対数で書き直した CPU 上の Hugging Face の式と、Mesh TensorFlow の逆数を掛ける形です。
+# $B = 72$、$D = 50$ を含め、48 通りすべてで一致します。
+# 最後に、$B = 16$、$D = 49$ での食い違いを確かめます。
 
 
 # %%
@@ -441,6 +483,19 @@ b32 = t5_relative_position_bucket(
 assert (b64, b32) == (27, 26) and q32 < 9 == q32_up
 print(f"float64 {q64!r} -> {b64}; float32 {q32:.6f} -> {b32} (posenc);")
 print(f"float32 with the log one unit higher {q32_up:.6f} -> 27")
+
+
+def mtf_bucket(r, bidirectional=True, num_buckets=32, max_distance=128):
+    """Mesh TF's bucket: divisions by Python numbers are float32 products."""
+    side = num_buckets // 2 if bidirectional else num_buckets
+    n = r.abs() if bidirectional else (-r).clamp_min(0)
+    exact = side // 2
+    f32 = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
+    x = n.clamp_min(exact).float() * f32(1.0 / exact)
+    q = log32(x) * f32(1.0 / math.log(max_distance / exact)) * (side - exact)
+    large = (exact + q.long()).clamp_max(side - 1)
+    bucket = torch.where(n < exact, n, large)
+    return bucket + side * (r > 0) if bidirectional else bucket
 
 
 def hf_bucket(r, bidirectional=True, num_buckets=32, max_distance=128):
@@ -462,8 +517,15 @@ for num_buckets in (8, 16, 32, 72):
             kw = dict(num_buckets=num_buckets, max_distance=max_distance)
             ours = t5_relative_position_bucket(r_wide, bidirectional=bi_, **kw)
             assert torch.equal(ours, hf_bucket(r_wide, bi_, **kw))
+            assert torch.equal(ours, mtf_bucket(r_wide, bi_, **kw))
             settings += 1
-print(f"posenc == Hugging Face's float32 expression in {settings} settings")
+print("posenc == Hugging Face's CPU expression (log32) and Mesh TF's")
+print(f"  reciprocal form in {settings} settings")
+r14 = torch.tensor([-14, 14])
+kw = dict(num_buckets=16, max_distance=49)
+assert mtf_bucket(r14, **kw).tolist() == [5, 13]
+assert t5_relative_position_bucket(r14, **kw).tolist() == [6, 14]
+assert [reference_bucket(x, True, 16, 49) for x in (-14, 14)] == [6, 14]
 
 # %% [markdown] lang="en"
 # ## What the buckets look like
@@ -759,8 +821,10 @@ plt.show()
 # at position $i + k_{\mathrm{len}} - q_{\mathrm{len}}$, the end of the keys, so the
 # bias for the queries of a step is the last rows of the full bias. Hugging Face's T5
 # places them the same way: transformers 5 adds the number of cached tokens to the
-# query positions (`past_seen_tokens` in `compute_bias`), and transformers 4 computed
-# the bias for the whole length and kept its last rows. The cell checks the slicing,
+# query positions (`past_seen_tokens` in `compute_bias`), and transformers 4.46 to
+# 4.57 pass the absolute query positions (`cache_position`) to `compute_bias`; only
+# releases before `cache_position` computed the bias for the whole length and kept
+# its last rows. The cell checks the slicing,
 # then decodes a causal sequence one token at a time with `posenc.attention` and
 # compares each step with the full causal pass.
 
@@ -773,7 +837,8 @@ plt.show()
 # つまりキーの末尾に置きます。したがって各ステップのクエリのバイアスは、全体のバイアスの最後の行です。
 # Hugging Face の T5 も同じ位置にクエリを置きます。
 # transformers 5 は、キャッシュ済みのトークン数をクエリの位置に足します（`compute_bias` の `past_seen_tokens`）。
-# transformers 4 は、全長についてバイアスを計算してから最後の行だけを残していました。
+# transformers 4.46 から 4.57 は、クエリの絶対位置（`cache_position`）を `compute_bias` に渡します。
+# 全長についてバイアスを計算してから最後の行だけを残していたのは、`cache_position` より前のリリースだけです。
 # 次のセルでは、この切り出しを確かめ、続いて `posenc.attention` で因果的な系列を 1 トークンずつ処理し、
 # 各ステップを一括の因果的な計算と比べます。
 
@@ -832,14 +897,15 @@ with torch.no_grad():
 # |---|---|---|
 # | Mesh TensorFlow (T5) | `n = -relative_position`, the query minus the key | float32 (`mtf.to_float`), in the model's graph: on TPUs for T5 |
 # | Hugging Face `T5Attention` | `memory_position - context_position`, the key minus the query | float32 (`.float()`), PyTorch's `log` |
-# | flaxformer (T5X) | `n = -relative_position` | NumPy on the host: float32 `log` of $n/E$ plus `np.finfo(np.float32).eps`; the quotient in float32 with NumPy 1.x, in float64 with NumPy 2 |
+# | flaxformer (T5X) | `n = -relative_position` | NumPy on the host: float32 `log` of $n/E + \epsilon$, $\epsilon$ = `np.finfo(np.float32).eps`; the quotient in float32 with NumPy 1.x, in float64 with NumPy 2 |
 # | `posenc` | key minus query | float32 with a correctly rounded `log`, once per setting |
 #
 # The sign conventions differ but the buckets agree at the defaults: all of them send
 # the keys after the query to the second half. Flaxformer's epsilon is a real difference,
-# though a small one. It lifts a quotient that float32 rounds to just below a whole
-# number back over the edge: with the defaults this changes no bucket from $r = -300$ to
-# $300$, but with $B = 72$ and $D = 50$ flaxformer puts $r = -30$ into bucket $27$, where
+# though a small one. Adding $\epsilon = 2^{-23}$ to $x = n/E$ in float32 changes $x$
+# only when $x < 2$, or when $2 \le x < 4$ with an odd last bit: at T5's edges
+# $x = 2, 4, 8$ ($n = 16, 32, 64$) $x + \epsilon = x$, so there it changes nothing.
+# With the defaults it changes no bucket from $r = -300$ to $300$, but with $B = 72$ and $D = 50$ flaxformer puts $r = -30$ into bucket $27$, where
 # `posenc`, like Mesh TensorFlow's and Hugging Face's expression with a correctly rounded
 # logarithm, puts it into $26$.
 #
@@ -853,7 +919,8 @@ with torch.no_grad():
 # and flaxformer puts $r = -68$ into bucket $24$ under NumPy 1.x but $23$ under NumPy 2.
 # The cell rebuilds flaxformer's expression in NumPy, with the correctly rounded
 # logarithm and either precision, checks both statements, and checks that the installed
-# NumPy promotes as NEP 50 says. Flaxformer also stores the table as
+# NumPy promotes as NEP 50 says. Mesh TensorFlow (with one table per stack,
+# `relative_attention_type="bias_shared"`) and flaxformer store the table as
 # `(num_heads, num_buckets)`, the transpose of Hugging Face's `(num_buckets, n_heads)`,
 # which `posenc` follows.
 #
@@ -891,12 +958,14 @@ with torch.no_grad():
 # |---|---|---|
 # | Mesh TensorFlow（T5） | `n = -relative_position`（クエリの位置からキーの位置を引いた値） | float32（`mtf.to_float`）、モデルの計算グラフの中で計算。T5 では TPU 上 |
 # | Hugging Face の `T5Attention` | `memory_position - context_position`（キーの位置からクエリの位置を引いた値） | float32（`.float()`）、PyTorch の `log` |
-# | flaxformer（T5X） | `n = -relative_position` | ホスト上の NumPy。$n/E$ に `np.finfo(np.float32).eps` を足した値の float32 の `log`。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
+# | flaxformer（T5X） | `n = -relative_position` | ホスト上の NumPy。$\epsilon$ = `np.finfo(np.float32).eps` として、float32 の `log` の引数は $n/E + \epsilon$。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
 # | `posenc` | キーの位置からクエリの位置を引いた値 | 正しく丸めた `log` を使う float32。設定ごとに 1 回だけ計算 |
 #
 # 引き算の向きは違っても、既定値ではバケットは一致します。どれも、クエリより後ろのキーを後半に送ります。
 # ただし flaxformer の epsilon は、小さいながら本当の違いです。
-# float32 で整数のわずかに下に丸められた商を、境目の向こうへ押し戻すからです。
+# float32 の $x = n/E$ に $\epsilon = 2^{-23}$ を足しても、$x$ が変わるのは限られた場合だけです。
+# $x < 2$ のときか、$2 \le x < 4$ で最後のビットが奇数のときです。
+# T5 の境目 $x = 2, 4, 8$（$n = 16, 32, 64$）では $x + \epsilon = x$ なので、そこでは何も変わりません。
 # 既定値では $r = -300$ から $300$ までのどのバケットも変わりません。
 # しかし $B = 72$、$D = 50$ では、flaxformer は $r = -30$ をバケット $27$ に入れます。
 # `posenc` は、正しく丸めた対数で計算した Mesh TensorFlow や Hugging Face の式と同じく $26$ に入れます。
@@ -911,7 +980,7 @@ with torch.no_grad():
 # flaxformer は $r = -68$ を、NumPy 1.x ではバケット $24$ に、NumPy 2 では $23$ に入れます。
 # 次のセルでは flaxformer の式を、正しく丸めた対数とどちらかの精度で NumPy を使って作り直し、両方の主張を確かめます。
 # インストールされている NumPy が NEP 50 のとおりに型を昇格させることも確かめます。
-# また flaxformer は表を `(num_heads, num_buckets)` の形状で持ちます。
+# また Mesh TensorFlow（スタックごとに表 1 つの `relative_attention_type="bias_shared"`）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 #
 # Hugging Face では、T5 v1.1 と Flan-T5 のチェックポイントは同じ T5 のクラスに読み込まれ、
@@ -969,6 +1038,12 @@ def flax_bucket(
     return offset + np.where(n < exact, n, large)
 
 
+# eps lifts x = n/E below 2 (30/18) but not at T5's edges x = 2, 4, 8
+eps32 = np.finfo(np.float32).eps
+x_edges = np.float32([16, 32, 64]) / 8
+assert (x_edges + eps32 == x_edges).all()
+assert np.float32(30) / 18 + eps32 > np.float32(30) / 18
+
 # NEP 50 (NumPy 2): a float64 NumPy scalar keeps its precision
 numpy2 = int(np.__version__.split(".")[0]) >= 2
 quotient_dtype = (np.ones(1, np.float32) / np.log(50 / 18)).dtype
@@ -1002,9 +1077,11 @@ print(
 #   well before $D = 128$: beyond it the bias says only on which side a key lies.
 # - The bidirectional split never uses bucket $S$: one bucket of 32 is wasted.
 # - The buckets come from float32 code. At the defaults only the distances 16, 32 and 64
-#   sit exactly on a bucket edge, where the last bit of the float32 logarithm decides;
-#   this chapter checks against Hugging Face's expression with a correctly rounded
-#   logarithm on a CPU, not against T5's own TPU run.
+#   sit exactly on a bucket edge, where the last bit of the float32 quotient decides:
+#   it depends on the code path (Mesh TensorFlow, Hugging Face on a CPU or a GPU) and
+#   on the machine's logarithm. This chapter checks against Hugging Face's CPU
+#   expression and an emulation of Mesh TensorFlow's, both with a correctly rounded
+#   logarithm, not against T5's own TPU run.
 # - T5 does not divide the scores by $\sqrt{d}$: multiply the queries by $\sqrt{d}$ to
 #   run its weights through a scaled attention.
 
@@ -1018,8 +1095,9 @@ print(
 #   そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。
 # - 双方向の分け方ではバケット $S$ が使われず、32 個のうち 1 個が無駄になります。
 # - バケットは float32 のコードで決まります。既定値でバケットの境目にちょうど乗るのは距離 16、32、64 だけで、
-#   そこでは float32 の対数の最後のビットが結果を決めます。
-#   この章で確かめているのは、正しく丸めた対数を使って CPU で計算した Hugging Face の式であり、T5 自身の TPU での計算ではありません。
+#   そこでは float32 の商の最後のビットが結果を決めます。
+#   そのビットは、計算の経路（Mesh TensorFlow、CPU または GPU 上の Hugging Face）と計算機の対数によって変わります。
+#   この章で確かめているのは、正しく丸めた対数を使った CPU 上の Hugging Face の式と Mesh TensorFlow の式の再現であり、T5 自身の TPU での計算ではありません。
 # - T5 はスコアを $\sqrt{d}$ で割りません。スケーリングするアテンションで T5 の重みを使うときは、クエリに $\sqrt{d}$ を掛けます。
 
 # %% [markdown] lang="en"

@@ -300,6 +300,7 @@ def _draw_every_cell(page) -> None:
 def test_accessibility_check_catches_a_missing_alt_text(browser, served_site):
     page = browser.new_page()
     page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="networkidle")
+    page.locator("article img").first.wait_for(state="attached")  # a loaded machine may lag
     page.evaluate("document.querySelector('article img').removeAttribute('alt')")
     violations = _axe_violations(page)
     page.close()

@@ -8,7 +8,7 @@ never seen in training:
 * :class:`KerpleBias` (Chi et al. 2022): two learned numbers per head,
   ``-r1 * log(1 + r2 * |i - j|)`` or ``-r1 * |i - j| ** r2``, each a
   conditionally positive definite kernel of the two positions.
-* :class:`FireBias` (Li et al. 2023): a small MLP of the distance divided by
+* :class:`FireBias` (Li et al., arXiv 2023, ICLR 2024): a small MLP of the distance divided by
   the query position, both after a learned log transform, so that one
   function on ``[0, 1]`` serves every length ("progressive interpolation").
 
@@ -219,7 +219,7 @@ _FIRE_EPS = 1e-6
 
 
 class FireBias(nn.Module):
-    """FIRE: functional interpolation for relative positions (Li et al. 2023).
+    """FIRE: functional interpolation for relative positions (Li et al., arXiv 2023, ICLR 2024).
 
     For a query at position ``p_i = i + k_len - q_len`` and a key at ``j``,
     head ``h`` adds::

@@ -1,8 +1,9 @@
 """Learned relative position encodings: T5's bucketed bias and Shaw et al.'s embeddings.
 
 * :func:`t5_relative_position_bucket` maps a relative position (key position
-  minus query position) to one of ``num_buckets`` buckets, exactly as T5
-  does: small distances get a bucket each, larger ones share buckets whose
+  minus query position) to one of ``num_buckets`` buckets by T5's rule
+  (Hugging Face's float32 arithmetic on a CPU; see the function for where
+  other code paths can differ by one bucket): small distances get a bucket each, larger ones share buckets whose
   width grows logarithmically up to ``max_distance``, and everything farther
   falls into the last bucket.
 * :class:`T5RelativeBias` learns one scalar per bucket and head and returns
@@ -103,9 +104,16 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
     an integer ``n`` is ``max_exact`` plus the number of thresholds ``<= n``,
     where threshold ``t`` (``t = 1 .. side - max_exact - 1``) is the smallest
     integer reaching bucket ``max_exact + t``. Finding them once here, with
-    the same float32 arithmetic, reproduces T5's buckets exactly (also where
-    the float32 quotient lands on a bucket edge and differs from exact
-    arithmetic) and makes the result independent of the device's ``log``.
+    Hugging Face's float32 arithmetic (true divisions) and a correctly
+    rounded float32 ``log``, gives the same buckets as that expression also
+    where the float32 quotient lands on a bucket edge, and makes the result
+    independent of the device's ``log``. Other code paths can differ there by
+    one bucket: torch's float32 ``log`` is not correctly rounded on every
+    CPU, Mesh TensorFlow multiplies by float32 reciprocals instead of
+    dividing (e.g. ``num_buckets=16, max_distance=49``, distance 14), and
+    PyTorch on CUDA divides by a Python number the same way. At T5's
+    defaults (32 buckets, 128) all of them agree (chapter *T5 relative
+    buckets*).
     """
     max_exact = side // 2
     n_log = side - max_exact  # buckets from max_exact on, the last one open-ended
@@ -147,9 +155,12 @@ def t5_relative_position_bucket(
 ) -> torch.Tensor:
     """T5's bucket for each relative position (Raffel et al. 2020).
 
-    With ``relative_position = key_pos - query_pos``, the same for every
-    element as T5's ``_relative_position_bucket`` (Mesh TensorFlow, and
-    Hugging Face's ``T5Attention``):
+    With ``relative_position = key_pos - query_pos``, T5's
+    ``_relative_position_bucket`` as Hugging Face's ``T5Attention`` computes
+    it on a CPU in float32 with a correctly rounded ``log``; at T5's defaults
+    this equals Mesh TensorFlow's and Hugging Face's output everywhere, and in
+    other settings it can differ from them by one bucket where the float32
+    quotient lands on a bucket edge (see ``_t5_thresholds``):
 
     * ``bidirectional=True`` (encoder): half of the buckets, ``side =
       num_buckets // 2``, serve keys at or before the query and the other half

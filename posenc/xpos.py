@@ -9,7 +9,11 @@ xPos rotates queries and keys exactly as RoPE does, then scales rotated pair
 ``zeta_i ** (m / B)`` and of a key at position ``n`` by ``zeta_i ** (-n / B)``,
 with::
 
-    zeta_i = (2i/d + gamma) / (1 + gamma)        (gamma = 0.4, B = scale_base = 512)
+    zeta_i = (2i/d + gamma) / (1 + gamma)
+
+The paper's equation writes the exponent with the position itself (``B = 1``)
+and prints no value of ``gamma``; ``gamma = 0.4`` and ``B = scale_base = 512``
+are torchscale's ``XPOS`` defaults, which posenc follows.
 
 Scaling a pair commutes with rotating it, so the dot product of the query at
 ``m`` and the key at ``n`` is the RoPE score of each pair times
@@ -138,7 +142,7 @@ def xpos_zeta(dim: int, *, gamma: float = 0.4, dtype: torch.dtype = torch.float3
 
     Args:
         dim (int): number of features of a query or key, even and >= 2.
-        gamma (float): finite and > 0. Default 0.4 (the paper, torchscale).
+        gamma (float): finite and > 0. Default 0.4 (torchscale's ``XPOS``; the paper prints no value).
         dtype (torch.dtype): floating dtype of the result. Default float32.
 
     Returns:

@@ -579,7 +579,7 @@ print(
 # operations as much as for its traffic. One thread keeps the comparison about bytes.
 #
 # A page that timed itself would change at every execution, so the figures show one
-# stored run of `python -m posenc.bench --threads 1 --json benchmarks/cpu-1-thread.json`
+# stored run of `python -m posenc.bench --threads 1 --compile --json benchmarks/cpu-1-thread.json`
 # on the 2-core machine that builds this site; the cell prints that machine and the
 # stored medians and quartiles that the text below refers to, and checks each
 # statement against them. Run the command to measure yours.
@@ -594,19 +594,18 @@ print(
 # (exercise 3).
 #
 # The decode step reverses the order. There `apply_rope`, in either layout, is the
-# slowest contender, more than twice as slow as the eager formula, and
+# slowest contender in the figure, more than twice as slow as the eager formula, and
 # `RotaryEmbedding` is slower than the eager formula too. Moving 2 KiB costs next to
 # nothing; what remains is the cost of each call: `apply_rope` runs nine ATen
 # operations, among them computing $\cos\phi$ and $\sin\phi$, and its checks in
 # Python, while the eager formula runs five on tables computed beforehand. The table
 # after the figure gives all the times.
 #
-# The stored run is older than the code this page counts: it was committed with the
-# chapter in commit 147b292 (its meta records no commit), before `apply_rope` ran its
-# passes block by block and before `RotaryEmbedding` had its current decode path
-# (`max_positions` is new). Its times, and the $\beta$ and operation counts stored
-# with them, are those of that code; the cell prints them next to today's counts.
-# So the decode rows say nothing yet about today's `RotaryEmbedding`.
+# The stored run was made with the code this page counts (at commit ae828e7
+# according to `benchmarks/README.md`; its meta records no commit): its stored $\beta$ and operation counts equal the counts above, which the
+# cell prints and checks. It also times `RotaryEmbedding(max_positions)`, whose
+# decode path is new: in the decode step it is about as fast as the eager formula,
+# while the default module is slower (the table after the figure).
 
 # %% [markdown] lang="ja"
 # ## このマシンで計測する
@@ -624,7 +623,7 @@ print(
 #
 # ページの中で時間を計測すると、実行のたびに内容が変わってしまいます。
 # そこで図には、このサイトを生成する 2 コアのマシンで
-# `python -m posenc.bench --threads 1 --json benchmarks/cpu-1-thread.json` を実行し、保存した 1 回分の結果を示します。
+# `python -m posenc.bench --threads 1 --compile --json benchmarks/cpu-1-thread.json` を実行し、保存した 1 回分の結果を示します。
 # 次のセルは、そのマシンの情報と、以下の説明が参照する保存済みの中央値と四分位数を表示し、それぞれの記述をその値と照らし合わせます。
 # 手元のマシンで計るには、このコマンドを実行してください。
 #
@@ -636,19 +635,18 @@ print(
 # そのため、`apply_rope` と `RotaryEmbedding` のように近い比較対象の順位は、この計測では決まりません（演習 3）。
 #
 # デコードの 1 ステップでは順位が逆になります。
-# `apply_rope` がどちらの配置でもいちばん遅く、eager モードの式の 2 倍以上の時間がかかります。
+# 図の比較対象の中では、`apply_rope` がどちらの配置でもいちばん遅く、eager モードの式の 2 倍以上の時間がかかります。
 # `RotaryEmbedding` も eager モードの式より遅くなります。
 # 2 KiB を動かすコストはほとんどありません。残るのは呼び出しごとのコストです。
 # `apply_rope` は、$\cos\phi$ と $\sin\phi$ の計算を含む 9 個の ATen 演算に加えて、Python で引数を検査します。
 # 一方、eager モードの式は、あらかじめ計算した表に対する 5 個の演算だけです。
 # すべての時間は、図のあとの表に示します。
 #
-# 保存した計測は、このページが数えているコードより古いものです。
-# この章と一緒にコミット 147b292 で記録されました（メタデータにはコミットの記録がありません）。
-# これは、`apply_rope` が 3 回のパスをブロック単位で実行するようになる前です。
-# また、`RotaryEmbedding` の現在のデコードの経路（`max_positions` は新しい機能です）ができる前でもあります。
-# その時間と、一緒に保存された $\beta$ や演算の数は、当時のコードのものです。次のセルは、それを現在の数と並べて表示します。
-# したがって、デコードの行からは、現在の `RotaryEmbedding` の速さについて何も言えません。
+# 保存した計測は、このページが数えているコードで実行したものです。
+# `benchmarks/README.md` によればコミット ae828e7 での計測です（メタデータにはコミットの記録がありません）。
+# 保存された $\beta$ と演算の数は上で数えた値と一致し、次のセルがそれを表示して確かめます。
+# この計測には `RotaryEmbedding(max_positions)` も含まれます。そのデコードの経路は新しく加わったものです。
+# デコードの 1 ステップでは、eager モードの式とほぼ同じ速さで、既定のモジュールはそれより遅くなります（図のあとの表）。
 
 # %% alt={"en": ["Bar charts of the stored one-thread run. Left, x of 1×16×2048×128: for each contender the time over the floor's, predicted from the bytes (hatched) and measured (filled); every measured bar but the floor's is above its prediction, rotate_half highest, apply_rope and RotaryEmbedding in the middle, view_as_complex and mul(x, 2) lowest. Right, a decode step of 1×8×1×64, time per call in µs: both apply_rope bars are the tallest, RotaryEmbedding next, rotate_half and view_as_complex lower, mul(x, 2) lowest."], "ja": ["保存した 1 スレッドの計測を示す 2 つの棒グラフ。左は形状 1×16×2048×128 の x で、比較対象ごとに下限に対する時間の比を、バイト数からの予測（斜線）と実測（塗りつぶし）で並べています。下限以外の実測は、どれも予測より高くなっています。いちばん高いのは rotate_half です。apply_rope と RotaryEmbedding が中ほどで、view_as_complex と下限の演算（x を 2 倍するだけ）がいちばん低くなっています。右はデコードの 1 ステップ（1×8×1×64）の 1 回あたりの時間（µs）です。apply_rope の 2 本がいちばん高く、次が RotaryEmbedding です。rotate_half と view_as_complex はそれより低く、下限の演算がいちばん低くなっています。"]}
 root = next(
@@ -666,6 +664,8 @@ print(
 prefill, decode = results["groups"]["rope"], results["groups"]["decode"]
 pre, dec = prefill["contenders"], decode["contenders"]
 stored, now = pre["apply_rope"], rope_traffic
+assert stored["ops_per_call"] == len(now.ops)
+assert abs(stored["bytes_per_element"] - now.total / N) < 1e-9
 print(
     "\nstored: prefill apply_rope "
     f"{stored['bytes_per_element']:.2f} B/element, "
@@ -674,6 +674,8 @@ print(
 )
 module_now = len(counts["RotaryEmbedding, q and k"].ops) / 2
 stored_module = dec["rotary_embedding"]["ops_per_call"]
+assert stored_module == module_now
+assert 0.8 < dec["rotary_embedding_fixed"]["speedup_vs_baseline"] < 1.25
 print(
     f"stored: decode RotaryEmbedding {stored_module:g} ops per tensor; "
     f"counted now {module_now:g}",
@@ -766,6 +768,10 @@ plt.show()
 
 
 # %%
+table_labels = {n: label.replace("\n", " ") for n, label in labels.items()}
+table_labels["rotary_embedding_fixed"] = "RotaryEmbedding(max_positions)"
+
+
 def markdown_table(group, unit, scale, last):
     """One Markdown table of a stored group: a row per contender."""
     head = (
@@ -773,11 +779,11 @@ def markdown_table(group, unit, scale, last):
         f"| t / t_floor | GB/s | {last[0]} |"
     )
     rows = [head, "|---|" + "---:|" * 6]
-    for n in names:
+    for n in [*names, "rotary_embedding_fixed"]:
         r = group["contenders"][n]
         q1, t, q3 = (r[k] * scale for k in ("q1_ms", "median_ms", "q3_ms"))
         rows.append(
-            f"| `{labels[n].replace(chr(10), ' ')}` | {t:.3g} "
+            f"| `{table_labels[n]}` | {t:.3g} "
             f"| {q1:.3g} to {q3:.3g} | {r['speedup_vs_baseline']:.2f} "
             f"| {r['ratio_to_floor']:.2f} | {r['gb_per_s']:.3g} "
             f"| {r[last[1]]:{last[2]}} |"
@@ -922,8 +928,9 @@ print(
 #   (plus the tables' rounding to bfloat16).
 # - A decode step costs calls, not bytes: there `apply_rope` is slower than the eager
 #   formula with tables computed beforehand. Caching the tables (`RotaryEmbedding`)
-#   helps only if its per-step path is cheap (in the stored run, made before its
-#   current decode path, it was slower than the eager formula); on a GPU fuse the rotation or capture the step in a graph.
+#   helps only if its per-step path is cheap (in the stored run the default module
+#   was slower than the eager formula, the one built with `max_positions` about as
+#   fast); on a GPU fuse the rotation or capture the step in a graph.
 # - Times on a shared machine spread widely: read a median with its quartiles, and
 #   compare the measurement with the prediction, not only with another contender.
 
@@ -939,7 +946,8 @@ print(
 #   要素あたり 22 バイトで、3 回丸める（さらに表も bfloat16 に丸める）bfloat16 のままの eager モードの式は 20 バイトです。
 # - デコードの 1 ステップのコストを決めるのは、バイト数ではなく呼び出しです。
 #   そこでは `apply_rope` は、あらかじめ計算した表を使う eager モードの式より遅くなります。
-#   表のキャッシュ（`RotaryEmbedding`）が役立つのは、1 ステップあたりの経路が軽い場合だけです（現在のデコードの経路より前に保存した計測では、eager モードの式より遅くなりました）。
+#   表のキャッシュ（`RotaryEmbedding`）が役立つのは、1 ステップあたりの経路が軽い場合だけです。
+#   保存した計測では、既定のモジュールは eager モードの式より遅く、`max_positions` を指定したものはほぼ同じ速さでした。
 #   GPU では回転を融合するか、ステップをグラフにまとめます。
 # - 共有しているマシンでは、計測した時間が大きくばらつきます。
 #   中央値は四分位数と一緒に読み、ほかの比較対象とだけでなく、予測とも比べます。
@@ -1120,9 +1128,9 @@ assert summary["decode"][2] / summary["decode"][3] < 0.1
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** At the floor's speed the fused kernel would save
 # $t_{\mathrm{HF}} - t_{\mathrm{floor}}$ per call. The cell takes both medians from the stored run: in
-# the prefill the saving is some twenty milliseconds, so fewer than a thousand calls repay a
-# compilation of 10 seconds; in the decode step it is about ten microseconds, so it
-# takes close to a million calls. Fusion pays quickly where bytes dominate. In a
+# the prefill the saving is tens of milliseconds, so fewer than a thousand calls repay a
+# compilation of 10 seconds; in the decode step it is tens of microseconds, so it
+# takes hundreds of thousands of calls. Fusion pays quickly where bytes dominate. In a
 # decode step the cost is per call, and even a fused kernel pays its own launch and
 # its checks, so there the remedy is fewer calls: one kernel for $q$ and $k$, or a
 # whole step captured as a graph.
@@ -1131,8 +1139,8 @@ assert summary["decode"][2] / summary["decode"][3] < 0.1
 # **解答 4.** 下限の速さで動くなら、融合したカーネルは 1 回の呼び出しあたり
 # $t_{\mathrm{HF}} - t_{\mathrm{floor}}$ だけ速くなります。
 # 次のセルでは、両方の中央値を保存した計測から取ります。
-# プリフィルでは 20 ミリ秒ほど速くなるので、10 秒のコンパイルは 1000 回足らずの呼び出しで元が取れます。
-# デコードの 1 ステップでは 10 マイクロ秒ほどなので、100 万回近い呼び出しが必要です。
+# プリフィルでは数十ミリ秒速くなるので、10 秒のコンパイルは 1000 回足らずの呼び出しで元が取れます。
+# デコードの 1 ステップでは数十マイクロ秒なので、数十万回の呼び出しが必要です。
 # 融合がすぐに元を取るのは、バイト数が支配的な場合です。
 # デコードの 1 ステップのコストは呼び出しごとにかかり、融合したカーネルでも起動と検査の分はかかります。
 # そこで効くのは呼び出しを減らすことです。$q$ と $k$ を 1 つのカーネルで回すか、ステップ全体をグラフとしてまとめます。
@@ -1150,7 +1158,9 @@ for group_name, group in (("prefill", pre), ("decode", dec)):
         f"pays back after {payback[group_name]:.3g} calls",
         end="\n" if group_name == "prefill" else "",
     )
-assert 1e2 < payback["prefill"] < 1e3 and 1e5 < payback["decode"] < 1e7
+assert 1e2 < payback["prefill"] < 1e3 and 1e5 < payback["decode"] < 1e6
+assert 10 < compile_s * 1e3 / payback["prefill"] < 100  # ms saved
+assert 0.01 < compile_s * 1e3 / payback["decode"] < 0.1  # ms saved
 
 # %% [markdown] lang="en"
 # ## References

@@ -21,8 +21,10 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-# MathJax and the Japanese webfont come from the npm registry, pinned by
-# package-lock.json; the site build copies what it needs into site/.
+# From the npm registry, pinned by package-lock.json: mathjax-full (the
+# build typesets every formula in node, so no page loads MathJax), the Noto
+# Sans JP webfont (copied into site/ for Japanese pages), textlint and its
+# presets (make lint-ja) and axe-core (the accessibility test).
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@

@@ -656,7 +656,7 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # 図は、チャンクとウィンドウの大きさを 4 として、16 トークンでの 3 つのマスクを描いたものです。
 # Llama 4 のチャンクに分けた RoPE の層、Command A のスライディングウィンドウの RoPE の層、両モデルの NoPE の層の全体の因果的アテンションです。
 
-# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries dark. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、見られる成分が濃い色）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体の因果的アテンションで、下三角全体です。"]}
+# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、見られる成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体の因果的アテンションで、下三角全体です。"]}
 s = 16
 full = torch.ones(s, s, dtype=torch.bool).tril()
 masks = [chunked_mask(s, 4), sliding_mask(s, 4), full]
@@ -664,7 +664,9 @@ fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
 for ax, mask, title in zip(
     axes, masks, ["$C = 4$", "$W = 4$", r"$n \leq m$"], strict=True
 ):
-    ax.imshow(mask.float(), cmap="viridis_r", vmin=0, vmax=1.6)
+    # masked-out entries are NaN, drawn transparent: the page shows through
+    shown = torch.where(mask, 1.0, float("nan"))
+    ax.imshow(shown, cmap="viridis_r", vmin=0, vmax=1.6)
     ax.set_title(title)
     ax.set_xlabel(r"$n$")
     ax.set_xticks([])

@@ -449,15 +449,9 @@ QWEN2_SECTIONS = [
 ]
 
 
-@pytest.mark.parametrize("head_dim, sections", QWEN2_SECTIONS)
-@pytest.mark.parametrize("base", [10000.0, 1000000.0])
-def test_mrope_equals_qwen2_vl(head_dim, sections, base):
-    from transformers.models.qwen2_vl.modeling_qwen2_vl import (
-        Qwen2VLRotaryEmbedding,
-        apply_rotary_pos_emb,
-    )
-
-    config = transformers.Qwen2VLTextConfig(
+def _check_mrope(config_cls, rotary_cls, apply_fn, head_dim, sections, base, interleave):
+    """posenc.apply_mrope against a Qwen VL model's rotary module, q and k with GQA."""
+    config = config_cls(
         hidden_size=head_dim * 4,
         num_attention_heads=4,
         num_key_value_heads=2,
@@ -468,12 +462,30 @@ def test_mrope_equals_qwen2_vl(head_dim, sections, base):
     position_ids = _vl_positions(2)  # (3, B, S)
     q = torch.randn(2, 4, position_ids.shape[-1], head_dim)
     k = torch.randn(2, 2, position_ids.shape[-1], head_dim)
-    hf_q, hf_k = _rotate_hf(
-        Qwen2VLRotaryEmbedding(config), apply_rotary_pos_emb, q, k, position_ids
-    )
+    hf_q, hf_k = _rotate_hf(rotary_cls(config), apply_fn, q, k, position_ids)
     positions = position_ids[:, :, None, :]  # (3, B, 1, S) for x of shape (B, H, S, D)
-    torch.testing.assert_close(posenc.apply_mrope(q, positions, sections, base=base), hf_q)
-    torch.testing.assert_close(posenc.apply_mrope(k, positions, sections, base=base), hf_k)
+    for x, expected in ((q, hf_q), (k, hf_k)):
+        got = posenc.apply_mrope(x, positions, sections, base=base, interleave=interleave)
+        torch.testing.assert_close(got, expected)
+
+
+@pytest.mark.parametrize("head_dim, sections", QWEN2_SECTIONS)
+@pytest.mark.parametrize("base", [10000.0, 1000000.0])
+def test_mrope_equals_qwen2_vl(head_dim, sections, base):
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import (
+        Qwen2VLRotaryEmbedding,
+        apply_rotary_pos_emb,
+    )
+
+    _check_mrope(
+        transformers.Qwen2VLTextConfig,
+        Qwen2VLRotaryEmbedding,
+        apply_rotary_pos_emb,
+        head_dim,
+        sections,
+        base,
+        interleave=False,
+    )
 
 
 QWEN3_SECTIONS = [
@@ -493,25 +505,15 @@ def test_interleaved_mrope_equals_qwen3_vl(head_dim, sections, base):
         apply_rotary_pos_emb,
     )
 
-    config = transformers.Qwen3VLTextConfig(
-        hidden_size=head_dim * 4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=head_dim,
-        rope_parameters={"rope_type": "default", "mrope_section": sections, "rope_theta": base},
+    _check_mrope(
+        transformers.Qwen3VLTextConfig,
+        Qwen3VLTextRotaryEmbedding,
+        apply_rotary_pos_emb,
+        head_dim,
+        sections,
+        base,
+        interleave=True,
     )
-    torch.manual_seed(0)
-    position_ids = _vl_positions(2)
-    q = torch.randn(2, 4, position_ids.shape[-1], head_dim)
-    k = torch.randn(2, 2, position_ids.shape[-1], head_dim)
-    hf_q, hf_k = _rotate_hf(
-        Qwen3VLTextRotaryEmbedding(config), apply_rotary_pos_emb, q, k, position_ids
-    )
-    positions = position_ids[:, :, None, :]
-    got_q = posenc.apply_mrope(q, positions, sections, base=base, interleave=True)
-    got_k = posenc.apply_mrope(k, positions, sections, base=base, interleave=True)
-    torch.testing.assert_close(got_q, hf_q)
-    torch.testing.assert_close(got_k, hf_k)
 
 
 @pytest.mark.parametrize(

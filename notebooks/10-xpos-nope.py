@@ -24,8 +24,8 @@
 # Kazemnejad et al. 2023). We derive the xPos score and its decay, measure what
 # the [scale base](../docs/glossary.md#scale-base) trades and how the formula overflows, rebuild torchscale's
 # implementation with `posenc`, and then build, with `posenc.attention`, the
-# first layers of a NoPE model that recover the absolute position and use it
-# as a relative one.
+# first two layers of a NoPE model: the first recovers the absolute position,
+# the second uses it as a relative one.
 
 # %% [markdown] lang="ja"
 # # xPos と NoPE
@@ -39,8 +39,8 @@
 # （Haviv ら 2022、Kazemnejad ら 2023）。
 # 前半では xPos のスコアと減衰を導き、[スケール基数](../docs/glossary.ja.md#scale-base)の選び方で何を得て何を失うか、
 # 式がどこでオーバーフローするかを測り、torchscale の実装を `posenc` で再現します。
-# 後半では `posenc.attention` を使って NoPE モデルの最初の層を組み立てます。
-# その層が絶対位置を復元し、次の層がそれを相対位置として使うところまでを確かめます。
+# 後半では `posenc.attention` を使って NoPE モデルの最初の 2 層を組み立て、
+# 1 層目が絶対位置を復元し、2 層目がそれを相対位置として使うところまでを確かめます。
 
 # %%
 import math
@@ -105,7 +105,7 @@ def fmt(values, digits=4):
 # RoPE は、位置 $m$ のクエリのペア $i$ を $m\theta_i$ だけ回し（$\theta_i = 10000^{-2i/d}$）、
 # 位置 $n$ のキーを $n\theta_i$ だけ回します。
 # xPos はこの回転をそのまま使い、さらに回転したペアそれぞれに、0 と 1 の間の数 $\zeta_i$ のべきを掛けます。
-# クエリには正のべき、キーには負のべきで、位置が進むほどクエリは縮み、キーは大きくなります。
+# べきの指数はクエリでは正、キーでは負なので、位置が進むほどクエリは縮み、キーは大きくなります。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
 # Sun らの論文はこの形で $\zeta_i$ を定義しています（$2i/d$ を $i/(d/2)$ と書いています）。
@@ -120,11 +120,11 @@ def fmt(values, digits=4):
 # 1 のすぐ下の $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$ までです。
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
-# `apply_xpos(q, k, m, n)` は `apply_rope` の上に作られていて、$(\tilde q_m, \tilde k_n)$ を返します。
-# 次のセルで、RoPE の 2 通りのペアの組み方（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と[半分割配置](../docs/glossary.ja.md#half-layout)）の両方について、それぞれを式と照らし合わせ、
-# $\zeta_i$ を torchscale の式とも比べます。
+# `apply_xpos(q, k, m, n)` は `apply_rope` を使って実装されていて、$(\tilde q_m, \tilde k_n)$ を返します。
+# 次のセルでは、この 3 つの関数をそれぞれ式と照らし合わせ、$\zeta_i$ は torchscale の式とも比べます。
+# RoPE の 2 通りのペアの組み方（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と[半分割配置](../docs/glossary.ja.md#half-layout)）の両方で確かめます。
 # ここでは `center=0.0` を渡して、書いたとおりの式を計算させています。
-# 既定では指数を定数だけずらします。その定数はどのスコアでも打ち消し合います（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
+# 既定では指数を定数だけずらしますが、その定数はどのスコアでも打ち消されます（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
 
 # %%
 d, gamma, B = 8, 0.4, 512.0
@@ -178,14 +178,14 @@ print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
 # %% [markdown] lang="ja"
 # ### スコアには距離だけで決まる因子が掛かる
 #
-# 数と回転の積は、順番を入れ替えても同じです。また、回転の合成は $R(a)^\top R(b) = R(b-a)$ です。
+# スカラー倍と回転は、順序を入れ替えても結果が同じです。また、回転の合成は $R(a)^\top R(b) = R(b-a)$ です。
 # ペアについて和を取ると、次のようになります。
 # $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
 # $\zeta_i$ のべきを除けば、これは RoPE のスコアです。xPos はペア $i$ の項に次の因子を掛けます。
 # $$\zeta_i^{(m-n)/B}$$
-# ここから 2 つの性質が出てきます。1 つ目に、スコアは依然として $m - n$ を通してだけ位置に依存します。
+# ここから 2 つの性質が出てきます。まず、スコアは今までどおり $m - n$ を通してしか位置に依存しません。
 # 両方の位置を同じだけずらしても何も変わりません。
-# 2 つ目に、$0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、
+# 次に、$0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、
 # キーが過去へ遠ざかるほど小さくなります。速いペアほど速く小さくなります。
 # 次のセルでは、右辺を $2 \times 2$ の回転行列で明示的に組み立てて `apply_xpos` と比べます。
 # さらに、16 個の位置のスコア行列が、すべての位置を 5000 ずらしても変わらないことを確かめます。
@@ -270,7 +270,7 @@ plt.show()
 #
 # The chapter *Rotary position embedding (RoPE)*, in its section
 # [Long-term decay](08-rope.ipynb#long-term-decay-what-the-papers-bound-shows),
-# showed that RoPE's long-term decay is an [upper bound](../docs/glossary.md#upper-bound), not a property of the scores: for $q = k = \mathbf{1}$ the score is
+# showed that RoPE's long-term decay is a property of an [upper bound](../docs/glossary.md#upper-bound), not of the scores: for $q = k = \mathbf{1}$ the score is
 # $2\sum_i \cos(r\theta_i)$, which falls from 128 but keeps rippling. With xPos each
 # cosine is weighted by its factor:
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -280,9 +280,9 @@ plt.show()
 # remove them, because the slow pairs, which decay least, also turn the least.
 
 # %% [markdown] lang="ja"
-# ## そろったクエリとキーのスコア：減衰がある場合とない場合
+# ## 向きのそろったクエリとキーのスコア：減衰がある場合とない場合
 #
-# 「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節で見たとおり、RoPE の長距離減衰は[上界](../docs/glossary.ja.md#upper-bound)であって、スコアそのものの性質ではありません。
+# 「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節で見たとおり、RoPE の長距離減衰は[上界](../docs/glossary.ja.md#upper-bound)についての性質で、スコアそのものの性質ではありません。
 # $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、128 から下がりますが波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
@@ -292,7 +292,7 @@ plt.show()
 # 減衰は遠くの波打ちを弱めますが、消しはしません。
 # いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
 
-# %% alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 に落ち着きます。"]}
+# %% alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
 theta = rope_frequencies(d).double()
 r = torch.arange(0, 4097)
 ones = torch.ones(d, dtype=f64)
@@ -326,11 +326,12 @@ plt.show()
 # %% [markdown] lang="en"
 # ### A cap that RoPE does not have
 #
-# The decay does bound what any query and key can do. By the triangle inequality
-# and the Cauchy-Schwarz inequality, since a rotation keeps norms,
+# The decay does bound what any query and key can do. For $m \ge n$,
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# for $m \ge n$, because the largest factor belongs to the last pair. The bound is
-# reached: put $q$ and $k$ in the last pair only, with $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$.
+# The first step is the triangle inequality with the Cauchy-Schwarz inequality on
+# each pair (a rotation keeps norms); the second takes out the largest factor,
+# which belongs to the last pair, and applies the Cauchy-Schwarz inequality across
+# the pairs. The bound is reached: put $q$ and $k$ in the last pair only, with $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$.
 # RoPE has no such cap: the same choice of $k$ gives the score $|q|\,|k|$ at every
 # distance. For unit vectors and $d = 128$ the cap is printed below: 0.9888 at
 # distance 512, 0.9141 at 4096 and 0.4876 at 32768. A far token can still get a
@@ -342,9 +343,10 @@ plt.show()
 # ### RoPE にはない上限
 #
 # それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。
-# 回転はノルムを変えないので、三角不等式とコーシー・シュワルツの不等式から、$m \ge n$ について次が成り立ちます。
+# $m \ge n$ では次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# いちばん大きい因子は最後のペアのものだからです。
+# 1 つ目の不等号は、三角不等式と、ペアごとのコーシー・シュワルツの不等式から従います（回転はノルムを変えません）。
+# 2 つ目の不等号は、いちばん大きい因子（最後のペアの因子）を和の外にくくり出し、ペア全体にわたってコーシー・シュワルツの不等式を使えば得られます。
 # この上限には実際に届きます。$q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすればよいのです。
 # RoPE にはこのような上限はありません。同じように $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
 # $d = 128$ の単位ベクトルでの上限を下に示します。距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
@@ -395,9 +397,9 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 # - **The fast pairs are gone at long range.** At distance 2048, 3 of the 64 pairs of
 #   $d = 128$ keep less than 1% of their weight; at 8192, 42 of them. Beyond that, a
 #   score sees only the slow pairs, which change little from one position to the
-#   next: fine distinctions between far positions are lost. The weights can enlarge
-#   a pair, but by the same amount at every distance, so they cannot undo a factor
-#   that falls with the distance.
+#   next: fine distinctions between far positions are lost. The query and key
+#   projections can enlarge a pair, but by the same amount at every distance, so
+#   they cannot undo a factor that falls with the distance.
 # - **Far tokens do not disappear; they blur.** The decay multiplies the score, it
 #   does not subtract from it. Far scores shrink towards 0, not towards $-\infty$, so
 #   the softmax gives far keys nearly equal weights instead of none. For one random
@@ -440,7 +442,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
 #   それより遠くでは、スコアに効くのは遅いペアだけです。遅いペアは隣の位置との間でほとんど変わらないので、
 #   遠い位置どうしの細かな区別は失われます。
-#   重みでペアを大きくしても、どの距離でも同じ倍率にしかならないので、距離とともに小さくなる因子は打ち消せません。
+#   クエリとキーへの射影でペアを大きくできますが、どの距離でも同じ倍率にしかならないので、距離とともに小さくなる因子は打ち消せません。
 # - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるのであって、スコアから引かれるのではありません。
 #   遠いスコアは $-\infty$ ではなく 0 に近づくので、softmax は遠いキーに重みを与えないのではなく、
 #   ほぼ等しい重みを与えます。
@@ -448,7 +450,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   xPos のスコアのばらつき（標準偏差）は、最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。
 #   RoPE では 10.92 と 12.53 で、下がりません。
 # - **因果的な場合にしか働きません。** $m < n$ では因子 $\zeta_i^{(m-n)/B}$ が 1 を超えます。
-#   2048 位置先の未来にあるキーでは、ペア $0$ に 150.06 が掛かります。
+#   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。
 #   双方向のアテンションでは減衰が増幅に変わります。xPos はデコーダのための設計で、
 #   論文も双方向のアテンションへの適用は今後の課題としています（「Limitations」の節）。
 # - **論文はウィンドウを使って外挿しています。** Sun らは、通常の因果的アテンションを使い、$l = 1024$ トークンで学習しています。
@@ -457,11 +459,11 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   ブロック内のオフセットが $u$ のクエリが見る最も遠いキーは $u + l/2 \le l - 1$ 位置前です。
 #   そのため、どの距離も学習中に現れた範囲を出ません。
 #   それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
-#   次のセルでは、$l = 1024$ と、論文で最も長い評価長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
+#   次のセルでは、$l = 1024$ と、論文が評価した最長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
 #   ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
 #   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。その寄与は論文のアブレーションの表で測られています。
 #   4096 トークンでの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
-#   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。この段落は論文の本文に基づいています。
+#   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。そのため、この段落は論文の本文に基づいています。
 
 # %%
 q, k = torch.randn(2, 3, 50, 32)
@@ -582,7 +584,7 @@ print(
 #
 # 倍率 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりする数です。
 # ペア $0$ では $\zeta_0 = 2/7$ なので $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。
-# 一方 float32 では（下の出力）、$e^{88.72}$ を超える数は無限大にあふれ、正規化数は $e^{-87.34}$ で終わります。
+# float32 では（下の出力）、$e^{88.72}$ を超える数はオーバーフローして無限大になり、正規化数の最小値は $e^{-87.34}$ です。
 # その下の非正規化数は有効桁がどんどん減り、$e^{-103.97}$ より小さい数はすべて 0 に丸められます。
 # 次のセルで `xpos_scale` を float32 で調べます。キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になります。
 # クエリの $\zeta_0^{m/B}$ は $m = 35695$ で非正規化数になり、$m = 42494$ からは厳密に 0 です。
@@ -591,7 +593,7 @@ print(
 # $m = n = 65535$ では真の因子は $\zeta_0^0 = 1$ なのに、積は NaN になります。
 #
 # 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、
-# 指数を共通の $c$ だけずらしても打ち消し合います。
+# 指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # 回転のほうは実際の位置を使い続けます。
 # torchscale は $N$ 個のキーに対して $c = \lceil N/2 \rceil$ だけずらします。
@@ -604,8 +606,8 @@ print(
 #
 # ベクトルは $c$ に依存します。そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、キーをエンコードした呼び出しと
 # 新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
-# 毎回同じ `center` を渡すか、torchscale のように xPos をかける前のキーをキャッシュして、
-# クエリのたびにエンコードし直します。
+# 毎回同じ `center` を渡すか、torchscale のように xPos をかける前のキーをキャッシュしておき、
+# クエリのたびにエンコードし直すか、どちらかにします。
 # 最後の確認では、そうしなかった場合に何が起きるかを示します。
 # 既定の中心で 1 つのクエリだけをエンコードし、先にエンコードしておいたキーと組み合わせると、
 # 出力のとおりスコアが最大 1.80 ずれます。
@@ -705,9 +707,9 @@ print(
 #
 # | | ペアの組み方 | $\zeta_i$ | 指数の中心 $c$ | KV キャッシュ |
 # |---|---|---|---|---|
-# | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$。クエリは `offset` で同じ中心を使う | xPos をかける前のキーをキャッシュし、ステップごとにエンコードし直す |
-# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（`rotate_half` という名前だが $2i$ と $2i+1$ を組にする） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、`rotate_queries_with_cached_keys` がクエリのたびにすべてのキーをエンコードし直す。ソースを読んだ限りでは、クエリの倍率の中心は新しいクエリの $\lfloor q_{len}/2 \rfloor$、キーの倍率の中心は $\lfloor k_{len}/2 \rfloor$ で、2 つの中心が食い違う |
-# | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定はすべての位置の中点 | 固定した `center` を渡すか、キーをエンコードし直す |
+# | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$（クエリも `offset` で同じ中心を共有） | xPos 適用前のキーをキャッシュし、ステップごとに再エンコード |
+# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` だが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、`rotate_queries_with_cached_keys` によるクエリごとの全キーの再エンコード。ソースを読んだ限りでは、クエリの倍率の中心は新しいクエリの $\lfloor q_{len}/2 \rfloor$、キーの倍率の中心は $\lfloor k_{len}/2 \rfloor$ で、2 つの中心は不一致 |
+# | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定はすべての位置の中点 | 固定の `center`、またはキーの再エンコード |
 #
 # 次のセルでは、torchscale の式を数行の torch で書き起こし、
 # `apply_xpos(..., layout="interleaved")` とスコアを比べます。
@@ -813,15 +815,15 @@ print(
 #
 # ここからは、もう一方の極端な例です。位置エンコーディングをまったく持たないデコーダ（NoPE）は、
 # トークンの埋め込みだけからアテンションを計算します。
-# 「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で見たように、マスクのないアテンションは置換同変で $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ が成り立ちます。
+# 「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で見たように、マスクのないアテンションは置換同変、つまり $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です。
 # そのようなモデルが見ているのは系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
-# 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数が位置そのものです。
+# 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数がそのまま位置を表します。
 #
 # Haviv ら（2022）は、位置エンコーディングなしで学習した因果的な言語モデルが、
 # 位置エンコーディングを持つモデルと同程度のパープレキシティに達することを見いだしました。
 # また、プローブを使うと、隠れ状態から絶対位置を読み取れることも示しています。
-# 彼らは、因果マスクがあるので、モデルは各位置がアテンションを向けられるトークンの数を推し量れるのだろうと推測しています。
+# Haviv らは、因果マスクのおかげで、モデルは各位置からアテンションを向けられるトークンの数を割り出せるのだろうと推測しています。
 # Kazemnejad ら（2023）は、それが可能であることを証明しました。
 # さらに、推論や算術のタスクでデコーダのみのモデルを調べ、NoPE が明示的な位置エンコーディングよりも
 # 長い入力にうまく汎化することを見いだしています。
@@ -1016,7 +1018,7 @@ print(
 # a function of $n - m$ plus a term of the query alone, which the softmax ignores.
 # With $\lambda = 8$ the head attends to the previous token: for $n = 1, \dots, 15$ its
 # weight on $m = n - 1$ is at least the printed 0.9993, and the output copies the
-# previous token's value. From $n = 16$ on the readouts saturate, $\hat t$ no longer
+# previous token's value to within 0.01. From $n = 16$ on the readouts saturate, $\hat t$ no longer
 # tracks $t$, and the head loses the previous token: in this construction it
 # attends to the token itself instead (right panel). The relative pattern reaches
 # only as far as the absolute positions it is built on.
@@ -1032,7 +1034,7 @@ print(
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
 # ここで $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。
 # どちらも、そういう重みが存在するという主張であって、学習がそれを見つけるという主張ではありません。
-# 彼らの実験では、学習した NoPE モデルのアテンションは T5 の相対バイアスのものに最もよく似ていました。
+# Kazemnejad らの実験では、学習済みの NoPE モデルのアテンションは T5 の相対バイアスのものに最もよく似ていました。
 #
 # ここでは「[位置を読み戻す](#位置を読み戻す)」の節の読み出しを土台に、この考え方に沿った 2 層目を作ります。
 # Kazemnejad らに合わせて、ここではクエリの位置を $n$、キーの位置を $m$ とします。
@@ -1043,12 +1045,12 @@ print(
 # $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
 # これは $n - m$ の関数と、クエリだけで決まる項の和で、後者は softmax が無視します。
 # $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。
-# 出力のとおり、$n = 1, \dots, 15$ で $m = n - 1$ への重みは 0.9993 以上で、出力は 1 つ前のトークンのバリューをコピーします。
+# $n = 1, \dots, 15$ では $m = n - 1$ への重みが 0.9993 以上あり（出力のとおり）、ヘッドの出力は 1 つ前のトークンのバリューを誤差 0.01 以内でコピーします。
 # $n = 16$ 以降は読み出しが飽和して $\hat t$ が $t$ を追えなくなり、ヘッドは 1 つ前のトークンを見失います。
 # この構成では、代わりにトークン自身を見るようになります（右の図）。
 # 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
 
-# %% alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線から外れて 30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
+# %% alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線の下へ曲がり、30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
 knots_t = torch.arange(K, dtype=f64)
 # (T, 3): (1, t_hat, t2_hat)
 hidden = torch.stack(
@@ -1134,7 +1136,7 @@ plt.show()
 # ## どちらも因果マスクに頼っている
 #
 # この章の前半と後半には、1 つの共通点があります。
-# xPos に因果的なアテンションが必要なのは、因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからです。
+# xPos に因果的アテンションが必要なのは、因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからです。
 # NoPE に必要なのは、マスクが位置の唯一の情報源だからです。
 # 違うのは、何を最初から与えるかです。
 # xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
@@ -1143,10 +1145,10 @@ plt.show()
 #
 # この章の先に進むための手がかりをいくつか挙げます。
 # Sun らは xPos の設計を「attention resolution」で選びました。
-# これは、アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る、彼ら自身の指標です。
+# これは、アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る、Sun らが定義した指標です。
 # 同じグループの RetNet（Sun ら 2023）は、距離ごとの減衰を残して softmax をやめています。
 # NoPE にも限界があります。Wang ら（2024）によると、NoPE は RoPE より少し長い入力まで扱えます。
-# しかし、ある長さを超えるとアテンションが広がって失敗します。彼らはヘッドごとに温度を調整してこれを直しています。
+# しかし、ある長さを超えるとアテンションが広がって失敗します。Wang らはヘッドごとに温度を調整してこれを直しています。
 # 公開されているモデルでは、Llama 4 が位置エンコーディングのない層を RoPE の層と交互に置いています（Meta はこの設計を iRoPE と呼んでいます）。
 
 # %% [markdown] lang="en"
@@ -1177,8 +1179,8 @@ plt.show()
 #   $\zeta_i$ の形は論文によるもので、$\gamma = 0.4$ と $B = 512$ は torchscale の値です。
 # - 減衰は、どのスコアにも $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$ という上限を課します。
 #   ただし遠いキーは消えずにぼやけるだけで、双方向のアテンションでは減衰が増幅に変わります。
-# - 因子は位置そのものについて指数的に増減します。指数を共通の中心だけずらせば、その中心はどのスコアでも打ち消し合います。
-#   キーをキャッシュするときは、中心を固定します。
+# - 因子は位置そのものについて指数的に増減します。そこで指数を共通の中心だけずらします。このずれはどのスコアでも打ち消されます。
+#   キーをキャッシュするときは、その中心を固定しておきます。
 # - 論文の外挿は、推論時のブロック単位の因果的アテンションにも頼っています。
 #   長さ $l/2$ のブロックにすれば、どの距離も学習時の長さ $l$ より短くなります。
 # - NoPE では、BOS トークンがあれば、因果マスクだけで最初の層に $1/(t+1)$ が書き込まれます。
@@ -1221,8 +1223,8 @@ plt.show()
 # position, so the ratio of the fastest rate to the slowest,
 # $\ln(1/\zeta_0)/\ln(1/\zeta_{d/2-1})$, does not contain $B$: the scale base stretches
 # every decay alike. $\gamma$ changes it. The cell measures the ratio for $d = 128$
-# from `xpos_scale` at three bases: it is the same for all three, and 167.6, 111.6
-# and 77.6 for $\gamma = 0.1$, $0.4$ and $2$. As $\gamma \to \infty$,
+# from `xpos_scale` at three bases: it is the same at all three bases, and it
+# changes with $\gamma$: 167.6, 111.6 and 77.6 for $\gamma = 0.1$, $0.4$ and $2$. As $\gamma \to \infty$,
 # $\ln(1/\zeta_i) \approx (1 - 2i/d)/(1+\gamma)$ and the ratio tends to $d/2 = 64$.
 
 # %% [markdown] lang="ja" tags=["solution"]
@@ -1233,7 +1235,7 @@ plt.show()
 # したがって、いちばん速いペアといちばん遅いペアの速さの比 $\ln(1/\zeta_0)/\ln(1/\zeta_{d/2-1})$ には $B$ が入りません。
 # スケール基数はすべての減衰を同じ割合で引き伸ばすだけです。比を変えるのは $\gamma$ です。
 # 次のセルでは、$d = 128$ について `xpos_scale` から 3 通りのスケール基数でこの比を測ります。
-# 比は 3 通りとも同じで、$\gamma = 0.1$、$0.4$、$2$ に対してそれぞれ 167.6、111.6、77.6 です。
+# 比は 3 通りのスケール基数で同じですが、$\gamma$ を変えると変わり、$\gamma = 0.1$、$0.4$、$2$ に対してそれぞれ 167.6、111.6、77.6 になります。
 # $\gamma \to \infty$ では $\ln(1/\zeta_i) \approx (1 - 2i/d)/(1+\gamma)$ となり、比は $d/2 = 64$ に近づきます。
 
 # %% tags=["solution"]
@@ -1291,14 +1293,19 @@ print(
 # $(7/2)^{S/(2B)}\rho \le 65504$, where $\rho$ is the larger of the lengths of pair 0
 # of $q$ and of $k$:
 # $$S \le \frac{2B\ln(65504/\rho)}{\ln(7/2)}$$
-# For $\rho = 1$ that is 9065 positions. The cell finds the largest span by bisection
-# for one random $q$ and $k$ ($d = 128$) and prints it with the bound. The module's
-# docstring advises $|p - c|$ below about 4000, this limit with a margin for longer
-# vectors. The span covers the paper's setting, $n$ up to 8192, only when
-# $\rho \le 2.9$ (the bound is 8192 at
-# $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$; for $\rho = 30$ it is about
-# 6284), and only thanks to the centre: with `center=0.0` the key at $S$ carries $(7/2)^{S/B}$, and the span
-# is about half as long.
+# This condition is sufficient, not necessary: it guarantees the span, and the
+# true largest span can be somewhat longer, because a rotated feature is at most,
+# and usually less than, the length $\rho$ of its pair, and float16 rounds values
+# below 65520 down to 65504. For $\rho = 1$ the guaranteed span is 9065 positions.
+# The cell finds the largest span by bisection for one random $q$ and $k$
+# ($d = 128$), prints it next to the guaranteed span, and checks that it is at
+# least that and less than 2% longer. The module's docstring advises $|p - c|$
+# below about 4000, this limit with a margin for longer vectors. The guarantee
+# covers the paper's setting, $n$ up to 8192, only when $\rho \le 2.9$ (the
+# guaranteed span is 8192 at $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$; for
+# $\rho = 30$ it is about 6284), and only thanks to the centre: with `center=0.0`
+# the key at $S$ carries $(7/2)^{S/B}$, and the guaranteed span is about half as
+# long.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 既定の中心では、位置 $0$ から $S$ に対して $c = S/2$ となります。
@@ -1306,14 +1313,17 @@ print(
 # float16 の最大値は 65504 です。$q$ と $k$ のペア 0 の長さの大きいほうを $\rho$ とすると、
 # $(7/2)^{S/(2B)}\rho \le 65504$ である限りベクトルは有限で、因果的なスコアもすべて有限です。
 # $$S \le \frac{2B\ln(65504/\rho)}{\ln(7/2)}$$
-# $\rho = 1$ なら 9065 位置です。
-# 次のセルでは、ランダムな $q$ と $k$（$d = 128$）を 1 組選び、二分法で最大の広がりを求めて、この上界と並べて出力します。
+# この条件は十分条件で、必要条件ではありません。この式の広がりまでは有限であることが保証されますが、実際の最大の広がりはそれより少し長くなりえます。
+# 回転した次元の値はペアの長さ $\rho$ を超えず、たいていはそれより小さいうえ、float16 は 65520 未満の値を 65504 に丸めるからです。
+# $\rho = 1$ なら、保証される広がりは 9065 位置です。
+# 次のセルでは、ランダムな $q$ と $k$（$d = 128$）を 1 組選び、二分法で最大の広がりを求めて、保証される広がりと並べて出力します。
+# そして、最大の広がりが保証される広がり以上で、その 2% 増しより短いことを確かめます。
 # モジュールの docstring は $|p - c|$ を約 4000 未満にするよう勧めています。
 # これは、この限界に、もっと長いベクトルのための余裕を持たせた値です。
-# この広がりが論文の設定（$n$ が 8192 まで）を満たすのは、$\rho \le 2.9$ のときだけです。
-# 上界が 8192 になるのは $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$ のときで、$\rho = 30$ なら約 6284 です。
+# 論文の設定（$n$ が 8192 まで）がこの保証の範囲に収まるのは、$\rho \le 2.9$ のときだけです。
+# 保証される広がりが 8192 になるのは $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$ のときで、$\rho = 30$ なら約 6284 です。
 # しかもそれは中心をずらすおかげです。
-# `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、広がりはほぼ半分になります。
+# `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、保証される広がりはほぼ半分になります。
 
 # %% tags=["solution"]
 q16, k16 = torch.randn(2, 128).half()
@@ -1338,14 +1348,15 @@ def largest_span(center=None):
 
 
 rho_q, rho_k = (x.float()[[0, 64]].norm().item() for x in (q16, k16))
-bound = 2 * B * math.log(65504 / max(rho_q, rho_k)) / math.log(7 / 2)
-bound_plain = B * math.log(65504 / rho_k) / math.log(7 / 2)  # (7/2)^(S/B)
+# the spans the condition guarantees (sufficient, not necessary)
+sure = 2 * B * math.log(65504 / max(rho_q, rho_k)) / math.log(7 / 2)
+sure_plain = B * math.log(65504 / rho_k) / math.log(7 / 2)  # (7/2)^(S/B)
 centred, plain = largest_span(), largest_span(center=0.0)
-assert bound <= centred < 1.02 * bound  # the bound, nearly reached
-assert bound_plain <= plain < 1.02 * bound_plain and 8192 < centred
+assert sure <= centred < 1.02 * sure  # guaranteed, and nearly the largest
+assert sure_plain <= plain < 1.02 * sure_plain and 8192 < centred
 print(
-    f"float16: largest span {centred} (bound {bound:.0f}), "
-    f"{plain} with center=0.0 (bound {bound_plain:.0f})",
+    f"float16: largest span {centred} (guaranteed {sure:.0f}), "
+    f"{plain} with center=0.0 (guaranteed {sure_plain:.0f})",
     end="",
 )
 
@@ -1375,7 +1386,7 @@ print(
 # 次のセルで両方を確かめます。目印の次元の出力はどこでも 1 です。
 # また、上の 2 層のモデルは、同じトークンを 12 個並べた系列では、どの位置にも同じ出力を返します。
 # 先頭のトークンだけを変えると、位置ごとに違う出力を返します。
-# Chi ら（2023）は、位置エンコーディングのない学習済みの因果的モデルに関連する漏れがあることを指摘しています。
+# Chi ら（2023）は、位置エンコーディングのない学習済みの因果的モデルで、これと関連した位置情報の漏れを指摘しています。
 # 平均するトークンが多いほど分散は小さくなります。位置が進むほど分散が縮むので、それだけで後の層にはおおよその位置が分かります。
 
 # %% tags=["solution"]
@@ -1424,12 +1435,12 @@ assert not torch.allclose(out[5], out[6])
 # - lucidrains、`rotary-embedding-torch`（`use_xpos`）と、倍率のペアの組み方の修正。
 #   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
-#   Language Models*. <https://arxiv.org/abs/2307.08621>。
+#   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
-#   Position Encoding*. <https://arxiv.org/abs/2404.12224>。
+#   Position Encoding*. <https://arxiv.org/abs/2404.12224>
 # - Chi, T.-C. et al. (2023). *Latent Positional Information is in the Self-Attention
 #   Variance of Transformer Language Models Without Positional Embeddings*.
-#   <https://arxiv.org/abs/2305.13571>。
+#   <https://arxiv.org/abs/2305.13571>
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional Encodings
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length

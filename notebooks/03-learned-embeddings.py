@@ -325,7 +325,9 @@ print("\n".join(lines), end="")
 # $2T = 32$ rows although training only ever uses the first $T$: that way we can
 # also see what becomes of the rows a model never sees. Training uses Adam with a
 # learning rate of $0.01$ for the steps $0$ to $300$, each on $64$ fresh sequences,
-# in float64 on one thread, so that the printed losses are the same on every run.
+# in float64 on one thread, so that the printed losses are the same on every run on
+# one machine and PyTorch build (other CPUs, kernels or versions may round
+# differently).
 #
 # Why positions are needed here: without them this model is permutation-equivariant
 # (chapter [*Why attention needs positions*](00-why-positions.ipynb)), so its output
@@ -355,6 +357,8 @@ print("\n".join(lines), end="")
 # こうしておくと、モデルが一度も見ない行がどうなるかも確かめられます。
 # 学習には学習率 $0.01$ の Adam を使い、ステップ $0$ から $300$ まで、毎回新しい $64$ 系列で学習します。
 # 表示する損失が毎回同じになるよう、float64 と 1 スレッドで計算します。
+# ただし同じになるのは、同じマシンで同じ PyTorch のビルドを使う場合です。
+# CPU、カーネル、バージョンが違うと、丸め方も変わることがあります。
 #
 # ここで位置が必要な理由を確かめておきます。
 # 位置がなければ、このモデルは置換同変です（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
@@ -439,7 +443,7 @@ assert gap[same].max() < 1e-12  # same token, same output
 # ceiling: per sequence, the best single answer for each token value
 pairs = nn.functional.one_hot(tokens * V + target, V * V).sum(1)  # [b, V*V]
 ceiling = pairs.view(-1, V, V).amax(-1).sum(-1) / T  # [b]
-assert ceiling.max() < 1  # no sequence can be reversed exactly
+assert ceiling.max() < 1  # none of these sequences can be reversed exactly
 
 torch.manual_seed(0)
 learned = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
@@ -932,11 +936,15 @@ print("\n".join(log), end="")
 # With `padding_idx=k`, row $k$ of the table starts at zero and is excluded from the
 # gradient: for a loss $L$ that depends on the looked-up rows, the gradient of row
 # $r$ is the sum of the upstream gradients of the positions that looked it up, and
-# for $r = k$ it is set to zero. With $L = \sum_t \lVert E_{p_t} \rVert^2$, row $r$
-# looked up $c_r$ times gets
-# $$\frac{\partial L}{\partial E_r} = 2\, c_r\, E_r \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
-# so a plain SGD step leaves the padding row at zero (weight decay would too, since
-# the row is zero).
+# for $r = k$ it is set to zero. Take $L = \sum_t w_t^\top E_{p_t}$, with a random
+# vector $w_t$ for each token $t$: the upstream gradient at token $t$ is $w_t$, so
+# $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
+# and a plain SGD step leaves the padding row at zero (weight decay would too, since
+# the row is zero). The random weights are what makes this a test. With a loss such
+# as $\sum_t \lVert E_{p_t} \rVert^2$ the gradient of a row is proportional to the
+# row itself, so a row that starts at zero gets no gradient even without
+# `padding_idx`. The cell below runs the same check on a plain `nn.Embedding` whose
+# row $k$ was zeroed by hand, and that table fails it.
 #
 # fairseq and RoBERTa use this convention for their learned positions: the padding
 # token's id (1 in RoBERTa) doubles as its position, and real tokens are numbered
@@ -944,6 +952,14 @@ print("\n".join(log), end="")
 # tokens: rows 0 and 1 are never a real position. `SinusoidalEmbedding(...,
 # padding_idx=k)` also returns zeros at $k$. The cell below rebuilds RoBERTa's
 # numbering for right-padded sequences.
+#
+# Under a [KV cache](../docs/glossary.md#kv-cache) the numbering needs an offset: a
+# decoding step feeds only the new tokens, whose positions start after the cached
+# ones. OpenAI's GPT-2 adds it (`positions_for(X, past_length)` in `src/model.py`),
+# and Hugging Face's RoBERTa adds `past_key_values_length` to its running count
+# (`create_position_ids_from_input_ids`, transformers 4.57.6). With RoBERTa's
+# numbering, the cell checks that three tokens and then one cached step get the
+# positions of the whole sequence.
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
@@ -953,10 +969,15 @@ print("\n".join(log), end="")
 # `padding_idx=k` を指定すると、表の行 $k$ は 0 から始まり、勾配の計算から外されます。
 # 参照した行に依存する損失 $L$ について、行 $r$ の勾配は、その行を参照した位置での上流の勾配の和です。
 # ただし $r = k$ の勾配は、定義により常に 0 です。
-# $L = \sum_t \lVert E_{p_t} \rVert^2$ とし、行 $r$ が $c_r$ 回参照されたとすると、次のようになります。
-# $$\frac{\partial L}{\partial E_r} = 2\, c_r\, E_r \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
+# トークン $t$ ごとにランダムなベクトル $w_t$ を選び、$L = \sum_t w_t^\top E_{p_t}$ とします。
+# トークン $t$ での上流の勾配は $w_t$ なので、次のようになります。
+# $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
 # したがって、素朴な SGD で 1 ステップ更新しても、パディング用の行は 0 のままです
 # （行が 0 なので、重み減衰があっても同じです）。
+# この確認を意味のあるものにしているのは、ランダムな重みです。
+# $\sum_t \lVert E_{p_t} \rVert^2$ のような損失では、行の勾配はその行自身に比例します。
+# そのため、0 から始まる行には `padding_idx` がなくても勾配が流れません。
+# 次のセルでは、行 $k$ を手で 0 にした素の `nn.Embedding` でも同じように確かめ、こちらは失敗することを示します。
 #
 # fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。
 # パディングのトークンの ID（RoBERTa では 1）をそのまま位置としても使い、実トークンは $k + 1$ から数えます。
@@ -964,33 +985,58 @@ print("\n".join(log), end="")
 # 行 0 と行 1 が実トークンの位置になることはありません。
 # `SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 # 次のセルでは、右側をパディングした系列について RoBERTa の番号付けを再現します。
+#
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、番号にオフセットが必要です。
+# デコードの各ステップでは新しいトークンだけを入力するので、その位置はキャッシュ済みのトークンの次から始まります。
+# OpenAI の GPT-2 はこのオフセットを足します（`src/model.py` の `positions_for(X, past_length)`）。
+# Hugging Face の RoBERTa は、累積和に `past_key_values_length` を足します
+# （transformers 4.57.6 の `create_position_ids_from_input_ids`）。
+# 次のセルでは RoBERTa の番号付けについて、3 トークンを入力してからキャッシュを使って 1 ステップ進めたとき、
+# 系列全体を一度に入力したときと同じ位置になることも確かめます。
 
 # %%
 k = 1  # RoBERTa's padding id
-emb = LearnedPositionalEmbedding(8, 4, padding_idx=k)
-assert torch.equal(emb.weight[k], torch.zeros(4))
-looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])
-emb(looked_up).pow(2).sum().backward()  # L = sum_t |E_{p_t}|^2
-counts = torch.bincount(looked_up.flatten(), minlength=8).double()  # c_r
-expected = 2 * counts[:, None].float() * emb.weight.detach()
+looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])  # p_t
+w = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))  # w_t
+expected = torch.zeros(8, 4)  # row r: the sum of w_t over the t with p_t = r
+for t, r in enumerate(looked_up.flatten().tolist()):
+    expected[r] += w[t]
 expected[k] = 0
-assert_close(emb.weight.grad, expected)
-torch.optim.SGD(emb.parameters(), lr=0.1).step()
-assert torch.equal(emb.weight[k], torch.zeros(4))  # still zero after a step
+
+
+def keeps_padding_row(table):
+    """The gradient above, and row k still zero after an SGD step?"""
+    assert torch.equal(table.weight[k], torch.zeros(4))
+    (w * table(looked_up).flatten(0, 1)).sum().backward()  # L
+    grad_ok = torch.allclose(table.weight.grad, expected)
+    torch.optim.SGD(table.parameters(), lr=0.1).step()
+    return grad_ok and torch.equal(table.weight[k], torch.zeros(4))
+
+
+plain = nn.Embedding(8, 4)  # no padding_idx
+with torch.no_grad():
+    plain.weight[k] = 0  # zeroed by hand
+assert keeps_padding_row(LearnedPositionalEmbedding(8, 4, padding_idx=k))
+assert not keeps_padding_row(plain)  # row k got the sum of its w_t
+assert_close(plain.weight.grad[k], w[[0, 4, 5]].sum(0))
 
 padded = SinusoidalEmbedding(16, 8, padding_idx=k)
 assert torch.equal(padded(torch.tensor(k)), torch.zeros(8))
 
 
-def roberta_positions(token_ids, padding_idx=1):
-    """fairseq's make_positions: real tokens from padding_idx + 1."""
+def roberta_positions(token_ids, padding_idx=1, past=0):
+    """fairseq's make_positions, with HF's past length: from pad + 1."""
     real = (token_ids != padding_idx).long()
-    return torch.cumsum(real, dim=1) * real + padding_idx
+    return (torch.cumsum(real, dim=1) + past) * real + padding_idx
 
 
 token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
 position_ids = roberta_positions(token_ids)
 assert position_ids.tolist() == [[2, 3, 4, 5], [2, 3, 4, 1]]  # by hand
+prefill = roberta_positions(token_ids[:1, :3])  # three tokens, then
+step = roberta_positions(token_ids[:1, 3:], past=3)  # one with 3 cached
+assert torch.cat([prefill, step], 1).equal(position_ids[:1])
+assert roberta_positions(token_ids[:1, 3:]).item() == 2  # no offset: wrong
 roberta_pos = LearnedPositionalEmbedding(514, 8, padding_idx=1)
 out = roberta_pos(position_ids)
 assert torch.equal(out[1, 3], torch.zeros(8))  # the padding token: nothing
@@ -1019,8 +1065,13 @@ print(position_ids)
 # scale, applied to a table. The cell below compares `posenc` with numbers that
 # x-transformers 2.26.4 itself printed: its `ScaledSinusoidalEmbedding(64)` at the
 # positions 0, 1, 7 and 100, in the columns 0, 1, 31 (sines), 32, 33 and 63
-# (cosines). It also checks the norm of the rows of a table drawn as
-# `AbsolutePositionalEmbedding` draws and scales it.
+# (cosines). It then draws and scales a table as `AbsolutePositionalEmbedding`
+# does, compares it with values that x-transformers printed for the same seed,
+# and compares its mean row norm with the mean norm of $d$ standard normal
+# entries times $d^{-1/2}$,
+# $$\sqrt{2/d}\;\Gamma\!\left(\tfrac{d+1}{2}\right) / \Gamma\!\left(\tfrac{d}{2}\right)$$
+# (the mean of a chi distribution with $d$ degrees of freedom, scaled), which is
+# $0.9961$ for $d = 64$: about $1$, slightly below.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
@@ -1044,7 +1095,12 @@ print(position_ids)
 # 次のセルでは、x-transformers 2.26.4 自身が出力した数値と `posenc` を比べます。
 # 比べるのは `ScaledSinusoidalEmbedding(64)` の位置 0、1、7、100 での値で、
 # 列 0、1、31（正弦）と 32、33、63（余弦）です。
-# さらに、`AbsolutePositionalEmbedding` と同じように作ってスケールした表について、行のノルムを確かめます。
+# さらに、`AbsolutePositionalEmbedding` と同じように表を作ってスケールし、
+# 同じシードで x-transformers が出力した値と比べます。
+# その行のノルムの平均を、標準正規分布に従う $d$ 個の成分に $d^{-1/2}$ を掛けたベクトルのノルムの期待値と比べます。
+# $$\sqrt{2/d}\;\Gamma\!\left(\tfrac{d+1}{2}\right) / \Gamma\!\left(\tfrac{d}{2}\right)$$
+# これは自由度 $d$ のカイ分布の平均をスケールしたもので、$d = 64$ では $0.9961$ です。
+# およそ $1$ で、わずかに小さい値です。
 
 # %%
 # x-transformers 2.26.4, ScaledSinusoidalEmbedding(64)(x, pos=positions),
@@ -1064,14 +1120,32 @@ with torch.no_grad():
         ours(positions)[:, cols], x_transformers_printed, atol=1e-6, rtol=0
     )
 
+# x-transformers 2.26.4 on torch 2.13.0, torch.manual_seed(0), then
+# AbsolutePositionalEmbedding(64, 4096) at positions 0, 1, 4095, columns 0-3
+x_abs_printed = torch.tensor(
+    [
+        [-0.1407300, -0.1440450, -0.0313223, -0.0542349],
+        [-0.0711560, 0.1149964, 0.1388520, 0.1612343],
+        [0.1787705, -0.1110800, 0.2049070, -0.0025626],
+    ]
+)
+x_abs_norm_printed = 0.9962018  # its mean row norm over the 4096 rows
 d = 64
-x_table = nn.Embedding(
-    4096, d
-)  # N(0, 1) entries, as x-transformers leaves them
-row_norms = (x_table.weight.detach() * d**-0.5).norm(dim=-1)
-assert abs(row_norms.mean().item() - 1) < 0.02
+torch.manual_seed(0)
+x_table = nn.Embedding(4096, d)  # N(0, 1) entries, then the constant d^-1/2
+scaled_rows = x_table.weight.detach() * d**-0.5
+assert_close(scaled_rows[[0, 1, 4095], :4], x_abs_printed, atol=1e-6, rtol=0)
+row_norms = scaled_rows.norm(dim=-1)
+assert abs(row_norms.mean().item() - x_abs_norm_printed) < 1e-6
+# expected norm: the mean of a chi variable with d degrees, over sqrt(d)
+chi_mean = math.exp(math.lgamma((d + 1) / 2) - math.lgamma(d / 2))
+chi_mean *= math.sqrt(2 / d)
+standard_error = row_norms.std().item() / math.sqrt(4096)
+assert abs(row_norms.mean().item() - chi_mean) < 3 * standard_error
 print(
-    f"x-transformers-style table, mean row norm: {row_norms.mean():.3f}", end=""
+    f"x-transformers table, mean row norm: {row_norms.mean():.4f}"
+    f" (expected {chi_mean:.4f})",
+    end="",
 )
 
 # %% [markdown] lang="en"

@@ -23,7 +23,8 @@
 # symmetry, but only partly; lists what a positional signal has to provide, each
 # requirement backed by values that a code cell computes; checks that adding an
 # encoding breaks the symmetry; and ends with a map of the encodings this site
-# covers. Every claim is checked with `posenc.attention`. The symbols follow the
+# covers. Every claim is checked in code, mostly with `posenc.attention`. The
+# symbols follow the
 # [notation page](../docs/notation.md): $p$ is a position, $i$ and $j$ are the
 # positions of a query and of a key.
 
@@ -38,7 +39,7 @@
 # さらに、位置の信号が満たすべき条件を挙げ、それぞれをコードが計算した値によって裏付けます。
 # 位置エンコーディングを足すと対称性が壊れることを確かめ、
 # 最後にこのサイトで扱う位置エンコーディングの全体像を示します。
-# 主張はすべて `posenc.attention` で確かめます。
+# 主張はすべてコードで確かめます。使うのはおもに `posenc.attention` です。
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。$p$ は位置、$i$ と $j$ はクエリとキーの位置です。
 
 # %%
@@ -363,9 +364,13 @@ print(
 # $$\frac{1}{p+1}$$
 # a code of its absolute position, made by the mask alone. Haviv et al. (2022)
 # found by probing that causal language models without any positional encoding
-# learn absolute positions, and Kazemnejad et al. (2023, theorem 1) prove that a
-# first layer can recover them with this construction; the chapter
-# [*xPos and NoPE*](10-xpos-nope.ipynb) builds on this.
+# learn absolute positions and come close to the perplexity of models with one,
+# while masked language models, whose attention is
+# [bidirectional](../docs/glossary.md#bidirectional), do much worse without
+# positions: the mask makes the difference. Kazemnejad et al. (2023, theorem 1)
+# prove that a first layer can recover absolute positions, with a construction
+# that likewise rests on the causal mask and a beginning-of-sequence token; the
+# chapter [*xPos and NoPE*](10-xpos-nope.ipynb) builds on this.
 
 # %% [markdown] lang="ja"
 # ## 因果マスクは対称性を壊す（ただし一部だけ）
@@ -398,8 +403,11 @@ print(
 # $$\frac{1}{p+1}$$
 # これはマスクだけから作られた、絶対位置の符号です。
 # Haviv ら（2022）は、位置エンコーディングをまったく持たない因果的な言語モデルが絶対位置を学習していることを、
-# プロービングで示しました。
-# Kazemnejad ら（2023、定理 1）は、最初の層がこの構成で絶対位置を復元できることを証明しています。
+# プロービングで示しました。そうしたモデルのパープレキシティは、位置を持つモデルに迫ります。
+# 一方、アテンションが[双方向](../docs/glossary.ja.md#bidirectional)のマスク言語モデルでは、位置がないと性能が大きく落ちます。
+# 違いを生むのはマスクです。
+# Kazemnejad ら（2023、定理 1）は、最初の層が絶対位置を復元できることを証明しています。
+# その構成も、同じように因果マスクと系列の先頭のトークンを使います。
 # 「[xPos と NoPE](10-xpos-nope.ipynb)」の章では、この結果を出発点にします。
 
 # %%
@@ -489,6 +497,16 @@ print(
 # same position point in almost the same direction (cosine similarity 0.9999, as
 # printed): the position is all the model sees. The sinusoids have norm
 # $\sqrt{d/2}$ at every position.
+#
+# The scale $\sqrt{d}$ of these tokens is the one the Transformer's tokens have.
+# Vaswani et al. (2017, §3.4) multiply the embeddings by $\sqrt{d_{\text{model}}}$;
+# fairseq draws them with standard deviation $d^{-1/2}$ and multiplies by
+# $\sqrt{d}$ (`embed_scale`), so the token norms are again about $\sqrt{d}$. labml
+# multiplies too, but starts from PyTorch's $N(0, 1)$, which gives norms near
+# $d$ (the cell checks both scales on random draws). The section
+# [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
+# of the chapter *Learned absolute embeddings and scaled sinusoids* measures
+# these ratios.
 
 # %% [markdown] lang="ja"
 # ## 位置の信号が満たすべき条件
@@ -506,6 +524,15 @@ print(
 # $p = 1000$ では、同じ位置にある 2 つの異なるトークンがほぼ同じ向きを指します
 # （出力のとおり、コサイン類似度は 0.9999）。モデルに見えるのは位置だけになります。
 # 正弦波は、どの位置でもノルムが $\sqrt{d/2}$ です。
+#
+# ノルム $\sqrt{d}$ というこのトークンの大きさは、Transformer のトークンが実際に持つ大きさです。
+# Vaswani ら（2017、§3.4）は埋め込みに $\sqrt{d_{\text{model}}}$ を掛けます。
+# fairseq は標準偏差 $d^{-1/2}$ で埋め込みを引き、$\sqrt{d}$ を掛ける（`embed_scale`）ので、
+# トークンのノルムはやはり $\sqrt{d}$ 前後になります。
+# labml も掛けますが、PyTorch の既定の $N(0, 1)$ から始めるので、ノルムは $d$ 前後になります。
+# セルでは、ランダムに引いた値で両方の大きさを確かめます。
+# これらの比は、「学習型位置埋め込みとスケール付き正弦波」の章の
+# 「[位置の信号はどれくらい大きいか](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)」の節で測ります。
 
 # %%
 d64 = 64
@@ -541,6 +568,13 @@ assert (
     F.cosine_similarity(tok_a + raw_index(1000), tok_b + raw_index(1000), dim=0)
     > 0.9999
 )
+# token scales: sigma = d^(-1/2) times sqrt(d) (fairseq), N(0, 1) times sqrt(d)
+gen_scale = torch.Generator().manual_seed(1)
+draws = torch.randn(2, 1000, d64, generator=gen_scale, dtype=f64)
+fairseq_tok = draws[0] * d64**-0.5 * math.sqrt(d64)
+labml_tok = draws[1] * math.sqrt(d64)
+assert abs(fairseq_tok.norm(dim=-1).mean() - math.sqrt(d64)) < 0.5
+assert abs(labml_tok.norm(dim=-1).mean() - d64) < 2
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
@@ -578,15 +612,17 @@ print("\n".join(lines), end="")
 # **A unique code per position.** Two positions with the same code are the same
 # position to the model. One sinusoid alone repeats: with wavelength 8, positions 0
 # and 8 collide. The sinusoidal encoding pairs many frequencies with wavelengths from
-# $2\pi$ up to about $10000 \cdot 2\pi$, and the closest two of the first 2048 positions are
-# still clearly apart: their distance is 1.4718 (printed below). The raw index, $p/L$ and
-# one-hot codes are unique too.
+# $2\pi$ up to $2\pi \cdot 10000^{(d-2)/d}$, just under $10000 \cdot 2\pi$ (for the
+# $d = 64$ used here about $7499 \cdot 2\pi$, printed below), and the closest two of
+# the first 2048 positions are still clearly apart: their distance is 1.4718. The
+# raw index, $p/L$ and one-hot codes are unique too.
 
 # %% [markdown] lang="ja"
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
 # 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 がぶつかります。
-# 正弦波位置エンコーディングは、波長が $2\pi$ からおよそ $10000 \cdot 2\pi$ までの多くの周波数を組み合わせます。
-# 最初の 2048 個の位置のうち最も近い 2 つでも、距離は 1.4718 で、はっきり離れています（下の出力）。
+# 正弦波位置エンコーディングは、波長が $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ までの多くの周波数を組み合わせます。
+# 最後の波長は $10000 \cdot 2\pi$ の少し手前で、ここで使う $d = 64$ ではおよそ $7499 \cdot 2\pi$ です（下の出力）。
+# 最初の 2048 個の位置のうち最も近い 2 つでも、距離は 1.4718 で、はっきり離れています。
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 
 
@@ -600,13 +636,19 @@ def one_wave(p, wavelength=8):
 torch.testing.assert_close(one_wave(0), one_wave(8))
 
 codes = sinusoidal(torch.arange(2048), d64, dtype=f64)
+# the slowest pair's frequency, read back from row p = 1 (atan2 of sin, cos)
+slowest = torch.atan2(codes[1, -2], codes[1, -1])
+longest = 2 * math.pi / float(slowest)  # its wavelength
+assert math.isclose(longest, 2 * math.pi * 10000 ** (62 / 64))
+assert longest < 10000 * 2 * math.pi
 dist = torch.cdist(codes, codes)
 dist.fill_diagonal_(math.inf)
 closest = dist.min()
 assert closest > 0.1
 print(
-    f"sinusoidal, d = 64, p < 2048: "
-    f"min |PE(p) - PE(q)| over p != q = {closest:.4f}",
+    f"sinusoidal, d = 64: longest wavelength "
+    f"{longest / (2 * math.pi):.0f} * 2 pi\n"
+    f"p < 2048: min |PE(p) - PE(q)| over p != q = {closest:.4f}",
     end="",
 )
 
@@ -664,9 +706,10 @@ print("\n".join(lines), end="")
 # and call, or the model cannot learn what it means: a random code drawn afresh for
 # each sequence is unique but meaningless. The sinusoids are a fixed function; a
 # learned table is fixed once trained. The cell below takes the code of position
-# 3 from four contexts (alone, inside a sequence of 20, from the module at an
-# offset in a batch, after reseeding the random generator) and compares each
-# with the paper's formula evaluated in plain Python, outside torch.
+# 3 from three contexts (alone, inside a sequence of 20, from the module at an
+# offset in a batch) and compares each with the paper's formula evaluated in
+# plain Python, outside torch. (`sinusoidal` draws no random numbers, so
+# reseeding a generator could not change it; nothing needs checking there.)
 #
 # **Behaviour beyond the training length.** A one-hot code, like a learned table of
 # $L$ rows, has no code at all for position $L$: `posenc`'s table raises an
@@ -680,9 +723,10 @@ print("\n".join(lines), end="")
 # そうでなければ、モデルはその意味を学べません。
 # 系列ごとに新しく引いたランダムな符号は、一意であっても意味を持ちません。
 # 正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
-# 次のセルでは、位置 3 の符号を 4 つの状況で取り出します。
-# 単独で計算した場合、長さ 20 の系列の中で計算した場合、バッチの中でオフセットを付けてモジュールから取り出した場合、乱数生成器のシードを設定し直した後の 4 つです。
+# 次のセルでは、位置 3 の符号を 3 つの状況で取り出します。
+# 単独で計算した場合、長さ 20 の系列の中で計算した場合、バッチの中でオフセットを付けてモジュールから取り出した場合です。
 # それぞれを、torch を使わずに Python だけで計算した論文の式の値と比べます。
+# なお、`sinusoidal` は乱数を使わないので、シードを設定し直しても値が変わることはなく、確かめる必要もありません。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
 # `posenc` の表は `IndexError` を送出します。
@@ -704,14 +748,8 @@ contexts = {
     "in a sequence of 20": sinusoidal(torch.arange(20), d64)[3],
     "module, offset 1": module(torch.zeros(4, 5, d64), offset=1)[2, 2],
 }
-with torch.random.fork_rng():  # reseed without disturbing the later cells
-    torch.manual_seed(1234)  # a random code would change here
-    contexts["after reseeding"] = sinusoidal(torch.arange(8), d64)[3]
 for code in contexts.values():
     torch.testing.assert_close(code, paper_3, rtol=0, atol=1e-6)
-# a random code for position 3, drawn twice
-draw_1, draw_2 = torch.randn(2, d64)
-assert not torch.equal(draw_1, draw_2)
 
 table = LearnedPositionalEmbedding(512, d64)
 table(torch.tensor([511]))  # the last row exists
@@ -827,17 +865,25 @@ print(
 # %% [markdown] lang="en"
 # ## Where positions can enter: a map of the site
 #
-# Adding a code to the input is one of three places where position information can
-# enter attention. With $i$ the position of a query and $j$ that of a key:
+# Adding a code to the input is one of three main places where position
+# information can enter attention. With $i$ the position of a query and $j$ that of
+# a key:
 #
 # - **added to the input**: each token becomes $x_i + PE(i)$ before the first layer;
 #   the score then mixes content and absolute positions;
 # - **a bias on the scores**: the score becomes $q_i^\top k_j/\sqrt{d} + B_{ij}$, with
 #   $B_{ij}$ learned or fixed and depending on the positions only through the
-#   relative position $j - i$ (ALiBi's $-m_h\,\lvert i - j\rvert$ is one);
+#   relative position $j - i$ (a symmetric version of ALiBi's bias,
+#   $-m_h\,\lvert i - j\rvert$, is one; ALiBi itself is causal,
+#   $-m_h\,(i - j)$ for $j \le i$);
 # - **a rotation of $q$ and $k$**: $(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$, again
 #   relative. The rotary chapters write $m$ and $n$ for these two positions, as
 #   RoFormer does (see the [notation page](../docs/notation.md#positions)).
+#
+# Not every scheme fits one box: Shaw et al. and Transformer-XL add terms that
+# depend on the content as well as on $j - i$ (and Shaw et al. also add vectors
+# to the values), and NoPE adds nothing but relies on the causal mask. The table
+# after the figure places each of them.
 #
 # The cell below applies each one with `posenc` and checks two things: for these
 # random weights every one of them breaks the equivariance, and the bias and the
@@ -846,32 +892,38 @@ print(
 # does change the outputs. The figure then compares how far each variant is from a
 # permutation of its outputs, averaged over random permutations of eight tokens:
 # $S$ is plain attention, $S+M$ the causal mask alone, $X+E$ the sinusoidal input, $S+B$
-# an ALiBi bias (the steepest head of eight) and $R$ the rotation of RoPE.
+# the symmetric ALiBi-style bias, without a mask (the slope of ALiBi's steepest
+# head of eight), and $R$ the rotation of RoPE.
 
 # %% [markdown] lang="ja"
 # ## 位置が入る場所：このサイトの地図
 #
-# 入力に符号を足すのは、位置の情報がアテンションに入る 3 つの場所のうちの 1 つです。
+# 入力に符号を足すのは、位置の情報がアテンションに入るおもな 3 つの場所のうちの 1 つです。
 # クエリの位置を $i$、キーの位置を $j$ と書きます。
 #
 # - **入力に足す**：最初の層の前に、各トークンを $x_i + PE(i)$ にします。
 #   スコアには内容と絶対位置が混ざります。
 # - **スコアにバイアスを足す**：スコアを $q_i^\top k_j/\sqrt{d} + B_{ij}$ にします。
-#   $B_{ij}$ には学習可能なものと固定のものがあり、どちらも位置には相対位置 $j - i$ を通してだけ依存します
-#   （ALiBi の $-m_h\,\lvert i - j\rvert$ がその例です）。
+#   $B_{ij}$ には学習可能なものと固定のものがあり、どちらも位置には相対位置 $j - i$ を通してだけ依存します。
+#   ALiBi のバイアスを左右対称にした $-m_h\,\lvert i - j\rvert$ がその例です
+#   （ALiBi そのものは因果的で、$j \le i$ に対する $-m_h\,(i - j)$ です）。
 # - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ です。これも相対位置です。
 #   回転を扱う章では、RoFormer にならってこの 2 つの位置を $m$、$n$ で表します
 #   （[記法のページ](../docs/notation.ja.md#positions)を参照してください）。
+#
+# すべての方法がどれか 1 つに収まるわけではありません。
+# Shaw らと Transformer-XL は、$j - i$ だけでなく内容にも依存する項を足します（Shaw らはバリューにもベクトルを足します）。
+# NoPE は何も足さず、因果マスクに頼ります。それぞれの位置付けは、図の後の表にまとめます。
 #
 # 次のセルでは、それぞれを `posenc` で適用し、2 つのことを確かめます。
 # このランダムな重みではどの方法も置換同変を壊すこと、そしてバイアスと回転は相対位置を使うので、
 # すべての位置を同じだけずらしても何も変わらないことです。絶対位置の符号では出力が変わります。
 # 続く図では、それぞれの方法の出力が並べ替えからどれだけ離れるかを、
 # 8 個のトークンのランダムな置換について平均して比べます。
-# $S$ は素のアテンション、$S+M$ は因果マスクだけ、$X+E$ は正弦波を足した入力、
-# $S+B$ は ALiBi のバイアス（8 ヘッドのうち最も傾きの大きいヘッド）、$R$ は RoPE の回転です。
+# $S$ は素のアテンション、$S+M$ は因果マスクだけ、$X+E$ は正弦波を足した入力、$R$ は RoPE の回転です。
+# $S+B$ は、マスクなしで使う左右対称の ALiBi 風のバイアスです（傾きは、ALiBi の 8 ヘッドのうち最も急なヘッドのものです）。
 
-# %% alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.19, sinusoidal input X+E 0.41, ALiBi bias S+B 0.46, RoPE rotation R 0.37."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.19、正弦波の入力 X+E は 0.41、ALiBi のバイアス S+B は 0.46、RoPE の回転 R は 0.37 です。"]}
+# %% alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.02, sinusoidal input X+E 0.63, symmetric ALiBi-style bias S+B 0.73, RoPE rotation R 0.44."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.02、正弦波の入力 X+E は 0.63、対称な ALiBi 風バイアス S+B は 0.73、RoPE の回転 R は 0.44 です。"]}
 T8 = 8
 x8 = torch.randn(T8, d, dtype=f64)
 pos8 = torch.arange(T8)
@@ -887,12 +939,12 @@ def variants(x, positions):
         "$S$": attention(q, k, v),
         "$S+M$": attention(q, k, v, causal=True),
         "$X+E$": self_attention(x + sinusoidal(positions, d, dtype=f64)),
-        "$S+B$": attention(q, k, v, bias=-slope * gaps),  # ALiBi, bidirectional
+        "$S+B$": attention(q, k, v, bias=-slope * gaps),  # symmetric ALiBi
         "$R$": attention(apply_rope(q, positions), apply_rope(k, positions), v),
     }
 
 
-# ALiBi's first head of 8, bidirectional (causal=False): -m_1 |i - j|
+# posenc's symmetric extension of ALiBi (causal=False): -m_1 |i - j|
 assert slope == 0.5
 bias = alibi_bias(8, T8, causal=False)[0].to(f64)
 torch.testing.assert_close(
@@ -959,9 +1011,15 @@ plt.show()
 # | rotary | [RoPE](08-rope.ipynb) (Su et al. 2021) | a rotation of $q$ and $k$ | Llama, GPT-NeoX |
 # | rotary | [RoPE context extensions](09-rope-context.ipynb) (position interpolation, NTK, YaRN, Llama 3) | a rotation of $q$ and $k$ with rescaled frequencies | Llama 3.1 |
 # | rotary | [xPos](10-xpos-nope.ipynb) (Sun et al. 2022) | a rotation of $q$ and $k$, plus an exponential scaling | LEX Transformer |
-# | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4 (every fourth layer) |
+# | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4, one layer in four ([with a position-dependent query temperature](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)) |
 #
-# Dufter, Schmitt and Schütze (2022) survey many more variants along similar axes.
+# Llama 4's NoPE layers are not quite free of positions: in Meta's reference code
+# they multiply each query by a temperature that is 1 for the first 8191
+# positions and grows with the position after them (when `attn_temperature_tuning`
+# is on), as the chapter
+# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)
+# shows. Dufter, Schmitt and Schütze (2022) survey many more variants along
+# similar axes.
 
 # %% [markdown] lang="ja"
 # 素のアテンションの値はゼロで、出力は丸め誤差の範囲で並べ替えになっています（セルでは $10^{-12}$ 未満であることを確かめています）。
@@ -980,8 +1038,12 @@ plt.show()
 # | 回転 | [RoPE](08-rope.ipynb)（Su ら 2021） | $q$ と $k$ を回転する | Llama、GPT-NeoX |
 # | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb)（位置補間、NTK、YaRN、Llama 3） | 周波数を調整して $q$ と $k$ を回転する | Llama 3.1 |
 # | 回転 | [xPos](10-xpos-nope.ipynb)（Sun ら 2022） | $q$ と $k$ を回転し、さらに指数的にスケールする | LEX Transformer |
-# | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4（4 層に 1 層） |
+# | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[位置で決まるクエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
 #
+# Llama 4 の NoPE の層も、位置とまったく無縁なわけではありません。
+# Meta の参照実装では、`attn_temperature_tuning` が有効なとき、各クエリに温度を掛けます。
+# この温度は、最初の 8191 個の位置では 1 で、その先では位置とともに大きくなります。
+# 詳しくは「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)」の章で扱います。
 # Dufter、Schmitt、Schütze（2022）は、似た観点でさらに多くの変種を概観しています。
 
 # %% [markdown] lang="en"
@@ -1072,8 +1134,9 @@ torch.testing.assert_close(
 #   let offsets be expressed and be deterministic; the sinusoids pass all five.
 # - Unique codes remove the guarantee that the outputs only permute; whether they
 #   actually change depends on the weights ($W_Q = 0$ keeps them permuted).
-# - Positions enter in one of three places: added to the input (absolute), a bias
-#   on the scores or a rotation of $q$ and $k$ (both relative).
+# - Positions enter in three main places: added to the input (absolute), a bias
+#   on the scores or a rotation of $q$ and $k$ (both relative); some schemes add
+#   content-dependent terms instead, and NoPE relies on the causal mask alone.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1086,7 +1149,8 @@ torch.testing.assert_close(
 #   正弦波はこの 5 つをすべて満たします。
 # - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
 #   実際に出力が変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
-# - 位置が入る場所は 3 つです。入力に足す（絶対位置）、スコアにバイアスを足す、$q$ と $k$ を回転する（どちらも相対位置）です。
+# - 位置が入るおもな場所は 3 つです。入力に足す（絶対位置）、スコアにバイアスを足す、$q$ と $k$ を回転する（どちらも相対位置）です。
+#   内容に依存する項を足す方式もあり、NoPE は因果マスクだけに頼ります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1293,7 +1357,8 @@ print(
 # table. It fails the offset row. $PE(p)\cdot PE(q)$ counts the ones that $p$ and $q$
 # share, so pairs at distance 1 give 0 for $(7, 8)$ but 3 for $(14, 15)$; and the
 # squared distance $\lVert PE(p+1) - PE(p)\rVert^2$ is the number of digits that
-# change when adding one: 1 for even $p$, up to $B$ for $p = 2^B - 1$. The norm
+# change when adding one: 1 for even $p$, and $B$ at most, reached inside the
+# range for $p = 2^{B-1} - 1$ ($01\dots1 \to 10\dots0$; 127 for $B = 8$). The norm
 # itself, the square root of the number of ones, changes from position to position.
 # Beyond the training length it behaves like the one-hot code: position $2^B$ has
 # no code with $B$ digits, and keeping only the last $B$ digits would give it the
@@ -1306,7 +1371,8 @@ print(
 # 満たさないのは相対位置の行です。$PE(p)\cdot PE(q)$ は $p$ と $q$ に共通する 1 の桁の数なので、
 # 距離 1 の組でも $(7, 8)$ では 0、$(14, 15)$ では 3 になります。
 # 2 乗距離 $\lVert PE(p+1) - PE(p)\rVert^2$ は 1 を足したときに変わる桁の数で、
-# 偶数の $p$ では 1、$p = 2^B - 1$ では $B$ まで大きくなります。
+# 偶数の $p$ では 1 で、最大は $B$ です。範囲の中でこの最大になるのは $p = 2^{B-1} - 1$ のときです
+# （$01\dots1 \to 10\dots0$。$B = 8$ なら 127）。
 # ノルム（1 の桁の数の平方根）も位置ごとに変わります。
 # 学習時の長さを超えたときは one-hot ベクトルと同じで、$B$ 桁では位置 $2^B$ の符号がありません。
 # 下の $B$ 桁だけを残すと、位置 $0$ と同じ符号になってしまいます。
@@ -1324,6 +1390,11 @@ codes = torch.stack([binary(p) for p in range(2**B)])
 assert codes.abs().max() <= 1 and codes.norm(dim=-1).max() <= math.sqrt(B)
 assert len(torch.unique(codes, dim=0)) == 2**B  # unique below 2^B
 assert torch.equal(binary(2**B), binary(0))  # 2^B wraps onto position 0
+# digits that change from p to p + 1, for p = 0 .. 2^B - 2 (inside the range):
+# all B of them only once, at p = 2^(B-1) - 1
+steps = (codes[1:] - codes[:-1]).abs().sum(-1)
+assert steps.max() == B and (steps == B).sum() == 1
+assert int(steps.argmax()) == 2 ** (B - 1) - 1
 lines = ["  p  PE(p).PE(p+1)  |PE(p+1) - PE(p)|^2"]
 for p in (0, 6, 7, 14, 15, 127):
     dot = float(binary(p) @ binary(p + 1))
@@ -1376,9 +1447,9 @@ print("\n".join(lines), end="")
 #   <https://arxiv.org/abs/1706.03762>
 # - Yun, C. et al. (2020). *Are Transformers universal approximators of
 #   sequence-to-sequence functions?* ICLR 2020.
-#   位置がなければ、Transformer はコンパクトな台を持つ連続な置換同変関数をすべて近似でき、
-#   近似できるのはそうした関数だけであること、学習可能な位置エンコーディングがあれば、
-#   コンパクトな台を持つ任意の連続な系列から系列への関数を近似できることを示しています。
+#   位置がなければ、Transformer はコンパクトな台を持つ連続な置換同変関数をすべて近似できます。
+#   近似できるのは、そうした関数だけです。
+#   学習可能な位置エンコーディングがあれば、コンパクトな台を持つ連続な系列から系列への関数を、どれでも近似できます。
 #   <https://arxiv.org/abs/1912.10077>
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional
 #   Encodings Still Learn Positional Information*. Findings of EMNLP 2022.

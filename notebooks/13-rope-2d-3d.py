@@ -16,7 +16,7 @@
 # # RoPE in two and three dimensions
 #
 # A text token has one position; an image patch has two coordinates, its row
-# and its column, and a patch of a video has three: the frame, the row and the
+# and its column, and a patch of a video has three: its time, its row and its
 # column. This chapter follows how the encodings of the earlier chapters were
 # carried over to grids. Vision transformers first used absolute tables: ViT
 # learns one vector per patch and resamples the table for a new resolution,
@@ -27,8 +27,9 @@
 # RoPE (M-RoPE) splits the frequencies of a language model's heads between
 # time, height and width, so that text, images and video share one sequence;
 # Qwen3-VL deals the frequencies out to the axes in turn instead of in blocks.
-# Every formula is checked against the papers' code or against the numbers
-# that Hugging Face transformers prints, pasted here with the version.
+# Every formula is checked against transcriptions of the papers' code,
+# against numbers that Hugging Face transformers or scipy print (pasted here
+# with the version and the call), or against a second derivation.
 #
 # The letters follow the [notation page](../docs/notation.md#positions): $m$ and
 # $n$ are the positions of the query and the key in the rotary chapters, now
@@ -39,7 +40,7 @@
 # # 2 次元・3 次元の RoPE
 #
 # テキストのトークンの位置は 1 つですが、画像のパッチには行と列の 2 つの座標があり、
-# 動画のパッチにはフレーム・行・列の 3 つの座標があります。
+# 動画のパッチには時間・行・列の 3 つの座標があります。
 # この章では、これまでの章のエンコーディングが格子の上へどう持ち込まれたかをたどります。
 # Vision Transformer は、はじめ絶対位置の表を使っていました。
 # ViT はパッチごとに 1 本のベクトルを学習し、解像度が変わると表を補間し直します。
@@ -50,8 +51,8 @@
 # Qwen2-VL のマルチモーダル RoPE（M-RoPE）は、テキスト・画像・動画を 1 つの系列に並べて扱えるように、
 # 言語モデルのヘッドの周波数を時間・高さ・幅に分けます。
 # Qwen3-VL は周波数をブロックに分けず、各軸へ順番に配ります。
-# どの式も、論文のコードか、Hugging Face transformers が出力した数値
-# （バージョンを添えてここに貼っています）と照らし合わせて確かめます。
+# どの式も、次のどれかと照らし合わせて確かめます。論文のコードを書き写したもの、
+# Hugging Face transformers や scipy が出力した数値（バージョンと呼び出し方を添えて貼っています）、別の導出の 3 つです。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ は回転位置埋め込みの章と同じくクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
@@ -115,23 +116,27 @@ assert torch.equal(rc[1], j % w)
 #
 # ViT (Dosovitskiy et al. 2021) adds a
 # [learned positional embedding](../docs/glossary.md#learned-positional-embedding)
-# to each patch: a table of $hw$ rows, one per patch, as in the chapter
+# to each patch: a table of $hw + 1$ rows, one per patch and one for the
+# class token, as in the chapter
 # [*Learned positional embeddings*](03-learned-embeddings.ipynb). Fine-tuned at
 # a higher resolution, the model sees more patches than the table has rows.
 # The paper's answer is to interpolate the pretrained embeddings in 2D,
-# according to their location in the original image: reshape the
-# table to an $h \times w$ grid of vectors and resample it to the new grid
-# $h' \times w'$. The official JAX code does it with
-# `scipy.ndimage.zoom(..., order=1)`, linear interpolation that maps the
-# corners onto the corners, so new row $r'$ reads the old table at
+# according to their location in the original image: reshape the $hw$
+# patch rows to an $h \times w$ grid of vectors and resample it to the new
+# grid $h' \times w'$; the class-token row is kept apart and copied unchanged
+# (`interpolate_posembed(..., has_class_token)`). The official JAX code
+# resamples with `scipy.ndimage.zoom(..., order=1)`, linear interpolation
+# that maps the corners onto the corners (scipy's default `grid_mode=False`),
+# so new row $r'$ reads the old table at
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
 # Bilinear interpolation reproduces any function that is linear in the
 # coordinates, so a table whose first channel holds the row and whose second
 # holds the column must come out holding the mapped coordinates. PyTorch's
-# `F.interpolate(..., mode="bilinear", align_corners=True)` is the same map.
-# Hugging Face's `ViTEmbeddings.interpolate_pos_encoding` (transformers
+# `F.interpolate(..., mode="bilinear", align_corners=True)` is the same map:
+# the check compares it with the numbers scipy prints for a small table,
+# where `align_corners=False` gives other numbers. Hugging Face's `ViTEmbeddings.interpolate_pos_encoding` (transformers
 # 5.24.0) resamples differently, bicubic with `align_corners=False`, which
 # maps centres of cells rather than corners.
 
@@ -139,18 +144,20 @@ assert torch.equal(rc[1], j % w)
 # ## ViT の学習型の表と新しい解像度
 #
 # ViT（Dosovitskiy ら 2021）は、各パッチに[学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)を足します。
-# [「学習型位置埋め込み」](03-learned-embeddings.ipynb)の章と同じく、パッチごとに 1 行、全部で $hw$ 行の表です。
+# [「学習型位置埋め込み」](03-learned-embeddings.ipynb)の章と同じく、パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です。
 # 高い解像度でファインチューニングすると、モデルは表の行数より多くのパッチを見ることになります。
 # 論文は、事前学習済みの位置埋め込みを、元の画像での位置に従って 2 次元で補間する方法をとります。
-# 表を $h \times w$ の格子に並んだベクトルとして形状変換し、新しい格子 $h' \times w'$ へ補間し直します。
-# 公式の JAX コードは `scipy.ndimage.zoom(..., order=1)` を使います。
-# これは四隅を四隅に合わせる線形補間なので、新しい行 $r'$ は古い表の次の位置を読みます。
+# パッチの $hw$ 行を $h \times w$ の格子に並んだベクトルとして形状変換し、新しい格子 $h' \times w'$ へ補間し直します。
+# クラストークンの行は別に取り分け、そのまま残します（`interpolate_posembed(..., has_class_token)`）。
+# 公式の JAX コードは `scipy.ndimage.zoom(..., order=1)` で補間し直します。
+# これは四隅を四隅に合わせる線形補間（scipy の既定の `grid_mode=False`）なので、新しい行 $r'$ は古い表の次の位置を読みます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
 # 双線形補間は座標の 1 次関数をそのまま再現します。
 # したがって、最初のチャネルに行、2 番目のチャネルに列を入れた表を補間すると、写した先の座標が出てくるはずです。
 # PyTorch の `F.interpolate(..., mode="bilinear", align_corners=True)` も同じ写像です。
+# 次のセルでは、小さな表について scipy が出力した数値と比べます。`align_corners=False` では別の数値になることも確かめます。
 # Hugging Face の `ViTEmbeddings.interpolate_pos_encoding`（transformers 5.24.0）は別の方法で補間します。
 # `align_corners=False` の双三次補間で、四隅ではなくセルの中心どうしを対応させます。
 
@@ -163,6 +170,19 @@ mapped = torch.arange(hn, dtype=f64) * (h - 1) / (hn - 1)
 assert_close(new[0, 0], mapped[:, None].expand(hn, hn))  # rows
 assert_close(new[0, 1], mapped[None, :].expand(hn, hn))  # columns
 print("new row 1 reads old row", round(new[0, 0, 1, 0].item(), 4))
+
+# numpy 2.4.6, scipy 1.17.1: scipy.ndimage.zoom(t[:, :, None], (4 / 3,
+#   4 / 3, 1), order=1)[:, :, 0] with t = [[0, 1, 4], [9, 16, 25],
+#   [36, 49, 64]] (the call of vit_jax/checkpoint.py, on a 3 x 3 grid),
+#   times 3 and rounded to 9 decimals: the entries are thirds
+scipy_zoom_x3 = [[0, 2, 6, 12], [18, 28, 40, 54],
+                 [54, 72, 92, 114], [108, 134, 162, 192]]  # fmt: skip
+t = torch.tensor([[0, 1, 4], [9, 16, 25], [36, 49, 64]], dtype=f64)
+scipy_zoom = torch.tensor(scipy_zoom_x3, dtype=f64) / 3
+for corners in [True, False]:
+    kw = dict(size=(4, 4), mode="bilinear", align_corners=corners)
+    ours = F.interpolate(t[None, None], **kw)[0, 0]
+    assert torch.allclose(ours, scipy_zoom) == corners
 
 # %% [markdown] lang="en"
 # ## MAE's fixed 2D table: half the channels per axis
@@ -272,9 +292,10 @@ assert_close(pe @ pe.T, rhs)
 # RoPE-Axial, an [axial RoPE](../docs/glossary.md#axial-rope), gives half of the pairs to each axis: pairs $0, \dots, d/4 - 1$
 # turn with the column, pairs $d/4, \dots, d/2 - 1$ with the row, both halves
 # with the same $d/4$ frequencies. Their code (`compute_axial_cis`) takes
-# $\theta_k = 100^{-4k/d}$, $k < d/4$: a base of 100 rather than 10000,
-# presumably because an image has far fewer positions per axis than a text
-# has tokens (the code does not say why). These are
+# $\theta_k = 100^{-4k/d}$, $k < d/4$: a base of 100 rather than 10000.
+# The code does not say why, and we could not check whether the paper does;
+# a plausible reason is that an image has far fewer positions per axis than
+# a text has tokens. These are
 # exactly the frequencies of 1D RoPE of size $d/2$ with base 100, since
 # $100^{-2k/(d/2)} = 100^{-4k/d}$. So RoPE-Axial is two 1D RoPEs side by side:
 #
@@ -293,7 +314,8 @@ assert_close(pe @ pe.T, rhs)
 # 格子の上では、Heo らの RoPE-Axial（[軸ごとの RoPE](../docs/glossary.ja.md#axial-rope)）がペアの半分ずつを各軸に割り当てます。
 # ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらの半分も同じ $d/4$ 個の周波数を使います。
 # Heo らのコード（`compute_axial_cis`）は $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
-# 底は 10000 ではなく 100 です。コードに理由は書かれていませんが、画像の 1 軸あたりの位置の数がテキストのトークン数よりずっと少ないためと考えられます。
+# 底は 10000 ではなく 100 です。コードには理由が書かれておらず、論文が理由を述べているかどうかは確認できていません。
+# 画像の 1 軸あたりの位置の数はテキストのトークン数よりずっと少ないことが、理由として考えられます。
 # $100^{-2k/(d/2)} = 100^{-4k/d}$ なので、これは次元数 $d/2$、底 100 の 1 次元 RoPE の周波数とちょうど同じです。
 # したがって RoPE-Axial は 1 次元の RoPE を 2 つ並べたものです。
 #
@@ -412,9 +434,11 @@ print(f"score {s:.4f}; mixed difference {mixed:.1e}")
 # $\theta^{y}_i$ nonzero contributes
 # $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$, which is not a sum of a function of
 # $\Delta c$ and a function of $\Delta r$, so the mixed difference is no
-# longer 0. The paper makes the same point in the Fourier domain (its
-# Figure 1): the axial frequencies cover only the two axes of the 2D
-# spectrum.
+# longer 0. In the Fourier domain, the axial frequency vectors
+# $(\theta_i, 0)$ and $(0, \theta_i)$ all lie on the two axes of the 2D
+# spectrum. The paper illustrates the point with a 2D Fourier reconstruction
+# that keeps only the RoPE frequencies (we know that figure from its caption
+# as quoted in summaries of the paper, and do not reproduce it).
 
 # %% [markdown] lang="ja"
 # ## 斜めの方向：RoPE-Mixed
@@ -433,7 +457,9 @@ print(f"score {s:.4f}; mixed difference {mixed:.1e}")
 # 変わるのは依存の形です。$\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアからは、
 # $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ という項が加わります。
 # これは $\Delta c$ の関数と $\Delta r$ の関数の和にはならないので、混合差分はもう 0 になりません。
-# 論文は同じことをフーリエ領域で述べています（図 1）。軸ごとの周波数は、2 次元のスペクトルのうち 2 本の軸の上しか覆いません。
+# フーリエ領域で見ると、軸ごとの周波数ベクトル $(\theta_i, 0)$ と $(0, \theta_i)$ は、どれも 2 次元のスペクトルの 2 本の軸の上にあります。
+# 論文は、RoPE の周波数だけを残した 2 次元のフーリエ再構成の図でこの点を示しています
+# （この図については、論文の要約に引用された説明文しか確認できておらず、ここでは再現していません）。
 
 
 # %%
@@ -511,6 +537,52 @@ for ax, m, title in zip(axes, maps, ["RoPE-Axial", "RoPE-Mixed"], strict=True):
 plt.show()
 
 # %% [markdown] lang="en"
+# ## A larger image without resampling
+#
+# Heo et al.'s code rotates only the patch tokens: the class token, at index
+# 0, has no place on the grid and is left unrotated (`q[:, :, 1:]` in
+# `RoPEAttention`). At a new resolution nothing is resampled: the code
+# recomputes the angles for the larger grid
+# (`compute_axial_cis(end_x=W // patch_size, ...)`), so the patches keep
+# integer coordinates and the model meets offsets it never saw in training
+# (with 16-pixel patches, a 14 × 14 grid at 224 pixels and 24 × 24 at 384).
+# This is the RoPE counterpart of resampling ViT's table, and the result the
+# paper's abstract puts first: RoPE keeps its accuracy as the inference
+# resolution grows. In the repository's table for DeiT-III Base (ImageNet-1k
+# top-1, %), the learned table loses accuracy at 384 pixels and both RoPE
+# variants gain:
+#
+# | position encoding | 224 pixels | 384 pixels |
+# |---|---|---|
+# | learned table | 83.4 | 82.8 |
+# | RoPE-Axial | 83.6 | 83.9 |
+# | RoPE-Mixed | 83.8 | 84.4 |
+#
+# These numbers are reported there, not reproduced here.
+
+# %% [markdown] lang="ja"
+# ## 解像度を上げても補間し直さない
+#
+# Heo らのコードは、パッチのトークンだけを回転させます。
+# 番号 0 のクラストークンは格子の上に位置を持たないので、回転させません（`RoPEAttention` の `q[:, :, 1:]`）。
+# 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直すだけです
+# （`compute_axial_cis(end_x=W // patch_size, ...)`）。
+# そのためパッチの座標は整数のままで、モデルは学習時には現れなかった大きな座標の差に出会います。
+# 16 ピクセルのパッチでは、格子は 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24 です。
+# これは ViT の表の補間に対応する RoPE での扱い方で、論文の要旨が最初に挙げる結果でもあります。
+# 推論時の解像度を上げても、RoPE は精度を保ちます。
+# 次の表は、リポジトリにある DeiT-III Base の ImageNet-1k での top-1 正解率（%）です。
+# 384 ピクセルでは、学習型の表は正解率を落とし、RoPE の 2 つの変種はどちらも正解率を上げています。
+#
+# | 位置エンコーディング | 224 ピクセル | 384 ピクセル |
+# |---|---|---|
+# | 学習型の表 | 83.4 | 82.8 |
+# | RoPE-Axial | 83.6 | 83.9 |
+# | RoPE-Mixed | 83.8 | 84.4 |
+#
+# これらはリポジトリが報告する数値で、ここでは再現していません。
+
+# %% [markdown] lang="en"
 # ## Axial RoPE with posenc
 #
 # `posenc.apply_mrope` rotates frequency $i$ of `rope_frequencies(d)` with
@@ -554,6 +626,80 @@ first[: d // 4] = True
 first[d // 2 : d // 2 + d // 4] = True
 assert_close(out, torch.where(first, by_row, by_col))
 assert not torch.allclose(out, axial(x, rc[0], rc[1]))
+
+# %% [markdown] lang="en"
+# ## Axial RoPE in today's vision encoders
+#
+# The vision encoders of current multimodal models use axial 2D RoPE
+# themselves, each with its own layout. Qwen2-VL's encoder
+# (`Qwen2VLVisionRotaryEmbedding`, transformers 5.24.0) takes the base
+# $b = 10^4$ and the same $d/4$ frequencies $\theta_k = b^{-4k/d}$ for both
+# axes, row first, and applies one rotation in the half layout to the whole
+# head: pair $(j, j + d/2)$ turns with the row for $j < d/4$ and with the
+# column for $d/4 \le j < d/2$. So the features $0, \dots, d/4 - 1$ and
+# $d/2, \dots, 3d/4 - 1$ form a 1D RoPE of size $d/2$ over the row, and the
+# others one over the column. Gemma 4's encoder
+# (`Gemma4VisionRotaryEmbedding`, `rope_type="axial"`) takes Heo et al.'s
+# base 100 and rotates the first half of the head with the first coordinate
+# of `pixel_position_ids`, which its image processor fills with the column,
+# and the second half with the row: RoPE-Axial in the half layout. Some
+# encoders keep a learned table as well: Gemma 4 sums one table per axis,
+# and Qwen3-VL's encoder resamples a $48 \times 48$ table bilinearly to each
+# image, next to its 2D RoPE. The check builds both rotations from
+# `apply_rope` and compares them with the outputs that transformers 5.24.0
+# prints for two patches and a head of $d = 8$.
+
+# %% [markdown] lang="ja"
+# ## 現在の画像エンコーダでの軸ごとの RoPE
+#
+# 現在のマルチモーダルモデルでは、画像エンコーダ自身も軸ごとの 2 次元 RoPE を使っています。次元の並べ方はモデルごとに違います。
+# Qwen2-VL のエンコーダ（transformers 5.24.0 の `Qwen2VLVisionRotaryEmbedding`）は、底 $b = 10^4$ で、
+# 両方の軸に同じ $d/4$ 個の周波数 $\theta_k = b^{-4k/d}$ を使い、行を先に置きます。
+# 回転はヘッド全体に半分割配置で 1 回掛けるだけで、ペア $(j, j + d/2)$ は $j < d/4$ なら行で、$d/4 \le j < d/2$ なら列で回転します。
+# つまり次元 $0, \dots, d/4 - 1$ と $d/2, \dots, 3d/4 - 1$ が行についての次元数 $d/2$ の 1 次元 RoPE になり、残りの次元が列についての 1 次元 RoPE になります。
+# Gemma 4 のエンコーダ（`Gemma4VisionRotaryEmbedding`、`rope_type="axial"`）は Heo らと同じ底 100 を使います。
+# ヘッドの前半は `pixel_position_ids` の最初の座標で、後半は行で回転させます。
+# 画像の前処理はこの最初の座標に列を入れるので、これは半分割配置の RoPE-Axial です。
+# 学習型の表を併用するエンコーダもあります。Gemma 4 は軸ごとの表を 1 つずつ持って足し合わせます。
+# Qwen3-VL のエンコーダは 2 次元 RoPE に加えて $48 \times 48$ の表を持ち、画像ごとに双線形補間して使います。
+# 次のセルでは両方の回転を `apply_rope` から組み立て、2 つのパッチと $d = 8$ のヘッドについて transformers 5.24.0 が出力した値と比べます。
+
+# %%
+# transformers 5.24.0: Qwen2VLVisionRotaryEmbedding(Qwen2VLVisionConfig(
+#   embed_dim=16, num_heads=2)) at position_ids [[2, 5], [3, 1]] ((row,
+#   column) per patch), then apply_rotary_pos_emb_vision on
+#   q = torch.linspace(-1, 1, 8); rounded to 6 decimals
+hf_qwen2_vit = [
+    [0.286247, -0.722714, 0.563376, -0.192658,
+     -0.968747, 0.414201, 0.613583, 0.991610],
+    [0.969832, -0.726820, -0.832609, -0.152850,
+     -0.282547, 0.406953, 0.025300, 0.998521]]  # fmt: skip
+# Gemma4VisionRotaryEmbedding(Gemma4VisionConfig(hidden_size=16,
+#   num_attention_heads=2, head_dim=8)) at pixel_position_ids [[[5, 2],
+#   [1, 3]]] ((column, row)), then apply_multidimensional_rope on the same q
+hf_gemma4_vit = [
+    [-0.694630, -0.558355, 0.837355, -0.467816,
+     -0.708948, 0.221359, -0.167348, 1.065211],
+    [-0.179672, -0.696455, -1.073029, -0.213453,
+     -0.242227, 0.113910, -0.686978, 1.081988]]  # fmt: skip
+d_vit, half = 8, 4
+v = torch.linspace(-1, 1, d_vit, dtype=f64).expand(2, d_vit)
+r, c = torch.tensor([2, 3]), torch.tensor([5, 1])
+quarter = torch.arange(d_vit // 4)
+row_feats = torch.cat([quarter, quarter + half])  # pairs (j, j + d/2), j < d/4
+col_feats = row_feats + d_vit // 4
+qwen2_vit = torch.empty_like(v)
+qwen2_vit[:, row_feats] = apply_rope(v[:, row_feats], r, base=1e4)
+qwen2_vit[:, col_feats] = apply_rope(v[:, col_feats], c, base=1e4)
+gemma4_vit = torch.cat(
+    [
+        apply_rope(v[:, :half], c, base=100.0),
+        apply_rope(v[:, half:], r, base=100.0),
+    ],
+    dim=-1,
+)
+for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
+    assert_close(ours, torch.tensor(hf, dtype=f64), atol=1e-6, rtol=0)
 
 # %% [markdown] lang="en"
 # ## M-RoPE: time, height and width in a language model
@@ -634,13 +780,16 @@ assert_close(text, apply_rope(x, p, base=1e6))
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# The position then grows more slowly than the token count: an image of
-# $N$ tokens advances it by only about $\sqrt{N}$. Hugging Face stores the
+# The position then grows more slowly than the token count: a square image
+# of $N$ tokens advances it by $\sqrt{N}$, and any image by
+# $\max(H/2, W/2) \ge \sqrt{N}$ (3 for the $2 \times 3$ tokens below).
+# Hugging Face stores the
 # difference as `rope_deltas`, the largest position plus one minus the
 # sequence length, and adds it to the positions of generated tokens. The
 # check rebuilds the positions with `grid_positions` and compares them with
 # those that transformers 5.24.0 returns for 3 text tokens, an image of
-# $4 \times 6$ patches (2 × 3 tokens) and 2 text tokens.
+# $4 \times 6$ patches (2 × 3 tokens) and 2 text tokens. The function also
+# takes videos, and the rule that the next section needs.
 
 # %% [markdown] lang="ja"
 # ## 画像のあとの位置の続き方
@@ -656,28 +805,42 @@ assert_close(text, apply_rope(x, p, base=1e6))
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# このため、位置はトークンの数よりゆっくり進みます。$N$ トークンの画像でも、位置は約 $\sqrt{N}$ しか進みません。
+# このため、位置はトークンの数よりゆっくり進みます。
+# $N$ トークンの正方形の画像なら位置は $\sqrt{N}$ だけ進み、一般の画像では $\max(H/2, W/2) \ge \sqrt{N}$ だけ進みます
+# （下の $2 \times 3$ トークンの例では 3 です）。
 # Hugging Face はこの差を `rope_deltas`（位置の最大値に 1 を足し、系列長を引いたもの）として保持し、生成するトークンの位置に足します。
 # 次のセルでは、`grid_positions` で位置を組み立て直します。
 # 系列はテキスト 3 トークン、$4 \times 6$ パッチ（2 × 3 トークン）の画像、テキスト 2 トークンで、
 # transformers 5.24.0 がこの系列について返す位置と比べます。
+# この関数は動画も受け付け、次の節で使う規則も選べます。
 
 
 # %%
-def qwen2_positions(segments, merge=2):
-    """segments: ("text", n) or ("image", H, W) in patches; returns (3, L)."""
+def qwen_positions(segments, merge=2, rule="paper", interval=1.0):
+    """segments: ("text", n) or ("vision", T, H, W), T temporal patches of
+    H x W patches; returns (3, L). After a vision segment the position goes
+    on at its largest coordinate plus one (rule "paper") or advances by
+    max(H, W) // merge (rule "hf", transformers 5.24.0)."""
     parts, start = [], 0
     for seg in segments:
         if seg[0] == "text":
             parts.append(torch.arange(start, start + seg[1]).expand(3, -1))
+            start += seg[1]
+            continue
+        h, w = seg[2] // merge, seg[3] // merge
+        grid = grid_positions(seg[1], h, w)
+        grid[0] = (grid[0] * interval).long()  # Qwen2.5-VL: time steps
+        parts.append(grid + start)  # t, h and w offset by start
+        if rule == "paper":
+            start = int(parts[-1].max()) + 1
         else:
-            grid = grid_positions(1, seg[1] // merge, seg[2] // merge)
-            parts.append(grid + start)  # t = start, h and w offset by start
-        start = int(parts[-1].max()) + 1  # the paper's rule: max + 1
+            start += max(h, w)
     return torch.cat(parts, dim=1)
 
 
-pos = qwen2_positions([("text", 3), ("image", 4, 6), ("text", 2)])
+image = [("text", 3), ("vision", 1, 4, 6), ("text", 2)]
+pos = qwen_positions(image)
+assert torch.equal(pos, qwen_positions(image, rule="hf"))
 # transformers 5.24.0: Qwen2VLModel.get_rope_index(input_ids, mm_token_type_ids
 #   = [[0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0]], image_grid_thw=[[1, 4, 6]]),
 #   vision_config.spatial_merge_size = 2; position_ids[:, 0], rope_deltas
@@ -691,21 +854,38 @@ print(pos)
 
 # %% [markdown] lang="en"
 # For a video, `get_rope_index` of transformers 5.24.0 advances the position
-# by $\max(H/2, W/2)$ as well, not by the largest coordinate plus one: with
-# more frames than rows or columns the next text position falls below the
-# video's last temporal coordinate (4 frames of one token each, after one
-# text token, give temporal coordinates $1, \dots, 4$ and a next text
-# position of 2). Earlier copies of the function (`st_idx =
-# llm_pos_ids_list[-1].max() + 1`) follow the paper's rule. For images, the
-# case checked above, both agree.
+# by $\max(H/2, W/2)$ as well, not by the largest coordinate plus one. One
+# temporal step is one temporal patch: the vision encoder merges
+# `temporal_patch_size` $= 2$ consecutive frames into one patch
+# (`Qwen2VLVisionConfig`). With more temporal patches than rows or columns
+# of tokens, the next text position falls below the video's last temporal
+# coordinate: after one text token, 4 temporal patches (8 frames) of one
+# token each get the temporal coordinates $1, \dots, 4$, and the next text
+# token gets 2 where the paper's rule gives 5. Earlier copies of the function
+# (`st_idx = llm_pos_ids_list[-1].max() + 1`) follow the paper's rule. For
+# images, the case checked above, both agree.
 
 # %% [markdown] lang="ja"
-# 動画の場合、transformers 5.24.0 の `get_rope_index` もやはり $\max(H/2, W/2)$ だけ位置を進め、
+# 動画の場合も、transformers 5.24.0 の `get_rope_index` は $\max(H/2, W/2)$ だけ位置を進め、
 # 座標の最大値に 1 を足した値にはしません。
-# フレーム数が行数や列数より多いと、次のテキストの位置が動画の最後の時間座標より小さくなります。
-# たとえばテキスト 1 トークンのあとに 1 トークンずつのフレームを 4 枚置くと、時間座標は $1, \dots, 4$ で、次のテキストの位置は 2 です。
+# ここで時間の 1 ステップは、時間方向のパッチ 1 つです。
+# 画像エンコーダは、連続する `temporal_patch_size` $= 2$ 枚のフレームを 1 つのパッチにまとめます（`Qwen2VLVisionConfig`）。
+# 時間方向のパッチの数がトークンの行数や列数より多いと、次のテキストの位置が動画の最後の時間座標より小さくなります。
+# たとえばテキスト 1 トークンのあとに、1 トークンずつの時間方向のパッチを 4 つ（8 フレーム）置くと、時間座標は $1, \dots, 4$ になります。
+# 次のテキストのトークンの位置は、論文の規則なら 5 ですが、ここでは 2 です。
 # この関数の以前の版（`st_idx = llm_pos_ids_list[-1].max() + 1`）は論文の規則どおりです。
-# 上で確かめた画像の場合は、どちらも一致します。
+# 上で確かめた画像の場合は、どちらの規則でも一致します。
+
+# %%
+# transformers 5.24.0: Qwen2VLModel.get_rope_index(..., mm_token_type_ids=
+#   [[0, 2, 2, 2, 2, 0, 0]], video_grid_thw=[[4, 2, 2]]): temporal row of
+#   position_ids[:, 0], rope_deltas
+hf_video_t, hf_video_delta = [0, 1, 2, 3, 4, 2, 3], -2
+video = [("text", 1), ("vision", 4, 2, 2), ("text", 2)]
+by_hf, by_paper = qwen_positions(video, rule="hf"), qwen_positions(video)
+assert by_hf[0].tolist() == hf_video_t
+assert int(by_hf.max()) + 1 - by_hf.shape[1] == hf_video_delta
+assert by_paper[0, 5] == 5  # the paper's rule: largest coordinate plus one
 
 # %% [markdown] lang="en"
 # The relative property holds in each axis separately, as for axial RoPE:
@@ -738,15 +918,92 @@ for axis in range(3):
     assert abs(s - mrope_score([5, 7, 2], moved)) > 1e-4
 
 # %% [markdown] lang="en"
+# ## Time in Qwen2.5-VL and Qwen3-VL
+#
+# In Qwen2-VL the temporal coordinate counts temporal patches, pairs of
+# sampled frames, whatever the frame rate. Qwen2.5-VL (Bai et al. 2025) ties
+# it to time instead: Hugging Face's `get_rope_index` multiplies the index
+# $k$ of a temporal patch by `tokens_per_second` and by `second_per_grid_t`,
+# the seconds that one temporal patch spans (`temporal_patch_size / fps`),
+# and rounds down:
+#
+# $$t_k = s + \lfloor k\, \rho\, \tau \rfloor,$$
+#
+# where $\rho$ is `tokens_per_second` and $\tau$ is `second_per_grid_t`.
+# With `tokens_per_second` $= 2$ (the value of this example; Hugging Face's
+# default configuration has 4), a video sampled at 2 frames per second (one
+# temporal patch per second) and one sampled at 4 (two per second) give the
+# same temporal coordinate to the same second. Qwen3-VL drops temporal
+# coordinates tied to frames or seconds (its report's abstract: from T-RoPE
+# to explicit textual timestamp alignment). Hugging Face splits a video into
+# one grid per temporal patch, each laid out like an image with a constant
+# $t$, and the processor writes a timestamp such as `<1.5 seconds>` in the
+# text before each. The temporal coordinate of a patch then only says where
+# it starts in the sequence. The check compares the rule above and this
+# layout with the positions that transformers 5.24.0 returns (two text
+# tokens stand for each timestamp).
+
+# %% [markdown] lang="ja"
+# ## Qwen2.5-VL と Qwen3-VL での時間
+#
+# Qwen2-VL の時間座標は、フレームレートにかかわらず時間方向のパッチ、つまりサンプルしたフレームの 2 枚組を数えます。
+# Qwen2.5-VL（Bai ら 2025）は、代わりに時間座標を時刻に結び付けます。
+# Hugging Face の `get_rope_index` は、時間方向のパッチの番号 $k$ に `tokens_per_second` と `second_per_grid_t`
+# （時間方向のパッチ 1 つが占める秒数で、`temporal_patch_size / fps`）を掛け、小数点以下を切り捨てます。
+#
+# $$t_k = s + \lfloor k\, \rho\, \tau \rfloor,$$
+#
+# ここで $\rho$ は `tokens_per_second`、$\tau$ は `second_per_grid_t` です。
+# この例では `tokens_per_second` $= 2$ とします（Hugging Face の既定の設定では 4 です）。
+# すると、毎秒 2 フレームでサンプルした動画（1 秒に時間方向のパッチ 1 つ）と、毎秒 4 フレームでサンプルした動画（1 秒に 2 つ）で、
+# 同じ時刻に同じ時間座標が付きます。
+# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました
+# （技術報告の要旨によれば、T-RoPE から、テキストのタイムスタンプで時刻を明示する方式への移行です）。
+# Hugging Face は動画を時間方向のパッチごとの格子に分け、どの格子も画像と同じく $t$ を一定にして並べます。
+# 前処理は、各格子の前のテキストに `<1.5 seconds>` のようなタイムスタンプを書き込みます。
+# そのためパッチの時間座標は、そのパッチが系列のどこから始まるかを表すだけになります。
+# 次のセルでは、上の規則とこの並べ方を、transformers 5.24.0 が返す位置と比べます（各タイムスタンプは 2 トークンのテキストで代用します）。
+
+# %%
+# transformers 5.24.0: Qwen2_5_VLModel.get_rope_index with Qwen2_5_VLConfig(
+#   vision_config={"tokens_per_second": 2}), 1 text token, a video, 1 text
+#   token: video_grid_thw [[4, 2, 2]] with second_per_grid_ts [1.0] (2 frames
+#   per second), [[8, 2, 2]] with [0.5] (4 per second); temporal rows
+hf_2fps = [0, 1, 3, 5, 7, 2]
+hf_4fps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 2]
+at_2fps = qwen_positions(
+    [("text", 1), ("vision", 4, 2, 2), ("text", 1)], rule="hf", interval=2 * 1.0
+)
+at_4fps = qwen_positions(
+    [("text", 1), ("vision", 8, 2, 2), ("text", 1)], rule="hf", interval=2 * 0.5
+)
+assert at_2fps[0].tolist() == hf_2fps and at_4fps[0].tolist() == hf_4fps
+assert at_2fps[0, 1:5].tolist() == at_4fps[0, 1:9:2].tolist()  # same seconds
+# Qwen3VLModel.get_rope_index(..., video_grid_thw=[[2, 4, 4]]): 1 text
+#   token, per temporal patch 2 text tokens (a timestamp) and 2 x 2 video
+#   tokens, then 1 text token; position_ids[:, 0]
+hf_qwen3 = [[0, 1, 2, 3, 3, 3, 3, 5, 6, 7, 7, 7, 7, 9],
+            [0, 1, 2, 3, 3, 4, 4, 5, 6, 7, 7, 8, 8, 9],
+            [0, 1, 2, 3, 4, 3, 4, 5, 6, 7, 8, 7, 8, 9]]  # fmt: skip
+stamp, patch = ("text", 2), ("vision", 1, 4, 4)
+qwen3 = qwen_positions(
+    [("text", 1), stamp, patch, stamp, patch, ("text", 1)], rule="hf"
+)
+assert qwen3.tolist() == hf_qwen3
+print("temporal coordinates of the two patches:", qwen3[0, [3, 9]].tolist())
+
+# %% [markdown] lang="en"
 # ## Qwen3-VL: dealing the frequencies out in turn
 #
 # With consecutive blocks each axis sees only one band of the spectrum.
 # Frequencies fall with $i$, so in Qwen2-VL's $[16, 24, 24]$ the temporal
 # axis takes the 16 fastest and the width the 24 slowest; no axis has both
-# fast pairs (fine differences) and slow pairs (long ranges). The Qwen3-VL
-# report calls this an imbalanced frequency spectrum and attributes weaker
-# long-video understanding to it; Qwen3-VL interleaves instead, which Qwen's
-# documentation calls full-frequency allocation over time, height and width. With three axes,
+# fast pairs (fine differences) and slow pairs (long ranges). Summaries of
+# the Qwen3-VL report say that it calls this an imbalanced frequency
+# spectrum that weakens long-video understanding (its abstract says only
+# that the interleaved M-RoPE gives stronger spatial-temporal modelling).
+# Qwen3-VL interleaves instead, which Qwen's documentation calls
+# full-frequency allocation over time, height and width. With three axes,
 # frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, for as
 # long as the sections allow; Hugging Face's
 # `Qwen3VLTextRotaryEmbedding` with `mrope_section = [24, 20, 20]` gives $h$
@@ -761,11 +1018,12 @@ for axis in range(3):
 # 連続したブロックでは、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では、時間の軸が最も速い 16 個を、
 # 幅の軸が最も遅い 24 個を受け持ちます。速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# Qwen3-VL の技術報告はこれを周波数スペクトルの偏りと呼び、長い動画の理解が弱い原因としています。
-# そこで Qwen3-VL は周波数を交互に配ります。Qwen のドキュメントはこれを、時間・高さ・幅への全周波数の割り当てと説明しています。
+# Qwen3-VL の技術報告は、これを周波数スペクトルの偏りと呼び、長い動画の理解を弱める原因としています（技術報告の要約による記述です）。
+# そこで Qwen3-VL は周波数を交互に配ります。Qwen のドキュメントは、これを時間・高さ・幅への全周波数の割り当てと説明しています。
+# なお、技術報告の要旨そのものが述べているのは、交互の M-RoPE で時間と空間のモデル化が強くなる、ということだけです。
 # 3 つの軸では、セクションが許す限り周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
-# Hugging Face の `Qwen3VLTextRotaryEmbedding` に `mrope_section = [24, 20, 20]` を与えると、
-# $h$ は周波数 $1, 4, \dots, 58$、$w$ は $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りはすべて $t$ になります。
+# Hugging Face の `Qwen3VLTextRotaryEmbedding` に `mrope_section = [24, 20, 20]` を与えた場合、
+# $h$ は周波数 $1, 4, \dots, 58$ を、$w$ は $2, 5, \dots, 59$ を受け持ちます。最後の 4 つを含む残りは、すべて $t$ です。
 # 次のセルでは、`mrope_axes(..., interleave=True)` を、上の Qwen2-VL と同じ方法で transformers 5.24.0 から得た軸の一覧と比べます。
 
 # %%
@@ -778,16 +1036,21 @@ assert mrope_axes([24, 20, 20], interleave=True).tolist() == hf_qwen3_axes
 # The wavelength $2\pi/\theta_i$ of each pair says which distances it
 # resolves. The table gives, per axis, the shortest and the longest
 # wavelength it owns, for $d = 128$ and Qwen2-VL's base $10^6$ (Hugging
-# Face's default `rope_theta` for Qwen2-VL). With blocks, the temporal axis
-# stops at a wavelength of about 160 positions and the width starts at about
-# 35,000; interleaved, every axis spans nearly the whole range.
+# Face's default `rope_theta` for Qwen2-VL; its default for Qwen3-VL is
+# $5 \cdot 10^5$, and the table keeps $10^6$ for both so that only the
+# assignment differs). With blocks, the temporal axis stops at a wavelength
+# of about 160 positions and the width starts at about 35,000; interleaved,
+# every axis spans nearly the whole range. The check compares each end with
+# $2\pi\, b^{2i/d}$ at the pair $i$ that the axis lists above give.
 
 # %% [markdown] lang="ja"
 # 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの距離を見分けられるかを表します。
 # 下の表は、$d = 128$、Qwen2-VL の底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）について、
 # 各軸が受け持つ最短と最長の波長を示します。
+# Hugging Face の Qwen3-VL の既定値は $5 \cdot 10^5$ ですが、割り当て方だけを比べるために、表ではどちらも $10^6$ にしています。
 # ブロックに分けると、時間の軸の波長は最長でも約 160 位置です。幅の軸の波長は約 35,000 位置から始まります。
 # 交互に配ると、どの軸もほぼ全範囲にわたります。
+# 次のセルでは、両端の波長を、上の軸の一覧から決まるペア $i$ での $2\pi\, b^{2i/d}$ と比べます。
 
 # %%
 wavelength = 2 * math.pi / rope_frequencies(128, base=1e6).double()
@@ -803,11 +1066,23 @@ for name, sections, inter in [
         spans[name, label] = (wl.min().item(), wl.max().item())
         rows.append(f"| {name} | {label} | {wl.min():,.1f} | {wl.max():,.0f} |")
 display(Markdown("\n".join(rows)))
-assert spans["blocks [16, 24, 24]", "t"][1] < 200
-assert spans["blocks [16, 24, 24]", "w"][0] > 30000
-for label in "thw":
-    lo, hi = spans["interleaved [24, 20, 20]", label]
-    assert lo < 10 and hi > 1e6
+
+
+def wavelength_of(i):  # 2 pi b^(2i/d), d = 128, b = 10^6
+    return 2 * math.pi * 10 ** (6 * 2 * i / 128)
+
+
+ends = {  # (first, last) pair of each axis, from the axis lists above
+    ("blocks [16, 24, 24]", "t"): (0, 15),
+    ("blocks [16, 24, 24]", "h"): (16, 39),
+    ("blocks [16, 24, 24]", "w"): (40, 63),
+    ("interleaved [24, 20, 20]", "t"): (0, 63),
+    ("interleaved [24, 20, 20]", "h"): (1, 58),
+    ("interleaved [24, 20, 20]", "w"): (2, 59),
+}
+for key, (first, last) in ends.items():
+    assert math.isclose(spans[key][0], wavelength_of(first), rel_tol=1e-5)
+    assert math.isclose(spans[key][1], wavelength_of(last), rel_tol=1e-5)
 
 # %% [markdown] lang="en"
 # The figure draws the same thing pair by pair: each frequency index $i$ is
@@ -860,39 +1135,53 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - ViT learns one vector per patch and, at a new resolution, resamples the
-#   table as an image (linear in the official code, bicubic in Hugging
-#   Face); MAE fixes it to a 1D sine–cosine code of the column in the first
-#   half of the channels and of the row in the second.
+# - ViT learns one vector per patch (and one for the class token) and, at a
+#   new resolution, resamples the patch rows as an image (linear in the
+#   official code, bicubic in Hugging Face); MAE fixes the table to a 1D
+#   sine–cosine code of the column in the first half of the channels and of
+#   the row in the second.
 # - Axial 2D RoPE rotates half of the pairs with the column and half with
 #   the row; the score is a sum of a function of $\Delta c$ and a function
-#   of $\Delta r$, relative in each axis.
+#   of $\Delta r$, relative in each axis. At a new resolution it needs no
+#   resampling, and in Heo et al.'s table it keeps its accuracy.
 # - A sum of that form cannot follow a diagonal; RoPE-Mixed gives each pair a
 #   learned frequency on both axes, and stays relative.
 # - M-RoPE ties each frequency to time, height or width; text tokens have
 #   three equal coordinates and get plain RoPE; after an image the position
-#   continues at its largest coordinate plus one.
+#   continues at its largest coordinate plus one (Hugging Face advances it by
+#   $\max(H/2, W/2)$, after a video too).
+# - One temporal step is a temporal patch of 2 frames in Qwen2-VL and a
+#   fixed span of time in Qwen2.5-VL; Qwen3-VL gives each temporal patch its
+#   own grid and marks the time with textual timestamps.
 # - Blocks give each axis one band of frequencies; Qwen3-VL deals them out in
 #   turn so that every axis has fast and slow pairs.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - ViT はパッチごとに 1 本のベクトルを学習し、解像度が変わると表を画像として補間し直します（公式のコードは線形補間、Hugging Face は双三次補間です）。
+# - ViT はパッチごとに 1 本のベクトルと、クラストークンの 1 本を学習します。
+#   解像度が変わると、パッチの行を画像として補間し直します（公式のコードは線形補間、Hugging Face は双三次補間です）。
 #   MAE は表を固定し、チャネルの前半に列の、後半に行の 1 次元の正弦・余弦の符号を入れます。
 # - 軸ごとの 2 次元 RoPE は、ペアの半分を列で、半分を行で回転させます。
 #   スコアは $\Delta c$ の関数と $\Delta r$ の関数の和で、軸ごとに相対位置だけで決まります。
+#   解像度が変わっても補間し直す必要はなく、Heo らの表では精度も保たれます。
 # - その形の和では斜めの方向を表せません。RoPE-Mixed は各ペアに両方の軸の学習可能な周波数を持たせ、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付けます。
-#   テキストのトークンは 3 つの等しい座標を持つので通常の RoPE になり、画像のあとの位置は座標の最大値に 1 を足したところから続きます。
+#   テキストのトークンは 3 つの等しい座標を持つので、通常の RoPE になります。
+#   画像のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face は、動画のあとも含めて $\max(H/2, W/2)$ だけ進めます）。
+# - 時間の 1 ステップは、Qwen2-VL では 2 フレームからなる時間方向のパッチ、Qwen2.5-VL では決まった長さの時間です。
+#   Qwen3-VL は時間方向のパッチごとに別の格子を作り、時刻はテキストのタイムスタンプで示します。
 # - ブロックでは各軸が 1 つの帯域の周波数しか持てません。Qwen3-VL は周波数を順番に配り、どの軸にも速いペアと遅いペアがあるようにします。
 
 # %% [markdown] lang="en"
 # ## Exercises
 #
 # 1. In Qwen2-VL ($d = 128$, base $10^6$, blocks $[16, 24, 24]$), after how
-#    many frames does the slowest temporal pair complete one turn? And in
-#    Qwen3-VL's interleaved $[24, 20, 20]$ with the same base?
+#    many temporal positions does the slowest temporal pair complete one
+#    turn, and how many sampled frames is that? Answer the first question
+#    for Qwen3-VL's interleaved $[24, 20, 20]$ with the same base (a
+#    hypothetical one: Hugging Face's default for Qwen3-VL is
+#    $5 \cdot 10^5$), and say why the second has no answer there.
 # 2. A prompt has 5 text tokens, an image of $16 \times 16$ patches (merged
 #    $2 \times 2$) and 1 text token. What are the coordinates of the last
 #    token, and what is `rope_deltas`?
@@ -903,8 +1192,10 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. Qwen2-VL（$d = 128$、底 $10^6$、ブロック $[16, 24, 24]$）で、時間の軸の最も遅いペアが 1 回転するのは何フレーム後でしょうか。
-#    同じ底で Qwen3-VL の交互の割り当て $[24, 20, 20]$ ではどうでしょうか。
+# 1. Qwen2-VL（$d = 128$、底 $10^6$、ブロック $[16, 24, 24]$）で、時間の軸の最も遅いペアが 1 回転するのは、時間座標がいくつ進んだときでしょうか。
+#    それは、サンプルしたフレームの何枚分でしょうか。
+#    Qwen3-VL の交互の割り当て $[24, 20, 20]$ について、同じ底で 1 つ目の問いに答えてください（底は仮定の値で、Hugging Face の Qwen3-VL の既定値は $5 \cdot 10^5$ です）。
+#    また、そこでは 2 つ目の問いに答えがない理由を説明してください。
 # 2. プロンプトが、テキスト 5 トークン、$16 \times 16$ パッチの画像（$2 \times 2$ ずつまとめます）、テキスト 1 トークンからなるとします。
 #    最後のトークンの座標と `rope_deltas` はいくつでしょうか。
 # 3. MAE の表で、$(r, c)$ と $(r, c + \Delta)$ のパッチの内積は、$r$ と $c$ の値と関係なく
@@ -912,15 +1203,27 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** The slowest temporal pair of the blocks is $i = 15$, with
-# wavelength $2\pi \cdot 10^{6 \cdot 30/128}$, about 160 frames; interleaved,
-# the temporal axis owns $i = 63$, wavelength
-# $2\pi \cdot 10^{6 \cdot 126/128}$, about 5.1 million frames. The check computes both from the
-# powers of the base and compares with `rope_frequencies`.
+# wavelength $2\pi \cdot 10^{6 \cdot 30/128}$, about 160 temporal positions.
+# One temporal position of a Qwen2-VL video is one temporal patch of
+# `temporal_patch_size` $= 2$ frames, so that is about 320 sampled frames,
+# whatever the frame rate. Interleaved, the temporal axis owns $i = 63$,
+# wavelength $2\pi \cdot 10^{6 \cdot 126/128}$, about 5.1 million positions.
+# In Qwen3-VL that is no number of frames: each temporal patch is a grid of
+# its own, and from one patch to the next the position advances by the
+# tokens of a timestamp and by $\max(H/2, W/2)$. The check computes both
+# wavelengths from the powers of the base, compares them with
+# `rope_frequencies`, and takes the frames per temporal patch from the
+# Hugging Face configuration.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 1.** ブロックでの時間の軸の最も遅いペアは $i = 15$ で、波長は $2\pi \cdot 10^{6 \cdot 30/128}$、約 160 フレームです。
-# 交互の割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、約 510 万フレームです。
-# 次のセルでは、両方を底のべき乗から計算して `rope_frequencies` と比べます。
+# **解答 1.** ブロックでの時間の軸の最も遅いペアは $i = 15$ で、波長は $2\pi \cdot 10^{6 \cdot 30/128}$、時間座標で約 160 です。
+# Qwen2-VL の動画では、時間座標の 1 が、`temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つにあたります。
+# したがってフレームレートにかかわらず、サンプルしたフレームの約 320 枚分です。
+# 交互の割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
+# Qwen3-VL では、これはフレームの枚数になりません。
+# 時間方向のパッチはそれぞれ別の格子になり、次のパッチまでに位置はタイムスタンプのトークンの数と $\max(H/2, W/2)$ だけ進むからです。
+# 次のセルでは、両方の波長を底のべき乗から計算して `rope_frequencies` と比べます。
+# 時間方向のパッチのフレーム数には、Hugging Face の設定の値を使います。
 
 # %% tags=["solution"]
 blocks_t = 2 * math.pi * 10 ** (6 * 30 / 128)
@@ -932,7 +1235,10 @@ assert math.isclose(
     (2 * math.pi / theta[t_blocks]).max(), blocks_t, rel_tol=1e-5
 )
 assert math.isclose((2 * math.pi / theta[t_inter]).max(), inter_t, rel_tol=1e-5)
-print(f"{blocks_t:.1f} frames; {inter_t:,.0f} frames")
+temporal_patch_size = 2  # transformers 5.24.0: Qwen2VLConfig().vision_config
+frames = blocks_t * temporal_patch_size
+print(f"blocks: {blocks_t:.1f} positions, {frames:.1f} frames")
+print(f"interleaved: {inter_t:,.0f} positions")
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 2.** The text takes $0, \dots, 4$; the image starts at $s = 5$
@@ -948,9 +1254,13 @@ print(f"{blocks_t:.1f} frames; {inter_t:,.0f} frames")
 # 系列は $5 + 64 + 1 = 70$ トークンで位置の最大値は 13 なので、`rope_deltas` は $13 + 1 - 70 = -56$ です。
 
 # %% tags=["solution"]
-pos = qwen2_positions([("text", 5), ("image", 16, 16), ("text", 1)])
-assert pos[:, -1].tolist() == [13, 13, 13]
-assert int(pos.max()) + 1 - pos.shape[1] == -56
+# transformers 5.24.0: Qwen2VLModel.get_rope_index(..., image_grid_thw=
+#   [[1, 16, 16]]) on this prompt: last token [13, 13, 13], rope_deltas -56
+prompt = [("text", 5), ("vision", 1, 16, 16), ("text", 1)]
+for rule in ["paper", "hf"]:
+    pos = qwen_positions(prompt, rule=rule)
+    assert pos[:, -1].tolist() == [13, 13, 13]
+    assert int(pos.max()) + 1 - pos.shape[1] == -56
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 3.** The row halves are equal, so their dot product is
@@ -988,11 +1298,14 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 #   `util/pos_embed.py`: <https://github.com/facebookresearch/mae>
 # - Heo, B., Park, S., Han, D. and Yun, S. (2024). *Rotary Position
 #   Embedding for Vision Transformer*. ECCV 2024.
-#   <https://arxiv.org/abs/2403.13298>; code, `deit/models_v2_rope.py`:
+#   <https://arxiv.org/abs/2403.13298>; code, `deit/models_v2_rope.py`,
+#   and the accuracy table of its README:
 #   <https://github.com/naver-ai/rope-vit>
 # - Wang, P. et al. (2024). *Qwen2-VL: Enhancing Vision-Language Model's
 #   Perception of the World at Any Resolution*.
 #   <https://arxiv.org/abs/2409.12191>
+# - Bai, S. et al. (2025). *Qwen2.5-VL Technical Report*.
+#   <https://arxiv.org/abs/2502.13923>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
 # - Qwen3-VL repository and documentation.
@@ -1000,7 +1313,10 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 # - Hugging Face transformers 5.24.0: `models/vit/modeling_vit.py`,
 #   `models/vit_mae/modeling_vit_mae.py`,
 #   `models/qwen2_vl/modeling_qwen2_vl.py` (`get_rope_index`,
-#   `Qwen2VLRotaryEmbedding`), `models/qwen3_vl/modeling_qwen3_vl.py`.
+#   `Qwen2VLRotaryEmbedding`, `Qwen2VLVisionRotaryEmbedding`),
+#   `models/qwen2_5_vl/modeling_qwen2_5_vl.py`,
+#   `models/qwen3_vl/modeling_qwen3_vl.py` and `processing_qwen3_vl.py`,
+#   `models/gemma4/modeling_gemma4.py` (`Gemma4VisionRotaryEmbedding`).
 #   <https://github.com/huggingface/transformers>
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary
 #   Position Embedding*. <https://arxiv.org/abs/2104.09864>
@@ -1019,10 +1335,12 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 # - Heo, B., Park, S., Han, D. and Yun, S. (2024). *Rotary Position
 #   Embedding for Vision Transformer*. ECCV 2024.
 #   <https://arxiv.org/abs/2403.13298>
-#   公式コード：`deit/models_v2_rope.py`。<https://github.com/naver-ai/rope-vit>
+#   公式コード：`deit/models_v2_rope.py`。README に正解率の表があります。<https://github.com/naver-ai/rope-vit>
 # - Wang, P. et al. (2024). *Qwen2-VL: Enhancing Vision-Language Model's
 #   Perception of the World at Any Resolution*.
 #   <https://arxiv.org/abs/2409.12191>
+# - Bai, S. et al. (2025). *Qwen2.5-VL Technical Report*.
+#   <https://arxiv.org/abs/2502.13923>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
 # - Qwen3-VL のリポジトリとドキュメント。
@@ -1030,7 +1348,10 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 # - Hugging Face transformers 5.24.0：`models/vit/modeling_vit.py`、
 #   `models/vit_mae/modeling_vit_mae.py`、
 #   `models/qwen2_vl/modeling_qwen2_vl.py`（`get_rope_index`、
-#   `Qwen2VLRotaryEmbedding`）、`models/qwen3_vl/modeling_qwen3_vl.py`。
+#   `Qwen2VLRotaryEmbedding`、`Qwen2VLVisionRotaryEmbedding`）、
+#   `models/qwen2_5_vl/modeling_qwen2_5_vl.py`、
+#   `models/qwen3_vl/modeling_qwen3_vl.py` と `processing_qwen3_vl.py`、
+#   `models/gemma4/modeling_gemma4.py`（`Gemma4VisionRotaryEmbedding`）。
 #   <https://github.com/huggingface/transformers>
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary
 #   Position Embedding*. <https://arxiv.org/abs/2104.09864>

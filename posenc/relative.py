@@ -329,12 +329,14 @@ class RelativePositionEmbedding(nn.Module):
 
     A table of ``2 * max_distance + 1`` learned vectors, one per relative
     position ``key_pos - query_pos`` in ``[-max_distance, max_distance]``;
-    farther positions are clipped to the ends, since "precise relative
-    position information is not useful beyond a certain distance". Row
-    ``r`` of ``embedding`` belongs to the relative position
-    ``r - max_distance``. Shaw et al. use two such tables per layer, ``a^K``
-    added to the keys and ``a^V`` added to the values (shared across heads,
-    ``dim`` the head size): use two instances.
+    farther positions are clipped to the ends: the authors "hypothesized
+    that precise relative position information is not useful beyond a
+    certain distance". Row ``r`` of ``embedding`` belongs to the relative
+    position ``r - max_distance``. Shaw et al. use two such tables, ``a^K``
+    added to the keys and ``a^V`` added to the values (``dim`` the head
+    size): use two instances. Their section 3.3 shares the tables across
+    heads; in their experiments (section 4.1) the base model kept tables
+    per layer and head, the big model per layer.
 
     The table is initialised from ``N(0, 0.02^2)``, as Hugging Face's BERT
     initialises its relative distance embedding.

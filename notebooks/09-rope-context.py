@@ -24,15 +24,19 @@
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) measures the same
 # on small models trained here. Every method in this chapter changes only the
 # frequencies $\theta_i$
-# of RoPE (YaRN also multiplies by one constant), so the architecture and the
+# of RoPE (YaRN and LongRoPE also multiply the queries and keys by one constant),
+# so the architecture and the
 # weights stay as they are; a short [fine-tuning](../docs/glossary.md#fine-tuning), or none, does the rest.
 #
 # We first count which frequencies are at risk. Then we derive, from the
 # [wavelengths](../docs/glossary.md#wavelength), [position interpolation](../docs/glossary.md#position-interpolation), the NTK-aware change of base and its dynamic
-# form, YaRN and Llama 3's scaling; check each formula against
-# `posenc.rope_frequencies`; and show that all of them keep RoPE's relative
-# property. The chapter ends with the settings of released models and how
-# Hugging Face names each method.
+# form, YaRN (with the variant of its attention factor that DeepSeek-V2 and V3
+# use), Llama 3's scaling and Phi-3's LongRoPE, whose factors come from a search
+# rather than a formula; check each against `posenc.rope_frequencies`, against
+# numbers from Hugging Face transformers and, where a model ships its settings,
+# against that model's configuration; and show when they keep RoPE's relative
+# property and when they do not. The chapter ends with the settings of released
+# models and how Hugging Face names each method.
 
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
@@ -43,13 +47,16 @@
 # Sun ら（2022）の長さ外挿の表には、1024 トークンで学習した RoPE のモデルの結果があります。
 # その[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
 # 「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章は、このサイトで学習した小さなモデルを使って同じことを測ります。
-# この章で扱う手法はどれも、RoPE の周波数 $\theta_i$ だけを変えます（YaRN はさらに定数を 1 つ掛けます）。
+# この章で扱う手法はどれも、RoPE の周波数 $\theta_i$ だけを変えます（YaRN と LongRoPE は、さらにクエリとキーに定数を 1 つ掛けます）。
 # モデルの構造と重みはそのままで、あとは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)を行うか、それすら行わないかのどちらかです。
 #
 # まず、どの周波数が問題になるのかを数えます。
-# 次に、[位置補間](../docs/glossary.ja.md#position-interpolation)、NTK-aware の底の変更とその動的版、YaRN、Llama 3 のスケーリングを[波長](../docs/glossary.ja.md#wavelength)から導き、
-# それぞれの式を `posenc.rope_frequencies` で確かめます。
-# さらに、どの手法でも RoPE の相対位置の性質が保たれることを示します。
+# 次に、[波長](../docs/glossary.ja.md#wavelength)から出発していくつかの規則を導きます。
+# [位置補間](../docs/glossary.ja.md#position-interpolation)、NTK-aware の底の変更とその動的版、YaRN、Llama 3 のスケーリングです。
+# YaRN については、DeepSeek-V2 と V3 が使うアテンションの係数の変種も扱います。
+# 最後は Phi-3 の LongRoPE で、式ではなく探索で係数を決めます。
+# それぞれを `posenc.rope_frequencies` で確かめ、Hugging Face transformers の数値とも照らし合わせます。モデルが設定を公開している場合は、その設定とも比べます。
+# さらに、RoPE の相対位置の性質がどんなときに保たれ、どんなときに崩れるかを示します。
 # 最後に、公開されているモデルの設定と、Hugging Face での各手法の呼び名をまとめます。
 
 # %%
@@ -63,12 +70,13 @@ from posenc import (
     DynamicNTKScaling,
     LinearScaling,
     Llama3Scaling,
+    LongRopeScaling,
     NTKScaling,
     YarnScaling,
     apply_rope,
     rope_frequencies,
 )
-from posenc.plotting import use_site_style
+from posenc.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)
@@ -228,7 +236,7 @@ for (_, b, L), label, color in zip(settings, labels, ("C0", "C1"), strict=True):
     lam = two_pi / rope_frequencies(d, base=b).double()
     full = lam <= L
     ax.plot(i[full], lam[full], "o", ms=3.5, color=color, label=label)
-    ax.plot(i[~full], lam[~full], "o", ms=3.5, mfc="white", color=color)
+    ax.plot(i[~full], lam[~full], "o", ms=3.5, mfc="none", color=color)
     ax.axhline(L, color=color, lw=1, ls=":")
 ax.set(yscale="log", xlabel="$i$", ylabel=r"$\lambda_i$")
 ax.legend(loc="upper left")
@@ -302,7 +310,7 @@ assert (last_pi < L * theta).all()  # every angle below L theta_i
 def compare_figure(theta, scaled, s, marks=(), extra=None):
     """theta_i and theta'_i (left), their ratio (right); log y over pair i."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 3.0))
-    left.plot(theta, color="0.5", ls="--", label=r"$\theta_i$")
+    left.plot(theta, color=INK, ls="--", label=r"$\theta_i$")
     left.plot(scaled, color="C0", label=r"$\theta'_i$")
     left.set(yscale="log", xlabel="$i$", ylabel=r"$\theta_i,\ \theta'_i$")
     left.legend(loc="lower left")
@@ -320,7 +328,7 @@ def compare_figure(theta, scaled, s, marks=(), extra=None):
     right.minorticks_off()
     for ax in (left, right):
         for x in marks:
-            ax.axvline(x, color="0.5", lw=0.8, ls=":")
+            ax.axvline(x, color=INK, lw=0.8, ls=":")
     return fig
 
 
@@ -436,13 +444,16 @@ plt.show()
 #
 # `posenc.DynamicNTKScaling(s, L)` is this rule; the frequencies depend on $T$, given
 # as `seq_len` (`apply_rope` and `RotaryEmbedding` take it from the positions, as the
-# largest position plus one). The cell writes the formula above in a few lines and
-# checks it three ways: against `DynamicNTKScaling`; against Hugging Face, through
-# the slowest frequency $\theta'_{63}$ that transformers 5.24.0 returns for
-# these settings, copied into the cell; and against the property that defines an
-# NTK-aware base, independently of the formula: pair 0 keeps $\theta_0 = 1$ and the
-# slowest pair is divided by exactly $s_T$. The figure shows the frequencies moving
-# down as the sequence grows, slow pairs first.
+# largest position plus one). The cell checks the library, not a copy of the formula,
+# in three ways. First against Hugging Face: the frequencies of pairs 16, 32 and 63
+# that transformers 5.24.0 returns for $s = 1$ and $s = 2$ at $T = 2L$, $4L$ and $8L$,
+# copied into the cell (a small helper, `check_hf`, makes this comparison here and in
+# the later sections). Then against the derivation: for $T > L$ the rule must be the
+# NTK-aware scaling of the previous section with the factor $s_T$, so pair $i$ is
+# divided by $s_T^{2i/(d-2)}$: pair 0 keeps $\theta_0 = 1$ and the slowest pair is
+# divided by exactly $s_T$. And for $T \le L$ the frequencies must be the trained
+# ones, whatever $s$ is. The figure shows the frequencies moving down as the sequence
+# grows, slow pairs first.
 
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
@@ -463,50 +474,54 @@ plt.show()
 #
 # `posenc.DynamicNTKScaling(s, L)` はこの規則です。周波数は $T$ によって変わり、この長さは `seq_len` で渡します
 # （`apply_rope` と `RotaryEmbedding` は、位置の最大値に 1 を足した値を使います）。
-# 下のセルでは上の式を数行で書き、3 通りに確かめます。
-# 1 つ目は `DynamicNTKScaling` との比較です。
-# 2 つ目は Hugging Face との比較で、transformers 5.24.0 がこの設定で返す最も遅い周波数 $\theta'_{63}$ をセルに書き写してあります。
-# 3 つ目は、式とは独立に、NTK-aware の底を定める性質を確かめます。ペア 0 は $\theta_0 = 1$ のままで、最も遅いペアはちょうど $s_T$ で割られます。
+# 下のセルでは、式を書き写したものではなくライブラリそのものを 3 通りに確かめます。
+# 1 つ目は Hugging Face との比較です。$s = 1$ と $s = 2$、$T = 2L$、$4L$、$8L$ で transformers 5.24.0 が返すペア 16、32、63 の周波数をセルに書き写してあります
+# （この比較は小さな補助関数 `check_hf` が行い、後の節でも使います）。
+# 2 つ目は導出との比較です。$T > L$ では、この規則は前の節の NTK-aware スケーリングに係数 $s_T$ を入れたものでなければなりません。
+# したがってペア $i$ は $s_T^{2i/(d-2)}$ で割られ、ペア 0 は $\theta_0 = 1$ のまま、最も遅いペアはちょうど $s_T$ で割られます。
+# 3 つ目に、$T \le L$ では $s$ によらず学習時の周波数のままであることを確かめます。
 # 図は、系列が伸びるにつれて周波数が下がっていく様子です。遅いペアから先に下がります。
 
 
 # %% alt={"en": ["Dynamic NTK: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
-def dynamic_ntk_frequencies(d, b, s, L, T):
-    """b_T = b (s T / L - (s - 1))^(d/(d-2)) for T > L, b_T = b for T <= L."""
-    T = max(T, L)  # no change up to the trained length
-    return rope_frequencies(d, base=b * (s * T / L - (s - 1)) ** (d / (d - 2)))
+def check_hf(theta, hf_values):
+    """theta'_i against {i: value} copied from transformers 5.24.0."""
+    pairs = list(hf_values)
+    expected = torch.tensor(list(hf_values.values()), dtype=f64)
+    assert_close(theta.double()[pairs], expected, rtol=1e-6, atol=0)
 
 
-# theta'_63 from transformers 5.24.0 (torch 2.13.0): ROPE_INIT_FUNCTIONS
-# ["dynamic"] for head_dim 128, rope_theta 1e4, max_position_embeddings 4096
-hf_slowest = {
-    (1.0, 2): 5.773909652e-05,
-    (1.0, 4): 2.886955190e-05,
-    (1.0, 8): 1.443477413e-05,
-    (2.0, 2): 3.849273344e-05,
-    (2.0, 4): 1.649688602e-05,
-    (2.0, 8): 7.698546142e-06,
+# transformers 5.24.0 (torch 2.13.0, CPU): ROPE_INIT_FUNCTIONS["dynamic"](
+# config, "cpu", seq_len=k * 4096) for a LlamaConfig with head_dim 128,
+# max_position_embeddings 4096 and rope_parameters {"rope_type": "dynamic",
+# "rope_theta": 1e4, "factor": s}: theta'_16, theta'_32, theta'_63
+hf_dynamic = {
+    (1.0, 2): (8.385866135e-02, 7.032275666e-03, 5.773909652e-05),
+    (1.0, 4): (7.032275200e-02, 4.945289809e-03, 2.886955190e-05),
+    (1.0, 8): (5.897172540e-02, 3.477663966e-03, 1.443477413e-05),
+    (2.0, 2): (7.565303147e-02, 5.723381881e-03, 3.849273344e-05),
+    (2.0, 4): (6.100591272e-02, 3.721721470e-03, 1.649688602e-05),
+    (2.0, 8): (5.027014390e-02, 2.527087694e-03, 7.698546142e-06),
 }
-for T in (1, L // 2, L):  # b_T = b for T <= L, whatever s is
-    dyn = dynamic_ntk_frequencies(d, b, 2.0, L, T)
-    assert torch.equal(dyn, rope_frequencies(d, base=b))
+for s_cfg in (1.0, 2.0, 8.0):
+    for T in (1, L // 2, L):  # unchanged for T <= L, whatever s is
+        dyn = DynamicNTKScaling(s_cfg, L)
+        theta_T = rope_frequencies(d, base=b, scaling=dyn, seq_len=T)
+        assert torch.equal(theta_T, rope_frequencies(d, base=b))
 rows = []
-for k in (1, 2, 4, 8):
+for k in (2, 4, 8):
     T = k * L
     factors = []
     for s_cfg in (1.0, 2.0):
+        dyn = DynamicNTKScaling(s_cfg, L)
+        theta_T = rope_frequencies(d, base=b, scaling=dyn, seq_len=T).double()
+        hf_T = dict(zip((16, 32, 63), hf_dynamic[s_cfg, k], strict=True))
+        check_hf(theta_T, hf_T)
         s_T = s_cfg * T / L - (s_cfg - 1)  # the effective NTK-aware factor
-        dyn = dynamic_ntk_frequencies(d, b, s_cfg, L, T).double()
-        lib = DynamicNTKScaling(s_cfg, L)
-        lib = rope_frequencies(d, base=b, scaling=lib, seq_len=T).double()
-        assert_close(dyn, lib, rtol=1e-6, atol=0)
-        if k > 1:
-            hf = torch.tensor(hf_slowest[s_cfg, k], dtype=f64)
-            assert_close(dyn[-1], hf, rtol=1e-6, atol=0)
-        assert dyn[0] == 1  # the fastest pair keeps its frequency
-        assert_close(
-            dyn[-1], theta[-1] / s_T, rtol=1e-6, atol=0
-        )  # slowest / s_T
+        # NTK-aware with the factor s_T: pair i divided by s_T^(2i/(d-2))
+        ntk_T = theta * s_T ** (-2 * i / (d - 2))
+        assert_close(theta_T, ntk_T, rtol=1e-6, atol=0)
+        assert theta_T[0] == 1  # pair 0 kept (and the slowest divided by s_T)
         factors.append(s_T)
     rows.append(
         f"T = {k}L: s_T = {factors[0]:.0f} (s = 1), {factors[1]:.0f} (s = 2)"
@@ -657,9 +672,7 @@ hf_yarn = {
     46: 3.333803616e-04,
     63: 2.886954826e-05,
 }
-hf_pairs = list(hf_yarn)
-hf_values = torch.tensor(list(hf_yarn.values()), dtype=f64)
-assert_close(theta_yarn[hf_pairs], hf_values, rtol=1e-6, atol=0)
+check_hf(theta_yarn, hf_yarn)
 assert math.isclose(yarn.attention_factor, 1.138629436111989, rel_tol=1e-12)
 assert_close(theta_yarn[: low + 1], theta[: low + 1], rtol=1e-6, atol=0)  # kept
 assert_close(theta_yarn[high:], theta[high:] / s, rtol=1e-6, atol=0)  # / s
@@ -755,6 +768,125 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain)  # logits scaled by 1/t
 print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
 # %% [markdown] lang="en"
+# ### DeepSeek's attention factor: `mscale` and `mscale_all_dim`
+#
+# DeepSeek-V2 and DeepSeek-V3 extend a context of $L = 4096$ with YaRN at $s = 40$,
+# $\alpha = 1$ and $\beta = 32$ (DeepSeek-AI 2024a, long-context section; 2024b,
+# §4.3). Their attention is
+# [multi-head latent attention](../docs/glossary.md#multi-head-latent-attention), in
+# which RoPE turns only a small part of each query and key: per head, $d^R_h = 64$
+# rotary dimensions $q^R, k^R$ next to $d_h = 128$ dimensions $q^C, k^C$ that carry no
+# position (the
+# [decoupled rotary key](14-rope-in-llms.ipynb#decoupled-rope-one-small-rotary-key-for-all-heads)
+# of the chapter [*Rotary in today's LLMs*](14-rope-in-llms.ipynb)). YaRN's frequencies
+# apply to the rotary part only, as the V3 paper states. For the temperature, the V2
+# paper fits its own constant, $0.0707 \ln s + 1$ in place of YaRN's
+# $0.1 \ln s + 1$ for the factor on $q$ and $k$ (the paper writes it $\sqrt{t}$; this
+# chapter calls it $\sqrt{1/t}$); the V3 paper keeps YaRN's $0.1 \ln s + 1$. The
+# configurations express both through
+# $$g(s, m) = 0.1\, m \ln s + 1 \quad (s > 1), \qquad g(s, m) = 1 \quad (s \le 1)$$
+# with two keys, `mscale` ($m$) and `mscale_all_dim` ($m_{\text{all}}$): DeepSeek-V2's
+# `config.json` sets both to 0.707, which gives $0.0707 \ln s + 1$, and DeepSeek-V3's
+# sets both to 1.
+#
+# The code puts the factor in two places. Hugging Face's `"yarn"`
+# (`_compute_yarn_parameters`), when both keys are set and no `attention_factor` is
+# given, multiplies cos and sin, and so $q^R$ and $k^R$ only, by
+# $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
+# while DeepSeek's attention (Hugging Face's `DeepseekV2Attention` and
+# `DeepseekV3Attention` through `yarn_apply_mscale`, and `MLA` in DeepSeek-V3's own
+# `inference/model.py`) multiplies the softmax scale $1/\sqrt{d_h + d^R_h}$ by
+# $g(s, m_{\text{all}})^2$, which reaches every dimension of the logit. The rotary
+# part of a logit is thus multiplied by
+# $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ and
+# the content part by $g(s, m_{\text{all}})^2$:
+# $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
+# When the two keys are equal, as in both released configurations, the factor on cos
+# and sin is a number divided by itself: exactly 1. The rotation then only rotates, and
+# the whole temperature sits in the softmax scale, where it multiplies the content and
+# the rotary parts alike: by $g(40, 0.707)^2 = 1.5896$ for V2 and
+# $g(40, 1)^2 = 1.8739$ for V3. Through cos and sin alone it could reach only the 64
+# rotary dimensions. `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` gives
+# the factor on cos and sin; the softmax scale belongs to the attention, not to the
+# rotation. The cell checks the factor and five frequencies against transformers
+# 5.24.0, the softmax scale of its DeepSeek attention against the two papers'
+# constants, and that `apply_rope` then keeps every norm.
+
+# %% [markdown] lang="ja"
+# ### DeepSeek のアテンションの係数：`mscale` と `mscale_all_dim`
+#
+# DeepSeek-V2 と DeepSeek-V3 は、$L = 4096$ のコンテキストを YaRN で伸ばしています。設定は $s = 40$、$\alpha = 1$、$\beta = 32$ です
+# （DeepSeek-AI 2024a の長文脈の節、2024b の 4.3 節）。
+# そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのはクエリとキーのごく一部だけです。
+# ヘッドごとに、位置を持たない $d_h = 128$ 次元の $q^C, k^C$ と並んで、$d^R_h = 64$ 次元の回転する部分 $q^R, k^R$ があります
+# （「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb)」の章の[分離した回転キー](14-rope-in-llms.ipynb#分離した-rope全ヘッドで共有する小さな回転キー)）。
+# V3 の論文が述べているとおり、YaRN の周波数がかかるのは回転する部分だけです。
+# 温度については、V2 の論文が独自の定数をあてはめています。$q$ と $k$ に掛ける係数として、YaRN の $0.1 \ln s + 1$ の代わりに $0.0707 \ln s + 1$ を使います
+# （論文はこれを $\sqrt{t}$ と書きますが、この章では $\sqrt{1/t}$ と呼んでいます）。V3 の論文は YaRN の $0.1 \ln s + 1$ のままです。
+# 設定ファイルは、どちらも次の関数で表します。
+# $$g(s, m) = 0.1\, m \ln s + 1 \quad (s > 1), \qquad g(s, m) = 1 \quad (s \le 1)$$
+# キーは `mscale`（$m$）と `mscale_all_dim`（$m_{\text{all}}$）の 2 つです。
+# DeepSeek-V2 の `config.json` は両方を 0.707 にしており、これで $0.0707 \ln s + 1$ になります。DeepSeek-V3 の `config.json` は両方を 1 にしています。
+#
+# コードはこの係数を 2 か所に置きます。
+# Hugging Face の `"yarn"`（`_compute_yarn_parameters`）は、両方のキーがあり `attention_factor` の指定がないとき、cos と sin に、つまり $q^R$ と $k^R$ だけに次の値を掛けます。
+# $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
+# 一方、DeepSeek のアテンションは、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。
+# Hugging Face の `DeepseekV2Attention` と `DeepseekV3Attention` では `yarn_apply_mscale` が、DeepSeek-V3 自身のコードでは `inference/model.py` の `MLA` がこれを行います。
+# こちらはスコアのすべての次元に効きます。
+# したがってスコアのうち回転する部分には $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ が、内容の部分には $g(s, m_{\text{all}})^2$ が掛かります。
+# $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
+# 公開されている 2 つの設定のように 2 つのキーが等しいとき、cos と sin に掛かる係数は同じ数をそれ自身で割ったもので、ちょうど 1 です。
+# このとき回転は回転するだけで、温度はすべて softmax のスケールが受け持ちます。そこでは内容の部分と回転する部分の両方に等しく掛かります。
+# その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。cos と sin だけでは、回転する 64 次元にしか届きません。
+# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数です。softmax のスケールは回転ではなくアテンションの側に属します。
+# 下のセルでは、この係数と 5 つの周波数を transformers 5.24.0 と照らし合わせます。
+# また、transformers の DeepSeek のアテンションが使う softmax のスケールを、2 つの論文の定数と比べます。
+# さらに、このとき `apply_rope` がどのベクトルのノルムも変えないことを確かめます。
+
+# %%
+# DeepSeek-V2 and V3, config.json: YaRN with factor 40 from 4096 positions,
+# base 1e4; qk_rope_head_dim 64, qk_nope_head_dim 128 (d_h + d^R_h = 192)
+mscale_of = {"V2": 0.707, "V3": 1.0}  # mscale = mscale_all_dim in both
+# the papers' factor on q and k (V2: 0.0707 ln s + 1; V3: YaRN's 0.1 ln s + 1)
+paper_factor = {"V2": 0.0707 * math.log(40) + 1, "V3": 0.1 * math.log(40) + 1}
+# transformers 5.24.0: DeepseekV2Attention / DeepseekV3Attention(config, 0)
+# .scaling, and ROPE_INIT_FUNCTIONS["yarn"](config, "cpu"), which returns the
+# attention factor 1.0 and the same frequencies for both configurations
+hf_softmax_scale = {"V2": 0.1147213867929261, "V3": 0.1352337788608801}
+hf_yarn_deepseek = {
+    0: 1.000000000e00,
+    10: 5.623412877e-02,
+    16: 5.500000436e-03,
+    23: 3.333803397e-05,
+    31: 3.333803534e-06,
+}
+# own generator: the later cells keep their random numbers
+gen_ds = torch.Generator().manual_seed(40)
+q_r, k_r = torch.randn(2, 64, dtype=f64, generator=gen_ds)  # rotary parts
+m_r, n_r = torch.tensor(150_000), torch.tensor(20_000)
+lines = []
+for name, m_ds in mscale_of.items():
+    yarn_ds = YarnScaling(40, 4096, mscale=m_ds, mscale_all_dim=m_ds)
+    assert yarn_ds.attention_factor == 1.0  # g(s, m) / g(s, m): exactly 1
+    theta_ds = rope_frequencies(64, scaling=yarn_ds).double()
+    check_hf(theta_ds, hf_yarn_deepseek)
+    # the temperature is in the softmax scale: (sqrt(1/t))^2 / sqrt(192)
+    logit_factor = paper_factor[name] ** 2
+    scale = hf_softmax_scale[name]
+    assert math.isclose(scale, logit_factor / math.sqrt(192), rel_tol=1e-12)
+    q_rot = apply_rope(q_r, m_r, scaling=yarn_ds)
+    k_rot = apply_rope(k_r, n_r, scaling=yarn_ds)
+    assert_close(q_rot.norm(), q_r.norm())  # the rotation only rotates
+    plain = rotate_half(q_r, m_r, theta_ds) @ rotate_half(k_r, n_r, theta_ds)
+    assert_close(q_rot @ k_rot, plain)
+    lines.append(
+        f"{name}, mscale = mscale_all_dim = {m_ds}: cos and sin x "
+        f"{yarn_ds.attention_factor}, logits x {logit_factor:.4f}"
+    )
+print("\n".join(lines), end="")
+
+# %% [markdown] lang="en"
 # ## Llama 3's scaling
 #
 # Llama 3.1 extends Llama 3's context from $L = 8192$ to 131072 positions with a rule
@@ -831,8 +963,7 @@ hf_llama3 = {
     35: 9.556212171e-05,
     63: 3.068925878e-07,
 }
-hf_values = torch.tensor(list(hf_llama3.values()), dtype=f64)
-assert_close(theta_l3[list(hf_llama3)], hf_values, rtol=1e-6, atol=0)
+check_hf(theta_l3, hf_llama3)
 
 
 def ratio_across(edge, pair=30):
@@ -872,33 +1003,319 @@ compare_figure(
 plt.show()
 
 # %% [markdown] lang="en"
+# ## LongRoPE: a searched factor per frequency
+#
+# The rules so far compute every $\theta'_i$ from a formula with one or two knobs.
+# LongRoPE (Ding et al. 2024) lets a search choose. Pair $i$ is divided by its own
+# rescale factor $\lambda_i$,
+# $$\theta'_i = \frac{\theta_i}{\lambda_i}$$
+# and the $d/2$ factors are found by an evolutionary search: a population of factor
+# lists, each scored by the perplexity of the extended model on a few long validation
+# documents (PG19 in the paper), is bred by mutation and crossover. The authors' code
+# keeps only lists that do not decrease with $i$ ($\lambda_i \le \lambda_{i+1}$), so a
+# slower pair is never interpolated less than a faster one. The search exploits two
+# non-uniformities that the paper reports for LLaMA2-7B. Over frequencies: one factor
+# per pair beats PI, dynamic NTK and YaRN; at 8192 positions without fine-tuning, the searched
+# factors give a PG19 perplexity of 9.37, against 10.65 for PI, 10.21 for dynamic NTK
+# and 32.64 for YaRN (their Table 1). Over positions: the first $\hat{n}$ positions
+# keep the original RoPE, because the first tokens receive large attention scores (as
+# StreamingLLM observed); keeping 64 of them lowers PI's perplexity at 8192 from
+# 10.65 to 10.49 (their Table 2). The full method also extends in stages (fine-tuning
+# at 256k positions, then a second search) and searches a second set of factors at a
+# short length to recover the performance on short inputs.
+#
+# What Phi-3 ships is the frequency part, in two sets. The `rope_scaling` of the 128K
+# Phi-3 and Phi-3.5 models holds two lists of $d/2$ factors, `short_factor` and
+# `long_factor`, and no $\hat{n}$; the configuration also gives
+# `original_max_position_embeddings`, $L$ (4096 for Phi-3.5-mini), and
+# `max_position_embeddings` (131072). Hugging Face's `"longrope"`
+# and `posenc.LongRopeScaling` divide by the short list when the sequence length $T$
+# (the largest position plus one) is at most $L$, and by the long list when $T > L$.
+# The queries and keys are also multiplied by an attention factor. With
+# $s = 131072 / 4096 = 32$ (Hugging Face takes this ratio of
+# `max_position_embeddings` to `original_max_position_embeddings` when the
+# configuration has no `factor`, and Phi-3's has none), the default is
+# $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
+# (1 when $s \le 1$; an explicit `attention_factor` replaces it). The second form is
+# how the LongRoPE code writes it: the logits grow by the ratio of the logarithms of
+# the extended and the original length, here $\ln 2^{17} / \ln 2^{12} = 17/12$, so the
+# factor is $\sqrt{17/12} = 1.1902$. Hugging Face computes it once, when the rotary
+# module is built, and multiplies cos and sin by it for short and long inputs alike:
+# a prompt of ten tokens to Phi-3.5 has its queries and keys scaled by 1.19 too.
+#
+# The cell uses the two lists of Phi-3.5-mini-instruct ($d = 96$, base $10^4$),
+# copied from its `config.json` (read from two public copies of the file, which
+# agree). It checks `LongRopeScaling` against five frequencies of each set and the
+# attention factor that transformers 5.24.0 returns for this configuration, against
+# $\theta_i / \lambda_i$ computed from the lists, at the switch ($T = 4096$: short,
+# $T = 4097$: long), and against $\sqrt{17/12}$; and it checks that both lists are
+# non-decreasing, as the search requires. The short factors divide by 1.00 to 2.84.
+# The long ones divide pair 0 by 1.08, and the 14 pairs that never complete a turn
+# within $L$ (34 to 47) by 63.14 to 64.84, about twice $s$: at position 131071 their
+# angles reach only about half of their trained arc $L\theta_i$. YaRN with $s = 32$, for
+# comparison, would keep pairs 0 to 15 and divide pairs 34 to 47 by exactly 32 (the
+# figure of the section [Side by side](#side-by-side) shows both).
+
+# %% [markdown] lang="ja"
+# ## LongRoPE：周波数ごとに探索した係数
+#
+# ここまでの規則は、1 つか 2 つのつまみを持つ式からすべての $\theta'_i$ を計算していました。
+# LongRoPE（Ding ら 2024）は、それを探索に選ばせます。ペア $i$ を、それぞれ固有の係数 $\lambda_i$ で割ります。
+# $$\theta'_i = \frac{\theta_i}{\lambda_i}$$
+# $d/2$ 個の係数は進化的な探索で見つけます。係数の列を個体とする集団を用意し、各個体を評価します。
+# 評価には長い検証用の文書を数本（論文では PG19）使い、伸ばしたモデルのパープレキシティを測ります。
+# 突然変異と交叉によって次の世代を作ります。著者のコードは、$i$ について減らない列（$\lambda_i \le \lambda_{i+1}$）だけを残します。
+# そのため、遅いペアが速いペアより弱く補間されることはありません。
+# この探索は、論文が LLaMA2-7B について報告している 2 つの非一様性を利用します。
+# 1 つ目は周波数についての非一様性で、ペアごとの係数は PI、動的 NTK、YaRN より良い結果になります。
+# ファインチューニングなしの 8192 位置で、探索した係数の PG19 でのパープレキシティは 9.37 でした。PI は 10.65、動的 NTK は 10.21、YaRN は 32.64 です（論文の表 1）。
+# 2 つ目は位置についての非一様性で、先頭の $\hat{n}$ 個の位置には元の RoPE をそのまま使います。
+# StreamingLLM が観察したように、先頭のトークンは大きなアテンションスコアを受け取るからです。先頭の 64 個を残すと、8192 位置での PI のパープレキシティは 10.65 から 10.49 に下がります（論文の表 2）。
+# 手法全体では、さらに段階的に長さを伸ばします（256k 位置でファインチューニングしてから、もう一度探索します）。
+# また、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
+#
+# Phi-3 が実際に使うのは周波数の部分で、係数は 2 組あります。
+# 128K 版の Phi-3 や Phi-3.5 の `rope_scaling` には、$d/2$ 個ずつの係数の列 `short_factor` と `long_factor` が入っていて、$\hat{n}$ はありません。
+# 設定にはそのほかに `original_max_position_embeddings`、つまり $L$（Phi-3.5-mini では 4096）と、`max_position_embeddings`（131072）があります。
+# Hugging Face の `"longrope"` と `posenc.LongRopeScaling` は、系列長 $T$（位置の最大値に 1 を足した値）が $L$ 以下なら短い入力用の列で割り、$T > L$ なら長い入力用の列で割ります。
+# クエリとキーには、さらにアテンションの係数が掛かります。
+# 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は `max_position_embeddings` と `original_max_position_embeddings` の比 $s = 131072 / 4096 = 32$ を使います。
+# 既定の係数は次のとおりです。
+# $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
+# $s \le 1$ なら係数は 1 で、`attention_factor` を明示するとそれに置き換わります。
+# 2 つ目の形は LongRoPE のコードの書き方です。スコアは、伸ばした長さと元の長さの対数の比だけ大きくなります。
+# ここでは $\ln 2^{17} / \ln 2^{12} = 17/12$ なので、係数は $\sqrt{17/12} = 1.1902$ です。
+# Hugging Face はこの係数を回転のモジュールを作るときに一度だけ計算し、入力の長さによらず cos と sin に掛けます。
+# Phi-3.5 に 10 トークンのプロンプトを与えた場合も、クエリとキーは 1.19 倍になります。
+#
+# 下のセルでは、Phi-3.5-mini-instruct（$d = 96$、底 $10^4$）の 2 つの列を使います。
+# 列はこのモデルの `config.json` から書き写したものです（公開されている 2 つのコピーから読み、両者は一致しています）。
+# `LongRopeScaling` を、まず transformers 5.24.0 がこの設定で返す各組 5 つの周波数とアテンションの係数と照らし合わせます。
+# 次に、列から計算した $\theta_i / \lambda_i$ と比べます。
+# 切り替わりの前後（$T = 4096$ では短い入力用、$T = 4097$ では長い入力用）と、係数が $\sqrt{17/12}$ であることも確かめます。
+# さらに、探索の条件どおり、どちらの列も減らないことを確かめます。
+# 短い入力用の係数は 1.00 から 2.84 で割ります。
+# 長い入力用の係数はペア 0 を 1.08 で割り、$L$ の間に 1 周もしない 14 組（34 から 47）を 63.14 から 64.84、つまり $s$ のおよそ 2 倍で割ります。
+# 位置 131071 でも、これらのペアの角度は学習した弧 $L\theta_i$ のおよそ半分にしか達しません。
+# 比較のために挙げると、$s = 32$ の YaRN ならペア 0 から 15 をそのまま保ち、ペア 34 から 47 をちょうど 32 で割ります
+# （「[並べて比べる](#並べて比べる)」の節の図に両方を示します）。
+
+# %%
+# microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
+# public copies of the file, which agree): float32 numbers written in full
+phi35_short = [
+    float(v)
+    for v in """
+1.0 1.0199999809265137 1.0299999713897705 1.0299999713897705
+1.0499999523162842 1.0499999523162842 1.0499999523162842 1.0499999523162842
+1.0499999523162842 1.0699999332427979 1.0999999046325684 1.1099998950958252
+1.1599998474121094 1.1599998474121094 1.1699998378753662 1.2899998426437378
+1.339999794960022 1.679999828338623 1.7899998426437378 1.8199998140335083
+1.8499997854232788 1.8799997568130493 1.9099997282028198 1.9399996995925903
+1.9899996519088745 2.0199997425079346 2.0199997425079346 2.0199997425079346
+2.0199997425079346 2.0199997425079346 2.0199997425079346 2.0299997329711914
+2.0299997329711914 2.0299997329711914 2.0299997329711914 2.0299997329711914
+2.0299997329711914 2.0299997329711914 2.0299997329711914 2.0299997329711914
+2.0799996852874756 2.0899996757507324 2.189999580383301 2.2199995517730713
+2.5899994373321533 2.729999542236328 2.749999523162842 2.8399994373321533
+""".split()
+]
+phi35_long = [
+    float(v)
+    for v in """
+1.0800000429153442 1.1100000143051147 1.1399999856948853 1.340000033378601
+1.5899999141693115 1.600000023841858 1.6200000047683716 2.620000123977661
+3.2300000190734863 3.2300000190734863 4.789999961853027 7.400000095367432
+7.700000286102295 9.09000015258789 12.199999809265137 17.670000076293945
+24.46000099182129 28.57000160217285 30.420001983642578 30.840002059936523
+32.590003967285156 32.93000411987305 42.320003509521484 44.96000289916992
+50.340003967285156 50.45000457763672 57.55000305175781 57.93000411987305
+58.21000289916992 60.1400032043457 62.61000442504883 62.62000274658203
+62.71000289916992 63.1400032043457 63.1400032043457 63.77000427246094
+63.93000411987305 63.96000289916992 63.970001220703125 64.02999877929688
+64.06999969482422 64.08000183105469 64.12000274658203 64.41000366210938
+64.4800033569336 64.51000213623047 64.52999877929688 64.83999633789062
+""".split()
+]
+d_phi, L_phi = 96, 4096  # head_dim 3072 / 32, original_max_position_embeddings
+longrope = LongRopeScaling(phi35_short, phi35_long, L_phi, max_positions=131072)
+# transformers 5.24.0 (torch 2.13.0): ROPE_INIT_FUNCTIONS["longrope"](config,
+# "cpu", seq_len=T) for a Phi3Config with these lists, rope_theta 1e4,
+# max_position_embeddings 131072, original_max_position_embeddings 4096
+hf_short = {
+    0: 1.000000000e00,
+    12: 8.620690554e-02,
+    24: 5.025126506e-03,
+    36: 4.926109104e-04,
+    47: 4.265942698e-05,
+}  # T = 4096 (and T = None)
+hf_long = {
+    0: 9.259259105e-01,
+    12: 1.298701297e-02,
+    24: 1.986491698e-04,
+    36: 1.564210834e-05,
+    47: 1.868487857e-06,
+}  # T = 4097 (and T = 131072)
+hf_attention_factor = 1.1902380714238083  # the same for every T
+
+theta_phi = rope_frequencies(d_phi).double()  # base 1e4
+short_phi = rope_frequencies(d_phi, scaling=longrope, seq_len=L_phi).double()
+long_phi = rope_frequencies(d_phi, scaling=longrope, seq_len=L_phi + 1)
+long_phi = long_phi.double()
+check_hf(short_phi, hf_short)
+check_hf(long_phi, hf_long)
+# theta'_i = theta_i / lambda_i, in float64 from the lists
+lam_short = torch.tensor(phi35_short, dtype=f64)
+lam_long = torch.tensor(phi35_long, dtype=f64)
+assert_close(short_phi, theta_phi / lam_short, rtol=1e-6, atol=0)
+assert_close(long_phi, theta_phi / lam_long, rtol=1e-6, atol=0)
+assert (lam_short.diff() >= 0).all() and (lam_long.diff() >= 0).all()
+# the attention factor: s from max_position_embeddings / original
+assert longrope.factor == 32
+assert math.isclose(longrope.attention_factor, hf_attention_factor)
+assert math.isclose(longrope.attention_factor, math.sqrt(17 / 12))
+gen_phi = torch.Generator().manual_seed(35)  # leaves the global stream
+x_phi = torch.randn(L_phi + 1, d_phi, dtype=f64, generator=gen_phi)
+for T in (10, L_phi, L_phi + 1):  # the factor applies at every length
+    rotated = apply_rope(x_phi[:T], torch.arange(T), scaling=longrope)
+    ratio_T = rotated.norm(dim=-1) / x_phi[:T].norm(dim=-1)
+    assert_close(ratio_T, torch.full_like(ratio_T, math.sqrt(17 / 12)))
+
+r_phi = L_phi * theta_phi / two_pi  # turns within L
+slow_phi = r_phi < 1
+reach = (131071 * long_phi / (L_phi * theta_phi))[slow_phi]
+yarn_32 = YarnScaling(32, L_phi)
+ratio_yarn = rope_frequencies(d_phi, scaling=yarn_32).double() / theta_phi
+kept_yarn = (ratio_yarn == 1).nonzero().max().item()
+print(
+    f"short: / {lam_short.min():.2f} to {lam_short.max():.2f}; long: pair 0 "
+    f"/ {lam_long[0]:.2f}, slow pairs {slow_phi.nonzero().min().item()}-"
+    f"{d_phi // 2 - 1} / {lam_long[slow_phi].min():.2f} to "
+    f"{lam_long[slow_phi].max():.2f}\n"
+    f"at position 131071 the slow pairs reach {reach.min():.2f} to "
+    f"{reach.max():.2f} of L theta_i\nYaRN(32) keeps pairs 0-{kept_yarn}; "
+    f"attention factor {longrope.attention_factor:.4f} = sqrt(17/12)",
+    end="",
+)
+
+# %% [markdown] lang="en"
+# ### The switch in the middle of a generation
+#
+# The set is chosen per forward pass, from the largest position. A prompt of at most
+# 4096 tokens is processed with the short factors, and its keys enter the
+# [KV cache](../docs/glossary.md#kv-cache) rotated with them. The
+# [decode step](../docs/glossary.md#decode-step) that adds position 4096 ($T = 4097$)
+# switches Hugging Face's rotary module to the long factors: the new query is rotated
+# with the long set, while the cached keys keep their short-set rotation. Within one
+# set the score of a query at $m$ and a key at $n$ depends only on $n - m$ (the cell
+# checks it for both sets, shifting a query and a key together by up to 3700
+# positions, all below 4096 or all beyond $5L$); across the switch it does not. A
+# key cached at $n$ is off in pair $i$ by the angle
+# $n\,\theta_i \left\lvert 1/\lambda^{\text{short}}_i - 1/\lambda^{\text{long}}_i \right\rvert$,
+# which for pair 0 is 0.074 radian per position, 303 radians for the key at 4095. The
+# cell compares the scores of the query at 4096 against the 4096 cached keys with its
+# scores against the same keys rotated with the long set: they differ by 15.9 on
+# average, about as much as the scores themselves vary (standard deviation 16.1). The
+# cache is useless after the switch. Hugging Face's `Phi3ForCausalLM` works around it
+# in `generate`: when the input first reaches $L + 1$ tokens while the cache holds at
+# most $L$, its `prepare_inputs_for_generation` drops the cache, so the whole sequence
+# is processed again with the long set (transformers pull request 33129, 2024), at the
+# cost of one slow step. A hand-written decoding loop, or a model class without that
+# override, keeps the stale keys. It is the problem of
+# [dynamic NTK](#dynamic-ntk-a-factor-that-grows-with-the-sequence) with a cache of
+# rotated keys, in one jump instead of at every step. Either way, how a token is
+# rotated depends on the length of the whole sequence, not only on its position.
+
+# %% [markdown] lang="ja"
+# ### 生成の途中での切り替え
+#
+# どちらの組を使うかは、フォワードパスごとに位置の最大値から決まります。
+# 4096 トークン以下のプロンプトは短い入力用の係数で処理され、そのキーはその係数で回転されてから [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入ります。
+# 位置 4096 を加える[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)（$T = 4097$）で、Hugging Face の回転のモジュールは長い入力用の係数に切り替わります。
+# 新しいクエリは長い入力用の組で回転されますが、キャッシュしたキーは短い入力用の組で回転されたままです。
+# 同じ組の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まります。
+# 下のセルでは両方の組について、クエリとキーを一緒に最大 3700 位置ずらしてこれを確かめます（位置はすべて 4096 未満か、すべて $5L$ より先です）。
+# 切り替わりをまたぐと、そうはなりません。
+# 位置 $n$ にキャッシュしたキーは、ペア $i$ で角度 $n\,\theta_i \left\lvert 1/\lambda^{\text{short}}_i - 1/\lambda^{\text{long}}_i \right\rvert$ だけずれています。
+# ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
+# 下のセルでは、位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の組で回転し直した場合のスコアと比べます。
+# 差は平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。切り替わったあとのキャッシュは役に立ちません。
+# Hugging Face の `Phi3ForCausalLM` は、`generate` の中でこれを回避します。
+# キャッシュが $L$ 個以下のキーしか持たないまま入力が初めて $L + 1$ トークンに達すると、`prepare_inputs_for_generation` がキャッシュを捨てます。
+# そのため系列全体が長い入力用の組で処理し直されます（transformers のプルリクエスト 33129、2024 年）。その 1 ステップだけは遅くなります。
+# 自分で書いたデコードのループや、この上書きを持たないモデルのクラスでは、古いキーが残ります。
+# これは回転済みのキーをキャッシュするときの[動的 NTK](#動的-ntk系列とともに大きくなる係数)の問題と同じで、毎ステップではなく一度にまとめて起こるものです。
+# いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
+
+# %%
+q_phi, k_phi = torch.randn(2, d_phi, dtype=f64, generator=gen_phi).unbind()
+shifts_phi = torch.tensor([0, 1, 1000, 2000, 3000, 3700])
+for base_m, shifts_set in ((300, shifts_phi), (300, 5 * L_phi + shifts_phi)):
+    m_phi, n_phi = base_m + shifts_set, 37 + shifts_set  # n - m = -263
+    T_set = int(m_phi.max()) + 1  # <= L: the short set; > L: the long set
+    q_set = apply_rope(q_phi.expand(6, d_phi), m_phi, scaling=longrope)
+    k_set = apply_rope(k_phi.expand(6, d_phi), n_phi, scaling=longrope)
+    scores_set = (q_set * k_set).sum(-1)
+    assert_close(scores_set, scores_set[0].expand(6))  # relative in each set
+
+# keys 0..L-1 cached at T <= L (short set); the query at L with T = L + 1
+positions_phi = torch.arange(L_phi + 1)
+keys_phi = torch.randn(L_phi, d_phi, dtype=f64, generator=gen_phi)
+cached_phi = apply_rope(keys_phi, positions_phi[:L_phi], scaling=longrope)
+fresh_phi = apply_rope(
+    keys_phi, positions_phi[:L_phi], scaling=longrope, seq_len=L_phi + 1
+)
+query_phi = apply_rope(q_phi, positions_phi[-1], scaling=longrope)
+error_phi = (cached_phi - fresh_phi) @ query_phi
+scores_phi = fresh_phi @ query_phi
+# pair 0 (features 0 and 48) of the key at 4095: cached minus fresh angle
+turned = torch.atan2(cached_phi[-1, d_phi // 2], cached_phi[-1, 0])
+turned = turned - torch.atan2(fresh_phi[-1, d_phi // 2], fresh_phi[-1, 0])
+off_phi = (L_phi - 1) * (1 / lam_short[0] - 1 / lam_long[0])  # theta_0 = 1
+gap_phi = torch.remainder(turned - off_phi + math.pi, two_pi) - math.pi
+assert gap_phi.abs() < 1e-3  # the same angle, modulo 2 pi
+assert error_phi.abs().mean() > 0.5 * scores_phi.std()
+print(
+    f"pair 0 off by {1 / lam_short[0] - 1 / lam_long[0]:.3f} rad per position, "
+    f"{off_phi:.0f} rad at position {L_phi - 1}\n"
+    f"score error {error_phi.abs().mean():.1f} on average "
+    f"(scores: standard deviation {scores_phi.std():.1f})",
+    end="",
+)
+
+# %% [markdown] lang="en"
 # ## Still relative
 #
 # Every rule above replaces the frequencies $\theta_i$ by other constants $\theta'_i$ and,
-# for YaRN, multiplies $q$ and $k$ by a constant $c = \sqrt{1/t}$. The argument that makes
+# for YaRN and LongRoPE, multiplies $q$ and $k$ by a constant $c$ ($\sqrt{1/t}$ for
+# YaRN). The argument that makes
 # RoPE relative never used the values of the frequencies. With $R(\phi)$ the
 # $2 \times 2$ rotation by $\phi$ and $R(\phi)^\top = R(-\phi)$, each pair contributes
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # to the score, which depends on $m$ and $n$ only through $n - m$. The cell checks it
 # with `apply_rope` for each scaling: a query and a key shifted together by up to $5L$
-# positions give the same score. The exception is dynamic NTK with a cache of rotated
-# keys, shown in the section
-# [Dynamic NTK](#dynamic-ntk-a-factor-that-grows-with-the-sequence), where the
-# frequencies themselves depend on when a key was rotated.
+# positions give the same score. The exceptions are the two rules whose frequencies
+# depend on the length of the sequence, when keys are cached after their rotation:
+# dynamic NTK, shown in the section
+# [Dynamic NTK](#dynamic-ntk-a-factor-that-grows-with-the-sequence), and LongRoPE at
+# its switch, shown in the section
+# [The switch in the middle of a generation](#the-switch-in-the-middle-of-a-generation).
+# There the frequencies of a key depend on when it was rotated.
 
 # %% [markdown] lang="ja"
 # ## 相対位置の性質は保たれる
 #
 # ここまでの規則はどれも、周波数 $\theta_i$ を別の定数 $\theta'_i$ に置き換えるだけです。
-# YaRN はさらに $q$ と $k$ に定数 $c = \sqrt{1/t}$ を掛けます。
+# YaRN と LongRoPE は、さらに $q$ と $k$ に定数 $c$ を掛けます（YaRN では $\sqrt{1/t}$ です）。
 # RoPE が相対位置だけを見る理由を示す議論は、周波数の値をまったく使っていません。
 # $R(\phi)$ を角度 $\phi$ の $2 \times 2$ 回転行列とし、$R(\phi)^\top = R(-\phi)$ を使うと、各ペアがスコアに寄与する量は
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # となり、$m$ と $n$ には $n - m$ を通してしかよりません。
 # 下のセルでは、スケーリングごとに `apply_rope` でこれを確かめます。
 # クエリとキーを一緒に最大 $5L$ だけずらしても、スコアは同じです。
-# 例外は、「[動的 NTK](#動的-ntk系列とともに大きくなる係数)」の節で見た、回転済みのキーをキャッシュする動的 NTK です。
-# そこでは周波数そのものが、キーを回転させた時点によって変わります。
+# 例外は、周波数が系列の長さによって変わる 2 つの規則で、回転済みのキーをキャッシュする場合です。
+# 「[動的 NTK](#動的-ntk系列とともに大きくなる係数)」の節で見た動的 NTK と、「[生成の途中での切り替え](#生成の途中での切り替え)」の節で見た LongRoPE の切り替わりです。
+# そこでは、キーの周波数がそのキーを回転させた時点によって変わります。
 
 # %%
 scalings = {
@@ -930,6 +1347,15 @@ for scaling in scalings.values():
 # with $i$, while YaRN and the Llama 3 rule keep the
 # fast pairs exactly and interpolate the slow ones fully. Llama 3's band is narrower,
 # pairs 36 to 45 against YaRN's 21 to 45, because it has $\beta = 4$ instead of $\beta = 32$.
+# The last row is dynamic NTK with Hugging Face's factor 1 at $T = 2L$, halfway to the
+# target: $s_T = 2$, so it is NTK-aware scaling for $s = 2$ and divides the last pair
+# by 2; at $T = 4L$ it is NTK-aware scaling for $s = 4$ (the cell checks both).
+#
+# The figure shows the same ratios at every pair (left) and, on the right,
+# Phi-3.5-mini's LongRoPE factors next to PI and YaRN for its own setting, $d = 96$ and
+# $s = 32$. The short set interpolates gently, by at most 2.84. The long set already
+# divides the fast pairs far more than YaRN would (pair 12 by 7.70, where YaRN keeps
+# it) and the slow pairs by about 64, twice PI's 32.
 
 # %% [markdown] lang="ja"
 # ## 並べて比べる
@@ -941,8 +1367,15 @@ for scaling in scalings.values():
 # NTK-aware スケーリングは、ペア 0 より後のすべてのペアを、$i$ とともに着実に大きくなる係数で割ります。
 # YaRN と Llama 3 の規則は、速いペアを正確に保ち、遅いペアを完全に補間します。
 # Llama 3 の帯はペア 36 から 45 までで、YaRN のペア 21 から 45 までより狭くなっています。$\beta = 32$ ではなく $\beta = 4$ だからです。
+# 最後の行は、Hugging Face の係数を 1 とした動的 NTK の、目標の半分の長さ $T = 2L$ での値です。
+# $s_T = 2$ なので、これは $s = 2$ の NTK-aware スケーリングで、最後のペアを 2 で割ります。$T = 4L$ では $s = 4$ の NTK-aware スケーリングになります（下のセルで両方を確かめます）。
+#
+# 図の左は、同じ比をすべてのペアについて描いたものです。
+# 右は、Phi-3.5-mini の LongRoPE の係数を、同じ設定（$d = 96$、$s = 32$）の PI や YaRN と並べたものです。
+# 短い入力用の組はゆるやかに補間し、割る数は最大でも 2.84 です。
+# 長い入力用の組は、速いペアでも YaRN よりずっと強く割り（YaRN がそのまま保つペア 12 を 7.70 で割ります）、遅いペアは PI の 32 の 2 倍、およそ 64 で割ります。
 
-# %%
+# %% alt={"en": ["Ratio of scaled to original frequency against pair i, log axis. Left (d = 128, s = 4): PI is 1/4 at every pair; NTK-aware falls in a straight line from 1 to 1/4; YaRN keeps pairs 0–20 and the Llama 3 rule pairs 0–35, both reaching 1/4 at pair 46; dynamic NTK at T = 2L falls in a straight line from 1 to 1/2. Right (Phi-3.5-mini, d = 96, s = 32): LongRoPE's short factors keep the ratio between 1 and 1/2.84; its long factors fall from 0.93 at pair 0 to about 1/64 from pair 30 on, below PI's 1/32; YaRN keeps pairs 0–15 and reaches 1/32 at pair 34."], "ja": ["拡張後と元の周波数の比を、ペア i に対して対数軸で描いた図。左は d = 128、s = 4 の場合です。PI はどのペアでも 1/4 で、NTK-aware は 1 から 1/4 まで直線的に下がります。YaRN はペア 0〜20、Llama 3 の規則はペア 0〜35 を保ち、どちらもペア 46 で 1/4 に達します。T = 2L の動的 NTK は 1 から 1/2 まで直線的に下がります。右は Phi-3.5-mini（d = 96、s = 32）の場合です。LongRoPE の短い入力用の係数では、比は 1 から 1/2.84 の間にとどまります。長い入力用の係数では、比はペア 0 の 0.93 からペア 30 以降のおよそ 1/64 まで下がり、PI の 1/32 を下回ります。YaRN はペア 0〜15 を保ち、ペア 34 で 1/32 に達します。"]}
 pairs = [0, 16, 24, 32, 40, 48, 63]
 short_names = ("PI", "NTK-aware", "YaRN", "Llama 3")
 table = [f"{'i':>10}" + "".join(f"{p:>7}" for p in pairs)]
@@ -971,7 +1404,47 @@ assert llama3_band == (
     math.floor(turn_index(1, d, b, L)),
 )
 assert llama3_band == (36, 45)
+# dynamic NTK (Hugging Face's factor 1) at T = 2L: s_T = 2; at T = 4L: s = 4
+dyn_side = DynamicNTKScaling(1.0, L)
+dyn_2L = rope_frequencies(d, base=b, scaling=dyn_side, seq_len=2 * L)
+dyn_2L = dyn_2L.double() / theta
+dyn_4L = rope_frequencies(d, base=b, scaling=dyn_side, seq_len=4 * L)
+assert math.isclose(dyn_2L[-1], 1 / 2, rel_tol=1e-6)
+assert_close(
+    dyn_4L.double() / theta, ratios["NTKScaling(4)"], rtol=1e-6, atol=0
+)
+row = "".join(f"{dyn_2L[p]:7.3f}" for p in pairs)
+table.append(f"{'dynamic 2L':>10}{row}")
 print("\n".join(table), end="")
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 4.2))
+lines_left = (
+    ("LinearScaling(4)", "PI", "C0", "--"),
+    ("NTKScaling(4)", "NTK-aware", "C1", "-"),
+    ("YarnScaling(4, 4096)", "YaRN", "C2", "-"),
+    ("Llama3Scaling(4, original_max_positions=4096)", "Llama 3", "C3", "-."),
+)
+for name, label, color, style in lines_left:
+    left.plot(ratios[name], color=color, ls=style, label=label)
+left.plot(dyn_2L, color="C4", ls=":", lw=2.2, label="dynamic NTK, $T = 2L$")
+left.set_title(r"$d = 128,\ s = 4$")
+right.plot(torch.full((d_phi // 2,), 1 / 32), color="C0", ls="--", label="PI")
+right.plot(ratio_yarn, color="C2", label="YaRN")
+short_label, long_label = (
+    rf"LongRoPE $\lambda^{{\mathrm{{{k}}}}}$" for k in ("short", "long")
+)
+right.plot(1 / lam_short, color="C5", ls=":", lw=2.2, label=short_label)
+right.plot(1 / lam_long, color="C5", label=long_label)
+right.set_title(r"$d = 96,\ s = 32$")
+for ax, k_max in ((left, 2), (right, 6)):
+    ticks = [2.0**-k for k in range(k_max + 1)]
+    ax.set(yscale="log", xlabel="$i$", yticks=ticks)
+    ax.set_yticklabels(["$1$"] + [f"$1/{2**k}$" for k in range(1, k_max + 1)])
+    ax.set_ylim(ticks[-1] / 1.3, 1.3)
+    ax.minorticks_off()
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2)
+left.set_ylabel(r"$\theta'_i / \theta_i$")
+plt.show()
 
 # %% [markdown] lang="en"
 # ## Which models use which
@@ -984,16 +1457,24 @@ print("\n".join(table), end="")
 # | Code Llama (Rozière et al. 2023) | 4096 | 16384 in fine-tuning | base $10^4 \to 10^6$ |
 # | Llama 3.1 (Meta) | 8192 | 131072 | Llama 3 rule, $s = 8$, base $5 \cdot 10^5$ |
 # | Qwen2.5 Instruct (Qwen team) | 32768 | 131072 | YaRN, $s = 4$, switched on in `config.json` by the user |
+# | DeepSeek-V2 (DeepSeek-AI 2024a) | 4096 | 128K (YaRN set for 160K) | YaRN, $s = 40$, `mscale` = `mscale_all_dim` = 0.707 |
+# | DeepSeek-V3 (DeepSeek-AI 2024b) | 4096 | 128K (`max_position_embeddings` 163840) | YaRN, $s = 40$, `mscale` = `mscale_all_dim` = 1 |
+# | Phi-3.5-mini-instruct (Microsoft) | 4096 | 131072 | LongRoPE, 48 `short_factor` and 48 `long_factor` values |
+#
+# The other 128K models of the Phi-3 and Phi-3.5 families also use LongRoPE, each with
+# its own lists (Phi-3-vision-128k-instruct's `config.json`, for example, has other
+# values and the older type name `"su"`).
 #
 # Code Llama changed the base without the NTK-aware formula; for $d = 128$ its base is
 # the NTK-aware one for the factor $s = 100^{(d-2)/d}$, which the cell prints as 93.06.
 # Chen et al. (2023) themselves extended LLaMA models up to 32768 positions with PI.
 # Xiong et al. (2023, Llama 2 Long) call such a plain change of base "adjusted base
 # frequency" and raise Llama 2's base from $10^4$ to $5 \cdot 10^5$ during continued
-# pretraining on long sequences. Two rules in `posenc` that this chapter does not
-# derive are in the table of the next section: LongRoPE (Ding et al. 2024, used by
-# Phi-3) divides each frequency by its own factor found by a search, and p-RoPE
-# (Barbero et al. 2024) leaves the slowest pairs unrotated.
+# pretraining on long sequences. One rule in the table of the next section is not a
+# context extension: p-RoPE (Barbero et al. 2024) leaves the slowest pairs unrotated;
+# the chapter
+# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#partial-rotation-against-p-rope)
+# derives it.
 
 # %% [markdown] lang="ja"
 # ## どのモデルがどれを使うか
@@ -1006,15 +1487,20 @@ print("\n".join(table), end="")
 # | Code Llama（Rozière ら 2023） | 4096 | ファインチューニング時 16384 | 底 $10^4 \to 10^6$ |
 # | Llama 3.1（Meta） | 8192 | 131072 | Llama 3 の規則、$s = 8$、底 $5 \cdot 10^5$ |
 # | Qwen2.5 Instruct（Qwen チーム） | 32768 | 131072 | YaRN、$s = 4$（利用者が `config.json` で有効にする） |
+# | DeepSeek-V2（DeepSeek-AI 2024a） | 4096 | 128K（YaRN は 160K 向けの設定） | YaRN、$s = 40$、`mscale` = `mscale_all_dim` = 0.707 |
+# | DeepSeek-V3（DeepSeek-AI 2024b） | 4096 | 128K（`max_position_embeddings` は 163840） | YaRN、$s = 40$、`mscale` = `mscale_all_dim` = 1 |
+# | Phi-3.5-mini-instruct（Microsoft） | 4096 | 131072 | LongRoPE、`short_factor` と `long_factor` が 48 個ずつ |
+#
+# Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の係数の列を持ちます。
+# たとえば Phi-3-vision-128k-instruct の `config.json` は、別の値と、古い種類名 `"su"` を使っています。
 #
 # Code Llama は NTK-aware の式を使わずに底を変えました。$d = 128$ では、その底は係数 $s = 100^{(d-2)/d}$ に対する NTK-aware の底と同じで、
 # 下のセルはこの係数を 93.06 と出力します。
 # Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
 # Xiong ら（2023、Llama 2 Long）は、このように底だけを変えることを「adjusted base frequency」と呼んでいます。
 # 彼らは長い系列での継続事前学習の間に、Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
-# この章で導かない `posenc` の規則が 2 つあり、次の節の表に載せています。
-# LongRoPE（Ding ら 2024、Phi-3 が使用）は、探索により周波数ごとに決めた係数で各周波数を割ります。
-# p-RoPE（Barbero ら 2024）は最も遅いペアを回転させずに残します。
+# 次の節の表のうち p-RoPE（Barbero ら 2024）だけは、コンテキストを伸ばす手法ではありません。
+# 最も遅いペアを回転させずに残す規則で、「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb#部分回転と-p-rope)」の章で導きます。
 
 # %%
 s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
@@ -1035,7 +1521,7 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # | NTK-aware, dynamic | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`, `factor`; $L$ is `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`, `factor`, `original_max_position_embeddings`, `beta_fast`, `beta_slow`; also `attention_factor`, `mscale`, `mscale_all_dim`, `truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`, `factor`, `low_freq_factor`, `high_freq_factor`, `original_max_position_embeddings` |
-# | LongRoPE (Ding et al. 2024; Phi-3) | `LongRopeScaling` | `rope_type="longrope"`, `short_factor`, `long_factor`, `original_max_position_embeddings`; also `factor`, `attention_factor` |
+# | LongRoPE (Ding et al. 2024; Phi-3) | `LongRopeScaling(short_factor, long_factor, L, max_positions=...)` | `rope_type="longrope"`, `short_factor`, `long_factor`, `original_max_position_embeddings`; also `factor` (default `max_position_embeddings` / `original_max_position_embeddings`), `attention_factor` |
 # | p-RoPE (Barbero et al. 2024) | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`, `partial_rotary_factor`, `factor` |
 #
 # `posenc` reproduces Hugging Face's default YaRN (checked in the section
@@ -1045,7 +1531,9 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # YaRN keys override the attention factor (`attention_factor`, or the ratio of two
 # such factors from `mscale` and `mscale_all_dim`, as in DeepSeek's configurations) or
 # keep the fractional range (`truncate=False`). `YarnScaling` takes `mscale` and
-# `mscale_all_dim`, but neither an explicit `attention_factor` nor `truncate`. Older
+# `mscale_all_dim`, but neither an explicit `attention_factor` nor `truncate`; the
+# other half of DeepSeek's temperature, $g(s, m_{\text{all}})^2$ on the softmax scale,
+# belongs to the attention and is not part of any scaling. Older
 # versions of transformers read $L$ for YaRN from `max_position_embeddings` rather than
 # from `original_max_position_embeddings`, so the same `config.json` could give
 # different frequencies; read the version's `modeling_rope_utils.py` when it matters.
@@ -1060,7 +1548,7 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # | NTK-aware（動的） | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`、`factor`。$L$ は `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
-# | LongRoPE（Ding ら 2024、Phi-3） | `LongRopeScaling` | `rope_type="longrope"`、`short_factor`、`long_factor`、`original_max_position_embeddings`。ほかに `factor`、`attention_factor` |
+# | LongRoPE（Ding ら 2024、Phi-3） | `LongRopeScaling(short_factor, long_factor, L, max_positions=...)` | `rope_type="longrope"`、`short_factor`、`long_factor`、`original_max_position_embeddings`。ほかに `factor`（既定値は `max_position_embeddings` / `original_max_position_embeddings`）、`attention_factor` |
 # | p-RoPE（Barbero ら 2024） | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`、`partial_rotary_factor`、`factor` |
 #
 # `posenc` は Hugging Face の既定の YaRN を再現します。
@@ -1069,6 +1557,7 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 # アテンションの係数を上書きするもの（`attention_factor`、または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）と、
 # 範囲を小数のまま使うためのもの（`truncate=False`）です。
 # `YarnScaling` は `mscale` と `mscale_all_dim` を受け取りますが、`attention_factor` の直接の指定と `truncate` はありません。
+# DeepSeek の温度のもう半分、softmax のスケールに掛ける $g(s, m_{\text{all}})^2$ はアテンションの側に属し、どのスケーリングにも含まれません。
 # 古い版の transformers は、YaRN の $L$ を `original_max_position_embeddings` ではなく
 # `max_position_embeddings` から読んでいました。そのため、同じ `config.json` から違う周波数が得られる場合もあります。
 # 正確さが必要なときは、使っている版の `modeling_rope_utils.py` を読んでください。
@@ -1080,15 +1569,24 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 #   arc of its circle; past $L$ it meets angles never trained. The rules of this
 #   chapter act there, though a longer input also brings new combinations of the fast
 #   pairs' angles and more keys to attend to.
-# - Every rule here only changes the frequencies (YaRN also scales $q$ and $k$): PI
-#   divides all of them by $s$; NTK-aware scaling raises the base to $b\, s^{d/(d-2)}$,
-#   which keeps pair 0 and divides the slowest pair by $s$; YaRN and Llama 3 keep the
-#   fast pairs, divide the slow ones by $s$ and blend in between.
+# - Every rule here only changes the frequencies (YaRN and LongRoPE also scale $q$ and
+#   $k$): PI divides all of them by $s$; NTK-aware scaling raises the base to
+#   $b\, s^{d/(d-2)}$, which keeps pair 0 and divides the slowest pair by $s$; YaRN and
+#   Llama 3 keep the fast pairs, divide the slow ones by $s$ and blend in between;
+#   LongRoPE divides each pair by its own factor, found by a search (Phi-3.5-mini's long
+#   set divides the slow pairs by about $2s$).
 # - NTK-aware scaling still carries most slow pairs past their trained arc. YaRN's
 #   code ramps linearly in the pair index, its paper in the number of turns; Llama 3's
 #   rule is the paper's ramp with thresholds 1 and 4 and no temperature.
-# - With any fixed set of frequencies the score still depends only on $n - m$; dynamic
-#   NTK breaks this when keys are cached after their rotation.
+# - With any fixed set of frequencies the score depends only on $n - m$. Rules whose
+#   frequencies follow the sequence length break this when keys are cached after their
+#   rotation: dynamic NTK at every step, LongRoPE once, when $T$ first exceeds $L$ and
+#   Hugging Face switches to the long set (Phi-3's `generate` then processes the whole
+#   sequence again).
+# - The temperature: YaRN multiplies $q$ and $k$ by $0.1 \ln s + 1$; LongRoPE by
+#   $\sqrt{1 + \ln s / \ln L}$, on short inputs too; DeepSeek sets `mscale` =
+#   `mscale_all_dim`, so cos and sin are scaled by exactly 1 and the whole temperature
+#   $g(s, m_{\text{all}})^2$ multiplies the softmax scale.
 # - Hugging Face's dynamic `factor` is a slope, not the extension ratio:
 #   $s_T = sT/L - (s-1)$, with $L$ taken from `max_position_embeddings`.
 
@@ -1097,14 +1595,19 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 #
 # - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ の先では、学習していない角度に出会います。
 #   この章の規則が手を入れるのはそこです。ただし長い入力では、速いペアの角度の組み合わせも新しくなり、アテンションを向けるキーも増えます。
-# - ここで扱った規則はどれも周波数を変えるだけです（YaRN はさらに $q$ と $k$ に定数を掛けます）。
+# - ここで扱った規則はどれも周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。
 #   PI はすべての周波数を $s$ で割ります。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割ります。
 #   YaRN と Llama 3 は速いペアを保ち、遅いペアを $s$ で割り、その間を混ぜます。
+#   LongRoPE は、探索で見つけたペアごとの係数で各ペアを割ります（Phi-3.5-mini の長い入力用の組は、遅いペアをおよそ $2s$ で割ります）。
 # - NTK-aware スケーリングでは、遅いペアの多くがまだ学習した弧の外に出ます。
 #   YaRN のコードはペアの番号について線形に、論文は回転数について線形にランプ関数を作ります。
 #   Llama 3 の規則は、しきい値を 1 と 4 にして温度を外した論文のランプ関数です。
 # - 周波数を固定している限り、スコアは $n - m$ だけで決まります。
-#   動的 NTK でキーを回転させてからキャッシュすると、この性質が崩れます。
+#   周波数が系列の長さに従って変わる規則では、キーを回転させてからキャッシュすると、この性質が崩れます。
+#   動的 NTK では毎ステップ崩れます。LongRoPE で崩れるのは一度だけで、$T$ が初めて $L$ を超え、Hugging Face が長い入力用の組へ切り替えるときです
+#   （そのとき Phi-3 の `generate` は系列全体を処理し直します）。
+# - 温度について：YaRN は $q$ と $k$ に $0.1 \ln s + 1$ を掛け、LongRoPE は短い入力でも $\sqrt{1 + \ln s / \ln L}$ を掛けます。
+#   DeepSeek は `mscale` と `mscale_all_dim` を等しくするので、cos と sin に掛かる係数はちょうど 1 で、温度 $g(s, m_{\text{all}})^2$ はすべて softmax のスケールに掛かります。
 # - Hugging Face の動的 NTK の `factor` は伸び率ではなく傾きです。
 #   $s_T = sT/L - (s-1)$ で、$L$ は `max_position_embeddings` から取ります。
 
@@ -1124,6 +1627,13 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 #    each key after its rotation with the frequencies of the current length. At the end,
 #    compare the scores of the last query against the cached keys with those against keys
 #    all rotated with the final frequencies. Where are the differences largest?
+# 5. DeepSeek's configurations set `mscale` = `mscale_all_dim`. Suppose one set
+#    `mscale` = 1 and `mscale_all_dim` = 0.707, with $s = 40$. By what factor are the
+#    rotary part $q^R \cdot k^R$ and the content part $q^C \cdot k^C$ of a logit
+#    multiplied, compared with the model before the extension? Check your answer with
+#    `YarnScaling` and with the numbers transformers 5.24.0 gives for this
+#    configuration: the attention factor 1.0857263992561355 and the softmax scale
+#    0.1147213867929261.
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1141,6 +1651,11 @@ print(f"Code Llama as an NTK-aware factor: s = {s_code_llama:.2f}", end="")
 #    各キーは、その時点の長さの周波数で回転させてからキャッシュします。
 #    最後に、最後のクエリとキャッシュしたキーのスコアを、すべてのキーを最終的な周波数で回転させた場合のスコアと比べてください。
 #    差が最も大きいのはどこでしょうか。
+# 5. DeepSeek の設定は `mscale` と `mscale_all_dim` を等しくしています。
+#    かりに `mscale` = 1、`mscale_all_dim` = 0.707、$s = 40$ とします。
+#    スコアのうち回転する部分 $q^R \cdot k^R$ と内容の部分 $q^C \cdot k^C$ は、拡張前のモデルと比べてそれぞれ何倍になるでしょうか。
+#    答えを `YarnScaling` で確かめてください。
+#    この設定で transformers 5.24.0 が返す値とも比べてください。アテンションの係数は 1.0857263992561355、softmax のスケールは 0.1147213867929261 です。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With base $10^6$ and $L = 16384$, the formula for $i_1$ gives 36.44:
@@ -1304,6 +1819,59 @@ print(
     end="",
 )
 
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 5.** With $g(s, m) = 0.1\, m \ln s + 1$ at $s = 40$: $g(40, 1) = 1.3689$ and
+# $g(40, 0.707) = 1.2608$. Cos and sin, and so $q^R$ and $k^R$, are multiplied by their
+# ratio, 1.0857 (the number transformers gives), so the rotary part of a logit grows by
+# $1.0857^2 = 1.1788$ before the softmax scale. The softmax scale multiplies every
+# logit by $g(40, 0.707)^2 = 1.5896$. In all, the rotary part is multiplied by
+# $1.1788 \times 1.5896 = 1.8739 = g(40, 1)^2$, the temperature of DeepSeek-V3, and the
+# content part by $1.5896$, that of DeepSeek-V2: with unequal keys the two parts of a
+# logit get different temperatures. The cell checks `YarnScaling`'s factor against
+# transformers' number and against $g(40, 1) / g(40, 0.707)$, that `apply_rope` scales
+# the norm of a rotary part by it, and that a logit built from random content and
+# rotary parts with transformers' softmax scale equals
+# $\left(g(40, 0.707)^2\, q^C \cdot k^C + g(40, 1)^2\, q^R \cdot k^R\right)/\sqrt{192}$.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 5.** $g(s, m) = 0.1\, m \ln s + 1$ に $s = 40$ を入れると、$g(40, 1) = 1.3689$、$g(40, 0.707) = 1.2608$ です。
+# cos と sin、つまり $q^R$ と $k^R$ には、その比 1.0857（transformers が返す値）が掛かります。
+# そのため、スコアのうち回転する部分は、softmax のスケールを掛ける前の時点で $1.0857^2 = 1.1788$ 倍です。
+# softmax のスケールは、すべてのスコアを $g(40, 0.707)^2 = 1.5896$ 倍にします。
+# 合わせると、回転する部分は $1.1788 \times 1.5896 = 1.8739 = g(40, 1)^2$ 倍で、これは DeepSeek-V3 の温度です。
+# 内容の部分は $1.5896$ 倍で、DeepSeek-V2 の温度です。2 つのキーが異なると、スコアの 2 つの部分に別々の温度がかかります。
+# 下のセルでは、`YarnScaling` の係数を transformers の値と $g(40, 1) / g(40, 0.707)$ の両方と比べ、`apply_rope` が回転する部分のノルムをその値だけ大きくすることを確かめます。
+# さらに、ランダムな内容の部分と回転する部分から transformers の softmax のスケールで作ったスコアが、
+# $\left(g(40, 0.707)^2\, q^C \cdot k^C + g(40, 1)^2\, q^R \cdot k^R\right)/\sqrt{192}$ に等しいことを確かめます。
+
+# %% tags=["solution"]
+g_v3 = 0.1 * 1.0 * math.log(40) + 1  # g(40, 1)
+g_v2 = 0.1 * 0.707 * math.log(40) + 1  # g(40, 0.707)
+yarn_5 = YarnScaling(40, 4096, mscale=1.0, mscale_all_dim=0.707)
+# transformers 5.24.0 for this configuration: ROPE_INIT_FUNCTIONS["yarn"]
+# attention factor, and DeepseekV3Attention(config, 0).scaling
+hf_factor_5, hf_scale_5 = 1.0857263992561355, 0.1147213867929261
+assert math.isclose(yarn_5.attention_factor, hf_factor_5, rel_tol=1e-12)
+assert math.isclose(yarn_5.attention_factor, g_v3 / g_v2, rel_tol=1e-12)
+assert math.isclose(hf_scale_5 * math.sqrt(192), g_v2**2, rel_tol=1e-12)
+gen_5 = torch.Generator().manual_seed(5)
+q_c5, k_c5 = torch.randn(2, 128, dtype=f64, generator=gen_5)  # content
+q_r5, k_r5 = torch.randn(2, 64, dtype=f64, generator=gen_5)  # rotary
+m_5, n_5 = torch.tensor(100_000), torch.tensor(60_000)
+q_rot5 = apply_rope(q_r5, m_5, scaling=yarn_5)
+k_rot5 = apply_rope(k_r5, n_5, scaling=yarn_5)
+assert_close(q_rot5.norm(), hf_factor_5 * q_r5.norm())
+theta_5 = rope_frequencies(64, scaling=yarn_5).double()
+plain_5 = rotate_half(q_r5, m_5, theta_5) @ rotate_half(k_r5, n_5, theta_5)
+logit_5 = (q_c5 @ k_c5 + q_rot5 @ k_rot5) * hf_scale_5
+expected_5 = (g_v2**2 * (q_c5 @ k_c5) + g_v3**2 * plain_5) / math.sqrt(192)
+assert_close(logit_5, expected_5)
+print(
+    f"factor on cos and sin {yarn_5.attention_factor:.4f}; rotary part "
+    f"x {g_v3**2:.4f}, content part x {g_v2**2:.4f}",
+    end="",
+)
+
 # %% [markdown] lang="en"
 # ## References
 #
@@ -1330,14 +1898,31 @@ print(
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation Models*.
 #   <https://arxiv.org/abs/2309.16039>
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2 Million
-#   Tokens*. <https://arxiv.org/abs/2402.13753>
+#   Tokens*. <https://arxiv.org/abs/2402.13753>; code (the evolutionary search in
+#   `evolution/`, the rotary embeddings in `rope/`): <https://github.com/microsoft/LongRoPE>
+# - Abdin, M. et al. (2024). *Phi-3 Technical Report: A Highly Capable Language Model
+#   Locally on Your Phone*. <https://arxiv.org/abs/2404.14219>
+# - DeepSeek-AI (2024a). *DeepSeek-V2: A Strong, Economical, and Efficient
+#   Mixture-of-Experts Language Model*. <https://arxiv.org/abs/2405.04434>
+# - DeepSeek-AI (2024b). *DeepSeek-V3 Technical Report*.
+#   <https://arxiv.org/abs/2412.19437>; code (`MLA` in `inference/model.py`):
+#   <https://github.com/deepseek-ai/DeepSeek-V3>
+# - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention Sinks*
+#   (StreamingLLM). <https://arxiv.org/abs/2309.17453>
 # - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary Positional
 #   Encodings useful?* <https://arxiv.org/abs/2410.06205>
 # - Hugging Face transformers, `modeling_rope_utils.py`.
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>;
+#   Phi-3's `prepare_inputs_for_generation` (`models/phi3/modeling_phi3.py`), added in
+#   pull request 33129, *[Phi-3] Bug on stale kv cache*:
+#   <https://github.com/huggingface/transformers/pull/33129>; DeepSeek's
+#   `yarn_apply_mscale` (`models/deepseek_v3/modeling_deepseek_v3.py`).
 # - Model configurations: Llama 3.1 <https://huggingface.co/meta-llama/Llama-3.1-8B>,
 #   Qwen2.5 <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>,
-#   Vicuna v1.5 16k <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>
+#   Vicuna v1.5 16k <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>,
+#   Phi-3.5-mini-instruct <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>,
+#   DeepSeek-V2 <https://huggingface.co/deepseek-ai/DeepSeek-V2>,
+#   DeepSeek-V3 <https://huggingface.co/deepseek-ai/DeepSeek-V3>
 
 # %% [markdown] lang="ja"
 # ## 参考文献
@@ -1365,11 +1950,27 @@ print(
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation Models*.
 #   <https://arxiv.org/abs/2309.16039>。
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2 Million
-#   Tokens*. <https://arxiv.org/abs/2402.13753>。
+#   Tokens*. <https://arxiv.org/abs/2402.13753>。コード（進化的な探索は `evolution/`、
+#   回転位置埋め込みは `rope/`）：<https://github.com/microsoft/LongRoPE>
+# - Abdin, M. et al. (2024). *Phi-3 Technical Report: A Highly Capable Language Model
+#   Locally on Your Phone*. <https://arxiv.org/abs/2404.14219>。
+# - DeepSeek-AI (2024a). *DeepSeek-V2: A Strong, Economical, and Efficient
+#   Mixture-of-Experts Language Model*. <https://arxiv.org/abs/2405.04434>。
+# - DeepSeek-AI (2024b). *DeepSeek-V3 Technical Report*.
+#   <https://arxiv.org/abs/2412.19437>。コード（`inference/model.py` の `MLA`）：
+#   <https://github.com/deepseek-ai/DeepSeek-V3>
+# - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention Sinks*
+#   （StreamingLLM）. <https://arxiv.org/abs/2309.17453>。
 # - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary Positional
 #   Encodings useful?* <https://arxiv.org/abs/2410.06205>。
 # - Hugging Face transformers、`modeling_rope_utils.py`。
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>。
+#   Phi-3 の `prepare_inputs_for_generation`（`models/phi3/modeling_phi3.py`）を加えたプルリクエスト 33129
+#   *[Phi-3] Bug on stale kv cache*：<https://github.com/huggingface/transformers/pull/33129>。
+#   DeepSeek の `yarn_apply_mscale`（`models/deepseek_v3/modeling_deepseek_v3.py`）。
 # - モデルの設定：Llama 3.1 <https://huggingface.co/meta-llama/Llama-3.1-8B>、
 #   Qwen2.5 <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>、
-#   Vicuna v1.5 16k <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>
+#   Vicuna v1.5 16k <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>、
+#   Phi-3.5-mini-instruct <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>、
+#   DeepSeek-V2 <https://huggingface.co/deepseek-ai/DeepSeek-V2>、
+#   DeepSeek-V3 <https://huggingface.co/deepseek-ai/DeepSeek-V3>

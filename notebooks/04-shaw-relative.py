@@ -93,10 +93,11 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # length of the sequence. The paper gives two reasons for the clipping: precise
 # relative positions are probably not useful beyond some distance, and a model with
 # clipped distances can read sequences longer than any it was trained on, since every
-# offset it meets has a vector. Their translation models used $k = 16$; varying $k$
-# (their Table 2) changed little from $k = 2$ on, the key term $a^K$ alone did about
-# as well as both terms (Table 3), and adding sinusoidal absolute encodings to the
-# relative ones brought no further improvement (the abstract).
+# offset it meets has a vector. Their base translation model used $k = 16$, their
+# big model $k = 8$ (§4.1). On the base model (English-German, newstest2013, §4.3),
+# varying $k$ (their Table 2) changed little from $k = 2$ on, and the key term $a^K$
+# alone did about as well as both terms (Table 3). Adding sinusoidal absolute
+# encodings to the relative ones brought no further improvement (the abstract).
 #
 # `posenc.RelativePositionEmbedding(k, d_z)` holds one such table; row $r$ of its
 # `embedding.weight` is $w_{r-k}$. Called with a number of queries and keys, it returns
@@ -119,8 +120,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 1 つは、ある距離より先では正確な相対位置はおそらく役に立たないことです。
 # もう 1 つは、距離をクリップしたモデルなら、どの相対位置にも対応するベクトルがあるので、
 # 学習に使ったどの系列より長い系列も読めることです。
-# 論文の翻訳モデルは $k = 16$ を使いました。$k$ を変えても（論文の表 2）、$k = 2$ 以上ではほとんど差がありませんでした。
-# また、キーの項 $a^K$ だけでも両方の項を使う場合とほぼ同じ性能で（表 3）、
+# 論文の翻訳モデルでは、base モデルが $k = 16$、big モデルが $k = 8$ を使いました（§4.1）。
+# base モデル（英独翻訳、newstest2013、§4.3）で $k$ を変えても（論文の表 2）、$k = 2$ 以上ではほとんど差がありませんでした。
+# また、キーの項 $a^K$ だけでも両方の項を使う場合とほぼ同じ性能でした（表 3）。
 # 相対位置の表現に正弦波の絶対位置エンコーディングを加えても、それ以上の改善はありませんでした（論文の要旨）。
 #
 # `posenc.RelativePositionEmbedding(k, d_z)` がこの表を 1 つ持ちます。
@@ -159,10 +161,12 @@ offset.clamp(-k_clip, k_clip)
 # $\pm k$ outwards the two triangles are flat. The check after the figure
 # confirms it on the table above ($k = 3$).
 #
-# When a decoder generates with a KV cache, the $q$ new queries are the last $q$ of the
+# When a decoder generates with a [KV cache](../docs/glossary.md#kv-cache), the $q$
+# new queries are the last $q$ of the
 # $n$ tokens, so query $i$ sits at position $i + n - q$ (the alignment that `posenc` uses
 # everywhere). `rel(q, n)` follows it: its rows are the last $q$ rows of `rel(n, n)`,
-# as the check after the figure confirms.
+# as the check after the figure confirms. Hugging Face's BERT does not always (see
+# [*How the libraries differ*](#how-the-libraries-differ)).
 
 # %% [markdown] lang="ja"
 # 下のヒートマップは、同じ相対位置を $n = 24$、$k = 4$ で描いたものです。
@@ -171,9 +175,10 @@ offset.clamp(-k_clip, k_clip)
 # 対角線 $\pm k$ から外側では、2 つの三角形がどちらも一様な色になります。
 # 図の後のセルで、上の表（$k = 3$）についてこれを確かめます。
 #
-# KV キャッシュを使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
 # つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。
 # `rel(q, n)` もこれに従います。その行は `rel(n, n)` の最後の $q$ 行です。図の後のセルでこれを確かめます。
+# ただし Hugging Face の BERT は、いつもこうなるわけではありません（[「ライブラリによる違い」](#ライブラリによる違い)の節）。
 
 # %% alt={"en": ["Heatmap of the clipped offset clip(j \u2212 i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from \u22123 to 3; from the diagonals \u00b14 outwards the two triangles are flat, \u22124 (blue) below and 4 (red) above."], "ja": ["n = 24\u3001k = 4 \u3067\u30af\u30ea\u30c3\u30d7\u3057\u305f\u76f8\u5bfe\u4f4d\u7f6e clip(j \u2212 i, k) \u306e\u30d2\u30fc\u30c8\u30de\u30c3\u30d7\uff08\u7e26\u8ef8\u306f\u30af\u30a8\u30ea i\u3001\u6a2a\u8ef8\u306f\u30ad\u30fc j\u30010\u301c23\uff09\u3002\u5024\u304c\u5909\u308f\u308b\u306e\u306f\u4e2d\u592e\u306e 7 \u672c\u306e\u5bfe\u89d2\u7dda\u3060\u3051\u3067\u3001\u22123 \u304b\u3089 3 \u307e\u3067\u4e26\u3073\u307e\u3059\u3002\u5bfe\u89d2\u7dda \u00b14 \u304b\u3089\u5916\u5074\u306e 2 \u3064\u306e\u4e09\u89d2\u5f62\u306f\u4e00\u69d8\u3067\u3001\u4e0b\u304c \u22124\uff08\u9752\uff09\u3001\u4e0a\u304c 4\uff08\u8d64\uff09\u3067\u3059\u3002"]}
 big_n, big_k = 24, 4
@@ -295,9 +300,13 @@ assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 # ## What the direct computation costs
 #
 # The tensor $a^K$ has one vector of size $d_z$ for every pair of positions: $n^2 d_z$
-# numbers, per table and per layer. Shaw et al. share the tables across the heads and
-# across the sequences of a batch, which keeps it at $n^2 d_z$ instead of $h\, n^2 d_z$
-# for $h$ heads. It is still quadratic in $n$ with a factor $d_z$ that the score matrix
+# numbers, per table and per layer. Shaw et al. (§3.3) propose to share the tables
+# across the heads and across the sequences of a batch, which keeps it at
+# $n^2 d_z$ instead of $h\, n^2 d_z$ for $h$ heads, and tensor2tensor's
+# `dot_product_attention_relative` shares them so. Their own experiments did not
+# all share: the base model (§4.1) kept one table per layer and head, $h\, n^2 d_z$
+# per layer, the count below; only the big model shared across heads. Either way
+# it is quadratic in $n$ with a factor $d_z$ that the score matrix
 # does not have. Huang et al. (2018, Music Transformer) count it for one layer with
 # $n = 2048$, $h = 8$ heads of size $d_z = 64$ (a model width of 512), and a table per
 # head. The cell below computes the bytes from the shapes alone, with tensors on
@@ -313,9 +322,13 @@ assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 #
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。
 # 表 1 つ、層 1 つあたり $n^2 d_z$ 個の数です。
-# Shaw らは表をヘッド間でも、バッチ内の系列間でも共有するので、
-# $h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
-# それでも $n$ の 2 乗に比例し、しかもスコア行列にはない $d_z$ 倍がかかります。
+# Shaw ら（§3.3）は、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。
+# そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
+# tensor2tensor の `dot_product_attention_relative` も、このように共有します。
+# ただし、論文の実験がすべて共有していたわけではありません。
+# base モデル（§4.1）は層ごと、ヘッドごとに表を持ち、層あたり $h\, n^2 d_z$ 個で、これは下で数える量です。
+# ヘッド間で共有したのは big モデルだけです。
+# どちらにしても $n$ の 2 乗に比例し、しかもスコア行列にはない $d_z$ 倍がかかります。
 # Huang ら（2018、Music Transformer）は、$n = 2048$、次元数 $d_z = 64$ のヘッドが $h = 8$ 個
 # （モデルの幅は 512）で、ヘッドごとに表を持つ 1 層についてこの量を見積もっています。
 # 次のセルでは、形状だけからバイト数を計算します。
@@ -365,7 +378,9 @@ print(
 # matrix product after moving the position axis of the queries to the front, then a
 # move back to add it to the first term. The values work the same way, with the weights
 # $\alpha_{i1}, \dots, \alpha_{in}$ in place of the query and $a^V_{i1}, \dots, a^V_{in}$
-# as an $n \times d_z$ matrix.
+# as an $n \times d_z$ matrix. The paper puts the price of this form, in its
+# translation experiments, at a 7 % drop in training steps per second, with the
+# model and batch sizes of Vaswani et al. still fitting on P100 GPUs (§3.3).
 #
 # The cell below is a line-by-line port of tensor2tensor's `_relative_attention_inner`
 # (TensorFlow code, so a port is what can run here), which does exactly this,
@@ -374,8 +389,10 @@ print(
 # intermediates are $a^K$ itself, $n^2 d_z$ numbers once for the whole batch,
 # products of $b\,h\,n^2$ numbers (the scores and `x_tz`) and tensors of the size
 # of the queries, $b\,h\,n\,d_z$. Which is largest depends on $b\,h$, $n$ and
-# $d_z$: here $a^K$, but with 4 sequences instead of 2 the others. The cell records
-# the size of every tensor formed and checks both cases.
+# $d_z$: $a^K$ is the largest when $b\,h < \min(n, d_z)$, since $n^2 d_z$ must beat
+# both $b\,h\,n^2$ and $b\,h\,n\,d_z$. Here $b\,h = 6$, $n = 7$ and $d_z = 8$, so it is
+# $a^K$; with 4 sequences instead of 2 it is the others. The cell records the size
+# of every tensor formed and checks both cases.
 
 # %% [markdown] lang="ja"
 # ## 論文の効率的な形：2 つの項
@@ -392,13 +409,17 @@ print(
 # クエリの位置の軸を先頭に移してバッチ行列積を 1 回行い、軸を戻して 1 つ目の項に足します。
 # バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を、
 # $n \times d_z$ 行列として $a^V_{i1}, \dots, a^V_{in}$ を使います。
+# 論文によると、翻訳の実験でこの形にかかった代償は、1 秒あたりの学習ステップ数の 7% の低下でした。
+# Vaswani らと同じモデルとバッチの大きさは、P100 GPU にそのまま収まりました（§3.3）。
 #
 # 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです（TensorFlow のコードなので、ここでは移植で確かめます）。
 # 2 系列・3 ヘッドのバッチで直接計算と照合します。
 # $b\,h\,n^2 d_z$ の大きさのものは作りません。
 # 中間結果は、バッチ全体で 1 つだけの $a^K$（$n^2 d_z$ 個の数）、$b\,h\,n^2$ 個の数からなる積（スコアと `x_tz`）、
 # そしてクエリと同じ大きさ $b\,h\,n\,d_z$ のテンソルです。
-# どれが最も大きいかは $b\,h$、$n$、$d_z$ で決まります。ここでは $a^K$ ですが、系列を 2 つから 4 つにすると、ほかのものが大きくなります。
+# どれが最も大きいかは $b\,h$、$n$、$d_z$ で決まります。
+# $n^2 d_z$ が $b\,h\,n^2$ と $b\,h\,n\,d_z$ の両方を上回る必要があるので、$a^K$ が最も大きいのは $b\,h < \min(n, d_z)$ のときです。
+# ここでは $b\,h = 6$、$n = 7$、$d_z = 8$ なので $a^K$ が最も大きく、系列を 2 つから 4 つにすると、ほかのものが大きくなります。
 # セルでは、作られたすべてのテンソルの大きさを記録し、両方の場合を確かめます。
 
 
@@ -432,10 +453,11 @@ with torch.no_grad():
 formed = []  # numel of a^K and of every tensor relative_inner forms
 two_terms = shaw_two_terms(qb, kb, vb, a_k, a_v)
 assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
-assert max(formed) == n * n * d_z < b * h * n * n * d_z  # b h = 6 < d_z: a^K
+assert b * h < min(n, d_z)  # 6 < min(7, 8): a^K is the largest
+assert max(formed) == n * n * d_z < b * h * n * n * d_z
 
 formed = []  # 4 sequences: the [b, h, n, *] tensors outgrow a^K
-wide = [torch.randn(4, h, n, d_z) for _ in range(3)]
+wide = [torch.randn(4, h, n, d_z) for _ in range(3)]  # b h = 12 > min(n, d_z)
 shaw_two_terms(*wide, a_k, a_v)
 assert max(formed) == 4 * h * n * max(n, d_z) > n * n * d_z
 
@@ -737,7 +759,11 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # `max_position_embeddings` $M$, indexed by the offset the other way round, $i - j$
 # (`position_ids_l - position_ids_r`), plus $M - 1$. A table trained there reads
 # reversed here. The query positions are $0, 1, \dots$ without a cache, and the
-# single position $k_{\mathrm{len}} - 1$ with one. `"relative_key_query"` adds a
+# single position $k_{\mathrm{len}} - 1$ with one. That is right for a decode step
+# of one token and wrong for every other query of a longer call with a cache. A
+# BERT decoder (`is_decoder=True`) called with `use_cache=True` creates an empty
+# cache on its first call (`BertEncoder.forward` in 4.57.6), so already its $n$
+# prompt tokens all get the query position $n - 1$. `"relative_key_query"` adds a
 # third term, the key against the same edge vector, $x_j W^K (a_{ij})^\top$
 # (Huang et al. 2020). Both build the $(n, n, d_z)$ tensor and contract it with
 # `einsum`. DeBERTa (He et al. 2021) goes one step further: its relative position
@@ -750,7 +776,10 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # checks `posenc` against tensor2tensor's index rule (a port) and against the row
 # indices that transformers 4.57.6 itself looked up for $n = M = 6$ (captured
 # with a hook on `distance_embedding`, in a separate environment): a Hugging Face
-# table is a `posenc` table with its rows reversed.
+# table is a `posenc` table with its rows reversed. With `use_cache=True` on a
+# decoder, the same call looked up one row of indices, the last row of the
+# uncached lookup, broadcast to all six queries; `posenc`'s `rel(1, n)` gives that
+# row for the one query of a decode step.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
@@ -776,6 +805,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # 逆向きの相対位置 $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足したインデックスで引きます。
 # そのため、Hugging Face で学習した表をここで使うと、行が逆順に読まれます。
 # クエリの位置は、キャッシュがなければ $0, 1, \dots$、キャッシュがあれば 1 つの位置 $k_{\mathrm{len}} - 1$ です。
+# 1 トークンのデコードの 1 ステップならこれで正しいのですが、キャッシュ付きで複数のトークンを一度に渡すと、最後以外のクエリの位置は誤りになります。
+# BERT をデコーダ（`is_decoder=True`）として `use_cache=True` で呼ぶと、最初の呼び出しで空のキャッシュが作られます
+# （4.57.6 の `BertEncoder.forward`）。そのため、プロンプトの $n$ 個のトークンがすでに、どれもクエリの位置 $n - 1$ になります。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルに対するキーの項
 # $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
@@ -789,6 +821,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # さらに、transformers 4.57.6 自身が $n = M = 6$ で引いた行のインデックスとも比べます。
 # これは別の環境で `distance_embedding` にフックを付けて記録したものです。
 # こうして、Hugging Face の表が行を逆順にした `posenc` の表であることを確かめます。
+# デコーダで `use_cache=True` とすると、同じ呼び出しで引かれたインデックスは 1 行だけでした。
+# それはキャッシュなしで引いた最後の行で、6 つのクエリすべてにブロードキャストされます。
+# デコードの 1 ステップのクエリ 1 つについては、`posenc` の `rel(1, n)` がその行を与えます。
 
 # %%
 n, d_z = 6, 4
@@ -820,12 +855,22 @@ hf_rows = torch.tensor(
     ]
 )
 
+# the same call on a decoder with use_cache=True (an empty cache is created):
+# one row of indices for all six queries, hook output shape [1, 6]
+hf_rows_cached = torch.tensor([[10, 9, 8, 7, 6, 5]])
+assert torch.equal(hf_rows_cached, hf_rows[-1:])  # every query: the last one
+
 for q_len in (1, 3, n):  # tensor2tensor's index is posenc's
     rows = rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)]
     assert torch.equal(rows, rel(q_len, n))
 hf_table = rel.embedding.weight.detach().flip(0)  # rows reversed
 assert torch.equal(hf_table[hf_rows], ours)  # HF's lookup of the reversed table
 assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
+cached = hf_table[hf_rows_cached].expand(n, n, d_z)  # broadcast to 6 queries
+with torch.no_grad():
+    assert torch.equal(cached[-1:], rel(1, n))  # right for one decode query
+wrong = [i for i in range(n) if not torch.equal(cached[i], ours[i])]
+assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 
 # %% [markdown] lang="en"
 # ## What to remember

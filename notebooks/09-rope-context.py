@@ -795,14 +795,16 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
 # while DeepSeek's attention (Hugging Face's `DeepseekV2Attention` and
 # `DeepseekV3Attention` through `yarn_apply_mscale`, and `MLA` in DeepSeek-V3's own
-# `inference/model.py`) multiplies the softmax scale $1/\sqrt{d_h + d^R_h}$ by
+# `inference/model.py`, whose single `mscale` plays the part of `mscale_all_dim`)
+# multiplies the softmax scale $1/\sqrt{d_h + d^R_h}$ by
 # $g(s, m_{\text{all}})^2$, which reaches every dimension of the logit. The rotary
 # part of a logit is thus multiplied by
 # $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ and
 # the content part by $g(s, m_{\text{all}})^2$:
 # $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
 # When the two keys are equal, as in both released configurations, the factor on cos
-# and sin is a number divided by itself: exactly 1. The rotation then only rotates, and
+# and sin is a number divided by itself: exactly 1 (DeepSeek-V3's own code has no
+# factor on cos and sin at all). The rotation then only rotates, and
 # the whole temperature sits in the softmax scale, where it multiplies the content and
 # the rotary parts alike: by $g(40, 0.707)^2 = 1.5896$ for V2 and
 # $g(40, 1)^2 = 1.8739$ for V3. Through cos and sin alone it could reach only the 64
@@ -833,10 +835,12 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
 # 一方、DeepSeek のアテンションは、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。
 # Hugging Face の `DeepseekV2Attention` と `DeepseekV3Attention` では `yarn_apply_mscale` が、DeepSeek-V3 自身のコードでは `inference/model.py` の `MLA` がこれを行います。
+# DeepSeek-V3 自身のコードのキーは `mscale` 1 つだけで、これが `mscale_all_dim` の役割を果たします。
 # こちらはスコアのすべての次元に効きます。
 # したがってスコアのうち回転する部分には $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ が、内容の部分には $g(s, m_{\text{all}})^2$ が掛かります。
 # $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
 # 公開されている 2 つの設定のように 2 つのキーが等しいとき、cos と sin に掛かる係数は同じ数をそれ自身で割ったもので、ちょうど 1 です。
+# DeepSeek-V3 自身のコードは、cos と sin に係数をまったく掛けません。
 # このとき回転は回転するだけで、温度はすべて softmax のスケールが受け持ちます。そこでは内容の部分と回転する部分の両方に等しく掛かります。
 # その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。cos と sin だけでは、回転する 64 次元にしか届きません。
 # `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数です。softmax のスケールは回転ではなくアテンションの側に属します。
@@ -1015,9 +1019,9 @@ plt.show()
 # keeps only lists that do not decrease with $i$ ($\lambda_i \le \lambda_{i+1}$), so a
 # slower pair is never interpolated less than a faster one. The search exploits two
 # non-uniformities that the paper reports for LLaMA2-7B. Over frequencies: one factor
-# per pair beats PI, dynamic NTK and YaRN; at 8192 positions without fine-tuning, the searched
-# factors give a PG19 perplexity of 9.37, against 10.65 for PI, 10.21 for dynamic NTK
-# and 32.64 for YaRN (their Table 1). Over positions: the first $\hat{n}$ positions
+# per pair beats PI, dynamic NTK and YaRN; at 8192 positions without fine-tuning, the
+# searched factors give a PG19 perplexity of 9.37, against 10.65 for PI, 10.21 for
+# dynamic NTK and 32.64 for YaRN (their Table 1). Over positions: the first $\hat{n}$ positions
 # keep the original RoPE, because the first tokens receive large attention scores (as
 # StreamingLLM observed); keeping 64 of them lowers PI's perplexity at 8192 from
 # 10.65 to 10.49 (their Table 2). The full method also extends in stages (fine-tuning
@@ -1049,7 +1053,8 @@ plt.show()
 # attention factor that transformers 5.24.0 returns for this configuration, against
 # $\theta_i / \lambda_i$ computed from the lists, at the switch ($T = 4096$: short,
 # $T = 4097$: long), and against $\sqrt{17/12}$; and it checks that both lists are
-# non-decreasing, as the search requires. The short factors divide by 1.00 to 2.84.
+# non-decreasing, as the authors' search requires. The short factors divide by 1.00 to
+# 2.84.
 # The long ones divide pair 0 by 1.08, and the 14 pairs that never complete a turn
 # within $L$ (34 to 47) by 63.14 to 64.84, about twice $s$: at position 131071 their
 # angles reach only about half of their trained arc $L\theta_i$. YaRN with $s = 32$, for
@@ -1093,7 +1098,7 @@ plt.show()
 # `LongRopeScaling` を、まず transformers 5.24.0 がこの設定で返す各組 5 つの周波数とアテンションの係数と照らし合わせます。
 # 次に、列から計算した $\theta_i / \lambda_i$ と比べます。
 # 切り替わりの前後（$T = 4096$ では短い入力用、$T = 4097$ では長い入力用）と、係数が $\sqrt{17/12}$ であることも確かめます。
-# さらに、探索の条件どおり、どちらの列も減らないことを確かめます。
+# さらに、著者の探索の条件どおり、どちらの列も減らないことを確かめます。
 # 短い入力用の係数は 1.00 から 2.84 で割ります。
 # 長い入力用の係数はペア 0 を 1.08 で割り、$L$ の間に 1 周もしない 14 組（34 から 47）を 63.14 から 64.84、つまり $s$ のおよそ 2 倍で割ります。
 # 位置 131071 でも、これらのペアの角度は学習した弧 $L\theta_i$ のおよそ半分にしか達しません。

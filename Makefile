@@ -48,9 +48,12 @@ lint-ja: setup
 	$(PY) tools/lint_ja.py $(FILES)
 
 # Runs the whole suite: unit and property tests, notebook pairing and
-# nbval (strict), the site build and the headless-browser checks.
+# nbval (strict), the site build and the headless-browser checks, on one
+# worker per core (tests/conftest.py keeps each notebook, and the site
+# tests, on one worker). WORKERS=0 runs it in one process.
+WORKERS ?= auto
 test: lint
-	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/python -m pytest -n $(WORKERS)
 
 # Re-execute notebooks from their .py sources (NB=notebooks/01-sinusoidal.py
 # for one). Outputs are deterministic, so an unchanged chapter gives a

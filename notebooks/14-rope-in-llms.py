@@ -17,10 +17,11 @@
 #
 # Plain RoPE rotates every pair of features of every head in every layer.
 # Today's large models change that in four ways, and each has a reason that
-# can be computed. GPT-NeoX and Phi rotate only the first features of a head
+# can be computed. GPT-NeoX and Phi, and more recently Qwen3-Next and GLM-4,
+# rotate only the first features of a head
 # ([partial rotation](../docs/glossary.md#partial-rotation));
 # [p-RoPE](../docs/glossary.md#p-rope) (Barbero et al. 2024), used by Gemma 4's
-# full-attention layers, instead drops the
+# [full-attention](../docs/glossary.md#full-attention) layers, instead drops the
 # lowest frequencies, which is a different thing. DeepSeek-V2 and V3 compress
 # keys and values into a small latent vector and keep RoPE out of it on a
 # separate small key. Llama 4 and Cohere's Command A leave RoPE out of some
@@ -37,9 +38,10 @@
 # # 現在の LLM の回転位置埋め込み
 #
 # 素の RoPE は、すべての層のすべてのヘッドで、次元のペアをすべて回転させます。
-# 現在の大規模なモデルはこれを 4 つの方向に変えており、どれにも計算で確かめられる理由があります。
-# GPT-NeoX と Phi はヘッドの最初の次元だけを回転させます（[部分回転](../docs/glossary.ja.md#partial-rotation)）。
-# [p-RoPE](../docs/glossary.ja.md#p-rope)（Barbero ら 2024）は、Gemma 4 の全体アテンションの層で使われており、代わりに最も低い周波数を取り除きます。これは別物です。
+# 現在の大規模なモデルは、これを 4 通りに変えています。どの変更にも、計算で確かめられる理由があります。
+# GPT-NeoX と Phi、そして最近の Qwen3-Next と GLM-4 は、ヘッドの先頭の一部の次元だけを回転させます（[部分回転](../docs/glossary.ja.md#partial-rotation)）。
+# [p-RoPE](../docs/glossary.ja.md#p-rope)（Barbero ら 2024）は Gemma 4 の[全体アテンション](../docs/glossary.ja.md#full-attention)の層で使われており、
+# 最も低い周波数を取り除きます。これは部分回転とは別物です。
 # DeepSeek-V2 と V3 はキーとバリューを小さな潜在ベクトルに圧縮し、RoPE をそこから外して、別の小さなキーにだけ掛けます。
 # Llama 4 と Cohere の Command A は、一部の層から RoPE をまったく外し、RoPE の層はチャンクやウィンドウの中に限ります。
 # 以下のどの式も、Hugging Face transformers が出力した数値（バージョンと呼び出し方を添えて貼っています）、
@@ -93,25 +95,38 @@ f64 = torch.float64
 # first $r$, p-RoPE the pairs $(i, i + d/2)$ for $i < k$. The check takes
 # $d = 16$, $b = 10^4$ and a fraction of $1/4$ and compares `posenc` with the
 # frequencies that transformers 5.24.0 computes for both.
+#
+# Partial rotation is not only history. In transformers 5.24.0, Qwen3-Next
+# (and Qwen3.5) default to `partial_rotary_factor` 0.25 with heads of 256
+# features, GLM-4 to 0.5 with heads of 128 (it rotates interleaved pairs),
+# and MiniMax-M2's checkpoints state it as `rotary_dim`, which Hugging Face
+# turns into `rotary_dim / head_dim`. The check also compares the frequencies
+# of the first two, with their default fractions and a head of 16, with
+# `rope_frequencies` of the rotated size.
 
 # %% [markdown] lang="ja"
 # ## 部分回転と p-RoPE
 #
 # GPT-NeoX（`rotary_pct`。GPT-NeoX-20B では 0.25）と Phi（`partial_rotary_factor`）は、
-# ヘッドの最初の $r$ 次元を回転させ、残りの $d - r$ 次元はそのまま通します。
-# 回転する部分は次元数 $r$ の通常の RoPE なので、周波数は次のとおりです。
+# ヘッドの先頭の $r$ 次元を回転させ、残りの $d - r$ 次元はそのまま通します。
+# 回転させる部分は次元数 $r$ の通常の RoPE なので、周波数は次のとおりです。
 #
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
 # これは 1 からほぼ $1/b$ まで下がります。スペクトル全体を、少ないペアに詰め込んだものです。
-# p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ を使い、最初の $k = \lfloor p\,d/2 \rfloor$ 個だけを回転させ、残りを 0 にします。
+# p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ を使い、先頭の $k = \lfloor p\,d/2 \rfloor$ 個だけを回転させ、残りを 0 にします。
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
 #
 # つまり p-RoPE は最も低い周波数を捨てて最も速いものを残し、部分回転は全範囲を粗い間隔で残します。
-# Hugging Face の[半分割配置](../docs/glossary.ja.md#half-layout)では、回転する次元も違います。
-# 部分回転は最初の $r$ 次元を、p-RoPE は $i < k$ のペア $(i, i + d/2)$ を回転させます。
-# 次のセルでは、$d = 16$、$b = 10^4$、割合 $1/4$ について、`posenc` を transformers 5.24.0 が両方について計算した周波数と比べます。
+# Hugging Face の[半分割配置](../docs/glossary.ja.md#half-layout)では、回転させる次元も違います。
+# 部分回転は先頭の $r$ 次元を、p-RoPE は $i < k$ のペア $(i, i + d/2)$ を回転させます。
+# 次のセルでは、$d = 16$、$b = 10^4$、割合 $1/4$ の場合に、両方の方式について、`posenc` の周波数を transformers 5.24.0 が計算した値と比べます。
+#
+# 部分回転は過去の手法ではありません。transformers 5.24.0 では、Qwen3-Next（および Qwen3.5）の `partial_rotary_factor` の既定値は 0.25 で、ヘッドの次元数は 256 です。
+# GLM-4 の既定値は 0.5 でヘッドの次元数は 128 です（隣り合う次元どうしをペアにして回転させます）。
+# MiniMax-M2 のチェックポイントは部分回転を `rotary_dim` で表し、Hugging Face はこれを `rotary_dim / head_dim` に換算します。
+# 次のセルでは、前の 2 つについても、既定の割合と次元数 16 のヘッドでの周波数を、回転させる次元数の `rope_frequencies` と比べます。
 
 # %%
 d, r = 16, 4
@@ -125,6 +140,14 @@ hf_partial = [1.0, 0.009999999776482582]
 hf_proportional = [1.0, 0.3162277638912201, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 assert_close(rope_frequencies(r), torch.tensor(hf_partial))
 assert_close(rope_frequencies(d, scaling=p_rope), torch.tensor(hf_proportional))
+# Qwen3NextRotaryEmbedding(Qwen3NextConfig(hidden_size=64,
+#   num_attention_heads=4, head_dim=16)).inv_freq (default factor 0.25), and
+#   Glm4RotaryEmbedding(Glm4Config(...the same...)).inv_freq (default 0.5)
+hf_qwen3_next = [1.0, 0.009999999776482582]
+hf_glm4 = [1.0, 0.10000000149011612, 0.009999999776482582,
+           0.0010000000474974513]  # fmt: skip
+assert_close(rope_frequencies(d // 4), torch.tensor(hf_qwen3_next))
+assert_close(rope_frequencies(d // 2), torch.tensor(hf_glm4))
 
 x = torch.randn(5, d, dtype=f64)
 pos = torch.arange(5)
@@ -141,15 +164,15 @@ print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
 # wavelengths $2\pi/\theta$ of the pairs each scheme rotates. Partial
 # rotation spans nearly the same range as full RoPE with 16 points instead
 # of 64;
-# p-RoPE keeps the 16 shortest wavelengths, the longest about 50 positions
-# at $b = 10^4$.
+# p-RoPE keeps the 16 shortest wavelengths, the longest
+# $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ positions at $b = 10^4$.
 
 # %% [markdown] lang="ja"
 # $d = 128$ のヘッドの 4 分の 1 を回転させる場合について、図は各方式が回転させるペアの波長 $2\pi/\theta$ を示します。
 # 部分回転は通常の RoPE とほぼ同じ範囲を 64 点ではなく 16 点で覆います。
-# p-RoPE は最も短い 16 個の波長を残し、$b = 10^4$ では最長でも約 50 の位置です。
+# p-RoPE は最も短い 16 個の波長を残します。$b = 10^4$ では、最も長いものでも $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ 位置です。
 
-# %% alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 50 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 50 だけを覆います。"]}
+# %% alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 54 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 54 だけを覆います。"]}
 d = 128
 schemes = {
     "RoPE": rope_frequencies(d),
@@ -171,7 +194,8 @@ ax.legend()
 plt.show()
 p_longest = (2 * math.pi / schemes["p-RoPE, $p = 0.25$"][:16].double()).max()
 r_longest = (2 * math.pi / schemes["RoPE, $r = 32$"].double()).max()
-assert 45 < p_longest < 55 and 34_000 < r_longest < 36_000
+assert math.isclose(p_longest, 2 * math.pi * 10 ** (4 * 30 / 128), rel_tol=1e-5)
+assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 
 # %% [markdown] lang="en"
 # ## Why drop the lowest frequencies: semantic channels
@@ -192,27 +216,34 @@ assert 45 < p_longest < 55 and 34_000 < r_longest < 36_000
 # range. Their argument is that such channels are not robust over long
 # contexts and that a larger base (500,000 in Llama 3) helps because it
 # slows them further. p-RoPE removes the rotation from the lowest pairs
-# altogether, which makes them exact content channels at any distance; they
-# report that Gemma 2B models trained with p-RoPE match or improve on RoPE.
-# The check computes the factor from rotated vectors, for RoPE and p-RoPE.
+# altogether, which makes them exact content channels at any distance. They
+# trained Gemma 2B models from scratch (base $10^4$, 8k context) and report
+# that truncating the lowest frequencies "not only maintains the same
+# performance, but even seems to improve the validation perplexity" (their
+# Table 2; we have not checked which fractions it lists). The check computes
+# the factor from rotated vectors, for RoPE and p-RoPE.
 
 # %% [markdown] lang="ja"
 # ## なぜ最も低い周波数を捨てるのか：意味のチャネル
 #
 # Barbero ら（2024）は Gemma 7B の内部を調べ、次のように報告しています。
-# Gemma は最も高い周波数を使って鋭い位置のアテンションヘッド（たとえば直前のトークンを見るヘッド）を作り、
+# Gemma は最も高い周波数を使って、位置に基づく鋭いアテンションヘッド（たとえば直前のトークンを見るヘッド）を作り、
 # クエリとキーのノルムの多くを最も低い周波数に載せています。
-# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働きます。
-# それでも遅いペアも回ってはいます。距離 $m - n$ では、等しいベクトルどうしのスコアへのペア $i$ の寄与に $\cos((m - n)\theta_i)$ が掛かります。
-# ヘッドの次元数 128、$b = 10^4$ の最も低いペアでは $\theta_{63} = 10^{-4 \cdot 126/128}$ で、距離 8192 での係数は次の値です。
+# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働く、という見立てです。
+# とはいえ、遅いペアも回転はしています。
+# クエリとキーが等しいベクトルなら、距離 $m - n$ でのスコアのうち、ペア $i$ の寄与には $\cos((m - n)\theta_i)$ が掛かります。
+# ヘッドの次元数 128、$b = 10^4$ の最も低いペアでは $\theta_{63} = 10^{-4 \cdot 126/128}$ で、距離 8192 での因子は次の値です。
 #
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.59,$$
 #
 # つまり、このチャネルを通る内容の一致は、遠くではスコアの 41 % を失います。
-# 彼らの主張は、こうしたチャネルは長いコンテキストでは頑健でなく、底を大きくする（Llama 3 では 500,000）とそれらがさらに遅くなるので役に立つ、というものです。
+# Barbero らは、こうしたチャネルは長いコンテキストでは頑健でないと論じています。
+# 底を大きくする（Llama 3 では 500,000）と役に立つのは、チャネルの回転がさらに遅くなるからだ、という説明です。
 # p-RoPE は最も低いペアから回転を完全に取り除くので、それらはどの距離でも正確な内容のチャネルになります。
-# 彼らは、p-RoPE で学習した Gemma 2B のモデルが RoPE と同等かそれ以上の結果になったと報告しています。
-# 次のセルでは、RoPE と p-RoPE について回転したベクトルからこの係数を計算します。
+# Barbero らは Gemma 2B のモデルを一から学習しました（底 $10^4$、コンテキスト長 8k）。
+# 最も低い周波数を取り除いても性能は保たれ、検証データでのパープレキシティはむしろ改善するように見える、と報告しています
+# （論文の表 2。表にどの割合が載っているかは確認していません）。
+# 次のセルでは、RoPE と p-RoPE について、回転したベクトルからこの因子を計算します。
 
 # %%
 lowest = torch.zeros(1, 128, dtype=f64)
@@ -254,7 +285,7 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 #
 # DeepSeek-V2（DeepSeek-AI 2024）は[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)を使います。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れるヘッドごとのキーとバリューを、トークンごとに 1 本の小さな潜在ベクトルで置き換える方式です。
-# トークン $t$ の入力を $h_t$ とすると、次元を下げる射影が大きさ $d_c$ の潜在ベクトル $c^{KV}_t = W^{DKV} h_t$ を作り、
+# トークン $t$ の入力を $h_t$ とすると、次元を下げる射影が次元数 $d_c$ の潜在ベクトル $c^{KV}_t = W^{DKV} h_t$ を作り、
 # ヘッド $i$ ごとに次元を上げる射影がキーとバリューを作ります。
 #
 # $$k^{C}_{t,i} = W^{UK}_i\, c^{KV}_t, \qquad v^{C}_{t,i} = W^{UV}_i\, c^{KV}_t .$$
@@ -264,7 +295,7 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 #
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
-# そのため $W^{UK}_i$ は一度だけクエリの側に吸収でき、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
+# そのため $W^{UK}_i$ はあらかじめクエリ側に吸収しておけるので、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
 # 同じように $W^{UV}_i$ は出力の射影に吸収できます。これがこの設計の要点です。
 
 # %% [markdown] lang="en"
@@ -280,7 +311,8 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 # precomputed and the keys would have to be rebuilt from the latent for
 # every new query. The DeepSeek-V2 paper makes this argument: a RoPE matrix
 # that depends on the generated token sits between $W^{Q}$ and $W^{UK}$,
-# and matrix multiplication does not commute. The check builds the middle
+# and matrix multiplication does not commute, so $W^{UK}$ cannot be
+# absorbed. The check builds the middle
 # matrix for three pairs of positions: it depends on the offset only, and
 # it changes with the offset.
 
@@ -291,11 +323,11 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 #
 # $$\big(R_t W^{UQ}_i c^{Q}_t\big)^\top R_j W^{UK}_i c^{KV}_j = c^{Q\top}_t \big(W^{UQ\top}_i R_{j-t} W^{UK}_i\big)\, c^{KV}_j .$$
 #
-# 真ん中の行列は差 $j - t$ で決まるようになり、キャッシュしたキーごとに別の行列になります。
+# 真ん中の行列は相対位置 $j - t$ で決まるようになり、キャッシュしたキーごとに別の行列になります。
 # そのため 1 つの積を前もって計算しておくことはできません。新しいクエリのたびに、潜在ベクトルからキーを作り直す必要があります。
-# DeepSeek-V2 の論文もこう論じています。生成中のトークンに依存する RoPE の行列が $W^{Q}$ と $W^{UK}$ のあいだに入り、
-# 行列の積は可換ではないからです。
-# 次のセルでは 3 組の位置について真ん中の行列を作ります。行列は差だけで決まり、差が変わると変わります。
+# DeepSeek-V2 の論文も同じ議論をしています。生成中のトークンに依存する RoPE の行列が $W^{Q}$ と $W^{UK}$ のあいだに入り、
+# 行列の積は可換ではないので、$W^{UK}$ を吸収できない、というものです。
+# 次のセルでは 3 組の位置について真ん中の行列を作り、この行列が相対位置だけで決まること、相対位置が変われば行列も変わることを確かめます。
 
 # %%
 gen = torch.Generator().manual_seed(1)
@@ -333,13 +365,15 @@ assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
 # that is 576 against 32,768, which the paper writes as $\tfrac{9}{2} d_h$
 # ($d_c = 4 d_h$, $d^R_h = d_h/2$); DeepSeek-V3 keeps $d_c = 512$ and
 # $d^R_h = 64$ (its Hugging Face configuration: `kv_lora_rank = 512`,
-# `qk_rope_head_dim = 64`).
+# `qk_rope_head_dim = 64`). The check takes the four sizes from the defaults
+# of Hugging Face's `DeepseekV3Config` and compares the two cache sizes with
+# the paper's numbers.
 
 # %% [markdown] lang="ja"
 # ## 分離した RoPE：全ヘッドで共有する小さな回転キー
 #
-# DeepSeek の答えは、位置を別の次元に載せることです。
-# 各ヘッドは大きさ $d^R_h$ の追加のクエリ $q^{R}_{t,i} = \mathrm{RoPE}(W^{QR}_i c^{Q}_t)$ を持ち、
+# DeepSeek は、位置を追加の次元に載せて運び、これを解決しました。
+# 各ヘッドは次元数 $d^R_h$ の追加のクエリ $q^{R}_{t,i} = \mathrm{RoPE}(W^{QR}_i c^{Q}_t)$ を持ち、
 # すべてのヘッドが入力から作る 1 本の回転キー $k^{R}_t = \mathrm{RoPE}(W^{KR} h_t)$ を共有します。
 # ヘッド $i$ のクエリとキーは、それらをつなげたものです。
 #
@@ -352,11 +386,15 @@ assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
 # DeepSeek-V2 の $n_h = 128$、$d_h = 128$、$d_c = 512$、$d^R_h = 64$ では 576 対 32,768 になり、
 # 論文はこれを $\tfrac{9}{2} d_h$ と書いています（$d_c = 4 d_h$、$d^R_h = d_h/2$）。
 # DeepSeek-V3 も $d_c = 512$、$d^R_h = 64$ のままです（Hugging Face の設定では `kv_lora_rank = 512`、`qk_rope_head_dim = 64`）。
+# 次のセルでは、4 つの値を Hugging Face の `DeepseekV3Config` の既定値から取り、2 つのキャッシュの大きさを論文の数値と比べます。
 
 # %%
+# transformers 5.24.0: DeepseekV3Config() defaults (num_attention_heads,
+#   qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim)
 n_h, d_h, d_c, d_hr = 128, 128, 512, 64
 mla, mha = d_c + d_hr, 2 * n_h * d_h
-assert mla == 9 * d_h // 2 and d_c == 4 * d_h and d_hr == d_h // 2
+# DeepSeek-V2's Table 1 with its d_h = 128: (9/2) d_h, and 32,768 for MHA
+assert mla == 9 / 2 * 128 and mha == 32_768
 print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 
 # %% [markdown] lang="en"
@@ -382,10 +420,10 @@ print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 # 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
 # 実装の細部が 2 つあります。
 # 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
-# また DeepSeek-V3 のチェックポイントは回転する次元を隣り合うペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
+# また DeepSeek-V3 のチェックポイントは回転させる次元を隣り合うペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
 # ここでは `layout="interleaved"` を使います。
 # Hugging Face はそのペアを回転させたあと、偶数番目を先にして並べ替えて書き出します。
-# これはクエリとキーの回転する次元を同じように置換するだけなので、スコアはどれも変わりません。
+# これはクエリとキーの回転させる次元を同じように置換するだけなので、スコアはどれも変わりません。
 
 # %%
 # the shapes of transformers 5.24.0's DeepseekV3Attention for
@@ -441,14 +479,22 @@ print(out[:, :4])
 # latent space), score it against the cached $c^{KV}_j$, add the rotary
 # score against the cached $k^{R}_j$, and apply $W^{UV}_i$ after the
 # weighted sum of latents. This second derivation never forms a per-head
-# key or value, and gives the same output.
+# key or value, and gives the same output. The absorbed form is the one the
+# DeepSeek-V2 paper describes for inference. Hugging Face's
+# `DeepseekV3Attention` (transformers 5.24.0) caches the same two tensors,
+# the latent and the rotary key, but does not absorb: at every step it
+# expands them into per-head keys and values (`expand_kv`), as the first
+# derivation does.
 
 # %% [markdown] lang="ja"
 # 同じ層は、キャッシュだけからでも計算できます。
-# $W^{UK}_i$ をクエリに吸収し（$\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$。潜在空間のベクトルです）、
+# まず $W^{UK}_i$ をクエリに吸収します（$\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$。潜在空間のベクトルです）。
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
-# 潜在ベクトルの重み付き和のあとで $W^{UV}_i$ を掛けます。
+# 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
+# この吸収した形は、DeepSeek-V2 の論文が推論について説明している形です。
+# Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
+# ただし吸収はせず、1 つ目の導出と同じく、毎ステップでヘッドごとのキーとバリューに展開します（`expand_kv`）。
 
 
 # %%
@@ -485,19 +531,20 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # With DeepSeek-V3's $s = 40$ and $d_h + d^R_h = 128 + 64 = 192$ that is
-# the value Hugging Face's attention stores, pasted below; `posenc`'s
-# `YarnScaling` gives the rotary factor 1.
+# the value Hugging Face's attention stores, pasted below. Only the rotary
+# factor comes from `posenc` here (`YarnScaling` gives 1); the scale is the
+# formula against the pasted value.
 
 # %% [markdown] lang="ja"
-# DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章を参照）。
+# DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # このとき Hugging Face は回転の係数を $g(s, 1)/g(s, 1) = 1$ のままにし
 # （$g(s, a) = 0.1\,a \ln s + 1$ です）、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
-# DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは下に貼った Hugging Face のアテンションが保持する値になります。
-# `posenc` の `YarnScaling` は回転の係数 1 を返します。
+# DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは下に貼った Hugging Face のアテンションが保持する値と一致します。
+# ここで `posenc` が受け持つのは回転の係数だけで、`YarnScaling` は 1 を返します。スケールは、式の値を貼った値と比べるだけです。
 
 # %%
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
@@ -530,11 +577,18 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
 #
 # The temperature is 1 up to position 8190, $1 + 0.1 \ln 2$ from 8191, and
-# grows like $\ln p$ beyond: the logits of the long-range layers sharpen
-# slowly as the context grows, the idea of Nakanishi's scalable softmax
-# (2025). The check compares `llama4_attention_temperature` with the formula
-# evaluated in plain Python, and the layer pattern and a chunked mask with
-# those of transformers 5.24.0 (chunk size 3 for the mask).
+# grows like $\ln p$ beyond: the scores of the long-range layers sharpen
+# slowly as the context grows. For this temperature tuning, Hugging Face's
+# `Llama4TextAttention` points in a comment to Nakanishi's scalable softmax
+# (2025). The RoPE layers differ in two more ways: they L2-normalise their
+# queries and keys after the rotation (`use_qk_norm`, on by default; the
+# code notes that the 128E model does not use it), and their RoPE has the
+# base $5 \cdot 10^5$ (Hugging Face's default `rope_theta`), although the
+# chunks keep every distance below 8192. The check compares
+# `llama4_attention_temperature` with the query scales that transformers
+# 5.24.0's `Llama4TextAttention` applies, and the layer pattern and a
+# chunked mask with those of transformers 5.24.0 (chunk size 3 for the
+# mask).
 
 # %% [markdown] lang="ja"
 # ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
@@ -551,17 +605,25 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
 #
 # 温度は位置 8190 までは 1、8191 からは $1 + 0.1 \ln 2$ で、その先は $\ln p$ のように大きくなります。
-# 遠くを見る層のロジットは、コンテキストが伸びるにつれてゆっくり鋭くなります。これは Nakanishi の scalable softmax（2025）の考え方です。
-# 次のセルでは、`llama4_attention_temperature` を Python だけで計算した式と比べ、
-# 層の並びとチャンクに分けたマスクを transformers 5.24.0 のもの（マスクはチャンクの大きさ 3）と比べます。
+# 遠くを見る層のスコアは、コンテキストが伸びるにつれてゆっくり鋭くなります。
+# この温度の調整について、Hugging Face の `Llama4TextAttention` はコメントで Nakanishi の scalable softmax（2025）を挙げています。
+# RoPE の層には、ほかにも違いが 2 つあります。
+# 1 つは、回転のあとでクエリとキーを L2 ノルムで正規化することです（`use_qk_norm`。既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
+# もう 1 つは、RoPE の底が $5 \cdot 10^5$ であることです（Hugging Face の `rope_theta` の既定値）。ただし、チャンクがあるので距離はいつも 8192 未満です。
+# 次のセルでは、`llama4_attention_temperature` を transformers 5.24.0 の `Llama4TextAttention` がクエリに掛ける値と比べます。
+# また、層の並びとチャンクに分けたマスクを transformers 5.24.0 のもの（マスクはチャンクの大きさ 3）と比べます。
 
 # %%
-p = torch.tensor([0, 8190, 8191, 16383, 100_000, 1_000_000])
+p = torch.tensor([0, 8190, 8191, 16383, 99_999, 1_000_000])
+# transformers 5.24.0: Llama4TextAttention(Llama4TextConfig(hidden_size=4,
+#   num_attention_heads=1, num_key_value_heads=1, head_dim=4,
+#   num_hidden_layers=4), layer_idx=3) (a NoPE layer), q_proj set to the
+#   identity, on 1,000,001 tokens of ones: the query that reaches the
+#   attention function at the positions p, that is the scale it applies
+hf_scales = [1.0, 1.0, 1.06931471824646, 1.1098612546920776,
+             1.2564949989318848, 1.4812184572219849]  # fmt: skip
 tau = llama4_attention_temperature(p)
-formula = [
-    0.1 * math.log(math.floor((q + 1) / 8192) + 1) + 1 for q in p.tolist()
-]
-assert_close(tau, torch.tensor(formula), rtol=1e-6, atol=0)
+assert_close(tau, torch.tensor(hf_scales), rtol=1e-6, atol=0)
 assert tau[1] == 1 and math.isclose(tau[2], 1 + 0.1 * math.log(2), rel_tol=1e-6)
 print(dict(zip(p.tolist(), [round(t, 4) for t in tau.tolist()], strict=True)))
 
@@ -606,25 +668,34 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 #
 # Cohere's Command A (Cohere 2025) uses the same split with a sliding window
 # instead of chunks: three layers of sliding-window attention with RoPE, then
-# one layer of full attention without positional encoding. In Hugging Face's
+# one layer of [full attention](../docs/glossary.md#full-attention) without
+# positional encoding. In Hugging Face's
 # `Cohere2` code, `sliding_window = 4096` and a pattern of 4 are the
 # defaults, and the attention applies the rotation only when the layer has a
 # sliding window. A window of $W$ lets query $m$ see keys
 # $m - W < n \le m$: the last $W$ tokens, itself included. A window slides
 # with the query, where a chunk restarts at fixed boundaries; both keep the
-# largest distance RoPE sees below $W$ (or $C$). The check compares the layer
-# pattern and a window of 3 with transformers 5.24.0.
+# largest distance RoPE sees below $W$ (or $C$). Yang et al. (2025, *Rope
+# to Nope and Back Again*), a study from Cohere, propose and test this
+# hybrid of RoPE and NoPE layers, and Command R7B has the same layout
+# (Hugging Face's Cohere2 documentation: three sliding-window layers with
+# RoPE, window 4096, then one global layer without positional embeddings).
+# The check compares the layer pattern and a window of 3 with transformers
+# 5.24.0.
 
 # %% [markdown] lang="ja"
-# ## Command A：スライディングウィンドウの RoPE の層と、全体を見る NoPE の層
+# ## Command A：スライディングウィンドウの RoPE の層と、全体アテンションの NoPE の層
 #
 # Cohere の Command A（Cohere 2025）は、チャンクの代わりにスライディングウィンドウで同じ分け方をします。
-# RoPE 付きのスライディングウィンドウのアテンションを 3 層置き、そのあとに位置エンコーディングのない全体アテンションを 1 層置きます。
+# RoPE 付きのスライディングウィンドウのアテンションを 3 層置き、そのあとに位置エンコーディングのない[全体アテンション](../docs/glossary.ja.md#full-attention)を 1 層置きます。
 # Hugging Face の `Cohere2` のコードでは `sliding_window = 4096` と周期 4 が既定値で、
 # アテンションは層にスライディングウィンドウがあるときだけ回転を掛けます。
 # 幅 $W$ のウィンドウでは、クエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ トークンを見ます。
 # ウィンドウはクエリとともに動き、チャンクは決まった境界で区切り直されます。
 # どちらも RoPE が見る最大の距離を $W$（または $C$）未満に保ちます。
+# RoPE の層と NoPE の層を組み合わせるこの方式は、Cohere の研究である Yang ら（2025、*Rope to Nope and Back Again*）が提案し、評価しています。
+# Hugging Face の Cohere2 のドキュメントによれば、Command R7B も同じ構成です。
+# RoPE 付きのスライディングウィンドウ（幅 4096）の層 3 つのあとに、位置埋め込みのない全体アテンションの層が 1 つ来ます。
 # 次のセルでは、層の並びと幅 3 のウィンドウを transformers 5.24.0 と比べます。
 
 # %%
@@ -654,9 +725,10 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 
 # %% [markdown] lang="ja"
 # 図は、チャンクとウィンドウの大きさを 4 として、16 トークンでの 3 つのマスクを描いたものです。
-# Llama 4 のチャンクに分けた RoPE の層、Command A のスライディングウィンドウの RoPE の層、両モデルの NoPE の層の全体の因果的アテンションです。
+# 3 つとは、Llama 4 のチャンクに分けた RoPE の層、Command A のスライディングウィンドウの RoPE の層、両モデルの NoPE の層のマスクです。
+# NoPE の層は全体アテンション、つまり系列全体への因果的アテンションを使います。
 
-# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、見られる成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体の因果的アテンションで、下三角全体です。"]}
+# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、見られる成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
 s = 16
 full = torch.ones(s, s, dtype=torch.bool).tril()
 masks = [chunked_mask(s, 4), sliding_mask(s, 4), full]
@@ -675,10 +747,65 @@ axes[0].set_ylabel(r"$m$")
 plt.show()
 
 # %% [markdown] lang="en"
+# ## RoPE by layer type in Gemma 3 and Gemma 4
+#
+# Gemma 3 and Gemma 4 also vary RoPE by layer type, but unlike the two
+# models above they take it out of no layer: the layer type sets its
+# parameters. In Hugging Face's
+# defaults five sliding-window layers come before each full-attention layer
+# (window 4096 in Gemma 3, 512 in Gemma 4's default configuration); the
+# sliding layers use the base $10^4$ and the full-attention layers $10^6$.
+# Gemma 4's full-attention layers use p-RoPE with the fraction 0.25 of the
+# first section, on heads of 512 features (256 on its sliding layers). The
+# check compares `rope_frequencies` for both kinds of Gemma 4 layer with the
+# inverse frequencies that transformers 5.24.0 computes.
+
+# %% [markdown] lang="ja"
+# ## Gemma 3 と Gemma 4 の、層の種類ごとの RoPE
+#
+# Gemma 3 と Gemma 4 も層の種類ごとに RoPE を変えますが、上の 2 つのモデルとは違い、どの層からも RoPE を外しません。
+# 層の種類で決まるのは、RoPE のパラメータです。
+# Hugging Face の既定値では、スライディングウィンドウの層 5 つのあとに全体アテンションの層が 1 つ来ます。
+# ウィンドウの幅は、Gemma 3 で 4096、Gemma 4 の既定の設定で 512 です。
+# スライディングウィンドウの層は底 $10^4$、全体アテンションの層は底 $10^6$ を使います。
+# Gemma 4 の全体アテンションの層は、最初の節で扱った割合 0.25 の p-RoPE を、次元数 512 のヘッドに使います。
+# スライディングウィンドウの層のヘッドは次元数 256 です。
+# 次のセルでは、Gemma 4 の 2 種類の層について、`rope_frequencies` を transformers 5.24.0 が計算した周波数と比べます。
+
+# %%
+# transformers 5.24.0: Gemma4TextRotaryEmbedding(Gemma4TextConfig()), the
+#   buffers sliding_attention_inv_freq and full_attention_inv_freq: number
+#   of nonzero frequencies, the first three, the sum
+hf_gemma4 = {
+    "sliding_attention": (
+        128,
+        [1.0, 0.9305720329284668, 0.8659643530845642],
+        14.4019775390625,
+    ),
+    "full_attention": (
+        64,
+        [1.0, 0.9474635124206543, 0.8976871371269226],
+        18.43247413635254,
+    ),
+}
+gemma4 = {
+    "sliding_attention": rope_frequencies(256, base=1e4),
+    "full_attention": rope_frequencies(
+        512, base=1e6, scaling=ProportionalScaling(0.25)
+    ),
+}
+for kind, (nonzero, first, total) in hf_gemma4.items():
+    theta = gemma4[kind]
+    assert int((theta > 0).sum()) == nonzero
+    assert_close(theta[:3], torch.tensor(first))
+    assert math.isclose(theta.sum().item(), total, rel_tol=1e-6)
+
+# %% [markdown] lang="en"
 # ## What to remember
 #
-# - Partial rotation (`rotary_pct`) runs a full spectrum of RoPE on the first
-#   $r$ features; p-RoPE keeps the head's fastest frequencies and sets the
+# - Partial rotation (`rotary_pct`, `partial_rotary_factor`: GPT-NeoX, Phi,
+#   Qwen3-Next, GLM-4) runs a full spectrum of RoPE on the first $r$
+#   features; p-RoPE keeps the head's fastest frequencies and sets the
 #   lowest to 0. They rotate different features by different angles.
 # - Slow pairs still turn: at distance $m - n$ a pair contributes with a
 #   factor $\cos((m - n)\theta_i)$; p-RoPE makes the lowest pairs pure
@@ -689,20 +816,23 @@ plt.show()
 #   $d_c + d^R_h$ numbers per token and layer (576 in DeepSeek-V2 and V3).
 # - Llama 4 and Command A mix RoPE layers restricted to chunks or windows
 #   (8192, 4096) with NoPE layers over the whole context; Llama 4 also scales
-#   the NoPE queries by a temperature that grows with $\ln p$.
+#   the NoPE queries by a temperature that grows with $\ln p$. Gemma 3 and 4
+#   keep RoPE in every layer and set its base (and, in Gemma 4, whether it
+#   is p-RoPE) by layer type.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 部分回転（`rotary_pct`）は、最初の $r$ 次元でスペクトル全体の RoPE を使います。
+# - 部分回転（`rotary_pct`、`partial_rotary_factor`。GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元でスペクトル全体の RoPE を使います。
 #   p-RoPE はヘッドの速い周波数を残し、最も低いものを 0 にします。両者は違う次元を違う角度で回転させます。
 # - 遅いペアも回ります。距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
-#   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らの言う意味のチャネル）にします。
-# - MLA は大きさ $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
-#   RoPE を入れると位置に依存する行列がそのあいだに入るので、DeepSeek は全ヘッドで共有する大きさ $d^R_h$ の別のキーを回転させます。
+#   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らが「意味のチャネル」と呼ぶもの）にします。
+# - MLA は次元数 $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
+#   RoPE を入れると位置に依存する行列がそのあいだに入るので、DeepSeek は全ヘッドで共有する次元数 $d^R_h$ の別のキーを回転させます。
 #   トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
-# - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、コンテキスト全体を見る NoPE の層を組み合わせます。
+# - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、全体アテンションの NoPE の層を組み合わせます。
 #   Llama 4 はさらに NoPE の層のクエリに、$\ln p$ のように大きくなる温度を掛けます。
+#   Gemma 3 と 4 はすべての層に RoPE を残し、その底を（Gemma 4 では p-RoPE にするかどうかも）層の種類ごとに決めます。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -721,10 +851,10 @@ plt.show()
 # ## 演習
 #
 # 1. DeepSeek-V2 の MLA の、1 層・トークン 1 つあたりの KV キャッシュを 2 つの方式と比べてください。
-#    1 つは大きさ 128 のキーとバリューのヘッドを 8 つ持つグループ化クエリアテンション、もう 1 つはマルチクエリアテンション（ヘッド 1 つ）です。
+#    1 つは次元数 128 のキーとバリューのヘッドを 8 つ持つグループ化クエリアテンション、もう 1 つはマルチクエリアテンション（ヘッド 1 つ）です。
 #    どれが最も小さいですか。
 # 2. $d = 128$、$b = 10^4$ のヘッドで、残したペアに波長が 8192 を超えるものがない p-RoPE のうち、残すペアの数 $k$ の最大値はいくつですか。
-#    それは周波数の何割 $p$ にあたりますか。
+#    周波数全体に対する割合 $p$ はいくつですか。
 # 3. Llama 4 が 100,000 トークンのコンテキストを読むとします。
 #    チャンクに分けた RoPE の層で最後のクエリが見るキーはいくつですか。また、NoPE の層での最後のクエリの温度はいくつですか。
 
@@ -741,7 +871,7 @@ plt.show()
 # キーとバリューのヘッドが 8 つのグループ化クエリアテンションでは $2 \cdot 8 \cdot 128 = 2048$ 個です。
 # マルチクエリアテンションは $2 \cdot 128 = 256$ 個、MLA は $512 + 64 = 576$ 個です。
 # 最も小さいのはマルチクエリアテンションです。
-# MLA はその中間にあります。それでも、次元を上げる射影のあとではヘッドごとに別のキーとバリューを持ちます。
+# MLA は両者の中間の大きさでありながら、次元を上げる射影のあとではヘッドごとに別々のキーとバリューを持ちます。
 # 論文の表 1 も同じ式で比べています。
 
 # %% tags=["solution"]
@@ -777,17 +907,22 @@ print(f"i <= {i_max:.1f}: k = {k}, p = {k / 64:.3f}")
 # starts at $\lfloor 99{,}999/8192 \rfloor \cdot 8192 = 98{,}304$, so it
 # sees $99{,}999 - 98{,}304 + 1 = 1696$ keys. Its temperature is
 # $0.1 \ln(\lfloor 100{,}000/8192 \rfloor + 1) + 1 = 0.1 \ln 13 + 1 \approx 1.2565$.
+# The check counts the keys with `chunked_mask`, checked above against
+# Hugging Face's mask, and takes the temperature from
+# `llama4_attention_temperature`, checked against Hugging Face's scales.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 最後のクエリは $m = 99{,}999$ にあり、$\lfloor 99{,}999/8192 \rfloor \cdot 8192 = 98{,}304$ から始まるチャンクに属します。
 # したがって見るキーは $99{,}999 - 98{,}304 + 1 = 1696$ 個です。
 # 温度は $0.1 \ln(\lfloor 100{,}000/8192 \rfloor + 1) + 1 = 0.1 \ln 13 + 1 \approx 1.2565$ です。
+# 次のセルでは、上で Hugging Face のマスクと照合した `chunked_mask` でキーを数え、
+# Hugging Face の値と照合した `llama4_attention_temperature` から温度を取ります。
 
 # %% tags=["solution"]
 last = 99_999
-start = last // 8192 * 8192
-seen = sum(1 for n in range(start, last + 1) if n // 8192 == last // 8192)
-assert start == 98_304 and seen == 1696
+row = chunked_mask(100_000, 8192, torch.tensor([last]))[0]
+seen = int(row.sum())
+assert seen == 1696 and int(row.nonzero().min()) == 98_304
 tau = llama4_attention_temperature(torch.tensor([last])).item()
 assert math.isclose(tau, 0.1 * math.log(13) + 1, rel_tol=1e-6)
 print(seen, round(tau, 4))
@@ -809,10 +944,14 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2501.19399>
 # - Cohere (2025). *Command A: An Enterprise-Ready Large Language Model*.
 #   <https://arxiv.org/abs/2504.00698>
+# - Yang et al. (2025). *Rope to Nope and Back Again: A New Hybrid
+#   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
 # - Hugging Face transformers 5.24.0: `modeling_rope_utils.py`
 #   (`_compute_proportional_rope_parameters`), `models/gpt_neox`,
+#   `models/qwen3_next`, `models/glm4`, `models/minimax_m2`,
+#   `models/gemma3`, `models/gemma4`,
 #   `models/deepseek_v3`, `models/llama4`, `models/cohere2`,
-#   `models/gemma4/configuration_gemma4.py`, `masking_utils.py`.
+#   `masking_utils.py`.
 #   <https://github.com/huggingface/transformers>
 
 # %% [markdown] lang="ja"
@@ -832,8 +971,12 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2501.19399>
 # - Cohere (2025). *Command A: An Enterprise-Ready Large Language Model*.
 #   <https://arxiv.org/abs/2504.00698>
+# - Yang et al. (2025). *Rope to Nope and Back Again: A New Hybrid
+#   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
 # - Hugging Face transformers 5.24.0 の `modeling_rope_utils.py`
 #   （`_compute_proportional_rope_parameters`）、`models/gpt_neox`、
+#   `models/qwen3_next`、`models/glm4`、`models/minimax_m2`、
+#   `models/gemma3`、`models/gemma4`、
 #   `models/deepseek_v3`、`models/llama4`、`models/cohere2`、
-#   `models/gemma4/configuration_gemma4.py`、`masking_utils.py`。
+#   `masking_utils.py`。
 #   <https://github.com/huggingface/transformers>

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Real
 
 import torch
@@ -159,7 +159,9 @@ class YarnScaling:
     ``mscale = mscale_all_dim = 1``, so the factor is 1). DeepSeek's attention
     then multiplies its softmax scale by ``get_mscale(s, mscale_all_dim) ** 2``
     (Hugging Face ``DeepseekV3Attention``; not part of this scaling), so the
-    logits scale by ``get_mscale(s, mscale) ** 2`` in all.
+    rotary part of the logits scales by ``get_mscale(s, mscale) ** 2`` in
+    all, and the part that is not rotated (multi-head latent attention's
+    ``qk_nope`` features) by ``get_mscale(s, mscale_all_dim) ** 2``.
 
     Args:
         factor (float): the scaling factor ``s``, finite and > 0.
@@ -391,10 +393,11 @@ class LongRopeScaling:
         original_max_positions (int): ``L``, the context length the model was
             pre-trained with, >= 1 (>= 2 when the default attention factor
             needs ``ln(L)``).
-        factor (float | None): the extension factor ``s``, finite and > 0.
-        attention_factor (float | None): overrides the default attention
-            factor; finite and > 0.
-        max_positions (int | None): the extended context length (Hugging
+        factor (float | None): keyword-only, the extension factor ``s``,
+            finite and > 0.
+        attention_factor (float | None): keyword-only, overrides the default
+            attention factor; finite and > 0.
+        max_positions (int | None): keyword-only, the extended context length (Hugging
             Face's ``max_position_embeddings``), >= 1; sets ``factor`` when
             ``factor`` is not given.
 
@@ -412,9 +415,11 @@ class LongRopeScaling:
     short_factor: tuple[float, ...]
     long_factor: tuple[float, ...]
     original_max_positions: int
-    factor: float | None = None
-    attention_factor: float | None = None
-    max_positions: int | None = None
+    # keyword-only, as in the API contract: three optional numbers in a row
+    # are too easy to pass in the wrong order
+    factor: float | None = field(default=None, kw_only=True)
+    attention_factor: float | None = field(default=None, kw_only=True)
+    max_positions: int | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         short = _check_factor_list("short_factor", self.short_factor)

@@ -702,6 +702,9 @@ def test_longrope_bad_settings():
         LongRopeScaling([1.0], [1.0], 64, attention_factor=-1.0)
     with pytest.raises(ValueError, match=r"^factor must be a finite number greater than 0"):
         LongRopeScaling([1.0], [1.0], 64, factor=math.nan)
+    # the optional numbers are keyword-only (API contract): no silent mix-up
+    with pytest.raises(TypeError, match="positional argument"):
+        LongRopeScaling([1.0], [1.0], 64, 2.0)  # type: ignore[misc]
 
 
 def test_longrope_is_frozen_hashable_and_normalised():

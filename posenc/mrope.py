@@ -64,7 +64,9 @@ def grid_positions(*sizes: int, device: torch.device | str | None = None) -> tor
     ``grid_positions(h, w)`` lists the ``(row, column)`` of the ``h * w``
     patches of an image, the last axis running fastest, as a vision
     transformer flattens them; ``grid_positions(t, h, w)`` lists the
-    ``(frame, row, column)`` of a video's patches.
+    ``(time, row, column)`` of a video's patches (a time step is whatever
+    the model counts: in Qwen2-VL one temporal patch of
+    ``temporal_patch_size = 2`` frames).
 
     Args:
         *sizes (int): the size of each axis, positive integers; at least one.

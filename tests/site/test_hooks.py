@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import assets, math, notebook_css, notebooks, search
+from hooks import api_links, assets, math, notebook_css, notebooks, search
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -554,3 +554,34 @@ def test_used_classes_reads_every_page(tmp_path):
     (tmp_path / "index.html").write_text('<div class="a  b"><p class="c">x</p></div>')
     (tmp_path / "ja" / "index.html").write_text('<span class="d">y</span>')
     assert notebook_css.used_classes(tmp_path) == {"a", "b", "c", "d"}
+
+
+# --------------------------------------------------------------------------
+# API names in the prose link to the reference (hooks/api_links.py)
+
+
+def test_reference_entries_cover_every_public_name():
+    import posenc
+
+    entries = api_links.reference_entries(ROOT / "docs")
+    assert set(entries) == {n for n in posenc.__all__ if not n.startswith("_")}
+    assert entries["apply_rope"] == "api/rope/"
+
+
+def test_api_names_in_prose_become_links_and_nothing_else_does():
+    entries = {"apply_rope": "api/rope/", "RotaryEmbedding": "api/rope/"}
+    html = (
+        "<p>Call <code>apply_rope</code>, <code>posenc.apply_rope()</code> or"
+        " <code>RotaryEmbedding.reserve</code>; not <code>rotate_half</code>,"
+        ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
+        '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
+    )
+    out = api_links.link_api_names(html, "ja/rope/", entries, "ja/")
+    link = '<a class="api-link" href="../api/rope/#posenc.{}"><code>{}</code></a>'
+    assert out == (
+        f"<p>Call {link.format('apply_rope', 'apply_rope')}, "
+        f"{link.format('apply_rope', 'posenc.apply_rope()')} or "
+        f"{link.format('RotaryEmbedding', 'RotaryEmbedding.reserve')}; not <code>rotate_half</code>,"
+        ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
+        '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
+    )

@@ -142,8 +142,16 @@ def test_the_record_is_causal_where_it_must_be(record):
     # a causal model predicts the first N positions of a longer input as at length N,
     # unless a scaling (PI, YaRN) or random positions change every position
     L, longest = record["settings"]["L"], str(8 * record["settings"]["L"])
+    fine_tuned_at = str(record["settings"]["finetune_factor"] * L)
+    checked = 0
     for r in record["runs"]:
         for row, result in r["rows"].items():
+            if row.endswith("+ft") and ("+pi" in row or "+yarn" in row):
+                # the scaling stays at the fine-tuned factor up to 2L: L is a prefix of 2L
+                acc = result["by_position"]
+                assert acc[str(L)] == acc[fine_tuned_at][:L], (r["task"], row)
+                checked += 1
+                continue
             if "+pi" in row or "+yarn" in row or row == "random":
                 continue
             full = result["by_position"][str(max(map(int, result["by_position"])))]
@@ -152,6 +160,7 @@ def test_the_record_is_causal_where_it_must_be(record):
             for condition in ("window", "clip"):
                 if condition in result:  # nothing hidden or clipped before L
                     assert result[condition][:L] == result["by_position"][longest][:L]
+    assert checked == 2 * len(record["tasks"]) * len(record["seeds"])
 
 
 def test_the_summary_reads_the_record(record):
@@ -163,7 +172,9 @@ def test_the_summary_reads_the_record(record):
 
 
 #: The CI slice: runs re-done in the test, which must match the record exactly.
-SLICE = [("recall", "alibi", 0)]
+#: RoPE on copy covers the RoPE path (PI and YaRN, the three fine-tunes, clip and
+#: window) and the copy task; ALiBi on recall a bias and the other task.
+SLICE = [("copy", "rope", 0), ("recall", "alibi", 0)]
 
 
 @pytest.mark.parametrize(("task", "kind", "seed"), SLICE)

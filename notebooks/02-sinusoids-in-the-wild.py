@@ -79,8 +79,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]`. The cell below
 # builds `perm` from the case formula, prints it for $d = 8$ together with its inverse
 # (which is the order $(0, n, 1, n+1, \dots)$ that turns the concatenated table back
-# into the interleaved one), and checks the identity exactly, bit for bit, for both
-# frequency conventions.
+# into the interleaved one), and checks the identity for both frequency
+# conventions against a concatenated table written out from the formula. (Comparing
+# `posenc`'s two layouts with each other would prove little: it builds both from
+# the same sines and cosines, so they agree bit for bit by construction.)
 
 # %% [markdown] lang="ja"
 # ## 1. インターリーブ配置と連結配置：違いは列の並べ替えだけ
@@ -97,7 +99,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # つまり `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です。
 # 次のセルでは、場合分けの式から `perm` を作り、$d = 8$ のときの値とその逆置換を表示します。
 # 逆置換は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
-# そのうえで、2 つの周波数の流儀のどちらでも、この等式がビット単位で厳密に成り立つことを確かめます。
+# そのうえで、2 つの周波数の流儀のどちらでも、式から書き出した連結配置の表とこの等式を照らし合わせます。
+# `posenc` の 2 つの配置どうしを比べても、あまり意味はありません。
+# どちらも同じ正弦と余弦から作るので、ビット単位で一致するのは作り方から当然だからです。
 
 
 # %%
@@ -105,6 +109,18 @@ def layout_permutation(d):
     """pi as an index tensor, d even: concat column c = interleaved perm[c]."""
     n = d // 2
     return torch.tensor([2 * c if c < n else 2 * (c - n) + 1 for c in range(d)])
+
+
+def concat_by_formula(p, d, endpoint=False):
+    """The concatenated table from the formula, in float64: the sines of
+    p w_i, then their cosines, w_i = 10000^(-i/n), or 10000^(-i/(n-1)) with
+    endpoint; a zero column when d is odd (tensor2tensor, fairseq, AllenNLP)."""
+    n = d // 2
+    i = torch.arange(n, dtype=torch.float64)
+    omega = 10000.0 ** (-i / (n - 1 if endpoint else n))
+    angle = p.double()[:, None] * omega  # [p, n]
+    table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # [p, 2n]
+    return torch.nn.functional.pad(table, (0, d - 2 * n))  # [p, d]
 
 
 perm8 = layout_permutation(8)
@@ -120,17 +136,15 @@ for d in (8, 16, 512):
     p = torch.arange(300)
     for endpoint in (False, True):
         interleaved = sinusoidal(p, d, endpoint=endpoint, dtype=torch.float64)
-        concat = sinusoidal(
-            p, d, layout="concat", endpoint=endpoint, dtype=torch.float64
-        )
-        # bit for bit
+        by_formula = concat_by_formula(p, d, endpoint)
+        # PE_cat(p) = P PE_int(p), with PE_cat written from the formula
+        torch.testing.assert_close(by_formula.T, P @ interleaved.T)
+        torch.testing.assert_close(interleaved[..., perm], by_formula)
         torch.testing.assert_close(
-            concat, interleaved[..., perm], rtol=0, atol=0
-        )
-        # PE_cat(p) = P PE_int(p)
-        torch.testing.assert_close(concat.T, P @ interleaved.T)
-        torch.testing.assert_close(
-            interleaved, concat[..., torch.argsort(perm)], rtol=0, atol=0
+            sinusoidal(
+                p, d, layout="concat", endpoint=endpoint, dtype=torch.float64
+            ),
+            by_formula,
         )
 
 print(
@@ -192,6 +206,16 @@ plt.show()
 # norms, must be permuted alike; the check below covers one attention layer. Without the permuted
 # weights, swapping the layout does change the scores, so a checkpoint cannot simply
 # be loaded under the other layout.
+#
+# **What the authors said.** tensor2tensor, the code that the paper's Conclusion
+# names for training and evaluating its models, has used the concatenated layout
+# since its first public version. A pull request that reordered its columns to
+# match the paper (tensor2tensor #177) was merged on 24 July 2017 and undone the
+# next day "to make trained models work": trained checkpoints are tied to their
+# layout, as the last check shows. Asked whether the order matters (issue #391),
+# Łukasz Kaiser, one of the paper's authors, answered that it does not, because
+# the fully connected layer after the encoding can permute the coordinates: the
+# argument above.
 
 # %% [markdown] lang="ja"
 # 次元の並べ替えは、重みも同じように並べ替えたモデルには区別できません。
@@ -209,6 +233,14 @@ plt.show()
 # 下の確認では、アテンション層 1 つについて調べます。
 # 重みを並べ替えずに配置だけを入れ替えるとスコアは変わります。
 # そのため、チェックポイントをそのまま別の配置で読み込むことはできません。
+#
+# **著者たちの説明。** 論文の結論は、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
+# tensor2tensor は、最初の公開版から連結配置を使っています。
+# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は 2017 年 7 月 24 日にマージされましたが、
+# 翌日に「学習済みのモデルが動くように」元に戻されました。
+# 最後の確認が示すとおり、学習済みのチェックポイントは配置と切り離せないからです。
+# 並び順が重要かという質問（issue #391）に対して、論文の著者の 1 人である Łukasz Kaiser は、重要ではないと答えています。
+# エンコーディングの後の全結合層が座標を並べ替えられるから、というのが理由で、上の議論と同じです。
 
 # %%
 T, d, d_h = 6, 16, 8
@@ -250,8 +282,14 @@ assert not torch.allclose(
 #
 # The paper's frequencies divide the exponent by $n$; tensor2tensor's
 # `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
-# the timescales run from exactly $1$ to exactly $10000$ (fairseq's docstring says it
-# "differs slightly" from the paper). In `posenc` this is `endpoint=True`:
+# the timescales run from exactly $1$ to exactly $10000$. tensor2tensor's first
+# public commit (15 June 2017) already did so, and since 2019 the function carries
+# a comment that it "slightly differs from the published paper" (fairseq's
+# docstring says the same). As the paper's Conclusion points to this code, the
+# paper's models were presumably trained with this variant rather than the one
+# §3.5 writes down. Layout and denominator are independent choices: Hugging Face's
+# Marian pairs the concatenated layout with the paper's $n$ (section 3). In
+# `posenc` the $n-1$ version is `endpoint=True`:
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # Both start at $\omega_0 = \omega'_0 = 1$; dividing,
 # $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
@@ -269,9 +307,12 @@ assert not torch.allclose(
 #
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
-# こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります
-# （fairseq の docstring も、論文とは「少し違う」と書いています）。
-# `posenc` では `endpoint=True` がこれに当たります。
+# こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。
+# tensor2tensor は最初の公開コミット（2017 年 6 月 15 日）からすでにこうしています。
+# 2019 年からは、この関数に「公開された論文とは少し違う」というコメントが付いています。fairseq の docstring も同じことを書いています。
+# 論文の結論はこのコードを挙げているので、論文のモデルは §3.5 に書かれた版ではなく、こちらの版で学習されたと考えられます。
+# 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（3 節）。
+# `posenc` では `endpoint=True` が $n-1$ 版に当たります。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まります。比を取ると
 # $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
@@ -386,7 +427,15 @@ plt.show()
 #   cosine in the odd ones, fills the extra column with a sine. Its frequencies are
 #   $10000^{-2i/d}$ with the odd $d$, which makes its table equal to the first $d$
 #   columns of `posenc`'s $d+1$ table with the base $10000^{(d+1)/d}$. For $d = 7$ the
-#   last column is $\sin(p \cdot 10000^{-6/7})$, a sine without its cosine.
+#   last column is $\sin(p \cdot 10000^{-6/7})$, a sine without its cosine. XLM's and
+#   DistilBERT's `create_sinusoidal_embeddings` in Hugging Face transformers use
+#   the same per-column formula.
+# - Hugging Face's Marian (`MarianSinusoidalPositionalEmbedding`) computes the same
+#   per-column angles but stores them concatenated: the sines of the
+#   $\lceil d/2 \rceil$ even columns first, then the cosines of the
+#   $\lfloor d/2 \rfloor$ odd ones. Its lone sine therefore sits in column $n$, just
+#   before the cosines: for $d = 7$, $\sin(p \cdot 10000^{-6/7})$ in column 3. The
+#   cell checks these formulas against values printed by transformers 5.24.0.
 #
 # The zero column carries no information, which is harmless. The lone sine carries
 # some, but it has no place in the rotation property: the pairs are shifted by their
@@ -411,6 +460,11 @@ plt.show()
 #   この式では余った列が正弦で埋まります。周波数は奇数の $d$ のまま $10000^{-2i/d}$ なので、
 #   この表は、底を $10000^{(d+1)/d}$ とした `posenc` の $d+1$ の表の先頭 $d$ 列と一致します。
 #   $d = 7$ では最後の列が $\sin(p \cdot 10000^{-6/7})$ で、対になる余弦のない正弦です。
+#   Hugging Face transformers の XLM と DistilBERT の `create_sinusoidal_embeddings` も、同じ列ごとの式を使います。
+# - Hugging Face の Marian（`MarianSinusoidalPositionalEmbedding`）は、同じ列ごとの角度を計算しますが、連結配置で格納します。
+#   番号が偶数の $\lceil d/2 \rceil$ 本の列の正弦を先に並べ、そのあとに番号が奇数の $\lfloor d/2 \rfloor$ 本の列の余弦を並べます。
+#   そのため、孤立した正弦は余弦の直前の列 $n$ に入ります。$d = 7$ なら列 3 の $\sin(p \cdot 10000^{-6/7})$ です。
+#   セルでは、これらの式を transformers 5.24.0 が出力した値と照らし合わせます。
 #
 # 0 の列は情報を運ばないので害はありません。
 # 孤立した正弦は情報を運びますが、回転の性質には加われません。
@@ -427,21 +481,17 @@ assert torch.equal(table7[:, 6], torch.zeros(4))  # the zero column
 torch.testing.assert_close(table7[:, :6], sinusoidal(p, 6), rtol=0, atol=0)
 
 
-def t2t_like(p, d):
-    """tensor2tensor, fairseq, AllenNLP: concat, n - 1, zero column if d odd."""
-    n = d // 2
-    omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / (n - 1))
-    angle = p.double()[:, None] * omega  # [p, n]
-    table = torch.cat([angle.sin(), angle.cos()], dim=-1)  # [p, 2n]
-    return torch.nn.functional.pad(table, (0, d - 2 * n))  # [p, d]
+def labml_frequencies(d):
+    """labml's frequencies, one per even column (ceil(d/2) of them), computed
+    as labml computes them: exp(2i * -(ln 10000 / d)) in float32."""
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    return torch.exp(two_i * -(math.log(10000.0) / d))
 
 
 def labml_like(p, d):
     """labml's construction: one frequency per even column."""
     table = torch.zeros(len(p), d)
-    # ceil(d/2) of them
-    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float32) / d)
-    angle = p.float()[:, None] * omega
+    angle = p.float()[:, None] * labml_frequencies(d)
     table[:, 0::2] = angle.sin()
     table[:, 1::2] = angle.cos()  # floor(d/2) columns, ceil(d/2) values
     return table
@@ -459,11 +509,19 @@ def per_column(p, d):
     return table
 
 
+def marian_like(p, d):
+    """Hugging Face's Marian: the per-column angles, stored concatenated:
+    sines of the even columns, then cosines of the odd ones."""
+    j = torch.arange(d, dtype=torch.float64)
+    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
+    return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], dim=-1)
+
+
 q = torch.arange(50)
 for d in (6, 7, 9, 512, 513):
     torch.testing.assert_close(
         sinusoidal(q, d, layout="concat", endpoint=True, dtype=torch.float64),
-        t2t_like(q, d),
+        concat_by_formula(q, d, endpoint=True),
     )
     # even d: labml and the per-column formula are the paper's encoding
     if d % 2 == 0:
@@ -480,6 +538,51 @@ for d in (6, 7, 9, 512, 513):
             q, d + 1, base=10000.0 ** ((d + 1) / d), dtype=torch.float64
         )
         torch.testing.assert_close(per_column(q, d), wider[:, :d])
+        # Marian: the first d columns of the same width, concatenated
+        wider_cat = sinusoidal(
+            q,
+            d + 1,
+            layout="concat",
+            base=10000.0 ** ((d + 1) / d),
+            dtype=torch.float64,
+        )
+        torch.testing.assert_close(marian_like(q, d), wider_cat[:, :d])
+    if d % 2 == 0:  # even d: Marian is posenc's concatenated table
+        torch.testing.assert_close(
+            marian_like(q, d),
+            sinusoidal(q, d, layout="concat", dtype=torch.float64),
+        )
+# row p = 3 as printed by transformers 5.24.0 (9 digits):
+# MarianSinusoidalPositionalEmbedding(5, d).create_weight()[3], d = 6 and 7,
+# and create_sinusoidal_embeddings(5, 7, out) of XLM, out[3]
+hf_rows = {
+    "marian, d = 6": [
+        0.141120002, 0.138798103, 0.00646325899,
+        -0.989992499, 0.990320683, 0.999979138,
+    ],
+    "marian, d = 7": [
+        0.141120002, 0.214232191, 0.0155377984, 0.0011182779,
+        -0.989992499, 0.976782739, 0.999879301,
+    ],
+    "xlm, d = 7": [
+        0.141120002, -0.989992499, 0.214232191, 0.976782739,
+        0.0155377984, 0.999879301, 0.0011182779,
+    ],
+}  # fmt: skip
+three = torch.tensor([3])
+ours = {
+    "marian, d = 6": marian_like(three, 6)[0],
+    "marian, d = 7": marian_like(three, 7)[0],
+    "xlm, d = 7": per_column(three, 7)[0],
+}
+for name, row in hf_rows.items():
+    torch.testing.assert_close(
+        ours[name].float(), torch.tensor(row), rtol=0, atol=1e-7
+    )
+# Marian's lone sine sits in column n = 3, before the cosines
+torch.testing.assert_close(
+    marian_like(q, 7)[:, 3], torch.sin(q * 10000.0 ** (-6 / 7)).double()
+)
 lone = per_column(q, 7)[:, 6]
 torch.testing.assert_close(lone, torch.sin(q * 10000.0 ** (-6 / 7)).double())
 # c sin 0 = 0, but sin(k 10000^(-6/7)) != 0
@@ -514,8 +617,16 @@ print(
 # gets row $2$. Because the cumulative sum counts only real tokens, the first real
 # token gets row $2$ with left padding too. In `posenc` the table is
 # `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)`, and the
-# positions are computed in one line. The cell below rebuilds fairseq's table from
-# its formula and compares.
+# positions are computed in one line. The cell below rebuilds fairseq's table as
+# `get_embedding` computes it (frequencies through `exp`, angles and sines in
+# float32) and compares.
+#
+# The offset outlived the sinusoids. RoBERTa's learned positions go through the
+# same `make_positions` with `padding_idx = 1`, so 512 real tokens use rows 2 to
+# 513 of a 514-row table: hence `max_position_embeddings = 514` in its Hugging Face
+# configuration, and `create_position_ids_from_input_ids` there (see
+# [The padding row](03-learned-embeddings.ipynb#the-padding-row) in the chapter
+# *Learned absolute embeddings and scaled sinusoids*).
 
 # %% [markdown] lang="ja"
 # ## 4. fairseq の位置はパディングのインデックスの次から始まる
@@ -532,7 +643,13 @@ print(
 # 累積和は実トークンだけを数えるので、左側にパディングがあっても最初の実トークンは行 $2$ です。
 # `posenc` では、表は `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` で、
 # 位置は 1 行で計算できます。
-# 次のセルでは、fairseq の表をその式から作り直して比べます。
+# 次のセルでは、fairseq の表を `get_embedding` と同じ計算（周波数は `exp` で、角度と正弦は float32 で）で作り直して比べます。
+#
+# このずれは、正弦波がなくなった後も残りました。
+# RoBERTa の学習型の位置も、同じ `make_positions` を `padding_idx = 1` で通ります。
+# そのため 512 個の実トークンは 514 行の表の行 2 から 513 を使います。
+# Hugging Face の RoBERTa の設定が `max_position_embeddings = 514` で、`create_position_ids_from_input_ids` を持つのはこのためです
+# （「学習型位置埋め込みとスケール付き正弦波」の章の「[パディング用の行](03-learned-embeddings.ipynb#パディング用の行)」を参照してください）。
 
 # %%
 padding_idx, d = 1, 16
@@ -549,17 +666,41 @@ assert torch.equal(
     positions, torch.tensor([[2, 3, 4, 5, 6], [2, 3, 4, 1, 1], [1, 1, 2, 3, 4]])
 )
 
+
+
+def fairseq_frequencies(d):
+    """fairseq's frequencies as get_embedding computes them:
+    exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""
+    n = d // 2
+    step = math.log(10000) / (n - 1)
+    return torch.exp(torch.arange(n, dtype=torch.float32) * -step)
+
+
+def fairseq_like(rows, d, padding_idx):
+    """fairseq's get_embedding, as it computes: float32 angles, all sines
+    then all cosines, a zero column if d is odd, a zero padding row."""
+    position = torch.arange(rows, dtype=torch.float32)[:, None]
+    angle = position * fairseq_frequencies(d)  # [rows, n]
+    table = torch.cat([angle.sin(), angle.cos()], dim=1)
+    table = torch.nn.functional.pad(table, (0, d % 2))
+    table[padding_idx] = 0
+    return table
+
+
 # fairseq grows its table to this many rows
 rows = padding_idx + 1 + tokens.shape[1]
-table = t2t_like(torch.arange(rows), d)  # concat, n - 1 denominator
-table[padding_idx] = 0  # the padding row
+table = fairseq_like(rows, d, padding_idx)
 fairseq = SinusoidalEmbedding(
     rows, d, padding_idx=padding_idx, layout="concat", endpoint=True
 )
 out = fairseq(positions)  # [batch, seq, d]
-torch.testing.assert_close(out, table[positions].float())
+torch.testing.assert_close(out, table[positions])  # float32 tolerance
 # padding adds nothing
 assert torch.equal(out[mask == 0], torch.zeros(int((mask == 0).sum()), d))
+# RoBERTa: 512 real tokens, padding_idx = 1, use rows 2 .. 513 of 514
+full = torch.full((1, 512), 7)  # any non-padding id
+roberta_positions = torch.cumsum(full.ne(1).long(), dim=1) + 1
+assert roberta_positions.min() == 2 and roberta_positions.max() + 1 == 514
 print(positions)
 
 # %% [markdown] lang="en"
@@ -916,12 +1057,15 @@ print("\n".join(lines), end="")
 # position $0$, which is $(0, 1, 0, 1, \dots)$.
 #
 # The same `posenc` table also offers the
-# [learned scale](../docs/glossary.md#learned-scale) of Hua et al. (2022,
-# appendix D), which the chapter
+# [learned scale](../docs/glossary.md#learned-scale) of Hua et al. (2022), which the
+# chapter
 # [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)
-# discusses: the looked-up encoding is multiplied by one trainable scalar,
-# initialised to $d^{-1/2}$. In `posenc` this is `learnable_scale=True`; the table
-# stays frozen and the scalar is the only parameter.
+# discusses: the looked-up encoding is multiplied by one trainable scalar. In
+# `posenc` this is `learnable_scale=True`; the table stays frozen and the scalar
+# is the only parameter. Its starting value is `posenc`'s choice, not taken from
+# the paper: $d^{-1/2}$, as in x-transformers' `ScaledSinusoidalEmbedding`, while
+# lucidrains' FLASH-pytorch starts it at $1$. The cell checks `posenc`'s default
+# and that the output is that scalar times the table.
 
 # %% [markdown] lang="ja"
 # 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にしています。
@@ -931,10 +1075,13 @@ print("\n".join(lines), end="")
 # 下では、バグのある指数を再現する幅の広い表にもこれを適用します。
 # すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではないことに注意してください。
 #
-# 同じ `posenc` の表には、Hua ら（2022、付録 D）の[学習可能なスケール](../docs/glossary.ja.md#learned-scale)もあります。
+# 同じ `posenc` の表には、Hua ら（2022）の[学習可能なスケール](../docs/glossary.ja.md#learned-scale)もあります。
 # 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章で扱うもので、
-# 表から引いたエンコーディングに、$d^{-1/2}$ で初期化した学習可能なスカラーを 1 つ掛けます。
+# 表から引いたエンコーディングに、学習可能なスカラーを 1 つ掛けます。
 # `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
+# 初期値は `posenc` が選んだもので、論文から取ったものではありません。
+# x-transformers の `ScaledSinusoidalEmbedding` と同じ $d^{-1/2}$ で、lucidrains の FLASH-pytorch は $1$ から始めます。
+# セルでは、`posenc` の既定値と、出力がこのスカラーと表の積であることを確かめます。
 
 # %%
 d, rows = 16, 12
@@ -951,6 +1098,7 @@ assert not torch.equal(sinusoidal(torch.tensor([0]), d)[0], torch.zeros(d))
 
 scaled = SinusoidalEmbedding(rows, d, learnable_scale=True)
 assert [name for name, _ in scaled.named_parameters()] == ["scale"]
+# posenc's default starting value (x-transformers' too), not the paper's
 torch.testing.assert_close(scaled.scale, torch.tensor(d**-0.5))
 out = scaled(padded)
 torch.testing.assert_close(out, d**-0.5 * sinusoidal(padded, d))
@@ -968,18 +1116,33 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
 # Near $2^{20}$ the spacing is $2^{-3} = 0.125$ radians. It is the angle itself, not
 # the sine, that gets rounded, and $|\sin a - \sin b| \le |a - b|$ passes the angle
-# error on to the encoding almost unchanged. The angle is rounded twice, though:
-# $\omega_i$ is rounded to float32 first, which moves the angle by up to
-# $p\,\omega_i \cdot 2^{-24}$ more. For an angle in $[2^e, 2^{e+1})$ the error of pair
-# $i$ is therefore at most $2^{e-24} + p\,\omega_i \cdot 2^{-24}$, and in all cases at
-# most $(2u + u^2)\,p\,\omega_i$ with $u = 2^{-24}$, as derived in
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#in-practice). Pair 0 escapes
-# both: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are exact, so its angle has no
-# error at all. The cell below measures, around $p = 2^{14}, 2^{17}, 2^{20}$ and for
-# $d = 512$, the error of float32 angles against float64 angles, in the angle and in
-# the encoding, checks every angle against both bounds, and prints the errors next to
-# $2^{e-24}$ and `posenc`'s error. It also compares the angle error of each pair with
-# the step $\omega_i$ by which that pair's angle moves from one position to the next.
+# error on to the encoding at most unchanged.
+#
+# The angle carries a second error, from its frequency. None of these libraries
+# rounds $\omega_i$ just once: each computes it in float32 through `exp`, labml as
+# $\exp\big(2i \cdot (-\ln 10000/d)\big)$, fairseq, AllenNLP and tensor2tensor as
+# $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$, the frequencies $\omega'_i$ of the
+# $n-1$ encoding. An error $\delta$ relative to the argument $x$ of `exp` becomes a
+# relative error $x\,\delta$ in $e^x$, and $|x|$ reaches $\ln 10000 \approx 9.2$: the
+# libraries' $\hat\omega_i$ are up to about $9.5u$ (labml) and $8.7u$ ($n-1$) off,
+# as measured below, with $u = 2^{-24}$, where one rounding would leave at most $u$.
+# For an angle in $[2^e, 2^{e+1})$ the error of pair $i$ is therefore at most
+# $$2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# with each library's own $\hat\omega_i$ (and $\omega'_i$ in place of $\omega_i$ for
+# the $n-1$ libraries), the bound of
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#in-practice). The shorter
+# bound $(2u + u^2)\,p\,\omega_i$ derived there assumes $\omega_i$ rounded once. Pair 0
+# escapes both errors: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are exact, so
+# its angle has no error at all.
+#
+# The cell below rebuilds each library's float32 frequencies as the library
+# computes them (tensor2tensor performs the same operations in TensorFlow, whose
+# last bits can differ) and measures, for $d = 512$ around
+# $p = 2^{14}, 2^{17}, 2^{20}$, the error of the float32 angles against float64
+# angles of the encoding each library means. It checks every angle against the
+# two-term bound, counts the angles that break the one-rounding bound, and
+# compares each error with the step $\omega_i$ by which the pair's angle moves from
+# one position to the next.
 
 # %% [markdown] lang="ja"
 # ## 6. 大きな位置での float32 の角度
@@ -992,66 +1155,125 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
 # $2^{20}$ 付近では間隔が $2^{-3} = 0.125$ ラジアンです。
 # 丸められるのは正弦ではなく角度そのものです。そして $|\sin a - \sin b| \le |a - b|$ により、
-# 角度の誤差はほぼそのままエンコーディングに伝わります。
-# ただし、角度は 2 回丸められます。先に $\omega_i$ が float32 へ丸められ、その分だけ角度が最大 $p\,\omega_i \cdot 2^{-24}$ ずれます。
-# したがって、角度が $[2^e, 2^{e+1})$ に入るとき、ペア $i$ の誤差は最大で $2^{e-24} + p\,\omega_i \cdot 2^{-24}$ です。
-# どの場合でも、「[正弦波位置エンコーディング](01-sinusoidal.ipynb#実際に使うときの注意)」の章で導いたとおり、
-# $u = 2^{-24}$ として $(2u + u^2)\,p\,\omega_i$ 以下です。
-# ペア 0 はどちらの丸めも受けません。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密なので、その角度には誤差がまったくありません。
-# 次のセルでは、$d = 512$ について $p = 2^{14}, 2^{17}, 2^{20}$ の付近で、
-# float32 の角度の誤差を float64 の角度と比べて測り、すべての角度を 2 つの上界と照らし合わせます。
-# 角度とエンコーディングの誤差を、$2^{e-24}$ および `posenc` の誤差と並べて示します。
-# さらに、各ペアの角度の誤差を、そのペアの角度が隣の位置へ進むときの 1 歩 $\omega_i$ と比べます。
+# 角度の誤差は大きくなることなくエンコーディングに伝わります。
+#
+# 角度には、周波数から来る誤差もあります。
+# これらのライブラリはどれも、$\omega_i$ を 1 回丸めるだけで済ませてはいません。
+# どれも float32 の `exp` で計算します。labml は $\exp\big(2i \cdot (-\ln 10000/d)\big)$ で、
+# fairseq、AllenNLP、tensor2tensor は $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$ です。後者は $n-1$ 版のエンコーディングの周波数 $\omega'_i$ です。
+# `exp` の引数 $x$ に対する相対誤差 $\delta$ は、$e^x$ の相対誤差 $x\,\delta$ になります。$|x|$ は $\ln 10000 \approx 9.2$ に達します。
+# そのため、下で測るとおり、ライブラリの $\hat\omega_i$ の相対誤差は $u = 2^{-24}$ として最大で約 $9.5u$（labml）と $8.7u$（$n-1$ 版）です。
+# 1 回の丸めなら $u$ 以下で済みます。
+# したがって、角度が $[2^e, 2^{e+1})$ に入るとき、ペア $i$ の誤差は最大で次の値です。
+# $$2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# $\hat\omega_i$ には各ライブラリ自身の値を使います（$n-1$ 版のライブラリでは $\omega_i$ の代わりに $\omega'_i$ を使います）。
+# これは「[正弦波位置エンコーディング](01-sinusoidal.ipynb#実際に使うときの注意)」の章と同じ上界です。
+# そこで導いた短い上界 $(2u + u^2)\,p\,\omega_i$ は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
+# ペア 0 はどちらの誤差も受けません。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密なので、その角度には誤差がまったくありません。
+#
+# 次のセルでは、各ライブラリの float32 の周波数を、ライブラリと同じ計算で作り直します。
+# tensor2tensor は同じ演算を TensorFlow で行うので、最後の数ビットは一致しないこともあります。
+# そのうえで $d = 512$ について、$p = 2^{14}, 2^{17}, 2^{20}$ の付近で float32 の角度の誤差を測ります。
+# 比べる相手は、各ライブラリが表そうとしているエンコーディングの float64 の角度です。
+# すべての角度を 2 項の上界と照らし合わせ、1 回の丸めを前提にした上界を破る角度を数えます。
+# さらに各誤差を、そのペアの角度が隣の位置へ進むときの 1 歩 $\omega_i$ と比べます。
 
 # %%
 d, n = 512, 256
 u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
-omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
-omega32 = omega.float()
+i = torch.arange(n, dtype=torch.float64)
+omega = 10000.0 ** (-i / n)  # the paper's frequencies
+omega_t2t = 10000.0 ** (-i / (n - 1))  # those of the n - 1 encoding
 up = torch.tensor(math.inf)
+# name: (float32 frequencies as the library computes them, exact ones)
+libraries = {
+    "w rounded once": (omega.float(), omega),
+    "labml": (labml_frequencies(d), omega),
+    "fairseq, AllenNLP": (fairseq_frequencies(d), omega_t2t),
+}
 
 
-def float32_errors(p):
-    """Float32 angles and posenc against float64 angles, at positions p."""
-    exact = p.double()[:, None] * omega  # [p, n]
-    angle32 = p.float()[:, None] * omega32  # as labml, AllenNLP, fairseq, t2t
-    angle_err = (angle32.double() - exact).abs()  # [p, n]
+def float32_errors(p, w_hat, w):
+    """At positions p: the angle error |fl32(p w_hat) - p w| and the two
+    terms of its bound, [p, n] each, and the encoding's largest error, [p]."""
+    angle32 = p.float()[:, None] * w_hat
+    exact = p.double()[:, None] * w
+    angle_err = (angle32.double() - exact).abs()
+    rounding = 2.0 ** (torch.floor(torch.log2(angle32.double())) - 24)
+    drift = p.double()[:, None] * (w_hat.double() - w).abs()
     enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
     exact_enc = torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
-    enc_err = (enc32.double() - exact_enc).abs().amax(-1)  # per position
-    posenc_err = (sinusoidal(p, d).double() - exact_enc).abs().amax(-1)
-    # two terms: half the spacing at the angle, plus p |fl(w_i) - w_i|
-    exponent = torch.floor(torch.log2(angle32.double()))
-    drift = p.double()[:, None] * (omega32.double() - omega).abs()
-    bound = 2.0 ** (exponent - 24) + drift
-    return angle_err, enc_err, posenc_err, bound
+    enc_err = (enc32.double() - exact_enc).abs().amax(-1)
+    return angle_err, rounding, drift, enc_err
 
 
-lines = ["p near  2^(e-24)  angle error  bound    encoding  error/step  posenc"]
-per_steps = []
+def paper_table(p):
+    """The paper's encoding with float64 angles, as a reference."""
+    exact = p.double()[:, None] * omega
+    return torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
+
+
+off = {  # largest relative error of each library's w_hat, in units of u
+    name: float(((w_hat.double() - w) / w).abs().max() / u)
+    for name, (w_hat, w) in libraries.items()
+}
+assert off["w rounded once"] <= 1 and 9 < off["labml"] < 10
+assert 8 < off["fairseq, AllenNLP"] < 9
+
+lines = ["labml, d = 512", "p near  2^(e-24)  angle error  encoding  posenc"]
+per_step = {name: [] for name in libraries}  # error / w_i, pairs 1..n-1
 for e in (14, 17, 20):
     two_e = torch.tensor(float(2**e))
     # spacing in [2^e, 2^(e+1))
     assert torch.nextafter(two_e, up) - two_e == 2.0 ** (e - 23)
     p = torch.arange(2**e - 64, 2**e + 64)
-    angle_err, enc_err, posenc_err, bound = float32_errors(p)
-    general = (2 * u + u**2) * p.double()[:, None] * omega
-    assert (angle_err <= bound + 1e-9).all()  # the two terms, every angle
-    assert (angle_err <= general + 1e-9).all()  # (2u + u^2) p w_i
-    assert angle_err[:, 0].max() == 0  # pair 0: w_0 = 1, p exact
-    # |sin a - sin b| <= |a - b|, plus the float32 sine's own rounding
-    assert enc_err.max() <= angle_err.max() + 2**-23
-    assert posenc_err.max() <= 2**-25 + 1e-9  # rounding of the result only
-    per_step = (angle_err.amax(0) / omega).max()  # in units of the step w_i
-    per_steps.append(float(per_step))
+    for name, (w_hat, w) in libraries.items():
+        angle_err, rounding, drift, enc_err = float32_errors(p, w_hat, w)
+        assert (angle_err <= rounding + drift + 1e-9).all()  # two terms
+        assert angle_err[:, 0].max() == 0  # pair 0: w_0 = 1, p exact
+        # |sin a - sin b| <= |a - b|, plus the float32 sine's own rounding
+        assert enc_err.max() <= angle_err.max() + 2**-23
+        per_step[name].append((angle_err.amax(0) / w)[1:])
+        if name == "labml":
+            posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs()
+            assert posenc_err.max() <= 2**-25 + 1e-9  # the result's rounding
+            lines.append(
+                f"2^{e}    {2.0 ** (e - 24):.1e}   {angle_err.max():.1e}      "
+                f"{enc_err.max():.1e}   {posenc_err.max():.1e}"
+            )
+
+# near 2^20 (p still holds those positions): the one-rounding bound, per step
+lines.append(
+    "near 2^20          w off  > (2u + u^2)pw  by up to  error/step  "
+    "drift  rounding"
+)
+for name, (w_hat, w) in libraries.items():
+    angle_err, rounding, drift, _ = float32_errors(p, w_hat, w)
+    ratio = angle_err[:, 1:] / ((2 * u + u**2) * p.double()[:, None] * w[1:])
+    share = float((ratio > 1 + 1e-9).double().mean())
+    error_step = float(per_step[name][-1].max())
+    drift_step = float((drift.amax(0) / w)[1:].max())
+    rounding_step = float((rounding.amax(0) / w)[1:].max())
+    # the product's rounding: at most p u of a step, 1/16 near 2^20
+    assert rounding_step <= float(p.max()) * u * (1 + 1e-5)
+    if name == "w rounded once":  # the bound holds, and stays under 1/8
+        assert share == 0 and error_step < 1 / 8
+    else:  # it fails for a large share; the error passes half a step
+        assert share > 0.3 and ratio.max() > 4
+        assert error_step > 1 / 2 and drift_step > 1 / 2
     lines.append(
-        f"2^{e}    {2.0 ** (e - 24):.1e}   {angle_err.max():.1e}      "
-        f"{bound.max():.1e}  {enc_err.max():.1e}   {per_step:.3f}       "
-        f"{posenc_err.max():.1e}"
+        f"{name:18s} {off[name]:4.1f}u  {share:11.0%}  {ratio.max():8.2f}  "
+        f"{error_step:10.3f}  {drift_step:5.3f}  {rounding_step:8.3f}"
     )
-# error/step grows about 8 times when p does (pair 0 excepted, which is exact)
-ratios = [per_steps[1] / per_steps[0], per_steps[2] / per_steps[1]]
-assert all(4 < ratio < 16 for ratio in ratios)
+# per pair, the error in steps grows about eightfold per factor 8 in p
+growth = [per_step["labml"][k + 1] / per_step["labml"][k] for k in (0, 1)]
+medians = [float(g.median()) for g in growth]
+assert all(7.5 < m < 8.5 for m in medians)
+lines.append(
+    f"labml, error/step, p times 8: median {medians[0]:.1f}, {medians[1]:.1f}; "
+    f"pairs {min(g.min() for g in growth):.1f} to "
+    f"{max(g.max() for g in growth):.1f}"
+)
 # from 2^24 on, float32 cannot even hold consecutive integers
 two_24 = torch.tensor(float(2**24))
 assert torch.nextafter(two_24, up) - two_24 == 2
@@ -1059,60 +1281,89 @@ assert torch.tensor(2**24 + 1).float() == two_24
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
-# The float32 angle error is close to $2^{e-24}$: 9.7e-04 near $2^{14}$, 7.8e-03 near
-# $2^{17}$ and 6.2e-02 near $2^{20}$, within the two-term bound, and the encoding
-# inherits it (6.0e-02 near $2^{20}$). Measured against the step $\omega_i$ between
-# neighbouring positions, the error grows about in proportion to $p$, eight times
-# per factor 8 in $p$, in every pair except pair 0, whose angle stays exact: near
-# $2^{20}$ it reaches 0.118 of a step, so neighbouring positions are blurred by up
-# to an eighth of the distance between them. From $2^{24}$ on, float32 cannot even
-# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$, and two positions
-# get the same encoding.
+# The largest angle error is close to $2^{e-24}$ whatever the frequencies (for
+# labml 9.7e-04 near $2^{14}$, 7.8e-03 near $2^{17}$ and 6.2e-02 near $2^{20}$), and
+# the encoding inherits it (6.1e-02 near $2^{20}$): the fast pairs set that maximum,
+# and in them the product's rounding dominates. The frequencies' error shows in the
+# slower pairs. The one-rounding bound $(2u + u^2)\,p\,\omega_i$ holds for
+# frequencies rounded once, but labml's angles exceed it in 37% of the entries, by
+# up to 5.2 times, and those of fairseq and AllenNLP in 44%, by up to 4.7 times;
+# the two-term bound holds for every angle.
+#
+# Measured in steps $\omega_i$, the distance from one position's angle to the next,
+# the two errors differ in kind. The product's rounding changes from one position
+# to the next, so it blurs neighbours, but by at most $p\,u$ of a step, a sixteenth
+# near $2^{20}$ (0.062). The frequency's error $p\,|\hat\omega_i - \omega_i|$ is
+# larger, 0.59 of a step for labml and 0.54 for fairseq and AllenNLP near $2^{20}$,
+# but it is no blur: without the product's rounding the angles would be
+# $p\,\hat\omega_i$, the exact encoding of slightly different frequencies, in which
+# neighbours stay one step $\hat\omega_i$ apart. It matters when angles computed one
+# way meet a model trained on angles computed another way (a checkpoint moved
+# between implementations, a float64 or fused kernel). Float32 errors are
+# deterministic, so a model trained and run with the same code sees the same
+# vectors. Per pair, the error in steps grows about in proportion to $p$:
+# eightfold when $p$ grows eightfold (median over the pairs; single pairs 3 to
+# 12), while pair 0 stays exact. From $2^{24}$ on, float32 cannot even hold consecutive integers:
+# $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$, and two positions get the same encoding.
 #
 # `posenc` forms the angles in float64, whose 53-bit significand leaves a spacing of
 # $2^{-32}$ near $2^{20}$, and rounds only the final sine and cosine to float32. Its
-# error, 3.0e-08 in all three ranges, is the rounding of the result. The figure plots
-# the largest error of each position against $p$ on logarithmic axes: float32 angles,
-# $\mathrm{fl}_{32}(p\,\omega_i)$, follow the staircase
-# $2^{\lfloor \log_2 p \rfloor - 24}$ and stay below four times it, since
-# $(2u + u^2)\,p\,\omega_i < 2^{-23} \cdot 2^{\lfloor \log_2 p \rfloor + 1}$ (the cell checks
-# this bound at every sample); float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, stay
-# flat.
+# error, 3.0e-08 in all three ranges, is the rounding of the result. The figure
+# plots the largest error of each position against $p$ on logarithmic axes:
+# labml's float32 angles, $\mathrm{fl}_{32}(p\,\hat\omega_i)$, follow the staircase
+# $2^{\lfloor \log_2 p \rfloor - 24}$ and stay within twice it at every sample (the
+# cell also checks the two-term bound there); float64 angles,
+# $\mathrm{fl}_{64}(p\,\omega_i)$, stay flat.
 
 # %% [markdown] lang="ja"
-# float32 の角度の誤差は $2^{e-24}$ にほぼ等しく、
-# $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02 で、2 項の上界の範囲に収まっています。
-# エンコーディングもこの誤差を受け継ぎます（$2^{20}$ 付近で 6.0e-02）。
-# 隣り合う位置の間の 1 歩 $\omega_i$ を単位にして測ると、角度が厳密なままのペア 0 を除くどのペアでも、
-# 誤差はほぼ $p$ に比例して大きくなり、$p$ が 8 倍になると 8 倍になります。
-# $2^{20}$ 付近では 1 歩の 0.118 に達し、隣り合う位置が、最大でその間隔の約 8 分の 1 だけぼやけます。
+# 角度の誤差の最大値は、どの周波数でも $2^{e-24}$ にほぼ等しくなります
+# （labml では $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02）。
+# エンコーディングもこの誤差を受け継ぎます（$2^{20}$ 付近で 6.1e-02）。
+# この最大値を決めるのは速いペアで、そこでは積の丸めが支配的です。
+# 周波数の誤差が表れるのは、より遅いペアです。
+# 1 回の丸めを前提にした上界 $(2u + u^2)\,p\,\omega_i$ は、1 回だけ丸めた周波数なら成り立ちます。
+# しかし labml の角度は成分の 37% でこれを超え、超える幅は最大で 5.2 倍です。fairseq と AllenNLP の角度は 44% で超え、最大で 4.7 倍です。
+# 2 項の上界は、どの角度でも成り立ちます。
+#
+# 隣の位置の角度までの距離である 1 歩 $\omega_i$ を単位にして測ると、2 つの誤差は性質が違います。
+# 積の丸めは位置ごとに変わるので隣どうしをぼやけさせますが、その量は最大で 1 歩の $p\,u$ 倍で、$2^{20}$ 付近では 16 分の 1（0.062）です。
+# 周波数の誤差 $p\,|\hat\omega_i - \omega_i|$ はもっと大きく、$2^{20}$ 付近では labml で 1 歩の 0.59、fairseq と AllenNLP で 0.54 に達します。
+# しかし、これはぼやけではありません。積の丸めがなければ角度は $p\,\hat\omega_i$ で、少しだけ違う周波数の厳密なエンコーディングになります。
+# そこでは隣どうしがちょうど 1 歩 $\hat\omega_i$ だけ離れたままです。
+# この誤差が問題になるのは、ある計算方法の角度を使って学習したモデルが、別の計算方法の角度に出会うときです。
+# たとえば、別の実装へチェックポイントを移すときや、角度を float64 や融合カーネルによって計算するときです。
+# float32 の誤差は決定的なので、同じコードで学習して動かすモデルは、いつも同じベクトルを見ます。
+# ペアごとに見ると、1 歩を単位にした誤差はほぼ $p$ に比例して大きくなり、$p$ が 8 倍になると約 8 倍になります
+# （ペアについての中央値。個々のペアでは 3 倍から 12 倍）。ペア 0 は厳密なままです。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。
 # $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、2 つの位置が同じエンコーディングを受け取ります。
 #
 # `posenc` は角度を float64 で作ります。float64 の仮数部は 53 ビットで、$2^{20}$ 付近の間隔は $2^{-32}$ です。
 # 最後の正弦と余弦だけを float32 に丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 で、これは結果の丸めの分です。
 # 図は、位置ごとの最大の誤差を $p$ に対して両対数軸で描いたものです。
-# float32 の角度 $\mathrm{fl}_{32}(p\,\omega_i)$ の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
-# その 4 倍を超えません。$(2u + u^2)\,p\,\omega_i < 2^{-23} \cdot 2^{\lfloor \log_2 p \rfloor + 1}$ だからです
-# （セルでは、すべての標本でこの上界を確かめます）。
+# labml の float32 の角度 $\mathrm{fl}_{32}(p\,\hat\omega_i)$ の誤差は、階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
+# どの標本でもその 2 倍以内に収まります（セルでは、そこでも 2 項の上界を確かめます）。
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。
 
-# %% alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. Float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 6·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 6·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
+# %% alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。labml の float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
-_, enc_err, posenc_err, _ = float32_errors(samples)
+_, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
+posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
+posenc_err = posenc_err.amax(-1)
 staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)
 assert posenc_err.max() <= 2**-25 + 1e-9
-# (2u + u^2) p w_i < 4 (1 + u) 2^(floor(log2 p) - 24), plus the sine's rounding
-assert (enc_err <= 4 * (1 + u) * staircase + 2**-23).all()
+# the two-term bound, largest over the pairs, plus the sine's own rounding
+assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
+assert (enc_err / staircase).max() < 2  # measured: within twice the staircase
 # the ends quoted in the alt text
-assert 1e-7 < enc_err[0] < 3e-7 and 5e-2 < enc_err.max() < 7e-2
+assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 ax.plot(
     samples,
     enc_err.clamp(min=1e-9),
     lw=1,
-    label=r"$\mathrm{fl}_{32}(p\,\omega_i)$",
+    label=r"$\mathrm{fl}_{32}(p\,\hat\omega_i)$, labml",
 )
 ax.plot(
     samples,
@@ -1146,14 +1397,17 @@ plt.show()
 # | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
 # | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
 # | labml | interleaved | $-i/n$ | shape error | 0 |
-# | jadore801120 | interleaved | $-i/n$ | a sine | 0 |
+# | jadore801120, Hugging Face XLM | interleaved | $-2i/d$ | a sine | 0 |
 # | its early version | interleaved | $-2j/d$, column $j$ | a sine | 1 |
+# | Hugging Face Marian | concatenated | $-2i/d$ | a sine, in column $n$ | 0 |
 # | `posenc` | `layout=` | `endpoint=` | zero column | explicit |
 #
-# The odd-$d$ column says what fills the last column. fairseq and the early
-# jadore801120 also keep an all-zero row for padding (`posenc`: `padding_idx=`). All
-# of these libraries form the angles $p\,\omega_i$ in float32, except jadore801120
-# (NumPy's default float64) and `posenc` (float64).
+# The odd-$d$ column says what is left over when $d$ is odd (for even $d$,
+# $-2i/d = -i/n$). fairseq and the early jadore801120 also keep an all-zero row
+# for padding (`posenc`: `padding_idx=`). tensor2tensor, fairseq, AllenNLP and
+# labml form the angles $p\,\omega_i$ in float32, with frequencies computed
+# through `exp`; jadore801120, XLM and Marian use NumPy's default float64, and
+# `posenc` float64.
 
 # %% [markdown] lang="ja"
 # ## 変種の比較
@@ -1165,14 +1419,15 @@ plt.show()
 # | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
 # | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
 # | labml | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
-# | jadore801120 | インターリーブ配置 | $-i/n$ | 正弦 | 0 |
+# | jadore801120、Hugging Face の XLM | インターリーブ配置 | $-2i/d$ | 正弦 | 0 |
 # | その初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 正弦 | 1 |
+# | Hugging Face の Marian | 連結配置 | $-2i/d$ | 正弦（列 $n$） | 0 |
 # | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す |
 #
-# 「奇数の $d$」の列は、最後の列を何で埋めるかを示します。
+# 「奇数の $d$」の列は、$d$ が奇数のときに余る列が何になるかを示します（$d$ が偶数なら $-2i/d = -i/n$ です）。
 # fairseq と jadore801120 の初期の版は、パディング用にすべて 0 の行も持ちます（`posenc` では `padding_idx=`）。
-# 角度 $p\,\omega_i$ は、jadore801120（NumPy の既定の float64）と `posenc`（float64）を除き、
-# どのライブラリも float32 で作ります。
+# tensor2tensor、fairseq、AllenNLP、labml は、周波数を `exp` で計算し、角度 $p\,\omega_i$ を float32 で作ります。
+# jadore801120、XLM、Marian は NumPy の既定の float64 を使い、`posenc` も float64 を使います。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1191,9 +1446,13 @@ plt.show()
 # - The column index in the exponent breaks the shared frequency of each pair, and
 #   with it the rotation property and the dependence on the offset alone
 #   ([section 5](#5-the-column-index-in-the-exponent)).
-# - Float32 angles carry an error up to $(2u + u^2)\,p\,\omega_i$: near $2^{20}$ up to
-#   about an eighth of the step between neighbours, except in pair 0, which is exact
-#   ([section 6](#6-float32-angles-at-large-positions)).
+# - Float32 angles carry the product's rounding, at most $2^{e-24}$ (blurring
+#   neighbours by up to a sixteenth of a step near $2^{20}$), plus
+#   $p\,|\hat\omega_i - \omega_i|$ from the libraries' `exp`-computed frequencies (up
+#   to about 0.6 of a step there, a consistent change of frequency rather than a
+#   blur); the one-rounding bound $(2u + u^2)\,p\,\omega_i$ does not hold for them.
+#   Pair 0 is exact. The errors are deterministic and matter when implementations
+#   are mixed ([section 6](#6-float32-angles-at-large-positions)).
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1208,9 +1467,11 @@ plt.show()
 #   （[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
 # - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が相対位置だけで決まる性質も壊れます
 #   （[5 節](#5-指数に入った列の番号)）。
-# - float32 の角度には最大 $(2u + u^2)\,p\,\omega_i$ の誤差が乗ります。
-#   $2^{20}$ 付近では、誤差は隣の位置との間隔の約 8 分の 1 に達します。ただしペア 0 には誤差がありません
-#   （[6 節](#6-大きな位置での-float32-の角度)）。
+# - float32 の角度には、最大 $2^{e-24}$ の積の丸めが乗ります（$2^{20}$ 付近では、隣どうしを最大で 1 歩の 16 分の 1 だけぼやけさせます）。
+#   さらに、ライブラリが `exp` で計算した周波数から $p\,|\hat\omega_i - \omega_i|$ が加わります
+#   （そこでは最大で 1 歩の約 0.6 ですが、ぼやけではなく、周波数が一様に変わるだけです）。
+#   そのため、1 回の丸めを前提にした上界 $(2u + u^2)\,p\,\omega_i$ は成り立ちません。ペア 0 は厳密です。
+#   誤差は決定的で、問題になるのは実装を混ぜるときです（[6 節](#6-大きな位置での-float32-の角度)）。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1246,13 +1507,16 @@ plt.show()
 # **Solution 1.** With an odd $d$ both layouts hold the same $n = \lfloor d/2 \rfloor$
 # pairs and end with the zero column, column $2n = d - 1$. The case formula of
 # section 1 covers the first $2n$ columns unchanged, and the zero column maps to
-# itself: $\pi(2n) = 2n$. The zero column stays last in both layouts.
+# itself: $\pi(2n) = 2n$. The zero column stays last in both layouts. The cell
+# checks the permuted interleaved table against the concatenated one written from
+# the formula (`concat_by_formula` of section 1).
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** $d$ が奇数でも、2 つの配置は同じ $n = \lfloor d/2 \rfloor$ 組のペアを持ち、
 # どちらも最後が 0 の列（列 $2n = d - 1$）です。
 # 1 節の場合分けの式は最初の $2n$ 列にそのまま当てはまり、0 の列は自分自身に写ります：$\pi(2n) = 2n$。
 # 0 の列は、どちらの配置でも最後に残ります。
+# セルでは、並べ替えたインターリーブ配置の表を、式から書き出した連結配置の表（1 節の `concat_by_formula`）と照らし合わせます。
 
 
 # %% tags=["solution"]
@@ -1271,8 +1535,13 @@ for d in (7, 9, 16, 513):
         concat = sinusoidal(
             p, d, layout="concat", endpoint=endpoint, dtype=torch.float64
         )
+        # posenc's own layouts agree bit for bit (built from the same tensors)
         torch.testing.assert_close(
             concat, interleaved[..., perm], rtol=0, atol=0
+        )
+        # the permuted table against the one written from the formula
+        torch.testing.assert_close(
+            interleaved[..., perm], concat_by_formula(p, d, endpoint)
         )
     if d % 2:
         assert perm[-1] == d - 1  # the zero column maps to itself
@@ -1289,8 +1558,10 @@ for d in (7, 9, 16, 513):
 # which is largest at $x = 1$, that is at $i \approx n/\ln 10000 \approx 0.11\,n$, with
 # the value $1/(e\,(n-1))$. The prediction is $p \approx 0.1\,e\,(n-1)$: 17.1, 69.3 and
 # 278.1 for $d = 128$, $512$ and $2048$, and the measured first positions are 18, 71
-# and 279. It grows in proportion to $d$: a wider model meets the difference later,
-# but not much later, and every model meets it within a few hundred positions.
+# and 279. It grows in proportion to $d$: a wider model meets the difference later.
+# For these three widths it comes within 300 positions, but not for every width:
+# the prediction is 556.4 for $d = 4096$ and 1113.1 for $d = 8192$, and the cell
+# measures 557 and 1115.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 各成分の差は角度の差 $p\,(\omega_i - \omega'_i)$ 以下で、正弦や余弦の傾きが急なところではほぼその大きさになります。
@@ -1301,24 +1572,30 @@ for d in (7, 9, 16, 513):
 # これは $x = 1$、つまり $i \approx n/\ln 10000 \approx 0.11\,n$ で最大になり、その値は $1/(e\,(n-1))$ です。
 # 予想は $p \approx 0.1\,e\,(n-1)$ で、$d = 128$、$512$、$2048$ に対して 17.1、69.3、278.1 です。
 # 実際に測った最初の位置は 18、71、279 です。
-# この位置は $d$ に比例して伸びます。幅の広いモデルほど差が現れるのは遅くなりますが、
-# それほど遅くはならず、どのモデルでも数百位置のうちに差が現れます。
+# この位置は $d$ に比例して伸びます。幅の広いモデルほど差が現れるのは遅くなります。
+# この 3 つの幅では 300 位置以内に差が現れますが、どの幅でもそうとは限りません。
+# $d = 4096$ と $d = 8192$ では予想が 556.4 と 1113.1 で、セルで測ると 557 と 1115 です。
 
 # %% tags=["solution"]
 lines = []
-for d in (128, 512, 2048):
+firsts = {}
+for d in (128, 512, 2048, 4096, 8192):
     n = d // 2
     i = torch.arange(n, dtype=torch.float64)
     gap_w = 10000.0 ** (-i / n) - 10000.0 ** (-i / (n - 1))
     predicted = 0.1 * math.e * (n - 1)
     assert math.isclose(0.1 / gap_w.max(), predicted, rel_tol=0.02)
     assert abs(int(gap_w.argmax()) - n / math.log(10000)) < 1
-    pos = torch.arange(1000)
+    pos = torch.arange(1200)
     paper = sinusoidal(pos, d, dtype=torch.float64)
     t2t = sinusoidal(pos, d, endpoint=True, dtype=torch.float64)
     first = int(((paper - t2t).abs().amax(-1) > 0.1).nonzero()[0])
     assert predicted <= first <= 1.1 * predicted + 1
-    lines.append(f"d = {d:4d}: predicted {predicted:5.1f}, first {first}")
+    firsts[d] = first
+    lines.append(f"d = {d:4d}: predicted {predicted:6.1f}, first {first}")
+# within 300 positions for d <= 2048, but past 1000 for d = 8192
+assert max(firsts[d] for d in (128, 512, 2048)) < 300 < firsts[4096]
+assert firsts[8192] > 1000
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1423,8 +1700,16 @@ print(
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
+# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`
+#   (first public commit `3d9c62f`, 15 June 2017, then in
+#   `tensor2tensor/models/common_attention.py`; the comment on the paper since
+#   commit `ffe4cf4`, 2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
+# - tensor2tensor pull request #177 ("fix positional embedding", merged on
+#   24 July 2017, undone by commit `ca08ad9` the next day) and issue #391
+#   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
+#   <https://github.com/tensorflow/tensor2tensor/pull/177>,
+#   <https://github.com/tensorflow/tensor2tensor/issues/391>
 # - fairseq, `SinusoidalPositionalEmbedding`.
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - fairseq, `make_positions` in `fairseq/utils.py`.
@@ -1434,10 +1719,18 @@ print(
 # - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
 # - Huang, Y.-H., `attention-is-all-you-need-pytorch` (`transformer/Models.py`; the
-#   the versions before commit `7fa8c63`, November 2017, use the exponent $2j/d$).
+#   versions before commit `7fa8c63`, November 2017, use the exponent $2j/d$).
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022, appendix D.
-#   <https://arxiv.org/abs/2202.10447>
+# - Hugging Face transformers 5.24.0, `MarianSinusoidalPositionalEmbedding`
+#   (`models/marian/modeling_marian.py`), `create_sinusoidal_embeddings`
+#   (`models/xlm/modeling_xlm.py`) and RoBERTa's
+#   `create_position_ids_from_input_ids`.
+#   <https://github.com/huggingface/transformers>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
+#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
+# - lucidrains, x-transformers (`ScaledSinusoidalEmbedding`) and FLASH-pytorch
+#   (`ScaledSinuEmbedding`). <https://github.com/lucidrains/x-transformers>,
+#   <https://github.com/lucidrains/FLASH-pytorch>
 # - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
 #   <https://doi.org/10.1109/IEEESTD.2019.8766229>
 # - Goldberg, D. (1991). *What Every Computer Scientist Should Know About
@@ -1449,8 +1742,14 @@ print(
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `get_timing_signal_1d`。
+# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `get_timing_signal_1d`
+#   （最初の公開コミットは `3d9c62f`、2017 年 6 月 15 日で、当時は `tensor2tensor/models/common_attention.py`。
+#   論文との違いについてのコメントはコミット `ffe4cf4`、2019 年から）。
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
+# - tensor2tensor のプルリクエスト #177（"fix positional embedding"。2017 年 7 月 24 日にマージされ、
+#   翌日のコミット `ca08ad9` で元に戻されました）と issue #391（"Mismatch position encoding with paper"、Ł. Kaiser の回答）。
+#   <https://github.com/tensorflow/tensor2tensor/pull/177>、
+#   <https://github.com/tensorflow/tensor2tensor/issues/391>
 # - fairseq、`SinusoidalPositionalEmbedding`。
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - fairseq、`fairseq/utils.py` の `make_positions`。
@@ -1462,8 +1761,15 @@ print(
 # - Huang, Y.-H.、`attention-is-all-you-need-pytorch`（`transformer/Models.py`。
 #   コミット `7fa8c63` より前の版の指数は $2j/d$ です）。
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022、付録 D。
+# - Hugging Face transformers 5.24.0、`MarianSinusoidalPositionalEmbedding`
+#   （`models/marian/modeling_marian.py`）、`create_sinusoidal_embeddings`
+#   （`models/xlm/modeling_xlm.py`）、RoBERTa の `create_position_ids_from_input_ids`。
+#   <https://github.com/huggingface/transformers>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022（スケール付き正弦波の位置埋め込み）。
 #   <https://arxiv.org/abs/2202.10447>
+# - lucidrains、x-transformers（`ScaledSinusoidalEmbedding`）と FLASH-pytorch
+#   （`ScaledSinuEmbedding`）。<https://github.com/lucidrains/x-transformers>、
+#   <https://github.com/lucidrains/FLASH-pytorch>
 # - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
 #   <https://doi.org/10.1109/IEEESTD.2019.8766229>
 # - Goldberg, D. (1991). *What Every Computer Scientist Should Know About

@@ -346,10 +346,12 @@ class SinusoidalEmbedding(nn.Module):
 
     Row ``p`` is ``sinusoidal(p, dim, ...)``; row ``padding_idx``, if given,
     is all zeros. With ``learnable_scale`` the output is multiplied by one
-    learned scalar initialised to ``dim ** -0.5``, the scaled sinusoidal
-    embedding of "Transformer Quality in Linear Time" (Hua et al. 2022,
-    appendix code 2); that scalar is the only parameter, so it is the only
-    tensor that receives gradients.
+    learned scalar, the scaled sinusoidal embedding of "Transformer Quality
+    in Linear Time" (Hua et al. 2022); that scalar is the only parameter, so
+    it is the only tensor that receives gradients. Its initial value
+    ``dim ** -0.5`` is this library's choice, as in x-transformers'
+    ``ScaledSinusoidalEmbedding``, not a value taken from the paper
+    (lucidrains' FLASH-pytorch starts it at 1).
 
     The table is a non-persistent buffer: it is derived from the settings
     alone, so it is left out of the ``state_dict`` (which holds only ``scale``

@@ -397,7 +397,7 @@ print(
 #
 # このファインチューニングは、事前学習に比べて小さくありません。
 # RoPE の事前学習は、コピーでは 100 ステップ、連想想起では 150 ステップで止まります。1 ステップは 16 トークンの系列 32 本なので、51,200 トークンと 76,800 トークンです。
-# ファインチューニングは 32 トークンの系列 32 本を 50 ステップで、51,200 トークンです。コピーでは事前学習と同じ量、連想想起ではその 3 分の 2 に当たります。
+# ファインチューニングは 32 トークンの系列 32 本で 50 ステップ学習するので、51,200 トークンです。コピーでは事前学習と同じ量、連想想起ではその 3 分の 2 に当たります。
 # Chen らの 1000 ステップは、8192〜32768 トークンの系列 64 本または 128 本からなります（5 億〜42 億トークン）。
 # これは、LLaMA の事前学習の 1 兆〜1.4 兆トークン（Touvron ら 2023）の 0.5 % 未満です。
 # 手順は、ほかにも次の 4 点で Chen ら（§3.1）と異なります。
@@ -877,9 +877,9 @@ print(
 # $31$ in every seed. At $t = 4, \dots, 7$ the only copy of the answer is $3$ back; from
 # $t = 8$ on it is also $7, 11, \dots$ back (shown as $3.5, 5.5, \dots$). So after 50
 # steps the model is right wherever the answer has two or more copies and mostly wrong
-# where it has one; the record does not say which copy it attends to. The whole loss at
-# $L$, $0.74 = (0.88 + 8)/12$, and the $-0.11$ at $2L$ come from these four of the $12$
-# and $28$ scored positions. Beyond $2L$ the row is evaluated at $s = 4$ and $8$, which it
+# where it has one; the record does not say which copy it attends to. The whole
+# shortfall of the accuracy at $L$, $0.74 = (0.88 + 8)/12$, and the $-0.11$ at $2L$ come
+# from these four of the $12$ and $28$ scored positions. Beyond $2L$ the row is evaluated at $s = 4$ and $8$, which it
 # was not fine-tuned for, and falls to $0.33$ $[0.26, 0.40]$ at $4L$ and $0.34$
 # $[0.33, 0.35]$ at $8L$.
 #
@@ -902,7 +902,7 @@ print(
 # どこで落ちるかは位置ごとの値でわかります（次のセルで表示します）。$N = 2L$ でのシード平均の $a(t)$ は、$t = 4, \dots, 7$ で $0.48$、$0.22$、$0.06$、$0.12$ で、$8$ から $31$ までのすべての $t$ では、どのシードでも $1.00$ です。
 # $t = 4, \dots, 7$ では、答えの写しは $3$ 個前の 1 つだけです。$t = 8$ 以降は $7, 11, \dots$ 個前にもあります（PI では $3.5, 5.5, \dots$ に見えます）。
 # つまり 50 ステップのファインチューニングのあと、モデルは答えの写しが 2 つ以上あれば正しく、1 つだけのときはほとんど間違えます。どの写しにアテンションを向けているかは、記録からはわかりません。
-# $L$ での低下のすべて（$0.74 = (0.88 + 8)/12$）と $2L$ での $-0.11$ は、採点する $12$ 個と $28$ 個の位置のうち、この 4 つから来ています。
+# $L$ での正解率 $0.74 = (0.88 + 8)/12$ の不足分と $2L$ での $-0.11$ は、どちらもすべて、採点する $12$ 個と $28$ 個の位置のうちこの 4 つから来ています。
 # $2L$ より先では、この行はファインチューニングしていない $s = 4$ と $8$ で評価され、$4L$ で $0.33$ $[0.26, 0.40]$、$8L$ で $0.34$ $[0.33, 0.35]$ まで下がります。
 #
 # ファインチューニング後の YaRN は、$2L$ のすべての位置で正解し、コピーで最も良い行になります。

@@ -225,7 +225,14 @@ def train_until_learned(
 
 
 def fine_tune(model: ToyTransformer, task: str, seed: int, settings: dict, scaling) -> list[float]:
-    """``finetune_steps`` steps at ``2L`` with ``rope_scaling=scaling`` (Chen et al.'s protocol)."""
+    """``finetune_steps`` steps at ``2L`` with ``rope_scaling=scaling``.
+
+    After Chen et al. (2023), scaled down, with these differences from their
+    section 3.1: a fresh AdamW with PyTorch's betas (theirs 0.9, 0.95), no
+    warm-up (theirs: 20 steps from 10 % of the rate), the run's weight decay
+    (theirs 0), and the same number of steps with and without scaling (they
+    gave direct fine-tuning 10 times PI's steps).
+    """
     generator = torch.Generator().manual_seed(seed + 1)
     opt = torch.optim.AdamW(
         model.parameters(), lr=settings["finetune_lr"], weight_decay=settings["weight_decay"]

@@ -42,12 +42,12 @@
 # テキストのトークンの位置は 1 つですが、画像のパッチには行と列の 2 つの座標があり、
 # 動画のパッチには時間・行・列の 3 つの座標があります。
 # この章では、これまでの章のエンコーディングが格子の上へどう持ち込まれたかをたどります。
-# Vision Transformer は、はじめ絶対位置の表を使っていました。
+# Vision Transformer は、当初は絶対位置の表を使っていました。
 # ViT はパッチごとに 1 本のベクトルを学習し、解像度が変わると表を補間し直します。
 # MAE は表を正弦と余弦で固定し、チャネルの半分ずつをそれぞれの軸に割り当てます。
 # その後 RoPE が画像に持ち込まれました。
-# Heo ら（2024）は、一部の次元のペアを列で、残りを行で回転させ（RoPE-Axial）、
-# さらに両方の軸を混ぜる学習可能な周波数の変種（RoPE-Mixed）を加えました。
+# Heo ら（2024）は、次元のペアの一部を列で、残りを行で回転させました（RoPE-Axial）。
+# さらに、両方の軸を混ぜた周波数を学習する変種（RoPE-Mixed）も加えています。
 # Qwen2-VL のマルチモーダル RoPE（M-RoPE）は、テキスト・画像・動画を 1 つの系列に並べて扱えるように、
 # 言語モデルのヘッドの周波数を時間・高さ・幅に分けます。
 # Qwen3-VL は周波数をブロックに分けず、各軸へ順番に配ります。
@@ -55,7 +55,7 @@
 # Hugging Face transformers や scipy が出力した数値（バージョンと呼び出し方を添えて貼っています）、別の導出の 3 つです。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
-# $m$ と $n$ は回転位置埋め込みの章と同じくクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
+# $m$ と $n$ は回転を扱う章と同じくクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
 # $i$ は次元のペアの番号で、$\theta_i = b^{-2i/d}$ です。
 # 行 $r$、列 $c$ のパッチの座標を $(r, c)$ と書きます。
 
@@ -147,7 +147,7 @@ assert torch.equal(rc[1], j % w)
 # [「学習型位置埋め込み」](03-learned-embeddings.ipynb)の章と同じく、パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です。
 # 高い解像度でファインチューニングすると、モデルは表の行数より多くのパッチを見ることになります。
 # 論文は、事前学習済みの位置埋め込みを、元の画像での位置に従って 2 次元で補間する方法をとります。
-# パッチの $hw$ 行を $h \times w$ の格子に並んだベクトルとして形状変換し、新しい格子 $h' \times w'$ へ補間し直します。
+# パッチの $hw$ 行を形状変換して $h \times w$ の格子に並べ、新しい格子 $h' \times w'$ に合わせて補間し直します。
 # クラストークンの行は別に取り分け、そのまま残します（`interpolate_posembed(..., has_class_token)`）。
 # 公式の JAX コードは `scipy.ndimage.zoom(..., order=1)` で補間し直します。
 # これは四隅を四隅に合わせる線形補間（scipy の既定の `grid_mode=False`）なので、新しい行 $r'$ は古い表の次の位置を読みます。
@@ -155,7 +155,7 @@ assert torch.equal(rc[1], j % w)
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
 # 双線形補間は座標の 1 次関数をそのまま再現します。
-# したがって、最初のチャネルに行、2 番目のチャネルに列を入れた表を補間すると、写した先の座標が出てくるはずです。
+# したがって、最初のチャネルに行、2 番目のチャネルに列を入れた表を補間すると、写像後の座標が出てくるはずです。
 # PyTorch の `F.interpolate(..., mode="bilinear", align_corners=True)` も同じ写像です。
 # 次のセルでは、小さな表について scipy が出力した数値と比べます。`align_corners=False` では別の数値になることも確かめます。
 # Hugging Face の `ViTEmbeddings.interpolate_pos_encoding`（transformers 5.24.0）は別の方法で補間します。
@@ -211,16 +211,16 @@ for corners in [True, False]:
 #
 # MAE（He ら 2022）は表を固定します。
 # その `get_2d_sincos_pos_embed` は、軸ごとに $d/2$ チャネルの 1 次元の正弦・余弦の符号を作り、2 つを連結します。
-# $d/4$ 個の周波数 $\omega_k = 10000^{-k/(d/4)}$（$k = 0, \dots, d/4 - 1$）を使い、
-# 座標 $u$ の 1 次元の符号は、先に正弦をすべて、次に余弦をすべて並べたもの（[連結配置](../docs/glossary.ja.md#concatenated-layout)）です。
+# $d/4$ 個の周波数を $\omega_k = 10000^{-k/(d/4)}$（$k = 0, \dots, d/4 - 1$）とすると、
+# 座標 $u$ の 1 次元の符号は、正弦をすべて並べてから余弦をすべて並べたものです（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
 #
 # $$e(u) = \big(\sin(u\omega_0), \dots, \sin(u\omega_{d/4-1}), \cos(u\omega_0), \dots, \cos(u\omega_{d/4-1})\big),$$
 #
 # $$PE(r, c) = \big(e(c),\ e(r)\big).$$
 #
 # 先に来るのは列です。
-# コードは前半を `emb_h` と呼んでいますが、それは `np.meshgrid(grid_w, grid_h)` から計算されていて、
-# その最初の出力は列の方向に変わります。
+# コードは前半を `emb_h` と呼んでいますが、前半は `np.meshgrid(grid_w, grid_h)` の最初の出力から計算され、
+# この出力は列の方向に変わります。
 # コメントの「here w goes first」もそう述べており、Hugging Face の ViT-MAE はこの入れ替わりを注記したうえで、
 # 事前学習済みの重みに合わせてそのまま残しています。
 # 次のセルでは、`posenc.sinusoidal`（連結配置、$d/2$ チャネル。周波数は同じ $\omega_k$ です）から表を作り直し、
@@ -263,7 +263,7 @@ print("patch 5 = (row 1, column 2):", pe[5, :2].tolist(), "= sin 2, sin 0.02")
 # $d = 64$.
 
 # %% [markdown] lang="ja"
-# 2 つの半分はそれぞれ独立した 1 次元の符号なので、表から取った 2 つのパッチのベクトルの
+# 前半と後半はそれぞれ独立した 1 次元の符号なので、表から取った 2 つのパッチのベクトルの
 # [内積](../docs/glossary.ja.md#dot-product)は、1 次元の内積 2 つの和になります。
 # $\sin a \sin b + \cos a \cos b = \cos(a - b)$ により、それぞれは座標の差だけで決まります。
 #
@@ -378,10 +378,10 @@ assert_close(axial(x, rc[0], rc[1]), heo_axial(x, rc[0], rc[1]))
 # $$s(\Delta r, \Delta c) = f(\Delta c) + g(\Delta r), \qquad \Delta r = r_n - r_m,\ \Delta c = c_n - c_m.$$
 #
 # ここから 2 つのことが言え、次のセルで確かめます。
-# 1 つ目に、[相対位置](../docs/glossary.ja.md#relative-position)だけで決まる性質が軸ごとに別々に成り立ちます。
+# まず、[相対位置](../docs/glossary.ja.md#relative-position)だけで決まる性質が軸ごとに別々に成り立ちます。
 # 2 つのトークンを同じ行数だけ、あるいは同じ列数だけ動かしてもスコアは変わりません。
 # 一方、キーの 1 つの軸だけを動かすとスコアは変わります。
-# 2 つ目に、和 $f(\Delta c) + g(\Delta r)$ の混合差分は 0 になります。
+# 次に、和 $f(\Delta c) + g(\Delta r)$ の混合差分は 0 になります。
 #
 # $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0,$$
 #
@@ -438,28 +438,29 @@ print(f"score {s:.4f}; mixed difference {mixed:.1e}")
 # $(\theta_i, 0)$ and $(0, \theta_i)$ all lie on the two axes of the 2D
 # spectrum. The paper illustrates the point with a 2D Fourier reconstruction
 # that keeps only the RoPE frequencies (we know that figure from its caption
-# as quoted in summaries of the paper, and do not reproduce it).
+# as quoted in third-party summaries of the paper, and do not reproduce it).
 
 # %% [markdown] lang="ja"
 # ## 斜めの方向：RoPE-Mixed
 #
 # RoPE-Axial では、どのペアも 1 つの軸に沿ってしか回りません。ペア $i$ の位相は $\theta_i c$ か $\theta_i r$ です。
-# Heo らは、このような周波数では斜めの方向を表せないと指摘し、混合した変種ではペアごとに両方の軸の周波数を持たせます。
+# Heo らは、このような周波数では斜めの方向を表せないと指摘しています。
+# その混合版（RoPE-Mixed）では、ペアごとに両方の軸の周波数を持たせます。
 #
 # $$\phi_i(r, c) = \theta^{x}_i\, c + \theta^{y}_i\, r,$$
 #
-# これは平面波で、向き $(\theta^{x}_i, \theta^{y}_i)$ はどちらを向いてもかまいません。
+# これは平面波で、その向き $(\theta^{x}_i, \theta^{y}_i)$ に制約はありません。
 # 周波数はヘッドごと、層ごとに学習します。
 # Heo らのコード（`init_random_2d_freqs`）は、大きさを $10^{-4k/d}$ とし、ヘッドごとにランダムな向き $\alpha$ を選んで初期化します。
 # ペアの前半は $\alpha$ の向き、後半は $\alpha + \pi/2$ の向きです。
 #
-# 回転どうしは可換なままなので、スコアは依然として $(\Delta r, \Delta c)$ だけで決まり、相対位置の性質は保たれます。
+# 回転どうしは可換なままなので、スコアはやはり $(\Delta r, \Delta c)$ だけで決まり、相対位置の性質は保たれます。
 # 変わるのは依存の形です。$\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアからは、
 # $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ という項が加わります。
 # これは $\Delta c$ の関数と $\Delta r$ の関数の和にはならないので、混合差分はもう 0 になりません。
 # フーリエ領域で見ると、軸ごとの周波数ベクトル $(\theta_i, 0)$ と $(0, \theta_i)$ は、どれも 2 次元のスペクトルの 2 本の軸の上にあります。
-# 論文は、RoPE の周波数だけを残した 2 次元のフーリエ再構成の図でこの点を示しています
-# （この図については、論文の要約に引用された説明文しか確認できておらず、ここでは再現していません）。
+# 論文は、RoPE の周波数だけを残した 2 次元のフーリエ再構成の図でこの点を示しています。
+# ただし、この図は論文を紹介する第三者の記事に引用されたキャプションでしか確認できていないので、ここでは再現していません。
 
 
 # %%
@@ -508,10 +509,10 @@ print(f"RoPE-Mixed: mixed difference {mixed_diff:.4f} (axial: 0)")
 # the mixed score has ridges along oblique directions.
 
 # %% [markdown] lang="ja"
-# 図は、1 組のクエリとキーのスコアを、差 $(\Delta r, \Delta c)$ の関数として両方の変種について描いたものです。
+# 図は、両方の変種について、1 組のクエリとキーのスコアを差 $(\Delta r, \Delta c)$ の関数として描いたものです。
 # $q = k$ としたので、スコアは $(0, 0)$ で最大になります。
-# 軸ごとのスコアは行の形と列の形の和なので、等高線は軸の向きにそろった格子模様を描きます。
-# 混合したスコアには、斜めの向きに伸びる尾根が現れます。
+# 軸ごとのスコアは行の差の関数と列の差の関数の和なので、等高線は軸の向きにそろった格子模様を描きます。
+# RoPE-Mixed のスコアには、斜めの向きに伸びる尾根が現れます。
 
 # %% alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: ridges along oblique lines through the centre."], "ja": ["d = 64 で q = k としたスコアを差に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、中央を通る斜めの線に沿った尾根が見えます。"]}
 span = torch.arange(-15, 16)
@@ -546,11 +547,11 @@ plt.show()
 # (`compute_axial_cis(end_x=W // patch_size, ...)`), so the patches keep
 # integer coordinates and the model meets offsets it never saw in training
 # (with 16-pixel patches, a 14 × 14 grid at 224 pixels and 24 × 24 at 384).
-# This is the RoPE counterpart of resampling ViT's table, and the result the
-# paper's abstract puts first: RoPE keeps its accuracy as the inference
-# resolution grows. In the repository's table for DeiT-III Base (ImageNet-1k
-# top-1, %), the learned table loses accuracy at 384 pixels and both RoPE
-# variants gain:
+# This is the RoPE counterpart of resampling ViT's table, and the setting of
+# the result that the paper's abstract puts first: RoPE keeps its accuracy
+# as the inference resolution grows. In the repository's table for DeiT-III
+# Base (ImageNet-1k top-1, %), the learned table loses accuracy at 384
+# pixels and both RoPE variants gain:
 #
 # | position encoding | 224 pixels | 384 pixels |
 # |---|---|---|
@@ -569,8 +570,8 @@ plt.show()
 # （`compute_axial_cis(end_x=W // patch_size, ...)`）。
 # そのためパッチの座標は整数のままで、モデルは学習時には現れなかった大きな座標の差に出会います。
 # 16 ピクセルのパッチでは、格子は 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24 です。
-# これは ViT の表の補間に対応する RoPE での扱い方で、論文の要旨が最初に挙げる結果でもあります。
-# 推論時の解像度を上げても、RoPE は精度を保ちます。
+# これが、ViT の表の補間に相当する RoPE での扱い方です。
+# 論文の要旨が最初に挙げる、推論時の解像度を上げても RoPE は精度を保つという結果は、この扱い方で解像度を上げたときのものです。
 # 次の表は、リポジトリにある DeiT-III Base の ImageNet-1k での top-1 正解率（%）です。
 # 384 ピクセルでは、学習型の表は正解率を落とし、RoPE の 2 つの変種はどちらも正解率を上げています。
 #
@@ -613,7 +614,7 @@ plt.show()
 # $i < d/4$ のペア $i$ を $r\theta_i$、$i \ge d/4$ のペアを $c\theta_i$ だけ回します。
 # これは、最初のブロックを行で、2 番目のブロックを列で回した `apply_rope` の結果と等しくなります。
 # どちらのブロックも、ベクトル全体の次元数から決まる周波数を使います。
-# 次のセルでは、ベクトル全体に対する `apply_rope` の 2 回の呼び出しからそれを組み立てて確かめます。
+# 次のセルでは、ベクトル全体に `apply_rope` を行と列で 1 回ずつ適用し、その結果からこれを組み立てて確かめます。
 
 # %%
 x = torch.randn(36, d, dtype=f64)
@@ -809,9 +810,8 @@ assert_close(text, apply_rope(x, p, base=1e6))
 # $N$ トークンの正方形の画像なら位置は $\sqrt{N}$ だけ進み、一般の画像では $\max(H/2, W/2) \ge \sqrt{N}$ だけ進みます
 # （下の $2 \times 3$ トークンの例では 3 です）。
 # Hugging Face はこの差を `rope_deltas`（位置の最大値に 1 を足し、系列長を引いたもの）として保持し、生成するトークンの位置に足します。
-# 次のセルでは、`grid_positions` で位置を組み立て直します。
-# 系列はテキスト 3 トークン、$4 \times 6$ パッチ（2 × 3 トークン）の画像、テキスト 2 トークンで、
-# transformers 5.24.0 がこの系列について返す位置と比べます。
+# 次のセルでは、`grid_positions` で位置を組み立て直し、transformers 5.24.0 が返す位置と比べます。
+# 系列はテキスト 3 トークン、$4 \times 6$ パッチ（2 × 3 トークン）の画像、テキスト 2 トークンです。
 # この関数は動画も受け付け、次の節で使う規則も選べます。
 
 
@@ -872,9 +872,9 @@ print(pos)
 # 画像エンコーダは、連続する `temporal_patch_size` $= 2$ 枚のフレームを 1 つのパッチにまとめます（`Qwen2VLVisionConfig`）。
 # 時間方向のパッチの数がトークンの行数や列数より多いと、次のテキストの位置が動画の最後の時間座標より小さくなります。
 # たとえばテキスト 1 トークンのあとに、1 トークンずつの時間方向のパッチを 4 つ（8 フレーム）置くと、時間座標は $1, \dots, 4$ になります。
-# 次のテキストのトークンの位置は、論文の規則なら 5 ですが、ここでは 2 です。
+# 次のテキストのトークンの位置は、論文の規則なら 5 ですが、transformers 5.24.0 では 2 です。
 # この関数の以前の版（`st_idx = llm_pos_ids_list[-1].max() + 1`）は論文の規則どおりです。
-# 上で確かめた画像の場合は、どちらの規則でも一致します。
+# 上で確かめた画像の場合は、2 つの規則は同じ位置を与えます。
 
 # %%
 # transformers 5.24.0: Qwen2VLModel.get_rope_index(..., mm_token_type_ids=
@@ -889,13 +889,13 @@ assert by_paper[0, 5] == 5  # the paper's rule: largest coordinate plus one
 
 # %% [markdown] lang="en"
 # The relative property holds in each axis separately, as for axial RoPE:
-# shifting the query and the key by the same amount on one axis, a different
-# amount per axis, leaves the score unchanged, and changing one coordinate of
-# the key alone does not.
+# shifting the query and the key by the same amount along each axis (the
+# amount may differ from one axis to another) leaves the score unchanged,
+# while changing one coordinate of the key alone changes it.
 
 # %% [markdown] lang="ja"
-# 相対位置の性質は、軸ごとの RoPE と同じく軸ごとに別々に成り立ちます。
-# クエリとキーを 1 つの軸の上で同じだけずらす（ずらす量は軸ごとに違ってかまいません）とスコアは変わりません。
+# 相対位置の性質は、軸ごとの RoPE と同じく、各軸で別々に成り立ちます。
+# 各軸についてクエリとキーを同じ量だけずらしても（ずらす量は軸ごとに違ってかまいません）、スコアは変わりません。
 # キーの座標を 1 つだけ変えると、スコアは変わります。
 
 # %%
@@ -998,10 +998,11 @@ print("temporal coordinates of the two patches:", qwen3[0, [3, 9]].tolist())
 # With consecutive blocks each axis sees only one band of the spectrum.
 # Frequencies fall with $i$, so in Qwen2-VL's $[16, 24, 24]$ the temporal
 # axis takes the 16 fastest and the width the 24 slowest; no axis has both
-# fast pairs (fine differences) and slow pairs (long ranges). Summaries of
-# the Qwen3-VL report say that it calls this an imbalanced frequency
-# spectrum that weakens long-video understanding (its abstract says only
-# that the interleaved M-RoPE gives stronger spatial-temporal modelling).
+# fast pairs (fine differences) and slow pairs (long ranges). Third-party
+# summaries of the Qwen3-VL report say that the report calls this an
+# imbalanced frequency spectrum that weakens long-video understanding (the
+# report's abstract says only that the interleaved M-RoPE gives stronger
+# spatial-temporal modelling).
 # Qwen3-VL interleaves instead, which Qwen's documentation calls
 # full-frequency allocation over time, height and width. With three axes,
 # frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, for as
@@ -1018,9 +1019,10 @@ print("temporal coordinates of the two patches:", qwen3[0, [3, 9]].tolist())
 # 連続したブロックでは、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では、時間の軸が最も速い 16 個を、
 # 幅の軸が最も遅い 24 個を受け持ちます。速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# Qwen3-VL の技術報告は、これを周波数スペクトルの偏りと呼び、長い動画の理解を弱める原因としています（技術報告の要約による記述です）。
-# そこで Qwen3-VL は周波数を交互に配ります。Qwen のドキュメントは、これを時間・高さ・幅への全周波数の割り当てと説明しています。
-# なお、技術報告の要旨そのものが述べているのは、交互の M-RoPE で時間と空間のモデル化が強くなる、ということだけです。
+# Qwen3-VL の技術報告を紹介する第三者の記事によれば、報告はこれを周波数スペクトルの偏りと呼び、長い動画の理解を弱める原因としています。
+# ただし、報告の要旨そのものは、交互の M-RoPE によって時間と空間のモデル化が強くなる、と述べているだけです。
+# Qwen3-VL は代わりに、周波数を各軸へ 1 つずつ順番に配ります。
+# Qwen のドキュメントは、これを時間・高さ・幅への全周波数の割り当てと説明しています。
 # 3 つの軸では、セクションが許す限り周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # Hugging Face の `Qwen3VLTextRotaryEmbedding` に `mrope_section = [24, 20, 20]` を与えた場合、
 # $h$ は周波数 $1, 4, \dots, 58$ を、$w$ は $2, 5, \dots, 59$ を受け持ちます。最後の 4 つを含む残りは、すべて $t$ です。
@@ -1049,7 +1051,7 @@ assert mrope_axes([24, 20, 20], interleave=True).tolist() == hf_qwen3_axes
 # 各軸が受け持つ最短と最長の波長を示します。
 # Hugging Face の Qwen3-VL の既定値は $5 \cdot 10^5$ ですが、割り当て方だけを比べるために、表ではどちらも $10^6$ にしています。
 # ブロックに分けると、時間の軸の波長は最長でも約 160 位置です。幅の軸の波長は約 35,000 位置から始まります。
-# 交互に配ると、どの軸もほぼ全範囲にわたります。
+# 順番に配ると、どの軸もほぼ全範囲にわたります。
 # 次のセルでは、両端の波長を、上の軸の一覧から決まるペア $i$ での $2\pi\, b^{2i/d}$ と比べます。
 
 # %%
@@ -1089,7 +1091,7 @@ for key, (first, last) in ends.items():
 # a dot at its wavelength, coloured by its axis.
 
 # %% [markdown] lang="ja"
-# 図は同じことをペアごとに描いたものです。各周波数の番号 $i$ を、その波長の高さに軸ごとの色で点として打っています。
+# 図は同じことをペアごとに描いたものです。番号 $i$ ごとに、その波長の高さに点を打ち、受け持つ軸で色分けしています。
 
 # %% alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の交互の割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって交互に並びます。"]}
 colours = plt.get_cmap("viridis")([0.0, 0.5, 0.85])
@@ -1123,7 +1125,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # 交互の割り当ても相対位置の性質を損ないません。この性質は、各周波数が 1 つの軸に結び付いていることだけに依存するからです。
-# 先ほどと同じずらし方でスコアは変わりません。
+# 先ほどと同じようにずらしても、スコアは変わりません。
 
 # %%
 kw = dict(interleave=True, sections=(24, 20, 20))
@@ -1220,7 +1222,7 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # Qwen2-VL の動画では、時間座標の 1 が、`temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つにあたります。
 # したがってフレームレートにかかわらず、サンプルしたフレームの約 320 枚分です。
 # 交互の割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
-# Qwen3-VL では、これはフレームの枚数になりません。
+# Qwen3-VL では、これをフレームの枚数には換算できません。
 # 時間方向のパッチはそれぞれ別の格子になり、次のパッチまでに位置はタイムスタンプのトークンの数と $\max(H/2, W/2)$ だけ進むからです。
 # 次のセルでは、両方の波長を底のべき乗から計算して `rope_frequencies` と比べます。
 # 時間方向のパッチのフレーム数には、Hugging Face の設定の値を使います。
@@ -1250,7 +1252,7 @@ print(f"interleaved: {inter_t:,.0f} positions")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** テキストは $0, \dots, 4$ を使います。画像は $s = 5$ から始まる $8 \times 8$ トークンで、
 # 座標は $t = 5$、$h, w \in 5, \dots, 12$ です。
-# 最後のトークンは 3 つの軸とも $12 + 1 = 13$ から続きます。
+# 最後のトークンの座標は、3 つの軸とも $12 + 1 = 13$ です。
 # 系列は $5 + 64 + 1 = 70$ トークンで位置の最大値は 13 なので、`rope_deltas` は $13 + 1 - 70 = -56$ です。
 
 # %% tags=["solution"]
@@ -1270,8 +1272,8 @@ for rule in ["paper", "hf"]:
 # $6 \times 8$ grid.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 行の半分どうしは等しいので、内積は $\sum_k (\sin^2 + \cos^2) = d/4$ です。
-# 列の半分どうしは $\sum_k \sin(c\omega_k)\sin((c+\Delta)\omega_k) + \cos(c\omega_k)\cos((c+\Delta)\omega_k) = \sum_k \cos(\Delta\,\omega_k)$ になります。
+# **解答 3.** 行の符号を入れた後半どうしは等しいので、その内積は $\sum_k (\sin^2 + \cos^2) = d/4$ です。
+# 列の符号を入れた前半どうしの内積は $\sum_k \sin(c\omega_k)\sin((c+\Delta)\omega_k) + \cos(c\omega_k)\cos((c+\Delta)\omega_k) = \sum_k \cos(\Delta\,\omega_k)$ になります。
 # 次のセルでは、$6 \times 8$ の格子で 3 列離れたすべてのパッチの組を調べます。
 
 # %% tags=["solution"]
@@ -1327,8 +1329,7 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 # - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words:
 #   Transformers for Image Recognition at Scale*.
 #   <https://arxiv.org/abs/2010.11929>
-#   公式コード：`vit_jax/checkpoint.py`（`scipy.ndimage.zoom(..., order=1)`）。
-#   <https://github.com/google-research/vision_transformer>
+#   公式コード：`vit_jax/checkpoint.py`（`scipy.ndimage.zoom(..., order=1)`）。<https://github.com/google-research/vision_transformer>
 # - He, K. et al. (2022). *Masked Autoencoders Are Scalable Vision
 #   Learners*. <https://arxiv.org/abs/2111.06377>
 #   公式コード：`util/pos_embed.py`。<https://github.com/facebookresearch/mae>

@@ -18,8 +18,9 @@
 # The Transformer of Vaswani et al. (2017) adds to every token embedding a fixed
 # vector that depends only on the token's position: the sines and cosines of the
 # position at many different [frequencies](../docs/glossary.md#frequency). This
-# chapter derives the properties of that encoding on which the paper rests its
-# choice (the wavelengths, a shift as a linear map, the dot product), checks
+# chapter derives the properties of that encoding that the paper states (the
+# wavelengths form a geometric progression, a shift is a linear map) and one it
+# does not (the dot product of two codes depends only on their offset), checks
 # every formula numerically with `posenc`, and rebuilds two well-known
 # implementations (labml and AllenNLP) to show where they differ. The paper's
 # other hope, that the sinusoids let a model handle sequences longer than those
@@ -34,8 +35,9 @@
 #
 # Vaswani ら（2017）の Transformer は、各トークンの埋め込みに、位置だけで決まる固定のベクトルを足します。
 # 中身は、位置にさまざまな[周波数](../docs/glossary.ja.md#frequency)を掛けた角度の正弦（sin）と余弦（cos）です。
-# この章では、論文がこの選択の根拠にしている性質（波長、線形写像としての位置のずらし、内積）を導き、
-# すべての式を `posenc` で数値的に確かめます。
+# この章では、論文が述べている性質を導きます。波長が等比数列をなすことと、位置をずらす操作が線形写像であることです。
+# 論文が述べていない性質として、2 つの符号の内積が相対位置だけで決まることも導きます。
+# そして、すべての式を `posenc` で数値的に確かめます。
 # 最後に、広く使われている 2 つの実装（labml と AllenNLP）を再現し、どこが違うのかを示します。
 # 論文は正弦波を選んだ理由として、学習時より長い系列にもモデルが外挿できる可能性を挙げています。
 # これは学習したモデルについての主張なので、「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で確かめます。

@@ -15,8 +15,16 @@ raises ``ValueError`` without it; :func:`posenc.apply_rope` and
 
 The functions reproduce, operation for operation in float32, the ``inv_freq``
 that Hugging Face transformers' rope initialisation functions
-(``modeling_rope_utils.py``) produce for the same settings, so a model
-trained with those numerics sees the same frequencies here.
+(``modeling_rope_utils.py``) produce for the same settings when they are
+called with the length as a Python number, so a model trained with those
+numerics sees the same frequencies here. One exception: inside a model,
+Hugging Face's ``dynamic_rope_update`` passes the length to the dynamic NTK
+function as a tensor (``torch.max(position_ids) + 1``), so its new base is
+formed in float32, not in Python floats as here; with transformers 5.24.0
+the frequencies then differ in some pairs by one or two float32 ulps
+(relative 1.4e-7 at most) at some lengths (``T = 5000`` and ``12345`` with
+``s = 1``, ``12345`` with ``s = 2``) and agree bit for bit at others (``2L``,
+``4L``, ``8L``, ``4097``, with ``L = 4096``).
 
 Notation: ``dim`` is the number of rotated features (even), ``h = dim // 2``
 the number of frequencies, ``theta_i = base ** (-2i / dim)`` for
@@ -576,7 +584,8 @@ def _dynamic_ntk_parameters(
     context = scaling.original_max_positions
     if dim == 2 or seq_len is None or seq_len <= context:
         return _default_parameters(None, dim, base, None)
-    # operation for operation as Hugging Face: Python floats, then a float32 power
+    # as Hugging Face's init function with an int seq_len: Python floats, then
+    # a float32 power (its in-model tensor seq_len forms the base in float32)
     factor = scaling.factor
     new_base = base * ((factor * seq_len / context) - (factor - 1)) ** (dim / (dim - 2))
     return _default_parameters(None, dim, new_base, None)

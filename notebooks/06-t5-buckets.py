@@ -561,6 +561,16 @@ axes[0].set(ylabel="$b(r)$", yticks=[0, 8, 16, 24, 31])
 plt.show()
 
 # %% [markdown] lang="en"
+# <!-- explorable: 06-t5-buckets -->
+# *On the website, an interactive figure takes the place of this note: choose
+# the number of buckets, the largest distance and the direction, and see the
+# bucket of every relative position.*
+
+# %% [markdown] lang="ja"
+# <!-- explorable: 06-t5-buckets -->
+# *サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、向きを選ぶと、各相対位置のバケットが表示されます。*
+
+# %% [markdown] lang="en"
 # ## The buckets widen geometrically
 #
 # Where does each logarithmic bucket begin? In exact arithmetic the floor of a number is

@@ -463,6 +463,15 @@ ax.legend(loc="lower right")
 plt.show()
 
 # %% [markdown] lang="en"
+# <!-- explorable: 07-alibi -->
+# *On the website, an interactive figure takes the place of this note: the
+# slopes for any head count from 1 to 128, and the bias of one head.*
+
+# %% [markdown] lang="ja"
+# <!-- explorable: 07-alibi -->
+# *サイトでは、この注記の場所に対話的な図があります。1 から 128 までの任意のヘッド数での傾きと、1 つのヘッドのバイアスを表示します。*
+
+# %% [markdown] lang="en"
 # ## Only the differences within a row matter
 #
 # Adding the same number $c$ to every score of a row does not change its softmax:

@@ -900,6 +900,15 @@ ax_r.legend(loc="upper right", fontsize="small")
 plt.show()
 
 # %% [markdown] lang="en"
+# <!-- explorable: 08-rope -->
+# *On the website, an interactive figure takes the place of this note: the
+# relative upper bound for any base and dimension.*
+
+# %% [markdown] lang="ja"
+# <!-- explorable: 08-rope -->
+# *サイトでは、この注記の場所に対話的な図があります。任意の底と次元数で、相対的な上界を描きます。*
+
+# %% [markdown] lang="en"
 # ## The libraries, rebuilt with posenc
 #
 # | | pairing | cosines and sines | angles formed in | partial rotation |

@@ -1452,6 +1452,16 @@ left.set_ylabel(r"$\theta'_i / \theta_i$")
 plt.show()
 
 # %% [markdown] lang="en"
+# <!-- explorable: 09-rope-context -->
+# *On the website, an interactive figure takes the place of this note: the
+# wavelength of every pair under each method, for a chosen factor, original
+# length and base.*
+
+# %% [markdown] lang="ja"
+# <!-- explorable: 09-rope-context -->
+# *サイトでは、この注記の場所に対話的な図があります。係数、元の長さ、底を選ぶと、各手法でのペアごとの波長を並べて描きます。*
+
+# %% [markdown] lang="en"
 # ## Which models use which
 #
 # Settings published by the model authors (their papers, model cards or `config.json`):

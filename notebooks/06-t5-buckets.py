@@ -697,10 +697,29 @@ plt.show()
 # causal setting). Beyond that distance the bias carries no information about how far a
 # key is, only on which side of the query it lies.
 #
+# The paper's description suggests a later edge. Raffel et al. (§2.1) use 32 embeddings
+# "with ranges that increase in size logarithmically up to an offset of 128", beyond
+# which all relative positions share one embedding, and add that a layer is
+# insensitive to relative position beyond 128 tokens. In the code, 128 is where the
+# clip acts; the last shared range already begins at 91 (or 113), because the
+# logarithmic buckets end one ratio before $D$.
+#
 # There is a good side too. The bias is defined at every length: there is no table of
 # positions to run out of, which is the "more graceful generalization to longer
 # sequences" that the comment in Mesh TensorFlow's code hopes for. A query at the end of
 # 5000 keys gets a bias for each of them, and all but the nearest 91 share one value.
+#
+# The price is paid in memory and time. The bias is gathered from the table for every
+# query-key pair and [materialised](../docs/glossary.md#materialise) as a tensor of
+# shape $[h, q, k]$ (Hugging Face's
+# `compute_bias` returns it as `[1, h, q, k]` and adds it to the scores), so it grows
+# with the square of the length, and a
+# [fused attention kernel](../docs/glossary.md#fused-attention-kernel) has to read it from
+# memory or look it up per score (see
+# [*Learned distance functions and contextual positions*](15-learned-bias-functions.ipynb#what-each-family-costs-kv-caches-and-fused-kernels)).
+# Press et al. (2022, §2.2), who added T5's bias to their language model, report that
+# training with it was at least twice as slow as with the sinusoidal encoding, and in
+# their Figure 1 it ran out of memory on a 32 GB GPU as the inputs grew.
 
 # %% [markdown] lang="ja"
 # ## モデルが区別できないもの
@@ -712,11 +731,26 @@ plt.show()
 # （因果的な設定では 113）。この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、
 # クエリのどちら側にあるかだけを伝えます。
 #
+# 論文の説明からは、境目がもっと先にあるように読めます。
+# Raffel ら（§2.1）によれば、32 個の埋め込みの範囲はオフセット 128 まで対数的に広がります（「up to an offset of 128」）。
+# それより先の相対位置は、すべて同じ埋め込みを共有します。
+# さらに、1 つの層は 128 トークンより先の相対位置を区別しないと述べています。
+# コードでは、128 はクリップが効き始める距離です。
+# 対数バケットは $D$ より境目 1 つ分手前で終わるので、全体で共有される最後の範囲は 91（因果的な設定では 113）から始まっています。
+#
 # 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
 # Mesh TensorFlow のコードのコメントが期待する「more graceful generalization to longer sequences」とは、このことです。
 # 学習時より長い系列にも、より穏やかに汎化するという意味です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、
 # 近い 91 個を除いて値はすべて同じです。
+#
+# その代わりに、メモリと時間がかかります。
+# バイアスはクエリとキーの組ごとに表から集められ、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)されます
+# （Hugging Face の `compute_bias` はこれを `[1, h, q, k]` として返し、スコアに足します）。
+# そのため長さの 2 乗で大きくなり、[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)はこれをメモリから読むか、スコアごとに表を引かなければなりません
+# （[「学習する距離関数と文脈に応じた位置」](15-learned-bias-functions.ipynb#それぞれにかかるものkv-キャッシュと融合カーネル)の章を参照）。
+# Press ら（2022、§2.2）は T5 のバイアスを自分たちの言語モデルに組み込み、正弦波位置エンコーディングと比べて学習が 2 倍以上遅いと報告しています。
+# また、同じ論文の図 1 では、入力が長くなると 32 GB の GPU でメモリが足りなくなりました。
 
 # %%
 far = torch.cat([torch.arange(128, 2000), torch.tensor([10**4, 10**5, 10**6])])
@@ -898,8 +932,20 @@ with torch.no_grad():
 # comment in transformers 4), so the factor $d_{kv}^{-1/2}$ sits in the initial queries
 # instead of in the attention; training is then free to change it. To run T5 weights
 # through `posenc.attention`, which divides by $\sqrt{d}$, multiply the queries by
-# $\sqrt{d}$. The cell checks that, and that the two initialisations give scores of the
-# same size.
+# $\sqrt{d}$. The cell checks that.
+#
+# It then illustrates the initialisation. For inputs of unit variance, a score is a sum
+# of $d_{kv}$ products whose factors have the variances $d_{\mathrm{model}}\sigma_Q^2$
+# and $d_{\mathrm{model}}\sigma_K^2$, so the score's variance is
+# $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ with Hugging Face's T5 constants, the same as
+# $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual $d_{\mathrm{model}}^{-1/2}$ with the
+# scaled score. The constants are typed in from `_init_weights` in `modeling_t5.py`
+# (transformers 5.24.0, and 4.57.6, which carries the comment quoted above), so the
+# cell shows what they imply, not that Hugging Face uses them. The same function draws
+# the bias table with standard deviation $d_{\mathrm{model}}^{-1/2}$ (times
+# `initializer_factor`, 1 by default), about 0.044 for $d_{\mathrm{model}} = 512$;
+# `posenc.T5RelativeBias` draws it with 0.02, as the cell measures (re-draw the weight
+# with `nn.init.normal_` to start from Hugging Face's).
 #
 # **Same buckets, different bookkeeping.**
 #
@@ -960,7 +1006,18 @@ with torch.no_grad():
 # transformers 4 のコメントは「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。
 # そのため係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく初期のクエリに入っており、その後は学習で自由に変わります。
 # $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
-# 次のセルでは、このことと、2 通りの初期化が同じ大きさのスコアを与えることを確かめます。
+# 次のセルでは、このことを確かめます。
+#
+# 続いて、初期化の効果を例で示します。
+# 入力の分散が 1 なら、スコアは $d_{kv}$ 個の積の和で、積の 2 つの因子の分散は $d_{\mathrm{model}}\sigma_Q^2$ と $d_{\mathrm{model}}\sigma_K^2$ です。
+# そのため、Hugging Face の T5 の定数ではスコアの分散は $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ です。
+# 通常の $d_{\mathrm{model}}^{-1/2}$ でスケーリングしたスコアでも $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ で、同じ大きさになります。
+# これらの定数は transformers 5.24.0 と 4.57.6 の `modeling_t5.py` の `_init_weights` から書き写したものです（上で引用したコメントは 4.57.6 のものです）。
+# したがってこのセルが示すのは定数から導かれることであり、Hugging Face がその定数を使っていることの確認ではありません。
+# 同じ関数は、バイアスの表を標準偏差 $d_{\mathrm{model}}^{-1/2}$（に `initializer_factor` を掛けたもの。既定値は 1）で初期化します。
+# $d_{\mathrm{model}} = 512$ なら約 0.044 です。
+# `posenc.T5RelativeBias` の標準偏差は 0.02 で、セルではこれも測ります。
+# Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください。
 #
 # **バケットは同じで、実装上の約束事が違います**。
 #
@@ -1000,11 +1057,6 @@ with torch.no_grad():
 # したがって、どれもこの章のバケットを使います。
 
 # %%
-# one table per stack: 32 buckets x 12 heads
-for bidirectional in (True, False):
-    stack_table = T5RelativeBias(12, bidirectional=bidirectional)
-    assert sum(p.numel() for p in stack_table.parameters()) == 32 * 12 == 384
-
 # T5's unscaled score q.k + beta = posenc.attention's scaled one with q sqrt(d)
 q, k, v = torch.randn(3, H, T, d).unbind(0)
 with torch.no_grad():
@@ -1013,7 +1065,8 @@ t5_style = torch.softmax(q @ k.transpose(-2, -1) + beta, dim=-1) @ v
 t5_through_posenc = attention(q * math.sqrt(d), k, v, bias=beta)
 torch.testing.assert_close(t5_through_posenc, t5_style)
 
-# T5's initialisation (1/sqrt(d_kv) in W_Q) vs the usual 1/sqrt(d_kv) scaling
+# an illustration: the init constants of transformers' T5 _init_weights
+# (1/sqrt(d_kv) in W_Q) against the usual 1/sqrt(d_kv) scaling of the scores
 d_model, d_kv, tokens = 512, 64, 2048
 x = torch.randn(tokens, d_model)
 w_k = torch.randn(d_model, d_kv) * d_model**-0.5
@@ -1023,6 +1076,12 @@ std_t5 = ((x @ w_q_t5) * (x @ w_k)).sum(-1).std()
 std_usual = (((x @ w_q) * (x @ w_k)).sum(-1) / math.sqrt(d_kv)).std()
 assert abs(std_t5 - 1) < 0.1 and abs(std_usual - 1) < 0.1
 print(f"score std at initialisation: T5 {std_t5:.2f}, scaled {std_usual:.2f}")
+# the bias table: posenc draws it with std 0.02, Hugging Face with d_model^-1/2
+big_table = T5RelativeBias(1024).relative_attention_bias.weight.detach()
+assert abs(big_table.std() / 0.02 - 1) < 0.02
+assert round(d_model**-0.5, 3) == 0.044
+print(f"bias table std: posenc {big_table.std():.4f}, ", end="")
+print(f"Hugging Face d_model^-1/2 = {d_model**-0.5:.4f}")
 
 
 def flax_bucket(
@@ -1084,7 +1143,8 @@ print(
 # - Of the $S$ buckets of a side, the first $E = \lfloor S/2 \rfloor$ hold one distance
 #   each and the rest widen geometrically up to $D$. With T5's defaults the exact
 #   buckets end at 7, and the last bucket starts at 91 (bidirectional) or 113 (causal),
-#   well before $D = 128$: beyond it the bias says only on which side a key lies.
+#   well before $D = 128$, the offset the paper names: beyond it the bias says only on
+#   which side a key lies.
 # - The bidirectional split never uses bucket $S$: one bucket of 32 is wasted.
 # - The buckets come from float32 code. At the defaults only the distances 16, 32 and 64
 #   sit exactly on a bucket edge, where the last bit of the float32 quotient decides:
@@ -1101,7 +1161,7 @@ print(
 # - T5 は、すべてのアテンションスコアに、相対位置 $j - i$ のバケットとヘッドごとに 1 つの学習可能なスカラーを足します。
 #   表はスタック全体で 1 つです（Hugging Face では最初の層がバイアスを計算し、ほかの層はそれを再利用します。UMT5 は層ごとに表を持ちます）。
 # - 片側の $S$ 個のバケットのうち、最初の $E = \lfloor S/2 \rfloor$ 個は距離を 1 つずつ受け持ち、残りは $D$ まで等比的に広がります。
-#   T5 の既定値では、厳密バケットは 7 で終わり、最後のバケットは $D = 128$ よりかなり手前の 91（双方向）または 113（因果的）から始まります。
+#   T5 の既定値では、厳密バケットは 7 で終わり、最後のバケットは、論文が挙げる $D = 128$ よりかなり手前の 91（双方向）または 113（因果的）から始まります。
 #   そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。
 # - 双方向の分け方ではバケット $S$ が使われず、32 個のうち 1 個が無駄になります。
 # - バケットは float32 のコードで決まります。既定値でバケットの境目にちょうど乗るのは距離 16、32、64 だけで、
@@ -1123,10 +1183,12 @@ print(
 #    buckets as T5 (so $k = 15$), which distances can each scheme tell apart? Plot both
 #    bucket functions over $r = -150, \dots, 150$.
 # 4. Search the settings $B \le 64$, $D \le 300$ for distances $n \le 300$ at which the
-#    float64 reference and T5's float32 arithmetic (with a correctly rounded logarithm)
-#    give different buckets. Using the equation $n^{S-E} E^{t} = D^{t} E^{S-E}$, find
-#    which disagreements are quotients that are exactly whole numbers. How close to a
-#    whole number are the others?
+#    float64 reference and a float32 expression give different buckets, for two float32
+#    expressions, both with a correctly rounded logarithm: Hugging Face's on a CPU
+#    (`quotient32`, true divisions) and Mesh TensorFlow's reciprocal form (`mtf_bucket`).
+#    Using the equation $n^{S-E} E^{t} = D^{t} E^{S-E}$, find which disagreements are
+#    quotients that are exactly whole numbers. How close to a whole number are the
+#    others?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1139,8 +1201,9 @@ print(
 # 3. Shaw ら（2018）は相対位置を $[-k, k]$ にクリップします。
 #    T5 が実際に使う 31 個と同じ数のバケット（つまり $k = 15$）で、それぞれの方式はどの距離を区別できるでしょうか。
 #    $r = -150, \dots, 150$ の範囲で両方のバケット関数を描いてください。
-# 4. $B \le 64$、$D \le 300$ の設定と $n \le 300$ の距離を探し、float64 の基準実装と、
-#    正しく丸めた対数を使う T5 の float32 の計算とで、バケットが食い違う場所を見つけてください。
+# 4. $B \le 64$、$D \le 300$ の設定と $n \le 300$ の距離を探し、float64 の基準実装と float32 の式とで、バケットが食い違う場所を見つけてください。
+#    float32 の式は 2 つで、どちらも正しく丸めた対数を使います。
+#    CPU 上の Hugging Face の式（`quotient32`、実際に割り算をします）と、Mesh TensorFlow の逆数を掛ける形（`mtf_bucket`）です。
 #    等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ を使い、どの食い違いで商がちょうど整数になっているかを調べてください。
 #    それ以外の食い違いでは、商は整数にどれだけ近いでしょうか。
 
@@ -1159,8 +1222,9 @@ print(
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 最後のバケットは $S - 1 = E + (S - E - 1)$ です。
-# [「バケットは等比的に広がる」](#バケットは等比的に広がる)の節の同値関係で $t = S - E - 1$ とすると、
-# $\hat b(n) \ge S - 1$ となることと $n \ge e_{S-E-1}$ は同値で、そのような $n$ はクリップによってすべて $S - 1$ にとどまります。
+# [「バケットは等比的に広がる」](#バケットは等比的に広がる)の節の同値関係で $t = S - E - 1$ とします。
+# すると $\hat b(n) \ge S - 1$ となることと $n \ge e_{S-E-1}$ は同値です。
+# そのような $n$ は、クリップによってすべて $S - 1$ にとどまります。
 # したがって最後のバケットには $\lceil e_{S-E-1} \rceil$ 以上の整数が入り、次が成り立ちます。
 # $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
 # $B = 64$、$D = 256$ の双方向では $S = 32$、$E = 16$ なので、境目は $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ で、
@@ -1256,26 +1320,41 @@ plt.show()
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** The logarithm of $n/E$ depends only on $E$, so the cell computes it
-# once per side size (correctly rounded to float32, as in the chapter) and divides it by
-# $\ln(D/E)$ for every $D$ at once. It compares the buckets of float32 and of float64
-# for every $B$ from 2 to 64, both settings, every $D$ up to 300 and every $n$ up to 300,
-# and tests each disagreement with the integer equation. The search finds 59
-# disagreements: 56 are quotients that are exactly whole numbers, and the other three
-# (printed) are quotients within $2 \cdot 10^{-6}$ of a whole number that float32 rounds
-# onto it. So a disagreement needs a quotient at, or within float32's rounding of, a
-# whole number, but an exact whole number is not the only way.
+# once per side size (correctly rounded to float32, as in the chapter) and combines it
+# with $\ln(D/E)$ for every $D$ at once: Hugging Face's expression divides by the
+# float32 $\ln(D/E)$; Mesh TensorFlow's takes the logarithm of $n \cdot \mathrm{fl}(1/E)$
+# and multiplies by the float32 reciprocal $\mathrm{fl}(1/\ln(D/E))$. It compares the
+# buckets of each with those of float64 for every $B$ from 2 to 64, both settings,
+# every $D$ up to 300 and every $n$ up to 300, and tests each disagreement with the
+# integer equation. Hugging Face's expression disagrees in 59 places: 56 are quotients
+# that are exactly whole numbers, and the other three (printed) are quotients within
+# $2 \cdot 10^{-6}$ of a whole number that float32 rounds onto it. Mesh TensorFlow's
+# form disagrees in 157 places, all but one at exact whole numbers (the exception is
+# the second of the three printed), the $B = 16$, $D = 49$, $n = 14$ of the chapter
+# among them: its two reciprocals add roundings, and at a whole number every rounding
+# can decide the bucket. Only 44 disagreements are common to both forms. So a
+# disagreement needs a quotient at, or within float32's rounding of, a whole number,
+# an exact whole number is not the only way, and which distances disagree depends on
+# the code path.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** $n/E$ の対数は $E$ だけで決まるので、次のセルでは片側の大きさごとに 1 回だけ計算し（本文と同じく float32 に正しく丸めます）、
-# すべての $D$ の $\ln(D/E)$ でまとめて割ります。
-# 2 から 64 までのすべての $B$、両方の設定、300 までのすべての $D$ と $n$ について float32 と float64 のバケットを比べ、
+# すべての $D$ の $\ln(D/E)$ とまとめて組み合わせます。
+# Hugging Face の式は float32 の $\ln(D/E)$ で割ります。
+# Mesh TensorFlow の式は $n \cdot \mathrm{fl}(1/E)$ の対数を取り、float32 の逆数 $\mathrm{fl}(1/\ln(D/E))$ を掛けます。
+# 2 から 64 までのすべての $B$、両方の設定、300 までのすべての $D$ と $n$ について、それぞれのバケットを float64 のバケットと比べ、
 # 食い違いのそれぞれを整数の等式で調べます。
-# 見つかる食い違いは 59 個です。そのうち 56 個では商がちょうど整数で、残りの 3 個（下に表示）では商が整数から $2 \cdot 10^{-6}$ 以内にあり、
-# float32 の丸めで整数に乗ってしまいます。
+# Hugging Face の式の食い違いは 59 個です。
+# そのうち 56 個では商がちょうど整数で、残りの 3 個（下に表示）では商が整数から $2 \cdot 10^{-6}$ 以内にあり、float32 の丸めで整数に乗ってしまいます。
+# Mesh TensorFlow の形の食い違いは 157 個で、1 個を除いてすべて商がちょうど整数の場所です（例外は、表示した 3 個のうちの 2 番目です）。
+# 本文の $B = 16$、$D = 49$、$n = 14$ もその中に入ります。
+# 2 つの逆数の分だけ丸めが増え、商がちょうど整数の場所では、どの丸めもバケットを左右しうるからです。
+# 2 つの形に共通する食い違いは 44 個だけです。
 # つまり食い違いが起きるのは商が整数か、float32 の丸めの幅の中で整数に近い場合ですが、ちょうど整数の場合だけではありません。
+# また、どの距離で食い違うかは計算の経路によって変わります。
 
 # %% tags=["solution"]
-disagreements = []
+found = {"Hugging Face": [], "Mesh TF": []}
 for B in range(2, 65):
     for bidirectional in (True, False):
         side = B // 2 if bidirectional else B
@@ -1287,28 +1366,43 @@ for B in range(2, 65):
         f64 = torch.float64
         ln_d = torch.tensor([math.log(x / E) for x in D.tolist()], dtype=f64)
         ln_n = torch.tensor([math.log(x / E) for x in n.tolist()], dtype=f64)
-        q32 = (
-            log32(n.float() / E) / ln_d.float()[:, None] * (side - E)
-        )  # [D, n]
-        q64 = ln_n / ln_d[:, None] * (side - E)
-        b32 = (E + q32.long()).clamp_max(side - 1)
+        q64 = ln_n / ln_d[:, None] * (side - E)  # [D, n]
         b64 = (E + q64.floor().long()).clamp_max(side - 1)
-        for di, ni in (b32 != b64).nonzero().tolist():
-            dd, nn, q = D[di].item(), n[ni].item(), q64[di, ni].item()
-            t = round(q)
-            whole = nn ** (side - E) * E**t == dd**t * E ** (side - E)
-            disagreements.append((B, bidirectional, dd, nn, q, whole))
+        recip_e = torch.tensor(1.0 / E, dtype=torch.float32)  # fl(1/E)
+        q32 = {  # [D, n] each
+            "Hugging Face": log32(n.float() / E) / ln_d.float()[:, None],
+            "Mesh TF": log32(n.float() * recip_e) * (1 / ln_d).float()[:, None],
+        }
+        for form, ratio in q32.items():
+            b32 = (E + (ratio * (side - E)).long()).clamp_max(side - 1)
+            if (B, bidirectional) == (16, True):  # = the chapter's functions
+                ref = hf_bucket if form == "Hugging Face" else mtf_bucket
+                row = b32[D.tolist().index(49)]
+                assert torch.equal(row, ref(-n, True, 16, 49))
+            for di, ni in (b32 != b64).nonzero().tolist():
+                dd, nn, q = D[di].item(), n[ni].item(), q64[di, ni].item()
+                t = round(q)
+                whole = nn ** (side - E) * E**t == dd**t * E ** (side - E)
+                found[form].append((B, bidirectional, dd, nn, q, whole))
 
-not_whole = [x for x in disagreements if not x[-1]]
-assert (len(disagreements), len(not_whole)) == (59, 3)
-assert all(abs(x[4] - round(x[4])) < 2e-6 for x in disagreements)
-print(
-    f"{len(disagreements)} disagreements, {len(not_whole)} not exactly whole:"
-)
-for B, bidirectional, dd, nn, q, _ in not_whole:
-    print(
-        f"  B = {B}, D = {dd}, n = {nn}, bidirectional {bidirectional}: {q!r}"
-    )
+counts = {f: (len(x), sum(not w[-1] for w in x)) for f, x in found.items()}
+assert counts == {"Hugging Face": (59, 3), "Mesh TF": (157, 1)}
+for x in found.values():
+    assert all(abs(w[4] - round(w[4])) < 2e-6 for w in x)
+assert (16, True, 49, 14, 2.0, True) in found["Mesh TF"]  # the chapter's case
+where = {f: {w[:4] for w in x} for f, x in found.items()}
+common = where["Hugging Face"] & where["Mesh TF"]
+assert len(common) == 44
+# Mesh TF's one disagreement off a whole number is one of Hugging Face's three
+assert [w[:4] for w in found["Mesh TF"] if not w[-1]] == [(58, False, 282, 119)]
+for form, (total, not_whole) in counts.items():
+    print(f"{form}: {total} disagreements, {not_whole} not exactly whole")
+print(f"common to both: {len(common)}")
+print("not exactly whole (Hugging Face; Mesh TF only the second):")
+for B, bidirectional, dd, nn, q, whole in found["Hugging Face"]:
+    if not whole:
+        setting = f"B = {B}, D = {dd}, n = {nn}, bidirectional {bidirectional}"
+        print(f"  {setting}: {q!r}")
 
 # %% [markdown] lang="en"
 # ## References
@@ -1317,10 +1411,13 @@ for B, bidirectional, dd, nn, q, _ in not_whole:
 #   Text-to-Text Transformer*. JMLR 21, §2.1. <https://arxiv.org/abs/1910.10683>
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
+# - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022, §2.2 and Figure 1.
+#   <https://arxiv.org/abs/2108.12409>
 # - Mesh TensorFlow, `_relative_position_bucket` in `transformer_layers.py`.
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers, `T5Attention` in `modeling_t5.py` (read in versions 4.46
-#   and 5.24).
+# - Hugging Face transformers, `T5Attention` and `_init_weights` in `modeling_t5.py`
+#   (read in versions 4.46, 4.57 and 5.24).
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/t5/modeling_t5.py>
 # - Hugging Face transformers, `UMT5Attention` in `modeling_umt5.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/umt5/modeling_umt5.py>
@@ -1336,9 +1433,12 @@ for B, bidirectional, dd, nn, q, _ in not_whole:
 #   Text-to-Text Transformer*. JMLR 21, §2.1. <https://arxiv.org/abs/1910.10683>
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
+# - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022、§2.2 と図 1。
+#   <https://arxiv.org/abs/2108.12409>
 # - Mesh TensorFlow、`transformer_layers.py` の `_relative_position_bucket`。
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers、`modeling_t5.py` の `T5Attention`（バージョン 4.46 と 5.24 を参照）。
+# - Hugging Face transformers、`modeling_t5.py` の `T5Attention` と `_init_weights`（バージョン 4.46、4.57、5.24 を参照）。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/t5/modeling_t5.py>
 # - Hugging Face transformers、`modeling_umt5.py` の `UMT5Attention`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/umt5/modeling_umt5.py>

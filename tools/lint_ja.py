@@ -335,6 +335,15 @@ def punctuation_spaces(path: Path, text: Text, root: Path = ROOT) -> list[Messag
     return out
 
 
+def _utf16_to_index(chars: str) -> list[int]:
+    """For each UTF-16 offset into ``chars`` (textlint counts in JavaScript
+    string units), the index of its character in the Python string."""
+    out = []
+    for k, ch in enumerate(chars):
+        out += [k] * (2 if ord(ch) > 0xFFFF else 1)
+    return [*out, len(chars)]
+
+
 def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> list[Message]:
     """Lint ``files`` in one textlint run; return the messages in source coordinates."""
     if not TEXTLINT.exists():
@@ -363,8 +372,14 @@ def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> lis
         for report in json.loads(result.stdout):
             path, text = texts[str(Path(report["filePath"]).resolve())]
             starts = [0] + [m.end() for m in re.finditer("\n", text.chars)]
+            utf16 = _utf16_to_index(text.chars)
             for msg in report["messages"]:
-                offset = starts[msg["line"] - 1] + msg["column"] - 1
+                # The offset, not the line and column: some rules (sentence-
+                # length) report a column that is not the one of their index.
+                if "range" in msg or "index" in msg:
+                    offset = utf16[min(msg.get("range", [msg.get("index")])[0], len(utf16) - 1)]
+                else:
+                    offset = starts[msg["line"] - 1] + msg["column"] - 1
                 line, col = text.origin[min(offset, len(text.origin) - 1)]
                 body = " ".join(msg["message"].split())
                 body = re.sub(r"^Line \d+ sentence", "Sentence", body)  # a line of the masked text

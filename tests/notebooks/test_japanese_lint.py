@@ -87,6 +87,16 @@ SAMPLES = {
         ),
     ),
     "page": ("sample.ja.md", "# 見出し\n\nこの章で微調整を行います。\n"),
+    "long sentence after a short one": (
+        "08-long.py",
+        _notebook(
+            [
+                "短い文です。",
+                "これは長い文で、" + "位置の説明を続けて" * 12,
+                "（補足）ので終わります。",
+            ]
+        ),
+    ),
 }
 
 
@@ -145,6 +155,15 @@ def test_no_space_after_or_before_japanese_punctuation(linted):
         (5, 9, lint_ja.PUNCTUATION_RULE),
         (5, 19, lint_ja.PUNCTUATION_RULE),
     ], "a space before 、 and after 。 (not the table border after 。)"
+
+
+def test_a_long_sentence_is_reported_where_it_starts(linted):
+    # textlint's sentence-length rule reports a column that is not its
+    # offset's; the message must still point at the sentence's first line
+    found = linted["long sentence after a short one"]
+    assert [(m.line, m.column, m.rule) for m in found] == [
+        (6, 3, "ja-technical-writing/sentence-length")
+    ]
 
 
 def test_lists_are_written_in_desu_masu(linted):

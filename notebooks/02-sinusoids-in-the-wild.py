@@ -667,7 +667,6 @@ assert torch.equal(
 )
 
 
-
 def fairseq_frequencies(d):
     """fairseq's frequencies as get_embedding computes them:
     exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""

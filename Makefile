@@ -23,8 +23,10 @@ $(VENV)/.installed: pyproject.toml
 
 # From the npm registry, pinned by package-lock.json: mathjax-full (the
 # build typesets every formula in node, so no page loads MathJax), the Noto
-# Sans JP webfont (copied into site/ for Japanese pages), textlint and its
-# presets (make lint-ja) and axe-core (the accessibility test).
+# Sans JP webfont (copied into site/ for Japanese pages), vega-lite (compiles
+# the interactive figures at build time) and vega (their runtime, copied into
+# site/ for the pages that show one), textlint and its presets (make lint-ja)
+# and axe-core (the accessibility test).
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@

@@ -62,7 +62,7 @@
 # キーがクエリより前にあれば負になります。
 # 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに因果的な距離 $i - j$ を使います。
 # 大きさは同じで、正負が逆です。Hugging Face の BERT も表を $i - j$ で引きます。
-# 論文に合わせて、$n$ はトークンの数、$d_z$ はヘッドの次元数、$k$ はクリップする距離です。
+# 論文に合わせて、$n$ はトークンの数、$d_z$ はヘッドの次元数、$k$ はクリッピングの距離です。
 
 # %%
 import math
@@ -123,7 +123,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 論文の翻訳モデルでは、base モデルが $k = 16$、big モデルが $k = 8$ を使いました（§4.1）。
 # base モデル（英独翻訳、newstest2013、§4.3）で $k$ を変えても（論文の表 2）、$k = 2$ 以上ではほとんど差がありませんでした。
 # また、キーの項 $a^K$ だけでも両方の項を使う場合とほぼ同じ性能でした（表 3）。
-# 相対位置の表現に正弦波の絶対位置エンコーディングを加えても、それ以上の改善はありませんでした（論文の要旨）。
+# 相対位置表現に正弦波の絶対位置エンコーディングを加えても、それ以上の改善はありませんでした（論文の要旨）。
 #
 # `posenc.RelativePositionEmbedding(k, d_z)` がこの表を 1 つ持ちます。
 # `embedding.weight` の行 $r$ が $w_{r-k}$ です。
@@ -246,9 +246,10 @@ for o1 in vec:
 # 次のセルでは、両方の式を 2 通りに計算します。
 # 1 つは式のとおりに Python のループで成分ごとに計算し、もう 1 つはテンソル全体で計算します。
 # 後者では、$(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` に渡します。
-# 次の 2 つの特別な場合には、結果が `posenc.attention` と一致します。
-# 両方の表が 0 なら、通常のアテンションそのものです。$a^V = 0$ なら、キーの項はスコアに足すバイアス
-# $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ にすぎません。
+# さらに 2 つの特別な場合を `posenc.attention` と照らし合わせます。
+# 両方の表が 0 なら、通常のアテンションそのものです。
+# $a^V = 0$ なら、キーの項はスコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ でしかないので、
+# そのバイアスを渡した `posenc.attention` の結果と一致します。
 
 # %%
 n, d_z, k_clip = 7, 8, 2
@@ -410,7 +411,7 @@ print(
 # バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を、
 # $n \times d_z$ 行列として $a^V_{i1}, \dots, a^V_{in}$ を使います。
 # 論文によると、翻訳の実験でこの形にかかった代償は、1 秒あたりの学習ステップ数の 7% の低下でした。
-# Vaswani らと同じモデルとバッチの大きさは、P100 GPU にそのまま収まりました（§3.3）。
+# その際も、Vaswani らと同じ大きさのモデルとバッチが P100 GPU に収まっていました（§3.3）。
 #
 # 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです（TensorFlow のコードなので、ここでは移植で確かめます）。
 # 2 系列・3 ヘッドのバッチで直接計算と照合します。
@@ -419,7 +420,7 @@ print(
 # そしてクエリと同じ大きさ $b\,h\,n\,d_z$ のテンソルです。
 # どれが最も大きいかは $b\,h$、$n$、$d_z$ で決まります。
 # $n^2 d_z$ が $b\,h\,n^2$ と $b\,h\,n\,d_z$ の両方を上回る必要があるので、$a^K$ が最も大きいのは $b\,h < \min(n, d_z)$ のときです。
-# ここでは $b\,h = 6$、$n = 7$、$d_z = 8$ なので $a^K$ が最も大きく、系列を 2 つから 4 つにすると、ほかのものが大きくなります。
+# ここでは $b\,h = 6$、$n = 7$、$d_z = 8$ なので $a^K$ が最も大きく、系列を 2 つから 4 つにすると、ほかのもののほうが大きくなります。
 # セルでは、作られたすべてのテンソルの大きさを記録し、両方の場合を確かめます。
 
 
@@ -551,12 +552,12 @@ print(f"P and beta: {tuple(p.shape)}, alpha: {tuple(alpha.shape)}", end="")
 # bytes ($\mathrm{B}$).
 
 # %% [markdown] lang="ja"
-# 下の図は、1 層が使うメモリを 3 通りの方法について、長さを変えながら比べたものです。
+# 下の図は、1 層が使うメモリを 3 つの量について、長さを変えながら比べたものです。
 # 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 で、上と同じく形状から計算しています。
 # 実体化した $a^K$ は $n^2 d_z$ に比例して増えます。
 # 距離ごとの形では、ヘッドごとの $P$ と $\beta$ に、int64 のインデックスが加わります。
 # 初めは長さに比例して増え、やがてインデックスの配列だけが 2 乗で効いてきますが、それでも $a^K$ の $d_z / 2 = 32$ 分の 1 にとどまります。
-# 比較のため、$h$ 個のヘッドを持つアテンションならどれでも作るスコア行列 $e_{ij}$（$h\,n^2$ 個の数）も描きます。
+# 3 つ目は比較の基準で、$h$ 個のヘッドを持つアテンションならどれでも作るスコア行列 $e_{ij}$（$h\,n^2$ 個の数）です。
 # $n = 128$ 以上では（下に表示）、距離ごとの形のほうがスコアそのものより小さくなります。
 # 縦軸の単位はバイト（$\mathrm{B}$）です。
 
@@ -606,13 +607,13 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## k より先の距離は区別できない
 #
-# クリッピングには目に見える帰結があります。クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ
+# クリッピングの影響は、目に見える形で現れます。クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ
 # $a^K_{ij} = w^K_{k}$ と $a^V_{ij} = w^V_{k}$ を受け取ります。
 # 同じく $j - i \le -k$ のキーはどれも $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
 # この 2 つのグループの中では、$e_{ij}$ と $z_i$ のどちらにも、キーの位置に依存する部分はありません。
 # 各グループは、順序を持たないトークンの集まり（bag）になります。
 # 1 つのグループの中でトークンを並べ替えても、$z_i$ は変わりません。
-# 一方、帯の中にある、距離の異なる 2 つのトークンを入れ替えると、変わります。
+# 一方、クリップされない中央の帯の中で、距離の異なる 2 つのトークンを入れ替えると、出力は変わります。
 #
 # 次のセルでは $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
 # キー $j \le 4$ が 1 つのグループ、$j \ge 8$ がもう 1 つのグループです。
@@ -785,14 +786,14 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # ## ライブラリによる違い
 #
 # **tensor2tensor**（`common_attention.py` の `dot_product_attention_relative`）は論文の参照実装です。
-# 相対位置 $j - i$（`range_vec_k[None, :] - range_vec_q[:, None]`）を `max_relative_position` でクリップして番号を作ります。
-# 表ごと（キー用とバリュー用。ヘッド間で共有）に $(n, n, d_z)$ のテンソルを 1 つ gather し、
+# 相対位置 $j - i$（`range_vec_k[None, :] - range_vec_q[:, None]`）を `max_relative_position` でクリップしてインデックスを作ります。
+# 表ごと（キー用とバリュー用で、どちらもヘッド間で共有）に $(n, n, d_z)$ のテンソルを 1 つ gather し、
 # 上の 2 項の形である `_relative_attention_inner` で掛け合わせます。
 # 長さが異なるときは、`posenc` と同じく、クエリが最後のトークンに当たります。
 # 同じファイルには Music Transformer の形もあります。
 # `dot_product_self_attention_relative_v2`（因果的な場合のみ）は、
-# `_relative_position_to_absolute_position_masked` でスキューイングします。前の節のパディング、形状変換、切り出しです。
-# その表（`get_relative_embeddings_left`）は、後ろ向きの距離について `max_relative_position` 行を持ちます。
+# `_relative_position_to_absolute_position_masked` でスキューイングします。これは前の節で見たパディング、形状変換、切り出しの組み合わせです。
+# その表（`get_relative_embeddings_left`）は、クエリより前のキーへの距離について `max_relative_position` 行を持ちます。
 # 系列がそれより長いと、クリップせずに先頭へ 0 のベクトルをパディングするので、それより遠いキーには相対位置の項がまったく付きません。
 # 双方向の `dot_product_unmasked_self_attention_relative_v2` は、
 # `_relative_position_to_absolute_position_unmasked` でスキューイングします。これは解答 3 で確かめます。
@@ -800,15 +801,16 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # **Hugging Face** の transformers 4.x では、BERT 系モデルの `BertSelfAttention` に
 # `position_embedding_type="relative_key"` というオプションがあります（4.57.6 で確認しました）。
 # 5.x で確認したのは 5.24.0 だけですが、そこにはこのオプションはありません。
-# このオプションはキーの項だけを持ち、バリューの項はなく、何もクリップしません。
+# このオプションで加わるのはキーの項だけで、バリューの項はなく、クリップもしません。
 # `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、
 # 逆向きの相対位置 $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足したインデックスで引きます。
 # そのため、Hugging Face で学習した表をここで使うと、行が逆順に読まれます。
 # クエリの位置は、キャッシュがなければ $0, 1, \dots$、キャッシュがあれば 1 つの位置 $k_{\mathrm{len}} - 1$ です。
 # 1 トークンのデコードの 1 ステップならこれで正しいのですが、キャッシュ付きで複数のトークンを一度に渡すと、最後以外のクエリの位置は誤りになります。
 # BERT をデコーダ（`is_decoder=True`）として `use_cache=True` で呼ぶと、最初の呼び出しで空のキャッシュが作られます
-# （4.57.6 の `BertEncoder.forward`）。そのため、プロンプトの $n$ 個のトークンがすでに、どれもクエリの位置 $n - 1$ になります。
-# `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルに対するキーの項
+# （4.57.6 の `BertEncoder.forward`）。
+# そのため、最初の呼び出しの時点で、プロンプトの $n$ 個のトークンのクエリの位置がすべて $n - 1$ になってしまいます。
+# `"relative_key_query"` は 3 つ目の項として、クエリに掛けるのと同じ辺のベクトルをキーに掛けた項
 # $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
 # DeBERTa（He ら 2021）はさらに一歩進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、
@@ -821,8 +823,8 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # さらに、transformers 4.57.6 自身が $n = M = 6$ で引いた行のインデックスとも比べます。
 # これは別の環境で `distance_embedding` にフックを付けて記録したものです。
 # こうして、Hugging Face の表が行を逆順にした `posenc` の表であることを確かめます。
-# デコーダで `use_cache=True` とすると、同じ呼び出しで引かれたインデックスは 1 行だけでした。
-# それはキャッシュなしで引いた最後の行で、6 つのクエリすべてにブロードキャストされます。
+# デコーダで `use_cache=True` とすると、同じ呼び出しで引かれたインデックスは 1 行だけで、
+# それはキャッシュなしで引いた最後の行でした。この 1 行が 6 つのクエリすべてにブロードキャストされていました。
 # デコードの 1 ステップのクエリ 1 つについては、`posenc` の `rel(1, n)` がその行を与えます。
 
 # %%
@@ -901,7 +903,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #   2 層目や系列の端からは、順序や絶対位置の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ工夫を使います。
-# - 実装によって向きや範囲が違います。tensor2tensor は論文どおりで、
+# - 実装によって、相対位置の向きや、どの項をどこまで扱うかが違います。tensor2tensor は論文どおりで、
 #   Hugging Face の `relative_key`（transformers 4.x）は $i - j$ で引き、クリップせず、バリューの項もありません。
 
 # %% [markdown] lang="en"
@@ -930,7 +932,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    クエリ $i$ から距離 $1$ より遠いトークンの順序だけが違い、1 層目の後の $z_i$ は同じなのに、
 #    2 層目の後の出力は異なる 2 つの入力を見つけてください。順序の情報がどこから来たのかを説明してください。
 # 2. Hugging Face の `relative_key_query` は $x_j W^K (a_{ij})^\top$ を加えます。
-#    これを距離ごとの形で書いてください。どの積が $P$ の代わりになり、どの番号が $c_{ij}$ の代わりになるでしょうか。
+#    これを距離ごとの形で書いてください。どの積が $P$ の代わりになり、どのインデックスが $c_{ij}$ の代わりになるでしょうか。
 #    $(n, n, d_z)$ のテンソルを使う計算と照合してください。
 # 3. スキューイングに必要なのは、相対位置 $-(n-1), \dots, 0$ だけです。
 #    双方向のエンコーダでは、相対位置は $-(n-1)$ から $n-1$ まであります。
@@ -1028,13 +1030,15 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # $(i, j)$ is number $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ of the padded rows,
 # that is padded column $n + j - i$ of row $i$, which never runs past the end since
 # $n + j - i \le 2n - 1$. It is column $n - 1 + j - i = m$ of $S$, for every pair.
-# This is Transformer-XL's shift with $m + 2L - 1$ distances and no memory, so
-# `relative_shift(S, k_len=n)` gives the same. tensor2tensor's
-# `_relative_position_to_absolute_position_unmasked` finds another answer: pad the
-# zero column on the right, append $n - 1$ zeros to the flattened numbers, read them
-# as $(n + 1) \times (2n - 1)$ and keep rows $0$ to $n - 1$ and columns $n - 1$
-# on. Entry $(i, j)$ is then number $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$,
-# column $m$ of row $i$ again; the cell checks a port of it too.
+# Without a memory and with all $n$ tokens as queries, this is the bidirectional
+# case of the shift in
+# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#in-posenc), which
+# uses $2n - 1$ distances, so `relative_shift(S, k_len=n)` gives the same.
+# tensor2tensor's `_relative_position_to_absolute_position_unmasked` finds another
+# answer: pad the zero column on the right, append $n - 1$ zeros to the flattened
+# numbers, read them as $(n + 1) \times (2n - 1)$ and keep rows $0$ to $n - 1$ and
+# columns $n - 1$ on. Entry $(i, j)$ is then number
+# $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$, column $m$ of row $i$ again; the cell checks a port of it too.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $E^r$ を $2n - 1$ 行（行 $m$ は相対位置 $m - (n - 1)$）にすると、
@@ -1044,8 +1048,10 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # 成分 $(i, j)$ は、パディングした行の $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ 番目の数です。
 # つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
 # これは $S$ の列 $n - 1 + j - i = m$ で、すべての組で正しい値です。
-# メモリなしで距離を $m + 2L - 1$ 個使う Transformer-XL のシフトと同じなので、`relative_shift(S, k_len=n)` も同じ結果を返します。
-# tensor2tensor の `_relative_position_to_absolute_position_unmasked` は別の答えです。
+# メモリがなく、$n$ 個のトークンがすべてクエリである場合の Transformer-XL の双方向のシフトも、これと同じです
+# （[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章）。
+# そのシフトは $2n - 1$ 個の距離を使うので、`relative_shift(S, k_len=n)` も同じ結果を返します。
+# tensor2tensor の `_relative_position_to_absolute_position_unmasked` は別の方法を取ります。
 # 0 の列を右にパディングし、平らに並べた数の後ろに 0 を $n - 1$ 個加え、$(n + 1) \times (2n - 1)$ として読みます。
 # そして行 $0$ から $n - 1$ と、列 $n - 1$ 以降を残します。
 # すると成分 $(i, j)$ は $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$ 番目の数で、やはり行 $i$ の列 $m$ です。

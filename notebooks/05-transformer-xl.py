@@ -53,7 +53,7 @@
 # さらに、メモリがあるとその場所がどう動くか、距離の向きを逆にすると何が起こるかを確かめます。
 # 最後の節では Transformer-XL、XLNet、labml のコードを再現して比べます。
 #
-# 向きについて注意しておきます。この章は Dai らの文字を使います。
+# 向きについて注意しておきます。この章では Dai らの記号を使います。
 # クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーには因果的な距離 $i - j \ge 0$ を使います。
 # これは[記法のページ](../docs/notation.ja.md#positions)と同じです。
 # 前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は、同じ組を相対位置 $j - i \le 0$ で書きます（Shaw ら）。
@@ -140,12 +140,13 @@ f64 = torch.float64
 # そこで、次の節の最後では解決策のほうを確かめます。
 #
 # Dai らの WikiText-103 でのアブレーション（論文の表 6、§4.2、パラメータ数 128M のモデル）は、
-# 再帰のあるモデルで絶対位置のエンコーディングと比べたものではありません。
+# 再帰のある設定では絶対位置のエンコーディングと比較していません。
 # 再帰のあるモデルで比べているのは、Dai らのエンコーディングと Shaw らのものだけです。
-# 最良のパープレキシティは 26.77 と 27.94 です。
+# 最良のパープレキシティはそれぞれ 26.77 と 27.94 です。
 # 絶対位置のエンコーディング（Vaswani らのものと Al-Rfou らのもの）は、再帰のない行にしか現れません。
 # しかも、各セグメントの後半だけに損失をかけて学習しています。論文によれば、絶対位置のエンコーディングがうまく働くのはこの設定だけです。
-# その比較でも Dai らのエンコーディングが最も低く、全体に損失をかけると 29.02、後半だけなら 30.10 で、絶対位置の 30.97 と 31.16 を下回ります。
+# その比較でも、パープレキシティが最も低いのは Dai らのエンコーディングです。
+# 全体に損失をかけると 29.02、後半だけなら 30.10 で、2 つの絶対位置のエンコーディング（30.97 と 31.16）を下回ります。
 # 公式の PyTorch のコード（`MemTransformerLM`）には、絶対位置の版が 2 つあります。
 # `attn_type=2` は正弦波を入力に足します。位置は最も新しいキーから数えた $m + L - 1, \dots, 0$ で、最初の層ではメモリにも足します。
 # `attn_type=3` は Al-Rfou らにならい、層ごとの学習可能な表を各層の入力に足します。
@@ -364,16 +365,17 @@ assert not torch.allclose(
 # 公式のスクリプトは、学習時より長いメモリで評価します。
 # WikiText-103 では、base で 150 に対して 640、large で 384 に対して 1600 で、`clamp_len` はそれぞれ 400 と 1000 です（`run_wt103_base.sh`、`run_wt103_large.sh`）。
 # 学習するのは $W_{k,R}$、$u$、$v$ だけです。
-# Transformer-XL の `clamp_len` オプションは距離に上限を設け、それより遠い距離はすべて 1 つのエンコーディングを共有します。
+# Transformer-XL の `clamp_len` オプションは距離に上限を設けるもので、それより遠い距離はすべて同じエンコーディングを共有します。
 #
-# これで何が得られるかは、論文の表 6 が測っています。
+# この性質がどれだけ効くかは、論文の表 6 から読み取れます。
 # 表の「Attn Len」は、評価時に最良のパープレキシティに達する最短のアテンションの長さです。
-# 再帰のあるモデルでは、Dai らのエンコーディングは学習時の長さでの 27.02 から 26.77 まで改善し、そのためには 500 が必要です。
-# Shaw らのものは 27.94 のままで、256 でその値に達します。
+# 再帰のあるモデルでは、Dai らのエンコーディングのパープレキシティは、学習時の長さでの 27.02 から 26.77 まで下がります。
+# ただし、そこまで下げるにはアテンションの長さが 500 必要です。
+# Shaw らのものは 27.94 どまりで、この値には長さ 256 で達します。
 # 論文は、評価時にアテンションを長くして効果があるのは Dai らのエンコーディングを使うときだけだと述べています。
-# より大きな 151M のモデルでは、640 で 23.43 から 23.09 になります。
-# 長距離の依存関係がない One Billion Word でも、Dai らのエンコーディングは Shaw らのものを上回り、
-# パープレキシティは 25.2 と 25.7 です（表 7）。
+# パラメータ数 151M のより大きなモデルでは、長さ 640 で 23.43 から 23.09 まで下がります。
+# 長距離の依存関係がない One Billion Word でも、Dai らのエンコーディングは Shaw らのものより良い結果を出しており、
+# パープレキシティは 25.2 対 25.7 です（表 7）。
 
 
 # %%
@@ -470,7 +472,7 @@ print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 # したがって、行 $i$ を $L - 1 - i$ 列ぶん左へずらす必要があります。最後の行はそのままで、最初の行は $L - 1$ 列ぶんずれます。
 # Dai らの付録 B は、項 $(b)$ についてこの積を計算します。
 # それが論文の $\tilde{\mathbf B} = \mathbf q \mathbf Q^\top$ で、距離は同じ降順に並びます（項 $(d)$ も $v$ を使って同様です）。
-# そして、求めるスコアの各行はその行を左へずらしたもので、クエリより後のキーには 0 が入ると述べています。
+# そして、求めるスコアの各行はこの積の行を左へずらしたもので、クエリより後のキーには 0 が入ると述べています。
 # シフトを行うパディング 1 回と形状変換 2 回も、それが対角線の先に残す成分も、付録ではなく公式のコード（`_rel_shift`）によるものです。
 # 手順は次のとおりです。
 #
@@ -484,9 +486,10 @@ print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 # $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
 # パディング後の列 $L + j - i$ は $B$ の列 $j + L - 1 - i$、まさに上の $s$ です。
 # つまりシフトは、クエリと同じ位置かそれより前にあるすべてのキー $j \le i + m$ について正確です。因果的なモデルが見てよいキーは、これで全部です。
-# 次のセルでは、成分がラベルである $B$ を使って、これを目に見える形で示します。$L = 4$、$m = 2$ で、
-# 成分は $10 i$ に列の距離を足したものです。
-# シフト後、$j \le i + 2$ の成分は $10 i + (i + 2 - j)$ になり、そのクエリの行の正しい距離の値が入ります。
+# 次のセルでは、各成分に出どころの分かるラベルを入れた $B$ を使って、これを目に見える形で示します。
+# $L = 4$、$m = 2$ で、ラベルは $10 i$ に列の距離を足したものです。
+# シフト後、$j \le i + 2$ の成分は $10 i + (i + 2 - j)$ になります。
+# ラベルの十の位はクエリの行を、一の位はその組の正しい距離を表します。
 # この結果を、同じラベルに対して公式の `_rel_shift` が出力したものと比べます。
 # 続いて、メモリのある場合とない場合について、ランダムな $B$ でシフトを直接の gather と照合します。
 
@@ -558,7 +561,7 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
 # その後のセルでは、すべての成分について式を確かめ、マスクをかければアテンションの重みが
 # 4 項の直接計算と一致し、かけなければ一致しないことを示します。
 
-# %% alt={"en": ["Source of each entry of the relative shift for L = 8, m = 0 (left) and L = 5, m = 3 (right), query i down, key j across: row i of B (grey) up to j = i + m, then the pad 0 (orange) and row i + 1 (blue), which the causal mask hides."], "ja": ["相対シフトの出力の各成分がどこから来るかを示す図（左 L = 8、m = 0、右 L = 5、m = 3。縦軸はクエリ i、横軸はキー j）。j ≤ i + m は B の行 i（灰色）、j = i + m + 1 はパディングの 0（橙）、その先は次の行 i + 1（青）で、後の 2 つは因果マスクが隠す位置です。"]}
+# %% alt={"en": ["Source of each entry of the relative shift for L = 8, m = 0 (left) and L = 5, m = 3 (right), query i down, key j across: row i of B (grey) up to j = i + m, then the pad 0 (orange) and row i + 1 (blue), which the causal mask hides."], "ja": ["相対シフトの出力の各成分がどこから来るかを示す図（左は L = 8、m = 0、右は L = 5、m = 3。縦軸はクエリ i、横軸はキー j）。j ≤ i + m は B の行 i（灰色）、j = i + m + 1 はパディングの 0（橙）、その先は次の行 i + 1（青）で、後の 2 つは因果マスクが隠す位置です。"]}
 colors = ListedColormap(
     ["0.85", OKABE_ITO[1], OKABE_ITO[0]]
 )  # own row, pad, next row
@@ -658,8 +661,8 @@ print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 # The published evaluation uses yet another mask. Both official evaluation
 # scripts (`run_wt103_base.sh` and `run_wt103_large.sh`) pass `--same_length`, and
 # `MemTransformerLM._forward` then adds `tril(ones, -mask_shift_len)` to
-# `dec_attn_mask`. Once the memory is full ($m$ = `mem_len`) the shift is $0$, so
-# query $i$ also loses the keys $0, \dots, i$: every query sees exactly $m$ keys,
+# `dec_attn_mask`. Once the memory is full ($m$ = `mem_len`), `mask_shift_len` is
+# $0$, so query $i$ also loses the keys $0, \dots, i$: every query sees exactly $m$ keys,
 # itself and the $m - 1$ before it, instead of $m + i + 1$. The cell rebuilds that
 # mask and counts.
 
@@ -681,7 +684,7 @@ print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
 # 論文の評価では、さらに別のマスクを使っています。
 # 公式の評価スクリプトは 2 つとも（`run_wt103_base.sh` と `run_wt103_large.sh`）`--same_length` を指定します。
 # このとき `MemTransformerLM._forward` は、`dec_attn_mask` に `tril(ones, -mask_shift_len)` を加えます。
-# メモリが埋まると（$m$ = `mem_len`）シフトは $0$ になるので、クエリ $i$ からはキー $0, \dots, i$ も隠されます。
+# メモリが埋まると（$m$ = `mem_len`）`mask_shift_len` は $0$ になるので、クエリ $i$ からはキー $0, \dots, i$ も隠されます。
 # どのクエリにも、$m + i + 1$ 個ではなく、ちょうど $m$ 個のキー（自分自身とその前の $m - 1$ 個）が見えることになります。
 # セルでは、このマスクを作り直して数えます。
 
@@ -824,7 +827,8 @@ for q_len, m_len in [(4, 2), (3, 0), (5, 0), (4, 1), (6, 1)]:
 # バッチの軸が先頭で、その後にクエリ、そしてキーまたは距離が続きます。
 #
 # - `transformer_xl_positions(q_len, k_len, *, bidirectional=False, clamp_len=None)`：降順の距離です。
-#   `bidirectional=True` のときは $-(L - 1)$ まで続き、$m + 2L - 1$ 個の距離で、各クエリより後ろのキーもカバーします。
+#   `bidirectional=True` のときは $-(L - 1)$ まで続きます。
+#   距離は全部で $m + 2L - 1$ 個になり、各クエリより後ろのキーも扱えます。
 # - `relative_shift(x, k_len=None)`：シフトです。$x$ の形状は $(\dots, L, r)$ で、
 #   列 $s$ が距離 $k_{\mathrm{len}} - 1 - s$ に対応します。
 #   $r = m + L$ なら、導いたとおり $j \le i + m$ の範囲で正確です。
@@ -972,14 +976,14 @@ print(f"scores {tuple(ours.shape)}, -inf entries per head: {n_inf}", end="")
 # このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します（TensorFlow 版では `untie_r` で層ごとに分けられます）。
 #
 # **XLNet**（`relative_positional_encoding` と `rel_shift`）は何もパディングしません。
-# その代わり、距離の列の先頭へもう 1 つ $m + L$ を加えてエンコードします。
+# その代わり、距離の列の先頭に余分な距離 $m + L$ を 1 つ加えてエンコードします。
 # 双方向のアテンションでは `tf.range(klen, -qlen, -1)`、因果的なアテンションでは `tf.range(klen, -1, -1)` です。
 # $(r, L)$ に形状変換して最初の行を捨てると、パディングして捨てたときと同じく $L$ 個の数が除かれ、
 # $m + L$ より先の列は切り落とされます。余分な距離がパディングの役目を果たすのです。
 # 双方向ではどこでも正確です。因果的な場合は Transformer-XL と同じく無意味な値が残りますが、0 があった場所には $B_{i+1,0}$ が入ります。
 #
 # **labml**（`transformers/xl/relative_mha.py` の `RelativeMultiHeadAttention`）は、正弦波を使わずに相対ベクトルを学習します。
-# ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、キーの位置からクエリの位置を引いて $P$ を足した番号で参照します。
+# ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、キーの位置からクエリの位置を引き、$P$ を足した値をインデックスにして行を取り出します。
 # また項 $(d)$ の代わりに、距離とヘッドごとの学習可能なスカラー `key_pos_bias` を使います。
 # 項 $(b)$ には $v$ がなく、学習可能な `query_pos_bias` が $u$ の役目を果たします。
 # $P - (m + L)$ から $P + L$ までの $m + 2L$ 行を取り出し、**右**にパディングして**最後**の行を捨て、
@@ -1065,7 +1069,7 @@ print(example)
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - メモリがあると、セグメントごとに足す絶対位置のエンコーディングは、メモリと現在のセグメントの同じ $j$ 番目に同じベクトルを与えます。
+# - メモリがあると、セグメントごとに足す絶対位置のエンコーディングは、メモリと現在のセグメントのそれぞれ $j$ 番目のトークンに、同じベクトルを与えます。
 #   Transformer-XL は代わりに距離 $i - j$ だけを使います。
 # - Dai らのスコアは 4 つの項からなり、$(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ とまとめられます。
 #   距離の固定の正弦波 $R_{i-j}$、学習可能な射影 $W_{k,R}$、全クエリ共通の 2 つのバイアス $u$、$v$ を使います。
@@ -1130,7 +1134,7 @@ print(example)
 # コーシー・シュワルツの不等式と、どの正弦波の符号でも成り立つ $\lVert R_\delta \rVert = \sqrt{d/2}$ から、
 # すべての距離で $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$ となります。
 # バイアスは有界で、ランダムな $v$ と $W_{k,R}$ では、角度 $\omega_i \delta$ の余弦と正弦の和として $\delta$ とともに上下します。
-# ALiBi のバイアス $-m_h\,\delta$ はその逆で、単調で有界でなく、距離とともに大きくなる罰則です。
+# ALiBi のバイアス $-m_h\,\delta$ はその逆で、単調で有界でなく、距離とともに大きくなるペナルティです。
 # 次のセルでは、$\delta = 0, \dots, 1023$ でこの上界を確かめ、$f$ の増減が何回入れ替わるかを数えます。ALiBi の直線では一度も入れ替わりません。
 # 学習可能な $v$ と $W_{k,R}$ なら、ある範囲の距離で $f$ を減少させることはできますが、上界を超えることはありません。
 
@@ -1285,7 +1289,8 @@ assert torch.equal(kept, x3.gather(1, rows))
 # 距離が $\ge 20$ のキーについて、項 $(b)$ と $(d)$ はどれも同じです。
 # 位置 $i + m$（セグメントの $i$ 番目）のクエリでは、$j \le i + m - 20$ のキー $i + m - 19$ 個がこのグループに入ります。
 # $m = 100$ のメモリの後のセグメントの最初のクエリなら 81 個です。
-# その中で違いが出るのは内容の項 $(a)$ と $(c)$ だけで、これらは順序のない 1 つの集まりになります。
+# この中でキーごとに違いが出るのは内容の項 $(a)$ と $(c)$ だけです。
+# そのため、これらのキーは順序のない 1 つの集まりになります。
 # Shaw らのクリッピングで $k$ より先のキーがそうなるのと同じです。
 # 違いは、Transformer-XL がクリップするのは過去の側だけ（因果的なモデルに未来のキーはありません）で、
 # エンコーディングが学習可能なベクトルではなく固定の正弦波であることです。
@@ -1321,7 +1326,7 @@ print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 # - Yang, Z. et al. (2019). *XLNet: Generalized Autoregressive Pretraining for Language
 #   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>, code
 #   <https://github.com/zihangdai/xlnet> (`modeling.py`).
-# - labml.ai, Relative multi-headed attention (Transformer-XL).
+# - labml.ai, *Relative multi-headed attention (Transformer-XL)*.
 #   <https://nn.labml.ai/transformers/xl/relative_mha.html>, code
 #   <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>
 
@@ -1329,15 +1334,15 @@ print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 # ## 参考文献
 #
 # - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
-#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
-# - kimiyoung/transformer-xl、`pytorch/mem_transformer.py`（`PositionalEmbedding`、
-#   `RelPartialLearnableMultiHeadAttn`、`_rel_shift`）。
+#   Fixed-Length Context*. ACL 2019. <https://arxiv.org/abs/1901.02860>（§3.3。）
+# - kimiyoung/transformer-xl, `pytorch/mem_transformer.py`.
 #   <https://github.com/kimiyoung/transformer-xl>
-# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4（スキューイング）。
-#   <https://arxiv.org/abs/1809.04281>
+#   （`PositionalEmbedding`、`RelPartialLearnableMultiHeadAttn`、`_rel_shift`。）
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019.
+#   <https://arxiv.org/abs/1809.04281>（§3.4、スキューイング。）
 # - Yang, Z. et al. (2019). *XLNet: Generalized Autoregressive Pretraining for Language
-#   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>、コード
-#   <https://github.com/zihangdai/xlnet>（`modeling.py`）。
-# - labml.ai、相対マルチヘッドアテンション（Transformer-XL）。
-#   <https://nn.labml.ai/transformers/xl/relative_mha.html>、コード
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>
+#   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>
+#   （コードは <https://github.com/zihangdai/xlnet> の `modeling.py`。）
+# - labml.ai, *Relative multi-headed attention (Transformer-XL)*.
+#   <https://nn.labml.ai/transformers/xl/relative_mha.html>
+#   （コードは <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>。）

@@ -78,8 +78,10 @@ f64 = torch.float64
 # ALiBi adds nothing to the token embeddings. In every layer, head $h$ adds to the
 # score of query $i$ and key $j$ a penalty that grows linearly with their distance:
 # $$\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i$$
-# The slope $m_h > 0$ is fixed before training and never learned. A key at the
-# query's own position costs nothing, the previous key $m_h$, the one before $2m_h$,
+# The slope $m_h > 0$ is fixed before training and never learned (the paper, §3,
+# reports that trainable slopes did not extrapolate well, and that its slopes came
+# from trying about ten sets by hand). A key at the query's own position costs
+# nothing, the previous key $m_h$, the one before $2m_h$,
 # and so on: counting positions from $0$, row $i$ of the bias is
 # $-m_h \cdot (i, \dots, 2, 1, 0)$. The bias depends only on the distance $i - j$, so
 # it is a relative position method, and it is constant along each diagonal.
@@ -98,6 +100,7 @@ f64 = torch.float64
 # そのかわり各層で、ヘッド $h$ がクエリ $i$ とキー $j$ のスコアに、距離に比例して大きくなるペナルティを加えます。
 # $$\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i$$
 # 傾き $m_h > 0$ は学習前に決めて固定し、学習はしません。
+# 論文（§3）によれば、傾きを学習可能にすると外挿がうまくいかず、使った傾きは手で試した 10 組ほどの中から選んだものです。
 # クエリ自身の位置にあるキーのペナルティは 0、1 つ前のキーは $m_h$、2 つ前は $2m_h$ と続きます。
 # 位置を $0$ から数えると、バイアスの行 $i$ は $-m_h \cdot (i, \dots, 2, 1, 0)$ になります。
 # バイアスは距離 $i - j$ だけで決まるので、ALiBi は相対位置の手法で、バイアスは各対角線に沿って一定です。
@@ -204,8 +207,10 @@ print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 # any $n$. The official code (`get_slopes` in the authors' fork of fairseq) does not use
 # it when $n$ is not a power of two. Its comment explains why: the paper only trains
 # models with $2^a$ heads, and the sequence has good properties only for powers of two.
-# So the rule below is the code's, not the paper's; `posenc`, BLOOM, MPT, labml and
-# x-transformers all follow the code. For other counts, write
+# So the rule below is the code's, not the paper's. `posenc`, BLOOM, MPT and
+# x-transformers follow the code, and so has labml since July 2022 (before, it
+# continued the paper's sequence for every $n$; see
+# [the implementations](#the-implementations-rebuilt-with-posenc)). For other counts, write
 # $n = 2^k + r$ with $0 < r < 2^k$. The first $2^k$ heads get the slopes of $2^k$ heads,
 # and the remaining $r$ heads get every other slope of the sequence for $2^{k+1}$ heads,
 # starting with the first, until there are $n$:
@@ -234,7 +239,9 @@ print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 # しかし公式実装（著者らによる fairseq のフォークの `get_slopes`）は、$n$ が 2 のべき乗でないときにはこの式を使いません。
 # コードのコメントによれば、論文で学習したのは $2^a$ 個のヘッドを持つモデルだけで、
 # この数列がよい性質を持つのは 2 のべき乗のときだけだからです。
-# つまり以下の規則は論文ではなくコードのもので、`posenc`、BLOOM、MPT、labml、x-transformers はどれもコードに従っています。
+# つまり以下の規則は論文ではなくコードのものです。
+# `posenc`、BLOOM、MPT、x-transformers はコードに従っており、labml も 2022 年 7 月からはコードに従っています。
+# それ以前の labml は、どの $n$ でも論文の数列を続けていました（[各実装の節](#各実装を-posenc-で再現する)を参照）。
 # それ以外のヘッド数は、$0 < r < 2^k$ として $n = 2^k + r$ と書きます。
 # 最初の $2^k$ 個のヘッドには $2^k$ ヘッドの傾きを使います。
 # 残りの $r$ 個には、$2^{k+1}$ ヘッドの数列の傾きを、最初のものから 1 つおきに、$n$ 個になるまで使います。
@@ -487,9 +494,15 @@ plt.show()
 # - MPT (llm-foundry's `build_alibi_bias`): $m_h\,(j - (T - 1))$, zero at the last key;
 # - x-transformers, and `posenc` with `causal=False`: $-m_h\,|i - j|$.
 #
-# The symmetric form needs no constant at all: for $j \le i$, $|i - j| = i - j$, so it
-# equals the causal bias on every key the mask keeps. The two differ only on future
-# keys ($j > i$), $-m_h\,(j - i)$ against $+m_h\,(j - i)$, and the causal mask replaces
+# The paper evaluates ALiBi only in causal language models. The symmetric form, which
+# also lets an encoder use ALiBi, is community practice, not the paper's: x-transformers,
+# MPT's `build_alibi_bias` with `full=True` (when not causal) and MosaicBERT all use
+# $-m_h\,|i - j|$.
+#
+# Under the causal mask, the symmetric form needs no constant at all: for $j \le i$,
+# $|i - j| = i - j$, so it equals the causal bias on every key the mask keeps. The
+# two differ only on future keys ($j > i$), $-m_h\,(j - i)$ against $+m_h\,(j - i)$,
+# and the causal mask replaces
 # those scores by $-\infty$ in both cases. The constant must be the same across a row:
 # a bias that varies in a different way with $j$, such as $-m_h\, j$ (a flipped sign),
 # changes the attention. The cell checks all of this through `posenc.attention` with
@@ -511,7 +524,11 @@ plt.show()
 # - MPT（llm-foundry の `build_alibi_bias`）：$m_h\,(j - (T - 1))$。最後のキーで 0 になります。
 # - x-transformers と、`causal=False` の `posenc`：$-m_h\,|i - j|$。
 #
-# 対称な形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、
+# 論文が評価しているのは因果的な言語モデルだけです。
+# 対称な形はエンコーダでも ALiBi を使えるようにしますが、論文のものではなく、コミュニティで使われている形です。
+# x-transformers、MPT の `build_alibi_bias`（因果的でないときの `full=True`）、MosaicBERT は、どれも $-m_h\,|i - j|$ を使います。
+#
+# 因果マスクの下では、対称な形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、
 # マスクが残すすべてのキーで因果的なバイアスと一致します。
 # 両者が異なるのは未来のキー（$j > i$）だけで、一方は $-m_h\,(j - i)$、他方は $+m_h\,(j - i)$ です。
 # どちらの場合も、因果マスクがそのスコアを $-\infty$ に置き換えます。
@@ -607,6 +624,16 @@ plt.show()
 # rounds both forms to bfloat16 for one head and $T = 2048$ and prints the largest
 # error in the attention weights against float64: 4.0e-57 for the paper's form, 0.49
 # for $m_h\, j$.
+#
+# The problem is not BLOOM's alone. The official code's README trains with `--fp16`,
+# under which fairseq converts the model to float16. `buffered_future_mask` builds the
+# bias $m_h\, j$ in float32, casts it to the dtype of the activations
+# (`self._future_mask.to(tensor)`), and the attention adds it to the float16 scores.
+# float16 keeps 11 significant bits, so with the power-of-two slopes of the paper's
+# 8-head WikiText-103 model, $m_h\, j$ is exact up to $j = 2047$, and from $j = 2048$ on
+# neighbouring keys get the same bias in every head (checked below). The README's
+# setting for inputs of 3072 tokens changes only the batch options and keeps `--fp16`,
+# so a model trained that way saw this rounding at its last 1024 positions.
 
 # %% [markdown] lang="ja"
 # これらの形は、厳密な計算では等しくても、低精度では等しくなりません。
@@ -617,6 +644,16 @@ plt.show()
 # Hugging Face の `build_alibi_tensor` は、$m_h\, j$ のバイアスを渡された dtype に変換します。
 # セルでは、1 ヘッド、$T = 2048$ について両方の形を bfloat16 に丸め、
 # アテンションの重みの float64 に対する最大誤差を表示します。論文の形では 4.0e-57、$m_h\, j$ では 0.49 です。
+#
+# これは BLOOM だけの問題ではありません。
+# 公式実装の README は `--fp16` を付けて学習しており、このとき fairseq はモデルを float16 に変換します。
+# `buffered_future_mask` はバイアス $m_h\, j$ を float32 で作り、活性値の dtype に変換します（`self._future_mask.to(tensor)`）。
+# アテンションはそれを float16 のスコアに足します。
+# float16 の有効桁は 11 ビットです。
+# そのため、論文の 8 ヘッドの WikiText-103 のモデルが使う 2 のべき乗の傾きでは、$m_h\, j$ は $j = 2047$ まで正確です。
+# $j = 2048$ から先では、どのヘッドでも隣り合うキーに同じバイアスが付きます（下で確かめます）。
+# README の 3072 トークンの入力向けの設定はバッチの指定を変えるだけで、`--fp16` はそのままです。
+# したがって、その設定で学習したモデルは、最後の 1024 個の位置でこの丸めを受けていました。
 
 # %%
 T_long = 2048
@@ -642,7 +679,17 @@ err_paper = (weights_of(paper_form.bfloat16()) - exact).abs().max()
 err_official = (weights_of(official_form.bfloat16()) - exact).abs().max()
 assert err_paper < 1e-6 < 0.1 < err_official
 print(f"bfloat16 bias -m(i-j): max error {err_paper:.1e}")
-print(f"bfloat16 bias m j:     max error {err_official:.2f}", end="")
+print(f"bfloat16 bias m j:     max error {err_official:.2f}")
+
+# the official code with --fp16: m_h j built in float32, cast to float16
+j16 = torch.arange(4096)
+bias16 = (alibi_slopes(8)[:, None] * j16).half()  # slopes 2^-1 .. 2^-8
+same16 = bias16[:, 1:] == bias16[:, :-1]  # [h, j]: equal neighbours
+first16 = [int(row.nonzero()[0]) for row in same16]
+assert first16 == [2048] * 8
+exact16 = alibi_slopes(8, dtype=f64)[:, None] * j16[:2048]
+assert (bias16[:, :2048].double() == exact16).all()  # exact up to 2047
+print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 
 # %% [markdown] lang="en"
 # ## Queries aligned to the end of the keys (a KV cache)
@@ -756,8 +803,17 @@ assert not torch.allclose(
 # the sinusoidal, rotary and [T5-bias](06-t5-buckets.ipynb) models degrades as the inputs grow past the training
 # length, and ALiBi's does not. The abstract reports a 1.3-billion-parameter model
 # trained on 1024 tokens that, tested on 2048, matches the perplexity of a sinusoidal
-# model trained on 2048, while training 11% faster and using 11% less memory. The
-# chapter [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
+# model trained on 2048, while training 11% faster and using 11% less memory.
+#
+# The paper's own analysis (its Appendix B) qualifies where the gain at
+# $L_{\mathrm{valid}} > L$ comes from. Its perplexities use nonoverlapping evaluation,
+# in which the first tokens of every segment have little context (the "early token
+# curse"), and longer segments leave fewer such tokens. With sliding-window
+# evaluation, which gives every prediction a full window, the perplexity of the ALiBi
+# models stays roughly flat as $L_{\mathrm{valid}}$ grows past $L$; the authors
+# conclude that the gain comes mostly from easing the early token curse, not from using
+# contexts longer than those of training. The chapter
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
 # [extrapolation](../docs/glossary.md) to the test on small models.
 #
 # Models that use ALiBi include BLOOM (its 176B model has 70 layers and 112 heads, the
@@ -783,6 +839,12 @@ assert not torch.allclose(
 # 入力が学習時の長さを超えるとパープレキシティが悪化しますが、ALiBi のモデルは悪化しません。
 # 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルを 2048 トークンで評価すると、
 # 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。しかも学習は 11% 速く、メモリは 11% 少なく済みます。
+#
+# ただし論文自身の分析（付録 B）は、$L_{\mathrm{valid}} > L$ での改善がどこから来るのかについて留保を付けています。
+# 論文のパープレキシティは重なりのない区間ごとの評価で測っており、各区間の最初のほうのトークンにはわずかな文脈しかありません（「early token curse」）。
+# 区間が長くなれば、そうしたトークンの割合は減ります。
+# すべての予測に窓いっぱいの文脈を与えるスライディングウィンドウ評価では、$L_{\mathrm{valid}}$ が $L$ を超えても ALiBi のモデルのパープレキシティはほぼ横ばいです。
+# 著者らは、改善の大部分は early token curse が和らぐことによるもので、学習時より長い文脈を使えるからではないと結論しています。
 # [外挿](../docs/glossary.ja.md)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
 #
 # ALiBi を使うモデルには BLOOM と MPT があります。
@@ -823,50 +885,88 @@ print(
 # ## The implementations, rebuilt with posenc
 #
 # All the implementations read here use the same slopes up to float32 rounding, but
-# they compute them in different ways: the real `build_alibi_tensor` (transformers
-# 5.24.0 and 4.57.6) differs from `alibi_slopes` by up to one unit in the last place,
-# $5.96 \times 10^{-8}$, for every $n \ge 11$. Hugging Face's BLOOM raises a float32 base to integer powers, with
-# the remaining heads as odd powers of the base for $2^{k+1}$ heads. MPT generalises
-# the exponent: $m_h = 2^{-b h / n'}$ with $b$ = `alibi_bias_max` (8 by default) and $n'$ the
-# next power of two at or above $n$; when $n < n'$ it takes the even-numbered slopes
-# ($h = 2, 4, \dots$, those of $n'/2$ heads) first, then the odd-numbered ones, and
-# keeps the first $n$, the same set in the same order as the official rule. labml uses
-# the base $2^{-4/2^k}$ and odd powers for the remaining heads. Each is restated below
-# and compared with `posenc` for $n = 1, \dots, 128$, to float32 tolerance.
+# they compute them in different ways, and so round differently. Hugging Face's BLOOM
+# (`build_alibi_tensor`, transformers 5.24.0 and 4.57.6) rounds the base
+# $2^{-8/2^k}$ to float32 and raises it to the integer powers $1, \dots, 2^k$; the
+# remaining heads get odd powers of the rounded base for $2^{k+1}$ heads. A power
+# multiplies the base's relative rounding error by the exponent, so the last heads of
+# a large $n$ drift furthest: for 128 heads, head 128 gets 0.00390624744 where $2^{-8}$
+# is exact in float32. Against `alibi_slopes`, which rounds each slope once, the
+# differences reach $5.96 \times 10^{-8}$ absolute and $6.6 \times 10^{-7}$ relative
+# ($6.8 \times 10^{-7}$ from the exact slopes), up to 11 float32 units in the last
+# place (7 for BLOOM's 112 heads, at head 105); they occur for every $n \ge 11$ and for
+# no smaller $n$. The cell measures this on a restatement of Hugging Face's expression,
+# which we compared bit for bit with `build_alibi_tensor` of both versions, for
+# $n = 1, \dots, 128$, outside this notebook.
 #
-# labml's docstring, from commit e06a89e2 (August 2021) until commit 72669d05
-# (July 2022), wrote the first slope as $2^{-2^{-(\log_2 n) - 3}}$. A parenthesis had
-# slipped: that is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$ (printed
-# below). Its code computed $2^{-8/n}$ throughout, and 72669d05 fixed the docstring.
+# MPT generalises the exponent: $m_h = 2^{-b h / n'}$ with $b$ = `alibi_bias_max` (8 by
+# default) and $n'$ the next power of two at or above $n$; when $n < n'$ it takes the
+# even-numbered slopes ($h = 2, 4, \dots$, those of $n'/2$ heads) first, then the
+# odd-numbered ones, and keeps the first $n$, the same set in the same order as the
+# official rule. labml, since commit 72669d05 (July 2022), uses the base $2^{-4/2^k}$
+# and its odd powers for the remaining heads, the official rule again.
+# x-transformers copies the official `get_slopes`. The cell restates BLOOM, MPT and
+# labml and compares each with `posenc` for $n = 1, \dots, 128$ with a relative tolerance
+# of $10^{-6}$ and no absolute tolerance. The defaults of `torch.testing.assert_close`
+# for float32 (relative $1.3 \times 10^{-6}$, absolute $10^{-5}$) would be too weak
+# here: the absolute part is 0.26% of the slope $2^{-8}$, so they would let a slope
+# that is 0.2% off pass, as the cell shows.
+#
+# labml's first version, from commit e06a89e2 (August 2021) until 72669d05, differed
+# twice. Its docstring wrote the first slope as $2^{-2^{-(\log_2 n) - 3}}$: a parenthesis
+# had slipped, and that is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$ (the
+# cell checks this algebra on the formula as transcribed here; the dates come from the
+# repository's history). Its code computed the first slope $2^{-8/n}$ correctly, but
+# continued the geometric sequence for every $n$: $m_h = 2^{-8h/n}$, the paper's
+# sequence, not the official rule, when $n$ is not a power of two. The cell restates
+# that code too and compares it with both for 12 heads.
 
 # %% [markdown] lang="ja"
 # ## 各実装を posenc で再現する
 #
-# ここで読んだ実装は、float32 の丸めの範囲で同じ傾きを使いますが、計算の仕方は違います。
-# 実際の `build_alibi_tensor`（transformers 5.24.0 と 4.57.6）は、$n \ge 11$ のすべてで `alibi_slopes` と最大で最下位 1 ビット分、$5.96 \times 10^{-8}$ だけ違います。
-# Hugging Face の BLOOM は、float32 の底を整数乗し、残りのヘッドには $2^{k+1}$ ヘッドの底の奇数乗を使います。
+# ここで読んだ実装は、float32 の丸めの範囲で同じ傾きを使いますが、計算の仕方が違うので、丸め方も違います。
+# Hugging Face の BLOOM（`build_alibi_tensor`、transformers 5.24.0 と 4.57.6）は、底 $2^{-8/2^k}$ を float32 に丸め、それを $1, \dots, 2^k$ 乗します。
+# 残りのヘッドには、$2^{k+1}$ ヘッドの丸めた底の奇数乗を使います。
+# べき乗は、底の相対的な丸め誤差を指数倍に拡大します。そのため、$n$ が大きいと最後のほうのヘッドほど大きくずれます。
+# 128 ヘッドでは、float32 で $2^{-8}$ が正確に表せるにもかかわらず、ヘッド 128 の傾きは 0.00390624744 になります。
+# 各傾きを 1 回だけ丸める `alibi_slopes` と比べると、差は絶対値で最大 $5.96 \times 10^{-8}$、相対値で最大 $6.6 \times 10^{-7}$ です
+# （厳密な傾きに対しては $6.8 \times 10^{-7}$）。
+# float32 の最下位の単位（ulp）では最大 11 個分です（BLOOM の 112 ヘッドでは、ヘッド 105 で 7 個分）。
+# 差は $n \ge 11$ のすべてで現れ、それより小さい $n$ では現れません。
+# セルでは、Hugging Face の式を書き直したものでこれを測ります。
+# この書き直しは、$n = 1, \dots, 128$ について、両方のバージョンの `build_alibi_tensor` とビット単位で一致することを、このノートブックの外で確かめてあります。
+#
 # MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、
 # $n'$ は $n$ 以上で最小の 2 のべき乗です。
 # $n < n'$ のときは、偶数番目の傾きを先に、奇数番目の傾きをあとに並べ、最初の $n$ 個を使います。
 # 偶数番目の傾き（$h = 2, 4, \dots$）は $n'/2$ ヘッドの傾きです。
 # これは公式実装の規則と同じ値を同じ順に与えます。
-# labml は底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使います。
-# それぞれを下で書き直し、$n = 1, \dots, 128$ について float32 の許容誤差で `posenc` と比べます。
+# labml はコミット 72669d05（2022 年 7 月）から、底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使っており、これも公式実装の規則です。
+# x-transformers は公式実装の `get_slopes` をそのまま写しています。
+# セルでは BLOOM、MPT、labml を書き直し、$n = 1, \dots, 128$ について、相対許容誤差 $10^{-6}$、絶対許容誤差なしで `posenc` と比べます。
+# float32 での `torch.testing.assert_close` の既定値（相対 $1.3 \times 10^{-6}$、絶対 $10^{-5}$）では、ここでは弱すぎます。
+# 絶対許容誤差が傾き $2^{-8}$ の 0.26% にあたるので、0.2% ずれた傾きも通してしまいます。セルではこれも示します。
 #
-# labml の docstring は、コミット e06a89e2（2021 年 8 月）から 72669d05（2022 年 7 月）まで、最初の傾きを $2^{-2^{-(\log_2 n) - 3}}$ と書いていました。
-# 括弧の位置がずれていて、これは $2^{-1/(8n)}$ です。8 ヘッドなら $0.5$ ではなく $0.9892$ になります（下の出力）。
-# コードはずっと正しく $2^{-8/n}$ を計算しており、72669d05 で docstring も直されました。
+# labml の最初の版（コミット e06a89e2、2021 年 8 月から 72669d05 まで）は、2 つの点で違っていました。
+# 1 つ目は docstring で、最初の傾きを $2^{-2^{-(\log_2 n) - 3}}$ と書いていました。
+# 括弧の位置がずれていて、これは $2^{-1/(8n)}$ です。8 ヘッドなら $0.5$ ではなく $0.9892$ になります。
+# セルが確かめるのは、ここに書き写した式の代数だけです。日付はリポジトリの履歴によります。
+# 2 つ目はコードです。最初の傾き $2^{-8/n}$ は正しく計算していましたが、どの $n$ でも等比数列をそのまま続けていました。
+# つまり $n$ が 2 のべき乗でないとき、公式実装の規則ではなく、論文の数列 $m_h = 2^{-8h/n}$ を使っていました。
+# セルではこのコードも書き直し、12 ヘッドについて両方と比べます。
 
 
 # %%
-def bloom_slopes(n):  # build_alibi_tensor's slopes (Hugging Face), restated
+def bloom_slopes(n):  # Hugging Face's build_alibi_tensor slopes, restated
     p = 2 ** math.floor(math.log2(n))
-    base = torch.tensor(2 ** (-8 / p), dtype=torch.float32)  # a float32 base
-    slopes = base ** torch.arange(1, p + 1, dtype=torch.int32)
-    if p < n:  # odd powers of the base for 2p heads
-        base_2p = torch.tensor(2 ** (-4 / p), dtype=torch.float32)
+    start = 2 ** (-(2 ** -(math.log2(p) - 3)))  # 2^(-8/p), in float64
+    base = torch.tensor(start, dtype=torch.float32)  # rounded once
+    slopes = torch.pow(base, torch.arange(1, p + 1, dtype=torch.int32))
+    if p < n:  # odd powers of the float32 base for 2p heads
+        start_2p = 2 ** (-(2 ** -(math.log2(2 * p) - 3)))
+        base_2p = torch.tensor(start_2p, dtype=torch.float32)
         odd = torch.arange(1, 2 * (n - p), 2, dtype=torch.int32)
-        slopes = torch.cat([slopes, base_2p**odd])
+        slopes = torch.cat([slopes, torch.pow(base_2p, odd)])
     return slopes
 
 
@@ -879,7 +979,7 @@ def mpt_slopes(n, alibi_bias_max=8):  # llm-foundry's gen_slopes, restated
     return slopes
 
 
-def labml_slopes(n_heads):  # labml's get_slopes, restated
+def labml_slopes(n_heads):  # labml's get_slopes since 72669d05, restated
     p = 2 ** math.floor(math.log2(n_heads))
     slopes = (2.0 ** (-8.0 / p)) ** torch.arange(1, p + 1)
     if p == n_heads:
@@ -888,41 +988,84 @@ def labml_slopes(n_heads):  # labml's get_slopes, restated
     return torch.cat([slopes, (2.0 ** (-4.0 / p)) ** odd])
 
 
+def labml_slopes_2021(n_heads):  # labml's get_slopes at e06a89e2, restated
+    s = 2 ** (-(2 ** -(math.log2(n_heads) - 3)))  # 2^(-8/n)
+    return [s * s**i for i in range(n_heads)]  # the geometric sequence
+
+
+strict = dict(rtol=1e-6, atol=0)
 for n in range(1, 129):
     for rebuilt in (bloom_slopes, mpt_slopes, labml_slopes):
-        torch.testing.assert_close(
-            rebuilt(n).float(), alibi_slopes(n), msg=f"{rebuilt.__name__}({n})"
-        )
+        got = rebuilt(n).float()
+        torch.testing.assert_close(got, alibi_slopes(n), **strict)
 
-docstring_start = 2 ** (-(2 ** (-math.log2(8) - 3)))  # labml's docstring, n = 8
+# BLOOM's float32 powers against slopes rounded once
+abs_max = rel_max = ulp_max = 0.0
+for n in range(1, 129):
+    ours, hf = alibi_slopes(n), bloom_slopes(n)
+    diff = (hf.double() - ours.double()).abs()
+    assert (diff.max() > 0) == (n >= 11)  # every n >= 11, no smaller n
+    abs_max = max(abs_max, diff.max().item())
+    rel_max = max(rel_max, (diff / ours.double()).max().item())
+    ulps = (hf.view(torch.int32) - ours.view(torch.int32)).abs()  # same sign
+    ulp_max = max(ulp_max, ulps.max().item())
+assert abs_max == 2.0**-24 and 6.5e-7 < rel_max < 6.6e-7 and ulp_max == 11
+exact128 = alibi_slopes(128, dtype=f64)
+rel_exact = (bloom_slopes(128).double() / exact128 - 1).abs().max().item()
+assert 6.7e-7 < rel_exact < 6.8e-7
+last = bloom_slopes(128)[-1].item()  # head 128 of 128
+assert f"{last:.9g}" == "0.00390624744" and alibi_slopes(128)[-1] == 2.0**-8
+bits112 = [t.view(torch.int32) for t in (bloom_slopes(112), alibi_slopes(112))]
+ulps112 = (bits112[0] - bits112[1]).abs()
+assert ulps112.max() == 7 and int(ulps112.argmax()) + 1 == 105
+print(f"BLOOM vs alibi_slopes, n = 1..128: max {abs_max:.3g} absolute,")
+print(f"  {rel_max:.2g} relative, {ulp_max:.0f} ulps")
+print(f"  head 128 of 128: {last:.9g}; n = 112: 7 ulps at head 105")
+
+# the float32 defaults of assert_close let a 0.2% error in 2^-8 through
+off = alibi_slopes(8) * torch.tensor([1.0] * 7 + [1.002])
+torch.testing.assert_close(off, alibi_slopes(8))  # passes: atol 1e-5
+caught = False
+try:
+    torch.testing.assert_close(off, alibi_slopes(8), **strict)
+except AssertionError:
+    caught = True
+assert caught  # rtol 1e-6, atol 0 catches it
+
+# labml before 72669d05: the paper's 2^(-8h/n) for every n
+old12 = torch.tensor(labml_slopes_2021(12), dtype=f64)
+paper12 = 2.0 ** (-8 * torch.arange(1, 13, dtype=f64) / 12)
+torch.testing.assert_close(old12, paper12)  # the paper's sequence ...
+# ... not the official rule's slope of any head
+assert not torch.isclose(old12, alibi_slopes(12, dtype=f64)).any()
+docstring_start = 2 ** (-(2 ** (-math.log2(8) - 3)))  # the docstring, n = 8
 assert math.isclose(docstring_start, 2 ** (-1 / (8 * 8)))
-code_start = labml_slopes(8)[0]
-print(
-    f"labml docstring, n = 8: {docstring_start:.4f}; code: {code_start:.4f}",
-    end="",
-)
+code_start = labml_slopes_2021(8)[0]
+print(f"labml docstring, n = 8: {docstring_start:.4f}; code: {code_start:.4f}")
+print(f"labml 2021, n = 12: head 9 {old12[8]:.4f} (official rule:", end="")
+print(f" {alibi_slopes(12)[8]:.4f})", end="")
 
 # %% [markdown] lang="en"
 # | | bias added (causal) | slopes, $n$ not a power of two | queries with a cache |
 # |---|---|---|---|
 # | paper (§3) | $-m_h\,(i - j)$ | $2^{-8h/n}$, the same formula for every $n$ | not discussed |
 # | `posenc` | $-m_h\,(i - j)$ | the official code's rule | aligned to the end of the keys |
-# | official code (fairseq fork) | $m_h\, j$ | `get_slopes`, the rule's source | no bias: it lives in the future mask, not built when decoding incrementally |
-# | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens, cast to the model's dtype | same values to 1 ulp, float32 powers | one row for all queries |
+# | official code (fairseq fork) | $m_h\, j$, cast to the activations' dtype (float16 with the README's `--fp16`) | `get_slopes`, the rule's source | no bias: it lives in the future mask, not built when decoding incrementally |
+# | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens, cast to the model's dtype | same values to a relative $7 \times 10^{-7}$ (float32 powers of a rounded base) | one row for all queries |
 # | MPT (llm-foundry) | $m_h\,(j - (T - 1))$; $-m_h\,\lvert i - j\rvert$ when not causal | same values to float32 rounding for `alibi_bias_max=8` | one row for all queries |
-# | labml | $m_h\,(j + 1)$, from the causal mask | same values to float32 rounding | not handled |
-# | x-transformers | $-m_h\,\lvert i - j\rvert$ | same values to float32 rounding; ALiBi can be limited to some heads | aligned to the end of the keys |
+# | labml | $m_h\,(j + 1)$, from the causal mask | the official rule since July 2022, same values to float32 rounding (before: the paper's $2^{-8h/n}$) | not handled |
+# | x-transformers | $-m_h\,\lvert i - j\rvert$ | the official `get_slopes`, copied; ALiBi can be limited to some heads | aligned to the end of the keys |
 
 # %% [markdown] lang="ja"
 # | | 足すバイアス（因果的） | 2 のべき乗でない $n$ の傾き | キャッシュ時のクエリ |
 # |---|---|---|---|
 # | 論文（§3） | $-m_h\,(i - j)$ | $2^{-8h/n}$（どの $n$ でも同じ式） | 記述なし |
 # | `posenc` | $-m_h\,(i - j)$ | 公式実装の規則 | キーの末尾に合わせた位置 |
-# | 公式実装（fairseq のフォーク） | $m_h\, j$ | `get_slopes`（規則の出典） | バイアスなし（バイアスは未来を隠すマスクの中にあり、逐次デコードではそのマスクを作らないため） |
-# | BLOOM（Hugging Face） | $m_h\, j$（$j$ はパディング以外のトークンの番号、モデルの dtype に変換） | 1 ulp 以内で同じ値、float32 のべき乗 | すべてのクエリで同じ 1 行 |
+# | 公式実装（fairseq のフォーク） | $m_h\, j$（活性値の dtype に変換。README の `--fp16` では float16） | `get_slopes`（規則の出典） | バイアスなし（バイアスは未来を隠すマスクの中にあり、逐次デコードではそのマスクを作らないため） |
+# | BLOOM（Hugging Face） | $m_h\, j$（$j$ はパディング以外のトークンの番号、モデルの dtype に変換） | 相対誤差 $7 \times 10^{-7}$ 以内で同じ値（丸めた底の float32 でのべき乗） | すべてのクエリで同じ 1 行 |
 # | MPT（llm-foundry） | $m_h\,(j - (T - 1))$、非因果なら $-m_h\,\lvert i - j\rvert$ | `alibi_bias_max=8` なら float32 の丸めの範囲で同じ値 | すべてのクエリで同じ 1 行 |
-# | labml | $m_h\,(j + 1)$（因果マスクから作成） | float32 の丸めの範囲で同じ値 | 未対応 |
-# | x-transformers | $-m_h\,\lvert i - j\rvert$ | float32 の丸めの範囲で同じ値。ALiBi を一部のヘッドだけに使うことも可能 | キーの末尾に合わせた位置 |
+# | labml | $m_h\,(j + 1)$（因果マスクから作成） | 2022 年 7 月から公式実装の規則で、float32 の丸めの範囲で同じ値（それ以前は論文の $2^{-8h/n}$） | 未対応 |
+# | x-transformers | $-m_h\,\lvert i - j\rvert$ | 公式実装の `get_slopes` をそのまま写したもの。ALiBi を一部のヘッドだけに使うことも可能 | キーの末尾に合わせた位置 |
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -937,7 +1080,8 @@ print(
 #   scores are equal head $h$ looks about $1/m_h$ positions back on average ($1/(e^{m_h} - 1)$ exactly, on a long row).
 # - Any bias that differs from $-m_h\,(i - j)$ by a constant per row gives the same
 #   attention ($m_h\, j$, $m_h\,(j + 1)$, and under the causal mask $-m_h\,|i - j|$), but
-#   not in bfloat16, where the paper's form keeps the nearby keys exact.
+#   not in bfloat16 or float16 (BLOOM, and the official code under `--fp16`), where
+#   the paper's form keeps the nearby keys exact.
 # - With a KV cache the queries sit at the end of the keys; a misplaced causal bias
 #   happens to do no harm, a misplaced mask or symmetric bias does.
 
@@ -952,7 +1096,7 @@ print(
 #   （長い行では正確に $1/(e^{m_h} - 1)$ です）。
 # - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます
 #   （$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
-#   ただし bfloat16 では同じにならず、論文の形なら近くのキーのバイアスが正確に保たれます。
+#   ただし bfloat16 や float16（BLOOM や、`--fp16` で動かす公式実装）では同じにならず、論文の形なら近くのキーのバイアスが正確に保たれます。
 # - KV キャッシュではクエリをキーの末尾に合わせます。
 #   因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
 
@@ -1029,9 +1173,8 @@ for n in (5, 12, 24, 112):
 # columns, and $J J = I$, so the output is
 # $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$: the rows
 # come out reversed. Such an encoder cannot tell left from right: a key $k$ positions
-# before a query gets the same bias as one $k$ positions after it. In particular the
-# middle token of an odd-length sequence gets the same output for the sequence and for
-# its reverse. The cell checks both with `posenc.attention`.
+# before a query gets the same bias as one $k$ positions after it. The cell checks the
+# reversal with `posenc.attention`, and that a causal encoder does not have it.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** $T$ 個のトークンの順序を逆にする行列を $J$ とします。$(JX)_i = X_{T-1-i}$ です。
@@ -1040,8 +1183,7 @@ for n in (5, 12, 24, 112):
 # 行ごとの softmax は行と列の並べ替えと可換で、$J J = I$ なので、出力は
 # $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$ です。つまり行が逆順で出てきます。
 # このようなエンコーダは左と右を区別できません。クエリの $k$ 位置前のキーと $k$ 位置後ろのキーに、同じバイアスが付くからです。
-# 特に、長さが奇数の系列の中央のトークンは、系列とそれを逆順にしたものとで同じ出力になります。
-# 次のセルでは、この 2 つを `posenc.attention` で確かめます。
+# 次のセルでは、この逆順の性質を `posenc.attention` で確かめ、因果的なアテンションにはこの性質がないことも確かめます。
 
 # %% tags=["solution"]
 T, d = 9, 16
@@ -1050,9 +1192,6 @@ sym = alibi_bias(4, T, causal=False, dtype=f64)
 out = attention(x, x, x, bias=sym)
 out_reversed = attention(x.flip(1), x.flip(1), x.flip(1), bias=sym)
 torch.testing.assert_close(out_reversed, out.flip(1))  # rows come out reversed
-torch.testing.assert_close(
-    out_reversed[:, T // 2], out[:, T // 2]
-)  # the middle
 causal_bias = alibi_bias(4, T, dtype=f64)
 causal_out = attention(*[x.flip(1)] * 3, bias=causal_bias, causal=True)
 causal_fwd = attention(x, x, x, bias=causal_bias, causal=True)

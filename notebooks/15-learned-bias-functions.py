@@ -29,7 +29,8 @@
 # it chooses, and a toy case shows a question, "how did the third sentence back
 # end?", that counting sentences answers and counting tokens does not.
 # [Randomised positions](../docs/glossary.md#randomised-positions) (Ruoss et
-# al. 2023) follow, a training recipe rather than an encoding. The last section
+# al. 2023) follow: no new formula, but random positions (or distances) fed to
+# an existing encoding, in training and at test time. The last section
 # asks what each family costs with a [KV cache](../docs/glossary.md#kv-cache)
 # and in a [fused attention kernel](../docs/glossary.md#fused-attention-kernel).
 #
@@ -58,7 +59,8 @@
 # 続いてトークンを数えることから離れます。
 # CoPE（Golovneva ら 2024）では、各ヘッドが何を数えるかを自分で選びます。
 # 「3 つ前の文はどう終わったか」という問いを使ったトイモデルの例で、文を数えれば答えられ、トークンを数えても答えられないことを示します。
-# そのあとに、位置エンコーディングではなく学習の手順である[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)（Ruoss ら 2023）を扱います。
+# そのあとに、[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)（Ruoss ら 2023）を扱います。
+# これは新しい式ではなく、既存のエンコーディングにランダムな位置（または距離）を与える方法で、学習でもテストでも使います。
 # 最後の節では、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)で、それぞれの手法に何がかかるかを調べます。
 #
 # どの式も独立した出典と照合します。出典は次のどれかです。
@@ -164,18 +166,21 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
 # (CPD) if this
 # holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD kernels; CPD
-# kernels generalise negative squared distances. The paper builds its biases from
-# three facts (its §3.2):
+# kernels generalise negative squared distances. The paper states four facts
+# (§3.1 and §3.2). Its Fact 1 says why: a CPD kernel $\le 0$ that vanishes on
+# the diagonal is minus a squared distance in some Hilbert space. The biases
+# are built from the other three, numbered here as in the paper:
 #
-# 1. $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
-#    $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#    because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
-# 2. Positive multiples and sums of CPD kernels are CPD.
-# 3. If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for $0 < \alpha < 1$ and
-#    $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel 1984; Schölkopf 2000, Prop. 4).
+# - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
+# - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
+#   $0 < \alpha < 1$ and $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel
+#   1984; Schölkopf 2000, Prop. 4).
+# - **Fact 4.** $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
+#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#   because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
 #
-# Fact 3 with $\alpha = p/2$ applied to fact 1 gives $-\lvert x - x'\rvert^{p}$ for
-# $0 < p < 2$, and fact 1 itself covers $p = 2$. Fact 3 applied to
+# Fact 3 with $\alpha = p/2$ applied to fact 4 gives $-\lvert x - x'\rvert^{p}$ for
+# $0 < p < 2$, and fact 4 itself covers $p = 2$. Fact 3 applied to
 # $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
 # $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives
 # KERPLE's two biases for head $h$, each with two learned numbers:
@@ -200,15 +205,17 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # 対称な関数 $k(x, x')$ は、有限個の点から作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値であるとき、つまりすべての実数 $c$ について $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ が成り立つとき、[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）と呼ばれます。
 # この不等式が $\sum_a c_a = 0$ を満たす $c$ についてだけ成り立つなら、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
 # 内積は正定値カーネルで、条件付き正定値カーネルは「距離の 2 乗を負にしたもの」を一般化したものです。
-# 論文は次の 3 つの事実からバイアスを組み立てます（§3.2）。
+# 論文は 4 つの事実を挙げています（§3.1 と §3.2）。
+# この見方の裏付けが事実 1 です。対角で値が 0 の $\le 0$ の条件付き正定値カーネルは、あるヒルベルト空間での距離の 2 乗を負にしたものと一致します。
+# バイアスは残りの 3 つから組み立てます。番号は論文のとおりです。
 #
-# 1. $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
-#    $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#    $x_a^2$ と $x_b^2$ を含む項には係数 $\sum c = 0$ が掛かるからです。
-# 2. 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
-# 3. $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
+# - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
+# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
+# - **事実 4.** $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
+#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#   $x_a^2$ と $x_b^2$ を含む項には係数 $\sum c = 0$ が掛かるからです。
 #
-# 事実 1 に $\alpha = p/2$ として事実 3 を使うと、$0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られます。$p = 2$ は事実 1 そのものです。
+# 事実 4 に $\alpha = p/2$ として事実 3 を使うと、$0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られます。$p = 2$ は事実 4 そのものです。
 # 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合を $r_2 > 0$ 倍したもの）に使うと、$-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
 # さらに $r_1 > 0$ 倍すると（事実 2）、ヘッド $h$ についての KERPLE の 2 つのバイアスになります。どちらも学習する数は 2 つです。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
@@ -240,7 +247,7 @@ for p in (2.5, 3.0):
 for r2 in (0.01, 0.1, 1.0, 10.0):
     assert cpd_min_eig(-torch.log1p(r2 * D32)) > 0  # the log variant
 assert cpd_min_eig(-torch.log1p(D32**3)) < 0  # log of a non-CPD power
-assert abs(cpd_min_eig(-(D32**2))) < 1e-9  # p = 2: zero (rank one, fact 1)
+assert abs(cpd_min_eig(-(D32**2))) < 1e-9  # p = 2: zero (rank one, fact 4)
 
 # %% [markdown] lang="en"
 # Why CPD and not PD? The score $q_i \cdot k_j$ is an inner product, a PD kernel,
@@ -317,11 +324,16 @@ print(
 # With $r_2 = 1$ the power variant is a line, $-r_1 \lvert i - j \rvert$: with
 # $r_1 = m_h$ it is ALiBi's symmetric bias, which the paper notes as the triangle
 # kernel $c - \lvert m - n \rvert$. Not every ALiBi head is reachable, though. The
-# official code clamps both parameters to at least $0.01$ after every step
-# (`self.eps = 1e-2`), and `posenc` keeps the same floor by its
+# official code clamps both parameters to at least $0.01$ (`self.eps = 1e-2`;
+# the power also to at most $2$) inside `forward`, before every use, by
+# overwriting their `.data`. `posenc` keeps the same range by its
 # parameterisation: $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ for a raw parameter
 # $\rho_1$, and for the power $r_2 = 2 - 1.99\,\sigma(-\rho_2)$, which stays in
-# $[0.01, 2]$ whatever an optimiser does. Eight ALiBi heads have the slopes
+# $[0.01, 2]$ whatever an optimiser does. The range is the same, the training
+# dynamics are not: a clamped parameter that the optimiser pushes below the
+# floor sits exactly on it, while $r_1$ and $r_2$ here only approach the
+# floor, and their steps are scaled by the slope of softplus or $\sigma$.
+# Eight ALiBi heads have the slopes
 # $2^{-1}, \dots, 2^{-8}$; the last two, $2^{-7} \approx 0.0078$ and
 # $2^{-8}$, lie below the floor. The cell sets the first six heads to ALiBi's
 # slopes and compares with `alibi_bias(..., causal=False)`, then drives the raw
@@ -336,9 +348,12 @@ print(
 # $r_2 = 1$ とすると、べき乗の形は直線 $-r_1 \lvert i - j \rvert$ になります。
 # $r_1 = m_h$ とすれば ALiBi の対称なバイアスで、論文はこれを三角カーネル $c - \lvert m - n \rvert$ として述べています。
 # ただし、ALiBi のすべてのヘッドを再現できるわけではありません。
-# 公式実装は各ステップのあとで 2 つのパラメータを $0.01$ 以上にクリップします（`self.eps = 1e-2`）。
-# `posenc` は同じ下限をパラメータ化で保ちます。生のパラメータ $\rho_1$ に対して $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ とし、
+# 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換え、$0.01$ 以上にクリップします（`self.eps = 1e-2`。べき乗は $2$ 以下にもクリップします）。
+# `posenc` は同じ範囲をパラメータ化で保ちます。生のパラメータ $\rho_1$ に対して $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ とし、
 # べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とするので、オプティマイザが何をしても $[0.01, 2]$ に収まります。
+# 範囲は同じでも、学習の進み方は違います。
+# クリップする方式では、オプティマイザが下限より下に押したパラメータはちょうど下限にとどまります。
+# ここでの $r_1$ と $r_2$ は下限に近づくだけで、その歩幅には softplus や $\sigma$ の傾きが掛かります。
 # 8 ヘッドの ALiBi の傾きは $2^{-1}, \dots, 2^{-8}$ で、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
 # 次のセルでは、最初の 6 ヘッドを ALiBi の傾きに設定して `alibi_bias(..., causal=False)` と比べます。
 # 続いて生のパラメータを $-10^4$ まで下げ、下限に達することを確かめます。
@@ -381,6 +396,16 @@ print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 # model reads, and on the row of a cached query. `posenc` is symmetric in
 # $i - j$ where the official code puts $0$ after the query; the causal mask
 # removes those entries either way.
+#
+# One more detail of the official code, read from it and not run on a GPU: it
+# casts the distance matrix to the dtype of the scores (`diff.to(x.dtype)`),
+# and the scores come out of `baddbmm` in the dtype of the queries, bfloat16
+# in the paper's runs (its Table 2). bfloat16 holds integers exactly only up
+# to $256$, so longer distances are rounded before the kernel sees them: to
+# multiples of $64$ between $8192$ and $16384$, the longest test length
+# ($129$ values for $8193$ distances). `posenc` takes the distances in the
+# dtype of its parameters (float32 unless the module is cast), and the
+# restatement below works in float64. The cell also checks that rounding.
 
 # %% [markdown] lang="ja"
 # 公式実装は距離の行列を `torch.tril(m - n)` として作り、対角より上は 0 にします。
@@ -389,6 +414,13 @@ print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 # したがって $r_1$ は、対数の形では `bias_p`、べき乗の形では `bias_a` にあたります。
 # 因果的なモデルが読むのは因果的な成分だけです。次のセルでは、このフォワードパスを書き直し、その成分とキャッシュを使うクエリの行で `KerpleBias` と比べます。
 # `posenc` は $i - j$ について対称ですが、公式実装はクエリより後ろを $0$ にします。どちらの場合も、その成分は因果マスクが取り除きます。
+#
+# 公式実装にはもう 1 つ細かな点があります（コードを読んで確かめたもので、GPU で実行してはいません）。
+# 距離の行列をスコアの dtype に変換し（`diff.to(x.dtype)`）、スコアは `baddbmm` からクエリの dtype で出てきます。論文の実験ではこれは bfloat16 です（論文の表 2）。
+# bfloat16 で正確に表せる整数は $256$ までなので、それより長い距離は、カーネルが受け取る前に丸められます。
+# $8192$ から最長のテスト長 $16384$ までの間では $64$ の倍数になり、$8193$ 個の距離が $129$ 個の値にまとまります。
+# `posenc` は距離をパラメータの dtype（モジュールを変換しない限り float32）で扱い、下の書き直しは float64 で計算します。
+# セルではこの丸めも確かめます。
 
 
 # %%
@@ -413,6 +445,12 @@ for kind in ("log", "power"):
         assert_close(module(12)[:, causal], ref[:, causal])
         assert_close(module(1, 12), ref[:, -1:])  # one cached query
 
+d = torch.arange(16385, dtype=f64)  # the official diff, cast to bfloat16
+d_bf16 = d.to(torch.bfloat16).double()
+assert torch.equal(d_bf16[:257], d[:257]) and d_bf16[257] == 256
+assert (d_bf16[8192:] % 64 == 0).all()  # 8192..16384: multiples of 64
+assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
+
 # %% [markdown] lang="en"
 # The figure sets the kernels side by side over distances up to 512, with
 # parameters chosen for the picture, not learned: ALiBi's line with
@@ -423,8 +461,12 @@ for kind in ("log", "power"):
 # same way, with $r_2 > 1$ the other way. On models trained with each, the
 # paper (§5.4, GitHub data) finds that several heads of the log variant learn
 # almost flat kernels, which let them use distant tokens, while ALiBi and the
-# power variant reach very negative values quickly. The cell checks the slope
-# of the logarithm against autograd.
+# power variant reach very negative values quickly. Its Table 3 gives the
+# perplexities that go with this: on OpenWebText2, trained at 512 tokens and
+# tested at 16384 (mean of five seeds), the log variant reaches 21.4, the power
+# variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal about 30000),
+# and §5.2 finds the log variant 9.7% faster to train than T5. The cell checks
+# the slope of the logarithm against autograd.
 
 # %% [markdown] lang="ja"
 # 図では、距離 512 までのカーネル関数を並べます。パラメータには、学習した値ではなく図のために選んだ値を使います。
@@ -434,6 +476,10 @@ for kind in ("log", "power"):
 # $r_2 < 1$ のべき乗も同じ向きに曲がり、$r_2 > 1$ では逆向きに曲がります。
 # 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習し、遠くのトークンを使えるようになります。
 # 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達すると論文は報告しています。
+# これに対応するパープレキシティは論文の表 3 にあります。
+# 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
+# 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波は約 30000 です。
+# また §5.2 によれば、対数の形の学習は T5 より 9.7% 速くなります。
 # セルでは、対数の傾きを自動微分と照合します。
 
 # %% alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対するカーネルのバイアス（パラメータは手で選んだもの）。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
@@ -488,8 +534,9 @@ plt.show()
 #   a function of the distance *as a fraction of the context*, not of the
 #   distance alone.
 # - **The log transform and the threshold.** Without $\psi$ the argument would
-#   be $(i - j)/i$, and the two nearest keys of a query at position 4096 would
-#   differ by $1/4096$ in the input. With $\psi$ ($c = 0.1$) they differ by
+#   be $(i - j)/i$, and the keys one and two tokens back from a query at
+#   position 4096 would differ by $1/4096$ in the input. With $\psi$
+#   ($c = 0.1$) they differ by
 #   $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more: the log
 #   spreads the small distances apart. For $i \le L$ the normaliser is the
 #   constant $\psi(L)$, so on short inputs the bias is an ordinary function of
@@ -517,7 +564,7 @@ plt.show()
 #   論文はこれを[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)（progressive interpolation）と呼びます。
 # - **その代償。**クエリが先に進むほど、同じ距離の引数は小さくなります。$\psi(d)/\psi(i)$ は $i$ とともに減少します。
 #   しきい値を超えると、バイアスは距離だけの関数ではなく、「文脈の長さに対する割合としての距離」の関数になります。
-# - **対数変換としきい値。**$\psi$ がなければ引数は $(i - j)/i$ で、位置 4096 のクエリに最も近い 2 つのキーは、入力が $1/4096$ しか違いません。
+# - **対数変換としきい値。**$\psi$ がなければ引数は $(i - j)/i$ で、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーは、入力が $1/4096$ しか違いません。
 #   $\psi$ を使うと（$c = 0.1$）、差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と 59 倍になります。対数が小さな距離どうしを引き離すのです。
 #   $i \le L$ では正規化の分母は定数 $\psi(L)$ なので、短い入力ではバイアスは普通の距離の関数になり、近くのキーどうしが押し縮められることはありません。
 #
@@ -557,8 +604,11 @@ with torch.no_grad():
     # trained at 2L, read at 16L: no argument outside the trained range
     # (up to the 1e-6 that the pseudo-code adds to the normaliser)
     trained, longer = args(2 * L), args(16 * L)
-    assert trained.min() <= longer.min()
     assert longer.max() <= trained.max() + 1e-6
+    # the price: same interval, another spread (more pairs near 1 at 16L);
+    # (i - j)/i without the log would put about half below 1/2 at any length
+    below = [(x < 0.5).float().mean().item() for x in (trained, longer)]
+    assert below[1] < 0.5 * below[0] < 0.25
     T, D = 16 * L, 2 * L  # raw distances: share of pairs at d >= D
     d_causal = (torch.arange(T)[:, None] - torch.arange(T)[None, :]).tril()
     far = (d_causal >= D).sum().item() / (T * (T + 1) / 2)
@@ -580,7 +630,7 @@ def psi(v):
 
 assert math.isclose(gap, (psi(2) - psi(1)) / (psi(4096) + 1e-6), rel_tol=1e-4)
 print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
-print(f"nearest keys at 4096: {gap:.4f} apart, {gap * 4096:.0f} times 1/4096")
+print(f"keys 1 and 2 back at 4096: {gap:.4f} apart, {gap * 4096:.0f} x 1/4096")
 
 # %% [markdown] lang="en"
 # The figure shows the argument for $L = 64$. On the left, against the
@@ -717,7 +767,13 @@ print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 # does. The training code of the official repository (`facebookresearch/RAM`,
 # `projects/cope`) also gates on the scaled logits, but by default divides the
 # position logits by $\sqrt{d}$ together with $q_i \cdot k_j$ (`--cope-nodiv`
-# turns this off); a learned table absorbs the factor. The cell checks `CoPE`
+# turns this off); a learned table absorbs the factor. The same code has more
+# options: gates from a separate key projection (`--cope-sep-key`) or from
+# the values (`--cope-val-gates`); CoPE in every $K$-th layer only, on top of
+# relative positions (`--cope-layers` with `cope+rel`); one table shared by
+# all layers (`--cope-shared`); and the number of positions $P$
+# (`--cope-npos`, by default the block size plus one), which sets the size of
+# the table and the number of position logits per query. The cell checks `CoPE`
 # against the interpolation of the vectors $e$ (the paper's equation rather than
 # the implementation's scalars), against a restatement of the RAM forward
 # pass with the table multiplied by $\sqrt{d}$, and with all gates open.
@@ -745,6 +801,10 @@ print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 # 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしたロジット $q_i \cdot k_j / \sqrt{d}$ を受け取り、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたロジットでゲートを作ります。
 # ただし既定では、位置のロジットも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。この係数は学習可能な表が吸収します。
+# 同じコードには、ほかにもオプションがあります。
+# ゲートは、別のキーの射影から作ることも（`--cope-sep-key`）、バリューから作ることもできます（`--cope-val-gates`）。
+# 相対位置に加えて $K$ 層ごとにだけ CoPE を使うこと（`--cope-layers` と `cope+rel`）や、すべての層で 1 つの表を共有すること（`--cope-shared`）も選べます。
+# 位置の数 $P$ も指定できます（`--cope-npos`。既定ではブロックサイズに 1 を足した値）。この数が、表の大きさと、クエリごとの位置のロジットの数を決めます。
 # 次のセルでは `CoPE` を 3 通りに確かめます。
 # ベクトル $e$ を補間する形（実装のスカラーではなく論文の式）との比較、表を $\sqrt{d}$ 倍して RAM のフォワードパスを書き直したものとの比較、そしてすべてのゲートが開いた場合です。
 
@@ -821,7 +881,8 @@ print("all gates open, last query: p =", p[-1].int().tolist())
 # entry, $e[3] = (0, 0, 40, 0)$, so $z[3] = 40$ and $z[n] = 0$ otherwise. The
 # target mark gets $20 + 40 = 60$; the other marks $20$, the words of the target
 # sentence $-20 + 40 = 20$, the other words $-20$. The values are one-hot vectors of the three
-# marks (zero for words), and the answer is the mark with the most weight. The
+# marks (zero for words), and the answer is the mark with strictly the most
+# weight (a tie is no answer). The
 # cell draws 1000 random inputs, compares the positions of the last query with
 # a count of end marks done by hand, and scores the head.
 
@@ -839,7 +900,7 @@ print("all gates open, last query: p =", p[-1].int().tolist())
 # 論文のとおり、ゲートにも同じスコアを使います。そのためゲートの値は、文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
 # 表のうちゼロでない成分は $e[3] = (0, 0, 40, 0)$ だけなので、$z[3] = 40$ で、ほかの位置では $z[n] = 0$ です。
 # 答えとなる記号のスコアは $20 + 40 = 60$、ほかの記号は $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
-# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みが最も大きい記号を答えとします。
+# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
 # 次のセルでは、ランダムな入力を 1000 個作ります。最後のクエリから見た位置を手で数えた文末の記号の数と比べ、ヘッドの正解率を求めます。
 
 # %%
@@ -883,6 +944,13 @@ def read_out(tokens, logits):
     return weights, (weights[..., None] * onehot).sum(-2)  # [n, k], [n, 3]
 
 
+def answer(mark_weight):
+    """The mark (1..3) with strictly the most weight; 0 on a tie."""
+    top = mark_weight.topk(2, dim=-1).values
+    best = mark_weight.argmax(-1) + 1
+    return torch.where(top[..., 0] > top[..., 1], best, 0)
+
+
 head = CoPE(4, 1, max_positions=8)
 with torch.no_grad():
     head.pos_emb[3, 2] = 40.0  # e[3] = (0, 0, 40, 0)
@@ -904,7 +972,7 @@ for row, p in zip(test[:20].tolist(), positions[:20], strict=True):
         if t >= 0:
             marks_from_j = sum(1 for u in row[j:] if u > 0)
             assert abs(p[j].item() - marks_from_j) < 1e-6
-cope_pred = read_out(test, logits)[1].argmax(-1) + 1
+cope_pred = answer(read_out(test, logits)[1])
 cope_accuracy = (cope_pred == answers(test)).float().mean().item()
 assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
@@ -922,7 +990,10 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # Give the head any bias $b(i - j)$ of the distance, on top of a content score
 # that treats all end marks alike. In A the weight on `!` is proportional to
 # $e^{b(5)}$ and the weight on `?` to $e^{b(7)}$, so a right answer needs
-# $b(5) > b(7)$; in B it needs $b(7) > b(5)$. No bias gets both right. To see how
+# $b(5) > b(7)$; in B it needs $b(7) > b(5)$. No bias gets both right, and a
+# tie $b(5) = b(7)$ gets neither: `!` and `?` then weigh the same. The cell
+# checks the two inequalities on 2000 random biases, on the tie, and on a
+# bias that answers A. To see how
 # far a bias by distance gets on random inputs, the cell also trains a table of
 # 47 values, one per distance (as T5's exact buckets would be), with the same
 # content scores: 200 steps of Adam from zero on 512 inputs, a deterministic
@@ -941,6 +1012,8 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # すべての文末の記号を同じに扱う内容のスコアに、距離の任意のバイアス $b(i - j)$ を加えたヘッドを考えます。
 # A では `!` への重みは $e^{b(5)}$ に、`?` への重みは $e^{b(7)}$ に比例するので、正しく答えるには $b(5) > b(7)$ が必要です。
 # B では $b(7) > b(5)$ が必要です。両方に正しく答えられるバイアスはありません。
+# 同点 $b(5) = b(7)$ ではどちらにも答えられません。このとき `!` と `?` の重みが等しくなるからです。
+# セルでは、ランダムな 2000 個のバイアス、同点のバイアス、A に正しく答えるバイアスで、この 2 つの不等式を確かめます。
 # ランダムな入力で距離によるバイアスがどこまで通用するかを見るために、次のセルでは 47 個の値からなる表も学習します。値は距離ごとに 1 つで、T5 の厳密バケットにあたります。
 # 内容のスコアは同じで、512 個の入力について、0 から始めて Adam で 200 ステップ学習します。この学習は決定的です。
 # この表はテスト用の 1000 個の入力のうち 68.4% に正しく答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
@@ -962,13 +1035,22 @@ for row, (at_bang, at_query) in zip(pair, ((5, 7), (7, 5)), strict=True):
     assert MARKS[row[N_KEYS - 1 - at_bang]] == "!"
     assert MARKS[row[N_KEYS - 1 - at_query]] == "?"
 assert (answers(pair) == 2).all()  # "!" in both
-assert ((read_out(pair, cope_logits(pair)[0])[1].argmax(-1) + 1) == 2).all()
+assert (answer(read_out(pair, cope_logits(pair)[0])[1]) == 2).all()
 
-torch.manual_seed(5)  # any bias by distance: never both right
-for _ in range(2000):
-    b = 4 * torch.randn(N_KEYS)
-    right = read_out(pair, content(pair) + b[back])[1].argmax(-1) + 1 == 2
+tie = torch.full((N_KEYS,), -100.0)
+tie[[5, 7]] = 0.0  # b(5) = b(7): "!" and "?" weigh 0.5 each
+favour_a = torch.full((N_KEYS,), -100.0)
+favour_a[5] = 0.0  # b(5) > b(7): answers A
+torch.manual_seed(5)
+for b in (tie, favour_a, *(4 * torch.randn(2000, N_KEYS))):
+    right = answer(read_out(pair, content(pair) + b[back])[1]) == 2
+    assert not right[0] or b[5] > b[7]  # A right only if b(5) > b(7)
+    assert not right[1] or b[7] > b[5]  # B right only if b(7) > b(5)
     assert not right.all()
+tie_weight = read_out(pair, content(pair) + tie[back])[1]
+assert (tie_weight.argmax(-1) == 1).all()  # argmax alone would say "!" twice
+assert (answer(tie_weight) == 0).all()
+assert answer(read_out(pair, content(pair) + favour_a[back])[1])[0] == 2
 
 train = make_inputs(512, gen)
 table = torch.zeros(N_KEYS, requires_grad=True)  # b(d), d = 0..46
@@ -982,9 +1064,7 @@ for _ in range(200):
     optimiser.step()
 with torch.no_grad():
     table_weights, mark_weight = read_out(test, content(test) + table[back])
-    table_accuracy = (
-        (mark_weight.argmax(-1) + 1 == answers(test)).float().mean()
-    )
+    table_accuracy = (answer(mark_weight) == answers(test)).float().mean()
 print(f"table by distance: {table_accuracy:.1%} of the same 1000 inputs")
 assert f"{table_accuracy:.1%}" == "68.4%"  # the number in the text
 
@@ -1016,10 +1096,13 @@ assert back[pair_table.argmax(-1)].tolist() == [9, 11]
 assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
 heaviest = pair_table.max(-1).values
 assert (heaviest > 0.5).all()  # most of the weight, not just the largest
-print("table's weight on that mark:", [round(w, 3) for w in heaviest.tolist()])
+shown = [f"{w:.3f}" for w in heaviest.tolist()]
+assert shown == ["0.788", "0.649"]  # the numbers in the text
+print("table's weight on that mark:", ", ".join(shown))
 is_target = (train > 0) & ((train > 0).flip(-1).cumsum(-1).flip(-1) == 3)
 mean_back = back.expand_as(train)[is_target].float().mean().item()
 assert 13.5 < mean_back < 14.5  # 4 + 5 + 5 expected: sentence lengths
+assert f"{mean_back:.1f}" == "14.1"  # the number in the text
 
 fig, axes = plt.subplots(2, 2, figsize=(6.4, 3.6), sharey="row")
 for col, name in enumerate("AB"):
@@ -1040,70 +1123,102 @@ plt.show()
 print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 
 # %% [markdown] lang="en"
-# ## Randomised positions: a training recipe
+# ## Randomised positions: no new formula
 #
 # Ruoss et al. (2023) attack the problem from the data side. A model trained on
 # sequences of up to $N$ tokens sees the positions $0, \dots, N - 1$ only; at test
 # time a longer input brings positions, and for relative encodings distances,
 # that training never produced. The paper links the failure of Transformers on
 # longer inputs to these out-of-distribution positions, "even for relative
-# encodings". Their fix changes no formula: during training, a sequence of $n$
-# tokens gets as positions a random subset of $n$ distinct numbers from
-# $[0, L)$, sorted, with $L$ larger than any test length. Every position below
-# $L$ is then seen in training, and only the order of the positions carries
-# information, not their values. The official code
-# (`noisy_fixed_positional_encodings` and its relatives) draws the subset with
-# `jax.random.choice` without replacement and sorts it, for sinusoidal,
-# learned, relative, rotary and ALiBi encodings alike, and it draws positions
-# the same way at evaluation. Its relative variant raises `NotImplementedError`
-# with causal attention (`models/transformer.py`), and the paper's models are
-# encoder-only Transformers on algorithmic tasks: the recipe is not tested
-# there on causal language models. Its example script trains on lengths up to 40
-# with $L = 2048$. On 6000 models and 15 algorithmic tasks, the abstract reports
-# an average gain of 12.0% in test accuracy on lengths unseen in training.
-# This site's own extrapolation experiments are in
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
+# encodings". Their fix changes no formula: a sequence of $n$ tokens gets as
+# positions a random subset of $n$ distinct numbers from $[0, L)$, sorted, with
+# $L$ larger than any test length, in training and at test time alike. Every
+# position below $L$ is then seen in training, and the value of a position no
+# longer tells the model the index of its token. The spacing still tells
+# something: the mean gap is $(L + 1)/(n + 1)$ (below), so a longer input has
+# denser positions than any training input, and the distances a relative
+# encoding sees shift with the length.
 #
-# `posenc.random_positions(n, L)` draws such a subset. Every subset of $n$
-# positions is equally likely, so the law of the positions follows by counting.
-# The smallest position is at least $m$ when all $n$ lie in $[m, L)$:
+# The official code draws with `jax.random.choice` without replacement and
+# sorts, but what it draws depends on the encoding. For the sinusoidal,
+# learned and rotary encodings (`noisy_fixed_positional_encodings` in
+# `models/positional_encodings.py`) it draws $n$ positions from $[0, L)$. For
+# the relative encoding of Transformer-XL
+# (`compute_attention_with_noisy_relative_encodings`) and for ALiBi
+# (`compute_noisy_alibi_encodings_biases`) it draws $n - 1$ distances from
+# $[1, L)$, sorts them and puts them in place of the offsets
+# $1, 2, \dots, n - 1$: the bias of a pair is still a function of its index
+# offset $i - j$, not of a difference $p_i - p_j$ of random positions. The
+# models draw anew at every call, at evaluation too. The cited example script
+# (`experiments/example.py`) uses the relative variant (`NOISY_RELATIVE` with
+# `noise_max_length` 2048): an encoder trained on lengths 1 to 40, in batches
+# of 128 for 10 000 steps, and tested on lengths up to 100. That variant raises
+# `NotImplementedError` with causal attention (`models/transformer.py`), and
+# the paper's models are encoder-only Transformers on algorithmic tasks: the
+# scheme is not tested there on causal language models. On 6000 models and 15
+# algorithmic tasks, the abstract reports an average gain of 12.0% in test
+# accuracy on lengths unseen in training. What randomised positions, KERPLE,
+# FIRE and CoPE buy on two small tasks trained on this site is in
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb#reading-the-results);
+# their papers' own experiments are at a larger scale.
+#
+# `posenc.random_positions(n, L)` draws such a subset of positions. Every
+# subset of $n$ positions is equally likely, so the law of the positions
+# follows by counting. The smallest position is at least $m$ when all $n$ lie
+# in $[m, L)$:
 # $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$; the largest, $k = n$, has
 # mean $n(L + 1)/(n + 1) - 1$, which for $n = 40$ and $L = 2048$ is $1998.02$. A
 # model trained on 40 tokens this way meets, in almost every training
-# sequence, positions near the end of the range. The cell checks both laws
-# exactly (fractions) by enumerating every subset for small $n$ and $L$, and
-# checks that `random_positions(2, 6)` draws each of the 15 subsets of
+# sequence, positions near the end of the range. The mean gap between
+# neighbours, $(L + 1)/(n + 1)$, is about $50$ for $n = 40$ and about $20$ for
+# $n = 100$. The cell checks the three laws exactly (fractions) by
+# enumerating every subset for small $n$ and $L$, and checks that
+# `random_positions(2, 6)` draws each of the 15 subsets of
 # $\{0, \dots, 5\}$, and nothing else, about equally often (an off-by-one
-# that drew from $1$ to $6$ would fail at once).
+# that drew from $1$ to $6$ would fail at once). It also restates the
+# official ALiBi variant with one head of slope $1$ and checks that its bias
+# is a function of $i - j$ with the drawn distances in $[1, L)$, while a bias
+# $-\lvert p_i - p_j \rvert$ of random positions is not.
 
 # %% [markdown] lang="ja"
-# ## ランダム化した位置：学習の手順
+# ## ランダム化した位置：式は変えない
 #
 # Ruoss ら（2023）は、この問題にデータの側から取り組みます。
 # 最長 $N$ トークンの系列で学習したモデルは、位置 $0, \dots, N - 1$ しか見ていません。
 # テストでより長い入力が来ると、学習中には一度も現れなかった位置（相対位置の手法では距離）が現れます。
 # 論文は、長い入力で Transformer が失敗することを、この分布の外にある位置と結び付けます。それは「相対位置の手法でも」同じだといいます。
 # Ruoss らの対策では、式は何も変わりません。
-# 学習中、$n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。
-# こうすると、$L$ 未満の位置はすべて学習中に現れます。また、情報を運ぶのは位置の値ではなく順序だけです。
-# 公式実装（`noisy_fixed_positional_encodings` など）は、`jax.random.choice` で重複なしに部分集合を選んで並べ替えます。
-# これは正弦波、学習型、相対位置、回転、ALiBi のどのエンコーディングでも同じで、評価のときも同じ方法で位置を選びます。
-# ただし相対位置の版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
-# また、論文のモデルはアルゴリズム的なタスクを解くエンコーダーだけの Transformer です。因果的な言語モデルでは、この手順は試されていません。
-# 例のスクリプトは、長さ 40 までの系列で $L = 2048$ として学習します。
-# 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べ、学習中に見ていない長さでのテストの正解率が平均 12.0% 上がりました。
-# このサイト自身の外挿の実験は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
+# $n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。これは学習とテストの両方で同じです。
+# こうすると、$L$ 未満の位置はすべて学習中に現れます。また、位置の値を見ても、そのトークンが何番目かはわからなくなります。
+# ただし、間隔はまだ情報を持っています。
+# 間隔の平均は $(L + 1)/(n + 1)$ なので（下で導きます）、長い入力の位置はどの学習用の入力よりも密になります。相対位置の手法が見る距離も、長さとともに変わります。
 #
-# `posenc.random_positions(n, L)` は、このような部分集合を 1 つ選びます。
+# 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
+# 正弦波、学習型、回転のエンコーディング（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
+# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、オフセット $1, 2, \dots, n - 1$ の代わりに使います。
+# そのため、組のバイアスはやはりインデックスのオフセット $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
+# モデルは呼び出しのたびに選び直し、評価のときも同じです。
+# 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
+# エンコーダーを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
+# この版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
+# また、論文のモデルはアルゴリズム的なタスクを解くエンコーダーだけの Transformer です。因果的な言語モデルでは、この方法は試されていません。
+# 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べ、学習中に見ていない長さでのテストの正解率が平均 12.0% 上がりました。
+# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#結果を読む)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 2 つの小さなタスクで学習して比べます。
+# それぞれの論文の実験は、もっと大きな規模で行われています。
+#
+# `posenc.random_positions(n, L)` は、このような位置の部分集合を 1 つ選びます。
 # $n$ 個の位置のどの部分集合も同じ確率で選ばれるので、位置の分布は数え上げで求まります。
 # 最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
 # $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # また、小さいほうから $k$ 番目の位置の平均は $k(L + 1)/(n + 1) - 1$ です。
 # 最大の位置（$k = n$）の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ になります。
 # この方法で 40 トークンの系列を使って学習するモデルは、ほぼすべての学習系列で範囲の終わり近くの位置に出会います。
-# 次のセルでは、小さな $n$ と $L$ ですべての部分集合を数え上げ、この 2 つの法則を分数で厳密に確かめます。
+# 隣り合う位置の間隔の平均 $(L + 1)/(n + 1)$ は、$n = 40$ なら約 $50$、$n = 100$ なら約 $20$ です。
+# 次のセルでは、小さな $n$ と $L$ ですべての部分集合を数え上げ、この 3 つの法則を分数で厳密に確かめます。
 # さらに、`random_positions(2, 6)` が $\{0, \dots, 5\}$ の 15 個の部分集合だけを、それぞれほぼ同じ頻度で選ぶことも確かめます（$1$ から $6$ までを選ぶような 1 つずれた誤りがあれば、すぐに失敗します）。
+# 最後に、公式実装の ALiBi の版を傾き $1$ のヘッド 1 つで書き直します。
+# そのバイアスは $i - j$ の関数で、選ばれた距離は $[1, L)$ に入ることを確かめます。ランダムな位置によるバイアス $-\lvert p_i - p_j \rvert$ はそうなりません。
 
 # %%
 for n, L in ((2, 6), (3, 7), (4, 9)):  # every subset, exact fractions
@@ -1115,6 +1230,8 @@ for n, L in ((2, 6), (3, 7), (4, 9)):  # every subset, exact fractions
     for k in range(1, n + 1):
         mean = Fraction(sum(s[k - 1] for s in subsets), len(subsets))
         assert mean == Fraction(k * (L + 1), n + 1) - 1
+    gap = Fraction(sum(s[-1] - s[0] for s in subsets), len(subsets) * (n - 1))
+    assert gap == Fraction(L + 1, n + 1)  # mean gap between neighbours
 
 gen = torch.Generator().manual_seed(6)
 counts = Counter(
@@ -1136,6 +1253,33 @@ se = largest.std() / math.sqrt(2000)  # an illustration, not a check
 print(f"mean largest of 40 from 2048, 2000 draws: {largest.mean():.1f}", end="")
 print(f" +- {se:.1f} (exact {mean_max:.2f})")
 print("8 positions from 2048:", example.tolist())
+
+
+def rel_shift(row, n):
+    """_rel_shift_inner of a row of 2n tiled to [n, 2n], restated."""
+    x = row.expand(n, 2 * n).reshape(2 * n, n)[1:].reshape(n, 2 * n - 1)
+    return x[:, :n]
+
+
+def noisy_alibi(n, L, gen):
+    """compute_noisy_alibi_encodings_biases, one head of slope 1, restated."""
+    d = (torch.randperm(L - 1, generator=gen)[: n - 1] + 1).sort().values
+    right = -d.double()  # choice from arange(1, L), sorted, negated
+    left = right.flip(0) + 0.5  # the code's 0.5 tells left from right
+    zero = torch.zeros(1, dtype=f64)  # (the first entry is a dummy)
+    return rel_shift(torch.cat([zero, left, zero, right]), n), d
+
+
+# the example in the docstring of _rel_shift_inner
+shifted = rel_shift(torch.arange(-3.0, 3.0), 3)
+assert shifted.tolist() == [[0, 1, 2], [-1, 0, 1], [-2, -1, 0]]
+bias, d = noisy_alibi(8, 2048, gen)
+assert 1 <= d.min() and d.max() < 2048
+assert_close(bias[1:, 1:], bias[:-1, :-1])  # a function of i - j
+assert_close(bias[0, 1:], -d.double())  # offsets 1..7 -> drawn distances
+p = random_positions(8, 2048, generator=gen).double()
+by_positions = -(p[:, None] - p[None, :]).abs()
+assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 
 # %% [markdown] lang="en"
 # ## What each family costs: KV caches and fused kernels
@@ -1164,9 +1308,12 @@ print("8 positions from 2048:", example.tolist())
 # | CoPE | every score from $j$ to $i$ | $k$ gates, their sums, $P$ position logits per head | not a `score_mod`: the row's scores come first |
 #
 # The cell checks the rows of this table that are claims about the methods.
-# KERPLE's bias written as a `score_mod`, a function of one score and its
-# indices, applied over the index grid, gives the same scores as
-# `KerpleBias`, also for queries aligned to the end of the keys. FIRE's
+# For KERPLE the check is about the indices only: the `score_mod` below, a
+# function of one score and its indices, retypes the module's formula with its
+# own $r_1$ and $r_2$ (the formula was checked against the official code
+# above), and over the index grid, with `q_idx` the query's position
+# $k_{\mathrm{len}} - q_{\mathrm{len}} + i$, it gives the same scores as
+# `KerpleBias`. FIRE's
 # arguments for the query at $i + 1$ repeat those at $i$, plus one new distance,
 # up to the threshold; beyond it only the argument $0$ (distance $0$) comes back.
 # (In float32 the first key's arguments at $i = 200$ and $201$,
@@ -1201,8 +1348,9 @@ print("8 positions from 2048:", example.tolist())
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとに $k$ 個のゲートとその和、$P$ 個の位置のロジット | `score_mod` では不可（先に行のスコアが必要） |
 #
 # 次のセルでは、この表のうち各手法についての主張にあたる行を確かめます。
-# KERPLE のバイアスを `score_mod`、つまり 1 つのスコアとそのインデックスの関数として書きます。
-# これをインデックスの格子全体に適用すると、キーの末尾に合わせたクエリの場合も含めて `KerpleBias` と同じスコアになります。
+# KERPLE について確かめるのは、インデックスの対応だけです。
+# 下の `score_mod` は 1 つのスコアとそのインデックスの関数で、モジュールの式をモジュール自身の $r_1$、$r_2$ で書き直したものです（式そのものは上で公式実装と照合しました）。
+# `q_idx` をクエリの位置 $k_{\mathrm{len}} - q_{\mathrm{len}} + i$ としてインデックスの格子全体に適用すると、`KerpleBias` と同じスコアになります。
 # FIRE では、しきい値までは、位置 $i + 1$ のクエリの引数は位置 $i$ の引数に新しい距離 1 つを加えたものです。
 # しきい値を超えると、再び現れる引数は $0$（距離 $0$）だけです。
 # なお float32 では、$i = 200$ と $201$ での最初のキーの引数 $\psi(i)/(\psi(i) + 10^{-6})$ の差は $10^{-9}$ 未満で、丸めると同じ数になります。そのため、セルでは float64 で計算します。
@@ -1288,9 +1436,11 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   sentence back end?" on every input, while no single head with a bias by
 #   token distance, on top of a content score that treats all end marks
 #   alike, can answer both of two well-chosen inputs.
-# - Randomised positions are a training recipe: sorted random subsets of
-#   $[0, L)$, so every position up to $L$ is seen in training and only the order
-#   carries information.
+# - Randomised positions change no formula: an encoding gets sorted random
+#   subsets of $[0, L)$ as positions (the official relative and ALiBi variants:
+#   sorted random distances from $[1, L)$), in training and at test time. Every
+#   position up to $L$ is seen in training, and a position's value no longer
+#   gives its token's index, though the spacing still reflects the length.
 # - A bias computable from the head and $i - j$ (a closed form or a table by
 #   distance) fits a KV cache and a fused kernel. FIRE beyond its threshold
 #   needs the MLP per query-key pair; CoPE needs the whole row of scores before
@@ -1308,7 +1458,8 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足すので、各ヘッドは自分で選んだものを数えます。
 #   手で設定したヘッドは「3 つ前の文はどう終わったか」にどの入力でも答えます。
 #   一方、すべての文末の記号を同じに扱う内容のスコアにトークンの距離によるバイアスを加えた 1 つのヘッドでは、うまく選んだ 2 つの入力の両方には答えられません。
-# - ランダム化した位置は学習の手順です。$[0, L)$ のランダムな部分集合を昇順で使うので、$L$ までのすべての位置が学習中に現れます。情報を運ぶのは順序だけです。
+# - ランダム化した位置は式を変えません。エンコーディングに $[0, L)$ のランダムな部分集合を昇順で位置として与えます（公式実装の相対位置と ALiBi の版では、$[1, L)$ から選んで並べた距離を与えます）。これは学習とテストの両方で同じです。
+#   $L$ までのすべての位置が学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。ただし、位置の間隔は長さを反映したままです。
 # - ヘッドと $i - j$ から計算できるバイアス（閉じた式や距離ごとの表）は、KV キャッシュと融合カーネルのどちらにも収まります。
 #   しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要です。
 #   CoPE は行のスコアがすべてそろうまでバイアスを作れず、デコードの 1 ステップごとにすべてのゲートを計算し直します。
@@ -1455,8 +1606,9 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # independent, so it is missing from $S$ sequences with probability
 # $(1 - n/L)^S$, and by linearity of expectation the number of positions never
 # drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
-# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 sequences, a fraction of
-# one batch in most training runs. The cell checks the probability of one
+# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 sequences: just over
+# three batches of the example script's 128, negligible against its 10 000
+# steps. The cell checks the probability of one
 # position, then the mean $L\,(1 - n/L)^S$ exactly (fractions) by enumerating
 # every sequence of $S$ draws in three small cases, and prints the mean number
 # of unseen positions in 20 simulated runs of 387 draws with `random_positions`.
@@ -1465,7 +1617,8 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
-# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。たいていの学習では、これはバッチ 1 つ分にも満たない数です。
+# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
+# 例のスクリプトのバッチ（128 系列）で 3 つ余りにあたり、その 10000 ステップに比べればごくわずかです。
 # セルでは 1 つの位置の確率を確かめます。続いて 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げ、平均 $L\,(1 - n/L)^S$ を分数で厳密に確かめます。
 # 最後に、`random_positions` で 387 回の選択を 20 回繰り返し、選ばれなかった位置の数の平均を出力します。
 
@@ -1474,6 +1627,7 @@ n, L = 40, 2048
 assert math.isclose(math.comb(L - 1, n - 1) / math.comb(L, n), n / L)
 S = math.ceil(math.log(L) / -math.log(1 - n / L))
 assert S == 387 and L * (1 - n / L) ** S < 1 <= L * (1 - n / L) ** (S - 1)
+assert 3 < S / 128 < 3.1  # batches of example.py's 128 sequences
 expected = L * (1 - n / L) ** S
 gen = torch.Generator().manual_seed(10)
 unseen = []

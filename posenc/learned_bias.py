@@ -59,7 +59,8 @@ from posenc.alibi import _check_lengths, _relative_positions
 __all__ = ["FireBias", "KerpleBias"]
 
 # The official KERPLE code clamps every kernel parameter to at least 1e-2
-# after each step (``self.eps = 1e-2``) and the power to at most 2.
+# (``self.eps = 1e-2``) and the power to at most 2, in place, in ``forward``
+# before each use.
 _KERPLE_FLOOR = 0.01
 _KERPLE_MAX_POWER = 2.0
 # Uniform initial ranges of the official code: ``torch.rand(...) * scale``
@@ -97,9 +98,10 @@ class KerpleBias(nn.Module):
     either way.
 
     Parameterisation. The official code keeps the constraints by clamping
-    the parameters after each optimiser step (to ``>= 0.01``, and ``<= 2``
-    for the power). Here the constraints hold by construction, whatever an
-    optimiser does to the raw parameters ``r1_raw`` and ``r2_raw``::
+    the parameters in place (their ``.data``) inside ``forward``, before
+    each use (to ``>= 0.01``, and ``<= 2`` for the power). Here the
+    constraints hold by construction, whatever an optimiser does to the raw
+    parameters ``r1_raw`` and ``r2_raw``::
 
         r1 = 0.01 + softplus(r1_raw)                       (both kinds)
         r2 = 0.01 + softplus(r2_raw)                       (kind="log")
@@ -108,7 +110,15 @@ class KerpleBias(nn.Module):
     so ``r1 >= 0.01`` and ``r2`` lies in ``[0.01, 2]`` (``"power"``) or
     ``[0.01, inf)`` (``"log"``): the official code's range, with the same
     floor. The power's map is written as ``2`` minus a non-negative number
-    so that rounding can never carry it above 2.
+    so that rounding can never carry it above 2. The range is the same, the
+    training dynamics are not: a clamped parameter pushed below the floor
+    sits exactly on it, while here the floor is reached only in the limit
+    and every step is scaled by the slope of softplus or sigmoid.
+
+    Precision. The official code casts its distance matrix to the dtype of
+    the scores (``diff.to(x.dtype)``), bfloat16 in the paper's runs, which
+    rounds integer distances above 256 (to multiples of 64 between 8192 and
+    16384). Here the distances take the dtype of the parameters.
 
     Initialisation, as the official code: per head, the parameter that the
     code calls ``bias_p`` is drawn from ``U(0, 2)`` and ``bias_a`` from

@@ -1,13 +1,13 @@
-"""Randomised positions for training (Ruoss et al. 2023).
+"""Randomised positions, in training and at test time (Ruoss et al. 2023).
 
 A model trained on sequences of up to ``n`` tokens with positions
 ``0 .. n - 1`` meets positions it has never seen as soon as an input is
 longer. Ruoss et al. train instead with the positions of a random sorted
 subset of a larger range ``[0, max_positions)``: every position up to
-``max_positions - 1`` is seen in training, and only the order of the
-positions carries information, not their values. At test time a longer
-input again gets a sorted random subset (or any increasing positions) of
-the same range.
+``max_positions - 1`` is seen in training, and the value of a position no
+longer gives the index of its token (the spacing, on average
+``(max_positions + 1) / (seq_len + 1)``, still reflects the length). Their
+code draws the positions the same way at evaluation.
 
 :func:`random_positions` draws such a subset. The positions can feed any
 encoding of this package that takes explicit positions (``sinusoidal``,
@@ -20,7 +20,14 @@ Positional Encodings Boost Length Generalization of Transformers", ACL 2023,
 https://arxiv.org/abs/2305.16843, and its code
 https://github.com/google-deepmind/randomized_positional_encodings
 (``noisy_fixed_positional_encodings``: ``jax.random.choice`` without
-replacement from ``arange(noise_max_length)``, then ``sort``).
+replacement from ``arange(noise_max_length)``, then ``sort``). That is what
+the code does for sinusoidal, learned and rotary encodings. Its relative
+(Transformer-XL) and ALiBi variants
+(``compute_attention_with_noisy_relative_encodings``,
+``compute_noisy_alibi_encodings_biases``) instead draw ``seq_len - 1``
+sorted distances from ``arange(1, noise_max_length)`` and use them for the
+offsets 1, 2, ..., so that their bias stays a function of ``i - j``; this
+function does not cover those variants.
 """
 
 from __future__ import annotations

@@ -374,7 +374,10 @@ cos, sin = (
 # (-x1, x0, -x3, x2, ...)
 swapped = torch.stack([-x[:, 1::2], x[:, 0::2]], dim=-1).flatten(-2)
 assert_close(out, x * cos + swapped * sin)
-assert (rope_matrix(3) != 0).sum() == 2 * d  # 2d non-zero entries out of d^2
+# the matrix apply_rope applies, read off the basis vectors: 2d of d^2 non-zero
+eye_d = torch.eye(d, dtype=f64)
+r_lib = apply_rope(eye_d, torch.tensor(3), layout="interleaved").T
+assert (r_lib != 0).sum() == 2 * d
 
 # %% [markdown] lang="en"
 # The figure shows the cosine of the angle $m\theta_i$ for a head of size $d = 128$,
@@ -683,10 +686,36 @@ assert_close(module_k, k_out)
 #   $\langle f(q, a), f(k, b)\rangle$ is constant along each diagonal. Shifting every
 #   position of a sequence by the same amount therefore leaves the attention output
 #   unchanged: a sequence placed at positions 500 to 511 is attended to as at 0 to 11,
-#   exactly in exact arithmetic; float32 angles $m\theta_i$ are off by up to about
-#   $m \cdot 2^{-24}$ radians, some $0.03$ near position $10^6$.
+#   exactly in exact arithmetic. In float32 each angle $m\theta_i$ is a position times a
+#   float32 frequency, rounded again. If the frequency is off by the relative error
+#   $\epsilon_i$, the angle is off by at most $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$
+#   with $u = 2^{-24}$, which is $(2u + u^2)\,m\theta_i$ for a frequency rounded once (see
+#   [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#in-practice)).
+#   `rope_frequencies`, like Hugging Face's code, computes $1/10000^{2i/d}$ in float32,
+#   and its $\epsilon_i$ reach $1.17u$. Near position $10^6$, with $d = 64$, the cell
+#   measures angle errors up to 0.039 radians (pair 0, with $\theta_0 = 1$, is exact),
+#   against $m \cdot 2^{-24} \approx 0.06$.
 # - **Norms.** Each $R(m\theta_i)$ is a rotation, so $\lVert R_m x \rVert = \lVert x \rVert$: RoPE never
 #   changes the norm of a query or a key, at any position.
+#
+# **Values and a KV cache.** Only the queries and the keys are rotated; the values are
+# not (the Llama conversion above permutes $W_Q$ and $W_K$, not $W_V$). A key's
+# rotation depends on its own position only, not on the query's, so with a
+# [KV cache](../docs/glossary.md#kv-cache) each key is rotated once, when its token
+# arrives, and stored rotated; a later step rotates only its new query and key. The
+# cell decodes a sequence this way, one token at a time, and compares every step with
+# the full causal pass.
+#
+# **Linear attention.** RoFormer names a third property (§3.3): the rotation also fits
+# linear attention, whose cost grows linearly with the length. There the weight
+# $\exp(q_m^\top k_n/\sqrt{d})$ becomes $\phi(q_m)^\top \varphi(k_n)$ with non-negative
+# feature maps $\phi, \varphi$, and RoFormer rotates their outputs, using
+# $\big(R_m\,\phi(q_m)\big)^\top \big(R_n\,\varphi(k_n)\big)$ in the numerator and
+# keeping the denominator unrotated, since rotated terms can be negative (its eq. 19).
+# The numerator is still a product of one factor per query and one per key, so the sums
+# over the keys can be accumulated once, in one pass; and its weights depend on the
+# positions only through $n - m$. The cell checks both with
+# $\phi = \varphi = \mathrm{elu} + 1$.
 #
 # `RotaryEmbedding` is the module form for a model: `forward(q, k, positions)` returns
 # the rotated pair, equal to `apply_rope` on each, keeps a table of cosines and sines
@@ -705,9 +734,28 @@ assert_close(module_k, k_out)
 #   スコアの行列 $\langle f(q, a), f(k, b)\rangle$ は各対角線に沿って一定になります。
 #   したがって、系列のすべての位置を同じだけずらしてもアテンションの出力は変わりません。
 #   位置 500 から 511 に置いた系列でも、位置 0 から 11 に置いたときと同じアテンションが計算されます。
-#   厳密に同じになるのは誤差のない算術での話で、float32 の角度 $m\theta_i$ には最大でおよそ $m \cdot 2^{-24}$ ラジアン、位置 $10^6$ 付近では約 $0.03$ の誤差が入ります。
+#   厳密に同じになるのは誤差のない算術での話です。
+#   float32 の角度 $m\theta_i$ は、位置と float32 の周波数の積をもう一度丸めたものです。
+#   周波数の相対誤差を $\epsilon_i$ とすると、角度の誤差は最大 $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$ です（$u = 2^{-24}$）。
+#   周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#実際に使うときの注意)の章を参照）。
+#   `rope_frequencies` は Hugging Face のコードと同じく $1/10000^{2i/d}$ を float32 で計算し、その $\epsilon_i$ は $1.17u$ に達します。
+#   位置 $10^6$ 付近、$d = 64$ で測った角度の誤差は最大 0.039 ラジアンで（$\theta_0 = 1$ のペア 0 は誤差なし）、$m \cdot 2^{-24} \approx 0.06$ を下回ります。
 # - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
 #   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
+#
+# **バリューと KV キャッシュ**：回転させるのはクエリとキーだけで、バリューは回転させません（前に見た Llama の変換でも、並べ替えるのは $W_Q$ と $W_K$ で、$W_V$ ではありません）。
+# キーの回転はキー自身の位置だけで決まり、クエリの位置にはよりません。
+# そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、各キーはトークンが来たときに 1 回だけ回転させ、回転後の値を保存します。
+# 後のステップで回転させるのは、新しいクエリとキーだけです。
+# 次のセルでは、このやり方で系列を 1 トークンずつ処理し、各ステップを一括の因果的な計算と比べます。
+#
+# **線形アテンション**：RoFormer は 3 つ目の性質を挙げています（§3.3）。この回転は、計算量が長さに比例する線形アテンションにも組み込めます。
+# 線形アテンションでは、重み $\exp(q_m^\top k_n/\sqrt{d})$ を、非負の特徴写像 $\phi, \varphi$ を使った $\phi(q_m)^\top \varphi(k_n)$ に置き換えます。
+# RoFormer はこれらの出力を回転させ、分子では $\big(R_m\,\phi(q_m)\big)^\top \big(R_n\,\varphi(k_n)\big)$ を使います。
+# 回転させた項は負になりうるので、分母は回転させません（論文の式 19）。
+# 分子は依然としてクエリごとの因子とキーごとの因子の積なので、キーについての和は 1 回の走査でまとめて累積できます。
+# また、分子の重みが位置に依存するのは $n - m$ を通してだけです。
+# セルでは、$\phi = \varphi = \mathrm{elu} + 1$ としてこの 2 つを確かめます。
 #
 # `RotaryEmbedding` はモデルで使うためのモジュール版です。
 # `forward(q, k, positions)` は回転させたクエリとキーを返します。結果は、それぞれに `apply_rope` を適用したものと一致します。
@@ -741,6 +789,23 @@ big_pos = torch.tensor([0, 1, 10, 10**3, 10**5, 10**6, 2**30, -7, 31, 1])
 # ||R_m x|| = ||x||
 assert_close(apply_rope(x, big_pos).norm(dim=-1), x.norm(dim=-1))
 
+# float32 angles near position 10^6: positions times rope_frequencies(d),
+# as apply_rope forms them, against the exact m theta_i
+u = 2.0**-24
+m_big = torch.arange(999_000, 1_001_000)
+theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
+exact_angles = m_big.double()[:, None] * theta_exact
+angles32 = m_big.float()[:, None] * rope_frequencies(d)
+angle_err = (angles32.double() - exact_angles).abs()
+eps = (rope_frequencies(d).double() / theta_exact - 1).abs()  # epsilon_i
+assert 1.16 * u < eps.max() < 1.18 * u  # not rounded once: more than u
+angle_bound = (eps + u + eps * u) * exact_angles
+assert (angle_err <= angle_bound * (1 + 1e-9)).all()
+assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
+err_max = angle_err.max()
+print(f"float32 angles near 10^6, d = {d}: max error {err_max:.3f},", end="")
+print(f" max epsilon_i {eps.max() / u:.2f} u", end="")
+
 qs, ks, vs = torch.randn(3, 2, 12, d, dtype=f64)  # (heads, seq, d)
 seq_pos = torch.arange(12)
 out_0 = attention(
@@ -753,6 +818,24 @@ out_s = attention(
     causal=True,
 )
 assert_close(out_s, out_0)  # a common shift leaves attention unchanged
+
+# a KV cache: each key rotated once, at its own position; values not rotated
+cache_k, cache_v = [], []
+for t in range(12):
+    cache_k.append(apply_rope(ks[:, t], torch.tensor(t)))  # stored rotated
+    cache_v.append(vs[:, t])
+    q_t = apply_rope(qs[:, t : t + 1], torch.tensor(t))  # the new query
+    step = attention(q_t, torch.stack(cache_k, 1), torch.stack(cache_v, 1))
+    assert_close(step, out_0[:, t : t + 1])
+
+# linear attention (RoFormer eq. 19), causal, phi = elu + 1
+feat = torch.nn.functional.elu(qs[0]) + 1, torch.nn.functional.elu(ks[0]) + 1
+rq, rk = (apply_rope(x, seq_pos) for x in feat)  # R_m phi(q_m), R_n phi(k_n)
+numerator = torch.tril(rq @ rk.T) @ vs[0]  # every (m, n) with n <= m
+running = torch.cumsum(rk[:, :, None] * vs[0][:, None, :], dim=0)  # one pass
+assert_close(torch.einsum("md,mde->me", rq, running), numerator)
+rq_s, rk_s = (apply_rope(x, seq_pos + 700) for x in feat)  # shifted
+assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
 
 rope = RotaryEmbedding(d)
 q_gqa = torch.randn(2, 8, 300, d)  # (b, n_h, s, h_d)
@@ -797,7 +880,12 @@ assert len(rope.state_dict()) == 0
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)).
 # It falls from 128 with slow ripples (orange). Whether a trained model's scores decay
 # with distance depends on the queries and keys it learns; the bound alone does not
-# decide it.
+# decide it. Studying a trained Gemma 7B, Barbero et al. (2024) argue that decay is
+# unlikely to be the main reason RoPE helps: the model uses the highest frequencies to
+# build sharp positional attention patterns, and mostly uses the lowest frequencies,
+# which barely turn over a context and which they suspect carry semantic information.
+# Their p-RoPE, which leaves the slowest pairs unrotated, appears in
+# [*Extending RoPE's context*](09-rope-context.ipynb#which-models-use-which).
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
@@ -830,6 +918,10 @@ assert len(rope.state_dict()) == 0
 # スコアは 128 から、ゆっくり波打ちながら下がります（オレンジ）。
 # 学習したモデルのスコアが距離とともに減衰するかどうかは、学習されたクエリとキーによって決まります。
 # 上界だけでは決まりません。
+# Barbero ら（2024）は学習済みの Gemma 7B を調べ、RoPE が役に立つ主な理由は減衰ではなさそうだと論じています。
+# このモデルは最も高い周波数を使って鋭い位置的なアテンションのパターンを作り、全体としてはコンテキストの中でほとんど回らない最も低い周波数を主に使っています。
+# 著者らは、低い周波数が意味の情報を運んでいると推測しています。
+# 最も遅いペアを回転させない彼らの p-RoPE は、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#どのモデルがどれを使うか)の章に出てきます。
 
 # %% alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
@@ -886,6 +978,11 @@ print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
 print(f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}", end="")
+# the numbers quoted in the text, to their printed precision
+assert f"{rb[250]:.3f}" == "6.548" and f"{rb.min():.3f}" == "6.415"
+assert int(rb.argmin()) == 236 and (bound / scores.abs()).min() >= 204
+assert f"{near.max():.2f}" == "15.77" and f"{far.max():.2f}" == "16.39"
+assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 
 fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
 ax_l.plot(dist, relative_bound, color="0.2")
@@ -915,7 +1012,7 @@ plt.show()
 # |---|---|---|---|---|
 # | Meta Llama (`llama/model.py`) | interleaved, as complex numbers | `freqs_cis` for `2 * max_seq_len` positions, built with the model | float32 (complex64); the rotation in float32, cast back | no |
 # | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32 (transformers 4.46: a matrix product with autocast off; 5.24: an elementwise product); cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
-# | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | float32, the cache cast to bf16 when training in bf16 | `rotary_pct` |
+# | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | since commit 3bfedf47 (September 2023): float32, the cache cast to the training dtype (`params_dtype`); before it, the angles in the dtype of the `inv_freq` buffer (float32 only while the buffer was), cosines and sines in float32 for bf16 | `rotary_pct` |
 # | GPT-J (Hugging Face) | interleaved (`rotate_every_two`) | one table for all `max_position_embeddings` | float32 | `rotary_dim` |
 # | torchtune | interleaved | `cache` of shape `[max_seq_len, dim // 2, 2]`, a non-persistent buffer | float32; the rotation in float32, cast back | no |
 # | `posenc` | `layout="half"` or `"interleaved"` | `apply_rope`: computed per call; `RotaryEmbedding`: a table that grows on demand | float32, float64 for float64 input; the rotation likewise, cast back | `rotary_dim` |
@@ -934,8 +1031,11 @@ plt.show()
 # shows this. Both rebuilds are restatements; against the real `LlamaRotaryEmbedding`
 # and `apply_rotary_pos_emb` of transformers 5.24.0 (these shapes, positions up to
 # 2008, run outside this notebook) `apply_rope` differs by at most
-# $2.4 \times 10^{-7}$ in float32; for bfloat16 input 32% of the elements differ, by
-# up to $0.031$, because Hugging Face rotates in bfloat16 and `posenc` in float32.
+# $2.4 \times 10^{-7}$ in float32. For bfloat16 input about a third of the elements
+# differ (31% to 33% in the draws we ran), because Hugging Face rotates in bfloat16 and
+# `posenc` in float32. The largest difference is at most one bfloat16 unit in the last
+# place of the largest values in the tensor, 0.0156 for values below 4 and 0.031 below
+# 8, so it depends on the draw; we saw both.
 
 # %% [markdown] lang="ja"
 # ## 各ライブラリを posenc で再現する
@@ -944,7 +1044,7 @@ plt.show()
 # |---|---|---|---|---|
 # | Meta Llama（`llama/model.py`） | インターリーブ配置（複素数として） | `freqs_cis` を `2 * max_seq_len` 位置ぶん、モデルの構築時に作成 | float32（complex64）。回転も float32 で行い、元の型へ変換 | なし |
 # | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について再計算 | float32（transformers 4.46 は autocast を無効にした行列積、5.24 は成分ごとの積）。回転の前に入力の型へ変換 | 他のモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
-# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | float32。bf16 で学習するときはキャッシュを bf16 へ変換 | `rotary_pct` |
+# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | コミット 3bfedf47（2023 年 9 月）以降は float32 で計算し、キャッシュを学習時の型（`params_dtype`）へ変換。それ以前は角度を `inv_freq` バッファの型で計算（float32 になるのはバッファが float32 の間だけ）し、bf16 では余弦と正弦を float32 で計算 | `rotary_pct` |
 # | GPT-J（Hugging Face） | インターリーブ配置（`rotate_every_two`） | `max_position_embeddings` 位置ぶんの表を 1 つ | float32 | `rotary_dim` |
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型へ変換 | `rotary_dim` |
@@ -963,7 +1063,8 @@ plt.show()
 # 2 つの再現は書き直しです。
 # transformers 5.24.0 の実際の `LlamaRotaryEmbedding` および `apply_rotary_pos_emb` と `apply_rope` を比べました（同じ形状、位置は 2008 まで、このノートブックの外で実行）。
 # 差は float32 で最大 $2.4 \times 10^{-7}$ です。
-# bfloat16 の入力では成分の 32% が最大 $0.031$ だけ違います。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
+# bfloat16 の入力では成分のおよそ 3 分の 1 が違います（試した乱数では 31% から 33%）。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
+# 差の最大値は、テンソルの中で最も大きい値の bfloat16 での最下位の 1 単位以下です。値が 4 未満なら 0.0156、8 未満なら 0.031 なので、乱数によって変わります。試した範囲では両方が現れました。
 
 
 # %%
@@ -1075,7 +1176,9 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 #   rows of $W_Q$ and $W_K$ of every head to $\pi^{-1}$ (the keys with the number of key
 #   heads); the scores stay the same.
 # - Rotations keep norms, a common shift of all positions leaves attention unchanged,
-#   and partial rotation leaves some features without any position.
+#   and partial rotation leaves some features without any position. Only queries and
+#   keys are rotated, never values, and a KV cache stores each key rotated once, at its
+#   own position.
 # - RoFormer's long-term decay is an upper bound: random queries and keys do not decay,
 #   and whether a trained model's scores do depends on what it learns.
 # - Form the angles in float32: in bfloat16, positions such as 1000 and 1001 get the
@@ -1093,6 +1196,7 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 #   Meta の Llama の重みを Hugging Face の `rotate_half` 用に変換するときは、各ヘッドの $W_Q$ と $W_K$ の行を $\pi^{-1}$ の順に並べ直します
 #   （キーはキーのヘッド数で並べ替えます）。スコアは変わりません。
 # - 回転はノルムを保ちます。すべての位置を同じだけずらしてもアテンションは変わりません。部分回転では、一部の次元が位置をまったく持ちません。
+#   回転させるのはクエリとキーだけでバリューは回転させず、KV キャッシュには各キーを自身の位置で 1 回だけ回転させて保存します。
 # - RoFormer の長距離減衰は上界の話です。ランダムなクエリとキーのスコアは減衰せず、学習したモデルのスコアが減衰するかどうかは学習の結果によります。
 # - 角度は float32 で作ります。bfloat16 では、1000 と 1001 のような位置が同じ回転を受けてしまいます。
 
@@ -1281,7 +1385,8 @@ print(
 # ## References
 #
 # - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
-#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4, eq. 34, Figure 2.
+#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4, eq. 19 and 34,
+#   Figure 2.
 #   <https://arxiv.org/abs/2104.09864>
 # - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
 #   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI blog.
@@ -1295,12 +1400,18 @@ print(
 #   <https://github.com/pytorch/torchtune>
 # - Meta, Llama reference code, `precompute_freqs_cis` and `apply_rotary_emb` in
 #   `llama/model.py`. <https://github.com/meta-llama/llama>
+# - EleutherAI, GPT-NeoX, `RotaryEmbedding` in `megatron/model/positional_embeddings.py`,
+#   read at commit ea7aefd8 and before and after commit 3bfedf47 ("Pre-compute RoPE
+#   embeddings in fp32", 2023-09-25).
+# - Barbero, F., Vitvitskyi, A., Perivolaropoulos, C., Pascanu, R. and Veličković, P.
+#   (2024). *Round and Round We Go! What makes Rotary Positional Encodings useful?*
+#   ICLR 2025. <https://arxiv.org/abs/2410.06205>
 
 # %% [markdown] lang="ja"
 # ## 参考文献
 #
 # - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
-#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4、式 34、図 2。
+#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4、式 19 と 34、図 2。
 #   <https://arxiv.org/abs/2104.09864>
 # - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
 #   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI ブログ。
@@ -1314,3 +1425,8 @@ print(
 #   <https://github.com/pytorch/torchtune>
 # - Meta、Llama の参照実装、`llama/model.py` の `precompute_freqs_cis` と `apply_rotary_emb`。
 #   <https://github.com/meta-llama/llama>
+# - EleutherAI、GPT-NeoX、`megatron/model/positional_embeddings.py` の `RotaryEmbedding`。
+#   コミット ea7aefd8 と、コミット 3bfedf47（「Pre-compute RoPE embeddings in fp32」、2023-09-25）の前後を参照。
+# - Barbero, F., Vitvitskyi, A., Perivolaropoulos, C., Pascanu, R. and Veličković, P.
+#   (2024). *Round and Round We Go! What makes Rotary Positional Encodings useful?*
+#   ICLR 2025. <https://arxiv.org/abs/2410.06205>

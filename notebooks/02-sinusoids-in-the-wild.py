@@ -53,7 +53,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from posenc import SinusoidalEmbedding, attention, sinusoidal
-from posenc.plotting import use_site_style
+from posenc.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)
@@ -1373,7 +1373,7 @@ ax.plot(
 ax.plot(
     samples,
     staircase,
-    color="black",
+    color=INK,
     lw=1,
     ls="--",
     zorder=3,

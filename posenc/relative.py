@@ -243,8 +243,9 @@ class T5RelativeBias(nn.Module):
     The table is ``relative_attention_bias``, an ``nn.Embedding(num_buckets,
     n_heads)`` named as in Hugging Face's ``T5Attention``, so its weight loads
     from a T5 checkpoint unchanged. It is initialised from ``N(0, 0.02^2)``;
-    Hugging Face's T5 uses the standard deviation ``d_model ** -0.5``
-    (``nn.init.normal_`` on the weight to change it).
+    Hugging Face's T5 uses the standard deviation
+    ``initializer_factor * d_model ** -0.5`` (``initializer_factor`` is 1.0
+    in T5's configs; ``nn.init.normal_`` on the weight to change it).
 
     Args:
         n_heads (int): number of attention heads, a positive integer.

@@ -71,7 +71,7 @@ from posenc import (
     rope_frequencies,
     sinusoidal,
 )
-from posenc.plotting import use_site_style
+from posenc.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)
@@ -985,7 +985,7 @@ assert f"{near.max():.2f}" == "15.77" and f"{far.max():.2f}" == "16.39"
 assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 
 fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
-ax_l.plot(dist, relative_bound, color="0.2")
+ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
     xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
 )

@@ -36,7 +36,7 @@
 # この章では、まず位置がなければトークンを並べ替えても出力が並べ替わるだけであることを証明します。
 # そのため、モデルには "dog bites man" と "man bites dog" が同じに見えます。
 # 次に、[因果マスク](../docs/glossary.ja.md#causal-mask)がこの対称性を壊すこと、ただし一部しか壊さないことを示します。
-# さらに、位置の信号が満たすべき条件を挙げ、それぞれをコードが計算した値によって裏付けます。
+# さらに、位置の信号が満たすべき条件を挙げ、どの条件もコードが計算した値を示して裏付けます。
 # 位置エンコーディングを足すと対称性が壊れることを確かめ、
 # 最後にこのサイトで扱う位置エンコーディングの全体像を示します。
 # 主張はすべてコードで確かめます。使うのはおもに `posenc.attention` です。
@@ -116,7 +116,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #    $\sum_j e^{S_{\pi(i)\pi(j)}} = \sum_l e^{S_{\pi(i)l}}$ で割ります。これは同じ和を別の順に足しただけです。
 #    したがって softmax も並べ替えと交換できます。
 #    $\mathrm{softmax}(PSP^\top) = P\,\mathrm{softmax}(S)\,P^\top$ です。
-# 4. 置換行列は直交行列で $P^\top P = I$ なので、バリューとの積で打ち消し合います。
+# 4. 置換行列は直交行列で $P^\top P = I$ なので、softmax の右側に残った置換行列の転置は、バリューに掛かる置換行列と打ち消し合います。
 #
 # まとめると次のようになります。
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
@@ -403,7 +403,7 @@ print(
 # $$\frac{1}{p+1}$$
 # これはマスクだけから作られた、絶対位置の符号です。
 # Haviv ら（2022）は、位置エンコーディングをまったく持たない因果的な言語モデルが絶対位置を学習していることを、
-# プロービングで示しました。そうしたモデルのパープレキシティは、位置を持つモデルに迫ります。
+# プロービングで示しました。そうしたモデルのパープレキシティは、位置エンコーディングを持つモデルに迫ります。
 # 一方、アテンションが[双方向](../docs/glossary.ja.md#bidirectional)のマスク言語モデルでは、位置がないと性能が大きく落ちます。
 # 違いを生むのはマスクです。
 # Kazemnejad ら（2023、定理 1）は、最初の層が絶対位置を復元できることを証明しています。
@@ -503,7 +503,9 @@ print(
 # fairseq draws them with standard deviation $d^{-1/2}$ and multiplies by
 # $\sqrt{d}$ (`embed_scale`), so the token norms are again about $\sqrt{d}$. labml
 # multiplies too, but starts from PyTorch's $N(0, 1)$, which gives norms near
-# $d$ (the cell checks both scales on random draws). The section
+# $d$ (the cell illustrates the two scales on random draws; it does not run
+# fairseq's or labml's code, and the facts above come from fairseq's
+# `transformer_base.py` and labml's `models.py`). The section
 # [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
 # of the chapter *Learned absolute embeddings and scaled sinusoids* measures
 # these ratios.
@@ -514,7 +516,7 @@ print(
 # つまりモデルには、各トークンがどこにあるかを教える必要があります。
 # いちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
 # では $PE$ はどんな形であるべきでしょうか。以下の各条件には、直後のセルで計算した数値を添えます。
-# 候補は 4 つです。位置の番号そのもの（1 つの次元に $PE(p) = p$ を入れます）、長さで正規化した番号（$p/L$）、
+# 候補は 4 つです。位置の番号そのもの（1 つの次元に $PE(p) = p$ を入れる）、長さで正規化した番号（$p/L$）、
 # あらかじめ決めた最大長を次元数とする [one-hot ベクトル](../docs/glossary.ja.md#one-hot-vector)、
 # そして「[正弦波位置エンコーディング](01-sinusoidal.ipynb)」の章の正弦波です。
 #
@@ -525,12 +527,13 @@ print(
 # （出力のとおり、コサイン類似度は 0.9999）。モデルに見えるのは位置だけになります。
 # 正弦波は、どの位置でもノルムが $\sqrt{d/2}$ です。
 #
-# ノルム $\sqrt{d}$ というこのトークンの大きさは、Transformer のトークンが実際に持つ大きさです。
+# ここでのトークンのノルム $\sqrt{d}$ は、実際の Transformer のトークンと同じ大きさです。
 # Vaswani ら（2017、§3.4）は埋め込みに $\sqrt{d_{\text{model}}}$ を掛けます。
 # fairseq は標準偏差 $d^{-1/2}$ で埋め込みを引き、$\sqrt{d}$ を掛ける（`embed_scale`）ので、
 # トークンのノルムはやはり $\sqrt{d}$ 前後になります。
 # labml も掛けますが、PyTorch の既定の $N(0, 1)$ から始めるので、ノルムは $d$ 前後になります。
-# セルでは、ランダムに引いた値で両方の大きさを確かめます。
+# セルでは、ランダムに引いた値で 2 つの大きさを例示します（fairseq と labml のコードを確かめるものではなく、
+# 上の事実はそれぞれ `transformer_base.py` と `models.py` から取っています）。
 # これらの比は、「学習型位置埋め込みとスケール付き正弦波」の章の
 # 「[位置の信号はどれくらい大きいか](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)」の節で測ります。
 
@@ -568,7 +571,8 @@ assert (
     F.cosine_similarity(tok_a + raw_index(1000), tok_b + raw_index(1000), dim=0)
     > 0.9999
 )
-# token scales: sigma = d^(-1/2) times sqrt(d) (fairseq), N(0, 1) times sqrt(d)
+# an illustration, not a check of either library: the norms of
+# N(0, 1/d) * sqrt(d) draws (as in fairseq) and of N(0, 1) * sqrt(d) (labml)
 gen_scale = torch.Generator().manual_seed(1)
 draws = torch.randn(2, 1000, d64, generator=gen_scale, dtype=f64)
 fairseq_tok = draws[0] * d64**-0.5 * math.sqrt(d64)
@@ -619,7 +623,7 @@ print("\n".join(lines), end="")
 
 # %% [markdown] lang="ja"
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
-# 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 がぶつかります。
+# 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 が同じ符号になります。
 # 正弦波位置エンコーディングは、波長が $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ までの多くの周波数を組み合わせます。
 # 最後の波長は $10000 \cdot 2\pi$ の少し手前で、ここで使う $d = 64$ ではおよそ $7499 \cdot 2\pi$ です（下の出力）。
 # 最初の 2048 個の位置のうち最も近い 2 つでも、距離は 1.4718 で、はっきり離れています。
@@ -821,7 +825,7 @@ print(f"learned table of 512 rows at p = 512: {raised}", end="")
 # 符号が一意なら、恒等置換以外の $\pi$ ではこれは起こりません。
 #
 # ただし、この条件は出力が並べ替えになるための十分条件であって、必要条件ではありません。
-# 入力が違っても、出力が並べ替えになることはあります。
+# 2 つの入力が違っていても、出力が並べ替えになることはあります。
 # たとえば $W_Q = 0$ ならスコアはすべて $0$ で、どのトークンも $T$ 個のトークンすべてに同じ重みを付けます。
 # 出力の各行は $(PX + E)\,W_V$ の行の平均で、これは $(X + E)\,W_V$ の行の平均に等しいので、
 # $E$ が何であっても出力は並べ替えになります。
@@ -882,8 +886,11 @@ print(
 #
 # Not every scheme fits one box: Shaw et al. and Transformer-XL add terms that
 # depend on the content as well as on $j - i$ (and Shaw et al. also add vectors
-# to the values), and NoPE adds nothing but relies on the causal mask. The table
-# after the figure places each of them.
+# to the values), and NoPE adds nothing but relies on the causal mask. CoPE
+# fits none of the three places: its positions are counted by gates on the
+# content, so its score term depends on the query and the keys, not on $j - i$
+# alone. Randomised positions change which positions an existing encoding
+# receives, not where it enters. The table after the figure places each of them.
 #
 # The cell below applies each one with `posenc` and checks two things: for these
 # random weights every one of them breaks the equivariance, and the bias and the
@@ -907,13 +914,16 @@ print(
 #   $B_{ij}$ には学習可能なものと固定のものがあり、どちらも位置には相対位置 $j - i$ を通してだけ依存します。
 #   ALiBi のバイアスを左右対称にした $-m_h\,\lvert i - j\rvert$ がその例です
 #   （ALiBi そのものは因果的で、$j \le i$ に対する $-m_h\,(i - j)$ です）。
-# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ です。これも相対位置です。
+# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ です。これも、位置には相対位置を通してだけ依存します。
 #   回転を扱う章では、RoFormer にならってこの 2 つの位置を $m$、$n$ で表します
 #   （[記法のページ](../docs/notation.ja.md#positions)を参照してください）。
 #
 # すべての方法がどれか 1 つに収まるわけではありません。
 # Shaw らと Transformer-XL は、$j - i$ だけでなく内容にも依存する項を足します（Shaw らはバリューにもベクトルを足します）。
-# NoPE は何も足さず、因果マスクに頼ります。それぞれの位置付けは、図の後の表にまとめます。
+# NoPE は何も足さず、因果マスクに頼ります。
+# CoPE は 3 つのどの場所にも収まりません。位置を内容に基づくゲートで数えるので、スコアに足す項は $j - i$ だけでなくクエリとキーにも依存します。
+# ランダム化した位置は、既存のエンコーディングに渡す位置を変えるもので、位置が入る場所は変えません。
+# それぞれの位置付けは、図の後の表にまとめます。
 #
 # 次のセルでは、それぞれを `posenc` で適用し、2 つのことを確かめます。
 # このランダムな重みではどの方法も置換同変を壊すこと、そしてバイアスと回転は相対位置を使うので、
@@ -923,7 +933,7 @@ print(
 # $S$ は素のアテンション、$S+M$ は因果マスクだけ、$X+E$ は正弦波を足した入力、$R$ は RoPE の回転です。
 # $S+B$ は、マスクなしで使う左右対称の ALiBi 風のバイアスです（傾きは、ALiBi の 8 ヘッドのうち最も急なヘッドのものです）。
 
-# %% alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.02, sinusoidal input X+E 0.63, symmetric ALiBi-style bias S+B 0.73, RoPE rotation R 0.44."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.02、正弦波の入力 X+E は 0.63、対称な ALiBi 風バイアス S+B は 0.73、RoPE の回転 R は 0.44 です。"]}
+# %% alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.02, sinusoidal input X+E 0.63, symmetric ALiBi-style bias S+B 0.73, RoPE rotation R 0.44."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.02、正弦波の入力 X+E は 0.63、左右対称の ALiBi 風バイアス S+B は 0.73、RoPE の回転 R は 0.44 です。"]}
 T8 = 8
 x8 = torch.randn(T8, d, dtype=f64)
 pos8 = torch.arange(T8)
@@ -1010,19 +1020,23 @@ plt.show()
 # | relative | [ALiBi](07-alibi.ipynb) (Press et al. 2022) | a fixed bias on the scores, linear in the distance | BLOOM, MPT |
 # | rotary | [RoPE](08-rope.ipynb) (Su et al. 2021) | a rotation of $q$ and $k$ | Llama, GPT-NeoX |
 # | rotary | [RoPE context extensions](09-rope-context.ipynb) (position interpolation, NTK, YaRN, Llama 3) | a rotation of $q$ and $k$ with rescaled frequencies | Llama 3.1 |
+# | rotary | [2-D and 3-D RoPE](13-rope-2d-3d.ipynb) (RoPE-Axial, RoPE-Mixed; [M-RoPE](13-rope-2d-3d.ipynb#m-rope-time-height-and-width-in-a-language-model)) | a rotation of $q$ and $k$, the frequencies split between the axes (row and column; time) | Qwen2-VL, Qwen3-VL |
 # | rotary | [xPos](10-xpos-nope.ipynb) (Sun et al. 2022) | a rotation of $q$ and $k$, plus an exponential scaling | LEX Transformer |
 # | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4, one layer in four ([with a position-dependent query temperature](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)) |
+# | relative | [KERPLE](15-learned-bias-functions.ipynb#kerple-kernels-of-the-distance) (Chi et al. 2022), [FIRE](15-learned-bias-functions.ipynb#fire-one-function-of-a-normalised-distance) (Li et al. 2024) | a bias on the scores, a learned function of the distance | the papers' models |
+# | contextual | [CoPE](15-learned-bias-functions.ipynb#cope-positions-the-model-counts) (Golovneva et al. 2024) | none of the three: gates on $q_i^\top k_j$ count the positions, then $q_i^\top e[p_{ij}]$ is added to the scores | the paper's models |
+# | training scheme | [randomised positions](15-learned-bias-functions.ipynb#randomised-positions-no-new-formula) (Ruoss et al. 2023) | no new place: random sorted positions fed to an existing encoding | the paper's models |
 #
 # Llama 4's NoPE layers are not quite free of positions: in Meta's reference code
 # they multiply each query by a temperature that is 1 for the first 8191
-# positions and grows with the position after them (when `attn_temperature_tuning`
-# is on), as the chapter
+# positions and then grows in steps, one every 8192 positions, logarithmically
+# in the number of steps (when `attn_temperature_tuning` is on), as the chapter
 # [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)
 # shows. Dufter, Schmitt and Schütze (2022) survey many more variants along
 # similar axes.
 
 # %% [markdown] lang="ja"
-# 素のアテンションの値はゼロで、出力は丸め誤差の範囲で並べ替えになっています（セルでは $10^{-12}$ 未満であることを確かめています）。
+# 素のアテンションではずれがゼロで、出力は丸め誤差の範囲で並べ替えになっています（セルでは $10^{-12}$ 未満であることを確かめています）。
 # この重みでは、ほかの方法はどれも並べ替えから大きく離れます。
 # このサイトで扱う位置エンコーディングを、入る場所ごとにまとめます。
 #
@@ -1037,12 +1051,16 @@ plt.show()
 # | 相対位置 | [ALiBi](07-alibi.ipynb)（Press ら 2022） | 距離に比例する固定のバイアスをスコアに足す | BLOOM、MPT |
 # | 回転 | [RoPE](08-rope.ipynb)（Su ら 2021） | $q$ と $k$ を回転する | Llama、GPT-NeoX |
 # | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb)（位置補間、NTK、YaRN、Llama 3） | 周波数を調整して $q$ と $k$ を回転する | Llama 3.1 |
+# | 回転 | [2 次元・3 次元の RoPE](13-rope-2d-3d.ipynb)（RoPE-Axial、RoPE-Mixed、[M-RoPE](13-rope-2d-3d.ipynb#m-rope言語モデルの中の時間高さ幅)） | 周波数を軸（行と列、時間）に分け、$q$ と $k$ を回転する | Qwen2-VL、Qwen3-VL |
 # | 回転 | [xPos](10-xpos-nope.ipynb)（Sun ら 2022） | $q$ と $k$ を回転し、さらに指数的にスケールする | LEX Transformer |
 # | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[位置で決まるクエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
+# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)（Chi ら 2022）、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の-1-つの関数)（Li ら 2024） | 距離の学習可能な関数をバイアスとしてスコアに足す | 論文のモデル |
+# | 文脈に応じた位置 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置)（Golovneva ら 2024） | 3 つのどれでもない。$q_i^\top k_j$ のゲートで位置を数え、$q_i^\top e[p_{ij}]$ をスコアに足す | 論文のモデル |
+# | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない)（Ruoss ら 2023） | 新しい場所はない。ランダムに選んで並べた位置を既存のエンコーディングに渡す | 論文のモデル |
 #
 # Llama 4 の NoPE の層も、位置とまったく無縁なわけではありません。
 # Meta の参照実装では、`attn_temperature_tuning` が有効なとき、各クエリに温度を掛けます。
-# この温度は、最初の 8191 個の位置では 1 で、その先では位置とともに大きくなります。
+# この温度は、最初の 8191 個の位置では 1 で、その先では 8192 位置ごとに 1 段ずつ、段数の対数に比例して大きくなります。
 # 詳しくは「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)」の章で扱います。
 # Dufter、Schmitt、Schütze（2022）は、似た観点でさらに多くの変種を概観しています。
 
@@ -1071,7 +1089,7 @@ plt.show()
 # **アテンションのモジュール自体は位置を持ちません。** PyTorch の `nn.MultiheadAttention` と
 # `nn.TransformerEncoderLayer` は位置エンコーディングを足しません。位置エンコーディングは呼び出す側で足す必要があります。
 # そのため、エンコーダ層全体（アテンション、残差接続、層正規化、フィードフォワード層）は置換同変で、
-# それを積み重ねたものも置換同変です。ただしこれは、ドロップアウトを切った評価モード（学習モードではドロップアウトが行ごとに別のマスクを引きます）で、
+# それを積み重ねたものも置換同変です。ただしこれは、ドロップアウトを切った評価モード（学習モードではドロップアウトが行ごとに別のマスクを引くため）で、
 # パディングマスクを使わない場合の話です。
 #
 # **因果マスクでのクエリの位置。** 因果マスクはクエリとキーの位置関係を決めますが、その決め方はライブラリによって違います。
@@ -1145,7 +1163,7 @@ torch.testing.assert_close(
 #   行ごとに働く層を重ねたエンコーダ全体も同じで、"dog bites man" と "man bites dog" はプーリングすると同じベクトルになります。
 # - 因果マスクが壊す対称性は一部だけです。1 層では、ある位置より前のトークンの並べ替えは見えません。
 #   一方で、マスクだけでも位置を数えられます（$1/(p+1)$）。
-# - 位置の符号は有界で、どの長さでも同じ意味を持つべきです。さらに一意で相対位置を表せ、決定的であるべきです。
+# - 位置の符号に求められるのは、有界であること、どの長さでも同じ意味を持つこと、一意であること、相対位置を表せること、決定的であることの 5 つです。
 #   正弦波はこの 5 つをすべて満たします。
 # - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
 #   実際に出力が変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
@@ -1177,7 +1195,7 @@ torch.testing.assert_close(
 # 2. 同じトークンが 2 回現れる場合を考えます。位置のない "the dog saw the cat" で、2 つの "the" が
 #    どの層でも同じ出力になることを示してください。`posenc.attention` で確かめ、
 #    次に `posenc.sinusoidal` を足すと同じでなくなることを確かめてください。
-# 3. スライディングウィンドウのマスク（トークン $i$ が $|i-j| \le w$ の $j$ を見ます）を保つ置換はどれでしょうか。
+# 3. スライディングウィンドウのマスク（トークン $i$ からは $|i-j| \le w$ の $j$ が見える）を保つ置換はどれでしょうか。
 #    ウィンドウに制限した因果マスクではどうでしょうか。$T = 6$ で数え、三角形のマスクと比べてください。
 # 4. $p$ の 2 進数の各桁を位置の符号として使います。条件の表のどの行を満たすでしょうか。
 #    距離 1 のいくつかの組について $PE(p)\cdot PE(q)$ を計算してください。
@@ -1214,7 +1232,7 @@ torch.testing.assert_close(
 # 同じ重みを使うという前提は、$h(x_{\pi(i)}) = F(X)_{\pi(i)}$ のステップで使っています。
 # $PX$ の第 $i$ 行にかける関数は、$X$ の第 $\pi(i)$ 行にかける関数と同じでなければなりません。
 # 行ごとに別の重み $h_i$ を持つ層ではこれが崩れます。第 $i$ 行に $PE(i)$ を足すのも、そうした層の 1 つです。
-# 次のセルで、各層、ブロック全体、そして成り立たない例として行ごとに別の線形写像を確かめます。
+# 次のセルでは、各層とブロック全体を確かめ、成り立たない例として、行ごとに別の線形写像を掛ける層も確かめます。
 
 # %% tags=["solution"]
 gen = torch.Generator().manual_seed(1)
@@ -1266,7 +1284,7 @@ with torch.no_grad():
 # 行ごとに働く層も、等しい行を等しい行に写します。
 # したがって 2 つの "the" は 1 層目の後も等しく、2 層目の後も等しく、帰納法によってどの層でも等しいままです。
 # 1 つ目に $PE(0)$、2 つ目に $PE(3)$ を足すと、入力の行が異なるので、出力も異なります。
-# 因果マスクでも 2 つは分かれます。2 つの "the" に見える前の部分が違うからです。
+# 因果マスクでも 2 つは分かれます。2 つの "the" から見える手前のトークンの範囲が違うからです。
 # 因果マスクの節で見たとおり、マスクは位置の情報です。
 
 # %% tags=["solution"]
@@ -1372,7 +1390,7 @@ print(
 # 距離 1 の組でも $(7, 8)$ では 0、$(14, 15)$ では 3 になります。
 # 2 乗距離 $\lVert PE(p+1) - PE(p)\rVert^2$ は 1 を足したときに変わる桁の数で、
 # 偶数の $p$ では 1 で、最大は $B$ です。範囲の中でこの最大になるのは $p = 2^{B-1} - 1$ のときです
-# （$01\dots1 \to 10\dots0$。$B = 8$ なら 127）。
+# （$01\dots1 \to 10\dots0$ で、$B = 8$ なら 127）。
 # ノルム（1 の桁の数の平方根）も位置ごとに変わります。
 # 学習時の長さを超えたときは one-hot ベクトルと同じで、$B$ 桁では位置 $2^B$ の符号がありません。
 # 下の $B$ 桁だけを残すと、位置 $0$ と同じ符号になってしまいます。
@@ -1436,9 +1454,17 @@ print("\n".join(lines), end="")
 #   <https://arxiv.org/abs/2104.09864>; Chen et al. (2023), position interpolation
 #   <https://arxiv.org/abs/2306.15595>; Peng et al. (2023), YaRN
 #   <https://arxiv.org/abs/2309.00071>; Sun et al. (2022), xPos
-#   <https://arxiv.org/abs/2212.10554>.
+#   <https://arxiv.org/abs/2212.10554>; Heo et al. (2024), RoPE-Axial and
+#   RoPE-Mixed <https://arxiv.org/abs/2403.13298>; Wang et al. (2024), Qwen2-VL
+#   and M-RoPE <https://arxiv.org/abs/2409.12191>; Chi et al. (2022), KERPLE
+#   <https://arxiv.org/abs/2205.09921>; Li et al. (2024), FIRE
+#   <https://arxiv.org/abs/2310.04418>; Golovneva et al. (2024), CoPE
+#   <https://arxiv.org/abs/2405.18719>; Ruoss et al. (2023), randomised
+#   positions <https://arxiv.org/abs/2305.16843>.
 # - PyTorch, `torch/nn/attention/bias.py` (`causal_lower_right`, `causal_upper_left`).
 #   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>
+# - Meta, llama-models, `models/llama4/model.py` and `args.py`
+#   (`attn_temperature_tuning`). <https://github.com/meta-llama/llama-models>
 
 # %% [markdown] lang="ja"
 # ## 参考文献
@@ -1447,10 +1473,9 @@ print("\n".join(lines), end="")
 #   <https://arxiv.org/abs/1706.03762>
 # - Yun, C. et al. (2020). *Are Transformers universal approximators of
 #   sequence-to-sequence functions?* ICLR 2020.
-#   位置がなければ、Transformer はコンパクトな台を持つ連続な置換同変関数をすべて近似できます。
-#   近似できるのは、そうした関数だけです。
-#   学習可能な位置エンコーディングがあれば、コンパクトな台を持つ連続な系列から系列への関数を、どれでも近似できます。
 #   <https://arxiv.org/abs/1912.10077>
+#   （位置がなければ、Transformer が近似できるのはコンパクトな台を持つ連続な置換同変関数で、そのすべてを近似できます。
+#   学習可能な位置エンコーディングがあれば、コンパクトな台を持つ連続な系列から系列への関数を、どれでも近似できます。）
 # - Haviv, A. et al. (2022). *Transformer Language Models without Positional
 #   Encodings Still Learn Positional Information*. Findings of EMNLP 2022.
 #   <https://arxiv.org/abs/2203.16634>
@@ -1460,18 +1485,28 @@ print("\n".join(lines), end="")
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
-# - 地図に挙げた位置エンコーディング：Devlin ら（2019）、BERT
-#   <https://arxiv.org/abs/1810.04805>、Radford ら（2019）、GPT-2
-#   <https://github.com/openai/gpt-2>、Hua ら（2022）、FLASH
-#   <https://arxiv.org/abs/2202.10447>、Shaw ら（2018）
-#   <https://arxiv.org/abs/1803.02155>、Huang ら（2018）、Music Transformer
-#   <https://arxiv.org/abs/1809.04281>、Dai ら（2019）、Transformer-XL
-#   <https://arxiv.org/abs/1901.02860>、Raffel ら（2020）、T5
-#   <https://arxiv.org/abs/1910.10683>、Press ら（2022）、ALiBi
-#   <https://arxiv.org/abs/2108.12409>、Su ら（2021）、RoPE
-#   <https://arxiv.org/abs/2104.09864>、Chen ら（2023）、位置補間
-#   <https://arxiv.org/abs/2306.15595>、Peng ら（2023）、YaRN
-#   <https://arxiv.org/abs/2309.00071>、Sun ら（2022）、xPos
-#   <https://arxiv.org/abs/2212.10554>。
-# - PyTorch、`torch/nn/attention/bias.py`（`causal_lower_right`、`causal_upper_left`）。
+# - The encodings of the map: Devlin et al. (2019), BERT
+#   <https://arxiv.org/abs/1810.04805>; Radford et al. (2019), GPT-2
+#   <https://github.com/openai/gpt-2>; Hua et al. (2022), FLASH
+#   <https://arxiv.org/abs/2202.10447>; Shaw et al. (2018)
+#   <https://arxiv.org/abs/1803.02155>; Huang et al. (2018), Music Transformer
+#   <https://arxiv.org/abs/1809.04281>; Dai et al. (2019), Transformer-XL
+#   <https://arxiv.org/abs/1901.02860>; Raffel et al. (2020), T5
+#   <https://arxiv.org/abs/1910.10683>; Press et al. (2022), ALiBi
+#   <https://arxiv.org/abs/2108.12409>; Su et al. (2021), RoPE
+#   <https://arxiv.org/abs/2104.09864>; Chen et al. (2023), position interpolation
+#   <https://arxiv.org/abs/2306.15595>; Peng et al. (2023), YaRN
+#   <https://arxiv.org/abs/2309.00071>; Sun et al. (2022), xPos
+#   <https://arxiv.org/abs/2212.10554>; Heo et al. (2024), RoPE-Axial and
+#   RoPE-Mixed <https://arxiv.org/abs/2403.13298>; Wang et al. (2024), Qwen2-VL
+#   and M-RoPE <https://arxiv.org/abs/2409.12191>; Chi et al. (2022), KERPLE
+#   <https://arxiv.org/abs/2205.09921>; Li et al. (2024), FIRE
+#   <https://arxiv.org/abs/2310.04418>; Golovneva et al. (2024), CoPE
+#   <https://arxiv.org/abs/2405.18719>; Ruoss et al. (2023), randomised
+#   positions <https://arxiv.org/abs/2305.16843>.
+#   （地図に挙げた位置エンコーディング。）
+# - PyTorch, `torch/nn/attention/bias.py` (`causal_lower_right`, `causal_upper_left`).
 #   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>
+# - Meta, llama-models, `models/llama4/model.py` and `args.py`
+#   (`attn_temperature_tuning`). <https://github.com/meta-llama/llama-models>
+#   （Llama 4 の NoPE の層の温度。）

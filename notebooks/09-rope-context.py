@@ -1521,12 +1521,12 @@ plt.show()
 # %% [markdown] lang="en"
 # <!-- explorable: 09-rope-context -->
 # *On the website, an interactive figure takes the place of this note: the
-# wavelength of every pair under each method, for a chosen factor, original
+# wavelength of every pair under each method, for a chosen factor, training
 # length and base.*
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 09-rope-context -->
-# *サイトでは、この注記の場所に対話的な図があります。係数、元の長さ、底を選ぶと、各手法でのペアごとの波長を並べて描きます。*
+# *サイトでは、この注記の場所に対話的な図があります。係数、学習時の長さ、底を選ぶと、各手法でのペアごとの波長を並べて描きます。*
 
 # %% [markdown] lang="en"
 # ## Which models use which

@@ -13,6 +13,7 @@ plotted position's bucket with posenc.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -84,18 +85,21 @@ def runs(num_buckets: int, max_distance: int, direction: str) -> dict:
     except ValueError:
         exact = num_buckets // 4 if bidirectional else num_buckets // 2
         return {**row, "exact": exact, "r0": [], "r1": [], "b": []}
+    r, b = r.tolist(), b.tolist()
     starts = [0] + [k for k in range(1, len(r)) if b[k] != b[k - 1]]
     ends = [k - 1 for k in starts[1:]] + [len(r) - 1]
     return {
         **row,
         "exact": None,
-        "r0": [int(r[k]) for k in starts],
-        "r1": [int(r[k]) for k in ends],
-        "b": [int(b[k]) for k in starts],
+        "r0": [r[k] for k in starts],
+        "r1": [r[k] for k in ends],
+        "b": [b[k] for k in starts],
     }
 
 
+@functools.cache
 def grid() -> list[dict]:
+    """Every setting the controls offer (the same in both languages)."""
     return [
         runs(s, d, direction)
         for s in NUM_BUCKETS

@@ -16,6 +16,7 @@ plotted frequency with posenc.
 
 from __future__ import annotations
 
+import functools
 import struct
 
 from posenc import (
@@ -52,16 +53,16 @@ NAMES = {
 }
 TEXT = {
     "en": {
-        "caption": "Choose the factor $s$ and the original length $L$ (both as "
+        "caption": "Choose the factor $s$ and the training length $L$ (both as "
         "powers of two) and the base, for $d = 128$. Each line is the "
         "wavelength $2\\pi/\\theta'_i$ of every pair $i$ under one method, from "
         "posenc.rope_frequencies; the dotted lines mark $L$ and $sL$. Select "
         "a method in the legend to show it alone.",
         "description": "Interactive plot of the RoPE wavelength of every pair "
         "for no scaling, position interpolation, NTK-aware scaling, dynamic "
-        "NTK, YaRN and Llama 3, for a chosen factor, original length and base.",
+        "NTK, YaRN and Llama 3, for a chosen factor, training length and base.",
         "factor": "log₂ factor s ",
-        "length": "log₂ original length L ",
+        "length": "log₂ training length L ",
         "base": "base ",
         "pair": "pair i",
         "wavelength": "wavelength 2π/θ′ᵢ (positions)",
@@ -69,15 +70,15 @@ TEXT = {
         "title": "s = {s}, L = {L}, base = {b}, d = 128",
     },
     "ja": {
-        "caption": "係数 $s$ と元の長さ $L$（どちらも 2 のべき乗）、底を選びます"
+        "caption": "係数 $s$ と学習時の長さ $L$（どちらも 2 のべき乗）、底を選びます"
         "（$d = 128$）。各線は、1 つの手法でのペア $i$ ごとの波長 "
         "$2\\pi/\\theta'_i$ を posenc.rope_frequencies で求めたものです。"
         "点線は $L$ と $sL$ の位置です。凡例で手法を選ぶと、その手法だけを表示します。",
         "description": "スケーリングなし、位置補間、NTK-aware スケーリング、動的 NTK、"
-        "YaRN、Llama 3 について、選んだ係数、元の長さ、底での RoPE の各ペアの波長を描く"
+        "YaRN、Llama 3 について、選んだ係数、学習時の長さ、底での RoPE の各ペアの波長を描く"
         "対話的な図。",
         "factor": "係数 s の log₂ ",
-        "length": "元の長さ L の log₂ ",
+        "length": "学習時の長さ L の log₂ ",
         "base": "底 ",
         "pair": "ペア i",
         "wavelength": "波長 2π/θ′ᵢ（位置の数）",
@@ -122,6 +123,7 @@ def frequencies(
     return [shortest_float32(v) for v in theta.tolist()]
 
 
+@functools.cache
 def grid() -> list[dict]:
     """One row per method and setting; None where a method does not depend
     on the factor or the length."""
@@ -251,7 +253,11 @@ def spec(lang: str) -> dict:
                         "type": "nominal",
                         "title": t["method"],
                         "scale": method_scale,
-                        "legend": {"orient": "top-left", "fillColor": None},
+                        "legend": {
+                            "orient": "bottom",
+                            "columns": 3,
+                            "symbolStrokeWidth": 2,
+                        },
                     },
                     "strokeDash": {
                         "field": "label",
@@ -292,15 +298,37 @@ def spec(lang: str) -> dict:
                         "as": "at",
                     },
                     {"flatten": ["at"]},
+                    {
+                        "calculate": "(datum.at == pow(2, log2l) ? 'L = ' : 'sL = ')"
+                        " + format(datum.at, ',')",
+                        "as": "label",
+                    },
                 ],
-                "mark": {
-                    "type": "rule",
-                    "strokeDash": [2, 3],
-                    "color": {"expr": "textColor"},
-                    "opacity": 0.7,
-                    "aria": False,
-                },
                 "encoding": {"y": {"field": "at", "type": "quantitative"}},
+                "layer": [
+                    {
+                        "mark": {
+                            "type": "rule",
+                            "strokeDash": [2, 3],
+                            "color": {"expr": "textColor"},
+                            "opacity": 0.7,
+                            "aria": False,
+                        },
+                    },
+                    {
+                        "mark": {
+                            "type": "text",
+                            "align": "left",
+                            "baseline": "bottom",
+                            "dx": 4,
+                            "dy": -2,
+                            "fontSize": 10,
+                            "x": 0,
+                            "aria": False,
+                        },
+                        "encoding": {"text": {"field": "label"}},
+                    },
+                ],
             },
         ],
     }

@@ -40,7 +40,7 @@
 # そして、すべての式を `posenc` で数値的に確かめます。
 # 最後に、広く使われている 2 つの実装（labml と AllenNLP）を再現し、どこが違うのかを示します。
 # 論文は正弦波を選んだ理由として、学習時より長い系列にもモデルが外挿できる可能性を挙げています。
-# これは学習したモデルについての主張なので、「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で確かめます。
+# これは学習済みのモデルについての主張なので、「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で確かめます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。
 # $p$ と $q$ は位置、$d$ はモデルの幅、$n = d/2$ は周波数 $\omega_i$ の数です。
 
@@ -88,7 +88,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $$\mathrm{Attn}(X) = \mathrm{softmax}\left(\frac{XW_Q (XW_K)^\top}{\sqrt{d}}\right) XW_V$$
 # この式には、トークンがどこにあるかを表す項がありません。
 # 置換行列 $P$ でトークンを並べ替えると、スコアは $P\,XW_Q (XW_K)^\top P^\top$ になります。
-# 行ごとの softmax も同じように並べ替わり、バリューとの積では $P^\top P = I$ が打ち消し合います。
+# 行ごとの softmax も同じように並べ替わります。バリューとの積では、$P^\top P = I$ によって置換行列どうしが打ち消し合います。
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # アテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)です。位置の情報がなければ、"dog bites man" と "man bites dog" の出力は、
 # 同じベクトルが並び順を変えて出てくるだけです。
@@ -139,7 +139,7 @@ assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 # %% [markdown] lang="ja"
 # ## 式
 #
-# Vaswani ら（2017、§3.5）は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$。ここでは偶数とします）の
+# Vaswani ら（2017、§3.5）は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$ で、ここでは偶数とする）の
 # ベクトル $PE(p)$ を割り当てます。成分は $n = d/2$ 組のペアになっていて、
 # 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 組です。
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
@@ -194,7 +194,7 @@ sinusoidal(torch.arange(4), d)
 #
 # 下のヒートマップは、$d = 64$、位置 $p = 0, \dots, 127$ の $PE_{(p,j)}$ です。
 # 次元 $j$ を縦軸に取っています。上の行は速く振動します。
-# 下に行くほど周波数が下がり、範囲全体でも色はゆっくりとしか変わりません。
+# 下に行くほど周波数が下がり、描いた範囲全体を通しても色はゆっくりとしか変わりません。
 # そこでは、$0$ に近い正弦（白）と $1$ に近い余弦（濃い赤）の行が交互に並びます。
 # 位置ごとに、色の並びが異なる縦の列ができます。
 
@@ -300,7 +300,7 @@ plt.show()
 # 名前は、終点を含めるかどうかを決める `numpy.linspace` の引数から取りました。
 # これは丸め誤差ではなく、別のエンコーディングです。どれほど違うかは、
 # 「[labml と AllenNLP を posenc で再現する](#labml-と-allennlp-を-posenc-で再現する)」の節で測ります。
-# 論文の結論は、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
+# 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
 # その最初の公開版（2017 年 6 月）は、すでにこの $n-1$ 版（しかも連結配置）でした。
 # 詳しくは「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)」の章で述べます。
 #
@@ -415,13 +415,13 @@ plt.show()
 # ## なぜ正弦と余弦の両方か：ずらすことは回転すること
 #
 # 論文は正弦波を選んだ理由として、次の性質を挙げています。
-# ずらす量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
+# ずらし量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
 # その線形関数を導きましょう。
 # 1 組のペアに注目し、$\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
 # $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
-# インターリーブ配置では正弦が先です。各行から $\sin\theta$ と $\cos\theta$ の係数を読み取ると、
-# 1 行目からは $(\cos\phi, \sin\phi)$、2 行目からは $(-\sin\phi, \cos\phi)$ が得られます。
+# インターリーブ配置では正弦が先です。上の 2 つの式から $\sin\theta$ と $\cos\theta$ の係数を読み取ると、
+# 1 つ目の式からは $(\cos\phi, \sin\phi)$、2 つ目の式からは $(-\sin\phi, \cos\phi)$ が得られます。
 # これらを行に並べた $2 \times 2$ 行列を使うと、次のように書けます。
 # $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
 # 周波数ごとにこのブロックを 1 つずつ $d \times d$ 行列の対角に並べます。
@@ -510,7 +510,7 @@ print(
 # 何が足りないかは、上の導出が教えてくれます。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
 # それを持っているのは各ペアの 2 列目だけです。
 #
-# $p = 0$ を除いても、正弦だけでは救えません。
+# $p = 0$ を除いても、正弦だけの符号ではやはりうまくいきません。
 # 次のセルでは $k = 3$ について、$p = 1, \dots, 999$ の範囲で[最小二乗](../docs/glossary.ja.md#least-squares)法による最良の行列を求めます。
 # 両方の列を使うと、丸め誤差の範囲で $M_k$（位置を行に並べているので転置）が復元されます。
 # 正弦だけでは、出力のとおり相対誤差が 0.34 前後に残ります。
@@ -568,7 +568,7 @@ print(
 #
 # - 内積は距離 $p-q$ だけの関数です。[グラム行列](../docs/glossary.ja.md#gram-matrix)は各対角線に沿って一定になります。
 # - 余弦は偶関数なので、$p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
-#   （アテンションは重みを通して区別できます。次の節で見ます）。
+#   （アテンションなら重みを通して区別できることを、次の節で見ます）。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
 #   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
 # - 距離が大きくなると値は下がりますが、単調ではありません。
@@ -653,7 +653,7 @@ plt.show()
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
 # 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
-# これが論文の動機そのものです。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
+# 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
 # 「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
@@ -701,8 +701,12 @@ print(
 #
 # **Around the formula.** The paper adds the encoding to token embeddings that it
 # multiplies by $\sqrt{d_{\text{model}}}$ (§3.4), and applies dropout to the sum, at
-# rate 0.1 for the base model (§5.4): labml's `dropout_prob` is this dropout, and
-# its `EmbeddingsWithPositionalEncoding` multiplies by `math.sqrt(d_model)`. The
+# rate 0.1 for the base model (§5.4). labml splits this between two classes.
+# `PositionalEncoding` applies this dropout (`dropout_prob`) and does not scale.
+# `EmbeddingsWithPositionalEncoding` (in `models.py`) embeds the tokens,
+# multiplies them by `math.sqrt(d_model)` and adds the same table, with no
+# dropout, and registers the table as an ordinary buffer, so its table is saved
+# in the `state_dict`. The
 # paper also trained learned positional embeddings instead (Table 3, row (E)):
 # 4.92 perplexity and 25.7 BLEU on the development set, against 4.92 and 25.8 for
 # the sinusoids, "nearly identical results" in the words of §3.5.
@@ -723,17 +727,20 @@ print(
 # ただし、両者が計算しているものは一致しません。
 # 以下では、それぞれの計算を数行の torch で書き起こします。
 # 演算と精度はライブラリにそろえます（どちらも周波数を float32 の `exp` で計算するので、そのとおりにします）。
-# それを、合わせて設定した `posenc` のモジュールと比べます
+# それを、同じ計算をするように設定した `posenc` のモジュールと比べます
 # （ほかの実装との比較は「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb)」の章で扱います）。
 # 書き起こしはこのサイトで書いたもので、ライブラリのコードをそのまま使ったものではありません。
-# 計算ではなくモジュールの側にあるもの（バッファやドロップアウト）は、それを写した `posenc` のモジュールで確かめます。
+# 計算ではなくモジュールの側にあるもの（バッファやドロップアウト）は、それを再現した `posenc` のモジュールで確かめます。
 #
-# **式のまわり。** 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
-# その和にドロップアウトをかけます。率は base モデルで 0.1 です（§5.4）。
-# labml の `dropout_prob` はこのドロップアウトで、labml の `EmbeddingsWithPositionalEncoding` は `math.sqrt(d_model)` を掛けます。
-# 論文は、代わりに学習型位置埋め込みでも学習しています（表 3 の行 (E)）。
-# 開発セットでパープレキシティ 4.92、BLEU 25.7 で、正弦波の 4.92 と 25.8 とほぼ同じです。
-# §3.5 の言葉では「ほぼ同一の結果」です。
+# **式の外側の処理。** 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
+# その和にドロップアウトをかけます。ドロップアウト率は base モデルで 0.1 です（§5.4）。
+# labml はこの処理を 2 つのクラスに分けています。
+# `PositionalEncoding` はこのドロップアウト（`dropout_prob`）をかけますが、スケールはしません。
+# `models.py` の `EmbeddingsWithPositionalEncoding` は、トークンを埋め込んで `math.sqrt(d_model)` を掛け、同じ表を足します。
+# こちらはドロップアウトをかけず、表を通常のバッファとして登録するので、表は `state_dict` に保存されます。
+# 論文では、正弦波の代わりに学習型位置埋め込みを使ったモデルも学習しています（表 3 の行 (E)）。
+# 開発セットでパープレキシティ 4.92、BLEU 25.7 で、正弦波の 4.92 と 25.8 とほとんど変わりません。
+# §3.5 はこれを「ほぼ同一の結果」と述べています。
 #
 # **labml**（`PositionalEncoding(d_model, dropout_prob, max_len=5000)`）は、
 # 形状 `[max_len, 1, d_model]` の表をあらかじめ作ります。
@@ -879,6 +886,11 @@ assert gap.max() > 1
 # | maximum length | `max_len` (default 5000), table precomputed | none, recomputed every call | none, cache grows on demand |
 # | table in `state_dict` | no | no (no table kept) | no |
 # | angles computed in | float32 | float32 | float64 |
+#
+# The labml column is its `PositionalEncoding`. labml's
+# `EmbeddingsWithPositionalEncoding` adds the same table to token embeddings
+# multiplied by $\sqrt{d_{\text{model}}}$, with no dropout, and keeps the table
+# in the `state_dict`.
 
 # %% [markdown] lang="ja"
 # | | labml | AllenNLP | `posenc` |
@@ -891,6 +903,10 @@ assert gap.max() > 1
 # | 最大長 | `max_len`（既定値 5000、表を事前計算） | なし（毎回計算し直す） | なし（キャッシュを必要に応じて拡張） |
 # | `state_dict` に表を含むか | 含まない | 含まない（表を保持しない） | 含まない |
 # | 角度の計算精度 | float32 | float32 | float64 |
+#
+# labml の列は `PositionalEncoding` のものです。
+# labml の `EmbeddingsWithPositionalEncoding` は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みに同じ表を足し、
+# ドロップアウトはかけず、表を `state_dict` に保存します。
 
 # %% [markdown] lang="en"
 # ## In practice
@@ -954,19 +970,19 @@ assert gap.max() > 1
 # $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$ と書くと、次が成り立ちます。
 # $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
 # $p = 2^{20}$ 付近の速いペアでは、これは約 $2^{-3}$ です。
-# $|\sin a - \sin b| \le |a - b|$ なので、正弦は角度の誤差を大きくすることなく伝え（1 次の近似では $|\cos a|$ 倍になります）、
+# $|\sin a - \sin b| \le |a - b|$ なので、正弦は角度の誤差を大きくすることなく伝え（1 次の近似では $|\cos a|$ 倍）、
 # さらに float32 での自身の丸めを加えます。
 # 例外はペア 0 です。$\omega_0 = 1$ と $p$ は厳密なので、その角度には誤差がまったくありません。
 #
 # この上界は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
-# 2 つの項を別々に抑えることもできます。丸めた角度での実際の間隔の半分に、
-# 実際の $\hat\omega_i$ を使った $p\,|\hat\omega_i - \omega_i|$ を足したものです。
+# 2 つの項を別々に抑えることもできます。丸めた角度での実際の間隔の半分と、
+# 実際の $\hat\omega_i$ を使った $p\,|\hat\omega_i - \omega_i|$ の和を上界にするのです。
 # この形なら labml にも当てはまります。labml は周波数を float32 の `exp` で計算するので、
 # 1 回の丸めより精度が落ちます（$d = 512$ では相対誤差が最大で約 $9.5u$）。
 # この周波数では、1 回の丸めを前提にした上界は成り立ちません。
-# $2^{20}$ 付近では、labml の角度の成分の 37%（3 分の 1 強）が $(2u + u^2)\,p\,\omega_i$ を上回ります（下の出力）。
+# $2^{20}$ 付近では、labml の角度は成分の 37%（3 分の 1 強）で $(2u + u^2)\,p\,\omega_i$ を上回ります（下の出力）。
 # 代わりに成り立つのは約 $10.5u\,p\,\omega_i$ です（周波数の分が $9.5u$、積の分が $u$）。
-# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は、1 未満の float32 の間隔の半分、
+# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は、絶対値が 1 未満の範囲での float32 の間隔の半分、
 # つまり $2^{-25}$ 以下です。
 # 下のセルでは、$p = 2^{20}$ 付近でこれらを float64 の角度と比べて測り、すべての成分をその上界と照らし合わせます。
 #
@@ -1062,7 +1078,7 @@ print(
 # - ずらすことは回転することです。$PE(p+k) = M_k\,PE(p)$ で、ブロックは $B(k\omega_i) = R(-k\omega_i)$ です。
 #   これには各ペアの正弦と余弦の両方が必要です。
 # - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置だけで決まり、対称です。
-#   アテンションの中では重みがこの両方を崩します。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
+#   アテンションの中では、重みによってはこの両方が崩れます。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
 # - $\omega_i$ を 1 回だけ丸めた float32 の角度には最大 $(2u + u^2)\,p\,\omega_i$ の誤差が乗り、
 #   $p = 2^{20}$ 付近では約 $2^{-3}$ です（ペア 0 には誤差がありません）。
 #   labml のように $\omega_i$ を `exp` で計算すると、最大で約 $10.5u\,p\,\omega_i$ になります。
@@ -1219,7 +1235,7 @@ plt.show()
 # **解答 3.** 大部分は、探索しなくても「[実際に使うときの注意](#実際に使うときの注意)」の節の上界から分かります。
 # $\omega_i$ を 1 回だけ丸めた場合、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 未満です。
 # これは $i \ge 1$ のどのペアでも $2^{-23}p$ 以下です（$\omega_0 = 1$ のペア 0 には誤差がまったくありません）。
-# そのため $p \approx 8400$ より前では、どの成分の誤差も `1e-3`（と正弦自身の丸め）を超えられません。
+# そのため $p \approx 8400$ より前では、どの成分の誤差も、`1e-3` に正弦自身の丸めを加えた値を超えることはありません。
 # labml の $\hat\omega_i$ はそれより精度が低いので、セルでは実際の $|\hat\omega_i - \omega_i|$ を使った 2 項の上界を、
 # 既定の 5000 行で計算します。上界は 3.9e-04 で、実際に測った最大の誤差も 3.9e-04 です（上界にほぼ達しています）。
 # したがって、既定の表は影響を受けません。
@@ -1260,7 +1276,9 @@ print(
 # **Solution 4.** The dot product $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$
 # depends only on the offset $p - q$: the Gram matrix is constant along its
 # diagonals, for every pair of positions, including positions never seen in
-# training. (Equivalently, $PE(p+k) = M_k\,PE(p)$ for one matrix per offset.) A
+# training. (Equivalently, $PE(p+k) = M_k\,PE(p)$ for one orthogonal matrix
+# per offset; a shift map that is not orthogonal does not make the Gram matrix
+# constant along its diagonals, as $PE(p) = 2^p$ shows.) A
 # learned table gets this only if training shapes it so; at initialisation it has
 # none of it. The cell compares the sinusoids with a table drawn as GPT-2 draws
 # its own ($N(0, 0.01^2)$, as in the chapter
@@ -1271,11 +1289,12 @@ print(
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** 内積 $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置 $p - q$ だけで決まります。
-# グラム行列は、学習で一度も見なかった位置を含むどの位置の組についても、対角線に沿って一定です
-# （同じことですが、相対位置ごとに 1 つの行列で $PE(p+k) = M_k\,PE(p)$ と書けます）。
+# グラム行列は、学習で一度も見なかった位置を含むどの位置の組についても、対角線に沿って一定です。
+# 同じことですが、相対位置ごとに 1 つの直交行列で $PE(p+k) = M_k\,PE(p)$ とも書けます。
+# 直交でない行列でずらせるだけでは、グラム行列は対角線に沿って一定になりません（$PE(p) = 2^p$ がその例です）。
 # 学習型の表がこの性質を持つのは、学習がそう仕上げた場合だけで、初期化の時点ではまったく持っていません。
-# 次のセルでは、正弦波と、GPT-2 と同じように引いた表（$N(0, 0.01^2)$。
-# 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章を参照）を比べます。
+# 次のセルでは、正弦波と、GPT-2 と同じように引いた表
+# （「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章と同じ $N(0, 0.01^2)$）を比べます。
 # 引いた表のグラム行列は、1 本の対角線に沿っても、行列全体とほぼ同じくらいばらつきます。
 # また、行 $p$ を行 $p + 1$ に移す線形写像もありません（最良のものでも、行の大部分を説明できません）。
 
@@ -1317,6 +1336,8 @@ print(
 #   <https://arxiv.org/abs/1706.03762>
 # - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
+# - labml.ai, `EmbeddingsWithPositionalEncoding` in `labml_nn/transformers/models.py`.
+#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
 # - AllenNLP, `SinusoidalPositionalEncoding`.
 #   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
 # - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
@@ -1331,13 +1352,16 @@ print(
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - labml.ai、固定の位置エンコーディングの注釈付き実装。
+# - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
-# - AllenNLP、`SinusoidalPositionalEncoding`。
+#   （固定の位置エンコーディングの注釈付き実装。）
+# - labml.ai, `EmbeddingsWithPositionalEncoding` in `labml_nn/transformers/models.py`.
+#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
+# - AllenNLP, `SinusoidalPositionalEncoding`.
 #   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
-# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `get_timing_signal_1d`。
+# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor>
-# - fairseq、`SinusoidalPositionalEmbedding`。
+# - fairseq, `SinusoidalPositionalEmbedding`.
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
 #   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>

@@ -90,9 +90,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown] lang="ja"
 # ## 考え方：位置をスコアへのバイアスとして与える
 #
-# Shaw ら（2018）は、位置 $i$ のクエリと位置 $j$ のキーの相対位置 $j - i$ を最大値でクリップし、
-# その相対位置ごとに学習可能なベクトルを用意しました。
-# このベクトルはアテンションの計算の中で加えます（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
+# Shaw ら（2018）は、位置 $i$ のクエリと位置 $j$ のキーの相対位置 $j - i$ を最大値でクリップしました。
+# そして、その相対位置ごとに学習可能なベクトルを用意し、アテンションの計算の中で足しました（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
 # T5 は「相対位置だけが重要」という原則を引き継ぎ、残りを単純にしました。
 # 学習するのはヘッドごとに 1 つの数で、softmax の前のスコアに足します。
 # また、相対位置をクリップする代わりに、距離とともに幅が広がるバケットにまとめます。
@@ -166,19 +165,19 @@ assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 # 相対位置を $r = j - i$ と書きます。キーがクエリより前なら $r < 0$、後ろなら $r > 0$ です。
 # バケットが全部で $B$ 個（T5 では $B = 32$）あるとき、T5 には 2 つの設定があります。
 #
-# **双方向**（エンコーダ。クエリは両側のキーを見ます）では、片側に $S = B/2$ 個のバケットを割り当てます。
+# **双方向**の設定はエンコーダで使い、クエリは両側のキーを見ます。この設定では、片側に $S = B/2$ 個のバケットを割り当てます。
 # 距離は $n = |r|$ です。クエリより後ろのキーについては、バケットの番号に $S$ を足して後半へ移します。
 # $$b(r) = \hat b(|r|) + S\,[r > 0]$$
 # ここで $[r > 0]$ は、$r > 0$ なら $1$、そうでなければ $0$ です。
 #
-# **因果的**（デコーダ。クエリは自分自身とそれより前のキーしか見ません）では、
-# $S = B$ 個のバケットをすべて片側に使い、距離を $n = \max(-r, 0)$ とします。
+# **因果的**な設定はデコーダで使い、クエリは自分自身とそれより前のキーしか見ません。
+# この設定では、$S = B$ 個のバケットをすべて片側に使い、距離を $n = \max(-r, 0)$ とします。
 # $$b(r) = \hat b(\max(-r, 0))$$
 # クエリより後ろのキーはすべて $n = 0$ となり、$r = 0$ と同じバケット $0$ に入ります。
 # そうしたキーはどのみち因果マスクで取り除かれます。
 #
 # 距離 $n \ge 0$ を片側のバケットに写す関数 $\hat b$ は、どちらの設定でも同じです。次の節で導きます。
-# この分け方から、すでに 1 つのことが分かります。双方向の設定では $r = 0$ が前半に属するので、
+# この分け方からは、早くも 1 つの帰結が読み取れます。双方向の設定では $r = 0$ が前半に属するので、
 # クエリより後ろのキーは必ず $n \ge 1$ となり、バケット $S$ そのものは使われません。
 # 32 個のうち 1 個が無駄になっているのです。
 
@@ -345,11 +344,11 @@ print(
 # 因果的で $n = 16, 128$ のときです。
 # それ以外の商は、どれも整数から $10^{-4}$ より離れています（最小の隔たりを下に表示します）。
 # ここで float32 の丸めが商を動かす量は $10^{-5}$ 未満なので、それよりずっと大きな隔たりです。
-# したがって、それ以外のすべての距離では、最後の桁の数単位まで正確な float32 の計算であれば、どれも float64 と同じバケットを返します。
+# したがって、それ以外のすべての距離では、誤差が最後の桁の数単位に収まる float32 の計算であれば、どれも float64 と同じバケットを返します。
 #
 # ただし Mesh TensorFlow は割り算をしません。
-# Python の数による `mtf.divide` は、その逆数を掛ける演算です（`mesh_tensorflow/ops.py` の `ScalarMultiplyOperation(x1, 1.0 / x2)`）。
-# そのため、$\ln(n \cdot \mathrm{fl}(1/E))$ に $\mathrm{fl}(1/\ln(D/E))$ と $S - E$ を掛け、それぞれを float32 に丸めます。
+# Python の数で割る `mtf.divide` は、実際にはその逆数を掛けます（`mesh_tensorflow/ops.py` の `ScalarMultiplyOperation(x1, 1.0 / x2)`）。
+# そのため Mesh TensorFlow は、$\ln(n \cdot \mathrm{fl}(1/E))$ に $\mathrm{fl}(1/\ln(D/E))$ と $S - E$ を順に掛け、各段階の結果を float32 に丸めます。
 # CPU 上の Hugging Face は、`posenc` や以下のセルと同じく割り算をします。
 # 既定値では、どちらの形でも同じバケットになります（下で確かめます）。
 #
@@ -446,15 +445,15 @@ for side in (16, 32):  # bidirectional and causal, B = 32
 # float64 は商を $9.000000000000002$ に切り上げてバケット $27$ を返します。
 # 正しく丸めた対数を使う float32 は $8.999999$ に切り下げてバケット $26$ を返し、`posenc` もこの値を返します。
 # float32 の対数が最後の桁で 1 単位大きければ、商はちょうど $9$ になり、バケットはまた $27$ です。
-# これは机上の話ではありません。PyTorch の float32 の `log` は最後の桁の 1 単位程度の精度を持ちますが、正しく丸めた値を返す保証がありません。
+# これは机上の話ではありません。PyTorch の float32 の `log` は最後の桁の 1 単位程度の精度を持ちますが、正しく丸めた値を返す保証はありません。
 # 最後のビットは CPU によって変わることもあります。
-# この章の確認に使った x86 の CPU（PyTorch 2.13、AVX2）では、この引数に対して大きいほうの値を返し、
-# Hugging Face のコードそのものが $r = -30$ をバケット $27$ に入れます。
+# この章の確認に使った x86 の CPU（PyTorch 2.13、AVX2）では、この引数に対して `log` が大きいほうの値を返します。
+# そのため実際に、Hugging Face のコードそのものが $r = -30$ をバケット $27$ に入れます。
 # 商が整数になる場所では、「T5 が使うバケット」は計算の経路と計算機の `log` によって変わります。
 # 計算の経路とは、Mesh TensorFlow の逆数、CPU 上の Hugging Face、GPU 上の Hugging Face などです。
 # なお、公開されている T5 のモデルでこの設定を使うものはありません。
 # 既定値以外では、計算の経路によって結果が分かれます。
-# Mesh TensorFlow の逆数を掛ける形（下では正しく丸めた対数で再現します）は、$B = 16$、$D = 49$ で $r = \pm 14$ をバケット $5$ と $13$ に入れます。
+# Mesh TensorFlow の逆数を掛ける形（下では正しく丸めた対数で再現）は、$B = 16$、$D = 49$ で $r = \pm 14$ をバケット $5$ と $13$ に入れます。
 # `posenc` と float64 の基準実装は $6$ と $14$ です。
 # PyTorch の CUDA カーネル（`BinaryDivTrueKernel.cu`）も、テンソルを Python の数で割るときは float32 の逆数との積として計算します。
 # ただし、ここでは GPU で実行していません。
@@ -547,7 +546,7 @@ assert [reference_bucket(x, True, 16, 49) for x in (-14, 14)] == [6, 14]
 # $r = 0$ の近くでは段の幅は 1 位置ですが、外側ほど段は広くなります。
 # そして最後の段は、$|r| = D = 128$ の点線よりかなり手前から始まります。その位置は次の節で求めます。
 
-# %% alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろが 16〜31。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
+# %% alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろのキーがバケット 16〜31 です。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
 r_plot = torch.arange(-160, 161)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
 titles = ("$n = |r|$", r"$n = \max(-r,\, 0)$")
@@ -663,7 +662,7 @@ for bidirectional, side in ((True, 16), (False, 32)):
 # 双方向の設定では、8 個の対数バケットのうち最初の 7 個に、順に 4、4、7、9、14、18、27 個の距離が入ります。
 # 最後のバケットは 91 から始まり、そこから先の距離をすべて受け持ちます。因果的な設定では、最後のバケットは 113 から始まります。
 # 対数軸では、等比的な境目が等間隔に並びます。
-# 下の図は、両方の片側の大きさについて $\hat b(n)$ を描き、
+# 下の図は、片側の大きさ 16 と 32 のそれぞれについて $\hat b(n)$ を描き、
 # 丸める前の値 $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ を破線で重ねたものです。
 # 階段は破線のすぐ下をたどり、$n = D$ でクリップされて $S - 1$ にとどまります。
 
@@ -732,15 +731,15 @@ plt.show()
 # クエリのどちら側にあるかだけを伝えます。
 #
 # 論文の説明からは、境目がもっと先にあるように読めます。
-# Raffel ら（§2.1）によれば、32 個の埋め込みの範囲はオフセット 128 まで対数的に広がります（「up to an offset of 128」）。
+# Raffel ら（§2.1）によれば、32 個の埋め込みが受け持つ範囲は、相対位置 128 まで対数的に広がります（「up to an offset of 128」）。
 # それより先の相対位置は、すべて同じ埋め込みを共有します。
 # さらに、1 つの層は 128 トークンより先の相対位置を区別しないと述べています。
 # コードでは、128 はクリップが効き始める距離です。
-# 対数バケットは $D$ より境目 1 つ分手前で終わるので、全体で共有される最後の範囲は 91（因果的な設定では 113）から始まっています。
+# 対数バケットは $D$ より境目 1 つ分手前で終わります。そのため、すべての距離が 1 つの埋め込みを共有する最後の範囲は、すでに 91（因果的な設定では 113）から始まっています。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
-# Mesh TensorFlow のコードのコメントが期待する「more graceful generalization to longer sequences」とは、このことです。
-# 学習時より長い系列にも、より穏やかに汎化するという意味です。
+# Mesh TensorFlow のコードのコメントは、これによる「more graceful generalization to longer sequences」を期待しています。
+# 長い系列への、より無理のない汎化という意味です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、
 # 近い 91 個を除いて値はすべて同じです。
 #
@@ -815,7 +814,7 @@ print(
 # `forward(q_len, k_len)` は形状 `(n_heads, q_len, k_len)` のテンソルを返し、
 # その $(h, i, j)$ 成分は $\beta_{b(j-i),\,h}$ です。
 # つまり、クエリとキーの各組のバケットで表を引き、ヘッドの軸を先頭に移したものです。
-# 確認のコードでは、前に書いた参照関数を使って成分ごとに作り直します。
+# 確認のコードでは、前に書いた基準実装の関数を使って、成分ごとに作り直します。
 #
 # ヘッドのバイアスを見るために、下の図では表を、バケットごとに 1 ずつ下がる仮の値
 # $\beta_{b,h} = -(b \bmod 16)$（両側で同じ）に設定し、160 位置についてヘッド $0$ を描きます。
@@ -938,8 +937,8 @@ with torch.no_grad():
 # of $d_{kv}$ products whose factors have the variances $d_{\mathrm{model}}\sigma_Q^2$
 # and $d_{\mathrm{model}}\sigma_K^2$, so the score's variance is
 # $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ with Hugging Face's T5 constants, the same as
-# $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual $d_{\mathrm{model}}^{-1/2}$ with the
-# scaled score. The constants are typed in from `_init_weights` in `modeling_t5.py`
+# $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual initialisation (standard deviation
+# $d_{\mathrm{model}}^{-1/2}$ for both) with an attention that scales the score. The constants are typed in from `_init_weights` in `modeling_t5.py`
 # (transformers 5.24.0, and 4.57.6, which carries the comment quoted above), so the
 # cell shows what they imply, not that Hugging Face uses them. The same function draws
 # the bias table with standard deviation $d_{\mathrm{model}}^{-1/2}$ (times
@@ -996,14 +995,16 @@ with torch.no_grad():
 # エンコーダ（双方向）とデコーダのセルフアテンション（因果的）はそれぞれ自分の表を持ち、
 # デコーダのクロスアテンションは表を持ちません。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
-# Hugging Face の UMT5 は異なり、セルフアテンションの層がそれぞれ自分の表を作ります
+# 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります
 # （`UMT5Attention(config, has_relative_attention_bias=True)`）。
 # `posenc.T5RelativeBias` は表 1 つであり、それを共有するかどうかは呼び出す側が決めます。
 #
 # **$1/\sqrt{d}$ がありません**。T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、
 # $\sqrt{d}$ で割りません。
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
-# transformers 4 のコメントは「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。
+# transformers 4 のコードには、この初期化の理由を述べたコメントがあります。
+# 文面は「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。
+# softmax の前でスケーリングしないための、Mesh TensorFlow 流のアテンションの初期化、という意味です。
 # そのため係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく初期のクエリに入っており、その後は学習で自由に変わります。
 # $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
 # 次のセルでは、このことを確かめます。
@@ -1011,10 +1012,10 @@ with torch.no_grad():
 # 続いて、初期化の効果を例で示します。
 # 入力の分散が 1 なら、スコアは $d_{kv}$ 個の積の和で、積の 2 つの因子の分散は $d_{\mathrm{model}}\sigma_Q^2$ と $d_{\mathrm{model}}\sigma_K^2$ です。
 # そのため、Hugging Face の T5 の定数ではスコアの分散は $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ です。
-# 通常の $d_{\mathrm{model}}^{-1/2}$ でスケーリングしたスコアでも $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ で、同じ大きさになります。
+# 通常の初期化（どちらも標準偏差 $d_{\mathrm{model}}^{-1/2}$）でスコアをスケーリングするアテンションを使う場合も、$d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ で同じ大きさになります。
 # これらの定数は transformers 5.24.0 と 4.57.6 の `modeling_t5.py` の `_init_weights` から書き写したものです（上で引用したコメントは 4.57.6 のものです）。
 # したがってこのセルが示すのは定数から導かれることであり、Hugging Face がその定数を使っていることの確認ではありません。
-# 同じ関数は、バイアスの表を標準偏差 $d_{\mathrm{model}}^{-1/2}$（に `initializer_factor` を掛けたもの。既定値は 1）で初期化します。
+# 同じ関数は、バイアスの表を、標準偏差 $d_{\mathrm{model}}^{-1/2}$ に `initializer_factor`（既定値は 1）を掛けた値で初期化します。
 # $d_{\mathrm{model}} = 512$ なら約 0.044 です。
 # `posenc.T5RelativeBias` の標準偏差は 0.02 で、セルではこれも測ります。
 # Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください。
@@ -1047,7 +1048,7 @@ with torch.no_grad():
 # flaxformer は $r = -68$ を、NumPy 1.x ではバケット $24$ に、NumPy 2 では $23$ に入れます。
 # 次のセルでは、flaxformer の式を NumPy で作り直します。対数には正しく丸めた値を使います。そのうえで、2 つの精度それぞれについて両方の主張を確かめます。
 # インストールされている NumPy が NEP 50 のとおりに型を昇格させることも確かめます。
-# また Mesh TensorFlow（スタックごとに表 1 つの `relative_attention_type="bias_shared"`）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。
+# また Mesh TensorFlow（表をスタックごとに 1 つ持つ `relative_attention_type="bias_shared"` の設定）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 #
 # Hugging Face では、T5 v1.1 と Flan-T5 のチェックポイントは同じ T5 のクラスに読み込まれ、
@@ -1194,7 +1195,7 @@ print(
 # ## 演習
 #
 # 1. 片側の最後のバケットが $\lceil D(E/D)^{1/(S-E)} \rceil$ から始まることを示してください。
-#    また、$B = 64$、$D = 256$ として、双方向と因果的の両方の設定で `t5_relative_position_bucket` を使って確かめてください。
+#    また、$B = 64$、$D = 256$ として、双方向と因果的な設定の両方で `t5_relative_position_bucket` を使って確かめてください。
 # 2. 双方向の T5 エンコーダが 512 トークンを読みます。位置 256 のクエリに対して、1 つのヘッドは
 #    キーに何通りのバイアスの値を与えられるでしょうか。位置 0 のクエリではどうでしょうか。
 #    `T5RelativeBias(1)(512, 512)` で数えてください。
@@ -1203,7 +1204,7 @@ print(
 #    $r = -150, \dots, 150$ の範囲で両方のバケット関数を描いてください。
 # 4. $B \le 64$、$D \le 300$ の設定と $n \le 300$ の距離を探し、float64 の基準実装と float32 の式とで、バケットが食い違う場所を見つけてください。
 #    float32 の式は 2 つで、どちらも正しく丸めた対数を使います。
-#    CPU 上の Hugging Face の式（`quotient32`、実際に割り算をします）と、Mesh TensorFlow の逆数を掛ける形（`mtf_bucket`）です。
+#    CPU 上の Hugging Face の式（`quotient32`。割り算をそのまま行う形）と、Mesh TensorFlow の逆数を掛ける形（`mtf_bucket`）です。
 #    等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ を使い、どの食い違いで商がちょうど整数になっているかを調べてください。
 #    それ以外の食い違いでは、商は整数にどれだけ近いでしょうか。
 
@@ -1333,12 +1334,12 @@ plt.show()
 # the second of the three printed), the $B = 16$, $D = 49$, $n = 14$ of the chapter
 # among them: its two reciprocals add roundings, and at a whole number every rounding
 # can decide the bucket. Only 44 disagreements are common to both forms. So a
-# disagreement needs a quotient at, or within float32's rounding of, a whole number,
-# an exact whole number is not the only way, and which distances disagree depends on
-# the code path.
+# disagreement needs a quotient at, or within float32's rounding of, a whole number
+# (an exact whole number is not the only cause), and which distances disagree depends
+# on the code path.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 4.** $n/E$ の対数は $E$ だけで決まるので、次のセルでは片側の大きさごとに 1 回だけ計算し（本文と同じく float32 に正しく丸めます）、
+# **解答 4.** $n/E$ の対数は $E$ だけで決まるので、次のセルでは片側の大きさごとに 1 回だけ、本文と同じく float32 に正しく丸めて計算し、
 # すべての $D$ の $\ln(D/E)$ とまとめて組み合わせます。
 # Hugging Face の式は float32 の $\ln(D/E)$ で割ります。
 # Mesh TensorFlow の式は $n \cdot \mathrm{fl}(1/E)$ の対数を取り、float32 の逆数 $\mathrm{fl}(1/\ln(D/E))$ を掛けます。
@@ -1350,7 +1351,7 @@ plt.show()
 # 本文の $B = 16$、$D = 49$、$n = 14$ もその中に入ります。
 # 2 つの逆数の分だけ丸めが増え、商がちょうど整数の場所では、どの丸めもバケットを左右しうるからです。
 # 2 つの形に共通する食い違いは 44 個だけです。
-# つまり食い違いが起きるのは商が整数か、float32 の丸めの幅の中で整数に近い場合ですが、ちょうど整数の場合だけではありません。
+# つまり食い違いが起きるには、商が整数そのものか、float32 の丸めの幅に収まるほど整数に近いことが必要です。ちょうど整数になることだけが原因ではありません。
 # また、どの距離で食い違うかは計算の経路によって変わります。
 
 # %% tags=["solution"]
@@ -1434,7 +1435,7 @@ for B, bidirectional, dd, nn, q, whole in found["Hugging Face"]:
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
-#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022、§2.2 と図 1。
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022, §2.2 and Figure 1.
 #   <https://arxiv.org/abs/2108.12409>
 # - Mesh TensorFlow、`transformer_layers.py` の `_relative_position_bucket`。
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>

@@ -167,8 +167,8 @@ print(f"score(5, 0) = {s_near:.3f}, score(105, 100) = {s_far:.3f}", end="")
 # 両者に同じ文字を使います。内積は、共役との積の実部です。
 # $$\langle q, k\rangle = q_1 k_1 + q_2 k_2 = \mathrm{Re}\big[q\,\overline{k}\big]$$
 # RoFormer は前節の式より少しだけ強いことを求めます。
-# スコアを実部に持つ複素数 $f(q, m)\,\overline{f(k, n)}$ 全体が $q$、$k$、$m - n$ だけで決まること、
-# そして位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ です。
+# 求めるのは、スコアを実部に持つ複素数 $f(q, m)\,\overline{f(k, n)}$ 全体が $q$、$k$、$m - n$ だけで決まることと、
+# 位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ であることです。
 # すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
 #
 # - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置には $m - n$ を通してしか依存できません。
@@ -352,10 +352,10 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
 # 各ペアの 2 つの成分を入れ替え、片方の正負を反転した $x$ のコピーを用意します。
-# あとは、位置だけで決まる余弦と正弦の表と成分ごとに掛けて足すだけです。
+# あとは、元のベクトルには余弦の表を、このコピーには正弦の表を成分ごとに掛けて足すだけです。どちらの表も位置だけで決まります。
 # `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
 # `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
-# 次のセルでは、前節の明示的な行列、およびこの式と比べます。
+# 次のセルでは、これを前節の明示的な行列と比べ、上の式とも比べます。
 
 # %%
 x = torch.randn(5, d, dtype=f64)  # five vectors
@@ -452,7 +452,7 @@ plt.show()
 # どの 2 つの次元をペアにするかは取り決めの問題で、2 通りが使われています。
 #
 # - `interleaved` は、ここまでのように $2i$ と $2i+1$ を組にします（インターリーブ配置）。
-#   RoFormer、GPT-J、Meta のオリジナルの Llama のコード、torchtune がこちらです。
+#   RoFormer、GPT-J、Meta の元の Llama のコード、torchtune がこちらです。
 # - `half` は $i$ と $i + d/2$ を組にします（半分割配置）。GPT-NeoX と Hugging Face の `rotate_half` がこちらです。
 #   入れ替えたコピーは $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ になり、
 #   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたものになります。
@@ -468,7 +468,7 @@ plt.show()
 # 次のセルでは $\pi$ とその逆置換を作り、
 # `apply_rope(x, layout="half") == apply_rope(x[..., perm], layout="interleaved")[..., inv_perm]`
 # を確かめます。
-# さらに `half` の回転の行列を `apply_rope` から読み取り（単位行列に適用します。その各行が基底ベクトルです）、
+# さらに、`apply_rope` を単位行列（各行が基底ベクトル）に適用して `half` の回転の行列を読み取り、
 # $\Pi^\top R_m\, \Pi$ と比べます。
 # `rotate_half` の形も検証し、同じベクトルに対して 2 つの配置が異なる結果を出すことも確かめます。
 # 片方で学習したモデルを、もう片方で動かすことはできません。
@@ -739,13 +739,13 @@ assert_close(module_k, k_out)
 #   周波数の相対誤差を $\epsilon_i$ とすると、角度の誤差は最大 $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$ です（$u = 2^{-24}$）。
 #   周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#実際に使うときの注意)の章を参照）。
 #   `rope_frequencies` は Hugging Face のコードと同じく $1/10000^{2i/d}$ を float32 で計算し、その $\epsilon_i$ は $1.17u$ に達します。
-#   位置 $10^6$ 付近、$d = 64$ で測った角度の誤差は最大 0.039 ラジアンで（$\theta_0 = 1$ のペア 0 は誤差なし）、$m \cdot 2^{-24} \approx 0.06$ を下回ります。
+#   位置 $10^6$ 付近、$d = 64$ で測った角度の誤差は最大 0.039 ラジアンです（$\theta_0 = 1$ のペア 0 は誤差なし）。比較のために挙げると、$m \cdot 2^{-24} \approx 0.06$ です。
 # - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
 #   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
 #
 # **バリューと KV キャッシュ**：回転させるのはクエリとキーだけで、バリューは回転させません（前に見た Llama の変換でも、並べ替えるのは $W_Q$ と $W_K$ で、$W_V$ ではありません）。
 # キーの回転はキー自身の位置だけで決まり、クエリの位置にはよりません。
-# そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、各キーはトークンが来たときに 1 回だけ回転させ、回転後の値を保存します。
+# そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、各キーをそのトークンが来たときに 1 回だけ回転させ、回転後の値を保存します。
 # 後のステップで回転させるのは、新しいクエリとキーだけです。
 # 次のセルでは、このやり方で系列を 1 トークンずつ処理し、各ステップを一括の因果的な計算と比べます。
 #
@@ -759,8 +759,8 @@ assert_close(module_k, k_out)
 #
 # `RotaryEmbedding` はモデルで使うためのモジュール版です。
 # `forward(q, k, positions)` は回転させたクエリとキーを返します。結果は、それぞれに `apply_rope` を適用したものと一致します。
-# より大きな位置が渡されると拡張される余弦と正弦の表を持ち（`state_dict` には含まれません）、
-# クエリよりキーのヘッドが少ない場合も受け付けます。
+# `RotaryEmbedding` は、より大きな位置が渡されると伸びる余弦と正弦の表を持ちます。この表は `state_dict` には含まれません。
+# また、キーのヘッドがクエリのヘッドより少ない場合も受け付けます。
 
 # %%
 d = 64
@@ -916,12 +916,12 @@ assert len(rope.state_dict()) == 0
 # $q = k = \mathbf{1}$ ならすべての $h_i = 2$ で、スコアは $2\sum_i \cos(r\theta_i)$ になります。
 # これは、同じ周波数を持つ正弦波位置エンコーディングの内積 $PE(m) \cdot PE(n)$（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）のちょうど 2 倍です。
 # スコアは 128 から、ゆっくり波打ちながら下がります（オレンジ）。
-# 学習したモデルのスコアが距離とともに減衰するかどうかは、学習されたクエリとキーによって決まります。
+# 学習済みのモデルのスコアが距離とともに減衰するかどうかは、モデルが学習で得たクエリとキーによって決まります。
 # 上界だけでは決まりません。
 # Barbero ら（2024）は学習済みの Gemma 7B を調べ、RoPE が役に立つ主な理由は減衰ではなさそうだと論じています。
-# このモデルは最も高い周波数を使って鋭い位置的なアテンションのパターンを作り、全体としてはコンテキストの中でほとんど回らない最も低い周波数を主に使っています。
-# 著者らは、低い周波数が意味の情報を運んでいると推測しています。
-# 最も遅いペアを回転させない彼らの p-RoPE は、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#どのモデルがどれを使うか)の章に出てきます。
+# 著者らの分析によると、このモデルは最も高い周波数で位置に基づく鋭いアテンションのパターンを作り、それ以外では、コンテキスト全体でもほとんど回らない最も低い周波数を主に使っています。
+# 著者らは、この低い周波数が意味の情報を運んでいると推測しています。
+# 最も遅いペアを回転させない Barbero らの p-RoPE は、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#どのモデルがどれを使うか)の章に出てきます。
 
 # %% alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
@@ -1028,7 +1028,8 @@ plt.show()
 # `(batch, 1, seq)`. Passed as is, `(batch, seq)` raises a `ValueError` unless the
 # batch size is 1 or equals the number of heads. In the second case it broadcasts
 # along the wrong axis and silently rotates by the wrong positions; the last check
-# shows this. Both rebuilds are restatements; against the real `LlamaRotaryEmbedding`
+# shows this. Both rebuilds restate the library's code rather than call it; against
+# the real `LlamaRotaryEmbedding`
 # and `apply_rotary_pos_emb` of transformers 5.24.0 (these shapes, positions up to
 # 2008, run outside this notebook) `apply_rope` differs by at most
 # $2.4 \times 10^{-7}$ in float32. For bfloat16 input about a third of the elements
@@ -1043,8 +1044,8 @@ plt.show()
 # | | ペアの組み方 | 余弦と正弦 | 角度の計算精度 | 部分回転 |
 # |---|---|---|---|---|
 # | Meta Llama（`llama/model.py`） | インターリーブ配置（複素数として） | `freqs_cis` を `2 * max_seq_len` 位置ぶん、モデルの構築時に作成 | float32（complex64）。回転も float32 で行い、元の型へ変換 | なし |
-# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について再計算 | float32（transformers 4.46 は autocast を無効にした行列積、5.24 は成分ごとの積）。回転の前に入力の型へ変換 | 他のモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
-# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | コミット 3bfedf47（2023 年 9 月）以降は float32 で計算し、キャッシュを学習時の型（`params_dtype`）へ変換。それ以前は角度を `inv_freq` バッファの型で計算（float32 になるのはバッファが float32 の間だけ）し、bf16 では余弦と正弦を float32 で計算 | `rotary_pct` |
+# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について再計算 | float32（transformers 4.46 は autocast を無効にした行列積、5.24 は成分ごとの積）。回転の前に入力の型へ変換 | ほかのモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
+# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | コミット 3bfedf47（2023 年 9 月）以降は float32 で計算し、キャッシュを学習時の型（`params_dtype`）へ変換。それ以前は、角度を `inv_freq` バッファの型で計算し（float32 になるのはバッファが float32 の間だけ）、bf16 では余弦と正弦を float32 で計算 | `rotary_pct` |
 # | GPT-J（Hugging Face） | インターリーブ配置（`rotate_every_two`） | `max_position_embeddings` 位置ぶんの表を 1 つ | float32 | `rotary_dim` |
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型へ変換 | `rotary_dim` |
@@ -1060,11 +1061,11 @@ plt.show()
 # `(batch, seq)` のまま渡すと、バッチサイズが 1 かヘッド数に等しい場合を除いて `ValueError` になります。
 # ヘッド数に等しい場合は、間違った軸に沿ってブロードキャストされ、
 # エラーも出さずに、誤った位置で回転してしまいます。最後の確認でこれを示します。
-# 2 つの再現は書き直しです。
+# なお、この 2 つの再現はライブラリのコードを書き写したもので、ライブラリそのものは呼び出していません。
 # transformers 5.24.0 の実際の `LlamaRotaryEmbedding` および `apply_rotary_pos_emb` と `apply_rope` を比べました（同じ形状、位置は 2008 まで、このノートブックの外で実行）。
 # 差は float32 で最大 $2.4 \times 10^{-7}$ です。
 # bfloat16 の入力では成分のおよそ 3 分の 1 が違います（試した乱数では 31% から 33%）。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
-# 差の最大値は、テンソルの中で最も大きい値の bfloat16 での最下位の 1 単位以下です。値が 4 未満なら 0.0156、8 未満なら 0.031 なので、乱数によって変わります。試した範囲では両方が現れました。
+# 差の最大値は、テンソル中で最も大きい値の、bfloat16 での最後の桁の 1 単位（ulp）以下です。値が 4 未満なら 0.0156、8 未満なら 0.031 なので、乱数によって変わります。試した範囲では両方が現れました。
 
 
 # %%
@@ -1197,7 +1198,7 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 #   （キーはキーのヘッド数で並べ替えます）。スコアは変わりません。
 # - 回転はノルムを保ちます。すべての位置を同じだけずらしてもアテンションは変わりません。部分回転では、一部の次元が位置をまったく持ちません。
 #   回転させるのはクエリとキーだけでバリューは回転させず、KV キャッシュには各キーを自身の位置で 1 回だけ回転させて保存します。
-# - RoFormer の長距離減衰は上界の話です。ランダムなクエリとキーのスコアは減衰せず、学習したモデルのスコアが減衰するかどうかは学習の結果によります。
+# - RoFormer の長距離減衰は上界の話です。ランダムなクエリとキーのスコアは減衰せず、学習済みのモデルのスコアが減衰するかどうかは学習の結果によります。
 # - 角度は float32 で作ります。bfloat16 では、1000 と 1001 のような位置が同じ回転を受けてしまいます。
 
 # %% [markdown] lang="en"
@@ -1220,7 +1221,7 @@ assert not torch.equal(angle_f32[1000], angle_f32[1001])
 # ## 演習
 #
 # 1. クエリを $R_m$ で、キーを $R_n^\top$ で回転させてみてください（ありがちな間違いです）。
-#    このときスコアが $m + n$ に依存することを、手計算と `apply_rope`（キーの位置を $-n$ にします）で示し、
+#    このときスコアが $m + n$ に依存することを、手計算と `apply_rope`（キーの位置は $-n$）で示し、
 #    距離が同じなのにスコアが異なる、位置の組を 2 つ見つけてください。
 # 2. $d = 8$ の `half` の回転の行列を、`apply_rope` を使わずに手で作り、$\Pi^\top R_m\, \Pi$ に等しいことを確かめてください。
 #    置換によって $R_m$ のどの成分が移動するでしょうか。
@@ -1364,7 +1365,7 @@ plt.show()
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** クエリのヘッド数を渡すと、`permute` は $W_K$ の 16 行を 8 行ずつの 2 ヘッドではなく、4 行ずつの 4 ヘッドとみなします。
-# そのため各キーヘッドの行は、$(0, 2, 4, 6, 1, 3, 5, 7)$ ではなく $(0, 2, 1, 3, 4, 6, 5, 7)$ の順になります。
+# そのため各キーのヘッドの行は、$(0, 2, 4, 6, 1, 3, 5, 7)$ ではなく $(0, 2, 1, 3, 4, 6, 5, 7)$ の順になります。
 # 半分割配置の回転は Meta がペアにしなかった次元どうしを一緒に回し、
 # 位置が等しい場合でさえ、内積はクエリの次元を誤ったキーの次元と掛け合わせます。
 # その結果、$4 \cdot 6 \cdot 6 = 144$ 個のスコアがすべて変わります。
@@ -1411,10 +1412,10 @@ print(
 # ## 参考文献
 #
 # - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
-#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4、式 19 と 34、図 2。
+#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4, eq. 19 and 34, Figure 2.
 #   <https://arxiv.org/abs/2104.09864>
 # - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
-#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI ブログ。
+#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI blog.
 #   <https://blog.eleuther.ai/rotary-embeddings/>
 # - EleutherAI、GPT-NeoX（`rotate_half`、`rotary_pct`）。
 #   <https://github.com/EleutherAI/gpt-neox>

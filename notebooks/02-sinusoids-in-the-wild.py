@@ -44,7 +44,7 @@
 # 「[正弦波位置エンコーディング](01-sinusoidal.ipynb)」の章では、エンコーディングとその回転の性質
 # $PE(p+k) = M_k\, PE(p)$ を導きました。ここではそれらを導き直さずに使います。
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。
-# $n = d/2$ 組のペアの周波数が $\omega_i$、列が $j$、位置が $p$ です。
+# ペアは $n = d/2$ 組で、その周波数を $\omega_i$、列の番号を $j$、位置を $p$ と書きます。
 
 # %%
 import math
@@ -209,13 +209,17 @@ plt.show()
 #
 # **What the authors said.** tensor2tensor, the code that the paper's Conclusion
 # names for training and evaluating its models, has used the concatenated layout
-# since its first public version. A pull request that reordered its columns to
-# match the paper (tensor2tensor #177) was merged on 24 July 2017 and undone the
-# next day "to make trained models work": trained checkpoints are tied to their
-# layout, as the last check shows. Asked whether the order matters (issue #391),
-# Łukasz Kaiser, one of the paper's authors, answered that it does not, because
-# the fully connected layer after the encoding can permute the coordinates: the
-# argument above.
+# since its first public version (`add_timing_signal_1d`, June 2017). A pull
+# request that reordered its columns to match the paper (tensor2tensor #177) was
+# merged on 24 July 2017 and undone the next day "to make trained models work"
+# (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
+# paper's authors, gave the reason: the change "breaks all trained models".
+# Trained checkpoints are tied to their layout, as the last check shows. Since
+# 2019 a comment above the line that concatenates the sines and the cosines
+# says that this "slightly differs from the published paper" and links that
+# pull request. Asked whether the order matters (issue #391), Kaiser answered
+# that he thought it does not, because the fully connected layer after the
+# encoding can permute the coordinates: the argument above.
 
 # %% [markdown] lang="ja"
 # 次元の並べ替えは、重みも同じように並べ替えたモデルには区別できません。
@@ -234,12 +238,14 @@ plt.show()
 # 重みを並べ替えずに配置だけを入れ替えるとスコアは変わります。
 # そのため、チェックポイントをそのまま別の配置で読み込むことはできません。
 #
-# **著者たちの説明。** 論文の結論は、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
-# tensor2tensor は、最初の公開版から連結配置を使っています。
-# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は 2017 年 7 月 24 日にマージされましたが、
-# 翌日に「学習済みのモデルが動くように」元に戻されました。
-# 最後の確認が示すとおり、学習済みのチェックポイントは配置と切り離せないからです。
-# 並び順が重要かという質問（issue #391）に対して、論文の著者の 1 人である Łukasz Kaiser は、重要ではないと答えています。
+# **著者たちの説明。** 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
+# tensor2tensor は、最初の公開版（2017 年 6 月の `add_timing_signal_1d`）から連結配置を使っています。
+# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日にマージされました。
+# しかし翌日には、「学習済みのモデルが動くように」（コミットのタイトル）元に戻されています。
+# 論文の著者の 1 人である Łukasz Kaiser は、このプルリクエストのスレッドで、変更が「学習済みのモデルをすべて壊す」ことを理由に挙げています。
+# 最後の確認が示すとおり、学習済みのチェックポイントは配置と切り離せません。
+# 2019 年からは、正弦と余弦を連結する行の上に、「公開された論文とは少し違う」というコメントと、このプルリクエストへのリンクが付いています。
+# 並び順が重要かという質問（issue #391）に対しては、Kaiser が「重要ではないだろう」という見解を示しています。
 # エンコーディングの後の全結合層が座標を並べ替えられるから、というのが理由で、上の議論と同じです。
 
 # %%
@@ -283,9 +289,10 @@ assert not torch.allclose(
 # The paper's frequencies divide the exponent by $n$; tensor2tensor's
 # `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
 # the timescales run from exactly $1$ to exactly $10000$. tensor2tensor's first
-# public commit (15 June 2017) already did so, and since 2019 the function carries
-# a comment that it "slightly differs from the published paper" (fairseq's
-# docstring says the same). As the paper's Conclusion points to this code, the
+# public commit (15 June 2017) already did so, in `add_timing_signal_1d`, from
+# which `get_timing_signal_1d` was split out in September 2017 (commit
+# `466ce80`). fairseq's docstring says that its table matches tensor2tensor's
+# but "differs slightly" from §3.5. As the paper's Conclusion points to this code, the
 # paper's models were presumably trained with this variant rather than the one
 # §3.5 writes down. Layout and denominator are independent choices: Hugging Face's
 # Marian pairs the concatenated layout with the paper's $n$ (section 3). In
@@ -308,9 +315,10 @@ assert not torch.allclose(
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
 # こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。
-# tensor2tensor は最初の公開コミット（2017 年 6 月 15 日）からすでにこうしています。
-# 2019 年からは、この関数に「公開された論文とは少し違う」というコメントが付いています。fairseq の docstring も同じことを書いています。
-# 論文の結論はこのコードを挙げているので、論文のモデルは §3.5 に書かれた版ではなく、こちらの版で学習されたと考えられます。
+# tensor2tensor は、最初の公開コミット（2017 年 6 月 15 日）の `add_timing_signal_1d` ですでにこうしています。
+# `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです（コミット `466ce80`）。
+# fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
+# 論文は結論の節でこのコードを挙げているので、論文のモデルは §3.5 に書かれた版ではなく、こちらの版で学習されたと考えられます。
 # 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（3 節）。
 # `posenc` では `endpoint=True` が $n-1$ 版に当たります。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
@@ -384,10 +392,10 @@ print("\n".join(lines), end="")
 # 最も低い周波数の相対的な違いは 0.0366（$10000^{1/256}$ から 1 を引いた値）にすぎません。
 # それでも成分ごとの差の最大値は 1.9895 で、正弦の値域の幅 $2$ にほぼ等しくなります。
 # これは $p = 2043$、列 56、つまりペア $i = 28$ の正弦で起きます。
-# 相対的な違いが最も大きいペアではありません。
+# これは、相対的な違いが最も大きいペアではありません。
 # 角度の差 $p\,(\omega_i - \omega'_i)$ は、周波数がまだ高く、しかも相対的な違いがすでに現れている
 # スペクトルの高周波側で最大になります。
-# $p = 2047$ では $i = 28$ で 2.95 rad に達し、$\pi$ に近づきます。
+# $p = 2047$ では $i = 28$ で 2.95 rad に達します。これは $\pi$ に近い値です。
 # 差が 1 を超える成分が初めて現れる位置は 732 です。
 # 左の図の 2 つの波長スペクトル $\lambda_i = 2\pi/\omega_i$ はほとんど同じに見えます。
 # 右の図は $p = 2047$ での角度の差で、2 つのエンコーディングが実際にどれほど離れているかを示します。
@@ -429,7 +437,9 @@ plt.show()
 #   columns of `posenc`'s $d+1$ table with the base $10000^{(d+1)/d}$. For $d = 7$ the
 #   last column is $\sin(p \cdot 10000^{-6/7})$, a sine without its cosine. XLM's and
 #   DistilBERT's `create_sinusoidal_embeddings` in Hugging Face transformers use
-#   the same per-column formula.
+#   the same per-column formula when it is switched on
+#   (`sinusoidal_embeddings=True`, `sinusoidal_pos_embds=True`); both options
+#   are off by default, and the positions are then a learned table.
 # - Hugging Face's Marian (`MarianSinusoidalPositionalEmbedding`) computes the same
 #   per-column angles but stores them concatenated: the sines of the
 #   $\lceil d/2 \rceil$ even columns first, then the cosines of the
@@ -460,7 +470,9 @@ plt.show()
 #   この式では余った列が正弦で埋まります。周波数は奇数の $d$ のまま $10000^{-2i/d}$ なので、
 #   この表は、底を $10000^{(d+1)/d}$ とした `posenc` の $d+1$ の表の先頭 $d$ 列と一致します。
 #   $d = 7$ では最後の列が $\sin(p \cdot 10000^{-6/7})$ で、対になる余弦のない正弦です。
-#   Hugging Face transformers の XLM と DistilBERT の `create_sinusoidal_embeddings` も、同じ列ごとの式を使います。
+#   Hugging Face transformers の XLM と DistilBERT の `create_sinusoidal_embeddings` も、有効にしたとき
+#   （`sinusoidal_embeddings=True`、`sinusoidal_pos_embds=True`）は同じ列ごとの式を使います。
+#   どちらも既定では無効で、その場合の位置は学習型の表です。
 # - Hugging Face の Marian（`MarianSinusoidalPositionalEmbedding`）は、同じ列ごとの角度を計算しますが、連結配置で格納します。
 #   番号が偶数の $\lceil d/2 \rceil$ 本の列の正弦を先に並べ、そのあとに番号が奇数の $\lfloor d/2 \rfloor$ 本の列の余弦を並べます。
 #   そのため、孤立した正弦は余弦の直前の列 $n$ に入ります。$d = 7$ なら列 3 の $\sin(p \cdot 10000^{-6/7})$ です。
@@ -623,8 +635,9 @@ print(
 #
 # The offset outlived the sinusoids. RoBERTa's learned positions go through the
 # same `make_positions` with `padding_idx = 1`, so 512 real tokens use rows 2 to
-# 513 of a 514-row table: hence `max_position_embeddings = 514` in its Hugging Face
-# configuration, and `create_position_ids_from_input_ids` there (see
+# 513 of a 514-row table: hence `max_position_embeddings = 514` in the
+# configuration of the released checkpoints (the default of Hugging Face's
+# `RobertaConfig` is 512), and `create_position_ids_from_input_ids` there (see
 # [The padding row](03-learned-embeddings.ipynb#the-padding-row) in the chapter
 # *Learned absolute embeddings and scaled sinusoids*).
 
@@ -645,10 +658,11 @@ print(
 # 位置は 1 行で計算できます。
 # 次のセルでは、fairseq の表を `get_embedding` と同じ計算（周波数は `exp` で、角度と正弦は float32 で）で作り直して比べます。
 #
-# このずれは、正弦波がなくなった後も残りました。
-# RoBERTa の学習型の位置も、同じ `make_positions` を `padding_idx = 1` で通ります。
+# このずれは、正弦波を使わなくなったモデルにも引き継がれています。
+# 学習型位置埋め込みを使う RoBERTa でも、位置は同じ `make_positions` で `padding_idx = 1` として計算されます。
 # そのため 512 個の実トークンは 514 行の表の行 2 から 513 を使います。
-# Hugging Face の RoBERTa の設定が `max_position_embeddings = 514` で、`create_position_ids_from_input_ids` を持つのはこのためです
+# 公開されたチェックポイントの設定が `max_position_embeddings = 514` なのはこのためです（Hugging Face の `RobertaConfig` の既定値は 512）。
+# Hugging Face の RoBERTa が `create_position_ids_from_input_ids` を持つのも同じ理由です
 # （「学習型位置埋め込みとスケール付き正弦波」の章の「[パディング用の行](03-learned-embeddings.ipynb#パディング用の行)」を参照してください）。
 
 # %%
@@ -686,7 +700,7 @@ def fairseq_like(rows, d, padding_idx):
     return table
 
 
-# fairseq grows its table to this many rows
+# fairseq needs at least this many rows (it builds 1024 at first)
 rows = padding_idx + 1 + tokens.shape[1]
 table = fairseq_like(rows, d, padding_idx)
 fairseq = SinusoidalEmbedding(
@@ -845,7 +859,7 @@ print(
 # リポジトリは 2017 年 11 月にこれを $2\lfloor j/2 \rfloor/d$ に直しました（コミット `7fa8c63`、"fix position encoding in #32"）。
 # しかし、初期の版をコピーしたコードは今もほかのプロジェクトに出回っています。
 # 初期の版は、表の行 $0$ をすべて 0 のパディング行にもしています。これも後で再現します。
-# このとき、列 $j$ はそれぞれ自分だけの周波数を持ちます。
+# 指数に列の番号が入るので、列 $j$ はそれぞれ自分だけの周波数を持ちます。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
 #
@@ -927,7 +941,7 @@ print("\n".join(lines), end="")
 # 論文の 60611 の 1 万倍です。
 # 列 $j = 256$ の波長はちょうど $10000 \cdot 2\pi$ で、後半の 256 列はすべて論文の最長の波長より長くなります。
 # 2048 位置のコンテキストでは、512 列のうち 351 列が 1 周もしません。論文のエンコーディングでは 190 列です。
-# 図は列ごとの 2 つのスペクトルです。論文のものは階段状で（ペアの 2 列が波長を共有するため）、
+# 図には、2 つのスペクトルを列ごとに描いています。論文のものは階段状で（ペアの 2 列が波長を共有するため）、
 # バグのあるものは傾きが 2 倍の直線です。
 
 # %% alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
@@ -1078,8 +1092,8 @@ print("\n".join(lines), end="")
 # 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章で扱うもので、
 # 表から引いたエンコーディングに、学習可能なスカラーを 1 つ掛けます。
 # `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
-# 初期値は `posenc` が選んだもので、論文から取ったものではありません。
-# x-transformers の `ScaledSinusoidalEmbedding` と同じ $d^{-1/2}$ で、lucidrains の FLASH-pytorch は $1$ から始めます。
+# 初期値は、x-transformers の `ScaledSinusoidalEmbedding` にならって $d^{-1/2}$ にしています。
+# これは `posenc` の選択で、論文から取ったものではありません。lucidrains の FLASH-pytorch は $1$ から始めます。
 # セルでは、`posenc` の既定値と、出力がこのスカラーと表の積であることを確かめます。
 
 # %%
@@ -1157,7 +1171,7 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # 角度の誤差は大きくなることなくエンコーディングに伝わります。
 #
 # 角度には、周波数から来る誤差もあります。
-# これらのライブラリはどれも、$\omega_i$ を 1 回丸めるだけで済ませてはいません。
+# これらのライブラリの $\omega_i$ は、どれも正確な値を 1 回丸めただけのものではありません。
 # どれも float32 の `exp` で計算します。labml は $\exp\big(2i \cdot (-\ln 10000/d)\big)$ で、
 # fairseq、AllenNLP、tensor2tensor は $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$ です。後者は $n-1$ 版のエンコーディングの周波数 $\omega'_i$ です。
 # `exp` の引数 $x$ に対する相対誤差 $\delta$ は、$e^x$ の相対誤差 $x\,\delta$ になります。$|x|$ は $\ln 10000 \approx 9.2$ に達します。
@@ -1221,6 +1235,7 @@ assert 8 < off["fairseq, AllenNLP"] < 9
 
 lines = ["labml, d = 512", "p near  2^(e-24)  angle error  encoding  posenc"]
 per_step = {name: [] for name in libraries}  # error / w_i, pairs 1..n-1
+to_2e24 = {name: [] for name in libraries}  # largest angle error / 2^(e-24)
 for e in (14, 17, 20):
     two_e = torch.tensor(float(2**e))
     # spacing in [2^e, 2^(e+1))
@@ -1233,6 +1248,7 @@ for e in (14, 17, 20):
         # |sin a - sin b| <= |a - b|, plus the float32 sine's own rounding
         assert enc_err.max() <= angle_err.max() + 2**-23
         per_step[name].append((angle_err.amax(0) / w)[1:])
+        to_2e24[name].append(float(angle_err.max()) / 2.0 ** (e - 24))
         if name == "labml":
             posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs()
             assert posenc_err.max() <= 2**-25 + 1e-9  # the result's rounding
@@ -1241,6 +1257,11 @@ for e in (14, 17, 20):
                 f"{enc_err.max():.1e}   {posenc_err.max():.1e}"
             )
 
+# the largest angle error is about 2^(e-24) whichever the frequencies
+assert all(0.9 < x < 1.1 for xs in to_2e24.values() for x in xs)
+lines.append("largest angle error / 2^(e-24), near 2^14, 2^17, 2^20")
+for name, xs in to_2e24.items():
+    lines.append(f"{name:18s} " + "  ".join(f"{x:.3f}" for x in xs))
 # near 2^20 (p still holds those positions): the one-rounding bound, per step
 lines.append(
     "near 2^20          w off  > (2u + u^2)pw  by up to  error/step  "
@@ -1280,8 +1301,10 @@ assert torch.tensor(2**24 + 1).float() == two_24
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
-# The largest angle error is close to $2^{e-24}$ whatever the frequencies (for
-# labml 9.7e-04 near $2^{14}$, 7.8e-03 near $2^{17}$ and 6.2e-02 near $2^{20}$), and
+# The largest angle error is close to $2^{e-24}$ whichever way the frequencies
+# are computed: 0.99 to 1.03 times it for all three in every range (printed
+# and asserted; for labml 9.7e-04 near $2^{14}$, 7.8e-03 near $2^{17}$ and
+# 6.2e-02 near $2^{20}$), and
 # the encoding inherits it (6.1e-02 near $2^{20}$): the fast pairs set that maximum,
 # and in them the product's rounding dominates. The frequencies' error shows in the
 # slower pairs. The one-rounding bound $(2u + u^2)\,p\,\omega_i$ holds for
@@ -1302,7 +1325,7 @@ print("\n".join(lines), end="")
 # deterministic, so a model trained and run with the same code sees the same
 # vectors. Per pair, the error in steps grows about in proportion to $p$:
 # eightfold when $p$ grows eightfold (median over the pairs; single pairs 3 to
-# 12), while pair 0 stays exact. From $2^{24}$ on, float32 cannot even hold consecutive integers:
+# 12.5), while pair 0 stays exact. From $2^{24}$ on, float32 cannot even hold consecutive integers:
 # $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$, and two positions get the same encoding.
 #
 # `posenc` forms the angles in float64, whose 53-bit significand leaves a spacing of
@@ -1315,8 +1338,9 @@ print("\n".join(lines), end="")
 # $\mathrm{fl}_{64}(p\,\omega_i)$, stay flat.
 
 # %% [markdown] lang="ja"
-# 角度の誤差の最大値は、どの周波数でも $2^{e-24}$ にほぼ等しくなります
-# （labml では $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02）。
+# 周波数をどう計算しても、角度の誤差の最大値は $2^{e-24}$ とほぼ等しくなります。
+# 3 つの計算方法のどれでも、どの範囲でもその 0.99 倍から 1.03 倍です（セルで表示して確かめています）。
+# labml では $2^{14}$ 付近で 9.7e-04、$2^{17}$ 付近で 7.8e-03、$2^{20}$ 付近で 6.2e-02 です。
 # エンコーディングもこの誤差を受け継ぎます（$2^{20}$ 付近で 6.1e-02）。
 # この最大値を決めるのは速いペアで、そこでは積の丸めが支配的です。
 # 周波数の誤差が表れるのは、より遅いペアです。
@@ -1333,7 +1357,7 @@ print("\n".join(lines), end="")
 # たとえば、別の実装へチェックポイントを移すときや、角度を float64 や融合カーネルによって計算するときです。
 # float32 の誤差は決定的なので、同じコードで学習して動かすモデルは、いつも同じベクトルを見ます。
 # ペアごとに見ると、1 歩を単位にした誤差はほぼ $p$ に比例して大きくなり、$p$ が 8 倍になると約 8 倍になります
-# （ペアについての中央値。個々のペアでは 3 倍から 12 倍）。ペア 0 は厳密なままです。
+# （ペアについての中央値で、個々のペアでは 3 倍から 12.5 倍）。ペア 0 は厳密なままです。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。
 # $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、2 つの位置が同じエンコーディングを受け取ります。
 #
@@ -1396,9 +1420,11 @@ plt.show()
 # | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
 # | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
 # | labml | interleaved | $-i/n$ | shape error | 0 |
-# | jadore801120, Hugging Face XLM | interleaved | $-2i/d$ | a sine | 0 |
+# | jadore801120; Hugging Face XLM, DistilBERT (opt-in) | interleaved | $-2i/d$ | a sine | 0 |
 # | its early version | interleaved | $-2j/d$, column $j$ | a sine | 1 |
 # | Hugging Face Marian | concatenated | $-2i/d$ | a sine, in column $n$ | 0 |
+# | diffusers `get_timestep_embedding` | concatenated, cosines first if `flip_sin_to_cos=True` | $-i/(n-s)$, `downscale_freq_shift` $s = 1$ by default | zero column | a timestep $t$, may be fractional |
+# | guided-diffusion, GLIDE `timestep_embedding` | concatenated, cosines first | $-i/n$ | zero column | a timestep $t$, may be fractional |
 # | `posenc` | `layout=` | `endpoint=` | zero column | explicit |
 #
 # The odd-$d$ column says what is left over when $d$ is odd (for even $d$,
@@ -1407,6 +1433,18 @@ plt.show()
 # labml form the angles $p\,\omega_i$ in float32, with frequencies computed
 # through `exp`; jadore801120, XLM and Marian use NumPy's default float64, and
 # `posenc` float64.
+#
+# The same choices reappear in diffusion models, which encode the timestep $t$
+# of the noise schedule instead of a token position, and where $t$ may be
+# fractional. diffusers' `get_timestep_embedding` exposes them as arguments:
+# `downscale_freq_shift` $s$ divides the exponent by $n - s$ ($s = 1$, the
+# default, gives tensor2tensor's $n-1$, and $s = 0$ the paper's $n$),
+# `flip_sin_to_cos=True` puts the cosines first, an odd $d$ gets a zero column,
+# and the frequencies go through `exp` in float32. OpenAI's guided-diffusion and
+# GLIDE (`timestep_embedding`) put the cosines first and divide by $n$. Cosines
+# first is one more column permutation: a relabelling, as in section 1, to
+# which a checkpoint is nevertheless tied. The cell below checks transcriptions
+# of both functions against `posenc` at fractional timesteps.
 
 # %% [markdown] lang="ja"
 # ## 変種の比較
@@ -1418,15 +1456,54 @@ plt.show()
 # | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
 # | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
 # | labml | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
-# | jadore801120、Hugging Face の XLM | インターリーブ配置 | $-2i/d$ | 正弦 | 0 |
+# | jadore801120、Hugging Face の XLM と DistilBERT（有効にしたとき） | インターリーブ配置 | $-2i/d$ | 正弦 | 0 |
 # | その初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 正弦 | 1 |
 # | Hugging Face の Marian | 連結配置 | $-2i/d$ | 正弦（列 $n$） | 0 |
+# | diffusers の `get_timestep_embedding` | 連結配置（`flip_sin_to_cos=True` なら余弦が先） | $-i/(n-s)$（`downscale_freq_shift` の既定値は $s = 1$） | 0 の列 | タイムステップ $t$（小数もある） |
+# | guided-diffusion、GLIDE の `timestep_embedding` | 連結配置（余弦が先） | $-i/n$ | 0 の列 | タイムステップ $t$（小数もある） |
 # | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す |
 #
 # 「奇数の $d$」の列は、$d$ が奇数のときに余る列が何になるかを示します（$d$ が偶数なら $-2i/d = -i/n$ です）。
 # fairseq と jadore801120 の初期の版は、パディング用にすべて 0 の行も持ちます（`posenc` では `padding_idx=`）。
 # tensor2tensor、fairseq、AllenNLP、labml は、周波数を `exp` で計算し、角度 $p\,\omega_i$ を float32 で作ります。
 # jadore801120、XLM、Marian は NumPy の既定の float64 を使い、`posenc` も float64 を使います。
+#
+# 同じ選択肢は拡散モデルにも現れます。拡散モデルはトークンの位置ではなくノイズスケジュールのタイムステップ $t$ を符号化し、$t$ は小数のこともあります。
+# diffusers の `get_timestep_embedding` は、これらを引数として持っています。
+# `downscale_freq_shift` の $s$ で指数を $n - s$ で割ります（既定値の $s = 1$ は tensor2tensor の $n-1$、$s = 0$ は論文の $n$ です）。
+# `flip_sin_to_cos=True` なら余弦が先になり、奇数の $d$ では 0 の列が付き、周波数は float32 の `exp` で計算します。
+# OpenAI の guided-diffusion と GLIDE（`timestep_embedding`）は、余弦を先にして $n$ で割ります。
+# 余弦を先にするのも列の並べ替えの 1 つで、1 節と同じくラベルの付け替えですが、チェックポイントはやはりその並びと切り離せません。
+# 次のセルでは、両方の関数を書き起こしたものを、小数のタイムステップで `posenc` と比べます。
+
+
+# %%
+def timestep_embedding(t, d, shift=1.0, cos_first=False):
+    """diffusers' get_timestep_embedding, transcribed: exp in float32,
+    exponent / (n - shift), [sin, cos] (or [cos, sin]), a zero column
+    for odd d. guided-diffusion/GLIDE: shift=0, cos_first=True."""
+    n = d // 2
+    exponent = -math.log(10000) * torch.arange(n, dtype=torch.float32)
+    angle = t[:, None].float() * torch.exp(exponent / (n - shift))
+    emb = torch.cat([angle.sin(), angle.cos()], dim=-1)
+    if cos_first:
+        emb = torch.cat([emb[:, n:], emb[:, :n]], dim=-1)
+    return torch.nn.functional.pad(emb, (0, d % 2))
+
+
+t = torch.tensor([0.0, 0.5, 17.25, 999.0])  # fractional timesteps too
+for d in (7, 8):
+    n = d // 2
+    for shift, endpoint in ((1.0, True), (0.0, False)):
+        ref = sinusoidal(t, d, layout="concat", endpoint=endpoint)
+        flip = torch.cat([ref[:, n : 2 * n], ref[:, :n], ref[:, 2 * n :]], -1)
+        for cos_first, want in ((False, ref), (True, flip)):
+            got = timestep_embedding(t, d, shift, cos_first)
+            # float32 angles up to t = 999: a few 1e-5 apart at most
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-4)
+    # cosines first is a different table, not a rounding difference
+    assert (timestep_embedding(t, d, 0.0, True) - ref).abs().max() > 0.5
+print("diffusers (s = 1, 0; sin or cos first), GLIDE: match posenc", end="")
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1667,7 +1744,7 @@ plt.show()
 # 積の丸めだけで半ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
 # $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ で、この数は bfloat16 では表せもしません。
 # しかし $\omega_i$ も bfloat16 に丸められるので、6 節の上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になり
-# （$p$ そのものが厳密な 256 までの話です）、半ラジアン未満が保証されるのは $p < 64$ だけです。
+# （$p$ そのものが厳密な 256 まで）、半ラジアン未満が保証されるのは $p < 64$ だけです。
 # その間で何が起きるかは各 $\omega_i$ の実際の丸め方によるので、セルで測ります。
 # 半ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
 # どちらにしても、bfloat16 の角度は数百の位置ではもう使えません。
@@ -1699,13 +1776,15 @@ print(
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`
-#   (first public commit `3d9c62f`, 15 June 2017, then in
-#   `tensor2tensor/models/common_attention.py`; the comment on the paper since
-#   commit `ffe4cf4`, 2019).
+# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`,
+#   split out in commit `466ce80` (13 September 2017) from `add_timing_signal_1d`
+#   of the first public commit `3d9c62f` (15 June 2017,
+#   `tensor2tensor/models/common_attention.py`); the comment on the paper since
+#   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 # - tensor2tensor pull request #177 ("fix positional embedding", merged on
-#   24 July 2017, undone by commit `ca08ad9` the next day) and issue #391
+#   24 July 2017, undone by commit `ca08ad9` the next day; Ł. Kaiser's comment
+#   of 26 July 2017 that it "breaks all trained models") and issue #391
 #   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
 #   <https://github.com/tensorflow/tensor2tensor/pull/177>,
 #   <https://github.com/tensorflow/tensor2tensor/issues/391>
@@ -1723,8 +1802,18 @@ print(
 # - Hugging Face transformers 5.24.0, `MarianSinusoidalPositionalEmbedding`
 #   (`models/marian/modeling_marian.py`), `create_sinusoidal_embeddings`
 #   (`models/xlm/modeling_xlm.py`) and RoBERTa's
-#   `create_position_ids_from_input_ids`.
+#   `create_position_ids_from_input_ids`; `sinusoidal_embeddings` in
+#   `configuration_xlm.py`, `sinusoidal_pos_embds` in
+#   `configuration_distilbert.py`, `max_position_embeddings` in
+#   `configuration_roberta.py`.
 #   <https://github.com/huggingface/transformers>
+# - Hugging Face diffusers, `get_timestep_embedding` in
+#   `src/diffusers/models/embeddings.py`.
+#   <https://github.com/huggingface/diffusers>
+# - OpenAI, guided-diffusion and GLIDE, `timestep_embedding` in
+#   `guided_diffusion/nn.py` and `glide_text2im/nn.py`.
+#   <https://github.com/openai/guided-diffusion>,
+#   <https://github.com/openai/glide-text2im>
 # - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
 #   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
 # - lucidrains, x-transformers (`ScaledSinusoidalEmbedding`) and FLASH-pytorch
@@ -1741,33 +1830,52 @@ print(
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor、`tensor2tensor/layers/common_attention.py` の `get_timing_signal_1d`
-#   （最初の公開コミットは `3d9c62f`、2017 年 6 月 15 日で、当時は `tensor2tensor/models/common_attention.py`。
-#   論文との違いについてのコメントはコミット `ffe4cf4`、2019 年から）。
+# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`,
+#   split out in commit `466ce80` (13 September 2017) from `add_timing_signal_1d`
+#   of the first public commit `3d9c62f` (15 June 2017,
+#   `tensor2tensor/models/common_attention.py`); the comment on the paper since
+#   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-# - tensor2tensor のプルリクエスト #177（"fix positional embedding"。2017 年 7 月 24 日にマージされ、
-#   翌日のコミット `ca08ad9` で元に戻されました）と issue #391（"Mismatch position encoding with paper"、Ł. Kaiser の回答）。
-#   <https://github.com/tensorflow/tensor2tensor/pull/177>、
+#   （最初の公開版の関数名は `add_timing_signal_1d`。）
+# - tensor2tensor pull request #177 ("fix positional embedding", merged on
+#   24 July 2017, undone by commit `ca08ad9` the next day; Ł. Kaiser's comment
+#   of 26 July 2017 that it "breaks all trained models") and issue #391
+#   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
+#   <https://github.com/tensorflow/tensor2tensor/pull/177>,
 #   <https://github.com/tensorflow/tensor2tensor/issues/391>
-# - fairseq、`SinusoidalPositionalEmbedding`。
+#   （プルリクエストのマージと取り消し、Kaiser のコメントと回答。）
+# - fairseq, `SinusoidalPositionalEmbedding`.
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
-# - fairseq、`fairseq/utils.py` の `make_positions`。
+# - fairseq, `make_positions` in `fairseq/utils.py`.
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/utils.py>
-# - AllenNLP、`SinusoidalPositionalEncoding`。
+# - AllenNLP, `SinusoidalPositionalEncoding`.
 #   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
-# - labml.ai、固定の位置エンコーディングの注釈付き実装。
+# - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
-# - Huang, Y.-H.、`attention-is-all-you-need-pytorch`（`transformer/Models.py`。
-#   コミット `7fa8c63` より前の版の指数は $2j/d$ です）。
+# - Huang, Y.-H., `attention-is-all-you-need-pytorch` (`transformer/Models.py`; the
+#   versions before commit `7fa8c63`, November 2017, use the exponent $2j/d$).
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
-# - Hugging Face transformers 5.24.0、`MarianSinusoidalPositionalEmbedding`
-#   （`models/marian/modeling_marian.py`）、`create_sinusoidal_embeddings`
-#   （`models/xlm/modeling_xlm.py`）、RoBERTa の `create_position_ids_from_input_ids`。
+#   （2017 年 11 月のコミット `7fa8c63` より前の版は、指数に列の番号を使う。）
+# - Hugging Face transformers 5.24.0, `MarianSinusoidalPositionalEmbedding`
+#   (`models/marian/modeling_marian.py`), `create_sinusoidal_embeddings`
+#   (`models/xlm/modeling_xlm.py`) and RoBERTa's
+#   `create_position_ids_from_input_ids`; `sinusoidal_embeddings` in
+#   `configuration_xlm.py`, `sinusoidal_pos_embds` in
+#   `configuration_distilbert.py`, `max_position_embeddings` in
+#   `configuration_roberta.py`.
 #   <https://github.com/huggingface/transformers>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022（スケール付き正弦波の位置埋め込み）。
-#   <https://arxiv.org/abs/2202.10447>
-# - lucidrains、x-transformers（`ScaledSinusoidalEmbedding`）と FLASH-pytorch
-#   （`ScaledSinuEmbedding`）。<https://github.com/lucidrains/x-transformers>、
+# - Hugging Face diffusers, `get_timestep_embedding` in
+#   `src/diffusers/models/embeddings.py`.
+#   <https://github.com/huggingface/diffusers>
+# - OpenAI, guided-diffusion and GLIDE, `timestep_embedding` in
+#   `guided_diffusion/nn.py` and `glide_text2im/nn.py`.
+#   <https://github.com/openai/guided-diffusion>,
+#   <https://github.com/openai/glide-text2im>
+#   （拡散モデルのタイムステップの埋め込み。）
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
+#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
+# - lucidrains, x-transformers (`ScaledSinusoidalEmbedding`) and FLASH-pytorch
+#   (`ScaledSinuEmbedding`). <https://github.com/lucidrains/x-transformers>,
 #   <https://github.com/lucidrains/FLASH-pytorch>
 # - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
 #   <https://doi.org/10.1109/IEEESTD.2019.8766229>

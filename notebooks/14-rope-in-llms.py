@@ -25,7 +25,8 @@
 # lowest frequencies, which is a different thing. DeepSeek-V2 and V3 compress
 # keys and values into a small latent vector and keep RoPE out of it on a
 # separate small key. Llama 4 and Cohere's Command A leave RoPE out of some
-# layers altogether and restrict the RoPE layers to chunks or windows.
+# layers altogether and restrict the attention of the RoPE layers to chunks
+# or windows.
 # Every formula below is checked against numbers that Hugging Face
 # transformers prints (pasted with the version and the call), against
 # numbers from the papers, or against a second derivation.
@@ -43,8 +44,8 @@
 # [p-RoPE](../docs/glossary.ja.md#p-rope)（Barbero ら 2024）は Gemma 4 の[全体アテンション](../docs/glossary.ja.md#full-attention)の層で使われており、
 # 最も低い周波数を取り除きます。これは部分回転とは別物です。
 # DeepSeek-V2 と V3 はキーとバリューを小さな潜在ベクトルに圧縮し、RoPE をそこから外して、別の小さなキーにだけ掛けます。
-# Llama 4 と Cohere の Command A は、一部の層から RoPE をまったく外し、RoPE の層はチャンクやウィンドウの中に限ります。
-# 以下のどの式も、Hugging Face transformers が出力した数値（バージョンと呼び出し方を添えて貼っています）、
+# Llama 4 と Cohere の Command A は、一部の層から RoPE をまったく外し、RoPE を使う層のアテンションはチャンクやウィンドウの中に限ります。
+# 以下のどの式も、Hugging Face transformers が出力した数値（バージョンと呼び出し方を添えて貼ったもの）、
 # 論文の数値、あるいは別の導出と照らし合わせて確かめます。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
@@ -82,8 +83,9 @@ f64 = torch.float64
 #
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
-# which run from 1 down to nearly $1/b$: the whole spectrum, squeezed into
-# fewer pairs. p-RoPE keeps the head's own frequencies $\theta_i = b^{-2i/d}$,
+# which run from 1 down to $b^{-(r-2)/r}$: for large $r$ nearly the same
+# span as the full head's $b^{-(d-2)/d}$, squeezed into fewer pairs, but
+# for the cell's $r = 4$ only down to $b^{-1/2}$. p-RoPE keeps the head's own frequencies $\theta_i = b^{-2i/d}$,
 # rotates only the first $k = \lfloor p\,d/2 \rfloor$ of them and sets the
 # rest to 0:
 #
@@ -94,15 +96,19 @@ f64 = torch.float64
 # [half layout](../docs/glossary.md#half-layout) the two also rotate different features: partial rotation the
 # first $r$, p-RoPE the pairs $(i, i + d/2)$ for $i < k$. The check takes
 # $d = 16$, $b = 10^4$ and a fraction of $1/4$ and compares `posenc` with the
-# frequencies that transformers 5.24.0 computes for both.
+# frequencies that transformers 5.24.0 computes for both; it also rebuilds
+# the partial rotation by hand from the angles $n\,b^{-2i/r}$ on the first
+# $r$ features, which would fail if `rotary_dim` used the head's
+# $b^{-2i/d}$.
 #
 # Partial rotation is not only history. In transformers 5.24.0, Qwen3-Next
 # (and Qwen3.5) default to `partial_rotary_factor` 0.25 with heads of 256
 # features, GLM-4 to 0.5 with heads of 128 (it rotates interleaved pairs),
 # and MiniMax-M2's checkpoints state it as `rotary_dim`, which Hugging Face
-# turns into `rotary_dim / head_dim`. The check also compares the frequencies
-# of the first two, with their default fractions and a head of 16, with
-# `rope_frequencies` of the rotated size.
+# turns into `rotary_dim / head_dim`. The check also computes the
+# frequencies of Qwen3-Next and GLM-4, with their default fractions and a
+# head of 16, and compares them with `rope_frequencies` given the rotated
+# size.
 
 # %% [markdown] lang="ja"
 # ## 部分回転と p-RoPE
@@ -113,7 +119,8 @@ f64 = torch.float64
 #
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
-# これは 1 からほぼ $1/b$ まで下がります。スペクトル全体を、少ないペアに詰め込んだものです。
+# これは 1 から $b^{-(r-2)/r}$ まで下がります。$r$ が大きければ、ヘッド全体の $b^{-(d-2)/d}$ までとほぼ同じ範囲を、少ないペアへ詰め込んだ形です。
+# ただし、次のセルの $r = 4$ では $b^{-1/2}$ までしか下がりません。
 # p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ を使い、先頭の $k = \lfloor p\,d/2 \rfloor$ 個だけを回転させ、残りを 0 にします。
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
@@ -122,11 +129,13 @@ f64 = torch.float64
 # Hugging Face の[半分割配置](../docs/glossary.ja.md#half-layout)では、回転させる次元も違います。
 # 部分回転は先頭の $r$ 次元を、p-RoPE は $i < k$ のペア $(i, i + d/2)$ を回転させます。
 # 次のセルでは、$d = 16$、$b = 10^4$、割合 $1/4$ の場合に、両方の方式について、`posenc` の周波数を transformers 5.24.0 が計算した値と比べます。
+# さらに、先頭の $r$ 次元を角度 $n\,b^{-2i/r}$ で手で回転させたものと部分回転の出力を比べます。
+# `rotary_dim` がヘッドの $b^{-2i/d}$ を使っていれば、この比較は失敗します。
 #
-# 部分回転は過去の手法ではありません。transformers 5.24.0 では、Qwen3-Next（および Qwen3.5）の `partial_rotary_factor` の既定値は 0.25 で、ヘッドの次元数は 256 です。
+# 部分回転は過去の手法にとどまりません。transformers 5.24.0 では、Qwen3-Next（および Qwen3.5）の `partial_rotary_factor` の既定値は 0.25 で、ヘッドの次元数は 256 です。
 # GLM-4 の既定値は 0.5 でヘッドの次元数は 128 です（隣り合う次元どうしをペアにして回転させます）。
 # MiniMax-M2 のチェックポイントは部分回転を `rotary_dim` で表し、Hugging Face はこれを `rotary_dim / head_dim` に換算します。
-# 次のセルでは、前の 2 つについても、既定の割合と次元数 16 のヘッドでの周波数を、回転させる次元数の `rope_frequencies` と比べます。
+# 次のセルでは、Qwen3-Next と GLM-4 についても、既定の割合と次元数 16 のヘッドで周波数を求め、回転させる次元数を渡した `rope_frequencies` の値と比べます。
 
 # %%
 d, r = 16, 4
@@ -139,6 +148,7 @@ hf_partial = [1.0, 0.009999999776482582]
 #   "rope_theta": 1e4, "partial_rotary_factor": 0.25}))
 hf_proportional = [1.0, 0.3162277638912201, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
 assert_close(rope_frequencies(r), torch.tensor(hf_partial))
+assert math.isclose(hf_partial[-1], 1e4 ** (-(r - 2) / r), rel_tol=1e-6)
 assert_close(rope_frequencies(d, scaling=p_rope), torch.tensor(hf_proportional))
 # Qwen3NextRotaryEmbedding(Qwen3NextConfig(hidden_size=64,
 #   num_attention_heads=4, head_dim=16)).inv_freq (default factor 0.25), and
@@ -157,6 +167,12 @@ moved_partial = (partial != x).any(0).nonzero().flatten().tolist()
 moved_p = (proportional != x).any(0).nonzero().flatten().tolist()
 assert moved_partial == [0, 1, 2, 3] and moved_p == [0, 1, 8, 9]
 assert not torch.allclose(partial, proportional)
+# by hand: half layout of size r, pairs (i, i + r/2), angle n b^(-2i/r)
+angle = pos[:, None] * 1e4 ** (-2 * torch.arange(r // 2, dtype=f64) / r)
+x1, x2 = x[:, : r // 2], x[:, r // 2 : r]
+cos, sin = angle.cos(), angle.sin()
+by_hand = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[:, r:]], -1)
+assert_close(partial, by_hand)
 print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
 
 # %% [markdown] lang="en"
@@ -168,7 +184,7 @@ print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
 # $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ positions at $b = 10^4$.
 
 # %% [markdown] lang="ja"
-# $d = 128$ のヘッドの 4 分の 1 を回転させる場合について、図は各方式が回転させるペアの波長 $2\pi/\theta$ を示します。
+# 下の図は、$d = 128$ のヘッドの 4 分の 1 を回転させる場合に、各方式が回転させるペアの波長 $2\pi/\theta$ を描いたものです。
 # 部分回転は通常の RoPE とほぼ同じ範囲を 64 点ではなく 16 点で覆います。
 # p-RoPE は最も短い 16 個の波長を残します。$b = 10^4$ では、最も長いものでも $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ 位置です。
 
@@ -210,10 +226,10 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 # with $b = 10^4$, $\theta_{63} = 10^{-4 \cdot 126/128}$, and at a distance of
 # 8192 the factor is
 #
-# $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.59,$$
+# $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
-# so a content match through that channel loses 41 % of its score at long
-# range. Their argument is that such channels are not robust over long
+# so a content match through that channel loses about 42 % of its score at
+# long range (the cell prints 0.5849). Their argument is that such channels are not robust over long
 # contexts and that a larger base (500,000 in Llama 3) helps because it
 # slows them further. p-RoPE removes the rotation from the lowest pairs
 # altogether, which makes them exact content channels at any distance. They
@@ -234,12 +250,12 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 # クエリとキーが等しいベクトルなら、距離 $m - n$ でのスコアのうち、ペア $i$ の寄与には $\cos((m - n)\theta_i)$ が掛かります。
 # ヘッドの次元数 128、$b = 10^4$ の最も低いペアでは $\theta_{63} = 10^{-4 \cdot 126/128}$ で、距離 8192 での因子は次の値です。
 #
-# $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.59,$$
+# $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
-# つまり、このチャネルを通る内容の一致は、遠くではスコアの 41 % を失います。
+# つまり、このチャネルを通る内容の一致は、遠くではスコアの約 42% を失います（セルの出力は 0.5849 です）。
 # Barbero らは、こうしたチャネルは長いコンテキストでは頑健でないと論じています。
 # 底を大きくする（Llama 3 では 500,000）と役に立つのは、チャネルの回転がさらに遅くなるからだ、という説明です。
-# p-RoPE は最も低いペアから回転を完全に取り除くので、それらはどの距離でも正確な内容のチャネルになります。
+# p-RoPE は最も低いペアから回転を完全に取り除くので、これらのペアはどの距離でも正確な内容のチャネルになります。
 # Barbero らは Gemma 2B のモデルを一から学習しました（底 $10^4$、コンテキスト長 8k）。
 # 最も低い周波数を取り除いても性能は保たれ、検証データでのパープレキシティはむしろ改善するように見える、と報告しています
 # （論文の表 2。表にどの割合が載っているかは確認していません）。
@@ -257,6 +273,8 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
     print(f"{name}: factor at distance 8192 = {factor:.4f}")
     expected = math.cos(8192 * 10 ** (-4 * 126 / 128)) if scaling is None else 1
     assert math.isclose(factor, expected, rel_tol=1e-6)
+    if scaling is None:  # the prose: about 0.58, a loss of about 42 %
+        assert round(factor, 2) == 0.58 and round(1 - factor, 2) == 0.42
 
 # %% [markdown] lang="en"
 # ## Multi-head latent attention
@@ -295,7 +313,7 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 #
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
-# そのため $W^{UK}_i$ はあらかじめクエリ側に吸収しておけるので、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
+# そのため、$W^{UK}_i$ をあらかじめクエリ側に吸収しておけば、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
 # 同じように $W^{UV}_i$ は出力の射影に吸収できます。これがこの設計の要点です。
 
 # %% [markdown] lang="en"
@@ -365,17 +383,18 @@ assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
 # that is 576 against 32,768, which the paper writes as $\tfrac{9}{2} d_h$
 # ($d_c = 4 d_h$, $d^R_h = d_h/2$); DeepSeek-V3 keeps $d_c = 512$ and
 # $d^R_h = 64$ (its Hugging Face configuration: `kv_lora_rank = 512`,
-# `qk_rope_head_dim = 64`). The check takes the four sizes from the defaults
-# of Hugging Face's `DeepseekV3Config` and compares the two cache sizes with
-# the paper's numbers.
+# `qk_rope_head_dim = 64`). The cell compares the four sizes that the
+# DeepSeek-V2 paper gives with the defaults of Hugging Face's
+# `DeepseekV3Config` (pasted); the two cache sizes computed from them are
+# only arithmetic, an illustration of the paper's numbers.
 
 # %% [markdown] lang="ja"
 # ## 分離した RoPE：全ヘッドで共有する小さな回転キー
 #
-# DeepSeek は、位置を追加の次元に載せて運び、これを解決しました。
-# 各ヘッドは次元数 $d^R_h$ の追加のクエリ $q^{R}_{t,i} = \mathrm{RoPE}(W^{QR}_i c^{Q}_t)$ を持ち、
-# すべてのヘッドが入力から作る 1 本の回転キー $k^{R}_t = \mathrm{RoPE}(W^{KR} h_t)$ を共有します。
-# ヘッド $i$ のクエリとキーは、それらをつなげたものです。
+# DeepSeek は、位置を追加の次元で表すことで、この問題を解決しました。
+# 各ヘッドは、クエリに次元数 $d^R_h$ の部分 $q^{R}_{t,i} = \mathrm{RoPE}(W^{QR}_i c^{Q}_t)$ を追加で持ちます。
+# キーの側は、入力から作る 1 本の回転キー $k^{R}_t = \mathrm{RoPE}(W^{KR} h_t)$ をすべてのヘッドで共有します。
+# ヘッド $i$ のクエリとキーは、潜在ベクトルから作る部分と回転の部分を連結したものです。
 #
 # $$q_{t,i} = \big[q^{C}_{t,i};\ q^{R}_{t,i}\big], \qquad k_{t,i} = \big[k^{C}_{t,i};\ k^{R}_{t}\big],$$
 #
@@ -383,18 +402,22 @@ assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
 # 潜在ベクトルの部分は位置を含まないので上のように吸収でき、回転の部分は通常の RoPE のスコアです。
 # キャッシュするのは $c^{KV}_t$ と $k^{R}_t$ で、トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です。
 # マルチヘッドアテンションでは $2 n_h d_h$ 個です。
-# DeepSeek-V2 の $n_h = 128$、$d_h = 128$、$d_c = 512$、$d^R_h = 64$ では 576 対 32,768 になり、
-# 論文はこれを $\tfrac{9}{2} d_h$ と書いています（$d_c = 4 d_h$、$d^R_h = d_h/2$）。
+# DeepSeek-V2 の $n_h = 128$、$d_h = 128$、$d_c = 512$、$d^R_h = 64$ では 576 対 32,768 になります。
+# 論文はこのうち 576 を $\tfrac{9}{2} d_h$ と書いています（$d_c = 4 d_h$、$d^R_h = d_h/2$）。
 # DeepSeek-V3 も $d_c = 512$、$d^R_h = 64$ のままです（Hugging Face の設定では `kv_lora_rank = 512`、`qk_rope_head_dim = 64`）。
-# 次のセルでは、4 つの値を Hugging Face の `DeepseekV3Config` の既定値から取り、2 つのキャッシュの大きさを論文の数値と比べます。
+# 次のセルでは、DeepSeek-V2 の論文が示す 4 つの値を、Hugging Face の `DeepseekV3Config` の既定値（貼り付けた値）と比べます。
+# そこから求める 2 つのキャッシュの大きさは単なる算術で、論文の数値を例示するものです。
 
 # %%
 # transformers 5.24.0: DeepseekV3Config() defaults (num_attention_heads,
 #   qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim)
-n_h, d_h, d_c, d_hr = 128, 128, 512, 64
-mla, mha = d_c + d_hr, 2 * n_h * d_h
-# DeepSeek-V2's Table 1 with its d_h = 128: (9/2) d_h, and 32,768 for MHA
-assert mla == 9 / 2 * 128 and mha == 32_768
+hf_v3 = (128, 128, 512, 64)
+# the DeepSeek-V2 paper: n_h = 128, d_h = 128, d_c = 4 d_h, d^R_h = d_h / 2
+n_h, d_h = 128, 128
+d_c, d_hr = 4 * d_h, d_h // 2
+assert (n_h, d_h, d_c, d_hr) == hf_v3  # V3 keeps V2's sizes
+mla, mha = d_c + d_hr, 2 * n_h * d_h  # arithmetic, for illustration
+assert mla == 9 / 2 * d_h and mha == 32_768
 print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 
 # %% [markdown] lang="en"
@@ -418,7 +441,7 @@ print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 # 次のセルでは、`posenc.apply_rope` と `posenc.attention` で 1 層分のアテンションを組み立てます。
 # それを、同じランダムな重みで動かした Hugging Face の `DeepseekV3Attention` の出力（貼り付けた数値）と比べます。
 # 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
-# 実装の細部が 2 つあります。
+# 実装について、細かな点が 2 つあります。
 # 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
 # また DeepSeek-V3 のチェックポイントは回転させる次元を隣り合うペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
 # ここでは `layout="interleaved"` を使います。
@@ -427,8 +450,9 @@ print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 
 # %%
 # the shapes of transformers 5.24.0's DeepseekV3Attention for
-# DeepseekV3Config(hidden_size=32, num_attention_heads=2, q_lora_rank=16,
-#   kv_lora_rank=8, qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
+# DeepseekV3Config(hidden_size=32, num_attention_heads=2,
+#   num_key_value_heads=2, q_lora_rank=16, kv_lora_rank=8,
+#   qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
 #   rope_interleave=True, rope_theta=1e4), eager attention, float32
 n_h, d_nope, d_rope, d_v, d_c = 2, 8, 4, 6, 8
 gen = torch.Generator().manual_seed(0)
@@ -492,7 +516,7 @@ print(out[:, :4])
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
-# この吸収した形は、DeepSeek-V2 の論文が推論について説明している形です。
+# 吸収したこの形は、DeepSeek-V2 の論文が推論時の計算として説明しているものです。
 # Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
 # ただし吸収はせず、1 つ目の導出と同じく、毎ステップでヘッドごとのキーとバリューに展開します（`expand_kv`）。
 
@@ -539,12 +563,12 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # このとき Hugging Face は回転の係数を $g(s, 1)/g(s, 1) = 1$ のままにし
-# （$g(s, a) = 0.1\,a \ln s + 1$ です）、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
+# （$g(s, a) = 0.1\,a \ln s + 1$）、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは下に貼った Hugging Face のアテンションが保持する値と一致します。
-# ここで `posenc` が受け持つのは回転の係数だけで、`YarnScaling` は 1 を返します。スケールは、式の値を貼った値と比べるだけです。
+# ここで `posenc` が受け持つのは回転の係数だけで、`YarnScaling` は 1 を返します。スケールについては、式から計算した値を下に貼った値と比べるだけです。
 
 # %%
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
@@ -580,15 +604,22 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # grows like $\ln p$ beyond: the scores of the long-range layers sharpen
 # slowly as the context grows. For this temperature tuning, Hugging Face's
 # `Llama4TextAttention` points in a comment to Nakanishi's scalable softmax
-# (2025). The RoPE layers differ in two more ways: they L2-normalise their
-# queries and keys after the rotation (`use_qk_norm`, on by default; the
-# code notes that the 128E model does not use it), and their RoPE has the
-# base $5 \cdot 10^5$ (Hugging Face's default `rope_theta`), although the
-# chunks keep every distance below 8192. The check compares
+# (2025). The RoPE layers differ in two more ways. After the rotation they
+# divide each query and key by its root mean square, with no learned weight
+# (`use_qk_norm`, on by default; the code notes that the 128E model does
+# not use it). Hugging Face calls this module `Llama4TextL2Norm`, but it
+# does not make unit vectors: a head of 128 features comes out with norm
+# $\sqrt{128} \approx 11.3$. And their RoPE has the large base
+# $5 \cdot 10^5$ (Hugging Face's default `rope_theta`) although the chunks
+# keep every distance below 8192. The released Llama 4 Scout goes further
+# and also stretches these frequencies with Llama 3's scaling, factor 16 on
+# an original length of 8192 (Meta's llama-models, pull request 322: "Only
+# Llama-4-Scout uses scaled rope"); Hugging Face's default configuration
+# has no scaling. The check compares
 # `llama4_attention_temperature` with the query scales that transformers
-# 5.24.0's `Llama4TextAttention` applies, and the layer pattern and a
-# chunked mask with those of transformers 5.24.0 (chunk size 3 for the
-# mask).
+# 5.24.0's `Llama4TextAttention` applies, the normalisation with the output
+# of `Llama4TextL2Norm`, and the layer pattern and a chunked mask with
+# those of transformers 5.24.0 (chunk size 3 for the mask).
 
 # %% [markdown] lang="ja"
 # ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
@@ -600,7 +631,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # - RoPE の層は[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)を使い、$C$ = `attention_chunk_size` = 8192 トークンのチャンクの中だけを見ます。
 #   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけなので、RoPE が $C$ 以上の距離に出会うことはありません。
 # - NoPE の層は因果的なコンテキスト全体にアテンションし、位置 $p$ のクエリに温度を掛けます。
-#   温度は `floor_scale` $= 8192$ の位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
+#   温度は `floor_scale` $= 8192$ 位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
 #
 # $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
 #
@@ -608,10 +639,14 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # 遠くを見る層のスコアは、コンテキストが伸びるにつれてゆっくり鋭くなります。
 # この温度の調整について、Hugging Face の `Llama4TextAttention` はコメントで Nakanishi の scalable softmax（2025）を挙げています。
 # RoPE の層には、ほかにも違いが 2 つあります。
-# 1 つは、回転のあとでクエリとキーを L2 ノルムで正規化することです（`use_qk_norm`。既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
-# もう 1 つは、RoPE の底が $5 \cdot 10^5$ であることです（Hugging Face の `rope_theta` の既定値）。ただし、チャンクがあるので距離はいつも 8192 未満です。
+# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習する重みはありません（`use_qk_norm`。既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
+# Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
+# もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
+# 公開された Llama 4 Scout はさらに、Llama 3 のスケーリングでこの周波数を引き伸ばしています。元の長さ 8192 に対して係数 16 です
+# （Meta の llama-models のプルリクエスト 322 に「Llama-4-Scout だけがスケーリングした RoPE を使う」とあります）。
+# Hugging Face の既定の設定にはスケーリングはありません。
 # 次のセルでは、`llama4_attention_temperature` を transformers 5.24.0 の `Llama4TextAttention` がクエリに掛ける値と比べます。
-# また、層の並びとチャンクに分けたマスクを transformers 5.24.0 のもの（マスクはチャンクの大きさ 3）と比べます。
+# また、正規化を `Llama4TextL2Norm` の出力と、層の並びとチャンクに分けたマスクを transformers 5.24.0 のもの（マスクはチャンクの大きさ 3）と比べます。
 
 # %%
 p = torch.tensor([0, 8190, 8191, 16383, 99_999, 1_000_000])
@@ -626,6 +661,16 @@ tau = llama4_attention_temperature(p)
 assert_close(tau, torch.tensor(hf_scales), rtol=1e-6, atol=0)
 assert tau[1] == 1 and math.isclose(tau[2], 1 + 0.1 * math.log(2), rel_tol=1e-6)
 print(dict(zip(p.tolist(), [round(t, 4) for t in tau.tolist()], strict=True)))
+
+# transformers 5.24.0: Llama4TextL2Norm(1e-5)(torch.arange(1.0, 129.0)),
+#   the first four entries and the norm of the output
+hf_qk_norm = [0.013452846556901932, 0.026905693113803864,
+              0.040358539670705795, 0.05381138622760773]  # fmt: skip
+hf_qk_norm_length = 11.31370735168457
+normed = rms(torch.arange(1.0, 129.0), eps=1e-5)  # the MLA cell's RMS norm
+assert_close(normed[:4], torch.tensor(hf_qk_norm))
+assert math.isclose(normed.norm().item(), hf_qk_norm_length, rel_tol=1e-6)
+assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 
 
 def chunked_mask(s, chunk, queries=None):
@@ -728,7 +773,7 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # 3 つとは、Llama 4 のチャンクに分けた RoPE の層、Command A のスライディングウィンドウの RoPE の層、両モデルの NoPE の層のマスクです。
 # NoPE の層は全体アテンション、つまり系列全体への因果的アテンションを使います。
 
-# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、見られる成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
+# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
 s = 16
 full = torch.ones(s, s, dtype=torch.bool).tril()
 masks = [chunked_mask(s, 4), sliding_mask(s, 4), full]
@@ -751,12 +796,18 @@ plt.show()
 #
 # Gemma 3 and Gemma 4 also vary RoPE by layer type, but unlike the two
 # models above they take it out of no layer: the layer type sets its
-# parameters. In Hugging Face's
-# defaults five sliding-window layers come before each full-attention layer
-# (window 4096 in Gemma 3, 512 in Gemma 4's default configuration); the
-# sliding layers use the base $10^4$ and the full-attention layers $10^6$.
-# Gemma 4's full-attention layers use p-RoPE with the fraction 0.25 of the
-# first section, on heads of 512 features (256 on its sliding layers). The
+# parameters. In Hugging Face's defaults five sliding-window layers come
+# before each full-attention layer; the sliding layers use the base $10^4$
+# and the full-attention layers $10^6$. The window sizes of the defaults
+# need not be those of the released models: Gemma 3's default of 4096 is
+# carried over from Gemma 2, while the Gemma 3 report gives a window of
+# 1024; Gemma 4's default is 512 (transformers 5.24.0; we have not checked
+# the released configurations). The Gemma 3 report also stretches the
+# positions of the global layers by linear interpolation with factor 8 to
+# reach 128K tokens (the 4B, 12B and 27B models): the layer type sets the
+# scaling too. Gemma 4's full-attention layers use p-RoPE with the fraction
+# 0.25 (see the first section), on heads of 512 features (256 on its
+# sliding layers). The
 # check compares `rope_frequencies` for both kinds of Gemma 4 layer with the
 # inverse frequencies that transformers 5.24.0 computes.
 
@@ -766,9 +817,13 @@ plt.show()
 # Gemma 3 と Gemma 4 も層の種類ごとに RoPE を変えますが、上の 2 つのモデルとは違い、どの層からも RoPE を外しません。
 # 層の種類で決まるのは、RoPE のパラメータです。
 # Hugging Face の既定値では、スライディングウィンドウの層 5 つのあとに全体アテンションの層が 1 つ来ます。
-# ウィンドウの幅は、Gemma 3 で 4096、Gemma 4 の既定の設定で 512 です。
 # スライディングウィンドウの層は底 $10^4$、全体アテンションの層は底 $10^6$ を使います。
-# Gemma 4 の全体アテンションの層は、最初の節で扱った割合 0.25 の p-RoPE を、次元数 512 のヘッドに使います。
+# 既定値のウィンドウの幅は、公開されたモデルの値と同じとは限りません。
+# Gemma 3 の既定値 4096 は Gemma 2 から引き継いだもので、Gemma 3 の技術報告はウィンドウの幅を 1024 としています。
+# Gemma 4 の既定値は 512 です（transformers 5.24.0。公開された設定は確認していません）。
+# Gemma 3 の技術報告では、全体アテンションの層の位置を係数 8 の線形補間で引き伸ばし、128K トークンに対応させています（4B、12B、27B のモデル）。
+# スケーリングも層の種類で決まるわけです。
+# Gemma 4 の全体アテンションの層は、割合 0.25 の p-RoPE（最初の節を参照）を、次元数 512 のヘッドに使います。
 # スライディングウィンドウの層のヘッドは次元数 256 です。
 # 次のセルでは、Gemma 4 の 2 種類の層について、`rope_frequencies` を transformers 5.24.0 が計算した周波数と比べます。
 
@@ -853,7 +908,7 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 # 1. DeepSeek-V2 の MLA の、1 層・トークン 1 つあたりの KV キャッシュを 2 つの方式と比べてください。
 #    1 つは次元数 128 のキーとバリューのヘッドを 8 つ持つグループ化クエリアテンション、もう 1 つはマルチクエリアテンション（ヘッド 1 つ）です。
 #    どれが最も小さいですか。
-# 2. $d = 128$、$b = 10^4$ のヘッドで、残したペアに波長が 8192 を超えるものがない p-RoPE のうち、残すペアの数 $k$ の最大値はいくつですか。
+# 2. $d = 128$、$b = 10^4$ のヘッドで p-RoPE を使うとき、波長が 8192 を超えるペアを 1 つも残さないようにするには、残すペアの数 $k$ を最大でいくつにできますか。
 #    周波数全体に対する割合 $p$ はいくつですか。
 # 3. Llama 4 が 100,000 トークンのコンテキストを読むとします。
 #    チャンクに分けた RoPE の層で最後のクエリが見るキーはいくつですか。また、NoPE の層での最後のクエリの温度はいくつですか。
@@ -946,6 +1001,10 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2504.00698>
 # - Yang et al. (2025). *Rope to Nope and Back Again: A New Hybrid
 #   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
+# - Gemma Team (2025). *Gemma 3 Technical Report*.
+#   <https://arxiv.org/abs/2503.19786>
+# - Meta, llama-models, pull request 322: *fix: update rope scaling for
+#   Llama-4-Scout*. <https://github.com/meta-llama/llama-models/pull/322>
 # - Hugging Face transformers 5.24.0: `modeling_rope_utils.py`
 #   (`_compute_proportional_rope_parameters`), `models/gpt_neox`,
 #   `models/qwen3_next`, `models/glm4`, `models/minimax_m2`,
@@ -973,6 +1032,10 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2504.00698>
 # - Yang et al. (2025). *Rope to Nope and Back Again: A New Hybrid
 #   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
+# - Gemma Team (2025). *Gemma 3 Technical Report*.
+#   <https://arxiv.org/abs/2503.19786>
+# - Meta の llama-models のプルリクエスト 322：*fix: update rope scaling for
+#   Llama-4-Scout*。<https://github.com/meta-llama/llama-models/pull/322>
 # - Hugging Face transformers 5.24.0 の `modeling_rope_utils.py`
 #   （`_compute_proportional_rope_parameters`）、`models/gpt_neox`、
 #   `models/qwen3_next`、`models/glm4`、`models/minimax_m2`、

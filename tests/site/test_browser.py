@@ -295,6 +295,12 @@ def _draw_every_cell(page) -> None:
              await frame();
            }"""
     )
+    # An interactive figure (hooks/explorables.py) starts drawing once the
+    # scroll brings it near: axe checks it drawn, not half-way.
+    page.wait_for_function(
+        "[...document.querySelectorAll('figure.explorable')].every(f => f.dataset.state === 'ready')",
+        timeout=60_000,
+    )
 
 
 def test_accessibility_check_catches_a_missing_alt_text(browser, served_site):

@@ -24,7 +24,12 @@ encodings differ in exactly one place each:
 - ``"kerple"``: one :class:`posenc.learned_bias.KerpleBias` (logarithmic
   kernel) shared by all layers, like T5's table here.
 - ``"fire"``: one :class:`posenc.learned_bias.FireBias` shared by all
-  layers.
+  layers, with its default threshold of 512. A query at a position up to
+  the threshold divides by the constant ``psi(threshold)``, so on inputs of
+  up to 512 tokens the bias is a learned function of the log distance, and
+  FIRE's progressive interpolation (the division by the query's own
+  position) does not act; the threshold is learned, but only through a
+  multiplier that starts at 1. There is no option yet to set it lower.
 - ``"cope"``: a :class:`posenc.cope.CoPE` in every layer, its bias computed
   from that layer's causally masked scores; ``max_len`` integer positions.
 

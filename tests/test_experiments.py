@@ -11,6 +11,7 @@ import torch
 
 from posenc import experiments as E
 from posenc.experiments.__main__ import main
+from posenc.toy import ToyTransformer
 
 # ------------------------------------------------------------- statistics
 
@@ -190,3 +191,36 @@ def test_the_slice_reproduces_the_record_exactly(record, task, kind, seed):
     )
     fresh.pop("wall_s"), stored.pop("wall_s")
     assert fresh == stored
+
+
+def test_fire_threshold_stays_above_every_evaluated_position(record):
+    # FIRE on recall, seed 0, trained again as run_one trains it (the losses match
+    # the record step for step): its learned threshold ends above 8L - 1, so every
+    # query of the record divides by the same psi(threshold) and FIRE's progressive
+    # interpolation never acts. The chapter says so where it reads the fire row.
+    settings = record["settings"]
+    longest = settings["L"] * max(settings["factors"])
+    threads = torch.get_num_threads()
+    try:
+        E._setup(settings["threads"])
+        torch.manual_seed(0)
+        model = ToyTransformer(
+            E.vocab_size("recall", settings),
+            "fire",
+            dim=settings["dim"],
+            n_heads=settings["n_heads"],
+            n_layers=settings["n_layers"],
+            max_len=longest + 1,
+        )
+        training = E.train_until_learned(model, "recall", "fire", 0, settings)
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(False)
+    stored = next(
+        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == ("recall", "fire", 0)
+    )
+    assert E._round(training["losses"]) == stored["losses"]  # the record's run
+    assert model.fire_bias.initial_threshold.item() == 512.0
+    threshold = model.fire_bias.threshold.item()
+    assert threshold > longest - 1
+    assert threshold == pytest.approx(520.85, abs=0.01)  # quoted as 521

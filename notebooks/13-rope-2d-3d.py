@@ -549,9 +549,9 @@ plt.show()
 # (with 16-pixel patches, a 14 × 14 grid at 224 pixels and 24 × 24 at 384).
 # This is the RoPE counterpart of resampling ViT's table, and the setting of
 # the result that the paper's abstract puts first: RoPE keeps its accuracy
-# as the inference resolution grows. In the repository's table for DeiT-III
-# Base (ImageNet-1k top-1, %), the learned table loses accuracy at 384
-# pixels and both RoPE variants gain:
+# as the inference resolution grows. In the repository's "DeiT-III (400
+# epochs)" table for DeiT-III Base (ImageNet-1k top-1, %), the learned
+# table loses accuracy at 384 pixels and both RoPE variants gain:
 #
 # | position encoding | 224 pixels | 384 pixels |
 # |---|---|---|
@@ -559,7 +559,11 @@ plt.show()
 # | RoPE-Axial | 83.6 | 83.9 |
 # | RoPE-Mixed | 83.8 | 84.4 |
 #
-# These numbers are reported there, not reproduced here.
+# These numbers are reported there, not reproduced here. The same table
+# gives the same picture for DeiT-III Large, but not for every model: on
+# DeiT-III Small, RoPE-Axial drops from 80.9 to 80.0 at 384 pixels (RoPE-Mixed
+# gains), and in the repository's Swin Transformer table every variant loses
+# about 2 points at 384 pixels (Swin-T RoPE-Axial 81.3 to 79.2).
 
 # %% [markdown] lang="ja"
 # ## 解像度を上げても補間し直さない
@@ -572,7 +576,7 @@ plt.show()
 # 16 ピクセルのパッチでは、格子は 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24 です。
 # これが、ViT の表の補間に相当する RoPE での扱い方です。
 # 論文の要旨が最初に挙げる、推論時の解像度を上げても RoPE は精度を保つという結果は、この扱い方で解像度を上げたときのものです。
-# 次の表は、リポジトリにある DeiT-III Base の ImageNet-1k での top-1 正解率（%）です。
+# 次の表は、リポジトリの「DeiT-III (400 epochs)」の表にある、DeiT-III Base の ImageNet-1k での top-1 正解率（%）です。
 # 384 ピクセルでは、学習型の表は正解率を落とし、RoPE の 2 つの変種はどちらも正解率を上げています。
 #
 # | 位置エンコーディング | 224 ピクセル | 384 ピクセル |
@@ -582,6 +586,9 @@ plt.show()
 # | RoPE-Mixed | 83.8 | 84.4 |
 #
 # これらはリポジトリが報告する数値で、ここでは再現していません。
+# 同じ表の DeiT-III Large でも傾向は同じですが、どのモデルでもそうなるわけではありません。
+# DeiT-III Small では、RoPE-Axial は 384 ピクセルで 80.9 から 80.0 に下がります（RoPE-Mixed は上がります）。
+# また、リポジトリの Swin Transformer の表では、どの変種も 384 ピクセルで約 2 ポイント下がります（Swin-T の RoPE-Axial は 81.3 から 79.2）。
 
 # %% [markdown] lang="en"
 # ## Axial RoPE with posenc
@@ -784,6 +791,11 @@ assert_close(text, apply_rope(x, p, base=1e6))
 # The position then grows more slowly than the token count: a square image
 # of $N$ tokens advances it by $\sqrt{N}$, and any image by
 # $\max(H/2, W/2) \ge \sqrt{N}$ (3 for the $2 \times 3$ tokens below).
+# The Qwen3-VL documentation draws a practical consequence for context
+# extension (see
+# [*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)):
+# since these positions grow more slowly than the token count, it advises a
+# smaller YaRN factor, 2 or 3 rather than 4 to go from 256K to 1M tokens.
 # Hugging Face stores the
 # difference as `rope_deltas`, the largest position plus one minus the
 # sequence length, and adds it to the positions of generated tokens. The
@@ -809,6 +821,8 @@ assert_close(text, apply_rope(x, p, base=1e6))
 # このため、位置はトークンの数よりゆっくり進みます。
 # $N$ トークンの正方形の画像なら位置は $\sqrt{N}$ だけ進み、一般の画像では $\max(H/2, W/2) \ge \sqrt{N}$ だけ進みます
 # （下の $2 \times 3$ トークンの例では 3 です）。
+# Qwen3-VL のドキュメントは、ここからコンテキストを伸ばすときの実用上の注意を導いています（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
+# 位置がトークンの数よりゆっくり増えるので、YaRN の係数は小さめにするよう勧めています。256K から 1M トークンに伸ばすなら、4 ではなく 2 か 3 です。
 # Hugging Face はこの差を `rope_deltas`（位置の最大値に 1 を足し、系列長を引いたもの）として保持し、生成するトークンの位置に足します。
 # 次のセルでは、`grid_positions` で位置を組み立て直し、transformers 5.24.0 が返す位置と比べます。
 # 系列はテキスト 3 トークン、$4 \times 6$ パッチ（2 × 3 トークン）の画像、テキスト 2 トークンです。
@@ -1145,7 +1159,9 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # - Axial 2D RoPE rotates half of the pairs with the column and half with
 #   the row; the score is a sum of a function of $\Delta c$ and a function
 #   of $\Delta r$, relative in each axis. At a new resolution it needs no
-#   resampling, and in Heo et al.'s table it keeps its accuracy.
+#   resampling; in Heo et al.'s DeiT-III table, for the Base and Large
+#   models, it keeps or gains accuracy at 384 pixels where the learned table
+#   loses it (not on every model they list).
 # - A sum of that form cannot follow a diagonal; RoPE-Mixed gives each pair a
 #   learned frequency on both axes, and stays relative.
 # - M-RoPE ties each frequency to time, height or width; text tokens have
@@ -1166,7 +1182,9 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 #   MAE は表を固定し、チャネルの前半に列の、後半に行の 1 次元の正弦・余弦の符号を入れます。
 # - 軸ごとの 2 次元 RoPE は、ペアの半分を列で、半分を行で回転させます。
 #   スコアは $\Delta c$ の関数と $\Delta r$ の関数の和で、軸ごとに相対位置だけで決まります。
-#   解像度が変わっても補間し直す必要はなく、Heo らの表では精度も保たれます。
+#   解像度が変わっても補間し直す必要はありません。
+#   Heo らの DeiT-III の表の Base と Large では、学習型の表が正解率を落とす 384 ピクセルでも、正解率を保つか上げています。
+#   ただし、表に載っているすべてのモデルでそうなるわけではありません。
 # - その形の和では斜めの方向を表せません。RoPE-Mixed は各ペアに両方の軸の学習可能な周波数を持たせ、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付けます。
 #   テキストのトークンは 3 つの等しい座標を持つので、通常の RoPE になります。
@@ -1214,8 +1232,8 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # its own, and from one patch to the next the position advances by the
 # tokens of a timestamp and by $\max(H/2, W/2)$. The check computes both
 # wavelengths from the powers of the base, compares them with
-# `rope_frequencies`, and takes the frames per temporal patch from the
-# Hugging Face configuration.
+# `rope_frequencies`, and converts to frames with the frames per temporal
+# patch of the Hugging Face configuration (a constant copied from it).
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** ブロックでの時間の軸の最も遅いペアは $i = 15$ で、波長は $2\pi \cdot 10^{6 \cdot 30/128}$、時間座標で約 160 です。
@@ -1225,7 +1243,7 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # Qwen3-VL では、これをフレームの枚数には換算できません。
 # 時間方向のパッチはそれぞれ別の格子になり、次のパッチまでに位置はタイムスタンプのトークンの数と $\max(H/2, W/2)$ だけ進むからです。
 # 次のセルでは、両方の波長を底のべき乗から計算して `rope_frequencies` と比べます。
-# 時間方向のパッチのフレーム数には、Hugging Face の設定の値を使います。
+# フレーム数への換算には、時間方向のパッチ 1 つあたりのフレーム数として、Hugging Face の設定から写した定数を使います。
 
 # %% tags=["solution"]
 blocks_t = 2 * math.pi * 10 ** (6 * 30 / 128)
@@ -1239,6 +1257,8 @@ assert math.isclose(
 assert math.isclose((2 * math.pi / theta[t_inter]).max(), inter_t, rel_tol=1e-5)
 temporal_patch_size = 2  # transformers 5.24.0: Qwen2VLConfig().vision_config
 frames = blocks_t * temporal_patch_size
+assert round(blocks_t) == 160 and round(frames, -1) == 320
+assert round(inter_t / 1e6, 1) == 5.1  # the prose's 160, 320 and 5.1 million
 print(f"blocks: {blocks_t:.1f} positions, {frames:.1f} frames")
 print(f"interleaved: {inter_t:,.0f} positions")
 

@@ -10,7 +10,9 @@ differences of their coordinates on each axis, and on nothing else.
 - Axial 2D RoPE for vision transformers (Heo, Park, Han and Yun, "Rotary
   Position Embedding for Vision Transformer", ECCV 2024, arXiv:2403.13298;
   Qwen2-VL's vision encoder): half of the pairs turn with the row, half with
-  the column.
+  the column. This module has that structure, not their frequencies:
+  ``apply_mrope`` gives the two axes different frequencies (see its
+  docstring).
 - M-RoPE, multimodal RoPE (Qwen2-VL: Wang et al., "Qwen2-VL: Enhancing
   Vision-Language Model's Perception of the World at Any Resolution", 2024,
   arXiv:2409.12191): three consecutive blocks of frequencies for time,

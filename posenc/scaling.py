@@ -492,7 +492,9 @@ class ProportionalScaling:
     This is not the same as ``rotary_dim`` (GPT-NeoX ``rotary_pct``), which
     rotates the first ``rotary_dim`` features with the frequencies of
     ``rope_frequencies(rotary_dim)``, ``base ** (-2i / rotary_dim)``: those
-    span the whole range from 1 down to about ``1 / base``, whereas p-RoPE
+    run from 1 down to ``base ** (-(rotary_dim - 2) / rotary_dim)``, close to
+    the full head's lowest ``base ** (-(dim - 2) / dim)`` only for a large
+    ``rotary_dim`` (``base ** -0.5`` for ``rotary_dim = 4``), whereas p-RoPE
     keeps ``theta_0 .. theta_{k-1}`` of the full ``dim`` and so drops the
     lowest frequencies. The pairs also differ: with ``layout="half"`` p-RoPE
     rotates features ``i`` and ``i + dim/2`` for ``i < k``.

@@ -620,7 +620,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 01-sinusoidal -->
-# *サイトでは、この注記の場所に対話的な図があります。底と次元数のスライダーで、ヒートマップと内積を描き直せます。*
+# サイトでは、この注記の場所に対話的な図があります。底と次元数のスライダーで、ヒートマップと内積を描き直せます。
 
 # %% [markdown] lang="en"
 # This clean property holds for the encodings themselves. Inside a layer, the

@@ -567,7 +567,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 06-t5-buckets -->
-# *サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、向きを選ぶと、各相対位置のバケットが表示されます。*
+# サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、向きを選ぶと、各相対位置のバケットが表示されます。
 
 # %% [markdown] lang="en"
 # ## The buckets widen geometrically

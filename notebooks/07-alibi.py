@@ -476,7 +476,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 07-alibi -->
-# *サイトでは、この注記の場所に対話的な図があります。1 から 128 までの任意のヘッド数での傾きと、1 つのヘッドのバイアスを表示します。*
+# サイトでは、この注記の場所に対話的な図があります。1 から 128 までの任意のヘッド数での傾きと、1 つのヘッドのバイアスを表示します。
 
 # %% [markdown] lang="en"
 # ## Only the differences within a row matter

@@ -1003,7 +1003,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 08-rope -->
-# *サイトでは、この注記の場所に対話的な図があります。任意の底と次元数で、相対的な上界を描きます。*
+# サイトでは、この注記の場所に対話的な図があります。任意の底と次元数で、相対的な上界を描きます。
 
 # %% [markdown] lang="en"
 # ## The libraries, rebuilt with posenc

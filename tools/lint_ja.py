@@ -344,6 +344,34 @@ def _utf16_to_index(chars: str) -> list[int]:
     return [*out, len(chars)]
 
 
+# CommonMark closes ** only when it is "right-flanking": after punctuation
+# such as 。 it must be followed by a space or punctuation, so
+# 「**注意。**次の」 shows the asterisks; 「**注意。** 次の」 is bold.
+BOLD_RULE = "lint-ja/bold-closed-after-punctuation"
+_BOLD_MARK = re.compile(r"\*\*")
+_CLOSES_BADLY = re.compile(r"[。、：；）」』！？]$")
+_LETTER = re.compile(r"[\u3040-\u30ff\u4e00-\u9fffA-Za-z0-9]")
+
+
+def broken_bold(path: Path, text: Text, root: Path = ROOT) -> list[Message]:
+    """A closing ** after Japanese punctuation and before a letter (renders as **).
+
+    The marks of a paragraph pair up in order: the second, fourth, ... close.
+    """
+    out = []
+    offset = 0
+    for paragraph in text.chars.split("\n\n"):
+        marks = [m.start() for m in _BOLD_MARK.finditer(paragraph)]
+        for k in marks[1::2]:
+            before, after = paragraph[:k], paragraph[k + 2 : k + 3]
+            if _CLOSES_BADLY.search(before) and _LETTER.match(after):
+                line, col = text.origin[offset + k]
+                body = "句読点の直後で閉じる ** の後には、スペースを入れます（入れないと太字になりません）。"
+                out.append(Message(_display(path, root), line, col, body, BOLD_RULE))
+        offset += len(paragraph) + 2
+    return out
+
+
 def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> list[Message]:
     """Lint ``files`` in one textlint run; return the messages in source coordinates."""
     if not TEXTLINT.exists():
@@ -389,6 +417,7 @@ def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> lis
                 messages.append(Message(_display(path, root), line, col, body, msg["ruleId"]))
         for path, text in texts.values():
             messages += punctuation_spaces(path, text, root)
+            messages += broken_bold(path, text, root)
     messages.sort(key=lambda m: (m.path, m.line, m.column))
     return messages
 

@@ -87,6 +87,12 @@ SAMPLES = {
         ),
     ),
     "page": ("sample.ja.md", "# 見出し\n\nこの章で微調整を行います。\n"),
+    "bold closed after punctuation": (
+        "09-bold.py",
+        _notebook(
+            ["- **注意。**次の文です。", "- **注意。** 次の文です。", "- **注意**：次の文です。"]
+        ),
+    ),
     "long sentence after a short one": (
         "08-long.py",
         _notebook(
@@ -164,6 +170,12 @@ def test_a_long_sentence_is_reported_where_it_starts(linted):
     assert [(m.line, m.column, m.rule) for m in found] == [
         (6, 3, "ja-technical-writing/sentence-length")
     ]
+
+
+def test_bold_closed_after_punctuation_needs_a_space(linted):
+    # only the first item: its closing ** cannot close (CommonMark flanking)
+    found = [(m.line, m.column, m.rule) for m in linted["bold closed after punctuation"]]
+    assert found == [(5, 10, lint_ja.BOLD_RULE)]
 
 
 def test_lists_are_written_in_desu_masu(linted):

@@ -109,8 +109,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 #
 # `posenc.LearnedPositionalEmbedding(N, d)` がこの表を持ちます。
 # 成分の初期値は、標準偏差 $\sigma = 0.02$ の正規分布から引きます。
-# Hugging Face の BERT、GPT-2 の初期化と同じです。
-# その `_init_weights` は、すべての `nn.Embedding` を `initializer_range` $= 0.02$ の正規分布で初期化します。
+# これは Hugging Face の BERT と GPT-2 に合わせた初期化で、
+# どちらも `_init_weights` ですべての `nn.Embedding` を `initializer_range` $= 0.02$ の正規分布から初期化します。
 # 各モデルの元のコードは違います。
 # OpenAI の GPT-2（`src/model.py`）は位置の表 `wpe` を $\sigma = 0.01$、トークンの表を $0.02$ で初期化します。
 # Google の BERT（`modeling.py`）は TensorFlow の `truncated_normal_initializer` を $\sigma = 0.02$ で使い、
@@ -467,7 +467,7 @@ print("\n".join(log), end="")
 # %% [markdown] lang="ja"
 # 位置がなければ、この種のモデルはこれらの系列で平均 0.619 より高い正解率を出せません。
 # 学習型の表を使うと、損失は $\ln 10 \approx 2.3026$ の近くから始まります。
-# これは 10 種類のトークンから一様に当て推量したときの損失、つまりチャンスレベルの値です。
+# これは 10 種類のトークンから一様にランダムに選んだときの損失、つまりチャンスレベルの値です。
 # 損失は（小数点以下 4 桁で）0.0000 まで下がり、新しい系列のどのトークンも正しい位置に置かれます。
 # どうやって解いているのかを見るため、バリューとして単位行列を与えます。
 # するとアテンションの出力は、アテンション行列そのもの $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$ になります。
@@ -1097,7 +1097,7 @@ print(position_ids)
 # 列 0、1、31（正弦）と 32、33、63（余弦）です。
 # さらに、`AbsolutePositionalEmbedding` と同じように表を作ってスケールし、
 # 同じシードで x-transformers が出力した値と比べます。
-# その行のノルムの平均を、標準正規分布に従う $d$ 個の成分に $d^{-1/2}$ を掛けたベクトルのノルムの期待値と比べます。
+# こうして作った表の行のノルムの平均を、標準正規分布に従う $d$ 個の成分に $d^{-1/2}$ を掛けたベクトルのノルムの期待値と比べます。
 # $$\sqrt{2/d}\;\Gamma\!\left(\tfrac{d+1}{2}\right) / \Gamma\!\left(\tfrac{d}{2}\right)$$
 # これは自由度 $d$ のカイ分布の平均をスケールしたもので、$d = 64$ では $0.9961$ です。
 # およそ $1$ で、わずかに小さい値です。

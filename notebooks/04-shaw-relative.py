@@ -789,7 +789,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # 相対位置 $j - i$（`range_vec_k[None, :] - range_vec_q[:, None]`）を `max_relative_position` でクリップしてインデックスを作ります。
 # 表ごと（キー用とバリュー用で、どちらもヘッド間で共有）に $(n, n, d_z)$ のテンソルを 1 つ gather し、
 # 上の 2 項の形である `_relative_attention_inner` で掛け合わせます。
-# 長さが異なるときは、`posenc` と同じく、クエリが最後のトークンに当たります。
+# 長さが異なるときは、`posenc` と同じく、クエリは系列の末尾側のトークンになります。
 # 同じファイルには Music Transformer の形もあります。
 # `dot_product_self_attention_relative_v2`（因果的な場合のみ）は、
 # `_relative_position_to_absolute_position_masked` でスキューイングします。これは前の節で見たパディング、形状変換、切り出しの組み合わせです。
@@ -810,7 +810,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
 # BERT をデコーダ（`is_decoder=True`）として `use_cache=True` で呼ぶと、最初の呼び出しで空のキャッシュが作られます
 # （4.57.6 の `BertEncoder.forward`）。
 # そのため、最初の呼び出しの時点で、プロンプトの $n$ 個のトークンのクエリの位置がすべて $n - 1$ になってしまいます。
-# `"relative_key_query"` は 3 つ目の項として、クエリに掛けるのと同じ辺のベクトルをキーに掛けた項
+# `"relative_key_query"` はさらに 3 つ目の項として、同じ辺のベクトルとキーとの内積
 # $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
 # DeBERTa（He ら 2021）はさらに一歩進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、
@@ -1048,8 +1048,8 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # 成分 $(i, j)$ は、パディングした行の $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ 番目の数です。
 # つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
 # これは $S$ の列 $n - 1 + j - i = m$ で、すべての組で正しい値です。
-# メモリがなく、$n$ 個のトークンがすべてクエリである場合の Transformer-XL の双方向のシフトも、これと同じです
-# （[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章）。
+# これは、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章のシフトで、
+# メモリがなく $n$ 個のトークンがすべてクエリになる双方向の場合にあたります。
 # そのシフトは $2n - 1$ 個の距離を使うので、`relative_shift(S, k_len=n)` も同じ結果を返します。
 # tensor2tensor の `_relative_position_to_absolute_position_unmasked` は別の方法を取ります。
 # 0 の列を右にパディングし、平らに並べた数の後ろに 0 を $n - 1$ 個加え、$(n + 1) \times (2n - 1)$ として読みます。

@@ -78,9 +78,10 @@ def fmt(values, digits=4):
 # position:
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# Sun et al. define $\zeta_i$ this way (with $2i/d$ written as $i/(d/2)$) but, in
-# the paper's formulas, raise it to the position itself, which is $B = 1$. They
-# choose $\gamma$ by hand and print no value. With $B = 1$ the smallest base,
+# Sun et al. define $\zeta_i$ this way (with $2i/d$ written as $i/(d/2)$) but, as
+# this chapter reads the paper's formulas, raise it to the position itself, which
+# is $B = 1$; they say they choose $\gamma$ by hand and, in our reading, print no
+# value (we could not re-check the paper's text for this page). With $B = 1$ the smallest base,
 # $\zeta_0^n = (2/7)^n$, would already fall below float16's smallest positive number
 # at $n = 14$; the scale base $B$ of the code is what keeps such powers in range. The values used on
 # this page, $\gamma = 0.4$ and the scale base $B = 512$, are those of torchscale's
@@ -109,8 +110,8 @@ def fmt(values, digits=4):
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
 # Sun らの論文はこの形で $\zeta_i$ を定義しています（$2i/d$ を $i/(d/2)$ と書いています）。
-# ただし論文の式では指数は位置そのもので、これは $B = 1$ にあたります。
-# $\gamma$ は手で決めたと述べているだけで、値は示していません。
+# ただし、この章の読み方では、論文の式の指数は位置そのもので、これは $B = 1$ にあたります。
+# また、$\gamma$ は手で決めたと述べているだけで、値は示していないと読んでいます（このページのために論文の本文を確かめ直すことはできていません）。
 # $B = 1$ では、最も小さい底のべき $\zeta_0^n = (2/7)^n$ が $n = 14$ ですでに float16 で表せる最小の正の数を下回ります。
 # このようなべきを表せる範囲に収めているのは、コードのスケール基数 $B$ です。
 # このページで使う $\gamma = 0.4$ とスケール基数 $B = 512$ は、torchscale の `XPOS` にある値です
@@ -413,7 +414,7 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   section on limitations).
 # - **The paper extrapolates with a window.** Sun et al. train on $l = 1024$ tokens
 #   with ordinary causal attention. For longer inputs they switch, at inference
-#   only, to [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention) (described in the paper's method section, with a figure): the
+#   only, to [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention) (described, as we read the paper, in its method section, with a figure): the
 #   queries are cut into blocks of $l/2$, and each query attends to the keys of its
 #   own block, up to itself, and of the block before. A query at offset $u$ in its
 #   block reaches back at most $u + l/2 \le l - 1$ positions, so every distance stays
@@ -421,9 +422,10 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   sees between $l/2 + 1$ and $l$ keys. The cell builds this mask for $l = 1024$ and
 #   the paper's longest test, 4096 tokens, and checks both counts; blocks of the full
 #   length $l$ would let distances reach $2l - 1$, which training never showed. The
-#   abstract names the window as the second of the paper's two designs, and an
-#   ablation table of the paper measures the window's share: at 4096 tokens xPos alone reaches a
-#   [perplexity](../docs/glossary.md#perplexity) of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65).
+#   abstract names the window as the second of the paper's two designs, and Sun et
+#   al. report the window's share in an ablation table: at 4096 tokens xPos alone reaches a
+#   [perplexity](../docs/glossary.md#perplexity) of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65);
+#   these four numbers are as reported by Sun et al. and were not re-checked against the paper for this page.
 #   torchscale, on which the paper's code is based, implements xPos but not the
 #   window, so this paragraph rests on the paper's text.
 
@@ -454,15 +456,16 @@ print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
 #   双方向のアテンションでは減衰が増幅に変わります。xPos はデコーダのための設計で、
 #   論文も双方向のアテンションへの適用は今後の課題としています（「Limitations」の節）。
 # - **論文はウィンドウを使って外挿しています。** Sun らは、通常の因果的アテンションを使い、$l = 1024$ トークンで学習しています。
-#   それより長い入力では、推論のときだけ[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)に切り替えます（論文の手法の節に図とともに説明があります）。
+#   それより長い入力では、推論のときだけ[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)に切り替えます（この章の読み方では、論文の手法の節に図とともに説明があります）。
 #   クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
 #   ブロックの先頭から $u$ 位置目（0 から数えます）のクエリが見る最も遠いキーは、$u + l/2 \le l - 1$ 位置前にあります。
 #   そのため、どの距離も学習中に現れた範囲を出ません。
 #   それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
 #   次のセルでは、$l = 1024$ と、論文が評価した最長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
 #   ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
-#   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。その寄与は論文のアブレーションの表で測られています。
+#   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。Sun らは、その寄与をアブレーションの表で報告しています。
 #   4096 トークンでの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
+#   この 4 つの数は Sun らの報告によるもので、このページのために論文と照らし合わせ直してはいません。
 #   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。そのため、この段落は論文の本文に基づいています。
 
 # %%
@@ -508,7 +511,7 @@ assert (growth > 1).all()
 
 
 def blockwise_causal(length, block):
-    """Sun et al. 3.3: query blocks of `block`; own (causal) and last block."""
+    """Sun et al.'s blockwise causal mask: own (causal) and last block."""
     p = torch.arange(length)
     m_, n_ = p[:, None], p[None, :]  # query m, key n
     return (n_ <= m_) & (n_ // block >= m_ // block - 1)  # (length, length)
@@ -1130,7 +1133,9 @@ plt.show()
 # (2024) find that it reaches somewhat longer inputs than RoPE but still fails past
 # a length, as its attention spreads out, and mend it by tuning a temperature per
 # head. Among released models, Llama 4 interleaves layers without positional
-# encoding with RoPE layers (Meta calls the design iRoPE).
+# encoding with RoPE layers (Meta calls the design iRoPE); chapter 14,
+# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers),
+# takes it apart.
 
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
@@ -1150,6 +1155,7 @@ plt.show()
 # NoPE にも限界があります。Wang ら（2024）によると、NoPE は RoPE より少し長い入力まで扱えます。
 # しかし、ある長さを超えるとアテンションが広がって失敗します。Wang らはヘッドごとに温度を調整してこれを直しています。
 # 公開されているモデルでは、Llama 4 が位置エンコーディングのない層を RoPE の層と交互に置いています（Meta はこの設計を iRoPE と呼んでいます）。
+# 詳しくは「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)」の章で扱います。
 
 # %% [markdown] lang="en"
 # ## What to remember

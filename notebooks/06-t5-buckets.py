@@ -17,7 +17,7 @@
 #
 # T5 (Raffel et al. 2020) adds no positional encoding to its token embeddings. Instead,
 # every attention score receives a learned number that depends only on how far the key
-# is from the query (and, in the encoder, on which side). The distances are sorted into [buckets](../docs/glossary.md): each
+# is from the query (and, in the encoder, on which side). The distances are sorted into [buckets](../docs/glossary.md#bucket): each
 # small distance has a bucket of its own, larger distances share buckets whose width
 # grows geometrically, and every distance from a maximum on lands in one last bucket.
 # Each head learns one scalar per bucket, and one table serves all the layers of a
@@ -859,7 +859,7 @@ plt.show()
 # %% [markdown] lang="en"
 # ## Queries at the end of the keys: a KV cache
 #
-# A decoder that generates with a [KV cache](../docs/glossary.md) computes one new query
+# A decoder that generates with a [KV cache](../docs/glossary.md#kv-cache) computes one new query
 # at a time, against all the keys so far. `T5RelativeBias` places query $i$ of `q_len`
 # at position $i + k_{\mathrm{len}} - q_{\mathrm{len}}$, the end of the keys, so the
 # bias for the queries of a step is the last rows of the full bias. Hugging Face's T5
@@ -904,7 +904,7 @@ with torch.no_grad():
         torch.testing.assert_close(step, at_once[:, t : t + 1])
 
 # %% [markdown] lang="en"
-# In a single [decode step](../docs/glossary.md) no mask is needed: the only query is
+# In a single [decode step](../docs/glossary.md#decode-step) no mask is needed: the only query is
 # the newest token, and every cached key lies at or before it.
 
 # %% [markdown] lang="ja"

@@ -21,7 +21,7 @@
 # saw ([*Sinusoidal positional encoding*](01-sinusoidal.ipynb)). Press, Smith and
 # Lewis (2022) drop the position vectors altogether. Their ALiBi ("Attention with
 # Linear Biases") adds to every attention score a fixed penalty proportional to the
-# distance between query and key, with a different [slope](../docs/glossary.md) in
+# distance between query and key, with a different [slope](../docs/glossary.md#slope) in
 # each head. This chapter derives the bias and its slopes, including the rule that
 # the official code uses for head counts that are not a power of two (the paper's
 # text gives one formula for every head count); shows how far each head looks;
@@ -45,7 +45,7 @@
 # Press、Smith、Lewis（2022）は、位置ベクトルを使うこと自体をやめました。
 # この手法 ALiBi（Attention with Linear Biases、線形バイアスによるアテンション）は、
 # クエリとキーの距離に比例する固定のペナルティを各アテンションスコアに足します。
-# [傾き](../docs/glossary.ja.md)はヘッドごとに異なります。
+# [傾き](../docs/glossary.ja.md#slope)はヘッドごとに異なります。
 # この章では、バイアスとその傾きを導きます。
 # ヘッド数が 2 のべき乗でない場合に公式実装が使う規則も扱います（論文の本文は、どのヘッド数にも 1 つの式を与えています）。
 # 続いて、各ヘッドがどこまで遠くを見るかを示します。よく使われるコードには 5 つの形のバイアスがあり、どれも同じアテンションになることを証明します。
@@ -694,7 +694,7 @@ print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 # %% [markdown] lang="en"
 # ## Queries aligned to the end of the keys (a KV cache)
 #
-# When a decoder generates with a [KV cache](../docs/glossary.md), the $L_q$ new
+# When a decoder generates with a [KV cache](../docs/glossary.md#kv-cache), the $L_q$ new
 # queries are the last tokens
 # of a sequence of $L_k$ keys: query $i$ sits at position $i + L_k - L_q$, and its bias is
 # $$-m_h\,(i + L_k - L_q - j)$$
@@ -714,7 +714,7 @@ print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 # %% [markdown] lang="ja"
 # ## キーの末尾に合わせたクエリ（KV キャッシュ）
 #
-# デコーダが [KV キャッシュ](../docs/glossary.ja.md)を使って生成するとき、$L_q$ 個の新しいクエリは、$L_k$ 個のキーからなる系列の最後のトークンです。
+# デコーダが [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使って生成するとき、$L_q$ 個の新しいクエリは、$L_k$ 個のキーからなる系列の最後のトークンです。
 # クエリ $i$ は位置 $i + L_k - L_q$ にあり、そのバイアスは次のようになります。
 # $$-m_h\,(i + L_k - L_q - j)$$
 # `alibi_bias(n, L_q, L_k)` はこの位置合わせを使います。`causal=True` の `posenc.attention` も同じです。
@@ -814,7 +814,7 @@ assert not torch.allclose(
 # conclude that the gain comes mostly from easing the early token curse, not from using
 # contexts longer than those of training. The chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
-# [extrapolation](../docs/glossary.md) to the test on small models.
+# [extrapolation](../docs/glossary.md#extrapolation) to the test on small models.
 #
 # Models that use ALiBi include BLOOM (its 176B model has 70 layers and 112 heads, the
 # official code's slope rule for a non-power of two at work) and MPT (MPT-7B: 32
@@ -845,7 +845,7 @@ assert not torch.allclose(
 # 区間が長くなれば、そうしたトークンの割合は減ります。
 # すべての予測に窓いっぱいの文脈を与えるスライディングウィンドウ評価では、$L_{\mathrm{valid}}$ が $L$ を超えても ALiBi のモデルのパープレキシティはほぼ横ばいです。
 # 著者らは、改善の大部分は early token curse が和らぐことによるもので、学習時より長い文脈を使えるからではないと結論しています。
-# [外挿](../docs/glossary.ja.md)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
+# [外挿](../docs/glossary.ja.md#extrapolation)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
 #
 # ALiBi を使うモデルには BLOOM と MPT があります。
 # BLOOM の 1760 億パラメータのモデルは 70 層、112 ヘッドで、2 のべき乗でない場合の公式実装の規則が使われます。

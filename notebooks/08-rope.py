@@ -609,7 +609,7 @@ print(
 # ## Partial rotation
 #
 # Nothing requires every feature to be rotated
-# ([partial rotation](../docs/glossary.md)). GPT-NeoX rotates only the first
+# ([partial rotation](../docs/glossary.md#partial-rotation)). GPT-NeoX rotates only the first
 # `rotary_pct` of each head and passes the rest through; GPT-J does the same with
 # `rotary_dim`. Split a head into $x = (x_{\text{rot}}, x_{\text{pass}})$, with $r$
 # rotated features. Then the rotated part gets the frequencies of an $r$-dimensional
@@ -850,7 +850,7 @@ assert len(rope.state_dict()) == 0
 # ## Long-term decay: what the paper's bound shows
 #
 # RoFormer (§3.4.3) argues that RoPE makes scores decay with distance
-# ([long-term decay](../docs/glossary.md)). Write
+# ([long-term decay](../docs/glossary.md#long-term-decay)). Write
 # $r = m - n$ and $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that
 # the score is $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$. Summation by parts
 # (Abel's transformation) with the partial sums of the phases gives

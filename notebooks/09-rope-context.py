@@ -1073,9 +1073,12 @@ plt.show()
 # multiplies cos and sin by it for short and long inputs alike: a prompt of ten tokens
 # has its queries and keys scaled by 1.19 too. Some other members of the family give
 # one attention factor per set, `short_mscale` and `long_mscale`: Hugging Face's
-# PhiMoE (Phi-3.5-MoE) reads both and picks one per forward pass by the length, as it
-# picks the list. `LongRopeScaling` has a single `attention_factor` and cannot express
-# two.
+# PhiMoE (Phi-3.5-MoE) reads both and picks one per forward pass by the length.
+# In transformers 5.24.0 it does not pick the list the same way: its forward
+# recomputes the frequencies without the length, so it rotates with the short list
+# at every length while scaling by `long_mscale` past the switch (a bug of that
+# version, found by a review of this chapter, not checked in a cell here).
+# `LongRopeScaling` has a single `attention_factor` and cannot express two.
 #
 # The cell uses the two lists of Phi-3.5-mini-instruct ($d = 96$, base $10^4$),
 # copied from its `config.json` (read from two public copies of the file, which
@@ -1126,7 +1129,9 @@ plt.show()
 # Phi-3.5-mini の設定にはほかの係数がないので、Hugging Face はこの係数を回転埋め込みのモジュールを作るときに一度だけ計算し、入力の長さによらず cos と sin に掛けます。
 # 10 トークンのプロンプトでも、クエリとキーは 1.19 倍になります。
 # 同じファミリーのほかのモデルには、組ごとにアテンションの係数 `short_mscale` と `long_mscale` を持つものもあります。
-# Hugging Face の PhiMoE（Phi-3.5-MoE）は両方を読み、係数の列と同じく、フォワードパスごとに長さからどちらかを選びます。
+# Hugging Face の PhiMoE（Phi-3.5-MoE）は両方を読み、フォワードパスごとに長さからどちらかを選びます。
+# ただし transformers 5.24.0 では、係数の列は同じようには選ばれません。フォワードパスが長さを渡さずに周波数を計算し直すので、どの長さでも短い入力用の列で回転させ、切り替えの長さを超えると `long_mscale` だけを掛けます。
+# これはこのバージョンのバグで、この章のレビューで見つかったものです（ここのセルでは確かめていません）。
 # `LongRopeScaling` のアテンションの係数は `attention_factor` 1 つだけなので、組ごとの 2 つの係数は表せません。
 #
 # 下のセルでは、Phi-3.5-mini-instruct（$d = 96$、底 $10^4$）の 2 つの列を使います。

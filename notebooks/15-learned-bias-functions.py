@@ -1133,7 +1133,9 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # longer inputs to these out-of-distribution positions, "even for relative
 # encodings". Their fix changes no formula: a sequence of $n$ tokens gets as
 # positions a random subset of $n$ distinct numbers from $[0, L)$, sorted, with
-# $L$ larger than any test length, in training and at test time alike. Every
+# $L$ larger than any test length, in training and at test time alike (the
+# paper's description; the official code draws one set per forward call,
+# shared by the whole batch). Every
 # position below $L$ is then seen in training, and the value of a position no
 # longer tells the model the index of its token. The spacing still tells
 # something: the mean gap is $(L + 1)/(n + 1)$ (below), so a longer input has
@@ -1159,7 +1161,8 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # scheme is not tested there on causal language models. On 6000 models and 15
 # algorithmic tasks, the abstract reports an average gain of 12.0% in test
 # accuracy on lengths unseen in training. What randomised positions, KERPLE,
-# FIRE and CoPE buy on two small tasks trained on this site is in
+# FIRE (below its threshold only: there the record never divides by the query
+# position) and CoPE buy on two small tasks trained on this site is in
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb#reading-the-results);
 # their papers' own experiments are at a larger scale.
 #
@@ -1190,7 +1193,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # テストでより長い入力が来ると、学習中には一度も現れなかった位置（相対位置の手法では距離）が現れます。
 # 論文は、長い入力で Transformer が失敗することを、この分布の外にある位置と結び付けます。それは「相対位置の手法でも」同じだといいます。
 # Ruoss らの対策では、式は何も変わりません。
-# $n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。これは学習とテストの両方で同じです。
+# $n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。これは学習とテストの両方で同じです（論文の説明です。公式実装は、呼び出しごとに 1 組を選び、バッチ全体で共有します）。
 # こうすると、$L$ 未満の位置はすべて学習中に現れます。また、位置の値を見ても、そのトークンが何番目かはわからなくなります。
 # ただし、間隔はまだ情報を持っています。
 # 間隔の平均は $(L + 1)/(n + 1)$ です（下で導きます）。そのため、長い入力の位置はどの学習用の入力よりも密になり、相対位置の手法が見る距離も長さとともに変わります。
@@ -1205,7 +1208,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # この版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
 # また、論文のモデルは、アルゴリズム的なタスクを解くエンコーダだけの Transformer です。論文では、この方法は因果的な言語モデルでは試されていません。
 # 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べた結果、学習中に見ていない長さでのテストの正解率は平均 12.0% 上がりました。
-# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#結果を読む)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 2 つの小さなタスクで学習して比べます。
+# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#結果を読む)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 2 つの小さなタスクで学習して比べます。ただし FIRE はしきい値より手前だけで、クエリの位置による割り算はその記録では使われていません。
 # それぞれの論文の実験は、もっと大きな規模で行われています。
 #
 # `posenc.random_positions(n, L)` は、このような位置の部分集合を 1 つ選びます。
@@ -1607,9 +1610,11 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # independent, so it is missing from $S$ sequences with probability
 # $(1 - n/L)^S$, and by linearity of expectation the number of positions never
 # drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
-# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 sequences: just over
-# three batches of the example script's 128, negligible against its 10 000
-# steps. The cell checks the probability of one
+# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. The paper draws
+# one subset per training example; the official code draws one per forward
+# call, shared by the whole batch, so there 387 draws are 387 of the example
+# script's 10 000 steps (about 4 %): still a small part of training. The cell
+# checks the probability of one
 # position, then the mean $L\,(1 - n/L)^S$ exactly (fractions) by enumerating
 # every sequence of $S$ draws in three small cases, and prints the mean number
 # of unseen positions in 20 simulated runs of 387 draws with `random_positions`.
@@ -1619,7 +1624,7 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
-# 例のスクリプトのバッチ（128 系列）で 3 つ余りにあたり、その 10000 ステップに比べればごくわずかです。
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選び、バッチ全体で共有します。そのため公式実装では、387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
 # セルでは 1 つの位置の確率を確かめます。続いて 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げ、平均 $L\,(1 - n/L)^S$ を分数で厳密に確かめます。
 # 最後に、`random_positions` で 387 回の選択を 20 回繰り返し、選ばれなかった位置の数の平均を出力します。
 
@@ -1628,7 +1633,7 @@ n, L = 40, 2048
 assert math.isclose(math.comb(L - 1, n - 1) / math.comb(L, n), n / L)
 S = math.ceil(math.log(L) / -math.log(1 - n / L))
 assert S == 387 and L * (1 - n / L) ** S < 1 <= L * (1 - n / L) ** (S - 1)
-assert 3 < S / 128 < 3.1  # batches of example.py's 128 sequences
+assert 0.038 < S / 10_000 < 0.039  # steps of example.py: one draw per step
 expected = L * (1 - n / L) ** S
 gen = torch.Generator().manual_seed(10)
 unseen = []

@@ -1915,8 +1915,9 @@ print(
 # the final ones, pair $i$ of that key is off by the angle
 # $n\,\lvert\theta'_i(n+1) - \theta'_i(3L)\rvert$. It is zero for the last key and
 # small for the first few, whose positions are small, and largest for the keys cached
-# just past $L$, which still have the trained frequencies but already large
-# positions: up to 10.7 radians at $n = 266$. Past a fraction of a radian the fast
+# just past $L$, whose frequencies are still nearly the trained ones (scaled only
+# by the length $n + 1$, about 1.04 at $n = 266$) but whose positions are already
+# large: up to 10.7 radians at $n = 266$. Past a fraction of a radian the fast
 # pairs' terms are scrambled, so the scores of the last query are off almost
 # everywhere: by 8.9, 10.2 and 7.8 on average over the three thirds of the keys,
 # nearly as large as the scores themselves, whose standard deviation is 12.2. Caching the
@@ -1929,7 +1930,7 @@ print(
 # 最終的な周波数と比べると、そのキーのペア $i$ は角度 $n\,\lvert\theta'_i(n+1) - \theta'_i(3L)\rvert$ だけずれています。
 # このずれは最後のキーでは 0 で、位置の小さい最初のいくつかのキーでも小さくなります。
 # 最も大きいのは $L$ を少し過ぎたところでキャッシュしたキーです。
-# 周波数はまだ学習時のままなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
+# 周波数は長さ $n + 1$ でわずかに変わっただけで（$n = 266$ では約 1.04 倍）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
 # ずれが 1 ラジアンの数分の 1 を超えると、速いペアの項はでたらめな値になります。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
 # キーを 3 等分した区間ごとの平均は 8.9、10.2、7.8 で、スコアそのもののばらつき（標準偏差 12.2）に近い大きさです。

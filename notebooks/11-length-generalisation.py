@@ -1720,8 +1720,10 @@ assert other[changed[0]] == ("cannot tell", 0.0, 0.0, 0.0)
 #
 # **Zhou et al. (2024)**: length generalisation varies strongly with the seed ("large
 # variances across different random seeds", their abstract). *Cannot tell*: the spread
-# here is moderate. The widest row, RoPE on recall, is $0.62$ $[0.55, 0.70]$ at $8L$
-# with seeds from $0.53$ to $0.68$; no seed lies more than $0.09$ from its row's mean,
+# here is moderate. The row with the seed furthest from its mean, RoPE on recall, is
+# $0.62$ $[0.55, 0.70]$ at $8L$ with seeds from $0.53$ to $0.68$ (the widest range
+# is sinusoidal on recall's, 0.68 to 0.84); no seed lies more than $0.09$ from its
+# row's mean,
 # and no row goes from success to failure, as some of their runs do. One seed would
 # still have misled: set against the other four, seed 0 alone reverses three of the
 # pairs of recall rows that those four order, seed 1 one (sinusoidal against ALiBi)
@@ -1768,7 +1770,7 @@ assert other[changed[0]] == ("cannot tell", 0.0, 0.0, 0.0)
 #   $4L$ と $8L$ では、$s$ をファインチューニングで使った $2$ より大きくするので、ファインチューニングした PI は崩れます（$-0.60$ $[-0.67, -0.53]$、$-0.44$ $[-0.50, -0.37]$）。
 #
 # **Zhou ら（2024）**：長さ汎化はシードによって大きく変わります（要旨の言葉では「シードによる大きなばらつき」）。
-# 判定は**決められません**。ここでのばらつきは中程度です。範囲が最も広い行は連想想起の RoPE で、$8L$ で $0.62$ $[0.55, 0.70]$、シードごとの値は $0.53$〜$0.68$ です。
+# 判定は**決められません**。ここでのばらつきは中程度です。平均から最も離れたシードを持つ行は連想想起の RoPE で、$8L$ で $0.62$ $[0.55, 0.70]$、シードごとの値は $0.53$〜$0.68$ です（範囲が最も広いのは連想想起の正弦波で、0.68〜0.84 です）。
 # 行の平均から $0.09$ 以上離れるシードはなく、Zhou らの実行の一部のように成功から失敗に変わる行もありません。
 # それでも、1 つのシードだけでは判断を誤ったはずです。各シードを、ほかの 4 つのシードで順序が決まる連想想起の行の組について比べます。
 # 順序が逆になるのは、シード 0 だけでは 3 組、シード 1 だけでは 1 組（正弦波と ALiBi）、シード 3 だけでは 2 組です。
@@ -1887,7 +1889,7 @@ not_read = [
     ("Ruoss: random > RoPE at 8L", "copy"),
 ]
 assert not any(k in checks for k in not_read)  # not learned
-# Zhou: the widest row, how far any seed lies from its mean, what one seed
+# Zhou: the row whose seed lies furthest from its mean, how far, what one seed
 # reverses against the other four, and the chance that five seeds miss a
 # failure that strikes a share p of the seeds
 assert r2("recall", "rope", 8 * L) == (0.62, 0.55, 0.7)

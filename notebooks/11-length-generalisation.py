@@ -729,7 +729,7 @@ display(Markdown("**recall**\n\n" + results_table("recall")))
 # 図は、最も長い入力の中で正解率がどこで落ちるかを示します。
 # $N = 8L$ での $a(t)$ をシードと $4$ 位置の窓で平均し、対数軸の $t$ に対して描きます。点線は $t = L$ です。
 
-# %% alt={"en": ["Two panels, copy and recall: seed-averaged accuracy a(t) at 8L = 128 against position t on a log axis, dotted line at L = 16. Copy: RoPE stays at about 1 up to t = 42, dips to 0.54 at t = 48 to 51, rebounds to 0.86, stays between 0.54 and 0.76 up to t = 115 and ends at 0.40, 0.36 and 0.35 in its last three windows; sinusoidal is erratic, falling from 0.98 to 0.66; T5 falls steadily to 0.52; CoPE stays near 1 and ends at 0.83; ALiBi, KERPLE and FIRE stay between 0.85 and 0.95 but never learned the task; NoPE slopes down from about 0.8 to 0.6 and random positions from 0.57 to 0.49. Recall: NoPE, FIRE and CoPE stay at 0.92 or above; T5, KERPLE and random positions end at 0.88, 0.90 and 0.86; RoPE dips to 0.5 at t = 40 to 51, recovers to 0.95 at t = 72 to 75, falls to about 0.3 and ends at 0.45; ALiBi and sinusoidal sink to about 0.6 at the end."], "ja": ["左はコピー、右は連想想起の図です。縦軸はシード平均の正解率 a(t)（8L = 128）です。横軸は位置 t（対数目盛）です。点線は L = 16 を示します。コピーでは、RoPE は t = 42 までほぼ 1 を保ち、t = 48〜51 で 0.54 まで落ちます。そのあと 0.86 まで戻り、t = 115 までは 0.54〜0.76 の間にとどまり、最後の 3 つの窓では 0.40、0.36、0.35 です。正弦波は不規則に上下しながら 0.98 から 0.66 まで下がります。T5 は 0.52 までなだらかに下がります。CoPE は 1 の近くを保ち、最後は 0.83 です。ALiBi、KERPLE、FIRE は 0.85〜0.95 の間にとどまりますが、タスクを覚えていません。NoPE は 0.8 程度から 0.6 まで、ランダムな位置は 0.57 から 0.49 までゆるやかに下がります。連想想起では、NoPE、FIRE、CoPE は 0.92 以上を保ちます。T5、KERPLE、ランダムな位置は最後にそれぞれ 0.88、0.90、0.86 です。RoPE は t = 40〜51 で 0.5 まで落ち、t = 72〜75 で 0.95 まで持ち直したあと 0.3 程度まで下がり、最後は 0.45 です。ALiBi と正弦波は最後に 0.6 程度まで下がります。"]}
+# %% alt={"en": ["Two panels, copy and recall: seed-averaged accuracy a(t) at 8L = 128 against position t on a log axis, dotted line at L = 16. Copy: RoPE stays at about 1 up to t = 42, dips to 0.54 at t = 48 to 51, rebounds to 0.86, stays between 0.54 and 0.76 up to t = 115 and ends at 0.40, 0.36 and 0.35 in its last three windows; sinusoidal is erratic, falling from 0.98 to 0.66; T5 falls steadily to 0.52; CoPE stays at about 1 up to t ≈ 50, then falls steadily to 0.83; ALiBi, KERPLE and FIRE stay between 0.85 and 0.95 but never learned the task; NoPE slopes down from about 0.8 to 0.6 and random positions from 0.57 to 0.49. Recall: NoPE, FIRE and CoPE stay at 0.92 or above; T5, KERPLE and random positions end at 0.88, 0.90 and 0.86; RoPE dips to 0.5 at t = 40 to 51, recovers to 0.95 at t = 72 to 75, falls to about 0.3 and ends at 0.45; ALiBi and sinusoidal sink to about 0.6 at the end."], "ja": ["左はコピー、右は連想想起の図です。縦軸はシード平均の正解率 a(t)（8L = 128）です。横軸は位置 t（対数目盛）です。点線は L = 16 を示します。コピーでは、RoPE は t = 42 までほぼ 1 を保ち、t = 48〜51 で 0.54 まで落ちます。そのあと 0.86 まで戻り、t = 115 までは 0.54〜0.76 の間にとどまり、最後の 3 つの窓では 0.40、0.36、0.35 です。正弦波は不規則に上下しながら 0.98 から 0.66 まで下がります。T5 は 0.52 までなだらかに下がります。CoPE は t ≈ 50 まではほぼ 1 を保ち、その後なだらかに下がって最後は 0.83 です。ALiBi、KERPLE、FIRE は 0.85〜0.95 の間にとどまりますが、タスクを覚えていません。NoPE は 0.8 程度から 0.6 まで、ランダムな位置は 0.57 から 0.49 までゆるやかに下がります。連想想起では、NoPE、FIRE、CoPE は 0.92 以上を保ちます。T5、KERPLE、ランダムな位置は最後にそれぞれ 0.88、0.90、0.86 です。RoPE は t = 40〜51 で 0.5 まで落ち、t = 72〜75 で 0.95 まで持ち直したあと 0.3 程度まで下がり、最後は 0.45 です。ALiBi と正弦波は最後に 0.6 程度まで下がります。"]}
 blue, orange, green, purple, sky, vermillion, yellow, black = OKABE_ITO
 style = {  # row: (colour, line style)
     "nope": (black, ":"),
@@ -818,8 +818,8 @@ assert (w2("recall", "alibi")[-1], w2("recall", "sinusoidal")[-1]) == (
 # **Recall** (every kind learned it). NoPE, T5, KERPLE, FIRE, CoPE and the random
 # positions keep $0.96$ to $0.98$ at $8L$, and none of the 15 paired differences among
 # them has an interval that excludes $0$: the record does not order them (which is
-# not the same as showing them equal). FIRE's interval, $[0.97, 0.99]$, has the
-# highest lower end and is the narrowest (FIRE here without its progressive
+# not the same as showing them equal). Of these six, FIRE's interval,
+# $[0.97, 0.99]$, has the highest lower end and is the narrowest (FIRE here without its progressive
 # interpolation, see above). RoPE falls to $0.62$ $[0.55, 0.70]$, sinusoidal to $0.76$
 # $[0.67, 0.86]$ and ALiBi to $0.81$ $[0.75, 0.87]$.
 #
@@ -849,7 +849,7 @@ assert (w2("recall", "alibi")[-1], w2("recall", "sinusoidal")[-1]) == (
 #
 # **連想想起**（どの種類も覚えました）。NoPE、T5、KERPLE、FIRE、CoPE、ランダムな位置は、$8L$ で $0.96$〜$0.98$ を保ちます。
 # この 6 つの間の対応のある差 15 組のどれも、区間が $0$ を含みます。記録からはこれらの順序が決まりません（等しいと示したわけではありません）。
-# FIRE の区間 $[0.97, 0.99]$ は下端が最も高く、幅が最も狭いものです（ここでの FIRE には漸進的補間が働いていません。上を参照してください）。
+# この 6 つのうちでは、FIRE の区間 $[0.97, 0.99]$ の下端が最も高く、幅も最も狭くなっています（ここでの FIRE には漸進的補間が働いていません。上を参照してください）。
 # RoPE は $0.62$ $[0.55, 0.70]$、正弦波は $0.76$ $[0.67, 0.86]$、ALiBi は $0.81$ $[0.75, 0.87]$ まで下がります。
 #
 # 連想想起での RoPE の曲線は、一度落ちてから持ち直します（図）。$t = 40$〜$51$ で $0.5$ まで落ち、$t = 72$〜$75$ では $0.95$ に戻ります。

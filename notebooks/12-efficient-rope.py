@@ -265,8 +265,8 @@ print(per_element(floor_traffic), end="")
 # [fused multiply-add](../docs/glossary.md#fused-multiply-add), which rounds once where the textbook rounds the product
 # $b \sin\phi$ and then the difference. That is why the first cell compared within
 # three units of rounding of $|ac| + |bs|$: that is what this draw shows, not a proven
-# bound (a worst case gives up to about four; the docstring of `posenc.rope` puts it
-# as "within one rounding of a product"). Inside `posenc` every path (both layouts, small and large
+# bound (a worst case gives up to about four, as the docstring of `posenc.rope`
+# says). Inside `posenc` every path (both layouts, small and large
 # inputs, the function and the module) does the same arithmetic, so they agree exactly;
 # the cell checks that too.
 #
@@ -309,7 +309,7 @@ print(per_element(floor_traffic), end="")
 # `addcmul_` は $a' - b \odot \sin\phi$ を[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（FMA）で計算することがあります。
 # 教科書どおりの式は積 $b \sin\phi$ を丸めてから差を丸めますが、FMA は 1 回しか丸めません。
 # 最初のセルで、完全な一致ではなく、$|ac| + |bs|$ の単位丸め誤差の 3 倍以内かどうかを確かめたのはこのためです。
-# この 3 倍は、この乱数で得られた値が収まる範囲で、証明された上限ではありません（最悪の場合は約 4 倍になります。`posenc.rope` のドキュメントは「積の丸め 1 回以内」と書いています）。
+# この 3 倍は、この乱数で得られた値が収まる範囲で、証明された上限ではありません（最悪の場合は約 4 倍になり、`posenc.rope` のドキュメントもそう書いています）。
 # `posenc` の中では、どの経路（2 つの配置、小さい入力と大きい入力、関数とモジュール）も同じ演算をするので、結果は完全に一致します。
 # 次のセルではこれも確かめます。
 #

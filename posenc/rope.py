@@ -30,9 +30,10 @@ positions or the input are float64, and the rotation runs in float32
 (float64 for float64 input); the result is cast back to the input's dtype.
 Each output is ``a cos - b sin`` (or ``b cos + a sin``) computed as one
 product and one fused multiply-add (``addcmul``) where the CPU has one: it
-agrees with the textbook formula, which rounds both products, within one
-rounding of a product, and the two layouts, the function and the module,
-small and large inputs all agree with each other to the last bit.
+agrees with the textbook formula, which rounds both products, within a few
+units of rounding of ``|a cos| + |b sin|`` (about four in the worst case),
+and the two layouts, the function and the module, small and large inputs
+all agree with each other to the last bit.
 
 Performance: RoPE is a streaming operation, bound by memory traffic. The
 rotation writes straight into one output tensor (``torch.mul(..., out=)``,

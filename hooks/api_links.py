@@ -17,7 +17,7 @@ from pathlib import Path
 
 from mkdocs.utils import get_relative_url
 
-_DIRECTIVE = re.compile(r"^::: posenc\.(\w+)\s*$", re.MULTILINE)
+DIRECTIVE = re.compile(r"^::: posenc\.(\w+)\s*$", re.MULTILINE)
 # Regions that keep their text: links, headings, code blocks and outputs;
 # and the inline code that may be a name.
 _REGION = re.compile(
@@ -33,7 +33,7 @@ def reference_entries(docs_dir: Path) -> dict[str, str]:
     """Each name with a ``::: posenc.name`` directive -> the URL of its page."""
     found = {}
     for page in sorted((docs_dir / "api").glob("*.md")):
-        for name in _DIRECTIVE.findall(page.read_text(encoding="utf-8")):
+        for name in DIRECTIVE.findall(page.read_text(encoding="utf-8")):
             found[name] = f"api/{page.stem}/"
     return found
 

@@ -500,12 +500,25 @@ print(
 #
 # The scale $\sqrt{d}$ of these tokens is the one the Transformer's tokens have.
 # Vaswani et al. (2017, §3.4) multiply the embeddings by $\sqrt{d_{\text{model}}}$;
-# fairseq draws them with standard deviation $d^{-1/2}$ and multiplies by
-# $\sqrt{d}$ (`embed_scale`), so the token norms are again about $\sqrt{d}$. labml
-# multiplies too, but starts from PyTorch's $N(0, 1)$, which gives norms near
-# $d$ (the cell illustrates the two scales on random draws; it does not run
-# fairseq's or labml's code, and the facts above come from fairseq's
-# `transformer_base.py` and labml's `models.py`). The section
+# fairseq draws them with standard deviation $d^{-1/2}$ (`Embedding` in
+# `transformer_base.py`) and multiplies by $\sqrt{d}$ (`embed_scale` in
+# `transformer_encoder.py` and `transformer_decoder.py`), so the token norms are
+# again about $\sqrt{d}$. labml multiplies too, and its
+# `EmbeddingsWithPositionalEncoding` on its own starts from PyTorch's $N(0, 1)$,
+# which gives norms near $d$. But labml's `EncoderDecoder` (in `models.py`, the
+# model its training configurations build) then re-initialises every parameter
+# with two or more dimensions with `xavier_uniform_`. For the
+# $n_{\text{vocab}} \times d$ embedding table this draws each entry uniformly from
+# $[-a, a]$ with $a = \sqrt{6/(n_{\text{vocab}} + d)}$, so its variance is
+# $a^2/3 = 2/(n_{\text{vocab}} + d)$. A row $e_{\text{tok}}$ of the table (one
+# token's embedding) has $d$ entries, and once multiplied by $\sqrt{d}$ its
+# squared norm is about $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$:
+# $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
+# That is $22.6 = \sqrt{d}$ for $n_{\text{vocab}} = d = 512$ and $4.0$ for
+# $n_{\text{vocab}} = 32000$, $d = 512$; far from $d = 512$ either way. The cell
+# illustrates these scales on random draws and on PyTorch's own
+# `xavier_uniform_`; it does not run fairseq's or labml's code, and the facts
+# above come from the files named. The section
 # [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
 # of the chapter *Learned absolute embeddings and scaled sinusoids* measures
 # these ratios.
@@ -529,11 +542,19 @@ print(
 #
 # ここでのトークンのノルム $\sqrt{d}$ は、実際の Transformer のトークンと同じ大きさです。
 # Vaswani ら（2017、§3.4）は埋め込みに $\sqrt{d_{\text{model}}}$ を掛けます。
-# fairseq は標準偏差 $d^{-1/2}$ で埋め込みを引き、$\sqrt{d}$ を掛ける（`embed_scale`）ので、
+# fairseq は標準偏差 $d^{-1/2}$ で埋め込みを引き（`transformer_base.py` の `Embedding`）、
+# $\sqrt{d}$ を掛ける（`transformer_encoder.py` と `transformer_decoder.py` の `embed_scale`）ので、
 # トークンのノルムはやはり $\sqrt{d}$ 前後になります。
-# labml も掛けますが、PyTorch の既定の $N(0, 1)$ から始めるので、ノルムは $d$ 前後になります。
-# セルでは、ランダムに引いた値で 2 つの大きさを例示するだけで、fairseq や labml のコードを実行するわけではありません。
-# 上の事実は、fairseq の `transformer_base.py` と labml の `models.py` から取っています。
+# labml も掛けます。labml の `EmbeddingsWithPositionalEncoding` は、単独では PyTorch の既定の $N(0, 1)$ から始めるので、ノルムは $d$ 前後になります。
+# ところが labml の `EncoderDecoder`（`models.py` にあり、labml の学習用の設定が組み立てるモデル）は、
+# そのあと 2 次元以上のパラメータをすべて `xavier_uniform_` で初期化し直します。
+# $n_{\text{vocab}} \times d$ の埋め込み表では、各成分を $a = \sqrt{6/(n_{\text{vocab}} + d)}$ として $[-a, a]$ の一様分布から引くので、
+# 分散は $a^2/3 = 2/(n_{\text{vocab}} + d)$ です。
+# 表の 1 行 $e_{\text{tok}}$（1 つのトークンの埋め込み）には成分が $d$ 個あり、$\sqrt{d}$ を掛けたあとのノルムの 2 乗はおよそ $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$ です。
+# $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
+# $n_{\text{vocab}} = d = 512$ なら $22.6 = \sqrt{d}$、$n_{\text{vocab}} = 32000$、$d = 512$ なら $4.0$ で、どちらも $d = 512$ からは遠い値です。
+# セルでは、ランダムに引いた値と PyTorch 自身の `xavier_uniform_` でこれらの大きさを例示するだけで、fairseq や labml のコードを実行するわけではありません。
+# 上の事実は、名前を挙げたファイルから取っています。
 # これらの比は、「学習型位置埋め込みとスケール付き正弦波」の章の
 # 「[位置の信号はどれくらい大きいか](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)」の節で測ります。
 
@@ -572,13 +593,28 @@ assert (
     > 0.9999
 )
 # an illustration, not a check of either library: the norms of
-# N(0, 1/d) * sqrt(d) draws (as in fairseq) and of N(0, 1) * sqrt(d) (labml)
+# N(0, 1/d) * sqrt(d) draws (as in fairseq) and of N(0, 1) * sqrt(d)
+# (labml's embeddings class on its own)
 gen_scale = torch.Generator().manual_seed(1)
 draws = torch.randn(2, 1000, d64, generator=gen_scale, dtype=f64)
 fairseq_tok = draws[0] * d64**-0.5 * math.sqrt(d64)
 labml_tok = draws[1] * math.sqrt(d64)
 assert abs(fairseq_tok.norm(dim=-1).mean() - math.sqrt(d64)) < 0.5
 assert abs(labml_tok.norm(dim=-1).mean() - d64) < 2
+# labml's EncoderDecoder: PyTorch's xavier_uniform_ on the n_vocab x d
+# table, times sqrt(d), against the formula d * sqrt(2 / (n_vocab + d))
+d512 = 512
+lines.append(f"xavier_uniform_ table * sqrt(d), d = {d512}:")
+for n_vocab in (512, 32000):
+    table = torch.empty(n_vocab, d512)
+    torch.nn.init.xavier_uniform_(table, generator=gen_scale)
+    xavier_norm = (table * math.sqrt(d512)).norm(dim=-1).mean().item()
+    formula = d512 * math.sqrt(2 / (n_vocab + d512))
+    assert abs(xavier_norm / formula - 1) < 0.005
+    lines.append(
+        f"  n_vocab = {n_vocab:5d}: mean |row| = {xavier_norm:.2f}, "
+        f"formula {formula:.2f}"
+    )
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"

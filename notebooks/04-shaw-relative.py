@@ -156,10 +156,13 @@ offset.clamp(-k_clip, k_clip)
 # %% [markdown] lang="en"
 # The heatmap shows the same offsets for $n = 24$ and $k = 4$. The diagonals
 # $j - i = \pm k$ already carry $w_{\pm k}$, the same vectors as every diagonal
-# beyond them, so the model can tell distances apart only for
+# beyond them, so within one layer the relative terms tell distances apart only for
 # $|j - i| \le k - 1$, on the $2k - 1$ central diagonals; from the diagonals
 # $\pm k$ outwards the two triangles are flat. The check after the figure
-# confirms it on the table above ($k = 3$).
+# confirms it on the table above ($k = 3$). With several layers, position information
+# may propagate beyond the clipping distance $k$, as Shaw et al. themselves note (§4.3);
+# [*Beyond k, distances are indistinguishable*](#beyond-k-distances-are-indistinguishable)
+# and exercise 1 come back to this.
 #
 # When a decoder generates with a [KV cache](../docs/glossary.md#kv-cache), the $q$
 # new queries are the last $q$ of the
@@ -171,9 +174,11 @@ offset.clamp(-k_clip, k_clip)
 # %% [markdown] lang="ja"
 # 下のヒートマップは、同じ相対位置を $n = 24$、$k = 4$ で描いたものです。
 # 対角線 $j - i = \pm k$ にはすでに、それより外側のすべての対角線と同じベクトル $w_{\pm k}$ が割り当てられています。
-# そのため、モデルが距離を区別できるのは $|j - i| \le k - 1$、つまり中央の $2k - 1$ 本の対角線だけです。
+# そのため、1 つの層の中で相対位置の項が距離を区別できるのは $|j - i| \le k - 1$、つまり中央の $2k - 1$ 本の対角線だけです。
 # 対角線 $\pm k$ から外側では、2 つの三角形がどちらも一様な色になります。
 # 図の後のセルで、上の表（$k = 3$）についてこれを確かめます。
+# ただし層を重ねると、位置の情報が、クリップが始まる距離 $k$ より遠くまで伝わる可能性があります。Shaw ら自身も §4.3 でこう述べています。
+# この点には、後の[「k より先の距離は区別できない」](#k-より先の距離は区別できない)の節と演習 1 で戻ります。
 #
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
 # つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。

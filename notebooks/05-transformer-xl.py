@@ -724,15 +724,19 @@ assert (~mask).sum(-1).tolist() == [m_len + i + 1 for i in range(q_len)]
 # shift, the pair $(i, j)$ gets the distance $j + L - 1 - i$ instead of $i + m - j$: it
 # grows with $j$ instead of shrinking. For the last query the distance is just $j$, the
 # key's position, as if the encoding were absolute, and every query gets the largest
-# distance, $m + L - 1$, for itself. Almost every pair gets a wrong distance: the
+# distance, $m + L - 1$, for itself. Most pairs get a wrong distance: the
 # two agree only where $i + m - j = j + L - 1 - i$, that is
 # $i - j = (L - 1 - m)/2$, which never happens when $L - 1 - m$ is odd, as for
 # $L = 4$ and $m = 2$, and otherwise for one pair in each of
-# $L - (L - 1 - m)/2$ rows ($L \ge m + 1$). Nothing raises an error: the shapes
+# $L - (L - 1 - m)/2$ rows ($L \ge m + 1$). With at most one right pair per row,
+# at most $L$ of the $L(L+1)/2 + Lm$ pairs that the queries see are right, a share
+# of at most $2/(L + 1 + 2m)$, which falls to 0 as $L$ grows; in the small shapes
+# below it is still up to a third. Nothing raises an error: the shapes
 # agree and the scores are finite, so only a check like this one shows the mistake.
 # The check applies the shift to the distances themselves, in both orders, for
 # $L = 4$ and $m = 2$, and prints them with the entries above the diagonal set to
-# $-1$; then it counts the right pairs for five shapes against the formula.
+# $-1$; then it counts the right pairs for five shapes against the formula and
+# checks that they are fewer than half of the pairs.
 
 # %% [markdown] lang="ja"
 # ## 距離の向き
@@ -744,14 +748,16 @@ assert (~mask).sum(-1).tolist() == [m_len + i + 1 for i in range(q_len)]
 # $j$ とともに小さくなるのではなく大きくなります。
 # 最後のクエリでは距離は単に $j$、つまりキーの位置になり、まるで絶対位置のエンコーディングのようです。
 # そして、どのクエリも自分自身に対していちばん大きな距離 $m + L - 1$ を受け取ります。
-# ほとんどの組が間違った距離を受け取ります。
+# 大半の組が間違った距離を受け取ります。
 # 2 つが一致するのは $i + m - j = j + L - 1 - i$、つまり $i - j = (L - 1 - m)/2$ のときだけです。
 # $L = 4$、$m = 2$ のように $L - 1 - m$ が奇数なら一致する組はなく、
 # そうでなければ $L - (L - 1 - m)/2$ 個の行で 1 組ずつ一致します（$L \ge m + 1$ のとき）。
+# 正しい組は 1 行に多くても 1 つなので、クエリから見える $L(L+1)/2 + Lm$ 組のうち正しいのは多くても $L$ 組です。
+# その割合は $2/(L + 1 + 2m)$ 以下で、$L$ が大きくなると 0 に近づきます。ただし、下の小さな形状では最大で 3 分の 1 になります。
 # それでも、どこにもエラーは出ません。形状は合い、スコアは有限なので、この誤りはこのような確認でしか分かりません。
 # 次の確認では、$L = 4$、$m = 2$ について距離そのものに両方の順でシフトをかけ、
 # 対角線より上の成分を $-1$ にして表示します。
-# そのあと 5 つの形状について、正しい距離を受け取る組の数を式と比べます。
+# そのあと 5 つの形状について、正しい距離を受け取る組の数を式と比べ、それが組全体の半分に満たないことを確かめます。
 
 # %%
 q_len, m_len = 4, 2
@@ -795,7 +801,10 @@ for q_len, m_len in [(4, 2), (3, 0), (5, 0), (4, 1), (6, 1)]:
     right = int((shifted == i + m_len - j)[seen].sum())
     gap = q_len - 1 - m_len
     assert right == (0 if gap % 2 else q_len - gap // 2)
-    assert right < int(seen.sum())  # 0 of 18, 2 of 6, 3 of 15, 3 of 14, 4 of 27
+    pairs = int(seen.sum())
+    assert pairs == q_len * (q_len + 1) // 2 + q_len * m_len
+    assert right <= q_len and right * (q_len + 1 + 2 * m_len) <= 2 * pairs
+    assert 2 * right < pairs  # 0 of 18, 2 of 6, 3 of 15, 3 of 14, 4 of 27
 
 # %% [markdown] lang="en"
 # ## In posenc
@@ -1060,9 +1069,9 @@ print(example)
 #   distance, a learned projection $W_{k,R}$ and two global biases $u$, $v$.
 # - The relative shift (a pad and two reshapes) lines up $B = (Q + v)\tilde R^\top$
 #   with the keys exactly for $j \le i + m$; the entries after each query hold the
-#   next row, which the mask `triu(..., diagonal=1 + m)` hides.
+#   pad zero and then the next row, which the mask `triu(..., diagonal=1 + m)` hides.
 # - The distances must be in descending order; in ascending order nothing fails and
-#   almost every pair gets a wrong distance.
+#   most pairs get a wrong distance, a share that tends to 1 as $L$ grows.
 # - XLNet encodes one extra distance instead of padding; labml learns its vectors
 #   and pads on the right, with $m + 2L$ rows so that every entry is exact.
 
@@ -1074,8 +1083,8 @@ print(example)
 # - Dai らのスコアは 4 つの項からなり、$(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ とまとめられます。
 #   距離の固定の正弦波 $R_{i-j}$、学習可能な射影 $W_{k,R}$、全クエリ共通の 2 つのバイアス $u$、$v$ を使います。
 # - 相対シフト（パディング 1 回と形状変換 2 回）は、$B = (Q + v)\tilde R^\top$ を $j \le i + m$ の範囲で正確にキーにそろえます。
-#   各クエリより後ろの成分には次の行の値が入り、マスク `triu(..., diagonal=1 + m)` がそれを隠します。
-# - 距離は降順でなければなりません。昇順にしてもエラーは出ず、ほとんどの組が間違った距離を受け取ります。
+#   各クエリより後ろの成分には、パディングの 0 に続いて次の行の値が入り、マスク `triu(..., diagonal=1 + m)` がそれを隠します。
+# - 距離は降順でなければなりません。昇順にしてもエラーは出ず、大半の組が間違った距離を受け取ります。その割合は $L$ が大きくなると 1 に近づきます。
 # - XLNet はパディングの代わりに距離を 1 つ余分にエンコードします。
 #   labml はベクトルを学習し、右にパディングして $m + 2L$ 行を使うので、すべての成分が正確です。
 

@@ -918,8 +918,10 @@ with torch.no_grad():
 # across all layers, with a different bias for each head. In Hugging Face's `T5Stack`,
 # only the first block is built with `has_relative_attention_bias=True`; it computes the
 # bias, and every later layer of the stack reuses it. The encoder (bidirectional) and the
-# decoder's self-attention (causal) each have their own table; the decoder's
-# cross-attention has none. With 32 buckets and 12 heads, as in T5-base, a table holds
+# decoder's self-attention (causal) each have their own table; in Hugging Face the
+# decoder's cross-attention has none (Mesh TensorFlow's `EncDecAttention` gets one,
+# `enc_dec_relative_attention_bias`, when it is given a `relative_attention_type`;
+# by default it has none). With 32 buckets and 12 heads, as in T5-base, a table holds
 # $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: every self-attention layer
 # builds its own table (`UMT5Attention(config, has_relative_attention_bias=True)`).
 # `posenc.T5RelativeBias` is one table; sharing it is the caller's choice.
@@ -952,7 +954,7 @@ with torch.no_grad():
 # |---|---|---|
 # | Mesh TensorFlow (T5) | `n = -relative_position`, the query minus the key | float32 (`mtf.to_float`), in the model's graph: on TPUs for T5 |
 # | Hugging Face `T5Attention` | `memory_position - context_position`, the key minus the query | float32 (`.float()`), PyTorch's `log` |
-# | flaxformer (T5X) | `n = -relative_position` | NumPy on the host: float32 `log` of $n/E + \epsilon$, $\epsilon$ = `np.finfo(np.float32).eps`; the quotient in float32 with NumPy 1.x, in float64 with NumPy 2 |
+# | flaxformer (T5X) | `n = -relative_position` | NumPy on the host by default (`on_device_computation=False`): float32 `log` of $n/E + \epsilon$, $\epsilon$ = `np.finfo(np.float32).eps`; the quotient in float32 with NumPy 1.x, in float64 with NumPy 2 |
 # | `posenc` | key minus query | float32 with a correctly rounded `log`, once per setting |
 #
 # The sign conventions differ but the buckets agree at the defaults: all of them send
@@ -972,6 +974,10 @@ with torch.no_grad():
 # float32). At a whole-number quotient this can move a bucket: with T5's 32 buckets and
 # $D = 289$ in the causal setting, $n = 68$ gives exactly $8$ (since $(68/16)^2 = 289/16$),
 # and flaxformer puts $r = -68$ into bucket $24$ under NumPy 1.x but $23$ under NumPy 2.
+# All of this concerns flaxformer's default path. With `on_device_computation=True` it
+# evaluates the same expression with `jax.numpy` on the device, where NumPy's promotion
+# rules play no part and, as with Mesh TensorFlow, the device's float32 `log` decides
+# at the edges.
 # The cell rebuilds flaxformer's expression in NumPy, with the correctly rounded
 # logarithm and either precision, checks both statements, and checks that the installed
 # NumPy promotes as NEP 50 says. Mesh TensorFlow (with one table per stack,
@@ -993,7 +999,8 @@ with torch.no_grad():
 # Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。
 # そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
 # エンコーダ（双方向）とデコーダのセルフアテンション（因果的）はそれぞれ自分の表を持ち、
-# デコーダのクロスアテンションは表を持ちません。
+# Hugging Face ではデコーダのクロスアテンションは表を持ちません。
+# なお Mesh TensorFlow の `EncDecAttention` は、`relative_attention_type` を指定すると `enc_dec_relative_attention_bias` という表を持ちます（既定では持ちません）。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
 # 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります
 # （`UMT5Attention(config, has_relative_attention_bias=True)`）。
@@ -1026,7 +1033,7 @@ with torch.no_grad():
 # |---|---|---|
 # | Mesh TensorFlow（T5） | `n = -relative_position`（クエリの位置からキーの位置を引いた値） | float32（`mtf.to_float`）、モデルの計算グラフの中で計算。T5 では TPU 上 |
 # | Hugging Face の `T5Attention` | `memory_position - context_position`（キーの位置からクエリの位置を引いた値） | float32（`.float()`）、PyTorch の `log` |
-# | flaxformer（T5X） | `n = -relative_position` | ホスト上の NumPy。$\epsilon$ = `np.finfo(np.float32).eps` として、float32 の `log` の引数は $n/E + \epsilon$。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
+# | flaxformer（T5X） | `n = -relative_position` | 既定（`on_device_computation=False`）ではホスト上の NumPy。$\epsilon$ = `np.finfo(np.float32).eps` として、float32 の `log` の引数は $n/E + \epsilon$。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
 # | `posenc` | キーの位置からクエリの位置を引いた値 | 正しく丸めた `log` を使う float32。設定ごとに 1 回だけ計算 |
 #
 # 引き算の向きは違っても、既定値ではバケットは一致します。どれも、クエリより後ろのキーを後半に送ります。
@@ -1046,6 +1053,9 @@ with torch.no_grad():
 # 商が整数になる場所では、これによってバケットも変わりえます。
 # T5 と同じ 32 個のバケットで $D = 289$ の因果的な設定では、$(68/16)^2 = 289/16$ なので $n = 68$ の商はちょうど $8$ です。
 # flaxformer は $r = -68$ を、NumPy 1.x ではバケット $24$ に、NumPy 2 では $23$ に入れます。
+# ここまでの話は flaxformer の既定の経路についてです。
+# `on_device_computation=True` では、同じ式を `jax.numpy` でデバイス上で計算します。
+# そこでは NumPy の型昇格の規則は関係せず、Mesh TensorFlow と同じく、境目ではデバイスの float32 の `log` が結果を決めます。
 # 次のセルでは、flaxformer の式を NumPy で作り直します。対数には正しく丸めた値を使います。そのうえで、2 つの精度それぞれについて両方の主張を確かめます。
 # インストールされている NumPy が NEP 50 のとおりに型を昇格させることも確かめます。
 # また Mesh TensorFlow（表をスタックごとに 1 つ持つ `relative_attention_type="bias_shared"` の設定）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。

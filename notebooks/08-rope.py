@@ -332,7 +332,9 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # %% [markdown] lang="en"
 # ## Without the matrix: two elementwise products
 #
-# $R_m$ has $d^2$ entries but only $2d$ of them differ from $0$, so no library builds it.
+# $R_m$ has $d^2$ entries but at most $2d$ of them differ from $0$ (exactly $2d$ unless
+# some $\cos m\theta_i$ or $\sin m\theta_i$ is $0$; at $m = 0$ only the $d$ diagonal
+# ones), so no library builds it.
 # Pair $i$ maps $(x_{2i}, x_{2i+1})$ to
 # $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$,
 # which for all pairs at once is (RoFormer, eq. 34)
@@ -346,7 +348,9 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # %% [markdown] lang="ja"
 # ## 行列を使わずに：成分ごとの積 2 つ
 #
-# $R_m$ の成分は $d^2$ 個ありますが、$0$ でないのは $2d$ 個だけです。そのため、どのライブラリもこの行列を作りません。
+# $R_m$ の成分は $d^2$ 個ありますが、$0$ でないのは多くても $2d$ 個です。
+# $\cos m\theta_i$ と $\sin m\theta_i$ がどれも $0$ でなければちょうど $2d$ 個で、$m = 0$ では対角の $d$ 個だけです。
+# そのため、どのライブラリもこの行列を作りません。
 # ペア $i$ は $(x_{2i}, x_{2i+1})$ を
 # $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$ に移します。
 # すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
@@ -374,10 +378,13 @@ cos, sin = (
 # (-x1, x0, -x3, x2, ...)
 swapped = torch.stack([-x[:, 1::2], x[:, 0::2]], dim=-1).flatten(-2)
 assert_close(out, x * cos + swapped * sin)
-# the matrix apply_rope applies, read off the basis vectors: 2d of d^2 non-zero
+# the matrix apply_rope applies, read off the basis vectors: at most 2d of d^2
+# non-zero, and only the d diagonal ones at m = 0
 eye_d = torch.eye(d, dtype=f64)
 r_lib = apply_rope(eye_d, torch.tensor(3), layout="interleaved").T
 assert (r_lib != 0).sum() == 2 * d
+r_0 = apply_rope(eye_d, torch.tensor(0), layout="interleaved").T
+assert torch.equal(r_0, eye_d)
 
 # %% [markdown] lang="en"
 # The figure shows the cosine of the angle $m\theta_i$ for a head of size $d = 128$,

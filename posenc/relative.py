@@ -112,8 +112,11 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
     CPU, Mesh TensorFlow multiplies by float32 reciprocals instead of
     dividing (e.g. ``num_buckets=16, max_distance=49``, distance 14), and
     PyTorch on CUDA divides by a Python number the same way. At T5's
-    defaults (32 buckets, 128) all of them agree (chapter *T5 relative
-    buckets*).
+    defaults (32 buckets, 128) all of them agree when the float32 ``log`` of
+    2, 4 and 8 is correctly rounded, as on the CPU the chapter *T5 relative
+    buckets* runs on; at the bidirectional distances 16, 32 and 64 the
+    quotient is exactly 2, 4 and 6, and a ``log`` one unit in the last place
+    low puts each of them one bucket lower in every form (see that chapter).
     """
     max_exact = side // 2
     n_log = side - max_exact  # buckets from max_exact on, the last one open-ended
@@ -157,8 +160,10 @@ def t5_relative_position_bucket(
 
     With ``relative_position = key_pos - query_pos``, T5's
     ``_relative_position_bucket`` as Hugging Face's ``T5Attention`` computes
-    it on a CPU in float32 with a correctly rounded ``log``; at T5's defaults
-    this equals Mesh TensorFlow's and Hugging Face's output everywhere, and in
+    it on a CPU in float32 with a correctly rounded ``log``. At T5's defaults
+    this equals Mesh TensorFlow's and Hugging Face's output everywhere when
+    their float32 ``log`` of 2, 4 and 8 is correctly rounded too (the
+    bidirectional distances 16, 32 and 64 sit exactly on bucket edges); in
     other settings it can differ from them by one bucket where the float32
     quotient lands on a bucket edge (see ``_t5_thresholds``):
 

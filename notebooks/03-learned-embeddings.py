@@ -1322,6 +1322,16 @@ print("\n".join(lines), end="")
 # draws both tables as `src/model.py` does, normal and untruncated, with the two
 # $\sigma$ typed in from its lines 153 and 155: it checks this arithmetic, not
 # OpenAI's code.
+#
+# The $0.01$ is OpenAI's. A GPT-2 built from Hugging Face's classes and trained
+# or initialised from scratch starts `wpe` at $\sigma = 0.02$, like `wte`:
+# `GPT2Model` makes both tables `nn.Embedding`s, and in transformers 5.24.0
+# `_init_weights` draws every `nn.Embedding` with `initializer_range` $= 0.02$.
+# There both norms start near $0.554$ and the ratio is $1$, not $2$: neither
+# signal is louder. A pretrained
+# [checkpoint](../docs/glossary.md#checkpoint) carries OpenAI's trained weights
+# in either codebase, so the difference matters only for training from scratch.
+# The cell also draws `wpe` with $0.02$ and checks both ratios.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $\sigma = 0.02$ のトークンのノルムはおよそ $0.02\sqrt{768} \approx 0.554$、
@@ -1329,6 +1339,13 @@ print("\n".join(lines), end="")
 # 学習の始めにはトークンのほうが 2 倍大きく、これは 2 つの $\sigma$ の比です。
 # 次のセルでは、`src/model.py` と同じく切断しない正規分布で両方の表を作ります。
 # 2 つの $\sigma$ はその 153 行目と 155 行目から書き写したもので、確かめるのはこの計算であり、OpenAI のコードそのものではありません。
+#
+# $0.01$ は OpenAI のコードの値です。
+# Hugging Face のクラスで GPT-2 を作り、一から初期化して学習する場合は、`wpe` も `wte` と同じ $\sigma = 0.02$ から始まります。
+# `GPT2Model` は 2 つの表をどちらも `nn.Embedding` として持ち、transformers 5.24.0 の `_init_weights` はすべての `nn.Embedding` を `initializer_range` $= 0.02$ で初期化するからです。
+# この場合は 2 つのノルムがどちらもおよそ $0.554$ から始まり、比は $2$ ではなく $1$ です。どちらの信号も大きくはありません。
+# 学習済みの[チェックポイント](../docs/glossary.ja.md#checkpoint)はどちらのコードでも OpenAI の学習済みの重みを持つので、この違いが効くのは一から学習するときだけです。
+# 次のセルでは `wpe` を $0.02$ でも作り、両方の比を確かめます。
 
 # %% tags=["solution"]
 d = 768
@@ -1338,10 +1355,17 @@ wpe = torch.randn(1024, d, generator=gen3) * 0.01
 tok_norm, pos_norm = wte.norm(dim=-1).mean(), wpe.norm(dim=-1).mean()
 assert_close(tok_norm.item(), 0.02 * math.sqrt(d), rtol=3e-3, atol=0)
 assert_close(pos_norm.item(), 0.01 * math.sqrt(d), rtol=3e-3, atol=0)
-assert_close((tok_norm / pos_norm).item(), 2.0, rtol=5e-3, atol=0)
+# Hugging Face: _init_weights draws wpe with initializer_range = 0.02
+wpe_hf = torch.randn(1024, d, generator=gen3) * 0.02
+pos_norm_hf = wpe_hf.norm(dim=-1).mean()
+ratio_openai, ratio_hf = tok_norm / pos_norm, tok_norm / pos_norm_hf
+assert_close(ratio_openai.item(), 0.02 / 0.01, rtol=5e-3, atol=0)
+assert_close(ratio_hf.item(), 0.02 / 0.02, rtol=5e-3, atol=0)
 print(
     f"|wte| {tok_norm:.3f}, |wpe| {pos_norm:.3f}, "
-    f"tokens / positions {tok_norm / pos_norm:.3f}",
+    f"tokens / positions {ratio_openai:.3f} (OpenAI)\n"
+    f"|wte| {tok_norm:.3f}, |wpe| {pos_norm_hf:.3f}, "
+    f"tokens / positions {ratio_hf:.3f} (Hugging Face, from scratch)",
     end="",
 )
 

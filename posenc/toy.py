@@ -24,12 +24,14 @@ encodings differ in exactly one place each:
 - ``"kerple"``: one :class:`posenc.learned_bias.KerpleBias` (logarithmic
   kernel) shared by all layers, like T5's table here.
 - ``"fire"``: one :class:`posenc.learned_bias.FireBias` shared by all
-  layers, with its default threshold of 512. A query at a position up to
-  the threshold divides by the constant ``psi(threshold)``, so on inputs of
-  up to 512 tokens the bias is a learned function of the log distance, and
+  layers, with the initial threshold ``fire_threshold`` (default 512, the
+  class's default). A query at a position up to the threshold divides by
+  the constant ``psi(threshold)``, so with the default the bias is a
+  learned function of the log distance on inputs of up to 512 tokens and
   FIRE's progressive interpolation (the division by the query's own
-  position) does not act; the threshold is learned, but only through a
-  multiplier that starts at 1. There is no option yet to set it lower.
+  position) does not act; set ``fire_threshold`` to the training length
+  for the interpolation to act on every longer input. The threshold is
+  learned through a multiplier that starts at 1.
 - ``"cope"``: a :class:`posenc.cope.CoPE` in every layer, its bias computed
   from that layer's causally masked scores; ``max_len`` integer positions.
 
@@ -60,7 +62,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posenc._checks import check_choice, check_size
+from posenc._checks import check_choice, check_positive_float, check_size
 from posenc.absolute import LearnedPositionalEmbedding, sinusoidal
 from posenc.alibi import alibi_bias
 from posenc.attention import attention
@@ -198,6 +200,9 @@ class ToyTransformer(nn.Module):
         n_layers (int): number of blocks. Default 2.
         max_len (int): rows of the ``"learned"`` table, or integer positions
             of ``"cope"`` (ignored otherwise). Default 32.
+        fire_threshold (float): initial threshold of ``"fire"``'s
+            :class:`posenc.learned_bias.FireBias`, finite and > 0 (ignored
+            otherwise). Default 512.0.
 
     Example:
         >>> model = ToyTransformer(16, "alibi")
@@ -214,6 +219,7 @@ class ToyTransformer(nn.Module):
         n_heads: int = 4,
         n_layers: int = 2,
         max_len: int = 32,
+        fire_threshold: float = 512.0,
     ) -> None:
         super().__init__()
         self.encoding = check_choice("encoding", encoding, ENCODINGS)
@@ -229,7 +235,8 @@ class ToyTransformer(nn.Module):
         if encoding == "kerple":
             self.kerple_bias = KerpleBias(n_heads, kind="log")
         if encoding == "fire":
-            self.fire_bias = FireBias(n_heads)
+            threshold = check_positive_float("fire_threshold", fire_threshold)
+            self.fire_bias = FireBias(n_heads, threshold=threshold)
         rope = encoding == "rope"
         cope = max_len if encoding == "cope" else None
         self.blocks = nn.ModuleList(

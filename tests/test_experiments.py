@@ -173,9 +173,10 @@ def test_the_summary_reads_the_record(record):
 
 
 #: The CI slice: runs re-done in the test, which must match the record exactly.
-#: RoPE on copy covers the RoPE path (PI and YaRN, the three fine-tunes, clip and
-#: window) and the copy task; ALiBi on recall a bias and the other task.
-SLICE = [("copy", "rope", 0), ("recall", "alibi", 0)]
+#: RoPE on copy covers the RoPE path (PI and YaRN, the three fine-tunes on their
+#: own stream, clip and window) and the copy task; ALiBi on recall a bias and the
+#: other task; FIRE on recall the threshold at L and the learned threshold it records.
+SLICE = [("copy", "rope", 0), ("recall", "alibi", 0), ("recall", "fire", 0)]
 
 
 @pytest.mark.parametrize(("task", "kind", "seed"), SLICE)
@@ -193,34 +194,33 @@ def test_the_slice_reproduces_the_record_exactly(record, task, kind, seed):
     assert fresh == stored
 
 
-def test_fire_threshold_stays_above_every_evaluated_position(record):
-    # FIRE on recall, seed 0, trained again as run_one trains it (the losses match
-    # the record step for step): its learned threshold ends above 8L - 1, so every
-    # query of the record divides by the same psi(threshold) and FIRE's progressive
-    # interpolation never acts. The chapter says so where it reads the fire row.
+def test_fire_starts_at_the_training_length_and_records_what_it_learned(record):
+    # with the threshold at L, every query beyond L divides by the log of its own
+    # position (FIRE's progressive interpolation); the record keeps the learned one
     settings = record["settings"]
-    longest = settings["L"] * max(settings["factors"])
-    threads = torch.get_num_threads()
-    try:
-        E._setup(settings["threads"])
-        torch.manual_seed(0)
-        model = ToyTransformer(
-            E.vocab_size("recall", settings),
-            "fire",
-            dim=settings["dim"],
-            n_heads=settings["n_heads"],
-            n_layers=settings["n_layers"],
-            max_len=longest + 1,
-        )
-        training = E.train_until_learned(model, "recall", "fire", 0, settings)
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(False)
-    stored = next(
-        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == ("recall", "fire", 0)
-    )
-    assert E._round(training["losses"]) == stored["losses"]  # the record's run
-    assert model.fire_bias.initial_threshold.item() == 512.0
-    threshold = model.fire_bias.threshold.item()
-    assert threshold > longest - 1
-    assert threshold == pytest.approx(520.85, abs=0.01)  # quoted as 521
+    assert settings["fire_threshold"] == settings["L"]
+    model = ToyTransformer(8, "fire", fire_threshold=settings["fire_threshold"])
+    assert model.fire_bias.initial_threshold.item() == settings["L"]
+    fire = [r for r in record["runs"] if r["kind"] == "fire"]
+    assert len(fire) == len(record["tasks"]) * len(record["seeds"])
+    assert all(r["fire_threshold"] > 0 for r in fire)
+    assert all("fire_threshold" not in r for r in record["runs"] if r["kind"] != "fire")
+
+
+def test_the_fine_tune_draws_from_a_stream_of_its_own(monkeypatch):
+    # seed k's fine-tune must not see the batches another seed pre-trains on
+    seeds_used = []
+    real_batch = E.batch
+
+    def spy(task, batch_size, seq_len, settings, generator):
+        if seq_len == settings["finetune_factor"] * settings["L"]:
+            seeds_used.append(generator.initial_seed())
+        return real_batch(task, batch_size, seq_len, settings, generator)
+
+    monkeypatch.setattr(E, "batch", spy)
+    torch.manual_seed(0)
+    model = ToyTransformer(E.vocab_size("recall", TINY), "rope", dim=16, max_len=17)
+    E.fine_tune(model, "recall", 3, TINY, None)
+    assert seeds_used == [TINY["finetune_seed"] + 3] * TINY["finetune_steps"]
+    others = {TINY["eval_seed"], TINY["validation_seed"], *range(100)}
+    assert not others & set(seeds_used)

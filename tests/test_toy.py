@@ -244,6 +244,24 @@ def test_new_encodings_wire_their_modules():
     torch.testing.assert_close(model("fire").position_bias(7), model("fire").fire_bias(7))
 
 
+def test_fire_threshold_sets_where_interpolation_starts():
+    # with the threshold at 4, a query at position 9 divides by psi(9), not psi(4):
+    # the bias of query 9 at distance 3 differs from what the default (512) gives
+    low = model("fire", fire_threshold=4.0)
+    assert low.fire_bias.initial_threshold.item() == 4.0
+    assert model("fire").fire_bias.initial_threshold.item() == 512.0
+    # same weights (same seed), so the threshold is the only difference
+    low_bias, high_bias = low.position_bias(10), model("fire").position_bias(10)
+    manual = low.fire_bias(10)
+    torch.testing.assert_close(low_bias, manual)
+    assert not torch.allclose(low_bias[:, 9, 6], high_bias[:, 9, 6])
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(
+            ValueError, match="fire_threshold must be a finite number greater than 0"
+        ):
+            model("fire", fire_threshold=bad)
+
+
 def test_cope_with_its_zero_table_is_plain_attention_and_then_moves():
     # CoPE's table starts at zero, so the bias starts at zero
     plain, cope = model("nope"), model("cope", max_len=40)

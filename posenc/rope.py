@@ -39,11 +39,14 @@ Performance: RoPE is a streaming operation, bound by memory traffic. The
 rotation writes straight into one output tensor (``torch.mul(..., out=)``,
 then ``addcmul_`` on each half): 20 bytes moved per float32 element by the
 operations, against 40 for Hugging Face's eager ``x * cos + rotate_half(x) *
-sin`` and 8 for a single read and write of ``x``. On one thread it runs
-block by block (about 1 MiB each), so that the second and third passes find
-the block in the processor's cache and main memory sees little more than
-those 8 bytes; with more threads it makes one pass per operation, since
-each operation then ends by waiting for its slowest thread.
+sin`` and 8 for a single read and write of ``x``. It runs block by block
+(about 1 MiB of float32 per block and per two threads), so that the second
+and third passes find the block in the processor's cache and main memory
+sees little more than those 8 bytes. Each operation on a block ends by
+waiting for its slowest thread, so on a machine with more runnable threads
+than cores the blocks cost more than they save (measured in session 2 of
+the project: 42x the floor at 2 threads and a load average of 12); there,
+fewer threads (``torch.set_num_threads``) are the cure.
 Small inputs (a decode step) take an out-of-place path with fewer calls
 into torch; ``apply_rope`` caches the inverse frequencies per setting, and
 :class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
@@ -364,8 +367,13 @@ _BLOCK = 1 << 18
 def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
     """Call ``fn`` on blocks of about ``_BLOCK`` elements of ``tensors[0]``.
 
-    Single-threaded only (``torch.get_num_threads() == 1``); with more
-    threads one call covers the whole tensor, as before. The tensors have
+    The block grows with the number of threads beyond two
+    (``_BLOCK * max(1, torch.get_num_threads() // 2)``), so that each
+    thread's share of an operation stays near half a MiB; on the 2-core
+    machine of the stored benchmarks blocks of ``_BLOCK`` beat one pass per
+    operation at 1 thread and at 2 (at 2 threads on the idle machine,
+    ``python -m posenc.bench``: 2.91x the floor with blocks, 3.53x with one
+    pass per operation, medians of 40 rounds). The tensors have
     the same number of axes; each is narrowed along the
     leading axes (never the last) where its size is not 1 (``cos`` and
     ``sin`` broadcast along the heads). The three passes of
@@ -375,19 +383,17 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
     arithmetic, and so every bit of the result, is unchanged.
     """
     x = tensors[0]
-    if x.numel() <= _BLOCK or axis >= x.dim() - 1 or torch.get_num_threads() > 1:
-        # With several threads every operation ends by waiting for its slowest
-        # thread: on a busy machine, dozens of small operations cost far more than
-        # the traffic they save (measured: 42x the floor at 2 threads, load 12).
+    block = _BLOCK * max(1, torch.get_num_threads() // 2)
+    if x.numel() <= block or axis >= x.dim() - 1:
         fn(*tensors)
         return
     size = x.shape[axis]
     per = x.numel() // size  # elements per index along this axis
-    step = max(1, _BLOCK // per)
+    step = max(1, block // per)
     for start in range(0, size, step):
         n = min(step, size - start)
         parts = tuple(t if t.shape[axis] == 1 else t.narrow(axis, start, n) for t in tensors)
-        if per > _BLOCK:
+        if per > block:
             _for_blocks(fn, parts, axis + 1)
         else:
             fn(*parts)

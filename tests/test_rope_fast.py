@@ -335,6 +335,17 @@ def test_fused_path_falls_back_to_eager(fresh_fused_state, monkeypatch):
     )
 
 
+@pytest.mark.parametrize(("threads", "calls"), [(1, 8), (2, 8), (3, 8), (4, 4), (8, 2)])
+def test_block_size_grows_with_threads_beyond_two(monkeypatch, threads, calls):
+    # blocks of _BLOCK elements up to 2 threads, then _BLOCK per two threads
+    monkeypatch.setattr(rope_module, "_BLOCK", 100)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: threads)
+    x = torch.zeros(8, 10, 10)  # 800 elements, 100 per index of the first axis
+    sizes = []
+    rope_module._for_blocks(lambda xb: sizes.append(xb.numel()), (x,))
+    assert len(sizes) == calls and sum(sizes) == x.numel()
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 def test_blocks_change_no_bit(monkeypatch, layout, dtype):
@@ -344,7 +355,7 @@ def test_blocks_change_no_bit(monkeypatch, layout, dtype):
     positions = (torch.arange(40) + torch.tensor([0, 7, 900])[:, None])[:, None, :]  # (3, 1, 40)
     monkeypatch.setattr(rope_module, "_SMALL", 0)  # the large path
     monkeypatch.setattr(rope_module, "_BLOCK", 1 << 30)  # one block
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # blocks: single-threaded only
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)  # blocks of exactly _BLOCK
     whole = apply_rope(x, positions, layout=layout, rotary_dim=16)
     for block in (1, 50, 1000, 5000):  # down to a block per row of a head
         monkeypatch.setattr(rope_module, "_BLOCK", block)

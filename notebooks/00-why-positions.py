@@ -506,8 +506,9 @@ print(
 # again about $\sqrt{d}$. labml multiplies too, and its
 # `EmbeddingsWithPositionalEncoding` on its own starts from PyTorch's $N(0, 1)$,
 # which gives norms near $d$. But labml's `EncoderDecoder` (in `models.py`, the
-# model its training configurations build) then re-initialises every parameter
-# with two or more dimensions with `xavier_uniform_`. For the
+# model its training configurations build) then re-initialises with
+# `xavier_uniform_` every parameter with two or more axes (every matrix, for
+# instance). For the
 # $n_{\text{vocab}} \times d$ embedding table this draws each entry uniformly from
 # $[-a, a]$ with $a = \sqrt{6/(n_{\text{vocab}} + d)}$, so its variance is
 # $a^2/3 = 2/(n_{\text{vocab}} + d)$. A row $e_{\text{tok}}$ of the table (one
@@ -542,19 +543,21 @@ print(
 #
 # ここでのトークンのノルム $\sqrt{d}$ は、実際の Transformer のトークンと同じ大きさです。
 # Vaswani ら（2017、§3.4）は埋め込みに $\sqrt{d_{\text{model}}}$ を掛けます。
-# fairseq は標準偏差 $d^{-1/2}$ で埋め込みを引き（`transformer_base.py` の `Embedding`）、
-# $\sqrt{d}$ を掛ける（`transformer_encoder.py` と `transformer_decoder.py` の `embed_scale`）ので、
-# トークンのノルムはやはり $\sqrt{d}$ 前後になります。
-# labml も掛けます。labml の `EmbeddingsWithPositionalEncoding` は、単独では PyTorch の既定の $N(0, 1)$ から始めるので、ノルムは $d$ 前後になります。
-# ところが labml の `EncoderDecoder`（`models.py` にあり、labml の学習用の設定が組み立てるモデル）は、
-# そのあと 2 次元以上のパラメータをすべて `xavier_uniform_` で初期化し直します。
-# $n_{\text{vocab}} \times d$ の埋め込み表では、各成分を $a = \sqrt{6/(n_{\text{vocab}} + d)}$ として $[-a, a]$ の一様分布から引くので、
+# fairseq は埋め込みを標準偏差 $d^{-1/2}$ で引き、それに $\sqrt{d}$ を掛けるので、トークンのノルムはやはり $\sqrt{d}$ 前後になります。
+# 初期化は `transformer_base.py` の `Embedding` に、掛け算は `transformer_encoder.py` と `transformer_decoder.py` の `embed_scale` にあります。
+# labml も埋め込みに同じ係数を掛けます。
+# labml の `EmbeddingsWithPositionalEncoding` だけを使うと、埋め込みは PyTorch の既定どおり $N(0, 1)$ で初期化されるので、ノルムは $d$ 前後になります。
+# ところが、labml の学習用の設定が実際に組み立てるモデル `EncoderDecoder`（`models.py`）は、
+# 組み立てのあとで、軸が 2 つ以上あるパラメータ（行列など）をすべて `xavier_uniform_` で初期化し直します。
+# $n_{\text{vocab}} \times d$ の埋め込みの表では、各成分を $a = \sqrt{6/(n_{\text{vocab}} + d)}$ として $[-a, a]$ の一様分布から引くので、
 # 分散は $a^2/3 = 2/(n_{\text{vocab}} + d)$ です。
 # 表の 1 行 $e_{\text{tok}}$（1 つのトークンの埋め込み）には成分が $d$ 個あり、$\sqrt{d}$ を掛けたあとのノルムの 2 乗はおよそ $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$ です。
+# したがって、ノルムは次のようになります。
 # $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
-# $n_{\text{vocab}} = d = 512$ なら $22.6 = \sqrt{d}$、$n_{\text{vocab}} = 32000$、$d = 512$ なら $4.0$ で、どちらも $d = 512$ からは遠い値です。
-# セルでは、ランダムに引いた値と PyTorch 自身の `xavier_uniform_` でこれらの大きさを例示するだけで、fairseq や labml のコードを実行するわけではありません。
-# 上の事実は、名前を挙げたファイルから取っています。
+# $n_{\text{vocab}} = d = 512$ なら $22.6 = \sqrt{d}$ です。$d = 512$ で $n_{\text{vocab}} = 32000$ なら $4.0$ です。
+# どちらも $d = 512$ とはかけ離れた値です。
+# セルでは、これらの大きさを、ランダムに引いた値と、PyTorch の `xavier_uniform_` を実際に呼んだ結果で例示するだけです。fairseq や labml のコードは実行しません。
+# ここまでの記述は、上に挙げたファイルのコードに基づいています。
 # これらの比は、「学習型位置埋め込みとスケール付き正弦波」の章の
 # 「[位置の信号はどれくらい大きいか](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)」の節で測ります。
 

@@ -315,7 +315,7 @@ assert not torch.allclose(
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
 # こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。
-# tensor2tensor は、コードを含む最初のコミット `3d9c62f`（"initial push"、2017 年 6 月 15 日）の `add_timing_signal_1d` ですでにこうしています。
+# tensor2tensor では、コードが入った最初のコミット `3d9c62f`（"initial push"、2017 年 6 月 15 日）の `add_timing_signal_1d` が、すでにこの割り方をしていました。
 # `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです（コミット `466ce80`）。
 # fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
 # 論文は結論の節でこのコードを挙げているので、論文のモデルは §3.5 に書かれた版ではなく、こちらの版で学習されたと考えられます。
@@ -1778,9 +1778,9 @@ print(
 #   <https://arxiv.org/abs/1706.03762>
 # - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`,
 #   split out in commit `466ce80` (13 September 2017) from `add_timing_signal_1d`
-#   of `3d9c62f` ("initial push", 15 June 2017, the first commit with code;
-#   the repository's first commit, `cedf0e2`, holds only `README.md`;
-#   `tensor2tensor/models/common_attention.py`); the comment on the paper since
+#   in `tensor2tensor/models/common_attention.py` of `3d9c62f` ("initial push",
+#   15 June 2017, the first commit with code; the repository's first commit,
+#   `cedf0e2`, holds only `README.md`); the comment on the paper since
 #   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 # - tensor2tensor pull request #177 ("fix positional embedding", merged on
@@ -1833,12 +1833,12 @@ print(
 #   <https://arxiv.org/abs/1706.03762>
 # - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`,
 #   split out in commit `466ce80` (13 September 2017) from `add_timing_signal_1d`
-#   of `3d9c62f` ("initial push", 15 June 2017, the first commit with code;
-#   the repository's first commit, `cedf0e2`, holds only `README.md`;
-#   `tensor2tensor/models/common_attention.py`); the comment on the paper since
+#   in `tensor2tensor/models/common_attention.py` of `3d9c62f` ("initial push",
+#   15 June 2017, the first commit with code; the repository's first commit,
+#   `cedf0e2`, holds only `README.md`); the comment on the paper since
 #   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-#   （コードを含む最初のコミット `3d9c62f` での関数名は `add_timing_signal_1d`。）
+#   （コードが入った最初のコミット `3d9c62f` での関数名は `add_timing_signal_1d`。）
 # - tensor2tensor pull request #177 ("fix positional embedding", merged on
 #   24 July 2017, undone by commit `ca08ad9` the next day; Ł. Kaiser's comment
 #   of 26 July 2017 that it "breaks all trained models") and issue #391

@@ -974,10 +974,11 @@ with torch.no_grad():
 # float32). At a whole-number quotient this can move a bucket: with T5's 32 buckets and
 # $D = 289$ in the causal setting, $n = 68$ gives exactly $8$ (since $(68/16)^2 = 289/16$),
 # and flaxformer puts $r = -68$ into bucket $24$ under NumPy 1.x but $23$ under NumPy 2.
-# All of this concerns flaxformer's default path. With `on_device_computation=True` it
-# evaluates the same expression with `jax.numpy` on the device, where NumPy's promotion
-# rules play no part and, as with Mesh TensorFlow, the device's float32 `log` decides
-# at the edges.
+# This NumPy-version point concerns only flaxformer's default path
+# (`on_device_computation=False`). With `on_device_computation=True` it evaluates the
+# same expression, epsilon included, with `jax.numpy` on the device, where NumPy's
+# promotion rules play no part and, as with Mesh TensorFlow, the device's float32 `log`
+# decides at the edges.
 # The cell rebuilds flaxformer's expression in NumPy, with the correctly rounded
 # logarithm and either precision, checks both statements, and checks that the installed
 # NumPy promotes as NEP 50 says. Mesh TensorFlow (with one table per stack,
@@ -998,9 +999,9 @@ with torch.no_grad():
 # ヘッドごとに異なるバイアスを使います。
 # Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。
 # そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
-# エンコーダ（双方向）とデコーダのセルフアテンション（因果的）はそれぞれ自分の表を持ち、
-# Hugging Face ではデコーダのクロスアテンションは表を持ちません。
-# なお Mesh TensorFlow の `EncDecAttention` は、`relative_attention_type` を指定すると `enc_dec_relative_attention_bias` という表を持ちます（既定では持ちません）。
+# エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ちます。
+# デコーダのクロスアテンションは、Hugging Face では表を持ちません。
+# なお、Mesh TensorFlow の `EncDecAttention` は、`relative_attention_type` を指定すると `enc_dec_relative_attention_bias` という表を持ちます（既定では持ちません）。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
 # 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります
 # （`UMT5Attention(config, has_relative_attention_bias=True)`）。
@@ -1053,9 +1054,9 @@ with torch.no_grad():
 # 商が整数になる場所では、これによってバケットも変わりえます。
 # T5 と同じ 32 個のバケットで $D = 289$ の因果的な設定では、$(68/16)^2 = 289/16$ なので $n = 68$ の商はちょうど $8$ です。
 # flaxformer は $r = -68$ を、NumPy 1.x ではバケット $24$ に、NumPy 2 では $23$ に入れます。
-# ここまでの話は flaxformer の既定の経路についてです。
-# `on_device_computation=True` では、同じ式を `jax.numpy` でデバイス上で計算します。
-# そこでは NumPy の型昇格の規則は関係せず、Mesh TensorFlow と同じく、境目ではデバイスの float32 の `log` が結果を決めます。
+# NumPy のバージョンによるこの違いは、flaxformer を既定の設定（`on_device_computation=False`）で使ったときだけの話です。
+# `on_device_computation=True` にすると、同じ式を epsilon も含めてデバイス上で `jax.numpy` を使って計算します。
+# そこでは NumPy の型昇格の規則は関係せず、Mesh TensorFlow と同じく、バケットの境目ではデバイスの float32 の `log` が結果を決めます。
 # 次のセルでは、flaxformer の式を NumPy で作り直します。対数には正しく丸めた値を使います。そのうえで、2 つの精度それぞれについて両方の主張を確かめます。
 # インストールされている NumPy が NEP 50 のとおりに型を昇格させることも確かめます。
 # また Mesh TensorFlow（表をスタックごとに 1 つ持つ `relative_attention_type="bias_shared"` の設定）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。

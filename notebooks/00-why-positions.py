@@ -503,12 +503,22 @@ print(
 # fairseq draws them with standard deviation $d^{-1/2}$ (`Embedding` in
 # `transformer_base.py`) and multiplies by $\sqrt{d}$ (`embed_scale` in
 # `transformer_encoder.py` and `transformer_decoder.py`), so the token norms are
-# again about $\sqrt{d}$. labml multiplies too, and its
-# `EmbeddingsWithPositionalEncoding` on its own starts from PyTorch's $N(0, 1)$,
-# which gives norms near $d$. But labml's `EncoderDecoder` (in `models.py`, the
-# model its training configurations build) then re-initialises with
-# `xavier_uniform_` every parameter with two or more axes (every matrix, for
-# instance). For the
+# again about $\sqrt{d}$. labml multiplies too, and its embedding classes
+# (`EmbeddingsWithPositionalEncoding` and `EmbeddingsWithLearnedPositionalEncoding`
+# in `models.py`) keep PyTorch's $N(0, 1)$ start, which gives norms near $d$. Those
+# of its training experiments that use these classes keep that start too: they pass
+# `c.transformer.src_embed` (by default an `EmbeddingsWithPositionalEncoding`) into
+# models of their own, as `basic/autoregressive_experiment.py` and the `aft`,
+# `fnet`, `glu_variants`, `mlm` and `knn` experiments do (the RoPE and ALiBi
+# experiments choose `no_pos`, a plain `nn.Embedding` without the factor). The GPT
+# experiment (`gpt/__init__.py`) is the exception: it redraws every embedding and
+# linear weight with standard deviation $0.02$, so a row's norm is about
+# $0.02\sqrt{d}$ and, times $\sqrt{d}$, the token norms are near $0.02\,d$
+# ($10.2$ for its $d = 512$). Xavier initialisation comes in only when a model is
+# built through the `encoder_decoder` option of `TransformerConfigs` (`configs.py`),
+# which returns labml's `EncoderDecoder` (`models.py`); none of the experiments
+# uses that option. `EncoderDecoder` re-initialises with `xavier_uniform_` every
+# parameter with two or more axes (every matrix, for instance). For the
 # $n_{\text{vocab}} \times d$ embedding table this draws each entry uniformly from
 # $[-a, a]$ with $a = \sqrt{6/(n_{\text{vocab}} + d)}$, so its variance is
 # $a^2/3 = 2/(n_{\text{vocab}} + d)$. A row $e_{\text{tok}}$ of the table (one
@@ -516,10 +526,11 @@ print(
 # squared norm is about $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$:
 # $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
 # That is $22.6 = \sqrt{d}$ for $n_{\text{vocab}} = d = 512$ and $4.0$ for
-# $n_{\text{vocab}} = 32000$, $d = 512$; far from $d = 512$ either way. The cell
-# illustrates these scales on random draws and on PyTorch's own
-# `xavier_uniform_`; it does not run fairseq's or labml's code, and the facts
-# above come from the files named. The section
+# $n_{\text{vocab}} = 32000$, $d = 512$; both far below the $d = 512$ of the
+# $N(0, 1)$ start. The cell illustrates these scales on random draws and on
+# PyTorch's own `xavier_uniform_`; it does not run fairseq's or labml's code, and
+# the facts above come from the files named (labml's are under
+# `labml_nn/transformers/`). The section
 # [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
 # of the chapter *Learned absolute embeddings and scaled sinusoids* measures
 # these ratios.
@@ -546,18 +557,26 @@ print(
 # fairseq は埋め込みを標準偏差 $d^{-1/2}$ で引き、それに $\sqrt{d}$ を掛けるので、トークンのノルムはやはり $\sqrt{d}$ 前後になります。
 # 初期化は `transformer_base.py` の `Embedding` に、掛け算は `transformer_encoder.py` と `transformer_decoder.py` の `embed_scale` にあります。
 # labml も埋め込みに同じ係数を掛けます。
-# labml の `EmbeddingsWithPositionalEncoding` だけを使うと、埋め込みは PyTorch の既定どおり $N(0, 1)$ で初期化されるので、ノルムは $d$ 前後になります。
-# ところが、labml の学習用の設定が実際に組み立てるモデル `EncoderDecoder`（`models.py`）は、
-# 組み立てのあとで、軸が 2 つ以上あるパラメータ（行列など）をすべて `xavier_uniform_` で初期化し直します。
+# labml の埋め込みのクラス（`models.py` の `EmbeddingsWithPositionalEncoding` と `EmbeddingsWithLearnedPositionalEncoding`）は、埋め込みを PyTorch の既定どおり $N(0, 1)$ で初期化したまま使うので、ノルムは $d$ 前後になります。
+# labml の学習用の実験のうち、これらのクラスを使うものも、この初期値のままです。
+# それらの実験は `c.transformer.src_embed`（既定では `EmbeddingsWithPositionalEncoding`）を独自のモデルに渡します。
+# `basic/autoregressive_experiment.py` や、`aft`、`fnet`、`glu_variants`、`mlm`、`knn` の実験がそうです
+# （RoPE と ALiBi の実験は `no_pos` を選び、係数を掛けない素の `nn.Embedding` を使います）。
+# 例外は GPT の実験（`gpt/__init__.py`）です。
+# この実験は埋め込みと線形層の重みをすべて標準偏差 $0.02$ で引き直すので、1 行のノルムはおよそ $0.02\sqrt{d}$ になり、
+# $\sqrt{d}$ を掛けたトークンのノルムは $0.02\,d$ 前後になります（この実験の $d = 512$ では $10.2$）。
+# Xavier の初期化が入るのは、`TransformerConfigs` の `encoder_decoder` オプション（`configs.py`）でモデルを組み立てたときだけです。
+# このオプションは labml の `EncoderDecoder`（`models.py`）を返しますが、どの実験もこのオプションを使いません。
+# `EncoderDecoder` は、組み立てのあとで、軸が 2 つ以上あるパラメータ（行列など）をすべて `xavier_uniform_` で初期化し直します。
 # $n_{\text{vocab}} \times d$ の埋め込みの表では、各成分を $a = \sqrt{6/(n_{\text{vocab}} + d)}$ として $[-a, a]$ の一様分布から引くので、
 # 分散は $a^2/3 = 2/(n_{\text{vocab}} + d)$ です。
 # 表の 1 行 $e_{\text{tok}}$（1 つのトークンの埋め込み）には成分が $d$ 個あり、$\sqrt{d}$ を掛けたあとのノルムの 2 乗はおよそ $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$ です。
 # したがって、ノルムは次のようになります。
 # $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
 # $n_{\text{vocab}} = d = 512$ なら $22.6 = \sqrt{d}$ です。$d = 512$ で $n_{\text{vocab}} = 32000$ なら $4.0$ です。
-# どちらも $d = 512$ とはかけ離れた値です。
+# どちらも、$N(0, 1)$ から始めたときの $d = 512$ を大きく下回ります。
 # セルでは、これらの大きさを、ランダムに引いた値と、PyTorch の `xavier_uniform_` を実際に呼んだ結果で例示するだけです。fairseq や labml のコードは実行しません。
-# ここまでの記述は、上に挙げたファイルのコードに基づいています。
+# ここまでの記述は、上に挙げたファイル（labml のものは `labml_nn/transformers/` の下）のコードに基づいています。
 # これらの比は、「学習型位置埋め込みとスケール付き正弦波」の章の
 # 「[位置の信号はどれくらい大きいか](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)」の節で測ります。
 
@@ -597,15 +616,16 @@ assert (
 )
 # an illustration, not a check of either library: the norms of
 # N(0, 1/d) * sqrt(d) draws (as in fairseq) and of N(0, 1) * sqrt(d)
-# (labml's embeddings class on its own)
+# (labml's embedding classes, kept by its experiments other than GPT)
 gen_scale = torch.Generator().manual_seed(1)
 draws = torch.randn(2, 1000, d64, generator=gen_scale, dtype=f64)
 fairseq_tok = draws[0] * d64**-0.5 * math.sqrt(d64)
 labml_tok = draws[1] * math.sqrt(d64)
 assert abs(fairseq_tok.norm(dim=-1).mean() - math.sqrt(d64)) < 0.5
 assert abs(labml_tok.norm(dim=-1).mean() - d64) < 2
-# labml's EncoderDecoder: PyTorch's xavier_uniform_ on the n_vocab x d
-# table, times sqrt(d), against the formula d * sqrt(2 / (n_vocab + d))
+# labml's EncoderDecoder (the encoder_decoder option): PyTorch's
+# xavier_uniform_ on the n_vocab x d table, times sqrt(d), against the
+# formula d * sqrt(2 / (n_vocab + d))
 d512 = 512
 lines.append(f"xavier_uniform_ table * sqrt(d), d = {d512}:")
 for n_vocab in (512, 32000):
@@ -618,6 +638,16 @@ for n_vocab in (512, 32000):
         f"  n_vocab = {n_vocab:5d}: mean |row| = {xavier_norm:.2f}, "
         f"formula {formula:.2f}"
     )
+# labml's GPT experiment: normal_ with std 0.02 on the table, times sqrt(d),
+# against the formula 0.02 * d
+gen_gpt = torch.Generator().manual_seed(2)
+gpt_table = torch.empty(1000, d512).normal_(0.0, 0.02, generator=gen_gpt)
+gpt_norm = (gpt_table * math.sqrt(d512)).norm(dim=-1).mean().item()
+assert abs(gpt_norm / (0.02 * d512) - 1) < 0.005
+lines.append(
+    f"std 0.02 table * sqrt(d), d = {d512}: mean |row| = {gpt_norm:.2f}, "
+    f"formula {0.02 * d512:.2f}"
+)
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"

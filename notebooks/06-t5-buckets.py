@@ -920,8 +920,9 @@ with torch.no_grad():
 # bias, and every later layer of the stack reuses it. The encoder (bidirectional) and the
 # decoder's self-attention (causal) each have their own table; in Hugging Face the
 # decoder's cross-attention has none (Mesh TensorFlow's `EncDecAttention` gets one,
-# `enc_dec_relative_attention_bias`, when it is given a `relative_attention_type`;
-# by default it has none). With 32 buckets and 12 heads, as in T5-base, a table holds
+# `enc_dec_relative_attention_bias`, only when its `relative_attention_type` is
+# `"bias"` or `"bias_shared"`; the default `None` gives none, and any other value
+# raises a `ValueError`). With 32 buckets and 12 heads, as in T5-base, a table holds
 # $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: every self-attention layer
 # builds its own table (`UMT5Attention(config, has_relative_attention_bias=True)`).
 # `posenc.T5RelativeBias` is one table; sharing it is the caller's choice.
@@ -1001,7 +1002,8 @@ with torch.no_grad():
 # そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
 # エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ちます。
 # デコーダのクロスアテンションは、Hugging Face では表を持ちません。
-# なお、Mesh TensorFlow の `EncDecAttention` は、`relative_attention_type` を指定すると `enc_dec_relative_attention_bias` という表を持ちます（既定では持ちません）。
+# なお、Mesh TensorFlow の `EncDecAttention` が `enc_dec_relative_attention_bias` という表を持つのは、`relative_attention_type` が `"bias"` か `"bias_shared"` のときだけです。
+# 既定の `None` では表を持たず、それ以外の値を指定すると `ValueError` になります。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
 # 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります
 # （`UMT5Attention(config, has_relative_attention_bias=True)`）。

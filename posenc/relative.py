@@ -114,9 +114,12 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
     PyTorch on CUDA divides by a Python number the same way. At T5's
     defaults (32 buckets, 128) all of them agree when the float32 ``log`` of
     2, 4 and 8 is correctly rounded, as on the CPU the chapter *T5 relative
-    buckets* runs on; at the bidirectional distances 16, 32 and 64 the
-    quotient is exactly 2, 4 and 6, and a ``log`` one unit in the last place
-    low puts each of them one bucket lower in every form (see that chapter).
+    buckets* runs on. At the bidirectional distances 16, 32 and 64 the
+    quotient is exactly 2, 4 and 6 in exact arithmetic and in the float32
+    forms; flaxformer under NumPy 2 divides in float64 and gets 2.0000000055,
+    4.000000011 and 6.0000000165, the same buckets. A ``log`` one unit in the
+    last place low puts each of them one bucket lower in every form (see that
+    chapter).
     """
     max_exact = side // 2
     n_log = side - max_exact  # buckets from max_exact on, the last one open-ended

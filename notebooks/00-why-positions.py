@@ -506,7 +506,8 @@ print(
 # again about $\sqrt{d}$. labml multiplies too, and its embedding classes
 # (`EmbeddingsWithPositionalEncoding` and `EmbeddingsWithLearnedPositionalEncoding`
 # in `models.py`) keep PyTorch's $N(0, 1)$ start, which gives norms near $d$. Those
-# of its training experiments that use these classes keep that start too: they pass
+# of its training experiments that use these classes keep that start too, except
+# the GPT experiment (below): they pass
 # `c.transformer.src_embed` (by default an `EmbeddingsWithPositionalEncoding`) into
 # models of their own, as `basic/autoregressive_experiment.py` and the `aft`,
 # `fnet`, `glu_variants`, `mlm` and `knn` experiments do (the RoPE and ALiBi
@@ -558,7 +559,7 @@ print(
 # 初期化は `transformer_base.py` の `Embedding` に、掛け算は `transformer_encoder.py` と `transformer_decoder.py` の `embed_scale` にあります。
 # labml も埋め込みに同じ係数を掛けます。
 # labml の埋め込みのクラス（`models.py` の `EmbeddingsWithPositionalEncoding` と `EmbeddingsWithLearnedPositionalEncoding`）は、埋め込みを PyTorch の既定どおり $N(0, 1)$ で初期化したまま使うので、ノルムは $d$ 前後になります。
-# labml の学習用の実験のうち、これらのクラスを使うものも、この初期値のままです。
+# labml の学習用の実験のうち、これらのクラスを使うものも、後で述べる GPT の実験を除いて、この初期値のままです。
 # それらの実験は `c.transformer.src_embed`（既定では `EmbeddingsWithPositionalEncoding`）を独自のモデルに渡します。
 # `basic/autoregressive_experiment.py` や、`aft`、`fnet`、`glu_variants`、`mlm`、`knn` の実験がそうです
 # （RoPE と ALiBi の実験は `no_pos` を選び、係数を掛けない素の `nn.Embedding` を使います）。

@@ -558,15 +558,15 @@ print(
 # fairseq は埋め込みを標準偏差 $d^{-1/2}$ で引き、それに $\sqrt{d}$ を掛けるので、トークンのノルムはやはり $\sqrt{d}$ 前後になります。
 # 初期化は `transformer_base.py` の `Embedding` に、掛け算は `transformer_encoder.py` と `transformer_decoder.py` の `embed_scale` にあります。
 # labml も埋め込みに同じ係数を掛けます。
-# labml の埋め込みのクラス（`models.py` の `EmbeddingsWithPositionalEncoding` と `EmbeddingsWithLearnedPositionalEncoding`）は、埋め込みを PyTorch の既定どおり $N(0, 1)$ で初期化したまま使うので、ノルムは $d$ 前後になります。
-# labml の学習用の実験のうち、これらのクラスを使うものも、後で述べる GPT の実験を除いて、この初期値のままです。
+# labml の埋め込み用のクラス（`models.py` の `EmbeddingsWithPositionalEncoding` と `EmbeddingsWithLearnedPositionalEncoding`）は、PyTorch の既定の $N(0, 1)$ による初期値をそのまま使うので、ノルムは $d$ 前後になります。
+# 学習用の実験でも、これらのクラスを使うものは、後で述べる GPT の実験を除いて、この初期値のまま学習を始めます。
 # それらの実験は `c.transformer.src_embed`（既定では `EmbeddingsWithPositionalEncoding`）を独自のモデルに渡します。
-# `basic/autoregressive_experiment.py` や、`aft`、`fnet`、`glu_variants`、`mlm`、`knn` の実験がそうです
+# `basic/autoregressive_experiment.py` の実験や、`aft`、`fnet`、`glu_variants`、`mlm`、`knn` の実験がその例です
 # （RoPE と ALiBi の実験は `no_pos` を選び、係数を掛けない素の `nn.Embedding` を使います）。
 # 例外は GPT の実験（`gpt/__init__.py`）です。
 # この実験は埋め込みと線形層の重みをすべて標準偏差 $0.02$ で引き直すので、1 行のノルムはおよそ $0.02\sqrt{d}$ になり、
 # $\sqrt{d}$ を掛けたトークンのノルムは $0.02\,d$ 前後になります（この実験の $d = 512$ では $10.2$）。
-# Xavier の初期化が入るのは、`TransformerConfigs` の `encoder_decoder` オプション（`configs.py`）でモデルを組み立てたときだけです。
+# Xavier の初期化が使われるのは、`TransformerConfigs` の `encoder_decoder` オプション（`configs.py`）でモデルを組み立てたときだけです。
 # このオプションは labml の `EncoderDecoder`（`models.py`）を返しますが、どの実験もこのオプションを使いません。
 # `EncoderDecoder` は、組み立てのあとで、軸が 2 つ以上あるパラメータ（行列など）をすべて `xavier_uniform_` で初期化し直します。
 # $n_{\text{vocab}} \times d$ の埋め込みの表では、各成分を $a = \sqrt{6/(n_{\text{vocab}} + d)}$ として $[-a, a]$ の一様分布から引くので、
@@ -575,7 +575,7 @@ print(
 # したがって、ノルムは次のようになります。
 # $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
 # $n_{\text{vocab}} = d = 512$ なら $22.6 = \sqrt{d}$ です。$d = 512$ で $n_{\text{vocab}} = 32000$ なら $4.0$ です。
-# どちらも、$N(0, 1)$ から始めたときの $d = 512$ を大きく下回ります。
+# どちらも、$N(0, 1)$ から始めたときのノルム $d = 512$ を大きく下回ります。
 # セルでは、これらの大きさを、ランダムに引いた値と、PyTorch の `xavier_uniform_` を実際に呼んだ結果で例示するだけです。fairseq や labml のコードは実行しません。
 # ここまでの記述は、上に挙げたファイル（labml のものは `labml_nn/transformers/` の下）のコードに基づいています。
 # これらの比は、「学習型位置埋め込みとスケール付き正弦波」の章の

@@ -1003,7 +1003,7 @@ with torch.no_grad():
 # エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ちます。
 # デコーダのクロスアテンションは、Hugging Face では表を持ちません。
 # なお、Mesh TensorFlow の `EncDecAttention` が `enc_dec_relative_attention_bias` という表を持つのは、`relative_attention_type` が `"bias"` か `"bias_shared"` のときだけです。
-# 既定の `None` では表を持たず、それ以外の値を指定すると `ValueError` になります。
+# 既定の `None` では表を持たず、`"bias"`、`"bias_shared"`、`None` 以外の値を指定すると `ValueError` になります。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
 # 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります
 # （`UMT5Attention(config, has_relative_attention_bias=True)`）。

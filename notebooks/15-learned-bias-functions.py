@@ -558,7 +558,7 @@ plt.show()
 #
 # - **クエリの位置で割ること。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので、
 #   $0 \le \psi(i - j)/\psi(i) \le 1$ となります。最初のキー $j = 0$ でちょうど $1$ です。
-#   MLP の入力はどの長さでも $[0, 1]$ に収まります。
+#   MLP の引数はどの長さでも $[0, 1]$ に収まります。
 #   $L$ より長い入力で学習したモデルは、この区間全体に広がった引数を見ています。より長い入力でも、その外側の値は現れません。
 #   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、このネットワークは[補間](../docs/glossary.ja.md#interpolation)で済ませます。
 #   論文はこれを[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)（progressive interpolation）と呼びます。
@@ -1165,7 +1165,8 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb#reading-the-results);
 # their papers' own experiments are at a larger scale. That chapter starts
 # FIRE's threshold at the training length instead of the pseudo-code's $512$,
-# so that its progressive interpolation acts on the inputs longer than that.
+# so that its progressive interpolation acts on the inputs longer than the
+# training length.
 #
 # `posenc.random_positions(n, L)` draws such a subset of positions. Every
 # subset of $n$ positions is equally likely, so the law of the positions
@@ -1211,7 +1212,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べた結果、学習中に見ていない長さでのテストの正解率は平均 12.0% 上がりました。
 # [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#結果を読む)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 2 つの小さなタスクで学習して比べます。
 # それぞれの論文の実験は、もっと大きな規模で行われています。
-# その章の FIRE は、しきい値の初期値を疑似コードの $512$ ではなく学習時の長さにしているので、それより長い入力では漸進的補間が働きます。
+# その章では、学習時の長さより長い入力で漸進的補間が働くように、FIRE のしきい値の初期値を疑似コードの $512$ ではなく学習時の長さにしています。
 #
 # `posenc.random_positions(n, L)` は、このような位置の部分集合を 1 つ選びます。
 # $n$ 個の位置のどの部分集合も同じ確率で選ばれるので、位置の分布は数え上げで求まります。

@@ -408,6 +408,22 @@ def _compiled_apply_rope() -> Callable[..., torch.Tensor]:
     return torch.compile(apply_rope, fullgraph=True, dynamic=False)
 
 
+def _apply_rope_unblocked(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """``apply_rope`` in one pass per operation over the whole tensor (no blocks).
+
+    The paired control for the blocking of :func:`posenc.rope._for_blocks`:
+    the same operations and the same bits, timed in the same rounds.
+    """
+    import posenc.rope as rope_module
+
+    saved = rope_module._BLOCK
+    rope_module._BLOCK = 1 << 62  # one block: the whole tensor
+    try:
+        return apply_rope(x, positions)
+    finally:
+        rope_module._BLOCK = saved
+
+
 def rope_group(
     name: str,
     title: str,
@@ -421,6 +437,8 @@ def rope_group(
 ) -> Group:
     """The RoPE contenders on ``x`` of ``shape`` ``(b, n_h, s, h_d)``, seeded.
 
+    ``apply_rope_unblocked`` is ``apply_rope`` with one pass per operation
+    over the whole tensor, the control for its blocks.
     ``rotary_embedding`` is the module with its default growing cache (it
     reads the range of the positions back on every call);
     ``rotary_embedding_fixed`` is ``RotaryEmbedding(dim, max_positions=...)``,
@@ -466,6 +484,11 @@ def rope_group(
             "complex", "complex multiply (Meta Llama)", lambda: meta_apply_rotary(x, freqs_cis)
         ),
         Contender("apply_rope", "posenc.apply_rope", lambda: apply_rope(x, positions)),
+        Contender(
+            "apply_rope_unblocked",
+            "posenc.apply_rope, no blocks",
+            lambda: _apply_rope_unblocked(x, positions),
+        ),
         Contender(
             "apply_rope_interleaved",
             "posenc.apply_rope interleaved",
@@ -516,6 +539,7 @@ def rope_group(
     def check() -> None:
         expected = apply_rope(x, positions)
         _close(hf_apply_rotary(x, cos, sin), expected)
+        assert torch.equal(_apply_rope_unblocked(x, positions), expected)  # same bits
         _close(rope(x, x, positions)[0], expected)
         torch.testing.assert_close(fixed(x, x, positions)[0], expected, rtol=0, atol=0)
         interleaved = apply_rope(x, positions, layout="interleaved")

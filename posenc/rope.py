@@ -41,12 +41,18 @@ then ``addcmul_`` on each half): 20 bytes moved per float32 element by the
 operations, against 40 for Hugging Face's eager ``x * cos + rotate_half(x) *
 sin`` and 8 for a single read and write of ``x``. It runs block by block
 (about 1 MiB of float32 per block and per two threads), so that the second
-and third passes find the block in the processor's cache and main memory
-sees little more than those 8 bytes. Each operation on a block ends by
+and third passes over a block find it in the processor's cache rather than
+in main memory. How much that saves is measured, not modelled: in the
+stored runs of ``python -m posenc.bench`` (``benchmarks/``), on a 2-core
+machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
+the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
+3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
+in the same rounds). The rest of the distance to the floor is the cost of
+issuing about fifty operations per call. Each operation on a block ends by
 waiting for its slowest thread, so on a machine with more runnable threads
-than cores the blocks cost more than they save (measured in session 2 of
-the project: 42x the floor at 2 threads and a load average of 12); there,
-fewer threads (``torch.set_num_threads``) are the cure.
+than cores the blocks may cost more than they save (one run at a load
+average of 12 took 42x the floor at 2 threads; no run without blocks was
+made then to compare).
 Small inputs (a decode step) take an out-of-place path with fewer calls
 into torch; ``apply_rope`` caches the inverse frequencies per setting, and
 :class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
@@ -58,9 +64,12 @@ Compilation (an opt-in; eager mode needs no compiler): ``apply_rope`` and
 a fixed cache, ``torch.compile(RotaryEmbedding(dim, max_positions=n))`` (or
 a compiled model that holds one): inductor fuses the gather of the cached
 rows and the rotation into one kernel that reads ``x`` and writes the
-result once. A compiled ``apply_rope`` also fuses, but forms ``cos`` and
-``sin`` inside that kernel, once per element of ``x`` rather than once per
-position (for every head again), which costs more than it saves on a CPU.
+result once. A compiled ``apply_rope`` is much slower (about 13x the floor
+at 1 thread in the stored run, and about the same time in float32, bfloat16
+and float16, so it is bound by computation, not memory); the likely reason,
+not checked against the generated kernel, is that it forms ``cos`` and
+``sin`` inside the fused kernel, once per element of ``x`` rather than once
+per position.
 
 Shapes: ``b`` batch, ``n_h`` heads, ``s`` sequence, ``h_d`` head size,
 ``r`` the number of rotated features (``rotary_dim`` or the module's
@@ -369,18 +378,18 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
 
     The block grows with the number of threads beyond two
     (``_BLOCK * max(1, torch.get_num_threads() // 2)``), so that each
-    thread's share of an operation stays near half a MiB; on the 2-core
-    machine of the stored benchmarks blocks of ``_BLOCK`` beat one pass per
-    operation at 1 thread and at 2 (at 2 threads on the idle machine,
-    ``python -m posenc.bench``: 2.91x the floor with blocks, 3.53x with one
-    pass per operation, medians of 40 rounds). The tensors have
+    thread's share of an operation stays near half a MiB (a choice for
+    more than two threads that no stored run measures); on the 2-core
+    machine of the stored benchmarks, blocks of ``_BLOCK`` beat one pass
+    per operation at 1 thread and at 2 (the contender ``apply_rope_unblocked``
+    of ``python -m posenc.bench``, timed in the same rounds). The tensors have
     the same number of axes; each is narrowed along the
     leading axes (never the last) where its size is not 1 (``cos`` and
     ``sin`` broadcast along the heads). The three passes of
     :func:`_rotate_into` then run over a block while it is still in the
-    processor's cache, so that memory sees about one read of ``x`` and one
-    write of the result instead of 20 bytes per float32 element; the
-    arithmetic, and so every bit of the result, is unchanged.
+    processor's cache instead of streaming 20 bytes per float32 element
+    through main memory; the arithmetic, and so every bit of the result, is
+    unchanged.
     """
     x = tensors[0]
     block = _BLOCK * max(1, torch.get_num_threads() // 2)

@@ -32,6 +32,7 @@ ROPE_CONTENDERS = {
     "hf_rotate_half",
     "complex",
     "apply_rope",
+    "apply_rope_unblocked",
     "apply_rope_interleaved",
     "rotary_embedding",
     "rotary_embedding_fixed",
@@ -197,3 +198,19 @@ def test_time_contenders_alternates_the_order():
     timed = "".join(seen[3::2])  # two calls per sample: keep the first
     # rotate by one each round, reverse every other round
     assert [timed[k : k + 3] for k in range(0, 12, 3)] == ["abc", "acb", "cab", "cba"]
+
+
+def test_the_unblocked_control_makes_one_pass_per_operation():
+    # the control for the blocks: the same bits as apply_rope, in one pass per
+    # operation over the whole tensor, and the module's block size restored after
+    import posenc.rope as rope_module
+    from posenc.bench import _apply_rope_unblocked
+
+    x = torch.randn(1, 16, 1200, 64)  # 1.2 M elements: several blocks at any thread count
+    positions = torch.arange(1200)
+    saved = rope_module._BLOCK
+    blocked = count_traffic(lambda: rope_module.apply_rope(x, positions))
+    whole = count_traffic(lambda: _apply_rope_unblocked(x, positions))
+    assert rope_module._BLOCK == saved
+    assert torch.equal(_apply_rope_unblocked(x, positions), rope_module.apply_rope(x, positions))
+    assert len(whole.ops) < len(blocked.ops)

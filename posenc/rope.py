@@ -47,8 +47,9 @@ stored runs of ``python -m posenc.bench`` (``benchmarks/``), on a 2-core
 machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
 the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
 3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
-in the same rounds). The rest of the distance to the floor is the cost of
-issuing about fifty operations per call. Each operation on a block ends by
+in the same rounds). What makes up the rest of the distance to the floor is
+not established (the overhead of issuing about fifty operations per call
+bounds at most a fifth of the floor's time). Each operation on a block ends by
 waiting for its slowest thread, so on a machine with more runnable threads
 than cores the blocks may cost more than they save (one run at a load
 average of 12 took 42x the floor at 2 threads; no run without blocks was

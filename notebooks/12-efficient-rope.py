@@ -1309,7 +1309,7 @@ half = {
     for short, dtype in dtypes.items()
     for label, run in runs.items()
 }
-for name, group in half.items():
+for group in half.values():
     c_h = group["contenders"]
     assert group["floor_bytes_per_element"] == 4
     beta_h = {n: c_h[n]["bytes_per_element"] for n in c_h}

@@ -22,7 +22,10 @@ How it measures: ``time.perf_counter`` around each call (or around a batch
 of ``number`` calls for the tiny decode step), warm-up rounds first, the
 garbage collector off while timing, and many rounds; each round times every
 contender once, in an order that rotates and reverses from round to round,
-so that slow drifts of the machine's load hit every contender alike. A
+so that slow drifts of the machine's load spread over the contenders. The
+order is a rotation of one fixed cycle, so a contender always runs next to
+the same two others: an effect of the one before it (a cache left warm or
+cold) is not spread, and chapter *Implementing RoPE efficiently* shows one. A
 contender's time is the median over rounds; its ratios to the baseline and
 to the floor are medians of the *per-round* ratios (paired samples), which
 cancel the drifts further. GB/s counts one read and one write of ``x`` for
@@ -447,9 +450,9 @@ def rope_group(
     precomputed ``cos``/``sin``), ``rotary_embedding_compiled``
     (``torch.compile(RotaryEmbedding(dim, max_positions=n))``, the
     documented opt-in: one kernel that gathers the cached rows) and
-    ``apply_rope_compiled`` (``torch.compile(apply_rope)``, which forms the
-    angles inside the fused kernel, so that ``cos`` and ``sin`` are
-    recomputed for every head). The baseline casts ``cos`` and ``sin`` to ``x``'s dtype, as
+    ``apply_rope_compiled`` (``torch.compile(apply_rope)``, slow on a CPU;
+    likely because it forms the angles inside the fused kernel, for every
+    head, which is not checked against the generated code). The baseline casts ``cos`` and ``sin`` to ``x``'s dtype, as
     Hugging Face does; posenc rotates bfloat16 and float16 in float32 and
     rounds once.
 

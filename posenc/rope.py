@@ -41,15 +41,17 @@ then ``addcmul_`` on each half): 20 bytes moved per float32 element by the
 operations, against 40 for Hugging Face's eager ``x * cos + rotate_half(x) *
 sin`` and 8 for a single read and write of ``x``. It runs block by block
 (about 1 MiB of float32 per block and per two threads), so that the second
-and third passes over a block find it in the processor's cache rather than
-in main memory. How much that saves is measured, not modelled: in the
+and third passes over a block may find it in the processor's cache rather
+than in main memory. What that saves is measured as time only: in the
 stored runs of ``python -m posenc.bench`` (``benchmarks/``), on a 2-core
 machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
 the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
 3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
-in the same rounds). What makes up the rest of the distance to the floor is
-not established (the overhead of issuing about fifty operations per call
-bounds at most a fifth of the floor's time). Each operation on a block ends by
+in the same rounds; at 1 thread the gain depends on the order in which the
+benchmark runs the two, see chapter *Implementing RoPE efficiently*). What
+makes up the rest of the distance to the floor is not established; issuing
+the operations (about fifty per call, with their views and a Python loop
+over the blocks) is a likely part. Each operation on a block ends by
 waiting for its slowest thread, so on a machine with more runnable threads
 than cores the blocks may cost more than they save (one run at a load
 average of 12 took 42x the floor at 2 threads; no run without blocks was
@@ -381,15 +383,17 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
     (``_BLOCK * max(1, torch.get_num_threads() // 2)``), so that each
     thread's share of an operation stays near half a MiB (a choice for
     more than two threads that no stored run measures); on the 2-core
-    machine of the stored benchmarks, blocks of ``_BLOCK`` beat one pass
-    per operation at 1 thread and at 2 (the contender ``apply_rope_unblocked``
-    of ``python -m posenc.bench``, timed in the same rounds). The tensors have
+    machine of the stored benchmarks, blocks of ``_BLOCK`` are faster than
+    one pass per operation in the median at 1 thread and at 2 (the contender
+    ``apply_rope_unblocked`` of ``python -m posenc.bench``, timed in the same
+    rounds; at 1 thread by little except in the rounds where they run after it). The tensors have
     the same number of axes; each is narrowed along the
     leading axes (never the last) where its size is not 1 (``cos`` and
     ``sin`` broadcast along the heads). The three passes of
-    :func:`_rotate_into` then run over a block while it is still in the
-    processor's cache instead of streaming 20 bytes per float32 element
-    through main memory; the arithmetic, and so every bit of the result, is
+    :func:`_rotate_into` then run over a block that may still be in the
+    processor's cache, instead of streaming 20 bytes per float32 element
+    through main memory (how much stays in cache is not measured, only
+    the time); the arithmetic, and so every bit of the result, is
     unchanged.
     """
     x = tensors[0]

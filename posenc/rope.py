@@ -65,9 +65,10 @@ Compilation (an opt-in; eager mode needs no compiler): ``apply_rope`` and
 ``RotaryEmbedding`` trace into one graph under
 ``torch.compile(fullgraph=True)``. The fast compiled path is the module with
 a fixed cache, ``torch.compile(RotaryEmbedding(dim, max_positions=n))`` (or
-a compiled model that holds one): inductor fuses the gather of the cached
-rows and the rotation into one kernel that reads ``x`` and writes the
-result once. A compiled ``apply_rope`` is much slower (about 13x the floor
+a compiled model that holds one), 1.2x the floor's time in the stored
+runs (float32); inductor presumably fuses the gather of the cached rows and
+the rotation into one kernel that reads ``x`` and writes the result once
+(not checked against the generated kernel). A compiled ``apply_rope`` is much slower (about 13x the floor
 at 1 thread in the stored run, and about the same time in float32, bfloat16
 and float16, so it is bound by computation, not memory); the likely reason,
 not checked against the generated kernel, is that it forms ``cos`` and

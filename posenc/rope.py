@@ -47,8 +47,8 @@ stored runs of ``python -m posenc.bench`` (``benchmarks/``), on a 2-core
 machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
 the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
 3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
-in the same rounds; at 1 thread the gain depends on the order in which the
-benchmark runs the two, see chapter *Implementing RoPE efficiently*). What
+in the same rounds; at both thread counts the size of the gain depends on the
+contender timed just before, see chapter *Implementing RoPE efficiently*). What
 makes up the rest of the distance to the floor is not established; issuing
 the operations (about fifty per call, with their views and a Python loop
 over the blocks) is a likely part. Each operation on a block ends by
@@ -319,7 +319,7 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
     Large inputs are written into one fresh tensor with ``torch.mul(..., out=)``
     and ``addcmul_`` (see :func:`_rotate_into`), without temporaries, block
     by block (:func:`_for_blocks`, about 1 MiB of float32 each) so that the
-    three passes over a block hit the processor's cache. Small
+    three passes over a block may hit the processor's cache. Small
     inputs (fewer than ``_SMALL`` elements, such as a decode step), inputs
     for which autograd records, and every input under ``torch.compile``
     (which fuses the out-of-place operations, and cannot trace ``out=``
@@ -385,11 +385,12 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
     thread's share of an operation stays near half a MiB (a choice for
     more than two threads that no stored run measures); on the 2-core
     machine of the stored benchmarks, blocks of ``_BLOCK`` are faster than
-    one pass per operation in the median at 1 thread and at 2 (the contender
+    one pass per operation in the median at 1 thread and at 2, by an amount
+    that depends on the contender timed just before (see chapter
+    *Implementing RoPE efficiently*; the control is the contender
     ``apply_rope_unblocked`` of ``python -m posenc.bench``, timed in the same
-    rounds; at 1 thread by little except in the rounds where they run after it). The tensors have
-    the same number of axes; each is narrowed along the
-    leading axes (never the last) where its size is not 1 (``cos`` and
+    rounds). The tensors have the same number of axes; each is narrowed
+    along the leading axes (never the last) where its size is not 1 (``cos`` and
     ``sin`` broadcast along the heads). The three passes of
     :func:`_rotate_into` then run over a block that may still be in the
     processor's cache, instead of streaming 20 bytes per float32 element
@@ -464,15 +465,18 @@ _fused_state: dict[str, object] = {"fn": None, "failed": False}
 def _rotate_fused(
     x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str
 ) -> torch.Tensor:
-    """:func:`_rotate_reference` compiled by ``torch.compile`` into one kernel, when it can be.
+    """:func:`_rotate_reference` compiled by ``torch.compile`` (presumably one kernel), when it can.
 
     Optional and never required: the first call compiles (seconds to tens of
     seconds on a CPU, and a C++ compiler must be installed); if compiling or
     running the compiled code fails for any reason, this and every later
-    call fall back to the eager :func:`_rotate`. The fused kernel reads
-    ``x`` and writes the result once (plus ``cos`` and ``sin``), the
-    minimum; its numbers agree with :func:`_rotate_reference`'s and
-    :func:`_rotate`'s within one rounding of a product.
+    call fall back to the eager :func:`_rotate`. The fused kernel presumably
+    reads ``x`` and writes the result once (plus ``cos`` and ``sin``), the
+    minimum (not checked against the generated kernel; in the stored runs of
+    ``python -m posenc.bench`` this function, ``fused``, took 1.55x and 1.66x
+    the floor at 1 and 2 threads); its numbers agree with
+    :func:`_rotate_reference`'s and :func:`_rotate`'s within one rounding of
+    a product.
     """
     if not _fused_state["failed"]:
         try:

@@ -24,8 +24,10 @@ garbage collector off while timing, and many rounds; each round times every
 contender once, in an order that rotates and reverses from round to round,
 so that slow drifts of the machine's load spread over the contenders. The
 order is a rotation of one fixed cycle, so a contender always runs next to
-the same two others: an effect of the one before it (a cache left warm or
-cold) is not spread, and chapter *Implementing RoPE efficiently* shows one. A
+the same two others: an effect of what ran before a contender is not
+spread, and chapter *Implementing RoPE efficiently* shows that a
+contender's time depends on what ran before it (the cause is not
+established). A
 contender's time is the median over rounds; its ratios to the baseline and
 to the floor are medians of the *per-round* ratios (paired samples), which
 cancel the drifts further. GB/s counts one read and one write of ``x`` for

@@ -47,15 +47,16 @@ stored runs of ``python -m posenc.bench`` (``benchmarks/``), on a 2-core
 machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
 the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
 3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
-in the same rounds; at both thread counts the size of the gain depends on the
-contender timed just before, see chapter *Implementing RoPE efficiently*). What
+in the same rounds; at both thread counts the size of the gain depends on what
+ran before it, see chapter *Implementing RoPE efficiently*). What
 makes up the rest of the distance to the floor is not established; issuing
 the operations (about fifty per call, with their views and a Python loop
 over the blocks) is a likely part. Each operation on a block ends by
 waiting for its slowest thread, so on a machine with more runnable threads
-than cores the blocks may cost more than they save (one run at a load
-average of 12 took 42x the floor at 2 threads; no run without blocks was
-made then to compare).
+than cores the blocks may cost more than they save (the message of commit
+ae828e7 reports one run at a load average of 12 that took 42x the floor at
+2 threads; that run is not stored, and no run without blocks was made then
+to compare).
 Small inputs (a decode step) take an out-of-place path with fewer calls
 into torch; ``apply_rope`` caches the inverse frequencies per setting, and
 :class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
@@ -386,7 +387,7 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
     more than two threads that no stored run measures); on the 2-core
     machine of the stored benchmarks, blocks of ``_BLOCK`` are faster than
     one pass per operation in the median at 1 thread and at 2, by an amount
-    that depends on the contender timed just before (see chapter
+    that depends on what ran before it (see chapter
     *Implementing RoPE efficiently*; the control is the contender
     ``apply_rope_unblocked`` of ``python -m posenc.bench``, timed in the same
     rounds). The tensors have the same number of axes; each is narrowed

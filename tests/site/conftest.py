@@ -1,5 +1,5 @@
-"""Fixtures of the site tests: one strict build per test session, and a
-local HTTP server for the browser tests."""
+"""Fixtures of the site tests: one strict build per test session, a local
+HTTP server and a headless Chromium for the browser tests."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 import http.server
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -17,6 +18,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/lib/chromium/chromium")  # the real binary; /usr/bin/chromium is a wrapper
+LAUNCH_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def _chromium() -> str:
+    for candidate in (CHROMIUM, shutil.which("chromium")):
+        if candidate and Path(candidate).exists():
+            return str(candidate)
+    pytest.fail(
+        "Chromium is needed for the browser tests and was not found at "
+        f"{CHROMIUM}. Install it with: sudo apt-get install chromium fonts-noto-cjk",
+        pytrace=False,
+    )
 
 
 def _free_port() -> int:
@@ -76,3 +98,13 @@ def served_site(built_site):
     yield built_site
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(served_site):
+    from playwright.sync_api import sync_playwright  # a test dependency: never skip silently
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(headless=True, executable_path=_chromium(), args=LAUNCH_ARGS)
+        yield browser
+        browser.close()

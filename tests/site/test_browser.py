@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -17,35 +16,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "tests" / "screenshots"
-CHROMIUM = Path("/usr/lib/chromium/chromium")  # the real binary; /usr/bin/chromium is a wrapper
 CHAPTER = "sinusoidal"
 SLUGS = sorted(re.sub(r"^\d+-", "", p.stem) for p in (ROOT / "notebooks").glob("[0-9]*.ipynb"))
 CODE_COLUMNS = 80  # CONTRIBUTING.md: code cells are formatted to 80 characters
 MEASURES = SHOTS / "measures.json"  # what the tests measured, for the release notes
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
-LAUNCH_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def _chromium() -> str:
-    for candidate in (CHROMIUM, shutil.which("chromium")):
-        if candidate and Path(candidate).exists():
-            return str(candidate)
-    pytest.fail(
-        "Chromium is needed for the browser tests and was not found at "
-        f"{CHROMIUM}. Install it with: sudo apt-get install chromium fonts-noto-cjk",
-        pytrace=False,
-    )
-
-
 class Recorder:
     """Console errors, page errors, failed responses and off-site requests."""
 
@@ -68,16 +44,6 @@ class Recorder:
                 self.external.append(request.url)
 
         page.on("request", on_request)
-
-
-@pytest.fixture(scope="module")
-def browser(served_site):
-    from playwright.sync_api import sync_playwright  # a test dependency: never skip silently
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(headless=True, executable_path=_chromium(), args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from urllib.parse import urlparse
 
 import pytest
 import torch
-from test_browser import AXE, AXE_TAGS, LAUNCH_ARGS, SHOTS, Recorder, _chromium, record
+from test_browser import AXE, AXE_TAGS, SHOTS, Recorder, record
 
 from hooks import explorables as hook
 from posenc import (
@@ -78,16 +78,6 @@ _SET = """async ([name, value]) => {
   await figure.vegaView.runAsync();
   return figure.vegaView.signal(name);
 }"""
-
-
-@pytest.fixture(scope="module")
-def browser(served_site):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(headless=True, executable_path=_chromium(), args=LAUNCH_ARGS)
-        yield browser
-        browser.close()
 
 
 class Figure:

@@ -35,6 +35,7 @@ import posixpath
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 SOURCE_DIR = "notebooks/explorables"
@@ -109,6 +110,9 @@ def sources(root: Path) -> dict[str, Path]:
 
 def load(path: Path):
     """Import one explorable's module from its file (the names start with a digit)."""
+    folder = str(path.parent)
+    if folder not in sys.path:  # the specs import their shared helper, titles.py
+        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(f"explorable_{path.stem.replace('-', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

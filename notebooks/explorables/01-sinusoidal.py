@@ -12,6 +12,8 @@ moves the sliders and compares every plotted value with posenc.
 
 from __future__ import annotations
 
+from titles import title_expression
+
 POSITIONS = 128  # heatmap: p = 0 .. 127, as the chapter's figure
 RENDERER = (
     "canvas"  # 16 000 cells: canvas draws them several times faster than SVG
@@ -54,9 +56,9 @@ def spec(lang: str) -> dict:
     t = TEXT[lang]
     base = "pow(10, logbase)"
     n = "floor(dim / 2)"
-    title = "'" + t["title"] + "'"
-    for key, value in {"{b}": f"format({base}, ',.6~r')", "{d}": "dim"}.items():
-        title = title.replace(key, f"' + {value} + '")
+    title = title_expression(
+        t["title"], {"{b}": f"format({base}, ',.6~r')", "{d}": "dim"}
+    )
     heatmap = {
         "name": "pe",
         "title": {"text": {"expr": title}},

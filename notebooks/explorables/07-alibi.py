@@ -13,6 +13,8 @@ plotted value with posenc.
 
 from __future__ import annotations
 
+from titles import title_expression
+
 MAX_HEADS = 128
 POSITIONS = 16  # the bias of one head: T = 16 queries and keys
 TEXT = {
@@ -134,13 +136,14 @@ def spec(lang: str) -> dict:
             },
         ],
     }
-    title = "'" + t["title"] + "'"
-    for key, value in {
-        "{h}": "chosen",
-        "{n}": "heads",
-        "{m}": f"format({slope('chosen')}, '.4~g')",
-    }.items():
-        title = title.replace(key, f"' + {value} + '")
+    title = title_expression(
+        t["title"],
+        {
+            "{h}": "chosen",
+            "{n}": "heads",
+            "{m}": f"format({slope('chosen')}, '.4~g')",
+        },
+    )
     bias = {
         "name": "bias",
         "title": {"text": {"expr": title}},

@@ -16,6 +16,8 @@ within the bound that the float32 rounding of the frequencies allows.
 
 from __future__ import annotations
 
+from titles import title_expression
+
 MAX_DISTANCE = 1000  # r = 0 .. 1000
 REFERENCE = 4  # log10 of the base of the reference curve
 TEXT = {
@@ -56,12 +58,13 @@ def spec(lang: str) -> dict:
     """The Vega-Lite spec of the explorable, labelled in ``lang``."""
     t = TEXT[lang]
     layer = []
-    title = "'" + t["title"] + "'"
-    for key, value in {
-        "{b}": "format(pow(10, logbase), ',.6~r')",
-        "{d}": "dim",
-    }.items():
-        title = title.replace(key, f"' + {value} + '")
+    title = title_expression(
+        t["title"],
+        {
+            "{b}": "format(pow(10, logbase), ',.6~r')",
+            "{d}": "dim",
+        },
+    )
     for curve, logbase, style in (
         ("reference", str(REFERENCE), {"opacity": 0.45, "strokeWidth": 1}),
         ("chosen", "logbase", {"strokeWidth": 1.5}),

@@ -19,6 +19,8 @@ from __future__ import annotations
 import functools
 import struct
 
+from titles import title_expression
+
 from posenc import (
     DynamicNTKScaling,
     LinearScaling,
@@ -160,13 +162,14 @@ def spec(lang: str) -> dict:
         f"datum.method == '{m}' ? '{names[m]}'" for m in METHODS[:-1]
     )
     label += f" : '{names[METHODS[-1]]}'"
-    title = "'" + t["title"] + "'"
-    for key, value in {
-        "{s}": "pow(2, log2s)",
-        "{L}": "pow(2, log2l)",
-        "{b}": "format(base, ',')",
-    }.items():
-        title = title.replace(key, f"' + {value} + '")
+    title = title_expression(
+        t["title"],
+        {
+            "{s}": "pow(2, log2s)",
+            "{L}": "pow(2, log2l)",
+            "{b}": "format(base, ',')",
+        },
+    )
     method_scale = {"domain": [names[m] for m in METHODS], "range": PALETTE}
     return {
         "description": t["description"],

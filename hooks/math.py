@@ -4,6 +4,8 @@ After each language's build, every built page that holds math goes through
 MathJax in node (hooks/typeset_math.js, one node process per build, never one
 per page): the page ships its formulas as SVG, with hidden MathML for screen
 readers, so a reader sees them at first paint and no page loads MathJax.
+Past a page's first 40 formulas the SVG ships undrawn, to be drawn by
+docs/javascripts/math.js when it nears the screen (see the script).
 A TeX error fails a strict build, naming the page and the formula.
 """
 
@@ -36,8 +38,11 @@ def pages_with_math(site_dir: Path) -> list[Path]:
     return found
 
 
-def typeset(pages: list[Path], root: Path) -> list[dict]:
-    """Typeset ``pages`` in place; return the script's report for each."""
+def typeset(pages: list[Path], root: Path, drawn: int | None = None) -> list[dict]:
+    """Typeset ``pages`` in place; return the script's report for each.
+
+    ``drawn``: how many formulas of a page are drawn in its HTML (the script's
+    default, 40, when None); the rest are drawn by the browser when needed."""
     if not pages:
         return []
     node = shutil.which("node")
@@ -47,8 +52,9 @@ def typeset(pages: list[Path], root: Path) -> list[dict]:
         raise FileNotFoundError(
             f"{root / 'node_modules' / PACKAGE} is missing: run `npm ci` (or `make setup`)"
         )
+    option = [] if drawn is None else [f"--drawn={drawn}"]
     proc = subprocess.run(
-        [node, str(SCRIPT), *map(str, pages)], cwd=root, capture_output=True, text=True
+        [node, str(SCRIPT), *option, *map(str, pages)], cwd=root, capture_output=True, text=True
     )
     if proc.returncode != 0:
         raise RuntimeError(f"typesetting the math failed:\n{proc.stderr}")

@@ -4,7 +4,7 @@
 // hidden MathML that screen readers read. A page then shows its formulas at
 // first paint and loads no MathJax.
 //
-//   node hooks/typeset_math.js PAGE.html...
+//   node hooks/typeset_math.js [--drawn=N] PAGE.html...
 //
 // Prints one JSON line per page: {"page", "formulas", "errors": [...]}.
 // The delimiters and skipped elements are those the site's browser MathJax
@@ -30,9 +30,77 @@ AssistiveMmlHandler(RegisterHTMLHandler(adaptor));
 const PACKAGES = AllPackages.filter((name) => !["noerrors", "noundefined"].includes(name));
 const MARK = "math-typeset-at-build";
 
+// MathJax's SVG carries attributes for its in-browser tools (the menu, the
+// expression explorer), which the site does not load, and wraps every node
+// of the formula in a <g>, most of which then has no attribute at all.
+// Dropping them makes a chapter's HTML about a quarter smaller and its DOM
+// about a tenth smaller (issue 17: parsing and styling it is what a later
+// chapter's load time is made of); the drawing is the same. Kept: the node
+// kinds MathJax's stylesheet selects on (tables, errors, actions).
+const STYLED_NODES = new Set(["mtable", "merror", "maction"]);
+const TOOL_ATTRIBUTES = ["data-c", "data-mjx-texclass"];
+
+function slim(node) {
+  for (const child of [...adaptor.childNodes(node)]) {
+    if (adaptor.kind(child) !== "#text") slim(child);
+  }
+  const kind = adaptor.kind(node);
+  if (kind === "svg" || kind === "math") {
+    // the HTML parser puts <svg> and <math> in their namespaces by itself
+    adaptor.removeAttribute(node, "xmlns");
+    adaptor.removeAttribute(node, "xmlns:xlink");
+  }
+  for (const name of TOOL_ATTRIBUTES) adaptor.removeAttribute(node, name);
+  if (!STYLED_NODES.has(adaptor.getAttribute(node, "data-mml-node"))) {
+    adaptor.removeAttribute(node, "data-mml-node");
+  }
+  const href = adaptor.getAttribute(node, "xlink:href");
+  if (href) {
+    adaptor.removeAttribute(node, "xlink:href");
+    adaptor.setAttribute(node, "href", href); // SVG 2: every current browser
+  }
+  if (kind === "g" && adaptor.allAttributes(node).length === 0) {
+    for (const child of [...adaptor.childNodes(node)]) adaptor.insert(child, node);
+    adaptor.remove(node);
+  }
+}
+// MathJax's rule for glyph outlines selects on data-c; the same for every
+// glyph of a formula without it.
+const GLYPH_RULE = 'mjx-container[jax="SVG"] use { stroke-width: 3; }\n';
+
+// A chapter holds up to about 340 formulas, and making the elements of their
+// drawings is the larger part of what a browser does to show a chapter
+// (issue 17), while a reader sees one screen: at most 40 formulas on every
+// page and screen measured (1280 x 1600 px). So the first DRAWN formulas
+// are drawn in the HTML, and each later one ships an empty <svg> of its size
+// (the page's layout is final at once) with its drawing in the container's
+// data-svg attribute, which javascripts/math.js puts in place when the
+// formula's block nears the screen, when the browser is idle after loading,
+// or before printing. The hidden MathML stays in place for screen readers;
+// without JavaScript the page shows it instead (overrides/main.html).
+const DRAWN = 40;
+const NONCE = require("crypto").randomBytes(8).toString("hex");
+
+function undraw(container, drawings) {
+  const svg = adaptor.firstChild(container);
+  drawings.push(adaptor.innerHTML(svg));
+  for (const child of adaptor.childNodes(svg)) adaptor.remove(child);
+  adaptor.setAttribute(container, "data-svg", `${NONCE}:${drawings.length - 1}`);
+}
+
+// The serializer writes attributes in double quotes and would turn every
+// quote of the drawing into &quot;: single quotes instead, with & and '
+// escaped, so the attribute reads back as the drawing.
+function withDrawings(html, drawings) {
+  return html.replace(new RegExp(` data-svg="${NONCE}:(\\d+)"`, "g"), (_, i) => {
+    const text = drawings[Number(i)].replace(/&/g, "&amp;").replace(/'/g, "&#39;");
+    return ` data-svg='${text}'`;
+  });
+}
+
 // Only the page's <article> is typeset (the math is there; the rest of the
 // page is navigation), and MathJax's style sheet goes into the page's head.
-function typeset(file) {
+function typeset(file, drawn) {
   const page = fs.readFileSync(file, "utf8");
   const start = page.indexOf("<article");
   const end = page.lastIndexOf("</article>") + "</article>".length;
@@ -67,8 +135,18 @@ function typeset(file) {
     if (failed) errors.push(item.math);
   }
   if (items > 0) {
-    const body = adaptor.innerHTML(adaptor.body(doc.document));
-    const style = adaptor.innerHTML(adaptor.head(doc.document));
+    const drawings = [];
+    let index = 0;
+    for (const item of doc.math) {
+      const root = item.typesetRoot;
+      if (!root || adaptor.kind(root) !== "mjx-container") continue; // an escaped dollar
+      slim(root);
+      if (index++ >= drawn) undraw(root, drawings);
+    }
+    const body = withDrawings(adaptor.innerHTML(adaptor.body(doc.document)), drawings);
+    const style = adaptor
+      .innerHTML(adaptor.head(doc.document))
+      .replace("</style>", GLYPH_RULE + "</style>");
     const head = page.indexOf("</head>");
     fs.writeFileSync(
       file,
@@ -83,6 +161,9 @@ function typeset(file) {
   return { page: file, formulas, errors };
 }
 
-for (const file of process.argv.slice(2)) {
-  process.stdout.write(JSON.stringify(typeset(file)) + "\n");
+const args = process.argv.slice(2);
+const option = args.find((arg) => arg.startsWith("--drawn="));
+const drawn = option ? Number(option.slice("--drawn=".length)) : DRAWN;
+for (const file of args.filter((arg) => arg !== option)) {
+  process.stdout.write(JSON.stringify(typeset(file, drawn)) + "\n");
 }

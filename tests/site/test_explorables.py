@@ -186,7 +186,7 @@ class Figure:
             SHOTS.mkdir(parents=True, exist_ok=True)
             self.figure.screenshot(path=str(SHOTS / f"explorable-{shot}-{scheme}.png"))
             # the reader's toggle in the header: the label that is not hidden
-            self.page.locator("form[data-md-component=palette] label:not([hidden])").click()
+            self.page.locator("form[data-palette] label:not([hidden])").click()
             self.page.wait_for_function(
                 "s => document.body.dataset.mdColorScheme !== s", arg=scheme, timeout=5_000
             )

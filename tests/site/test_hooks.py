@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html as htmllib
 import json
 import re
 import struct
@@ -480,6 +481,55 @@ def test_math_is_typeset_in_the_article_with_mathml_for_screen_readers(tmp_path)
     assert '<meta name="math-typeset-at-build">' in head and 'id="MJX-SVG-styles"' in head
     assert math.pages_with_math(tmp_path) == []  # typeset once
     assert math.typeset([page], ROOT)[0]["formulas"] == 0
+
+
+def _drawn(html: str) -> str:
+    """``html`` with every undrawn formula drawn, as docs/javascripts/math.js does."""
+    return re.sub(
+        r"<mjx-container([^>]*?) data-svg='([^']*)'>(<svg[^>]*>)</svg>",
+        lambda m: f"<mjx-container{m[1]}>{m[3]}{htmllib.unescape(m[2])}</svg>",
+        html,
+    )
+
+
+def test_formulas_past_the_first_ship_undrawn_and_draw_to_the_same_svg(tmp_path):
+    article = (
+        "<p>"
+        + " ".join(rf"$x_{{{i}}} + \text{{it's}}$ and" for i in range(6))
+        + r" $$\begin{matrix}a&b\\c&d\end{matrix}$$ and a \$5</p>"
+    )
+    pages = []
+    for drawn in (3, 99):
+        (tmp_path / str(drawn)).mkdir()
+        pages.append(tmp_path / str(drawn) / "index.html")
+        pages[-1].write_text(_page(article), encoding="utf-8")
+        [report] = math.typeset([pages[-1]], ROOT, drawn=drawn)
+        assert report["formulas"] == 7 and report["errors"] == []
+    some, every = (p.read_text(encoding="utf-8") for p in pages)
+    assert "data-svg" not in every
+    # the first three drawn, the other four each an empty <svg> of its size
+    containers = re.findall(r"<mjx-container.*?</mjx-container>", some)
+    assert [("data-svg=" in c) for c in containers] == [False] * 3 + [True] * 4
+    assert all(re.search(r'<svg [^>]*width="[\d.]+ex" [^>]*></svg>', c) for c in containers[3:])
+    assert all("<mjx-assistive-mml" in c for c in containers)  # screen readers, at once
+    assert _drawn(some) == every
+    # what the browser makes of the attribute is the drawing, quotes and all
+    assert "&quot;" not in some and 'stroke="currentColor"' in re.findall("data-svg='([^']*)'", some)[0]
+
+
+def test_the_typeset_svg_carries_no_attributes_for_mathjax_s_browser_tools(tmp_path):
+    page = tmp_path / "index.html"
+    page.write_text(_page(r"<p>$\frac{a}{b} + \sum_i x_i$ $$\begin{matrix}a\end{matrix}$$</p>"))
+    math.typeset([page], ROOT)
+    out = page.read_text(encoding="utf-8")
+    svg = "".join(re.findall(r"<svg.*?</svg>", out[out.find("<article") :], re.DOTALL))
+    for attribute in ("data-c=", "data-mjx-texclass=", "xlink:href=", "xmlns"):
+        assert attribute not in svg, attribute
+    assert "<g>" not in svg  # no bare group left
+    # kept only where MathJax's stylesheet selects on it
+    assert set(re.findall(r'data-mml-node="(\w+)"', svg)) == {"mtable"}
+    assert svg.count("<use ") == svg.count(' href="#MJX-')
+    assert 'mjx-container[jax="SVG"] use { stroke-width: 3; }' in out  # glyphs as thick as before
 
 
 def test_a_tex_error_is_reported_and_fails_a_strict_build(tmp_path, caplog):

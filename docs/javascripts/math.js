@@ -1,0 +1,39 @@
+// Draws the formulas that a page ships undrawn (hooks/typeset_math.js): past
+// the first 40, each <mjx-container data-svg="..."> holds an empty <svg> of
+// the formula's size, and data-svg holds what goes inside it. A formula is
+// drawn when the block around it nears the screen (the browser stops
+// skipping a content-visibility: auto block, docs/stylesheets/site.css),
+// when the browser is idle after the page has loaded (a few at a time, so
+// the whole page is drawn shortly after), and all at once before printing.
+// Loaded in the head, so that it hears the blocks' first state changes.
+(function () {
+  const UNDRAWN = "mjx-container[data-svg]";
+
+  function draw(container) {
+    const svg = container.firstElementChild;
+    if (svg instanceof SVGSVGElement) svg.innerHTML = container.getAttribute("data-svg");
+    container.removeAttribute("data-svg");
+  }
+  const drawIn = (root) => root.querySelectorAll(UNDRAWN).forEach(draw);
+
+  // The event does not bubble: listen in the capture phase.
+  document.addEventListener(
+    "contentvisibilityautostatechange",
+    (event) => {
+      if (!event.skipped) drawIn(event.target);
+    },
+    { capture: true },
+  );
+  addEventListener("beforeprint", () => drawIn(document));
+
+  const idle =
+    window.requestIdleCallback ||
+    ((run) => setTimeout(() => run({ timeRemaining: () => 10 }), 1));
+  function drawWhileIdle(deadline) {
+    const left = document.querySelectorAll(UNDRAWN);
+    let i = 0;
+    while (i < left.length && deadline.timeRemaining() > 1) draw(left[i++]);
+    if (i < left.length) idle(drawWhileIdle);
+  }
+  addEventListener("load", () => idle(drawWhileIdle));
+})();

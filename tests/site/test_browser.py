@@ -448,13 +448,14 @@ def test_first_visit_is_light_and_shows_typeset_math_at_first_paint(browser, ser
 
 
 LATER_PAGES = ("rope/", "alibi/", "ja/rope/", "sinusoids-in-the-wild/", "t5-buckets/")
+ROUNDS = 5
 
 
 def test_a_later_chapter_renders_fast(browser, served_site):
     """After a first visit (the browser has the site's CSS and scripts), the
     next chapter is fully rendered (parsed, every formula on the screen drawn,
     the theme's scripts run: the load event) within the budget. Five heavy
-    chapters, three timed visits each, on a page without the first-frame probe
+    chapters, five timed visits each, on a page without the first-frame probe
     (its look at every formula would cost the page time); each chapter's
     fastest visit counts, since the other test worker shares the two cores,
     and the budget holds for the median chapter. One more visit each, with
@@ -463,7 +464,7 @@ def test_a_later_chapter_renders_fast(browser, served_site):
     probed, _ = _visit(context, served_site.base_url + f"{CHAPTER}/")
     timed = context.new_page()
     loads = {url: [] for url in LATER_PAGES}
-    for _ in range(3):
+    for _ in range(ROUNDS):
         for url in LATER_PAGES:
             timed.goto(served_site.base_url + url, wait_until="load")
             loads[url].append(
@@ -499,6 +500,55 @@ def test_a_later_chapter_renders_fast(browser, served_site):
         assert t["allFormulasDrawn"] < 3_000, (url, t)
     median_load = sorted(t["load"] for t in fastest.values())[len(fastest) // 2]
     assert median_load < LATER_PAGE_BUDGET_MS, fastest
+
+
+def test_undrawn_formulas_show_their_mathml_without_javascript_and_draw_for_print(
+    browser, served_site
+):
+    url = served_site.base_url + "rope/"
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(url, wait_until="load")
+    shown = page.evaluate(
+        """() => [...document.querySelectorAll('mjx-container[data-svg]')].map(c => {
+             c.scrollIntoView();
+             const mml = c.querySelector('mjx-assistive-mml').getBoundingClientRect();
+             return [getComputedStyle(c.querySelector('svg')).display, mml.width > 0 && mml.height > 0];
+           })"""
+    )
+    context.close()
+    assert len(shown) > 200 and all(s == ["none", True] for s in shown), shown[:3]
+    page = browser.new_page()
+    page.add_init_script("window.requestIdleCallback = () => 0")  # no drawing while idle
+    page.goto(url, wait_until="load")
+    undrawn = page.evaluate(
+        """() => { const before = document.querySelectorAll('mjx-container[data-svg]').length;
+                   dispatchEvent(new Event('beforeprint'));
+                   return [before, document.querySelectorAll('mjx-container[data-svg]').length]; }"""
+    )
+    page.close()
+    assert undrawn[0] > 200 and undrawn[1] == 0, undrawn
+
+
+def test_the_scheme_toggle_follows_the_system_then_the_reader(browser, served_site):
+    """docs/javascripts/palette.js: a first visit takes the system's scheme; a
+    click or Enter on the toggle switches it, and the choice carries over."""
+    context = browser.new_context(color_scheme="dark")
+    page = context.new_page()
+    state = """() => [document.body.dataset.mdColorScheme,
+                      document.querySelector('meta[name=theme-color]').content,
+                      document.querySelectorAll('form[data-palette] label:not([hidden])').length]"""
+    page.goto(served_site.base_url + "alibi/", wait_until="load")
+    assert page.evaluate(state) == ["slate", "#4051b5", 1]
+    page.locator("form[data-palette] label:not([hidden])").click()
+    page.wait_for_function("document.body.dataset.mdColorScheme === 'default'", timeout=5_000)
+    page.goto(served_site.base_url + "ja/alibi/", wait_until="load")
+    assert page.evaluate(state)[0] == "default"
+    page.focus("form[data-palette] input:checked")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.body.dataset.mdColorScheme === 'slate'", timeout=5_000)
+    assert not page.evaluate("document.body.hasAttribute('data-md-color-switching')")
+    context.close()
 
 
 # --------------------------------------------------------------------------

@@ -74,7 +74,7 @@ from posenc import (
     t5_relative_position_bucket,
 )
 from posenc import experiments as E
-from posenc.plotting import OKABE_ITO, use_site_style
+from posenc.plotting import INK, OKABE_ITO, use_site_style
 from posenc.toy import ToyTransformer, periodic_batch, recall_batch
 
 use_site_style()
@@ -854,15 +854,15 @@ display(Markdown("**recall**\n\n" + results_table("recall")))
 
 # %% alt={"en": ["Two panels, copy and recall: seed-averaged accuracy a(t) at 8L = 128 against position t on a log axis, dotted line at L = 16. Copy: RoPE stays at about 1 up to t = 42, dips to 0.54 at t = 48 to 51, rebounds to 0.86, stays between 0.54 and 0.76 up to t = 115 and ends at 0.40, 0.36 and 0.35 in its last three windows; sinusoidal is erratic, falling from 0.98 to 0.66; T5 falls steadily to 0.52; CoPE stays at about 1 up to t ≈ 50, then falls steadily to 0.83; ALiBi and KERPLE stay between 0.85 and 0.95 and FIRE slopes down from 0.94 to 0.76, but none of the three learned the task; NoPE slopes down from about 0.8 to 0.6 and random positions from 0.57 to 0.49. Recall: NoPE, FIRE and CoPE stay at 0.92 or above; T5, KERPLE and random positions end at 0.88, 0.90 and 0.86; RoPE dips to 0.5 at t = 40 to 51, recovers to 0.95 at t = 72 to 75, falls to about 0.3 and ends at 0.45; ALiBi and sinusoidal sink to about 0.6 at the end."], "ja": ["左はコピー、右は連想想起の図です。縦軸はシード平均の正解率 a(t)（8L = 128）です。横軸は位置 t（対数目盛）です。点線は L = 16 を示します。コピーでは、RoPE は t = 42 までほぼ 1 を保ち、t = 48〜51 で 0.54 まで落ちます。そのあと 0.86 まで戻り、t = 115 までは 0.54〜0.76 の間にとどまり、最後の 3 つの窓では 0.40、0.36、0.35 です。正弦波は不規則に上下しながら 0.98 から 0.66 まで下がります。T5 は 0.52 までなだらかに下がります。CoPE は t ≈ 50 まではほぼ 1 を保ち、その後なだらかに下がって最後は 0.83 です。ALiBi と KERPLE は 0.85〜0.95 の間にとどまり、FIRE は 0.94 から 0.76 までゆるやかに下がります。ただし、この 3 つはどれもタスクを覚えていません。NoPE は 0.8 程度から 0.6 まで、ランダムな位置は 0.57 から 0.49 までゆるやかに下がります。連想想起では、NoPE、FIRE、CoPE は 0.92 以上を保ちます。T5、KERPLE、ランダムな位置は最後にそれぞれ 0.88、0.90、0.86 です。RoPE は t = 40〜51 で 0.5 まで落ち、t = 72〜75 で 0.95 まで持ち直したあと 0.3 程度まで下がり、最後は 0.45 です。ALiBi と正弦波は最後に 0.6 程度まで下がります。"]}
 blue, orange, green, purple, sky, vermillion, yellow, black = OKABE_ITO
-style = {  # row: (colour, line style)
-    "nope": (black, ":"),
+style = {  # row: (colour, line style); INK, not black, shows on both schemes
+    "nope": (INK, ":"),
     "sinusoidal": (orange, "--"),
     "rope": (blue, "-"),
     "alibi": (green, "-"),
     "t5": (purple, "-."),
     "kerple": (sky, "--"),
     "fire": (vermillion, "-"),
-    "cope": ("0.55", "-"),
+    "cope": (vermillion, ":"),
     "random": (blue, ":"),
 }
 
@@ -883,7 +883,7 @@ for ax, task in zip(axes, E.TASKS, strict=True):
             lw=1.5,
             label=row,
         )
-    ax.axvline(L, color="0.4", lw=0.8, ls=":")
+    ax.axvline(L, color=INK, lw=0.8, ls=":")
     ax.set(xscale="log", xlabel="$t$", ylim=(0, 1.03), title=task)
     ticks = [4, 8, 16, 32, 64, 128]
     ax.set_xticks(ticks, [str(v) for v in ticks])

@@ -72,14 +72,36 @@ const GLYPH_RULE = 'mjx-container[jax="SVG"] use { stroke-width: 3; }\n';
 // drawings is the larger part of what a browser does to show a chapter
 // (issue 17), while a reader sees one screen: at most 40 formulas on every
 // page and screen measured (1280 x 1600 px). So the first DRAWN formulas
-// are drawn in the HTML, and each later one ships an empty <svg> of its size
-// (the page's layout is final at once) with its drawing in the container's
-// data-svg attribute, which javascripts/math.js puts in place when the
-// formula's block nears the screen, when the browser is idle after loading,
-// or before printing. The hidden MathML stays in place for screen readers;
-// without JavaScript the page shows it instead (overrides/main.html).
+// are drawn in the HTML, and each later one that sits in a block the page
+// skips until it nears the screen (inSkippedBlock) ships an empty <svg> of
+// its size (the page's layout is final at once) with its drawing in the
+// container's data-svg attribute, which javascripts/math.js puts in place
+// when the block nears the screen, when the browser is idle after loading,
+// or before printing. The hidden MathML stays in place for screen readers,
+// and shows instead of the drawing until math.js runs (site.css).
 const DRAWN = 40;
 const NONCE = require("crypto").randomBytes(8).toString("hex");
+
+// Whether `node` sits in a block that docs/stylesheets/site.css skips until
+// it nears the screen: a code cell or folded solution of a notebook, or a
+// block of a Markdown cell other than a heading or a table (Material moves a
+// table into a scrolling box that is not skipped). Elsewhere (a heading,
+// a page that is not a notebook) no state change would ever say when the
+// formula comes near, so it is drawn in the HTML.
+function inSkippedBlock(node) {
+  const classes = (element) => (adaptor.getAttribute(element, "class") || "").split(/\s+/);
+  for (let child = node, parent = adaptor.parent(node); parent; ) {
+    if (classes(parent).includes("jp-MarkdownOutput")) {
+      return !/^(h[1-6]|table)$/.test(adaptor.kind(child));
+    }
+    if (classes(parent).includes("jp-Notebook")) {
+      return adaptor.kind(child) === "details" || classes(child).includes("jp-CodeCell");
+    }
+    child = parent;
+    parent = adaptor.parent(parent);
+  }
+  return false;
+}
 
 function undraw(container, drawings) {
   const svg = adaptor.firstChild(container);
@@ -92,10 +114,16 @@ function undraw(container, drawings) {
 // quote of the drawing into &quot;: single quotes instead, with & and '
 // escaped, so the attribute reads back as the drawing.
 function withDrawings(html, drawings) {
-  return html.replace(new RegExp(` data-svg="${NONCE}:(\\d+)"`, "g"), (_, i) => {
+  let placed = 0;
+  const out = html.replace(new RegExp(` data-svg="${NONCE}:(\\d+)"`, "g"), (_, i) => {
+    placed += 1;
     const text = drawings[Number(i)].replace(/&/g, "&amp;").replace(/'/g, "&#39;");
     return ` data-svg='${text}'`;
   });
+  if (placed !== drawings.length) {
+    throw new Error(`placed ${placed} of ${drawings.length} undrawn formulas' drawings`);
+  }
+  return out;
 }
 
 // Only the page's <article> is typeset (the math is there; the rest of the
@@ -141,7 +169,7 @@ function typeset(file, drawn) {
       const root = item.typesetRoot;
       if (!root || adaptor.kind(root) !== "mjx-container") continue; // an escaped dollar
       slim(root);
-      if (index++ >= drawn) undraw(root, drawings);
+      if (index++ >= drawn && inSkippedBlock(root)) undraw(root, drawings);
     }
     const body = withDrawings(adaptor.innerHTML(adaptor.body(doc.document)), drawings);
     const style = adaptor

@@ -5,8 +5,11 @@
 // skipping a content-visibility: auto block, docs/stylesheets/site.css),
 // when the browser is idle after the page has loaded (a few at a time, so
 // the whole page is drawn shortly after), and all at once before printing.
-// Loaded in the head, so that it hears the blocks' first state changes.
+// Loaded in the head, so that it hears the blocks' first state changes. Until
+// it runs (or if it never does) an undrawn formula shows its MathML instead
+// (docs/stylesheets/site.css).
 (function () {
+  document.documentElement.classList.add("math-drawing");
   const UNDRAWN = "mjx-container[data-svg]";
 
   function draw(container) {
@@ -26,9 +29,15 @@
   );
   addEventListener("beforeprint", () => drawIn(document));
 
-  const idle =
-    window.requestIdleCallback ||
-    ((run) => setTimeout(() => run({ timeRemaining: () => 10 }), 1));
+  // At most a second's wait for idle time; Safari has no requestIdleCallback:
+  // 10 ms slices there.
+  const idle = window.requestIdleCallback
+    ? (run) => requestIdleCallback(run, { timeout: 1000 })
+    : (run) =>
+        setTimeout(() => {
+          const end = performance.now() + 10;
+          run({ timeRemaining: () => end - performance.now() });
+        }, 1);
   function drawWhileIdle(deadline) {
     const left = document.querySelectorAll(UNDRAWN);
     let i = 0;

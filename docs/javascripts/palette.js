@@ -1,10 +1,12 @@
 // The light/dark toggle of docs/overrides/partials/palette.html. Loaded right
 // after the toggle's form, before the chapter is parsed, so that choosing the
-// scheme restyles only the header. Material's head script has already put a
-// saved choice on <body>; this script handles the first visit (the scheme
-// that matches the system's preference), the toggle's labels, the
-// theme-color meta tag and the reader's clicks. Material's own component is
-// not used: it restyles the whole chapter on every load (issue 17).
+// scheme restyles only the header: the saved choice, or on a first visit the
+// scheme that matches the system's preference (Material's own header script,
+// which runs just after, applies the same saved choice again), the toggle's
+// labels, the theme-color meta tag and the reader's clicks. Material's own
+// component is not used: it restyles the whole chapter on every load (issue
+// 17). Material's automatic "(prefers-color-scheme)" option is not handled:
+// mkdocs.yml does not use it.
 (function () {
   const form = document.querySelector("form[data-palette]");
   if (!form) return;

@@ -492,29 +492,48 @@ def _drawn(html: str) -> str:
     )
 
 
+def _notebook(markdown: str) -> str:
+    """``markdown`` as mkdocs-jupyter renders a Markdown cell, in a notebook."""
+    return (
+        '<div class="jp-Notebook"><div class="jp-Cell jp-MarkdownCell jp-Notebook-cell">'
+        '<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown jp-MarkdownOutput">'
+        f"{markdown}</div></div></div>"
+    )
+
+
 def test_formulas_past_the_first_ship_undrawn_and_draw_to_the_same_svg(tmp_path):
-    article = (
-        "<p>"
+    markdown = (
+        r"<h2>About $h$</h2><p>"
         + " ".join(rf"$x_{{{i}}} + \text{{it's}}$ and" for i in range(6))
         + r" $$\begin{matrix}a&b\\c&d\end{matrix}$$ and a \$5</p>"
+        + r"<table><tr><td>$t$</td></tr></table>"
     )
     pages = []
-    for drawn in (3, 99):
-        (tmp_path / str(drawn)).mkdir()
-        pages.append(tmp_path / str(drawn) / "index.html")
+    for name, article, drawn in (
+        ("some", _notebook(markdown), 3),
+        ("every", _notebook(markdown), 99),
+        ("plain", markdown, 0),  # a page that is not a notebook skips no block
+    ):
+        (tmp_path / name).mkdir()
+        pages.append(tmp_path / name / "index.html")
         pages[-1].write_text(_page(article), encoding="utf-8")
         [report] = math.typeset([pages[-1]], ROOT, drawn=drawn)
-        assert report["formulas"] == 7 and report["errors"] == []
-    some, every = (p.read_text(encoding="utf-8") for p in pages)
-    assert "data-svg" not in every
-    # the first three drawn, the other four each an empty <svg> of its size
+        assert report["formulas"] == 9 and report["errors"] == []
+    some, every, plain = (p.read_text(encoding="utf-8") for p in pages)
+    assert "data-svg" not in every and "data-svg" not in plain
+    # the first three drawn (the heading's and two of the paragraph's), the
+    # paragraph's other five each an empty <svg> of its size; the table's
+    # formula drawn (Material moves a table into a box that is never skipped)
     containers = re.findall(r"<mjx-container.*?</mjx-container>", some)
-    assert [("data-svg=" in c) for c in containers] == [False] * 3 + [True] * 4
-    assert all(re.search(r'<svg [^>]*width="[\d.]+ex" [^>]*></svg>', c) for c in containers[3:])
+    assert [("data-svg=" in c) for c in containers] == [False] * 3 + [True] * 5 + [False]
+    assert all(re.search(r'<svg [^>]*width="[\d.]+ex" [^>]*></svg>', c) for c in containers[3:8])
     assert all("<mjx-assistive-mml" in c for c in containers)  # screen readers, at once
     assert _drawn(some) == every
     # what the browser makes of the attribute is the drawing, quotes and all
-    assert "&quot;" not in some and 'stroke="currentColor"' in re.findall("data-svg='([^']*)'", some)[0]
+    assert (
+        "&quot;" not in some
+        and 'stroke="currentColor"' in re.findall("data-svg='([^']*)'", some)[0]
+    )
 
 
 def test_the_typeset_svg_carries_no_attributes_for_mathjax_s_browser_tools(tmp_path):

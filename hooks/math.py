@@ -4,8 +4,9 @@ After each language's build, every built page that holds math goes through
 MathJax in node (hooks/typeset_math.js, one node process per build, never one
 per page): the page ships its formulas as SVG, with hidden MathML for screen
 readers, so a reader sees them at first paint and no page loads MathJax.
-Past a page's first 40 formulas the SVG ships undrawn, to be drawn by
-docs/javascripts/math.js when it nears the screen (see the script).
+Past a page's first 40 formulas, a formula in a block the page skips until
+it nears the screen ships its SVG undrawn, to be drawn by
+docs/javascripts/math.js (see hooks/typeset_math.js).
 A TeX error fails a strict build, naming the page and the formula.
 """
 

@@ -89,13 +89,12 @@ const NONCE = require("crypto").randomBytes(8).toString("hex");
 // a page that is not a notebook) no state change would ever say when the
 // formula comes near, so it is drawn in the HTML.
 function inSkippedBlock(node) {
-  const classes = (element) => (adaptor.getAttribute(element, "class") || "").split(/\s+/);
   for (let child = node, parent = adaptor.parent(node); parent; ) {
-    if (classes(parent).includes("jp-MarkdownOutput")) {
+    if (adaptor.hasClass(parent, "jp-MarkdownOutput")) {
       return !/^(h[1-6]|table)$/.test(adaptor.kind(child));
     }
-    if (classes(parent).includes("jp-Notebook")) {
-      return adaptor.kind(child) === "details" || classes(child).includes("jp-CodeCell");
+    if (adaptor.hasClass(parent, "jp-Notebook")) {
+      return adaptor.kind(child) === "details" || adaptor.hasClass(child, "jp-CodeCell");
     }
     child = parent;
     parent = adaptor.parent(parent);
@@ -150,27 +149,23 @@ function typeset(file, drawn) {
   });
   doc.render();
   const errors = [];
+  const drawings = [];
   let formulas = 0;
   let items = 0;
   for (const item of doc.math) {
     items += 1;
     if (item.start.delim === "" && item.math === "$") continue; // an escaped \$
-    formulas += 1;
     let failed = false;
     item.root.walkTree((node) => {
       if (node.isKind("merror")) failed = true;
     });
     if (failed) errors.push(item.math);
+    slim(item.typesetRoot);
+    if (formulas++ >= drawn && inSkippedBlock(item.typesetRoot)) {
+      undraw(item.typesetRoot, drawings);
+    }
   }
   if (items > 0) {
-    const drawings = [];
-    let index = 0;
-    for (const item of doc.math) {
-      const root = item.typesetRoot;
-      if (!root || adaptor.kind(root) !== "mjx-container") continue; // an escaped dollar
-      slim(root);
-      if (index++ >= drawn && inSkippedBlock(root)) undraw(root, drawings);
-    }
     const body = withDrawings(adaptor.innerHTML(adaptor.body(doc.document)), drawings);
     const style = adaptor
       .innerHTML(adaptor.head(doc.document))

@@ -396,9 +396,9 @@ LATER_PAGE_GUARD_MS = 600
 # parsed (the first paint of the whole article), notes the time and what the
 # article shows: typeset formulas, those on the screen still undrawn (past
 # its first 40, a page ships the drawing of a formula in a skipped block for
-# docs/javascripts/math.js to put in place), and prose with raw TeX in it. Also notes when the last
-# undrawn formula of the page is drawn (looked for from the load event on,
-# so that looking costs the page's loading nothing).
+# docs/javascripts/math.js to put in place), and prose with raw TeX in it.
+# Also notes when the last undrawn formula of the page is drawn (looked for
+# from the load event on, so that looking costs the page's loading nothing).
 _FIRST_FRAME = r"""
 (function frame() {
   requestAnimationFrame(t => {

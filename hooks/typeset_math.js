@@ -75,10 +75,13 @@ const GLYPH_RULE = 'mjx-container[jax="SVG"] use { stroke-width: 3; }\n';
 // are drawn in the HTML, and each later one that sits in a block the page
 // skips until it nears the screen (inSkippedBlock) ships an empty <svg> of
 // its size (the page's layout is final at once) with its drawing in the
-// container's data-svg attribute, which javascripts/math.js puts in place
-// when the block nears the screen, when the browser is idle after loading,
-// or before printing. The hidden MathML stays in place for screen readers,
-// and shows instead of the drawing until math.js runs (site.css).
+// container's data-svg attribute, and its MathML inside <noscript>: with
+// JavaScript on, the browser reads that as one run of text instead of
+// making an element of every symbol (the hidden MathML is a third of a
+// chapter's elements); without JavaScript, the MathML is what shows.
+// javascripts/math.js puts both in place (the drawing, and the MathML
+// hidden for screen readers) when the block nears the screen, when the
+// browser is idle after loading, or before printing.
 const DRAWN = 40;
 const NONCE = require("crypto").randomBytes(8).toString("hex");
 
@@ -103,10 +106,12 @@ function inSkippedBlock(node) {
 }
 
 function undraw(container, drawings) {
-  const svg = adaptor.firstChild(container);
+  const [svg, mml] = adaptor.childNodes(container);
   drawings.push(adaptor.innerHTML(svg));
   for (const child of adaptor.childNodes(svg)) adaptor.remove(child);
   adaptor.setAttribute(container, "data-svg", `${NONCE}:${drawings.length - 1}`);
+  // <math display="block"> still says how math.js should hide it again
+  adaptor.replace(adaptor.node("noscript", {}, [adaptor.firstChild(mml)]), mml);
 }
 
 // The serializer writes attributes in double quotes and would turn every

@@ -537,21 +537,17 @@ def test_a_later_chapter_renders_fast(browser, served_site):
         )
 
 
-_UNDRAWN_SHOWN = """() => [...document.querySelectorAll('mjx-container[data-svg]')].map(c => {
-     c.scrollIntoView();
-     const mml = c.querySelector('mjx-assistive-mml').getBoundingClientRect();
-     return [getComputedStyle(c.querySelector('svg')).display, mml.width > 0 && mml.height > 0];
-   })"""
-
-
-@pytest.mark.parametrize("how", ["no JavaScript", "math.js blocked"])
-def test_undrawn_formulas_show_their_mathml_until_math_js_draws_them(browser, served_site, how):
-    context = browser.new_context(java_script_enabled=how != "no JavaScript")
-    if how == "math.js blocked":
-        context.route("**/javascripts/math.js", lambda route: route.abort())
+def test_undrawn_formulas_show_their_mathml_without_javascript(browser, served_site):
+    context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(served_site.base_url + "rope/", wait_until="load")
-    shown = page.evaluate(_UNDRAWN_SHOWN)
+    shown = page.evaluate(
+        """() => [...document.querySelectorAll('mjx-container[data-svg]')].map(c => {
+             c.scrollIntoView();
+             const mml = c.querySelector('noscript > math').getBoundingClientRect();
+             return [getComputedStyle(c.querySelector('svg')).display,
+                     mml.width > 0 && mml.height > 0]; })"""
+    )
     context.close()
     assert len(shown) > 200 and all(s == ["none", True] for s in shown), shown[:3]
 
@@ -592,9 +588,23 @@ def test_undrawn_formulas_are_drawn_as_their_block_nears_the_screen_and_for_prin
                    dispatchEvent(new Event('beforeprint'));
                    return [before, document.querySelectorAll('mjx-container[data-svg]').length]; }"""
     )
+    # every formula, drawn in the HTML or by math.js, now has its MathML
+    # hidden for screen readers, display formulas as blocks
+    mathml = page.evaluate(
+        """() => [...document.querySelectorAll('article mjx-container')].map(c => {
+             const hidden = c.querySelectorAll(':scope > mjx-assistive-mml > math');
+             const style = hidden[0] && getComputedStyle(hidden[0].parentElement);
+             return [hidden.length, c.querySelectorAll('noscript').length,
+                     hidden[0]?.parentElement.getAttribute('display'),
+                     c.getAttribute('display') === 'true' ? 'block' : 'inline',
+                     style?.position === 'absolute' && style?.clip === 'rect(1px, 1px, 1px, 1px)']; })"""
+    )
     page.close()
     assert sum(n for n, _ in seen) > 20 and all(u == 0 for _, u in seen), seen
     assert undrawn[0] > 100 and undrawn[1] == 0, undrawn
+    assert len(mathml) > 300 and all(m == [1, 0, m[3], m[3], True] for m in mathml), [
+        m for m in mathml if m != [1, 0, m[3], m[3], True]
+    ][:3]
 
 
 def test_the_scheme_toggle_follows_the_system_then_the_reader(browser, served_site):

@@ -484,10 +484,22 @@ def test_math_is_typeset_in_the_article_with_mathml_for_screen_readers(tmp_path)
 
 
 def _drawn(html: str) -> str:
-    """``html`` with every undrawn formula drawn, as docs/javascripts/math.js does."""
+    """``html`` with every undrawn formula drawn, as docs/javascripts/math.js
+    does: the drawing into the <svg>, the <noscript> MathML hidden again."""
+
+    def draw(m: re.Match) -> str:
+        attributes, drawing, svg, mathml = m.groups()
+        display = "block" if mathml.startswith('<math display="block"') else "inline"
+        return (
+            f"<mjx-container{attributes}>{svg}{htmllib.unescape(drawing)}</svg>"
+            f'<mjx-assistive-mml unselectable="on" display="{display}">{mathml}'
+            "</mjx-assistive-mml></mjx-container>"
+        )
+
     return re.sub(
-        r"<mjx-container([^>]*?) data-svg='([^']*)'>(<svg[^>]*>)</svg>",
-        lambda m: f"<mjx-container{m[1]}>{m[3]}{htmllib.unescape(m[2])}</svg>",
+        r"<mjx-container([^>]*?) data-svg='([^']*)'>(<svg[^>]*>)</svg>"
+        r"<noscript>(.*?)</noscript></mjx-container>",
+        draw,
         html,
     )
 
@@ -527,7 +539,11 @@ def test_formulas_past_the_first_ship_undrawn_and_draw_to_the_same_svg(tmp_path)
     containers = re.findall(r"<mjx-container.*?</mjx-container>", some)
     assert [("data-svg=" in c) for c in containers] == [False] * 3 + [True] * 5 + [False]
     assert all(re.search(r'<svg [^>]*width="[\d.]+ex" [^>]*></svg>', c) for c in containers[3:8])
-    assert all("<mjx-assistive-mml" in c for c in containers)  # screen readers, at once
+    # a drawn formula's MathML is hidden for screen readers; an undrawn one's
+    # shows without JavaScript, and math.js hides it again as it draws
+    assert ["<mjx-assistive-mml" in c for c in containers] == [True] * 3 + [False] * 5 + [True]
+    assert ["<noscript><math" in c for c in containers] == [False] * 3 + [True] * 5 + [False]
+    assert some.count('<noscript><math display="block">') == 1  # the matrix
     assert _drawn(some) == every
     # what the browser makes of the attribute is the drawing, quotes and all
     assert (

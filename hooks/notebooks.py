@@ -18,7 +18,8 @@ page (every fix is checked by tests/site/):
 - page weight: the ~600 KB of JupyterLab CSS inlined into every page and
   the clipboard script move to one shared, cached file each; figures
   inlined as base64 become PNG files named by their content hash
-  (identical in both languages, so stored and downloaded once);
+  (identical in both languages, so stored and downloaded once); the
+  colouring of code past the first cells is drawn when needed;
 - nbconvert's MathJax loader (a CDN address) is dropped: the math is
   typeset at build time (hooks/math.py);
 - accessibility: each figure gets its cell's alternative text in the
@@ -484,6 +485,42 @@ _COPY_TEXT = re.compile(
     r'<div class="clipboard-copy-txt" id="(cell-\d+)">.*?</div>',
     re.DOTALL,
 )
+# A code cell's colouring is an element per token (about 1,500 a chapter),
+# which the browser makes as it reads the page although the cell sits in a
+# block it skips until it nears the screen (docs/stylesheets/site.css). Past
+# a page's first COLOURED_CELLS code blocks (at most two start on a
+# 1280 x 1600 screen), a block's <pre> ships its code as plain text and its
+# coloured markup in data-html, which docs/javascripts/deferred.js puts in
+# place when the block nears the screen, when the browser is idle after
+# loading, or before printing. Without JavaScript that code shows uncoloured.
+COLOURED_CELLS = 3
+_CODE = re.compile(r'(<div [^>]*class="highlight-ipynb[^"]*"><pre[^>]*)>(.*?)</pre>', re.DOTALL)
+_TAG = re.compile(r"<[^>]*>")
+
+
+_CLASS = re.compile(r'class="([\w-]+)"')
+
+
+def defer_colouring(body: str, coloured: int = COLOURED_CELLS) -> str:
+    """``body`` with the code blocks past the first ``coloured`` uncoloured,
+    their coloured markup in ``data-html``. Pygments escapes the quotes in
+    the code's text and class names need none, so the value holds no quote
+    to escape (hooks/typeset_math.js writes the page out again, in double
+    quotes)."""
+    blocks = 0
+
+    def plain(m: re.Match) -> str:
+        nonlocal blocks
+        blocks += 1
+        start, markup = m.groups()
+        if blocks <= coloured or "<" not in markup:
+            return m[0]
+        kept = _CLASS.sub(r"class=\1", markup).replace("&", "&amp;").replace('"', "&quot;")
+        return f'{start} data-html="{kept}">{_TAG.sub("", markup)}</pre>'
+
+    return _CODE.sub(plain, body)
+
+
 # mkdocs-jupyter repeats the same copy-button icon in every code cell; one
 # <symbol> per page and a <use> per button draw the same.
 _COPY_ICON = re.compile(
@@ -598,6 +635,7 @@ def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) 
     # code that scrolls sideways must be reachable with the keyboard
     body = body.replace('<div class="highlight-ipynb', '<div tabindex="0" class="highlight-ipynb')
     body = _share_copy_icon(body)
+    body = defer_colouring(body)
     head = head.replace("</head>", links + "</head>", 1)
     return head + body + tail
 

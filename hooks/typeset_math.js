@@ -23,6 +23,12 @@ const { AllPackages } = require("mathjax-full/js/input/tex/AllPackages.js");
 
 const adaptor = liteAdaptor();
 AssistiveMmlHandler(RegisterHTMLHandler(adaptor));
+// MathJax's serializer escapes only the double quote of an attribute's
+// value, so a value that holds an escaped character (a code block's
+// colouring in data-html, hooks/notebooks.py: "&lt;" inside) would be read
+// back by the browser unescaped ("<", the start of a tag). The ampersand too:
+adaptor.parser.protectAttribute = (text) =>
+  String(text).replace(/&/g, "&amp;").replace(/"/g, "&quot;");
 
 // noerrors would hide a TeX error as its source text, noundefined an unknown
 // macro as red text: without them both are errors, reported (and failing
@@ -79,7 +85,7 @@ const GLYPH_RULE = 'mjx-container[jax="SVG"] use { stroke-width: 3; }\n';
 // JavaScript on, the browser reads that as one run of text instead of
 // making an element of every symbol (the hidden MathML is a third of a
 // chapter's elements); without JavaScript, the MathML is what shows.
-// javascripts/math.js puts both in place (the drawing, and the MathML
+// javascripts/deferred.js puts both in place (the drawing, and the MathML
 // hidden for screen readers) when the block nears the screen, when the
 // browser is idle after loading, or before printing.
 const DRAWN = 40;
@@ -110,7 +116,7 @@ function undraw(container, drawings) {
   drawings.push(adaptor.innerHTML(svg));
   for (const child of adaptor.childNodes(svg)) adaptor.remove(child);
   adaptor.setAttribute(container, "data-svg", `${NONCE}:${drawings.length - 1}`);
-  // <math display="block"> still says how math.js should hide it again
+  // <math display="block"> still says how deferred.js should hide it again
   adaptor.replace(adaptor.node("noscript", {}, [adaptor.firstChild(mml)]), mml);
 }
 

@@ -396,9 +396,11 @@ LATER_PAGE_GUARD_MS = 600
 # parsed (the first paint of the whole article), notes the time and what the
 # article shows: typeset formulas, those on the screen still undrawn (past
 # its first 40, a page ships the drawing of a formula in a skipped block for
-# docs/javascripts/math.js to put in place), and prose with raw TeX in it.
-# Also notes when the last undrawn formula of the page is drawn (looked for
-# from the load event on, so that looking costs the page's loading nothing).
+# docs/javascripts/deferred.js to put in place), code blocks on the screen
+# still uncoloured (the same, past the first three), and prose with raw TeX
+# in it. Also notes when the last undrawn formula or code block of the page
+# is drawn (looked for from the load event on, so that looking costs the
+# page's loading nothing).
 _FIRST_FRAME = r"""
 (function frame() {
   requestAnimationFrame(t => {
@@ -411,12 +413,13 @@ _FIRST_FRAME = r"""
       at: Math.round(t),
       formulas: article.querySelectorAll('mjx-container').length,
       undrawnOnScreen: [...article.querySelectorAll('mjx-container[data-svg]')].filter(onScreen).length,
+      uncolouredOnScreen: [...article.querySelectorAll('pre[data-html]')].filter(onScreen).length,
       raw: prose.filter(text => /\$[^$\s][^$]*\$/.test(text)).length,
     };
   });
 })();
 addEventListener('load', function drawn() {
-  if (document.querySelector('mjx-container[data-svg]')) return setTimeout(drawn, 5);
+  if (document.querySelector('mjx-container[data-svg], pre[data-html]')) return setTimeout(drawn, 5);
   window.allDrawnAt = Math.round(performance.now());
 });
 """
@@ -466,7 +469,7 @@ def test_first_visit_is_light_and_shows_typeset_math_at_first_paint(browser, ser
     # the first frame the browser paints already has the math typeset, and
     # every formula on the screen drawn
     assert first["formulas"] >= 10 and first["raw"] == 0, first
-    assert first["undrawnOnScreen"] == 0, first
+    assert first["undrawnOnScreen"] == 0 and first["uncolouredOnScreen"] == 0, first
 
 
 LATER_PAGES = ("rope/", "alibi/", "ja/rope/", "sinusoids-in-the-wild/", "t5-buckets/")
@@ -526,7 +529,8 @@ def test_a_later_chapter_renders_fast(browser, served_site):
     )
     assert all(t["fetched"] for v in loads.values() for t in v), "a timed page came from the cache"
     for url, t in shown.items():
-        assert t["formulas"] > 0 and t["raw"] == 0 and t["undrawnOnScreen"] == 0, (url, t)
+        assert t["formulas"] > 0 and t["raw"] == 0, (url, t)
+        assert t["undrawnOnScreen"] == 0 and t["uncolouredOnScreen"] == 0, (url, t)
         # the rest of the page is drawn soon after, while the reader reads
         assert t["allFormulasDrawn"] < 3_000, (url, t)
     median_load = sorted(t["load"] for t in fastest.values())[len(fastest) // 2]
@@ -537,7 +541,9 @@ def test_a_later_chapter_renders_fast(browser, served_site):
         )
 
 
-def test_undrawn_formulas_show_their_mathml_without_javascript(browser, served_site):
+def test_without_javascript_undrawn_formulas_show_their_mathml_and_code_its_text(
+    browser, served_site
+):
     context = browser.new_context(java_script_enabled=False)
     page = context.new_page()
     page.goto(served_site.base_url + "rope/", wait_until="load")
@@ -548,25 +554,49 @@ def test_undrawn_formulas_show_their_mathml_without_javascript(browser, served_s
              return [getComputedStyle(c.querySelector('svg')).display,
                      mml.width > 0 && mml.height > 0]; })"""
     )
+    code = page.evaluate(
+        """() => [...document.querySelectorAll('pre[data-html]')].map(p => {
+             p.scrollIntoView();
+             return p.textContent.trim().length > 0 && p.getBoundingClientRect().height > 10; })"""
+    )
     context.close()
     assert len(shown) > 200 and all(s == ["none", True] for s in shown), shown[:3]
+    assert len(code) > 10 and all(code), code
 
 
-def test_undrawn_formulas_are_drawn_as_their_block_nears_the_screen_and_for_print(
+_DEFERRED = "article mjx-container, article .highlight-ipynb > pre"
+_UNDRAWN = "mjx-container[data-svg], pre[data-html]"
+
+
+def test_undrawn_formulas_and_code_are_drawn_as_their_block_nears_the_screen_and_for_print(
     browser, served_site
 ):
-    """docs/javascripts/math.js without its idle drawing: what the reader
+    """docs/javascripts/deferred.js without its idle drawing: what the reader
     scrolls to gets drawn (within the few frames a jump takes to settle: a
-    long jump can paint a frame or two with blank formulas); printing draws
-    the rest."""
+    long jump can paint a frame or two with blank formulas), and what a
+    folded solution holds when it opens (far from the screen, where its
+    block is skipped); printing draws the rest."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.add_init_script("window.requestIdleCallback = () => 0")  # no drawing while idle
     page.goto(served_site.base_url + "rope/", wait_until="load")
+    code = page.evaluate(
+        "[...document.querySelectorAll('article .highlight-ipynb > pre')].map(p => p.textContent)"
+    )
+    opened = page.evaluate(
+        """async undrawn => {
+             const folded = [...document.querySelectorAll('article details')]
+               .filter(d => !d.open && d.querySelector(undrawn));
+             const before = folded.map(d => d.querySelectorAll(undrawn).length);
+             folded.forEach(d => { d.open = true; });
+             await new Promise(r => setTimeout(r, 50));  // toggle events are queued
+             return [before, folded.map(d => d.querySelectorAll(undrawn).length)]; }""",
+        _UNDRAWN,
+    )
     seen = []
     for at in (0.3, 0.5, 0.7, 0.9):
         seen.append(
             page.evaluate(
-                """async at => {
+                """async ([at, deferred, undrawn]) => {
                      scrollTo(0, at * document.documentElement.scrollHeight);
                      const visible = c => { const r = c.getBoundingClientRect();
                        return r.bottom > 0 && r.top < innerHeight
@@ -576,19 +606,20 @@ def test_undrawn_formulas_are_drawn_as_their_block_nears_the_screen_and_for_prin
                      let all = [];
                      for (let i = 0; i < 20; i++) {
                        await new Promise(r => requestAnimationFrame(r));
-                       all = [...document.querySelectorAll('article mjx-container')].filter(visible);
-                       if (i >= 2 && !all.some(c => c.hasAttribute('data-svg'))) break;
+                       all = [...document.querySelectorAll(deferred)].filter(visible);
+                       if (i >= 2 && !all.some(c => c.matches(undrawn))) break;
                      }
-                     return [all.length, all.filter(c => c.hasAttribute('data-svg')).length]; }""",
-                at,
+                     return [all.length, all.filter(c => c.matches(undrawn)).length]; }""",
+                [at, _DEFERRED, _UNDRAWN],
             )
         )
     undrawn = page.evaluate(
-        """() => { const before = document.querySelectorAll('mjx-container[data-svg]').length;
-                   dispatchEvent(new Event('beforeprint'));
-                   return [before, document.querySelectorAll('mjx-container[data-svg]').length]; }"""
+        """undrawn => { const before = document.querySelectorAll(undrawn).length;
+                        dispatchEvent(new Event('beforeprint'));
+                        return [before, document.querySelectorAll(undrawn).length]; }""",
+        _UNDRAWN,
     )
-    # every formula, drawn in the HTML or by math.js, now has its MathML
+    # every formula, drawn in the HTML or by deferred.js, now has its MathML
     # hidden for screen readers, display formulas as blocks
     mathml = page.evaluate(
         """() => [...document.querySelectorAll('article mjx-container')].map(c => {
@@ -599,12 +630,19 @@ def test_undrawn_formulas_are_drawn_as_their_block_nears_the_screen_and_for_prin
                      c.getAttribute('display') === 'true' ? 'block' : 'inline',
                      style?.position === 'absolute' && style?.clip === 'rect(1px, 1px, 1px, 1px)']; })"""
     )
+    # and every code block is coloured, its text what it was
+    coloured = page.evaluate(
+        """() => [...document.querySelectorAll('article .highlight-ipynb > pre')].map(p =>
+             [p.textContent, p.querySelectorAll('span[class]').length > 0])"""
+    )
     page.close()
     assert sum(n for n, _ in seen) > 20 and all(u == 0 for _, u in seen), seen
+    assert sum(opened[0]) > 0 and sum(opened[1]) == 0, opened
     assert undrawn[0] > 100 and undrawn[1] == 0, undrawn
     assert len(mathml) > 300 and all(m == [1, 0, m[3], m[3], True] for m in mathml), [
         m for m in mathml if m != [1, 0, m[3], m[3], True]
     ][:3]
+    assert [text for text, _ in coloured] == code and all(c for _, c in coloured), coloured
 
 
 def test_the_scheme_toggle_follows_the_system_then_the_reader(browser, served_site):

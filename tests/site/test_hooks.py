@@ -446,6 +446,64 @@ def test_a_retina_figure_keeps_its_display_size(tmp_path):
 
 
 # --------------------------------------------------------------------------
+def _attribute(html: str, tag: str, name: str) -> list[str | None]:
+    """The value of attribute ``name`` of each ``tag`` in ``html``, as a browser reads it."""
+    from html.parser import HTMLParser
+
+    found = []
+
+    class Reader(HTMLParser):
+        def handle_starttag(self, t, attrs):
+            if t == tag:
+                found.append(dict(attrs).get(name))
+
+    Reader().feed(html)
+    return found
+
+
+# a code cell as nbconvert and Pygments write it: the text's <, &, quotes escaped
+_CODE_CELL = (
+    '<div tabindex="0" class="highlight-ipynb hl-python"><pre id="cell-{i}">'
+    '<span class="k">if</span> a <span class="o">&lt;</span> '
+    '<span class="s1">&#39;b &amp; c&#39;</span> + <span class="s2">&quot;d&quot;</span>:'
+    '\n    <span class="k">pass</span></pre></div>'
+)
+
+
+def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
+    output = '<div class="jp-OutputArea-output"><pre>a &lt; b</pre></div>'
+    body = "".join(_CODE_CELL.format(i=i) + output for i in range(5))
+    out = notebooks.defer_colouring(body, coloured=2)
+    blocks = re.findall(r"<pre[^>]*>.*?</pre>", out, re.DOTALL)
+    inputs, outputs = blocks[0::2], blocks[1::2]
+    assert inputs[:2] == re.findall(r"<pre id.*?</pre>", body, re.DOTALL)[:2]  # kept as they were
+    assert outputs == ["<pre>a &lt; b</pre>"] * 5  # printed output has no colouring to defer
+    attributes = _attribute(out, "pre", "data-html")[0::2]  # the inputs'
+    assert attributes[:2] == [None, None]
+    for i, (block, markup) in enumerate(zip(inputs[2:], attributes[2:]), start=2):
+        original = re.search(r"<pre[^>]*>(.*?)</pre>", _CODE_CELL.format(i=i), re.DOTALL)[1]
+        # the browser reads the attribute back as the coloured markup (class
+        # names unquoted), and the plain text is that markup's text, as
+        # deferred.js and the copy button see it
+        assert re.sub(r"class=([\w-]+)", r'class="\1"', markup) == original
+        assert block.endswith(">if a &lt; &#39;b &amp; c&#39; + &quot;d&quot;:\n    pass</pre>")
+    assert notebooks.defer_colouring(body, coloured=5) == body
+
+
+def test_typesetting_a_page_keeps_escaped_characters_in_attributes(tmp_path):
+    """MathJax writes the page out again; an attribute holding markup keeps
+    its escaped characters (the browser would read &lt; back as <)."""
+    (tmp_path / "index.html").write_text(
+        _page(notebooks.defer_colouring("<p>$x$</p>" + _CODE_CELL.format(i=1), coloured=0)),
+        encoding="utf-8",
+    )
+    before = _attribute((tmp_path / "index.html").read_text(encoding="utf-8"), "pre", "data-html")
+    math.typeset([tmp_path / "index.html"], ROOT)
+    after = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert "<mjx-container" in after
+    assert _attribute(after, "pre", "data-html") == before and "&lt;" in before[0]
+
+
 # Math typeset at build time (hooks/math.py, hooks/typeset_math.js)
 
 
@@ -484,7 +542,7 @@ def test_math_is_typeset_in_the_article_with_mathml_for_screen_readers(tmp_path)
 
 
 def _drawn(html: str) -> str:
-    """``html`` with every undrawn formula drawn, as docs/javascripts/math.js
+    """``html`` with every undrawn formula drawn, as docs/javascripts/deferred.js
     does: the drawing into the <svg>, the <noscript> MathML hidden again."""
 
     def draw(m: re.Match) -> str:
@@ -540,7 +598,7 @@ def test_formulas_past_the_first_ship_undrawn_and_draw_to_the_same_svg(tmp_path)
     assert [("data-svg=" in c) for c in containers] == [False] * 3 + [True] * 5 + [False]
     assert all(re.search(r'<svg [^>]*width="[\d.]+ex" [^>]*></svg>', c) for c in containers[3:8])
     # a drawn formula's MathML is hidden for screen readers; an undrawn one's
-    # shows without JavaScript, and math.js hides it again as it draws
+    # shows without JavaScript, and deferred.js hides it again as it draws
     assert ["<mjx-assistive-mml" in c for c in containers] == [True] * 3 + [False] * 5 + [True]
     assert ["<noscript><math" in c for c in containers] == [False] * 3 + [True] * 5 + [False]
     assert some.count('<noscript><math display="block">') == 1  # the matrix

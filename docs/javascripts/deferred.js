@@ -1,19 +1,25 @@
-// Draws the formulas that a page ships undrawn (hooks/typeset_math.js): past
-// the first 40, each <mjx-container data-svg="..."> holds an empty <svg> of
-// the formula's size and its MathML in a <noscript> (text, with JavaScript
-// on); data-svg holds what goes inside the <svg>. Drawing a formula fills
-// the <svg> and turns the text into the MathML hidden for screen readers. A
-// formula is drawn when the block around it nears the screen (the browser
-// stops skipping a content-visibility: auto block, docs/stylesheets/site.css),
-// when the browser is idle after the page has loaded (a few at a time, so
-// the whole page is drawn shortly after), and all at once before printing.
-// Loaded in the head, so that it hears the blocks' first state changes.
-// Without JavaScript the <noscript> MathML shows instead (site.css).
+// Draws what a page ships undrawn, so that the browser makes fewer elements
+// while it reads the page (issue 17):
+// - formulas (hooks/typeset_math.js): past the first 40, each
+//   <mjx-container data-svg="..."> holds an empty <svg> of the formula's
+//   size and its MathML in a <noscript> (text, with JavaScript on); drawing
+//   fills the <svg> from data-svg and turns the text into the MathML hidden
+//   for screen readers;
+// - code colouring (hooks/notebooks.py): past the first code cells, a
+//   <pre data-html="..."> holds its code as plain text; drawing puts the
+//   coloured markup of data-html in its place.
+// Both sit in blocks the browser skips until they near the screen
+// (content-visibility: auto, docs/stylesheets/site.css). A block is drawn
+// when it nears the screen, when a folded solution opens, when the browser
+// is idle after the page has loaded (a few at a time, so the whole page is
+// drawn shortly after), and all at once before printing. Loaded in the
+// head, so that it hears the blocks' first state changes. Without
+// JavaScript the formulas show their MathML and the code its plain text.
 (function () {
   document.documentElement.classList.add("math-drawing");
-  const UNDRAWN = "mjx-container[data-svg]";
+  const UNDRAWN = "mjx-container[data-svg], pre[data-html]";
 
-  function draw(container) {
+  function drawFormula(container) {
     const svg = container.firstElementChild;
     if (svg instanceof SVGSVGElement) svg.innerHTML = container.getAttribute("data-svg");
     const text = container.lastElementChild;
@@ -27,13 +33,28 @@
     }
     container.removeAttribute("data-svg");
   }
+  function draw(element) {
+    if (element.localName === "pre") {
+      element.innerHTML = element.getAttribute("data-html");
+      element.removeAttribute("data-html");
+    } else {
+      drawFormula(element);
+    }
+  }
   const drawIn = (root) => root.querySelectorAll(UNDRAWN).forEach(draw);
 
-  // The event does not bubble: listen in the capture phase.
+  // Neither event bubbles: listen in the capture phase.
   document.addEventListener(
     "contentvisibilityautostatechange",
     (event) => {
       if (!event.skipped) drawIn(event.target);
+    },
+    { capture: true },
+  );
+  document.addEventListener(
+    "toggle",
+    (event) => {
+      if (event.target.open) drawIn(event.target);
     },
     { capture: true },
   );

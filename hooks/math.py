@@ -6,7 +6,7 @@ per page): the page ships its formulas as SVG, with hidden MathML for screen
 readers, so a reader sees them at first paint and no page loads MathJax.
 Past a page's first 40 formulas, a formula in a block the page skips until
 it nears the screen ships its SVG undrawn, to be drawn by
-docs/javascripts/deferred.js (see hooks/typeset_math.js).
+docs/overrides/partials/deferred.html (see hooks/typeset_math.js).
 A TeX error fails a strict build, naming the page and the formula.
 """
 

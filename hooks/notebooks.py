@@ -490,23 +490,23 @@ _COPY_TEXT = re.compile(
 # block it skips until it nears the screen (docs/stylesheets/site.css). Past
 # a page's first COLOURED_CELLS code blocks (at most two start on a
 # 1280 x 1600 screen), a block's <pre> ships its code as plain text and its
-# coloured markup in data-html, which docs/javascripts/deferred.js puts in
-# place when the block nears the screen, when the browser is idle after
+# coloured markup in data-html, which the page's script
+# (docs/overrides/partials/deferred.html) puts in place when the block nears
+# the screen, when a folded solution opens, when the browser is idle after
 # loading, or before printing. Without JavaScript that code shows uncoloured.
 COLOURED_CELLS = 3
 _CODE = re.compile(r'(<div [^>]*class="highlight-ipynb[^"]*"><pre[^>]*)>(.*?)</pre>', re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
 
 
-_CLASS = re.compile(r'class="([\w-]+)"')
+_SPAN_CLASS = re.compile(r'<span class="([\w-]+)">')
 
 
 def defer_colouring(body: str, coloured: int = COLOURED_CELLS) -> str:
     """``body`` with the code blocks past the first ``coloured`` uncoloured,
-    their coloured markup in ``data-html``. Pygments escapes the quotes in
-    the code's text and class names need none, so the value holds no quote
-    to escape (hooks/typeset_math.js writes the page out again, in double
-    quotes)."""
+    their coloured markup in ``data-html``. The spans' class names go
+    unquoted (they need no quotes), which leaves only the code's own quotes
+    to escape in the value."""
     blocks = 0
 
     def plain(m: re.Match) -> str:
@@ -515,7 +515,8 @@ def defer_colouring(body: str, coloured: int = COLOURED_CELLS) -> str:
         start, markup = m.groups()
         if blocks <= coloured or "<" not in markup:
             return m[0]
-        kept = _CLASS.sub(r"class=\1", markup).replace("&", "&amp;").replace('"', "&quot;")
+        kept = _SPAN_CLASS.sub(r"<span class=\1>", markup)
+        kept = kept.replace("&", "&amp;").replace('"', "&quot;")
         return f'{start} data-html="{kept}">{_TAG.sub("", markup)}</pre>'
 
     return _CODE.sub(plain, body)

@@ -85,9 +85,10 @@ const GLYPH_RULE = 'mjx-container[jax="SVG"] use { stroke-width: 3; }\n';
 // JavaScript on, the browser reads that as one run of text instead of
 // making an element of every symbol (the hidden MathML is a third of a
 // chapter's elements); without JavaScript, the MathML is what shows.
-// javascripts/deferred.js puts both in place (the drawing, and the MathML
-// hidden for screen readers) when the block nears the screen, when the
-// browser is idle after loading, or before printing.
+// The page's script (docs/overrides/partials/deferred.html) puts both in
+// place (the drawing, and the MathML hidden for screen readers) when the
+// block nears the screen, when the browser is idle after loading, or before
+// printing.
 const DRAWN = 40;
 const NONCE = require("crypto").randomBytes(8).toString("hex");
 
@@ -116,7 +117,7 @@ function undraw(container, drawings) {
   drawings.push(adaptor.innerHTML(svg));
   for (const child of adaptor.childNodes(svg)) adaptor.remove(child);
   adaptor.setAttribute(container, "data-svg", `${NONCE}:${drawings.length - 1}`);
-  // <math display="block"> still says how deferred.js should hide it again
+  // <math display="block"> still says how the page should hide it again
   adaptor.replace(adaptor.node("noscript", {}, [adaptor.firstChild(mml)]), mml);
 }
 

@@ -285,6 +285,20 @@ def test_one_search_index_per_language(built_site):
         assert html.find("search-lazy.js") < html.find("assets/javascripts/bundle."), url
 
 
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_the_drawing_script_is_inline_in_the_head_of_every_chapter(built_site, lang):
+    """What a chapter ships undrawn is drawn by a script in the page itself
+    (docs/overrides/partials/deferred.html), in the head: one that failed to
+    load would leave formulas blank."""
+    for slug in SLUGS:
+        html = built_site.page(f"{LANG_PREFIX[lang]}{slug}/")
+        head = html[: html.find("</head>")]
+        assert "data-svg" in html and "data-html" in html, slug  # something to draw
+        script = re.search(r"<script>\s*\(function \(\) \{.*?</script>", head, re.DOTALL)
+        assert script and 'mjx-container[data-svg], pre[data-html]' in script[0], slug
+        assert "{%" not in script[0] and "deferred.js" not in html, slug
+
+
 def test_notebook_stylesheet_keeps_what_the_pages_use(built_site):
     sheets = list((built_site.path / "assets/notebook").glob("*.css"))
     assert len(sheets) == 1, sheets  # one file, shared by every notebook page

@@ -110,6 +110,15 @@ class Figure:
             "document.querySelector('figure.explorable').dataset.state === 'ready'",
             timeout=30_000,
         )
+        # The figure is a block that the browser skips when far from the
+        # screen, and it decides that a frame after the layout moves (the
+        # drawn figure is taller than its placeholder): until then the
+        # figure's text reads as empty. Wait for the frame.
+        self.page.wait_for_function(
+            """() => document.querySelector('figure.explorable .explorable-view')
+                       .checkVisibility({contentVisibilityAuto: true})""",
+            timeout=10_000,
+        )
         self.figure = figure
 
     def set(self, name: str, value):

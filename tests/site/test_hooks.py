@@ -461,11 +461,13 @@ def _attribute(html: str, tag: str, name: str) -> list[str | None]:
     return found
 
 
-# a code cell as nbconvert and Pygments write it: the text's <, &, quotes escaped
+# a code cell as nbconvert and Pygments 2.21 write it: < > & escaped, quotes
+# not, so the code's own text may read like markup (class="note")
 _CODE_CELL = (
     '<div tabindex="0" class="highlight-ipynb hl-python"><pre id="cell-{i}">'
     '<span class="k">if</span> a <span class="o">&lt;</span> '
-    '<span class="s1">&#39;b &amp; c&#39;</span> + <span class="s2">&quot;d&quot;</span>:'
+    """<span class="s1">'&lt;p class="note"&gt; &amp; it's'</span>:"""
+    '  <span class="c1"># subclass="x"</span>'
     '\n    <span class="k">pass</span></pre></div>'
 )
 
@@ -484,9 +486,11 @@ def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
         original = re.search(r"<pre[^>]*>(.*?)</pre>", _CODE_CELL.format(i=i), re.DOTALL)[1]
         # the browser reads the attribute back as the coloured markup (class
         # names unquoted), and the plain text is that markup's text, as
-        # deferred.js and the copy button see it
-        assert re.sub(r"class=([\w-]+)", r'class="\1"', markup) == original
-        assert block.endswith(">if a &lt; &#39;b &amp; c&#39; + &quot;d&quot;:\n    pass</pre>")
+        # the page's script and the copy button see it
+        assert re.sub(r"<span class=([\w-]+)>", r'<span class="\1">', markup) == original
+        assert block.endswith(
+            """>if a &lt; '&lt;p class="note"&gt; &amp; it's':  # subclass="x"\n    pass</pre>"""
+        )
     assert notebooks.defer_colouring(body, coloured=5) == body
 
 
@@ -542,8 +546,9 @@ def test_math_is_typeset_in_the_article_with_mathml_for_screen_readers(tmp_path)
 
 
 def _drawn(html: str) -> str:
-    """``html`` with every undrawn formula drawn, as docs/javascripts/deferred.js
-    does: the drawing into the <svg>, the <noscript> MathML hidden again."""
+    """``html`` with every undrawn formula drawn, as the page's script does
+    (docs/overrides/partials/deferred.html): the drawing into the <svg>, the
+    <noscript> MathML hidden again."""
 
     def draw(m: re.Match) -> str:
         attributes, drawing, svg, mathml = m.groups()
@@ -598,7 +603,7 @@ def test_formulas_past_the_first_ship_undrawn_and_draw_to_the_same_svg(tmp_path)
     assert [("data-svg=" in c) for c in containers] == [False] * 3 + [True] * 5 + [False]
     assert all(re.search(r'<svg [^>]*width="[\d.]+ex" [^>]*></svg>', c) for c in containers[3:8])
     # a drawn formula's MathML is hidden for screen readers; an undrawn one's
-    # shows without JavaScript, and deferred.js hides it again as it draws
+    # shows without JavaScript, and the page's script hides it again as it draws
     assert ["<mjx-assistive-mml" in c for c in containers] == [True] * 3 + [False] * 5 + [True]
     assert ["<noscript><math" in c for c in containers] == [False] * 3 + [True] * 5 + [False]
     assert some.count('<noscript><math display="block">') == 1  # the matrix

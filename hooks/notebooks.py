@@ -497,8 +497,6 @@ _COPY_TEXT = re.compile(
 COLOURED_CELLS = 3
 _CODE = re.compile(r'(<div [^>]*class="highlight-ipynb[^"]*"><pre[^>]*)>(.*?)</pre>', re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
-
-
 _SPAN_CLASS = re.compile(r'<span class="([\w-]+)">')
 
 

@@ -401,6 +401,9 @@ LATER_PAGE_GUARD_MS = 600
 # first three), and prose with raw TeX in it. Also notes when the last
 # undrawn formula or code block of the page is drawn (looked for from the
 # load event on, so that looking costs the page's loading nothing).
+# What the page's script draws, and what of it is still undrawn.
+_DEFERRED = "article mjx-container, article .highlight-ipynb > pre"
+_UNDRAWN = "mjx-container[data-svg], pre[data-html]"
 _FIRST_FRAME = r"""
 (function frame() {
   requestAnimationFrame(t => {
@@ -419,10 +422,10 @@ _FIRST_FRAME = r"""
   });
 })();
 addEventListener('load', function drawn() {
-  if (document.querySelector('mjx-container[data-svg], pre[data-html]')) return setTimeout(drawn, 5);
+  if (document.querySelector(UNDRAWN)) return setTimeout(drawn, 5);
   window.allDrawnAt = Math.round(performance.now());
 });
-"""
+""".replace("UNDRAWN", repr(_UNDRAWN))
 
 
 def _visit(context, url):
@@ -565,10 +568,6 @@ def test_without_javascript_undrawn_formulas_show_their_mathml_and_code_its_text
     context.close()
     assert len(shown) > 200 and all(s == ["none", True] for s in shown), shown[:3]
     assert len(code) > 10 and all(code), code
-
-
-_DEFERRED = "article mjx-container, article .highlight-ipynb > pre"
-_UNDRAWN = "mjx-container[data-svg], pre[data-html]"
 
 
 def test_undrawn_formulas_and_code_are_drawn_as_their_block_nears_the_screen_and_for_print(

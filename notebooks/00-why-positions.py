@@ -60,7 +60,7 @@ from posenc import (
     attention,
     sinusoidal,
 )
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -52,7 +52,7 @@ import torch
 from torch.testing import assert_close
 
 from posenc import SinusoidalPositionalEncoding, attention, sinusoidal
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

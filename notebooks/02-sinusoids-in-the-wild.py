@@ -53,7 +53,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from posenc import SinusoidalEmbedding, attention, sinusoidal
-from posenc.plotting import INK, use_site_style
+from posenc_lab.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -73,8 +73,8 @@ import torch.nn.functional as F
 from torch.testing import assert_close
 
 from posenc import RelativePositionEmbedding, attention
-from posenc.plotting import use_site_style
 from posenc.transformer_xl import relative_shift
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -70,12 +70,12 @@ from matplotlib.colors import ListedColormap
 from torch.testing import assert_close
 
 from posenc import RelativePositionEmbedding, attention, sinusoidal
-from posenc.plotting import OKABE_ITO, use_site_style
 from posenc.transformer_xl import (
     relative_shift,
     transformer_xl_positions,
     transformer_xl_scores,
 )
+from posenc_lab.plotting import OKABE_ITO, use_site_style
 
 use_site_style()
 torch.manual_seed(0)

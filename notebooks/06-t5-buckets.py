@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from posenc import T5RelativeBias, attention, t5_relative_position_bucket
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

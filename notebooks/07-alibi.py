@@ -65,7 +65,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from posenc import alibi_bias, alibi_slopes, attention
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -71,7 +71,7 @@ from posenc import (
     rope_frequencies,
     sinusoidal,
 )
-from posenc.plotting import INK, use_site_style
+from posenc_lab.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -76,7 +76,7 @@ from posenc import (
     apply_rope,
     rope_frequencies,
 )
-from posenc.plotting import INK, use_site_style
+from posenc_lab.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -50,8 +50,8 @@ import torch
 from torch.testing import assert_close
 
 from posenc import apply_rope, attention, rope_frequencies
-from posenc.plotting import use_site_style
 from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -24,7 +24,7 @@
 # measures what that means for trained models. It trains small causal Transformers,
 # one per encoding and [seed](../docs/glossary.md#seed), at one length $L$ on two
 # tasks, and measures them at $L$, $2L$, $4L$ and $8L$. The runs are in a stored record
-# made by `python -m posenc.experiments`; the chapter reads it, and a test re-runs three
+# made by `python -m posenc_lab.experiments`; the chapter reads it, and a test re-runs three
 # of its 100 runs (RoPE on copy, ALiBi and FIRE on recall, seed 0) and gets the same
 # numbers.
 # Every verdict below comes with a 95 % interval over five seeds, and each published
@@ -45,7 +45,7 @@
 # この章では、それが学習済みのモデルにとって何を意味するのかを測ります。
 # 小さな因果的 Transformer を、エンコーディングと[シード](../docs/glossary.ja.md#seed)ごとに、2 つのタスクについて 1 つの長さ $L$ で学習します。
 # 評価は $L$、$2L$、$4L$、$8L$ で行います。
-# 実行結果は `python -m posenc.experiments` が作った記録に保存してあり、この章はそれを読みます。
+# 実行結果は `python -m posenc_lab.experiments` が作った記録に保存してあり、この章はそれを読みます。
 # 自動テストの 1 つは、100 回の実行のうち 3 回を実行し直し、同じ数値になることを確かめます。実行し直すのは、シード 0 の 3 回（コピーの RoPE、連想想起の ALiBi と FIRE）です。
 # 以下の判定にはすべて、5 つのシードにわたる 95 % 区間を付けます。
 # また、比べる公表結果ごとに、このデータによる判定（支持、否定、決められない）を示します。
@@ -56,7 +56,6 @@
 
 # %%
 import math
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
@@ -73,20 +72,15 @@ from posenc import (
     rope_frequencies,
     t5_relative_position_bucket,
 )
-from posenc import experiments as E
-from posenc.plotting import INK, OKABE_ITO, use_site_style
-from posenc.toy import ToyTransformer, periodic_batch, recall_batch
+from posenc_lab import experiments as E
+from posenc_lab.plotting import INK, OKABE_ITO, use_site_style
+from posenc_lab.toy import ToyTransformer, periodic_batch, recall_batch
 
 use_site_style()
 torch.manual_seed(0)
 torch.set_num_threads(1)
 
-root = next(
-    p
-    for p in [Path.cwd(), *Path.cwd().parents]
-    if (p / "pyproject.toml").exists()
-)
-record = E.load_record(root / "benchmarks" / "length-generalisation.json")
+record = E.load_record()  # the stored record, shipped with posenc_lab
 S, seeds = record["settings"], record["seeds"]
 L = S["L"]
 lengths = [f * L for f in S["factors"]]
@@ -226,7 +220,7 @@ print(show("recall", xr[0].tolist(), yr[0].tolist()), end="")
 # %% [markdown] lang="en"
 # ## Ten models, fifteen rows
 #
-# `posenc.toy.ToyTransformer` is a [toy model](../docs/glossary.md#toy-model): two
+# `posenc_lab.toy.ToyTransformer` is a [toy model](../docs/glossary.md#toy-model): two
 # pre-norm blocks of width $32$ with $4$ heads of dimension $d_h = 8$, a GELU MLP and a
 # linear read-out. The encoding is a constructor argument and changes one thing:
 #
@@ -288,7 +282,7 @@ print(show("recall", xr[0].tolist(), yr[0].tolist()), end="")
 # %% [markdown] lang="ja"
 # ## 10 個のモデルと 15 の行
 #
-# `posenc.toy.ToyTransformer` は[トイモデル](../docs/glossary.ja.md#toy-model)です。
+# `posenc_lab.toy.ToyTransformer` は[トイモデル](../docs/glossary.ja.md#toy-model)です。
 # 幅 $32$ の pre-norm ブロックが 2 つあり、各層は次元数 $d_h = 8$ のヘッドを $4$ つ持ちます。
 # あとは GELU の MLP と線形の出力層だけです。エンコーディングはコンストラクタの引数で、変わるのは 1 か所だけです。
 #
@@ -488,7 +482,7 @@ print(
 # where $t_{0.975,\,4}$ is the quantile of Student's t with $n - 1 = 4$ degrees of
 # freedom. A difference between two rows uses the same formula on the five paired
 # differences. With five seeds the quantile is large, and an interval is wide unless
-# the seeds agree. The cell checks `posenc.experiments.t_quantile` against the printed
+# the seeds agree. The cell checks `posenc_lab.experiments.t_quantile` against the printed
 # table value $2.776$ and an interval against the formula worked by hand for five
 # numbers; it also takes the token counts above from the record, checks that the
 # batches of `random` part from the others' at the second step, that the fine-tune
@@ -546,7 +540,7 @@ print(
 # $$\bar a \pm t_{0.975,\,n-1}\,\frac{s_a}{\sqrt n}, \qquad t_{0.975,\,4} = 2.776$$
 # $t_{0.975,\,4}$ は、自由度 $n - 1 = 4$ の Student の t 分布の分位点です。2 つの行の差には、5 つの対応する差に同じ式を使います。
 # シードが 5 つだと分位点は大きく、シードどうしが一致しない限り区間は広くなります。
-# 次のセルでは、`posenc.experiments.t_quantile` を数表の値 $2.776$ と比べ、5 つの数についての区間を手計算の値と比べます。
+# 次のセルでは、`posenc_lab.experiments.t_quantile` を数表の値 $2.776$ と比べ、5 つの数についての区間を手計算の値と比べます。
 # また、上のトークン数を記録から求め、`random` のバッチが 2 ステップ目からほかの種類と分かれることを確かめます。
 # 最後に、ファインチューニングのバッチについて次の 3 点を確かめます。シード $k$ では専用の乱数生成器から引くこと、ファインチューニングした 3 つの行が同じバッチを引くこと、そしてそのバッチがどれも、どのシードの事前学習のバッチとも一致しないことです。
 # 2 点目については、`run_one` が 3 つの行のすべてに同じシードを渡すことも確かめます。

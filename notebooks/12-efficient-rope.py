@@ -51,7 +51,8 @@ from torch.testing import assert_close
 
 import posenc.rope
 from posenc import RotaryEmbedding, apply_rope, rope_frequencies
-from posenc.bench import (
+from posenc_lab import record_path
+from posenc_lab.bench import (
     Contender,
     count_traffic,
     hf_apply_rotary,
@@ -61,7 +62,7 @@ from posenc.bench import (
     meta_freqs_cis,
     time_contenders,
 )
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)
@@ -153,7 +154,7 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 # units sit mostly idle, and the time is bounded below by the bytes moved divided by
 # the memory bandwidth (the "[roofline](../docs/glossary.md#roofline-model)" model of Williams,
 # Waterman and Patterson). The cell counts the operations of the textbook formula with
-# `posenc.bench.count_traffic`, which intercepts every ATen operation a call runs.
+# `posenc_lab.bench.count_traffic`, which intercepts every ATen operation a call runs.
 
 # %% [markdown] lang="ja"
 # ## 演算強度：flop ではなくバイトを数える理由
@@ -169,7 +170,7 @@ print(f"N = {N} numbers, {x.nbytes / 2**20:g} MiB", end="")
 # GPU の要素ごとの演算を受け持つコアは、1 バイトあたりもっと多くの演算をこなします（テンソルコアは行列の積しか計算しないので、要素ごとの演算には関わりません）。
 # そのため $I = 3/8$ では演算器はほとんど手が空いたままで、かかる時間は「動かしたバイト数 ÷ メモリ帯域幅」を下回れません
 # （Williams、Waterman、Patterson の[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
-# 次のセルでは、`posenc.bench.count_traffic` で教科書どおりの式の演算を数えます。
+# 次のセルでは、`posenc_lab.bench.count_traffic` で教科書どおりの式の演算を数えます。
 # この関数は、1 回の呼び出しが実行する ATen の演算をすべて捕捉して記録します。
 
 # %%
@@ -633,7 +634,7 @@ print(
 # %% [markdown] lang="en"
 # ## Measuring on this machine
 #
-# Counting is exact; timing is not. `posenc.bench` (run it as `python -m posenc.bench`)
+# Counting is exact; timing is not. `posenc_lab.bench` (run it as `python -m posenc_lab.bench`)
 # times each contender with `time.perf_counter` after warm-up calls, with the garbage
 # collector off, over many rounds. Each round times every contender once, in an order
 # that rotates and reverses from round to round, so that a slow drift in the machine's
@@ -647,7 +648,7 @@ print(
 # operations as much as for its traffic. With one thread there is no such wait.
 #
 # A page that timed itself would change at every execution, so the figures show one
-# stored run of `python -m posenc.bench --threads 1 --compile --json benchmarks/cpu-1-thread.json`
+# stored run of `python -m posenc_lab.bench --threads 1 --compile --json lab/posenc_lab/records/cpu-1-thread.json`
 # on the 2-core machine that builds this site; the cell prints that machine and the
 # stored medians and quartiles that the text below refers to, and checks each
 # statement against them. Run the command to measure yours.
@@ -680,9 +681,9 @@ print(
 # Python, while the eager formula runs five on tables computed beforehand. The table
 # after the figure gives all the times.
 #
-# The stored run was made with the code this page counts: `benchmarks/README.md` says
+# The stored run was made with the code this page counts: `lab/README.md` says
 # it is the code of the commit that stores the record, which
-# `git log benchmarks/cpu-1-thread.json` finds (the record's meta names no commit). Its
+# `git log lab/posenc_lab/records/cpu-1-thread.json` finds (the record's meta names no commit). Its
 # stored $\beta$ and operation
 # counts equal the counts above, which the cell prints and checks. It also times
 # `RotaryEmbedding(max_positions)`, whose decode path is new: in the decode step it
@@ -693,7 +694,7 @@ print(
 # ## このマシンで計測する
 #
 # 数えた値は正確ですが、計測した時間には誤差が入ります。
-# `posenc.bench`（`python -m posenc.bench` で実行します）は、ウォームアップの呼び出しのあと、
+# `posenc_lab.bench`（`python -m posenc_lab.bench` で実行します）は、ウォームアップの呼び出しのあと、
 # ガベージコレクタを止めて、多くのラウンドにわたり各比較対象を `time.perf_counter` で計ります。
 # 各ラウンドではすべての比較対象を 1 回ずつ計ります。計る順番は、ラウンドごとにずらしたり逆にしたりします。
 # こうすると、マシンの負荷がゆっくり変わっても、その影響は順番のどの位置にも散らばります。
@@ -707,7 +708,7 @@ print(
 #
 # ページの中で時間を計測すると、実行のたびに内容が変わってしまいます。
 # そこで図には、このサイトを生成する 2 コアのマシンで
-# `python -m posenc.bench --threads 1 --compile --json benchmarks/cpu-1-thread.json` を実行し、保存した 1 回分の結果を示します。
+# `python -m posenc_lab.bench --threads 1 --compile --json lab/posenc_lab/records/cpu-1-thread.json` を実行し、保存した 1 回分の結果を示します。
 # 次のセルは、そのマシンの情報と、以下の説明が参照する保存済みの中央値と四分位数を表示し、それぞれの記述をその値と照らし合わせます。
 # 手元のマシンで計るには、このコマンドを実行してください。
 #
@@ -735,19 +736,14 @@ print(
 # すべての時間は、図のあとの表に示します。
 #
 # 保存した計測は、このページが数えているコードで実行したものです。
-# `benchmarks/README.md` によれば、計測に使ったのは記録を保存したコミットのコードです。そのコミットは `git log benchmarks/cpu-1-thread.json` で見つかります（記録のメタデータにはコミットが書かれていません）。
+# `lab/README.md` によれば、計測に使ったのは記録を保存したコミットのコードです。そのコミットは `git log lab/posenc_lab/records/cpu-1-thread.json` で見つかります（記録のメタデータにはコミットが書かれていません）。
 # 保存された $\beta$ と演算の数は上で数えた値と一致し、次のセルがそれを表示して確かめます。
 # この計測には `RotaryEmbedding(max_positions)` も含まれます。そのデコードの経路は新しく加わったものです。
 # デコードの 1 ステップでは、このモジュールは eager モードの式とほぼ同じ速さで、この計測ではわずかに速くなっています。
 # 一方、既定のモジュールは eager モードの式より遅くなります（図のあとの表）。
 
 # %% alt={"en": ["Bar charts of the stored one-thread run. Left, x of 1×16×2048×128: for each contender the time over the floor's, predicted from the bytes (hatched) and measured (filled); every measured bar but the floor's is above its prediction, rotate_half highest, then the interleaved apply_rope, then RotaryEmbedding, apply_rope without blocks and apply_rope, lower in that order, view_as_complex and mul(x, 2) lowest. Right, a decode step of 1×8×1×64, time per call in µs: the three apply_rope bars are the tallest, RotaryEmbedding next, rotate_half and view_as_complex lower, mul(x, 2) lowest."], "ja": ["保存した 1 スレッドの計測を示す 2 つの棒グラフ。左は形状 1×16×2048×128 の x で、比較対象ごとに下限に対する時間の比を、バイト数からの予測（斜線）と実測（塗りつぶし）で並べています。下限以外の実測は、どれも予測より高くなっています。いちばん高いのは rotate_half で、次がインターリーブ配置の apply_rope です。その下は RotaryEmbedding、ブロックに分けない apply_rope、apply_rope の順に低くなります。view_as_complex と下限の演算（x を 2 倍するだけ）がいちばん低くなっています。右はデコードの 1 ステップ（1×8×1×64）の 1 回あたりの時間（µs）です。apply_rope の 3 本がいちばん高く、次が RotaryEmbedding です。rotate_half と view_as_complex はそれより低く、下限の演算がいちばん低くなっています。"]}
-root = next(
-    p
-    for p in [Path.cwd(), *Path.cwd().parents]
-    if (p / "pyproject.toml").exists()
-)
-results = json.loads((root / "benchmarks" / "cpu-1-thread.json").read_text())
+results = json.loads(record_path("cpu-1-thread").read_text())
 meta = results["meta"]
 print(
     f"torch {meta['torch']}, {meta['cpu']} ({meta['cpu_capability']}), "
@@ -812,7 +808,7 @@ assert by_ratio == [
     "hf_rotate_half",
 ]
 # apply_rope against RotaryEmbedding, round by round, in both runs
-record_2 = json.loads((root / "benchmarks" / "cpu-2-threads.json").read_text())
+record_2 = json.loads(record_path("cpu-2-threads").read_text())
 pre_2 = record_2["groups"]["rope"]["contenders"]
 speedup_2 = f"{pre_2['apply_rope']['speedup_vs_baseline']:.2f}"
 assert speedup_2 == "2.37"  # quoted with the figure, pooled
@@ -939,9 +935,9 @@ display(
 # `RotaryEmbedding` should take at most as long as the eager formula with its tables
 # computed beforehand. In the prefill, eager `apply_rope` should stay within 3 times
 # the floor, with one thread and with two, and a compiled path within 1.5 times. A
-# second stored run, `benchmarks/cpu-2-threads.json`, is the same command with
+# second stored run, `lab/posenc_lab/records/cpu-2-threads.json`, is the same command with
 # `--threads 2`: the same groups and rounds, the compiled contenders, bfloat16 and
-# float16; `benchmarks/README.md` gives both commands. The cell checks that the
+# float16; `lab/README.md` gives both commands. The cell checks that the
 # operation count and bytes per element stored in the two-thread run equal the ones
 # this page counts (the same blocks as with one thread, as in the section
 # [Writing into the output](#writing-into-the-output)), prints the load average each
@@ -952,7 +948,7 @@ display(
 # average was 0.39 before and 0.69 after the one-thread run, 1.01 and 1.22 around the
 # two-thread run, whose own two threads already keep the machine's 2 cores busy.
 #
-# A verdict near a goal depends on how the rounds are summarised. `posenc.bench`
+# A verdict near a goal depends on how the rounds are summarised. `posenc_lab.bench`
 # stores the median of the per-round ratios; the ratio of the two median times is a
 # second summary. They differ when the floor's own samples are disturbed, and they
 # are: with one thread 31 of the floor's 40 samples lie between 2.79 and 3.48 ms and 9
@@ -1015,13 +1011,13 @@ display(
 # no blocks, has a median of 0.83 and 0.81, and the blocks are faster in 34 and 30 of
 # the 40 rounds.
 #
-# That result depends on the order, with one thread and with two. `posenc.bench`
+# That result depends on the order, with one thread and with two. `posenc_lab.bench`
 # runs the contenders in one fixed cycle, rotated by one place in every round and
 # reversed in every other round, and runs the rounds back to back. So `apply_rope`
 # runs right after Meta's complex multiplication, `complex`, in 22 rounds: the 20
 # forward rounds and the 2 reversed rounds in which it comes first in its round,
 # after the previous round's last contender, `complex`. In the other 18 rounds it
-# runs right after the control. The next cell takes this order from `posenc.bench`
+# runs right after the control. The next cell takes this order from `posenc_lab.bench`
 # itself, running its `time_contenders` on stand-ins that only record their calls.
 # Blocks over no blocks, grouped by the contender that ran just before, has a median
 # of 0.98 after `complex` (blocks faster in 16 of 22 rounds) and 0.78 after the
@@ -1085,9 +1081,9 @@ display(
 # 1 つ目は、デコードの 1 ステップで、`RotaryEmbedding` の時間が、あらかじめ計算した表を使う eager モードの式の時間を超えないことです。
 # 2 つ目は、プリフィルで、eager モードの `apply_rope` が 1 スレッドでも 2 スレッドでも下限の 3 倍以内に収まることです。
 # 3 つ目は、同じくプリフィルで、コンパイルした経路が下限の 1.5 倍以内に収まることです。
-# 保存したもう 1 つの計測 `benchmarks/cpu-2-threads.json` は、同じコマンドを `--threads 2` で実行したものです。
+# 保存したもう 1 つの計測 `lab/posenc_lab/records/cpu-2-threads.json` は、同じコマンドを `--threads 2` で実行したものです。
 # グループとラウンド数は 1 スレッドの計測と同じで、コンパイルした比較対象と、bfloat16、float16 での計測も含みます。
-# 2 つの計測に使ったコマンドは、どちらも `benchmarks/README.md` に載っています。
+# 2 つの計測に使ったコマンドは、どちらも `lab/README.md` に載っています。
 # 次のセルは、まず、2 スレッドの計測に記録された演算の数と要素あたりのバイト数が、このページで数えた値と一致することを確かめます。
 # 2 スレッドでも `apply_rope` は、「[出力に直接書き込む](#出力に直接書き込む)」の節のとおり、1 スレッドと同じブロックに分けます。
 # 次に、各記録に残っているロードアベレージ（実行中または実行待ちのプロセス数の平均）と、プリフィルの各比較対象と下限の時間の比を 2 種類の要約で表示します。
@@ -1097,7 +1093,7 @@ display(
 # 2 スレッドの計測は、それ自身の 2 つのスレッドだけで、このマシンの 2 つのコアをふさぎます。
 #
 # 目標に近いときは、ラウンドの要約の仕方によって判定も変わることがあります。
-# `posenc.bench` が保存するのは、ラウンドごとの比の中央値です。
+# `posenc_lab.bench` が保存するのは、ラウンドごとの比の中央値です。
 # もう 1 つの要約は、比較対象と下限それぞれの時間の中央値どうしの比（中央値の比）です。
 # 下限自身の計測値が乱れるとこの 2 つは食い違いますが、今回の計測では実際に乱れています。
 # 下限の 40 個の計測値のうち、1 スレッドでは 31 個が 2.79〜3.48 ms、9 個が 4.80〜6.57 ms にあります。
@@ -1146,10 +1142,10 @@ display(
 # ラウンドごとに、ブロックに分けた時間を分けない時間で割ると、その比の中央値は 0.83 と 0.81 です。40 ラウンド中 34 ラウンドと 30 ラウンドで、ブロックに分けたほうが速くなっています。
 #
 # この結果は、1 スレッドでも 2 スレッドでも、計る順番に左右されます。
-# `posenc.bench` は比較対象を 1 つの決まった巡回順で計ります。この順番は毎ラウンド 1 つずつずらし、さらに 1 ラウンドおきに反転させます。ラウンドとラウンドの間には何も実行せず、続けて計ります。
+# `posenc_lab.bench` は比較対象を 1 つの決まった巡回順で計ります。この順番は毎ラウンド 1 つずつずらし、さらに 1 ラウンドおきに反転させます。ラウンドとラウンドの間には何も実行せず、続けて計ります。
 # そのため `apply_rope` は、22 ラウンドで Meta の複素数の掛け算 `complex` の直後に計られます。内訳は、順方向の 20 ラウンドと、`apply_rope` がそのラウンドの最初に計られる逆順の 2 ラウンドです。この 2 ラウンドでは、前のラウンドの最後に計った `complex` が直前の比較対象です。
 # 残りの 18 ラウンドでは、対照の直後に計られます。
-# 次のセルは、この順番を `posenc.bench` 自身から取り出します。呼び出されたことを記録するだけのダミーの比較対象を `time_contenders` に渡して実行します。
+# 次のセルは、この順番を `posenc_lab.bench` 自身から取り出します。呼び出されたことを記録するだけのダミーの比較対象を `time_contenders` に渡して実行します。
 # ラウンドを、`apply_rope` の直前に計った比較対象でグループに分け、ブロックに分けた時間を分けない時間で割った比の中央値を求めます。
 # 1 スレッドでは、`complex` の後で 0.98（分けたほうが速いのは 22 ラウンド中 16 ラウンド）、対照の後で 0.78（18 ラウンド中 18 ラウンド）です。
 # 2 スレッドでは、`complex` の後で 0.90（22 ラウンド中 12 ラウンド）、対照の後で 0.80（18 ラウンド中 18 ラウンド）です。
@@ -1221,7 +1217,7 @@ def samples(p_run, name):
 
 
 def median(values):
-    """The median as statistics.median and posenc.bench take it."""
+    """The median as statistics.median and posenc_lab.bench take it."""
     return torch.quantile(values, 0.5).item()
 
 
@@ -1319,7 +1315,7 @@ for label, p_run in prefills.items():
     )
 assert shown["1 thread", "blocks"] == "0.83 34"
 assert shown["2 threads", "blocks"] == "0.81 30"
-# the order in which posenc.bench.time_contenders runs them, taken from the
+# the order in which posenc_lab.bench.time_contenders runs them, taken from the
 # bench itself: stand-ins that only record their calls (no timing involved)
 names_run = list(pre)  # the contenders in the order rope_group lists them
 calls = []
@@ -1709,7 +1705,7 @@ display(Markdown("\n".join(lines)))
 # `torch.compile`, whose Inductor backend presumably turns the eager formula into one
 # generated kernel (not checked here against the generated code). Going further, RoPE can be fused into the kernel that produces $q$ and $k$
 # or into the attention kernel itself (FlashInfer offers this), so the rotated vectors
-# are never written to memory at all. On the CPU, `python -m posenc.bench --compile`
+# are never written to memory at all. On the CPU, `python -m posenc_lab.bench --compile`
 # adds three compiled contenders to the benchmark (the rotation on tables computed
 # beforehand, `apply_rope`, and the module with a fixed cache); the previous section
 # shows all three. Compiling is an opt-in: eager `posenc` needs no compiler.
@@ -1733,7 +1729,7 @@ display(Markdown("\n".join(lines)))
 # `torch.compile`（Inductor バックエンド）も、eager モードの式から 1 つのカーネルを生成すると推定されます（このページでは生成されたコードで確かめていません）。
 # さらに進めて、$q$ と $k$ を作るカーネルや、アテンションのカーネルそのものに RoPE を融合できます（FlashInfer にはこの機能があります）。
 # そうすれば、回転したベクトルは一度もメモリに書き出されません。
-# CPU では、`python -m posenc.bench --compile` で、コンパイルした比較対象を 3 つベンチマークに加えられます
+# CPU では、`python -m posenc_lab.bench --compile` で、コンパイルした比較対象を 3 つベンチマークに加えられます
 # （あらかじめ計算した表を使う回転、`apply_rope`、キャッシュの大きさを固定したモジュール）。前の節では 3 つとも示しました。
 # コンパイルは必要なときに選ぶ機能で、eager モードの `posenc` はコンパイラを必要としません。
 
@@ -1907,7 +1903,7 @@ print(
 #    and what can this run say about the order of the two? Does the two-thread run agree?
 # 4. A fused kernel, such as one that `torch.compile` presumably generates, reads
 #    $x$ and writes $x'$ once (among its compiled contenders,
-#    `python -m posenc.bench --compile` measures one compiled from
+#    `python -m posenc_lab.bench --compile` measures one compiled from
 #    `posenc.rope._rotate_reference`, the form $a\cos - b\sin$, not from the eager
 #    formula).
 #    Suppose it ran at the floor's speed. From the stored run, how much would it save
@@ -1929,7 +1925,7 @@ print(
 #    プリフィルの時間のほうがずっと大きくばらつくのはなぜでしょうか。
 #    この 2 つの比較対象の順位について、この計測から何が言えるでしょうか。2 スレッドの計測でも同じでしょうか。
 # 4. 融合したカーネル（例えば `torch.compile` が生成すると推定されるもの）は、$x$ を 1 回読んで $x'$ を 1 回書きます。
-#    `python -m posenc.bench --compile` が計測するコンパイル版の 1 つは、eager モードの式ではなく、`posenc.rope._rotate_reference`（$a\cos - b\sin$ の形）をコンパイルしたものです。
+#    `python -m posenc_lab.bench --compile` が計測するコンパイル版の 1 つは、eager モードの式ではなく、`posenc.rope._rotate_reference`（$a\cos - b\sin$ の形）をコンパイルしたものです。
 #    このカーネルが下限の速さで動くとします。
 #    保存した計測から、プリフィルとデコードの 1 ステップのそれぞれで、1 回の呼び出しあたり eager モードの式よりどれだけ速くなるかを求めてください。
 #    コンパイルに 10 秒かかるとすると、何回呼び出せば元が取れるでしょうか。

@@ -76,7 +76,7 @@ from posenc import (
     sinusoidal,
 )
 from posenc.mrope import mrope_axes
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -66,7 +66,7 @@ from posenc import (
     llama4_attention_temperature,
     rope_frequencies,
 )
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

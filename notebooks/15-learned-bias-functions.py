@@ -93,7 +93,7 @@ from posenc import (
     alibi_slopes,
     random_positions,
 )
-from posenc.plotting import use_site_style
+from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)

@@ -43,7 +43,7 @@ sin`` and 8 for a single read and write of ``x``. It runs block by block
 (about 1 MiB of float32 per block and per two threads), so that the second
 and third passes over a block may find it in the processor's cache rather
 than in main memory. What that saves is measured as time only: in the
-stored runs of ``python -m posenc.bench`` (``benchmarks/``), on a 2-core
+stored runs of ``python -m posenc_lab.bench`` (``benchmarks/``), on a 2-core
 machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
 the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
 3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
@@ -60,7 +60,7 @@ to compare).
 Small inputs (a decode step) take an out-of-place path with fewer calls
 into torch; ``apply_rope`` caches the inverse frequencies per setting, and
 :class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
-posenc.bench`` measures all of this.
+posenc_lab.bench`` measures all of this.
 
 Compilation (an opt-in; eager mode needs no compiler): ``apply_rope`` and
 ``RotaryEmbedding`` trace into one graph under
@@ -389,7 +389,7 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
     one pass per operation in the median at 1 thread and at 2, by an amount
     that depends on what ran before it (see chapter
     *Implementing RoPE efficiently*; the control is the contender
-    ``apply_rope_unblocked`` of ``python -m posenc.bench``, timed in the same
+    ``apply_rope_unblocked`` of ``python -m posenc_lab.bench``, timed in the same
     rounds). The tensors have the same number of axes; each is narrowed
     along the leading axes (never the last) where its size is not 1 (``cos`` and
     ``sin`` broadcast along the heads). The three passes of
@@ -474,7 +474,7 @@ def _rotate_fused(
     call fall back to the eager :func:`_rotate`. The fused kernel presumably
     reads ``x`` and writes the result once (plus ``cos`` and ``sin``), the
     minimum (not checked against the generated kernel; in the stored runs of
-    ``python -m posenc.bench`` this function, ``fused``, took 1.55x and 1.66x
+    ``python -m posenc_lab.bench`` this function, ``fused``, took 1.55x and 1.66x
     the floor at 1 and 2 threads); its numbers agree with
     :func:`_rotate_reference`'s and :func:`_rotate`'s within one rounding of
     a product.

@@ -99,7 +99,7 @@ def test_notebook_uses_the_installed_package(py):
         "import the installed posenc (pip install -e .), no sys.path edits"
     )
     assert re.search(r"^(from posenc|import posenc)", source, re.M)
-    assert "use_site_style()" in source, "figures use posenc.plotting.use_site_style()"
+    assert "use_site_style()" in source, "figures use posenc_lab.plotting.use_site_style()"
 
 
 @pytest.mark.parametrize("py", SOURCES, **ids)

@@ -1,17 +1,17 @@
-"""Tests of posenc.experiments: the statistics, the runner, and the stored record."""
+"""Tests of posenc_lab.experiments: the statistics, the runner, and the stored record."""
 
 from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 
 import pytest
 import torch
 
-from posenc import experiments as E
-from posenc.experiments.__main__ import main
-from posenc.toy import ToyTransformer
+from posenc_lab import experiments as E
+from posenc_lab import record_path
+from posenc_lab.experiments.__main__ import main
+from posenc_lab.toy import ToyTransformer
 
 # ------------------------------------------------------------- statistics
 
@@ -119,7 +119,7 @@ def test_a_tiny_run_is_the_same_in_one_or_two_processes():
 
 # The record lives in the repository, not in the package: read it from the
 # checkout, so the tests also run against an installed wheel.
-RECORD = Path(__file__).resolve().parents[1] / "benchmarks" / "length-generalisation.json"
+RECORD = record_path("length-generalisation")
 
 
 @pytest.fixture(scope="module")

@@ -1,16 +1,16 @@
 """The length-generalisation experiment: train toy models short, test them long.
 
-``python -m posenc.experiments`` trains :class:`posenc.toy.ToyTransformer`
+``python -m posenc_lab.experiments`` trains :class:`posenc_lab.toy.ToyTransformer`
 models with every positional encoding, on two tasks, from several seeds,
 and writes one JSON record (see :func:`run`). The chapter *Which encodings
-extrapolate?* reads the stored record, ``benchmarks/length-generalisation.json``,
+extrapolate?* reads the stored record, ``posenc_lab/records/length-generalisation.json``,
 for its tables and figures, and the tests re-run a slice of it and match it
 exactly.
 
 The design, for each task and seed:
 
 - one model per *kind* (:data:`KINDS`): every encoding of
-  :data:`posenc.toy.ENCODINGS`, plus RoPE trained on randomised positions
+  :data:`posenc_lab.toy.ENCODINGS`, plus RoPE trained on randomised positions
   (Ruoss et al. 2023: a sorted random subset of ``0 .. 8L - 1`` for every
   batch). Training stops as soon as a fixed validation set at length ``L``
   is predicted with accuracy at least ``target_accuracy`` (checked every
@@ -24,7 +24,7 @@ The design, for each task and seed:
 - every model is evaluated at ``L, 2L, 4L, 8L`` on one fixed set of
   sequences per task (the first ``N`` tokens of each): the accuracy at
   every position and its mean over the scored positions;
-- the relative encodings (:data:`posenc.toy.RELATIVE`) are evaluated once
+- the relative encodings (:data:`posenc_lab.toy.RELATIVE`) are evaluated once
   more at ``8L`` with a sliding window of ``L`` keys and with every distance
   clipped to ``L - 1`` (all keys visible), which separates distances never
   seen in training from attention spread over more keys.
@@ -68,7 +68,14 @@ import torch.nn.functional as F
 
 from posenc.randomized import random_positions
 from posenc.scaling import LinearScaling, YarnScaling
-from posenc.toy import RELATIVE, ToyTransformer, accuracy_by_position, periodic_batch, recall_batch
+from posenc_lab import record_path
+from posenc_lab.toy import (
+    RELATIVE,
+    ToyTransformer,
+    accuracy_by_position,
+    periodic_batch,
+    recall_batch,
+)
 
 __all__ = [
     "KINDS",
@@ -86,7 +93,7 @@ __all__ = [
 ]
 
 #: The stored record that the chapter reads.
-RECORD = Path(__file__).resolve().parents[2] / "benchmarks" / "length-generalisation.json"
+RECORD = record_path("length-generalisation")
 
 #: The two tasks: the periodic copy (the answer a fixed distance back) and
 #: associative recall (the answer in the first tokens, found by content).

@@ -1,4 +1,4 @@
-"""Benchmark RoPE and the table builders on the CPU: ``python -m posenc.bench``.
+"""Benchmark RoPE and the table builders on the CPU: ``python -m posenc_lab.bench``.
 
 Every group times a few *contenders* that compute the same thing, in one
 process, on the same inputs:
@@ -40,7 +40,7 @@ bytes each one reads and writes, operation by operation, by intercepting
 the ATen operations it runs: a model of memory traffic that does not depend
 on the machine.
 
-Run ``python -m posenc.bench --help`` for the options (``--quick`` for tiny
+Run ``python -m posenc_lab.bench --help`` for the options (``--quick`` for tiny
 shapes, ``--json PATH`` to save the results, ``--threads N``, ``--rounds N``,
 ``--compile`` to add the optional ``torch.compile`` contender).
 """
@@ -806,9 +806,9 @@ def format_results(results: dict[str, object]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Command line: ``python -m posenc.bench [--quick] [--json PATH] ...``."""
+    """Command line: ``python -m posenc_lab.bench [--quick] [--json PATH] ...``."""
     parser = argparse.ArgumentParser(
-        prog="python -m posenc.bench", description=__doc__.split("\n")[0]
+        prog="python -m posenc_lab.bench", description=__doc__.split("\n")[0]
     )
     parser.add_argument(
         "--quick", action="store_true", help="tiny shapes and 3 rounds (a smoke test)"

@@ -1,8 +1,8 @@
-"""Command line: ``python -m posenc.experiments [--out PATH] [--jobs N] ...``.
+"""Command line: ``python -m posenc_lab.experiments [--out PATH] [--jobs N] ...``.
 
 With no arguments it regenerates the stored record,
-``benchmarks/length-generalisation.json``: every task, kind and seed of
-:data:`posenc.experiments.SETTINGS`. A progress bar goes to stderr.
+``posenc_lab/records/length-generalisation.json``: every task, kind and seed of
+:data:`posenc_lab.experiments.SETTINGS`. A progress bar goes to stderr.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-from posenc.experiments import KINDS, RECORD, TASKS, run
+from posenc_lab.experiments import KINDS, RECORD, TASKS, run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m posenc.experiments", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m posenc_lab.experiments", description=__doc__)
     parser.add_argument("--out", type=Path, default=RECORD, help="JSON record to write")
     parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))

@@ -1,4 +1,4 @@
-"""Tests of posenc.toy: the toy Transformer of the length-generalisation chapter."""
+"""Tests of posenc_lab.toy: the toy Transformer of the length-generalisation chapter."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from posenc import (
     sinusoidal,
     t5_relative_position_bucket,
 )
-from posenc.toy import (
+from posenc_lab.toy import (
     ENCODINGS,
     ToyTransformer,
     accuracy_by_position,

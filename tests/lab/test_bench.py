@@ -1,4 +1,4 @@
-"""posenc.bench: the command runs and writes its JSON; the contenders compute the same thing.
+"""posenc_lab.bench: the command runs and writes its JSON; the contenders compute the same thing.
 
 Nothing here asserts a speed: timings depend on the machine and its load.
 """
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from posenc import alibi_bias, apply_rope, sinusoidal
-from posenc.bench import (
+from posenc_lab.bench import (
     Contender,
     alibi_straightforward,
     count_traffic,
@@ -204,7 +204,7 @@ def test_the_unblocked_control_makes_one_pass_per_operation():
     # the control for the blocks: the same bits as apply_rope, in one pass per
     # operation over the whole tensor, and the module's block size restored after
     import posenc.rope as rope_module
-    from posenc.bench import _apply_rope_unblocked
+    from posenc_lab.bench import _apply_rope_unblocked
 
     x = torch.randn(1, 16, 1200, 64)  # 1.2 M elements: several blocks at any thread count
     positions = torch.arange(1200)

@@ -52,7 +52,9 @@ def use_site_style() -> None:
     try:
         import matplotlib as mpl
     except ImportError as err:  # pragma: no cover - depends on the environment
-        raise ImportError("posenc.plotting needs matplotlib: pip install 'posenc[site]'") from err
+        raise ImportError(
+            "posenc_lab.plotting needs matplotlib: pip install 'posenc[site]'"
+        ) from err
     try:
         import matplotlib_fontja  # noqa: F401  (registers a Japanese font and selects it)
     except ImportError:  # Latin labels still render; Japanese glyphs would not

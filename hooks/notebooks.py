@@ -1,6 +1,6 @@
 """MkDocs hook: one bilingual notebook becomes an English and a Japanese page.
 
-Source -> site, one way (see shared DESIGN.md):
+Source -> site, one way (ARCHITECTURE.md draws the whole flow):
 
     notebooks/NN-slug.ipynb  (executed; prose cells tagged lang="en"/"ja")
       -> docs/slug.ipynb     (code cells + English prose)      -> /slug/

@@ -1,7 +1,8 @@
 """posenc: positional encodings for transformers, exact against the papers.
 
 Every encoding is a plain function of explicit ``positions`` plus a thin
-``nn.Module`` wrapper; see ``shared/API.md`` for the contract.
+``nn.Module`` wrapper. ARCHITECTURE.md in the repository describes the layout;
+the site's API reference lists every public name.
 """
 
 from posenc.absolute import (

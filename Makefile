@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint lint-ja notebooks clean
+.PHONY: setup serve build test lint lint-ja notebooks bench-pages clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -71,6 +71,13 @@ notebooks: setup
 	    --NotebookExporter.preprocessors=nbconvert.preprocessors.CoalesceStreamsPreprocessor \
 	    "$${py%.py}.ipynb" || exit 1; \
 	done
+
+# How long heavy chapter pages take to render in headless Chromium (builds
+# the site first); a measurement to compare before and after a change on one
+# machine, not a test. ROUNDS=5 fresh browser profiles.
+ROUNDS ?= 5
+bench-pages: setup
+	$(PY) tools/page_speed.py --rounds $(ROUNDS)
 
 clean:
 	rm -rf site docs/notebooks .pytest_cache

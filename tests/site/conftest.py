@@ -28,6 +28,11 @@ LAUNCH_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# Every wait in the browser tests is for an event or a condition, never a
+# fixed time, and none may fail only because the machine is busy: another
+# test worker, or anything else, can hold both cores for a long while. Two
+# minutes is what a wait may take before it counts as a hang.
+WAIT_MS = 120_000
 
 
 def _chromium() -> str:
@@ -106,5 +111,14 @@ def browser(served_site):
 
     with sync_playwright() as p:
         browser = p.chromium.launch(headless=True, executable_path=_chromium(), args=LAUNCH_ARGS)
+        new_context = browser.new_context
+
+        def patient_context(**options):
+            context = new_context(**options)
+            context.set_default_timeout(WAIT_MS)
+            context.set_default_navigation_timeout(WAIT_MS)
+            return context
+
+        browser.new_context = patient_context  # every context waits as long as WAIT_MS
         yield browser
         browser.close()

@@ -101,14 +101,11 @@ class Figure:
         # Cells far from the screen are laid out lazily (content-visibility:
         # auto), so the page moves under a jump: scroll until the figure starts.
         figure = self.page.locator("figure.explorable")
-        for _ in range(40):
-            figure.scroll_into_view_if_needed()
-            if figure.get_attribute("data-state"):
-                break
-            self.page.wait_for_timeout(100)
         self.page.wait_for_function(
-            "document.querySelector('figure.explorable').dataset.state === 'ready'",
-            timeout=30_000,
+            """() => { const f = document.querySelector('figure.explorable');
+                       f.scrollIntoView({block: 'center'});
+                       return f.dataset.state === 'ready'; }""",
+            polling=100,
         )
         # The figure is a block that the browser skips when far from the
         # screen, and it decides that a frame after the layout moves (the
@@ -117,7 +114,6 @@ class Figure:
         self.page.wait_for_function(
             """() => document.querySelector('figure.explorable .explorable-view')
                        .checkVisibility({contentVisibilityAuto: true})""",
-            timeout=10_000,
         )
         self.figure = figure
 
@@ -161,7 +157,6 @@ class Figure:
         self.page.wait_for_function(
             "([n, v]) => document.querySelector('figure.explorable').vegaView.signal(n) != v",
             arg=[name, before],
-            timeout=5_000,
         )
 
     def check_accessibility_and_schemes(self, shot: str) -> dict:
@@ -197,7 +192,7 @@ class Figure:
             # the reader's toggle in the header: the label that is not hidden
             self.page.locator("form[data-palette] label:not([hidden])").click()
             self.page.wait_for_function(
-                "s => document.body.dataset.mdColorScheme !== s", arg=scheme, timeout=5_000
+                "s => document.body.dataset.mdColorScheme !== s", arg=scheme
             )
         return found
 

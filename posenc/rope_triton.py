@@ -221,13 +221,13 @@ def _launch(
     """Run the kernel: ``q_out``, ``k_out`` are ``q``, ``k`` when ``inplace``. Arguments checked."""
     b, n_q, s, h_d = q.shape
     n_k = k.shape[1]
+    if b * s == 0 or n_q == 0:
+        return
     half = cos.shape[-1]
     tail = h_d - 2 * half
     half_p2 = triton.next_power_of_2(half)
     tail_p2 = triton.next_power_of_2(max(tail, 1))
     block_h = min(triton.next_power_of_2(max(n_q, n_k)), max(1, _TILE // max(half_p2, tail_p2)))
-    if b * s == 0 or n_q == 0:
-        return
     _rope_qk_kernel[(b * s,)](
         q,
         k,

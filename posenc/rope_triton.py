@@ -9,15 +9,16 @@ explicitly (``from posenc.rope_triton import apply_rope_triton``).
 
 The kernel runs one program per token (batch row and sequence position).
 A program reads the token's position, then its row of ``cos`` and ``sin``
-(``r/2`` values each), once, and rotates every head of ``q`` and then every
-head of ``k`` with it: per rotated element one read and one write of the
-input (8 bytes in float32, 4 in bfloat16 and float16), plus ``r`` table
-values per token, which a head of 128 features shares across all the
-heads. Fusing q and k saves a launch and the second read of the table; it
-is the layout of the fused kernels of Liger Kernel (``liger_kernel/ops/
-rope.py``, which also rotates by ``-theta`` for its backward) and of vLLM's
-rotary embedding. Positions are read per token, so packed sequences
-(positions that restart inside a row) need nothing special.
+(``r/2`` float32 values each), once, and rotates every head of ``q`` and
+then every head of ``k`` with it: per element one read and one write (8
+bytes in float32, 4 in bfloat16 and float16), plus ``4 r`` bytes of table
+per token, shared by all its heads. One launch for q and k, one program per
+token, is how vLLM's CUDA kernel (``csrc/pos_encoding_kernels.cu``: a
+thread block per token, a position per token into a cos/sin cache) and
+Liger Kernel's Triton kernel (``liger_kernel/ops/rope.py``, which also
+rotates by ``-theta`` for its backward) are organised. Positions are read
+per token, so packed sequences (positions that restart inside a row) need
+nothing special.
 
 Triton's interpreter (``TRITON_INTERPRET=1`` in the environment before this
 module is imported) runs the same kernel on CPU tensors, slowly; the tests

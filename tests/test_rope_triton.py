@@ -162,12 +162,12 @@ def test_strided_views_as_hugging_face_makes_them():
 
 
 def test_decode_step_and_scaling():
-    # one token per row (a decode step) at different positions, YaRN's attention factor in
-    # the table: the kernel multiplies by what the table holds
+    # one token per row (a decode step) at different int32 positions, YaRN's attention
+    # factor in the table: the kernel multiplies by what the table holds
     scaling = YarnScaling(4.0, 32)
     b, n_q, n_k, h_d = 3, 4, 4, 16
     q, k = randn((b, n_q, 1, h_d), torch.float32, 7), randn((b, n_k, 1, h_d), torch.float32, 8)
-    positions = torch.tensor([[5], [100], [127]])
+    positions = torch.tensor([[5], [100], [127]], dtype=torch.int32)
     cos, sin = tables(h_d, 128, "half", scaling)
     factor = RotaryEmbedding(h_d, scaling=scaling).attention_factor
     assert factor != 1.0

@@ -206,6 +206,10 @@ def _rope_qk_kernel(
     )
 
 
+#: Whether Triton built the kernels for its interpreter (``TRITON_INTERPRET=1`` at import).
+_INTERPRETED = not isinstance(_rope_qk_kernel, triton.runtime.JITFunction)
+
+
 def _launch(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -394,7 +398,8 @@ def apply_rope_triton(
             ``sin`` are not float32 ``(n, r/2)`` tables of one shape with
             ``r`` in ``[2, h_d]``; ``positions`` is not integer, has another
             shape, or (with ``check_positions``) lies outside ``[0, n)``;
-            the tensors are not all on one device; ``layout`` is unknown;
+            the tensors are not all on one device, or on the CPU without
+            the interpreter; ``layout`` is unknown;
             or ``inplace`` is asked while autograd records ``q`` or ``k``.
 
     Example:
@@ -446,6 +451,12 @@ def apply_rope_triton(
     for name, t in (("k", k), ("positions", positions), ("cos", cos), ("sin", sin)):
         if t.device != q.device:
             raise ValueError(f"{name} must be on q's device {q.device}, got {t.device}")
+    if q.device.type in ("cpu", "meta") and not _INTERPRETED:
+        raise ValueError(
+            f"q must be on a GPU for the compiled kernel, got a tensor on {q.device}; set "
+            "TRITON_INTERPRET=1 before importing posenc.rope_triton to run the kernel in "
+            "Triton's interpreter on the CPU (slow), or use posenc.apply_rope"
+        )
     if check_positions and positions.numel():
         low, high = (int(v) for v in torch.aminmax(positions))
         if low < 0 or high >= cos.shape[0]:

@@ -364,6 +364,15 @@ for arch, dtype, layout, tail, backward in json.loads(sys.argv[1]):
         "fma_f32": len(re.findall(r"\bfma\.rn\.f32\b", ptx)),
         "f64": len(re.findall(r"\.f64\b", ptx)),
     }
+import torch
+
+try:  # compiled for a GPU, the kernel refuses CPU tensors with a named error
+    rope_triton.apply_rope_triton(
+        torch.zeros(1, 1, 1, 4), torch.zeros(1, 1, 1, 4), torch.tensor([0]),
+        torch.ones(1, 2), torch.zeros(1, 2),
+    )
+except ValueError as error:
+    found["cpu_error"] = str(error)
 print(json.dumps(found))
 """
 
@@ -394,6 +403,7 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found.pop("cpu_error").startswith("q must be on a GPU for the compiled kernel")
     assert len(found) == len(variants)
     for name, asm in found.items():
         assert asm["cubin"] > 0, name

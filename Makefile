@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml lab/pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(TORCH)
-	$(PY) -m pip install --quiet -e '.[test]' -e ./lab
+	$(PY) -m pip install --quiet -e '.[test,triton]' -e ./lab
 	touch $@
 
 # From the npm registry, pinned by package-lock.json: mathjax-full (the

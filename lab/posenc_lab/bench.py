@@ -1,5 +1,11 @@
 """Benchmark RoPE and the table builders on the CPU: ``python -m posenc_lab.bench``.
 
+For RoPE this harness is superseded by :mod:`posenc_lab.cpu_bench` (random
+order per round, preallocated outputs, page faults counted, q and k
+distinct, the caches read from the system); it stays unchanged because the
+stored records ``cpu-1-thread.json`` and ``cpu-2-threads.json``, which
+chapter *Implementing RoPE efficiently* reads, were made with it.
+
 Every group times a few *contenders* that compute the same thing, in one
 process, on the same inputs:
 

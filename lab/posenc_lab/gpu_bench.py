@@ -1,0 +1,570 @@
+"""Measure RoPE on a CUDA GPU: ``python -m posenc_lab.gpu_bench --json PATH``.
+
+Four implementations rotate the same queries and keys, each call rotating
+``q`` and ``k`` (distinct tensors, grouped-query attention: 32 query heads,
+8 key heads of 128 features, the attention of Llama 3 8B):
+
+- ``triton``: the fused kernel :func:`posenc.rope_triton.apply_rope_triton`
+  (out of place, positions not read back: ``check_positions=False``), and
+  ``triton_inplace``, the same writing into ``q`` and ``k``;
+- ``apply_rope``: the eager :func:`posenc.apply_rope`, once for ``q`` and
+  once for ``k`` (each call forms its angles);
+- ``compiled_module``: ``torch.compile(RotaryEmbedding(128,
+  max_positions=n), fullgraph=True)``, called as ``module(q, k, positions)``;
+- ``eager_formula``: Hugging Face's ``x * cos + rotate_half(x) * sin`` on
+  ``q`` and on ``k``, with ``cos`` and ``sin`` gathered per token before
+  timing (in the input's dtype, as Hugging Face casts them);
+- ``copy``: ``q_out.copy_(q)`` and ``k_out.copy_(k)`` into preallocated
+  outputs: one read and one write of each, the least any out-of-place
+  rotation moves.
+
+Cases: a prefill (``b = 1``, ``s = 4096``, positions ``0 .. s-1``), a
+batched decode step (``b = 64``, ``s = 1``, a different position per row)
+and a single decode step (``b = 1``, ``s = 1``), each in bfloat16 and
+float32.
+
+How it measures: every contender is first checked against ``apply_rope``.
+Each sample times ``number`` calls in a row between two CUDA events, and
+each call takes the next of a pool of distinct ``(q, k)`` buffers, so
+large enough (at least three times the device's L2 cache, and two buffers)
+that a call does not find its inputs in L2 from an earlier call. Each
+round times every contender once, in an order drawn at random for that
+round from a seeded generator (the orders are recorded), after warm-up
+calls (which compile the kernels). The copy bandwidth of the device is
+measured first: ``dst.copy_(src)`` on two 1 GiB buffers, counted as 2 GiB
+moved. Reported per contender: the median and the 10/25/75/90 % quantiles
+of the time per call over rounds, GB/s counting one read and one write of
+``q`` and ``k`` (``2 * (q.nbytes + k.nbytes)``, whatever the contender
+really moves), that rate as a fraction of the measured copy bandwidth, and
+the median of the per-round ratio of its time to ``copy``'s.
+
+``--dry-run`` runs the same code on the CPU with tiny shapes, two rounds,
+the Triton kernel in Triton's interpreter, ``torch.compile`` with its
+``eager`` backend and ``time.perf_counter`` for CUDA events: it checks the
+command and the record's layout, and measures nothing (the record says
+``"dry_run": true``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import math
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+
+import torch
+
+from posenc import RotaryEmbedding, apply_rope
+from posenc_lab.bench import rotate_half
+
+__all__ = ["Case", "build_cases", "main", "measure_copy_bandwidth", "run"]
+
+#: Positions the prefill covers and the decode steps draw from.
+MAX_POSITIONS = 4096
+QUANTILES = (0.10, 0.25, 0.75, 0.90)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One shape and dtype: ``q`` is ``(batch, n_q, seq, head_dim)``, ``k`` has ``n_k`` heads."""
+
+    name: str
+    batch: int
+    n_q: int
+    n_k: int
+    seq: int
+    head_dim: int
+    dtype: str
+    number: int  # calls per timed sample
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return getattr(torch, self.dtype)
+
+    def elements(self) -> int:
+        """Elements of ``q`` and ``k`` together."""
+        return self.batch * (self.n_q + self.n_k) * self.seq * self.head_dim
+
+    def bytes_per_call(self) -> int:
+        """One read and one write of ``q`` and ``k``."""
+        return 2 * self.elements() * self.torch_dtype.itemsize
+
+
+def build_cases(*, dry_run: bool = False) -> list[Case]:
+    """Prefill, batched decode and single decode, in bfloat16 and float32."""
+    cases = []
+    for dtype in ("bfloat16", "float32"):
+        if dry_run:
+            shapes = [("prefill", 1, 4, 2, 8, 16, 1), ("decode_batched", 3, 4, 2, 1, 16, 1)]
+        else:
+            shapes = [
+                ("prefill", 1, 32, 8, MAX_POSITIONS, 128, 10),
+                ("decode_batched", 64, 32, 8, 1, 128, 100),
+                ("decode", 1, 32, 8, 1, 128, 100),
+            ]
+        for name, b, n_q, n_k, s, d, number in shapes:
+            cases.append(Case(f"{name}-{dtype}", b, n_q, n_k, s, d, dtype, number))
+    return cases
+
+
+# ---------------------------------------------------------------------------
+# Timing: CUDA events on a GPU, perf_counter on the CPU (dry run)
+# ---------------------------------------------------------------------------
+
+
+class _Clock:
+    """Seconds spent by ``fn`` on ``device``, measured by CUDA events where there are some."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+
+    def time(self, fn: Callable[[], None]) -> float:
+        if self.cuda:
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end) / 1e3
+        begin = time.perf_counter()
+        fn()
+        return time.perf_counter() - begin
+
+
+def measure_copy_bandwidth(
+    device: torch.device, *, nbytes: int = 1 << 30, repeats: int = 20
+) -> dict[str, object]:
+    """The device's copy bandwidth: ``dst.copy_(src)`` of ``nbytes``, counted as ``2 * nbytes``.
+
+    Returns:
+        dict[str, object]: ``gb_per_s`` (from the median time), the bytes and
+        every sample in milliseconds.
+    """
+    src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    clock = _Clock(device)
+    for _ in range(3):
+        dst.copy_(src)
+    samples = [clock.time(lambda: dst.copy_(src)) for _ in range(repeats)]
+    median = statistics.median(samples)
+    return {
+        "bytes": nbytes,
+        "bytes_moved": 2 * nbytes,
+        "gb_per_s": 2 * nbytes / median / 1e9,
+        "samples_ms": [t * 1e3 for t in samples],
+    }
+
+
+# ---------------------------------------------------------------------------
+# Contenders
+# ---------------------------------------------------------------------------
+
+
+def _triton_module(interpret: bool):
+    """posenc.rope_triton, its kernels built for the interpreter or for the GPU.
+
+    Triton reads ``TRITON_INTERPRET`` when a kernel is decorated, that is
+    when the module is imported: set for that import only.
+    """
+    saved = os.environ.get("TRITON_INTERPRET")
+    if interpret:
+        os.environ["TRITON_INTERPRET"] = "1"
+    else:
+        os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        module = importlib.import_module("posenc.rope_triton")
+        from triton.runtime.interpreter import InterpretedFunction
+
+        if isinstance(module._rope_qk_kernel, InterpretedFunction) != interpret:
+            module = importlib.reload(module)
+        return module
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+
+
+@dataclass
+class _Inputs:
+    """A pool of distinct ``(q, k)`` pairs and what every contender shares."""
+
+    pool: list[tuple[torch.Tensor, torch.Tensor]]
+    outputs: list[tuple[torch.Tensor, torch.Tensor]]  # for ``copy``
+    positions: torch.Tensor  # (b, s)
+    cos: torch.Tensor  # (n, d/2) float32: the table of the kernel and the module
+    sin: torch.Tensor
+    hf_cos: torch.Tensor  # (b, 1, s, d) in the input's dtype
+    hf_sin: torch.Tensor
+
+
+def _inputs(case: Case, device: torch.device, l2_bytes: int, seed: int) -> _Inputs:
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = case.torch_dtype
+    pair_bytes = case.elements() * dtype.itemsize
+    n_pool = max(2, math.ceil(3 * l2_bytes / pair_bytes))
+    q_shape = (case.batch, case.n_q, case.seq, case.head_dim)
+    k_shape = (case.batch, case.n_k, case.seq, case.head_dim)
+    # one block per tensor, cut into n_pool contiguous pairs (a decode step needs thousands)
+    qs = torch.randn((n_pool, *q_shape), generator=g).to(device=device, dtype=dtype)
+    ks = torch.randn((n_pool, *k_shape), generator=g).to(device=device, dtype=dtype)
+    pool = list(zip(qs.unbind(0), ks.unbind(0), strict=True))
+    q_outs, k_outs = torch.empty_like(qs), torch.empty_like(ks)
+    outputs = list(zip(q_outs.unbind(0), k_outs.unbind(0), strict=True))
+    if case.seq > 1:
+        positions = torch.arange(case.seq).expand(case.batch, case.seq)
+    else:
+        positions = torch.randint(0, MAX_POSITIONS, (case.batch, 1), generator=g)
+    positions = positions.contiguous().to(device)
+    rope = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
+    rope.reserve(MAX_POSITIONS, device)  # the table, built on the device
+    # Hugging Face's tables: the angles of each half repeated, gathered per token
+    angles = positions[:, None, :, None].float() * rope.inv_freq  # (b, 1, s, d/2)
+    angles = torch.cat((angles, angles), dim=-1)  # (b, 1, s, d)
+    return _Inputs(
+        pool,
+        outputs,
+        positions,
+        rope.cos_cached,
+        rope.sin_cached,
+        angles.cos().to(dtype),
+        angles.sin().to(dtype),
+    )
+
+
+def _contenders(
+    case: Case, inputs: _Inputs, *, interpret: bool, compile_backend: str | None
+) -> dict[str, tuple[str, Callable[[int], object]]]:
+    """name -> (label, fn(i)) where ``fn(i)`` rotates the ``i``-th pair of the pool."""
+    pool, outputs, positions = inputs.pool, inputs.outputs, inputs.positions
+    heads_positions = positions[:, None, :]  # (b, 1, s): broadcasts over the heads
+    cos, sin, hf_cos, hf_sin = inputs.cos, inputs.sin, inputs.hf_cos, inputs.hf_sin
+
+    def copy(i: int) -> None:
+        (q, k), (q_out, k_out) = pool[i], outputs[i]
+        q_out.copy_(q)
+        k_out.copy_(k)
+
+    def eager_formula(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = pool[i]
+        return q * hf_cos + rotate_half(q) * hf_sin, k * hf_cos + rotate_half(k) * hf_sin
+
+    def eager_apply_rope(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = pool[i]
+        return apply_rope(q, heads_positions), apply_rope(k, heads_positions)
+
+    found: dict[str, tuple[str, Callable[[int], object]]] = {
+        "copy": ("copy of q and k (the floor)", copy),
+        "eager_formula": ("x*cos + rotate_half(x)*sin (Hugging Face)", eager_formula),
+        "apply_rope": ("posenc.apply_rope on q, then on k", eager_apply_rope),
+    }
+    try:
+        rope_triton = _triton_module(interpret)
+    except ImportError:
+        if not interpret:
+            raise
+        rope_triton = None  # a dry run without Triton: the kernel's contenders are left out
+    if rope_triton is not None:
+        kernel = rope_triton.apply_rope_triton
+
+        def fused(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            q, k = pool[i]
+            return kernel(q, k, positions, cos, sin, check_positions=False)
+
+        def fused_inplace(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            q, k = pool[i]  # rotating again and again keeps |x|: the values stay in range
+            return kernel(q, k, positions, cos, sin, inplace=True, check_positions=False)
+
+        found["triton"] = ("posenc.rope_triton, out of place", fused)
+        found["triton_inplace"] = ("posenc.rope_triton, in place", fused_inplace)
+    if compile_backend is not None:
+        module = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
+        module.reserve(MAX_POSITIONS, positions.device)  # before compiling, as documented
+        compiled = torch.compile(module, fullgraph=True, dynamic=False, backend=compile_backend)
+
+        def compiled_module(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            q, k = pool[i]
+            return compiled(q, k, heads_positions)
+
+        found["compiled_module"] = (
+            "torch.compile(RotaryEmbedding(max_positions))",
+            compiled_module,
+        )
+    return found
+
+
+def _check(
+    case: Case, inputs: _Inputs, contenders: dict[str, tuple[str, Callable[[int], object]]]
+) -> None:
+    """Every contender agrees with ``apply_rope`` on the first pair (before any in-place call)."""
+    q, k = inputs.pool[0]
+    p = inputs.positions[:, None, :]
+    expected = (apply_rope(q, p), apply_rope(k, p))
+    # the eager formula rounds cos, sin and each product to bfloat16; the others round once
+    tol = {"bfloat16": 3e-2, "float32": 2e-5}[case.dtype]
+    for name, (_, fn) in contenders.items():
+        if name in ("copy", "triton_inplace"):
+            continue
+        got = fn(0)
+        for actual, wanted in zip(got, expected, strict=True):  # type: ignore[arg-type]
+            torch.testing.assert_close(actual, wanted, rtol=tol, atol=tol, msg=name)
+    if "triton_inplace" in contenders:
+        q_copy, k_copy = q.clone(), k.clone()
+        inputs.pool[0] = (q_copy, k_copy)
+        contenders["triton_inplace"][1](0)
+        inputs.pool[0] = (q, k)
+        for actual, wanted in zip((q_copy, k_copy), expected, strict=True):
+            torch.testing.assert_close(actual, wanted, rtol=tol, atol=tol, msg="triton_inplace")
+
+
+# ---------------------------------------------------------------------------
+# Running and summarising
+# ---------------------------------------------------------------------------
+
+
+def _quantiles(values: Sequence[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    out = {}
+    for q in QUANTILES:  # linear interpolation between the order statistics
+        pos = q * (len(ordered) - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(ordered) - 1)
+        out[f"q{round(q * 100):02d}_us"] = (
+            ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+        ) * 1e6
+    return out
+
+
+def time_case(
+    case: Case,
+    device: torch.device,
+    *,
+    rounds: int,
+    warmup: int,
+    seed: int,
+    l2_bytes: int,
+    copy_gb_per_s: float,
+    interpret: bool = False,
+    compile_backend: str | None = "inductor",
+) -> dict[str, object]:
+    """Check, warm up and time every contender on ``case``; return the case's record."""
+    inputs = _inputs(case, device, l2_bytes, seed)
+    contenders = _contenders(case, inputs, interpret=interpret, compile_backend=compile_backend)
+    _check(case, inputs, contenders)
+    clock = _Clock(device)
+    n_pool = len(inputs.pool)
+    for _, fn in contenders.values():
+        for i in range(warmup):
+            fn(i % n_pool)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    rng = random.Random(f"{seed}:{case.name}")  # str seeds are stable across runs
+    names = list(contenders)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    orders = []
+    cursor = 0  # the next pair of the pool, across contenders and rounds
+    for _ in range(rounds):
+        order = rng.sample(names, len(names))
+        orders.append(order)
+        for name in order:
+            fn = contenders[name][1]
+            first = cursor
+
+            def calls(fn=fn, first=first) -> None:
+                for j in range(case.number):
+                    fn((first + j) % n_pool)
+
+            samples[name].append(clock.time(calls) / case.number)
+            cursor = (cursor + case.number) % n_pool
+    nbytes = case.bytes_per_call()
+    result: dict[str, object] = {
+        **asdict(case),
+        "q_shape": [case.batch, case.n_q, case.seq, case.head_dim],
+        "k_shape": [case.batch, case.n_k, case.seq, case.head_dim],
+        "bytes_per_call": nbytes,
+        "pool": n_pool,
+        "rounds": rounds,
+        "warmup": warmup,
+        "orders": orders,
+        "contenders": {},
+    }
+    floor = samples["copy"]
+    for name in names:
+        s = samples[name]
+        median = statistics.median(s)
+        gb_per_s = nbytes / median / 1e9
+        result["contenders"][name] = {  # type: ignore[index]
+            "label": contenders[name][0],
+            "median_us": median * 1e6,
+            **_quantiles(s),
+            "min_us": min(s) * 1e6,
+            "gb_per_s": gb_per_s,
+            "fraction_of_copy_bandwidth": gb_per_s / copy_gb_per_s,
+            "ratio_to_copy": statistics.median(t / f for t, f in zip(s, floor, strict=True)),
+            "samples_us": [t * 1e6 for t in s],
+        }
+    return result
+
+
+def _driver_version() -> str | None:
+    try:
+        done = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None
+
+
+def _meta(device: torch.device, *, dry_run: bool, seed: int, compile_backend: str | None) -> dict:
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    meta: dict[str, object] = {
+        "dry_run": dry_run,
+        "device": str(device),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "triton": triton_version,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "seed": seed,
+        "compile_backend": compile_backend,
+    }
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        meta.update(
+            device_name=props.name,
+            capability=list(torch.cuda.get_device_capability(device)),
+            multiprocessors=props.multi_processor_count,
+            memory_bytes=props.total_memory,
+            l2_cache_bytes=getattr(props, "L2_cache_size", None),
+            driver=_driver_version(),
+        )
+    else:
+        meta.update(device_name=platform.processor() or platform.machine())
+    return meta
+
+
+def run(
+    *,
+    dry_run: bool = False,
+    rounds: int | None = None,
+    seed: int = 0,
+    compile_backend: str | None = None,
+    log: Callable[[str], None] | None = None,
+) -> dict[str, object]:
+    """Measure every case; the record as a JSON-ready dict."""
+    if dry_run:
+        device = torch.device("cpu")
+        compile_backend = compile_backend or "eager"
+        rounds = rounds or 2
+        warmup, l2_bytes = 1, 0
+        copy = measure_copy_bandwidth(device, nbytes=1 << 20, repeats=3)
+    else:
+        if not torch.cuda.is_available():
+            raise SystemExit("no CUDA device: run with --dry-run to check the command on the CPU")
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            raise SystemExit("TRITON_INTERPRET=1 is set: unset it to run the kernel on the GPU")
+        device = torch.device("cuda")
+        compile_backend = compile_backend or "inductor"
+        rounds = rounds or 30
+        warmup = 5
+        l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
+        copy = measure_copy_bandwidth(device)
+    record: dict[str, object] = {
+        "meta": _meta(device, dry_run=dry_run, seed=seed, compile_backend=compile_backend),
+        "copy_bandwidth": copy,
+        "cases": {},
+    }
+    for case in build_cases(dry_run=dry_run):
+        if log:
+            log(f"timing {case.name} ...")
+        record["cases"][case.name] = time_case(  # type: ignore[index]
+            case,
+            device,
+            rounds=rounds,
+            warmup=warmup,
+            seed=seed,
+            l2_bytes=l2_bytes,
+            copy_gb_per_s=copy["gb_per_s"],  # type: ignore[arg-type]
+            interpret=dry_run,
+            compile_backend=compile_backend,
+        )
+    return record
+
+
+def format_record(record: dict[str, object]) -> str:
+    """The record as one plain-text table per case."""
+    meta = record["meta"]
+    copy = record["copy_bandwidth"]
+    lines = [
+        f"{meta['device_name']}: torch {meta['torch']}, triton {meta['triton']}, "
+        f"driver {meta.get('driver')}; copy bandwidth {copy['gb_per_s']:.1f} GB/s"
+        + ("  [DRY RUN: nothing measured]" if meta["dry_run"] else ""),
+    ]
+    for name, case in record["cases"].items():
+        lines += [
+            "",
+            f"[{name}] q {tuple(case['q_shape'])}, k {tuple(case['k_shape'])}, "
+            f"{case['rounds']} rounds x {case['number']} calls, pool of {case['pool']}",
+            f"{'contender':46s} {'median us':>10s} {'q25-q75 us':>19s} {'GB/s':>8s} "
+            f"{'of copy':>8s} {'x copy':>7s}",
+        ]
+        for c in case["contenders"].values():
+            iqr = f"{c['q25_us']:.4g}-{c['q75_us']:.4g}"
+            lines.append(
+                f"{c['label'][:46]:46s} {c['median_us']:10.4g} {iqr:>19s} {c['gb_per_s']:8.4g} "
+                f"{c['fraction_of_copy_bandwidth']:8.2f} {c['ratio_to_copy']:7.2f}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line: ``python -m posenc_lab.gpu_bench [--dry-run] [--json PATH] ...``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m posenc_lab.gpu_bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--json", metavar="PATH", help="write the record as JSON to PATH")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="tiny shapes on the CPU, the kernel in Triton's interpreter: checks, measures nothing",
+    )
+    parser.add_argument("--rounds", type=int, help="rounds per case (default 30; 2 dry)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the inputs and the orders")
+    args = parser.parse_args(argv)
+    if args.rounds is not None and args.rounds < 1:
+        parser.error("--rounds must be >= 1")
+    record = run(
+        dry_run=args.dry_run,
+        rounds=args.rounds,
+        seed=args.seed,
+        log=lambda s: print(s, file=sys.stderr, flush=True),
+    )
+    print(format_record(record))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""posenc_lab.gpu_bench: its dry run on the CPU goes through every step and writes the record.
+
+No GPU here: ``--dry-run`` runs the same code with tiny shapes on the CPU
+(the Triton kernel in Triton's interpreter, ``torch.compile`` with its
+``eager`` backend). Nothing asserts a speed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+
+import pytest
+import torch
+
+import posenc_lab.gpu_bench as gpu_bench
+from posenc_lab.gpu_bench import Case, build_cases, main, time_case
+
+HAS_TRITON = importlib.util.find_spec("triton") is not None
+CONTENDERS = {"copy", "eager_formula", "apply_rope", "compiled_module"} | (
+    {"triton", "triton_inplace"} if HAS_TRITON else set()
+)
+QUANTILE_FIELDS = ("q10_us", "q25_us", "median_us", "q75_us", "q90_us")
+
+
+@pytest.fixture(scope="module")
+def record(tmp_path_factory):
+    path = tmp_path_factory.mktemp("gpu") / "record.json"
+    assert main(["--dry-run", "--json", str(path)]) == 0
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_the_dry_run_writes_a_record_that_says_so(record):
+    meta = record["meta"]
+    assert meta["dry_run"] is True and meta["device"] == "cpu"
+    assert meta["compile_backend"] == "eager"
+    assert {"torch", "triton", "cuda_runtime", "python", "platform", "seed"} <= set(meta)
+    assert meta["torch"] == torch.__version__
+    copy = record["copy_bandwidth"]
+    assert copy["bytes_moved"] == 2 * copy["bytes"] and copy["gb_per_s"] > 0
+
+
+def test_every_case_and_contender_is_recorded(record):
+    cases = {c.name: c for c in build_cases(dry_run=True)}
+    assert (
+        set(record["cases"])
+        == set(cases)
+        == {
+            "prefill-bfloat16",
+            "decode_batched-bfloat16",
+            "prefill-float32",
+            "decode_batched-float32",
+        }
+    )
+    copy_rate = record["copy_bandwidth"]["gb_per_s"]
+    for name, case in record["cases"].items():
+        spec = cases[name]
+        assert case["q_shape"] == [spec.batch, spec.n_q, spec.seq, spec.head_dim]
+        assert case["k_shape"] == [spec.batch, spec.n_k, spec.seq, spec.head_dim]
+        item = {"bfloat16": 2, "float32": 4}[case["dtype"]]
+        elements = spec.batch * (spec.n_q + spec.n_k) * spec.seq * spec.head_dim
+        assert case["bytes_per_call"] == 2 * item * elements  # one read and one write of q, k
+        assert set(case["contenders"]) == CONTENDERS
+        for c in case["contenders"].values():
+            assert len(c["samples_us"]) == case["rounds"] == 2
+            assert [c[f] for f in QUANTILE_FIELDS] == sorted(c[f] for f in QUANTILE_FIELDS)
+            assert c["gb_per_s"] == pytest.approx(case["bytes_per_call"] / c["median_us"] / 1e3)
+            assert c["fraction_of_copy_bandwidth"] == pytest.approx(c["gb_per_s"] / copy_rate)
+        assert case["contenders"]["copy"]["ratio_to_copy"] == 1.0
+
+
+def test_each_round_runs_the_contenders_in_a_seeded_random_order(record):
+    for name, case in record["cases"].items():
+        names = list(case["contenders"])
+        rng = random.Random(f"0:{name}")
+        expected = [rng.sample(names, len(names)) for _ in range(case["rounds"])]
+        assert case["orders"] == expected
+        assert all(sorted(order) == sorted(names) for order in case["orders"])
+    orders = [tuple(map(tuple, c["orders"])) for c in record["cases"].values()]
+    assert len(set(orders)) > 1  # the cases do not share one sequence of orders
+
+
+def test_a_contender_that_disagrees_with_apply_rope_stops_the_run(monkeypatch):
+    monkeypatch.setattr(gpu_bench, "rotate_half", lambda x: x)  # a wrong eager formula
+    case = Case("tiny", 1, 2, 1, 4, 8, "float32", 1)
+    with pytest.raises(AssertionError, match="eager_formula"):
+        time_case(
+            case,
+            torch.device("cpu"),
+            rounds=1,
+            warmup=0,
+            seed=0,
+            l2_bytes=0,
+            copy_gb_per_s=1.0,
+            interpret=True,
+            compile_backend=None,
+        )
+
+
+def test_without_a_gpu_the_real_run_refuses(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit, match="--dry-run"):
+        main([])
+
+
+@pytest.mark.parametrize("argv", [["--rounds", "0"], ["--bogus"]])
+def test_bad_arguments(argv):
+    with pytest.raises(SystemExit):
+        main(argv)

@@ -250,7 +250,7 @@ def alibi_score_mod(
     Example:
         >>> from torch.nn.attention.flex_attention import flex_attention
         >>> q = k = v = torch.randn(1, 4, 6, 8)
-        >>> out = flex_attention(q, k, v, score_mod=alibi_score_mod(4))  # doctest: +SKIP
+        >>> out = flex_attention(q, k, v, score_mod=alibi_score_mod(4))
         >>> score_mod = alibi_score_mod(1)
         >>> score_mod(torch.zeros(()), 0, torch.tensor(0), torch.tensor(2), torch.tensor(0))
         tensor(-0.0078)

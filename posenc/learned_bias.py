@@ -16,22 +16,28 @@ Both return the ``(n_heads, q_len, k_len)`` bias that is added to the
 attention scores, with queries aligned to the end of the keys as in
 :func:`posenc.alibi_bias`: query ``i`` sits at absolute position
 ``i + k_len - q_len`` (the newest tokens of a cached sequence) and key ``j``
-at ``j``. Masking future keys is the caller's business, as for ALiBi.
+at ``j``; or at the given ``q_positions`` and ``k_positions`` (packed
+documents, left-padded batches), batched ``(b, n_heads, q, k)``. Masking
+future keys is the caller's business, as for ALiBi
+(:func:`posenc.attention_mask`). Both form the bias in float32 whatever the
+dtype of their parameters and cast it once.
 
-Shapes use ``h`` heads (``n_heads``), ``q`` queries (``q_len``) and ``k``
-keys (``k_len``).
+Shapes use ``b`` batch rows, ``h`` heads (``n_heads``), ``q`` queries
+(``q_len``) and ``k`` keys (``k_len``).
 
 Cost with a KV cache and fused attention kernels. KERPLE's bias is a
 function of the distance alone: a kernel can compute it from the two
-indices (as FlashAttention does for ALiBi's slopes, or through a
-``score_mod`` of PyTorch's FlexAttention), and a decoding step needs one
-row, ``k`` values per head, computed from the distances; nothing of size
-``q * k`` need exist. FIRE's bias depends on the distance and, beyond the
-threshold, on the query position: up to the threshold it too is a table of
-``k`` values per head (a function of the distance), beyond it each query
-row needs its own ``k`` evaluations of the MLP. These modules return the
-dense ``[h, q, k]`` tensor, which is what an unfused attention adds; a dense
-bias of that size is what rules out the fastest kernels at long lengths.
+indices (as FlashAttention does for ALiBi's slopes), and a decoding step
+needs one row, ``k`` values per head, computed from the distances; nothing
+of size ``q * k`` need exist. FIRE's bias depends on the distance and,
+beyond the threshold, on the query position: up to the threshold it too is
+a table of ``k`` values per head (a function of the distance), beyond it
+each query row needs its own ``k`` evaluations of the MLP. ``forward``
+returns the dense ``[h, q, k]`` tensor, which is what an unfused attention
+(or SDPA's ``attn_mask``) adds, and a dense bias of that size is what rules
+out the fastest kernels at long lengths; ``score_mod()`` gives the same
+bias one score at a time for PyTorch's FlexAttention, which compiles it
+into its kernel (FIRE's MLP then runs once per score).
 
 References:
     Ta-Chung Chi, Ting-Han Fan, Peter J. Ramadge, Alexander I. Rudnicky,
@@ -319,7 +325,7 @@ class KerpleBias(nn.Module):
             >>> bias = KerpleBias(4)
             >>> q = k = v = torch.randn(1, 4, 6, 8)
             >>> from torch.nn.attention.flex_attention import flex_attention
-            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())  # doctest: +SKIP
+            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())
         """
         query_position, key_position = index_positions(
             q_len, k_len, q_positions, k_positions, device=self.r1_raw.device
@@ -606,13 +612,15 @@ class FireBias(nn.Module):
             >>> bias = FireBias(4, threshold=16.0)
             >>> q = k = v = torch.randn(1, 4, 6, 8)
             >>> from torch.nn.attention.flex_attention import flex_attention
-            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())  # doctest: +SKIP
+            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())
         """
         query_position, key_position = index_positions(
             q_len, k_len, q_positions, k_positions, device=self.c.device
         )
         work = _work_dtype(self.c.dtype)
-        c, threshold = self._settings(work)
+        # [1]-shaped, read as [0] below: eager FlexAttention's backward cannot
+        # return the gradient of a 0-d tensor captured by a score_mod
+        c, threshold = (t.reshape(1) for t in self._settings(work))
         first, activation, last = self.mlp
         w1, b1 = first.weight.to(work)[:, 0], first.bias.to(work)  # [hidden] each
         w2, b2 = last.weight.to(work), last.bias.to(work)  # [h, hidden], [h]
@@ -621,7 +629,7 @@ class FireBias(nn.Module):
         def score_mod(score, b, h, q_idx, kv_idx):
             query_pos = query_position(b, q_idx)
             distance = (key_position(b, kv_idx) - query_pos).abs().to(work)
-            x = argument(c, threshold, distance, query_pos.to(work))
+            x = argument(c[0], threshold[0], distance, query_pos.to(work))
             bias = b2[h]
             for unit in range(
                 w1.shape[0]

@@ -28,8 +28,23 @@ the key when all of these that apply hold::
 top left (query ``i`` sees keys ``j <= i``), which is wrong when fewer
 queries than keys are computed, as in chunked prefill; the causal rule here
 is aligned to the bottom right, as ``torch.nn.attention.bias.causal_lower_right``.
+The causal window keeps the ``w`` newest keys, the query's own included, as
+Hugging Face transformers' ``sliding_window_overlay`` does for Mistral's
+``sliding_window``.
 
 Shapes use ``b`` batch rows, ``h`` heads, ``q`` queries and ``k`` keys.
+
+References:
+    PyTorch, ``torch.nn.functional.scaled_dot_product_attention`` (a boolean
+    ``attn_mask`` is ``True`` where a query attends; a float one is added)
+    and ``torch.nn.attention.flex_attention``; Juechu Dong, Boyuan Feng,
+    Driss Guessous, Yanbo Liang, Horace He, "Flex Attention: A Programming
+    Model for Generating Optimized Attention Kernels", 2024,
+    https://arxiv.org/abs/2412.05496 (document masks, sliding windows and
+    ALiBi as ``mask_mod`` and ``score_mod``).
+
+    Albert Q. Jiang et al., "Mistral 7B", 2023,
+    https://arxiv.org/abs/2310.06825 (sliding-window attention).
 """
 
 from __future__ import annotations

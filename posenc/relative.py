@@ -417,7 +417,7 @@ class T5RelativeBias(nn.Module):
             >>> bias = T5RelativeBias(4)
             >>> q = k = v = torch.randn(1, 4, 6, 8)
             >>> from torch.nn.attention.flex_attention import flex_attention
-            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())  # doctest: +SKIP
+            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())
         """
         weight = self.relative_attention_bias.weight  # [num_buckets, h]
         query_position, key_position = index_positions(

@@ -439,3 +439,38 @@ def test_fire_ignores_autocast():
             out = fire(3, 40)
     assert out.dtype == torch.float32
     assert torch.equal(out, expected)
+
+
+# ---------------------------------------------------------------- examples
+
+
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+@pytest.mark.parametrize(
+    "name",
+    [
+        "alibi_bias",
+        "alibi_score_mod",
+        "attention_mask",
+        "attention_mask_mod",
+        "T5RelativeBias",
+        "T5RelativeBias.score_mod",
+        "KerpleBias.score_mod",
+        "FireBias.score_mod",
+        "RelativePositionEmbedding",
+    ],
+)
+def test_docstring_examples_run_as_printed(name):
+    import doctest
+
+    import posenc
+
+    obj = posenc
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    globs = {"torch": torch, **{n: getattr(posenc, n) for n in posenc.__all__}}
+    tests = doctest.DocTestFinder(recurse=False).find(obj, name, globs=globs)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE)
+    for test in tests:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.attempted > 0 and result.failed == 0

@@ -244,7 +244,11 @@ def t5_relative_position_bucket(
 
 
 def _t5_bucket_pointwise(
-    relative_position: torch.Tensor, *, bidirectional: bool, num_buckets: int, max_distance: int
+    relative_position: torch.Tensor,
+    *,
+    bidirectional: bool,
+    side: int,
+    thresholds: tuple[int, ...],
 ) -> torch.Tensor:
     """:func:`t5_relative_position_bucket` from comparisons with Python integers only.
 
@@ -252,9 +256,10 @@ def _t5_bucket_pointwise(
     function, where neither ``torch.bucketize`` nor a new tensor of
     thresholds is allowed; counting the thresholds ``<= distance`` one
     comparison at a time gives the same bucket (``bucketize(...,
-    right=True)``). Settings are validated by the caller.
+    right=True)``). ``side`` is the number of buckets per side and
+    ``thresholds`` are ``_t5_thresholds(side, max_distance)``, found by the
+    caller outside the traced function.
     """
-    side = num_buckets // 2 if bidirectional else num_buckets
     max_exact = side // 2
     if bidirectional:
         offset = (relative_position > 0).to(torch.int64) * side
@@ -262,7 +267,6 @@ def _t5_bucket_pointwise(
     else:
         offset = 0
         distance = (-relative_position).clamp_min(0)
-    thresholds = _t5_thresholds_constant(side, max_distance)
     log_bucket = max_exact + sum((distance >= t).to(torch.int64) for t in thresholds)
     return torch.where(distance < max_exact, distance.to(torch.int64), log_bucket) + offset
 
@@ -423,10 +427,11 @@ class T5RelativeBias(nn.Module):
         query_position, key_position = index_positions(
             q_len, k_len, q_positions, k_positions, device=weight.device
         )
+        side = self.num_buckets // 2 if self.bidirectional else self.num_buckets
         settings = {
             "bidirectional": self.bidirectional,
-            "num_buckets": self.num_buckets,
-            "max_distance": self.max_distance,
+            "side": side,
+            "thresholds": _t5_thresholds_constant(side, self.max_distance),
         }
 
         def score_mod(score, b, h, q_idx, kv_idx):

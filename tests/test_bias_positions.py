@@ -27,7 +27,7 @@ from posenc import (
     alibi_slopes,
     t5_relative_position_bucket,
 )
-from posenc.relative import _t5_bucket_pointwise
+from posenc.relative import _t5_bucket_pointwise, _t5_thresholds
 
 H = 3
 
@@ -329,15 +329,15 @@ def test_t5_pointwise_bucket_equals_the_bucketize_form(bidirectional, num_bucket
     if bidirectional and num_buckets < 4:
         pytest.skip("no exact bucket")
     relative = torch.arange(-3 * max_distance, 3 * max_distance + 1)
-    settings = {
-        "bidirectional": bidirectional,
-        "num_buckets": num_buckets,
-        "max_distance": max_distance,
-    }
-    assert torch.equal(
-        _t5_bucket_pointwise(relative, **settings),
-        t5_relative_position_bucket(relative, **settings),
+    side = num_buckets // 2 if bidirectional else num_buckets
+    thresholds = _t5_thresholds(side, max_distance)
+    pointwise = _t5_bucket_pointwise(
+        relative, bidirectional=bidirectional, side=side, thresholds=thresholds
     )
+    expected = t5_relative_position_bucket(
+        relative, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    assert torch.equal(pointwise, expected)
 
 
 flex = pytest.importorskip("torch.nn.attention.flex_attention")

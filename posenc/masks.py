@@ -169,7 +169,7 @@ def attention_mask(
 ) -> torch.Tensor:
     """The ``attn_mask`` of ``scaled_dot_product_attention``: causal, windowed, per document, with a bias.
 
-    Query ``i`` attends key ``j`` when (see the module docstring)
+    Query ``i`` attends key ``j`` when
     ``k_pos <= q_pos`` (``causal``), ``q_pos - k_pos < window`` (or
     ``|q_pos - k_pos| < window`` when not causal) and the two share a
     document id. Positions come from the lengths, ``q_pos = i + k_len -

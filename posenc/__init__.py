@@ -11,10 +11,11 @@ from posenc.absolute import (
     SinusoidalPositionalEncoding,
     sinusoidal,
 )
-from posenc.alibi import alibi_bias, alibi_slopes
+from posenc.alibi import alibi_bias, alibi_score_mod, alibi_slopes
 from posenc.attention import attention
 from posenc.cope import CoPE
 from posenc.learned_bias import FireBias, KerpleBias
+from posenc.masks import attention_mask, attention_mask_mod
 from posenc.mrope import apply_mrope, grid_positions
 from posenc.randomized import random_positions
 from posenc.relative import (
@@ -57,11 +58,14 @@ __all__ = [
     "YarnScaling",
     "__version__",
     "alibi_bias",
+    "alibi_score_mod",
     "alibi_slopes",
     "apply_mrope",
     "apply_rope",
     "apply_xpos",
     "attention",
+    "attention_mask",
+    "attention_mask_mod",
     "grid_positions",
     "llama4_attention_temperature",
     "random_positions",

@@ -30,6 +30,11 @@ computed, so the extra work is of order ``k + P * d`` per query and head,
 small beside the ``k * d`` of the scores when ``P`` is small; what costs is
 that the scores must exist before the bias can be formed.
 
+Packed documents and padding need no positions: CoPE takes them from the
+mask. With the scores of other documents (or of padding) at ``-inf``, their
+gates are 0, so a query counts only the keys of its own document (see
+:func:`posenc.attention_mask` with document ids).
+
 References:
     Olga Golovneva, Tianlu Wang, Jason Weston, Sainbayar Sukhbaatar,
     "Contextual Position Encoding: Learning to Count What's Important",

@@ -16,22 +16,28 @@ Both return the ``(n_heads, q_len, k_len)`` bias that is added to the
 attention scores, with queries aligned to the end of the keys as in
 :func:`posenc.alibi_bias`: query ``i`` sits at absolute position
 ``i + k_len - q_len`` (the newest tokens of a cached sequence) and key ``j``
-at ``j``. Masking future keys is the caller's business, as for ALiBi.
+at ``j``; or at the given ``q_positions`` and ``k_positions`` (packed
+documents, left-padded batches), batched ``(b, n_heads, q, k)``. Masking
+future keys is the caller's business, as for ALiBi
+(:func:`posenc.attention_mask`). Both form the bias in float32 whatever the
+dtype of their parameters and cast it once.
 
-Shapes use ``h`` heads (``n_heads``), ``q`` queries (``q_len``) and ``k``
-keys (``k_len``).
+Shapes use ``b`` batch rows, ``h`` heads (``n_heads``), ``q`` queries
+(``q_len``) and ``k`` keys (``k_len``).
 
 Cost with a KV cache and fused attention kernels. KERPLE's bias is a
 function of the distance alone: a kernel can compute it from the two
-indices (as FlashAttention does for ALiBi's slopes, or through a
-``score_mod`` of PyTorch's FlexAttention), and a decoding step needs one
-row, ``k`` values per head, computed from the distances; nothing of size
-``q * k`` need exist. FIRE's bias depends on the distance and, beyond the
-threshold, on the query position: up to the threshold it too is a table of
-``k`` values per head (a function of the distance), beyond it each query
-row needs its own ``k`` evaluations of the MLP. These modules return the
-dense ``[h, q, k]`` tensor, which is what an unfused attention adds; a dense
-bias of that size is what rules out the fastest kernels at long lengths.
+indices (as FlashAttention does for ALiBi's slopes), and a decoding step
+needs one row, ``k`` values per head, computed from the distances; nothing
+of size ``q * k`` need exist. FIRE's bias depends on the distance and,
+beyond the threshold, on the query position: up to the threshold it too is
+a table of ``k`` values per head (a function of the distance), beyond it
+each query row needs its own ``k`` evaluations of the MLP. ``forward``
+returns the dense ``[h, q, k]`` tensor, which is what an unfused attention
+(or SDPA's ``attn_mask``) adds, and a dense bias of that size is what rules
+out the fastest kernels at long lengths; ``score_mod()`` gives the same
+bias one score at a time for PyTorch's FlexAttention, which compiles it
+into its kernel (FIRE's MLP then runs once per score).
 
 References:
     Ta-Chung Chi, Ting-Han Fan, Peter J. Ramadge, Alexander I. Rudnicky,
@@ -49,12 +55,15 @@ References:
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from posenc._checks import check_choice, check_positive_float, check_size
-from posenc.alibi import _check_lengths, _relative_positions
+from posenc._positions import bias_positions, index_positions, relative_positions
 
 __all__ = ["FireBias", "KerpleBias"]
 
@@ -70,6 +79,18 @@ _KERPLE_A_SCALE = 1.0
 # An initial draw below the floor starts this far above it (the map below
 # reaches the floor itself only in the limit).
 _KERPLE_INIT_MARGIN = 1e-6
+
+
+def _work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a bias is formed in: float32, or float64 for a float64 module."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _autocast_off(device: torch.device):
+    """Keep autocast from running a bias's matrix products in bfloat16 or float16."""
+    if torch.amp.is_autocast_available(device.type):
+        return torch.autocast(device.type, enabled=False)
+    return contextlib.nullcontext()
 
 
 def _inverse_softplus(y: torch.Tensor) -> torch.Tensor:
@@ -118,7 +139,10 @@ class KerpleBias(nn.Module):
     Precision. The official code casts its distance matrix to the dtype of
     the scores (``diff.to(x.dtype)``), bfloat16 in the paper's runs, which
     rounds integer distances above 256 (to multiples of 64 between 8192 and
-    16384). Here the distances take the dtype of the parameters.
+    16384). Here the bias is formed in float32 (float64 for a float64
+    module) whatever the dtype of the parameters, and cast to it once at the
+    end: after ``.to(torch.bfloat16)`` it equals the float32 bias of the same
+    (rounded) parameters cast to bfloat16.
 
     Initialisation, as the official code: per head, the parameter that the
     code calls ``bias_p`` is drawn from ``U(0, 2)`` and ``bias_a`` from
@@ -180,44 +204,139 @@ class KerpleBias(nn.Module):
             self.r1_raw.copy_(raw1)
             self.r2_raw.copy_(raw2)
 
+    def _r1_r2(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``r1`` and ``r2`` formed in ``dtype`` from the raw parameters, shape ``[h]`` each."""
+        r1 = _KERPLE_FLOOR + F.softplus(self.r1_raw.to(dtype))
+        r2_raw = self.r2_raw.to(dtype)
+        if self.kind == "log":
+            r2 = _KERPLE_FLOOR + F.softplus(r2_raw)
+        else:
+            r2 = _KERPLE_MAX_POWER - (_KERPLE_MAX_POWER - _KERPLE_FLOOR) * torch.sigmoid(-r2_raw)
+        return r1, r2
+
     @property
     def r1(self) -> torch.Tensor:
         """The scale ``r1 >= 0.01`` of each head, shape ``[h]``."""
-        return _KERPLE_FLOOR + F.softplus(self.r1_raw)
+        return self._r1_r2(self.r1_raw.dtype)[0]
 
     @property
     def r2(self) -> torch.Tensor:
         """The kernel's inner parameter, shape ``[h]``: ``>= 0.01``, and ``<= 2`` for ``"power"``."""
-        if self.kind == "log":
-            return _KERPLE_FLOOR + F.softplus(self.r2_raw)
-        return _KERPLE_MAX_POWER - (_KERPLE_MAX_POWER - _KERPLE_FLOOR) * torch.sigmoid(-self.r2_raw)
+        return self._r1_r2(self.r2_raw.dtype)[1]
 
-    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys.
+    def _bias(self, r1: torch.Tensor, r2: torch.Tensor, distance: torch.Tensor) -> torch.Tensor:
+        """``-r1 * log(1 + r2 d)`` or ``-r1 * d ** r2``, elementwise on broadcasting tensors."""
+        if self.kind == "log":
+            kernel = r1 * torch.log1p(r2 * distance)
+        else:
+            kernel = r1 * distance.pow(r2)
+        return 0.0 - kernel  # not -kernel: distance 0 gives +0.0, not -0.0
+
+    def forward(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys, or at given positions.
+
+        With positions, ``|p_i - j|`` is ``|q_positions[..., i] -
+        k_positions[..., j]|``: packed documents (positions restarting at 0
+        in each) and left-padded batches (each row counting from its first
+        real token). With ``arange`` positions the result equals the length
+        form. Formed in float32 (float64 for a float64 module), cast once to
+        the dtype of the parameters.
 
         Args:
-            q_len (int): number of queries, ``>= 0``.
+            q_len (int | None): number of queries, ``>= 0``; required unless
+                the positions are given.
             k_len (int | None): number of keys, ``>= q_len``; ``None`` for
                 ``q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions of the queries, ``[q]`` or batched
+                ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: integer positions of the keys, ``[k]`` or
+                ``[b, k]``.
 
         Returns:
-            torch.Tensor: bias of shape ``[h, q, k]`` on the device and in the
-            dtype of the parameters, to be broadcast against scores
-            ``[b, h, q, k]``.
+            torch.Tensor: bias of shape ``[h, q, k]`` (``[b, h, q, k]`` for
+            batched positions) on the device and in the dtype of the
+            parameters, to be broadcast against scores ``[b, h, q, k]``.
 
         Raises:
-            TypeError: if a length is not an integer.
-            ValueError: if a length is negative or ``q_len > k_len``.
+            TypeError: if a length is not an integer or a position argument
+                not a tensor.
+            ValueError: if a length is negative or ``q_len > k_len``; lengths
+                and positions mixed or only one position tensor given; a
+                position tensor not an integer tensor of one or two axes, or
+                the two of different batch sizes.
         """
-        q_len, k_len = _check_lengths(q_len, k_len)
-        r1 = self.r1[:, None, None]  # [h, 1, 1]
-        r2 = self.r2[:, None, None]  # [h, 1, 1]
-        distance = _relative_positions(q_len, k_len, r1.device).abs().to(r1.dtype)  # [q, k]
-        if self.kind == "log":
-            kernel = r1 * torch.log1p(r2 * distance)  # [h, q, k]
-        else:
-            kernel = r1 * distance.pow(r2)  # [h, q, k]
-        return 0.0 - kernel  # not -kernel: distance 0 gives +0.0, not -0.0
+        dtype = self.r1_raw.dtype
+        q_pos, k_pos = bias_positions(
+            q_len, k_len, q_positions, k_positions, device=self.r1_raw.device
+        )
+        r1, r2 = self._r1_r2(_work_dtype(dtype))  # [h] each
+        distance = relative_positions(q_pos, k_pos).abs().to(r1.dtype)  # [q, k] or [b, q, k]
+        bias = self._bias(r1[:, None, None], r2[:, None, None], distance.unsqueeze(-3))
+        return bias.to(dtype)  # [..., h, q, k]
+
+    def score_mod(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> Callable[..., torch.Tensor]:
+        """This bias as a FlexAttention ``score_mod``, one score at a time.
+
+        Returns ``score_mod(score, b, h, q_idx, kv_idx) -> score + bias``, the
+        function ``torch.nn.attention.flex_attention.flex_attention`` applies
+        to each score, with the bias of :meth:`forward` (formed in float32,
+        cast to the score's dtype). Query ``q_idx`` sits at
+        ``q_idx + k_len - q_len`` (``q_idx`` when no lengths are given) and
+        key ``kv_idx`` at ``kv_idx``, or at ``q_positions[b, q_idx]`` and
+        ``k_positions[b, kv_idx]`` (``[q_idx]``, ``[kv_idx]`` unbatched).
+
+        ``r1`` and ``r2`` are formed when ``score_mod()`` is called (with
+        their autograd graph): call it once per forward pass.
+
+        Args:
+            q_len (int | None): number of queries, ``>= 0``; ``None`` with
+                ``k_len=None`` for self-attention (``q_len == k_len``).
+            k_len (int | None): number of keys, ``>= q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions ``[q]`` or ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: ``[k]`` or ``[b, k]``.
+
+        Returns:
+            Callable: ``score_mod(score, b, h, q_idx, kv_idx)`` on tensors that
+            broadcast together; ``score + bias`` in the dtype of ``score``.
+
+        Raises:
+            TypeError: as :meth:`forward`.
+            ValueError: as :meth:`forward`.
+
+        Example:
+            >>> bias = KerpleBias(4)
+            >>> q = k = v = torch.randn(1, 4, 6, 8)
+            >>> from torch.nn.attention.flex_attention import flex_attention
+            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())
+        """
+        query_position, key_position = index_positions(
+            q_len, k_len, q_positions, k_positions, device=self.r1_raw.device
+        )
+        r1, r2 = self._r1_r2(_work_dtype(self.r1_raw.dtype))  # [h] each
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            distance = (key_position(b, kv_idx) - query_position(b, q_idx)).abs().to(r1.dtype)
+            return score + self._bias(r1[h], r2[h], distance).to(score.dtype)
+
+        return score_mod
 
     def extra_repr(self) -> str:
         return f"n_heads={self.n_heads}, kind={self.kind!r}"
@@ -327,51 +446,198 @@ class FireBias(nn.Module):
         """The current threshold ``L = |threshold_multiplier * initial_threshold|`` (scalar)."""
         return (self.threshold_multiplier * self.initial_threshold).abs()
 
-    def normalized_distance(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+    def _settings(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """``|c|`` and ``L`` formed in ``dtype`` (scalars)."""
+        c = self.c.to(dtype).abs()
+        threshold = (self.threshold_multiplier.to(dtype) * self.initial_threshold.to(dtype)).abs()
+        return c, threshold
+
+    @staticmethod
+    def _argument(
+        c: torch.Tensor,
+        threshold: torch.Tensor,
+        distance: torch.Tensor,
+        query_pos: torch.Tensor,
+    ) -> torch.Tensor:
+        """``psi(d) / (psi(max(L, p)) + 1e-6)``, elementwise on broadcasting float tensors."""
+        log_distance = torch.log1p(c * distance)  # psi(|p_i - j|)
+        log_normaliser = torch.log1p(c * torch.maximum(query_pos, threshold)) + _FIRE_EPS
+        return log_distance / log_normaliser
+
+    def _normalized_distance(
+        self, q_len, k_len, q_positions, k_positions, dtype: torch.dtype
+    ) -> torch.Tensor:
+        c, threshold = self._settings(dtype)
+        q_pos, k_pos = bias_positions(q_len, k_len, q_positions, k_positions, device=c.device)
+        distance = relative_positions(q_pos, k_pos).abs().to(dtype)  # [q, k] or [b, q, k]
+        query_pos = q_pos.to(dtype).unsqueeze(-1)  # [q, 1] or [b, q, 1]
+        return self._argument(c, threshold, distance, query_pos)  # [..., q, k]
+
+    def normalized_distance(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The MLP's argument ``psi(|p_i - j|) / (psi(max(L, p_i)) + 1e-6)``.
 
         Args:
-            q_len (int): number of queries, ``>= 0``.
+            q_len (int | None): number of queries, ``>= 0``; required unless
+                the positions are given.
             k_len (int | None): number of keys, ``>= q_len``; ``None`` for
                 ``q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions of the queries (``p_i``), ``[q]``
+                or batched ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: integer positions of the keys, ``[k]`` or
+                ``[b, k]``.
 
         Returns:
-            torch.Tensor: shape ``[q, k]``, on the device and in the dtype of
-            the parameters; in ``[0, 1]`` on the causal entries.
+            torch.Tensor: shape ``[q, k]`` (``[b, q, k]`` for batched
+            positions), formed in float32 (float64 for a float64 module) and
+            returned on the device and in the dtype of the parameters; in
+            ``[0, 1]`` on the causal entries.
 
         Raises:
-            TypeError: if a length is not an integer.
-            ValueError: if a length is negative or ``q_len > k_len``.
+            TypeError: if a length is not an integer or a position argument
+                not a tensor.
+            ValueError: as :meth:`forward`.
         """
-        q_len, k_len = _check_lengths(q_len, k_len)
-        c = self.c.abs()
-        device, dtype = c.device, c.dtype
-        distance = _relative_positions(q_len, k_len, device).abs().to(dtype)  # [q, k]
-        query_pos = torch.arange(k_len - q_len, k_len, device=device).to(dtype)  # [q]
-        normaliser = torch.maximum(query_pos, self.threshold.to(dtype))  # [q]
-        log_distance = torch.log1p(c * distance)  # psi(|p_i - j|), [q, k]
-        log_normaliser = torch.log1p(c * normaliser) + _FIRE_EPS  # [q]
-        return log_distance / log_normaliser[:, None]  # [q, k]
+        dtype = self.c.dtype
+        x = self._normalized_distance(q_len, k_len, q_positions, k_positions, _work_dtype(dtype))
+        return x.to(dtype)
 
-    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys.
+    def forward(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys, or at given positions.
+
+        With positions, ``p_i = q_positions[..., i]`` (the normaliser's query
+        position too) and the key sits at ``k_positions[..., j]``: packed
+        documents (positions restarting at 0 in each) and left-padded
+        batches (each row counting from its first real token). With
+        ``arange`` positions the result equals the length form.
+
+        Precision: the argument and the MLP are computed in float32 (float64
+        for a float64 module), with autocast off, whatever the dtype of the
+        parameters, and the bias is cast to that dtype once at the end.
 
         Args:
-            q_len (int): number of queries, ``>= 0``.
+            q_len (int | None): number of queries, ``>= 0``; required unless
+                the positions are given.
             k_len (int | None): number of keys, ``>= q_len``; ``None`` for
                 ``q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions of the queries, ``[q]`` or batched
+                ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: integer positions of the keys, ``[k]`` or
+                ``[b, k]``.
 
         Returns:
-            torch.Tensor: bias of shape ``[h, q, k]`` on the device and in the
-            dtype of the parameters, to be broadcast against scores
-            ``[b, h, q, k]``.
+            torch.Tensor: bias of shape ``[h, q, k]`` (``[b, h, q, k]`` for
+            batched positions) on the device and in the dtype of the
+            parameters, to be broadcast against scores ``[b, h, q, k]``.
 
         Raises:
-            TypeError: if a length is not an integer.
-            ValueError: if a length is negative or ``q_len > k_len``.
+            TypeError: if a length is not an integer or a position argument
+                not a tensor.
+            ValueError: if a length is negative or ``q_len > k_len``; lengths
+                and positions mixed or only one position tensor given; a
+                position tensor not an integer tensor of one or two axes, or
+                the two of different batch sizes.
         """
-        x = self.normalized_distance(q_len, k_len)  # [q, k]
-        return self.mlp(x.unsqueeze(-1)).permute(2, 0, 1)  # [q, k, 1] -> [q, k, h] -> [h, q, k]
+        dtype = self.c.dtype
+        work = _work_dtype(dtype)
+        first, activation, last = self.mlp
+        with _autocast_off(self.c.device):
+            x = self._normalized_distance(q_len, k_len, q_positions, k_positions, work)
+            hidden = activation(
+                F.linear(x.unsqueeze(-1), first.weight.to(work), first.bias.to(work))
+            )
+            out = F.linear(hidden, last.weight.to(work), last.bias.to(work))  # [..., q, k, h]
+        return out.movedim(-1, -3).to(dtype)  # [..., h, q, k]
+
+    def score_mod(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> Callable[..., torch.Tensor]:
+        """This bias as a FlexAttention ``score_mod``, one score at a time.
+
+        Returns ``score_mod(score, b, h, q_idx, kv_idx) -> score + bias``, the
+        function ``torch.nn.attention.flex_attention.flex_attention`` applies
+        to each score, with the bias of :meth:`forward` formed in float32 and
+        cast to the score's dtype. The MLP is evaluated per score as a sum
+        over its ``hidden`` units written out term by term (a ``score_mod``
+        must be pointwise to compile into FlexAttention's kernel), so it
+        agrees with :meth:`forward` to float32 rounding, not bit for bit.
+        Query ``q_idx`` sits at ``q_idx + k_len - q_len`` (``q_idx`` when no
+        lengths are given) and key ``kv_idx`` at ``kv_idx``, or at
+        ``q_positions[b, q_idx]`` and ``k_positions[b, kv_idx]``
+        (``[q_idx]``, ``[kv_idx]`` unbatched).
+
+        The parameters are read when ``score_mod()`` is called (with their
+        autograd graph): call it once per forward pass.
+
+        Args:
+            q_len (int | None): number of queries, ``>= 0``; ``None`` with
+                ``k_len=None`` for self-attention (``q_len == k_len``).
+            k_len (int | None): number of keys, ``>= q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions ``[q]`` or ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: ``[k]`` or ``[b, k]``.
+
+        Returns:
+            Callable: ``score_mod(score, b, h, q_idx, kv_idx)`` on tensors that
+            broadcast together; ``score + bias`` in the dtype of ``score``.
+
+        Raises:
+            TypeError: as :meth:`forward`.
+            ValueError: as :meth:`forward`.
+
+        Example:
+            >>> bias = FireBias(4, threshold=16.0)
+            >>> q = k = v = torch.randn(1, 4, 6, 8)
+            >>> from torch.nn.attention.flex_attention import flex_attention
+            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())
+        """
+        query_position, key_position = index_positions(
+            q_len, k_len, q_positions, k_positions, device=self.c.device
+        )
+        work = _work_dtype(self.c.dtype)
+        # [1]-shaped, read as [0] below: eager FlexAttention's backward cannot
+        # return the gradient of a 0-d tensor captured by a score_mod
+        c, threshold = (t.reshape(1) for t in self._settings(work))
+        first, activation, last = self.mlp
+        w1, b1 = first.weight.to(work)[:, 0], first.bias.to(work)  # [hidden] each
+        w2, b2 = last.weight.to(work), last.bias.to(work)  # [h, hidden], [h]
+        argument = self._argument
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            query_pos = query_position(b, q_idx)
+            distance = (key_position(b, kv_idx) - query_pos).abs().to(work)
+            x = argument(c[0], threshold[0], distance, query_pos.to(work))
+            bias = b2[h]
+            for unit in range(
+                w1.shape[0]
+            ):  # f(x)[h] = b2[h] + sum_u w2[h, u] relu(w1[u] x + b1[u])
+                bias = bias + w2[h, unit] * activation(w1[unit] * x + b1[unit])
+            return score + bias.to(score.dtype)
+
+        return score_mod
 
     def extra_repr(self) -> str:
         return (

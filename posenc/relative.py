@@ -11,11 +11,12 @@
 * :class:`RelativePositionEmbedding` learns one vector per clipped relative
   position (Shaw et al. 2018), to be used inside the attention computation.
 
-Shapes use ``h`` heads (``n_heads``), ``q`` queries (``q_len``), ``k`` keys
-(``k_len``) and ``d`` features (``dim``). As in :func:`posenc.alibi_bias`,
-query ``i`` sits at absolute position ``i + k_len - q_len`` (the newest
-tokens of a cached sequence) and key ``j`` at ``j``, so queries may not
-outnumber keys.
+Shapes use ``b`` batch rows, ``h`` heads (``n_heads``), ``q`` queries
+(``q_len``), ``k`` keys (``k_len``) and ``d`` features (``dim``). As in
+:func:`posenc.alibi_bias`, query ``i`` sits at absolute position
+``i + k_len - q_len`` (the newest tokens of a cached sequence) and key ``j``
+at ``j``, so queries may not outnumber keys; or the positions are given
+(``q_positions``, ``k_positions``: packed documents, left-padded batches).
 
 References:
     Colin Raffel et al., "Exploring the Limits of Transfer Learning with a
@@ -33,13 +34,14 @@ from __future__ import annotations
 import math
 import struct
 from bisect import bisect_left
+from collections.abc import Callable
 from functools import lru_cache
 
 import torch
 from torch import nn
 
 from posenc._checks import check_bool, check_size, check_tensor
-from posenc.alibi import _check_lengths, _relative_positions
+from posenc._positions import bias_positions, index_positions, relative_positions
 
 __all__ = [
     "RelativePositionEmbedding",
@@ -241,6 +243,34 @@ def t5_relative_position_bucket(
     return bucket if offset is None else bucket + offset
 
 
+def _t5_bucket_pointwise(
+    relative_position: torch.Tensor,
+    *,
+    bidirectional: bool,
+    side: int,
+    thresholds: tuple[int, ...],
+) -> torch.Tensor:
+    """:func:`t5_relative_position_bucket` from comparisons with Python integers only.
+
+    FlexAttention compiles a ``score_mod`` into its kernel as a pointwise
+    function, where neither ``torch.bucketize`` nor a new tensor of
+    thresholds is allowed; counting the thresholds ``<= distance`` one
+    comparison at a time gives the same bucket (``bucketize(...,
+    right=True)``). ``side`` is the number of buckets per side and
+    ``thresholds`` are ``_t5_thresholds(side, max_distance)``, found by the
+    caller outside the traced function.
+    """
+    max_exact = side // 2
+    if bidirectional:
+        offset = (relative_position > 0).to(torch.int64) * side
+        distance = relative_position.abs()
+    else:
+        offset = 0
+        distance = (-relative_position).clamp_min(0)
+    log_bucket = max_exact + sum((distance >= t).to(torch.int64) for t in thresholds)
+    return torch.where(distance < max_exact, distance.to(torch.int64), log_bucket) + offset
+
+
 class T5RelativeBias(nn.Module):
     """T5's learned relative position bias (Raffel et al. 2020).
 
@@ -296,35 +326,120 @@ class T5RelativeBias(nn.Module):
         """Draw the table from ``N(0, 0.02^2)``."""
         nn.init.normal_(self.relative_attention_bias.weight, mean=0.0, std=_INIT_STD)
 
-    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
-        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys.
+    def forward(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys, or at given positions.
 
-        Query ``i`` sits at position ``i + k_len - q_len`` and key ``j`` at
-        ``j``; ``out[h, i, j] = weight[bucket(j - (i + k_len - q_len)), h]``.
+        Query ``i`` sits at position ``q_pos = i + k_len - q_len`` and key
+        ``j`` at ``k_pos = j``, or at ``q_positions[..., i]`` and
+        ``k_positions[..., j]``; ``out[..., h, i, j] = weight[bucket(k_pos -
+        q_pos), h]``. Positions express packed documents (restarting at 0 in
+        each) and left-padded batches (each row counting from its first real
+        token); with ``arange`` positions the result equals the length form.
 
         Args:
-            q_len (int): number of queries, ``>= 0``.
+            q_len (int | None): number of queries, ``>= 0``; required unless
+                the positions are given.
             k_len (int | None): number of keys, ``>= q_len``; ``None`` for
                 ``q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions of the queries, ``[q]`` or batched
+                ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: integer positions of the keys, ``[k]`` or
+                ``[b, k]``.
 
         Returns:
-            torch.Tensor: bias of shape ``[h, q, k]`` on the device and in the
-            dtype of the table, to be broadcast against scores ``[b, h, q, k]``.
+            torch.Tensor: bias of shape ``[h, q, k]`` (``[b, h, q, k]`` for
+            batched positions) on the device and in the dtype of the table, to
+            be broadcast against scores ``[b, h, q, k]``.
 
         Raises:
-            TypeError: if a length is not an integer.
-            ValueError: if a length is negative or ``q_len > k_len``.
+            TypeError: if a length is not an integer or a position argument
+                not a tensor.
+            ValueError: if a length is negative or ``q_len > k_len``; lengths
+                and positions mixed or only one position tensor given; a
+                position tensor not an integer tensor of one or two axes, or
+                the two of different batch sizes.
         """
-        q_len, k_len = _check_lengths(q_len, k_len)
         weight = self.relative_attention_bias.weight  # [num_buckets, h]
-        relative_position = _relative_positions(q_len, k_len, weight.device)  # [q, k]
+        q_pos, k_pos = bias_positions(q_len, k_len, q_positions, k_positions, device=weight.device)
         bucket = t5_relative_position_bucket(
-            relative_position,
+            relative_positions(q_pos, k_pos),
             bidirectional=self.bidirectional,
             num_buckets=self.num_buckets,
             max_distance=self.max_distance,
-        )  # [q, k]
-        return self.relative_attention_bias(bucket).permute(2, 0, 1)  # [h, q, k]
+        )  # [q, k] or [b, q, k]
+        return self.relative_attention_bias(bucket).movedim(-1, -3)  # [..., h, q, k]
+
+    def score_mod(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> Callable[..., torch.Tensor]:
+        """This bias as a FlexAttention ``score_mod``, one score at a time.
+
+        Returns ``score_mod(score, b, h, q_idx, kv_idx) -> score + bias``, the
+        function ``torch.nn.attention.flex_attention.flex_attention`` applies
+        to each score: ``bias = weight[bucket(k_pos - q_pos), h]`` as in
+        :meth:`forward`, with the bucket found by comparisons (pointwise, so
+        FlexAttention can compile it into its kernel). Query ``q_idx`` sits
+        at ``q_idx + k_len - q_len`` (``q_idx`` when no lengths are given) and
+        key ``kv_idx`` at ``kv_idx``, or at ``q_positions[b, q_idx]`` and
+        ``k_positions[b, kv_idx]`` (``[q_idx]``, ``[kv_idx]`` unbatched).
+
+        The function holds the table itself, so gradients reach it; call
+        ``score_mod()`` again after moving the module.
+
+        Args:
+            q_len (int | None): number of queries, ``>= 0``; ``None`` with
+                ``k_len=None`` for self-attention (``q_len == k_len``).
+            k_len (int | None): number of keys, ``>= q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions ``[q]`` or ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: ``[k]`` or ``[b, k]``.
+
+        Returns:
+            Callable: ``score_mod(score, b, h, q_idx, kv_idx)`` on tensors that
+            broadcast together; ``score + bias`` in the dtype of ``score``.
+
+        Raises:
+            TypeError: as :meth:`forward`.
+            ValueError: as :meth:`forward`.
+
+        Example:
+            >>> bias = T5RelativeBias(4)
+            >>> q = k = v = torch.randn(1, 4, 6, 8)
+            >>> from torch.nn.attention.flex_attention import flex_attention
+            >>> out = flex_attention(q, k, v, score_mod=bias.score_mod())
+        """
+        weight = self.relative_attention_bias.weight  # [num_buckets, h]
+        query_position, key_position = index_positions(
+            q_len, k_len, q_positions, k_positions, device=weight.device
+        )
+        side = self.num_buckets // 2 if self.bidirectional else self.num_buckets
+        settings = {
+            "bidirectional": self.bidirectional,
+            "side": side,
+            "thresholds": _t5_thresholds_constant(side, self.max_distance),
+        }
+
+        def score_mod(score, b, h, q_idx, kv_idx):
+            relative = key_position(b, kv_idx) - query_position(b, q_idx)
+            bucket = _t5_bucket_pointwise(relative, **settings)
+            return score + weight[bucket, h].to(score.dtype)
+
+        return score_mod
 
     def extra_repr(self) -> str:
         return (
@@ -376,34 +491,60 @@ class RelativePositionEmbedding(nn.Module):
         """Draw the table from ``N(0, 0.02^2)``."""
         nn.init.normal_(self.embedding.weight, mean=0.0, std=_INIT_STD)
 
-    def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        q_len: int | None = None,
+        k_len: int | None = None,
+        *,
+        q_positions: torch.Tensor | None = None,
+        k_positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """The embedding of every query-key pair's clipped relative position.
 
-        Query ``i`` sits at position ``i + k_len - q_len`` (the queries are
-        the last ``q_len`` of ``k_len`` tokens, as with a KV cache; plainly
-        ``i`` when ``q_len == k_len``) and key ``j`` at ``j``::
+        Query ``i`` sits at position ``q_pos = i + k_len - q_len`` (the
+        queries are the last ``q_len`` of ``k_len`` tokens, as with a KV
+        cache; plainly ``i`` when ``q_len == k_len``) and key ``j`` at
+        ``k_pos = j``, or at the given ``q_positions[..., i]`` and
+        ``k_positions[..., j]`` (packed documents, left-padded batches)::
 
-            out[i, j] = embedding[clip(j - (i + k_len - q_len), -max_distance, max_distance)
-                                  + max_distance]
+            out[..., i, j, :] = embedding[clip(k_pos - q_pos, -max_distance, max_distance)
+                                          + max_distance]
+
+        The embeddings enter the scores through the queries (Shaw et al.'s
+        ``q_i . a_ij``), so unlike the bias modules there is no
+        ``score_mod``: FlexAttention's score modification does not see the
+        queries.
 
         Args:
-            q_len (int): number of queries, ``>= 0``.
+            q_len (int | None): number of queries, ``>= 0``; required unless
+                the positions are given.
             k_len (int | None): number of keys, ``>= q_len``; ``None`` for
                 ``q_len``.
+            q_positions (torch.Tensor | None): keyword only, instead of the
+                lengths: integer positions of the queries, ``[q]`` or batched
+                ``[b, q]``.
+            k_positions (torch.Tensor | None): keyword only, with
+                ``q_positions``: integer positions of the keys, ``[k]`` or
+                ``[b, k]``.
 
         Returns:
-            torch.Tensor: embeddings of shape ``[q, k, d]`` on the device and in
-            the dtype of the table.
+            torch.Tensor: embeddings of shape ``[q, k, d]`` (``[b, q, k, d]``
+            for batched positions) on the device and in the dtype of the
+            table.
 
         Raises:
-            TypeError: if a length is not an integer.
-            ValueError: if a length is negative or ``q_len > k_len``.
+            TypeError: if a length is not an integer or a position argument
+                not a tensor.
+            ValueError: if a length is negative or ``q_len > k_len``; lengths
+                and positions mixed or only one position tensor given; a
+                position tensor not an integer tensor of one or two axes, or
+                the two of different batch sizes.
         """
-        q_len, k_len = _check_lengths(q_len, k_len)
         weight = self.embedding.weight  # [2 * max_distance + 1, d]
-        relative_position = _relative_positions(q_len, k_len, weight.device)  # [q, k]
+        q_pos, k_pos = bias_positions(q_len, k_len, q_positions, k_positions, device=weight.device)
+        relative_position = relative_positions(q_pos, k_pos)  # [q, k] or [b, q, k]
         index = relative_position.clamp(-self.max_distance, self.max_distance) + self.max_distance
-        return self.embedding(index)  # [q, k, d]
+        return self.embedding(index)  # [..., q, k, d]
 
     def extra_repr(self) -> str:
         return f"max_distance={self.max_distance}, dim={self.dim}"

@@ -49,7 +49,7 @@ from __future__ import annotations
 import torch
 
 from posenc._checks import check_bool, check_float_tensor, check_size, check_tensor
-from posenc.alibi import _check_lengths
+from posenc._positions import check_lengths
 
 __all__ = ["relative_shift", "transformer_xl_positions", "transformer_xl_scores"]
 
@@ -105,7 +105,7 @@ def transformer_xl_positions(
         >>> transformer_xl_positions(2, 4, bidirectional=True)
         tensor([ 3,  2,  1,  0, -1])
     """
-    q_len, k_len = _check_lengths(q_len, k_len)
+    q_len, k_len = check_lengths(q_len, k_len)
     bidirectional = check_bool("bidirectional", bidirectional)
     if clamp_len is not None:
         clamp_len = check_size("clamp_len", clamp_len)

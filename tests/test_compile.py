@@ -141,6 +141,28 @@ def test_cope_fullgraph():
     assert_same(compiled(cope)(q, scores), cope(q, scores))
 
 
+def test_biases_at_given_positions_and_masks_fullgraph_without_host_reads():
+    # a left-padded batch: the per-step path of a padded decode or a packed prefill
+    q_positions = torch.tensor([[3], [1]])
+    k_positions = torch.tensor([[0, 1, 2, 3], [0, 0, 0, 1]])
+    documents = torch.tensor([[1, 1, 1, 1], [0, 0, 1, 1]])
+    where = {"q_positions": q_positions, "k_positions": k_positions}
+    modules = [T5RelativeBias(4), KerpleBias(4), FireBias(4), RelativePositionEmbedding(4, 8)]
+    calls = [lambda: alibi_bias(4, **where)] + [lambda m=m: m(**where) for m in modules]
+    calls.append(
+        lambda: posenc.attention_mask(
+            **where,
+            q_document_ids=documents[:, -1:],
+            k_document_ids=documents,
+            bias=alibi_bias(4, **where),
+        )
+    )
+    for fn in calls:
+        assert_same(compiled(fn)(), fn())
+        with no_host_reads():
+            fn()
+
+
 def test_absolute_modules_fullgraph():
     positions = torch.tensor([[0, 3, 5], [7, 1, 2]])
     learned = LearnedPositionalEmbedding(8, 16, padding_idx=0)

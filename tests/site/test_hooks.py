@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import api_links, assets, math, notebook_css, notebooks, search
+from hooks import api_links, assets, language, math, notebook_css, notebooks, search
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ BILINGUAL = {
     "lang, title, text", [("en", "# Title", "Text $p$"), ("ja", "# 題名", "本文 $p$")]
 )
 def test_split_keeps_code_and_one_language(lang, title, text):
-    out = notebooks.split_notebook(BILINGUAL, lang)
+    out = language.split_notebook(BILINGUAL, lang)
     assert [c["source"] for c in out["cells"]] == [title, "x = 1", text]
     assert all("lang" not in c["metadata"] for c in out["cells"])
     assert out["metadata"]["language"] == lang
@@ -59,8 +59,8 @@ def test_split_keeps_each_language_figure_texts_in_order():
         "metadata": {},
     }
     nb["cells"][0]["metadata"]["alt"] = alt
-    assert notebooks.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
-    ja = notebooks.split_notebook(nb, "ja")
+    assert language.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
+    ja = language.split_notebook(nb, "ja")
     assert ja["metadata"]["figure_alt"] == ["一つ目", "二つ目", None]
     assert "alt" not in ja["cells"][0]["metadata"]
 
@@ -68,16 +68,16 @@ def test_split_keeps_each_language_figure_texts_in_order():
 def test_split_rejects_untagged_prose_and_unknown_language():
     nb = {"cells": [_cell("markdown", "no tag")], "metadata": {}}
     with pytest.raises(ValueError, match="has no lang tag"):
-        notebooks.split_notebook(nb, "en")
+        language.split_notebook(nb, "en")
     with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
-        notebooks.split_notebook(BILINGUAL, "fr")
+        language.split_notebook(BILINGUAL, "fr")
 
 
 def test_page_slug_drops_the_chapter_number():
-    assert notebooks.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
-    assert notebooks.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
+    assert language.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
+    assert language.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
     with pytest.raises(ValueError, match=r"NN-slug\.ipynb"):
-        notebooks.page_slug(Path("sinusoidal.ipynb"))
+        language.page_slug(Path("sinusoidal.ipynb"))
 
 
 def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
@@ -86,17 +86,17 @@ def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
     (src / "01-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
     (docs / "gone.ipynb").parent.mkdir()
     (docs / "gone.ipynb").write_text("{}", encoding="utf-8")
-    written = notebooks.split_all(src, docs)
+    written = language.split_all(src, docs)
     assert sorted(p.name for p in written) == ["demo.ipynb", "demo.ja.ipynb"]
     assert not (docs / "gone.ipynb").exists()
     before = (docs / "demo.ja.ipynb").stat().st_mtime_ns
-    notebooks.split_all(src, docs)
+    language.split_all(src, docs)
     assert (docs / "demo.ja.ipynb").stat().st_mtime_ns == before, (
         "unchanged copies are not rewritten"
     )
     (src / "02-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
     with pytest.raises(ValueError, match="share the page slug 'demo'"):
-        notebooks.split_all(src, docs)
+        language.split_all(src, docs)
 
 
 def test_headings_get_unicode_ids_and_headerlinks():
@@ -213,7 +213,7 @@ def test_font_css_keeps_woff2_and_lists_its_files():
 
 
 def test_toolbar_links_the_notebook_and_colab():
-    bar = notebooks.notebook_toolbar(
+    bar = language.notebook_toolbar(
         "rope.ja.ipynb", "notebooks/08-rope.ipynb", "https://github.com/me/posenc/", "ja"
     )
     assert 'href="rope.ja.ipynb" download>ノートブックをダウンロード (.ipynb)</a>' in bar
@@ -222,7 +222,7 @@ def test_toolbar_links_the_notebook_and_colab():
         in bar
     )
     assert "%pip install git+https://github.com/me/posenc" in bar
-    elsewhere = notebooks.notebook_toolbar(
+    elsewhere = language.notebook_toolbar(
         "rope.ipynb", "notebooks/08-rope.ipynb", "https://example.org/r", "en"
     )
     assert "colab" not in elsewhere.lower() and "Download this notebook" in elsewhere
@@ -230,11 +230,11 @@ def test_toolbar_links_the_notebook_and_colab():
 
 def test_japanese_lines_join_without_a_space():
     text = "導き、\nすべての式を確かめます。\n次に $p$ を\n使います。\n\n- 項目\n- item\nEnglish line\nnext"
-    assert notebooks.join_cjk_lines(text) == (
+    assert language.join_cjk_lines(text) == (
         "導き、すべての式を確かめます。次に $p$ を使います。\n\n- 項目\n- item\nEnglish line\nnext"
     )
     nb = {"cells": [_cell("markdown", ["本文の\n", "続きです。"], "ja")], "metadata": {}}
-    assert notebooks.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
+    assert language.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
 
 
 @pytest.mark.parametrize(
@@ -263,7 +263,7 @@ def test_japanese_lines_join_without_a_space():
     ],
 )
 def test_japanese_punctuation_never_meets_a_space(text, joined):
-    assert notebooks.join_cjk_lines(text) == joined
+    assert language.join_cjk_lines(text) == joined
 
 
 # --------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_links_to_chapters_and_pages_become_site_urls():
         "[ref][r] and <https://example.org/01-sinusoidal.ipynb>.\n\n"
         "[r]: 12-efficient-rope.ipynb#timing\n"
     )
-    assert notebooks.site_links(text) == (
+    assert language.site_links(text) == (
         "See [*Sinusoidal*](../sinusoidal/), its [table](../sinusoidal/#the-table),\n"
         '[RoPE](../rope/ "rotary"), the [glossary](../glossary/#offset),\n'
         "[用語集](../glossary/#相対位置), [home](../),\n"
@@ -292,7 +292,7 @@ def test_links_to_chapters_and_pages_become_site_urls():
         "[x](01-sinusoidal.ipynb.bak)",
         "[x](../docs/glossary.mdx)",
     ):
-        assert notebooks.site_links(kept) == kept
+        assert language.site_links(kept) == kept
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -305,7 +305,7 @@ def test_split_rewrites_links_in_prose_only(lang):
         ],
         "metadata": {},
     }
-    prose, code = notebooks.split_notebook(nb, lang)["cells"]
+    prose, code = language.split_notebook(nb, lang)["cells"]
     assert "](../a/#x)" in prose["source"] and "](../g/)" in prose["source"]
     assert ".ipynb" not in prose["source"] and ".md" not in prose["source"]
     assert code["source"] == 'link = "[A](01-a.ipynb)"'
@@ -322,14 +322,14 @@ def test_split_all_names_the_links_that_reach_nothing(tmp_path):
     nb["cells"][4]["source"] = "[ok](../docs/glossary.ja.md) [no](../docs/notation.ja.md#x)"
     (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     with pytest.raises(ValueError) as err:
-        notebooks.split_all(src, docs)
+        language.split_all(src, docs)
     assert str(err.value) == (
         "01-demo.ipynb links to 02-gone.ipynb, ../docs/notation.ja.md, which do not exist"
     )
     (docs / "notation.md").write_text("# n", encoding="utf-8")
     (docs / "notation.ja.md").write_text("# n", encoding="utf-8")
     (src / "02-gone.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
-    assert len(notebooks.split_all(src, docs)) == 4
+    assert len(language.split_all(src, docs)) == 4
 
 
 def copy_of(nb: dict) -> dict:

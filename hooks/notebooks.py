@@ -408,10 +408,5 @@ def on_post_page(output, page, config):
     output = _HEAD_ALTERNATE.sub("", output[:head_end]) + output[head_end:]
     if not _is_notebook(page):
         return output
-    # The notebook this page was made from, for the download link.
-    source = Path(page.file.abs_src_path)
-    target = Path(page.file.abs_dest_path).parent / source.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(source.read_bytes())
     alts = page.notebook_metadata.get("figure_alt", [])
     return externalise(output, page, Path(config.site_dir), alts)

@@ -213,19 +213,113 @@ def test_font_css_keeps_woff2_and_lists_its_files():
 
 
 def test_toolbar_links_the_notebook_and_colab():
-    bar = language.notebook_toolbar(
-        "rope.ja.ipynb", "notebooks/08-rope.ipynb", "https://github.com/me/posenc/", "ja"
+    colab = language.colab_url("https://github.com/me/posenc/", "ja/rope/rope.ja.ipynb")
+    assert colab == (
+        "https://colab.research.google.com/github/me/posenc/blob/notebooks/ja/rope/rope.ja.ipynb"
     )
+    bar = language.notebook_toolbar("rope.ja.ipynb", colab, "ja")
     assert 'href="rope.ja.ipynb" download>ノートブックをダウンロード (.ipynb)</a>' in bar
-    assert (
-        'href="https://colab.research.google.com/github/me/posenc/blob/main/notebooks/08-rope.ipynb"'
-        in bar
-    )
-    assert "%pip install git+https://github.com/me/posenc" in bar
-    elsewhere = language.notebook_toolbar(
-        "rope.ipynb", "notebooks/08-rope.ipynb", "https://example.org/r", "en"
-    )
+    assert f'href="{colab}" rel="noopener">Colab で開く</a>' in bar
+    # Colab opens notebooks from GitHub only
+    assert language.colab_url("https://example.org/r", "rope/rope.ipynb") is None
+    elsewhere = language.notebook_toolbar("rope.ipynb", None, "en")
     assert "colab" not in elsewhere.lower() and "Download this notebook" in elsewhere
+
+
+def _run_install_cell(cell: dict, installed: set[str]) -> list[list[str]]:
+    """Execute ``cell`` where only the modules ``installed`` exist; return the
+    commands it would run."""
+    import importlib.util
+    import subprocess
+
+    calls = []
+    real_find_spec = importlib.util.find_spec
+    try:
+        importlib.util.find_spec = lambda name: object() if name in installed else None
+        subprocess.run, real_run = (lambda cmd, check: calls.append(cmd[3:])), subprocess.run
+        exec(compile(cell["source"], "install-cell", "exec"), {})
+    finally:
+        importlib.util.find_spec, subprocess.run = real_find_spec, real_run
+    return calls
+
+
+def test_install_cell_installs_only_what_is_missing():
+    cell = language.install_cell("https://github.com/me/posenc/", "en")
+    assert cell["cell_type"] == "code" and cell["outputs"] == []
+    everything = {"posenc", "posenc_lab", "matplotlib"}
+    assert _run_install_cell(cell, everything) == []
+    assert _run_install_cell(cell, {"matplotlib"}) == [
+        [
+            "install",
+            "-q",
+            "posenc @ git+https://github.com/me/posenc",
+            "posenc-lab @ git+https://github.com/me/posenc#subdirectory=lab",
+        ]
+    ]
+    assert _run_install_cell(cell, {"posenc", "posenc_lab"}) == [
+        ["install", "-q", "matplotlib>=3.8,<4"]
+    ]
+
+
+def test_install_cell_asks_for_the_matplotlib_the_site_uses():
+    import tomllib
+
+    site = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = language.install_requirements("https://github.com/me/posenc")["matplotlib"]
+    assert wanted in site["site"]
+    lab = tomllib.loads((ROOT / "lab/pyproject.toml").read_text())["project"]
+    assert lab["name"] == "posenc-lab" and lab["dependencies"] == ["posenc"]
+
+
+@pytest.mark.parametrize("lang, home", [("en", "https://x.org/s/"), ("ja", "https://x.org/s/ja/")])
+def test_reader_notebook_runs_anywhere(lang, home):
+    nb = copy_of(BILINGUAL)
+    nb["metadata"]["jupytext"] = {"formats": "ipynb,py:percent"}
+    nb["cells"][3]["source"] = "See [B](02-b.ipynb#x) and [g](../docs/glossary.md)."
+    nb["cells"][4]["source"] = "[B](02-b.ipynb#x) と [g](../docs/glossary.ja.md) を見ます。"
+    out = language.reader_notebook(nb, lang, "https://x.org/s", "https://github.com/me/posenc")
+    install, title, code, text = out["cells"]
+    assert (
+        install["id"] == "install-posenc"
+        and "git+https://github.com/me/posenc" in install["source"]
+    )
+    assert [title["source"], code["source"]] == [
+        nb["cells"][0 if lang == "en" else 1]["source"],
+        "x = 1",
+    ]
+    assert f"]({home}b/#x)" in text["source"] and f"]({home}glossary/)" in text["source"]
+    assert "jupytext" not in out["metadata"], "a downloaded notebook is not paired"
+    assert out["metadata"]["language"] == lang
+    assert nb["metadata"]["jupytext"], "input must not be modified"
+
+
+def test_lab_copies_are_marked_generated_and_keep_jupyter_links(tmp_path):
+    src, out = tmp_path / "notebooks", tmp_path / "notebooks-ja"
+    src.mkdir()
+    nb = copy_of(BILINGUAL)
+    nb["metadata"]["jupytext"] = {"formats": "ipynb,py:percent"}
+    nb["cells"][4]["source"] = "[B](02-demo.ipynb#x) と [g](../docs/glossary.ja.md)"
+    (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    out.mkdir()
+    (out / "09-gone.ipynb").write_text("{}", encoding="utf-8")
+    written = language.write_lab_copies(src, out, "ja")
+    assert [p.name for p in written] == ["01-demo.ipynb"] and not (out / "09-gone.ipynb").exists()
+    copy = json.loads(written[0].read_text(encoding="utf-8"))
+    note, title, code, text = copy["cells"]
+    assert "自動生成されたコピー" in note["source"]
+    assert (
+        "](../notebooks/01-demo.ipynb)" in note["source"]
+        and "notebooks/01-demo.py" in note["source"]
+    )
+    assert [title["source"], code["source"]] == ["# 題名", "x = 1"]
+    assert text["source"] == "[B](02-demo.ipynb#x) と [g](../docs/glossary.ja.md)"
+    assert copy["metadata"]["generated_from"] == "notebooks/01-demo.ipynb"
+    assert "jupytext" not in copy["metadata"]
+    assert not written[0].stat().st_mode & 0o222, "copies are read-only"
+    assert 'formats = "ipynb"' in (out / "jupytext.toml").read_text(encoding="utf-8")
+    language.write_lab_copies(src, out, "ja")  # again, over its read-only copies
+    with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
+        language.write_lab_copies(src, out, "fr")
 
 
 def test_japanese_lines_join_without_a_space():

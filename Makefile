@@ -71,6 +71,13 @@ lab: setup
 lab-en lab-ja: lab-%: setup
 	$(PY) -m tools.lab --lang $* $(LAB_ARGS)
 
+# Every chapter's downloadable notebook (the one Colab opens), run in an
+# empty folder in a fresh environment that holds only the posenc and
+# posenc-lab wheels (tests/notebooks/test_clean_run.py): 5 minutes in one
+# process on 2 cores. `make test` runs one chapter of it.
+test-notebooks-clean: setup
+	CLEAN_CHAPTERS=all $(PY) -m pytest -n $(WORKERS) tests/notebooks/test_clean_run.py
+
 # Re-execute notebooks from their .py sources (NB=notebooks/01-sinusoidal.py
 # for one). Outputs are deterministic, so an unchanged chapter gives a
 # byte-identical .ipynb: no timings are recorded, and stream outputs are

@@ -221,6 +221,15 @@ def test_a_chapter_runs_and_saves_as_a_pair_in_jupyterlab(jupyterlab, chromium):
         context.close()
     assert not (copy.parent / f"{py.stem}.py").exists(), "a generated copy is not paired"
 
+    # the .py opens as the same notebook (what Open With, Notebook asks the server)
+    url = f"{base}api/contents/notebooks/{py.name}?type=notebook&content=1&token={token}"
+    with urllib.request.urlopen(url, timeout=WAIT_MS / 1000) as response:
+        model = json.load(response)
+    cells = model["content"]["cells"]
+    assert model["type"] == "notebook"
+    assert len(cells) == len(json.loads(ipynb.read_text(encoding="utf-8"))["cells"])
+    assert cells[0]["metadata"]["lang"] == "en" and any(c.get("outputs") for c in cells)
+
 
 # --------------------------------------------------------------------------
 # What tools/lab.py says before it starts a server

@@ -1,16 +1,9 @@
-"""MkDocs hook: one bilingual notebook becomes an English and a Japanese page.
+"""MkDocs hook: repairs of the pages rendered from the per-language notebooks.
 
-Source -> site, one way (ARCHITECTURE.md draws the whole flow):
-
-    notebooks/NN-slug.ipynb  (executed; prose cells tagged lang="en"/"ja")
-      -> docs/slug.ipynb     (code cells + English prose)      -> /slug/
-      -> docs/slug.ja.ipynb  (code cells + Japanese prose)     -> /ja/slug/
-
-The copies in docs/ are generated (ignored by git) and rewritten only when
-their content changes, so `mkdocs serve` does not rebuild in a loop.
-
-The hook also repairs what mkdocs-jupyter leaves behind on each notebook
-page (every fix is checked by tests/site/):
+hooks/language.py splits each bilingual notebook into one notebook per
+language (docs/slug.ipynb, docs/slug.ja.ipynb); mkdocs-jupyter renders
+each as a page. This hook repairs what mkdocs-jupyter leaves behind on
+each notebook page (every fix is checked by tests/site/):
 
 - headings: unicode ids (nbconvert gives Japanese headings an empty id),
   the table of contents pointed at them, and Material's ``headerlink``
@@ -23,14 +16,12 @@ page (every fix is checked by tests/site/):
 - nbconvert's MathJax loader (a CDN address) is dropped: the math is
   typeset at build time (hooks/math.py);
 - accessibility: each figure gets its cell's alternative text in the
-  page's language, and scrolling code blocks become keyboard-reachable;
-- links under the title: the page's notebook, and Open in Colab.
+  page's language, and scrolling code blocks become keyboard-reachable.
 """
 
 from __future__ import annotations
 
 import base64
-import copy
 import hashlib
 import html
 import json
@@ -43,9 +34,6 @@ from pathlib import Path
 import mkdocs.utils
 from pymdownx.slugs import slugify
 
-#: language -> file-name suffix (mkdocs-static-i18n "suffix" structure)
-LANGUAGES = {"en": "", "ja": ".ja"}
-NOTEBOOK_NAME = re.compile(r"^(?P<number>\d+)-(?P<slug>[a-z0-9][a-z0-9-]*)\.ipynb$")
 SHARED_DIR = "assets/notebook"  # shared CSS/JS of notebook pages, relative to site/
 FIGURE_DIR = "assets/figures"
 
@@ -59,200 +47,6 @@ log = logging.getLogger("mkdocs.hooks.notebooks")  # a warning fails a strict bu
 # them. tests/site/test_build.py fails if a page holds notebook JSON.
 if ".ipynb" not in mkdocs.utils.markdown_extensions:
     mkdocs.utils.markdown_extensions = (*mkdocs.utils.markdown_extensions, ".ipynb")
-
-
-# --------------------------------------------------------------------------
-# The language split
-
-
-def page_slug(notebook: Path) -> str:
-    """``notebooks/01-sinusoidal.ipynb`` -> ``sinusoidal`` (URLs survive renumbering)."""
-    match = NOTEBOOK_NAME.match(notebook.name)
-    if match is None:
-        raise ValueError(f"notebook name must look like NN-slug.ipynb, got {notebook.name!r}")
-    return match["slug"]
-
-
-# Markdown joins the lines of a paragraph with a space. Japanese puts no
-# space between words, nor after or before its punctuation (、。「」（）：),
-# so a line break there would show as a stray gap: join such lines
-# directly, dropping the next line's indentation (a list item's
-# continuation). A break between a Japanese word and a Latin word, a digit,
-# math or code stays: it renders as the half-width space the house style
-# puts there. Fenced code, a line that opens a block (list item, heading,
-# quote, table row, fence, display math, HTML tag, blank line) and the end
-# of a heading or table row are left alone. tools/lint_ja.py applies the
-# same join before linting, so the lint sees the text as rendered.
-_CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff60"
-_CJK_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
-_NO_BLOCK = r"(?![ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[#>|\n]|```|~~~|\$\$|<(?!https?:)[A-Za-z/!]))"
-_JOINABLE_BREAK = re.compile(
-    r"(?P<fence>^[ \t]*(?P<mark>```|~~~).*?^[ \t]*(?P=mark)[ \t]*$)"
-    rf"|(?<=[{_CJK}])\n{_NO_BLOCK}[ \t]*(?=[{_CJK}])"
-    rf"|(?<=[{_CJK_PUNCT}])\n{_NO_BLOCK}[ \t]*(?=\S)"
-    rf"|(?<=\S)\n{_NO_BLOCK}[ \t]*(?=[{_CJK_PUNCT}])",
-    re.MULTILINE | re.DOTALL,
-)
-
-
-def _join(m: re.Match) -> str:
-    line_start = m.string.rfind("\n", 0, m.start()) + 1
-    if m["fence"] is not None or m.string[line_start : m.start()].lstrip().startswith(("#", "|")):
-        return m[0]
-    return ""
-
-
-def join_cjk_lines(markdown: str) -> str:
-    """Remove the line breaks that would render as a space Japanese does not have.
-
-    That is a break between two Japanese characters, or after or before
-    Japanese punctuation, whatever is on the other side.
-    """
-    return _JOINABLE_BREAK.sub(_join, markdown)
-
-
-def on_page_markdown(markdown, page, config, files):
-    """The hand-written Japanese pages (docs/*.ja.md) get the same join."""
-    return join_cjk_lines(markdown) if page.file.src_uri.endswith(".ja.md") else markdown
-
-
-# Links between pages are written so that they also work in Jupyter (see
-# CONTRIBUTING.md): a chapter is its notebook, `01-sinusoidal.ipynb#anchor`;
-# a hand-written page is its source, `../docs/glossary.md#anchor` (or
-# `glossary.ja.md` in Japanese cells). On the site a chapter lives at
-# /slug/ and a page at /page/, each language under its own prefix, so the
-# relative `../slug/` reaches the twin in the reader's language.
-_LINK = re.compile(
-    r"(?P<open>\]\(\s*<?|^[ \t]*\[[^\]\n]+\]:[ \t]*<?)"
-    r"(?P<path>\d+-(?P<slug>[a-z0-9][a-z0-9-]*)\.ipynb"
-    r"|\.\./docs/(?P<page>[^\s)#\"<>]+?)(?:\.ja)?\.md)"
-    r"(?=[#)\s>\"]|$)",
-    re.MULTILINE,
-)
-
-
-def _source(cell: dict) -> str:
-    source = cell["source"]
-    return source if isinstance(source, str) else "".join(source)
-
-
-def link_targets(markdown: str) -> list[str]:
-    """The chapter notebooks and docs pages that ``markdown`` links to, as written."""
-    return [m["path"] for m in _LINK.finditer(markdown)]
-
-
-def site_links(markdown: str) -> str:
-    """Rewrite links to chapters and docs pages into the site's URLs.
-
-    ``](01-sinusoidal.ipynb#a)`` -> ``](../sinusoidal/#a)``;
-    ``](../docs/glossary.ja.md#a)`` -> ``](../glossary/#a)``;
-    ``../docs/index.md`` -> ``../``. Anchors and titles are kept.
-    """
-
-    def repl(m: re.Match) -> str:
-        if m["slug"] is not None:
-            url = f"../{m['slug']}/"
-        else:
-            page = m["page"]
-            url = "../" if page == "index" else f"../{page.removesuffix('/index')}/"
-        return m["open"] + url
-
-    return _LINK.sub(repl, markdown)
-
-
-def missing_link_targets(nb: dict, source_dir: Path, docs_dir: Path) -> list[str]:
-    """The link targets of ``nb``'s prose that name no notebook or page.
-
-    Targets are resolved as Jupyter resolves them, from ``source_dir``: a
-    chapter link names a notebook there, ``../docs/x.md`` a page in
-    ``docs_dir``.
-    """
-    missing = []
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        for path in link_targets(_source(cell)):
-            target = docs_dir / path.removeprefix("../docs/") if path.startswith("../") else None
-            exists = (source_dir / path).exists() if target is None else target.exists()
-            if not exists and path not in missing:
-                missing.append(path)
-    return missing
-
-
-def split_notebook(nb: dict, lang: str) -> dict:
-    """Return the notebook a reader of ``lang`` sees.
-
-    Keeps code cells (with their outputs) and the prose cells whose
-    ``metadata.lang`` is ``lang``; prose cells of the other languages are
-    dropped. The ``lang`` tag itself is removed from the kept cells, and the
-    notebook's metadata records the language.
-
-    A code cell that draws figures carries their alternative texts as
-    ``metadata.alt = {"en": [...], "ja": [...]}``, one per figure in
-    order; the split keeps that language's texts, in document order, as
-    ``metadata.figure_alt`` (``None`` where a figure has none).
-    """
-    if lang not in LANGUAGES:
-        raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
-    out = copy.deepcopy(nb)
-    cells, alts = [], []
-    for cell in out["cells"]:
-        cell_lang = cell.get("metadata", {}).get("lang")
-        if cell["cell_type"] == "markdown" and cell_lang is None:
-            raise ValueError(f"markdown cell {cell.get('id', '?')!r} has no lang tag")
-        if cell_lang not in (None, lang):
-            continue
-        cell.get("metadata", {}).pop("lang", None)
-        if cell["cell_type"] == "markdown" and lang == "ja":
-            source = cell["source"]
-            joined = join_cjk_lines(source if isinstance(source, str) else "".join(source))
-            cell["source"] = joined
-        if cell["cell_type"] == "markdown":
-            cell["source"] = site_links(_source(cell))
-        cell_alts = cell.get("metadata", {}).pop("alt", {}).get(lang, [])
-        figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
-        alts += [cell_alts[k] if k < len(cell_alts) else None for k in range(len(figures))]
-        cells.append(cell)
-    out["cells"] = cells
-    out.setdefault("metadata", {}).update(language=lang, figure_alt=alts)
-    return out
-
-
-def _write_if_changed(path: Path, text: str) -> None:
-    if not path.exists() or path.read_text(encoding="utf-8") != text:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-
-
-def split_all(source_dir: Path, docs_dir: Path) -> list[Path]:
-    """Write every language copy of every notebook; return the paths written."""
-    written = []
-    seen: dict[str, Path] = {}
-    for src in sorted(source_dir.glob("[0-9]*.ipynb")):
-        slug = page_slug(src)
-        if slug in seen:
-            raise ValueError(f"{src.name} and {seen[slug].name} share the page slug {slug!r}")
-        seen[slug] = src
-        nb = json.loads(src.read_text(encoding="utf-8"))
-        missing = missing_link_targets(nb, source_dir, docs_dir)
-        if missing:
-            raise ValueError(f"{src.name} links to {', '.join(missing)}, which do not exist")
-        for lang, suffix in LANGUAGES.items():
-            target = docs_dir / f"{slug}{suffix}.ipynb"
-            split = split_notebook(nb, lang)
-            split["metadata"]["source"] = f"notebooks/{src.name}"  # for the Colab link
-            _write_if_changed(target, json.dumps(split, ensure_ascii=False, indent=1) + "\n")
-            written.append(target)
-    # Remove copies whose source notebook is gone, so no orphan page is built.
-    for stale in docs_dir.glob("*.ipynb"):
-        if stale not in written:
-            stale.unlink()
-    return written
-
-
-def on_pre_build(config, **kwargs):
-    root = Path(config.config_file_path).parent
-    split_all(root / "notebooks", Path(config.docs_dir))
 
 
 # --------------------------------------------------------------------------
@@ -405,34 +199,6 @@ def fold_solutions(content: str, lang: str, where: str = "page") -> str:
     return "".join(pieces)
 
 
-TOOLBAR_TEXT = {
-    "en": {
-        "download": "Download this notebook (.ipynb)",
-        "colab": "Open in Colab",
-        "colab_note": "On Colab, first run <code>%pip install git+{repo}</code> in a cell.",
-    },
-    "ja": {
-        "download": "ノートブックをダウンロード (.ipynb)",
-        "colab": "Colab で開く",
-        "colab_note": "Colab では、最初にセルで <code>%pip install git+{repo}</code> を実行してください。",
-    },
-}
-
-
-def notebook_toolbar(download: str, source: str | None, repo_url: str | None, lang: str) -> str:
-    """The links under a chapter's title: its notebook, and Colab where the
-    repository is on GitHub (Colab opens GitHub notebooks by path)."""
-    text = TOOLBAR_TEXT[lang]
-    links = [f'<a class="md-button" href="{download}" download>{text["download"]}</a>']
-    note = ""
-    repo = (repo_url or "").rstrip("/")
-    if source and repo.startswith("https://github.com/"):
-        colab = f"https://colab.research.google.com/github/{repo.removeprefix('https://github.com/')}/blob/main/{source}"
-        links.append(f'<a class="md-button" href="{colab}" rel="noopener">{text["colab"]}</a>')
-        note = f"<br><small>{text['colab_note'].format(repo=html.escape(repo))}</small>"
-    return f'<p class="nb-toolbar">{" ".join(links)}{note}</p>'
-
-
 def on_page_content(content, page, config, files):
     if not _is_notebook(page):
         return content
@@ -440,21 +206,11 @@ def on_page_content(content, page, config, files):
     fix_toc(page.toc, headings)
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
     content = fold_solutions(content, lang, page.file.src_uri)
-    # read once here; on_post_page needs the figures' texts from it too
+    # on_post_page needs the figures' texts
     page.notebook_metadata = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))[
         "metadata"
     ]
-    toolbar = notebook_toolbar(
-        posixpath.basename(page.file.src_uri),
-        page.notebook_metadata.get("source"),
-        config.repo_url,
-        lang,
-    )
-    # Right under the title, where a reader looks for it.
-    h1_end = content.find("</h1>")
-    if h1_end < 0:
-        return toolbar + content
-    return content[: h1_end + 5] + toolbar + content[h1_end + 5 :]
+    return content
 
 
 _STYLE = re.compile(r"<style[^>]*>(?P<css>.*?)</style>", re.DOTALL)
@@ -652,10 +408,5 @@ def on_post_page(output, page, config):
     output = _HEAD_ALTERNATE.sub("", output[:head_end]) + output[head_end:]
     if not _is_notebook(page):
         return output
-    # The notebook this page was made from, for the download link.
-    source = Path(page.file.abs_src_path)
-    target = Path(page.file.abs_dest_path).parent / source.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(source.read_bytes())
     alts = page.notebook_metadata.get("figure_alt", [])
     return externalise(output, page, Path(config.site_dir), alts)

@@ -13,7 +13,7 @@ What is linted:
 - the ``lang="ja"`` markdown cells of a notebook's ``.py`` source (jupytext
   percent format: the ``# `` prefix of each line is stripped), with their
   line breaks joined as the site's split hook joins them
-  (``hooks/notebooks.py``, ``join_cjk_lines``), so the lint sees the text
+  (``hooks/language.py``, ``join_cjk_lines``), so the lint sees the text
   as rendered;
 - the Japanese figure alt text, ``alt={"en": [...], "ja": [...]}`` on a
   code cell's ``# %%`` line;
@@ -50,7 +50,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hooks.notebooks import _JOINABLE_BREAK, _join  # the site's line join
+from hooks.language import _JOINABLE_BREAK, _join  # the site's line join
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / ".textlintrc.yml"

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import api_links, assets, math, notebook_css, notebooks, search
+from hooks import api_links, assets, language, math, notebook_css, notebooks, search
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +41,7 @@ BILINGUAL = {
     "lang, title, text", [("en", "# Title", "Text $p$"), ("ja", "# 題名", "本文 $p$")]
 )
 def test_split_keeps_code_and_one_language(lang, title, text):
-    out = notebooks.split_notebook(BILINGUAL, lang)
+    out = language.split_notebook(BILINGUAL, lang)
     assert [c["source"] for c in out["cells"]] == [title, "x = 1", text]
     assert all("lang" not in c["metadata"] for c in out["cells"])
     assert out["metadata"]["language"] == lang
@@ -59,8 +59,8 @@ def test_split_keeps_each_language_figure_texts_in_order():
         "metadata": {},
     }
     nb["cells"][0]["metadata"]["alt"] = alt
-    assert notebooks.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
-    ja = notebooks.split_notebook(nb, "ja")
+    assert language.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
+    ja = language.split_notebook(nb, "ja")
     assert ja["metadata"]["figure_alt"] == ["一つ目", "二つ目", None]
     assert "alt" not in ja["cells"][0]["metadata"]
 
@@ -68,16 +68,16 @@ def test_split_keeps_each_language_figure_texts_in_order():
 def test_split_rejects_untagged_prose_and_unknown_language():
     nb = {"cells": [_cell("markdown", "no tag")], "metadata": {}}
     with pytest.raises(ValueError, match="has no lang tag"):
-        notebooks.split_notebook(nb, "en")
+        language.split_notebook(nb, "en")
     with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
-        notebooks.split_notebook(BILINGUAL, "fr")
+        language.split_notebook(BILINGUAL, "fr")
 
 
 def test_page_slug_drops_the_chapter_number():
-    assert notebooks.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
-    assert notebooks.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
+    assert language.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
+    assert language.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
     with pytest.raises(ValueError, match=r"NN-slug\.ipynb"):
-        notebooks.page_slug(Path("sinusoidal.ipynb"))
+        language.page_slug(Path("sinusoidal.ipynb"))
 
 
 def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
@@ -86,17 +86,17 @@ def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
     (src / "01-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
     (docs / "gone.ipynb").parent.mkdir()
     (docs / "gone.ipynb").write_text("{}", encoding="utf-8")
-    written = notebooks.split_all(src, docs)
+    written = language.split_all(src, docs)
     assert sorted(p.name for p in written) == ["demo.ipynb", "demo.ja.ipynb"]
     assert not (docs / "gone.ipynb").exists()
     before = (docs / "demo.ja.ipynb").stat().st_mtime_ns
-    notebooks.split_all(src, docs)
+    language.split_all(src, docs)
     assert (docs / "demo.ja.ipynb").stat().st_mtime_ns == before, (
         "unchanged copies are not rewritten"
     )
     (src / "02-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
     with pytest.raises(ValueError, match="share the page slug 'demo'"):
-        notebooks.split_all(src, docs)
+        language.split_all(src, docs)
 
 
 def test_headings_get_unicode_ids_and_headerlinks():
@@ -213,28 +213,122 @@ def test_font_css_keeps_woff2_and_lists_its_files():
 
 
 def test_toolbar_links_the_notebook_and_colab():
-    bar = notebooks.notebook_toolbar(
-        "rope.ja.ipynb", "notebooks/08-rope.ipynb", "https://github.com/me/posenc/", "ja"
+    colab = language.colab_url("https://github.com/me/posenc/", "ja/rope/rope.ja.ipynb")
+    assert colab == (
+        "https://colab.research.google.com/github/me/posenc/blob/notebooks/ja/rope/rope.ja.ipynb"
     )
+    bar = language.notebook_toolbar("rope.ja.ipynb", colab, "ja")
     assert 'href="rope.ja.ipynb" download>ノートブックをダウンロード (.ipynb)</a>' in bar
-    assert (
-        'href="https://colab.research.google.com/github/me/posenc/blob/main/notebooks/08-rope.ipynb"'
-        in bar
-    )
-    assert "%pip install git+https://github.com/me/posenc" in bar
-    elsewhere = notebooks.notebook_toolbar(
-        "rope.ipynb", "notebooks/08-rope.ipynb", "https://example.org/r", "en"
-    )
+    assert f'href="{colab}" rel="noopener">Colab で開く</a>' in bar
+    # Colab opens notebooks from GitHub only
+    assert language.colab_url("https://example.org/r", "rope/rope.ipynb") is None
+    elsewhere = language.notebook_toolbar("rope.ipynb", None, "en")
     assert "colab" not in elsewhere.lower() and "Download this notebook" in elsewhere
+
+
+def _run_install_cell(cell: dict, installed: set[str]) -> list[list[str]]:
+    """Execute ``cell`` where only the modules ``installed`` exist; return the
+    commands it would run."""
+    import importlib.util
+    import subprocess
+
+    calls = []
+    real_find_spec = importlib.util.find_spec
+    try:
+        importlib.util.find_spec = lambda name: object() if name in installed else None
+        subprocess.run, real_run = (lambda cmd, check: calls.append(cmd[3:])), subprocess.run
+        exec(compile(cell["source"], "install-cell", "exec"), {})
+    finally:
+        importlib.util.find_spec, subprocess.run = real_find_spec, real_run
+    return calls
+
+
+def test_install_cell_installs_only_what_is_missing():
+    cell = language.install_cell("https://github.com/me/posenc/", "en")
+    assert cell["cell_type"] == "code" and cell["outputs"] == []
+    everything = {"posenc", "posenc_lab", "matplotlib"}
+    assert _run_install_cell(cell, everything) == []
+    assert _run_install_cell(cell, {"matplotlib"}) == [
+        [
+            "install",
+            "-q",
+            "posenc @ git+https://github.com/me/posenc",
+            "posenc-lab @ git+https://github.com/me/posenc#subdirectory=lab",
+        ]
+    ]
+    assert _run_install_cell(cell, {"posenc", "posenc_lab"}) == [
+        ["install", "-q", "matplotlib>=3.8,<4"]
+    ]
+
+
+def test_install_cell_asks_for_the_matplotlib_the_site_uses():
+    import tomllib
+
+    site = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = language.install_requirements("https://github.com/me/posenc")["matplotlib"]
+    assert wanted in site["site"]
+    lab = tomllib.loads((ROOT / "lab/pyproject.toml").read_text())["project"]
+    assert lab["name"] == "posenc-lab" and lab["dependencies"] == ["posenc"]
+
+
+@pytest.mark.parametrize("lang, home", [("en", "https://x.org/s/"), ("ja", "https://x.org/s/ja/")])
+def test_reader_notebook_runs_anywhere(lang, home):
+    nb = copy_of(BILINGUAL)
+    nb["metadata"]["jupytext"] = {"formats": "ipynb,py:percent"}
+    nb["cells"][3]["source"] = "See [B](02-b.ipynb#x) and [g](../docs/glossary.md)."
+    nb["cells"][4]["source"] = "[B](02-b.ipynb#x) と [g](../docs/glossary.ja.md) を見ます。"
+    out = language.reader_notebook(nb, lang, "https://x.org/s", "https://github.com/me/posenc")
+    install, title, code, text = out["cells"]
+    assert (
+        install["id"] == "install-posenc"
+        and "git+https://github.com/me/posenc" in install["source"]
+    )
+    assert [title["source"], code["source"]] == [
+        nb["cells"][0 if lang == "en" else 1]["source"],
+        "x = 1",
+    ]
+    assert f"]({home}b/#x)" in text["source"] and f"]({home}glossary/)" in text["source"]
+    assert "jupytext" not in out["metadata"], "a downloaded notebook is not paired"
+    assert out["metadata"]["language"] == lang
+    assert nb["metadata"]["jupytext"], "input must not be modified"
+
+
+def test_lab_copies_are_marked_generated_and_keep_jupyter_links(tmp_path):
+    src, out = tmp_path / "notebooks", tmp_path / "notebooks-ja"
+    src.mkdir()
+    nb = copy_of(BILINGUAL)
+    nb["metadata"]["jupytext"] = {"formats": "ipynb,py:percent"}
+    nb["cells"][4]["source"] = "[B](02-demo.ipynb#x) と [g](../docs/glossary.ja.md)"
+    (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    out.mkdir()
+    (out / "09-gone.ipynb").write_text("{}", encoding="utf-8")
+    written = language.write_lab_copies(src, out, "ja")
+    assert [p.name for p in written] == ["01-demo.ipynb"] and not (out / "09-gone.ipynb").exists()
+    copy = json.loads(written[0].read_text(encoding="utf-8"))
+    note, title, code, text = copy["cells"]
+    assert "自動生成されたコピー" in note["source"]
+    assert (
+        "](../notebooks/01-demo.ipynb)" in note["source"]
+        and "notebooks/01-demo.py" in note["source"]
+    )
+    assert [title["source"], code["source"]] == ["# 題名", "x = 1"]
+    assert text["source"] == "[B](02-demo.ipynb#x) と [g](../docs/glossary.ja.md)"
+    assert copy["metadata"]["generated_from"] == "notebooks/01-demo.ipynb"
+    assert "jupytext" not in copy["metadata"]
+    assert not written[0].stat().st_mode & 0o222, "copies are read-only"
+    assert 'formats = "ipynb"' in (out / "jupytext.toml").read_text(encoding="utf-8")
+    language.write_lab_copies(src, out, "ja")  # again, over its read-only copies
+    with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
+        language.write_lab_copies(src, out, "fr")
 
 
 def test_japanese_lines_join_without_a_space():
     text = "導き、\nすべての式を確かめます。\n次に $p$ を\n使います。\n\n- 項目\n- item\nEnglish line\nnext"
-    assert notebooks.join_cjk_lines(text) == (
+    assert language.join_cjk_lines(text) == (
         "導き、すべての式を確かめます。次に $p$ を使います。\n\n- 項目\n- item\nEnglish line\nnext"
     )
     nb = {"cells": [_cell("markdown", ["本文の\n", "続きです。"], "ja")], "metadata": {}}
-    assert notebooks.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
+    assert language.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
 
 
 @pytest.mark.parametrize(
@@ -263,7 +357,7 @@ def test_japanese_lines_join_without_a_space():
     ],
 )
 def test_japanese_punctuation_never_meets_a_space(text, joined):
-    assert notebooks.join_cjk_lines(text) == joined
+    assert language.join_cjk_lines(text) == joined
 
 
 # --------------------------------------------------------------------------
@@ -278,7 +372,7 @@ def test_links_to_chapters_and_pages_become_site_urls():
         "[ref][r] and <https://example.org/01-sinusoidal.ipynb>.\n\n"
         "[r]: 12-efficient-rope.ipynb#timing\n"
     )
-    assert notebooks.site_links(text) == (
+    assert language.site_links(text) == (
         "See [*Sinusoidal*](../sinusoidal/), its [table](../sinusoidal/#the-table),\n"
         '[RoPE](../rope/ "rotary"), the [glossary](../glossary/#offset),\n'
         "[用語集](../glossary/#相対位置), [home](../),\n"
@@ -292,7 +386,7 @@ def test_links_to_chapters_and_pages_become_site_urls():
         "[x](01-sinusoidal.ipynb.bak)",
         "[x](../docs/glossary.mdx)",
     ):
-        assert notebooks.site_links(kept) == kept
+        assert language.site_links(kept) == kept
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -305,7 +399,7 @@ def test_split_rewrites_links_in_prose_only(lang):
         ],
         "metadata": {},
     }
-    prose, code = notebooks.split_notebook(nb, lang)["cells"]
+    prose, code = language.split_notebook(nb, lang)["cells"]
     assert "](../a/#x)" in prose["source"] and "](../g/)" in prose["source"]
     assert ".ipynb" not in prose["source"] and ".md" not in prose["source"]
     assert code["source"] == 'link = "[A](01-a.ipynb)"'
@@ -322,14 +416,14 @@ def test_split_all_names_the_links_that_reach_nothing(tmp_path):
     nb["cells"][4]["source"] = "[ok](../docs/glossary.ja.md) [no](../docs/notation.ja.md#x)"
     (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     with pytest.raises(ValueError) as err:
-        notebooks.split_all(src, docs)
+        language.split_all(src, docs)
     assert str(err.value) == (
         "01-demo.ipynb links to 02-gone.ipynb, ../docs/notation.ja.md, which do not exist"
     )
     (docs / "notation.md").write_text("# n", encoding="utf-8")
     (docs / "notation.ja.md").write_text("# n", encoding="utf-8")
     (src / "02-gone.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
-    assert len(notebooks.split_all(src, docs)) == 4
+    assert len(language.split_all(src, docs)) == 4
 
 
 def copy_of(nb: dict) -> dict:

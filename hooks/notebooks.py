@@ -7,50 +7,39 @@ Source -> site, one way (ARCHITECTURE.md draws the whole flow):
       -> docs/slug.ja.ipynb  (code cells + Japanese prose)     -> /ja/slug/
 
 The copies in docs/ are generated (ignored by git) and rewritten only when
-their content changes, so `mkdocs serve` does not rebuild in a loop.
+their content changes, so `mkdocs serve` does not rebuild in a loop. Each
+chapter page gets, under its title, a link to its notebook (copied next to
+the page) and one to Colab.
 
-The hook also repairs what mkdocs-jupyter leaves behind on each notebook
-page (every fix is checked by tests/site/):
-
-- headings: unicode ids (nbconvert gives Japanese headings an empty id),
-  the table of contents pointed at them, and Material's ``headerlink``
-  class on the pilcrow so search titles carry no stray "¶";
-- page weight: the ~600 KB of JupyterLab CSS inlined into every page and
-  the clipboard script move to one shared, cached file each; figures
-  inlined as base64 become PNG files named by their content hash
-  (identical in both languages, so stored and downloaded once); the
-  colouring of code past the first cells is drawn when needed;
-- nbconvert's MathJax loader (a CDN address) is dropped: the math is
-  typeset at build time (hooks/math.py);
-- accessibility: each figure gets its cell's alternative text in the
-  page's language, and scrolling code blocks become keyboard-reachable;
-- links under the title: the page's notebook, and Open in Colab.
+What mkdocs-jupyter leaves behind on a notebook page is repaired by hooks
+of one concern each (every repair is checked by tests/site/):
+hooks/headings.py (heading ids, table of contents), hooks/folding.py
+(folded solutions), hooks/page_weight.py (shared CSS, script and figure
+files, figures' alternative text), hooks/code_blocks.py (lighter code
+blocks, deferred colouring), hooks/alternate_links.py (head links that
+made Material fetch a missing sitemap); hooks/japanese_lines.py joins the
+lines of Japanese text.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-import hashlib
 import html
 import json
-import logging
 import posixpath
 import re
-import struct
 from pathlib import Path
 
 import mkdocs.utils
-from pymdownx.slugs import slugify
+
+try:  # imported as the package hooks (tests, tools)
+    from hooks.japanese_lines import join_cjk_lines
+except ModuleNotFoundError:  # loaded by MkDocs from its path, with this folder on sys.path
+    from japanese_lines import join_cjk_lines
 
 #: language -> file-name suffix (mkdocs-static-i18n "suffix" structure)
 LANGUAGES = {"en": "", "ja": ".ja"}
 NOTEBOOK_NAME = re.compile(r"^(?P<number>\d+)-(?P<slug>[a-z0-9][a-z0-9-]*)\.ipynb$")
-SHARED_DIR = "assets/notebook"  # shared CSS/JS of notebook pages, relative to site/
-FIGURE_DIR = "assets/figures"
-
-_slugify = slugify(case="lower")
-log = logging.getLogger("mkdocs.hooks.notebooks")  # a warning fails a strict build
 
 # mkdocs-static-i18n rebuilds every file as a plain mkdocs File, which drops
 # mkdocs-jupyter's wrapper: a notebook would then be copied verbatim, raw JSON
@@ -71,49 +60,6 @@ def page_slug(notebook: Path) -> str:
     if match is None:
         raise ValueError(f"notebook name must look like NN-slug.ipynb, got {notebook.name!r}")
     return match["slug"]
-
-
-# Markdown joins the lines of a paragraph with a space. Japanese puts no
-# space between words, nor after or before its punctuation (、。「」（）：),
-# so a line break there would show as a stray gap: join such lines
-# directly, dropping the next line's indentation (a list item's
-# continuation). A break between a Japanese word and a Latin word, a digit,
-# math or code stays: it renders as the half-width space the house style
-# puts there. Fenced code, a line that opens a block (list item, heading,
-# quote, table row, fence, display math, HTML tag, blank line) and the end
-# of a heading or table row are left alone. tools/lint_ja.py applies the
-# same join before linting, so the lint sees the text as rendered.
-_CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff60"
-_CJK_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
-_NO_BLOCK = r"(?![ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[#>|\n]|```|~~~|\$\$|<(?!https?:)[A-Za-z/!]))"
-_JOINABLE_BREAK = re.compile(
-    r"(?P<fence>^[ \t]*(?P<mark>```|~~~).*?^[ \t]*(?P=mark)[ \t]*$)"
-    rf"|(?<=[{_CJK}])\n{_NO_BLOCK}[ \t]*(?=[{_CJK}])"
-    rf"|(?<=[{_CJK_PUNCT}])\n{_NO_BLOCK}[ \t]*(?=\S)"
-    rf"|(?<=\S)\n{_NO_BLOCK}[ \t]*(?=[{_CJK_PUNCT}])",
-    re.MULTILINE | re.DOTALL,
-)
-
-
-def _join(m: re.Match) -> str:
-    line_start = m.string.rfind("\n", 0, m.start()) + 1
-    if m["fence"] is not None or m.string[line_start : m.start()].lstrip().startswith(("#", "|")):
-        return m[0]
-    return ""
-
-
-def join_cjk_lines(markdown: str) -> str:
-    """Remove the line breaks that would render as a space Japanese does not have.
-
-    That is a break between two Japanese characters, or after or before
-    Japanese punctuation, whatever is on the other side.
-    """
-    return _JOINABLE_BREAK.sub(_join, markdown)
-
-
-def on_page_markdown(markdown, page, config, files):
-    """The hand-written Japanese pages (docs/*.ja.md) get the same join."""
-    return join_cjk_lines(markdown) if page.file.src_uri.endswith(".ja.md") else markdown
 
 
 # Links between pages are written so that they also work in Jupyter (see
@@ -256,153 +202,11 @@ def on_pre_build(config, **kwargs):
 
 
 # --------------------------------------------------------------------------
-# Repairs of the rendered notebook pages
+# The links under a chapter's title
 
 
 def _is_notebook(page) -> bool:
     return page.file.src_uri.endswith(".ipynb")
-
-
-_HEADING = re.compile(r"<h([1-6])(?P<attrs>[^>]*)>(?P<inner>.*?)</h\1>", re.DOTALL)
-_ANCHOR = re.compile(r'<a class="anchor-link" href="#[^"]*">.*?</a>', re.DOTALL)
-_TAG = re.compile(r"<[^>]+>")
-
-
-def _text(fragment: str) -> str:
-    return html.unescape(_TAG.sub("", fragment)).strip()
-
-
-def fix_headings(content: str) -> tuple[str, list[tuple[int, str, str]]]:
-    """Give every heading a unicode id and a Material-style permalink.
-
-    Returns the new HTML and ``(level, heading text, id)`` in document order.
-    """
-    used: set[str] = set()
-    found: list[tuple[int, str, str]] = []
-
-    def unique(base: str) -> str:
-        base = base or "section"
-        candidate, n = base, 1
-        while candidate in used:
-            candidate, n = f"{base}_{n}", n + 1
-        used.add(candidate)
-        return candidate
-
-    def repl(m: re.Match) -> str:
-        level, inner = m.group(1), _ANCHOR.sub("", m["inner"])
-        text = _text(inner)
-        hid = unique(_slugify(text, "-"))
-        found.append((int(level), text, hid))
-        attrs = re.sub(r'\s*id="[^"]*"', "", m["attrs"])
-        link = f'<a class="headerlink" href="#{hid}" title="Permanent link">¶</a>'
-        return f'<h{level} id="{hid}"{attrs}>{inner}{link}</h{level}>'
-
-    return _HEADING.sub(repl, content), found
-
-
-def fix_toc(toc, headings: list[tuple[int, str, str]]) -> None:
-    """Point the table of contents at the ids given by :func:`fix_headings`.
-
-    Entries and headings come in the same document order (the table may
-    skip deep levels). An entry takes the next heading with its text, or,
-    when its title lost part of the heading (mkdocs-jupyter drops code spans
-    from titles), the next heading of its level; it also takes that
-    heading's full text as its title.
-    """
-    start = 0
-
-    def walk(items):
-        nonlocal start
-        for item in items:
-            title = _text(item.title)
-            rest = list(enumerate(headings))[start:]
-            match = next((k for k, (_, text, _) in rest if text == title), None)
-            if match is None:
-                match = next((k for k, (level, _, _) in rest if level == item.level), None)
-            if match is not None:
-                _, text, item.id = headings[match]
-                item.title = html.escape(text)
-                start = match + 1
-            walk(item.children)
-
-    walk(toc)
-
-
-# Folded solutions (CONTRIBUTING.md): a run of cells tagged "solution"
-# starts with a prose cell whose first words are **Solution N.** / **解答 N.**
-# nbconvert marks a tagged cell with the class celltag_solution: on the
-# cell's own div for code, on its rendered-Markdown div for prose.
-SOLUTION_LABEL = {"en": "Solution", "ja": "解答"}
-_CELL_START = re.compile(r'<div (?:id="[^"]*" )?class="jp-Cell ')
-_DIV_TAG = re.compile(r"<div\b|</div>")
-_SOLUTION_CLASS = re.compile(r'class="[^"]*\bcelltag_solution\b')
-# mkdocs-jupyter shows a code cell's tags as chips above its code: authoring
-# metadata, which the fold already says.
-_TAG_CHIPS = re.compile(
-    r'<div class="celltoolbar">\s*(?:<div class="button_container tags_button_container">'
-    r".*?</div>\s*)*</div>\s*",
-    re.DOTALL,
-)
-_PROSE_START = re.compile(r'<div class="jp-RenderedHTMLCommon jp-RenderedMarkdown[^"]*"[^>]*>\s*')
-
-
-def _div_end(html_text: str, start: int) -> int:
-    """Index just past the ``</div>`` that closes the ``<div`` at ``start``."""
-    depth = 0
-    for m in _DIV_TAG.finditer(html_text, start):
-        depth += 1 if m[0] == "<div" else -1
-        if depth == 0:
-            return m.end()
-    raise ValueError(f"unbalanced <div> at offset {start}")
-
-
-def _cells(html_text: str) -> list[tuple[int, int]]:
-    """(start, end) of each top-level notebook cell, in order."""
-    cells, pos = [], 0
-    while (m := _CELL_START.search(html_text, pos)) is not None:
-        end = _div_end(html_text, m.start())
-        cells.append((m.start(), end))
-        pos = end
-    return cells
-
-
-def fold_solutions(content: str, lang: str, where: str = "page") -> str:
-    """Fold each worked solution into a collapsed ``<details class="solution">``.
-
-    A fold starts at each tagged prose cell that opens with
-    ``<strong>Solution N.</strong>`` (the label is moved into the
-    ``<summary>``) and takes the tagged cells after it, up to the next such
-    opening or the first untagged cell. Tagged cells before any opening are
-    left as they are, with a warning (a strict build fails on it).
-    """
-    label = SOLUTION_LABEL[lang]
-    opening = re.compile(
-        rf"<p>\s*<strong>\s*{re.escape(label)}\s*(?P<n>[0-9A-Za-z]+)\s*[.．。:：]?\s*</strong>\s*"
-    )
-    pieces, pos, current = [], 0, None  # current: the open fold's number
-    for start, end in _cells(content):
-        cell = content[start:end]
-        open_tag = cell[: cell.find(">") + 1]
-        prose = _PROSE_START.search(cell) if "jp-MarkdownCell" in open_tag else None
-        tagged = _SOLUTION_CLASS.search(prose[0] if prose else open_tag) is not None
-        first = opening.match(cell, prose.end()) if (tagged and prose) else None
-        pieces.append(content[pos:start])
-        if current is not None and (not tagged or first is not None):
-            pieces.append("</details>")
-            current = None
-        if first is not None:
-            current = first["n"]
-            pieces.append(f'<details class="solution"><summary>{label} {current}</summary>')
-            cell = cell[: first.start()] + "<p>" + cell[first.end() :]
-        elif tagged and current is None:
-            log.warning(
-                f"{where}: a cell tagged 'solution' comes before any opening "
-                f"'**{label} N.**': start each solution with a prose cell that opens with it"
-            )
-        pieces.append(_TAG_CHIPS.sub("", cell) if current is not None else cell)
-        pos = end
-    pieces.append(content[pos:] if current is None else "</details>" + content[pos:])
-    return "".join(pieces)
 
 
 TOOLBAR_TEXT = {
@@ -436,11 +240,8 @@ def notebook_toolbar(download: str, source: str | None, repo_url: str | None, la
 def on_page_content(content, page, config, files):
     if not _is_notebook(page):
         return content
-    content, headings = fix_headings(content)
-    fix_toc(page.toc, headings)
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
-    content = fold_solutions(content, lang, page.file.src_uri)
-    # read once here; on_post_page needs the figures' texts from it too
+    # where the notebook came from, for the Colab link
     page.notebook_metadata = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))[
         "metadata"
     ]
@@ -457,199 +258,7 @@ def on_page_content(content, page, config, files):
     return content[: h1_end + 5] + toolbar + content[h1_end + 5 :]
 
 
-_STYLE = re.compile(r"<style[^>]*>(?P<css>.*?)</style>", re.DOTALL)
-_INLINE_SCRIPT = re.compile(r"<script>(?P<js>(?:(?!</script>).)*?)</script>", re.DOTALL)
-# nbconvert's MathJax 2 loader and its Mermaid loader both point at a CDN;
-# the site typesets its math at build time, and the notebooks draw no Mermaid
-# diagrams.
-_CDN_LOADERS = re.compile(
-    r"<!-- Load mathjax -->.*?<!-- End of mathjax configuration -->"
-    r"|<script type=\"module\">(?:(?!</script>).)*?mermaid(?:(?!</script>).)*?</script>",
-    re.DOTALL,
-)
-_DATA_IMG = re.compile(
-    r'<img (?P<before>[^>]*?)src="data:image/png;base64,(?P<data>[^"]+)"(?P<after>[^>]*)>'
-)
-
-
-# Pygments wraps every name, space, punctuation mark and attribute dot in a
-# span. Names and spaces get no colour from the notebook CSS; punctuation
-# and the dot are drawn in the text colour here, as most code viewers do.
-# Unwrapped, they weigh nothing (the spans were a third of a chapter's HTML).
-_PLAIN_TOKEN = re.compile(r'<span class="(?:n|w|p)">([^<]*)</span>|<span class="o">(\.)</span>')
-# mkdocs-jupyter keeps a hidden plain-text copy of each cell's code for its
-# copy button; the button copies the text of the element its `for` names,
-# and the highlighted <pre> holds the same text.
-_COPY_TEXT = re.compile(
-    r'(<div class="highlight-ipynb[^"]*"><pre)(>.*?</pre></div>)\s*'
-    r'<div class="clipboard-copy-txt" id="(cell-\d+)">.*?</div>',
-    re.DOTALL,
-)
-# A code cell's colouring is an element per token (about 1,500 a chapter),
-# which the browser makes as it reads the page although the cell sits in a
-# block it skips until it nears the screen (docs/stylesheets/site.css). Past
-# a page's first COLOURED_CELLS code blocks (at most two start on a
-# 1280 x 1600 screen), a block's <pre> ships its code as plain text and its
-# coloured markup in data-html, which the page's script
-# (docs/overrides/partials/deferred.html) puts in place when the block nears
-# the screen, when a folded solution opens, when the browser is idle after
-# loading, or before printing. Without JavaScript that code shows uncoloured.
-COLOURED_CELLS = 3
-_CODE = re.compile(r'(<div [^>]*class="highlight-ipynb[^"]*"><pre[^>]*)>(.*?)</pre>', re.DOTALL)
-_TAG = re.compile(r"<[^>]*>")
-_SPAN_CLASS = re.compile(r'<span class="([\w-]+)">')
-
-
-def defer_colouring(body: str, coloured: int = COLOURED_CELLS) -> str:
-    """``body`` with the code blocks past the first ``coloured`` uncoloured,
-    their coloured markup in ``data-html``. The spans' class names go
-    unquoted (they need no quotes), which leaves only the code's own quotes
-    to escape in the value."""
-    blocks = 0
-
-    def plain(m: re.Match) -> str:
-        nonlocal blocks
-        blocks += 1
-        start, markup = m.groups()
-        if blocks <= coloured or "<" not in markup:
-            return m[0]
-        kept = _SPAN_CLASS.sub(r"<span class=\1>", markup)
-        kept = kept.replace("&", "&amp;").replace('"', "&quot;")
-        return f'{start} data-html="{kept}">{_TAG.sub("", markup)}</pre>'
-
-    return _CODE.sub(plain, body)
-
-
-# mkdocs-jupyter repeats the same copy-button icon in every code cell; one
-# <symbol> per page and a <use> per button draw the same.
-_COPY_ICON = re.compile(
-    r'<svg aria-hidden="true" class="clipboard-copy-icon"[^>]*>(?P<paths>.*?)</svg>', re.DOTALL
-)
-_COPY_SYMBOL_ID = "nb-copy-icon"
-
-
-def _share_copy_icon(body: str) -> str:
-    first = _COPY_ICON.search(body)
-    if first is None:
-        return body
-    symbol = (
-        '<svg aria-hidden="true" style="display:none">'
-        f'<symbol id="{_COPY_SYMBOL_ID}" viewBox="0 0 16 16">{first["paths"]}</symbol></svg>'
-    )
-    use = (
-        '<svg aria-hidden="true" class="clipboard-copy-icon" width="20" height="20" '
-        f'viewBox="0 0 16 16"><use href="#{_COPY_SYMBOL_ID}"></use></svg>'
-    )
-    body = _COPY_ICON.sub(use, body)
-    at = body.find(">") + 1  # right inside <article ...>
-    return body[:at] + symbol + body[at:]
-
-
-_SIZE_ATTR = re.compile(r'\s*\b(width|height)="?(\d+)"?')
-
-
-def _png_size(data: bytes) -> tuple[int, int]:
-    width, height = struct.unpack(">II", data[16:24])
-    return width, height
-
-
-def _relative(page, target: str) -> str:
-    """URL of site-relative ``target`` as seen from ``page``."""
-    return posixpath.relpath(target, posixpath.dirname("/" + page.url + "x")[1:] or ".")
-
-
-def _store(site_dir: Path, rel: str, data: bytes) -> None:
-    path = site_dir / rel
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-
-
-def _hashed_name(data: bytes, suffix: str) -> str:
-    return hashlib.sha256(data).hexdigest()[:16] + suffix
-
-
-def externalise(output: str, page, site_dir: Path, alts: list[str | None] = ()) -> str:
-    """Lighten a notebook page: inline CSS, the clipboard script and PNG
-    figures move to shared files; dead markup goes. The figures, in order,
-    get the alternative texts ``alts``."""
-    start, end = output.find("<article"), output.find("</article>")
-    if start < 0 or end < 0:
-        return output
-    head, body, tail = output[:start], output[start:end], output[end:]
-
-    body = _CDN_LOADERS.sub("", body)
-
-    css = "\n".join(m["css"] for m in _STYLE.finditer(body))
-    body = _STYLE.sub("", body)
-    links = ""
-    if css.strip():
-        data = css.encode("utf-8")
-        rel = f"{SHARED_DIR}/{_hashed_name(data, '.css')}"
-        _store(site_dir, rel, data)
-        links += f'<link rel="stylesheet" href="{_relative(page, rel)}">'
-
-    def script(m: re.Match) -> str:
-        if "clipboard" not in m["js"]:
-            return m.group(0)
-        data = m["js"].encode("utf-8")
-        rel = f"{SHARED_DIR}/{_hashed_name(data, '.js')}"
-        _store(site_dir, rel, data)
-        return f'<script src="{_relative(page, rel)}"></script>'
-
-    body = _INLINE_SCRIPT.sub(script, body)
-
-    figures = iter(alts)
-
-    def figure(m: re.Match) -> str:
-        data = base64.b64decode(m["data"])
-        rel = f"{FIGURE_DIR}/{_hashed_name(data, '.png')}"
-        _store(site_dir, rel, data)
-        # A figure stored at twice its size for sharp high-density screens
-        # (IPython's "retina" format) carries its display size, which
-        # nbconvert writes as width=/height=; otherwise the PNG's own size.
-        attrs = f"{m['before']}{m['after']}"
-        shown = dict(_SIZE_ATTR.findall(attrs))
-        width, height = _png_size(data)
-        if "width" in shown and "height" in shown:
-            width, height = shown["width"], shown["height"]
-        elif "width" in shown:  # keep the PNG's aspect ratio
-            width, height = shown["width"], round(height * int(shown["width"]) / width)
-        attrs = _SIZE_ATTR.sub("", attrs)
-        # nbconvert's placeholder alt says nothing; the cell's own text replaces it
-        attrs = re.sub(r'\s*alt="[^"]*"', "", attrs).strip()
-        attrs = attrs.removesuffix("/").strip()  # nbconvert closes <img ... />; we add attributes
-        attrs += f' alt="{html.escape(next(figures, None) or "", quote=True)}"'
-        return (
-            f'<img src="{_relative(page, rel)}" width="{width}" height="{height}" '
-            f'loading="lazy" decoding="async" {attrs.strip()}>'
-        )
-
-    body = _DATA_IMG.sub(figure, body)
-    body = _PLAIN_TOKEN.sub(lambda m: m[1] if m[1] is not None else m[2], body)
-    body = _COPY_TEXT.sub(r'\1 id="\3"\2', body)
-    # mkdocs-jupyter's copy button carries a stray `,=""` attribute (an HTML
-    # parse error, and MathJax's build-time parser stops at it)
-    body = body.replace('<clipboard-copy ,="" ', "<clipboard-copy ")
-    # code that scrolls sideways must be reachable with the keyboard
-    body = body.replace('<div class="highlight-ipynb', '<div tabindex="0" class="highlight-ipynb')
-    body = _share_copy_icon(body)
-    body = defer_colouring(body)
-    head = head.replace("</head>", links + "</head>", 1)
-    return head + body + tail
-
-
-# Material turns every <link rel="alternate" hreflang> in a page's head into
-# a fetch of "sitemap.xml" next to the linked page. mkdocs-static-i18n points
-# those links at the page's twin, where no sitemap exists: a 404 and a console
-# error on every page. The language switcher (<a hreflang> in the header) and
-# the sitemap (xhtml:link hreflang for every page) already link the twins.
-_HEAD_ALTERNATE = re.compile(r'\s*<link rel="alternate" href="[^"]*" hreflang="[^"]*">')
-
-
 def on_post_page(output, page, config):
-    head_end = output.find("</head>")
-    output = _HEAD_ALTERNATE.sub("", output[:head_end]) + output[head_end:]
     if not _is_notebook(page):
         return output
     # The notebook this page was made from, for the download link.
@@ -657,5 +266,4 @@ def on_post_page(output, page, config):
     target = Path(page.file.abs_dest_path).parent / source.name
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(source.read_bytes())
-    alts = page.notebook_metadata.get("figure_alt", [])
-    return externalise(output, page, Path(config.site_dir), alts)
+    return output

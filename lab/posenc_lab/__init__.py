@@ -2,8 +2,9 @@
 
 The chapters about measurement import it: the CPU benchmark (:mod:`.bench`),
 the toy Transformer (:mod:`.toy`), the length-generalisation experiments
-(:mod:`.experiments`), the site's figure style (:mod:`.plotting`), and the
-stored records they produced (:func:`record_path`).
+(:mod:`.experiments`), the site's figure style (:mod:`.plotting`) and what
+its interactive figures share (:mod:`.vega`), and the stored records they
+produced (:func:`record_path`).
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ docstrings, the hook builds at every build:
   ``<!-- generated: api pages -->`` and ``<!-- generated: api names -->``
   stand.
 
-A public name without an entry, an entry without a name, a name from a
-module that no family lists, or a chapter that does not exist stops the
-build with a message that says which (tests/test_api_reference.py runs the
-same check).
+A public name without its Japanese summary, an entry without a name, or
+a chapter that does not exist stops the build with a message that says
+which (tests/test_api_reference.py runs the same check). A module that no
+family lists gets a page of its own, titled by its docstring's first line.
 """
 
 from __future__ import annotations
@@ -96,6 +96,19 @@ def signature(name: str, obj) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+def own_family(module_name: str) -> Family:
+    """The family of a module that docs/api.yml does not list: its page is
+    named after the module, its title (in both languages) is the first
+    line of the module's docstring, and it cites no papers."""
+    try:
+        doc = inspect.getdoc(importlib.import_module(module_name)) or module_name
+    except ImportError:
+        doc = module_name
+    title = doc.split("\n", 1)[0].strip().rstrip(".")
+    page = module_name.rsplit(".", 1)[-1].strip("_").replace("_", "-")
+    return Family(page, (module_name,), {lang: title for lang in LANGUAGES}, "")
+
+
 def _source_line(obj) -> int:
     try:
         return inspect.getsourcelines(obj)[1]
@@ -118,13 +131,12 @@ def read_reference(root: Path, package=None) -> list[Entry]:
     entries, problems = [], []
     for name in public:
         obj = getattr(module, name)
-        family = by_module.get(getattr(obj, "__module__", None))
+        home = getattr(obj, "__module__", None) or module.__name__
+        if home not in by_module:  # a module no family lists: a family of its own
+            by_module[home] = own_family(home)
+            families.append(by_module[home])
+        family = by_module[home]
         entry = known.get(name) or {}
-        if family is None:
-            problems.append(
-                f"{name}: its module {obj.__module__} is in no family: add it to the "
-                "`modules` of a family under `families` (or add a family)"
-            )
         if not str(entry.get("ja") or "").strip():
             problems.append(
                 f"{name}: no entry under `names`: add `{name}: {{chapter: SLUG, ja: ...}}` "
@@ -134,16 +146,15 @@ def read_reference(root: Path, package=None) -> list[Entry]:
         chapter = entry.get("chapter")
         if chapter is not None and chapter not in chapters:
             problems.append(f"{name}: chapter {chapter!r} is not in {CHAPTERS}")
-        if family is not None:
-            summary = {"en": summary_line(obj), "ja": " ".join(str(entry.get("ja", "")).split())}
-            entries.append(Entry(name, family, signature(name, obj), summary, chapter))
+        summary = {"en": summary_line(obj), "ja": " ".join(str(entry.get("ja", "")).split())}
+        entries.append(Entry(name, family, signature(name, obj), summary, chapter))
     problems += [
         f"{name}: listed under `names`, but {module.__name__} does not export it: remove it"
         for name in known
         if name not in public
     ]
     problems += [
-        f"family {f.page}: no public name comes from {', '.join(f.modules)}"
+        f"family {f.page}: no public name comes from {', '.join(f.modules)}: remove it"
         for f in families
         if not any(e.family is f for e in entries)
     ]
@@ -171,8 +182,7 @@ def page_markdown(family: Family, entries: list[Entry], chapter_titles: dict[str
         f"Generated from the docstrings of {modules} when the site is built "
         "(every name is importable from `posenc`). Back to the [overview](../api.md).",
         "",
-        f"**Papers.** {family.papers}",
-        "",
+        *([f"**Papers.** {family.papers}", ""] if family.papers else []),
         "**What is checked where**, and which calls read values back to the host: see "
         "[graph safety](../api.md#graph-safety-and-host-reads) on the overview page.",
     ]

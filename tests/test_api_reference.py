@@ -36,53 +36,67 @@ def test_every_public_name_has_its_entry_family_and_chapter():
 
 
 def _fake_package() -> types.ModuleType:
-    """A package exporting ``sinusoidal`` from posenc.absolute, ``orphan``
-    from a module no family lists, and ``stray`` with no entry."""
-
-    def orphan():
-        """Nothing."""
+    """A package exporting ``sinusoidal`` and ``apply_rope`` from posenc, and
+    ``stray``, from posenc.absolute, with no entry."""
 
     def stray():
-        """Nothing either."""
+        """Nothing."""
 
-    orphan.__module__ = "posenc.nowhere"
     stray.__module__ = "posenc.absolute"
     package = types.ModuleType("fakepkg")
-    package.__all__ = ["orphan", "sinusoidal", "stray"]
-    package.sinusoidal, package.orphan, package.stray = posenc.sinusoidal, orphan, stray
+    package.__all__ = ["apply_rope", "sinusoidal", "stray"]
+    package.sinusoidal, package.apply_rope, package.stray = (
+        posenc.sinusoidal,
+        posenc.apply_rope,
+        stray,
+    )
     return package
 
 
-def test_the_check_says_what_to_add_or_remove(tmp_path):
+def _project(tmp_path, registry: str) -> Path:
     (tmp_path / "docs").mkdir()
     (tmp_path / "notebooks").mkdir()
     shutil.copy(ROOT / "notebooks" / "chapters.yml", tmp_path / "notebooks")
     for source in (ROOT / "notebooks").glob("[0-9]*.py"):  # the chapters exist
         (tmp_path / "notebooks" / source.name).touch()
-    (tmp_path / api_reference.REGISTRY).write_text(
+    (tmp_path / api_reference.REGISTRY).write_text(registry, encoding="utf-8")
+    return tmp_path
+
+
+def test_the_check_says_what_to_add_or_remove(tmp_path):
+    registry = (
         "families:\n"
         "  - {page: absolute, modules: [posenc.absolute], en: A, ja: A, papers: P}\n"
-        "  - {page: rope, modules: [posenc.rope], en: R, ja: R, papers: P}\n"
+        "  - {page: cope, modules: [posenc.cope], en: C, ja: C, papers: P}\n"
         "names:\n"
         "  sinusoidal: {chapter: no-such-chapter, ja: 正弦波。}\n"
-        "  orphan: {ja: 孤児。}\n"
-        "  apply_rope: {chapter: rope, ja: 回転。}\n",
-        encoding="utf-8",
+        "  apply_rope: {chapter: rope, ja: 回転。}\n"
+        "  CoPE: {ja: 文脈。}\n"
     )
     with pytest.raises(ValueError) as error:
-        api_reference.read_reference(tmp_path, _fake_package())
-    problems = str(error.value).splitlines()[1:]
-    assert [p.strip().split(":")[0] for p in problems] == [
-        "orphan",
-        "sinusoidal",
-        "stray",
-        "apply_rope",
-        "family rope",
+        api_reference.read_reference(_project(tmp_path, registry), _fake_package())
+    problems = [p.strip() for p in str(error.value).splitlines()[1:]]
+    assert problems == [
+        "sinusoidal: chapter 'no-such-chapter' is not in notebooks/chapters.yml",
+        "stray: no entry under `names`: add `stray: {chapter: SLUG, ja: ...}` (ja: the first "
+        "line of its docstring in Japanese; chapter: the slug of the chapter that derives "
+        "it, or leave it out)",
+        "CoPE: listed under `names`, but fakepkg does not export it: remove it",
+        "family cope: no public name comes from posenc.cope: remove it",
     ]
-    assert "its module posenc.nowhere is in no family: add it to the `modules`" in problems[0]
-    assert "chapter 'no-such-chapter' is not in notebooks/chapters.yml" in problems[1]
-    assert "no entry under `names`: add `stray: {chapter: SLUG, ja: ...}`" in problems[2]
-    assert "fakepkg does not export it: remove it" in problems[3]
+
+
+def test_a_module_no_family_lists_gets_a_page_of_its_own(tmp_path):
+    registry = "families: []\nnames:\n  apply_rope: {chapter: rope, ja: 回転します。}\n"
+    package = types.ModuleType("fakepkg")
+    package.__all__, package.apply_rope = ["apply_rope"], posenc.apply_rope
+    (entry,) = api_reference.read_reference(_project(tmp_path, registry), package)
+    assert entry.family.page == "rope" and entry.family.modules == ("posenc.rope",)
+    assert entry.family.title == {"en": "Rotary position embedding (RoPE)"} | {
+        "ja": "Rotary position embedding (RoPE)"
+    }
+    text = api_reference.page_markdown(entry.family, [entry], {"rope": "RoPE"})
+    assert text.startswith("# Rotary position embedding (RoPE)\n") and "Papers" not in text
 
 
 def test_pages_list_names_in_source_order_with_their_chapter():

@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint lint-ja notebooks lab lab-en lab-ja test-notebooks-clean bench-pages clean
+.PHONY: setup serve build test lint lint-ja notebooks check-chapter lab lab-en lab-ja test-notebooks-clean bench-pages clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -47,7 +47,7 @@ lint: setup
 # docs/index.ja.md" lints only those. Config: .textlintrc.yml.
 FILES ?=
 lint-ja: setup
-	$(PY) tools/lint_ja.py $(FILES)
+	$(PY) -m tools.lint_ja $(FILES)
 
 # Runs the whole suite: unit and property tests, notebook pairing and
 # nbval (strict), the site build and the headless-browser checks, on one
@@ -99,6 +99,12 @@ notebooks: setup
 ROUNDS ?= 5
 bench-pages: setup
 	$(PY) tools/page_speed.py --rounds $(ROUNDS)
+
+# Every rule of CONTRIBUTING.md for a chapter (NB=notebooks/NN-slug.py; all
+# chapters without NB), each failure with how to fix it. nbval and the site
+# are make test's.
+check-chapter: setup
+	$(PY) -m tools.check_chapter $(NB)
 
 clean:
 	rm -rf site docs/notebooks .pytest_cache

@@ -11,7 +11,9 @@ their content changes, so `mkdocs serve` does not rebuild in a loop. Links
 between chapters and pages become the site's URLs; Japanese lines are
 joined where Markdown would show a space Japanese does not have; the links
 under a chapter's title (its notebook, Open in Colab) are made here too.
-hooks/notebooks.py repairs the rendered pages.
+The hooks of one concern each (hooks/headings.py, hooks/folding.py,
+hooks/page_weight.py, hooks/code_blocks.py, ...) repair the rendered pages;
+hooks/japanese_lines.py holds the line join.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
+
+import mkdocs.utils
+
+try:  # imported as the package hooks (tests, tools)
+    from hooks.japanese_lines import join_cjk_lines
+except ModuleNotFoundError:  # loaded by MkDocs from its path, with this folder on sys.path
+    from japanese_lines import join_cjk_lines
 
 #: language -> file-name suffix (mkdocs-static-i18n "suffix" structure)
 LANGUAGES = {"en": "", "ja": ".ja"}
@@ -38,47 +47,13 @@ def page_slug(notebook: Path) -> str:
     return match["slug"]
 
 
-# Markdown joins the lines of a paragraph with a space. Japanese puts no
-# space between words, nor after or before its punctuation (、。「」（）：),
-# so a line break there would show as a stray gap: join such lines
-# directly, dropping the next line's indentation (a list item's
-# continuation). A break between a Japanese word and a Latin word, a digit,
-# math or code stays: it renders as the half-width space the house style
-# puts there. Fenced code, a line that opens a block (list item, heading,
-# quote, table row, fence, display math, HTML tag, blank line) and the end
-# of a heading or table row are left alone. tools/lint_ja.py applies the
-# same join before linting, so the lint sees the text as rendered.
-_CJK = "\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff01-\uff60"
-_CJK_PUNCT = "\u3000-\u303f\uff01-\uff0f\uff1a-\uff20\uff3b-\uff40\uff5b-\uff65"
-_NO_BLOCK = r"(?![ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[#>|\n]|```|~~~|\$\$|<(?!https?:)[A-Za-z/!]))"
-_JOINABLE_BREAK = re.compile(
-    r"(?P<fence>^[ \t]*(?P<mark>```|~~~).*?^[ \t]*(?P=mark)[ \t]*$)"
-    rf"|(?<=[{_CJK}])\n{_NO_BLOCK}[ \t]*(?=[{_CJK}])"
-    rf"|(?<=[{_CJK_PUNCT}])\n{_NO_BLOCK}[ \t]*(?=\S)"
-    rf"|(?<=\S)\n{_NO_BLOCK}[ \t]*(?=[{_CJK_PUNCT}])",
-    re.MULTILINE | re.DOTALL,
-)
-
-
-def _join(m: re.Match) -> str:
-    line_start = m.string.rfind("\n", 0, m.start()) + 1
-    if m["fence"] is not None or m.string[line_start : m.start()].lstrip().startswith(("#", "|")):
-        return m[0]
-    return ""
-
-
-def join_cjk_lines(markdown: str) -> str:
-    """Remove the line breaks that would render as a space Japanese does not have.
-
-    That is a break between two Japanese characters, or after or before
-    Japanese punctuation, whatever is on the other side.
-    """
-    return _JOINABLE_BREAK.sub(_join, markdown)
-
-
-def on_page_markdown(markdown, page, config, files):
-    """The hand-written Japanese pages (docs/*.ja.md) get the same join."""
-    return join_cjk_lines(markdown) if page.file.src_uri.endswith(".ja.md") else markdown
+# mkdocs-static-i18n rebuilds every file as a plain mkdocs File, which drops
+# mkdocs-jupyter's wrapper: a notebook would then be copied verbatim, raw JSON
+# as index.html, and `--strict` would still pass. Registering .ipynb as a
+# documentation extension keeps notebooks pages; mkdocs-jupyter still renders
+# them. tests/site/test_build.py fails if a page holds notebook JSON.
+if ".ipynb" not in mkdocs.utils.markdown_extensions:
+    mkdocs.utils.markdown_extensions = (*mkdocs.utils.markdown_extensions, ".ipynb")
 
 
 # Links between pages are written so that they also work in Jupyter (see

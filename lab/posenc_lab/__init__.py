@@ -4,8 +4,9 @@ It holds the CPU benchmarks (:mod:`.bench`, which made the stored CPU
 records, and :mod:`.cpu_bench`, its successor for RoPE), the GPU benchmark
 of the fused RoPE kernel (:mod:`.gpu_bench`), the toy Transformer
 (:mod:`.toy`), the length-generalisation experiments (:mod:`.experiments`),
-the site's figure style (:mod:`.plotting`), and the stored records they
-produced (:func:`record_path`). The chapters about measurement import it.
+the site's figure style (:mod:`.plotting`) and what its interactive figures
+share (:mod:`.vega`), and the stored records they produced
+(:func:`record_path`). The chapters about measurement import it.
 """
 
 from __future__ import annotations

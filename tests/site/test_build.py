@@ -189,7 +189,7 @@ def test_footer_and_changelog_show_the_package_version(built_site):
 
 
 # Japanese puts no space after or before 、 and 。. On a page, one shows up
-# where a line break of the source was not joined (hooks/language.py,
+# where a line break of the source was not joined (hooks/japanese_lines.py,
 # join_cjk_lines) or where the source has a space. Whitespace next to a
 # block (a paragraph edge, display math) is not visible and does not count.
 _INLINE_TAG = r"(?:a|code|span|strong|em|b|i|sup|sub|kbd|mark|small)"

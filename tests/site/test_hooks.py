@@ -13,7 +13,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import api_links, assets, language, math, notebook_css, notebooks, search
+from hooks import (
+    api_links,
+    api_reference,
+    assets,
+    chapters,
+    code_blocks,
+    folding,
+    headings,
+    japanese_lines,
+    language,
+    math,
+    notebook_css,
+    page_weight,
+    search,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -105,7 +119,7 @@ def test_headings_get_unicode_ids_and_headerlinks():
         '<h2 id="Why-a-sine">Why a sine<a class="anchor-link" href="#Why-a-sine">¶</a></h2>'
         '<h2 id="">波長</h2><h2 id="">波長</h2>'
     )
-    out, found = notebooks.fix_headings(html)
+    out, found = headings.fix_headings(html)
     assert [hid for _, _, hid in found] == [
         "正弦波位置エンコーディング",
         "why-a-sine",
@@ -122,14 +136,14 @@ def test_toc_follows_the_heading_ids():
         return SimpleNamespace(level=level, title=title, id="", children=list(children))
 
     toc = [item(1, "題名", [item(2, "波長"), item(2, "波長"), item(2, "The table:")])]
-    headings = [
+    found = [
         (1, "題名", "題名"),
         (2, "波長", "波長"),
         (3, "深い見出し", "深い見出し"),  # deeper than the table of contents goes
         (2, "波長", "波長_1"),
         (2, "The table: T5RelativeBias", "the-table-t5relativebias"),
     ]
-    notebooks.fix_toc(toc, headings)
+    headings.fix_toc(toc, found)
     children = toc[0].children
     assert [toc[0].id, *(c.id for c in children)] == [
         "題名",
@@ -177,7 +191,7 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
         + '" alt="No description has been provided for this image" class="" /></div>'
         "</article></body></html>"
     )
-    out = notebooks.externalise(output, page, tmp_path, alts=["a plot of <b> & c"])
+    out = page_weight.externalise(output, page, tmp_path, alts=["a plot of <b> & c"])
     assert "<style" not in out and "data:image" not in out and "mathjax" not in out.lower()
     css = re.search(
         r'<link rel="stylesheet" href="\.\./\.\./(assets/notebook/[0-9a-f]{16}\.css)">', out
@@ -192,12 +206,29 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
     assert (tmp_path / img[1]).read_bytes() == png
     assert 'alt="a plot of &lt;b&gt; &amp; c">' in out and "No description" not in out
     assert " / " not in out  # the self-closing slash does not end up among the attributes
+    assert '<span class="n">torch</span>' in out  # code blocks are code_blocks.py's business
+
+
+def test_code_blocks_lose_plain_token_spans_and_the_copy_of_their_text():
+    body = (
+        '<article class="md-content__inner">'
+        '<clipboard-copy ,="" for="cell-1">'
+        '<svg aria-hidden="true" class="clipboard-copy-icon" width="20"><path d="M0"></path></svg>'
+        "</clipboard-copy>"
+        '<div class="highlight-ipynb hl-python"><pre><span class="n">torch</span><span class="o">.</span>'
+        '<span class="n">ones</span><span class="p">(</span><span class="mi">2</span><span class="p">)</span>'
+        '<span class="w"> </span><span class="o">+</span></pre></div>\n'
+        '<div class="clipboard-copy-txt" id="cell-1">torch.ones(2) +</div>'
+    )
+    out = code_blocks.lighten(body)
     # plain tokens unwrapped, styled ones kept; the copy button reads the <pre>
     assert (
+        '<div tabindex="0" class="highlight-ipynb hl-python">'
         '<pre id="cell-1">torch.ones(<span class="mi">2</span>) <span class="o">+</span></pre>'
         in out
     )
-    assert "clipboard-copy-txt" not in out
+    assert "clipboard-copy-txt" not in out and '<clipboard-copy for="cell-1">' in out
+    assert out.startswith('<article class="md-content__inner"><svg aria-hidden="true" style')
     assert out.count('<symbol id="nb-copy-icon"') == 1 and '<use href="#nb-copy-icon">' in out
 
 
@@ -324,7 +355,7 @@ def test_lab_copies_are_marked_generated_and_keep_jupyter_links(tmp_path):
 
 def test_japanese_lines_join_without_a_space():
     text = "導き、\nすべての式を確かめます。\n次に $p$ を\n使います。\n\n- 項目\n- item\nEnglish line\nnext"
-    assert language.join_cjk_lines(text) == (
+    assert japanese_lines.join_cjk_lines(text) == (
         "導き、すべての式を確かめます。次に $p$ を使います。\n\n- 項目\n- item\nEnglish line\nnext"
     )
     nb = {"cells": [_cell("markdown", ["本文の\n", "続きです。"], "ja")], "metadata": {}}
@@ -357,7 +388,7 @@ def test_japanese_lines_join_without_a_space():
     ],
 )
 def test_japanese_punctuation_never_meets_a_space(text, joined):
-    assert language.join_cjk_lines(text) == joined
+    assert japanese_lines.join_cjk_lines(text) == joined
 
 
 # --------------------------------------------------------------------------
@@ -478,7 +509,7 @@ def test_solutions_fold_into_collapsed_details(tmp_path, lang, label):
         tmp_path,
     )
     assert "celltag_solution" in html  # what the fold relies on
-    out = notebooks.fold_solutions(html, lang)
+    out = folding.fold(html, folding.SOLUTIONS, lang)
     folds = re.findall(
         r'<details class="solution"><summary>(.*?)</summary>(.*?)</details>', out, re.S
     )
@@ -506,15 +537,15 @@ def _text_of(fragment: str) -> str:
 
 def test_a_solution_without_its_opening_is_left_and_reported(tmp_path, caplog):
     html = _rendered([_cell("markdown", "Exercise."), _code("assert True", tagged=True)], tmp_path)
-    with caplog.at_level("WARNING", logger="mkdocs.hooks.notebooks"):
-        out = notebooks.fold_solutions(html, "en", "demo.ipynb")
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.folding"):
+        out = folding.fold(html, folding.SOLUTIONS, "en", "demo.ipynb")
     assert out == html
     assert "demo.ipynb: a cell tagged 'solution' comes before any opening" in caplog.text
 
 
 def test_pages_without_solutions_are_untouched(tmp_path):
     html = _rendered([_cell("markdown", "**Solution 1.** untagged"), _code("x = 1")], tmp_path)
-    assert notebooks.fold_solutions(html, "en") == html
+    assert folding.fold(html, folding.SOLUTIONS, "en") == html
 
 
 def test_a_retina_figure_keeps_its_display_size(tmp_path):
@@ -530,7 +561,7 @@ def test_a_retina_figure_keeps_its_display_size(tmp_path):
         f'<img src="data:image/png;base64,{data}" width=2 class="">'
         "</div></article></body></html>"
     )
-    out = notebooks.externalise(output, page, tmp_path, alts=["first", "second"])
+    out = page_weight.externalise(output, page, tmp_path, alts=["first", "second"])
     imgs = re.findall(r"<img [^>]*>", out)
     assert [re.findall(r'\b(width|height)="(\d+)"', i) for i in imgs] == [
         [("width", "4"), ("height", "3")],
@@ -569,7 +600,7 @@ _CODE_CELL = (
 def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
     output = '<div class="jp-OutputArea-output"><pre>a &lt; b</pre></div>'
     body = "".join(_CODE_CELL.format(i=i) + output for i in range(5))
-    out = notebooks.defer_colouring(body, coloured=2)
+    out = code_blocks.defer_colouring(body, coloured=2)
     blocks = re.findall(r"<pre[^>]*>.*?</pre>", out, re.DOTALL)
     inputs, outputs = blocks[0::2], blocks[1::2]
     assert inputs[:2] == re.findall(r"<pre id.*?</pre>", body, re.DOTALL)[:2]  # kept as they were
@@ -585,14 +616,14 @@ def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
         assert block.endswith(
             """>if a &lt; '&lt;p class="note"&gt; &amp; it's':  # subclass="x"\n    pass</pre>"""
         )
-    assert notebooks.defer_colouring(body, coloured=5) == body
+    assert code_blocks.defer_colouring(body, coloured=5) == body
 
 
 def test_typesetting_a_page_keeps_escaped_characters_in_attributes(tmp_path):
     """MathJax writes the page out again; an attribute holding markup keeps
     its escaped characters (the browser would read &lt; back as <)."""
     (tmp_path / "index.html").write_text(
-        _page(notebooks.defer_colouring("<p>$x$</p>" + _CODE_CELL.format(i=1), coloured=0)),
+        _page(code_blocks.defer_colouring("<p>$x$</p>" + _CODE_CELL.format(i=1), coloured=0)),
         encoding="utf-8",
     )
     before = _attribute((tmp_path / "index.html").read_text(encoding="utf-8"), "pre", "data-html")
@@ -802,10 +833,12 @@ def test_used_classes_reads_every_page(tmp_path):
 # API names in the prose link to the reference (hooks/api_links.py)
 
 
-def test_reference_entries_cover_every_public_name():
+def test_reference_entries_cover_every_public_name(tmp_path):
     import posenc
 
-    entries = api_links.reference_entries(ROOT / "docs")
+    reference = api_reference.read_reference(ROOT)
+    api_reference.write_pages(tmp_path, reference, api_reference.chapter_titles(ROOT, "en"))
+    entries = api_links.reference_entries(tmp_path)
     assert set(entries) == {n for n in posenc.__all__ if not n.startswith("_")}
     assert entries["apply_rope"] == "api/rope/"
 
@@ -827,3 +860,93 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
         ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
         '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
     )
+
+
+# --------------------------------------------------------------------------
+# Chapters from notebooks/chapters.yml (hooks/chapters.py)
+
+REGISTRY = """parts:
+  - en: First
+    ja: 第一
+    chapters:
+      - slug: alpha
+        en: Alpha's line.
+        ja: アルファの行です。
+  - en: Second
+    ja: 第二
+    chapters:
+      - slug: beta
+        en: Beta's line.
+        ja: ベータの行です。
+      - slug: gamma
+        en: Gamma's line.
+        ja: ガンマの行です。
+"""
+
+
+def _chapters(tmp_path, registry=REGISTRY, slugs=("alpha", "beta", "gamma")) -> Path:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / chapters.REGISTRY).write_text(registry, encoding="utf-8")
+    for k, slug in enumerate(slugs):
+        (tmp_path / "notebooks" / f"{k:02d}-{slug}.py").touch()
+        nb = copy_of(BILINGUAL)
+        nb["cells"][0]["source"] = f"# The {slug} chapter\n\nIntro."
+        nb["cells"][1]["source"] = [f"# {slug} の章\n", "導入。"]
+        (tmp_path / "notebooks" / f"{k:02d}-{slug}.ipynb").write_text(json.dumps(nb))
+    return tmp_path
+
+
+def test_chapter_nav_and_home_table_follow_the_registry(tmp_path):
+    found = chapters.read_registry(_chapters(tmp_path))
+    assert [c.slug for c in found] == ["alpha", "beta", "gamma"]
+    nav = ["index.md", chapters.REGISTRY, {"Reference": ["api.md"]}]
+    assert chapters.expand(nav, chapters.REGISTRY, chapters.nav_sections(found)) == [
+        "index.md",
+        {"First": ["alpha.ipynb"]},
+        {"Second": ["beta.ipynb", "gamma.ipynb"]},
+        {"Reference": ["api.md"]},
+    ]
+    assert chapters.table(found, "ja").splitlines() == [
+        chapters.TABLE_HEADER["ja"],
+        "|---|---|---|",
+        "| 第一 | [alpha の章](alpha.ipynb) | アルファの行です。 |",
+        "| 第二 | [beta の章](beta.ipynb) | ベータの行です。 |",
+        "| 第二 | [gamma の章](gamma.ipynb) | ガンマの行です。 |",
+    ]
+    assert "| First | [The alpha chapter](alpha.ipynb) | Alpha's line. |" in chapters.table(
+        found, "en"
+    )
+
+
+def test_the_registry_check_names_what_is_missing(tmp_path):
+    registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: delta\n")
+    registry = registry.replace("ja: ベータの行です。", "ja: ''")
+    with pytest.raises(ValueError) as error:
+        chapters.read_registry(_chapters(tmp_path, registry))
+    assert str(error.value).splitlines()[1:] == [
+        "  beta: give the part and the summary in en, ja",
+        "  delta: there is no notebooks/NN-delta.py",
+        "  notebooks/02-gamma.py is not in notebooks/chapters.yml: add an entry "
+        "(slug, en, ja) under its part",
+    ]
+
+
+def test_a_chapter_title_is_its_first_heading():
+    assert chapters.title(BILINGUAL, "ja") == "題名"
+    untitled = copy_of(BILINGUAL)
+    untitled["cells"][0]["source"] = "## Not a title"
+    with pytest.raises(ValueError, match='first lang="en" prose cell must open with the title'):
+        chapters.title(untitled, "en")
+
+
+def test_a_fold_of_another_tag_takes_a_label_without_a_number(tmp_path):
+    check = folding.Fold("check", {"en": "Check"})
+    cell = _cell("markdown", "**Check.** The numbers agree.")
+    cell["metadata"]["tags"] = ["check"]
+    code = _code("assert 1 == 1")
+    code["metadata"]["tags"] = ["check"]
+    html = _rendered([_cell("markdown", "Text."), cell, code, _cell("markdown", "After.")], tmp_path)
+    out = folding.fold(html, check, "en")
+    fold = re.search(r'<details class="check"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert fold[1] == "Check" and "The numbers agree." in fold[2] and "1 == 1" in fold[2]
+    assert "After." not in fold[2] and folding.fold(html, folding.SOLUTIONS, "en") == html

@@ -9,25 +9,45 @@ mkdocs-jupyter shows above tagged code go, since the fold says the same.
 A tagged cell before any opening is left as it is, with a warning (which
 fails a strict build).
 
-Each kind of fold is one :class:`Fold` in :data:`FOLDS`; today there is one,
-the worked solutions of the exercises (CONTRIBUTING.md, "Solutions").
+Each kind of run is one :class:`Fold` in :data:`FOLDS`: the worked
+solutions of the exercises (``**Solution 2.**``) and the deep dives a
+reader may skip (``**Going deeper: the float32 error.**``, titled).
+
+Two tags fold a single code cell, so that the teaching stays in front and
+the proof stays one click away (CONTRIBUTING.md, "Reader first"):
+
+- ``check``: the whole cell (its asserts and what they print) becomes
+  ``<details class="check">`` whose summary counts its checks and says what
+  they establish, from the cell's ``summary`` metadata in the page's
+  language: "✓ 6 checks: the bound holds for every pair".
+- ``figure``: the code folds under "Show the code"; the figure it draws
+  stays on the page.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import logging
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
 class Fold:
     tag: str  # the cell tag, and the class of the <details>
     label: dict[str, str]  # language -> the bold word that opens a fold
+    titled: bool = False  # the label is followed by a title, not a number
 
 
 SOLUTIONS = Fold("solution", {"en": "Solution", "ja": "解答"})
-FOLDS = (SOLUTIONS,)
+DEEPER = Fold("deeper", {"en": "Going deeper:", "ja": "さらに詳しく："}, titled=True)
+FOLDS = (SOLUTIONS, DEEPER)
+
+#: The summary of a folded check cell, and of a figure's folded code.
+CHECKS = {"en": ("check", "checks"), "ja": ("確認", "確認")}
+SHOW_CODE = {"en": "Show the code", "ja": "コードを表示"}
 
 log = logging.getLogger("mkdocs.hooks.folding")  # a warning fails a strict build
 
@@ -72,8 +92,9 @@ def fold(content: str, kind: Fold, lang: str, where: str = "page") -> str:
     next such opening or the first untagged cell.
     """
     label = kind.label[lang]
+    after = r"[^<]*?" if kind.titled else r"(?:\s*[0-9A-Za-z]+)??"
     opening = re.compile(
-        rf"<p>\s*<strong>\s*(?P<label>{re.escape(label)}(?:\s*[0-9A-Za-z]+)??)"
+        rf"<p>\s*<strong>\s*(?P<label>{re.escape(label)}{after})"
         r"\s*[.．。:：]?\s*</strong>\s*"
     )
     tagged_class = re.compile(rf'class="[^"]*\bcelltag_{re.escape(kind.tag)}\b')
@@ -104,10 +125,70 @@ def fold(content: str, kind: Fold, lang: str, where: str = "page") -> str:
     return "".join(pieces)
 
 
+_ASSERTS = re.compile(r"^\s*assert\b|\bassert_\w+\(", re.MULTILINE)
+_INPUT = re.compile(r'<div class="jp-Cell-inputWrapper')
+
+
+def count_checks(source: str) -> int:
+    """The checks a cell makes: its ``assert`` statements and ``assert_*(...)`` calls."""
+    return len(_ASSERTS.findall(source))
+
+
+def check_summary(source: str, summary: str | None, lang: str) -> str:
+    """ "✓ 6 checks: <summary>" (or "✓ 確認 6 件：<summary>") for a check cell."""
+    n = count_checks(source)
+    one, many = CHECKS[lang]
+    head = f"{n} {one if n == 1 else many}" if lang == "en" else f"{one} {n} 件"
+    colon = ": " if lang == "en" else "："
+    return f"✓ {head}{colon}{html.escape(summary)}" if summary else f"✓ {head}"
+
+
+def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") -> str:
+    """Fold each code cell tagged ``check`` whole, and the code of each tagged ``figure``.
+
+    ``cells`` are the page's notebook cells, in the order the page shows
+    them (one HTML cell each).
+    """
+    found = _cells(content)
+    if len(found) != len(cells):
+        log.warning(f"{where}: {len(found)} cells on the page, {len(cells)} in its notebook")
+        return content
+    pieces, pos = [], 0
+    for (start, end), cell in zip(found, cells, strict=True):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if cell["cell_type"] != "code" or not {"check", "figure"} & set(tags):
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        html_cell = _TAG_CHIPS.sub("", content[start:end])
+        if "check" in tags:
+            summary = check_summary(source, cell["metadata"].get("summary"), lang)
+            if not count_checks(source):
+                log.warning(f"{where}: a cell tagged 'check' makes no check (no assert)")
+            html_cell = f'<details class="check"><summary>{summary}</summary>{html_cell}</details>'
+        else:
+            m = _INPUT.search(html_cell)
+            if m is None:
+                log.warning(f"{where}: a cell tagged 'figure' has no code to fold")
+            else:
+                code_end = _div_end(html_cell, m.start())
+                html_cell = (
+                    f'{html_cell[: m.start()]}<details class="figure-code">'
+                    f"<summary>{SHOW_CODE[lang]}</summary>{html_cell[m.start() : code_end]}"
+                    f"</details>{html_cell[code_end:]}"
+                )
+        pieces += [content[pos:start], html_cell]
+        pos = end
+    return "".join(pieces) + content[pos:]
+
+
 def on_page_content(content, page, config, files):
     if not page.file.src_uri.endswith(".ipynb"):
         return content
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
+    where = page.file.src_uri
+    # the cell tags and summaries come from the page's own (one-language) notebook
+    cells = json.loads(Path(page.file.abs_src_path).read_text(encoding="utf-8"))["cells"]
+    content = fold_cells(content, cells, lang, where)
     for kind in FOLDS:
-        content = fold(content, kind, lang, page.file.src_uri)
+        content = fold(content, kind, lang, where)
     return content

@@ -133,7 +133,9 @@ def split_notebook(nb: dict, lang: str, links: Callable[[str], str] | None = sit
     A code cell that draws figures carries their alternative texts as
     ``metadata.alt = {"en": [...], "ja": [...]}``, one per figure in
     order; the split keeps that language's texts, in document order, as
-    ``metadata.figure_alt`` (``None`` where a figure has none).
+    ``metadata.figure_alt`` (``None`` where a figure has none). A cell
+    tagged ``check`` carries ``metadata.summary = {"en": ..., "ja": ...}``;
+    the split keeps that language's line (hooks/folding.py shows it).
     """
     if lang not in LANGUAGES:
         raise ValueError(f"lang must be one of {', '.join(LANGUAGES)}, got {lang!r}")
@@ -152,6 +154,9 @@ def split_notebook(nb: dict, lang: str, links: Callable[[str], str] | None = sit
             cell["source"] = joined
         if cell["cell_type"] == "markdown" and links is not None:
             cell["source"] = links(_source(cell))
+        summary = cell.get("metadata", {}).pop("summary", None)
+        if isinstance(summary, dict):  # a check cell's summary line, in both languages
+            cell["metadata"]["summary"] = summary.get(lang)
         cell_alts = cell.get("metadata", {}).pop("alt", {}).get(lang, [])
         figures = [o for o in cell.get("outputs", []) if "image/png" in o.get("data", {})]
         alts += [cell_alts[k] if k < len(cell_alts) else None for k in range(len(figures))]
@@ -258,6 +263,12 @@ def reader_notebook(nb: dict, lang: str, site_url: str, repo_url: str) -> dict:
     base = home_url(site_url, lang)
     out = split_notebook(nb, lang, links=lambda text: site_links(text, base))
     out["metadata"].pop("jupytext", None)
+    for cell in out["cells"]:  # JupyterLab shows the proof collapsed, as the site does
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "check" in tags:
+            cell["metadata"]["jupyter"] = {"source_hidden": True, "outputs_hidden": True}
+        elif "figure" in tags:
+            cell["metadata"]["jupyter"] = {"source_hidden": True}
     out["cells"].insert(0, install_cell(repo_url, lang))
     return out
 

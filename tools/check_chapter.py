@@ -264,6 +264,45 @@ def figure_alt(ch: Chapter) -> list[str]:
     return out
 
 
+def folded_cells(ch: Chapter) -> list[str]:
+    """A ``check`` cell checks something and says what, in both languages; a
+    ``figure`` cell draws a figure (CONTRIBUTING.md, "Reader first")."""
+    out = []
+    for k, cell in enumerate(ch.cells):
+        tags = cell.metadata.get("tags", [])
+        if "check" in tags:
+            summary = cell.metadata.get("summary")
+            fix = (
+                'put summary={"en": "...", "ja": "..."} on its "# %%" line: one line each, '
+                "what the checks establish"
+            )
+            if cell.cell_type != "code":
+                out.append(_problem(f"cell {k}: tagged check but not code", "tag prose deeper"))
+            elif not (
+                isinstance(summary, dict)
+                and all(
+                    isinstance(summary.get(lang), str) and summary[lang].strip()
+                    for lang in ("en", "ja")
+                )
+            ):
+                out.append(
+                    _problem(f"cell {k}: a check without its summary in both languages", fix)
+                )
+            elif not JAPANESE.search(summary["ja"]):
+                out.append(_problem(f"cell {k}: the ja summary is not Japanese", fix))
+            if cell.cell_type == "code" and not re.search(
+                r"^\s*assert\b|\bassert_\w+\(", cell.source, re.M
+            ):
+                out.append(
+                    _problem(
+                        f"cell {k}: tagged check but makes no assert", "assert what the prose says"
+                    )
+                )
+        if "figure" in tags and "plt." not in cell.source and "fig" not in cell.source:
+            out.append(_problem(f"cell {k}: tagged figure but draws nothing", "remove the tag"))
+    return out
+
+
 def long_lines(py: Path, limit: int = MAX_COLUMNS) -> list[str]:
     """``"cell K line L (N chars): text"`` for each code line over ``limit``."""
     found = []
@@ -379,6 +418,7 @@ RULES = (
     prose_pairs,
     imports_and_style,
     figure_alt,
+    folded_cells,
     code_width,
     plain_headings,
     links,

@@ -607,7 +607,7 @@ def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
     assert outputs == ["<pre>a &lt; b</pre>"] * 5  # printed output has no colouring to defer
     attributes = _attribute(out, "pre", "data-html")[0::2]  # the inputs'
     assert attributes[:2] == [None, None]
-    for i, (block, markup) in enumerate(zip(inputs[2:], attributes[2:]), start=2):
+    for i, (block, markup) in enumerate(zip(inputs[2:], attributes[2:], strict=True), start=2):
         original = re.search(r"<pre[^>]*>(.*?)</pre>", _CODE_CELL.format(i=i), re.DOTALL)[1]
         # the browser reads the attribute back as the coloured markup (class
         # names unquoted), and the plain text is that markup's text, as
@@ -945,8 +945,103 @@ def test_a_fold_of_another_tag_takes_a_label_without_a_number(tmp_path):
     cell["metadata"]["tags"] = ["check"]
     code = _code("assert 1 == 1")
     code["metadata"]["tags"] = ["check"]
-    html = _rendered([_cell("markdown", "Text."), cell, code, _cell("markdown", "After.")], tmp_path)
+    html = _rendered(
+        [_cell("markdown", "Text."), cell, code, _cell("markdown", "After.")], tmp_path
+    )
     out = folding.fold(html, check, "en")
     fold = re.search(r'<details class="check"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
     assert fold[1] == "Check" and "The numbers agree." in fold[2] and "1 == 1" in fold[2]
     assert "After." not in fold[2] and folding.fold(html, folding.SOLUTIONS, "en") == html
+
+
+# --------------------------------------------------------------------------
+# The proof under the teaching: check cells, figure code and deep dives fold
+# (hooks/folding.py; CONTRIBUTING.md, "Reader first")
+
+
+def _with_tags(cell: dict, *tags: str, **metadata) -> dict:
+    cell["metadata"] = {**cell.get("metadata", {}), "tags": list(tags), **metadata}
+    return cell
+
+
+@pytest.mark.parametrize(
+    ("lang", "summary"),
+    [("en", "✓ 3 checks: the bound holds"), ("ja", "✓ 確認 3 件：上界が成り立ちます")],
+)
+def test_a_check_cell_folds_whole_under_what_it_establishes(tmp_path, lang, summary):
+    line = {"en": "the bound holds", "ja": "上界が成り立ちます"}[lang]
+    cells = [
+        _cell("markdown", "The bound is $|x| \\le 1$."),
+        _with_tags(
+            _code("x = 0.5\nassert abs(x) <= 1\nassert_close(x, 0.5)\nassert x > 0"),
+            "check",
+            summary=line,
+        ),
+        _code("print('teaching')"),
+    ]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold_cells(html, cells, lang, "demo.ipynb")
+    folds = re.findall(r'<details class="check"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert [s for s, _ in folds] == [summary]
+    assert "abs" in folds[0][1] and "teaching" not in folds[0][1]
+    assert "teaching" in re.sub(r"<details.*?</details>", "", out, flags=re.S)
+    assert 'class="cell-tag"' not in folds[0][1]  # the fold says what the chip said
+
+
+def test_a_check_count_and_its_grammar():
+    assert folding.count_checks("assert a\n    assert b  # in a loop\nassert_close(x, y)") == 3
+    assert folding.count_checks("x = 'assert'\nprint(asserted)") == 0
+    assert folding.check_summary("assert a", "it holds", "en") == "✓ 1 check: it holds"
+    assert folding.check_summary("assert a\nassert b", None, "en") == "✓ 2 checks"
+    assert folding.check_summary("assert a", "a < b", "en") == "✓ 1 check: a &lt; b"
+
+
+def test_a_figure_cell_folds_its_code_and_shows_its_figure(tmp_path):
+    png = base64.b64encode(_png(4, 3)).decode()
+    figure = _with_tags(_code("plt.plot([1, 2])"), "figure")
+    figure["outputs"] = [
+        {"output_type": "display_data", "data": {"image/png": png}, "metadata": {}}
+    ]
+    cells = [_cell("markdown", "Look."), figure]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold_cells(html, cells, "ja", "demo.ipynb")
+    fold = re.search(
+        r'<details class="figure-code"><summary>(.*?)</summary>(.*?)</details>', out, re.S
+    )
+    assert fold[1] == "コードを表示" and "plot" in fold[2] and "<img" not in fold[2]
+    assert "<img" in out[fold.end() :]  # the figure stays in view, after the folded code
+
+
+def test_a_deep_dive_folds_under_its_title(tmp_path):
+    dive = _with_tags(
+        _cell("markdown", "**Going deeper: the float32 error.** Angles lose bits."), "deeper"
+    )
+    cells = [
+        _cell("markdown", "Main text."),
+        dive,
+        _with_tags(_code("x = 1"), "deeper"),
+        _cell("markdown", "Back."),
+    ]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold(html, folding.DEEPER, "en")
+    fold = re.search(r'<details class="deeper"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert fold[1] == "Going deeper: the float32 error"
+    assert "Angles lose bits." in fold[2] and "x = 1" in fold[2] and "Back." not in fold[2]
+
+
+def test_cells_and_page_out_of_step_are_reported(tmp_path, caplog):
+    cells = [_cell("markdown", "One."), _with_tags(_code("assert True"), "check")]
+    html = _rendered(cells, tmp_path)
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.folding"):
+        assert folding.fold_cells(html, cells[:1], "en", "demo.ipynb") == html
+    assert "demo.ipynb: 2 cells on the page, 1 in its notebook" in caplog.text
+
+
+def test_the_split_keeps_a_check_summary_in_the_page_language():
+    nb = copy_of(BILINGUAL)
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["metadata"] = {"tags": ["check"], "summary": {"en": "it holds", "ja": "成り立ちます"}}
+    for lang, line in (("en", "it holds"), ("ja", "成り立ちます")):
+        split = language.split_notebook(nb, lang)
+        kept = next(c for c in split["cells"] if c["cell_type"] == "code")
+        assert kept["metadata"]["summary"] == line

@@ -109,7 +109,7 @@ records = {
 # $$I = \frac{3}{2e}\ \mathrm{flop/B}$$
 # float32 で 3/8、bfloat16 で 3/4 です。
 # NVIDIA H200 は、テンソルコア以外の演算器で float32 の演算を毎秒約 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。
-# 1 バイトを運ぶ間に 14 flop を計算できる計算です。
+# 1 バイトを運ぶ間に 14 flop をこなせることになります。
 # 演算強度がこの比よりずっと小さいと演算器はメモリを待つことになり、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # CPU のコアでも事情は同じです。
 # つまり RoPE の実装が左右できるのは 2 つです。動かすバイト数と、バイト数が少ないときには、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
@@ -151,8 +151,9 @@ assert round(67e12 / 4.8e12) == 14  # H200 datasheet: FP32 and bandwidth
 # takes a pass of its own. Meta's Llama keeps the members of a pair side by side
 # (the [interleaved layout](../docs/glossary.md#interleaved-layout)) and rotates them as
 # complex numbers in one multiplication, which moves the floor. In bfloat16 the floor
-# is 4 and the eager formula moves 20. The figure shows the counts of the stored
-# record, at Llama 3 8B's shapes, with the tables included.
+# is 4 and the eager formula moves 20, while `posenc`'s passes, which rotate in float32
+# and round once, move 22. The figure shows the counts of the stored record, at
+# Llama 3 8B's shapes, with the tables included.
 
 # %% [markdown] lang="ja"
 # ## eager モードの PyTorch が動かすバイト数
@@ -170,10 +171,10 @@ assert round(67e12 / 4.8e12) == 14  # H200 datasheet: FP32 and bandwidth
 # 1 回の要素ごとの演算で済ませるには、$x$ の前半と後半を入れ替えたビュー、つまり負の[ストライド](../docs/glossary.ja.md#stride)が必要ですが、PyTorch はこれを許しません。
 # そのため、前半と後半にそれぞれ別のパスがかかります。
 # Meta の Llama はペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数として 1 回の掛け算で回すので、動かすのは下限のバイト数です。
-# bfloat16 では下限が 4 で、eager モードの式は 20 を動かします。
+# bfloat16 では下限が 4 で、eager モードの式は 20 を動かします。一方 `posenc` のパスは float32 で回して 1 回だけ丸めるので、22 を動かします。
 # 図は、保存した計測記録の数を Llama 3 8B の形状で示したもので、表の読み込みも含みます。
 
-# %% tags=["check"] summary={"en": "the three counts by operation, tables apart; the record's counts are what the counter gives today", "ja": "3 つの数を演算ごとに数えると表の分を除いて一致し、記録の数はいま数え直した値と同じです"}
+# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16; the record's counts are what the counter gives today", "ja": "float32 と bfloat16 で演算ごとに数えた値は表の分を除いて本文どおりで、記録の数はいま数え直した値と同じです"}
 import posenc.rope
 
 x = torch.randn(1, 8, 64, 128)  # large enough for the three passes
@@ -189,6 +190,12 @@ assert t.ops == ["mul", "addcmul_", "addcmul_"]
 assert t.total == 20 * n + 3 * half_c.nbytes  # cos once, sin twice
 t = count_traffic(lambda: torch.mul(x, 2.0))
 assert t.total == 8 * n
+x16, c16, s16 = x.bfloat16(), c.bfloat16(), s.bfloat16()  # bfloat16
+t = count_traffic(lambda: hf_apply_rotary(x16, c16, s16))
+assert t.total == 20 * n + 2 * c16.nbytes
+t = count_traffic(lambda: posenc.rope._rotate(x16, half_c, half_s, "half"))
+assert t.ops == ["mul", "addcmul_", "addcmul_", "copy_"]  # copy_: round once
+assert t.total == 22 * n + 3 * half_c.nbytes
 freqs_cis = meta_freqs_cis(positions, 128)  # (64, 64) complex64
 t = count_traffic(lambda: meta_apply_rotary(x, freqs_cis))
 assert t.ops == ["mul"] and t.total == 8 * n + freqs_cis.nbytes
@@ -218,7 +225,11 @@ del q, k
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # The row serves the 40 heads of Llama 3 8B, so the table adds 0.1 byte: 8.1 bytes in
 # float32, 4.1 in bfloat16. vLLM's CUDA kernel and Liger Kernel's Triton kernel divide
-# the work the same way, one thread block or program per token.
+# the work the same way, one thread block or program per token. A grid over tokens
+# gives thousands of programs in a prefill and one in the decode step of a single
+# sequence, whose work is too small to matter; FlashAttention's stand-alone Triton
+# kernel tiles heads by tokens instead, which makes more programs and loads the table
+# tile once per block of heads.
 
 # %% [markdown] lang="ja"
 # ## 1 回のパスで済ませる：融合したカーネル
@@ -236,6 +247,8 @@ del q, k
 # Llama 3 8B では 1 行を 40 個のヘッドが使うので、表の分は 0.1 バイトだけです。
 # float32 で 8.1 バイト、bfloat16 で 4.1 バイトになります。
 # vLLM の CUDA カーネルと Liger Kernel の Triton カーネルも、トークン 1 つにスレッドブロックかプログラムを 1 つ割り当てる同じ分け方です。
+# トークンで分けると、プリフィルではプログラムが数千になり、系列 1 つのデコードの 1 ステップでは 1 つになります。後者は仕事が小さすぎて問題になりません。
+# FlashAttention の単独の Triton カーネルはヘッドとトークンの両方でタイルに分けるので、プログラムの数は増え、表のタイルはヘッドのブロックごとに 1 回読み込みます。
 
 # %% tags=["check"] summary={"en": "the formula is the bytes of the tensors the kernel reads and writes, for Llama 3 8B's shapes", "ja": "式の値は、Llama 3 8B の形状でカーネルが読み書きするテンソルのバイト数と一致します"}
 n_q, n_k, d, r, tokens = 32, 8, 128, 128, 1024
@@ -285,29 +298,29 @@ ax.legend(frameon=False)
 plt.show()
 
 # %% [markdown] lang="en"
-# Here is that kernel reduced to its structure: inputs of shape $(s, n, d)$,
+# Here is that kernel reduced to its structure: inputs of shape `(tokens, heads, d)`,
 # contiguous, the half layout, float32. `rope_kernel` is one program; Triton runs it
-# once per token (`grid = (s,)`), and `tl.program_id(0)` says which. It loads the
+# once per token (`grid = (tokens,)`), and `tl.program_id(0)` says which. It loads the
 # position, then the table row at that position, once, and hands both halves of the
 # row to `rotate_heads` for $q$ and then for $k$. `rotate_heads` takes `BLOCK_H` heads
 # at a time: `tl.arange` builds the block's addresses as a `BLOCK_H` by $d/2$ tile,
 # the first `tl.load` reads the $a$ half of each head and the second the $b$ half,
 # $d/2$ values further on, and the mask `ok` keeps the last block inside the tensor.
 # Each output is one product and one [fused multiply-add](../docs/glossary.md#fused-multiply-add)
-# (`tl.fma`), rounded as `apply_rope`'s `addcmul` rounds it, and `tl.store` writes it.
+# (`tl.fma`), as in `apply_rope`, and `tl.store` writes it.
 # Nothing else touches memory.
 
 # %% [markdown] lang="ja"
 # 次のセルは、このカーネルを骨組みだけにしたものです。
-# 入力は形状 $(s, n, d)$ の連続したテンソルで、半分割配置、float32 に限ります。
+# 入力は形状 `(tokens, heads, d)` の連続したテンソルで、半分割配置、float32 に限ります。
 # `rope_kernel` が 1 つのプログラムです。
-# Triton はこれをトークンごとに 1 回実行し（`grid = (s,)`）、`tl.program_id(0)` がどのトークンかを表します。
+# Triton はこれをトークンごとに 1 回実行し（`grid = (tokens,)`）、`tl.program_id(0)` がどのトークンかを表します。
 # プログラムは位置を読み、その位置の表の行を 1 回だけ読み込みます。
 # そして $q$ について、続いて $k$ について、行の前半と後半を `rotate_heads` に渡します。
 # `rotate_heads` はヘッドを `BLOCK_H` 個ずつ扱います。
 # `tl.arange` でブロックのアドレスを `BLOCK_H` × $d/2$ のタイルとして作り、1 つ目の `tl.load` で各ヘッドの $a$ の半分を、2 つ目で $d/2$ 先にある $b$ の半分を読みます。
 # マスク `ok` は、最後のブロックがテンソルの外を読まないようにします。
-# 各出力は積 1 回と[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（`tl.fma`）1 回で、`apply_rope` の `addcmul` と同じ丸め方になり、`tl.store` がそれを書きます。
+# 各出力は `apply_rope` と同じく積 1 回と[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（`tl.fma`）1 回で計算し、`tl.store` がそれを書きます。
 # メモリに触れるのはこれだけです。
 
 
@@ -371,7 +384,7 @@ for got, x in ((q_rot, q), (k_rot, k)):
 
 # %% [markdown] lang="en"
 # `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need:
-# strides, so that $q$ and $k$ may be views of a projection laid out $(b, s, n, d)$;
+# strides, so that $q$ and $k$ may be views of a projection laid out `(b, s, n, d)`;
 # 64-bit offsets; the interleaved layout; a
 # [partial rotation](../docs/glossary.md#partial-rotation) ($r < d$, the other
 # features copied); bfloat16 and float16 inputs, rotated in float32 and rounded once;
@@ -381,7 +394,7 @@ for got, x in ((q_rot, q), (k_rot, k)):
 
 # %% [markdown] lang="ja"
 # `posenc.rope_triton.apply_rope_triton` は、このカーネルに実際の入力が必要とするものを加えたものです。
-# ストライドを扱うので、$q$ と $k$ は $(b, s, n, d)$ の並びの射影の出力のビューでもかまいません。
+# ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の並びの射影の出力のビューでもかまいません。
 # オフセットは 64 ビットで計算します。
 # インターリーブ配置と[部分回転](../docs/glossary.ja.md#partial-rotation)（$r < d$ のとき残りの次元はコピーします）に対応します。
 # bfloat16 と float16 の入力は float32 で回して 1 回だけ丸めます。
@@ -429,7 +442,7 @@ assert_close(dk, ek)
 # |---|---|---|
 # | vLLM | `rotary_embedding`, in place on $q$ and $k$, one thread block per token; then a separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache). Where the attention backend supports it, a compilation pass replaces the two by one fused operation for small batches (decode steps), and keeps two kernels for prefill | a table of (positions, $r$), cos then sin, in $q$'s dtype, read at each token's position |
 # | FlashInfer | `apply_rope_with_cos_sin_cache_inplace` (vLLM's interface) or `apply_rope_pos_ids_inplace`, in place on $q$ and $k$ | a float32 table, or computed on the fly from `rope_theta` |
-# | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of ($s$, $r/2$) in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
+# | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of (positions, $r/2$) in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
 # | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's cos and sin, gathered per token |
 # | `posenc` | `apply_rope_triton`, out of place or in place | a float32 table, read at each token's position |
 #
@@ -437,9 +450,11 @@ assert_close(dk, ek)
 # weight per feature, before RoPE. The norm needs the sum of squares over the whole
 # head, so a fused kernel gives each head to one warp: vLLM's `fusedQKNormRopeKernel`,
 # adapted from TensorRT-LLM, reads a head once, normalises it, rotates it in registers
-# and writes it back. Llama 4 goes the other way round on its RoPE layers: RoPE first, then an L2 norm without
-# weights. Since a rotation $R_p$ keeps the length of a head,
-# $$\frac{R_p x}{\lVert R_p x \rVert} = R_p \frac{x}{\lVert x \rVert}$$
+# and writes it back. Llama 4, where its configuration enables QK-norm, goes the other
+# way round on its RoPE layers: RoPE first, then a norm without weights,
+# $\mathrm{norm}(x) = x / \sqrt{\mathrm{mean}(x^2) + \epsilon}$. A rotation $R_p$
+# keeps the length of a head, so
+# $$\lVert R_p x \rVert = \lVert x \rVert \quad\Rightarrow\quad \mathrm{norm}(R_p x) = R_p\, \mathrm{norm}(x)$$
 # and the weightless norm gives the same result before RoPE or after it. Qwen3's
 # weighted norm commutes with RoPE only when the two features of every pair carry the
 # same weight, so there the order is fixed by the checkpoint.
@@ -454,16 +469,17 @@ assert_close(dk, ek)
 # |---|---|---|
 # | vLLM | `rotary_embedding`。$q$ と $k$ をインプレースで回し、トークン 1 つにスレッドブロックを 1 つ割り当てます。そのあと別のカーネルが $k$ と $v$ を [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に書きます。アテンションのバックエンドが対応していれば、コンパイル時のパスが、小さなバッチ（デコードの 1 ステップ）ではこの 2 つを 1 つの融合した演算に置き換え、プリフィルでは 2 つのカーネルのままにします | 形状（位置の数、$r$）の表。cos、sin の順に並び、$q$ の dtype で、各トークンの位置の行を読みます |
 # | FlashInfer | `apply_rope_with_cos_sin_cache_inplace`（vLLM と同じインターフェース）か `apply_rope_pos_ids_inplace`。$q$ と $k$ をインプレースで回します | float32 の表か、`rope_theta` からその場で計算 |
-# | FlashAttention 2 | アテンションのカーネルの中です。`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` は新しいキーを KV キャッシュに追加するときに、クエリを読み込むときに回します | 形状（$s$、$r/2$）の表で、$q$ の dtype。`rotary_interleaved=False` でなければインターリーブ配置のペア |
-# | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で | Hugging Face の cos と sin をトークンごとに集めたもの |
+# | FlashAttention 2 | アテンションのカーネルの中です。`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` は、新しいキーは KV キャッシュに追加するときに、クエリは読み込むときに回します | 形状（位置の数、$r/2$）の表で、$q$ の dtype。`rotary_interleaved=False` でなければインターリーブ配置のペア |
+# | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ を使います | Hugging Face の cos と sin をトークンごとに集めたもの |
 # | `posenc` | `apply_rope_triton`。アウトオブプレースかインプレース | float32 の表で、各トークンの位置の行を読みます |
 #
 # Qwen3 は RoPE の前に、$q$ と $k$ の各ヘッドを RMSNorm で正規化します。RMSNorm は次元ごとに学習した重みを持ちます。
 # この正規化にはヘッド全体の 2 乗和が必要なので、融合したカーネルはヘッド 1 つをワープ 1 つに割り当てます。
 # vLLM の `fusedQKNormRopeKernel`（TensorRT-LLM のものを改変したもの）は、ヘッドを 1 回読み、正規化し、レジスタの中で回して書き戻します。
-# Llama 4 は RoPE の層で逆の順序をとります。先に RoPE、その後に重みのない L2 正規化です。
+# Llama 4 は、設定で QK-norm を使う場合、RoPE の層で逆の順序をとります。
+# 先に RoPE、その後に重みのない正規化 $\mathrm{norm}(x) = x / \sqrt{\mathrm{mean}(x^2) + \epsilon}$ です。
 # 回転 $R_p$ はヘッドの長さを変えないので、次の式が成り立ちます。
-# $$\frac{R_p x}{\lVert R_p x \rVert} = R_p \frac{x}{\lVert x \rVert}$$
+# $$\lVert R_p x \rVert = \lVert x \rVert \quad\Rightarrow\quad \mathrm{norm}(R_p x) = R_p\, \mathrm{norm}(x)$$
 # つまり重みのない正規化は、RoPE の前後どちらに置いても同じ結果になります。
 # Qwen3 の重み付きの正規化が RoPE と交換できるのは、すべてのペアで 2 つの次元の重みが等しいときだけです。そのため順序はチェックポイントで決まっています。
 
@@ -492,8 +508,9 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 #
 # A float32 table of $n$ positions holds $4rn$ bytes: 64 MiB for the 131,072 positions
 # of Llama 3.1 with $r = 128$. Reading its row costs 0.1 byte per element, as counted
-# above. Computing cos and sin on the fly instead costs $r/2$ of each per token, shared
-# by all heads, and no memory; in a memory-bound kernel both are cheap. The difference
+# above. Computing cos and sin on the fly instead costs at least $r/2$ of each per
+# token (more if every head recomputes them) and no memory; in a memory-bound kernel
+# both are cheap. The difference
 # that matters is numerical, and it lies in the angle, not in where the cosine is
 # taken. In float32 the angle is the product of a rounded frequency
 # $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ and an exact integer position, rounded
@@ -503,12 +520,14 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # $p = 131071$. A table built from float64 angles and stored in float32 is within
 # $2^{-24}$ of the true cosine at every position; stored in bfloat16, within about
 # $2^{-9}$. The figure compares the three. Hugging Face, vLLM and `posenc`'s module all
-# form the angle in float32 before they take its cosine, and Hugging Face's Qwen3 then
-# casts cos and sin to the model's dtype, as FlashAttention requires. A model trained
+# form the angle in float32 before they take its cosine; Hugging Face's Qwen3 then
+# casts cos and sin to the model's dtype, and FlashAttention takes its tables only in
+# $q$'s dtype. A model trained
 # with such code has seen float32 angles, often rounded to bfloat16: a more exact table
-# gives it numbers it has not seen. FlashInfer's on-the-fly kernels form the same
-# float32 product and take `__sincosf` of it, CUDA's fast approximation, whose error
-# bound the CUDA C++ Programming Guide gives only for arguments in $[-\pi, \pi]$.
+# gives it numbers it has not seen. FlashInfer's on-the-fly kernels also form a
+# float32 product of position and frequency, and take `__sincosf` of it, CUDA's fast
+# approximation, whose error bound the CUDA C++ Programming Guide gives only for
+# arguments in $[-\pi, \pi]$.
 
 # %% [markdown] lang="ja"
 # ## 表を使うか、cos と sin をその場で計算するか
@@ -516,7 +535,7 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # $n$ 個の位置の float32 の表は $4rn$ バイトです。
 # Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
 # 行を読むコストは、上で数えたとおり要素あたり 0.1 バイトです。
-# 代わりに cos と sin をその場で計算すると、トークンあたりそれぞれ $r/2$ 回の計算がかかります（すべてのヘッドで共有します）が、メモリは要りません。
+# 代わりに cos と sin をその場で計算すると、トークンあたりそれぞれ少なくとも $r/2$ 回の計算がかかります（ヘッドごとに計算し直せばもっとかかります）が、メモリは要りません。
 # メモリ律速のカーネルでは、どちらも安いものです。
 # 問題になる違いは数値の精度で、それは cos をどこで計算するかではなく、角度にあります。
 # float32 の角度は、丸めた周波数 $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ と厳密な整数の位置の積を、もう一度丸めたものです。
@@ -526,9 +545,9 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # float64 の角度から作って float32 で保存した表は、どの位置でも真の cos との差が $2^{-24}$ 以内です。bfloat16 で保存すると約 $2^{-9}$ 以内です。
 # 図はこの 3 つを比べたものです。
 # Hugging Face、vLLM、`posenc` のモジュールは、どれも角度を float32 で作ってから cos をとります。
-# さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention もそれを求めます。
+# さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention は $q$ の dtype の表しか受け付けません。
 # このようなコードで学習したモデルが見てきたのは float32 の角度で、多くは bfloat16 に丸めたものです。より正確な表は、モデルが見たことのない数値を与えることになります。
-# FlashInfer のその場で計算するカーネルも同じ float32 の積を作り、その `__sincosf` をとります。
+# FlashInfer のその場で計算するカーネルも位置と周波数の float32 の積を作り、その `__sincosf` をとります。
 # これは CUDA の高速な近似関数で、CUDA C++ Programming Guide は誤差の上界を $[-\pi, \pi]$ の引数についてしか示していません。
 
 # %% tags=["check"] summary={"en": "the bound holds for Llama 3's frequencies at every position; the table errors are as stated", "ja": "Llama 3 の周波数で、すべての位置について上界が成り立ち、表の誤差も本文どおりです"}
@@ -576,12 +595,15 @@ plt.show()
 # that is about 4 nanoseconds of memory traffic, against microseconds to launch one
 # kernel. Hugging Face's eager formula launches five kernels per tensor, ten per layer;
 # the fused kernel launches one. The time goes to launching, and on the CPU to
-# dispatching each operation: in the stored record, the time of a decode call follows
-# the number of operations it runs, not its bytes (the figure).
+# dispatching each call into torch: in the stored record the time of a decode call
+# grows with the number of ATen operations it dispatches, views included, and not
+# with its bytes (the figure). The floor and Meta's complex multiplication move the
+# same bytes, yet the second dispatches five times as many operations and takes more
+# than twice as long.
 #
 # On a GPU the remedy is to stop launching kernel by kernel: capture the whole decode
 # step, every layer, once in a CUDA graph, and replay it with one launch per step.
-# vLLM runs its decode steps this way. A graph replays fixed addresses and shapes,
+# vLLM captures such graphs for a set of padded batch sizes. A graph replays fixed addresses and shapes,
 # which constrains RoPE three ways: the table must exist before capture
 # (`RotaryEmbedding(d, max_positions=n)`, or `reserve(n)`), the positions live in a
 # device tensor updated in place, and nothing may read a value back to the host,
@@ -594,30 +616,37 @@ plt.show()
 # 要素は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。これを 1 回読んで 1 回書きます。
 # 毎秒 4.8 TB なら、このメモリトラフィックは約 4 ナノ秒で済みますが、カーネルの起動には 1 回でマイクロ秒単位の時間がかかります。
 # Hugging Face の eager モードの式はテンソルあたり 5 つ、層あたり 10 のカーネルを起動し、融合したカーネルは 1 つだけです。
-# 時間は起動に、CPU では演算ごとのディスパッチに費やされます。
-# 保存した計測記録では、デコードの呼び出しの時間は、バイト数ではなく実行する演算の数に沿って増えます（図）。
+# 時間は起動に、CPU では torch の呼び出しごとのディスパッチに費やされます。
+# 保存した計測記録では、デコードの呼び出しの時間は、バイト数ではなく、ディスパッチする ATen の演算の数（ビューを作る演算も含みます）とともに増えます（図）。
+# 下限と Meta の複素数の掛け算は同じバイト数を動かしますが、後者はディスパッチする演算が 5 倍あり、時間も 2 倍以上かかります。
 #
 # GPU での対策は、カーネルを 1 つずつ起動するのをやめることです。
 # すべての層を含むデコードの 1 ステップ全体を一度 CUDA Graphs で記録し、ステップごとに 1 回の起動で再生します。
-# vLLM はデコードの各ステップをこの方法で実行しています。
+# vLLM は、パディングしたいくつかのバッチサイズについてこのようなグラフを記録します。
 # グラフは決まったアドレスと形状を再生するので、RoPE には 3 つの制約がかかります。
 # 表は記録の前に用意しておかなければなりません（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）。
 # 位置はデバイス上のテンソルに置いてインプレースで更新します。
 # そして値をホストに読み戻してはなりません。`apply_rope_triton` に `check_positions=False` があるのはこのためです。
 
-# %% tags=["figure"] alt={"en": ["Scatter plot from the stored one-thread CPU record: time per decode call in microseconds against the number of ATen operations per call, one point per eager contender, in float32 and bfloat16. The floor (2 operations) is lowest, near 5 microseconds; rotary_embedding (7 or 9 operations), hf_formula and hf_formula_out (10) lie higher; the two apply_rope contenders (18 or 20) are highest, between about 100 and 250 microseconds. complex, with the floor's 2 operations, lies well above the floor."], "ja": ["保存した 1 スレッドの CPU の計測記録から描いた散布図。eager モードの比較対象ごとに、デコードの呼び出し 1 回あたりの時間（マイクロ秒）を、1 回の呼び出しが実行する ATen の演算の数に対して、float32 と bfloat16 で示します。下限（演算 2 つ）がいちばん下で約 5 マイクロ秒です。rotary_embedding（演算 7 か 9）、hf_formula と hf_formula_out（10）はその上にあります。2 つの apply_rope（18 か 20）がいちばん上で、約 100 から 250 マイクロ秒です。complex は下限と同じ演算 2 つですが、下限よりかなり上にあります。"]}
+
+# %% tags=["figure"] alt={"en": ["Scatter plot from the stored one-thread CPU record: time per decode call in microseconds against the number of ATen operations dispatched per call, views included, one point per eager contender, in float32 and bfloat16. The floor (2 operations) is lowest, at a few microseconds; complex (10), rotary_embedding (8 or 10), hf_formula (14) and hf_formula_out (18) form a middle band; the two apply_rope contenders (24 to 30 operations) take the longest, several times the middle band."], "ja": ["保存した 1 スレッドの CPU の計測記録から描いた散布図。eager モードの比較対象ごとに、デコードの呼び出し 1 回あたりの時間（マイクロ秒）を示します。横軸は 1 回の呼び出しがディスパッチする ATen の演算の数（ビューを作る演算も含みます）で、float32 と bfloat16 の点があります。下限（演算 2 つ）がいちばん下で数マイクロ秒です。complex（10）、rotary_embedding（8 か 10）、hf_formula（14）、hf_formula_out（18）は中ほどに集まります。2 つの apply_rope（演算 24 から 30）は最も時間がかかり、中ほどの数倍です。"]}
+def dispatched(v):
+    """ATen operations a call dispatches: those that move data, and views."""
+    return v["ops_per_call"] + v["views_per_call"]
+
+
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 for dtype in ("float32", "bfloat16"):
     found = records["1-thread"]["cases"][f"decode-{dtype}"]["contenders"]
     eager = {m: v for m, v in found.items() if v["ops_per_call"]}
     ax.scatter(
-        [v["ops_per_call"] for v in eager.values()],
+        [dispatched(v) for v in eager.values()],
         [v["median_ms"] * 1e3 for v in eager.values()],
         label=dtype,
     )
     if dtype == "float32":
         for m, v in eager.items():
-            xy = (v["ops_per_call"], v["median_ms"] * 1e3)
+            xy = (dispatched(v), v["median_ms"] * 1e3)
             below = m in ("hf_formula_out", "floor", "rotary_embedding")
             ax.annotate(m, xy, fontsize=7, xytext=(5, -9 if below else 2),
                         textcoords="offset points")  # fmt: skip
@@ -627,7 +656,7 @@ ax.xaxis.get_major_locator().set_params(integer=True)
 ax.legend(frameon=False)
 plt.show()
 
-# %% tags=["check"] summary={"en": "5,120 elements take nanoseconds at 4.8 TB/s; in every decode case of both records the two apply_rope contenders are the slowest eager ones, and complex moves the floor's bytes in more than twice its time", "ja": "5,120 要素は毎秒 4.8 TB ならナノ秒単位で、両方の記録のすべてのデコードで 2 つの apply_rope が eager モードの比較対象のうち最も遅く、complex は下限と同じバイト数を 2 倍以上の時間で動かします"}
+# %% tags=["check"] summary={"en": "5,120 elements take nanoseconds at 4.8 TB/s; in every decode case of both records the two apply_rope contenders dispatch the most and are the slowest eager ones; complex moves the floor's bytes with five times its operations in more than twice its time", "ja": "5,120 要素は毎秒 4.8 TB ならナノ秒単位です。両方の記録のすべてのデコードで、2 つの apply_rope はディスパッチする演算が最も多く、eager モードの比較対象のうち最も遅くなります。complex は下限と同じバイト数を、5 倍の演算と 2 倍以上の時間で動かします"}
 assert (n_q + n_k) * d == 5120 and 5120 * 2 == 10 * 2**10
 assert 3e-9 < 2 * 10 * 2**10 / 4.8e12 < 5e-9  # about 4 ns
 
@@ -639,8 +668,8 @@ def slowest_in_decode(rec):
         case = rec["cases"][f"decode-{dtype}"]["contenders"]
         eager = {m: v for m, v in case.items() if v["ops_per_call"]}
         slow = sorted(eager, key=lambda m: eager[m]["median_ms"])[-2:]
-        most = max(v["ops_per_call"] for v in eager.values())
-        assert all(eager[m]["ops_per_call"] == most for m in slow), slow
+        most = sorted(dispatched(v) for v in eager.values())[-2:]
+        assert sorted(dispatched(eager[m]) for m in slow) == most, slow
         found.add(frozenset(slow))
     return set(found.pop()) if len(found) == 1 else found
 
@@ -650,6 +679,7 @@ for rec in records.values():
     found = rec["cases"]["decode-float32"]["contenders"]
     same_bytes = found["complex"]["bytes_per_element"] / 8
     assert same_bytes < 1.05 and found["complex"]["ratio_to_floor"] > 2
+    assert dispatched(found["complex"]) == 5 * dispatched(found["floor"])
 
 # %% [markdown] lang="en"
 # ## What the records show
@@ -705,11 +735,16 @@ for m in order:
         else:
             cells.append("")
     lines.append(f"| `{m}` | " + " | ".join(cells) + " |")
+
+
+def us(ms):
+    """Milliseconds as a short count of microseconds."""
+    return f"{ms * 1e3:.0f}" if ms >= 0.1 else f"{ms * 1e3:.3g}"
+
+
 floors = ", ".join(
-    f"{c} {one[c]['contenders']['floor']['median_ms'] * 1e3:.4g} µs"
-    f" [{one[c]['contenders']['floor']['q1_ms'] * 1e3:.4g},"
-    f" {one[c]['contenders']['floor']['q3_ms'] * 1e3:.4g}]"
-    for c in names
+    f"{c} {us(f['median_ms'])} µs [{us(f['q1_ms'])}, {us(f['q3_ms'])}]"
+    for c, f in ((c, one[c]["contenders"]["floor"]) for c in names)
 )
 meta = records["1-thread"]["meta"]
 caches = ", ".join(
@@ -717,9 +752,11 @@ caches = ", ".join(
     for c in meta["caches"]["sysfs"]
     if c["type"] != "Instruction" and c["size_bytes"]
 )
+working = one["prefill-float32"]["bytes_moved"] // 2**20  # in and out
 display(Markdown("\n".join(lines)))
 print(f"floor, 1 thread, median [quartiles]: {floors}")
 print(f"{meta['cpu']}, caches: {caches}")
+print(f"float32 prefill: q, k and their outputs span {working} MiB")
 loads = [
     f"{r['meta']['loadavg_before'][0]} / {r['meta']['loadavg_after'][0]}"
     for r in records.values()
@@ -732,7 +769,7 @@ print(f"load average before / after: {loads[0]} (1 thread), {loads[1]} (2)")
 # the two contenders that make a single pass over the data, Meta's complex
 # multiplication and the compiled module, come nearest the floor, and every contender
 # that makes several passes is further away. In the decode steps, the two `apply_rope`
-# contenders, which run the most operations, are the slowest eager ones.
+# contenders, which dispatch the most operations, are the slowest eager ones.
 #
 # What the ratios do not carry is a verdict for another machine. The floor itself is
 # a read and a write of 20 MiB of float32 data; whether that comes from main memory or
@@ -754,7 +791,7 @@ print(f"load average before / after: {loads[0]} (1 thread), {loads[1]} (2)")
 # 1 つ目に、中央値のラウンドで 1 回の呼び出しあたりページフォールトを起こす比較対象はありません。新しいページがどの時間も左右していないということです。
 # 2 つ目に、float32 のプリフィルで下限にいちばん近いのは、データを 1 回のパスで処理する 2 つの比較対象、つまり Meta の複素数の掛け算とコンパイルしたモジュールです。
 # 複数のパスを使う比較対象は、どれもそれより離れています。
-# 3 つ目に、デコードの 1 ステップでは、演算をいちばん多く実行する 2 つの `apply_rope` が、eager モードの比較対象のうちで最も遅くなります。
+# 3 つ目に、デコードの 1 ステップでは、ディスパッチする演算がいちばん多い 2 つの `apply_rope` が、eager モードの比較対象のうちで最も遅くなります。
 #
 # これらの比から、ほかのマシンについての結論は引き出せません。
 # 下限そのものは 20 MiB の float32 のデータを 1 回読んで 1 回書くことで、それがメインメモリから来るか最終レベルのキャッシュから来るかはマシンによって決まります。キャッシュの大きさは計測記録に書いてあります。
@@ -932,8 +969,9 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 #
 # Library code read for this chapter, by version: vLLM at commit `0f5257e`
 # (`csrc/pos_encoding_kernels.cu`, `csrc/fused_qknorm_rope_kernel.cu`), `072d10a`
-# (`vllm/model_executor/layers/rotary_embedding/base.py`) and `428a71c`
-# (`vllm/compilation/passes/fusion/rope_kvcache_fusion.py`); FlashInfer 0.6.18, commit
+# (`vllm/model_executor/layers/rotary_embedding/base.py`), `428a71c`
+# (`vllm/compilation/passes/fusion/rope_kvcache_fusion.py`) and `018fe84`
+# (`vllm/compilation/cuda_graph.py`); FlashInfer 0.6.18, commit
 # `fb28d72` (`flashinfer/rope.py`, `include/flashinfer/pos_enc.cuh`,
 # `flashinfer/norm/__init__.py`); FlashAttention v2.8.3
 # (`flash_attn/flash_attn_interface.py`, `csrc/flash_attn/flash_api.cpp`,
@@ -978,7 +1016,7 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## 出典とバージョン
 #
 # この章で読んだライブラリのコードとそのバージョンは次のとおりです。
-# vLLM はコミット `0f5257e`（`csrc/pos_encoding_kernels.cu`、`csrc/fused_qknorm_rope_kernel.cu`）、`072d10a`（`vllm/model_executor/layers/rotary_embedding/base.py`）、`428a71c`（`vllm/compilation/passes/fusion/rope_kvcache_fusion.py`）です。
+# vLLM はコミット `0f5257e`（`csrc/pos_encoding_kernels.cu`、`csrc/fused_qknorm_rope_kernel.cu`）、`072d10a`（`vllm/model_executor/layers/rotary_embedding/base.py`）、`428a71c`（`vllm/compilation/passes/fusion/rope_kvcache_fusion.py`）、`018fe84`（`vllm/compilation/cuda_graph.py`）です。
 # FlashInfer は 0.6.18、コミット `fb28d72`（`flashinfer/rope.py`、`include/flashinfer/pos_enc.cuh`、`flashinfer/norm/__init__.py`）です。
 # FlashAttention は v2.8.3（`flash_attn/flash_attn_interface.py`、`csrc/flash_attn/flash_api.cpp`、`csrc/flash_attn/src/flash_fwd_kernel.h`）です。
 # Liger Kernel は 0.8.2（`src/liger_kernel/ops/rope.py`）です。

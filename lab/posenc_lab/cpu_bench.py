@@ -43,8 +43,9 @@ are counted (:func:`posenc_lab.traffic.count_traffic`).
 Reported per contender: median and quartiles of the time per call, the
 median of the per-round ratios to ``floor`` and to the baseline
 (``hf_formula``), GB/s counting one read and one write of q and k, bytes
-per element counted, and page faults per call. ``--quick`` is a smoke test
-on tiny shapes.
+per element counted, the ATen operations per call that move data and those
+that only make views (each a call into torch all the same), and page faults
+per call. ``--quick`` is a smoke test on tiny shapes.
 """
 
 from __future__ import annotations
@@ -475,12 +476,14 @@ def time_case(
             "faults_per_call": f,
             "bytes_per_element": None,
             "ops_per_call": None,
+            "views_per_call": None,
         }
         if c.traffic:
             with torch.no_grad():
                 traffic = count_traffic(c.fn)
             entry["bytes_per_element"] = traffic.total / case.elements()
             entry["ops_per_call"] = len(traffic.ops)
+            entry["views_per_call"] = traffic.views
         result["contenders"][c.name] = entry  # type: ignore[index]
     return result
 

@@ -53,6 +53,7 @@ FIELDS = {
     "faults_per_call",
     "bytes_per_element",
     "ops_per_call",
+    "views_per_call",
 }
 
 

@@ -84,7 +84,7 @@ records = {
 # [floor](../docs/glossary.md#floor). Its
 # [arithmetic intensity](../docs/glossary.md#arithmetic-intensity) is at most
 # $$I = \frac{3}{2e}\ \mathrm{flop/B}$$
-# 3/8 in float32 and 3/4 in bfloat16. An NVIDIA H200 does about 67 TFLOP/s of float32
+# 3/8 in float32 and 3/4 in bfloat16. An NVIDIA H200 (SXM) does 67 TFLOP/s of float32
 # arithmetic outside its tensor cores and moves 4.8 TB/s from its memory: 14 flops in
 # the time of one byte. Far below that ratio the arithmetic units wait on memory, and
 # a call takes at least its bytes divided by the
@@ -108,7 +108,7 @@ records = {
 # したがって[演算強度](../docs/glossary.ja.md#arithmetic-intensity)は次の値を超えません。
 # $$I = \frac{3}{2e}\ \mathrm{flop/B}$$
 # float32 で 3/8、bfloat16 で 3/4 です。
-# NVIDIA H200 は、テンソルコア以外の演算器で float32 の演算を毎秒約 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。
+# NVIDIA H200（SXM）は、テンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。
 # 1 バイトを運ぶ間に 14 flop をこなせることになります。
 # 演算強度がこの比よりずっと小さいと演算器はメモリを待つことになり、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # CPU のコアでも事情は同じです。
@@ -145,12 +145,13 @@ assert round(67e12 / 4.8e12) == 14  # H200 datasheet: FP32 and bandwidth
 # into the output with `out=` and `addcmul_`, as `posenc`'s eager `apply_rope` does,
 # removes them, but still takes three passes:
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# In the half layout the partner of $a_i$ lies $d/2$ features away. One elementwise
-# operation would need a view of $x$ with its halves swapped, a negative
-# [stride](../docs/glossary.md#stride), which PyTorch does not allow; so each half
-# takes a pass of its own. Meta's Llama keeps the members of a pair side by side
-# (the [interleaved layout](../docs/glossary.md#interleaved-layout)) and rotates them as
-# complex numbers in one multiplication, which moves the floor. In bfloat16 the floor
+# Eager code cannot go lower: each output needs two products and a sum, no single
+# ATen operation computes that from $a_i$, $b_i$ and the tables, and every operation
+# writes its result to memory for the next to read. Meta's Llama keeps the members of
+# a pair side by side (the [interleaved layout](../docs/glossary.md#interleaved-layout))
+# and reads them as complex numbers: one complex multiplication computes both products
+# and the sum in registers, which moves the floor. In the half layout the partner of
+# $a_i$ lies $d/2$ features away, and no view makes a pair one complex number. In bfloat16 the floor
 # is 4 and the eager formula moves 20, while `posenc`'s passes, which rotate in float32
 # and round once, move 22. The figure shows the counts of the stored record, at
 # Llama 3 8B's shapes, with the tables included.
@@ -167,10 +168,13 @@ assert round(67e12 / 4.8e12) == 14  # H200 datasheet: FP32 and bandwidth
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
 # `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# 半分割配置では、$a_i$ の相手は $d/2$ 次元先にあります。
-# 1 回の要素ごとの演算で済ませるには、$x$ の前半と後半を入れ替えたビュー、つまり負の[ストライド](../docs/glossary.ja.md#stride)が必要ですが、PyTorch はこれを許しません。
-# そのため、前半と後半にそれぞれ別のパスがかかります。
-# Meta の Llama はペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数として 1 回の掛け算で回すので、動かすのは下限のバイト数です。
+# eager モードのコードでは、これより減らせません。
+# 各出力には積 2 つと和 1 つが要ります。
+# ところが、$a_i$、$b_i$ と表からこれを 1 回で計算する ATen の演算はありません。
+# そして、どの演算も結果をメモリに書き、次の演算はそれを読み直します。
+# Meta の Llama はペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数として読みます。
+# 複素数の掛け算 1 回が 2 つの積と和をレジスタの中で計算するので、動かすのは下限のバイト数です。
+# 半分割配置では $a_i$ の相手が $d/2$ 次元先にあり、どんなビューでもペアを 1 つの複素数にはできません。
 # bfloat16 では下限が 4 で、eager モードの式は 20 を動かします。一方 `posenc` のパスは float32 で回して 1 回だけ丸めるので、22 を動かします。
 # 図は、保存した計測記録の数を Llama 3 8B の形状で示したもので、表の読み込みも含みます。
 
@@ -448,9 +452,9 @@ assert_close(dk, ek)
 #
 # Qwen3 normalises every head of $q$ and $k$ with an RMSNorm, which has a learned
 # weight per feature, before RoPE. The norm needs the sum of squares over the whole
-# head, so a fused kernel gives each head to one warp: vLLM's `fusedQKNormRopeKernel`,
-# adapted from TensorRT-LLM, reads a head once, normalises it, rotates it in registers
-# and writes it back. Llama 4, where its configuration enables QK-norm, goes the other
+# head, so the unit of work is a head: vLLM's `fusedQKNormRopeKernel`, adapted from
+# TensorRT-LLM, gives each head of each token to one warp, which reads it once,
+# normalises it, rotates it in registers and writes it back. Llama 4, where its configuration enables QK-norm, goes the other
 # way round on its RoPE layers: RoPE first, then a norm without weights,
 # $\mathrm{norm}(x) = x / \sqrt{\mathrm{mean}(x^2) + \epsilon}$. A rotation $R_p$
 # keeps the length of a head, so
@@ -474,8 +478,9 @@ assert_close(dk, ek)
 # | `posenc` | `apply_rope_triton`。アウトオブプレースかインプレース | float32 の表で、各トークンの位置の行を読みます |
 #
 # Qwen3 は RoPE の前に、$q$ と $k$ の各ヘッドを RMSNorm で正規化します。RMSNorm は次元ごとに学習した重みを持ちます。
-# この正規化にはヘッド全体の 2 乗和が必要なので、融合したカーネルはヘッド 1 つをワープ 1 つに割り当てます。
-# vLLM の `fusedQKNormRopeKernel`（TensorRT-LLM のものを改変したもの）は、ヘッドを 1 回読み、正規化し、レジスタの中で回して書き戻します。
+# この正規化にはヘッド全体の 2 乗和が必要なので、仕事の単位はヘッドです。
+# vLLM の `fusedQKNormRopeKernel`（TensorRT-LLM のものを改変したもの）は、各トークンの各ヘッドをワープ 1 つに割り当てます。
+# ワープはヘッドを 1 回読み、正規化し、レジスタの中で回して書き戻します。
 # Llama 4 は、設定で QK-norm を使う場合、RoPE の層で逆の順序をとります。
 # 先に RoPE、その後に重みのない正規化 $\mathrm{norm}(x) = x / \sqrt{\mathrm{mean}(x^2) + \epsilon}$ です。
 # 回転 $R_p$ はヘッドの長さを変えないので、次の式が成り立ちます。
@@ -778,12 +783,13 @@ print(f"load average before / after: {loads[0]} (1 thread), {loads[1]} (2)")
 #
 # There is no GPU record: no GPU was available. The benchmark is ready and checked by
 # a dry run on the CPU:
-# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times the fused kernel out of place and in
-# place, eager `apply_rope`, the compiled module, Hugging Face's formula and a copy of
-# $q$ and $k$ (the floor), on a prefill of 4096 tokens and on decode steps, with CUDA
-# events, each call on inputs that no earlier call has left in the L2 cache. The byte model predicts
-# the bfloat16 prefill floor at 17.5 µs on an H200, and Hugging Face's formula at five
-# times that if it ran at the memory's speed. Whether the fused kernel reaches the
+# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times
+# the fused kernel out of place and in place, eager `apply_rope`, the compiled module,
+# Hugging Face's formula and a copy of $q$ and $k$ (the floor), on a prefill of 4096
+# tokens and on decode steps, with CUDA events, each call on the next of a pool of
+# inputs three times the size of the L2 cache. The byte model predicts the bfloat16
+# prefill floor at 17.5 µs on an H200, and Hugging Face's formula at five times that
+# if it ran at the memory's speed. Whether the fused kernel reaches the
 # copy is what that record will show.
 
 # %% [markdown] lang="ja"
@@ -802,7 +808,7 @@ print(f"load average before / after: {loads[0]} (1 thread), {loads[1]} (2)")
 # コマンドは `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` です。
 # 融合したカーネル（アウトオブプレースとインプレース）、eager モードの `apply_rope`、コンパイルしたモジュール、Hugging Face の式を計ります。
 # 下限は $q$ と $k$ のコピーで、形状は 4096 トークンのプリフィルとデコードの 1 ステップです。
-# 時間は CUDA のイベントで計り、どの呼び出しも、それより前の呼び出しが L2 キャッシュに残していない入力に対して行います。
+# 時間は CUDA のイベントで計ります。呼び出しのたびに、L2 キャッシュの 3 倍の大きさの入力の集まりから次の入力を使います。
 # バイト数のモデルによる予測では、H200 で bfloat16 のプリフィルの下限は 17.5 µs、Hugging Face の式はメモリの速さで動いたとしてその 5 倍です。
 # 融合したカーネルがコピーに届くかどうかは、その計測記録が示すことになります。
 
@@ -834,8 +840,8 @@ assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # - Production systems fuse further: RoPE with the KV-cache write (vLLM's decode
 #   fusion, FlashAttention's `flash_attn_with_kvcache`) and with Qwen3's QK-norm. A
 #   weightless norm, as in Llama 4, commutes with RoPE.
-# - Float32 angles lose accuracy in proportion to the position, table or not; a
-#   bfloat16 table loses $2^{-9}$ everywhere. Reproduce the numbers the model was
+# - Angles formed in float32 lose accuracy in proportion to the position, whether
+#   they feed a table or a kernel; a bfloat16 table loses $2^{-9}$ everywhere. Reproduce the numbers the model was
 #   trained with rather than more exact ones.
 # - A decode step costs launches, not bytes: fuse, then capture the step in a CUDA
 #   graph, with the table built beforehand and no reads back to the host.
@@ -849,7 +855,7 @@ assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # - float32 の要素あたり、Hugging Face の eager モードの式は下限の 5 倍の 40 バイトを動かし、`posenc` の eager モードのパスは 20 バイトを動かします。8 に届くのは 1 回のパスだけです。
 # - 融合したカーネルは、トークン 1 つにプログラム 1 つを割り当てます。cos と sin の表の行は 1 回だけ読み込まれ、$q$ と $k$ のすべてのヘッドで使われるので、Llama 3 8B の形状では表の分は要素あたり 0.1 バイトです。
 # - 実際のシステムはさらに融合を進めます。RoPE を KV キャッシュへの書き込み（vLLM のデコードでの融合、FlashAttention の `flash_attn_with_kvcache`）や、Qwen3 の QK-norm と融合します。Llama 4 のような重みのない正規化は RoPE と交換できます。
-# - float32 の角度は、表を使うかどうかにかかわらず、位置に比例して精度を失います。bfloat16 の表はどこでも $2^{-9}$ だけ失います。より正確な数値ではなく、モデルの学習に使われた数値を再現しましょう。
+# - float32 で作った角度は、表に使うかカーネルで使うかにかかわらず、位置に比例して精度を失います。bfloat16 の表はどこでも $2^{-9}$ だけ失います。より正確な数値ではなく、モデルの学習に使われた数値を再現しましょう。
 # - デコードの 1 ステップのコストは、バイト数ではなく起動の数です。融合したうえで、表を先に作り、ホストへの読み戻しをなくして、ステップを CUDA Graphs で記録しましょう。
 # - CPU の下限との比が表すのは、そのマシンのキャッシュです。GPU の計測記録はまだありません。
 

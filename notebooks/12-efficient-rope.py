@@ -710,7 +710,7 @@ for rec in records.values():
 # `compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
 # 表は、各比較対象の時間の中央値を下限の時間と比べたもので、ラウンドごとの比の中央値を、1 スレッドと 2 スレッドの計測記録について示します。
 
-# %%
+# %% tags=["figure"]
 order = [
     "floor",
     "hf_formula",
@@ -784,10 +784,9 @@ print(f"load average before / after: {loads[0]} (1 thread), {loads[1]} (2)")
 # There is no GPU record: no GPU was available. The benchmark is ready and checked by
 # a dry run on the CPU:
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times
-# the fused kernel out of place and in place, eager `apply_rope`, the compiled module,
-# Hugging Face's formula and a copy of $q$ and $k$ (the floor), on a prefill of 4096
-# tokens and on decode steps, with CUDA events, each call on the next of a pool of
-# inputs three times the size of the L2 cache. The byte model predicts the bfloat16
+# the fused kernel against eager code, the compiled module and a copy of $q$ and $k$
+# (the floor), on a prefill of 4096 tokens and on decode steps, with CUDA events
+# (`lab/README.md` says how). The byte model predicts the bfloat16
 # prefill floor at 17.5 µs on an H200, and Hugging Face's formula at five times that
 # if it ran at the memory's speed. Whether the fused kernel reaches the
 # copy is what that record will show.
@@ -806,9 +805,8 @@ print(f"load average before / after: {loads[0]} (1 thread), {loads[1]} (2)")
 # GPU の計測記録はありません。GPU を使えなかったからです。
 # ベンチマークは用意してあり、CPU での予行演習で確かめてあります。
 # コマンドは `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` です。
-# 融合したカーネル（アウトオブプレースとインプレース）、eager モードの `apply_rope`、コンパイルしたモジュール、Hugging Face の式を計ります。
-# 下限は $q$ と $k$ のコピーで、形状は 4096 トークンのプリフィルとデコードの 1 ステップです。
-# 時間は CUDA のイベントで計ります。呼び出しのたびに、L2 キャッシュの 3 倍の大きさの入力の集まりから次の入力を使います。
+# 融合したカーネルを、eager モードのコード、コンパイルしたモジュール、そして下限である $q$ と $k$ のコピーと比べます。
+# 形状は 4096 トークンのプリフィルとデコードの 1 ステップで、時間は CUDA のイベントで計ります（計り方は `lab/README.md` にあります）。
 # バイト数のモデルによる予測では、H200 で bfloat16 のプリフィルの下限は 17.5 µs、Hugging Face の式はメモリの速さで動いたとしてその 5 倍です。
 # 融合したカーネルがコピーに届くかどうかは、その計測記録が示すことになります。
 

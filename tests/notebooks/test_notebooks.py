@@ -65,7 +65,7 @@ def test_code_width_counts_characters_not_bytes(tmp_path):
 # with math, a dead link, sys.path edited, no posenc, no site style, a code
 # line of 89 characters, a solution without its opening, an explorable that
 # does not exist, no "What to remember", a check that checks nothing and
-# says nothing, a figure cell that draws nothing; its .ipynb out of date, run
+# says nothing, a figure cell that shows nothing; its .ipynb out of date, run
 # out of order, with an error, stderr and a figure without alternative text.
 BROKEN = """\
 # %% [markdown] lang="en"
@@ -171,7 +171,7 @@ def test_a_broken_chapter_gets_what_is_wrong_and_how_to_fix_it(tmp_path):
     assert what["folded_cells"] == [
         "cell 7: a check without its summary in both languages",
         "cell 7: tagged check but makes no assert",
-        "cell 7: tagged figure but draws nothing",
+        "cell 7: tagged figure but shows nothing",
     ]
     assert what["explorables"] == [
         "cell 5: no notebooks/explorables/01-broken.py for its marker",

@@ -141,7 +141,6 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
     )
 
 
-@torch.compiler.assume_constant_result
 def _t5_thresholds_constant(side: int, max_distance: int) -> tuple[int, ...]:
     """:func:`_t5_thresholds`, which ``torch.compile`` calls once and keeps as a constant.
 
@@ -150,6 +149,13 @@ def _t5_thresholds_constant(side: int, max_distance: int) -> tuple[int, ...]:
     alone.
     """
     return _t5_thresholds(side, max_distance)
+
+
+# torch.compiler.assume_constant_result(fn) only sets this attribute, but in torch 2.13 it
+# imports torch._dynamo first (2-3 s at `import posenc`); setting it here keeps the
+# compiler out of the import. tests/test_compile.py traces T5's buckets with
+# fullgraph=True, which fails if the mark stops working.
+_t5_thresholds_constant._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def t5_relative_position_bucket(

@@ -60,6 +60,7 @@ from numbers import Real
 import torch
 
 from posenc._checks import (
+    broadcast_shapes,
     check_base,
     check_choice,
     check_even,
@@ -113,7 +114,7 @@ def _check_broadcast(positions: torch.Tensor, x: torch.Tensor, p_name: str, x_na
     """Raise unless ``positions`` broadcasts to ``x.shape[:-1]``."""
     target = tuple(x.shape[:-1])
     try:
-        ok = tuple(torch.broadcast_shapes(positions.shape, target)) == target
+        ok = broadcast_shapes(positions.shape, target) == target
     except RuntimeError:
         ok = False
     if not ok:

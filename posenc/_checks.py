@@ -125,7 +125,9 @@ def broadcast_shapes(*shapes: Iterable[int]) -> tuple[int, ...]:
     of modules); the checks here run on every call and only compare sizes.
     """
     shapes = [tuple(shape) for shape in shapes]
-    ndim = max((len(shape) for shape in shapes), default=0)
+    ndim = 0
+    for shape in shapes:  # a loop, not max(genexpr): torch.compile traces it
+        ndim = max(ndim, len(shape))
     out = []
     for axis in range(-ndim, 0):
         size = 1

@@ -53,6 +53,11 @@ __all__ = [
 _INIT_STD = 0.02
 
 
+def _draw_table(embedding: nn.Embedding) -> None:
+    """Draw a learned table from ``N(0, 0.02^2)``, in place."""
+    nn.init.normal_(embedding.weight, mean=0.0, std=_INIT_STD)
+
+
 def _check_t5_buckets(bidirectional: object, num_buckets: object, max_distance: object):
     """Validate T5's bucket settings.
 
@@ -296,11 +301,18 @@ class T5RelativeBias(nn.Module):
             bidirectional, num_buckets, max_distance
         )
         self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
-        self.reset_parameters()
+        _draw_table(self.relative_attention_bias)
 
     def reset_parameters(self) -> None:
-        """Draw the table from ``N(0, 0.02^2)``."""
-        nn.init.normal_(self.relative_attention_bias.weight, mean=0.0, std=_INIT_STD)
+        """Draw the table from ``N(0, 0.02^2)``, consuming the random numbers construction does.
+
+        Construction first lets ``nn.Embedding`` draw its own ``N(0, 1)``
+        table, then draws this one; so does this method, so that under the
+        same ``torch.manual_seed`` a module reset after ``to_empty`` holds
+        the values of one built directly (on the same device).
+        """
+        self.relative_attention_bias.reset_parameters()
+        _draw_table(self.relative_attention_bias)
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         """The bias for ``q_len`` queries aligned to the end of ``k_len`` keys.
@@ -376,11 +388,18 @@ class RelativePositionEmbedding(nn.Module):
         self.max_distance = check_size("max_distance", max_distance)
         self.dim = check_size("dim", dim)
         self.embedding = nn.Embedding(2 * self.max_distance + 1, self.dim)
-        self.reset_parameters()
+        _draw_table(self.embedding)
 
     def reset_parameters(self) -> None:
-        """Draw the table from ``N(0, 0.02^2)``."""
-        nn.init.normal_(self.embedding.weight, mean=0.0, std=_INIT_STD)
+        """Draw the table from ``N(0, 0.02^2)``, consuming the random numbers construction does.
+
+        As :meth:`T5RelativeBias.reset_parameters`: ``nn.Embedding``'s own
+        draw first, then this one, so that a module reset after
+        ``to_empty`` under the same ``torch.manual_seed`` equals one built
+        directly.
+        """
+        self.embedding.reset_parameters()
+        _draw_table(self.embedding)
 
     def forward(self, q_len: int, k_len: int | None = None) -> torch.Tensor:
         """The embedding of every query-key pair's clipped relative position.

@@ -610,19 +610,30 @@ class RotaryEmbedding(nn.Module):
     In both modes the types, dtypes and shapes of the inputs are checked on
     the host, from their metadata alone, with the errors listed below.
 
-    The cache is a set of non-persistent buffers (not in the ``state_dict``):
-    ``rot_cached`` of shape ``(n, 2, dim)`` holds, for each position, the
-    multipliers ``[cos; s * sin]`` of the whole head in the module's layout
-    (``s = -1`` on the first member of each pair, ``+1`` on the second), and
-    ``cos_cached`` and ``sin_cached``, ``(n, dim/2)``, are views of it. The
-    module can be created on the meta device (``with
-    torch.device("meta"): ...``). In eager mode the cache is rebuilt, in
-    float32 on the device of the inputs, whenever its buffers no longer hold
-    what :meth:`rope_init` wrote: after ``module.to_empty(...)``, a cast
-    such as ``module.half()``, or a move to another device. Under
-    ``torch.compile`` this check (it compares storage pointers) is skipped:
-    run the module once eagerly, or call :meth:`reserve`, after such a
-    change and before compiling.
+    The cache: ``rot_cached`` of shape ``(n, 2, dim)`` holds, for each
+    position, the multipliers ``[cos; s * sin]`` of the whole head in the
+    module's layout (``s = -1`` on the first member of each pair, ``+1`` on
+    the second); ``cos_cached`` and ``sin_cached``, ``(n, dim/2)``, are views
+    of it, and ``inv_freq``, ``(dim/2,)``, holds the frequencies. All four
+    are float32 tensor attributes derived from the settings, not buffers and
+    not parameters: the module has neither, and its ``state_dict`` is empty.
+
+    - Distributed training: ``DistributedDataParallel`` broadcasts every
+      buffer from rank 0 at each step (``broadcast_buffers=True``, its
+      default); a cache held in buffers would grow to each rank's longest
+      sequence, differ in size between ranks and abort that broadcast. Being
+      no buffer, the cache is never broadcast: each rank keeps its own, and
+      the default settings are safe under DDP (FSDP's ``sync_module_states``
+      likewise has nothing of it to synchronise).
+    - Devices and initialisation: the module moves the cache itself (it
+      overrides ``nn.Module._apply``): ``module.to(device)``, ``.cuda()`` and
+      ``.to_empty(device=...)`` rebuild it on the new device from the
+      settings, never from uninitialised memory; casts such as ``.half()``
+      leave it in float32. It can be created on the meta device (``with
+      torch.device("meta"): ...``); ``to_empty`` then rebuilds it, and
+      :meth:`reset_parameters` rebuilds it as construction does. In eager
+      mode, inputs on another device than the cache rebuild it where the
+      inputs are.
 
     With a length-dependent scaling (``DynamicNTKScaling``,
     ``LongRopeScaling``) the cache holds the frequencies of sequences no
@@ -727,28 +738,48 @@ class RotaryEmbedding(nn.Module):
         c_pairs.copy_(cos.unsqueeze(-2))  # C = cos on both members
         s_pairs.select(-2, 0).copy_(-sin)  # S = -sin on the first member ...
         s_pairs.select(-2, 1).copy_(sin)  # ... and +sin on the second
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.register_buffer("rot_cached", table, persistent=False)
-        self.register_buffer("cos_cached", c_pairs.select(-2, 0), persistent=False)
-        self.register_buffer("sin_cached", s_pairs.select(-2, 1), persistent=False)
-        # the tensors rope_init wrote and their storage: the per-call check compares
-        # identities and one pointer instead of rebuilding a key
-        self._cache_refs = (
-            table,
-            self.cos_cached,
-            self.sin_cached,
-            inv_freq,
-            table.data_ptr(),
-            table.device,
-        )
+        # plain attributes, not buffers: DistributedDataParallel broadcasts every buffer
+        # from rank 0 each step, and a cache that grows with each rank's longest sequence
+        # differs in size between ranks (see the class docstring); _apply moves them
+        self.inv_freq = inv_freq
+        self.rot_cached = table
+        self.cos_cached = c_pairs.select(-2, 0)
+        self.sin_cached = s_pairs.select(-2, 1)
+
+    def reset_parameters(self) -> None:
+        """Rebuild the cache as construction builds it (the module has no parameters).
+
+        Rows for ``max_positions`` positions (``initial_cache_positions``
+        without it), on the device the cache is on now. ``to_empty`` and
+        moves rebuild the cache already (see the class docstring); this is
+        the hook that meta-device initialisation calls on every module.
+        """
+        self.rope_init(None, self.rot_cached.device)
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Follow the module's moves with the cache, which is not a buffer.
+
+        ``to``, ``cuda``, ``cpu``, ``to_empty`` and the casts all call
+        ``_apply``; the device they move to is read from ``fn`` applied to an
+        empty tensor on the cache's device, and the cache is rebuilt there
+        (in float32: casts such as ``half()`` leave it alone).
+        """
+        module = super()._apply(fn, *args, **kwargs)
+        current = self.rot_cached.device
+        try:
+            target = fn(torch.empty(0, device=current)).device
+        except (RuntimeError, NotImplementedError):  # e.g. .to("cpu") of a meta cache
+            return module  # the next eager call rebuilds it where its inputs are
+        if target != current:
+            self.rope_init(self.rot_cached.shape[0], target)
+        return module
 
     def reserve(self, n_positions: int, device: torch.device | str | None = None) -> None:
         """Build the cache for positions ``0 .. n_positions - 1`` now.
 
-        The explicit place for cache growth: call it before compiling, before
-        capturing a CUDA graph, after ``to_empty``, or to raise the bound of
-        a module built with ``max_positions`` (which becomes
-        ``n_positions``).
+        The explicit place for cache growth: call it before compiling or
+        before capturing a CUDA graph, or to raise the bound of a module
+        built with ``max_positions`` (which becomes ``n_positions``).
 
         Args:
             n_positions (int): rows of the cache, a positive integer.
@@ -773,36 +804,19 @@ class RotaryEmbedding(nn.Module):
         """``rot_cached``, valid on ``device`` for positions ``< n_needed`` (eager mode).
 
         The fast path, taken on every call once the cache is warm, checks
-        that the buffers are still the tensors :meth:`rope_init` wrote, on
-        the same storage and device, and long enough: identity and pointer
-        comparisons, no call into torch. Anything else rebuilds or grows the
-        cache.
+        that the cache is on ``device`` and long enough: metadata only, no
+        call into torch. Anything else rebuilds it there or grows it.
         """
-        table, cos, sin, inv_freq, ptr, _ = self._cache_refs
-        buffers = self._buffers
-        if (
-            buffers.get("rot_cached") is table
-            and table.shape[0] >= n_needed
-            and table.device == device
-            and buffers.get("cos_cached") is cos
-            and buffers.get("sin_cached") is sin
-            and buffers.get("inv_freq") is inv_freq
-            and table.data_ptr() == ptr
-        ):
+        table = self.rot_cached
+        same_device = table.device == device
+        if same_device and table.shape[0] >= n_needed:
             return table
-        valid = (
-            buffers.get("rot_cached") is table
-            and buffers.get("cos_cached") is cos
-            and buffers.get("sin_cached") is sin
-            and buffers.get("inv_freq") is inv_freq
-            and table.device == device
-            and table.data_ptr() == ptr
-        )
         current = table.shape[0]
         if self.max_positions is not None:
             n = max(n_needed, self.max_positions)
         else:
-            n = min(max(n_needed, 2 * current if valid else current), self.max_cache_positions)
+            grown = 2 * current if same_device else current
+            n = min(max(n_needed, grown), self.max_cache_positions)
         self.rope_init(n, device)
         return self.rot_cached
 
@@ -904,7 +918,8 @@ class RotaryEmbedding(nn.Module):
             return None
         if type(positions) is not torch.Tensor or positions.dtype not in _INDEX_DTYPES:
             return None
-        table, _, _, _, ptr, device = self._cache_refs
+        table = self.rot_cached
+        device = table.device
         qs, ks, ps = q.shape, k.shape, positions.shape
         dim = self.dim
         if not (
@@ -923,8 +938,6 @@ class RotaryEmbedding(nn.Module):
             and q.device == device
             and k.device == device
             and positions.device == device
-            and self._buffers.get("rot_cached") is table
-            and table.data_ptr() == ptr
         ):
             return None
         try:
@@ -1022,13 +1035,10 @@ class RotaryEmbedding(nn.Module):
             c, s = rows.unbind(-2)  # (*positions.shape, dim) each
             return self._rotate_rows(q, c, s), self._rotate_rows(k, c, s)
         inv_freq = self.inv_freq
-        if not torch.compiler.is_compiling():  # eager: the buffer may be stale or elsewhere
-            if device.type == "meta" or self._cache_refs[3] is not inv_freq:
-                inv_freq = _cached_parameters(
-                    self.dim, self.base, self.scaling, device, canonical_seq_len(self.scaling, 0)
-                )[0]
-            elif inv_freq.device != device:
-                inv_freq = inv_freq.to(device)
+        if inv_freq.device != device and not torch.compiler.is_compiling():  # inputs elsewhere
+            inv_freq = _cached_parameters(
+                self.dim, self.base, self.scaling, device, canonical_seq_len(self.scaling, 0)
+            )[0]
         cos, sin = _cos_sin(positions, inv_freq, self.attention_factor, angle_dtype)
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
 

@@ -706,6 +706,94 @@ class RotaryEmbedding(nn.Module):
         self._fast = self.max_positions is not None and not is_length_dependent(self.scaling)
         self.rope_init(self.max_positions)
 
+    @classmethod
+    def from_hf_config(
+        cls,
+        config: object,
+        *,
+        layer_type: str | None = None,
+        layout: str | None = None,
+        max_positions: int | None = None,
+    ) -> RotaryEmbedding:
+        """The RoPE of a Hugging Face transformers model, from its config.
+
+        Reads the settings that transformers' rope initialisation functions
+        read, in the layout of transformers 4.x (``rope_theta``,
+        ``partial_rotary_factor`` and ``rope_scaling`` at the top level) or
+        5.x (``rope_parameters``, possibly one dict per layer type), and
+        returns the module whose ``inv_freq`` and ``attention_factor`` equal
+        transformers' for the same config (to the last bit on the CPU; the
+        length-dependent ``"dynamic"`` and ``"longrope"`` at every length, as
+        ``rope_frequencies(..., seq_len=n)``). Nothing is downloaded: pass the
+        config object, or the dict of a ``config.json``.
+
+        - ``rope_type`` (or the older ``type``): ``"default"`` (no scaling),
+          ``"linear"`` (:class:`posenc.LinearScaling`), ``"dynamic"``
+          (:class:`posenc.DynamicNTKScaling` with
+          ``original_max_positions=max_position_embeddings``), ``"yarn"``
+          (:class:`posenc.YarnScaling`, with ``beta_fast``, ``beta_slow``,
+          ``mscale``, ``mscale_all_dim``, ``truncate`` and
+          ``attention_factor``), ``"longrope"``
+          (:class:`posenc.LongRopeScaling`), ``"llama3"``
+          (:class:`posenc.Llama3Scaling`), ``"proportional"``
+          (:class:`posenc.ProportionalScaling`, ``partial_rotary_factor``
+          as its fraction of the whole head).
+        - The rotated features: ``head_dim`` (``qk_rope_head_dim`` for
+          DeepSeek's multi-head latent attention; else ``hidden_size //
+          num_attention_heads``) times ``partial_rotary_factor``, rounded
+          down; a larger head passes the rest through, as transformers does.
+        - The original context: ``original_max_position_embeddings`` at the
+          top level (Phi-3), else in the scaling dict, else
+          ``max_position_embeddings``; YaRN and LongRoPE without ``factor``
+          take ``max_position_embeddings / original_max_position_embeddings``.
+        - A multimodal config's ``text_config`` is read when the top level
+          has no attention settings of its own.
+
+        Args:
+            config (object): a transformers config (``PretrainedConfig``, or
+                anything with ``to_dict()``) or a plain dict.
+            layer_type (str | None): for configs with one set of rope
+                settings per layer type (Gemma 3: ``"full_attention"`` for
+                the global layers, ``"sliding_attention"`` for the local
+                ones, which transformers 4.x configs give as
+                ``rope_local_base_freq``). Required there; otherwise
+                ignored, but it must be one of ``layer_types`` when the
+                config lists them.
+            layout (str | None): ``"half"`` or ``"interleaved"``. Default:
+                ``"interleaved"`` when the config sets ``rope_interleave``
+                (transformers' DeepSeek-V3 class does; a ``config.json``
+                dict does not say), else ``"half"`` (transformers'
+                ``rotate_half``).
+            max_positions (int | None): as for the constructor.
+
+        Returns:
+            RotaryEmbedding: the module.
+
+        Raises:
+            TypeError: if ``config`` is neither a dict nor has ``to_dict()``,
+                or a setting has the wrong type.
+            ValueError: naming the key, if a required key is missing, a key
+                is one the rope type does not read, the rope type is not
+                supported (M-RoPE's ``mrope_section`` included: use
+                :func:`posenc.apply_mrope`), ``layer_type`` is missing or
+                unknown, or a value is out of range.
+
+        Example:
+            >>> config = {"hidden_size": 4096, "num_attention_heads": 32,
+            ...           "max_position_embeddings": 131072, "rope_theta": 500000.0,
+            ...           "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+            ...                            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            ...                            "original_max_position_embeddings": 8192}}
+            >>> RotaryEmbedding.from_hf_config(config)
+            RotaryEmbedding(dim=128, base=500000.0, layout='half', scaling=Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192))
+        """
+        from posenc._hf_config import rope_settings
+
+        dim, base, scaling, interleaved = rope_settings(config, layer_type)
+        if layout is None:
+            layout = "interleaved" if interleaved else "half"
+        return cls(dim, base=base, layout=layout, scaling=scaling, max_positions=max_positions)
+
     def rope_init(self, n_positions: int | None = None, device: torch.device | None = None) -> None:
         """(Re)build the frequencies and the cache for positions ``0 .. n_positions-1``.
 

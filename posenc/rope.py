@@ -160,9 +160,11 @@ def _check_broadcast(positions: torch.Tensor, x: torch.Tensor, x_name: str) -> N
     call, and for a decode step every microsecond shows.
     """
     shape, target = positions.shape, x.shape[:-1]
-    ok = len(shape) <= len(target) and all(
-        p == t or p == 1 for p, t in zip(reversed(shape), reversed(target), strict=False)
-    )
+    ok = len(shape) <= len(target)
+    # a loop rather than all(zip(...)), which torch.compile before 2.13 cannot trace
+    for axis in range(1, len(shape) + 1 if ok else 1):
+        if shape[-axis] != 1 and shape[-axis] != target[-axis]:
+            ok = False
     if not ok:
         raise ValueError(
             f"positions of shape {tuple(shape)} must broadcast to {x_name}.shape[:-1] = "

@@ -42,14 +42,14 @@ print(json.dumps({
 }))
 """
 
-# Heavy or optional packages that must never come in with posenc.
+# Heavy or optional packages that must never come in with posenc (numpy is left out: some
+# torch versions import parts of it lazily in their own operations).
 _HEAVY = (
     "torch._dynamo",
     "torch._inductor",
     "triton",
     "sympy",
     "matplotlib",
-    "numpy",
     "posenc_lab",
 )
 

@@ -94,10 +94,10 @@ def fmt(values, digits=4):
 # `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and `apply_xpos(q, k, m, n)` returns
 # $(\tilde q_m, \tilde k_n)$, built on `apply_rope`. The cell checks each against the
 # formulas and $\zeta_i$ against torchscale's expression, for both pairings of RoPE,
-# [interleaved](../docs/glossary.md#interleaved-layout) and half. It passes `center=0.0`,
-# which gives the formula exactly as written; the default shifts the exponents by a
-# constant that cancels in every score, as the section
-# [Large positions](#large-positions-centring-the-exponent) explains.
+# [interleaved](../docs/glossary.md#interleaved-layout) and half. Its default,
+# `center=0.0`, gives the formula exactly as written; the section
+# [Large positions](#large-positions-centring-the-exponent) explains when to shift the
+# exponents by a constant, which cancels in every score.
 
 # %% [markdown] lang="ja"
 # ## RoPE から xPos へ：ペアごとの減衰
@@ -125,8 +125,8 @@ def fmt(values, digits=4):
 # `apply_xpos(q, k, m, n)` は `apply_rope` を使って実装されていて、$(\tilde q_m, \tilde k_n)$ を返します。
 # 次のセルでは、この 3 つの関数をそれぞれ式と照らし合わせ、$\zeta_i$ は torchscale の式とも比べます。
 # RoPE の 2 通りのペアの組み方（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と[半分割配置](../docs/glossary.ja.md#half-layout)）の両方で確かめます。
-# ここでは `center=0.0` を渡して、書いたとおりの式を計算させています。
-# 既定では指数を定数だけずらしますが、その定数はどのスコアでも打ち消されます（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
+# 既定の `center=0.0` では、書いたとおりの式を計算します。
+# 指数を定数だけずらすべき場合があり、その定数はどのスコアでも打ち消されます（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
 
 # %%
 d, gamma, B = 8, 0.4, 512.0
@@ -569,19 +569,26 @@ print(
 # the score, so any common shift $c$ of the exponents cancels,
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # while the rotation keeps the true positions. torchscale shifts by $c = \lceil N/2 \rceil$
-# for $N$ keys. `apply_xpos` takes `center=c`, and by default uses the midpoint of the
-# smallest and largest of all query and key positions, so that $|p - c|$ never
-# exceeds half their span. The cell checks that the centre changes the vectors but
-# not the scores, and that the float32 scores of 64 positions spread over $[0, 2^{16})$
-# match a float64 evaluation of the formula: the largest error stays below the printed
-# bound $10^{-4}$ (its exact value depends on how the matrix product is split across threads).
+# for $N$ keys. `apply_xpos` takes `center=c`. Its default is $c = 0$, the formula as
+# written, and it refuses positions farther from the centre than the scales allow: in
+# float32 with $\gamma = 0.4$ and $B = 512$, $|p - c| > 35694$ (the printed limit, where
+# pair 0's scale leaves the normal numbers) raises a `ValueError` that names `center`
+# instead of returning the NaN above. `center="midpoint"` is torchscale's choice: the
+# midpoint of the smallest and largest of the call's query and key positions, so that
+# $|p - c|$ never exceeds half their span. The cell checks that the centre changes the
+# vectors but not the scores, and that the float32 scores of 64 positions spread over
+# $[0, 2^{16})$, encoded with the midpoint, match a float64 evaluation of the formula:
+# the largest error stays below the printed bound $10^{-4}$ (its exact value depends on
+# how the matrix product is split across threads).
 #
 # The vectors depend on $c$, so with a [KV cache](../docs/glossary.md#kv-cache) the centre must not change between
-# the call that encoded the keys and the one that encodes a new query. Either pass
-# the same `center` every time, or cache the keys before xPos and encode them again
-# with each query, as torchscale does. The last check shows what goes wrong
-# otherwise: one query encoded alone, with the default centre, against keys encoded
-# earlier, gets scores off by up to the printed 1.80.
+# the call that encoded the keys and the one that encodes a new query. A fixed centre
+# keeps it, the default or any number passed in every call; so does caching the keys
+# before xPos and encoding them again with each query, as torchscale does. The last
+# checks show what goes wrong with a centre per call: one query encoded alone with
+# `center="midpoint"`, against keys encoded earlier with their own midpoint, gets
+# scores off by up to the printed 1.80; with the default centre the same query gets
+# exactly the scores of one call over the whole sequence.
 
 # %% [markdown] lang="ja"
 # ## 大きな位置：指数の中心をずらす
@@ -601,20 +608,25 @@ print(
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # 回転のほうは実際の位置を使い続けます。
 # torchscale は $N$ 個のキーに対して $c = \lceil N/2 \rceil$ だけずらします。
-# `apply_xpos` は `center=c` を受け取り、既定ではクエリとキーのすべての位置の最小値と最大値の中点を使います。
+# `apply_xpos` は `center=c` を受け取ります。既定は $c = 0$ で、書いたとおりの式です。
+# そして、倍率が表せる範囲より中心から遠い位置は受け付けません。
+# float32、$\gamma = 0.4$、$B = 512$ では、ペア 0 の倍率は 35694 を超えたところで正規化数の範囲を出ます（出力を参照）。
+# そのため $|p - c| > 35694$ なら、上の NaN を返す代わりに、`center` を名指しする `ValueError` を送出します。
+# `center="midpoint"` は torchscale と同じ考え方で、その呼び出しのクエリとキーの位置の最小値と最大値の中点を使います。
 # こうすると $|p - c|$ は位置の広がりの半分を超えません。
-# 次のセルでは、中心を変えるとベクトルは変わってもスコアは変わらないこと、
-# そして $[0, 2^{16})$ に散らばる 64 個の位置の float32 のスコアが、
+# 次のセルでは、まず中心を変えるとベクトルは変わってもスコアは変わらないことを確かめます。
+# 続いて、$[0, 2^{16})$ に散らばる 64 個の位置を中点の中心でエンコードした float32 のスコアが、
 # float64 で評価した式と一致することを確かめます。表示される最大誤差は $10^{-4}$ 未満です
 # （正確な値は、行列積をスレッドにどう分割するかで変わります）。
 #
 # ベクトルは $c$ に依存します。そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、キーをエンコードした呼び出しと
 # 新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
-# 毎回同じ `center` を渡すか、torchscale のように xPos をかける前のキーをキャッシュしておき、
-# クエリのたびにエンコードし直すか、どちらかにします。
-# 最後の確認では、そうしなかった場合に何が起きるかを示します。
-# 既定の中心で 1 つのクエリだけをエンコードし、先にエンコードしておいたキーと組み合わせると、
-# スコアは最大 1.80 ずれます（出力の最終行）。
+# 既定の中心でも、毎回同じ数を渡しても、中心は固定されます。
+# torchscale のように xPos をかける前のキーをキャッシュしておき、クエリのたびにエンコードし直す方法もあります。
+# 最後の確認では、呼び出しごとに中心が変わると何が起きるかを示します。
+# `center="midpoint"` で 1 つのクエリだけをエンコードし、それぞれの中点で先にエンコードしておいたキーと組み合わせると、
+# スコアは最大 1.80 ずれます（出力の最終行の 1 つ前）。
+# 既定の中心なら、同じクエリのスコアは、系列全体を 1 回でエンコードしたときのスコアと完全に一致します。
 
 # %%
 p_scan = torch.arange(-50000, 50001)
@@ -634,9 +646,20 @@ for p_edge, limit in zip(edges, limits, strict=True):
 
 q, k = torch.randn(2, d)
 top = torch.tensor(65535)
-q_0, k_0 = apply_xpos(q, k, top, center=0.0)  # the formula as written
+# the formula as written, at m = n = 65535: the key's factor overflows,
+# the query's underflows, and the score of the two vectors is NaN
+q_0 = apply_rope(q, top) * torch.cat([xpos_scale(d, top)] * 2)
+k_0 = apply_rope(k, top) * torch.cat([xpos_scale(d, -top)] * 2)
 assert torch.isinf(k_0).any() and (q_0 == 0).any() and torch.isnan(q_0 @ k_0)
-q_c, k_c = apply_xpos(q, k, top)  # centred: c = 65535
+refused = None
+try:
+    apply_xpos(q, k, top)  # the default centre, 0: |p - c| = 65535 is too far
+except ValueError as error:
+    refused = str(error)
+assert refused.startswith("center=0.0 cannot give exact xPos scores")
+refuse_at = int(refused.split("|p - center| > ")[1].split(" ")[0])  # 35694
+assert refuse_at == math.floor(B * -math.log(tiny) / math.log(7 / 2))
+q_c, k_c = apply_xpos(q, k, top, center="midpoint")  # c = 65535
 assert_close(q_c @ k_c, q @ k)  # m = n: the score is RoPE's, q . k
 
 # the centre changes the vectors, not the scores
@@ -649,7 +672,9 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T) and not torch.allclose(a_q, b_q)
 # 64 positions over [0, 2^16): float32 scores against float64, m >= n
 pos = torch.cat([torch.tensor([0, 65535]), torch.randint(0, 2**16, (62,))])
 pos = pos.sort().values.double()
-q_x, k_x = apply_xpos(q.expand(64, d), k.expand(64, d), pos)  # float32 vectors
+q_x, k_x = apply_xpos(
+    q.expand(64, d), k.expand(64, d), pos, center="midpoint"
+)  # float32 vectors
 scores = (q_x @ k_x.T).double()
 delta = pos[:, None] - pos[None, :]  # m - n
 half = d // 2  # half layout: pair i is features (i, i + d/2)
@@ -662,23 +687,33 @@ causal = delta >= 0
 err = (scores - exact)[causal].abs().max()
 assert torch.isfinite(scores[causal]).all() and err < 1e-4
 
-# a KV cache: keys encoded once (default centre: 49.5), one query later
-keys_x = apply_xpos(k.expand(100, d), k.expand(100, d), torch.arange(100))[1]
+# a KV cache: keys encoded once (midpoint: 49.5), one query later
+mid = "midpoint"
+all_q, all_k, all_p = q.expand(100, d), k.expand(100, d), torch.arange(100)
+keys_x = apply_xpos(all_q, all_k, all_p, center=mid)[1]
 last_q = torch.tensor([99])
-query_alone = apply_xpos(q[None], k[None], last_q)[0]  # centre 99: wrong
+query_alone = apply_xpos(q[None], k[None], last_q, center=mid)[0]  # 99: wrong
 query_fixed = apply_xpos(q[None], k[None], last_q, center=49.5)[0]  # same
-full_q = apply_xpos(q.expand(100, d), k.expand(100, d), torch.arange(100))[0]
+full_q = apply_xpos(all_q, all_k, all_p, center=mid)[0]
 assert_close(query_fixed @ keys_x.T, full_q[99:] @ keys_x.T)
 cache_err = (query_alone @ keys_x.T - full_q[99:] @ keys_x.T).abs().max()
+# the default centre is the same in every call: the scores of one call, exactly
+keys_0 = apply_xpos(all_q, all_k, all_p)[1]
+query_0 = apply_xpos(q[None], k[None], last_q)[0]
+full_0 = apply_xpos(all_q, all_k, all_p)[0]
+default_err = (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max()
+assert default_err == 0
 print(
     f"float32: overflow above e^{limits[0]:.2f}, "
     f"normal down to e^{limits[1]:.2f}, 0 below e^{limits[2]:.2f}\n"
     f"pair 0: key factor infinite from n = {first_inf}\n"
     f"  query factor subnormal from m = {first_subnormal}, "
     f"zero from m = {first_zero}\n"
+    f"apply_xpos refuses |p - center| > {refuse_at} in float32\n"
     f"64 positions in [0, 2^16), m >= n: "
     f"max |float32 - exact| < 1e-4: {bool(err < 1e-4)}\n"
-    f"KV cache, default centre per call: max score error {cache_err:.2f}",
+    f"KV cache, centre per call (midpoint): max score error {cache_err:.2f}\n"
+    f"KV cache, default centre: max score error {default_err:.2f}",
     end="",
 )
 
@@ -689,11 +724,11 @@ print(
 # |---|---|---|---|---|
 # | torchscale (`XPOS`, `xpos_relative_position.py`) | interleaved (`rotate_every_two`) | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`, $B$ = `scale_base` = 512 | $\lceil N/2 \rceil$ for $N$ keys; the query shares it through `offset` | keys cached before xPos and encoded again at every step |
 # | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | since mid-2024 `rotate_queries_with_cached_keys` encodes all keys again with each query; from reading the source, its query scales are centred on $\lfloor q_{len}/2 \rfloor$ of the new queries and its key scales on $\lfloor k_{len}/2 \rfloor$, so the two centres differ |
-# | `posenc` (`apply_xpos`) | `layout="half"` or `"interleaved"` | `xpos_zeta(d, gamma=0.4)`, `scale_base=512` | `center=`, default the midpoint of all positions | a fixed `center`, or keys encoded again |
+# | `posenc` (`apply_xpos`) | `layout="half"` or `"interleaved"` | `xpos_zeta(d, gamma=0.4)`, `scale_base=512` | `center=`: 0 by default, a number, or `"midpoint"` of the call's positions | a fixed `center` (the default), or keys encoded again |
 #
 # The cell rebuilds torchscale's formula in a few lines of torch and compares its
 # scores with `apply_xpos(..., layout="interleaved")`: the centres differ
-# ($\lceil N/2 \rceil$ against $(N-1)/2$), the scores agree.
+# ($\lceil N/2 \rceil$ against 0), the scores agree.
 #
 # lucidrains' library shows why the pairing of the scales matters. Until a fix in
 # September 2024 (pull request 34) it spread the $d/2$ scales over the features as
@@ -713,11 +748,11 @@ print(
 # |---|---|---|---|---|
 # | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$（クエリも `offset` で同じ中心を共有） | xPos 適用前のキーをキャッシュし、ステップごとに再エンコード |
 # | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` だが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、`rotate_queries_with_cached_keys` によるクエリごとの全キーの再エンコード。ソースを読んだ限りでは、クエリの倍率の中心は新しいクエリの $\lfloor q_{len}/2 \rfloor$、キーの倍率の中心は $\lfloor k_{len}/2 \rfloor$ で、2 つの中心は不一致 |
-# | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定はすべての位置の中点 | 固定の `center`、またはキーの再エンコード |
+# | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定は 0。数、またはその呼び出しの位置の中点（`"midpoint"`） | 固定の `center`（既定）、またはキーの再エンコード |
 #
 # 次のセルでは、torchscale の式を数行の torch で書き起こし、
 # `apply_xpos(..., layout="interleaved")` とスコアを比べます。
-# 中心は違います（$\lceil N/2 \rceil$ と $(N-1)/2$）が、スコアは一致します。
+# 中心は違います（$\lceil N/2 \rceil$ と 0）が、スコアは一致します。
 #
 # 倍率をペアにどう割り当てるかがなぜ重要なのかは、lucidrains のライブラリの例を見るとよく分かります。
 # 2024 年 9 月の修正（プルリクエスト 34）までは、$d/2$ 個の倍率を
@@ -1202,9 +1237,11 @@ plt.show()
 #    decay rates of the fastest and the slowest pair?
 # 2. For $d = 64$, find the distance at which xPos's cap $\zeta_{d/2-1}^{r/B}$ falls to
 #    $1/2$, and the distance at which every pair keeps less than 1% of its weight.
-# 3. Encode keys with `apply_xpos` in float16 and find the largest span of positions
-#    for which the scores with the default centre stay finite. Compare with the
-#    range of float16 and the estimate in the module's docstring.
+# 3. Encode queries and keys in float16 with xPos's formula and the centre in the
+#    middle of the positions (torchscale's choice; `center="midpoint"` in
+#    `apply_xpos`), and find the largest span of positions for which the scores stay
+#    finite. Compare with the range of float16 and with the span beyond which
+#    `apply_xpos` refuses the call.
 # 4. Replace the BOS marker in the NoPE construction by a feature equal to 1 on every
 #    token. What does the first layer compute now, and why can no choice of the
 #    second layer recover the position from it?
@@ -1217,8 +1254,10 @@ plt.show()
 #    いちばん速いペアといちばん遅いペアの減衰の速さの比を変えるのは、どちらでしょうか。
 # 2. $d = 64$ について、xPos の上限 $\zeta_{d/2-1}^{r/B}$ が $1/2$ まで下がる距離と、
 #    すべてのペアの重みが 1% 未満になる距離を求めてください。
-# 3. `apply_xpos` でキーを float16 でエンコードし、既定の中心でスコアが有限のままでいられる位置の広がりの最大値を求めてください。
-#    float16 の範囲や、モジュールの docstring にある見積もりと比べてください。
+# 3. xPos の式で、指数の中心を位置の真ん中に置いて、クエリとキーを float16 でエンコードしてください
+#    （torchscale と同じ考え方で、`apply_xpos` では `center="midpoint"` にあたります）。
+#    スコアが有限のままでいられる位置の広がりの最大値を求めてください。
+#    float16 の範囲や、`apply_xpos` が呼び出しを受け付けなくなる広がりと比べてください。
 # 4. NoPE の構成で、BOS の目印の代わりに、すべてのトークンで 1 になる次元を使ってみてください。
 #    最初の層は何を計算するでしょうか。2 層目をどう選んでもそこから位置を復元できないのはなぜでしょうか。
 
@@ -1293,7 +1332,7 @@ print(
 )
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 3.** With the default centre, positions $0$ to $S$ get $c = S/2$, and the
+# **Solution 3.** With the centre in the middle, positions $0$ to $S$ get $c = S/2$, and the
 # largest scale anywhere is that of pair 0 at $|p - c| = S/2$, namely
 # $(7/2)^{S/(2B)}$, carried by the key at $S$ and the query at 0. float16 ends at
 # 65504, so the vectors stay finite, and with them every causal score, as long as
@@ -1306,8 +1345,10 @@ print(
 # between 65504 and 65520 down to 65504. For $\rho = 1$ the guaranteed span is 9065 positions.
 # The cell finds the largest span by bisection for one random $q$ and $k$
 # ($d = 128$), prints it next to the guaranteed span, and checks that it is at
-# least that and less than 2% longer. The module's docstring advises $|p - c|$
-# below about 4000: the guarantee above, with a margin for pairs longer than 1. The guarantee
+# least that and less than 2% longer. `apply_xpos` refuses $|p - c| > 3966$ in float16,
+# spans beyond the printed 7932 with `center="midpoint"`: it keeps every scale within
+# float16's normal numbers, at most $1/\text{tiny} = 16384$, which leaves a factor of 4
+# below 65504 for the length of a pair, the guarantee above with a margin. The guarantee
 # covers the paper's setting, $n$ up to 8192, only when $\rho \le 2.9$ (the
 # guaranteed span is 8192 at $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$; for
 # $\rho = 30$ it is about 6284), and only thanks to the centre: with `center=0.0`
@@ -1315,7 +1356,7 @@ print(
 # long.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 既定の中心では、位置 $0$ から $S$ に対して $c = S/2$ となります。
+# **解答 3.** 中心を真ん中に置くと、位置 $0$ から $S$ に対して $c = S/2$ となります。
 # 計算全体でいちばん大きい倍率は $|p - c| = S/2$ でのペア 0 の倍率 $(7/2)^{S/(2B)}$ で、位置 $S$ のキーと位置 0 のクエリがこれを持ちます。
 # float16 の最大値は 65504 です。$q$ と $k$ のペア 0 の長さの大きいほうを $\rho$ とすると、
 # $(7/2)^{S/(2B)}\rho \le 65504$ である限りベクトルは有限で、因果的なスコアもすべて有限です。
@@ -1325,8 +1366,9 @@ print(
 # $\rho = 1$ なら、保証される広がりは 9065 位置です。
 # 次のセルでは、ランダムな $q$ と $k$（$d = 128$）を 1 組選び、二分法で最大の広がりを求めて、保証される広がりと並べて出力します。
 # そして、最大の広がりが保証される広がり以上で、その 2% 増しより短いことを確かめます。
-# モジュールの docstring は $|p - c|$ を約 4000 未満にするよう勧めています。
-# これは、上の保証に、ペアの長さが 1 より大きいベクトルのための余裕を見込んだ値です。
+# `apply_xpos` は float16 では $|p - c| > 3966$ を受け付けません。`center="midpoint"` では、出力にある 7932 より長い広がりです。
+# どの倍率も float16 の正規化数の範囲、つまり最大 $1/\text{tiny} = 16384$ に収めるためで、
+# 65504 までにはペアの長さのための 4 倍の余裕が残ります。上の保証に余裕を見込んだものです。
 # 論文の設定（$n$ が 8192 まで）がこの保証の範囲に収まるのは、$\rho \le 2.9$ のときだけです。
 # 保証される広がりが 8192 になるのは $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$ のときで、$\rho = 30$ なら約 6284 です。
 # しかも、それが成り立つのは中心をずらしているからです。
@@ -1336,21 +1378,37 @@ print(
 q16, k16 = torch.randn(2, 128).half()
 
 
-def finite_span(span, center):
+def encode16(x, p, c, sign):
+    """xPos by its formula: float32, rounded to float16 as apply_xpos rounds."""
+    scale = xpos_scale(128, sign * (p - c))  # (65, 64)
+    rotated = apply_rope(x.float().expand(len(p), 128), p)
+    return (rotated * torch.cat([scale, scale], -1)).half()
+
+
+def finite_span(span, middle):
     """Are all causal scores finite for 65 positions spread over 0..span?"""
     p = torch.linspace(0, span, 65).round()
-    q_x, k_x = apply_xpos(
-        q16.expand(65, 128), k16.expand(65, 128), p, center=center
-    )
+    c = span / 2 if middle else 0.0
+    q_x, k_x = encode16(q16, p, c, 1.0), encode16(k16, p, c, -1.0)
     scores = q_x.float() @ k_x.float().T
     return bool(scores[p[:, None] >= p[None, :]].isfinite().all())
 
 
-def largest_span(center=None):
-    low, high = 0, 20000  # finite at low, not at high
+def accepted(span, center):
+    """Does apply_xpos accept 65 positions spread over 0..span?"""
+    p = torch.linspace(0, span, 65).round()
+    try:
+        apply_xpos(q16.expand(65, 128), k16.expand(65, 128), p, center=center)
+    except ValueError:
+        return False
+    return True
+
+
+def largest_span(ok):
+    low, high = 0, 20000  # ok at low, not at high
     while high - low > 1:
         mid = (low + high) // 2
-        low, high = (mid, high) if finite_span(mid, center) else (low, mid)
+        low, high = (mid, high) if ok(mid) else (low, mid)
     return low
 
 
@@ -1358,12 +1416,19 @@ rho_q, rho_k = (x.float()[[0, 64]].norm().item() for x in (q16, k16))
 # the spans the condition guarantees (sufficient, not necessary)
 sure = 2 * B * math.log(65504 / max(rho_q, rho_k)) / math.log(7 / 2)
 sure_plain = B * math.log(65504 / rho_k) / math.log(7 / 2)  # (7/2)^(S/B)
-centred, plain = largest_span(), largest_span(center=0.0)
+centred = largest_span(lambda span: finite_span(span, middle=True))
+plain = largest_span(lambda span: finite_span(span, middle=False))
 assert sure <= centred < 1.02 * sure  # guaranteed, and nearly the largest
 assert sure_plain <= plain < 1.02 * sure_plain and 8192 < centred
+by_mid = largest_span(lambda span: accepted(span, "midpoint"))
+by_zero = largest_span(lambda span: accepted(span, 0.0))
+# refused before anything overflows
+assert by_mid <= centred and by_zero <= plain
 print(
     f"float16: largest span {centred} (guaranteed {sure:.0f}), "
-    f"{plain} with center=0.0 (guaranteed {sure_plain:.0f})",
+    f"{plain} with center=0.0 (guaranteed {sure_plain:.0f})\n"
+    f"apply_xpos accepts spans up to {by_mid} with center='midpoint', "
+    f"{by_zero} with center=0.0",
     end="",
 )
 

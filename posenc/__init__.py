@@ -37,7 +37,7 @@ from posenc.scaling import (
 from posenc.transformer_xl import relative_shift, transformer_xl_positions, transformer_xl_scores
 from posenc.xpos import apply_xpos, xpos_scale, xpos_zeta
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "CoPE",

@@ -14,6 +14,7 @@ from numbers import Integral, Real
 import torch
 
 __all__ = [
+    "broadcast_shapes",
     "check_base",
     "check_bool",
     "check_choice",
@@ -115,3 +116,26 @@ def check_positions(name: str, value: object) -> torch.Tensor:
             f"{name} must be an integer or floating-point tensor, got dtype {value.dtype}"
         )
     return value
+
+
+def broadcast_shapes(*shapes: Iterable[int]) -> tuple[int, ...]:
+    """``torch.broadcast_shapes`` in plain Python, raising ``RuntimeError`` as it does.
+
+    The torch function imports sympy on its first call (seconds, and hundreds
+    of modules); the checks here run on every call and only compare sizes.
+    """
+    shapes = [tuple(shape) for shape in shapes]
+    ndim = 0
+    for shape in shapes:  # a loop, not max(genexpr): torch.compile traces it
+        ndim = max(ndim, len(shape))
+    out = []
+    for axis in range(-ndim, 0):
+        size = 1
+        for shape in shapes:
+            n = shape[axis] if len(shape) >= -axis else 1
+            if n != 1:
+                if size not in (1, n):
+                    raise RuntimeError(f"shapes {shapes} do not broadcast")
+                size = n
+        out.append(size)
+    return tuple(out)

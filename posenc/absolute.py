@@ -226,11 +226,16 @@ class SinusoidalPositionalEncoding(nn.Module):
     ``offset=2**40``, is computed directly with :func:`sinusoidal` and leaves
     the cache alone, so memory follows what is asked for.
 
-    The cache is a non-persistent buffer: it is not in the ``state_dict``, is
-    derived from the settings alone, and is built lazily, so the module can be
-    constructed on the ``meta`` device. It is kept in float32 (float64 once a
-    float64 input asks for it), and the encoding is cast to ``x``'s dtype
-    before the addition.
+    The cache is a tensor attribute, derived from the settings alone and
+    built lazily: not a buffer, so it is not in the ``state_dict`` and
+    ``DistributedDataParallel`` does not broadcast it (a cache that grows to
+    each rank's longest sequence would differ in size between ranks and abort
+    the broadcast of buffers at every step). A move of the module (``to``,
+    ``cuda``, ``to_empty``) empties it on the new device, and
+    :meth:`reset_parameters` empties it, so the module can be constructed on
+    the ``meta`` device. It is kept in float32 (float64 once a float64 input
+    asks for it), and the encoding is cast to ``x``'s dtype before the
+    addition.
 
     Args:
         dim (int): number of features ``d`` of the input.
@@ -266,12 +271,29 @@ class SinusoidalPositionalEncoding(nn.Module):
         )
         self.batch_first = check_bool("batch_first", batch_first)
         self.dropout = nn.Dropout(_check_probability("dropout", dropout))
-        # (m, d) encodings of positions 0 .. m-1; empty until the first call.
-        self.register_buffer("cache", torch.empty(0, self.dim), persistent=False)
+        # (m, d) encodings of positions 0 .. m-1; empty until the first call. Not a
+        # buffer (see the class docstring).
+        self.cache = torch.empty(0, self.dim)
 
     def reset_cache(self) -> None:
-        """Drop the cached table (e.g. after ``to_empty``); it is rebuilt on demand."""
+        """Drop the cached table; it is rebuilt on demand."""
         self.cache = torch.empty(0, self.dim, device=self.cache.device)
+
+    def reset_parameters(self) -> None:
+        """Return to the state construction gives: an empty cache (there are no parameters)."""
+        self.reset_cache()
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Empty the cache on the device the module moves to (``to``, ``to_empty``, ...)."""
+        module = super()._apply(fn, *args, **kwargs)
+        current = self.cache.device
+        try:
+            target = fn(torch.empty(0, device=current)).device
+        except (RuntimeError, NotImplementedError):  # e.g. .to("cpu") of a meta cache
+            return module  # _rows starts over on the device of the input
+        if target != current:
+            self.cache = torch.empty(0, self.dim, device=target)
+        return module
 
     def _rows(self, start: int, stop: int, x: torch.Tensor) -> torch.Tensor:
         """Encodings of positions ``start .. stop-1`` for ``x``, float32 or float64.

@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from posenc._checks import check_bool, check_float_tensor
+from posenc._checks import broadcast_shapes, check_bool, check_float_tensor
 
 __all__ = ["attention"]
 
@@ -88,7 +88,7 @@ def attention(
             f"v must have the sequence length of k ({k_len}), got k {_shape(k)} and v {_shape(v)}"
         )
     try:
-        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+        batch = broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"q, k and v must have broadcastable batch axes, got {_shape(q)}, {_shape(k)} "
@@ -98,7 +98,7 @@ def attention(
     if bias is not None:
         check_float_tensor("bias", bias)
         try:
-            fits = torch.broadcast_shapes(bias.shape, scores_shape) == scores_shape
+            fits = broadcast_shapes(bias.shape, scores_shape) == scores_shape
         except RuntimeError:
             fits = False
         if not fits:

@@ -117,6 +117,11 @@ class CoPE(nn.Module):
         self.max_positions = check_size("max_positions", max_positions)
         self.pos_emb = nn.Parameter(torch.zeros(self.max_positions, self.dim))
 
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Zero the position embeddings, as construction does (the bias starts at zero)."""
+        self.pos_emb.zero_()
+
     def _check(self, q: object, scores: object) -> tuple[torch.Tensor, torch.Tensor]:
         q = check_float_tensor("q", q)
         scores = check_float_tensor("scores", scores)

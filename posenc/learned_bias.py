@@ -432,14 +432,31 @@ class FireBias(nn.Module):
         super().__init__()
         self.n_heads = check_size("n_heads", n_heads)
         self.hidden = check_size("hidden", hidden)
-        c = check_positive_float("c", c)
-        threshold = check_positive_float("threshold", threshold)
+        # the initial values, for reset_parameters
+        self._c_init = check_positive_float("c", c)
+        self._threshold_init = check_positive_float("threshold", threshold)
         self.mlp = nn.Sequential(
             nn.Linear(1, self.hidden), nn.ReLU(), nn.Linear(self.hidden, self.n_heads)
         )
-        self.c = nn.Parameter(torch.tensor(c))
+        self.c = nn.Parameter(torch.tensor(self._c_init))
         self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
-        self.register_buffer("initial_threshold", torch.tensor(threshold))
+        self.register_buffer("initial_threshold", torch.tensor(self._threshold_init))
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Initialise as construction does: the MLP's layers in order, ``c``, the threshold.
+
+        The two ``nn.Linear`` layers draw their weights in the order
+        construction draws them, so that under the same
+        ``torch.manual_seed`` a module reset after ``to_empty`` holds the
+        values of one built directly on that device.
+        """
+        for layer in self.mlp:
+            if isinstance(layer, nn.Linear):
+                layer.reset_parameters()
+        self.c.fill_(self._c_init)
+        self.threshold_multiplier.fill_(1.0)
+        self.initial_threshold.fill_(self._threshold_init)
 
     @property
     def threshold(self) -> torch.Tensor:
@@ -640,7 +657,6 @@ class FireBias(nn.Module):
         return score_mod
 
     def extra_repr(self) -> str:
-        return (
-            f"n_heads={self.n_heads}, hidden={self.hidden}, "
-            f"threshold={self.initial_threshold.item():g}"
-        )
+        threshold = self.initial_threshold
+        value = self._threshold_init if threshold.is_meta else threshold.item()
+        return f"n_heads={self.n_heads}, hidden={self.hidden}, threshold={value:g}"

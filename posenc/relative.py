@@ -55,6 +55,11 @@ __all__ = [
 _INIT_STD = 0.02
 
 
+def _draw_table(embedding: nn.Embedding) -> None:
+    """Draw a learned table from ``N(0, 0.02^2)``, in place."""
+    nn.init.normal_(embedding.weight, mean=0.0, std=_INIT_STD)
+
+
 def _check_t5_buckets(bidirectional: object, num_buckets: object, max_distance: object):
     """Validate T5's bucket settings.
 
@@ -143,7 +148,6 @@ def _t5_thresholds(side: int, max_distance: int) -> tuple[int, ...]:
     )
 
 
-@torch.compiler.assume_constant_result
 def _t5_thresholds_constant(side: int, max_distance: int) -> tuple[int, ...]:
     """:func:`_t5_thresholds`, which ``torch.compile`` calls once and keeps as a constant.
 
@@ -152,6 +156,13 @@ def _t5_thresholds_constant(side: int, max_distance: int) -> tuple[int, ...]:
     alone.
     """
     return _t5_thresholds(side, max_distance)
+
+
+# torch.compiler.assume_constant_result(fn) only sets this attribute, but in torch 2.13 it
+# imports torch._dynamo first (2-3 s at `import posenc`); setting it here keeps the
+# compiler out of the import. tests/test_compile.py traces T5's buckets with
+# fullgraph=True, which fails if the mark stops working.
+_t5_thresholds_constant._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
 
 def t5_relative_position_bucket(
@@ -320,11 +331,18 @@ class T5RelativeBias(nn.Module):
             bidirectional, num_buckets, max_distance
         )
         self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
-        self.reset_parameters()
+        _draw_table(self.relative_attention_bias)
 
     def reset_parameters(self) -> None:
-        """Draw the table from ``N(0, 0.02^2)``."""
-        nn.init.normal_(self.relative_attention_bias.weight, mean=0.0, std=_INIT_STD)
+        """Draw the table from ``N(0, 0.02^2)``, consuming the random numbers construction does.
+
+        Construction first lets ``nn.Embedding`` draw its own ``N(0, 1)``
+        table, then draws this one; so does this method, so that under the
+        same ``torch.manual_seed`` a module reset after ``to_empty`` holds
+        the values of one built directly (on the same device).
+        """
+        self.relative_attention_bias.reset_parameters()
+        _draw_table(self.relative_attention_bias)
 
     def forward(
         self,
@@ -485,11 +503,18 @@ class RelativePositionEmbedding(nn.Module):
         self.max_distance = check_size("max_distance", max_distance)
         self.dim = check_size("dim", dim)
         self.embedding = nn.Embedding(2 * self.max_distance + 1, self.dim)
-        self.reset_parameters()
+        _draw_table(self.embedding)
 
     def reset_parameters(self) -> None:
-        """Draw the table from ``N(0, 0.02^2)``."""
-        nn.init.normal_(self.embedding.weight, mean=0.0, std=_INIT_STD)
+        """Draw the table from ``N(0, 0.02^2)``, consuming the random numbers construction does.
+
+        As :meth:`T5RelativeBias.reset_parameters`: ``nn.Embedding``'s own
+        draw first, then this one, so that a module reset after
+        ``to_empty`` under the same ``torch.manual_seed`` equals one built
+        directly.
+        """
+        self.embedding.reset_parameters()
+        _draw_table(self.embedding)
 
     def forward(
         self,

@@ -151,9 +151,11 @@ def _check_broadcast(positions: torch.Tensor, x: torch.Tensor, x_name: str) -> N
     call, and for a decode step every microsecond shows.
     """
     shape, target = positions.shape, x.shape[:-1]
-    ok = len(shape) <= len(target) and all(
-        p == t or p == 1 for p, t in zip(reversed(shape), reversed(target), strict=False)
-    )
+    ok = len(shape) <= len(target)
+    # a loop rather than all(zip(...)), which torch.compile before 2.13 cannot trace
+    for axis in range(1, len(shape) + 1 if ok else 1):
+        if shape[-axis] != 1 and shape[-axis] != target[-axis]:
+            ok = False
     if not ok:
         raise ValueError(
             f"positions of shape {tuple(shape)} must broadcast to {x_name}.shape[:-1] = "
@@ -592,19 +594,30 @@ class RotaryEmbedding(nn.Module):
     In both modes the types, dtypes and shapes of the inputs are checked on
     the host, from their metadata alone, with the errors listed below.
 
-    The cache is a set of non-persistent buffers (not in the ``state_dict``):
-    ``rot_cached`` of shape ``(n, 2, dim)`` holds, for each position, the
-    multipliers ``[cos; s * sin]`` of the whole head in the module's layout
-    (``s = -1`` on the first member of each pair, ``+1`` on the second), and
-    ``cos_cached`` and ``sin_cached``, ``(n, dim/2)``, are views of it. The
-    module can be created on the meta device (``with
-    torch.device("meta"): ...``). In eager mode the cache is rebuilt, in
-    float32 on the device of the inputs, whenever its buffers no longer hold
-    what :meth:`rope_init` wrote: after ``module.to_empty(...)``, a cast
-    such as ``module.half()``, or a move to another device. Under
-    ``torch.compile`` this check (it compares storage pointers) is skipped:
-    run the module once eagerly, or call :meth:`reserve`, after such a
-    change and before compiling.
+    The cache: ``rot_cached`` of shape ``(n, 2, dim)`` holds, for each
+    position, the multipliers ``[cos; s * sin]`` of the whole head in the
+    module's layout (``s = -1`` on the first member of each pair, ``+1`` on
+    the second); ``cos_cached`` and ``sin_cached``, ``(n, dim/2)``, are views
+    of it, and ``inv_freq``, ``(dim/2,)``, holds the frequencies. All four
+    are float32 tensor attributes derived from the settings, not buffers and
+    not parameters: the module has neither, and its ``state_dict`` is empty.
+
+    - Distributed training: ``DistributedDataParallel`` broadcasts every
+      buffer from rank 0 at each step (``broadcast_buffers=True``, its
+      default); a cache held in buffers would grow to each rank's longest
+      sequence, differ in size between ranks and abort that broadcast. Being
+      no buffer, the cache is never broadcast: each rank keeps its own, and
+      the default settings are safe under DDP (FSDP's ``sync_module_states``
+      likewise has nothing of it to synchronise).
+    - Devices and initialisation: the module moves the cache itself (it
+      overrides ``nn.Module._apply``): ``module.to(device)``, ``.cuda()`` and
+      ``.to_empty(device=...)`` rebuild it on the new device from the
+      settings, never from uninitialised memory; casts such as ``.half()``
+      leave it in float32. It can be created on the meta device (``with
+      torch.device("meta"): ...``); ``to_empty`` then rebuilds it, and
+      :meth:`reset_parameters` rebuilds it as construction does. In eager
+      mode, inputs on another device than the cache rebuild it where the
+      inputs are.
 
     With a length-dependent scaling (``DynamicNTKScaling``,
     ``LongRopeScaling``) the cache holds the frequencies of sequences no
@@ -677,6 +690,94 @@ class RotaryEmbedding(nn.Module):
         self._fast = self.max_positions is not None and not is_length_dependent(self.scaling)
         self.rope_init(self.max_positions)
 
+    @classmethod
+    def from_hf_config(
+        cls,
+        config: object,
+        *,
+        layer_type: str | None = None,
+        layout: str | None = None,
+        max_positions: int | None = None,
+    ) -> RotaryEmbedding:
+        """The RoPE of a Hugging Face transformers model, from its config.
+
+        Reads the settings that transformers' rope initialisation functions
+        read, in the layout of transformers 4.x (``rope_theta``,
+        ``partial_rotary_factor`` and ``rope_scaling`` at the top level) or
+        5.x (``rope_parameters``, possibly one dict per layer type), and
+        returns the module whose ``inv_freq`` and ``attention_factor`` equal
+        transformers' for the same config (to the last bit on the CPU; the
+        length-dependent ``"dynamic"`` and ``"longrope"`` at every length, as
+        ``rope_frequencies(..., seq_len=n)``). Nothing is downloaded: pass the
+        config object, or the dict of a ``config.json``.
+
+        - ``rope_type`` (or the older ``type``): ``"default"`` (no scaling),
+          ``"linear"`` (:class:`posenc.LinearScaling`), ``"dynamic"``
+          (:class:`posenc.DynamicNTKScaling` with
+          ``original_max_positions=max_position_embeddings``), ``"yarn"``
+          (:class:`posenc.YarnScaling`, with ``beta_fast``, ``beta_slow``,
+          ``mscale``, ``mscale_all_dim``, ``truncate`` and
+          ``attention_factor``), ``"longrope"``
+          (:class:`posenc.LongRopeScaling`), ``"llama3"``
+          (:class:`posenc.Llama3Scaling`), ``"proportional"``
+          (:class:`posenc.ProportionalScaling`, ``partial_rotary_factor``
+          as its fraction of the whole head).
+        - The rotated features: ``head_dim`` (``qk_rope_head_dim`` for
+          DeepSeek's multi-head latent attention; else ``hidden_size //
+          num_attention_heads``) times ``partial_rotary_factor``, rounded
+          down; a larger head passes the rest through, as transformers does.
+        - The original context: ``original_max_position_embeddings`` at the
+          top level (Phi-3), else in the scaling dict, else
+          ``max_position_embeddings``; YaRN and LongRoPE without ``factor``
+          take ``max_position_embeddings / original_max_position_embeddings``.
+        - A multimodal config's ``text_config`` is read when the top level
+          has no attention settings of its own.
+
+        Args:
+            config (object): a transformers config (``PretrainedConfig``, or
+                anything with ``to_dict()``) or a plain dict.
+            layer_type (str | None): for configs with one set of rope
+                settings per layer type (Gemma 3: ``"full_attention"`` for
+                the global layers, ``"sliding_attention"`` for the local
+                ones, which transformers 4.x configs give as
+                ``rope_local_base_freq``). Required there; otherwise
+                ignored, but it must be one of ``layer_types`` when the
+                config lists them.
+            layout (str | None): ``"half"`` or ``"interleaved"``. Default:
+                ``"interleaved"`` when the config sets ``rope_interleave``
+                (transformers' DeepSeek-V3 class does; a ``config.json``
+                dict does not say), else ``"half"`` (transformers'
+                ``rotate_half``).
+            max_positions (int | None): as for the constructor.
+
+        Returns:
+            RotaryEmbedding: the module.
+
+        Raises:
+            TypeError: if ``config`` is neither a dict nor has ``to_dict()``,
+                or a setting has the wrong type.
+            ValueError: naming the key, if a required key is missing, a key
+                is one the rope type does not read, the rope type is not
+                supported (M-RoPE's ``mrope_section`` included: use
+                :func:`posenc.apply_mrope`), ``layer_type`` is missing or
+                unknown, or a value is out of range.
+
+        Example:
+            >>> config = {"hidden_size": 4096, "num_attention_heads": 32,
+            ...           "max_position_embeddings": 131072, "rope_theta": 500000.0,
+            ...           "rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+            ...                            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            ...                            "original_max_position_embeddings": 8192}}
+            >>> RotaryEmbedding.from_hf_config(config)
+            RotaryEmbedding(dim=128, base=500000.0, layout='half', scaling=Llama3Scaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_positions=8192))
+        """
+        from posenc._hf_config import rope_settings
+
+        dim, base, scaling, interleaved = rope_settings(config, layer_type)
+        if layout is None:
+            layout = "interleaved" if interleaved else "half"
+        return cls(dim, base=base, layout=layout, scaling=scaling, max_positions=max_positions)
+
     def rope_init(self, n_positions: int | None = None, device: torch.device | None = None) -> None:
         """(Re)build the frequencies and the cache for positions ``0 .. n_positions-1``.
 
@@ -709,28 +810,48 @@ class RotaryEmbedding(nn.Module):
         c_pairs.copy_(cos.unsqueeze(-2))  # C = cos on both members
         s_pairs.select(-2, 0).copy_(-sin)  # S = -sin on the first member ...
         s_pairs.select(-2, 1).copy_(sin)  # ... and +sin on the second
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.register_buffer("rot_cached", table, persistent=False)
-        self.register_buffer("cos_cached", c_pairs.select(-2, 0), persistent=False)
-        self.register_buffer("sin_cached", s_pairs.select(-2, 1), persistent=False)
-        # the tensors rope_init wrote and their storage: the per-call check compares
-        # identities and one pointer instead of rebuilding a key
-        self._cache_refs = (
-            table,
-            self.cos_cached,
-            self.sin_cached,
-            inv_freq,
-            table.data_ptr(),
-            table.device,
-        )
+        # plain attributes, not buffers: DistributedDataParallel broadcasts every buffer
+        # from rank 0 each step, and a cache that grows with each rank's longest sequence
+        # differs in size between ranks (see the class docstring); _apply moves them
+        self.inv_freq = inv_freq
+        self.rot_cached = table
+        self.cos_cached = c_pairs.select(-2, 0)
+        self.sin_cached = s_pairs.select(-2, 1)
+
+    def reset_parameters(self) -> None:
+        """Rebuild the cache as construction builds it (the module has no parameters).
+
+        Rows for ``max_positions`` positions (``initial_cache_positions``
+        without it), on the device the cache is on now. ``to_empty`` and
+        moves rebuild the cache already (see the class docstring); this is
+        the hook that meta-device initialisation calls on every module.
+        """
+        self.rope_init(None, self.rot_cached.device)
+
+    def _apply(self, fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        """Follow the module's moves with the cache, which is not a buffer.
+
+        ``to``, ``cuda``, ``cpu``, ``to_empty`` and the casts all call
+        ``_apply``; the device they move to is read from ``fn`` applied to an
+        empty tensor on the cache's device, and the cache is rebuilt there
+        (in float32: casts such as ``half()`` leave it alone).
+        """
+        module = super()._apply(fn, *args, **kwargs)
+        current = self.rot_cached.device
+        try:
+            target = fn(torch.empty(0, device=current)).device
+        except (RuntimeError, NotImplementedError):  # e.g. .to("cpu") of a meta cache
+            return module  # the next eager call rebuilds it where its inputs are
+        if target != current:
+            self.rope_init(self.rot_cached.shape[0], target)
+        return module
 
     def reserve(self, n_positions: int, device: torch.device | str | None = None) -> None:
         """Build the cache for positions ``0 .. n_positions - 1`` now.
 
-        The explicit place for cache growth: call it before compiling, before
-        capturing a CUDA graph, after ``to_empty``, or to raise the bound of
-        a module built with ``max_positions`` (which becomes
-        ``n_positions``).
+        The explicit place for cache growth: call it before compiling or
+        before capturing a CUDA graph, or to raise the bound of a module
+        built with ``max_positions`` (which becomes ``n_positions``).
 
         Args:
             n_positions (int): rows of the cache, a positive integer.
@@ -755,36 +876,19 @@ class RotaryEmbedding(nn.Module):
         """``rot_cached``, valid on ``device`` for positions ``< n_needed`` (eager mode).
 
         The fast path, taken on every call once the cache is warm, checks
-        that the buffers are still the tensors :meth:`rope_init` wrote, on
-        the same storage and device, and long enough: identity and pointer
-        comparisons, no call into torch. Anything else rebuilds or grows the
-        cache.
+        that the cache is on ``device`` and long enough: metadata only, no
+        call into torch. Anything else rebuilds it there or grows it.
         """
-        table, cos, sin, inv_freq, ptr, _ = self._cache_refs
-        buffers = self._buffers
-        if (
-            buffers.get("rot_cached") is table
-            and table.shape[0] >= n_needed
-            and table.device == device
-            and buffers.get("cos_cached") is cos
-            and buffers.get("sin_cached") is sin
-            and buffers.get("inv_freq") is inv_freq
-            and table.data_ptr() == ptr
-        ):
+        table = self.rot_cached
+        same_device = table.device == device
+        if same_device and table.shape[0] >= n_needed:
             return table
-        valid = (
-            buffers.get("rot_cached") is table
-            and buffers.get("cos_cached") is cos
-            and buffers.get("sin_cached") is sin
-            and buffers.get("inv_freq") is inv_freq
-            and table.device == device
-            and table.data_ptr() == ptr
-        )
         current = table.shape[0]
         if self.max_positions is not None:
             n = max(n_needed, self.max_positions)
         else:
-            n = min(max(n_needed, 2 * current if valid else current), self.max_cache_positions)
+            grown = 2 * current if same_device else current
+            n = min(max(n_needed, grown), self.max_cache_positions)
         self.rope_init(n, device)
         return self.rot_cached
 
@@ -886,7 +990,8 @@ class RotaryEmbedding(nn.Module):
             return None
         if type(positions) is not torch.Tensor or positions.dtype not in _INDEX_DTYPES:
             return None
-        table, _, _, _, ptr, device = self._cache_refs
+        table = self.rot_cached
+        device = table.device
         qs, ks, ps = q.shape, k.shape, positions.shape
         dim = self.dim
         if not (
@@ -905,8 +1010,6 @@ class RotaryEmbedding(nn.Module):
             and q.device == device
             and k.device == device
             and positions.device == device
-            and self._buffers.get("rot_cached") is table
-            and table.data_ptr() == ptr
         ):
             return None
         try:
@@ -1004,13 +1107,10 @@ class RotaryEmbedding(nn.Module):
             c, s = rows.unbind(-2)  # (*positions.shape, dim) each
             return self._rotate_rows(q, c, s), self._rotate_rows(k, c, s)
         inv_freq = self.inv_freq
-        if not torch.compiler.is_compiling():  # eager: the buffer may be stale or elsewhere
-            if device.type == "meta" or self._cache_refs[3] is not inv_freq:
-                inv_freq = _cached_parameters(
-                    self.dim, self.base, self.scaling, device, canonical_seq_len(self.scaling, 0)
-                )[0]
-            elif inv_freq.device != device:
-                inv_freq = inv_freq.to(device)
+        if inv_freq.device != device and not torch.compiler.is_compiling():  # inputs elsewhere
+            inv_freq = _cached_parameters(
+                self.dim, self.base, self.scaling, device, canonical_seq_len(self.scaling, 0)
+            )[0]
         cos, sin = _cos_sin(positions, inv_freq, self.attention_factor, angle_dtype)
         return _rotate(q, cos, sin, self.layout), _rotate(k, cos, sin, self.layout)
 

@@ -44,6 +44,7 @@ import torch
 
 from posenc._checks import (
     check_base,
+    check_bool,
     check_even,
     check_positions,
     check_positive_float,
@@ -150,14 +151,19 @@ class YarnScaling:
     - ``low = max(floor(d(beta_fast)), 0)``,
       ``high = min(ceil(d(beta_slow)), dim - 1)`` (rounded outward, as in the
       paper's code and Hugging Face's default ``truncate=True``; the upper
-      clamp is ``dim - 1`` as there, although only ``h - 1`` matters);
+      clamp is ``dim - 1`` as there, although only ``h - 1`` matters). With
+      ``truncate=False`` (Hugging Face's option, gpt-oss's setting) the
+      correction indices are not rounded: ``low = max(d(beta_fast), 0)``,
+      ``high = min(d(beta_slow), dim - 1)``;
     - ``ramp_i = clamp((i - low) / (high - low), 0, 1)`` (``high`` is nudged
       by 0.001 when ``low == high``);
     - ``theta_i' = theta_i / s * ramp_i + theta_i * (1 - ramp_i)``.
 
     The attention factor ``0.1 * ln(s) + 1`` (1.0 when ``s <= 1``) multiplies
     the rotated queries and keys, so the attention logits scale by its square
-    (the paper's ``sqrt(1/t)``).
+    (the paper's ``sqrt(1/t)``). A given ``attention_factor`` replaces it
+    (Hugging Face's ``attention_factor`` key), and after construction the
+    field holds the factor in use.
 
     DeepSeek-V2 and V3 (DeepSeek-AI, arXiv:2405.04434 and arXiv:2412.19437)
     generalise it with ``get_mscale(s, m) = 0.1 * m * ln(s) + 1`` (1.0 when
@@ -183,12 +189,17 @@ class YarnScaling:
             given together with ``mscale_all_dim``. Default ``None``.
         mscale_all_dim (float | None): DeepSeek's denominator ``m``; finite
             and > 0, given together with ``mscale``. Default ``None``.
+        truncate (bool): keyword-only; round the correction range outward
+            (``True``, the default) or keep it fractional (``False``).
+        attention_factor (float | None): keyword-only; the factor that
+            multiplies the rotated vectors, finite and > 0. Default: from
+            ``factor`` (and ``mscale``, ``mscale_all_dim``) as above.
 
     Raises:
         ValueError: if a setting is out of range, ``beta_fast <= beta_slow``,
             or only one of ``mscale`` and ``mscale_all_dim`` is given.
-        TypeError: if ``original_max_positions`` is not an integer, or a
-            float setting is not a real number.
+        TypeError: if ``original_max_positions`` is not an integer, a float
+            setting is not a real number, or ``truncate`` is not a bool.
     """
 
     factor: float
@@ -197,6 +208,8 @@ class YarnScaling:
     beta_slow: float = 1.0
     mscale: float | None = None
     mscale_all_dim: float | None = None
+    truncate: bool = field(default=True, kw_only=True)
+    attention_factor: float | None = field(default=None, kw_only=True)
 
     def __post_init__(self) -> None:
         _set(self, "factor", check_positive_float("factor", self.factor))
@@ -223,14 +236,16 @@ class YarnScaling:
             _set(
                 self, "mscale_all_dim", check_positive_float("mscale_all_dim", self.mscale_all_dim)
             )
-
-    @property
-    def attention_factor(self) -> float:
-        """``get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)`` when both
-        are given, else ``0.1 * ln(factor) + 1``; 1.0 when ``factor <= 1``."""
-        if self.mscale is None:
-            return _yarn_attention_factor(self.factor)
-        return _get_mscale(self.factor, self.mscale) / _get_mscale(self.factor, self.mscale_all_dim)
+        _set(self, "truncate", check_bool("truncate", self.truncate))
+        if self.attention_factor is not None:
+            factor = check_positive_float("attention_factor", self.attention_factor)
+        elif self.mscale is None:  # 0.1 ln(s) + 1
+            factor = _yarn_attention_factor(self.factor)
+        else:  # DeepSeek: get_mscale(s, mscale) / get_mscale(s, mscale_all_dim)
+            factor = _get_mscale(self.factor, self.mscale) / _get_mscale(
+                self.factor, self.mscale_all_dim
+            )
+        _set(self, "attention_factor", factor)
 
 
 @dataclass(frozen=True)
@@ -614,8 +629,10 @@ def _yarn_parameters(
 ) -> Parameters:
     """YaRN: a ramp over the frequency index between interpolation and extrapolation."""
     context = scaling.original_max_positions
-    low = math.floor(_yarn_correction_index(scaling.beta_fast, dim, base, context))
-    high = math.ceil(_yarn_correction_index(scaling.beta_slow, dim, base, context))
+    low = _yarn_correction_index(scaling.beta_fast, dim, base, context)
+    high = _yarn_correction_index(scaling.beta_slow, dim, base, context)
+    if scaling.truncate:  # rounded outward
+        low, high = math.floor(low), math.ceil(high)
     low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001  # a step instead of a ramp; avoids dividing by zero
@@ -678,8 +695,11 @@ def _proportional_parameters(
 ) -> Parameters:
     """p-RoPE: the first ``int(fraction * dim // 2)`` frequencies, / factor; the rest 0."""
     kept = int(scaling.fraction * dim // 2)
-    inv_freq, _ = _default_parameters(None, dim, base, None)  # (h,)
-    inv_freq[kept:] = 0.0
+    # the kept powers alone, as Hugging Face forms them: torch's vectorised float32 pow can
+    # round an element differently depending on the length of the tensor it sits in
+    exponents = torch.arange(0, 2 * kept, 2, dtype=torch.int64, device="cpu").float() / dim
+    inv_freq = torch.zeros(dim // 2, device="cpu")  # (h,)
+    inv_freq[:kept] = 1.0 / base**exponents
     return inv_freq / scaling.factor, 1.0
 
 

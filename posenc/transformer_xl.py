@@ -48,7 +48,13 @@ from __future__ import annotations
 
 import torch
 
-from posenc._checks import check_bool, check_float_tensor, check_size, check_tensor
+from posenc._checks import (
+    broadcast_shapes,
+    check_bool,
+    check_float_tensor,
+    check_size,
+    check_tensor,
+)
 from posenc._positions import check_lengths
 
 __all__ = ["relative_shift", "transformer_xl_positions", "transformer_xl_scores"]
@@ -278,7 +284,7 @@ def transformer_xl_scores(
             f"(bidirectional) relative distances, got r {_shape(r)}"
         )
     try:
-        torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], r.shape[:-2])
+        broadcast_shapes(q.shape[:-2], k.shape[:-2], r.shape[:-2])
     except RuntimeError:
         raise ValueError(
             f"q, k and r must have broadcastable batch axes, got {_shape(q)}, {_shape(k)} "
@@ -286,7 +292,7 @@ def transformer_xl_scores(
         ) from None
     for name, t in (("u", u), ("v", v)):
         try:
-            fits = torch.broadcast_shapes(q.shape, t.shape) == q.shape
+            fits = broadcast_shapes(q.shape, t.shape) == q.shape
         except RuntimeError:
             fits = False
         if not fits:

@@ -29,24 +29,46 @@ Conventions, compared with torchscale:
   :func:`posenc.apply_rope`) pairs ``i`` with ``i + d/2``. Pair ``i`` always
   gets the frequency ``theta_i = base ** (-2i/d)`` and the decay ``zeta_i``.
 - Centre. ``zeta_0 ** (m / B)`` leaves float32's normal range near
-  ``|m| = 36000`` (``gamma = 0.4``, ``B = 512``; see :func:`xpos_scale`). torchscale therefore shifts the exponent:
-  for ``N`` keys it uses ``zeta ** ((p - ceil(N/2)) / B)`` for queries and
-  keys alike, while the rotation keeps ``p``. Any common shift ``c`` cancels
-  in every score, since ``(m - c) - (n - c) = m - n``. :func:`apply_xpos` uses
-  ``c = center`` when given, else the midpoint of the smallest and largest of
-  all query and key positions, so that ``|p - c|`` is at most half the span
-  of the positions: the scores stay finite and accurate in float32 for
-  causal spans up to about ``2 * 36000`` positions (tested at ``2**16``).
-  The returned vectors depend on ``c``; their dot products do not. With a KV
-  cache, either keep the keys un-encoded and encode them with each new query
-  (as torchscale does), or pass the same ``center`` in every call.
+  ``|m| = 36000`` (``gamma = 0.4``, ``B = 512``; see :func:`xpos_scale`).
+  torchscale therefore shifts the exponent: for ``N`` keys it uses
+  ``zeta ** ((p - ceil(N/2)) / B)`` for queries and keys alike, while the
+  rotation keeps ``p``, and it keeps the keys of its KV cache un-encoded and
+  encodes all of them again with each new query, so that the shift is the
+  same for every query and key of a score. Any common shift ``c`` cancels in
+  every score, since ``(m - c) - (n - c) = m - n``; a shift that differs
+  between the call that encoded a key and the call that encodes a query
+  does not: the score is off by ``zeta_i ** ((c_q - c_k) / B)``, about 1 %
+  per 4 positions of difference for pair 0.
+
+  :func:`apply_xpos` therefore subtracts a fixed centre by default,
+  ``center=0`` (the paper's formula as written), so that queries and keys
+  encoded in different calls (a prefill, then decoding steps with a cache
+  of encoded keys) give exactly the scores of one call. The price is range:
+  the scales leave the dtype's normal range for ``|p - c|`` beyond a
+  limit (35694 positions in float32 and bfloat16, 3966 in float16, with
+  ``gamma = 0.4`` and ``B = 512``), and a call with positions beyond it
+  raises a ``ValueError`` that names ``center`` rather than return scores
+  that are no longer accurate. For longer sequences pass a fixed
+  ``center`` near their middle, the same in every call.
+  ``center="midpoint"`` is torchscale's behaviour: the midpoint of the
+  smallest and largest of this call's query and key positions, so that
+  ``|p - c|`` is at most half their span (causal spans up to about ``2 *
+  35694`` positions in float32); it is exact only when every query and key
+  of a score is encoded in the same call.
 
 Numerics: the exponents ``(p - c) / B * ln(zeta_i)`` and the scales are formed
 in float64 (float32 on devices without float64), the rotation comes from
 :func:`posenc.apply_rope` in float32 (float64 for float64 input), the product
-is formed there and cast back to the input's dtype. In float16, whose largest
-number is 65504, keep ``|p - c|`` below about 4000: the scaled vectors
-themselves must be representable. bfloat16 has float32's range.
+is formed there and cast back to the input's dtype. The range check above
+keeps every scale within the normal range of the input's dtype (float16's
+is narrow: at the limit a key entry is multiplied by up to 16384, and
+float16's largest number is 65504); the scaled vectors themselves must be
+representable too. bfloat16 has float32's range.
+
+Host reads: the range check reads the largest ``|p - c|`` back to the host
+once per call in eager mode (on a GPU, a synchronisation). Under
+``torch.compile`` it is skipped (the values cannot be read while tracing),
+so a compiled model must keep its positions within the range itself.
 
 Shapes: ``b`` batch, ``n_h`` heads, ``s`` sequence, ``h_d`` head size
 (``d``, even), ``h_d/2`` the number of pairs.
@@ -60,6 +82,7 @@ from numbers import Real
 import torch
 
 from posenc._checks import (
+    broadcast_shapes,
     check_base,
     check_choice,
     check_even,
@@ -96,24 +119,75 @@ def _check_scale_base(scale_base: object) -> float:
     return value
 
 
-def _check_center(center: object) -> float | None:
+_MIDPOINT = "midpoint"
+
+
+def _check_center(center: object) -> float | str:
+    """A finite number, or ``"midpoint"``; ``None`` is the default centre, 0."""
     if center is None:
-        return None
+        return 0.0
+    if isinstance(center, str) and center == _MIDPOINT:
+        return _MIDPOINT
     if isinstance(center, bool) or not isinstance(center, Real):
         raise TypeError(
-            f"center must be a real number or None, got {type(center).__name__} {center!r}"
+            f"center must be a real number or 'midpoint', got {type(center).__name__} {center!r}"
         )
     value = float(center)
     if not math.isfinite(value):
-        raise ValueError(f"center must be a finite number or None, got {value}")
+        raise ValueError(f"center must be a finite number or 'midpoint', got {value}")
     return value
+
+
+def _exact_range(gamma: float, scale_base: float, dtypes: tuple[torch.dtype, ...]) -> float:
+    """The largest ``|p - c|`` at which every scale ``zeta_i ** (+-(p - c) / B)`` stays normal.
+
+    Pair 0 decays fastest (``zeta_0 = gamma / (1 + gamma)``); its scale at
+    ``|p - c| = r`` is ``exp(+-r |ln zeta_0| / B)``, which stays within
+    ``[tiny, 1 / tiny]`` of the narrowest of ``dtypes`` up to
+    ``r = B * ln(1 / tiny) / |ln zeta_0|``.
+    """
+    tiny = max(torch.finfo(dtype).tiny for dtype in dtypes)
+    return scale_base * -math.log(tiny) / -math.log(gamma / (1 + gamma))
+
+
+def _check_range(
+    positions: tuple[torch.Tensor, ...],
+    center: torch.Tensor,
+    limit: float,
+    described: object,
+    dtypes: tuple[torch.dtype, ...],
+    gamma: float,
+    scale_base: float,
+) -> None:
+    """Raise unless every ``|p - c| <= limit`` (one read back to the host)."""
+    far = [
+        (p.to(center.device, center.dtype) - center).abs().amax() for p in positions if p.numel()
+    ]
+    if not far:
+        return
+    distance = float(torch.stack(far).max())
+    if distance <= limit:
+        return
+    low = min(float(p.amin()) for p in positions if p.numel())
+    high = max(float(p.amax()) for p in positions if p.numel())
+    names = " and ".join(sorted({str(d).removeprefix("torch.") for d in dtypes}))
+    raise ValueError(
+        f"center={described!r} cannot give exact xPos scores for positions in "
+        f"[{low:g}, {high:g}]: the scales zeta ** (+-(p - center) / scale_base) leave "
+        f"{names}'s normal range for |p - center| > {limit:.0f} (gamma={gamma:g}, "
+        f"scale_base={scale_base:g}), and these positions reach {distance:g}. Pass a fixed "
+        f"center near their middle (e.g. center={round((low + high) / 2)}), the same in "
+        f"every call whose queries and keys meet in one score (a KV cache), or "
+        f"center='midpoint' to centre each call on its own positions (exact only when "
+        f"every query and key of a score is encoded in the same call)"
+    )
 
 
 def _check_broadcast(positions: torch.Tensor, x: torch.Tensor, p_name: str, x_name: str) -> None:
     """Raise unless ``positions`` broadcasts to ``x.shape[:-1]``."""
     target = tuple(x.shape[:-1])
     try:
-        ok = tuple(torch.broadcast_shapes(positions.shape, target)) == target
+        ok = broadcast_shapes(positions.shape, target) == target
     except RuntimeError:
         ok = False
     if not ok:
@@ -237,7 +311,7 @@ def apply_xpos(
     layout: str = "half",
     gamma: float = 0.4,
     scale_base: float = 512.0,
-    center: float | None = None,
+    center: float | str | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate queries and keys as RoPE does and scale them by the xPos decay.
 
@@ -264,25 +338,36 @@ def apply_xpos(
             Default 0.4.
         scale_base (float): ``B``, > 0; ``math.inf`` turns the decay off.
             Default 512.
-        center (float | None): the position ``c`` subtracted in the exponents
-            (not in the rotation). It cancels in every score; it only keeps
-            the scales within floating-point range. Default: the midpoint
-            of the smallest and largest of all query and key positions.
-            Pass a fixed value when keys encoded in one call meet queries
-            encoded in another (a KV cache).
+        center (float | str | None): the position ``c`` subtracted in the
+            exponents (not in the rotation). A ``c`` shared by the query and
+            the key of a score cancels; it only keeps the scales within
+            floating-point range. A number: that fixed centre, the same in
+            every call, so that keys cached from one call and queries of
+            another give exact scores (a KV cache). ``None`` (default): 0,
+            the paper's formula, exact with a KV cache for ``|p|`` up to
+            the range limit (35694 in float32 with the default ``gamma``
+            and ``scale_base``; see the module docstring). ``"midpoint"``:
+            torchscale's behaviour, the midpoint of the smallest and
+            largest of this call's query and key positions, for long
+            sequences encoded in one call; scores between calls are then
+            not exact.
 
     Returns:
         tuple[torch.Tensor, torch.Tensor]: ``(q', k')`` with the shapes and
         dtypes of ``q`` and ``k``.
 
     Raises:
-        TypeError: if a tensor argument is not a tensor, or ``gamma``,
-            ``scale_base`` or ``center`` is not a real number.
+        TypeError: if a tensor argument is not a tensor, ``gamma`` or
+            ``scale_base`` is not a real number, or ``center`` is neither a
+            real number nor ``"midpoint"``.
         ValueError: if ``q`` or ``k`` is not floating point or is a scalar,
             ``h_d`` is odd or differs between ``q`` and ``k``, ``layout`` is
             unknown, ``base`` is not finite or <= 1, ``gamma`` is not finite
             or <= 0, ``scale_base`` is NaN or <= 0, ``center`` is not finite,
-            or the positions are boolean, complex or do not broadcast.
+            the positions are boolean, complex or do not broadcast, or (in
+            eager mode) a position lies farther from the centre than the
+            scales allow in the dtype of ``q`` or ``k`` (the message names
+            ``center`` and what to pass).
 
     Example:
         >>> q, k = torch.randn(2, 4, 8, 64)  # (n_h, s, h_d) each
@@ -318,7 +403,7 @@ def apply_xpos(
     q_positions = q_positions.to(q.device)
     k_positions = k_positions.to(k.device)
     wide = _wide(q.device)
-    if center_value is not None:
+    if center_value != _MIDPOINT:
         c = torch.tensor(center_value, dtype=wide, device=q.device)
     else:
         ends = [
@@ -332,6 +417,14 @@ def apply_xpos(
             c = (low + high) / 2  # |p - c| <= half the span of all positions
         else:
             c = torch.zeros((), dtype=wide, device=q.device)
+    if (
+        math.isfinite(scale_base)
+        and q.device.type != "meta"
+        and not torch.compiler.is_compiling()  # values cannot be read while tracing
+    ):
+        dtypes = (q.dtype, k.dtype)
+        limit = _exact_range(gamma, scale_base, dtypes)
+        _check_range((q_positions, k_positions), c, limit, center_value, dtypes, gamma, scale_base)
     log_zeta = xpos_zeta(dim, gamma=gamma, dtype=torch.float64).log().to(q.device, wide)
 
     def encode(x: torch.Tensor, positions: torch.Tensor, sign: float) -> torch.Tensor:

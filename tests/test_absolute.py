@@ -401,7 +401,10 @@ def test_encoding_module_far_offset_is_computed_directly() -> None:
 def test_encoding_module_table_is_not_in_the_state_dict() -> None:
     m = SinusoidalPositionalEncoding(8, dropout=0.1)
     m(torch.zeros(2, 300, 8))
-    assert "cache" in dict(m.named_buffers())
+    assert m.cache.shape[0] >= 300
+    # neither saved nor a buffer: DistributedDataParallel broadcasts buffers every step,
+    # and caches of different lengths on different ranks would abort it (tests/test_ddp.py)
+    assert dict(m.named_buffers()) == {}
     assert m.state_dict() == {}
     fresh = SinusoidalPositionalEncoding(8, dropout=0.1)
     fresh.load_state_dict(m.state_dict(), strict=True)
@@ -616,9 +619,7 @@ def test_every_module_constructs_on_meta() -> None:
     # Materialise, then initialise: the same as building on the CPU.
     for m in modules:
         m.to_empty(device="cpu")
-    enc.reset_cache()
-    emb.reset_parameters()
-    learned.reset_parameters()
+        m.reset_parameters()
     x = torch.zeros(1, 4, 8)
     enc.eval()  # no dropout
     torch.testing.assert_close(enc(x), sinusoidal(torch.arange(4), 8)[None], rtol=0, atol=1e-7)

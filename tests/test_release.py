@@ -8,8 +8,14 @@ the citation records agree with the package's version.
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
 from pathlib import Path
 
+import pytest
 import yaml
 
 import posenc
@@ -89,3 +95,91 @@ def test_citation_records_agree_with_the_package():
     for page in ("docs/index.md", "docs/index.ja.md"):
         text = (ROOT / page).read_text(encoding="utf-8")
         assert "## Cite this" in text or "## 引用" in text
+
+
+# ---------------------------------------------------------------------------
+# What the distributions hold: built here from a copy of the working tree
+# (tracked and untracked files, not the ignored ones), with setuptools'
+# build backend, as `python -m build` would call it
+# ---------------------------------------------------------------------------
+
+#: the lab (benchmark, toy model, experiments, plotting) lives in lab/, outside the wheel
+_LAB = re.compile(r"(^|/)(posenc_lab|lab|bench|toy|experiments?|plotting|records)(/|\.py$)")
+
+
+@pytest.fixture(scope="module")
+def distributions(tmp_path_factory) -> dict[str, list[str]]:
+    setuptools = pytest.importorskip("setuptools")
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip("building needs setuptools>=77 (license-files)")
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs the git checkout to know the working tree's files")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("dist")
+    for name in listed:
+        if (ROOT / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, src / name)
+    built = {}
+    for kind in ("wheel", "sdist"):
+        code = f"from setuptools import build_meta as b; print(b.build_{kind}({str(out)!r}))"
+        run = subprocess.run(
+            [sys.executable, "-c", code], cwd=src, check=True, capture_output=True, text=True
+        )
+        built[kind] = out / run.stdout.strip().splitlines()[-1]
+    with zipfile.ZipFile(built["wheel"]) as wheel:
+        files = {"wheel": wheel.namelist()}
+    with tarfile.open(built["sdist"]) as sdist:
+        files["sdist"] = sdist.getnames()
+    files["names"] = [built["wheel"].name, built["sdist"].name]
+    return files
+
+
+def test_distributions_hold_the_license_and_the_library_only(distributions):
+    version = posenc.__version__
+    assert distributions["names"] == [
+        f"posenc-{version}-py3-none-any.whl",
+        f"posenc-{version}.tar.gz",
+    ]
+    wheel = distributions["wheel"]
+    assert f"posenc-{version}.dist-info/licenses/LICENSE" in wheel
+    assert all(n.startswith(("posenc/", f"posenc-{version}.dist-info/")) for n in wheel), wheel
+    assert [n for n in wheel if _LAB.search(n)] == []
+    assert "posenc/__init__.py" in wheel and "posenc/py.typed" in wheel
+    sdist = distributions["sdist"]
+    assert f"posenc-{version}/LICENSE" in sdist
+    package = [n for n in sdist if n.startswith(f"posenc-{version}/posenc/")]
+    assert f"posenc-{version}/posenc/rope.py" in package
+    assert [n for n in sdist if _LAB.search(n.split("/", 1)[-1])] == []
+
+
+def _pyproject() -> dict:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+
+
+def test_license_is_mit_for_the_posenc_authors():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.startswith("MIT License\n\nCopyright (c) 2026 The posenc authors\n")
+    project = _pyproject()
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+
+
+def test_project_urls_follow_mkdocs_repo_url():
+    mkdocs = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    # repo_url: !ENV [REPO_URL, "<default>"]: the default is the repository's address
+    repo = re.search(r'^repo_url: !ENV \[REPO_URL, "([^"]+)"\]$', mkdocs, re.MULTILINE).group(1)
+    owner, name = repo.removeprefix("https://github.com/").split("/")
+    urls = _pyproject()["urls"]
+    assert urls == {
+        "Homepage": f"https://{owner}.github.io/{name}/",  # the site, on its GitHub Pages
+        "Repository": repo,
+        "Changelog": f"{repo}/blob/main/CHANGELOG.md",
+        "Issues": f"{repo}/issues",
+    }

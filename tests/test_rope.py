@@ -384,14 +384,19 @@ def test_module_with_meta_inputs_infers_shapes():
     assert rq.is_meta and rq.shape == q.shape and rk.shape == k.shape
 
 
-def test_module_to_empty_on_cpu_rebuilds():
+def test_module_to_empty_never_leaves_garbage_in_the_cache():
     rope = RotaryEmbedding(32)
     q = randn(2, 10, 32)
-    expected = apply_rope(q, torch.arange(10))
-    rope(q, q, torch.arange(10))
-    rope.to_empty(device="cpu")  # fresh, uninitialised storage on the same device
-    rope.cos_cached.fill_(math.nan)
-    torch.testing.assert_close(rope(q, q, torch.arange(10))[0], expected, rtol=0, atol=0)
+    positions = torch.arange(300, 310)
+    expected = apply_rope(q, positions)
+    rope(q, q, positions)  # grows the cache to 512 rows
+    assert dict(rope.named_buffers()) == {} and dict(rope.named_parameters()) == {}
+    rope.to_empty(device="cpu")  # fresh, uninitialised storage for buffers: the cache is none
+    assert rope.rot_cached.shape == (512, 2, 32)
+    torch.testing.assert_close(rope(q, q, positions)[0], expected, rtol=0, atol=0)
+    fresh = RotaryEmbedding(32)
+    fresh.reserve(512)
+    assert torch.equal(rope.rot_cached, fresh.rot_cached)
 
 
 def test_module_survives_dtype_casts():

@@ -51,7 +51,7 @@ def hf_default_inv_freq(dim: int, base: float) -> torch.Tensor:
 
 
 def yarn_ramp(
-    dim: int, base: float, original: int, beta_fast: float, beta_slow: float
+    dim: int, base: float, original: int, beta_fast: float, beta_slow: float, truncate: bool = True
 ) -> list[float]:
     """YaRN's ramp over the frequency index (Peng et al. 2023, sec. 3.2, and its code).
 
@@ -63,18 +63,27 @@ def yarn_ramp(
         # original * base ** (-2d / dim) / (2 pi) = rotations
         return dim * math.log(original / (rotations * 2 * math.pi)) / (2 * math.log(base))
 
-    low = max(math.floor(correction_index(beta_fast)), 0)
-    high = min(math.ceil(correction_index(beta_slow)), dim - 1)
+    low, high = correction_index(beta_fast), correction_index(beta_slow)
+    if truncate:  # rounded outward to whole indices
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
     if low == high:
         high += 0.001
     return [min(max((i - low) / (high - low), 0.0), 1.0) for i in range(dim // 2)]
 
 
 def yarn_reference(
-    dim: int, base: float, factor: float, original: int, beta_fast: float, beta_slow: float
+    dim: int,
+    base: float,
+    factor: float,
+    original: int,
+    beta_fast: float,
+    beta_slow: float,
+    truncate: bool = True,
 ) -> torch.Tensor:
     """YaRN's frequencies in float64."""
-    ramp = torch.tensor(yarn_ramp(dim, base, original, beta_fast, beta_slow), dtype=torch.float64)
+    ramp = yarn_ramp(dim, base, original, beta_fast, beta_slow, truncate)
+    ramp = torch.tensor(ramp, dtype=torch.float64)
     t = theta(dim, base)
     return t / factor * ramp + t * (1 - ramp)
 
@@ -934,3 +943,62 @@ def test_llama4_temperature_errors():
             llama4_attention_temperature(torch.arange(3), attn_scale=bad)
     with pytest.raises(TypeError, match=r"^attn_scale must be a real number"):
         llama4_attention_temperature(torch.arange(3), attn_scale="0.1")
+
+
+# ---------------------------------------------------------------------------
+# YaRN's truncate option and an explicit attention factor (version 0.3)
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dim, base, factor, original", [(64, 150000.0, 32.0, 4096), (128, 1e4, 4.0, 2048)]
+)
+def test_yarn_without_truncation_keeps_the_fractional_range(dim, base, factor, original):
+    # gpt-oss (truncate=False): the ramp runs between the unrounded correction indices
+    scaling = YarnScaling(factor, original, truncate=False)
+    inv = rope_frequencies(dim, base=base, scaling=scaling)
+    ref = yarn_reference(dim, base, factor, original, 32.0, 1.0, truncate=False)
+    assert rel_err(inv, ref) < 2e-6
+    rounded = rope_frequencies(dim, base=base, scaling=YarnScaling(factor, original))
+    assert not torch.equal(inv, rounded)  # the rounding matters at these settings
+    # outside the ramp the two agree: kept at the top, divided at the bottom
+    torch.testing.assert_close(inv[:2], rounded[:2], rtol=0, atol=0)
+    torch.testing.assert_close(inv[-2:], rounded[-2:], rtol=0, atol=0)
+    assert scaling.attention_factor == YarnScaling(factor, original).attention_factor
+
+
+def test_yarn_explicit_attention_factor():
+    s = YarnScaling(4.0, 4096, attention_factor=1.5)
+    assert s.attention_factor == 1.5
+    # it replaces the default and DeepSeek's ratio alike; the frequencies do not change
+    assert (
+        YarnScaling(4.0, 4096, mscale=1.0, mscale_all_dim=0.5, attention_factor=2).attention_factor
+        == 2.0
+    )
+    torch.testing.assert_close(
+        rope_frequencies(64, scaling=s),
+        rope_frequencies(64, scaling=YarnScaling(4.0, 4096)),
+        rtol=0,
+        atol=0,
+    )
+    x = torch.randn(2, 5, 64, dtype=torch.float64)
+    p = torch.arange(5)
+    torch.testing.assert_close(
+        apply_rope(x, p, scaling=s),
+        apply_rope(x, p, scaling=YarnScaling(4.0, 4096, attention_factor=1.0)) * 1.5,
+    )
+    # the computed default is stored, so equal settings compare equal
+    assert YarnScaling(4.0, 4096) == YarnScaling(
+        4.0, 4096, attention_factor=0.1 * math.log(4.0) + 1
+    )
+
+
+def test_yarn_truncate_and_attention_factor_errors():
+    with pytest.raises(TypeError, match=r"^truncate must be a bool, got int 0"):
+        YarnScaling(4.0, 4096, truncate=0)
+    with pytest.raises(
+        ValueError, match=r"^attention_factor must be a finite number greater than 0"
+    ):
+        YarnScaling(4.0, 4096, attention_factor=0.0)
+    with pytest.raises(TypeError):
+        YarnScaling(4.0, 4096, 32.0, 1.0, None, None, False)  # keyword-only

@@ -1,10 +1,12 @@
 """posenc against Hugging Face transformers itself, where it is installed.
 
-transformers is not a dependency of posenc or of its test extra (it is large);
-the other tests compare against formulas and re-implementations written here.
-To run these as well: ``pip install transformers`` into the test environment.
-Last run: transformers 5.24.0, torch 2.13.0 -- all equal (frequencies bit for
-bit, T5 buckets element for element).
+transformers is not a dependency of posenc; the test extra pins it to one
+minor release (``transformers>=5.24,<5.25``), so that ``make test`` and CI run
+these tests against a known version. Elsewhere (the wheel check of
+``.ci/package``) they are skipped, and the other tests compare against
+formulas and re-implementations written here. Last run: transformers 5.24.0,
+torch 2.13.0 -- all equal (frequencies bit for bit, T5 buckets element for
+element).
 """
 
 from __future__ import annotations
@@ -591,3 +593,115 @@ def test_llama4_attention_temperature_equals_llama4(monkeypatch, floor_scale, at
     )
     assert torch.equal(seen["query"], plain * temperature[:, None])
     assert temperature.max().item() > 1.0  # the settings reach the first step
+
+
+# ---------------------------------------------------------------------------
+# Version 0.3: RotaryEmbedding.from_hf_config on the configs of real models
+# (tests/hf_model_configs.py), against the rotary modules of their transformers
+# classes. Last run: transformers 5.24.0, torch 2.13.0 -- inverse frequencies
+# bit for bit, attention factors equal as floats.
+# ---------------------------------------------------------------------------
+
+import copy  # noqa: E402
+import importlib  # noqa: E402
+
+from hf_model_configs import (  # noqa: E402
+    DEEPSEEK_V3,
+    GEMMA_3_4B,
+    GEMMA_3_4B_V5,
+    GPT_OSS_20B,
+    LLAMA_3_1_8B,
+    PHI_3_5_MINI,
+    QWEN2_7B,
+)
+
+MODEL_CASES = [
+    # (config.json, transformers config class, its module, rotary class, layer type)
+    (LLAMA_3_1_8B, "LlamaConfig", "llama", "LlamaRotaryEmbedding", None),
+    (QWEN2_7B, "Qwen2Config", "qwen2", "Qwen2RotaryEmbedding", None),
+    (DEEPSEEK_V3, "DeepseekV3Config", "deepseek_v3", "DeepseekV3RotaryEmbedding", None),
+    (PHI_3_5_MINI, "Phi3Config", "phi3", "Phi3RotaryEmbedding", None),
+    (GEMMA_3_4B, "Gemma3TextConfig", "gemma3", "Gemma3RotaryEmbedding", "full_attention"),
+    (GEMMA_3_4B, "Gemma3TextConfig", "gemma3", "Gemma3RotaryEmbedding", "sliding_attention"),
+    (GEMMA_3_4B_V5, "Gemma3TextConfig", "gemma3", "Gemma3RotaryEmbedding", "full_attention"),
+    (GEMMA_3_4B_V5, "Gemma3TextConfig", "gemma3", "Gemma3RotaryEmbedding", "sliding_attention"),
+    (GPT_OSS_20B, "GptOssConfig", "gpt_oss", "GptOssRotaryEmbedding", None),
+]
+
+
+def _hf_config(config_dict, config_class):
+    settings = {k: v for k, v in copy.deepcopy(config_dict).items() if k != "model_type"}
+    return getattr(transformers, config_class)(**settings)  # transformers edits its dicts
+
+
+def _hf_rotary(config, module, rotary_class, layer_type):
+    """The inverse frequencies and attention factor the model's rotary module holds."""
+    modeling = importlib.import_module(f"transformers.models.{module}.modeling_{module}")
+    rotary = getattr(modeling, rotary_class)(config)
+    if layer_type is None:
+        return rotary.inv_freq, rotary.attention_scaling
+    return getattr(rotary, f"{layer_type}_inv_freq"), getattr(
+        rotary, f"{layer_type}_attention_scaling"
+    )
+
+
+@pytest.mark.parametrize(
+    "config_dict, config_class, module, rotary_class, layer_type",
+    MODEL_CASES,
+    ids=[f"{case[2]}-{case[4] or 'all'}-{i}" for i, case in enumerate(MODEL_CASES)],
+)
+def test_from_hf_config_equals_the_models_rotary_module(
+    config_dict, config_class, module, rotary_class, layer_type
+):
+    config = _hf_config(config_dict, config_class)
+    inv_freq, attention_factor = _hf_rotary(config, module, rotary_class, layer_type)
+    for source in (config, config_dict):  # the transformers object and the plain dict
+        rope = posenc.RotaryEmbedding.from_hf_config(source, layer_type=layer_type)
+        assert torch.equal(rope.inv_freq, inv_freq)
+        assert rope.attention_factor == attention_factor
+    if module == "deepseek_v3":  # transformers' class rotates interleaved pairs
+        assert posenc.RotaryEmbedding.from_hf_config(config).layout == "interleaved"
+
+
+@pytest.mark.parametrize("seq_len", [1, 4096, 4097, 8192, 131072])
+def test_from_hf_config_longrope_equals_transformers_at_every_length(seq_len):
+    config = _hf_config(PHI_3_5_MINI, "Phi3Config")
+    rope = posenc.RotaryEmbedding.from_hf_config(config)
+    inv_freq, factor = rope_utils.ROPE_INIT_FUNCTIONS["longrope"](config, "cpu", seq_len=seq_len)
+    got = posenc.rope_frequencies(rope.dim, base=rope.base, scaling=rope.scaling, seq_len=seq_len)
+    assert torch.equal(got, inv_freq) and rope.attention_factor == factor
+
+
+@pytest.mark.parametrize("seq_len", [1, 2048, 4096, 5000, 12345])
+def test_from_hf_config_dynamic_equals_transformers_at_every_length(seq_len):
+    settings = {**QWEN2_7B, "max_position_embeddings": 4096}
+    settings["rope_scaling"] = {"rope_type": "dynamic", "factor": 2.0}
+    config = _hf_config(settings, "Qwen2Config")
+    rope = posenc.RotaryEmbedding.from_hf_config(config)
+    inv_freq, factor = rope_utils.ROPE_INIT_FUNCTIONS["dynamic"](config, "cpu", seq_len=seq_len)
+    got = posenc.rope_frequencies(rope.dim, base=rope.base, scaling=rope.scaling, seq_len=seq_len)
+    assert torch.equal(got, inv_freq) and rope.attention_factor == factor
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.25},
+        {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.5, "factor": 2},
+        {"rope_type": "linear", "rope_theta": 1e4, "factor": 4.0, "partial_rotary_factor": 0.5},
+        {
+            "rope_type": "yarn",
+            "rope_theta": 1e4,
+            "factor": 4.0,
+            "attention_factor": 1.25,
+            "original_max_position_embeddings": 1024,
+        },
+    ],
+)
+def test_from_hf_config_other_types_equal_transformers(params):
+    settings = {"hidden_size": 1024, "num_attention_heads": 8, "max_position_embeddings": 4096}
+    config = _hf_config({**settings, "rope_parameters": params}, "LlamaConfig")
+    init = rope_utils.ROPE_INIT_FUNCTIONS[params["rope_type"]]
+    inv_freq, factor = init(config, "cpu")
+    rope = posenc.RotaryEmbedding.from_hf_config(config)
+    assert torch.equal(rope.inv_freq, inv_freq) and rope.attention_factor == factor

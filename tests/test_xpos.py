@@ -154,12 +154,25 @@ def test_apply_xpos_is_rope_times_scale(layout):
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_default_center_is_the_midpoint_of_all_positions(layout):
+def test_midpoint_center_is_the_midpoint_of_all_positions(layout):
     q, k = randn(2, 2, 6, 8, dtype=torch.float64)
     qp, kp = torch.tensor([10, 11, 12, 13, 14, 15]), torch.tensor([3, 4, 5, 6, 7, 8])
     expected = apply_xpos(q, k, qp, kp, layout=layout, center=9.0)  # (3 + 15) / 2
-    for got, want in zip(apply_xpos(q, k, qp, kp, layout=layout), expected, strict=True):
-        torch.testing.assert_close(got, want)
+    got = apply_xpos(q, k, qp, kp, layout=layout, center="midpoint")
+    for g, want in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_default_center_is_zero(layout):
+    q, k = randn(2, 2, 6, 8)
+    qp, kp = torch.tensor([10, 11, 12, 13, 14, 15]), torch.tensor([3, 4, 5, 6, 7, 8])
+    expected = apply_xpos(q, k, qp, kp, layout=layout, center=0.0)
+    for center in (None, 0):
+        got = apply_xpos(q, k, qp, kp, layout=layout, center=center)
+        for g, want in zip(got, expected, strict=True):
+            torch.testing.assert_close(g, want, rtol=0, atol=0)
+    torch.testing.assert_close(expected[0], reference(q, qp, 1.0, layout=layout).float())
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -274,7 +287,7 @@ def test_positions_up_to_2_16_in_float32(layout):
     dim = 128
     q, k = randn(2, dim, seed=7)
     p = torch.tensor([0, 1, 100, 20000, 36000, 50000, 65534, 65535], dtype=torch.float64)
-    q2, k2 = apply_xpos(q.expand(8, dim), k.expand(8, dim), p, layout=layout)
+    q2, k2 = apply_xpos(q.expand(8, dim), k.expand(8, dim), p, layout=layout, center="midpoint")
     assert q2.dtype == torch.float32 and torch.isfinite(q2).all() and torch.isfinite(k2).all()
     scores = (q2.double() @ k2.double().T).tril()  # m >= n
     expected = relative_scores(q, k, p[:, None] - p[None, :], layout=layout).tril()
@@ -285,15 +298,81 @@ def test_positions_up_to_2_16_in_float32(layout):
     )
 
 
-def test_without_centering_2_16_breaks():
-    """center=0 is the plain formula: at 2**16 the key scale overflows and the query scale underflows."""
+def test_center_zero_refuses_2_16_instead_of_breaking():
+    """center=0 is the plain formula: at 2**16 the key scale would overflow and the query
+    scale underflow (xpos_scale shows it); apply_xpos raises, naming center."""
     q, k = randn(2, 128, seed=1)
     p = torch.tensor(65535)
-    q2, k2 = apply_xpos(q, k, p, center=0.0)
-    assert not torch.isfinite(k2).all() and (q2 == 0).any()
-    assert not torch.isfinite(q2 @ k2)
-    q3, k3 = apply_xpos(q, k, p)  # default centre = 65535: exact
+    assert not torch.isfinite(xpos_scale(128, -p)).all() and (xpos_scale(128, p) == 0).any()
+    message = (
+        r"^center=0.0 cannot give exact xPos scores for positions in \[65535, 65535\]: .*"
+        r"float32's normal range for \|p - center\| > 35694 .* reach 65535. Pass a fixed "
+        r"center near their middle \(e.g. center=65535\), the same in every call .*"
+        r"center='midpoint'"
+    )
+    for center in (None, 0.0):
+        with pytest.raises(ValueError, match=message):
+            apply_xpos(q, k, p, center=center)
+    q3, k3 = apply_xpos(q, k, p, center=65535)  # a centre near the positions: exact
     torch.testing.assert_close(q3 @ k3, q @ k)
+    q4, k4 = apply_xpos(q, k, p, center="midpoint")
+    torch.testing.assert_close(q4 @ k4, q @ k)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "limit"), [(torch.float32, 35694), (torch.bfloat16, 35694), (torch.float16, 3966)]
+)
+def test_range_limit_follows_the_dtype(dtype, limit):
+    q = randn(2, 64).to(dtype)
+    for p in (limit, -limit):
+        q2, k2 = apply_xpos(q, q, torch.tensor([p, 0]))  # at the limit: computed
+        assert torch.isfinite(q2).all() and torch.isfinite(k2).all()
+    with pytest.raises(ValueError, match=rf"for \|p - center\| > {limit} "):
+        apply_xpos(q, q, torch.tensor([limit + 1, 0]))
+    with pytest.raises(ValueError, match=rf"^center={-float(limit)} cannot.* reach {limit + 1}\."):
+        apply_xpos(q, q, torch.tensor([1]), center=-limit)
+    # the midpoint centres the span: twice the limit fits
+    apply_xpos(q, q, torch.tensor([0, 2 * limit]), center="midpoint")
+    with pytest.raises(ValueError, match=r"^center='midpoint' cannot"):
+        apply_xpos(q, q, torch.tensor([0, 2 * limit + 2]), center="midpoint")
+    # no decay, no limit
+    apply_xpos(q, q, torch.tensor([10**9]), scale_base=math.inf)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("center", [None, 5000.0])
+def test_prefill_then_decode_equals_one_call(layout, center):
+    """A KV cache: keys encoded once and kept, queries encoded one step at a time. With the
+    default centre the scores equal those of one call over the whole sequence (with the old
+    default, each call's midpoint, they were about 1 % off after 12 steps)."""
+    b, h, d, prompt, steps = 2, 3, 32, 20, 12
+    q, k = randn(2, b, h, prompt + steps, d, seed=11)
+    p = torch.arange(prompt + steps) + 4000
+    kw = {"layout": layout, "center": center}
+
+    def scores(q2, k2):  # in float64, so that only the encoded vectors can differ
+        return q2.double() @ k2.double().mT
+
+    full_q, full_k = apply_xpos(q, k, p, **kw)
+    full = scores(full_q, full_k)  # (b, h, s, s)
+    cache_q, cache_k = apply_xpos(q[..., :prompt, :], k[..., :prompt, :], p[:prompt], **kw)
+    torch.testing.assert_close(scores(cache_q, cache_k), full[..., :prompt, :prompt])
+    for t in range(prompt, prompt + steps):
+        step_q, step_k = apply_xpos(q[..., t : t + 1, :], k[..., t : t + 1, :], p[t : t + 1], **kw)
+        cache_k = torch.cat((cache_k, step_k), dim=-2)
+        torch.testing.assert_close(
+            scores(step_q, cache_k), full[..., t : t + 1, : t + 1], rtol=1e-12, atol=1e-12
+        )
+    torch.testing.assert_close(cache_k, full_k, rtol=0, atol=0)  # the same bits
+
+    # each call's own midpoint (torchscale's centre) is what breaks a cache of encoded keys
+    last_q, _ = apply_xpos(q[..., -1:, :], k[..., -1:, :], p[-1:], center="midpoint", layout=layout)
+    _, mid_k = apply_xpos(
+        q[..., :prompt, :], k[..., :prompt, :], p[:prompt], center="midpoint", layout=layout
+    )
+    wrong = scores(last_q, mid_k)  # centres 4031 and 4009.5
+    right = full[..., -1:, :prompt]
+    assert not torch.allclose(wrong, right, rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -408,7 +487,8 @@ def test_bad_scale_base(scale_base):
 
 
 @pytest.mark.parametrize(
-    ("name", "value"), [("gamma", True), ("scale_base", "512"), ("center", True)]
+    ("name", "value"),
+    [("gamma", True), ("scale_base", "512"), ("center", True), ("center", "middle")],
 )
 def test_wrong_types(name, value):
     q = torch.zeros(3, 8)
@@ -419,7 +499,7 @@ def test_wrong_types(name, value):
 @pytest.mark.parametrize("center", [math.nan, math.inf])
 def test_bad_center(center):
     q = torch.zeros(3, 8)
-    with pytest.raises(ValueError, match=r"^center must be a finite number or None, got"):
+    with pytest.raises(ValueError, match=r"^center must be a finite number or 'midpoint', got"):
         apply_xpos(q, q, torch.arange(3), center=center)
 
 

@@ -48,7 +48,9 @@ from posenc import (
     attention_mask_mod,
     rope_frequencies,
 )
+from posenc_lab.plotting import use_site_style
 
+use_site_style()
 torch.manual_seed(0)
 
 # %% [markdown] lang="en"
@@ -351,7 +353,7 @@ assert torch.equal(flex_tokens, generate_no_cache(alibi_sdpa, prompt, 6)[0])
 # 学習では、パディングを避けるために複数の文書を 1 行に詰め込むことがよくあります。
 # このとき、文書ごとにやり直さなければならないものが 2 つあります。位置とアテンションです。
 # 各トークンには、文書の中での位置と、その文書の ID を与えます。
-# `attention_mask` は、クエリ $i$ とキー $j$ が同じ ID を持ち、$p_j \le p_i$ のときだけ、$i$ から $j$ が見えるようにします。
+# `attention_mask` は、クエリ $i$ とキー $j$ が同じ ID を持ち、かつ $p_j \le p_i$ のときだけ、そのクエリからそのキーが見えるようにします。
 # RoPE と ALiBi は、やり直した位置を読みます。
 # こうすると、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときとまったく同じになります。
 
@@ -612,27 +614,49 @@ assert not torch.allclose(step, full)
 # here (unfused, with the full score matrix), which torch 2.13 supports on the
 # CPU; the Llama 3.1 8B settings are those of its published `config.json`.
 #
-# - PyTorch, [`scaled_dot_product_attention`](https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)
-#   (the top-left `is_causal`) and [`torch.nn.attention.bias`](https://pytorch.org/docs/stable/nn.attention.bias.html)
-#   (`causal_lower_right`, the end-aligned mask).
-# - Dong, Feng, Guessous, Liang and He (2024), [Flex Attention: a programming
-#   model for generating optimized attention kernels](https://arxiv.org/abs/2412.05496).
-# - Press, Smith and Lewis (2022), [Train short, test long: attention with linear
-#   biases enables input length extrapolation](https://arxiv.org/abs/2108.12409).
-# - Su et al. (2021), [RoFormer: enhanced Transformer with rotary position
-#   embedding](https://arxiv.org/abs/2104.09864).
-# - PyTorch, [`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)
-#   (`broadcast_buffers`) and [meta device](https://pytorch.org/docs/stable/meta.html).
-# - Meta, [Llama 3.1 8B `config.json`](https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json).
+# - PyTorch, `torch.nn.functional.scaled_dot_product_attention` (`is_causal`
+#   aligned to the top left).
+#   <https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html>
+# - PyTorch, `torch.nn.attention.bias.causal_lower_right` (the end-aligned mask).
+#   <https://pytorch.org/docs/stable/nn.attention.bias.html>
+# - Dong, J. et al. (2024). *Flex Attention: A Programming Model for Generating
+#   Optimized Attention Kernels*.
+#   <https://arxiv.org/abs/2412.05496>
+# - Press, O., Smith, N. A. and Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
+#   <https://arxiv.org/abs/2108.12409>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*.
+#   <https://arxiv.org/abs/2104.09864>
+# - PyTorch, `DistributedDataParallel` (`broadcast_buffers`).
+#   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
+# - PyTorch, the meta device. <https://pytorch.org/docs/stable/meta.html>
+# - Meta, Llama 3.1 8B, `config.json`.
+#   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。torch 2.13 は CPU でこれに対応しています。Llama 3.1 8B の設定は、公開されている `config.json` のものです。
+# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。
+# FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。
+# torch 2.13 は CPU でこれに対応しています。
+# Llama 3.1 8B の設定は、公開されている `config.json` のものです。
 #
-# - PyTorch、[`scaled_dot_product_attention`](https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html)（左上にそろえる `is_causal`）と [`torch.nn.attention.bias`](https://pytorch.org/docs/stable/nn.attention.bias.html)（末尾にそろえるマスク `causal_lower_right`）。
-# - Dong、Feng、Guessous、Liang、He（2024）、[Flex Attention: a programming model for generating optimized attention kernels](https://arxiv.org/abs/2412.05496)。
-# - Press、Smith、Lewis（2022）、[Train short, test long: attention with linear biases enables input length extrapolation](https://arxiv.org/abs/2108.12409)。
-# - Su ら（2021）、[RoFormer: enhanced Transformer with rotary position embedding](https://arxiv.org/abs/2104.09864)。
-# - PyTorch、[`DistributedDataParallel`](https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html)（`broadcast_buffers`）と [meta デバイス](https://pytorch.org/docs/stable/meta.html)。
-# - Meta、[Llama 3.1 8B の `config.json`](https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json)。
+# - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。
+#   <https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html>
+# - PyTorch、`torch.nn.attention.bias.causal_lower_right`（末尾にそろえるマスク）。
+#   <https://pytorch.org/docs/stable/nn.attention.bias.html>
+# - Dong, J. et al. (2024). *Flex Attention: A Programming Model for Generating
+#   Optimized Attention Kernels*.
+#   <https://arxiv.org/abs/2412.05496>
+# - Press, O., Smith, N. A. and Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
+#   <https://arxiv.org/abs/2108.12409>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*.
+#   <https://arxiv.org/abs/2104.09864>
+# - PyTorch、`DistributedDataParallel`（`broadcast_buffers`）。
+#   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
+# - PyTorch、meta デバイス。<https://pytorch.org/docs/stable/meta.html>
+# - Meta、Llama 3.1 8B の `config.json`。
+#   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>

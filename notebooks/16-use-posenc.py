@@ -1,0 +1,662 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # Use posenc in your model
+#
+# A complete decoder of about a hundred lines: RoPE from `posenc` on the queries and
+# keys, PyTorch's `scaled_dot_product_attention`, a [KV cache](../docs/glossary.md#kv-cache)
+# for generation, and the same model with ALiBi through FlexAttention. Then what
+# a training setup asks of an encoding: packed documents, meta-device
+# construction, a Hugging Face config, and distributed data parallelism.
+
+# %% [markdown] lang="ja"
+# # posenc をモデルで使う
+#
+# 100 行ほどで書ける完全なデコーダを作ります。クエリとキーには `posenc` の RoPE をかけ、アテンションは PyTorch の `scaled_dot_product_attention` で計算し、生成には [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使います。
+# 同じモデルを、FlexAttention で ALiBi を使う形にも書き換えます。
+# 続いて、学習の環境が位置エンコーディングに求めることを順に見ます。詰め込んだ文書、meta デバイスでの構築、Hugging Face の設定、分散データ並列です。
+
+# %%
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.testing import assert_close
+
+from posenc import (
+    DynamicNTKScaling,
+    Llama3Scaling,
+    RotaryEmbedding,
+    alibi_bias,
+    alibi_score_mod,
+    attention_mask,
+    attention_mask_mod,
+    rope_frequencies,
+)
+from posenc_lab.plotting import use_site_style
+
+use_site_style()
+torch.manual_seed(0)
+
+# %% [markdown] lang="en"
+# ## A decoder with RoPE
+#
+# Each block is pre-norm: attention on the normalised input, added to the
+# residual stream, then an MLP the same way. RoPE belongs between the projection
+# and the attention. The block rotates the queries and keys of the *new* tokens
+# at their positions, then appends the rotated keys to the cache. A cached key
+# never needs rotating again, because its rotation depends on its own position
+# only ([*Rotary position embedding (RoPE)*](08-rope.ipynb)).
+#
+# `RotaryEmbedding(head_dim, max_positions=n)` builds its cos/sin table once and
+# only gathers rows in `forward`: no growth and no read back to the host during
+# generation. The positions go in as a tensor. They are not derived from the
+# sequence length, so chunked prefill, decoding and packed documents all use the
+# same code path.
+
+# %% [markdown] lang="ja"
+# ## RoPE を使うデコーダ
+#
+# 各ブロックは pre-norm です。正規化した入力にアテンションをかけて残差ストリームに足し、MLP も同じように足します。
+# RoPE を入れる場所は、射影とアテンションの間です。
+# ブロックは*新しい*トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。
+# キャッシュしたキーを回転し直す必要はありません。キーの回転はそのキー自身の位置だけで決まるからです（「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章）。
+#
+# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を 1 度だけ作り、`forward` では行を集めるだけです。
+# そのため、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
+# 位置はテンソルとして渡します。系列の長さから求めるのではないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
+
+# %%
+MAX_POSITIONS = 512
+
+
+class KVCache:
+    """Keys and values of every layer, and the positions of the keys."""
+
+    def __init__(self, n_layers):
+        self.k, self.v = [None] * n_layers, [None] * n_layers
+        self.positions = torch.zeros(0, dtype=torch.long)
+
+    def append(self, layer, k, v):
+        if self.k[layer] is not None:
+            k = torch.cat([self.k[layer], k], dim=-2)
+            v = torch.cat([self.v[layer], v], dim=-2)
+        self.k[layer], self.v[layer] = k, v
+        return k, v
+
+
+class Block(nn.Module):
+    def __init__(self, d, n_heads, encoding):
+        super().__init__()
+        self.n_heads = n_heads
+        self.norm1 = nn.RMSNorm(d)
+        self.qkv = nn.Linear(d, 3 * d, bias=False)
+        self.out = nn.Linear(d, d, bias=False)
+        self.norm2 = nn.RMSNorm(d)
+        self.mlp = nn.Sequential(
+            nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
+        )
+        self.rope = None
+        if encoding == "rope":
+            head_dim = d // n_heads
+            self.rope = RotaryEmbedding(head_dim, max_positions=MAX_POSITIONS)
+
+    def forward(self, x, positions, attend, cache, layer):
+        b, t, d = x.shape
+        qkv = self.qkv(self.norm1(x)).view(b, t, 3, self.n_heads, -1)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4)  # each (b, heads, t, head_dim)
+        if self.rope is not None:  # (t,) or (b, t) -> broadcast over heads
+            q, k = self.rope(q, k, positions.unsqueeze(-2))
+        if cache is not None:  # rotated keys go into the cache
+            k, v = cache.append(layer, k, v)
+        y = attend(q, k, v).transpose(1, 2).reshape(b, t, d)
+        x = x + self.out(y)
+        return x + self.mlp(self.norm2(x))
+
+
+# %% [markdown] lang="en"
+# The model computes the mask once per call and hands every block the same
+# `attend` function. With SDPA, the mask is `posenc.attention_mask` built from
+# the query and key positions (and document ids, for packing below). ALiBi's bias
+# is folded into the same additive mask. The FlexAttention branch is explained in
+# the ALiBi section. The output head reuses the embedding matrix (tied weights).
+
+# %% [markdown] lang="ja"
+# モデルは呼び出しごとにマスクを 1 度だけ作り、すべてのブロックに同じ `attend` 関数を渡します。
+# SDPA では、マスクはクエリとキーの位置（後で扱う詰め込みでは文書 ID も）から `posenc.attention_mask` で作ります。
+# ALiBi のバイアスは、同じ加算マスクに入れます。
+# FlexAttention の分岐は ALiBi の節で説明します。
+# 出力のヘッドは埋め込み行列をそのまま使います（重みの共有）。
+
+
+# %%
+class Decoder(nn.Module):
+    def __init__(
+        self, vocab=64, d=64, n_heads=4, n_layers=2, encoding="rope",
+        backend="sdpa", window=None,
+    ):  # fmt: skip
+        super().__init__()
+        self.n_heads, self.encoding = n_heads, encoding
+        self.backend, self.window = backend, window
+        self.embed = nn.Embedding(vocab, d)
+        self.blocks = nn.ModuleList(
+            Block(d, n_heads, encoding) for _ in range(n_layers)
+        )
+        self.norm = nn.RMSNorm(d)
+
+    def attend_fn(self, q_pos, k_pos, q_doc, k_doc):
+        where = dict(q_positions=q_pos, k_positions=k_pos)
+        docs = dict(q_document_ids=q_doc, k_document_ids=k_doc)
+        if self.backend == "flex":  # ALiBi without a (heads, q, k) tensor
+            rule = attention_mask_mod(**where, **docs, window=self.window)
+            n_q, n_k = q_pos.shape[-1], k_pos.shape[-1]
+            blocks = create_block_mask(rule, None, None, n_q, n_k, "cpu")
+            bias = alibi_score_mod(self.n_heads, **where)
+            return lambda q, k, v: flex_attention(
+                q, k, v, score_mod=bias, block_mask=blocks
+            )
+        bias = None
+        if self.encoding == "alibi":
+            bias = alibi_bias(self.n_heads, **where)
+        mask = attention_mask(**where, **docs, window=self.window, bias=bias)
+        return lambda q, k, v: F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask
+        )
+
+    def forward(self, tokens, positions, cache=None, document_ids=None):
+        k_positions = positions
+        if cache is not None:  # the keys: everything cached, then the new
+            k_positions = torch.cat([cache.positions, positions], dim=-1)
+            cache.positions = k_positions
+        k_docs = document_ids  # packing is for training: no cache then
+        attend = self.attend_fn(positions, k_positions, document_ids, k_docs)
+        x = self.embed(tokens)
+        for layer, block in enumerate(self.blocks):
+            x = block(x, positions, attend, cache, layer)
+        return F.linear(self.norm(x), self.embed.weight)  # tied head
+
+
+# %% [markdown] lang="en"
+# ## Generation with a KV cache
+#
+# Generation starts with a [prefill](../docs/glossary.md#prefill): the whole
+# prompt at positions $0, \dots, P-1$. Each [decode step](../docs/glossary.md#decode-step)
+# then feeds one token at position $t$, the number of tokens so far. Its query
+# attends to the $t + 1$ cached keys. The model is untrained, so the tokens
+# themselves mean nothing. What matters is that the cache and a full
+# recomputation agree.
+
+# %% [markdown] lang="ja"
+# ## KV キャッシュを使う生成
+#
+# 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まります。プロンプト全体を位置 $0, \dots, P-1$ で処理します。
+# その後の[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
+# そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
+# モデルは学習していないので、生成されるトークン自体に意味はありません。
+# 大事なのは、キャッシュを使った結果とすべてを計算し直した結果が一致することです。
+
+
+# %%
+@torch.no_grad()
+def generate(model, prompt, n_new):
+    """Greedy decoding: prefill the prompt, then one token per step."""
+    cache = KVCache(len(model.blocks))
+    logits = model(prompt, torch.arange(prompt.shape[1]), cache)
+    tokens = prompt
+    for _ in range(n_new):
+        new = logits[:, -1:].argmax(-1)
+        position = torch.tensor([tokens.shape[1]])  # explicit, from 0
+        tokens = torch.cat([tokens, new], dim=1)
+        logits = model(new, position, cache)
+    return tokens
+
+
+model = Decoder().eval()
+prompt = torch.randint(64, (2, 6))  # two prompts of 6 tokens
+tokens = generate(model, prompt, 10)
+print(tokens)
+
+
+# %% tags=["check"] summary={"en": "greedy decoding with the cache gives the tokens of recomputing the whole sequence at every step, and the same logits", "ja": "キャッシュを使う貪欲デコードは、毎ステップ系列全体を計算し直した場合と同じトークンとロジットを出します"}
+@torch.no_grad()
+def generate_no_cache(model, prompt, n_new):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens, torch.arange(tokens.shape[1]))
+        tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+    return tokens, logits
+
+
+again, full_logits = generate_no_cache(model, prompt, 10)
+assert torch.equal(tokens, again)
+with torch.no_grad():  # the last step's logits, from the cache
+    cache = KVCache(len(model.blocks))
+    model(tokens[:, :-2], torch.arange(14), cache)
+    step = model(tokens[:, -2:-1], torch.tensor([14]), cache)
+assert_close(step[:, 0], full_logits[:, -1])
+
+# %% [markdown] lang="en"
+# ## Chunked prefill and the causal mask
+#
+# A long prompt is often prefilled in chunks: the second chunk's queries see
+# their own keys and every cached key before them. The [causal mask](../docs/glossary.md#causal-mask)
+# must then be aligned to the *end* of the keys: query $i$ of $n_q$ sits at
+# position $i + n_k - n_q$. SDPA's `is_causal=True` aligns it to the *top left*
+# instead, so the first query of the chunk would see only the first key of the
+# sequence. `attention_mask(n_q, n_k)` gives the end-aligned mask; with positions,
+# as in the model, it compares positions and cannot misalign.
+
+# %% [markdown] lang="ja"
+# ## チャンク単位のプリフィルと因果マスク
+#
+# 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、自分自身のキーと、その前にキャッシュされたすべてのキーを見ます。
+# このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの*末尾*にそろえなければなりません。$n_q$ 個のうちクエリ $i$ の位置は $i + n_k - n_q$ です。
+# SDPA の `is_causal=True` は、マスクを*左上*にそろえます。そのため、チャンクの最初のクエリは系列の最初のキーしか見られません。
+# `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作られるので、ずれようがありません。
+
+# %%
+print(attention_mask(2, 6, dtype=torch.bool).int())  # posenc: end-aligned
+print(torch.ones(2, 6, dtype=torch.bool).tril().int())  # is_causal=True
+
+# %% tags=["check"] summary={"en": "prefilling in two chunks gives the logits of one prefill; with is_causal the second chunk's attention is wrong", "ja": "2 つのチャンクに分けたプリフィルは一度のプリフィルと同じロジットを出し、is_causal では 2 つ目のチャンクのアテンションが誤ります"}
+with torch.no_grad():
+    whole = model(tokens, torch.arange(16))
+    cache = KVCache(len(model.blocks))
+    first = model(tokens[:, :10], torch.arange(10), cache)
+    second = model(tokens[:, 10:], torch.arange(10, 16), cache)
+assert_close(torch.cat([first, second], dim=1), whole)
+
+q = torch.randn(1, 4, 6, 16)  # 6 queries and keys; the chunk: the last 2
+k, v = torch.randn(2, 1, 4, 6, 16)
+one_pass = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+chunk = q[..., -2:, :]
+right = F.scaled_dot_product_attention(
+    chunk, k, v, attn_mask=attention_mask(2, 6, dtype=torch.bool)
+)
+top_left = F.scaled_dot_product_attention(chunk, k, v, is_causal=True)
+assert_close(right, one_pass[..., -2:, :])
+assert not torch.allclose(top_left, one_pass[..., -2:, :])
+
+# %% [markdown] lang="en"
+# ## ALiBi through FlexAttention
+#
+# ALiBi adds $-m_h (p_q - p_k)$ to every score of head $h$
+# ([*ALiBi: attention with linear biases*](07-alibi.ipynb)). With SDPA that bias is
+# a tensor of shape (heads, queries, keys), folded into the additive mask.
+# FlexAttention instead calls a `score_mod` on each score:
+# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` returns one that
+# looks up the two positions and adds the bias. No bias tensor is built. The mask
+# becomes a block mask from `attention_mask_mod`, the same rule as
+# `attention_mask`.
+#
+# On a GPU, wrap `flex_attention` in `torch.compile` to get one fused kernel. This
+# page runs it eagerly on the CPU, where it forms the full score matrix and warns
+# once that it is not compiled. The warning is silenced below; the result is the
+# same.
+
+# %% [markdown] lang="ja"
+# ## FlexAttention で使う ALiBi
+#
+# ALiBi はヘッド $h$ のすべてのスコアに $-m_h (p_q - p_k)$ を足します（「[ALiBi：線形バイアスによるアテンション](07-alibi.ipynb)」の章）。
+# SDPA では、このバイアスは（ヘッド、クエリ、キー）の形状のテンソルで、加算マスクに入れます。
+# FlexAttention では、代わりに各スコアに対して `score_mod` を呼びます。
+# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、2 つの位置を引いてバイアスを足します。バイアスのテンソルは作りません。
+# マスクは `attention_mask_mod` から作るブロックマスクになります。規則は `attention_mask` と同じです。
+#
+# GPU では、`flex_attention` を `torch.compile` で包むと 1 つの融合したカーネルになります。
+# このページでは CPU の eager モードで実行します。このときスコアの行列を丸ごと作り、コンパイルしていないという警告を 1 度だけ出します。
+# 結果は同じなので、下のセルでは警告を止めます。
+
+# %%
+warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+torch.manual_seed(1)
+alibi_sdpa = Decoder(encoding="alibi").eval()
+torch.manual_seed(1)  # the same weights
+alibi_flex = Decoder(encoding="alibi", backend="flex").eval()
+print(generate(alibi_flex, prompt, 6))
+
+# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives SDPA's logits with alibi_bias in the mask, and greedy decoding with its cache gives SDPA's tokens", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出し、キャッシュを使う貪欲デコードも SDPA と同じトークンを出します"}
+with torch.no_grad():
+    positions = torch.arange(tokens.shape[1])
+    assert_close(alibi_flex(tokens, positions), alibi_sdpa(tokens, positions))
+flex_tokens = generate(alibi_flex, prompt, 6)
+assert torch.equal(flex_tokens, generate_no_cache(alibi_sdpa, prompt, 6)[0])
+
+# %% [markdown] lang="en"
+# ## Packed sequences
+#
+# Training often packs several documents into one row to avoid padding. Two
+# things must then restart at every document: the positions, and the attention.
+# Give each token its position within its document and its document's id.
+# `attention_mask` lets query $i$ see key $j$ only when both share an id and
+# $p_j \le p_i$. RoPE and ALiBi read the restarted positions. The packed row then
+# gives each document's logits exactly as if it were run alone.
+
+# %% [markdown] lang="ja"
+# ## 詰め込んだ系列
+#
+# 学習では、パディングを避けるために複数の文書を 1 行に詰め込むことがよくあります。
+# このとき、文書ごとにやり直さなければならないものが 2 つあります。位置とアテンションです。
+# 各トークンには、文書の中での位置と、その文書の ID を与えます。
+# `attention_mask` は、クエリ $i$ とキー $j$ が同じ ID を持ち、かつ $p_j \le p_i$ のときだけ、そのクエリからそのキーが見えるようにします。
+# RoPE と ALiBi は、やり直した位置を読みます。
+# こうすると、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときとまったく同じになります。
+
+# %%
+documents = [torch.randint(64, (1, 7)), torch.randint(64, (1, 5))]
+row = torch.cat(documents, dim=1)  # one row of 12 tokens
+positions = torch.cat([torch.arange(7), torch.arange(5)])
+document_ids = torch.tensor([0] * 7 + [1] * 5)
+print(positions.tolist(), document_ids.tolist())
+
+# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを出します"}
+for m in (model, alibi_sdpa, alibi_flex):
+    with torch.no_grad():
+        packed = m(row, positions, document_ids=document_ids)
+        alone = [m(doc, torch.arange(doc.shape[1])) for doc in documents]
+    assert_close(packed, torch.cat(alone, dim=1))
+
+# %% [markdown] lang="en"
+# ## Meta-device construction
+#
+# Large models are built on the meta device (shapes, no memory), moved with
+# `to_empty`, then initialised by calling `reset_parameters()` on every module.
+# This is what FSDP's deferred initialisation does. Every `posenc` module has
+# `reset_parameters()`; for `RotaryEmbedding`, which has no parameters, it
+# rebuilds the cos/sin table. Under the same seed, the result equals the model
+# built eagerly, bit for bit. One condition applies to your own model: each
+# module must draw its random numbers in `reset_parameters`, in the order the
+# constructor creates the modules. The tied head above draws nothing of its own,
+# so it keeps that order.
+
+# %% [markdown] lang="ja"
+# ## meta デバイスでの構築
+#
+# 大きなモデルは、meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で移してから、すべてのモジュールの `reset_parameters()` を呼んで初期化します。
+# FSDP の遅延初期化もこの手順です。
+# `posenc` のモジュールはすべて `reset_parameters()` を持ちます。パラメータを持たない `RotaryEmbedding` では、cos と sin の表を作り直します。
+# 同じシードなら、結果は eager に作ったモデルとビット単位で一致します。
+# 自分のモデルには条件が 1 つあります。各モジュールは乱数を `reset_parameters` の中で、コンストラクタがモジュールを作る順に引かなければなりません。
+# 上の重みを共有するヘッドは自分では乱数を引かないので、この順序を崩しません。
+
+# %%
+torch.manual_seed(0)
+with torch.device("meta"):
+    deferred = Decoder()
+deferred.to_empty(device="cpu")
+for module in deferred.modules():
+    if hasattr(module, "reset_parameters"):
+        module.reset_parameters()
+print(deferred.blocks[0].rope.rot_cached.device)
+
+# %% tags=["check"] summary={"en": "the model built on the meta device and reset equals the eager one (parameters and RoPE tables, bit for bit)", "ja": "meta デバイスで作ってリセットしたモデルは、eager に作ったモデルと一致します（パラメータも RoPE の表もビット単位で）"}
+torch.manual_seed(0)
+eager = Decoder()
+eager_state, deferred_state = eager.state_dict(), deferred.state_dict()
+assert eager_state.keys() == deferred_state.keys()
+for name, tensor in eager_state.items():
+    assert torch.equal(tensor, deferred_state[name]), name
+for a, b in zip(eager.blocks, deferred.blocks, strict=True):
+    assert torch.equal(a.rope.rot_cached, b.rope.rot_cached)
+
+# %% [markdown] lang="en"
+# ## A Hugging Face config
+#
+# To match a released model's RoPE, read its settings from its config rather than
+# copying numbers. `RotaryEmbedding.from_hf_config` takes a config object or the
+# plain dict of a `config.json`; nothing is downloaded. Below is the part of Llama
+# 3.1 8B's config that RoPE reads, written out by hand. The module rotates
+# $128 = 4096 / 32$ features per head with Llama 3's frequency scaling.
+
+# %% [markdown] lang="ja"
+# ## Hugging Face の設定
+#
+# 公開されたモデルの RoPE に合わせるときは、数値を書き写すのではなく、そのモデルの設定から読みます。
+# `RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取ります。何もダウンロードしません。
+# 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。
+# このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
+
+# %%
+llama_3_1 = {
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
+}
+rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
+print(rope)
+
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, as the hand-built scaling gives", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、手で作ったスケーリングと一致します"}
+scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
+by_hand = rope_frequencies(128, base=500000.0, scaling=scaling)
+assert rope.dim == 128 and rope.layout == "half"
+assert torch.equal(rope.inv_freq, by_hand)
+plain = rope_frequencies(128, base=500000.0)
+assert rope.inv_freq[0] == plain[0] == 1.0
+assert_close(rope.inv_freq[-1], plain[-1] / 8)
+
+# %% [markdown] lang="en"
+# ## Distributed training
+#
+# No DDP run here, only what to know. `DistributedDataParallel` broadcasts every
+# *buffer* from rank 0 at each step (`broadcast_buffers=True`, its default), and
+# averages the gradients of the *parameters*.
+#
+# - `RotaryEmbedding` keeps its table in plain tensor attributes, not buffers, and
+#   its `state_dict` is empty. DDP never broadcasts the table, so ranks that see
+#   different sequence lengths can each grow their own, and a checkpoint holds no
+#   table. The same holds for `SinusoidalPositionalEncoding`.
+# - ALiBi's slopes and masks are computed from the settings and positions on each
+#   rank: nothing to synchronise.
+# - Learned encodings (`T5RelativeBias`, `KerpleBias`, `FireBias`, `CoPE`,
+#   `LearnedPositionalEmbedding`) hold ordinary parameters, and DDP averages their
+#   gradients like any other weight.
+# - With FSDP, build on the meta device as above; `reset_parameters` is the hook
+#   it calls on each module.
+#
+# The package's tests train a small model in two processes whose lengths differ
+# at every step and compare the gradients with a single-process run.
+
+# %% [markdown] lang="ja"
+# ## 分散学習
+#
+# ここでは DDP を実行せず、知っておくべきことだけをまとめます。
+# `DistributedDataParallel` は、各ステップでランク 0 からすべての*バッファ*をブロードキャストし（既定値の `broadcast_buffers=True`）、*パラメータ*の勾配を平均します。
+#
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、その `state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ自分の表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
+# - 学習する位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
+# - FSDP では、上のように meta デバイスで作ります。FSDP が各モジュールで呼ぶのが `reset_parameters` です。
+#
+# パッケージのテストでは、ステップごとに長さの違う 2 つのプロセスで小さなモデルを学習させ、勾配を 1 プロセスでの計算と比べています。
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - Rotate the new queries and keys at explicit positions, then cache the rotated
+#   keys. `RotaryEmbedding(dim, max_positions=n)` serves a decode step without
+#   growing or reading back.
+# - SDPA's `is_causal` is aligned to the top left. For chunked prefill, pass
+#   `attention_mask` (end-aligned, or built from positions).
+# - ALiBi goes into SDPA as an additive mask (`attention_mask(..., bias=alibi_bias(...))`)
+#   or into FlexAttention as `alibi_score_mod`, with the same result.
+# - Packed documents need restarted positions and document ids, both passed to
+#   the mask and the encoding.
+# - `posenc` modules support meta-device construction (`to_empty`, then
+#   `reset_parameters`) and are safe under DDP by default.
+# - Read a released model's RoPE with `RotaryEmbedding.from_hf_config`.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - 新しいクエリとキーを明示した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばすことも値を読み戻すこともありません。
+# - SDPA の `is_causal` は左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
+# - ALiBi は、SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）として、FlexAttention には `alibi_score_mod` として渡します。結果は同じです。
+# - 詰め込んだ文書には、文書ごとにやり直す位置と文書 ID が必要です。どちらもマスクと位置エンコーディングに渡します。
+# - `posenc` のモジュールは meta デバイスでの構築（`to_empty` の後に `reset_parameters`）に対応し、既定の設定のままで DDP でも安全です。
+# - 公開されたモデルの RoPE は `RotaryEmbedding.from_hf_config` で読みます。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Give the decoder a [sliding window](../docs/glossary.md#sliding-window) of 4
+#    (`window=4`). The cache still keeps every key. Check that greedy decoding with
+#    the cache still equals recomputation.
+# 2. Batch two prompts of different lengths by padding the shorter one on the left.
+#    Which positions and document ids make each prompt's logits equal those of the
+#    prompt alone?
+# 3. Replace each block's RoPE with `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))`,
+#    whose frequencies change once the sequence is longer than 8. Does decoding
+#    with the cache still equal recomputation? Why?
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. デコーダに幅 4 の[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)を与えてください（`window=4`）。キャッシュはすべてのキーを保持したままです。キャッシュを使う貪欲デコードが、計算し直した結果とまだ一致することを確かめてください。
+# 2. 長さの違う 2 つのプロンプトを、短いほうを左にパディングして 1 つのバッチにします。各プロンプトのロジットを単独で処理したときと一致させるには、どのような位置と文書 ID を与えればよいでしょうか。
+# 3. 各ブロックの RoPE を `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))` に置き換えてください。系列が 8 より長くなると、周波数が変わります。キャッシュを使うデコードは、計算し直した結果とまだ一致するでしょうか。それはなぜでしょうか。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** The window is a property of the mask only, and the mask is built
+# from positions: query $p$ sees keys $p - 3, \dots, p$ whether they come from the
+# cache or from the same call. Keys that fall out of the window are masked, not
+# removed; a real implementation would also drop them from the cache.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** ウィンドウはマスクだけの性質で、マスクは位置から作ります。
+# 位置 $p$ のクエリは、キーがキャッシュから来ても同じ呼び出しから来ても、キー $p - 3, \dots, p$ を見ます。
+# ウィンドウから外れたキーはマスクされるだけで、取り除かれはしません。実際の実装では、キャッシュからも捨てます。
+
+# %% tags=["solution"]
+torch.manual_seed(0)
+windowed = Decoder(window=4).eval()
+cached = generate(windowed, prompt, 10)
+assert torch.equal(cached, generate_no_cache(windowed, prompt, 10)[0])
+print(cached)
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** Count each row's positions from its first real token, and give
+# the padding a document id of its own. Padding queries then attend only padding,
+# so no row of the mask is empty, and real tokens never see padding. The
+# positions become a (batch, tokens) tensor; the model already broadcasts them
+# over the heads.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** 各行の位置を最初の実トークンから数え、パディングには専用の文書 ID を与えます。
+# すると、パディングのクエリはパディングだけにアテンションを向けるので、マスクに空の行はできません。実トークンがパディングを見ることもありません。
+# 位置は（バッチ、トークン）の形状のテンソルになります。モデルはそれをすでにヘッドの軸にブロードキャストしています。
+
+# %% tags=["solution"]
+short, long = torch.randint(64, (1, 4)), torch.randint(64, (1, 7))
+batch = torch.cat(
+    [torch.cat([torch.zeros(1, 3, dtype=torch.long), short], 1), long]
+)
+positions = torch.stack([torch.arange(7) - 3, torch.arange(7)]).clamp(min=0)
+document_ids = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1] * 7])  # 0: padding
+with torch.no_grad():
+    logits = model(batch, positions, document_ids=document_ids)
+    assert_close(logits[0, 3:], model(short, torch.arange(4))[0])
+    assert_close(logits[1], model(long, torch.arange(7))[0])
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** No. The cached keys were rotated with the frequencies of the
+# length at their own step; recomputation rotates every key with the frequencies
+# of the final length. Past position 8 the two differ, so the logits do too. A
+# length-dependent scaling and a KV cache do not mix unless the cached keys are
+# re-rotated.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** 一致しません。キャッシュしたキーは、それぞれのステップの長さの周波数で回転しています。
+# 計算し直すと、すべてのキーが最終的な長さの周波数で回転します。
+# 位置 8 を過ぎると両者は違ってくるので、ロジットも違ってきます。
+# 長さに依存するスケーリングと KV キャッシュは、キャッシュしたキーを回転し直さない限り一緒には使えません。
+
+# %% tags=["solution"]
+torch.manual_seed(0)
+dynamic = Decoder().eval()
+for block in dynamic.blocks:
+    block.rope = RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))
+with torch.no_grad():
+    cache = KVCache(len(dynamic.blocks))
+    dynamic(tokens[:, :-1], torch.arange(15), cache)
+    step = dynamic(tokens[:, -1:], torch.tensor([15]), cache)[:, 0]
+    full = dynamic(tokens, torch.arange(16))[:, -1]
+print(f"largest logit difference: {(step - full).abs().max():.3f}")
+assert not torch.allclose(step, full)
+
+# %% [markdown] lang="en"
+# ## Sources and versions
+#
+# Run with torch 2.13.0 on the CPU and `posenc` 0.3.0. FlexAttention runs eagerly
+# here (unfused, with the full score matrix), which torch 2.13 supports on the
+# CPU; the Llama 3.1 8B settings are those of its published `config.json`.
+#
+# - PyTorch, `torch.nn.functional.scaled_dot_product_attention` (`is_causal`
+#   aligned to the top left).
+#   <https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html>
+# - PyTorch, `torch.nn.attention.bias.causal_lower_right` (the end-aligned mask).
+#   <https://pytorch.org/docs/stable/nn.attention.bias.html>
+# - Dong, J. et al. (2024). *Flex Attention: A Programming Model for Generating
+#   Optimized Attention Kernels*.
+#   <https://arxiv.org/abs/2412.05496>
+# - Press, O., Smith, N. A. and Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
+#   <https://arxiv.org/abs/2108.12409>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*.
+#   <https://arxiv.org/abs/2104.09864>
+# - PyTorch, `DistributedDataParallel` (`broadcast_buffers`).
+#   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
+# - PyTorch, the meta device. <https://pytorch.org/docs/stable/meta.html>
+# - Meta, Llama 3.1 8B, `config.json`.
+#   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>
+
+# %% [markdown] lang="ja"
+# ## 出典とバージョン
+#
+# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。
+# FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。
+# torch 2.13 は CPU でこれに対応しています。
+# Llama 3.1 8B の設定は、公開されている `config.json` のものです。
+#
+# - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。
+#   <https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html>
+# - PyTorch、`torch.nn.attention.bias.causal_lower_right`（末尾にそろえるマスク）。
+#   <https://pytorch.org/docs/stable/nn.attention.bias.html>
+# - Dong, J. et al. (2024). *Flex Attention: A Programming Model for Generating
+#   Optimized Attention Kernels*.
+#   <https://arxiv.org/abs/2412.05496>
+# - Press, O., Smith, N. A. and Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
+#   <https://arxiv.org/abs/2108.12409>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*.
+#   <https://arxiv.org/abs/2104.09864>
+# - PyTorch、`DistributedDataParallel`（`broadcast_buffers`）。
+#   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
+# - PyTorch、meta デバイス。<https://pytorch.org/docs/stable/meta.html>
+# - Meta、Llama 3.1 8B の `config.json`。
+#   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>

@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint lint-ja notebooks bench-pages clean
+.PHONY: setup serve build test lint lint-ja notebooks bench-pages pdf clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -79,5 +79,15 @@ ROUNDS ?= 5
 bench-pages: setup
 	$(PY) tools/page_speed.py --rounds $(ROUNDS)
 
+# The whole book as one PDF per language, posenc-en.pdf and posenc-ja.pdf
+# (hooks/book.py writes the book pages, docs/stylesheets/print.css sets them
+# in A4 pages): builds the site, prints both books with headless Chromium,
+# then reads each PDF back (poppler-utils) and checks it: every chapter's
+# title starts a page, in order; no page ends with a heading; no page is
+# mostly blank but a chapter's last. SITE=DIR prints a site built before.
+SITE ?=
+pdf: setup
+	$(PY) tools/book_pdf.py $(if $(SITE),--site $(SITE))
+
 clean:
-	rm -rf site docs/notebooks .pytest_cache
+	rm -rf site docs/notebooks .pytest_cache posenc-en.pdf posenc-ja.pdf

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import api_links, assets, math, notebook_css, notebooks, search
+from hooks import api_links, assets, book, math, notebook_css, notebooks, search
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -784,6 +784,34 @@ def test_search_separator_splits_punctuation_but_not_names():
         "end",
         "b",
     ]
+
+
+# --------------------------------------------------------------------------
+# The whole book on one page (hooks/book.py)
+
+
+def test_book_takes_the_navigation_without_home_and_api_reference():
+    nav = ["ja/", "ja/rope/", "ja/api/", "ja/api/rope/", "ja/glossary/", "ja/rope/"]
+    assert book.book_urls(nav, "ja/") == ["ja/rope/", "ja/glossary/"]
+    assert book.book_urls(["", "alibi/", "apis/"], "") == ["alibi/", "apis/"]
+
+
+def test_book_rehomes_ids_and_links_of_a_page():
+    article = (
+        '<h2 id="pi">PI</h2><a href="#pi">here</a> <a href="#">top</a>'
+        '<a href="../alibi/#bias">ALiBi</a> <a href="../alibi/">ALiBi</a>'
+        '<a href="../api/rope/#posenc.apply_rope">API</a> <a href="https://x.org/#a">x</a>'
+        '<img src="../assets/figures/a.png"><use href="#MJX-TEX-I-1D45A"></use>'
+        '<clipboard-copy for="cell-3"></clipboard-copy><pre id="cell-3"></pre>'
+    )
+    out = book.rehome(article, "ja/rope/", {"ja/rope/": "rope", "ja/alibi/": "alibi"})
+    assert out == (
+        '<h2 id="rope--pi">PI</h2><a href="#rope--pi">here</a> <a href="#">top</a>'
+        '<a href="#alibi--bias">ALiBi</a> <a href="#alibi">ALiBi</a>'
+        '<a href="../api/rope/#posenc.apply_rope">API</a> <a href="https://x.org/#a">x</a>'
+        '<img src="../assets/figures/a.png"><use href="#MJX-TEX-I-1D45A"></use>'
+        '<clipboard-copy for="rope--cell-3"></clipboard-copy><pre id="rope--cell-3"></pre>'
+    )
 
 
 # --------------------------------------------------------------------------

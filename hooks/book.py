@@ -4,7 +4,8 @@ After each language's build (its chapters typeset by hooks/math.py), this
 hook writes ``print/index.html`` (``ja/print/index.html``): a title page,
 the contents, then the article of every page of the navigation in its
 order, except the home page and the API reference (generated from the
-docstrings, and on the site), each starting a new printed page. The book
+docstrings, and on the site), each starting a new printed page, without
+their interactive figures (the static figures show the same). The book
 page is built from the built pages, so it shows what they show: the same
 stylesheets, typeset formulas, figures and colouring; it uses the chapters'
 own drawing script (docs/overrides/partials/deferred.html), which draws the
@@ -77,6 +78,9 @@ _HEAD_KEEP = re.compile(
 _TOOLBAR = re.compile(r'<p class="nb-toolbar">.*?</p>', re.DOTALL)
 _PERMALINK = re.compile(r'<a class="headerlink" href="#[^"]*" title="[^"]*">¶</a>')
 _CLOSED = re.compile(r"<details(?![^>]*\bopen\b)")
+# An interactive figure does not print (the chapter's static figures show
+# the same): the book leaves it out, and its script and stylesheet.
+_EXPLORABLE = re.compile(r'<figure class="explorable".*?</figure>', re.DOTALL)
 
 
 def page_title(article: str) -> str:
@@ -140,9 +144,9 @@ def book(lang: str, site_dir: Path, urls: list[str], site_name: str) -> str:
     pages = {url: (site_dir / url / "index.html").read_text(encoding="utf-8") for url in urls}
     head = []  # every stylesheet the pages link, the formulas' styles, the drawing script
     for page in pages.values():
-        head += [
-            m[0] for m in _HEAD_KEEP.finditer(page[: page.find("</head>")]) if m[0] not in head
-        ]
+        for m in _HEAD_KEEP.finditer(page[: page.find("</head>")]):
+            if m[0] not in head and "explorables.css" not in m[0]:
+                head.append(m[0])
     # the print stylesheet, for the screen too, next to the site's own
     site_css = next(re.search(r'href="([^"]*)site\.css"', h) for h in head if "site.css" in h)
     head.append(f'<link rel="stylesheet" href="{site_css[1]}print.css">')
@@ -154,6 +158,7 @@ def book(lang: str, site_dir: Path, urls: list[str], site_name: str) -> str:
             raise ValueError(f"{url}: no article in the built page")
         article = _PERMALINK.sub("", _TOOLBAR.sub("", match[1]))
         article = _CLOSED.sub("<details open", article)  # solutions print open
+        article = _EXPLORABLE.sub("", article)
         title = page_title(article) or url
         contents.append(f'<li><a href="#{in_book[url]}">{html.escape(title)}</a></li>')
         chapters.append(

@@ -73,6 +73,7 @@ def test_book_links_ids_and_formulas_resolve(built_site, prefix):
     assert glyphs and glyphs <= set(ids), sorted(glyphs - set(ids))[:5]
     assert "<details" in body and not re.search(r"<details(?![^>]*\bopen\b)", body)
     assert "nb-toolbar" not in body and "headerlink" not in body
+    assert 'class="explorable"' not in book  # interactive figures do not print
     head = book[: book.find("</head>")]
     assert re.search(r'href="[^"]*stylesheets/print\.css"', head) and "math-drawing" in head
     # relative addresses still reach their files from the book's folder

@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint lint-ja notebooks check-chapter lab lab-en lab-ja test-notebooks-clean bench-pages clean
+.PHONY: setup serve build test lint lint-ja notebooks check-chapter lab lab-en lab-ja test-notebooks-clean bench-pages pdf clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -106,5 +106,15 @@ bench-pages: setup
 check-chapter: setup
 	$(PY) -m tools.check_chapter $(NB)
 
+# The whole book as one PDF per language, posenc-en.pdf and posenc-ja.pdf
+# (hooks/book.py writes the book pages, docs/stylesheets/print.css sets them
+# in A4 pages): builds the site, prints both books with headless Chromium,
+# then reads each PDF back (poppler-utils) and checks it: every chapter's
+# title starts a page, in order; no page ends with a heading; no page is
+# mostly blank but a chapter's last. SITE=DIR prints a site built before.
+SITE ?=
+pdf: setup
+	$(PY) tools/book_pdf.py $(if $(SITE),--site $(SITE))
+
 clean:
-	rm -rf site docs/notebooks .pytest_cache
+	rm -rf site docs/notebooks .pytest_cache posenc-en.pdf posenc-ja.pdf

@@ -70,6 +70,26 @@
     if (!response.ok) throw new Error("could not load " + figure.dataset.spec);
     const spec = await response.json();
     const container = figure.querySelector(".explorable-view");
+    let view = await render(figure, container, spec);
+    // Charts side by side (Vega-Lite's hconcat) that are wider than the
+    // column are stacked, one under the other, their legends under them,
+    // rather than shrunk until their labels cannot be read (a phone's
+    // column is about 350 px).
+    const marks = container.querySelector(".marks");
+    if (spec.layout && !spec.layout.columns && marks && marks.getBoundingClientRect().width > container.clientWidth) {
+      view.finalize();
+      container.replaceChildren();
+      const legends = (spec.legends || []).map((legend) => ({ ...legend, orient: "bottom", direction: "horizontal" }));
+      view = await render(figure, container, { ...spec, layout: { ...spec.layout, columns: 1 }, legends });
+      figure.dataset.stacked = "";
+    }
+    views.push([figure, view]);
+    figure.vegaView = view;
+    figure.dataset.state = "ready";
+    figure.dispatchEvent(new CustomEvent("explorable-ready"));
+  }
+
+  async function render(figure, container, spec) {
     const view = new vega.View(vega.parse(spec), {
       renderer: figure.dataset.renderer === "canvas" ? "canvas" : "svg",
       container: container,
@@ -77,10 +97,7 @@
     });
     view.signal("textColor", getComputedStyle(figure).color);
     await view.runAsync();
-    views.push([figure, view]);
-    figure.vegaView = view;
-    figure.dataset.state = "ready";
-    figure.dispatchEvent(new CustomEvent("explorable-ready"));
+    return view;
   }
 
   function show(figure) {

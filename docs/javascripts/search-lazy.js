@@ -4,9 +4,22 @@
 // page loads. This script sends that request to the page's own language,
 // search_index.en.json or search_index.ja.json, and holds it back until the
 // reader opens the search (click, tap, or the "/" or "s" shortcut, which
-// focus the search box). Material's search then works as before.
+// focus the search box). Material's search then works as before, in
+// search-worker.js, which this script starts in place of Material's worker
+// (it cuts the reader's query into words, then runs Material's worker).
 (function () {
   "use strict";
+  var WORKER = new URL("search-worker.js", document.currentScript.src).href;
+  var MATERIAL_WORKER = /\/workers\/search\.[\w.]+\.js$/;
+  var NativeWorker = window.Worker;
+  if (NativeWorker) {
+    window.Worker = function (url, options) {
+      var address = new URL(String(url), location.href).href;
+      if (MATERIAL_WORKER.test(address)) url = WORKER + "#" + encodeURIComponent(address);
+      return new NativeWorker(url, options);
+    };
+    window.Worker.prototype = NativeWorker.prototype;
+  }
   var lang = document.documentElement.lang === "ja" ? "ja" : "en";
   var INDEX = /\/search\/search_index\.json$/;
   var wanted = false;

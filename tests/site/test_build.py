@@ -171,7 +171,6 @@ def test_download_link_gives_that_language_notebook(built_site, slug, lang):
 def test_search_index_has_both_languages_and_clean_titles(built_site):
     index = json.loads((built_site.path / "search/search_index.json").read_text(encoding="utf-8"))
     docs = index["docs"]
-    assert "ja" in index["config"]["lang"]
     for slug in SLUGS:
         assert any(d["location"].startswith(f"ja/{slug}/") for d in docs)
     ja_text = " ".join(d["text"] for d in docs if d["location"].startswith("ja/"))
@@ -285,7 +284,9 @@ def test_one_search_index_per_language(built_site):
     for slug in SLUGS:
         assert any(d["location"].startswith(f"{slug}/") for d in en["docs"]), slug
         assert any(d["location"].startswith(f"ja/{slug}/") for d in ja["docs"]), slug
-    assert en["config"]["lang"] == ["en"] and "ja" in ja["config"]["lang"]
+    # Japanese is cut into words at build time (hooks/search.py), not by lunr
+    assert en["config"] == ja["config"] and en["config"]["lang"] == ["en"]
+    assert r"\u200b" in en["config"]["separator"]  # the break between two words
     # every page asks for it on demand, before Material's bundle does
     for url in ("", f"{SLUGS[0]}/", f"ja/{SLUGS[0]}/"):
         html = built_site.page(url)

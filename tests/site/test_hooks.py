@@ -17,6 +17,7 @@ from hooks import (
     api_links,
     api_reference,
     assets,
+    book,
     chapters,
     code_blocks,
     folding,
@@ -774,7 +775,7 @@ def test_a_tex_error_is_reported_and_fails_a_strict_build(tmp_path, caplog):
 
 def test_search_index_splits_by_language():
     index = {
-        "config": {"lang": ["en", "ja"], "separator": "[\\s\\-]+"},
+        "config": {"lang": ["en"], "separator": "[\\s\\-]+"},
         "docs": [
             {"location": "", "title": "Home"},
             {"location": "rope/#x", "title": "RoPE"},
@@ -786,9 +787,157 @@ def test_search_index_splits_by_language():
     parts = search.split_index(index)
     assert [d["location"] for d in parts["en"]["docs"]] == ["", "rope/#x", "japan/"]
     assert [d["location"] for d in parts["ja"]["docs"]] == ["ja/", "ja/rope/#x"]
-    assert parts["en"]["config"] == {"lang": ["en"], "separator": "[\\s\\-]+"}
-    assert parts["ja"]["config"]["lang"] == ["en", "ja"]
-    assert index["config"]["lang"] == ["en", "ja"], "input must not be modified"
+    assert parts["en"]["config"] == parts["ja"]["config"] == index["config"]
+
+
+@pytest.mark.parametrize(
+    "tex, text",
+    [
+        (r"\theta_i = 10000^{-2i/d}", "θ_i = 10000^-2i/d"),
+        (r"\frac{1}{\sqrt{d}} q^\top k", "1/(√d) q^⊤ k"),
+        (r"\tfrac{a+b}{2} \le \frac{\theta}{s}", "(a+b)/2 ≤ θ/s"),
+        (r"\operatorname{softmax}(QK^\top/\sqrt{d})", "softmax(QK^⊤/√d)"),
+        (r"\mathbf{R}_{\Theta,m}^d \boldsymbol{x}", "R_Θ,m^d x"),
+        (r"a \in \{0, 1\}, \; \lfloor N/2 \rfloor", "a ∈ {0, 1}, ⌊ N/2 ⌋"),
+        (r"\log_2 \frac{L}{2\pi} \approx 9", "log_2 L/(2π) ≈ 9"),
+        (
+            r"\begin{pmatrix} \cos m\theta & -\sin m\theta \\ x & y \end{pmatrix}",
+            "cos mθ -sin mθ ; x y",
+        ),
+        (r"\newcommand \foo", "newcommand foo"),  # unknown commands lose their backslash
+    ],
+)
+def test_search_text_shows_formulas_as_plain_text(tex, text):
+    assert search.tex_to_text(tex) == text
+
+
+def test_search_entry_puts_code_apart_and_prose_math_in_plain_text():
+    entry = {
+        "location": "rope/#x",
+        "title": "Why $\\theta_i$",
+        "text": "<p>angle $m\\theta$ and \\(a \\le b\\), <code>$x$</code>, \\$5</p>"
+        "<pre>def rotate_half(x):\n    return x</pre><p>after</p><pre>print(1)</pre>",
+    }
+    out = search.separate_code(entry)
+    assert out == {
+        "location": "rope/#x",
+        "title": "Why θ_i",
+        "text": "<p>angle mθ and a ≤ b, <code>$x$</code>, $5</p> <p>after</p>",
+        "code": "def rotate_half(x):\n    return x\nprint(1)",
+    }
+    assert search.separate_code({"location": "", "title": "t", "text": "<p>x</p>"}) == {
+        "location": "",
+        "title": "t",
+        "text": "<p>x</p>",
+    }
+
+
+_NOTEBOOK_PAGE = """<style>.x{}</style><p class="nb-toolbar"><a>Download</a></p>
+<div class="jp-Cell jp-MarkdownCell"><div class="jp-InputPrompt"> </div>
+<div class="jp-RenderedMarkdown jp-MarkdownOutput"><h2 id="pi">Position interpolation</h2>
+<p>First cell &amp; <code>a&lt;b</code>.</p></div></div>
+<div class="jp-Cell jp-CodeCell"><div class="jp-InputPrompt">In [3]:</div>
+<div class="zeroclipboard-container"><clipboard-copy for="cell-3"><span>Copied!</span></clipboard-copy></div>
+<div class="highlight-ipynb"><pre id="cell-3"><span class="k">def</span> f(): pass</pre></div>
+<div class="clipboard-copy-txt" id="cell-3">def f(): pass</div>
+<div class="jp-OutputArea"><div class="jp-OutputPrompt">Out[3]:</div>
+<div class="jp-RenderedText jp-OutputArea-output" data-mime-type="text/plain"><pre>0.5</pre></div>
+<div class="jp-RenderedImage jp-OutputArea-output"><img src="a.png" alt="a figure"></div>
+<div class="jp-RenderedMarkdown jp-OutputArea-output" data-mime-type="text/markdown"><table><tr><td>kept</td></tr></table></div>
+</div></div>
+<details class="solution"><summary>Solution 1</summary><div class="jp-Cell"><p>Second cell</p></div></details>"""
+
+
+def test_search_reads_a_notebook_page_without_its_cell_wrappers():
+    out = search.searchable(_NOTEBOOK_PAGE)
+    assert "<div" not in out and "</div>" not in out and "details" not in out
+    for gone in ("Download", "In [3]", "Copied!", "Out[3]", "0.5", "a.png", "def f(): pass</div>"):
+        assert gone not in out, gone
+    assert out.count("def</span> f(): pass</pre>") == 1  # the cell's code, once
+    assert '<h2 id="pi">Position interpolation</h2>' in out
+    assert "<p>First cell &amp; <code>a&lt;b</code>.</p>" in out
+    assert "<td>kept</td>" in out  # a Markdown output is prose
+    assert "<p>Solution 1</p><p>Second cell</p>" in out
+
+
+def test_search_sections_of_a_notebook_page_run_to_the_next_heading():
+    """Material's own parser, given the page as search reads it: a section
+    holds the cells after its heading's cell, and its code."""
+    from material.plugins.search.plugin import Parser
+
+    parser = Parser()
+    parser.feed(search.searchable(_NOTEBOOK_PAGE))
+    parser.close()
+    section = next(s for s in parser.data if s.id == "pi")
+    text = "".join(section.text)
+    assert "First cell" in text and "Second cell" in text and "<pre>" in text
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("位置補間", ["位置", "補間"]),
+        ("回転行列を使う", ["回転", "行列", "を", "使う"]),
+        # a run of katakana stays one word
+        ("ファインチューニングの有無", ["ファインチューニング", "の", "有無"]),
+        # only Japanese runs are cut; the rest stays as it is
+        ("<p>RoPE（Su ら 2021）の角度</p>", None),
+    ],
+)
+def test_search_cuts_japanese_into_words(text, words):
+    out = search.japanese_words([text], ROOT)[0]
+    if words is not None:
+        assert out.strip(search.WORD_BREAK).split(search.WORD_BREAK) == words
+    else:
+        assert out == "<p>RoPE（Su \u200bら\u200b 2021）\u200bの\u200b角度\u200b</p>"
+    assert out.replace(search.WORD_BREAK, "") == text
+
+
+def test_search_separator_splits_punctuation_but_not_names():
+    separator = re.compile(search.SEPARATOR)
+    text = "rotate_half(x), torch.cat and 位置\u200b補間（PI）。GPT-NeoX's end. &lt;b"
+    assert [t for t in separator.split(text) if t] == [
+        "rotate_half",
+        "x",
+        "torch.cat",
+        "and",
+        "位置",
+        "補間",
+        "PI",
+        "GPT",
+        "NeoX",
+        "s",
+        "end",
+        "b",
+    ]
+
+
+# --------------------------------------------------------------------------
+# The whole book on one page (hooks/book.py)
+
+
+def test_book_takes_the_navigation_without_home_and_api_reference():
+    nav = ["ja/", "ja/rope/", "ja/api/", "ja/api/rope/", "ja/glossary/", "ja/rope/"]
+    assert book.book_urls(nav, "ja/") == ["ja/rope/", "ja/glossary/"]
+    assert book.book_urls(["", "alibi/", "apis/"], "") == ["alibi/", "apis/"]
+
+
+def test_book_rehomes_ids_and_links_of_a_page():
+    article = (
+        '<h2 id="pi">PI</h2><a href="#pi">here</a> <a href="#">top</a>'
+        '<a href="../alibi/#bias">ALiBi</a> <a href="../alibi/">ALiBi</a>'
+        '<a href="../api/rope/#posenc.apply_rope">API</a> <a href="https://x.org/#a">x</a>'
+        '<img src="../assets/figures/a.png"><use href="#MJX-TEX-I-1D45A"></use>'
+        '<clipboard-copy for="cell-3"></clipboard-copy><pre id="cell-3"></pre>'
+    )
+    out = book.rehome(article, "ja/rope/", {"ja/rope/": "rope", "ja/alibi/": "alibi"})
+    assert out == (
+        '<h2 id="rope--pi">PI</h2><a href="#rope--pi">here</a> <a href="#">top</a>'
+        '<a href="#alibi--bias">ALiBi</a> <a href="#alibi">ALiBi</a>'
+        '<a href="../api/rope/#posenc.apply_rope">API</a> <a href="https://x.org/#a">x</a>'
+        '<img src="../assets/figures/a.png"><use href="#MJX-TEX-I-1D45A"></use>'
+        '<clipboard-copy for="rope--cell-3"></clipboard-copy><pre id="rope--cell-3"></pre>'
+    )
 
 
 # --------------------------------------------------------------------------

@@ -16,34 +16,25 @@
 # %% [markdown] lang="en"
 # # Sinusoidal positional encoding
 #
-# The Transformer of Vaswani et al. (2017) adds to every token embedding a fixed
-# vector that depends only on the token's position: the sines and cosines of the
-# position at many different [frequencies](../docs/glossary.md#frequency). This
-# chapter derives the properties of that encoding that the paper states (the
-# wavelengths form a geometric progression, a shift is a linear map) and one it
-# does not (the dot product of two codes depends only on their offset), checks
-# every formula numerically with `posenc`, and rebuilds two well-known
-# implementations (labml and AllenNLP) to show where they differ. The paper's
-# other hope, that the sinusoids let a model handle sequences longer than those
-# seen in training, is a claim about trained models; the chapter
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) tests it. The
-# symbols follow the
-# [notation page](../docs/notation.md): $p$ and $q$ are positions, $d$ the model
-# width, $n = d/2$ the number of frequencies $\omega_i$.
+# The Transformer adds to each token a fixed vector: the sines and cosines of its
+# position at $n = d/2$ frequencies, spread geometrically from $1$ down to about
+# $1/10000$ radian per position.
+# Read each sine–cosine pair as the hand of a clock: the hands turn at different
+# speeds, like the digits of a smooth binary counter, and the base $10000$ sets how
+# slowly the last one turns.
+# Two exact properties follow, derived and checked here: moving $k$ positions
+# rotates every hand, $PE(p+k) = M_k\,PE(p)$, and the dot product of two codes
+# depends only on their distance.
 
 # %% [markdown] lang="ja"
 # # 正弦波位置エンコーディング
 #
-# Vaswani ら（2017）の Transformer は、各トークンの埋め込みに、位置だけで決まる固定のベクトルを足します。
-# 中身は、位置にさまざまな[周波数](../docs/glossary.ja.md#frequency)を掛けた角度の正弦（sin）と余弦（cos）です。
-# この章では、論文が述べている性質を導きます。波長が等比数列をなすことと、位置をずらす操作が線形写像であることです。
-# 論文が述べていない性質として、2 つの符号の内積が相対位置だけで決まることも導きます。
-# そして、すべての式を `posenc` で数値的に確かめます。
-# 最後に、広く使われている 2 つの実装（labml と AllenNLP）を再現し、どこが違うのかを示します。
-# 論文は正弦波を選んだ理由として、学習時より長い系列にもモデルが外挿できる可能性を挙げています。
-# これは学習済みのモデルについての主張なので、「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で確かめます。
-# 記号は[記法のページ](../docs/notation.ja.md)に従います。
-# $p$ と $q$ は位置、$d$ はモデルの幅、$n = d/2$ は周波数 $\omega_i$ の数です。
+# Transformer は各トークンに固定のベクトルを足します。位置に $n = d/2$ 個の周波数を掛けた角度の正弦と余弦で、
+# 周波数は 1 位置あたり $1$ ラジアンから約 $1/10000$ ラジアンまで等比的に並びます。
+# 正弦と余弦のペアは時計の針として読めます。針はそれぞれ違う速さで回り、滑らかな 2 進カウンタの桁のように位置を数えます。
+# 最も遅い針がどれだけゆっくり回るかを決めるのが、底 $10000$ です。
+# ここから厳密な性質が 2 つ導かれます。$k$ 位置進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
+# 2 つの符号の内積が距離だけで決まることです。この章ではどちらも導き、数値で確かめます。
 
 # %%
 import math
@@ -53,11 +44,12 @@ import torch
 from torch.testing import assert_close
 
 from posenc import SinusoidalPositionalEncoding, attention, sinusoidal
-from posenc_lab.plotting import use_site_style
+from posenc_lab.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
+F64 = torch.float64
 
 # %% [markdown] lang="en"
 # ## The problem: attention does not see order
@@ -71,15 +63,14 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # Attention is
 # [permutation-equivariant](../docs/glossary.md#permutation-equivariant): without
-# positions, "dog bites man" and
-# "man bites dog" give the same output vectors in another order (the chapter
+# positions, "dog bites man" and "man bites dog" give the same output vectors in
+# another order (the chapter
 # [*Why attention needs positions*](00-why-positions.ipynb) treats this in detail).
 # The remedy here is to add a vector $PE(p)$, which depends on the position $p$, to
-# the token at that position before the first layer. The cell below checks the
-# equation, and that with $PE(p)$ added it no longer holds for these random weights
-# (for some weights it still would:
+# the token at that position before the first layer. For most weights the outputs
+# are then no longer a permutation of each other;
 # [Adding positions breaks the symmetry](00-why-positions.ipynb#adding-positions-breaks-the-symmetry)
-# gives one).
+# shows weights for which they still are.
 
 # %% [markdown] lang="ja"
 # ## 問題：アテンションは順序を見ていない
@@ -95,11 +86,10 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # 同じベクトルが並び順を変えて出てくるだけです。
 # 詳しくは「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で扱います。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
-# 次のセルで、この等式と、このランダムな重みでは $PE(p)$ を足すと等式が成り立たなくなることを確かめます
-# （重みによっては成り立ち続けます。その例は
-# 「[位置を足すと対称性が壊れる](00-why-positions.ipynb#位置を足すと対称性が壊れる)」の節にあります）。
+# たいていの重みでは、これで出力が互いの並べ替えではなくなります。
+# それでも並べ替えのままになる重みの例は、「[位置を足すと対称性が壊れる](00-why-positions.ipynb#位置を足すと対称性が壊れる)」の節にあります。
 
-# %%
+# %% tags=["check"] summary={"en": "for random weights, permuting the tokens permutes the outputs; with PE(p) added it no longer does", "ja": "ランダムな重みでは、トークンを並べ替えると出力も並べ替わり、PE(p) を足すとそうならなくなります"}
 T, d = 6, 8
 x = torch.randn(T, d)
 w_q, w_k, w_v = (torch.randn(d, d) / math.sqrt(d) for _ in range(3))
@@ -112,9 +102,7 @@ def self_attention(x):
 perm = torch.randperm(T)
 # Attn(PX) = P Attn(X): permuting the tokens permutes the outputs
 assert_close(self_attention(x[perm]), self_attention(x)[perm])
-
-# With PE(p) added, the tokens move but the positions stay: for these weights,
-# the outputs are no longer a permutation
+# with PE(p) added, the tokens move but the positions stay
 pe = sinusoidal(torch.arange(T), d)
 moved = self_attention(x[perm] + pe)
 assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
@@ -123,19 +111,18 @@ assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 # ## The formula
 #
 # Vaswani et al. (2017, §3.5) give position $p$ a vector $PE(p)$ of the model's width
-# $d$ (the paper's $d_{\text{model}}$; take it even for now). Its entries come in $n = d/2$ pairs, one
-# for each frequency index $i = 0, 1, \dots, n-1$:
+# $d$ (the paper's $d_{\text{model}}$; take it even for now). Its entries come in
+# $n = d/2$ pairs, one for each frequency index $i = 0, 1, \dots, n-1$:
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
 # With the frequencies
 # $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
 # the pair reads $PE_{(p,2i)} = \sin(\omega_i p)$ and $PE_{(p,2i+1)} = \cos(\omega_i p)$:
-# column $2i$ holds the sine and column $2i+1$ the cosine of the same angle
-# $\omega_i p$. Sine and cosine alternate; this is the
-# [interleaved layout](../docs/glossary.md#interleaved-layout).
-# `posenc.sinusoidal(positions, d)` computes it; the cell below rebuilds the table
-# from the formula, entry by entry, and compares. In the table it prints, row $p = 0$
-# is $(0, 1, 0, 1, \dots)$: every sine is $0$ and every cosine is $1$. Column $0$ is
-# simply $\sin p$, since $\omega_0 = 1$; the later columns change more and more slowly.
+# the sine and the cosine of the same angle side by side, the
+# [interleaved layout](../docs/glossary.md#interleaved-layout). The symbols follow
+# the [notation page](../docs/notation.md). `posenc.sinusoidal(positions, d)`
+# computes the table; below are its first four rows for $d = 8$. Row $p = 0$ is
+# $(0, 1, 0, 1, \dots)$. Column $0$ is simply $\sin p$, since $\omega_0 = 1$; the later
+# columns change more and more slowly.
 
 # %% [markdown] lang="ja"
 # ## 式
@@ -147,17 +134,18 @@ assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 # 周波数を
 # $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
 # と書くと、ペアは $PE_{(p,2i)} = \sin(\omega_i p)$ と $PE_{(p,2i+1)} = \cos(\omega_i p)$ になります。
-# 列 $2i$ には角度 $\omega_i p$ の正弦が、列 $2i+1$ には同じ角度の余弦が入ります。
-# 正弦と余弦が交互に並ぶこの並べ方を[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と呼びます。
-# `posenc.sinusoidal(positions, d)` がこれを計算します。
-# 次のセルでは、式から表を成分ごとに作り直して比べます。
-# 表示される表の行 $p = 0$ は $(0, 1, 0, 1, \dots)$ で、正弦はすべて $0$、余弦はすべて $1$ です。
+# 同じ角度の正弦と余弦が隣り合うこの並べ方を[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と呼びます。
+# 記号は[記法のページ](../docs/notation.ja.md)に従います。
+# `posenc.sinusoidal(positions, d)` がこの表を計算します。下は $d = 8$ の最初の 4 行です。
+# 行 $p = 0$ は $(0, 1, 0, 1, \dots)$ です。
 # $\omega_0 = 1$ なので列 $0$ は単純に $\sin p$ で、右の列ほど変化がゆっくりになります。
 
 # %%
-d, n = 8, 4
-table = sinusoidal(torch.arange(6), d, dtype=torch.float64)  # rows p = 0..5
+sinusoidal(torch.arange(4), 8)
 
+# %% tags=["check"] summary={"en": "posenc's table is the paper's formula, entry by entry; row 0 is (0, 1, 0, 1, ...) and column 0 is sin p", "ja": "posenc の表は成分ごとに論文の式と一致し、行 0 は (0, 1, 0, 1, ...)、列 0 は sin p です"}
+d, n = 8, 4
+table = sinusoidal(torch.arange(6), d, dtype=F64)  # rows p = 0..5
 # the paper's formula, entry by entry:
 # sin(p / 10000^(2i/d)), cos(p / 10000^(2i/d)), ...
 by_hand = [
@@ -168,85 +156,101 @@ by_hand = [
     ]
     for p in range(6)
 ]
-assert_close(table, torch.tensor(by_hand, dtype=torch.float64))
-
-# omega_i = 10000^(-i/n): even columns sin(omega_i p), odd ones cos(omega_i p)
-omega = 10000.0 ** (-torch.arange(n).double() / n)
-angle = torch.arange(6).double()[:, None] * omega
-assert_close(table[:, 0::2], angle.sin())
-assert_close(table[:, 1::2], angle.cos())
-# row p = 0: (0, 1, 0, 1, ...)
-assert not table[0, 0::2].any() and (table[0, 1::2] == 1).all()
+assert_close(table, torch.tensor(by_hand, dtype=F64))
+assert not table[0, 0::2].any() and (table[0, 1::2] == 1).all()  # (0, 1, ...)
 assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 
-sinusoidal(torch.arange(4), d)
-
 # %% [markdown] lang="en"
-# ## What the encoding looks like
+# ## Each pair is the hand of a clock
 #
-# The heatmap shows $PE_{(p,j)}$ for $d = 64$ and positions $p = 0, \dots, 127$, with the
-# dimension $j$ running down. The top rows oscillate fast; further down, the
-# frequency falls and the colour changes only slowly over the whole range; there
-# the rows alternate between sines near $0$ (white) and cosines near $1$ (dark red).
-# Each position gets its own column of colours.
+# A pair $(\sin\omega_i p, \cos\omega_i p)$ is a point on the unit circle:
+# $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
+# Draw it as a clock hand, with the sine across and the cosine up. At $p = 0$ every
+# hand points to twelve o'clock, and each step to the next position turns hand $i$
+# clockwise by $\omega_i$ radians. The hands differ only in speed. For $d = 8$ the
+# speeds are exactly $1$, $0.1$, $0.01$ and $0.001$ radian per position, because
+# $10000 = 10^4$ gives
+# $$\omega_i = 10000^{-i/4} = 10^{-i}$$
+# each hand ten times slower than the one before, like the second, minute and hour
+# hands of a clock.
+#
+# The figure reads four positions off these four clocks. The fast hand alone cannot
+# tell $p = 1$ from $p = 7$: seven radians is just over one turn ($2\pi \approx 6.28$),
+# so it points almost the same way. The next hand, at $0.1$ and $0.7$ radian, tells
+# them apart. By $p = 100$ the two fast hands have wrapped around, the first one
+# fifteen times, and only the slow ones still say roughly where the position lies. Fast hands separate neighbours,
+# slow hands separate distant positions, and together they give each position its
+# own reading.
 
 # %% [markdown] lang="ja"
-# ## エンコーディングを眺める
+# ## 各ペアは時計の針
 #
-# 下のヒートマップは、$d = 64$、位置 $p = 0, \dots, 127$ の $PE_{(p,j)}$ です。
-# 次元 $j$ を縦軸に取っています。上の行は速く振動します。
-# 下に行くほど周波数が下がり、描いた範囲全体を通しても色はゆっくりとしか変わりません。
-# そこでは、$0$ に近い正弦（白）と $1$ に近い余弦（濃い赤）の行が交互に並びます。
-# 位置ごとに、色の並びが異なる縦の列ができます。
+# ペア $(\sin\omega_i p, \cos\omega_i p)$ は単位円の上の点です。
+# $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
+# これを、正弦を横、余弦を縦に取って時計の針として描きます。
+# $p = 0$ ではどの針も 12 時を指し、位置が 1 つ進むごとに針 $i$ は時計回りに $\omega_i$ ラジアン回ります。
+# 針どうしの違いは速さだけです。
+# $d = 8$ では、$10000 = 10^4$ なので
+# $$\omega_i = 10000^{-i/4} = 10^{-i}$$
+# となり、速さはちょうど 1 位置あたり $1$、$0.1$、$0.01$、$0.001$ ラジアンです。
+# 時計の秒針、分針、時針のように、どの針も 1 つ前の針の 10 分の 1 の速さで回ります。
+#
+# 図では、この 4 つの時計で 4 つの位置を読んでいます。
+# 速い針だけでは $p = 1$ と $p = 7$ を区別できません。7 ラジアンは 1 周（$2\pi \approx 6.28$）を少し超えただけなので、
+# 針はほぼ同じ向きを指します。次の針は $0.1$ と $0.7$ ラジアンの位置にあり、2 つを区別できます。
+# $p = 100$ までには速い 2 本の針が 1 周以上しています（最初の針は 15 周）。位置のおおよその場所を示すのは遅い針だけです。
+# 速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。すべての針を合わせると、位置ごとに違う読みが得られます。
 
-# %% alt={"en": ["Heatmap of the sinusoidal encoding, d = 64: position p from 0 to 127 across, dimension j from 0 to 63 down. Top rows oscillate fast; lower rows change slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["d = 64 の正弦波位置エンコーディングのヒートマップ。横軸は位置 p（0〜127）、縦軸は次元 j（0〜63）。上の行は速く振動し、下の行ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
-big = sinusoidal(torch.arange(128), 64)  # [p, j]
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
-im = ax.imshow(
-    big.T,
-    aspect="auto",
-    cmap="RdBu_r",
-    vmin=-1,
-    vmax=1,
-    interpolation="nearest",
+# %% tags=["check"] summary={"en": "every pair lies on the unit circle; for d = 8 the speeds read back from posenc are 1, 0.1, 0.01 and 0.001", "ja": "どのペアも単位円の上にあり、d = 8 で posenc から読み戻した速さは 1、0.1、0.01、0.001 です"}
+pe20 = sinusoidal(torch.arange(1000), 20, dtype=F64)
+assert_close(
+    pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(1000, 10).double()
 )
-ax.set(xlabel="$p$", ylabel="$j$")
-ax.grid(False)
-fig.colorbar(im, ax=ax, label="$PE_{(p,j)}$")
-plt.show()
+# at p = 1 each hand has turned by its speed, in (0, 1]: atan2 returns it
+row = sinusoidal(torch.tensor([1]), 8, dtype=F64)[0]
+speeds = torch.atan2(row[0::2], row[1::2])
+assert_close(speeds, torch.tensor([1, 0.1, 0.01, 0.001], dtype=F64))
+# 7 radians is just over one turn; by p = 100 the hands of speed 1 and 0.1
+# have made 15 turns and 1 turn
+assert math.tau < 7 < 2 * math.tau
+assert 100 // math.tau == 15 and 10 // math.tau == 1
 
-# %% [markdown] lang="en"
-# Like labml's figure, the next plot draws columns $4$ to $7$ for $d = 20$ against the
-# position. Columns $4$ and $5$ are the sine and cosine of one frequency
-# ($i = 2$); columns $6$ and $7$ share a lower one ($i = 3$). Within a pair the two
-# curves are a quarter turn apart, and the point they make lies on the unit circle:
-# $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
-
-# %% [markdown] lang="ja"
-# labml の図と同じように、$d = 20$ の列 $4$ から $7$ を位置に対して描きます。
-# 列 $4$ と $5$ は同じ周波数（$i = 2$）の正弦と余弦で、
-# 列 $6$ と $7$ はそれより低い周波数（$i = 3$）を共有します。
-# ペアの 2 本の曲線は 4 分の 1 周期ずれていて、2 つを組にした点は単位円の上にあります。
-# $$PE_{(p,2i)}^2 + PE_{(p,2i+1)}^2 = 1$$
-
-# %% alt={"en": ["Columns 4 to 7 of the d = 20 encoding against position p from 0 to 99: columns 4 and 5 are a sine and cosine with a wavelength of about 40, columns 6 and 7 a slower pair of about 100; the two curves of a pair are a quarter turn apart."], "ja": ["d = 20 のエンコーディングの列 4〜7 を位置 p（0〜99）に対して描いた曲線。列 4 と 5 は波長約 40 の正弦と余弦、列 6 と 7 は波長約 100 の遅いペアで、ペアの 2 本は 4 分の 1 周期ずれています。"]}
-p = torch.arange(100)
-pe20 = sinusoidal(p, 20)
-assert_close(pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(100, 10))
-
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
-for j in range(4, 8):
-    ax.plot(p, pe20[:, j], "--" if j % 2 else "-", label=f"$PE_{{(p,{j})}}$")
-ax.set(xlabel="$p$", ylabel="$PE_{(p,j)}$", ylim=(-1.35, 1.1))
-ax.legend(loc="lower left", ncols=4)
+# %% tags=["figure"] alt={"en": ["Sixteen clock faces in four rows, positions p = 0, 1, 7 and 100, and four columns, hand speeds 1, 0.1, 0.01 and 0.001 radian per position. At p = 0 every hand points to twelve o'clock. At p = 1 and p = 7 the fastest hand points almost the same way, while the second hand has moved from 0.1 to 0.7 radian; at p = 100 the fastest hand has wrapped around fifteen times and the second once, while the slowest has moved only 0.1 radian."], "ja": ["16 個の時計の文字盤を 4 行 4 列に並べた図。行は位置 p = 0、1、7、100、列は針の速さ 1、0.1、0.01、0.001（1 位置あたりのラジアン）です。p = 0 ではどの針も 12 時を指します。p = 1 と p = 7 では最も速い針がほぼ同じ向きを指し、2 番目の針は 0.1 ラジアンから 0.7 ラジアンへ進んでいます。p = 100 では最も速い針が 15 周、2 番目の針が 1 周して、最も遅い針は 0.1 ラジアンしか進んでいません。"]}
+positions = [0, 1, 7, 100]
+codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
+rim = torch.linspace(0, 2 * math.pi, 200)
+fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.8))
+for r, p in enumerate(positions):
+    for i, speed in enumerate(("1", "0.1", "0.01", "0.001")):
+        ax = axes[r, i]
+        ax.plot(rim.sin(), rim.cos(), color=INK, lw=1)
+        for h in torch.arange(12) * math.pi / 6:  # the hour marks
+            ax.plot(
+                [0.85 * h.sin(), h.sin()], [0.85 * h.cos(), h.cos()], color=INK
+            )
+        sin, cos = (
+            codes[r, 2 * i].item(),
+            codes[r, 2 * i + 1].item(),
+        )  # the hand
+        ax.annotate(
+            "",
+            xy=(0.8 * sin, 0.8 * cos),
+            xytext=(0, 0),
+            arrowprops={"arrowstyle": "-|>", "lw": 2.2, "color": "C0"},
+        )
+        ax.set(xlim=(-1.1, 1.1), ylim=(-1.1, 1.1), aspect="equal")
+        ax.axis("off")
+        if r == 0:
+            ax.set_title(rf"$\omega_{i} = {speed}$")
+        if i == 0:
+            ax.text(-1.4, 0, f"$p = {p}$", ha="right", va="center")
 plt.show()
 
 # %% [markdown] lang="en"
 # ## The wavelengths form a geometric progression
 #
 # The [wavelength](../docs/glossary.md#wavelength) of pair $i$ is the number of
-# positions its angle needs for one full
-# turn:
+# positions its hand needs for one full turn:
 # $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
 # The ratio of consecutive wavelengths does not depend on $i$,
 # $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
@@ -254,34 +258,18 @@ plt.show()
 # The paper says it runs "from $2\pi$ to $10000 \cdot 2\pi$". Strictly, the last index
 # is $i = n-1$, so the last wavelength is
 # $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
-# one ratio short of $10000 \cdot 2\pi$. The progression would reach
-# $10000 \cdot 2\pi$ only at $i = n$, a pair that does not exist. The output below
-# shows the size of the gap for $d = 512$: the ratio is 1.0366 and the last
-# wavelength is about 60611 positions instead of 62832.
-#
-# tensor2tensor's `get_timing_signal_1d` (and likewise AllenNLP and fairseq) spaces
-# its frequencies so that both ends are reached: it divides the exponent by $n-1$
-# instead of $n$,
-# $$\omega_i = 10000^{-i/(n-1)}, \qquad \lambda_{n-1} = 10000 \cdot 2\pi$$
-# with the slightly larger ratio $10000^{1/(n-1)}$. In `posenc` this is
-# `endpoint=True`, named after the argument of `numpy.linspace` that includes the last
-# point. It is a different encoding, not a rounding difference; the section
-# [labml and AllenNLP, rebuilt with posenc](#labml-and-allennlp-rebuilt-with-posenc)
-# measures how different. tensor2tensor is the code that the paper's Conclusion
-# names for training and evaluating its models, and its first public version
-# (June 2017) already used this $n-1$ version (in the concatenated layout);
+# one ratio short of $10000 \cdot 2\pi$: for $d = 512$ the ratio is 1.0366 and the last
+# wavelength about 60611 positions instead of 62832. tensor2tensor, fairseq and
+# AllenNLP divide the exponent by $n-1$ instead, so that the progression ends
+# exactly on $10000 \cdot 2\pi$ (`endpoint=True` in `posenc`). That is a different
+# encoding, not a rounding difference:
 # [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#2-dividing-by-n-or-by-n--1)
-# tells that story.
-#
-# The check below does not trust any formula for $\omega_i$: it reads the frequencies
-# back from `posenc`'s output. At $p = 1$ each pair holds $(\sin\omega_i, \cos\omega_i)$
-# and every $\omega_i$ lies in $(0, 1]$, so the two-argument arctangent returns
-# $\omega_i$ itself.
+# measures how different.
 
 # %% [markdown] lang="ja"
 # ## 波長は等比数列をなす
 #
-# ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)とは、その角度がちょうど 1 周するのに必要な位置の数です。
+# ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)とは、その針がちょうど 1 周するのに必要な位置の数です。
 # $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
 # 隣り合う波長の比は $i$ によりません。
 # $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
@@ -289,139 +277,144 @@ plt.show()
 # 論文は「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
 # しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は次の値です。
 # $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
-# これは $10000 \cdot 2\pi$ より公比 1 回分だけ手前です。
-# 数列が $10000 \cdot 2\pi$ に届くのは $i = n$ のときですが、そのペアは存在しません。
-# $d = 512$ での差を下の出力に示します。公比は 1.0366、最後の波長は 62832 ではなく約 60611 です。
-#
-# tensor2tensor の `get_timing_signal_1d`（AllenNLP や fairseq も同様）は、
-# 両端にちょうど届くように周波数を並べます。指数を $n$ ではなく $n-1$ で割るのです。
-# $$\omega_i = 10000^{-i/(n-1)}, \qquad \lambda_{n-1} = 10000 \cdot 2\pi$$
-# 公比は少し大きい $10000^{1/(n-1)}$ になります。
-# `posenc` では `endpoint=True` がこれに当たります。
-# 名前は、終点を含めるかどうかを決める `numpy.linspace` の引数から取りました。
-# これは丸め誤差ではなく、別のエンコーディングです。どれほど違うかは、
-# 「[labml と AllenNLP を posenc で再現する](#labml-と-allennlp-を-posenc-で再現する)」の節で測ります。
-# 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
-# その最初の公開版（2017 年 6 月）は、すでにこの $n-1$ 版（しかも連結配置）でした。
-# 詳しくは「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)」の章で述べます。
-#
-# 下の確認では $\omega_i$ の式を使わず、`posenc` の出力から周波数を読み戻します。
-# $p = 1$ では各ペアが $(\sin\omega_i, \cos\omega_i)$ を持ち、$\omega_i$ はすべて $(0, 1]$ に入るので、
-# 2 引数の逆正接（atan2）が $\omega_i$ そのものを返します。
+# これは $10000 \cdot 2\pi$ より公比 1 回分だけ手前です。$d = 512$ では公比が 1.0366、最後の波長は 62832 ではなく約 60611 です。
+# tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
+# これは丸め誤差ではなく、別のエンコーディングです。
+# どれほど違うかは「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)」の章で測ります。
 
 # %%
+d, n = 512, 256
+lam = 2 * math.pi * 10000 ** (torch.arange(n, dtype=F64) / n)  # lambda_i
+print(f"ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}", end="")
+
+# %% tags=["check"] summary={"en": "the wavelengths read back from posenc are 2π·10000^(2i/d), stop one ratio short of 10000·2π, and reach it with endpoint=True", "ja": "posenc から読み戻した波長は 2π·10000^(2i/d) で、10000·2π の公比 1 回分手前で止まり、endpoint=True ではちょうどそこに届きます"}
 two_pi = 2 * math.pi
 
 
 def wavelengths(d, endpoint=False):
     """2 pi / omega_i, with omega_i read back from posenc's row p = 1."""
-    row = sinusoidal(
-        torch.tensor([1]), d, endpoint=endpoint, dtype=torch.float64
-    )[0]
+    row = sinusoidal(torch.tensor([1]), d, endpoint=endpoint, dtype=F64)[0]
     return two_pi / torch.atan2(row[0::2], row[1::2])
 
 
 for d in (16, 64, 512):
     n = d // 2
     i = torch.arange(n).double()
-    lam, lam_t2t = wavelengths(d), wavelengths(d, endpoint=True)
-    # n denominator: lambda_i = 2 pi 10000^(2i/d), ratio 10000^(2/d),
-    # last 2 pi 10000^((d-2)/d)
-    assert_close(lam, two_pi * 10000 ** (2 * i / d))
-    assert torch.allclose(
-        lam[1:] / lam[:-1], torch.tensor(10000 ** (2 / d)).double()
-    )
-    assert math.isclose(lam[-1], two_pi * 10000 ** ((d - 2) / d))
-    # 10000 * 2 pi is not reached: it would be the next term, i = n
-    assert lam[-1] < 10000 * two_pi and math.isclose(
-        lam[-1] * 10000 ** (2 / d), 10000 * two_pi
-    )
-    # n-1 denominator: from 2 pi to exactly 10000 * 2 pi
-    assert_close(lam_t2t, two_pi * 10000 ** (i / (n - 1)))
-    assert math.isclose(lam_t2t[-1], 10000 * two_pi)
-
-# one print call: the stored output stays identical from run to run
-ratio, ratio_t2t = lam[1] / lam[0], lam_t2t[1] / lam_t2t[0]
-print(
-    f"d = 512, n denominator:   ratio {ratio:.4f}, last {lam[-1]:.0f}\n"
-    f"d = 512, n-1 denominator: ratio {ratio_t2t:.4f}, last {lam_t2t[-1]:.0f}",
-    end="",
-)
+    got, got_t2t = wavelengths(d), wavelengths(d, endpoint=True)
+    assert_close(got, two_pi * 10000 ** (2 * i / d))
+    ratio = torch.tensor(10000 ** (2 / d), dtype=F64)
+    assert torch.allclose(got[1:] / got[:-1], ratio)
+    assert math.isclose(got[-1], two_pi * 10000 ** ((d - 2) / d))
+    # 10000 * 2 pi would be the next term, i = n
+    assert got[-1] < 10000 * two_pi
+    assert math.isclose(got[-1] * ratio, 10000 * two_pi)
+    # n - 1 denominator: from 2 pi to exactly 10000 * 2 pi
+    assert_close(got_t2t, two_pi * 10000 ** (i / (n - 1)))
+    assert math.isclose(got_t2t[-1], 10000 * two_pi)
+assert f"{got[1] / got[0]:.4f}" == "1.0366" and round(float(got[-1])) == 60611
+assert round(10000 * two_pi) == 62832
 
 # %% [markdown] lang="en"
-# On a logarithmic axis a geometric progression is a straight line. The left panel
-# ($d = 16$, eight pairs) makes the gap visible: the paper's frequencies stop one
-# ratio below $10000 \cdot 2\pi$, the $n-1$ version ends on it. For $d = 512$ (right) the
-# two lines almost coincide.
+# ## A smooth binary counter
+#
+# Write the positions in binary. The lowest bit of $p$ alternates, the next one changes
+# every two positions, the next every four: bit $k$ is a square wave with period
+# $2^{k+1}$, and the periods form a geometric progression with ratio $2$. The
+# sinusoidal encoding is the same counter with the square waves made smooth, the
+# periods $\lambda_i$ in place of $2^{k+1}$ and the ratio $10000^{2/d}$ in place of $2$.
+# The smoothing is nearly literal. A wave with the period of bit $k$,
+# $$w_k(p) = \tfrac12 - \tfrac12\cos\left(\pi\,\big(p - \tfrac{2^k - 1}{2}\big)/2^k\right)$$
+# reaches $1$ in the middle of each run of ones, at $p = (3 \cdot 2^k - 1)/2$, and stays
+# above $\tfrac12$ within a quarter period, $2^{k-1}$, of it. The $2^k$ ones of a run lie
+# within $(2^k - 1)/2$ of the middle and the zeros at least $(2^k + 1)/2$ away, so
+# rounding the smooth wave gives the bit back at every integer:
+# $\mathrm{round}\big(w_k(p)\big) = \mathrm{bit}_k(p)$.
+#
+# Smooth waves buy what bits cannot: neighbouring positions get similar codes, any
+# real $p$ has a code, and, as the next section shows, moving along the sequence
+# becomes one fixed rotation. The figure puts the two counters side by side.
 
 # %% [markdown] lang="ja"
-# 対数軸では、等比数列は直線になります。
-# 左の図（$d = 16$、8 組）では差がはっきり見えます。
-# 論文の周波数は $10000 \cdot 2\pi$ の公比 1 回分手前で止まり、$n-1$ 版はちょうどそこで終わります。
-# 右の $d = 512$ では、2 本の線はほとんど重なります。
+# ## 滑らかな 2 進カウンタ
+#
+# 位置を 2 進数で書いてみます。$p$ の最下位ビットは 1 つごとに、次のビットは 2 つごとに、その次は 4 つごとに変わります。
+# ビット $k$ は周期 $2^{k+1}$ の矩形波で、周期は公比 $2$ の等比数列をなします。
+# 正弦波位置エンコーディングは、この矩形波を滑らかにした同じカウンタです。
+# 周期は $2^{k+1}$ の代わりに $\lambda_i$、公比は $2$ の代わりに $10000^{2/d}$ です。
+# 「滑らかにした」はほぼ文字どおりの意味です。ビット $k$ と同じ周期の波
+# $$w_k(p) = \tfrac12 - \tfrac12\cos\left(\pi\,\big(p - \tfrac{2^k - 1}{2}\big)/2^k\right)$$
+# は、1 が続く区間の中央 $p = (3 \cdot 2^k - 1)/2$ で $1$ になり、そこから 4 分の 1 周期 $2^{k-1}$ 以内では $\tfrac12$ を上回ります。
+# 区間の $2^k$ 個の 1 は中央から $(2^k - 1)/2$ 以内にあり、0 は少なくとも $(2^k + 1)/2$ 離れています。
+# したがって、滑らかな波を丸めると、どの整数でもビットに戻ります。
+# $\mathrm{round}\big(w_k(p)\big) = \mathrm{bit}_k(p)$ です。
+#
+# 滑らかな波には、ビットにはない利点があります。隣どうしの位置が似た符号になり、実数の $p$ にも符号があり、
+# 次の節で見るように、系列に沿って進むことが 1 つの固定の回転になります。
+# 図では 2 つのカウンタを並べています。
 
-# %% alt={"en": ["Wavelength against pair index i on a log axis, d = 16 (left) and d = 512 (right). Both formulas give straight lines from 2π; with exponent i/n the line stops one ratio short of 10000·2π, with i/(n−1) it ends on it. For d = 512 they nearly coincide."], "ja": ["ペア番号 i に対する波長を対数軸で描いた図（左 d = 16、右 d = 512）。どちらの式も 2π から始まる直線で、指数 i/n の線は 10000·2π の公比 1 回分手前で止まり、i/(n−1) の線はちょうどそこで終わります。d = 512 では 2 本はほぼ重なります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
-for ax, d in zip(axes, (16, 512), strict=True):
-    style = {"marker": "o", "ms": 4} if d == 16 else {}
-    ax.plot(wavelengths(d), label=r"$2\pi \cdot 10000^{i/n}$", **style)
-    ax.plot(
-        wavelengths(d, endpoint=True),
-        "--",
-        label=r"$2\pi \cdot 10000^{i/(n-1)}$",
-        **style,
-    )
-    ax.axhline(two_pi, color="0.5", lw=0.8, ls=":")
-    ax.axhline(10000 * two_pi, color="0.5", lw=0.8, ls=":")
-    ax.set(yscale="log", xlabel="$i$", title=f"$d = {d}$")
-    ax.minorticks_off()
-axes[0].set_yticks([two_pi * 10**e for e in range(5)])
-axes[0].set_yticklabels(
-    [rf"$10^{e}\cdot 2\pi$" if e else r"$2\pi$" for e in range(5)]
-)
-axes[0].set_ylabel(r"$\lambda_i$")
-axes[0].legend(loc="upper left")
+# %% tags=["check"] summary={"en": "rounding the smooth wave w_k gives bit k of p for every p below 4096 and k up to 9, never at a tie", "ja": "4096 未満のすべての p と 9 までの k で、滑らかな波 w_k を丸めると p のビット k になり、ちょうど 1/2 になることはありません"}
+p = torch.arange(4096)
+for k in range(10):
+    bit = (p >> k) & 1  # from the integers, not from a wave
+    w = 0.5 - 0.5 * torch.cos(math.pi * (p - (2**k - 1) / 2) / 2**k)
+    assert torch.equal(w.round().long(), bit)
+    assert ((w - 0.5).abs() > 1e-6).all()  # no tie to round
+
+# %% tags=["figure"] alt={"en": ["Two heatmaps over positions p from 0 to 63. Left: the binary digits of p, bit k = 0 to 5 down, white for 0 and dark red for 1; the top row alternates at every position and each row below changes half as often. Right: the sinusoidal encoding for d = 32, dimension j down, from −1 (blue) to 1 (red); the top rows oscillate fast, lower rows ever more slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["位置 p（0〜63）についての 2 つのヒートマップ。左は p の 2 進数の桁で、縦にビット k = 0〜5 を並べ、0 を白、1 を濃い赤で塗っています。最上段は位置ごとに入れ替わり、下の段ほど変化の頻度が半分になります。右は d = 32 の正弦波位置エンコーディングで、縦が次元 j、色は −1（青）から 1（赤）です。上の行は速く振動し、下の行ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
+p = torch.arange(64)
+bits = (p[None, :] >> torch.arange(6)[:, None]) & 1  # [k, p]
+style = {"aspect": "auto", "cmap": "RdBu_r", "vmin": -1, "vmax": 1}
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), width_ratios=[1, 1.25])
+axes[0].imshow(bits, interpolation="nearest", **style)
+axes[0].set(xlabel="$p$", ylabel="$k$", title=r"$\mathrm{bit}_k(p)$")
+im = axes[1].imshow(sinusoidal(p, 32).T, interpolation="nearest", **style)
+axes[1].set(xlabel="$p$", ylabel="$j$", title="$PE_{(p,j)}$")
+for ax in axes:
+    ax.grid(False)
+fig.colorbar(im, ax=axes[1], ticks=[-1, 0, 1])
 plt.show()
 
 # %% [markdown] lang="en"
 # ## Why a sine and a cosine: a shift is a rotation
 #
 # The paper motivates the sinusoids by a property: for any fixed offset $k$, the
-# encoding $PE(p+k)$ is a linear function of $PE(p)$. Let us derive that function.
-# Take one pair and write $\theta = \omega_i p$ and $\phi = \omega_i k$. The
-# angle-addition formulas give
+# encoding $PE(p+k)$ is a linear function of $PE(p)$. On the clocks it is plain:
+# moving $k$ positions turns hand $i$ by $k\omega_i$, whatever time it showed before.
+# To write the map down, take one pair and set $\theta = \omega_i p$ and
+# $\phi = \omega_i k$. The angle-addition formulas give
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
 # $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
-# In the interleaved order, sine first, read the coefficients of
-# $\sin\theta$ and $\cos\theta$ off each line: $(\cos\phi, \sin\phi)$ from the first,
+# Read the coefficients of $\sin\theta$ and $\cos\theta$ off each line, sine first as
+# in the interleaved layout: $(\cos\phi, \sin\phi)$ from the first,
 # $(-\sin\phi, \cos\phi)$ from the second. They are the rows of a $2 \times 2$ matrix:
 # $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
-# Put one such block per frequency on the diagonal of a $d \times d$ matrix,
+# One such block per frequency on the diagonal of a $d \times d$ matrix,
 # $$M_k = \mathrm{diag}\big(B(k\omega_0), B(k\omega_1), \dots, B(k\omega_{n-1})\big)$$
-# and every pair moves at once:
+# moves every pair at once:
 # $$PE(p+k) = M_k\, PE(p)$$
 # $M_k$ contains $k$ and the frequencies, but not $p$: the same matrix shifts every
 # position by $k$. This is the linear function the paper promised.
 #
-# $B(\phi)$ is a [rotation matrix](../docs/glossary.md#rotation-matrix). With the counter-clockwise rotation of the
-# [notation page](../docs/notation.md#encodings)
-# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$, it is
-# $B(\phi) = R(-\phi)$: moving forward turns each (sine, cosine) point clockwise.
-# The signs matter. The transpose $B(\phi)^\top = R(\phi)$, which is easy to write by
-# mistake, moves the other way: it maps $PE(p)$ to $PE(p-k)$. Because the blocks are
-# rotations, the shifts also compose as expected: $M_k M_l = M_{k+l}$ and
-# $M_k^\top = M_{-k}$.
+# $B(\phi)$ is a [rotation matrix](../docs/glossary.md#rotation-matrix). With the
+# counter-clockwise rotation of the [notation page](../docs/notation.md#encodings),
+# $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$,
+# it is $B(\phi) = R(-\phi)$: moving forward turns each (sine, cosine) point
+# clockwise, as the clock hands do. The signs matter. The transpose
+# $B(\phi)^\top = R(\phi)$, easy to write by mistake, moves the other way: it maps
+# $PE(p)$ to $PE(p-k)$. Because the blocks are rotations, shifts compose as they
+# should: $M_k M_l = M_{k+l}$ and $M_k^\top = M_{-k}$. Below, $M_3$ takes $PE(5)$ to
+# $PE(8)$ for $d = 8$.
 
 # %% [markdown] lang="ja"
 # ## なぜ正弦と余弦の両方か：ずらすことは回転すること
 #
 # 論文は正弦波を選んだ理由として、次の性質を挙げています。
 # ずらし量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
-# その線形関数を導きましょう。
-# 1 組のペアに注目し、$\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
+# 時計で考えれば明らかです。$k$ 位置進むと、それまで何時を指していたかにかかわらず、針 $i$ は $k\omega_i$ だけ回ります。
+# この写像を式で書くため、1 組のペアに注目して $\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
 # $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
-# インターリーブ配置では正弦が先です。上の 2 つの式から $\sin\theta$ と $\cos\theta$ の係数を読み取ると、
+# インターリーブ配置と同じく正弦を先にして、それぞれの式から $\sin\theta$ と $\cos\theta$ の係数を読み取ります。
 # 1 つ目の式からは $(\cos\phi, \sin\phi)$、2 つ目の式からは $(-\sin\phi, \cos\phi)$ が得られます。
 # これらを行に並べた $2 \times 2$ 行列を使うと、次のように書けます。
 # $$\begin{pmatrix}\sin(\theta+\phi)\\ \cos(\theta+\phi)\end{pmatrix} = B(\phi)\begin{pmatrix}\sin\theta\\ \cos\theta\end{pmatrix}, \qquad B(\phi) = \begin{pmatrix}\cos\phi & \sin\phi\\ -\sin\phi & \cos\phi\end{pmatrix}$$
@@ -434,56 +427,55 @@ plt.show()
 #
 # $B(\phi)$ は[回転行列](../docs/glossary.ja.md#rotation-matrix)です。[記法のページ](../docs/notation.ja.md#encodings)の反時計回りの回転
 # $R(\theta) = \begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}$ を使うと、
-# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、（正弦、余弦）の点は時計回りに回ります。
+# $B(\phi) = R(-\phi)$ です。位置を先へ進めると、（正弦、余弦）の点は時計の針と同じく時計回りに回ります。
 # 回転の向き（正負）が重要です。うっかり書きがちな転置 $B(\phi)^\top = R(\phi)$ は逆向きに動き、
 # $PE(p)$ を $PE(p-k)$ に移します。
 # ブロックが回転なので、ずらす操作どうしも期待どおりに合成できます。
 # $M_k M_l = M_{k+l}$、$M_k^\top = M_{-k}$ が成り立ちます。
+# 下では、$d = 8$ で $M_3$ が $PE(5)$ を $PE(8)$ に移します。
+
 
 # %%
-d = 16
-n = d // 2
-omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
-
-
 def block(phi):  # B(phi)
     c, s = math.cos(phi), math.sin(phi)
-    return torch.tensor([[c, s], [-s, c]], dtype=torch.float64)
+    return torch.tensor([[c, s], [-s, c]], dtype=F64)
 
 
-def rotation(theta):  # R(theta), counter-clockwise
-    c, s = math.cos(theta), math.sin(theta)
-    return torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
-
-
-def shift_matrix(k):  # M_k
+def shift_matrix(k, d):  # M_k
+    omega = 10000.0 ** (-torch.arange(d // 2, dtype=F64) / (d // 2))
     return torch.block_diag(*(block(k * w) for w in omega.tolist()))
 
 
-def pe64(positions):  # rows PE(p)
-    return sinusoidal(positions, d, dtype=torch.float64)
+def pe(positions, d):  # the rows PE(p), in float64
+    return sinusoidal(torch.as_tensor(positions), d, dtype=F64)
+
+
+print(shift_matrix(3, 8) @ pe([5], 8)[0])
+print(pe([8], 8)[0])
+
+
+# %% tags=["check"] summary={"en": "B(φ) is angle addition and equals R(−φ); PE(p+k) = M_k PE(p), the transpose shifts back, M_k M_l = M_{k+l}", "ja": "B(φ) は加法定理そのもので R(−φ) に等しく、PE(p+k) = M_k PE(p)、転置は逆向きにずらし、M_k M_l = M_{k+l} です"}
+def rotation(theta):  # R(theta), counter-clockwise, as on the notation page
+    c, s = math.cos(theta), math.sin(theta)
+    return torch.tensor([[c, -s], [s, c]], dtype=F64)
 
 
 theta, phi = 2.0, -0.7
 sc = torch.tensor(
-    [[math.sin(a), math.cos(a)] for a in (theta, theta + phi)],
-    dtype=torch.float64,
+    [[math.sin(a), math.cos(a)] for a in (theta, theta + phi)], dtype=F64
 )
 assert_close(block(phi) @ sc[0], sc[1])  # angle addition
 assert_close(block(phi), rotation(-phi))  # B(phi) = R(-phi)
 assert_close(block(phi).T, rotation(phi))  # B(phi)^T = R(phi)
 
+d = 16
 p = torch.tensor([0, 1, 7, 100, 999])
 for k in (-7, 1, 3, 50, 1000):
-    m = shift_matrix(k)
-    assert_close(pe64(p) @ m.T, pe64(p + k))  # PE(p+k) = M_k PE(p)
-    assert_close(pe64(p) @ m, pe64(p - k))  # the transpose shifts back
-    assert_close(m.T, shift_matrix(-k))  # M_k^T = M_{-k}
-    assert_close(m @ shift_matrix(5), shift_matrix(k + 5))  # M_k M_l = M_{k+l}
-print(
-    f"PE(p+k) = M_k PE(p) for p in {p.tolist()}, k in [-7, 1, 3, 50, 1000]",
-    end="",
-)
+    m = shift_matrix(k, d)
+    assert_close(pe(p, d) @ m.T, pe(p + k, d))  # PE(p+k) = M_k PE(p)
+    assert_close(pe(p, d) @ m, pe(p - k, d))  # the transpose shifts back
+    assert_close(m.T, shift_matrix(-k, d))  # M_k^T = M_{-k}
+    assert_close(m @ shift_matrix(5, d), shift_matrix(k + 5, d))  # M_k M_l
 
 # %% [markdown] lang="en"
 # ### The sine alone is not enough
@@ -493,12 +485,12 @@ print(
 # $L\,s(0) = 0$ for any $L$, while $s(k) \neq 0$ for every integer $k \neq 0$ (already
 # its first entry $\sin k$ is not $0$, since $\pi$ is irrational). The derivation
 # above shows what is missing: $\sin(\theta+\phi)$ needs $\cos\theta$, which only the
-# second column of each pair supplies.
+# second column of each pair supplies. A clock hand needs both of its coordinates.
 #
-# Leaving $p = 0$ out does not rescue the sine. The cell below fits the best matrix
-# in the [least-squares](../docs/glossary.md#least-squares) sense over $p = 1, \dots, 999$ for $k = 3$. With both columns the
-# fit recovers $M_k$ (transposed, since positions are rows) to rounding error; with
-# sines alone the relative error stays near 0.34, as printed.
+# Leaving $p = 0$ out does not rescue the sines. For $k = 3$ and $d = 16$, the best
+# matrix in the [least-squares](../docs/glossary.md#least-squares) sense over
+# $p = 1, \dots, 999$ leaves a relative error near 0.34 with the sines alone; with both
+# columns it recovers $M_3$ to rounding error.
 
 # %% [markdown] lang="ja"
 # ### 正弦だけでは足りない
@@ -509,35 +501,30 @@ print(
 # 一方、整数 $k \neq 0$ ならどれでも $s(k) \neq 0$ です
 # （$\pi$ は無理数なので、最初の成分 $\sin k$ がすでに $0$ になりません）。
 # 何が足りないかは、上の導出が教えてくれます。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
-# それを持っているのは各ペアの 2 列目だけです。
+# それを持っているのは各ペアの 2 列目だけです。時計の針には、2 つの座標の両方が必要なのです。
 #
-# $p = 0$ を除いても、正弦だけの符号ではやはりうまくいきません。
-# 次のセルでは $k = 3$ について、$p = 1, \dots, 999$ の範囲で[最小二乗](../docs/glossary.ja.md#least-squares)法による最良の行列を求めます。
-# 両方の列を使うと、丸め誤差の範囲で $M_k$（位置を行に並べているので転置）が復元されます。
-# 正弦だけでは、出力のとおり相対誤差が 0.34 前後に残ります。
+# $p = 0$ を除いても、正弦だけではやはりうまくいきません。
+# $k = 3$、$d = 16$ で、$p = 1, \dots, 999$ にわたる[最小二乗](../docs/glossary.ja.md#least-squares)の意味で最良の行列を求めると、
+# 正弦だけでは相対誤差が 0.34 前後に残ります。両方の列を使えば、丸め誤差の範囲で $M_3$ が復元されます。
 
 # %%
-k = 3
 p = torch.arange(1, 1000)
-full, full_k = pe64(p), pe64(p + k)
-fit = torch.linalg.lstsq(full, full_k, driver="gelsd").solution
-assert_close(fit, shift_matrix(k).T, rtol=0, atol=1e-8)
-
+full, full_k = pe(p, 16), pe(p + 3, 16)
 sines, sines_k = full[:, 0::2], full_k[:, 0::2]
+fit = torch.linalg.lstsq(full, full_k, driver="gelsd").solution
 fit_sin = torch.linalg.lstsq(sines, sines_k, driver="gelsd").solution
 rel_full = (full @ fit - full_k).norm() / full_k.norm()
 rel_sin = (sines @ fit_sin - sines_k).norm() / sines_k.norm()
-assert rel_full < 1e-9 and rel_sin > 0.1
-
-assert not sinusoidal(torch.tensor([0]), d)[0, 0::2].any()  # s(0) = 0
-ks = torch.arange(-50, 51)
-# sin k != 0 for integers k != 0
-assert (sinusoidal(ks[ks != 0], d)[:, 0] != 0).all()
 print(
-    f"relative error, sine and cosine: {rel_full:.1e}\n"
-    f"relative error, sine only: {rel_sin:.2f}",
-    end="",
+    f"relative error: sine and cosine {rel_full:.1e}, sine only {rel_sin:.2f}"
 )
+
+# %% tags=["check"] summary={"en": "the fit with both columns is M_3 (transposed, positions being rows); the sines alone stay far off; s(0) = 0 while sin k ≠ 0", "ja": "両方の列での近似は M_3（位置を行に並べているので転置）で、正弦だけでは大きくずれ、s(0) = 0 なのに sin k ≠ 0 です"}
+assert_close(fit, shift_matrix(3, 16).T, rtol=0, atol=1e-8)
+assert rel_full < 1e-9 and 0.3 < rel_sin < 0.4
+assert not sinusoidal(torch.tensor([0]), 16)[0, 0::2].any()  # s(0) = 0
+ks = torch.arange(-50, 51)
+assert (sinusoidal(ks[ks != 0], 16)[:, 0] != 0).all()  # sin k != 0
 
 # %% [markdown] lang="en"
 # ## The dot product depends only on the distance
@@ -545,19 +532,19 @@ print(
 # Multiply two encodings entry by entry and group the pairs. By
 # $\cos(a-b) = \cos a\cos b + \sin a\sin b$,
 # $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
-# Four consequences follow at once.
+# On the clocks, each term is the cosine of the angle between hand $i$ at $p$ and
+# the same hand at $q$. Four consequences follow at once.
 #
 # - The dot product is a function of the distance $p-q$ alone: the
-#   [Gram matrix](../docs/glossary.md#gram-matrix) is
-#   constant along each diagonal.
+#   [Gram matrix](../docs/glossary.md#gram-matrix) is constant along each diagonal.
 # - It is symmetric in $p-q$, because cosine is even: the dot product of two codes
 #   cannot tell whether $q$ comes before or after $p$. (Attention can, through its
-#   weights: see the next section.)
+#   weights: see below.)
 # - Its maximum is at $p = q$, where every term is $1$: $PE(p)\cdot PE(p) = n$, so every
 #   encoding has the same norm $\sqrt{d/2}$.
 # - It falls as the distance grows, but not monotonically: the fast pairs soon
 #   oscillate out of step, and the sum ripples. For $d = 512$ it first rises from
-#   distance 43 to distance 44 (output below).
+#   distance 43 to distance 44.
 
 # %% [markdown] lang="ja"
 # ## 内積は距離だけで決まる
@@ -565,71 +552,51 @@ print(
 # 2 つのエンコーディングを成分ごとに掛け、ペアごとにまとめます。
 # $\cos(a-b) = \cos a\cos b + \sin a\sin b$ を使うと、次のようになります。
 # $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
+# 時計で言えば、各項は、位置 $p$ と位置 $q$ での針 $i$ の向きの差（角度）の余弦です。
 # ここから 4 つのことがすぐに分かります。
 #
 # - 内積は距離 $p-q$ だけの関数です。[グラム行列](../docs/glossary.ja.md#gram-matrix)は各対角線に沿って一定になります。
 # - 余弦は偶関数なので、$p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
-#   （アテンションなら重みを通して区別できることを、次の節で見ます）。
+#   （アテンションなら重みを通して区別できることを、下で見ます）。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
 #   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
 # - 距離が大きくなると値は下がりますが、単調ではありません。
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
-#   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます（下の出力）。
+#   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます。
 
-# %% alt={"en": ["Dot product PE(p)·PE(q) for d = 512 against the distance p − q from −1000 to 1000: a sharp symmetric peak of 256 at 0, then a fall with ripples to about 45 at ±1000. It depends only on the distance."], "ja": ["d = 512 での内積 PE(p)·PE(q) を距離 p − q（−1000〜1000）に対して描いた図。0 で 256 の鋭い左右対称のピークがあり、離れるにつれて波打ちながら ±1000 で約 45 まで下がります。値は距離だけで決まります。"]}
+# %% tags=["check"] summary={"en": "posenc's Gram matrix is the sum of cosines, constant along diagonals, symmetric, n on the diagonal and lower elsewhere; for d = 512 the first rise is from 43 to 44", "ja": "posenc のグラム行列は余弦の和で、対角線に沿って一定、対称、対角は n でほかはそれより小さく、d = 512 で初めて増えるのは 43 から 44 です"}
 d, n = 512, 256
-omega = 10000.0 ** (-torch.arange(n).double() / n)
-pos = torch.arange(200)
-enc = sinusoidal(pos, d, dtype=torch.float64)
+omega = 10000.0 ** (-torch.arange(n, dtype=F64) / n)
+enc = pe(torch.arange(200), d)
 gram = enc @ enc.T  # gram[p, q] = PE(p) . PE(q)
-dist = (pos[:, None] - pos).double()  # p - q
-# PE(p) . PE(q) = sum_i cos(omega_i (p - q))
-assert_close(gram, torch.cos(dist[..., None] * omega).sum(-1))
+dist = (torch.arange(200)[:, None] - torch.arange(200)).double()  # p - q
+assert_close(gram, torch.cos(dist[..., None] * omega).sum(-1))  # sum of cos
 assert_close(gram[1:, 1:], gram[:-1, :-1])  # constant along diagonals
 assert_close(gram, gram.T)  # symmetric in p - q
-# PE(p) . PE(p) = n
-assert torch.allclose(gram.diagonal(), torch.tensor(n).double())
+assert torch.allclose(gram.diagonal(), torch.tensor(n).double())  # n
 assert (gram[dist != 0] < n - 1e-6).all()  # the maximum only at p = q
+f = pe(torch.arange(1000), d) @ enc[0]  # PE(k) . PE(0), k = 0, 1, ...
+first_rise = int((f[1:] > f[:-1]).nonzero()[0])
+assert first_rise == 43
 
-# f(k) = PE(k) . PE(0) for k = -1000..1000 (negative positions are allowed)
-k = torch.arange(-1000, 1001)
-f = sinusoidal(k, d, dtype=torch.float64) @ enc[0]
-assert_close(f, f.flip(0))  # f(k) = f(-k)
-f_pos = f[1000:]  # k = 0, 1, 2, ...
-first_rise = int((f_pos[1:] > f_pos[:-1]).nonzero()[0])
-print(
-    f"d = 512: f(k) first rises from k = {first_rise} to k = {first_rise + 1}\n"
-    f"f(0) = {f[1000]:.1f}, f(1000) = {f[2000]:.1f}",
-    end="",
-)
-
+# %% tags=["figure"] alt={"en": ["Dot product PE(p)·PE(q) for d = 512 against the distance p − q from −1000 to 1000: a sharp symmetric peak of 256 at 0, then a fall with ripples to about 45 at ±1000. It depends only on the distance."], "ja": ["d = 512 での内積 PE(p)·PE(q) を距離 p − q（−1000〜1000）に対して描いた図。0 で 256 の鋭い左右対称のピークがあり、離れるにつれて波打ちながら ±1000 で約 45 まで下がります。値は距離だけで決まります。"]}
+k = torch.arange(-1000, 1001)  # negative positions are allowed
+f = pe(k, 512) @ pe([0], 512)[0]  # PE(k) . PE(0) = PE(p + k) . PE(p)
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 ax.plot(k, f, lw=1)
-ax.axhline(0, color="0.5", lw=0.8)
-ax.set(
-    xlabel="$p-q$",
-    ylabel=r"$PE(p)\cdot PE(q)$",
-    title="$d = 512$",
-    xlim=(-1000, 1000),
-)
+ax.axhline(0, color=INK, lw=0.8)
+ax.set(xlabel="$p-q$", ylabel=r"$PE(p)\cdot PE(q)$", xlim=(-1000, 1000))
 plt.show()
 
 # %% [markdown] lang="en"
-# <!-- explorable: 01-sinusoidal -->
-# *On the website, an interactive figure takes the place of this note: sliders
-# for the base and the dimension redraw the heatmap and the dot product.*
-
-# %% [markdown] lang="ja"
-# <!-- explorable: 01-sinusoidal -->
-# サイトでは、この注記の場所に対話的な図があります。底と次元数のスライダーで、ヒートマップと内積を描き直せます。
-
-# %% [markdown] lang="en"
+# ### Inside attention
+#
 # This clean property holds for the encodings themselves. Inside a layer, the
-# query and key of positions $p$ and $q$ are $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$,
-# so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$. For a general
-# matrix between them, that term depends on $p$ and $q$ separately, not only on
-# $p-q$: the check below draws random weights and shows the values along one
-# diagonal spread widely.
+# query and key of positions $p$ and $q$ are $W_Q\,(x_p + PE(p))$ and
+# $W_K\,(x_q + PE(q))$, so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$.
+# For a general matrix between them, that term depends on $p$ and $q$ separately,
+# not only on $p-q$: for random weights and $d = 64$, its values along one diagonal
+# spread widely (printed below).
 #
 # Nor does the symmetry survive the weights. With $W_Q = I$ and $W_K = M_k$, the
 # shift matrix of the previous section, the term becomes
@@ -639,16 +606,18 @@ plt.show()
 # after get different scores. This is the paper's motivation at work: a fixed
 # linear map lets a head attend by relative position, in a chosen direction.
 # Rotary position embedding, the subject of the chapter
-# [*Rotary position embedding (RoPE)*](08-rope.ipynb), rotates queries and keys
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb), rotates the queries and keys
 # instead, so that positions enter the score only through $p-q$, whatever the
 # weights are.
 
 # %% [markdown] lang="ja"
+# ### アテンションの中では
+#
 # このきれいな性質は、エンコーディングそのものについて成り立つものです。
-# 層の中では、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
-# そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
+# 層の中では、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と
+# $W_K\,(x_q + PE(q))$ です。そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
-# 下の確認ではランダムな重みを使い、1 本の対角線に沿った値が大きくばらつくことを示します。
+# ランダムな重みと $d = 64$ では、1 本の対角線に沿った値が大きくばらつきます（下の出力）。
 #
 # 対称性も、重みを通すと保たれません。$W_Q = I$ とし、前の節のずらす行列を使って $W_K = M_k$ とすると、この項は次のようになります。
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
@@ -660,298 +629,168 @@ plt.show()
 
 # %%
 d = 64
-enc = sinusoidal(torch.arange(300), d, dtype=torch.float64)
-w_q, w_k = (
-    torch.randn(d, d, dtype=torch.float64) / math.sqrt(d) for _ in range(2)
-)
+enc = pe(torch.arange(300), d)
+w_q, w_k = (torch.randn(d, d, dtype=F64) / math.sqrt(d) for _ in range(2))
 scores = (enc @ w_q.T) @ (enc @ w_k.T).T  # [p, q] = PE(p)^T W_Q^T W_K PE(q)
 along = torch.diagonal(scores, 5)  # all pairs with q - p = 5
-assert along.max() - along.min() > 1
-# without the weights: constant
-assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12
-
-# W_Q = I, W_K = M_k: PE(p)^T M_k PE(q) = sum_i cos(w_i (p - q - k))
-k = 3
-omega64 = 10000.0 ** (-torch.arange(d // 2, dtype=torch.float64) / (d // 2))
-m_k = torch.block_diag(*(block(k * w) for w in omega64.tolist()))
-shifted = enc @ m_k @ enc.T  # [p, q]
-offset = (torch.arange(300)[:, None] - torch.arange(300)).double()  # p - q
-expected = torch.cos((offset - k)[..., None] * omega64).sum(-1)
-assert_close(shifted, expected)
-assert (shifted.argmax(dim=1)[k:] == torch.arange(300 - k)).all()  # q = p - k
-row = shifted[100]
-assert row[100 - k] - row[100 + k] > 1  # k before and k after differ
+shifted = enc @ shift_matrix(3, d) @ enc.T  # W_Q = I, W_K = M_3
+row = shifted[100]  # the query at 100
 print(
-    f"q - p = 5, p = 0..294: min {along.min():.1f}, max {along.max():.1f}\n"
+    f"random weights, q - p = 5: from {along.min():.1f} to {along.max():.1f}\n"
     f"W_K = M_3, query 100: key 97 {row[97]:.1f}, key 103 {row[103]:.1f}",
     end="",
 )
 
-# %% [markdown] lang="en"
-# ## labml and AllenNLP, rebuilt with posenc
-#
-# Two widely read PyTorch modules add this encoding to their input, and they do not
-# compute the same thing. Below, each one's arithmetic is transcribed in a few
-# lines of torch, with the same operations in the same precision (frequencies
-# through `exp` in float32, as both compute them), and compared with the `posenc`
-# module configured to match it (the chapter
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb) compares more
-# implementations). The transcriptions are ours, not the libraries' code; what
-# lives in a module rather than in the arithmetic (buffers, dropout) is checked on
-# `posenc`'s module, which copies it.
-#
-# **Around the formula.** The paper adds the encoding to token embeddings that it
-# multiplies by $\sqrt{d_{\text{model}}}$ (§3.4), and applies dropout to the sum, at
-# rate 0.1 for the base model (§5.4). labml splits this between two classes.
-# `PositionalEncoding` applies this dropout (`dropout_prob`) and does not scale.
-# `EmbeddingsWithPositionalEncoding` (in `models.py`) embeds the tokens,
-# multiplies them by `math.sqrt(d_model)` and adds the same table, with no
-# dropout, and registers the table as an ordinary buffer, so its table is saved
-# in the `state_dict`. The
-# paper also trained learned positional embeddings instead (Table 3, row (E)):
-# 4.92 perplexity and 25.7 BLEU on the development set, against 4.92 and 25.8 for
-# the sinusoids, "nearly identical results" in the words of §3.5.
-#
-# **labml** (`PositionalEncoding(d_model, dropout_prob, max_len=5000)`) precomputes a
-# table of shape `[max_len, 1, d_model]` in the interleaved layout with the paper's
-# frequencies $\omega_i = 10000^{-i/n}$, stores it as a non-persistent buffer (so it is
-# not in the `state_dict`), and in `forward` adds its first `seq_len` rows to an input of
-# shape `[seq_len, batch, d_model]`, then applies dropout. An odd `d_model` fails with a
-# shape error: labml computes one cosine for each even column, one more than there
-# are odd columns to hold them. In `posenc`:
-# `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`.
-
-# %% [markdown] lang="ja"
-# ## labml と AllenNLP を posenc で再現する
-#
-# よく読まれている 2 つの PyTorch モジュールが、この位置エンコーディングを入力に足しています。
-# ただし、両者が計算しているものは一致しません。
-# 以下では、それぞれの計算を数行の torch で書き起こします。
-# 演算と精度はライブラリにそろえます（どちらも周波数を float32 の `exp` で計算するので、そのとおりにします）。
-# それを、同じ計算をするように設定した `posenc` のモジュールと比べます
-# （ほかの実装との比較は「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb)」の章で扱います）。
-# 書き起こしはこのサイトで書いたもので、ライブラリのコードをそのまま使ったものではありません。
-# 計算ではなくモジュールの側にあるもの（バッファやドロップアウト）は、それを再現した `posenc` のモジュールで確かめます。
-#
-# **式の外側の処理。** 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
-# その和にドロップアウトをかけます。ドロップアウト率は base モデルで 0.1 です（§5.4）。
-# labml はこの処理を 2 つのクラスに分けています。
-# `PositionalEncoding` はこのドロップアウト（`dropout_prob`）をかけますが、スケールはしません。
-# `models.py` の `EmbeddingsWithPositionalEncoding` は、トークンを埋め込んで `math.sqrt(d_model)` を掛け、同じ表を足します。
-# こちらはドロップアウトをかけず、表を通常のバッファとして登録するので、表は `state_dict` に保存されます。
-# 論文では、正弦波の代わりに学習型位置埋め込みを使ったモデルも学習しています（表 3 の行 (E)）。
-# 開発セットでパープレキシティ 4.92、BLEU 25.7 で、正弦波の 4.92 と 25.8 とほとんど変わりません。
-# §3.5 はこれを「ほぼ同一の結果」と述べています。
-#
-# **labml**（`PositionalEncoding(d_model, dropout_prob, max_len=5000)`）は、
-# 形状 `[max_len, 1, d_model]` の表をあらかじめ作ります。
-# 配置はインターリーブ配置、周波数は論文どおりの $\omega_i = 10000^{-i/n}$ です。
-# 表は永続化しないバッファとして登録されるので、`state_dict` には入りません。
-# `forward` では、形状 `[seq_len, batch, d_model]` の入力に表の先頭 `seq_len` 行を足し、
-# ドロップアウトをかけます。
-# `d_model` が奇数だと形状エラーで止まります。labml は番号が偶数の列の数だけ余弦を計算しますが、
-# それを入れる番号が奇数の列は 1 本少ないからです。
-# `posenc` では `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` です。
-
-# %%
-seq, batch, d = 10, 3, 16
-
-
-def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
-    seq, _, d = x.shape
-    # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
-    two_i = torch.arange(0, d, 2, dtype=torch.float32)
-    freq = torch.exp(two_i * -(math.log(10000.0) / d))
-    angle = torch.arange(seq, dtype=torch.float32)[:, None] * freq  # [seq, d/2]
-    # sin, cos, sin, ...
-    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)
-    return x + table[:, None, :]  # broadcast over the batch axis
-
-
-x = torch.randn(seq, batch, d)
-# posenc's module, set up as labml's
-module = SinusoidalPositionalEncoding(d, dropout=0.1, batch_first=False)
-assert_close(module.eval()(x), labml_like(x))  # eval(): dropout off
-# posenc, like labml (register_buffer(..., False)), keeps no table in the
-# state_dict
-assert len(module.state_dict()) == 0
-
-# dropout on: each entry is zeroed or scaled by 1 / (1 - 0.1)
-y = module.train()(x)
-kept = y != 0
-assert_close(y[kept], labml_like(x)[kept] / 0.9)
-print(f"dropped {(~kept).float().mean():.2f} of the entries", end="")
+# %% tags=["check"] summary={"en": "without weights the diagonal is constant; with W_K = M_3 the scores are the shifted sum of cosines, peaking at q = p − 3", "ja": "重みがなければ対角線は一定で、W_K = M_3 ではスコアがずらした余弦の和になり、q = p − 3 で最大になります"}
+assert along.max() - along.min() > 1
+assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12  # without the weights
+omega64 = 10000.0 ** (-torch.arange(d // 2, dtype=F64) / (d // 2))
+offset = (torch.arange(300)[:, None] - torch.arange(300)).double()  # p - q
+expected = torch.cos((offset - 3)[..., None] * omega64).sum(-1)
+assert_close(shifted, expected)  # sum_i cos(w_i (p - q - k)), k = 3
+assert (shifted.argmax(dim=1)[3:] == torch.arange(297)).all()  # q = p - 3
+assert row[97] - row[103] > 1  # 3 before and 3 after differ
 
 # %% [markdown] lang="en"
-# **AllenNLP** (`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`)
-# takes `(batch_size, timesteps, hidden_dim)`, builds the table anew on every call (no
-# maximum length, no cache, no dropout), uses the
-# [concatenated layout](../docs/glossary.md#concatenated-layout) (all sines,
-# then all cosines), spaces the timescales from 1 to 10000 with both ends included
-# (the $n-1$ denominator, $\omega_i = 10000^{-i/(n-1)}$), and appends a zero column when
-# `hidden_dim` is odd. In `posenc`:
-# `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`.
+# ## What base 10000 buys
+#
+# The paper gives no reason for $10000$. What the number controls is the slow end of
+# the clock. Whatever the base $b$ (`base=` in `posenc`), the fastest hand turns once
+# every $\lambda_0 = 2\pi$ positions; the slowest turns once every
+# $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ positions. The figure compares $b = 100$, $10^4$
+# and $10^6$ for $d = 512$ over a context of 2048 positions: on the left the
+# wavelengths, straight lines on a logarithmic axis, against a grey line at 2048;
+# on the right the similarity $PE(p)\cdot PE(q)$ against the distance, with a dotted
+# line at half its peak.
+#
+# - **$b = 100$ is too small.** Every hand completes a turn within 618 positions.
+#   Past a few hundred positions no hand is in step any more, and the similarity
+#   only ripples around zero: positions 154 apart look less alike (−26.7) than
+#   positions 1000 apart (7.4). The code no longer says how far apart two distant
+#   positions are.
+# - **$b = 10^6$ is more than such a context can use.** 123 of the 256 hands turn
+#   less than a quarter turn over the whole 2048 positions, so nearly half of the
+#   dimensions are almost constant, and the similarity never falls below 91.
+# - **$b = 10^4$ lies between.** The similarity halves by distance 54 (by 5 for
+#   $b = 100$, by 361 for $b = 10^6$) and keeps falling, with ripples, over the whole
+#   context; 56 hands turn less than a quarter turn.
+#
+# The base thus sets the range of distances the code resolves, and $10000$ spreads
+# the hands from single positions to tens of thousands. The paper also hoped that
+# the sinusoids would let a model read sequences longer than those seen in
+# training; that is a claim about trained models, which
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) tests. Rotary
+# embeddings use the same frequencies, and stretching a model's context changes
+# them, the base among them: see [*Extending RoPE's context*](09-rope-context.ipynb).
 
 # %% [markdown] lang="ja"
-# **AllenNLP**（`SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`）は、
-# `(batch_size, timesteps, hidden_dim)` の入力を受け取り、呼び出しのたびに表を作り直します。
-# 最大長、キャッシュ、ドロップアウトはいずれもありません。
-# 配置は[連結配置](../docs/glossary.ja.md#concatenated-layout)（正弦をすべて並べてから余弦をすべて並べる）です。
-# 時間スケールは 1 から 10000 まで、両端を含めて並べます。
-# つまり $n-1$ で割る周波数 $\omega_i = 10000^{-i/(n-1)}$ です。
-# `hidden_dim` が奇数なら、最後に値が 0 の列を 1 本加えます。
-# `posenc` では `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
+# ## 底 10000 で何が得られるか
+#
+# 論文は $10000$ を選んだ理由を述べていません。この数が決めるのは、時計の遅い側の端です。
+# 底 $b$（`posenc` では `base=`）がいくつでも、最も速い針は $\lambda_0 = 2\pi$ 位置ごとに 1 周します。
+# 最も遅い針が 1 周するのは $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ 位置ごとです。
+# 図では、$d = 512$ で $b = 100$、$10^4$、$10^6$ を、2048 位置のコンテキストで比べています。
+# 左は波長で、対数軸では直線になります。灰色の線が 2048 です。
+# 右は類似度 $PE(p)\cdot PE(q)$ を距離に対して描いたもので、点線がピークの半分です。
+#
+# - **$b = 100$ は小さすぎます。** どの針も 618 位置以内に 1 周します。
+#   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
+#   154 位置離れた位置どうし（−26.7）のほうが、1000 位置離れた位置どうし（7.4）より似ていないことになります。
+#   離れた 2 つの位置がどれだけ離れているかを、符号はもう表せません。
+# - **$b = 10^6$ は、このコンテキストでは使い切れません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周しか回りません。
+#   次元の半分近くがほぼ一定で、類似度は 91 を下回りません。
+# - **$b = 10^4$ はその間です。** 類似度は距離 54 までに半分になり（$b = 100$ では 5、$b = 10^6$ では 361）、
+#   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周しか回らない針は 56 本です。
+#
+# つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
+# 論文は、正弦波を使えば学習時より長い系列もモデルが読めるようになることも期待していました。
+# これは学習済みのモデルについての主張なので、「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で確かめます。
+# 回転位置埋め込みも同じ周波数を使います。モデルのコンテキストを伸ばすときには、底を含めてこの周波数を変えます。
+# 「[RoPE のコンテキスト長を伸ばす](09-rope-context.ipynb)」の章を参照してください。
 
 # %%
-sizes = (16, 15)  # an even and an odd d
-
-
-def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
-    _, seq, d = x.shape
-    n = d // 2
-    # inverse timescales exp(i * -(ln 10000 / (n - 1))), in float32
-    step = math.log(10000.0) / (n - 1)
-    inverse = torch.exp(torch.arange(n, dtype=torch.float32) * -step)
-    position = torch.arange(seq, dtype=torch.float32)[:, None]
-    angle = position * inverse  # [seq, n]
-    # all sines, then all cosines
-    table = torch.cat([angle.sin(), angle.cos()], dim=-1)
-    # zero column if d is odd
-    return x + torch.nn.functional.pad(table, (0, d - 2 * n))
-
-
-for d in sizes:
-    x = torch.randn(2, 10, d)
-    allennlp = SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)
-    assert_close(allennlp(x), allennlp_like(x))
-    if d % 2:  # odd d: the last column stays zero
-        assert not allennlp(torch.zeros(2, 10, d))[..., -1].any()
-
-# %% [markdown] lang="en"
-# How far apart are they? The layouts differ only by a fixed permutation of the
-# columns: reordering the concatenated columns as $(0, n, 1, n+1, \dots)$ gives the
-# interleaved table. (`posenc` builds both layouts from the same sines and
-# cosines, so comparing its two layouts would hold by construction; the cell
-# compares the reordered table with one written out entry by entry from the
-# formula instead.) What remains is the denominator. The largest gap between
-# the $n$ and $n-1$ versions, printed below for $d = 512$, grows with the position,
-# because their angles $\omega_i p$ drift apart in proportion to $p$. Within the first
-# 1024 positions it exceeds the whole amplitude of an entry: a model trained with one
-# encoding gets a clearly different input from the other.
-
-# %% [markdown] lang="ja"
-# 両者はどれほど違うのでしょうか。配置の違いは列の固定の並べ替えだけで、
-# 連結配置の列を $(0, n, 1, n+1, \dots)$ の順に並べ直すとインターリーブ配置の表に一致します。
-# `posenc` は 2 つの配置を同じ正弦と余弦から作るので、その 2 つを比べても一致は作り方から当然です。
-# そこでセルでは、並べ直した表を、式から成分ごとに書き出した表と比べます。
-# 残る違いは分母です。$d = 512$ での $n$ 版と $n-1$ 版の差の最大値を下に示します。
-# 角度 $\omega_i p$ が $p$ に比例して離れていくので、差は位置とともに大きくなり、
-# 最初の 1024 位置のうちに成分の振幅を上回る大きさになります。
-# 片方で学習したモデルにもう片方を与えると、入力ははっきり違うものになります。
-
-# %%
-d, n = 512, 256
-pos = torch.arange(1024)
-concat = sinusoidal(pos, d, layout="concat", endpoint=True)
-# 0, n, 1, n+1, ...
-order = torch.stack([torch.arange(n), torch.arange(n) + n], dim=-1).reshape(d)
-# the interleaved n-1 table, entry by entry: sin, cos of p / 10000^(i/(n-1))
-trig = (math.sin, math.cos)
-by_formula = torch.tensor(
-    [
-        [f(p / 10000 ** (i / (n - 1))) for i in range(n) for f in trig]
-        for p in range(0, 1024, 97)
-    ]
-)
-assert_close(concat[::97, order], by_formula)
-
-paper = sinusoidal(pos, d)  # n denominator (Vaswani et al., labml)
-# n-1 denominator (tensor2tensor, AllenNLP, fairseq)
-t2t = sinusoidal(pos, d, endpoint=True)
-gap = (paper - t2t).abs()
-lines = [
-    f"max |difference| over p < {upto:4d}: {gap[:upto].max():.4f}"
-    for upto in (64, 256, 1024)
-]
+d, n, context = 512, 256, 2048
+lines = ["base       slowest wavelength  half at  < 1/4 turn  min"]
+similarity = {}
+for b in (100.0, 1e4, 1e6):
+    slowest = 2 * math.pi * b ** ((n - 1) / n)
+    omega = b ** (-torch.arange(n, dtype=F64) / n)
+    still = int((omega * context < math.pi / 2).sum())  # hands of < 1/4 turn
+    code = sinusoidal(torch.arange(context + 1), d, base=b, dtype=F64)
+    similarity[b] = code @ code[0]  # PE(r) . PE(0), r = 0..2048
+    half = int((similarity[b] < n / 2).nonzero()[0])
+    low = similarity[b].min()
+    lines.append(
+        f"{b:<10.0e} {slowest:>18.0f}  {half:>7d}  {still:>10d}  {low:5.1f}"
+    )
 print("\n".join(lines), end="")
-assert gap.max() > 1
+
+# %% tags=["figure"] alt={"en": ["Left: wavelength against pair index i on a log axis for d = 512 and bases 10^2, 10^4 and 10^6, three straight lines from 2π, with a grey line at 2048 positions; base 10^2 stays below it, base 10^4 crosses it about two thirds of the way along, base 10^6 a little before halfway. Right: PE(p)·PE(q) against the distance p − q from 1 to 2048 on a log axis: base 10^2 falls below half the peak (dotted) by distance 5 and then ripples around zero; base 10^4 halves by 54 and keeps falling; base 10^6 halves only at 361 and stays above 90."], "ja": ["左は d = 512 で底 10^2、10^4、10^6 の波長をペア番号 i に対して対数軸で描いたもので、どれも 2π から始まる直線です。灰色の線は 2048 位置で、底 10^2 はその下にとどまり、底 10^4 は全体の 3 分の 2 ほどのところで、底 10^6 は半分より少し手前で上へ抜けます。右は PE(p)·PE(q) を距離 p − q（1〜2048、対数軸）に対して描いたものです。底 10^2 は距離 5 までにピークの半分（点線）を下回り、その後はゼロのまわりで波打ちます。底 10^4 は 54 で半分になり、さらに下がり続けます。底 10^6 は 361 でようやく半分になり、90 より上にとどまります。"]}
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
+r = torch.arange(1, context + 1)
+for b, style in zip(similarity, ("-", "--", ":"), strict=True):
+    label = f"$b = 10^{round(math.log10(b))}$"
+    lam = 2 * math.pi * b ** (torch.arange(n, dtype=F64) / n)
+    axes[0].plot(lam, style, label=label)
+    axes[1].plot(r, similarity[b][1:], lw=1, label=label)
+axes[0].axhline(context, color=INK, lw=0.8)
+axes[0].set(yscale="log", xlabel="$i$", ylabel=r"$\lambda_i$")
+axes[0].minorticks_off()
+axes[0].legend(loc="upper left")
+axes[1].axhline(0, color=INK, lw=0.8)
+axes[1].axhline(n / 2, color=INK, lw=0.8, ls=":")
+axes[1].set(xscale="log", xlim=(1, context), xlabel="$p-q$")
+axes[1].set_ylabel(r"$PE(p)\cdot PE(q)$")
+plt.show()
+
+# %% tags=["check"] summary={"en": "each curve is the sum of cos(2πr/λ_i); the slowest wavelengths, half-peak distances, still hands and lows are the quoted ones, the hands read back from posenc", "ja": "各曲線は cos(2πr/λ_i) の和で、最も遅い波長、半分になる距離、ほぼ止まった針の数、最小値は本文の値どおりです（針は posenc から読み戻しています）"}
+r = torch.arange(context + 1, dtype=F64)
+for b, f in similarity.items():
+    lam = 2 * math.pi * b ** (torch.arange(n, dtype=F64) / n)
+    assert_close(f, torch.cos(2 * math.pi * r[:, None] / lam).sum(-1))
+# the hands' speeds read back from posenc at p = 1 (all below 1: atan2)
+read = {}
+for b in similarity:
+    row = sinusoidal(torch.tensor([1]), d, base=b, dtype=F64)[0]
+    speeds = torch.atan2(row[0::2], row[1::2])
+    read[b] = int((speeds * context < math.pi / 2).sum())
+assert read == {100.0: 0, 1e4: 56, 1e6: 123}
+half = {b: int((f < n / 2).nonzero()[0]) for b, f in similarity.items()}
+assert half == {100.0: 5, 1e4: 54, 1e6: 361}
+low = similarity[100.0]
+assert 2 * math.pi * 100 ** ((n - 1) / n) < 618  # every turn within 618
+assert int(low.argmin()) == 154 and round(float(low.min()), 1) == -26.7
+assert round(float(low[1000]), 1) == 7.4
+assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 
 # %% [markdown] lang="en"
-# | | labml | AllenNLP | `posenc` |
-# |---|---|---|---|
-# | layout | interleaved | concatenated | `layout="interleaved"` or `"concat"` |
-# | frequencies | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | `endpoint=False` or `True` |
-# | odd $d$ | shape error | zero last column | zero last column |
-# | input axes | `[seq, batch, d]` | `[batch, seq, d]` | `batch_first=True` or `False` |
-# | dropout | yes | no | `dropout=` |
-# | maximum length | `max_len` (default 5000), table precomputed | none, recomputed every call | none, cache grows on demand |
-# | table in `state_dict` | no | no (no table kept) | no |
-# | angles computed in | float32 | float32 | float64 |
-#
-# The labml column is its `PositionalEncoding`. labml's
-# `EmbeddingsWithPositionalEncoding` adds the same table to token embeddings
-# multiplied by $\sqrt{d_{\text{model}}}$, with no dropout, and keeps the table
-# in the `state_dict`.
+# <!-- explorable: 01-sinusoidal -->
+# *On the website, an interactive figure takes the place of this note: sliders
+# for the base and the dimension redraw the heatmap and the dot product.*
 
 # %% [markdown] lang="ja"
-# | | labml | AllenNLP | `posenc` |
-# |---|---|---|---|
-# | 配置 | インターリーブ配置 | 連結配置 | `layout="interleaved"` または `"concat"` |
-# | 周波数 | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | `endpoint=False` または `True` |
-# | 奇数の $d$ | 形状エラー | 最後の列が 0 | 最後の列が 0 |
-# | 入力の軸 | `[seq, batch, d]` | `[batch, seq, d]` | `batch_first=True` または `False` |
-# | ドロップアウト | あり | なし | `dropout=` |
-# | 最大長 | `max_len`（既定値 5000、表を事前計算） | なし（毎回計算し直す） | なし（キャッシュを必要に応じて拡張） |
-# | `state_dict` に表を含むか | 含まない | 含まない（表を保持しない） | 含まない |
-# | 角度の計算精度 | float32 | float32 | float64 |
-#
-# labml の列は `PositionalEncoding` のものです。
-# labml の `EmbeddingsWithPositionalEncoding` は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みに同じ表を足し、
-# ドロップアウトはかけず、表を `state_dict` に保存します。
+# <!-- explorable: 01-sinusoidal -->
+# サイトでは、この注記の場所に対話的な図があります。底と次元数のスライダーで、ヒートマップと内積を描き直せます。
 
 # %% [markdown] lang="en"
 # ## In practice
 #
 # **Positions are explicit.** `sinusoidal` takes a tensor of positions, not a length,
 # so offsets need no special case. When a decoder generates with a
-# [KV cache](../docs/glossary.md#kv-cache), the new
-# token at position $t$ must get $PE(t)$, not $PE(0)$; the module takes an `offset` for
-# this. The check below encodes a sequence one token at a time and compares with
-# encoding it whole.
+# [KV cache](../docs/glossary.md#kv-cache), the new token at position $t$ must get
+# $PE(t)$, not $PE(0)$; the module takes an `offset` for this.
 #
-# **Angles in float64.** The angle $\omega_i p$ is large when $p$ is, and float32
-# keeps 24 significant bits: rounding a number $x$ to float32, $\mathrm{fl}(x)$,
-# moves it by at most half the spacing of float32 numbers there, which is at most
-# $u\,|x|$ with $u = 2^{-24}$ (near $2^{20}$ the spacing is $2^{-3}$). A float32
-# angle is rounded twice: the frequency becomes $\hat\omega_i = \mathrm{fl}(\omega_i)$,
-# and the product $p\,\hat\omega_i$ is rounded again ($p$ itself is exact below
-# $2^{24}$). With $\hat\omega_i = \omega_i(1+\delta_1)$ and
-# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$, where
-# $|\delta_1|, |\delta_2| \le u$,
-# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
-# about $2^{-3}$ near $p = 2^{20}$ for the fastest pairs. The sine passes the
-# angle error on at most unchanged, since $|\sin a - \sin b| \le |a - b|$ (to first
-# order it scales it by $|\cos a|$), and adds its own float32 rounding. Pair 0 is
-# the exception: $\omega_0 = 1$ and $p$ are exact, so its angle has no error at all.
-#
-# That bound assumes $\omega_i$ rounded once. The two terms can also be bounded
-# one by one, with half the actual spacing at the rounded angle plus
-# $p\,|\hat\omega_i - \omega_i|$ for the actual $\hat\omega_i$; this also covers
-# labml, which computes its frequencies in float32 through `exp` and gets them
-# less accurately than one rounding (up to about $9.5u$ relative for $d = 512$).
-# With those frequencies the one-rounding bound fails: near $2^{20}$ labml's
-# angles exceed $(2u + u^2)\,p\,\omega_i$ in more than a third of the entries (37%,
-# printed below), and what holds instead is about $10.5u\,p\,\omega_i$ ($9.5u$ for the
-# frequency, $u$ for the product). `posenc` forms the angles in float64 and rounds
-# only the result, an error of at most half a float32 spacing below 1, that is
-# $2^{-25}$. The cell below measures all of this around $p = 2^{20}$ against
-# float64 angles and checks every entry against its bound.
-#
-# **The errors are deterministic.** A float32 table is off, but the same every
-# time: a model trained and run with one implementation sees the same vectors
-# and learns them as they are. The errors matter when implementations are mixed
-# (a checkpoint moved to a library that forms its angles differently, a fused
-# kernel), and for the exactness of $PE(p+k) = M_k\,PE(p)$.
+# **Angles in float64.** The angle $\omega_i p$ grows with $p$, and float32 keeps 24
+# significant bits: near $p = 2^{20}$ neighbouring float32 numbers are $2^{-3}$ apart,
+# and float32 angles come out wrong by up to about 0.06 radian. `posenc` forms the
+# angles in float64 and rounds only the result, an error of at most $2^{-25}$. The
+# float32 errors are deterministic: a model trained and run with one
+# implementation sees the same vectors every time. They matter when
+# implementations are mixed (a checkpoint moved to a library that forms its
+# angles differently, a fused kernel) and for the exactness of
+# $PE(p+k) = M_k\,PE(p)$. The chapter
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb) measures them in the
+# libraries, and rebuilds labml's and AllenNLP's modules with `posenc`.
 
 # %% [markdown] lang="ja"
 # ## 実際に使うときの注意
@@ -960,39 +799,17 @@ assert gap.max() > 1
 # 位置が 0 から始まらない場合（オフセット）にも特別な扱いは要りません。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
 # $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
-# 下の確認では、系列を 1 トークンずつエンコードした結果と、まとめてエンコードした結果を比べます。
 #
 # **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなります。一方、float32 の有効桁は 24 ビットしかありません。
-# 数 $x$ を float32 に丸めて $\mathrm{fl}(x)$ にしても、値が動くのはその付近の float32 の数の間隔の半分までで、
-# これは $u = 2^{-24}$ として $u\,|x|$ 以下です（$2^{20}$ 付近では間隔は $2^{-3}$ です）。
-# float32 の角度は 2 回丸められます。まず周波数が $\hat\omega_i = \mathrm{fl}(\omega_i)$ になり、
-# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
-# $|\delta_1|, |\delta_2| \le u$ として $\hat\omega_i = \omega_i(1+\delta_1)$、
-# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$ と書くと、次が成り立ちます。
-# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
-# $p = 2^{20}$ 付近の速いペアでは、これは約 $2^{-3}$ です。
-# $|\sin a - \sin b| \le |a - b|$ なので、角度の誤差は正弦を通しても大きくなりません（1 次の近似では $|\cos a|$ 倍になります）。
-# ただし、正弦の計算そのものにも float32 の丸めが加わります。
-# 例外はペア 0 です。$\omega_0 = 1$ と $p$ は厳密なので、その角度には誤差がまったくありません。
-#
-# この上界は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
-# 2 つの項を別々に抑えることもできます。丸めた角度での実際の間隔の半分と、
-# 実際の $\hat\omega_i$ を使った $p\,|\hat\omega_i - \omega_i|$ の和を上界にするのです。
-# この形なら labml にも当てはまります。labml は周波数を float32 の `exp` で計算するので、
-# 1 回の丸めより精度が落ちます（$d = 512$ では相対誤差が最大で約 $9.5u$）。
-# この周波数では、1 回の丸めを前提にした上界は成り立ちません。
-# $2^{20}$ 付近では、labml の角度は成分の 37%（3 分の 1 強）で $(2u + u^2)\,p\,\omega_i$ を上回ります（下の出力）。
-# 代わりに成り立つのは約 $10.5u\,p\,\omega_i$ です（周波数の分が $9.5u$、積の分が $u$）。
-# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は、絶対値が 1 未満の範囲での float32 の間隔の半分、
-# つまり $2^{-25}$ 以下です。
-# 下のセルでは、$p = 2^{20}$ 付近でこれらを float64 の角度と比べて測り、すべての成分をその上界と照らし合わせます。
-#
-# **誤差は決定的です。** float32 の表はずれていますが、毎回同じだけずれます。
-# 1 つの実装で学習して動かすモデルはいつも同じベクトルを見るので、それをそのまま学習します。
+# $p = 2^{20}$ 付近では隣り合う float32 の数の間隔が $2^{-3}$ になり、float32 の角度は最大で約 0.06 ラジアンずれます。
+# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は $2^{-25}$ 以下です。
+# float32 の誤差は決定的です。1 つの実装で学習して動かすモデルは、いつも同じベクトルを見ます。
 # 誤差が問題になるのは、実装を混ぜるとき（角度の作り方が違うライブラリへチェックポイントを移すときや、融合カーネルを使うとき）と、
 # $PE(p+k) = M_k\,PE(p)$ を厳密に成り立たせたいときです。
+# 「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb)」の章では、ライブラリごとにこの誤差を測り、
+# labml と AllenNLP のモジュールを `posenc` で再現します。
 
-# %%
+# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence; near 2^20 float32 angles are off by up to about 0.06, posenc's results by at most 2^-25", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致し、2^20 付近で float32 の角度は最大約 0.06、posenc の結果は 2^-25 以下しかずれません"}
 module = SinusoidalPositionalEncoding(32)
 x = torch.randn(2, 7, 32)
 for t in range(7):  # one token at a time at offset t, as with a KV cache
@@ -1000,99 +817,120 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 
 big = torch.tensor(2.0**20)  # float32 numbers in [2^20, 2^21) are 2^-3 apart
 assert torch.nextafter(big, torch.tensor(math.inf)) - big == 2**-3
-
-u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
 p = torch.arange(2**20 - 64, 2**20 + 64)  # exact in float32 (below 2^24)
-omega = 10000.0 ** (-torch.arange(256).double() / 256)  # d = 512
+omega = 10000.0 ** (-torch.arange(256, dtype=F64) / 256)  # d = 512
+exact = p.double()[:, None] * omega  # float64 angles
+angle32 = p.float()[:, None] * omega.float()  # float32 angles
+angle_error = (angle32.double() - exact).abs()
+assert 0.05 < angle_error.max() < 0.07  # about 0.06 radian
+posenc_error = (sinusoidal(p, 512)[:, 0::2].double() - exact.sin()).abs()
+assert posenc_error.max() <= 2**-25 + 1e-9  # half a float32 spacing below 1
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: a bound on the float32 angle error.** Rounding a number $x$ to
+# float32, $\mathrm{fl}(x)$, moves it by at most half the spacing of float32 numbers
+# there, which is at most $u\,|x|$ with $u = 2^{-24}$. A float32 angle is rounded
+# twice: the frequency becomes $\hat\omega_i = \mathrm{fl}(\omega_i)$, and the product
+# $p\,\hat\omega_i$ is rounded again ($p$ itself is exact below $2^{24}$). With
+# $\hat\omega_i = \omega_i(1+\delta_1)$ and
+# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$, where
+# $|\delta_1|, |\delta_2| \le u$,
+# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
+# about $2^{-3}$ near $p = 2^{20}$ for the fastest pairs. The sine passes the angle
+# error on at most unchanged, since $|\sin a - \sin b| \le |a - b|$, and adds its own
+# float32 rounding. Pair 0 is the exception: $\omega_0 = 1$ and $p$ are exact, so its
+# angle has no error at all.
+#
+# The bound assumes $\omega_i$ rounded once. labml computes its frequencies in
+# float32 through `exp`, which leaves them up to about $9.5u$ off for $d = 512$. With
+# those frequencies the bound fails: near $2^{20}$ labml's angles exceed
+# $(2u + u^2)\,p\,\omega_i$ in more than a third of the entries, and what holds instead is about
+# $10.5u\,p\,\omega_i$ ($9.5u$ for the frequency, $u$ for the product).
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)
+# bounds such errors term by term, for each library's frequencies.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：float32 の角度の誤差の上界**
+# 数 $x$ を float32 に丸めて $\mathrm{fl}(x)$ にしても、値が動くのはその付近の float32 の数の間隔の半分までで、
+# これは $u = 2^{-24}$ として $u\,|x|$ 以下です。
+# float32 の角度は 2 回丸められます。まず周波数が $\hat\omega_i = \mathrm{fl}(\omega_i)$ になり、
+# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
+# $|\delta_1|, |\delta_2| \le u$ として $\hat\omega_i = \omega_i(1+\delta_1)$、
+# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$ と書くと、次が成り立ちます。
+# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
+# $p = 2^{20}$ 付近の速いペアでは、これは約 $2^{-3}$ です。
+# $|\sin a - \sin b| \le |a - b|$ なので、角度の誤差は正弦を通しても大きくなりません。ただし、正弦の計算そのものにも float32 の丸めが加わります。
+# 例外はペア 0 です。$\omega_0 = 1$ と $p$ は厳密なので、その角度には誤差がまったくありません。
+#
+# この上界は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
+# labml は周波数を float32 の `exp` で計算するので、$d = 512$ では周波数が最大で約 $9.5u$ ずれます。
+# この周波数では上界が成り立ちません。$2^{20}$ 付近では、labml の角度は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を上回ります。
+# 代わりに成り立つのは約 $10.5u\,p\,\omega_i$ です（周波数の分が $9.5u$、積の分が $u$）。
+# 「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)」の章では、
+# ライブラリごとの周波数について、誤差を項ごとに抑えます。
+
+# %% tags=["deeper", "check"] summary={"en": "every float32 entry stays within (2u + u²)pω_i plus the sine's rounding; pair 0 is exact; labml's exp-computed ω_i are about 9.5u off and break the bound in more than a third of the entries, staying under 10.5u·pω_i", "ja": "float32 のどの成分も (2u + u²)pω_i に正弦の丸めを加えた範囲に収まり、ペア 0 は厳密です。labml が exp で計算した ω_i は約 9.5u ずれ、成分の 3 分の 1 以上で上界を破りますが、10.5u·pω_i 以下に収まります"}
+u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
 labml_omega = torch.exp(  # labml's frequencies, computed in float32
     torch.arange(0, 512, 2, dtype=torch.float32) * -(math.log(10000.0) / 512)
 )
-reference = torch.sin(p.double()[:, None] * omega)  # float64 angles
-
-
-def float32_error(omega_hat):
-    """|sin(fl(p w_hat)) - sin(p w)|, the angle error |fl(p w_hat) - p w|
-    and the two rounding terms, each [p, i]."""
-    angle = p.float()[:, None] * omega_hat  # fl(p w_hat), as labml, AllenNLP
-    err = (torch.sin(angle).double() - reference).abs()
-    angle_err = (angle.double() - p.double()[:, None] * omega).abs()
-    half_spacing = 2.0 ** (torch.floor(torch.log2(angle.double())) - 24)
-    drift = p.double()[:, None] * (omega_hat.double() - omega).abs()
-    return err, angle_err, half_spacing + drift
-
-
-slack = 2**-23 + 1e-9  # the float32 sine's own rounding; float64's
-err_fl, angle_fl, terms_fl = float32_error(omega.float())  # rounded once
-err_lab, angle_lab, terms_lab = float32_error(labml_omega)
-general = (2 * u + u**2) * p.double()[:, None] * omega  # (2u + u^2) p w_i
-assert (err_fl <= general + slack).all()
-assert (err_fl <= terms_fl + slack).all() and (
-    err_lab <= terms_lab + slack
-).all()
-# labml's angles break the one-rounding bound, but stay below 10.5u p w_i
-assert (angle_fl <= general + 1e-9).all()
-above = float((angle_lab > general + 1e-9).double().mean())
+bound = (2 * u + u**2) * exact  # (2u + u^2) p w_i
+sine_error = (angle32.sin().double() - exact.sin()).abs()
+assert (sine_error <= bound + 2**-23 + 1e-9).all()  # plus the sine's rounding
+assert (angle_error <= bound + 1e-9).all()
+assert angle_error[:, 0].max() == 0  # pair 0: w_0 = 1 and p are exact
+labml_off = ((labml_omega.double() - omega) / omega).abs().max() / u
+assert 9 < labml_off < 10  # about 9.5u
+labml_error = (p.float()[:, None] * labml_omega).double() - exact
+above = float((labml_error.abs() > bound + 1e-9).double().mean())
 assert 1 / 3 < above < 0.4  # more than a third
-assert (angle_lab <= 10.5 * u * p.double()[:, None] * omega + 1e-9).all()
-assert err_fl[:, 0].max() <= slack  # pair 0: no angle error
-labml_off = float(((labml_omega.double() - omega) / omega).abs().max() / u)
-assert 9 < labml_off < 10  # labml's w_i: up to about 9.5u relative
-posenc_sin = sinusoidal(p, 512)[:, 0::2].double()
-err_posenc = (posenc_sin - reference).abs().max()
-assert err_posenc <= 2**-25 + 1e-9  # half a float32 spacing below 1
-print(
-    f"float32, w rounded once: error {err_fl.max():.1e}\n"
-    f"  bounds: two terms {terms_fl.max():.1e}, "
-    f"(2u + u^2) p w {general.max():.1e}\n"
-    f"float32, labml's w ({labml_off:.1f}u off): error {err_lab.max():.1e}, "
-    f"bound {terms_lab.max():.1e}\n"
-    f"  angles above (2u + u^2) p w: {above:.0%} of the entries\n"
-    f"float32, pair 0 (w_0 = 1): error {err_fl[:, 0].max():.1e}\n"
-    f"posenc, float64 angles: error {err_posenc:.1e}, bound {2**-25:.1e}",
-    end="",
-)
+assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - $PE(p)$ holds $\sin(\omega_i p)$ and $\cos(\omega_i p)$ for $n = d/2$
-#   frequencies $\omega_i = 10000^{-i/n}$; the wavelengths grow geometrically from
-#   $2\pi$ and stop one ratio short of $10000 \cdot 2\pi$. Dividing by $n - 1$
-#   (tensor2tensor, fairseq, AllenNLP) gives a different encoding.
-# - A shift is a rotation: $PE(p+k) = M_k\,PE(p)$ with blocks $B(k\omega_i) = R(-k\omega_i)$.
-#   It needs both the sine and the cosine of each pair.
-# - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ depends only on the offset
+# - $PE(p)$ holds $\sin(\omega_i p)$ and $\cos(\omega_i p)$ for $n = d/2$ frequencies
+#   $\omega_i = 10000^{-i/n}$. Each pair is a clock hand that turns $\omega_i$ radians
+#   per position; fast hands separate neighbours, slow hands distant positions.
+# - The wavelengths grow geometrically from $2\pi$ and stop one ratio short of
+#   $10000 \cdot 2\pi$: the smooth version of a binary counter, whose bits have
+#   periods $2, 4, 8, \dots$
+# - The base sets the slowest hand: $100$ wraps within a few hundred positions,
+#   $10^6$ leaves half the hands nearly still over 2048 positions, $10000$ lies
+#   between.
+# - A shift is a rotation: $PE(p+k) = M_k\,PE(p)$ with blocks
+#   $B(k\omega_i) = R(-k\omega_i)$, clockwise like the hands. It needs both the sine
+#   and the cosine of each pair.
+# - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ depends only on the distance
 #   and is symmetric. Inside attention the weights can undo both: random weights
 #   mix in the absolute positions, $W_K = M_k$ tells before from after.
-# - Float32 angles with $\omega_i$ rounded once carry an error up to
-#   $(2u + u^2)\,p\,\omega_i$, about $2^{-3}$ near $p = 2^{20}$ (none for pair 0);
-#   with labml's `exp`-computed $\omega_i$, up to about $10.5u\,p\,\omega_i$. The
-#   errors are deterministic; they matter when implementations are mixed.
-#   `posenc` forms the angles in float64.
+# - Pass positions, not lengths (an `offset` with a KV cache). Float32 angles drift
+#   at large positions, deterministically; `posenc` forms them in float64.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - $PE(p)$ は、$n = d/2$ 個の周波数 $\omega_i = 10000^{-i/n}$ について $\sin(\omega_i p)$ と $\cos(\omega_i p)$ を並べたものです。
-#   波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の公比 1 回分手前で止まります。
-#   $n - 1$ で割る流儀（tensor2tensor、fairseq、AllenNLP）は別のエンコーディングになります。
-# - ずらすことは回転することです。$PE(p+k) = M_k\,PE(p)$ で、ブロックは $B(k\omega_i) = R(-k\omega_i)$ です。
+#   各ペアは 1 位置あたり $\omega_i$ ラジアン回る時計の針です。速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。
+# - 波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の公比 1 回分手前で止まります。
+#   ビットの周期が $2, 4, 8, \dots$ である 2 進カウンタを、滑らかにしたものです。
+# - 底は最も遅い針を決めます。$100$ では数百位置のうちに針が 1 周し、$10^6$ では 2048 位置でも針の半分がほとんど動きません。
+#   $10000$ はその間です。
+# - ずらすことは回転することです。$PE(p+k) = M_k\,PE(p)$ で、ブロックは $B(k\omega_i) = R(-k\omega_i)$、針と同じく時計回りです。
 #   これには各ペアの正弦と余弦の両方が必要です。
-# - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置だけで決まり、対称です。
+# - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は距離だけで決まり、対称です。
 #   アテンションの中では、重みによってはこの両方が崩れます。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
-# - $\omega_i$ を 1 回だけ丸めた float32 の角度には最大 $(2u + u^2)\,p\,\omega_i$ の誤差が乗り、
-#   $p = 2^{20}$ 付近では約 $2^{-3}$ です（ペア 0 には誤差がありません）。
-#   labml のように $\omega_i$ を `exp` で計算すると、最大で約 $10.5u\,p\,\omega_i$ になります。
-#   誤差は決定的で、問題になるのは実装を混ぜるときです。`posenc` は角度を float64 で作ります。
-
+# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。float32 の角度は大きな位置で決定的にずれるので、`posenc` は角度を float64 で作ります。
 # %% [markdown] lang="en"
 # ## Exercises
 #
 # 1. Write the matrix that maps $PE(p)$ to $PE(p+k)$ in the concatenated layout. (It is
 #    $M_k$ with rows and columns permuted.) Check it against
 #    `sinusoidal(..., layout="concat")` for a few $p$ and $k$.
-# 2. Plot $PE(p)\cdot PE(q)$ against $p-q$ for `base=100`, `base=10000` and `base=1e6`.
-#    Explain, from the wavelengths, how the base moves the ripples.
+# 2. For $d = 8$ the hands turn at $1$, $0.1$, $0.01$ and $0.001$ radian per position.
+#    Find the distance $r$ from $1$ to $999$ at which two codes are most alike (the
+#    largest $PE(p)\cdot PE(p+r)$), and the most alike from $r = 100$ on. Explain both
+#    with the clocks.
 # 3. labml computes its table in float32 up to `max_len=5000`. For $d = 512$, find the
 #    smallest position at which float32 angles make an error above `1e-3` in some
 #    entry. Is labml's default table affected?
@@ -1109,8 +947,9 @@ print(
 # 1. 連結配置で $PE(p)$ を $PE(p+k)$ に移す行列を書いてください
 #    （$M_k$ の行と列を並べ替えたものです）。
 #    いくつかの $p$ と $k$ について `sinusoidal(..., layout="concat")` で確かめてください。
-# 2. `base=100`、`base=10000`、`base=1e6` のそれぞれで、$PE(p)\cdot PE(q)$ を $p-q$ に対して描いてください。
-#    底によって波打ちの位置がどう動くかを、波長から説明してください。
+# 2. $d = 8$ では、針は 1 位置あたり $1$、$0.1$、$0.01$、$0.001$ ラジアンで回ります。
+#    $1$ から $999$ までの距離 $r$ のうち、2 つの符号が最も似る（$PE(p)\cdot PE(p+r)$ が最大になる）距離と、
+#    $r = 100$ 以上で最も似る距離を求めてください。どちらも時計を使って説明してください。
 # 3. labml は `max_len=5000` までの表を float32 で計算します。
 #    $d = 512$ のとき、float32 の角度がどこかの成分で `1e-3` を超える誤差を生む最小の位置を求めてください。
 #    labml の既定の表は影響を受けるでしょうか。
@@ -1129,7 +968,7 @@ print(
 # each pair, the bottom half $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$.
 # It is $M_k$ with its rows and columns reordered by the layout permutation $P$ of
 # [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#1-interleaved-or-concatenated-one-fixed-permutation):
-# $P M_k P^\top$. The cell checks both against `posenc`.
+# $P M_k P^\top$.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 連結配置では、すべてのペアの正弦が先に並び、そのあとに余弦が並びます。
@@ -1140,82 +979,68 @@ print(
 # 上半分が各ペアの $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$、
 # 下半分が $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$ です。
 # これは $M_k$ の行と列を、「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)」の
-# 配置の置換 $P$ で並べ替えた $P M_k P^\top$ です。次のセルで、両方を `posenc` と照らし合わせます。
+# 配置の置換 $P$ で並べ替えた $P M_k P^\top$ です。
 
 # %% tags=["solution"]
 d, n = 16, 8
-omega = 10000.0 ** (-torch.arange(n, dtype=torch.float64) / n)
+omega = 10000.0 ** (-torch.arange(n, dtype=F64) / n)
+# concat column c is interleaved column perm[c]
 perm = torch.tensor([2 * c if c < n else 2 * (c - n) + 1 for c in range(d)])
-P = torch.eye(d, dtype=torch.float64)[
-    perm
-]  # concat column c = int. column perm[c]
+P = torch.eye(d, dtype=F64)[perm]
 p = torch.tensor([0, 1, 7, 100, 999])
 for k in (-7, 1, 3, 50, 1000):
     c, s = torch.diag(torch.cos(k * omega)), torch.diag(torch.sin(k * omega))
     m_cat = torch.cat([torch.cat([c, s], 1), torch.cat([-s, c], 1)], 0)
-    pe_cat = sinusoidal(p, d, layout="concat", dtype=torch.float64)
-    pe_cat_k = sinusoidal(p + k, d, layout="concat", dtype=torch.float64)
+    pe_cat = sinusoidal(p, d, layout="concat", dtype=F64)
+    pe_cat_k = sinusoidal(p + k, d, layout="concat", dtype=F64)
     assert_close(pe_cat @ m_cat.T, pe_cat_k)  # PE_cat(p+k) = M_cat PE_cat(p)
-    assert_close(m_cat, P @ shift_matrix(k) @ P.T)  # M_cat = P M_k P^T
+    assert_close(m_cat, P @ shift_matrix(k, d) @ P.T)  # M_cat = P M_k P^T
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 2.** The dot product at distance $r = p - q$ is
-# $\sum_i \cos(2\pi r/\lambda_i)$: a pair whose wavelength $\lambda_i$ is much longer
-# than $r$ still contributes nearly $1$, a pair whose wavelength is shorter has
-# turned many times and contributes a value that averages out. The fastest pair
-# always has $\lambda_0 = 2\pi$, whatever the base; the base sets the slow end,
-# $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$, and with it how many pairs stay in step at a
-# given distance. A larger base therefore keeps the curve high for longer, and its
-# fall, with the ripples the fast pairs add, spreads over a wider range of
-# distances: for $d = 512$ the curve first drops below half its peak at distance 5
-# for base 100, 54 for base 10000 and 361 for base $10^6$. For base 100 every
-# wavelength is below 618 positions, so past a few hundred positions no pair is in
-# step any more and the curve only ripples around zero: within the plotted
-# distances it goes down to −26.7, and over the first 20000 to −34.5, at distance
-# 18803 (printed); for
-# base $10^6$ it stays above 38 up to distance 20000.
+# **Solution 2.** The dot product is $\sum_i \cos(\omega_i r)$, the same for every $p$:
+# the sum of the cosines of the angles the four hands have turned. Two codes are most
+# alike when the hands are all nearly back at twelve o'clock. That happens first at
+# $r = 63$, just over $20\pi \approx 62.83$: the fast hand has made ten turns and sits
+# 0.17 radian past twelve, the second hand one turn and 0.02 radian, while the slow
+# hands have moved only 0.63 and 0.063 radian. The sum is 3.79 of a possible 4. From
+# $r = 100$ on, the best is $r = 628$, just under $200\pi \approx 628.32$: the three
+# fast hands have made 100, 10 and 1 turns and sit within 0.32 radian of twelve, and
+# only the slowest, at 0.63 radian, tells the two codes apart (3.76). The speeds are
+# powers of ten, so $2\pi \cdot 10^m$ brings several hands back together at once.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 2.** 距離 $r = p - q$ での内積は $\sum_i \cos(2\pi r/\lambda_i)$ です。
-# 波長 $\lambda_i$ が $r$ よりずっと長いペアの項はまだほぼ $1$ です。波長が短いペアはすでに何周もしているので、その項は平均すると打ち消し合います。
-# 最も速いペアは、底によらずいつも $\lambda_0 = 2\pi$ です。
-# 底が決めるのは遅い側の端 $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ で、それによって、ある距離で位相がそろったままのペアの数が決まります。
-# したがって底が大きいほど、曲線は遠い距離まで高い値を保ち、速いペアによる波打ちを伴いながら、より広い距離にわたってゆっくり下がります。
-# $d = 512$ では、曲線が初めてピークの半分を下回る距離は、底 100 で 5、底 10000 で 54、底 $10^6$ で 361 です。
-# 底 100 ではすべての波長が 618 位置未満なので、数百位置を過ぎると位相のそろったペアはもうありません。
-# 曲線はゼロのまわりで波打つだけになります。描いた範囲の中での最小値は −26.7 で、
-# 最初の 20000 位置まで広げると距離 18803 で −34.5 まで下がります（下の出力）。
-# 底 $10^6$ では、距離 20000 まで 38 より上にとどまります。
+# **解答 2.** 内積は $\sum_i \cos(\omega_i r)$ で、$p$ によりません。4 本の針が回った角度の余弦の和です。
+# 2 つの符号が最も似るのは、すべての針がほぼ 12 時に戻っているときです。
+# それが最初に起きるのは $r = 63$ で、$20\pi \approx 62.83$ を少し超えたところです。
+# 速い針は 10 周して 12 時から 0.17 ラジアン、2 番目の針は 1 周して 0.02 ラジアンの位置にあり、遅い針は 0.63 ラジアンと 0.063 ラジアンしか動いていません。
+# 和は最大値 4 に対して 3.79 です。
+# $r = 100$ 以上では $r = 628$ が最良で、$200\pi \approx 628.32$ の少し手前です。
+# 速い 3 本の針はそれぞれ 100 周、10 周、1 周して 12 時から 0.32 ラジアン以内にあり、
+# 2 つの符号を見分けるのは 0.63 ラジアンの位置にある最も遅い針だけです（3.76）。
+# 速さが 10 のべき乗なので、$2\pi \cdot 10^m$ で複数の針が同時に戻ってきます。
 
-# %% alt={"en": ["PE(p)·PE(q) for d = 512 against the distance p − q from 0 to 2000 for bases 100, 10000 and 10^6: all start at 256; base 100 falls fastest and then ripples around zero, base 10000 falls more slowly, base 10^6 stays highest."], "ja": ["d = 512 の PE(p)·PE(q) を距離 p − q（0〜2000）に対して、底 100、10000、10^6 で描いた図。どれも 256 から始まり、底 100 は最も速く下がってゼロのまわりで波打ち、底 10000 はよりゆっくり下がり、底 10^6 は最も高いままです。"]} tags=["solution"]
-d, n = 512, 256
-r = torch.arange(20001, dtype=torch.float64)  # the distance p - q
-curves = {}
-for b in (100.0, 1e4, 1e6):
-    code = sinusoidal(torch.arange(20001), d, base=b, dtype=torch.float64)
-    curves[b] = code @ code[0]  # PE(r) . PE(0), a function of r only
-    lam = 2 * math.pi * b ** (torch.arange(n, dtype=torch.float64) / n)
-    assert_close(curves[b], torch.cos(2 * math.pi * r[:, None] / lam).sum(-1))
-half = {b: int((f < n / 2).nonzero()[0]) for b, f in curves.items()}
-assert list(half.values()) == [5, 54, 361]  # later for a larger base
-assert 2 * math.pi * 100 ** ((n - 1) / n) < 618
-low = curves[100.0]
-assert abs(low[1000:].mean()) < 1 and round(float(low[:2001].min()), 1) == -26.7
-assert round(float(low.min()), 1) == -34.5 and int(low.argmin()) == 18803
-assert curves[1e6].min() > 38
+# %% tags=["solution"]
+r = torch.arange(1, 1000)
+codes = sinusoidal(torch.cat([torch.tensor([0]), r]), 8, dtype=F64)
+alike = codes[1:] @ codes[0]  # PE(0) . PE(r)
+speeds = torch.tensor([1, 0.1, 0.01, 0.001], dtype=F64)
+assert_close(alike, torch.cos(r[:, None] * speeds).sum(-1))
+best = int(r[alike.argmax()])
+far = r >= 100
+best_far = int(r[far][alike[far].argmax()])
+assert (best, best_far) == (63, 628)
+assert round(float(alike[best - 1]), 2) == 3.79
+assert round(float(alike[best_far - 1]), 2) == 3.76
+turned = best_far * speeds  # the hands' angles at r = 628
+past_twelve = (turned + math.pi) % (2 * math.pi) - math.pi  # in [-pi, pi)
+assert (past_twelve[:3].abs() < 0.32).all() and 0.62 < past_twelve[3] < 0.63
+at_63 = (best * speeds + math.pi) % (2 * math.pi) - math.pi
+assert [round(float(a), 2) for a in at_63] == [0.17, 0.02, 0.63, 0.06]
 print(
-    f"base 100: min {low[:2001].min():.1f} for distances 0..2000, "
-    f"{low.min():.1f} at {int(low.argmin())} (up to 20000)",
+    f"most alike: r = {best} ({alike[best - 1]:.2f}); from 100 on: r = "
+    f"{best_far} ({alike[best_far - 1]:.2f})",
     end="",
 )
-
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
-for b, f in curves.items():
-    ax.plot(r[:2001], f[:2001], lw=1, label=f"$b = 10^{round(math.log10(b))}$")
-ax.axhline(0, color="0.5", lw=0.8)
-ax.set(xlabel="$p-q$", ylabel=r"$PE(p)\cdot PE(q)$", xlim=(0, 2000))
-ax.legend()
-plt.show()
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 3.** The bound of the section
@@ -1224,8 +1049,8 @@ plt.show()
 # is at most $2^{-23}p$ for every pair $i \ge 1$ (pair 0, with $\omega_0 = 1$, has no
 # error at all), so no entry can be off by more than `1e-3` (plus the sine's own
 # rounding) before $p \approx 8400$. labml's own $\hat\omega_i$ are less accurate,
-# so the cell uses the
-# two-term bound with its actual $|\hat\omega_i - \omega_i|$ over its 5000 rows. It
+# so bound its 5000 rows term by term instead: half the float32 spacing at each
+# angle plus $p\,|\hat\omega_i - \omega_i|$ with its actual frequencies. The bound
 # is 3.9e-04, and the largest measured error there is 3.9e-04 too (the bound is
 # nearly reached): the default table is not affected. A search over labml's
 # formula in float32 finds the first entry above `1e-3` at $p = 16990$, where the
@@ -1237,8 +1062,8 @@ plt.show()
 # $\omega_i$ を 1 回だけ丸めた場合、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 未満です。
 # これは $i \ge 1$ のどのペアでも $2^{-23}p$ 以下です（$\omega_0 = 1$ のペア 0 には誤差がまったくありません）。
 # そのため $p \approx 8400$ より前では、どの成分の誤差も、`1e-3` に正弦自身の丸めを加えた値を超えることはありません。
-# labml の $\hat\omega_i$ はそれより精度が低いので、セルでは実際の $|\hat\omega_i - \omega_i|$ を使った 2 項の上界を、
-# 既定の 5000 行で計算します。上界は 3.9e-04 で、実際に測った最大の誤差も 3.9e-04 です（上界にほぼ達しています）。
+# labml の $\hat\omega_i$ はそれより精度が低いので、既定の 5000 行については項ごとに抑えます。
+# 各角度での float32 の間隔の半分に、実際の周波数による $p\,|\hat\omega_i - \omega_i|$ を加えたものです。上界は 3.9e-04 で、実際に測った最大の誤差も 3.9e-04 です（上界にほぼ達しています）。
 # したがって、既定の表は影響を受けません。
 # labml の式を float32 で計算して探すと、`1e-3` を超える最初の成分は $p = 16990$ にあります。
 # そこでは速いペアの角度が $[2^{14}, 2^{15})$ に入り、間隔の半分だけで $2^{-10} \approx 9.8 \cdot 10^{-4}$ になります。
@@ -1281,7 +1106,7 @@ print(
 # per offset; a shift map that is not orthogonal does not make the Gram matrix
 # constant along its diagonals, as $PE(p) = 2^p$ shows.) A
 # learned table gets this only if training shapes it so; at initialisation it has
-# none of it. The cell compares the sinusoids with a table drawn as GPT-2 draws
+# none of it. Compare the sinusoids with a table drawn as GPT-2 draws
 # its own ($N(0, 0.01^2)$, as in the chapter
 # [*Learned absolute embeddings*](03-learned-embeddings.ipynb)): along a diagonal
 # its Gram matrix spreads about as much as over the whole matrix, and no linear
@@ -1294,16 +1119,16 @@ print(
 # 同じことですが、相対位置ごとに 1 つの直交行列で $PE(p+k) = M_k\,PE(p)$ とも書けます。
 # 直交でない行列でずらせるだけでは、グラム行列は対角線に沿って一定になりません（$PE(p) = 2^p$ がその例です）。
 # 学習型の表がこの性質を持つのは、学習がそう仕上げた場合だけで、初期化の時点ではまったく持っていません。
-# 次のセルでは、正弦波と、GPT-2 と同じように引いた表
-# （「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章と同じ $N(0, 0.01^2)$）を比べます。
+# 正弦波と、GPT-2 と同じように引いた表
+# （「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章と同じ $N(0, 0.01^2)$）を比べてみます。
 # 引いた表のグラム行列は、1 本の対角線に沿っても、行列全体とほぼ同じくらいばらつきます。
 # また、行 $p$ を行 $p + 1$ に移す線形写像もありません（最良のものでも、行の大部分を説明できません）。
 
 # %% tags=["solution"]
 gen = torch.Generator().manual_seed(0)
 d, rows = 64, 512
-sines = sinusoidal(torch.arange(rows), d, dtype=torch.float64)
-drawn = 0.01 * torch.randn(rows, d, dtype=torch.float64, generator=gen)
+sines = sinusoidal(torch.arange(rows), d, dtype=F64)
+drawn = 0.01 * torch.randn(rows, d, dtype=F64, generator=gen)
 
 
 def diagonal_spread(table):
@@ -1330,39 +1155,40 @@ print(
     end="",
 )
 
+
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# The formula, the quoted range of wavelengths and the results with learned
+# embeddings (Table 3, row (E)) are from §3.5 and Table 3 of Vaswani et al. (2017),
+# read in its arXiv version. The binary-counter picture follows Kazemnejad (2019).
+# labml's frequencies and `max_len` (exercise 3) are those of its `PositionalEncoding`;
+# the libraries that divide by $n-1$, with their versions, are listed in
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#sources-and-versions).
+#
+# ### References
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - labml.ai, annotated implementation of fixed positional encodings.
-#   <https://nn.labml.ai/transformers/positional_encoding.html>
-# - labml.ai, `EmbeddingsWithPositionalEncoding` in `labml_nn/transformers/models.py`.
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
-# - AllenNLP, `SinusoidalPositionalEncoding`.
-#   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
-# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
-#   <https://github.com/tensorflow/tensor2tensor>
-# - fairseq, `SinusoidalPositionalEmbedding`.
-#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
 #   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>
+# - labml.ai, annotated implementation of fixed positional encodings.
+#   <https://nn.labml.ai/transformers/positional_encoding.html>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# 式、引用した波長の範囲、学習型の埋め込みでの結果（表 3 の行 (E)）は、Vaswani ら（2017）の §3.5 と表 3 によります。arXiv 版を読んでいます。
+# 2 進カウンタのたとえは Kazemnejad（2019）にならいました。
+# 演習 3 の labml の周波数と `max_len` は、その `PositionalEncoding` のものです。
+# $n-1$ で割るライブラリとそのバージョンは、「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#出典とバージョン)」の章にまとめています。
+#
+# ### 参考文献
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
+# - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
+#   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>
 # - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
 #   （固定の位置エンコーディングの注釈付き実装。）
-# - labml.ai, `EmbeddingsWithPositionalEncoding` in `labml_nn/transformers/models.py`.
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
-# - AllenNLP, `SinusoidalPositionalEncoding`.
-#   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
-# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`.
-#   <https://github.com/tensorflow/tensor2tensor>
-# - fairseq, `SinusoidalPositionalEmbedding`.
-#   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
-# - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
-#   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>

@@ -13,25 +13,24 @@
 #     name: python3
 # ---
 
-
 # %% [markdown] lang="en"
 # # Extending RoPE's context
 #
 # A RoPE model degrades past its training length $L$, where its slowest pairs
-# turn to angles it never saw. Every method here repairs that by changing only
-# RoPE's frequencies $\theta_i$, and they differ in one choice: how much to slow
-# each pair, given its wavelength. Position interpolation, NTK-aware scaling,
-# dynamic NTK, YaRN, Llama 3's rule and LongRoPE end up as curves on that one
+# turn to angles it never saw. The methods here change only RoPE's frequencies
+# $\theta_i$ and differ in one choice: how much to slow each pair, given its
+# wavelength. Position interpolation, NTK-aware scaling,
+# dynamic NTK, YaRN, Llama 3's rule and LongRoPE become curves on that one
 # axis; YaRN and LongRoPE also sharpen attention, for a reason the entropy of
-# the softmax makes visible.
+# the softmax shows.
 
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
 #
 # RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。回転の遅いペアが、学習中に一度も見なかった角度に入るからです。
-# この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変えてこれを直し、違いは 1 点だけです。各ペアを、その波長に応じてどれだけ遅くするかです。
-# 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線として並びます。
-# YaRN と LongRoPE はさらにアテンションを鋭くします。その理由は、softmax のエントロピーを見るとわかります。
+# この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違いは 1 点だけです。各ペアを、その波長に応じてどれだけ遅くするかです。
+# 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線になります。
+# YaRN と LongRoPE はさらにアテンションを鋭くします。その理由は softmax のエントロピーが示します。
 
 # %%
 import math
@@ -61,7 +60,7 @@ two_pi = 2 * math.pi
 # %% [markdown] lang="en"
 # ## Wavelengths against the training context
 #
-# RoPE (the chapter [*Rotary position embedding (RoPE)*](08-rope.ipynb)) rotates
+# RoPE (Su et al. 2021; the chapter [*Rotary position embedding (RoPE)*](08-rope.ipynb)) rotates
 # pair $i$ of a query or key at position $m$ by the angle $m\theta_i$, with
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # for head size $d$ and base $b$. The
@@ -82,12 +81,13 @@ two_pi = 2 * math.pi
 # For $d = 128$, Llama 2 (base $10^4$, $L = 4096$) has 46 pairs that turn
 # within its context and 18 that never do. Llama 3's larger base
 # ($5 \cdot 10^5$) stretches every wavelength but pair 0's ($2\pi$ for any
-# base): on a context twice as long, only 35 pairs turn and 29 do not.
+# base): on a context twice as long, only 35 pairs turn and 29 do not. In the
+# figure, filled dots turn within $L$ (dotted), hollow ones never do.
 
 # %% [markdown] lang="ja"
 # ## 学習時の長さと波長
 #
-# RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
+# RoPE（Su ら 2021、[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリやキーのペア $i$ を角度 $m\theta_i$ だけ回転させます。
 # ヘッドの次元数を $d$、底を $b$ とすると、周波数は次のとおりです。
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)（1 周に要する位置の数）と、[学習時の長さ](../docs/glossary.ja.md#training-length) $L$ の間の[回転数](../docs/glossary.ja.md#number-of-turns)は次のとおりです。
@@ -102,6 +102,7 @@ two_pi = 2 * math.pi
 # $d = 128$ の場合、Llama 2（底 $10^4$、$L = 4096$）では 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
 # Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0 以外のすべての波長が伸びます（ペア 0 の波長は底によらず $2\pi$ です）。
 # コンテキストが 2 倍長いにもかかわらず、1 周するのは 35 組だけで、29 組は 1 周しません。
+# 図の塗りつぶした点は $L$（点線）の間に 1 周するペア、白抜きの点は 1 周しないペアです。
 
 
 # %%
@@ -136,15 +137,6 @@ for name, b, L in settings:
 lam_2 = two_pi / rope_frequencies(d, base=1e4).double()
 assert round(lam_2[45].item()) == 4080 and lam_2[46] > 4096
 
-# %% [markdown] lang="en"
-# On a logarithmic axis the wavelengths are straight lines; each dotted line
-# marks the training length $L$ of its setting. Filled dots turn at least once
-# within $L$, hollow ones never do.
-
-# %% [markdown] lang="ja"
-# 対数軸では、波長は直線になります。点線は、それぞれの設定の学習時の長さ $L$ です。
-# 塗りつぶした点は $L$ の間に少なくとも 1 周するペア、白抜きの点は 1 周しないペアです。
-
 # %% tags=["figure"] alt={"en": ["RoPE wavelength per pair i on a log axis for base 10^4, L = 4096 and base 5·10^5, L = 8192, dotted lines at L. Filled dots, pairs 0–45 and 0–34, turn at least once within L; the hollow dots above the line never complete a turn."], "ja": ["底 10^4、L = 4096 の場合と、底 5·10^5、L = 8192 の場合の RoPE の波長を、ペア i ごとに対数軸で描いた図。点線は L の位置です。塗りつぶした点（ペア 0〜45 と 0〜34）は L の間に少なくとも 1 周し、点線より上の白抜きの点は 1 周もしません。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
 labels = (r"$b = 10^4,\ L = 4096$", r"$b = 5 \cdot 10^5,\ L = 8192$")
@@ -159,23 +151,24 @@ ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown] lang="en"
-# The slow pairs are not the only novelty past $L$. Call the list of a
-# distance's angles in the fast pairs, $(\Delta\theta_0, \dots, \Delta\theta_{45})$
-# taken modulo $2\pi$, its combination. Each fast pair alone repeats angles it
-# has seen, but for Llama 2 the combination at every distance from $L$ to
-# $2L - 1$ is at least 1 radian away, in some pair, from the combination of
-# every trained distance. A longer input also spreads attention over more keys
-# (the section [The attention temperature](#the-attention-temperature)). Sun et
-# al. (2022) show the cost: a RoPE model trained on 1024 tokens has a
+# The slow pairs are not the only novelty past $L$. Call a distance's angles
+# in the fast pairs, $(\Delta\theta_0, \dots, \Delta\theta_{45})$ modulo $2\pi$,
+# its combination. Each fast pair alone repeats angles it has seen, but for
+# Llama 2 the combination of every distance from $L$ to $2L - 1$ is at least 1
+# radian away, in some pair, from that of every trained distance. A longer
+# input also spreads attention over more keys (the section
+# [The attention temperature](#the-attention-temperature)). Sun et al. (2022)
+# measured the cost: a RoPE model trained on 1024 tokens has a
 # [perplexity](../docs/glossary.md#perplexity) of 25.52 at 1024 tokens, 73.6 at
 # 2048 and 294.45 at 4096.
 
 # %% [markdown] lang="ja"
 # $L$ の先で新しいのは、遅いペアだけではありません。
-# ある距離での速いペアの角度を並べたもの $(\Delta\theta_0, \dots, \Delta\theta_{45})$ を $2\pi$ を法として考え、その距離の「組み合わせ」と呼ぶことにします。
-# 速いペアは 1 つずつ見れば見たことのある角度を繰り返しますが、Llama 2 では、$L$ から $2L - 1$ までのどの距離の組み合わせも、学習中のどの距離の組み合わせから見ても、どれかのペアで少なくとも 1 ラジアン離れています。
+# ある距離での速いペアの角度 $(\Delta\theta_0, \dots, \Delta\theta_{45})$ を $2\pi$ を法として並べたものを、その距離の「組み合わせ」と呼ぶことにします。
+# 速いペアは 1 つずつ見れば、見たことのある角度を繰り返します。
+# しかし Llama 2 では、$L$ から $2L - 1$ までのどの距離の組み合わせも、学習中のすべての距離の組み合わせから、どれかのペアで少なくとも 1 ラジアン離れています。
 # さらに、長い入力ではアテンションがより多くのキーに分散します（「[アテンションの温度](#アテンションの温度)」の節）。
-# Sun ら（2022）はその代償を示しています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
+# Sun ら（2022）はその代償を測っています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: how far the fast pairs' combinations are from the trained ones.**
@@ -195,6 +188,7 @@ plt.show()
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：速いペアの組み合わせは学習中のものからどれだけ離れているか**
+#
 # 新しい距離 $\Delta$ と学習中の距離 $\Delta' \in \{0, \dots, L-1\}$ の組み合わせのずれを、いちばんずれるペアで測ります。
 # つまり、各角度を $[-\pi, \pi)$ に収めたうえでの $\max_{i \le 45} \lvert (\Delta - \Delta')\theta_i \rvert$ です。
 # 学習中のすべての $\Delta'$ についてのその最小値を、$\Delta$ の隔たりと呼びます。
@@ -235,21 +229,21 @@ print(
 # %% [markdown] lang="en"
 # ## Position interpolation
 #
-# The simplest repair keeps every angle inside the trained range by squeezing
-# the positions. To read $sL$ positions with a model trained on $L$, Chen et
+# The simplest repair squeezes the positions so that every angle stays in the
+# trained range. To read $sL$ positions with a model trained on $L$, Chen et
 # al. (2023), and independently kaiokendev, feed position $m$ as $m/s$. The
 # angle is a product, so dividing the position is dividing the frequency:
 # $$\frac{m}{s}\,\theta_i = m\,\frac{\theta_i}{s}, \qquad \theta'_i = \frac{\theta_i}{s}$$
 # The last position, $m = sL - 1$, then acts as $L - 1/s$: its angle
 # $(L - 1/s)\theta_i$ stays below $L\theta_i$, the angle of the first position
-# past the trained context. In this chapter an angle below $L\theta_i$ counts
-# as inside the trained range.
+# past the trained context. This chapter counts an angle below $L\theta_i$ as
+# inside the trained range.
 #
 # The price is resolution: neighbouring tokens are now only $\theta_i/s$
-# apart. For the fastest pair that is $1/s$ radian instead of 1, closer than
-# any two angles the model learned to tell apart. Chen et al. adapt the model
-# with a short [fine-tuning](../docs/glossary.md#fine-tuning) (within 1000
-# steps). `posenc.LinearScaling(s)` is this rule.
+# apart, $1/s$ radian instead of 1 for the fastest pair, closer than any two
+# angles the model learned to tell apart. Chen et al. adapt the model with a
+# short [fine-tuning](../docs/glossary.md#fine-tuning) (within 1000 steps).
+# `posenc.LinearScaling(s)` is this rule.
 
 # %% [markdown] lang="ja"
 # ## 位置補間
@@ -262,7 +256,7 @@ print(
 # この章では、$L\theta_i$ より小さい角度を学習した範囲の内側とみなします。
 #
 # 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮みます。
-# 最も速いペアでは 1 ラジアンではなく $1/s$ ラジアンで、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
+# 最も速いペアの場合、差は 1 ラジアンから $1/s$ ラジアンに縮み、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを慣らしています。
 # `posenc.LinearScaling(s)` がこの規則です。
 
@@ -291,21 +285,19 @@ assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 # Every pair in between is divided by a power of $s$ that grows from 1 to $s$
 # with $i$:
 # $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
-# `posenc.NTKScaling(s)` is this change of base.
-#
-# It does not interpolate the slow pairs fully, though. Over the extended
-# context, pair $i$ reaches $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$, more
-# than the trained $L\theta_i$ for every $i < d/2 - 1$. Peng et al. (2023)
-# point out these out-of-bound angles, and that NTK-aware scaling must
-# therefore be given a factor larger than the extension it aims at. For Llama 2
-# and $s = 4$:
+# `posenc.NTKScaling(s)` is this change of base. It leaves slow pairs outside
+# their arc, though: over the extended context pair $i$ reaches
+# $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$, beyond the trained $L\theta_i$
+# for every $i < d/2 - 1$. Peng et al. (2023) point out these out-of-bound
+# angles, which is why NTK-aware scaling needs a factor larger than the
+# extension it aims at. For Llama 2 and $s = 4$:
 
 # %% [markdown] lang="ja"
 # ## NTK-aware スケーリング：底を大きくする
 #
 # bloc97（2023）は、PI は圧縮してはいけないところまで圧縮している、と主張しました。
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
-# （名前はニューラルタンジェントカーネル（NTK）の理論に由来します。この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。）
+# 名前はニューラルタンジェントカーネル（NTK）の理論に由来します。この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。
 # 新しい底は、すべての周波数を一度に変えます。
 # 最も速いペアの周波数 $\theta_0 = b^0 = 1$ は底によりません。最も遅いペアの周波数 $\theta_{d/2-1} = b^{-(d-2)/d}$ が $s$ で割られるという条件から、底が決まります。
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
@@ -343,35 +335,34 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # %% [markdown] lang="en"
 # ## Dynamic NTK: a factor that grows with the sequence
 #
-# A fixed factor changes the frequencies even for short inputs, and still
-# fails past $sL$. emozilla (2023), who reports both on LLaMA, proposed to
-# take the factor from the current sequence length $T$: none while $T \le L$,
-# then $T/L$, recomputing the frequencies as the sequence grows. Hugging Face's
+# A fixed factor changes the frequencies even for short inputs and still
+# fails past $sL$. emozilla (2023), who reports both on LLaMA, takes the factor
+# from the current sequence length $T$ instead: none while $T \le L$, then
+# $T/L$, recomputed as the sequence grows. Hugging Face's
 # `rope_type="dynamic"` writes it with a configured `factor` $s$:
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
-# This is the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1
-# at $T = L$ and grows by $s/L$ per position. With $s = 1$ it is emozilla's
-# $T/L$; with $s = 2$ it is already 3 at $T = 2L$. So Hugging Face's `factor`
-# is a slope, not the extension ratio: at $T = sL$ the slowest pair is divided
-# by $s_T = s^2 - s + 1$, which is 13 for $s = 4$. **This chapter, its table
-# and its interactive figure use $s = 1$**, so that dynamic NTK at length $T$
-# is NTK-aware scaling with the factor $T/L$. `posenc.DynamicNTKScaling(s, L)`
-# is the rule, with $T$ given as `seq_len` (`apply_rope` takes the largest
-# position plus one).
+# the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1 at
+# $T = L$ and grows by $s/L$ per position. With $s = 1$ it is emozilla's
+# $T/L$; with $s = 4$ it divides the slowest pair at $T = sL$ by
+# $s^2 - s + 1 = 13$: Hugging Face's `factor` is a slope, not the extension
+# ratio. **This chapter, its table and its interactive figure use $s = 1$**:
+# dynamic NTK at length $T$ is NTK-aware scaling with the factor $T/L$.
+# `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len` (`apply_rope` uses
+# the largest position plus one).
 
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
 #
 # 固定の係数は、短い入力でも周波数を変えてしまい、しかも $sL$ を超えればやはり壊れます。
-# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めることを提案しました。
-# $T \le L$ の間は何も変えず、それを超えたら係数を $T/L$ とし、系列が伸びるたびに周波数を計算し直します。
+# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めることにしました。
+# $T \le L$ の間は何も変えず、それを超えたら係数を $T/L$ とし、系列が伸びるたびに計算し直します。
 # Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこれを次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
-# $s = 1$ なら emozilla の $T/L$ そのもので、$s = 2$ なら $T = 2L$ ですでに 3 になります。
-# つまり Hugging Face の `factor` は伸び率ではなく傾きです。$T = sL$ で最も遅いペアを割る数は $s_T = s^2 - s + 1$ で、$s = 4$ なら 13 です。
+# $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを $s^2 - s + 1 = 13$ で割ります。
+# つまり Hugging Face の `factor` は伸び率ではなく傾きです。
 # **この章の表と対話的な図は $s = 1$ を使います。** したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
-# `posenc.DynamicNTKScaling(s, L)` がこの規則で、$T$ は `seq_len` で渡します（`apply_rope` は位置の最大値に 1 を足した値を使います）。
+# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` として受け取ります（`apply_rope` は位置の最大値に 1 を足した値を使います）。
 
 # %%
 rows = []
@@ -448,6 +439,7 @@ plt.show()
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：モデルの中では長さがテンソルになる**
+#
 # 上の確認で使った Hugging Face の値は、Hugging Face の関数に長さを Python の整数として渡して得たものです（`posenc` も長さをそう受け取ります）。
 # モデルの中では、Hugging Face は長さをテンソル（位置の最大値に 1 を足した値）として渡すので、新しい底を Python の浮動小数点数ではなく float32 で計算します。
 # すると、いくつかの長さで、一部のペアの周波数が `posenc` と最後の 1、2 ビットだけ、およそ 1000 万分の 1 違います。
@@ -463,20 +455,17 @@ tensor_path = torch.tensor(list(hf_tensor_5000.values()))  # float32
 assert (dyn_5000[list(hf_tensor_5000)] != tensor_path).all()  # not bit for bit
 
 # %% [markdown] lang="en"
-# Recomputing the frequencies has a catch when keys are cached. If keys enter
-# the [KV cache](../docs/glossary.md#kv-cache) already rotated, as in Hugging
-# Face's Llama, a key cached at an early length keeps that length's
-# frequencies while a later query is rotated with newer ones, and the score of
-# a query at $m$ and a key at $n$ is no longer a function of $m - n$. Peng et
-# al. (2023) recommend caching the keys before the rotation. Exercise 4
-# measures the damage over a whole generation.
+# Recomputing the frequencies has a catch when keys enter the
+# [KV cache](../docs/glossary.md#kv-cache) already rotated, as in Hugging
+# Face's Llama: a key cached at an early length keeps that length's
+# frequencies while later queries get newer ones, and the score of a query at
+# $m$ and a key at $n$ is no longer a function of $m - n$. Peng et al. (2023)
+# recommend caching keys before the rotation; exercise 4 measures the damage.
 
 # %% [markdown] lang="ja"
-# 周波数を計算し直すことには、キーをキャッシュするときに落とし穴があります。
-# Hugging Face の Llama のように回転済みのキーを [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れると、早い時点でキャッシュしたキーはその時点の周波数を持ち続け、あとのクエリは新しい周波数で回転されます。
-# すると、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
-# Peng ら（2023）は、キーを回転させる前にキャッシュするよう勧めています。
-# 生成全体でどれだけずれるかは、演習 4 で測ります。
+# 周波数を計算し直すことには落とし穴があります。Hugging Face の Llama のように、回転済みのキーを [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れる場合です。
+# 早い時点でキャッシュしたキーはその時点の周波数を持ち続け、あとのクエリは新しい周波数で回転されるので、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
+# Peng ら（2023）は、キーを回転させる前にキャッシュするよう勧めています。どれだけずれるかは演習 4 で測ります。
 
 
 # %% tags=["check"] summary={"en": "rotated at one length, a shifted query and key keep their score; the key rotated at T = L and the query at T = 2L do not", "ja": "同じ長さで回転させれば、クエリとキーを一緒にずらしてもスコアは変わりませんが、キーを T = L で、クエリを T = 2L で回転させると変わります"}
@@ -527,7 +516,8 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 著者のコード（Hugging Face の `"yarn"` と `posenc.YarnScaling` もこれに従います）は、同じ 2 つの番号を外側に丸めた間にランプ関数を置きますが、$r$ ではなく $i$ について線形にします（下の注で 2 つを比べます）。
+# 著者のコードも同じ 2 つの番号の間にランプ関数を置きますが、番号は外側に丸め、$r$ ではなく $i$ について線形にします（下の注で 2 つを比べます）。
+# Hugging Face の `"yarn"` と `posenc.YarnScaling` は、このコードに従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。
 # Llama 2 と $s = 4$ では次のとおりです。
 
@@ -588,6 +578,7 @@ assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの中のランプ関数**
+#
 # コードは、しきい値 `beta_fast`（$\beta$）と `beta_slow`（$\alpha$）を $i_\beta$ の式でペアの番号に直し、その範囲を外側に丸めて整数にし、$i$ について線形なランプ関数を作ります。既定のしきい値では次の式です。
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
 # 帯の外では、2 つのランプ関数は一致します。帯の中では一致しません。
@@ -801,6 +792,7 @@ plt.show()
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：DeepSeek のアテンションの係数**
+#
 # DeepSeek-V2 と DeepSeek-V3 は、$s = 40$、$\alpha = 1$、$\beta = 32$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の 4.3 節）。
 # そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのはクエリとキーの一部の次元だけです。
 # 各ヘッドは、位置の情報を持たない $d_h = 128$ 次元の $q^C, k^C$ に加えて、回転させる $d^R_h = 64$ 次元の $q^R, k^R$ を持ちます
@@ -815,7 +807,9 @@ plt.show()
 # コードはこの係数を 2 か所に置きます。
 # Hugging Face の `"yarn"` は、両方のキーがあるとき、cos と sin に、つまり $q^R$ と $k^R$ だけに次の値を掛けます。
 # $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
-# 一方、DeepSeek のアテンション（Hugging Face の `yarn_apply_mscale` と、DeepSeek-V3 自身の `inference/model.py` にある `MLA`。後者のキーは `mscale` 1 つだけで、これが `mscale_all_dim` の役割を果たします）は、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。こちらはスコアのすべての次元に効きます。
+# 一方、DeepSeek のアテンションは、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。こちらはスコアのすべての次元に効きます。
+# これを行うのは、Hugging Face の `yarn_apply_mscale` と、DeepSeek-V3 自身の `inference/model.py` にある `MLA` です。
+# 後者のキーは `mscale` 1 つだけで、これが `mscale_all_dim` の役割を果たします。
 # したがってスコアのうち回転する部分には $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ が、内容の部分には $g(s, m_{\text{all}})^2$ が掛かります。
 # $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
 # 公開されている 2 つの設定のように 2 つのキーが等しいとき、cos と sin に掛かる係数は同じ数をそれ自身で割ったもので、ちょうど 1 です。
@@ -883,7 +877,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
-# $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ と書き直せ、$g_i = \gamma(r_i)$ となります。
+# $L/\lambda_i = r_i$ なので、2 つの条件はそれぞれ $r_i > \beta$、$r_i < \alpha$ になり、$g_i = \gamma(r_i)$ です。
 # つまりこれは、論文が書く形の YaRN の規則（$r$ について線形なランプ関数）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものです。
 # 帯の両端で $g_i$ は 1（$\lambda_i = L/\beta$）と 0（$\lambda_i = L/\alpha$）になるので、3 つの部分は連続につながります。
 # $d = 128$ では次のとおりです。
@@ -948,43 +942,41 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # %% [markdown] lang="en"
 # ## LongRoPE: a searched factor per frequency
 #
-# The rules so far compute every $\theta'_i$ from a formula with one or two
-# knobs. LongRoPE (Ding et al. 2024) lets a search choose: pair $i$ is divided
-# by its own factor $\kappa_i$ (the paper writes $\lambda_i$, a letter this
-# chapter keeps for the wavelength, as the
+# LongRoPE (Ding et al. 2024) replaces the formula by a search: pair $i$ is
+# divided by its own factor $\kappa_i$ (the paper's $\lambda_i$; this chapter
+# keeps that letter for the wavelength, as the
 # [notation page](../docs/notation.md#frequencies) does),
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # An evolutionary search breeds lists of $d/2$ factors, scores each by the
 # perplexity of the extended model on a few long documents, and keeps only
-# lists that do not decrease with $i$, so a slower pair is never interpolated
-# less than a faster one.
+# lists that do not decrease with $i$: a slower pair is never interpolated less
+# than a faster one.
 #
 # Phi-3's 128K models ship two lists, `short_factor` for sequences of at most
-# $L$ positions and `long_factor` beyond, and multiply the queries and keys by
+# $L$ positions and `long_factor` beyond, and multiply $q$ and $k$ by
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
-# where $s$ is the extended length over the original one. The logits grow by
-# $1 + \ln s/\ln L$: a factor that grows like $\ln s$, as the section
+# with $s$ the extended length over the original. The logits grow by
+# $1 + \ln s/\ln L$, a factor that grows like $\ln s$, as
 # [The attention temperature](#the-attention-temperature) derived, on short
 # inputs too. For Phi-3.5-mini-instruct ($d = 96$, base $10^4$, $L = 4096$,
-# $s = 131072/4096 = 32$) that is $17/12$, a factor of $\sqrt{17/12} = 1.1902$
-# on $q$ and $k$, and the lists are:
+# $s = 131072/4096 = 32$) that is $17/12$, or $\sqrt{17/12} = 1.1902$ on $q$
+# and $k$, and the lists are:
 
 # %% [markdown] lang="ja"
 # ## LongRoPE：周波数ごとに探索した係数
 #
-# ここまでの規則は、1 つか 2 つのつまみを持つ式からすべての $\theta'_i$ を計算していました。
-# LongRoPE（Ding ら 2024）は、これを探索に任せます。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割ります
-# （論文はこの係数を $\lambda_i$ と書きますが、この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います）。
+# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割ります
+# （論文の $\lambda_i$ です。この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います）。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # 進化的な探索が $d/2$ 個の係数の列を交配させ、各列を、伸ばしたモデルの数本の長い文書でのパープレキシティで評価します。
 # 残すのは $i$ について減らない列だけなので、遅いペアが速いペアより弱く補間されることはありません。
 #
 # Phi-3 の 128K 版のモデルは 2 つの列を持ちます。$L$ 位置以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` です。
-# さらにクエリとキーに次の係数を掛けます。
+# さらに $q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # ここで $s$ は、伸ばした長さと元の長さの比です。
 # スコアは $1 + \ln s/\ln L$ 倍になります。「[アテンションの温度](#アテンションの温度)」の節で導いたとおり $\ln s$ に比例して大きくなる係数で、短い入力にも掛かります。
-# Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ に掛かる係数は $\sqrt{17/12} = 1.1902$ です。
+# Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。
 # 係数の列は次のとおりです。
 
 # %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した列は減りません"}
@@ -1078,10 +1070,10 @@ print(
 )
 
 # %% [markdown] lang="en"
-# The long list divides the slow pairs by about $2s$: at position 131071 their
-# angles reach only about half of their trained arc. The list switches when
-# the sequence first exceeds $L$, so keys cached with the short list are stale
-# from then on: dynamic NTK's problem, in one jump (the note below).
+# The long list divides the slow pairs by about $2s$: at position 131071
+# their angles reach only half of their trained arc. As the list switches when
+# the sequence first exceeds $L$, keys cached with the short list go stale:
+# dynamic NTK's problem, in one jump (the note below).
 
 # %% [markdown] lang="ja"
 # 長い入力用の列は、遅いペアをおよそ $2s$ で割ります。位置 131071 でも、その角度は学習した弧のおよそ半分にしか達しません。
@@ -1118,11 +1110,13 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：探索が利用するものと、Phi-3 に残ったもの**
+#
 # 論文は LLaMA2-7B について 2 つの非一様性を報告しています。
 # 1 つ目は周波数についてです。ファインチューニングなしの 8192 位置では、ペアごとに探索した係数のほうが、PI、動的 NTK、YaRN より PG19 でのパープレキシティが低くなります（論文の表 1）。
 # 2 つ目は位置についてで、先頭の $\hat{n}$ 個の位置には元の RoPE をそのまま使います。StreamingLLM が観察したように、先頭のトークンは大きなアテンションスコアを受け取るからです。
 # 先頭の位置をそのままにすると、8192 位置での PI のパープレキシティも下がります（論文の表 2）。
-# 手法全体では、さらに段階的に長さを伸ばし（256k 位置でファインチューニングしてから、もう一度探索します）、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
+# 手法全体では、さらに段階的に長さを伸ばします（256k 位置でファインチューニングしてから、もう一度探索します）。
+# また、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
 # Phi-3 に残っているのは周波数の部分だけで、2 つの列があり、$\hat{n}$ はありません。
 # 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は $s$ を `max_position_embeddings` と `original_max_position_embeddings` の比とし、`attention_factor` を明示すると既定の係数がそれに置き換わります。
 # 同じファミリーのほかのモデルには、列ごとにアテンションの係数 `short_mscale` と `long_mscale` を持つものもあります。
@@ -1182,20 +1176,23 @@ print(
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：生成の途中での切り替え**
+#
 # どちらの列を使うかは、フォワードパスごとに位置の最大値から決まります。
 # 4096 トークン以下のプロンプトは短い入力用の係数で処理され、そのキーはその係数で回転されてから [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入ります。
 # 位置 4096 を加える[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)（$T = 4097$）で、Hugging Face の回転埋め込みのモジュールは長い入力用の係数に切り替わります。
 # 新しいクエリは長い入力用の列で回転されますが、キャッシュしたキーは短い入力用の列で回転されたままです。
-# 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まります（セルでは、クエリとキーを一緒に最大 3700 位置ずらします。位置はすべて 4096 未満か、すべて $5L$ より先です）。
+# 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まります。
+# セルでは、クエリとキーを一緒に最大 3700 位置ずらして確かめます（位置はすべて 4096 未満か、すべて $5L$ より先です）。
 # 切り替わりをまたぐと、そうはなりません。
 # 位置 $n$ にキャッシュしたキーは、ペア $i$ で角度 $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$ だけずれています。
 # ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、ペア 0 から 39 が 1 ラジアンより大きく、ペア 40 から 47 が 0.17 から 0.88 ラジアンずれます。$2\pi$ の整数倍を除いても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれています。
-# 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合のスコアと比べると、差は平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
+# 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
+# 差は平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、`generate` の中でこれを回避します。
-# キャッシュが $L$ 個以下のキーしか持たないまま入力が初めて $L + 1$ トークンに達すると、`prepare_inputs_for_generation` がキャッシュを捨て、系列全体を長い入力用の列で処理し直します
-# （[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。その 1 ステップだけは遅くなります。
+# キャッシュが $L$ 個以下のキーしか持たないまま入力が初めて $L + 1$ トークンに達すると、`prepare_inputs_for_generation` がキャッシュを捨てます。
+# そして系列全体を長い入力用の列で処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。その 1 ステップだけは遅くなります。
 # 自分で書いたデコードのループや、このメソッドを上書きしていないモデルのクラスでは、古いキーが残ります。
 # onnxruntime-genai は、系列が $L$ を超えた時点で巻き戻し、系列全体を計算し直します（バッチの大きさ 1、ビーム 1 本の場合に限ります。[プルリクエスト 1161](https://github.com/microsoft/onnxruntime-genai/pull/1161)、2024 年）。
 # llama.cpp は、列を現在の長さではなくモデルを読み込むときに確保したコンテキストの大きさから選んできました。
@@ -1294,32 +1291,28 @@ for scaling in scalings.values():
 # ## Side by side
 #
 # All these rules answer one question: how much to slow each pair, given its
-# wavelength. The figure puts them on that axis. Horizontally, the original
-# wavelength of pair $i$ in units of the training length, $\lambda_i/L$;
-# vertically, its divisor $\kappa_i = \theta_i/\theta'_i$ as a power of the
-# factor, $\log_s \kappa_i$: 0 for a pair kept, 1 for a pair divided by $s$.
-# Left of $L/32$ a pair turns more than 32 times within $L$; right of $L$ it
-# never completes a turn. PI slows every pair fully. NTK-aware scaling rises
-# along a straight line, slowing the fast pairs a little and the slow ones
-# too little. YaRN keeps everything left of $L/32$ and slows fully everything
-# right of $L$; Llama 3's rule does the same with a narrower band, from $L/4$.
-# Phi-3.5-mini's LongRoPE lists, for its own $s = 32$, differ: the long list
-# already slows fast pairs and slows the slow ones by about $2s$, which is
-# $s^{1.2}$; the short list divides by 2.84 at most. The table gives
-# $\theta'_i/\theta_i$ for Llama 2's setting ($s = 4$), with dynamic NTK at
-# $T = 2L$: NTK-aware scaling with the factor 2.
+# wavelength. The figure puts them on that axis: horizontally the original
+# wavelength in units of the training length, $\lambda_i/L$; vertically the
+# divisor $\kappa_i = \theta_i/\theta'_i$ as a power of the factor,
+# $\log_s \kappa_i$, 0 for a pair kept and 1 for a pair divided by $s$. PI
+# slows every pair fully. NTK-aware scaling rises in a straight line, slowing
+# fast pairs a little and slow ones too little. YaRN keeps every pair left of
+# $L/32$ (more than 32 turns within $L$) and slows fully every pair right of
+# $L$ (no full turn); Llama 3's rule does the same from $L/4$. Phi-3.5-mini's
+# LongRoPE lists ($s = 32$) differ: the long list already slows fast pairs,
+# and slows the slow ones by about $2s$, or $s^{1.2}$; the short one divides by
+# 2.84 at most. The table gives $\theta'_i/\theta_i$ in Llama 2's setting
+# ($s = 4$), with dynamic NTK at $T = 2L$: NTK-aware scaling with the factor 2.
 
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
 # ここまでの規則はどれも、1 つの問いに答えています。各ペアを、その波長に応じてどれだけ遅くするかです。
 # 図はそれを 1 本の軸の上に並べます。
-# 横軸はペア $i$ の元の波長を学習時の長さを単位として測ったもの $\lambda_i/L$、縦軸はそのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ を係数のべきで表したもの $\log_s \kappa_i$ です。
-# そのまま保つペアは 0、$s$ で割るペアは 1 になります。
-# $L/32$ より左のペアは $L$ の間に 32 回より多く回り、$L$ より右のペアは 1 周もしません。
+# 横軸は元の波長を学習時の長さを単位として測ったもの $\lambda_i/L$、縦軸はそのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ を係数のべきで表したもの $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを完全に遅くします。
 # NTK-aware スケーリングは直線的に上がり、速いペアを少し遅くし、遅いペアは遅くし足りません。
-# YaRN は $L/32$ より左をすべてそのまま保ち、$L$ より右をすべて完全に遅くします。Llama 3 の規則も同じですが、帯が $L/4$ からと狭くなります。
+# YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）をすべて完全に遅くします。Llama 3 の規則も同じことを $L/4$ から行います。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
 # 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。これは係数 2 の NTK-aware スケーリングです。
 
@@ -1390,9 +1383,9 @@ plt.show()
 
 # %% [markdown] lang="en"
 # <!-- explorable: 09-rope-context -->
-# *On the website, an interactive figure takes the place of this note: the
-# wavelength of every pair under each method, for a chosen factor, training
-# length and base, and dynamic NTK at a chosen sequence length.*
+# *On the website, an interactive figure stands here: every pair's wavelength
+# under each method, for a chosen factor, training length, base and, for
+# dynamic NTK, sequence length.*
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 09-rope-context -->
@@ -1406,7 +1399,7 @@ plt.show()
 #
 # | model | trained $L$ | extended to | rule |
 # |---|---|---|---|
-# | Vicuna v1.5 16k (LMSYS; a Llama 2 fine-tune) | 4096 | 16384 | PI, $s = 4$ |
+# | Vicuna v1.5 16k (LMSYS, from Llama 2) | 4096 | 16384 | PI, $s = 4$ |
 # | Code Llama (Rozière et al. 2023) | 4096 | 16384 in fine-tuning | base $10^4 \to 10^6$ |
 # | Llama 3.1 (Meta) | 8192 | 131072 | Llama 3 rule, $s = 8$, base $5 \cdot 10^5$ |
 # | Qwen2.5 Instruct (Qwen team) | 32768 | 131072 | YaRN, $s = 4$, switched on by the user |
@@ -1415,16 +1408,12 @@ plt.show()
 # | Phi-3.5-mini-instruct (Microsoft) | 4096 | 131072 | LongRoPE, two lists of 48 |
 # | gpt-oss (OpenAI) | 4096 | 131072 | YaRN, $s = 32$, base $1.5 \cdot 10^5$, band not rounded |
 #
-# Code Llama changed the base without the NTK-aware formula; for $d = 128$
-# its base is the NTK-aware one for the factor $s = 100^{(d-2)/d} = 93.06$.
-# The Qwen2.5 model cards advise adding the YaRN setting only when long inputs
-# are expected, because a static YaRN applies whatever the length of the input
-# and can hurt short texts, the trade-off that led to dynamic NTK. One more
-# rule sits in Hugging Face's table (the note below) without being a context
-# extension: p-RoPE (Barbero et al. 2024) leaves the slowest pairs unrotated;
-# the chapter
-# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#partial-rotation-against-p-rope)
-# derives it.
+# Code Llama's new base is the NTK-aware one for the factor
+# $s = 100^{(d-2)/d} = 93.06$ ($d = 128$). The Qwen2.5 model cards advise
+# adding YaRN only when long inputs are expected, since a static YaRN can hurt
+# short texts. p-RoPE (Barbero et al. 2024), in Hugging Face's table below, is
+# no context extension: it leaves the slowest pairs unrotated (the chapter
+# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#partial-rotation-against-p-rope)).
 
 # %% [markdown] lang="ja"
 # ## どのモデルがどれを使うか
@@ -1442,11 +1431,10 @@ plt.show()
 # | Phi-3.5-mini-instruct（Microsoft） | 4096 | 131072 | LongRoPE、48 個ずつの 2 つの列 |
 # | gpt-oss（OpenAI） | 4096 | 131072 | YaRN、$s = 32$、底 $1.5 \cdot 10^5$、帯の端を丸めない |
 #
-# Code Llama は NTK-aware の式を使わずに底を変えました。$d = 128$ では、その底は係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです。
-# Qwen2.5 のモデルカードは、長い入力を扱うときだけ YaRN の設定を加えるよう勧めています。
-# 静的な YaRN は入力の長さによらずかかるので、短いテキストでは性能を損なうおそれがあるからです。動的 NTK が生まれるもとになったトレードオフと同じです。
-# Hugging Face の表（下の注）には、コンテキストを伸ばす手法ではない規則がもう 1 つあります。
-# 最も遅いペアを回転させずに残す p-RoPE（Barbero ら 2024）で、[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章で導きます。
+# Code Llama の新しい底は、係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです（$d = 128$）。
+# Qwen2.5 のモデルカードは、長い入力を扱うときだけ YaRN を加えるよう勧めています。静的な YaRN は短いテキストで性能を損なうおそれがあるからです。
+# 下の Hugging Face の表にある p-RoPE（Barbero ら 2024）は、コンテキストを伸ばす手法ではありません。
+# 最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
 
 # %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 に s = 100^((d-2)/d) = 93.06 を入れた NTK-aware の底です"}
 s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
@@ -1474,13 +1462,15 @@ assert round(s_code_llama, 2) == 93.06
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：表の細部**
+#
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
 # Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは vLLM の YaRN が静的であることを注意しており、Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
 # gpt-oss は `truncate` を false にしています（次の注）。
 # Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
 # Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
-# Xiong ら（2023、Llama 2 Long）は、底だけを変えることを「adjusted base frequency」と呼び、長い系列での継続事前学習の間に Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
+# Xiong ら（2023、Llama 2 Long）は、底だけを変えることを「adjusted base frequency」と呼んでいます。
+# 長い系列での継続事前学習の間に、Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Hugging Face's names, and where posenc differs.**
@@ -1518,6 +1508,7 @@ assert round(s_code_llama, 2) == 93.06
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Hugging Face での名前と、posenc との違い**
 #
+#
 # | 規則 | `posenc` | Hugging Face の `rope_scaling` |
 # |---|---|---|
 # | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
@@ -1529,7 +1520,9 @@ assert round(s_code_llama, 2) == 93.06
 # | p-RoPE（Barbero ら 2024） | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`、`partial_rotary_factor`、`factor` |
 #
 # `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$ で、範囲は外側に丸めます（`truncate=True`）。
-# Hugging Face の YaRN の追加のキーは、アテンションの係数を上書きするもの（`attention_factor`、または DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比）と、範囲を小数のまま使うためのもの（`truncate=False`）です。
+# Hugging Face の YaRN の追加のキーは 2 種類です。
+# 1 つはアテンションの係数を上書きするもので、`attention_factor` か、DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比です。
+# もう 1 つは範囲を小数のまま使うための `truncate=False` です。
 # `YarnScaling` は `mscale` と `mscale_all_dim` を受け取りますが、`attention_factor` の直接の指定と `truncate` はありません。
 # そのため、範囲を小数のまま使う gpt-oss は再現できません。Hugging Face の `GptOssConfig` は既定で `truncate` を false にしており、OpenAI の参照実装（`gpt_oss/torch/model.py`）も範囲を丸めません。
 # ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の gpt-oss では、混ぜる範囲はペア 8.09 からペア 17.40 までで、`YarnScaling` ではペア 8 からペア 18 までです。
@@ -1571,23 +1564,21 @@ print(
 # ## What to remember
 #
 # - A pair whose wavelength exceeds the training length $L$ has seen only an
-#   arc of its circle, and past $L$ it meets angles never trained; these slow
-#   pairs are what every rule here repairs.
+#   arc of its circle; past $L$ it meets angles never trained. Every rule here
+#   repairs these slow pairs.
 # - Every rule only changes the frequencies (YaRN and LongRoPE also scale $q$
-#   and $k$), so for any fixed set of frequencies the score still depends only
-#   on $n - m$.
+#   and $k$), so with fixed frequencies the score still depends only on $n - m$.
 # - PI divides every frequency by $s$ and costs resolution; NTK-aware scaling
-#   raises the base to $b\, s^{d/(d-2)}$, keeps pair 0 and divides the slowest
-#   by $s$, but leaves most slow pairs past their trained arc.
+#   raises the base to $b\, s^{d/(d-2)}$, keeps pair 0, divides the slowest by
+#   $s$, and leaves most slow pairs past their trained arc.
 # - YaRN and Llama 3 decide by wavelength: keep pairs shorter than $L/\beta$,
-#   divide pairs longer than $L/\alpha$ by $s$, blend in between ($\beta = 32$
-#   and 4).
+#   divide pairs longer than $L/\alpha$ by $s$, blend in between.
 # - A longer input spreads attention: the entropy grows by about $\ln s$. A
 #   factor on the logits that grows like $\ln s$ pulls it back: YaRN's
 #   $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$.
-# - Dynamic NTK and LongRoPE change the frequencies with the sequence length;
-#   keys cached after their rotation then go stale.
-# - Hugging Face's dynamic `factor` is a slope: $s_T = sT/L - (s-1)$, so only
+# - Dynamic NTK and LongRoPE change the frequencies with the sequence length,
+#   so keys cached after their rotation go stale.
+# - Hugging Face's dynamic `factor` is a slope, $s_T = sT/L - (s-1)$: only
 #   $s = 1$ gives $T/L$.
 # - LongRoPE searches one factor per pair; Phi-3.5-mini's long list divides the
 #   slow pairs by about $2s$.
@@ -1595,37 +1586,36 @@ print(
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則が直すのは、この遅いペアです。
-# - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。周波数を固定している限り、スコアは $n - m$ だけで決まります。
+# - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、この遅いペアを直します。
+# - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。周波数が固定されていれば、スコアは $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
-# - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます（$\beta$ はそれぞれ 32 と 4）。
+# - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
 # - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。$\ln s$ に比例して大きくなる係数をスコアに掛けると戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
-# - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えます。回転させてからキャッシュしたキーは、そのとき古くなります。
-# - Hugging Face の動的 NTK の `factor` は傾きです。$s_T = sT/L - (s-1)$ なので、$T/L$ になるのは $s = 1$ のときだけです。
+# - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
+# - Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
 # %% [markdown] lang="en"
 # ## Exercises
 #
-# 1. Code Llama fine-tunes with base $10^6$ at 16384 positions. Count the pairs of
-#    $d = 128$ that complete a full turn within 16384 positions, and compare with Llama 2
+# 1. Code Llama fine-tunes with base $10^6$ at 16384 positions. Count the pairs
+#    of $d = 128$ that turn fully within 16384 positions and compare with Llama 2
 #    at 4096. Which wavelengths does the larger base move past the context?
-# 2. Derive the NTK-aware base if, instead of the last pair, the last pair that still
-#    completes a turn within $L$ (index $\lfloor i_1 \rfloor$) is to be divided by $s$.
-#    Check your $b'$ with `rope_frequencies(d, base=...)`.
-# 3. Choose `beta_fast` and `beta_slow` so that `YarnScaling(8, 8192, ...)` with base
-#    $5 \cdot 10^5$ comes as close as possible to `Llama3Scaling()`. How close does it get,
-#    and why can the two never agree exactly (apart from the attention factor)?
-# 4. Generate positions $0$ to $3L - 1$ one at a time with dynamic NTK ($s = 1$), caching
-#    each key after its rotation with the frequencies of the current length. At the end,
-#    compare the scores of the last query against the cached keys with those against keys
-#    all rotated with the final frequencies. Where are the differences largest?
-# 5. DeepSeek's configurations set `mscale` = `mscale_all_dim`. Suppose one set
-#    `mscale` = 1 and `mscale_all_dim` = 0.707, with $s = 40$. By what factor are the
-#    rotary part $q^R \cdot k^R$ and the content part $q^C \cdot k^C$ of a logit
-#    multiplied, compared with the model before the extension? Check your answer with
-#    `YarnScaling` and with the numbers Hugging Face gives for this
-#    configuration: the attention factor 1.0857263992561355 and the softmax scale
-#    0.1147213867929261.
+# 2. Derive the NTK-aware base if, instead of the last pair, the last pair that
+#    still turns within $L$ (index $\lfloor i_1 \rfloor$) is to be divided by
+#    $s$. Check your $b'$ with `rope_frequencies(d, base=...)`.
+# 3. Choose `beta_fast` and `beta_slow` so that `YarnScaling(8, 8192, ...)` with
+#    base $5 \cdot 10^5$ comes as close as possible to `Llama3Scaling()`. How
+#    close, and why can the two never agree exactly (attention factor apart)?
+# 4. With dynamic NTK ($s = 1$), generate positions $0$ to $3L - 1$ one at a
+#    time, caching each key rotated with the frequencies of the current length.
+#    Compare the last query's scores against the cached keys with those against
+#    keys rotated with the final frequencies. Where do they differ most?
+# 5. Suppose a configuration of DeepSeek's kind set `mscale` = 1 and
+#    `mscale_all_dim` = 0.707, with $s = 40$ (the note on DeepSeek's attention
+#    factor). By what factor are the rotary part $q^R \cdot k^R$ and the content
+#    part $q^C \cdot k^C$ of a logit multiplied? Check with `YarnScaling` and
+#    with Hugging Face's numbers for it: attention factor 1.0857263992561355,
+#    softmax scale 0.1147213867929261.
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1633,21 +1623,15 @@ print(
 # 1. Code Llama は底 $10^6$、16384 位置でファインチューニングされています。
 #    $d = 128$ のペアのうち、16384 位置の間に 1 周するものを数え、4096 位置の Llama 2 と比べてください。
 #    底を大きくしたことで、どの波長がコンテキストの外に出たでしょうか。
-# 2. 最後のペアではなく、$L$ の間にまだ 1 周する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、
-#    NTK-aware の底はどうなるか導いてください。
+# 2. 最後のペアではなく、$L$ の間にまだ 1 周する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、NTK-aware の底はどうなるか導いてください。
 #    求めた $b'$ を `rope_frequencies(d, base=...)` で確かめてください。
-# 3. 底 $5 \cdot 10^5$ の `YarnScaling(8, 8192, ...)` が `Llama3Scaling()` にできるだけ近くなるように、
-#    `beta_fast` と `beta_slow` を選んでください。どこまで近づくでしょうか。
-#    また、アテンションの係数の違いを別にしても、両者が完全には一致しえないのはなぜでしょうか。
-# 4. 動的 NTK（$s = 1$）で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。
-#    各キーは、その時点の長さの周波数で回転させてからキャッシュします。
-#    最後に、最後のクエリとキャッシュしたキーのスコアを、すべてのキーを最終的な周波数で回転させた場合のスコアと比べてください。
-#    差が最も大きいのはどこでしょうか。
-# 5. DeepSeek の設定は `mscale` と `mscale_all_dim` を等しくしています。
-#    かりに `mscale` = 1、`mscale_all_dim` = 0.707、$s = 40$ とします。
-#    スコアのうち回転する部分 $q^R \cdot k^R$ と内容の部分 $q^C \cdot k^C$ は、拡張前のモデルと比べてそれぞれ何倍になるでしょうか。
-#    答えを `YarnScaling` で確かめてください。
-#    この設定で Hugging Face が返す値とも比べてください。アテンションの係数は 1.0857263992561355、softmax のスケールは 0.1147213867929261 です。
+# 3. 底 $5 \cdot 10^5$ の `YarnScaling(8, 8192, ...)` が `Llama3Scaling()` にできるだけ近くなるように、`beta_fast` と `beta_slow` を選んでください。
+#    どこまで近づくでしょうか。また、アテンションの係数を別にしても、両者が完全には一致しえないのはなぜでしょうか。
+# 4. 動的 NTK（$s = 1$）で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。各キーは、その時点の長さの周波数で回転させてからキャッシュします。
+#    最後のクエリとキャッシュしたキーのスコアを、最終的な周波数で回転させたキーとのスコアと比べてください。差が最も大きいのはどこでしょうか。
+# 5. かりに DeepSeek のような設定が `mscale` = 1、`mscale_all_dim` = 0.707、$s = 40$ だったとします（DeepSeek のアテンションの係数の注を参照）。
+#    スコアのうち回転する部分 $q^R \cdot k^R$ と内容の部分 $q^C \cdot k^C$ は、それぞれ何倍になるでしょうか。
+#    `YarnScaling` と、この設定で Hugging Face が返す値で確かめてください。アテンションの係数は 1.0857263992561355、softmax のスケールは 0.1147213867929261 です。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With base $10^6$ and $L = 16384$, the formula for $i_1$ gives 36.44:
@@ -1871,10 +1855,11 @@ print(
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# Numbers quoted from Hugging Face come from transformers 5.24.0 with torch
-# 2.13.0 on the CPU; the settings of released models from their
-# `config.json`. The note after the references says where each rule and
-# number comes from.
+# Hugging Face's numbers: transformers 5.24.0, torch 2.13.0, CPU. Settings of
+# released models: their `config.json`. Where each rule and number comes from:
+# the note after the references.
+#
+# ### References
 #
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding*. <https://arxiv.org/abs/2104.09864>
@@ -1929,6 +1914,8 @@ print(
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
 # どの規則と数値がどこから来たかは、参考文献の後の注にまとめます。
+#
+# ### 参考文献
 #
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding*. <https://arxiv.org/abs/2104.09864>
@@ -2007,7 +1994,8 @@ print(
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各規則と数値の出どころ**
-# 確認のセルにある Hugging Face の数値は、どれも CPU 上の transformers 5.24.0 と torch 2.13.0 で、セルのコメントに書いた呼び出しによって計算したものです。
+#
+# 確認のセルにある Hugging Face の数値は、どれも CPU 上の transformers 5.24.0 と torch 2.13.0 で計算したものです。呼び出し方はセルのコメントに書きました。
 # NTK-aware の底は bloc97 のもので、YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。これを「ペア 0 をそのままにし、最も遅いペアを $s$ で割る」と読むのは Peng らの説明に従ったものです。
 # 動的な規則は emozilla の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
 # YaRN のランプ関数は著者のコードに従います。

@@ -673,8 +673,10 @@ plt.show()
 
 # %%
 c = yarn.attention_factor  # sqrt(1/t) for s = 4
-print(f"s = 4: sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}")
+print(f"s = 4: sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
+
+# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、s = 8 までは L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
 gen_t = torch.Generator().manual_seed(9)
 logits = 2 * torch.randn(128, 32 * L, dtype=f64, generator=gen_t)  # 128 queries
 
@@ -692,7 +694,24 @@ yarn_H = [
 ]
 print("s        " + "".join(f"{e:7d}" for e in extension))
 print("H - H(L) " + "".join(f"{h - plain_H[0]:+7.2f}" for h in plain_H))
-print("with 1/t " + "".join(f"{h - plain_H[0]:+7.2f}" for h in yarn_H), end="")
+print("with 1/t " + "".join(f"{h - plain_H[0]:+7.2f}" for h in yarn_H))
+
+fig, ax = plt.subplots(figsize=(6.4, 3.0))
+ax.plot(extension, plain_H, "o-", color="C0", label="$a = 1$")
+ax.plot(extension, yarn_H, "s-", color="C1", label="$a = 1/t$")
+ax.plot(
+    extension,
+    [plain_H[0] + math.log(e) for e in extension],
+    color=INK,
+    ls=":",
+    label=r"$H(L) + \ln s$",
+)
+ax.axhline(plain_H[0], color=INK, lw=0.8)
+ax.set(xscale="log", xlabel="$s = T/L$", ylabel="$H$")
+ax.set_xticks(extension, [f"${e}$" for e in extension])
+ax.minorticks_off()
+ax.legend(loc="upper left")
+plt.show()
 
 
 # %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dH/da is -a Var_p(z); on the random logits the entropy gains nearly ln s, YaRN's factor holds it within 0.15 nats up to s = 8; the factor is Hugging Face's and scales norms by sqrt(1/t) and logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dH/da は -a Var_p(z) です。ランダムなスコアではエントロピーがほぼ ln s 増え、YaRN の係数は s = 8 まで 0.15 nat 以内に保ちます。係数は Hugging Face の値と一致し、ノルムを sqrt(1/t) 倍、スコアを 1/t 倍にします"}
@@ -733,24 +752,6 @@ assert_close(q_yarn.norm(dim=-1), c * qs.norm(dim=-1))  # norms x sqrt(1/t)
 assert_close(q_yarn, c * rotate_half(qs, mq, theta_yarn))
 plain = rotate_half(qs, mq, theta_yarn) * rotate_half(ks, mk, theta_yarn)
 assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
-
-# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、s = 8 までは L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
-ax.plot(extension, plain_H, "o-", color="C0", label="$a = 1$")
-ax.plot(extension, yarn_H, "s-", color="C1", label="$a = 1/t$")
-ax.plot(
-    extension,
-    [plain_H[0] + math.log(e) for e in extension],
-    color=INK,
-    ls=":",
-    label=r"$H(L) + \ln s$",
-)
-ax.axhline(plain_H[0], color=INK, lw=0.8)
-ax.set(xscale="log", xlabel="$s = T/L$", ylabel="$H$")
-ax.set_xticks(extension, [f"${e}$" for e in extension])
-ax.minorticks_off()
-ax.legend(loc="upper left")
-plt.show()
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: DeepSeek's attention factor.** DeepSeek-V2 and DeepSeek-V3

@@ -417,7 +417,7 @@ assert_close(dyn_1_4L, rope_frequencies(d, base=b, scaling=NTKScaling(4)))
 # %% tags=["figure"] alt={"en": ["Dynamic NTK with Hugging Face's factor 1: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["Hugging Face の factor を 1 とした動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.0))
 ks = (1, 2, 4, 8, 16)
-colors = plt.cm.viridis(torch.linspace(0, 0.9, len(ks)).numpy())
+colors = ("C0", "C1", "C2", "C3", "C4")  # site colours: both themes
 for k, color in zip(ks, colors, strict=True):
     scaled = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=k * L).double()
     label = f"$T = {k}L$" if k > 1 else "$T = L$"

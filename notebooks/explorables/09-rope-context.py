@@ -6,10 +6,14 @@ chapter's pages). The frequencies are posenc.rope_frequencies's own,
 computed at build time (float32, as posenc and Hugging Face form them; the
 floors and ceilings of YaRN's correction range and Llama 3's wavelength
 thresholds are decided in that precision) for every position of the
-controls: ``dim = 128``, two bases, the factor ``s`` and the original
-length ``L`` as powers of two. The browser only picks the rows of the
-chosen setting and plots ``2 pi / theta_i``. Dynamic NTK is shown at the
-length it was extended to, ``T = s L``.
+controls: ``dim = 128``, two bases, the factor ``s``, the original
+length ``L`` and, for dynamic NTK, the sequence length ``T`` (as ``T/L``),
+all as powers of two. The browser only picks the rows of the chosen
+setting and plots ``2 pi / theta_i``. Dynamic NTK follows the chapter's
+convention, Hugging Face's ``factor`` 1: at length ``T`` it is NTK-aware
+scaling with the factor ``T/L`` (with Hugging Face's ``factor`` ``s`` it
+would be ``s T/L - (s - 1)``, ``s**2 - s + 1`` at ``T = s L``), so it
+does not depend on ``s`` and meets the NTK-aware line at ``T = s L``.
 tests/site/test_explorables.py moves the controls and compares every
 plotted frequency with posenc.
 """
@@ -33,13 +37,14 @@ DIM = 128
 BASES = [10_000, 500_000]
 LOG2_FACTORS = range(1, 7)  # s = 2 .. 64
 LOG2_LENGTHS = range(10, 16)  # L = 1024 .. 32768
+LOG2_RATIOS = range(0, 7)  # T / L = 1 .. 64, dynamic NTK only
 METHODS = ["none", "pi", "ntk", "dynamic", "yarn", "llama3"]
 NAMES = {
     "en": {
         "none": "no scaling",
         "pi": "PI",
         "ntk": "NTK-aware",
-        "dynamic": "dynamic NTK (T = sL)",
+        "dynamic": "dynamic NTK at T",
         "yarn": "YaRN",
         "llama3": "Llama 3",
     },
@@ -47,7 +52,7 @@ NAMES = {
         "none": "スケーリングなし",
         "pi": "PI",
         "ntk": "NTK-aware",
-        "dynamic": "動的 NTK（T = sL）",
+        "dynamic": "動的 NTK（長さ T）",
         "yarn": "YaRN",
         "llama3": "Llama 3",
     },
@@ -57,45 +62,57 @@ TEXT = {
         "caption": "Choose the factor $s$ and the training length $L$ (both as "
         "powers of two) and the base, for $d = 128$. Each line is the "
         "wavelength $2\\pi/\\theta'_i$ of every pair $i$ under one method, from "
-        "posenc.rope_frequencies; the dotted lines mark $L$ and $sL$. Select "
-        "a method in the legend to show it alone.",
+        "posenc.rope_frequencies; the dotted lines mark $L$ and $sL$. Dynamic "
+        "NTK is drawn at the sequence length $T$ of its own slider, with "
+        "Hugging Face's factor 1: NTK-aware scaling with the factor $T/L$, "
+        "the line of NTK-aware scaling when $T = sL$. Select a method in the "
+        "legend to show it alone.",
         "description": "Interactive plot of the RoPE wavelength of every pair "
         "for no scaling, position interpolation, NTK-aware scaling, dynamic "
-        "NTK, YaRN and Llama 3, for a chosen factor, training length and base.",
+        "NTK, YaRN and Llama 3, for a chosen factor, training length and base, "
+        "with dynamic NTK at a chosen sequence length.",
         "factor": "log₂ factor s ",
         "length": "log₂ training length L ",
+        "ratio": "log₂ T/L (dynamic NTK) ",
         "base": "base ",
         "pair": "pair i",
         "wavelength": "wavelength 2π/θ′ᵢ (positions)",
         "method": "method",
-        "title": "s = {s}, L = {L}, base = {b}, d = 128",
+        "title": "s = {s}, L = {L}, T = {T}, base = {b}, d = 128",
     },
     "ja": {
         "caption": "係数 $s$ と学習時の長さ $L$（どちらも 2 のべき乗）、底を選びます"
         "（$d = 128$）。各線は、1 つの手法でのペア $i$ ごとの波長 "
         "$2\\pi/\\theta'_i$ を posenc.rope_frequencies で求めたものです。"
-        "点線は $L$ と $sL$ の位置です。凡例で手法を選ぶと、その手法だけを表示します。",
+        "点線は $L$ と $sL$ の位置です。動的 NTK は専用のスライダーで選んだ系列長 $T$ "
+        "での波長で、Hugging Face の factor は 1 です。つまり係数 $T/L$ の NTK-aware "
+        "スケーリングで、$T = sL$ のとき NTK-aware スケーリングの線と重なります。"
+        "凡例で手法を選ぶと、その手法だけを表示します。",
         "description": "スケーリングなし、位置補間、NTK-aware スケーリング、動的 NTK、"
         "YaRN、Llama 3 について、選んだ係数、学習時の長さ、底での RoPE の各ペアの波長を描く"
-        "対話的な図。",
+        "対話的な図。動的 NTK は選んだ系列長での波長です。",
         "factor": "係数 s の log₂ ",
         "length": "学習時の長さ L の log₂ ",
+        "ratio": "T/L の log₂（動的 NTK） ",
         "base": "底 ",
         "pair": "ペア i",
         "wavelength": "波長 2π/θ′ᵢ（位置の数）",
         "method": "手法",
-        "title": "s = {s}、L = {L}、底 = {b}、d = 128",
+        "title": "s = {s}、L = {L}、T = {T}、底 = {b}、d = 128",
     },
 }
 
 
-def scaling(method: str, factor: int, length: int):
-    """The posenc scaling of ``method``, and the sequence length it needs."""
+def scaling(method: str, factor: int, length: int, ratio: int = 1):
+    """The posenc scaling of ``method``, and the sequence length it needs.
+
+    Dynamic NTK takes Hugging Face's factor 1 (the chapter's convention) and
+    the sequence length ``ratio * length``; ``factor`` does not enter it."""
     return {
         "none": (None, None),
         "pi": (LinearScaling(factor), None),
         "ntk": (NTKScaling(factor), None),
-        "dynamic": (DynamicNTKScaling(factor, length), factor * length),
+        "dynamic": (DynamicNTKScaling(1.0, length), ratio * length),
         "yarn": (YarnScaling(factor, length), None),
         "llama3": (Llama3Scaling(factor, original_max_positions=length), None),
     }[method]
@@ -115,11 +132,11 @@ def shortest_float32(x: float) -> float:
 
 
 def frequencies(
-    method: str, base: int, factor: int, length: int
+    method: str, base: int, factor: int, length: int, ratio: int = 1
 ) -> list[float]:
     """posenc's float32 frequencies, written so that they read back as the
     same float32 numbers (the shortest decimal that round-trips)."""
-    s, seq_len = scaling(method, factor, length)
+    s, seq_len = scaling(method, factor, length, ratio)
     theta = rope_frequencies(DIM, base=float(base), scaling=s, seq_len=seq_len)
     return [shortest_float32(v) for v in theta.tolist()]
 
@@ -127,26 +144,30 @@ def frequencies(
 @functools.cache
 def grid() -> list[dict]:
     """One row per method and setting; None where a method does not depend
-    on the factor or the length."""
+    on the factor, the length or the ratio T/L."""
     rows = []
     for method in METHODS:
-        uses_factor = method != "none"
+        uses_factor = method not in ("none", "dynamic")
         uses_length = method in ("dynamic", "yarn", "llama3")
+        uses_ratio = method == "dynamic"
         for base in BASES:
             for log2_s in LOG2_FACTORS if uses_factor else [None]:
                 for log2_l in LOG2_LENGTHS if uses_length else [None]:
-                    factor = 2**log2_s if log2_s else 1
-                    length = 2**log2_l if log2_l else 4096
-                    theta = frequencies(method, base, factor, length)
-                    rows.append(
-                        {
-                            "method": method,
-                            "base": base,
-                            "s": log2_s,
-                            "L": log2_l,
-                            "theta": theta,
-                        }
-                    )
+                    for log2_t in LOG2_RATIOS if uses_ratio else [None]:
+                        factor = 2**log2_s if log2_s else 1
+                        length = 2**log2_l if log2_l else 4096
+                        ratio = 2**log2_t if log2_t is not None else 1
+                        theta = frequencies(method, base, factor, length, ratio)
+                        rows.append(
+                            {
+                                "method": method,
+                                "base": base,
+                                "s": log2_s,
+                                "L": log2_l,
+                                "t": log2_t,
+                                "theta": theta,
+                            }
+                        )
     return rows
 
 
@@ -156,6 +177,7 @@ def spec(lang: str) -> dict:
     chosen = (
         "datum.base == base && (datum.s == null || datum.s == log2s)"
         " && (datum.L == null || datum.L == log2l)"
+        " && (datum.t == null || datum.t == log2t)"
     )
     label = " : ".join(
         f"datum.method == '{m}' ? '{names[m]}'" for m in METHODS[:-1]
@@ -166,6 +188,7 @@ def spec(lang: str) -> dict:
         {
             "{s}": "pow(2, log2s)",
             "{L}": "pow(2, log2l)",
+            "{T}": "pow(2, log2l + log2t)",
             "{b}": "format(base, ',')",
         },
     )
@@ -197,6 +220,17 @@ def spec(lang: str) -> dict:
                     "max": max(LOG2_LENGTHS),
                     "step": 1,
                     "name": t["length"],
+                },
+            },
+            {
+                "name": "log2t",
+                "value": 1,
+                "bind": {
+                    "input": "range",
+                    "min": min(LOG2_RATIOS),
+                    "max": max(LOG2_RATIOS),
+                    "step": 1,
+                    "name": t["ratio"],
                 },
             },
             {

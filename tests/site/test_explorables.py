@@ -383,12 +383,16 @@ def test_rope_explorable_plots_the_chapters_bound(open_figure):
     fig.close()
 
 
-def _scaling(method: str, factor: int, length: int):
+METHODS = ("none", "pi", "ntk", "dynamic", "yarn", "llama3")
+
+
+def _scaling(method: str, factor: int, length: int, ratio: int):
+    # dynamic NTK: Hugging Face's factor 1 (the chapter's convention), at T = ratio * L
     return {
         "none": (None, None),
         "pi": (LinearScaling(factor), None),
         "ntk": (NTKScaling(factor), None),
-        "dynamic": (DynamicNTKScaling(factor, length), factor * length),
+        "dynamic": (DynamicNTKScaling(1.0, length), ratio * length),
         "yarn": (YarnScaling(factor, length), None),
         "llama3": (Llama3Scaling(factor, original_max_positions=length), None),
     }[method]
@@ -398,20 +402,30 @@ def test_rope_context_explorable_plots_posencs_frequencies(open_figure):
     """Every plotted frequency reads back as posenc.rope_frequencies's
     float32 number exactly, and its wavelength is 2 pi / theta within a
     relative 1e-7 (the shortest decimal of a float32); the dotted lines
-    sit at L and sL."""
+    sit at L and sL. Dynamic NTK (Hugging Face's factor 1) at T = sL is
+    NTK-aware scaling with s: its slowest pair is divided by s, not by
+    s**2 - s + 1 as Hugging Face's factor s would give."""
     fig = open_figure("rope-context/")
     fig.check_controls(MODULES["09-rope-context"], "en")
-    for log2s, log2l, base in [(2, 12, 10000), (3, 13, 500000), (6, 10, 10000), (1, 15, 500000)]:
+    settings = [
+        (2, 12, 10000, 1),
+        (3, 13, 500000, 3),
+        (6, 10, 10000, 0),
+        (1, 15, 500000, 6),
+        (2, 12, 10000, 2),
+    ]
+    for log2s, log2l, base, log2t in settings:
         assert fig.set("log2s", log2s) == log2s
         assert fig.set("log2l", log2l) == log2l
         assert fig.set("base", base) == base
-        factor, length = 2**log2s, 2**log2l
+        assert fig.set("log2t", log2t) == log2t
+        factor, length, ratio = 2**log2s, 2**log2l, 2**log2t
         lines = fig.items("wavelengths_marks", ["method", "i", "theta", "wavelength"])
         assert len(lines) == 6 * 64
-        for method in ("none", "pi", "ntk", "dynamic", "yarn", "llama3"):
+        for method in METHODS:
             points = sorted(p[1:] for p in lines if p[0] == method)
             assert [p[0] for p in points] == list(range(64)), method
-            scaling, seq_len = _scaling(method, factor, length)
+            scaling, seq_len = _scaling(method, factor, length, ratio)
             expected = rope_frequencies(128, base=float(base), scaling=scaling, seq_len=seq_len)
             got = torch.tensor([p[1] for p in points], dtype=F64)
             assert torch.equal(got.float(), expected), (method, log2s, log2l, base)
@@ -420,6 +434,14 @@ def test_rope_context_explorable_plots_posencs_frequencies(open_figure):
                 2 * math.pi / expected.double(),
                 rtol=1e-7,
                 atol=0,
+            )
+        # the convention the chapter states: dynamic NTK divides the slowest
+        # pair by T/L, and at T = sL draws the NTK-aware line
+        drawn = {m: [p[2] for p in sorted(p[1:] for p in lines if p[0] == m)] for m in METHODS}
+        assert math.isclose(drawn["dynamic"][-1] / drawn["none"][-1], ratio, rel_tol=1e-6)
+        if ratio == factor:
+            torch.testing.assert_close(
+                torch.tensor(drawn["dynamic"]), torch.tensor(drawn["ntk"]), rtol=1e-6, atol=0
             )
         rules = sorted(r[0] for r in fig.items("lengths_layer_0_marks", ["at"]))
         assert rules == [length, factor * length]

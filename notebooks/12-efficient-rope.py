@@ -23,15 +23,15 @@
 # Below: the byte count, `posenc`'s Triton kernel read line by line, where vLLM,
 # FlashInfer, FlashAttention and Liger Kernel fuse RoPE into neighbouring kernels,
 # what a cos/sin table costs against computing cos and sin on the fly, and what the
-# stored CPU record shows. There is no GPU record yet.
+# stored CPU records show. There is no GPU record yet.
 
 # %% [markdown] lang="ja"
 # # RoPE を効率よく実装する
 #
-# RoPE の演算は要素あたり 3 flop だけですが、すべてのクエリとキーを少なくとも 1 回読み、1 回書かなければなりません。
+# RoPE の演算は成分あたり 3 flop だけですが、すべてのクエリとキーを少なくとも 1 回読み、1 回書かなければなりません。
 # そのためコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときは起動するカーネルの数です。
 # Hugging Face の eager モードの式は、この下限の 5 倍のバイト数を動かします。
-# 各要素を 1 回読んで 1 回書くだけの融合したカーネルなら、下限に届きます。
+# 各成分を 1 回読んで 1 回書くだけの融合カーネルなら、下限に届きます。
 # この章では、まずバイト数を数え、`posenc` の Triton カーネルを 1 行ずつ読みます。
 # 続いて、vLLM、FlashInfer、FlashAttention、Liger Kernel が RoPE をどのカーネルと融合しているかを見ます。
 # さらに、cos と sin の表を使う場合とその場で計算する場合の違いを調べ、保存した CPU の計測記録が示すことをまとめます。
@@ -47,6 +47,7 @@ import os
 os.environ["TRITON_INTERPRET"] = "1"
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 import triton
 import triton.language as tl
@@ -100,11 +101,11 @@ records = {
 # %% [markdown] lang="ja"
 # ## flop ではなくバイトを数える
 #
-# RoPE は、位置 $p$ のクエリやキーのペア $(a_i, b_i)$ を、それぞれ角度 $p\theta_i$ だけ回します。
+# RoPE は、位置 $p$ のクエリやキーのペア $(a_i, b_i)$ を、それぞれ角度 $p\theta_i$ だけ回転させます。
 # $$a_i' = a_i\cos p\theta_i - b_i\sin p\theta_i, \qquad b_i' = b_i\cos p\theta_i + a_i\sin p\theta_i$$
-# ペアあたり掛け算 4 回と足し算 2 回、要素あたり 3 flop です。
-# [アウトオブプレース](../docs/glossary.ja.md#in-place-out-of-place)の回転は、すべての要素を読み、その結果を書かなければなりません。
-# 要素 1 つが $e$ バイト（float32 で 4、bfloat16 で 2）なら、要素あたり少なくとも $2e$ バイトを動かします。
+# ペアあたり掛け算 4 回と足し算 2 回、成分あたり 3 flop です。
+# [アウトオブプレース](../docs/glossary.ja.md#in-place-out-of-place)の回転は、すべての成分を読み、その結果を書かなければなりません。
+# 成分 1 つが $e$ バイト（float32 で 4、bfloat16 で 2）なら、成分あたり少なくとも $2e$ バイトを動かします。
 # これが[下限](../docs/glossary.ja.md#floor)です。
 # したがって[演算強度](../docs/glossary.ja.md#arithmetic-intensity)は次の値を超えません。
 # $$I = \frac{3}{2e}\ \mathrm{flop/B}$$
@@ -113,12 +114,12 @@ records = {
 # 1 バイトを運ぶ間に 14 flop をこなせることになります。
 # 演算強度がこの比よりずっと小さいと演算器はメモリを待つことになり、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # CPU のコアでも事情は同じです。
-# つまり RoPE の実装が左右できるのは 2 つです。動かすバイト数と、バイト数が少ないときには、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
+# したがって、RoPE の実装で工夫できるのは次の 2 点です。動かすバイト数と、バイト数が少ないときには、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 形状は Llama 3 8B のアテンションに合わせます。
-# クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個で、次元数はどれも $d = 128$、すべての次元を回します（$r = d$）。
+# クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個で、次元数はどれも $d = 128$、すべての次元を回転させます（$r = d$）。
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。
 
-# %% tags=["check"] summary={"en": "3 flops per element, counted operation by operation; I is 3/8 and 3/4; an H200 does 14 flops per byte", "ja": "演算ごとに数えると要素あたり 3 flop、I は 3/8 と 3/4、H200 は 1 バイトあたり 14 flop です"}
+# %% tags=["check"] summary={"en": "3 flops per element, counted operation by operation", "ja": "演算ごとに数えると成分あたり 3 flop です"}
 x = torch.randn(1, 8, 16, 128)
 a, b = x.chunk(2, dim=-1)
 angle = torch.arange(16.0)[:, None] * rope_frequencies(128)  # (16, 64)
@@ -127,8 +128,6 @@ t = count_traffic(lambda: (a * cos - b * sin, b * cos + a * sin))
 assert t.ops == ["mul", "mul", "sub", "mul", "mul", "add"]
 flops = sum(written // 4 for _, _, written in t.details)  # 1 per value
 assert flops == 3 * x.numel()
-assert (3 / (2 * 4), 3 / (2 * 2)) == (0.375, 0.75)
-assert round(67e12 / 4.8e12) == 14  # H200 datasheet: FP32 and bandwidth
 
 # %% [markdown] lang="en"
 # ## What eager PyTorch moves
@@ -146,40 +145,45 @@ assert round(67e12 / 4.8e12) == 14  # H200 datasheet: FP32 and bandwidth
 # into the output with `out=` and `addcmul_`, as `posenc`'s eager `apply_rope` does,
 # removes them, but still takes three passes:
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# Eager code cannot go lower: each output needs two products and a sum, no single
-# ATen operation computes that from $a_i$, $b_i$ and the tables, and every operation
-# writes its result to memory for the next to read. Meta's Llama keeps the members of
-# a pair side by side (the [interleaved layout](../docs/glossary.md#interleaved-layout))
-# and reads them as complex numbers: one complex multiplication computes both products
-# and the sum in registers, which moves the floor. In the half layout the partner of
-# $a_i$ lies $d/2$ features away, and no view makes a pair one complex number. In bfloat16 the floor
-# is 4 and the eager formula moves 20, while `posenc`'s passes, which rotate in float32
-# and round once, move 22. The figure shows the counts of the stored record, at
-# Llama 3 8B's shapes, with the tables included.
+# We know of no eager real-valued formula that goes lower: each output needs two
+# products and a sum, we found no single ATen operation that computes that from $a_i$,
+# $b_i$ and the tables, and every operation writes its result to memory for the next
+# to read. Meta's Llama keeps the members of a pair side by side (the
+# [interleaved layout](../docs/glossary.md#interleaved-layout)) and reads them as
+# complex numbers: one complex multiplication computes both products and the sum in
+# registers, which moves the floor in float32. In the half layout the partner of
+# $a_i$ lies $d/2$ features away, and no view makes a pair one complex number. In
+# bfloat16 the floor is 4 and the eager formula moves 20, while `posenc`'s passes,
+# which rotate in float32 and round once, move 22. Meta's path moves 20 as well: it
+# converts $x$ to float32 (2 + 4), multiplies (4 + 4) and converts back (4 + 2), so in
+# bfloat16, the usual dtype of inference, its one complex product no longer helps.
+# The figure shows the counts of the stored record, at Llama 3 8B's shapes, with the
+# tables included.
 
 # %% [markdown] lang="ja"
 # ## eager モードの PyTorch が動かすバイト数
 #
 # バイト数は単純なモデルで数えます。
-# 各演算は入力をそれぞれ 1 回読み、出力を 1 回書きます。次の演算のためのものはキャッシュに何も残らないとします（`posenc_lab.traffic.count_traffic` はまさにこれを数えます）。
-# Hugging Face はヘッド全体の回転を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ と書きます。$c$ と $s$ はヘッド全体の長さの表です。
-# float32 の $x$ の要素あたりで、5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。
+# 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
+# Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ はヘッドの全次元ぶんの表です。
+# 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
 # 下限 8 の 5 倍です。
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
 # `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# eager モードのコードでは、これより減らせません。
+# 実数の演算だけを使う eager モードの式で、これより少なく済むものを私たちは知りません。
 # 各出力には積 2 つと和 1 つが要ります。
-# ところが、$a_i$、$b_i$ と表からこれを 1 回で計算する ATen の演算はありません。
-# そして、どの演算も結果をメモリに書き、次の演算はそれを読み直します。
+# ところが、$a_i$、$b_i$ と表からこれを 1 回で計算する ATen の演算は見つかりませんでした。
+# しかも、どの演算も結果をメモリに書き、次の演算はそれを読み直します。
 # Meta の Llama はペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数として読みます。
-# 複素数の掛け算 1 回が 2 つの積と和をレジスタの中で計算するので、動かすのは下限のバイト数です。
+# 複素数の掛け算 1 回が 2 つの積と和をレジスタの中で計算するので、float32 では動かすのは下限のバイト数です。
 # 半分割配置では $a_i$ の相手が $d/2$ 次元先にあり、どんなビューでもペアを 1 つの複素数にはできません。
-# bfloat16 では下限が 4 で、eager モードの式は 20 を動かします。一方 `posenc` のパスは float32 で回して 1 回だけ丸めるので、22 を動かします。
-# 図は、保存した計測記録の数を Llama 3 8B の形状で示したもので、表の読み込みも含みます。
+# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
+# Meta の方法も 20 バイトです。$x$ を float32 に変換し（2 + 4）、掛け算し（4 + 4）、元に戻す（4 + 2）ので、推論でふつう使う bfloat16 では、複素数の掛け算 1 回の利点がなくなります。
+# 図は、保存した計測記録にあるバイト数を Llama 3 8B の形状で示したもので、表の読み込みも含みます。
 
-# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16; the record's counts are what the counter gives today", "ja": "float32 と bfloat16 で演算ごとに数えた値は表の分を除いて本文どおりで、記録の数はいま数え直した値と同じです"}
+# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; the stored record was taken with the same counter", "ja": "float32 と bfloat16 で演算ごとに数えた値は、Meta の方法も含めて表の分を除いて本文どおりです。計測記録の値は、いま数え直した値と一致します"}
 import posenc.rope
 
 x = torch.randn(1, 8, 64, 128)  # large enough for the three passes
@@ -204,6 +208,9 @@ assert t.total == 22 * n + 3 * half_c.nbytes
 freqs_cis = meta_freqs_cis(positions, 128)  # (64, 64) complex64
 t = count_traffic(lambda: meta_apply_rotary(x, freqs_cis))
 assert t.ops == ["mul"] and t.total == 8 * n + freqs_cis.nbytes
+t = count_traffic(lambda: meta_apply_rotary(x16, freqs_cis))  # bfloat16
+assert t.ops == ["_to_copy", "mul", "_to_copy"]
+assert t.total == 20 * n + freqs_cis.nbytes
 # the record's counts: the same counter on q and k of Llama 3 8B
 case = records["1-thread"]["cases"]["prefill-float32"]
 q = torch.randn(case["q_shape"])
@@ -232,31 +239,33 @@ del q, k
 # float32, 4.1 in bfloat16. vLLM's CUDA kernel and Liger Kernel's Triton kernel divide
 # the work the same way, one thread block or program per token. A grid over tokens
 # gives thousands of programs in a prefill and one in the decode step of a single
-# sequence, whose work is too small to matter; FlashAttention's stand-alone Triton
-# kernel tiles heads by tokens instead, which makes more programs and loads the table
-# tile once per block of heads.
+# sequence; FlashAttention's stand-alone Triton kernel tiles heads by tokens instead,
+# which makes more programs and loads the table tile once per block of heads. Whether
+# one program per token can keep the memory busy is the subject of the deep dive
+# below.
 
 # %% [markdown] lang="ja"
-# ## 1 回のパスで済ませる：融合したカーネル
+# ## 1 回のパスで済ませる：融合カーネル
 #
-# GPU のカーネルなら、$a_i$ と $b_i$ をレジスタに置いたまま 2 つの出力を計算できるので、各要素の読み込みと書き込みは 1 回ずつで済みます。
-# 問題は、仕事をどう分けるかです。
+# GPU のカーネルなら、$a_i$ と $b_i$ をレジスタに置いたまま 2 つの出力を計算できるので、各成分の読み込みと書き込みは 1 回ずつで済みます。
+# 問題は、処理をどう分割するかです。
 # RoPE の単位はトークンです。
 # トークンの位置 $p$ が cos と sin の表の 1 行（それぞれ $r/2$ 個の値）を選び、そのトークンの $q$ と $k$ のすべてのヘッドが同じ行を使います。
-# そこで `posenc` のカーネルは、トークン 1 つにプログラムを 1 つ割り当てます。
+# そこで `posenc` のカーネルは、トークン 1 つにプログラム（Triton の並列実行の単位）を 1 つ割り当てます。
 # プログラムは位置を読み、表の行を 1 回だけ読み込みます。
 # そのあと $q$ のヘッド、続いて $k$ のヘッドを、いくつかずつまとめて順にたどります。
-# 各ヘッドの前半と後半を読み込み、回して、結果を書き込みます。
-# 表が float32、位置がトークンあたり int64 1 つなら、要素あたりに動かすバイト数は次のとおりです。
+# 各ヘッドの前半と後半を読み込み、回転させて、結果を書き込みます。
+# 表が float32、位置がトークンあたり int64 1 つなら、成分あたりに動かすバイト数は次のとおりです。
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # Llama 3 8B では 1 行を 40 個のヘッドが使うので、表の分は 0.1 バイトだけです。
 # float32 で 8.1 バイト、bfloat16 で 4.1 バイトになります。
-# vLLM の CUDA カーネルと Liger Kernel の Triton カーネルも、トークン 1 つにスレッドブロックかプログラムを 1 つ割り当てる同じ分け方です。
-# トークンで分けると、プリフィルではプログラムが数千になり、系列 1 つのデコードの 1 ステップでは 1 つになります。後者は仕事が小さすぎて問題になりません。
-# FlashAttention の単独の Triton カーネルはヘッドとトークンの両方でタイルに分けるので、プログラムの数は増え、表のタイルはヘッドのブロックごとに 1 回読み込みます。
+# vLLM の CUDA カーネルと Liger Kernel の Triton カーネルも同じ分け方で、トークン 1 つにスレッドブロック（Triton ではプログラム）を 1 つ割り当てます。
+# トークンで分けると、プリフィルではプログラムが数千になり、系列 1 つのデコードの 1 ステップでは 1 つになります。
+# これに対して、FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに分けます。プログラムの数は増えますが、表のタイルはヘッドのブロックごとに 1 回ずつ読み込むことになります。
+# 1 つのプログラムで帯域幅を使い切れるかどうかは、次の「さらに詳しく」で扱います。
 
-# %% tags=["check"] summary={"en": "the formula is the bytes of the tensors the kernel reads and writes, for Llama 3 8B's shapes", "ja": "式の値は、Llama 3 8B の形状でカーネルが読み書きするテンソルのバイト数と一致します"}
-n_q, n_k, d, r, tokens = 32, 8, 128, 128, 1024
+# %% tags=["figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフ。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
+n_q, n_k, d, r = 32, 8, 128, 128
 
 
 def beta_fused(e):
@@ -264,25 +273,7 @@ def beta_fused(e):
     return 2 * e + (4 * r + 8) / ((n_q + n_k) * d)
 
 
-for dtype in (torch.float32, torch.bfloat16):
-    q = torch.empty(tokens, n_q, d, dtype=dtype, device="meta")
-    k = torch.empty(tokens, n_k, d, dtype=dtype, device="meta")
-    rows = torch.empty(tokens, r // 2, device="meta")  # one row per token
-    pos = torch.empty(tokens, dtype=torch.int64, device="meta")
-    moved = 2 * (q.nbytes + k.nbytes) + 2 * rows.nbytes + pos.nbytes
-    beta = moved / (q.numel() + k.numel())
-    assert abs(beta - beta_fused(dtype.itemsize)) < 1e-12
-    assert f"{beta:.1f}" == {torch.float32: "8.1", torch.bfloat16: "4.1"}[dtype]
-
-# %% tags=["figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), hf_formula_out slightly shorter, apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex and floor at about 8 (float32 only for complex), and the fused kernel's formula at 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の要素あたりに動くバイト数を、比較対象ごとに示した横棒グラフ。保存した計測記録が数えた値を、float32 と bfloat16 の棒を並べて示します。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）で、hf_formula_out が少し短くなります。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）と floor は約 8 です。融合したカーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
-names = [
-    "floor",
-    "hf_formula",
-    "hf_formula_out",
-    "complex",
-    "apply_rope",
-    "rotary_embedding",
-]
+names = ["floor", "hf_formula", "complex", "apply_rope", "rotary_embedding"]
 cases = records["1-thread"]["cases"]
 fig, ax = plt.subplots(figsize=(6.4, 3.2))
 for j, (dtype, e) in enumerate((("float32", 4), ("bfloat16", 2))):
@@ -306,11 +297,11 @@ plt.show()
 # Here is that kernel reduced to its structure: inputs of shape `(tokens, heads, d)`,
 # contiguous, the half layout, float32. `rope_kernel` is one program; Triton runs it
 # once per token (`grid = (tokens,)`), and `tl.program_id(0)` says which. It loads the
-# position, then the table row at that position, once, and hands both halves of the
-# row to `rotate_heads` for $q$ and then for $k$. `rotate_heads` takes `BLOCK_H` heads
+# position, then the table row at that position, once, and hands its cos and sin to
+# `rotate_heads` for $q$ and then for $k$. `rotate_heads` takes `BLOCK_H` heads
 # at a time: `tl.arange` builds the block's addresses as a `BLOCK_H` by $d/2$ tile,
 # the first `tl.load` reads the $a$ half of each head and the second the $b$ half,
-# $d/2$ values further on, and the mask `ok` keeps the last block inside the tensor.
+# $d/2$ values further on, and the mask `ok` keeps the last block's loads and stores inside the tensor.
 # Each output is one product and one [fused multiply-add](../docs/glossary.md#fused-multiply-add)
 # (`tl.fma`), as in `apply_rope`, and `tl.store` writes it.
 # Nothing else touches memory.
@@ -318,13 +309,13 @@ plt.show()
 # %% [markdown] lang="ja"
 # 次のセルは、このカーネルを骨組みだけにしたものです。
 # 入力は形状 `(tokens, heads, d)` の連続したテンソルで、半分割配置、float32 に限ります。
-# `rope_kernel` が 1 つのプログラムです。
+# `rope_kernel` は、1 つのプログラムが実行するコードです。
 # Triton はこれをトークンごとに 1 回実行し（`grid = (tokens,)`）、`tl.program_id(0)` がどのトークンかを表します。
 # プログラムは位置を読み、その位置の表の行を 1 回だけ読み込みます。
-# そして $q$ について、続いて $k$ について、行の前半と後半を `rotate_heads` に渡します。
+# そして $q$ について、続いて $k$ について、その行の cos と sin を `rotate_heads` に渡します。
 # `rotate_heads` はヘッドを `BLOCK_H` 個ずつ扱います。
 # `tl.arange` でブロックのアドレスを `BLOCK_H` × $d/2$ のタイルとして作り、1 つ目の `tl.load` で各ヘッドの $a$ の半分を、2 つ目で $d/2$ 先にある $b$ の半分を読みます。
-# マスク `ok` は、最後のブロックがテンソルの外を読まないようにします。
+# マスク `ok` は、最後のブロックがテンソルの外を読み書きしないようにします。
 # 各出力は `apply_rope` と同じく積 1 回と[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（`tl.fma`）1 回で計算し、`tl.store` がそれを書きます。
 # メモリに触れるのはこれだけです。
 
@@ -377,7 +368,7 @@ table_sin = rope.sin_cached.contiguous()
 q_rot, k_rot = rope_fused(q, k, positions, table_cos, table_sin)
 print(f"{q.shape[0]} programs rotated q {tuple(q.shape)}, k {tuple(k.shape)}")
 
-# %% tags=["check"] summary={"en": "the small kernel gives posenc's kernel's bits, and apply_rope's result", "ja": "小さなカーネルの結果は posenc のカーネルとビット単位で一致し、apply_rope とも一致します"}
+# %% tags=["check"] summary={"en": "the small kernel gives posenc's kernel's bits, and apply_rope's result within tolerance", "ja": "小さなカーネルの結果は posenc のカーネルとビット単位で一致し、apply_rope の結果とも許容誤差の範囲で一致します"}
 # posenc's kernel takes (b, n, s, d) views: (s, n, d) -> (1, n, s, d)
 as_bnsd = lambda t: t.unsqueeze(0).transpose(1, 2)  # noqa: E731
 rq, rk = apply_rope_triton(
@@ -386,6 +377,54 @@ rq, rk = apply_rope_triton(
 assert torch.equal(rq, as_bnsd(q_rot)) and torch.equal(rk, as_bnsd(k_rot))
 for got, x in ((q_rot, q), (k_rot, k)):
     assert_close(got, apply_rope(x.transpose(0, 1), positions).transpose(0, 1))
+
+# %% tags=["check"] summary={"en": "counted lane by lane in the interpreter, the small kernel and posenc's kernel load and store the bytes of the formula, in float32 and bfloat16", "ja": "インタプリタで 1 レーンずつ数えると、小さなカーネルも posenc のカーネルも、float32 と bfloat16 で式どおりのバイト数を読み書きします"}
+from triton.runtime.interpreter import InterpreterBuilder
+
+def bytes_moved(launch):
+    """Bytes the interpreter loads and stores while launch() runs, unmasked lanes only."""
+    load = InterpreterBuilder.create_masked_load
+    store = InterpreterBuilder.create_masked_store
+    moved = [0]
+
+    def lanes(ptrs, mask):
+        on = np.broadcast_to(mask.data, ptrs.data.shape).sum()
+        return int(on) * ptrs.get_element_ty().primitive_bitwidth // 8
+
+    def counted_load(self, ptrs, mask, *rest):
+        moved[0] += lanes(ptrs, mask)
+        return load(self, ptrs, mask, *rest)
+
+    def counted_store(self, ptrs, value, mask, *rest):
+        moved[0] += lanes(ptrs, mask)
+        return store(self, ptrs, value, mask, *rest)
+
+    InterpreterBuilder.create_masked_load = counted_load
+    InterpreterBuilder.create_masked_store = counted_store
+    try:
+        launch()
+    finally:
+        InterpreterBuilder.create_masked_load = load
+        InterpreterBuilder.create_masked_store = store
+    return moved[0]
+
+
+big = RotaryEmbedding(d, max_positions=16)
+pos4 = torch.tensor([3, 0, 9, 15])  # 4 tokens
+for dtype in (torch.float32, torch.bfloat16):
+    q4 = torch.randn(4, n_q, d, dtype=dtype)
+    k4 = torch.randn(4, n_k, d, dtype=dtype)
+    per = q4.numel() + k4.numel()
+    counted = bytes_moved(
+        lambda: apply_rope_triton(
+            as_bnsd(q4), as_bnsd(k4), pos4, big.cos_cached, big.sin_cached
+        )
+    )
+    assert counted / per == beta_fused(dtype.itemsize), (dtype, counted / per)
+    if dtype == torch.float32:  # the small kernel above, with 3 masked heads
+        tables = (big.cos_cached.contiguous(), big.sin_cached.contiguous())
+        counted = bytes_moved(lambda: rope_fused(q4, k4, pos4, *tables, 5))
+        assert counted / per == beta_fused(4), counted / per
 
 # %% [markdown] lang="en"
 # `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need:
@@ -398,28 +437,74 @@ for got, x in ((q_rot, q), (k_rot, k)):
 # outside the table gives NaN instead of an error), which a CUDA graph needs.
 
 # %% [markdown] lang="ja"
-# `posenc.rope_triton.apply_rope_triton` は、このカーネルに実際の入力が必要とするものを加えたものです。
-# ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の並びの射影の出力のビューでもかまいません。
+# `posenc.rope_triton.apply_rope_triton` は、このカーネルに、実際の入力を扱うための機能を加えたものです。
+# ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の順に並んだ射影の出力から取ったビューでもかまいません。
 # オフセットは 64 ビットで計算します。
 # インターリーブ配置と[部分回転](../docs/glossary.ja.md#partial-rotation)（$r < d$ のとき残りの次元はコピーします）に対応します。
-# bfloat16 と float16 の入力は float32 で回して 1 回だけ丸めます。
-# [インプレース](../docs/glossary.ja.md#in-place-out-of-place)で書くこともでき、逆伝播もあります。
-# さらに、位置の値をホストへ読み戻さずに済ませられます（`check_positions=False`。表の外の位置はエラーではなく NaN になります）。これは CUDA Graphs の中で必要になります。
+# bfloat16 と float16 の入力は float32 で回転させて 1 回だけ丸めます。
+# [インプレース](../docs/glossary.ja.md#in-place-out-of-place)で書くこともでき、逆伝播にも対応しています。
+# さらに、位置の値をホストへ読み戻さずに済ませられます（`check_positions=False`。表の外の位置はエラーではなく NaN になります）。これは CUDA グラフの中で必要になります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: keeping the memory busy, and the knobs.** Bandwidth needs bytes in
+# flight. By Little's law, the bytes a memory system must have requested and not yet
+# received equal its bandwidth times its latency: at 4.8 TB/s and a latency of about
+# 600 ns (our assumption for HBM; NVIDIA does not publish the H200's), about 3 MB,
+# some 22 KB for each of the H200's 132 SMs. One program holds at most its token's
+# $q$ and $k$, 10 KiB in bfloat16, and only a block of heads of it at a time. A
+# prefill of thousands of tokens fills the GPU with programs; a decode step of one
+# sequence runs one program on one SM, and a batch of 64 sequences runs 64 programs
+# holding under a quarter of the 3 MB, on half the SMs: small-batch decode cannot
+# reach the bandwidth whatever the kernel does, which is one more reason it is
+# measured in launches. The knobs a kernel writer turns are few. `num_warps` sets the
+# threads of a program (Triton's default is 4), `BLOCK_H` the heads in flight per
+# iteration: more heads give more loads in flight and more registers, and a block
+# that does not divide the head count wastes masked lanes (`BLOCK_H = 32` covers
+# $k$'s 8 heads with 24 masked rows). `triton.autotune` can pick both per shape. The
+# half layout loads each half as a contiguous run, which the compiler turns into
+# 128-bit loads when it can prove the alignment; the interleaved layout, as
+# `posenc`'s kernel writes it, loads $a$ and $b$ with a stride of 2, so each load
+# touches the cache lines of both; loading the pairs contiguously and splitting them
+# in registers (`tl.reshape` then `tl.split`, as FlashAttention's rotary kernel does)
+# avoids that. Finally the host: `apply_rope_triton`'s Python wrapper (argument
+# checks, strides, Triton's launcher) costs microseconds per call, more than the
+# kernel in a decode step. A CUDA graph removes it at replay; registering the wrapper
+# as a custom operator (`torch.library.custom_op` with a fake implementation, or
+# `torch.library.triton_op`) lets `torch.compile` keep it in one graph instead of
+# breaking the graph at an unknown Python call.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：メモリを忙しく保つことと、調整できるパラメータ。**
+# 帯域幅を使い切るには、転送中のバイトが必要です。
+# リトルの法則によれば、メモリに要求してまだ届いていないバイト数は、帯域幅とレイテンシの積に等しくなります。
+# 毎秒 4.8 TB、レイテンシを約 600 ns（HBM についての私たちの仮定です。NVIDIA は H200 の値を公表していません）とすると約 3 MB、H200 の 132 個の SM それぞれに約 22 KB です。
+# 1 つのプログラムが持つのは、せいぜいそのトークンの $q$ と $k$、bfloat16 で 10 KiB で、一度に扱うのはそのうちヘッド 1 ブロック分だけです。
+# 数千トークンのプリフィルなら GPU はプログラムで埋まります。
+# 系列 1 つのデコードの 1 ステップでは、1 つのプログラムが 1 つの SM で動くだけです。64 系列のバッチでも、64 個のプログラムが持つのは 3 MB の 4 分の 1 未満で、使う SM も半分です。
+# したがって、小さなバッチのデコードは、カーネルをどう書いても帯域幅に届きません。デコードを起動の数で測るもう 1 つの理由です。
+# カーネルを書く人が調整できるパラメータは多くありません。
+# `num_warps` はプログラムのスレッド数（Triton の既定値は 4）、`BLOCK_H` は 1 回の反復で扱うヘッドの数です。
+# ヘッドを増やすと転送中の読み込みもレジスタも増えます。また、ヘッドの数を割り切れないブロックはマスクされたレーンを無駄にします（`BLOCK_H = 32` では、$k$ の 8 ヘッドに対して 24 行がマスクされます）。
+# `triton.autotune` を使えば、形状ごとに両方を選べます。
+# 半分割配置では各半分を連続した領域として読むので、アラインメントを証明できればコンパイラは 128 ビットの読み込みにします。
+# インターリーブ配置では、`posenc` のカーネルは $a$ と $b$ をストライド 2 で読むので、どちらの読み込みも両方のキャッシュラインに触れます。
+# ペアを連続して読み込み、レジスタの中で分ければ（FlashAttention の回転のカーネルのように `tl.reshape` のあと `tl.split`）、これを避けられます。
+# 最後にホスト側です。`apply_rope_triton` の Python のラッパー（引数のチェック、ストライド、Triton のランチャー）は呼び出しごとにマイクロ秒単位の時間がかかり、デコードの 1 ステップではカーネルそのものより長くなります。
+# CUDA グラフなら再生のときにこのコストはなくなります。
+# ラッパーをカスタム演算子として登録すれば（fake 実装を付けた `torch.library.custom_op`、または `torch.library.triton_op`）、`torch.compile` は未知の Python の呼び出しでグラフを分割せず、1 つのグラフに収められます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the backward pass is the same kernel.** A rotation by $p\theta_i$ is
 # an orthogonal map, so its transpose, which carries the gradient back, is the
 # rotation by $-p\theta_i$. `posenc`'s kernel runs its backward pass as the forward
 # pass with $-\sin$ in place of $\sin$ (Liger Kernel does the same), so it costs one
-# more pass over the gradients of $q$ and $k$ and nothing else. The cell compares its
-# gradients with autograd's through the eager `apply_rope`.
+# more pass over the gradients of $q$ and $k$ and nothing else.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：逆伝播も同じカーネルです**
+# **さらに詳しく：逆伝播も同じカーネルです。**
 # 角度 $p\theta_i$ の回転は直交変換なので、勾配を逆向きに運ぶその転置は、角度 $-p\theta_i$ の回転です。
 # `posenc` のカーネルは、$\sin$ の代わりに $-\sin$ を使うフォワードパスとして逆伝播を計算します（Liger Kernel も同じです）。
 # そのため、逆伝播のコストは $q$ と $k$ の勾配に対するパス 1 回だけです。
-# 次のセルでは、その勾配を、eager モードの `apply_rope` を通した自動微分の勾配と比べます。
 
 # %% tags=["deeper", "check"] summary={"en": "the kernel's gradients are autograd's through apply_rope", "ja": "カーネルの勾配は apply_rope を通した自動微分の勾配と一致します"}
 qg = as_bnsd(q).detach().requires_grad_()
@@ -445,9 +530,9 @@ assert_close(dk, ek)
 #
 # | system | where RoPE runs | cos and sin |
 # |---|---|---|
-# | vLLM | `rotary_embedding`, in place on $q$ and $k$, one thread block per token; then a separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache). Where the attention backend supports it, a compilation pass replaces the two by one fused operation for small batches (decode steps), and keeps two kernels for prefill | a table of (positions, $r$), cos then sin, in $q$'s dtype, read at each token's position |
-# | FlashInfer | `apply_rope_with_cos_sin_cache_inplace` (vLLM's interface) or `apply_rope_pos_ids_inplace`, in place on $q$ and $k$ | a float32 table, or computed on the fly from `rope_theta` |
-# | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of (positions, $r/2$) in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
+# | vLLM | `rotary_embedding`, in place on $q$ and $k$, one thread block per token; then a separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache). Where the attention backend supports it, a compilation pass replaces the two by one fused operation for small batches (decode steps), and keeps two kernels for prefill | a table of positions × $r$, cos then sin, in $q$'s dtype, read at each token's position |
+# | FlashInfer | stand-alone: `apply_rope_with_cos_sin_cache_inplace` (vLLM's interface) or `apply_rope_pos_ids_inplace`, in place on $q$ and $k$; fused: `rope_quantize_fp8_append_paged_kv_cache` rotates, quantises to FP8 and appends to a paged KV cache in one kernel (MLA included); and its attention kernels rotate $q$ and $k$ themselves with `pos_encoding_mode="ROPE_LLAMA"` | a float32 table, or computed on the fly from `rope_theta` |
+# | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of positions × $r/2$ in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
 # | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's cos and sin, gathered per token |
 # | `posenc` | `apply_rope_triton`, out of place or in place | a float32 table, read at each token's position |
 #
@@ -455,14 +540,19 @@ assert_close(dk, ek)
 # weight per feature, before RoPE. The norm needs the sum of squares over the whole
 # head, so the unit of work is a head: vLLM's `fusedQKNormRopeKernel`, adapted from
 # TensorRT-LLM, gives each head of each token to one warp, which reads it once,
-# normalises it, rotates it in registers and writes it back. Llama 4, where its configuration enables QK-norm, goes the other
+# normalises it, rotates it in registers and writes it back; a second kernel,
+# `fusedQKNormRopeKernelNTokenHeads`, gives several heads to a warp and shares their
+# cos and sin through shared memory. DeepSeek's multi-head latent attention (MLA)
+# keeps RoPE out of its compressed keys: it rotates a separate part of each query head
+# and one small key head, `k_pe`, shared by all heads (the "decoupled" RoPE), which
+# FlashInfer's fused append writes next to the latent cache. Llama 4, where its configuration enables QK-norm, goes the other
 # way round on its RoPE layers: RoPE first, then a norm without weights,
 # $\mathrm{norm}(x) = x / \sqrt{\mathrm{mean}(x^2) + \epsilon}$. A rotation $R_p$
-# keeps the length of a head, so
+# keeps the norm of a head's vector, so
 # $$\lVert R_p x \rVert = \lVert x \rVert \quad\Rightarrow\quad \mathrm{norm}(R_p x) = R_p\, \mathrm{norm}(x)$$
 # and the weightless norm gives the same result before RoPE or after it. Qwen3's
 # weighted norm commutes with RoPE only when the two features of every pair carry the
-# same weight, so there the order is fixed by the checkpoint.
+# same weight, so Qwen3 cannot swap the order: it must follow its trained checkpoint.
 
 # %% [markdown] lang="ja"
 # ## 実際のシステムは RoPE をどこで融合しているか
@@ -472,22 +562,25 @@ assert_close(dk, ek)
 #
 # | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
-# | vLLM | `rotary_embedding`。$q$ と $k$ をインプレースで回し、トークン 1 つにスレッドブロックを 1 つ割り当てます。そのあと別のカーネルが $k$ と $v$ を [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に書きます。アテンションのバックエンドが対応していれば、コンパイル時のパスが、小さなバッチ（デコードの 1 ステップ）ではこの 2 つを 1 つの融合した演算に置き換え、プリフィルでは 2 つのカーネルのままにします | 形状（位置の数、$r$）の表。cos、sin の順に並び、$q$ の dtype で、各トークンの位置の行を読みます |
-# | FlashInfer | `apply_rope_with_cos_sin_cache_inplace`（vLLM と同じインターフェース）か `apply_rope_pos_ids_inplace`。$q$ と $k$ をインプレースで回します | float32 の表か、`rope_theta` からその場で計算 |
-# | FlashAttention 2 | アテンションのカーネルの中です。`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` は、新しいキーは KV キャッシュに追加するときに、クエリは読み込むときに回します | 形状（位置の数、$r/2$）の表で、$q$ の dtype。`rotary_interleaved=False` でなければインターリーブ配置のペア |
+# | vLLM | `rotary_embedding`。$q$ と $k$ をインプレースで回転させ、トークン 1 つにスレッドブロックを 1 つ割り当てます。そのあと別のカーネルが $k$ と $v$ を [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に書きます。アテンションのバックエンドが対応していれば、コンパイル時の変換パス（`rope_kvcache_fusion`）が、小さなバッチ（デコードの 1 ステップ）ではこの 2 つを 1 つの融合した演算に置き換え、プリフィルでは 2 つのカーネルのままにします | 位置の数 × $r$ の表。cos、sin の順に並び、$q$ の dtype で、各トークンの位置の行を読みます |
+# | FlashInfer | 単体では `apply_rope_with_cos_sin_cache_inplace`（vLLM と同じインターフェース）か `apply_rope_pos_ids_inplace` で、$q$ と $k$ をインプレースで回転させます。融合したものでは、`rope_quantize_fp8_append_paged_kv_cache` が回転、FP8 への量子化、ページ化した KV キャッシュへの追加を 1 つのカーネルで行います（MLA にも対応）。さらにアテンションのカーネル自身も、`pos_encoding_mode="ROPE_LLAMA"` で $q$ と $k$ を回転させます | float32 の表か、`rope_theta` からその場で計算 |
+# | FlashAttention 2 | アテンションのカーネルの中です。`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` は、新しいキーは KV キャッシュに追加するときに、クエリは読み込むときに回転させます | 位置の数 × $r/2$ の表で、$q$ の dtype。`rotary_interleaved=False` でなければインターリーブ配置のペア |
 # | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ を使います | Hugging Face の cos と sin をトークンごとに集めたもの |
 # | `posenc` | `apply_rope_triton`。アウトオブプレースかインプレース | float32 の表で、各トークンの位置の行を読みます |
 #
-# Qwen3 は RoPE の前に、$q$ と $k$ の各ヘッドを RMSNorm で正規化します。RMSNorm は次元ごとに学習した重みを持ちます。
-# この正規化にはヘッド全体の 2 乗和が必要なので、仕事の単位はヘッドです。
+# Qwen3 は RoPE の前に、$q$ と $k$ の各ヘッドを RMSNorm で正規化します。RMSNorm は次元ごとに学習可能な重みを持ちます。
+# この正規化にはヘッド全体の 2 乗和が必要なので、処理の単位はヘッドです。
 # vLLM の `fusedQKNormRopeKernel`（TensorRT-LLM のものを改変したもの）は、各トークンの各ヘッドをワープ 1 つに割り当てます。
-# ワープはヘッドを 1 回読み、正規化し、レジスタの中で回して書き戻します。
+# ワープはヘッドを 1 回読み、正規化し、レジスタの中で回転させて書き戻します。
+# もう 1 つのカーネル `fusedQKNormRopeKernelNTokenHeads` は、1 つのワープに複数のヘッドを割り当て、その cos と sin を共有メモリで共有します。
+# DeepSeek の multi-head latent attention（MLA）は、圧縮したキーに RoPE をかけません。
+# 各クエリのヘッドの別の部分と、すべてのヘッドが共有する小さなキーのヘッド `k_pe` を回転させます（「分離した」RoPE）。FlashInfer の融合した追加は、これを潜在表現のキャッシュの隣に書きます。
 # Llama 4 は、設定で QK-norm を使う場合、RoPE の層で逆の順序をとります。
 # 先に RoPE、その後に重みのない正規化 $\mathrm{norm}(x) = x / \sqrt{\mathrm{mean}(x^2) + \epsilon}$ です。
-# 回転 $R_p$ はヘッドの長さを変えないので、次の式が成り立ちます。
+# 回転 $R_p$ はヘッドのベクトルのノルムを変えないので、次の式が成り立ちます。
 # $$\lVert R_p x \rVert = \lVert x \rVert \quad\Rightarrow\quad \mathrm{norm}(R_p x) = R_p\, \mathrm{norm}(x)$$
 # つまり重みのない正規化は、RoPE の前後どちらに置いても同じ結果になります。
-# Qwen3 の重み付きの正規化が RoPE と交換できるのは、すべてのペアで 2 つの次元の重みが等しいときだけです。そのため順序はチェックポイントで決まっています。
+# Qwen3 の重み付きの正規化が RoPE と交換できるのは、すべてのペアで 2 つの次元の重みが等しいときだけです。そのため Qwen3 では順序を入れ替えられず、学習済みのチェックポイントの順序に従う必要があります。
 
 # %% tags=["check"] summary={"en": "a weightless norm commutes with RoPE; a weighted one only with equal weights within each pair", "ja": "重みのない正規化は RoPE と交換でき、重み付きの正規化はペアの中で重みが等しいときだけ交換できます"}
 x = torch.randn(4, 128, dtype=torch.float64)
@@ -512,15 +605,18 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # %% [markdown] lang="en"
 # ## A table, or cos and sin on the fly
 #
-# A float32 table of $n$ positions holds $4rn$ bytes: 64 MiB for the 131,072 positions
-# of Llama 3.1 with $r = 128$. Reading its row costs 0.1 byte per element, as counted
-# above. Computing cos and sin on the fly instead costs at least $r/2$ of each per
-# token (more if every head recomputes them) and no memory; in a memory-bound kernel
-# both are cheap. The difference
-# that matters is numerical, and it lies in the angle, not in where the cosine is
-# taken. In float32 the angle is the product of a rounded frequency
-# $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ and an exact integer position, rounded
-# once more; with $|\varepsilon_i| \le \varepsilon$ and the unit roundoff $u = 2^{-24}$,
+# A float32 table of $n$ positions with $r/2$ cosines and $r/2$ sines per position
+# holds $4rn$ bytes: 64 MiB for the 131,072 positions of Llama 3.1 with $r = 128$, as in
+# vLLM. `posenc`'s `RotaryEmbedding` keeps twice that, $8rn$ bytes (128 MiB), because
+# its `rot_cached` of shape $(n, 2, r)$ holds signed multipliers for the whole head, of
+# which `cos_cached` and `sin_cached` are views. Reading a row costs 0.1 byte per
+# element, as counted above. Computing cos and sin on the fly instead costs at least
+# $r/2$ of each per token (more if every head recomputes them) and no memory; in a
+# memory-bound kernel both costs are small. The difference that matters is numerical,
+# and most of it comes from the angle. In float32 the angle is the product of a
+# rounded frequency $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ and an exact integer
+# position, rounded once more; with $|\varepsilon_i| \le \varepsilon$ and the unit
+# roundoff $u = 2^{-24}$,
 # $$\lvert \mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i \rvert \le (\varepsilon + u + \varepsilon u)\, p\,\theta_i$$
 # an error that grows with the position, to about a hundredth of a radian at
 # $p = 131071$. A table built from float64 angles and stored in float32 is within
@@ -528,37 +624,51 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # $2^{-9}$. The figure compares the three. Hugging Face, vLLM and `posenc`'s module all
 # form the angle in float32 before they take its cosine; Hugging Face's Qwen3 then
 # casts cos and sin to the model's dtype, and FlashAttention takes its tables only in
-# $q$'s dtype. A model trained
-# with such code has seen float32 angles, often rounded to bfloat16: a more exact table
-# gives it numbers it has not seen. FlashInfer's on-the-fly kernels also form a
-# float32 product of position and frequency, and take `__sincosf` of it, CUDA's fast
-# approximation, whose error bound the CUDA C++ Programming Guide gives only for
-# arguments in $[-\pi, \pi]$.
+# $q$'s dtype. A model trained with such code has seen float32 angles, often rounded
+# to bfloat16; a more exact table gives it numbers it has not seen, and whether that
+# helps or hurts we have not measured. What is documented is damage from the other
+# direction: angles formed in float16 or bfloat16 give cosines that are plainly wrong
+# at large positions (GPT-NeoX issue #1003), and Hugging Face's float32 angle product,
+# written as a matrix product, can run in TF32 under
+# `torch.set_float32_matmul_precision("high")` and lose positions above 2048
+# (transformers issue #48428). Where the cosine is taken matters for kernels that
+# compute it on the fly. FlashInfer's form a float32 product of position and a
+# frequency computed with `__powf`, CUDA's fast power, so $\varepsilon$ there is not
+# that of a correctly rounded frequency and the bound above does not apply as
+# stated; they then take `__sincosf` of the angle, CUDA's fast approximation, whose
+# error bound the CUDA C++ Programming Guide gives only for arguments in
+# $[-\pi, \pi]$, while the angle reaches $p$ radians.
 
 # %% [markdown] lang="ja"
 # ## 表を使うか、cos と sin をその場で計算するか
 #
-# $n$ 個の位置の float32 の表は $4rn$ バイトです。
-# Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
-# 行を読むコストは、上で数えたとおり要素あたり 0.1 バイトです。
+# 位置ごとに $r/2$ 個の cos と $r/2$ 個の sin を持つ、$n$ 個の位置の float32 の表は $4rn$ バイトです。
+# vLLM と同じく Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
+# `posenc` の `RotaryEmbedding` はその 2 倍の $8rn$ バイト（128 MiB）を持ちます。形状 $(n, 2, r)$ の `rot_cached` にヘッド全体の符号付きの係数を持ち、`cos_cached` と `sin_cached` はそのビューだからです。
+# 行を読むコストは、上で数えたとおり成分あたり 0.1 バイトです。
 # 代わりに cos と sin をその場で計算すると、トークンあたりそれぞれ少なくとも $r/2$ 回の計算がかかります（ヘッドごとに計算し直せばもっとかかります）が、メモリは要りません。
-# メモリ律速のカーネルでは、どちらも安いものです。
-# 問題になる違いは数値の精度で、それは cos をどこで計算するかではなく、角度にあります。
+# メモリ律速のカーネルでは、どちらのコストもわずかです。
+# 効いてくるのは数値の違いで、その大部分は角度をどう作るかから生じます。
 # float32 の角度は、丸めた周波数 $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ と厳密な整数の位置の積を、もう一度丸めたものです。
-# $|\varepsilon_i| \le \varepsilon$、単位丸め誤差を $u = 2^{-24}$ とすると、次の式が成り立ちます。
+# $|\varepsilon_i| \le \varepsilon$ とし、単位丸め誤差を $u = 2^{-24}$ とすると、次の式が成り立ちます。
 # $$\lvert \mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i \rvert \le (\varepsilon + u + \varepsilon u)\, p\,\theta_i$$
 # この誤差は位置とともに大きくなり、$p = 131071$ では約 0.01 ラジアンに達します。
 # float64 の角度から作って float32 で保存した表は、どの位置でも真の cos との差が $2^{-24}$ 以内です。bfloat16 で保存すると約 $2^{-9}$ 以内です。
 # 図はこの 3 つを比べたものです。
 # Hugging Face、vLLM、`posenc` のモジュールは、どれも角度を float32 で作ってから cos をとります。
 # さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention は $q$ の dtype の表しか受け付けません。
-# このようなコードで学習したモデルが見てきたのは float32 の角度で、多くは bfloat16 に丸めたものです。より正確な表は、モデルが見たことのない数値を与えることになります。
-# FlashInfer のその場で計算するカーネルも位置と周波数の float32 の積を作り、その `__sincosf` をとります。
-# これは CUDA の高速な近似関数で、CUDA C++ Programming Guide は誤差の上界を $[-\pi, \pi]$ の引数についてしか示していません。
+# このようなコードで学習したモデルが見てきたのは、float32 で作った角度から求めた値で、多くの場合はさらに bfloat16 に丸められています。
+# より正確な表を使うと、モデルが学習中に見たことのない数値を与えることになります。それが良いか悪いかは、私たちは測っていません。
+# 記録されているのは逆向きの問題です。float16 や bfloat16 で作った角度は、大きな位置で明らかに誤った cos を与えます（GPT-NeoX の issue #1003）。
+# また、Hugging Face の float32 の角度の積は行列積として書かれているので、`torch.set_float32_matmul_precision("high")` のもとでは TF32 で計算され、2048 を超える位置が失われることがあります（transformers の issue #48428）。
+# cos をどこで計算するかは、その場で計算するカーネルでは問題になります。
+# FlashInfer のカーネルは、CUDA の高速なべき乗 `__powf` で求めた周波数と位置の float32 の積を作るので、そこでの $\varepsilon$ は正しく丸めた周波数のものではなく、上の上界はそのままでは当てはまりません。
+# そのうえで角度の `__sincosf` をとります。これは CUDA の高速な近似関数で、CUDA C++ Programming Guide は誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
 
 # %% tags=["check"] summary={"en": "the bound holds for Llama 3's frequencies at every position; the table errors are as stated", "ja": "Llama 3 の周波数で、すべての位置について上界が成り立ち、表の誤差も本文どおりです"}
 u = 2.0**-24
-assert 131072 * 4 * 128 == 64 * 2**20  # 4 r n bytes
+big_table = RotaryEmbedding(128, max_positions=1024).rot_cached
+assert big_table.nbytes == 8 * 128 * 1024  # posenc's cache: 8 r n bytes
 i = torch.arange(64, dtype=torch.float64)
 theta = 500000.0 ** (-2 * i / 128)  # Llama 3's frequencies, exact
 theta32 = rope_frequencies(128, base=500000.0)  # float32, as HF forms them
@@ -576,7 +686,7 @@ cos_table16 = cos_exact.float().bfloat16().double()  # through float32, as HF
 assert (cos_table32 - cos_exact).abs().max() <= u
 assert (cos_table16 - cos_exact).abs().max() <= 2.0**-9 + u
 
-# %% tags=["figure"] alt={"en": ["Log-log plot of the largest error of cos against the position p, from 1 to 131,072, over the 64 frequencies of Llama 3. The curve for cos of the float32 angle rises roughly in proportion to p, from about 1e-7 to about 1e-2; the bfloat16 table stays flat near 2e-3; the float32 table stays flat near 3e-8. The float32 angle crosses the bfloat16 table's level at a few tens of thousands of positions."], "ja": ["位置 p（1 から 131,072）に対して、Llama 3 の 64 個の周波数での cos の最大誤差を描いた両対数グラフ。float32 の角度の cos の曲線はほぼ p に比例して、約 1e-7 から約 1e-2 まで上がります。bfloat16 の表は 2e-3 付近で平らなまま、float32 の表は 3e-8 付近で平らなままです。float32 の角度の曲線は、数万の位置で bfloat16 の表の水準を超えます。"]}
+# %% tags=["figure"] alt={"en": ["Log-log plot of the largest error of cos against the position p, from 1 to 131,072, over the 64 frequencies of Llama 3. The curve for cos of the float32 angle rises roughly in proportion to p, from about 3e-8 at p = 2 to about 1e-2; the bfloat16 table stays flat near 2e-3; the float32 table stays flat near 3e-8. The float32 angle first crosses the bfloat16 table's level near p = 25,000."], "ja": ["位置 p（1 から 131,072）に対して、Llama 3 の 64 個の周波数のうち最大の cos の誤差を描いた両対数グラフ。float32 の角度の cos の曲線はほぼ p に比例して、p = 2 での約 3e-8 から約 1e-2 まで上がります。bfloat16 の表は 2e-3 付近で平らなまま、float32 の表は 3e-8 付近で平らなままです。float32 の角度の曲線は、位置が約 2 万 5 千に達したところで初めて bfloat16 の表の水準を超えます。"]}
 edges = torch.unique(torch.logspace(0, 17, 60, base=2).long())
 curves = {
     r"$\cos \mathrm{fl}(p\hat\theta_i)$": cos_from32,

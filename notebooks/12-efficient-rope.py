@@ -170,7 +170,7 @@ assert flops == 3 * x.numel()
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
 # 下限 8 の 5 倍です。
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
-# `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
+# `posenc` の `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # 実数の演算だけを使う eager モードの式で、これより少なく済むものを私たちは知りません。
 # 各出力には積 2 つと和 1 つが要ります。
@@ -421,9 +421,9 @@ for dtype in (torch.float32, torch.bfloat16):
         )
     )
     assert counted / per == beta_fused(dtype.itemsize), (dtype, counted / per)
-    if dtype == torch.float32:  # the small kernel above, with 3 masked heads
+    if dtype == torch.float32:  # the small kernel, k's 8 heads in a block of 16
         tables = (big.cos_cached.contiguous(), big.sin_cached.contiguous())
-        counted = bytes_moved(lambda: rope_fused(q4, k4, pos4, *tables, 5))
+        counted = bytes_moved(lambda: rope_fused(q4, k4, pos4, *tables, 16))
         assert counted / per == beta_fused(4), counted / per
 
 # %% [markdown] lang="en"
@@ -659,7 +659,7 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention は $q$ の dtype の表しか受け付けません。
 # このようなコードで学習したモデルが見てきたのは、float32 で作った角度から求めた値で、多くの場合はさらに bfloat16 に丸められています。
 # より正確な表を使うと、モデルが学習中に見たことのない数値を与えることになります。それが良いか悪いかは、私たちは測っていません。
-# 記録されているのは逆向きの問題です。float16 や bfloat16 で作った角度は、大きな位置で明らかに誤った cos を与えます（GPT-NeoX の issue #1003）。
+# 報告されているのは逆向きの問題です。float16 や bfloat16 で作った角度は、大きな位置で明らかに誤った cos を与えます（GPT-NeoX の issue #1003）。
 # また、Hugging Face の float32 の角度の積は行列積として書かれているので、`torch.set_float32_matmul_precision("high")` のもとでは TF32 で計算され、2048 を超える位置が失われることがあります（transformers の issue #48428）。
 # cos をどこで計算するかは、その場で計算するカーネルでは問題になります。
 # FlashInfer のカーネルは、CUDA の高速なべき乗 `__powf` で求めた周波数と位置の float32 の積を作るので、そこでの $\varepsilon$ は正しく丸めた周波数のものではなく、上の上界はそのままでは当てはまりません。

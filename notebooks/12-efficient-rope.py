@@ -114,7 +114,7 @@ records = {
 # 1 バイトを運ぶ間に 14 flop をこなせることになります。
 # 演算強度がこの比よりずっと小さいと演算器はメモリを待つことになり、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # CPU のコアでも事情は同じです。
-# したがって、RoPE の実装で工夫できるのは次の 2 点です。動かすバイト数と、バイト数が少ないときには、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
+# つまり、RoPE の実装で工夫できるのは次の 2 点です。動かすバイト数と、バイト数が少ないときには、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 形状は Llama 3 8B のアテンションに合わせます。
 # クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個で、次元数はどれも $d = 128$、すべての次元を回転させます（$r = d$）。
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。
@@ -379,7 +379,10 @@ for got, x in ((q_rot, q), (k_rot, k)):
     assert_close(got, apply_rope(x.transpose(0, 1), positions).transpose(0, 1))
 
 # %% tags=["check"] summary={"en": "counted lane by lane in the interpreter, the small kernel and posenc's kernel load and store the bytes of the formula, in float32 and bfloat16", "ja": "インタプリタで 1 レーンずつ数えると、小さなカーネルも posenc のカーネルも、float32 と bfloat16 で式どおりのバイト数を読み書きします"}
+from functools import partial
+
 from triton.runtime.interpreter import InterpreterBuilder
+
 
 def bytes_moved(launch):
     """Bytes the interpreter loads and stores while launch() runs, unmasked lanes only."""
@@ -410,20 +413,19 @@ def bytes_moved(launch):
 
 
 big = RotaryEmbedding(d, max_positions=16)
+tables = (big.cos_cached, big.sin_cached)
 pos4 = torch.tensor([3, 0, 9, 15])  # 4 tokens
 for dtype in (torch.float32, torch.bfloat16):
     q4 = torch.randn(4, n_q, d, dtype=dtype)
     k4 = torch.randn(4, n_k, d, dtype=dtype)
     per = q4.numel() + k4.numel()
     counted = bytes_moved(
-        lambda: apply_rope_triton(
-            as_bnsd(q4), as_bnsd(k4), pos4, big.cos_cached, big.sin_cached
-        )
+        partial(apply_rope_triton, as_bnsd(q4), as_bnsd(k4), pos4, *tables)
     )
     assert counted / per == beta_fused(dtype.itemsize), (dtype, counted / per)
     if dtype == torch.float32:  # the small kernel, k's 8 heads in a block of 16
-        tables = (big.cos_cached.contiguous(), big.sin_cached.contiguous())
-        counted = bytes_moved(lambda: rope_fused(q4, k4, pos4, *tables, 16))
+        rows = (big.cos_cached.contiguous(), big.sin_cached.contiguous())
+        counted = bytes_moved(partial(rope_fused, q4, k4, pos4, *rows, 16))
         assert counted / per == beta_fused(4), counted / per
 
 # %% [markdown] lang="en"
@@ -477,19 +479,21 @@ for dtype in (torch.float32, torch.bfloat16):
 # **さらに詳しく：メモリを忙しく保つことと、調整できるパラメータ。**
 # 帯域幅を使い切るには、転送中のバイトが必要です。
 # リトルの法則によれば、メモリに要求してまだ届いていないバイト数は、帯域幅とレイテンシの積に等しくなります。
-# 毎秒 4.8 TB、レイテンシを約 600 ns（HBM についての私たちの仮定です。NVIDIA は H200 の値を公表していません）とすると約 3 MB、H200 の 132 個の SM それぞれに約 22 KB です。
+# レイテンシを約 600 ns とします（HBM についての私たちの仮定で、NVIDIA は H200 の値を公表していません）。
+# 毎秒 4.8 TB なら約 3 MB で、H200 の 132 個の SM それぞれに約 22 KB です。
 # 1 つのプログラムが持つのは、せいぜいそのトークンの $q$ と $k$、bfloat16 で 10 KiB で、一度に扱うのはそのうちヘッド 1 ブロック分だけです。
 # 数千トークンのプリフィルなら GPU はプログラムで埋まります。
 # 系列 1 つのデコードの 1 ステップでは、1 つのプログラムが 1 つの SM で動くだけです。64 系列のバッチでも、64 個のプログラムが持つのは 3 MB の 4 分の 1 未満で、使う SM も半分です。
 # したがって、小さなバッチのデコードは、カーネルをどう書いても帯域幅に届きません。デコードを起動の数で測るもう 1 つの理由です。
 # カーネルを書く人が調整できるパラメータは多くありません。
 # `num_warps` はプログラムのスレッド数（Triton の既定値は 4）、`BLOCK_H` は 1 回の反復で扱うヘッドの数です。
-# ヘッドを増やすと転送中の読み込みもレジスタも増えます。また、ヘッドの数を割り切れないブロックはマスクされたレーンを無駄にします（`BLOCK_H = 32` では、$k$ の 8 ヘッドに対して 24 行がマスクされます）。
+# ヘッドを増やすと、転送中の読み込みとレジスタの両方が増えます。また、ヘッドの数を割り切れないブロックはマスクされたレーンを無駄にします（`BLOCK_H = 32` では、$k$ の 8 ヘッドに対して 24 行がマスクされます）。
 # `triton.autotune` を使えば、形状ごとに両方を選べます。
 # 半分割配置では各半分を連続した領域として読むので、アラインメントを証明できればコンパイラは 128 ビットの読み込みにします。
 # インターリーブ配置では、`posenc` のカーネルは $a$ と $b$ をストライド 2 で読むので、どちらの読み込みも両方のキャッシュラインに触れます。
 # ペアを連続して読み込み、レジスタの中で分ければ（FlashAttention の回転のカーネルのように `tl.reshape` のあと `tl.split`）、これを避けられます。
-# 最後にホスト側です。`apply_rope_triton` の Python のラッパー（引数のチェック、ストライド、Triton のランチャー）は呼び出しごとにマイクロ秒単位の時間がかかり、デコードの 1 ステップではカーネルそのものより長くなります。
+# 最後にホスト側です。`apply_rope_triton` の Python のラッパー（引数のチェック、ストライド、Triton のランチャー）は、呼び出しごとにマイクロ秒単位の時間がかかります。
+# デコードの 1 ステップでは、カーネルそのものより長くなります。
 # CUDA グラフなら再生のときにこのコストはなくなります。
 # ラッパーをカスタム演算子として登録すれば（fake 実装を付けた `torch.library.custom_op`、または `torch.library.triton_op`）、`torch.compile` は未知の Python の呼び出しでグラフを分割せず、1 つのグラフに収められます。
 
@@ -660,9 +664,11 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # このようなコードで学習したモデルが見てきたのは、float32 で作った角度から求めた値で、多くの場合はさらに bfloat16 に丸められています。
 # より正確な表を使うと、モデルが学習中に見たことのない数値を与えることになります。それが良いか悪いかは、私たちは測っていません。
 # 報告されているのは逆向きの問題です。float16 や bfloat16 で作った角度は、大きな位置で明らかに誤った cos を与えます（GPT-NeoX の issue #1003）。
-# また、Hugging Face の float32 の角度の積は行列積として書かれているので、`torch.set_float32_matmul_precision("high")` のもとでは TF32 で計算され、2048 を超える位置が失われることがあります（transformers の issue #48428）。
+# また、Hugging Face の float32 の角度の積は行列積として書かれています。
+# そのため `torch.set_float32_matmul_precision("high")` のもとでは TF32 で計算され、2048 を超える位置の情報を失うことがあります（transformers の issue #48428）。
 # cos をどこで計算するかは、その場で計算するカーネルでは問題になります。
-# FlashInfer のカーネルは、CUDA の高速なべき乗 `__powf` で求めた周波数と位置の float32 の積を作るので、そこでの $\varepsilon$ は正しく丸めた周波数のものではなく、上の上界はそのままでは当てはまりません。
+# FlashInfer のカーネルは、CUDA の高速なべき乗 `__powf` で求めた周波数と位置の float32 の積を作ります。
+# そこでの $\varepsilon$ は正しく丸めた周波数のものではないので、上の上界をそのまま当てはめられません。
 # そのうえで角度の `__sincosf` をとります。これは CUDA の高速な近似関数で、CUDA C++ Programming Guide は誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
 
 # %% tags=["check"] summary={"en": "the bound holds for Llama 3's frequencies at every position; the table errors are as stated", "ja": "Llama 3 の周波数で、すべての位置について上界が成り立ち、表の誤差も本文どおりです"}
@@ -736,7 +742,8 @@ plt.show()
 # 毎秒 4.8 TB なら、このメモリトラフィックは約 4 ナノ秒で済みますが、カーネルの起動には 1 回でマイクロ秒単位の時間がかかります。
 # Hugging Face の eager モードの式はテンソルあたり 5 つ、層あたり 10 のカーネルを起動し、融合カーネルは 1 つだけです。
 # 時間を使うのはカーネルの起動で、CPU では torch への呼び出しを 1 つずつディスパッチする処理です。
-# 保存した計測記録では、ATen の演算が 2 つの下限は約 5 µs で、ディスパッチする演算がいちばん多い（ビューを作る演算も含めて 24 から 30）2 つの `apply_rope` が、eager モードの比較対象のうちで最も遅くなります（図）。
+# 保存した計測記録では、ATen の演算が 2 つの下限は約 5 µs です。
+# ディスパッチする演算がいちばん多い（ビューを作る演算も含めて 24 から 30）2 つの `apply_rope` が、eager モードの比較対象のうちで最も遅くなります（図）。
 # その間では、演算の数は時間を決めません。`rotary_embedding` は Meta の複素数の掛け算より演算が少ないのに、時間は長くかかります。演算 1 つのコストは、Python のラッパーや引数のチェックにもよるからです。
 # 下限と Meta の複素数の掛け算は同じバイト数を動かしますが、後者はディスパッチする演算が 5 倍あり、時間も 2 倍以上かかります。
 #
@@ -781,6 +788,7 @@ ax.set_ylabel(r"$t$ ($\mu$s)")
 ax.xaxis.get_major_locator().set_params(integer=True)
 ax.legend(frameon=False)
 plt.show()
+
 
 # %% tags=["check"] summary={"en": "in every decode case of both records the floor is fastest and the two apply_rope contenders dispatch the most and are the slowest eager ones; rotary_embedding dispatches fewer operations than complex yet is slower; complex moves the floor's bytes with five times its operations in more than twice its time", "ja": "両方の計測記録のすべてのデコードで、下限が最も速く、2 つの apply_rope はディスパッチする演算が最も多く、eager モードの比較対象のうち最も遅くなります。rotary_embedding は complex より演算が少ないのに遅く、complex は下限と同じバイト数を 5 倍の演算と 2 倍以上の時間で動かします"}
 def slowest_in_decode(rec):
@@ -857,7 +865,9 @@ one, two = (records[t]["cases"] for t in ("1-thread", "2-threads"))
 def round_ratios(case, m):
     """The ratio of m's time to the floor's, round by round."""
     found = case["contenders"]
-    pairs = zip(found[m]["samples_ms"], found["floor"]["samples_ms"], strict=True)
+    pairs = zip(
+        found[m]["samples_ms"], found["floor"]["samples_ms"], strict=True
+    )
     return sorted(t / f for t, f in pairs)
 
 
@@ -903,7 +913,10 @@ for name, rec in records.items():
         for c, case in rec["cases"].items()
         for m, v in case["contenders"].items()
     )
-    before, after = rec["meta"]["loadavg_before"][0], rec["meta"]["loadavg_after"][0]
+    before, after = (
+        rec["meta"]["loadavg_before"][0],
+        rec["meta"]["loadavg_after"][0],
+    )
     print(
         f"{name}: load average {before} before, {after} after; "
         f"most page faults in one sample: {worst[0]:.0f} per call ({worst[2]}, {worst[1]})"
@@ -957,14 +970,16 @@ for name, rec in records.items():
 # コマンドは `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` です。
 # 融合カーネルを、eager モードのコード、コンパイルしたモジュール、カーネルの CUDA グラフ、そして下限である $q$ と $k$ のコピーと比べます。
 # 計測するのは 4096 トークンのプリフィルとデコードの 1 ステップです。
-# 時間は先に積んだ処理の後ろで CUDA イベントで計るので、ホストのオーバーヘッドはプリフィルの時間に入りません。ホスト自身の呼び出しあたりの時間も並べて記録します（計り方は `lab/README.md` にあります）。
+# 時間は、先に積んだ処理の後ろに置いた CUDA イベントで計るので、ホストのオーバーヘッドはプリフィルの時間に入りません。ホスト自身の呼び出しあたりの時間も並べて記録します（計り方は `lab/README.md` にあります）。
 # バイト数のモデルによる予測では、H200 で bfloat16 のプリフィルの下限は 17.5 µs、Hugging Face の式はメモリの速さで動いたとしてその 5 倍です。
 # 融合カーネルがコピーに届くかどうかは、その計測記録が示すことになります。
 
 # %% tags=["check"] summary={"en": "no page fault per call in the median round, and fewer than half the samples of any contender fault; the one-pass contenders lead the float32 prefill in both records; 17.5 µs; no GPU record is stored", "ja": "中央値のラウンドではページフォールトが起きておらず、どの比較対象でもフォールトを起こしたサンプルは半数未満です。両方の計測記録で float32 のプリフィルは 1 回のパスの比較対象が下限に最も近く、17.5 µs の値どおりで、GPU の計測記録はまだありません"}
 RECORDS_TEXT = "update the three claims of 'What the records show'"
 for rec in records.values():
-    assert rec["meta"]["loadavg_before"][0] > rec["meta"]["cpu_count"], RECORDS_TEXT
+    assert rec["meta"]["loadavg_before"][0] > rec["meta"]["cpu_count"], (
+        RECORDS_TEXT
+    )
     for case in rec["cases"].values():
         for m, v in case["contenders"].items():
             faults = v["faults_per_call_median"]
@@ -983,7 +998,7 @@ for rec in records.values():
         RECORDS_TEXT,
         slow,
     )
-assert working == 20  # MiB of q, k and their outputs in float32
+assert working == 2 * 20  # MiB: 20 of q and k in float32, 20 of outputs
 prefill_bf16 = 2 * (32 + 8) * 4096 * 128 * 2  # read and write, bytes
 assert round(prefill_bf16 / 4.8e12 * 1e6, 1) == 17.5
 assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
@@ -1016,7 +1031,7 @@ assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。CPU でも GPU でも[メモリ律速](../docs/glossary.ja.md#memory-bound)なので、バイト数を数えましょう。
 # - float32 の成分あたり、Hugging Face の eager モードの式は下限の 5 倍の 40 バイトを動かし、`posenc` の eager モードのパスは 20 バイトを動かします。下限の 8 バイトに届くのは、1 回のパスで済ませる実装だけです。bfloat16 では Meta の複素数の掛け算も、下限の 4 バイトに対して 20 バイトを動かします。
 # - 融合カーネルは、トークン 1 つにプログラム 1 つを割り当てます。cos と sin の表の行は 1 回だけ読み込まれ、$q$ と $k$ のすべてのヘッドで使われるので、Llama 3 8B の形状では表の分は成分あたり 0.1 バイトです。
-# - 実際のシステムはさらに融合を進めます。RoPE を、KV キャッシュへの書き込み（vLLM のデコードでの融合、FlashInfer の FP8 とページ化した KV キャッシュへの追加、FlashAttention の `flash_attn_with_kvcache`）や、アテンションの中（FlashInfer の `ROPE_LLAMA`）、Qwen3 の QK-norm と融合します。Llama 4 のような重みのない正規化は RoPE と交換できます。
+# - 実際のシステムはさらに融合を進めます。RoPE を KV キャッシュへの書き込みと融合します（vLLM のデコード、FlashInfer の FP8 とページ化した KV キャッシュへの追加、FlashAttention の `flash_attn_with_kvcache`）。アテンションの中（FlashInfer の `ROPE_LLAMA`）や Qwen3 の QK-norm とも融合します。Llama 4 のような重みのない正規化は RoPE と交換できます。
 # - float32 で作った角度は、表に使うかカーネルで使うかにかかわらず、位置に比例して精度を失います。bfloat16 の表の誤差は、どの位置でも約 $2^{-9}$ 以下です。より低い精度や TF32 で作った角度が壊れることは、実際に報告されています。
 # - デコードの 1 ステップのコストは、バイト数ではなく起動の数で、メモリを使い切ることもできません。融合したうえで、表を先に作り、ホストへの読み戻しをなくして、ステップを CUDA グラフとしてキャプチャしましょう。
 

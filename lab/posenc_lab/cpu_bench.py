@@ -24,6 +24,13 @@ they are fixed:
 - **bfloat16 beside float32**, for a prefill and for a decode step.
 - **The machine's caches read, not assumed**: sizes, levels and sharing from
   ``/sys/devices/system/cpu/cpu0/cache`` and ``os.sysconf``, in the record.
+- **Distinct inputs.** Each sample rotates the next pair of a pool of
+  ``(q, k)`` spanning twice the last-level cache (at most 512 pairs), so a
+  prefill reads its inputs from memory, not from the cache an earlier
+  sample filled; a decode step's few kilobytes stay cached, as the output
+  of the projection before RoPE would be.
+- **A warning on a loaded machine**: where the load average before or after
+  the run exceeds the threads it used, ``meta["warnings"]`` says so.
 
 Contenders: ``floor`` (``torch.mul(x, 2.0, out=...)`` on q and k: one
 read and one write of each, the least an out-of-place rotation moves);
@@ -55,6 +62,7 @@ import ctypes
 import ctypes.util
 import gc
 import json
+import math
 import os
 import platform
 import random
@@ -88,6 +96,8 @@ M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 MMAP_THRESHOLD_MAX = 32 << 20  # glibc's upper bound on 64-bit (HEAP_MAX_SIZE / 2)
 TRIM_THRESHOLD = 1 << 30
 MAX_POSITIONS = 4096
+#: The most (q, k) pairs a case allocates for its pool of distinct inputs.
+MAX_POOL = 512
 
 
 # ---------------------------------------------------------------------------
@@ -280,12 +290,42 @@ class _Contender:
     traffic: bool = True
 
 
-def _contenders(case: Case, *, compile_backend: str | None) -> tuple[list[_Contender], Callable]:
-    """The contenders of ``case`` and a check that they agree with ``apply_rope``."""
+def last_level_cache_bytes(caches: dict[str, object]) -> int:
+    """The largest data or unified cache :func:`cpu_caches` found (0 if none)."""
+    sizes = [
+        c["size_bytes"]
+        for c in caches.get("sysfs", [])  # type: ignore[union-attr]
+        if c.get("type") != "Instruction" and c.get("size_bytes")
+    ]
+    return max(sizes, default=0)
+
+
+def pool_size(case: Case, llc_bytes: int) -> int:
+    """Pairs of ``(q, k)`` that together span twice the last-level cache (2 to MAX_POOL)."""
+    pair_bytes = case.elements() * case.torch_dtype.itemsize
+    return min(MAX_POOL, max(2, math.ceil(2 * llc_bytes / pair_bytes)))
+
+
+def _contenders(
+    case: Case, *, compile_backend: str | None, pool: int = 1
+) -> tuple[list[_Contender], Callable, Callable[[int], None]]:
+    """The contenders of ``case``, a check that they agree with ``apply_rope``, and ``use(i)``.
+
+    The contenders rotate the current pair of a pool of ``pool`` distinct
+    ``(q, k)``; ``use(i)`` makes the ``i``-th (modulo ``pool``) current.
+    """
     g = torch.Generator().manual_seed(0)
     dtype = case.torch_dtype
-    q = torch.randn(case.batch, case.n_q, case.seq, case.head_dim, generator=g).to(dtype)
-    k = torch.randn(case.batch, case.n_k, case.seq, case.head_dim, generator=g).to(dtype)
+    q_shape = (case.batch, case.n_q, case.seq, case.head_dim)
+    k_shape = (case.batch, case.n_k, case.seq, case.head_dim)
+    qs = torch.randn((pool, *q_shape), generator=g).to(dtype).unbind(0)
+    ks = torch.randn((pool, *k_shape), generator=g).to(dtype).unbind(0)
+    q, k = qs[0], ks[0]  # what the check rotates
+    cur = [q, k]  # the pair the contenders rotate now
+
+    def use(i: int) -> None:
+        cur[0], cur[1] = qs[i % pool], ks[i % pool]
+
     if case.seq > 1:
         positions = torch.arange(case.seq)
     else:
@@ -301,22 +341,23 @@ def _contenders(case: Case, *, compile_backend: str | None) -> tuple[list[_Conte
     q_tmp, k_tmp = torch.empty_like(q), torch.empty_like(k)
 
     def floor() -> None:
-        torch.mul(q, 2.0, out=q_out)
-        torch.mul(k, 2.0, out=k_out)
+        torch.mul(cur[0], 2.0, out=q_out)
+        torch.mul(cur[1], 2.0, out=k_out)
 
     def hf_formula() -> tuple[torch.Tensor, torch.Tensor]:
+        q, k = cur
         return q * hf_cos + rotate_half(q) * hf_sin, k * hf_cos + rotate_half(k) * hf_sin
 
     def hf_out() -> None:
-        hf_formula_out(q, hf_cos, hf_sin, q_out, q_tmp)
-        hf_formula_out(k, hf_cos, hf_sin, k_out, k_tmp)
+        hf_formula_out(cur[0], hf_cos, hf_sin, q_out, q_tmp)
+        hf_formula_out(cur[1], hf_cos, hf_sin, k_out, k_tmp)
 
     def pairs(x: torch.Tensor) -> torch.Tensor:
         return torch.view_as_complex(x.view(*x.shape[:-1], d // 2, 2))
 
     def complex_mul() -> None:
-        torch.mul(pairs(q), freqs_cis, out=pairs(q_out))
-        torch.mul(pairs(k), freqs_cis, out=pairs(k_out))
+        torch.mul(pairs(cur[0]), freqs_cis, out=pairs(q_out))
+        torch.mul(pairs(cur[1]), freqs_cis, out=pairs(k_out))
 
     contenders = [
         _Contender("floor", "floor: torch.mul(x, 2.0, out=) on q and k", floor),
@@ -329,20 +370,20 @@ def _contenders(case: Case, *, compile_backend: str | None) -> tuple[list[_Conte
         _Contender(
             "apply_rope",
             "posenc.apply_rope on q, then k",
-            lambda: (apply_rope(q, positions), apply_rope(k, positions)),
+            lambda: (apply_rope(cur[0], positions), apply_rope(cur[1], positions)),
         ),
         _Contender(
             "apply_rope_interleaved",
             "posenc.apply_rope interleaved",
             lambda: (
-                apply_rope(q, positions, layout="interleaved"),
-                apply_rope(k, positions, layout="interleaved"),
+                apply_rope(cur[0], positions, layout="interleaved"),
+                apply_rope(cur[1], positions, layout="interleaved"),
             ),
         ),
         _Contender(
             "rotary_embedding",
             "posenc.RotaryEmbedding(max_positions)(q, k)",
-            lambda: module(q, k, positions),
+            lambda: module(cur[0], cur[1], positions),
         ),
     ]
     if compile_backend is not None:
@@ -351,12 +392,13 @@ def _contenders(case: Case, *, compile_backend: str | None) -> tuple[list[_Conte
             _Contender(
                 "compiled_module",
                 "torch.compile(RotaryEmbedding(max_positions))",
-                lambda: compiled(q, k, positions),
+                lambda: compiled(cur[0], cur[1], positions),
                 traffic=False,
             )
         )
 
     def check() -> None:
+        use(0)
         expected = (apply_rope(q, positions), apply_rope(k, positions))
         by_name = {c.name: c for c in contenders}
         for name in ("hf_formula", "rotary_embedding", "compiled_module"):
@@ -373,7 +415,7 @@ def _contenders(case: Case, *, compile_backend: str | None) -> tuple[list[_Conte
         floor()
         assert torch.equal(q_out, q * 2) and torch.equal(k_out, k * 2)
 
-    return contenders, check
+    return contenders, check, use
 
 
 # ---------------------------------------------------------------------------
@@ -382,14 +424,21 @@ def _contenders(case: Case, *, compile_backend: str | None) -> tuple[list[_Conte
 
 
 def time_contenders(
-    contenders: Sequence[_Contender], *, rounds: int, warmup: int, number: int, seed: str
+    contenders: Sequence[_Contender],
+    *,
+    rounds: int,
+    warmup: int,
+    number: int,
+    seed: str,
+    use: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, list[float]], dict[str, list[float]], list[list[str]]]:
     """Seconds and page faults per call of each contender, one sample per round; the orders.
 
     Each round times every contender once (``number`` calls in a row), in an
     order drawn from ``random.Random(seed)``. The garbage collector is off
     while timing, as in :mod:`timeit`; the fault counter is read outside the
-    timed interval.
+    timed interval. ``use(i)``, called before each sample and outside it,
+    moves the contenders on to the next pair of inputs of their pool.
     """
     for _ in range(warmup):
         for c in contenders:
@@ -398,6 +447,7 @@ def time_contenders(
     times: dict[str, list[float]] = {c.name: [] for c in contenders}
     faults: dict[str, list[float]] = {c.name: [] for c in contenders}
     orders = []
+    sample = 0
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
@@ -406,6 +456,9 @@ def time_contenders(
             orders.append([c.name for c in order])
             for c in order:
                 fn = c.fn
+                if use is not None:
+                    use(sample)
+                    sample += 1
                 before = page_faults()
                 start = time.perf_counter()
                 for _ in range(number):
@@ -428,19 +481,28 @@ def _quartiles(values: Sequence[float]) -> tuple[float, float]:
 
 
 def time_case(
-    case: Case, *, seed: int = 0, compile_backend: str | None = None
+    case: Case, *, seed: int = 0, compile_backend: str | None = None, llc_bytes: int = 0
 ) -> dict[str, object]:
     """Check and time the contenders of ``case``; its record.
 
     ``compile_backend`` adds the compiled module, compiled by that backend
     of ``torch.compile`` (``"inductor"``, or ``"eager"`` to test the path).
+    Each sample rotates the next pair of a pool spanning twice ``llc_bytes``
+    (:func:`pool_size`), so a prefill does not find its inputs in the cache.
     """
-    contenders, check = _contenders(case, compile_backend=compile_backend)
+    pool = pool_size(case, llc_bytes)
+    contenders, check, use = _contenders(case, compile_backend=compile_backend, pool=pool)
     check()
     with torch.no_grad():  # inference, as a decode loop runs it
         times, faults, orders = time_contenders(
-            contenders, rounds=case.rounds, warmup=3, number=case.number, seed=f"{seed}:{case.name}"
+            contenders,
+            rounds=case.rounds,
+            warmup=3,
+            number=case.number,
+            seed=f"{seed}:{case.name}",
+            use=use,
         )
+        use(0)  # the bytes below are counted on the first pair
     itemsize = case.torch_dtype.itemsize
     bytes_moved = 2 * case.elements() * itemsize  # one read and one write of q and k
     floor, base = times["floor"], times["hf_formula"]
@@ -454,6 +516,7 @@ def time_case(
         "floor_bytes_per_element": 2 * itemsize,
         "rounds": case.rounds,
         "number": case.number,
+        "pool": pool,
         "orders": orders,
         "contenders": {},
     }
@@ -515,12 +578,34 @@ def run(
         "loadavg_before": _loadavg(),
     }
     record: dict[str, object] = {"meta": meta, "cases": {}}
+    llc = last_level_cache_bytes(meta["caches"])  # type: ignore[arg-type]
+    meta["last_level_cache_bytes"] = llc
     for case in cases:
         if log:
             log(f"timing {case.name} ...")
-        record["cases"][case.name] = time_case(case, seed=seed, compile_backend=compile_backend)  # type: ignore[index]
+        record["cases"][case.name] = time_case(  # type: ignore[index]
+            case, seed=seed, compile_backend=compile_backend, llc_bytes=llc
+        )
     meta["loadavg_after"] = _loadavg()
+    meta["warnings"] = load_warnings(meta)
+    if log:
+        for warning in meta["warnings"]:
+            log(f"warning: {warning}")
     return record
+
+
+def load_warnings(meta: dict[str, object]) -> list[str]:
+    """A warning for each load average (1 minute) above the threads the run used."""
+    threads = meta["num_threads"]
+    found = []
+    for when in ("loadavg_before", "loadavg_after"):
+        load = meta.get(when)
+        if load and load[0] > threads:  # type: ignore[index,operator]
+            found.append(
+                f"{when} {load[0]} exceeds the {threads} threads of the run: "  # type: ignore[index]
+                "other processes shared the CPUs, the times carry their noise"
+            )
+    return found
 
 
 def format_record(record: dict[str, object]) -> str:

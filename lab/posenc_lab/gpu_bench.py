@@ -14,6 +14,8 @@ Four implementations rotate the same queries and keys, each call rotating
 - ``eager_formula``: Hugging Face's ``x * cos + rotate_half(x) * sin`` on
   ``q`` and on ``k``, with ``cos`` and ``sin`` gathered per token before
   timing (in the input's dtype, as Hugging Face casts them);
+- ``triton_graph``: the out-of-place kernel captured once in a CUDA graph
+  (on the pool's first pair) and replayed: no Python, no launcher;
 - ``copy``: ``q_out.copy_(q)`` and ``k_out.copy_(k)`` into preallocated
   outputs: one read and one write of each, the least any out-of-place
   rotation moves.
@@ -24,13 +26,22 @@ and a single decode step (``b = 1``, ``s = 1``), each in bfloat16 and
 float32.
 
 How it measures: every contender is first checked against ``apply_rope``.
-Each sample times ``number`` calls in a row between two CUDA events, and
-each call takes the next of a pool of distinct ``(q, k)`` buffers, so
+Each sample times ``number`` calls in a row between two CUDA events, the
+first recorded behind ``torch.cuda._sleep`` (``number`` x 100 us of queued
+device work), so that the host has enqueued the calls before the device
+reaches it and the events time the device, not the host; the host's own
+time per call is recorded beside it (``host_median_us``), with the count
+of samples whose enqueueing outlasted the queued work
+(``host_bound_samples``: their device time may include host time). Each
+call takes the next of a pool of distinct ``(q, k)`` buffers, so
 large enough (at least three times the device's L2 cache, and two buffers)
 that a call does not find its inputs in L2 from an earlier call. Each
 round times every contender once, in an order drawn at random for that
 round from a seeded generator (the orders are recorded), after warm-up
-calls (which compile the kernels). The copy bandwidth of the device is
+calls (which compile the kernels). The GPU's clocks, throttle reasons,
+temperature and power are read with ``nvidia-smi`` before and after the
+run where it answers (``clocks_before``, ``clocks_after``; the clocks are
+not locked). The copy bandwidth of the device is
 measured first: ``dst.copy_(src)`` on two 1 GiB buffers, counted as 2 GiB
 moved. Reported per contender: the median and the 10/25/75/90 % quantiles
 of the time per call over rounds, GB/s counting one read and one write of
@@ -66,10 +77,13 @@ import torch
 from posenc import RotaryEmbedding, apply_rope
 from posenc_lab.references import rotate_half
 
-__all__ = ["Case", "build_cases", "main", "measure_copy_bandwidth", "run"]
+__all__ = ["Case", "build_cases", "clock_state", "main", "measure_copy_bandwidth", "run"]
 
 #: Positions the prefill covers and the decode steps draw from.
 MAX_POSITIONS = 4096
+#: Host time per call budgeted when queueing device work ahead of a sample (generous:
+#: the wrapper and Triton's launcher take tens of microseconds on a loaded CPU).
+HOST_S_PER_CALL = 100e-6
 QUANTILES = (0.10, 0.25, 0.75, 0.90)
 
 
@@ -121,24 +135,49 @@ def build_cases(*, dry_run: bool = False) -> list[Case]:
 # ---------------------------------------------------------------------------
 
 
-class _Clock:
-    """Seconds spent by ``fn`` on ``device``, measured by CUDA events where there are some."""
+#: Cycles per second assumed when converting a wait into ``torch.cuda._sleep`` cycles.
+_SLEEP_HZ = 2.0e9
 
-    def __init__(self, device: torch.device) -> None:
+
+class _Clock:
+    """Time ``fn`` on ``device``: device seconds (CUDA events) and host seconds.
+
+    On a GPU the start event is recorded behind ``queue_ahead_s`` of queued
+    work (``torch.cuda._sleep``), so the host can enqueue every call of the
+    sample before the device reaches the start event: the events then time
+    the kernels back to back, not the host's Python and launch overhead,
+    which ``host`` measures (``perf_counter`` around the enqueueing). A
+    sample whose host time exceeds the queued wait may include host time in
+    its device time; :meth:`time` reports that as ``host_bound``.
+    """
+
+    def __init__(self, device: torch.device, queue_ahead_s: float = 0.0) -> None:
         self.cuda = device.type == "cuda"
+        self.queue_ahead_s = queue_ahead_s
 
     def time(self, fn: Callable[[], None]) -> float:
+        """Device seconds of ``fn`` (see :meth:`time_both`)."""
+        return self.time_both(fn)[0]
+
+    def time_both(self, fn: Callable[[], None]) -> tuple[float, float, bool]:
+        """``(device seconds, host seconds, host_bound)`` of one call of ``fn``."""
         if self.cuda:
             start = torch.cuda.Event(enable_timing=True)
             end = torch.cuda.Event(enable_timing=True)
+            if self.queue_ahead_s > 0:
+                torch.cuda._sleep(int(self.queue_ahead_s * _SLEEP_HZ))
             start.record()
+            begin = time.perf_counter()
             fn()
+            host = time.perf_counter() - begin
             end.record()
             end.synchronize()
-            return start.elapsed_time(end) / 1e3
+            device = start.elapsed_time(end) / 1e3
+            return device, host, self.queue_ahead_s > 0 and host > self.queue_ahead_s
         begin = time.perf_counter()
         fn()
-        return time.perf_counter() - begin
+        host = time.perf_counter() - begin
+        return host, host, False
 
 
 def measure_copy_bandwidth(
@@ -287,6 +326,10 @@ def _contenders(
 
         found["triton"] = ("posenc.rope_triton, out of place", fused)
         found["triton_inplace"] = ("posenc.rope_triton, in place", fused_inplace)
+        found["triton_graph"] = (
+            "posenc.rope_triton, replayed from a CUDA graph",
+            _graphed(lambda: fused(0), positions.device),
+        )
     if compile_backend is not None:
         module = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
         module.reserve(MAX_POSITIONS, positions.device)  # before compiling, as documented
@@ -303,6 +346,34 @@ def _contenders(
     return found
 
 
+def _graphed(call: Callable[[], object], device: torch.device) -> Callable[[int], object]:
+    """``call`` captured once in a CUDA graph; ``fn(i)`` replays it, whatever ``i``.
+
+    A graph replays fixed addresses, so every replay rotates the pool's first
+    pair (at decode sizes it stays in L2, as the output of the projection
+    that precedes RoPE would). On the CPU (dry run) there is no graph:
+    ``fn(i)`` calls ``call`` directly, which checks the plumbing only.
+    """
+    if device.type != "cuda":
+        return lambda i: call()
+    stream = torch.cuda.Stream(device)
+    stream.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(stream):  # warm up off the default stream, as capture needs
+        for _ in range(3):
+            call()
+    torch.cuda.current_stream(device).wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call()
+    graph.out = out  # keep the graph's outputs alive with it
+
+    def replay(i: int) -> object:
+        graph.replay()
+        return out
+
+    return replay
+
+
 def _check(
     case: Case, inputs: _Inputs, contenders: dict[str, tuple[str, Callable[[int], object]]]
 ) -> None:
@@ -315,7 +386,7 @@ def _check(
     for name, (_, fn) in contenders.items():
         if name in ("copy", "triton_inplace"):
             continue
-        got = fn(0)
+        got = fn(0)  # triton_graph: a replay on the first pair
         for actual, wanted in zip(got, expected, strict=True):  # type: ignore[arg-type]
             torch.testing.assert_close(actual, wanted, rtol=tol, atol=tol, msg=name)
     if "triton_inplace" in contenders:
@@ -361,7 +432,8 @@ def time_case(
     inputs = _inputs(case, device, l2_bytes, seed)
     contenders = _contenders(case, inputs, interpret=interpret, compile_backend=compile_backend)
     _check(case, inputs, contenders)
-    clock = _Clock(device)
+    # enough queued device work to cover the host's enqueueing of a sample's calls
+    clock = _Clock(device, queue_ahead_s=case.number * HOST_S_PER_CALL)
     n_pool = len(inputs.pool)
     for _, fn in contenders.values():
         for i in range(warmup):
@@ -371,6 +443,8 @@ def time_case(
     rng = random.Random(f"{seed}:{case.name}")  # str seeds are stable across runs
     names = list(contenders)
     samples: dict[str, list[float]] = {n: [] for n in names}
+    host: dict[str, list[float]] = {n: [] for n in names}
+    host_bound: dict[str, int] = dict.fromkeys(names, 0)
     orders = []
     cursor = 0  # the next pair of the pool, across contenders and rounds
     for _ in range(rounds):
@@ -384,7 +458,10 @@ def time_case(
                 for j in range(case.number):
                     fn((first + j) % n_pool)
 
-            samples[name].append(clock.time(calls) / case.number)
+            device_s, host_s, late = clock.time_both(calls)
+            samples[name].append(device_s / case.number)
+            host[name].append(host_s / case.number)
+            host_bound[name] += late
             cursor = (cursor + case.number) % n_pool
     nbytes = case.bytes_per_call()
     result: dict[str, object] = {
@@ -395,6 +472,7 @@ def time_case(
         "pool": n_pool,
         "rounds": rounds,
         "warmup": warmup,
+        "queue_ahead_us": clock.queue_ahead_s * 1e6 if clock.cuda else 0.0,
         "orders": orders,
         "contenders": {},
     }
@@ -411,22 +489,51 @@ def time_case(
             "gb_per_s": gb_per_s,
             "fraction_of_copy_bandwidth": gb_per_s / copy_gb_per_s,
             "ratio_to_copy": statistics.median(t / f for t, f in zip(s, floor, strict=True)),
+            "host_median_us": statistics.median(host[name]) * 1e6,
+            "host_bound_samples": host_bound[name],
             "samples_us": [t * 1e6 for t in s],
         }
     return result
 
 
-def _driver_version() -> str | None:
+#: What ``nvidia-smi`` is asked about the clocks, before and after the run.
+CLOCK_FIELDS = (
+    "clocks.sm",
+    "clocks.mem",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "clocks.applications.graphics",
+    "clocks_event_reasons.active",
+    "temperature.gpu",
+    "power.draw",
+)
+
+
+def _nvidia_smi(fields: Sequence[str]) -> dict[str, str] | None:
+    """``nvidia-smi --query-gpu`` for the first GPU, or ``None`` where it cannot answer."""
     try:
         done = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
             capture_output=True,
             text=True,
             timeout=30,
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout else None
+    if done.returncode != 0 or not done.stdout.strip():
+        return None
+    values = [v.strip() for v in done.stdout.strip().splitlines()[0].split(",")]
+    return dict(zip(fields, values, strict=False))
+
+
+def _driver_version() -> str | None:
+    found = _nvidia_smi(["driver_version"])
+    return found["driver_version"] if found else None
+
+
+def clock_state() -> dict[str, str] | None:
+    """The GPU's clocks, throttle reasons, temperature and power now (``None`` without nvidia-smi)."""
+    return _nvidia_smi(CLOCK_FIELDS)
 
 
 def _meta(device: torch.device, *, dry_run: bool, seed: int, compile_backend: str | None) -> dict:
@@ -493,6 +600,7 @@ def run(
         "copy_bandwidth": copy,
         "cases": {},
     }
+    record["meta"]["clocks_before"] = clock_state() if device.type == "cuda" else None
     for case in build_cases(dry_run=dry_run):
         if log:
             log(f"timing {case.name} ...")
@@ -507,6 +615,7 @@ def run(
             interpret=dry_run,
             compile_backend=compile_backend,
         )
+    record["meta"]["clocks_after"] = clock_state() if device.type == "cuda" else None
     return record
 
 
@@ -525,13 +634,15 @@ def format_record(record: dict[str, object]) -> str:
             f"[{name}] q {tuple(case['q_shape'])}, k {tuple(case['k_shape'])}, "
             f"{case['rounds']} rounds x {case['number']} calls, pool of {case['pool']}",
             f"{'contender':46s} {'median us':>10s} {'q25-q75 us':>19s} {'GB/s':>8s} "
-            f"{'of copy':>8s} {'x copy':>7s}",
+            f"{'of copy':>8s} {'x copy':>7s} {'host us':>8s}",
         ]
         for c in case["contenders"].values():
             iqr = f"{c['q25_us']:.4g}-{c['q75_us']:.4g}"
+            late = f" ({c['host_bound_samples']} host-bound)" if c["host_bound_samples"] else ""
             lines.append(
                 f"{c['label'][:46]:46s} {c['median_us']:10.4g} {iqr:>19s} {c['gb_per_s']:8.4g} "
-                f"{c['fraction_of_copy_bandwidth']:8.2f} {c['ratio_to_copy']:7.2f}"
+                f"{c['fraction_of_copy_bandwidth']:8.2f} {c['ratio_to_copy']:7.2f} "
+                f"{c['host_median_us']:8.4g}{late}"
             )
     return "\n".join(lines)
 

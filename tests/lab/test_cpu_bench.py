@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import posenc_lab.cpu_bench as cpu_bench
 from posenc_lab.cpu_bench import (
     Case,
     build_cases,
@@ -212,3 +213,55 @@ def test_cpu_caches_reads_sysfs(tmp_path: Path):
     ]
     assert found[0]["line_bytes"] == 64 and found[0]["ways"] is None  # a missing file
     assert cpu_caches(tmp_path / "none")["sysfs"] == []
+
+
+# ---------------------------------------------------------------------------
+# Distinct inputs and the load warning
+# ---------------------------------------------------------------------------
+
+
+def test_the_record_says_how_many_distinct_inputs_each_case_used(record):
+    llc = record["meta"]["last_level_cache_bytes"]
+    assert llc == cpu_bench.last_level_cache_bytes(record["meta"]["caches"])
+    for case in build_cases(quick=True):
+        assert record["cases"][case.name]["pool"] == cpu_bench.pool_size(case, llc) >= 2
+    assert isinstance(record["meta"]["warnings"], list)
+
+
+def test_pool_size_spans_twice_the_last_level_cache():
+    case = Case("prefill-float32", 1, 32, 8, 1024, 128, "float32", 1, 40)  # 20 MiB a pair
+    assert cpu_bench.pool_size(case, 0) == 2
+    assert cpu_bench.pool_size(case, 480 << 20) == 48  # 960 MiB in 20 MiB pairs
+    assert cpu_bench.pool_size(case, 1 << 40) == cpu_bench.MAX_POOL
+    caches = {"sysfs": [
+        {"type": "Data", "size_bytes": 48 << 10},
+        {"type": "Instruction", "size_bytes": 1 << 30},  # never the data's last level
+        {"type": "Unified", "size_bytes": 32 << 20},
+    ]}  # fmt: skip
+    assert cpu_bench.last_level_cache_bytes(caches) == 32 << 20
+    assert cpu_bench.last_level_cache_bytes({"sysfs": []}) == 0
+
+
+def test_each_sample_rotates_the_next_pair_of_the_pool():
+    case = Case("tiny-float32", 1, 2, 1, 4, 8, "float32", 1, 2)
+    contenders, check, use = cpu_bench._contenders(case, compile_backend=None, pool=3)
+    check()  # on the first pair
+    hf = next(c for c in contenders if c.name == "hf_formula")
+    outs = []
+    for i in range(4):
+        use(i)
+        outs.append(hf.fn()[0])
+    assert not torch.equal(outs[0], outs[1]) and not torch.equal(outs[1], outs[2])
+    assert torch.equal(outs[0], outs[3])  # the pool wraps around
+    used = []
+    cpu_bench.time_contenders(contenders, rounds=2, warmup=0, number=1, seed="s", use=used.append)
+    assert used == list(range(2 * len(contenders)))  # one pair per sample, in turn
+
+
+def test_a_load_above_the_threads_is_warned_about():
+    meta = {"num_threads": 2, "loadavg_before": [9.5, 8.0, 7.0], "loadavg_after": [1.0, 1, 1]}
+    (warning,) = cpu_bench.load_warnings(meta)
+    assert "loadavg_before 9.5" in warning and "2 threads" in warning
+    meta["loadavg_before"] = [2.0, 2.0, 2.0]
+    assert cpu_bench.load_warnings(meta) == []
+    assert cpu_bench.load_warnings({"num_threads": 1, "loadavg_before": None}) == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import random
+import subprocess
 
 import pytest
 import torch
@@ -19,7 +20,7 @@ from posenc_lab.gpu_bench import Case, build_cases, main, time_case
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 CONTENDERS = {"copy", "eager_formula", "apply_rope", "compiled_module"} | (
-    {"triton", "triton_inplace"} if HAS_TRITON else set()
+    {"triton", "triton_inplace", "triton_graph"} if HAS_TRITON else set()
 )
 QUANTILE_FIELDS = ("q10_us", "q25_us", "median_us", "q75_us", "q90_us")
 
@@ -108,3 +109,40 @@ def test_without_a_gpu_the_real_run_refuses(monkeypatch):
 def test_bad_arguments(argv):
     with pytest.raises(SystemExit):
         main(argv)
+
+
+def test_the_host_time_is_recorded_beside_the_device_time(record):
+    for case in record["cases"].values():
+        assert case["queue_ahead_us"] == 0.0  # nothing to queue behind on the CPU
+        for c in case["contenders"].values():
+            assert c["host_median_us"] > 0
+            assert c["host_bound_samples"] == 0
+    assert record["meta"]["clocks_before"] is None and record["meta"]["clocks_after"] is None
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="the graph contender replays the Triton kernel")
+def test_the_graph_contender_is_checked_and_recorded(record):
+    for case in record["cases"].values():
+        label = case["contenders"]["triton_graph"]["label"]
+        assert "CUDA graph" in label
+
+
+def test_clock_state_reads_nvidia_smi(monkeypatch):
+    answer = "1980, 2619, 1980, 2619, 1980, 0x0000000000000000, 41, 120.5 W\n"
+
+    def fake_run(args, **kwargs):
+        assert args[1] == "--query-gpu=" + ",".join(gpu_bench.CLOCK_FIELDS)
+        return subprocess.CompletedProcess(args, 0, stdout=answer, stderr="")
+
+    monkeypatch.setattr(gpu_bench.subprocess, "run", fake_run)
+    state = gpu_bench.clock_state()
+    assert state["clocks.sm"] == "1980" and state["power.draw"] == "120.5 W"
+    assert list(state) == list(gpu_bench.CLOCK_FIELDS)
+
+
+def test_clock_state_is_none_without_nvidia_smi(monkeypatch):
+    def missing(args, **kwargs):
+        raise FileNotFoundError(args[0])
+
+    monkeypatch.setattr(gpu_bench.subprocess, "run", missing)
+    assert gpu_bench.clock_state() is None

@@ -152,11 +152,12 @@ def test_prefix_evaluation_copies_the_first_half():
 def test_turning_pairs_and_the_matched_base():
     assert M.turning_pairs(128, 10000.0, 4096) == 46  # Llama 2
     assert M.turning_pairs(8, 10000.0, 16) == 1  # version 1's toy
-    assert M.turning_pairs(32, 10000.0, 16) == 2
+    assert M.turning_pairs(16, 10000.0, 16) == 1  # the tasks' plain RoPE: 1 of 8
     assert M.turning_pairs(32, 10000.0, 64) == 5  # the language model's plain RoPE
     base = M.llm_matched_base(16)
     assert base == 3.776 and T.SETTINGS["rope_llm_base"] == base
-    assert M.turning_pairs(32, base, 16) == 12  # 75 %, Llama 2 72 %
+    assert M.turning_pairs(16, base, 16) == 6  # the tasks' matched RoPE: 75 %, Llama 2 72 %
+    assert M.turning_pairs(32, base, 16) == 12
     assert M.turning_pairs(32, M.llm_matched_base(64), 64) == 12
     # the fraction of pairs turning within L does not depend on the head size
     assert M.turning_pairs(128, M.llm_matched_base(16), 16) == 46
@@ -504,6 +505,12 @@ def test_the_choice_of_rate():
 
     assert T.choose_lr({1e-3: cell(2.0, 0.5), 3e-3: cell(1.0, 0.4)}) == 3e-3
     assert T.choose_lr({3e-3: cell(0.5), 1e-3: cell(0.5)}) == 1e-3  # a tie: the lower rate
+    # a single rate: no sweep, every reported cell at that rate
+    one = copy.deepcopy(T.SETTINGS) | {"lr_sweep": [2e-3]}
+    cells = R.plan(one)
+    assert not any(c.sweep for c in cells) and {c.lr for c in cells} == {2e-3}
+    assert len(cells) == len(one["tasks"]) * len(one["kinds"]) * len(one["seeds"])
+    assert sum(c.sweep for c in R.plan(T.SETTINGS)) == 3 * 12 * 2
 
 
 # ------------------------------------------------------ the stored records

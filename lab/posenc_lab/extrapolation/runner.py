@@ -71,8 +71,8 @@ def settings_sha256(settings: dict) -> str:
 
 
 def sweep_cells(settings: dict) -> list[Cell]:
-    """The learning-rate sweep of the task experiment (none for text)."""
-    if settings["experiment"] != "tasks":
+    """The learning-rate sweep of the task experiment (none for text, nor for a single rate)."""
+    if settings["experiment"] != "tasks" or len(settings["lr_sweep"]) < 2:
         return []
     return [
         Cell("tasks", task, kind, settings["sweep_seed"], lr, sweep=True)
@@ -328,6 +328,8 @@ def _chosen(settings: dict, sweep: dict[Cell, dict | None]) -> Callable[[str, st
     def lr_of(task: str, kind: str) -> float | None:
         if settings["experiment"] == "text":
             return settings["lr"]
+        if len(settings["lr_sweep"]) == 1:
+            return settings["lr_sweep"][0]
         done = {c.lr: r for c, r in sweep.items() if (c.task, c.kind) == (task, kind)}
         if any(r is None for r in done.values()):
             return None

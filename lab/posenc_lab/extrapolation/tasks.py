@@ -76,7 +76,7 @@ SETTINGS = {
     "L": 16,
     "factors": [1, 2, 4, 8],
     "dim": 64,
-    "n_heads": 2,  # head size 32: 16 RoPE pairs
+    "n_heads": 4,  # head size 16: 8 RoPE pairs; ALiBi's slopes 1/4 .. 1/256
     "n_layers": 2,
     "rope_llm_base": llm_matched_base(16),
     "batch_size": 32,

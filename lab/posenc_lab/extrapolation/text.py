@@ -96,6 +96,7 @@ SETTINGS = {
     "n_validation": 64,
     "rope_rows": ["", "+pi", "+yarn", "+yarn-notemp", "+ft", "+pi+ft", "+yarn+ft"],
     "finetune_steps": 100,
+    "finetune_batch_size": 16,  # windows of 2L: as many tokens per step as in training
     "finetune_lr": 5e-4,
     "finetune_factor": 2,
     "eval_blocks": 16,
@@ -143,7 +144,7 @@ def token_losses(model, inputs: torch.Tensor, targets: torch.Tensor, **options) 
     """
     model.eval()
     s = inputs.shape[-1]
-    chunk = max(1, 2**22 // (model.n_heads * s * s))  # scores of at most 2^22 floats
+    chunk = max(1, 2**23 // (model.n_heads * s * s))  # scores of at most 2^23 floats
     out = []
     for i in range(0, len(inputs), chunk):
         logits = model(inputs[i : i + chunk], **options)
@@ -241,7 +242,7 @@ def run_cell(kind: str, seed: int, lr: float, settings: dict) -> dict:
             N = settings["finetune_factor"] * L
 
             def tune_batch(generator, N=N):
-                return _random_windows(corpus.train, settings["batch_size"], N, generator)
+                return _random_windows(corpus.train, settings["finetune_batch_size"], N, generator)
 
             evaluated, finetune[row] = fine_tune(
                 model, tune_batch, rope_scaling(row, N, settings), seed=seed, settings=settings

@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint lint-ja notebooks bench-pages clean
+.PHONY: setup serve build test lint lint-ja notebooks check-chapter lab lab-en lab-ja test-notebooks-clean bench-pages clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -47,7 +47,7 @@ lint: setup
 # docs/index.ja.md" lints only those. Config: .textlintrc.yml.
 FILES ?=
 lint-ja: setup
-	$(PY) tools/lint_ja.py $(FILES)
+	$(PY) -m tools.lint_ja $(FILES)
 
 # Runs the whole suite: unit and property tests, notebook pairing and
 # nbval (strict), the site build and the headless-browser checks, on one
@@ -56,6 +56,27 @@ lint-ja: setup
 WORKERS ?= auto
 test: lint
 	$(VENV)/bin/python -m pytest -n $(WORKERS)
+
+# JupyterLab on the chapters, on 127.0.0.1 (tools/lab.py). `make lab` opens
+# notebooks/: a chapter's .ipynb opens as one notebook paired with its .py
+# (jupytext.toml), and saving writes both. `make lab-en` and `make lab-ja`
+# open one-language copies generated into notebooks-en/ and notebooks-ja/
+# (read-only: edit the chapter in notebooks/). The switch is a target, not
+# a variable: LANG and LANGUAGE are set by most shells. LAB_ARGS passes
+# options to JupyterLab, e.g. LAB_ARGS="--port=8890 --no-browser".
+LAB_ARGS ?=
+lab: setup
+	$(PY) -m tools.lab $(LAB_ARGS)
+
+lab-en lab-ja: lab-%: setup
+	$(PY) -m tools.lab --lang $* $(LAB_ARGS)
+
+# Every chapter's downloadable notebook (the one Colab opens), run in an
+# empty folder in a fresh environment that holds only the posenc and
+# posenc-lab wheels (tests/notebooks/test_clean_run.py): 5 minutes in one
+# process on 2 cores. `make test` runs one chapter of it.
+test-notebooks-clean: setup
+	CLEAN_CHAPTERS=all $(PY) -m pytest -n $(WORKERS) tests/notebooks/test_clean_run.py
 
 # Re-execute notebooks from their .py sources (NB=notebooks/01-sinusoidal.py
 # for one). Outputs are deterministic, so an unchanged chapter gives a
@@ -78,6 +99,12 @@ notebooks: setup
 ROUNDS ?= 5
 bench-pages: setup
 	$(PY) tools/page_speed.py --rounds $(ROUNDS)
+
+# Every rule of CONTRIBUTING.md for a chapter (NB=notebooks/NN-slug.py; all
+# chapters without NB), each failure with how to fix it. nbval and the site
+# are make test's.
+check-chapter: setup
+	$(PY) -m tools.check_chapter $(NB)
 
 # The extrapolation experiment, version 2 (lab/README.md). `make corpus`
 # installs its real-text corpus, the documentation sources of Debian's

@@ -4,10 +4,11 @@ entry in the generated reference.
 The chapters write API names as inline code (`apply_rope`,
 `posenc.RotaryEmbedding`, `RotaryEmbedding.reserve`); this hook turns each
 such mention into a link to the reference page that documents the name
-(docs/api/*.md, one ``::: posenc.name`` directive per entry), so no chapter
-spells out a reference URL and none can go stale. Code cells, outputs,
-headings and text that is already a link are left alone. The link checker
-of the site tests (tests/site/test_links.py) checks every anchor made here.
+(docs/api/*.md, one ``::: posenc.name`` directive per entry, written by
+hooks/api_reference.py), so no chapter spells out a reference URL and none
+can go stale. Code cells, outputs, headings and text that is already a link
+are left alone. The link checker of the site tests (tests/site/test_links.py)
+checks every anchor made here.
 """
 
 from __future__ import annotations
@@ -55,10 +56,10 @@ def link_api_names(html: str, page_url: str, entries: dict[str, str], lang_prefi
     return _REGION.sub(link, html)
 
 
-def on_config(config, **kwargs):
+def on_pre_build(config, **kwargs):
+    # after hooks/api_reference.py (listed before this hook) wrote the pages
     _entries.clear()
     _entries.update(reference_entries(Path(config.docs_dir)))
-    return config
 
 
 def on_page_content(content, page, config, files):

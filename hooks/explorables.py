@@ -35,7 +35,6 @@ import posixpath
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 SOURCE_DIR = "notebooks/explorables"
@@ -50,7 +49,6 @@ MARKER = re.compile(r"<!--\s*explorable:\s*(?P<name>\d+-[a-z0-9-]+)\s*-->")
 # contrast ratio of at least 3:1 with white and with Material's slate
 # background (#1e2129), WCAG's minimum for the parts of a graphic.
 PALETTE = ["#3f88c5", "#d95f02", "#1b9e77", "#e7298a", "#7570b3", "#a6761d"]
-NEUTRAL = "#808080"  # 3.9:1 on white, 4.1:1 on slate
 
 # Shared by every explorable: a transparent background, and text, axes and
 # grid in the page's own text colour. That colour is the parameter TEXT_COLOR,
@@ -110,9 +108,6 @@ def sources(root: Path) -> dict[str, Path]:
 
 def load(path: Path):
     """Import one explorable's module from its file (the names start with a digit)."""
-    folder = str(path.parent)
-    if folder not in sys.path:  # the specs import their shared helper, titles.py
-        sys.path.insert(0, folder)
     spec = importlib.util.spec_from_file_location(f"explorable_{path.stem.replace('-', '_')}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,7 +1,7 @@
 """MkDocs hook: the notebook pages' shared stylesheet keeps only what they use.
 
 mkdocs-jupyter ships all of JupyterLab's CSS (~600 KB: file browser,
-widgets, terminals, ...); hooks/notebooks.py moves it to one shared file
+widgets, terminals, ...); hooks/page_weight.py moves it to one shared file
 under assets/notebook/. Once every page of every language is built, this
 hook drops the rules whose selectors name a class that no built page
 carries: a tenth of the bytes to download, and far less for the browser to
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mkdocs.plugins import event_priority
 
-SHARED_DIR = "assets/notebook"  # where hooks/notebooks.py puts the shared CSS
+SHARED_DIR = "assets/notebook"  # where hooks/page_weight.py puts the shared CSS
 
 _CLASS_ATTR = re.compile(r'\bclass="([^"]*)"')
 _CLASS_NAME = re.compile(r"\.(-?[_a-zA-Z][\w-]*)")

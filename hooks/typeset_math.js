@@ -25,7 +25,7 @@ const adaptor = liteAdaptor();
 AssistiveMmlHandler(RegisterHTMLHandler(adaptor));
 // MathJax's serializer escapes only the double quote of an attribute's
 // value, so a value that holds an escaped character (a code block's
-// colouring in data-html, hooks/notebooks.py: "&lt;" inside) would be read
+// colouring in data-html, hooks/code_blocks.py: "&lt;" inside) would be read
 // back by the browser unescaped ("<", the start of a tag). The ampersand too:
 adaptor.parser.protectAttribute = (text) =>
   String(text).replace(/&/g, "&amp;").replace(/"/g, "&quot;");

@@ -2,12 +2,13 @@
 # jupyter:
 #   jupytext:
 #     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
 #     text_representation:
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
 #   kernelspec:
-#     display_name: Python 3
+#     display_name: Python 3 (ipykernel)
 #     language: python
 #     name: python3
 # ---
@@ -789,7 +790,7 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain)  # logits scaled by 1/t
 print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
 # %% [markdown] lang="en"
-# ### DeepSeek's attention factor: `mscale` and `mscale_all_dim`
+# ### DeepSeek's attention factor
 #
 # DeepSeek-V2 and DeepSeek-V3 extend a context of $L = 4096$ with YaRN at $s = 40$,
 # $\alpha = 1$ and $\beta = 32$ (DeepSeek-AI 2024a, long-context section; 2024b,
@@ -836,7 +837,7 @@ print(f"sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 # constants, and that `apply_rope` then keeps every norm.
 
 # %% [markdown] lang="ja"
-# ### DeepSeek のアテンションの係数：`mscale` と `mscale_all_dim`
+# ### DeepSeek のアテンションの係数
 #
 # DeepSeek-V2 と DeepSeek-V3 は、$L = 4096$ のコンテキストを YaRN で伸ばしています。設定は $s = 40$、$\alpha = 1$、$\beta = 32$ です
 # （DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の 4.3 節）。

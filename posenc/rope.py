@@ -37,44 +37,35 @@ all agree with each other to the last bit.
 
 Performance: RoPE is a streaming operation, bound by memory traffic. The
 rotation writes straight into one output tensor (``torch.mul(..., out=)``,
-then ``addcmul_`` on each half): 20 bytes moved per float32 element by the
-operations, against 40 for Hugging Face's eager ``x * cos + rotate_half(x) *
-sin`` and 8 for a single read and write of ``x``. It runs block by block
-(about 1 MiB of float32 per block and per two threads), so that the second
-and third passes over a block may find it in the processor's cache rather
-than in main memory. What that saves is measured as time only: in the
-stored runs of ``python -m posenc_lab.bench`` (``benchmarks/``), on a 2-core
-machine, the blocks bring ``apply_rope`` from 3.82x to 3.16x the time of
-the floor (one read and one write of ``x``) at 1 thread and from 3.75x to
-3.00x at 2 threads (medians of per-round ratios, blocks and no blocks timed
-in the same rounds; at both thread counts the size of the gain depends on what
-ran before it, see chapter *Implementing RoPE efficiently*). What
-makes up the rest of the distance to the floor is not established; issuing
-the operations (about fifty per call, with their views and a Python loop
-over the blocks) is a likely part. Each operation on a block ends by
-waiting for its slowest thread, so on a machine with more runnable threads
-than cores the blocks may cost more than they save (the message of commit
-ae828e7 reports one run at a load average of 12 that took 42x the floor at
-2 threads; that run is not stored, and no run without blocks was made then
-to compare).
+then ``addcmul_`` on each half): 20 bytes moved per float32 element of
+``x`` by the operations (plus the rows of the tables, read again in every
+block), against 40 for Hugging Face's eager ``x * cos + rotate_half(x) *
+sin`` and 8 for a single read and write of ``x`` (counts of
+``posenc_lab.traffic.count_traffic``). It runs block by block (about 1 MiB
+of float32 per block and per two threads), so that the second and third
+passes over a block may find it in the processor's cache rather than in
+main memory; the bytes counted are the same, and whether the blocks save
+time depends on the machine's caches and load: no stored record measures
+it (an earlier benchmark that suggested they did was disturbed by page
+faults of fresh outputs, see ``lab/README.md``). Each operation on a block
+ends by waiting for its slowest thread, so on a machine with more runnable
+threads than cores the blocks may cost more than they save.
 Small inputs (a decode step) take an out-of-place path with fewer calls
 into torch; ``apply_rope`` caches the inverse frequencies per setting, and
 :class:`RotaryEmbedding` caches ``cos`` and ``sin``. ``python -m
-posenc_lab.bench`` measures all of this.
+posenc_lab.cpu_bench`` times both against the floor and Hugging Face's
+formula on the CPU; one read and one write per element, the floor itself,
+needs a fused kernel: :func:`posenc.rope_triton.apply_rope_triton` on a GPU.
 
 Compilation (an opt-in; eager mode needs no compiler): ``apply_rope`` and
 ``RotaryEmbedding`` trace into one graph under
-``torch.compile(fullgraph=True)``. The fast compiled path is the module with
-a fixed cache, ``torch.compile(RotaryEmbedding(dim, max_positions=n))`` (or
-a compiled model that holds one), 1.2x the floor's time in the stored
-runs (float32); inductor presumably fuses the gather of the cached rows and
-the rotation into one kernel that reads ``x`` and writes the result once
-(not checked against the generated kernel). A compiled ``apply_rope`` is much slower (about 13x the floor
-at 1 thread in the stored run, and about the same time in float32, bfloat16
-and float16, so it is bound by computation, not memory); the likely reason,
-not checked against the generated kernel, is that it forms ``cos`` and
-``sin`` inside the fused kernel, once per element of ``x`` rather than once
-per position.
+``torch.compile(fullgraph=True)``. The compiled path to use is the module
+with a fixed cache, ``torch.compile(RotaryEmbedding(dim, max_positions=n))``
+(or a compiled model that holds one): the gather of the cached rows and the
+rotation can then be fused (``python -m posenc_lab.cpu_bench --compile``
+times it). A compiled ``apply_rope`` forms the angles and their ``cos`` and
+``sin`` from the positions inside the compiled code on every call, which a
+cached table avoids.
 
 Shapes: ``b`` batch, ``n_h`` heads, ``s`` sequence, ``h_d`` head size,
 ``r`` the number of rotated features (``rotary_dim`` or the module's
@@ -383,21 +374,14 @@ def _for_blocks(fn, tensors: tuple[torch.Tensor, ...], axis: int = 0) -> None:
 
     The block grows with the number of threads beyond two
     (``_BLOCK * max(1, torch.get_num_threads() // 2)``), so that each
-    thread's share of an operation stays near half a MiB (a choice for
-    more than two threads that no stored run measures); on the 2-core
-    machine of the stored benchmarks, blocks of ``_BLOCK`` are faster than
-    one pass per operation in the median at 1 thread and at 2, by an amount
-    that depends on what ran before it (see chapter
-    *Implementing RoPE efficiently*; the control is the contender
-    ``apply_rope_unblocked`` of ``python -m posenc_lab.bench``, timed in the same
-    rounds). The tensors have the same number of axes; each is narrowed
-    along the leading axes (never the last) where its size is not 1 (``cos`` and
-    ``sin`` broadcast along the heads). The three passes of
-    :func:`_rotate_into` then run over a block that may still be in the
-    processor's cache, instead of streaming 20 bytes per float32 element
-    through main memory (how much stays in cache is not measured, only
-    the time); the arithmetic, and so every bit of the result, is
-    unchanged.
+    thread's share of an operation stays near half a MiB. The tensors have
+    the same number of axes; each is narrowed along the leading axes (never
+    the last) where its size is not 1 (``cos`` and ``sin`` broadcast along
+    the heads). The three passes of :func:`_rotate_into` then run over a
+    block that may still be in the processor's cache, instead of streaming
+    20 bytes per float32 element through main memory. The arithmetic, and so
+    every bit of the result, is unchanged; what the blocks save in time is
+    not measured by any stored record (see the module docstring).
     """
     x = tensors[0]
     block = _BLOCK * max(1, torch.get_num_threads() // 2)
@@ -473,11 +457,9 @@ def _rotate_fused(
     running the compiled code fails for any reason, this and every later
     call fall back to the eager :func:`_rotate`. The fused kernel presumably
     reads ``x`` and writes the result once (plus ``cos`` and ``sin``), the
-    minimum (not checked against the generated kernel; in the stored runs of
-    ``python -m posenc_lab.bench`` this function, ``fused``, took 1.55x and 1.66x
-    the floor at 1 and 2 threads); its numbers agree with
-    :func:`_rotate_reference`'s and :func:`_rotate`'s within one rounding of
-    a product.
+    minimum (not checked against the generated kernel); its numbers agree
+    with :func:`_rotate_reference`'s and :func:`_rotate`'s within one
+    rounding of a product.
     """
     if not _fused_state["failed"]:
         try:

@@ -1,72 +1,139 @@
-"""The generated API reference (docs/api/*.md, rendered by mkdocstrings) covers the package.
+"""The API reference covers the package.
 
-Each page holds ``::: posenc.name`` directives that mkdocstrings expands from
-the docstrings when the site is built; these tests fail when a public name
-has no entry, when an entry names something posenc does not export, when a
-page is missing from the navigation, or when a docstring lacks the sections
-the reference promises (arguments, errors, and what a call returns).
+The reference is generated at every site build (hooks/api_reference.py):
+from ``posenc.__all__``, the docstrings and docs/api.yml, which gives each
+name its family, chapter and Japanese summary. These tests fail when a
+public name has no entry there, when an entry names something posenc does
+not export, when a name's module belongs to no family, when an entry names
+a chapter that does not exist, or when a docstring lacks the sections the
+reference promises (arguments, errors, and what a call returns).
 """
 
 from __future__ import annotations
 
 import inspect
-import re
+import shutil
+import types
 from pathlib import Path
 
 import pytest
-import yaml
 
 import posenc
-from hooks import api_links
+from hooks import api_reference
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = sorted((ROOT / "docs" / "api").glob("*.md"))
 PUBLIC = sorted(name for name in posenc.__all__ if not name.startswith("_"))
-DIRECTIVE = api_links.DIRECTIVE  # the site reads the entries the same way
 
 
-def _entries() -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for page in PAGES:
-        for name in DIRECTIVE.findall(page.read_text(encoding="utf-8")):
-            found.setdefault(name, []).append(page.name)
-    return found
+def test_every_public_name_has_its_entry_family_and_chapter():
+    entries = api_reference.read_reference(ROOT)  # raises, naming what is missing
+    assert sorted(e.name for e in entries) == PUBLIC
+    by_name = {e.name: e for e in entries}
+    assert by_name["apply_rope"].family.page == "rope"
+    assert by_name["apply_rope"].chapter == "rope"
+    assert by_name["apply_rope"].signature.startswith("apply_rope(x, positions, *, base,")
+    assert by_name["apply_rope"].summary["en"].startswith("Rotate the last axis of `x`")
 
 
-def test_every_public_name_has_exactly_one_reference_entry():
-    entries = _entries()
-    assert PAGES, "no pages under docs/api/"
-    missing = [name for name in PUBLIC if name not in entries]
-    assert missing == [], f"public names without a reference entry: {missing}"
-    twice = {name: pages for name, pages in entries.items() if len(pages) > 1}
-    assert twice == {}, f"names documented on more than one page: {twice}"
-    unknown = sorted(set(entries) - set(PUBLIC))
-    assert unknown == [], f"entries for names posenc does not export: {unknown}"
+def _fake_package() -> types.ModuleType:
+    """A package exporting ``sinusoidal`` and ``apply_rope`` from posenc, and
+    ``stray``, from posenc.absolute, with no entry."""
+
+    def stray():
+        """Nothing."""
+
+    stray.__module__ = "posenc.absolute"
+    package = types.ModuleType("fakepkg")
+    package.__all__ = ["apply_rope", "sinusoidal", "stray"]
+    package.sinusoidal, package.apply_rope, package.stray = (
+        posenc.sinusoidal,
+        posenc.apply_rope,
+        stray,
+    )
+    return package
 
 
-def test_every_entry_names_its_chapter_or_says_there_is_none():
-    for page in PAGES:
-        blocks = DIRECTIVE.split(page.read_text(encoding="utf-8"))[1:]  # name, text, name, ...
-        for name, text in zip(blocks[::2], blocks[1::2], strict=True):
-            chapter = re.search(r"Derived in the chapter \[[^]]+\]\(\.\./([\w-]+)\.ipynb\)", text)
-            if chapter:
-                assert (ROOT / "docs" / f"{chapter.group(1)}.ipynb").exists() or any(
-                    (ROOT / "notebooks").glob(f"*-{chapter.group(1)}.py")
-                ), f"{page.name}: {name} links to a chapter that does not exist"
-            else:
-                assert "No chapter yet" in text, f"{page.name}: {name} names no chapter"
+def _project(tmp_path, registry: str) -> Path:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(ROOT / "notebooks" / "chapters.yml", tmp_path / "notebooks")
+    for source in (ROOT / "notebooks").glob("[0-9]*.py"):  # the chapters exist
+        (tmp_path / "notebooks" / source.name).touch()
+    (tmp_path / api_reference.REGISTRY).write_text(registry, encoding="utf-8")
+    return tmp_path
 
 
-def test_every_page_is_in_the_navigation_and_links_back():
-    config = yaml.load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=yaml.BaseLoader)
-    nav = str(config["nav"])
-    for page in PAGES:
-        assert f"api/{page.name}" in nav, f"docs/api/{page.name} is not in mkdocs.yml's nav"
-        assert "](../api.md)" in page.read_text(encoding="utf-8"), f"{page.name}: no overview link"
-    for overview in ("docs/api.md", "docs/api.ja.md"):
-        text = (ROOT / overview).read_text(encoding="utf-8")
-        for page in PAGES:
-            assert f"(api/{page.name})" in text, f"{overview} does not link to api/{page.name}"
+def test_the_check_says_what_to_add_or_remove(tmp_path):
+    registry = (
+        "families:\n"
+        "  - {page: absolute, modules: [posenc.absolute], en: A, ja: A, papers: P}\n"
+        "  - {page: cope, modules: [posenc.cope], en: C, ja: C, papers: P}\n"
+        "names:\n"
+        "  sinusoidal: {chapter: no-such-chapter, ja: 正弦波。}\n"
+        "  apply_rope: {chapter: rope, ja: 回転。}\n"
+        "  CoPE: {ja: 文脈。}\n"
+    )
+    with pytest.raises(ValueError) as error:
+        api_reference.read_reference(_project(tmp_path, registry), _fake_package())
+    problems = [p.strip() for p in str(error.value).splitlines()[1:]]
+    assert problems == [
+        "sinusoidal: chapter 'no-such-chapter' is not in notebooks/chapters.yml",
+        "stray: no entry under `names`: add `stray: {chapter: SLUG, ja: ...}` (ja: the first "
+        "line of its docstring in Japanese; chapter: the slug of the chapter that derives "
+        "it, or leave it out)",
+        "CoPE: listed under `names`, but fakepkg does not export it: remove it",
+        "family cope: no public name comes from posenc.cope: remove it",
+    ]
+
+
+def test_a_module_no_family_lists_gets_a_page_of_its_own(tmp_path):
+    registry = "families: []\nnames:\n  apply_rope: {chapter: rope, ja: 回転します。}\n"
+    package = types.ModuleType("fakepkg")
+    package.__all__, package.apply_rope = ["apply_rope"], posenc.apply_rope
+    (entry,) = api_reference.read_reference(_project(tmp_path, registry), package)
+    assert entry.family.page == "rope" and entry.family.modules == ("posenc.rope",)
+    assert entry.family.title == {"en": "Rotary position embedding (RoPE)"} | {
+        "ja": "Rotary position embedding (RoPE)"
+    }
+    text = api_reference.page_markdown(entry.family, [entry], {"rope": "RoPE"})
+    assert text.startswith("# Rotary position embedding (RoPE)\n") and "Papers" not in text
+
+
+def test_pages_list_names_in_source_order_with_their_chapter():
+    entries = api_reference.read_reference(ROOT)
+    titles = api_reference.chapter_titles(ROOT, "en")
+    scaling = next(e.family for e in entries if e.name == "LinearScaling")
+    text = api_reference.page_markdown(scaling, entries, titles)
+    names = [
+        line.removeprefix("::: posenc.") for line in text.splitlines() if line.startswith(":::")
+    ]
+    assert names[:3] == ["LinearScaling", "NTKScaling", "YarnScaling"]
+    assert "::: posenc.LinearScaling\n\nDerived in the chapter [Extending RoPE's context]" in text
+    assert "(../rope-context.ipynb)" in text and "[overview](../api.md)" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "ja"])
+def test_overview_tables_give_each_name_its_summary_in_that_language(lang):
+    entries = api_reference.read_reference(ROOT)
+    tables = api_reference.name_tables(entries, lang, api_reference.chapter_titles(ROOT, lang))
+    rows = [line for line in tables.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(PUBLIC)
+    row = next(r for r in rows if r.startswith("| `alibi_slopes("))
+    summary = {"en": "The per-head slopes `m_h` of ALiBi", "ja": "ALiBi のヘッドごとの傾き `m_h`"}
+    chapter = {"en": "[ALiBi: attention with linear biases](alibi.ipynb)", "ja": "(alibi.ipynb)"}
+    assert summary[lang] in row and chapter[lang] in row
+
+
+def test_signatures_name_the_parameters_and_mark_keyword_only_ones():
+    def f(a, b=1, *rest, c, **kw): ...
+
+    def g(a, *, b=2): ...
+
+    assert api_reference.signature("f", f) == "f(a, b, *rest, c, **kw)"
+    assert api_reference.signature("g", g) == "g(a, *, b)"
+    assert api_reference.summary_line(posenc.NTKScaling).endswith(
+        "a larger base, `base * factor ** (dim / (dim - 2))`."
+    )
 
 
 @pytest.mark.parametrize("name", PUBLIC)

@@ -1,9 +1,9 @@
 """Lint the Japanese prose of the site with textlint.
 
-    python tools/lint_ja.py [FILE ...]
+    python -m tools.lint_ja [FILE ...]      (make lint-ja FILES=...)
 
-lints the given files (default: every ``notebooks/NN-*.py`` and
-``docs/*.ja.md``) and prints one line per message,
+lints the given files (default: every ``notebooks/NN-*.py``,
+``docs/*.ja.md`` and the lists the site builds from) and prints one line per message,
 ``path:line:column: message (rule)``, with the line and column of the
 source file, so that a message points at the line to edit. Exit status 1
 if there is any message.
@@ -13,11 +13,14 @@ What is linted:
 - the ``lang="ja"`` markdown cells of a notebook's ``.py`` source (jupytext
   percent format: the ``# `` prefix of each line is stripped), with their
   line breaks joined as the site's split hook joins them
-  (``hooks/notebooks.py``, ``join_cjk_lines``), so the lint sees the text
+  (``hooks/japanese_lines.py``, ``join_cjk_lines``), so the lint sees the text
   as rendered;
 - the Japanese figure alt text, ``alt={"en": [...], "ja": [...]}`` on a
   code cell's ``# %%`` line;
-- ``docs/*.ja.md``, with the same join (the hook applies it to them too).
+- ``docs/*.ja.md``, with the same join (the hook applies it to them too);
+- the ``ja`` lines of the lists the site builds its tables from
+  (``notebooks/chapters.yml``, ``docs/api.yml``), each as the cell of a
+  Markdown table, as the site shows it.
 
 Before linting, fenced code blocks are dropped, and inline code and math
 are replaced by Latin placeholders (``CODE`` for code, ``X`` for ``$...$``
@@ -49,8 +52,7 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from hooks.notebooks import _JOINABLE_BREAK, _join  # the site's line join
+from hooks.japanese_lines import JOINABLE_BREAK, join_break  # the site's line join
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / ".textlintrc.yml"
@@ -61,9 +63,17 @@ MATH_PLACEHOLDER = "X"
 CODE_PLACEHOLDER = "CODE"
 
 
+#: the lists whose ``ja`` lines the site shows (hooks/chapters.py, hooks/api_reference.py)
+LISTS = ("notebooks/chapters.yml", "docs/api.yml")
+
+
 def default_files(root: Path = ROOT) -> list[Path]:
-    """Every chapter source and every Japanese hand-written page."""
-    return sorted(root.glob("notebooks/[0-9][0-9]-*.py")) + sorted(root.glob("docs/*.ja.md"))
+    """Every chapter source, every Japanese hand-written page, and the lists."""
+    return (
+        sorted(root.glob("notebooks/[0-9][0-9]-*.py"))
+        + sorted(root.glob("docs/*.ja.md"))
+        + [root / name for name in LISTS]
+    )
 
 
 # --------------------------------------------------------------------------
@@ -188,7 +198,7 @@ def extract_notebook(path: Path) -> list[Text]:
     def close():
         if cell is not None:
             text = Text().join_lines(drop_reference_lists(cell))
-            blocks.append(text.sub(_JOINABLE_BREAK, _join))  # as the split hook renders it
+            blocks.append(text.sub(JOINABLE_BREAK, join_break))  # as the split hook renders it
 
     for n, line in enumerate(lines, start=1):
         m = _CELL.match(line)
@@ -217,12 +227,32 @@ def extract_markdown(path: Path) -> list[Text]:
     lines = path.read_text(encoding="utf-8").splitlines()
     texts = [Text.from_line(line, n, 1) for n, line in enumerate(lines, start=1)]
     text = Text().join_lines(drop_reference_lists(texts))
-    return [text.sub(_JOINABLE_BREAK, _join)]  # as the hook renders docs/*.ja.md
+    return [text.sub(JOINABLE_BREAK, join_break)]  # as the hook renders docs/*.ja.md
+
+
+def extract_list(path: Path) -> list[Text]:
+    """Each ``ja:`` value of a YAML list as the one cell of a table, at its line."""
+    blocks, nodes = [], [yaml.compose(path.read_text(encoding="utf-8"))]
+    while nodes:
+        node = nodes.pop(0)
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if key.value == "ja" and isinstance(value, yaml.ScalarNode):
+                    col = value.start_mark.column + 1 + (value.style is not None)  # past a quote
+                    cell = Text.from_line(value.value, value.start_mark.line + 1, col)
+                    frame = Text._sep("| ja |\n|---|\n| ", Text(), cell)
+                    blocks.append(frame + cell + Text._sep(" |", cell, Text()))
+                else:
+                    nodes.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            nodes += node.value
+    return blocks
 
 
 def extract(path: Path) -> Text:
     """The masked Japanese prose of one file, blocks separated by blank lines."""
-    blocks = extract_notebook(path) if path.suffix == ".py" else extract_markdown(path)
+    extractors = {".py": extract_notebook, ".yml": extract_list}
+    blocks = extractors.get(path.suffix, extract_markdown)(path)
     out = Text()
     for block in blocks:
         block = mask(block)

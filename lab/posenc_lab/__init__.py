@@ -1,11 +1,12 @@
 """posenc_lab: the project's laboratory, kept out of the posenc wheel.
 
-It holds the CPU benchmarks (:mod:`.bench`, which made the stored CPU
-records, and :mod:`.cpu_bench`, its successor for RoPE), the GPU benchmark
-of the fused RoPE kernel (:mod:`.gpu_bench`), the toy Transformer
+It holds the RoPE benchmarks on the CPU (:mod:`.cpu_bench`) and on a GPU
+(:mod:`.gpu_bench`), with the byte counter (:mod:`.traffic`) and the other
+libraries' formulas (:mod:`.references`) they use, the toy Transformer
 (:mod:`.toy`), the length-generalisation experiments (:mod:`.experiments`),
-the site's figure style (:mod:`.plotting`), and the stored records they
-produced (:func:`record_path`). The chapters about measurement import it.
+the site's figure style (:mod:`.plotting`) and what its interactive figures
+share (:mod:`.vega`), and the stored records they produced
+(:func:`record_path`). The chapters about measurement import it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ RECORDS = Path(__file__).resolve().parent / "records"
 
 
 def record_path(name: str) -> Path:
-    """The stored record ``name`` (``"cpu-1-thread"`` or ``"cpu-1-thread.json"``)."""
+    """The stored record ``name`` (``"cpu-rope-1-thread"`` or ``"cpu-rope-1-thread.json"``)."""
     path = RECORDS / (name if name.endswith(".json") else f"{name}.json")
     if not path.is_file():
         known = sorted(p.stem for p in RECORDS.glob("*.json"))

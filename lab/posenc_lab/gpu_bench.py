@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from posenc import RotaryEmbedding, apply_rope
-from posenc_lab.bench import rotate_half
+from posenc_lab.references import rotate_half
 
 __all__ = ["Case", "build_cases", "main", "measure_copy_bandwidth", "run"]
 

@@ -12,7 +12,7 @@ moves the sliders and compares every plotted value with posenc.
 
 from __future__ import annotations
 
-from titles import title_expression
+from posenc_lab.vega import title_expression
 
 POSITIONS = 128  # heatmap: p = 0 .. 127, as the chapter's figure
 RENDERER = (

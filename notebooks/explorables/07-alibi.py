@@ -13,7 +13,7 @@ plotted value with posenc.
 
 from __future__ import annotations
 
-from titles import title_expression
+from posenc_lab.vega import title_expression
 
 MAX_HEADS = 128
 POSITIONS = 16  # the bias of one head: T = 16 queries and keys

@@ -16,7 +16,7 @@ within the bound that the float32 rounding of the frequencies allows.
 
 from __future__ import annotations
 
-from titles import title_expression
+from posenc_lab.vega import title_expression
 
 MAX_DISTANCE = 1000  # r = 0 .. 1000
 REFERENCE = 4  # log10 of the base of the reference curve

@@ -19,8 +19,6 @@ from __future__ import annotations
 import functools
 import struct
 
-from titles import title_expression
-
 from posenc import (
     DynamicNTKScaling,
     LinearScaling,
@@ -29,6 +27,7 @@ from posenc import (
     YarnScaling,
     rope_frequencies,
 )
+from posenc_lab.vega import title_expression
 
 DIM = 128
 BASES = [10_000, 500_000]

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from posenc_lab.bench import count_traffic, hf_apply_rotary, hf_cos_sin
 from posenc_lab.cpu_bench import (
     Case,
     build_cases,
@@ -27,6 +26,8 @@ from posenc_lab.cpu_bench import (
     page_faults,
     time_case,
 )
+from posenc_lab.references import hf_apply_rotary, hf_cos_sin
+from posenc_lab.traffic import count_traffic
 
 QUICK = {"prefill-float32", "decode-float32", "prefill-bfloat16", "decode-bfloat16"}
 CONTENDERS = {
@@ -52,6 +53,7 @@ FIELDS = {
     "faults_per_call",
     "bytes_per_element",
     "ops_per_call",
+    "views_per_call",
 }
 
 
@@ -154,7 +156,7 @@ def test_page_faults_counts_the_pages_first_touched():
 
 
 _REUSE = """
-from posenc_lab.bench import hf_apply_rotary, hf_cos_sin
+from posenc_lab.references import hf_apply_rotary, hf_cos_sin
 from posenc_lab.cpu_bench import page_faults, pin_malloc
 import torch
 print(pin_malloc()["applied"])

@@ -87,6 +87,12 @@ SAMPLES = {
         ),
     ),
     "page": ("sample.ja.md", "# 見出し\n\nこの章で微調整を行います。\n"),
+    "list": (
+        "chapters.yml",
+        "parts:\n  - en: Part\n    ja: 部\n    chapters:\n"
+        "      - slug: a\n        en: A line.\n        ja: 正しい行です。\n"
+        "      - slug: b\n        en: B line.\n        ja: '`x` を微調整します。'\n",
+    ),
     "bold closed after punctuation": (
         "09-bold.py",
         _notebook(
@@ -138,6 +144,11 @@ def test_a_term_outside_the_glossary_fails_with_the_glossary_term_as_fix(linted)
     assert found[0].text == "微調整 => ファインチューニング"
     page = [(m.line, m.column, m.text) for m in linted["page"] if m.rule == "prh"]
     assert page == [(3, 5, "微調整 => ファインチューニング")]
+
+
+def test_the_ja_lines_of_a_list_are_linted_at_their_line(linted):
+    found = [(m.line, m.column, m.text) for m in linted["list"]]
+    assert found == [(10, 19, "微調整 => ファインチューニング")]  # past the quote and `x`
 
 
 def test_missing_space_between_japanese_and_math_or_code_fails(linted):

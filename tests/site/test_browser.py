@@ -239,7 +239,8 @@ def test_no_serious_accessibility_violations(browser, served_site, url, scheme):
     context = browser.new_context(color_scheme=scheme)
     page = context.new_page()
     page.goto(served_site.base_url + url, wait_until="networkidle")
-    _wait_for_math(page)
+    if url != "ja/api/":  # the API overview's tables hold code and words, no formulas
+        _wait_for_math(page)
     _draw_every_cell(page)
     violations = _axe_violations(page)
     context.close()

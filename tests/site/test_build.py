@@ -159,6 +159,13 @@ def test_download_link_gives_that_language_notebook(built_site, slug, lang):
     assert nb["metadata"]["language"] == lang
     assert bool(re.search(r"[\u3040-\u30ff]", prose)) == (lang == "ja")
     assert all("lang" not in c["metadata"] for c in nb["cells"])
+    # it runs anywhere: it installs posenc first, links to the site, is not paired
+    assert nb["cells"][0]["id"] == "install-posenc" and "jupytext" not in nb["metadata"]
+    links = re.findall(r"\]\(([^)\s]+)", prose)
+    assert links and not [u for u in links if not u.startswith(("http", "#"))], links
+    # Colab opens this same file, on the branch the deploy job pushes it to
+    colab = re.search(r'href="(https://colab\.research\.google\.com/[^"]+)"', html)[1]
+    assert colab.endswith(f"/{LANG_PREFIX[lang]}{slug}/{name}")
 
 
 def test_search_index_has_both_languages_and_clean_titles(built_site):
@@ -182,7 +189,7 @@ def test_footer_and_changelog_show_the_package_version(built_site):
 
 
 # Japanese puts no space after or before 、 and 。. On a page, one shows up
-# where a line break of the source was not joined (hooks/notebooks.py,
+# where a line break of the source was not joined (hooks/japanese_lines.py,
 # join_cjk_lines) or where the source has a space. Whitespace next to a
 # block (a paragraph edge, display math) is not visible and does not count.
 _INLINE_TAG = r"(?:a|code|span|strong|em|b|i|sup|sub|kbd|mark|small)"

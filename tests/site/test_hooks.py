@@ -13,7 +13,21 @@ from types import SimpleNamespace
 
 import pytest
 
-from hooks import api_links, assets, math, notebook_css, notebooks, search
+from hooks import (
+    api_links,
+    api_reference,
+    assets,
+    chapters,
+    code_blocks,
+    folding,
+    headings,
+    japanese_lines,
+    language,
+    math,
+    notebook_css,
+    page_weight,
+    search,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,7 +55,7 @@ BILINGUAL = {
     "lang, title, text", [("en", "# Title", "Text $p$"), ("ja", "# 題名", "本文 $p$")]
 )
 def test_split_keeps_code_and_one_language(lang, title, text):
-    out = notebooks.split_notebook(BILINGUAL, lang)
+    out = language.split_notebook(BILINGUAL, lang)
     assert [c["source"] for c in out["cells"]] == [title, "x = 1", text]
     assert all("lang" not in c["metadata"] for c in out["cells"])
     assert out["metadata"]["language"] == lang
@@ -59,8 +73,8 @@ def test_split_keeps_each_language_figure_texts_in_order():
         "metadata": {},
     }
     nb["cells"][0]["metadata"]["alt"] = alt
-    assert notebooks.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
-    ja = notebooks.split_notebook(nb, "ja")
+    assert language.split_notebook(nb, "en")["metadata"]["figure_alt"] == ["first", "second", None]
+    ja = language.split_notebook(nb, "ja")
     assert ja["metadata"]["figure_alt"] == ["一つ目", "二つ目", None]
     assert "alt" not in ja["cells"][0]["metadata"]
 
@@ -68,16 +82,16 @@ def test_split_keeps_each_language_figure_texts_in_order():
 def test_split_rejects_untagged_prose_and_unknown_language():
     nb = {"cells": [_cell("markdown", "no tag")], "metadata": {}}
     with pytest.raises(ValueError, match="has no lang tag"):
-        notebooks.split_notebook(nb, "en")
+        language.split_notebook(nb, "en")
     with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
-        notebooks.split_notebook(BILINGUAL, "fr")
+        language.split_notebook(BILINGUAL, "fr")
 
 
 def test_page_slug_drops_the_chapter_number():
-    assert notebooks.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
-    assert notebooks.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
+    assert language.page_slug(Path("notebooks/01-sinusoidal.ipynb")) == "sinusoidal"
+    assert language.page_slug(Path("12-rope-scaling.ipynb")) == "rope-scaling"
     with pytest.raises(ValueError, match=r"NN-slug\.ipynb"):
-        notebooks.page_slug(Path("sinusoidal.ipynb"))
+        language.page_slug(Path("sinusoidal.ipynb"))
 
 
 def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
@@ -86,17 +100,17 @@ def test_split_all_writes_only_changes_and_removes_orphans(tmp_path):
     (src / "01-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
     (docs / "gone.ipynb").parent.mkdir()
     (docs / "gone.ipynb").write_text("{}", encoding="utf-8")
-    written = notebooks.split_all(src, docs)
+    written = language.split_all(src, docs)
     assert sorted(p.name for p in written) == ["demo.ipynb", "demo.ja.ipynb"]
     assert not (docs / "gone.ipynb").exists()
     before = (docs / "demo.ja.ipynb").stat().st_mtime_ns
-    notebooks.split_all(src, docs)
+    language.split_all(src, docs)
     assert (docs / "demo.ja.ipynb").stat().st_mtime_ns == before, (
         "unchanged copies are not rewritten"
     )
     (src / "02-demo.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
     with pytest.raises(ValueError, match="share the page slug 'demo'"):
-        notebooks.split_all(src, docs)
+        language.split_all(src, docs)
 
 
 def test_headings_get_unicode_ids_and_headerlinks():
@@ -105,7 +119,7 @@ def test_headings_get_unicode_ids_and_headerlinks():
         '<h2 id="Why-a-sine">Why a sine<a class="anchor-link" href="#Why-a-sine">¶</a></h2>'
         '<h2 id="">波長</h2><h2 id="">波長</h2>'
     )
-    out, found = notebooks.fix_headings(html)
+    out, found = headings.fix_headings(html)
     assert [hid for _, _, hid in found] == [
         "正弦波位置エンコーディング",
         "why-a-sine",
@@ -122,14 +136,14 @@ def test_toc_follows_the_heading_ids():
         return SimpleNamespace(level=level, title=title, id="", children=list(children))
 
     toc = [item(1, "題名", [item(2, "波長"), item(2, "波長"), item(2, "The table:")])]
-    headings = [
+    found = [
         (1, "題名", "題名"),
         (2, "波長", "波長"),
         (3, "深い見出し", "深い見出し"),  # deeper than the table of contents goes
         (2, "波長", "波長_1"),
         (2, "The table: T5RelativeBias", "the-table-t5relativebias"),
     ]
-    notebooks.fix_toc(toc, headings)
+    headings.fix_toc(toc, found)
     children = toc[0].children
     assert [toc[0].id, *(c.id for c in children)] == [
         "題名",
@@ -177,7 +191,7 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
         + '" alt="No description has been provided for this image" class="" /></div>'
         "</article></body></html>"
     )
-    out = notebooks.externalise(output, page, tmp_path, alts=["a plot of <b> & c"])
+    out = page_weight.externalise(output, page, tmp_path, alts=["a plot of <b> & c"])
     assert "<style" not in out and "data:image" not in out and "mathjax" not in out.lower()
     css = re.search(
         r'<link rel="stylesheet" href="\.\./\.\./(assets/notebook/[0-9a-f]{16}\.css)">', out
@@ -192,12 +206,29 @@ def test_externalise_moves_css_scripts_and_figures_to_shared_files(tmp_path):
     assert (tmp_path / img[1]).read_bytes() == png
     assert 'alt="a plot of &lt;b&gt; &amp; c">' in out and "No description" not in out
     assert " / " not in out  # the self-closing slash does not end up among the attributes
+    assert '<span class="n">torch</span>' in out  # code blocks are code_blocks.py's business
+
+
+def test_code_blocks_lose_plain_token_spans_and_the_copy_of_their_text():
+    body = (
+        '<article class="md-content__inner">'
+        '<clipboard-copy ,="" for="cell-1">'
+        '<svg aria-hidden="true" class="clipboard-copy-icon" width="20"><path d="M0"></path></svg>'
+        "</clipboard-copy>"
+        '<div class="highlight-ipynb hl-python"><pre><span class="n">torch</span><span class="o">.</span>'
+        '<span class="n">ones</span><span class="p">(</span><span class="mi">2</span><span class="p">)</span>'
+        '<span class="w"> </span><span class="o">+</span></pre></div>\n'
+        '<div class="clipboard-copy-txt" id="cell-1">torch.ones(2) +</div>'
+    )
+    out = code_blocks.lighten(body)
     # plain tokens unwrapped, styled ones kept; the copy button reads the <pre>
     assert (
+        '<div tabindex="0" class="highlight-ipynb hl-python">'
         '<pre id="cell-1">torch.ones(<span class="mi">2</span>) <span class="o">+</span></pre>'
         in out
     )
-    assert "clipboard-copy-txt" not in out
+    assert "clipboard-copy-txt" not in out and '<clipboard-copy for="cell-1">' in out
+    assert out.startswith('<article class="md-content__inner"><svg aria-hidden="true" style')
     assert out.count('<symbol id="nb-copy-icon"') == 1 and '<use href="#nb-copy-icon">' in out
 
 
@@ -213,28 +244,122 @@ def test_font_css_keeps_woff2_and_lists_its_files():
 
 
 def test_toolbar_links_the_notebook_and_colab():
-    bar = notebooks.notebook_toolbar(
-        "rope.ja.ipynb", "notebooks/08-rope.ipynb", "https://github.com/me/posenc/", "ja"
+    colab = language.colab_url("https://github.com/me/posenc/", "ja/rope/rope.ja.ipynb")
+    assert colab == (
+        "https://colab.research.google.com/github/me/posenc/blob/notebooks/ja/rope/rope.ja.ipynb"
     )
+    bar = language.notebook_toolbar("rope.ja.ipynb", colab, "ja")
     assert 'href="rope.ja.ipynb" download>ノートブックをダウンロード (.ipynb)</a>' in bar
-    assert (
-        'href="https://colab.research.google.com/github/me/posenc/blob/main/notebooks/08-rope.ipynb"'
-        in bar
-    )
-    assert "%pip install git+https://github.com/me/posenc" in bar
-    elsewhere = notebooks.notebook_toolbar(
-        "rope.ipynb", "notebooks/08-rope.ipynb", "https://example.org/r", "en"
-    )
+    assert f'href="{colab}" rel="noopener">Colab で開く</a>' in bar
+    # Colab opens notebooks from GitHub only
+    assert language.colab_url("https://example.org/r", "rope/rope.ipynb") is None
+    elsewhere = language.notebook_toolbar("rope.ipynb", None, "en")
     assert "colab" not in elsewhere.lower() and "Download this notebook" in elsewhere
+
+
+def _run_install_cell(cell: dict, installed: set[str]) -> list[list[str]]:
+    """Execute ``cell`` where only the modules ``installed`` exist; return the
+    commands it would run."""
+    import importlib.util
+    import subprocess
+
+    calls = []
+    real_find_spec = importlib.util.find_spec
+    try:
+        importlib.util.find_spec = lambda name: object() if name in installed else None
+        subprocess.run, real_run = (lambda cmd, check: calls.append(cmd[3:])), subprocess.run
+        exec(compile(cell["source"], "install-cell", "exec"), {})
+    finally:
+        importlib.util.find_spec, subprocess.run = real_find_spec, real_run
+    return calls
+
+
+def test_install_cell_installs_only_what_is_missing():
+    cell = language.install_cell("https://github.com/me/posenc/", "en")
+    assert cell["cell_type"] == "code" and cell["outputs"] == []
+    everything = {"posenc", "posenc_lab", "matplotlib"}
+    assert _run_install_cell(cell, everything) == []
+    assert _run_install_cell(cell, {"matplotlib"}) == [
+        [
+            "install",
+            "-q",
+            "posenc @ git+https://github.com/me/posenc",
+            "posenc-lab @ git+https://github.com/me/posenc#subdirectory=lab",
+        ]
+    ]
+    assert _run_install_cell(cell, {"posenc", "posenc_lab"}) == [
+        ["install", "-q", "matplotlib>=3.8,<4"]
+    ]
+
+
+def test_install_cell_asks_for_the_matplotlib_the_site_uses():
+    import tomllib
+
+    site = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    wanted = language.install_requirements("https://github.com/me/posenc")["matplotlib"]
+    assert wanted in site["site"]
+    lab = tomllib.loads((ROOT / "lab/pyproject.toml").read_text())["project"]
+    assert lab["name"] == "posenc-lab" and lab["dependencies"] == ["posenc"]
+
+
+@pytest.mark.parametrize("lang, home", [("en", "https://x.org/s/"), ("ja", "https://x.org/s/ja/")])
+def test_reader_notebook_runs_anywhere(lang, home):
+    nb = copy_of(BILINGUAL)
+    nb["metadata"]["jupytext"] = {"formats": "ipynb,py:percent"}
+    nb["cells"][3]["source"] = "See [B](02-b.ipynb#x) and [g](../docs/glossary.md)."
+    nb["cells"][4]["source"] = "[B](02-b.ipynb#x) と [g](../docs/glossary.ja.md) を見ます。"
+    out = language.reader_notebook(nb, lang, "https://x.org/s", "https://github.com/me/posenc")
+    install, title, code, text = out["cells"]
+    assert (
+        install["id"] == "install-posenc"
+        and "git+https://github.com/me/posenc" in install["source"]
+    )
+    assert [title["source"], code["source"]] == [
+        nb["cells"][0 if lang == "en" else 1]["source"],
+        "x = 1",
+    ]
+    assert f"]({home}b/#x)" in text["source"] and f"]({home}glossary/)" in text["source"]
+    assert "jupytext" not in out["metadata"], "a downloaded notebook is not paired"
+    assert out["metadata"]["language"] == lang
+    assert nb["metadata"]["jupytext"], "input must not be modified"
+
+
+def test_lab_copies_are_marked_generated_and_keep_jupyter_links(tmp_path):
+    src, out = tmp_path / "notebooks", tmp_path / "notebooks-ja"
+    src.mkdir()
+    nb = copy_of(BILINGUAL)
+    nb["metadata"]["jupytext"] = {"formats": "ipynb,py:percent"}
+    nb["cells"][4]["source"] = "[B](02-demo.ipynb#x) と [g](../docs/glossary.ja.md)"
+    (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
+    out.mkdir()
+    (out / "09-gone.ipynb").write_text("{}", encoding="utf-8")
+    written = language.write_lab_copies(src, out, "ja")
+    assert [p.name for p in written] == ["01-demo.ipynb"] and not (out / "09-gone.ipynb").exists()
+    copy = json.loads(written[0].read_text(encoding="utf-8"))
+    note, title, code, text = copy["cells"]
+    assert "自動生成されたコピー" in note["source"]
+    assert (
+        "](../notebooks/01-demo.ipynb)" in note["source"]
+        and "notebooks/01-demo.py" in note["source"]
+    )
+    assert [title["source"], code["source"]] == ["# 題名", "x = 1"]
+    assert text["source"] == "[B](02-demo.ipynb#x) と [g](../docs/glossary.ja.md)"
+    assert copy["metadata"]["generated_from"] == "notebooks/01-demo.ipynb"
+    assert "jupytext" not in copy["metadata"]
+    assert not written[0].stat().st_mode & 0o222, "copies are read-only"
+    assert 'formats = "ipynb"' in (out / "jupytext.toml").read_text(encoding="utf-8")
+    language.write_lab_copies(src, out, "ja")  # again, over its read-only copies
+    with pytest.raises(ValueError, match="lang must be one of en, ja, got 'fr'"):
+        language.write_lab_copies(src, out, "fr")
 
 
 def test_japanese_lines_join_without_a_space():
     text = "導き、\nすべての式を確かめます。\n次に $p$ を\n使います。\n\n- 項目\n- item\nEnglish line\nnext"
-    assert notebooks.join_cjk_lines(text) == (
+    assert japanese_lines.join_cjk_lines(text) == (
         "導き、すべての式を確かめます。次に $p$ を使います。\n\n- 項目\n- item\nEnglish line\nnext"
     )
     nb = {"cells": [_cell("markdown", ["本文の\n", "続きです。"], "ja")], "metadata": {}}
-    assert notebooks.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
+    assert language.split_notebook(nb, "ja")["cells"][0]["source"] == "本文の続きです。"
 
 
 @pytest.mark.parametrize(
@@ -263,7 +388,7 @@ def test_japanese_lines_join_without_a_space():
     ],
 )
 def test_japanese_punctuation_never_meets_a_space(text, joined):
-    assert notebooks.join_cjk_lines(text) == joined
+    assert japanese_lines.join_cjk_lines(text) == joined
 
 
 # --------------------------------------------------------------------------
@@ -278,7 +403,7 @@ def test_links_to_chapters_and_pages_become_site_urls():
         "[ref][r] and <https://example.org/01-sinusoidal.ipynb>.\n\n"
         "[r]: 12-efficient-rope.ipynb#timing\n"
     )
-    assert notebooks.site_links(text) == (
+    assert language.site_links(text) == (
         "See [*Sinusoidal*](../sinusoidal/), its [table](../sinusoidal/#the-table),\n"
         '[RoPE](../rope/ "rotary"), the [glossary](../glossary/#offset),\n'
         "[用語集](../glossary/#相対位置), [home](../),\n"
@@ -292,7 +417,7 @@ def test_links_to_chapters_and_pages_become_site_urls():
         "[x](01-sinusoidal.ipynb.bak)",
         "[x](../docs/glossary.mdx)",
     ):
-        assert notebooks.site_links(kept) == kept
+        assert language.site_links(kept) == kept
 
 
 @pytest.mark.parametrize("lang", ["en", "ja"])
@@ -305,7 +430,7 @@ def test_split_rewrites_links_in_prose_only(lang):
         ],
         "metadata": {},
     }
-    prose, code = notebooks.split_notebook(nb, lang)["cells"]
+    prose, code = language.split_notebook(nb, lang)["cells"]
     assert "](../a/#x)" in prose["source"] and "](../g/)" in prose["source"]
     assert ".ipynb" not in prose["source"] and ".md" not in prose["source"]
     assert code["source"] == 'link = "[A](01-a.ipynb)"'
@@ -322,14 +447,14 @@ def test_split_all_names_the_links_that_reach_nothing(tmp_path):
     nb["cells"][4]["source"] = "[ok](../docs/glossary.ja.md) [no](../docs/notation.ja.md#x)"
     (src / "01-demo.ipynb").write_text(json.dumps(nb), encoding="utf-8")
     with pytest.raises(ValueError) as err:
-        notebooks.split_all(src, docs)
+        language.split_all(src, docs)
     assert str(err.value) == (
         "01-demo.ipynb links to 02-gone.ipynb, ../docs/notation.ja.md, which do not exist"
     )
     (docs / "notation.md").write_text("# n", encoding="utf-8")
     (docs / "notation.ja.md").write_text("# n", encoding="utf-8")
     (src / "02-gone.ipynb").write_text(json.dumps(BILINGUAL), encoding="utf-8")
-    assert len(notebooks.split_all(src, docs)) == 4
+    assert len(language.split_all(src, docs)) == 4
 
 
 def copy_of(nb: dict) -> dict:
@@ -384,7 +509,7 @@ def test_solutions_fold_into_collapsed_details(tmp_path, lang, label):
         tmp_path,
     )
     assert "celltag_solution" in html  # what the fold relies on
-    out = notebooks.fold_solutions(html, lang)
+    out = folding.fold(html, folding.SOLUTIONS, lang)
     folds = re.findall(
         r'<details class="solution"><summary>(.*?)</summary>(.*?)</details>', out, re.S
     )
@@ -412,15 +537,15 @@ def _text_of(fragment: str) -> str:
 
 def test_a_solution_without_its_opening_is_left_and_reported(tmp_path, caplog):
     html = _rendered([_cell("markdown", "Exercise."), _code("assert True", tagged=True)], tmp_path)
-    with caplog.at_level("WARNING", logger="mkdocs.hooks.notebooks"):
-        out = notebooks.fold_solutions(html, "en", "demo.ipynb")
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.folding"):
+        out = folding.fold(html, folding.SOLUTIONS, "en", "demo.ipynb")
     assert out == html
     assert "demo.ipynb: a cell tagged 'solution' comes before any opening" in caplog.text
 
 
 def test_pages_without_solutions_are_untouched(tmp_path):
     html = _rendered([_cell("markdown", "**Solution 1.** untagged"), _code("x = 1")], tmp_path)
-    assert notebooks.fold_solutions(html, "en") == html
+    assert folding.fold(html, folding.SOLUTIONS, "en") == html
 
 
 def test_a_retina_figure_keeps_its_display_size(tmp_path):
@@ -436,7 +561,7 @@ def test_a_retina_figure_keeps_its_display_size(tmp_path):
         f'<img src="data:image/png;base64,{data}" width=2 class="">'
         "</div></article></body></html>"
     )
-    out = notebooks.externalise(output, page, tmp_path, alts=["first", "second"])
+    out = page_weight.externalise(output, page, tmp_path, alts=["first", "second"])
     imgs = re.findall(r"<img [^>]*>", out)
     assert [re.findall(r'\b(width|height)="(\d+)"', i) for i in imgs] == [
         [("width", "4"), ("height", "3")],
@@ -475,14 +600,14 @@ _CODE_CELL = (
 def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
     output = '<div class="jp-OutputArea-output"><pre>a &lt; b</pre></div>'
     body = "".join(_CODE_CELL.format(i=i) + output for i in range(5))
-    out = notebooks.defer_colouring(body, coloured=2)
+    out = code_blocks.defer_colouring(body, coloured=2)
     blocks = re.findall(r"<pre[^>]*>.*?</pre>", out, re.DOTALL)
     inputs, outputs = blocks[0::2], blocks[1::2]
     assert inputs[:2] == re.findall(r"<pre id.*?</pre>", body, re.DOTALL)[:2]  # kept as they were
     assert outputs == ["<pre>a &lt; b</pre>"] * 5  # printed output has no colouring to defer
     attributes = _attribute(out, "pre", "data-html")[0::2]  # the inputs'
     assert attributes[:2] == [None, None]
-    for i, (block, markup) in enumerate(zip(inputs[2:], attributes[2:]), start=2):
+    for i, (block, markup) in enumerate(zip(inputs[2:], attributes[2:], strict=True), start=2):
         original = re.search(r"<pre[^>]*>(.*?)</pre>", _CODE_CELL.format(i=i), re.DOTALL)[1]
         # the browser reads the attribute back as the coloured markup (class
         # names unquoted), and the plain text is that markup's text, as
@@ -491,14 +616,14 @@ def test_code_past_the_first_blocks_ships_uncoloured_with_its_colouring_aside():
         assert block.endswith(
             """>if a &lt; '&lt;p class="note"&gt; &amp; it's':  # subclass="x"\n    pass</pre>"""
         )
-    assert notebooks.defer_colouring(body, coloured=5) == body
+    assert code_blocks.defer_colouring(body, coloured=5) == body
 
 
 def test_typesetting_a_page_keeps_escaped_characters_in_attributes(tmp_path):
     """MathJax writes the page out again; an attribute holding markup keeps
     its escaped characters (the browser would read &lt; back as <)."""
     (tmp_path / "index.html").write_text(
-        _page(notebooks.defer_colouring("<p>$x$</p>" + _CODE_CELL.format(i=1), coloured=0)),
+        _page(code_blocks.defer_colouring("<p>$x$</p>" + _CODE_CELL.format(i=1), coloured=0)),
         encoding="utf-8",
     )
     before = _attribute((tmp_path / "index.html").read_text(encoding="utf-8"), "pre", "data-html")
@@ -708,10 +833,12 @@ def test_used_classes_reads_every_page(tmp_path):
 # API names in the prose link to the reference (hooks/api_links.py)
 
 
-def test_reference_entries_cover_every_public_name():
+def test_reference_entries_cover_every_public_name(tmp_path):
     import posenc
 
-    entries = api_links.reference_entries(ROOT / "docs")
+    reference = api_reference.read_reference(ROOT)
+    api_reference.write_pages(tmp_path, reference, api_reference.chapter_titles(ROOT, "en"))
+    entries = api_links.reference_entries(tmp_path)
     assert set(entries) == {n for n in posenc.__all__ if not n.startswith("_")}
     assert entries["apply_rope"] == "api/rope/"
 
@@ -733,3 +860,188 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
         ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
         '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
     )
+
+
+# --------------------------------------------------------------------------
+# Chapters from notebooks/chapters.yml (hooks/chapters.py)
+
+REGISTRY = """parts:
+  - en: First
+    ja: 第一
+    chapters:
+      - slug: alpha
+        en: Alpha's line.
+        ja: アルファの行です。
+  - en: Second
+    ja: 第二
+    chapters:
+      - slug: beta
+        en: Beta's line.
+        ja: ベータの行です。
+      - slug: gamma
+        en: Gamma's line.
+        ja: ガンマの行です。
+"""
+
+
+def _chapters(tmp_path, registry=REGISTRY, slugs=("alpha", "beta", "gamma")) -> Path:
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / chapters.REGISTRY).write_text(registry, encoding="utf-8")
+    for k, slug in enumerate(slugs):
+        (tmp_path / "notebooks" / f"{k:02d}-{slug}.py").touch()
+        nb = copy_of(BILINGUAL)
+        nb["cells"][0]["source"] = f"# The {slug} chapter\n\nIntro."
+        nb["cells"][1]["source"] = [f"# {slug} の章\n", "導入。"]
+        (tmp_path / "notebooks" / f"{k:02d}-{slug}.ipynb").write_text(json.dumps(nb))
+    return tmp_path
+
+
+def test_chapter_nav_and_home_table_follow_the_registry(tmp_path):
+    found = chapters.read_registry(_chapters(tmp_path))
+    assert [c.slug for c in found] == ["alpha", "beta", "gamma"]
+    nav = ["index.md", chapters.REGISTRY, {"Reference": ["api.md"]}]
+    assert chapters.expand(nav, chapters.REGISTRY, chapters.nav_sections(found)) == [
+        "index.md",
+        {"First": ["alpha.ipynb"]},
+        {"Second": ["beta.ipynb", "gamma.ipynb"]},
+        {"Reference": ["api.md"]},
+    ]
+    assert chapters.table(found, "ja").splitlines() == [
+        chapters.TABLE_HEADER["ja"],
+        "|---|---|---|",
+        "| 第一 | [alpha の章](alpha.ipynb) | アルファの行です。 |",
+        "| 第二 | [beta の章](beta.ipynb) | ベータの行です。 |",
+        "| 第二 | [gamma の章](gamma.ipynb) | ガンマの行です。 |",
+    ]
+    assert "| First | [The alpha chapter](alpha.ipynb) | Alpha's line. |" in chapters.table(
+        found, "en"
+    )
+
+
+def test_the_registry_check_names_what_is_missing(tmp_path):
+    registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: delta\n")
+    registry = registry.replace("ja: ベータの行です。", "ja: ''")
+    with pytest.raises(ValueError) as error:
+        chapters.read_registry(_chapters(tmp_path, registry))
+    assert str(error.value).splitlines()[1:] == [
+        "  beta: give the part and the summary in en, ja",
+        "  delta: there is no notebooks/NN-delta.py",
+        "  notebooks/02-gamma.py is not in notebooks/chapters.yml: add an entry "
+        "(slug, en, ja) under its part",
+    ]
+
+
+def test_a_chapter_title_is_its_first_heading():
+    assert chapters.title(BILINGUAL, "ja") == "題名"
+    untitled = copy_of(BILINGUAL)
+    untitled["cells"][0]["source"] = "## Not a title"
+    with pytest.raises(ValueError, match='first lang="en" prose cell must open with the title'):
+        chapters.title(untitled, "en")
+
+
+def test_a_fold_of_another_tag_takes_a_label_without_a_number(tmp_path):
+    check = folding.Fold("check", {"en": "Check"})
+    cell = _cell("markdown", "**Check.** The numbers agree.")
+    cell["metadata"]["tags"] = ["check"]
+    code = _code("assert 1 == 1")
+    code["metadata"]["tags"] = ["check"]
+    html = _rendered(
+        [_cell("markdown", "Text."), cell, code, _cell("markdown", "After.")], tmp_path
+    )
+    out = folding.fold(html, check, "en")
+    fold = re.search(r'<details class="check"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert fold[1] == "Check" and "The numbers agree." in fold[2] and "1 == 1" in fold[2]
+    assert "After." not in fold[2] and folding.fold(html, folding.SOLUTIONS, "en") == html
+
+
+# --------------------------------------------------------------------------
+# The proof under the teaching: check cells, figure code and deep dives fold
+# (hooks/folding.py; CONTRIBUTING.md, "Reader first")
+
+
+def _with_tags(cell: dict, *tags: str, **metadata) -> dict:
+    cell["metadata"] = {**cell.get("metadata", {}), "tags": list(tags), **metadata}
+    return cell
+
+
+@pytest.mark.parametrize(
+    ("lang", "summary"),
+    [("en", "✓ 3 checks: the bound holds"), ("ja", "✓ 確認 3 件：上界が成り立ちます")],
+)
+def test_a_check_cell_folds_whole_under_what_it_establishes(tmp_path, lang, summary):
+    line = {"en": "the bound holds", "ja": "上界が成り立ちます"}[lang]
+    cells = [
+        _cell("markdown", "The bound is $|x| \\le 1$."),
+        _with_tags(
+            _code("x = 0.5\nassert abs(x) <= 1\nassert_close(x, 0.5)\nassert x > 0"),
+            "check",
+            summary=line,
+        ),
+        _code("print('teaching')"),
+    ]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold_cells(html, cells, lang, "demo.ipynb")
+    folds = re.findall(r'<details class="check"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert [s for s, _ in folds] == [summary]
+    assert "abs" in folds[0][1] and "teaching" not in folds[0][1]
+    assert "teaching" in re.sub(r"<details.*?</details>", "", out, flags=re.S)
+    assert 'class="cell-tag"' not in folds[0][1]  # the fold says what the chip said
+
+
+def test_a_check_count_and_its_grammar():
+    assert folding.count_checks("assert a\n    assert b  # in a loop\nassert_close(x, y)") == 3
+    assert folding.count_checks("x = 'assert'\nprint(asserted)") == 0
+    assert folding.check_summary("assert a", "it holds", "en") == "✓ 1 check: it holds"
+    assert folding.check_summary("assert a\nassert b", None, "en") == "✓ 2 checks"
+    assert folding.check_summary("assert a", "a < b", "en") == "✓ 1 check: a &lt; b"
+
+
+def test_a_figure_cell_folds_its_code_and_shows_its_figure(tmp_path):
+    png = base64.b64encode(_png(4, 3)).decode()
+    figure = _with_tags(_code("plt.plot([1, 2])"), "figure")
+    figure["outputs"] = [
+        {"output_type": "display_data", "data": {"image/png": png}, "metadata": {}}
+    ]
+    cells = [_cell("markdown", "Look."), figure]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold_cells(html, cells, "ja", "demo.ipynb")
+    fold = re.search(
+        r'<details class="figure-code"><summary>(.*?)</summary>(.*?)</details>', out, re.S
+    )
+    assert fold[1] == "コードを表示" and "plot" in fold[2] and "<img" not in fold[2]
+    assert "<img" in out[fold.end() :]  # the figure stays in view, after the folded code
+
+
+def test_a_deep_dive_folds_under_its_title(tmp_path):
+    dive = _with_tags(
+        _cell("markdown", "**Going deeper: the float32 error.** Angles lose bits."), "deeper"
+    )
+    cells = [
+        _cell("markdown", "Main text."),
+        dive,
+        _with_tags(_code("x = 1"), "deeper"),
+        _cell("markdown", "Back."),
+    ]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold(html, folding.DEEPER, "en")
+    fold = re.search(r'<details class="deeper"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert fold[1] == "Going deeper: the float32 error"
+    assert "Angles lose bits." in fold[2] and "x = 1" in fold[2] and "Back." not in fold[2]
+
+
+def test_cells_and_page_out_of_step_are_reported(tmp_path, caplog):
+    cells = [_cell("markdown", "One."), _with_tags(_code("assert True"), "check")]
+    html = _rendered(cells, tmp_path)
+    with caplog.at_level("WARNING", logger="mkdocs.hooks.folding"):
+        assert folding.fold_cells(html, cells[:1], "en", "demo.ipynb") == html
+    assert "demo.ipynb: 2 cells on the page, 1 in its notebook" in caplog.text
+
+
+def test_the_split_keeps_a_check_summary_in_the_page_language():
+    nb = copy_of(BILINGUAL)
+    code = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    code["metadata"] = {"tags": ["check"], "summary": {"en": "it holds", "ja": "成り立ちます"}}
+    for lang, line in (("en", "it holds"), ("ja", "成り立ちます")):
+        split = language.split_notebook(nb, lang)
+        kept = next(c for c in split["cells"] if c["cell_type"] == "code")
+        assert kept["metadata"]["summary"] == line

@@ -1,8 +1,5 @@
-"""The one helper the explorable specs share (not an explorable itself).
-
-hooks/explorables.py puts this folder on ``sys.path`` before it imports a
-spec, so a spec imports it as ``from titles import title_expression``.
-"""
+"""What the Vega-Lite specs of the site's interactive figures share
+(notebooks/explorables/, compiled by hooks/explorables.py)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ records, ``posenc_lab/records/extrapolation-tasks.json`` and
 ``posenc_lab/records/extrapolation.cells/`` so that a stopped run goes on
 where it stopped when started again with the same command. A progress bar
 goes to stderr. ``--plan`` prints the cells and their estimated time
-instead. ``--kinds``, ``--seeds``, ``--tasks`` and ``--set`` run a part or a
+instead (``--calibrate``: scaled by a few steps timed on this machine now). ``--kinds``, ``--seeds``, ``--tasks`` and ``--set`` run a part or a
 variant (a pilot): give it ``--cells`` and ``--records`` folders of its
 own, so that it does not mix with the stored design.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from posenc_lab import RECORDS
 from posenc_lab.extrapolation.models import KINDS
-from posenc_lab.extrapolation.runner import EXPERIMENTS, estimate_s, plan, run
+from posenc_lab.extrapolation.runner import EXPERIMENTS, calibrate, estimate_s, plan, run
 from posenc_lab.extrapolation.tasks import TASKS
 
 
@@ -86,23 +86,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--plan", action="store_true", help="print the cells and their estimated time"
     )
+    parser.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="with --plan: time a few steps here first and scale the estimate",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     if args.jobs < 1 or (args.seeds is not None and args.seeds < 1):
         parser.error("--jobs and --seeds must be positive integers")
     designs = designs_from(args)
     if args.plan:
+        factor = calibrate() if args.calibrate else 1.0
+        where = f"on this machine now ({factor:.2f} x the model)" if args.calibrate else "idle"
         total = 0.0
         for settings in designs:
             cells = plan(settings)
-            seconds = sum(estimate_s(c, settings) for c in cells)
+            seconds = factor * sum(estimate_s(c, settings) for c in cells)
             total += seconds
-            print(
-                f"{settings['experiment']}: {len(cells)} cells, ~{seconds:.0f} s on one idle core"
-            )
-        print(
-            f"all: ~{total:.0f} core-seconds, ~{total / args.jobs / 60:.0f} min at --jobs {args.jobs}"
-        )
+            name = settings["experiment"]
+            print(f"{name}: {len(cells)} cells, ~{seconds:.0f} s on one core, {where}")
+        minutes = total / args.jobs / 60
+        print(f"all: ~{total:.0f} core-seconds, ~{minutes:.0f} min at --jobs {args.jobs}")
         return 0
     cells = args.cells or args.records / "extrapolation.cells"
     given = sys.argv[1:] if argv is None else argv

@@ -37,7 +37,7 @@ import torch
 
 from posenc_lab.extrapolation import tasks, text
 
-__all__ = ["EXPERIMENTS", "Cell", "estimate_s", "plan", "run", "settings_sha256"]
+__all__ = ["EXPERIMENTS", "Cell", "calibrate", "estimate_s", "plan", "run", "settings_sha256"]
 
 #: The experiments and the settings of their stored records.
 EXPERIMENTS = {"tasks": tasks.SETTINGS, "text": text.SETTINGS}
@@ -109,14 +109,16 @@ def plan(settings: dict) -> list[Cell]:
     return sweep_cells(settings) + reported_cells(settings, lambda task, kind: first)
 
 
-#: Seconds per training step, one thread on an idle core of the machine that makes the
-#: record (an estimate from the pilot runs, see lab/README.md): by experiment, and the
-#: kinds that cost more. Used to order the cells (longest first) and for --plan.
-STEP_S = {"tasks": 0.0070, "text": 0.068}
-KIND_COST = {"rope": 1.13, "rope-llm": 1.13, "random": 1.13, "cope": 1.5}
-#: Seconds per evaluated row, and per fine-tune step (at twice L).
-ROW_S = {"tasks": 0.15, "text": 6.0}
-FINETUNE_STEP_S = {"tasks": 0.015, "text": 0.18}
+#: The cost model: seconds on one idle core of the machine the pilot ran on (an Intel
+#: Xeon with 2 cores, where version 1's run copy/nope/seed 0 took 2.96 s of CPU time;
+#: lab/README.md gives the measurements). Per training step at L, by experiment; the
+#: kinds that cost more per step; per evaluated row; per fine-tune step at 2L. It orders
+#: the cells (longest first), drives the progress bar's time left and --plan.
+STEP_S = {"tasks": 0.0075, "text": 0.055}
+KIND_COST = {"rope": 1.15, "rope-llm": 1.15, "random": 1.05, "cope": 1.6}
+ROW_S = {"tasks": 0.15, "text": 8.3}
+ROW_COST = {"cope": 4.9, "fire": 2.7, "learned": 0.05}
+FINETUNE_STEP_S = {"tasks": 0.015, "text": 0.085}
 
 
 def estimate_s(cell: Cell, settings: dict) -> float:
@@ -126,8 +128,39 @@ def estimate_s(cell: Cell, settings: dict) -> float:
     e = cell.experiment
     train = settings["steps"] * STEP_S[e] * KIND_COST.get(cell.kind, 1.0)
     rows = rope_rows(cell.kind, tuple(settings["rope_rows"]))
+    evaluation = len(rows) * ROW_S[e] * (ROW_COST.get(cell.kind, 1.0) if e == "text" else 1.0)
     n_ft = sum(row.endswith("+ft") for row in rows)
-    return train + len(rows) * ROW_S[e] + n_ft * settings["finetune_steps"] * FINETUNE_STEP_S[e]
+    return train + evaluation + n_ft * settings["finetune_steps"] * FINETUNE_STEP_S[e]
+
+
+def calibrate(steps: int = 20) -> float:
+    """How much slower this machine is now than :data:`STEP_S` assumes (1.0: as assumed).
+
+    Times ``steps`` training steps of the text experiment's ALiBi model and
+    ``10 * steps`` of the task experiment's, one thread, against the model.
+    """
+    from posenc_lab.extrapolation.models import build_model, loss_of
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    ratios = []
+    try:
+        for name, vocab, n in (("text", text.VOCAB, steps), ("tasks", 17, 10 * steps)):
+            settings = EXPERIMENTS[name]
+            torch.manual_seed(0)
+            model = build_model("alibi", vocab, settings)
+            opt = torch.optim.AdamW(model.parameters())
+            x = torch.randint(vocab, (settings["batch_size"], settings["L"] + 1))
+            start = time.perf_counter()
+            for _ in range(n):
+                loss = loss_of(model(x[:, :-1]), x[:, 1:])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            ratios.append((time.perf_counter() - start) / n / STEP_S[name])
+    finally:
+        torch.set_num_threads(threads)
+    return (ratios[0] * ratios[1]) ** 0.5
 
 
 # --------------------------------------------------------------- one cell

@@ -116,5 +116,20 @@ SITE ?=
 pdf: setup
 	$(PY) tools/book_pdf.py $(if $(SITE),--site $(SITE))
 
+# The extrapolation experiment, version 2 (lab/README.md). `make corpus`
+# installs its real-text corpus, the documentation sources of Debian's
+# python3.11-doc (apt, as root or through sudo), and checks the pinned
+# SHA-256. `make extrapolation` makes both records (about 90 minutes on two
+# idle cores); stopped, the same command goes on where it stopped.
+.PHONY: corpus extrapolation
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+corpus: setup
+	@test -d /usr/share/doc/python3.11/html/_sources || { $(SUDO) apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3.11-doc; }
+	$(PY) -m posenc_lab.extrapolation.corpus
+
+extrapolation: corpus
+	nice -n 5 $(PY) -m posenc_lab.extrapolation --jobs 2
+
 clean:
 	rm -rf site docs/notebooks .pytest_cache posenc-en.pdf posenc-ja.pdf

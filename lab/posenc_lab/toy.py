@@ -45,8 +45,10 @@ training can be told apart.
 
 The tasks are :func:`periodic_batch`: random tokens that repeat with a
 fixed period, so the next token is always the one ``period`` places back,
-at any length; and :func:`recall_batch`: key-value pairs bound at the start,
-then keys whose values must be recalled from there, however far back.
+at any length; :func:`recall_batch`: key-value pairs bound at the start,
+then keys whose values must be recalled from there, however far back; and
+:func:`prefix_batch`: a prefix copied after a separator, so the answer is a
+distance back that grows with the length and is found by position.
 :func:`train` and :func:`accuracy_by_position` are the loop and the
 measurement.
 
@@ -61,6 +63,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 
 from posenc._checks import check_choice, check_positive_float, check_size
 from posenc.absolute import LearnedPositionalEmbedding, sinusoidal
@@ -78,9 +81,14 @@ __all__ = [
     "ToyTransformer",
     "accuracy_by_position",
     "periodic_batch",
+    "prefix_batch",
     "recall_batch",
     "train",
 ]
+
+#: The standard deviation of :class:`posenc.relative.T5RelativeBias`'s initial draw
+#: (checked by the tests against the class).
+T5_INIT_STD = 0.02
 
 #: The encodings :class:`ToyTransformer` accepts.
 ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire", "cope")
@@ -96,15 +104,22 @@ class CausalSelfAttention(nn.Module):
         dim (int): width ``d``, divisible by ``n_heads``.
         n_heads (int): number of heads ``h``.
         rope (bool): rotate queries and keys with :func:`apply_rope`.
+        rope_base (float): RoPE's frequency base. Default 10000.
         cope_positions (int | None): add a :class:`CoPE` bias with this many
             integer positions. Default: None (no CoPE).
     """
 
     def __init__(
-        self, dim: int, n_heads: int, *, rope: bool = False, cope_positions: int | None = None
+        self,
+        dim: int,
+        n_heads: int,
+        *,
+        rope: bool = False,
+        rope_base: float = 10000.0,
+        cope_positions: int | None = None,
     ) -> None:
         super().__init__()
-        self.n_heads, self.rope = n_heads, rope
+        self.n_heads, self.rope, self.rope_base = n_heads, rope, rope_base
         self.qkv = nn.Linear(dim, 3 * dim, bias=False)
         self.out = nn.Linear(dim, dim, bias=False)
         self.cope = (
@@ -123,8 +138,8 @@ class CausalSelfAttention(nn.Module):
         """Queries, keys and values, each ``[b, h, s, h_d]``; rotated if ``rope``."""
         q, k, v = self.project_raw(x)
         if self.rope:
-            q = apply_rope(q, positions, scaling=rope_scaling)
-            k = apply_rope(k, positions, scaling=rope_scaling)
+            q = apply_rope(q, positions, base=self.rope_base, scaling=rope_scaling)
+            k = apply_rope(k, positions, base=self.rope_base, scaling=rope_scaling)
         return q, k, v
 
     def scores(
@@ -159,7 +174,9 @@ class CausalSelfAttention(nn.Module):
         if clip is not None and self.rope:
             # distance clip - 1 for every far key: q rotated to clip - 1, k at 0
             q_raw, k_raw, _ = self.project_raw(x)
-            far_q = apply_rope(q_raw, torch.full((s,), clip - 1), scaling=rope_scaling)
+            far_q = apply_rope(
+                q_raw, torch.full((s,), clip - 1), base=self.rope_base, scaling=rope_scaling
+            )
             far = far_q @ k_raw.transpose(-2, -1) / math.sqrt(q.shape[-1])
             scores = torch.where(back >= clip, far, scores)
         if bias is not None:
@@ -167,7 +184,12 @@ class CausalSelfAttention(nn.Module):
         hidden = back < 0 if window is None else (back < 0) | (back >= window)
         scores = scores.masked_fill(hidden, -math.inf)
         if self.cope is not None:
-            scores = scores + self.cope(q, scores)
+            # A contextual position never exceeds the number of keys (each gate
+            # is at most 1), so the table's rows beyond s are never read: leave
+            # them out of the product q . e[n] (exactly the same bias, and at a
+            # table of 16L + 1 rows trained at L most of the cost).
+            rows = {"pos_emb": self.cope.pos_emb[: min(self.cope.max_positions, s + 1)]}
+            scores = scores + functional_call(self.cope, rows, (q, scores))
         y = scores.softmax(-1) @ v  # [b, h, s, h_d]
         return self.out(y.transpose(1, 2).flatten(2))  # [b, s, d]
 
@@ -176,11 +198,19 @@ class Block(nn.Module):
     """Pre-norm Transformer block: ``x + attn(ln(x))``, then ``x + mlp(ln(x))``."""
 
     def __init__(
-        self, dim: int, n_heads: int, *, rope: bool = False, cope_positions: int | None = None
+        self,
+        dim: int,
+        n_heads: int,
+        *,
+        rope: bool = False,
+        rope_base: float = 10000.0,
+        cope_positions: int | None = None,
     ) -> None:
         super().__init__()
         self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
-        self.attn = CausalSelfAttention(dim, n_heads, rope=rope, cope_positions=cope_positions)
+        self.attn = CausalSelfAttention(
+            dim, n_heads, rope=rope, rope_base=rope_base, cope_positions=cope_positions
+        )
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
 
     def forward(self, x, positions, bias=None, rope_scaling=None, *, window=None, clip=None):
@@ -203,6 +233,17 @@ class ToyTransformer(nn.Module):
         fire_threshold (float): initial threshold of ``"fire"``'s
             :class:`posenc.learned_bias.FireBias`, finite and > 0 (ignored
             otherwise). Default 512.0.
+        rope_base (float): the frequency base of ``"rope"``, finite and > 1
+            (ignored otherwise). Default 10000.0, as in RoFormer and Llama 2.
+        t5_init_std (float | None): the standard deviation of the normal
+            draw of ``"t5"``'s table (ignored otherwise). Default ``None``:
+            :class:`posenc.relative.T5RelativeBias`'s own ``N(0, 0.02^2)``;
+            Hugging Face's T5 draws it with ``d_model ** -0.5`` (times its
+            ``initializer_factor``, 1.0), here ``dim ** -0.5``. The option
+            rescales posenc's draw (no new draw), so every other parameter
+            is the same as without it. It matters beyond the training
+            length: a bucket that no trained distance falls in never gets a
+            gradient and keeps its initial draw.
 
     Example:
         >>> model = ToyTransformer(16, "alibi")
@@ -220,6 +261,8 @@ class ToyTransformer(nn.Module):
         n_layers: int = 2,
         max_len: int = 32,
         fire_threshold: float = 512.0,
+        rope_base: float = 10000.0,
+        t5_init_std: float | None = None,
     ) -> None:
         super().__init__()
         self.encoding = check_choice("encoding", encoding, ENCODINGS)
@@ -232,15 +275,22 @@ class ToyTransformer(nn.Module):
             self.positions = LearnedPositionalEmbedding(max_len, dim)
         if encoding == "t5":
             self.t5_bias = T5RelativeBias(n_heads, bidirectional=False)
+            if t5_init_std is not None:
+                # rescale the N(0, 0.02^2) draw rather than draw again, so that every
+                # other parameter is drawn as without the option: only the table differs
+                std = check_positive_float("t5_init_std", t5_init_std)
+                with torch.no_grad():
+                    self.t5_bias.relative_attention_bias.weight.mul_(std / T5_INIT_STD)
         if encoding == "kerple":
             self.kerple_bias = KerpleBias(n_heads, kind="log")
         if encoding == "fire":
             threshold = check_positive_float("fire_threshold", fire_threshold)
             self.fire_bias = FireBias(n_heads, threshold=threshold)
         rope = encoding == "rope"
+        rope_base = check_positive_float("rope_base", rope_base, greater_than=1.0)
         cope = max_len if encoding == "cope" else None
         self.blocks = nn.ModuleList(
-            Block(dim, n_heads, rope=rope, cope_positions=cope)
+            Block(dim, n_heads, rope=rope, rope_base=rope_base, cope_positions=cope)
             for _ in range(check_size("n_layers", n_layers))
         )
         self.ln = nn.LayerNorm(dim)
@@ -396,6 +446,51 @@ def recall_batch(
     bindings = order * n_values + values.gather(1, order)
     inputs = torch.cat([bindings, n_keys * n_values + queries], 1)
     targets = torch.cat([torch.full_like(bindings, -1), values.gather(1, queries)], 1)
+    return inputs, targets
+
+
+def prefix_batch(
+    batch_size: int,
+    seq_len: int,
+    *,
+    prefix: int | None = None,
+    vocab_size: int = 16,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copy the whole prefix after a separator: an offset that grows with the length.
+
+    A sequence is ``m`` uniform random tokens, then the separator (id
+    ``vocab_size``, so the model needs ``vocab_size + 1`` ids), then the
+    ``m`` tokens again, then the separator again, and so on: the period is
+    ``m + 1`` and the next token is always the input ``m`` places back.
+    The inputs are its first ``seq_len`` tokens and the targets the next
+    ones; the targets of the first ``m`` positions (the rest of the prefix
+    and the first separator) are random or unknowable and set to ``-1``.
+
+    ``prefix=None`` draws ``m`` for every sequence uniformly from
+    ``1 .. seq_len // 2``: a model trained so at length ``L`` has seen every
+    offset up to ``L // 2``. ``prefix=m`` fixes it; the evaluation takes
+    ``m = seq_len // 2``, the whole first half, so the offset at ``N = 8L``
+    is ``4L``, eight times the longest seen in training. Unlike
+    :func:`periodic_batch` and :func:`recall_batch`, the first ``N``
+    tokens of a longer sequence are not a sequence of length ``N``.
+
+    Returns:
+        tuple[torch.Tensor, torch.Tensor]: inputs and targets, both ``[b, s]``
+        long tensors.
+    """
+    check_size("seq_len", seq_len, minimum=2)
+    if prefix is None:
+        m = torch.randint(1, seq_len // 2 + 1, (batch_size,), generator=generator)
+    else:
+        if not 1 <= check_size("prefix", prefix) <= seq_len // 2:
+            raise ValueError(f"prefix must be in [1, seq_len // 2 = {seq_len // 2}], got {prefix}")
+        m = torch.full((batch_size,), prefix)
+    period = torch.randint(vocab_size, (batch_size, seq_len // 2 + 1), generator=generator)
+    period[torch.arange(batch_size), m] = vocab_size  # the separator closes each period
+    z = period.gather(1, torch.arange(seq_len + 1) % (m[:, None] + 1))  # [b, s + 1]
+    inputs, targets = z[:, :-1], z[:, 1:].clone()
+    targets[torch.arange(seq_len) < m[:, None]] = -1
     return inputs, targets
 
 

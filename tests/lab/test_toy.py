@@ -173,6 +173,39 @@ def test_rope_rotates_queries_and_keys_with_the_scaling(scaling):
     assert (scaling is None) == torch.equal(m(tokens, rope_scaling=scaling), m(tokens))
 
 
+def test_rope_base_sets_the_frequencies():
+    m = model("rope", rope_base=3.776)
+    h = torch.randn(2, 12, 32)
+    attn = m.blocks[0].attn
+    q0, k0, _ = attn.project_raw(h)
+    q, k, _ = attn.project(h, torch.arange(12))
+    torch.testing.assert_close(q, apply_rope(q0, torch.arange(12), base=3.776))
+    torch.testing.assert_close(k, apply_rope(k0, torch.arange(12), base=3.776))
+    assert not torch.allclose(q, apply_rope(q0, torch.arange(12)))
+    for bad in (1.0, 0.5, float("nan")):
+        with pytest.raises(ValueError, match="rope_base must be a finite number greater than 1"):
+            model("rope", rope_base=bad)
+
+
+def test_cope_reads_only_the_rows_a_position_can_reach():
+    # the model computes CoPE's bias from the table's first s + 1 rows; the full
+    # table, through CoPE itself, gives the same bias, as no position exceeds s
+    m = model("cope", max_len=200)
+    with torch.no_grad():
+        for block in m.blocks:
+            block.attn.cope.pos_emb.normal_()
+    h = torch.randn(2, 9, 32)
+    attn = m.blocks[0].attn
+    q, k, v = attn.project(h, torch.arange(9))
+    masked = (q @ k.transpose(-2, -1) / math.sqrt(8)).masked_fill(
+        torch.ones(9, 9, dtype=torch.bool).triu(1), -math.inf
+    )
+    assert attn.cope.positions(masked).max() <= 9  # a sum of at most 9 gates of at most 1
+    scores = masked + attn.cope(q, masked)  # the whole table of 200 rows
+    expected = attn.out((scores.softmax(-1) @ v).transpose(1, 2).flatten(2))
+    torch.testing.assert_close(attn(h, torch.arange(9)), expected)
+
+
 # ----------------------------------------------------------------- the task
 
 

@@ -385,7 +385,7 @@ from triton.runtime.interpreter import InterpreterBuilder
 
 
 def bytes_moved(launch):
-    """Bytes the interpreter loads and stores while launch() runs, unmasked lanes only."""
+    """Bytes loaded and stored while launch() runs, unmasked lanes only."""
     load = InterpreterBuilder.create_masked_load
     store = InterpreterBuilder.create_masked_store
     moved = [0]
@@ -764,8 +764,15 @@ def dispatched(v):
 
 # hf_formula_out (Hugging Face's arithmetic into given buffers) stays in the
 # records, but no claim of this page rests on it
-SHOWN = {"floor", "hf_formula", "complex", "apply_rope", "apply_rope_interleaved",
-         "rotary_embedding", "compiled_module"}  # fmt: skip
+SHOWN = {
+    "floor",
+    "hf_formula",
+    "complex",
+    "apply_rope",
+    "apply_rope_interleaved",
+    "rotary_embedding",
+    "compiled_module",
+}
 
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4))
@@ -919,7 +926,8 @@ for name, rec in records.items():
     )
     print(
         f"{name}: load average {before} before, {after} after; "
-        f"most page faults in one sample: {worst[0]:.0f} per call ({worst[2]}, {worst[1]})"
+        f"most page faults in one sample: {worst[0]:.0f} per call "
+        f"({worst[2]}, {worst[1]})"
     )
 
 # %% [markdown] lang="en"

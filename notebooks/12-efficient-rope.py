@@ -20,10 +20,9 @@
 # least once, so its cost is the bytes it moves and, for a single new token, the
 # kernels it launches. Hugging Face's eager formula moves five times the bytes of that
 # floor; one fused kernel that reads each element once and writes it once reaches it.
-# Below: the byte count, `posenc`'s Triton kernel read line by line, where vLLM,
-# FlashInfer, FlashAttention and Liger Kernel fuse RoPE into neighbouring kernels,
-# what a cos/sin table costs against computing cos and sin on the fly, and what the
-# stored CPU records show. There is no GPU record yet.
+# Below: the byte count, `posenc`'s Triton kernel line by line, where production
+# systems fuse RoPE, tables against cos and sin on the fly, and what the stored CPU
+# records show. There is no GPU record yet.
 
 # %% [markdown] lang="ja"
 # # RoPE を効率よく実装する
@@ -240,9 +239,7 @@ del q, k
 # the work the same way, one thread block or program per token. A grid over tokens
 # gives thousands of programs in a prefill and one in the decode step of a single
 # sequence; FlashAttention's stand-alone Triton kernel tiles heads by tokens instead,
-# which makes more programs and loads the table tile once per block of heads. Whether
-# one program per token can keep the memory busy is the subject of the deep dive
-# below.
+# which makes more programs and loads the table tile once per block of heads.
 
 # %% [markdown] lang="ja"
 # ## 1 回のパスで済ませる：融合カーネル
@@ -262,7 +259,6 @@ del q, k
 # vLLM の CUDA カーネルと Liger Kernel の Triton カーネルも同じ分け方で、トークン 1 つにスレッドブロック（Triton ではプログラム）を 1 つ割り当てます。
 # トークンで分けると、プリフィルではプログラムが数千になり、系列 1 つのデコードの 1 ステップでは 1 つになります。
 # これに対して、FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに分けます。プログラムの数は増えますが、表のタイルはヘッドのブロックごとに 1 回ずつ読み込むことになります。
-# 1 つのプログラムで帯域幅を使い切れるかどうかは、次の「さらに詳しく」で扱います。
 
 # %% tags=["figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフ。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
 n_q, n_k, d, r = 32, 8, 128, 128
@@ -611,9 +607,8 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 #
 # A float32 table of $n$ positions with $r/2$ cosines and $r/2$ sines per position
 # holds $4rn$ bytes: 64 MiB for the 131,072 positions of Llama 3.1 with $r = 128$, as in
-# vLLM. `posenc`'s `RotaryEmbedding` keeps twice that, $8rn$ bytes (128 MiB), because
-# its `rot_cached` of shape $(n, 2, r)$ holds signed multipliers for the whole head, of
-# which `cos_cached` and `sin_cached` are views. Reading a row costs 0.1 byte per
+# vLLM (`posenc`'s `RotaryEmbedding` keeps $8rn$ bytes: its `rot_cached`, $(n, 2, r)$,
+# holds signed multipliers for the whole head). Reading a row costs 0.1 byte per
 # element, as counted above. Computing cos and sin on the fly instead costs at least
 # $r/2$ of each per token (more if every head recomputes them) and no memory; in a
 # memory-bound kernel both costs are small. The difference that matters is numerical,
@@ -628,7 +623,31 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # $2^{-9}$. The figure compares the three. Hugging Face, vLLM and `posenc`'s module all
 # form the angle in float32 before they take its cosine; Hugging Face's Qwen3 then
 # casts cos and sin to the model's dtype, and FlashAttention takes its tables only in
-# $q$'s dtype. A model trained with such code has seen float32 angles, often rounded
+# $q$'s dtype.
+
+# %% [markdown] lang="ja"
+# ## 表を使うか、cos と sin をその場で計算するか
+#
+# 位置ごとに $r/2$ 個の cos と $r/2$ 個の sin を持つ、$n$ 個の位置の float32 の表は $4rn$ バイトです。
+# vLLM と同じく Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
+# `posenc` の `RotaryEmbedding` は $8rn$ バイトを持ちます（形状 $(n, 2, r)$ の `rot_cached` がヘッド全体の符号付きの係数を持つからです）。
+# 行を読むコストは、上で数えたとおり成分あたり 0.1 バイトです。
+# 代わりに cos と sin をその場で計算すると、トークンあたりそれぞれ少なくとも $r/2$ 回の計算がかかります（ヘッドごとに計算し直せばもっとかかります）が、メモリは要りません。
+# メモリ律速のカーネルでは、どちらのコストもわずかです。
+# 効いてくるのは数値の違いで、その大部分は角度をどう作るかから生じます。
+# float32 の角度は、丸めた周波数 $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ と厳密な整数の位置の積を、もう一度丸めたものです。
+# $|\varepsilon_i| \le \varepsilon$ とし、単位丸め誤差を $u = 2^{-24}$ とすると、次の式が成り立ちます。
+# $$\lvert \mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i \rvert \le (\varepsilon + u + \varepsilon u)\, p\,\theta_i$$
+# この誤差は位置とともに大きくなり、$p = 131071$ では約 0.01 ラジアンに達します。
+# float64 の角度から作って float32 で保存した表は、どの位置でも真の cos との差が $2^{-24}$ 以内です。bfloat16 で保存すると約 $2^{-9}$ 以内です。
+# 図はこの 3 つを比べたものです。
+# Hugging Face、vLLM、`posenc` のモジュールは、どれも角度を float32 で作ってから cos をとります。
+# さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention は $q$ の dtype の表しか受け付けません。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: which numbers a model expects, and kernels that compute cos on the
+# fly.**
+# A model trained with code like Hugging Face's has seen float32 angles, often rounded
 # to bfloat16; a more exact table gives it numbers it has not seen, and whether that
 # helps or hurts we have not measured. What is documented is damage from the other
 # direction: angles formed in float16 or bfloat16 give cosines that are plainly wrong
@@ -643,25 +662,10 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # error bound the CUDA C++ Programming Guide gives only for arguments in
 # $[-\pi, \pi]$, while the angle reaches $p$ radians.
 
-# %% [markdown] lang="ja"
-# ## 表を使うか、cos と sin をその場で計算するか
-#
-# 位置ごとに $r/2$ 個の cos と $r/2$ 個の sin を持つ、$n$ 個の位置の float32 の表は $4rn$ バイトです。
-# vLLM と同じく Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
-# `posenc` の `RotaryEmbedding` はその 2 倍の $8rn$ バイト（128 MiB）を持ちます。形状 $(n, 2, r)$ の `rot_cached` にヘッド全体の符号付きの係数を持ち、`cos_cached` と `sin_cached` はそのビューだからです。
-# 行を読むコストは、上で数えたとおり成分あたり 0.1 バイトです。
-# 代わりに cos と sin をその場で計算すると、トークンあたりそれぞれ少なくとも $r/2$ 回の計算がかかります（ヘッドごとに計算し直せばもっとかかります）が、メモリは要りません。
-# メモリ律速のカーネルでは、どちらのコストもわずかです。
-# 効いてくるのは数値の違いで、その大部分は角度をどう作るかから生じます。
-# float32 の角度は、丸めた周波数 $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ と厳密な整数の位置の積を、もう一度丸めたものです。
-# $|\varepsilon_i| \le \varepsilon$ とし、単位丸め誤差を $u = 2^{-24}$ とすると、次の式が成り立ちます。
-# $$\lvert \mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i \rvert \le (\varepsilon + u + \varepsilon u)\, p\,\theta_i$$
-# この誤差は位置とともに大きくなり、$p = 131071$ では約 0.01 ラジアンに達します。
-# float64 の角度から作って float32 で保存した表は、どの位置でも真の cos との差が $2^{-24}$ 以内です。bfloat16 で保存すると約 $2^{-9}$ 以内です。
-# 図はこの 3 つを比べたものです。
-# Hugging Face、vLLM、`posenc` のモジュールは、どれも角度を float32 で作ってから cos をとります。
-# さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention は $q$ の dtype の表しか受け付けません。
-# このようなコードで学習したモデルが見てきたのは、float32 で作った角度から求めた値で、多くの場合はさらに bfloat16 に丸められています。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：モデルが期待する数値と、cos をその場で計算するカーネル。**
+# Hugging Face のようなコードで学習したモデルは、float32 で作った角度から求めた値を見てきました。
+# 多くの場合、その値はさらに bfloat16 に丸められています。
 # より正確な表を使うと、モデルが学習中に見たことのない数値を与えることになります。それが良いか悪いかは、私たちは測っていません。
 # 報告されているのは逆向きの問題です。float16 や bfloat16 で作った角度は、大きな位置で明らかに誤った cos を与えます（GPT-NeoX の issue #1003）。
 # また、Hugging Face の float32 の角度の積は行列積として書かれています。
@@ -669,7 +673,8 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # cos をどこで計算するかは、その場で計算するカーネルでは問題になります。
 # FlashInfer のカーネルは、CUDA の高速なべき乗 `__powf` で求めた周波数と位置の float32 の積を作ります。
 # そこでの $\varepsilon$ は正しく丸めた周波数のものではないので、上の上界をそのまま当てはめられません。
-# そのうえで角度の `__sincosf` をとります。これは CUDA の高速な近似関数で、CUDA C++ Programming Guide は誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
+# そのうえで角度の `__sincosf` をとります。これは CUDA の高速な近似関数です。
+# CUDA C++ Programming Guide はその誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
 
 # %% tags=["check"] summary={"en": "the bound holds for Llama 3's frequencies at every position; the table errors are as stated", "ja": "Llama 3 の周波数で、すべての位置について上界が成り立ち、表の誤差も本文どおりです"}
 u = 2.0**-24
@@ -829,26 +834,22 @@ for rec in records.values():
 # %% [markdown] lang="en"
 # ## What the records show
 #
-# `python -m posenc_lab.cpu_bench` times, on the CPU, each contender rotating distinct
-# $q$ and $k$ of Llama 3 8B's shapes in one call: a [prefill](../docs/glossary.md#prefill)
-# of 1024 tokens and a decode step, in float32 and bfloat16, over 40 rounds, each
-# round in a random order, outputs preallocated wherever the code allows, page faults
-# counted around every sample (how it measures is in `lab/README.md`). The floor is
-# `torch.mul(x, 2.0, out=...)` on $q$ and $k$; `compiled_module` is
-# `torch.compile(RotaryEmbedding(128, max_positions=4096))`. Each cell of the table is
-# the median, over rounds, of the ratio of a contender's time to the floor's in the
-# same round, with the quartiles of those ratios in brackets, for the one-thread
-# record, then the median for the two-thread record.
+# `python -m posenc_lab.cpu_bench` times on the CPU each contender rotating $q$ and $k$
+# of Llama 3 8B's shapes: a [prefill](../docs/glossary.md#prefill) of 1024 tokens and a
+# decode step, in float32 and bfloat16, 40 rounds in random order (`lab/README.md`
+# says how). The floor is `torch.mul(x, 2.0, out=...)`; `compiled_module` is
+# `torch.compile(RotaryEmbedding(128, max_positions=4096))`. A cell is the median over
+# rounds of the ratio to the floor's time, [quartiles] for the one-thread record, then
+# the two-thread median.
 
 # %% [markdown] lang="ja"
 # ## 計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の別々の $q$ と $k$ を 1 回の呼び出しで回転させる時間を、比較対象ごとに計ります。
+# `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の $q$ と $k$ を回転させる時間を、比較対象ごとに計ります。
 # 計測するのは 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップで、それぞれ float32 と bfloat16 です。
-# 40 ラウンド計り、各ラウンドでは比較対象をランダムな順番で実行します。コードが許す限り出力はあらかじめ確保しておき、サンプルごとにページフォールトを数えます（計り方は `lab/README.md` にあります）。
-# 下限は $q$ と $k$ に対する `torch.mul(x, 2.0, out=...)` で、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の値は、各比較対象の時間と、同じラウンドの下限の時間の比です。
-# ラウンドごとに比をとってその中央値を示し、1 スレッドの計測記録では比の四分位を括弧に入れ、そのあとに 2 スレッドの計測記録の中央値を示します。
+# 40 ラウンド計り、各ラウンドでは比較対象をランダムな順番で実行します（計り方は `lab/README.md` にあります）。
+# 下限は `torch.mul(x, 2.0, out=...)` で、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
+# 表の値は、同じラウンドの下限の時間との比のラウンドにわたる中央値です。1 スレッドの計測記録では比の四分位を括弧に入れ、そのあとに 2 スレッドの計測記録の中央値を示します。
 
 # %% tags=["figure"]
 order = [
@@ -931,9 +932,8 @@ for name, rec in records.items():
     )
 
 # %% [markdown] lang="en"
-# The machine was shared: the load average stood well above its two CPUs while the
-# records were taken, so the quartiles are wide and single ratios should not be read
-# to the second digit. Three things hold in both records all the same. In the median
+# The load average stood well above the machine's two CPUs, so the quartiles are wide.
+# Three things hold in both records all the same. In the median
 # round no contender takes a page fault per call, so the medians and ratios are free
 # of fresh pages; a few samples are not (the worst faulted thousands of pages per
 # call, printed above), and the median leaves them out. In the float32 prefill, Meta's
@@ -943,25 +943,16 @@ for name, rec in records.items():
 # several passes is further away. In the decode steps, the two `apply_rope`
 # contenders, which dispatch the most operations, are the slowest eager ones.
 #
-# What the ratios do not carry is a verdict for another machine. The floor itself is
-# a read and a write of 20 MiB of float32 data; whether that comes from main memory or
-# from a last-level cache depends on the machine, whose caches the record lists. A
-# ratio to this floor describes this machine.
+# The floor reads and writes 20 MiB of float32 data; whether from main memory or a
+# last-level cache depends on the machine, so a ratio to it describes this machine.
 #
-# The GPU benchmark is ready and checked by a dry run on the CPU:
-# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times
-# the fused kernel against eager code, the compiled module, a CUDA graph of the
-# kernel and a copy of $q$ and $k$ (the floor), on a prefill of 4096 tokens and on
-# decode steps, with CUDA events behind queued work so that host overhead does not
-# enter the prefill's time, and with the host's own time per call beside it
-# (`lab/README.md` says how). The byte model predicts the bfloat16 prefill floor at
-# 17.5 µs on an H200, and Hugging Face's formula at five times that if it ran at the
-# memory's speed. Whether the fused kernel reaches the copy is what that record will
-# show.
+# The GPU benchmark, `python -m posenc_lab.gpu_bench`, is ready and checked by a dry
+# run on the CPU; `lab/README.md` says how it keeps host overhead out of the kernel's
+# time. The byte model predicts the bfloat16 prefill floor at 17.5 µs on an H200, and
+# Hugging Face's formula at five times that if it ran at the memory's speed.
 
 # %% [markdown] lang="ja"
-# このマシンは共有されていて、計測記録を取る間、ロードアベレージは CPU の数 2 を大きく上回っていました。
-# そのため四分位の幅は広く、個々の比を 2 桁目まで読むべきではありません。
+# ロードアベレージはこのマシンの CPU の数 2 を大きく上回っていたので、四分位の幅は広くなっています。
 # それでも、両方の計測記録で 3 つのことが成り立ちます。
 # 1 つ目に、中央値のラウンドで 1 回の呼び出しあたりページフォールトを起こす比較対象はありません。つまり中央値と比は、新しく割り当てたページの影響を受けていません。
 # ページフォールトを起こしたサンプルも少しあり（最も多いもので呼び出しあたり数千ページ、上に出力したとおりです）、中央値はそれを除いています。
@@ -970,17 +961,10 @@ for name, rec in records.items():
 # 複数のパスを使う比較対象は、どれもそれより離れています。
 # 3 つ目に、デコードの 1 ステップでは、ディスパッチする演算がいちばん多い 2 つの `apply_rope` が、eager モードの比較対象のうちで最も遅くなります。
 #
-# これらの比から、ほかのマシンについての結論は引き出せません。
-# 下限そのものは、20 MiB の float32 のデータを 1 回読んで 1 回書く処理です。そのデータがメインメモリから来るかラストレベルキャッシュ（LLC）から来るかは、マシンによって違います（キャッシュの大きさは計測記録にあります）。
-# この下限との比は、あくまでこのマシンでの値です。
+# 下限は 20 MiB の float32 のデータを 1 回読んで 1 回書く処理です。そのデータがメインメモリから来るかラストレベルキャッシュ（LLC）から来るかはマシンによって違うので、この下限との比は、あくまでこのマシンでの値です。
 #
-# GPU のベンチマークは用意してあり、CPU でのドライランで確かめてあります。
-# コマンドは `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` です。
-# 融合カーネルを、eager モードのコード、コンパイルしたモジュール、カーネルの CUDA グラフ、そして下限である $q$ と $k$ のコピーと比べます。
-# 計測するのは 4096 トークンのプリフィルとデコードの 1 ステップです。
-# 時間は、先に積んだ処理の後ろに置いた CUDA イベントで計るので、ホストのオーバーヘッドはプリフィルの時間に入りません。ホスト自身の呼び出しあたりの時間も並べて記録します（計り方は `lab/README.md` にあります）。
+# GPU のベンチマーク `python -m posenc_lab.gpu_bench` は用意してあり、CPU でのドライランで確かめてあります。ホストのオーバーヘッドをカーネルの時間から除く方法は `lab/README.md` にあります。
 # バイト数のモデルによる予測では、H200 で bfloat16 のプリフィルの下限は 17.5 µs、Hugging Face の式はメモリの速さで動いたとしてその 5 倍です。
-# 融合カーネルがコピーに届くかどうかは、その計測記録が示すことになります。
 
 # %% tags=["check"] summary={"en": "no page fault per call in the median round, and fewer than half the samples of any contender fault; the one-pass contenders lead the float32 prefill in both records; 17.5 µs; no GPU record is stored", "ja": "中央値のラウンドではページフォールトが起きておらず、どの比較対象でもフォールトを起こしたサンプルは半数未満です。両方の計測記録で float32 のプリフィルは 1 回のパスの比較対象が下限に最も近く、17.5 µs の値どおりで、GPU の計測記録はまだありません"}
 RECORDS_TEXT = "update the three claims of 'What the records show'"

@@ -219,7 +219,7 @@ assert 100 // math.tau == 15 and 10 // math.tau == 1
 positions = [0, 1, 7, 100]
 codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.8))
+fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.2))
 for r, p in enumerate(positions):
     for i, speed in enumerate(("1", "0.1", "0.01", "0.001")):
         ax = axes[r, i]

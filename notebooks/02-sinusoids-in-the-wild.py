@@ -352,9 +352,9 @@ assert not torch.allclose(
 # **Going deeper: what the authors said.** tensor2tensor, the code that the paper's
 # Conclusion names for training and evaluating its models, has used the
 # concatenated layout since its first public version (`add_timing_signal_1d`, June
-# 2017). A pull request that reordered its columns to match the paper (tensor2tensor
-# #177) was merged on 24 July 2017 and undone the next day "to make trained models
-# work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
+# 2017). A pull request that reordered its columns to match the paper
+# (tensor2tensor #177) was merged on 24 July 2017 and undone the next day "to make
+# trained models work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
 # paper's authors, gave the reason: the change "breaks all trained models". Trained
 # checkpoints are tied to their layout, as the last check shows. Since 2019 a
 # comment above the line that concatenates the sines and the cosines says that this

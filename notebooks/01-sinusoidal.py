@@ -219,7 +219,7 @@ assert 100 // math.tau == 15 and 10 // math.tau == 1
 positions = [0, 1, 7, 100]
 codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.8))
+fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.2))
 for r, p in enumerate(positions):
     for i, speed in enumerate(("1", "0.1", "0.01", "0.001")):
         ax = axes[r, i]
@@ -710,20 +710,16 @@ assert row[97] - row[103] > 1  # 3 before and 3 after differ
 
 # %%
 d, n, context = 512, 256, 2048
-lines = ["base       slowest wavelength  half at  < 1/4 turn  min"]
 similarity = {}
+print("base   slowest wavelength  half at  < 1/4 turn    min")
 for b in (100.0, 1e4, 1e6):
-    slowest = 2 * math.pi * b ** ((n - 1) / n)
     omega = b ** (-torch.arange(n, dtype=F64) / n)
-    still = int((omega * context < math.pi / 2).sum())  # hands of < 1/4 turn
     code = sinusoidal(torch.arange(context + 1), d, base=b, dtype=F64)
-    similarity[b] = code @ code[0]  # PE(r) . PE(0), r = 0..2048
-    half = int((similarity[b] < n / 2).nonzero()[0])
-    low = similarity[b].min()
-    lines.append(
-        f"{b:<10.0e} {slowest:>18.0f}  {half:>7d}  {still:>10d}  {low:5.1f}"
-    )
-print("\n".join(lines), end="")
+    similarity[b] = f = code @ code[0]  # PE(r) . PE(0), r = 0..2048
+    half = int((f < n / 2).nonzero()[0])
+    still = int((omega * context < math.pi / 2).sum())  # hands of < 1/4 turn
+    slowest = 2 * math.pi / omega[-1]
+    print(f"{b:<6.0e} {slowest:18.0f} {half:8d} {still:11d} {f.min():6.1f}")
 
 # %% tags=["figure"] alt={"en": ["Left: wavelength against pair index i on a log axis for d = 512 and bases 10^2, 10^4 and 10^6, three straight lines from 2π, with a grey line at 2048 positions; base 10^2 stays below it, base 10^4 crosses it about two thirds of the way along, base 10^6 a little before halfway. Right: PE(p)·PE(q) against the distance p − q from 1 to 2048 on a log axis: base 10^2 falls below half the peak (dotted) by distance 5 and then ripples around zero; base 10^4 halves by 54 and keeps falling; base 10^6 halves only at 361 and stays above 90."], "ja": ["左は d = 512 で底 10^2、10^4、10^6 の波長をペア番号 i に対して対数軸で描いたもので、どれも 2π から始まる直線です。灰色の線は 2048 位置で、底 10^2 はその下にとどまり、底 10^4 は全体の 3 分の 2 ほどのところで、底 10^6 は半分より少し手前で上へ抜けます。右は PE(p)·PE(q) を距離 p − q（1〜2048、対数軸）に対して描いたものです。底 10^2 は距離 5 までにピークの半分（点線）を下回り、その後はゼロのまわりで波打ちます。底 10^4 は 54 で半分になり、さらに下がり続けます。底 10^6 は 361 でようやく半分になり、90 より上にとどまります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))

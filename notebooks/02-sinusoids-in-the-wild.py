@@ -352,9 +352,9 @@ assert not torch.allclose(
 # **Going deeper: what the authors said.** tensor2tensor, the code that the paper's
 # Conclusion names for training and evaluating its models, has used the
 # concatenated layout since its first public version (`add_timing_signal_1d`, June
-# 2017). A pull request that reordered its columns to match the paper (tensor2tensor
-# #177) was merged on 24 July 2017 and undone the next day "to make trained models
-# work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
+# 2017). A pull request that reordered its columns to match the paper
+# (tensor2tensor #177) was merged on 24 July 2017 and undone the next day "to make
+# trained models work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
 # paper's authors, gave the reason: the change "breaks all trained models". Trained
 # checkpoints are tied to their layout, as the last check shows. Since 2019 a
 # comment above the line that concatenates the sines and the cosines says that this
@@ -429,19 +429,15 @@ pos = torch.arange(2048)
 paper = sinusoidal(pos, d, dtype=F64)
 t2t = sinusoidal(pos, d, endpoint=True, dtype=F64)
 gap = (paper - t2t).abs()  # [p, column]
-angle_gap = pos[:, None].double() * (omega - omega_t2t).abs()  # [p, i]
-worst_p, worst_col = divmod(int(gap.argmax()), d)
-widest = angle_gap[-1]  # the angle gaps at p = 2047
-lowest = omega[-1] / omega_t2t[-1] - 1  # relative difference
-lines = [
-    f"relative difference of the lowest frequency: {lowest:.4f}",
-    f"max |difference|: {gap.max():.4f} at p = {worst_p}, column {worst_col}",
-    f"widest angle gap at p = 2047: {widest.max():.2f} rad, "
-    f"i = {int(widest.argmax())}",
-    f"first position with a difference above 1: "
-    f"{int((gap.amax(-1) > 1).nonzero()[0])}",
-]
-print("\n".join(lines), end="")
+widest = 2047 * (omega - omega_t2t)  # the angle gaps at p = 2047
+print(
+    f"lowest frequency, relative gap: {omega[-1] / omega_t2t[-1] - 1:.4f}\n"
+    f"largest entry difference: {gap.max():.4f}, "
+    f"above 1 from p = {int((gap.amax(-1) > 1).nonzero()[0])}\n"
+    f"widest angle gap at p = 2047: {widest.max():.2f} rad at i = "
+    f"{int(widest.argmax())}",
+    end="",
+)
 
 # %% tags=["check"] summary={"en": "the frequencies read back from posenc are ω_i and ω'_i; their ratio is 10000^(i/(n(n−1))), growing to 10000^(1/n); every entry gap stays within the angle gap; the worst entry is in pair 28's sine", "ja": "posenc から読み戻した周波数は ω_i と ω'_i で、比は 10000^(i/(n(n−1))) として 10000^(1/n) まで増え、どの成分の差も角度の差以下で、最大の差はペア 28 の正弦にあります"}
 # the frequencies, read back from p = 1 (omega_i <= 1: atan2 returns them)
@@ -452,9 +448,12 @@ ratio = omega / omega_t2t
 assert_close(ratio, 10000.0 ** (i / (n * (n - 1))))
 assert (ratio[1:] > ratio[:-1]).all()  # grows with i
 assert_close(ratio[-1], torch.tensor(10000.0 ** (1 / n), dtype=F64))
+angle_gap = pos[:, None].double() * (omega - omega_t2t).abs()  # [p, i]
+assert_close(angle_gap[-1], widest)
 bound = angle_gap.repeat_interleave(2, dim=-1)  # a pair's sine and cosine
 assert (gap <= bound + 1e-12).all()  # |sin a - sin b| <= |a - b|
 # the worst entry: pair 28's sine, not the pair with the largest ratio
+worst_p, worst_col = divmod(int(gap.argmax()), d)
 assert worst_col == 56 and int(widest.argmax()) == 28 != n - 1
 assert f"{gap.max():.4f}" == "1.9895" and f"{widest.max():.2f}" == "2.95"
 assert int((gap.amax(-1) > 1).nonzero()[0]) == 732
@@ -540,31 +539,21 @@ plt.show()
 
 
 # %%
-def labml_frequencies(d):
-    """labml's frequencies, one per even column (ceil(d/2) of them), computed
-    as labml computes them: exp(2i * -(ln 10000 / d)) in float32."""
-    two_i = torch.arange(0, d, 2, dtype=torch.float32)
-    return torch.exp(two_i * -(math.log(10000.0) / d))
+print(sinusoidal(torch.arange(4), 7))  # d = 7: the d = 6 table, a zero column
 
 
+# %% tags=["check"] summary={"en": "posenc's d = 7 table is its d = 6 table plus a zero column and matches the concatenated formula; labml's construction equals the paper's for even d and fails for odd d; the per-column formula's last column for d = 7 is sin(p·10000^(−6/7)), 0 at p = 0 only", "ja": "posenc の d = 7 の表は d = 6 の表に 0 の列を加えたもので連結配置の式とも一致し、labml の作り方は偶数の d で論文どおり、奇数の d で失敗し、列ごとの式の d = 7 の最後の列は sin(p·10000^(−6/7)) で、0 になるのは p = 0 だけです"}
 def labml_like(p, d):
-    """labml's construction: one frequency per even column."""
+    """labml's construction: one frequency per even column, ceil(d/2) of
+    them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    angle = p.float()[:, None] * torch.exp(two_i * -(math.log(10000.0) / d))
     table = torch.zeros(len(p), d)
-    angle = p.float()[:, None] * labml_frequencies(d)
     table[:, 0::2] = angle.sin()
     table[:, 1::2] = angle.cos()  # floor(d/2) columns, ceil(d/2) values
     return table
 
 
-p = torch.arange(4)
-print(f"posenc, d = 7:\n{sinusoidal(p, 7)}")
-try:
-    labml_like(p, 7)
-except RuntimeError as err:
-    print("labml, d = 7: RuntimeError:", str(err).split(".")[0])
-
-
-# %% tags=["check"] summary={"en": "posenc's d = 7 table is its d = 6 table plus a zero column and matches the concatenated formula; labml's construction equals the paper's for even d and fails for odd d; the per-column formula's last column for d = 7 is sin(p·10000^(−6/7)), 0 at p = 0 only", "ja": "posenc の d = 7 の表は d = 6 の表に 0 の列を加えたもので連結配置の式とも一致し、labml の作り方は偶数の d で論文どおり、奇数の d で失敗し、列ごとの式の d = 7 の最後の列は sin(p·10000^(−6/7)) で、0 になるのは p = 0 だけです"}
 def per_column(p, d):
     """jadore801120: angle p / 10000^(2 floor(j/2) / d) for column j."""
     j = torch.arange(d, dtype=F64)
@@ -575,6 +564,7 @@ def per_column(p, d):
     return table
 
 
+p = torch.arange(4)
 table7 = sinusoidal(p, 7)
 assert torch.equal(table7[:, 6], torch.zeros(4))  # the zero column
 assert_close(table7[:, :6], sinusoidal(p, 6), rtol=0, atol=0)
@@ -1155,6 +1145,13 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # %%
 d, n = 512, 256
 omega = 10000.0 ** (-torch.arange(n, dtype=F64) / n)  # the paper's
+
+
+def labml_frequencies(d):
+    """labml's frequencies, as labml computes them: exp(2i * -(ln 10000 / d))
+    in float32, one per even column."""
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    return torch.exp(two_i * -(math.log(10000.0) / d))
 
 
 def paper_table(p):

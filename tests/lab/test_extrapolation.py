@@ -26,7 +26,7 @@ from posenc_lab.extrapolation import runner as R
 from posenc_lab.extrapolation import tasks as T
 from posenc_lab.extrapolation import text as X
 from posenc_lab.extrapolation.__main__ import main
-from posenc_lab.toy import T5_INIT_STD, ToyTransformer, prefix_batch
+from posenc_lab.toy import T5_INIT_STD, ToyTransformer, accuracy_by_position, prefix_batch
 
 
 @pytest.fixture(autouse=True)
@@ -144,6 +144,18 @@ def test_prefix_evaluation_copies_the_first_half():
         prefix_batch(2, 16, prefix=9)
     with pytest.raises(ValueError, match="task must be one of"):
         T.batch("sort", 2, 16, S, torch.Generator())
+
+
+def test_one_call_measures_accuracy_and_loss():
+    torch.manual_seed(0)
+    model = M.build_model("rope", 17, T.SETTINGS).eval()
+    generator = torch.Generator().manual_seed(0)
+    inputs, targets = T.batch("prefix", 8, 32, T.SETTINGS, generator, evaluation=True)
+    accuracy, loss = T._measure(model, inputs, targets)
+    expected = accuracy_by_position(model, inputs, targets)
+    torch.testing.assert_close(accuracy, expected, equal_nan=True)
+    assert accuracy[:16].isnan().all()  # the prefix and the separator: nothing to score
+    assert loss == pytest.approx(M.loss_of(model(inputs), targets).item())
 
 
 # ------------------------------------------------------------- RoPE regime
@@ -303,6 +315,7 @@ def test_eval_blocks_spread_over_the_validation_split():
 
 def tiny_designs(corpus_dir: Path) -> list[dict]:
     tasks = copy.deepcopy(T.SETTINGS) | {
+        "lr_sweep": [1e-3, 3e-3],
         "tasks": ["copy", "prefix"],
         "kinds": ["rope", "alibi"],
         "seeds": [0, 1],
@@ -438,6 +451,7 @@ def test_a_killed_run_resumes_from_its_files(tiny_run, tmp_path):
     sets = [
         f"tasks.{k}={json.dumps(tasks[k])}"
         for k in (
+            "lr_sweep",
             "steps",
             "warmup",
             "check_every",
@@ -492,7 +506,7 @@ def test_a_killed_run_resumes_from_its_files(tiny_run, tmp_path):
 def test_the_plan_and_the_cli(capsys):
     assert main(["--plan", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "tasks: 252 cells" in out and "text: 30 cells" in out
+    assert "tasks: 180 cells" in out and "text: 30 cells" in out
     with pytest.raises(SystemExit):
         main(["--jobs", "0"])
     with pytest.raises(SystemExit, match="not a setting"):
@@ -505,12 +519,12 @@ def test_the_choice_of_rate():
 
     assert T.choose_lr({1e-3: cell(2.0, 0.5), 3e-3: cell(1.0, 0.4)}) == 3e-3
     assert T.choose_lr({3e-3: cell(0.5), 1e-3: cell(0.5)}) == 1e-3  # a tie: the lower rate
-    # a single rate: no sweep, every reported cell at that rate
-    one = copy.deepcopy(T.SETTINGS) | {"lr_sweep": [2e-3]}
-    cells = R.plan(one)
-    assert not any(c.sweep for c in cells) and {c.lr for c in cells} == {2e-3}
-    assert len(cells) == len(one["tasks"]) * len(one["kinds"]) * len(one["seeds"])
-    assert sum(c.sweep for c in R.plan(T.SETTINGS)) == 3 * 12 * 2
+    # a single rate (the stored design): no sweep, every reported cell at that rate
+    cells = R.plan(T.SETTINGS)
+    assert not any(c.sweep for c in cells) and {c.lr for c in cells} == {3e-3}
+    assert len(cells) == 3 * 12 * 5
+    two = copy.deepcopy(T.SETTINGS) | {"lr_sweep": [1e-3, 3e-3]}
+    assert sum(c.sweep for c in R.plan(two)) == 3 * 12 * 2
 
 
 # ------------------------------------------------------ the stored records

@@ -256,7 +256,9 @@ def _loss_after(model, context: torch.Tensor, target: int) -> float:
 def test_nonoverlapping_windows_by_hand():
     model = _tiny_lm()
     blocks = torch.randint(11, (3, 17), generator=torch.Generator().manual_seed(0))  # span 8
-    got = X.nonoverlapping(model, blocks, 4)
+    losses = X.nonoverlapping(model, blocks, 4)
+    assert losses.shape == (3, 8)  # every token of the second halves, in block order
+    got = X.by_position(losses, 4)
     # the scored half of each block (tokens 8 .. 16) cut into windows of 4 inputs:
     # position p of a window starting at s predicts token s + p + 1 from tokens s .. s + p
     expected = torch.zeros(4)
@@ -268,9 +270,11 @@ def test_nonoverlapping_windows_by_hand():
                 )
     torch.testing.assert_close(got, expected / 6)
     # at N = span, one window per block: position 0 predicts token 9 from token 8 alone
-    whole = X.nonoverlapping(model, blocks, 8)
+    whole = X.by_position(X.nonoverlapping(model, blocks, 8), 8)
     first = sum(_loss_after(model, block[8:9], block[9]) for block in blocks) / 3
     assert whole.shape == (8,) and whole[0].item() == pytest.approx(first, rel=1e-5)
+    # token j of a block's second half: the same loss in windows of 4 when j % 4 == j % 8
+    torch.testing.assert_close(losses[:, :4], X.nonoverlapping(model, blocks, 8)[:, :4])
     with pytest.raises(ValueError, match="N must divide the span 8"):
         X.nonoverlapping(model, blocks, 3)
 
@@ -295,7 +299,7 @@ def test_sliding_with_the_stride_of_a_window_is_the_nonoverlapping_evaluation():
     blocks = torch.randint(11, (2, 17), generator=torch.Generator().manual_seed(2))
     # stride N: windows of N back to back over the last 8 tokens = the scored half
     torch.testing.assert_close(
-        X.sliding(model, blocks, 4, 4, 8), X.nonoverlapping(model, blocks, 4)
+        X.sliding(model, blocks, 4, 4, 8), X.by_position(X.nonoverlapping(model, blocks, 4), 4)
     )
 
 
@@ -401,6 +405,7 @@ def test_a_tiny_design_runs_and_is_recorded(tiny_run):
     assert set(fire["rows"]["fire"]["loss"]) == {"4", "8", "16"}
     assert len(fire["rows"]["fire"]["by_position"]["16"]) == 16
     assert len(fire["rows"]["fire"]["sliding_by_position"]["16"]) == 2
+    assert set(fire["rows"]["fire"]["loss_sliding_tokens"]) == {"4", "8", "16"}
     assert fire["fire_threshold"] > 0
     learned = next(r for r in text["runs"] if r["kind"] == "learned")
     assert set(learned["rows"]["learned"]["loss"]) == {"4"}  # no row beyond L

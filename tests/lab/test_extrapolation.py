@@ -544,15 +544,30 @@ SLICE = [
     ("text", "text", "alibi", 0),
 ]
 
-#: How far a re-run may drift from the record. Provisional: version 1's slice,
-#: re-run on another CPU model (Intel AVX-512 against the record's AMD AVX2), moved
-#: its losses by at most 2e-6; these models train longer (3,000 and 2,000 steps), so
-#: a difference in rounding has longer to grow. To be measured when the record is
-#: made (re-run the slice with 1 and 2 threads and deterministic algorithms off) and
-#: set to a few times the largest drift seen, far below what the chapters quote.
-LOSS_ATOL = {"tasks": 1e-3, "text": 1e-2}
-ACCURACY_ATOL = 0.01
+#: How far a re-run may drift from the record. On the CPU that made the record (same
+#: processor and vector extensions), one thread and deterministic algorithms give the
+#: same numbers: everything is compared to SAME_CPU_ATOL (the record rounds to 6
+#: decimals). On another CPU the float reductions run in another order, which was
+#: measured by re-running slice cells with 2 threads instead of 1 on the Intel Xeon of
+#: the pilot: ALiBi on text moved by at most 1e-4 anywhere (the 4-decimal rounding of
+#: the losses by position), so text is compared to TEXT_ATOL everywhere; RoPE on prefix
+#: (4,000 steps) moved its training loss (means of 10 steps) by up to 0.012, single
+#: fine-tune steps by up to 0.31, its accuracies at L by 0.001 and beyond L by up to
+#: 0.062 (YaRN at 8L: 0.68 against 0.62) and its losses at 8L by up to 0.46: a long
+#: training amplifies a rounding difference, as a different seed would, most of all
+#: far beyond L where the models fail. So a task cell from another CPU is compared on
+#: what the chapters' verdicts read, the mean accuracies, within twice the drift seen
+#: (at L 0.01, beyond L 0.15), and on its final training loss and validation accuracy.
+SAME_CPU_ATOL = 2e-6
+TEXT_ATOL = 1e-3
+TASK_ACCURACY_ATOL = {"at L": 0.01, "beyond L": 0.15}
+TASK_FINAL_LOSS_ATOL = 0.05
 EXACT = ("experiment", "task", "kind", "seed", "lr", "settings_sha256")
+
+
+def _same_cpu(record: dict) -> bool:
+    here = R._machine()
+    return all(record["machine"].get(k) == here[k] for k in ("processor", "isa"))
 
 
 def _drift(fresh, stored, atol: float, path: str = "") -> list[str]:
@@ -608,14 +623,17 @@ def test_the_slice_reproduces_the_record(experiment, task, kind, seed, tmp_path)
         fresh.pop(key), stored.pop(key)
     assert {k: fresh[k] for k in EXACT} == {k: stored[k] for k in EXACT}
     assert set(fresh) == set(stored)
-    drift = []
-    for key in ("loss", "curve", "finetune_losses", "fire_threshold"):
-        if key in stored:
-            drift += _drift(fresh[key], stored[key], LOSS_ATOL[experiment], key)
-    drift += _drift(
-        fresh["rows"],
-        stored["rows"],
-        ACCURACY_ATOL if experiment == "tasks" else LOSS_ATOL["text"],
-        "rows",
-    )
+    if _same_cpu(record) or experiment == "text":
+        atol = SAME_CPU_ATOL if _same_cpu(record) else TEXT_ATOL
+        drift = _drift(fresh, stored, atol)
+    else:
+        L = str(settings["L"])
+        drift = []
+        for row, result in stored["rows"].items():
+            for N, accuracy in result["accuracy"].items():
+                atol = TASK_ACCURACY_ATOL["at L" if N == L else "beyond L"]
+                drift += _drift(fresh["rows"][row]["accuracy"][N], accuracy, atol, f"{row}/{N}")
+        drift += _drift(fresh["loss"][-1], stored["loss"][-1], TASK_FINAL_LOSS_ATOL, "loss")
+        final = fresh["curve"]["accuracy"][-1], stored["curve"]["accuracy"][-1]
+        drift += _drift(*final, TASK_ACCURACY_ATOL["at L"], "curve/accuracy")
     assert drift == [], drift[:10]

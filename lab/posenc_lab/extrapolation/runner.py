@@ -262,9 +262,26 @@ def _machine() -> dict:
     return {
         "machine": platform.machine(),
         "processor": processor,
+        "isa": _vector_extensions(),
         "cpus": os.cpu_count(),
         "system": f"{platform.system()} {platform.release()}",
     }
+
+
+def _vector_extensions() -> str:
+    """The widest x86 vector extensions the CPU reports (they decide float rounding order)."""
+    try:
+        flags = next(
+            line.split(":", 1)[1].split()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        return "unknown"
+    for name in ("avx512f", "avx2", "avx", "sse4_2"):
+        if name in flags:
+            return name
+    return "other"
 
 
 def _versions() -> dict:

@@ -603,6 +603,53 @@ def test_drift_finds_what_it_must():
     assert _drift(moved, stored, 1e-3) == ["/loss[1]: 2.002 vs 2.0", "/kind: 'alibi' != 'rope'"]
 
 
+def slice_drift(record: dict, task: str, kind: str, seed: int, cells: Path) -> list[str]:
+    """Re-run one cell of ``record`` and say where it drifts beyond the tolerances."""
+    experiment, settings = record["experiment"], record["settings"]
+    stored = next(
+        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == (task, kind, seed)
+    )
+    stored = {k: v for k, v in stored.items() if k not in ("wall_s", "cpu_s")}
+    fresh = R.run_cell(R.Cell(experiment, task, kind, seed, stored["lr"]), settings, cells)
+    fresh = {k: v for k, v in fresh.items() if k not in ("wall_s", "cpu_s")}
+    exact = [f"{k}: {fresh[k]!r} != {stored[k]!r}" for k in EXACT if fresh[k] != stored[k]]
+    if exact or set(fresh) != set(stored):
+        return exact or [f"keys {sorted(set(fresh) ^ set(stored))} differ"]
+    if _same_cpu(record) or experiment == "text":
+        return _drift(fresh, stored, SAME_CPU_ATOL if _same_cpu(record) else TEXT_ATOL)
+    L, drift = str(settings["L"]), []
+    for row, result in stored["rows"].items():
+        for N, accuracy in result["accuracy"].items():
+            atol = TASK_ACCURACY_ATOL["at L" if N == L else "beyond L"]
+            drift += _drift(fresh["rows"][row]["accuracy"][N], accuracy, atol, f"{row}/{N}")
+    drift += _drift(fresh["loss"][-1], stored["loss"][-1], TASK_FINAL_LOSS_ATOL, "loss")
+    final = fresh["curve"]["accuracy"][-1], stored["curve"]["accuracy"][-1]
+    return drift + _drift(*final, TASK_ACCURACY_ATOL["at L"], "curve/accuracy")
+
+
+def test_the_slice_check_on_a_tiny_record(tiny_run, tmp_path):
+    _, records, _ = tiny_run
+    tasks, text = copy.deepcopy(records["tasks"]), copy.deepcopy(records["text"])
+    assert slice_drift(tasks, "prefix", "rope", 0, tmp_path) == []  # this CPU made it
+    assert slice_drift(text, "text", "fire", 0, tmp_path) == []
+    run = next(
+        r for r in tasks["runs"] if (r["task"], r["kind"], r["seed"]) == ("prefix", "rope", 0)
+    )
+    run["loss"][0] += 1e-5  # more than the rounding: found on the same CPU
+    found = slice_drift(tasks, "prefix", "rope", 0, tmp_path)
+    assert len(found) == 1 and found[0].startswith("/loss[0]: ")
+    # from another CPU, a task cell is compared on its accuracies and final numbers only
+    tasks["machine"]["processor"] = "another CPU"
+    assert slice_drift(tasks, "prefix", "rope", 0, tmp_path) == []
+    run["rows"]["rope+pi+ft"]["accuracy"]["16"] += 0.2
+    assert slice_drift(tasks, "prefix", "rope", 0, tmp_path)[0].startswith("rope+pi+ft/16: ")
+    run["settings_sha256"] = "made with other settings"
+    found = slice_drift(tasks, "prefix", "rope", 0, tmp_path)
+    assert found == [
+        f"settings_sha256: {R.settings_sha256(tasks['settings'])!r} != {run['settings_sha256']!r}"
+    ]
+
+
 @pytest.mark.parametrize(("experiment", "task", "kind", "seed"), SLICE)
 def test_the_slice_reproduces_the_record(experiment, task, kind, seed, tmp_path):
     path = RECORDS / f"extrapolation-{experiment}.json"
@@ -612,28 +659,6 @@ def test_the_slice_reproduces_the_record(experiment, task, kind, seed, tmp_path)
             "lab/README.md) is made on an idle machine; until then there is nothing to compare"
         )
     record = json.loads(path.read_text())
-    settings = record["settings"]
-    assert settings == R.EXPERIMENTS[experiment]  # the code and the record agree
-    stored = next(
-        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == (task, kind, seed)
-    )
-    cell = R.Cell(experiment, task, kind, seed, stored["lr"])
-    fresh = R.run_cell(cell, settings, tmp_path)
-    for key in ("wall_s", "cpu_s"):
-        fresh.pop(key), stored.pop(key)
-    assert {k: fresh[k] for k in EXACT} == {k: stored[k] for k in EXACT}
-    assert set(fresh) == set(stored)
-    if _same_cpu(record) or experiment == "text":
-        atol = SAME_CPU_ATOL if _same_cpu(record) else TEXT_ATOL
-        drift = _drift(fresh, stored, atol)
-    else:
-        L = str(settings["L"])
-        drift = []
-        for row, result in stored["rows"].items():
-            for N, accuracy in result["accuracy"].items():
-                atol = TASK_ACCURACY_ATOL["at L" if N == L else "beyond L"]
-                drift += _drift(fresh["rows"][row]["accuracy"][N], accuracy, atol, f"{row}/{N}")
-        drift += _drift(fresh["loss"][-1], stored["loss"][-1], TASK_FINAL_LOSS_ATOL, "loss")
-        final = fresh["curve"]["accuracy"][-1], stored["curve"]["accuracy"][-1]
-        drift += _drift(*final, TASK_ACCURACY_ATOL["at L"], "curve/accuracy")
+    assert record["settings"] == R.EXPERIMENTS[experiment]  # the code and the record agree
+    drift = slice_drift(record, task, kind, seed, tmp_path)
     assert drift == [], drift[:10]

@@ -326,7 +326,7 @@ def tiny_designs(corpus_dir: Path) -> list[dict]:
         "L": 8,
         "factors": [1, 2],
         "dim": 16,
-        "steps": 6,
+        "steps": {"copy": 6, "recall": 2, "prefix": 4},
         "warmup": 2,
         "check_every": 3,
         "log_every": 2,
@@ -393,8 +393,10 @@ def test_a_tiny_design_runs_and_is_recorded(tiny_run):
             if (r["task"], r["kind"]) == (run["task"], run["kind"])
         }
         assert chosen == T.choose_lr(sweep)
-        assert len(run["loss"]) == 3  # 6 steps, logged every 2
-        assert run["curve"]["step"] == [3, 6]
+        if run["task"] == "copy":  # 6 steps, logged every 2, checked every 3 and at the end
+            assert len(run["loss"]) == 3 and run["curve"]["step"] == [3, 6]
+        else:  # prefix: 4 steps
+            assert len(run["loss"]) == 2 and run["curve"]["step"] == [3, 4]
     rope = next(r for r in tasks["runs"] if r["kind"] == "rope")
     assert set(rope["rows"]) == {"rope", "rope+yarn-notemp", "rope+pi+ft"}
     assert list(rope["finetune_losses"]) == ["rope+pi+ft"]
@@ -511,7 +513,7 @@ def test_a_killed_run_resumes_from_its_files(tiny_run, tmp_path):
 def test_the_plan_and_the_cli(capsys):
     assert main(["--plan", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "tasks: 180 cells" in out and "text: 24 cells" in out
+    assert "tasks: 180 cells" in out and "text: 21 cells" in out
     with pytest.raises(SystemExit):
         main(["--jobs", "0"])
     with pytest.raises(SystemExit, match="not a setting"):

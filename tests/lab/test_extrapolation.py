@@ -513,7 +513,7 @@ def test_a_killed_run_resumes_from_its_files(tiny_run, tmp_path):
 def test_the_plan_and_the_cli(capsys):
     assert main(["--plan", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "tasks: 180 cells" in out and "text: 21 cells" in out
+    assert "tasks: 180 cells" in out and "text: 18 cells" in out
     with pytest.raises(SystemExit):
         main(["--jobs", "0"])
     with pytest.raises(SystemExit, match="not a setting"):

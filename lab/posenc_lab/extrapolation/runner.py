@@ -120,6 +120,9 @@ KIND_COST = {"rope": 1.1, "rope-llm": 1.1, "random": 1.08, "cope": 1.55}
 ROW_S = {"tasks": 0.15, "text": 12.0}
 ROW_COST = {"cope": 4.9, "fire": 1.6, "learned": 0.03}
 FINETUNE_STEP_S = {"tasks": 0.021, "text": 0.11}
+#: What else a cell costs: the validation checks, the data, loading the corpus (the pilot's
+#: text cells took 14 to 23 s more than their steps and rows).
+CELL_S = {"tasks": 1.0, "text": 15.0}
 
 
 def estimate_s(cell: Cell, settings: dict) -> float:
@@ -132,7 +135,8 @@ def estimate_s(cell: Cell, settings: dict) -> float:
     rows = rope_rows(cell.kind, tuple(settings["rope_rows"]))
     evaluation = len(rows) * ROW_S[e] * (ROW_COST.get(cell.kind, 1.0) if e == "text" else 1.0)
     n_ft = sum(row.endswith("+ft") for row in rows)
-    return train + evaluation + n_ft * settings["finetune_steps"] * FINETUNE_STEP_S[e]
+    finetune = n_ft * settings["finetune_steps"] * FINETUNE_STEP_S[e]
+    return CELL_S[e] + train + evaluation + finetune
 
 
 def calibrate(steps: int = 20) -> float:

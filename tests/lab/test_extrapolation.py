@@ -26,7 +26,7 @@ from posenc_lab.extrapolation import runner as R
 from posenc_lab.extrapolation import tasks as T
 from posenc_lab.extrapolation import text as X
 from posenc_lab.extrapolation.__main__ import main
-from posenc_lab.toy import T5_INIT_STD, ToyTransformer, prefix_batch
+from posenc_lab.toy import T5_INIT_STD, ToyTransformer, accuracy_by_position, prefix_batch
 
 
 @pytest.fixture(autouse=True)
@@ -146,6 +146,18 @@ def test_prefix_evaluation_copies_the_first_half():
         T.batch("sort", 2, 16, S, torch.Generator())
 
 
+def test_one_call_measures_accuracy_and_loss():
+    torch.manual_seed(0)
+    model = M.build_model("rope", 17, T.SETTINGS).eval()
+    generator = torch.Generator().manual_seed(0)
+    inputs, targets = T.batch("prefix", 8, 32, T.SETTINGS, generator, evaluation=True)
+    accuracy, loss = T._measure(model, inputs, targets)
+    expected = accuracy_by_position(model, inputs, targets)
+    torch.testing.assert_close(accuracy, expected, equal_nan=True)
+    assert accuracy[:16].isnan().all()  # the prefix and the separator: nothing to score
+    assert loss == pytest.approx(M.loss_of(model(inputs), targets).item())
+
+
 # ------------------------------------------------------------- RoPE regime
 
 
@@ -246,7 +258,9 @@ def _loss_after(model, context: torch.Tensor, target: int) -> float:
 def test_nonoverlapping_windows_by_hand():
     model = _tiny_lm()
     blocks = torch.randint(11, (3, 17), generator=torch.Generator().manual_seed(0))  # span 8
-    got = X.nonoverlapping(model, blocks, 4)
+    losses = X.nonoverlapping(model, blocks, 4)
+    assert losses.shape == (3, 8)  # every token of the second halves, in block order
+    got = X.by_position(losses, 4)
     # the scored half of each block (tokens 8 .. 16) cut into windows of 4 inputs:
     # position p of a window starting at s predicts token s + p + 1 from tokens s .. s + p
     expected = torch.zeros(4)
@@ -258,9 +272,11 @@ def test_nonoverlapping_windows_by_hand():
                 )
     torch.testing.assert_close(got, expected / 6)
     # at N = span, one window per block: position 0 predicts token 9 from token 8 alone
-    whole = X.nonoverlapping(model, blocks, 8)
+    whole = X.by_position(X.nonoverlapping(model, blocks, 8), 8)
     first = sum(_loss_after(model, block[8:9], block[9]) for block in blocks) / 3
     assert whole.shape == (8,) and whole[0].item() == pytest.approx(first, rel=1e-5)
+    # token j of a block's second half: the same loss in windows of 4 when j % 4 == j % 8
+    torch.testing.assert_close(losses[:, :4], X.nonoverlapping(model, blocks, 8)[:, :4])
     with pytest.raises(ValueError, match="N must divide the span 8"):
         X.nonoverlapping(model, blocks, 3)
 
@@ -285,7 +301,7 @@ def test_sliding_with_the_stride_of_a_window_is_the_nonoverlapping_evaluation():
     blocks = torch.randint(11, (2, 17), generator=torch.Generator().manual_seed(2))
     # stride N: windows of N back to back over the last 8 tokens = the scored half
     torch.testing.assert_close(
-        X.sliding(model, blocks, 4, 4, 8), X.nonoverlapping(model, blocks, 4)
+        X.sliding(model, blocks, 4, 4, 8), X.by_position(X.nonoverlapping(model, blocks, 4), 4)
     )
 
 
@@ -305,13 +321,14 @@ def test_eval_blocks_spread_over_the_validation_split():
 
 def tiny_designs(corpus_dir: Path) -> list[dict]:
     tasks = copy.deepcopy(T.SETTINGS) | {
+        "lr_sweep": [1e-3, 3e-3],
         "tasks": ["copy", "prefix"],
         "kinds": ["rope", "alibi"],
         "seeds": [0, 1],
         "L": 8,
         "factors": [1, 2],
         "dim": 16,
-        "steps": 6,
+        "steps": {"copy": 6, "recall": 2, "prefix": 4},
         "warmup": 2,
         "check_every": 3,
         "log_every": 2,
@@ -378,8 +395,10 @@ def test_a_tiny_design_runs_and_is_recorded(tiny_run):
             if (r["task"], r["kind"]) == (run["task"], run["kind"])
         }
         assert chosen == T.choose_lr(sweep)
-        assert len(run["loss"]) == 3  # 6 steps, logged every 2
-        assert run["curve"]["step"] == [3, 6]
+        if run["task"] == "copy":  # 6 steps, logged every 2, checked every 3 and at the end
+            assert len(run["loss"]) == 3 and run["curve"]["step"] == [3, 6]
+        else:  # prefix: 4 steps
+            assert len(run["loss"]) == 2 and run["curve"]["step"] == [3, 4]
     rope = next(r for r in tasks["runs"] if r["kind"] == "rope")
     assert set(rope["rows"]) == {"rope", "rope+yarn-notemp", "rope+pi+ft"}
     assert list(rope["finetune_losses"]) == ["rope+pi+ft"]
@@ -390,6 +409,7 @@ def test_a_tiny_design_runs_and_is_recorded(tiny_run):
     assert set(fire["rows"]["fire"]["loss"]) == {"4", "8", "16"}
     assert len(fire["rows"]["fire"]["by_position"]["16"]) == 16
     assert len(fire["rows"]["fire"]["sliding_by_position"]["16"]) == 2
+    assert set(fire["rows"]["fire"]["loss_sliding_tokens"]) == {"4", "8", "16"}
     assert fire["fire_threshold"] > 0
     learned = next(r for r in text["runs"] if r["kind"] == "learned")
     assert set(learned["rows"]["learned"]["loss"]) == {"4"}  # no row beyond L
@@ -440,6 +460,7 @@ def test_a_killed_run_resumes_from_its_files(tiny_run, tmp_path):
     sets = [
         f"tasks.{k}={json.dumps(tasks[k])}"
         for k in (
+            "lr_sweep",
             "steps",
             "warmup",
             "check_every",
@@ -494,7 +515,7 @@ def test_a_killed_run_resumes_from_its_files(tiny_run, tmp_path):
 def test_the_plan_and_the_cli(capsys):
     assert main(["--plan", "--jobs", "2"]) == 0
     out = capsys.readouterr().out
-    assert "tasks: 252 cells" in out and "text: 30 cells" in out
+    assert "tasks: 180 cells" in out and "text: 18 cells" in out
     with pytest.raises(SystemExit):
         main(["--jobs", "0"])
     with pytest.raises(SystemExit, match="not a setting"):
@@ -507,12 +528,12 @@ def test_the_choice_of_rate():
 
     assert T.choose_lr({1e-3: cell(2.0, 0.5), 3e-3: cell(1.0, 0.4)}) == 3e-3
     assert T.choose_lr({3e-3: cell(0.5), 1e-3: cell(0.5)}) == 1e-3  # a tie: the lower rate
-    # a single rate: no sweep, every reported cell at that rate
-    one = copy.deepcopy(T.SETTINGS) | {"lr_sweep": [2e-3]}
-    cells = R.plan(one)
-    assert not any(c.sweep for c in cells) and {c.lr for c in cells} == {2e-3}
-    assert len(cells) == len(one["tasks"]) * len(one["kinds"]) * len(one["seeds"])
-    assert sum(c.sweep for c in R.plan(T.SETTINGS)) == 3 * 12 * 2
+    # a single rate (the stored design): no sweep, every reported cell at that rate
+    cells = R.plan(T.SETTINGS)
+    assert not any(c.sweep for c in cells) and {c.lr for c in cells} == {3e-3}
+    assert len(cells) == 3 * 12 * 5
+    two = copy.deepcopy(T.SETTINGS) | {"lr_sweep": [1e-3, 3e-3]}
+    assert sum(c.sweep for c in R.plan(two)) == 3 * 12 * 2
 
 
 # ------------------------------------------------------ the stored records
@@ -527,15 +548,30 @@ SLICE = [
     ("text", "text", "alibi", 0),
 ]
 
-#: How far a re-run may drift from the record. Provisional: version 1's slice,
-#: re-run on another CPU model (Intel AVX-512 against the record's AMD AVX2), moved
-#: its losses by at most 2e-6; these models train longer (3,000 and 2,000 steps), so
-#: a difference in rounding has longer to grow. To be measured when the record is
-#: made (re-run the slice with 1 and 2 threads and deterministic algorithms off) and
-#: set to a few times the largest drift seen, far below what the chapters quote.
-LOSS_ATOL = {"tasks": 1e-3, "text": 1e-2}
-ACCURACY_ATOL = 0.01
+#: How far a re-run may drift from the record. On the CPU that made the record (same
+#: processor and vector extensions), one thread and deterministic algorithms give the
+#: same numbers: everything is compared to SAME_CPU_ATOL (the record rounds to 6
+#: decimals). On another CPU the float reductions run in another order, which was
+#: measured by re-running slice cells with 2 threads instead of 1 on the Intel Xeon of
+#: the pilot: ALiBi on text moved by at most 1e-4 anywhere (the 4-decimal rounding of
+#: the losses by position), so text is compared to TEXT_ATOL everywhere; RoPE on prefix
+#: (4,000 steps) moved its training loss (means of 10 steps) by up to 0.012, single
+#: fine-tune steps by up to 0.31, its accuracies at L by 0.001 and beyond L by up to
+#: 0.062 (YaRN at 8L: 0.68 against 0.62) and its losses at 8L by up to 0.46: a long
+#: training amplifies a rounding difference, as a different seed would, most of all
+#: far beyond L where the models fail. So a task cell from another CPU is compared on
+#: what the chapters' verdicts read, the mean accuracies, within twice the drift seen
+#: (at L 0.01, beyond L 0.15), and on its final training loss and validation accuracy.
+SAME_CPU_ATOL = 2e-6
+TEXT_ATOL = 1e-3
+TASK_ACCURACY_ATOL = {"at L": 0.01, "beyond L": 0.15}
+TASK_FINAL_LOSS_ATOL = 0.05
 EXACT = ("experiment", "task", "kind", "seed", "lr", "settings_sha256")
+
+
+def _same_cpu(record: dict) -> bool:
+    here = R._machine()
+    return all(record["machine"].get(k) == here[k] for k in ("processor", "isa"))
 
 
 def _drift(fresh, stored, atol: float, path: str = "") -> list[str]:
@@ -571,6 +607,53 @@ def test_drift_finds_what_it_must():
     assert _drift(moved, stored, 1e-3) == ["/loss[1]: 2.002 vs 2.0", "/kind: 'alibi' != 'rope'"]
 
 
+def slice_drift(record: dict, task: str, kind: str, seed: int, cells: Path) -> list[str]:
+    """Re-run one cell of ``record`` and say where it drifts beyond the tolerances."""
+    experiment, settings = record["experiment"], record["settings"]
+    stored = next(
+        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == (task, kind, seed)
+    )
+    stored = {k: v for k, v in stored.items() if k not in ("wall_s", "cpu_s")}
+    fresh = R.run_cell(R.Cell(experiment, task, kind, seed, stored["lr"]), settings, cells)
+    fresh = {k: v for k, v in fresh.items() if k not in ("wall_s", "cpu_s")}
+    exact = [f"{k}: {fresh[k]!r} != {stored[k]!r}" for k in EXACT if fresh[k] != stored[k]]
+    if exact or set(fresh) != set(stored):
+        return exact or [f"keys {sorted(set(fresh) ^ set(stored))} differ"]
+    if _same_cpu(record) or experiment == "text":
+        return _drift(fresh, stored, SAME_CPU_ATOL if _same_cpu(record) else TEXT_ATOL)
+    L, drift = str(settings["L"]), []
+    for row, result in stored["rows"].items():
+        for N, accuracy in result["accuracy"].items():
+            atol = TASK_ACCURACY_ATOL["at L" if N == L else "beyond L"]
+            drift += _drift(fresh["rows"][row]["accuracy"][N], accuracy, atol, f"{row}/{N}")
+    drift += _drift(fresh["loss"][-1], stored["loss"][-1], TASK_FINAL_LOSS_ATOL, "loss")
+    final = fresh["curve"]["accuracy"][-1], stored["curve"]["accuracy"][-1]
+    return drift + _drift(*final, TASK_ACCURACY_ATOL["at L"], "curve/accuracy")
+
+
+def test_the_slice_check_on_a_tiny_record(tiny_run, tmp_path):
+    _, records, _ = tiny_run
+    tasks, text = copy.deepcopy(records["tasks"]), copy.deepcopy(records["text"])
+    assert slice_drift(tasks, "prefix", "rope", 0, tmp_path) == []  # this CPU made it
+    assert slice_drift(text, "text", "fire", 0, tmp_path) == []
+    run = next(
+        r for r in tasks["runs"] if (r["task"], r["kind"], r["seed"]) == ("prefix", "rope", 0)
+    )
+    run["loss"][0] += 1e-5  # more than the rounding: found on the same CPU
+    found = slice_drift(tasks, "prefix", "rope", 0, tmp_path)
+    assert len(found) == 1 and found[0].startswith("/loss[0]: ")
+    # from another CPU, a task cell is compared on its accuracies and final numbers only
+    tasks["machine"]["processor"] = "another CPU"
+    assert slice_drift(tasks, "prefix", "rope", 0, tmp_path) == []
+    run["rows"]["rope+pi+ft"]["accuracy"]["16"] += 0.2
+    assert slice_drift(tasks, "prefix", "rope", 0, tmp_path)[0].startswith("rope+pi+ft/16: ")
+    run["settings_sha256"] = "made with other settings"
+    found = slice_drift(tasks, "prefix", "rope", 0, tmp_path)
+    assert found == [
+        f"settings_sha256: {R.settings_sha256(tasks['settings'])!r} != {run['settings_sha256']!r}"
+    ]
+
+
 @pytest.mark.parametrize(("experiment", "task", "kind", "seed"), SLICE)
 def test_the_slice_reproduces_the_record(experiment, task, kind, seed, tmp_path):
     path = RECORDS / f"extrapolation-{experiment}.json"
@@ -580,25 +663,6 @@ def test_the_slice_reproduces_the_record(experiment, task, kind, seed, tmp_path)
             "lab/README.md) is made on an idle machine; until then there is nothing to compare"
         )
     record = json.loads(path.read_text())
-    settings = record["settings"]
-    assert settings == R.EXPERIMENTS[experiment]  # the code and the record agree
-    stored = next(
-        r for r in record["runs"] if (r["task"], r["kind"], r["seed"]) == (task, kind, seed)
-    )
-    cell = R.Cell(experiment, task, kind, seed, stored["lr"])
-    fresh = R.run_cell(cell, settings, tmp_path)
-    for key in ("wall_s", "cpu_s"):
-        fresh.pop(key), stored.pop(key)
-    assert {k: fresh[k] for k in EXACT} == {k: stored[k] for k in EXACT}
-    assert set(fresh) == set(stored)
-    drift = []
-    for key in ("loss", "curve", "finetune_losses", "fire_threshold"):
-        if key in stored:
-            drift += _drift(fresh[key], stored[key], LOSS_ATOL[experiment], key)
-    drift += _drift(
-        fresh["rows"],
-        stored["rows"],
-        ACCURACY_ATOL if experiment == "tasks" else LOSS_ATOL["text"],
-        "rows",
-    )
+    assert record["settings"] == R.EXPERIMENTS[experiment]  # the code and the record agree
+    drift = slice_drift(record, task, kind, seed, tmp_path)
     assert drift == [], drift[:10]

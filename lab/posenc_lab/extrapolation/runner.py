@@ -109,16 +109,20 @@ def plan(settings: dict) -> list[Cell]:
     return sweep_cells(settings) + reported_cells(settings, lambda task, kind: first)
 
 
-#: The cost model: seconds on one idle core of the machine the pilot ran on (an Intel
-#: Xeon with 2 cores, where version 1's run copy/nope/seed 0 took 2.96 s of CPU time;
-#: lab/README.md gives the measurements). Per training step at L, by experiment; the
-#: kinds that cost more per step; per evaluated row; per fine-tune step at 2L. It orders
-#: the cells (longest first), drives the progress bar's time left and --plan.
-STEP_S = {"tasks": 0.0075, "text": 0.055}
-KIND_COST = {"rope": 1.15, "rope-llm": 1.15, "random": 1.05, "cope": 1.6}
-ROW_S = {"tasks": 0.15, "text": 8.3}
-ROW_COST = {"cope": 4.9, "fire": 2.7, "learned": 0.05}
-FINETUNE_STEP_S = {"tasks": 0.015, "text": 0.085}
+#: The cost model: seconds on one core of the 2-core Intel Xeon of the pilot, measured
+#: on 2 December 2026 between 00:25 and 00:30 UTC with nothing else of the experiment
+#: running (lab/README.md; this machine's speed varied by about 1.5x over the day).
+#: Per training step at L, by experiment; the kinds that cost more per step; per
+#: evaluated row; per fine-tune step at 2L. It orders the cells (longest first), drives
+#: the progress bar's time left and --plan.
+STEP_S = {"tasks": 0.0102, "text": 0.086}
+KIND_COST = {"rope": 1.1, "rope-llm": 1.1, "random": 1.08, "cope": 1.55}
+ROW_S = {"tasks": 0.15, "text": 12.0}
+ROW_COST = {"cope": 4.9, "fire": 1.6, "learned": 0.03}
+FINETUNE_STEP_S = {"tasks": 0.021, "text": 0.11}
+#: What else a cell costs: the validation checks, the data, loading the corpus (the pilot's
+#: text cells took 14 to 23 s more than their steps and rows).
+CELL_S = {"tasks": 1.0, "text": 15.0}
 
 
 def estimate_s(cell: Cell, settings: dict) -> float:
@@ -126,11 +130,13 @@ def estimate_s(cell: Cell, settings: dict) -> float:
     from posenc_lab.extrapolation.models import rope_rows
 
     e = cell.experiment
-    train = settings["steps"] * STEP_S[e] * KIND_COST.get(cell.kind, 1.0)
+    steps = tasks.steps_of(cell.task, settings)
+    train = steps * STEP_S[e] * KIND_COST.get(cell.kind, 1.0)
     rows = rope_rows(cell.kind, tuple(settings["rope_rows"]))
     evaluation = len(rows) * ROW_S[e] * (ROW_COST.get(cell.kind, 1.0) if e == "text" else 1.0)
     n_ft = sum(row.endswith("+ft") for row in rows)
-    return train + evaluation + n_ft * settings["finetune_steps"] * FINETUNE_STEP_S[e]
+    finetune = n_ft * settings["finetune_steps"] * FINETUNE_STEP_S[e]
+    return CELL_S[e] + train + evaluation + finetune
 
 
 def calibrate(steps: int = 20) -> float:
@@ -262,9 +268,26 @@ def _machine() -> dict:
     return {
         "machine": platform.machine(),
         "processor": processor,
+        "isa": _vector_extensions(),
         "cpus": os.cpu_count(),
         "system": f"{platform.system()} {platform.release()}",
     }
+
+
+def _vector_extensions() -> str:
+    """The widest x86 vector extensions the CPU reports (they decide float rounding order)."""
+    try:
+        flags = next(
+            line.split(":", 1)[1].split()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        return "unknown"
+    for name in ("avx512f", "avx2", "avx", "sse4_2"):
+        if name in flags:
+            return name
+    return "other"
 
 
 def _versions() -> dict:

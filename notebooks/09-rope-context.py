@@ -587,7 +587,7 @@ assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
 # 図の点線はペア 20 と 46 です。
 
-# %% tags=["deeper", "figure"] alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46 の位置です。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプは、回転数について線形な論文のランプより遅れて下がります。"]}
+# %% tags=["deeper"] alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46 の位置です。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプは、回転数について線形な論文のランプより遅れて下がります。"]}
 gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)  # linear in i
 assert_close(theta_yarn, (1 - gamma) * theta / s + gamma * theta)
 ratio = theta_yarn[~outside] / paper[~outside]
@@ -818,7 +818,7 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。cos と sin に掛けるだけでは、温度は回転する 64 次元にしか効きません。
 # `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数で、softmax のスケールはアテンションの側に属します。
 
-# %% tags=["deeper", "check"] summary={"en": "for both DeepSeek configurations the factor on cos and sin is 1, the frequencies and softmax scales are Hugging Face's, the scale carries the papers' constants, and the rotation keeps every norm", "ja": "DeepSeek の 2 つの設定で、cos と sin に掛かる係数は 1、周波数と softmax のスケールは Hugging Face の値と一致し、スケールは論文の定数を含み、回転はノルムを変えません"}
+# %% tags=["deeper"]
 # DeepSeek-V2 and V3, config.json: YaRN with factor 40 from 4096 positions,
 # base 1e4; qk_rope_head_dim 64, qk_nope_head_dim 128 (d_h + d^R_h = 192)
 mscale_of = {"V2": 0.707, "V3": 1.0}  # mscale = mscale_all_dim in both
@@ -1297,7 +1297,8 @@ for scaling in scalings.values():
 # divisor $\kappa_i = \theta_i/\theta'_i$ as a power of the factor,
 # $\log_s \kappa_i$, 0 for a pair kept and 1 for a pair divided by $s$. PI
 # slows every pair fully. NTK-aware scaling rises in a straight line, slowing
-# fast pairs a little and slow ones too little. YaRN keeps every pair left of
+# fast pairs a little and slow ones too little; dynamic NTK at $T = 2L$ rises
+# half as far. YaRN keeps every pair left of
 # $L/32$ (more than 32 turns within $L$) and slows fully every pair right of
 # $L$ (no full turn); Llama 3's rule does the same from $L/4$. Phi-3.5-mini's
 # LongRoPE lists ($s = 32$) differ: the long list already slows fast pairs,
@@ -1312,7 +1313,7 @@ for scaling in scalings.values():
 # 図はそれを 1 本の軸の上に並べます。
 # 横軸は元の波長を学習時の長さを単位として測ったもの $\lambda_i/L$、縦軸はそのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ を係数のべきで表したもの $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを完全に遅くします。
-# NTK-aware スケーリングは直線的に上がり、速いペアを少し遅くし、遅いペアは遅くし足りません。
+# NTK-aware スケーリングは直線的に上がり、速いペアを少し遅くし、遅いペアは遅くし足りません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
 # YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）をすべて完全に遅くします。Llama 3 の規則も同じことを $L/4$ から行います。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
 # 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。これは係数 2 の NTK-aware スケーリングです。
@@ -1334,7 +1335,7 @@ for label, ratio in zip(
 print("\n".join(table), end="")
 
 
-# %% tags=["check"] summary={"en": "the four static rules divide the last pair by 4; YaRN blends pairs 21-45 and Llama 3 pairs 36-45, between i_4 and i_1; dynamic NTK at 2L divides the last pair by 2 and at 4L equals NTK-aware with 4; the LongRoPE exponents are as stated", "ja": "4 つの静的な規則は最後のペアを 4 で割ります。YaRN はペア 21〜45、Llama 3 は i_4 と i_1 の間のペア 36〜45 を混ぜます。動的 NTK は 2L で最後のペアを 2 で割り、4L では係数 4 の NTK-aware に等しくなります。LongRoPE の指数は本文のとおりです"}
+# %% tags=["check"] summary={"en": "the four static rules divide the last pair by 4; YaRN blends pairs 21-45 and Llama 3 pairs 36-45, between i_4 and i_1; dynamic NTK at 2L divides the last pair by 2, lies at half the NTK-aware line, and at 4L equals NTK-aware with 4; the LongRoPE exponents are as stated", "ja": "4 つの静的な規則は最後のペアを 4 で割ります。YaRN はペア 21〜45、Llama 3 は i_4 と i_1 の間のペア 36〜45 を混ぜます。動的 NTK は 2L で最後のペアを 2 で割って NTK-aware の線の半分の高さにあり、4L では係数 4 の NTK-aware に等しくなります。LongRoPE の指数は本文のとおりです"}
 def blended_pairs(ratio):
     """Indices whose ratio is neither 1 (kept) nor 1/4 (interpolated)."""
     inside = ((ratio - 1).abs() > 1e-6) & ((ratio - 1 / 4).abs() > 1e-6)
@@ -1355,13 +1356,17 @@ assert_close(dyn_4L / theta, ratios["NTKScaling(4)"], rtol=1e-6, atol=0)
 exponent_long = kap_long.log() / math.log(32)
 assert (exponent_long[slow_phi] - 1.2).abs().max() < 0.01  # about s^1.2
 assert kap_short.max() < 2.85 and kap_long[12] > 7.6  # YaRN keeps pair 12
+# dynamic NTK at 2L, on the s = 4 axis: half the NTK-aware line
+half = ratios["dynamic 2L"].log() / ratios["NTKScaling(4)"].log()
+assert_close(half[1:], torch.full_like(half[1:], 0.5), rtol=1e-4, atol=0)
 
-# %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.3."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.3 より下にとどまります。"]}
+# %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1, dynamic NTK at T = 2L (NTK-aware with s_T = 2) from 0 to 1/2; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.3."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで、T = 2L の動的 NTK（s_T = 2 の NTK-aware）は 0 から 1/2 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.3 より下にとどまります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 4.2))
 wave_128 = (two_pi / theta / L).numpy()  # lambda_i / L, Llama 2's setting
-styles = (("C0", "--"), ("C1", "-"), ("C2", "-"), ("C3", "-."))
+styles = (("C0", "--"), ("C1", "-"), ("C2", "-"), ("C3", "-."), ("C4", ":"))
+labels = (*short_names, "NTK-aware, $s_T = 2$")  # dynamic NTK at T = 2L
 for ratio, label, (color, style) in zip(
-    list(ratios.values())[:4], short_names, styles, strict=True
+    ratios.values(), labels, styles, strict=True
 ):
     exponent = (-ratio.log() / math.log(4)).numpy()  # log_s kappa_i, s = 4
     ax.plot(wave_128, exponent, color=color, ls=style, label=label)

@@ -187,6 +187,16 @@ def test_footer_and_changelog_show_the_package_version(built_site):
     assert re.search(rf"^## {re.escape(posenc.__version__)}\b", changelog, re.M)
 
 
+def test_the_not_found_page_is_english_and_points_to_both_homes(built_site):
+    """A static host serves the root's 404.html for a missing address in
+    either language: the English build's page, which says it in both."""
+    html = (built_site.path / "404.html").read_text(encoding="utf-8")
+    assert re.search(r'<html lang="en"', html), html[:200]
+    assert "404 - Not found" in html and 'lang="ja"' in html
+    homes = re.findall(r'<a href="([^"]*)">(?:home page|日本語のトップページ)</a>', html)
+    assert homes == [built_site.base_url, built_site.base_url + "ja/"], homes
+
+
 # Japanese puts no space after or before 、 and 。. On a page, one shows up
 # where a line break of the source was not joined (hooks/japanese_lines.py,
 # join_cjk_lines) or where the source has a space. Whitespace next to a

@@ -668,7 +668,7 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：モデルが期待する数値と、cos をその場で計算するカーネル。**
-# Hugging Face、vLLM、`posenc` のモジュールは、どれも角度を float32 で作ってから cos をとります。
+# Hugging Face、vLLM、`posenc` のモジュールは、どれも float32 で作った角度の cos をとります。
 # さらに Hugging Face の Qwen3 は cos と sin をモデルの dtype に変換し、FlashAttention は $q$ の dtype の表しか受け付けません。
 # Hugging Face のようなコードで学習したモデルは、float32 で作った角度から求めた値を見てきました。
 # 多くの場合、その値はさらに bfloat16 に丸められています。
@@ -859,7 +859,7 @@ for rec in records.values():
 # 40 ラウンド計り、各ラウンドでは比較対象をランダムな順番で実行します（計り方は `lab/README.md` にあります）。
 # 1 スレッドと 2 スレッドで、ほかに何も動いていない CPU 2 個のマシンで計りました。
 # 下限は `torch.mul(x, 2.0, out=...)` で、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の値は、同じラウンドの下限の時間との比のラウンドにわたる中央値で、1 スレッド / 2 スレッドの順に示します。
+# 表の値は、同じラウンドの下限の時間との比のラウンドにわたる中央値です。「/」の左が 1 スレッド、右が 2 スレッドの値です。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -975,7 +975,7 @@ for name, rec in records.items():
 # 複数のパスを使う比較対象は、どれも 3 倍以上かかります。
 # ページフォールトは中央値に影響していません。中央値のラウンドでフォールトを起こす比較対象はなく、フォールトを起こした少数のサンプル（40 個のうち多くて 4 個）も、呼び出しあたり 1 ページだけです。
 # 下限は入力をメインメモリから読みます（呼び出しごとに 48 組の入力を順に使い、その大きさはシステムが報告するラストレベルキャッシュ（LLC）480 MiB の 2 倍です）。
-# 出力はそのキャッシュに残っているかもしれないので、下限との比は、あくまでこのマシンでの値です。
+# 出力はそのキャッシュに残ることがあるので、下限との比は、あくまでこのマシンでの値です。
 #
 # GPU を使えなかったので、GPU の計測記録はまだありません。
 # NVIDIA の GPU があるマシンなら、`python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` で作れます（準備の手順は `lab/README.md` にあり、このコマンドは CPU でのドライランで確かめてあります）。

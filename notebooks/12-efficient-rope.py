@@ -146,7 +146,8 @@ assert flops == 3 * x.numel()
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # We know of no eager real-valued formula that goes lower: we found no single ATen
 # operation that computes two products and a sum from $a_i$, $b_i$ and the tables,
-# and every operation writes its result to memory for the next to read. Meta's Llama keeps the members of a pair side by side (the
+# and every operation writes its result to memory for the next to read. Meta's Llama
+# keeps the members of a pair side by side (the
 # [interleaved layout](../docs/glossary.md#interleaved-layout)) and reads them as
 # complex numbers: one complex multiplication computes both products and the sum in
 # registers, which moves the floor in float32. In the half layout the partner of
@@ -879,19 +880,6 @@ names = [
 one, two = (records[t]["cases"] for t in ("1-thread", "2-threads"))
 
 
-def round_ratios(case, m):
-    """The ratio of m's time to the floor's, round by round."""
-    found = case["contenders"]
-    pairs = zip(
-        found[m]["samples_ms"], found["floor"]["samples_ms"], strict=True
-    )
-    return sorted(t / f for t, f in pairs)
-
-
-def quartiles(r):
-    return r[len(r) // 4], r[(3 * len(r)) // 4]
-
-
 def cell(c, m):
     if m not in one[c]["contenders"]:
         return ""
@@ -984,6 +972,20 @@ for name, rec in records.items():
 # %% tags=["check"] summary={"en": "both runs at a load average below 1, the one-thread quartiles within a fifth of the median; in both records, Hugging Face's formula at 5.0 and 5.3 times the floor against the 5.05 of its bytes, the one-pass contenders at 1.1 to 1.3 times, the others at 3 or more; no page fault in a median round, at most 4 faulting samples of one page; the pool of inputs; 17.5 µs; no GPU record is stored, and the command is the benchmark's", "ja": "両方の計測でロードアベレージは 1 未満、1 スレッドの四分位は中央値の 5 分の 1 以内です。両方の計測記録で、Hugging Face の式は下限の 5.0 倍と 5.3 倍でバイト数の比 5.05 に近く、1 回のパスの比較対象は 1.1 から 1.3 倍、ほかは 3 倍以上です。中央値のラウンドにページフォールトはなく、フォールトを起こしたサンプルは多くて 4 個で 1 ページずつです。入力の組の数、17.5 µs の値も本文どおりで、GPU の計測記録はまだなく、コマンドはベンチマークのものです"}
 from posenc_lab import gpu_bench
 
+
+def round_ratios(case, m):
+    """The ratio of m's time to the floor's, round by round, sorted."""
+    found = case["contenders"]
+    pairs = zip(
+        found[m]["samples_ms"], found["floor"]["samples_ms"], strict=True
+    )
+    return sorted(t / f for t, f in pairs)
+
+
+def quartiles(r):
+    return r[len(r) // 4], r[(3 * len(r)) // 4]
+
+
 RECORDS_TEXT = "update the claims of 'What the records show'"
 hf_ratios = []
 for rec in records.values():
@@ -1051,7 +1053,7 @@ assert "python -m posenc_lab.gpu_bench --json" in gpu_bench.__doc__
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。CPU でも GPU でも[メモリ律速](../docs/glossary.ja.md#memory-bound)なので、バイト数を数えましょう。
 # - float32 の成分あたり、Hugging Face の eager モードの式は下限の 5 倍の 40 バイトを動かし、`posenc` の eager モードのパスは 20 バイトを動かします。下限の 8 バイトに届くのは、1 回のパスで済ませる実装だけです。bfloat16 では Meta の複素数の掛け算も、下限の 4 バイトに対して 20 バイトを動かします。
 # - 融合カーネルは、トークン 1 つにプログラム 1 つを割り当てます。cos と sin の表の行は 1 回だけ読み込まれ、$q$ と $k$ のすべてのヘッドで使われるので、Llama 3 8B の形状では表の分は成分あたり 0.1 バイトです。
-# - 実際のシステムは RoPE をさらに融合します。KV キャッシュへの書き込みと、アテンションの中で、Qwen3 の QK-norm と融合します。Llama 4 のような重みのない正規化は RoPE と交換できます。
+# - 実際のシステムは RoPE をさらに融合します。KV キャッシュへの書き込みや Qwen3 の QK-norm と融合し、アテンションの中でも回転させます。Llama 4 のような重みのない正規化は RoPE と交換できます。
 # - float32 で作った角度は、表に使うかカーネルで使うかにかかわらず、位置に比例して精度を失います。bfloat16 の表の誤差は、どの位置でも約 $2^{-9}$ 以下です。より低い精度や TF32 で作った角度が壊れることは、実際に報告されています。
 # - デコードの 1 ステップのコストは、バイト数ではなく起動の数で、メモリを使い切ることもできません。融合したうえで、表を先に作り、ホストへの読み戻しをなくして、ステップを CUDA グラフとしてキャプチャしましょう。
 

@@ -10,9 +10,10 @@ explicitly (``from posenc.rope_triton import apply_rope_triton``).
 The kernel runs one program per token (batch row and sequence position).
 A program reads the token's position, then its row of ``cos`` and ``sin``
 (``r/2`` float32 values each), once, and rotates every head of ``q`` and
-then every head of ``k`` with it: per element one read and one write (8
-bytes in float32, 4 in bfloat16 and float16), plus ``4 r`` bytes of table
-per token, shared by all its heads. One launch for q and k, one program per
+then every head of ``k`` with it, a block of heads at a time (a block size
+for each tensor, so that few rows are masked): per element one read and one
+write (8 bytes in float32, 4 in bfloat16 and float16), plus ``4 r`` bytes
+of table per token, shared by all its heads. One launch for q and k, one program per
 token, is how vLLM's CUDA kernel (``csrc/pos_encoding_kernels.cu``: a
 thread block per token, a position per token into a cos/sin cache) and
 Liger Kernel's Triton kernel (``liger_kernel/ops/rope.py``, which also
@@ -48,15 +49,17 @@ _TILE = 4096
 
 
 @triton.jit
-def _round_to(x, dtype: tl.constexpr):
+def _round_to(x, dtype: tl.constexpr, RNE_IN_INTEGERS: tl.constexpr):
     """Round float32 ``x`` to ``dtype`` to nearest, ties to even, as ``torch`` does.
 
-    bfloat16 is rounded in integer arithmetic (add ``0x7FFF`` plus the last
-    kept bit, keep the top 16 bits; NaN stays NaN): Triton 3.9's interpreter
-    truncates in ``x.to(tl.bfloat16)``, where a GPU rounds to nearest even,
-    and one code path keeps the CPU check and the GPU run the same.
+    On a GPU ``x.to(dtype)`` does this (one ``cvt.rn`` instruction). Triton
+    3.9's interpreter truncates in ``x.to(tl.bfloat16)`` instead, so under the
+    interpreter (``RNE_IN_INTEGERS``) bfloat16 is rounded in integer
+    arithmetic: add ``0x7FFF`` plus the last kept bit, keep the top 16 bits
+    (NaN stays NaN). The CPU check then sees the GPU's bits, and the GPU
+    pays nothing for it.
     """
-    if dtype == tl.bfloat16:
+    if RNE_IN_INTEGERS and dtype == tl.bfloat16:
         bits = x.to(tl.uint32, bitcast=True)
         bits = bits + 0x7FFF + ((bits >> 16) & 1)
         bits = tl.where(x != x, 0x7FC00000, bits)  # a NaN whose payload the add would carry away
@@ -82,6 +85,7 @@ def _rotate_heads(
     BLOCK_H: tl.constexpr,
     INTERLEAVED: tl.constexpr,
     COPY_TAIL: tl.constexpr,
+    RNE_IN_INTEGERS: tl.constexpr,
 ):
     """Rotate the first ``2 * HALF`` features of ``n_heads`` heads; copy the tail if asked."""
     cols = tl.arange(0, HALF_P2)
@@ -103,8 +107,10 @@ def _rotate_heads(
         # as apply_rope's addcmul rounds them
         out_a = tl.fma(-b, s[None, :], a * c[None, :])
         out_b = tl.fma(a, s[None, :], b * c[None, :])
-        tl.store(dst + dst_head + a_col[None, :], _round_to(out_a, dst.dtype.element_ty), mask=ok)
-        tl.store(dst + dst_head + b_col[None, :], _round_to(out_b, dst.dtype.element_ty), mask=ok)
+        out_a = _round_to(out_a, dst.dtype.element_ty, RNE_IN_INTEGERS)
+        out_b = _round_to(out_b, dst.dtype.element_ty, RNE_IN_INTEGERS)
+        tl.store(dst + dst_head + a_col[None, :], out_a, mask=ok)
+        tl.store(dst + dst_head + b_col[None, :], out_b, mask=ok)
         if COPY_TAIL:  # out of place with r < h_d: the features past r pass through
             tail = tl.arange(0, TAIL_P2)
             tail_ok = (heads < n_heads)[:, None] & (tail < TAIL)[None, :]
@@ -147,12 +153,20 @@ def _rope_qk_kernel(
     HALF_P2: tl.constexpr,
     TAIL: tl.constexpr,
     TAIL_P2: tl.constexpr,
-    BLOCK_H: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_K: tl.constexpr,
     INTERLEAVED: tl.constexpr,
     COPY_TAIL: tl.constexpr,
     BACKWARD: tl.constexpr,
+    RNE_IN_INTEGERS: tl.constexpr,
 ):
-    """One program per token: read its position and table row once, rotate all its heads."""
+    """One program per token: read its position and table row once, rotate all its heads.
+
+    The heads of ``q`` and those of ``k`` are two loops, each over blocks of
+    its own size (``BLOCK_Q``, ``BLOCK_K``): ``q`` and ``k`` are separate
+    tensors with their own strides, and a block sized for ``q``'s heads
+    would leave most rows of ``k``'s masked.
+    """
     token = tl.program_id(0).to(tl.int64)
     bi = token // seq_len
     si = token % seq_len
@@ -182,9 +196,10 @@ def _rope_qk_kernel(
         HALF_P2,
         TAIL,
         TAIL_P2,
-        BLOCK_H,
+        BLOCK_Q,
         INTERLEAVED,
         COPY_TAIL,
+        RNE_IN_INTEGERS,
     )
     _rotate_heads(
         k,
@@ -200,9 +215,10 @@ def _rope_qk_kernel(
         HALF_P2,
         TAIL,
         TAIL_P2,
-        BLOCK_H,
+        BLOCK_K,
         INTERLEAVED,
         COPY_TAIL,
+        RNE_IN_INTEGERS,
     )
 
 
@@ -210,7 +226,12 @@ def _rope_qk_kernel(
 _INTERPRETED = not isinstance(_rope_qk_kernel, triton.runtime.JITFunction)
 
 
-def _launch(
+def _block_heads(n_heads: int, width: int) -> int:
+    """Heads per block: all of them, a power of two, up to ``_TILE`` elements per half."""
+    return min(triton.next_power_of_2(n_heads), max(1, _TILE // width))
+
+
+def _kernel_args(
     q: torch.Tensor,
     k: torch.Tensor,
     q_out: torch.Tensor,
@@ -222,18 +243,16 @@ def _launch(
     *,
     inplace: bool,
     backward: bool,
-) -> None:
-    """Run the kernel: ``q_out``, ``k_out`` are ``q``, ``k`` when ``inplace``. Arguments checked."""
+) -> tuple[tuple[int], tuple, dict]:
+    """The grid, the arguments and the keyword arguments of one launch (the tests compile them)."""
     b, n_q, s, h_d = q.shape
     n_k = k.shape[1]
-    if b * s == 0 or n_q == 0:
-        return
     half = cos.shape[-1]
     tail = h_d - 2 * half
     half_p2 = triton.next_power_of_2(half)
     tail_p2 = triton.next_power_of_2(max(tail, 1))
-    block_h = min(triton.next_power_of_2(max(n_q, n_k)), max(1, _TILE // max(half_p2, tail_p2)))
-    _rope_qk_kernel[(b * s,)](
+    width = max(half_p2, tail_p2)
+    args = (
         q,
         k,
         q_out,
@@ -252,16 +271,44 @@ def _launch(
         *positions.stride(),
         *cos.stride(),
         *sin.stride(),
+    )
+    options = dict(
         HALF=half,
         HALF_P2=half_p2,
         TAIL=tail,
         TAIL_P2=tail_p2,
-        BLOCK_H=block_h,
+        BLOCK_Q=_block_heads(n_q, width),
+        BLOCK_K=_block_heads(n_k, width),
         INTERLEAVED=layout == "interleaved",
         COPY_TAIL=tail > 0 and not inplace,
         BACKWARD=backward,
+        RNE_IN_INTEGERS=_INTERPRETED,
         enable_fp_fusion=False,  # the kernel fuses where it means to (tl.fma), nowhere else
     )
+    return (b * s,), args, options
+
+
+def _launch(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    q_out: torch.Tensor,
+    k_out: torch.Tensor,
+    positions: torch.Tensor,
+    cos: torch.Tensor,
+    sin: torch.Tensor,
+    layout: str,
+    *,
+    inplace: bool,
+    backward: bool,
+) -> None:
+    """Run the kernel: ``q_out``, ``k_out`` are ``q``, ``k`` when ``inplace``. Arguments checked."""
+    b, n_q, s, _ = q.shape
+    if b * s == 0 or n_q == 0:
+        return
+    grid, args, options = _kernel_args(
+        q, k, q_out, k_out, positions, cos, sin, layout, inplace=inplace, backward=backward
+    )
+    _rope_qk_kernel[grid](*args, **options)
 
 
 class _RopeQK(torch.autograd.Function):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -221,6 +222,80 @@ def test_bfloat16_rounds_to_nearest_even():
     assert expected[:5].tolist() == [1.0, 1 + 2**-6, 1 + 2**-7, 1.0, 2.0]  # what was checked
 
 
+def test_several_head_blocks_with_a_partial_last_one():
+    # at head size 128 a block holds at most 64 heads (_TILE = 4096 elements per half), so
+    # 96 query heads take two passes of the head loop, the second with 32 of its 64 rows
+    # masked; the 32 key heads take one block of their own
+    b, n_q, n_k, s, h_d = 1, 96, 32, 2, 128
+    q, k = randn((b, n_q, s, h_d), torch.bfloat16, 19), randn((b, n_k, s, h_d), torch.bfloat16, 20)
+    positions = torch.tensor([7, 300])
+    cos, sin = tables(h_d, 512)
+    grid, _, options = rope_triton._kernel_args(
+        q, k, q, k, positions, cos, sin, "half", inplace=False, backward=False
+    )
+    assert grid == (b * s,) and (options["BLOCK_Q"], options["BLOCK_K"]) == (64, 32)
+    rq, rk = apply_rope_triton(q, k, positions, cos, sin)
+    for out, x in ((rq, q), (rk, k)):
+        assert_rotation_close(out, reference(x, positions, h_d, "half"), x, h_d, "half")
+
+
+def _lanes_moved(launch):
+    """Bytes that ``launch()`` loads and stores in the interpreter: ``(asked, issued)``.
+
+    ``asked`` counts the lanes a mask lets through, ``issued`` every lane of
+    every ``tl.load`` and ``tl.store``, masked or not (a masked lane moves
+    nothing, but it occupies a thread). Neither sees how a GPU groups lanes
+    into 32-byte sectors.
+    """
+    from triton.runtime.interpreter import InterpreterBuilder
+
+    load, store = InterpreterBuilder.create_masked_load, InterpreterBuilder.create_masked_store
+    moved = {"asked": 0, "issued": 0}
+
+    def count(ptrs, mask):
+        size = ptrs.get_element_ty().primitive_bitwidth // 8
+        moved["asked"] += int(np.broadcast_to(mask.data, ptrs.data.shape).sum()) * size
+        moved["issued"] += ptrs.data.size * size
+
+    def counted_load(self, ptrs, mask, *rest):
+        count(ptrs, mask)
+        return load(self, ptrs, mask, *rest)
+
+    def counted_store(self, ptrs, value, mask, *rest):
+        count(ptrs, mask)
+        return store(self, ptrs, value, mask, *rest)
+
+    InterpreterBuilder.create_masked_load = counted_load
+    InterpreterBuilder.create_masked_store = counted_store
+    try:
+        launch()
+    finally:
+        InterpreterBuilder.create_masked_load = load
+        InterpreterBuilder.create_masked_store = store
+    return moved["asked"], moved["issued"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_bytes_per_element_are_the_fused_formula(dtype):
+    # Llama 3 8B's heads: per element of q and k, one read and one write (2e bytes) plus the
+    # token's table row (r/2 cos and r/2 sin in float32) and its int64 position, shared by
+    # its 40 heads: 2e + (4r + 8) / ((n_q + n_k) d). No lane is masked: the 8 key heads get
+    # a block of 8, not one sized for the 32 query heads.
+    n_q, n_k, d, tokens = 32, 8, 128, 4
+    q, k = randn((1, n_q, tokens, d), dtype, 21), randn((1, n_k, tokens, d), dtype, 22)
+    cos, sin = tables(d, 16)
+    positions = torch.tensor([3, 0, 9, 15])
+    asked, issued = _lanes_moved(lambda: apply_rope_triton(q, k, positions, cos, sin))
+    per_element = asked / (q.numel() + k.numel())
+    assert per_element == 2 * dtype.itemsize + (4 * d + 8) / ((n_q + n_k) * d)
+    assert issued == asked
+    # 24 query heads in a block of 32 and 6 key heads in a block of 8: 8 + 2 masked rows on
+    # every load and store (each row: both halves read and written)
+    q24, k6 = randn((1, 24, tokens, d), dtype, 23), randn((1, 6, tokens, d), dtype, 24)
+    asked, issued = _lanes_moved(lambda: apply_rope_triton(q24, k6, positions, cos, sin))
+    assert issued - asked == (8 + 2) * tokens * 2 * d * dtype.itemsize
+
+
 # ---------------------------------------------------------------------------
 # Backward: the gradient rotated by -theta, as autograd finds it through apply_rope
 # ---------------------------------------------------------------------------
@@ -324,47 +399,61 @@ def test_bad_options():
 # ---------------------------------------------------------------------------
 
 _COMPILE = r"""
-import json, re, sys
+import json, re, subprocess, sys, tempfile
+import torch
 import triton
 from triton.backends.compiler import GPUTarget
+from triton.backends.nvidia.compiler import CUDABackend, get_ptxas, sm_arch_from_capability
 from triton.compiler import ASTSource
-from posenc import rope_triton
+from triton.runtime.jit import create_function_from_signature
+from posenc import RotaryEmbedding, rope_triton
 
 fn = rope_triton._rope_qk_kernel
-element = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 found = {}
-for arch, dtype, layout, tail, backward in json.loads(sys.argv[1]):
-    signature = {}
-    for name in fn.arg_names:
-        if name in ("q", "k", "q_out", "k_out"):
-            signature[name] = "*" + element[dtype]
-        elif name == "positions":
-            signature[name] = "*i64"
-        elif name in ("cos", "sin"):
-            signature[name] = "*fp32"
-        elif name.isupper():
-            signature[name] = "constexpr"
-        else:
-            signature[name] = "i64"
-    constants = dict(
-        HALF=64, HALF_P2=64, TAIL=tail, TAIL_P2=max(tail, 1), BLOCK_H=16,
-        INTERLEAVED=layout == "interleaved", COPY_TAIL=tail > 0, BACKWARD=backward,
+for arch, dtype, layout, n_q, n_k, h_d, r, inplace, backward in json.loads(sys.argv[1]):
+    # apply_rope_triton's launch at these shapes, specialised as Triton's launcher does it
+    # (integers divisible by 16 and 16-byte aligned pointers marked, integers equal to 1
+    # made constants); CPU tensors stand in: only dtypes, strides and alignment matter
+    dt = getattr(torch, dtype)
+    q, k = torch.empty(1, n_q, 16, h_d, dtype=dt), torch.empty(1, n_k, 16, h_d, dtype=dt)
+    rope = RotaryEmbedding(r, max_positions=64)
+    positions = rope_triton._check_positions(torch.arange(16), 1, 16)
+    outs = (q, k) if inplace else (torch.empty_like(q), torch.empty_like(k))
+    grid, args, options = rope_triton._kernel_args(
+        q, k, *outs, positions, rope.cos_cached, rope.sin_cached, layout,
+        inplace=inplace, backward=backward,
     )
-    source = ASTSource(
-        fn=fn,
-        signature=signature,
-        constexprs={(fn.arg_names.index(k),): v for k, v in constants.items()},
-    )
+    target = GPUTarget("cuda", arch, 32)
+    backend = CUDABackend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, opts = binder(*args, **options)
+    opts, signature, constexprs, attrs = fn._pack_args(backend, options, bound, specialization, opts)
     kernel = triton.compile(
-        source, target=GPUTarget("cuda", arch, 32), options={"enable_fp_fusion": False}
+        ASTSource(fn, signature, constexprs, attrs), target=target, options=opts.__dict__
     )
     ptx = kernel.asm["ptx"]
-    found[f"{arch}-{dtype}-{layout}-{tail}-{backward}"] = {
+    with tempfile.TemporaryDirectory() as tmp:  # ptxas -v: registers and spills
+        with open(f"{tmp}/k.ptx", "w") as f:
+            f.write(ptx)
+        done = subprocess.run(
+            [get_ptxas(arch).path, "-v", "--fmad=false",
+             f"--gpu-name={sm_arch_from_capability(arch)}", f"{tmp}/k.ptx", "-o", f"{tmp}/k.o"],
+            capture_output=True, text=True,
+        )
+        assert done.returncode == 0, done.stderr
+    found[f"{arch}-{dtype}-{layout}-{n_q}/{n_k}x{h_d}-r{r}-{inplace}-{backward}"] = {
+        "layout": layout,
+        "dtype": dtype,
+        "blocks": [options["BLOCK_Q"], options["BLOCK_K"]],
         "cubin": len(kernel.asm["cubin"]),
         "fma_f32": len(re.findall(r"\bfma\.rn\.f32\b", ptx)),
         "f64": len(re.findall(r"\.f64\b", ptx)),
+        "ld_v4": len(re.findall(r"\bld\.global(?:\.\w+)*\.v4\.", ptx)),
+        "st_v4": len(re.findall(r"\bst\.global(?:\.\w+)*\.v4\.", ptx)),
+        "cvt_bf16": len(re.findall(r"\bcvt\.rn\.bf16", ptx)),
+        "registers": int(re.search(r"Used (\d+) registers", done.stderr).group(1)),
+        "spills": sum(int(n) for n in re.findall(r"(\d+) bytes spill", done.stderr)),
     }
-import torch
 
 try:  # compiled for a GPU, the kernel refuses CPU tensors with a named error
     rope_triton.apply_rope_triton(
@@ -378,19 +467,24 @@ print(json.dumps(found))
 
 
 def test_kernel_compiles_for_nvidia_gpus(tmp_path):
-    # Triton's own compiler, run without a GPU, turns every variant into PTX and a cubin
-    # (its bundled ptxas): the launch path the interpreter skips. The arithmetic is
-    # float32 fused multiply-adds, with no float64 instruction.
+    # Triton's own compiler, run without a GPU, turns the kernel into PTX and a cubin (its
+    # bundled ptxas) as apply_rope_triton launches it: the path the interpreter skips.
+    # The arithmetic is float32 fused multiply-adds, no float64; the half layout reads and
+    # writes each half-row with 128-bit instructions (ld/st.global.v4), the interleaved
+    # layout's stride-2 accesses are scalar; bfloat16 is rounded by the hardware's
+    # cvt.rn (the integer rounding is the interpreter's only); at 4 warps nothing spills and
+    # a thread needs at most 64 registers.
     import json
     import subprocess
     import sys
 
-    variants = [  # (arch, dtype, layout, features past r, backward)
-        (90, "float32", "half", 0, False),
-        (90, "bfloat16", "half", 0, False),
-        (90, "float16", "interleaved", 0, False),
-        (90, "bfloat16", "interleaved", 32, True),
-        (80, "bfloat16", "half", 64, False),
+    variants = [  # (arch, dtype, layout, n_q, n_k, h_d, r, inplace, backward)
+        (90, "bfloat16", "half", 32, 8, 128, 128, False, False),  # Llama 3 8B
+        (90, "float32", "half", 32, 8, 128, 128, False, False),
+        (90, "float16", "interleaved", 32, 8, 128, 128, True, False),
+        (90, "bfloat16", "interleaved", 32, 8, 128, 96, False, True),  # partial, backward
+        (80, "bfloat16", "half", 32, 8, 128, 64, False, False),  # half the head rotated
+        (90, "bfloat16", "half", 28, 4, 96, 96, False, False),  # r/2 = 48, padded to 64
     ]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path)  # compile afresh
@@ -399,13 +493,20 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=1800,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found.pop("cpu_error").startswith("q must be on a GPU for the compiled kernel")
     assert len(found) == len(variants)
+    assert found["90-bfloat16-half-32/8x128-r128-False-False"]["blocks"] == [32, 8]
     for name, asm in found.items():
         assert asm["cubin"] > 0, name
         assert asm["fma_f32"] >= 2, name  # a' and b', unrolled over the tile
         assert asm["f64"] == 0, name
+        assert asm["spills"] == 0 and asm["registers"] <= 64, name  # 8 programs an SM
+        if asm["layout"] == "half":
+            assert asm["ld_v4"] > 0 and asm["st_v4"] > 0, name
+        else:
+            assert asm["ld_v4"] == 0, name  # a and b two features apart: scalar accesses
+        assert (asm["cvt_bf16"] > 0) == (asm["dtype"] == "bfloat16"), name

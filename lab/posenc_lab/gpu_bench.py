@@ -14,8 +14,10 @@ Four implementations rotate the same queries and keys, each call rotating
 - ``eager_formula``: Hugging Face's ``x * cos + rotate_half(x) * sin`` on
   ``q`` and on ``k``, with ``cos`` and ``sin`` gathered per token before
   timing (in the input's dtype, as Hugging Face casts them);
-- ``triton_graph``: the out-of-place kernel captured once in a CUDA graph
-  (on the pool's first pair) and replayed: no Python, no launcher;
+- ``triton_graph``: the out-of-place kernel captured in CUDA graphs and
+  replayed, one graph per sample of ``number`` calls over the same pairs of
+  the pool as the other contenders: no Python, no launcher, and no input
+  left in L2 by an earlier call;
 - ``copy``: ``q_out.copy_(q)`` and ``k_out.copy_(k)`` into preallocated
   outputs: one read and one write of each, the least any out-of-place
   rotation moves.
@@ -34,11 +36,16 @@ time per call is recorded beside it (``host_median_us``), with the count
 of samples whose enqueueing outlasted the queued work
 (``host_bound_samples``: their device time may include host time). Each
 call takes the next of a pool of distinct ``(q, k)`` buffers, so
-large enough (at least three times the device's L2 cache, and two buffers)
-that a call does not find its inputs in L2 from an earlier call. Each
+large enough (at least three times the device's L2 cache, and two buffers;
+a multiple of ``number`` when larger than it, so that samples start at a
+few fixed pairs, one CUDA graph each) that a call does not find its inputs
+in L2 from an earlier call; ``triton_graph`` replays the same sequence of
+pairs, so that it differs from ``triton`` by the launches only. Outputs
+are not kept: an out-of-place call writes into a block that the next call
+reuses (the caching allocator's, or the graph's pool). Each
 round times every contender once, in an order drawn at random for that
 round from a seeded generator (the orders are recorded), after warm-up
-calls (which compile the kernels). The GPU's clocks, throttle reasons,
+samples (which compile the kernels). The GPU's clocks, throttle reasons,
 temperature and power are read with ``nvidia-smi`` before and after the
 run where it answers (``clocks_before``, ``clocks_after``; the clocks are
 not locked). The copy bandwidth of the device is
@@ -77,7 +84,16 @@ import torch
 from posenc import RotaryEmbedding, apply_rope
 from posenc_lab.references import rotate_half
 
-__all__ = ["Case", "build_cases", "clock_state", "main", "measure_copy_bandwidth", "run"]
+__all__ = [
+    "Case",
+    "build_cases",
+    "clock_state",
+    "main",
+    "measure_copy_bandwidth",
+    "pool_size",
+    "run",
+    "sample_starts",
+]
 
 #: Positions the prefill covers and the decode steps draw from.
 MAX_POSITIONS = 4096
@@ -247,11 +263,29 @@ class _Inputs:
     hf_sin: torch.Tensor
 
 
+def pool_size(case: Case, l2_bytes: int) -> int:
+    """Pairs of ``(q, k)`` to cycle through: at least ``3 * l2_bytes`` and 2.
+
+    Rounded up to a multiple of ``case.number`` when it exceeds it, so that the
+    samples (``number`` calls each, one after the other through the pool)
+    start at ``pool // number`` fixed pairs.
+    """
+    pair_bytes = case.elements() * case.torch_dtype.itemsize
+    n = max(2, math.ceil(3 * l2_bytes / pair_bytes))
+    if n > case.number:
+        n = math.ceil(n / case.number) * case.number
+    return n
+
+
+def sample_starts(n_pool: int, number: int) -> list[int]:
+    """The pairs at which samples start: the cursor moves ``number`` pairs a sample."""
+    return sorted({(c * number) % n_pool for c in range(n_pool)})
+
+
 def _inputs(case: Case, device: torch.device, l2_bytes: int, seed: int) -> _Inputs:
     g = torch.Generator(device="cpu").manual_seed(seed)
     dtype = case.torch_dtype
-    pair_bytes = case.elements() * dtype.itemsize
-    n_pool = max(2, math.ceil(3 * l2_bytes / pair_bytes))
+    n_pool = pool_size(case, l2_bytes)
     q_shape = (case.batch, case.n_q, case.seq, case.head_dim)
     k_shape = (case.batch, case.n_k, case.seq, case.head_dim)
     # one block per tensor, cut into n_pool contiguous pairs (a decode step needs thousands)
@@ -327,8 +361,8 @@ def _contenders(
         found["triton"] = ("posenc.rope_triton, out of place", fused)
         found["triton_inplace"] = ("posenc.rope_triton, in place", fused_inplace)
         found["triton_graph"] = (
-            "posenc.rope_triton, replayed from a CUDA graph",
-            _graphed(lambda: fused(0), positions.device),
+            "posenc.rope_triton, replayed from CUDA graphs",
+            _GraphReplay(fused, positions.device, len(pool), case.number),
         )
     if compile_backend is not None:
         module = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
@@ -346,32 +380,53 @@ def _contenders(
     return found
 
 
-def _graphed(call: Callable[[], object], device: torch.device) -> Callable[[int], object]:
-    """``call`` captured once in a CUDA graph; ``fn(i)`` replays it, whatever ``i``.
+class _GraphReplay:
+    """``call(i)`` for ``number`` consecutive pairs of the pool, captured in CUDA graphs.
 
-    A graph replays fixed addresses, so every replay rotates the pool's first
-    pair (at decode sizes it stays in L2, as the output of the projection
-    that precedes RoPE would). On the CPU (dry run) there is no graph:
-    ``fn(i)`` calls ``call`` directly, which checks the plumbing only.
+    One graph per pair at which a sample starts (:func:`sample_starts`);
+    :meth:`sample` replays the graph of a sample, which rotates the same
+    pairs as the other contenders' calls in that sample, so that replaying
+    differs from calling by the launches only, not by what L2 holds. Calling
+    the object with ``i`` (a sample's start) replays that graph and returns
+    the output of its first call, for the check. On the CPU (dry run) there
+    is no graph: the calls run directly, which checks the plumbing only.
     """
-    if device.type != "cuda":
-        return lambda i: call()
-    stream = torch.cuda.Stream(device)
-    stream.wait_stream(torch.cuda.current_stream(device))
-    with torch.cuda.stream(stream):  # warm up off the default stream, as capture needs
-        for _ in range(3):
-            call()
-    torch.cuda.current_stream(device).wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = call()
-    graph.out = out  # keep the graph's outputs alive with it
 
-    def replay(i: int) -> object:
+    def __init__(
+        self, call: Callable[[int], object], device: torch.device, n_pool: int, number: int
+    ) -> None:
+        self.call, self.n_pool, self.number = call, n_pool, number
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, object]] = {}
+        if device.type != "cuda":
+            return
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):  # warm up off the default stream, as capture needs
+            for i in range(3):
+                call(i % n_pool)
+        torch.cuda.current_stream(device).wait_stream(stream)
+        for first in sample_starts(n_pool, number):
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                kept = call(first)  # the first call's output, kept for the check
+                for j in range(1, number):
+                    call((first + j) % n_pool)  # dropped: the next call reuses its block
+            self.graphs[first] = (graph, kept)
+
+    def sample(self, first: int) -> None:
+        """The ``number`` calls from pair ``first`` on."""
+        if not self.graphs:
+            for j in range(self.number):
+                self.call((first + j) % self.n_pool)
+            return
+        self.graphs[first][0].replay()
+
+    def __call__(self, first: int) -> object:
+        if not self.graphs:
+            return self.call(first)
+        graph, kept = self.graphs[first]
         graph.replay()
-        return out
-
-    return replay
+        return kept
 
 
 def _check(
@@ -386,7 +441,7 @@ def _check(
     for name, (_, fn) in contenders.items():
         if name in ("copy", "triton_inplace"):
             continue
-        got = fn(0)  # triton_graph: a replay on the first pair
+        got = fn(0)  # triton_graph: the first call of the graph that starts at pair 0
         for actual, wanted in zip(got, expected, strict=True):  # type: ignore[arg-type]
             torch.testing.assert_close(actual, wanted, rtol=tol, atol=tol, msg=name)
     if "triton_inplace" in contenders:
@@ -435,9 +490,22 @@ def time_case(
     # enough queued device work to cover the host's enqueueing of a sample's calls
     clock = _Clock(device, queue_ahead_s=case.number * HOST_S_PER_CALL)
     n_pool = len(inputs.pool)
-    for _, fn in contenders.values():
-        for i in range(warmup):
-            fn(i % n_pool)
+
+    def sampler(fn: Callable[[int], object]) -> Callable[[int], None]:
+        """The ``number`` calls of one sample, from pair ``first`` on."""
+        if isinstance(fn, _GraphReplay):
+            return fn.sample
+
+        def calls(first: int) -> None:
+            for j in range(case.number):
+                fn((first + j) % n_pool)
+
+        return calls
+
+    samplers = {name: sampler(fn) for name, (_, fn) in contenders.items()}
+    for run_sample in samplers.values():  # warm-up samples, where the pool's samples start
+        for c in range(warmup):
+            run_sample((c * case.number) % n_pool)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     rng = random.Random(f"{seed}:{case.name}")  # str seeds are stable across runs
@@ -451,14 +519,9 @@ def time_case(
         order = rng.sample(names, len(names))
         orders.append(order)
         for name in order:
-            fn = contenders[name][1]
-            first = cursor
-
-            def calls(fn=fn, first=first) -> None:
-                for j in range(case.number):
-                    fn((first + j) % n_pool)
-
-            device_s, host_s, late = clock.time_both(calls)
+            device_s, host_s, late = clock.time_both(
+                lambda run=samplers[name], first=cursor: run(first)
+            )
             samples[name].append(device_s / case.number)
             host[name].append(host_s / case.number)
             host_bound[name] += late

@@ -127,6 +127,27 @@ def test_the_graph_contender_is_checked_and_recorded(record):
         assert "CUDA graph" in label
 
 
+def test_the_pool_spans_three_l2_caches_and_samples_start_at_fixed_pairs():
+    l2 = 50 * 2**20
+    decode = Case("decode", 1, 32, 8, 1, 128, "bfloat16", 100)  # 10 KiB a pair
+    n = gpu_bench.pool_size(decode, l2)
+    pair = 10 * 2**10
+    assert n % 100 == 0 and n * pair >= 3 * l2 > (n - 100) * pair
+    assert gpu_bench.sample_starts(n, 100) == list(range(0, n, 100))
+    prefill = Case("prefill", 1, 32, 8, 4096, 128, "bfloat16", 10)  # 40 MiB a pair
+    assert gpu_bench.pool_size(prefill, l2) == 4  # fewer pairs than calls in a sample
+    assert gpu_bench.sample_starts(4, 10) == [0, 2]  # the cursor moves 10 pairs a sample
+    assert gpu_bench.pool_size(prefill, 0) == 2
+
+
+def test_a_graph_sample_rotates_the_pairs_a_sample_of_calls_would():
+    # on the CPU there is no graph: the replay object makes the calls it would have captured
+    seen = []
+    replay = gpu_bench._GraphReplay(seen.append, torch.device("cpu"), 6, 4)
+    replay.sample(4)
+    assert seen == [4, 5, 0, 1]
+
+
 def test_clock_state_reads_nvidia_smi(monkeypatch):
     answer = "1980, 2619, 1980, 2619, 1980, 0x0000000000000000, 41, 120.5 W\n"
 

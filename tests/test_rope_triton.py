@@ -472,8 +472,8 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     # The arithmetic is float32 fused multiply-adds, no float64; the half layout reads and
     # writes each half-row with 128-bit instructions (ld/st.global.v4), the interleaved
     # layout's stride-2 accesses are scalar; bfloat16 is rounded by the hardware's
-    # cvt.rn (the integer rounding is the interpreter's only); at 4 warps nothing spills and
-    # a thread needs at most 64 registers.
+    # cvt.rn (the integer rounding is the interpreter's only); at 4 warps nothing spills, and
+    # in the half layout a thread needs at most 64 registers.
     import json
     import subprocess
     import sys
@@ -504,9 +504,10 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
         assert asm["cubin"] > 0, name
         assert asm["fma_f32"] >= 2, name  # a' and b', unrolled over the tile
         assert asm["f64"] == 0, name
-        assert asm["spills"] == 0 and asm["registers"] <= 64, name  # 8 programs an SM
+        assert asm["spills"] == 0, name
         if asm["layout"] == "half":
             assert asm["ld_v4"] > 0 and asm["st_v4"] > 0, name
+            assert asm["registers"] <= 64, name  # 8 programs of 128 threads fit an SM
         else:
             assert asm["ld_v4"] == 0, name  # a and b two features apart: scalar accesses
         assert (asm["cvt_bf16"] > 0) == (asm["dtype"] == "bfloat16"), name

@@ -175,8 +175,9 @@ import warnings
 
 import posenc.rope
 
-warnings.filterwarnings("ignore", "IProgress not found")  # transformers' tqdm
-from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+with warnings.catch_warnings():  # transformers' tqdm warns without ipywidgets
+    warnings.simplefilter("ignore")
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 x = torch.randn(1, 8, 64, 128)  # large enough for the three passes
 n = x.numel()
@@ -533,9 +534,8 @@ assert_close(dk, ek)
 # %% [markdown] lang="en"
 # ## Where production systems fuse RoPE
 #
-# A fused RoPE kernel still reads $q$ and $k$ from memory and writes them back, and
-# the next kernel reads them again. Production systems therefore fold RoPE into the
-# kernel before it or after it:
+# A fused RoPE kernel still reads $q$ and $k$ and writes them back for the next kernel
+# to read again, so production systems fold RoPE into a neighbouring kernel:
 #
 # | system | where RoPE runs | cos and sin |
 # |---|---|---|
@@ -614,10 +614,8 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 #
 # A float32 table of $n$ positions with $r/2$ cosines and $r/2$ sines per position
 # holds $4rn$ bytes: 64 MiB for the 131,072 positions of Llama 3.1 with $r = 128$.
-# vLLM casts its table to the model's dtype, 32 MiB of bfloat16 for a bfloat16 model;
-# `posenc`'s `RotaryEmbedding` keeps $8rn$ bytes (its `rot_cached`, $(n, 2, r)$, holds
-# the whole head's multipliers). Reading a row costs 0.1 byte per
-# element; computing cos and sin on the fly costs $r/2$ of each per token and no
+# vLLM casts its table to the model's dtype, 32 MiB of bfloat16 for a bfloat16 model.
+# Reading a row costs 0.1 byte per element; computing cos and sin on the fly costs $r/2$ of each per token and no
 # memory: both are small. What matters is numerical, and it comes from the angle. Hugging Face, vLLM and `posenc`
 # all form it in float32, as the product of a rounded frequency
 # $\hat\theta_i = \theta_i(1 + \varepsilon_i)$ and an exact integer position, rounded
@@ -635,7 +633,6 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # 位置ごとに $r/2$ 個の cos と $r/2$ 個の sin を持つ、$n$ 個の位置の float32 の表は $4rn$ バイトです。
 # Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
 # vLLM は表をモデルの dtype に変換するので、bfloat16 のモデルでは bfloat16 の 32 MiB です。
-# `posenc` の `RotaryEmbedding` は $8rn$ バイトを持ちます（形状 $(n, 2, r)$ の `rot_cached` が、ヘッド全体について正負を含めた係数を持つからです）。
 # 行を読むコストは成分あたり 0.1 バイトです。cos と sin をその場で計算すると、トークンあたりそれぞれ $r/2$ 回の計算がかかりますが、メモリは要りません。
 # どちらのコストもわずかです。
 # 効いてくるのは数値の違いで、それは角度から生じます。
@@ -691,8 +688,6 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 
 # %% tags=["check"] summary={"en": "the bound holds for Llama 3's frequencies at every position, about a hundredth of a radian at the end; posenc's table is the cosine of the float32 angle, not of the exact one; rounded to bfloat16 it is off by up to about 2^-9, more than the float32 angle's own error below p = 25,000 or so", "ja": "Llama 3 の周波数で、すべての位置について上界が成り立ち、最後の位置で約 0.01 ラジアンです。posenc の表は float32 の角度の cos で、厳密な角度の cos ではありません。bfloat16 に丸めると誤差は約 2^-9 までになり、p が約 25,000 より手前では float32 の角度の誤差そのものより大きくなります"}
 u = 2.0**-24
-big_table = RotaryEmbedding(128, max_positions=1024).rot_cached
-assert big_table.nbytes == 8 * 128 * 1024  # posenc's cache: 8 r n bytes
 i = torch.arange(64, dtype=torch.float64)
 theta = 500000.0 ** (-2 * i / 128)  # Llama 3's frequencies, exact
 theta32 = rope_frequencies(128, base=500000.0)  # float32, as HF forms them
@@ -1005,8 +1000,8 @@ assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # ## What to remember
 #
 # - RoPE does 3 flops per element against at least $2e$ bytes moved: on a GPU it is
-#   [memory bound](../docs/glossary.md#memory-bound). Count bytes, then test the count:
-#   on the records' CPU it ranks the contenders but does not predict their times.
+#   [memory bound](../docs/glossary.md#memory-bound). Count bytes, then test the count
+#   against measurements.
 # - Per float32 element, Hugging Face's eager formula moves 40 bytes, five times the
 #   floor, and `posenc`'s eager passes 20; only a single pass reaches 8.
 # - The fused kernel runs one program per token: the cos/sin row is loaded once for
@@ -1021,7 +1016,7 @@ assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を確かめましょう。計測記録の CPU では、バイト数で比較対象の順位はわかりますが、時間は予測できません。
+# - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめましょう。
 # - float32 の成分あたり、Hugging Face の eager モードの式は下限の 5 倍の 40 バイトを動かし、`posenc` の eager モードのパスは 20 バイトを動かします。下限の 8 バイトに届くのは、1 回のパスで済ませる実装だけです。
 # - 融合カーネルは、トークン 1 つにプログラム 1 つを割り当てます。cos と sin の表の行は 1 回だけ読み込まれて $q$ と $k$ のすべてのヘッドで使われるので、Llama 3 8B の形状では表の分は成分あたり 0.1 バイトです。
 # - 実際のシステムは RoPE をさらに融合します。KV キャッシュへの書き込みや Qwen3 の QK-norm と融合し、アテンションの中でも回転させます。Llama 4 のような重みのない正規化は RoPE と交換できます。

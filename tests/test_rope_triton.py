@@ -444,6 +444,7 @@ for arch, dtype, layout, n_q, n_k, h_d, r, inplace, backward in json.loads(sys.a
     found[f"{arch}-{dtype}-{layout}-{n_q}/{n_k}x{h_d}-r{r}-{inplace}-{backward}"] = {
         "layout": layout,
         "dtype": dtype,
+        "tail": h_d - r,
         "blocks": [options["BLOCK_Q"], options["BLOCK_K"]],
         "cubin": len(kernel.asm["cubin"]),
         "fma_f32": len(re.findall(r"\bfma\.rn\.f32\b", ptx)),
@@ -508,6 +509,6 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
         if asm["layout"] == "half":
             assert asm["ld_v4"] > 0 and asm["st_v4"] > 0, name
             assert asm["registers"] <= 64, name  # 8 programs of 128 threads fit an SM
-        else:
+        elif asm["tail"] == 0:  # the copied tail may load 128 bits
             assert asm["ld_v4"] == 0, name  # a and b two features apart: scalar accesses
         assert (asm["cvt_bf16"] > 0) == (asm["dtype"] == "bfloat16"), name

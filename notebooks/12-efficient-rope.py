@@ -622,7 +622,7 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # once more; with $|\varepsilon_i| \le \varepsilon$ and the unit roundoff $u = 2^{-24}$,
 # $$\lvert \mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i \rvert \le (\varepsilon + u + \varepsilon u)\, p\,\theta_i$$
 # an error that grows with the position, to about a hundredth of a radian at
-# $p = 131071$. Their tables hold the cosine of that angle (the first curve of the
+# $p = 131071$. The cosines they use are those of that angle (the first curve of the
 # figure). vLLM's cast to bfloat16 adds up to about $2^{-9}$, which dominates below
 # $p \approx 25{,}000$. Only a table built from float64 angles, which none of the three
 # builds, would stay within $2^{-24}$ of the true cosine.
@@ -640,7 +640,7 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # $|\varepsilon_i| \le \varepsilon$ とし、単位丸め誤差を $u = 2^{-24}$ とすると、次の式が成り立ちます。
 # $$\lvert \mathrm{fl}(p\,\hat\theta_i) - p\,\theta_i \rvert \le (\varepsilon + u + \varepsilon u)\, p\,\theta_i$$
 # この誤差は位置とともに大きくなり、$p = 131071$ では約 0.01 ラジアンに達します。
-# これらの表が持つのはこの角度の cos です（図の 1 つ目の曲線）。
+# 3 つが使う cos は、この角度の cos です（図の 1 つ目の曲線）。
 # vLLM の bfloat16 への変換は約 $2^{-9}$ までの誤差を加え、$p \approx 25{,}000$ より手前ではそちらが支配的です。
 # 真の cos との差がどの位置でも $2^{-24}$ 以内に収まるのは float64 の角度から作った表だけで、3 つのどれもそうは作っていません。
 

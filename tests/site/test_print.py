@@ -55,6 +55,11 @@ def test_book_holds_every_page_in_order(built_site, lang, prefix):
     contents = re.search(r'<nav class="book-contents">(.*?)</nav>', book, re.S)[1]
     assert re.findall(r'href="#([^"]+)"', contents) == [a for a, _ in articles]
     assert f'<html lang="{lang}" class="book">' in book
+    # the book's title is the site's name in its own language, as the home
+    # page's title ends ("ホーム - 位置エンコーディングを導く")
+    home = _plain(re.search(r"<title>(.*?)</title>", built_site.page(prefix), re.S)[1])
+    site_name = home.split(" - ")[-1]
+    assert _plain(re.search(r"<h1>(.*?)</h1>", book, re.S)[1]) == site_name
     record(f"book page {prefix}print/", {"pages of the site": len(articles), "bytes": len(book)})
 
 

@@ -235,19 +235,19 @@ assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 # ## What the direct computation costs
 #
 # The tensor $a^K$ holds a vector of size $d_z$ for every pair of positions: $n^2 d_z$
-# numbers per table and layer, $d_z$ times as many as the scores. Shaw et al. share
-# the tables across the heads and the sequences of a batch, which keeps it at
-# $n^2 d_z$ instead of $h\, n^2 d_z$ for $h$ heads. Huang et al. (2018), building
-# Music Transformer, counted the bill for one layer of $h = 8$ heads of size
-# $d_z = 64$ with one table per head, at $n = 2048$ positions, and compared it with
-# one vector per distance. The bytes follow from the shapes alone: a tensor on
+# numbers per table and layer, $d_z$ times as many as the scores. Shaw et al.
+# propose sharing the tables across the heads and the sequences of a batch, which
+# keeps it at $n^2 d_z$ instead of $h\, n^2 d_z$ for $h$ heads. Huang et al.
+# (2018), building Music Transformer, counted the bill for one layer of $h = 8$
+# heads of size $d_z = 64$ with one table per head, at $n = 2048$ positions, and
+# compared it with one vector per distance. The bytes follow from the shapes alone: a tensor on
 # PyTorch's `meta` device has a shape and a dtype but no storage.
 
 # %% [markdown] lang="ja"
 # ## 直接計算のコスト
 #
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
-# Shaw らは表をヘッド間でも、バッチ内の系列間でも共有します。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
+# Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
 # Music Transformer を作った Huang ら（2018）は、この量を 1 層について見積もりました。
 # 次元数 $d_z = 64$ のヘッドが $h = 8$ 個あってヘッドごとに表を持ち、位置は $n = 2048$ です。これを、距離ごとにベクトルを 1 つ持つ場合と比べています。
 # バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは、形状と dtype を持ちますが、データの領域を持ちません。

@@ -23,14 +23,14 @@
 # learned vectors $u$ and $v$.
 # A pad and two reshapes, the *relative shift*, line the scores per distance up with
 # the keys: exact for every key a query may see, with garbage beyond it that the mask
-# must hide, and wrong almost everywhere if the distances run the other way.
+# must hide, and wrong for most pairs if the distances run the other way.
 
 # %% [markdown] lang="ja"
 # # Transformer-XL の相対アテンション
 #
 # Transformer-XL は長い文章をセグメントに分けて読み、各セグメントが直前のセグメントのキャッシュ（メモリ）にもアテンションできるようにします。そこでは絶対位置がぶつかります。
 # Dai ら（2019）は、アテンションスコアを 4 つの項から組み立て直し、位置が距離 $i - j$ としてだけ入るようにしました。使うのは固定の正弦波 $R_{i-j}$ と、学習可能な 2 つのベクトル $u$、$v$ です。
-# 距離ごとのスコアをキーにそろえるのは、パディング 1 回と形状変換 2 回からなる「相対シフト」です。クエリが見てよいキーについては正確ですが、その先には無意味な値が残るのでマスクで隠す必要があり、距離の向きを逆にするとほとんどの組で誤ります。
+# 距離ごとのスコアをキーにそろえるのは、パディング 1 回と形状変換 2 回からなる「相対シフト」です。クエリが見てよいキーについては正確ですが、その先には無意味な値が残るのでマスクで隠す必要があり、距離の向きを逆にすると大半の組で誤ります。
 
 # %%
 import math

@@ -176,7 +176,7 @@ for ax, bidirectional, title in zip(axes, (True, False), titles, strict=True):
 axes[0].set(ylabel="$b(r)$", yticks=[0, 8, 16, 24, 31])
 plt.show()
 
-# %% tags=["check"] summary={"en": "bidirectional: b(r) = b̂(|r|) + 16[r > 0] and bucket 16 is never used; causal: every r ≥ 0 is bucket 0 and all 32 buckets are used", "ja": "双方向では b(r) = b̂(|r|) + 16[r > 0] でバケット 16 は使われず、因果的な設定では r ≥ 0 はすべてバケット 0 で、32 個すべてが使われます"}
+# %% tags=["check"] summary={"en": "bidirectional: a key after the query gets the bucket of the same distance before it plus 16, and bucket 16 is never used; causal: every r ≥ 0 is bucket 0 and all 32 buckets are used", "ja": "双方向では、クエリより後ろのキーは同じ距離だけ前にあるキーのバケットに 16 を足したバケットに入り、バケット 16 は使われません。因果的な設定では r ≥ 0 はすべてバケット 0 で、32 個すべてが使われます"}
 r = torch.arange(-300, 301)
 bi = t5_relative_position_bucket(r, bidirectional=True)  # B = 32, S = 16
 causal = t5_relative_position_bucket(r, bidirectional=False)  # B = 32, S = 32
@@ -237,7 +237,7 @@ assert set(causal.tolist()) == set(range(32))
 # この式だけから書いた float64 の短い関数は、$-300$ から $300$ までのすべての相対位置で `posenc` と同じバケットを返します。
 
 
-# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; b̂(n) = n below E, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の基準実装は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満では b̂(n) = n で、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
+# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; below E the bucket is the distance itself, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の基準実装は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満ではバケットが距離そのもので、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
 def reference_bucket(r, bidirectional, num_buckets=32, max_distance=128):
     """T5's bucket of one relative position r = j - i, in float64."""
     offset = 0
@@ -523,20 +523,14 @@ for side in (16, 32):  # bidirectional, causal
     E, D = side // 2, 128
     b_hat = t5_relative_position_bucket(-n, bidirectional=side == 16)
     starts[side] = [int(n[b_hat == b].min()) for b in range(E, side)]
+    ratio = (D / E) ** (1 / (side - E))
+    print(f"S = {side}: ratio {ratio:.4f}, last edge {D / ratio:.2f}")
     ends = [f"{s - 1}" for s in starts[side][1:]] + [""]
-    cells = [
-        f"{b:2d}: {lo}-{hi}"
-        for b, lo, hi in zip(range(E, side), starts[side], ends, strict=True)
-    ]
-    ratio, last_edge = (
-        (D / E) ** (1 / (side - E)),
-        D * (E / D) ** (1 / (side - E)),
-    )
-    print(f"S = {side}: ratio {ratio:.4f}, last edge {last_edge:.2f}")
+    ranges = zip(starts[side], ends, strict=True)
+    cells = [f"{E + t:2d}: {lo}-{hi}" for t, (lo, hi) in enumerate(ranges)]
     for row in range(0, len(cells), 4):
-        print(
-            "  " + " | ".join(f"{c:10s}" for c in cells[row : row + 4]).rstrip()
-        )
+        line = " | ".join(f"{c:10s}" for c in cells[row : row + 4])
+        print("  " + line.rstrip())
 
 
 # %% tags=["check"] summary={"en": "each bucket starts at the smallest integer n with n^(S−E)·E^t ≥ D^t·E^(S−E), the edge in integers; the last ones at ⌈e_(S−E−1)⌉ = 91 and 113; the widths are 4, 4, 7, 9, 14, 18, 27", "ja": "各バケットは n^(S−E)·E^t ≥ D^t·E^(S−E) を満たす最小の整数 n（整数で書いた境目）から始まり、最後のバケットは ⌈e_(S−E−1)⌉ = 91 と 113 から、幅は 4、4、7、9、14、18、27 です"}

@@ -25,6 +25,7 @@ WORDS_MAX, WORDS_MEDIAN = 3_000, 2_500
 SCREENS_MAX, SCREENS_MEDIAN = 20, 12
 SCREEN = (1280, 900)
 REWRITTEN = {"sinusoidal", "sinusoids-in-the-wild", "rope-context", "use-posenc"}
+REWRITTEN |= {"t5-buckets", "alibi"}  # chapters 06 and 07 (issue 27)
 
 
 class _MainPath(HTMLParser):

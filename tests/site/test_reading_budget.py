@@ -25,11 +25,13 @@ WORDS_MAX, WORDS_MEDIAN = 3_000, 2_500
 SCREENS_MAX, SCREENS_MEDIAN = 20, 12
 SCREEN = (1280, 900)
 REWRITTEN = {  # one per line, so that merges of rewrites do not collide
+    "alibi",
     "efficient-rope",
     "rope-context",
     "shaw-relative",
     "sinusoidal",
     "sinusoids-in-the-wild",
+    "t5-buckets",
     "transformer-xl",
     "use-posenc",
 }

@@ -180,7 +180,8 @@ plt.show()
 # 同じキーが、クエリごとに違って見えるようになります。その違いは、クエリがキーから見てどこにいるかだけで決まります。
 # キーのベクトルの寄与だけを取り出せば、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ です。
 # また $\sum_j \alpha_{ij} = 1$ なので、バリューのベクトルは通常の出力に、$2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
-# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章で 4 つの項に分けるスコアでいえば、Shaw らのスコアは項 $(a)$ と $(b)$、つまり内容どうしの比較と、内容と学習可能な相対位置ベクトルとの比較で、$(c)$ と $(d)$ はありません（Dai ら 2019、§3.3）。
+# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章ではスコアを 4 つの項に分けます。
+# Shaw らのスコアはそのうち項 $(a)$ と $(b)$ だけで、内容どうしの比較と、内容と学習可能な相対位置ベクトルとの比較にあたり、$(c)$ と $(d)$ はありません（Dai ら 2019、§3.3）。
 # テンソル全体で計算するときは、$(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` に渡します。
 
 
@@ -360,7 +361,7 @@ assert max(formed) < b * h * n * n * d_z
 # each pair. For the values, group the keys by their index: keys with the same
 # $c_{ij}$ bring the same vector, so
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
-# $\beta_{ir}$ is the attention that query $i$ pays to the distance bucket $r$, and
+# $\beta_{ir}$ is the attention that query $i$ pays to the keys with $c_{ij} = r$, and
 # `scatter_add` builds it from $\alpha$. The extra memory is $P$ and $\beta$,
 # $n(2k+1)$ numbers per head each, and the index $c_{ij}$, $n^2$ integers shared by
 # all heads (it could also be computed on the fly): nothing has a factor $n^2 d_z$
@@ -378,7 +379,7 @@ assert max(formed) < b * h * n * n * d_z
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
 # $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
 # 追加で要るメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
-# （インデックスはその場で計算することもできます。）$n^2 d_z$ に比例するものは、もうありません。
+# インデックスは保持せず、その場で計算してもかまいません。$n^2 d_z$ に比例するものは、もうありません。
 
 
 # %%
@@ -429,9 +430,9 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # $a^K$ はヘッド間で共有する 1 つだけを数えています（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
 # 距離ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
-# $n = 128$ 以上では、アテンションを段階ごとに計算するときに保持する $h\,n^2$ 個のスコアより小さくなります。
+# 融合しないアテンションが保持する $h\,n^2$ 個のスコアより、$n = 128$ 以上では小さくなります。
 # FlashAttention のような融合カーネルはこのスコアを保持しません。Shaw らの方法が融合カーネルに合わないのはこの点です。
-# バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルは $\alpha$ を書き出しません。
+# バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
 # またキーの項はクエリの内容に依存するバイアスなので、$h\,n^2$ 個の成分を持つテンソルとして渡すしかありません。
 
 # %% tags=["figure"] alt={"en": ["Log–log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7·10^11 B at the end; the distance form P, β, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["長さ n（64〜32768）に対する 1 層のメモリ（バイト）の両対数グラフ（h = 8、d_z = 64、k = 16）。実体化した a^K が最も大きく、最後は約 2.7·10^11 B です。距離ごとの形（P、β、インデックス c_ij）は最後にその約 32 分の 1 となり、n = 128 以上ではスコア e_ij より小さくなります。"]}
@@ -778,7 +779,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # そのため、$j = 5$ と $j = 6$（相対位置 $+3$ と $+4$）のトークンを入れ替えても、1 層目の $z_2$ は変わりません。
 # しかし、位置 5 と 6 での 1 層目の出力は、単に入れ替わるわけではありません。
 # それぞれの出力は、自分の周りの相対位置 $0$ と $\pm 1$ にどのトークンがあったかに依存し、入れ替えによってそれが変わるからです。
-# 2 層目のクエリ 2 から見ても、遠いキーは順序のない集まりのままです。しかし集まりに入っているベクトルが変わったので、出力は動きます
+# 2 層目のクエリ 2 から見ても、遠いキーは順序のない集まりのままです。ところが集まりに入っているベクトルが変わったので、出力は動きます
 # （この例では最大 0.095 です。どれだけ動くかは重みによります）。
 # 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を通って入ってきたのです。
 
@@ -884,7 +885,7 @@ assert_close(relative_shift(s3, k_len=n), want)
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** With uniform weights $\alpha_{ij} = 1/n$, $\beta_{ir}$ is the
-# number of keys in bucket $r$ divided by $n$. The buckets are the offsets
+# number of keys with $c_{ij} = r$ divided by $n$. These groups are the offsets
 # $\le -2$, $-1$, $0$, $+1$ and $\ge +2$; query $i$ has $\max(i - 1, 0)$ keys in the
 # first and $\max(n - 2 - i, 0)$ in the last, so the first count grows and the last
 # shrinks with $i$: all ten rows of $\beta$ differ, so $\beta$ tells every query
@@ -940,7 +941,7 @@ print(counts.T)
 # brought no further gain is stated in the text, without a table. The sharing of
 # the tables and the 7% slowdown are §3.3. The memory figures are from the list of
 # contributions in Huang et al.'s (2018) introduction; their skewing is §3.4.
-# Shaw's score as terms (a) and (b) is Dai et al. (2019, §3.3). tensor2tensor's functions are
+# Shaw's score as terms $(a)$ and $(b)$ is Dai et al. (2019, §3.3). tensor2tensor's functions are
 # read in `tensor2tensor/layers/common_attention.py` and ported here, since they
 # are TensorFlow code. Hugging Face's `relative_key` is that of transformers
 # 4.57.6 (`BertSelfAttention`, `BertEncoder.forward`), whose row lookups for
@@ -974,10 +975,10 @@ print(counts.T)
 # 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。どの設定も 1 回の学習です。
 # 正弦波位置エンコーディングを加えてもそれ以上の改善がなかったことは本文に書かれているだけで、表はありません。
 # 表の共有と 7% の速度低下は §3.3 にあります。メモリの値は Huang ら（2018）の序論の貢献の一覧にあり、スキューイングは §3.4 です。
-# Shaw らのスコアが項 (a) と (b) にあたることは Dai ら（2019、§3.3）によります。
+# Shaw らのスコアが項 $(a)$ と $(b)$ にあたることは Dai ら（2019、§3.3）によります。
 # tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で読み、TensorFlow のコードなのでここに移植しました。
 # Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）で、
-# 引かれた行は別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
+# $n = M = 6$ で引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
 #
 # ### 参考文献
 #

@@ -22,23 +22,22 @@
 # Built for every pair, these vectors cost $n^2 d_z$ numbers per table; grouped by
 # distance, they cost one score per query and distance, and for a causal model a
 # pad and a reshape line the scores up with the keys.
-# Beyond $k$, one layer sees the keys on each side as an unordered bag.
+# From distance $k$ on, one layer sees the keys on each side as an unordered bag.
 
 # %% [markdown] lang="ja"
 # # 相対位置表現（Shaw ら）
 #
 # Shaw、Uszkoreit、Vaswani（2018）は、位置をアテンションの内側に入れました。
-# 位置 $i$ のクエリと位置 $j$ のキーの組に、前後どちらにも最大 $k$ までにクリップした相対位置 $j - i$ の学習可能なベクトルを割り当て、キーとバリューに足します。
+# 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）に応じた学習可能なベクトルを 1 つ選び、キーとバリューに足します。
 # このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。距離ごとにまとめれば、クエリと距離の組ごとにスコアが 1 つで済み、
 # 因果的なモデルならパディングと形状変換だけでスコアをキーにそろえられます。
-# $k$ より先では、1 つの層から見ると両側のキーは順序のない集まりになります。
+# 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
 
 # %%
 import math
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from torch.testing import assert_close
 
 from posenc import RelativePositionEmbedding, attention
@@ -63,8 +62,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # so each table holds $2k+1$ vectors, $w^K_{-k}, \dots, w^K_{k}$, whatever the
 # length of the sequence. The paper gives two reasons to clip: precise offsets are
 # probably of little use far away, and every offset of a sequence longer than any
-# seen in training still has a vector. In its translation experiments every $k$
-# from 2 on did about equally well, and the key vectors alone about as well as both.
+# seen in training still has a vector (a motivation; longer sequences are not
+# tested). In its translation experiments, single runs each, every $k$ from 2 on
+# did about equally well, and the key vectors alone about as well as both.
 #
 # Offsets are key minus query, as on the [notation page](../docs/notation.md#positions):
 # negative for a key before its query. The next chapter,
@@ -77,7 +77,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown] lang="ja"
 # ## クリップした相対位置
 #
-# 絶対位置のエンコーディングは、最初の層の前で各トークンにベクトルを足します。アテンションが順序について学ぶことは、すべてその和から読み取るしかありません。
+# 絶対位置のエンコーディングは、最初の層の前で各トークンにベクトルを足します。アテンションは、順序についての情報をすべてその和から取り出すしかありません。
 # Shaw らは代わりに、セルフアテンションの入力を完全な有向グラフとして捉えます。
 # トークンごとに 1 つのノードがあり、各位置 $i$ から各位置 $j$ へ辺が張られています。
 # 辺は、ヘッドの次元数 $d_z$ の学習可能なベクトルを 2 つ持ちます。キー用の $a^K_{ij}$ とバリュー用の $a^V_{ij}$ です。
@@ -85,8 +85,8 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $$a^K_{ij} = w^K_{\mathrm{clip}(j-i,\,k)}, \qquad a^V_{ij} = w^V_{\mathrm{clip}(j-i,\,k)}, \qquad \mathrm{clip}(x, k) = \max(-k, \min(k, x))$$
 # したがって、系列の長さによらず、各表は $2k+1$ 個のベクトル $w^K_{-k}, \dots, w^K_{k}$ を持つだけです。
 # 論文はクリップする理由を 2 つ挙げています。遠く離れると正確な相対位置はおそらくあまり役に立たないこと、
-# そして学習で見たどの系列より長い系列でも、すべての相対位置にベクトルがあることです。
-# 翻訳の実験では、$k$ が 2 以上ならどの値でもほぼ同じ性能で、キーのベクトルだけでも両方を使う場合とほぼ同じでした。
+# そして学習で見たどの系列より長い系列でも、すべての相対位置にベクトルがあることです（これは動機で、長い系列での実験はありません）。
+# 翻訳の実験（それぞれ 1 回の学習）では、$k$ が 2 以上ならどの値でもほぼ同じ性能で、キーのベクトルだけでも両方を使う場合とほぼ同じでした。
 #
 # 相対位置は、[記法のページ](../docs/notation.ja.md#positions)と同じく、キーの位置からクエリの位置を引いたものです。キーがクエリより前にあれば負になります。
 # 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに距離 $i - j$ を使います。大きさは同じで、正負が逆です。
@@ -102,7 +102,7 @@ with torch.no_grad():
 print(f"table {tuple(rel.embedding.weight.shape)}, a {tuple(a.shape)}", end="")
 
 
-# %% tags=["check"] summary={"en": "every a_ij is the table's row clip(j − i, k) + k; offsets k, k + 1, ... share one vector, and so do −k, −k − 1, ...; q new queries get the last q rows", "ja": "どの a_ij も表の行 clip(j − i, k) + k で、相対位置 k, k + 1, ... は 1 つのベクトルを共有し、−k, −k − 1, ... も同様です。新しい q 個のクエリは最後の q 行を受け取ります"}
+# %% tags=["check"] summary={"en": "every a_ij is the table's row clip(j − i, k) + k; q new queries get the last q rows", "ja": "どの a_ij も表の行 clip(j − i, k) + k です。新しい q 個のクエリには rel(n, n) の最後の q 行が対応します"}
 def clip(x, k):
     return max(-k, min(k, x))
 
@@ -112,12 +112,6 @@ assert w.shape == (2 * k_clip + 1, d_z)
 for i in range(n):
     for j in range(n):  # a_ij = w_clip(j-i, k)
         assert torch.equal(a[i, j], w[clip(j - i, k_clip) + k_clip])
-# offsets 3, 4, ... share one vector, and so do -3, -4, ...
-vec = {o: a[max(0, -o), max(0, -o) + o] for o in range(-(n - 1), n)}
-for o1 in vec:
-    for o2 in vec:
-        same_side = min(o1, o2) >= k_clip or max(o1, o2) <= -k_clip
-        assert torch.equal(vec[o1], vec[o2]) == (o1 == o2 or same_side)
 with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
     for q_len in range(n + 1):
         assert torch.equal(rel(q_len, n), a[n - q_len :])
@@ -126,8 +120,9 @@ with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
 # The heatmap draws the clipped offsets for $n = 24$ and $k = 4$, query $i$ down and
 # key $j$ across. Each diagonal holds one offset. The diagonals $j - i = \pm k$
 # already carry $w_{\pm k}$, the vectors of every diagonal beyond them, so one layer
-# tells distances apart only for $|j - i| \le k - 1$, on the $2k - 1$ central
-# diagonals; beyond them the two triangles are flat. When a decoder generates with a
+# tells apart the offsets $-(k-1), \dots, k-1$ of the $2k - 1$ central diagonals,
+# from each other and from the rest; all offsets from $k$ on look alike, and so do
+# all from $-k$ down: the two triangles are flat. When a decoder generates with a
 # [KV cache](../docs/glossary.md#kv-cache), the $q$ new queries are the last $q$ of
 # the $n$ tokens, and `rel(q, n)` returns the last $q$ rows of `rel(n, n)`.
 
@@ -135,11 +130,12 @@ with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
 # 下のヒートマップは、$n = 24$、$k = 4$ でクリップした相対位置を描いたものです。縦がクエリ $i$、横がキー $j$ です。
 # 各対角線には 1 つの相対位置だけが並びます。
 # 対角線 $j - i = \pm k$ にはすでに、それより外側のすべての対角線と同じベクトル $w_{\pm k}$ が割り当てられています。
-# そのため 1 つの層が距離を区別できるのは $|j - i| \le k - 1$、つまり中央の $2k - 1$ 本の対角線だけで、その外側の 2 つの三角形は一様になります。
+# そのため 1 つの層が区別できるのは、中央の $2k - 1$ 本の対角線の相対位置 $-(k-1), \dots, k-1$ を互いに、また残りとの間で区別することだけです。
+# $k$ 以上の相対位置はどれも同じに見え、$-k$ 以下も同様です。外側の 2 つの三角形は値が一定になります。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
 # `rel(q, n)` は `rel(n, n)` の最後の $q$ 行を返します。
 
-# %% tags=["figure"] alt={"en": ["Heatmap of the clipped offset clip(j − i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from −3 to 3; from the diagonals ±4 outwards the two triangles are flat, −4 (blue) below and 4 (red) above."], "ja": ["n = 24、k = 4 でクリップした相対位置 clip(j − i, k) のヒートマップ（縦軸はクエリ i、横軸はキー j、0〜23）。値が変わるのは中央の 7 本の対角線だけで、−3 から 3 まで並びます。対角線 ±4 から外側の 2 つの三角形は一様で、下が −4（青）、上が 4（赤）です。"]}
+# %% tags=["figure"] alt={"en": ["Heatmap of the clipped offset clip(j − i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from −3 to 3; from the diagonals ±4 outwards the two triangles are flat, −4 (blue) below and 4 (red) above."], "ja": ["n = 24、k = 4 でクリップした相対位置 clip(j − i, k) のヒートマップ（縦軸はクエリ i、横軸はキー j、0〜23）。値が変わるのは中央の 7 本の対角線だけで、−3 から 3 まで並びます。対角線 ±4 から外側の 2 つの三角形は値が一定で、下が −4（青）、上が 4（赤）です。"]}
 big_n, big_k = 24, 4
 grid = torch.arange(big_n)
 clipped = (grid[None, :] - grid[:, None]).clamp(-big_k, big_k)
@@ -166,7 +162,10 @@ plt.show()
 # amount that depends only on where the query stands relative to it. The key vectors
 # alone are an additive bias on the scores, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$;
 # and since $\sum_j \alpha_{ij} = 1$, the value vectors add to the ordinary output a
-# weighted average of the $2k+1$ vectors $w^V_r$. With whole tensors, the
+# weighted average of the $2k+1$ vectors $w^V_r$. In the four-term score of
+# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#from-absolute-to-relative-four-terms),
+# Shaw's score is terms $(a)$ and $(b)$, content against content and content against
+# a learned offset vector, without $(c)$ and $(d)$ (Dai et al. 2019, §3.3). With whole tensors, the
 # $(n, n, d_z)$ tensors $a^K$ and $a^V$ enter through `einsum`:
 
 # %% [markdown] lang="ja"
@@ -179,8 +178,10 @@ plt.show()
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
 # softmax は変わりません。
 # 同じキーが、クエリごとに違って見えるようになります。その違いは、クエリがキーから見てどこにいるかだけで決まります。
-# キーのベクトルだけなら、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ にすぎません。
+# キーのベクトルの寄与だけを取り出せば、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ です。
 # また $\sum_j \alpha_{ij} = 1$ なので、バリューのベクトルは通常の出力に、$2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
+# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章ではスコアを 4 つの項に分けます。
+# Shaw らのスコアはそのうち項 $(a)$ と $(b)$ だけで、内容どうしの比較と、内容と学習可能な相対位置ベクトルとの比較にあたり、$(c)$ と $(d)$ はありません（Dai ら 2019、§3.3）。
 # テンソル全体で計算するときは、$(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` に渡します。
 
 
@@ -192,7 +193,7 @@ def shaw_materialised(q, key, v, a_k, a_v):
     return alpha @ v + torch.einsum("...ij,ijd->...id", alpha, a_v)
 
 
-# %% tags=["check"] summary={"en": "the tensor form is the two equations computed entry by entry; with zero tables it is ordinary attention, with a^V = 0 attention with the bias; the value term is a weighted average of the w^V_r", "ja": "テンソルでの計算は 2 つの式を成分ごとに計算したものと一致し、表が 0 なら通常のアテンション、a^V = 0 ならバイアス付きのアテンションになります。バリューの項は w^V_r の重み付き平均です"}
+# %% tags=["check"] summary={"en": "the tensor form is the two equations computed entry by entry; with zero tables it is ordinary attention, with a^V = 0 attention with the bias", "ja": "テンソルでの計算は 2 つの式を成分ごとに計算したものと一致し、表が 0 なら通常のアテンション、a^V = 0 ならバイアス付きのアテンションになります"}
 n, d_z, k_clip = 7, 8, 2
 x = torch.randn(n, d_z)
 w_q, w_k, w_v = (torch.randn(d_z, d_z) / math.sqrt(d_z) for _ in range(3))
@@ -226,11 +227,6 @@ bias = torch.einsum("id,ijd->ij", q, a_k) / math.sqrt(d_z)
 with_bias = attention(q, key, v, bias=bias)
 assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 
-# the value term is a weighted average of the 2k+1 vectors w^V_r
-e = q @ key.T + torch.einsum("id,ijd->ij", q, a_k)
-alpha = torch.softmax(e / math.sqrt(d_z), -1)
-assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
-
 # %% [markdown] lang="en"
 # ## What the direct computation costs
 #
@@ -240,17 +236,18 @@ assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
 # keeps it at $n^2 d_z$ instead of $h\, n^2 d_z$ for $h$ heads. Huang et al.
 # (2018), building Music Transformer, counted the bill for one layer of $h = 8$
 # heads of size $d_z = 64$ with one table per head, at $n = 2048$ positions, and
-# compared it with one vector per distance. The bytes follow from the shapes alone: a tensor on
-# PyTorch's `meta` device has a shape and a dtype but no storage.
+# compared it with one vector per distance; their 8.5 GB is 8.59 GB cut short. The
+# bytes follow from the shapes alone: a tensor on PyTorch's `meta` device has a
+# shape and a dtype but no storage.
 
 # %% [markdown] lang="ja"
 # ## 直接計算のコスト
 #
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
 # Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
-# Music Transformer を作った Huang ら（2018）は、この量を 1 層について見積もりました。
-# 次元数 $d_z = 64$ のヘッドが $h = 8$ 個あってヘッドごとに表を持ち、位置は $n = 2048$ です。これを、距離ごとにベクトルを 1 つ持つ場合と比べています。
-# バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは、形状と dtype を持ちますが、データの領域を持ちません。
+# Music Transformer の Huang ら（2018）は、1 層あたりのこの量を、距離ごとにベクトルを 1 つ持つ場合と比べました。
+# 条件は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個でヘッドごとに表を持ち、位置が $n = 2048$ の場合です。論文の 8.5 GB は 8.59 GB の端数を切り捨てた値です。
+# バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは形状と dtype だけを持ち、データ用のメモリは確保しません。
 
 
 # %%
@@ -262,18 +259,19 @@ def nbytes(*shape, dtype=torch.float32):
 n, h, d_z = 2048, 8, 64
 pair = nbytes(n, n, d_z)  # a^K: one d_z-vector per pair (i, j)
 per_distance = nbytes(n, d_z)  # one d_z-vector per distance
-print(
-    f"per pair:     {pair / 1e9:.1f} GB per head, {h * pair / 1e9:.1f} GB"
+report = (
+    f"per pair:     {pair / 1e9:.2f} GB per head, {h * pair / 1e9:.2f} GB"
     f" per layer\nper distance: {per_distance / 1e6:.2f} MB per head,"
-    f" {h * per_distance / 1e6:.1f} MB per layer",
-    end="",
+    f" {h * per_distance / 1e6:.2f} MB per layer"
 )
+print(report, end="")
 
-# %% tags=["check"] summary={"en": "the bytes are Huang et al.'s figures: 1.1 GB per head and 8.5 GB per layer (8.59, cut short) for the pairs, 0.52 MB and 4.2 MB per distance", "ja": "バイト数は Huang らの値どおりです。組ごとならヘッドあたり 1.1 GB、層あたり 8.5 GB（8.59 の切り捨て）、距離ごとなら 0.52 MB と 4.2 MB です"}
-assert pair == 2**30 and round(pair / 1e9, 1) == 1.1
-assert 8.5 <= h * pair / 1e9 < 8.6  # printed as 8.5 GB
-assert round(per_distance / 1e6, 2) == 0.52
-assert round(h * per_distance / 1e6, 1) == 4.2
+# %% tags=["check"] summary={"en": "the printed bytes give Huang et al.'s figures: 1.1 GB per head and 8.5 GB per layer (8.59, cut short) for the pairs, 0.52 MB and 4.2 MB per distance", "ja": "出力したバイト数から Huang らの値が得られます。組ごとならヘッドあたり 1.1 GB、層あたり 8.5 GB（8.59 の切り捨て）、距離ごとなら 0.52 MB と 4.2 MB です"}
+printed = [float(s) for s in report.replace(",", " ").split() if "." in s]
+assert len(printed) == 4
+head_gb, layer_gb, head_mb, layer_mb = printed
+assert round(head_gb, 1) == 1.1 and math.floor(layer_gb * 10) / 10 == 8.5
+assert head_mb == 0.52 and round(layer_mb, 1) == 4.2
 
 # %% [markdown] lang="en"
 # The paper's own remedy splits the score into its content term and its position
@@ -285,7 +283,7 @@ assert round(h * per_distance / 1e6, 1) == 4.2
 # %% [markdown] lang="ja"
 # 論文自身の対策は、スコアを内容の項と位置の項 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、
 # 2 つ目をクエリの位置ごとのバッチ行列積で計算するものです。
-# こうすれば、$h$ 個のヘッドを持つ $b$ 個の系列に対しても、$b\,h\,n^2 d_z$ の大きさの積は作られません。
+# こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても、$b\,h\,n^2 d_z$ の大きさの積は作られません。
 # それでも $a^K$ は保持します。次の節では、これもなくします。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -298,16 +296,11 @@ assert round(h * per_distance / 1e6, 1) == 4.2
 # products of a $b h \times d_z$ and a $d_z \times n$ matrix, one batched product
 # after moving the query position axis to the front. The values work the same way,
 # with the weights $\alpha_{i1}, \dots, \alpha_{in}$ in place of the query. The
-# paper puts the price at 7 % fewer training steps per second. Its experiments did
+# paper puts the cost of the relative representations, computed this way, at 7%
+# fewer training steps per second than the model without them. Its experiments did
 # not all share the tables: the base model kept one per layer and head, and only the
-# big model shared across heads.
-#
-# The cell ports tensor2tensor's `_relative_attention_inner`, which does exactly
-# this, and checks it against the direct computation for 2 sequences of 3 heads.
-# The intermediates are $a^K$ itself ($n^2 d_z$ numbers, once for the batch), the
-# products of $b\,h\,n^2$ numbers and tensors of the queries' size, $b\,h\,n\,d_z$.
-# $a^K$ is the largest when $b\,h < \min(n, d_z)$; here $b\,h = 6$, $n = 7$ and
-# $d_z = 8$, and with 4 sequences instead of 2 the others outgrow it.
+# big model shared across heads. The cell ports tensor2tensor's
+# `_relative_attention_inner`, which does exactly this.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文の 2 項の形と tensor2tensor の計算**
@@ -318,15 +311,12 @@ assert round(h * per_distance / 1e6, 1) == 4.2
 # 辺のベクトル $a^K_{i1}, \dots, a^K_{in}$ はそれらすべてに共通の $d_z \times n$ 行列をなします。
 # したがって 2 つ目の項は、$b h \times d_z$ 行列と $d_z \times n$ 行列の独立な積 $n$ 個で、クエリの位置の軸を先頭に移せば 1 回のバッチ行列積になります。
 # バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を使います。
-# 論文によると、この形の代償は 1 秒あたりの学習ステップ数の 7% の低下でした。
+# 論文によると、この方法で相対位置表現を加えた代償は、1 秒あたりの学習ステップ数の 7% の低下でした。
 # なお、論文の実験がすべて表を共有していたわけではありません。base モデルは層ごと、ヘッドごとに表を持ち、ヘッド間で共有したのは big モデルだけです。
-#
-# 次のセルでは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を移植し、2 系列・3 ヘッドで直接計算と照合します。
-# 中間結果は、バッチ全体で 1 つの $a^K$（$n^2 d_z$ 個の数）、$b\,h\,n^2$ 個の数からなる積、そしてクエリと同じ大きさ $b\,h\,n\,d_z$ のテンソルです。
-# $a^K$ が最も大きいのは $b\,h < \min(n, d_z)$ のときです。ここでは $b\,h = 6$、$n = 7$、$d_z = 8$ で、系列を 2 つから 4 つにすると、ほかのもののほうが大きくなります。
+# 次のセルでは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を移植します。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the two-term form equals the direct computation; no tensor of size b h n² d_z forms, a^K is the largest when b h < min(n, d_z) and the query-sized tensors outgrow it otherwise", "ja": "2 項の形は直接計算と一致し、b h n² d_z の大きさのテンソルは作られません。b h < min(n, d_z) なら a^K が最も大きく、そうでなければクエリと同じ大きさのテンソルのほうが大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the two-term form equals the direct computation for 2 sequences of 3 heads, and forms no tensor of size b h n² d_z", "ja": "2 項の形は 2 系列・3 ヘッドで直接計算と一致し、b h n² d_z の大きさのテンソルを作りません"}
 def relative_inner(x, y, z, transpose):
     """tensor2tensor's _relative_attention_inner.
 
@@ -339,7 +329,7 @@ def relative_inner(x, y, z, transpose):
     x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # position axis first
     x_tz = x_t @ z  # n products (bh x d)(d x n): [n, b*h, n or d]
     out = xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
-    formed.extend(t.numel() for t in (z, xy, x_t, x_tz, out))
+    formed.extend(t.numel() for t in (xy, x_t, x_tz, out))
     return out
 
 
@@ -353,16 +343,10 @@ b, h, n, d_z = 2, 3, 7, 8
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
     a_k, a_v = rel_k(n, n), rel_v(n, n)  # shared by the batch and the heads
-formed = []  # numel of a^K and of every tensor relative_inner forms
+formed = []  # numel of every tensor relative_inner forms
 two_terms = shaw_two_terms(qb, kb, vb, a_k, a_v)
 assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
-assert b * h < min(n, d_z)  # 6 < min(7, 8): a^K is the largest
-assert max(formed) == n * n * d_z < b * h * n * n * d_z
-
-formed = []  # 4 sequences: the [b, h, n, *] tensors outgrow a^K
-wide = [torch.randn(4, h, n, d_z) for _ in range(3)]  # b h = 12 > min(n, d_z)
-shaw_two_terms(*wide, a_k, a_v)
-assert max(formed) == 4 * h * n * max(n, d_z) > n * n * d_z
+assert max(formed) < b * h * n * n * d_z
 
 # %% [markdown] lang="en"
 # ## Never build the pairs: one score per distance
@@ -377,10 +361,11 @@ assert max(formed) == 4 * h * n * max(n, d_z) > n * n * d_z
 # each pair. For the values, group the keys by their index: keys with the same
 # $c_{ij}$ bring the same vector, so
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
-# $\beta_{ir}$ is the attention that query $i$ pays to the distance bucket $r$, and
+# $\beta_{ir}$ is the attention that query $i$ pays to the keys with $c_{ij} = r$, and
 # `scatter_add` builds it from $\alpha$. The extra memory is $P$ and $\beta$,
 # $n(2k+1)$ numbers per head each, and the index $c_{ij}$, $n^2$ integers shared by
-# all heads: nothing has a factor $n^2 d_z$ any more.
+# all heads (it could also be computed on the fly): nothing has a factor $n^2 d_z$
+# any more.
 
 # %% [markdown] lang="ja"
 # ## 組を作らない：距離ごとに 1 つのスコア
@@ -390,11 +375,11 @@ assert max(formed) == 4 * h * n * max(n, d_z) > n * n * d_z
 # すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリと距離の組ごとに一度だけ計算しておける数を引いてくるだけになります。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
-# バリューでは、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを持ち込むので、次のようになります。
+# バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
-# $\beta_{ir}$ は、クエリ $i$ が距離のバケット $r$ に向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
-# 余分なメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
-# $n^2 d_z$ に比例するものは、もうありません。
+# $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
+# 追加で要るメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
+# インデックスは保持せず、その場で計算してもかまいません。$n^2 d_z$ に比例するものは、もうありません。
 
 
 # %%
@@ -414,7 +399,7 @@ def shaw_by_distance(q, key, v, table_k, table_v, k):
     return alpha @ v + beta @ table_v, p, alpha, beta
 
 
-# %% tags=["check"] summary={"en": "the distance form equals the direct computation for 2 sequences of 3 heads; the gather and the scatter are products with a one-hot encoding of c_ij; each row of β sums to 1", "ja": "距離ごとの形は 2 系列・3 ヘッドで直接計算と一致し、gather と scatter は c_ij の one-hot ベクトルとの積で、β の各行の和は 1 です"}
+# %% tags=["check"] summary={"en": "the distance form equals the direct computation for 2 sequences of 3 heads; each row of β sums to 1, so the value term β w^V is a weighted average of the w^V_r", "ja": "距離ごとの形は 2 系列・3 ヘッドで直接計算と一致します。β の各行の和は 1 なので、バリューの項 β w^V は w^V_r の重み付き平均です"}
 b, h, n, d_z = 2, 3, 7, 8  # 2 sequences of 3 heads; k = 2 as above
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
@@ -423,26 +408,32 @@ table_k = rel_k.embedding.weight.detach()
 table_v = rel_v.embedding.weight.detach()
 out, p, alpha, beta = shaw_by_distance(qb, kb, vb, table_k, table_v, k_clip)
 assert_close(out, shaw_materialised(qb, kb, vb, a_k, a_v))
-
-c = clipped_index(n, k_clip)
-one_hot = F.one_hot(c, 2 * k_clip + 1).float()  # [i, j, r] = [c_ij = r]
-by_one_hot = torch.einsum("...ir,ijr->...ij", p, one_hot)
-assert_close(by_one_hot, torch.einsum("...id,ijd->...ij", qb, a_k))
-assert_close(torch.einsum("...ij,ijr->...ir", alpha, one_hot), beta)
+assert (beta >= 0).all()
 assert_close(beta.sum(-1), torch.ones(b, h, n))  # each row of beta sums to 1
+value_term = torch.einsum("...ij,ijd->...id", alpha, a_v)
+assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 
 # %% [markdown] lang="en"
 # The figure prices one layer as the length grows, for $h = 8$ heads of size
-# $d_z = 64$ and $k = 16$ in float32. The pairs grow like $n^2 d_z$. The distance
-# form grows linearly at first, then quadratically through its index alone,
-# $d_z/2 = 32$ times lower; from $n = 128$ on it costs less than the $h\,n^2$ scores
-# that every attention forms anyway.
+# $d_z = 64$ and $k = 16$ in float32, with one $a^K$ shared by the heads (Huang et
+# al.'s 8.5 GB counts a table per head). The pairs grow like $n^2 d_z$. The distance
+# form grows linearly at first, then quadratically through its int64 index alone,
+# $d_z/2 = 32$ times lower than the pairs; from $n = 128$ on it is smaller than the
+# $h\,n^2$ scores that attention computed step by step holds. A fused kernel such
+# as FlashAttention never holds those scores, and this is where Shaw's method does
+# not fit: the value term needs $\beta$, sums of the weights $\alpha$ that such a
+# kernel never writes out, and the key term is a bias that depends on the query's
+# content, so it must be passed as a full $h\,n^2$ tensor.
 
 # %% [markdown] lang="ja"
 # 下の図は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層が使うメモリを、長さを変えながら比べたものです。
+# $a^K$ はヘッド間で共有する 1 つだけを数えています（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
-# 距離ごとの形は初め長さに比例して増え、やがてインデックスだけが 2 乗で効いてきますが、それでも $d_z/2 = 32$ 分の 1 にとどまります。
-# $n = 128$ 以上では、どのアテンションでも作る $h\,n^2$ 個のスコアより小さくなります。
+# 距離ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
+# 融合しないアテンションが保持する $h\,n^2$ 個のスコアより、$n = 128$ 以上では小さくなります。
+# FlashAttention のような融合カーネルはこのスコアを保持しません。Shaw らの方法が融合カーネルに合わないのはこの点です。
+# バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
+# またキーの項はクエリの内容に依存するバイアスなので、$h\,n^2$ 個の成分を持つテンソルとして渡すしかありません。
 
 # %% tags=["figure"] alt={"en": ["Log–log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7·10^11 B at the end; the distance form P, β, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["長さ n（64〜32768）に対する 1 層のメモリ（バイト）の両対数グラフ（h = 8、d_z = 64、k = 16）。実体化した a^K が最も大きく、最後は約 2.7·10^11 B です。距離ごとの形（P、β、インデックス c_ij）は最後にその約 32 分の 1 となり、n = 128 以上ではスコア e_ij より小さくなります。"]}
 h, d_z, k_clip = 8, 64, 16
@@ -465,14 +456,13 @@ ax.minorticks_off()
 ax.legend(loc="upper left")
 plt.show()
 
-# %% tags=["check"] summary={"en": "a^K is 32 times the index alone, and the distance form falls below the scores from n = 128 on, at every longer length", "ja": "a^K はインデックスだけの 32 倍で、距離ごとの形は n = 128 以上のすべての長さでスコアより小さくなります"}
-assert all(a_ == d_z // 2 * c for a_, c in zip(direct, index, strict=True))
+# %% tags=["check"] summary={"en": "the distance form falls below the scores from n = 128 on, at every longer length", "ja": "距離ごとの形は n = 128 以上のすべての長さでスコアより小さくなります"}
 pairs = zip(lengths, scores, by_distance, strict=True)
 below = [n for n, s, m in pairs if m < s]
 assert below == lengths[lengths.index(128) :]
 
 # %% [markdown] lang="en"
-# ## Beyond k, distances are indistinguishable
+# ## From distance k on, distances are indistinguishable
 #
 # Clipping has a visible consequence. For query $i$, every key with $j - i \ge k$
 # receives the same $w^K_{k}$ and $w^V_{k}$, and every key with $j - i \le -k$ the same
@@ -483,11 +473,11 @@ assert below == lengths[lengths.index(128) :]
 # tokens at offsets $-1$ and $+1$, inside the band, moves it.
 
 # %% [markdown] lang="ja"
-# ## k より先の距離は区別できない
+# ## 距離 k 以上は区別できない
 #
-# クリッピングの影響は、目に見える形で現れます。
+# クリッピングの影響は、実際に確かめられます。
 # クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ $w^K_{k}$ と $w^V_{k}$ を受け取り、$j - i \le -k$ のキーはどれも同じ $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
-# この 2 つのグループの中では、$e_{ij}$ と $z_i$ のどちらにも、キーの位置に依存する部分はありません。各グループは、順序を持たないトークンの集まり（bag）です。
+# この 2 つのグループの中では、キーがどこにあっても $e_{ij}$ と $z_i$ は変わりません。各グループは、順序を持たないトークンの集まり（bag）です。
 # $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
 # グループ $j \le 4$ とグループ $j \ge 8$ の中でトークンを並べ替えても、$z_6$ は丸め誤差を除いて変わりません。
 # 一方、クリップされない中央の帯の中で、相対位置 $-1$ と $+1$ の 2 つのトークンを入れ替えると、出力は動きます。
@@ -526,13 +516,13 @@ assert band > 1e-2
 # This holds per layer. The first layer's output $z_i$ mixes in the neighbours of
 # position $i$, so a second layer can recover some order among far tokens from what
 # their neighbourhoods looked like (exercise 1), as Shaw et al. note themselves. The
-# edges of the sequence show through as well: a query near the start has no keys at
-# negative offsets, and $\beta$ records it (exercise 4).
+# edges of the sequence show through as well: query 0 has no keys at negative
+# offsets, query 1 only one, and $\beta$ records it (exercise 4).
 
 # %% [markdown] lang="ja"
 # これは層ごとの話です。1 層目の出力 $z_i$ には位置 $i$ の近傍が混ざるので、
 # 2 層目は、遠いトークンの近傍の様子から、それらの間の順序をある程度取り戻せます（演習 1）。Shaw ら自身もこの点を指摘しています。
-# 系列の端も見えます。系列の先頭近くのクエリには相対位置が負のキーがなく、それが $\beta$ に現れます（演習 4）。
+# 系列の端も見えます。クエリ 0 には相対位置が負のキーがなく、クエリ 1 には 1 つしかありません。それが $\beta$ に現れます（演習 4）。
 
 # %% [markdown] lang="en"
 # ## Music Transformer's skewing
@@ -563,7 +553,7 @@ assert band > 1e-2
 # 因果的なモデルなら、インデックス $c_{ij}$ もなくせます。
 # Huang ら（2018）は、相対位置ごとに 1 つの埋め込みを $n \times d_z$ 行列 $E^r$ の行として持ちます。
 # 行 $m$ は相対位置 $m - (n - 1)$、つまり $-(n-1)$ から $0$ に対応します（クリップした表は、行が繰り返された $E^r$ にすぎません）。
-# $S = Q (E^r)^\top$ の行 $i$ の列 $m$ は、クエリ $i$ とキーではなく相対位置とのスコアです。
+# $S = Q (E^r)^\top$ の行 $i$ の列 $m$ は、クエリ $i$ をキーではなく相対位置と比べたスコアです。
 # キー $j \le i$ には列 $m = j - i + n - 1$ が必要なので、行 $i$ を $n - 1 - i$ 列ぶん左へずらさなければなりません。
 # Huang らの**スキューイング**は、これをインデックスを使わずに行います。
 #
@@ -571,7 +561,7 @@ assert band > 1e-2
 # 2. 同じ数の並びを $(n+1) \times n$ として読みます。
 # 3. 最初の行を捨て、残りを $n \times n$ として読みます。
 #
-# 結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの、0 から数えて $n + i n + j$ 番目の数です。
+# 結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたとき、0 から数えて $n + i n + j$ 番目の数です。
 # $j \le i$ である限り、それは行 $i$ のパディング後の列 $n + j - i$、つまり $S$ の求める列 $m = j - i + n - 1$ です。
 # 対角線より上の成分はその組のスコアではありませんが、因果マスクがそれを隠します。
 # Transformer-XL も同じ方法でスコアをずらします。
@@ -610,9 +600,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # ## ライブラリによる違い
 #
 # 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
-# 表ごとにヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で掛け合わせます。Music Transformer のスキューイングもあります。
+# 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
 # Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
-# そのため、そこで学習した表をここで使うと、行が逆順に読まれます。
+# そのため、そこで学習した表を posenc で使うと、行が逆順に読まれます。
 # さらに、キャッシュがあると、どのクエリにも最後のクエリの位置を与えます。
 # `posenc` は論文に従い、表の初期値には Hugging Face と同じ $N(0, 0.02^2)$ を使います。
 
@@ -631,12 +621,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # `_relative_position_to_absolute_position_unmasked` (solution 3).
 #
 # Hugging Face's `distance_embedding` has $2M - 1$ rows for `max_position_embeddings`
-# $M$, indexed by $i - j + M - 1$ (`position_ids_l - position_ids_r`). Without a
-# cache the query positions are $0, 1, \dots$; with one, the single position
-# $k_{\mathrm{len}} - 1$, right for a decode step of one token and wrong for every
-# other query of a longer call. A BERT decoder called with `use_cache=True` creates
-# an empty cache on its first call, so already its $n$ prompt tokens all get the
-# query position $n - 1$. `"relative_key_query"` adds a third term, the key against
+# $M$, indexed by $i - j + M - 1$ (`position_ids_l - position_ids_r`). With a
+# cache every query gets the position $k_{\mathrm{len}} - 1$, right only for a
+# decode step of one token. `"relative_key_query"` adds a third term, the key against
 # the same edge vector, $x_j W^K (a_{ij})^\top$ (Huang et al. 2020). DeBERTa (He et
 # al. 2021) goes further: its relative position vectors get their own query and key
 # projections, giving a content-to-position and a position-to-content term.
@@ -653,20 +640,18 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 長さが異なるときは、`posenc` と同じく、クエリは末尾側のトークンです。
 # `dot_product_self_attention_relative_v2`（因果的な場合のみ）は `_relative_position_to_absolute_position_masked` でスキューイングします。
 # その表（`get_relative_embeddings_left`）は、クエリより前の距離について `max_relative_position` 行を持ちます。
-# 系列がそれより長いと、クリップせずに先頭へ 0 のベクトルをパディングするので、それより遠いキーには相対位置の項がまったく付きません。
+# 系列がそれより長いとクリップはせず、表の先頭に 0 のベクトルをパディングします。そのため、それより遠いキーには相対位置の項がまったく付きません。
 # 双方向の `dot_product_unmasked_self_attention_relative_v2` は `_relative_position_to_absolute_position_unmasked` でスキューイングします（解答 3）。
 #
 # Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）で引きます。
-# クエリの位置は、キャッシュがなければ $0, 1, \dots$、あれば 1 つの位置 $k_{\mathrm{len}} - 1$ です。
-# 1 トークンのデコードの 1 ステップならこれで正しいのですが、複数のトークンを一度に渡すと、最後以外のクエリの位置は誤りになります。
-# BERT をデコーダとして `use_cache=True` で呼ぶと、最初の呼び出しで空のキャッシュが作られるので、プロンプトの $n$ 個のトークンのクエリの位置がすべて $n - 1$ になります。
+# キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。正しいのは、1 トークンずつのデコードの 1 ステップだけです。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルとキーとの内積 $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # DeBERTa（He ら 2021）はさらに進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、内容から位置への項と、位置から内容への項を加えます。
 #
-# 次のセルでは、`posenc` を tensor2tensor のインデックスの移植と比べ、さらに Hugging Face の `BertSelfAttention` が $n = M = 6$ で引いた行と、キャッシュの有無それぞれについて比べます。
+# 次のセルでは、`posenc` を、tensor2tensor のインデックスの移植、および Hugging Face の `BertSelfAttention` が $n = M = 6$ で引いた行（キャッシュの有無それぞれ）と比べます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "tensor2tensor's index is posenc's; Hugging Face's lookup is posenc's table with its rows reversed; with a cache it gives all six queries the last query's row, right only for a decode step", "ja": "tensor2tensor のインデックスは posenc と同じで、Hugging Face の引き方は行を逆順にした posenc の表です。キャッシュがあると 6 つのクエリすべてに最後のクエリの行を与え、正しいのはデコードの 1 ステップだけです"}
+# %% tags=["deeper", "check"] summary={"en": "tensor2tensor's index is posenc's; Hugging Face's lookup is posenc's table with its rows reversed; with a cache it is right only for the last query", "ja": "tensor2tensor のインデックスは posenc と同じです。Hugging Face の引き方は、posenc の表の行を逆順にして引くのと同じです。キャッシュがあると、正しいのは最後のクエリだけです"}
 def t2t_index(length_q, length_k, max_relative_position):
     """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
@@ -696,7 +681,6 @@ hf_rows = torch.tensor(
 # the same call on a decoder with use_cache=True (an empty cache is created):
 # one row of indices for all six queries, hook output shape [1, 6]
 hf_rows_cached = torch.tensor([[10, 9, 8, 7, 6, 5]])
-assert torch.equal(hf_rows_cached, hf_rows[-1:])  # every query: the last one
 
 for q_len in (1, 3, n):  # tensor2tensor's index is posenc's
     rows = rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)]
@@ -735,7 +719,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
 #   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避けますが、組ごとのベクトルは作ります。
-# - 距離ごとの形は組をまったく作りません。クエリと距離ごとのスコア $P$ をインデックス $c_{ij}$ で引き、距離のバケットごとのアテンション $\beta$ を使います。
+# - 距離ごとの形は組をまったく作りません。クエリと距離ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした距離ごとのアテンションの合計 $\beta$ を使います。
 # - 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
@@ -760,7 +744,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    Transformer-XL.)
 # 4. Relative attention still sees the edges of the sequence. With $k = 2$, compute
 #    $\beta$ for every query of a sequence of length 10 and constant $\alpha$ (uniform
-#    attention). Which queries can a second layer tell apart from $\beta$ alone?
+#    attention). Which queries does $\beta$ alone tell apart?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -777,7 +761,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、Transformer-XL についてこれを行います。
 # 4. 相対アテンションにも、系列の端は見えます。$k = 2$ とし、長さ 10 の系列で $\alpha$ が一定
 #    （一様なアテンション）のとき、すべてのクエリについて $\beta$ を計算してください。
-#    2 層目は $\beta$ だけからどのクエリを区別できるでしょうか。
+#    $\beta$ だけでどのクエリを区別できるでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With $k = 1$ every key at offset $+1$ or more from query $i = 2$
@@ -795,7 +779,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # そのため、$j = 5$ と $j = 6$（相対位置 $+3$ と $+4$）のトークンを入れ替えても、1 層目の $z_2$ は変わりません。
 # しかし、位置 5 と 6 での 1 層目の出力は、単に入れ替わるわけではありません。
 # それぞれの出力は、自分の周りの相対位置 $0$ と $\pm 1$ にどのトークンがあったかに依存し、入れ替えによってそれが変わるからです。
-# 2 層目のクエリ 2 から見ても遠いキーは順序のない集まりのままですが、集まりの中身のベクトルが違うので、出力は動きます
+# 2 層目のクエリ 2 から見ても、遠いキーは順序のない集まりのままです。ところが集まりに入っているベクトルが変わったので、出力は動きます
 # （この例では最大 0.095 です。どれだけ動くかは重みによります）。
 # 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を通って入ってきたのです。
 
@@ -871,28 +855,18 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # case of the shift in
 # [*Transformer-XL relative attention*](05-transformer-xl.ipynb#in-posenc), which
 # uses $2n - 1$ distances, so `relative_shift(S, k_len=n)` gives the same.
-# tensor2tensor's `_relative_position_to_absolute_position_unmasked` finds another
-# answer: pad the zero column on the right, append $n - 1$ zeros to the flattened
-# numbers, read them as $(n + 1) \times (2n - 1)$ and keep rows $0$ to $n - 1$ and
-# columns $n - 1$ on. Entry $(i, j)$ is then number
-# $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$, column $m$ of row $i$ again; the cell checks a port of it too.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $E^r$ を $2n - 1$ 行（行 $m$ は相対位置 $m - (n - 1)$）にすると、
 # $S = Q (E^r)^\top$ は $n \times (2n - 1)$ で、組 $(i, j)$ には列 $m = j - i + n - 1$ が必要です。
-# 左に 0 の列を 1 つパディングし（$n \times 2n$）、数の並びを $2n \times n$ として読み、最初の行（$n$ 個の数）を捨てます。
+# 左に 0 の列を 1 つパディングし（$n \times 2n$）、同じ数を $2n \times n$ として読み、最初の行（$n$ 個の数）を捨てます。
 # 残りの $n(2n - 1)$ 個を $n \times (2n - 1)$ として読み、最初の $n$ 列を残します。
 # 成分 $(i, j)$ は、パディングした行の $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ 番目の数です。
 # つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
-# これは $S$ の列 $n - 1 + j - i = m$ で、すべての組で正しい値です。
-# これは、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章のシフトで、
+# これは $S$ の列 $n - 1 + j - i = m$ なので、どの組でも正しい値が得られます。
+# この方法は、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章のシフトで、
 # メモリがなく $n$ 個のトークンがすべてクエリになる双方向の場合にあたります。
 # そのシフトは $2n - 1$ 個の距離を使うので、`relative_shift(S, k_len=n)` も同じ結果を返します。
-# tensor2tensor の `_relative_position_to_absolute_position_unmasked` は別の方法を取ります。
-# 0 の列を右にパディングし、平らに並べた数の後ろに 0 を $n - 1$ 個加え、$(n + 1) \times (2n - 1)$ として読みます。
-# そして行 $0$ から $n - 1$ と、列 $n - 1$ 以降を残します。
-# すると成分 $(i, j)$ は $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$ 番目の数で、やはり行 $i$ の列 $m$ です。
-# セルでは、これを移植したものも確かめます。
 
 # %% tags=["solution"]
 n, d_z = 6, 4
@@ -906,28 +880,24 @@ m_col = torch.arange(n)[None, :] - torch.arange(n)[:, None] + n - 1
 want = s3.gather(1, m_col)  # column m = j - i + n - 1, every pair
 assert_close(skewed, want)  # both sides of the diagonal
 assert_close(relative_shift(s3, k_len=n), want)
-
-# tensor2tensor's _relative_position_to_absolute_position_unmasked (a port)
-flat = torch.cat([s3, torch.zeros(n, 1)], dim=1).reshape(-1)  # pad right
-flat = torch.cat([flat, torch.zeros(n - 1)])  # n - 1 more zeros
-t2t_skew = flat.reshape(n + 1, 2 * n - 1)[:n, n - 1 :]
-assert_close(t2t_skew, want)
+# tensor2tensor's _relative_position_to_absolute_position_unmasked pads on
+# the right instead, appends n - 1 zeros and keeps columns n - 1 on.
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** With uniform weights $\alpha_{ij} = 1/n$, $\beta_{ir}$ is the
-# number of keys in bucket $r$ divided by $n$. The buckets are the offsets
+# number of keys with $c_{ij} = r$ divided by $n$. These groups are the offsets
 # $\le -2$, $-1$, $0$, $+1$ and $\ge +2$; query $i$ has $\max(i - 1, 0)$ keys in the
 # first and $\max(n - 2 - i, 0)$ in the last, so the first count grows and the last
-# shrinks with $i$: all ten rows of $\beta$ differ, and a second layer can tell
-# every query apart. The value term $\sum_r \beta_{ir} w^V_{r-k}$ carries it into
+# shrinks with $i$: all ten rows of $\beta$ differ, so $\beta$ tells every query
+# apart; whether a second layer uses it depends on its weights. The value term $\sum_r \beta_{ir} w^V_{r-k}$ carries it into
 # $z_i$: with ten identical tokens, the outputs still differ by position whenever
 # the $w^V_r$ are linearly independent.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 4.** 重みが一様 $\alpha_{ij} = 1/n$ のとき、$\beta_{ir}$ はバケット $r$ のキーの数を $n$ で割った値です。
-# バケットは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
-# クエリ $i$ では、最初のバケットに $\max(i - 1, 0)$ 個、最後のバケットに $\max(n - 2 - i, 0)$ 個のキーが入ります。
-# 最初の数は $i$ とともに増え、最後の数は減るので、$\beta$ の 10 行はすべて異なります。2 層目はどのクエリも区別できます。
+# **解答 4.** 重みが一定 $\alpha_{ij} = 1/n$ のとき、$\beta_{ir}$ は $c_{ij} = r$ となるキーの数を $n$ で割った値です。
+# キーのまとまりは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
+# クエリ $i$ では、最初のまとまりに $\max(i - 1, 0)$ 個、最後のまとまりに $\max(n - 2 - i, 0)$ 個のキーが入ります。
+# 最初の数は $i$ とともに増え、最後の数は減るので、$\beta$ の 10 行はすべて異なり、$\beta$ はどのクエリも区別します。2 層目がそれを使うかどうかは、その重みによります。
 # この情報はバリューの項 $\sum_r \beta_{ir} w^V_{r-k}$ を通って $z_i$ に入ります。
 # $w^V_r$ が線形独立なら、10 個のトークンがすべて同じでも、出力は位置ごとに異なります。
 
@@ -967,22 +937,25 @@ print(counts.T)
 # The equations, the clipping and the experiments are from Shaw et al. (2018): the
 # base translation model used $k = 16$ and the big one $k = 8$ (§4.1); on
 # English-German newstest2013, varying $k$ (Table 2) and dropping $a^V$ (Table 3)
-# changed little, and adding sinusoidal absolute encodings brought no further gain
-# (the abstract). The sharing of the tables and the 7 % slowdown are §3.3. The
-# memory figures are Huang et al.'s (2018, §3.4). tensor2tensor's functions are
+# changed little, one run per setting; that adding sinusoidal absolute encodings
+# brought no further gain is stated in the text, without a table. The sharing of
+# the tables and the 7% slowdown are §3.3. The memory figures are from the list of
+# contributions in Huang et al.'s (2018) introduction; their skewing is §3.4.
+# Shaw's score as terms $(a)$ and $(b)$ is Dai et al. (2019, §3.3). tensor2tensor's functions are
 # read in `tensor2tensor/layers/common_attention.py` and ported here, since they
 # are TensorFlow code. Hugging Face's `relative_key` is that of transformers
 # 4.57.6 (`BertSelfAttention`, `BertEncoder.forward`), whose row lookups for
 # $n = M = 6$, with and without a cache, were captured with a hook on
-# `distance_embedding` in a separate environment; 5.24.0, the one 5.x release
-# checked, no longer has the option.
+# `distance_embedding` in a separate environment; 5.24.0 no longer has the option.
 #
 # ### References
 #
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
-# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019.
 #   <https://arxiv.org/abs/1809.04281>
+# - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
 # - tensor2tensor, `dot_product_attention_relative` and `_relative_attention_inner` in
 #   `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
@@ -999,20 +972,22 @@ print(counts.T)
 # ## 出典とバージョン
 #
 # 式、クリッピング、実験の結果は Shaw ら（2018）によります。翻訳の base モデルは $k = 16$、big モデルは $k = 8$ を使いました（§4.1）。
-# 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。
-# 正弦波の絶対位置エンコーディングを加えても、それ以上の改善はありませんでした（論文の要旨）。
-# 表の共有と 7% の速度低下は §3.3 にあります。メモリの値は Huang ら（2018、§3.4）のものです。
-# tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で読み、TensorFlow のコードなのでここでは移植して確かめました。
-# Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）です。
-# $n = M = 6$ でキャッシュの有無それぞれについて引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。
-# 5.x で確認した唯一のリリースである 5.24.0 には、このオプションはもうありません。
+# 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。どの設定も 1 回の学習です。
+# 正弦波位置エンコーディングを加えてもそれ以上の改善がなかったことは本文に書かれているだけで、表はありません。
+# 表の共有と 7% の速度低下は §3.3 にあります。メモリの値は Huang ら（2018）の序論の貢献の一覧にあり、スキューイングは §3.4 です。
+# Shaw らのスコアが項 $(a)$ と $(b)$ にあたることは Dai ら（2019、§3.3）によります。
+# tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で読み、TensorFlow のコードなのでここに移植しました。
+# Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）で、
+# $n = M = 6$ で引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
 #
 # ### 参考文献
 #
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
-# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019.
 #   <https://arxiv.org/abs/1809.04281>
+# - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
 # - tensor2tensor, `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 #   （`dot_product_attention_relative` と `_relative_attention_inner`。）

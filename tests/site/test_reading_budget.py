@@ -27,6 +27,7 @@ SCREEN = (1280, 900)
 REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "alibi",
     "efficient-rope",
+    "learned-embeddings",
     "rope-context",
     "shaw-relative",
     "sinusoidal",
@@ -34,6 +35,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "t5-buckets",
     "transformer-xl",
     "use-posenc",
+    "why-positions",
 }
 
 

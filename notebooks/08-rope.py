@@ -41,12 +41,10 @@
 # $i$ は次元のペアの番号で、立体の $\mathrm{i}$ は虚数単位です。
 
 # %%
-import cmath
 import math
 
 import matplotlib.pyplot as plt
 import torch
-from matplotlib.patches import Arc
 from torch.testing import assert_close
 
 from posenc import (
@@ -95,16 +93,14 @@ x_m, x_n = torch.randn(2, d, dtype=f64)  # two token embeddings
 w_q, w_k = (torch.randn(d, d, dtype=f64) / math.sqrt(d) for _ in range(2))
 
 
-def additive_score(m, n):  # (W_Q (x + PE(m))) . (W_K (x + PE(n)))
+scores = []
+for m, n in [(5, 0), (105, 100)]:  # (W_Q (x + PE(m))) . (W_K (x + PE(n)))
     pe = sinusoidal(torch.tensor([m, n]), d, dtype=f64)
-    return (w_q @ (x_m + pe[0])) @ (w_k @ (x_n + pe[1]))
-
-
-s_near, s_far = additive_score(5, 0), additive_score(105, 100)
-print(f"score(5, 0) = {s_near:.3f}, score(105, 100) = {s_far:.3f}", end="")
+    scores.append((w_q @ (x_m + pe[0])) @ (w_k @ (x_n + pe[1])))
+    print(f"score({m}, {n}) = {scores[-1]:.3f}")
 
 # %% tags=["check"] summary={"en": "with an added encoding, two pairs at the same distance get scores more than 0.1 apart", "ja": "位置エンコーディングを足す方式では、距離が同じ 2 つの組のスコアが 0.1 以上離れます"}
-assert abs(s_near - s_far) > 0.1
+assert abs(scores[0] - scores[1]) > 0.1
 
 # %% [markdown] lang="en"
 # ## The picture: two hands that turn together
@@ -147,14 +143,11 @@ def rot(phi):  # R(phi), counter-clockwise
 
 q_2d = torch.tensor([math.cos(0.3), math.sin(0.3)], dtype=f64)  # phi_q = 0.3
 k_2d = torch.tensor([0.8, 0.0], dtype=f64)  # phi_k = 0, |k| = 0.8
-cases = [(2, 0), (6, 4), (6, 0)]
-for m, n in cases:
-    score = (rot(m * theta) @ q_2d) @ (rot(n * theta) @ k_2d)
-    print(f"m = {m}, n = {n}: q_m . k_n = {score:.3f}")
+cases = [(2, 0), (6, 4), (6, 0)]  # (m, n)
 
 # %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2, n = 0 と m = 6, n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6, n = 0 では角度が開き、スコアは −0.59 になります。"]}
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.5))
+fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.3))
 for ax, (m, n) in zip(axes, cases, strict=True):
     q_m, k_n = rot(m * theta) @ q_2d, rot(n * theta) @ k_2d
     ax.plot(rim.cos(), rim.sin(), color=INK, lw=0.6)
@@ -173,24 +166,14 @@ for ax, (m, n) in zip(axes, cases, strict=True):
             ha="center",
             va="center",
         )
-    angles = [math.degrees(math.atan2(v[1], v[0])) for v in (k_n, q_m)]
-    ax.add_patch(
-        Arc(
-            (0, 0),
-            0.6,
-            0.6,
-            theta1=angles[0],
-            theta2=angles[1],
-            color=INK,
-            lw=1.5,
-        )
-    )
+    arc = torch.linspace(n * theta, 0.3 + m * theta, 50)  # from k_n to q_m
+    ax.plot(0.3 * arc.cos(), 0.3 * arc.sin(), color=INK, lw=1.5)
     ax.set(xlim=(-1.3, 1.3), ylim=(-1.3, 1.3), aspect="equal")
     ax.axis("off")
     ax.set_title(f"$m = {m},\\ n = {n}$\n$q_m \\cdot k_n = {q_m @ k_n:.2f}$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "each score is |q||k|cos(φ_q − φ_k + (m − n)θ); (2, 0) and (6, 4) give the same score, (6, 0) another; a shift of both by any s changes nothing", "ja": "どのスコアも |q||k|cos(φ_q − φ_k + (m − n)θ) で、(2, 0) と (6, 4) は同じスコア、(6, 0) は別のスコアになり、両方を同じ s だけずらしても何も変わりません"}
+# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ): equal at (2, 0) and (6, 4), unchanged by any shift", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、(2, 0) と (6, 4) で等しく、ずらしても変わりません"}
 scores = {}
 for m, n in cases:
     scores[m, n] = (rot(m * theta) @ q_2d) @ (rot(n * theta) @ k_2d)
@@ -277,20 +260,19 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # また $f(q, 0) = q$ は、すべての角度に定数を足した $\varphi(m) = m\theta + \gamma$ を除外します。
 # この定数は積の中で打ち消し合ってしまうからです。
 
-# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and its product depends on m − n only; a quadratic angle fails; the reflection C^m keeps the score relative but not the complex product; an offset γ breaks f(q, 0) = q", "ja": "⟨q, k⟩ = Re[q k̄] で、q e^{imθ} = R(mθ)q はノルムを保ち、積は m − n だけで決まります。2 次の角度は条件を満たさず、鏡映 C^m はスコアを相対的に保ちますが複素数の積は保たず、定数 γ は f(q, 0) = q を破ります"}
+# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; m² angles, C^m and γ fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まり、2 次の角度、C^m、γ は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
 q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
 
 
 def f(x, m, phase=lambda m: m * theta):  # x e^{i phase(m)}
-    return x * cmath.exp(1j * phase(m))
+    angle = torch.tensor(phase(m), dtype=f64)
+    return x * torch.polar(torch.ones_like(angle), angle)
 
 
 for m, n in [(0, 0), (3, 1), (7, 10), (100, -4)]:
-    assert_close(
-        f(q, m) * f(k, n).conj(), q * k.conj() * cmath.exp(1j * (m - n) * theta)
-    )
+    assert_close(f(q, m) * f(k, n).conj(), q * k.conj() * f(1, m - n))
     for s in (1, 25, -60):  # same distance, same complex product
         assert_close(f(q, m + s) * f(k, n + s).conj(), f(q, m) * f(k, n).conj())
     assert_close(torch.view_as_real(f(q, m)), rot(m * theta) @ q_vec)
@@ -388,7 +370,7 @@ def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
 
 
-# %% tags=["check"] summary={"en": "θ_i = 10000^(−2i/d), the sinusoids' frequencies; R_m^T = R_{−m}, R_m^T R_n = R_{n−m}; the score is q^T R_{n−m} k, not q^T R_{m−n} k, and equals the sum over the pairs' complex products", "ja": "θ_i = 10000^(−2i/d) は正弦波と同じ周波数で、R_m^T = R_{−m}、R_m^T R_n = R_{n−m} です。スコアは q^T R_{m−n} k ではなく q^T R_{n−m} k で、ペアごとの複素数の積の和に等しくなります"}
+# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies; R_m^T R_n = R_{n−m}; the score is q^T R_{n−m} k, pair by pair", "ja": "θ_i は正弦波と同じ周波数で、R_m^T R_n = R_{n−m}、スコアはペアごとに見ても q^T R_{n−m} k です"}
 theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
 assert_close(thetas, theta_exact, rtol=1e-6, atol=0)  # float32 rounding
 sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # sin(w_i)
@@ -456,7 +438,7 @@ by_hand = x * cos + swapped * sin
 out = apply_rope(x, pos, layout="interleaved")
 print(f"max |apply_rope - by hand|: {(out - by_hand).abs().max():.1e}", end="")
 
-# %% tags=["check"] summary={"en": "apply_rope equals the explicit R_m and the elementwise formula; the matrix it applies has exactly 2d non-zero entries, and is the identity at m = 0", "ja": "apply_rope は明示的な R_m とも成分ごとの式とも一致し、適用する行列の 0 でない成分はちょうど 2d 個、m = 0 では単位行列です"}
+# %% tags=["check"] summary={"en": "apply_rope is R_m and the elementwise formula; its matrix has 2d non-zero entries", "ja": "apply_rope は R_m とも成分ごとの式とも一致し、行列の 0 でない成分は 2d 個です"}
 by_matrix = torch.stack(
     [rope_matrix(p) @ v for p, v in zip(pos.tolist(), x, strict=True)]
 )
@@ -478,7 +460,7 @@ last = d_head // 2 - 1
 print(f"wavelength of pair 0: {lam[0]:.2f}, of pair {last}: {lam[-1]:.0f}")
 print(f"angle of pair {last} at m = 255: {255 * theta_head[-1]:.4f}", end="")
 
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
+fig, ax = plt.subplots(figsize=(6.4, 2.5))
 im = ax.imshow(
     torch.cos(theta_head[:, None] * m),
     aspect="auto",
@@ -492,7 +474,7 @@ ax.grid(False)
 fig.colorbar(im, ax=ax, label=r"$\cos(m\theta_i)$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the wavelengths run from 2π to below 10000·2π; the quoted wavelength and angle of the last pair are the printed ones", "ja": "波長は 2π から 10000·2π の手前までで、本文で引いた最後のペアの波長と角度は出力どおりです"}
+# %% tags=["check"] summary={"en": "wavelengths from 2π to below 10000·2π; the quoted numbers are the printed ones", "ja": "波長は 2π から 10000·2π の手前までで、本文の数値は出力どおりです"}
 assert math.isclose(lam[0], 2 * math.pi) and lam[-1] < 10000 * 2 * math.pi
 assert round(float(lam[-1])) == 54410
 assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
@@ -555,12 +537,11 @@ angles = pos[:, None].double() * thetas  # (7, d/2)
 cos = torch.cat([angles.cos()] * 2, -1)  # the table, written twice
 sin = torch.cat([angles.sin()] * 2, -1)
 half = x * cos + rotate_half(x) * sin
+
+# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です。2 つの配置は異なります"}
+assert_close(half, apply_rope(x, pos, layout="half"))
 h = d // 2
 perm = torch.stack([torch.arange(h), torch.arange(h) + h], -1).flatten()
-print(f"pi = {perm.tolist()}", end="")
-
-# %% tags=["check"] summary={"en": "the rotate_half form is apply_rope's half layout; half equals interleaved after the permutation π and back, R^half_m = Π^T R_m Π; the two layouts differ on the same vector", "ja": "rotate_half の形は apply_rope の半分割配置と一致し、置換 π で並べ替えて戻せばインターリーブ配置と一致して R^half_m = Π^T R_m Π です。同じベクトルに対して 2 つの配置は異なります"}
-assert_close(half, apply_rope(x, pos, layout="half"))
 inv_perm = torch.argsort(perm)  # 0, 2, 4, ..., 1, 3, 5, ...
 assert perm.tolist()[:4] == [0, h, 1, h + 1]
 assert inv_perm.tolist()[: h + 1] == [*range(0, d, 2), 1]
@@ -575,9 +556,8 @@ for p in (1, 5, 300):
     assert_close(r_half, big_pi.T @ rope_matrix(p) @ big_pi)
 assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 
-# %% [markdown] lang="en"
-# ## Converted Llama checkpoints permute the query and key weights
-#
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: converted Llama checkpoints permute the query and key weights.**
 # Meta trained Llama with the interleaved pairing; Hugging Face's Llama code, which
 # descends from its GPT-NeoX code, uses `rotate_half`. Rather than change the code,
 # `convert_llama_weights_to_hf.py` permutes the weights: within every head it
@@ -591,9 +571,8 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # [grouped-query attention](../docs/glossary.md#grouped-query-attention) the keys are
 # permuted with the number of key heads.
 
-# %% [markdown] lang="ja"
-# ## Llama の変換済みチェックポイントはクエリとキーの重みを並べ替える
-#
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Llama の変換済みチェックポイントはクエリとキーの重みを並べ替える**
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
 # `convert_llama_weights_to_hf.py` は、コードを変えるかわりに重みを並べ替えます。
@@ -606,7 +585,7 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # どのスコアも元の値とまったく同じです。
 # [グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)では、キーはキーのヘッド数で並べ替えます。
 
-# %%
+# %% tags=["deeper"]
 d_model, n_heads, n_kv, d_h, seq = 32, 4, 2, 8, 6
 
 
@@ -622,7 +601,7 @@ w_k, w_v = torch.randn(2, n_kv * d_h, d_model, dtype=f64)
 w_q_hf, w_k_hf = permute(w_q, n_heads), permute(w_k, n_kv, dim1=n_kv * d_h)
 
 
-# %% tags=["check"] summary={"en": "permute reorders each head's rows of W_Q to π⁻¹; with grouped-query attention, Meta's weights with the interleaved rotation and the permuted weights with rotate_half give the same scores and outputs, to 1e-12; unpermuted weights do not", "ja": "permute は各ヘッドの W_Q の行を π⁻¹ の順に並べ替えます。グループ化クエリアテンションで、Meta の重みとインターリーブ配置の回転、並べ替えた重みと rotate_half は、1e-12 以内で同じスコアと出力を与え、並べ替えない重みでは一致しません"}
+# %% tags=["deeper", "check"] summary={"en": "permute reorders each head's rows of W_Q to π⁻¹; with grouped-query attention, Meta's weights with the interleaved rotation and the permuted weights with rotate_half give the same scores and outputs, to 1e-12; unpermuted weights do not", "ja": "permute は各ヘッドの W_Q の行を π⁻¹ の順に並べ替えます。グループ化クエリアテンションで、Meta の重みとインターリーブ配置の回転、並べ替えた重みと rotate_half は、1e-12 以内で同じスコアと出力を与え、並べ替えない重みでは一致しません"}
 half_h = torch.arange(d_h // 2)
 inv_perm_h = torch.argsort(
     torch.stack([half_h, half_h + d_h // 2], -1).flatten()
@@ -654,10 +633,8 @@ assert (s_hf - s_meta).abs().max() < 1e-12
 s_wrong, _ = scores_and_output(w_q, w_k, "half")  # Meta weights, rotate_half
 assert not torch.allclose(s_wrong, s_meta)
 
-# %% [markdown] lang="en"
-# ## Partial rotation
-#
-# Nothing requires every feature to be rotated
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: partial rotation.** Nothing requires every feature to be rotated
 # ([partial rotation](../docs/glossary.md#partial-rotation)). GPT-NeoX rotates only the
 # first `rotary_pct` of each head and passes the rest through; GPT-J does the same with
 # `rotary_dim`. Split a head into $x = (x_{\text{rot}}, x_{\text{pass}})$, with $r$
@@ -669,9 +646,8 @@ assert not torch.allclose(s_wrong, s_meta)
 # `apply_rope(x, positions, rotary_dim=24)` in `posenc`. With `half`, the pairs are
 # $i$ and $i + r/2$ within the rotated part.
 
-# %% [markdown] lang="ja"
-# ## 部分回転
-#
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：部分回転**
 # すべての次元を回転させる必要はありません（[部分回転](../docs/glossary.ja.md#partial-rotation)）。
 # GPT-NeoX は各ヘッドの先頭 `rotary_pct` の割合だけを回転させ、残りはそのまま通します。GPT-J も `rotary_dim` で同じことをします。
 # ヘッドを $x = (x_{\text{rot}}, x_{\text{pass}})$ に分け、回転させる次元を $r$ 個とします。
@@ -682,7 +658,7 @@ assert not torch.allclose(s_wrong, s_meta)
 # `posenc` では `apply_rope(x, positions, rotary_dim=24)` と書きます。
 # `half` では、回転部分の中で $i$ と $i + r/2$ がペアになります。
 
-# %% tags=["check"] summary={"en": "with rotary_dim=24 of 96, the last 72 features pass unchanged, the first 24 get a 24-dimensional RoPE with θ_i = 10000^(−2i/r), the score splits as stated, and RotaryEmbedding(24) does the same", "ja": "96 次元のうち rotary_dim=24 では、後ろの 72 次元はそのまま通り、先頭の 24 次元には θ_i = 10000^(−2i/r) の 24 次元の RoPE がかかり、スコアは本文のとおりに分かれ、RotaryEmbedding(24) も同じです"}
+# %% tags=["deeper", "check"] summary={"en": "with rotary_dim=24 of 96, the last 72 features pass unchanged, the first 24 get a 24-dimensional RoPE with θ_i = 10000^(−2i/r), the score splits as stated, and RotaryEmbedding(24) does the same", "ja": "96 次元のうち rotary_dim=24 では、後ろの 72 次元はそのまま通り、先頭の 24 次元には θ_i = 10000^(−2i/r) の 24 次元の RoPE がかかり、スコアは本文のとおりに分かれ、RotaryEmbedding(24) も同じです"}
 head, rotary_pct = 6144 // 64, 0.25  # GPT-NeoX-20B: hidden size 6144, 64 heads
 r = int(head * rotary_pct)
 assert r == 24
@@ -748,7 +724,7 @@ assert_close(module_k, k_out)
 # `RotaryEmbedding` はモジュール版です。`forward(q, k, positions)` の結果は、それぞれに `apply_rope` を適用したものと一致します。
 # 位置に応じて伸びる cos と sin の表を `state_dict` の外に持ち、キーのヘッドがクエリのヘッドより少ない場合も受け付けます。
 
-# %% tags=["check"] summary={"en": "scores are unchanged by shifts up to 10^6 and constant along diagonals; norms are kept up to position 2^30; a common shift by 500 leaves causal attention unchanged; decoding one token at a time against a cache of keys rotated once equals the full pass; RotaryEmbedding equals apply_rope, with 2 key heads for 8 query heads, and keeps no state", "ja": "スコアは 10^6 までのずらしで変わらず、対角線に沿って一定です。ノルムは位置 2^30 まで保たれ、すべてを 500 ずらしても因果的アテンションは変わりません。1 回だけ回転させたキーのキャッシュで 1 トークンずつ計算した結果は一括の計算と一致し、RotaryEmbedding はクエリ 8 ヘッド、キー 2 ヘッドで apply_rope と一致し、状態を持ちません"}
+# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、回転済みのキーのキャッシュは一括の計算と一致します"}
 d = 64
 q, k = torch.randn(2, d, dtype=f64)
 
@@ -897,7 +873,8 @@ assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
 # and it falls from 128 (orange). Whether a trained model's scores decay depends on
 # what it learns: Barbero et al. (2024) find that a trained Gemma 7B uses its fastest
 # pairs for sharp positional patterns and its slowest, which barely turn, mostly for
-# content, the idea behind [p-RoPE](09-rope-context.ipynb#which-models-use-which).
+# what they suspect is content: the idea behind
+# [p-RoPE](09-rope-context.ipynb#which-models-use-which).
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
@@ -926,10 +903,10 @@ assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
 # このスコアは 128 から下がります（オレンジ）。
 # 学習済みのモデルのスコアが減衰するかどうかは、学習の結果によります。
 # Barbero ら（2024）によると、学習済みの Gemma 7B は、最も速いペアで位置に基づく鋭いパターンを作ります。
-# ほとんど回らない最も遅いペアは、主に内容を表すために使われています。
+# ほとんど回らない最も遅いペアは主に別の用途に使われていて、著者らはそれが内容の情報だろうと推測しています。
 # これが [p-RoPE](09-rope-context.ipynb#どのモデルがどれを使うか) の考え方のもとになっています。
 
-# %%
+# %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
 theta_d = rope_frequencies(d).double()
 dist = torch.arange(251)
@@ -950,10 +927,9 @@ print(f"min {rb.min():.3f} at r = {int(rb.argmin())}")
 print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
-print(f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}", end="")
+print(f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}")
 
-# %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.8))
 ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
     xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
@@ -965,7 +941,7 @@ ax_r.set(xlabel="$m-n$", ylabel=r"$q^\top R_{n-m}\, k$", title="$d = 128$")
 ax_r.legend(loc="upper right", fontsize="small")
 plt.show()
 
-# %% tags=["check"] summary={"en": "Abel's identity and the bound hold at every distance; the bound starts at (d/2 + 1)/2 and is at least 204 times |score|; q = k = 1 gives twice the sinusoids' dot product and falls; 4000 random pairs have mean 0 and variance d at distances 0, 100 and 250; the quoted numbers are the printed ones", "ja": "アーベルの恒等式と上界はどの距離でも成り立ち、上界は (d/2 + 1)/2 から始まって |スコア| の 204 倍以上あります。q = k = 1 は正弦波の内積の 2 倍で下がり、4000 組のランダムな組は距離 0、100、250 で平均 0、分散 d です。本文の数値は出力どおりです"}
+# %% tags=["check"] summary={"en": "Abel's identity and the bound hold; random scores keep mean 0, variance d; numbers as printed", "ja": "アーベルの恒等式と上界が成り立ち、ランダムなスコアは平均 0、分散 d のままで、数値は出力どおりです"}
 assert_close(relative_bound[0], torch.tensor((d / 2 + 1) / 2, dtype=f64))
 h_i = to_complex(q) * to_complex(k).conj()  # (d/2,)
 h_ext = torch.cat([h_i, h_i.new_zeros(1)])  # h_{d/2} = 0
@@ -1030,11 +1006,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # そのまま渡すと `ValueError` になります。例外はバッチサイズが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
 # ヘッド数に等しいと、エラーも出さずに誤った位置で回転してしまいます。
 
-# %%
-for p in (1001.0, 4097.0):
-    print(f"{p:.0f} in bfloat16: {torch.tensor(p).bfloat16().item()}")
-
-# %% tags=["check"] summary={"en": "1001 and 1000 are one bfloat16 number, and so are their bfloat16 angles; apply_rope keeps bfloat16 input in bfloat16 after rotating in float32; positions of shape (batch, 1, seq) rotate each sequence by its own positions, (batch, seq) raises a ValueError, and with as many sequences as heads it silently rotates by the wrong ones", "ja": "1001 と 1000 は bfloat16 では同じ数で、bfloat16 の角度も同じです。apply_rope は bfloat16 の入力を float32 で回転させて bfloat16 で返します。形状 (batch, 1, seq) の位置は各系列を自分の位置で回転させ、(batch, seq) は ValueError になり、系列の数がヘッド数に等しいとエラーなしに誤った位置で回転させます"}
+# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; the position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
 assert torch.tensor(1001.0).bfloat16() == torch.tensor(1000.0).bfloat16()
 assert torch.tensor(4097.0).bfloat16() == torch.tensor(4096.0).bfloat16()
 x_bf16 = torch.randn(2, 1024, 64).bfloat16()
@@ -1203,7 +1175,8 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 #    larger base do to the bound, and to the wavelengths of the last pairs?
 # 4. In `convert_llama_weights_to_hf.py`, the keys are permuted with
 #    `n_heads=num_key_value_heads`. Permute $W_K$ with the number of query heads
-#    instead, in the grouped-query example above, and find which scores change.
+#    instead, in the grouped-query example under "Going deeper: converted Llama
+#    checkpoints", and find which scores change.
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1216,7 +1189,7 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 # 3. Llama 3 は `base = 500000` を使います。$d = 128$ の相対的な上界（論文の図 2 の量）を、両方の底で距離 4000 まで描き直してください。
 #    底を大きくすると、上界と最後のペアの波長はどうなるでしょうか。
 # 4. `convert_llama_weights_to_hf.py` では、キーは `n_heads=num_key_value_heads` で並べ替えられます。
-#    上のグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えてみて、
+#    「さらに詳しく：Llama の変換済みチェックポイント」のグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えてみて、
 #    どのスコアが変わるかを調べてください。
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1372,61 +1345,43 @@ print(
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# RoFormer is read in its arXiv version. The library code is restated, not called:
+# RoFormer (§3.2–3.4, eq. 19 and 34, Figure 2) is read in its arXiv version. The
+# library code is restated, not called:
 # Hugging Face's as in transformers 4.46 and 5.24 (the comparison with the real
 # functions used 5.24.0, outside this notebook), GPT-NeoX's at commit ea7aefd8 and on
-# both sides of commit 3bfedf47 (2023-09-25).
+# both sides of commit 3bfedf47, "Pre-compute RoPE embeddings in fp32" (2023-09-25).
 #
 # ### References
 #
-# - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
-#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4, eq. 19 and 34,
-#   Figure 2.
-#   <https://arxiv.org/abs/2104.09864>
-# - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
-#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI blog.
-#   <https://blog.eleuther.ai/rotary-embeddings/>
-# - EleutherAI, GPT-NeoX (`rotate_half`, `rotary_pct`).
-#   <https://github.com/EleutherAI/gpt-neox>
-# - Hugging Face transformers, `models/llama/modeling_llama.py` and
-#   `models/llama/convert_llama_weights_to_hf.py`.
-#   <https://github.com/huggingface/transformers>
-# - torchtune, `RotaryPositionalEmbeddings` in `torchtune/modules/position_embeddings.py`.
-#   <https://github.com/pytorch/torchtune>
-# - Meta, Llama reference code, `precompute_freqs_cis` and `apply_rotary_emb` in
-#   `llama/model.py`. <https://github.com/meta-llama/llama>
-# - EleutherAI, GPT-NeoX, `RotaryEmbedding` in `megatron/model/positional_embeddings.py`;
-#   commit 3bfedf47, "Pre-compute RoPE embeddings in fp32" (2023-09-25).
-# - Barbero, F., Vitvitskyi, A., Perivolaropoulos, C., Pascanu, R. and Veličković, P.
-#   (2024). *Round and Round We Go! What makes Rotary Positional Encodings useful?*
-#   ICLR 2025. <https://arxiv.org/abs/2410.06205>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*. <https://arxiv.org/abs/2104.09864>
+# - Biderman, S. et al. (2021). *Rotary Embeddings: A Relative Revolution*.
+#   EleutherAI blog. <https://blog.eleuther.ai/rotary-embeddings/>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary Positional
+#   Encodings useful?* ICLR 2025. <https://arxiv.org/abs/2410.06205>
+# - Code: Meta's `llama/model.py` (<https://github.com/meta-llama/llama>); Hugging
+#   Face's `modeling_llama.py` and `convert_llama_weights_to_hf.py`
+#   (<https://github.com/huggingface/transformers>); GPT-NeoX's
+#   `megatron/model/positional_embeddings.py` (<https://github.com/EleutherAI/gpt-neox>);
+#   torchtune's `position_embeddings.py` (<https://github.com/pytorch/torchtune>).
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# RoFormer は arXiv 版を読んでいます。ライブラリのコードは呼び出さずに書き写しています。
+# RoFormer（§3.2–3.4、式 19 と 34、図 2）は arXiv 版を読んでいます。ライブラリのコードは呼び出さずに書き写しています。
 # Hugging Face のコードは transformers 4.46 と 5.24 のものです（実際の関数との比較には 5.24.0 を使い、このノートブックの外で実行しました）。
-# GPT-NeoX のコードは、コミット ea7aefd8 と、コミット 3bfedf47（2023-09-25）の前後で読んでいます。
+# GPT-NeoX のコードは、コミット ea7aefd8 と、コミット 3bfedf47 の前後で読んでいます。
+# 3bfedf47 は「Pre-compute RoPE embeddings in fp32」（2023-09-25）です。
 #
 # ### 参考文献
 #
-# - Su, J., Lu, Y., Pan, S., Murtadha, A., Wen, B. and Liu, Y. (2021). *RoFormer:
-#   Enhanced Transformer with Rotary Position Embedding*. §3.2–3.4, eq. 19 and 34, Figure 2.
-#   <https://arxiv.org/abs/2104.09864>
-# - Biderman, S., Black, S., Foster, C., Gao, L., Hallahan, E., He, H., Wang, B. and
-#   Wang, P. (2021). *Rotary Embeddings: A Relative Revolution*. EleutherAI blog.
-#   <https://blog.eleuther.ai/rotary-embeddings/>
-# - EleutherAI、GPT-NeoX（`rotate_half`、`rotary_pct`）。
-#   <https://github.com/EleutherAI/gpt-neox>
-# - Hugging Face transformers、`models/llama/modeling_llama.py` と
-#   `models/llama/convert_llama_weights_to_hf.py`。
-#   <https://github.com/huggingface/transformers>
-# - torchtune、`torchtune/modules/position_embeddings.py` の `RotaryPositionalEmbeddings`。
-#   <https://github.com/pytorch/torchtune>
-# - Meta、Llama の参照実装、`llama/model.py` の `precompute_freqs_cis` と `apply_rotary_emb`。
-#   <https://github.com/meta-llama/llama>
-# - EleutherAI、GPT-NeoX、`megatron/model/positional_embeddings.py` の `RotaryEmbedding`。
-#   コミット 3bfedf47「Pre-compute RoPE embeddings in fp32」（2023-09-25）。
-# - Barbero, F., Vitvitskyi, A., Perivolaropoulos, C., Pascanu, R. and Veličković, P.
-#   (2024). *Round and Round We Go! What makes Rotary Positional Encodings useful?*
-#   ICLR 2025. <https://arxiv.org/abs/2410.06205>
+# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
+#   Embedding*. <https://arxiv.org/abs/2104.09864>
+# - Biderman, S. et al. (2021). *Rotary Embeddings: A Relative Revolution*.
+#   EleutherAI blog. <https://blog.eleuther.ai/rotary-embeddings/>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary Positional
+#   Encodings useful?* ICLR 2025. <https://arxiv.org/abs/2410.06205>
+# - コード：Meta の `llama/model.py`（<https://github.com/meta-llama/llama>）、
+#   Hugging Face の `modeling_llama.py` と `convert_llama_weights_to_hf.py`（<https://github.com/huggingface/transformers>）、
+#   GPT-NeoX の `megatron/model/positional_embeddings.py`（<https://github.com/EleutherAI/gpt-neox>）、
+#   torchtune の `position_embeddings.py`（<https://github.com/pytorch/torchtune>）。

@@ -100,7 +100,7 @@ d, gamma, B = 8, 0.4, 512.0
 zeta = xpos_zeta(d, dtype=f64)
 print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
 
-# %% tags=["check"] summary={"en": "xpos_zeta is the formula and torchscale's expression, rising from 2/7 to just below 1; with B = 1, ζ_0^n leaves float16 at n = 14; xpos_scale is ζ_i^(p/B); apply_xpos is the scaled rotation in both pairings", "ja": "xpos_zeta は式とも torchscale の式とも一致し、2/7 から 1 のすぐ下まで増えます。B = 1 では ζ_0^n が n = 14 で float16 の範囲を出ます。xpos_scale は ζ_i^(p/B) で、apply_xpos はどちらのペアの組み方でも倍率を掛けた回転です"}
+# %% tags=["check"] summary={"en": "ζ_i is the formula and torchscale's; with B = 1, ζ_0^n leaves float16 at 14; apply_xpos as stated", "ja": "ζ_i は式とも torchscale とも一致し、B = 1 では ζ_0^n が 14 で float16 を出て、apply_xpos は式どおりです"}
 i = torch.arange(d // 2, dtype=f64)
 assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))
 assert math.isclose(zeta[0], 2 / 7) and math.isclose(
@@ -152,7 +152,7 @@ for layout in ("half", "interleaved"):
 # さらに $0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、キーが過去へ遠ざかるほど小さくなります。
 # 速いペアほど速く小さくなります。
 
-# %% tags=["check"] summary={"en": "apply_xpos's score is the sum over pairs of ζ_i^((m−n)/B) q^(i)T R((n−m)θ_i) k^(i), built from explicit 2×2 rotations; the score matrix of 16 positions is unchanged when all of them move by 5000", "ja": "apply_xpos のスコアは、明示的な 2×2 の回転で組み立てた ζ_i^((m−n)/B) q^(i)T R((n−m)θ_i) k^(i) のペアについての和に等しく、16 個の位置のスコア行列はすべての位置を 5000 ずらしても変わりません"}
+# %% tags=["check"] summary={"en": "the score is the sum of RoPE's terms times ζ_i^((m−n)/B), unchanged by a shift of 5000", "ja": "スコアは RoPE の項に ζ_i^((m−n)/B) を掛けた和で、5000 ずらしても変わりません"}
 theta = rope_frequencies(d).double()
 
 
@@ -202,17 +202,16 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # 位置の小さな違いを見分ける速いペアは数百トークンのうちに薄れ、
 # 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。
 
-# %%
+# %% tags=["figure"] alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
 d = 128
 zeta = xpos_zeta(d, dtype=f64)
 half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
 shown = [0, 16, 32, 48, 63]
-print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}", end="")
+print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}")
 
-# %% tags=["figure"] alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
 dist = torch.arange(0, 4097, dtype=f64)
 factor = xpos_scale(d, dist)  # (4097, 64): zeta_i^(r/B)
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 for j in shown:
     ax.plot(dist, factor[:, j], label=f"$i = {j}$")
 ax.set(
@@ -222,7 +221,7 @@ ax.set_title("$d = 128,\\ B = 512$")
 ax.legend(loc="lower left", ncols=5, fontsize="small")
 plt.show()
 
-# %% tags=["check"] summary={"en": "each log-factor falls by ln(ζ_i)/B per position; at r_{1/2,i} every factor is 1/2; the half-distances of pairs 0 and 63 are 283 and 31620", "ja": "各因子の対数は 1 位置あたり ln(ζ_i)/B ずつ下がり、r_{1/2,i} ではどの因子も 1/2 です。ペア 0 と 63 の半減距離は 283 と 31620 です"}
+# %% tags=["check"] summary={"en": "each log-factor falls by ln(ζ_i)/B per position; the half-distances are 283 to 31620", "ja": "因子の対数は 1 位置あたり ln(ζ_i)/B ずつ下がり、半減距離は 283 から 31620 です"}
 log_slope = factor.log().diff(dim=0)  # constant in r: ln(zeta_i) / B
 assert_close(log_slope, (zeta.log() / B).expand(4096, d // 2))
 assert_close(
@@ -259,7 +258,7 @@ assert (
 # xPos のスコアは 5.36 から 12.96 の間に収まります。
 # 減衰は遠くの波打ちを弱めますが、消しはしません。いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
 
-# %%
+# %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
 theta = rope_frequencies(d).double()
 r = torch.arange(0, 4097)
 ones = torch.ones(d, dtype=f64)
@@ -273,12 +272,10 @@ print(
     f"r = 2048..4096, RoPE: min {rope_scores[far].min():.2f}, "
     f"max {rope_scores[far].max():.2f}\n"
     f"r = 2048..4096, xPos: min {xpos_scores[far].min():.2f}, "
-    f"max {xpos_scores[far].max():.2f}",
-    end="",
+    f"max {xpos_scores[far].max():.2f}"
 )
 
-# %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 ax.plot(r, rope_scores, lw=0.8, label=r"$B = \infty$")
 ax.plot(r, xpos_scores, lw=1.2, label="$B = 512$")
 ax.axhline(0, color="0.5", lw=0.8)
@@ -321,7 +318,7 @@ assert rope_scores[0] == xpos_scores[0] == 128
 # 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは遅いペアだけで、遅いペアはトークンの位置についてほとんど情報を持ちません。
 
 
-# %% tags=["check"] summary={"en": "2000 random unit pairs stay within the cap at distances 512, 4096 and 32768; a unit q in the last pair with k = R((m − n)θ)q reaches it, and scores 1 without the decay", "ja": "距離 512、4096、32768 で 2000 組のランダムな単位ベクトルはどれも上限以内にあり、最後のペアに置いた単位ベクトル q と k = R((m − n)θ)q は上限に届き、減衰がなければスコアは 1 です"}
+# %% tags=["check"] summary={"en": "2000 random unit pairs stay within the cap; the last pair reaches it; without decay it scores 1", "ja": "2000 組のランダムな単位ベクトルは上限以内で、最後のペアは上限に届き、減衰がなければスコアは 1 です"}
 def score(q, k, m, n, **kwargs):
     q_x, k_x = apply_xpos(
         q, k, torch.tensor(m), torch.tensor(n), layout="interleaved", **kwargs
@@ -394,7 +391,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読みます。
 #   各クエリは、長さ $l/2$ の自分のブロックと 1 つ前のブロックにアテンションを向けるので、どの距離も $l$ より短いままです。
 
-# %%
+# %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです"}
 q, k = torch.randn(2, 3, 50, 32)
 pos = torch.arange(50) * 100
 q_inf, k_inf = apply_xpos(q, k, pos, scale_base=math.inf)  # B = infinity: RoPE
@@ -411,17 +408,6 @@ xpos_s = k_x @ q_x[0]
 rope_s = apply_rope(keys, key_pos) @ apply_rope(query, torch.tensor(4095))
 near, far = (4095 - key_pos) < 64, (4095 - key_pos) >= 3000
 growth = xpos_scale(d, torch.tensor(-2048.0, dtype=f64))  # a future key
-print(
-    f"pairs below 1% of their weight: r = 2048: {faded[2048]} of 64, "
-    f"r = 8192: {faded[8192]} of 64\n"
-    f"spread of the scores, nearest 64 keys / beyond 3000:\n"
-    f"  xPos {xpos_s[near].std():.2f} / {xpos_s[far].std():.2f}, "
-    f"RoPE {rope_s[near].std():.2f} / {rope_s[far].std():.2f}\n"
-    f"pair 0 at m - n = -2048: factor {growth[0]:.2f}",
-    end="",
-)
-
-# %% tags=["check"] summary={"en": "B = ∞ is RoPE exactly; pair 0's half-distance, found by scanning, is B ln2/ln(1/ζ_0) for B = 128, 512 and 2048; a pair is below 1% exactly past B ln100/ln(1/ζ_i); the far spread of xPos falls below half the near one while RoPE's does not; every factor of a future key exceeds 1", "ja": "B = ∞ はちょうど RoPE です。走査で求めたペア 0 の半減距離は B = 128、512、2048 で B ln2/ln(1/ζ_0) に等しく、ペアが 1% 未満になるのはちょうど B ln100/ln(1/ζ_i) より先です。xPos の遠くのばらつきは近くの半分未満に下がり、RoPE では下がりません。未来のキーの因子はどれも 1 を超えます"}
 assert torch.equal(q_inf, apply_rope(q, pos))
 assert torch.equal(k_inf, apply_rope(k, pos))
 r_grid = torch.arange(0, 3000, dtype=f64)
@@ -435,7 +421,10 @@ for r_far in (2048, 8192):
 assert faded == {2048: 3, 8192: 42}
 assert xpos_s[far].std() < 0.5 * xpos_s[near].std()
 assert rope_s[far].std() > 0.8 * rope_s[near].std()
-assert (growth > 1).all()
+assert (growth > 1).all() and f"{growth[0]:.2f}" == "150.06"
+spreads = [f"{s.std():.2f}" for s in (xpos_s[near], xpos_s[far])]
+spreads += [f"{s.std():.2f}" for s in (rope_s[near], rope_s[far])]
+assert spreads == ["10.73", "3.32", "10.92", "12.53"]
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the blockwise window.** Sun et al. chose xPos's design by
@@ -540,7 +529,7 @@ k_0 = apply_rope(k, top) * torch.cat([xpos_scale(d, -top)] * 2)
 q_c, k_c = apply_xpos(q, k, top, center="midpoint")  # c = 65535
 print(f"as written: {q_0 @ k_0}; centred: {q_c @ k_c:.4f}; RoPE: {q @ k:.4f}")
 
-# %% tags=["check"] summary={"en": "in float32 pair 0's key factor is infinite from 36261, its query factor subnormal from 35695 and zero from 42494, each edge at float32's limit; the formula as written gives NaN at 65535; apply_xpos refuses |p − c| > 35694 naming center; the centre changes the vectors, not the scores; a centre per call puts a cached score off by 1.80, the default centre by nothing", "ja": "float32 ではペア 0 のキーの因子は 36261 から無限大、クエリの因子は 35695 から非正規化数、42494 から 0 で、どの境目も float32 の限界に一致します。書いたとおりの式は 65535 で NaN になり、apply_xpos は |p − c| > 35694 を center を名指しして拒みます。中心はベクトルを変えてもスコアは変えません。呼び出しごとの中心ではキャッシュしたスコアが 1.80 ずれ、既定の中心ではずれません"}
+# %% tags=["check"] summary={"en": "float32 runs out where stated; apply_xpos refuses past 35694; a cache needs a fixed centre", "ja": "float32 の限界は本文どおりで、apply_xpos は 35694 を超えると拒み、キャッシュには固定の中心が必要です"}
 p_scan = torch.arange(-50000, 50001)
 scan = xpos_scale(d, p_scan)[:, 0]  # float32, pair 0
 tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
@@ -805,7 +794,7 @@ zero_q = torch.zeros(T, d, dtype=f64)
 h = attention(zero_q, x @ w_k, x @ w_v, causal=True)[:, 0]
 print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 
-# %% tags=["check"] summary={"en": "h_t = 1/(t+1) bit for bit in float64, and 1/T everywhere without the mask; in a two-layer NoPE model a token repeated at positions 3 and 8 gets identical outputs without the mask and different ones with it", "ja": "h_t は float64 でビット単位まで 1/(t+1) に等しく、マスクがなければどこでも 1/T です。2 層の NoPE モデルで位置 3 と 8 に置いた同じトークンは、マスクがなければ同じ出力、マスクがあれば違う出力になります"}
+# %% tags=["check"] summary={"en": "h_t = 1/(t+1) exactly, 1/T without the mask; without it, a repeated token gets one output", "ja": "h_t はちょうど 1/(t+1)、マスクがなければ 1/T で、繰り返したトークンは同じ出力になります"}
 t = torch.arange(T, dtype=f64)
 assert torch.equal(h, 1 / (t + 1))  # h_t = 1/(t+1), exactly
 assert torch.equal(
@@ -884,7 +873,7 @@ def readout(h, values):
 t_hat = readout(h, torch.arange(K, dtype=f64))
 print(f"t = 15, 31, 63 -> {fmt(t_hat[[15, 31, 63]], 2)}", end="")
 
-# %% tags=["check"] summary={"en": "the best linear readout is off by 33.84; the ReLU readout is exact for t < 16, follows 2(K − 1) − K(K − 1)/(t + 1) beyond and stays below 30; neighbours differ by 1/((t+1)(t+2)) and first share a value at 11864337 in float32 and 189 in bfloat16", "ja": "最良の線形の読み出しは 33.84 ずれます。ReLU の読み出しは t < 16 で厳密、その先は 2(K − 1) − K(K − 1)/(t + 1) に従い 30 未満にとどまります。隣どうしの差は 1/((t+1)(t+2)) で、同じ値になるのは float32 では 11864337、bfloat16 では 189 からです"}
+# %% tags=["check"] summary={"en": "the linear fit is off by 33.84; the ReLU readout is as derived; values clash from 11864337 and 189", "ja": "線形のあてはめは 33.84 ずれ、ReLU の読み出しは導出どおりで、値が重なるのは 11864337 と 189 からです"}
 linear = torch.stack([h, torch.ones_like(h)], dim=-1)
 fit = torch.linalg.lstsq(linear, t[:, None]).solution
 assert f"{(linear @ fit - t[:, None]).abs().max():.2f}" == "33.84"
@@ -953,7 +942,7 @@ assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 # $n = 16$ 以降は読み出しが飽和し、ヘッドは代わりにトークン自身を見るようになります（右の図）。
 # 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
 
-# %%
+# %% tags=["figure"] alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線の下へ曲がり、30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
 knots_t = torch.arange(K, dtype=f64)
 hidden = torch.stack(  # (T, 3): (1, t_hat, t2_hat)
     [torch.ones_like(h), readout(h, knots_t), readout(h, knots_t**2)], dim=-1
@@ -973,8 +962,7 @@ weights = torch.softmax(
 prev = weights[torch.arange(1, T), torch.arange(T - 1)]  # on m = n - 1
 print(f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}")
 
-# %% tags=["figure"] alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線の下へ曲がり、30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.9))
 ax_l.plot(t, t, color="0.6", lw=0.8, ls=":")
 ax_l.plot(t, t_hat, lw=1.5)
 ax_l.axhline(2 * (K - 1), color="0.5", lw=0.8, ls="--")
@@ -998,7 +986,7 @@ ax_r.grid(False)
 fig.colorbar(im, ax=ax_r, fraction=0.046)
 plt.show()
 
-# %% tags=["check"] summary={"en": "for n, m below 16 the dot product is −λ(n − 1 − m)² + λ(n − 1)²; attention's output is these weights times the values; the weight on the previous token is above 0.999 up to n = 15 and copies its value to 0.01; from 16 on the head attends to the token itself", "ja": "16 未満の n と m では内積は −λ(n − 1 − m)² + λ(n − 1)² で、attention の出力はこの重みとバリューの積です。直前のトークンへの重みは n = 15 まで 0.999 を超え、そのバリューを 0.01 以内でコピーし、16 からはヘッドはトークン自身を見ます"}
+# %% tags=["check"] summary={"en": "the dot product is as derived; the head copies the previous token up to n = 15, then itself", "ja": "内積は導出どおりで、ヘッドは n = 15 まで直前のトークンをコピーし、その先はトークン自身を見ます"}
 exact = slice(0, K)
 assert_close(
     (q2 @ k2.T)[exact, exact],
@@ -1325,10 +1313,9 @@ assert not torch.allclose(out[5], out[6])
 #
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
-# - torchscale, `XPOS` in `torchscale/component/xpos_relative_position.py`.
-#   <https://github.com/microsoft/torchscale>
-# - lucidrains, `rotary-embedding-torch` (`use_xpos`), and the fix of the scale pairing.
-#   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - Code: torchscale's `XPOS` (<https://github.com/microsoft/torchscale>); lucidrains'
+#   `rotary-embedding-torch` and its fix of the scale pairing
+#   (<https://github.com/lucidrains/rotary-embedding-torch/pull/34>).
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
 #   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
@@ -1340,8 +1327,6 @@ assert not torch.allclose(out[5], out[6])
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
 #   Generalization in Transformers*. <https://arxiv.org/abs/2305.19466>
-# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
-#   Embedding*. <https://arxiv.org/abs/2104.09864>
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
@@ -1355,10 +1340,8 @@ assert not torch.allclose(out[5], out[6])
 #
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
-# - torchscale、`torchscale/component/xpos_relative_position.py` の `XPOS`。
-#   <https://github.com/microsoft/torchscale>
-# - lucidrains、`rotary-embedding-torch`（`use_xpos`）と、倍率のペアの組み方の修正。
-#   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - コード：torchscale の `XPOS`（<https://github.com/microsoft/torchscale>）、lucidrains の
+#   `rotary-embedding-torch` と倍率のペアの組み方の修正（<https://github.com/lucidrains/rotary-embedding-torch/pull/34>）。
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
 #   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
@@ -1370,5 +1353,3 @@ assert not torch.allclose(out[5], out[6])
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
 #   Generalization in Transformers*. <https://arxiv.org/abs/2305.19466>
-# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
-#   Embedding*. <https://arxiv.org/abs/2104.09864>

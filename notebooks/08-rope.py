@@ -111,11 +111,9 @@ assert abs(scores[0] - scores[1]) > 0.1
 # $\phi_q$ and $\phi_k$, the angle between $q_m$ and $k_n$ is the one they started with
 # plus $(m - n)\theta$, and the dot product is
 # $$q_m \cdot k_n = |q|\,|k|\cos\big(\phi_q - \phi_k + (m-n)\theta\big)$$
-# Moving both tokens along the sequence by $s$ turns both arrows by $s\theta$: the
-# angle between them stays, and so does the score. The figure turns a query (blue)
-# and a key (orange) from their dotted start to $(m, n) = (2, 0)$ and $(6, 4)$: same
-# distance, same score. At $(6, 0)$ the angle is wider. In the plane nothing but
-# rotations will do, as the next section shows.
+# Moving both tokens along by $s$ turns both arrows by $s\theta$: the angle between
+# them stays, and so does the score. In the figure, $(m, n) = (2, 0)$ and $(6, 4)$
+# give the same score; at $(6, 0)$ the angle is wider.
 
 # %% [markdown] lang="ja"
 # ## 図で見る：一緒に回る 2 本の針
@@ -126,11 +124,9 @@ assert abs(scores[0] - scores[1]) > 0.1
 # $q$ と $k$ がそれぞれ角度 $\phi_q$、$\phi_k$ の向きを指しているとすると、$q_m$ と $k_n$ のなす角は、
 # 最初の角度に $(m - n)\theta$ を足したものです。内積は次のようになります。
 # $$q_m \cdot k_n = |q|\,|k|\cos\big(\phi_q - \phi_k + (m-n)\theta\big)$$
-# 2 つのトークンを系列の中で一緒に $s$ だけずらすと、どちらの矢印も $s\theta$ だけ回ります。
+# 2 つのトークンを一緒に $s$ だけずらすと、どちらの矢印も $s\theta$ だけ回ります。
 # 矢印どうしの角度は変わらず、スコアも変わりません。
-# 図では、クエリ（青）とキー（オレンジ）を点線の位置から回しています。
-# $(m, n) = (2, 0)$ と $(6, 4)$ は距離が同じで、スコアも同じです。$(6, 0)$ では角度が開きます。
-# 平面では回転のほかに答えがないことを、次の節で示します。
+# 図では、$(m, n) = (2, 0)$ と $(6, 4)$ のスコアが同じで、$(6, 0)$ では角度が開いています。
 
 # %%
 theta = 0.35  # radians per position
@@ -147,7 +143,7 @@ cases = [(2, 0), (6, 4), (6, 0)]  # (m, n)
 
 # %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2, n = 0 と m = 6, n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6, n = 0 では角度が開き、スコアは −0.59 になります。"]}
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.3))
+fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.2))
 for ax, (m, n) in zip(axes, cases, strict=True):
     q_m, k_n = rot(m * theta) @ q_2d, rot(n * theta) @ k_2d
     ax.plot(rim.cos(), rim.sin(), color=INK, lw=0.6)
@@ -402,11 +398,9 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # `apply_rope(x, positions, layout="interleaved")` computes this, with one position
 # per vector (`positions` broadcasts against `x.shape[:-1]`).
 #
-# The figure shows the table of cosines for a head of $d = 128$, pair $i$ against
-# position $m$. Pair $0$ turns once every 6.28 positions; down the rows the turns
-# slow, and the last pair, with a wavelength of 54410 positions, has turned by only
-# 0.0294 radians at $m = 255$. A query and a key compare their distance on all these
-# clocks at once: fast ones for short distances, slow ones for long.
+# The figure shows the table of cosines for $d = 128$: pair $0$ turns once every 6.28
+# positions, the last pair only 0.0294 radians by $m = 255$. Fast pairs tell short
+# distances apart, slow pairs long ones.
 
 # %% [markdown] lang="ja"
 # ## 行列を使わずに：成分ごとの積 2 つ
@@ -421,11 +415,8 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
 # 位置はベクトルごとに 1 つで、`positions` は `x.shape[:-1]` に対してブロードキャストされます。
 #
-# 図は、ヘッドの次元数が $d = 128$ のときの cos の表です。縦軸がペア $i$、横軸が位置 $m$ です。
-# ペア $0$ は 6.28 位置ごとに 1 周します。下の行ほど回転は遅くなり、最後のペアは波長が 54410 位置あるので、
-# $m = 255$ でも 0.0294 ラジアンしか回っていません。
-# クエリとキーは、これらの時計をすべて同時に使って距離を比べます。
-# 速い時計は短い距離を、遅い時計は長い距離を受け持ちます。
+# 図は $d = 128$ のときの cos の表です。ペア $0$ は 6.28 位置ごとに 1 周し、最後のペアは $m = 255$ までに 0.0294 ラジアンしか回りません。
+# 速いペアは短い距離を、遅いペアは長い距離を見分けます。
 
 # %%
 x = torch.randn(5, d, dtype=f64)  # five vectors
@@ -460,7 +451,7 @@ last = d_head // 2 - 1
 print(f"wavelength of pair 0: {lam[0]:.2f}, of pair {last}: {lam[-1]:.0f}")
 print(f"angle of pair {last} at m = 255: {255 * theta_head[-1]:.4f}", end="")
 
-fig, ax = plt.subplots(figsize=(6.4, 2.5))
+fig, ax = plt.subplots(figsize=(6.4, 2.2))
 im = ax.imshow(
     torch.cos(theta_head[:, None] * m),
     aspect="auto",
@@ -500,8 +491,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 # `x[..., perm]`). $\Pi x$ puts the partners $i$ and $i + d/2$ next to each other, the
 # interleaved rotation turns them, and $\Pi^\top$ puts them back:
 # $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
-# On the same vector the two layouts differ: a model trained with one runs with the
-# other only once its weights are permuted.
+# On the same vector the two layouts differ, so converting a model permutes weights.
 
 # %% [markdown] lang="ja"
 # ## 2 通りのペアの組み方：インターリーブ配置と半分割配置
@@ -522,7 +512,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 # $\Pi x$ はペアになる $i$ と $i + d/2$ を隣り合わせに並べ、インターリーブ配置の回転がそれを回し、
 # $\Pi^\top$ が元の場所に戻します。
 # $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
-# 同じベクトルに対して、2 つの配置は異なる結果を出します。片方で学習したモデルをもう片方で動かせるのは、重みを並べ替えてからです。
+# 同じベクトルに対して 2 つの配置は異なる結果を出すので、モデルを変換するときは重みを並べ替えます。
 
 
 # %%
@@ -690,11 +680,8 @@ assert_close(module_k, k_out)
 # ## What the rotation guarantees
 #
 # - **Only the distance.** The score of a query at $m$ and a key at $n$ equals that at
-#   $m + s$ and $n + s$ for every shift $s$: put the same query at every position and
-#   the same key at every position, and the matrix of their scores is constant along
-#   each diagonal. Shifting every position of a sequence by the same amount therefore
-#   leaves attention unchanged: a sequence at positions 500 to 511 is attended to as
-#   at 0 to 11.
+#   $m + s$ and $n + s$ for every shift $s$, so shifting a whole sequence leaves
+#   attention unchanged: positions 500 to 511 are attended to as 0 to 11.
 # - **Norms.** Each $R(m\theta_i)$ is a rotation, so $\lVert R_m x \rVert = \lVert x \rVert$:
 #   RoPE never changes the norm of a query or a key, at any position.
 # - **Values and a KV cache.** Only queries and keys are rotated, never values. A
@@ -702,18 +689,15 @@ assert_close(module_k, k_out)
 #   [KV cache](../docs/glossary.md#kv-cache) each key is rotated once, when its token
 #   arrives, and stored rotated; a later step rotates only its new query and key.
 #
-# `RotaryEmbedding` is the module form: `forward(q, k, positions)` equals `apply_rope`
-# on each, keeps a growing table of cosines and sines outside the `state_dict`, and
-# accepts fewer key heads than query heads.
+# `RotaryEmbedding(dim)(q, k, positions)`, the module form, equals `apply_rope` on
+# each and accepts fewer key heads than query heads.
 
 # %% [markdown] lang="ja"
 # ## 回転が保証すること
 #
 # - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どんなシフト量 $s$ についても、
 #   $m + s$ と $n + s$ でのスコアに等しくなります。
-#   同じクエリをすべての位置に、同じキーをすべての位置に置くと、スコアの行列は各対角線に沿って一定になります。
-#   したがって、系列のすべての位置を同じだけずらしてもアテンションは変わりません。
-#   位置 500 から 511 に置いた系列でも、位置 0 から 11 に置いたときと同じアテンションが計算されます。
+#   したがって、系列全体をずらしてもアテンションは変わりません。位置 500 から 511 は、位置 0 から 11 と同じように扱われます。
 # - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
 #   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
 # - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけで、バリューは回転させません。
@@ -721,8 +705,7 @@ assert_close(module_k, k_out)
 #   各キーをそのトークンが来たときに 1 回だけ回転させ、回転後の値を保存します。
 #   後のステップで回転させるのは、新しいクエリとキーだけです。
 #
-# `RotaryEmbedding` はモジュール版です。`forward(q, k, positions)` の結果は、それぞれに `apply_rope` を適用したものと一致します。
-# 位置に応じて伸びる cos と sin の表を `state_dict` の外に持ち、キーのヘッドがクエリのヘッドより少ない場合も受け付けます。
+# モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は、それぞれに `apply_rope` を適用したものと一致し、キーのヘッドがクエリのヘッドより少ない場合も受け付けます。
 
 # %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、回転済みのキーのキャッシュは一括の計算と一致します"}
 d = 64
@@ -871,10 +854,7 @@ assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
 # appears when $q$ and $k$ are aligned pair by pair: for $q = k = \mathbf{1}$ the score
 # is $2\sum_i \cos(r\theta_i)$, twice the sinusoids' dot product $PE(m) \cdot PE(n)$,
 # and it falls from 128 (orange). Whether a trained model's scores decay depends on
-# what it learns: Barbero et al. (2024) find that a trained Gemma 7B uses its fastest
-# pairs for sharp positional patterns and its slowest, which barely turn, mostly for
-# what they suspect is content: the idea behind
-# [p-RoPE](09-rope-context.ipynb#which-models-use-which).
+# what it learns.
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
@@ -902,9 +882,6 @@ assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
 # $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、正弦波の内積 $PE(m) \cdot PE(n)$ のちょうど 2 倍です。
 # このスコアは 128 から下がります（オレンジ）。
 # 学習済みのモデルのスコアが減衰するかどうかは、学習の結果によります。
-# Barbero ら（2024）によると、学習済みの Gemma 7B は、最も速いペアで位置に基づく鋭いパターンを作ります。
-# ほとんど回らない最も遅いペアは主に別の用途に使われていて、著者らはそれが内容の情報だろうと推測しています。
-# これが [p-RoPE](09-rope-context.ipynb#どのモデルがどれを使うか) の考え方のもとになっています。
 
 # %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
@@ -927,7 +904,6 @@ print(f"min {rb.min():.3f} at r = {int(rb.argmin())}")
 print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
-print(f"q = k = 1: score at r = 0: {ones_scores[0]:.0f}")
 
 fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.8))
 ax_l.plot(dist, relative_bound, color=INK)
@@ -969,6 +945,21 @@ assert int(rb.argmin()) == 236
 assert f"{near.max():.2f}" == "15.77" and f"{far.max():.2f}" == "16.39"
 assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what a trained model does with the pairs.** Studying a trained
+# Gemma 7B, Barbero et al. (2024) argue that decay is not the main reason RoPE
+# helps: the model builds sharp positional patterns with the fastest pairs, and
+# mostly uses the slowest, which barely turn over a context, for what they suspect
+# is content. Their p-RoPE, which leaves the slowest pairs unrotated, is in
+# [*Extending RoPE's context*](09-rope-context.ipynb#which-models-use-which).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：学習済みのモデルはペアをどう使うか**
+# Barbero ら（2024）は学習済みの Gemma 7B を調べ、RoPE が役に立つ主な理由は減衰ではないと論じています。
+# このモデルは最も速いペアで位置に基づく鋭いパターンを作り、コンテキスト全体でもほとんど回らない最も遅いペアを主に別の用途に使っています。
+# 著者らは、遅いペアが内容の情報を運んでいると推測しています。
+# 最も遅いペアを回転させない Barbero らの p-RoPE は、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#どのモデルがどれを使うか)の章に出てきます。
+
 # %% [markdown] lang="en"
 # <!-- explorable: 08-rope -->
 # *On the website, an interactive figure takes the place of this note: the
@@ -981,11 +972,10 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # %% [markdown] lang="en"
 # ## In practice: float32 angles and the shape of the positions
 #
-# **Form the angles in float32.** bfloat16 keeps 8 significant bits: between 512 and
-# 1024 its numbers are 4 apart, so position 1001 becomes 1000.0, and angles
-# $m\theta_i$ formed in bfloat16 would give distinct tokens the same rotation.
-# `apply_rope` forms them in float32 (float64 for float64 input), whatever the
-# input's dtype, and returns the input's dtype.
+# **Form the angles in float32.** bfloat16 keeps 8 significant bits, so position
+# 1001 becomes 1000.0 and angles $m\theta_i$ formed in bfloat16 would give distinct
+# tokens one rotation. `apply_rope` forms them in float32 (float64 for float64
+# input) and returns the input's dtype.
 #
 # **Give positions the shape of the vectors.** `positions` broadcasts against
 # `x.shape[:-1]`, one position per vector. For tensors of shape
@@ -997,9 +987,9 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # %% [markdown] lang="ja"
 # ## 実際に使うときの注意：float32 の角度と位置の形状
 #
-# **角度は float32 で作ります。** bfloat16 の有効桁は 8 ビットで、512 から 1024 の間では表せる数の間隔が 4 です。
-# そのため位置 1001 は 1000.0 になり、角度 $m\theta_i$ を bfloat16 で作ると、別々のトークンが同じ回転を受けてしまいます。
-# `apply_rope` は、入力がどの型でも角度を float32（float64 の入力なら float64）で作り、入力と同じ型で返します。
+# **角度は float32 で作ります。** bfloat16 の有効桁は 8 ビットなので、位置 1001 は 1000.0 になります。
+# 角度 $m\theta_i$ を bfloat16 で作ると、別々のトークンが同じ回転を受けてしまいます。
+# `apply_rope` は角度を float32（float64 の入力なら float64）で作り、入力と同じ型で返します。
 #
 # **位置にはベクトルに合った形状を与えます。** `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
 # 形状 `(batch, heads, seq, head_dim)` のテンソルでは、Hugging Face の形状 `(batch, seq)` の `position_ids` は `position_ids[:, None, :]` として渡します。
@@ -1134,15 +1124,13 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - RoPE rotates pair $i$ of a query at $m$ and of a key at $n$ by $m\theta_i$ and
-#   $n\theta_i$, $\theta_i = 10000^{-2i/d}$. The score $q^\top R_{n-m}\, k$ depends
-#   only on $m - n$: hands turned alike keep their angle.
+# - RoPE turns pair $i$ of a query at $m$ and a key at $n$ by $m\theta_i$ and
+#   $n\theta_i$; the score $q^\top R_{n-m}\, k$ depends only on $m - n$.
 # - Rotations are forced once the complex product $f(q, m)\,\overline{f(k, n)}$ may
 #   depend only on $m - n$ and position $0$ changes nothing; the score alone also
 #   admits a reflection, which sees only the parity of the distance.
-# - No library builds $R_m$: two elementwise products with tables of cosines and sines.
-# - The interleaved and the half pairing (`rotate_half`) differ by a fixed
-#   permutation $\Pi$; converted Llama checkpoints permute the rows of $W_Q$ and $W_K$.
+# - No library builds $R_m$: two elementwise products with tables of cosines and sines,
+#   in the interleaved or the half pairing (`rotate_half`), a fixed permutation apart.
 # - Norms are kept and a common shift leaves attention unchanged; only queries and
 #   keys are rotated, and a KV cache stores each key rotated once.
 # - The long-term decay is an upper bound: random scores do not decay.
@@ -1151,12 +1139,12 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - RoPE は、位置 $m$ のクエリと位置 $n$ のキーのペア $i$ を、$m\theta_i$ と $n\theta_i$ だけ回転させます（$\theta_i = 10000^{-2i/d}$）。
-#   スコア $q^\top R_{n-m}\, k$ は $m - n$ だけで決まります。同じだけ回した針は、互いの角度を保ちます。
+# - RoPE は、位置 $m$ のクエリと位置 $n$ のキーのペア $i$ を、$m\theta_i$ と $n\theta_i$ だけ回転させます。
+#   スコア $q^\top R_{n-m}\, k$ は $m - n$ だけで決まります。
 # - 複素数の積 $f(q, m)\,\overline{f(k, n)}$ が $m - n$ だけで決まり、位置 $0$ では何も変えないことを求めると、回転しか残りません。
 #   スコアだけの条件なら鏡映も満たしますが、鏡映が見るのは距離の偶奇だけです。
 # - $R_m$ を作るライブラリはありません。cos と sin の表との成分ごとの積 2 つで計算します。
-# - インターリーブ配置と半分割配置（`rotate_half`）は、決まった置換 $\Pi$ だけ違います。Llama の変換済みチェックポイントは $W_Q$ と $W_K$ の行を並べ替えています。
+#   ペアの組み方はインターリーブ配置か半分割配置（`rotate_half`）で、両者は決まった置換だけ違います。
 # - ノルムは保たれ、すべての位置を同じだけずらしてもアテンションは変わりません。回転させるのはクエリとキーだけで、KV キャッシュには各キーを 1 回だけ回転させて保存します。
 # - 長距離減衰は上界の話です。ランダムなスコアは減衰しません。
 # - 角度は float32 で作ります。bfloat16 では位置 1000 と 1001 が同じ回転を受けます。
@@ -1174,9 +1162,8 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 #    paper's Figure 2) for $d = 128$ up to distance 4000 with both bases. What does a
 #    larger base do to the bound, and to the wavelengths of the last pairs?
 # 4. In `convert_llama_weights_to_hf.py`, the keys are permuted with
-#    `n_heads=num_key_value_heads`. Permute $W_K$ with the number of query heads
-#    instead, in the grouped-query example under "Going deeper: converted Llama
-#    checkpoints", and find which scores change.
+#    `n_heads=num_key_value_heads`. In the grouped-query example of the Llama fold,
+#    permute $W_K$ with the number of query heads instead: which scores change?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1189,8 +1176,8 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 # 3. Llama 3 は `base = 500000` を使います。$d = 128$ の相対的な上界（論文の図 2 の量）を、両方の底で距離 4000 まで描き直してください。
 #    底を大きくすると、上界と最後のペアの波長はどうなるでしょうか。
 # 4. `convert_llama_weights_to_hf.py` では、キーは `n_heads=num_key_value_heads` で並べ替えられます。
-#    「さらに詳しく：Llama の変換済みチェックポイント」のグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えてみて、
-#    どのスコアが変わるかを調べてください。
+#    Llama についての「さらに詳しく」にあるグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えると、
+#    どのスコアが変わるでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With $R_n^\top = R_{-n}$ and $R_m^\top = R_{-m}$, the slip gives

@@ -25,6 +25,7 @@ WORDS_MAX, WORDS_MEDIAN = 3_000, 2_500
 SCREENS_MAX, SCREENS_MEDIAN = 20, 12
 SCREEN = (1280, 900)
 REWRITTEN = {"sinusoidal", "sinusoids-in-the-wild", "rope-context", "use-posenc"}
+REWRITTEN |= {"why-positions", "learned-embeddings"}
 
 
 class _MainPath(HTMLParser):

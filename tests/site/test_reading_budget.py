@@ -28,6 +28,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "alibi",
     "efficient-rope",
     "learned-embeddings",
+    "rope",
     "rope-context",
     "shaw-relative",
     "sinusoidal",
@@ -36,6 +37,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "transformer-xl",
     "use-posenc",
     "why-positions",
+    "xpos-nope",
 }
 
 

@@ -18,9 +18,9 @@ Four implementations rotate the same queries and keys, each call rotating
   replayed, one graph per sample of ``number`` calls over the same pairs of
   the pool as the other contenders: no Python, no launcher, and no input
   left in L2 by an earlier call;
-- ``copy``: ``q_out.copy_(q)`` and ``k_out.copy_(k)`` into preallocated
-  outputs: one read and one write of each, the least any out-of-place
-  rotation moves.
+- ``copy``: ``q_out.copy_(q)`` and ``k_out.copy_(k)`` into one
+  preallocated pair of outputs that every call reuses: one read and one
+  write of each, the least any out-of-place rotation moves.
 
 Cases: a prefill (``b = 1``, ``s = 4096``, positions ``0 .. s-1``), a
 batched decode step (``b = 64``, ``s = 1``, a different position per row)
@@ -42,7 +42,9 @@ few fixed pairs, one CUDA graph each) that a call does not find its inputs
 in L2 from an earlier call; ``triton_graph`` replays the same sequence of
 pairs, so that it differs from ``triton`` by the launches only. Outputs
 are not kept: an out-of-place call writes into a block that the next call
-reuses (the caching allocator's, or the graph's pool). Each
+reuses (the caching allocator's, or the graph's pool), and ``copy`` writes
+into one pair of outputs for every call, so that all of them write into
+memory that the previous call wrote. Each
 round times every contender once, in an order drawn at random for that
 round from a seeded generator (the orders are recorded), after warm-up
 samples (which compile the kernels). The GPU's clocks, throttle reasons,
@@ -255,7 +257,7 @@ class _Inputs:
     """A pool of distinct ``(q, k)`` pairs and what every contender shares."""
 
     pool: list[tuple[torch.Tensor, torch.Tensor]]
-    outputs: list[tuple[torch.Tensor, torch.Tensor]]  # for ``copy``
+    outputs: tuple[torch.Tensor, torch.Tensor]  # ``copy``'s, reused by every call
     positions: torch.Tensor  # (b, s)
     cos: torch.Tensor  # (n, d/2) float32: the table of the kernel and the module
     sin: torch.Tensor
@@ -292,8 +294,11 @@ def _inputs(case: Case, device: torch.device, l2_bytes: int, seed: int) -> _Inpu
     qs = torch.randn((n_pool, *q_shape), generator=g).to(device=device, dtype=dtype)
     ks = torch.randn((n_pool, *k_shape), generator=g).to(device=device, dtype=dtype)
     pool = list(zip(qs.unbind(0), ks.unbind(0), strict=True))
-    q_outs, k_outs = torch.empty_like(qs), torch.empty_like(ks)
-    outputs = list(zip(q_outs.unbind(0), k_outs.unbind(0), strict=True))
+    # copy's outputs: one pair, as the allocator hands the others the block just freed
+    outputs = (
+        torch.empty(q_shape, dtype=dtype, device=device),
+        torch.empty(k_shape, dtype=dtype, device=device),
+    )
     if case.seq > 1:
         positions = torch.arange(case.seq).expand(case.batch, case.seq)
     else:
@@ -324,7 +329,7 @@ def _contenders(
     cos, sin, hf_cos, hf_sin = inputs.cos, inputs.sin, inputs.hf_cos, inputs.hf_sin
 
     def copy(i: int) -> None:
-        (q, k), (q_out, k_out) = pool[i], outputs[i]
+        (q, k), (q_out, k_out) = pool[i], outputs
         q_out.copy_(q)
         k_out.copy_(k)
 

@@ -140,6 +140,20 @@ def test_the_pool_spans_three_l2_caches_and_samples_start_at_fixed_pairs():
     assert gpu_bench.pool_size(prefill, 0) == 2
 
 
+def test_copy_writes_every_call_into_one_pair_of_outputs():
+    # as the out-of-place contenders write into the block the allocator just took back, the
+    # floor writes where its previous call wrote, not into a fresh output per input pair
+    case = build_cases(dry_run=True)[0]
+    inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
+    contenders = gpu_bench._contenders(case, inputs, interpret=True, compile_backend=None)
+    copy = contenders["copy"][1]
+    q_out, k_out = inputs.outputs
+    assert len(inputs.pool) == 2
+    for i in (0, 1, 0):
+        copy(i)
+        assert torch.equal(q_out, inputs.pool[i][0]) and torch.equal(k_out, inputs.pool[i][1])
+
+
 def test_a_graph_sample_rotates_the_pairs_a_sample_of_calls_would():
     # on the CPU there is no graph: the replay object makes the calls it would have captured
     seen = []

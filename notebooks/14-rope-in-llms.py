@@ -16,21 +16,14 @@
 # %% [markdown] lang="en"
 # # Rotary in today's LLMs
 #
-# Plain RoPE rotates every pair of features of every head in every layer.
-# Today's large models change that in four ways, and each has a reason that
-# can be computed. GPT-NeoX and Phi, and more recently Qwen3-Next and GLM-4,
-# rotate only the first features of a head
-# ([partial rotation](../docs/glossary.md#partial-rotation));
-# [p-RoPE](../docs/glossary.md#p-rope) (Barbero et al. 2024), used by Gemma 4's
-# [full-attention](../docs/glossary.md#full-attention) layers, instead drops the
-# lowest frequencies, which is a different thing. DeepSeek-V2 and V3 compress
-# keys and values into a small latent vector and keep RoPE out of it on a
-# separate small key. Llama 4 and Cohere's Command A leave RoPE out of some
-# layers altogether and restrict the attention of the RoPE layers to chunks
-# or windows.
-# Every formula below is checked against numbers that Hugging Face
-# transformers prints (pasted with the version and the call), against
-# numbers from the papers, or against a second derivation.
+# Today's large models change plain RoPE in four ways: they rotate only some
+# pairs of a head ([partial rotation](../docs/glossary.md#partial-rotation),
+# or [p-RoPE](../docs/glossary.md#p-rope), which drops the lowest frequencies),
+# keep RoPE out of DeepSeek's compressed KV cache, leave it out of some layers
+# (Llama 4, Command A), or set it by layer type (Gemma 3 and 4).
+# Each change has a reason that can be computed: a slow pair still turns over
+# a long distance, a rotation between two projections keeps them from being
+# merged, and a chunk or a window bounds the distances RoPE meets.
 #
 # The letters follow the [notation page](../docs/notation.md#positions): $m$
 # and $n$ are the positions of the query and the key, $d$ the head size,
@@ -39,15 +32,12 @@
 # %% [markdown] lang="ja"
 # # 現在の LLM の回転位置埋め込み
 #
-# 素の RoPE は、すべての層のすべてのヘッドで、次元のペアをすべて回転させます。
-# 現在の大規模なモデルは、これを 4 通りに変えています。どの変更にも、計算で確かめられる理由があります。
-# GPT-NeoX と Phi、そして最近の Qwen3-Next と GLM-4 は、ヘッドの先頭の一部の次元だけを回転させます（[部分回転](../docs/glossary.ja.md#partial-rotation)）。
-# [p-RoPE](../docs/glossary.ja.md#p-rope)（Barbero ら 2024）は Gemma 4 の[全体アテンション](../docs/glossary.ja.md#full-attention)の層で使われており、
-# 最も低い周波数を取り除きます。これは部分回転とは別物です。
-# DeepSeek-V2 と V3 はキーとバリューを小さな潜在ベクトルに圧縮し、RoPE をそこから外して、別の小さなキーにだけ掛けます。
-# Llama 4 と Cohere の Command A は、一部の層から RoPE をまったく外し、RoPE を使う層のアテンションはチャンクやウィンドウの中に限ります。
-# 以下のどの式も、Hugging Face transformers が出力した数値（バージョンと呼び出し方を添えて貼ったもの）、
-# 論文の数値、あるいは別の導出と照らし合わせて確かめます。
+# 現在の大規模なモデルは、素の RoPE を 4 通りに変えています。
+# 1 つ目は、ヘッドの一部のペアだけを回転させることです（[部分回転](../docs/glossary.ja.md#partial-rotation)、または最も低い周波数を捨てる [p-RoPE](../docs/glossary.ja.md#p-rope)）。
+# 残りは、DeepSeek の圧縮した KV キャッシュや一部の層（Llama 4、Command A）から RoPE を外すことと、
+# 層の種類で RoPE を決めること（Gemma 3 と 4）です。
+# どの変更にも、計算で確かめられる理由があります。
+# 遅いペアも長い距離では回ること、2 つの射影のあいだに回転が入るとそれらを 1 つにまとめられないこと、チャンクやウィンドウが RoPE の出会う距離を限ることです。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置、$d$ はヘッドの次元数で、$\theta_i = b^{-2i/d}$ です。
@@ -85,31 +75,17 @@ f64 = torch.float64
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
 # which run from 1 down to $b^{-(r-2)/r}$: for large $r$ nearly the same
-# span as the full head's $b^{-(d-2)/d}$, squeezed into fewer pairs, but
-# for the cell's $r = 4$ only down to $b^{-1/2}$. p-RoPE keeps the head's own frequencies $\theta_i = b^{-2i/d}$,
-# rotates only the first $k = \lfloor p\,d/2 \rfloor$ of them and sets the
-# rest to 0:
+# span as the full head's $b^{-(d-2)/d}$, squeezed into fewer pairs.
+# p-RoPE keeps the head's own frequencies $\theta_i = b^{-2i/d}$, rotates
+# only the first $k = \lfloor p\,d/2 \rfloor$ of them and sets the rest to 0:
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
 #
 # So p-RoPE drops the lowest frequencies and keeps the fastest, while partial
 # rotation keeps the whole range at a coarser spacing. With Hugging Face's
-# [half layout](../docs/glossary.md#half-layout) the two also rotate different features: partial rotation the
-# first $r$, p-RoPE the pairs $(i, i + d/2)$ for $i < k$. The check takes
-# $d = 16$, $b = 10^4$ and a fraction of $1/4$ and compares `posenc` with the
-# frequencies that transformers 5.24.0 computes for both; it also rebuilds
-# the partial rotation by hand from the angles $n\,b^{-2i/r}$ on the first
-# $r$ features, which would fail if `rotary_dim` used the head's
-# $b^{-2i/d}$.
-#
-# Partial rotation is not only history. In transformers 5.24.0, Qwen3-Next
-# (and Qwen3.5) default to `partial_rotary_factor` 0.25 with heads of 256
-# features, GLM-4 to 0.5 with heads of 128 (it rotates interleaved pairs),
-# and MiniMax-M2's checkpoints state it as `rotary_dim`, which Hugging Face
-# turns into `rotary_dim / head_dim`. The check also computes the
-# frequencies of Qwen3-Next and GLM-4, with their default fractions and a
-# head of 16, and compares them with `rope_frequencies` given the rotated
-# size.
+# [half layout](../docs/glossary.md#half-layout) the two also rotate
+# different features: partial rotation the first $r$, p-RoPE the pairs
+# $(i, i + d/2)$ for $i < k$. Here with $d = 16$ and a fraction of $1/4$:
 
 # %% [markdown] lang="ja"
 # ## 部分回転と p-RoPE
@@ -121,7 +97,6 @@ f64 = torch.float64
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
 # これは 1 から $b^{-(r-2)/r}$ まで下がります。$r$ が大きければ、ヘッド全体の範囲（$b^{-(d-2)/d}$ まで）とほぼ同じ範囲を、より少ないペアへ詰め込むことになります。
-# ただし、次のセルの $r = 4$ では $b^{-1/2}$ までしか下がりません。
 # p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ を使い、先頭の $k = \lfloor p\,d/2 \rfloor$ 個だけを回転させ、残りを 0 にします。
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
@@ -129,18 +104,19 @@ f64 = torch.float64
 # つまり p-RoPE は最も低い周波数を捨てて最も速いものを残し、部分回転は全範囲を粗い間隔で残します。
 # Hugging Face の[半分割配置](../docs/glossary.ja.md#half-layout)では、回転させる次元も違います。
 # 部分回転は先頭の $r$ 次元を、p-RoPE は $i < k$ のペア $(i, i + d/2)$ を回転させます。
-# 次のセルでは、$d = 16$、$b = 10^4$、割合 $1/4$ の場合に、両方の方式について、`posenc` の周波数を transformers 5.24.0 が計算した値と比べます。
-# さらに、先頭の $r$ 次元を角度 $n\,b^{-2i/r}$ で手で回転させたものと部分回転の出力を比べます。
-# `rotary_dim` がヘッドの $b^{-2i/d}$ を使っていれば、この比較は失敗します。
-#
-# 部分回転は過去の手法にとどまりません。transformers 5.24.0 では、Qwen3-Next（および Qwen3.5）の `partial_rotary_factor` の既定値は 0.25 で、ヘッドの次元数は 256 です。
-# GLM-4 の既定値は 0.5 でヘッドの次元数は 128 です（隣り合う次元どうしをペアにして回転させます）。
-# MiniMax-M2 のチェックポイントは部分回転を `rotary_dim` で表し、Hugging Face はこれを `rotary_dim / head_dim` に換算します。
-# 次のセルでは、Qwen3-Next と GLM-4 についても、既定の割合と次元数 16 のヘッドで周波数を求め、回転させる次元数を渡した `rope_frequencies` の値と比べます。
+# $d = 16$、割合 $1/4$ の場合は次のとおりです。
 
 # %%
 d, r = 16, 4
-p_rope = ProportionalScaling(0.25)
+x = torch.randn(5, d, dtype=f64)
+pos = torch.arange(5)
+partial = apply_rope(x, pos, rotary_dim=r)
+proportional = apply_rope(x, pos, scaling=ProportionalScaling(0.25))
+moved_partial = (partial != x).any(0).nonzero().flatten().tolist()
+moved_p = (proportional != x).any(0).nonzero().flatten().tolist()
+print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
+
+# %% tags=["check"] summary={"en": "the frequencies of partial rotation (r = 4, ending at b^(−(r−2)/r)) and of p-RoPE (p = 1/4) are those of transformers 5.24.0; rotary_dim turns the first r features by n b^(−2i/r), as rebuilt by hand, and the two schemes differ", "ja": "部分回転（r = 4。最後は b^(−(r−2)/r)）と p-RoPE（p = 1/4）の周波数は transformers 5.24.0 と一致します。rotary_dim は先頭の r 次元を角度 n b^(−2i/r) で回転させ、手で組み立てた回転と一致し、2 つの方式は異なります"}
 # transformers 5.24.0: GPTNeoXRotaryEmbedding(GPTNeoXConfig(hidden_size=64,
 #   num_attention_heads=4, rotary_pct=0.25, rope_theta=1e4)).inv_freq
 hf_partial = [1.0, 0.009999999776482582]
@@ -148,9 +124,37 @@ hf_partial = [1.0, 0.009999999776482582]
 #   num_attention_heads=4, rope_parameters={"rope_type": "proportional",
 #   "rope_theta": 1e4, "partial_rotary_factor": 0.25}))
 hf_proportional = [1.0, 0.3162277638912201, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+p_rope = ProportionalScaling(0.25)
 assert_close(rope_frequencies(r), torch.tensor(hf_partial))
 assert math.isclose(hf_partial[-1], 1e4 ** (-(r - 2) / r), rel_tol=1e-6)
 assert_close(rope_frequencies(d, scaling=p_rope), torch.tensor(hf_proportional))
+assert moved_partial == [0, 1, 2, 3] and moved_p == [0, 1, 8, 9]
+assert not torch.allclose(partial, proportional)
+# by hand: half layout of size r, pairs (i, i + r/2), angle n b^(-2i/r)
+angle = pos[:, None] * 1e4 ** (-2 * torch.arange(r // 2, dtype=f64) / r)
+x1, x2 = x[:, : r // 2], x[:, r // 2 : r]
+cos, sin = angle.cos(), angle.sin()
+by_hand = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[:, r:]], -1)
+assert_close(partial, by_hand)
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: partial rotation in current models.** Partial rotation is
+# not only history. In transformers 5.24.0, Qwen3-Next (and Qwen3.5) default
+# to `partial_rotary_factor` 0.25 with heads of 256 features, GLM-4 to 0.5
+# with heads of 128 (it rotates interleaved pairs), and MiniMax-M2's
+# checkpoints state it as `rotary_dim`, which Hugging Face turns into
+# `rotary_dim / head_dim`. With their default fractions and a head of 16,
+# Qwen3-Next and GLM-4 get the frequencies of `rope_frequencies` given the
+# rotated size.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：現在のモデルの部分回転**
+# 部分回転は過去の手法にとどまりません。transformers 5.24.0 では、Qwen3-Next（および Qwen3.5）の `partial_rotary_factor` の既定値は 0.25 で、ヘッドの次元数は 256 です。
+# GLM-4 の既定値は 0.5 でヘッドの次元数は 128 です（隣り合う次元どうしをペアにして回転させます）。
+# MiniMax-M2 のチェックポイントは部分回転を `rotary_dim` で表し、Hugging Face はこれを `rotary_dim / head_dim` に換算します。
+# 既定の割合と次元数 16 のヘッドでは、Qwen3-Next と GLM-4 の周波数は、回転させる次元数を渡した `rope_frequencies` の値になります。
+
+# %% tags=["deeper", "check"] summary={"en": "Qwen3-Next's and GLM-4's frequencies in transformers 5.24.0, for a head of 16, are rope_frequencies(4) and rope_frequencies(8)", "ja": "次元数 16 のヘッドでの transformers 5.24.0 の Qwen3-Next と GLM-4 の周波数は、rope_frequencies(4) と rope_frequencies(8) です"}
 # Qwen3NextRotaryEmbedding(Qwen3NextConfig(hidden_size=64,
 #   num_attention_heads=4, head_dim=16)).inv_freq (default factor 0.25), and
 #   Glm4RotaryEmbedding(Glm4Config(...the same...)).inv_freq (default 0.5)
@@ -160,28 +164,11 @@ hf_glm4 = [1.0, 0.10000000149011612, 0.009999999776482582,
 assert_close(rope_frequencies(d // 4), torch.tensor(hf_qwen3_next))
 assert_close(rope_frequencies(d // 2), torch.tensor(hf_glm4))
 
-x = torch.randn(5, d, dtype=f64)
-pos = torch.arange(5)
-partial = apply_rope(x, pos, rotary_dim=r)
-proportional = apply_rope(x, pos, scaling=p_rope)
-moved_partial = (partial != x).any(0).nonzero().flatten().tolist()
-moved_p = (proportional != x).any(0).nonzero().flatten().tolist()
-assert moved_partial == [0, 1, 2, 3] and moved_p == [0, 1, 8, 9]
-assert not torch.allclose(partial, proportional)
-# by hand: half layout of size r, pairs (i, i + r/2), angle n b^(-2i/r)
-angle = pos[:, None] * 1e4 ** (-2 * torch.arange(r // 2, dtype=f64) / r)
-x1, x2 = x[:, : r // 2], x[:, r // 2 : r]
-cos, sin = angle.cos(), angle.sin()
-by_hand = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[:, r:]], -1)
-assert_close(partial, by_hand)
-print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
-
 # %% [markdown] lang="en"
 # For a head of $d = 128$ with a quarter of it rotated, the figure shows the
 # wavelengths $2\pi/\theta$ of the pairs each scheme rotates. Partial
 # rotation spans nearly the same range as full RoPE with 16 points instead
-# of 64;
-# p-RoPE keeps the 16 shortest wavelengths, the longest
+# of 64; p-RoPE keeps the 16 shortest wavelengths, the longest
 # $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ positions at $b = 10^4$.
 
 # %% [markdown] lang="ja"
@@ -189,7 +176,7 @@ print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
 # 部分回転は通常の RoPE とほぼ同じ範囲を 64 点ではなく 16 点で覆います。
 # p-RoPE は最も短い 16 個の波長を残します。$b = 10^4$ では、最も長いものでも $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ 位置です。
 
-# %% alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 54 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 54 だけを覆います。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 54 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 54 だけを覆います。"]}
 d = 128
 schemes = {
     "RoPE": rope_frequencies(d),
@@ -209,9 +196,14 @@ ax.set_xlabel(r"$i$")
 ax.set_ylabel(r"$2\pi/\theta$")
 ax.legend()
 plt.show()
-p_longest = (2 * math.pi / schemes["p-RoPE, $p = 0.25$"][:16].double()).max()
+
+# %% tags=["check"] summary={"en": "p-RoPE keeps 16 pairs, the longest wavelength 2π·10^(4·30/128) ≈ 54; partial rotation with r = 32 reaches 2π·10^(4·30/32)", "ja": "p-RoPE は 16 ペアを残し、最も長い波長は 2π·10^(4·30/128) ≈ 54 です。r = 32 の部分回転は 2π·10^(4·30/32) まで届きます"}
+p_kept = schemes["p-RoPE, $p = 0.25$"]
+assert int((p_kept > 0).sum()) == 16
+p_longest = (2 * math.pi / p_kept[:16].double()).max()
 r_longest = (2 * math.pi / schemes["RoPE, $r = 32$"].double()).max()
 assert math.isclose(p_longest, 2 * math.pi * 10 ** (4 * 30 / 128), rel_tol=1e-5)
+assert round(p_longest.item()) == 54
 assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 
 # %% [markdown] lang="en"
@@ -230,15 +222,14 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
 # so a content match through that channel loses about 42 % of its score at
-# long range (the cell prints 0.5849). Their argument is that such channels are not robust over long
+# long range. Their argument is that such channels are not robust over long
 # contexts and that a larger base (500,000 in Llama 3) helps because it
 # slows them further. p-RoPE removes the rotation from the lowest pairs
-# altogether, which makes them exact content channels at any distance. They
-# trained Gemma 2B models from scratch (base $10^4$, 8k context) and report
-# that truncating the lowest frequencies "not only maintains the same
+# altogether, which makes them exact content channels at any distance.
+# Training Gemma 2B models from scratch (base $10^4$, 8k context), they
+# report that truncating the lowest frequencies "not only maintains the same
 # performance, but even seems to improve the validation perplexity" (their
-# Table 2; we have not checked which fractions it lists). The check computes
-# the factor from rotated vectors, for RoPE and p-RoPE.
+# Table 2).
 
 # %% [markdown] lang="ja"
 # ## なぜ最も低い周波数を捨てるのか：意味のチャネル
@@ -253,35 +244,35 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 #
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
-# つまり、このチャネルで内容が一致しても、遠くではそのスコアが約 42 % 減ります（セルの出力は 0.5849 です）。
+# つまり、このチャネルで内容が一致しても、遠くではそのスコアが約 42 % 減ります。
 # Barbero らは、こうしたチャネルは長いコンテキストでは頑健でないと論じています。
 # 底を大きくする（Llama 3 では 500,000）と役に立つのは、チャネルの回転がさらに遅くなるからだ、という説明です。
 # p-RoPE は最も低いペアから回転を完全に取り除くので、これらのペアはどの距離でも内容だけを正確に運ぶチャネルになります。
 # Barbero らは Gemma 2B のモデルを一から学習しました（底 $10^4$、コンテキスト長 8k）。
-# 最も低い周波数を取り除いても性能は保たれ、検証データでのパープレキシティはむしろ改善するように見える、と報告しています
-# （論文の表 2。表にどの割合が載っているかは確認していません）。
-# 次のセルでは、RoPE と p-RoPE について、回転したベクトルからこの因子を計算します。
+# 最も低い周波数を取り除いても性能は保たれ、検証データでのパープレキシティはむしろ改善するように見える、と報告しています（論文の表 2）。
 
 # %%
 lowest = torch.zeros(1, 128, dtype=f64)
 lowest[0, 63] = lowest[0, 127] = 1.0  # pair 63 of the half layout
-far = torch.tensor([8192])
-near = torch.tensor([0])
+factor = {}
 for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
-    qv = apply_rope(lowest, far, scaling=scaling)
-    kv = apply_rope(lowest, near, scaling=scaling)
-    factor = (qv @ kv.T).item() / 2
-    print(f"{name}: factor at distance 8192 = {factor:.4f}")
-    expected = math.cos(8192 * 10 ** (-4 * 126 / 128)) if scaling is None else 1
-    assert math.isclose(factor, expected, rel_tol=1e-6)
-    if scaling is None:  # the prose: about 0.58, a loss of about 42 %
-        assert round(factor, 2) == 0.58 and round(1 - factor, 2) == 0.42
+    qv = apply_rope(lowest, torch.tensor([8192]), scaling=scaling)
+    kv = apply_rope(lowest, torch.tensor([0]), scaling=scaling)
+    factor[name] = (qv @ kv.T).item() / 2  # two unit entries
+    print(f"{name}: factor at distance 8192 = {factor[name]:.4f}")
+
+# %% tags=["check"] summary={"en": "the factor is cos(8192 θ_63) ≈ 0.58 for RoPE, a loss of 42 %, and exactly 1 for p-RoPE", "ja": "因子は RoPE では cos(8192 θ_63) ≈ 0.58（42 % の減少）、p-RoPE ではちょうど 1 です"}
+theta_63 = 10 ** (-4 * 126 / 128)
+assert math.isclose(factor["RoPE"], math.cos(8192 * theta_63), rel_tol=1e-6)
+assert round(factor["RoPE"], 2) == 0.58 and round(1 - factor["RoPE"], 2) == 0.42
+assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 
 # %% [markdown] lang="en"
 # ## Multi-head latent attention
 #
 # DeepSeek-V2 (DeepSeek-AI 2024), with
-# [multi-head latent attention](../docs/glossary.md#multi-head-latent-attention), replaces the per-head keys and values in the
+# [multi-head latent attention](../docs/glossary.md#multi-head-latent-attention),
+# replaces the per-head keys and values in the
 # [KV cache](../docs/glossary.md#kv-cache) by one small latent vector per
 # token. With $h_t$ the input of token $t$, a down-projection makes the
 # latent $c^{KV}_t = W^{DKV} h_t$ of size $d_c$, and per head $i$ the
@@ -317,6 +308,15 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 # そのため、$W^{UK}_i$ をあらかじめクエリ側に吸収しておけば、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
 # 同じように $W^{UV}_i$ は出力の射影に吸収できます。これがこの設計の要点です。
 
+# %% tags=["check"] summary={"en": "for random projections, the score from the up-projected query and key equals the latent query times W_UQ^T W_UK times the cached latent", "ja": "ランダムな射影で、次元を上げたクエリとキーのスコアは、潜在ベクトルのクエリ、W_UQ^T W_UK、キャッシュした潜在ベクトルの積に等しくなります"}
+gen = torch.Generator().manual_seed(1)
+w_uq = torch.randn(8, 16, generator=gen, dtype=f64)  # latent 16 -> head 8
+w_uk = torch.randn(8, 12, generator=gen, dtype=f64)  # latent 12 -> head 8
+c_q1 = torch.randn(16, generator=gen, dtype=f64)
+c_kv1 = torch.randn(12, generator=gen, dtype=f64)
+absorbed = w_uq.T @ w_uk  # computed once, for every query and key
+assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
+
 # %% [markdown] lang="en"
 # ## Why RoPE cannot go into the latent
 #
@@ -331,9 +331,7 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 # every new query. The DeepSeek-V2 paper makes this argument: a RoPE matrix
 # that depends on the generated token sits between $W^{Q}$ and $W^{UK}$,
 # and matrix multiplication does not commute, so $W^{UK}$ cannot be
-# absorbed. The check builds the middle
-# matrix for three pairs of positions: it depends on the offset only, and
-# it changes with the offset.
+# absorbed.
 
 # %% [markdown] lang="ja"
 # ## なぜ RoPE を潜在ベクトルに入れられないのか
@@ -346,14 +344,9 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
 # そのため 1 つの積を前もって計算しておくことはできません。新しいクエリのたびに、潜在ベクトルからキーを作り直す必要があります。
 # DeepSeek-V2 の論文も同じ議論をしています。生成中のトークンに依存する RoPE の行列が $W^{Q}$ と $W^{UK}$ のあいだに入り、
 # 行列の積は可換ではないので、$W^{UK}$ を吸収できない、というものです。
-# 次のセルでは 3 組の位置について真ん中の行列を作り、この行列が相対位置だけで決まること、相対位置が変われば行列も変わることを確かめます。
-
-# %%
-gen = torch.Generator().manual_seed(1)
-w_uq = torch.randn(8, 16, generator=gen, dtype=f64)  # latent 16 -> head 8
-w_uk = torch.randn(8, 12, generator=gen, dtype=f64)  # latent 12 -> head 8
 
 
+# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, and is W_UQ^T W_UK at offset 0", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が変われば変わり、相対位置 0 では W_UQ^T W_UK です"}
 def middle(t, j):
     """W_UQ^T R_t^T R_j W_UK, from rotated columns."""
     rq = apply_rope(w_uq.T, torch.tensor([t]))  # rows: (R_t W_UQ e_a)^T
@@ -363,7 +356,7 @@ def middle(t, j):
 
 assert_close(middle(2, 5), middle(0, 3))  # offset 3 both times
 assert not torch.allclose(middle(0, 3), middle(0, 4))
-assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
+assert_close(middle(4, 4), absorbed)  # offset 0: no rotation left
 
 # %% [markdown] lang="en"
 # ## Decoupled RoPE: one small rotary key for all heads
@@ -382,12 +375,9 @@ assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
 # numbers per token and layer, against $2 n_h d_h$ for multi-head attention.
 # With DeepSeek-V2's $n_h = 128$, $d_h = 128$, $d_c = 512$ and $d^R_h = 64$
 # that is 576 against 32,768, which the paper writes as $\tfrac{9}{2} d_h$
-# ($d_c = 4 d_h$, $d^R_h = d_h/2$); DeepSeek-V3 keeps $d_c = 512$ and
-# $d^R_h = 64$ (its Hugging Face configuration: `kv_lora_rank = 512`,
-# `qk_rope_head_dim = 64`). The cell compares the four sizes that the
-# DeepSeek-V2 paper gives with the defaults of Hugging Face's
-# `DeepseekV3Config` (pasted); the two cache sizes computed from them are
-# only arithmetic, an illustration of the paper's numbers.
+# ($d_c = 4 d_h$, $d^R_h = d_h/2$). DeepSeek-V3 keeps $d_c = 512$ and
+# $d^R_h = 64$ (`kv_lora_rank` and `qk_rope_head_dim` in its Hugging Face
+# configuration).
 
 # %% [markdown] lang="ja"
 # ## 分離した RoPE：全ヘッドで共有する小さな回転キー
@@ -405,42 +395,39 @@ assert_close(middle(4, 4), w_uq.T @ w_uk)  # offset 0: no rotation left
 # マルチヘッドアテンションでは $2 n_h d_h$ 個です。
 # DeepSeek-V2 の $n_h = 128$、$d_h = 128$、$d_c = 512$、$d^R_h = 64$ では 576 対 32,768 になります。
 # 論文はこのうち 576 を $\tfrac{9}{2} d_h$ と書いています（$d_c = 4 d_h$、$d^R_h = d_h/2$）。
-# DeepSeek-V3 も $d_c = 512$、$d^R_h = 64$ のままです（Hugging Face の設定では `kv_lora_rank = 512`、`qk_rope_head_dim = 64`）。
-# 次のセルでは、DeepSeek-V2 の論文が示す 4 つの値を、Hugging Face の `DeepseekV3Config` の既定値（貼り付けた値）と比べます。
-# そこから求める 2 つのキャッシュの大きさは単なる算術で、論文の数値を例示するものです。
+# DeepSeek-V3 も $d_c = 512$、$d^R_h = 64$ のままです（Hugging Face の設定では `kv_lora_rank` と `qk_rope_head_dim`）。
 
 # %%
+n_h, d_h = 128, 128  # DeepSeek-V2: d_c = 4 d_h, d^R_h = d_h / 2
+d_c, d_hr = 4 * d_h, d_h // 2
+mla, mha = d_c + d_hr, 2 * n_h * d_h  # numbers per token and layer
+print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
+
+# %% tags=["check"] summary={"en": "the four sizes are the defaults of DeepseekV3Config in transformers 5.24.0, and the cache is 576 = 9/2 d_h numbers against 32,768", "ja": "4 つの値は transformers 5.24.0 の DeepseekV3Config の既定値で、キャッシュは 32,768 個に対して 576 = 9/2 d_h 個です"}
 # transformers 5.24.0: DeepseekV3Config() defaults (num_attention_heads,
 #   qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim)
 hf_v3 = (128, 128, 512, 64)
-# the DeepSeek-V2 paper: n_h = 128, d_h = 128, d_c = 4 d_h, d^R_h = d_h / 2
-n_h, d_h = 128, 128
-d_c, d_hr = 4 * d_h, d_h // 2
 assert (n_h, d_h, d_c, d_hr) == hf_v3  # V3 keeps V2's sizes
-mla, mha = d_c + d_hr, 2 * n_h * d_h  # arithmetic, for illustration
-assert mla == 9 / 2 * d_h and mha == 32_768
-print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
+assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 
-# %% [markdown] lang="en"
-# ## A small MLA checked against DeepSeek-V3 in transformers
-#
-# The cell builds the attention of one layer with `posenc.apply_rope` and
-# `posenc.attention` and compares it with Hugging Face's
-# `DeepseekV3Attention` run on the same random weights (the numbers are
-# pasted; the weights come from a seeded generator, drawn in the same order
-# in both runs). Two details of the implementation: the latents
-# $c^{Q}$ and $c^{KV}$ pass through an RMS normalisation (with weight 1 at
-# initialisation), and DeepSeek-V3's checkpoints lay the rotary features out
-# in interleaved pairs $(2i, 2i + 1)$ (`rope_interleave = True`), so
-# `layout="interleaved"` here. Hugging Face rotates those pairs and writes
-# the results de-interleaved, evens first; that permutes the rotary features
-# of query and key alike and leaves every score unchanged.
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: a small MLA checked against DeepSeek-V3 in transformers.**
+# One layer of MLA built from `posenc.apply_rope` and `posenc.attention`
+# gives the output of Hugging Face's `DeepseekV3Attention` run on the same
+# random weights (the numbers are pasted; the weights come from a seeded
+# generator, drawn in the same order in both runs). Two details of the
+# implementation: the latents $c^{Q}$ and $c^{KV}$ pass through an RMS
+# normalisation (with weight 1 at initialisation), and DeepSeek-V3's
+# checkpoints lay the rotary features out in interleaved pairs
+# $(2i, 2i + 1)$ (`rope_interleave = True`), so `layout="interleaved"` here.
+# Hugging Face rotates those pairs and writes the results de-interleaved,
+# evens first; that permutes the rotary features of query and key alike and
+# leaves every score unchanged.
 
-# %% [markdown] lang="ja"
-# ## 小さな MLA を transformers の DeepSeek-V3 と照合する
-#
-# 次のセルでは、`posenc.apply_rope` と `posenc.attention` で 1 層分のアテンションを組み立てます。
-# それを、同じランダムな重みで動かした Hugging Face の `DeepseekV3Attention` の出力（貼り付けた数値）と比べます。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：小さな MLA を transformers の DeepSeek-V3 と照合する**
+# `posenc.apply_rope` に `posenc.attention` を組み合わせて、1 層分の MLA を作ります。
+# その出力は、同じランダムな重みで動かした Hugging Face の `DeepseekV3Attention` の出力（貼り付けた数値）と一致します。
 # 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
 # 実装について、細かな点が 2 つあります。
 # 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
@@ -449,7 +436,7 @@ print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 # Hugging Face はそのペアを回転させたあと、偶数番目を先にして並べ替えて書き出します。
 # これはクエリとキーの回転させる次元を同じように置換するだけなので、スコアはどれも変わりません。
 
-# %%
+# %% tags=["deeper"]
 # the shapes of transformers 5.24.0's DeepseekV3Attention for
 # DeepseekV3Config(hidden_size=32, num_attention_heads=2,
 #   num_key_value_heads=2, q_lora_rank=16, kv_lora_rank=8,
@@ -486,6 +473,9 @@ def mla(h):
 
 
 out, c_kv, k_r = mla(h)
+print(out[:, :4])
+
+# %% tags=["deeper", "check"] summary={"en": "the layer built with posenc gives the output of transformers 5.24.0's DeepseekV3Attention on the same weights, to 2e-6", "ja": "posenc で組み立てた層は、同じ重みでの transformers 5.24.0 の DeepseekV3Attention と 2e-6 以内で同じ出力を返します"}
 # DeepseekV3Attention(...)(x, (cos, sin), causal -inf mask)[0][0, :, :4]
 hf_out = [[1.355757, -1.260383, 0.650181, -0.347249],
           [1.631431, -0.453178, 1.479988, -0.574575],
@@ -496,9 +486,8 @@ hf_out = [[1.355757, -1.260383, 0.650181, -0.347249],
 hf_abs_sum = 116.2837905883789
 assert_close(out[:, :4], torch.tensor(hf_out), atol=2e-6, rtol=0)
 assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
-print(out[:, :4])
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
 # The same layer can run from the cache alone. Absorb $W^{UK}_i$ into the
 # query ($\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$, a vector in the
 # latent space), score it against the cached $c^{KV}_j$, add the rotary
@@ -511,7 +500,7 @@ print(out[:, :4])
 # expands them into per-head keys and values (`expand_kv`), as the first
 # derivation does.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
 # 同じ層は、キャッシュだけからでも計算できます。
 # まず $W^{UK}_i$ をクエリに吸収します（$\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$。潜在空間のベクトルです）。
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
@@ -522,7 +511,7 @@ print(out[:, :4])
 # ただし吸収はせず、1 つ目の導出と同じく、毎ステップでヘッドごとのキーとバリューに展開します（`expand_kv`）。
 
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "from the cache alone (latents and rotary keys, W_UK absorbed into the query, W_UV after the weighted sum) the layer gives the same output, to 1e-5", "ja": "キャッシュ（潜在ベクトルと回転キー）だけから、W_UK をクエリに吸収し W_UV を重み付き和のあとに掛けても、層の出力は 1e-5 以内で同じです"}
 def mla_from_cache(h, c_kv, k_r):
     s = len(h)
     c_q = rms(h @ W["q_a"].T)
@@ -546,8 +535,9 @@ def mla_from_cache(h, c_kv, k_r):
 
 assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 
-# %% [markdown] lang="en"
-# DeepSeek-V3 extends its context with YaRN (see
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: DeepSeek-V3's YaRN scale.** DeepSeek-V3 extends its
+# context with YaRN (see
 # [*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)),
 # with `mscale = mscale_all_dim = 1`. Hugging Face then leaves the rotary
 # factor at $g(s, 1)/g(s, 1) = 1$, where $g(s, a) = 0.1\,a \ln s + 1$, and
@@ -556,11 +546,12 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # With DeepSeek-V3's $s = 40$ and $d_h + d^R_h = 128 + 64 = 192$ that is
-# the value Hugging Face's attention stores, pasted below. Only the rotary
-# factor comes from `posenc` here (`YarnScaling` gives 1); the scale is the
-# formula against the pasted value.
+# the value Hugging Face's attention stores. Only the rotary factor comes
+# from `posenc` here (`YarnScaling` gives 1); the scale is the formula,
+# against the pasted value.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：DeepSeek-V3 の YaRN のスケール**
 # DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # $g(s, a) = 0.1\,a \ln s + 1$ とします。
@@ -568,10 +559,10 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
-# DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは下に貼った Hugging Face のアテンションが保持する値と一致します。
-# ここで `posenc` が受け持つのは回転の係数だけで、`YarnScaling` は 1 を返します。スケールについては、式から計算した値を下に貼った値と比べるだけです。
+# DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは Hugging Face のアテンションが保持する値と一致します。
+# ここで `posenc` が受け持つのは回転の係数だけで、`YarnScaling` は 1 を返します。スケールについては、式から計算した値を貼り付けた値と比べます。
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the rotary factor at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は回転の係数を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
 # transformers 5.24.0: DeepseekV3Attention(DeepseekV3Config(qk_nope_head_dim
 #   =128, qk_rope_head_dim=64, rope_parameters={"rope_type": "yarn",
@@ -605,22 +596,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # grows like $\ln p$ beyond: the scores of the long-range layers sharpen
 # slowly as the context grows. For this temperature tuning, Hugging Face's
 # `Llama4TextAttention` points in a comment to Nakanishi's scalable softmax
-# (2025). The RoPE layers differ in two more ways. After the rotation they
-# divide each query and key by its root mean square, with no learned weight
-# (`use_qk_norm`, on by default; the code notes that the 128E model does
-# not use it). Hugging Face calls this module `Llama4TextL2Norm`, but it
-# does not make unit vectors: a head of 128 features comes out with norm
-# $\sqrt{128} \approx 11.3$. And their RoPE has the large base
-# $5 \cdot 10^5$ (Hugging Face's default `rope_theta`) although the chunks
-# keep every distance below 8192. The released Llama 4 Scout goes further
-# and also stretches these frequencies with Llama 3's scaling, factor 16 on
-# an original length of 8192 (Meta's llama-models, pull request 322: "Only
-# Llama-4-Scout uses scaled rope"); Hugging Face's default configuration
-# has no scaling. The check compares
-# `llama4_attention_temperature` with the query scales that transformers
-# 5.24.0's `Llama4TextAttention` applies, the normalisation with the output
-# of `Llama4TextL2Norm`, and the layer pattern and a chunked mask with
-# those of transformers 5.24.0 (chunk size 3 for the mask).
+# (2025).
 
 # %% [markdown] lang="ja"
 # ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
@@ -639,17 +615,13 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # 温度は位置 8190 までは 1、8191 からは $1 + 0.1 \ln 2$ で、その先は $\ln p$ のように大きくなります。
 # 遠くを見る層のスコアは、コンテキストが伸びるにつれてゆっくり鋭くなります。
 # この温度の調整について、Hugging Face の `Llama4TextAttention` はコメントで Nakanishi の scalable softmax（2025）を挙げています。
-# RoPE の層には、ほかにも違いが 2 つあります。
-# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習可能な重みはありません（`use_qk_norm`。既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
-# Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
-# もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
-# 公開された Llama 4 Scout はさらに、Llama 3 のスケーリングでこの周波数を引き伸ばしています。元の長さ 8192 に対して係数 16 です（Meta の llama-models のプルリクエスト 322 に「Llama-4-Scout だけがスケーリングした RoPE を使う」とあります）。
-# Hugging Face の既定の設定にはスケーリングはありません。
-# 次のセルでは、`llama4_attention_temperature` を transformers 5.24.0 の `Llama4TextAttention` がクエリに掛ける値と比べます。
-# また、正規化の結果を `Llama4TextL2Norm` の出力と比べ、層の並びとチャンクに分けたマスク（チャンクの大きさは 3）を transformers 5.24.0 のものと比べます。
 
 # %%
 p = torch.tensor([0, 8190, 8191, 16383, 99_999, 1_000_000])
+tau = llama4_attention_temperature(p)
+print(dict(zip(p.tolist(), [round(t, 4) for t in tau.tolist()], strict=True)))
+
+# %% tags=["check"] summary={"en": "llama4_attention_temperature is τ(p) and the query scale of transformers 5.24.0's Llama4TextAttention, 1 at 8190 and 1 + 0.1 ln 2 at 8191; one layer in four is NoPE; the chunked mask is Hugging Face's, and the largest distance in a chunked layer is 8191", "ja": "llama4_attention_temperature は τ(p) であり、transformers 5.24.0 の Llama4TextAttention がクエリに掛ける値と一致し、8190 では 1、8191 では 1 + 0.1 ln 2 です。4 層に 1 層が NoPE で、チャンクのマスクは Hugging Face のものと一致し、チャンクに分けた層での最大の距離は 8191 です"}
 # transformers 5.24.0: Llama4TextAttention(Llama4TextConfig(hidden_size=4,
 #   num_attention_heads=1, num_key_value_heads=1, head_dim=4,
 #   num_hidden_layers=4), layer_idx=3) (a NoPE layer), q_proj set to the
@@ -657,20 +629,10 @@ p = torch.tensor([0, 8190, 8191, 16383, 99_999, 1_000_000])
 #   attention function at the positions p, that is the scale it applies
 hf_scales = [1.0, 1.0, 1.06931471824646, 1.1098612546920776,
              1.2564949989318848, 1.4812184572219849]  # fmt: skip
-tau = llama4_attention_temperature(p)
 assert_close(tau, torch.tensor(hf_scales), rtol=1e-6, atol=0)
+by_formula = 0.1 * torch.log(torch.floor((p + 1) / 8192) + 1) + 1  # tau(p)
+assert_close(tau, by_formula.to(tau.dtype), rtol=1e-6, atol=0)
 assert tau[1] == 1 and math.isclose(tau[2], 1 + 0.1 * math.log(2), rel_tol=1e-6)
-print(dict(zip(p.tolist(), [round(t, 4) for t in tau.tolist()], strict=True)))
-
-# transformers 5.24.0: Llama4TextL2Norm(1e-5)(torch.arange(1.0, 129.0)),
-#   the first four entries and the norm of the output
-hf_qk_norm = [0.013452846556901932, 0.026905693113803864,
-              0.040358539670705795, 0.05381138622760773]  # fmt: skip
-hf_qk_norm_length = 11.31370735168457
-normed = rms(torch.arange(1.0, 129.0), eps=1e-5)  # the MLA cell's RMS norm
-assert_close(normed[:4], torch.tensor(hf_qk_norm))
-assert math.isclose(normed.norm().item(), hf_qk_norm_length, rel_tol=1e-6)
-assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 
 
 def chunked_mask(s, chunk, queries=None):
@@ -679,12 +641,6 @@ def chunked_mask(s, chunk, queries=None):
     n = torch.arange(s)
     same = (m[:, None] // chunk) == (n[None, :] // chunk)
     return same & (n[None, :] <= m[:, None])
-
-
-def sliding_mask(s, window, queries=None):
-    m = torch.arange(s) if queries is None else queries
-    n = torch.arange(s)
-    return (n[None, :] <= m[:, None]) & (n[None, :] > m[:, None] - window)
 
 
 def largest_distance(mask, queries):
@@ -708,25 +664,56 @@ queries = torch.tensor([0, 8190, 8191, 8192, 12000, 16383, 16384])
 m = chunked_mask(16385, 8192, queries)
 assert largest_distance(m, queries) == 8191  # never a distance of 8192
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: two more details of Llama 4's RoPE layers.** After the
+# rotation they divide each query and key by its root mean square, with no
+# learned weight (`use_qk_norm`, on by default; the code notes that the 128E
+# model does not use it). Hugging Face calls this module `Llama4TextL2Norm`,
+# but it does not make unit vectors: a head of 128 features comes out with
+# norm $\sqrt{128} \approx 11.3$. And their RoPE has the large base
+# $5 \cdot 10^5$ (Hugging Face's default `rope_theta`) although the chunks
+# keep every distance below 8192. The released Llama 4 Scout goes further
+# and also stretches these frequencies with Llama 3's scaling, factor 16 on
+# an original length of 8192 (Meta's llama-models, pull request 322: "Only
+# Llama-4-Scout uses scaled rope"); Hugging Face's default configuration
+# has no scaling.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Llama 4 の RoPE の層のもう 2 つの特徴**
+# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習可能な重みはありません（`use_qk_norm`。既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
+# Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
+# もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
+# 公開された Llama 4 Scout はさらに、Llama 3 のスケーリングでこの周波数を引き伸ばしています。元の長さ 8192 に対して係数 16 です（Meta の llama-models のプルリクエスト 322 に「Llama-4-Scout だけがスケーリングした RoPE を使う」とあります）。
+# Hugging Face の既定の設定にはスケーリングはありません。
+
+# %% tags=["deeper", "check"] summary={"en": "dividing by the root mean square gives the output of transformers 5.24.0's Llama4TextL2Norm, of norm √128, not 1", "ja": "RMS で割った結果は transformers 5.24.0 の Llama4TextL2Norm の出力と一致し、ノルムは 1 ではなく √128 です"}
+# transformers 5.24.0: Llama4TextL2Norm(1e-5)(torch.arange(1.0, 129.0)),
+#   the first four entries and the norm of the output
+hf_qk_norm = [0.013452846556901932, 0.026905693113803864,
+              0.040358539670705795, 0.05381138622760773]  # fmt: skip
+hf_qk_norm_length = 11.31370735168457
+normed = rms(torch.arange(1.0, 129.0), eps=1e-5)  # the MLA cell's RMS norm
+assert_close(normed[:4], torch.tensor(hf_qk_norm))
+assert math.isclose(normed.norm().item(), hf_qk_norm_length, rel_tol=1e-6)
+assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
+
 # %% [markdown] lang="en"
 # ## Command A: sliding-window RoPE layers, full NoPE layers
 #
 # Cohere's Command A (Cohere 2025) uses the same split with a sliding window
 # instead of chunks: three layers of sliding-window attention with RoPE, then
 # one layer of [full attention](../docs/glossary.md#full-attention) without
-# positional encoding. In Hugging Face's
-# `Cohere2` code, `sliding_window = 4096` and a pattern of 4 are the
-# defaults, and the attention applies the rotation only when the layer has a
-# sliding window. A window of $W$ lets query $m$ see keys
-# $m - W < n \le m$: the last $W$ tokens, itself included. A window slides
-# with the query, where a chunk restarts at fixed boundaries; both keep the
-# largest distance RoPE sees below $W$ (or $C$). Yang et al. (2025, *Rope
-# to Nope and Back Again*), a study from Cohere, propose and test this
-# hybrid of RoPE and NoPE layers, and Command R7B has the same layout
-# (Hugging Face's Cohere2 documentation: three sliding-window layers with
-# RoPE, window 4096, then one global layer without positional embeddings).
-# The check compares the layer pattern and a window of 3 with transformers
-# 5.24.0.
+# positional encoding. In Hugging Face's `Cohere2` code,
+# `sliding_window = 4096` and a pattern of 4 are the defaults, and the
+# attention applies the rotation only when the layer has a sliding window.
+# A window of $W$ lets query $m$ see keys $m - W < n \le m$: the last $W$
+# tokens, itself included. A window slides with the query, where a chunk
+# restarts at fixed boundaries; both keep the largest distance RoPE sees
+# below $W$ (or $C$). Yang et al. (2025, *Rope to Nope and Back Again*), a
+# study from Cohere, propose and test this hybrid of RoPE and NoPE layers,
+# and Command R7B has the same layout (Hugging Face's Cohere2
+# documentation). The figure draws, on 16 tokens, a chunk and a window of 4
+# next to the full causal attention of both models' NoPE layers.
 
 # %% [markdown] lang="ja"
 # ## Command A：スライディングウィンドウの RoPE の層と、全体アテンションの NoPE の層
@@ -740,10 +727,34 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # どちらも RoPE が見る最大の距離を $W$（または $C$）未満に保ちます。
 # RoPE の層と NoPE の層を組み合わせるこの方式は、Cohere の研究である Yang ら（2025、*Rope to Nope and Back Again*）が提案し、評価しています。
 # Hugging Face の Cohere2 のドキュメントによれば、Command R7B も同じ構成です。
-# RoPE 付きのスライディングウィンドウ（幅 4096）の層 3 つのあとに、位置埋め込みのない全体アテンションの層が 1 つ来ます。
-# 次のセルでは、層の並びと幅 3 のウィンドウを transformers 5.24.0 と比べます。
+# 図は 16 トークンについて、大きさ 4 のチャンクとウィンドウのマスクを、両モデルの NoPE の層が使う因果的な全体アテンションのマスクと並べて描いたものです。
 
-# %%
+
+# %% tags=["figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
+def sliding_mask(s, window, queries=None):
+    m = torch.arange(s) if queries is None else queries
+    n = torch.arange(s)
+    return (n[None, :] <= m[:, None]) & (n[None, :] > m[:, None] - window)
+
+
+s = 16
+full = torch.ones(s, s, dtype=torch.bool).tril()
+masks = [chunked_mask(s, 4), sliding_mask(s, 4), full]
+fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
+for ax, mask, title in zip(
+    axes, masks, ["$C = 4$", "$W = 4$", r"$n \leq m$"], strict=True
+):
+    # masked-out entries are NaN, drawn transparent: the page shows through
+    shown = torch.where(mask, 1.0, float("nan"))
+    ax.imshow(shown, cmap="viridis_r", vmin=0, vmax=1.6)
+    ax.set_title(title)
+    ax.set_xlabel(r"$n$")
+    ax.set_xticks([])
+    ax.set_yticks([])
+axes[0].set_ylabel(r"$m$")
+plt.show()
+
+# %% tags=["check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致し、W = 4096 ではどのクエリも最大で直近の W トークンを見て、最大の距離は W − 1 です"}
 # transformers 5.24.0: Cohere2Config(num_hidden_layers=8).layer_types and
 # .sliding_window; sliding_window_causal_mask_function(3) on 7 x 7
 hf_cohere_types = (["sliding_attention"] * 3 + ["full_attention"]) * 2
@@ -764,52 +775,18 @@ assert largest_distance(m, queries) == hf_cohere_window - 1
 assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 
 # %% [markdown] lang="en"
-# The figure draws the three masks on 16 tokens with a chunk and a window of
-# 4: Llama 4's chunked RoPE layers, Command A's sliding-window RoPE layers,
-# and the full causal attention of both models' NoPE layers.
-
-# %% [markdown] lang="ja"
-# 図は、チャンクとウィンドウの大きさを 4 として、16 トークンでの 3 つのマスクを描いたものです。
-# 3 つとは、Llama 4 のチャンクに分けた RoPE の層、Command A のスライディングウィンドウの RoPE の層、両モデルの NoPE の層のマスクです。
-# NoPE の層は全体アテンション、つまり系列全体への因果的アテンションを使います。
-
-# %% alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
-s = 16
-full = torch.ones(s, s, dtype=torch.bool).tril()
-masks = [chunked_mask(s, 4), sliding_mask(s, 4), full]
-fig, axes = plt.subplots(1, 3, figsize=(8, 2.9))
-for ax, mask, title in zip(
-    axes, masks, ["$C = 4$", "$W = 4$", r"$n \leq m$"], strict=True
-):
-    # masked-out entries are NaN, drawn transparent: the page shows through
-    shown = torch.where(mask, 1.0, float("nan"))
-    ax.imshow(shown, cmap="viridis_r", vmin=0, vmax=1.6)
-    ax.set_title(title)
-    ax.set_xlabel(r"$n$")
-    ax.set_xticks([])
-    ax.set_yticks([])
-axes[0].set_ylabel(r"$m$")
-plt.show()
-
-# %% [markdown] lang="en"
 # ## RoPE by layer type in Gemma 3 and Gemma 4
 #
 # Gemma 3 and Gemma 4 also vary RoPE by layer type, but unlike the two
 # models above they take it out of no layer: the layer type sets its
 # parameters. In Hugging Face's defaults five sliding-window layers come
 # before each full-attention layer; the sliding layers use the base $10^4$
-# and the full-attention layers $10^6$. The window sizes of the defaults
-# need not be those of the released models: Gemma 3's default of 4096 is
-# carried over from Gemma 2, while the Gemma 3 report gives a window of
-# 1024; Gemma 4's default is 512 (transformers 5.24.0; we have not checked
-# the released configurations). The Gemma 3 report also stretches the
-# positions of the global layers by linear interpolation with factor 8 to
-# reach 128K tokens (the 4B, 12B and 27B models): the layer type sets the
+# and the full-attention layers $10^6$. The Gemma 3 report also stretches
+# the positions of the global layers by linear interpolation with factor 8
+# to reach 128K tokens (the 4B, 12B and 27B models): the layer type sets the
 # scaling too. Gemma 4's full-attention layers use p-RoPE with the fraction
 # 0.25 (see the first section), on heads of 512 features (256 on its
-# sliding layers). The
-# check compares `rope_frequencies` for both kinds of Gemma 4 layer with the
-# inverse frequencies that transformers 5.24.0 computes.
+# sliding layers).
 
 # %% [markdown] lang="ja"
 # ## Gemma 3 と Gemma 4 の、層の種類ごとの RoPE
@@ -818,16 +795,12 @@ plt.show()
 # 層の種類で決まるのは、RoPE のパラメータです。
 # Hugging Face の既定値では、スライディングウィンドウの層 5 つのあとに全体アテンションの層が 1 つ来ます。
 # スライディングウィンドウの層は底 $10^4$、全体アテンションの層は底 $10^6$ を使います。
-# 既定値のウィンドウの幅は、公開されたモデルの値と同じとは限りません。
-# Gemma 3 の既定値 4096 は Gemma 2 から引き継いだもので、Gemma 3 の技術報告はウィンドウの幅を 1024 としています。
-# Gemma 4 の既定値は 512 です（transformers 5.24.0。公開された設定は確認していません）。
 # Gemma 3 の技術報告では、全体アテンションの層の位置を係数 8 の線形補間で引き伸ばし、128K トークンに対応させています（4B、12B、27B のモデル）。
 # スケーリングも層の種類で決まるわけです。
 # Gemma 4 の全体アテンションの層は、割合 0.25 の p-RoPE（最初の節を参照）を、次元数 512 のヘッドに使います。
 # スライディングウィンドウの層のヘッドは次元数 256 です。
-# 次のセルでは、Gemma 4 の 2 種類の層について、`rope_frequencies` を transformers 5.24.0 が計算した周波数と比べます。
 
-# %%
+# %% tags=["check"] summary={"en": "Gemma 4's sliding layers (d = 256, b = 10^4) rotate 128 pairs and its full-attention layers (d = 512, b = 10^6, p = 0.25) 64; both sets of frequencies are those of transformers 5.24.0", "ja": "Gemma 4 のスライディングウィンドウの層（d = 256、b = 10^4）は 128 ペアを、全体アテンションの層（d = 512、b = 10^6、p = 0.25）は 64 ペアを回転させ、どちらの周波数も transformers 5.24.0 と一致します"}
 # transformers 5.24.0: Gemma4TextRotaryEmbedding(Gemma4TextConfig()), the
 #   buffers sliding_attention_inv_freq and full_attention_inv_freq: number
 #   of nonzero frequencies, the first three, the sum
@@ -855,6 +828,7 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
     assert_close(theta[:3], torch.tensor(first))
     assert math.isclose(theta.sum().item(), total, rel_tol=1e-6)
 
+
 # %% [markdown] lang="en"
 # ## What to remember
 #
@@ -866,14 +840,14 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 #   factor $\cos((m - n)\theta_i)$; p-RoPE makes the lowest pairs pure
 #   content channels (Barbero et al.'s semantic channels).
 # - MLA caches a latent $c^{KV}$ of size $d_c$ and absorbs the
-#   up-projections; RoPE would put a position-dependent matrix between them,
-#   so DeepSeek rotates a separate key of size $d^R_h$, shared by all heads:
+#   up-projections; RoPE would put a position-dependent matrix between them.
+# - So DeepSeek rotates a separate key of size $d^R_h$, shared by all heads:
 #   $d_c + d^R_h$ numbers per token and layer (576 in DeepSeek-V2 and V3).
 # - Llama 4 and Command A mix RoPE layers restricted to chunks or windows
 #   (8192, 4096) with NoPE layers over the whole context; Llama 4 also scales
-#   the NoPE queries by a temperature that grows with $\ln p$. Gemma 3 and 4
-#   keep RoPE in every layer and set its base (and, in Gemma 4, whether it
-#   is p-RoPE) by layer type.
+#   the NoPE queries by a temperature that grows with $\ln p$.
+# - Gemma 3 and 4 keep RoPE in every layer and set its base (and, in
+#   Gemma 4, whether it is p-RoPE) by layer type.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -883,11 +857,12 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 # - 遅いペアも回ります。距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
 #   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らが「意味のチャネル」と呼ぶもの）にします。
 # - MLA は次元数 $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
-#   RoPE を入れると位置に依存する行列がそのあいだに入るので、DeepSeek は全ヘッドで共有する次元数 $d^R_h$ の別のキーを回転させます。
+#   RoPE を入れると、位置に依存する行列がそのあいだに入ってしまいます。
+# - そこで DeepSeek は、全ヘッドで共有する次元数 $d^R_h$ の別のキーを回転させます。
 #   トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
 # - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、全体アテンションの NoPE の層を組み合わせます。
 #   Llama 4 はさらに NoPE の層のクエリに、$\ln p$ のように大きくなる温度を掛けます。
-#   Gemma 3 と 4 はすべての層に RoPE を残し、その底を（Gemma 4 では p-RoPE にするかどうかも）層の種類ごとに決めます。
+# - Gemma 3 と 4 はすべての層に RoPE を残し、その底を（Gemma 4 では p-RoPE にするかどうかも）層の種類ごとに決めます。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -939,14 +914,12 @@ print(cache)
 # **Solution 2.** Pair $i$ has wavelength $2\pi\, b^{2i/d}$, which stays at
 # or below 8192 while $2i/d \le \log_b(8192/2\pi)$, that is
 # $i \le 64 \log_{10^4}(8192/2\pi) = 49.8$. So pairs $0, \dots, 49$ qualify,
-# $k = 50$ and $p = 50/64 \approx 0.78$. The check counts the kept pairs from
-# `rope_frequencies`.
+# $k = 50$ and $p = 50/64 \approx 0.78$.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** ペア $i$ の波長は $2\pi\, b^{2i/d}$ で、$2i/d \le \log_b(8192/2\pi)$、
 # つまり $i \le 64 \log_{10^4}(8192/2\pi) = 49.8$ のあいだは 8192 以下です。
 # したがってペア $0, \dots, 49$ が条件を満たし、$k = 50$、$p = 50/64 \approx 0.78$ です。
-# 次のセルでは、`rope_frequencies` から残るペアを数えて確かめます。
 
 # %% tags=["solution"]
 i_max = 64 * math.log(8192 / (2 * math.pi), 10_000)
@@ -962,16 +935,11 @@ print(f"i <= {i_max:.1f}: k = {k}, p = {k / 64:.3f}")
 # starts at $\lfloor 99{,}999/8192 \rfloor \cdot 8192 = 98{,}304$, so it
 # sees $99{,}999 - 98{,}304 + 1 = 1696$ keys. Its temperature is
 # $0.1 \ln(\lfloor 100{,}000/8192 \rfloor + 1) + 1 = 0.1 \ln 13 + 1 \approx 1.2565$.
-# The check counts the keys with `chunked_mask`, checked above against
-# Hugging Face's mask, and takes the temperature from
-# `llama4_attention_temperature`, checked against Hugging Face's scales.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 最後のクエリは $m = 99{,}999$ にあり、$\lfloor 99{,}999/8192 \rfloor \cdot 8192 = 98{,}304$ から始まるチャンクに属します。
 # したがって見るキーは $99{,}999 - 98{,}304 + 1 = 1696$ 個です。
 # 温度は $0.1 \ln(\lfloor 100{,}000/8192 \rfloor + 1) + 1 = 0.1 \ln 13 + 1 \approx 1.2565$ です。
-# 次のセルでは、上で Hugging Face のマスクと照合した `chunked_mask` でキーを数え、
-# Hugging Face の値と照合した `llama4_attention_temperature` から温度を取ります。
 
 # %% tags=["solution"]
 last = 99_999
@@ -983,7 +951,21 @@ assert math.isclose(tau, 0.1 * math.log(13) + 1, rel_tol=1e-6)
 print(seen, round(tau, 4))
 
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# Every number pasted from Hugging Face transformers comes from version
+# 5.24.0, computed outside this notebook, with the call that printed it
+# written above it in the code. The code is in `modeling_rope_utils.py`
+# (`_compute_proportional_rope_parameters`), `masking_utils.py` and the
+# models `gpt_neox`, `qwen3_next`, `glm4`, `minimax_m2`, `gemma3`, `gemma4`,
+# `deepseek_v3`, `llama4` and `cohere2`. Its defaults need not be the released
+# models' settings: Gemma 3's default window of 4096 is carried over from
+# Gemma 2, while the Gemma 3 report gives a window of 1024, and Gemma 4's
+# default is 512 (we have not checked the released configurations).
+# Barbero et al.'s result is quoted from their Table 2; we have not checked
+# which fractions it lists.
+#
+# ### References
 #
 # - Black, S. et al. (2022). *GPT-NeoX-20B: An Open-Source Autoregressive
 #   Language Model*. <https://arxiv.org/abs/2204.06745>
@@ -1005,16 +987,22 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2503.19786>
 # - Meta, llama-models, pull request 322: *fix: update rope scaling for
 #   Llama-4-Scout*. <https://github.com/meta-llama/llama-models/pull/322>
-# - Hugging Face transformers 5.24.0: `modeling_rope_utils.py`
-#   (`_compute_proportional_rope_parameters`), `models/gpt_neox`,
-#   `models/qwen3_next`, `models/glm4`, `models/minimax_m2`,
-#   `models/gemma3`, `models/gemma4`,
-#   `models/deepseek_v3`, `models/llama4`, `models/cohere2`,
-#   `masking_utils.py`.
+# - Hugging Face transformers 5.24.0.
 #   <https://github.com/huggingface/transformers>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# Hugging Face transformers から貼り付けた数値は、どれもバージョン 5.24.0 を使い、このノートブックの外で計算したものです。
+# その値を出力した呼び出しは、コードの中で値の上に書いています。
+# 該当するコードは `modeling_rope_utils.py`（`_compute_proportional_rope_parameters`）、`masking_utils.py`、
+# モデル `gpt_neox`、`qwen3_next`、`glm4`、`minimax_m2`、`gemma3`、`gemma4`、`deepseek_v3`、`llama4`、`cohere2` にあります。
+# その既定値は、公開されたモデルの設定と同じとは限りません。
+# Gemma 3 の既定のウィンドウの幅 4096 は Gemma 2 から引き継いだもので、Gemma 3 の技術報告はウィンドウの幅を 1024 としています。
+# Gemma 4 の既定値は 512 です（公開された設定は確認していません）。
+# Barbero らの結果は論文の表 2 から引いています。表にどの割合が載っているかは確認していません。
+#
+# ### 参考文献
 #
 # - Black, S. et al. (2022). *GPT-NeoX-20B: An Open-Source Autoregressive
 #   Language Model*. <https://arxiv.org/abs/2204.06745>
@@ -1036,10 +1024,4 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2503.19786>
 # - Meta の llama-models のプルリクエスト 322：*fix: update rope scaling for
 #   Llama-4-Scout*。<https://github.com/meta-llama/llama-models/pull/322>
-# - Hugging Face transformers 5.24.0 の `modeling_rope_utils.py`
-#   （`_compute_proportional_rope_parameters`）、`models/gpt_neox`、
-#   `models/qwen3_next`、`models/glm4`、`models/minimax_m2`、
-#   `models/gemma3`、`models/gemma4`、
-#   `models/deepseek_v3`、`models/llama4`、`models/cohere2`、
-#   `masking_utils.py`。
-#   <https://github.com/huggingface/transformers>
+# - Hugging Face transformers 5.24.0。<https://github.com/huggingface/transformers>

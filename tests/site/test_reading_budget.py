@@ -30,6 +30,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "learned-embeddings",
     "rope",
     "rope-context",
+    "rope-in-llms",
     "shaw-relative",
     "sinusoidal",
     "sinusoids-in-the-wild",

@@ -27,7 +27,7 @@
 # %% [markdown] lang="ja"
 # # どの位置エンコーディングが外挿できるか
 #
-# 同じ決まった予算で $L = 16$ で学習し、$8L$ までテストすると、ALiBi、KERPLE、そしてペアが Llama 2 と同じように回る RoPE はコピーのタスクを完全に保ち、正弦波と底 $10^4$ の RoPE は崩れます。Press らの図 1 が言語について示すとおりです。
+# 同じ決まった予算で $L = 16$ で学習し、$8L$ までテストします。ALiBi と KERPLE、そしてペアが Llama 2 と同じように回る RoPE はコピーのタスクを完全に保ち、正弦波と底 $10^4$ の RoPE は崩れます。Press らの図 1 が言語について示すとおりです。
 # どのエンコーディングが外挿できるかはタスクによります。内容で答えを探す連想想起はほぼどれでも保たれ、答えまでの距離が長さとともに伸びるタスクでは、$8L$ まで保てるエンコーディングはありません。
 # RoPE の底は、YaRN の温度や T5 の学習されない遠いバケットより大きく結果を左右します。後の 2 つはほとんど何も変えません。
 
@@ -168,7 +168,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # %% [markdown] lang="ja"
 # どの種類も、同じ決まったステップ数だけ学習します。copy と prefix は 3,500 ステップ、recall は 1,500 ステップで、バッチは 32 本、AdamW の学習率は $3 \times 10^{-3}$ で、早期終了はしません。
 # 種類ごとにシードは 5 つで、100 ステップごとに長さ $L$ の検証用データでの正解率を記録します。
-# 長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する正解のうちモデルの arg max が当てたものの割合で、128 本のテスト用の系列で測ります（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$ です）。
+# 長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する正解のうちモデルの arg max が当てたものの割合で、128 本のテスト用の系列で測ります。[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$ です。
 # 以下の数値はどれも 5 つのシードの平均で、Student の t 分布による 95 % 信頼区間 $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$ を付けます（$t_{0.975,\,4} = 2.776$）。
 # 2 つの行の差は、シードごとに取ります。
 #
@@ -222,7 +222,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：設計と、最初の版から変えたこと**
 #
-# この実験の最初の版では、各モデルを、検証用データでの正解率が最初に $0.99$ に達した時点か、600 ステップで止めていました。
+# この実験の最初の版では、各モデルの学習を、検証用データでの正解率が初めて $0.99$ 以上になった時点か、600 ステップの時点で止めていました。
 # 10 種類のうち 6 種類は copy で $0.99$ に届かなかったため、copy の判定の多くは読めませんでした。また、種類ごとに学習の量が違う状態で比べていました。
 # この版では、どの種類も同じステップ数だけ学習します。ステップ数は、報告しないシード（シード 100）での予備実験で決めました。そこでは、copy を学習できた種類のうち最も遅い NoPE が、2,600 ステップで $0.99$ に達しました。
 # 学習率 $3 \times 10^{-3}$ は、その予備実験で $10^{-3}$ と比べ、試したどの種類でも同等以上でした。最初の 100 ステップで線形に上げ、そのあとコサインに沿って 10 分の 1 まで下げます。
@@ -336,11 +336,11 @@ not_learned = [(t, k) for t in TASKS for k in KINDS if not learned(t, k)]
 # %% [markdown] lang="ja"
 # すべての種類が recall を学習でき、12 種類のうち 10 種類が copy と prefix も学習できました。
 # NoPE と、ランダム化した位置での RoPE は学習できませんでした。届かなかったシードの最後の正解率は $0.977$ から $0.99$ の間で、予算が尽きた時点でもまだ少しずつ上がっています（図は各シードの $L$ での誤り $1 - a$ を対数軸で描いたもので、点線は $0.01$ です）。
-# NoPE の残りの 3 つのシードは、copy で 2,300〜2,700 ステップのときに $0.99$ に達しました。したがってこの 2 種類は、ここではまったく学習できないのではなく、学習が遅いのです。ステップを増やすか学習率を変えればすべてのシードが届くかどうかは、記録からはわかりません。
+# NoPE の残りの 3 つのシードは、copy で 2,300〜2,700 ステップの時点で $0.99$ に達しました。したがってこの 2 種類は、ここではまったく学習できないのではなく、学習が遅いのです。ステップを増やすか学習率を変えればすべてのシードが届くかどうかは、記録からはわかりません。
 # 考えられる理由は 2 つありますが、検証はしていません。NoPE は先頭のトークンから数えることでしか位置を知ることができず、ランダムな位置ではバッチごとに隣どうしの間隔が変わります。
 # これらの行の $L$ より先の値は下に示しますが、外挿の結果としては読みません。
 
-# %% tags=["figure"] alt={"en": ["Four panels, copy and prefix for NoPE and for random positions: the error 1 - a at L on the validation set against the training step, one line per seed, on a log axis from 0.001 to 1 with a dotted line at 0.01 (an error of 0 is drawn at 0.001). Every line falls fast in the first few hundred steps and then creeps down. On copy three of NoPE's five seeds drop to 0 between steps 2,300 and 2,700; its other two end near 0.02. Random positions on copy end between 0.01 and 0.02; on prefix both kinds end between about 0.01 and 0.02; every seed that did not reach 0.01 is lower at step 3,500 than at step 2,500."], "ja": ["4 つの図で、NoPE とランダムな位置のそれぞれについて copy と prefix を示します。縦軸は検証用データでの L での誤り 1 - a で、対数軸（0.001〜1、点線は 0.01）、横軸は学習のステップで、シードごとに 1 本の線です（誤り 0 は 0.001 に描いています）。どの線も最初の数百ステップで急に下がり、そのあとゆっくり下がり続けます。copy では NoPE の 5 つのシードのうち 3 つが 2,300〜2,700 ステップで 0 まで下がり、残りの 2 つは 0.02 付近で終わります。ランダムな位置の copy は 0.01〜0.02 で終わります。prefix ではどちらの種類もおよそ 0.01〜0.02 で終わります。0.01 に届かなかったシードはどれも、3,500 ステップでの値が 2,500 ステップでの値より低くなっています。"]}
+# %% tags=["figure"] alt={"en": ["Four panels, copy and prefix for NoPE and for random positions: the error 1 - a at L on the validation set against the training step, one line per seed, on a log axis from 0.001 to 1 with a dotted line at 0.01 (an error of 0 is drawn at 0.001). Every line falls fast in the first few hundred steps and then creeps down. On copy three of NoPE's five seeds drop to 0 between steps 2,300 and 2,700, and its other two end near 0.02. Random positions on copy end between 0.01 and 0.02. On prefix both kinds end between about 0.01 and 0.02, and every seed above 0.01 is lower at step 3,500 than at step 2,500."], "ja": ["NoPE とランダムな位置のそれぞれについて、copy と prefix を 4 つの図に並べています。縦軸は検証用データで測った長さ L の誤り 1 - a（対数軸）で、点線は 0.01 です。誤り 0 は 0.001 の位置に描いています。横軸は学習のステップで、線はシードごとに 1 本です。どの線も最初の数百ステップで急に下がり、そのあとゆっくり下がり続けます。copy では、NoPE の 5 つのシードのうち 3 つが 2,300〜2,700 ステップで 0 まで下がり、残りの 2 つは 0.02 付近で終わります。ランダムな位置の copy は 0.01〜0.02 で終わります。prefix ではどちらの種類もおよそ 0.01〜0.02 で終わります。0.01 を上回るシードはどれも、2,500 ステップの時点より 3,500 ステップの時点で低くなっています。"]}
 fig, axes = plt.subplots(
     1, len(not_learned), figsize=(6.4, 2.8), sharey=True, squeeze=False
 )
@@ -405,7 +405,7 @@ assert (
 # 図は、各種類の 5 つのシードでの平均の正解率を長さごとに示します。斜線の行は $L$ でタスクを学習できなかったものです。`learned` には $L$ より先の値はありません。表にその位置の行がないからです。
 # チャンスレベルは copy と prefix で $0.06$、recall で $0.17$ です。
 
-# %% tags=["figure"] alt={"en": ["Three heatmaps side by side, copy, recall and prefix: one row per kind (nope, sinusoidal, learned, rope, rope-llm, alibi, t5, t5-hf, kerple, fire, cope, random), one column per length L, 2L, 4L, 8L, each cell the mean accuracy over five seeds, written in it, coloured from dark (0) to bright yellow (1). The rows of NoPE and random positions are hatched on copy and prefix (not learned); learned has a value at L only. Copy at 8L: rope-llm and kerple 1.00, alibi 0.99, cope 0.96, t5 0.89, fire 0.88, t5-hf 0.87, random 0.65, nope 0.63, sinusoidal 0.60, rope 0.41. Recall at 8L: 1.00 for most rows, sinusoidal 0.97, alibi 0.94, rope 0.75, rope-llm 0.54. Prefix: every row is 0.92 or above at L; at 2L kerple 0.97, fire 0.95, alibi 0.92, t5-hf 0.83, t5 0.78, random 0.77, cope 0.55, nope 0.37, sinusoidal 0.33, rope and rope-llm 0.08; at 8L kerple 0.66, fire 0.55, alibi 0.42, all others 0.27 or below."], "ja": ["copy、recall、prefix の 3 つのヒートマップを横に並べた図。行は種類（nope、sinusoidal、learned、rope、rope-llm、alibi、t5、t5-hf、kerple、fire、cope、random）、列は長さ L、2L、4L、8L で、各セルには 5 つのシードの平均の正解率を書き込み、暗い色（0）から明るい黄色（1）で塗っています。copy と prefix の NoPE とランダムな位置の行には斜線があります（学習できなかったもの）。learned は L の値だけです。copy の 8L では rope-llm と kerple が 1.00、alibi 0.99、cope 0.96、t5 0.89、fire 0.88、t5-hf 0.87、random 0.65、nope 0.63、sinusoidal 0.60、rope 0.41 です。recall の 8L ではほとんどの行が 1.00 で、sinusoidal 0.97、alibi 0.94、rope 0.75、rope-llm 0.54 です。prefix では L ですべての行が 0.92 以上で、2L では kerple 0.97、fire 0.95、alibi 0.92、t5-hf 0.83、t5 0.78、random 0.77、cope 0.55、nope 0.37、sinusoidal 0.33、rope と rope-llm 0.08、8L では kerple 0.66、fire 0.55、alibi 0.42 で、ほかはすべて 0.27 以下です。"]}
+# %% tags=["figure"] alt={"en": ["Three heatmaps side by side, copy, recall and prefix: one row per kind, one column per length from L to 8L, each cell the mean accuracy over five seeds, written in it and coloured from dark (0) to bright yellow (1). On copy and prefix the rows of NoPE and random positions are hatched (not learned); learned has a value at L only. Copy at 8L: rope-llm and kerple 1.00, alibi 0.99, cope 0.96, t5, fire and t5-hf 0.87 to 0.89, sinusoidal 0.60, rope 0.41. Recall at 8L: 1.00 for most rows; alibi 0.94, rope 0.75, rope-llm 0.54. Prefix: every row 0.92 or above at L; at 2L kerple 0.97, fire 0.95, alibi 0.92, rope and rope-llm 0.08; at 8L kerple 0.66 is the highest, fire 0.55, alibi 0.42, every other row 0.27 or below."], "ja": ["copy、recall、prefix の 3 つのヒートマップを横に並べた図です。行は種類、列は L から 8L までの長さです。各セルには 5 つのシードの平均の正解率を書き込み、暗い色（0）から明るい黄色（1）で塗っています。copy と prefix では、NoPE とランダムな位置の行に斜線があります（学習できなかったもの）。learned には L の値しかありません。copy の 8L では rope-llm と kerple が 1.00 です。alibi は 0.99、cope は 0.96 です。t5、fire、t5-hf は 0.87〜0.89 です。sinusoidal は 0.60、rope は 0.41 です。recall の 8L では、ほとんどの行が 1.00 です。下がるのは alibi（0.94）、rope（0.75）、rope-llm（0.54）です。prefix では、L ですべての行が 0.92 以上です。2L では kerple が 0.97、fire が 0.95、alibi が 0.92 です。rope と rope-llm は 0.08 です。8L では kerple の 0.66 が最も高く、fire は 0.55、alibi は 0.42 です。ほかの行はすべて 0.27 以下です。"]}
 fig, axes = plt.subplots(1, len(TASKS), figsize=(6.4, 4.6), sharey=True)
 for ax, task in zip(axes, TASKS, strict=True):
     grid = torch.full((len(KINDS), len(lengths)), float("nan"))
@@ -571,11 +571,11 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 #
 # | | finding | copy | recall | prefix |
 # |---|---|---|---|---|
-# | Press et al. | ALiBi loses nothing, $L$ to $8L$ | ✓ 0.01 [0.00, 0.01] | ? 0.06 [0.04, 0.08] | ✗ 0.57 [0.50, 0.65] |
-# | | sinusoids degrade | ✓ 0.40 [0.37, 0.42] | ? 0.03 [0.00, 0.07] | ✓ 0.86 [0.83, 0.89] |
+# | Press et al. | ALiBi loses nothing, $L$ to $8L$ | ✓ 0.01 [0.00, 0.01] | △ 0.06 [0.04, 0.08] | ✗ 0.57 [0.50, 0.65] |
+# | | sinusoids degrade | ✓ 0.40 [0.37, 0.42] | △ 0.03 [0.00, 0.07] | ✓ 0.86 [0.83, 0.89] |
 # | | RoPE degrades | ✓ 0.59 [0.53, 0.64] | ✓ 0.25 [0.23, 0.28] | ✓ 0.89 [0.85, 0.93] |
 # | | T5 degrades | ✓ 0.11 [0.10, 0.12] | ✗ 0.00 [-0.00, 0.00] | ✓ 0.77 [0.73, 0.81] |
-# | | ALiBi > sinusoids | ✓ 0.39 [0.36, 0.41] | ? -0.03 [-0.07, 0.02] | ✓ 0.28 [0.21, 0.35] |
+# | | ALiBi > sinusoids | ✓ 0.39 [0.36, 0.41] | △ -0.03 [-0.07, 0.02] | ✓ 0.28 [0.21, 0.35] |
 # | | ALiBi > RoPE | ✓ 0.58 [0.52, 0.64] | ✓ 0.19 [0.17, 0.22] | ✓ 0.31 [0.20, 0.42] |
 # | | ALiBi > T5 | ✓ 0.11 [0.10, 0.12] | ✗ -0.06 [-0.08, -0.04] | ✓ 0.20 [0.15, 0.25] |
 # | Kazemnejad et al. | NoPE > sinusoids | – | ✓ 0.03 [0.00, 0.07] | – |
@@ -583,13 +583,13 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # | | NoPE > ALiBi | – | ✓ 0.06 [0.04, 0.08] | – |
 # | | NoPE as well as T5 | – | ✓ 0.00 [-0.00, 0.00] | – |
 # | Ruoss et al. | random positions > RoPE | – | ✓ 0.25 [0.23, 0.27] | – |
-# | Chen et al. | PI + fine-tune > fine-tune, at $2L$ | ✗ -0.10 [-0.11, -0.10] | ? 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20] |
+# | Chen et al. | PI + fine-tune > fine-tune, at $2L$ | ✗ -0.10 [-0.11, -0.10] | △ 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20] |
 # | | PI + fine-tune loses nothing at $L$ | ✗ 0.24 [0.23, 0.25] | ✓ 0.00 [0.00, 0.00] | ✗ 0.25 [0.19, 0.31] |
-# | Li et al. | FIRE > T5 | ? -0.01 [-0.06, 0.05] | ? 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38] |
+# | Li et al. | FIRE > T5 | △ -0.01 [-0.06, 0.05] | △ 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38] |
 # | | FIRE > ALiBi | ✗ -0.11 [-0.17, -0.05] | ✓ 0.06 [0.04, 0.08] | ✓ 0.13 [0.05, 0.21] |
-# | | FIRE > KERPLE | ✗ -0.12 [-0.17, -0.06] | ? 0.01 [-0.01, 0.04] | ? -0.11 [-0.22, 0.01] |
+# | | FIRE > KERPLE | ✗ -0.12 [-0.17, -0.06] | △ 0.01 [-0.01, 0.04] | △ -0.11 [-0.22, 0.01] |
 #
-# ✓ supports, ✗ contradicts, ? cannot tell; – a kind the finding names did not
+# ✓ supports, ✗ contradicts, △ cannot tell; – a kind the finding names did not
 # learn the task. The number is the accuracy lost from $L$ to $8L$ for "loses
 # nothing" and "degrades", the first minus the second at $8L$ for the comparisons,
 # and for Chen et al. the comparison at $2L$ and the accuracy lost to PI at $L$.
@@ -597,17 +597,17 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # %% [markdown] lang="ja"
 # ## 公表された結果を 1 つずつ判定する
 #
-# 公表された結果はそれぞれ、記録で検定できる差に置き換えます。判定に使うのは、その結果が名指しする種類がすべて、5 つのシードのすべてで $L$ でタスクを学習できたタスクだけです。
+# 公表された結果はそれぞれ、記録で検定できる差に置き換えます。判定に使うタスクは、その結果が名指しするどの種類も、5 つのシードのすべてで $L$ で学習できたものに限ります。
 # 差の 95 % 信頼区間全体が結果の予想する側にあれば「支持」、反対側にあれば「否定」、$0$ をまたげば「判定できない」とします。
-# 3 種類の結果では、$0$ の代わりに $0.05$ の幅を使います。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ より下にあること、「劣化する」は $0.05$ より上にあること、「同程度」は差が $-0.05$ より上にあることを求めます。
+# 3 種類の結果では、$0$ の代わりに $0.05$ の幅を使います。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ より下にあること、「劣化する」はそれより上にあること、「同程度」は差が $-0.05$ より上にあることを求めます。
 #
 # | | 結果 | copy | recall | prefix |
 # |---|---|---|---|---|
-# | Press ら | ALiBi は $L$ から $8L$ まで何も失わない | ✓ 0.01 [0.00, 0.01] | ? 0.06 [0.04, 0.08] | ✗ 0.57 [0.50, 0.65] |
-# | | 正弦波は劣化する | ✓ 0.40 [0.37, 0.42] | ? 0.03 [0.00, 0.07] | ✓ 0.86 [0.83, 0.89] |
+# | Press ら | ALiBi は $L$ から $8L$ まで何も失わない | ✓ 0.01 [0.00, 0.01] | △ 0.06 [0.04, 0.08] | ✗ 0.57 [0.50, 0.65] |
+# | | 正弦波は劣化する | ✓ 0.40 [0.37, 0.42] | △ 0.03 [0.00, 0.07] | ✓ 0.86 [0.83, 0.89] |
 # | | RoPE は劣化する | ✓ 0.59 [0.53, 0.64] | ✓ 0.25 [0.23, 0.28] | ✓ 0.89 [0.85, 0.93] |
 # | | T5 は劣化する | ✓ 0.11 [0.10, 0.12] | ✗ 0.00 [-0.00, 0.00] | ✓ 0.77 [0.73, 0.81] |
-# | | ALiBi > 正弦波 | ✓ 0.39 [0.36, 0.41] | ? -0.03 [-0.07, 0.02] | ✓ 0.28 [0.21, 0.35] |
+# | | ALiBi > 正弦波 | ✓ 0.39 [0.36, 0.41] | △ -0.03 [-0.07, 0.02] | ✓ 0.28 [0.21, 0.35] |
 # | | ALiBi > RoPE | ✓ 0.58 [0.52, 0.64] | ✓ 0.19 [0.17, 0.22] | ✓ 0.31 [0.20, 0.42] |
 # | | ALiBi > T5 | ✓ 0.11 [0.10, 0.12] | ✗ -0.06 [-0.08, -0.04] | ✓ 0.20 [0.15, 0.25] |
 # | Kazemnejad ら | NoPE > 正弦波 | – | ✓ 0.03 [0.00, 0.07] | – |
@@ -615,13 +615,13 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # | | NoPE > ALiBi | – | ✓ 0.06 [0.04, 0.08] | – |
 # | | NoPE は T5 と同程度 | – | ✓ 0.00 [-0.00, 0.00] | – |
 # | Ruoss ら | ランダムな位置 > RoPE | – | ✓ 0.25 [0.23, 0.27] | – |
-# | Chen ら | PI + ファインチューニング > ファインチューニング（$2L$） | ✗ -0.10 [-0.11, -0.10] | ? 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20] |
+# | Chen ら | PI + ファインチューニング > ファインチューニング（$2L$） | ✗ -0.10 [-0.11, -0.10] | △ 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20] |
 # | | PI + ファインチューニングは $L$ で何も失わない | ✗ 0.24 [0.23, 0.25] | ✓ 0.00 [0.00, 0.00] | ✗ 0.25 [0.19, 0.31] |
-# | Li ら | FIRE > T5 | ? -0.01 [-0.06, 0.05] | ? 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38] |
+# | Li ら | FIRE > T5 | △ -0.01 [-0.06, 0.05] | △ 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38] |
 # | | FIRE > ALiBi | ✗ -0.11 [-0.17, -0.05] | ✓ 0.06 [0.04, 0.08] | ✓ 0.13 [0.05, 0.21] |
-# | | FIRE > KERPLE | ✗ -0.12 [-0.17, -0.06] | ? 0.01 [-0.01, 0.04] | ? -0.11 [-0.22, 0.01] |
+# | | FIRE > KERPLE | ✗ -0.12 [-0.17, -0.06] | △ 0.01 [-0.01, 0.04] | △ -0.11 [-0.22, 0.01] |
 #
-# ✓ は支持、✗ は否定、? は判定できない、– は結果が名指しする種類がタスクを学習できなかったことを表します。
+# ✓ は支持、✗ は否定、△ は判定できないことを表します。– は、結果が名指しする種類のどれかがタスクを学習できなかったことを表します。
 # 数値は、「何も失わない」と「劣化する」では $L$ から $8L$ までに失った正解率、比較では $8L$ での前者から後者を引いた差です。Chen らの行は、$2L$ での比較と、$L$ で PI によって失った正解率です。
 
 # %% tags=["check"] summary={"en": "every verdict and number of the table, recomputed from the record", "ja": "表のすべての判定と数値は、記録から計算し直した結果と一致します"}
@@ -704,7 +704,7 @@ def verdicts(swap=None):
 
 
 checks = verdicts()
-SYMBOL = {"supports": "✓", "contradicts": "✗", "cannot tell": "?"}
+SYMBOL = {"supports": "✓", "contradicts": "✗", "cannot tell": "△"}
 
 
 def table_cell(key):
@@ -715,11 +715,11 @@ def table_cell(key):
 
 
 quoted = """
-✓ 0.01 [0.00, 0.01] | ? 0.06 [0.04, 0.08] | ✗ 0.57 [0.50, 0.65]
-✓ 0.40 [0.37, 0.42] | ? 0.03 [0.00, 0.07] | ✓ 0.86 [0.83, 0.89]
+✓ 0.01 [0.00, 0.01] | △ 0.06 [0.04, 0.08] | ✗ 0.57 [0.50, 0.65]
+✓ 0.40 [0.37, 0.42] | △ 0.03 [0.00, 0.07] | ✓ 0.86 [0.83, 0.89]
 ✓ 0.59 [0.53, 0.64] | ✓ 0.25 [0.23, 0.28] | ✓ 0.89 [0.85, 0.93]
 ✓ 0.11 [0.10, 0.12] | ✗ 0.00 [-0.00, 0.00] | ✓ 0.77 [0.73, 0.81]
-✓ 0.39 [0.36, 0.41] | ? -0.03 [-0.07, 0.02] | ✓ 0.28 [0.21, 0.35]
+✓ 0.39 [0.36, 0.41] | △ -0.03 [-0.07, 0.02] | ✓ 0.28 [0.21, 0.35]
 ✓ 0.58 [0.52, 0.64] | ✓ 0.19 [0.17, 0.22] | ✓ 0.31 [0.20, 0.42]
 ✓ 0.11 [0.10, 0.12] | ✗ -0.06 [-0.08, -0.04] | ✓ 0.20 [0.15, 0.25]
 – | ✓ 0.03 [0.00, 0.07] | –
@@ -727,11 +727,11 @@ quoted = """
 – | ✓ 0.06 [0.04, 0.08] | –
 – | ✓ 0.00 [-0.00, 0.00] | –
 – | ✓ 0.25 [0.23, 0.27] | –
-✗ -0.10 [-0.11, -0.10] | ? 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20]
+✗ -0.10 [-0.11, -0.10] | △ 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20]
 ✗ 0.24 [0.23, 0.25] | ✓ 0.00 [0.00, 0.00] | ✗ 0.25 [0.19, 0.31]
-? -0.01 [-0.06, 0.05] | ? 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38]
+△ -0.01 [-0.06, 0.05] | △ 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38]
 ✗ -0.11 [-0.17, -0.05] | ✓ 0.06 [0.04, 0.08] | ✓ 0.13 [0.05, 0.21]
-✗ -0.12 [-0.17, -0.06] | ? 0.01 [-0.01, 0.04] | ? -0.11 [-0.22, 0.01]
+✗ -0.12 [-0.17, -0.06] | △ 0.01 [-0.01, 0.04] | △ -0.11 [-0.22, 0.01]
 """
 table = [" | ".join(table_cell((f[0], t)) for t in TASKS) for f in FINDINGS]
 assert table == quoted.strip().splitlines()
@@ -754,7 +754,7 @@ assert all(not learned(t, "nope") for t in ("copy", "prefix"))  # the dashes
 # %% [markdown] lang="ja"
 # copy では、記録は Press らの図 1 を正解率で再現します。ALiBi は保たれ、正弦波、RoPE、T5 は劣化して ALiBi に後れを取ります。
 # ほかのタスクでは、この結論に但し書きが付きます。recall では T5 は何も失わず、ALiBi は $0.06$ 失います。遠いキーへの ALiBi のペナルティが、遠くにある答えの邪魔をするからです。prefix では ALiBi は $0.57$ 失い、先頭に立つのはほかがもっと多く失うからにすぎません。
-# Kazemnejad らの主張は prefix のようなタスクについてのものですが、ここでは NoPE は copy も prefix も学習できなかったので、検定できるのは recall だけで、それも天井でのことです。
+# Kazemnejad らの主張は prefix のようなタスクについてのものです。しかしここでは NoPE が copy と prefix のどちらも学習できなかったので、検定できるのは recall だけで、しかも天井での比較です。
 # ランダム化した位置は recall で RoPE を上回り、位置が必要な 2 つのタスクは学習できませんでした。
 # Chen らの PI（$s = 2$）でのファインチューニングは、copy と prefix の $L$ での正解率の 4 分の 1 を失い、$2L$ ではスケーリングなしのファインチューニングに及びません。スケーリングなしのファインチューニングは、50 ステップで copy を $8L$ の $0.99$ まで伸ばします。
 # FIRE は prefix で T5 と ALiBi を上回り、copy では ALiBi と KERPLE に及びません。記録からは FIRE を 1 位とは言えません。
@@ -990,7 +990,7 @@ assert [gain("recall", k, 1) for k in ("rope", "rope-llm", "alibi")] == [
 # - 区間は学習のシードについてのものだけです。どのモデルも、長さごとに 1 組の決まった 128 本の系列でテストしているので、その系列の選び方によるばらつきは含まれません。位置 $t$ で正解した系列の割合 $a(t)$ 1 つの標準誤差は、最大で $\sqrt{0.25/128} = 0.044$ です。
 # - 判定は多数あり、それぞれ別々の 95 % 信頼区間から出していて、互いについての補正はしていません。真の差が $0$ のとき、正負で決める判定は確率 $0.05$ で偶然「支持」か「否定」になります。判定どうしは同じ行を共有するので、独立でもありません。
 # - 5 つのシードがすべて同じ値のとき（$1.00$ $[1.00, 1.00]$ など）、区間の幅は $0$ です。これはシードが一致したことを示すだけで、それに頼る判定は天井に当たっているのであって、検定ではありません。$1$ の近くでは正解率の分布は偏り（あるシードがほかより大きく下がることはあっても、大きく上がることはありません）、シードのばらつきをほぼ正規分布とみなす t 区間は、幅が示すより粗くなります。
-# - 学習率はすべての種類で同じです。予備実験で選んだもので、別の学習率なら、タスクを学習できなかった種類が学習できたかもしれません。
+# - 学習率はすべての種類で同じです。予備実験で選んだもので、タスクを学習できなかった種類が別の学習率で学習できるかどうかは調べていません。
 # - 長さ $N$ での正解率は、最初の $L$ 個を含めて、$N$ より前のすべての採点位置の平均です。そのため copy と recall では、$L$ より先での失敗が薄まります（演習 3）。prefix で採点するのはコピーする後半だけで、そのすべてが距離 $N/2$ です。
 # - 規模はトイモデルのものです。幅 64 の 2 層、$L = 16$ で、言語ではなくタスクです。論文のモデルと長さははるかに大きく、Kazemnejad らがテストするのは $2L$ までですが、ここでの判定の多くは $8L$ でのものです。
 
@@ -1024,7 +1024,7 @@ assert [gain("recall", k, 1) for k in ("rope", "rope-llm", "alibi")] == [
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 1 つの決まった予算で学習すると、12 種類のうち 10 種類のエンコーディングが $L = 16$ で 3 つのタスクをすべて学習できました。NoPE とランダム化した位置は、3,500 ステップでは copy も prefix も学習できませんでした。$L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。
+# - 1 つの決まった予算で学習すると、12 種類のうち 10 種類のエンコーディングが $L = 16$ で 3 つのタスクをすべて学習できました。NoPE とランダム化した位置は、3,500 ステップでは copy と prefix のどちらも学習できませんでした。$L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。
 # - copy では、ALiBi、KERPLE、Llama 2 と同じ割合のペアが回る RoPE は $8L$ まで保たれ、正弦波（$0.60$）と底 $10^4$ の RoPE（$0.41$）は崩れます。小さなタスクの正解率で見た Press らの図 1 です。
 # - 外挿はエンコーディングとタスクの組の性質です。recall では T5、FIRE、CoPE、NoPE が $1.00$ を保ち、ALiBi は $0.06$ 失います。答えまでの距離が長さとともに伸びると、$8L$ まで保てるものはありません（最もよい行で $0.71$）。
 # - RoPE の底は、ここでのほかのどの選択よりも大きく効き、その効き方は両方向です。ほとんどのペアが $L$ の間に回ると、copy は保たれ、recall はさらに下がり、RoPE についての 14 の判定のうち 5 つが変わります。
@@ -1051,10 +1051,10 @@ assert [gain("recall", k, 1) for k in ("rope", "rope-llm", "alibi")] == [
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. copy での $8L$ の RoPE の t 区間を、5 つのシードについてのパーセンタイル・ブートストラップに置き換えてください（シードを復元抽出し、平均の 2.5 % 点と 97.5 % 点を取ります）。
-#    区間は広くなるでしょうか、狭くなるでしょうか。また、シードが 5 つでは信頼できないのはなぜでしょうか。
-# 2. この実験の最初の版では、各モデルを、検証用データでの正解率が最初に $0.99$ に達した時点か、600 ステップで止めていました。
-#    保存した学習曲線から、copy で各シードが最初に $0.99$ に達したステップを読み取ってください。600 ステップの上限では、どの種類が学習できなかったことになるでしょうか（ここでは学習率のスケジュールが長いので、これは目安です）。
+# 1. copy の $8L$ での RoPE の t 区間を、5 つのシードのパーセンタイル・ブートストラップに置き換えてください。シードを復元抽出し、平均の 2.5 % 点と 97.5 % 点を取ります。
+#    区間は広くなるでしょうか、狭くなるでしょうか。また、シードが 5 つしかないと信頼できない理由は何でしょうか。
+# 2. この実験の最初の版では、各モデルの学習を、検証用データでの正解率が初めて $0.99$ 以上になった時点か、600 ステップの時点で止めていました。
+#    copy で各シードの正解率が初めて $0.99$ 以上になったステップを、保存した学習曲線から読み取ってください。600 ステップの上限では、どの種類が学習できなかったことになるでしょうか（ここでは学習率のスケジュールが長いので、これは目安です）。
 # 3. 長さ $N$ での正解率は、最初の $L$ 個を含むすべての採点位置の平均です。
 #    $L \le t < N$ の位置だけで判定を計算し直してください。どの判定が変わるでしょうか。
 
@@ -1071,7 +1071,7 @@ assert [gain("recall", k, 1) for k in ("rope", "rope-llm", "alibi")] == [
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** パーセンタイル・ブートストラップは $[0.38, 0.45]$ で、t 区間の $[0.36, 0.47]$ より狭くなります。理由は 2 つあります。
 # 1 つは、5 つのシードがすべてであるかのように復元抽出するので、平均のばらつきがプラグインの標準誤差 $\sqrt{(n-1)/n}\; s_a/\sqrt n$ になり、$\sqrt{4/5} = 0.89$ 倍小さくなることです。
-# もう 1 つは、その分位点が平均からこの誤差のおよそ $1.96$ 倍の位置にあるのに対し、t 区間は $5$ つの数から $s_a$ を推定する代償として $2.776$ を使うことです。
+# もう 1 つは、その分位点が平均からこの誤差のおよそ $1.96$ 倍の位置にあるのに対し、t 区間は 5 つの数から $s_a$ を推定する代償として $2.776$ を使うことです。
 # シードが 5 つでは信頼できません。ばらつきを既知のものとして扱い、復元抽出の組み合わせは $5^5 = 3125$ 通りしかなく、どの平均も最小と最大のシードの外には出ないからです。
 
 # %% tags=["solution"]
@@ -1097,8 +1097,9 @@ print(f"t: {fmt(m, lo, hi)}; bootstrap: [{boot[0]:.2f}, {boot[1]:.2f}]", end="")
 # sixth, sinusoids, is at the edge here).
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 2.** RoPE、RoPE-LLM、CoPE は 100〜200 ステップで $0.99$ に達し、T5 と T5-HF は 200、学習型の表は 400〜500、正弦波は 500〜600 ステップです。
-# FIRE は 700〜1,400、KERPLE は 1,100〜1,500、ALiBi は 1,800〜2,000 ステップかかり、NoPE は 3 つのシードが 2,300〜2,700 ステップで達し、ランダムな位置は 1 つのシードが 3,200 ステップで一度だけ達します。
+# **解答 2.** RoPE、RoPE-LLM、CoPE は 100〜200 ステップで $0.99$ に達します。T5 と T5-HF は 200 ステップ、学習型の表は 400〜500 ステップ、正弦波は 500〜600 ステップです。
+# FIRE は 700〜1,400 ステップ、KERPLE は 1,100〜1,500 ステップかかります。ALiBi は 1,800〜2,000 ステップです。
+# NoPE は 3 つのシードが 2,300〜2,700 ステップで達し、ランダムな位置は 1 つのシードが 3,200 ステップで一度だけ達します。
 # 600 ステップの上限では、NoPE、ALiBi、KERPLE、FIRE、ランダムな位置の 5 種類が学習できなかったことになります。最初の版で学習できなかった 6 種類のうちの 5 つで、6 つ目の正弦波はここでは境目にあります。
 
 
@@ -1184,26 +1185,25 @@ assert share == [99, 98]
 # the steps and the rate. The first version's record, `length-generalisation.json`,
 # is no longer read here.
 #
-# - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention
+# - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Kazemnejad, A., Padhi, I., Natesan Ramamurthy, K., Das, P., Reddy, S. (2023).
-#   *The Impact of Positional Encoding on Length Generalization in Transformers*.
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length Generalization in Transformers*.
 #   NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
 # - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
 #   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
-# - Chen, S., Wong, S., Chen, L., Tian, Y. (2023). *Extending Context Window of
+# - Chen, S. et al. (2023). *Extending Context Window of
 #   Large Language Models via Positional Interpolation*.
 #   <https://arxiv.org/abs/2306.15595>
-# - Peng, B., Quesnelle, J., Fan, H., Shippole, E. (2023). *YaRN: Efficient
+# - Peng, B. et al. (2023). *YaRN: Efficient
 #   Context Window Extension of Large Language Models*.
 #   <https://arxiv.org/abs/2309.00071>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
 #   Long Context Transformers* (FIRE). ICLR 2024. <https://arxiv.org/abs/2310.04418>
-# - Chi, T.-C., Fan, T.-H., Ramadge, P. J., Rudnicky, A. I. (2022). *KERPLE:
+# - Chi, T.-C. et al. (2022). *KERPLE:
 #   Kernelized Relative Positional Embedding for Length Extrapolation*. NeurIPS
 #   2022. <https://arxiv.org/abs/2205.09921>
-# - Golovneva, O., Wang, T., Weston, J., Sukhbaatar, S. (2024). *Contextual
+# - Golovneva, O. et al. (2024). *Contextual
 #   Position Encoding: Learning to Count What's Important* (CoPE).
 #   <https://arxiv.org/abs/2405.18719>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat
@@ -1218,31 +1218,30 @@ assert share == [99, 98]
 # 設計、計算時間の見積もり、ステップ数と学習率を決めた予備実験は `lab/README.md` にあります。
 # 最初の版の記録 `length-generalisation.json` は、この章ではもう読みません。
 #
-# - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention
+# - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Kazemnejad, A., Padhi, I., Natesan Ramamurthy, K., Das, P., Reddy, S. (2023).
-#   *The Impact of Positional Encoding on Length Generalization in Transformers*.
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length Generalization in Transformers*.
 #   NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
 # - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
 #   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
-# - Chen, S., Wong, S., Chen, L., Tian, Y. (2023). *Extending Context Window of
+# - Chen, S. et al. (2023). *Extending Context Window of
 #   Large Language Models via Positional Interpolation*.
 #   <https://arxiv.org/abs/2306.15595>
-# - Peng, B., Quesnelle, J., Fan, H., Shippole, E. (2023). *YaRN: Efficient
+# - Peng, B. et al. (2023). *YaRN: Efficient
 #   Context Window Extension of Large Language Models*.
 #   <https://arxiv.org/abs/2309.00071>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
 #   Long Context Transformers* (FIRE). ICLR 2024. <https://arxiv.org/abs/2310.04418>
-# - Chi, T.-C., Fan, T.-H., Ramadge, P. J., Rudnicky, A. I. (2022). *KERPLE:
+# - Chi, T.-C. et al. (2022). *KERPLE:
 #   Kernelized Relative Positional Embedding for Length Extrapolation*. NeurIPS
 #   2022. <https://arxiv.org/abs/2205.09921>
-# - Golovneva, O., Wang, T., Weston, J., Sukhbaatar, S. (2024). *Contextual
+# - Golovneva, O. et al. (2024). *Contextual
 #   Position Encoding: Learning to Count What's Important* (CoPE).
 #   <https://arxiv.org/abs/2405.18719>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat
 #   Models*. <https://arxiv.org/abs/2307.09288>
-# - Hugging Face transformers の `T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）。
+# - Hugging Face transformers の `T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
 
 # %%
 first = record["sessions"][0]

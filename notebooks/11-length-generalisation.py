@@ -770,10 +770,9 @@ assert r2("copy", "rope+ft", L8)[0] == 0.99 and S["finetune_steps"] == 50
 # | YaRN's frequencies | YaRN without temperature − PI | 0.23 [0.11, 0.34] | -0.00 [-0.00, 0.00] | 0.38 [0.30, 0.46] |
 # | T5's far buckets | T5-HF − T5 | -0.02 [-0.04, 0.01] | 0.00 [-0.00, 0.00] | 0.05 [0.01, 0.08] |
 #
-# **The budget.** Ten of twelve kinds learned copy in 3,500 steps, where the first
-# version's cap of 600 steps with early stopping left six of its ten unlearned and
-# most copy verdicts unread. Press et al.'s finding on copy is now supported in all
-# seven of its comparisons.
+# **The budget.** Ten of twelve kinds learned copy in 3,500 steps; the first
+# version's 600 steps with early stopping left six of ten unlearned. Press et al.'s
+# finding on copy, unread then, is now supported in all seven comparisons.
 #
 # **RoPE's regime** matters most, and both ways: with 6 of 8 pairs turning within
 # $L$, copy holds to $8L$, where base $10^4$ falls to $0.41$, but recall falls
@@ -803,8 +802,8 @@ assert r2("copy", "rope+ft", L8)[0] == 0.99 and S["finetune_steps"] == 50
 # | YaRN の周波数 | 温度なしの YaRN − PI | 0.23 [0.11, 0.34] | -0.00 [-0.00, 0.00] | 0.38 [0.30, 0.46] |
 # | T5 の遠いバケット | T5-HF − T5 | -0.02 [-0.04, 0.01] | 0.00 [-0.00, 0.00] | 0.05 [0.01, 0.08] |
 #
-# **予算**：12 種類のうち 10 種類が 3,500 ステップで copy を学習できました。最初の版の 600 ステップの上限と早期終了では、10 種類のうち 6 種類が学習できず、copy の判定の多くは読めませんでした。
-# copy についての Press らの結果は、いまでは 7 つの比較のすべてで支持されます。
+# **予算**：12 種類のうち 10 種類が 3,500 ステップで copy を学習できました。最初の版の 600 ステップと早期終了では、10 種類のうち 6 種類が学習できませんでした。
+# そのときは読めなかった copy についての Press らの結果は、いまでは 7 つの比較のすべてで支持されます。
 #
 # **RoPE の設定**が最も大きく効き、その効き方は両方向です。$L$ の間に 8 組中 6 組のペアが 1 周すると、copy は $8L$ まで保たれます（底 $10^4$ では $0.41$ まで下がります）。しかし recall はさらに下がります（$0.75$ に対して $0.54$）。
 # RoPE の代わりに RoPE-LLM を置くと、RoPE についての 14 の判定のうち 5 つが変わります。copy では RoPE-LLM は劣化せず、ALiBi は RoPE-LLM を上回りません。

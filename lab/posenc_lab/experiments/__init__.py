@@ -2,10 +2,11 @@
 
 ``python -m posenc_lab.experiments`` trains :class:`posenc_lab.toy.ToyTransformer`
 models with every positional encoding, on two tasks, from several seeds,
-and writes one JSON record (see :func:`run`). The chapter *Which encodings
-extrapolate?* reads the stored record, ``posenc_lab/records/length-generalisation.json``,
-for its tables and figures, and the tests re-run a slice of it and match it
-exactly.
+and writes one JSON record (see :func:`run`),
+``posenc_lab/records/length-generalisation.json``. No chapter reads it now
+(chapter *Which encodings extrapolate?* reads version 2's record, made by
+:mod:`posenc_lab.extrapolation`); the tests re-run a slice of it and match
+it exactly.
 
 The design, for each task and seed:
 

@@ -37,15 +37,13 @@ import math
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from torch.testing import assert_close
 
 from posenc import alibi_slopes, apply_rope, attention, sinusoidal
 from posenc_lab.plotting import use_site_style
 
-use_site_style()
 torch.manual_seed(0)
-torch.set_printoptions(precision=4, sci_mode=False)
+use_site_style()
 
 # %% [markdown] lang="en"
 # ## Self-attention sees a set, not a sequence
@@ -76,10 +74,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # else: self-attention is
 # [permutation-equivariant](../docs/glossary.md#permutation-equivariant).
 #
-# The figure shows it on the weights $A = \mathrm{softmax}(S)$ of six tokens. On
-# the right the tokens come in another order: every weight reappears with the same
-# pair of tokens, in $PAP^\top$. Which tokens meet decides the weights, not where
-# they are.
+# In the figure, the weights $A = \mathrm{softmax}(S)$ of six tokens reappear as
+# $PAP^\top$ when the tokens come in another order: which tokens meet decides the
+# weights, not where they are.
 
 # %% [markdown] lang="ja"
 # ## セルフアテンションが見ているのは系列ではなく集合
@@ -107,8 +104,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # トークンを並べ替えると、出力が同じように並べ替わるだけで、ほかは何も変わりません。
 # セルフアテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)です。
 #
-# 図は、6 個のトークンの重み $A = \mathrm{softmax}(S)$ で同じことを示しています。
-# 右ではトークンが別の順に並んでいますが、どの重みも同じトークンの組に付いたままで、図は $PAP^\top$ になります。
+# 図では、6 個のトークンの重み $A = \mathrm{softmax}(S)$ が、トークンを別の順に並べると $PAP^\top$ として現れます。
 # 重みを決めるのは、トークンがどこにあるかではなく、どのトークンどうしが出会うかです。
 
 # %%
@@ -123,13 +119,8 @@ def self_attention(x, **kwargs):
     return attention(x @ w_q, x @ w_k, x @ w_v, **kwargs)
 
 
-def permutation_matrix(perm):
-    """P with P[i, perm[i]] = 1, so that row i of P X is row perm[i] of X."""
-    return torch.eye(len(perm), dtype=f64)[perm]
-
-
 perm = torch.tensor([3, 0, 5, 1, 4, 2])  # pi, 0-based; any permutation works
-P = permutation_matrix(perm)
+P = torch.eye(T, dtype=f64)[perm]  # P[i, pi(i)] = 1: row i of PX is x[pi(i)]
 
 
 # %% tags=["figure"] alt={"en": ["Two heatmaps of attention weights for six tokens, queries down and keys across, each cell labelled with its weight. The right one, for the tokens in another order, holds the same numbers with rows and columns reordered together."], "ja": ["6 個のトークンのアテンションの重みを、行をクエリ、列をキーとして数値入りで示した 2 つのヒートマップ。右はトークンを別の順に並べたもので、同じ数値が、行と列を同じように並べ替えた位置に現れます。"]}
@@ -174,7 +165,7 @@ for ax, (mat, order, title) in zip(axes, panels, strict=True):
     ax.set_title(title)
 plt.show()
 
-# %% tags=["check"] summary={"en": "each of the four steps holds for one permutation, the right panel is P A Pᵀ, and Attn(PX) = P Attn(X) for all 720 orders of six tokens (float64, equal up to rounding)", "ja": "1 つの置換について 4 つのステップがどれも成り立ち、右の図は P A Pᵀ で、6 個のトークンの 720 通りすべての順で Attn(PX) = P Attn(X) です（float64、丸め誤差の範囲で一致）"}
+# %% tags=["check"] summary={"en": "the four steps hold, the right panel is PAPᵀ, and Attn(PX) = P Attn(X) for all 720 orders", "ja": "4 つのステップが成り立ち、右の図は PAPᵀ、720 通りすべてで Attn(PX) = P Attn(X) です"}
 q, k, v = x @ w_q, x @ w_k, x @ w_v
 s = q @ k.T / math.sqrt(d)  # S = Q K^T / sqrt(d)
 assert_close(P @ x, x[perm])  # row i of PX is row pi(i) of X
@@ -212,8 +203,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # $x_{\mathrm{man}}$ in two orders: "man bites dog" is $PX$ for the $P$ that swaps
 # the first and last rows of "dog bites man". Equivariance says three things.
 #
-# - "bites" stays in the middle, so its output is the same vector in both sentences:
-#   the verb cannot tell who bit whom.
+# - "bites" stays in the middle and gets the same output: it cannot tell who bit whom.
 # - "dog" gets the same output as subject and as object, only in another row.
 # - Any summary that ignores the order of the rows is the same for both sentences.
 #   Mean pooling is one: with $\mathbf{1}$ the vector of ones, each column of $P$ holds
@@ -237,8 +227,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # "man bites dog"（人が犬をかむ）は、"dog bites man"（犬が人をかむ）の最初と最後の行を入れ替える $P$ を使って $PX$ と書けます。
 # 置換同変から、次の 3 つのことが言えます。
 #
-# - "bites" はどちらの文でも真ん中にあるので、出力は両方の文でまったく同じベクトルです。
-#   動詞には、誰が誰をかんだのかが分かりません。
+# - "bites" はどちらの文でも真ん中にあり、出力も同じです。誰が誰をかんだのかが分かりません。
 # - "dog" の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
 # - 行の順序を無視する要約は、両方の文で同じになります。平均プーリングがその例です。
 #   $\mathbf{1}$ を全成分が 1 のベクトルとすると、$P$ の各列には 1 がちょうど 1 つあるので
@@ -252,13 +241,11 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # どれもすべての行に同じように働くので、やはり $P$ と交換できるからです（演習 1）。
 
 # %%
-vocab = {
-    word: torch.randn(d, dtype=f64) for word in ("cls", "dog", "bites", "man")
-}
+vocab = {w: torch.randn(d, dtype=f64) for w in ("cls", "dog", "bites", "man")}
 
 
-def embed(sentence):
-    return torch.stack([vocab[word] for word in sentence.split()])  # [T, d]
+def embed(sentence):  # one row per word: [T, d]
+    return torch.stack([vocab[word] for word in sentence.split()])
 
 
 def fmt(vec):
@@ -267,14 +254,11 @@ def fmt(vec):
 
 x_dbm, x_mbd = embed("dog bites man"), embed("man bites dog")
 y_dbm, y_mbd = self_attention(x_dbm), self_attention(x_mbd)
-print(
-    f"dog bites man, mean: {fmt(y_dbm.mean(0))}\n"
-    f"man bites dog, mean: {fmt(y_mbd.mean(0))}",
-    end="",
-)
+print(f"dog bites man, mean: {fmt(y_dbm.mean(0))}")
+print(f"man bites dog, mean: {fmt(y_mbd.mean(0))}", end="")
 
-# %% tags=["check"] summary={"en": "man bites dog is P (dog bites man); bites gets the same output, dog the same output in another row; 1ᵀP = 1ᵀ; mean and max pooling agree; a classification token in front gets the same output", "ja": "man bites dog は P (dog bites man) で、bites の出力は同じ、dog の出力は行が違うだけで同じです。1ᵀP = 1ᵀ で、平均と最大値のプーリングは一致し、先頭の分類用トークンの出力も同じです"}
-swap = permutation_matrix(torch.tensor([2, 1, 0]))
+# %% tags=["check"] summary={"en": "bites gets the same output, dog the same in another row; mean, max and a CLS token agree", "ja": "bites の出力は同じ、dog は行が違うだけで同じで、平均、最大値、分類用トークンも一致します"}
+swap = torch.eye(3, dtype=f64)[[2, 1, 0]]  # swaps the first and last rows
 assert_close(x_mbd, swap @ x_dbm)  # man bites dog = P (dog bites man)
 assert_close(y_mbd, swap @ y_dbm)  # Attn(PX) = P Attn(X)
 assert_close(y_mbd[1], y_dbm[1])  # "bites": the same output
@@ -328,18 +312,7 @@ assert_close(cls_mbd, cls_dbm)
 # 位置 $j \le i$ にあるトークンの集合についての重み付き和で、その順序は見えません。
 # 前の位置の入力がすでに変わっている 2 層目になって、初めて並べ替えに気づきます。
 
-# %%
-perms = torch.tensor(list(itertools.permutations(range(T))))  # [720, T]
-others = perms[1:]  # the 719 orders other than the identity
-causal_out = self_attention(x, causal=True)
-moved_out = self_attention(x[others], causal=True)  # [719, T, d]
-gaps = (moved_out - causal_out[others]).abs().amax(dim=(1, 2))
-print(
-    f"smallest max |Attn_M(PX) - P Attn_M(X)| over 719: {gaps.min():.4f}",
-    end="",
-)
-
-# %% tags=["check"] summary={"en": "the mask is −∞ above the diagonal; Attn_M(PX) = P Attn_{PᵀMP}(X); only the identity keeps M; all 719 other orders move the outputs; one layer ignores a shuffle of positions 0-3 at positions 4 and 5, a second layer does not", "ja": "マスクは対角より上が −∞ で、Attn_M(PX) = P Attn_{PᵀMP}(X) です。M を保つのは恒等置換だけで、残り 719 通りはどれも出力を動かします。位置 0〜3 の並べ替えは 1 層では位置 4 と 5 に見えず、2 層目では見えます"}
+# %% tags=["check"] summary={"en": "only the identity keeps M, the 719 others change the outputs, one layer misses a prefix shuffle", "ja": "M を保つのは恒等置換だけで、残り 719 通りは出力を変え、手前の並べ替えは 1 層では見えません"}
 allowed = torch.ones(T, T, dtype=torch.bool).tril()  # query i sees j <= i
 mask = torch.zeros(T, T, dtype=f64).masked_fill(~allowed, -math.inf)  # M
 assert_close(self_attention(x, bias=mask), self_attention(x, causal=True))
@@ -363,7 +336,12 @@ keep = [
     if torch.equal(allowed[list(p)][:, list(p)], allowed)
 ]
 assert keep == [tuple(range(T))]
+# the 719 other orders all move the outputs of these tokens
 assert torch.equal(perms[0], torch.arange(T))  # itertools lists it first
+others = perms[1:]
+causal_out = self_attention(x, causal=True)
+moved_out = self_attention(x[others], causal=True)  # [719, T, d]
+gaps = (moved_out - causal_out[others]).abs().amax(dim=(1, 2))
 assert len(gaps) == 719 and gaps.min() > 1e-3
 
 # partial: shuffle positions 0..3, keep 4 and 5
@@ -418,7 +396,7 @@ keys = torch.randn(n, d, dtype=f64)  # any keys
 counted = attention(zero_q, keys, values, causal=True)[:, 0]
 print(f"marker feature, causal, p = 0..{n - 1}: {fmt(counted)}", end="")
 
-# %% tags=["check"] summary={"en": "the output feature is exactly 1/(p+1) with the mask, and 1/n at every position without it", "ja": "出力のその次元はマスクがあればちょうど 1/(p+1) で、マスクがなければどの位置でも 1/n です"}
+# %% tags=["check"] summary={"en": "the output feature is exactly 1/(p+1) with the mask, and 1/n at every position without it", "ja": "出力のその次元はマスクがあればちょうど 1/(p+1)、なければどの位置でも 1/n です"}
 assert_close(counted, 1 / torch.arange(1, n + 1, dtype=f64))  # 1 / (p + 1)
 assert_close(
     attention(zero_q, keys, values)[:, 0], torch.full((n,), 1 / n, dtype=f64)
@@ -429,11 +407,9 @@ assert_close(
 #
 # The simplest way to tell the model where each token is: add a vector $PE(p)$ to
 # the token at position $p$. Four candidates show what $PE$ needs: the raw index
-# ($PE(p) = p$ in one feature),
-# the index divided by the length ($p/L$), a
-# [one-hot vector](../docs/glossary.md#one-hot-vector) over a fixed maximum
-# length, and the sinusoids of the chapter
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb).
+# ($PE(p) = p$ in one feature), $p/L$, a
+# [one-hot vector](../docs/glossary.md#one-hot-vector) over a maximum length, and
+# the sinusoids of [*Sinusoidal positional encoding*](01-sinusoidal.ipynb).
 #
 # **Bounded values.** Token embeddings have a fixed scale: with entries drawn from
 # a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$,
@@ -459,7 +435,9 @@ assert_close(
 # モデルに見えるのは位置だけになります。
 # 正弦波は、どの位置でもノルムが $\sqrt{d/2}$ です。
 
-# %%
+# %% tags=["figure"]
+import torch.nn.functional as F
+
 d64 = 64
 gen = torch.Generator().manual_seed(0)  # its own generator
 tok_a, tok_b = torch.randn(2, d64, dtype=f64, generator=gen)
@@ -480,7 +458,7 @@ for p in (0, 10, 1000):
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64).norm(dim=-1)
 print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}", end="")
 
-# %% tags=["check"] summary={"en": "the sinusoids' norm is √(d/2) at positions up to 10⁶; the raw index at p = 1000 makes the two tokens' cosine exceed 0.9999", "ja": "正弦波のノルムは 10⁶ までのどの位置でも √(d/2) で、位置の番号そのものでは p = 1000 で 2 つのトークンのコサイン類似度が 0.9999 を超えます"}
+# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2) up to p = 10⁶; with the raw index at p = 1000 the tokens' cosine exceeds 0.9999", "ja": "‖PE(p)‖ は √(d/2) で一定、番号そのものでは p = 1000 でコサイン類似度が 0.9999 を超えます"}
 assert_close(
     sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64, dtype=f64).norm(dim=-1),
     torch.full((4,), math.sqrt(d64 / 2), dtype=f64),
@@ -496,7 +474,8 @@ assert cos_1000 > 0.9999
 # them with standard deviation $d^{-1/2}$ (`Embedding` in `transformer_base.py`)
 # and multiplies by $\sqrt{d}$ (`embed_scale` in `transformer_encoder.py` and
 # `transformer_decoder.py`), so the token norms are about $\sqrt{d}$. labml
-# multiplies too, and its embedding classes (`EmbeddingsWithPositionalEncoding` and
+# multiplies too (its files are under `labml_nn/transformers/`), and its
+# embedding classes (`EmbeddingsWithPositionalEncoding` and
 # `EmbeddingsWithLearnedPositionalEncoding` in `models.py`) keep PyTorch's
 # $N(0, 1)$ start, which gives norms near $d$. Its experiments that use these
 # classes keep that start (they pass `c.transformer.src_embed` into models of their
@@ -533,7 +512,7 @@ assert cos_1000 > 0.9999
 # fairseq は埋め込みを標準偏差 $d^{-1/2}$ で引き（`transformer_base.py` の `Embedding`）、
 # それに $\sqrt{d}$ を掛けます（`transformer_encoder.py` と `transformer_decoder.py` の `embed_scale`）。
 # そのため、トークンのノルムは $\sqrt{d}$ 前後になります。
-# labml も埋め込みに同じ係数を掛けます。
+# labml も埋め込みに同じ係数を掛けます（ファイルは `labml_nn/transformers/` の下にあります）。
 # labml の埋め込み用のクラス（`models.py` の `EmbeddingsWithPositionalEncoding` と `EmbeddingsWithLearnedPositionalEncoding`）は、
 # PyTorch の既定の $N(0, 1)$ による初期値をそのまま使うので、ノルムは $d$ 前後になります。
 # これらのクラスを使う実験も、この初期値のまま学習を始めます。
@@ -609,7 +588,7 @@ assert round(0.02 * d512, 1) == 10.2
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 
 
-# %% tags=["check"] summary={"en": "p/L = 0.5 is position 10 for L = 20 and 500 for L = 1000; PE(10) is the same in both; a wavelength-8 sinusoid repeats at 8; the slowest wavelength read back from posenc is 2π·10000^(62/64); the closest two codes below 2048 are 1.4718 apart", "ja": "p/L = 0.5 は L = 20 で位置 10、L = 1000 で位置 500 で、PE(10) はどちらでも同じです。波長 8 の正弦波は 8 で繰り返し、posenc から読み戻した最も遅い波長は 2π·10000^(62/64)、2048 未満で最も近い 2 つの符号の距離は 1.4718 です"}
+# %% tags=["check"] summary={"en": "p/L = 0.5 is 10 or 500 by L, PE(10) is fixed; one wave repeats; the closest codes are 1.4718 apart", "ja": "0.5 は L によって位置 10 にも 500 にもなり、PE(10) は不変、最も近い符号の距離は 1.4718 です"}
 for L in (20, 1000):
     normalised = torch.arange(L) / L
     assert int((normalised == 0.5).nonzero()) == L // 2  # 10, then 500
@@ -654,7 +633,7 @@ assert f"{dist.min():.4f}" == "1.4718"
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。
 # 導出は[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#内積は距離だけで決まる)の章にあります。
 
-# %%
+# %% tags=["figure"]
 L = 200
 codes_by_name = {
     "raw index p": lambda p: raw_index(p),
@@ -671,7 +650,7 @@ print(f"{'':20s}" + "".join(f"  PE({p})·PE({q})" for p, q in pairs))
 for name, sims in similarity.items():
     print(f"{name:20s}" + "".join(f"{sim:>15.4f}" for sim in sims))
 
-# %% tags=["check"] summary={"en": "for the sinusoids the similarity depends on the offset alone, equals the sum of cosines and is largest at p = q; for the raw index farther looks more similar", "ja": "正弦波では類似度は相対位置だけで決まり、余弦の和に等しく、p = q で最大です。位置の番号そのものでは、遠いほど似て見えます"}
+# %% tags=["check"] summary={"en": "sinusoids: the sum of cosines of the offset, largest at p = q; the raw index: farther looks closer", "ja": "正弦波の類似度は相対位置の余弦の和で p = q で最大、番号そのものでは遠いほど大きくなります"}
 sims = similarity["sinusoidal, d = 64"]
 sin_code = codes_by_name["sinusoidal, d = 64"]
 assert math.isclose(sims[0], sims[1])  # the offset alone
@@ -721,7 +700,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # | 決定的 | はい | はい | はい | はい |
 # | 学習時の長さを超えたとき | 定義されるが非有界 | 意味がずれる | 符号がない | 定義され、有界 |
 
-# %% tags=["check"] summary={"en": "position 3 gets the paper's vector (computed in plain Python) alone, inside a sequence and from the module at an offset; a 512-row table and a one-hot code over 512 positions have no row 512; the sinusoids stay within [−1, 1] at 512 and 10⁶", "ja": "位置 3 には、単独でも、系列の中でも、オフセット付きのモジュールからでも、論文の式（Python だけで計算）のベクトルが付きます。512 行の表と 512 位置の one-hot ベクトルには行 512 がなく、正弦波は 512 と 10⁶ でも [−1, 1] に収まります"}
+# %% tags=["check"] summary={"en": "position 3 gets the paper's vector anywhere; 512-row tables lack row 512; sinusoids stay bounded", "ja": "位置 3 にはどこでも論文の式のベクトルが付き、512 行の表に行 512 はなく、正弦波は有界です"}
 from posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 # Vaswani et al.'s formula for p = 3 in plain Python: the independent reference
@@ -791,21 +770,16 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 
 # %%
 e = sinusoidal(torch.arange(T), d, dtype=f64)  # E, one row per position
-moved_out = self_attention(x[others] + e)  # the codes stay with the positions
-broken = (moved_out - self_attention(x + e)[others]).abs().amax(dim=(1, 2))
 pos_dbm, pos_mbd = self_attention(x_dbm + e[:3]), self_attention(x_mbd + e[:3])
-print(
-    f"smallest max |Attn(PX + E) - P Attn(X + E)| over 719: "
-    f"{broken.min():.4f}\n"
-    f"dog bites man, mean: {fmt(pos_dbm.mean(0))}\n"
-    f"man bites dog, mean: {fmt(pos_mbd.mean(0))}",
-    end="",
-)
+print(f"dog bites man, mean: {fmt(pos_dbm.mean(0))}")
+print(f"man bites dog, mean: {fmt(pos_mbd.mean(0))}", end="")
 
 
-# %% tags=["check"] summary={"en": "P E ≠ E for the 719 other orders, each of which moves the outputs; with W_Q = 0 all 720 orders keep them permuted, E or not; the two sentences no longer pool alike", "ja": "残り 719 通りの順ではどれも P E ≠ E で、どの順でも出力が動きます。W_Q = 0 なら E があっても 720 通りすべてで出力は並べ替えのままで、2 つの文のプーリングはもう一致しません"}
+# %% tags=["check"] summary={"en": "P E ≠ E and the outputs move for the 719 other orders; W_Q = 0 keeps all 720 permuted; pools differ", "ja": "719 通りで P E ≠ E となって出力も動き、W_Q = 0 なら並べ替えのまま、プーリングは異なります"}
 # P E != E (the product, not the code PE(p)) for the 719 other permutations
 assert not (e[others] == e).all(dim=(1, 2)).any()
+moved_out = self_attention(x[others] + e)  # the codes stay with the positions
+broken = (moved_out - self_attention(x + e)[others]).abs().amax(dim=(1, 2))
 assert len(broken) == 719 and broken.min() > 1e-3
 flat = torch.zeros(d, d, dtype=f64)  # W_Q = 0: every score is 0
 
@@ -906,7 +880,7 @@ ax.set_ylabel(r"$\|f(PX) - P f(X)\| \,/\, \|f(X)\|$")
 ax.grid(axis="x", visible=False)
 plt.show()
 
-# %% tags=["check"] summary={"en": "posenc's symmetric ALiBi bias is −|i − j|/2; the bias and the rotation ignore a shift of all positions by 100, the sinusoidal input does not; (R_i q)ᵀ(R_j k) = qᵀR_{j−i}k; plain attention stays below 10⁻¹² and every other variant above 0.05", "ja": "posenc の左右対称の ALiBi バイアスは −|i − j|/2 です。バイアスと回転はすべての位置を 100 ずらしても変わらず、正弦波の入力は変わります。(R_i q)ᵀ(R_j k) = qᵀR_{j−i}k で、素のアテンションは 10⁻¹² 未満、ほかはどれも 0.05 を超えます"}
+# %% tags=["check"] summary={"en": "bias −|i − j|/2; bias and rotation ignore a shift by 100, the sinusoidal input does not; only S is 0", "ja": "バイアスは −|i − j|/2、バイアスと回転はずらしても不変、正弦波は変わり、0 は S だけです"}
 from posenc import alibi_bias
 
 assert slope == 0.5
@@ -934,49 +908,49 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # depend on the content as well as on $j - i$, NoPE relies on the causal mask
 # alone, CoPE counts positions with gates on the content, and randomised
 # positions change which positions an encoding receives, not where it enters.
-# The families the site covers:
+# The families the site covers (Dufter et al. 2022 survey many more):
 #
-# | family | encoding | where it enters | a model that uses it |
+# | family | encoding | where it enters | used in |
 # |---|---|---|---|
-# | absolute | [sinusoidal](01-sinusoidal.ipynb) (Vaswani et al. 2017) | added to the input | the original Transformer |
+# | absolute | [sinusoidal](01-sinusoidal.ipynb) | added to the input | the Transformer |
 # | absolute | [learned](03-learned-embeddings.ipynb) | added to the input | BERT, GPT-2 |
-# | absolute | [scaled sinusoidal](03-learned-embeddings.ipynb) (Hua et al. 2022) | added to the input, times one learned scalar | FLASH |
-# | relative | [Shaw et al. (2018)](04-shaw-relative.ipynb) | a learned vector per clipped offset, added to keys (and values) | Music Transformer |
-# | relative | [Transformer-XL](05-transformer-xl.ipynb) (Dai et al. 2019) | terms in the scores from a sinusoidal code of the offset | Transformer-XL, XLNet |
-# | relative | [T5 buckets](06-t5-buckets.ipynb) (Raffel et al. 2020) | a learned bias on the scores, one per bucket of offsets | T5 |
-# | relative | [ALiBi](07-alibi.ipynb) (Press et al. 2022) | a fixed bias on the scores, linear in the distance | BLOOM, MPT |
-# | rotary | [RoPE](08-rope.ipynb) (Su et al. 2021) | a rotation of $q$ and $k$ | Llama, GPT-NeoX |
-# | rotary | [RoPE context extensions](09-rope-context.ipynb) (position interpolation, NTK, YaRN, Llama 3) | a rotation of $q$ and $k$ with rescaled frequencies | Llama 3.1 |
-# | rotary | [2-D and 3-D RoPE](13-rope-2d-3d.ipynb) (RoPE-Axial, RoPE-Mixed; [M-RoPE](13-rope-2d-3d.ipynb#m-rope-time-height-and-width-in-a-language-model)) | a rotation of $q$ and $k$, the frequencies split between the axes | Qwen2-VL, Qwen3-VL |
-# | rotary | [xPos](10-xpos-nope.ipynb) (Sun et al. 2022) | a rotation of $q$ and $k$, plus an exponential scaling | LEX Transformer |
-# | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4, one layer in four ([with a position-dependent query temperature](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)) |
-# | relative | [KERPLE](15-learned-bias-functions.ipynb#kerple-kernels-of-the-distance) (Chi et al. 2022), [FIRE](15-learned-bias-functions.ipynb#fire-one-function-of-a-normalised-distance) (Li et al. 2024) | a bias on the scores, a learned function of the distance | the papers' models |
-# | contextual | [CoPE](15-learned-bias-functions.ipynb#cope-positions-the-model-counts) (Golovneva et al. 2024) | none of the three: gates on $q_i^\top k_j$ count positions, $q_i^\top e[p_{ij}]$ joins the scores | the paper's models |
-# | training scheme | [randomised positions](15-learned-bias-functions.ipynb#randomised-positions-no-new-formula) (Ruoss et al. 2023) | random sorted positions, fed to an existing encoding | the paper's models |
+# | absolute | [scaled sinusoidal](03-learned-embeddings.ipynb) | added, times a learned scalar | FLASH |
+# | relative | [Shaw et al.](04-shaw-relative.ipynb) | learned vectors per offset, on keys | Music Transformer |
+# | relative | [Transformer-XL](05-transformer-xl.ipynb) | terms from a sinusoidal offset code | Transformer-XL, XLNet |
+# | relative | [T5 buckets](06-t5-buckets.ipynb) | a learned bias per offset bucket | T5 |
+# | relative | [ALiBi](07-alibi.ipynb) | a fixed bias, linear in distance | BLOOM, MPT |
+# | rotary | [RoPE](08-rope.ipynb) | a rotation of $q$ and $k$ | Llama, GPT-NeoX |
+# | rotary | [RoPE context extensions](09-rope-context.ipynb) | rotation, rescaled frequencies | Llama 3.1 |
+# | rotary | [2-D and 3-D RoPE](13-rope-2d-3d.ipynb), [M-RoPE](13-rope-2d-3d.ipynb#m-rope-time-height-and-width-in-a-language-model) | rotation, frequencies per axis | Qwen2-VL, Qwen3-VL |
+# | rotary | [xPos](10-xpos-nope.ipynb) | rotation and exponential scaling | LEX Transformer |
+# | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4, one layer in four ([with a query temperature](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)) |
+# | relative | [KERPLE](15-learned-bias-functions.ipynb#kerple-kernels-of-the-distance), [FIRE](15-learned-bias-functions.ipynb#fire-one-function-of-a-normalised-distance) | a learned function of distance | research models |
+# | contextual | [CoPE](15-learned-bias-functions.ipynb#cope-positions-the-model-counts) | gates on $q_i^\top k_j$ count; $q_i^\top e[p_{ij}]$ added | research models |
+# | training scheme | [randomised positions](15-learned-bias-functions.ipynb#randomised-positions-no-new-formula) | random sorted positions | research models |
 
 # %% [markdown] lang="ja"
 # すべての方法がどれか 1 つに収まるわけではありません。
 # Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、NoPE は因果マスクだけに頼ります。
 # CoPE は内容に基づくゲートで位置を数え、ランダム化した位置はエンコーディングに渡す位置を変えるだけで、位置が入る場所は変えません。
-# このサイトで扱う位置エンコーディングを、入る場所ごとにまとめます。
+# このサイトで扱う位置エンコーディングを、入る場所ごとにまとめます（Dufter ら 2022 はさらに多くを概観しています）。
 #
-# | 分類 | 位置エンコーディング | 入る場所 | 採用しているモデル |
+# | 分類 | 位置エンコーディング | 入る場所 | 採用例 |
 # |---|---|---|---|
-# | 絶対位置 | [正弦波](01-sinusoidal.ipynb)（Vaswani ら 2017） | 入力に足す | 元の Transformer |
+# | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
-# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb)（Hua ら 2022） | 学習可能なスカラーを 1 つ掛けて入力に足す | FLASH |
-# | 相対位置 | [Shaw ら（2018）](04-shaw-relative.ipynb) | クリップした相対位置ごとの学習可能なベクトルを、キー（とバリュー）に足す | Music Transformer |
-# | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb)（Dai ら 2019） | 相対位置の正弦波符号から作った項をスコアに足す | Transformer-XL、XLNet |
-# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb)（Raffel ら 2020） | バケットごとの学習可能なバイアスをスコアに足す | T5 |
-# | 相対位置 | [ALiBi](07-alibi.ipynb)（Press ら 2022） | 距離に比例する固定のバイアスをスコアに足す | BLOOM、MPT |
-# | 回転 | [RoPE](08-rope.ipynb)（Su ら 2021） | $q$ と $k$ を回転する | Llama、GPT-NeoX |
-# | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb)（位置補間、NTK、YaRN、Llama 3） | 周波数を調整して $q$ と $k$ を回転する | Llama 3.1 |
-# | 回転 | [2 次元・3 次元の RoPE](13-rope-2d-3d.ipynb)（RoPE-Axial、RoPE-Mixed、[M-RoPE](13-rope-2d-3d.ipynb#m-rope言語モデルの中の時間高さ幅)） | 周波数を軸に分け、$q$ と $k$ を回転する | Qwen2-VL、Qwen3-VL |
-# | 回転 | [xPos](10-xpos-nope.ipynb)（Sun ら 2022） | $q$ と $k$ を回転し、さらに指数的にスケールする | LEX Transformer |
-# | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[位置で決まるクエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
-# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)（Chi ら 2022）、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の-1-つの関数)（Li ら 2024） | 距離の学習可能な関数をバイアスとしてスコアに足す | 論文のモデル |
-# | 文脈に応じた位置 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置)（Golovneva ら 2024） | 3 つのどれでもない。$q_i^\top k_j$ のゲートで位置を数え、$q_i^\top e[p_{ij}]$ をスコアに足す | 論文のモデル |
-# | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない)（Ruoss ら 2023） | ランダムに選んで並べた位置を、既存のエンコーディングに渡す | 論文のモデル |
+# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習可能なスカラーを掛けて入力に足す | FLASH |
+# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとの学習可能なベクトルをキーに足す | Music Transformer |
+# | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号から作った項を足す | Transformer-XL、XLNet |
+# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとの学習可能なバイアス | T5 |
+# | 相対位置 | [ALiBi](07-alibi.ipynb) | 距離に比例する固定のバイアス | BLOOM、MPT |
+# | 回転 | [RoPE](08-rope.ipynb) | $q$ と $k$ を回転する | Llama、GPT-NeoX |
+# | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb) | 周波数を調整して回転する | Llama 3.1 |
+# | 回転 | [2 次元・3 次元の RoPE](13-rope-2d-3d.ipynb)、[M-RoPE](13-rope-2d-3d.ipynb#m-rope言語モデルの中の時間高さ幅) | 周波数を軸に分けて回転する | Qwen2-VL、Qwen3-VL |
+# | 回転 | [xPos](10-xpos-nope.ipynb) | 回転と指数的なスケール | LEX Transformer |
+# | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[クエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
+# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の-1-つの関数) | 距離の学習可能な関数 | 研究用のモデル |
+# | 文脈に応じた位置 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
+# | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで並べた位置 | 研究用のモデル |
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what PyTorch's attention modules assume.** PyTorch's
@@ -1012,6 +986,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # クエリとキーの数が同じなら、3 つとも一致します。
 
 # %% tags=["deeper", "check"] summary={"en": "two PyTorch encoder layers in eval mode are equivariant; with 3 queries and 7 keys posenc equals causal_lower_right, its last query sees every key, SDPA's is_causal gives its first query only the first key; with 7 queries all agree", "ja": "評価モードの PyTorch のエンコーダ層 2 つは置換同変です。クエリ 3 つとキー 7 つでは posenc は causal_lower_right に一致し、最後のクエリはすべてのキーを見ます。SDPA の is_causal では最初のクエリは最初のキーしか見ません。クエリが 7 つなら 3 つとも一致します"}
+import torch.nn.functional as F
 from torch.nn.attention.bias import causal_lower_right
 
 layers = [
@@ -1053,9 +1028,8 @@ assert_close(
 # - Without positions, self-attention is permutation-equivariant,
 #   $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$, and so is a whole encoder:
 #   "dog bites man" and "man bites dog" pool to the same vector.
-# - A causal mask breaks the symmetry only partly: one layer cannot see a shuffle
-#   of the tokens before a position. But the mask alone can count positions
-#   ($1/(p+1)$), and causal models without positional encodings learn to.
+# - A causal mask breaks the symmetry only partly (one layer misses a shuffle of
+#   earlier tokens), but it can count positions, $1/(p+1)$, and causal models learn to.
 # - A positional code should be bounded, mean the same at every length, be unique,
 #   let offsets be expressed and be deterministic; the sinusoids pass all five.
 # - Unique codes remove the guarantee that the outputs only permute; whether they
@@ -1069,8 +1043,8 @@ assert_close(
 #
 # - 位置がなければ、セルフアテンションは置換同変 $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です。
 #   エンコーダ全体も同じで、"dog bites man" と "man bites dog" はプーリングすると同じベクトルになります。
-# - 因果マスクが壊す対称性は一部だけです。1 層では、ある位置より前のトークンの並べ替えは見えません。
-#   一方で、マスクだけでも位置を数えられ（$1/(p+1)$）、位置エンコーディングのない因果的なモデルはそれを学習します。
+# - 因果マスクが壊す対称性は一部だけです（1 層では前のトークンの並べ替えが見えません）。
+#   それでもマスクは位置を $1/(p+1)$ として数えられ、因果的なモデルはそれを学習します。
 # - 位置の符号に求められるのは、有界であること、どの長さでも同じ意味を持つこと、一意であること、相対位置を表せること、決定的であることの 5 つです。
 #   正弦波はこの 5 つをすべて満たします。
 # - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
@@ -1194,6 +1168,8 @@ with torch.no_grad():
 # 因果マスクの節で見たとおり、マスクは位置の情報です。
 
 # %% tags=["solution"]
+import torch.nn.functional as F
+
 words = "the dog saw the cat".split()
 extra = {
     w: torch.randn(d, dtype=f64, generator=gen) for w in ("the", "saw", "cat")
@@ -1332,12 +1308,9 @@ print("\n".join(lines), end="")
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# PyTorch's behaviour is that of torch 2.13.0, run here. The scales of fairseq's
-# and labml's token embeddings were read in the files the note on them names
-# (labml's under `labml_nn/transformers/`), not run. Llama 4's query temperature
-# (the map's NoPE row) is in Meta's llama-models, `models/llama4/model.py` and
-# `args.py` (`attn_temperature_tuning`). Dufter, Schmitt and Schütze (2022)
-# survey many more variants.
+# PyTorch: torch 2.13.0, run here. fairseq's and labml's token scales were read,
+# not run, in the files their note names; Llama 4's query temperature in Meta's
+# `models/llama4/model.py` and `args.py`. The map's papers are in their chapters.
 #
 # ### References
 #
@@ -1349,26 +1322,22 @@ print("\n".join(lines), end="")
 #   Encodings Still Learn Positional Information*. Findings of EMNLP 2022.
 #   <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
-#   Generalization in Transformers*. NeurIPS 2023.
-#   <https://arxiv.org/abs/2305.19466>
+#   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
-# - The papers of the map's encodings are cited in their chapters.
-# - PyTorch, `torch/nn/attention/bias.py`.
-#   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>
-# - fairseq. <https://github.com/facebookresearch/fairseq>
-# - labml.ai, annotated paper implementations (`labml_nn`).
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
-# - Meta, llama-models. <https://github.com/meta-llama/llama-models>
+# - Code: PyTorch, `torch/nn/attention/bias.py`
+#   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>;
+#   fairseq <https://github.com/facebookresearch/fairseq>; labml.ai, `labml_nn`
+#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>;
+#   Meta, llama-models <https://github.com/meta-llama/llama-models>.
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# PyTorch のふるまいは、ここで実行した torch 2.13.0 のものです。
-# fairseq と labml のトークンの埋め込みの大きさは、それを扱う注で挙げたファイル（labml のものは `labml_nn/transformers/` の下）を読んで確かめたもので、実行はしていません。
-# Llama 4 のクエリの温度（地図の NoPE の行）は、Meta の llama-models の `models/llama4/model.py` と `args.py`（`attn_temperature_tuning`）にあります。
-# Dufter、Schmitt、Schütze（2022）は、さらに多くの変種を概観しています。
+# PyTorch は、ここで実行した torch 2.13.0 です。
+# fairseq と labml のトークンの大きさは、それを扱う注で挙げたファイルを読んだもので、実行はしていません。
+# Llama 4 のクエリの温度は、Meta の `models/llama4/model.py` と `args.py` で読みました。地図の論文は、それぞれの章で挙げています。
 #
 # ### 参考文献
 #
@@ -1380,16 +1349,12 @@ print("\n".join(lines), end="")
 #   Encodings Still Learn Positional Information*. Findings of EMNLP 2022.
 #   <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
-#   Generalization in Transformers*. NeurIPS 2023.
-#   <https://arxiv.org/abs/2305.19466>
+#   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
-# - 地図に挙げた位置エンコーディングの論文は、それぞれの章で挙げています。
-# - PyTorch, `torch/nn/attention/bias.py`.
-#   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>
-# - fairseq. <https://github.com/facebookresearch/fairseq>
-# - labml.ai, annotated paper implementations (`labml_nn`).
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
-#   （論文の注釈付き実装。）
-# - Meta, llama-models. <https://github.com/meta-llama/llama-models>
+# - コード：PyTorch の `torch/nn/attention/bias.py`
+#   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>、
+#   fairseq <https://github.com/facebookresearch/fairseq>、labml.ai の `labml_nn`
+#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>、
+#   Meta の llama-models <https://github.com/meta-llama/llama-models>。

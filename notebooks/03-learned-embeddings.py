@@ -32,7 +32,6 @@
 # Hua らの中間的な方法は、固定の正弦波をそのまま使い、トークンに対する大きさを決めるスカラーを 1 つだけ学習します。
 
 # %%
-import copy
 import math
 
 import matplotlib.pyplot as plt
@@ -40,12 +39,8 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from posenc import (
-    LearnedPositionalEmbedding,
-    SinusoidalEmbedding,
-    attention,
-    sinusoidal,
-)
+import posenc
+from posenc import LearnedPositionalEmbedding, SinusoidalEmbedding
 from posenc_lab.plotting import use_site_style
 
 use_site_style()
@@ -101,7 +96,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "a lookup is the one-hot vector times the table, E_p = 1_pᵀ E; a fresh table's entries spread by 0.02", "ja": "行の参照は one-hot ベクトルと表の積 E_p = 1_pᵀ E に等しく、作りたての表の成分の標準偏差は 0.02 です"}
+# %% tags=["check"] summary={"en": "a lookup is the one-hot vector times the table, E_p = 1_pᵀ E; a fresh table's entries spread by 0.02", "ja": "行の参照は one-hot ベクトルと表の積 E_p = 1_pᵀ E で、作りたての表の標準偏差は 0.02 です"}
 one_hot = nn.functional.one_hot(positions, N).float()  # [4, N], the vectors 1_p
 assert_close(rows, one_hot @ table.weight)  # E_p = 1_p^T E
 assert abs(table.weight.std().item() - 0.02) < 0.0002
@@ -204,7 +199,7 @@ for name, pos, model in [
     )
 print(f"sinusoid   : {n_params(SinusoidalEmbedding(1024, 768))}", end="")
 
-# %% tags=["check"] summary={"en": "the tables hold 512·768 = 393,216 and 1024·768 = 786,432 parameters; the models count 110M and 124M, as their authors give them; the sinusoid has none", "ja": "表のパラメータは 512·768 = 393,216 個と 1024·768 = 786,432 個で、モデル全体は著者の示すとおり 110M と 124M、正弦波には 1 つもありません"}
+# %% tags=["check"] summary={"en": "the tables hold 393,216 and 786,432 parameters, under 1% of 110M and 124M; the sinusoid has none", "ja": "表のパラメータは 393,216 個と 786,432 個で全体の 1% 未満、正弦波は 0 個です"}
 assert n_params(bert_pos) == 512 * 768 == 393_216
 assert n_params(gpt2_wpe) == 1024 * 768 == 786_432
 assert n_params(SinusoidalEmbedding(1024, 768)) == 0
@@ -213,8 +208,6 @@ assert round(n_params(gpt2) / 1e6) == 124  # "124M" (gpt-2 download_model.py)
 assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 
 # %% [markdown] lang="en"
-# ## Past the last row
-#
 # Less than one percent in both: the cost of a learned table lies elsewhere. A
 # table has $N$ rows and nothing more. Position $N$ has no row, and no rule says
 # what it should be: a learned table cannot extrapolate, which is why BERT reads
@@ -232,8 +225,6 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 # fine-tuned on larger images.
 
 # %% [markdown] lang="ja"
-# ## 最後の行より先
-#
 # どちらも 1% 未満です。学習型の表の代償は、大きさとは別のところにあります。
 # 表には $N$ 行しかありません。位置 $N$ には行がなく、それをどう決めるかの規則もありません。
 # 学習型の表は外挿できないのです。BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
@@ -254,7 +245,7 @@ try:
 except IndexError as err:
     print(f"IndexError: {err}", end="")
 
-# %% tags=["check"] summary={"en": "posenc's error names the limit 512; nn.Embedding raises too; the sinusoid has the same norm √384 at 0, 512 and 10⁶; a SinusoidalEmbedding of 512 rows has no row 512, and one rebuilt with 2048 rows starts with the same 512", "ja": "posenc の例外は上限 512 を示し、nn.Embedding も例外を出します。正弦波のノルムは 0、512、10⁶ で同じ √384 です。512 行の SinusoidalEmbedding には行 512 がなく、2048 行で作り直した表の先頭 512 行は元と同じです"}
+# %% tags=["check"] summary={"en": "posenc names the limit 512, nn.Embedding raises; the sinusoid keeps norm √384; longer, same rows", "ja": "posenc は上限 512 を示し、nn.Embedding も例外を出し、正弦波のノルムは √384、長い表も同じ行です"}
 bert_table(torch.arange(512))  # positions 0..511: fine
 try:
     bert_table(torch.arange(513))
@@ -269,7 +260,9 @@ except IndexError as err:
 else:
     raise AssertionError("nn.Embedding raises too")
 
-far = sinusoidal(torch.tensor([0, 512, 10**6]), 768)  # a function: any position
+far = posenc.sinusoidal(
+    torch.tensor([0, 512, 10**6]), 768
+)  # a function: any position
 assert_close(far.norm(dim=-1), torch.full((3,), math.sqrt(384)))
 sin_table = SinusoidalEmbedding(512, 768)
 try:
@@ -310,31 +303,6 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけです。
 # こうしておくと、モデルが一度も見ない行がどうなるかも確かめられます。
 
-# %%
-torch.set_num_threads(1)  # the same sums in the same order on every run
-T, V, d = 16, 10, 32
-
-
-class Reverser(nn.Module):
-    """Token + position embedding, attention with a residual, a readout."""
-
-    def __init__(self, position_embedding):
-        super().__init__()
-        self.tok = nn.Embedding(V, d)
-        nn.init.normal_(self.tok.weight, std=0.02)
-        self.pos = position_embedding
-        self.w_qkv = nn.Linear(d, 3 * d, bias=False)
-        self.readout = nn.Linear(d, V)
-
-    def qkv(self, tokens):  # tokens: [b, T] -> q, k, v: [b, T, d] each
-        x = self.tok(tokens) + self.pos(torch.arange(tokens.shape[-1]))
-        return x, *self.w_qkv(x).chunk(3, dim=-1)
-
-    def forward(self, tokens):  # [b, T] -> logits [b, T, V]
-        x, q, k, v = self.qkv(tokens)
-        return self.readout(x + attention(q, k, v))
-
-
 # %% [markdown] lang="en"
 # Without positions this model is permutation-equivariant (chapter
 # [*Why attention needs positions*](00-why-positions.ipynb)): two positions that
@@ -360,6 +328,30 @@ class Reverser(nn.Module):
 
 
 # %% tags=["figure"]
+torch.set_num_threads(1)  # the same sums in the same order on every run
+T, V, d = 16, 10, 32
+
+
+class Reverser(nn.Module):
+    """Token + position embedding, attention with a residual, a readout."""
+
+    def __init__(self, position_embedding):
+        super().__init__()
+        self.tok = nn.Embedding(V, d)
+        nn.init.normal_(self.tok.weight, std=0.02)
+        self.pos = position_embedding
+        self.w_qkv = nn.Linear(d, 3 * d, bias=False)
+        self.readout = nn.Linear(d, V)
+
+    def qkv(self, tokens):  # tokens: [b, T] -> q, k, v: [b, T, d] each
+        x = self.tok(tokens) + self.pos(torch.arange(tokens.shape[-1]))
+        return x, *self.w_qkv(x).chunk(3, dim=-1)
+
+    def forward(self, tokens):  # [b, T] -> logits [b, T, V]
+        x, q, k, v = self.qkv(tokens)
+        return self.readout(x + posenc.attention(q, k, v))
+
+
 def batch(generator, size=64):
     tokens = torch.randint(V, (size, T), generator=generator)
     return tokens, tokens.flip(-1)  # target at p: the token at T - 1 - p
@@ -412,7 +404,7 @@ accuracy, log, _ = train(learned)
 log.insert(0, f"without positions, best possible: {ceiling.mean():.3f}")
 print("\n".join(log), end="")
 
-# %% tags=["check"] summary={"en": "without positions, equal tokens get equal outputs in all 1000 sequences and none of them can be reversed exactly; with the learned table the accuracy on new sequences is 1", "ja": "位置がなければ 1000 系列のどれでも同じトークンに同じ出力が付き、どの系列も完全には反転できません。学習型の表では新しい系列での正解率が 1 です"}
+# %% tags=["check"] summary={"en": "no positions: equal tokens, equal outputs, no sequence reversible; with the table: accuracy 1", "ja": "位置がなければ同じトークンは同じ出力で、どの系列も反転できません。表では正解率 1 です"}
 same = tokens[:, :, None] == tokens[:, None, :]  # [b, p, q]: same token
 gap = (out[:, :, None] - out[:, None, :]).abs().amax(-1)  # [b, p, q]
 assert gap[same].max() < 1e-12  # same token, same output
@@ -437,17 +429,16 @@ assert accuracy == 1.0
 tokens, _ = batch(torch.Generator().manual_seed(3), size=256)
 with torch.no_grad():
     _, q, k, _ = learned.qkv(tokens)
-    identity = torch.eye(T, dtype=torch.float64).expand(len(tokens), T, T)
-    per_sequence = attention(q, k, identity)  # [b, p, key]
+    eye = torch.eye(T, dtype=torch.float64).expand(len(tokens), T, T)
+    weights = posenc.attention(q, k, eye)  # the attention matrix [b, p, key]
 mirror = T - 1 - torch.arange(T)
-weights = per_sequence.mean(0)  # [p, key], averaged over the sequences
-on_mirror = weights[torch.arange(T), mirror]  # average weight of key T - 1 - p
+on_mirror = weights.mean(0)[torch.arange(T), mirror]  # mean weight on T-1-p
 print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 
-# %% tags=["check"] summary={"en": "the output is softmax(qkᵀ/√d) itself; in every sequence query p weighs key T − 1 − p most, on average with more than 0.9", "ja": "出力は softmax(qkᵀ/√d) そのもので、どの系列でもクエリ p はキー T − 1 − p に最大の重みを置き、平均で 0.9 を超えます"}
+# %% tags=["check"] summary={"en": "the output is softmax(qkᵀ/√d); query p weighs key T − 1 − p most, above 0.9 on average", "ja": "出力は softmax(qkᵀ/√d) で、クエリ p はキー T − 1 − p を最も重く、平均 0.9 超で見ます"}
 scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-assert_close(per_sequence, torch.softmax(scores, dim=-1))
-assert torch.equal(per_sequence.argmax(-1), mirror.expand(len(tokens), T))
+assert_close(weights, torch.softmax(scores, dim=-1))
+assert torch.equal(weights.argmax(-1), mirror.expand(len(tokens), T))
 assert on_mirror.min() > 0.9
 
 # %% [markdown] lang="en"
@@ -499,7 +490,7 @@ def near_far(c):
 
 after = learned.pos.weight.detach()
 cos_learned = cosine_matrix(after[:T])
-pe = sinusoidal(torch.arange(T), d, dtype=torch.float64)
+pe = posenc.sinusoidal(torch.arange(T), d, dtype=torch.float64)
 cos_sin = cosine_matrix(pe)
 near_l, far_l = near_far(cos_learned)
 near_s, far_s = near_far(cos_sin)
@@ -522,7 +513,7 @@ axes[0].set_ylabel("$p$")
 fig.colorbar(im, ax=axes, shrink=0.9)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the sinusoid's matrix is PE·PE/(d/2), a function of p − q with ripples (0.729 at 4, 0.743 at 6), neighbours alike; this learned table's neighbours are less alike than distant pairs and below zero", "ja": "正弦波の行列は PE·PE/(d/2) で、p − q の関数として波打ち（距離 4 で 0.729、6 で 0.743）、隣どうしが似ています。この学習型の表では隣どうしが遠い組より似ておらず、0 を下回ります"}
+# %% tags=["check"] summary={"en": "sinusoid: rippling in p − q, neighbours alike; this table: neighbours below zero and distant pairs", "ja": "正弦波は p − q の波打つ関数で隣どうしが似ており、この表では隣どうしが 0 と遠い組を下回ります"}
 assert_close(cos_sin, (pe @ pe.T) / (d / 2))  # every norm is sqrt(d/2)
 assert_close(cos_sin[1:, 1:], cos_sin[:-1, :-1])  # a function of p - q
 # with ripples: not monotone in |p - q| (0.729 at 4, 0.743 at 6)
@@ -571,7 +562,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "all five runs reach accuracy 1; neighbours are below zero in all, below distant pairs in four, within 0.01 in the fifth", "ja": "5 回の実行はどれも正解率 1 に達し、隣どうしはどれでも 0 を下回り、4 回は遠い組より小さく、残る 1 回も 0.01 以内です"}
+# %% tags=["check"] summary={"en": "five runs, accuracy 1 each; neighbours below zero in all, below distant pairs in four, 0.01 off in one", "ja": "5 回とも正解率 1 で、隣どうしはどれも 0 未満、4 回は遠い組より小さく、1 回は差が 0.01 以内です"}
 assert all(acc == 1.0 for _, acc, _, _ in runs)
 assert all(near < 0 for _, _, near, _ in runs)  # neighbours never alike
 assert sum(near < far for _, _, near, far in runs) == 4
@@ -609,16 +600,14 @@ assert all(near < far + 0.01 for _, _, near, far in runs)
 # 残りの 10% は 512 トークンの系列で学習し、表の後ろの行も学習されるようにしました（Devlin ら 2019、付録 A.2）。
 
 # %%
-norm_before = before[:T].norm(dim=-1).mean().item()
-norm_after = after[:T].norm(dim=-1).mean().item()
+norm_before, norm_after = (w[:T].norm(dim=-1).mean() for w in (before, after))
+same = torch.equal(after[T:], before[T:])  # the rows no sequence reached
 print(
-    f"mean norm of rows 0..{T - 1}: {norm_before:.3f} before, "
-    f"{norm_after:.3f} after training\n"
-    f"rows {T}..{2 * T - 1} unchanged: {torch.equal(after[T:], before[T:])}",
-    end="",
+    f"trained rows, mean norm: {norm_before:.3f} before, {norm_after:.3f} after"
 )
+print(f"rows {T}..{2 * T - 1} unchanged: {same}", end="")
 
-# %% tags=["check"] summary={"en": "the trained rows start near σ√d and grow more than tenfold; the rows never used are bit for bit their start", "ja": "使われた行のノルムは σ√d 前後から始まって 10 倍以上になり、使われない行は初期値とビット単位で同じです"}
+# %% tags=["check"] summary={"en": "trained rows start near σ√d and grow over tenfold; unused rows are bit for bit their start", "ja": "使われた行は σ√d 前後から 10 倍以上になり、使われない行は初期値とビット単位で同じです"}
 assert abs(norm_before - 0.02 * math.sqrt(32)) < 0.01  # measured: sigma sqrt(d)
 assert norm_after > 10 * norm_before
 assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
@@ -723,7 +712,7 @@ assert not torch.allclose(unused, paper * start[T:])
 
 # %% tags=["figure"]
 d = 768
-pe = sinusoidal(torch.arange(4096), d, dtype=torch.float64)
+pe = posenc.sinusoidal(torch.arange(4096), d, dtype=torch.float64)
 pe_norm = math.sqrt(d / 2)
 gen = torch.Generator().manual_seed(0)
 
@@ -753,7 +742,7 @@ print(f"{'':28s} |pos|    |tok|    ratio")
 for name, pos, tok, _ in rows_out:
     print(f"{name:28s} {pos:7.4f}  {tok:7.4f}  {pos / tok:6.3f}")
 
-# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2) at 4096 positions; σ = 0.02 tokens have norm σ√d with relative spread about 1/√(2d); the scaled sinusoid's norm is 1/√2; every ratio is the predicted one, and the two recipes differ by more than 0.15", "ja": "4096 個の位置で ‖PE(p)‖ = √(d/2) です。σ = 0.02 のトークンのノルムは σ√d で、相対的なばらつきはおよそ 1/√(2d)、スケール付き正弦波のノルムは 1/√2 です。どの比も予想どおりで、2 つのやり方の差は 0.15 を超えます"}
+# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2), tokens σ√d, the scaled sinusoid 1/√2; every ratio is as predicted", "ja": "‖PE(p)‖ = √(d/2)、トークンは σ√d、スケール付き正弦波は 1/√2 で、比はどれも予想どおりです"}
 assert_close(pe.norm(dim=-1), torch.full((4096,), pe_norm, dtype=pe.dtype))
 assert_close(hf.mean().item(), 0.02 * math.sqrt(d), rtol=2e-3, atol=0)
 spread = (hf.std() / hf.mean()).item()
@@ -820,7 +809,7 @@ assert (
 # $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
 # ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
 
-# %% tags=["check"] summary={"en": "the only parameter is the scalar scale, starting at d^(−1/2); the table is neither trained nor saved; autograd's gradient of α is Σ_p ∂L/∂y_p · PE(p)", "ja": "パラメータはスカラーのスケールだけで、初期値は d^(−1/2) です。表は学習も保存もされず、自動微分による α の勾配は Σ_p ∂L/∂y_p · PE(p) に等しくなります"}
+# %% tags=["check"] summary={"en": "the scale is the only parameter, starts at d^(−1/2), and autograd's ∂L/∂α matches the formula", "ja": "パラメータはスケールだけで、初期値は d^(−1/2)、自動微分の ∂L/∂α は式と一致します"}
 d = 32
 scaled = SinusoidalEmbedding(64, d, learnable_scale=True)
 params = dict(scaled.named_parameters())
@@ -832,7 +821,7 @@ pos = torch.arange(10)
 y = scaled(pos)
 upstream = torch.randn_like(y)  # dL/dy for L = sum(upstream * y)
 (upstream * y).sum().backward()
-expected = (upstream * sinusoidal(pos, d)).sum()  # sum_p dL/dy_p . PE(p)
+expected = (upstream * posenc.sinusoidal(pos, d)).sum()  # sum_p dL/dy_p . PE(p)
 assert_close(scaled.scale.grad, expected)
 assert scaled.table.grad is None
 
@@ -860,10 +849,10 @@ scaled_model = Reverser(
 alpha_0 = scaled_model.pos.scale.item()
 acc_scaled, log, _ = train(scaled_model)
 alpha = scaled_model.pos.scale.item()
-log.append(f"alpha: {alpha_0:.4f} at the start, {alpha:.4f} after training")
-print("\n".join(log), end="")
+print(log[3], log[-1], sep="\n")  # the loss at step 100, the accuracy
+print(f"alpha: {alpha_0:.4f} at the start, {alpha:.4f} after training", end="")
 
-# %% tags=["check"] summary={"en": "one positional parameter against the table's 1024; accuracy 1 on new sequences; α more than triples", "ja": "位置のパラメータは表の 1024 個に対して 1 個で、新しい系列での正解率は 1、α は 3 倍より大きくなります"}
+# %% tags=["check"] summary={"en": "one positional parameter against the table's 1024; accuracy 1 on new sequences; α more than triples", "ja": "位置のパラメータは表の 1024 個に対して 1 個で、正解率は 1、α は 3 倍より大きくなります"}
 assert n_params(scaled_model.pos) == 1
 assert n_params(learned.pos) == 2 * T * d == 1024
 assert acc_scaled == 1.0
@@ -921,7 +910,7 @@ token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
 position_ids = roberta_positions(token_ids)
 print(position_ids)
 
-# %% tags=["check"] summary={"en": "with padding_idx the gradient is the sum of the w_t and zero at row k, which stays zero after SGD; a plain nn.Embedding with row k zeroed by hand fails this (random w_t, not a loss whose gradient is the row); the sinusoid is zero at k; RoBERTa's numbering, three tokens then one cached step, and its 514-row table", "ja": "padding_idx があれば勾配は w_t の和で行 k では 0 になり、SGD の後も行 k は 0 のままです。行 k を手で 0 にした素の nn.Embedding ではそうなりません（勾配が行そのものに比例する損失ではなく、ランダムな w_t で確かめます）。正弦波も k で 0 で、RoBERTa の番号付けは 3 トークンの後にキャッシュ付きの 1 ステップでも同じになり、表は 514 行です"}
+# %% tags=["check"] summary={"en": "padding_idx keeps row k at zero, a hand-zeroed nn.Embedding does not; RoBERTa's count holds cached", "ja": "padding_idx は行 k を 0 に保ち、手で 0 にした表は保てず、RoBERTa の番号はキャッシュでも同じです"}
 k = 1  # RoBERTa's padding id
 looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])  # p_t
 w = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))  # w_t
@@ -1145,6 +1134,8 @@ assert abs(row_norms.mean().item() - chi_mean) < 3 * standard_error
 # 位置について外挿できるモデルであっても、規則そのものが長さに依存するなら、それだけでは足りません。
 
 # %% tags=["solution"]
+import copy
+
 d = 32
 tokens17 = torch.randint(
     V, (1000, 17), generator=torch.Generator().manual_seed(4)
@@ -1328,116 +1319,117 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# Parameter counts: BERT-base's 110M is Devlin et al.'s; GPT-2 small is the
-# `124M` of OpenAI's `download_model.py` (the GPT-2 paper gave 117M, a count the
-# repository's README calls wrong). Initialisations are read in the code named in
-# the library table: Hugging Face's `_init_weights` in `modeling_bert.py` and
-# `modeling_gpt2.py` (transformers 5.24.0), OpenAI's GPT-2 `src/model.py` (the two
-# $\sigma$ at lines 153 and 155, exercise 3), Google's BERT `modeling.py`,
-# fairseq, and tensor2tensor at commit bafdc1b (`modalities.py`, `get_weights`,
-# lines 478 and 502; `common_hparams.py`, `basic_params1`, line 111).
-# x-transformers' printed values come from version 2.26.4 with torch 2.13.0, run
-# in a separate environment. Hugging Face's RoBERTa positions under a cache follow
-# `create_position_ids_from_input_ids` in transformers 4.57.6. The toy runs use
-# torch 2.13.0 in float64 on one CPU thread, so that the printed losses repeat on
-# one machine and build; other CPUs, kernels or versions may round differently.
+# Hugging Face's initialisation is that of transformers 5.24.0, its RoBERTa
+# positions under a cache those of 4.57.6; x-transformers' printed values come
+# from version 2.26.4 with torch 2.13.0. The toy runs use torch 2.13.0 in float64
+# on one CPU thread: the printed losses repeat on one machine and build, while
+# other CPUs, kernels or versions may round differently. Where each count and
+# initialisation was read: the note after the references.
 #
 # ### References
 #
-# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML
-#   2017 (learned position embeddings). <https://arxiv.org/abs/1705.03122>
+# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*.
+#   ICML 2017. <https://arxiv.org/abs/1705.03122>
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
-#   §3.5 and Table 3, row (E). <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor (commit bafdc1b), `tensor2tensor/layers/modalities.py`
-#   (`get_weights`, the $\sqrt{d}$ factor) and `tensor2tensor/layers/common_hparams.py`
-#   (`basic_params1`). <https://github.com/tensorflow/tensor2tensor>
-# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers
-#   for Language Understanding*. NAACL 2019, appendix A.2.
+#   §3.5, Table 3 row (E). <https://arxiv.org/abs/1706.03762>
+# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional
+#   Transformers for Language Understanding*. NAACL 2019, appendix A.2.
 #   <https://arxiv.org/abs/1810.04805>
-# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
-#   Transformer*. <https://arxiv.org/abs/2004.05150>
-# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers for
-#   Image Recognition at Scale*. ICLR 2021, §3.2. <https://arxiv.org/abs/2010.11929>
-# - Google Research, BERT, `modeling.py` (`create_initializer`).
-#   <https://github.com/google-research/bert>
 # - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask
-#   Learners*.
-#   <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
-# - OpenAI, GPT-2, `src/model.py`, `download_model.py` and the note on parameter
-#   counts in the README. <https://github.com/openai/gpt-2>
-# - Hugging Face transformers, `_init_weights` in `modeling_bert.py` and
-#   `modeling_gpt2.py`. <https://github.com/huggingface/transformers>
+#   Learners*. <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
 # - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining
 #   Approach*. <https://arxiv.org/abs/1907.11692>
-# - fairseq, `LearnedPositionalEmbedding`, `PositionalEmbedding` and
-#   `init_bert_params`. <https://github.com/facebookresearch/fairseq>
+# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
+#   Transformer*. <https://arxiv.org/abs/2004.05150>
+# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers
+#   for Image Recognition at Scale*. ICLR 2021, §3.2.
+#   <https://arxiv.org/abs/2010.11929>
 # - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
-#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
-#   <https://arxiv.org/abs/2010.04903>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
-#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
-# - lucidrains, x-transformers 2.26.4, `AbsolutePositionalEmbedding`,
-#   `ScaledSinusoidalEmbedding` and `TokenEmbedding`.
-#   <https://github.com/lucidrains/x-transformers>
-# - lucidrains, FLASH-pytorch, `ScaledSinuEmbedding`.
-#   <https://github.com/lucidrains/FLASH-pytorch>
-# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay Regularization*.
-#   ICLR 2019 (AdamW). <https://arxiv.org/abs/1711.05101>
+#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP
+#   2020. <https://arxiv.org/abs/2010.04903>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022.
+#   <https://arxiv.org/abs/2202.10447>
+# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay
+#   Regularization*. ICLR 2019. <https://arxiv.org/abs/1711.05101>
+# - Code: tensor2tensor <https://github.com/tensorflow/tensor2tensor>; Google's
+#   BERT <https://github.com/google-research/bert>; OpenAI's GPT-2
+#   <https://github.com/openai/gpt-2>; Hugging Face transformers
+#   <https://github.com/huggingface/transformers>; fairseq
+#   <https://github.com/facebookresearch/fairseq>; x-transformers
+#   <https://github.com/lucidrains/x-transformers>; FLASH-pytorch
+#   <https://github.com/lucidrains/FLASH-pytorch>.
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# パラメータ数：BERT-base の 110M は Devlin らの値です。
-# GPT-2 small の 124M は、OpenAI の `download_model.py` での名前 `124M` によります。
-# GPT-2 の論文は 117M としていましたが、リポジトリの README はこの数を誤りだったとしています。
-# 初期化は、ライブラリの表に挙げたコードから読み取りました。
-# Hugging Face の `_init_weights` は transformers 5.24.0 の `modeling_bert.py` と `modeling_gpt2.py` にあります。
-# OpenAI の GPT-2 では `src/model.py` を読み、演習 3 の 2 つの $\sigma$ は 153 行目と 155 行目にあります。
-# ほかに Google の BERT の `modeling.py`、fairseq、コミット bafdc1b の tensor2tensor を読みました。
-# tensor2tensor では `modalities.py` の `get_weights` の 478 行目と 502 行目、`common_hparams.py` の `basic_params1` の 111 行目です。
-# x-transformers が出力した値は、別の環境でバージョン 2.26.4 と torch 2.13.0 を使って得たものです。
-# キャッシュを使うときの Hugging Face の RoBERTa の位置は、transformers 4.57.6 の `create_position_ids_from_input_ids` に従います。
+# Hugging Face の初期化は transformers 5.24.0、キャッシュを使うときの RoBERTa の位置は 4.57.6 のものです。
+# x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
 # トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。
-# そのため表示する損失は同じマシンと同じビルドでは毎回同じですが、CPU、カーネル、バージョンが違うと丸め方も変わることがあります。
+# 表示する損失は同じマシンと同じビルドでは毎回同じですが、CPU、カーネル、バージョンが違うと丸め方も変わることがあります。
+# 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめます。
 #
 # ### 参考文献
 #
-# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML
-#   2017. <https://arxiv.org/abs/1705.03122>（学習型位置埋め込み。）
-# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017.
-#   <https://arxiv.org/abs/1706.03762>（§3.4、§3.5、表 3 の (E) 行。）
-# - tensor2tensor (commit bafdc1b), `tensor2tensor/layers/modalities.py`,
-#   `tensor2tensor/layers/common_hparams.py`. <https://github.com/tensorflow/tensor2tensor>
-#   （`get_weights` と $\sqrt{d}$ 倍、`basic_params1`。）
-# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers
-#   for Language Understanding*. NAACL 2019. <https://arxiv.org/abs/1810.04805>
-#   （付録 A.2。）
-# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
-#   Transformer*. <https://arxiv.org/abs/2004.05150>
-# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers for
-#   Image Recognition at Scale*. ICLR 2021. <https://arxiv.org/abs/2010.11929>（§3.2。）
-# - Google Research, BERT, `modeling.py`.
-#   <https://github.com/google-research/bert>（`create_initializer`。）
+# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*.
+#   ICML 2017. <https://arxiv.org/abs/1705.03122>
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
+#   §3.5, Table 3 row (E). <https://arxiv.org/abs/1706.03762>
+# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional
+#   Transformers for Language Understanding*. NAACL 2019, appendix A.2.
+#   <https://arxiv.org/abs/1810.04805>
 # - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask
-#   Learners*.
-#   <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
-# - OpenAI, GPT-2, `src/model.py`, `download_model.py`, README. <https://github.com/openai/gpt-2>
-#   （README にはパラメータ数についての注記があります。）
-# - Hugging Face transformers, `modeling_bert.py`, `modeling_gpt2.py`.
-#   <https://github.com/huggingface/transformers>（`_init_weights`。）
+#   Learners*. <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
 # - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining
 #   Approach*. <https://arxiv.org/abs/1907.11692>
-# - fairseq, `LearnedPositionalEmbedding`, `PositionalEmbedding`,
-#   `init_bert_params`. <https://github.com/facebookresearch/fairseq>
+# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
+#   Transformer*. <https://arxiv.org/abs/2004.05150>
+# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers
+#   for Image Recognition at Scale*. ICLR 2021, §3.2.
+#   <https://arxiv.org/abs/2010.11929>
 # - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
-#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
-#   <https://arxiv.org/abs/2010.04903>
+#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP
+#   2020. <https://arxiv.org/abs/2010.04903>
 # - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022.
-#   <https://arxiv.org/abs/2202.10447>（スケール付き正弦波位置埋め込み。）
-# - lucidrains, x-transformers 2.26.4, `AbsolutePositionalEmbedding`,
-#   `ScaledSinusoidalEmbedding`, `TokenEmbedding`.
-#   <https://github.com/lucidrains/x-transformers>
-# - lucidrains, FLASH-pytorch, `ScaledSinuEmbedding`.
-#   <https://github.com/lucidrains/FLASH-pytorch>
-# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay Regularization*.
-#   ICLR 2019. <https://arxiv.org/abs/1711.05101>（AdamW。）
+#   <https://arxiv.org/abs/2202.10447>
+# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay
+#   Regularization*. ICLR 2019. <https://arxiv.org/abs/1711.05101>
+# - コード：tensor2tensor <https://github.com/tensorflow/tensor2tensor>、Google の
+#   BERT <https://github.com/google-research/bert>、OpenAI の GPT-2
+#   <https://github.com/openai/gpt-2>、Hugging Face transformers
+#   <https://github.com/huggingface/transformers>、fairseq
+#   <https://github.com/facebookresearch/fairseq>、x-transformers
+#   <https://github.com/lucidrains/x-transformers>、FLASH-pytorch
+#   <https://github.com/lucidrains/FLASH-pytorch>。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where each count and initialisation was read.** BERT-base's
+# 110M is Devlin et al.'s; GPT-2 small is the `124M` of OpenAI's
+# `download_model.py` (the GPT-2 paper gave 117M, a count the repository's README
+# calls wrong). Hugging Face's `_init_weights` is in `modeling_bert.py` and
+# `modeling_gpt2.py`; OpenAI's two $\sigma$ of exercise 3 are at lines 153 and 155
+# of GPT-2's `src/model.py`; Google's BERT initialises through
+# `create_initializer` in `modeling.py`; fairseq's tables are
+# `LearnedPositionalEmbedding` and `PositionalEmbedding`, RoBERTa's redraw
+# `init_bert_params`. tensor2tensor was read at commit bafdc1b: `get_weights` in
+# `tensor2tensor/layers/modalities.py` (the $\sigma$ at line 478, the $\sqrt{d}$
+# factor at line 502) and `basic_params1` in `common_hparams.py` (line 111).
+# x-transformers' classes are `AbsolutePositionalEmbedding`,
+# `ScaledSinusoidalEmbedding` and `TokenEmbedding`; FLASH-pytorch's is
+# `ScaledSinuEmbedding`. Hugging Face's RoBERTa counts positions in
+# `create_position_ids_from_input_ids`.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：パラメータ数と初期化をどこで読んだか**
+# BERT-base の 110M は Devlin らの値です。
+# GPT-2 small の 124M は、OpenAI の `download_model.py` での名前 `124M` によります。
+# GPT-2 の論文は 117M としていましたが、リポジトリの README はこの数を誤りだったとしています。
+# Hugging Face の `_init_weights` は `modeling_bert.py` と `modeling_gpt2.py` にあります。
+# 演習 3 の OpenAI の 2 つの $\sigma$ は、GPT-2 の `src/model.py` の 153 行目と 155 行目にあります。
+# Google の BERT は `modeling.py` の `create_initializer` で初期化します。
+# fairseq の表は `LearnedPositionalEmbedding` と `PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
+# tensor2tensor はコミット bafdc1b を読みました。
+# `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502 行目）と、
+# `common_hparams.py` の `basic_params1`（111 行目）です。
+# x-transformers のクラスは `AbsolutePositionalEmbedding`、`ScaledSinusoidalEmbedding`、`TokenEmbedding` で、
+# FLASH-pytorch のものは `ScaledSinuEmbedding` です。
+# Hugging Face の RoBERTa は `create_position_ids_from_input_ids` で位置を数えます。

@@ -549,17 +549,25 @@ mask = torch.triu(
 weights = torch.softmax(
     (scores_txl / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
 )
-direct = torch.tensor(
-    [
+
+
+def four_terms_directly(q, key, m_len):
+    """AC + BD of every (query, key) pair with its true distance i + m - j,
+    future keys too (their distances negative), one pair at a time."""
+    return torch.tensor(
         [
-            (q[i] + u) @ key[j]
-            + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
-            for j in range(k_len)
-        ]
-        for i in range(q_len)
-    ],
-    dtype=f64,
-)  # every pair, future keys too, with their true (negative) distances
+            [
+                (q[i] + u) @ key[j]
+                + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
+                for j in range(len(key))
+            ]
+            for i in range(len(q))
+        ],
+        dtype=f64,
+    )
+
+
+direct = four_terms_directly(q, key, m_len)
 direct_weights = torch.softmax(
     (direct / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
 )
@@ -721,17 +729,7 @@ q_len, m_len = 5, 3
 k_len = q_len + m_len
 emb = torch.randn(k_len, d_model, dtype=f64)
 q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T
-true_scores = torch.tensor(
-    [
-        [
-            (q[i] + u) @ key[j]
-            + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
-            for j in range(k_len)
-        ]
-        for i in range(q_len)
-    ],
-    dtype=f64,
-)  # every pair with its true distance i + m - j
+true_scores = four_terms_directly(q, key, m_len)
 future = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), 1 + m_len)
 for bidirectional in (False, True):
     distances = transformer_xl_positions(

@@ -112,8 +112,9 @@ assert abs(scores[0] - scores[1]) > 0.1
 # plus $(m - n)\theta$, and the dot product is
 # $$q_m \cdot k_n = |q|\,|k|\cos\big(\phi_q - \phi_k + (m-n)\theta\big)$$
 # Moving both tokens along by $s$ turns both arrows by $s\theta$: the angle between
-# them stays, and so does the score. In the figure, $(m, n) = (2, 0)$ and $(6, 4)$
-# give the same score; at $(6, 0)$ the angle is wider.
+# them stays, and so does the score. In the figure (dotted: the arrows at position
+# 0), $(m, n) = (2, 0)$ and $(6, 4)$ give the same score; at $(6, 0)$ the angle is
+# wider.
 
 # %% [markdown] lang="ja"
 # ## 図で見る：一緒に回る 2 本の針
@@ -126,7 +127,7 @@ assert abs(scores[0] - scores[1]) > 0.1
 # $$q_m \cdot k_n = |q|\,|k|\cos\big(\phi_q - \phi_k + (m-n)\theta\big)$$
 # 2 つのトークンを一緒に $s$ だけずらすと、どちらの矢印も $s\theta$ だけ回ります。
 # 矢印どうしの角度は変わらず、スコアも変わりません。
-# 図では、$(m, n) = (2, 0)$ と $(6, 4)$ のスコアが同じで、$(6, 0)$ では角度が開いています。
+# 図（点線は位置 0 での矢印）では、$(m, n) = (2, 0)$ と $(6, 4)$ のスコアが同じで、$(6, 0)$ では角度が開いています。
 
 # %%
 theta = 0.35  # radians per position
@@ -212,13 +213,12 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # Multiplying by $e^{\mathrm{i}m\theta}$ is the counter-clockwise rotation by $m\theta$:
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# Both extra conditions matter. The score alone also admits a reflection: with
+# The stronger condition matters. The score alone also admits a reflection: with
 # $C = \mathrm{diag}(1, -1)$ and $f(q, m) = C^m q$, the score
 # $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ depends only on whether $m + n$, and so
 # $m - n$, is even: a relative encoding that sees only the parity of the distance.
 # The complex product rules it out: at $m = n = 1$ it is $\overline{q\,\overline{k}}$,
-# not $q\,\overline{k}$. And $f(q, 0) = q$ rules out a constant added to every angle,
-# $\varphi(m) = m\theta + \gamma$, which would cancel in the product.
+# not $q\,\overline{k}$.
 
 # %% [markdown] lang="ja"
 # ## なぜ回転なのか：2 次元を複素数で考える
@@ -248,13 +248,11 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # となります。$e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# 追加した 2 つの条件には、どちらも意味があります。
+# 強い条件を求めるのには理由があります。
 # スコアだけの条件なら、鏡映も満たします。$C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、
 # スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
 # 距離の偶奇しか見ない、相対位置のエンコーディングです。
 # 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
-# また $f(q, 0) = q$ は、すべての角度に定数を足した $\varphi(m) = m\theta + \gamma$ を除外します。
-# この定数は積の中で打ち消し合ってしまうからです。
 
 # %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; m² angles, C^m and γ fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まり、2 次の角度、C^m、γ は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
@@ -451,7 +449,7 @@ last = d_head // 2 - 1
 print(f"wavelength of pair 0: {lam[0]:.2f}, of pair {last}: {lam[-1]:.0f}")
 print(f"angle of pair {last} at m = 255: {255 * theta_head[-1]:.4f}", end="")
 
-fig, ax = plt.subplots(figsize=(6.4, 2.2))
+fig, ax = plt.subplots(figsize=(6.4, 2.0))
 im = ax.imshow(
     torch.cos(theta_head[:, None] * m),
     aspect="auto",
@@ -480,8 +478,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 # - `half` pairs $i$ with $i + d/2$: GPT-NeoX and Hugging Face's `rotate_half`. The
 #   swapped copy is then $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$, which is
 #   what `rotate_half` returns, and the tables are
-#   $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ written twice, one after the other:
-#   two slices and a concatenation, with no strided access.
+#   $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ written twice: no strided access.
 #
 # Pair $i$ turns by $m\theta_i$ in both; only the addresses of its two features
 # differ. So the two are the same rotation up to a fixed permutation of the features.
@@ -502,8 +499,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   RoFormer、GPT-J、Meta の元の Llama のコード、torchtune がこちらです。
 # - `half` は $i$ と $i + d/2$ を組にします（半分割配置）。GPT-NeoX と Hugging Face の `rotate_half` がこちらです。
 #   入れ替えたコピーは $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ で、これが `rotate_half` の返す値です。
-#   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたものになります。
-#   必要なのは 2 つのスライスと連結だけで、ストライドアクセス（飛び飛びの要素へのアクセス）がありません。
+#   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたもので、ストライドアクセス（飛び飛びの要素へのアクセス）が要りません。
 #
 # どちらでもペア $i$ は $m\theta_i$ だけ回ります。違うのは 2 つの次元の置き場所だけです。
 # したがって 2 つは、次元を決まった順に並べ替えれば一致する、同じ回転です。
@@ -905,7 +901,7 @@ print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
 
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.8))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.6))
 ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
     xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
@@ -1126,13 +1122,12 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 #
 # - RoPE turns pair $i$ of a query at $m$ and a key at $n$ by $m\theta_i$ and
 #   $n\theta_i$; the score $q^\top R_{n-m}\, k$ depends only on $m - n$.
-# - Rotations are forced once the complex product $f(q, m)\,\overline{f(k, n)}$ may
-#   depend only on $m - n$ and position $0$ changes nothing; the score alone also
-#   admits a reflection, which sees only the parity of the distance.
+# - Rotations are forced once $f(q, m)\,\overline{f(k, n)}$ may depend only on $m - n$;
+#   the score alone also admits a reflection, which sees only the distance's parity.
 # - No library builds $R_m$: two elementwise products with tables of cosines and sines,
 #   in the interleaved or the half pairing (`rotate_half`), a fixed permutation apart.
-# - Norms are kept and a common shift leaves attention unchanged; only queries and
-#   keys are rotated, and a KV cache stores each key rotated once.
+# - Norms are kept, a common shift changes nothing, and a KV cache stores each key
+#   rotated once; values are never rotated.
 # - The long-term decay is an upper bound: random scores do not decay.
 # - Form the angles in float32: bfloat16 gives positions 1000 and 1001 one rotation.
 
@@ -1141,7 +1136,7 @@ assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
 #
 # - RoPE は、位置 $m$ のクエリと位置 $n$ のキーのペア $i$ を、$m\theta_i$ と $n\theta_i$ だけ回転させます。
 #   スコア $q^\top R_{n-m}\, k$ は $m - n$ だけで決まります。
-# - 複素数の積 $f(q, m)\,\overline{f(k, n)}$ が $m - n$ だけで決まり、位置 $0$ では何も変えないことを求めると、回転しか残りません。
+# - $f(q, m)\,\overline{f(k, n)}$ が $m - n$ だけで決まることを求めると、回転しか残りません。
 #   スコアだけの条件なら鏡映も満たしますが、鏡映が見るのは距離の偶奇だけです。
 # - $R_m$ を作るライブラリはありません。cos と sin の表との成分ごとの積 2 つで計算します。
 #   ペアの組み方はインターリーブ配置か半分割配置（`rotate_half`）で、両者は決まった置換だけ違います。

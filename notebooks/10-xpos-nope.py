@@ -363,7 +363,8 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   spread of the xPos scores falls from 10.73 over the nearest 64 keys to 3.32 beyond
 #   distance 3000; RoPE's is 10.92 and 12.53.
 # - **It only works causally.** For $m < n$ the factor exceeds 1: a key 2048 positions
-#   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders.
+#   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders;
+#   the paper leaves bidirectional attention to future work.
 # - **The paper extrapolates with a window.** Trained on $l = 1024$ tokens, Sun et al.
 #   read longer inputs with
 #   [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention): each
@@ -386,7 +387,8 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   ランダムなクエリ 1 つと 4096 個のランダムなキーで、xPos のスコアのばらつき（標準偏差）を比べます。
 #   最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。RoPE では 10.92 と 12.53 です。
 # - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超えます。
-#   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。xPos はデコーダのための設計です。
+#   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。xPos はデコーダのための設計で、
+#   論文も双方向のアテンションへの適用は今後の課題としています。
 # - **論文はウィンドウを使って外挿しています。** Sun らは $l = 1024$ トークンで学習し、それより長い入力は
 #   [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読みます。
 #   各クエリは、長さ $l/2$ の自分のブロックと 1 つ前のブロックにアテンションを向けるので、どの距離も $l$ より短いままです。

@@ -29,6 +29,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "efficient-rope",
     "learned-embeddings",
     "length-generalisation",
+    "rope",
     "rope-context",
     "shaw-relative",
     "sinusoidal",
@@ -37,6 +38,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "transformer-xl",
     "use-posenc",
     "why-positions",
+    "xpos-nope",
 }
 
 

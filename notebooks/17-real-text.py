@@ -16,66 +16,58 @@
 # %% [markdown] lang="en"
 # # A tiny language model on real text
 #
-# Trained on windows of 64 bytes of Python's documentation and read in windows up
-# to 16 times as long, a byte-level model with ALiBi keeps its
+# Trained on windows of 64 bytes of Python's documentation and read in windows up to
+# 16 times as long, a byte-level model with ALiBi keeps its
 # [perplexity](../docs/glossary.md#perplexity) flat, while the sinusoidal and RoPE
-# models' grow about tenfold and T5's fivefold: the shape of Press et al.'s
-# Figure 1, at CPU scale. Two things depart from the paper (ALiBi is the worst of
-# the five encodings at the training length here, and T5 degrades early), YaRN
-# gives RoPE most of its perplexity back without training, and only ALiBi stays
-# flat when every byte is read with a long context.
+# models' grow about tenfold and T5's fivefold: Press et al.'s Figure 1 at CPU scale.
+# Two results depart from the paper (ALiBi is the worst encoding at the training
+# length, T5 degrades early); YaRN gives RoPE most of its perplexity back without
+# training; and only ALiBi stays flat when every byte has a long context.
 
 # %% [markdown] lang="ja"
 # # 実テキストで学習する小さな言語モデル
 #
 # Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
-# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。Press らの図 1 と同じ形が、CPU の規模で現れます。
-# 論文と違う点は 2 つあります。ここでは学習時の長さで ALiBi が 5 つのエンコーディングのうち最も悪く、T5 は早い段階で悪化します。
-# YaRN は学習なしで RoPE のパープレキシティの大部分を取り戻します。また、すべてのバイトを長い文脈で読むと、横ばいを保つのは ALiBi だけです。
+# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で描いた Press らの図 1 です。
+# 論文と食い違う結果が 2 つあります（学習時の長さでは ALiBi が最も悪く、T5 は早く悪化します）。
+# YaRN は学習なしで RoPE のパープレキシティの大部分を取り戻します。すべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
 
 # %% [markdown] lang="en"
 # ## The model, the text and the encodings
 #
-# The text is the reStructuredText sources of Python 3.11's documentation as
-# Debian's `python3.11-doc` package ships them: 497 documents, 11 MB of English
-# prose and code examples, the same bytes for anyone who installs the same version
-# (the record pins the corpus's SHA-256). One document in ten, chosen by a hash of
-# its path, is held out: no byte of it is seen in training. The model reads bytes,
-# 256 token ids, so its perplexity is per byte: 4.5 means that the model is, on
-# average, as unsure of the next byte as a uniform choice among 4.5 bytes.
+# The text is the reStructuredText sources of Python 3.11's documentation in Debian's
+# `python3.11-doc` package: 497 documents, 11 MB of English prose and code, identical
+# for anyone with the same package version. One document in ten, chosen by a
+# hash of its path, is held out for evaluation. The model
+# reads bytes, so its perplexity is per byte: 4.5 means as unsure of the next byte as
+# a uniform choice among 4.5 bytes.
 #
 # The model is the toy Transformer of
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb), wider: 2 layers,
-# width 128, 4 heads of 32. Each one trains for 2,000 steps, each step on 32 windows
-# of $L = 64$ bytes drawn at random offsets ($L$ is the
-# [training length](../docs/glossary.md#training-length)), with one of six encodings
-# and three [seeds](../docs/glossary.md#seed): no encoding (NoPE), sinusoidal, RoPE
-# (base $10^4$), ALiBi (slopes $1/4$ to $1/256$), T5's buckets and FIRE (its
-# threshold starting at $L$). The task experiment of chapter 11 trains twelve
-# encodings; this one trains six, so that both fit in 90 minutes on two CPU cores.
-# Learned positions are left out (their table has no row past $L$: nothing to
-# extrapolate), and so are KERPLE (one of the biases FIRE can represent: Li et al.
-# 2024), CoPE (a model costs 1.8 times a plain one) and randomised positions; a
-# second training length, $L = 128$, costs 2.4 times as much per step and did not
-# fit.
+# width 128, 4 heads of 32, trained for 2,000 steps of 32 windows of $L = 64$ bytes
+# (the [training length](../docs/glossary.md#training-length)). Six encodings, three
+# [seeds](../docs/glossary.md#seed) each: NoPE (none), sinusoidal, RoPE (base $10^4$),
+# ALiBi (slopes $1/4$ to $1/256$), T5's buckets and FIRE. To fit this and chapter 11's
+# tasks into 90 minutes on two CPU cores, the text experiment leaves out learned
+# positions (no row past $L$: nothing to extrapolate), KERPLE (one of the biases FIRE
+# can represent, Li et al. 2024), CoPE (1.8 times the cost) and randomised positions,
+# and keeps one training length ($L = 128$ costs 2.4 times as much per step).
 
 # %% [markdown] lang="ja"
 # ## モデル、テキスト、エンコーディング
 #
 # テキストは、Debian の `python3.11-doc` パッケージに入っている Python 3.11 のドキュメントの reStructuredText ソースです。
-# 497 個の文書からなる 11 MB の英語の文章とコード例で、同じ版をインストールすれば誰でも同じバイト列が得られます（記録はコーパスの SHA-256 を固定しています）。
-# パスのハッシュで選んだ 10 個に 1 個の文書は検証用に取り分け、学習ではその 1 バイトも見せません。
-# モデルはバイトを読む（トークン ID は 256 個）ので、パープレキシティは 1 バイトあたりの値です。
-# 4.5 であれば、モデルは次のバイトについて、平均して 4.5 個のバイトから一様に選ぶのと同じだけ迷っていることを意味します。
+# 497 個の文書からなる 11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。
+# パスのハッシュで選んだ 10 個に 1 個の文書は、評価用に取り分けます。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトについて 4.5 個のバイトから一様に選ぶのと同じだけ迷っていることになります。
 #
-# モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルの Transformer を広げたもので、2 層、幅 128、32 次元のヘッドが 4 つです。
-# 各モデルは 2,000 ステップ学習します。各ステップでは、ランダムな位置から切り出した $L = 64$ バイトの窓を 32 個使います（$L$ は[学習時の長さ](../docs/glossary.ja.md#training-length)です）。
-# エンコーディングは 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
-# エンコーディングなし（NoPE）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE（しきい値は $L$ から始めます）です。
-# 第 11 章のタスクの実験は 12 種類を学習しますが、ここでは 6 種類だけです。両方の実験を 2 コアの CPU で 90 分で終えるためです。
-# 学習型の位置埋め込みは外しました（表に $L$ より先の行がなく、外挿するものがありません）。
-# KERPLE（FIRE が表せるバイアスの 1 つです。Li ら 2024）、CoPE（1 つのモデルに通常の 1.8 倍のコストがかかります）、ランダム化した位置も外しました。
-# 2 つ目の学習時の長さ $L = 128$ は、1 ステップに 2.4 倍のコストがかかるので収まりませんでした。
+# モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルの Transformer を広げたものです。
+# 2 層、幅 128、32 次元のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個からなるステップを、2,000 回学習します。
+# エンコーディングは 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。NoPE（エンコーディングなし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE です。
+# この実験と第 11 章のタスクを 2 コアの CPU で 90 分に収めるため、テキストの実験からはいくつかの種類を外しました。
+# 外したのは、学習型の位置埋め込み（$L$ より先の行がなく、外挿するものがありません）と KERPLE（FIRE が表せるバイアスの 1 つです。Li ら 2024）です。
+# CoPE（コストが 1.8 倍）とランダム化した位置も外しました。
+# 学習時の長さも 1 つだけです（$L = 128$ では 1 ステップのコストが 2.4 倍になります）。
 
 # %%
 import itertools
@@ -143,25 +135,20 @@ for (kind, _), run in runs.items():
         assert list(result["loss"]) == [str(N) for N in lengths]
 
 # %% [markdown] lang="en"
-# How much RoPE can extrapolate depends on its pairs
+# How far RoPE extrapolates depends on its pairs
 # ([*Extending RoPE's context*](09-rope-context.ipynb#wavelengths-against-the-training-context)).
-# With head size 32 and base $10^4$, pair $i$ has the wavelength
-# $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$, and it turns at least once within $L$
-# when $\lambda_i \le L$: here 5 of the 16 pairs, 31 %. Llama 2 (head size 128, base
-# $10^4$, $L = 4096$) turns 46 of its 64 pairs, 72 %. This model has proportionally
-# more slow pairs than Llama 2, pairs that meet angles they never saw once a window is
-# longer than $L$; Liu et al. (2023) trace RoPE's failure to extrapolate to these
-# pairs, beyond what they call the critical dimension. What a small $L$ cannot match
-# either: Llama 2's fastest pair turns 652 times within its $L$, this model's 10 times.
+# Pair $i$ has the wavelength $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ and turns
+# within $L$ when $\lambda_i \le L$: 5 of 16 pairs, 31 %, against 46 of 64, 72 %, in
+# Llama 2 ($L = 4096$). So more of this model's pairs meet unseen angles past $L$
+# (beyond what Liu et al. 2023 call the critical dimension), and its fastest pair
+# turns 10 times within $L$, Llama 2's 652 times.
 
 # %% [markdown] lang="ja"
-# RoPE がどれだけ外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#学習時の長さと波長)の章）。
-# ヘッドの次元数 32、底 $10^4$ では、ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ のときに $L$ の間に少なくとも 1 周します。
-# ここでは 16 組のうち 5 組、31 % です。
-# Llama 2（ヘッドの次元数 128、底 $10^4$、$L = 4096$）では 64 組のうち 46 組、72 % が 1 周します。
-# このモデルは Llama 2 より遅いペアの割合が大きく、窓が $L$ より長くなると、それらのペアは見たことのない角度に出会います。
-# Liu ら（2023）は、RoPE が外挿に失敗する原因を、彼らが臨界次元と呼ぶ境より先のこうしたペアに求めています。
-# 小さな $L$ では合わせられない点もあります。Llama 2 で最も速いペアは $L$ の間に 652 回転しますが、このモデルでは 10 回転です。
+# RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#学習時の長さと波長)の章）。
+# ここではペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ のときに $L$ の間に少なくとも 1 周します。
+# 1 周するのは 16 組のうち 5 組、31 % で、Llama 2（$L = 4096$）の 64 組のうち 46 組、72 % より少なくなります。
+# つまりこのモデルは遅いペア、すなわち $L$ の先で見たことのない角度に出会うペアの割合が大きいのです（Liu ら 2023 が臨界次元と呼ぶ境より先のペアです）。
+# また、最も速いペアは $L$ の間に 10 回転しますが、Llama 2 では 652 回転します。
 
 # %%
 head = S["dim"] // S["n_heads"]
@@ -184,51 +171,41 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # %% [markdown] lang="en"
 # ## Two ways to read a long text
 #
-# A language model's loss at a byte is $\ell = -\ln p$, with $p$ the probability it
-# gave to the byte that actually comes next; the perplexity of a text is $\exp$ of the
-# mean loss. A text longer than
-# the model's window has to be cut, in one of two ways.
+# A model's loss at a byte is $\ell = -\ln p$, with $p$ the probability it gave to
+# the byte that comes next; perplexity is $\exp$ of the mean loss. A text longer than
+# the window is cut in one of two ways.
 #
-# **Non-overlapping windows** (Press et al.'s Figure 1): cut the text into windows of
-# $N$ bytes and predict each byte from those before it in its window. The first bytes
-# of every window have almost no context, which raises their loss; Press et al. call
-# it the early-token curse. The longer the window, the smaller the share of such
-# bytes, so a model that merely tolerates long windows gets a lower perplexity at a
-# larger $N$ without using any more context.
+# **Non-overlapping windows** (Press et al.'s Figure 1): windows of $N$ bytes side by
+# side, each byte predicted from those before it in its window. A window's first bytes
+# have little context and a high loss, the early-token curse in Press et al.'s words;
+# the longer the window, the fewer such bytes, so the perplexity falls with $N$ even
+# for a model that uses no more context.
 #
-# **A sliding window**: a window of $N$ bytes moved 16 bytes at a time, each position
-# scoring only its last 16 bytes, so every scored byte has at least $N - 16$ bytes of
-# context. It reads every byte $N/16$ times, but it asks of every byte what a long
-# window is for.
+# **A sliding window**: a window of $N$ bytes moved 16 bytes at a time, scoring only
+# its last 16, so that every scored byte has at least $N - 16$ bytes of context.
 #
-# The evaluation text is 16 blocks spread over the held-out documents. The
-# non-overlapping windows score the same $16 \times 1024$ bytes at every $N$, so their
-# perplexities differ only by how the text is cut; the sliding windows score the
-# last 64 bytes of each block. Every perplexity below is $\exp$ of the loss averaged
-# over the three seeds (the geometric mean of the seeds' perplexities), with a 95 %
-# interval over the seeds (Student's $t$, as in chapter 11). The text is fixed, so
-# its draw is not in the interval, and three seeds make wide intervals.
+# The evaluation text is 16 blocks spread over the held-out documents: the
+# non-overlapping windows score the same $16 \times 1024$ bytes at every $N$, the
+# sliding windows the last 64 bytes of each block. Each perplexity is $\exp$ of the
+# loss averaged over three seeds, with a 95 % interval over the seeds (as in chapter
+# 11); the text is fixed, so its draw is not in the interval.
 
 # %% [markdown] lang="ja"
 # ## 長いテキストの 2 通りの読み方
 #
-# 言語モデルのあるバイトでの損失は $\ell = -\ln p$ です。$p$ は、実際に次に来るバイトにモデルが与えた確率です。テキストのパープレキシティは、損失の平均の $\exp$ です。
-# モデルの窓より長いテキストは切って読むしかなく、切り方は 2 通りあります。
+# モデルのあるバイトでの損失は $\ell = -\ln p$ です。$p$ は、次に来るバイトにモデルが与えた確率です。パープレキシティは損失の平均の $\exp$ です。
+# 窓より長いテキストは、次の 2 通りのどちらかで切って読みます。
 #
-# **重ならない窓**（Press らの図 1）：テキストを $N$ バイトの窓に切り、各バイトを同じ窓の中のそれより前のバイトから予測します。
-# どの窓でも最初のほうのバイトにはほとんど文脈がなく、損失が大きくなります。Press らはこれを先頭トークンの呪い（early-token curse）と呼んでいます。
-# 窓が長いほどそうしたバイトの割合は小さくなります。そのため、長い窓に耐えるだけのモデルでも、$N$ が大きいほど低いパープレキシティになります。文脈を少しも多く使っていなくてもそうなります。
+# **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
+# 窓の最初のほうのバイトには文脈がほとんどなく、損失が大きくなります。Press らの言う先頭トークンの呪い（early-token curse）です。
+# 窓が長いほどそうしたバイトは少なくなるので、文脈を少しも多く使わないモデルでも、$N$ とともにパープレキシティは下がります。
 #
-# **スライディングウィンドウ**：$N$ バイトの窓を 16 バイトずつずらし、各位置では最後の 16 バイトだけを採点します。
-# 採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
-# 各バイトを $N/16$ 回読むことになりますが、長い窓を使う目的そのものをすべてのバイトに問うことができます。
+# **スライディングウィンドウ**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
-# 評価用のテキストは、検証用の文書全体に散らばる 16 個のブロックです。
-# 重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを採点するので、パープレキシティの違いはテキストの切り方だけから生じます。
-# スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
-# 以下のパープレキシティはどれも、3 つのシードで平均した損失の $\exp$ で、シードごとのパープレキシティの幾何平均にあたります。
-# これにシードにわたる 95 % 区間を付けます（第 11 章と同じ Student の $t$ による区間です）。
-# テキストは固定なので、その選び方のばらつきは区間に含まれません。また、シードが 3 つなので区間は広くなります。
+# 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。
+# 重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを採点し、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
+# パープレキシティはどれも 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95 % 区間（第 11 章と同じもの）を付けます。
+# テキストは固定なので、その選び方のばらつきは区間に含まれません。
 
 # %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録は自己矛盾がありません"}
 for run in record["runs"]:
@@ -245,16 +222,16 @@ for run in record["runs"]:
 # %% [markdown] lang="en"
 # ## Press et al.'s Figure 1 at CPU scale
 #
-# Press et al. (2022) trained Baevski and Auli's Transformer language model (16
-# layers, 247M parameters) on WikiText-103, whose tokens are words, with four
-# encodings, and read it in non-overlapping windows longer than its training length. On the left, their numbers for $L = 1024$
+# Press et al. (2022) trained a 16-layer Transformer language model on WikiText-103,
+# whose tokens are words, with four encodings, and read it in non-overlapping windows
+# longer than its training length. On the left, their numbers for $L = 1024$
 # words (their Table 3); on the right, this record's, both against $N/L$. The bands
 # are the 95 % intervals over seeds; the table gives the numbers.
 
 # %% [markdown] lang="ja"
 # ## CPU の規模で描く Press らの図 1
 #
-# Press ら（2022）は、Baevski と Auli の Transformer の言語モデル（16 層、2 億 4700 万パラメータ）を、4 種類のエンコーディングで学習しました。
+# Press ら（2022）は、16 層の Transformer の言語モデルを 4 種類のエンコーディングで学習しました。
 # データは WikiText-103（トークンは語です）で、学習時の長さより長い重ならない窓で読ませています。
 # 左は $L = 1024$ 語で学習した彼らの数値（彼らの表 3）、右はこの記録の数値で、どちらも横軸は $N/L$ です。
 # 帯はシードにわたる 95 % 区間です。数値は表にまとめました。
@@ -327,58 +304,50 @@ display(Markdown(table(NAME)))
 # %% [markdown] lang="en"
 # Point by point against their figure and its numbers:
 #
-# 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$, 0.98 times as much;
-#    theirs goes from 18.66 to 17.98, 0.96 times. Both improve a little from $2L$ on,
-#    which the next two sections trace to the early-token curse, not to longer
-#    context.
+# 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$ (0.98 times); theirs
+#    18.66 and 17.98 (0.96 times). Both improve a little from $2L$ on: the
+#    early-token curse lifting, not longer context (below).
 # 2. **Sinusoidal explodes first and most: agrees.** 3.3 times its perplexity at $L$
-#    by $2L$ (15.21) and 10 times by $16L$ (47.98); theirs 2.6 times at 2,024 words
-#    (51.09) and 23 times at 16,024 (453.32).
-# 3. **RoPE degrades less than sinusoidal: agrees at $2L$ and $4L$, not decided
+#    by $2L$ (15.21), 10 times by $16L$ (47.98); theirs 2.6 times at 2,024 words and
+#    23 times at 16,024 (453.32).
+# 3. **RoPE degrades less than sinusoidal: agrees at $2L$ and $4L$, undecided
 #    beyond.** RoPE's perplexity is 0.48 $[0.37, 0.63]$ times sinusoidal's at $2L$ and
 #    0.58 $[0.38, 0.88]$ at $4L$ (paired by seed); at $8L$ and $16L$ the intervals
-#    contain 1. Theirs stays far below at every length (106.99 against 453.32), and
-#    it rises less: 5.5 times at $16L$ against 9.2 here.
-# 4. **T5 lies between RoPE and ALiBi: agrees on the order, not on the size.** At
-#    $16L$ the order ALiBi $<$ T5 $<$ RoPE $<$ sinusoidal is theirs at $8L$ (their T5 ran
-#    out of memory beyond 12,024 words), and T5 is 0.60 $[0.45, 0.81]$ times RoPE's
-#    perplexity. But their T5 improves up to about $2L$ (18.34) and is only 1.37
-#    times its $L$ perplexity at $8L$; this one is 1.24 times at $2L$ and 3.9 times at
-#    $8L$ (17.50). The section on the losses by position shows why.
-# 5. **ALiBi is best at $L$: contradicted.** Theirs is (18.66, with T5 at 18.80);
-#    here ALiBi is the worst of the five encodings at $L$, 1.08 $[1.06, 1.10]$ times
-#    FIRE's perplexity, the best. One difference the record cannot test: the slopes
-#    act per byte here and per word there.
+#    contain 1. Theirs stays far below at every length and rises less: 5.5 times at
+#    $16L$ against 9.2 here.
+# 4. **T5 lies between RoPE and ALiBi: agrees on the order, not the size.** The order
+#    at $16L$, ALiBi $<$ T5 $<$ RoPE $<$ sinusoidal, is theirs at $8L$ (beyond
+#    12,024 words their T5 ran out of memory); T5 is 0.60 $[0.45, 0.81]$ times RoPE
+#    here. But theirs improves up to about $2L$ (18.34) and is 1.37 times its $L$
+#    perplexity at $8L$, this one 1.24 times at $2L$ and 3.9 times at $8L$.
+# 5. **ALiBi is best at $L$: contradicted.** Theirs is (18.66, T5 18.80); here ALiBi
+#    is the worst of the five encodings at $L$, 1.08 $[1.06, 1.10]$ times the
+#    perplexity of FIRE, the best. One difference the record cannot test: the slopes
+#    act per byte here, per word there.
 #
-# The record adds two encodings that are not in their figure: FIRE, the best at $L$,
-# which rises slowly to 7.01 at $16L$; and NoPE, far behind at $L$ (7.59: with two
-# layers and no encoding, this small model learns the text much worse), which rises
-# to 16.28.
+# Not in their figure: FIRE, best at $L$, rises slowly to 7.01 at $16L$; NoPE, far
+# behind at $L$ (7.59: without an encoding this small model learns the text much
+# worse), rises to 16.28.
 
 # %% [markdown] lang="ja"
 # 彼らの図と数値に 1 点ずつ照らし合わせます。
 #
-# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）です。
-#    彼らの値は 18.66 から 17.98（0.96 倍）です。
-#    どちらも $2L$ から少しよくなりますが、次の 2 つの節で見るように、これは文脈が長くなったからではなく、先頭トークンの呪いが減ったためです。
+# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）です。彼らの値は 18.66 と 17.98（0.96 倍）です。
+#    どちらも $2L$ から少しよくなりますが、これは文脈が長くなったからではなく、先頭トークンの呪いが減ったためです（後述）。
 # 2. **正弦波は最も早く、最も大きく悪化：一致します。** $L$ での値に対して、$2L$ で 3.3 倍（15.21）、$16L$ で 10 倍（47.98）です。
-#    彼らの値は 2,024 語で 2.6 倍（51.09）、16,024 語で 23 倍（453.32）です。
+#    彼らの値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
 # 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は決められません。** RoPE のパープレキシティは、正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。
-#    比はシードごとに対応させて求めました。
-#    $8L$ と $16L$ では区間が 1 を含みます。
-#    彼らの RoPE はどの長さでも正弦波よりずっと低く（106.99 と 453.32）、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
+#    比はシードごとに対応させて求めました。$8L$ と $16L$ では区間が 1 を含みます。
+#    彼らの RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
 # 4. **T5 は RoPE と ALiBi の間：順序は一致し、大きさは一致しません。** $16L$ での ALiBi $<$ T5 $<$ RoPE $<$ 正弦波という順序は、彼らの $8L$ での順序と同じです。
-#    彼らの T5 は 12,024 語より先でメモリが足りなくなりました。T5 のパープレキシティは RoPE の 0.60 $[0.45, 0.81]$ 倍です。
-#    しかし彼らの T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。
-#    ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍（17.50）です。その理由は、位置ごとの損失の節で見ます。
+#    彼らの T5 は 12,024 語より先でメモリが足りなくなりました。ここでの T5 のパープレキシティは RoPE の 0.60 $[0.45, 0.81]$ 倍です。
+#    しかし彼らの T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
 # 5. **$L$ では ALiBi が最もよい：否定されます。** 彼らの結果ではそうです（18.66、T5 は 18.80）。
-#    ここでは ALiBi が $L$ で 5 つのエンコーディングのうち最も悪く、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
+#    ここでは ALiBi が $L$ で 5 つのエンコーディングのうち最も悪く、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
 #    記録からは確かめられない違いが 1 つあります。傾きは、ここではバイトごと、彼らのモデルでは語ごとにかかります。
 #
-# 記録には、彼らの図にない 2 つのエンコーディングもあります。
-# FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がります。
-# NoPE は $L$ ですでに大きく遅れ（7.59。2 層でエンコーディングのないこの小さなモデルは、テキストをずっと下手にしか学習できません）、16.28 まで上がります。
-
+# 彼らの図にないものも見ておきます。FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がります。
+# NoPE は $L$ ですでに大きく遅れ（7.59。エンコーディングがないと、この小さなモデルはテキストをずっと下手にしか学習できません）、16.28 まで上がります。
 
 # %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, and Press et al.'s ratios are those of their Table 3", "ja": "上で引用したパープレキシティ、比、対応のある区間は記録の値で、Press らの比は彼らの表 3 の値です"}
 def at(row, factor, key="loss"):
@@ -426,21 +395,18 @@ assert (at("fire", 16), at("nope", 1), at("nope", 16)) == (7.01, 7.59, 16.28)
 # %% [markdown] lang="en"
 # ## Where the loss goes past the training length
 #
-# A window longer than $L$ holds bytes at positions the model never saw in training.
-# The loss at each position $t$ of the window shows what each encoding does there:
+# The loss at each position $t$ of a window shows what each encoding does past $L$:
 # on the left in windows of $2L$ (each point a mean over 128 windows and three
-# seeds), on the right in windows of $16L$, averaged over bins of $t$. There each
-# position is one byte of each of the 16 blocks, so the wiggles that all curves
-# share are the text; the gaps between the curves are the encodings.
+# seeds), on the right in windows of $16L$, averaged over bins of $t$, where each
+# position is one byte of each of 16 blocks: the wiggles all curves share are the
+# text, the gaps between them the encodings.
 
 # %% [markdown] lang="ja"
 # ## 学習時の長さを超えると損失はどうなるか
 #
-# $L$ より長い窓には、学習中に一度も見なかった位置のバイトが入ります。
-# 窓の中の位置 $t$ ごとの損失を見ると、そこで各エンコーディングが何をしているかがわかります。
+# 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。
 # 左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ の区間ごとに平均しました。
-# 右の図では各位置が 16 個のブロックのそれぞれ 1 バイトなので、すべての曲線に共通する凹凸はテキストによるもので、曲線どうしの差がエンコーディングによるものです。
-
+# 右では各位置が 16 個のブロックのそれぞれ 1 バイトなので、すべての曲線に共通する凹凸はテキストによるもので、曲線どうしの差がエンコーディングによるものです。
 
 # %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がり、2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE はわずかに上がり、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
 def by_position(row, N):
@@ -475,35 +441,34 @@ plt.show()
 
 # %% [markdown] lang="en"
 # - Below $L$ the curves fall together as the context grows; only NoPE's stays high.
-# - Sinusoidal jumps the moment $t$ reaches $L$: its mean loss goes from 1.50 on
-#   the last 8 positions before $L$ to 3.25 on the first 8 after it. A position past
-#   $L$ is a vector the model never saw added to the byte's embedding.
-# - RoPE and T5 hold for a few positions past $L$, then climb as the distances back
-#   to the start of the window grow: RoPE from about $t = 80$, T5 from about 72, to
-#   3.30 and 2.38 on the last 8 positions of $2L$. T5's climb starts past distance
-#   67, where its buckets 27 to 31 begin: training at $L = 64$ never reaches them (its
-#   longest distance is 63), so they keep their initial draw, nearly $0$, while the
-#   buckets of the far trained distances learned their own biases. In Press et al.'s models, at $L = 512$ or $1024$ and the same
-#   maximum distance of 128, every bucket is trained: the likely reason their T5
-#   holds up so much longer.
-# - FIRE rises slowly: its interpolation divides every distance by the query's
-#   position (its threshold, learned from $L$ down to about 57), so no input is new,
-#   but a long window squeezes many distances into the same range.
-# - ALiBi stays level past $L$ (1.55, 1.54 and 1.52 on the same three stretches): it
-#   does not get worse, and it does not get better with more context either.
+# - Sinusoidal jumps as soon as $t$ passes $L$: from 1.50 on the last 8 positions
+#   before $L$ to 3.25 on the first 8 after it: past $L$ it adds vectors never seen.
+# - RoPE and T5 hold for a few positions, then climb as the distances back to the
+#   window's start grow: RoPE from about $t = 80$, T5 from about 72, to 3.30 and 2.38
+#   on the last 8 positions of $2L$. T5's climb starts past distance 67, where its
+#   buckets 27 to 31 begin: training at $L = 64$ never reaches them, so they keep their
+#   initial draw, nearly $0$. Press et al. trained at $L = 512$ and $1024$, far past
+#   the maximum distance (128) of Hugging Face's T5 bias, which their code follows, so
+#   every bucket was trained: the likely reason their T5 holds so much longer.
+# - FIRE rises slowly: past its threshold (about 57, learned from $L$) it divides
+#   each distance by the query's position, so no input is new, but long windows
+#   squeeze many distances together.
+# - ALiBi stays level (1.55, 1.54 and 1.52 on the same three stretches): no worse,
+#   and no better for the extra context either.
 
 # %% [markdown] lang="ja"
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
-# - 正弦波は $t$ が $L$ を越えた瞬間から跳ね上がります。平均の損失は、$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25 になります。
-#   $L$ より先の位置では、モデルが一度も見たことのないベクトルがバイトの埋め込みに足されるからです。
-# - RoPE と T5 は $L$ を過ぎてもしばらく持ちこたえ、その後、窓の先頭までの距離が伸びるにつれて上がります。RoPE は $t = 80$ ほどから、T5 は 72 ほどから上がり始め、$2L$ の最後の 8 位置では 3.30 と 2.38 になります。
+# - 正弦波は $t$ が $L$ を越えた瞬間から跳ね上がります。$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25 になります。
+#   $L$ より先では、一度も見たことのないベクトルを足すからです。
+# - RoPE と T5 はしばらく持ちこたえ、その後、窓の先頭までの距離が伸びるにつれて上がります。
+#   RoPE は $t = 80$ ほどから、T5 は 72 ほどから上がり始め、$2L$ の最後の 8 位置では 3.30 と 2.38 になります。
 #   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎてから始まります。
-#   $L = 64$ での学習はそこに届かない（最も長い距離は 63 です）ので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。一方、学習した遠い距離のバケットは、それぞれのバイアスを学習しています。
-#   Press らのモデルは $L = 512$ または $1024$ で、最大距離は同じ 128 なので、すべてのバケットが学習されます。彼らの T5 がずっと長く持ちこたえる理由は、おそらくこれです。
-# - FIRE はゆっくり上がります。FIRE の補間は、どの距離もクエリの位置で割ります（そのしきい値は $L$ から学習され、57 ほどまで下がりました）。そのため入力に新しい値はありませんが、長い窓では多くの距離が同じ範囲に押し込まれます。
-# - ALiBi は $L$ を過ぎても横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
-
-
+#   $L = 64$ での学習はそこに届かないので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。
+#   Press らのコードは Hugging Face の T5 のバイアスにならっており、その最大距離 128 をはるかに超える $L = 512$ と $1024$ で学習したので、すべてのバケットが学習されました。
+#   彼らの T5 がずっと長く持ちこたえる理由は、おそらくこれです。
+# - FIRE はゆっくり上がります。しきい値（$L$ から学習され、57 ほどまで下がりました）より先では、どの距離もクエリの位置で割ります。
+#   そのため入力に新しい値はありませんが、長い窓では多くの距離が同じ範囲に押し込まれます。
+# - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
 
 # %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57", "ja": "L の前後の区間について引用した損失は記録の値です。L より短い距離が届くのは T5 のバケット 0〜26 だけで、バケット 27 は 67 から始まります。FIRE が学習したしきい値はおよそ 57 です"}
 def stretch(kind, a, b):
@@ -539,9 +504,9 @@ assert all(56 < t < 58 for t in thresholds)
 # %% [markdown] lang="en"
 # ## The same text with more context
 #
-# In the sliding window every scored byte has at least $N - 16$ bytes of context, so
-# from $2L$ on every one of them sits far past $L$, and none is read with the short
-# context that softens the non-overlapping numbers:
+# Here every scored byte has at least $N - 16$ bytes of context: from $2L$ on all of
+# them sit far past $L$, with none of the short-context bytes that soften the
+# non-overlapping numbers:
 
 # %% [markdown] lang="ja"
 # ## 文脈を増やして同じテキストを読む
@@ -555,35 +520,30 @@ display(Markdown(table(NAME, key="sliding_loss")))
 # %% [markdown] lang="en"
 # Only ALiBi stays flat: 5.06 at $L$, 5.20 at $16L$. Press et al. found the same with
 # a stride of 1 (their Tables 13 to 15, $L = 512$): ALiBi from 17.98 to 18.3 at $6L$,
-# sinusoidal from 18.35 to 204.42 already at $2L$, like the 13-fold jump here (63.30).
-# Their T5 rises gently (17.92 to 18.51 at $2L$, 30.77 at $6L$); this one jumps to
-# 11.48 at $2L$, the untrained buckets again. FIRE, which rose only to 7.01 in
-# non-overlapping windows, more than doubles here (4.58 to 10.31): there its far
-# bytes were diluted by many near ones, which hid how much a long context costs it.
+# sinusoidal from 18.35 to 204.42 at $2L$ (here 4.82 to 63.30). Their T5
+# rises gently (17.92 to 18.51 at $2L$); this one jumps to 11.48, the untrained
+# buckets again. FIRE, which rose only to 7.01 in non-overlapping windows, more than
+# doubles here (4.58 to 10.31): there its far bytes were diluted by many near ones.
 #
-# ALiBi's flat line is not long context put to use. Read with more context than $L$,
-# it does not improve: its perplexity at $2L$ to $16L$ is not below its 5.06 at $L$.
-# At $16L$ the two evaluations score the same 1,024 bytes, with at least 1,008 and at
-# least 960 bytes of context, and agree to three decimals: the extra bytes, that far
-# back, count for nothing. The gain it showed in non-overlapping windows is the
-# early-token curse lifting: on the same 1,024 bytes at $L$, 48 or more bytes of
-# context instead of 0 to 63 lower its loss by 0.047 $[0.031, 0.062]$ nats. Chi et al.
-# (2023) reach the same picture: ALiBi extrapolates because the stretch of context it
-# uses (its empirical receptive field) fits within the training length, and
-# attention restricted to a window does as well.
+# ALiBi's flat line is not long context put to use. More context than $L$ never lowers
+# its perplexity below its 5.06 at $L$, and at $16L$ the same 1,024 bytes read with
+# at least 1,008 or at least 960 bytes of context score the same to three decimals. Its gain in non-overlapping windows is the early-token curse lifting: on
+# the same bytes at $L$, 48 or more bytes of context instead of 0 to 63 lower its loss
+# by 0.047 $[0.031, 0.062]$ nats. Chi et al. (2023) reach the same picture: ALiBi
+# extrapolates because the context it actually uses (its empirical receptive field)
+# fits within the training length, and windowed attention does as well.
 
 # %% [markdown] lang="ja"
 # 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。
-# Press らもストライド 1 で同じ結果を得ています（彼らの表 13〜15、$L = 512$）。ALiBi は 17.98 から $6L$ で 18.3、正弦波は 18.35 から $2L$ ですでに 204.42 で、ここでの 13 倍の跳ね上がり（63.30）と同じです。
-# 彼らの T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51、$6L$ で 30.77）が、ここでの T5 は $2L$ で 11.48 に跳ね上がります。これも学習されなかったバケットのためです。
-# 重ならない窓では 7.01 までしか上がらなかった FIRE は、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では遠いバイトが多くの近いバイトに薄められ、長い文脈がどれだけ損失を増やすかが隠れていました。
+# Press らもストライド 1 で同じ結果を得ています（彼らの表 13〜15、$L = 512$）。ALiBi は 17.98 から $6L$ で 18.3、正弦波は 18.35 から $2L$ で 204.42 です（ここでは 4.82 から 63.30）。
+# 彼らの T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）が、ここでの T5 は 11.48 に跳ね上がります。これも学習されなかったバケットのためです。
+# 重ならない窓では 7.01 までしか上がらなかった FIRE は、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
 #
 # ALiBi の横ばいは、長い文脈を活用しているからではありません。
-# $L$ より多くの文脈で読んでもよくならず、$2L$ から $16L$ のパープレキシティは $L$ での 5.06 を下回りません。
-# $16L$ では 2 つの評価が同じ 1,024 バイトを採点し、文脈は少なくとも 1,008 バイトと少なくとも 960 バイトですが、結果は小数第 3 位まで一致します。それほど遠くにある余分なバイトは、何の役にも立っていません。
-# 重ならない窓で見えた改善は、先頭トークンの呪いが和らいだ分です。$L$ での同じ 1,024 バイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると、損失は 0.047 $[0.031, 0.062]$ nat 下がります。
-# Chi ら（2023）も同じ見方に達しています。ALiBi が外挿できるのは、ALiBi が使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
-
+# $L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。
+# $16L$ では 2 つの評価が同じ 1,024 バイトを採点し、文脈は少なくとも 1,008 バイトと少なくとも 960 バイトですが、結果は小数第 3 位まで一致します。
+# 重ならない窓で見えた改善は、先頭トークンの呪いが和らいだ分です。$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると、損失は 0.047 $[0.031, 0.062]$ nat 下がります。
+# Chi ら（2023）も同じ見方に達しています。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
 
 # %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5 % 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します"}
 def slid(row, factor):
@@ -599,7 +559,7 @@ flat = [
 assert flat == ["alibi"]
 assert all(slid("alibi", f) >= slid("alibi", 1) for f in (2, 4, 8, 16))
 assert slid("sinusoidal", 2) == 63.30
-assert round(slid("sinusoidal", 2) / slid("sinusoidal", 1)) == 13
+assert slid("sinusoidal", 1) == 4.82
 assert round(204.42 / 18.35) == 11
 assert (slid("t5", 2), slid("fire", 16)) == (11.48, 10.31)
 assert round(slid("fire", 16) / slid("fire", 1), 1) == 2.3
@@ -617,22 +577,20 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # %% [markdown] lang="en"
 # ## Rescuing RoPE
 #
-# A trained RoPE model can be read past $L$ with its frequencies changed
+# A trained RoPE model can be read past $L$ with other frequencies
 # ([*Extending RoPE's context*](09-rope-context.ipynb)): position interpolation (PI)
-# divides every frequency by $s = N/L$; YaRN keeps the pairs that turn many times
-# within $L$, divides the slow ones by $s$, blends in between, and sharpens the
-# attention with its temperature. Each is tried as it is and after 100 steps of
-# fine-tuning at $2L$ with $s = 2$ (Chen et al. 2023, scaled down: 16 windows of 128
-# bytes a step, as many bytes as a training step), beside a fine-tune at $2L$ with no
-# scaling (`+ft`). Past $2L$ the tuned models take $s = N/L$.
+# divides all of them by $s = N/L$; YaRN keeps the pairs that turn many times within
+# $L$, divides the slow ones by $s$, blends in between and sharpens the attention with
+# a temperature. Each is tried as it is and after 100 steps of fine-tuning at $2L$
+# with $s = 2$ (Chen et al. 2023, scaled down), beside a fine-tune at $2L$ with no
+# scaling (`+ft`); past $2L$ the tuned models take $s = N/L$.
 
 # %% [markdown] lang="ja"
 # ## RoPE を救う
 #
 # 学習済みの RoPE のモデルは、周波数を変えれば $L$ より先まで読めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 # 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。YaRN は $L$ の間に何度も回るペアをそのままにし、遅いペアを $s$ で割り、その間は混ぜ合わせ、さらに温度でアテンションを鋭くします。
-# どちらも、そのままの場合と、$2L$ の長さで 100 ステップのファインチューニングをした後の場合を試します。ファインチューニングでは $s = 2$ を使います。
-# これは Chen ら（2023）を縮小したもので、1 ステップは 128 バイトの窓 16 個です。学習の 1 ステップと同じバイト数になります。
+# どちらも、そのままの場合と、$s = 2$ で $2L$ の長さで 100 ステップのファインチューニングをした後の場合を試します（Chen ら 2023 を縮小したもの）。
 # 比べるために、スケーリングなしの $2L$ でのファインチューニング（`+ft`）も試します。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
 
 # %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
@@ -673,34 +631,33 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 # %% [markdown] lang="en"
 # - **YaRN without training** recovers most of the loss: 4.68 at $2L$ (plain RoPE
 #   7.36), 12.81 at $16L$ (41.45). Peng et al. (2023) find YaRN ahead of the earlier
-#   methods with and without fine-tuning: *agrees*. Its temperature helps a little,
-#   more at longer windows: without it the perplexity is higher by a factor of 1.05
-#   $[1.01, 1.08]$ at $8L$; at $16L$ the interval contains 1.
+#   methods with and without fine-tuning: *agrees*. Without its temperature the
+#   perplexity is 1.05 $[1.01, 1.08]$ times higher at $8L$; at $16L$ the interval
+#   contains 1.
 # - **PI without training is worse than nothing**: 1.74 $[1.66, 1.82]$ times plain
-#   RoPE's perplexity at $2L$, 1.22 $[1.04, 1.44]$ at $16L$. Chen et al. (2023) report
-#   the opposite for LLaMA 7B (PG-19, a sliding window): without fine-tuning, PI
-#   reaches 16.10 at four times the context where plain extrapolation exceeds
-#   $10^3$. *Contradicted* here. It fits YaRN's argument against PI: slowing every
-#   pair, the fast ones included, blurs the small distances that tell neighbours
-#   apart, and neighbouring bytes are what a byte-level model reads most.
-# - **Fine-tuning at $2L$** brings every variant back to about its level at $L$
-#   at $2L$ (4.49 to 4.73), and costs a little at $L$ (4.61 to 4.85 against 4.51),
-#   as Chen et al. see on their original window. But PI plus fine-tuning is 1.04
-#   $[1.03, 1.05]$ times the perplexity of the fine-tune without scaling at $2L$, and
-#   1.60 $[1.52, 1.68]$ times at $4L$, where Chen et al. find PI ahead of direct
-#   fine-tuning: *contradicted*, after 100 steps instead of their 1,000, on bytes.
-#   YaRN plus fine-tuning is the best RoPE at every length past $L$: 5.37 at $8L$,
-#   8.20 at $16L$, still above ALiBi's 4.75.
+#   RoPE's perplexity at $2L$, 1.22 $[1.04, 1.44]$ at $16L$. Chen et al. report the
+#   opposite for LLaMA 7B (PG-19, sliding window): untuned PI reaches 16.10 at four
+#   times the context where plain extrapolation exceeds $10^3$. *Contradicted* here,
+#   as YaRN's argument against PI suggests for bytes: slowing the fast pairs blurs the
+#   distances that tell neighbours apart.
+# - **Fine-tuning at $2L$** brings every variant to about its level at $L$ there (4.49
+#   to 4.73) and costs a little at $L$ (4.61 to 4.85 against 4.51), as Chen et al. see
+#   on their original window. But PI plus fine-tuning has 1.04 $[1.03, 1.05]$ times
+#   the perplexity of the fine-tune without scaling at $2L$ and 1.60 $[1.52, 1.68]$
+#   times at $4L$; Chen et al. find PI ahead: *contradicted* (after 100 steps, not
+#   1,000). YaRN plus fine-tuning is the best RoPE past $L$: 5.37 at $8L$, 8.20 at
+#   $16L$, still above ALiBi's 4.75.
 
 # %% [markdown] lang="ja"
 # - **学習なしの YaRN** は損失の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45）です。
 #   Peng ら（2023）は、ファインチューニングの有無にかかわらず YaRN が以前の手法を上回ると報告しており、*一致します*。
-#   温度の効果は小さく、窓が長いほど大きくなります。温度がないと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になります。$16L$ では区間が 1 を含みます。
+#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になります。$16L$ では区間が 1 を含みます。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
-#   Chen ら（2023）は LLaMA 7B（PG-19、スライディングウィンドウ）で逆の結果を報告しています。ファインチューニングなしの PI は 4 倍のコンテキストで 16.10 で、そのままの外挿は $10^3$ を超えます。
-#   ここでは*否定されます*。これは PI に対する YaRN の議論と合います。速いペアまで含めてすべてのペアを遅くすると、隣どうしを区別する短い距離がぼやけます。バイト単位のモデルが最もよく読むのは、まさに隣のバイトです。
-# - **$2L$ でのファインチューニング**は、$2L$ でどの方法もほぼ $L$ での水準に戻します（4.49〜4.73）。その代わり $L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。これは Chen らが元の窓で見た現象と同じです。
-#   しかし PI とファインチューニングの組み合わせは、スケーリングなしのファインチューニングに対して、$2L$ で 1.04 $[1.03, 1.05]$ 倍、$4L$ で 1.60 $[1.52, 1.68]$ 倍のパープレキシティです。Chen らは PI が直接のファインチューニングを上回ると報告しており、ここでは*否定されます*（彼らの 1,000 ステップではなく 100 ステップで、バイト単位です）。
+#   Chen らは LLaMA 7B（PG-19、スライディングウィンドウ）で逆の結果を報告しています。学習なしの PI は 4 倍のコンテキストで 16.10 で、そのままの外挿は $10^3$ を超えます。
+#   ここでは*否定されます*。PI に対する YaRN の議論から、バイト単位ではそうなると予想できます。速いペアまで遅くすると、隣どうしを区別する短い距離がぼやけるからです。
+# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻します（4.49〜4.73）。その代わり $L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元の窓で見た現象と同じです。
+#   しかし PI とファインチューニングの組み合わせは、スケーリングなしのファインチューニングに対して、$2L$ で 1.04 $[1.03, 1.05]$ 倍、$4L$ で 1.60 $[1.52, 1.68]$ 倍のパープレキシティです。
+#   Chen らは PI のほうがよいと報告しており、ここでは*否定されます*（彼らの 1,000 ステップではなく 100 ステップです）。
 #   YaRN とファインチューニングの組み合わせは、$L$ より先のどの長さでも最もよい RoPE で、$8L$ で 5.37、$16L$ で 8.20 です。それでも ALiBi の 4.75 を上回ります。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; YaRN after fine-tuning is the lowest RoPE row at every length past L", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、ファインチューニングした YaRN が RoPE の行のうち最も低い値です"}
@@ -727,63 +684,62 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 #
 # | encoding | past $L$ here | the papers |
 # |---|---|---|
-# | NoPE | worst at $L$, then 2.1 times by $16L$ | Kazemnejad et al. (2023): NoPE generalises best on synthetic tasks; at 1.3B parameters on code it holds, like ALiBi, to about 1,800 tokens after training on 1,024, and ALiBi is steadier beyond. Here the small model barely learns the text without an encoding, so its length behaviour says little. |
-# | sinusoidal | explodes at $t = L$ | Press et al. (2022): the same, in both evaluations. |
-# | RoPE | degrades from $2L$; YaRN rescues most of it | Press et al.: degrades, less than sinusoidal. Liu et al. (2023) and Men et al. (2024) tie RoPE's reach to its base: the pairs that never turn within $L$ (11 of 16 here), and a lower bound on the base for a given context length. |
-# | ALiBi | flat, but reads no further than $L$ | Press et al.: flat; Chi et al. (2023): a window in effect. |
-# | T5 | between RoPE and ALiBi, degrading early | Press et al.: holds to about $2L$; here buckets 27 to 31 are never trained. |
-# | FIRE | best at $L$, slow rise, doubles with long context | Li et al. (2024): better generalisation to longer contexts in zero-shot language modelling. Here it falls behind ALiBi from $4L$ on. |
+# | NoPE | far behind at $L$, 2.1 times by $16L$ | Kazemnejad et al. (2023): best on synthetic tasks; on code at 1.3B parameters it holds, like ALiBi, to about 1,800 tokens after training on 1,024. This small model barely learns text without one. |
+# | sinusoidal | jumps at $t = L$ | Press et al. (2022): the same, in both evaluations. |
+# | RoPE | degrades from $2L$; YaRN rescues most | Press et al.: degrades, less than sinusoidal. Liu et al. (2023), Men et al. (2024): RoPE's reach is set by its base (here 11 of 16 pairs never turn within $L$). |
+# | ALiBi | flat, reads no further than $L$ | Press et al.: flat; Chi et al. (2023): a window in effect. |
+# | T5 | degrades early | Press et al.: holds to about $2L$, every bucket trained there. |
+# | FIRE | best at $L$, then a slow rise | Li et al. (2024): generalises better to longer contexts; here behind ALiBi from $4L$ on. |
 #
-# Randomised positions (Ruoss et al. 2023) are measured on the tasks of chapter 11
-# only. And a caution from two of these papers: text rewards a model that reads
-# only the recent past. Kazemnejad et al. argue that perplexity favours recency biases
-# such as ALiBi's, and Men et al. find that a RoPE base too small for the context
-# keeps the perplexity low while losing the ability to retrieve from far back. A
-# flat perplexity says that a model survives a long input, not that it uses it.
+# Randomised positions (Ruoss et al. 2023) are measured on chapter 11's tasks only.
+# A caution from two of these papers: perplexity favours models that read only the
+# recent past (Kazemnejad et al.), and a RoPE base too small for the context keeps it
+# low while losing retrieval from far back (Men et al.). A flat perplexity shows that
+# a model survives a long input, not that it uses it.
 
 # %% [markdown] lang="ja"
 # ## 論文と照らし合わせる
 #
-# | エンコーディング | ここでの $L$ より先のふるまい | 論文 |
+# | エンコーディング | ここでの $L$ より先 | 論文 |
 # |---|---|---|
-# | NoPE | $L$ で最も悪く、$16L$ までに 2.1 倍 | Kazemnejad ら（2023）：合成タスクでは NoPE の長さ汎化が最もよく、コードで学習した 13 億パラメータのモデルでは、1,024 トークンで学習した NoPE は ALiBi と同じく 1,800 トークンほどまで持ちこたえ、その先は ALiBi のほうが安定しています。ここでは小さなモデルがエンコーディングなしではテキストをほとんど学習できないので、長さについてのふるまいからわかることはわずかです。 |
+# | NoPE | $L$ で大きく遅れ、$16L$ までに 2.1 倍 | Kazemnejad ら（2023）：合成タスクでは最もよく、コードで学習した 13 億パラメータのモデルでは、1,024 トークンで学習して ALiBi と同じく 1,800 トークンほどまで持ちこたえます。この小さなモデルは、エンコーディングなしではテキストをほとんど学習できません。 |
 # | 正弦波 | $t = L$ で跳ね上がる | Press ら（2022）：2 つの評価のどちらでも同じです。 |
-# | RoPE | $2L$ から悪化し、YaRN でその大部分を取り戻せる | Press ら：悪化するが、正弦波ほどではありません。Liu ら（2023）と Men ら（2024）は、RoPE が届く範囲を底に結びつけます。$L$ の間に 1 周しないペア（ここでは 16 組のうち 11 組）と、ある長さのコンテキストに必要な底の下限です。 |
+# | RoPE | $2L$ から悪化し、YaRN でその大部分を取り戻せる | Press ら：悪化するが、正弦波ほどではありません。Liu ら（2023）、Men ら（2024）：RoPE が届く範囲は底で決まります（ここでは 16 組のうち 11 組が $L$ の間に 1 周しません）。 |
 # | ALiBi | 横ばいだが、$L$ より先は読んでいない | Press ら：横ばいです。Chi ら（2023）：実質的には窓です。 |
-# | T5 | RoPE と ALiBi の間で、早く悪化する | Press ら：およそ $2L$ まで持ちこたえます。ここではバケット 27〜31 が学習されません。 |
-# | FIRE | $L$ で最もよく、ゆっくり上がり、長い文脈では 2 倍を超える | Li ら（2024）：ゼロショットの言語モデルで、より長いコンテキストへの汎化がよいと報告しています。ここでは $4L$ 以降 ALiBi に遅れます。 |
+# | T5 | 早く悪化する | Press ら：およそ $2L$ まで持ちこたえます。そこではすべてのバケットが学習されています。 |
+# | FIRE | $L$ で最もよく、その後ゆっくり上がる | Li ら（2024）：より長いコンテキストへの汎化がよいと報告しています。ここでは $4L$ 以降 ALiBi に遅れます。 |
 #
 # ランダム化した位置（Ruoss ら 2023）は、第 11 章のタスクでだけ測っています。
-# また、これらの論文のうち 2 つからの注意があります。テキストは、直近だけを読むモデルに有利です。
-# Kazemnejad らは、パープレキシティが ALiBi のような近さへの偏りを有利に見せると論じています。Men らは、コンテキストに対して小さすぎる底の RoPE が、パープレキシティを低く保ったまま、遠くから情報を取り出す能力を失うことを見つけています。
+# これらの論文のうち 2 つから注意を引いておきます。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。
+# また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま、遠くから情報を取り出す能力を失います（Men ら）。
 # パープレキシティが横ばいであることは、モデルが長い入力に耐えることを示すだけで、それを使うことまでは示しません。
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
 # - Press et al.'s Figure 1 holds at CPU scale on real text: from $L$ to $16L$ in
-#   non-overlapping windows, ALiBi stays flat, sinusoidal and RoPE grow about
-#   tenfold, T5 lies between them.
-# - Two things depart from it: ALiBi is the worst of five encodings at $L$ here, and
+#   non-overlapping windows ALiBi stays flat, sinusoidal and RoPE grow about tenfold,
+#   T5 lies between.
+# - Two results depart from it: ALiBi is the worst of five encodings at $L$ here, and
 #   T5 degrades early, because training at $L = 64$ leaves its far buckets untrained.
-# - Non-overlapping windows flatter long windows (the early-token curse). With a
-#   sliding window every byte has a long context, and then only ALiBi stays flat.
+# - Non-overlapping windows flatter long windows (the early-token curse); with a
+#   sliding window every byte has a long context, and only ALiBi stays flat.
 # - ALiBi's flat line is not long context used: more context than $L$ never lowers
 #   its loss. It behaves like a window of about $L$ (Chi et al. 2023).
 # - This RoPE turns 5 of 16 pairs within $L$ (Llama 2: 46 of 64). YaRN recovers most
-#   of its loss without training; PI without training is worse than nothing here,
-#   unlike in Chen et al.; YaRN after 100 steps at $2L$ is the best RoPE.
-# - Three seeds give wide intervals where models fail: RoPE against sinusoidal at
-#   $8L$ and $16L$ is not decided.
+#   of its loss without training, untrained PI is worse than nothing (unlike in Chen
+#   et al.), and YaRN after a short fine-tune is the best RoPE.
+# - Three seeds give wide intervals where models fail: RoPE against sinusoidal at $8L$
+#   and $16L$ is undecided.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - Press らの図 1 は、CPU の規模の実テキストでも成り立ちます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
-# - 論文と違う点は 2 つです。ここでは $L$ で ALiBi が 5 つのエンコーディングのうち最も悪く、T5 は早く悪化します。後者は、$L = 64$ での学習では遠いバケットが学習されないためです。
+# - 論文と食い違う結果が 2 つあります。ここでは $L$ で ALiBi が 5 つのエンコーディングのうち最も悪く、T5 は早く悪化します。後者は、$L = 64$ での学習では遠いバケットが学習されないためです。
 # - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
 # - ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても損失は下がらず、長さ $L$ ほどの窓のようにふるまいます（Chi ら 2023）。
-# - この RoPE で $L$ の間に 1 周するペアは 16 組のうち 5 組です（Llama 2 は 64 組のうち 46 組）。YaRN は学習なしで損失の大部分を取り戻します。学習なしの PI は、Chen らの結果と違い、ここでは何もしないより悪くなります。$2L$ で 100 ステップ学習した YaRN が最もよい RoPE です。
+# - この RoPE で $L$ の間に 1 周するペアは 16 組のうち 5 組です（Llama 2 は 64 組のうち 46 組）。YaRN は学習なしで損失の大部分を取り戻します。学習なしの PI は、Chen らの結果と違い、ここでは何もしないより悪くなります。短いファインチューニングをした YaRN が最もよい RoPE です。
 # - モデルが失敗する領域では、3 つのシードでは区間が広くなります。$8L$ と $16L$ での RoPE と正弦波の比較は決められません。
 
 # %% [markdown] lang="en"
@@ -795,9 +751,9 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # 2. Find the base that gives this model's RoPE Llama 2's share of turning pairs
 #    (`posenc_lab.extrapolation.models.llm_matched_base`), count its turning pairs,
 #    and say what its fastest pair does within $L$.
-# 3. From ALiBi's losses by position in windows of $L$ (the record's `by_position`),
-#    compute the perplexity that windows of $L$ would have if every byte had the loss
-#    of the last 16 positions. Compare with its sliding-window perplexity at $L$.
+# 3. From ALiBi's losses by position in windows of $L$, compute the perplexity if
+#    every byte had the mean loss of the last 16 positions, and compare it with the
+#    sliding-window perplexity at $L$.
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -806,8 +762,8 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 #    また、$L$ がいくつ以上ならすべてのバケットが学習されるでしょうか。`posenc.t5_relative_position_bucket` を使ってください。
 # 2. このモデルの RoPE で、1 周するペアの割合が Llama 2 と同じになる底を求めてください（`posenc_lab.extrapolation.models.llm_matched_base`）。
 #    1 周するペアを数え、最も速いペアが $L$ の間に何をするかを答えてください。
-# 3. 記録の `by_position` にある、$L$ の窓での ALiBi の位置ごとの損失から、どのバイトも最後の 16 位置の損失を持つとした場合の $L$ の窓のパープレキシティを計算してください。
-#    $L$ でのスライディングウィンドウのパープレキシティと比べてください。
+# 3. $L$ の窓での ALiBi の位置ごとの損失から、どのバイトも最後の 16 位置の平均の損失を持つとした場合のパープレキシティを計算してください。
+#    それを $L$ でのスライディングウィンドウのパープレキシティと比べてください。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** Distances 0 to 63 fall in buckets 0 to 26; buckets 27 to 31 start at
@@ -879,44 +835,36 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# The record, `extrapolation-text.json` in `posenc_lab`'s records, was made by
-# `python -m posenc_lab.extrapolation --jobs 2`, which made chapter 11's record in
-# the same run; `lab/README.md` in the repository gives the design, its budget and
-# the pilot. The cell below prints its versions, machine and sessions; the load
-# averages show a machine shared with other work, which changes the wall time, not
-# the numbers (one thread per model, deterministic). Corpus: Debian's
-# `python3.11-doc` 3.11.2-6+deb12u9, checked by its SHA-256. Press et al.'s numbers
-# are their Tables 3, 13, 14 and 15 (arXiv version 2); they, and what is quoted of
-# Kazemnejad et al. (§7, Appendix F), Chen et al. (Tables 1 and 3) and Peng et al.
-# (§3), were read in page-referenced transcriptions, not in the papers; Chi et al.,
-# Li et al., Liu et al. and Men et al. are quoted from their abstracts.
+# The record `extrapolation-text.json` was made by
+# `python -m posenc_lab.extrapolation --jobs 2`, with chapter 11's; `lab/README.md`
+# gives its design and budget, the cell below its versions, machine and sessions.
+# Press et al.'s numbers are their Tables 3 and 13 to 15 (arXiv version 2), read,
+# like Kazemnejad et al. (§7, Appendix F), Chen et al. (Tables 1, 3) and Peng et al.
+# (§3), in page-referenced transcriptions; the other papers are quoted from their
+# abstracts.
 #
 # ### References
 #
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Baevski, A., Auli, M. (2019). *Adaptive Input Representations for Neural Language
-#   Modeling*. ICLR 2019. <https://arxiv.org/abs/1809.10853>
-# - Chi, T.-C., Fan, T.-H., Rudnicky, A. I., Ramadge, P. J. (2023). *Dissecting
-#   Transformer Length Extrapolation via the Lens of Receptive Field Analysis*. ACL
-#   2023. <https://aclanthology.org/2023.acl-long.756>
-# - Kazemnejad, A., Padhi, I., Natesan Ramamurthy, K., Das, P., Reddy, S. (2023). *The
-#   Impact of Positional Encoding on Length Generalization in Transformers*. NeurIPS
-#   2023. <https://arxiv.org/abs/2305.19466>
-# - Ruoss, A., Delétang, G., Genewein, T., Grau-Moya, J., Csordás, R., Bennani, M.,
-#   Legg, S., Veness, J. (2023). *Randomized Positional Encodings Boost Length
+# - Chi, T.-C. et al. (2023). *Dissecting Transformer Length Extrapolation via the
+#   Lens of Receptive Field Analysis*. ACL 2023.
+#   <https://aclanthology.org/2023.acl-long.756>
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
+#   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
+# - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
 #   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
-#   Long Context Transformers* (FIRE). ICLR 2024. <https://arxiv.org/abs/2310.04418>
-# - Chen, S., Wong, S., Chen, L., Tian, Y. (2023). *Extending Context Window of Large
-#   Language Models via Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
-# - Peng, B., Quesnelle, J., Fan, H., Shippole, E. (2023). *YaRN: Efficient Context
-#   Window Extension of Large Language Models*. <https://arxiv.org/abs/2309.00071>
-# - Liu, X., Yan, H., Zhang, S., An, C., Qiu, X., Lin, D. (2023). *Scaling Laws of
-#   RoPE-based Extrapolation*. ICLR 2024. <https://arxiv.org/abs/2310.05209>
-# - Men, X., Xu, M., Wang, B., Zhang, Q., Lin, H., Han, X., Chen, W. (2024). *Base of
-#   RoPE Bounds Context Length*. NeurIPS 2024. <https://arxiv.org/abs/2405.14591>
+#   Long Context Transformers*. ICLR 2024. <https://arxiv.org/abs/2310.04418>
+# - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
+#   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
+# - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
+#   Language Models*. <https://arxiv.org/abs/2309.00071>
+# - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
+#   <https://arxiv.org/abs/2310.05209>
+# - Men, X. et al. (2024). *Base of RoPE Bounds Context Length*.
+#   <https://arxiv.org/abs/2405.14591>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
 #   <https://arxiv.org/abs/2307.09288>
 # - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>
@@ -924,38 +872,33 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# 記録 `extrapolation-text.json`（`posenc_lab` の記録の 1 つ）は `python -m posenc_lab.extrapolation --jobs 2` で作りました。同じ実行で第 11 章の記録も作っています。
-# 設計、その予算、予備実験は、リポジトリの `lab/README.md` にあります。
-# 下のセルは、記録にあるバージョン、マシン、実行のセッションを出力します。負荷平均からわかるように、マシンはほかの作業と共有していました。これで変わるのは実行時間だけで、数値は変わりません（モデルごとに 1 スレッドで、決定的に実行します）。
-# コーパスは Debian の `python3.11-doc` 3.11.2-6+deb12u9 で、SHA-256 で確かめています。
-# Press らの数値は、彼らの表 3、13、14、15（arXiv の第 2 版）です。これらと、Kazemnejad ら（§7、付録 F）、Chen ら（表 1 と表 3）、Peng ら（§3）から引用した内容は、論文そのものではなく、ページを記した書き起こしで読みました。Chi ら、Li ら、Liu ら、Men らは、要旨から引用しています。
+# 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で第 11 章の記録と一緒に作りました。
+# 設計と予算は `lab/README.md` にあり、記録にあるバージョン、マシン、セッションは下のセルが出力します。
+# Press らの数値は、彼らの表 3 と表 13〜15（arXiv の第 2 版）です。
+# これらと、Kazemnejad ら（§7、付録 F）、Chen ら（表 1 と表 3）、Peng ら（§3）から引用した内容は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。
 #
 # ### 参考文献
 #
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Baevski, A., Auli, M. (2019). *Adaptive Input Representations for Neural Language
-#   Modeling*. ICLR 2019. <https://arxiv.org/abs/1809.10853>
-# - Chi, T.-C., Fan, T.-H., Rudnicky, A. I., Ramadge, P. J. (2023). *Dissecting
-#   Transformer Length Extrapolation via the Lens of Receptive Field Analysis*. ACL
-#   2023. <https://aclanthology.org/2023.acl-long.756>
-# - Kazemnejad, A., Padhi, I., Natesan Ramamurthy, K., Das, P., Reddy, S. (2023). *The
-#   Impact of Positional Encoding on Length Generalization in Transformers*. NeurIPS
-#   2023. <https://arxiv.org/abs/2305.19466>
-# - Ruoss, A., Delétang, G., Genewein, T., Grau-Moya, J., Csordás, R., Bennani, M.,
-#   Legg, S., Veness, J. (2023). *Randomized Positional Encodings Boost Length
+# - Chi, T.-C. et al. (2023). *Dissecting Transformer Length Extrapolation via the
+#   Lens of Receptive Field Analysis*. ACL 2023.
+#   <https://aclanthology.org/2023.acl-long.756>
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
+#   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
+# - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
 #   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
-#   Long Context Transformers* (FIRE). ICLR 2024. <https://arxiv.org/abs/2310.04418>
-# - Chen, S., Wong, S., Chen, L., Tian, Y. (2023). *Extending Context Window of Large
-#   Language Models via Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
-# - Peng, B., Quesnelle, J., Fan, H., Shippole, E. (2023). *YaRN: Efficient Context
-#   Window Extension of Large Language Models*. <https://arxiv.org/abs/2309.00071>
-# - Liu, X., Yan, H., Zhang, S., An, C., Qiu, X., Lin, D. (2023). *Scaling Laws of
-#   RoPE-based Extrapolation*. ICLR 2024. <https://arxiv.org/abs/2310.05209>
-# - Men, X., Xu, M., Wang, B., Zhang, Q., Lin, H., Han, X., Chen, W. (2024). *Base of
-#   RoPE Bounds Context Length*. NeurIPS 2024. <https://arxiv.org/abs/2405.14591>
+#   Long Context Transformers*. ICLR 2024. <https://arxiv.org/abs/2310.04418>
+# - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
+#   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
+# - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
+#   Language Models*. <https://arxiv.org/abs/2309.00071>
+# - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
+#   <https://arxiv.org/abs/2310.05209>
+# - Men, X. et al. (2024). *Base of RoPE Bounds Context Length*.
+#   <https://arxiv.org/abs/2405.14591>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
 #   <https://arxiv.org/abs/2307.09288>
 # - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>

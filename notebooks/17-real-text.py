@@ -349,6 +349,7 @@ display(Markdown(table(NAME)))
 # 彼らの図にないものも見ておきます。FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がります。
 # NoPE は $L$ ですでに大きく遅れ（7.59。エンコーディングがないと、この小さなモデルはテキストをずっと下手にしか学習できません）、16.28 まで上がります。
 
+
 # %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, and Press et al.'s ratios are those of their Table 3", "ja": "上で引用したパープレキシティ、比、対応のある区間は記録の値で、Press らの比は彼らの表 3 の値です"}
 def at(row, factor, key="loss"):
     return round(ppl(row, factor * L, key)[0], 2)
@@ -407,6 +408,7 @@ assert (at("fire", 16), at("nope", 1), at("nope", 16)) == (7.01, 7.59, 16.28)
 # 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。
 # 左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ の区間ごとに平均しました。
 # 右では各位置が 16 個のブロックのそれぞれ 1 バイトなので、すべての曲線に共通する凹凸はテキストによるもので、曲線どうしの差がエンコーディングによるものです。
+
 
 # %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がり、2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE はわずかに上がり、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
 def by_position(row, N):
@@ -469,6 +471,7 @@ plt.show()
 # - FIRE はゆっくり上がります。しきい値（$L$ から学習され、57 ほどまで下がりました）より先では、どの距離もクエリの位置で割ります。
 #   そのため入力に新しい値はありませんが、長い窓では多くの距離が同じ範囲に押し込まれます。
 # - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
+
 
 # %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57", "ja": "L の前後の区間について引用した損失は記録の値です。L より短い距離が届くのは T5 のバケット 0〜26 だけで、バケット 27 は 67 から始まります。FIRE が学習したしきい値はおよそ 57 です"}
 def stretch(kind, a, b):
@@ -544,6 +547,7 @@ display(Markdown(table(NAME, key="sliding_loss")))
 # $16L$ では 2 つの評価が同じ 1,024 バイトを採点し、文脈は少なくとも 1,008 バイトと少なくとも 960 バイトですが、結果は小数第 3 位まで一致します。
 # 重ならない窓で見えた改善は、先頭トークンの呪いが和らいだ分です。$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると、損失は 0.047 $[0.031, 0.062]$ nat 下がります。
 # Chi ら（2023）も同じ見方に達しています。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
+
 
 # %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5 % 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します"}
 def slid(row, factor):

@@ -226,7 +226,7 @@ for run in record["runs"]:
 # whose tokens are words, with four encodings, and read it in non-overlapping windows
 # longer than its training length. On the left, their numbers for $L = 1024$
 # words (their Table 3); on the right, this record's, both against $N/L$. The bands
-# are the 95 % intervals over seeds; the table gives the numbers.
+# are 95 % intervals over seeds.
 
 # %% [markdown] lang="ja"
 # ## CPU の規模で描く Press らの図 1
@@ -234,7 +234,7 @@ for run in record["runs"]:
 # Press ら（2022）は、16 層の Transformer の言語モデルを 4 種類のエンコーディングで学習しました。
 # データは WikiText-103（トークンは語です）で、学習時の長さより長い重ならない窓で読ませています。
 # 左は $L = 1024$ 語で学習した彼らの数値（彼らの表 3）、右はこの記録の数値で、どちらも横軸は $N/L$ です。
-# 帯はシードにわたる 95 % 区間です。数値は表にまとめました。
+# 帯はシードにわたる 95 % 区間です。
 
 # %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。rotary は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細いです。"]}
 # Press et al. (2022), Table 3: WikiText-103, L = 1024, evaluated on
@@ -280,29 +280,8 @@ right.legend(loc="upper left", ncols=2)
 plt.show()
 
 
-# %% tags=["figure"]
-def table(rows, key="loss"):
-    """Perplexity [95 % interval] of each row at each length, as Markdown."""
-    head = (
-        "| | "
-        + " | ".join(f"${f}L$" if f > 1 else "$L$" for f in S["factors"])
-        + " |"
-    )
-    lines = [head, "|---" * (len(lengths) + 1) + "|"]
-    for row in rows:
-        cells = []
-        for N in lengths:
-            m, lo, hi = ppl(row, N, key)
-            cells.append(f"{m:.2f} [{lo:.2f}, {hi:.2f}]")
-        name = NAME[row.split("+")[0]] + row[len(row.split("+")[0]) :]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-display(Markdown(table(NAME)))
-
 # %% [markdown] lang="en"
-# Point by point against their figure and its numbers:
+# Point by point:
 #
 # 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$ (0.98 times); theirs
 #    18.66 and 17.98 (0.96 times). Both improve a little from $2L$ on: the
@@ -330,7 +309,7 @@ display(Markdown(table(NAME)))
 # worse), rises to 16.28.
 
 # %% [markdown] lang="ja"
-# 彼らの図と数値に 1 点ずつ照らし合わせます。
+# 1 点ずつ照らし合わせます。
 #
 # 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）です。彼らの値は 18.66 と 17.98（0.96 倍）です。
 #    どちらも $2L$ から少しよくなりますが、これは文脈が長くなったからではなく、先頭トークンの呪いが減ったためです（後述）。
@@ -348,6 +327,44 @@ display(Markdown(table(NAME)))
 #
 # 彼らの図にないものも見ておきます。FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がります。
 # NoPE は $L$ ですでに大きく遅れ（7.59。エンコーディングがないと、この小さなモデルはテキストをずっと下手にしか学習できません）、16.28 まで上がります。
+
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: every perplexity with its interval.** The two tables give each
+# encoding's perplexity at every length with its 95 % interval over the three seeds,
+# in non-overlapping windows (the figure above) and in the sliding window (the
+# section after next).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：すべてのパープレキシティとその区間**
+#
+# 2 つの表は、各エンコーディングのすべての長さでのパープレキシティを、3 つのシードにわたる 95 % 区間とともに示します。
+# 上の表が重ならない窓（上の図）、下の表がスライディングウィンドウ（次の次の節）です。
+
+
+# %% tags=["deeper"]
+def table(rows, key="loss"):
+    """Perplexity [95 % interval] of each row at each length, as Markdown."""
+    head = (
+        "| | "
+        + " | ".join(f"${f}L$" if f > 1 else "$L$" for f in S["factors"])
+        + " |"
+    )
+    lines = [head, "|---" * (len(lengths) + 1) + "|"]
+    for row in rows:
+        cells = []
+        for N in lengths:
+            m, lo, hi = ppl(row, N, key)
+            cells.append(f"{m:.2f} [{lo:.2f}, {hi:.2f}]")
+        name = NAME[row.split("+")[0]] + row[len(row.split("+")[0]) :]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+display(Markdown(table(NAME)))
+
+# %% tags=["deeper"]
+display(Markdown(table(NAME, key="sliding_loss")))
 
 
 # %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, and Press et al.'s ratios are those of their Table 3", "ja": "上で引用したパープレキシティ、比、対応のある区間は記録の値で、Press らの比は彼らの表 3 の値です"}
@@ -449,9 +466,9 @@ plt.show()
 #   window's start grow: RoPE from about $t = 80$, T5 from about 72, to 3.30 and 2.38
 #   on the last 8 positions of $2L$. T5's climb starts past distance 67, where its
 #   buckets 27 to 31 begin: training at $L = 64$ never reaches them, so they keep their
-#   initial draw, nearly $0$. Press et al. trained at $L = 512$ and $1024$, far past
-#   the maximum distance (128) of Hugging Face's T5 bias, which their code follows, so
-#   every bucket was trained: the likely reason their T5 holds so much longer.
+#   initial draw, nearly $0$. Press et al. trained at $L = 512$ and $1024$, past the
+#   maximum distance (128) of the Hugging Face T5 bias their code follows: every
+#   bucket was trained, likely why their T5 holds longer.
 # - FIRE rises slowly: past its threshold (about 57, learned from $L$) it divides
 #   each distance by the query's position, so no input is new, but long windows
 #   squeeze many distances together.
@@ -517,8 +534,20 @@ assert all(56 < t < 58 for t in thresholds)
 # スライディングウィンドウでは、採点するどのバイトにも少なくとも $N - 16$ バイトの文脈があります。
 # そのため $2L$ 以降は採点するバイトがすべて $L$ よりはるか先にあり、重ならない窓の数値を和らげていた短い文脈のバイトは 1 つもありません。
 
-# %% tags=["figure"]
-display(Markdown(table(NAME, key="sliding_loss")))
+# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図。帯は 95 % 区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+for kind in NAME:
+    rows = (ppl(kind, N, "sliding_loss") for N in lengths)
+    mean, lo, hi = zip(*rows, strict=True)
+    x = [N / L for N in lengths]
+    ax.plot(
+        x, mean, marker=MARK[kind], ms=4, color=COLOR[kind], label=NAME[kind]
+    )
+    ax.fill_between(x, lo, hi, color=COLOR[kind], alpha=0.2, lw=0)
+log_axes(ax, [5, 10, 20, 50])
+ax.set_ylabel(r"$\mathrm{PPL}$")
+ax.legend(loc="upper left", ncols=2)
+plt.show()
 
 # %% [markdown] lang="en"
 # Only ALiBi stays flat: 5.06 at $L$, 5.20 at $16L$. Press et al. found the same with
@@ -629,7 +658,16 @@ ax.set_ylabel(r"$\mathrm{PPL}$")
 ax.legend(loc="upper left", ncols=2)
 plt.show()
 
-# %% tags=["figure"]
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the RoPE rows with their intervals.** Non-overlapping windows, as in
+# the figure; plain RoPE is in the first table above.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：RoPE の各行とその区間**
+#
+# 図と同じく重ならない窓での値です。そのままの RoPE は、上の最初の表にあります。
+
+# %% tags=["deeper"]
 display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 
 # %% [markdown] lang="en"

@@ -24,7 +24,7 @@ from tests.site.test_browser import SLUGS, record
 WORDS_MAX, WORDS_MEDIAN = 3_000, 2_500
 SCREENS_MAX, SCREENS_MEDIAN = 20, 12
 SCREEN = (1280, 900)
-REWRITTEN = {"sinusoidal", "sinusoids-in-the-wild", "rope-context", "use-posenc"}
+REWRITTEN = {"sinusoidal", "sinusoids-in-the-wild", "rope-context", "use-posenc", "real-text"}
 
 
 class _MainPath(HTMLParser):

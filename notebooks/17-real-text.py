@@ -544,9 +544,9 @@ for kind in NAME:
         x, mean, marker=MARK[kind], ms=4, color=COLOR[kind], label=NAME[kind]
     )
     ax.fill_between(x, lo, hi, color=COLOR[kind], alpha=0.2, lw=0)
-log_axes(ax, [5, 10, 20, 50])
-ax.set_ylabel(r"$\mathrm{PPL}$")
-ax.legend(loc="upper left", ncols=2)
+log_axes(ax, [5, 10, 20, 50, 100])
+ax.set(ylabel=r"$\mathrm{PPL}$", ylim=(4, 250))
+ax.legend(loc="upper left", ncols=3)
 plt.show()
 
 # %% [markdown] lang="en"

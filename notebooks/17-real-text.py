@@ -461,7 +461,7 @@ plt.show()
 # %% [markdown] lang="en"
 # - Below $L$ the curves fall together as the context grows; only NoPE's stays high.
 # - Sinusoidal jumps as soon as $t$ passes $L$: from 1.50 on the last 8 positions
-#   before $L$ to 3.25 on the first 8 after it: past $L$ it adds vectors never seen.
+#   before $L$ to 3.25 on the first 8 after it; past $L$ it adds vectors never seen.
 # - RoPE and T5 hold for a few positions, then climb as the distances back to the
 #   window's start grow: RoPE from about $t = 80$, T5 from about 72, to 3.30 and 2.38
 #   on the last 8 positions of $2L$. T5's climb starts past distance 67, where its
@@ -881,7 +881,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # `python -m posenc_lab.extrapolation --jobs 2`, with chapter 11's; `lab/README.md`
 # gives its design and budget, the cell below its versions, machine and sessions.
 # Press et al.'s numbers are their Tables 3 and 13 to 15 (arXiv version 2), read,
-# like Kazemnejad et al. (§7, Appendix F), Chen et al. (Tables 1, 3) and Peng et al.
+# like Kazemnejad et al. (§7, Appendix F), Chen et al. (§3.2) and Peng et al.
 # (§3), in page-referenced transcriptions; the other papers are quoted from their
 # abstracts.
 #
@@ -917,7 +917,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で第 11 章の記録と一緒に作りました。
 # 設計と予算は `lab/README.md` にあり、記録にあるバージョン、マシン、セッションは下のセルが出力します。
 # Press らの数値は、彼らの表 3 と表 13〜15（arXiv の第 2 版）です。
-# これらと、Kazemnejad ら（§7、付録 F）、Chen ら（表 1 と表 3）、Peng ら（§3）から引用した内容は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。
+# これらと、Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）から引用した内容は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。
 #
 # ### 参考文献
 #

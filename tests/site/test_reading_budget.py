@@ -29,6 +29,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "efficient-rope",
     "learned-embeddings",
     "length-generalisation",
+    "real-text",
     "rope",
     "rope-context",
     "shaw-relative",

@@ -1183,7 +1183,7 @@ assert share == [99, 98]
 # the run and every cell with its learning curve; the cell below prints where it
 # was made. `lab/README.md` gives the design, its budget and the pilot that set
 # the steps and the rate. The first version's record, `length-generalisation.json`,
-# is no longer read here.
+# is no longer stored; git history keeps it.
 #
 # - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
@@ -1216,7 +1216,7 @@ assert share == [99, 98]
 #
 # 記録 `extrapolation-tasks.json`（`posenc_lab` の記録の 1 つ）には、設定、コマンド、コミット、バージョン、マシン、実行のすべてのセッション、学習曲線を含むすべてのセルが入っています。下のセルは、記録を作った環境を表示します。
 # 設計、計算時間の見積もり、ステップ数と学習率を決めた予備実験は `lab/README.md` にあります。
-# 最初の版の記録 `length-generalisation.json` は、この章ではもう読みません。
+# 最初の版の記録 `length-generalisation.json` はもう保存していません。git の履歴に残っています。
 #
 # - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.

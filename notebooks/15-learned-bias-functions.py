@@ -1162,8 +1162,8 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # scheme is not tested there on causal language models. On 6000 models and 15
 # algorithmic tasks, the abstract reports an average gain of 12.0% in test
 # accuracy on lengths unseen in training. What randomised positions, KERPLE,
-# FIRE and CoPE buy on two small tasks trained on this site is in
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb#reading-the-results);
+# FIRE and CoPE buy on three small tasks trained on this site is in
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb#how-far-each-encoding-carries-a-task);
 # their papers' own experiments are at a larger scale. That chapter starts
 # FIRE's threshold at the training length instead of the pseudo-code's $512$,
 # so that its progressive interpolation acts on the inputs longer than the
@@ -1211,7 +1211,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # この版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
 # また、論文のモデルは、アルゴリズム的なタスクを解くエンコーダだけの Transformer です。論文では、この方法は因果的な言語モデルでは試されていません。
 # 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べた結果、学習中に見ていない長さでのテストの正解率は平均 12.0% 上がりました。
-# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#結果を読む)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 2 つの小さなタスクで学習して比べます。
+# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#各エンコーディングはどこまでタスクを保てるか)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 3 つの小さなタスクで学習して比べます。
 # それぞれの論文の実験は、もっと大きな規模で行われています。
 # その章では、学習時の長さより長い入力で漸進的補間が働くように、FIRE のしきい値の初期値を疑似コードの $512$ ではなく学習時の長さにしています。
 #

@@ -538,7 +538,7 @@ def test_the_choice_of_rate():
 
 # ------------------------------------------------------ the stored records
 
-#: The CI slice (lab/README.md, "The CI slice"): about 45 s of one core in all.
+#: The CI slice (lab/README.md, "The CI slice"): about 50 s of one core in all.
 #: REPLAYS re-run the first steps of stored cells, the same model, data, schedule
 #: and checks, and compare the training loss (every 10 steps) and the learning
 #: curve's checks with the record's: ALiBi and RoPE on text (the corpus, the

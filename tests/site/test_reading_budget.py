@@ -28,6 +28,8 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "alibi",
     "efficient-rope",
     "learned-embeddings",
+    "length-generalisation",
+    "real-text",
     "rope",
     "rope-context",
     "rope-in-llms",

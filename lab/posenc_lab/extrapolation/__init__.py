@@ -13,6 +13,6 @@ Two experiments, one runner (``python -m posenc_lab.extrapolation``):
 
 :mod:`.models` holds what both share (the kinds, RoPE's scaled rows,
 training, fine-tuning), :mod:`.runner` the resumable parallel runner and
-the records. Version 1 (:mod:`posenc_lab.experiments`) stays, unchanged,
-while its chapter reads it.
+the records. Version 1 (``posenc_lab.experiments``) was removed with its
+record and tests once no chapter read it.
 """

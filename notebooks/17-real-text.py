@@ -1,0 +1,964 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     notebook_metadata_filter: -jupytext.text_representation.jupytext_version
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] lang="en"
+# # A tiny language model on real text
+#
+# Trained on windows of 64 bytes of Python's documentation and read in windows up to
+# 16 times as long, a byte-level model with ALiBi keeps its
+# [perplexity](../docs/glossary.md#perplexity) flat, while the sinusoidal and RoPE
+# models' grow about tenfold and T5's fivefold: Press et al.'s Figure 1 at CPU scale.
+# Two results depart from the paper (ALiBi is the worst encoding at the training
+# length, T5 degrades early); YaRN gives RoPE most of its perplexity back without
+# training; and only ALiBi stays flat when every byte has a long context.
+
+# %% [markdown] lang="ja"
+# # 実テキストで学習する小さな言語モデル
+#
+# Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
+# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で描いた Press らの図 1 です。
+# 論文と食い違う結果が 2 つあります（学習時の長さでは ALiBi が最も悪く、T5 は早く悪化します）。
+# YaRN は学習なしで RoPE のパープレキシティの大部分を取り戻します。すべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
+
+# %% [markdown] lang="en"
+# ## The model, the text and the encodings
+#
+# The text is the reStructuredText sources of Python 3.11's documentation in Debian's
+# `python3.11-doc` package: 497 documents, 11 MB of English prose and code, identical
+# for anyone with the same package version. One document in ten, chosen by a
+# hash of its path, is held out for evaluation. The model
+# reads bytes, so its perplexity is per byte: 4.5 means as unsure of the next byte as
+# a uniform choice among 4.5 bytes.
+#
+# The model is the toy Transformer of
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb), wider: 2 layers,
+# width 128, 4 heads of 32, trained for 2,000 steps of 32 windows of $L = 64$ bytes
+# (the [training length](../docs/glossary.md#training-length)). Six encodings, three
+# [seeds](../docs/glossary.md#seed) each: NoPE (none), sinusoidal, RoPE (base $10^4$),
+# ALiBi (slopes $1/4$ to $1/256$), T5's buckets and FIRE. To fit this and chapter 11's
+# tasks into 90 minutes on two CPU cores, the text experiment leaves out learned
+# positions (no row past $L$: nothing to extrapolate), KERPLE (one of the biases FIRE
+# can represent, Li et al. 2024), CoPE (1.8 times the cost) and randomised positions,
+# and keeps one training length ($L = 128$ costs 2.4 times as much per step).
+
+# %% [markdown] lang="ja"
+# ## モデル、テキスト、エンコーディング
+#
+# テキストは、Debian の `python3.11-doc` パッケージに入っている Python 3.11 のドキュメントの reStructuredText ソースです。
+# 497 個の文書からなる 11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。
+# パスのハッシュで選んだ 10 個に 1 個の文書は、評価用に取り分けます。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトについて 4.5 個のバイトから一様に選ぶのと同じだけ迷っていることになります。
+#
+# モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルの Transformer を広げたものです。
+# 2 層、幅 128、32 次元のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個からなるステップを、2,000 回学習します。
+# エンコーディングは 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。NoPE（エンコーディングなし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE です。
+# この実験と第 11 章のタスクを 2 コアの CPU で 90 分に収めるため、テキストの実験からはいくつかの種類を外しました。
+# 外したのは、学習型の位置埋め込み（$L$ より先の行がなく、外挿するものがありません）と KERPLE（FIRE が表せるバイアスの 1 つです。Li ら 2024）です。
+# CoPE（コストが 1.8 倍）とランダム化した位置も外しました。
+# 学習時の長さも 1 つだけです（$L = 128$ では 1 ステップのコストが 2.4 倍になります）。
+
+# %%
+import itertools
+import json
+import math
+
+import matplotlib.pyplot as plt
+import torch
+from IPython.display import Markdown, display
+
+from posenc import t5_relative_position_bucket
+from posenc_lab import record_path
+from posenc_lab.extrapolation import corpus as C
+from posenc_lab.extrapolation import models as M
+from posenc_lab.extrapolation import text as X
+from posenc_lab.plotting import INK, OKABE_ITO, use_site_style
+from posenc_lab.stats import paired_difference, t_interval
+
+use_site_style()
+
+record = json.loads(record_path("extrapolation-text").read_text())
+S = record["settings"]
+L, seeds = S["L"], S["seeds"]
+lengths = [f * L for f in S["factors"]]
+runs = {(r["kind"], r["seed"]): r for r in record["runs"]}
+NAME = {
+    "nope": "NoPE",
+    "sinusoidal": "sinusoidal",
+    "rope": "RoPE",
+    "alibi": "ALiBi",
+    "t5": "T5",
+    "fire": "FIRE",
+}
+
+
+def losses(row, N, key="loss"):
+    """The mean loss of `row` at length N: one value per seed."""
+    kind = row.split("+")[0]
+    return [runs[kind, s]["rows"][row][key][str(N)] for s in seeds]
+
+
+def ppl(row, N, key="loss"):
+    """Perplexity exp(mean loss over the seeds), with its 95 % interval."""
+    return tuple(math.exp(v) for v in t_interval(losses(row, N, key)))
+
+
+corpus = record["corpus"]
+print(
+    f"{corpus['package']} {corpus['version']}: {corpus['documents']} "
+    f"documents, {corpus['bytes']:,} bytes "
+    f"({corpus['validation_documents']} documents held out)\n"
+    f"{len(S['kinds'])} encodings x {len(seeds)} seeds, L = {L}, "
+    f"{S['steps']} steps of {S['batch_size']} windows each",
+    end="",
+)
+
+# %% tags=["check"] summary={"en": "the record holds every encoding, seed, row and length of the design, made on the pinned corpus", "ja": "記録には設計どおりのすべてのエンコーディング、シード、行、長さがあり、固定したコーパスで作られています"}
+assert S == X.SETTINGS  # the record is the design of posenc_lab
+assert corpus["sha256"] == C.SHA256 and corpus["documents"] == 497
+assert corpus["bytes"] == C.TOTAL_BYTES == 11_048_275
+assert len(record["runs"]) == len(S["kinds"]) * len(seeds) == 18
+for (kind, _), run in runs.items():
+    assert list(run["rows"]) == M.rope_rows(kind, tuple(S["rope_rows"]))
+    for result in run["rows"].values():
+        assert list(result["loss"]) == [str(N) for N in lengths]
+
+# %% [markdown] lang="en"
+# How far RoPE extrapolates depends on its pairs
+# ([*Extending RoPE's context*](09-rope-context.ipynb#wavelengths-against-the-training-context)).
+# Pair $i$ has the wavelength $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ and turns
+# within $L$ when $\lambda_i \le L$: 5 of 16 pairs, 31 %, against 46 of 64, 72 %, in
+# Llama 2 ($L = 4096$). So more of this model's pairs meet unseen angles past $L$
+# (beyond what Liu et al. 2023 call the critical dimension), and its fastest pair
+# turns 10 times within $L$, Llama 2's 652 times.
+
+# %% [markdown] lang="ja"
+# RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#学習時の長さと波長)の章）。
+# ここではペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ のときに $L$ の間に少なくとも 1 周します。
+# 1 周するのは 16 組のうち 5 組、31 % で、Llama 2（$L = 4096$）の 64 組のうち 46 組、72 % より少なくなります。
+# つまりこのモデルは遅いペア、すなわち $L$ の先で見たことのない角度に出会うペアの割合が大きいのです（Liu ら 2023 が臨界次元と呼ぶ境より先のペアです）。
+# また、最も速いペアは $L$ の間に 10 回転しますが、Llama 2 では 652 回転します。
+
+# %%
+head = S["dim"] // S["n_heads"]
+ours = M.turning_pairs(head, 1e4, L)
+llama = M.turning_pairs(**M.LLAMA2)
+print(
+    f"this model: {ours} of {head // 2} pairs turn within L = {L} "
+    f"({ours / (head // 2):.0%})\n"
+    f"Llama 2:    {llama} of 64 pairs turn within L = 4096 ({llama / 64:.0%})",
+    end="",
+)
+
+# %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here, 0 to 45 in Llama 2", "ja": "ペア i が L の間に 1 周するのは波長 2π·10^(8i/32) が L 以下のときで、ここではペア 0〜4、Llama 2 ではペア 0〜45 です"}
+wavelength = [2 * math.pi * 1e4 ** (2 * i / head) for i in range(head // 2)]
+assert [w <= L for w in wavelength].count(True) == ours == 5
+assert wavelength[4] < L < wavelength[5]  # 39.7 and 70.7 positions
+assert llama == 46
+assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
+
+# %% [markdown] lang="en"
+# ## Two ways to read a long text
+#
+# A model's loss at a byte is $\ell = -\ln p$, with $p$ the probability it gave to
+# the byte that comes next; perplexity is $\exp$ of the mean loss. A text longer than
+# the window is cut in one of two ways.
+#
+# **Non-overlapping windows** (Press et al.'s Figure 1): windows of $N$ bytes side by
+# side, each byte predicted from those before it in its window. A window's first bytes
+# have little context and a high loss, the early-token curse in Press et al.'s words;
+# the longer the window, the fewer such bytes, so the perplexity falls with $N$ even
+# for a model that uses no more context.
+#
+# **A sliding window**: a window of $N$ bytes moved 16 bytes at a time, scoring only
+# its last 16, so that every scored byte has at least $N - 16$ bytes of context.
+#
+# The evaluation text is 16 blocks spread over the held-out documents: the
+# non-overlapping windows score the same $16 \times 1024$ bytes at every $N$, the
+# sliding windows the last 64 bytes of each block. Each perplexity is $\exp$ of the
+# loss averaged over three seeds, with a 95 % interval over the seeds (as in chapter
+# 11); the text is fixed, so its draw is not in the interval.
+
+# %% [markdown] lang="ja"
+# ## 長いテキストの 2 通りの読み方
+#
+# モデルのあるバイトでの損失は $\ell = -\ln p$ です。$p$ は、次に来るバイトにモデルが与えた確率です。パープレキシティは損失の平均の $\exp$ です。
+# 窓より長いテキストは、次の 2 通りのどちらかで切って読みます。
+#
+# **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
+# 窓の最初のほうのバイトには文脈がほとんどなく、損失が大きくなります。Press らの言う先頭トークンの呪い（early-token curse）です。
+# 窓が長いほどそうしたバイトは少なくなるので、文脈を少しも多く使わないモデルでも、$N$ とともにパープレキシティは下がります。
+#
+# **スライディングウィンドウ**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
+#
+# 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。
+# 重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを採点し、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
+# パープレキシティはどれも 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95 % 区間（第 11 章と同じもの）を付けます。
+# テキストは固定なので、その選び方のばらつきは区間に含まれません。
+
+# %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録は自己矛盾がありません"}
+for run in record["runs"]:
+    for result in run["rows"].values():
+        for N in lengths:
+            by_pos = result["by_position"][str(N)]
+            slid = result["sliding_by_position"][str(N)]
+            assert len(by_pos) == N and len(slid) == S["sliding_stride"]
+            # the lists are rounded to 4 decimals, the means to 6
+            assert abs(sum(by_pos) / N - result["loss"][str(N)]) < 1e-4
+            mean_slid = sum(slid) / len(slid)
+            assert abs(mean_slid - result["sliding_loss"][str(N)]) < 1e-4
+
+# %% [markdown] lang="en"
+# ## Press et al.'s Figure 1 at CPU scale
+#
+# Press et al. (2022) trained a 16-layer Transformer language model on WikiText-103,
+# whose tokens are words, with four encodings, and read it in non-overlapping windows
+# longer than its training length. On the left, their numbers for $L = 1024$
+# words (their Table 3); on the right, this record's, both against $N/L$. The bands
+# are 95 % intervals over seeds.
+
+# %% [markdown] lang="ja"
+# ## CPU の規模で描く Press らの図 1
+#
+# Press ら（2022）は、16 層の Transformer の言語モデルを 4 種類のエンコーディングで学習しました。
+# データは WikiText-103（トークンは語です）で、学習時の長さより長い重ならない窓で読ませています。
+# 左は $L = 1024$ 語で学習した彼らの数値（彼らの表 3）、右はこの記録の数値で、どちらも横軸は $N/L$ です。
+# 帯はシードにわたる 95 % 区間です。
+
+# %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。rotary は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細いです。"]}
+# Press et al. (2022), Table 3: WikiText-103, L = 1024, evaluated on
+# 1024, 2024, 4024, 8024 and 16024 tokens (T5: out of memory at 16024)
+PRESS = {
+    "sinusoidal": [19.34, 51.09, 144.00, 284.88, 453.32],
+    "rope": [19.33, 31.17, 44.30, 64.91, 106.99],
+    "t5": [18.80, 18.34, 19.44, 25.79, None],
+    "alibi": [18.66, 18.05, 17.95, 17.96, 17.98],
+}
+PRESS_N = [1024, 2024, 4024, 8024, 16024]
+COLOR = dict(zip(NAME, OKABE_ITO, strict=False))
+MARK = dict(zip(NAME, "osD^vP", strict=True))
+
+fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.6), sharex=True)
+for kind, values in PRESS.items():
+    x = [n / 1024 for n, v in zip(PRESS_N, values, strict=True) if v]
+    y = [v for v in values if v]
+    left.plot(x, y, marker=MARK[kind], ms=4, color=COLOR[kind])
+for kind in NAME:
+    mean, lo, hi = zip(*(ppl(kind, N) for N in lengths), strict=True)
+    x = [N / L for N in lengths]
+    right.plot(
+        x, mean, marker=MARK[kind], ms=4, color=COLOR[kind], label=NAME[kind]
+    )
+    right.fill_between(x, lo, hi, color=COLOR[kind], alpha=0.2, lw=0)
+
+
+def log_axes(ax, yticks):
+    """Log axes labelled with plain numbers: N/L on x, perplexity on y."""
+    ax.set(xscale="log", yscale="log", xlabel="$N/L$")
+    ax.set_xticks([1, 2, 4, 8, 16], ["1", "2", "4", "8", "16"])
+    ax.set_yticks(yticks, [str(y) for y in yticks])
+    ax.minorticks_off()
+
+
+log_axes(left, [20, 50, 100, 200, 500])
+log_axes(right, [5, 10, 20, 50])
+left.set_title("WikiText-103")
+right.set_title("python3.11-doc")
+left.set_ylabel(r"$\mathrm{PPL}$")
+right.legend(loc="upper left", ncols=2)
+plt.show()
+
+
+# %% [markdown] lang="en"
+# Point by point:
+#
+# 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$ (0.98 times); theirs
+#    18.66 and 17.98 (0.96 times). Both improve a little from $2L$ on: the
+#    early-token curse lifting, not longer context (below).
+# 2. **Sinusoidal explodes first and most: agrees.** 3.3 times its perplexity at $L$
+#    by $2L$ (15.21), 10 times by $16L$ (47.98); theirs 2.6 times at 2,024 words and
+#    23 times at 16,024 (453.32).
+# 3. **RoPE degrades less than sinusoidal: agrees at $2L$ and $4L$, undecided
+#    beyond.** RoPE's perplexity is 0.48 $[0.37, 0.63]$ times sinusoidal's at $2L$ and
+#    0.58 $[0.38, 0.88]$ at $4L$ (paired by seed); at $8L$ and $16L$ the intervals
+#    contain 1. Theirs stays far below at every length and rises less: 5.5 times at
+#    $16L$ against 9.2 here.
+# 4. **T5 lies between RoPE and ALiBi: agrees on the order, not the size.** The order
+#    at $16L$, ALiBi $<$ T5 $<$ RoPE $<$ sinusoidal, is theirs at $8L$ (beyond
+#    12,024 words their T5 ran out of memory); T5 is 0.60 $[0.45, 0.81]$ times RoPE
+#    here. But theirs improves up to about $2L$ (18.34) and is 1.37 times its $L$
+#    perplexity at $8L$, this one 1.24 times at $2L$ and 3.9 times at $8L$.
+# 5. **ALiBi is best at $L$: contradicted.** Theirs is (18.66, T5 18.80); here ALiBi
+#    is the worst of the five encodings at $L$, 1.08 $[1.06, 1.10]$ times the
+#    perplexity of FIRE, the best. One difference the record cannot test: the slopes
+#    act per byte here, per word there.
+#
+# Not in their figure: FIRE, best at $L$, rises slowly to 7.01 at $16L$; NoPE, far
+# behind at $L$ (7.59: without an encoding this small model learns the text much
+# worse), rises to 16.28.
+
+# %% [markdown] lang="ja"
+# 1 点ずつ照らし合わせます。
+#
+# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）です。彼らの値は 18.66 と 17.98（0.96 倍）です。
+#    どちらも $2L$ から少しよくなりますが、これは文脈が長くなったからではなく、先頭トークンの呪いが減ったためです（後述）。
+# 2. **正弦波は最も早く、最も大きく悪化：一致します。** $L$ での値に対して、$2L$ で 3.3 倍（15.21）、$16L$ で 10 倍（47.98）です。
+#    彼らの値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
+# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は決められません。** RoPE のパープレキシティは、正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。
+#    比はシードごとに対応させて求めました。$8L$ と $16L$ では区間が 1 を含みます。
+#    彼らの RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
+# 4. **T5 は RoPE と ALiBi の間：順序は一致し、大きさは一致しません。** $16L$ での ALiBi $<$ T5 $<$ RoPE $<$ 正弦波という順序は、彼らの $8L$ での順序と同じです。
+#    彼らの T5 は 12,024 語より先でメモリが足りなくなりました。ここでの T5 のパープレキシティは RoPE の 0.60 $[0.45, 0.81]$ 倍です。
+#    しかし彼らの T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
+# 5. **$L$ では ALiBi が最もよい：否定されます。** 彼らの結果ではそうです（18.66、T5 は 18.80）。
+#    ここでは ALiBi が $L$ で 5 つのエンコーディングのうち最も悪く、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
+#    記録からは確かめられない違いが 1 つあります。傾きは、ここではバイトごと、彼らのモデルでは語ごとにかかります。
+#
+# 彼らの図にないものも見ておきます。FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がります。
+# NoPE は $L$ ですでに大きく遅れ（7.59。エンコーディングがないと、この小さなモデルはテキストをずっと下手にしか学習できません）、16.28 まで上がります。
+
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: every perplexity with its interval.** The two tables give each
+# encoding's perplexity at every length with its 95 % interval over the three seeds,
+# in non-overlapping windows (the figure above) and in the sliding window (the
+# section after next).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：すべてのパープレキシティとその区間**
+#
+# 2 つの表は、各エンコーディングのすべての長さでのパープレキシティを、3 つのシードにわたる 95 % 区間とともに示します。
+# 上の表が重ならない窓（上の図）、下の表がスライディングウィンドウ（次の次の節）です。
+
+
+# %% tags=["deeper"]
+def table(rows, key="loss"):
+    """Perplexity [95 % interval] of each row at each length, as Markdown."""
+    head = (
+        "| | "
+        + " | ".join(f"${f}L$" if f > 1 else "$L$" for f in S["factors"])
+        + " |"
+    )
+    lines = [head, "|---" * (len(lengths) + 1) + "|"]
+    for row in rows:
+        cells = []
+        for N in lengths:
+            m, lo, hi = ppl(row, N, key)
+            cells.append(f"{m:.2f} [{lo:.2f}, {hi:.2f}]")
+        name = NAME[row.split("+")[0]] + row[len(row.split("+")[0]) :]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+display(Markdown(table(NAME)))
+
+# %% tags=["deeper"]
+display(Markdown(table(NAME, key="sliding_loss")))
+
+
+# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, and Press et al.'s ratios are those of their Table 3", "ja": "上で引用したパープレキシティ、比、対応のある区間は記録の値で、Press らの比は彼らの表 3 の値です"}
+def at(row, factor, key="loss"):
+    return round(ppl(row, factor * L, key)[0], 2)
+
+
+def ratio(a, b, factor, key="loss"):
+    """exp of the paired difference of a and b's losses: a ratio of PPLs."""
+    m, lo, hi = paired_difference(
+        losses(a, factor * L, key), losses(b, factor * L, key)
+    )
+    return tuple(round(math.exp(v), 2) for v in (m, lo, hi))
+
+
+assert (at("alibi", 1), at("alibi", 16)) == (4.84, 4.75)
+assert round(at("alibi", 16) / at("alibi", 1), 2) == 0.98
+assert round(17.98 / 18.66, 2) == 0.96
+assert (at("sinusoidal", 2), at("sinusoidal", 16)) == (15.21, 47.98)
+assert round(15.21 / at("sinusoidal", 1), 1) == 3.3
+assert round(47.98 / at("sinusoidal", 1)) == 10
+assert (round(51.09 / 19.34, 1), round(453.32 / 19.34)) == (2.6, 23)
+assert ratio("rope", "sinusoidal", 2) == (0.48, 0.37, 0.63)
+assert ratio("rope", "sinusoidal", 4) == (0.58, 0.38, 0.88)
+for f in (8, 16):
+    assert (
+        ratio("rope", "sinusoidal", f)[1]
+        < 1
+        < ratio("rope", "sinusoidal", f)[2]
+    )
+assert (
+    round(106.99 / 19.33, 1) == 5.5 and round(41.45 / at("rope", 1), 1) == 9.2
+)
+assert at("rope", 16) == 41.45
+order = sorted(("alibi", "t5", "rope", "sinusoidal"), key=lambda k: at(k, 16))
+assert order == ["alibi", "t5", "rope", "sinusoidal"]
+assert ratio("t5", "rope", 16) == (0.60, 0.45, 0.81)
+assert round(25.79 / 18.80, 2) == 1.37
+assert round(at("t5", 2) / at("t5", 1), 2) == 1.24 and at("t5", 8) == 17.50
+assert round(at("t5", 8) / at("t5", 1), 1) == 3.9
+at_L = {k: at(k, 1) for k in NAME if k != "nope"}
+assert max(at_L, key=at_L.get) == "alibi" and min(at_L, key=at_L.get) == "fire"
+assert ratio("alibi", "fire", 1) == (1.08, 1.06, 1.10)
+assert (at("fire", 16), at("nope", 1), at("nope", 16)) == (7.01, 7.59, 16.28)
+
+# %% [markdown] lang="en"
+# ## Where the loss goes past the training length
+#
+# The loss at each position $t$ of a window shows what each encoding does past $L$:
+# on the left in windows of $2L$ (each point a mean over 128 windows and three
+# seeds), on the right in windows of $16L$, averaged over bins of $t$, where each
+# position is one byte of each of 16 blocks: the wiggles all curves share are the
+# text, the gaps between them the encodings.
+
+# %% [markdown] lang="ja"
+# ## 学習時の長さを超えると損失はどうなるか
+#
+# 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。
+# 左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ の区間ごとに平均しました。
+# 右では各位置が 16 個のブロックのそれぞれ 1 バイトなので、すべての曲線に共通する凹凸はテキストによるもので、曲線どうしの差がエンコーディングによるものです。
+
+
+# %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がり、2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE はわずかに上がり、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
+def by_position(row, N):
+    """Loss at each window position t < N, averaged over the seeds."""
+    kind = row.split("+")[0]
+    rows = [runs[kind, s]["rows"][row]["by_position"][str(N)] for s in seeds]
+    return [sum(v) / len(v) for v in zip(*rows, strict=True)]
+
+
+def mean_over(row, N, a, b):
+    """Mean loss over the window positions a <= t < b."""
+    return sum(by_position(row, N)[a:b]) / (b - a)
+
+
+edges = [0, 1, 2, 4, 8, 16, 32, 64, 96, 128, 192, 256, 384, 512, 768, 1024]
+fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.6), sharey=True)
+for kind in NAME:
+    style = dict(color=COLOR[kind], label=NAME[kind])
+    left.plot(range(2 * L), by_position(kind, 2 * L), lw=1.2, **style)
+    centres = [math.sqrt(max(a, 0.5) * b) for a, b in itertools.pairwise(edges)]
+    binned = [
+        mean_over(kind, 16 * L, a, b) for a, b in itertools.pairwise(edges)
+    ]
+    right.plot(centres, binned, marker=MARK[kind], ms=3.5, **style)
+for ax in (left, right):
+    ax.axvline(L, color=INK, lw=1, ls=":")
+    ax.set(xlabel="$t$")
+right.set(xscale="log")
+left.set(ylabel=r"$\ell(t)$", ylim=(1, 4.6))
+left.legend(loc="upper left", ncols=2)
+plt.show()
+
+# %% [markdown] lang="en"
+# - Below $L$ the curves fall together as the context grows; only NoPE's stays high.
+# - Sinusoidal jumps as soon as $t$ passes $L$: from 1.50 on the last 8 positions
+#   before $L$ to 3.25 on the first 8 after it; past $L$ it adds vectors never seen.
+# - RoPE and T5 hold for a few positions, then climb as the distances back to the
+#   window's start grow: RoPE from about $t = 80$, T5 from about 72, to 3.30 and 2.38
+#   on the last 8 positions of $2L$. T5's climb starts past distance 67, where its
+#   buckets 27 to 31 begin: training at $L = 64$ never reaches them, so they keep their
+#   initial draw, nearly $0$. Press et al. trained at $L = 512$ and $1024$, past the
+#   maximum distance (128) of the Hugging Face T5 bias their code follows: every
+#   bucket was trained, likely why their T5 holds longer.
+# - FIRE rises slowly: past its threshold (about 57, learned from $L$) it divides
+#   each distance by the query's position, so no input is new, but long windows
+#   squeeze many distances together.
+# - ALiBi stays level (1.55, 1.54 and 1.52 on the same three stretches): no worse,
+#   and no better for the extra context either.
+
+# %% [markdown] lang="ja"
+# - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
+# - 正弦波は $t$ が $L$ を越えた瞬間から跳ね上がります。$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25 になります。
+#   $L$ より先では、一度も見たことのないベクトルを足すからです。
+# - RoPE と T5 はしばらく持ちこたえ、その後、窓の先頭までの距離が伸びるにつれて上がります。
+#   RoPE は $t = 80$ ほどから、T5 は 72 ほどから上がり始め、$2L$ の最後の 8 位置では 3.30 と 2.38 になります。
+#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎてから始まります。
+#   $L = 64$ での学習はそこに届かないので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。
+#   Press らのコードは Hugging Face の T5 のバイアスにならっており、その最大距離 128 をはるかに超える $L = 512$ と $1024$ で学習したので、すべてのバケットが学習されました。
+#   彼らの T5 がずっと長く持ちこたえる理由は、おそらくこれです。
+# - FIRE はゆっくり上がります。しきい値（$L$ から学習され、57 ほどまで下がりました）より先では、どの距離もクエリの位置で割ります。
+#   そのため入力に新しい値はありませんが、長い窓では多くの距離が同じ範囲に押し込まれます。
+# - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
+
+
+# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57", "ja": "L の前後の区間について引用した損失は記録の値です。L より短い距離が届くのは T5 のバケット 0〜26 だけで、バケット 27 は 67 から始まります。FIRE が学習したしきい値はおよそ 57 です"}
+def stretch(kind, a, b):
+    return round(mean_over(kind, 2 * L, a, b), 2)
+
+
+before, after, last = (L - 8, L), (L, L + 8), (2 * L - 8, 2 * L)
+assert (stretch("sinusoidal", *before), stretch("sinusoidal", *after)) == (
+    1.50,
+    3.25,
+)
+assert (stretch("rope", *last), stretch("t5", *last)) == (3.30, 2.38)
+# RoPE climbs from about t = 80, T5 from about 72 (means over 8 positions)
+assert stretch("rope", L, 80) < 1.7 < stretch("rope", 80, 88)
+assert stretch("t5", *after) < stretch("t5", 72, 80) < stretch("t5", 80, 88)
+assert [stretch("alibi", *x) for x in (before, after, last)] == [
+    1.55,
+    1.54,
+    1.52,
+]
+assert (
+    stretch("nope", 0, L)
+    > 2
+    > max(stretch(k, 32, L) for k in NAME if k != "nope")
+)
+distance = torch.arange(4 * L)
+bucket = t5_relative_position_bucket(-distance, bidirectional=False)
+assert set(bucket[:L].tolist()) == set(range(27))  # distances 0 .. 63
+assert int(distance[bucket == 27].min()) == 67
+thresholds = [runs["fire", s]["fire_threshold"] for s in seeds]
+assert all(56 < t < 58 for t in thresholds)
+
+# %% [markdown] lang="en"
+# ## The same text with more context
+#
+# Here every scored byte has at least $N - 16$ bytes of context: from $2L$ on all of
+# them sit far past $L$, with none of the short-context bytes that soften the
+# non-overlapping numbers:
+
+# %% [markdown] lang="ja"
+# ## 文脈を増やして同じテキストを読む
+#
+# スライディングウィンドウでは、採点するどのバイトにも少なくとも $N - 16$ バイトの文脈があります。
+# そのため $2L$ 以降は採点するバイトがすべて $L$ よりはるか先にあり、重ならない窓の数値を和らげていた短い文脈のバイトは 1 つもありません。
+
+# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図。帯は 95 % 区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+for kind in NAME:
+    rows = (ppl(kind, N, "sliding_loss") for N in lengths)
+    mean, lo, hi = zip(*rows, strict=True)
+    x = [N / L for N in lengths]
+    ax.plot(
+        x, mean, marker=MARK[kind], ms=4, color=COLOR[kind], label=NAME[kind]
+    )
+    ax.fill_between(x, lo, hi, color=COLOR[kind], alpha=0.2, lw=0)
+log_axes(ax, [5, 10, 20, 50, 100])
+ax.set(ylabel=r"$\mathrm{PPL}$", ylim=(4, 250))
+ax.legend(loc="upper left", ncols=3)
+plt.show()
+
+# %% [markdown] lang="en"
+# Only ALiBi stays flat: 5.06 at $L$, 5.20 at $16L$. Press et al. found the same with
+# a stride of 1 (their Tables 13 to 15, $L = 512$): ALiBi from 17.98 to 18.3 at $6L$,
+# sinusoidal from 18.35 to 204.42 at $2L$ (here 4.82 to 63.30). Their T5
+# rises gently (17.92 to 18.51 at $2L$); this one jumps to 11.48, the untrained
+# buckets again. FIRE, which rose only to 7.01 in non-overlapping windows, more than
+# doubles here (4.58 to 10.31): there its far bytes were diluted by many near ones.
+#
+# ALiBi's flat line is not long context put to use. More context than $L$ never lowers
+# its perplexity below its 5.06 at $L$, and at $16L$ the same 1,024 bytes read with
+# at least 1,008 or at least 960 bytes of context score the same to three decimals. Its gain in non-overlapping windows is the early-token curse lifting: on
+# the same bytes at $L$, 48 or more bytes of context instead of 0 to 63 lower its loss
+# by 0.047 $[0.031, 0.062]$ nats. Chi et al. (2023) reach the same picture: ALiBi
+# extrapolates because the context it actually uses (its empirical receptive field)
+# fits within the training length, and windowed attention does as well.
+
+# %% [markdown] lang="ja"
+# 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。
+# Press らもストライド 1 で同じ結果を得ています（彼らの表 13〜15、$L = 512$）。ALiBi は 17.98 から $6L$ で 18.3、正弦波は 18.35 から $2L$ で 204.42 です（ここでは 4.82 から 63.30）。
+# 彼らの T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）が、ここでの T5 は 11.48 に跳ね上がります。これも学習されなかったバケットのためです。
+# 重ならない窓では 7.01 までしか上がらなかった FIRE は、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
+#
+# ALiBi の横ばいは、長い文脈を活用しているからではありません。
+# $L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。
+# $16L$ では 2 つの評価が同じ 1,024 バイトを採点し、文脈は少なくとも 1,008 バイトと少なくとも 960 バイトですが、結果は小数第 3 位まで一致します。
+# 重ならない窓で見えた改善は、先頭トークンの呪いが和らいだ分です。$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると、損失は 0.047 $[0.031, 0.062]$ nat 下がります。
+# Chi ら（2023）も同じ見方に達しています。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
+
+
+# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5 % 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します"}
+def slid(row, factor):
+    return at(row, factor, "sliding_loss")
+
+
+assert (slid("alibi", 1), slid("alibi", 16)) == (5.06, 5.20)
+flat = [
+    k
+    for k in NAME
+    if all(slid(k, f) < 1.05 * slid(k, 1) for f in (2, 4, 8, 16))
+]
+assert flat == ["alibi"]
+assert all(slid("alibi", f) >= slid("alibi", 1) for f in (2, 4, 8, 16))
+assert slid("sinusoidal", 2) == 63.30
+assert slid("sinusoidal", 1) == 4.82
+assert round(204.42 / 18.35) == 11
+assert (slid("t5", 2), slid("fire", 16)) == (11.48, 10.31)
+assert round(slid("fire", 16) / slid("fire", 1), 1) == 2.3
+same = paired_difference(
+    losses("alibi", 16 * L, "sliding_loss"),
+    losses("alibi", 16 * L, "loss_sliding_tokens"),
+)
+assert all(abs(v) < 1e-3 for v in same)
+gain = paired_difference(
+    losses("alibi", L, "loss_sliding_tokens"),
+    losses("alibi", L, "sliding_loss"),
+)
+assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
+
+# %% [markdown] lang="en"
+# ## Rescuing RoPE
+#
+# A trained RoPE model can be read past $L$ with other frequencies
+# ([*Extending RoPE's context*](09-rope-context.ipynb)): position interpolation (PI)
+# divides all of them by $s = N/L$; YaRN keeps the pairs that turn many times within
+# $L$, divides the slow ones by $s$, blends in between and sharpens the attention with
+# a temperature. Each is tried as it is and after 100 steps of fine-tuning at $2L$
+# with $s = 2$ (Chen et al. 2023, scaled down), beside a fine-tune at $2L$ with no
+# scaling (`+ft`); past $2L$ the tuned models take $s = N/L$.
+
+# %% [markdown] lang="ja"
+# ## RoPE を救う
+#
+# 学習済みの RoPE のモデルは、周波数を変えれば $L$ より先まで読めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
+# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。YaRN は $L$ の間に何度も回るペアをそのままにし、遅いペアを $s$ で割り、その間は混ぜ合わせ、さらに温度でアテンションを鋭くします。
+# どちらも、そのままの場合と、$s = 2$ で $2L$ の長さで 100 ステップのファインチューニングをした後の場合を試します（Chen ら 2023 を縮小したもの）。
+# 比べるために、スケーリングなしの $2L$ でのファインチューニング（`+ft`）も試します。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
+
+# %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
+ROPE_ROWS = [f"rope{suffix}" for suffix in ("", "+pi", "+yarn", "+yarn-notemp")]
+TUNED = [f"rope{suffix}" for suffix in ("+ft", "+pi+ft", "+yarn+ft")]
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+x = [N / L for N in lengths]
+for row, color in zip(ROPE_ROWS[:3], OKABE_ITO, strict=False):
+    ax.plot(
+        x,
+        [ppl(row, N)[0] for N in lengths],
+        marker="o",
+        ms=4,
+        color=color,
+        label=row.replace("rope", "RoPE"),
+    )
+for row, color in zip(TUNED, OKABE_ITO, strict=False):
+    ax.plot(
+        x,
+        [ppl(row, N)[0] for N in lengths],
+        marker="s",
+        ms=4,
+        color=color,
+        ls="--",
+        label=row.replace("rope", "RoPE"),
+    )
+ax.plot(
+    x, [ppl("alibi", N)[0] for N in lengths], color=INK, lw=1, label="ALiBi"
+)
+log_axes(ax, [5, 10, 20, 50])
+ax.set_ylabel(r"$\mathrm{PPL}$")
+ax.legend(loc="upper left", ncols=2)
+plt.show()
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the RoPE rows with their intervals.** Non-overlapping windows, as in
+# the figure; plain RoPE is in the first table above.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：RoPE の各行とその区間**
+#
+# 図と同じく重ならない窓での値です。そのままの RoPE は、上の最初の表にあります。
+
+# %% tags=["deeper"]
+display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
+
+# %% [markdown] lang="en"
+# - **YaRN without training** recovers most of the loss: 4.68 at $2L$ (plain RoPE
+#   7.36), 12.81 at $16L$ (41.45). Peng et al. (2023) find YaRN ahead of the earlier
+#   methods with and without fine-tuning: *agrees*. Without its temperature the
+#   perplexity is 1.05 $[1.01, 1.08]$ times higher at $8L$; at $16L$ the interval
+#   contains 1.
+# - **PI without training is worse than nothing**: 1.74 $[1.66, 1.82]$ times plain
+#   RoPE's perplexity at $2L$, 1.22 $[1.04, 1.44]$ at $16L$. Chen et al. report the
+#   opposite for LLaMA 7B (PG-19, sliding window): untuned PI reaches 16.10 at four
+#   times the context where plain extrapolation exceeds $10^3$. *Contradicted* here,
+#   as YaRN's argument against PI suggests for bytes: slowing the fast pairs blurs the
+#   distances that tell neighbours apart.
+# - **Fine-tuning at $2L$** brings every variant to about its level at $L$ there (4.49
+#   to 4.73) and costs a little at $L$ (4.61 to 4.85 against 4.51), as Chen et al. see
+#   on their original window. But PI plus fine-tuning has 1.04 $[1.03, 1.05]$ times
+#   the perplexity of the fine-tune without scaling at $2L$ and 1.60 $[1.52, 1.68]$
+#   times at $4L$; Chen et al. find PI ahead: *contradicted* (after 100 steps, not
+#   1,000). YaRN plus fine-tuning is the best RoPE past $L$: 5.37 at $8L$, 8.20 at
+#   $16L$, still above ALiBi's 4.75.
+
+# %% [markdown] lang="ja"
+# - **学習なしの YaRN** は損失の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45）です。
+#   Peng ら（2023）は、ファインチューニングの有無にかかわらず YaRN が以前の手法を上回ると報告しており、*一致します*。
+#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になります。$16L$ では区間が 1 を含みます。
+# - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
+#   Chen らは LLaMA 7B（PG-19、スライディングウィンドウ）で逆の結果を報告しています。学習なしの PI は 4 倍のコンテキストで 16.10 で、そのままの外挿は $10^3$ を超えます。
+#   ここでは*否定されます*。PI に対する YaRN の議論から、バイト単位ではそうなると予想できます。速いペアまで遅くすると、隣どうしを区別する短い距離がぼやけるからです。
+# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻します（4.49〜4.73）。その代わり $L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元の窓で見た現象と同じです。
+#   しかし PI とファインチューニングの組み合わせは、スケーリングなしのファインチューニングに対して、$2L$ で 1.04 $[1.03, 1.05]$ 倍、$4L$ で 1.60 $[1.52, 1.68]$ 倍のパープレキシティです。
+#   Chen らは PI のほうがよいと報告しており、ここでは*否定されます*（彼らの 1,000 ステップではなく 100 ステップです）。
+#   YaRN とファインチューニングの組み合わせは、$L$ より先のどの長さでも最もよい RoPE で、$8L$ で 5.37、$16L$ で 8.20 です。それでも ALiBi の 4.75 を上回ります。
+
+# %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; YaRN after fine-tuning is the lowest RoPE row at every length past L", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、ファインチューニングした YaRN が RoPE の行のうち最も低い値です"}
+assert (at("rope+yarn", 2), at("rope", 2)) == (4.68, 7.36)
+assert (at("rope+yarn", 16), at("rope", 16)) == (12.81, 41.45)
+assert ratio("rope+yarn-notemp", "rope+yarn", 8) == (1.05, 1.01, 1.08)
+lo, hi = ratio("rope+yarn-notemp", "rope+yarn", 16)[1:]
+assert lo < 1 < hi
+assert ratio("rope+pi", "rope", 2) == (1.74, 1.66, 1.82)
+assert ratio("rope+pi", "rope", 16) == (1.22, 1.04, 1.44)
+tuned_2L = [at(r, 2) for r in TUNED]
+assert (min(tuned_2L), max(tuned_2L)) == (4.49, 4.73)
+tuned_L = [at(r, 1) for r in TUNED]
+assert (min(tuned_L), max(tuned_L), at("rope", 1)) == (4.61, 4.85, 4.51)
+assert ratio("rope+pi+ft", "rope+ft", 2) == (1.04, 1.03, 1.05)
+assert ratio("rope+pi+ft", "rope+ft", 4) == (1.60, 1.52, 1.68)
+for f in (2, 4, 8, 16):
+    best = min(ROPE_ROWS + TUNED, key=lambda r: at(r, f))
+    assert best == "rope+yarn+ft", (f, best)
+assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
+
+# %% [markdown] lang="en"
+# ## Every encoding against the papers
+#
+# | encoding | past $L$ here | the papers |
+# |---|---|---|
+# | NoPE | far behind at $L$, 2.1 times by $16L$ | Kazemnejad et al. (2023): best on synthetic tasks; on code at 1.3B parameters it holds, like ALiBi, to about 1,800 tokens after training on 1,024. This small model barely learns text without one. |
+# | sinusoidal | jumps at $t = L$ | Press et al. (2022): the same, in both evaluations. |
+# | RoPE | degrades from $2L$; YaRN rescues most | Press et al.: degrades, less than sinusoidal. Liu et al. (2023), Men et al. (2024): RoPE's reach is set by its base (here 11 of 16 pairs never turn within $L$). |
+# | ALiBi | flat, reads no further than $L$ | Press et al.: flat; Chi et al. (2023): a window in effect. |
+# | T5 | degrades early | Press et al.: holds to about $2L$, every bucket trained there. |
+# | FIRE | best at $L$, then a slow rise | Li et al. (2024): generalises better to longer contexts; here behind ALiBi from $4L$ on. |
+#
+# Randomised positions (Ruoss et al. 2023) are measured on chapter 11's tasks only.
+# A caution from two of these papers: perplexity favours models that read only the
+# recent past (Kazemnejad et al.), and a RoPE base too small for the context keeps it
+# low while losing retrieval from far back (Men et al.). A flat perplexity shows that
+# a model survives a long input, not that it uses it.
+
+# %% [markdown] lang="ja"
+# ## 論文と照らし合わせる
+#
+# | エンコーディング | ここでの $L$ より先 | 論文 |
+# |---|---|---|
+# | NoPE | $L$ で大きく遅れ、$16L$ までに 2.1 倍 | Kazemnejad ら（2023）：合成タスクでは最もよく、コードで学習した 13 億パラメータのモデルでは、1,024 トークンで学習して ALiBi と同じく 1,800 トークンほどまで持ちこたえます。この小さなモデルは、エンコーディングなしではテキストをほとんど学習できません。 |
+# | 正弦波 | $t = L$ で跳ね上がる | Press ら（2022）：2 つの評価のどちらでも同じです。 |
+# | RoPE | $2L$ から悪化し、YaRN でその大部分を取り戻せる | Press ら：悪化するが、正弦波ほどではありません。Liu ら（2023）、Men ら（2024）：RoPE が届く範囲は底で決まります（ここでは 16 組のうち 11 組が $L$ の間に 1 周しません）。 |
+# | ALiBi | 横ばいだが、$L$ より先は読んでいない | Press ら：横ばいです。Chi ら（2023）：実質的には窓です。 |
+# | T5 | 早く悪化する | Press ら：およそ $2L$ まで持ちこたえます。そこではすべてのバケットが学習されています。 |
+# | FIRE | $L$ で最もよく、その後ゆっくり上がる | Li ら（2024）：より長いコンテキストへの汎化がよいと報告しています。ここでは $4L$ 以降 ALiBi に遅れます。 |
+#
+# ランダム化した位置（Ruoss ら 2023）は、第 11 章のタスクでだけ測っています。
+# これらの論文のうち 2 つから注意を引いておきます。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。
+# また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま、遠くから情報を取り出す能力を失います（Men ら）。
+# パープレキシティが横ばいであることは、モデルが長い入力に耐えることを示すだけで、それを使うことまでは示しません。
+
+# %% [markdown] lang="en"
+# ## What to remember
+#
+# - Press et al.'s Figure 1 holds at CPU scale on real text: from $L$ to $16L$ in
+#   non-overlapping windows ALiBi stays flat, sinusoidal and RoPE grow about tenfold,
+#   T5 lies between.
+# - Two results depart from it: ALiBi is the worst of five encodings at $L$ here, and
+#   T5 degrades early, because training at $L = 64$ leaves its far buckets untrained.
+# - Non-overlapping windows flatter long windows (the early-token curse); with a
+#   sliding window every byte has a long context, and only ALiBi stays flat.
+# - ALiBi's flat line is not long context used: more context than $L$ never lowers
+#   its loss. It behaves like a window of about $L$ (Chi et al. 2023).
+# - This RoPE turns 5 of 16 pairs within $L$ (Llama 2: 46 of 64). YaRN recovers most
+#   of its loss without training, untrained PI is worse than nothing (unlike in Chen
+#   et al.), and YaRN after a short fine-tune is the best RoPE.
+# - Three seeds give wide intervals where models fail: RoPE against sinusoidal at $8L$
+#   and $16L$ is undecided.
+
+# %% [markdown] lang="ja"
+# ## まとめ
+#
+# - Press らの図 1 は、CPU の規模の実テキストでも成り立ちます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
+# - 論文と食い違う結果が 2 つあります。ここでは $L$ で ALiBi が 5 つのエンコーディングのうち最も悪く、T5 は早く悪化します。後者は、$L = 64$ での学習では遠いバケットが学習されないためです。
+# - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
+# - ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても損失は下がらず、長さ $L$ ほどの窓のようにふるまいます（Chi ら 2023）。
+# - この RoPE で $L$ の間に 1 周するペアは 16 組のうち 5 組です（Llama 2 は 64 組のうち 46 組）。YaRN は学習なしで損失の大部分を取り戻します。学習なしの PI は、Chen らの結果と違い、ここでは何もしないより悪くなります。短いファインチューニングをした YaRN が最もよい RoPE です。
+# - モデルが失敗する領域では、3 つのシードでは区間が広くなります。$8L$ と $16L$ での RoPE と正弦波の比較は決められません。
+
+# %% [markdown] lang="en"
+# ## Exercises
+#
+# 1. Which of T5's 32 buckets (unidirectional, maximum distance 128) does a model
+#    trained at $L = 64$ reach, and from which length $L$ on would every bucket be
+#    trained? Use `posenc.t5_relative_position_bucket`.
+# 2. Find the base that gives this model's RoPE Llama 2's share of turning pairs
+#    (`posenc_lab.extrapolation.models.llm_matched_base`), count its turning pairs,
+#    and say what its fastest pair does within $L$.
+# 3. From ALiBi's losses by position in windows of $L$, compute the perplexity if
+#    every byte had the mean loss of the last 16 positions, and compare it with the
+#    sliding-window perplexity at $L$.
+
+# %% [markdown] lang="ja"
+# ## 演習
+#
+# 1. T5 の 32 個のバケット（片方向、最大距離 128）のうち、$L = 64$ で学習したモデルが届くのはどれでしょうか。
+#    また、$L$ がいくつ以上ならすべてのバケットが学習されるでしょうか。`posenc.t5_relative_position_bucket` を使ってください。
+# 2. このモデルの RoPE で、1 周するペアの割合が Llama 2 と同じになる底を求めてください（`posenc_lab.extrapolation.models.llm_matched_base`）。
+#    1 周するペアを数え、最も速いペアが $L$ の間に何をするかを答えてください。
+# 3. $L$ の窓での ALiBi の位置ごとの損失から、どのバイトも最後の 16 位置の平均の損失を持つとした場合のパープレキシティを計算してください。
+#    それを $L$ でのスライディングウィンドウのパープレキシティと比べてください。
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 1.** Distances 0 to 63 fall in buckets 0 to 26; buckets 27 to 31 start at
+# distances 67, 77, 87, 99 and 113. Every bucket is trained once the training windows
+# hold distance 113, that is from $L = 114$ on: Press et al.'s $L = 512$ and $1024$
+# train them all.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 1.** 距離 0〜63 はバケット 0〜26 に入ります。バケット 27〜31 は、それぞれ距離 67、77、87、99、113 から始まります。
+# 学習の窓に距離 113 が現れれば、つまり $L = 114$ 以上なら、すべてのバケットが学習されます。Press らの $L = 512$ と $1024$ では、すべて学習されます。
+
+# %% tags=["solution"]
+distance = torch.arange(1024)
+bucket = t5_relative_position_bucket(-distance, bidirectional=False)
+starts = [int(distance[bucket == b].min()) for b in range(27, 32)]
+print(
+    f"buckets within L = {L}: {sorted(set(bucket[:L].tolist()))[-1]} and below"
+)
+print(f"buckets 27 to 31 start at distances {starts}", end="")
+assert starts == [67, 77, 87, 99, 113]
+all_trained = next(
+    n for n in range(1, 1024) if bucket[:n].unique().numel() == 32
+)
+assert all_trained == 114
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 2.** `llm_matched_base(64)` is 27.09 (rounded to four digits). With head
+# size 32, 12 of the 16 pairs turn within $L$, 75 % against Llama 2's 72 %. The
+# fastest pair still turns once every $2\pi$ positions, 10 times within $L$, where
+# Llama 2's turns 652 times: a small $L$ matches the share of slow pairs, not the
+# spread of the fast ones.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 2.** `llm_matched_base(64)` は 27.09（4 桁に丸めた値）です。
+# ヘッドの次元数 32 では、16 組のうち 12 組が $L$ の間に 1 周し、75 % です（Llama 2 は 72 %）。
+# 最も速いペアは底によらず $2\pi$ 位置で 1 周するので、$L$ の間では 10 回転します。Llama 2 では 652 回転です。
+# 小さな $L$ で合わせられるのは遅いペアの割合で、速いペアの広がりではありません。
+
+# %% tags=["solution"]
+base = M.llm_matched_base(L)
+matched = M.turning_pairs(head, base, L)
+print(f"base {base}: {matched} of {head // 2} pairs turn within L", end="")
+assert (base, matched) == (27.09, 12)
+assert round(L / (2 * math.pi)) == 10 and round(4096 / (2 * math.pi)) == 652
+
+# %% [markdown] lang="en" tags=["solution"]
+# **Solution 3.** The last 16 positions of ALiBi's windows of $L$ have a mean loss
+# whose perplexity is 4.62, against 4.84 over the whole window: the early-token
+# curse costs about 5 %. Its sliding-window perplexity at $L$, 5.06, is higher
+# because it scores other bytes (the last 64 of each block); on those same bytes the
+# non-overlapping windows give 5.30, a gain of about 5 % again.
+
+# %% [markdown] lang="ja" tags=["solution"]
+# **解答 3.** $L$ の窓の最後の 16 位置の平均損失から求めたパープレキシティは 4.62 で、窓全体での 4.84 より低くなります。先頭トークンの呪いの代償はおよそ 5 % です。
+# $L$ でのスライディングウィンドウのパープレキシティ 5.06 がこれより高いのは、別のバイト（各ブロックの最後の 64 バイト）を採点しているからです。同じバイトを重ならない窓で読むと 5.30 で、ここでもおよそ 5 % の改善です。
+
+# %% tags=["solution"]
+tail = sum(by_position("alibi", L)[-16:]) / 16
+print(
+    f"last 16 positions: {math.exp(tail):.2f}; whole window: "
+    f"{at('alibi', 1):.2f}; sliding: {slid('alibi', 1):.2f}",
+    end="",
+)
+assert round(math.exp(tail), 2) == 4.62
+assert round(1 - math.exp(tail) / at("alibi", 1), 2) == 0.05
+assert at("alibi", 1, "loss_sliding_tokens") == 5.30
+assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
+
+# %% [markdown] lang="en"
+# ## Sources and versions
+#
+# The record `extrapolation-text.json` was made by
+# `python -m posenc_lab.extrapolation --jobs 2`, with chapter 11's; `lab/README.md`
+# gives its design and budget, the cell below its versions, machine and sessions.
+# Press et al.'s numbers are their Tables 3 and 13 to 15 (arXiv version 2), read,
+# like Kazemnejad et al. (§7, Appendix F), Chen et al. (§3.2) and Peng et al.
+# (§3), in page-referenced transcriptions; the other papers are quoted from their
+# abstracts.
+#
+# ### References
+#
+# - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
+#   <https://arxiv.org/abs/2108.12409>
+# - Chi, T.-C. et al. (2023). *Dissecting Transformer Length Extrapolation via the
+#   Lens of Receptive Field Analysis*. ACL 2023.
+#   <https://aclanthology.org/2023.acl-long.756>
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
+#   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
+# - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
+#   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
+# - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
+#   Long Context Transformers*. ICLR 2024. <https://arxiv.org/abs/2310.04418>
+# - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
+#   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
+# - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
+#   Language Models*. <https://arxiv.org/abs/2309.00071>
+# - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
+#   <https://arxiv.org/abs/2310.05209>
+# - Men, X. et al. (2024). *Base of RoPE Bounds Context Length*.
+#   <https://arxiv.org/abs/2405.14591>
+# - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
+#   <https://arxiv.org/abs/2307.09288>
+# - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>
+
+# %% [markdown] lang="ja"
+# ## 出典とバージョン
+#
+# 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で第 11 章の記録と一緒に作りました。
+# 設計と予算は `lab/README.md` にあり、記録にあるバージョン、マシン、セッションは下のセルが出力します。
+# Press らの数値は、彼らの表 3 と表 13〜15（arXiv の第 2 版）です。
+# これらと、Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）から引用した内容は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。
+#
+# ### 参考文献
+#
+# - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
+#   <https://arxiv.org/abs/2108.12409>
+# - Chi, T.-C. et al. (2023). *Dissecting Transformer Length Extrapolation via the
+#   Lens of Receptive Field Analysis*. ACL 2023.
+#   <https://aclanthology.org/2023.acl-long.756>
+# - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
+#   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
+# - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
+#   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
+# - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
+#   Long Context Transformers*. ICLR 2024. <https://arxiv.org/abs/2310.04418>
+# - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
+#   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
+# - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
+#   Language Models*. <https://arxiv.org/abs/2309.00071>
+# - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
+#   <https://arxiv.org/abs/2310.05209>
+# - Men, X. et al. (2024). *Base of RoPE Bounds Context Length*.
+#   <https://arxiv.org/abs/2405.14591>
+# - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
+#   <https://arxiv.org/abs/2307.09288>
+# - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>
+
+# %%
+v, machine = record["versions"], record["machine"]
+print(
+    f"{record['command']}\ncommit {record['git_commit']}\n"
+    f"Python {v['python']}, torch {v['torch']}, posenc {v['posenc']}, "
+    f"posenc-lab {v['posenc-lab']}\n"
+    f"{machine['processor']} ({machine['isa']}), {machine['cpus']} CPUs, "
+    f"{machine['system']}\n"
+    f"text models: {record['cell_cpu_s_total']:.0f} s of CPU time"
+)
+for session in record["sessions"]:
+    print(
+        f"session {session['started']}: {session['wall_s']:.0f} s, "
+        f"{session['cells_run']} models, load average "
+        f"{session['load_average_before'][0]} before, "
+        f"{session['load_average_now'][0]} at the end"
+    )

@@ -10,7 +10,7 @@ TORCH  ?= torch==2.13.0
 
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup serve build test lint lint-ja notebooks check-chapter lab lab-en lab-ja test-notebooks-clean bench-pages pdf clean
+.PHONY: setup serve build test test-oldest-torch lint lint-ja notebooks check-chapter lab lab-en lab-ja test-notebooks-clean bench-pages pdf clean
 
 setup: $(VENV)/.installed node_modules/.installed
 
@@ -56,6 +56,23 @@ lint-ja: setup
 WORKERS ?= auto
 test: lint
 	$(VENV)/bin/python -m pytest -n $(WORKERS)
+
+# The library's tests on the oldest torch that pyproject.toml allows (the
+# floor of `dependencies`, read from there), in an environment of its own:
+# the floor is a promise, this keeps it. Only the library's tests
+# (tests/test_*.py): the site, notebook and lab tests need the current
+# stack. Tests of a feature that older torch lacks say so and skip
+# (tests/conftest.py, needs_torch). PyPI's torch wheel for Linux is a CUDA
+# build of several GB that runs on the CPU; CI runs this as a job of its own.
+OLDEST_VENV  ?= .venv-oldest-torch
+OLDEST_TORCH = $(shell python3 -c "import re, tomllib; deps = tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']; print(next(re.match(r'torch>=([0-9.]+)', d)[1] for d in deps if d.startswith('torch>=')))")
+test-oldest-torch:
+	python3 -m venv $(OLDEST_VENV)
+	$(OLDEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(OLDEST_VENV)/bin/python -m pip install --quiet torch==$(OLDEST_TORCH) 'numpy<2'
+	$(OLDEST_VENV)/bin/python -m pip install --quiet -e '.[test]'
+	$(OLDEST_VENV)/bin/python -c "import torch; assert torch.__version__.split('+')[0] == '$(OLDEST_TORCH)', torch.__version__"
+	$(OLDEST_VENV)/bin/python -m pytest -n $(WORKERS) -p no:nbval -o addopts= tests/test_*.py
 
 # JupyterLab on the chapters, on 127.0.0.1 (tools/lab.py). `make lab` opens
 # notebooks/: a chapter's .ipynb opens as one notebook paired with its .py

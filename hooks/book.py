@@ -39,7 +39,9 @@ log = logging.getLogger("mkdocs.hooks.book")
 # The languages whose builds are under way, innermost last: mkdocs-static-i18n
 # builds each other language inside the default language's post-build
 # step, so that the theme's language is the last one built by then.
-_building: list[tuple[str, list[str]]] = []  # (language, the site URLs of its book)
+# The site name is kept too: by the time the default language's post-build
+# step runs, the other languages' builds have left theirs in the config.
+_building: list[tuple[str, str, list[str]]] = []  # (language, site name, its book's URLs)
 
 
 def book_urls(urls: list[str], prefix: str) -> list[str]:
@@ -55,7 +57,8 @@ def book_urls(urls: list[str], prefix: str) -> list[str]:
 
 def on_nav(nav, config, files, **kwargs):
     lang = config.theme["language"]  # mkdocs-static-i18n sets it for each language's build
-    _building.append((lang, book_urls([p.url for p in nav.pages], LANGUAGE_PREFIX.get(lang, ""))))
+    urls = book_urls([p.url for p in nav.pages], LANGUAGE_PREFIX.get(lang, ""))
+    _building.append((lang, config.site_name, urls))
     return nav
 
 
@@ -189,14 +192,14 @@ def book(lang: str, site_dir: Path, urls: list[str], site_name: str) -> str:
 def on_post_build(config, **kwargs):
     if not _building:
         return
-    lang, urls = _building.pop()
+    lang, site_name, urls = _building.pop()
     if not urls:
         return
     site_dir = Path(config.site_dir)
     prefix = LANGUAGE_PREFIX.get(lang, "")
     target = site_dir / prefix / BOOK_DIR / "index.html"
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(book(lang, site_dir, urls, config.site_name), encoding="utf-8")
+    target.write_text(book(lang, site_dir, urls, site_name), encoding="utf-8")
     log.info(f"wrote the book of {len(urls)} pages: {target.relative_to(site_dir)}")
 
 

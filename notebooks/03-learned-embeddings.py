@@ -16,43 +16,22 @@
 # %% [markdown] lang="en"
 # # Learned absolute embeddings and scaled sinusoids
 #
-# The sinusoidal encoding, derived in the chapter
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb), is a formula: nothing
-# in it is trained. The simplest alternative is to give every position its own
-# vector and let training choose it. Convolutional sequence-to-sequence models
-# (Gehring et al. 2017) did so, and so do BERT and GPT-2: a table with one trained
-# row per position, added to the token embeddings. Vaswani et al. (2017, Table 3,
-# row (E)) tried such a table in place of their sinusoids and found nearly
-# identical results.
-#
-# This chapter looks at what the table costs in parameters, what it cannot do (a
-# position past its last row), what a small model actually writes into it, and at a
-# middle way from "Transformer Quality in Linear Time" (Hua et al. 2022): fixed
-# sinusoids with one learned scalar in front. Along the way it measures why the size
-# of the positional signal matters, and how the padding row of a table works. The
-# symbols follow the [notation page](../docs/notation.md#positions): $p$ and $q$
-# are positions, $T$ is the length of a sequence, $d$ the model width.
+# BERT and GPT-2 give each position its own trained vector: one row of a table,
+# added to the token embedding. The table costs under 1% of the parameters but has
+# nothing past its last row, and a toy model shows what training writes into it:
+# what the task rewards, and nothing at all in rows no sequence reaches.
+# Hua et al.'s middle way keeps the fixed sinusoids and learns one scalar, which
+# sets how loud they are against the tokens.
 
 # %% [markdown] lang="ja"
 # # 学習型位置埋め込みとスケール付き正弦波
 #
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた正弦波は式で決まっていて、学習するものはありません。
-# いちばん素直な代案は、位置ごとに専用のベクトルを用意し、その中身を学習に任せることです。
-# 畳み込みの seq2seq モデル（ConvS2S、Gehring ら 2017）がこの方法を使い、BERT と GPT-2 も同じです。
-# 位置ごとに学習可能な行を 1 つずつ持つ表を作り、その行をトークンの埋め込みに足します。
-# Vaswani ら（2017、表 3 の (E) 行）も正弦波の代わりにこのような表を試し、
-# ほぼ同じ結果になったと報告しています。
-#
-# この章では、表がパラメータをどれだけ使うか、表にできないこと（最後の行より先の位置）、
-# 小さなモデルが実際に表へ何を書き込むかを調べます。
-# さらに「Transformer Quality in Linear Time」（Hua ら 2022）の中間的な方法、
-# つまり固定の正弦波に学習可能なスカラーを 1 つだけ掛ける方法を扱います。
-# その途中で、位置の信号の大きさがなぜ重要なのかを数値で確かめ、表のパディング用の行の仕組みも見ていきます。
-# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
-# $p$ と $q$ は位置、$T$ は系列の長さ、$d$ はモデルの幅です。
+# BERT と GPT-2 は、位置ごとに学習したベクトルを 1 つずつ持ちます。表の 1 行で、トークンの埋め込みに足します。
+# 表のパラメータは全体の 1% 未満ですが、最後の行より先には何もありません。
+# トイモデルで学習させると、表に書き込まれるのは課題の役に立つ構造だけで、どの系列も届かない行には何も書き込まれないことが分かります。
+# Hua らの中間的な方法は、固定の正弦波をそのまま使い、トークンに対する大きさを決めるスカラーを 1 つだけ学習します。
 
 # %%
-import copy
 import math
 
 import matplotlib.pyplot as plt
@@ -60,12 +39,8 @@ import torch
 from torch import nn
 from torch.testing import assert_close
 
-from posenc import (
-    LearnedPositionalEmbedding,
-    SinusoidalEmbedding,
-    attention,
-    sinusoidal,
-)
+import posenc
+from posenc import LearnedPositionalEmbedding, SinusoidalEmbedding
 from posenc_lab.plotting import use_site_style
 
 use_site_style()
@@ -75,111 +50,116 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown] lang="en"
 # ## A table with one row per position
 #
-# A learned positional embedding is a matrix $E$ with $N$ rows and $d$ columns,
-# where $N$ is the number of positions the model supports (its context length) and
-# $d$ the model width. Position $p$ gets row $p$, and the layer input is the sum
-# $$x_p = e(t_p) + E_p$$
-# of the token embedding $e(t_p)$ and that row. Looking up a row is the same as
-# multiplying a one-hot vector by the table, $E_p = \mathbf{1}_p^\top E$, so the
-# table is an ordinary weight matrix that training adjusts like any other.
+# The encoding of the chapter
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) is a formula: nothing in
+# it is trained. The simplest alternative gives every position its own vector and
+# lets training choose it. Convolutional sequence-to-sequence models (Gehring et
+# al. 2017) did so, and so do BERT and GPT-2; Vaswani et al. (2017, Table 3, row
+# (E)) tried it in place of their sinusoids and found nearly identical results.
 #
-# `posenc.LearnedPositionalEmbedding(N, d)` holds such a table. Its entries start
-# from a normal distribution with standard deviation $\sigma = 0.02$, as in
-# Hugging Face's BERT and GPT-2 (their `_init_weights` draws every `nn.Embedding`
-# from a normal with `initializer_range` $= 0.02$). The models' original code
-# differs. OpenAI's GPT-2 (`src/model.py`) draws its position table `wpe` with
-# $\sigma = 0.01$ and its token table with $0.02$. Google's BERT (`modeling.py`)
-# uses TensorFlow's `truncated_normal_initializer` with $\sigma = 0.02$, which
-# redraws every value beyond $2\sigma$. Cutting a normal at $\pm a\sigma$ shrinks
-# its spread: with $\varphi$ and $\Phi$ the standard normal density and
-# distribution function,
-# $$\mathrm{std} = \sigma\,\sqrt{1 - \frac{2a\,\varphi(a)}{2\Phi(a) - 1}}$$
-# which for $a = 2$ is $0.8796\,\sigma$, so BERT's entries actually spread by
-# about $0.0176$. The cell below checks the lookup against the one-hot product, the
-# spread of a fresh table, and this formula against PyTorch's truncated sampler.
+# A [learned positional embedding](../docs/glossary.md#learned-positional-embedding)
+# is a matrix $E$ with $N$ rows and $d$ columns: $N$ is the number of positions
+# the model supports (its context length) and $d$ the model width. Position $p$
+# gets row $p$, and the layer input is the sum
+# $$x_p = e(t_p) + E_p$$
+# of the token embedding $e(t_p)$ and that row. Looking up a row is multiplying a
+# one-hot vector by the table, $E_p = \mathbf{1}_p^\top E$, so the table is an
+# ordinary weight matrix that training adjusts like any other.
+# `posenc.LearnedPositionalEmbedding(N, d)` holds such a table, its entries drawn
+# from a normal distribution with standard deviation $\sigma = 0.02$, as in Hugging
+# Face's BERT and GPT-2.
 
 # %% [markdown] lang="ja"
 # ## 位置ごとに 1 行を持つ表
 #
-# 学習型位置埋め込みは、$N$ 行 $d$ 列の行列 $E$ です。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波は式で決まっていて、学習するものはありません。
+# いちばん素直な代案は、位置ごとに専用のベクトルを用意し、その中身を学習に任せることです。
+# 畳み込みの seq2seq モデル（Gehring ら 2017）がこの方法を使い、BERT と GPT-2 も同じです。
+# Vaswani ら（2017、表 3 の (E) 行）も正弦波の代わりにこの方法を試し、ほぼ同じ結果になったと報告しています。
+#
+# [学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)は、$N$ 行 $d$ 列の行列 $E$ です。
 # $N$ はモデルが扱える位置の数（コンテキスト長）、$d$ はモデルの幅です。
 # 位置 $p$ には行 $p$ が割り当てられ、層への入力は、トークンの埋め込み $e(t_p)$ とその行の和です。
 # $$x_p = e(t_p) + E_p$$
 # 表から行を取り出す操作は、one-hot ベクトルに表を掛けることと同じで、$E_p = \mathbf{1}_p^\top E$ と書けます。
 # つまり表は普通の重み行列で、学習はほかの重みと同じようにこれを調整します。
-#
 # `posenc.LearnedPositionalEmbedding(N, d)` がこの表を持ちます。
-# 成分の初期値は、標準偏差 $\sigma = 0.02$ の正規分布から引きます。
-# これは Hugging Face の BERT と GPT-2 に合わせた初期化で、
-# どちらも `_init_weights` ですべての `nn.Embedding` を `initializer_range` $= 0.02$ の正規分布から初期化します。
-# 各モデルの元のコードは違います。
-# OpenAI の GPT-2（`src/model.py`）は位置の表 `wpe` を $\sigma = 0.01$、トークンの表を $0.02$ で初期化します。
-# Google の BERT（`modeling.py`）は TensorFlow の `truncated_normal_initializer` を $\sigma = 0.02$ で使い、
-# $2\sigma$ を超えた値はすべて引き直します。
-# 正規分布を $\pm a\sigma$ で切ると、ばらつきは小さくなります。
-# 標準正規分布の密度関数を $\varphi$、分布関数を $\Phi$ とすると、次のとおりです。
-# $$\mathrm{std} = \sigma\,\sqrt{1 - \frac{2a\,\varphi(a)}{2\Phi(a) - 1}}$$
-# $a = 2$ ではこれが $0.8796\,\sigma$ なので、BERT の成分の実際の標準偏差はおよそ $0.0176$ です。
-# 次のセルでは、行の参照を one-hot ベクトルとの積と比べ、作りたての表のばらつきを確かめます。
-# さらにこの式を、PyTorch の切断正規分布のサンプラーと照合します。
+# 成分の初期値は、Hugging Face の BERT や GPT-2 と同じく、標準偏差 $\sigma = 0.02$ の正規分布から引きます。
 
 # %%
 N, d = 1024, 768
 table = LearnedPositionalEmbedding(N, d)
 positions = torch.tensor([0, 1, 5, 1023])
+rows = table(positions)  # E_p for each p: [4, d]
+print(
+    f"rows {tuple(rows.shape)}, std of the table {table.weight.std():.4f}",
+    end="",
+)
+
+# %% tags=["check"] summary={"en": "a lookup is the one-hot vector times the table, E_p = 1_pᵀ E; a fresh table's entries spread by 0.02", "ja": "行の参照は one-hot ベクトルと表の積 E_p = 1_pᵀ E で、作りたての表の標準偏差は 0.02 です"}
 one_hot = nn.functional.one_hot(positions, N).float()  # [4, N], the vectors 1_p
-assert_close(table(positions), one_hot @ table.weight)  # E_p = 1_p^T E
-std = table.weight.std().item()
-assert abs(std - 0.02) < 0.0002
+assert_close(rows, one_hot @ table.weight)  # E_p = 1_p^T E
+assert abs(table.weight.std().item() - 0.02) < 0.0002
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how the original BERT and GPT-2 drew their tables.** The models'
+# own code differs from Hugging Face's $\sigma = 0.02$. OpenAI's GPT-2 draws its
+# position table `wpe` with $\sigma = 0.01$ and its token table with $0.02$.
+# Google's BERT uses TensorFlow's `truncated_normal_initializer` with
+# $\sigma = 0.02$, which redraws every value beyond $2\sigma$. Cutting a normal at
+# $\pm a\sigma$ shrinks its spread: with $\varphi$ and $\Phi$ the standard normal
+# density and distribution function,
+# $$\mathrm{std} = \sigma\,\sqrt{1 - \frac{2a\,\varphi(a)}{2\Phi(a) - 1}}$$
+# which for $a = 2$ is $0.8796\,\sigma$, so BERT's entries actually spread by about
+# $0.0176$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：元の BERT と GPT-2 の表の初期化**
+# 各モデルの元のコードは、Hugging Face の $\sigma = 0.02$ とは違います。
+# OpenAI の GPT-2 は位置の表 `wpe` を $\sigma = 0.01$、トークンの表を $0.02$ で初期化します。
+# Google の BERT は TensorFlow の `truncated_normal_initializer` を $\sigma = 0.02$ で使い、
+# $2\sigma$ を超えた値はすべて引き直します。
+# 正規分布を $\pm a\sigma$ で切ると、ばらつきは小さくなります。
+# 標準正規分布の密度関数を $\varphi$、分布関数を $\Phi$ とすると、次のとおりです。
+# $$\mathrm{std} = \sigma\,\sqrt{1 - \frac{2a\,\varphi(a)}{2\Phi(a) - 1}}$$
+# $a = 2$ ではこれが $0.8796\,\sigma$ なので、BERT の成分の実際の標準偏差はおよそ $0.0176$ です。
 
 
+# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉じた式は a = 2 で 0.8796 σ を与え、PyTorch の切断正規分布のサンプラーのばらつき（σ = 0.02 でおよそ 0.0176）に一致します"}
 def truncated_std(sigma, a):  # the closed form above
     density = math.exp(-(a**2) / 2) / math.sqrt(2 * math.pi)
     mass = math.erf(a / math.sqrt(2))  # 2 Phi(a) - 1
     return sigma * math.sqrt(1 - 2 * a * density / mass)
 
 
+assert f"{truncated_std(1, 2):.4f}" == "0.8796"
 bert_like = torch.empty(N, d)  # BERT: redraw beyond two sigma
 nn.init.trunc_normal_(bert_like, std=0.02, a=-0.04, b=0.04)
 assert_close(bert_like.std().item(), truncated_std(0.02, 2), rtol=5e-3, atol=0)
-print(
-    f"fresh {N} x {d} table: std {std:.4f}\n"
-    f"truncated at 2 sigma: std {bert_like.std():.4f} "
-    f"(formula {truncated_std(0.02, 2):.4f})",
-    end="",
-)
+assert f"{bert_like.std():.4f}" == f"{truncated_std(0.02, 2):.4f}" == "0.0176"
 
 # %% [markdown] lang="en"
 # ## What the table costs
 #
-# The table has $N d$ parameters. BERT-base supports $N = 512$ positions at width
-# $d = 768$; GPT-2 small supports $N = 1024$ at the same width (its table is called
-# `wpe`). The sinusoidal encoding costs nothing: `posenc.SinusoidalEmbedding` stores
-# its table as a buffer computed from the formula, not as a parameter.
-#
-# Against the whole model the table is small. BERT's paper gives BERT-base as 110M
-# parameters; GPT-2's paper gives its small model as 117M, a count that OpenAI's
-# README later calls wrong, and its download script names that model `124M`
-# (`download_model.py`). The cell below builds both models' shapes
-# from torch modules on the `meta` device (shapes only, no memory), counts their
-# parameters, and prints the table's share.
+# The table has $N d$ parameters: BERT-base supports $N = 512$ positions at width
+# $d = 768$, GPT-2 small $N = 1024$ at the same width (its table is called `wpe`).
+# The sinusoidal encoding has none: `posenc.SinusoidalEmbedding` stores its table
+# as a buffer computed from the formula, not as a parameter. Against the whole
+# model the table is small. Built with the same shapes from torch modules (on the
+# `meta` device, which holds shapes and no memory), the two models give:
 
 # %% [markdown] lang="ja"
 # ## 表のコスト
 #
-# 表のパラメータ数は $N d$ です。BERT-base は幅 $d = 768$ で $N = 512$ 個の位置を扱います。
+# 表のパラメータ数は $N d$ です。BERT-base は幅 $d = 768$ で $N = 512$ 個の位置を扱い、
 # GPT-2 small は同じ幅で $N = 1024$ 個です（この表は `wpe` という名前です）。
 # 正弦波位置エンコーディングにはパラメータがありません。
 # `posenc.SinusoidalEmbedding` は表を式から計算したバッファとして持ち、パラメータにはしません。
-#
-# モデル全体と比べると、表は小さなものです。BERT の論文は BERT-base のパラメータ数を 110M としています。
-# GPT-2 の論文は最小のモデルを 117M としていますが、OpenAI の README はこの数を誤りだったとしています。
-# ダウンロード用のスクリプトでは、このモデルの名前は `124M` です（`download_model.py`）。
-# 次のセルでは、両モデルと同じ形状のモデルを torch のモジュールで `meta` デバイス上に組み立てます
-# （形状だけを持ち、メモリは使いません）。そのパラメータを数え、表が占める割合を表示します。
+# モデル全体と比べると、表は小さなものです。
+# 同じ形状のモデルを torch のモジュールで組み立てると（形状だけを持ちメモリを使わない `meta` デバイス上で）、次のようになります。
 
 
-# %%
+# %% tags=["figure"]
 def n_params(module):
     return sum(p.numel() for p in module.parameters())
 
@@ -208,95 +188,81 @@ with torch.device("meta"):
         [nn.Embedding(50257, 768), gpt2_wpe, blocks(), nn.LayerNorm(768)]
     )
 
-assert n_params(bert_pos) == 512 * 768 == 393_216
-assert n_params(gpt2_wpe) == 1024 * 768 == 786_432
-assert n_params(SinusoidalEmbedding(1024, 768)) == 0
-assert abs(n_params(bert) - 110e6) < 1e6  # "110M" (Devlin et al. 2019)
-assert round(n_params(gpt2) / 1e6) == 124  # "124M" (gpt-2 download_model.py)
-lines = []
 for name, pos, model in [
     ("BERT-base", bert_pos, bert),
     ("GPT-2 small", gpt2_wpe, gpt2),
 ]:
     share = n_params(pos) / n_params(model)
-    lines.append(
+    print(
         f"{name:11s}: table {n_params(pos):,} of {n_params(model):,}"
         f" ({share:.2%})"
     )
-lines.append(f"sinusoid   : {n_params(SinusoidalEmbedding(1024, 768))}")
-print("\n".join(lines), end="")
+print(f"sinusoid   : {n_params(SinusoidalEmbedding(1024, 768))}", end="")
+
+# %% tags=["check"] summary={"en": "the tables hold 393,216 and 786,432 parameters, under 1% of 110M and 124M; the sinusoid has none", "ja": "表のパラメータは 393,216 個と 786,432 個で全体の 1% 未満、正弦波は 0 個です"}
+assert n_params(bert_pos) == 512 * 768 == 393_216
+assert n_params(gpt2_wpe) == 1024 * 768 == 786_432
+assert n_params(SinusoidalEmbedding(1024, 768)) == 0
+assert abs(n_params(bert) - 110e6) < 1e6  # "110M" (Devlin et al. 2019)
+assert round(n_params(gpt2) / 1e6) == 124  # "124M" (gpt-2 download_model.py)
+assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 
 # %% [markdown] lang="en"
-# Less than one percent in both. The cost of a learned table is not its size: it is
-# what the next section shows.
-
-# %% [markdown] lang="ja"
-# どちらも 1% 未満です。学習型の表の代償は大きさではなく、次の節で見る点にあります。
-
-# %% [markdown] lang="en"
-# ## Past the last row
+# Less than one percent in both: the cost of a learned table lies elsewhere. A
+# table has $N$ rows and nothing more. Position $N$ has no row, and no rule says
+# what it should be: a learned table cannot extrapolate, which is why BERT reads
+# at most 512 tokens and GPT-2 at most 1024. `posenc` raises an `IndexError` that
+# names the limit (plain `nn.Embedding` raises on the CPU too, and fails with a
+# device-side assertion on a GPU).
 #
-# A table has $N$ rows and nothing more. Position $N$ has no row, and no rule says
-# what it should be: a learned table cannot extrapolate. `posenc` raises an
-# `IndexError` that names the limit. (Plain `nn.Embedding` also raises on the CPU,
-# with the message "index out of range in self"; on a GPU it fails with a device-side
-# assertion.) BERT can read at most 512 tokens and GPT-2 at most 1024 for this reason.
-#
-# The sinusoid is a function, defined at every position: `sinusoidal` computes
-# $PE(512)$ or $PE(10^6)$ as readily as $PE(0)$, each of the same norm. (Whether a
-# model trained on short sequences makes good use of those far positions is a
-# different question, the subject of later chapters,
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) in particular.)
-# A `SinusoidalEmbedding`, being a table, does have a last row, but it can be
-# rebuilt with more rows at no cost, since nothing in it was trained.
-#
-# A learned table can only be extended by hand. Longformer (Beltagy et al. 2020)
+# The sinusoid is a function, defined at every position with the same norm; a
+# `SinusoidalEmbedding` table can be rebuilt with more rows at no cost, since
+# nothing in it was trained. (Whether a model uses far positions well is another
+# question: [*Which encodings extrapolate?*](11-length-generalisation.ipynb).) A
+# learned table can only be extended by hand: Longformer (Beltagy et al. 2020)
 # starts its 4096 positions from RoBERTa's 512 trained rows, copied again and
-# again; ViT (Dosovitskiy et al. 2021, §3.2) interpolates its trained table in 2D
-# when it is fine-tuned on larger images, which means longer patch sequences.
+# again, and ViT (Dosovitskiy et al. 2021, §3.2) interpolates its table in 2D when
+# fine-tuned on larger images.
 
 # %% [markdown] lang="ja"
-# ## 最後の行より先
-#
+# どちらも 1% 未満です。学習型の表の代償は、大きさとは別のところにあります。
 # 表には $N$ 行しかありません。位置 $N$ には行がなく、それをどう決めるかの規則もありません。
-# 学習型の表は外挿できないのです。
-# `posenc` は上限を示した `IndexError` を送出します。
-# 素の `nn.Embedding` も、CPU では「index out of range in self」というメッセージで例外を出し、
-# GPU ではデバイス側のアサーションで失敗します。
-# BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
+# 学習型の表は外挿できないのです。BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
+# `posenc` は上限を示した `IndexError` を送出します
+# （素の `nn.Embedding` も CPU では例外を出し、GPU ではデバイス側のアサーションで失敗します）。
 #
-# 正弦波は関数なので、どの位置でも定義されています。
-# `sinusoidal` は $PE(0)$、$PE(512)$、$PE(10^6)$ をどれも同じように計算でき、ノルムはすべて等しくなります。
-# 短い系列で学習したモデルがその遠い位置をうまく使えるかは別の問題で、後の章、
-# 特に[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
-# `SinusoidalEmbedding` は表なので最後の行がありますが、学習したものが何もないので、
-# 行を増やして作り直せば済みます。
-#
+# 正弦波は関数なので、どの位置でも同じノルムで定義されています。
+# `SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
+# モデルが遠い位置をうまく使えるかは別の問題で、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
 # 学習型の表を広げるには、人の手で作り替えるしかありません。
-# Longformer（Beltagy ら 2020）は、RoBERTa の学習済みの 512 行を繰り返しコピーして、4096 個の位置の初期値にします。
-# ViT（Dosovitskiy ら 2021、§3.2）は、より大きな画像、つまりより長いパッチの系列でファインチューニングするときに、
-# 学習済みの表を 2 次元で補間します。
+# Longformer（Beltagy ら 2020）は、RoBERTa の学習済みの 512 行を繰り返しコピーして 4096 個の位置の初期値にします。
+# ViT（Dosovitskiy ら 2021、§3.2）は、より大きな画像でファインチューニングするときに表を 2 次元で補間します。
 
 # %%
 bert_table = LearnedPositionalEmbedding(512, 768)
-bert_table(torch.arange(512))  # positions 0..511: fine
-lines = []
 try:
     bert_table(torch.arange(513))  # one position too many
 except IndexError as err:
-    lines.append(f"posenc: IndexError: {err}")
+    print(f"IndexError: {err}", end="")
+
+# %% tags=["check"] summary={"en": "posenc names the limit 512, nn.Embedding raises; the sinusoid keeps norm √384; longer, same rows", "ja": "posenc は上限 512 を示し、nn.Embedding も例外を出し、正弦波のノルムは √384、長い表も同じ行です"}
+bert_table(torch.arange(512))  # positions 0..511: fine
+try:
+    bert_table(torch.arange(513))
+except IndexError as err:
     assert "512" in str(err)
 else:
     raise AssertionError("position 512 must not have a row")
-
 try:
     nn.Embedding(512, 768)(torch.tensor([512]))
 except IndexError as err:
-    lines.append(f"nn.Embedding: IndexError: {err}")
+    assert "index out of range" in str(err)
 else:
     raise AssertionError("nn.Embedding raises too")
 
-far = sinusoidal(torch.tensor([0, 512, 10**6]), 768)  # a function: any position
+far = posenc.sinusoidal(
+    torch.tensor([0, 512, 10**6]), 768
+)  # a function: any position
 assert_close(far.norm(dim=-1), torch.full((3,), math.sqrt(384)))
 sin_table = SinusoidalEmbedding(512, 768)
 try:
@@ -307,40 +273,21 @@ else:
     raise AssertionError("a SinusoidalEmbedding is a table with a last row too")
 longer = SinusoidalEmbedding(2048, 768)  # rebuilt longer: rows 0..511 unchanged
 assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
-norms = ", ".join(f"{x:.4f}" for x in far.norm(dim=-1))
-lines.append(f"norms of PE(0), PE(512), PE(10^6): {norms}")
-print("\n".join(lines), end="")
 
 # %% [markdown] lang="en"
 # ## Training a table on a toy task
 #
-# What does training write into the table? To see it on a CPU in a few seconds, take
-# a task that the model below cannot solve without positions: **reverse a
-# sequence**. The input is $T = 16$ random tokens out of $V = 10$; the target at
-# position $p$ is the input token at position $T - 1 - p$. Every token appears in
-# the input, so the only question is where to look, and that depends on $p$ alone.
+# What does training write into the table? To see it on a CPU in seconds, take a
+# task the model below cannot solve without positions: **reverse a sequence**. The
+# input is $T = 16$ random tokens out of $V = 10$, and the target at position $p$
+# is the input token at position $T - 1 - p$. Every answer is in the input, so the
+# only question is where to look, and that depends on $p$ alone.
 #
 # The model is as small as it can be: token embedding plus positional embedding
-# (width $d = 32$), one attention layer through `posenc.attention` with a residual
-# connection, and a linear readout to the $V$ tokens. The learned table gets
-# $2T = 32$ rows although training only ever uses the first $T$: that way we can
-# also see what becomes of the rows a model never sees. Training uses Adam with a
-# learning rate of $0.01$ for the steps $0$ to $300$, each on $64$ fresh sequences,
-# in float64 on one thread, so that the printed losses are the same on every run on
-# one machine and PyTorch build (other CPUs, kernels or versions may round
-# differently).
-#
-# Why positions are needed here: without them this model is permutation-equivariant
-# (chapter [*Why attention needs positions*](00-why-positions.ipynb)), so its output
-# at $p$ is a function of the token at $p$ and of the unordered set of all tokens.
-# Two positions that hold the same token get the same output, although their targets
-# differ in general. Counting, in each sequence, the best that one answer per token
-# can do gives a ceiling on the accuracy of any model of this kind; the cell prints
-# it for 1000 random sequences. The argument is about this one-layer model without
-# a mask. Other models can find positions in other ways: a causal mask lets a model
-# count the tokens before it (chapter [*xPos and NoPE*](10-xpos-nope.ipynb)), and a
-# relative encoding sees the edges of the sequence
-# ([*Relative position representations*](04-shaw-relative.ipynb)).
+# (width $d = 32$), one attention layer with a residual connection, and a linear
+# readout to the $V$ tokens. Its learned table gets $2T = 32$ rows although
+# training only ever uses the first $T$, so that we can see what becomes of rows a
+# model never sees.
 
 # %% [markdown] lang="ja"
 # ## 小さな課題で表を学習する
@@ -349,30 +296,38 @@ print("\n".join(lines), end="")
 # 下のモデルが位置なしでは解けない課題を使います。**系列の反転**です。
 # 入力は $V = 10$ 種類のトークンからランダムに選んだ $T = 16$ 個で、
 # 位置 $p$ の正解は入力の位置 $T - 1 - p$ のトークンです。
-# すべてのトークンは入力の中にあるので、問題はどこを見るかだけで、それは $p$ だけで決まります。
+# 正解はすべて入力の中にあるので、問題はどこを見るかだけで、それは $p$ だけで決まります。
 #
 # モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（幅 $d = 32$）を足し、
-# `posenc.attention` による 1 層のアテンションを残差接続付きで通し、
-# 線形層で $V$ 種類のトークンに読み出します。
+# 1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけです。
 # こうしておくと、モデルが一度も見ない行がどうなるかも確かめられます。
-# 学習には学習率 $0.01$ の Adam を使い、ステップ $0$ から $300$ まで、毎回新しい $64$ 系列で学習します。
-# 表示する損失が毎回同じになるよう、float64 と 1 スレッドで計算します。
-# ただし同じになるのは、同じマシンで同じ PyTorch のビルドを使う場合です。
-# CPU、カーネル、バージョンが違うと、丸め方も変わることがあります。
-#
-# ここで位置が必要な理由を確かめておきます。
+
+# %% [markdown] lang="en"
+# Without positions this model is permutation-equivariant (chapter
+# [*Why attention needs positions*](00-why-positions.ipynb)): two positions that
+# hold the same token get the same output, although their targets differ in
+# general. Counting, in each sequence, the best that one answer per token can do
+# bounds the [accuracy](../docs/glossary.md#accuracy) of any such model: 0.619 on
+# average over 1000 random sequences. (The bound is for this one-layer model
+# without a mask; a causal mask or a relative encoding would give it positions in
+# other ways.) Training with the learned table (Adam, learning rate 0.01, 300 steps
+# of 64 fresh sequences, in float64) starts near $\ln 10 \approx 2.3026$, the loss
+# of a uniform guess among ten tokens, and falls to 0.0000: every token of 1000 new
+# sequences is put in its place.
+
+# %% [markdown] lang="ja"
 # 位置がなければ、このモデルは置換同変です（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
-# したがって位置 $p$ の出力は、$p$ のトークンと、すべてのトークンの順序のない集まりだけで決まります。
 # 同じトークンを持つ 2 つの位置は同じ出力になりますが、その正解は一般には異なります。
 # 各系列について、同じトークンには同じ答えしか返せないという制約のもとで正解できる数の最大値を数えると、
-# この種のモデルの正解率の上限が得られます。次のセルは、ランダムな 1000 系列についてその値を表示します。
-# この議論は、マスクのないこの 1 層のモデルについてのものです。
-# ほかのモデルは、別の方法で位置を知ることができます。
-# 因果マスクがあれば、モデルは前にあるトークンを数えられます（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）。
-# 相対位置のエンコーディングには、系列の端が見えます（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
+# この種のモデルの[正解率](../docs/glossary.ja.md#accuracy)の上限が得られます。ランダムな 1000 系列の平均で 0.619 です。
+# この上限は、マスクのないこの 1 層のモデルについてのものです。因果マスクや相対位置のエンコーディングがあれば、別の方法で位置が分かります。
+# 学習型の表で学習します（Adam、学習率 0.01、毎回新しい 64 系列で 300 ステップ、float64）。
+# 損失は、10 種類のトークンから一様に選んだときの値 $\ln 10 \approx 2.3026$ の近くから始まり、0.0000 まで下がります。
+# 新しい 1000 系列のどのトークンも、正しい位置に置かれます。
 
-# %%
+
+# %% tags=["figure"]
 torch.set_num_threads(1)  # the same sums in the same order on every run
 T, V, d = 16, 10, 32
 
@@ -394,7 +349,7 @@ class Reverser(nn.Module):
 
     def forward(self, tokens):  # [b, T] -> logits [b, T, V]
         x, q, k, v = self.qkv(tokens)
-        return self.readout(x + attention(q, k, v))
+        return self.readout(x + posenc.attention(q, k, v))
 
 
 def batch(generator, size=64):
@@ -438,105 +393,91 @@ blind = Reverser(NoPositions()).double()
 tokens, target = batch(torch.Generator().manual_seed(5), size=1000)
 with torch.no_grad():
     out = blind(tokens)  # [b, T, V]
-same = tokens[:, :, None] == tokens[:, None, :]  # [b, p, q]: same token
-gap = (out[:, :, None] - out[:, None, :]).abs().amax(-1)  # [b, p, q]
-assert gap[same].max() < 1e-12  # same token, same output
 # ceiling: per sequence, the best single answer for each token value
 pairs = nn.functional.one_hot(tokens * V + target, V * V).sum(1)  # [b, V*V]
 ceiling = pairs.view(-1, V, V).amax(-1).sum(-1) / T  # [b]
-assert ceiling.max() < 1  # none of these sequences can be reversed exactly
 
 torch.manual_seed(0)
 learned = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
 before = learned.pos.weight.detach().clone()
 accuracy, log, _ = train(learned)
-assert accuracy == 1.0
 log.insert(0, f"without positions, best possible: {ceiling.mean():.3f}")
 print("\n".join(log), end="")
 
+# %% tags=["check"] summary={"en": "no positions: equal tokens, equal outputs, no sequence reversible; with the table: accuracy 1", "ja": "位置がなければ同じトークンは同じ出力で、どの系列も反転できません。表では正解率 1 です"}
+same = tokens[:, :, None] == tokens[:, None, :]  # [b, p, q]: same token
+gap = (out[:, :, None] - out[:, None, :]).abs().amax(-1)  # [b, p, q]
+assert gap[same].max() < 1e-12  # same token, same output
+assert ceiling.max() < 1  # none of these sequences can be reversed exactly
+assert f"{ceiling.mean():.3f}" == "0.619"
+assert accuracy == 1.0
+
 # %% [markdown] lang="en"
-# Without positions no model of this kind could score more than 0.619 on average
-# over these sequences. With the learned table the loss starts near $\ln 10 \approx 2.3026$, the
-# loss of a uniform guess among ten tokens, and falls to 0.0000 (to four decimals):
-# every token of every new sequence is placed correctly. To see how, feed the
-# identity matrix as the values: the attention output is then the attention matrix
-# itself, $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$. In each of 256 random
-# sequences, every query $p$ puts its largest weight on the key $T - 1 - p$, and on
-# average almost all of it (the smallest average over $p$ is printed below). The
-# positions, not the tokens, decide where each query looks.
+# To see how, feed the identity matrix as the values: the attention output is then
+# the attention matrix itself, $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$. In each
+# of 256 random sequences, every query $p$ puts its largest weight on the key
+# $T - 1 - p$, and on average almost all of it. The positions, not the tokens,
+# decide where each query looks.
 
 # %% [markdown] lang="ja"
-# 位置がなければ、この種のモデルはこれらの系列で平均 0.619 より高い正解率を出せません。
-# 学習型の表を使うと、損失は $\ln 10 \approx 2.3026$ の近くから始まります。
-# これは 10 種類のトークンから一様にランダムに選んだときの損失、つまりチャンスレベルの値です。
-# 損失は（小数点以下 4 桁で）0.0000 まで下がり、新しい系列のどのトークンも正しい位置に置かれます。
 # どうやって解いているのかを見るため、バリューとして単位行列を与えます。
 # するとアテンションの出力は、アテンション行列そのもの $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$ になります。
-# ランダムな 256 系列のどれでも、各クエリ $p$ は最大の重みをキー $T - 1 - p$ に置いています。
-# 平均すると、重みのほとんどがそこに集まります（$p$ についての平均の最小値を下に表示します）。
+# ランダムな 256 系列のどれでも、各クエリ $p$ は最大の重みをキー $T - 1 - p$ に置き、平均すると重みのほとんどがそこに集まります。
 # 各クエリがどこを見るかを決めているのは、トークンではなく位置です。
 
 # %%
 tokens, _ = batch(torch.Generator().manual_seed(3), size=256)
 with torch.no_grad():
     _, q, k, _ = learned.qkv(tokens)
-    identity = torch.eye(T, dtype=torch.float64).expand(len(tokens), T, T)
-    per_sequence = attention(q, k, identity)  # [b, p, key]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)
-    by_hand = torch.softmax(scores, dim=-1)
-assert_close(per_sequence, by_hand)
+    eye = torch.eye(T, dtype=torch.float64).expand(len(tokens), T, T)
+    weights = posenc.attention(q, k, eye)  # the attention matrix [b, p, key]
 mirror = T - 1 - torch.arange(T)
-# in every sequence, the largest weight of query p is on key T - 1 - p
-assert torch.equal(per_sequence.argmax(-1), mirror.expand(len(tokens), T))
-weights = per_sequence.mean(0)  # [p, key], averaged over the sequences
-on_mirror = weights[torch.arange(T), mirror]  # average weight of key T - 1 - p
-assert on_mirror.min() > 0.9
+on_mirror = weights.mean(0)[torch.arange(T), mirror]  # mean weight on T-1-p
 print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
+
+# %% tags=["check"] summary={"en": "the output is softmax(qkᵀ/√d); query p weighs key T − 1 − p most, above 0.9 on average", "ja": "出力は softmax(qkᵀ/√d) で、クエリ p はキー T − 1 − p を最も重く、平均 0.9 超で見ます"}
+scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+assert_close(weights, torch.softmax(scores, dim=-1))
+assert torch.equal(weights.argmax(-1), mirror.expand(len(tokens), T))
+assert on_mirror.min() > 0.9
 
 # %% [markdown] lang="en"
 # ## What the trained table looks like
 #
-# Compare positions by the cosine similarity of their vectors,
+# Compare positions by the [cosine similarity](../docs/glossary.md#cosine-similarity)
+# of their vectors,
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
-# and do the same for the sinusoid. The chapter
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) showed that
-# $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ and that every
-# $PE(p)$ has the same norm, so for the sinusoid this matrix depends only on
-# $p - q$: it is largest on the diagonal and falls off, with ripples, away from it.
-# Neighbouring positions are alike by construction.
+# and do the same for the sinusoid. Since
+# $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ and every $PE(p)$
+# has the same norm, for the sinusoid this matrix depends only on $p - q$: largest on
+# the diagonal, falling away from it with ripples. Neighbouring positions are alike
+# by construction.
 #
 # The learned table has no such structure built in. Its rows began as independent
 # random vectors, nearly orthogonal (cosines of order $1/\sqrt{d} \approx 0.18$),
-# and training moved them only as the task required. The heatmaps below show the
-# two matrices for the $T$ trained positions, and the cell prints the mean cosine
-# for neighbours ($|p - q| = 1$) and for distant pairs ($|p - q| \ge T/2$). In
-# this run, neighbours are no more alike than distant positions; they are even
-# pushed apart (-0.273 against -0.163, while the sinusoid gives +0.957 against
-# +0.651). Reversal never asks for positions $p$ and $p+1$ to behave alike, so
+# and training moved them only as the task required. In this run neighbours
+# ($|p - q| = 1$) are no more alike than distant pairs ($|p - q| \ge T/2$); they are
+# even pushed apart. Reversal never asks positions $p$ and $p+1$ to behave alike, so
 # nothing makes them alike.
 
 # %% [markdown] lang="ja"
 # ## 学習後の表の姿
 #
-# 位置どうしを、ベクトルのコサイン類似度で比べます。
+# 位置どうしを、ベクトルの[コサイン類似度](../docs/glossary.ja.md#cosine-similarity)で比べます。
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
 # 正弦波についても同じものを計算します。
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章では、$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ であることを示しました。
-# どの $PE(p)$ もノルムが等しいことも示しています。
-# したがって正弦波のこの行列は $p - q$ だけで決まり、対角線上で最大になり、離れるにつれて波打ちながら下がります。
+# $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ で、どの $PE(p)$ もノルムが等しいので、
+# 正弦波のこの行列は $p - q$ だけで決まります。対角線上で最大になり、離れるにつれて波打ちながら下がります。
 # 隣り合う位置は、構成上おのずと似たベクトルになります。
 #
 # 学習型の表には、そのような構造は組み込まれていません。
 # 表の行は、ほぼ直交する独立な乱数ベクトルから始まり（コサイン類似度は $1/\sqrt{d} \approx 0.18$ 程度）、
 # 学習は課題が求める分だけそれを動かしました。
-# 下のヒートマップは、学習に使った $T$ 個の位置について 2 つの行列を並べたものです。
-# セルでは、隣どうし（$|p - q| = 1$）と遠く離れた組（$|p - q| \ge T/2$）のコサイン類似度の平均を表示します。
-# この実行では、隣どうしが遠い組より似ているということはなく、むしろ遠ざけられています。
-# コサイン類似度の平均は -0.273 と -0.163 で、正弦波では +0.957 と +0.651 です。
-# 反転の課題では、位置 $p$ と $p+1$ が似たふるまいをする必要はどこにもありません。そのため、両者を似せる力も働きません。
+# この実行では、隣どうし（$|p - q| = 1$）が遠く離れた組（$|p - q| \ge T/2$）より似ているということはなく、むしろ遠ざけられています。
+# 反転の課題では、位置 $p$ と $p+1$ が似たふるまいをする必要はどこにもないので、両者を似せる力も働きません。
 
 
-# %% alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table after the reversal task (left): 1 on the diagonal, a patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and falling away from it with ripples, for example 0.729 at distance 4 and 0.743 at distance 6."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左は反転の課題で学習した位置埋め込みで、対角線上は 1、それ以外はばらばらのモザイク状で、隣どうしも似ていません。右は正弦波で、対角線上で最大となり、離れるにつれて波打ちながら下がります（たとえば距離 4 で 0.729、距離 6 で 0.743）。"]}
+# %% tags=["figure"] alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table after the reversal task (left): 1 on the diagonal, a patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and falling away from it with ripples, for example 0.729 at distance 4 and 0.743 at distance 6."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左は反転の課題で学習した位置埋め込みで、対角線上は 1、それ以外はばらばらのモザイク状で、隣どうしも似ていません。右は正弦波で、対角線上で最大となり、離れるにつれて波打ちながら下がります（たとえば距離 4 で 0.729、距離 6 で 0.743）。"]}
 def cosine_matrix(rows):  # [T, d] -> [T, T], cosine of rows p and q
     unit = rows / rows.norm(dim=-1, keepdim=True)
     return unit @ unit.T
@@ -549,17 +490,10 @@ def near_far(c):
 
 after = learned.pos.weight.detach()
 cos_learned = cosine_matrix(after[:T])
-pe = sinusoidal(torch.arange(T), d, dtype=torch.float64)
+pe = posenc.sinusoidal(torch.arange(T), d, dtype=torch.float64)
 cos_sin = cosine_matrix(pe)
-assert_close(cos_sin, (pe @ pe.T) / (d / 2))  # every norm is sqrt(d/2)
-assert_close(cos_sin[1:, 1:], cos_sin[:-1, :-1])  # a function of p - q
-# with ripples: not monotone in |p - q| (0.729 at 4, 0.743 at 6)
-assert cos_sin[0, 4] < cos_sin[0, 6] < cos_sin[0, 2]
-
 near_l, far_l = near_far(cos_learned)
 near_s, far_s = near_far(cos_sin)
-assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
-assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 print(
     f"learned  : neighbours {near_l:+.3f}, distant {far_l:+.3f}\n"
     f"sinusoid : neighbours {near_s:+.3f}, distant {far_s:+.3f}",
@@ -579,34 +513,40 @@ axes[0].set_ylabel("$p$")
 fig.colorbar(im, ax=axes, shrink=0.9)
 plt.show()
 
+# %% tags=["check"] summary={"en": "sinusoid: rippling in p − q, neighbours alike; this table: neighbours below zero and distant pairs", "ja": "正弦波は p − q の波打つ関数で隣どうしが似ており、この表では隣どうしが 0 と遠い組を下回ります"}
+assert_close(cos_sin, (pe @ pe.T) / (d / 2))  # every norm is sqrt(d/2)
+assert_close(cos_sin[1:, 1:], cos_sin[:-1, :-1])  # a function of p - q
+# with ripples: not monotone in |p - q| (0.729 at 4, 0.743 at 6)
+assert cos_sin[0, 4] < cos_sin[0, 6] < cos_sin[0, 2]
+assert f"{cos_sin[0, 4]:.3f} {cos_sin[0, 6]:.3f}" == "0.729 0.743"
+assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
+assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
+
 # %% [markdown] lang="en"
-# One run is one run. The cell below trains four more models from the seeds 1 to 4.
-# All of them solve the task. In every run the neighbours' mean cosine is negative
-# (from -0.472 to -0.160); in four of the five it is below that of distant pairs,
-# and in the fifth the two are within 0.01 of each other. What the evidence
-# supports is this: with reversal, training did not make neighbours alike in any
-# of five runs.
+# One run is one run, so four more models are trained from the seeds 1 to 4. All of
+# them solve the task; in every run the neighbours' mean cosine is negative, below
+# that of distant pairs in four runs and within 0.01 of it in the fifth. With
+# reversal, training did not make neighbours alike in any of five runs.
 #
-# It says nothing about tables trained on language. Wang & Chen (2020) plot the same
-# cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and there
-# neighbouring positions do have similar vectors. A language model's data reward
-# that locality; reversal does not. The sinusoid has locality
-# built in; a learned table has it when the training data make it pay.
+# That says nothing about tables trained on language. Wang & Chen (2020) plot the
+# same cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and
+# there neighbouring positions do have similar vectors: a language model's data
+# reward that locality, and reversal does not. The sinusoid has locality built in;
+# a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# 1 回の実行だけでは、偶然の結果と区別できません。次のセルでは、シード 1〜4 でさらに 4 つのモデルを学習します。
-# どのモデルも課題を解きます。
-# 隣どうしのコサイン類似度の平均は、どの実行でも負です（-0.472 から -0.160）。
-# 5 回のうち 4 回は遠い組の値より小さく、残りの 1 回でも両者の差は 0.01 以内です。
-# ここから言えるのは、反転の課題では 5 回のどの実行でも、学習によって隣どうしが似ることはなかった、ということです。
+# 1 回の実行だけでは偶然と区別できないので、シード 1〜4 でさらに 4 つのモデルを学習します。
+# どのモデルも課題を解きます。隣どうしのコサイン類似度の平均はどの実行でも負で、
+# 4 回は遠い組の値より小さく、残りの 1 回でも両者の差は 0.01 以内です。
+# 反転の課題では、5 回のどの実行でも、学習によって隣どうしが似ることはありませんでした。
 #
 # 言語で学習した表については、この結果からは何も言えません。
-# Wang と Chen（2020）は、学習済みの BERT、RoBERTa、GPT-2 の表について同じコサイン類似度の行列を描いています。
-# そちらでは、隣り合う位置は実際に似たベクトルを持っています。
-# 言語のデータでは局所性を持つことが損失の低下につながりますが、反転の課題ではそうなりません。
+# Wang と Chen（2020）は、学習済みの BERT、RoBERTa、GPT-2 の表について同じコサイン類似度の行列を描いていて、
+# そちらでは隣り合う位置が実際に似たベクトルを持っています。
+# 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表が局所性を身につけるのは、それが学習データの上で役に立つ場合だけです。
 
-# %%
+# %% tags=["figure"]
 runs = [(0, accuracy, near_l, far_l)]
 for seed in range(1, 5):
     torch.manual_seed(seed)
@@ -614,10 +554,6 @@ for seed in range(1, 5):
     acc, _, _ = train(model)
     rows = model.pos.weight.detach()[:T]
     runs.append((seed, acc, *near_far(cosine_matrix(rows))))
-assert all(acc == 1.0 for _, acc, _, _ in runs)
-assert all(near < 0 for _, _, near, _ in runs)  # neighbours never alike
-assert sum(near < far for _, _, near, far in runs) == 4
-assert all(near < far + 0.01 for _, _, near, far in runs)
 print(
     "\n".join(
         f"seed {s}: accuracy {a:.3f}, neighbours {n:+.3f}, distant {f:+.3f}"
@@ -626,46 +562,71 @@ print(
     end="",
 )
 
+# %% tags=["check"] summary={"en": "five runs, accuracy 1 each; neighbours below zero in all, below distant pairs in four, 0.01 off in one", "ja": "5 回とも正解率 1 で、隣どうしはどれも 0 未満、4 回は遠い組より小さく、1 回は差が 0.01 以内です"}
+assert all(acc == 1.0 for _, acc, _, _ in runs)
+assert all(near < 0 for _, _, near, _ in runs)  # neighbours never alike
+assert sum(near < far for _, _, near, far in runs) == 4
+assert all(near < far + 0.01 for _, _, near, far in runs)
+
 # %% [markdown] lang="en"
-# Training did change the table a great deal: the mean norm of a trained row grew
-# from 0.113, as expected from $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$,
-# to 1.581. The rows $T$
-# to $2T - 1$, which no training sequence reached, are another story. Their
-# gradient was zero at every step, and so are Adam's running averages of it, so
-# Adam's step for them is $0/(0 + \epsilon) = 0$: they are still, bit for bit, the
-# random vectors they started as. This is the second limit of a learned table. Even
-# inside the table, a position is only as good as the training sequences that were
-# long enough to reach it; a model trained on short sequences keeps noise in its
-# later rows. BERT was pre-trained with this in mind: 90% of the steps on sequences
-# of 128 tokens and the last 10% on 512 tokens, so that the later rows of its table
-# are trained too (Devlin et al. 2019, appendix A.2).
+# ## Rows no sequence reaches
 #
-# "Bit for bit" depends on the optimiser. PyTorch's `AdamW` (learning rate
-# $\gamma$, decay $\lambda$) also multiplies each weight by $1 - \gamma\lambda$
-# at every step, gradient or not, so after $s$ steps an unused row is
+# Training changed the trained rows a great deal: their mean norm grew from
+# $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ to 1.581. The rows $T$ to
+# $2T - 1$, which no training sequence reached, are another story. Their gradient
+# was zero at every step, and so are Adam's running averages of it, so Adam's step
+# for them is $0/(0 + \epsilon) = 0$: they are still, bit for bit, the random
+# vectors they started as.
+#
+# This is the second limit of a learned table: even inside it, a position is only
+# as good as the training sequences long enough to reach it. BERT was pre-trained
+# with this in mind: 90% of the steps on sequences of 128 tokens and the last 10%
+# on 512 tokens, so that the later rows are trained too (Devlin et al. 2019,
+# appendix A.2).
+
+# %% [markdown] lang="ja"
+# ## どの系列も届かない行
+#
+# 学習は、使われた行を大きく変えました。
+# 行のノルムの平均は、初期化どおりの $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ で始まり、学習後は 1.581 まで大きくなりました。
+# 一方、行 $T$ から $2T - 1$ までは、どの学習系列も届かなかった行です。
+# これらの勾配はどのステップでも 0 で、Adam が保持する勾配の移動平均も 0 のままなので、
+# Adam による更新は $0/(0 + \epsilon) = 0$ です。
+# そのため今も、初期化したときの乱数ベクトルとビット単位で同じです。
+#
+# これが学習型の表の 2 つ目の限界です。
+# 表の中の位置であっても、その行が意味を持つのは、そこまで届く長さの学習系列があった場合だけです。
+# BERT の事前学習はこの点を考慮しています。ステップの 90% は 128 トークンの系列で、
+# 残りの 10% は 512 トークンの系列で学習し、表の後ろの行も学習されるようにしました（Devlin ら 2019、付録 A.2）。
+
+# %%
+norm_before, norm_after = (w[:T].norm(dim=-1).mean() for w in (before, after))
+same = torch.equal(after[T:], before[T:])  # the rows no sequence reached
+print(
+    f"trained rows, mean norm: {norm_before:.3f} before, {norm_after:.3f} after"
+)
+print(f"rows {T}..{2 * T - 1} unchanged: {same}", end="")
+
+# %% tags=["check"] summary={"en": "trained rows start near σ√d and grow over tenfold; unused rows are bit for bit their start", "ja": "使われた行は σ√d 前後から 10 倍以上になり、使われない行は初期値とビット単位で同じです"}
+assert abs(norm_before - 0.02 * math.sqrt(32)) < 0.01  # measured: sigma sqrt(d)
+assert norm_after > 10 * norm_before
+assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: weight decay reaches the unused rows.** "Bit for bit" depends on
+# the optimiser. PyTorch's `AdamW` (learning rate $\gamma$, decay $\lambda$) also
+# multiplies each weight by $1 - \gamma\lambda$ at every step, gradient or not, so
+# after $s$ steps an unused row is
 # $$E_r^{(s)} = (1 - \gamma\lambda)^s\, E_r^{(0)}$$
 # a shrunken copy of its noise. The paper that proposed AdamW (Loshchilov & Hutter
 # 2019, Algorithm 2) writes the step as
 # $$\theta_t = \theta_{t-1} - \eta_t \big(\alpha\, \hat m_t / (\sqrt{\hat v_t} + \epsilon) + \lambda\, \theta_{t-1}\big)$$
 # with $\alpha$ the learning rate and $\eta_t$ a schedule multiplier: its shrink
 # per step is $1 - \eta_t\lambda$, without the learning rate, so the same
-# $\lambda$ decays far faster there. The cell checks PyTorch's form with
-# $\gamma = 0.01$, $\lambda = 0.1$ and the $51$ steps $0$ to $50$, and that it is
-# not the paper's form with a constant schedule $\eta_t = 1$.
+# $\lambda$ decays far faster there.
 
-# %% [markdown] lang="ja"
-# 学習は表を大きく変えました。学習済みの行のノルムの平均は、
-# 初期化から予想されるとおりの $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ から、1.581 まで大きくなりました。
-# 一方、行 $T$ から $2T - 1$ までは、どの学習系列も届かなかった行です。
-# これらの勾配はどのステップでも 0 で、Adam が保持する勾配の移動平均も 0 のままなので、
-# Adam による更新は $0/(0 + \epsilon) = 0$ です。
-# そのため今も、初期化したときの乱数ベクトルとビット単位で同じです。
-# これが学習型の表の 2 つ目の限界です。
-# 表の中の位置であっても、その行が意味を持つのは、そこまで届く長さの学習系列があった場合だけです。
-# 短い系列だけで学習したモデルの後ろの行には、ノイズが残っているだけです。
-# BERT の事前学習はこの点を考慮しています。ステップの 90% は 128 トークンの系列で、
-# 残りの 10% は 512 トークンの系列で学習し、表の後ろの行も学習されるようにしました（Devlin ら 2019、付録 A.2）。
-#
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：重み減衰は使われない行にも届く**
 # 「ビット単位で同じ」かどうかはオプティマイザによります。
 # PyTorch の `AdamW`（学習率 $\gamma$、減衰率 $\lambda$）では、勾配の有無にかかわらず、
 # 各ステップで重みがすべて $1 - \gamma\lambda$ 倍されます。
@@ -677,16 +638,8 @@ print(
 # ここで $\alpha$ は学習率、$\eta_t$ はスケジュールの倍率です。
 # 論文の形では 1 ステップあたりの縮小は $1 - \eta_t\lambda$ で、学習率は入りません。
 # そのため同じ $\lambda$ でも、論文の形のほうがはるかに速く減衰します。
-# セルでは、$\gamma = 0.01$、$\lambda = 0.1$、ステップ $0$ から $50$ までの $51$ ステップで PyTorch の形を確かめます。
-# さらに、スケジュールが一定（$\eta_t = 1$）の論文の形とは一致しないことも確かめます。
 
-# %%
-norm_before = before[:T].norm(dim=-1).mean().item()
-norm_after = after[:T].norm(dim=-1).mean().item()
-assert abs(norm_before - 0.02 * math.sqrt(32)) < 0.01  # measured: sigma sqrt(d)
-assert norm_after > 10 * norm_before
-assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
-
+# %% tags=["deeper", "check"] summary={"en": "with γ = 0.01, λ = 0.1 and the 51 steps 0 to 50, AdamW leaves every unused row at (1 − γλ)⁵¹ = 0.9503 times its start, not the paper's (1 − λ)⁵¹ with η_t = 1", "ja": "γ = 0.01、λ = 0.1、ステップ 0〜50 の 51 ステップで、AdamW は使われない行をどれも初期値の (1 − γλ)⁵¹ = 0.9503 倍にし、η_t = 1 とした論文の (1 − λ)⁵¹ 倍にはしません"}
 torch.manual_seed(0)
 decayed = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
 start = decayed.pos.weight.detach().clone()
@@ -694,122 +647,72 @@ gamma, lam, steps = 0.01, 0.1, 50
 adamw = torch.optim.AdamW(decayed.parameters(), lr=gamma, weight_decay=lam)
 train(decayed, steps=steps, optimizer=adamw)
 shrink = (1 - gamma * lam) ** (steps + 1)  # the steps 0..50
+assert f"{shrink:.4f}" == "0.9503"
 unused = decayed.pos.weight.detach()[T:]
 assert_close(unused, shrink * start[T:])  # PyTorch: 1 - gamma lambda
 paper = (1 - lam) ** (steps + 1)  # Algorithm 2 with eta_t = 1
 assert not torch.allclose(unused, paper * start[T:])
-print(
-    f"mean norm of rows 0..{T - 1}: {norm_before:.3f} before, "
-    f"{norm_after:.3f} after training\n"
-    f"rows {T}..{2 * T - 1} unchanged (Adam): "
-    f"{torch.equal(after[T:], before[T:])}\n"
-    f"rows {T}..{2 * T - 1} with AdamW: {shrink:.4f} x their start",
-    end="",
-)
 
 # %% [markdown] lang="en"
 # ## How loud is the positional signal?
 #
-# The input of the first layer is a sum, token embedding plus positional vector, and
-# a sum is only informative if neither term drowns the other. So compare their
-# norms.
-#
-# **The sinusoid.** Each pair of entries contributes
-# $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ to the squared norm, and there are
-# $d/2$ pairs, so for every position
+# The first layer's input is a sum, token plus position, and a sum informs only if
+# neither term drowns the other. Each sine–cosine pair of the sinusoid contributes
+# $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ to its squared norm, and there are
+# $d/2$ pairs, so at every position
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
-# exactly, which is $\sqrt{384} \approx 19.5959$ for $d = 768$.
-#
-# **A token embedding** initialised with independent entries of standard deviation
-# $\sigma$ has $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$, and for large $d$ the
-# norm concentrates around $\sigma\sqrt{d}$ (the relative spread of
-# $\lVert e \rVert$ is about $1/\sqrt{2d}$). With Hugging Face's BERT
-# initialisation, $\sigma = 0.02$, that is $0.02\sqrt{768} \approx 0.5543$.
+# exactly, $\sqrt{384} \approx 19.5959$ for $d = 768$. A token embedding with
+# independent entries of standard deviation $\sigma$ has
+# $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$, and for large $d$ its norm
+# concentrates around $\sigma\sqrt{d}$ (its relative spread is about
+# $1/\sqrt{2d}$): $0.02\sqrt{768} \approx 0.5543$ with BERT's $\sigma = 0.02$.
 #
 # Added to such tokens, the raw sinusoid would be
-# $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$, about 35.36 times louder. (This pairing is hypothetical:
-# BERT uses a learned table, not sinusoids.) The models that do use sinusoids fix
-# the balance, each with its own initialisation:
+# $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$, about 35 times louder. (This
+# pairing is hypothetical: BERT uses a learned table.) The models that do use
+# sinusoids fix the balance, each with its own initialisation:
 #
-# - **Vaswani et al.** (2017, §3.4) multiply the token embeddings by $\sqrt{d}$.
-#   The paper does not give their initialisation; tensor2tensor, the authors' code,
-#   draws them with $\sigma = d^{-1/2}$ (`modalities.py`, `get_weights`, line 478
-#   at commit bafdc1b) and multiplies by $\sqrt{d}$ when `multiply_embedding_mode`
-#   is `"sqrt_depth"` (line 502), the default of `basic_params1`
-#   (`common_hparams.py`, line 111). The token norm becomes $d^{-1/2}\sqrt{d}\cdot\sqrt{d} = \sqrt{d}$, and
-#   the ratio $\sqrt{d/2}/\sqrt{d} = 1/\sqrt{2} \approx 0.7071$.
-# - **Hua et al.** (2022) multiply the sinusoid by a learned scalar. Its starting
-#   value is not taken from the paper here: `posenc` and x-transformers'
-#   `ScaledSinusoidalEmbedding` start it at $d^{-1/2}$, while lucidrains'
-#   FLASH-pytorch, another implementation of the paper, starts it at $1$. From
-#   $d^{-1/2}$ the sinusoid's norm is
-#   $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$. x-transformers pairs it with token
-#   embeddings drawn by `kaiming_normal_`, $\sigma = \sqrt{2/d}$, of norm about
-#   $\sqrt{2}$: a ratio of $1/2$.
+# - **Vaswani et al.** (2017, §3.4) multiply the token embeddings by $\sqrt{d}$;
+#   their code draws them with $\sigma = d^{-1/2}$, so the token norm becomes
+#   $d^{-1/2}\sqrt{d}\cdot\sqrt{d} = \sqrt{d}$ and the ratio
+#   $\sqrt{d/2}/\sqrt{d} = 1/\sqrt{2} \approx 0.7071$.
+# - **Hua et al.** (2022) multiply the sinusoid by a learned scalar. Started at
+#   $d^{-1/2}$, as in `posenc` and x-transformers, it makes the sinusoid's norm
+#   $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$; x-transformers' tokens, drawn with
+#   $\sigma = \sqrt{2/d}$, have norm about $\sqrt{2}$: a ratio of $1/2$.
 #
-# The two recipes do not give the same ratio: about 0.71 against 0.50. Applied to
-# the same tokens, multiplying the tokens by $\sqrt{d}$ and dividing the sinusoid
-# by $\sqrt{d}$ would change the ratio by the same factor; but the models do not
-# start from the same tokens. (With the $\sigma = 0.02$ tokens above, the scaled
-# sinusoid would give 1.28, a pairing no model here uses.) What the recipes share is
-# the order of magnitude: both bring a ratio of about 35 down to about 1. The cell
-# below draws each table and measures its norms. What it checks is the arithmetic
-# above (a norm near $\sigma\sqrt{d}$, the ratios), with the $\sigma$ and factors
-# typed in from the code cited, not the libraries' code itself.
+# Both bring the ratio from about 35 down to about 1 (0.71 and 0.50).
 
 # %% [markdown] lang="ja"
 # ## 位置の信号はどれくらい大きいか
 #
 # 最初の層への入力は、トークンの埋め込みと位置のベクトルの和です。
-# 和が意味を持つのは、どちらの項も相手をかき消さないときだけです。そこで 2 つのノルムを比べます。
-#
-# **正弦波。** ノルムの 2 乗への寄与は、成分のペアごとに
-# $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ です。
+# 和が意味を持つのは、どちらの項も相手をかき消さないときだけなので、2 つのノルムを比べます。
+# 正弦波のノルムの 2 乗への寄与は、正弦と余弦のペアごとに $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ です。
 # ペアは $d/2$ 組あるので、どの位置でも次が厳密に成り立ちます。
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
 # $d = 768$ なら $\sqrt{384} \approx 19.5959$ です。
+# トークンの埋め込みの成分を標準偏差 $\sigma$ の独立な乱数で初期化すると、$\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ です。
+# $d$ が大きければノルムは $\sigma\sqrt{d}$ の近くに集中し（相対的なばらつきはおよそ $1/\sqrt{2d}$）、
+# BERT の $\sigma = 0.02$ なら $0.02\sqrt{768} \approx 0.5543$ です。
 #
-# **トークンの埋め込み**の成分を、標準偏差 $\sigma$ の独立な乱数で初期化すると、
-# $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ になります。
-# $d$ が大きければノルムは $\sigma\sqrt{d}$ の近くに集中します（$\lVert e \rVert$ の相対的なばらつきはおよそ $1/\sqrt{2d}$ です）。
-# Hugging Face の BERT の初期化 $\sigma = 0.02$ なら、$0.02\sqrt{768} \approx 0.5543$ です。
-#
-# このようなトークンに生の正弦波を足す場合、正弦波のノルムはトークンのノルムの
-# $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、つまりおよそ 35.36 倍もあります。
-# この組み合わせは仮のもので、BERT は正弦波ではなく学習型の表を使います。
+# このようなトークンに生の正弦波を足すと、正弦波のノルムはトークンの
+# $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、つまりおよそ 35 倍になります
+# （この組み合わせは仮のもので、BERT は学習型の表を使います）。
 # 正弦波を実際に使うモデルは、それぞれ自分の初期化のもとでこの釣り合いを直しています。
 #
 # - **Vaswani ら**（2017、§3.4）は、トークンの埋め込みに $\sqrt{d}$ を掛けます。
-#   論文は埋め込みの初期化を書いていません。
-#   著者らのコードである tensor2tensor は、埋め込みを $\sigma = d^{-1/2}$ で初期化します
-#   （`modalities.py` の `get_weights`、コミット bafdc1b の 478 行目）。
-#   `multiply_embedding_mode` が `"sqrt_depth"` なら $\sqrt{d}$ を掛けます（502 行目）。
-#   `"sqrt_depth"` は `basic_params1` の既定値です（`common_hparams.py` の 111 行目）。
-#   トークンのノルムは $d^{-1/2}\sqrt{d}\cdot\sqrt{d} = \sqrt{d}$ となり、
-#   比は $\sqrt{d/2}/\sqrt{d} = 1/\sqrt{2} \approx 0.7071$ です。
+#   著者らのコードは埋め込みを $\sigma = d^{-1/2}$ で初期化するので、トークンのノルムは
+#   $d^{-1/2}\sqrt{d}\cdot\sqrt{d} = \sqrt{d}$ となり、比は $\sqrt{d/2}/\sqrt{d} = 1/\sqrt{2} \approx 0.7071$ です。
 # - **Hua ら**（2022）は、正弦波に学習可能なスカラーを掛けます。
-#   その初期値は、ここでは論文から取っていません。
-#   `posenc` と x-transformers の `ScaledSinusoidalEmbedding` は $d^{-1/2}$ から始めますが、
-#   論文の別の実装である lucidrains の FLASH-pytorch は $1$ から始めます。
-#   $d^{-1/2}$ から始めると、正弦波のノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$ になります。
-#   x-transformers はこれを、`kaiming_normal_` で初期化したトークンの埋め込み
-#   （$\sigma = \sqrt{2/d}$、ノルムはおよそ $\sqrt{2}$）と組み合わせます。比は $1/2$ です。
+#   `posenc` や x-transformers のように $d^{-1/2}$ から始めると、正弦波のノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$ です。
+#   x-transformers のトークンは $\sigma = \sqrt{2/d}$ で引かれ、ノルムはおよそ $\sqrt{2}$ なので、比は $1/2$ です。
 #
-# 2 つのやり方で比は同じになりません。およそ 0.71 と 0.50 です。
-# 同じトークンに対してなら、トークンに $\sqrt{d}$ を掛けることと正弦波を $\sqrt{d}$ で割ることは、比を同じ倍率だけ変えます。
-# しかし、モデルどうしは同じトークンから始めていません。
-# 上の $\sigma = 0.02$ のトークンとスケール付き正弦波を組み合わせると比は 1.28 になりますが、ここで扱うモデルにその組み合わせはありません。
-# 2 つのやり方に共通するのは桁です。どちらも、およそ 35 だった比をおよそ 1 まで下げます。
-# 次のセルで、それぞれの表を作ってノルムを測ります。
-# 確かめるのは上の計算（ノルムが $\sigma\sqrt{d}$ に近いこと、そして比）です。
-# $\sigma$ と倍率は挙げたコードから書き写したもので、ライブラリのコードそのものを確かめるわけではありません。
+# どちらのやり方も、比をおよそ 35 からおよそ 1 まで下げます（0.71 と 0.50）。
 
-# %%
+# %% tags=["figure"]
 d = 768
-pe = sinusoidal(torch.arange(4096), d, dtype=torch.float64)
-assert_close(
-    pe.norm(dim=-1), torch.full((4096,), math.sqrt(d / 2), dtype=pe.dtype)
-)
+pe = posenc.sinusoidal(torch.arange(4096), d, dtype=torch.float64)
 pe_norm = math.sqrt(d / 2)
 gen = torch.Generator().manual_seed(0)
 
@@ -820,18 +723,14 @@ def token_norms(std, factor=1.0, vocab=30522):  # BERT's vocabulary size
 
 
 hf = token_norms(0.02)  # Hugging Face's BERT: N(0, 0.02^2)
-assert_close(hf.mean().item(), 0.02 * math.sqrt(d), rtol=2e-3, atol=0)
-spread = (hf.std() / hf.mean()).item()
-assert abs(spread - 1 / math.sqrt(2 * d)) < 0.002  # about 1/sqrt(2d)
 t2t = token_norms(d**-0.5, factor=math.sqrt(d))  # tensor2tensor
 xt_table = torch.empty(30522, d)
 nn.init.kaiming_normal_(xt_table)  # x-transformers' TokenEmbedding.init_
 xt = xt_table.norm(dim=-1)
 scaled_pe = SinusoidalEmbedding(4096, d, learnable_scale=True)
 with torch.no_grad():
-    hua_norm = scaled_pe(torch.arange(4096)).norm(dim=-1)
-assert_close(hua_norm, torch.full((4096,), 2**-0.5))  # sqrt(d/2) d^(-1/2)
-hua_norm = hua_norm.mean().item()
+    hua_norms = scaled_pe(torch.arange(4096)).norm(dim=-1)
+hua_norm = hua_norms.mean().item()
 
 rows_out = [  # name, position norm, token norm, predicted ratio
     ("raw, sigma 0.02 (hypoth.)", pe_norm, hf.mean(), 1 / (0.02 * 2**0.5)),
@@ -839,42 +738,78 @@ rows_out = [  # name, position norm, token norm, predicted ratio
     ("x-transformers (scaled)", hua_norm, xt.mean(), 0.5),
     ("scaled, sigma 0.02 (hypoth.)", hua_norm, hf.mean(), 2**-0.5 / hf.mean()),
 ]
+print(f"{'':28s} |pos|    |tok|    ratio")
+for name, pos, tok, _ in rows_out:
+    print(f"{name:28s} {pos:7.4f}  {tok:7.4f}  {pos / tok:6.3f}")
+
+# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2), tokens σ√d, the scaled sinusoid 1/√2; every ratio is as predicted", "ja": "‖PE(p)‖ = √(d/2)、トークンは σ√d、スケール付き正弦波は 1/√2 で、比はどれも予想どおりです"}
+assert_close(pe.norm(dim=-1), torch.full((4096,), pe_norm, dtype=pe.dtype))
+assert_close(hf.mean().item(), 0.02 * math.sqrt(d), rtol=2e-3, atol=0)
+spread = (hf.std() / hf.mean()).item()
+assert abs(spread - 1 / math.sqrt(2 * d)) < 0.002  # about 1/sqrt(2d)
+assert_close(hua_norms, torch.full((4096,), 2**-0.5))  # sqrt(d/2) d^(-1/2)
 for _, pos, tok, predicted in rows_out:
     assert_close((pos / tok).item(), float(predicted), rtol=5e-3, atol=0)
 ratio = {name: (pos / tok).item() for name, pos, tok, _ in rows_out}
 assert (
     ratio["tensor2tensor (Vaswani)"] - ratio["x-transformers (scaled)"] > 0.15
 )
-print(f"{'':28s} |pos|    |tok|    ratio")
-for name, pos, tok, _ in rows_out:
-    print(f"{name:28s} {pos:7.4f}  {tok:7.4f}  {pos / tok:6.3f}")
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where these factors come from, and why the ratios differ.** The
+# paper does not give the embeddings' initialisation; tensor2tensor, the authors'
+# code, draws them with $\sigma = d^{-1/2}$ (`get_weights` in `modalities.py`) and
+# multiplies by $\sqrt{d}$ when `multiply_embedding_mode` is `"sqrt_depth"`, the
+# default of `basic_params1` (`common_hparams.py`). The starting value of Hua et
+# al.'s scalar is not taken from the paper here: `posenc` and x-transformers'
+# `ScaledSinusoidalEmbedding` start it at $d^{-1/2}$, while lucidrains'
+# FLASH-pytorch, another implementation of the paper, starts it at $1$.
+# x-transformers draws its token embeddings with `kaiming_normal_`. Applied to the
+# same tokens, multiplying the tokens by $\sqrt{d}$ and dividing the sinusoid by
+# $\sqrt{d}$ would change the ratio by the same factor; the ratios differ because
+# the models do not start from the same tokens. (With the $\sigma = 0.02$ tokens,
+# the scaled sinusoid would give 1.28, a pairing no model here uses.) The
+# computation above checks this arithmetic with the $\sigma$ and factors typed in
+# from the code cited, not the libraries' code itself.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：係数の出どころと、比が違う理由**
+# 論文は埋め込みの初期化を書いていません。
+# 著者らのコードである tensor2tensor は、埋め込みを $\sigma = d^{-1/2}$ で初期化し（`modalities.py` の `get_weights`）、
+# `multiply_embedding_mode` が `"sqrt_depth"` なら $\sqrt{d}$ を掛けます。
+# `"sqrt_depth"` は `basic_params1`（`common_hparams.py`）の既定値です。
+# Hua らのスカラーの初期値は、ここでは論文から取っていません。
+# `posenc` と x-transformers の `ScaledSinusoidalEmbedding` は $d^{-1/2}$ から始めますが、
+# 論文の別の実装である lucidrains の FLASH-pytorch は $1$ から始めます。
+# x-transformers はトークンの埋め込みを `kaiming_normal_` で初期化します。
+# 同じトークンに対してなら、トークンに $\sqrt{d}$ を掛けることと正弦波を $\sqrt{d}$ で割ることは、比を同じ倍率だけ変えます。
+# 比が違うのは、モデルどうしが同じトークンから始めていないからです。
+# $\sigma = 0.02$ のトークンとスケール付き正弦波を組み合わせると比は 1.28 になりますが、ここで扱うモデルにその組み合わせはありません。
+# 上の計算は、挙げたコードから書き写した $\sigma$ と倍率でこの計算を確かめるもので、ライブラリのコードそのものを確かめるわけではありません。
 
 # %% [markdown] lang="en"
 # ## The learned scale of Hua et al.
 #
 # `SinusoidalEmbedding(N, d, learnable_scale=True)` returns $\alpha\, PE(p)$ with one
-# scalar parameter $\alpha$, initialised to $d^{-1/2}$ as in x-transformers'
-# `ScaledSinusoidalEmbedding`. The sinusoid table stays fixed: it is a buffer,
-# outside `parameters()`, so $\alpha$ is the only tensor that receives a gradient.
-# By the chain rule its gradient is
+# scalar parameter $\alpha$, the
+# [learned scale](../docs/glossary.md#learned-scale), initialised to $d^{-1/2}$.
+# The sinusoid table stays fixed: it is a buffer, outside `parameters()`, so
+# $\alpha$ is the only tensor that receives a gradient. By the chain rule its
+# gradient is
 # $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
-# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$. The cell
-# below checks the initial value, that nothing else is trainable, and this
-# gradient against autograd.
+# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$.
 
 # %% [markdown] lang="ja"
 # ## Hua らの学習可能なスケール
 #
 # `SinusoidalEmbedding(N, d, learnable_scale=True)` は $\alpha\, PE(p)$ を返します。
-# スカラーのパラメータ $\alpha$ を 1 つだけ持ち、その初期値は
-# x-transformers の `ScaledSinusoidalEmbedding` と同じ $d^{-1/2}$ です。
+# スカラーのパラメータ $\alpha$（[学習可能なスケール](../docs/glossary.ja.md#learned-scale)）を 1 つだけ持ち、初期値は $d^{-1/2}$ です。
 # 正弦波の表は固定のままです。表はバッファで `parameters()` に含まれないので、
 # 勾配を受け取るテンソルは $\alpha$ だけです。連鎖律から、その勾配は次のとおりです。
 # $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
 # ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
-# 次のセルでは、初期値と、ほかに学習されるパラメータがないことを確かめ、この勾配を自動微分の結果と照合します。
 
-# %%
+# %% tags=["check"] summary={"en": "the scale is the only parameter, starts at d^(−1/2), and autograd's ∂L/∂α matches the formula", "ja": "パラメータはスケールだけで、初期値は d^(−1/2)、自動微分の ∂L/∂α は式と一致します"}
 d = 32
 scaled = SinusoidalEmbedding(64, d, learnable_scale=True)
 params = dict(scaled.named_parameters())
@@ -886,116 +821,96 @@ pos = torch.arange(10)
 y = scaled(pos)
 upstream = torch.randn_like(y)  # dL/dy for L = sum(upstream * y)
 (upstream * y).sum().backward()
-expected = (upstream * sinusoidal(pos, d)).sum()  # sum_p dL/dy_p . PE(p)
+expected = (upstream * posenc.sinusoidal(pos, d)).sum()  # sum_p dL/dy_p . PE(p)
 assert_close(scaled.scale.grad, expected)
 assert scaled.table.grad is None
-print(
-    f"alpha = {scaled.scale.item():.4f} = 32^(-1/2); trainable: {list(params)}",
-    end="",
-)
 
 # %% [markdown] lang="en"
-# Train the reversal model of the previous sections with this module in place of
-# the learned table. It has one positional parameter instead of $2T d = 1024$, and it
-# solves the task too (accuracy 1.000), though more slowly: its loss is 0.3870 at
-# step 100, where the table's was 0.0003. Along the way the scale grows from its
-# initial value 0.1768 to 1.0290: the model turns the positional signal up. The
-# heatmap of the scaled sinusoid would be the same as above: multiplying every
-# vector by $\alpha > 0$ leaves every cosine unchanged.
+# Train the reversal model with this module in place of the learned table. It has
+# one positional parameter instead of $2T d = 1024$, and it solves the task too,
+# more slowly: its loss at step 100 is 0.3870, where the table's was 0.0003. Along
+# the way the scale grows from $32^{-1/2} \approx 0.1768$ to 1.0290: the model turns
+# the positional signal up. Its heatmap would be the sinusoid's above, since
+# multiplying every vector by $\alpha > 0$ leaves every cosine unchanged.
 
 # %% [markdown] lang="ja"
 # これまでの節の反転モデルで、学習型の表の代わりにこのモジュールを使って学習します。
-# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個だけですが、このモデルも課題を解きます（正解率 1.000）。
+# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個だけですが、このモデルも課題を解きます。
 # ただし学習は遅く、ステップ 100 での損失は 0.3870 です（表では 0.0003 でした）。
-# 学習の途中で、スケールは初期値の 0.1768 から 1.0290 まで大きくなります。
+# 学習の途中で、スケールは $32^{-1/2} \approx 0.1768$ から 1.0290 まで大きくなります。
 # モデルは位置の信号を大きくしたのです。
-# スケール付き正弦波のヒートマップは、上の図と同じになります。
-# すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
+# そのヒートマップは上の正弦波の図と同じです。すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
 
 # %%
-d = 32
 torch.manual_seed(0)
 scaled_model = Reverser(
     SinusoidalEmbedding(T, d, learnable_scale=True)
 ).double()
 alpha_0 = scaled_model.pos.scale.item()
+acc_scaled, log, _ = train(scaled_model)
+alpha = scaled_model.pos.scale.item()
+print(log[3], log[-1], sep="\n")  # the loss at step 100, the accuracy
+print(f"alpha: {alpha_0:.4f} at the start, {alpha:.4f} after training", end="")
+
+# %% tags=["check"] summary={"en": "one positional parameter against the table's 1024; accuracy 1 on new sequences; α more than triples", "ja": "位置のパラメータは表の 1024 個に対して 1 個で、正解率は 1、α は 3 倍より大きくなります"}
 assert n_params(scaled_model.pos) == 1
 assert n_params(learned.pos) == 2 * T * d == 1024
-accuracy, log, _ = train(scaled_model)
-assert accuracy == 1.0
-
-alpha, acc_scaled = scaled_model.pos.scale.item(), accuracy
+assert acc_scaled == 1.0
 assert alpha > 3 * alpha_0
-log.append(f"alpha: {alpha_0:.4f} at the start, {alpha:.4f} after training")
-print("\n".join(log), end="")
 
 # %% [markdown] lang="en"
 # ## The padding row
 #
-# Batches of sequences of different lengths are filled up with padding tokens, and
-# those must not pick up a positional signal, nor pass a gradient into the table.
-# With `padding_idx=k`, row $k$ of the table starts at zero and is excluded from the
-# gradient: for a loss $L$ that depends on the looked-up rows, the gradient of row
-# $r$ is the sum of the upstream gradients of the positions that looked it up, and
-# for $r = k$ it is set to zero. Take $L = \sum_t w_t^\top E_{p_t}$, with a random
-# vector $w_t$ for each token $t$: the upstream gradient at token $t$ is $w_t$, so
+# Batches of sequences of different lengths are filled up with
+# [padding](../docs/glossary.md#padding) tokens, which must neither pick up a
+# positional signal nor pass a gradient into the table. With `padding_idx=k`, row
+# $k$ of the table starts at zero and is left out of the gradient. For a loss
+# $L = \sum_t w_t^\top E_{p_t}$, with a vector $w_t$ for each token $t$, the gradient
+# of a row is the sum of the $w_t$ of the tokens that looked it up, except at $k$:
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
-# and a plain SGD step leaves the padding row at zero (weight decay would too, since
-# the row is zero). The random weights are what makes this a test. With a loss such
-# as $\sum_t \lVert E_{p_t} \rVert^2$ the gradient of a row is proportional to the
-# row itself, so a row that starts at zero gets no gradient even without
-# `padding_idx`. The cell below runs the same check on a plain `nn.Embedding` whose
-# row $k$ was zeroed by hand, and that table fails it.
+# so a plain SGD step leaves the padding row at zero.
+# `SinusoidalEmbedding(..., padding_idx=k)` also returns zeros at $k$.
 #
 # fairseq and RoBERTa use this convention for their learned positions: the padding
 # token's id (1 in RoBERTa) doubles as its position, and real tokens are numbered
 # from $k + 1$ on. That is why RoBERTa's table has $514 = 512 + 2$ rows for 512
-# tokens: rows 0 and 1 are never a real position. `SinusoidalEmbedding(...,
-# padding_idx=k)` also returns zeros at $k$. The cell below rebuilds RoBERTa's
-# numbering for right-padded sequences.
-#
-# Under a [KV cache](../docs/glossary.md#kv-cache) the numbering needs an offset: a
-# decoding step feeds only the new tokens, whose positions start after the cached
-# ones. OpenAI's GPT-2 adds it (`positions_for(X, past_length)` in `src/model.py`),
-# and Hugging Face's RoBERTa adds `past_key_values_length` to its running count
-# (`create_position_ids_from_input_ids`, transformers 4.57.6). With RoBERTa's
-# numbering, the cell checks that three tokens and then one cached step get the
-# positions of the whole sequence.
+# tokens. Under a [KV cache](../docs/glossary.md#kv-cache) the numbering needs an
+# offset, since a decoding step feeds only the new tokens: OpenAI's GPT-2 adds
+# `past_length`, Hugging Face's RoBERTa `past_key_values_length`. For two
+# sequences, the second padded on the right, RoBERTa's positions are:
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
 #
-# 長さの違う系列をバッチにまとめるときは、足りない分をパディングのトークンで埋めます。
+# 長さの違う系列をバッチにまとめるときは、足りない分を[パディング](../docs/glossary.ja.md#padding)のトークンで埋めます。
 # パディングには位置の信号が乗ってはいけませんし、表に勾配を流してもいけません。
 # `padding_idx=k` を指定すると、表の行 $k$ は 0 から始まり、勾配の計算から外されます。
-# 参照した行に依存する損失 $L$ について、行 $r$ の勾配は、その行を参照した位置での上流の勾配の和です。
-# ただし $r = k$ の行の勾配は 0 に置き換えられます。
-# トークン $t$ ごとにランダムなベクトル $w_t$ を選び、$L = \sum_t w_t^\top E_{p_t}$ とします。
-# トークン $t$ での上流の勾配は $w_t$ なので、次のようになります。
+# トークン $t$ ごとのベクトル $w_t$ を使った損失 $L = \sum_t w_t^\top E_{p_t}$ では、
+# 行の勾配はその行を参照したトークンの $w_t$ の和ですが、行 $k$ だけは例外です。
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
-# したがって、素の SGD で 1 ステップ更新しても、パディング用の行は 0 のままです
-# （行が 0 なので、重み減衰を加えても同じです）。
-# この確認に意味があるのは、トークンごとのベクトルをランダムに選んでいるからです。
-# $\sum_t \lVert E_{p_t} \rVert^2$ のような損失では、行の勾配はその行自身に比例します。
-# そのため、0 から始まる行には `padding_idx` がなくても勾配が流れません。
-# 次のセルでは、行 $k$ を手で 0 にした素の `nn.Embedding` でも同じように確かめ、こちらは失敗することを示します。
+# したがって、素の SGD で 1 ステップ更新しても、パディング用の行は 0 のままです。
+# `SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 #
 # fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。
 # パディングのトークンの ID（RoBERTa では 1）をそのまま位置としても使い、実トークンは $k + 1$ から数えます。
 # RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。
-# 行 0 と行 1 が実トークンの位置になることはありません。
-# `SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
-# 次のセルでは、右側をパディングした系列について RoBERTa の番号付けを再現します。
-#
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、番号にオフセットが必要です。
-# デコードの各ステップでは新しいトークンだけを入力するので、その位置はキャッシュ済みのトークンの次から始まります。
-# OpenAI の GPT-2 はこのオフセットを足します（`src/model.py` の `positions_for(X, past_length)`）。
-# Hugging Face の RoBERTa は、累積和に `past_key_values_length` を足します
-# （transformers 4.57.6 の `create_position_ids_from_input_ids`）。
-# 次のセルでは RoBERTa の番号付けについて、3 トークンを入力してからキャッシュを使って 1 ステップ進めたとき、
-# 系列全体を一度に入力したときと同じ位置になることも確かめます。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号にオフセットが必要です。
+# OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
+# 2 つの系列（2 つ目は右側をパディング）での RoBERTa の位置は次のとおりです。
+
 
 # %%
+def roberta_positions(token_ids, padding_idx=1, past=0):
+    """fairseq's make_positions, with HF's past length: from pad + 1."""
+    real = (token_ids != padding_idx).long()
+    return (torch.cumsum(real, dim=1) + past) * real + padding_idx
+
+
+token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
+position_ids = roberta_positions(token_ids)
+print(position_ids)
+
+# %% tags=["check"] summary={"en": "padding_idx keeps row k at zero, a hand-zeroed nn.Embedding does not; RoBERTa's count holds cached", "ja": "padding_idx は行 k を 0 に保ち、手で 0 にした表は保てず、RoBERTa の番号はキャッシュでも同じです"}
 k = 1  # RoBERTa's padding id
 looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])  # p_t
 w = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))  # w_t
@@ -1024,15 +939,6 @@ assert_close(plain.weight.grad[k], w[[0, 4, 5]].sum(0))
 padded = SinusoidalEmbedding(16, 8, padding_idx=k)
 assert torch.equal(padded(torch.tensor(k)), torch.zeros(8))
 
-
-def roberta_positions(token_ids, padding_idx=1, past=0):
-    """fairseq's make_positions, with HF's past length: from pad + 1."""
-    real = (token_ids != padding_idx).long()
-    return (torch.cumsum(real, dim=1) + past) * real + padding_idx
-
-
-token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
-position_ids = roberta_positions(token_ids)
 assert position_ids.tolist() == [[2, 3, 4, 5], [2, 3, 4, 1]]  # by hand
 prefill = roberta_positions(token_ids[:1, :3])  # three tokens, then
 step = roberta_positions(token_ids[:1, 3:], past=3)  # one with 3 cached
@@ -1042,12 +948,10 @@ roberta_pos = LearnedPositionalEmbedding(514, 8, padding_idx=1)
 out = roberta_pos(position_ids)
 assert torch.equal(out[1, 3], torch.zeros(8))  # the padding token: nothing
 assert roberta_pos.n_positions - k - 1 == 512  # rows for real positions
-print(position_ids)
 
-# %% [markdown] lang="en"
-# ## How the libraries differ
-#
-# Each fact in this table comes from the code named in it.
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how the libraries set up their tables.** Each fact in this table
+# comes from the code named in it.
 #
 # | | table rows | initialisation | padding | scale |
 # |---|---|---|---|---|
@@ -1063,20 +967,18 @@ print(position_ids)
 #
 # x-transformers scales its learned table by the constant $d^{-1/2}$: with entries
 # from $N(0, 1)$, that makes each row's norm about $1$, the same idea as Hua et al.'s
-# scale, applied to a table. The cell below compares `posenc` with numbers that
-# x-transformers 2.26.4 itself printed: its `ScaledSinusoidalEmbedding(64)` at the
+# scale, applied to a table. The check below compares `posenc` with numbers that
+# x-transformers itself printed: its `ScaledSinusoidalEmbedding(64)` at the
 # positions 0, 1, 7 and 100, in the columns 0, 1, 31 (sines), 32, 33 and 63
-# (cosines). It then draws and scales a table as `AbsolutePositionalEmbedding`
-# does, compares it with values that x-transformers printed for the same seed,
-# and compares its mean row norm with the mean norm of $d$ standard normal
-# entries times $d^{-1/2}$,
+# (cosines), and a table drawn and scaled as `AbsolutePositionalEmbedding` does,
+# for the same seed. The mean row norm of such a table is the mean norm of $d$
+# standard normal entries times $d^{-1/2}$,
 # $$\sqrt{2/d}\;\Gamma\!\left(\tfrac{d+1}{2}\right) / \Gamma\!\left(\tfrac{d}{2}\right)$$
 # (the mean of a chi distribution with $d$ degrees of freedom, scaled), which is
 # $0.9961$ for $d = 64$: about $1$, slightly below.
 
-# %% [markdown] lang="ja"
-# ## ライブラリによる違い
-#
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ライブラリごとの表の作り方**
 # 表の各項目は、その行に挙げたコードから読み取ったものです。
 #
 # | | 表の行数 | 初期化 | パディング | スケール |
@@ -1093,18 +995,16 @@ print(position_ids)
 #
 # x-transformers は学習型の表に定数 $d^{-1/2}$ を掛けます。
 # 成分が $N(0, 1)$ なら各行のノルムはおよそ $1$ になります。Hua らのスケールと同じ考え方を表に当てはめたものです。
-# 次のセルでは、x-transformers 2.26.4 自身が出力した数値と `posenc` を比べます。
-# 比べるのは `ScaledSinusoidalEmbedding(64)` の位置 0、1、7、100 での値で、
-# 列 0、1、31（正弦）と 32、33、63（余弦）です。
-# さらに、`AbsolutePositionalEmbedding` と同じように表を作ってスケールし、
-# 同じシードで x-transformers が出力した値と比べます。
-# こうして作った表の行のノルムの平均を、標準正規分布に従う $d$ 個の成分に $d^{-1/2}$ を掛けたベクトルのノルムの期待値と比べます。
+# 下の確認では、x-transformers 自身が出力した数値と `posenc` を比べます。
+# 比べるのは `ScaledSinusoidalEmbedding(64)` の位置 0、1、7、100 での値（列 0、1、31 が正弦、32、33、63 が余弦）と、
+# 同じシードで `AbsolutePositionalEmbedding` と同じように作ってスケールした表です。
+# そうした表の行のノルムの平均は、標準正規分布に従う $d$ 個の成分に $d^{-1/2}$ を掛けたベクトルのノルムの期待値です。
 # $$\sqrt{2/d}\;\Gamma\!\left(\tfrac{d+1}{2}\right) / \Gamma\!\left(\tfrac{d}{2}\right)$$
 # これは自由度 $d$ のカイ分布の平均をスケールしたもので、$d = 64$ では $0.9961$ です。
 # およそ $1$ で、わずかに小さい値です。
 
-# %%
-# x-transformers 2.26.4, ScaledSinusoidalEmbedding(64)(x, pos=positions),
+# %% tags=["deeper", "check"] summary={"en": "posenc's scaled sinusoid in the concatenated layout matches x-transformers' printed values to 1e-6; the scaled table matches its printed rows and mean row norm 0.9962, within three standard errors of the chi mean 0.9961", "ja": "連結配置の posenc のスケール付き正弦波は x-transformers が出力した値と 1e-6 以内で一致し、スケールした表も出力された行と行のノルムの平均 0.9962 に一致して、カイ分布の平均 0.9961 から標準誤差の 3 倍以内です"}
+# x-transformers, ScaledSinusoidalEmbedding(64)(x, pos=positions),
 # run in a separate environment: rows = positions, columns = cols
 positions, cols = torch.tensor([0, 1, 7, 100]), [0, 1, 31, 32, 33, 63]
 x_transformers_printed = torch.tensor(  # rounded to 7 decimals
@@ -1121,7 +1021,7 @@ with torch.no_grad():
         ours(positions)[:, cols], x_transformers_printed, atol=1e-6, rtol=0
     )
 
-# x-transformers 2.26.4 on torch 2.13.0, torch.manual_seed(0), then
+# x-transformers with torch.manual_seed(0), then
 # AbsolutePositionalEmbedding(64, 4096) at positions 0, 1, 4095, columns 0-3
 x_abs_printed = torch.tensor(
     [
@@ -1141,30 +1041,26 @@ assert abs(row_norms.mean().item() - x_abs_norm_printed) < 1e-6
 # expected norm: the mean of a chi variable with d degrees, over sqrt(d)
 chi_mean = math.exp(math.lgamma((d + 1) / 2) - math.lgamma(d / 2))
 chi_mean *= math.sqrt(2 / d)
+assert f"{chi_mean:.4f}" == "0.9961"
 standard_error = row_norms.std().item() / math.sqrt(4096)
 assert abs(row_norms.mean().item() - chi_mean) < 3 * standard_error
-print(
-    f"x-transformers table, mean row norm: {row_norms.mean():.4f}"
-    f" (expected {chi_mean:.4f})",
-    end="",
-)
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
 # - A learned table has one trained row per position, $N d$ parameters (less than
-#   1 % of BERT-base or GPT-2 small), and nothing past row $N - 1$.
+#   1% of BERT-base or GPT-2 small), and nothing past row $N - 1$.
 # - Rows that no training sequence reaches keep their initial noise (bit for bit
-#   under Adam, shrunk by $(1 - \gamma\lambda)^s$ under PyTorch's `AdamW`).
+#   under Adam, shrunk under `AdamW`'s weight decay).
 # - A table learns the structure its task rewards: reversal did not make neighbours
-#   alike in five runs, while pretrained language models' tables do show locality
-#   (Wang & Chen 2020). The sinusoid has it by construction.
+#   alike in five runs, while pretrained language models' tables do show locality.
+#   The sinusoid has it by construction.
 # - The balance between token and position depends on both initialisations: the
 #   raw sinusoid is about 35 times louder than $\sigma = 0.02$ tokens;
 #   tensor2tensor's recipe gives about 0.71, x-transformers' about 0.50.
-# - A scaled sinusoid has one parameter; in our single run it also reached accuracy
-#   1.000 on the toy task, more slowly than the table. `padding_idx` keeps a zero
-#   row out of training.
+# - A scaled sinusoid has one parameter and learned the toy task too, more slowly
+#   than the table, turning its scale up. `padding_idx` keeps a zero row out of
+#   training.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1172,13 +1068,13 @@ print(
 # - 学習型の表は位置ごとに学習可能な行を 1 つ持ち、パラメータは $N d$ 個です（BERT-base や GPT-2 small の 1% 未満）。
 #   行 $N - 1$ より先には何もありません。
 # - どの学習系列も届かない行は、初期値のノイズのままです
-#   （Adam ならビット単位で同じ、PyTorch の `AdamW` なら $(1 - \gamma\lambda)^s$ 倍に縮みます）。
+#   （Adam ならビット単位で同じ、`AdamW` なら重み減衰で縮みます）。
 # - 表が学ぶのは、その課題で損失の低下につながる構造です。反転の課題では 5 回のどの実行でも隣どうしは似ませんでしたが、
-#   学習済みの言語モデルの表には局所性が見られます（Wang と Chen 2020）。正弦波は作り方からして局所性を持ちます。
+#   学習済みの言語モデルの表には局所性が見られます。正弦波は作り方からして局所性を持ちます。
 # - トークンと位置の釣り合いは、両方の初期化で決まります。
 #   生の正弦波は $\sigma = 0.02$ のトークンのおよそ 35 倍の大きさです。
 #   この比は、tensor2tensor のやり方でおよそ 0.71、x-transformers のやり方でおよそ 0.50 になります。
-# - スケール付き正弦波はパラメータが 1 つだけです。今回の 1 回の実行では、表より遅いものの、この小さな課題で正解率 1.000 に達しました。
+# - スケール付き正弦波はパラメータが 1 つだけで、表より遅いものの、スケールを大きくしながらこの小さな課題を学習できました。
 #   `padding_idx` は 0 の行を学習から外します。
 
 # %% [markdown] lang="en"
@@ -1238,6 +1134,8 @@ print(
 # 位置について外挿できるモデルであっても、規則そのものが長さに依存するなら、それだけでは足りません。
 
 # %% tags=["solution"]
+import copy
+
 d = 32
 tokens17 = torch.randint(
     V, (1000, 17), generator=torch.Generator().manual_seed(4)
@@ -1321,12 +1219,11 @@ print("\n".join(lines), end="")
 # $0.02\sqrt{768} \approx 0.554$, with $\sigma = 0.01$ the position norm about
 # $0.277$: the tokens start twice as loud, the ratio of the two $\sigma$. The cell
 # draws both tables as `src/model.py` does, normal and untruncated, with the two
-# $\sigma$ typed in from its lines 153 and 155: it checks this arithmetic, not
-# OpenAI's code.
+# $\sigma$ typed in from it: it checks this arithmetic, not OpenAI's code.
 #
 # The $0.01$ is OpenAI's. A GPT-2 built from Hugging Face's classes and trained
 # or initialised from scratch starts `wpe` at $\sigma = 0.02$, like `wte`:
-# `GPT2Model` makes both tables `nn.Embedding`s, and in transformers 5.24.0
+# `GPT2Model` makes both tables `nn.Embedding`s, and Hugging Face's
 # `_init_weights` draws every `nn.Embedding` with `initializer_range` $= 0.02$.
 # There both norms start near $0.554$ and the ratio is $1$, not $2$: neither
 # signal is louder. A pretrained
@@ -1339,11 +1236,11 @@ print("\n".join(lines), end="")
 # $\sigma = 0.01$ の位置のノルムはおよそ $0.277$ です。
 # 学習の始めにはトークンのほうが 2 倍大きく、これは 2 つの $\sigma$ の比です。
 # 次のセルでは、`src/model.py` と同じく切断しない正規分布で両方の表を作ります。
-# 2 つの $\sigma$ はその 153 行目と 155 行目から書き写したもので、確かめるのはこの計算であり、OpenAI のコードそのものではありません。
+# 2 つの $\sigma$ はそこから書き写したもので、確かめるのはこの計算であり、OpenAI のコードそのものではありません。
 #
 # $0.01$ は OpenAI のコードの値です。
 # Hugging Face のクラスで組み立てた GPT-2 を一から初期化したり学習したりする場合は、`wpe` の初期値も `wte` と同じく $\sigma = 0.02$ で引かれます。
-# `GPT2Model` は 2 つの表をどちらも `nn.Embedding` として持ち、transformers 5.24.0 の `_init_weights` はすべての `nn.Embedding` を `initializer_range` $= 0.02$ で初期化するからです。
+# `GPT2Model` は 2 つの表をどちらも `nn.Embedding` として持ち、Hugging Face の `_init_weights` はすべての `nn.Embedding` を `initializer_range` $= 0.02$ で初期化するからです。
 # この場合、学習の始めの 2 つのノルムはどちらもおよそ $0.554$ で、比は $2$ ではなく $1$ です。どちらの信号も、もう一方より大きくはありません。
 # 学習済みの[チェックポイント](../docs/glossary.ja.md#checkpoint)を読み込めば、OpenAI のコードでも Hugging Face のコードでも、重みは OpenAI が学習したものです。
 # そのため、この違いが効くのは一から学習するときだけです。
@@ -1420,87 +1317,119 @@ assert acc_1 == 1.0 and 0.95 < acc_half < 1.0 and acc_d < 0.3
 assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
 #
-# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML
-#   2017 (learned position embeddings). <https://arxiv.org/abs/1705.03122>
+# Hugging Face's initialisation is that of transformers 5.24.0, its RoBERTa
+# positions under a cache those of 4.57.6; x-transformers' printed values come
+# from version 2.26.4 with torch 2.13.0. The toy runs use torch 2.13.0 in float64
+# on one CPU thread: the printed losses repeat on one machine and build, while
+# other CPUs, kernels or versions may round differently. Where each count and
+# initialisation was read: the note after the references.
+#
+# ### References
+#
+# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*.
+#   ICML 2017. <https://arxiv.org/abs/1705.03122>
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
-#   §3.5 and Table 3, row (E). <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor (commit bafdc1b), `tensor2tensor/layers/modalities.py`
-#   (`get_weights`, the $\sqrt{d}$ factor) and `tensor2tensor/layers/common_hparams.py`
-#   (`basic_params1`). <https://github.com/tensorflow/tensor2tensor>
-# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers
-#   for Language Understanding*. NAACL 2019, appendix A.2.
+#   §3.5, Table 3 row (E). <https://arxiv.org/abs/1706.03762>
+# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional
+#   Transformers for Language Understanding*. NAACL 2019, appendix A.2.
 #   <https://arxiv.org/abs/1810.04805>
-# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
-#   Transformer*. <https://arxiv.org/abs/2004.05150>
-# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers for
-#   Image Recognition at Scale*. ICLR 2021, §3.2. <https://arxiv.org/abs/2010.11929>
-# - Google Research, BERT, `modeling.py` (`create_initializer`).
-#   <https://github.com/google-research/bert>
 # - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask
-#   Learners*.
-#   <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
-# - OpenAI, GPT-2, `src/model.py`, `download_model.py` and the note on parameter
-#   counts in the README. <https://github.com/openai/gpt-2>
-# - Hugging Face transformers, `_init_weights` in `modeling_bert.py` and
-#   `modeling_gpt2.py`. <https://github.com/huggingface/transformers>
+#   Learners*. <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
 # - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining
 #   Approach*. <https://arxiv.org/abs/1907.11692>
-# - fairseq, `LearnedPositionalEmbedding`, `PositionalEmbedding` and
-#   `init_bert_params`. <https://github.com/facebookresearch/fairseq>
+# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
+#   Transformer*. <https://arxiv.org/abs/2004.05150>
+# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers
+#   for Image Recognition at Scale*. ICLR 2021, §3.2.
+#   <https://arxiv.org/abs/2010.11929>
 # - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
-#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
-#   <https://arxiv.org/abs/2010.04903>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
-#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
-# - lucidrains, x-transformers 2.26.4, `AbsolutePositionalEmbedding`,
-#   `ScaledSinusoidalEmbedding` and `TokenEmbedding`.
-#   <https://github.com/lucidrains/x-transformers>
-# - lucidrains, FLASH-pytorch, `ScaledSinuEmbedding`.
-#   <https://github.com/lucidrains/FLASH-pytorch>
-# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay Regularization*.
-#   ICLR 2019 (AdamW). <https://arxiv.org/abs/1711.05101>
+#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP
+#   2020. <https://arxiv.org/abs/2010.04903>
+# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022.
+#   <https://arxiv.org/abs/2202.10447>
+# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay
+#   Regularization*. ICLR 2019. <https://arxiv.org/abs/1711.05101>
+# - Code: tensor2tensor <https://github.com/tensorflow/tensor2tensor>; Google's
+#   BERT <https://github.com/google-research/bert>; OpenAI's GPT-2
+#   <https://github.com/openai/gpt-2>; Hugging Face transformers
+#   <https://github.com/huggingface/transformers>; fairseq
+#   <https://github.com/facebookresearch/fairseq>; x-transformers
+#   <https://github.com/lucidrains/x-transformers>; FLASH-pytorch
+#   <https://github.com/lucidrains/FLASH-pytorch>.
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
 #
-# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*. ICML
-#   2017. <https://arxiv.org/abs/1705.03122>（学習型位置埋め込み。）
-# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017.
-#   <https://arxiv.org/abs/1706.03762>（§3.4、§3.5、表 3 の (E) 行。）
-# - tensor2tensor (commit bafdc1b), `tensor2tensor/layers/modalities.py`,
-#   `tensor2tensor/layers/common_hparams.py`. <https://github.com/tensorflow/tensor2tensor>
-#   （`get_weights` と $\sqrt{d}$ 倍、`basic_params1`。）
-# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional Transformers
-#   for Language Understanding*. NAACL 2019. <https://arxiv.org/abs/1810.04805>
-#   （付録 A.2。）
-# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
-#   Transformer*. <https://arxiv.org/abs/2004.05150>
-# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers for
-#   Image Recognition at Scale*. ICLR 2021. <https://arxiv.org/abs/2010.11929>（§3.2。）
-# - Google Research, BERT, `modeling.py`.
-#   <https://github.com/google-research/bert>（`create_initializer`。）
+# Hugging Face の初期化は transformers 5.24.0、キャッシュを使うときの RoBERTa の位置は 4.57.6 のものです。
+# x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
+# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。
+# 表示する損失は同じマシンと同じビルドでは毎回同じですが、CPU、カーネル、バージョンが違うと丸め方も変わることがあります。
+# 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめます。
+#
+# ### 参考文献
+#
+# - Gehring, J. et al. (2017). *Convolutional Sequence to Sequence Learning*.
+#   ICML 2017. <https://arxiv.org/abs/1705.03122>
+# - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
+#   §3.5, Table 3 row (E). <https://arxiv.org/abs/1706.03762>
+# - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional
+#   Transformers for Language Understanding*. NAACL 2019, appendix A.2.
+#   <https://arxiv.org/abs/1810.04805>
 # - Radford, A. et al. (2019). *Language Models are Unsupervised Multitask
-#   Learners*.
-#   <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
-# - OpenAI, GPT-2, `src/model.py`, `download_model.py`, README. <https://github.com/openai/gpt-2>
-#   （README にはパラメータ数についての注記があります。）
-# - Hugging Face transformers, `modeling_bert.py`, `modeling_gpt2.py`.
-#   <https://github.com/huggingface/transformers>（`_init_weights`。）
+#   Learners*. <https://cdn.openai.com/better-language-models/language_models_are_unsupervised_multitask_learners.pdf>
 # - Liu, Y. et al. (2019). *RoBERTa: A Robustly Optimized BERT Pretraining
 #   Approach*. <https://arxiv.org/abs/1907.11692>
-# - fairseq, `LearnedPositionalEmbedding`, `PositionalEmbedding`,
-#   `init_bert_params`. <https://github.com/facebookresearch/fairseq>
+# - Beltagy, I., Peters, M. E., Cohan, A. (2020). *Longformer: The Long-Document
+#   Transformer*. <https://arxiv.org/abs/2004.05150>
+# - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers
+#   for Image Recognition at Scale*. ICLR 2021, §3.2.
+#   <https://arxiv.org/abs/2010.11929>
 # - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
-#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP 2020.
-#   <https://arxiv.org/abs/2010.04903>
+#   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP
+#   2020. <https://arxiv.org/abs/2010.04903>
 # - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022.
-#   <https://arxiv.org/abs/2202.10447>（スケール付き正弦波位置埋め込み。）
-# - lucidrains, x-transformers 2.26.4, `AbsolutePositionalEmbedding`,
-#   `ScaledSinusoidalEmbedding`, `TokenEmbedding`.
-#   <https://github.com/lucidrains/x-transformers>
-# - lucidrains, FLASH-pytorch, `ScaledSinuEmbedding`.
-#   <https://github.com/lucidrains/FLASH-pytorch>
-# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay Regularization*.
-#   ICLR 2019. <https://arxiv.org/abs/1711.05101>（AdamW。）
+#   <https://arxiv.org/abs/2202.10447>
+# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay
+#   Regularization*. ICLR 2019. <https://arxiv.org/abs/1711.05101>
+# - コード：tensor2tensor <https://github.com/tensorflow/tensor2tensor>、Google の
+#   BERT <https://github.com/google-research/bert>、OpenAI の GPT-2
+#   <https://github.com/openai/gpt-2>、Hugging Face transformers
+#   <https://github.com/huggingface/transformers>、fairseq
+#   <https://github.com/facebookresearch/fairseq>、x-transformers
+#   <https://github.com/lucidrains/x-transformers>、FLASH-pytorch
+#   <https://github.com/lucidrains/FLASH-pytorch>。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where each count and initialisation was read.** BERT-base's
+# 110M is Devlin et al.'s; GPT-2 small is the `124M` of OpenAI's
+# `download_model.py` (the GPT-2 paper gave 117M, a count the repository's README
+# calls wrong). Hugging Face's `_init_weights` is in `modeling_bert.py` and
+# `modeling_gpt2.py`; OpenAI's two $\sigma$ of exercise 3 are at lines 153 and 155
+# of GPT-2's `src/model.py`; Google's BERT initialises through
+# `create_initializer` in `modeling.py`; fairseq's tables are
+# `LearnedPositionalEmbedding` and `PositionalEmbedding`, RoBERTa's redraw
+# `init_bert_params`. tensor2tensor was read at commit bafdc1b: `get_weights` in
+# `tensor2tensor/layers/modalities.py` (the $\sigma$ at line 478, the $\sqrt{d}$
+# factor at line 502) and `basic_params1` in `common_hparams.py` (line 111).
+# x-transformers' classes are `AbsolutePositionalEmbedding`,
+# `ScaledSinusoidalEmbedding` and `TokenEmbedding`; FLASH-pytorch's is
+# `ScaledSinuEmbedding`. Hugging Face's RoBERTa counts positions in
+# `create_position_ids_from_input_ids`.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：パラメータ数と初期化をどこで読んだか**
+# BERT-base の 110M は Devlin らの値です。
+# GPT-2 small の 124M は、OpenAI の `download_model.py` での名前 `124M` によります。
+# GPT-2 の論文は 117M としていましたが、リポジトリの README はこの数を誤りだったとしています。
+# Hugging Face の `_init_weights` は `modeling_bert.py` と `modeling_gpt2.py` にあります。
+# 演習 3 の OpenAI の 2 つの $\sigma$ は、GPT-2 の `src/model.py` の 153 行目と 155 行目にあります。
+# Google の BERT は `modeling.py` の `create_initializer` で初期化します。
+# fairseq の表は `LearnedPositionalEmbedding` と `PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
+# tensor2tensor はコミット bafdc1b を読みました。
+# `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502 行目）と、
+# `common_hparams.py` の `basic_params1`（111 行目）です。
+# x-transformers のクラスは `AbsolutePositionalEmbedding`、`ScaledSinusoidalEmbedding`、`TokenEmbedding` で、
+# FLASH-pytorch のものは `ScaledSinuEmbedding` です。
+# Hugging Face の RoBERTa は `create_position_ids_from_input_ids` で位置を数えます。

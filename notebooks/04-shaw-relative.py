@@ -16,61 +16,28 @@
 # %% [markdown] lang="en"
 # # Relative position representations
 #
-# The encodings of the chapters
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) and
-# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)
-# give each token a vector for its absolute position $p$ and add it to the token
-# before the first layer. Whatever the attention learns
-# about order, it has to recover from those sums. Shaw, Uszkoreit and Vaswani (2018) put
-# the position inside the attention instead, as a property of a *pair* of tokens: the
-# query at position $i$ and the key at position $j$ exchange a learned vector that
-# depends only on the offset $j - i$, clipped to at most $k$ either way. This chapter
-# derives their two equations, computes them directly with `posenc`, measures what the
-# direct computation costs in memory, and derives two ways around that cost: the paper's
-# split of the score into two terms, and a form with one score per distance that never
-# builds a vector per pair. Each is checked against the direct computation. Then it
-# shows what the clipping hides from the model, how Music Transformer's "skewing" turns
-# the same idea into a pad and a reshape, and how tensor2tensor and Hugging Face
-# implement it.
-#
-# Offsets here are key minus query, $j - i$, as in Shaw et al. and on the
-# [notation page](../docs/notation.md#positions): negative for a key before its
-# query. The next chapter, [*Transformer-XL relative attention*](05-transformer-xl.ipynb),
-# writes the causal distance $i - j$ instead, the same number with the opposite
-# sign, and Hugging Face's BERT indexes its table by $i - j$ too. Following the
-# paper, $n$ is the number of tokens, $d_z$ the head size and $k$ the clipping
-# distance.
+# Shaw, Uszkoreit and Vaswani (2018) put position inside attention: the pair of a
+# query at $i$ and a key at $j$ gets a learned vector for the offset $j - i$,
+# clipped to at most $k$ either way, added to the key and to the value.
+# Built for every pair, these vectors cost $n^2 d_z$ numbers per table; grouped by
+# distance, they cost one score per query and distance, and for a causal model a
+# pad and a reshape line the scores up with the keys.
+# From distance $k$ on, one layer sees the keys on each side as an unordered bag.
 
 # %% [markdown] lang="ja"
 # # 相対位置表現（Shaw ら）
 #
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章や[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の位置エンコーディングは、
-# 各トークンに絶対位置 $p$ のベクトルを割り当て、
-# 最初の層の前でトークンに足していました。
-# アテンションが順序について学ぶことはすべて、その和から読み取るしかありません。
-# Shaw、Uszkoreit、Vaswani（2018）は、代わりに位置をアテンションの内側に入れました。
-# 位置は、2 つのトークンの「組」が持つ性質になります。
-# 位置 $i$ のクエリと位置 $j$ のキーの組には、相対位置 $j - i$ だけで決まる学習可能なベクトルが割り当てられます。
-# 相対位置は、前後どちらの向きにも最大 $k$ にクリップします。
-# この章では、論文の 2 つの式を導いて `posenc` でそのまま計算し、この直接計算がどれだけメモリを使うかを測ります。
-# 続いて、そのコストを避ける 2 つの方法を導きます。論文によるスコアの 2 項への分解と、
-# 組ごとのベクトルを一切作らず、距離ごとに 1 つのスコアを使う形です。どちらも直接計算と照合します。
-# さらに、クリッピングによってモデルから何が見えなくなるかを示します。
-# Music Transformer の「スキューイング」が同じ考えをパディングと形状変換でどう実現するか、
-# tensor2tensor と Hugging Face がこれをどう実装しているかも見ます。
-#
-# この章の相対位置は、Shaw らや[記法のページ](../docs/notation.ja.md#positions)と同じく、キーからクエリを引いた $j - i$ です。
-# キーがクエリより前にあれば負になります。
-# 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに因果的な距離 $i - j$ を使います。
-# 大きさは同じで、正負が逆です。Hugging Face の BERT も表を $i - j$ で引きます。
-# 論文に合わせて、$n$ はトークンの数、$d_z$ はヘッドの次元数、$k$ はクリッピングの距離です。
+# Shaw、Uszkoreit、Vaswani（2018）は、位置をアテンションの内側に入れました。
+# 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）に応じた学習可能なベクトルを 1 つ選び、キーとバリューに足します。
+# このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。距離ごとにまとめれば、クエリと距離の組ごとにスコアが 1 つで済み、
+# 因果的なモデルならパディングと形状変換だけでスコアをキーにそろえられます。
+# 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
 
 # %%
 import math
 
 import matplotlib.pyplot as plt
 import torch
-import torch.nn.functional as F
 from torch.testing import assert_close
 
 from posenc import RelativePositionEmbedding, attention
@@ -84,109 +51,91 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # %% [markdown] lang="en"
 # ## Clipped relative positions
 #
-# Shaw et al. describe the input of self-attention as a complete directed graph: one
+# An absolute encoding adds a vector to each token before the first layer, and
+# whatever attention learns about order it must recover from those sums. Shaw et
+# al. read the input of self-attention as a complete directed graph instead: one
 # node per token, and an edge from each position $i$ to each position $j$. The edge
-# carries two learned vectors of the head size $d_z$, $a^K_{ij}$ for the keys and
-# $a^V_{ij}$ for the values. To make them relative, they depend on $i$ and $j$ only
-# through the offset $j - i$, and only up to a maximum distance $k$:
+# carries two learned vectors of the head size $d_z$, $a^K_{ij}$ for the key and
+# $a^V_{ij}$ for the value. They are relative: they depend on $i$ and $j$ only
+# through the offset $j - i$, and only up to a distance $k$,
 # $$a^K_{ij} = w^K_{\mathrm{clip}(j-i,\,k)}, \qquad a^V_{ij} = w^V_{\mathrm{clip}(j-i,\,k)}, \qquad \mathrm{clip}(x, k) = \max(-k, \min(k, x))$$
-# So each table holds $2k+1$ vectors, $w^K = (w^K_{-k}, \dots, w^K_{k})$, whatever the
-# length of the sequence. The paper gives two reasons for the clipping: precise
-# relative positions are probably not useful beyond some distance, and a model with
-# clipped distances can read sequences longer than any it was trained on, since every
-# offset it meets has a vector. Their base translation model used $k = 16$, their
-# big model $k = 8$ (§4.1). On the base model (English-German, newstest2013, §4.3),
-# varying $k$ (their Table 2) changed little from $k = 2$ on, and the key term $a^K$
-# alone did about as well as both terms (Table 3). Adding sinusoidal absolute
-# encodings to the relative ones brought no further improvement (the abstract).
+# so each table holds $2k+1$ vectors, $w^K_{-k}, \dots, w^K_{k}$, whatever the
+# length of the sequence. The paper gives two reasons to clip: precise offsets are
+# probably of little use far away, and every offset of a sequence longer than any
+# seen in training still has a vector (a motivation; longer sequences are not
+# tested). In its translation experiments, single runs each, every $k$ from 2 on
+# did about equally well, and the key vectors alone about as well as both.
 #
-# `posenc.RelativePositionEmbedding(k, d_z)` holds one such table; row $r$ of its
-# `embedding.weight` is $w_{r-k}$. Called with a number of queries and keys, it returns
-# the tensor of all $a_{ij}$, of shape $(n, n, d_z)$ for $n$ tokens. The cell below
-# checks every entry against the formula and prints the offsets $\mathrm{clip}(j-i,\,k)$
-# for $n = 8$ and $k = 3$: row $i$, column $j$. Each diagonal holds one offset, and
-# from the third diagonal outwards, on either side, everything is $3$ or $-3$.
+# Offsets are key minus query, as on the [notation page](../docs/notation.md#positions):
+# negative for a key before its query. The next chapter,
+# [*Transformer-XL relative attention*](05-transformer-xl.ipynb), writes the
+# distance $i - j$ instead, the same number with the opposite sign. $n$ is the
+# number of tokens. `posenc.RelativePositionEmbedding(k, d_z)` holds one table (row
+# $r$ of its `embedding.weight` is $w_{r-k}$); called with the numbers of queries
+# and keys, it returns every $a_{ij}$.
 
 # %% [markdown] lang="ja"
 # ## クリップした相対位置
 #
-# Shaw らは、セルフアテンションの入力を完全な有向グラフとして捉えます。
+# 絶対位置のエンコーディングは、最初の層の前で各トークンにベクトルを足します。アテンションは、順序についての情報をすべてその和から取り出すしかありません。
+# Shaw らは代わりに、セルフアテンションの入力を完全な有向グラフとして捉えます。
 # トークンごとに 1 つのノードがあり、各位置 $i$ から各位置 $j$ へ辺が張られています。
 # 辺は、ヘッドの次元数 $d_z$ の学習可能なベクトルを 2 つ持ちます。キー用の $a^K_{ij}$ とバリュー用の $a^V_{ij}$ です。
-# これを相対的なものにするため、どちらも $i$ と $j$ には相対位置 $j - i$ を通してだけ依存させ、
-# しかも最大距離 $k$ までしか区別しません。
+# どちらも $i$ と $j$ には相対位置 $j - i$ を通してだけ依存し、しかも距離 $k$ までしか区別しません。
 # $$a^K_{ij} = w^K_{\mathrm{clip}(j-i,\,k)}, \qquad a^V_{ij} = w^V_{\mathrm{clip}(j-i,\,k)}, \qquad \mathrm{clip}(x, k) = \max(-k, \min(k, x))$$
-# したがって、系列の長さによらず、各表は $2k+1$ 個のベクトル $w^K = (w^K_{-k}, \dots, w^K_{k})$ を持つだけです。
-# 論文はクリッピングの理由を 2 つ挙げています。
-# 1 つは、ある距離より先では正確な相対位置はおそらく役に立たないことです。
-# もう 1 つは、距離をクリップしたモデルなら、どの相対位置にも対応するベクトルがあるので、
-# 学習に使ったどの系列より長い系列も読めることです。
-# 論文の翻訳モデルでは、base モデルが $k = 16$、big モデルが $k = 8$ を使いました（§4.1）。
-# base モデル（英独翻訳、newstest2013、§4.3）で $k$ を変えても（論文の表 2）、$k = 2$ 以上ではほとんど差がありませんでした。
-# また、キーの項 $a^K$ だけでも両方の項を使う場合とほぼ同じ性能でした（表 3）。
-# 相対位置表現に正弦波の絶対位置エンコーディングを加えても、それ以上の改善はありませんでした（論文の要旨）。
+# したがって、系列の長さによらず、各表は $2k+1$ 個のベクトル $w^K_{-k}, \dots, w^K_{k}$ を持つだけです。
+# 論文はクリップする理由を 2 つ挙げています。遠く離れると正確な相対位置はおそらくあまり役に立たないこと、
+# そして学習で見たどの系列より長い系列でも、すべての相対位置にベクトルがあることです（これは動機で、長い系列での実験はありません）。
+# 翻訳の実験（それぞれ 1 回の学習）では、$k$ が 2 以上ならどの値でもほぼ同じ性能で、キーのベクトルだけでも両方を使う場合とほぼ同じでした。
 #
-# `posenc.RelativePositionEmbedding(k, d_z)` がこの表を 1 つ持ちます。
-# `embedding.weight` の行 $r$ が $w_{r-k}$ です。
-# クエリとキーの数を渡して呼ぶと、すべての $a_{ij}$ を並べたテンソルを返します。
-# $n$ トークンなら形状は $(n, n, d_z)$ です。
-# 次のセルでは、すべての成分を式と照合し、$n = 8$、$k = 3$ のときの相対位置 $\mathrm{clip}(j-i,\,k)$ を表示します。
-# 行が $i$、列が $j$ です。各対角線には 1 つの相対位置だけが並び、
-# 主対角線から両側へ数えて 3 本目の対角線から外側は、すべて $3$ か $-3$ になります。
+# 相対位置は、[記法のページ](../docs/notation.ja.md#positions)と同じく、キーの位置からクエリの位置を引いたものです。キーがクエリより前にあれば負になります。
+# 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに距離 $i - j$ を使います。大きさは同じで、正負が逆です。
+# $n$ はトークンの数です。
+# `posenc.RelativePositionEmbedding(k, d_z)` が表を 1 つ持ちます（`embedding.weight` の行 $r$ が $w_{r-k}$ です）。
+# クエリとキーの数を渡して呼ぶと、すべての $a_{ij}$ を返します。
 
 # %%
 n, k_clip, d_z = 8, 3, 4
-rel = RelativePositionEmbedding(k_clip, d_z)  # one table: 2k+1 rows of d_z
-w = rel.embedding.weight.detach()  # row r is w_{r-k}
+rel = RelativePositionEmbedding(k_clip, d_z)  # 2k+1 rows of d_z numbers
 with torch.no_grad():
-    a = rel(n, n)  # [n, n, d_z]: a_ij for every query i and key j
+    a = rel(n, n)  # a[i, j] = a_ij, for every query i and key j
+print(f"table {tuple(rel.embedding.weight.shape)}, a {tuple(a.shape)}", end="")
 
 
+# %% tags=["check"] summary={"en": "every a_ij is the table's row clip(j − i, k) + k; q new queries get the last q rows", "ja": "どの a_ij も表の行 clip(j − i, k) + k です。新しい q 個のクエリには rel(n, n) の最後の q 行が対応します"}
 def clip(x, k):
     return max(-k, min(k, x))
 
 
-assert a.shape == (n, n, d_z) and w.shape == (2 * k_clip + 1, d_z)
+w = rel.embedding.weight.detach()  # row r is w_{r-k}
+assert w.shape == (2 * k_clip + 1, d_z)
 for i in range(n):
     for j in range(n):  # a_ij = w_clip(j-i, k)
         assert torch.equal(a[i, j], w[clip(j - i, k_clip) + k_clip])
-
-offset = torch.arange(n)[None, :] - torch.arange(n)[:, None]  # [i, j] = j - i
-offset.clamp(-k_clip, k_clip)
+with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
+    for q_len in range(n + 1):
+        assert torch.equal(rel(q_len, n), a[n - q_len :])
 
 # %% [markdown] lang="en"
-# The heatmap shows the same offsets for $n = 24$ and $k = 4$. The diagonals
-# $j - i = \pm k$ already carry $w_{\pm k}$, the same vectors as every diagonal
-# beyond them, so within one layer the relative terms tell distances apart only for
-# $|j - i| \le k - 1$, on the $2k - 1$ central diagonals; from the diagonals
-# $\pm k$ outwards the two triangles are flat. The check after the figure
-# confirms it on the table above ($k = 3$). With several layers, position information
-# may propagate beyond the clipping distance $k$, as Shaw et al. themselves note (§4.3);
-# [*Beyond k, distances are indistinguishable*](#beyond-k-distances-are-indistinguishable)
-# and exercise 1 come back to this.
-#
-# When a decoder generates with a [KV cache](../docs/glossary.md#kv-cache), the $q$
-# new queries are the last $q$ of the
-# $n$ tokens, so query $i$ sits at position $i + n - q$ (the alignment that `posenc` uses
-# everywhere). `rel(q, n)` follows it: its rows are the last $q$ rows of `rel(n, n)`,
-# as the check after the figure confirms. Hugging Face's BERT does not always (see
-# [*How the libraries differ*](#how-the-libraries-differ)).
+# The heatmap draws the clipped offsets for $n = 24$ and $k = 4$, query $i$ down and
+# key $j$ across. Each diagonal holds one offset. The diagonals $j - i = \pm k$
+# already carry $w_{\pm k}$, the vectors of every diagonal beyond them, so one layer
+# tells apart the offsets $-(k-1), \dots, k-1$ of the $2k - 1$ central diagonals,
+# from each other and from the rest; all offsets from $k$ on look alike, and so do
+# all from $-k$ down: the two triangles are flat. When a decoder generates with a
+# [KV cache](../docs/glossary.md#kv-cache), the $q$ new queries are the last $q$ of
+# the $n$ tokens, and `rel(q, n)` returns the last $q$ rows of `rel(n, n)`.
 
 # %% [markdown] lang="ja"
-# 下のヒートマップは、同じ相対位置を $n = 24$、$k = 4$ で描いたものです。
+# 下のヒートマップは、$n = 24$、$k = 4$ でクリップした相対位置を描いたものです。縦がクエリ $i$、横がキー $j$ です。
+# 各対角線には 1 つの相対位置だけが並びます。
 # 対角線 $j - i = \pm k$ にはすでに、それより外側のすべての対角線と同じベクトル $w_{\pm k}$ が割り当てられています。
-# そのため、1 つの層の中で相対位置の項が距離を区別できるのは $|j - i| \le k - 1$、つまり中央の $2k - 1$ 本の対角線だけです。
-# 対角線 $\pm k$ から外側では、2 つの三角形がどちらも一様な色になります。
-# 図の後のセルで、上の表（$k = 3$）についてこれを確かめます。
-# ただし層を重ねると、位置の情報はクリッピングの距離 $k$ より遠くまで伝わりえます。Shaw らも §4.3 でこの可能性を指摘しています。
-# この点は、後の[「k より先の距離は区別できない」](#k-より先の距離は区別できない)の節と演習 1 で改めて取り上げます。
-#
+# そのため 1 つの層が区別できるのは、中央の $2k - 1$ 本の対角線の相対位置 $-(k-1), \dots, k-1$ を互いに、また残りとの間で区別することだけです。
+# $k$ 以上の相対位置はどれも同じに見え、$-k$ 以下も同様です。外側の 2 つの三角形は値が一定になります。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
-# つまりクエリ $i$ は位置 $i + n - q$ にあります（`posenc` がどこでも使う位置合わせです）。
-# `rel(q, n)` もこれに従います。その行は `rel(n, n)` の最後の $q$ 行です。図の後のセルでこれを確かめます。
-# ただし Hugging Face の BERT は、いつもこうなるわけではありません（[「ライブラリによる違い」](#ライブラリによる違い)の節）。
+# `rel(q, n)` は `rel(n, n)` の最後の $q$ 行を返します。
 
-# %% alt={"en": ["Heatmap of the clipped offset clip(j \u2212 i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from \u22123 to 3; from the diagonals \u00b14 outwards the two triangles are flat, \u22124 (blue) below and 4 (red) above."], "ja": ["n = 24\u3001k = 4 \u3067\u30af\u30ea\u30c3\u30d7\u3057\u305f\u76f8\u5bfe\u4f4d\u7f6e clip(j \u2212 i, k) \u306e\u30d2\u30fc\u30c8\u30de\u30c3\u30d7\uff08\u7e26\u8ef8\u306f\u30af\u30a8\u30ea i\u3001\u6a2a\u8ef8\u306f\u30ad\u30fc j\u30010\u301c23\uff09\u3002\u5024\u304c\u5909\u308f\u308b\u306e\u306f\u4e2d\u592e\u306e 7 \u672c\u306e\u5bfe\u89d2\u7dda\u3060\u3051\u3067\u3001\u22123 \u304b\u3089 3 \u307e\u3067\u4e26\u3073\u307e\u3059\u3002\u5bfe\u89d2\u7dda \u00b14 \u304b\u3089\u5916\u5074\u306e 2 \u3064\u306e\u4e09\u89d2\u5f62\u306f\u4e00\u69d8\u3067\u3001\u4e0b\u304c \u22124\uff08\u9752\uff09\u3001\u4e0a\u304c 4\uff08\u8d64\uff09\u3067\u3059\u3002"]}
+# %% tags=["figure"] alt={"en": ["Heatmap of the clipped offset clip(j − i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from −3 to 3; from the diagonals ±4 outwards the two triangles are flat, −4 (blue) below and 4 (red) above."], "ja": ["n = 24、k = 4 でクリップした相対位置 clip(j − i, k) のヒートマップ（縦軸はクエリ i、横軸はキー j、0〜23）。値が変わるのは中央の 7 本の対角線だけで、−3 から 3 まで並びます。対角線 ±4 から外側の 2 つの三角形は値が一定で、下が −4（青）、上が 4（赤）です。"]}
 big_n, big_k = 24, 4
 grid = torch.arange(big_n)
 clipped = (grid[None, :] - grid[:, None]).clamp(-big_k, big_k)
@@ -200,64 +149,51 @@ ticks = range(-big_k, big_k + 1)
 fig.colorbar(im, ax=ax, label=r"$\mathrm{clip}(j-i,\,k)$", ticks=ticks)
 plt.show()
 
-with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
-    for q_len in range(n + 1):
-        assert torch.equal(rel(q_len, n), a[n - q_len :])
-
-# the table above (n = 8, k = 3): offsets 3, 4, ... share one vector, and so
-# do -3, -4, ...; only |j - i| <= k - 1 = 2 gets a vector of its own
-vec = {o: a[max(0, -o), max(0, -o) + o] for o in range(-(n - 1), n)}
-for o1 in vec:
-    for o2 in vec:
-        same_side = min(o1, o2) >= k_clip or max(o1, o2) <= -k_clip
-        assert torch.equal(vec[o1], vec[o2]) == (o1 == o2 or same_side)
-
 # %% [markdown] lang="en"
 # ## Relation-aware self-attention
 #
 # Ordinary self-attention over the inputs $x_1, \dots, x_n$ computes, for one head,
 # $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top}{\sqrt{d_z}}, \qquad \alpha_{ij} = \frac{\exp e_{ij}}{\sum_{l} \exp e_{il}}, \qquad z_i = \sum_{j} \alpha_{ij}\, x_j W^V$$
-# Shaw et al. add the edge vectors in two places. The key that query $i$ compares
-# itself with becomes $x_j W^K + a^K_{ij}$, and the value that it collects becomes
-# $x_j W^V + a^V_{ij}$:
+# Shaw et al. add the edge vectors in two places: query $i$ compares itself with the
+# key $x_j W^K + a^K_{ij}$ and collects the value $x_j W^V + a^V_{ij}$,
 # $$e_{ij} = \frac{x_i W^Q \,(x_j W^K + a^K_{ij})^\top}{\sqrt{d_z}}$$
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
-# (equations 4 and 3 of the paper; the softmax is unchanged). The same key $x_j W^K$
-# now looks different to each query, by an amount that depends only on where the query
-# stands relative to it. Since $\sum_j \alpha_{ij} = 1$, the second equation adds to the
-# ordinary output $\sum_j \alpha_{ij}\, x_j W^V$ a weighted average of the $2k+1$
-# vectors $w^V_r$.
-#
-# The cell below computes both equations twice: once entry by entry with Python loops,
-# exactly as written, and once with whole tensors, where the $(n, n, d_z)$ tensors
-# $a^K$ and $a^V$ enter through `einsum`. Two special cases tie it to `posenc.attention`:
-# with both tables zero it is ordinary attention, and with $a^V = 0$ the key term is
-# just an additive bias, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$, on the scores.
+# with the softmax unchanged. The same key now looks different to each query, by an
+# amount that depends only on where the query stands relative to it. The key vectors
+# alone are an additive bias on the scores, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$;
+# and since $\sum_j \alpha_{ij} = 1$, the value vectors add to the ordinary output a
+# weighted average of the $2k+1$ vectors $w^V_r$. In the four-term score of
+# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#from-absolute-to-relative-four-terms),
+# Shaw's score is terms $(a)$ and $(b)$, content against content and content against
+# a learned offset vector, without $(c)$ and $(d)$ (Dai et al. 2019, §3.3). With whole tensors, the
+# $(n, n, d_z)$ tensors $a^K$ and $a^V$ enter through `einsum`:
 
 # %% [markdown] lang="ja"
 # ## 関係を考慮したセルフアテンション（relation-aware）
 #
 # 入力 $x_1, \dots, x_n$ に対する通常のセルフアテンションは、1 つのヘッドで次を計算します。
 # $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top}{\sqrt{d_z}}, \qquad \alpha_{ij} = \frac{\exp e_{ij}}{\sum_{l} \exp e_{il}}, \qquad z_i = \sum_{j} \alpha_{ij}\, x_j W^V$$
-# Shaw らは辺のベクトルを 2 か所に足します。
-# クエリ $i$ が比べるキーは $x_j W^K + a^K_{ij}$ に、集めるバリューは $x_j W^V + a^V_{ij}$ になります。
+# Shaw らは辺のベクトルを 2 か所に足します。クエリ $i$ が比べるキーは $x_j W^K + a^K_{ij}$ に、集めるバリューは $x_j W^V + a^V_{ij}$ になります。
 # $$e_{ij} = \frac{x_i W^Q \,(x_j W^K + a^K_{ij})^\top}{\sqrt{d_z}}$$
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
-# これらは論文の式 4 と式 3 で、softmax は変わりません。
-# 同じキー $x_j W^K$ が、クエリごとに違って見えるようになります。
-# その違いは、クエリがキーから見てどこにいるかだけで決まります。
-# $\sum_j \alpha_{ij} = 1$ なので、2 つ目の式は通常の出力 $\sum_j \alpha_{ij}\, x_j W^V$ に、
-# $2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
-#
-# 次のセルでは、両方の式を 2 通りに計算します。
-# 1 つは式のとおりに Python のループで成分ごとに計算し、もう 1 つはテンソル全体で計算します。
-# 後者では、$(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` に渡します。
-# さらに 2 つの特別な場合を `posenc.attention` と照らし合わせます。
-# 両方の表が 0 なら、通常のアテンションそのものです。
-# $a^V = 0$ なら、キーの項はスコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ でしかないので、
-# そのバイアスを渡した `posenc.attention` の結果と一致します。
+# softmax は変わりません。
+# 同じキーが、クエリごとに違って見えるようになります。その違いは、クエリがキーから見てどこにいるかだけで決まります。
+# キーのベクトルの寄与だけを取り出せば、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ です。
+# また $\sum_j \alpha_{ij} = 1$ なので、バリューのベクトルは通常の出力に、$2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
+# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章ではスコアを 4 つの項に分けます。
+# Shaw らのスコアはそのうち項 $(a)$ と $(b)$ だけで、内容どうしの比較と、内容と学習可能な相対位置ベクトルとの比較にあたり、$(c)$ と $(d)$ はありません（Dai ら 2019、§3.3）。
+# テンソル全体で計算するときは、$(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` に渡します。
+
 
 # %%
+def shaw_materialised(q, key, v, a_k, a_v):
+    """q, key, v [..., n, d_z]; a_k, a_v [n, n, d_z]: one vector per pair."""
+    e = q @ key.transpose(-2, -1) + torch.einsum("...id,ijd->...ij", q, a_k)
+    alpha = torch.softmax(e / math.sqrt(q.shape[-1]), dim=-1)  # [..., n, n]
+    return alpha @ v + torch.einsum("...ij,ijd->...id", alpha, a_v)
+
+
+# %% tags=["check"] summary={"en": "the tensor form is the two equations computed entry by entry; with zero tables it is ordinary attention, with a^V = 0 attention with the bias", "ja": "テンソルでの計算は 2 つの式を成分ごとに計算したものと一致し、表が 0 なら通常のアテンション、a^V = 0 ならバイアス付きのアテンションになります"}
 n, d_z, k_clip = 7, 8, 2
 x = torch.randn(n, d_z)
 w_q, w_k, w_v = (torch.randn(d_z, d_z) / math.sqrt(d_z) for _ in range(3))
@@ -270,7 +206,7 @@ with torch.no_grad():  # larger than the N(0, 0.02^2) start: the terms matter
 
 
 def shaw_loops(x, a_k, a_v):
-    """Equations (4) and (3), entry by entry."""
+    """Equations (4) and (3) of the paper, entry by entry."""
     q, key, v = x @ w_q, x @ w_k, x @ w_v
     z = torch.zeros(n, d_z)
     for i in range(n):
@@ -278,13 +214,6 @@ def shaw_loops(x, a_k, a_v):
         alpha = torch.softmax(e / math.sqrt(d_z), dim=0)
         z[i] = sum(alpha[j] * (v[j] + a_v[i, j]) for j in range(n))
     return z
-
-
-def shaw_materialised(q, key, v, a_k, a_v):
-    """Whole tensors: q, key, v [..., n, d_z]; a_k, a_v [n, n, d_z]."""
-    e = q @ key.transpose(-2, -1) + torch.einsum("...id,ijd->...ij", q, a_k)
-    alpha = torch.softmax(e / math.sqrt(q.shape[-1]), dim=-1)  # [..., n, n]
-    return alpha @ v + torch.einsum("...ij,ijd->...id", alpha, a_v)
 
 
 q, key, v = x @ w_q, x @ w_k, x @ w_v
@@ -298,53 +227,27 @@ bias = torch.einsum("id,ijd->ij", q, a_k) / math.sqrt(d_z)
 with_bias = attention(q, key, v, bias=bias)
 assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 
-# the value term is a weighted average of the 2k+1 vectors w^V_r
-e = q @ key.T + torch.einsum("id,ijd->ij", q, a_k)
-alpha = torch.softmax(e / math.sqrt(d_z), -1)
-assert_close(z - alpha @ v, torch.einsum("ij,ijd->id", alpha, a_v))
-
 # %% [markdown] lang="en"
 # ## What the direct computation costs
 #
-# The tensor $a^K$ has one vector of size $d_z$ for every pair of positions: $n^2 d_z$
-# numbers, per table and per layer. Shaw et al. (§3.3) propose to share the tables
-# across the heads and across the sequences of a batch, which keeps it at
-# $n^2 d_z$ instead of $h\, n^2 d_z$ for $h$ heads, and tensor2tensor's
-# `dot_product_attention_relative` shares them so. Their own experiments did not
-# all share: the base model (§4.1) kept one table per layer and head, $h\, n^2 d_z$
-# per layer, the count below; only the big model shared across heads. Either way
-# it is quadratic in $n$ with a factor $d_z$ that the score matrix
-# does not have. Huang et al. (2018, Music Transformer) count it for one layer with
-# $n = 2048$, $h = 8$ heads of size $d_z = 64$ (a model width of 512), and a table per
-# head. The cell below computes the bytes from the shapes alone, with tensors on
-# PyTorch's `meta` device, which have a shape and a dtype but no storage: nothing is
-# allocated. In float32, one table of $n^2 d_z$ numbers is 1073741824 bytes, 1.1 GB, as
-# Huang et al. say per head; one per head makes 8589934592 bytes, 8.6 GB, which they give
-# as 8.5 GB per layer. Their alternative, one vector per distance and per head, needs
-# $n\, d_z$ numbers: 524288 bytes (0.52 MB) per head and 4194304 bytes (4.2 MB) for the
-# layer, their figures.
+# The tensor $a^K$ holds a vector of size $d_z$ for every pair of positions: $n^2 d_z$
+# numbers per table and layer, $d_z$ times as many as the scores. Shaw et al.
+# propose sharing the tables across the heads and the sequences of a batch, which
+# keeps it at $n^2 d_z$ instead of $h\, n^2 d_z$ for $h$ heads. Huang et al.
+# (2018), building Music Transformer, counted the bill for one layer of $h = 8$
+# heads of size $d_z = 64$ with one table per head, at $n = 2048$ positions, and
+# compared it with one vector per distance; their 8.5 GB is 8.59 GB cut short. The
+# bytes follow from the shapes alone: a tensor on PyTorch's `meta` device has a
+# shape and a dtype but no storage.
 
 # %% [markdown] lang="ja"
 # ## 直接計算のコスト
 #
-# テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。
-# 表 1 つ、層 1 つあたり $n^2 d_z$ 個の数です。
-# Shaw ら（§3.3）は、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。
-# そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
-# tensor2tensor の `dot_product_attention_relative` も、このように共有します。
-# ただし、論文の実験がすべて共有していたわけではありません。
-# base モデル（§4.1）は層ごと、ヘッドごとに表を持ち、層あたり $h\, n^2 d_z$ 個で、これは下で数える量です。
-# ヘッド間で共有したのは big モデルだけです。
-# どちらにしても $n$ の 2 乗に比例し、しかもスコア行列にはない $d_z$ 倍がかかります。
-# Huang ら（2018、Music Transformer）は、$n = 2048$、次元数 $d_z = 64$ のヘッドが $h = 8$ 個
-# （モデルの幅は 512）で、ヘッドごとに表を持つ 1 層についてこの量を見積もっています。
-# 次のセルでは、形状だけからバイト数を計算します。
-# PyTorch の `meta` デバイス上のテンソルは、形状と dtype を持ちますが、データの領域を持ちません。メモリは何も確保されません。
-# float32 では、$n^2 d_z$ 個の数からなる表 1 つが 1073741824 バイト、つまり 1.1 GB で、
-# Huang らがヘッドあたりとして挙げる値と同じです。
-# ヘッドごとに 1 つなら 8589934592 バイト、8.6 GB で、論文はこれを層あたり 8.5 GB としています。
-# Huang らの代案は、距離ごと、ヘッドごとにベクトルを 1 つ持つもので、必要なのは $n\, d_z$ 個の数です。
-# ヘッドあたり 524288 バイト（0.52 MB）、層全体で 4194304 バイト（4.2 MB）となり、論文の値と一致します。
+# テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
+# Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
+# Music Transformer の Huang ら（2018）は、1 層あたりのこの量を、距離ごとにベクトルを 1 つ持つ場合と比べました。
+# 条件は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個でヘッドごとに表を持ち、位置が $n = 2048$ の場合です。論文の 8.5 GB は 8.59 GB の端数を切り捨てた値です。
+# バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは形状と dtype だけを持ち、データ用のメモリは確保しません。
 
 
 # %%
@@ -354,83 +257,66 @@ def nbytes(*shape, dtype=torch.float32):
 
 
 n, h, d_z = 2048, 8, 64
-table = nbytes(n, n, d_z)  # a^K: one d_z-vector per pair (i, j)
-per_head = nbytes(h, n, n, d_z)  # one such table per head
-linear = nbytes(n, d_z)  # one d_z-vector per distance
-# Huang et al.'s printed figures: 1.1 GB per head, 8.5 GB per layer,
-# 0.52 MB per head and 4.2 MB per layer (decimal units)
-assert round(table / 1e9, 1) == 1.1 and 8.5 <= per_head / 1e9 < 8.6
-assert round(linear / 1e6, 2) == 0.52 and round(h * linear / 1e6, 1) == 4.2
-print(
-    f"a^K [n, n, d_z]:         {table:>10d} B = {table / 1e9:.1f} GB\n"
-    f"per head [h, n, n, d_z]: {per_head:>10d} B = {per_head / 1e9:.1f} GB\n"
-    f"per distance [n, d_z]:   {linear:>10d} B = {linear / 1e6:.2f} MB,"
-    f" per layer {h * linear} B = {h * linear / 1e6:.1f} MB",
-    end="",
+pair = nbytes(n, n, d_z)  # a^K: one d_z-vector per pair (i, j)
+per_distance = nbytes(n, d_z)  # one d_z-vector per distance
+report = (
+    f"per pair:     {pair / 1e9:.2f} GB per head, {h * pair / 1e9:.2f} GB"
+    f" per layer\nper distance: {per_distance / 1e6:.2f} MB per head,"
+    f" {h * per_distance / 1e6:.2f} MB per layer"
 )
+print(report, end="")
+
+# %% tags=["check"] summary={"en": "the printed bytes give Huang et al.'s figures: 1.1 GB per head and 8.5 GB per layer (8.59, cut short) for the pairs, 0.52 MB and 4.2 MB per distance", "ja": "出力したバイト数から Huang らの値が得られます。組ごとならヘッドあたり 1.1 GB、層あたり 8.5 GB（8.59 の切り捨て）、距離ごとなら 0.52 MB と 4.2 MB です"}
+printed = [float(s) for s in report.replace(",", " ").split() if "." in s]
+assert len(printed) == 4
+head_gb, layer_gb, head_mb, layer_mb = printed
+assert round(head_gb, 1) == 1.1 and math.floor(layer_gb * 10) / 10 == 8.5
+assert head_mb == 0.52 and round(layer_mb, 1) == 4.2
 
 # %% [markdown] lang="en"
-# ## The paper's efficient form: two terms
-#
-# Shaw et al. (§3.3) avoid the worst of it by splitting the score. Expanding the product
-# in the numerator,
-# $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top}{\sqrt{d_z}}$$
-# The first term is ordinary attention, one matrix product per head. The second needs
-# care: with batch size $b$ and $h$ heads, a careless broadcast would multiply
-# $b\,h$ queries by $n^2$ edge vectors and form a $(b, h, n, n, d_z)$ product. The paper
-# instead reshapes. For a fixed query position $i$, the queries of all $b\,h$ sequences
-# and heads form a $b h \times d_z$ matrix, and the edge vectors
-# $a^K_{i1}, \dots, a^K_{in}$ a $d_z \times n$ one, shared by all of them. So the second term is $n$
-# independent products of a $b h \times d_z$ and a $d_z \times n$ matrix: one batched
-# matrix product after moving the position axis of the queries to the front, then a
-# move back to add it to the first term. The values work the same way, with the weights
-# $\alpha_{i1}, \dots, \alpha_{in}$ in place of the query and $a^V_{i1}, \dots, a^V_{in}$
-# as an $n \times d_z$ matrix. The paper puts the price of this form, in its
-# translation experiments, at a 7 % drop in training steps per second, with the
-# model and batch sizes of Vaswani et al. still fitting on P100 GPUs (§3.3).
-#
-# The cell below is a line-by-line port of tensor2tensor's `_relative_attention_inner`
-# (TensorFlow code, so a port is what can run here), which does exactly this,
-# checked against the direct computation for a batch of 2
-# sequences with 3 heads. Nothing of size $b\,h\,n^2 d_z$ is formed. The
-# intermediates are $a^K$ itself, $n^2 d_z$ numbers once for the whole batch,
-# products of $b\,h\,n^2$ numbers (the scores and `x_tz`) and tensors of the size
-# of the queries, $b\,h\,n\,d_z$. Which is largest depends on $b\,h$, $n$ and
-# $d_z$: $a^K$ is the largest when $b\,h < \min(n, d_z)$, since $n^2 d_z$ must beat
-# both $b\,h\,n^2$ and $b\,h\,n\,d_z$. Here $b\,h = 6$, $n = 7$ and $d_z = 8$, so it is
-# $a^K$; with 4 sequences instead of 2 it is the others. The cell records the size
-# of every tensor formed and checks both cases.
+# The paper's own remedy splits the score into its content term and its position
+# term, $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$, and computes the second
+# with one batched product per query position, so that no product of size
+# $b\,h\,n^2 d_z$ forms for $b$ sequences of $h$ heads. It still holds $a^K$. The
+# next section does without it.
 
 # %% [markdown] lang="ja"
-# ## 論文の効率的な形：2 つの項
+# 論文自身の対策は、スコアを内容の項と位置の項 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、
+# 2 つ目をクエリの位置ごとのバッチ行列積で計算するものです。
+# こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても、$b\,h\,n^2 d_z$ の大きさの積は作られません。
+# それでも $a^K$ は保持します。次の節では、これもなくします。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the paper's two-term form, as tensor2tensor computes it.** With
+# batch size $b$ and $h$ heads, a careless broadcast of the second term would
+# multiply $b\,h$ queries by $n^2$ edge vectors. The paper (§3.3) reshapes instead.
+# For a fixed query position $i$, the queries of all $b\,h$ sequences and heads form
+# a $b h \times d_z$ matrix, and the edge vectors $a^K_{i1}, \dots, a^K_{in}$ a
+# $d_z \times n$ one shared by all of them: the second term is $n$ independent
+# products of a $b h \times d_z$ and a $d_z \times n$ matrix, one batched product
+# after moving the query position axis to the front. The values work the same way,
+# with the weights $\alpha_{i1}, \dots, \alpha_{in}$ in place of the query. The
+# paper puts the cost of the relative representations, computed this way, at 7%
+# fewer training steps per second than the model without them. Its experiments did
+# not all share the tables: the base model kept one per layer and head, and only the
+# big model shared across heads. The cell ports tensor2tensor's
+# `_relative_attention_inner`, which does exactly this.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：論文の 2 項の形と tensor2tensor の計算**
 #
-# Shaw ら（§3.3）は、スコアを分解して、このコストのいちばん重い部分を避けます。分子の積を展開すると次のようになります。
-# $$e_{ij} = \frac{x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top}{\sqrt{d_z}}$$
-# 1 つ目の項は通常のアテンションで、ヘッドごとに行列積 1 回です。2 つ目の項には注意が要ります。
-# バッチサイズ $b$、ヘッド数 $h$ のとき、不用意にブロードキャストすると、
-# $b\,h$ 個のクエリに $n^2$ 個の辺のベクトルを掛け、$(b, h, n, n, d_z)$ の積を作ってしまいます。
-# 論文は、代わりに形状変換を使います。クエリの位置 $i$ を固定すると、
-# $b\,h$ 個の系列とヘッドのクエリは $b h \times d_z$ 行列をなし、
+# バッチサイズ $b$、ヘッド数 $h$ のとき、2 つ目の項を不用意にブロードキャストすると、$b\,h$ 個のクエリに $n^2$ 個の辺のベクトルを掛けることになります。
+# 論文（§3.3）は代わりに形状変換を使います。
+# クエリの位置 $i$ を固定すると、$b\,h$ 個の系列とヘッドのクエリは $b h \times d_z$ 行列をなし、
 # 辺のベクトル $a^K_{i1}, \dots, a^K_{in}$ はそれらすべてに共通の $d_z \times n$ 行列をなします。
-# したがって 2 つ目の項は、$b h \times d_z$ 行列と $d_z \times n$ 行列の独立な積 $n$ 個です。
-# クエリの位置の軸を先頭に移してバッチ行列積を 1 回行い、軸を戻して 1 つ目の項に足します。
-# バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を、
-# $n \times d_z$ 行列として $a^V_{i1}, \dots, a^V_{in}$ を使います。
-# 論文によると、翻訳の実験でこの形にかかった代償は、1 秒あたりの学習ステップ数の 7% の低下でした。
-# その際も、Vaswani らと同じ大きさのモデルとバッチが P100 GPU に収まっていました（§3.3）。
-#
-# 次のセルは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を 1 行ずつ移植したものです（TensorFlow のコードなので、ここでは移植で確かめます）。
-# 2 系列・3 ヘッドのバッチで直接計算と照合します。
-# $b\,h\,n^2 d_z$ の大きさのものは作りません。
-# 中間結果は、バッチ全体で 1 つだけの $a^K$（$n^2 d_z$ 個の数）、$b\,h\,n^2$ 個の数からなる積（スコアと `x_tz`）、
-# そしてクエリと同じ大きさ $b\,h\,n\,d_z$ のテンソルです。
-# どれが最も大きいかは $b\,h$、$n$、$d_z$ で決まります。
-# $n^2 d_z$ が $b\,h\,n^2$ と $b\,h\,n\,d_z$ の両方を上回る必要があるので、$a^K$ が最も大きいのは $b\,h < \min(n, d_z)$ のときです。
-# ここでは $b\,h = 6$、$n = 7$、$d_z = 8$ なので $a^K$ が最も大きく、系列を 2 つから 4 つにすると、ほかのもののほうが大きくなります。
-# セルでは、作られたすべてのテンソルの大きさを記録し、両方の場合を確かめます。
+# したがって 2 つ目の項は、$b h \times d_z$ 行列と $d_z \times n$ 行列の独立な積 $n$ 個で、クエリの位置の軸を先頭に移せば 1 回のバッチ行列積になります。
+# バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を使います。
+# 論文によると、この方法で相対位置表現を加えた代償は、1 秒あたりの学習ステップ数の 7% の低下でした。
+# なお、論文の実験がすべて表を共有していたわけではありません。base モデルは層ごと、ヘッドごとに表を持ち、ヘッド間で共有したのは big モデルだけです。
+# 次のセルでは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を移植します。
 
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "the two-term form equals the direct computation for 2 sequences of 3 heads, and forms no tensor of size b h n² d_z", "ja": "2 項の形は 2 系列・3 ヘッドで直接計算と一致し、b h n² d_z の大きさのテンソルを作りません"}
 def relative_inner(x, y, z, transpose):
     """tensor2tensor's _relative_attention_inner.
 
@@ -443,7 +329,7 @@ def relative_inner(x, y, z, transpose):
     x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # position axis first
     x_tz = x_t @ z  # n products (bh x d)(d x n): [n, b*h, n or d]
     out = xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
-    formed.extend(t.numel() for t in (z, xy, x_t, x_tz, out))
+    formed.extend(t.numel() for t in (xy, x_t, x_tz, out))
     return out
 
 
@@ -457,63 +343,43 @@ b, h, n, d_z = 2, 3, 7, 8
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
     a_k, a_v = rel_k(n, n), rel_v(n, n)  # shared by the batch and the heads
-formed = []  # numel of a^K and of every tensor relative_inner forms
+formed = []  # numel of every tensor relative_inner forms
 two_terms = shaw_two_terms(qb, kb, vb, a_k, a_v)
 assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
-assert b * h < min(n, d_z)  # 6 < min(7, 8): a^K is the largest
-assert max(formed) == n * n * d_z < b * h * n * n * d_z
-
-formed = []  # 4 sequences: the [b, h, n, *] tensors outgrow a^K
-wide = [torch.randn(4, h, n, d_z) for _ in range(3)]  # b h = 12 > min(n, d_z)
-shaw_two_terms(*wide, a_k, a_v)
-assert max(formed) == 4 * h * n * max(n, d_z) > n * n * d_z
+assert max(formed) < b * h * n * n * d_z
 
 # %% [markdown] lang="en"
 # ## Never build the pairs: one score per distance
 #
-# Both forms still hold $a^K_{ij}$ for every pair, although there are only $2k+1$
-# different vectors among them. Write the clipped offset as a column index,
-# $c_{ij} = \mathrm{clip}(j-i,\,k) + k$, with values $0, \dots, 2k$. Then
-# $a^K_{ij} = w^K_{c_{ij}-k}$, and the second term of the score only looks up a number
-# that can be computed once per query and distance:
+# Among the $n^2$ vectors $a^K_{ij}$ only $2k+1$ differ. Write the clipped offset as a
+# column index, $c_{ij} = \mathrm{clip}(j-i,\,k) + k$, with values $0, \dots, 2k$.
+# Then $a^K_{ij} = w^K_{c_{ij}-k}$, and the key term only looks up a number that can
+# be computed once per query and distance:
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
-# $P$ is the product of the $n \times d_z$ queries with the transposed $(2k+1) \times d_z$
-# table: an $n \times (2k+1)$ matrix per head, from which a gather along the last axis
-# picks entry $c_{ij}$ for each pair. For the values, group the sum over keys by their
-# column index. Every key with the same $c_{ij}$ brings the same vector, so
+# $P$ is the product of the $n \times d_z$ queries with the transposed
+# $(2k+1) \times d_z$ table, and a gather along its last axis picks entry $c_{ij}$ for
+# each pair. For the values, group the keys by their index: keys with the same
+# $c_{ij}$ bring the same vector, so
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
-# $\beta$ holds, for each query, the total attention that falls into each of the $2k+1$
-# distance buckets: `scatter_add` along the last axis builds it from $\alpha$, and a
-# product with the table finishes the job. Both steps are also a product with a one-hot
-# encoding of $c_{ij}$, which the cell below uses as a second check. Each row of $\beta$
-# sums to 1.
-#
-# The extra memory is $P$ and $\beta$, $n(2k+1)$ numbers per head each, and the index
-# $c_{ij}$, $n^2$ integers shared by everything (for a causal model, the section on
-# Music Transformer's skewing below removes it too). Nothing has a factor $n^2 d_z$ any
-# more.
+# $\beta_{ir}$ is the attention that query $i$ pays to the keys with $c_{ij} = r$, and
+# `scatter_add` builds it from $\alpha$. The extra memory is $P$ and $\beta$,
+# $n(2k+1)$ numbers per head each, and the index $c_{ij}$, $n^2$ integers shared by
+# all heads (it could also be computed on the fly): nothing has a factor $n^2 d_z$
+# any more.
 
 # %% [markdown] lang="ja"
 # ## 組を作らない：距離ごとに 1 つのスコア
 #
-# どちらの形も、依然としてすべての組について $a^K_{ij}$ を保持します。しかし、その中に異なるベクトルは $2k+1$ 個しかありません。
+# $n^2$ 個のベクトル $a^K_{ij}$ のうち、異なるものは $2k+1$ 個しかありません。
 # クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
-# すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、スコアの 2 つ目の項は、
-# クエリと距離の組ごとに一度だけ計算しておける数を、表から引いてくるだけになります。
+# すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリと距離の組ごとに一度だけ計算しておける数を引いてくるだけになります。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
-# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、ヘッドごとに $n \times (2k+1)$ 行列です。
-# そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
-# バリューでは、キーについての和を列のインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを持ち込むので、
+# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
+# バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
-# となります。$\beta$ は、クエリごとに、$2k+1$ 個の距離のバケットそれぞれに入るアテンションの合計です。
-# これは最後の軸に沿った `scatter_add` で $\alpha$ から作れ、あとは表との積で仕上がります。
-# gather と scatter はどちらも $c_{ij}$ の one-hot ベクトルとの積として書けます。次のセルでは、これを 2 つ目の確認に使います。
-# $\beta$ の各行の和は 1 です。
-#
-# 余分なメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、
-# そしてすべてで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
-# 因果的なモデルなら、後の Music Transformer のスキューイングの節で見るとおり、これも不要になります。
-# $n^2 d_z$ に比例するものは、もうありません。
+# $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
+# 追加で要るメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
+# インデックスは保持せず、その場で計算してもかまいません。$n^2 d_z$ に比例するものは、もうありません。
 
 
 # %%
@@ -523,9 +389,9 @@ def clipped_index(n, k):  # c_ij = clip(j - i, k) + k: [n, n]
 
 
 def shaw_by_distance(q, key, v, table_k, table_v, k):
-    """Without a^K or a^V: tables [2k+1, d_z], q, key, v [..., n, d_z]."""
+    """Tables [2k+1, d_z]; q, key, v [..., n, d_z]. No a^K, no a^V."""
     n = q.shape[-2]
-    p = q @ table_k.T  # P: [..., n, 2k+1], x_i W^Q w_r^T for every distance
+    p = q @ table_k.T  # P: [..., n, 2k+1], a score per query and distance
     c = clipped_index(n, k).expand(*p.shape[:-2], n, n)
     logits = q @ key.transpose(-2, -1) + p.gather(-1, c)
     alpha = torch.softmax(logits / math.sqrt(q.shape[-1]), dim=-1)
@@ -533,41 +399,43 @@ def shaw_by_distance(q, key, v, table_k, table_v, k):
     return alpha @ v + beta @ table_v, p, alpha, beta
 
 
+# %% tags=["check"] summary={"en": "the distance form equals the direct computation for 2 sequences of 3 heads; each row of β sums to 1, so the value term β w^V is a weighted average of the w^V_r", "ja": "距離ごとの形は 2 系列・3 ヘッドで直接計算と一致します。β の各行の和は 1 なので、バリューの項 β w^V は w^V_r の重み付き平均です"}
+b, h, n, d_z = 2, 3, 7, 8  # 2 sequences of 3 heads; k = 2 as above
+qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
+with torch.no_grad():
+    a_k, a_v = rel_k(n, n), rel_v(n, n)
 table_k = rel_k.embedding.weight.detach()
 table_v = rel_v.embedding.weight.detach()
 out, p, alpha, beta = shaw_by_distance(qb, kb, vb, table_k, table_v, k_clip)
 assert_close(out, shaw_materialised(qb, kb, vb, a_k, a_v))
-
-# the same gather and scatter as products with a one-hot encoding of c_ij
-c = clipped_index(n, k_clip)
-one_hot = F.one_hot(c, 2 * k_clip + 1).float()  # [i, j, r] = [c_ij = r]
-by_one_hot = torch.einsum("...ir,ijr->...ij", p, one_hot)
-assert_close(by_one_hot, torch.einsum("...id,ijd->...ij", qb, a_k))
-assert_close(torch.einsum("...ij,ijr->...ir", alpha, one_hot), beta)
+assert (beta >= 0).all()
 assert_close(beta.sum(-1), torch.ones(b, h, n))  # each row of beta sums to 1
-print(f"P and beta: {tuple(p.shape)}, alpha: {tuple(alpha.shape)}", end="")
+value_term = torch.einsum("...ij,ijd->...id", alpha, a_v)
+assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 
 # %% [markdown] lang="en"
-# The figure compares the three memory bills for one layer as the length grows, with
-# $h = 8$ heads of size $d_z = 64$ and $k = 16$, in float32, computed from the shapes as
-# above. The materialised $a^K$ grows like $n^2 d_z$. The distance form costs $P$ and $\beta$
-# for every head plus the int64 index: linear at first, then quadratic through the index
-# alone, a factor $d_z / 2 = 32$ below $a^K$. For reference, the score matrix $e_{ij}$ that
-# every attention over $h$ heads forms has $h\,n^2$ numbers: from $n = 128$ on (printed
-# below), the distance form costs less than the scores themselves. The y axis is in
-# bytes ($\mathrm{B}$).
+# The figure prices one layer as the length grows, for $h = 8$ heads of size
+# $d_z = 64$ and $k = 16$ in float32, with one $a^K$ shared by the heads (Huang et
+# al.'s 8.5 GB counts a table per head). The pairs grow like $n^2 d_z$. The distance
+# form grows linearly at first, then quadratically through its int64 index alone,
+# $d_z/2 = 32$ times lower than the pairs; from $n = 128$ on it is smaller than the
+# $h\,n^2$ scores that attention computed step by step holds. A fused kernel such
+# as FlashAttention never holds those scores, and this is where Shaw's method does
+# not fit: the value term needs $\beta$, sums of the weights $\alpha$ that such a
+# kernel never writes out, and the key term is a bias that depends on the query's
+# content, so it must be passed as a full $h\,n^2$ tensor.
 
 # %% [markdown] lang="ja"
-# 下の図は、1 層が使うメモリを 3 つの量について、長さを変えながら比べたものです。
-# 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 で、上と同じく形状から計算しています。
-# 実体化した $a^K$ は $n^2 d_z$ に比例して増えます。
-# 距離ごとの形では、ヘッドごとの $P$ と $\beta$ に、int64 のインデックスが加わります。
-# 初めは長さに比例して増え、やがてインデックスの配列だけが 2 乗で効いてきますが、それでも $a^K$ の $d_z / 2 = 32$ 分の 1 にとどまります。
-# 3 つ目は比較の基準で、$h$ 個のヘッドを持つアテンションならどれでも作るスコア行列 $e_{ij}$（$h\,n^2$ 個の数）です。
-# $n = 128$ 以上では（下に表示）、距離ごとの形のほうがスコアそのものより小さくなります。
-# 縦軸の単位はバイト（$\mathrm{B}$）です。
+# 下の図は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層が使うメモリを、長さを変えながら比べたものです。
+# $a^K$ はヘッド間で共有する 1 つだけを数えています（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
+# 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
+# 距離ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
+# 融合しないアテンションが保持する $h\,n^2$ 個のスコアより、$n = 128$ 以上では小さくなります。
+# FlashAttention のような融合カーネルはこのスコアを保持しません。Shaw らの方法が融合カーネルに合わないのはこの点です。
+# バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
+# またキーの項はクエリの内容に依存するバイアスなので、$h\,n^2$ 個の成分を持つテンソルとして渡すしかありません。
 
-# %% alt={"en": ["Log\u2013log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7\u00b710^11 B at the end; the distance form P, \u03b2, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["\u9577\u3055 n\uff0864\u301c32768\uff09\u306b\u5bfe\u3059\u308b 1 \u5c64\u306e\u30e1\u30e2\u30ea\uff08\u30d0\u30a4\u30c8\uff09\u306e\u4e21\u5bfe\u6570\u30b0\u30e9\u30d5\uff08h = 8\u3001d_z = 64\u3001k = 16\uff09\u3002\u5b9f\u4f53\u5316\u3057\u305f a^K \u304c\u6700\u3082\u5927\u304d\u304f\u3001\u6700\u5f8c\u306f\u7d04 2.7\u00b710^11 B \u3067\u3059\u3002\u8ddd\u96e2\u3054\u3068\u306e\u5f62\uff08P\u3001\u03b2\u3001\u30a4\u30f3\u30c7\u30c3\u30af\u30b9 c_ij\uff09\u306f\u6700\u5f8c\u306b\u305d\u306e\u7d04 32 \u5206\u306e 1 \u3068\u306a\u308a\u3001n = 128 \u4ee5\u4e0a\u3067\u306f\u30b9\u30b3\u30a2 e_ij \u3088\u308a\u5c0f\u3055\u304f\u306a\u308a\u307e\u3059\u3002"]}
+# %% tags=["figure"] alt={"en": ["Log–log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7·10^11 B at the end; the distance form P, β, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["長さ n（64〜32768）に対する 1 層のメモリ（バイト）の両対数グラフ（h = 8、d_z = 64、k = 16）。実体化した a^K が最も大きく、最後は約 2.7·10^11 B です。距離ごとの形（P、β、インデックス c_ij）は最後にその約 32 分の 1 となり、n = 128 以上ではスコア e_ij より小さくなります。"]}
 h, d_z, k_clip = 8, 64, 16
 lengths = [2**e for e in range(6, 16)]
 direct = [nbytes(n, n, d_z) for n in lengths]  # a^K
@@ -577,14 +445,7 @@ by_distance = [
     for n, c in zip(lengths, index, strict=True)
 ]
 scores = [nbytes(h, n, n) for n in lengths]  # e_ij of all heads
-assert all(a_ == d_z // 2 * c for a_, c in zip(direct, index, strict=True))
-pairs = zip(lengths, scores, by_distance, strict=True)
-below = [n for n, s, m in pairs if m < s]
-# below the scores from n = 128 on, and at every longer length
-assert below == lengths[lengths.index(128) :]
-print(f"P, beta and c below the scores e_ij from n = {below[0]} on", end="")
-
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
 ax.plot(lengths, direct, "o-", ms=4, label=r"$a^K_{ij}$")
 ax.plot(lengths, by_distance, "s-", ms=4, label=r"$P,\ \beta,\ c_{ij}$")
 ax.plot(lengths, scores, "--", color="0.4", label=r"$e_{ij}$")
@@ -595,36 +456,31 @@ ax.minorticks_off()
 ax.legend(loc="upper left")
 plt.show()
 
+# %% tags=["check"] summary={"en": "the distance form falls below the scores from n = 128 on, at every longer length", "ja": "距離ごとの形は n = 128 以上のすべての長さでスコアより小さくなります"}
+pairs = zip(lengths, scores, by_distance, strict=True)
+below = [n for n, s, m in pairs if m < s]
+assert below == lengths[lengths.index(128) :]
+
 # %% [markdown] lang="en"
-# ## Beyond k, distances are indistinguishable
+# ## From distance k on, distances are indistinguishable
 #
-# Clipping is a choice with a visible consequence. For query $i$, every key with
-# $j - i \ge k$ receives the same $a^K_{ij} = w^K_{k}$ and the same $a^V_{ij} = w^V_{k}$,
-# and likewise every key with $j - i \le -k$ receives $w^K_{-k}$ and $w^V_{-k}$. Inside
-# each of those two groups, nothing in $e_{ij}$ or $z_i$ depends on where a key sits:
-# the group is a bag of tokens. Shuffle the tokens within one group, and $z_i$ does not
-# change. Swap two tokens at different distances inside the band, and it does.
-#
-# The cell below takes $n = 12$, $k = 2$ and the query at position $i = 6$: the keys
-# $j \le 4$ form one bag, the keys $j \ge 8$ the other. It shuffles each bag, checks
-# that the output of query 6 is the same to rounding error, then swaps the tokens at
-# $j = 5$ and $j = 7$ (offsets $-1$ and $+1$) and prints how far the output moves.
+# Clipping has a visible consequence. For query $i$, every key with $j - i \ge k$
+# receives the same $w^K_{k}$ and $w^V_{k}$, and every key with $j - i \le -k$ the same
+# $w^K_{-k}$ and $w^V_{-k}$. Within each of these two groups nothing in $e_{ij}$ or
+# $z_i$ depends on where a key sits: the group is a bag of tokens. Take $n = 12$,
+# $k = 2$ and the query at $i = 6$: shuffling the tokens of the bag $j \le 4$ and of
+# the bag $j \ge 8$ leaves $z_6$ as it was, up to rounding, while swapping the two
+# tokens at offsets $-1$ and $+1$, inside the band, moves it.
 
 # %% [markdown] lang="ja"
-# ## k より先の距離は区別できない
+# ## 距離 k 以上は区別できない
 #
-# クリッピングの影響は、目に見える形で現れます。クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ
-# $a^K_{ij} = w^K_{k}$ と $a^V_{ij} = w^V_{k}$ を受け取ります。
-# 同じく $j - i \le -k$ のキーはどれも $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
-# この 2 つのグループの中では、$e_{ij}$ と $z_i$ のどちらにも、キーの位置に依存する部分はありません。
-# 各グループは、順序を持たないトークンの集まり（bag）になります。
-# 1 つのグループの中でトークンを並べ替えても、$z_i$ は変わりません。
-# 一方、クリップされない中央の帯の中で、距離の異なる 2 つのトークンを入れ替えると、出力は変わります。
-#
-# 次のセルでは $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
-# キー $j \le 4$ が 1 つのグループ、$j \ge 8$ がもう 1 つのグループです。
-# それぞれのグループの中を並べ替えても、クエリ 6 の出力が丸め誤差の範囲で変わらないことを確かめます。
-# 次に $j = 5$ と $j = 7$（相対位置 $-1$ と $+1$）のトークンを入れ替えて、出力がどれだけ動くかを表示します。
+# クリッピングの影響は、実際に確かめられます。
+# クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ $w^K_{k}$ と $w^V_{k}$ を受け取り、$j - i \le -k$ のキーはどれも同じ $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
+# この 2 つのグループの中では、キーがどこにあっても $e_{ij}$ と $z_i$ は変わりません。各グループは、順序を持たないトークンの集まり（bag）です。
+# $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
+# グループ $j \le 4$ とグループ $j \ge 8$ の中でトークンを並べ替えても、$z_6$ は丸め誤差を除いて変わりません。
+# 一方、クリップされない中央の帯の中で、相対位置 $-1$ と $+1$ の 2 つのトークンを入れ替えると、出力は動きます。
 
 # %%
 n, d_z, k_clip, i = 12, 8, 2, 6
@@ -634,213 +490,168 @@ table_k = torch.randn(2 * k_clip + 1, d_z)
 table_v = torch.randn(2 * k_clip + 1, d_z)
 
 
-def output_of(x):
+def output_of(x):  # z_i, the output of query i
     q, key, v = x @ w_q, x @ w_k, x @ w_v
-    z, *_ = shaw_by_distance(q, key, v, table_k, table_v, k_clip)
-    return z[i]
+    return shaw_by_distance(q, key, v, table_k, table_v, k_clip)[0][i]
 
 
-left = torch.arange(0, i - k_clip + 1)  # j <= 4
-right = torch.arange(i + k_clip, n)  # j >= 8
 shuffled = torch.arange(n)
-shuffled[left] = left[torch.randperm(len(left))]
-shuffled[right] = right[torch.randperm(len(right))]
-assert not torch.equal(shuffled, torch.arange(n))
-# within each bag, the order is invisible to query i
-assert_close(output_of(x[shuffled]), output_of(x))
-
+shuffled[:5] = torch.randperm(5)  # the bag j <= 4
+shuffled[8:] = 8 + torch.randperm(4)  # the bag j >= 8
 swapped = torch.arange(n)
-swapped[[i - 1, i + 1]] = swapped[[i + 1, i - 1]]  # offsets -1, +1: in the band
-moved = (output_of(x[swapped]) - output_of(x)).abs().max()
-assert moved > 1e-2
-print(f"shuffled order: {shuffled.tolist()}", end="\n")
-print(f"swap j = 5, 7: max change {moved:.3f}", end="")
+swapped[[5, 7]] = swapped[[7, 5]]  # offsets -1 and +1: in the band
+bags = (output_of(x[shuffled]) - output_of(x)).abs().max()
+band = (output_of(x[swapped]) - output_of(x)).abs().max()
+still = "stays within 1e-6" if bags < 1e-6 else f"moves by {bags:.3f}"
+print(f"order {shuffled.tolist()}: z_6 {still}")
+print(f"swap j = 5 and 7: z_6 moves by {band:.3f}", end="")
+
+# %% tags=["check"] summary={"en": "the shuffle moves tokens within both bags and leaves z_6 unchanged; the swap inside the band changes it", "ja": "並べ替えは両方のグループの中でトークンを動かし、z_6 を変えません。帯の中での入れ替えは z_6 を変えます"}
+assert not torch.equal(shuffled[:5], torch.arange(5))
+assert not torch.equal(shuffled[8:], torch.arange(8, 12))
+assert_close(output_of(x[shuffled]), output_of(x))
+assert band > 1e-2
 
 # %% [markdown] lang="en"
-# This is per layer. The output $z_i$ of the first layer mixes in the neighbours of
-# position $i$, so a second layer can, in principle, recover some order among far tokens
-# from what their neighbourhoods looked like (exercise 1). It is also not the whole story
-# for absolute positions: a query near the start of the sequence has no keys at negative
-# offsets, and that asymmetry is visible in $\beta$ (exercise 4).
+# This holds per layer. The first layer's output $z_i$ mixes in the neighbours of
+# position $i$, so a second layer can recover some order among far tokens from what
+# their neighbourhoods looked like (exercise 1), as Shaw et al. note themselves. The
+# edges of the sequence show through as well: query 0 has no keys at negative
+# offsets, query 1 only one, and $\beta$ records it (exercise 4).
 
 # %% [markdown] lang="ja"
 # これは層ごとの話です。1 層目の出力 $z_i$ には位置 $i$ の近傍が混ざるので、
-# 2 層目は原理的には、遠いトークンの近傍の様子から、それらの間の順序をある程度取り戻せます（演習 1）。
-# また、絶対位置の手がかりがまったくなくなるわけでもありません。系列の先頭近くのクエリには、相対位置が負のキーがありません。
-# この非対称性は $\beta$ に現れます（演習 4）。
+# 2 層目は、遠いトークンの近傍の様子から、それらの間の順序をある程度取り戻せます（演習 1）。Shaw ら自身もこの点を指摘しています。
+# 系列の端も見えます。クエリ 0 には相対位置が負のキーがなく、クエリ 1 には 1 つしかありません。それが $\beta$ に現れます（演習 4）。
 
 # %% [markdown] lang="en"
 # ## Music Transformer's skewing
 #
 # For a causal model the index $c_{ij}$ can go too. Huang et al. (2018) keep one
-# embedding per distance, $E^r$, an $n \times d_z$ matrix whose row $m$ belongs to the
-# offset $j - i = m - (n - 1)$, that is $-(n-1), \dots, 0$ (they do not clip, but a
-# clipped table is simply $E^r$ with repeated rows). The product $Q (E^r)^\top$ is
-# $n \times n$, and column $m$ of row $i$ is the score of query $i$ against the offset
-# $m - (n - 1)$. The key $j \le i$ needs the column $m = j - i + n - 1$, so row $i$ has to
-# move left by $n - 1 - i$ places. Their "skewing" does this without an index:
+# embedding per offset, the rows of an $n \times d_z$ matrix $E^r$: row $m$ belongs
+# to the offset $m - (n - 1)$, from $-(n-1)$ to $0$ (a clipped table is $E^r$ with
+# repeated rows). In $S = Q (E^r)^\top$, column $m$ of row $i$ scores query $i$
+# against an offset, not a key. The key $j \le i$ needs column $m = j - i + n - 1$,
+# so row $i$ must move left by $n - 1 - i$ places. Their *skewing* does it without
+# an index:
 #
 # 1. pad one column of zeros on the left: $n \times (n+1)$;
-# 2. reshape the same numbers to $(n+1) \times n$;
+# 2. read the same numbers as $(n+1) \times n$;
 # 3. drop the first row and read the rest as $n \times n$.
 #
-# Entry $(i, j)$ of the result is entry $n + i n + j$ of the padded rows laid end to
-# end, which is padded column $n + j - i$ of row $i$ as long as $j \le i$: the wanted
-# $m = j - i + n - 1$ of the unpadded row. Above the diagonal the entries are not scores
-# of the pair, and the causal mask hides them. Transformer-XL uses the same reshape with
-# a sinusoidal $E^r$, and `posenc.transformer_xl.relative_shift` implements it. The
-# chapter [*Transformer-XL relative attention*](05-transformer-xl.ipynb) derives it in
-# general, with the entries
-# above the diagonal, memory and the direction of the distances. The cell below builds
-# $E^r$ from a clipped Shaw table, skews, and compares, on the causal part, with the
-# gather of the section
-# [*Never build the pairs*](#never-build-the-pairs-one-score-per-distance).
+# Entry $(i, j)$ of the result is number $n + i n + j$ of the padded rows laid end to
+# end: padded column $n + j - i$ of row $i$ as long as $j \le i$, which is the wanted
+# column $m = j - i + n - 1$ of $S$. Above the diagonal the entries are not scores
+# of the pair, and the causal mask hides them. Transformer-XL shifts its scores the
+# same way: the chapter
+# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#lining-up-the-distances-the-relative-shift)
+# draws the grids before and after, and what lands above the diagonal.
 
 # %% [markdown] lang="ja"
 # ## Music Transformer のスキューイング
 #
 # 因果的なモデルなら、インデックス $c_{ij}$ もなくせます。
-# Huang ら（2018）は、距離ごとに 1 つの埋め込みを持ちます。それが $n \times d_z$ 行列 $E^r$ で、
-# 行 $m$ は相対位置 $j - i = m - (n - 1)$、つまり $-(n-1), \dots, 0$ に対応します
-# （Huang らはクリップしませんが、クリップした表は行が繰り返された $E^r$ にすぎません）。
-# 積 $Q (E^r)^\top$ は $n \times n$ で、行 $i$ の列 $m$ は、クエリ $i$ と相対位置 $m - (n - 1)$ のスコアです。
+# Huang ら（2018）は、相対位置ごとに 1 つの埋め込みを $n \times d_z$ 行列 $E^r$ の行として持ちます。
+# 行 $m$ は相対位置 $m - (n - 1)$、つまり $-(n-1)$ から $0$ に対応します（クリップした表は、行が繰り返された $E^r$ にすぎません）。
+# $S = Q (E^r)^\top$ の行 $i$ の列 $m$ は、クエリ $i$ をキーではなく相対位置と比べたスコアです。
 # キー $j \le i$ には列 $m = j - i + n - 1$ が必要なので、行 $i$ を $n - 1 - i$ 列ぶん左へずらさなければなりません。
-# Huang らの「スキューイング」は、これをインデックスを使わずに行います。
+# Huang らの**スキューイング**は、これをインデックスを使わずに行います。
 #
 # 1. 左に 0 の列を 1 つパディングします：$n \times (n+1)$。
-# 2. 同じ数の並びを $(n+1) \times n$ に形状変換します。
+# 2. 同じ数の並びを $(n+1) \times n$ として読みます。
 # 3. 最初の行を捨て、残りを $n \times n$ として読みます。
 #
-# 結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの、0 から数えて $n + i n + j$ 番目の成分です。
-# $j \le i$ である限り、それは行 $i$ のパディング後の列 $n + j - i$ で、
-# パディング前の行でいえば、求める列 $m = j - i + n - 1$ にあたります。
+# 結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたとき、0 から数えて $n + i n + j$ 番目の数です。
+# $j \le i$ である限り、それは行 $i$ のパディング後の列 $n + j - i$、つまり $S$ の求める列 $m = j - i + n - 1$ です。
 # 対角線より上の成分はその組のスコアではありませんが、因果マスクがそれを隠します。
-# Transformer-XL は正弦波の $E^r$ で同じ形状変換を使い、`posenc.transformer_xl.relative_shift` がそれを実装しています。
-# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、対角線より上の成分、メモリ、距離の向きも含めて、一般の場合を導きます。
-# 次のセルでは、クリップした Shaw の表から $E^r$ を作ってスキューイングを施し、
-# 因果的な部分を[「組を作らない」](#組を作らない距離ごとに-1-つのスコア)の節の gather と比べます。
+# Transformer-XL も同じ方法でスコアをずらします。
+# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#距離をそろえる相対シフト)の章では、ずらす前と後の格子と、対角線より上に何が入るかを図で示します。
 
 # %%
 n, d_z, k_clip = 10, 8, 3
 q = torch.randn(n, d_z)
 table_k = torch.randn(2 * k_clip + 1, d_z)
-offsets = torch.arange(-(n - 1), 1)  # row m: offset m - (n - 1)
-e_r = table_k[offsets.clamp(-k_clip, k_clip) + k_clip]  # [n, d_z], O(n d_z)
-s = q @ e_r.T  # [n, n]: column m is the offset m - (n - 1)
+offsets = torch.arange(-(n - 1), 1)  # row m of E^r: offset m - (n - 1)
+e_r = table_k[offsets.clamp(-k_clip, k_clip) + k_clip]  # [n, d_z]
+s = q @ e_r.T  # [n, n]: column m is an offset, not a key
+padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # 1. [n, n + 1]
+skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # 2. and 3.
 
-padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # [n, n + 1]
-skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # drop the first row
-
-c = clipped_index(n, k_clip)
-gathered = (q @ table_k.T).gather(-1, c)  # P_{i, c_ij}: "Never build the pairs"
+# %% tags=["check"] summary={"en": "on and below the diagonal the skewed scores are the gather P_(i, c_ij) of the distance form; above it they are not; Transformer-XL's relative_shift gives the same matrix", "ja": "対角線上とその下では、スキューイングの結果が距離ごとの形の gather P_(i, c_ij) と一致し、対角線より上では一致しません。Transformer-XL の relative_shift も同じ行列を返します"}
+gathered = (q @ table_k.T).gather(-1, clipped_index(n, k_clip))
 causal = torch.ones(n, n, dtype=torch.bool).tril()
 assert_close(skewed[causal], gathered[causal])  # j <= i: the right scores
-# above the diagonal: not scores
 assert not torch.allclose(skewed[~causal], gathered[~causal])
-assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's trick
+assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 
 # %% [markdown] lang="en"
 # ## How the libraries differ
 #
-# **tensor2tensor** (`dot_product_attention_relative` in `common_attention.py`) is the
-# reference implementation of the paper. It builds the index with the offsets
-# $j - i$ (`range_vec_k[None, :] - range_vec_q[:, None]`) clipped to
-# `max_relative_position`, gathers one $(n, n, d_z)$ tensor per table (keys and values,
-# shared by the heads) and multiplies with `_relative_attention_inner`, the two-term
-# form above. With unequal lengths the queries are the last ones, as in `posenc`.
-# The same file also has Music Transformer's form:
-# `dot_product_self_attention_relative_v2` (causal only) skews with
-# `_relative_position_to_absolute_position_masked`, the pad, reshape and slice of
-# the previous section. Its table (`get_relative_embeddings_left`) has
-# `max_relative_position` rows for the distances looking back, and for a longer
-# sequence it pads zero vectors in front instead of clipping, so keys farther back
-# get no relative term at all. The bidirectional
-# `dot_product_unmasked_self_attention_relative_v2` skews with
-# `_relative_position_to_absolute_position_unmasked`, checked in solution 3.
-#
-# **Hugging Face** BERT-style models of transformers 4.x
-# (`position_embedding_type="relative_key"` in `BertSelfAttention`; checked with
-# 4.57.6, while 5.24.0, the one 5.x release checked, no longer has the option) keep
-# only the key term,
-# with no value term, and clip nothing: `distance_embedding` has $2M - 1$ rows for
-# `max_position_embeddings` $M$, indexed by the offset the other way round, $i - j$
-# (`position_ids_l - position_ids_r`), plus $M - 1$. A table trained there reads
-# reversed here. The query positions are $0, 1, \dots$ without a cache, and the
-# single position $k_{\mathrm{len}} - 1$ with one. That is right for a decode step
-# of one token and wrong for every other query of a longer call with a cache. A
-# BERT decoder (`is_decoder=True`) called with `use_cache=True` creates an empty
-# cache on its first call (`BertEncoder.forward` in 4.57.6), so already its $n$
-# prompt tokens all get the query position $n - 1$. `"relative_key_query"` adds a
-# third term, the key against the same edge vector, $x_j W^K (a_{ij})^\top$
-# (Huang et al. 2020). Both build the $(n, n, d_z)$ tensor and contract it with
-# `einsum`. DeBERTa (He et al. 2021) goes one step further: its relative position
-# vectors get their own query and key projections, giving a content-to-position
-# and a position-to-content term.
-#
-# **posenc** follows the paper: offsets $j - i$, clipped, one table per
-# `RelativePositionEmbedding` (two instances for $a^K$ and $a^V$), initialised from
-# $N(0, 0.02^2)$ as Hugging Face initialises its distance table. The cell below
-# checks `posenc` against tensor2tensor's index rule (a port) and against the row
-# indices that transformers 4.57.6 itself looked up for $n = M = 6$ (captured
-# with a hook on `distance_embedding`, in a separate environment): a Hugging Face
-# table is a `posenc` table with its rows reversed. With `use_cache=True` on a
-# decoder, the same call looked up one row of indices, the last row of the
-# uncached lookup, broadcast to all six queries; `posenc`'s `rel(1, n)` gives that
-# row for the one query of a decode step.
+# tensor2tensor, the paper's reference implementation, follows the paper: offsets
+# $j - i$ clipped to `max_relative_position`, one $(n, n, d_z)$ tensor per table
+# shared by the heads, and the two-term product; it also has Music Transformer's
+# skewing. Hugging Face's BERT-style `relative_key` keeps only the key term, clips
+# nothing, and indexes its table by the offset the other way round, $i - j$: a
+# table trained there reads reversed here. With a cache it also gives every query
+# the position of the last one. `posenc` follows the paper, and starts its tables
+# from $N(0, 0.02^2)$ as Hugging Face starts its own.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
 #
-# **tensor2tensor**（`common_attention.py` の `dot_product_attention_relative`）は論文の参照実装です。
-# 相対位置 $j - i$（`range_vec_k[None, :] - range_vec_q[:, None]`）を `max_relative_position` でクリップしてインデックスを作ります。
-# 表ごと（キー用とバリュー用で、どちらもヘッド間で共有）に $(n, n, d_z)$ のテンソルを 1 つ gather し、
-# 上の 2 項の形である `_relative_attention_inner` で掛け合わせます。
-# 長さが異なるときは、`posenc` と同じく、クエリは系列の末尾側のトークンになります。
-# 同じファイルには Music Transformer の形もあります。
-# `dot_product_self_attention_relative_v2`（因果的な場合のみ）は、
-# `_relative_position_to_absolute_position_masked` でスキューイングします。これは前の節で見たパディング、形状変換、切り出しの組み合わせです。
-# その表（`get_relative_embeddings_left`）は、クエリより前のキーへの距離について `max_relative_position` 行を持ちます。
-# 系列がそれより長いと、クリップせずに先頭へ 0 のベクトルをパディングするので、それより遠いキーには相対位置の項がまったく付きません。
-# 双方向の `dot_product_unmasked_self_attention_relative_v2` は、
-# `_relative_position_to_absolute_position_unmasked` でスキューイングします。これは解答 3 で確かめます。
+# 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
+# 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
+# Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
+# そのため、そこで学習した表を posenc で使うと、行が逆順に読まれます。
+# さらに、キャッシュがあると、どのクエリにも最後のクエリの位置を与えます。
+# `posenc` は論文に従い、表の初期値には Hugging Face と同じ $N(0, 0.02^2)$ を使います。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: tensor2tensor and Hugging Face in detail.** tensor2tensor's
+# `dot_product_attention_relative` builds its index from
+# `range_vec_k[None, :] - range_vec_q[:, None]`, gathers one $(n, n, d_z)$ tensor
+# for the keys and one for the values, and multiplies with
+# `_relative_attention_inner`, the two-term form; with unequal lengths the queries
+# are the last ones, as in `posenc`. `dot_product_self_attention_relative_v2`
+# (causal only) skews with `_relative_position_to_absolute_position_masked`. Its
+# table (`get_relative_embeddings_left`) has `max_relative_position` rows for the
+# distances looking back, and for a longer sequence it pads zero vectors in front
+# instead of clipping, so that keys farther back get no relative term at all. The
+# bidirectional `dot_product_unmasked_self_attention_relative_v2` skews with
+# `_relative_position_to_absolute_position_unmasked` (solution 3).
 #
-# **Hugging Face** の transformers 4.x では、BERT 系モデルの `BertSelfAttention` に
-# `position_embedding_type="relative_key"` というオプションがあります（4.57.6 で確認しました）。
-# 5.x で確認したのは 5.24.0 だけですが、そこにはこのオプションはありません。
-# このオプションで加わるのはキーの項だけで、バリューの項はなく、クリップもしません。
-# `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、
-# 逆向きの相対位置 $i - j$（`position_ids_l - position_ids_r`）に $M - 1$ を足したインデックスで引きます。
-# そのため、Hugging Face で学習した表をここで使うと、行が逆順に読まれます。
-# クエリの位置は、キャッシュがなければ $0, 1, \dots$、キャッシュがあれば 1 つの位置 $k_{\mathrm{len}} - 1$ です。
-# 1 トークンのデコードの 1 ステップならこれで正しいのですが、キャッシュ付きで複数のトークンを一度に渡すと、最後以外のクエリの位置は誤りになります。
-# BERT をデコーダ（`is_decoder=True`）として `use_cache=True` で呼ぶと、最初の呼び出しで空のキャッシュが作られます
-# （4.57.6 の `BertEncoder.forward`）。
-# そのため、最初の呼び出しの時点で、プロンプトの $n$ 個のトークンのクエリの位置がすべて $n - 1$ になってしまいます。
-# `"relative_key_query"` はさらに 3 つ目の項として、同じ辺のベクトルとキーとの内積
-# $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
-# どちらも $(n, n, d_z)$ のテンソルを作り、`einsum` で縮約します。
-# DeBERTa（He ら 2021）はさらに一歩進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、
-# 内容から位置への項と、位置から内容への項を加えます。
+# Hugging Face's `distance_embedding` has $2M - 1$ rows for `max_position_embeddings`
+# $M$, indexed by $i - j + M - 1$ (`position_ids_l - position_ids_r`). With a
+# cache every query gets the position $k_{\mathrm{len}} - 1$, right only for a
+# decode step of one token. `"relative_key_query"` adds a third term, the key against
+# the same edge vector, $x_j W^K (a_{ij})^\top$ (Huang et al. 2020). DeBERTa (He et
+# al. 2021) goes further: its relative position vectors get their own query and key
+# projections, giving a content-to-position and a position-to-content term.
 #
-# **posenc** は論文に従います。相対位置は $j - i$ で、クリップします。
-# `RelativePositionEmbedding` 1 つが表 1 つです（$a^K$ と $a^V$ には 2 つのインスタンスを使います）。
-# 初期値は、Hugging Face が距離の表を初期化するのと同じ $N(0, 0.02^2)$ です。
-# 次のセルでは、`posenc` を tensor2tensor のインデックスの規則（移植）と比べます。
-# さらに、transformers 4.57.6 自身が $n = M = 6$ で引いた行のインデックスとも比べます。
-# これは別の環境で `distance_embedding` にフックを付けて記録したものです。
-# こうして、Hugging Face の表が行を逆順にした `posenc` の表であることを確かめます。
-# デコーダで `use_cache=True` とすると、同じ呼び出しで引かれたインデックスは 1 行だけで、
-# それはキャッシュなしで引いた最後の行でした。この 1 行が 6 つのクエリすべてにブロードキャストされていました。
-# デコードの 1 ステップのクエリ 1 つについては、`posenc` の `rel(1, n)` がその行を与えます。
+# The cell compares `posenc` with a port of tensor2tensor's index and with the rows
+# that Hugging Face's `BertSelfAttention` looked up for $n = M = 6$, with and
+# without a cache.
 
-# %%
-n, d_z = 6, 4
-max_pos = n  # Hugging Face's max_position_embeddings M; no clip for n <= M
-rel = RelativePositionEmbedding(max_pos - 1, d_z)  # k = M - 1: 2M - 1 rows
-with torch.no_grad():
-    ours = rel(n, n)  # [n, n, d_z]
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：tensor2tensor と Hugging Face の細部**
+#
+# tensor2tensor の `dot_product_attention_relative` は、`range_vec_k[None, :] - range_vec_q[:, None]` からインデックスを作り、
+# キー用とバリュー用に $(n, n, d_z)$ のテンソルを 1 つずつ gather して、2 項の形である `_relative_attention_inner` で掛け合わせます。
+# 長さが異なるときは、`posenc` と同じく、クエリは末尾側のトークンです。
+# `dot_product_self_attention_relative_v2`（因果的な場合のみ）は `_relative_position_to_absolute_position_masked` でスキューイングします。
+# その表（`get_relative_embeddings_left`）は、クエリより前の距離について `max_relative_position` 行を持ちます。
+# 系列がそれより長いとクリップはせず、表の先頭に 0 のベクトルをパディングします。そのため、それより遠いキーには相対位置の項がまったく付きません。
+# 双方向の `dot_product_unmasked_self_attention_relative_v2` は `_relative_position_to_absolute_position_unmasked` でスキューイングします（解答 3）。
+#
+# Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）で引きます。
+# キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。正しいのは、1 トークンずつのデコードの 1 ステップだけです。
+# `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルとキーとの内積 $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
+# DeBERTa（He ら 2021）はさらに進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、内容から位置への項と、位置から内容への項を加えます。
+#
+# 次のセルでは、`posenc` を、tensor2tensor のインデックスの移植、および Hugging Face の `BertSelfAttention` が $n = M = 6$ で引いた行（キャッシュの有無それぞれ）と比べます。
 
 
+# %% tags=["deeper", "check"] summary={"en": "tensor2tensor's index is posenc's; Hugging Face's lookup is posenc's table with its rows reversed; with a cache it is right only for the last query", "ja": "tensor2tensor のインデックスは posenc と同じです。Hugging Face の引き方は、posenc の表の行を逆順にして引くのと同じです。キャッシュがあると、正しいのは最後のクエリだけです"}
 def t2t_index(length_q, length_k, max_relative_position):
     """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
@@ -850,8 +661,13 @@ def t2t_index(length_q, length_k, max_relative_position):
     return distance_mat.clamp(-k, k) + k
 
 
-# the rows that transformers 4.57.6's BertSelfAttention (relative_key, M = 6)
-# looked up in distance_embedding for 6 tokens: [i, j] = i - j + M - 1
+n, d_z = 6, 4
+max_pos = n  # Hugging Face's max_position_embeddings M; no clip for n <= M
+rel = RelativePositionEmbedding(max_pos - 1, d_z)  # k = M - 1: 2M - 1 rows
+with torch.no_grad():
+    ours = rel(n, n)  # [n, n, d_z]
+# the rows BertSelfAttention (relative_key, M = 6) looked up in
+# distance_embedding for 6 tokens, captured with a hook: i - j + M - 1
 hf_rows = torch.tensor(
     [
         [5, 4, 3, 2, 1, 0],
@@ -862,11 +678,9 @@ hf_rows = torch.tensor(
         [10, 9, 8, 7, 6, 5],
     ]
 )
-
 # the same call on a decoder with use_cache=True (an empty cache is created):
 # one row of indices for all six queries, hook output shape [1, 6]
 hf_rows_cached = torch.tensor([[10, 9, 8, 7, 6, 5]])
-assert torch.equal(hf_rows_cached, hf_rows[-1:])  # every query: the last one
 
 for q_len in (1, 3, n):  # tensor2tensor's index is posenc's
     rows = rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)]
@@ -883,34 +697,35 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - Shaw et al. add learned vectors for the clipped offset $j - i$ to the keys and
-#   to the values inside attention: $2k + 1$ vectors per table, whatever the length.
-# - Computed directly, the vectors of all pairs cost $n^2 d_z$ numbers per table;
-#   the paper's two-term form avoids the $b\,h\,n^2 d_z$ product, and the distance
-#   form ($P$ and $\beta$) never builds the pairs at all.
-# - From distance $k$ on, a single layer sees the keys on each side as an unordered bag;
-#   a second layer, and the edges of the sequence, give some order and some
-#   absolute position back.
+# - Shaw et al. add learned vectors for the clipped offset $j - i$ to the keys and to
+#   the values inside attention: $2k + 1$ vectors per table, whatever the length.
+# - Built for every pair, the vectors cost $n^2 d_z$ numbers per table, $d_z$ times
+#   the scores; the paper's two-term form avoids a $b\,h\,n^2 d_z$ product but
+#   still builds them.
+# - The distance form never builds the pairs: a score per query and distance, $P$,
+#   read through the index $c_{ij}$, and the attention per distance bucket, $\beta$.
+# - From distance $k$ on, one layer sees the keys on each side as an unordered bag;
+#   a second layer, and the edges of the sequence, give some order back.
 # - For a causal model, Music Transformer's skewing (a pad, a reshape and a slice)
-#   lines up the scores per offset with the keys without an index; Transformer-XL
-#   uses the same trick.
-# - Implementations differ in sign and scope: tensor2tensor follows the paper,
-#   Hugging Face's `relative_key` (transformers 4.x) indexes by $i - j$, clips
-#   nothing and has no value term.
+#   lines the scores per offset up with the keys without an index; Transformer-XL
+#   shifts the same way.
+# - Implementations differ: tensor2tensor follows the paper; Hugging Face's
+#   `relative_key` indexes by $i - j$, clips nothing and has no value term.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - Shaw らは、クリップした相対位置 $j - i$ ごとの学習可能なベクトルを、アテンションの内側でキーとバリューに足します。
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
-# - すべての組のベクトルを直接計算すると、表 1 つあたり $n^2 d_z$ 個の数が必要です。
-#   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避け、距離ごとの形（$P$ と $\beta$）は組をまったく作りません。
+# - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
+#   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避けますが、組ごとのベクトルは作ります。
+# - 距離ごとの形は組をまったく作りません。クエリと距離ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした距離ごとのアテンションの合計 $\beta$ を使います。
 # - 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
-#   2 層目や系列の端からは、順序や絶対位置の手がかりがある程度戻ってきます。
+#   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
-#   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ工夫を使います。
-# - 実装によって、相対位置の向きや、どの項をどこまで扱うかが違います。tensor2tensor は論文どおりで、
-#   Hugging Face の `relative_key`（transformers 4.x）は $i - j$ で引き、クリップせず、バリューの項もありません。
+#   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ方法でずらします。
+# - 実装によって違いがあります。tensor2tensor は論文どおりで、
+#   Hugging Face の `relative_key` は $i - j$ で引き、クリップせず、バリューの項もありません。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -929,7 +744,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    Transformer-XL.)
 # 4. Relative attention still sees the edges of the sequence. With $k = 2$, compute
 #    $\beta$ for every query of a sequence of length 10 and constant $\alpha$ (uniform
-#    attention). Which queries can a second layer tell apart from $\beta$ alone?
+#    attention). Which queries does $\beta$ alone tell apart?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -946,7 +761,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、Transformer-XL についてこれを行います。
 # 4. 相対アテンションにも、系列の端は見えます。$k = 2$ とし、長さ 10 の系列で $\alpha$ が一定
 #    （一様なアテンション）のとき、すべてのクエリについて $\beta$ を計算してください。
-#    2 層目は $\beta$ だけからどのクエリを区別できるでしょうか。
+#    $\beta$ だけでどのクエリを区別できるでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With $k = 1$ every key at offset $+1$ or more from query $i = 2$
@@ -964,7 +779,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # そのため、$j = 5$ と $j = 6$（相対位置 $+3$ と $+4$）のトークンを入れ替えても、1 層目の $z_2$ は変わりません。
 # しかし、位置 5 と 6 での 1 層目の出力は、単に入れ替わるわけではありません。
 # それぞれの出力は、自分の周りの相対位置 $0$ と $\pm 1$ にどのトークンがあったかに依存し、入れ替えによってそれが変わるからです。
-# 2 層目のクエリ 2 から見ても遠いキーは順序のない集まりのままですが、集まりの中身のベクトルが違うので、出力は動きます
+# 2 層目のクエリ 2 から見ても、遠いキーは順序のない集まりのままです。ところが集まりに入っているベクトルが変わったので、出力は動きます
 # （この例では最大 0.095 です。どれだけ動くかは重みによります）。
 # 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を通って入ってきたのです。
 
@@ -1040,28 +855,18 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # case of the shift in
 # [*Transformer-XL relative attention*](05-transformer-xl.ipynb#in-posenc), which
 # uses $2n - 1$ distances, so `relative_shift(S, k_len=n)` gives the same.
-# tensor2tensor's `_relative_position_to_absolute_position_unmasked` finds another
-# answer: pad the zero column on the right, append $n - 1$ zeros to the flattened
-# numbers, read them as $(n + 1) \times (2n - 1)$ and keep rows $0$ to $n - 1$ and
-# columns $n - 1$ on. Entry $(i, j)$ is then number
-# $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$, column $m$ of row $i$ again; the cell checks a port of it too.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $E^r$ を $2n - 1$ 行（行 $m$ は相対位置 $m - (n - 1)$）にすると、
 # $S = Q (E^r)^\top$ は $n \times (2n - 1)$ で、組 $(i, j)$ には列 $m = j - i + n - 1$ が必要です。
-# 左に 0 の列を 1 つパディングし（$n \times 2n$）、数の並びを $2n \times n$ として読み、最初の行（$n$ 個の数）を捨てます。
+# 左に 0 の列を 1 つパディングし（$n \times 2n$）、同じ数を $2n \times n$ として読み、最初の行（$n$ 個の数）を捨てます。
 # 残りの $n(2n - 1)$ 個を $n \times (2n - 1)$ として読み、最初の $n$ 列を残します。
 # 成分 $(i, j)$ は、パディングした行の $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ 番目の数です。
 # つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
-# これは $S$ の列 $n - 1 + j - i = m$ で、すべての組で正しい値です。
-# これは、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章のシフトで、
+# これは $S$ の列 $n - 1 + j - i = m$ なので、どの組でも正しい値が得られます。
+# この方法は、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章のシフトで、
 # メモリがなく $n$ 個のトークンがすべてクエリになる双方向の場合にあたります。
 # そのシフトは $2n - 1$ 個の距離を使うので、`relative_shift(S, k_len=n)` も同じ結果を返します。
-# tensor2tensor の `_relative_position_to_absolute_position_unmasked` は別の方法を取ります。
-# 0 の列を右にパディングし、平らに並べた数の後ろに 0 を $n - 1$ 個加え、$(n + 1) \times (2n - 1)$ として読みます。
-# そして行 $0$ から $n - 1$ と、列 $n - 1$ 以降を残します。
-# すると成分 $(i, j)$ は $i(2n - 1) + n - 1 + j = 2n\,i + (n - 1 + j - i)$ 番目の数で、やはり行 $i$ の列 $m$ です。
-# セルでは、これを移植したものも確かめます。
 
 # %% tags=["solution"]
 n, d_z = 6, 4
@@ -1075,28 +880,24 @@ m_col = torch.arange(n)[None, :] - torch.arange(n)[:, None] + n - 1
 want = s3.gather(1, m_col)  # column m = j - i + n - 1, every pair
 assert_close(skewed, want)  # both sides of the diagonal
 assert_close(relative_shift(s3, k_len=n), want)
-
-# tensor2tensor's _relative_position_to_absolute_position_unmasked (a port)
-flat = torch.cat([s3, torch.zeros(n, 1)], dim=1).reshape(-1)  # pad right
-flat = torch.cat([flat, torch.zeros(n - 1)])  # n - 1 more zeros
-t2t_skew = flat.reshape(n + 1, 2 * n - 1)[:n, n - 1 :]
-assert_close(t2t_skew, want)
+# tensor2tensor's _relative_position_to_absolute_position_unmasked pads on
+# the right instead, appends n - 1 zeros and keeps columns n - 1 on.
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** With uniform weights $\alpha_{ij} = 1/n$, $\beta_{ir}$ is the
-# number of keys in bucket $r$ divided by $n$. The buckets are the offsets
+# number of keys with $c_{ij} = r$ divided by $n$. These groups are the offsets
 # $\le -2$, $-1$, $0$, $+1$ and $\ge +2$; query $i$ has $\max(i - 1, 0)$ keys in the
 # first and $\max(n - 2 - i, 0)$ in the last, so the first count grows and the last
-# shrinks with $i$: all ten rows of $\beta$ differ, and a second layer can tell
-# every query apart. The value term $\sum_r \beta_{ir} w^V_{r-k}$ carries it into
+# shrinks with $i$: all ten rows of $\beta$ differ, so $\beta$ tells every query
+# apart; whether a second layer uses it depends on its weights. The value term $\sum_r \beta_{ir} w^V_{r-k}$ carries it into
 # $z_i$: with ten identical tokens, the outputs still differ by position whenever
 # the $w^V_r$ are linearly independent.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 4.** 重みが一様 $\alpha_{ij} = 1/n$ のとき、$\beta_{ir}$ はバケット $r$ のキーの数を $n$ で割った値です。
-# バケットは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
-# クエリ $i$ では、最初のバケットに $\max(i - 1, 0)$ 個、最後のバケットに $\max(n - 2 - i, 0)$ 個のキーが入ります。
-# 最初の数は $i$ とともに増え、最後の数は減るので、$\beta$ の 10 行はすべて異なります。2 層目はどのクエリも区別できます。
+# **解答 4.** 重みが一定 $\alpha_{ij} = 1/n$ のとき、$\beta_{ir}$ は $c_{ij} = r$ となるキーの数を $n$ で割った値です。
+# キーのまとまりは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
+# クエリ $i$ では、最初のまとまりに $\max(i - 1, 0)$ 個、最後のまとまりに $\max(n - 2 - i, 0)$ 個のキーが入ります。
+# 最初の数は $i$ とともに増え、最後の数は減るので、$\beta$ の 10 行はすべて異なり、$\beta$ はどのクエリも区別します。2 層目がそれを使うかどうかは、その重みによります。
 # この情報はバリューの項 $\sum_r \beta_{ir} w^V_{r-k}$ を通って $z_i$ に入ります。
 # $w^V_r$ が線形独立なら、10 個のトークンがすべて同じでも、出力は位置ごとに異なります。
 
@@ -1129,13 +930,32 @@ assert_close(beta_z, beta)
 assert len({tuple(row) for row in z.round(decimals=4).tolist()}) == n
 print(counts.T)
 
+
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# The equations, the clipping and the experiments are from Shaw et al. (2018): the
+# base translation model used $k = 16$ and the big one $k = 8$ (§4.1); on
+# English-German newstest2013, varying $k$ (Table 2) and dropping $a^V$ (Table 3)
+# changed little, one run per setting; that adding sinusoidal absolute encodings
+# brought no further gain is stated in the text, without a table. The sharing of
+# the tables and the 7% slowdown are §3.3. The memory figures are from the list of
+# contributions in Huang et al.'s (2018) introduction; their skewing is §3.4.
+# Shaw's score as terms $(a)$ and $(b)$ is Dai et al. (2019, §3.3). tensor2tensor's functions are
+# read in `tensor2tensor/layers/common_attention.py` and ported here, since they
+# are TensorFlow code. Hugging Face's `relative_key` is that of transformers
+# 4.57.6 (`BertSelfAttention`, `BertEncoder.forward`), whose row lookups for
+# $n = M = 6$, with and without a cache, were captured with a hook on
+# `distance_embedding` in a separate environment; 5.24.0 no longer has the option.
+#
+# ### References
 #
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
-# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019.
 #   <https://arxiv.org/abs/1809.04281>
+# - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
 # - tensor2tensor, `dot_product_attention_relative` and `_relative_attention_inner` in
 #   `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
@@ -1149,12 +969,25 @@ print(counts.T)
 #   Disentangled Attention*. ICLR 2021. <https://arxiv.org/abs/2006.03654>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# 式、クリッピング、実験の結果は Shaw ら（2018）によります。翻訳の base モデルは $k = 16$、big モデルは $k = 8$ を使いました（§4.1）。
+# 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。どの設定も 1 回の学習です。
+# 正弦波位置エンコーディングを加えてもそれ以上の改善がなかったことは本文に書かれているだけで、表はありません。
+# 表の共有と 7% の速度低下は §3.3 にあります。メモリの値は Huang ら（2018）の序論の貢献の一覧にあり、スキューイングは §3.4 です。
+# Shaw らのスコアが項 $(a)$ と $(b)$ にあたることは Dai ら（2019、§3.3）によります。
+# tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で読み、TensorFlow のコードなのでここに移植しました。
+# Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）で、
+# $n = M = 6$ で引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
+#
+# ### 参考文献
 #
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
-# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019.
 #   <https://arxiv.org/abs/1809.04281>
+# - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
 # - tensor2tensor, `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 #   （`dot_product_attention_relative` と `_relative_attention_inner`。）

@@ -16,51 +16,25 @@
 # %% [markdown] lang="en"
 # # Transformer-XL relative attention
 #
-# Transformer-XL (Dai et al. 2019) reads a long text in segments and lets each segment
-# attend to the cached hidden states of the previous one, its *memory*. Absolute
-# positions do not survive this: the first token of every segment would get the same
-# encoding. Dai et al. therefore take the attention score apart into four terms and
-# rebuild it so that positions enter only as the distance $i - j$ between query and
-# key, through a fixed sinusoidal encoding $R_{i-j}$ and two learned vectors $u$ and
-# $v$. This chapter derives the four terms from the absolute ones, computes them with
-# `posenc`, and then studies the part that is easiest to get wrong: the *relative
-# shift*, a pad and two reshapes that line up the scores without an index. We derive it
-# element by element, show exactly which entries it fills with numbers that are not
-# scores (and that the causal mask hides them), how the memory moves them, and what
-# happens when the distances run the wrong way. The last sections rebuild the code of
-# Transformer-XL, XLNet and labml and compare.
-#
-# A note on signs. This chapter keeps Dai et al.'s letters: query position $i$, key
-# position $j$, and the causal distance $i - j \ge 0$ for a key at or before its
-# query, as on the [notation page](../docs/notation.md#positions). The previous
-# chapter, [*Relative position representations*](04-shaw-relative.ipynb), writes
-# the same pair as the offset $j - i \le 0$ (Shaw et al.): the same number with the
-# opposite sign. Here $L$ is the segment length and $m$ the memory length, not the
-# training length and a query position as in the rotary chapters, and $R_{i-j}$ is
-# a sinusoidal vector, not a rotation.
+# Transformer-XL reads a long text in segments and lets each one attend to a cached
+# *memory* of earlier ones, where absolute positions would collide.
+# Dai et al. (2019) rebuild the attention score from four terms in which position
+# enters only as the distance $i - j$, through a fixed sinusoid $R_{i-j}$ and its
+# learned projection $W_{k,R}$; two learned vectors $u$ and $v$ take the place of
+# the query's position.
+# A pad and two reshapes, the *relative shift*, line the scores per distance up with
+# the keys: exact for every key a query may see, with garbage beyond it that the mask
+# must hide, and wrong for most pairs if the distances are listed in the other order.
 
 # %% [markdown] lang="ja"
 # # Transformer-XL の相対アテンション
 #
-# Transformer-XL（Dai ら 2019）は、長い文章をセグメントに分けて読みます。
-# 各セグメントは、直前のセグメントについてキャッシュしておいた隠れ状態（これを「メモリ」と呼びます）にもアテンションできます。
-# この仕組みでは、絶対位置はうまく機能しません。どのセグメントの先頭のトークンも、同じエンコーディングを受け取ってしまうからです。
-# そこで Dai らはアテンションスコアを 4 つの項に分解し、位置がクエリとキーの距離 $i - j$ としてだけ入るように組み立て直しました。
-# 使うのは、固定の正弦波エンコーディング $R_{i-j}$ と、学習可能な 2 つのベクトル $u$ と $v$ です。
-# この章では、絶対位置の 4 項から相対位置の 4 項を導き、`posenc` で計算します。
-# そのうえで、いちばん間違えやすい部分である「相対シフト」を調べます。
-# パディング 1 回と形状変換 2 回で、インデックスを使わずにスコアを並べ直す工夫です。
-# これを成分ごとに導き、どの成分がスコアでない数で埋まるかを正確に示します（因果マスクがそれらを隠すことも示します）。
-# さらに、メモリがあるとその場所がどう動くか、距離の向きを逆にすると何が起こるかを確かめます。
-# 最後の節では Transformer-XL、XLNet、labml のコードを再現して比べます。
-#
-# 向きについて注意しておきます。この章では Dai らの記号を使います。
-# クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーには因果的な距離 $i - j \ge 0$ を使います。
-# これは[記法のページ](../docs/notation.ja.md#positions)と同じです。
-# 前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は、同じ組を相対位置 $j - i \le 0$ で書きます（Shaw ら）。
-# 大きさは同じで、正負が逆です。
-# また、ここでの $L$ はセグメントの長さ、$m$ はメモリの長さです。回転を扱う章のように学習時の長さやクエリの位置を表すのではありません。
-# $R_{i-j}$ は回転ではなく正弦波のベクトルです。
+# Transformer-XL は長い文章をセグメントに分けて読み、各セグメントが、それ以前のセグメントをキャッシュしたもの（メモリ）にもアテンションできるようにします。
+# このとき絶対位置を使うと、メモリと現在のセグメントで位置の番号が重なってしまいます。
+# Dai ら（2019）は、アテンションスコアを 4 つの項から組み立て直し、位置が距離 $i - j$ としてだけ入るようにしました。
+# 位置を運ぶのは固定の正弦波 $R_{i-j}$ とその学習可能な射影 $W_{k,R}$ で、学習可能な 2 つのベクトル $u$、$v$ がクエリの位置の代わりになります。
+# 距離ごとのスコアをキーにそろえるのは、パディング 1 回と形状変換 2 回からなる**相対シフト**です。
+# クエリが見てよいキーについては正確ですが、その先には無意味な値が残るのでマスクで隠す必要があります。また、距離を逆の順に並べると、大半の組で誤ります。
 
 # %%
 import math
@@ -76,7 +50,7 @@ from posenc.transformer_xl import (
     transformer_xl_positions,
     transformer_xl_scores,
 )
-from posenc_lab.plotting import OKABE_ITO, use_site_style
+from posenc_lab.plotting import INK, OKABE_ITO, use_site_style
 
 use_site_style()
 torch.manual_seed(0)
@@ -86,71 +60,51 @@ f64 = torch.float64
 # %% [markdown] lang="en"
 # ## Why absolute positions fail with a memory
 #
-# Transformer-XL splits the text into segments of $L$ tokens. When it processes segment
-# $\tau + 1$, every layer also attends to the hidden states that the layer below
-# produced for segment $\tau$, kept from the previous step without gradients. The
-# keys are then the $m$ tokens of the memory followed by the $L$ tokens of the current
-# segment. With absolute encodings added per segment, both segments would use the
-# positions $0, \dots, L-1$: the token at slot $j$ of the memory and the token at slot
-# $j$ of the current segment carry the same vector $U_j$, and nothing tells the model
-# that one is $L$ positions older than the other.
+# Transformer-XL splits the text into [segments](../docs/glossary.md#segment) of $L$
+# tokens. When it processes segment $\tau + 1$, every layer also attends to the hidden
+# states that the layer below produced for segment $\tau$, kept from the previous step
+# without gradients: the keys are the $m$ tokens of the
+# [memory](../docs/glossary.md#memory) followed by the $L$ tokens of the current
+# segment ($m$ may exceed $L$: the published evaluation keeps $m = 640$ hidden
+# states of the base model, ten segments of 64). With absolute encodings added per
+# segment, both would use the positions
+# $0, \dots, L-1$: the token at slot $j$ of the memory and the one at slot $j$ of the
+# current segment carry the same vector $U_j$, and nothing tells the model that one is
+# $L$ positions older than the other.
 #
-# Numbering the positions across segments avoids the collision, but then the
-# numbers grow without bound along the text. In the official code each column of a
-# batch is one ordered stream through the corpus, with the memory carried from
-# batch to batch (`LMOrderedIterator` in `data_utils.py`): at batch size 60 that is
-# about 1.7M tokens of WikiText-103 per stream. The positions would run into the
-# millions, and the same text would be encoded differently depending on where it
-# falls in its stream. (Dai et al. argue from the collision alone.) What the model
-# needs is the distance between a query and a key, which is the same in every
-# segment. A check of the collision would only restate it, since the two keys carry
-# the same $U_j$ by definition; the end of the next section checks the remedy.
+# Numbering the positions across segments avoids the collision, but then the numbers
+# grow without bound. In the official code each column of a batch is one ordered
+# stream through the corpus, about 1.7M tokens of WikiText-103 at batch size 60, so
+# the positions would run past a million, and the same text would be encoded
+# differently depending on where it falls in its stream. What the model needs is the
+# distance between a query and a key, which is the same in every segment.
 #
-# Dai et al.'s ablation on WikiText-103 (their Table 6, §4.2, models of 128M
-# parameters) does not pit absolute encodings against theirs under recurrence.
-# With recurrence it compares their encoding only with Shaw et al.'s: 26.77
-# against 27.94 best perplexity. The absolute encodings (Vaswani et al.'s and
-# Al-Rfou et al.'s) appear only in rows without recurrence, trained with the loss
-# on the last half of each segment, the only setting in which the paper found them
-# to work well. There theirs is lowest too: 29.02 with the full loss and 30.10 with
-# the half loss, against 30.97 and 31.16. The official PyTorch code
-# (`MemTransformerLM`) has two absolute variants: `attn_type=2` adds the sinusoid
-# to the input, with positions counted down from the newest key,
-# $m + L - 1, \dots, 0$, and adds it to the memory at the first layer;
-# `attn_type=3` adds a learned table per layer to every layer's input, after
-# Al-Rfou et al.
+# A note on letters: this chapter keeps Dai et al.'s. The query is at position $i$,
+# the key at $j$, and $i - j \ge 0$ is the causal distance of a key at or before its
+# query, as on the [notation page](../docs/notation.md#positions); the previous
+# chapter, [*Relative position representations*](04-shaw-relative.ipynb), writes the
+# offset $j - i$. $L$ is the segment length, $m$ the memory length, and $R_{i-j}$ a
+# sinusoidal vector, not a rotation.
 
 # %% [markdown] lang="ja"
 # ## メモリがあると絶対位置が破綻する理由
 #
-# Transformer-XL は文章を $L$ トークンのセグメントに分けます。
-# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作った隠れ状態にもアテンションします。
-# この隠れ状態は前のステップから勾配なしで保持されています。
-# キーは、メモリの $m$ 個のトークンに、現在のセグメントの $L$ 個のトークンが続いたものになります。
+# Transformer-XL は文章を $L$ トークンの[セグメント](../docs/glossary.ja.md#segment)に分けます。
+# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作った隠れ状態にもアテンションします。この隠れ状態は前のステップから勾配なしで保持されています。
+# つまりキーは、[メモリ](../docs/glossary.ja.md#memory)の $m$ 個のトークンに、現在のセグメントの $L$ 個のトークンが続いたものです。
+# $m$ は $L$ より大きくてもかまいません。公開された評価では、base モデルは $m = 640$ 個の隠れ状態を保持します。これは長さ 64 のセグメント 10 個分です。
 # 絶対位置のエンコーディングをセグメントごとに足すと、どちらのセグメントも位置 $0, \dots, L-1$ を使います。
-# メモリの $j$ 番目のトークンと、現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持ち、
-# 一方が他方より $L$ 位置ぶん古いことをモデルに伝えるものが何もありません。
+# メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持ち、一方が他方より $L$ 位置ぶん古いことをモデルに伝えるものが何もありません。
 #
-# セグメントをまたいで位置を通し番号にすれば衝突は避けられますが、番号は文章に沿ってどこまでも大きくなります。
-# 公式のコードでは、バッチの各列がコーパス全体を順に通る 1 本の流れで、メモリはバッチからバッチへ引き継がれます
-# （`data_utils.py` の `LMOrderedIterator`）。バッチサイズ 60 なら、WikiText-103 で 1 本あたりおよそ 170 万トークンです。
-# 位置は数百万に達し、同じ文章でも流れの中のどこにあるかによって違うエンコーディングを受け取ることになります
-# （Dai らが挙げている理由は衝突だけです）。
+# セグメントをまたいで位置を通し番号にすれば衝突は避けられますが、番号はどこまでも大きくなります。
+# 公式のコードでは、バッチの各列がコーパスを順に通る 1 本の流れで、バッチサイズ 60 なら WikiText-103 で 1 本あたりおよそ 170 万トークンです。
+# 位置は 100 万を超え、同じ文章でも流れの中のどこにあるかによって違うエンコーディングを受け取ることになります。
 # モデルに必要なのはクエリとキーの距離で、これはどのセグメントでも同じです。
-# 衝突のほうは、2 つのキーが定義上同じ $U_j$ を持つというだけのことなので、コードで確かめても言い換えにしかなりません。
-# そこで、次の節の最後では解決策のほうを確かめます。
 #
-# Dai らの WikiText-103 でのアブレーション（論文の表 6、§4.2、パラメータ数 128M のモデル）は、
-# 再帰のある設定では絶対位置のエンコーディングと比較していません。
-# 再帰のあるモデルで比べているのは、Dai らのエンコーディングと Shaw らのものだけです。
-# 最良のパープレキシティはそれぞれ 26.77 と 27.94 です。
-# 絶対位置のエンコーディング（Vaswani らのものと Al-Rfou らのもの）は、再帰のない行にしか現れません。
-# しかも、各セグメントの後半だけに損失をかけて学習しています。論文によれば、絶対位置のエンコーディングがうまく働くのはこの設定だけです。
-# その比較でも、パープレキシティが最も低いのは Dai らのエンコーディングです。
-# 全体に損失をかけると 29.02、後半だけなら 30.10 で、2 つの絶対位置のエンコーディング（30.97 と 31.16）を下回ります。
-# 公式の PyTorch のコード（`MemTransformerLM`）には、絶対位置の版が 2 つあります。
-# `attn_type=2` は正弦波を入力に足します。位置は最も新しいキーから数えた $m + L - 1, \dots, 0$ で、最初の層ではメモリにも足します。
-# `attn_type=3` は Al-Rfou らにならい、層ごとの学習可能な表を各層の入力に足します。
+# 記号は Dai らのものを使います。
+# クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーには因果的な距離 $i - j \ge 0$ を使います。これは[記法のページ](../docs/notation.ja.md#positions)と同じです。
+# 前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は、相対位置 $j - i$ で書きます。
+# $L$ はセグメントの長さ、$m$ はメモリの長さで、$R_{i-j}$ は回転ではなく正弦波のベクトルです。
 
 # %% [markdown] lang="en"
 # ## From absolute to relative: four terms
@@ -161,28 +115,30 @@ f64 = torch.float64
 # four terms:
 # $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
-# Term $(a)$ compares contents, $(b)$ the query's content with the key's position, $(c)$ the
-# query's position with the key's content, and $(d)$ the two positions. Dai et al. (§3.3)
-# change three things:
+# Term $(a)$ compares contents, $(b)$ the query's content with the key's position,
+# $(c)$ the query's position with the key's content, and $(d)$ the two positions. Dai
+# et al. (§3.3) change three things:
 #
-# 1. Every $U_j$ of the key, in $(b)$ and $(d)$, becomes $R_{i-j}$: a sinusoidal encoding
-#    of the distance, with no learned parameters.
+# 1. Every $U_j$ of the key, in $(b)$ and $(d)$, becomes $R_{i-j}$: a sinusoidal
+#    encoding of the distance, with no learned parameters.
 # 2. The query's position should not matter, so $U_i^\top W_q^\top$ becomes a learned
 #    vector, the same for every query: $u$ in $(c)$ and $v$ in $(d)$.
-# 3. The key projection is split into $W_{k,E}$ for contents and $W_{k,R}$ for distances.
+# 3. The key projection splits into $W_{k,E}$ for contents and $W_{k,R}$ for
+#    distances.
 #
 # $$A^{\mathrm{rel}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_{k,E} E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_{k,R} R_{i-j}}_{(b)} + \underbrace{u^\top W_{k,E} E_{x_j}}_{(c)} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)}$$
-# Now $(a)$ is content against content, $(b)$ content against distance, $(c)$ a global bias
-# on the key's content and $(d)$ a global bias on the distance. With the projected
-# vectors $q_i = W_q E_{x_i}$, $k_j = W_{k,E} E_{x_j}$ and $r_{i-j} = W_{k,R} R_{i-j}$,
-# the terms pair up as two dot products:
+# Now $(a)$ is content against content, $(b)$ content against distance, $(c)$ a
+# [global bias](../docs/glossary.md#global-bias) on the key's content and $(d)$ a
+# global bias on the distance. With the projected vectors $q_i = W_q E_{x_i}$,
+# $k_j = W_{k,E} E_{x_j}$ and $r_{i-j} = W_{k,R} R_{i-j}$, the terms pair up as two dot
+# products,
 # $$A^{\mathrm{rel}}_{i,j} = (q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$$
-# This is how the code computes it: `AC` from the queries plus `r_w_bias` ($u$) against
-# the keys, and `BD` from the queries plus `r_r_bias` ($v$) against the projected
-# encodings. The cell below checks the absolute expansion, builds $A^{\mathrm{rel}}$ term
-# by term with Python loops, and compares it with the paired form. Both checks
-# are of the algebra (two groupings of the same products), not of any
-# implementation; the official code comes in later sections.
+# which is how the code computes them: `AC` from the queries plus `r_w_bias` ($u$)
+# against the keys, `BD` from the queries plus `r_r_bias` ($v$) against the projected
+# encodings. The score of
+# [*Relative position representations*](04-shaw-relative.ipynb) is terms $(a)$ and
+# $(b)$ alone, with a learned vector per clipped offset in place of
+# $W_{k,R} R_{i-j}$ (Dai et al., §3.3). One head, with random weights:
 
 # %% [markdown] lang="ja"
 # ## 絶対位置から相対位置へ：4 つの項
@@ -195,55 +151,49 @@ f64 = torch.float64
 # Dai ら（§3.3）は 3 つの点を変えます。
 #
 # 1. $(b)$ と $(d)$ にあるキーの $U_j$ をすべて $R_{i-j}$ に置き換えます。
-#    距離の正弦波エンコーディングで、学習するパラメータはありません。
+#    距離の正弦波エンコーディングで、学習可能なパラメータを持ちません。
 # 2. クエリの位置は関係ないはずなので、$U_i^\top W_q^\top$ を、どのクエリでも同じ学習可能なベクトルに置き換えます。
 #    $(c)$ では $u$、$(d)$ では $v$ です。
 # 3. キーの射影を、内容用の $W_{k,E}$ と距離用の $W_{k,R}$ に分けます。
 #
 # $$A^{\mathrm{rel}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_{k,E} E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_{k,R} R_{i-j}}_{(b)} + \underbrace{u^\top W_{k,E} E_{x_j}}_{(c)} + \underbrace{v^\top W_{k,R} R_{i-j}}_{(d)}$$
-# これで $(a)$ は内容と内容、$(b)$ は内容と距離の比較になり、$(c)$ はキーの内容に対する全クエリ共通のバイアス、
+# これで $(a)$ は内容と内容、$(b)$ は内容と距離の比較になり、$(c)$ はキーの内容に対する[全クエリ共通のバイアス](../docs/glossary.ja.md#global-bias)、
 # $(d)$ は距離に対する全クエリ共通のバイアスになります。
-# 射影したベクトル $q_i = W_q E_{x_i}$、$k_j = W_{k,E} E_{x_j}$、$r_{i-j} = W_{k,R} R_{i-j}$ を使うと、
-# 4 つの項は 2 つの内積にまとまります。
+# 射影したベクトル $q_i = W_q E_{x_i}$、$k_j = W_{k,E} E_{x_j}$、$r_{i-j} = W_{k,R} R_{i-j}$ を使うと、4 つの項は 2 つの内積にまとまります。
 # $$A^{\mathrm{rel}}_{i,j} = (q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$$
-# コードもこの形で計算します。クエリに `r_w_bias`（$u$）を足してキーと掛けたものが `AC`、
-# クエリに `r_r_bias`（$v$）を足して射影したエンコーディングと掛けたものが `BD` です。
-# 次のセルでは、絶対位置の展開を確かめ、$A^{\mathrm{rel}}$ を Python のループで項ごとに組み立てて、
-# 2 つの内積の形と比べます。
-# どちらも代数の確認（同じ積の 2 通りのまとめ方）で、実装の確認ではありません。公式のコードとは後の節で比べます。
+# コードもこの形で計算します。クエリに `r_w_bias`（$u$）を足してキーとの内積を取ったものが `AC`、
+# クエリに `r_r_bias`（$v$）を足して射影したエンコーディングとの内積を取ったものが `BD` です。
+# [「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章のスコアは項 $(a)$ と $(b)$ だけからなり、$W_{k,R} R_{i-j}$ の代わりに、クリップした相対位置ごとの学習可能なベクトルを使います（Dai ら、§3.3）。
+# ランダムな重みを持つヘッド 1 つで確かめます。
 
 # %%
-n, d_model, d_head = 6, 16, 8
-emb = torch.randn(n, d_model, dtype=f64)  # rows E_{x_i}
-u_abs = sinusoidal(torch.arange(n), d_model, dtype=f64)  # rows U_i
-w_q, w_k = (
+d_model, d_head = 16, 8
+w_q, w_k, w_ke, w_kr = (
     torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model)
-    for _ in range(2)
-)
-
-# absolute: (E_i + U_i)^T W_q^T W_k (E_j + U_j) = (a) + (b) + (c) + (d)
-full = ((emb + u_abs) @ w_q.T) @ ((emb + u_abs) @ w_k.T).T
-terms = [
-    (x1 @ w_q.T) @ (x2 @ w_k.T).T
-    for x1, x2 in [(emb, emb), (emb, u_abs), (u_abs, emb)]
-]
-assert_close(full, sum(terms) + (u_abs @ w_q.T) @ (u_abs @ w_k.T).T)
-
-# relative: the four terms of Dai et al., entry by entry
-w_ke, w_kr = (
-    torch.randn(d_head, d_model, dtype=f64) / math.sqrt(d_model)
-    for _ in range(2)
+    for _ in range(4)
 )
 u, v = torch.randn(d_head, dtype=f64), torch.randn(d_head, dtype=f64)
 
 
-def sinusoid_row(
-    delta,
-):  # R_delta, the sinusoidal encoding of a distance (concatenated layout)
-    return sinusoidal(torch.tensor(delta), d_model, layout="concat", dtype=f64)
+def sinusoid_row(delta):  # R_delta: the sinusoid of a distance (concat layout)
+    return sinusoidal(
+        torch.as_tensor(delta), d_model, layout="concat", dtype=f64
+    )
 
 
-def a_rel(i, j):  # query at position i, key at position j
+# %% tags=["check"] summary={"en": "the absolute score is the sum of its four terms; the four relative terms, entry by entry, equal the two dot products (q_i + u)·k_j + (q_i + v)·r_(i−j)", "ja": "絶対位置のスコアは 4 つの項の和で、相対位置の 4 つの項を成分ごとに足したものは 2 つの内積 (q_i + u)·k_j + (q_i + v)·r_(i−j) に等しくなります"}
+n = 6
+emb = torch.randn(n, d_model, dtype=f64)  # rows E_{x_i}
+u_abs = sinusoidal(torch.arange(n), d_model, dtype=f64)  # rows U_i
+full = ((emb + u_abs) @ w_q.T) @ ((emb + u_abs) @ w_k.T).T
+terms = [
+    (x1 @ w_q.T) @ (x2 @ w_k.T).T
+    for x1, x2 in [(emb, emb), (emb, u_abs), (u_abs, emb), (u_abs, u_abs)]
+]
+assert_close(full, sum(terms))  # (a) + (b) + (c) + (d)
+
+
+def a_rel(i, j):  # the four terms of Dai et al., query i and key j
     e_i, e_j, r_ij = emb[i], emb[j], sinusoid_row(i - j)
     return (
         e_i @ w_q.T @ w_ke @ e_j  # (a) content-content
@@ -253,143 +203,109 @@ def a_rel(i, j):  # query at position i, key at position j
     )
 
 
-loops = torch.tensor(
-    [[a_rel(i, j) for j in range(n)] for i in range(n)], dtype=f64
-)
 q, key = emb @ w_q.T, emb @ w_ke.T  # rows q_i, k_j
-paired = torch.tensor(
-    [
-        [
-            (q[i] + u) @ key[j] + (q[i] + v) @ (w_kr @ sinusoid_row(i - j))
-            for j in range(n)
-        ]
-        for i in range(n)
-    ],
-    dtype=f64,
-)
-assert_close(loops, paired)
+for i in range(n):
+    for j in range(n):
+        r_ij = w_kr @ sinusoid_row(i - j)
+        assert_close(a_rel(i, j), (q[i] + u) @ key[j] + (q[i] + v) @ r_ij)
 
 # %% [markdown] lang="en"
-# Positions now appear only as $i - j$. The check below confirms what that buys: the
-# same four tokens give the same scores among themselves whether they sit at positions
-# $0, \dots, 3$ or, behind a memory of five other tokens, at positions
-# $5, \dots, 8$. Written with $R_{i-j}$ as above, that would hold by construction, so
-# the check goes through the implementation instead: `transformer_xl_scores` of
-# `posenc`, with the sinusoids of the distances and the shift of the next sections.
-# Absolute encodings, added to the tokens, fail the same test.
+# Positions now appear only as $i - j$. So the same four tokens give the same scores
+# among themselves whether they sit at positions $0, \dots, 3$ or, behind a memory
+# of five other tokens, at $5, \dots, 8$; with absolute encodings added to the tokens
+# they do not. `transformer_xl_scores` of `posenc` computes $A^{\mathrm{rel}}$ the way
+# Transformer-XL does, through the shift of the next sections.
 
 # %% [markdown] lang="ja"
-# これで位置は $i - j$ としてしか現れません。次の確認で、それによって何が得られるかを見ます。
-# 同じ 4 つのトークンは、位置 $0, \dots, 3$ にあっても、ほかの 5 つのトークンからなるメモリの後ろの位置 $5, \dots, 8$ にあっても、
-# 互いの間のスコアが同じです。
-# 上のように $R_{i-j}$ で書けばこれは構成上成り立つので、確認は実装を通して行います。
-# 使うのは `posenc` の `transformer_xl_scores` で、距離の正弦波と、後の節で扱うシフトを使って計算します。
-# トークンに足す絶対位置のエンコーディングでは、同じ確認が通りません。
+# これで位置は $i - j$ としてしか現れません。
+# そのため、同じ 4 つのトークンどうしのスコアは、位置 $0, \dots, 3$ に置いても、5 トークンのメモリの後ろの位置 $5, \dots, 8$ に置いても変わりません。
+# トークンに絶対位置のエンコーディングを足すと、そうはなりません。
+# `posenc` の `transformer_xl_scores` は、後の節で扱うシフトを使って、Transformer-XL と同じ方法で $A^{\mathrm{rel}}$ を計算します。
 
 
 # %%
-def a_rel_segment(keys, n_queries):  # the last n_queries keys are the queries
-    q_len, k_len = n_queries, len(keys)
-    distances = transformer_xl_positions(q_len, k_len)  # k_len - 1, ..., 0
-    r = sinusoidal(distances, d_model, layout="concat", dtype=f64) @ w_kr.T
-    q = keys[-q_len:] @ w_q.T
-    return transformer_xl_scores(q, keys @ w_ke.T, r, u, v)  # [q_len, k_len]
+def scores(tokens, n_queries):  # A_rel for the last n_queries tokens
+    distances = transformer_xl_positions(n_queries, len(tokens))
+    r = sinusoid_row(distances) @ w_kr.T  # rows r_{i-j}, one per distance
+    q = tokens[-n_queries:] @ w_q.T
+    return transformer_xl_scores(q, tokens @ w_ke.T, r, u, v)
 
 
-four = emb[:4]
-memory = torch.randn(5, d_model, dtype=f64)
-alone = a_rel_segment(four, 4)  # positions 0..3
-behind = a_rel_segment(torch.cat([memory, four]), 4)  # positions 5..8
-assert_close(alone, behind[:, 5:])  # the four among themselves: the same
-
-
-def a_abs_at(pos, tokens):
-    x = tokens + sinusoidal(pos, d_model, dtype=f64)
+def scores_abs(tokens, positions):  # the ordinary score, with U_p added
+    x = tokens + sinusoidal(positions, d_model, dtype=f64)
     return (x @ w_q.T) @ (x @ w_k.T).T
 
 
-assert not torch.allclose(
-    a_abs_at(torch.arange(0, 4), four), a_abs_at(torch.arange(5, 9), four)
-)
+four, memory = (torch.randn(t, d_model, dtype=f64) for t in (4, 5))
+alone = scores(four, 4)  # positions 0..3
+behind = scores(torch.cat([memory, four]), 4)[:, 5:]  # positions 5..8
+moved = scores_abs(four, torch.arange(4)) - scores_abs(four, torch.arange(5, 9))
+same = torch.allclose(alone, behind, rtol=0, atol=1e-12)
+print(f"relative: {'the same' if same else 'different'} scores behind a memory")
+print(f"absolute: scores move by up to {moved.abs().max():.2f}", end="")
+
+# %% tags=["check"] summary={"en": "posenc's scores of the four tokens are the same at positions 0–3 and behind a memory at 5–8, and equal the four terms on the causal pairs; the absolute scores differ", "ja": "posenc で計算した 4 つのトークンのスコアは、位置 0〜3 でもメモリの後ろの 5〜8 でも同じで、因果的な組では 4 つの項に一致します。絶対位置のスコアは異なります"}
+assert_close(alone, behind)
+emb = four
+causal = torch.ones(4, 4, dtype=torch.bool).tril()
+by_terms = torch.tensor([[a_rel(i, j) for j in range(4)] for i in range(4)])
+assert_close(alone[causal], by_terms.to(f64)[causal])
+assert torch.isinf(alone[~causal]).all()  # the future keys: -inf
+assert moved.abs().max() > 0.1
 
 # %% [markdown] lang="en"
 # ## The relative encoding R
 #
 # $R$ is the sinusoidal table of the chapter
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb), evaluated
-# at distances instead of positions. Transformer-XL's `PositionalEmbedding` uses the
-# frequencies `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`, that is
-# $\omega_i = 10000^{-2i/d}$, and concatenates all sines before all cosines: in
-# `posenc`, `sinusoidal(distances, d, layout="concat")`. Which distances? The queries of
-# a segment are the last $L$ of the $m + L$ keys, so query $i$ sits at position $i + m$,
-# and the distances to its keys run from $i + m$ (the oldest memory token) down to $0$
-# (itself). Over all queries that is $m + L - 1, \dots, 1, 0$: one encoding per key
-# slot, `pos_seq = torch.arange(klen - 1, -1, -1.0)` in the code, in *descending* order.
-# `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` returns this sequence.
-# The check compares with numbers that the official `PositionalEmbedding(8)` itself
-# printed (kimiyoung/transformer-xl at commit 44781ed, run in a separate
-# environment), and with a port of it for $d = 16$.
+# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb), evaluated at distances
+# instead of positions, with the frequencies $\omega_i = 10000^{-2i/d}$ and all sines
+# before all cosines: in `posenc`, `sinusoidal(distances, d, layout="concat")`. Which
+# distances? The queries of a segment are the last $L$ of the $m + L$ keys, so query
+# $i$ sits at position $i + m$, and the distances to its keys run from $i + m$ (the
+# oldest memory token) down to $0$ (itself). Over all queries that is
+# $m + L - 1, \dots, 1, 0$: one encoding per key slot, in *descending* order, the
+# code's `pos_seq = torch.arange(klen - 1, -1, -1.0)`.
 #
-# Since $R$ has no parameters, any distance has an encoding, including distances longer
-# than in training. The official scripts evaluate with a longer memory than they train
-# with: on WikiText-103, 640 against 150 (base) and 1600 against 384 (large), with
-# `clamp_len` 400 and 1000 (`run_wt103_base.sh`, `run_wt103_large.sh`).
-# Only $W_{k,R}$, $u$ and $v$ are learned. (Transformer-XL's `clamp_len` option caps the
-# distances, so that all farther ones share one encoding.)
-#
-# Table 6 of the paper measures what this buys. Its "Attn Len" is the shortest
-# attention length at evaluation that reaches the best perplexity. With recurrence,
-# their encoding improves from 27.02 at the training length to 26.77 and needs 500
-# to get there; Shaw et al.'s stays at 27.94, reached at 256. The paper notes that
-# a longer attention at evaluation helps only with its own encoding. Its larger
-# 151M model goes from 23.43 to 23.09 at 640. On One Billion Word, which has no
-# long-range dependencies, their encoding still beats Shaw et al.'s, 25.2 against
-# 25.7 perplexity (Table 7).
+# Since $R$ has no parameters, every distance has an encoding, including distances
+# longer than in training, and the official scripts evaluate with a memory about
+# four times as long as in training (640 against 150 for the base model). Yet they
+# also pass `clamp_len`, which gives every distance from `clamp_len` on the encoding
+# of `clamp_len`: 400 for the base model, whose keys reach back 703 positions at
+# evaluation, so the distances from 400 to 703 share one encoding.
 
 # %% [markdown] lang="ja"
 # ## 相対エンコーディング R
 #
 # $R$ は[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波の表を、位置ではなく距離で評価したものです。
-# Transformer-XL の `PositionalEmbedding` は周波数 `inv_freq = 1 / 10000 ** (arange(0, d, 2) / d)`、
-# つまり $\omega_i = 10000^{-2i/d}$ を使い、すべての正弦のあとにすべての余弦を並べます（連結配置）。
+# 周波数は $\omega_i = 10000^{-2i/d}$ で、すべての正弦のあとにすべての余弦を並べます。
 # `posenc` では `sinusoidal(distances, d, layout="concat")` です。
-# では、どの距離が必要でしょうか。セグメントのクエリは $m + L$ 個のキーのうち最後の $L$ 個なので、
-# クエリ $i$ は位置 $i + m$ にあり、そのキーまでの距離は $i + m$（いちばん古いメモリのトークン）から
-# $0$（自分自身）までです。
+# では、どの距離が必要でしょうか。セグメントのクエリは $m + L$ 個のキーのうち最後の $L$ 個なので、クエリ $i$ は位置 $i + m$ にあります。
+# そのキーまでの距離は、$i + m$（いちばん古いメモリのトークン）から $0$（自分自身）までです。
 # すべてのクエリを合わせると $m + L - 1, \dots, 1, 0$ で、キー 1 つにつき 1 つのエンコーディングになります。
-# コードでは `pos_seq = torch.arange(klen - 1, -1, -1.0)` で、**降順**です。
-# `posenc.transformer_xl.transformer_xl_positions(q_len, k_len)` がこの列を返します。
-# 次の確認では、公式の `PositionalEmbedding(8)` 自身が出力した数値（kimiyoung/transformer-xl のコミット 44781ed を別の環境で実行したもの）と比べます。
-# $d = 16$ では、そのコードの移植とも比べます。
+# 並びは**降順**で、コードでは `pos_seq = torch.arange(klen - 1, -1, -1.0)` です。
 #
 # $R$ にはパラメータがないので、学習時より長い距離も含め、どんな距離にもエンコーディングがあります。
-# 公式のスクリプトは、学習時より長いメモリで評価します。
-# WikiText-103 では、base で 150 に対して 640、large で 384 に対して 1600 で、`clamp_len` はそれぞれ 400 と 1000 です（`run_wt103_base.sh`、`run_wt103_large.sh`）。
-# 学習するのは $W_{k,R}$、$u$、$v$ だけです。
-# Transformer-XL の `clamp_len` オプションは距離に上限を設けるもので、それより遠い距離はすべて同じエンコーディングを共有します。
-#
-# この性質がどれだけ効くかは、論文の表 6 から読み取れます。
-# 表の「Attn Len」は、評価時に最良のパープレキシティに達する最短のアテンションの長さです。
-# 再帰のあるモデルでは、Dai らのエンコーディングのパープレキシティは、学習時の長さでの 27.02 から 26.77 まで下がります。
-# ただし、そこまで下げるにはアテンションの長さが 500 必要です。
-# Shaw らのものは 27.94 どまりで、この値には長さ 256 で達します。
-# 論文は、評価時にアテンションを長くして効果があるのは Dai らのエンコーディングを使うときだけだと述べています。
-# パラメータ数 151M のより大きなモデルでは、長さ 640 で 23.43 から 23.09 まで下がります。
-# 長距離の依存関係がない One Billion Word でも、Dai らのエンコーディングは Shaw らのものより良い結果を出しており、
-# パープレキシティは 25.2 対 25.7 です（表 7）。
-
+# 公式のスクリプトは、学習時のおよそ 4 倍の長さのメモリで評価します（base モデルでは 150 に対して 640）。
+# ところが同じスクリプトは `clamp_len` も指定します。`clamp_len` 以上の距離には、どれも距離 `clamp_len` のエンコーディングが使われます。
+# base モデルでは 400 で、評価時のキーは 703 位置前までさかのぼるので、距離 400 から 703 までが 1 つのエンコーディングを共有します。
 
 # %%
-def txl_positional_embedding(
-    pos_seq, demb
-):  # PositionalEmbedding.forward, without the batch axis
+q_len, k_len = 4, 7  # a memory of 3
+print(f"pos_seq: {transformer_xl_positions(q_len, k_len).tolist()}")
+clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
+print(f"with clamp_len = 4: {clamped.tolist()}", end="")
+
+
+# %% tags=["check"] summary={"en": "posenc's concatenated sinusoid matches the numbers the official PositionalEmbedding(8) printed, and a port of it for d = 16; the distances are the code's pos_seq; with the published evaluation (64 queries, memory 640, clamp_len 400) the distances 400 to 703 all become 400", "ja": "posenc の連結配置の正弦波は、公式の PositionalEmbedding(8) が出力した数値とも、d = 16 でのその移植とも一致し、距離はコードの pos_seq と同じです。公開された評価の設定（クエリ 64 個、メモリ 640、clamp_len 400）では、距離 400〜703 がすべて 400 になります"}
+def txl_positional_embedding(pos_seq, demb):
+    """PositionalEmbedding.forward, without the batch axis (a port)."""
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
     sinusoid_inp = torch.outer(pos_seq, inv_freq)
     return torch.cat([sinusoid_inp.sin(), sinusoid_inp.cos()], dim=-1)
 
 
-# printed by the official PositionalEmbedding(8) (pytorch/mem_transformer.py,
-# commit 44781ed) for pos_seq = arange(5, -1, -1): its rows for 5, 2 and 0
+# printed by the official PositionalEmbedding(8) (pytorch/mem_transformer.py)
+# for pos_seq = arange(5, -1, -1): its rows for 5, 2 and 0
 official = torch.tensor(
     [
         [-0.9589243, 0.4794255, 0.0499792, 0.005,
@@ -403,113 +319,169 @@ official = torch.tensor(
 ours8 = sinusoidal(torch.tensor([5, 2, 0]), 8, layout="concat", dtype=f64)
 assert_close(ours8, official, atol=2e-7, rtol=0)
 
-q_len, m_len = 4, 3
-k_len = q_len + m_len
-pos_seq = torch.arange(
-    k_len - 1, -1, -1.0, dtype=f64
-)  # MemTransformerLM._forward
+pos_seq = torch.arange(k_len - 1, -1, -1.0, dtype=f64)  # MemTransformerLM
 distances = transformer_xl_positions(q_len, k_len)
 assert torch.equal(distances, pos_seq.long())
-r_table = sinusoidal(distances, d_model, layout="concat", dtype=f64)
-assert_close(r_table, txl_positional_embedding(pos_seq, d_model))
-clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
-print(f"pos_seq for q_len = {q_len}, k_len = {k_len}: {distances.tolist()}")
-print(f"with clamp_len = 4: {clamped.tolist()}", end="")
+assert_close(sinusoid_row(distances), txl_positional_embedding(pos_seq, 16))
+assert clamped.tolist() == [4, 4, 4, 3, 2, 1, 0]
+published = transformer_xl_positions(64, 64 + 640, clamp_len=400)
+plain = transformer_xl_positions(64, 64 + 640)
+assert int(plain.max()) == 703 and (published[plain >= 400] == 400).all()
+assert torch.equal(published[plain < 400], plain[plain < 400])
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what the paper measured.** Dai et al.'s ablation on WikiText-103
+# (Table 6, §4.2, models of 128M parameters) does not pit absolute encodings against
+# theirs under recurrence: with recurrence it compares their encoding only with Shaw
+# et al.'s, 26.77 against 27.94 best perplexity. The absolute encodings (Vaswani et
+# al.'s and Al-Rfou et al.'s) appear only in rows without recurrence, trained with
+# the loss on the last half of each segment, the only setting in which the paper
+# found them to work well; there theirs is lowest too, 29.02 with the full loss and
+# 30.10 with the half loss, against 30.97 (Vaswani et al.'s) and 31.16 (Al-Rfou et
+# al.'s). The table's "Attn Len" is the
+# shortest attention length at evaluation that reaches the best perplexity: with
+# recurrence, their encoding improves from 27.02 at the training length to 26.77 and
+# needs 500 to get there, while Shaw et al.'s stays at 27.94, reached at 256; a
+# longer attention at evaluation helps only with their own encoding. The larger 151M
+# model goes from 23.43 to 23.09 at 640. On One Billion Word, which the paper says
+# does not require long-term dependency, their encoding still beats Shaw et al.'s,
+# 25.2 against 25.7 perplexity (Table 7).
+#
+# The official scripts train and evaluate WikiText-103 with memories of 150 and 640
+# (base) and 384 and 1600 (large), with `clamp_len` 400 and 1000. The official
+# PyTorch code also keeps two absolute variants: `attn_type=2` adds the sinusoid to
+# the input, with positions counted back from the newest key (0) to the oldest
+# ($m + L - 1$), and to the memory at the first layer; `attn_type=3` adds a learned table per layer
+# to every layer's input, after Al-Rfou et al.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：論文が測ったこと**
+#
+# ここでいう再帰とは、前のセグメントの隠れ状態をメモリとして使うことです。
+# Dai らの WikiText-103 でのアブレーション（表 6、§4.2、パラメータ数 1 億 2800 万のモデル）は、再帰のある設定では絶対位置のエンコーディングと比較していません。
+# 再帰のあるモデルで比べているのは、Dai らのエンコーディングと Shaw らのものだけで、最良のパープレキシティはそれぞれ 26.77 と 27.94 です。
+# 絶対位置のエンコーディング（Vaswani らのものと Al-Rfou らのもの）は、再帰のない行にしか現れません。
+# しかも各セグメントの後半だけに損失をかけて学習しています。論文によれば、絶対位置のエンコーディングがうまく働くのはこの設定だけです。
+# その比較でもパープレキシティが最も低いのは Dai らのエンコーディングで、全体に損失をかけると 29.02、後半だけなら 30.10 です。絶対位置のエンコーディングは、Vaswani らのものが 30.97、Al-Rfou らのものが 31.16 でした。
+# 表の「Attn Len」は、評価時に最良のパープレキシティに達する最短のアテンションの長さです。
+# 再帰のあるモデルでは、Dai らのエンコーディングは学習時の長さでの 27.02 から 26.77 まで下がり、そこに達するには長さ 500 が必要です。
+# Shaw らのものは 27.94 どまりで、この値には長さ 256 で達します。評価時にアテンションを長くして効果があるのは、Dai らのエンコーディングだけです。
+# パラメータ数 1 億 5100 万のより大きなモデルでは、長さ 640 で 23.43 から 23.09 まで下がります。
+# One Billion Word は、論文によれば長距離の依存関係を必要としません。そこでも Dai らのエンコーディングは Shaw らのものより良く、パープレキシティは 25.2 対 25.7 です（表 7）。
+#
+# 公式のスクリプトは WikiText-103 で、base では長さ 150 のメモリで学習して 640 で評価し、large では 384 で学習して 1600 で評価します。`clamp_len` はそれぞれ 400 と 1000 です。
+# 公式の PyTorch のコードには、絶対位置の版も 2 つあります。
+# `attn_type=2` は正弦波を入力に足し、最初の層ではメモリにも足します。位置は最も新しいキーを 0 として、いちばん古いキーの $m + L - 1$ までさかのぼって数えます。
+# `attn_type=3` は Al-Rfou らにならい、層ごとの学習可能な表を各層の入力に足します。
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift
 #
-# Terms $(a)$ and $(c)$ are one matrix product, $(Q + u) K^\top$. Terms $(b)$ and $(d)$ are not:
-# the vector $r_{i-j}$ changes with the pair. Computing $(q_i + v)^\top r_{i-j}$ for every
-# pair from a gathered $(L, m + L, d)$ tensor would bring back the memory cost of the
-# direct computation in
+# Terms $(a)$ and $(c)$ are one matrix product, $(Q + u) K^\top$. Terms $(b)$ and $(d)$
+# are not, since the vector $r_{i-j}$ changes with the pair, and gathering an
+# $(L, m + L, d)$ tensor of them would bring back the memory cost of
 # [*Relative position representations*](04-shaw-relative.ipynb#what-the-direct-computation-costs).
 # Instead, Transformer-XL multiplies every query with every *distance* once,
 # $$B = (Q + v)\, \tilde R^\top$$
-# where row $s$ of $\tilde R$ is $r_{m + L - 1 - s}$ (the order of `pos_seq`). $B$ is
+# where row $s$ of $\tilde R$ is $r_{m + L - 1 - s}$, in the order of `pos_seq`. $B$ is
 # $L \times (m+L)$ like the scores, but its column $s$ is a distance, not a key. The
 # pair $(i, j)$ needs the distance $i + m - j$, which sits in column
 # $$s = m + L - 1 - (i + m - j) = j + L - 1 - i$$
 # so row $i$ must move left by $L - 1 - i$ places: the last row stays, the first moves
-# by $L - 1$. Dai et al.'s Appendix B computes this product for term $(b)$, their
-# $\tilde{\mathbf B} = \mathbf q \mathbf Q^\top$ with the distances in the same
-# descending order (and term $(d)$ alike, with $v$), and notes that each row of the
-# wanted scores is a left-shifted row of it, with zeros for the keys after the
-# query. The pad and two reshapes that do the shift, and the
-# entries they leave past the diagonal, come from the official code
-# (`_rel_shift`), not from the appendix:
+# by $L - 1$. The official code (`_rel_shift`) does it without an index:
 #
 # 1. pad a column of zeros on the left: $L \times (m + L + 1)$;
-# 2. reshape the same numbers, in the same memory order, to $(m + L + 1) \times L$;
+# 2. read the same numbers, in the same memory order, as $(m + L + 1) \times L$;
 # 3. drop the first row, that is the first $L$ numbers;
 # 4. read the remaining $L(m + L)$ numbers as $L \times (m + L)$.
 #
-# Entry $(i, j)$ of the result is number $L + i(m + L) + j$ of the padded rows laid end
-# to end. Padded rows have $m + L + 1$ entries, so that is row $i$, padded column
+# Entry $(i, j)$ of the result is number $L + i(m + L) + j$ of the padded rows laid
+# end to end. Padded rows have $m + L + 1$ entries, so that is row $i$, padded column
 # $L + j - i$, provided it does not run past the end of the row:
 # $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
-# Padded column $L + j - i$ is column $j + L - 1 - i$ of $B$: exactly the $s$ above. So the
-# shift is exact for every key at or before its query, $j \le i + m$, which is every key
-# a causal model may see. The cell below makes this visible with a $B$ whose entries are
-# labels, $10 i$ plus the distance of the column, for $L = 4$ and $m = 2$. After the shift
-# the entries with $j \le i + 2$ read $10 i + (i + 2 - j)$, the query's row and the right
-# distance. The result is compared with what the official `_rel_shift` printed for the
-# same labels. It then checks the shift against a direct gather for random $B$, with and
-# without memory.
+# Padded column $L + j - i$ is column $j + L - 1 - i$ of $B$: exactly the $s$ above.
+# So the shift is exact for every key at or before its query, $j \le i + m$, which is
+# every key a causal model may see. The figure labels each entry of $B$ with
+# $10 i$ plus the distance of its column, for $L = 4$ and $m = 2$. Each row moves
+# left: its blue entries fall off into the tail of the row above, and the dark ones
+# of row 0 into the dropped row. After the shift, every entry left of the line reads
+# $10 i + (i + 2 - j)$, its query's row and the pair's own distance.
 
 # %% [markdown] lang="ja"
 # ## 距離をそろえる：相対シフト
 #
-# 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ です。一方、項 $(b)$ と $(d)$ は 1 回の行列積では計算できません。
-# ベクトル $r_{i-j}$ が組ごとに変わるからです。
-# $(L, m + L, d)$ のテンソルを gather して組ごとに $(q_i + v)^\top r_{i-j}$ を計算すると、
-# [「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見た直接計算と同じく、メモリを大量に使うことになります。
+# 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ です。
+# 一方、項 $(b)$ と $(d)$ は 1 回の行列積では計算できません。ベクトル $r_{i-j}$ が組ごとに変わるからです。
+# それを $(L, m + L, d)$ のテンソルとして gather すると、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見たメモリのコストが戻ってきます。
 # Transformer-XL は代わりに、すべてのクエリとすべての**距離**の積を一度だけ計算します。
 # $$B = (Q + v)\, \tilde R^\top$$
-# ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ です（`pos_seq` の順）。
+# ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ で、`pos_seq` の順に並びます。
 # $B$ はスコアと同じ $L \times (m+L)$ ですが、列 $s$ はキーではなく距離です。
 # 組 $(i, j)$ には距離 $i + m - j$ が必要で、それは次の列にあります。
 # $$s = m + L - 1 - (i + m - j) = j + L - 1 - i$$
 # したがって、行 $i$ を $L - 1 - i$ 列ぶん左へずらす必要があります。最後の行はそのままで、最初の行は $L - 1$ 列ぶんずれます。
-# Dai らの付録 B も、項 $(b)$ についてこの積を計算しています。
-# 論文の $\tilde{\mathbf B} = \mathbf q \mathbf Q^\top$ がそれで、距離の並びも同じ降順です（項 $(d)$ も $v$ を使って同様です）。
-# 付録には、求めるスコアの各行はこの積の行を左へずらしたもので、クエリより後ろのキーには 0 が入る、とあります。
-# 一方、このずらしを行うパディング 1 回と形状変換 2 回、そしてそれが対角線より上に残す成分は、付録ではなく公式のコード（`_rel_shift`）から来ています。
-# 手順は次のとおりです。
+# 公式のコード（`_rel_shift`）は、これをインデックスを使わずに行います。
 #
 # 1. 左に 0 の列を 1 つパディングします：$L \times (m + L + 1)$。
-# 2. 同じ数を同じメモリ順のまま $(m + L + 1) \times L$ に形状変換します。
+# 2. 同じ数を同じメモリ順のまま $(m + L + 1) \times L$ として読みます。
 # 3. 最初の行、つまり最初の $L$ 個の数を捨てます。
 # 4. 残りの $L(m + L)$ 個の数を $L \times (m + L)$ として読みます。
 #
-# 結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの、0 から数えて $L + i(m + L) + j$ 番目の数です。
+# 結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたとき、0 から数えて $L + i(m + L) + j$ 番目の数です。
 # パディングした行は $m + L + 1$ 個の成分を持つので、行の終わりを越えない限り、それは行 $i$ のパディング後の列 $L + j - i$ です。
 # $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
 # パディング後の列 $L + j - i$ は $B$ の列 $j + L - 1 - i$、まさに上の $s$ です。
 # つまりシフトは、クエリと同じ位置かそれより前にあるすべてのキー $j \le i + m$ について正確です。因果的なモデルが見てよいキーは、これで全部です。
-# 次のセルでは、各成分に出どころの分かるラベルを入れた $B$ を使って、これを目に見える形で示します。
-# $L = 4$、$m = 2$ で、ラベルは $10 i$ に列の距離を足したものです。
-# シフト後、$j \le i + 2$ の成分は $10 i + (i + 2 - j)$ になります。
-# ラベルの十の位はクエリの行を、一の位はその組の正しい距離を表します。
-# この結果を、同じラベルに対して公式の `_rel_shift` が出力したものと比べます。
-# 続いて、メモリのある場合とない場合について、ランダムな $B$ でシフトを直接の gather と照合します。
+# 図では $L = 4$、$m = 2$ とし、$B$ の各成分に、$10 i$ にその列の距離を足したラベルを付けています。
+# 各行は左へずれます。青い成分は 1 つ上の行の末尾へ、行 0 の濃い灰色の成分は捨てる行へ移ります。
+# シフトの後、線より左の成分はどれも $10 i + (i + 2 - j)$ です。十の位がクエリの行、一の位がその組の正しい距離を表します。
 
-# %%
+# %% tags=["figure"] alt={"en": ["Two 4 by 6 grids of numbers for L = 4 and m = 2, query i down. Left, B before the shift, column s across: row i holds 10 i plus the distances 5 down to 0, so row 0 reads 5 4 3 2 1 0 and row 3 reads 35 to 30; the first three entries of row 0 are dark (dropped), the first two of row 1 and the first of row 2 blue (they move into the row above). Right, after the shift, key j across: row 0 reads 2 1 0, then 0, 15, 14; row 1 reads 13 12 11 10, then 0, 25; row 2 reads 24 to 20, then 0; row 3 reads 35 to 30. Left of a staircase line, j ≤ i + 2, every entry is grey and carries its row's tens digit and the pair's distance; right of it the first entry is the orange pad zero and the rest are blue entries of the next row, which the causal mask hides."], "ja": ["L = 4、m = 2 の 4 行 6 列の数の格子 2 つ。縦はクエリ i です。左はシフト前の B で、横は列 s です。行 i には 10 i に距離 5〜0 を足した数が並び、行 0 は 5 4 3 2 1 0、行 3 は 35〜30 です。行 0 の最初の 3 つは濃い灰色（捨てられる）、行 1 の最初の 2 つと行 2 の最初の 1 つは青（上の行へ移る）です。右はシフト後で、横はキー j です。行 0 は 2 1 0 の後に 0、15、14、行 1 は 13 12 11 10 の後に 0、25、行 2 は 24〜20 の後に 0、行 3 は 35〜30 です。階段状の線より左（j ≤ i + 2）の成分はどれも灰色で、十の位が行、一の位がその組の距離です。線より右は、最初の 1 つが橙のパディングの 0、残りが次の行から来た青い成分で、因果マスクがこれらを隠します。"]}
 q_len, m_len = 4, 2
 k_len = q_len + m_len
-distances = transformer_xl_positions(q_len, k_len)
+distances = transformer_xl_positions(q_len, k_len)  # 5, 4, ..., 0
 labels = 10 * torch.arange(q_len)[:, None] + distances  # 10 i + distance
-print(labels)
-print(relative_shift(labels))
-# what the official RelMultiHeadAttn._rel_shift (commit 44781ed) printed
-# for these labels, laid out as [qlen, klen, 1, 1]
+shifted = relative_shift(labels)
+i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
+# before: 0 stays in row i, 1 moves into the row above, 3 is dropped
+falls_off = j < q_len - 1 - i
+before = torch.where(falls_off, torch.where(i == 0, 3, 1), 0)
+# after: 0 the pair's own score, 2 the pad, 1 the next row
+after = torch.where(j <= i + m_len, 0, torch.where(j == i + m_len + 1, 2, 1))
+colors = ListedColormap(["0.85", OKABE_ITO[4], OKABE_ITO[1], "0.55"])
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.5))
+for ax, kind, values, x in zip(
+    axes, (before, after), (labels, shifted), ("$s$", "$j$"), strict=True
+):
+    ax.imshow(kind, cmap=colors, vmin=-0.5, vmax=3.5, interpolation="nearest")
+    for r in range(q_len):
+        for c in range(k_len):
+            number = int(values[r, c])
+            ax.text(c, r, number, ha="center", va="center", color="#222222")
+    ax.set(xlabel=x, ylabel="$i$", xticks=range(k_len), yticks=range(q_len))
+    ax.tick_params(length=0)
+    ax.grid(False)
+    ax.spines[:].set_visible(False)
+axes[0].set_title("$B$")
+axes[1].set_title(r"$\mathrm{shift}(B)$")
+stairs_x, stairs_y = [], []  # the causal boundary j = i + m
+for r in range(q_len - 1):
+    stairs_x += [r + m_len + 0.5, r + m_len + 0.5]
+    stairs_y += [r - 0.5, r + 0.5]
+axes[1].plot([*stairs_x, k_len - 0.5], [*stairs_y, q_len - 1.5], color=INK)
+plt.show()
+
+# %% tags=["check"] summary={"en": "the shifted labels are what the official _rel_shift printed for them; for five shapes the shift equals a gather of column j + L − 1 − i wherever j ≤ i + m", "ja": "シフトしたラベルは公式の _rel_shift が同じラベルに対して出力したものと一致し、5 つの形状で j ≤ i + m の成分はどれも列 j + L − 1 − i の gather に等しくなります"}
+# what the official RelMultiHeadAttn._rel_shift printed for these labels,
+# laid out as [qlen, klen, 1, 1]
 official_shift = [
     [2, 1, 0, 0, 15, 14],
     [13, 12, 11, 10, 0, 25],
     [24, 23, 22, 21, 20, 0],
     [35, 34, 33, 32, 31, 30],
 ]
-assert relative_shift(labels).tolist() == official_shift
+assert shifted.tolist() == official_shift
+assert labels[0].tolist() == [5, 4, 3, 2, 1, 0]
 
 
 def gather_shift(b, k_len):
@@ -527,68 +499,32 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
     assert torch.equal(relative_shift(b)[:, causal], direct[:, causal])
 
 # %% [markdown] lang="en"
-# ## The entries above the diagonal
+# ## The entries after each query
 #
-# The keys after a query, $j > i + m$, have negative distances, and $B$ has no column for
-# them. The shift still fills those entries, and the printed example shows with what.
-# Continuing the count past the end of row $i$: the first one, $j = i + m + 1$, lands on
-# the zero that was padded in front of row $i + 1$, and the ones after it,
-# $j \ge i + m + 2$, on the start of row $i + 1$ of $B$:
+# The keys after a query, $j > i + m$, have negative distances, and $B$ has no column
+# for them. The shift fills those entries all the same. Continuing the count past the
+# end of row $i$, the first one, $j = i + m + 1$, lands on the zero padded in front of
+# row $i + 1$ (orange in the figure), and the ones after it on the start of row
+# $i + 1$ of $B$ (blue):
 # $$\mathrm{out}_{i,\,i+m+1} = 0, \qquad \mathrm{out}_{i,j} = B_{i+1,\; j - i - m - 2} \quad (j \ge i + m + 2)$$
-# These are numbers of the *next* query, against distances that have nothing to do with
-# the pair: not a score of the pair, and not even a clipped or approximate one. In the
-# labelled example, row 0 ends with $0, 15, 14$: the pad, then query 1's labels. Since
-# they sit exactly where the causal mask of Transformer-XL puts $-\infty$ (its
-# `dec_attn_mask` is `triu(ones(qlen, klen), diagonal=1 + mlen)`), they never reach the
-# softmax. The figure marks, for two shapes, which entries are the query's own row, the
-# pad, and the next row; the cell after it checks the formula for every entry and
-# shows that with the mask, the attention weights equal those of the direct four-term
-# computation, and that without it they do not.
+# These are numbers of the *next* query against distances that have nothing to do
+# with the pair: not a score of the pair, not even an approximate one. They sit
+# exactly where Transformer-XL's causal mask puts $-\infty$ (its `dec_attn_mask` is
+# `triu(ones(qlen, klen), diagonal=1 + mlen)`), so they never reach the softmax. Without
+# the mask, they would.
 
 # %% [markdown] lang="ja"
-# ## 対角線より上の成分
+# ## 各クエリより後ろの成分
 #
-# クエリより後ろのキー $j > i + m$ は負の距離を持ち、$B$ にはそのための列がありません。
-# それでもシフトはこれらの成分を埋めます。何で埋めるかは、表示した例に現れています。
-# 行 $i$ の終わりを越えて数え続けると、最初の $j = i + m + 1$ は行 $i + 1$ の前にパディングした 0 に当たり、
-# その後の $j \ge i + m + 2$ は $B$ の行 $i + 1$ の先頭からの成分に当たります。
+# クエリより後ろのキー $j > i + m$ は負の距離を持ち、$B$ にはそのための列がありません。それでもシフトはこれらの成分を埋めます。
+# 行 $i$ の終わりを越えて数え続けると、最初の $j = i + m + 1$ は行 $i + 1$ の前にパディングした 0 に当たり（図の橙）、
+# その後は $B$ の行 $i + 1$ の先頭からの成分に当たります（青）。
 # $$\mathrm{out}_{i,\,i+m+1} = 0, \qquad \mathrm{out}_{i,j} = B_{i+1,\; j - i - m - 2} \quad (j \ge i + m + 2)$$
-# これらは次のクエリの行の値で、しかもその組とは無関係な距離に対するものです。
-# 組のスコアではなく、クリップした値や近似値ですらありません。
-# ラベルの例では、行 0 は $0, 15, 14$ で終わります。パディングの後に、クエリ 1 のラベルが続いています。
+# これらは**次の**クエリの値で、しかもその組とは無関係な距離に対するものです。組のスコアではなく、近似値ですらありません。
 # これらの成分は、Transformer-XL の因果マスクが $-\infty$ を置く場所とちょうど一致するので、softmax には届きません
-# （マスク `dec_attn_mask` は `triu(ones(qlen, klen), diagonal=1 + mlen)` で作られます）。
-# 下の図は 2 つの形状について、各成分の出どころ（クエリ自身の行、パディング、次の行）を示します。
-# その後のセルでは、すべての成分について式を確かめ、マスクをかければアテンションの重みが
-# 4 項の直接計算と一致し、かけなければ一致しないことを示します。
+# （マスク `dec_attn_mask` は `triu(ones(qlen, klen), diagonal=1 + mlen)` です）。マスクがなければ届いてしまいます。
 
-# %% alt={"en": ["Source of each entry of the relative shift for L = 8, m = 0 (left) and L = 5, m = 3 (right), query i down, key j across: row i of B (grey) up to j = i + m, then the pad 0 (orange) and row i + 1 (blue), which the causal mask hides."], "ja": ["相対シフトの出力の各成分がどこから来るかを示す図（左は L = 8、m = 0、右は L = 5、m = 3。縦軸はクエリ i、横軸はキー j）。j ≤ i + m は B の行 i（灰色）、j = i + m + 1 はパディングの 0（橙）、その先は次の行 i + 1（青）で、後の 2 つは因果マスクが隠す位置です。"]}
-colors = ListedColormap(
-    ["0.85", OKABE_ITO[1], OKABE_ITO[0]]
-)  # own row, pad, next row
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.3), layout="constrained")
-for ax, (q_len, k_len) in zip(axes, [(8, 8), (5, 8)], strict=True):
-    source = (
-        (torch.arange(q_len)[:, None] + 1).expand(q_len, k_len).contiguous()
-    )  # row i holds i+1
-    shifted = relative_shift(source)
-    kind = torch.where(shifted == 0, 1, torch.where(shifted == source, 0, 2))
-    im = ax.imshow(
-        kind, cmap=colors, vmin=-0.5, vmax=2.5, interpolation="nearest"
-    )
-    ax.set(
-        xlabel="$j$",
-        ylabel="$i$",
-        title=f"$L = {q_len},\\ m = {k_len - q_len}$",
-    )
-    ax.set_xticks(range(0, k_len, 2))
-    ax.set_yticks(range(0, q_len, 2))
-    ax.grid(False)
-bar = fig.colorbar(im, ax=axes, ticks=[0, 1, 2], shrink=0.8)
-bar.ax.set_yticklabels([r"$B_{i,\cdot}$", "$0$", r"$B_{i+1,\cdot}$"])
-plt.show()
-
-# %%
+# %% tags=["check"] summary={"en": "every entry after a query is the pad zero or the next row's B_(i+1, j−i−m−2); with the mask the attention weights equal those of the four terms computed directly, without it they do not", "ja": "クエリより後ろの成分はどれもパディングの 0 か次の行の B_(i+1, j−i−m−2) で、マスクをかければアテンションの重みは 4 項の直接計算と一致し、かけなければ一致しません"}
 for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10)]:
     m_len = k_len - q_len
     b = torch.randn(q_len, k_len)
@@ -605,100 +541,71 @@ q_len, m_len = 5, 3
 k_len = q_len + m_len
 emb = torch.randn(k_len, d_model, dtype=f64)  # memory, then current segment
 q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T  # queries: the last q_len tokens
-r = (
-    sinusoidal(
-        transformer_xl_positions(q_len, k_len),
-        d_model,
-        layout="concat",
-        dtype=f64,
-    )
-    @ w_kr.T
-)
-scores = (q + u) @ key.T + relative_shift((q + v) @ r.T)  # AC + BD
+r = sinusoid_row(transformer_xl_positions(q_len, k_len)) @ w_kr.T
+scores_txl = (q + u) @ key.T + relative_shift((q + v) @ r.T)  # AC + BD
 mask = torch.triu(
     torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len
 )  # dec_attn_mask
 weights = torch.softmax(
-    (scores / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
+    (scores_txl / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
 )
 
-direct = torch.tensor(
-    [
+
+def four_terms_directly(q, key, m_len):
+    """AC + BD of every (query, key) pair with its true distance i + m - j,
+    future keys too (their distances negative), one pair at a time."""
+    return torch.tensor(
         [
-            (q[i] + u) @ key[j]
-            + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
-            for j in range(k_len)
-        ]
-        for i in range(q_len)
-    ],
-    dtype=f64,
-)  # every pair, future keys too, with their true (negative) distances
+            [
+                (q[i] + u) @ key[j]
+                + (q[i] + v) @ (w_kr @ sinusoid_row(i + m_len - j))
+                for j in range(len(key))
+            ]
+            for i in range(len(q))
+        ],
+        dtype=f64,
+    )
+
+
+direct = four_terms_directly(q, key, m_len)
 direct_weights = torch.softmax(
     (direct / math.sqrt(d_head)).masked_fill(mask, -math.inf), dim=-1
 )
 assert_close(weights, direct_weights)
-assert_close(scores[~mask], direct[~mask])
-unmasked_gap = (
-    (torch.softmax(scores, -1) - torch.softmax(direct, -1)).abs().max()
-)
-assert unmasked_gap > 1e-2
-print(f"without the mask: max |weight difference| {unmasked_gap:.3f}", end="")
+assert_close(scores_txl[~mask], direct[~mask])
+unmasked_gap = torch.softmax(scores_txl, -1) - torch.softmax(direct, -1)
+assert unmasked_gap.abs().max() > 1e-2
 
 # %% [markdown] lang="en"
 # ## With a memory: where the mask must start
 #
-# Everything above already had $m > 0$, and the derivation never assumed $m = 0$: the
-# shift works for $L$ queries against $m + L$ keys because the queries are the *last*
-# $L$ tokens, which is how Transformer-XL slices them (`w_head_q = w_head_q[-qlen:]`).
-# Two things move with $m$. The boundary between exact entries and garbage is the
-# diagonal $j = i + m$, not $j = i$; and so must the mask be. The familiar causal mask
-# `triu(ones, diagonal=1)` of a model without memory hides the keys $j > i$: with a
-# memory, that hides the $m$ most recent keys $i + 1, \dots, i + m$ of every query,
-# although they are in its past, and the scores there are exact. The check counts them
-# for $L = 5$ and $m = 3$: $L m = 15$ entries. `posenc.attention(..., causal=True)` uses
-# the right alignment, query $i$ at position $i + m$, and gives the same output as
-# Transformer-XL's mask.
-#
-# The published evaluation uses yet another mask. Both official evaluation
-# scripts (`run_wt103_base.sh` and `run_wt103_large.sh`) pass `--same_length`, and
-# `MemTransformerLM._forward` then adds `tril(ones, -mask_shift_len)` to
-# `dec_attn_mask`. Once the memory is full ($m$ = `mem_len`), `mask_shift_len` is
-# $0$, so query $i$ also loses the keys $0, \dots, i$: every query sees exactly $m$ keys,
-# itself and the $m - 1$ before it, instead of $m + i + 1$. The cell rebuilds that
-# mask and counts.
+# The derivation never assumed $m = 0$: the shift works for $L$ queries against
+# $m + L$ keys because the queries are the *last* $L$ tokens, which is how
+# Transformer-XL slices them (`w_head_q = w_head_q[-qlen:]`). Two things move with
+# $m$. The boundary between exact entries and garbage is the diagonal $j = i + m$,
+# not $j = i$; and so must the mask be. The familiar
+# [causal mask](../docs/glossary.md#causal-mask) of a model without memory,
+# `triu(ones, diagonal=1)`, hides the keys $j > i$: with a memory that also hides the
+# $m$ most recent keys of every query, $i + 1, \dots, i + m$, although they are at
+# or before it and their scores are exact, $L m$ entries in all (15 for $L = 5$ and $m = 3$).
+# `posenc.attention(..., causal=True)` aligns query $i$ with position $i + m$ and
+# gives the same output as Transformer-XL's mask.
 
 # %% [markdown] lang="ja"
 # ## メモリがあるとき：マスクはどこから始めるか
 #
-# ここまでの例はすでに $m > 0$ で、導出でも $m = 0$ は仮定していません。
-# $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが**最後の** $L$ 個のトークンだからです。
-# Transformer-XL もそのように切り出しています（`w_head_q = w_head_q[-qlen:]`）。
-# $m$ とともに動くものが 2 つあります。正確な成分と無意味な値の境目は、$j = i$ ではなく対角線 $j = i + m$ です。
-# そして、マスクもそれに合わせなければなりません。
-# メモリのないモデルでおなじみの因果マスク `triu(ones, diagonal=1)` は、キー $j > i$ を隠します。
-# メモリがあると、このマスクは各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠してしまいます。
-# これらのキーはクエリより過去にあり、スコアも正確です。
-# 次の確認では $L = 5$、$m = 3$ についてその数を数えます。$L m = 15$ 個です。
-# `posenc.attention(..., causal=True)` は正しい位置合わせ（クエリ $i$ は位置 $i + m$）を使い、
-# Transformer-XL のマスクと同じ出力を与えます。
-#
-# 論文の評価では、さらに別のマスクを使っています。
-# 公式の評価スクリプトは 2 つとも（`run_wt103_base.sh` と `run_wt103_large.sh`）`--same_length` を指定します。
-# このとき `MemTransformerLM._forward` は、`dec_attn_mask` に `tril(ones, -mask_shift_len)` を加えます。
-# メモリが埋まると（$m$ = `mem_len`）`mask_shift_len` は $0$ になるので、クエリ $i$ からはキー $0, \dots, i$ も隠されます。
-# どのクエリにも、$m + i + 1$ 個ではなく、ちょうど $m$ 個のキー（自分自身とその前の $m - 1$ 個）が見えることになります。
-# セルでは、このマスクを作り直して数えます。
+# 導出では $m = 0$ を仮定していません。
+# $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが**最後の** $L$ 個のトークンだからです。Transformer-XL もそのように切り出しています（`w_head_q = w_head_q[-qlen:]`）。
+# $m$ によって変わることが 2 つあります。正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になること、そしてマスクもそれに合わせる必要があることです。
+# メモリのないモデルでおなじみの[因果マスク](../docs/glossary.ja.md#causal-mask) `triu(ones, diagonal=1)` は、キー $j > i$ を隠します。
+# メモリがあるときにこのマスクを使うと、各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠れてしまいます。
+# これらはクエリと同じ位置かそれより前にあり、スコアも正確なのに、全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）が隠れます。
+# `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力を与えます。
 
-# %%
+# %% tags=["check"] summary={"en": "the mask without memory hides L m = 15 past keys; posenc.attention with causal=True gives Transformer-XL's masked output", "ja": "メモリを考えないマスクは過去のキーを L m = 15 個隠し、causal=True の posenc.attention は Transformer-XL のマスクをかけた出力と一致します"}
 ones = torch.ones(q_len, k_len, dtype=torch.bool)
 naive = torch.triu(ones, diagonal=1)  # ignores the memory
-wrongly_hidden = int((naive & ~mask).sum())
-assert wrongly_hidden == q_len * m_len
-print(
-    f"L = {q_len}, m = {m_len}: "
-    f"the mask without memory hides {wrongly_hidden} past keys",
-    end="",
-)
+assert int((naive & ~mask).sum()) == q_len * m_len == 15
 
 values = torch.randn(k_len, d_head, dtype=f64)
 # everything but q_i . k_j, as an additive bias
@@ -707,187 +614,128 @@ bias = (u @ key.T + relative_shift((q + v) @ r.T)) / math.sqrt(d_head)
 with_bias = attention(q, key, values, bias=bias, causal=True)
 assert_close(with_bias, weights @ values)
 
-# --same_length (MemTransformerLM._forward, a port) with a full memory
-mem_len = m_len
-mask_len = k_len - mem_len
-mask_shift_len = q_len - mask_len if mask_len > 0 else q_len
-same_length = torch.triu(ones, 1 + m_len) | torch.tril(ones, -mask_shift_len)
-assert (~same_length).sum(-1).tolist() == [m_len] * q_len  # m keys each
-assert (~mask).sum(-1).tolist() == [m_len + i + 1 for i in range(q_len)]
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the mask of the published evaluation.** Both official evaluation
+# scripts pass `--same_length`, which adds `tril(ones, -mask_shift_len)` to
+# `dec_attn_mask` in `MemTransformerLM._forward`. Once the memory is full, every
+# query then sees exactly $m$ keys, itself and the $m - 1$ before it, instead of
+# $m + i + 1$: evaluation differs from training in its mask too.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：論文の評価で使うマスク**
+#
+# 公式の評価スクリプトは 2 つとも `--same_length` を指定し、`MemTransformerLM._forward` で `dec_attn_mask` に `tril(ones, -mask_shift_len)` が加わります。
+# メモリが埋まると、どのクエリにも $m + i + 1$ 個ではなくちょうど $m$ 個のキー（自分自身とその前の $m - 1$ 個）が見えるので、評価はマスクの点でも学習と異なります。
 
 # %% [markdown] lang="en"
-# ## The direction of the distances
+# ## The order of the distances
 #
-# The shift moves row $i$ left by $L - 1 - i$ places, and that is only right if the
-# columns of $B$ hold the distances in *descending* order, $m + L - 1$ down to $0$. Build
-# $\tilde R$ from `arange(klen)` instead, the natural order for anyone who thinks of
-# $R$ as a table indexed by distance, and column $s$ holds the distance $s$. After the
-# shift, the pair $(i, j)$ gets the distance $j + L - 1 - i$ instead of $i + m - j$: it
-# grows with $j$ instead of shrinking. For the last query the distance is just $j$, the
-# key's position, as if the encoding were absolute, and every query gets the largest
-# distance, $m + L - 1$, for itself. Most pairs get a wrong distance: the
-# two agree only where $i + m - j = j + L - 1 - i$, that is
-# $i - j = (L - 1 - m)/2$, which never happens when $L - 1 - m$ is odd, as for
-# $L = 4$ and $m = 2$, and otherwise for one pair in each of
-# $L - (L - 1 - m)/2$ rows ($L \ge m + 1$). With at most one right pair per row,
-# at most $L$ of the $L(L+1)/2 + Lm$ pairs that the queries see are right, a share
-# of at most $2/(L + 1 + 2m)$, which falls to 0 as $L$ grows; in the small shapes
-# below it is still up to a third. Nothing raises an error: the shapes
-# agree and the scores are finite, so only a check like this one shows the mistake.
-# The check applies the shift to the distances themselves, in both orders, for
-# $L = 4$ and $m = 2$, and prints them with the entries above the diagonal set to
-# $-1$; then it counts the right pairs for five shapes against the formula and
-# checks that they are fewer than half of the pairs.
+# The shift moves row $i$ left by $L - 1 - i$ places, which is right only if the
+# columns of $B$ hold the distances in *descending* order, $m + L - 1$ down to $0$.
+# Build $\tilde R$ from `arange(klen)` instead, the natural order for anyone who
+# thinks of $R$ as a table indexed by distance, and column $s$ holds the distance $s$.
+# After the shift, the pair $(i, j)$ gets the distance $j + L - 1 - i$ instead of
+# $i + m - j$: it grows with $j$ instead of shrinking. For the last query the distance
+# is just $j$, the key's position, as if the encoding were absolute, and every query
+# gets the largest distance, $m + L - 1$, for itself. The two distances agree only
+# where $i - j = (L - 1 - m)/2$, at most one pair per row, so at most $L$ of the
+# $L(L+1)/2 + Lm$ pairs the queries see are right, a share of at most
+# $2/(L + 1 + 2m)$ that falls to 0 as $L$ grows. Nothing raises an
+# error: the shapes agree and the scores are finite. Shifting the distances
+# themselves, for $L = 4$ and $m = 2$, with the entries after each query set to
+# $-1$:
 
 # %% [markdown] lang="ja"
-# ## 距離の向き
+# ## 距離を並べる順序
 #
-# シフトは行 $i$ を $L - 1 - i$ 列ぶん左へずらします。これが正しいのは、$B$ の列が距離を**降順**、
-# つまり $m + L - 1$ から $0$ の順に持つときだけです。
+# シフトは行 $i$ を $L - 1 - i$ 列ぶん左へずらします。これが正しいのは、$B$ の列が距離を**降順**、つまり $m + L - 1$ から $0$ の順に持つときだけです。
 # $R$ を距離で引く表と考えると、`arange(klen)` で $\tilde R$ を作るのが自然に思えます。しかしそうすると、列 $s$ には距離 $s$ が入ります。
-# シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ になり、
-# $j$ とともに小さくなるのではなく大きくなります。
+# シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ になり、$j$ とともに小さくなるのではなく大きくなります。
 # 最後のクエリでは距離は単に $j$、つまりキーの位置になり、まるで絶対位置のエンコーディングのようです。
 # そして、どのクエリも自分自身に対していちばん大きな距離 $m + L - 1$ を受け取ります。
-# 大半の組が間違った距離を受け取ります。
-# 2 つの距離が一致するのは $i + m - j = j + L - 1 - i$、つまり $i - j = (L - 1 - m)/2$ のときだけです。
-# $L = 4$、$m = 2$ のように $L - 1 - m$ が奇数なら一致する組はなく、
-# そうでなければ $L - (L - 1 - m)/2$ 個の行で 1 組ずつ一致します（$L \ge m + 1$ のとき）。
-# 正しい組は 1 行に多くても 1 つなので、クエリから見える $L(L+1)/2 + Lm$ 組のうち正しいのは多くても $L$ 組です。
-# 正しい組の割合は $2/(L + 1 + 2m)$ 以下で、$L$ が大きくなると 0 に近づきます。
-# とはいえ、下の小さな形状では、正しい組の割合がまだ 3 分の 1 に達するものもあります。
-# それでも、どこにもエラーは出ません。形状は合い、スコアは有限なので、この誤りはこのような確認でしか分かりません。
-# 次の確認では、$L = 4$、$m = 2$ について距離そのものに両方の順でシフトをかけ、
-# 対角線より上の成分を $-1$ にして表示します。
-# そのあと 5 つの形状について、正しい距離を受け取る組の数を式と比べ、それがクエリから見える組の半分に満たないことを確かめます。
+# 2 つの距離が一致するのは $i - j = (L - 1 - m)/2$ の組だけで、1 行に多くても 1 組です。
+# したがってクエリから見える $L(L+1)/2 + Lm$ 組のうち正しいのは多くても $L$ 組で、割合は $2/(L + 1 + 2m)$ 以下となり、$L$ が大きくなると 0 に近づきます。
+# それでも、どこにもエラーは出ません。形状は合い、スコアは有限です。
+# $L = 4$、$m = 2$ について距離そのものをシフトし、各クエリより後ろの成分を $-1$ にすると、次のようになります。
 
 # %%
 q_len, m_len = 4, 2
 k_len = q_len + m_len
-causal = ~torch.triu(
-    torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len
-)
-true_distance = (
-    torch.arange(q_len)[:, None] + m_len - torch.arange(k_len)[None, :]
-)  # i + m - j
+future = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), 1 + m_len)
+descending = transformer_xl_positions(q_len, k_len).expand(q_len, k_len)
+ascending = torch.arange(k_len).expand(q_len, k_len)  # the wrong order
+got_desc = relative_shift(descending).masked_fill(future, -1)
+got_asc = relative_shift(ascending).masked_fill(future, -1)
+print("descending:", got_desc, "ascending:", got_asc, sep="\n", end="")
 
-descending = (
-    transformer_xl_positions(q_len, k_len).expand(q_len, k_len).contiguous()
-)
-ascending = (
-    torch.arange(k_len).expand(q_len, k_len).contiguous()
-)  # the wrong order
-got_desc = relative_shift(descending).masked_fill(~causal, -1)
-got_asc = relative_shift(ascending).masked_fill(~causal, -1)
-assert torch.equal(got_desc[causal], true_distance[causal])
-s = (
-    torch.arange(k_len)[None, :] + q_len - 1 - torch.arange(q_len)[:, None]
-)  # j + L - 1 - i
-assert torch.equal(got_asc[causal], s[causal])
+# %% tags=["check"] summary={"en": "descending, every pair gets i + m − j; ascending, it gets j + L − 1 − i, the last query the key's position and every query m + L − 1 for itself; at most one right pair per row and a share of at most 2/(L + 1 + 2m), for small shapes and the published evaluation's", "ja": "降順ならどの組も i + m − j を受け取り、昇順なら j + L − 1 − i を受け取ります。最後のクエリはキーの位置を、どのクエリも自分自身に m + L − 1 を受け取ります。正しい組は 1 行に多くても 1 つで、割合は 2/(L + 1 + 2m) 以下です（小さな形状でも、公開された評価の形状でも）"}
+i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
 assert torch.equal(
-    got_asc[-1], torch.arange(k_len)
-)  # last query: the key's position
-assert (
-    got_asc[torch.arange(q_len), torch.arange(q_len) + m_len] == k_len - 1
-).all()  # j = i + m
-print(
-    "descending pos_seq:\n", got_desc, "\nascending:\n", got_asc, sep="", end=""
+    got_desc[~future], (i + m_len - j).expand_as(future)[~future]
 )
-
-# pairs that the ascending order gets right, against L - (L - 1 - m) / 2
-for q_len, m_len in [(4, 2), (3, 0), (5, 0), (4, 1), (6, 1)]:
+assert torch.equal(
+    got_asc[~future], (j + q_len - 1 - i).expand_as(future)[~future]
+)
+assert torch.equal(got_asc[-1], torch.arange(k_len))  # the key's position
+diagonal = got_asc[torch.arange(q_len), torch.arange(q_len) + m_len]
+assert (diagonal == k_len - 1).all()  # j = i + m: itself
+for q_len, m_len in [(4, 2), (3, 0), (4, 1), (6, 1), (64, 640), (64, 639)]:
     k_len = q_len + m_len
     i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
     seen = j <= i + m_len  # the causal pairs
-    shifted = relative_shift(torch.arange(k_len).expand(q_len, k_len))
-    right = int((shifted == i + m_len - j)[seen].sum())
-    gap = q_len - 1 - m_len
-    assert right == (0 if gap % 2 else q_len - gap // 2)
-    pairs = int(seen.sum())
-    assert pairs == q_len * (q_len + 1) // 2 + q_len * m_len
-    assert right <= q_len and right * (q_len + 1 + 2 * m_len) <= 2 * pairs
-    assert 2 * right < pairs  # 0 of 18, 2 of 6, 3 of 15, 3 of 14, 4 of 27
+    ascending = torch.arange(k_len).expand(q_len, k_len)
+    right = (relative_shift(ascending) == i + m_len - j) & seen
+    assert (right.sum(-1) <= 1).all()  # at most one per row
+    pairs = q_len * (q_len + 1) // 2 + q_len * m_len
+    assert int(seen.sum()) == pairs
+    assert int(right.sum()) * (q_len + 1 + 2 * m_len) <= 2 * pairs
 
 # %% [markdown] lang="en"
 # ## In posenc
 #
-# `posenc.transformer_xl` gathers the pieces, with the shapes of PyTorch code: batch axes
-# first, then queries, then keys or distances.
+# `posenc.transformer_xl` gathers the pieces, with batch axes first, then queries,
+# then keys or distances.
 #
 # - `transformer_xl_positions(q_len, k_len, *, bidirectional=False, clamp_len=None)`:
 #   the distances, descending. With `bidirectional=True` they continue to
 #   $-(L - 1)$: $m + 2L - 1$ distances, which cover the keys after each query too.
 # - `relative_shift(x, k_len=None)`: the shift, for $x$ of shape $(\dots, L, r)$ whose
 #   column $s$ is the distance $k_{\mathrm{len}} - 1 - s$. With $r = m + L$ it is exact
-#   where $j \le i + m$, as derived. With $r = m + 2L - 1$, the condition of the
-#   derivation, padded column $L + j - i \le r$, holds for every $j < m + L$: the shift is
-#   exact everywhere, and the first $m + L$ columns are kept.
+#   where $j \le i + m$. With $r = m + 2L - 1$ the condition of the derivation,
+#   padded column $L + j - i \le r$, holds for every $j < m + L$: the shift is exact
+#   everywhere, and the first $m + L$ columns are kept.
 # - `transformer_xl_scores(q, k, r, u, v)`: the full $(\dots, L, m + L)$ matrix
 #   $A^{\mathrm{rel}}$, before the scaling by $1/\sqrt{d}$. With one row of `r` per key
-#   (causal), the entries after each query are $-\infty$, the mask applied at the source
-#   instead of garbage; with $m + 2L - 1$ rows, every entry is a score.
-#
-# The cell checks both modes of `transformer_xl_scores` against the direct four-term
-# computation, and a multi-head, batched case against a port of
-# `RelPartialLearnableMultiHeadAttn`'s score in its own layout `[qlen, klen, bsz, n_head]`.
+#   (causal), the entries after each query are $-\infty$, the mask applied at the
+#   source instead of garbage; with $m + 2L - 1$ rows, every entry is a score.
 
 # %% [markdown] lang="ja"
 # ## posenc では
 #
-# `posenc.transformer_xl` がこれらをまとめています。形状は PyTorch のコードの慣習どおり、
-# バッチの軸が先頭で、その後にクエリ、そしてキーまたは距離が続きます。
+# これらは `posenc.transformer_xl` にまとまっています。軸の順は、バッチの軸、クエリ、キー（または距離）です。
 #
 # - `transformer_xl_positions(q_len, k_len, *, bidirectional=False, clamp_len=None)`：降順の距離です。
-#   `bidirectional=True` のときは $-(L - 1)$ まで続きます。
-#   距離は全部で $m + 2L - 1$ 個になり、各クエリより後ろのキーも扱えます。
-# - `relative_shift(x, k_len=None)`：シフトです。$x$ の形状は $(\dots, L, r)$ で、
-#   列 $s$ が距離 $k_{\mathrm{len}} - 1 - s$ に対応します。
-#   $r = m + L$ なら、導いたとおり $j \le i + m$ の範囲で正確です。
+#   `bidirectional=True` のときは $-(L - 1)$ まで続きます。距離は全部で $m + 2L - 1$ 個になり、各クエリより後ろのキーも扱えます。
+# - `relative_shift(x, k_len=None)`：シフトです。$x$ の形状は $(\dots, L, r)$ で、列 $s$ が距離 $k_{\mathrm{len}} - 1 - s$ に対応します。
+#   $r = m + L$ なら、$j \le i + m$ の範囲で正確です。
 #   $r = m + 2L - 1$ なら、導出の条件であるパディング後の列 $L + j - i \le r$ が、すべての $j < m + L$ で成り立ちます。
 #   シフトはどこでも正確になり、最初の $m + L$ 列を残します。
-# - `transformer_xl_scores(q, k, r, u, v)`：$1/\sqrt{d}$ でスケーリングする前の、$(\dots, L, m + L)$ の行列
-#   $A^{\mathrm{rel}}$ 全体です。`r` の行がキーごとに 1 つ（因果的）なら、各クエリより後ろの成分は $-\infty$ になります。
-#   無意味な値を残さず、その場でマスクをかけるわけです。行が $m + 2L - 1$ 個なら、すべての成分がスコアです。
-#
-# 次のセルでは、`transformer_xl_scores` の両方のモードを 4 項の直接計算と照合します。
-# さらに、マルチヘッドでバッチのある場合を、`RelPartialLearnableMultiHeadAttn` のスコアを
-# その形状 `[qlen, klen, bsz, n_head]` のまま移植したものと照合します。
+# - `transformer_xl_scores(q, k, r, u, v)`：$1/\sqrt{d}$ でスケーリングする前の、$(\dots, L, m + L)$ の行列 $A^{\mathrm{rel}}$ 全体です。
+#   `r` の行がキーごとに 1 つ（因果的）なら、各クエリより後ろの成分は $-\infty$ になります。無意味な値を残さず、その場でマスクをかけるわけです。
+#   行が $m + 2L - 1$ 個なら、すべての成分がスコアです。
 
-# %%
+# %% tags=["check"] summary={"en": "transformer_xl_scores equals the four terms computed directly, on every entry with m + 2L − 1 distances and on the causal entries with m + L, −∞ elsewhere; a port of RelPartialLearnableMultiHeadAttn's scores, batched over heads, agrees", "ja": "transformer_xl_scores は 4 項の直接計算と一致します。距離が m + 2L − 1 個ならすべての成分で、m + L 個なら因果的な成分で一致し、ほかは −∞ です。RelPartialLearnableMultiHeadAttn のスコアの移植（バッチとヘッドあり）とも一致します"}
 q_len, m_len = 5, 3
 k_len = q_len + m_len
 emb = torch.randn(k_len, d_model, dtype=f64)
 q, key = emb[-q_len:] @ w_q.T, emb @ w_ke.T
-
-
-def direct_scores(
-    q, key, u, v, w_kr
-):  # every pair with its true distance i + m - j
-    q_len, k_len = q.shape[-2], key.shape[-2]
-    return torch.tensor(
-        [
-            [
-                (q[i] + u) @ key[j]
-                + (q[i] + v) @ (w_kr @ sinusoid_row(i + k_len - q_len - j))
-                for j in range(k_len)
-            ]
-            for i in range(q_len)
-        ],
-        dtype=f64,
-    )
-
-
-true_scores = direct_scores(q, key, u, v, w_kr)
-future = torch.triu(
-    torch.ones(q_len, k_len, dtype=torch.bool), diagonal=1 + m_len
-)
+true_scores = four_terms_directly(q, key, m_len)
+future = torch.triu(torch.ones(q_len, k_len, dtype=torch.bool), 1 + m_len)
 for bidirectional in (False, True):
     distances = transformer_xl_positions(
         q_len, k_len, bidirectional=bidirectional
     )
-    r = (
-        sinusoidal(distances, d_model, layout="concat", dtype=f64) @ w_kr.T
-    )  # [r, d_head]
+    r = sinusoid_row(distances) @ w_kr.T  # [r, d_head]
     got = transformer_xl_scores(q, key, r, u, v)
     if bidirectional:
         assert r.shape[0] == k_len + q_len - 1
@@ -897,9 +745,7 @@ for bidirectional in (False, True):
         assert_close(got[~future], true_scores[~future])
 
 
-def txl_rel_shift(
-    x,
-):  # RelMultiHeadAttn._rel_shift, layout [qlen, klen, bsz, n_head]
+def txl_rel_shift(x):  # RelMultiHeadAttn._rel_shift, [qlen, klen, bsz, n_head]
     zero_pad = torch.zeros(
         (x.size(0), 1, *x.size()[2:]), device=x.device, dtype=x.dtype
     )
@@ -912,10 +758,8 @@ bsz, n_head = 2, 3
 w_head_q = torch.randn(q_len, bsz, n_head, d_head, dtype=f64)
 w_head_k = torch.randn(k_len, bsz, n_head, d_head, dtype=f64)
 r_net = torch.randn(n_head * d_head, d_model, dtype=f64)  # W_{k,R} of all heads
-r_w_bias, r_r_bias = (
-    torch.randn(n_head, d_head, dtype=f64),
-    torch.randn(n_head, d_head, dtype=f64),
-)
+r_w_bias = torch.randn(n_head, d_head, dtype=f64)
+r_r_bias = torch.randn(n_head, d_head, dtype=f64)
 pos_emb = txl_positional_embedding(
     torch.arange(k_len - 1, -1, -1.0, dtype=f64), d_model
 )
@@ -925,7 +769,6 @@ bd = txl_rel_shift(
     torch.einsum("ibnd,jnd->ijbn", w_head_q + r_r_bias, r_head_k)
 )
 txl_scores = (ac + bd).permute(2, 3, 0, 1)  # [bsz, n_head, qlen, klen]
-
 ours = transformer_xl_scores(
     w_head_q.permute(1, 2, 0, 3),  # [b, h, q, d]
     w_head_k.permute(1, 2, 0, 3),  # [b, h, k, d]
@@ -934,81 +777,74 @@ ours = transformer_xl_scores(
     r_r_bias[:, None, :],  # v: [h, 1, d]
 )
 assert_close(ours[..., ~future], txl_scores[..., ~future])
-n_inf = int(torch.isinf(ours[0, 0]).sum())
-print(f"scores {tuple(ours.shape)}, -inf entries per head: {n_inf}", end="")
+assert torch.isinf(ours[..., future]).all()
 
 # %% [markdown] lang="en"
 # ## How the libraries differ
 #
-# All three line up the scores per distance with a reshape instead of a gather, but
-# not the same reshape, and not over the same distances. Transformer-XL and XLNet
-# compute $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$; labml replaces the last term,
-# as described below.
-#
-# **Transformer-XL** (`kimiyoung/transformer-xl`, PyTorch): sinusoidal $R$ over the $m + L$
-# distances of `pos_seq`, pad on the left, reshape, drop the first row; the entries
-# after each query are garbage, hidden by `dec_attn_mask`. An optional `zero_triu` zeroes
-# them, which does not replace the mask: a score of zero still receives weight.
-# `r_w_bias` and `r_r_bias` are shared by all layers in this code (the TensorFlow
-# version unties them per layer with `untie_r`).
-#
-# **XLNet** (`relative_positional_encoding` and `rel_shift`) pads nothing. It encodes one
-# extra distance in front, $m + L$: `tf.range(klen, -qlen, -1)` for bidirectional
-# attention, `tf.range(klen, -1, -1)` for causal attention. Reshaping to
-# $(r, L)$ and dropping the first row removes $L$ numbers, as the pad-and-drop did,
-# and the columns beyond $m + L$ are cut off. The extra distance does the job of the pad.
-# Bidirectional, it is exact everywhere; causal, it leaves garbage like Transformer-XL,
-# but with $B_{i+1,0}$ where the zero was.
-#
-# **labml** (`RelativeMultiHeadAttention` in `transformers/xl/relative_mha.py`) learns
-# the relative vectors instead of using sinusoids: a table `key_pos_embeddings` of
-# $2P$ rows per head ($P = 2^{12}$), indexed by $P$ plus the key position minus the
-# query position, and a learned scalar `key_pos_bias` per distance and head in place of
-# term $(d)$; term $(b)$ has no $v$, and a learned `query_pos_bias` plays the part of $u$.
-# It takes the $m + 2L$ rows from $P - (m + L)$ to $P + L$, pads on the *right*,
-# drops the *last* row, and keeps the last $m + L$ columns. Its shift moves row $i$ to
-# the right by $i$, and after the slice every entry is exact. Its docstring example
-# shifts `[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` to a matrix ending in `[6, 0, 7]`, as
-# the code does (the example read `[9, 0, 7]` until commit f42c0e9, November 2023).
-#
-# The cell below ports XLNet's and labml's shifts and checks each against the direct
-# computation.
+# All three line up the scores per distance with a reshape rather than a gather, but
+# not the same reshape. Transformer-XL pads on the left over the $m + L$ distances of
+# `pos_seq` and leaves the garbage after each query to the mask. XLNet pads nothing:
+# it encodes one extra distance, $m + L$, in front, which does the pad's job, and with
+# bidirectional attention it encodes the negative distances too, so that every entry
+# is exact. labml learns its relative vectors instead of using sinusoids, pads on the
+# right and takes $m + 2L$ distances, so that every entry it keeps is exact.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
 #
-# 3 つとも、距離ごとのスコアを gather ではなく形状変換でそろえますが、
-# 形状変換の仕方も、使う距離の範囲も同じではありません。
-# Transformer-XL と XLNet は $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を計算し、labml は後で述べるように最後の項を置き換えます。
+# 3 つとも、距離ごとのスコアを gather ではなく形状変換でそろえます。ただし、形状変換の仕方はそれぞれ違います。
+# Transformer-XL は `pos_seq` の $m + L$ 個の距離について左にパディングし、各クエリより後ろの無意味な値はマスクに任せます。
+# XLNet は何もパディングしません。距離の列の先頭に余分な距離 $m + L$ を 1 つ加えてエンコードし、これがパディングの役目を果たします。
+# 双方向のアテンションでは負の距離もエンコードするので、すべての成分が正確です。
+# labml は正弦波を使わずに相対ベクトルを学習し、右にパディングして $m + 2L$ 個の距離を使うので、残す成分はすべて正確です。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the three codes in detail.** Transformer-XL and XLNet compute
+# $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$. In Transformer-XL's PyTorch code an
+# optional `zero_triu` zeroes the entries after each query, which does not replace the
+# mask: a score of zero still receives weight. `r_w_bias` and `r_r_bias` are shared
+# by all layers there; the TensorFlow code gives each layer its own when `untie_r`
+# is set, as its published scripts do.
 #
-# **Transformer-XL**（`kimiyoung/transformer-xl` の PyTorch 版）：`pos_seq` の $m + L$ 個の距離について正弦波の $R$ を作り、
-# 左にパディングして形状変換し、最初の行を捨てます。各クエリより後ろの成分は無意味な値で、`dec_attn_mask` が隠します。
-# オプションの `zero_triu` はこれらを 0 にしますが、マスクの代わりにはなりません。スコアが 0 でも重みは付くからです。
-# このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します（TensorFlow 版では `untie_r` で層ごとに分けられます）。
+# XLNet (`relative_positional_encoding` and `rel_shift`) encodes
+# `tf.range(klen, -qlen, -1)` for bidirectional attention and `tf.range(klen, -1, -1)`
+# for causal attention. Reshaping to $(r, L)$ and dropping the first row removes $L$
+# numbers, as the pad-and-drop did, and the columns beyond $m + L$ are cut off.
+# Causal, it leaves garbage like Transformer-XL, but with $B_{i+1,0}$ where the zero
+# was.
 #
-# **XLNet**（`relative_positional_encoding` と `rel_shift`）は何もパディングしません。
-# その代わり、距離の列の先頭に余分な距離 $m + L$ を 1 つ加えてエンコードします。
-# 双方向のアテンションでは `tf.range(klen, -qlen, -1)`、因果的なアテンションでは `tf.range(klen, -1, -1)` です。
-# $(r, L)$ に形状変換して最初の行を捨てると、パディングして捨てたときと同じく $L$ 個の数が除かれ、
-# $m + L$ より先の列は切り落とされます。余分な距離がパディングの役目を果たすのです。
-# 双方向ではどこでも正確です。因果的な場合は Transformer-XL と同じく無意味な値が残りますが、0 があった場所には $B_{i+1,0}$ が入ります。
+# labml (`RelativeMultiHeadAttention` in `transformers/xl/relative_mha.py`) keeps a
+# table `key_pos_embeddings` of $2P$ rows per head ($P = 2^{12}$), indexed by $P$ plus
+# the key position minus the query position, and a learned scalar `key_pos_bias` per
+# distance and head in place of term $(d)$; term $(b)$ has no $v$, and a learned
+# `query_pos_bias` plays the part of $u$. It takes the $m + 2L$ rows from
+# $P - (m + L)$ up to, not including, $P + L$, pads on the right, drops the *last* row and keeps the last
+# $m + L$ columns: its shift moves row $i$ to the right by $i$ (solution 3). The cell
+# ports XLNet's and labml's shifts and checks each against the direct computation.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：3 つのコードの細部**
 #
-# **labml**（`transformers/xl/relative_mha.py` の `RelativeMultiHeadAttention`）は、正弦波を使わずに相対ベクトルを学習します。
-# ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、キーの位置からクエリの位置を引き、$P$ を足した値をインデックスにして行を取り出します。
-# また項 $(d)$ の代わりに、距離とヘッドごとの学習可能なスカラー `key_pos_bias` を使います。
+# Transformer-XL と XLNet は $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を計算します。
+# Transformer-XL の PyTorch 版では、オプションの `zero_triu` が各クエリより後ろの成分を 0 にしますが、マスクの代わりにはなりません。スコアが 0 でも重みは付くからです。
+# このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します。TensorFlow 版のコードでは、`untie_r` を指定すると層ごとのバイアスを持ちます。公開されたスクリプトは、どれもこれを指定しています。
+#
+# XLNet（`relative_positional_encoding` と `rel_shift`）は、双方向のアテンションでは `tf.range(klen, -qlen, -1)`、因果的なアテンションでは `tf.range(klen, -1, -1)` をエンコードします。
+# $(r, L)$ に形状変換して最初の行を捨てると、パディングして捨てたときと同じく $L$ 個の数が除かれ、$m + L$ より先の列は切り落とされます。
+# 因果的な場合は Transformer-XL と同じく無意味な値が残りますが、0 があった場所には $B_{i+1,0}$ が入ります。
+#
+# labml（`transformers/xl/relative_mha.py` の `RelativeMultiHeadAttention`）は、ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、
+# キーの位置からクエリの位置を引いて $P$ を足した値で行を引きます。
+# 項 $(d)$ の代わりに、距離とヘッドごとの学習可能なスカラー `key_pos_bias` を使います。
 # 項 $(b)$ には $v$ がなく、学習可能な `query_pos_bias` が $u$ の役目を果たします。
-# $P - (m + L)$ から $P + L$ までの $m + 2L$ 行を取り出し、**右**にパディングして**最後**の行を捨て、
-# 最後の $m + L$ 列を残します。このシフトは行 $i$ を右へ $i$ 列ぶんずらし、切り出した後はすべての成分が正確です。
-# docstring の例では、`[[1, 2, 3], [4, 5, 6], [7, 8, 9]]` をシフトした結果の最後の行が `[6, 0, 7]` で、コードの結果と同じです。
-# この例は、2023 年 11 月のコミット f42c0e9 までは `[9, 0, 7]` となっていました。
-#
-# 次のセルでは XLNet と labml のシフトを移植し、それぞれを直接計算と照合します。
+# $P - (m + L)$ から $P + L$ の手前までの $m + 2L$ 行を取り出し、右にパディングして**最後**の行を捨て、最後の $m + L$ 列を残します。
+# このシフトは行 $i$ を右へ $i$ 列ぶんずらします（解答 3）。
+# セルでは XLNet と labml のシフトを移植し、それぞれを直接計算と照合します。
 
 
-# %%
-def xlnet_rel_shift(
-    x, klen
-):  # XLNet's rel_shift, on [qlen, rlen] (its batch axes dropped)
+# %% tags=["deeper", "check"] summary={"en": "XLNet's shift is exact everywhere when bidirectional and leaves B_(i+1,0) after each query when causal; labml's shift gives every kept entry exactly", "ja": "XLNet のシフトは双方向ならどこでも正確で、因果的なら各クエリの直後に B_(i+1,0) を残します。labml のシフトは残すすべての成分を正確に与えます"}
+def xlnet_rel_shift(x, klen):  # XLNet's rel_shift, on [qlen, rlen]
     qlen, rlen = x.shape
     x = x.reshape(rlen, qlen)[1:]  # drop the first row: qlen numbers
     return x.reshape(qlen, rlen - 1)[:, :klen]
@@ -1022,24 +858,21 @@ def labml_shift_right(x):  # labml's shift_right, on [qlen, rlen]
 
 
 qv = q + v
+expected = true_scores - (q + u) @ key.T  # the terms (b) and (d)
 for attn_type, end in (("bi", -q_len), ("uni", -1)):
     fwd_pos_seq = torch.arange(k_len, end, -1)  # tf.range(klen, end, -1)
-    r = sinusoid_row(fwd_pos_seq.tolist()) @ w_kr.T
-    bd = xlnet_rel_shift(qv @ r.T, k_len)
-    expected = true_scores - (q + u) @ key.T  # the terms (b) and (d)
+    pos_b = qv @ (sinusoid_row(fwd_pos_seq) @ w_kr.T).T
+    bd = xlnet_rel_shift(pos_b, k_len)
     if attn_type == "bi":
         assert_close(bd, expected)  # exact everywhere
     else:
         assert_close(bd[~future], expected[~future])
-        pos_b = qv @ r.T
         assert all(
             bd[i, i + m_len + 1] == pos_b[i + 1, 0] for i in range(q_len - 1)
         )
 
 big_p = 2**12  # labml's P
-key_pos_emb = torch.randn(
-    2 * big_p, d_head, dtype=f64
-)  # learned: one row per key - query
+key_pos_emb = torch.randn(2 * big_p, d_head, dtype=f64)  # one row per j - i
 key_pos_bias = torch.randn(2 * big_p, dtype=f64)
 rows = slice(big_p - k_len, big_p + q_len)
 b_d = q @ key_pos_emb[rows].T + key_pos_bias[rows]  # [qlen, klen + qlen]
@@ -1056,38 +889,36 @@ looped = torch.tensor(
     dtype=f64,
 )
 assert_close(labml_bd, looped)  # every entry
-example = labml_shift_right(torch.tensor([[1, 2, 3], [4, 5, 6], [7, 8, 9]]))
-assert example[-1].tolist() == [6, 0, 7]
-print(example)
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
 # - With a memory, absolute encodings added per segment give the same vector to
-#   slot $j$ of the memory and of the current segment; Transformer-XL uses only
-#   the distance $i - j$ instead.
+#   slot $j$ of the memory and of the current segment; Transformer-XL uses only the
+#   distance $i - j$ instead.
 # - Dai et al.'s score has four terms, paired as
 #   $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$: a fixed sinusoid $R_{i-j}$ of the
 #   distance, a learned projection $W_{k,R}$ and two global biases $u$, $v$.
 # - The relative shift (a pad and two reshapes) lines up $B = (Q + v)\tilde R^\top$
-#   with the keys exactly for $j \le i + m$; the entries after each query hold the
-#   pad zero and then the next row, which the mask `triu(..., diagonal=1 + m)` hides.
+#   with the keys, exactly for $j \le i + m$.
+# - The entries after each query hold the pad zero and then the next row; the mask
+#   `triu(..., diagonal=1 + m)` must hide them, and with a memory it starts $m$
+#   diagonals to the right.
 # - The distances must be in descending order; in ascending order nothing fails and
-#   most pairs get a wrong distance, a share that tends to 1 as $L$ grows.
+#   all but at most $L$ of the visible pairs get a wrong distance.
 # - XLNet encodes one extra distance instead of padding; labml learns its vectors
 #   and pads on the right, with $m + 2L$ rows so that every entry is exact.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - メモリがあると、セグメントごとに足す絶対位置のエンコーディングは、メモリと現在のセグメントのそれぞれ $j$ 番目のトークンに、同じベクトルを与えます。
+# - メモリがあると、セグメントごとに足す絶対位置のエンコーディングは、メモリと現在のセグメントのそれぞれ $j$ 番目のトークンに同じベクトルを与えます。
 #   Transformer-XL は代わりに距離 $i - j$ だけを使います。
 # - Dai らのスコアは 4 つの項からなり、$(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ とまとめられます。
 #   距離の固定の正弦波 $R_{i-j}$、学習可能な射影 $W_{k,R}$、全クエリ共通の 2 つのバイアス $u$、$v$ を使います。
 # - 相対シフト（パディング 1 回と形状変換 2 回）は、$B = (Q + v)\tilde R^\top$ を $j \le i + m$ の範囲で正確にキーにそろえます。
-#   各行でクエリ自身の位置より右の成分には、まずパディングの 0、その先に次の行の値が入ります。マスク `triu(..., diagonal=1 + m)` はこれらを隠します。
-# - 距離は降順でなければなりません。昇順にしてもエラーにはなりませんが、大半の組が間違った距離を受け取ります。
-#   間違った組の割合は $L$ が大きくなると 1 に近づきます。
+# - 各クエリより後ろの成分には、パディングの 0 と次の行の値が入ります。マスク `triu(..., diagonal=1 + m)` でこれらを隠す必要があり、メモリがあるとマスクの境目は $m$ 本右の対角線になります。
+# - 距離は降順に並べなければなりません。昇順に並べてもエラーにはなりませんが、見える組のうち正しい距離を受け取るのは多くても $L$ 組で、残りはすべて誤ります。
 # - XLNet はパディングの代わりに距離を 1 つ余分にエンコードします。
 #   labml はベクトルを学習し、右にパディングして $m + 2L$ 行を使うので、すべての成分が正確です。
 
@@ -1114,7 +945,7 @@ print(example)
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 項 $(d)$ の $v^\top W_{k,R} R_{i-j}$ は、T5 や ALiBi のバイアスと同じく、組に $i - j$ を通してだけ依存します。
+# 1. 項 $(d)$ の $v^\top W_{k,R} R_{i-j}$ は、T5 や ALiBi のバイアスと同じく、$i - j$ だけで決まります。
 #    $d = 64$ として、ランダムな $v$ と $W_{k,R}$ についてこれを $i - j$ に対して描き、
 #    [「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章のバイアスと形を比べてください。
 # 2. Transformer-XL の `attn_type=1` は、$W_{k,R} R_{i-j}$ の代わりに距離とヘッドごとのベクトルを学習し、
@@ -1137,8 +968,8 @@ print(example)
 # goes up and down with $\delta$ as a sum of cosines and sines of the angles
 # $\omega_i \delta$. ALiBi's bias $-m_h\,\delta$ is the opposite: monotone and
 # unbounded, a penalty that grows with the distance. The cell checks the bound
-# for $\delta = 0, \dots, 1023$ and counts how often $f$ changes direction; the
-# ALiBi line never does. (A learned $v$ and $W_{k,R}$ could make $f$ decrease over
+# for $\delta = 0, \dots, 1023$ and counts how often $f$ changes direction; a
+# straight line never does. (A learned $v$ and $W_{k,R}$ could make $f$ decrease over
 # a range of distances, but never beyond the bound.)
 
 # %% [markdown] lang="ja" tags=["solution"]
@@ -1147,8 +978,8 @@ print(example)
 # すべての距離で $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$ となります。
 # バイアスは有界で、ランダムな $v$ と $W_{k,R}$ では、角度 $\omega_i \delta$ の余弦と正弦の和として $\delta$ とともに上下します。
 # ALiBi のバイアス $-m_h\,\delta$ はその逆で、単調で有界でなく、距離とともに大きくなるペナルティです。
-# 次のセルでは、$\delta = 0, \dots, 1023$ でこの上界を確かめ、$f$ の増減が何回入れ替わるかを数えます。ALiBi の直線では一度も入れ替わりません。
-# 学習した $v$ と $W_{k,R}$ なら、ある範囲の距離で $f$ が減少することはありえますが、上界を超えることはありません。
+# 次のセルでは、$\delta = 0, \dots, 1023$ でこの上界を確かめ、$f$ の増減が何回入れ替わるかを数えます。直線なら一度も入れ替わりません。
+# 学習済みの $v$ と $W_{k,R}$ なら、ある範囲の距離で $f$ が減少することはありえますが、上界を超えることはありません。
 
 # %% tags=["solution"]
 d = 64
@@ -1161,8 +992,7 @@ f = r_delta @ (w_kr1.T @ v1)  # f(delta) = v^T W_{k,R} R_delta
 bound = (w_kr1.T @ v1).norm() * math.sqrt(d / 2)
 assert (f.abs() <= bound).all()
 turns = int((torch.diff(torch.sign(torch.diff(f))) != 0).sum())
-alibi = -0.5 * delta.double()  # slope 1/2, ALiBi's first head of 8
-assert (torch.diff(alibi) < 0).all() and turns > 10
+assert turns > 10  # up and down, unlike ALiBi's straight line
 print(f"|f| <= {bound:.2f}, max |f| = {f.abs().max():.2f}, turns: {turns}")
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1191,7 +1021,7 @@ print(f"|f| <= {bound:.2f}, max |f| = {f.abs().max():.2f}, turns: {turns}")
 # ただし公式のコードはクリップします。`attn_type=1` の `RelLearnableMultiHeadAttn.forward` は、
 # キーが表の行より多いと、表の先頭に最も遠い距離の行 `r_emb[0]` をパディングします。
 # また `clamp_len` を指定すると、最後の `clamp_len` 行、つまり距離 $0$ から `clamp_len` $- 1$ だけを残します（`MemTransformerLM._forward`）。
-# そのため、`attn_type=0` では距離 `clamp_len` からベクトルを共有するのに対し、ここでは `clamp_len` $- 1$ から共有します。
+# そのため、`attn_type=0` では `clamp_len` 以上の距離が 1 つのエンコーディングを共有するのに対し、ここでは `clamp_len` $- 1$ 以上の距離が 1 つのベクトルを共有します。
 # 次のセルでは、過去のキー $j \le i + m$ について、項 $(b)$ をループによる計算と 2 通りに照合します。
 # 1 つは Shaw らの実体化した形で、`posenc` の `RelativePositionEmbedding` を $k = m + L - 1$ とし、行 $r$ に $e_{k-r}$ を入れて使います。
 # もう 1 つは、`pos_seq` の降順に行を並べた $B = Q \tilde E^\top$ の相対シフトです。
@@ -1254,10 +1084,10 @@ assert not torch.equal(got, e[attn0])  # not attn_type=0's clamp
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** labml は、$L \times r$ 行列 $x$ の右に 0 の列を 1 つパディングします。
-# パディング後の行はそれぞれ $r + 1$ 個の数を持ち、これを $(r + 1) \times L$ として読みます。
+# パディング後の各行は $r + 1$ 個の数を持ちます。同じ数を $(r + 1) \times L$ として読みます。
 # 最後の行を捨て、残りを $L \times r$ として読みます。
 # 最後の行を捨てても、それより前の数は動きません。
-# したがって結果の成分 $(i, j)$ は、パディングした行を端から端までつなげたときの $i r + j$ 番目の数で、
+# したがって結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたときの $i r + j$ 番目の数で、
 # $i r + j = i(r + 1) + (j - i)$ です。$j \ge i$ ならそれは $x_{i,\,j - i}$、つまり行 $i$ を右へ $i$ 列ずらしたものです。
 # labml はそのあと最後の $m + L$ 列（$j \ge r - (m + L)$）を残します。
 # $r - (m + L) \ge L - 1$、すなわち $r \ge m + 2L - 1$ なら、残す列はすべて正確で、labml は $r = m + 2L$ を使います。
@@ -1325,8 +1155,23 @@ for i in range(q_len):
     assert len(torch.unique(near.round(decimals=9))) == len(near)
 print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 
+
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# The four terms are §3.3 of Dai et al. (2019), whose Appendix B computes the
+# product $B$ for term $(b)$, with the distances in the same descending order, and
+# notes that each row of the wanted scores is a left-shifted row of it; the pad and
+# two reshapes, and the entries they leave past the diagonal, come from the official
+# code, not from the appendix. The official code is kimiyoung/transformer-xl,
+# `pytorch/mem_transformer.py` at commit 44781ed (`PositionalEmbedding`,
+# `RelPartialLearnableMultiHeadAttn`, `_rel_shift`, `MemTransformerLM._forward`),
+# with `data_utils.py` (`LMOrderedIterator`) and the scripts `run_wt103_base.sh` and
+# `run_wt103_large.sh`; the numbers that `PositionalEmbedding(8)` and `_rel_shift`
+# printed were produced by running it in a separate environment. XLNet's
+# functions are in `modeling.py` of zihangdai/xlnet.
+#
+# ### References
 #
 # - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
 #   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
@@ -1343,7 +1188,17 @@ print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 #   <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# 4 つの項は Dai ら（2019）の §3.3 によります。
+# 付録 B は項 $(b)$ について同じ降順の距離で積 $B$ を計算し、求めるスコアの各行はこの積の行を左へずらしたものだと述べています。
+# 一方、パディング 1 回と形状変換 2 回、そしてそれが対角線より上に残す成分は、付録ではなく公式のコードから来ています。
+# 公式のコードは kimiyoung/transformer-xl のコミット 44781ed の `pytorch/mem_transformer.py`（`PositionalEmbedding`、`RelPartialLearnableMultiHeadAttn`、`_rel_shift`、`MemTransformerLM._forward`）です。
+# あわせて `data_utils.py`（`LMOrderedIterator`）と、スクリプト `run_wt103_base.sh`、`run_wt103_large.sh` を読みました。
+# `PositionalEmbedding(8)` と `_rel_shift` が出力した数値は、このコードを別の環境で実行して得たものです。
+# XLNet の関数は zihangdai/xlnet の `modeling.py` にあります。
+#
+# ### 参考文献
 #
 # - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
 #   Fixed-Length Context*. ACL 2019. <https://arxiv.org/abs/1901.02860>（§3.3。）

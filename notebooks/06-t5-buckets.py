@@ -16,38 +16,22 @@
 # %% [markdown] lang="en"
 # # T5 relative position buckets
 #
-# T5 (Raffel et al. 2020) adds no positional encoding to its token embeddings. Instead,
-# every attention score receives a learned number that depends only on how far the key
-# is from the query (and, in the encoder, on which side). The distances are sorted into [buckets](../docs/glossary.md#bucket): each
-# small distance has a bucket of its own, larger distances share buckets whose width
-# grows geometrically, and every distance from a maximum on lands in one last bucket.
-# Each head learns one scalar per bucket, and one table serves all the layers of a
-# stack. This chapter derives the bucket function from the code T5 was trained with
-# (Mesh TensorFlow), checks `posenc` against an independent reference element for
-# element, shows where the buckets begin and end and what the model can no longer tell
-# apart, and says where the float32 arithmetic of the reference code decides a bucket.
-#
-# The letters follow the [notation page](../docs/notation.md#positions): query position
-# $i$, key position $j$, relative position $r = j - i$ (the sign of T5's and Hugging
-# Face's code). Here $n$ is a distance, not the key position of the rotary chapters,
-# and $h$ numbers the heads.
+# T5 adds nothing to the token embeddings: every attention score gets one learned
+# number per head, chosen by the [bucket](../docs/glossary.md#bucket) of the
+# relative position $j - i$.
+# Each small distance has a bucket of its own, larger distances share buckets that
+# widen geometrically, and from 91 positions on (113 in a decoder) every distance
+# shares the last bucket, well before the 128 the paper names.
+# Beyond it the bias says only on which side of the query a key lies; in exchange it
+# is defined at every length, at the price of a bias tensor as large as the scores.
 
 # %% [markdown] lang="ja"
 # # T5 の相対位置バケット
 #
-# T5（Raffel ら 2020）は、トークンの埋め込みに位置エンコーディングを足しません。
-# その代わり、キーがクエリからどれだけ離れているか（エンコーダではさらにどちら側にあるか）だけで決まる学習可能なスカラーを、すべてのアテンションスコアに 1 つずつ足します。
-# 距離は[バケット](../docs/glossary.ja.md#bucket)に振り分けられます。
-# 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は、幅が等比的に広がるバケットを共有します。
-# そして、ある最大距離から先はすべて最後の 1 つのバケットに入ります。
-# 各ヘッドはバケットごとに 1 つのスカラーを学習し、1 つの表をスタックのすべての層で使い回します。
-# この章では、T5 の学習に使われたコード（Mesh TensorFlow）からバケット関数を導き、独立に書いた基準実装と `posenc` を要素ごとに比べます。
-# さらに、各バケットがどこから始まりどこで終わるか、モデルが何を区別できなくなるかを示します。
-# 参照実装の float32 の計算がバケットを左右する箇所についても述べます。
-#
-# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
-# クエリの位置は $i$、キーの位置は $j$、相対位置は $r = j - i$ です（T5 と Hugging Face のコードと同じ向き）。
-# この章の $n$ は距離を表し、回転位置埋め込みの章のようなキーの位置ではありません。$h$ はヘッドの番号です。
+# T5 はトークンの埋め込みに何も足しません。その代わり、すべてのアテンションスコアに、相対位置 $j - i$ の[バケット](../docs/glossary.ja.md#bucket)で決まる学習可能な数を、ヘッドごとに 1 つ足します。
+# 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は幅が等比的に広がるバケットを共有します。
+# そして 91 位置（デコーダでは 113 位置）から先は、すべての距離が最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
+# そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。その代わり、バイアスはどの長さでも定義されます。代償は、スコアと同じ大きさのバイアスのテンソルです。
 
 # %%
 import math
@@ -56,218 +40,204 @@ from itertools import pairwise
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from torch.testing import assert_close
 
 from posenc import T5RelativeBias, attention, t5_relative_position_bucket
 from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)
-torch.set_printoptions(precision=4, sci_mode=False)
+torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 
 # %% [markdown] lang="en"
-# ## The idea: position as a bias on the scores
+# ## Position as a bias on the scores
 #
-# Shaw et al. (2018) gave attention a learned vector for each relative position
-# $j - i$ between a query at position $i$ and a key at position $j$, clipped to a
-# maximum offset, and added it inside the attention computation (the chapter
-# [*Relative position representations*](04-shaw-relative.ipynb)). T5 keeps the
-# principle that only the offset matters and simplifies the rest. The learned quantity
-# is a single number per head, added to the score before the softmax, and instead of
-# being clipped the offsets are grouped into buckets that grow with the distance. For
-# head $h$:
+# Shaw et al. (2018) learned a vector for each clipped relative position and added it
+# inside attention (the chapter
+# [*Relative position representations*](04-shaw-relative.ipynb)). T5 keeps the idea
+# that only the offset matters and shrinks the learned quantity to one number per
+# head, added to the score before the softmax. For head $h$, a query at position $i$
+# and a key at position $j$:
 # $$s_h(i, j) = \frac{q_{h,i} \cdot k_{h,j}}{\sqrt{d}} + \beta_{b(j-i),\,h}$$
-# Here $\beta$ is the learned table, with one row per bucket and one column per head,
-# and $b$ maps a relative position to a bucket. (`posenc.attention` divides by
-# $\sqrt{d}$; T5 itself does not, see
-# [the section on libraries](#how-the-libraries-differ).) Because the bias depends on
-# $i$ and $j$ only through $j - i$, each head's bias matrix is constant along every
-# diagonal.
+# The table $\beta$ has one row per bucket and one column per head, and $b$ maps the
+# relative position $r = j - i$ (the key minus the query, as on the
+# [notation page](../docs/notation.md#positions) and in T5's code) to a bucket. One
+# table serves every layer of a stack. (T5 itself does not divide by $\sqrt{d}$: see
+# [T5 in the libraries](#t5-in-the-libraries).)
 #
-# The cell below passes the bias of `posenc.T5RelativeBias` to `posenc.attention`.
-# With the identity matrix as values, attention returns its weights, which must be the
-# softmax of the formula above. Then it checks each entry of the bias against the
-# table row of a bucket worked out by hand for $T = 10$, and the diagonals.
+# The bias depends on $i$ and $j$ only through $j - i$, so each head's bias matrix is
+# constant along every diagonal. The buckets of ten queries against ten keys, with
+# T5's defaults, show it: the diagonal is bucket $0$, the keys before the query take
+# buckets $1$ to $7$ one distance at a time, the keys after it a second range from
+# $17$ on, and the distances $8$ and $9$ already share a bucket ($8$ before the
+# query, $24$ after it).
 
 # %% [markdown] lang="ja"
-# ## 考え方：位置をスコアへのバイアスとして与える
+# ## スコアへのバイアスとしての位置
 #
-# Shaw ら（2018）は、位置 $i$ のクエリと位置 $j$ のキーの相対位置 $j - i$ を最大値でクリップしました。
-# そして、その相対位置ごとに学習可能なベクトルを用意し、アテンションの計算の中で足しました（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
-# T5 は「相対位置だけが重要」という原則を引き継ぎ、残りを単純にしました。
-# 学習するのはヘッドごとに 1 つの数で、softmax の前のスコアに足します。
-# また、相対位置をクリップする代わりに、距離とともに幅が広がるバケットにまとめます。
-# ヘッド $h$ では次のようになります。
+# Shaw ら（2018）は、クリップした相対位置ごとに学習可能なベクトルを用意し、アテンションの中で足しました（[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章）。
+# T5 は「相対位置だけが重要」という考え方を引き継ぎ、学習する量をヘッドごとに 1 つの数にまで減らして、softmax の前のスコアに足します。
+# ヘッド $h$、位置 $i$ のクエリ、位置 $j$ のキーについて、次のようになります。
 # $$s_h(i, j) = \frac{q_{h,i} \cdot k_{h,j}}{\sqrt{d}} + \beta_{b(j-i),\,h}$$
-# $\beta$ は学習可能な表で、行がバケット、列がヘッドに対応します。
-# $b$ は相対位置をバケットに写す関数です。
-# なお、`posenc.attention` は $\sqrt{d}$ で割りますが、T5 自体は割りません（[ライブラリの節](#ライブラリによる違い)を参照）。
-# バイアスは $i$ と $j$ に $j - i$ を通してしか依存しないので、各ヘッドのバイアス行列はどの対角線に沿っても一定です。
+# 表 $\beta$ は、行がバケット、列がヘッドに対応します。
+# $b$ は、相対位置 $r = j - i$ をバケットに写す関数です。相対位置はキーの位置からクエリの位置を引いたもので、[記法のページ](../docs/notation.ja.md#positions)や T5 のコードと同じ向きです。
+# 1 つの表を、スタックのすべての層で使い回します。
+# なお、T5 自体は $\sqrt{d}$ で割りません（[「ライブラリの中の T5」](#ライブラリの中の-t5)の節を参照）。
 #
-# 次のセルでは、`posenc.T5RelativeBias` のバイアスを `posenc.attention` に渡します。
-# バリューに単位行列を使うと、アテンションは重みそのものを返します。
-# それが上の式の softmax に一致することを確かめます。
-# 続いて、バイアスの各成分が、$T = 10$ について手で求めたバケットの表の値であることと、対角線の性質を確かめます。
+# バイアスは $i$ と $j$ に $j - i$ を通してしか依存しないので、ヘッドのバイアス行列はどの対角線に沿っても一定です。
+# T5 の既定値で、10 個のクエリと 10 個のキーのバケットを並べると、それが見えます。
+# 対角線はバケット $0$ です。クエリより前のキーは距離 1 つごとにバケット $1$ から $7$ に入り、クエリより後ろのキーは $17$ から始まる別の範囲に入ります。
+# 距離 $8$ と $9$ は、早くも同じバケットを共有しています（クエリより前なら $8$、後ろなら $24$）。
 
 # %%
+r = torch.arange(10)[None, :] - torch.arange(10)[:, None]  # r[i, j] = j - i
+t5_relative_position_bucket(r)  # 32 buckets, max_distance 128
+
+# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットどおりで、T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β)、各成分はそのバケットの表の行であり、どの対角線も一定です"}
+# buckets by hand (E = 8, 16 a side): |r| for r <= 0, 16 + r for r > 0 while
+# |r| < 8; |r| = 8, 9 share bucket 8 or 24, as ln(9/8) / ln(16) * 8 < 1
+by_hand = {x: -x if x <= 0 else 16 + x for x in range(-7, 8)}
+by_hand.update({-9: 8, -8: 8, 8: 24, 9: 24})
+grid = [[by_hand[j - i] for j in range(10)] for i in range(10)]
+assert t5_relative_position_bucket(r).tolist() == grid
+
 H, T, d = 4, 10, 8
-t5_bias = T5RelativeBias(
-    H
-)  # table beta: [B, H], relative_attention_bias.weight
+t5_bias = T5RelativeBias(H)  # beta: relative_attention_bias.weight, [32, H]
 q, k = torch.randn(H, T, d), torch.randn(H, T, d)
 with torch.no_grad():
     bias = t5_bias(T, T)  # [H, T, T]
-
 # values = identity: attention returns softmax(q k^T / sqrt(d) + bias) itself
 weights = attention(q, k, torch.eye(T).expand(H, T, T), bias=bias)
 scores = q @ k.transpose(-2, -1) / math.sqrt(d) + bias
-torch.testing.assert_close(weights, torch.softmax(scores, dim=-1))
-
-# buckets by hand (E = 8, 16 a side): |r| for r <= 0, 16 + r for r > 0 while
-# |r| < 8; |r| = 8, 9 share bucket 8 or 24, as ln(9/8) / ln(16) * 8 < 1
-by_hand = {r: -r if r <= 0 else 16 + r for r in range(-7, 8)}
-by_hand.update({-9: 8, -8: 8, 8: 24, 9: 24})
+assert_close(weights, torch.softmax(scores, dim=-1))
 table = t5_bias.relative_attention_bias.weight.detach()  # beta: [B, H]
-expected = torch.stack(
-    [torch.stack([table[by_hand[j - i]] for j in range(T)]) for i in range(T)]
-)  # [T, T, H]
-torch.testing.assert_close(bias, expected.permute(2, 0, 1), rtol=0, atol=0)
-
+expected = torch.stack([torch.stack([table[b] for b in row]) for row in grid])
+assert_close(bias, expected.permute(2, 0, 1), rtol=0, atol=0)
 # bias[h, i, j] depends only on j - i: shifting i and j together changes nothing
 assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 
 # %% [markdown] lang="en"
-# ## Relative position, and two ways to split the buckets
+# ## Two ways to split the buckets
 #
-# Write $r = j - i$ for the relative position: $r < 0$ for a key before the query,
-# $r > 0$ for a key after it. With $B$ buckets in all (T5 uses $B = 32$), T5 has two
-# settings.
+# With $B$ buckets in all (T5 uses $B = 32$), T5 has two settings. Both reduce $r$ to a
+# distance $n \ge 0$ (here $n$ is a distance, not the key position of the rotary
+# chapters) and send it to one of $S$ buckets with a function $\hat b$, the same in
+# both, which the next section derives.
 #
-# **Bidirectional** (the encoder, where a query sees keys on both sides): each side gets
-# $S = B/2$ buckets. The distance is $n = |r|$, and keys after the query are moved to the
-# second half by an offset of $S$:
+# **Bidirectional** (the encoder, where a query sees keys on both sides): each side
+# gets $S = B/2$ buckets, the distance is $n = |r|$, and keys after the query move to
+# the second half:
 # $$b(r) = \hat b(|r|) + S\,[r > 0]$$
 # where $[r > 0]$ is $1$ if $r > 0$ and $0$ otherwise.
 #
 # **Causal** (the decoder, where a query sees only itself and earlier keys): all
 # $S = B$ buckets serve one side, with the distance $n = \max(-r, 0)$:
 # $$b(r) = \hat b(\max(-r, 0))$$
-# Every key after the query gets $n = 0$, so it shares bucket $0$ with $r = 0$; the
-# causal mask removes those keys anyway.
+# Every key after the query gets $n = 0$ and shares bucket $0$ with $r = 0$; the
+# [causal mask](../docs/glossary.md#causal-mask) removes those keys anyway.
 #
-# The function $\hat b$, from a distance $n \ge 0$ to a bucket of one side, is the same
-# in both settings; the next section derives it. A consequence of the split is visible
-# already: in the bidirectional setting $r = 0$ belongs to the first half, so a key after
-# the query always has $n \ge 1$ and bucket $S$ itself is never used. One of the 32
-# buckets is wasted.
+# In the bidirectional setting $r = 0$ belongs to the first half, so a key after the
+# query always has $n \ge 1$: bucket $S$ itself is never used, and one of the 32 is
+# wasted. The figure draws $b(r)$ in both settings. Near $r = 0$ every step is one
+# position wide; further out the steps widen, and the last one begins well before the
+# dotted lines at $|r| = 128$.
 
 # %% [markdown] lang="ja"
-# ## 相対位置と、バケットの 2 通りの分け方
+# ## バケットの 2 通りの分け方
 #
-# 相対位置を $r = j - i$ と書きます。キーがクエリより前なら $r < 0$、後ろなら $r > 0$ です。
 # バケットが全部で $B$ 個（T5 では $B = 32$）あるとき、T5 には 2 つの設定があります。
+# どちらも $r$ を距離 $n \ge 0$ に直し、関数 $\hat b$ で $S$ 個のバケットのどれかに送ります（この章の $n$ は距離で、回転位置埋め込みの章のようなキーの位置ではありません）。
+# この関数はどちらの設定でも同じで、次の節で導きます。
 #
-# **双方向**の設定はエンコーダで使い、クエリは両側のキーを見ます。この設定では、片側に $S = B/2$ 個のバケットを割り当てます。
-# 距離は $n = |r|$ です。クエリより後ろのキーについては、バケットの番号に $S$ を足して後半へ移します。
+# **双方向**の設定はエンコーダで使い、クエリは両側のキーを見ます。片側に $S = B/2$ 個のバケットを割り当て、距離を $n = |r|$ とし、クエリより後ろのキーは後半へ移します。
 # $$b(r) = \hat b(|r|) + S\,[r > 0]$$
 # ここで $[r > 0]$ は、$r > 0$ なら $1$、そうでなければ $0$ です。
 #
-# **因果的**な設定はデコーダで使い、クエリは自分自身とそれより前のキーしか見ません。
-# この設定では、$S = B$ 個のバケットをすべて片側に使い、距離を $n = \max(-r, 0)$ とします。
+# **因果的**な設定はデコーダで使い、クエリは自分自身とそれより前のキーしか見ません。$S = B$ 個のバケットをすべて片側に使い、距離を $n = \max(-r, 0)$ とします。
 # $$b(r) = \hat b(\max(-r, 0))$$
 # クエリより後ろのキーはすべて $n = 0$ となり、$r = 0$ と同じバケット $0$ に入ります。
-# そうしたキーはどのみち因果マスクで取り除かれます。
+# そうしたキーは、どのみち[因果マスク](../docs/glossary.ja.md#causal-mask)が取り除きます。
 #
-# 距離 $n \ge 0$ を片側のバケットに写す関数 $\hat b$ は、どちらの設定でも同じです。次の節で導きます。
-# この分け方からは、早くも 1 つの帰結が読み取れます。双方向の設定では $r = 0$ が前半に属するので、
-# クエリより後ろのキーは必ず $n \ge 1$ となり、バケット $S$ そのものは使われません。
-# 32 個のうち 1 個が無駄になっているのです。
+# 双方向の設定では $r = 0$ が前半に属するので、クエリより後ろのキーは必ず $n \ge 1$ です。
+# そのためバケット $S$ そのものは使われず、32 個のうち 1 個が無駄になります。
+# 図は、両方の設定での $b(r)$ です。
+# $r = 0$ の近くでは段の幅は 1 位置ですが、外側ほど段は広くなり、最後の段は $|r| = 128$ の点線よりかなり手前から始まります。
 
-# %%
+# %% tags=["figure"] alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろのキーがバケット 16〜31 です。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
+r_plot = torch.arange(-160, 161)
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.0), sharey=True)
+titles = ("bidirectional, $n = |r|$", r"causal, $n = \max(-r,\, 0)$")
+for ax, bidirectional, title in zip(axes, (True, False), titles, strict=True):
+    b = t5_relative_position_bucket(r_plot, bidirectional=bidirectional)
+    ax.step(r_plot, b, where="mid", lw=1.2)
+    for x in (-128, 128):
+        ax.axvline(x, color="0.5", lw=0.8, ls=":")
+    ax.set(xlabel="$r = j - i$", title=title, xticks=[-128, -64, 0, 64, 128])
+axes[0].set(ylabel="$b(r)$", yticks=[0, 8, 16, 24, 31])
+plt.show()
+
+# %% tags=["check"] summary={"en": "bidirectional: a key after the query gets the bucket of the same distance before it plus 16, and bucket 16 is never used; causal: every r ≥ 0 is bucket 0 and all 32 buckets are used", "ja": "双方向では、クエリより後ろのキーは同じ距離だけ前にあるキーのバケットに 16 を足したバケットに入り、バケット 16 は使われません。因果的な設定では r ≥ 0 はすべてバケット 0 で、32 個すべてが使われます"}
 r = torch.arange(-300, 301)
 bi = t5_relative_position_bucket(r, bidirectional=True)  # B = 32, S = 16
 causal = t5_relative_position_bucket(r, bidirectional=False)  # B = 32, S = 32
-
 # bidirectional: b(r) = b_hat(|r|) + 16 [r > 0], with b(-|r|) = b_hat(|r|)
-positive = r > 0
-assert torch.equal(bi[positive], bi[r < 0].flip(0) + 16)
+assert torch.equal(bi[r > 0], bi[r < 0].flip(0) + 16)
 # causal: every r >= 0 shares bucket 0
 assert torch.equal(causal[r >= 0], torch.zeros(301, dtype=torch.long))
 # bidirectional leaves bucket S = 16 unused; causal uses all 32
 assert set(bi.tolist()) == set(range(32)) - {16}
 assert set(causal.tolist()) == set(range(32))
-n_bi, n_causal = len(set(bi.tolist())), len(set(causal.tolist()))
-print(f"buckets used: bidirectional {n_bi}, causal {n_causal}")
-print(f"r = -1, 0, 1 -> bidirectional {bi[299:302].tolist()}, ", end="")
-print(f"causal {causal[299:302].tolist()}", end="")
+
+# %% [markdown] lang="en"
+# <!-- explorable: 06-t5-buckets -->
+# *On the website, an interactive figure takes the place of this note: choose
+# the number of buckets, the largest distance and the direction, and see the
+# bucket of every relative position.*
+
+# %% [markdown] lang="ja"
+# <!-- explorable: 06-t5-buckets -->
+# サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、向きを選ぶと、各相対位置のバケットが表示されます。
 
 # %% [markdown] lang="en"
 # ## Inside one side: exact buckets, then logarithmic ones
 #
-# Of the $S$ buckets of a side, the first $E = \lfloor S/2 \rfloor$ are exact: for
-# $n < E$ the bucket is the distance itself, $\hat b(n) = n$. The other $S - E$ buckets
-# cover the distances from $E$ to a maximum distance $D$ (T5: $D = 128$) on a logarithmic
-# scale. For $n \ge E$:
+# Of the $S$ buckets of a side, the first $E = \lfloor S/2 \rfloor$ are
+# [exact](../docs/glossary.md#exact-bucket): for $n < E$ the bucket is the distance
+# itself, $\hat b(n) = n$. The other $S - E$ cover the distances from $E$ to a maximum
+# distance $D$ (T5: $D = 128$) on a logarithmic scale. For $n \ge E$:
 # $$\hat b(n) = \min\left(E + \left\lfloor \frac{\ln(n/E)}{\ln(D/E)}\,(S - E) \right\rfloor,\ S - 1\right)$$
 # The fraction $\ln(n/E) / \ln(D/E)$ runs from $0$ at $n = E$ to $1$ at $n = D$; times
 # $S - E$ and rounded down, it counts the logarithmic buckets, and the minimum clips
-# everything past the end to the last bucket $S - 1$. (T5's code truncates toward zero
-# when it converts to an integer; for $n \ge E$ the value is not negative, so that is the
-# floor.)
+# everything past the end into the last bucket $S - 1$. (T5's code truncates toward
+# zero when it converts to an integer; for $n \ge E$ the value is not negative, so
+# that is the floor.)
 #
-# With T5's defaults, $B = 32$ and $D = 128$, the bidirectional setting has $S = 16$ and
-# $E = 8$: distances $0$ to $7$ have buckets $0$ to $7$, and distance $8$, where the
-# logarithm is $0$, opens bucket $8$. On the side after the query the same boundary sits
-# between $r = 7$ (bucket $23$) and $r = 8$ (bucket $24$). The causal setting has
-# $S = 32$ and $E = 16$.
+# With T5's defaults the bidirectional setting has $S = 16$ and $E = 8$: distances
+# $0$ to $7$ have buckets $0$ to $7$, and distance $8$, where the logarithm is $0$,
+# opens bucket $8$ (after the query, $r = 7$ is bucket $23$ and $r = 8$ bucket $24$).
+# The causal setting has $S = 32$ and $E = 16$. A short float64 function written
+# from this formula alone gives `posenc`'s bucket at every relative position from
+# $-300$ to $300$.
 
 # %% [markdown] lang="ja"
 # ## 片側の中身：厳密バケットと対数バケット
 #
-# 片側の $S$ 個のバケットのうち、最初の $E = \lfloor S/2 \rfloor$ 個は厳密バケットです。
+# 片側の $S$ 個のバケットのうち、最初の $E = \lfloor S/2 \rfloor$ 個は[厳密バケット](../docs/glossary.ja.md#exact-bucket)です。
 # $n < E$ では、距離そのものがバケットの番号になります（$\hat b(n) = n$）。
-# 残りの $S - E$ 個は対数バケットで、$E$ から最大距離 $D$（T5 では $D = 128$）までの距離を対数スケールで受け持ちます。
+# 残りの $S - E$ 個は、$E$ から最大距離 $D$（T5 では $D = 128$）までの距離を対数スケールで受け持ちます。
 # $n \ge E$ では次の式になります。
 # $$\hat b(n) = \min\left(E + \left\lfloor \frac{\ln(n/E)}{\ln(D/E)}\,(S - E) \right\rfloor,\ S - 1\right)$$
 # 比 $\ln(n/E) / \ln(D/E)$ は $n = E$ で $0$、$n = D$ で $1$ になります。
-# これに $S - E$ を掛けて切り捨てると、何番目の対数バケットかが決まります。
-# そして最小値を取る操作が、範囲を超えたものをすべて最後のバケット $S - 1$ に押し込みます。
-# なお、T5 のコードは整数への変換で 0 の方向に切り捨てますが、$n \ge E$ では値が負にならないので、床関数と同じです。
+# これに $S - E$ を掛けて切り捨てると、何番目の対数バケットかが決まります。最小値を取る操作は、範囲を超えたものをすべて最後のバケット $S - 1$ に押し込みます。
+# T5 のコードは整数への変換で 0 の方向に切り捨てますが、$n \ge E$ では値が負にならないので、これは床関数と同じです。
 #
-# T5 の既定値 $B = 32$、$D = 128$ の双方向設定では、$S = 16$、$E = 8$ です。
-# 距離 $0$ から $7$ はバケット $0$ から $7$ に入り、対数が $0$ になる距離 $8$ からバケット $8$ が始まります。
-# クエリより後ろの側では、同じ境目が $r = 7$（バケット $23$）と $r = 8$（バケット $24$）の間にあります。
+# T5 の既定値の双方向設定では、$S = 16$、$E = 8$ です。
+# 距離 $0$ から $7$ はバケット $0$ から $7$ に入り、対数が $0$ になる距離 $8$ からバケット $8$ が始まります（クエリより後ろでは、$r = 7$ がバケット $23$、$r = 8$ がバケット $24$ です）。
 # 因果的な設定では $S = 32$、$E = 16$ です。
-
-# %%
-exact_side = t5_relative_position_bucket(-torch.arange(8))  # r = 0, -1, ..., -7
-assert torch.equal(exact_side, torch.arange(8))  # b_hat(n) = n for n < E = 8
-edge = t5_relative_position_bucket(torch.tensor([-7, -8, 7, 8]))
-assert edge.tolist() == [7, 8, 23, 24]
-causal_edge = t5_relative_position_bucket(
-    torch.tensor([-15, -16]), bidirectional=False
-)
-assert causal_edge.tolist() == [15, 16]  # causal: E = 16
-print(f"r = -7, -8, 7, 8 -> {edge.tolist()}; ", end="")
-print(f"causal r = -15, -16 -> {causal_edge.tolist()}", end="")
-
-# %% [markdown] lang="en"
-# ## An independent reference
-#
-# Before going further, the cell below writes the formulas of the last two sections as a
-# short Python function of one integer, with `math.log` in Python floats (float64), and
-# compares it with `posenc.t5_relative_position_bucket` for every relative position from
-# $-300$ to $300$, in both settings, with T5's defaults.
-
-# %% [markdown] lang="ja"
-# ## 独立した基準実装
-#
-# 先へ進む前に、前の 2 つの節の式を、整数 1 つを受け取る短い Python 関数として書きます。
-# 対数には Python の浮動小数点数（float64）で `math.log` を使います。
-# そして T5 の既定値で、両方の設定について、$-300$ から $300$ までのすべての相対位置で
-# `posenc.t5_relative_position_bucket` と比べます。
+# この式だけから書いた float64 の短い関数は、$-300$ から $300$ までのすべての相対位置で `posenc` と同じバケットを返します。
 
 
-# %%
+# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; below E the bucket is the distance itself, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の基準実装は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満ではバケットが距離そのもので、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
 def reference_bucket(r, bidirectional, num_buckets=32, max_distance=128):
     """T5's bucket of one relative position r = j - i, in float64."""
     offset = 0
@@ -290,85 +260,76 @@ for bidirectional in (True, False):
     ours = t5_relative_position_bucket(r, bidirectional=bidirectional)
     theirs = [reference_bucket(x, bidirectional) for x in r.tolist()]
     assert ours.tolist() == theirs
-print(
-    f"posenc == reference on all {r.numel()} relative positions, both settings"
-)
 
-# %% [markdown] lang="en"
-# ### float32 and float64
-#
-# The reference computes in float64. The code T5 was trained with, Mesh TensorFlow,
-# computes the logarithm and the quotient in float32 (`mtf.to_float`), and so does
-# Hugging Face's (`.float()`). Where the two precisions can part follows from one fact:
-# the quotient $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ is a whole number $t$ exactly when
+exact_side = t5_relative_position_bucket(-torch.arange(8))  # r = 0, ..., -7
+assert torch.equal(exact_side, torch.arange(8))  # b_hat(n) = n for n < E = 8
+edge = t5_relative_position_bucket(torch.tensor([-7, -8, 7, 8]))
+assert edge.tolist() == [7, 8, 23, 24]
+causal_edge = t5_relative_position_bucket(
+    torch.tensor([-15, -16]), bidirectional=False
+)
+assert causal_edge.tolist() == [15, 16]  # causal: E = 16
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where float32 decides a bucket.** The reference computes in float64.
+# The code T5 was trained with, Mesh TensorFlow, computes the logarithm and the
+# quotient in float32 (`mtf.to_float`), and so does Hugging Face's (`.float()`). The
+# two precisions can part only where the quotient $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ is
+# a whole number $t$, which happens exactly when
 # $$n^{S-E} E^{t} = D^{t} E^{S-E}$$
 # an equation between integers (raise $n/E = (D/E)^{t/(S-E)}$ to the power $S - E$).
-# For $n$ from $E$ to $300$ it holds in the bidirectional setting for
-# $n = 8, 16, 32, 64, 128, 256$ and in the causal setting for $n = 16, 128$. Every
-# other quotient stays more than $10^{-4}$ from a whole number (the smallest gaps are
-# printed below), far more than float32 rounding moves it here (below $10^{-5}$). So at
-# every other distance any float32 arithmetic that is accurate to a few units in the
-# last place gives the float64 bucket.
+# For $n$ from $E$ to $300$ it holds for $n = 8, 16, 32, 64, 128, 256$ in the
+# bidirectional setting and for $n = 16, 128$ in the causal one. Every other quotient
+# stays more than $10^{-4}$ from a whole number, far more than float32 rounding moves
+# it here (below $10^{-5}$), so at every other distance any float32 arithmetic
+# accurate to a few units in the last place gives the float64 bucket.
+#
+# At the whole numbers the last bit decides. At $n = E$ the logarithm is exactly $0$,
+# and from $n = D$ on the clip gives $S - 1$ whichever way the quotient rounds. That
+# leaves $n = 16, 32, 64$ in the bidirectional setting, whose quotients are exactly
+# $2, 4, 6$. In float32 with a correctly rounded logarithm (Python's `log`, rounded
+# once to float32, as `posenc` does) they land on $2, 4, 6$ and open buckets
+# $10, 12, 14$, as in exact arithmetic; a result one unit in the last place lower
+# would put each of the three into the bucket before. Nudging every float32 quotient
+# one unit down and one unit up (`torch.nextafter`) moves exactly these three.
 #
 # Mesh TensorFlow does not divide, though: `mtf.divide` by a Python number is a
 # multiplication by its reciprocal (`ScalarMultiplyOperation(x1, 1.0 / x2)` in
 # `mesh_tensorflow/ops.py`), so it computes $\ln(n \cdot \mathrm{fl}(1/E))$ times
 # $\mathrm{fl}(1/\ln(D/E))$ times $S - E$, each rounded to float32. Hugging Face on a
-# CPU divides, as `posenc` and the cells below do. At the defaults both forms give
-# the same buckets (checked below).
-# At the whole numbers the last bit decides. At $n = E$ the logarithm is exactly $0$, and
-# from $n = D = 128$ on the clip gives $S - 1$ whichever way the quotient rounds. That
-# leaves $n = 16, 32, 64$ in the bidirectional setting, whose quotients are exactly
-# $2, 4, 6$. Evaluated in float32 with a correctly rounded logarithm (Python's `log`,
-# rounded once to float32, as `posenc` does), they land on $2, 4, 6$ and open buckets
-# $10, 12, 14$, as in exact arithmetic. A float32 result one unit in the last place
-# lower would put each of these three distances into the bucket before. The cell
-# nudges every float32 quotient one unit down and one unit up (`torch.nextafter`) and
-# finds that exactly these three buckets move.
-#
-# What this does and does not show: the buckets here are those of Hugging Face's float32
-# expression evaluated on a CPU with a correctly rounded logarithm. T5 itself was trained
-# with Mesh TensorFlow on TPUs, whose float32 `log` and division are their own; on which
-# side of the edge its run put the distances 16, 32 and 64 cannot be checked here.
+# CPU divides, as `posenc` does. At the defaults both forms give the same buckets.
+# What this does not show: T5 itself was trained with Mesh TensorFlow on TPUs, whose
+# float32 `log` and division are their own; on which side of the edge its run put the
+# distances 16, 32 and 64 cannot be checked here.
 
-# %% [markdown] lang="ja"
-# ### float32 と float64
-#
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：float32 がバケットを決める場所**
 # 基準実装は float64 で計算します。
-# 一方、T5 の学習に使われた Mesh TensorFlow のコードは、対数と商を float32 で計算します（`mtf.to_float`）。
-# Hugging Face のコードも同じです（`.float()`）。
-# 2 つの精度で結果が分かれうる距離は、次の事実から割り出せます。
-# 商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ が整数 $t$ になるのは、次の整数どうしの等式が成り立つときであり、またそのときに限ります
+# 一方、T5 の学習に使われた Mesh TensorFlow のコードは、対数と商を float32 で計算します（`mtf.to_float`）。Hugging Face のコードも同じです（`.float()`）。
+# 2 つの精度で結果が分かれうるのは、商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ が整数 $t$ になる場所だけです。そうなるのは、次の整数どうしの等式が成り立つときであり、またそのときに限ります
 # （$n/E = (D/E)^{t/(S-E)}$ の両辺を $S - E$ 乗します）。
 # $$n^{S-E} E^{t} = D^{t} E^{S-E}$$
-# $E$ から $300$ までの $n$ では、これが成り立つのは双方向で $n = 8, 16, 32, 64, 128, 256$、
-# 因果的で $n = 16, 128$ のときです。
-# それ以外の商は、どれも整数から $10^{-4}$ より離れています（最小の隔たりを下に表示します）。
-# これは、ここで float32 の丸めが商を動かす量（$10^{-5}$ 未満）よりはるかに大きな隔たりです。
-# したがって、それ以外のすべての距離では、誤差が最後の桁の数単位に収まる float32 の計算であれば、どれも float64 と同じバケットを返します。
+# $E$ から $300$ までの $n$ では、これが成り立つのは双方向で $n = 8, 16, 32, 64, 128, 256$、因果的で $n = 16, 128$ のときです。
+# それ以外の商は、どれも整数から $10^{-4}$ より離れています。これは、ここで float32 の丸めが商を動かす量（$10^{-5}$ 未満）よりはるかに大きな隔たりです。
+# したがってそれ以外のすべての距離では、誤差が最後の桁の数単位に収まる float32 の計算であれば、どれも float64 と同じバケットを返します。
+#
+# 商が整数になる距離では、最後のビットが結果を決めます。
+# $n = E$ では対数がちょうど $0$ です。また $n = D$ から先は、商がどちらに丸められてもクリップによって $S - 1$ になります。
+# 残るのは双方向の $n = 16, 32, 64$ で、商はちょうど $2, 4, 6$ です。
+# Python の `log` を float32 に 1 回だけ丸めたものを、ここでは正しく丸めた対数と呼びます（`posenc` もこれを使います）。
+# 正しく丸めた対数で float32 の計算をすると、商はちょうど $2, 4, 6$ になり、厳密な計算と同じくバケット $10, 12, 14$ の先頭に入ります。
+# float32 の結果が最後の桁で 1 単位だけ小さければ、この 3 つの距離はそれぞれ 1 つ前のバケットに入ります。
+# float32 のすべての商を 1 単位だけ下と上にずらすと（`torch.nextafter`）、バケットが変わるのはちょうどこの 3 つです。
 #
 # ただし Mesh TensorFlow は割り算をしません。
 # Python の数で割る `mtf.divide` は、実際にはその逆数を掛けます（`mesh_tensorflow/ops.py` の `ScalarMultiplyOperation(x1, 1.0 / x2)`）。
-# そのため Mesh TensorFlow は、$\ln(n \cdot \mathrm{fl}(1/E))$ に $\mathrm{fl}(1/\ln(D/E))$ と $S - E$ を順に掛け、各段階の結果を float32 に丸めます。
-# CPU 上の Hugging Face は、`posenc` や以下のセルと同じく割り算をします。
-# 既定値では、どちらの形でも同じバケットになります（下で確かめます）。
-#
-# 商が整数になる距離では、最後のビットが結果を決めます。
-# $n = E$ では対数がちょうど $0$ です。また $n = D = 128$ から先は、商がどちらに丸められてもクリップによって $S - 1$ になります。
-# 残るのは双方向の $n = 16, 32, 64$ で、商はちょうど $2, 4, 6$ です。
-# Python の `log` を float32 に 1 回だけ丸めたものを、ここでは「正しく丸めた対数」と呼びます（`posenc` もこれを使います）。
-# 正しく丸めた対数で float32 の計算をすると、商はちょうど $2, 4, 6$ です。そのため距離 16、32、64 は、厳密な計算と同じくバケット $10, 12, 14$ の先頭に入ります。
-# float32 の結果が最後の桁で 1 単位だけ小さければ、この 3 つの距離はそれぞれ 1 つ前のバケットに入ります。
-# 次のセルでは、float32 のすべての商を 1 単位だけ下と上にずらし（`torch.nextafter`）、
-# バケットが変わる距離はちょうどこの 3 つだけであることを確かめます。
-#
-# この確認で分かることと分からないことを区別しておきます。
-# ここでのバケットは、Hugging Face の float32 の式を、正しく丸めた対数を使って CPU で計算したものです。
-# T5 自体は Mesh TensorFlow を使って TPU で学習されており、TPU の float32 の `log` と除算は独自の実装です。
+# そのため $\ln(n \cdot \mathrm{fl}(1/E))$ に $\mathrm{fl}(1/\ln(D/E))$ と $S - E$ を順に掛け、各段階の結果を float32 に丸めます。
+# CPU 上の Hugging Face は、`posenc` と同じく割り算をします。既定値では、どちらの形でも同じバケットになります。
+# ここから分からないこともあります。T5 自体は Mesh TensorFlow を使って TPU で学習されており、TPU の float32 の `log` と除算は独自の実装です。
 # その学習で距離 16、32、64 が境目のどちら側に入ったかは、ここでは確かめられません。
 
 
-# %%
+# %% tags=["deeper"]
 def log32(x):  # float32 log, correctly rounded: Python's log, rounded once
     return torch.tensor([math.log(v) for v in x.tolist()]).float()
 
@@ -412,62 +373,47 @@ for side in (16, 32):  # bidirectional and causal, B = 32
     print(f"S = {side}: whole at n = {whole}, smallest other gap {gap:.1e},")
     print(f"  float32 error {err:.1e}; one unit down moves n = {moved[0]}")
 
-# %% [markdown] lang="en"
-# For other settings the two precisions can disagree. With $B = 72$
-# and $D = 50$ (bidirectional: $S = 36$, $E = 18$), the distance $n = 30$ gives exactly
-# $9$, because $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$. Float64 rounds the quotient up
-# to $9.000000000000002$ and gives bucket $27$; float32 with a correctly rounded
+# %% [markdown] lang="en" tags=["deeper"]
+# Outside the defaults the precisions can disagree. With $B = 72$ and $D = 50$
+# (bidirectional: $S = 36$, $E = 18$), the distance $n = 30$ gives exactly $9$,
+# because $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$. Float64 rounds the quotient up to
+# $9.000000000000002$ and gives bucket $27$; float32 with a correctly rounded
 # logarithm rounds it down to $8.999999$ and gives bucket $26$, which is what `posenc`
-# returns. A float32 logarithm one unit higher gives exactly $9$ and bucket $27$ again.
-# That is not hypothetical: PyTorch's float32 `log` is accurate to about one unit in the
-# last place but not correctly rounded, and its last bit can depend on the CPU. On the
-# x86 CPU used to check this chapter (PyTorch 2.13, AVX2) it returns the higher value
-# for this argument, and Hugging Face's own code puts $r = -30$ into bucket $27$. Where
-# a quotient is a whole number, "the bucket T5 uses" depends on the code path (Mesh
-# TensorFlow's reciprocals, Hugging Face on a CPU or a GPU) and on the machine's `log`;
-# no released T5 model uses these settings. Outside the defaults the code paths part:
-# Mesh TensorFlow's reciprocal form (emulated below with the correctly rounded
-# logarithm) puts $r = \pm 14$ into buckets $5$ and $13$ with $B = 16$, $D = 49$,
-# where `posenc` and the float64 reference give $6$ and $14$. PyTorch's CUDA kernel
-# also divides a tensor by a Python number as a product with the float32 reciprocal
-# (`BinaryDivTrueKernel.cu`); we have not run it on a GPU here.
+# returns; a float32 logarithm one unit higher gives exactly $9$ and bucket $27$
+# again. That is not hypothetical: PyTorch's float32 `log` is accurate to about one
+# unit in the last place but not correctly rounded, and its last bit can depend on
+# the CPU. On the CPU used for this chapter it returns the higher value for this
+# argument, and Hugging Face's own code puts $r = -30$ into bucket $27$.
 #
-# The cell checks the example with the correctly rounded logarithm and with one unit
-# more, checks that PyTorch's own float32 `log` of $30/18$ is one of those two values
-# (without assuming which), compares `posenc` in 48 settings with Hugging Face's CPU
-# expression, rewritten with the correctly rounded logarithm, and with Mesh
-# TensorFlow's reciprocal form (they agree in all 48, $B = 72$, $D = 50$ included),
-# and checks the $B = 16$, $D = 49$ disagreement.
+# The code paths part too. With $B = 16$ and $D = 49$, Mesh TensorFlow's reciprocal
+# form (emulated with the correctly rounded logarithm) puts $r = \pm 14$ into buckets
+# $5$ and $13$, where `posenc` and the float64 reference give $6$ and $14$. PyTorch's
+# CUDA kernel also divides a tensor by a Python number as a product with the float32
+# reciprocal (`BinaryDivTrueKernel.cu`); it was not run on a GPU here. In 48 other
+# settings `posenc` agrees with both float32 expressions, Hugging Face's on a CPU and
+# Mesh TensorFlow's, each with the correctly rounded logarithm ($B = 72$, $D = 50$
+# included). Where a quotient is a whole number, "the bucket T5 uses" thus depends on
+# the code path and on the machine's `log`; no released T5 model uses such settings.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
 # 既定値以外の設定では、2 つの精度で結果が食い違う場合もあります。
 # $B = 72$、$D = 50$（双方向で $S = 36$、$E = 18$）では、距離 $n = 30$ の商がちょうど $9$ になります。
 # $(30/18)^{18} = (5/3)^{18} = (50/18)^{9}$ だからです。
 # float64 は商を $9.000000000000002$ に切り上げてバケット $27$ を返します。
 # 正しく丸めた対数を使う float32 は $8.999999$ に切り下げてバケット $26$ を返し、`posenc` もこの値を返します。
 # float32 の対数が最後の桁で 1 単位大きければ、商はちょうど $9$ になり、バケットはまた $27$ です。
-# これは机上の話ではありません。PyTorch の float32 の `log` は最後の桁の 1 単位程度の精度を持ちますが、正しく丸めた値を返す保証はありません。
-# 最後のビットは CPU によって変わることもあります。
-# この章の確認に使った x86 の CPU（PyTorch 2.13、AVX2）では、この引数に対して `log` が大きいほうの値を返します。
-# そのため実際に、Hugging Face のコードそのものが $r = -30$ をバケット $27$ に入れます。
-# 商が整数になる場所では、「T5 が使うバケット」は計算の経路と計算機の `log` によって変わります。
-# 計算の経路とは、Mesh TensorFlow の逆数、CPU 上の Hugging Face、GPU 上の Hugging Face などです。
-# なお、公開されている T5 のモデルでこの設定を使うものはありません。
-# 既定値以外では、計算の経路によって結果が分かれます。
-# Mesh TensorFlow の逆数を掛ける形（下では正しく丸めた対数で再現）は、$B = 16$、$D = 49$ で $r = \pm 14$ をバケット $5$ と $13$ に入れます。
-# `posenc` と float64 の基準実装は $6$ と $14$ です。
-# PyTorch の CUDA カーネル（`BinaryDivTrueKernel.cu`）も、テンソルを Python の数で割るときは float32 の逆数との積として計算します。
-# ただし、ここでは GPU で実行していません。
+# これは机上の話ではありません。PyTorch の float32 の `log` は最後の桁の 1 単位程度の精度を持ちますが、正しく丸めた値を返す保証はなく、最後のビットは CPU によって変わることもあります。
+# この章で使った CPU では、この引数に対して大きいほうの値を返します。そのため実際に、Hugging Face のコードそのものが $r = -30$ をバケット $27$ に入れます。
 #
-# 次のセルでは、正しく丸めた対数と、それより 1 単位大きい対数でこの例を確かめます。
-# PyTorch 自身の float32 の `log` による $30/18$ の対数が、その 2 つの値のどちらかであることも確かめます（どちらであるかは仮定しません）。
-# さらに 48 通りの設定で、`posenc` を 2 つの式と比べます。
-# 正しく丸めた対数で書き直した CPU 上の Hugging Face の式と、Mesh TensorFlow の逆数を掛ける形です。
-# $B = 72$、$D = 50$ を含め、48 通りすべてで一致します。
-# 最後に、$B = 16$、$D = 49$ での食い違いを確かめます。
+# 計算の経路によっても結果は分かれます。
+# $B = 16$、$D = 49$ では、Mesh TensorFlow の逆数を掛ける形（正しく丸めた対数で再現したもの）が $r = \pm 14$ をバケット $5$ と $13$ に入れます。
+# `posenc` と float64 の基準実装は $6$ と $14$ です。
+# PyTorch の CUDA カーネル（`BinaryDivTrueKernel.cu`）も、テンソルを Python の数で割るときは float32 の逆数との積として計算します。ただし、ここでは GPU で実行していません。
+# ほかの 48 通りの設定（$B = 72$、$D = 50$ を含みます）では、`posenc` は 2 つの float32 の式の両方と一致します。
+# CPU 上の Hugging Face の式と Mesh TensorFlow の式で、どちらも正しく丸めた対数を使うものです。
+# つまり商が整数になる場所では、「T5 が使うバケット」は計算の経路と計算機の `log` によって変わります。公開されている T5 のモデルで、そうした設定を使うものはありません。
 
-
-# %%
+# %% tags=["deeper"]
 assert 30**18 * 18**9 == 50**9 * 18**18  # B = 72, D = 50, n = 30: exactly 9
 n30 = torch.tensor([30])
 x30 = n30.float() / 18
@@ -528,100 +474,66 @@ assert t5_relative_position_bucket(r14, **kw).tolist() == [6, 14]
 assert [reference_bucket(x, True, 16, 49) for x in (-14, 14)] == [6, 14]
 
 # %% [markdown] lang="en"
-# ## What the buckets look like
-#
-# The step plots show $b(r)$ for T5's defaults. In the bidirectional setting (left) the
-# two sides rise from the centre, the keys after the query shifted up by $16$. In the
-# causal setting (right) everything at $r \ge 0$ is bucket $0$, and the 32 buckets all
-# serve the keys before the query, so the exact part reaches twice as far. Near $r = 0$
-# every step is one position wide; further out the steps widen, and the last step begins
-# well before the dotted lines at $|r| = D = 128$. The next section finds where.
-
-# %% [markdown] lang="ja"
-# ## バケットの形
-#
-# 下の階段グラフは、T5 の既定値での $b(r)$ です。
-# 双方向（左）では、中央から両側へ階段が上がり、クエリより後ろのキーの側は $16$ だけ上にずれています。
-# 因果的（右）では、$r \ge 0$ はすべてバケット $0$ で、32 個のバケットがすべてクエリより前のキーに使われます。
-# そのため厳密バケットが 2 倍遠くまで届きます。
-# $r = 0$ の近くでは段の幅は 1 位置ですが、外側ほど段は広くなります。
-# そして最後の段は、$|r| = D = 128$ の点線よりかなり手前から始まります。その位置は次の節で求めます。
-
-# %% alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろのキーがバケット 16〜31 です。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
-r_plot = torch.arange(-160, 161)
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
-titles = ("$n = |r|$", r"$n = \max(-r,\, 0)$")
-for ax, bidirectional, title in zip(axes, (True, False), titles, strict=True):
-    b = t5_relative_position_bucket(r_plot, bidirectional=bidirectional)
-    ax.step(r_plot, b, where="mid", lw=1.2)
-    for x in (-128, 128):
-        ax.axvline(x, color="0.5", lw=0.8, ls=":")
-    ax.set(xlabel="$r = j - i$", title=title, xticks=[-128, -64, 0, 64, 128])
-axes[0].set(ylabel="$b(r)$", yticks=[0, 8, 16, 24, 31])
-plt.show()
-
-# %% [markdown] lang="en"
-# <!-- explorable: 06-t5-buckets -->
-# *On the website, an interactive figure takes the place of this note: choose
-# the number of buckets, the largest distance and the direction, and see the
-# bucket of every relative position.*
-
-# %% [markdown] lang="ja"
-# <!-- explorable: 06-t5-buckets -->
-# サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、向きを選ぶと、各相対位置のバケットが表示されます。
-
-# %% [markdown] lang="en"
 # ## The buckets widen geometrically
 #
-# Where does each logarithmic bucket begin? In exact arithmetic the floor of a number is
-# at least $t$ exactly when the number is at least $t$, and the logarithm is increasing,
-# so for $t = 0, 1, \dots, S - E - 1$:
+# Where does each logarithmic bucket begin? The floor of a number is at least $t$
+# exactly when the number is, and the logarithm increases, so for
+# $t = 0, 1, \dots, S - E - 1$:
 # $$\hat b(n) \ge E + t \iff n \ge e_t, \qquad e_t = E\left(\frac{D}{E}\right)^{t/(S-E)}$$
 # For $t < S - E - 1$, bucket $E + t$ holds the integers from $\lceil e_t \rceil$ to
-# $\lceil e_{t+1} \rceil - 1$.
-# Consecutive edges have the constant ratio
+# $\lceil e_{t+1} \rceil - 1$. Consecutive edges have the constant ratio
 # $$\frac{e_{t+1}}{e_t} = \left(\frac{D}{E}\right)^{1/(S-E)}$$
-# so the edges form a geometric progression, and so, up to rounding, do the widths. With
-# the defaults, the bidirectional ratio is $(128/8)^{1/8} = \sqrt{2}$, that is
-# $e_t = 8 \cdot 2^{t/2}$, and the causal ratio is $(128/16)^{1/16} = 8^{1/16}$, about
-# $1.1388$.
+# so the edges form a geometric progression, and so, up to rounding, do the widths.
+# With the defaults the ratio is $(128/8)^{1/8} = \sqrt{2}$ in the bidirectional
+# setting and $(128/16)^{1/16} = 8^{1/16} \approx 1.1388$ in the causal one.
 #
-# The last edge needs care. At $e_{S-E} = D$ the unclipped formula would reach bucket
-# $S$, so the clip acts exactly on $n \ge D$. But the last bucket $S - 1$ begins one ratio
-# earlier, at
+# The last edge needs care. The unclipped formula would reach bucket $S$ at
+# $e_{S-E} = D$, so the clip acts exactly on $n \ge D$. But the last bucket $S - 1$
+# begins one ratio earlier, at
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
-# which is $128/\sqrt{2} \approx 90.51$ in the bidirectional setting and about $112.40$ in
-# the causal one. The table printed below lists the distances in each bucket. The check
-# finds the first distance of every bucket from `posenc` and compares it with the
-# smallest integer $n$ with $n^{S-E} E^{t} \ge D^{t} E^{S-E}$, the condition
-# $n \ge e_t$ in integers, free of any rounding.
+# which is $128/\sqrt{2} \approx 90.51$ in the bidirectional setting and about
+# $112.40$ in the causal one. The table lists the distances in each logarithmic
+# bucket: in the bidirectional setting the first seven hold 4, 4, 7, 9, 14, 18 and
+# 27 distances, and the eighth, open-ended, starts at 91.
 
 # %% [markdown] lang="ja"
 # ## バケットは等比的に広がる
 #
 # 各対数バケットはどこから始まるのでしょうか。
-# 厳密な計算では、床関数の値が $t$ 以上になることと、元の数が $t$ 以上であることは同値です。また対数は増加関数です。
+# 床関数の値が $t$ 以上であることは、元の数がそれ以上であることと同値です。また、対数は増加関数です。
 # したがって $t = 0, 1, \dots, S - E - 1$ について次が成り立ちます。
 # $$\hat b(n) \ge E + t \iff n \ge e_t, \qquad e_t = E\left(\frac{D}{E}\right)^{t/(S-E)}$$
 # $t < S - E - 1$ なら、バケット $E + t$ には $\lceil e_t \rceil$ から $\lceil e_{t+1} \rceil - 1$ までの整数が入ります。
 # 隣り合う境目の比は一定です。
 # $$\frac{e_{t+1}}{e_t} = \left(\frac{D}{E}\right)^{1/(S-E)}$$
-# 境目は等比数列をなし、丸めを除けば幅も等比数列になります。
-# 既定値では、双方向の比は $(128/8)^{1/8} = \sqrt{2}$、つまり $e_t = 8 \cdot 2^{t/2}$ です。
-# 因果的な設定の比は $(128/16)^{1/16} = 8^{1/16}$ で、約 $1.1388$ です。
+# つまり境目は等比数列をなし、丸めを除けば幅も等比数列になります。
+# 既定値では、この比は双方向の設定で $(128/8)^{1/8} = \sqrt{2}$、因果的な設定で $(128/16)^{1/16} = 8^{1/16} \approx 1.1388$ です。
 #
-# 最後の境目には注意が必要です。$e_{S-E} = D$ で、クリップしなければ式はバケット $S$ に達します。
-# つまりクリップが効くのはちょうど $n \ge D$ です。
-# ところが最後のバケット $S - 1$ は、境目 1 つ分だけ手前から始まります。その境目は次のとおりです。
+# 最後の境目には注意が必要です。クリップしなければ、式は $e_{S-E} = D$ でバケット $S$ に達します。つまりクリップが効くのはちょうど $n \ge D$ です。
+# ところが最後のバケット $S - 1$ は、境目 1 つ分だけ手前から始まります。
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
-# 双方向では $128/\sqrt{2} \approx 90.51$、因果的では約 $112.40$ です。
-# 下の表は各バケットに入る距離の一覧です。
-# 確認のコードでは、各バケットの最初の距離を `posenc` から求め、
-# $n^{S-E} E^{t} \ge D^{t} E^{S-E}$ を満たす最小の整数 $n$ と比べます。
-# これは条件 $n \ge e_t$ を整数で書いたもので、丸めがまったく入りません。
-
+# これは双方向で $128/\sqrt{2} \approx 90.51$、因果的な設定で約 $112.40$ です。
+# 下の表は、各対数バケットに入る距離の一覧です。
+# 双方向の設定では、最初の 7 個に順に 4、4、7、9、14、18、27 個の距離が入り、上限のない 8 個目は 91 から始まります。
 
 # %%
+n = torch.arange(0, 2001)
+starts = {}  # the first distance of each logarithmic bucket, from posenc
+for side in (16, 32):  # bidirectional, causal
+    E, D = side // 2, 128
+    b_hat = t5_relative_position_bucket(-n, bidirectional=side == 16)
+    starts[side] = [int(n[b_hat == b].min()) for b in range(E, side)]
+    ratio = (D / E) ** (1 / (side - E))
+    print(f"S = {side}: ratio {ratio:.4f}, last edge {D / ratio:.2f}")
+    ends = [f"{s - 1}" for s in starts[side][1:]] + [""]
+    ranges = zip(starts[side], ends, strict=True)
+    cells = [f"{E + t:2d}: {lo}-{hi}" for t, (lo, hi) in enumerate(ranges)]
+    for row in range(0, len(cells), 4):
+        line = " | ".join(f"{c:10s}" for c in cells[row : row + 4])
+        print("  " + line.rstrip())
+
+
+# %% tags=["check"] summary={"en": "each bucket starts at the smallest integer n with n^(S−E)·E^t ≥ D^t·E^(S−E), the edge in integers; the last ones at ⌈e_(S−E−1)⌉ = 91 and 113; the widths are 4, 4, 7, 9, 14, 18, 27", "ja": "各バケットは n^(S−E)·E^t ≥ D^t·E^(S−E) を満たす最小の整数 n（整数で書いた境目）から始まり、最後のバケットは ⌈e_(S−E−1)⌉ = 91 と 113 から、幅は 4、4、7、9、14、18、27 です"}
 def first_at_least(t, E, side, D):  # smallest n with n^(S-E) E^t >= D^t E^(S-E)
     n = E
     while n ** (side - E) * E**t < D**t * E ** (side - E):
@@ -629,47 +541,29 @@ def first_at_least(t, E, side, D):  # smallest n with n^(S-E) E^t >= D^t E^(S-E)
     return n
 
 
-n = torch.arange(0, 2001)
-for bidirectional, side in ((True, 16), (False, 32)):
+for side in (16, 32):
     E, D = side // 2, 128
-    b_hat = t5_relative_position_bucket(-n, bidirectional=bidirectional)
-    starts = [int(n[b_hat == bucket].min()) for bucket in range(E, side)]
-    assert starts == [first_at_least(t, E, side, D) for t in range(side - E)]
-    last_edge = D * (E / D) ** (1 / (side - E))  # e_(S-E-1)
-    assert starts[-1] == math.ceil(last_edge)
-    cells = [
-        f"{E + t:2d}: {lo}-{hi - 1}"
-        for t, (lo, hi) in enumerate(pairwise(starts))
+    assert starts[side] == [
+        first_at_least(t, E, side, D) for t in range(side - E)
     ]
-    cells.append(f"{side - 1:2d}: {starts[-1]}-")
-    widths = [hi - lo for lo, hi in pairwise(starts)]
-    ratio = (D / E) ** (1 / (side - E))
-    print(f"S = {side}: ratio {ratio:.4f}, last edge {last_edge:.2f}")
-    print(f"  widths {widths}")
-    for row in range(0, len(cells), 4):
-        print(
-            "  " + " | ".join(f"{c:13s}" for c in cells[row : row + 4]).rstrip()
-        )
+    assert starts[side][-1] == math.ceil(D * (E / D) ** (1 / (side - E)))
+assert [hi - lo for lo, hi in pairwise(starts[16])] == [4, 4, 7, 9, 14, 18, 27]
+assert (starts[16][-1], starts[32][-1]) == (91, 113)
 
 # %% [markdown] lang="en"
-# In the bidirectional setting the first seven of the eight logarithmic buckets hold 4,
-# 4, 7, 9, 14, 18 and 27 distances; the eighth, open-ended, starts at 91. In the causal
-# setting the last bucket starts at 113. On a logarithmic axis the geometric edges
-# become evenly spaced: the figure draws $\hat b(n)$ for both side sizes together with
-# the unrounded value $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ (dashed). The steps follow
-# the dashed line from below until the clip at $n = D$ holds them at $S - 1$.
+# On a logarithmic axis the geometric edges are evenly spaced. The figure draws
+# $\hat b(n)$ for both side sizes with the unrounded value
+# $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ dashed: the steps follow the dashed line from
+# below until the clip at $n = D$ holds them at $S - 1$.
 
 # %% [markdown] lang="ja"
-# 双方向の設定では、8 個の対数バケットのうち最初の 7 個に、順に 4、4、7、9、14、18、27 個の距離が入ります。
-# 最後のバケットは 91 から始まり、そこから先の距離をすべて受け持ちます。因果的な設定では、最後のバケットは 113 から始まります。
 # 対数軸では、等比的な境目が等間隔に並びます。
-# 下の図は、片側の大きさ 16 と 32 のそれぞれについて $\hat b(n)$ を描き、
-# 丸める前の値 $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ を破線で重ねたものです。
+# 図は、片側の大きさ 16 と 32 のそれぞれについて $\hat b(n)$ を描き、丸める前の値 $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ を破線で重ねたものです。
 # 階段は破線のすぐ下をたどり、$n = D$ でクリップされて $S - 1$ にとどまります。
 
-# %% alt={"en": ["Bucket of distance n, log axis from 1 to 1024, for side sizes 16 and 32, the unrounded formula dashed. Steps of one up to n = 8 or 16, then geometrically wider steps just under the dashed line, flat at bucket 15 or 31 from n = 91 or 113."], "ja": ["距離 n（1〜1024、対数軸）に対するバケットを、片側の大きさ 16 と 32 について描き、丸める前の式を破線で重ねた図。n = 8 または 16 までは幅 1 の段、その先は破線のすぐ下で等比的に広がる段となり、n = 91 または 113 から先は最後のバケット 15 または 31 で平らになります。"]}
+# %% tags=["figure"] alt={"en": ["Bucket of distance n, log axis from 1 to 1024, for side sizes 16 and 32, the unrounded formula dashed. Steps of one up to n = 8 or 16, then geometrically wider steps just under the dashed line, flat at bucket 15 or 31 from n = 91 or 113."], "ja": ["距離 n（1〜1024、対数軸）に対するバケットを、片側の大きさ 16 と 32 について描き、丸める前の式を破線で重ねた図。n = 8 または 16 までは幅 1 の段、その先は破線のすぐ下で等比的に広がる段となり、n = 91 または 113 から先は最後のバケット 15 または 31 で平らになります。"]}
 n_plot = torch.arange(1, 1025)
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.4, 3.0))
 for bidirectional, side in ((True, 16), (False, 32)):
     E, D = side // 2, 128
     b_hat = t5_relative_position_bucket(-n_plot, bidirectional=bidirectional)
@@ -690,69 +584,66 @@ plt.show()
 # %% [markdown] lang="en"
 # ## What the model cannot tell apart
 #
-# Every distance $n \ge D$ lands in the last bucket of its side, however large: the clip
-# guarantees it, and the cell checks it for distances up to $10^6$. The previous section
-# showed more: the last bucket starts below $D$, so a bidirectional T5 head gives the
-# same bias to a key 91 positions away and to one 10000 positions away (113 in the
-# causal setting). Beyond that distance the bias carries no information about how far a
-# key is, only on which side of the query it lies.
+# Every distance from the last edge on lands in the last bucket of its side, however
+# large. A bidirectional T5 head gives the same bias to a key 91 positions away and to
+# one 10000 positions away (113 in the causal setting): beyond that distance the bias
+# says nothing about how far a key is, only on which side of the query it lies. The
+# paper describes a later edge: 32 embeddings "with ranges that increase in size
+# logarithmically up to an offset of 128" (Raffel et al., §2.1), beyond which all
+# relative positions share one embedding. In the code, 128 is where the clip acts;
+# the last shared range already begins one ratio earlier.
 #
-# The paper's description suggests a later edge. Raffel et al. (§2.1) use 32 embeddings
-# "with ranges that increase in size logarithmically up to an offset of 128", beyond
-# which all relative positions share one embedding, and add that a layer is
-# insensitive to relative position beyond 128 tokens. In the code, 128 is where the
-# clip acts; the last shared range already begins at 91 (or 113), because the
-# logarithmic buckets end one ratio before $D$.
-#
-# There is a good side too. The bias is defined at every length: there is no table of
+# There is a good side. The bias is defined at every length: there is no table of
 # positions to run out of, which is the "more graceful generalization to longer
-# sequences" that the comment in Mesh TensorFlow's code hopes for. A query at the end of
-# 5000 keys gets a bias for each of them, and all but the nearest 91 share one value.
+# sequences" that a comment in Mesh TensorFlow's code hopes for. A query at the end of
+# 5000 keys gets a bias for each of them, but only 16 distinct values: the keys all
+# lie at or before it, so only the first half of the buckets is reached, and all but
+# the nearest 91 keys share one value.
 #
-# The price is paid in memory and time. The bias is gathered from the table for every
-# query-key pair and [materialised](../docs/glossary.md#materialise) as a tensor of
-# shape $[h, q, k]$ (Hugging Face's
-# `compute_bias` returns it as `[1, h, q, k]` and adds it to the scores), so it grows
-# with the square of the length, and a
-# [fused attention kernel](../docs/glossary.md#fused-attention-kernel) has to read it from
-# memory or look it up per score (see
+# The price is paid in memory and time. The bias is gathered for every query-key
+# pair and [materialised](../docs/glossary.md#materialise) as a tensor of shape
+# $[h, q, k]$, which grows with the square of the length, and a
+# [fused attention kernel](../docs/glossary.md#fused-attention-kernel) has to read it
+# from memory or look it up per score (see
 # [*Learned distance functions and contextual positions*](15-learned-bias-functions.ipynb#what-each-family-costs-kv-caches-and-fused-kernels)).
-# Press et al. (2022, §2.2), who added T5's bias to their language model, report that
-# training with it was at least twice as slow as with the sinusoidal encoding, and in
-# their Figure 1 it ran out of memory on a 32 GB GPU as the inputs grew.
+# Press et al. (2022, §2.2), who added T5's bias to their language model, report
+# training at least twice as slow as with the sinusoidal encoding, and in their
+# Figure 1 it ran out of memory on a 32 GB GPU as the inputs grew.
 
 # %% [markdown] lang="ja"
 # ## モデルが区別できないもの
 #
-# $n \ge D$ の距離は、どれほど大きくても、その側の最後のバケットに入ります。
-# クリップがそれを保証しており、次のセルでは $10^6$ までの距離で確かめます。
-# 前の節の結果からは、さらに強いことが言えます。最後のバケットは $D$ より手前から始まるので、
-# 双方向の T5 のヘッドは、91 位置離れたキーと 10000 位置離れたキーに同じバイアスを与えます
-# （因果的な設定では 113）。この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、
-# クエリのどちら側にあるかだけを伝えます。
-#
-# 論文の説明からは、境目がもっと先にあるように読めます。
-# Raffel ら（§2.1）によれば、32 個の埋め込みが受け持つ範囲は、相対位置 128 まで対数的に広がります（「up to an offset of 128」）。
-# それより先の相対位置は、すべて同じ埋め込みを共有します。
-# さらに、1 つの層は 128 トークンより先の相対位置を区別しないと述べています。
-# コードでは、128 はクリップが効き始める距離です。
-# 対数バケットは $D$ より境目 1 つ分手前で終わります。そのため、すべての距離が 1 つの埋め込みを共有する最後の範囲は、すでに 91（因果的な設定では 113）から始まっています。
+# 最後の境目から先の距離は、どれほど大きくても、その側の最後のバケットに入ります。
+# 双方向の T5 のヘッドは、91 位置離れたキーと 10000 位置離れたキーに同じバイアスを与えます（因果的な設定では 113）。
+# この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、クエリのどちら側にあるかだけを伝えます。
+# 論文の説明では、境目はもっと先にあります。
+# Raffel ら（§2.1）によれば、32 個の埋め込みが受け持つ範囲は相対位置 128 まで対数的に広がります（「up to an offset of 128」）。
+# それより先の相対位置は、すべて 1 つの埋め込みを共有します。
+# コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目 1 つ分だけ手前からすでに始まっています。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
 # Mesh TensorFlow のコードのコメントは、これによる「more graceful generalization to longer sequences」を期待しています。
 # 長い系列への、より無理のない汎化という意味です。
-# 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、
-# 近い 91 個を除いて値はすべて同じです。
+# 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、値は 16 通りしかありません。
+# キーはすべてクエリの位置かそれより前にあるのでバケットの前半にしか届かず、近い 91 個を除くすべてのキーが 1 つの値を共有するからです。
 #
 # その代わりに、メモリと時間がかかります。
-# バイアスはクエリとキーの組ごとに表から集められ、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)されます
-# （Hugging Face の `compute_bias` はこれを `[1, h, q, k]` として返し、スコアに足します）。
-# そのため長さの 2 乗で大きくなり、[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)はこれをメモリから読むか、スコアごとに表を引かなければなりません
+# バイアスはクエリとキーの組ごとに表から集められ、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)されるので、長さの 2 乗で大きくなります。
+# [融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、これをメモリから読むか、スコアごとに表を引かなければなりません
 # （[「学習する距離関数と文脈に応じた位置」](15-learned-bias-functions.ipynb#手法ごとのコストkv-キャッシュと融合カーネル)の章を参照）。
-# Press ら（2022、§2.2）は T5 のバイアスを自分たちの言語モデルに組み込み、正弦波位置エンコーディングと比べて学習が 2 倍以上遅いと報告しています。
-# また、同じ論文の図 1 では、入力が長くなると 32 GB の GPU でメモリが足りなくなりました。
+# T5 のバイアスを自分たちの言語モデルに組み込んだ Press ら（2022、§2.2）は、正弦波位置エンコーディングと比べて学習が 2 倍以上遅かったと報告しています。
+# 同じ論文の図 1 では、入力が長くなると 32 GB の GPU でメモリが足りなくなりました。
 
 # %%
+long_bias = T5RelativeBias(2)
+with torch.no_grad():
+    row = long_bias(1, 5000)[:, 0]  # [H, 5000]: the query at position 4999
+distinct = row[0].unique().numel()
+print(
+    f"distinct bias values in one head's row of 5000 keys: {distinct}", end=""
+)
+
+# %% tags=["check"] summary={"en": "every distance from 128 to 10⁶ is in the last bucket, and so is every one from 91 (causal: 113); in the 5000-key row all but the nearest 91 keys get the last bucket's value", "ja": "128 から 10⁶ までのすべての距離は最後のバケットに入り、91 以上（因果的な設定では 113 以上）のすべての距離も同じです。5000 個のキーの行では、近い 91 個を除くすべてのキーが最後のバケットの値を受け取ります"}
 far = torch.cat([torch.arange(128, 2000), torch.tensor([10**4, 10**5, 10**6])])
 assert (t5_relative_position_bucket(-far) == 15).all()
 assert (t5_relative_position_bucket(far) == 31).all()
@@ -766,87 +657,57 @@ assert (t5_relative_position_bucket(before, bidirectional=False) == 31).all()
 assert (
     t5_relative_position_bucket(torch.tensor(-112), bidirectional=False) == 30
 )
-
-long_bias = T5RelativeBias(2)
 weight = long_bias.relative_attention_bias.weight.detach()
-with torch.no_grad():
-    row = long_bias(1, 5000)[:, 0]  # [H, 5000]: the query at position 4999
 assert torch.equal(
     row[:, : 5000 - 91], weight[15, :, None].expand(2, 5000 - 91)
 )
 assert not torch.equal(row[:, 5000 - 91], row[:, 5000 - 92])
-distinct = row[0].unique().numel()
-print(
-    f"distinct bias values in one head's row of 5000 keys: {distinct}", end=""
-)
+assert distinct == 16
 
 # %% [markdown] lang="en"
-# Only 16 distinct values appear in that row: the keys all lie at or before the query, so
-# only the first half of the buckets is reached.
+# ## The table, and queries at the end of the keys
+#
+# `posenc.T5RelativeBias(n_heads)` holds $\beta$ as `relative_attention_bias`, an
+# `nn.Embedding(num_buckets, n_heads)` named and shaped as in Hugging Face's
+# `T5Attention`, so the weight of a Hugging Face T5 checkpoint copies in as it is.
+# `forward(q_len, k_len)` returns a tensor of shape `(n_heads, q_len, k_len)` with
+# entry $\beta_{b(j-i),\,h}$ at $(h, i, j)$. It places query $i$ of `q_len` at
+# position $i + k_{\mathrm{len}} - q_{\mathrm{len}}$, the end of the keys, as a decoder
+# that generates with a [KV cache](../docs/glossary.md#kv-cache) needs: the bias of the
+# queries of a step is the last rows of the full bias. Hugging Face's T5 places them
+# the same way. A single [decode step](../docs/glossary.md#decode-step) needs no mask:
+# its only query is the newest token, and every cached key lies at or before it.
+#
+# To see a head's bias, the figure sets the table to a made-up profile that falls by
+# one per bucket, $\beta_{b,h} = -(b \bmod 16)$, the same on both sides, and draws
+# head $0$ for 160 positions, so that each colour is one bucket. The diagonal
+# ($r = 0$, bucket $0$) is $0$; bands of constant colour run parallel to it, one
+# position wide near it and wider further out; beyond $|j - i| = 90$ the colour no
+# longer changes.
 
 # %% [markdown] lang="ja"
-# この行に現れる値は 16 通りだけです。キーはすべてクエリの位置かそれより前にあるので、
-# バケットの前半にしか届かないからです。
-
-# %% [markdown] lang="en"
-# ## The learned table of biases
-#
-# `posenc.T5RelativeBias(n_heads)` holds the table $\beta$ as
-# `relative_attention_bias`, an `nn.Embedding(num_buckets, n_heads)` named and shaped as
-# in Hugging Face's `T5Attention`, so the weight of a Hugging Face T5 checkpoint can be
-# copied in as it is. Its
-# `forward(q_len, k_len)` returns a tensor of shape `(n_heads, q_len, k_len)` with entry
-# $\beta_{b(j-i),\,h}$ at $(h, i, j)$: the table gathered at the bucket of every
-# query-key pair, moved so that the heads come first. The check rebuilds it entry by entry
-# with the reference function above.
-#
-# To see a head's bias, the figure sets the table to a made-up profile that falls by one
-# per bucket, $\beta_{b,h} = -(b \bmod 16)$, the same on both sides, and draws head $0$
-# for 160 positions. Each colour is then one bucket. The diagonal ($r = 0$, bucket $0$)
-# is $0$; bands of constant colour run parallel to it, one position wide near it and wider
-# and wider away from it; beyond $|j - i| = 90$ the colour no longer changes.
-
-# %% [markdown] lang="ja"
-# ## 学習可能なバイアスの表
+# ## バイアスの表と、キーの末尾に並ぶクエリ
 #
 # `posenc.T5RelativeBias(n_heads)` は、表 $\beta$ を `relative_attention_bias` として持ちます。
-# これは `nn.Embedding(num_buckets, n_heads)` で、名前と形状は Hugging Face の `T5Attention` と同じです。
-# そのため Hugging Face の T5 のチェックポイントの重みを、そのままコピーできます。
-# `forward(q_len, k_len)` は形状 `(n_heads, q_len, k_len)` のテンソルを返し、
-# その $(h, i, j)$ 成分は $\beta_{b(j-i),\,h}$ です。
-# つまり、クエリとキーの各組のバケットで表を引き、ヘッドの軸を先頭に移したものです。
-# 確認のコードでは、前に書いた基準実装の関数を使って、成分ごとに作り直します。
+# これは `nn.Embedding(num_buckets, n_heads)` で、名前と形状は Hugging Face の `T5Attention` と同じなので、Hugging Face の T5 のチェックポイントの重みをそのままコピーできます。
+# `forward(q_len, k_len)` は形状 `(n_heads, q_len, k_len)` のテンソルを返し、その $(h, i, j)$ 成分は $\beta_{b(j-i),\,h}$ です。
+# `q_len` 個のうちのクエリ $i$ は、位置 $i + k_{\mathrm{len}} - q_{\mathrm{len}}$、つまりキーの末尾に置かれます。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使って生成するデコーダには、この置き方が必要です。各ステップのクエリのバイアスは、全体のバイアスの最後の行になります。
+# Hugging Face の T5 も同じ位置にクエリを置きます。
+# [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ではマスクは要りません。クエリは最新のトークン 1 つだけで、キャッシュされたキーはすべてその位置かそれより前にあるからです。
 #
-# ヘッドのバイアスを見るために、下の図では表を、バケットごとに 1 ずつ下がる仮の値
-# $\beta_{b,h} = -(b \bmod 16)$（両側で同じ）に設定し、160 位置についてヘッド $0$ を描きます。
-# すると 1 つの色が 1 つのバケットに対応します。対角線（$r = 0$、バケット $0$）は $0$ です。
-# 対角線に平行に同じ色の帯が並び、近くでは幅 1 位置、離れるほど広くなります。
+# ヘッドのバイアスを見るために、図では表を、バケットごとに 1 ずつ下がる仮の値 $\beta_{b,h} = -(b \bmod 16)$（両側で同じ）に設定し、160 位置についてヘッド $0$ を描きます。
+# すると 1 つの色が 1 つのバケットに対応します。
+# 対角線（$r = 0$、バケット $0$）は $0$ です。対角線に平行に同じ色の帯が並び、近くでは幅 1 位置、離れるほど広くなります。
 # $|j - i| = 90$ より先では、色はもう変わりません。
 
-# %% alt={"en": ["Heatmap of head 0's T5 bias, queries i down and keys j across, 160 positions, with the table set to −(b mod 16): bands of constant colour parallel to the diagonal, thin near it, wider further out, uniform beyond a distance of 90."], "ja": ["表を −(b mod 16) に設定したときの、ヘッド 0 の T5 バイアスのヒートマップ（縦はクエリ i、横はキー j、160 位置）。対角線に平行な一定色の帯が並び、対角線の近くでは細く、離れるほど広がり、距離 90 を超えると一様になります。"]}
+# %% tags=["figure"] alt={"en": ["Heatmap of head 0's T5 bias, queries i down and keys j across, 160 positions, with the table set to −(b mod 16): bands of constant colour parallel to the diagonal, thin near it, wider further out, uniform beyond a distance of 90."], "ja": ["表を −(b mod 16) に設定したときの、ヘッド 0 の T5 バイアスのヒートマップ（縦はクエリ i、横はキー j、160 位置）。対角線に平行な一定色の帯が並び、対角線の近くでは細く、離れるほど広がり、距離 90 を超えると一様になります。"]}
 H = 3
 module = T5RelativeBias(H)
-table = module.relative_attention_bias.weight  # [32, H]
-assert table.shape == (32, H)
-with torch.no_grad():
-    out = module(5, 7)  # queries at positions 2..6 of 7 keys
-assert out.shape == (H, 5, 7)
-for h in range(H):
-    for i in range(5):
-        for j in range(7):
-            assert out[h, i, j] == table[reference_bucket(j - (i + 2), True), h]
-
 profile = -(torch.arange(32) % 16).float()  # beta_{b,h} = -(b mod 16)
 with torch.no_grad():
-    table.copy_(profile[:, None].expand(32, H))
+    module.relative_attention_bias.weight.copy_(profile[:, None].expand(32, H))
     picture = module(160, 160)[0]  # head 0: [160, 160]
-expected = [
-    [-(reference_bucket(j - i, True) % 16) for j in range(160)]
-    for i in range(160)
-]
-torch.testing.assert_close(
-    picture, torch.tensor(expected).float(), rtol=0, atol=0
-)
 
 fig, ax = plt.subplots(figsize=(4.6, 3.6))
 im = ax.imshow(picture.numpy(), cmap="viridis", interpolation="nearest")
@@ -857,100 +718,109 @@ ax.grid(False)
 fig.colorbar(im, ax=ax, label=r"$\beta_{b(j-i),\,0}$")
 plt.show()
 
-# %% [markdown] lang="en"
-# ## Queries at the end of the keys: a KV cache
-#
-# A decoder that generates with a [KV cache](../docs/glossary.md#kv-cache) computes one new query
-# at a time, against all the keys so far. `T5RelativeBias` places query $i$ of `q_len`
-# at position $i + k_{\mathrm{len}} - q_{\mathrm{len}}$, the end of the keys, so the
-# bias for the queries of a step is the last rows of the full bias. Hugging Face's T5
-# places them the same way: transformers 5 adds the number of cached tokens to the
-# query positions (`past_seen_tokens` in `compute_bias`), and transformers 4.46 to
-# 4.57 pass the absolute query positions (`cache_position`) to `compute_bias`; only
-# releases before `cache_position` computed the bias for the whole length and kept
-# its last rows. The cell checks the slicing,
-# then decodes a causal sequence one token at a time with `posenc.attention` and
-# compares each step with the full causal pass.
+# %% tags=["check"] summary={"en": "every entry of T5RelativeBias(5, 7) is the table at the reference bucket of j − (i + 2); the picture is −(b mod 16) entry by entry; the last query rows are the full bias's last rows, and decoding one token at a time equals the full causal pass", "ja": "T5RelativeBias(5, 7) の各成分は j − (i + 2) の基準実装のバケットでの表の値で、図は成分ごとに −(b mod 16) です。最後のクエリの行は全体のバイアスの最後の行で、1 トークンずつのデコードは一括の因果的な計算と一致します"}
+fresh = T5RelativeBias(H)
+table = fresh.relative_attention_bias.weight  # [32, H]
+assert table.shape == (32, H)
+with torch.no_grad():
+    out = fresh(5, 7)  # queries at positions 2..6 of 7 keys
+assert out.shape == (H, 5, 7)
+for h in range(H):
+    for i in range(5):
+        for j in range(7):
+            assert out[h, i, j] == table[reference_bucket(j - (i + 2), True), h]
+expected = [
+    [-(reference_bucket(j - i, True) % 16) for j in range(160)]
+    for i in range(160)
+]
+assert_close(picture, torch.tensor(expected).float(), rtol=0, atol=0)
 
-# %% [markdown] lang="ja"
-# ## キーの末尾に並ぶクエリ：KV キャッシュ
-#
-# デコーダが [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使って生成するときは、
-# 新しいクエリを 1 つずつ、それまでのすべてのキーに対して計算します。
-# `T5RelativeBias` は `q_len` 個のうちのクエリ $i$ を位置 $i + k_{\mathrm{len}} - q_{\mathrm{len}}$、
-# つまりキーの末尾に置きます。したがって各ステップのクエリのバイアスは、全体のバイアスの最後の行です。
-# Hugging Face の T5 も同じ位置にクエリを置きます。
-# transformers 5 は、キャッシュ済みのトークン数をクエリの位置に足します（`compute_bias` の `past_seen_tokens`）。
-# transformers 4.46 から 4.57 は、クエリの絶対位置（`cache_position`）を `compute_bias` に渡します。
-# 全長についてバイアスを計算してから最後の行だけを残していたのは、`cache_position` より前のリリースだけです。
-# 次のセルでは、この切り出しを確かめ、続いて `posenc.attention` で因果的な系列を 1 トークンずつ処理し、
-# 各ステップを一括の因果的な計算と比べます。
-
-# %%
 decoder_bias = T5RelativeBias(H, bidirectional=False)
 with torch.no_grad():
     full = decoder_bias(10, 10)  # [H, 10, 10]
-    torch.testing.assert_close(
-        decoder_bias(3, 10), full[:, -3:], rtol=0, atol=0
-    )
-
+    assert_close(decoder_bias(3, 10), full[:, -3:], rtol=0, atol=0)
     T = 12
     q, k, v = torch.randn(3, H, T, d).unbind(0)
-    at_once = attention(
-        q, k, v, bias=decoder_bias(T, T), causal=True
-    )  # [H, T, d]
-    for t in range(T):  # step t: one query, keys 0..t from the cache
+    at_once = attention(q, k, v, bias=decoder_bias(T, T), causal=True)
+    for t in range(T):  # step t: one query, keys 0..t from the cache, no mask
         kv = k[:, : t + 1], v[:, : t + 1]
         step = attention(q[:, t : t + 1], *kv, bias=decoder_bias(1, t + 1))
-        torch.testing.assert_close(step, at_once[:, t : t + 1])
+        assert_close(step, at_once[:, t : t + 1])
 
 # %% [markdown] lang="en"
-# In a single [decode step](../docs/glossary.md#decode-step) no mask is needed: the only query is
-# the newest token, and every cached key lies at or before it.
+# ## T5 in the libraries
+#
+# **One table per stack.** The T5 paper shares the position parameters across all
+# layers, with a different bias for each head. In Hugging Face's `T5Stack` only the
+# first block is built with `has_relative_attention_bias=True`; it computes the bias,
+# and every later layer of the stack reuses it. The encoder (bidirectional) and the
+# decoder's self-attention (causal) have a table each; the decoder's cross-attention
+# has none. With 32 buckets and 12 heads, as in T5-base, a table holds
+# $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: each of its self-attention
+# layers builds its own table. `posenc.T5RelativeBias` is one table; sharing it is the
+# caller's choice.
+#
+# **No $1/\sqrt{d}$.** T5 computes the score as
+# $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ without dividing by $\sqrt{d}$: the
+# factor $d_{kv}^{-1/2}$ sits in the initial query weights instead, and training is
+# then free to change it. To run T5 weights through `posenc.attention`, which divides
+# by $\sqrt{d}$, multiply the queries by $\sqrt{d}$.
+#
+# T5 v1.1, Flan-T5 and mT5 load into the same classes in Hugging Face (mT5's
+# `MT5Attention` is a copy of `T5Attention`) with 32 buckets and $D = 128$, so all
+# of them use the buckets of this chapter.
 
 # %% [markdown] lang="ja"
-# [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ではマスクは要りません。
-# クエリは最新のトークン 1 つだけで、キャッシュされたキーはすべてその位置かそれより前にあるからです。
+# ## ライブラリの中の T5
+#
+# **表は層ごとではなくスタックごとに 1 つです。** T5 の論文は、位置のパラメータをすべての層で共有し、ヘッドごとに異なるバイアスを使います。
+# Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
+# エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ち、デコーダのクロスアテンションは表を持ちません。
+# T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
+# 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります。
+# `posenc.T5RelativeBias` は表 1 つであり、それを共有するかどうかは呼び出す側が決めます。
+#
+# **$1/\sqrt{d}$ がありません。** T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、$\sqrt{d}$ で割りません。
+# 係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく初期のクエリの重みに入っており、その後は学習で自由に変わります。
+# $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
+#
+# Hugging Face では、T5 v1.1、Flan-T5、mT5 も同じクラスに読み込まれ（mT5 の `MT5Attention` は `T5Attention` の複製です）、どれもバケット 32 個、$D = 128$ です。
+# したがって、どれもこの章のバケットを使います。
 
-# %% [markdown] lang="en"
-# ## How the libraries differ
-#
-# **One table per stack, not per layer.** The T5 paper shares the position parameters
-# across all layers, with a different bias for each head. In Hugging Face's `T5Stack`,
-# only the first block is built with `has_relative_attention_bias=True`; it computes the
-# bias, and every later layer of the stack reuses it. The encoder (bidirectional) and the
-# decoder's self-attention (causal) each have their own table; in Hugging Face the
-# decoder's cross-attention has none (Mesh TensorFlow's `EncDecAttention` gets one,
-# `enc_dec_relative_attention_bias`, only when its `relative_attention_type` is
-# `"bias"` or `"bias_shared"`; the default `None` gives none, and any other value
-# raises a `ValueError`). With 32 buckets and 12 heads, as in T5-base, a table holds
-# $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: every self-attention layer
-# builds its own table (`UMT5Attention(config, has_relative_attention_bias=True)`).
-# `posenc.T5RelativeBias` is one table; sharing it is the caller's choice.
-#
-# **No $1/\sqrt{d}$.** T5 computes the score as $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$
-# without dividing by $\sqrt{d}$. Hugging Face's T5 draws $W_Q$ with standard deviation
+# %% tags=["check"] summary={"en": "T5's unscaled softmax(q·k + β)v equals posenc.attention with the queries multiplied by √d", "ja": "T5 のスケーリングしない softmax(q·k + β)v は、クエリに √d を掛けた posenc.attention と一致します"}
+q, k, v = torch.randn(3, H, T, d).unbind(0)
+with torch.no_grad():
+    beta = fresh(T, T)
+t5_style = torch.softmax(q @ k.transpose(-2, -1) + beta, dim=-1) @ v
+t5_through_posenc = attention(q * math.sqrt(d), k, v, bias=beta)
+assert_close(t5_through_posenc, t5_style)
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: initialisation, bookkeeping and precision across libraries.**
+# Hugging Face's T5 draws $W_Q$ with standard deviation
 # $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ and $W_K$ with $d_{\mathrm{model}}^{-1/2}$
-# ("Mesh TensorFlow attention initialization to avoid scaling before softmax", says the
-# comment in transformers 4), so the factor $d_{kv}^{-1/2}$ sits in the initial queries
-# instead of in the attention; training is then free to change it. To run T5 weights
-# through `posenc.attention`, which divides by $\sqrt{d}$, multiply the queries by
-# $\sqrt{d}$. The cell checks that.
+# ("Mesh TensorFlow attention initialization to avoid scaling before softmax", says
+# the comment in transformers 4). For inputs of unit variance a score is a sum of
+# $d_{kv}$ products whose factors have the variances $d_{\mathrm{model}}\sigma_Q^2$
+# and $d_{\mathrm{model}}\sigma_K^2$, so its variance is
+# $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ with these constants, the same as
+# $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual initialisation (standard
+# deviation $d_{\mathrm{model}}^{-1/2}$ for both) with a scaled attention. The
+# constants are typed in from `_init_weights`, so the illustration shows what they imply, not
+# that Hugging Face uses them. The same function draws the bias table with standard
+# deviation $d_{\mathrm{model}}^{-1/2}$ (times `initializer_factor`, 1 by default),
+# about 0.044 for $d_{\mathrm{model}} = 512$; `posenc.T5RelativeBias` draws it with
+# 0.02 (re-draw the weight with `nn.init.normal_` to start from Hugging Face's).
 #
-# It then illustrates the initialisation. For inputs of unit variance, a score is a sum
-# of $d_{kv}$ products whose factors have the variances $d_{\mathrm{model}}\sigma_Q^2$
-# and $d_{\mathrm{model}}\sigma_K^2$, so the score's variance is
-# $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ with Hugging Face's T5 constants, the same as
-# $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual initialisation (standard deviation
-# $d_{\mathrm{model}}^{-1/2}$ for both) with an attention that scales the score. The constants are typed in from `_init_weights` in `modeling_t5.py`
-# (transformers 5.24.0, and 4.57.6, which carries the comment quoted above), so the
-# cell shows what they imply, not that Hugging Face uses them. The same function draws
-# the bias table with standard deviation $d_{\mathrm{model}}^{-1/2}$ (times
-# `initializer_factor`, 1 by default), about 0.044 for $d_{\mathrm{model}} = 512$;
-# `posenc.T5RelativeBias` draws it with 0.02, as the cell measures (re-draw the weight
-# with `nn.init.normal_` to start from Hugging Face's).
-#
-# **Same buckets, different bookkeeping.**
+# Where Hugging Face places the queries has changed over its versions, not the
+# result: transformers 5 adds the number of cached tokens to the query positions
+# (`past_seen_tokens` in `compute_bias`), 4.46 to 4.57 pass the absolute query
+# positions (`cache_position`), and releases before `cache_position` computed the
+# bias for the whole length and kept its last rows. In Mesh TensorFlow the
+# encoder-decoder attention gets a table (`enc_dec_relative_attention_bias`) only when
+# its `relative_attention_type` is `"bias"` or `"bias_shared"`; the default `None`
+# gives none, and any other value raises a `ValueError`. UMT5 builds its tables with
+# `UMT5Attention(config, has_relative_attention_bias=True)` in every layer.
 #
 # | | relative position in the code | logarithm and quotient |
 # |---|---|---|
@@ -959,79 +829,51 @@ with torch.no_grad():
 # | flaxformer (T5X) | `n = -relative_position` | NumPy on the host by default (`on_device_computation=False`): float32 `log` of $n/E + \epsilon$, $\epsilon$ = `np.finfo(np.float32).eps`; the quotient in float32 with NumPy 1.x, in float64 with NumPy 2 |
 # | `posenc` | key minus query | float32 with a correctly rounded `log`, once per setting |
 #
-# The sign conventions differ but the buckets agree at the defaults: all of them send
-# the keys after the query to the second half. Flaxformer's epsilon is a real difference,
-# though a small one. Adding $\epsilon = 2^{-23}$ to $x = n/E$ in float32 changes $x$
-# only when $x < 2$, or when $2 \le x < 4$ with an odd last bit: at T5's edges
-# $x = 2, 4, 8$ ($n = 16, 32, 64$) $x + \epsilon = x$, so there it changes nothing.
-# With the defaults it changes no bucket from $r = -300$ to $300$, but with $B = 72$ and $D = 50$ flaxformer puts $r = -30$ into bucket $27$, where
-# `posenc`, like Mesh TensorFlow's and Hugging Face's expression with a correctly rounded
-# logarithm, puts it into $26$.
+# The sign conventions differ, but all of them send the keys after the query to the
+# second half, and at the defaults the buckets agree. Flaxformer's epsilon is a real
+# difference, though a small one. Adding $\epsilon = 2^{-23}$ to $x = n/E$ in float32
+# changes $x$ only when $x < 2$, or when $2 \le x < 4$ with an odd last bit: at T5's
+# edges $x = 2, 4, 8$ ($n = 16, 32, 64$) $x + \epsilon = x$. With the defaults it
+# changes no bucket from $r = -300$ to $300$, but with $B = 72$ and $D = 50$
+# flaxformer puts $r = -30$ into bucket $27$, where `posenc`, like Mesh TensorFlow's
+# and Hugging Face's expression with a correctly rounded logarithm, puts it into $26$.
 #
 # Flaxformer's precision also depends on the NumPy version. Its divisor
-# `np.log(max_distance / max_exact)` is a float64 NumPy scalar. NumPy 1.x's value-based
-# casting let such a scalar take on the float32 of the array, so the quotient stayed in
-# float32; NumPy 2 follows NEP 50, under which a NumPy float64 scalar is as strong as a
-# float64 array, so the division and the product run in float64 (the logarithm stays
-# float32). At a whole-number quotient this can move a bucket: with T5's 32 buckets and
-# $D = 289$ in the causal setting, $n = 68$ gives exactly $8$ (since $(68/16)^2 = 289/16$),
-# and flaxformer puts $r = -68$ into bucket $24$ under NumPy 1.x but $23$ under NumPy 2.
-# This NumPy-version point concerns only flaxformer's default path
-# (`on_device_computation=False`). With `on_device_computation=True` it evaluates the
-# same expression, epsilon included, with `jax.numpy` on the device, where NumPy's
-# promotion rules play no part and, as with Mesh TensorFlow, the device's float32 `log`
-# decides at the edges.
-# The cell rebuilds flaxformer's expression in NumPy, with the correctly rounded
-# logarithm and either precision, checks both statements, and checks that the installed
-# NumPy promotes as NEP 50 says. Mesh TensorFlow (with one table per stack,
-# `relative_attention_type="bias_shared"`) and flaxformer store the table as
-# `(num_heads, num_buckets)`, the transpose of Hugging Face's `(num_buckets, n_heads)`,
-# which `posenc` follows.
-#
-# In Hugging Face, T5 v1.1 and Flan-T5 checkpoints load into the same T5 classes, and
-# mT5's `MT5Attention` is a copy of `T5Attention`. Their configurations use 32 buckets
-# and a maximum distance of 128 (`relative_attention_num_buckets`,
-# `relative_attention_max_distance`, the defaults of `T5Config`), so all of them use the
-# buckets of this chapter.
+# `np.log(max_distance / max_exact)` is a float64 NumPy scalar. NumPy 1.x's
+# value-based casting let such a scalar take on the float32 of the array, so the
+# quotient stayed in float32; NumPy 2 follows NEP 50, under which a NumPy float64
+# scalar is as strong as a float64 array, so the division and the product run in
+# float64 (the logarithm stays float32). At a whole-number quotient this can move a
+# bucket: with 32 buckets and $D = 289$ in the causal setting, $n = 68$ gives exactly
+# $8$ (since $(68/16)^2 = 289/16$), and flaxformer puts $r = -68$ into bucket $24$
+# under NumPy 1.x but $23$ under NumPy 2. This concerns only flaxformer's default
+# path: with `on_device_computation=True` it evaluates the same expression, epsilon
+# included, with `jax.numpy` on the device, where NumPy's promotion rules play no part
+# and, as with Mesh TensorFlow, the device's float32 `log` decides at the edges. Mesh
+# TensorFlow (with one table per stack, `relative_attention_type="bias_shared"`) and
+# flaxformer store the table as `(num_heads, num_buckets)`, the transpose of Hugging
+# Face's `(num_buckets, n_heads)`, which `posenc` follows.
 
-# %% [markdown] lang="ja"
-# ## ライブラリによる違い
-#
-# **表は層ごとではなくスタックごとに 1 つです**。T5 の論文は、位置のパラメータをすべての層で共有し、
-# ヘッドごとに異なるバイアスを使います。
-# Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。
-# そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
-# エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ちます。
-# デコーダのクロスアテンションは、Hugging Face では表を持ちません。
-# なお、Mesh TensorFlow の `EncDecAttention` が `enc_dec_relative_attention_bias` という表を持つのは、`relative_attention_type` が `"bias"` か `"bias_shared"` のときだけです。
-# 既定の `None` では表を持たず、`"bias"`、`"bias_shared"`、`None` 以外の値を指定すると `ValueError` になります。
-# T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
-# 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります
-# （`UMT5Attention(config, has_relative_attention_bias=True)`）。
-# `posenc.T5RelativeBias` は表 1 つであり、それを共有するかどうかは呼び出す側が決めます。
-#
-# **$1/\sqrt{d}$ がありません**。T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、
-# $\sqrt{d}$ で割りません。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ライブラリごとの初期化、約束事、精度**
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
 # transformers 4 のコードには、この初期化の理由を述べたコメントがあります。
 # 文面は「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。
 # softmax の前でスケーリングしないための、Mesh TensorFlow 流のアテンションの初期化、という意味です。
-# そのため係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく初期のクエリに入っており、その後は学習で自由に変わります。
-# $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
-# 次のセルでは、このことを確かめます。
-#
-# 続いて、初期化の効果を例で示します。
 # 入力の分散が 1 なら、スコアは $d_{kv}$ 個の積の和で、積の 2 つの因子の分散は $d_{\mathrm{model}}\sigma_Q^2$ と $d_{\mathrm{model}}\sigma_K^2$ です。
-# そのため、Hugging Face の T5 の定数ではスコアの分散は $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ です。
+# そのため、これらの定数ではスコアの分散は $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ です。
 # 通常の初期化（どちらも標準偏差 $d_{\mathrm{model}}^{-1/2}$）でスコアをスケーリングするアテンションを使う場合も、$d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ で同じ大きさになります。
-# これらの定数は transformers 5.24.0 と 4.57.6 の `modeling_t5.py` の `_init_weights` から書き写したものです（上で引用したコメントは 4.57.6 のものです）。
-# したがってこのセルが示すのは定数から導かれることであり、Hugging Face がその定数を使っていることの確認ではありません。
-# 同じ関数は、バイアスの表を、標準偏差 $d_{\mathrm{model}}^{-1/2}$ に `initializer_factor`（既定値は 1）を掛けた値で初期化します。
-# $d_{\mathrm{model}} = 512$ なら約 0.044 です。
-# `posenc.T5RelativeBias` の標準偏差は 0.02 で、セルではこれも測ります。
-# Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください。
+# これらの定数は `_init_weights` から書き写したものなので、この例が示すのは定数から導かれることであり、Hugging Face がその定数を使っていることの確認ではありません。
+# 同じ関数は、バイアスの表を標準偏差 $d_{\mathrm{model}}^{-1/2}$ に `initializer_factor`（既定値は 1）を掛けた値で初期化します。$d_{\mathrm{model}} = 512$ なら約 0.044 です。
+# `posenc.T5RelativeBias` の標準偏差は 0.02 です（Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください）。
 #
-# **バケットは同じで、実装上の約束事が違います**。
+# Hugging Face がクエリの位置を決める方法はバージョンごとに変わってきましたが、結果は変わりません。
+# transformers 5 は、キャッシュ済みのトークン数をクエリの位置に足します（`compute_bias` の `past_seen_tokens`）。
+# 4.46 から 4.57 は、クエリの絶対位置（`cache_position`）を渡します。
+# `cache_position` より前のリリースは、全長についてバイアスを計算してから最後の行だけを残していました。
+# Mesh TensorFlow のエンコーダ・デコーダ間のアテンションが表（`enc_dec_relative_attention_bias`）を持つのは、`relative_attention_type` が `"bias"` か `"bias_shared"` のときだけです。
+# 既定の `None` では表を持たず、それ以外の値を指定すると `ValueError` になります。
+# UMT5 は、すべての層で `UMT5Attention(config, has_relative_attention_bias=True)` として表を作ります。
 #
 # | | コード中の相対位置 | 対数と商の計算 |
 # |---|---|---|
@@ -1040,11 +882,10 @@ with torch.no_grad():
 # | flaxformer（T5X） | `n = -relative_position` | 既定（`on_device_computation=False`）ではホスト上の NumPy。$\epsilon$ = `np.finfo(np.float32).eps` として、float32 の `log` の引数は $n/E + \epsilon$。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
 # | `posenc` | キーの位置からクエリの位置を引いた値 | 正しく丸めた `log` を使う float32。設定ごとに 1 回だけ計算 |
 #
-# 引き算の向きは違っても、既定値ではバケットは一致します。どれも、クエリより後ろのキーを後半に送ります。
+# 引き算の向きは違っても、どれもクエリより後ろのキーを後半に送り、既定値ではバケットは一致します。
 # ただし flaxformer の epsilon は、小さいとはいえ実際に結果を変えます。
-# float32 の $x = n/E$ に $\epsilon = 2^{-23}$ を足しても、$x$ が変わるのは限られた場合だけです。
-# $x < 2$ のときか、$2 \le x < 4$ で最後のビットが奇数のときです。
-# T5 の境目 $x = 2, 4, 8$（$n = 16, 32, 64$）では $x + \epsilon = x$ なので、そこでは何も変わりません。
+# float32 の $x = n/E$ に $\epsilon = 2^{-23}$ を足しても、$x$ が変わるのは $x < 2$ のときか、$2 \le x < 4$ で最後のビットが奇数のときだけです。
+# T5 の境目 $x = 2, 4, 8$（$n = 16, 32, 64$）では $x + \epsilon = x$ です。
 # 既定値では $r = -300$ から $300$ までのどのバケットも変わりません。
 # しかし $B = 72$、$D = 50$ では、flaxformer は $r = -30$ をバケット $27$ に入れます。
 # `posenc` は、正しく丸めた対数で計算した Mesh TensorFlow や Hugging Face の式と同じく $26$ に入れます。
@@ -1055,31 +896,14 @@ with torch.no_grad():
 # NumPy 2 は NEP 50 に従い、float64 の NumPy スカラーを float64 の配列と同じ強さで扱います。
 # そのため除算と乗算は float64 で行われます（対数は float32 のままです）。
 # 商が整数になる場所では、これによってバケットも変わりえます。
-# T5 と同じ 32 個のバケットで $D = 289$ の因果的な設定では、$(68/16)^2 = 289/16$ なので $n = 68$ の商はちょうど $8$ です。
+# バケット 32 個、$D = 289$ の因果的な設定では、$(68/16)^2 = 289/16$ なので $n = 68$ の商はちょうど $8$ です。
 # flaxformer は $r = -68$ を、NumPy 1.x ではバケット $24$ に、NumPy 2 では $23$ に入れます。
-# NumPy のバージョンによるこの違いは、flaxformer を既定の設定（`on_device_computation=False`）で使ったときだけの話です。
-# `on_device_computation=True` にすると、同じ式を epsilon も含めてデバイス上で `jax.numpy` を使って計算します。
-# そこでは NumPy の型昇格の規則は関係せず、Mesh TensorFlow と同じく、バケットの境目ではデバイスの float32 の `log` が結果を決めます。
-# 次のセルでは、flaxformer の式を NumPy で作り直します。対数には正しく丸めた値を使います。そのうえで、2 つの精度それぞれについて両方の主張を確かめます。
-# インストールされている NumPy が NEP 50 のとおりに型を昇格させることも確かめます。
-# また Mesh TensorFlow（表をスタックごとに 1 つ持つ `relative_attention_type="bias_shared"` の設定）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。
+# この違いは flaxformer の既定の経路だけの話です。
+# `on_device_computation=True` にすると、同じ式を epsilon も含めてデバイス上で `jax.numpy` を使って計算します。そこでは NumPy の型昇格の規則は関係せず、Mesh TensorFlow と同じく、境目ではデバイスの float32 の `log` が結果を決めます。
+# Mesh TensorFlow（表をスタックごとに 1 つ持つ `relative_attention_type="bias_shared"` の設定）と flaxformer は、表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
-#
-# Hugging Face では、T5 v1.1 と Flan-T5 のチェックポイントは同じ T5 のクラスに読み込まれ、
-# mT5 の `MT5Attention` は `T5Attention` の複製です。
-# それらの設定はバケット 32 個、最大距離 128 です
-# （`relative_attention_num_buckets` と `relative_attention_max_distance`、`T5Config` の既定値）。
-# したがって、どれもこの章のバケットを使います。
 
-# %%
-# T5's unscaled score q.k + beta = posenc.attention's scaled one with q sqrt(d)
-q, k, v = torch.randn(3, H, T, d).unbind(0)
-with torch.no_grad():
-    beta = module(T, T)
-t5_style = torch.softmax(q @ k.transpose(-2, -1) + beta, dim=-1) @ v
-t5_through_posenc = attention(q * math.sqrt(d), k, v, bias=beta)
-torch.testing.assert_close(t5_through_posenc, t5_style)
-
+# %% tags=["deeper"]
 # an illustration: the init constants of transformers' T5 _init_weights
 # (1/sqrt(d_kv) in W_Q) against the usual 1/sqrt(d_kv) scaling of the scores
 d_model, d_kv, tokens = 512, 64, 2048
@@ -1133,6 +957,7 @@ numpy2 = int(np.__version__.split(".")[0]) >= 2
 quotient_dtype = (np.ones(1, np.float32) / np.log(50 / 18)).dtype
 assert quotient_dtype == (np.float64 if numpy2 else np.float32)
 
+r = torch.arange(-300, 301)
 for bidirectional in (True, False):  # defaults: the same buckets
     ours = t5_relative_position_bucket(r, bidirectional=bidirectional).numpy()
     for v1 in (True, False):
@@ -1153,38 +978,38 @@ print(
 # ## What to remember
 #
 # - T5 adds to every attention score one learned scalar per head and bucket of the
-#   relative position $j - i$; one table serves a whole stack (in Hugging Face the first
-#   layer computes the bias and the others reuse it; UMT5 has one table per layer).
-# - Of the $S$ buckets of a side, the first $E = \lfloor S/2 \rfloor$ hold one distance
-#   each and the rest widen geometrically up to $D$. With T5's defaults the exact
-#   buckets end at 7, and the last bucket starts at 91 (bidirectional) or 113 (causal),
-#   well before $D = 128$, the offset the paper names: beyond it the bias says only on
-#   which side a key lies.
-# - The bidirectional split never uses bucket $S$: one bucket of 32 is wasted.
-# - The buckets come from float32 code. At the defaults only the distances 16, 32 and 64
-#   sit exactly on a bucket edge, where the last bit of the float32 quotient decides:
-#   it depends on the code path (Mesh TensorFlow, Hugging Face on a CPU or a GPU) and
-#   on the machine's logarithm. This chapter checks against Hugging Face's CPU
-#   expression and an emulation of Mesh TensorFlow's, both with a correctly rounded
-#   logarithm, not against T5's own TPU run.
-# - T5 does not divide the scores by $\sqrt{d}$: multiply the queries by $\sqrt{d}$ to
-#   run its weights through a scaled attention.
+#   relative position $j - i$. One table serves a whole stack (in Hugging Face the
+#   first layer computes the bias and the others reuse it; UMT5 has one per layer).
+# - Bidirectional: $S = 16$ buckets a side, keys after the query shifted by 16, and
+#   bucket 16 never used. Causal: all 32 buckets for the keys before the query.
+# - In a side, the first $E = \lfloor S/2 \rfloor$ buckets hold one distance each;
+#   the rest widen by the constant ratio $(D/E)^{1/(S-E)}$, $\sqrt{2}$ at the
+#   bidirectional defaults.
+# - The last bucket starts one ratio before $D$: at 91 (bidirectional) or 113
+#   (causal), not at the paper's 128. Beyond it the bias tells only the side.
+# - The bias exists at every length, but it is materialised as $[h, q, k]$: memory
+#   and time grow with the square of the length.
+# - T5 does not divide the scores by $\sqrt{d}$: multiply the queries by $\sqrt{d}$
+#   to run its weights through a scaled attention.
+# - Only where the quotient is a whole number (at the defaults $n = 16, 32, 64$)
+#   does float32's last bit decide a bucket, and then the code path and the
+#   machine's logarithm matter.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - T5 は、すべてのアテンションスコアに、相対位置 $j - i$ のバケットとヘッドごとに 1 つの学習可能なスカラーを足します。
 #   表はスタック全体で 1 つです（Hugging Face では最初の層がバイアスを計算し、ほかの層はそれを再利用します。UMT5 は層ごとに表を持ちます）。
-# - 片側の $S$ 個のバケットのうち、最初の $E = \lfloor S/2 \rfloor$ 個は距離を 1 つずつ受け持ち、残りは $D$ まで等比的に広がります。
-#   T5 の既定値では、厳密バケットは 7 で終わり、最後のバケットは、論文が挙げる $D = 128$ よりかなり手前の 91（双方向）または 113（因果的）から始まります。
-#   そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。
-# - 双方向の分け方ではバケット $S$ が使われず、32 個のうち 1 個が無駄になります。
-# - バケットは float32 のコードで決まります。既定値でバケットの境目にちょうど乗るのは距離 16、32、64 だけで、
-#   そこでは float32 の商の最後のビットが結果を決めます。
-#   そのビットは、計算の経路（Mesh TensorFlow、CPU または GPU 上の Hugging Face）と計算機の対数によって変わります。
-#   この章が照合しているのは、CPU 上の Hugging Face の式と、Mesh TensorFlow の式を再現したものです（どちらも正しく丸めた対数を使います）。
-#   T5 自身が TPU で計算した値ではありません。
+# - 双方向では片側に $S = 16$ 個のバケットを使い、クエリより後ろのキーは 16 だけずらし、バケット 16 は使われません。
+#   因果的な設定では、32 個すべてをクエリより前のキーに使います。
+# - 片側では、最初の $E = \lfloor S/2 \rfloor$ 個のバケットが距離を 1 つずつ受け持ちます。
+#   残りは一定の比 $(D/E)^{1/(S-E)}$ で広がり、既定値の双方向では $\sqrt{2}$ です。
+# - 最後のバケットは $D$ より境目 1 つ分手前、91（双方向）または 113（因果的）から始まり、論文の 128 からではありません。
+#   そこから先では、バイアスはどちら側かしか伝えません。
+# - バイアスはどの長さでも定義されますが、$[h, q, k]$ として実体化されるので、メモリと時間は長さの 2 乗で増えます。
 # - T5 はスコアを $\sqrt{d}$ で割りません。スケーリングするアテンションで T5 の重みを使うときは、クエリに $\sqrt{d}$ を掛けます。
+# - float32 の最後のビットがバケットを決めるのは、商がちょうど整数になる場所（既定値では $n = 16, 32, 64$）だけです。
+#   そこでは計算の経路と計算機の対数が結果を左右します。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1192,35 +1017,33 @@ print(
 # 1. Show that the last bucket of a side begins at $\lceil D(E/D)^{1/(S-E)} \rceil$ and
 #    check it with `t5_relative_position_bucket` for $B = 64$ and $D = 256$, in both
 #    settings.
-# 2. A bidirectional T5 encoder reads 512 tokens. How many different bias values can one
-#    head give to the keys of the query at position 256? And of the query at position 0?
-#    Count them with `T5RelativeBias(1)(512, 512)`.
-# 3. Shaw et al. (2018) clip the relative position to $[-k, k]$. With the same 31 used
-#    buckets as T5 (so $k = 15$), which distances can each scheme tell apart? Plot both
-#    bucket functions over $r = -150, \dots, 150$.
+# 2. A bidirectional T5 encoder reads 512 tokens. How many different bias values can
+#    one head give to the keys of the query at position 256? And of the query at
+#    position 0? Count them with `T5RelativeBias(1)(512, 512)`.
+# 3. Shaw et al. (2018) clip the relative position to $[-k, k]$. With the same 31
+#    used buckets as T5 (so $k = 15$), which distances can each scheme tell apart?
+#    Plot both bucket functions over $r = -150, \dots, 150$.
 # 4. Search the settings $B \le 64$, $D \le 300$ for distances $n \le 300$ at which the
-#    float64 reference and a float32 expression give different buckets, for two float32
-#    expressions, both with a correctly rounded logarithm: Hugging Face's on a CPU
-#    (`quotient32`, true divisions) and Mesh TensorFlow's reciprocal form (`mtf_bucket`).
-#    Using the equation $n^{S-E} E^{t} = D^{t} E^{S-E}$, find which disagreements are
-#    quotients that are exactly whole numbers. How close to a whole number are the
-#    others?
+#    float64 reference and a float32 expression give different buckets, for Hugging
+#    Face's expression on a CPU (`quotient32`) and Mesh TensorFlow's reciprocal form
+#    (`mtf_bucket`), both from the deep dive on float32. Which disagreements are
+#    quotients that are exactly whole numbers, by the equation
+#    $n^{S-E} E^{t} = D^{t} E^{S-E}$? How close to a whole number are the others?
 
 # %% [markdown] lang="ja"
 # ## 演習
 #
 # 1. 片側の最後のバケットが $\lceil D(E/D)^{1/(S-E)} \rceil$ から始まることを示してください。
 #    また、$B = 64$、$D = 256$ として、双方向と因果的な設定の両方で `t5_relative_position_bucket` を使って確かめてください。
-# 2. 双方向の T5 エンコーダが 512 トークンを読みます。位置 256 のクエリに対して、1 つのヘッドは
-#    キーに何通りのバイアスの値を与えられるでしょうか。位置 0 のクエリではどうでしょうか。
-#    `T5RelativeBias(1)(512, 512)` で数えてください。
+# 2. 双方向の T5 エンコーダが 512 トークンを読みます。位置 256 のクエリに対して、1 つのヘッドはキーに何通りのバイアスの値を与えられるでしょうか。
+#    位置 0 のクエリではどうでしょうか。`T5RelativeBias(1)(512, 512)` で数えてください。
 # 3. Shaw ら（2018）は相対位置を $[-k, k]$ にクリップします。
 #    T5 が実際に使う 31 個と同じ数のバケット（つまり $k = 15$）で、それぞれの方式はどの距離を区別できるでしょうか。
 #    $r = -150, \dots, 150$ の範囲で両方のバケット関数を描いてください。
-# 4. $B \le 64$、$D \le 300$ の設定と $n \le 300$ の距離を探し、float64 の基準実装と float32 の式とで、バケットが食い違う場所を見つけてください。
-#    float32 の式は 2 つで、どちらも正しく丸めた対数を使います。
-#    CPU 上の Hugging Face の式（`quotient32`。割り算をそのまま行う形）と、Mesh TensorFlow の逆数を掛ける形（`mtf_bucket`）です。
-#    等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ を使い、どの食い違いで商がちょうど整数になっているかを調べてください。
+# 4. $B \le 64$、$D \le 300$ の設定と $n \le 300$ の距離を探し、float64 の基準実装と float32 の式とでバケットが食い違う場所を見つけてください。
+#    float32 の式は、float32 についての「さらに詳しく」にある 2 つです。
+#    CPU 上の Hugging Face の式（`quotient32`）と、Mesh TensorFlow の逆数を掛ける形（`mtf_bucket`）です。
+#    等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ を使うと、どの食い違いで商がちょうど整数になっているでしょうか。
 #    それ以外の食い違いでは、商は整数にどれだけ近いでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1232,21 +1055,19 @@ print(
 # $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
 # For $B = 64$ and $D = 256$: bidirectional, $S = 32$ and $E = 16$, so the edge is
 # $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ and the last bucket starts
-# at 216; causal, $S = 64$ and $E = 32$, so it is $256 \cdot 8^{-1/32} \approx 239.9$ and
-# the last bucket starts at 240. The cell finds the first distance of the last bucket
-# with `posenc` and also checks the edge in integers.
+# at 216; causal, $S = 64$ and $E = 32$, so it is $256 \cdot 8^{-1/32} \approx 239.9$
+# and the last bucket starts at 240. `posenc` agrees, and so does the edge written
+# in integers.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 最後のバケットは $S - 1 = E + (S - E - 1)$ です。
-# [「バケットは等比的に広がる」](#バケットは等比的に広がる)の節の同値関係で $t = S - E - 1$ とします。
-# すると $\hat b(n) \ge S - 1$ となることと $n \ge e_{S-E-1}$ は同値です。
+# [「バケットは等比的に広がる」](#バケットは等比的に広がる)の節の同値関係で $t = S - E - 1$ とすると、$\hat b(n) \ge S - 1$ となることと $n \ge e_{S-E-1}$ は同値です。
 # そのような $n$ は、クリップによってすべて $S - 1$ にとどまります。
 # したがって最後のバケットには $\lceil e_{S-E-1} \rceil$ 以上の整数が入り、次が成り立ちます。
 # $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
-# $B = 64$、$D = 256$ の双方向では $S = 32$、$E = 16$ なので、境目は $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ で、
-# 最後のバケットは 216 から始まります。
+# $B = 64$、$D = 256$ の双方向では $S = 32$、$E = 16$ なので、境目は $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ で、最後のバケットは 216 から始まります。
 # 因果的では $S = 64$、$E = 32$ なので $256 \cdot 8^{-1/32} \approx 239.9$ で、最後のバケットは 240 から始まります。
-# 次のセルでは、最後のバケットの最初の距離を `posenc` で求め、境目を整数でも確かめます。
+# `posenc` の結果も、整数で書いた境目も、これと一致します。
 
 # %% tags=["solution"]
 n = torch.arange(0, 1001)
@@ -1313,9 +1134,7 @@ shaw = r150.clamp(-15, 15)
 t5 = t5_relative_position_bucket(r150)
 
 
-def separates(
-    index, a, b
-):  # do the keys at r = a and r = b get different values?
+def separates(index, a, b):  # do the keys at r = a and r = b differ?
     return index[a + 150] != index[b + 150]
 
 
@@ -1420,45 +1239,62 @@ for B, bidirectional, dd, nn, q, whole in found["Hugging Face"]:
         setting = f"B = {B}, D = {dd}, n = {nn}, bidirectional {bidirectional}"
         print(f"  {setting}: {q!r}")
 
+
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# The bucket function is transcribed from `_relative_position_bucket` in Mesh
+# TensorFlow's `transformer_layers.py`; the reciprocal form of its divisions is
+# `ScalarMultiplyOperation` in `mesh_tensorflow/ops.py`. Hugging Face's `T5Attention`,
+# `compute_bias` and `_init_weights` were read in transformers 4.46, 4.57.6 and
+# 5.24.0 (the quoted initialisation comment is 4.57.6's), and flaxformer's
+# `RelativePositionBiases` on its main branch. The float32 computations ran with
+# PyTorch 2.13 on an x86 CPU with AVX2. The quotes on the offset of 128 are from
+# §2.1 of Raffel et al.; the cost of T5's bias is from §2.2 and Figure 1 of Press et
+# al.
+#
+# ### References
 #
 # - Raffel, C. et al. (2020). *Exploring the Limits of Transfer Learning with a Unified
 #   Text-to-Text Transformer*. JMLR 21, §2.1. <https://arxiv.org/abs/1910.10683>
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
-#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022, §2.2 and Figure 1.
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Mesh TensorFlow, `_relative_position_bucket` in `transformer_layers.py`.
+# - Mesh TensorFlow, `transformer_layers.py`.
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers, `T5Attention` and `_init_weights` in `modeling_t5.py`
-#   (read in versions 4.46, 4.57 and 5.24).
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/t5/modeling_t5.py>
-# - Hugging Face transformers, `UMT5Attention` in `modeling_umt5.py`.
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/umt5/modeling_umt5.py>
-# - flaxformer, `RelativePositionBiases` in `relative_position_biases.py`.
+# - Hugging Face transformers, `modeling_t5.py` and `modeling_umt5.py`.
+#   <https://github.com/huggingface/transformers/tree/main/src/transformers/models>
+# - flaxformer, `relative_position_biases.py`.
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
 # - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars* (adopted in
 #   NumPy 2.0). <https://numpy.org/neps/nep-0050-scalar-promotion.html>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# バケット関数は、Mesh TensorFlow の `transformer_layers.py` の `_relative_position_bucket` から書き写しました。
+# 割り算を逆数の積にする処理は、`mesh_tensorflow/ops.py` の `ScalarMultiplyOperation` です。
+# Hugging Face の `T5Attention`、`compute_bias`、`_init_weights` は、transformers 4.46、4.57.6、5.24.0 で読みました（引用した初期化のコメントは 4.57.6 のものです）。
+# flaxformer の `RelativePositionBiases` は main ブランチで読みました。
+# float32 の計算は、AVX2 を使う x86 の CPU 上の PyTorch 2.13 で実行しました。
+# オフセット 128 についての引用は Raffel らの §2.1、T5 のバイアスのコストは Press らの §2.2 と図 1 によります。
+#
+# ### 参考文献
 #
 # - Raffel, C. et al. (2020). *Exploring the Limits of Transfer Learning with a Unified
 #   Text-to-Text Transformer*. JMLR 21, §2.1. <https://arxiv.org/abs/1910.10683>
 # - Shaw, P., Uszkoreit, J., Vaswani, A. (2018). *Self-Attention with Relative Position
 #   Representations*. NAACL 2018. <https://arxiv.org/abs/1803.02155>
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
-#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022, §2.2 and Figure 1.
+#   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Mesh TensorFlow、`transformer_layers.py` の `_relative_position_bucket`。
+# - Mesh TensorFlow、`transformer_layers.py`。
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers、`modeling_t5.py` の `T5Attention` と `_init_weights`（バージョン 4.46、4.57、5.24 を参照）。
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/t5/modeling_t5.py>
-# - Hugging Face transformers、`modeling_umt5.py` の `UMT5Attention`。
-#   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/umt5/modeling_umt5.py>
-# - flaxformer、`relative_position_biases.py` の `RelativePositionBiases`。
+# - Hugging Face transformers、`modeling_t5.py` と `modeling_umt5.py`。
+#   <https://github.com/huggingface/transformers/tree/main/src/transformers/models>
+# - flaxformer、`relative_position_biases.py`。
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
 # - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars*（NumPy 2.0 で採用）。
 #   <https://numpy.org/neps/nep-0050-scalar-promotion.html>

@@ -16,126 +16,100 @@
 # %% [markdown] lang="en"
 # # ALiBi: attention with linear biases
 #
-# A learned table has no row for a position beyond its last one (the chapter
-# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)),
-# and sinusoids give positions beyond the training length vectors the model never
-# saw ([*Sinusoidal positional encoding*](01-sinusoidal.ipynb)). Press, Smith and
-# Lewis (2022) drop the position vectors altogether. Their ALiBi ("Attention with
-# Linear Biases") adds to every attention score a fixed penalty proportional to the
-# distance between query and key, with a different [slope](../docs/glossary.md#slope) in
-# each head. This chapter derives the bias and its slopes, including the rule that
-# the official code uses for head counts that are not a power of two (the paper's
-# text gives one formula for every head count); shows how far each head looks;
-# proves that the five forms of the bias found in common code give the same
-# attention; checks the alignment of queries with a KV cache; and rebuilds the
-# slopes of the official code, BLOOM, MPT and labml with `posenc`.
-#
-# The letters are the paper's: $m_h$ is the slope of head $h$ and $n$ the number of
-# heads. In the rotary chapters, such as
-# [*Rotary position embedding (RoPE)*](08-rope.ipynb), $m$ and $n$ are instead the
-# positions of a query and a key (see the
-# [notation page](../docs/notation.md#reused-letters)). Query $i$ and key $j$ are
-# counted from $0$ (the paper counts from $1$), and the bias is written with the causal
-# distance $i - j \ge 0$, as on the notation page.
+# ALiBi adds no position vector: head $h$ subtracts from every score its
+# [slope](../docs/glossary.md#slope) times the distance, $m_h\,(i - j)$, with slopes
+# fixed in a geometric sequence.
+# A bias linear in the distance is a weight that decays exponentially, so each head
+# looks about $1/m_h$ positions back, and nothing in the bias refers to a maximum
+# length.
+# Any bias that differs from it by a constant per row gives the same attention, which
+# is why libraries write it in five forms; only in low precision do the forms differ.
 
 # %% [markdown] lang="ja"
 # # ALiBi：線形バイアスによるアテンション
 #
-# 学習型位置埋め込みの表には、最後の位置より先の行がありません（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
-# 正弦波位置エンコーディングは、学習時の長さを超える位置に、モデルが見たことのないベクトルを与えます（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）。
-# Press、Smith、Lewis（2022）は、位置ベクトルを使うこと自体をやめました。
-# この手法 ALiBi（Attention with Linear Biases、線形バイアスによるアテンション）は、
-# クエリとキーの距離に比例する固定のペナルティを各アテンションスコアに足します。
-# [傾き](../docs/glossary.ja.md#slope)はヘッドごとに異なります。
-# この章では、バイアスとその傾きを導きます。
-# ヘッド数が 2 のべき乗でない場合に公式実装が使う規則も扱います（論文の本文は、どのヘッド数にも 1 つの式を与えています）。
-# 続いて、各ヘッドがどこまで遠くを見るかを示します。よく使われるコードには 5 つの形のバイアスがあり、どれも同じアテンションになることを証明します。
-# KV キャッシュでのクエリの位置合わせも確かめます。
-# 最後に、公式実装、BLOOM、MPT、labml の傾きを `posenc` で再現します。
-#
-# 記号は論文に合わせます。$m_h$ はヘッド $h$ の傾き、$n$ はヘッドの数です。
-# 一方、[「回転位置埋め込み（RoPE）」](08-rope.ipynb)などの回転位置埋め込みの章では、$m$ と $n$ はクエリとキーの位置を表します
-# （[記法のページ](../docs/notation.ja.md#reused-letters)を参照）。
-# クエリ $i$ とキー $j$ の位置は $0$ から数えます（論文は $1$ から数えます）。
-# バイアスは、記法のページと同じく因果的な距離 $i - j \ge 0$ で書きます。
+# ALiBi は位置ベクトルを使いません。ヘッド $h$ は、すべてのスコアから、[傾き](../docs/glossary.ja.md#slope)と距離の積 $m_h\,(i - j)$ を引きます。傾きは等比数列として固定します。
+# 距離に比例するバイアスは、重みで見れば指数的な減衰です。そのため各ヘッドはおよそ $1/m_h$ 位置だけ遡って見ます。また、バイアスのどこにも最大長は出てきません。
+# バイアスと行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。ライブラリによってバイアスの書き方が 5 通りあるのはそのためで、違いが出るのは低精度のときだけです。
 
 # %%
 import math
 
 import matplotlib.pyplot as plt
 import torch
+from torch.testing import assert_close
 
 from posenc import alibi_bias, alibi_slopes, attention
 from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)
-torch.set_printoptions(precision=4, sci_mode=False)
+torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 f64 = torch.float64
 
 # %% [markdown] lang="en"
 # ## The bias
 #
-# ALiBi adds nothing to the token embeddings. In every layer, head $h$ adds to the
+# A learned table has no row for a position beyond its last one (the chapter
+# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)),
+# and sinusoids give positions beyond the training length vectors the model never saw
+# ([*Sinusoidal positional encoding*](01-sinusoidal.ipynb)). Press, Smith and Lewis
+# (2022) drop the position vectors altogether. In every layer, head $h$ adds to the
 # score of query $i$ and key $j$ a penalty that grows linearly with their distance:
 # $$\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i$$
 # The slope $m_h > 0$ is fixed before training and never learned (the paper, §3,
-# reports that trainable slopes did not extrapolate well, and that its slopes came
-# from trying about ten sets by hand). A key at the query's own position costs
-# nothing, the previous key $m_h$, the one before $2m_h$,
-# and so on: counting positions from $0$, row $i$ of the bias is
-# $-m_h \cdot (i, \dots, 2, 1, 0)$. The bias depends only on the distance $i - j$, so
-# it is a relative position method, and it is constant along each diagonal.
+# reports that trainable slopes did not extrapolate well). A key at the query's own
+# position costs nothing, the previous key $m_h$, the one before $2m_h$, and so on:
+# row $i$ of the bias is $-m_h \cdot (i, \dots, 2, 1, 0)$. The bias depends only on
+# the distance $i - j$, so ALiBi is a relative position method, and its bias is
+# constant along each diagonal.
 #
-# `posenc.alibi_bias(n, T)` returns the bias of $n$ heads for $T$ positions, shape
-# `[n, T, T]`. It holds $-m_h\,(i - j)$ for every pair, also above the diagonal
-# ($j > i$), where it is positive: removing those future keys is the causal mask's
-# job, not the bias's. The cell below builds the scores from the formula, masks and
-# normalises them, and compares with `posenc.attention(q, k, v, bias=..., causal=True)`.
-# The printed matrix is head 1 of 8 heads, whose slope is $m_1 = 1/2$.
+# The letters are the paper's: $m_h$ is the slope of head $h$ and $n$ the number of
+# heads (in the rotary chapters $m$ and $n$ are positions; see the
+# [notation page](../docs/notation.md#reused-letters)). Positions are counted from
+# $0$ (the paper counts from $1$). `posenc.alibi_bias(n, T)` returns the bias of $n$
+# heads for $T$ positions, shape `[n, T, T]`, here head 1 of 8 heads, whose slope is
+# $m_1 = 1/2$. It holds $-m_h\,(i - j)$ for every pair, also above the diagonal
+# ($j > i$), where it is positive: removing those future keys is the
+# [causal mask](../docs/glossary.md#causal-mask)'s job, not the bias's.
 
 # %% [markdown] lang="ja"
 # ## バイアス
 #
-# ALiBi はトークンの埋め込みに何も足しません。
-# そのかわり各層で、ヘッド $h$ がクエリ $i$ とキー $j$ のスコアに、距離に比例して大きくなるペナルティを加えます。
+# 学習型位置埋め込みの表には、最後の位置より先の行がありません（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
+# 正弦波位置エンコーディングは、学習時の長さを超える位置に、モデルが見たことのないベクトルを与えます（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）。
+# Press、Smith、Lewis（2022）は、位置ベクトルを使うこと自体をやめました。
+# 各層で、ヘッド $h$ はクエリ $i$ とキー $j$ のスコアに、距離に比例して大きくなるペナルティを加えます。
 # $$\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j), \qquad j \le i$$
-# 傾き $m_h > 0$ は学習前に決めて固定し、学習はしません。
-# 論文（§3）によれば、傾きを学習可能にすると外挿がうまくいきませんでした。使った傾きは、手で 10 組ほど試した中から選んだものです。
+# 傾き $m_h > 0$ は学習前に決めて固定し、学習はしません（論文の §3 によれば、傾きを学習可能にすると外挿がうまくいきませんでした）。
 # クエリ自身の位置にあるキーのペナルティは 0、1 つ前のキーは $m_h$、2 つ前は $2m_h$ と続きます。
-# 位置を $0$ から数えると、バイアスの行 $i$ は $-m_h \cdot (i, \dots, 2, 1, 0)$ になります。
-# バイアスは距離 $i - j$ だけで決まるので、ALiBi は相対位置の手法です。バイアスは各対角線に沿って一定です。
+# つまりバイアスの行 $i$ は $-m_h \cdot (i, \dots, 2, 1, 0)$ です。
+# バイアスは距離 $i - j$ だけで決まるので、ALiBi は相対位置の手法で、バイアスは各対角線に沿って一定です。
 #
-# `posenc.alibi_bias(n, T)` は、$n$ 個のヘッドと $T$ 個の位置についてのバイアスを、形状 `[n, T, T]` で返します。
+# 記号は論文に合わせ、$m_h$ はヘッド $h$ の傾き、$n$ はヘッドの数です（回転位置埋め込みの章では $m$ と $n$ は位置を表します。[記法のページ](../docs/notation.ja.md#reused-letters)を参照）。
+# 位置は $0$ から数えます（論文は $1$ から数えます）。
+# `posenc.alibi_bias(n, T)` は、$n$ 個のヘッドと $T$ 個の位置についてのバイアスを形状 `[n, T, T]` で返します。下は 8 ヘッドのうちヘッド 1 のもので、傾きは $m_1 = 1/2$ です。
 # すべての組に $-m_h\,(i - j)$ が入り、対角より上（$j > i$）では正の値になります。
-# こうした未来のキーを取り除くのは因果マスクの役目で、バイアスの役目ではありません。
-# 次のセルでは、式からスコアを作り、マスクして正規化し、
-# `posenc.attention(q, k, v, bias=..., causal=True)` と比べます。
-# 表示する行列は 8 ヘッドのうちヘッド 1 のもので、傾きは $m_1 = 1/2$ です。
+# こうした未来のキーを取り除くのは[因果マスク](../docs/glossary.ja.md#causal-mask)の役目で、バイアスの役目ではありません。
 
 # %%
+alibi_bias(8, 6)[0]  # head 1 of 8 heads: m = 1/2, six positions
+
+# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); posenc.attention with it and causal=True is the masked softmax of the formula; constant along diagonals, zero on the diagonal, positive above it", "ja": "alibi_bias は −m_h(i − j) で、それを使った causal=True の posenc.attention は式をマスクした softmax と一致します。対角線に沿って一定で、対角では 0、その上では正です"}
 n_heads, T, d = 8, 6, 16
 q, k, v = torch.randn(3, n_heads, T, d).unbind(0)  # [h, T, d] each
 m = alibi_slopes(n_heads)[:, None, None]  # [h, 1, 1]
 i = torch.arange(T)[:, None]  # query positions
 j = torch.arange(T)[None, :]  # key positions
 bias = alibi_bias(n_heads, T)  # [h, i, j]
-
-torch.testing.assert_close(bias, -m * (i - j))  # -m_h (i - j)
+assert_close(bias, -m * (i - j))  # -m_h (i - j)
 scores = q @ k.transpose(-2, -1) / math.sqrt(d) - m * (i - j)
-weights = torch.softmax(
-    scores.masked_fill(j > i, -math.inf), dim=-1
-)  # keys j <= i only
-torch.testing.assert_close(
-    attention(q, k, v, bias=bias, causal=True), weights @ v
-)
-
-torch.testing.assert_close(
-    bias[:, 1:, 1:], bias[:, :-1, :-1]
-)  # constant along diagonals
+weights = torch.softmax(scores.masked_fill(j > i, -math.inf), dim=-1)
+assert_close(attention(q, k, v, bias=bias, causal=True), weights @ v)
+assert_close(bias[:, 1:, 1:], bias[:, :-1, :-1])  # constant along diagonals
 assert not bias.diagonal(dim1=-2, dim2=-1).any()  # zero at distance 0
 assert (bias[:, j > i] > 0).all()  # positive above the diagonal
-bias[0]
+assert bias[0, -1].tolist() == [-2.5, -2.0, -1.5, -1.0, -0.5, 0.0]
 
 # %% [markdown] lang="en"
 # ## The slopes: a geometric sequence
@@ -143,20 +117,17 @@ bias[0]
 # The paper (§3) chooses, for $n$ heads,
 # $$m_h = 2^{-8h/n}, \qquad h = 1, \dots, n$$
 # a geometric sequence that starts at $m_1 = 2^{-8/n}$ and has that same value as its
-# ratio, $m_{h+1}/m_h = 2^{-8/n}$. Whatever $n$ is, the last slope is $m_n = 2^{-8} = 1/256$.
-# With 8 heads the slopes are $\frac{1}{2}, \frac{1}{4}, \dots, \frac{1}{256}$, as the paper
-# states. The paper's text states this sequence for a general $n$, with no condition on
-# $n$; [the next section](#head-counts-that-are-not-a-power-of-two) shows that the
-# official code does something else when $n$ is not a power of two. The official code writes the start as `2**(-2**-(math.log2(n)-3))`, that is
-# $2^{-2^{-(\log_2 n - 3)}}$, which is the same number because
-# $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$.
+# ratio, $m_{h+1}/m_h = 2^{-8/n}$. Whatever $n$ is, the last slope is
+# $m_n = 2^{-8} = 1/256$. With 8 heads the slopes are
+# $\frac{1}{2}, \frac{1}{4}, \dots, \frac{1}{256}$; the authors chose this set by hand
+# from about ten they tried.
 #
 # Doubling the heads keeps the old slopes and inserts one between each pair. With
 # $2n$ heads the exponent is $-8h/(2n)$, so the even-numbered slopes are the old ones,
-# $m^{(2n)}_{2h} = m^{(n)}_h$, and each odd-numbered slope is the geometric mean of its
-# neighbours, $m^{(2n)}_{2h-1} = \sqrt{m^{(n)}_{h-1}\, m^{(n)}_h}$ (with $m^{(n)}_0 = 1$). The paper
-# describes its 16-head slopes this way: the 8-head slopes, geometrically averaged
-# pair by pair.
+# $m^{(2n)}_{2h} = m^{(n)}_h$, and each odd-numbered slope is the geometric mean of
+# its neighbours, $m^{(2n)}_{2h-1} = \sqrt{m^{(n)}_{h-1}\, m^{(n)}_h}$ (with
+# $m^{(n)}_0 = 1$). The paper describes its 16-head slopes this way: the 8-head
+# slopes, geometrically averaged pair by pair.
 
 # %% [markdown] lang="ja"
 # ## 傾き：等比数列
@@ -165,11 +136,7 @@ bias[0]
 # $$m_h = 2^{-8h/n}, \qquad h = 1, \dots, n$$
 # これは $m_1 = 2^{-8/n}$ から始まり、同じ値を公比とする等比数列で、$m_{h+1}/m_h = 2^{-8/n}$ です。
 # $n$ が何であっても、最後の傾きは $m_n = 2^{-8} = 1/256$ です。
-# 8 ヘッドなら、論文にあるとおり傾きは $\frac{1}{2}, \frac{1}{4}, \dots, \frac{1}{256}$ です。
-# 論文の本文はこの数列を一般の $n$ について述べており、$n$ に条件を付けていません。
-# ただし $n$ が 2 のべき乗でないとき、公式実装はこの式とは違う規則を使います。これは[次の節](#ヘッド数が-2-のべき乗でない場合)で見ます。
-# 公式実装は初項を `2**(-2**-(math.log2(n)-3))`、つまり $2^{-2^{-(\log_2 n - 3)}}$ と書いています。
-# $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$ なので、これは同じ数です。
+# 8 ヘッドなら傾きは $\frac{1}{2}, \frac{1}{4}, \dots, \frac{1}{256}$ です。著者らは、手で 10 組ほど試した中からこの組を選びました。
 #
 # ヘッドを 2 倍にすると、元の傾きはそのまま残り、隣り合う 2 つの間に 1 つずつ傾きが入ります。
 # $2n$ ヘッドでは指数が $-8h/(2n)$ なので、偶数番目の傾きは元の傾き $m^{(2n)}_{2h} = m^{(n)}_h$ です。
@@ -177,279 +144,82 @@ bias[0]
 # 論文は 16 ヘッドの傾きを、まさにこのように説明しています。8 ヘッドの傾きを、隣り合う組ごとに幾何平均で補ったものです。
 
 # %%
+s8 = alibi_slopes(8)
+print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
+
+# %% tags=["check"] summary={"en": "for n = 1 to 128 (powers of two) the slopes are 2^(−8h/n): they start at 2^(−8/n) with that ratio and end at 1/256; doubling the heads keeps them and inserts the geometric means; the 8-head slopes are exactly 1/2 to 1/256", "ja": "n = 1〜128（2 のべき乗）で傾きは 2^(−8h/n) です。2^(−8/n) から同じ公比で始まり 1/256 で終わり、ヘッドを 2 倍にすると元の傾きを残して幾何平均を挟みます。8 ヘッドの傾きはちょうど 1/2〜1/256 です"}
 for n in (1, 2, 4, 8, 16, 32, 64, 128):
     s = alibi_slopes(n, dtype=f64)
     h = torch.arange(1, n + 1, dtype=f64)
-    torch.testing.assert_close(s, 2.0 ** (-8 * h / n))  # m_h = 2^(-8h/n)
+    assert_close(s, 2.0 ** (-8 * h / n))  # m_h = 2^(-8h/n)
     ratio = torch.tensor(2.0 ** (-8 / n), dtype=f64)
-    torch.testing.assert_close(s[0], ratio)  # starts at 2^(-8/n) ...
-    # ... and has that same value as its ratio
-    torch.testing.assert_close(s[1:] / s[:-1], ratio.expand(n - 1))
+    assert_close(s[0], ratio)  # starts at 2^(-8/n) ...
+    assert_close(s[1:] / s[:-1], ratio.expand(n - 1))  # ... with that ratio
     assert s[-1] == 2.0**-8  # the last slope is always 1/256
-    # the official code's start, 2^(-2^(-(log2 n - 3))), is 2^(-8/n)
-    assert math.isclose(2 ** (-(2 ** -(math.log2(n) - 3))), 2 ** (-8 / n))
     # doubling the heads: the even-numbered slopes are the old ones, the
     # odd-numbered ones the geometric means of their neighbours
     s2 = alibi_slopes(2 * n, dtype=f64)
-    torch.testing.assert_close(s2[1::2], s)  # m^(2n)_(2h) = m^(n)_h
+    assert_close(s2[1::2], s)  # m^(2n)_(2h) = m^(n)_h
     prev = torch.cat([torch.ones(1, dtype=f64), s[:-1]])  # m_(h-1), m_0 = 1
-    torch.testing.assert_close(s2[0::2], (prev * s).sqrt())
-
-s8 = alibi_slopes(8)
-assert s8.tolist() == [
-    2.0**-h for h in range(1, 9)
-]  # exactly 1/2, 1/4, ..., 1/256
-print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
+    assert_close(s2[0::2], (prev * s).sqrt())
+assert s8.tolist() == [2.0**-h for h in range(1, 9)]  # 1/2, ..., 1/256
 
 # %% [markdown] lang="en"
 # ## Head counts that are not a power of two
 #
 # The formula $2^{-8h/n}$ makes sense for any $n$, and the paper's text gives it for
-# any $n$. The official code (`get_slopes` in the authors' fork of fairseq) does not use
-# it when $n$ is not a power of two. Its comment explains why: the paper only trains
-# models with $2^a$ heads, and the sequence has good properties only for powers of two.
-# So the rule below is the code's, not the paper's. `posenc`, BLOOM, MPT and
-# x-transformers follow the code, and so has labml since July 2022 (before, it
-# continued the paper's sequence for every $n$; see
-# [the implementations](#the-implementations-rebuilt-with-posenc)). For other counts, write
-# $n = 2^k + r$ with $0 < r < 2^k$. The first $2^k$ heads get the slopes of $2^k$ heads,
-# and the remaining $r$ heads get every other slope of the sequence for $2^{k+1}$ heads,
-# starting with the first, until there are $n$:
+# any $n$. The official code (`get_slopes` in the authors' fork of fairseq) does not
+# use it when $n$ is not a power of two: its comment explains that the paper only
+# trains models with $2^a$ heads and that the sequence has good properties only for
+# powers of two. `posenc`, BLOOM, MPT, x-transformers and labml follow the code.
+# Write $n = 2^k + r$ with $0 < r < 2^k$. The first $2^k$ heads get the slopes of $2^k$
+# heads, and the remaining $r$ heads get every other slope of the sequence for
+# $2^{k+1}$ heads, starting with the first:
 # $$m_{2^k + i} = 2^{-8(2i-1)/2^{k+1}}, \qquad i = 1, \dots, r$$
-# Every other slope, because the previous section showed that the even-numbered slopes
-# of $2^{k+1}$ heads repeat those of $2^k$ heads; the odd-numbered ones are the new
-# geometric means. So the $n$ slopes are $n$ of the $2^{k+1}$ slopes: all of those for
-# $2^k$ heads, then the steepest $r$ of the means.
+# Every other slope, because the even-numbered slopes of $2^{k+1}$ heads repeat
+# those of $2^k$ heads; the odd-numbered ones are the new geometric means. So the $n$
+# slopes are $n$ of the $2^{k+1}$ slopes: all of those for $2^k$ heads, then the
+# steepest $r$ of the means.
 #
-# For 12 heads, $k = 3$ and $r = 4$: heads 1 to 8 get $2^{-1}, \dots, 2^{-8}$, and heads 9
-# to 12 get $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$. These are 12 of the 16 slopes; the
-# four gentlest means, $2^{-4.5}, 2^{-5.5}, 2^{-6.5}, 2^{-7.5}$, are left out. The slopes are
-# no longer sorted either: head 9 is steeper than head 1. The paper's formula would give
-# $2^{-8h/12} = 2^{-2h/3}$ instead: twelve sorted slopes from $2^{-2/3}$ down to $2^{-8}$,
-# none of them equal to the code's slope of the same head. The table below prints both;
-# the cell checks each slope against its power of two, and checks `posenc` against the
-# official `get_slopes`, restated here, for every $n$ from 1 to 128.
-#
-# BLOOM (176B parameters) has 112 heads, so it is an example: $112 = 64 + 48$, and its
-# slopes run from $2^{-8}$ (head 64) up to $2^{-1/16}$ (head 65), printed below.
+# For 12 heads, $k = 3$ and $r = 4$: heads 1 to 8 get $2^{-1}, \dots, 2^{-8}$, and
+# heads 9 to 12 get $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$; the four gentlest means,
+# $2^{-4.5}, \dots, 2^{-7.5}$, are left out. The slopes are no longer sorted: head 9
+# is steeper than head 1. The paper's formula would give $2^{-2h/3}$ instead, twelve
+# sorted slopes from $2^{-2/3}$ down to $2^{-8}$, none equal to the code's slope of
+# the same head. The figure puts $1/m_h$ against the head for 8, 12 and 16 heads:
+# for 12 heads the first 8 points follow the 8-head line, then heads 9 to 12 jump
+# back and fill in half steps. BLOOM (176B parameters) has $112 = 64 + 48$ heads, so
+# its slopes run from $2^{-8}$ (head 64) up to $2^{-1/16}$ (head 65).
 
 # %% [markdown] lang="ja"
 # ## ヘッド数が 2 のべき乗でない場合
 #
 # 式 $2^{-8h/n}$ はどんな $n$ でも意味を持ち、論文の本文もどの $n$ にもこの式を与えています。
 # しかし公式実装（著者らによる fairseq のフォークの `get_slopes`）は、$n$ が 2 のべき乗でないときにはこの式を使いません。
-# 理由はコードのコメントに書かれています。論文で学習したのは $2^a$ 個のヘッドを持つモデルだけで、
-# この数列がよい性質を持つのは 2 のべき乗のときだけだ、というものです。
-# つまり以下の規則は論文ではなくコードのものです。
-# `posenc`、BLOOM、MPT、x-transformers はコードに従っており、labml も 2022 年 7 月からはコードに従っています。
-# それ以前の labml は、どの $n$ でも論文の数列を続けていました（[各実装の節](#各実装を-posenc-で再現する)を参照）。
-# 2 のべき乗でないヘッド数は、$0 < r < 2^k$ として $n = 2^k + r$ と書きます。
+# コードのコメントによれば、論文で学習したのは $2^a$ 個のヘッドを持つモデルだけで、この数列がよい性質を持つのは 2 のべき乗のときだけだからです。
+# `posenc`、BLOOM、MPT、x-transformers、labml は、このコードに従っています。
+# $0 < r < 2^k$ として $n = 2^k + r$ と書きます。
 # 最初の $2^k$ 個のヘッドには $2^k$ ヘッドの傾きを使います。
-# 残りの $r$ 個には、$2^{k+1}$ ヘッドの数列の傾きを、最初のものから 1 つおきに、$n$ 個になるまで使います。
+# 残りの $r$ 個には、$2^{k+1}$ ヘッドの数列の傾きを、最初のものから 1 つおきに使います。
 # $$m_{2^k + i} = 2^{-8(2i-1)/2^{k+1}}, \qquad i = 1, \dots, r$$
-# 1 つおきに取るのは、前の節で見たとおり、$2^{k+1}$ ヘッドの偶数番目の傾きが $2^k$ ヘッドの傾きの繰り返しだからです。
-# 奇数番目が新しい幾何平均です。
-# したがって $n$ 個の傾きは、$2^{k+1}$ 個の傾きのうちの $n$ 個です。
-# $2^k$ ヘッドの傾きをすべて使い、そのあとに幾何平均のうち急なものから $r$ 個を使います。
+# 1 つおきに取るのは、$2^{k+1}$ ヘッドの偶数番目の傾きが $2^k$ ヘッドの傾きの繰り返しだからです。奇数番目が新しい幾何平均です。
+# したがって $n$ 個の傾きは、$2^{k+1}$ 個の傾きのうちの $n$ 個です。$2^k$ ヘッドの傾きをすべて使い、そのあとに幾何平均のうち急なものから $r$ 個を使います。
 #
-# 12 ヘッドでは $k = 3$、$r = 4$ です。ヘッド 1 から 8 は $2^{-1}, \dots, 2^{-8}$、
-# ヘッド 9 から 12 は $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$ になります。
-# これは 16 個の傾きのうちの 12 個で、最もゆるやかな 4 つの幾何平均 $2^{-4.5}, 2^{-5.5}, 2^{-6.5}, 2^{-7.5}$ は使われません。
-# また、傾きは大きさの順に並ばなくなります。ヘッド 9 の傾きはヘッド 1 より急です。
-# 論文の式なら $2^{-8h/12} = 2^{-2h/3}$ となり、$2^{-2/3}$ から $2^{-8}$ まで順に並ぶ 12 個の傾きになります。
-# どのヘッドでも、コードの傾きとは一致しません。
-# 下の表に両方を示します。セルでは各傾きを 2 のべき乗と照合します。
-# さらに、公式実装の `get_slopes` をセルの中に書き写し、1 から 128 までのすべての $n$ について `posenc` と比べます。
-#
-# BLOOM（1760 億パラメータ）はヘッドが 112 個あるので、この規則が使われる例です。
-# $112 = 64 + 48$ で、傾きは $2^{-8}$（ヘッド 64）から $2^{-1/16}$（ヘッド 65）までにわたります（下の出力）。
-
+# 12 ヘッドでは $k = 3$、$r = 4$ です。ヘッド 1 から 8 は $2^{-1}, \dots, 2^{-8}$、ヘッド 9 から 12 は $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$ で、最もゆるやかな 4 つの幾何平均 $2^{-4.5}, \dots, 2^{-7.5}$ は使われません。
+# 傾きは大きさの順に並ばなくなり、ヘッド 9 の傾きはヘッド 1 より急です。
+# 論文の式なら $2^{-2h/3}$ となり、$2^{-2/3}$ から $2^{-8}$ まで順に並ぶ 12 個の傾きになります。どのヘッドでも、コードの傾きとは一致しません。
+# 図は、8、12、16 ヘッドについて $1/m_h$ をヘッド番号に対して描いたものです。12 ヘッドでは、最初の 8 点は 8 ヘッドの線に乗り、ヘッド 9 から 12 は短い範囲に戻って半歩の位置を埋めます。
+# BLOOM（1760 億パラメータ）はヘッドが $112 = 64 + 48$ 個あるので、傾きは $2^{-8}$（ヘッド 64）から $2^{-1/16}$（ヘッド 65）までにわたります。
 
 # %%
-def official_slopes(n):
-    """The official get_slopes (fairseq/models/transformer.py), restated."""
-    p = 2 ** math.floor(math.log2(n))  # largest power of two <= n
-    start = 2 ** (-(2 ** -(math.log2(p) - 3)))  # the code's start, 2^(-8/p)
-    first = [start * start**i for i in range(p)]  # start, times the ratio start
-    if p == n:
-        return first
-    return first + official_slopes(2 * p)[::2][: n - p]  # every other of 2p
-
-
-for n in range(1, 129):
-    s = alibi_slopes(n, dtype=f64)
-    torch.testing.assert_close(s, torch.tensor(official_slopes(n), dtype=f64))
-    k_pow = n.bit_length() - 1  # n = 2^k + r
-    r = n - 2**k_pow
-    torch.testing.assert_close(s[: 2**k_pow], alibi_slopes(2**k_pow, dtype=f64))
-    i_extra = torch.arange(1, r + 1, dtype=f64)
-    torch.testing.assert_close(
-        s[2**k_pow :], 2.0 ** (-8 * (2 * i_extra - 1) / 2 ** (k_pow + 1))
-    )
-    # the n slopes are n of the 2^(k+1) slopes
-    wider = alibi_slopes(2 ** (k_pow + 1), dtype=f64)
-    assert all(torch.isclose(x, wider).any() for x in s)
-
-# 12 heads: each value, as a power of two
 s12 = alibi_slopes(12, dtype=f64)
-exponents = [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5]
-torch.testing.assert_close(
-    s12, 2.0 ** torch.tensor(exponents, dtype=f64), rtol=1e-15, atol=0
-)
-missing = sorted(
-    set(alibi_slopes(16, dtype=f64).tolist()) - set(s12.tolist()), reverse=True
-)
-torch.testing.assert_close(
-    torch.tensor(missing, dtype=f64),
-    2.0 ** torch.tensor([-4.5, -5.5, -6.5, -7.5], dtype=f64),
-)
-assert s12[8] > s12[0]  # head 9 is steeper than head 1
 paper12 = 2.0 ** (-8 * torch.arange(1, 13, dtype=f64) / 12)  # the paper's text
-assert not torch.isclose(
-    s12, paper12
-).any()  # not the code's slope, head by head
+print("log2 m_h, 12 heads")
+for name, s in (("code", s12), ("paper", paper12)):
+    print(f"  {name:6s}" + "".join(f"{math.log2(x):6.2f}" for x in s.tolist()))
 
-# BLOOM's 112 heads: 64 + 48
-s112 = alibi_slopes(112, dtype=f64)
-torch.testing.assert_close(s112[:64], alibi_slopes(64, dtype=f64))
-torch.testing.assert_close(s112[64:], alibi_slopes(128, dtype=f64)[0::2][:48])
-assert s112.argmin() == 63 and s112.argmax() == 64
-
-print(" h  code: m_h  log2 m_h  paper: 2^(-8h/12)")
-rows = zip(s12.tolist(), paper12.tolist(), strict=True)
-for h, (x, y) in enumerate(rows, start=1):
-    print(f"{h:>2}  {x:9.6f}  {math.log2(x):8.1f}  {y:17.6f}")
-lo, hi = s112.min(), s112.max()
-print(f"112 heads: min {lo:.8f} (head 64), max {hi:.6f} (head 65)", end="")
-
-# %% [markdown] lang="en"
-# ## How far each head looks
-#
-# To see what the slope alone does, make every content score equal (for instance a
-# zero query). Then the weights come from the bias alone. The last query of a row of
-# $L$ keys gives the key at distance $k = i - j$ the weight
-# $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
-# (the sum is a geometric series with ratio $e^{-m_h}$). Each step back multiplies
-# the weight by $e^{-m_h}$: a bias that is linear in the distance is a weight that
-# decays exponentially, a straight line on a logarithmic axis. The bias reaches $-1$
-# at the distance $k = 1/m_h$, where the weight has fallen to $1/e$ of the nearest
-# key's; it halves every $\ln 2 / m_h$ positions. On a long row
-# ($e^{-m_h L} \approx 0$) the mean distance is
-# $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
-# With 8 heads, $1/m_h$ is $2, 4, \dots, 256$: each head looks twice as far back as the
-# one before. The cell computes the weights with `posenc.attention`, using a zero
-# query and the identity matrix as values, so that the output row is the weight row.
-# The mean distances below are for a row of 8192 keys, long enough for the limit.
-
-# %% [markdown] lang="ja"
-# ## 各ヘッドはどこまで見るか
-#
-# 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。
-# すると重みはバイアスだけで決まります。
-# $L$ 個のキーが並ぶ行の最後のクエリは、距離 $k = i - j$ のキーに次の重みを与えます。
-# $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
-# （分母は公比 $e^{-m_h}$ の等比級数です。）
-# 1 つ遡るごとに、重みは $e^{-m_h}$ 倍になります。
-# 距離に比例するバイアスは、重みで見れば指数的な減衰にあたり、片対数グラフでは直線になります。
-# バイアスが $-1$ に達するのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ に下がっています。
-# 重みは $\ln 2 / m_h$ 位置ごとに半分になります。
-# 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
-# $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
-# 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ です。各ヘッドは、1 つ前のヘッドの 2 倍遠くまで遡ります。
-# セルでは `posenc.attention` で重みを計算します。クエリを 0、バリューを単位行列にすると、出力の行がそのまま重みの行になります。
-# 下の平均距離は、極限の式が使えるだけ長い 8192 個のキーの行で求めたものです。
-
-# %%
-n_heads, L, d = 8, 1024, 16
-m = alibi_slopes(n_heads, dtype=f64)[:, None]  # [h, 1]
-q0 = torch.zeros(
-    n_heads, 1, d, dtype=f64
-)  # one zero query: all content scores equal
-keys = torch.randn(n_heads, L, d, dtype=f64)
-out = attention(
-    q0,
-    keys,
-    torch.eye(L, dtype=f64),
-    bias=alibi_bias(n_heads, 1, L, dtype=f64),
-    causal=True,
-)
-w = out[:, 0].flip(-1)  # [h, k], the weight at distance k = L - 1 - j
-
-dist = torch.arange(L, dtype=f64)
-closed = (1 - torch.exp(-m)) * torch.exp(-m * dist) / (1 - torch.exp(-m * L))
-torch.testing.assert_close(w, closed)  # w_h(k)
-torch.testing.assert_close(
-    w[:, 1:] / w[:, :-1], torch.exp(-m).expand(-1, L - 1)
-)  # ratio e^(-m_h)
-span = (1 / m).squeeze(1)  # 1/m_h
-assert span.tolist() == [2.0**h for h in range(1, 9)]
-k_span = span.long()
-torch.testing.assert_close(
-    w.gather(1, k_span[:, None])[:, 0] / w[:, 0],
-    torch.full((8,), math.e**-1, dtype=f64),
-)
-
-# the mean distance on a long row (one query against 8192 keys)
-w_long = torch.softmax(
-    alibi_bias(n_heads, 1, 8192, dtype=f64)[:, 0], dim=-1
-).flip(-1)
-mean = (w_long * torch.arange(8192, dtype=f64)).sum(-1)
-torch.testing.assert_close(mean, 1 / torch.expm1(m[:, 0]))  # 1 / (e^m - 1)
-
-rows = [
-    f"{h:>2}  {x:>5.0f}  {x * math.log(2):8.1f}  {y:6.1f}"
-    for h, (x, y) in enumerate(
-        zip(span.tolist(), mean.tolist(), strict=True), start=1
-    )
-]
-print(" h  1/m_h  ln2/m_h   mean\n" + "\n".join(rows), end="")
-
-# %% [markdown] lang="en"
-# On the logarithmic axis below, each head's weights are a straight line of slope
-# $-m_h$; the dots mark $k = 1/m_h$. Head 1 has almost all its weight on the last few
-# keys, while head 8 spreads it over hundreds. The mean distance approaches
-# $1/m_h - 1/2$ as the slope shrinks, as the table shows (head 8: 255.5).
-
-# %% [markdown] lang="ja"
-# 下の対数軸の図では、各ヘッドの重みが傾き $-m_h$ の直線になります。点は $k = 1/m_h$ の位置です。
-# ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げます。
-# 表のとおり、傾きが小さくなるにつれて平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
-
-# %% alt={"en": ["Attention weight of each of ALiBi's 8 heads against the distance k up to 300, log axis: straight lines of slope −m_h, steep for head 1 and nearly flat for head 8; dots mark k = 1/m_h, from 2 to 256."], "ja": ["ALiBi の 8 個のヘッドそれぞれのアテンションの重みを、距離 k（0〜300）に対して対数軸で描いた図。傾き −m_h の直線で、ヘッド 1 は急に落ち、ヘッド 8 はほぼ平らです。点は k = 1/m_h（2〜256）の位置です。"]}
-# the mean distance tends to 1/m - 1/2 for small m
-torch.testing.assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)
-
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
-for h in range(n_heads):
-    (line,) = ax.plot(dist, w[h], lw=1.2, label=f"$h = {h + 1}$")
-    ax.plot(k_span[h], w[h, k_span[h]], "o", ms=4, color=line.get_color())
-ax.set(
-    yscale="log",
-    ylim=(1e-6, 1),
-    xlim=(0, 300),
-    xlabel="$k = i - j$",
-    ylabel="$w_h(k)$",
-)
-ax.legend(ncols=2, loc="upper right")
-plt.show()
-
-
-# %% [markdown] lang="en"
-# The next figure puts $1/m_h$ against the head number for 8, 12 and 16 heads, on a
-# logarithmic axis. For 8 and 16 heads the points lie on straight lines (geometric
-# sequences) that end at $256$. For 12 heads the first 8 points follow the 8-head line;
-# heads 9 to 12 then jump back to short spans and fill in half steps, and the four
-# long half steps of the 16-head line are missing.
-
-# %% [markdown] lang="ja"
-# 次の図は、8、12、16 ヘッドについて、$1/m_h$ をヘッド番号に対して対数軸で描いたものです。
-# 8 ヘッドと 16 ヘッドでは、点は $256$ で終わる直線（等比数列）の上に並びます。
-# 12 ヘッドでは、最初の 8 点は 8 ヘッドの直線に乗ります。
-# ヘッド 9 から 12 は短い範囲に戻り、8 ヘッドの点の間の半歩の位置を埋めます。
-# 16 ヘッドの直線のうち、範囲の長い側にある 4 つの半歩の点は欠けています。
-
-# %% alt={"en": ["1/m_h against head number h for 8, 12 and 16 heads, log axis. 8 and 16 heads lie on straight lines ending at 256; 12 heads follow the 8-head line for heads 1–8, then drop back and fill half steps from about 1.4 to 11 for heads 9–12."], "ja": ["8、12、16 ヘッドについて、1/m_h をヘッド番号 h に対して対数軸で描いた図。8 と 16 ヘッドは 256 で終わる直線に並びます。12 ヘッドはヘッド 1〜8 で 8 ヘッドの線に乗り、ヘッド 9〜12 は短い範囲に戻り、約 1.4〜11 の間の半歩の位置を埋めます。"]}
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+# %% tags=["figure"] alt={"en": ["1/m_h against head number h for 8, 12 and 16 heads, log axis. 8 and 16 heads lie on straight lines ending at 256; 12 heads follow the 8-head line for heads 1–8, then drop back and fill half steps from about 1.4 to 11 for heads 9–12."], "ja": ["8、12、16 ヘッドについて、1/m_h をヘッド番号 h に対して対数軸で描いた図。8 と 16 ヘッドは 256 で終わる直線に並びます。12 ヘッドはヘッド 1〜8 で 8 ヘッドの線に乗り、ヘッド 9〜12 は短い範囲に戻り、約 1.4〜11 の間の半歩の位置を埋めます。"]}
+fig, ax = plt.subplots(figsize=(6.4, 2.8))
 styles = {  # 8 heads: hollow circles on top, so the 12-head points show
     8: {"fmt": "o-", "ms": 8, "mfc": "none", "zorder": 3},
     12: {"fmt": "^:", "ms": 5, "zorder": 2},
@@ -470,6 +240,52 @@ ax.set(xlabel="$h$", ylabel="$1/m_h$", xticks=range(1, 17))
 ax.legend(loc="lower right")
 plt.show()
 
+
+# %% tags=["check"] summary={"en": "posenc equals the official get_slopes, restated, for every n from 1 to 128, and the rule's formula; the 12-head slopes are the printed powers of two, 12 of the 16-head slopes, none equal to the paper's; BLOOM's 112 heads are 64 + every other of 128", "ja": "posenc は、書き写した公式実装の get_slopes および規則の式と、1 から 128 までのすべての n で一致します。12 ヘッドの傾きは表示した 2 のべき乗で、16 ヘッドの傾きのうち 12 個であり、論文の値とはどれも一致しません。BLOOM の 112 ヘッドは 64 個と、128 ヘッドの傾きの 1 つおきです"}
+def official_slopes(n):
+    """The official get_slopes (fairseq/models/transformer.py), restated."""
+    p = 2 ** math.floor(math.log2(n))  # largest power of two <= n
+    start = 2 ** (-(2 ** -(math.log2(p) - 3)))  # the code's start, 2^(-8/p)
+    first = [start * start**i for i in range(p)]  # start, times the ratio start
+    if p == n:
+        return first
+    return first + official_slopes(2 * p)[::2][: n - p]  # every other of 2p
+
+
+for n in range(1, 129):
+    s = alibi_slopes(n, dtype=f64)
+    assert_close(s, torch.tensor(official_slopes(n), dtype=f64))
+    k_pow = n.bit_length() - 1  # n = 2^k + r
+    r = n - 2**k_pow
+    assert_close(s[: 2**k_pow], alibi_slopes(2**k_pow, dtype=f64))
+    i_extra = torch.arange(1, r + 1, dtype=f64)
+    assert_close(
+        s[2**k_pow :], 2.0 ** (-8 * (2 * i_extra - 1) / 2 ** (k_pow + 1))
+    )
+    # the n slopes are n of the 2^(k+1) slopes
+    wider = alibi_slopes(2 ** (k_pow + 1), dtype=f64)
+    assert all(torch.isclose(x, wider).any() for x in s)
+
+# 12 heads: each value, as a power of two
+exponents = [-1, -2, -3, -4, -5, -6, -7, -8, -0.5, -1.5, -2.5, -3.5]
+assert_close(s12, 2.0 ** torch.tensor(exponents, dtype=f64), rtol=1e-15, atol=0)
+missing = sorted(
+    set(alibi_slopes(16, dtype=f64).tolist()) - set(s12.tolist()), reverse=True
+)
+assert_close(
+    torch.tensor(missing, dtype=f64),
+    2.0 ** torch.tensor([-4.5, -5.5, -6.5, -7.5], dtype=f64),
+)
+assert s12[8] > s12[0]  # head 9 is steeper than head 1
+assert not torch.isclose(s12, paper12).any()  # no head gets the paper's slope
+
+# BLOOM's 112 heads: 64 + 48
+s112 = alibi_slopes(112, dtype=f64)
+assert_close(s112[:64], alibi_slopes(64, dtype=f64))
+assert_close(s112[64:], alibi_slopes(128, dtype=f64)[0::2][:48])
+assert s112.argmin() == 63 and s112.argmax() == 64
+assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
+
 # %% [markdown] lang="en"
 # <!-- explorable: 07-alibi -->
 # *On the website, an interactive figure takes the place of this note: the
@@ -480,34 +296,117 @@ plt.show()
 # サイトでは、この注記の場所に対話的な図があります。1 から 128 までの任意のヘッド数での傾きと、1 つのヘッドのバイアスを表示します。
 
 # %% [markdown] lang="en"
+# ## How far each head looks
+#
+# To see what the slope alone does, make every content score equal (for instance a
+# zero query). Then the weights come from the bias alone. The last query of a row of
+# $L$ keys gives the key at distance $k = i - j$ the weight
+# $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
+# (the sum is a geometric series with ratio $e^{-m_h}$). Each step back multiplies the
+# weight by $e^{-m_h}$: a bias that is linear in the distance is a weight that decays
+# exponentially, a straight line on a logarithmic axis. The bias reaches $-1$ at the
+# distance $k = 1/m_h$, where the weight has fallen to $1/e$ of the nearest key's; it
+# halves every $\ln 2 / m_h$ positions. On a long row ($e^{-m_h L} \approx 0$) the
+# mean distance is
+# $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
+# With 8 heads, $1/m_h$ is $2, 4, \dots, 256$: each head looks twice as far back as the
+# one before. In the figure head 1 puts almost all its weight on the last few keys,
+# while head 8 spreads it over hundreds; the dots mark $k = 1/m_h$. The table gives
+# the mean distances on a row of 8192 keys, long enough for the limit; as the slope
+# shrinks they approach $1/m_h - 1/2$ (head 8: 255.5).
+
+# %% [markdown] lang="ja"
+# ## 各ヘッドはどこまで見るか
+#
+# 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。
+# すると重みはバイアスだけで決まります。
+# $L$ 個のキーが並ぶ行の最後のクエリは、距離 $k = i - j$ のキーに次の重みを与えます。
+# $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
+# （分母は公比 $e^{-m_h}$ の等比級数です。）
+# 1 つ遡るごとに、重みは $e^{-m_h}$ 倍になります。
+# 距離に比例するバイアスは、重みで見れば指数的な減衰で、片対数グラフでは直線になります。
+# バイアスが $-1$ に達するのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ に下がっています。重みは $\ln 2 / m_h$ 位置ごとに半分になります。
+# 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
+# $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
+# 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ です。各ヘッドは、1 つ前のヘッドの 2 倍遠くまで遡ります。
+# 図では、ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げています。点は $k = 1/m_h$ の位置です。
+# 表は、極限の式が使えるだけ長い 8192 個のキーの行での平均距離です。傾きが小さくなるにつれて、平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
+
+# %%
+n_heads, L, d = 8, 1024, 16
+m = alibi_slopes(n_heads, dtype=f64)[:, None]  # [h, 1]
+q0 = torch.zeros(n_heads, 1, d, dtype=f64)  # a zero query: equal contents
+keys = torch.randn(n_heads, L, d, dtype=f64)
+bias_row = alibi_bias(n_heads, 1, L, dtype=f64)  # the last query of L keys
+out = attention(q0, keys, torch.eye(L, dtype=f64), bias=bias_row, causal=True)
+w = out[:, 0].flip(-1)  # [h, k]: values = identity, so the weights themselves
+
+w_long = torch.softmax(alibi_bias(n_heads, 1, 8192, dtype=f64)[:, 0], dim=-1)
+mean = (w_long.flip(-1) * torch.arange(8192, dtype=f64)).sum(-1)  # 8192 keys
+span = (1 / m).squeeze(1)  # 1/m_h
+print(" h  1/m_h  ln2/m_h   mean")
+for h in range(n_heads):
+    x = span[h].item()
+    print(f"{h + 1:>2}  {x:>5.0f}  {x * math.log(2):7.1f}  {mean[h]:6.1f}")
+
+# %% tags=["figure"] alt={"en": ["Attention weight of each of ALiBi's 8 heads against the distance k up to 300, log axis: straight lines of slope −m_h, steep for head 1 and nearly flat for head 8; dots mark k = 1/m_h, from 2 to 256."], "ja": ["ALiBi の 8 個のヘッドそれぞれのアテンションの重みを、距離 k（0〜300）に対して対数軸で描いた図。傾き −m_h の直線で、ヘッド 1 は急に落ち、ヘッド 8 はほぼ平らです。点は k = 1/m_h（2〜256）の位置です。"]}
+dist = torch.arange(L, dtype=f64)
+k_span = span.long()
+fig, ax = plt.subplots(figsize=(6.4, 3.2))
+for h in range(n_heads):
+    (line,) = ax.plot(dist, w[h], lw=1.2, label=f"$h = {h + 1}$")
+    ax.plot(k_span[h], w[h, k_span[h]], "o", ms=4, color=line.get_color())
+ax.set(
+    yscale="log",
+    ylim=(1e-6, 1),
+    xlim=(0, 300),
+    xlabel="$k = i - j$",
+    ylabel="$w_h(k)$",
+)
+ax.legend(ncols=2, loc="upper right")
+plt.show()
+
+# %% tags=["check"] summary={"en": "the weights from posenc.attention are w_h(k) in closed form, falling by e^(−m_h) per step and to 1/e at k = 1/m_h = 2, 4, …, 256; the long-row means are 1/(e^(m_h) − 1), tending to 1/m_h − 1/2", "ja": "posenc.attention の重みは閉じた式の w_h(k) で、1 つ遡るごとに e^(−m_h) 倍になり、k = 1/m_h = 2、4、…、256 で 1/e になります。長い行での平均は 1/(e^(m_h) − 1) で、1/m_h − 1/2 に近づきます"}
+closed = (1 - torch.exp(-m)) * torch.exp(-m * dist) / (1 - torch.exp(-m * L))
+assert_close(w, closed)  # w_h(k)
+assert_close(w[:, 1:] / w[:, :-1], torch.exp(-m).expand(-1, L - 1))  # e^(-m_h)
+assert span.tolist() == [2.0**h for h in range(1, 9)]
+assert_close(
+    w.gather(1, k_span[:, None])[:, 0] / w[:, 0],
+    torch.full((8,), math.e**-1, dtype=f64),
+)
+assert_close(mean, 1 / torch.expm1(m[:, 0]))  # 1 / (e^m - 1)
+assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
+
+
+# %% [markdown] lang="en"
 # ## Only the differences within a row matter
 #
 # Adding the same number $c$ to every score of a row does not change its softmax:
 # $$\mathrm{softmax}(x + c)_j = \frac{e^{x_j + c}}{\sum_l e^{x_l + c}} = \frac{e^{c}\, e^{x_j}}{e^{c} \sum_l e^{x_l}} = \mathrm{softmax}(x)_j$$
-# and $-m_h\,(i - j) = m_h\, j - m_h\, i$, where $m_h\, i$ is the same for the whole row $i$.
-# So every bias that differs from $-m_h\,(i - j)$ by a constant per row gives the same
-# attention, and the implementations use several:
+# and $-m_h\,(i - j) = m_h\, j - m_h\, i$, where $m_h\, i$ is the same for the whole
+# row $i$. So every bias that differs from $-m_h\,(i - j)$ by a constant per row gives
+# the same attention, and the implementations use several:
 #
 # - the paper and `posenc`: $-m_h\,(i - j)$;
-# - the official code and BLOOM (Hugging Face's `build_alibi_tensor`): $m_h\, j$, one row
-#   for all queries (BLOOM counts $j$ over the non-padding tokens only);
+# - the official code and BLOOM: $m_h\, j$, one row for all queries (BLOOM counts $j$
+#   over the non-padding tokens only);
 # - labml: $m_h\,(j + 1)$ on the visible keys, the cumulative sum of the causal mask;
-# - MPT (llm-foundry's `build_alibi_bias`): $m_h\,(j - (T - 1))$, zero at the last key;
+# - MPT: $m_h\,(j - (T - 1))$, zero at the last key;
 # - x-transformers, and `posenc` with `causal=False`: $-m_h\,|i - j|$.
 #
-# The paper evaluates ALiBi only in causal language models. The symmetric form, which
-# also lets an encoder use ALiBi, is community practice, not the paper's: x-transformers,
-# MPT's `build_alibi_bias` with `full=True` (when not causal) and MosaicBERT all use
-# $-m_h\,|i - j|$.
+# The last form is symmetric, which also lets an encoder use ALiBi. That is community
+# practice (x-transformers, MPT when not causal, MosaicBERT), not the paper's, which
+# evaluates ALiBi only in causal language models. Under the causal mask it needs no
+# constant at all: for $j \le i$, $|i - j| = i - j$, so it equals the causal bias on
+# every key the mask keeps, and the future keys, where the two differ, are replaced
+# by $-\infty$ in both. The constant must be the same across a row: a bias that varies
+# differently with $j$, such as $-m_h\, j$ (a flipped sign), changes the attention.
 #
-# Under the causal mask, the symmetric form needs no constant at all: for $j \le i$,
-# $|i - j| = i - j$, so it equals the causal bias on every key the mask keeps. The
-# two differ only on future keys ($j > i$), $-m_h\,(j - i)$ against $+m_h\,(j - i)$,
-# and the causal mask replaces
-# those scores by $-\infty$ in both cases. The constant must be the same across a row:
-# a bias that varies in a different way with $j$, such as $-m_h\, j$ (a flipped sign),
-# changes the attention. The cell checks all of this through `posenc.attention` with
-# `causal=True`.
+# The figure shows three of the forms for head 1 ($m_1 = 1/2$) and $T = 8$, future
+# keys included; the staircase marks the causal mask, which removes everything above
+# it. The paper's bias is constant along diagonals, the official code's along
+# columns, and the symmetric bias is the paper's mirrored into the upper triangle.
 
 # %% [markdown] lang="ja"
 # ## 効くのは行の中の差だけ
@@ -515,83 +414,25 @@ plt.show()
 # 行のすべてのスコアに同じ数 $c$ を足しても、softmax は変わりません。
 # $$\mathrm{softmax}(x + c)_j = \frac{e^{x_j + c}}{\sum_l e^{x_l + c}} = \frac{e^{c}\, e^{x_j}}{e^{c} \sum_l e^{x_l}} = \mathrm{softmax}(x)_j$$
 # そして $-m_h\,(i - j) = m_h\, j - m_h\, i$ で、$m_h\, i$ は行 $i$ 全体で同じ値です。
-# したがって、$-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。
-# 実装によって使う形はさまざまです。
+# したがって、$-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。実装によって使う形はさまざまです。
 #
 # - 論文と `posenc`：$-m_h\,(i - j)$。
-# - 公式実装と BLOOM（Hugging Face の `build_alibi_tensor`）：$m_h\, j$。すべてのクエリで同じ 1 行を使います
-#   （BLOOM はパディングでないトークンだけを数えて $j$ とします）。
+# - 公式実装と BLOOM：$m_h\, j$。すべてのクエリで同じ 1 行を使います（BLOOM はパディングでないトークンだけを数えて $j$ とします）。
 # - labml：見えるキーについて $m_h\,(j + 1)$。因果マスクの累積和から作ります。
-# - MPT（llm-foundry の `build_alibi_bias`）：$m_h\,(j - (T - 1))$。最後のキーで 0 になります。
+# - MPT：$m_h\,(j - (T - 1))$。最後のキーで 0 になります。
 # - x-transformers と、`causal=False` の `posenc`：$-m_h\,|i - j|$。
 #
-# 論文が評価しているのは因果的な言語モデルだけです。
-# エンコーダでも ALiBi を使えるようにする対称な形は、論文にはなく、コミュニティで広まった使い方です。
-# x-transformers、MPT の `build_alibi_bias`（因果的でないときの `full=True`）、MosaicBERT は、どれも $-m_h\,|i - j|$ を使います。
+# 最後の形は対称なので、エンコーダでも ALiBi を使えます。
+# これはコミュニティで広まった使い方（x-transformers、因果的でないときの MPT、MosaicBERT）で、論文のものではありません。論文が評価しているのは因果的な言語モデルだけです。
+# 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すすべてのキーで因果的なバイアスと一致します。
+# 両者が異なる未来のキーのスコアは、どちらの場合も $-\infty$ に置き換えられます。
+# ただし定数は行の中で同じでなければなりません。$-m_h\, j$（正負を反転した誤り）のように $j$ に対して別の形で変わるバイアスは、アテンションを変えてしまいます。
 #
-# 因果マスクの下では、対称な形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、
-# マスクが残すすべてのキーで因果的なバイアスと一致します。
-# 両者が異なるのは未来のキー（$j > i$）だけで、一方は $-m_h\,(j - i)$、他方は $+m_h\,(j - i)$ です。
-# どちらの場合も、因果マスクがそのスコアを $-\infty$ に置き換えます。
-# ただし定数は行の中で同じでなければなりません。
-# $-m_h\, j$（正負を反転した誤り）のように $j$ に対して別の形で変わるバイアスは、アテンションを変えてしまいます。
-# セルでは、これらをすべて `causal=True` の `posenc.attention` で確かめます。
-
-# %%
-n_heads, T, d = 8, 10, 16
-q, k, v = torch.randn(3, n_heads, T, d).unbind(0)
-m = alibi_slopes(n_heads)[:, None, None]
-i = torch.arange(T)[:, None]
-j = torch.arange(T)[None, :]
-visible = j <= i  # what the causal mask keeps
-
-forms = {
-    "paper, posenc": alibi_bias(n_heads, T),  # -m (i - j)
-    "official, BLOOM": m * j,  # one row for every query
-    "labml": m * visible.cumsum(-1),  # m (j + 1) on the visible keys
-    "MPT": m * (j - (T - 1)),
-    "x-transformers": -m * (i - j).abs(),
-    "posenc causal=False": alibi_bias(n_heads, T, causal=False),
-}
-reference = attention(q, k, v, bias=forms["paper, posenc"], causal=True)
-for name, b in forms.items():
-    # a constant per row on the visible keys ...
-    gap = (b - forms["paper, posenc"]).expand(n_heads, T, T)
-    row_const = torch.where(visible, gap, gap[..., :1])
-    torch.testing.assert_close(
-        row_const, gap[..., :1].expand(n_heads, T, T), msg=name
-    )
-    # ... so the same attention
-    torch.testing.assert_close(
-        attention(q, k, v, bias=b, causal=True), reference, msg=name
-    )
-
-# the symmetric and causal biases agree on the visible keys, differ on the rest
-sym, causal_bias = forms["posenc causal=False"], forms["paper, posenc"]
-assert torch.equal(sym[:, visible], causal_bias[:, visible])
-assert (sym[:, ~visible] != causal_bias[:, ~visible]).all()
-
-# a bias that is not a row constant away changes the attention
-assert not torch.allclose(
-    attention(q, k, v, bias=-m * j, causal=True), reference, atol=1e-3
-)
-print(f"{len(forms)} biases, one attention output", end="")
-
-# %% [markdown] lang="en"
-# The figure shows three of the forms for head 1 ($m_1 = 1/2$) and $T = 8$, future keys
-# included; the staircase marks the causal mask, which removes everything above it.
-# The paper's bias is constant along diagonals, the official code's along columns,
-# and the symmetric bias is the paper's mirrored into the upper triangle. Below the
-# staircase, rows of the first two differ by a constant.
-
-# %% [markdown] lang="ja"
 # 図は、ヘッド 1（$m_1 = 1/2$）、$T = 8$ について、未来のキーも含めて 3 つの形を描いたものです。
 # 階段状の線が因果マスクを表し、その上側はすべて取り除かれます。
-# 論文のバイアスは対角線に沿って一定、公式実装のバイアスは列に沿って一定です。
-# 対称なバイアスは、論文のバイアスを上三角に折り返したものです。
-# 階段より下では、最初の 2 つの形の差が行ごとに一定です。
+# 論文のバイアスは対角線に沿って一定、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
 
-# %% alt={"en": ["Three 8 × 8 heatmaps of ALiBi biases for head 1, query i down, key j across, a staircase marking the causal mask: −m(i−j) is constant along diagonals, m·j along columns, and −m|i−j| mirrors the first above the diagonal."], "ja": ["ヘッド 1 の ALiBi バイアスの 3 つの 8 × 8 ヒートマップ（縦はクエリ i、横はキー j）。階段状の線が因果マスクの境界です。−m(i−j) は対角線に沿って、m·j は列に沿って一定で、−m|i−j| は最初のものを対角線の上側に折り返した形です。"]}
+# %% tags=["figure"] alt={"en": ["Three 8 × 8 heatmaps of ALiBi biases for head 1, query i down, key j across, a staircase marking the causal mask: −m(i−j) is constant along diagonals, m·j along columns, and −m|i−j| mirrors the first above the diagonal."], "ja": ["ヘッド 1 の ALiBi バイアスの 3 つの 8 × 8 ヒートマップ（縦はクエリ i、横はキー j）。階段状の線が因果マスクの境界です。−m(i−j) は対角線に沿って、m·j は列に沿って一定で、−m|i−j| は最初のものを対角線の上側に折り返した形です。"]}
 T8 = 8
 panels = {
     "$-m(i-j)$": alibi_bias(8, T8)[0],  # head 1 of 8: m = 1/2
@@ -615,36 +456,67 @@ axes[0].set_ylabel("$i$")
 fig.colorbar(im, ax=axes, shrink=0.8)
 plt.show()
 
-# %% [markdown] lang="en"
-# Equal in exact arithmetic, the forms are not equal in low precision. The official
-# form $m_h\, j$ grows with the position: at $j = 2047$ and $m = 1/2$ it is about 1024,
-# where bfloat16 numbers are 4 or 8 apart, so neighbouring keys, which differ by
-# $m = 1/2$, get the same rounded bias. The paper's form keeps the nearby keys, which
-# carry the weight, close to $0$, where bfloat16 is fine. Hugging Face's
-# `build_alibi_tensor` casts its $m_h\, j$ bias to the dtype it is given. The cell
-# rounds both forms to bfloat16 for one head and $T = 2048$ and prints the largest
-# error in the attention weights against float64: 4.0e-57 for the paper's form, 0.49
-# for $m_h\, j$.
+# %% tags=["check"] summary={"en": "the paper's, the official code's, labml's, MPT's and the symmetric bias differ by a constant per row on the visible keys and give one attention output; the symmetric bias equals the causal one exactly on those keys; −m_h·j changes the output", "ja": "論文、公式実装、labml、MPT の形と対称な形のバイアスは、見えるキーの上で行ごとの定数だけ違い、同じアテンションの出力を与えます。対称なバイアスはそのキーの上で因果的なバイアスとちょうど一致し、−m_h·j は出力を変えます"}
+n_heads, T, d = 8, 10, 16
+q, k, v = torch.randn(3, n_heads, T, d).unbind(0)
+m = alibi_slopes(n_heads)[:, None, None]
+i = torch.arange(T)[:, None]
+j = torch.arange(T)[None, :]
+visible = j <= i  # what the causal mask keeps
+forms = {
+    "paper, posenc": alibi_bias(n_heads, T),  # -m (i - j)
+    "official, BLOOM": m * j,  # one row for every query
+    "labml": m * visible.cumsum(-1),  # m (j + 1) on the visible keys
+    "MPT": m * (j - (T - 1)),
+    "x-transformers": -m * (i - j).abs(),
+    "posenc causal=False": alibi_bias(n_heads, T, causal=False),
+}
+reference = attention(q, k, v, bias=forms["paper, posenc"], causal=True)
+for name, b in forms.items():
+    # a constant per row on the visible keys ...
+    gap = (b - forms["paper, posenc"]).expand(n_heads, T, T)
+    row_const = torch.where(visible, gap, gap[..., :1])
+    assert_close(row_const, gap[..., :1].expand(n_heads, T, T), msg=name)
+    # ... so the same attention
+    assert_close(attention(q, k, v, bias=b, causal=True), reference, msg=name)
+
+# the symmetric and causal biases agree on the visible keys, differ on the rest
+sym, causal_bias = forms["posenc causal=False"], forms["paper, posenc"]
+assert torch.equal(sym[:, visible], causal_bias[:, visible])
+assert (sym[:, ~visible] != causal_bias[:, ~visible]).all()
+# a bias that is not a row constant away changes the attention
+flipped = attention(q, k, v, bias=-m * j, causal=True)
+assert not torch.allclose(flipped, reference, atol=1e-3)
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the forms differ in low precision.** Equal in exact arithmetic, the
+# forms are not equal once rounded. The official form $m_h\, j$ grows with the
+# position: at $j = 2047$ and $m = 1/2$ it is about 1024, where bfloat16 numbers are 4
+# or 8 apart, so neighbouring keys, which differ by $m = 1/2$, get the same rounded
+# bias. The paper's form keeps the nearby keys, which carry the weight, close to $0$,
+# where bfloat16 is fine. Hugging Face's `build_alibi_tensor` casts its $m_h\, j$ bias
+# to the dtype it is given. Rounding both forms to bfloat16 for one head and
+# $T = 2048$, the largest error in the attention weights against float64 is 4.0e-57
+# for the paper's form and 0.49 for $m_h\, j$.
 #
 # The problem is not BLOOM's alone. The official code's README trains with `--fp16`,
-# under which fairseq converts the model to float16. `buffered_future_mask` builds the
-# bias $m_h\, j$ in float32, casts it to the dtype of the activations
+# under which fairseq converts the model to float16. `buffered_future_mask` builds
+# the bias $m_h\, j$ in float32, casts it to the dtype of the activations
 # (`self._future_mask.to(tensor)`), and the attention adds it to the float16 scores.
 # float16 keeps 11 significant bits, so with the power-of-two slopes of the paper's
-# 8-head WikiText-103 model, $m_h\, j$ is exact up to $j = 2047$, and from $j = 2048$ on
-# neighbouring keys get the same bias in every head (checked below). The README's
-# setting for inputs of 3072 tokens changes only the batch options and keeps `--fp16`,
-# so a model trained that way saw this rounding at its last 1024 positions.
+# 8-head WikiText-103 model, $m_h\, j$ is exact up to $j = 2047$, and from $j = 2048$
+# on neighbouring keys get the same bias in every head. The README's setting for
+# inputs of 3072 tokens changes only the batch options and keeps `--fp16`, so a model
+# trained that way saw this rounding at its last 1024 positions.
 
-# %% [markdown] lang="ja"
-# これらの形は、厳密な計算では等しくても、低精度では等しくなりません。
-# 公式実装の形 $m_h\, j$ は位置とともに大きくなります。$j = 2047$、$m = 1/2$ では約 1024 で、
-# そのあたりの bfloat16 の数は 4 や 8 の間隔でしか並んでいません。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：低精度では形によって結果が変わる**
+# これらの形は、厳密な計算では等しくても、丸めると等しくなりません。
+# 公式実装の形 $m_h\, j$ は位置とともに大きくなります。$j = 2047$、$m = 1/2$ では約 1024 で、そのあたりの bfloat16 の数は 4 や 8 の間隔でしか並んでいません。
 # そのため、$m = 1/2$ しか違わない隣り合うキーに、丸めると同じバイアスが付きます。
 # 論文の形では、重みを担う近くのキーのバイアスが $0$ の近くにとどまり、bfloat16 でも問題ありません。
 # Hugging Face の `build_alibi_tensor` は、$m_h\, j$ のバイアスを渡された dtype に変換します。
-# セルでは、1 ヘッド、$T = 2048$ について両方の形を bfloat16 に丸め、
-# アテンションの重みの float64 に対する最大誤差を表示します。論文の形では 4.0e-57、$m_h\, j$ では 0.49 です。
+# 1 ヘッド、$T = 2048$ について両方の形を bfloat16 に丸めると、アテンションの重みの float64 に対する最大誤差は、論文の形では 4.0e-57、$m_h\, j$ では 0.49 です。
 #
 # これは BLOOM だけの問題ではありません。
 # 公式実装の README にある学習コマンドは `--fp16` を付けており、このとき fairseq はモデルを float16 に変換します。
@@ -652,11 +524,11 @@ plt.show()
 # アテンションはそれを float16 のスコアに足します。
 # float16 の有効桁は 11 ビットです。
 # そのため、論文の 8 ヘッドの WikiText-103 のモデルが使う 2 のべき乗の傾きでは、$m_h\, j$ は $j = 2047$ まで正確です。
-# $j = 2048$ から先では、どのヘッドでも隣り合うキーに同じバイアスが付きます（下で確かめます）。
+# $j = 2048$ から先では、どのヘッドでも隣り合うキーに同じバイアスが付きます。
 # README の 3072 トークンの入力向けの設定はバッチの指定を変えるだけで、`--fp16` はそのままです。
 # したがって、その設定で学習したモデルは、最後の 1024 個の位置でこの丸めの影響を受けていたことになります。
 
-# %%
+# %% tags=["deeper"]
 T_long = 2048
 visible_long = torch.ones(T_long, T_long, dtype=torch.bool).tril()
 
@@ -669,13 +541,11 @@ def weights_of(b):  # softmax over the visible keys, in float64
 
 m1 = float(alibi_slopes(8)[0])  # head 1 of 8 heads: m = 1/2
 pos = torch.arange(T_long, dtype=f64)
-paper_form = -m1 * (
-    pos[:, None] - pos[None, :]
-)  # -m (i - j), as alibi_bias(8, T)[0]
-torch.testing.assert_close(paper_form[:64, :64].float(), alibi_bias(8, 64)[0])
+paper_form = -m1 * (pos[:, None] - pos[None, :])  # as alibi_bias(8, T)[0]
+assert_close(paper_form[:64, :64].float(), alibi_bias(8, 64)[0])
 official_form = m1 * pos.expand(T_long, T_long)  # m j
 exact = weights_of(paper_form)
-torch.testing.assert_close(weights_of(official_form), exact)  # equal in float64
+assert_close(weights_of(official_form), exact)  # equal in float64
 err_paper = (weights_of(paper_form.bfloat16()) - exact).abs().max()
 err_official = (weights_of(official_form.bfloat16()) - exact).abs().max()
 assert err_paper < 1e-6 < 0.1 < err_official
@@ -693,16 +563,15 @@ assert (bias16[:, :2048].double() == exact16).all()  # exact up to 2047
 print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 
 # %% [markdown] lang="en"
-# ## Queries aligned to the end of the keys (a KV cache)
+# ## Queries at the end of the keys: a KV cache
 #
-# When a decoder generates with a [KV cache](../docs/glossary.md#kv-cache), the $L_q$ new
-# queries are the last tokens
-# of a sequence of $L_k$ keys: query $i$ sits at position $i + L_k - L_q$, and its bias is
+# When a decoder generates with a [KV cache](../docs/glossary.md#kv-cache), the $L_q$
+# new queries are the last tokens of a sequence of $L_k$ keys: query $i$ sits at
+# position $i + L_k - L_q$, and its bias is
 # $$-m_h\,(i + L_k - L_q - j)$$
 # `alibi_bias(n, L_q, L_k)` uses this alignment, and so does `posenc.attention` with
-# `causal=True`. The cell computes the last 4 queries against all 12 keys and
-# compares with the last 4 rows of the full computation; it also generates one token
-# at a time.
+# `causal=True`: the last 4 queries against 12 keys give the last 4 rows of the full
+# computation, and generating one token at a time gives every row.
 #
 # Placing the new queries at positions $0, \dots, L_q - 1$ instead is a tempting slip.
 # For the causal bias it happens to do no harm: the wrong bias $-m_h\,(i - j)$ exceeds
@@ -710,28 +579,25 @@ print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 # previous section showed that such a constant changes nothing. This is why BLOOM and
 # MPT can use one bias row for all queries. The slip does harm elsewhere: a causal
 # mask placed that way hides keys the queries should see, and the rows of the
-# symmetric bias $-m_h\,|i - j|$ change shape, not only level. The cell checks all three.
+# symmetric bias $-m_h\,|i - j|$ change shape, not only level.
 
 # %% [markdown] lang="ja"
-# ## キーの末尾に合わせたクエリ（KV キャッシュ）
+# ## キーの末尾に並ぶクエリ：KV キャッシュ
 #
 # デコーダが [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使って生成するとき、$L_q$ 個の新しいクエリは、$L_k$ 個のキーからなる系列の最後のトークンです。
 # クエリ $i$ は位置 $i + L_k - L_q$ にあり、そのバイアスは次のようになります。
 # $$-m_h\,(i + L_k - L_q - j)$$
-# `alibi_bias(n, L_q, L_k)` はこの位置合わせを使います。`causal=True` の `posenc.attention` も同じです。
-# セルでは、最後の 4 個のクエリを 12 個すべてのキーに対して計算し、全体を計算したときの最後の 4 行と比べます。
-# 1 トークンずつ生成する場合も確かめます。
+# `alibi_bias(n, L_q, L_k)` はこの位置合わせを使い、`causal=True` の `posenc.attention` も同じです。
+# 12 個のキーに対する最後の 4 個のクエリは全体を計算したときの最後の 4 行に一致し、1 トークンずつ生成すればすべての行に一致します。
 #
 # 新しいクエリを位置 $0, \dots, L_q - 1$ に置いてしまうのは、ありがちな誤りです。
 # 因果的なバイアスでは、たまたま害がありません。
-# 誤ったバイアス $-m_h\,(i - j)$ は正しいバイアスより $m_h\,(L_k - L_q)$ だけ大きく、この差は行のどのキーでも同じです。
-# 前の節で示したとおり、このような定数は何も変えません。
+# 誤ったバイアス $-m_h\,(i - j)$ は正しいバイアスより $m_h\,(L_k - L_q)$ だけ大きく、この差は行のどのキーでも同じです。前の節で示したとおり、このような定数は何も変えません。
 # BLOOM や MPT がすべてのクエリに同じ 1 行のバイアスを使えるのは、このためです。
 # ただし、ほかの箇所ではこの誤りが問題になります。因果マスクを同じようにずらして置くと、クエリが見るべきキーまで隠してしまいます。
 # また対称なバイアス $-m_h\,|i - j|$ の場合、行の値が一律にずれるのではなく、行の形そのものが変わります。
-# セルでは、この 3 つをすべて確かめます。
 
-# %%
+# %% tags=["check"] summary={"en": "alibi_bias(n, L_q, L_k) is −m_h(i + L_k − L_q − j); the last 4 of 12 queries and decoding one token at a time match the full pass; queries misplaced at 0..L_q−1 shift the causal bias by a row constant (harmless), but a misplaced mask or symmetric bias changes the output", "ja": "alibi_bias(n, L_q, L_k) は −m_h(i + L_k − L_q − j) で、12 個のうち最後の 4 個のクエリも 1 トークンずつのデコードも全体の計算と一致します。クエリを 0..L_q−1 に置き違えると因果的なバイアスは行ごとの定数だけずれ（無害）、マスクや対称なバイアスでは出力が変わります"}
 n_heads, L_k, L_q, d = 8, 12, 4, 16
 q, k, v = torch.randn(3, n_heads, L_k, d).unbind(0)
 m = alibi_slopes(n_heads)[:, None, None]
@@ -740,106 +606,81 @@ full = attention(q, k, v, bias=alibi_bias(n_heads, L_k), causal=True)
 i = torch.arange(L_q)[:, None]
 j = torch.arange(L_k)[None, :]
 cached_bias = alibi_bias(n_heads, L_q, L_k)
-torch.testing.assert_close(
-    cached_bias, -m * (i + L_k - L_q - j)
-)  # -m_h (i + L_k - L_q - j)
-torch.testing.assert_close(cached_bias, alibi_bias(n_heads, L_k)[:, -L_q:])
+assert_close(cached_bias, -m * (i + L_k - L_q - j))  # -m_h (i + L_k - L_q - j)
+assert_close(cached_bias, alibi_bias(n_heads, L_k)[:, -L_q:])
 last4 = attention(q[:, -L_q:], k, v, bias=cached_bias, causal=True)
-torch.testing.assert_close(last4, full[:, -L_q:])
-
+assert_close(last4, full[:, -L_q:])
 for t in range(L_k):  # one token at a time: query t against keys 0..t
-    step = attention(
-        q[:, t : t + 1],
-        k[:, : t + 1],
-        v[:, : t + 1],
-        bias=alibi_bias(n_heads, 1, t + 1),
-        causal=True,
-    )
-    torch.testing.assert_close(step, full[:, t : t + 1])
+    kv = k[:, : t + 1], v[:, : t + 1]
+    bias_t = alibi_bias(n_heads, 1, t + 1)
+    step = attention(q[:, t : t + 1], *kv, bias=bias_t, causal=True)
+    assert_close(step, full[:, t : t + 1])
 
 # queries wrongly placed at positions 0..L_q-1
 wrong_bias = -m * (i - j)
 gap = wrong_bias - cached_bias
-torch.testing.assert_close(
-    gap, (m * (L_k - L_q)).expand_as(gap)
-)  # a row constant ...
-torch.testing.assert_close(
-    attention(q[:, -L_q:], k, v, bias=wrong_bias, causal=True), last4
-)  # ... harmless
-
-wrong_mask = cached_bias.masked_fill(
-    j > i, -math.inf
-)  # the mask placed at 0..L_q-1
-assert not torch.allclose(
-    attention(q[:, -L_q:], k, v, bias=wrong_mask), last4, atol=1e-3
-)
-
-full_sym = attention(
-    q, k, v, bias=alibi_bias(n_heads, L_k, causal=False)
-)  # no mask
+assert_close(gap, (m * (L_k - L_q)).expand_as(gap))  # a row constant ...
+wrong = attention(q[:, -L_q:], k, v, bias=wrong_bias, causal=True)
+assert_close(wrong, last4)  # ... harmless
+wrong_mask = cached_bias.masked_fill(j > i, -math.inf)  # mask at 0..L_q-1
+masked = attention(q[:, -L_q:], k, v, bias=wrong_mask)
+assert not torch.allclose(masked, last4, atol=1e-3)
+full_sym = attention(q, k, v, bias=alibi_bias(n_heads, L_k, causal=False))
 right_sym = alibi_bias(n_heads, L_q, L_k, causal=False)
-torch.testing.assert_close(
-    attention(q[:, -L_q:], k, v, bias=right_sym), full_sym[:, -L_q:]
-)
-wrong_sym = -m * (i - j).abs()
-assert not torch.allclose(
-    attention(q[:, -L_q:], k, v, bias=wrong_sym), full_sym[:, -L_q:], atol=1e-3
-)
+sym_out = attention(q[:, -L_q:], k, v, bias=right_sym)
+assert_close(sym_out, full_sym[:, -L_q:])
+wrong_sym = attention(q[:, -L_q:], k, v, bias=-m * (i - j).abs())
+assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 
 # %% [markdown] lang="en"
 # ## Extrapolation: train short, test long
 #
 # Nothing in the bias refers to a maximum length. The bias for a longer sequence
 # contains the bias for a shorter one as its top-left block, and the row of the last
-# query, read by distance, is the same at any length (both checked below). A query
-# deep inside a long input sees, in every head, the same penalties by distance as
-# during training. The keys further back than any training distance get larger
-# penalties than any seen in training, and so little weight in all but the gentlest
-# heads. With uniform content, a row of 2048 keys after training on 512 puts the
-# weights printed below at distances of 512 or more: at most 0.0183 (head 7) in heads 1 to 7,
-# and 0.1350 in head 8 ($m_8 = 1/256$).
+# query, read by distance, is the same at any length. A query deep inside a long input
+# sees, in every head, the same penalties by distance as during training. Keys
+# further back than any training distance get larger penalties than any seen in
+# training, and so little weight in all but the gentlest heads. With uniform content,
+# a row of 2048 keys after training on 512 puts at most 0.0183 of its weight (head 7)
+# at distances of 512 or more in heads 1 to 7, and 0.1350 in head 8 ($m_8 = 1/256$).
 #
 # This is the paper's title. Its Figure 1 shows models trained on WikiText-103 with
-# inputs of $L = 512$ or $1024$ tokens and evaluated on longer inputs: the perplexity of
-# the sinusoidal, rotary and [T5-bias](06-t5-buckets.ipynb) models degrades as the inputs grow past the training
-# length, and ALiBi's does not. The abstract reports a 1.3-billion-parameter model
-# trained on 1024 tokens that, tested on 2048, matches the perplexity of a sinusoidal
-# model trained on 2048, while training 11% faster and using 11% less memory.
+# inputs of $L = 512$ or $1024$ tokens and evaluated on longer inputs: the perplexity
+# of the sinusoidal, rotary and [T5-bias](06-t5-buckets.ipynb) models degrades as the
+# inputs grow past the training length, and ALiBi's does not. The abstract reports a
+# 1.3-billion-parameter model trained on 1024 tokens that, tested on 2048, matches
+# the perplexity of a sinusoidal model trained on 2048, while training 11% faster and
+# using 11% less memory.
 #
 # The paper's own analysis (its Appendix B) qualifies where the gain at
-# $L_{\mathrm{valid}} > L$ comes from. Its perplexities use nonoverlapping evaluation,
-# in which the first tokens of every segment have little context (the "early token
-# curse"), and longer segments leave fewer such tokens. With sliding-window
-# evaluation, which gives every prediction a full window, the perplexity of the ALiBi
-# models stays roughly flat as $L_{\mathrm{valid}}$ grows past $L$; the authors
-# conclude that the gain comes mostly from easing the early token curse, not from using
-# contexts longer than those of training. The chapter
+# $L_{\mathrm{valid}} > L$ comes from. Its perplexities use nonoverlapping
+# evaluation, in which the first tokens of every segment have little context (the
+# "early token curse"), and longer segments leave fewer such tokens. With
+# sliding-window evaluation, which gives every prediction a full window, the
+# perplexity of the ALiBi models stays roughly flat as $L_{\mathrm{valid}}$ grows past
+# $L$; the authors conclude that the gain comes mostly from easing the early token
+# curse, not from using contexts longer than those of training. The chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
 # [extrapolation](../docs/glossary.md#extrapolation) to the test on small models.
-#
-# Models that use ALiBi include BLOOM (its 176B model has 70 layers and 112 heads, the
-# official code's slope rule for a non-power of two at work) and MPT (MPT-7B: 32
-# heads, and `alibi_bias_max` 8 in its configuration, which gives the slopes of the
-# paper).
+# Models that use ALiBi include BLOOM (its 176B model has 112 heads, so the official
+# rule for other head counts is at work) and MPT (MPT-7B: 32 heads, with the
+# paper's slopes).
 
 # %% [markdown] lang="ja"
 # ## 外挿：短く学習し、長い入力で評価する
 #
 # バイアスのどこにも最大長は出てきません。
-# 長い系列のバイアスは、短い系列のバイアスを左上のブロックとして含みます。
-# また最後のクエリの行を距離で読むと、長さによらず同じです（どちらも下で確かめます）。
+# 長い系列のバイアスは、短い系列のバイアスを左上のブロックとして含みます。また最後のクエリの行を距離で読むと、長さによらず同じです。
 # 長い入力の後方にあるクエリも、どのヘッドでも、学習中と同じ距離ごとのペナルティを受けます。
-# 学習中のどの距離よりも遠いキーには、学習中に見たどれよりも大きなペナルティが付くので、
-# 最もゆるやかなヘッド以外ではほとんど重みがかかりません。
-# 内容によるスコアが一様な場合を考えます。長さ 512 で学習したモデルが 2048 個のキーの行を読むとき、距離 512 以上にかかる重みを下に表示します。
-# ヘッド 1 から 7 では最大でも 0.0183（ヘッド 7）、ヘッド 8（$m_8 = 1/256$）では 0.1350 です。
+# 学習中のどの距離よりも遠いキーには、学習中に見たどれよりも大きなペナルティが付くので、最もゆるやかなヘッド以外ではほとんど重みがかかりません。
+# 内容によるスコアが一様な場合に、長さ 512 で学習したモデルが 2048 個のキーの行を読むとします。
+# 距離 512 以上にかかる重みは、ヘッド 1 から 7 では最大でも 0.0183（ヘッド 7）、ヘッド 8（$m_8 = 1/256$）では 0.1350 です。
 #
 # これが論文の題名（Train Short, Test Long）の意味です。
 # 論文の図 1 は、WikiText-103 で $L = 512$ または $1024$ トークンの入力で学習し、より長い入力で評価したモデルを示しています。
-# 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、[T5 バイアス](06-t5-buckets.ipynb)のモデルは、
-# 入力が学習時の長さを超えるとパープレキシティが悪化しますが、ALiBi のモデルは悪化しません。
-# 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルを 2048 トークンで評価すると、
-# 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。しかも学習は 11% 速く、メモリは 11% 少なく済みます。
+# 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、[T5 バイアス](06-t5-buckets.ipynb)のモデルは、入力が学習時の長さを超えるとパープレキシティが悪化しますが、ALiBi のモデルは悪化しません。
+# 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルを 2048 トークンで評価すると、2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。
+# しかも学習は 11% 速く、メモリは 11% 少なく済みます。
 #
 # ただし論文自身の分析（付録 B）は、$L_{\mathrm{valid}} > L$ での改善がどこから来るのかについて留保を付けています。
 # 論文のパープレキシティは重なりのない区間ごとの評価で測っており、各区間の最初のほうのトークンにはわずかな文脈しかありません（「early token curse」）。
@@ -847,117 +688,119 @@ assert not torch.allclose(
 # すべての予測に窓いっぱいの文脈を与えるスライディングウィンドウ評価では、$L_{\mathrm{valid}}$ が $L$ を超えても ALiBi のモデルのパープレキシティはほぼ横ばいです。
 # 著者らは、改善の大部分は early token curse が和らぐことによるもので、学習時より長い文脈を使えるからではないと結論しています。
 # [外挿](../docs/glossary.ja.md#extrapolation)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
-#
 # ALiBi を使うモデルには BLOOM と MPT があります。
-# BLOOM の 1760 億パラメータのモデルは 70 層、112 ヘッドで、2 のべき乗でない場合の公式実装の規則が使われます。
-# MPT-7B は 32 ヘッドで、設定の `alibi_bias_max` は 8 なので、論文と同じ傾きになります。
+# BLOOM の 1760 億パラメータのモデルは 112 ヘッドなので、2 のべき乗でないヘッド数の規則が使われます。MPT-7B は 32 ヘッドで、論文と同じ傾きです。
 
 # %%
-n_heads = 8
-short, long_ = alibi_bias(n_heads, 64), alibi_bias(n_heads, 512)
-torch.testing.assert_close(
-    long_[:, :64, :64], short
-)  # the short bias is the top-left block
+w_2048 = torch.softmax(alibi_bias(8, 1, 2048, dtype=f64)[:, 0], dim=-1)
+beyond = w_2048.flip(-1)[:, 512:].sum(-1)  # distances 512 .. 2047, per head
+print("weight at distance >= 512:\n" + " ".join(f"{x:.4f}" for x in beyond))
+
+# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one, and the last query's row is the same at any length; the weights beyond 512 are the geometric tail e^(−512m)(1 − e^(−1536m))/(1 − e^(−2048m)), below 0.02 in heads 1 to 7", "ja": "短い系列のバイアスは長い系列のバイアスの左上のブロックで、最後のクエリの行は長さによらず同じです。512 以上の距離の重みは等比数列の裾 e^(−512m)(1 − e^(−1536m))/(1 − e^(−2048m)) で、ヘッド 1〜7 では 0.02 未満です"}
+short, long_ = alibi_bias(8, 64), alibi_bias(8, 512)
+assert_close(long_[:, :64, :64], short)  # the short bias is the top-left block
 # the last query's row, by distance, is the same at any length
-torch.testing.assert_close(
-    alibi_bias(n_heads, 1, 512)[..., -64:], alibi_bias(n_heads, 1, 64)
-)
-
-# uniform content, 2048 keys: the weight at distances 512 and beyond, per head
-w_2048 = torch.softmax(
-    alibi_bias(n_heads, 1, 2048, dtype=f64)[:, 0], dim=-1
-).flip(-1)
-beyond = w_2048[:, 512:].sum(-1)  # distances 512 .. 2047
-m = alibi_slopes(n_heads, dtype=f64)
-torch.testing.assert_close(
-    beyond,
-    torch.exp(-m * 512)
-    * (1 - torch.exp(-m * 1536))
-    / (1 - torch.exp(-m * 2048)),
-)
+assert_close(alibi_bias(8, 1, 512)[..., -64:], alibi_bias(8, 1, 64))
+m = alibi_slopes(8, dtype=f64)
+tail = torch.exp(-m * 512) * (1 - torch.exp(-m * 1536))
+assert_close(beyond, tail / (1 - torch.exp(-m * 2048)))
 assert beyond[:7].max() < 0.02 < 0.1 < beyond[7]
-print(
-    "weight at distance >= 512: "
-    + ", ".join(f"{x:.4f}" for x in beyond.tolist()),
-    end="",
-)
+assert int(beyond[:7].argmax()) == 6
+assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 
-# %% [markdown] lang="en"
-# ## The implementations, rebuilt with posenc
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the implementations, rebuilt with posenc.** All the implementations
+# read here use the same slopes up to float32 rounding, but they compute them in
+# different ways, and so round differently. The official code writes the first slope
+# as `2**(-2**-(math.log2(n)-3))`, that is $2^{-2^{-(\log_2 n - 3)}}$, which is
+# $2^{-8/n}$ because $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$.
 #
-# All the implementations read here use the same slopes up to float32 rounding, but
-# they compute them in different ways, and so round differently. Hugging Face's BLOOM
-# (`build_alibi_tensor`, transformers 5.24.0 and 4.57.6) rounds the base
-# $2^{-8/2^k}$ to float32 and raises it to the integer powers $1, \dots, 2^k$; the
-# remaining heads get odd powers of the rounded base for $2^{k+1}$ heads. A power
-# multiplies the base's relative rounding error by the exponent, so the last heads of
-# a large $n$ drift furthest: for 128 heads, head 128 gets 0.00390624744 where $2^{-8}$
-# is exact in float32. Against `alibi_slopes`, which rounds each slope once, the
-# differences reach $5.96 \times 10^{-8}$ absolute and $6.6 \times 10^{-7}$ relative
+# Hugging Face's BLOOM (`build_alibi_tensor`) rounds the base $2^{-8/2^k}$ to float32
+# and raises it to the integer powers $1, \dots, 2^k$; the remaining heads get odd
+# powers of the rounded base for $2^{k+1}$ heads. A power multiplies the base's
+# relative rounding error by the exponent, so the last heads of a large $n$ drift
+# furthest: for 128 heads, head 128 gets 0.00390624744 where $2^{-8}$ is exact in
+# float32. Against `alibi_slopes`, which rounds each slope once, the differences reach
+# $5.96 \times 10^{-8}$ absolute and $6.6 \times 10^{-7}$ relative
 # ($6.8 \times 10^{-7}$ from the exact slopes), up to 11 float32 units in the last
-# place (7 for BLOOM's 112 heads, at head 105); they occur for every $n \ge 11$ and for
-# no smaller $n$. The cell measures this on a restatement of Hugging Face's expression,
-# which we compared bit for bit with `build_alibi_tensor` of both versions, for
-# $n = 1, \dots, 128$, outside this notebook.
+# place (7 for BLOOM's 112 heads, at head 105); they occur for every $n \ge 11$ and
+# for no smaller $n$. They are measured here on a restatement of Hugging Face's
+# expression, which was compared bit for bit with `build_alibi_tensor` for
+# $n = 1, \dots, 128$ outside this notebook.
 #
 # MPT generalises the exponent: $m_h = 2^{-b h / n'}$ with $b$ = `alibi_bias_max` (8 by
 # default) and $n'$ the next power of two at or above $n$; when $n < n'$ it takes the
 # even-numbered slopes ($h = 2, 4, \dots$, those of $n'/2$ heads) first, then the
-# odd-numbered ones, and keeps the first $n$, the same set in the same order as the
-# official rule. labml, since commit 72669d05 (July 2022), uses the base $2^{-4/2^k}$
-# and its odd powers for the remaining heads, the official rule again.
-# x-transformers copies the official `get_slopes`. The cell restates BLOOM, MPT and
-# labml and compares each with `posenc` for $n = 1, \dots, 128$ with a relative tolerance
-# of $10^{-6}$ and no absolute tolerance. The defaults of `torch.testing.assert_close`
-# for float32 (relative $1.3 \times 10^{-6}$, absolute $10^{-5}$) would be too weak
-# here: the absolute part is 0.26% of the slope $2^{-8}$, so they would let a slope
-# that is 0.2% off pass, as the cell shows.
+# odd-numbered ones, and keeps the first $n$: the same set in the same order as the
+# official rule. labml, since July 2022, uses the base $2^{-4/2^k}$ and its odd
+# powers for the remaining heads, the official rule again. x-transformers copies the
+# official `get_slopes`, and can limit ALiBi to some heads. All three, restated here,
+# agree with `posenc` for $n = 1, \dots, 128$ within a relative $10^{-6}$ and no
+# absolute tolerance. The defaults of `torch.testing.assert_close` for float32
+# (relative $1.3 \times 10^{-6}$, absolute $10^{-5}$) would be too weak here: the
+# absolute part is 0.26% of the slope $2^{-8}$, so they let a slope that is 0.2% off
+# pass.
 #
-# labml's first version, from commit e06a89e2 (August 2021) until 72669d05, differed
-# twice. Its docstring wrote the first slope as $2^{-2^{-(\log_2 n) - 3}}$: a parenthesis
-# had slipped, and that is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$ (the
-# cell checks this algebra on the formula as transcribed here; the dates come from the
-# repository's history). Its code computed the first slope $2^{-8/n}$ correctly, but
-# continued the geometric sequence for every $n$: $m_h = 2^{-8h/n}$, the paper's
-# sequence, not the official rule, when $n$ is not a power of two. The cell restates
-# that code too and compares it with both for 12 heads.
+# labml's first version (August 2021 to July 2022) differed twice. Its docstring wrote
+# the first slope as $2^{-2^{-(\log_2 n) - 3}}$: a parenthesis had slipped, and that
+# is $2^{-1/(8n)}$, $0.9892$ for 8 heads instead of $0.5$ (the algebra is checked on
+# the formula as transcribed). Its code computed the first slope $2^{-8/n}$
+# correctly, but continued the geometric sequence for every $n$: $m_h = 2^{-8h/n}$,
+# the paper's sequence, not the official rule, when $n$ is not a power of two.
+#
+# | | bias added (causal) | slopes, $n$ not a power of two | queries with a cache |
+# |---|---|---|---|
+# | paper (§3) | $-m_h\,(i - j)$ | $2^{-8h/n}$, the same formula for every $n$ | not discussed |
+# | `posenc` | $-m_h\,(i - j)$ | the official code's rule | aligned to the end of the keys |
+# | official code (fairseq fork) | $m_h\, j$, cast to the activations' dtype (float16 with the README's `--fp16`) | `get_slopes`, the rule's source | no bias: it lives in the future mask, not built when decoding incrementally |
+# | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens, cast to the model's dtype | same values to a relative $7 \times 10^{-7}$ (float32 powers of a rounded base) | one row for all queries |
+# | MPT (llm-foundry) | $m_h\,(j - (T - 1))$; $-m_h\,\lvert i - j\rvert$ when not causal | same values to float32 rounding for `alibi_bias_max=8` | one row for all queries |
+# | labml | $m_h\,(j + 1)$, from the causal mask | the official rule since July 2022, same values to float32 rounding (before: the paper's $2^{-8h/n}$) | not handled |
+# | x-transformers | $-m_h\,\lvert i - j\rvert$ | the official `get_slopes`, copied; ALiBi can be limited to some heads | aligned to the end of the keys |
 
-# %% [markdown] lang="ja"
-# ## 各実装を posenc で再現する
-#
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：各実装を posenc で再現する**
 # ここで読んだ実装は、float32 の丸めの範囲で同じ傾きを使いますが、計算の仕方が違うので、丸め方も違います。
-# Hugging Face の BLOOM（`build_alibi_tensor`、transformers 5.24.0 と 4.57.6）は、底 $2^{-8/2^k}$ を float32 に丸め、それを $1, \dots, 2^k$ 乗します。
+# 公式実装は最初の傾きを `2**(-2**-(math.log2(n)-3))`、つまり $2^{-2^{-(\log_2 n - 3)}}$ と書いています。
+# $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$ なので、これは $2^{-8/n}$ です。
+#
+# Hugging Face の BLOOM（`build_alibi_tensor`）は、底 $2^{-8/2^k}$ を float32 に丸め、それを $1, \dots, 2^k$ 乗します。
 # 残りのヘッドには、$2^{k+1}$ ヘッドの丸めた底の奇数乗を使います。
-# べき乗は、底の相対的な丸め誤差を指数倍に拡大します。そのため、$n$ が大きいと最後のほうのヘッドほど大きくずれます。
+# べき乗は、底の相対的な丸め誤差を指数倍に拡大します。そのため $n$ が大きいと、最後のほうのヘッドほど大きくずれます。
 # 128 ヘッドでは、float32 で $2^{-8}$ が正確に表せるにもかかわらず、ヘッド 128 の傾きは 0.00390624744 になります。
-# 各傾きを 1 回だけ丸める `alibi_slopes` と比べると、差は絶対値で最大 $5.96 \times 10^{-8}$、相対値で最大 $6.6 \times 10^{-7}$ です
-# （厳密な傾きに対しては $6.8 \times 10^{-7}$）。
+# 各傾きを 1 回だけ丸める `alibi_slopes` と比べると、差は絶対値で最大 $5.96 \times 10^{-8}$、相対値で最大 $6.6 \times 10^{-7}$ です（厳密な傾きに対しては $6.8 \times 10^{-7}$）。
 # float32 の最後の桁の単位（ulp）で数えると最大 11 ulp です（BLOOM の 112 ヘッドでは、ヘッド 105 での 7 ulp）。
 # 差は $n \ge 11$ のすべてで現れ、それより小さい $n$ では現れません。
-# セルでは、Hugging Face の式を書き直したものでこれを測ります。
-# この書き直しは、$n = 1, \dots, 128$ について、両方のバージョンの `build_alibi_tensor` とビット単位で一致することを、このノートブックの外で確かめてあります。
+# ここでは Hugging Face の式を書き直したものでこれを測っています。この書き直しは、$n = 1, \dots, 128$ について `build_alibi_tensor` とビット単位で一致することを、このノートブックの外で確かめてあります。
 #
-# MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、
-# $n'$ は $n$ 以上で最小の 2 のべき乗です。
+# MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、$n'$ は $n$ 以上で最小の 2 のべき乗です。
 # $n < n'$ のときは、偶数番目の傾きを先に、奇数番目の傾きをあとに並べ、最初の $n$ 個を使います。
 # 偶数番目の傾き（$h = 2, 4, \dots$）は $n'/2$ ヘッドの傾きです。
 # この並べ方は、公式実装の規則と同じ傾きを同じ順に与えます。
-# labml はコミット 72669d05（2022 年 7 月）から、底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使っており、これも公式実装の規則です。
-# x-transformers は公式実装の `get_slopes` をそのままコピーしています。
-# セルでは BLOOM、MPT、labml を書き直し、$n = 1, \dots, 128$ について、相対許容誤差 $10^{-6}$、絶対許容誤差なしで `posenc` と比べます。
+# labml は 2022 年 7 月から、底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使っており、これも公式実装の規則です。
+# x-transformers は公式実装の `get_slopes` をそのままコピーしており、ALiBi を一部のヘッドだけに使うこともできます。
+# ここで書き直した 3 つは、$n = 1, \dots, 128$ について、相対許容誤差 $10^{-6}$、絶対許容誤差なしで `posenc` と一致します。
 # float32 に対する `torch.testing.assert_close` の既定値（相対 $1.3 \times 10^{-6}$、絶対 $10^{-5}$）は、ここでは緩すぎます。
-# 絶対許容誤差が傾き $2^{-8}$ の 0.26% にあたるので、0.2% ずれた傾きも通してしまいます。セルではこれも示します。
+# 絶対許容誤差が傾き $2^{-8}$ の 0.26% にあたるので、0.2% ずれた傾きも通してしまいます。
 #
-# labml の最初の版（コミット e06a89e2、2021 年 8 月から 72669d05 まで）は、2 つの点で違っていました。
+# labml の最初の版（2021 年 8 月から 2022 年 7 月まで）は、2 つの点で違っていました。
 # 1 つ目は docstring で、最初の傾きを $2^{-2^{-(\log_2 n) - 3}}$ と書いていました。
-# 括弧の位置がずれていて、これは $2^{-1/(8n)}$ です。8 ヘッドなら $0.5$ ではなく $0.9892$ になります。
-# セルが確かめるのは、ここに書き写した式の代数だけです。日付はリポジトリの履歴によります。
+# 括弧の位置がずれていて、これは $2^{-1/(8n)}$ です。8 ヘッドなら $0.5$ ではなく $0.9892$ になります（確かめているのは、書き写した式の代数です）。
 # 2 つ目はコードです。最初の傾き $2^{-8/n}$ は正しく計算していましたが、どの $n$ でも等比数列をそのまま続けていました。
 # つまり $n$ が 2 のべき乗でないとき、公式実装の規則ではなく、論文の数列 $m_h = 2^{-8h/n}$ を使っていました。
-# セルではこのコードも書き直し、12 ヘッドについて両方と比べます。
+#
+# | | 足すバイアス（因果的） | 2 のべき乗でない $n$ の傾き | キャッシュ時のクエリ |
+# |---|---|---|---|
+# | 論文（§3） | $-m_h\,(i - j)$ | $2^{-8h/n}$（どの $n$ でも同じ式） | 記述なし |
+# | `posenc` | $-m_h\,(i - j)$ | 公式実装の規則 | キーの末尾に合わせた位置 |
+# | 公式実装（fairseq のフォーク） | $m_h\, j$（活性値の dtype に変換。README の `--fp16` では float16） | `get_slopes`（規則の出典） | バイアスなし（バイアスは未来を隠すマスクの中にあり、逐次デコードではそのマスクを作らないため） |
+# | BLOOM（Hugging Face） | $m_h\, j$（$j$ はパディング以外のトークンだけで数えた位置。モデルの dtype に変換） | 相対誤差 $7 \times 10^{-7}$ 以内で同じ値（丸めた底の float32 でのべき乗） | すべてのクエリで同じ 1 行 |
+# | MPT（llm-foundry） | $m_h\,(j - (T - 1))$、因果的でないときは $-m_h\,\lvert i - j\rvert$ | `alibi_bias_max=8` なら float32 の丸めの範囲で同じ値 | すべてのクエリで同じ 1 行 |
+# | labml | $m_h\,(j + 1)$（因果マスクから作成） | 2022 年 7 月から公式実装の規則で、float32 の丸めの範囲で同じ値（それ以前は論文の $2^{-8h/n}$） | 未対応 |
+# | x-transformers | $-m_h\,\lvert i - j\rvert$ | 公式実装の `get_slopes` をそのままコピーしたもの。ALiBi を一部のヘッドだけに使うことも可能 | キーの末尾に合わせた位置 |
 
 
-# %%
+# %% tags=["deeper"]
 def bloom_slopes(n):  # Hugging Face's build_alibi_tensor slopes, restated
     p = 2 ** math.floor(math.log2(n))
     start = 2 ** (-(2 ** -(math.log2(p) - 3)))  # 2^(-8/p), in float64
@@ -980,7 +823,7 @@ def mpt_slopes(n, alibi_bias_max=8):  # llm-foundry's gen_slopes, restated
     return slopes
 
 
-def labml_slopes(n_heads):  # labml's get_slopes since 72669d05, restated
+def labml_slopes(n_heads):  # labml's get_slopes since July 2022, restated
     p = 2 ** math.floor(math.log2(n_heads))
     slopes = (2.0 ** (-8.0 / p)) ** torch.arange(1, p + 1)
     if p == n_heads:
@@ -989,16 +832,18 @@ def labml_slopes(n_heads):  # labml's get_slopes since 72669d05, restated
     return torch.cat([slopes, (2.0 ** (-4.0 / p)) ** odd])
 
 
-def labml_slopes_2021(n_heads):  # labml's get_slopes at e06a89e2, restated
+def labml_slopes_2021(n_heads):  # labml's first get_slopes, restated
     s = 2 ** (-(2 ** -(math.log2(n_heads) - 3)))  # 2^(-8/n)
     return [s * s**i for i in range(n_heads)]  # the geometric sequence
 
 
+for n in (1, 2, 4, 8, 16, 32, 64, 128):  # the official start is 2^(-8/n)
+    assert math.isclose(2 ** (-(2 ** -(math.log2(n) - 3))), 2 ** (-8 / n))
+
 strict = dict(rtol=1e-6, atol=0)
 for n in range(1, 129):
     for rebuilt in (bloom_slopes, mpt_slopes, labml_slopes):
-        got = rebuilt(n).float()
-        torch.testing.assert_close(got, alibi_slopes(n), **strict)
+        assert_close(rebuilt(n).float(), alibi_slopes(n), **strict)
 
 # BLOOM's float32 powers against slopes rounded once
 abs_max = rel_max = ulp_max = 0.0
@@ -1025,18 +870,17 @@ print(f"  head 128 of 128: {last:.9g}; n = 112: 7 ulps at head 105")
 
 # the float32 defaults of assert_close let a 0.2% error in 2^-8 through
 off = alibi_slopes(8) * torch.tensor([1.0] * 7 + [1.002])
-torch.testing.assert_close(off, alibi_slopes(8))  # passes: atol 1e-5
+assert_close(off, alibi_slopes(8))  # passes: atol 1e-5
 caught = False
 try:
-    torch.testing.assert_close(off, alibi_slopes(8), **strict)
+    assert_close(off, alibi_slopes(8), **strict)
 except AssertionError:
     caught = True
 assert caught  # rtol 1e-6, atol 0 catches it
 
-# labml before 72669d05: the paper's 2^(-8h/n) for every n
+# labml's first version: the paper's 2^(-8h/n) for every n
 old12 = torch.tensor(labml_slopes_2021(12), dtype=f64)
-paper12 = 2.0 ** (-8 * torch.arange(1, 13, dtype=f64) / 12)
-torch.testing.assert_close(old12, paper12)  # the paper's sequence ...
+assert_close(old12, paper12)  # the paper's sequence ...
 # ... not the official rule's slope of any head
 assert not torch.isclose(old12, alibi_slopes(12, dtype=f64)).any()
 docstring_start = 2 ** (-(2 ** (-math.log2(8) - 3)))  # the docstring, n = 8
@@ -1047,59 +891,39 @@ print(f"labml 2021, n = 12: head 9 {old12[8]:.4f} (official rule:", end="")
 print(f" {alibi_slopes(12)[8]:.4f})", end="")
 
 # %% [markdown] lang="en"
-# | | bias added (causal) | slopes, $n$ not a power of two | queries with a cache |
-# |---|---|---|---|
-# | paper (§3) | $-m_h\,(i - j)$ | $2^{-8h/n}$, the same formula for every $n$ | not discussed |
-# | `posenc` | $-m_h\,(i - j)$ | the official code's rule | aligned to the end of the keys |
-# | official code (fairseq fork) | $m_h\, j$, cast to the activations' dtype (float16 with the README's `--fp16`) | `get_slopes`, the rule's source | no bias: it lives in the future mask, not built when decoding incrementally |
-# | BLOOM (Hugging Face) | $m_h\, j$, $j$ over non-padding tokens, cast to the model's dtype | same values to a relative $7 \times 10^{-7}$ (float32 powers of a rounded base) | one row for all queries |
-# | MPT (llm-foundry) | $m_h\,(j - (T - 1))$; $-m_h\,\lvert i - j\rvert$ when not causal | same values to float32 rounding for `alibi_bias_max=8` | one row for all queries |
-# | labml | $m_h\,(j + 1)$, from the causal mask | the official rule since July 2022, same values to float32 rounding (before: the paper's $2^{-8h/n}$) | not handled |
-# | x-transformers | $-m_h\,\lvert i - j\rvert$ | the official `get_slopes`, copied; ALiBi can be limited to some heads | aligned to the end of the keys |
-
-# %% [markdown] lang="ja"
-# | | 足すバイアス（因果的） | 2 のべき乗でない $n$ の傾き | キャッシュ時のクエリ |
-# |---|---|---|---|
-# | 論文（§3） | $-m_h\,(i - j)$ | $2^{-8h/n}$（どの $n$ でも同じ式） | 記述なし |
-# | `posenc` | $-m_h\,(i - j)$ | 公式実装の規則 | キーの末尾に合わせた位置 |
-# | 公式実装（fairseq のフォーク） | $m_h\, j$（活性値の dtype に変換。README の `--fp16` では float16） | `get_slopes`（規則の出典） | バイアスなし（バイアスは未来を隠すマスクの中にあり、逐次デコードではそのマスクを作らないため） |
-# | BLOOM（Hugging Face） | $m_h\, j$（$j$ はパディング以外のトークンだけで数えた位置。モデルの dtype に変換） | 相対誤差 $7 \times 10^{-7}$ 以内で同じ値（丸めた底の float32 でのべき乗） | すべてのクエリで同じ 1 行 |
-# | MPT（llm-foundry） | $m_h\,(j - (T - 1))$、因果的でないときは $-m_h\,\lvert i - j\rvert$ | `alibi_bias_max=8` なら float32 の丸めの範囲で同じ値 | すべてのクエリで同じ 1 行 |
-# | labml | $m_h\,(j + 1)$（因果マスクから作成） | 2022 年 7 月から公式実装の規則で、float32 の丸めの範囲で同じ値（それ以前は論文の $2^{-8h/n}$） | 未対応 |
-# | x-transformers | $-m_h\,\lvert i - j\rvert$ | 公式実装の `get_slopes` をそのままコピーしたもの。ALiBi を一部のヘッドだけに使うことも可能 | キーの末尾に合わせた位置 |
-
-# %% [markdown] lang="en"
 # ## What to remember
 #
-# - ALiBi adds no position vector: head $h$ adds $-m_h\,(i - j)$ to the score of query
-#   $i$ and key $j$, with a slope fixed before training.
-# - The paper's text gives the slopes $m_h = 2^{-8h/n}$ for every $n$. For a head count
-#   that is not a power of two, the official code (and `posenc`, BLOOM, MPT, labml)
-#   takes the $2^k$ slopes of $2^k$ heads and then every other slope of $2^{k+1}$ heads,
-#   so the slopes are no longer sorted.
-# - A slope is a decay of the weights: $e^{-m_h}$ per step back, so when all content
-#   scores are equal head $h$ looks about $1/m_h$ positions back on average ($1/(e^{m_h} - 1)$ exactly, on a long row).
+# - ALiBi adds no position vector: head $h$ adds $-m_h\,(i - j)$ to the score of
+#   query $i$ and key $j$, with a slope fixed before training.
+# - The paper's slopes are $m_h = 2^{-8h/n}$: from $2^{-8/n}$ down to $1/256$, and
+#   doubling the heads inserts the geometric means.
+# - For a head count that is not a power of two, the official code (and `posenc`,
+#   BLOOM, MPT, labml) takes the slopes of $2^k$ heads and then every other slope of
+#   $2^{k+1}$ heads, so the slopes are no longer sorted.
+# - A slope is a decay of the weights, $e^{-m_h}$ per step back: with equal content
+#   scores head $h$ looks about $1/m_h$ positions back on average
+#   ($1/(e^{m_h} - 1)$ exactly, on a long row).
 # - Any bias that differs from $-m_h\,(i - j)$ by a constant per row gives the same
-#   attention ($m_h\, j$, $m_h\,(j + 1)$, and under the causal mask $-m_h\,|i - j|$), but
-#   not in bfloat16 or float16 (BLOOM, and the official code under `--fp16`), where
-#   the paper's form keeps the nearby keys exact.
+#   attention ($m_h\, j$, $m_h\,(j + 1)$, and under the causal mask $-m_h\,|i - j|$);
+#   in bfloat16 or float16 only the paper's form keeps the nearby keys exact.
 # - With a KV cache the queries sit at the end of the keys; a misplaced causal bias
 #   happens to do no harm, a misplaced mask or symmetric bias does.
+# - The bias has no maximum length, and far keys get little weight; by the paper's
+#   own analysis, its gains past the training length come mostly from easing the
+#   early token curse.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - ALiBi は位置ベクトルを使いません。ヘッド $h$ は、クエリ $i$ とキー $j$ のスコアに $-m_h\,(i - j)$ を足します。傾きは学習前に決めて固定します。
-# - 論文の本文は、どの $n$ にも傾き $m_h = 2^{-8h/n}$ を与えています。
-#   ヘッド数が 2 のべき乗でない場合、公式実装（と `posenc`、BLOOM、MPT、labml）は $2^k$ ヘッドの $2^k$ 個の傾きを使い、
-#   続けて $2^{k+1}$ ヘッドの傾きを 1 つおきに使います。そのため傾きは大きさの順に並びません。
-# - 傾きは重みの減衰を表します。1 つ遡るごとに重みは $e^{-m_h}$ 倍になり、内容のスコアがすべて等しければ、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります
-#   （長い行では正確に $1/(e^{m_h} - 1)$ です）。
-# - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます
-#   （$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
-#   ただし bfloat16 や float16（BLOOM や、`--fp16` で動かす公式実装）では同じにならず、論文の形なら近くのキーのバイアスが正確に保たれます。
-# - KV キャッシュではクエリをキーの末尾に合わせます。
-#   因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
+# - 論文の傾きは $m_h = 2^{-8h/n}$ で、$2^{-8/n}$ から $1/256$ まで下がります。ヘッドを 2 倍にすると幾何平均が間に入ります。
+# - ヘッド数が 2 のべき乗でない場合、公式実装（と `posenc`、BLOOM、MPT、labml）は $2^k$ ヘッドの傾きを使い、続けて $2^{k+1}$ ヘッドの傾きを 1 つおきに使います。
+#   そのため傾きは大きさの順に並びません。
+# - 傾きは重みの減衰を表し、1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。内容のスコアが等しければ、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります（長い行では正確に $1/(e^{m_h} - 1)$ です）。
+# - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
+#   bfloat16 や float16 で近くのキーのバイアスを正確に保てるのは、論文の書き方だけです。
+# - KV キャッシュではクエリをキーの末尾に合わせます。因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
+# - バイアスには最大長がなく、遠いキーにはほとんど重みがかかりません。論文自身の分析によれば、学習時の長さを超えたときの改善は、主に early token curse が和らぐことによるものです。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1107,14 +931,14 @@ print(f" {alibi_slopes(12)[8]:.4f})", end="")
 # 1. For $n = 2^k + r$ heads, which slopes of the $2^{k+1}$-head sequence are left out?
 #    Check your answer with `alibi_slopes` for $n = 5$, $12$, $24$ and $112$.
 # 2. Use `alibi_bias(n, T, causal=False)` as the only positional signal of a
-#    bidirectional attention. Show that reversing the order of the tokens reverses the
-#    output rows. What can such an encoder not tell apart?
-# 3. With a bias formed as $m_h\, j$ and rounded to bfloat16, find the first position $j$
-#    at which two neighbouring keys of head 1 of 8 heads ($m_1 = 1/2$) get the same bias.
-#    Does the paper's form have such a position?
-# 4. Derive $\sum_{k \ge 0} k\, w_h(k) = 1/(e^{m_h} - 1)$ from the geometric series, and show
-#    that it lies between $1/m_h - 1$ and $1/m_h$. Which of BLOOM's 112 heads looks
-#    furthest back on average?
+#    bidirectional attention. Show that reversing the order of the tokens reverses
+#    the output rows. What can such an encoder not tell apart?
+# 3. With a bias formed as $m_h\, j$ and rounded to bfloat16, find the first position
+#    $j$ at which two neighbouring keys of head 1 of 8 heads ($m_1 = 1/2$) get the same
+#    bias. Does the paper's form have such a position?
+# 4. Derive $\sum_{k \ge 0} k\, w_h(k) = 1/(e^{m_h} - 1)$ from the geometric series, and
+#    show that it lies between $1/m_h - 1$ and $1/m_h$. Which of BLOOM's 112 heads
+#    looks furthest back on average?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1160,7 +984,7 @@ for n in (5, 12, 24, 112):
     left_out = [x for x in wider if not torch.isclose(x, used).any()]
     i = torch.arange(r + 1, 2**k_pow + 1, dtype=f64)
     expected = 2.0 ** (-8 * (2 * i - 1) / 2 ** (k_pow + 1))
-    torch.testing.assert_close(torch.stack(left_out), expected)
+    assert_close(torch.stack(left_out), expected)
     exps = [f"{math.log2(x):.4g}" for x in left_out]
     shown = ", ".join(exps) if len(exps) <= 4 else f"{exps[0]}, ..., {exps[-1]}"
     print(f"n = {n}: {len(left_out)} left out, log2 = {shown}")
@@ -1174,8 +998,8 @@ for n in (5, 12, 24, 112):
 # columns, and $J J = I$, so the output is
 # $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$: the rows
 # come out reversed. Such an encoder cannot tell left from right: a key $k$ positions
-# before a query gets the same bias as one $k$ positions after it. The cell checks the
-# reversal with `posenc.attention`, and that a causal encoder does not have it.
+# before a query gets the same bias as one $k$ positions after it. A causal
+# attention, by contrast, does not reverse its output rows.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** $T$ 個のトークンの順序を逆にする行列を $J$ とします。$(JX)_i = X_{T-1-i}$ です。
@@ -1184,7 +1008,7 @@ for n in (5, 12, 24, 112):
 # 行ごとの softmax は行と列の並べ替えと可換で、$J J = I$ なので、出力は
 # $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$ です。つまり行が逆順で出てきます。
 # このようなエンコーダは左と右を区別できません。クエリの $k$ 位置前のキーと $k$ 位置後ろのキーに、同じバイアスが付くからです。
-# 次のセルでは、この逆順の性質を `posenc.attention` で確かめ、因果的なアテンションにはこの性質がないことも確かめます。
+# 一方、因果的なアテンションでは、出力の行は逆順になりません。
 
 # %% tags=["solution"]
 T, d = 9, 16
@@ -1192,7 +1016,7 @@ x = torch.randn(4, T, d, dtype=f64)  # 4 heads, content = the token vectors
 sym = alibi_bias(4, T, causal=False, dtype=f64)
 out = attention(x, x, x, bias=sym)
 out_reversed = attention(x.flip(1), x.flip(1), x.flip(1), bias=sym)
-torch.testing.assert_close(out_reversed, out.flip(1))  # rows come out reversed
+assert_close(out_reversed, out.flip(1))  # rows come out reversed
 causal_bias = alibi_bias(4, T, dtype=f64)
 causal_out = attention(*[x.flip(1)] * 3, bias=causal_bias, causal=True)
 causal_fwd = attention(x, x, x, bias=causal_bias, causal=True)
@@ -1260,45 +1084,60 @@ mean = 1 / torch.expm1(m)  # 1 / (e^m - 1)
 assert ((1 / m - 1 < mean) & (mean < 1 / m)).all()
 k = torch.arange(20000, dtype=f64)  # a long row: the sum, term by term
 w = (1 - torch.exp(-m[:, None])) * torch.exp(-m[:, None] * k)
-torch.testing.assert_close((w * k).sum(-1), mean)
+assert_close((w * k).sum(-1), mean)
 head = int(mean.argmax()) + 1
 assert head == 64 and m[head - 1] == 2.0**-8
 print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 
+
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# The slope rule, its comment and the bias $m_h\, j$ are read from the official code,
+# `get_slopes` and `buffered_future_mask` in `fairseq/models/transformer.py` of the
+# authors' fork, with the training commands of its README. Hugging Face's
+# `build_alibi_tensor` was read in transformers 5.24.0 and 4.57.6; labml's `get_slopes`
+# at commits e06a89e2 (August 2021) and 72669d05 (July 2022); MPT's `gen_slopes` and
+# `build_alibi_bias` in llm-foundry; MPT-7B's `alibi_bias_max` in its configuration.
+# The results on WikiText-103 and the 1.3-billion-parameter model are from Figure 1,
+# the abstract and Appendix B of Press et al.
+#
+# ### References
 #
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - The official code, `get_slopes` and the bias in `fairseq/models/transformer.py`.
-#   <https://github.com/ofirpress/attention_with_linear_biases>
+# - The official code. <https://github.com/ofirpress/attention_with_linear_biases>
 # - BigScience Workshop (2022). *BLOOM: A 176B-Parameter Open-Access Multilingual
 #   Language Model*. <https://arxiv.org/abs/2211.05100>
-# - Hugging Face transformers, `build_alibi_tensor` in `models/bloom/modeling_bloom.py`.
+# - Hugging Face transformers, `models/bloom/modeling_bloom.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
-# - MosaicML llm-foundry, `gen_slopes` and `build_alibi_bias` (MPT).
-#   <https://github.com/mosaicml/llm-foundry>
+# - MosaicML llm-foundry (MPT). <https://github.com/mosaicml/llm-foundry>
 # - labml.ai, annotated implementation of ALiBi.
 #   <https://nn.labml.ai/transformers/alibi/index.html>
-# - lucidrains, x-transformers, `AlibiPositionalBias`.
-#   <https://github.com/lucidrains/x-transformers>
+# - lucidrains, x-transformers. <https://github.com/lucidrains/x-transformers>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# 傾きの規則とそのコメント、バイアス $m_h\, j$ は、著者らの fairseq のフォークの `fairseq/models/transformer.py` にある `get_slopes` と `buffered_future_mask`、および README の学習コマンドによります。
+# Hugging Face の `build_alibi_tensor` は transformers 5.24.0 と 4.57.6 で読みました。
+# labml の `get_slopes` はコミット e06a89e2（2021 年 8 月）と 72669d05（2022 年 7 月）で読みました。
+# MPT の `gen_slopes` と `build_alibi_bias` は llm-foundry で読みました。
+# MPT-7B の `alibi_bias_max` は、その設定ファイルによります。
+# WikiText-103 での結果と 13 億パラメータのモデルの結果は、Press らの図 1、要旨、付録 B によります。
+#
+# ### 参考文献
 #
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - 公式実装。`fairseq/models/transformer.py` の `get_slopes` とバイアス。
-#   <https://github.com/ofirpress/attention_with_linear_biases>
+# - 公式実装。<https://github.com/ofirpress/attention_with_linear_biases>
 # - BigScience Workshop (2022). *BLOOM: A 176B-Parameter Open-Access Multilingual
 #   Language Model*. <https://arxiv.org/abs/2211.05100>
-# - Hugging Face transformers、`models/bloom/modeling_bloom.py` の `build_alibi_tensor`。
+# - Hugging Face transformers、`models/bloom/modeling_bloom.py`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
-# - MosaicML llm-foundry、`gen_slopes` と `build_alibi_bias`（MPT）。
-#   <https://github.com/mosaicml/llm-foundry>
+# - MosaicML llm-foundry（MPT）。<https://github.com/mosaicml/llm-foundry>
 # - labml.ai、ALiBi の注釈付き実装。
 #   <https://nn.labml.ai/transformers/alibi/index.html>
-# - lucidrains、x-transformers の `AlibiPositionalBias`。
-#   <https://github.com/lucidrains/x-transformers>
+# - lucidrains、x-transformers。<https://github.com/lucidrains/x-transformers>

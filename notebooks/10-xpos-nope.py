@@ -16,32 +16,24 @@
 # %% [markdown] lang="en"
 # # xPos and NoPE
 #
-# This chapter covers two opposite answers to one question: how much positional
-# machinery does a causal language model need? xPos (Sun et al. 2022) adds to
-# RoPE: it keeps the rotation and multiplies each rotated pair of features by an
-# exponential decay, so that far tokens weigh less. NoPE takes everything away:
-# no positional encoding at all, and yet a decoder can still tell positions
-# apart, because the [causal mask](../docs/glossary.md#causal-mask) itself carries them (Haviv et al. 2022;
-# Kazemnejad et al. 2023). We derive the xPos score and its decay, measure what
-# the [scale base](../docs/glossary.md#scale-base) trades and how the formula overflows, rebuild torchscale's
-# implementation with `posenc`, and then build, with `posenc.attention`, the
-# first two layers of a NoPE model: the first recovers the absolute position,
-# the second uses it as a relative one.
+# Two opposite answers to how much positional machinery a causal language model
+# needs. xPos keeps RoPE's rotation and scales each rotated pair so that the score
+# gains a factor that decays with the distance; NoPE uses no encoding at all, and a
+# decoder still finds positions, because the
+# [causal mask](../docs/glossary.md#causal-mask) lets its first layer count the tokens
+# before it. Both rely on the mask, and both reach only so far: xPos blurs far
+# tokens, and NoPE counts only as far as the network's size and its number format
+# allow.
 
 # %% [markdown] lang="ja"
 # # xPos と NoPE
 #
-# この章では、1 つの問いに対する正反対の 2 つの答えを扱います。
-# 因果的な言語モデルには、位置のための仕組みがどれだけ必要なのでしょうか。
-# xPos（Sun ら 2022）は RoPE に仕組みを足します。回転はそのままに、回転した次元のペアごとに
-# 指数的な減衰を掛け、遠いトークンほど軽く扱われるようにします。
-# NoPE は逆にすべてを取り去ります。位置エンコーディングをまったく使いません。
-# それでもデコーダは位置を区別できます。[因果マスク](../docs/glossary.ja.md#causal-mask)そのものが位置の情報を運ぶからです
-# （Haviv ら 2022、Kazemnejad ら 2023）。
-# 前半では xPos のスコアと減衰を導き、[スケール基数](../docs/glossary.ja.md#scale-base)の選び方で何を得て何を失うか、
-# 式がどこでオーバーフローするかを測り、torchscale の実装を `posenc` で再現します。
-# 後半では `posenc.attention` を使って NoPE モデルの最初の 2 層を組み立て、
-# 1 層目が絶対位置を復元し、2 層目がそれを相対位置として使うところまでを確かめます。
+# 因果的な言語モデルには、位置のための仕組みがどれだけ必要なのでしょうか。この章では、正反対の 2 つの答えを見ます。
+# xPos は RoPE の回転をそのまま使い、回転したペアに倍率を掛けて、スコアに距離とともに減衰する因子を加えます。
+# NoPE は位置エンコーディングをまったく使いません。それでもデコーダは位置を知ることができます。
+# [因果マスク](../docs/glossary.ja.md#causal-mask)のおかげで、最初の層が自分より前のトークンを数えられるからです。
+# どちらも因果マスクに頼り、どちらにも届く範囲に限りがあります。
+# xPos では遠いトークンがぼやけ、NoPE が数えられるのはネットワークの規模と数値の形式が許す範囲までです。
 
 # %%
 import math
@@ -67,72 +59,49 @@ def fmt(values, digits=4):
 # %% [markdown] lang="en"
 # ## From RoPE to xPos: a decay per pair
 #
-# RoPE (see the chapter
-# [*Rotary position embedding (RoPE)*](08-rope.ipynb)) splits a query or key of
-# even size $d$ into $d/2$ pairs of features. Write $q^{(i)} \in \mathbb{R}^2$ for pair
-# $i$ of $q$ and $R(\phi)$ for the rotation by the angle $\phi$. RoPE turns pair $i$ of
-# the query at position $m$ by $m\theta_i$, with $\theta_i = 10000^{-2i/d}$, and the key
-# at position $n$ by $n\theta_i$.
-# xPos keeps these rotations and also scales every rotated pair by a power of a
-# number $\zeta_i$ between 0 and 1, with a positive exponent for the query and a
-# negative one for the key, so that the query shrinks and the key grows with the
-# position:
+# RoPE (the chapter [*Rotary position embedding (RoPE)*](08-rope.ipynb)) turns pair
+# $i$ of the query at position $m$ by $m\theta_i$ and of the key at position $n$ by
+# $n\theta_i$, with $\theta_i = 10000^{-2i/d}$. Write $q^{(i)} \in \mathbb{R}^2$ for pair
+# $i$ of $q$ and $R(\phi)$ for the rotation by the angle $\phi$. xPos (Sun et al. 2022)
+# keeps these rotations and also scales every rotated pair by a power of a number
+# $\zeta_i$ between 0 and 1, with a positive exponent for the query and a negative
+# one for the key:
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# Sun et al. define $\zeta_i$ this way (with $2i/d$ written as $i/(d/2)$) but, as
-# this chapter reads the paper's formulas, raise it to the position itself, which
-# is $B = 1$; they say they choose $\gamma$ by hand and, in our reading, print no
-# value (we could not re-check the paper's text for this page). With $B = 1$ the smallest base,
-# $\zeta_0^n = (2/7)^n$, would already fall below float16's smallest positive number
-# at $n = 14$; the scale base $B$ of the code is what keeps such powers in range. The values used on
-# this page, $\gamma = 0.4$ and the scale base $B = 512$, are those of torchscale's
-# `XPOS` (`(arange(0, d, 2) + 0.4 * d) / (1.4 * d)` and `scale_base=512`), the library
-# the paper's code is based on; lucidrains' `rotary-embedding-torch` uses the same two
-# numbers. The bases grow with $i$ from $\zeta_0 = \gamma/(1+\gamma) = 2/7$ to
-# $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$, just below 1: the fastest-turning pair
-# gets the smallest base. In `posenc`, `xpos_zeta(d)` returns the $\zeta_i$,
-# `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and `apply_xpos(q, k, m, n)` returns
-# $(\tilde q_m, \tilde k_n)$, built on `apply_rope`. The cell checks each against the
-# formulas and $\zeta_i$ against torchscale's expression, for both pairings of RoPE,
-# [interleaved](../docs/glossary.md#interleaved-layout) and half. Its default,
-# `center=0.0`, gives the formula exactly as written; the section
-# [Large positions](#large-positions-centring-the-exponent) explains when to shift the
-# exponents by a constant, which cancels in every score.
+# The bases grow with $i$ from $\zeta_0 = \gamma/(1+\gamma)$ to just below 1: the
+# fastest-turning pair gets the smallest base. The
+# [scale base](../docs/glossary.md#scale-base) $B$ keeps the powers in range: with
+# $B = 1$, $\zeta_0^n$ would leave float16 at $n = 14$. This chapter uses torchscale's
+# values, $\gamma = 0.4$ (so $\zeta_0 = 2/7$) and $B = 512$. In `posenc`, `xpos_zeta(d)`
+# returns the $\zeta_i$, `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and
+# `apply_xpos(q, k, m, n)` returns $(\tilde q_m, \tilde k_n)$, built on `apply_rope`,
+# in either pairing.
 
 # %% [markdown] lang="ja"
 # ## RoPE から xPos へ：ペアごとの減衰
 #
-# RoPE（「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章）は、次元数 $d$（偶数）のクエリやキーを、2 次元ずつ $d/2$ 組のペアに分けます。
+# RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリと位置 $n$ のキーのペア $i$ を、
+# それぞれ $m\theta_i$ と $n\theta_i$ だけ回します（$\theta_i = 10000^{-2i/d}$）。
 # $q$ のペア $i$ を $q^{(i)} \in \mathbb{R}^2$、角度 $\phi$ の回転を $R(\phi)$ と書きます。
-# RoPE は、位置 $m$ のクエリのペア $i$ を $m\theta_i$ だけ回し（$\theta_i = 10000^{-2i/d}$）、
-# 位置 $n$ のキーを $n\theta_i$ だけ回します。
-# xPos はこの回転をそのまま使い、さらに回転したペアそれぞれに、0 と 1 の間の数 $\zeta_i$ のべきを掛けます。
-# べきの指数はクエリでは正、キーでは負なので、位置が進むほどクエリは縮み、キーは大きくなります。
+# xPos（Sun ら 2022）はこの回転をそのまま使い、さらに回転したペアそれぞれに、0 と 1 の間の数 $\zeta_i$ のべきを掛けます。
+# べきの指数は、クエリでは正、キーでは負です。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# Sun らの論文はこの形で $\zeta_i$ を定義しています（$2i/d$ を $i/(d/2)$ と書いています）。
-# ただし、この章の読み方では、論文の式の指数は位置そのもので、これは $B = 1$ にあたります。
-# また、$\gamma$ は手で決めたと述べているだけで、値は示していないと読んでいます（このページのために論文の本文を確かめ直すことはできていません）。
-# $B = 1$ では、最も小さい底のべき $\zeta_0^n = (2/7)^n$ が $n = 14$ ですでに float16 で表せる最小の正の数を下回ります。
-# このようなべきを表せる範囲に収めているのは、コードのスケール基数 $B$ です。
-# このページで使う $\gamma = 0.4$ とスケール基数 $B = 512$ は、torchscale の `XPOS` にある値です
-# （`(arange(0, d, 2) + 0.4 * d) / (1.4 * d)` と `scale_base=512`）。
-# 論文のコードは torchscale をもとにしています。lucidrains の `rotary-embedding-torch` も同じ 2 つの値を使います。
-# べきの底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma) = 2/7$ から
-# 1 のすぐ下の $\zeta_{d/2-1} = (1 - 2/d + \gamma)/(1+\gamma)$ までです。
+# べきの底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下までです。
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
+# [スケール基数](../docs/glossary.ja.md#scale-base) $B$ は、べきを表せる範囲に収めるためのものです。
+# $B = 1$ なら、$\zeta_0^n$ は $n = 14$ で float16 の範囲を出てしまいます。
+# この章では torchscale の値 $\gamma = 0.4$（このとき $\zeta_0 = 2/7$）と $B = 512$ を使います。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
-# `apply_xpos(q, k, m, n)` は `apply_rope` を使って実装されていて、$(\tilde q_m, \tilde k_n)$ を返します。
-# 次のセルでは、この 3 つの関数をそれぞれ式と照らし合わせ、$\zeta_i$ は torchscale の式とも比べます。
-# RoPE の 2 通りのペアの組み方（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)と[半分割配置](../docs/glossary.ja.md#half-layout)）の両方で確かめます。
-# 既定の `center=0.0` では、書いたとおりの式を計算します。
-# 指数を定数だけずらすべき場合があり、その定数はどのスコアでも打ち消されます（「[大きな位置](#大きな位置指数の中心をずらす)」の節で説明します）。
+# `apply_xpos(q, k, m, n)` は `apply_rope` を使って実装されていて、どちらのペアの組み方でも $(\tilde q_m, \tilde k_n)$ を返します。
 
 # %%
 d, gamma, B = 8, 0.4, 512.0
 zeta = xpos_zeta(d, dtype=f64)
+print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
+
+# %% tags=["check"] summary={"en": "ζ_i is the formula and torchscale's; with B = 1, ζ_0^n leaves float16 at 14; apply_xpos as stated", "ja": "ζ_i は式とも torchscale とも一致し、B = 1 では ζ_0^n が 14 で float16 を出て、apply_xpos は式どおりです"}
 i = torch.arange(d // 2, dtype=f64)
-# the definition restated (by construction); torchscale below is the check
 assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))
 assert math.isclose(zeta[0], 2 / 7) and math.isclose(
     zeta[-1], (1 - 2 / d + gamma) / (1 + gamma)
@@ -140,8 +109,7 @@ assert math.isclose(zeta[0], 2 / 7) and math.isclose(
 assert (zeta[1:] > zeta[:-1]).all() and zeta[-1] < 1
 torchscale = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)  # XPOS.scale
 assert_close(xpos_zeta(d), torchscale)  # float32, as torchscale stores it
-# with B = 1, zeta_0^n leaves float16's range at n = 14
-assert (zeta[0] ** 13).half() > 0 and (zeta[0] ** 14).half() == 0
+assert (zeta[0] ** 13).half() > 0 and (zeta[0] ** 14).half() == 0  # B = 1
 
 p = torch.tensor([-3.0, 0.0, 1.0, 100.0, 1000.0], dtype=f64)
 assert_close(xpos_scale(d, p), zeta ** (p[:, None] / B))  # zeta_i^(p/B)
@@ -158,7 +126,6 @@ for layout in ("half", "interleaved"):
     )
     assert_close(q_x, spread ** (700 / B) * apply_rope(q, m, layout=layout))
     assert_close(k_x, spread ** (-200 / B) * apply_rope(k, n, layout=layout))
-print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
 
 # %% [markdown] lang="en"
 # ### The score gains a factor that depends only on the distance
@@ -169,13 +136,9 @@ print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
 # Without the powers of $\zeta_i$ this is RoPE's score. xPos multiplies the term of
 # pair $i$ by
 # $$\zeta_i^{(m-n)/B}$$
-# Two properties follow. The score still depends on the positions only through
-# $m - n$: shifting both positions by the same amount changes nothing. And since
+# so the score still depends on the positions only through $m - n$; and since
 # $0 < \zeta_i < 1$, for $m > n$ every factor is below 1 and falls as the key recedes
-# into the past, fastest for the fast pairs. The cell builds the right-hand side
-# with explicit $2 \times 2$ rotation matrices, compares it with `apply_xpos`, and
-# checks that the score matrix of 16 positions does not change when all of them
-# move by 5000.
+# into the past, fastest for the fast pairs.
 
 # %% [markdown] lang="ja"
 # ### スコアには距離だけで決まる因子が掛かる
@@ -185,14 +148,11 @@ print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
 # $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
 # $\zeta_i$ のべきを除けば、これは RoPE のスコアです。xPos はペア $i$ の項に次の因子を掛けます。
 # $$\zeta_i^{(m-n)/B}$$
-# ここから 2 つの性質が出てきます。まず、スコアは今までどおり $m - n$ を通してしか位置に依存しません。
-# 両方の位置を同じだけずらしても何も変わりません。
-# 次に、$0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、
-# キーが過去へ遠ざかるほど小さくなります。速いペアほど速く小さくなります。
-# 次のセルでは、右辺を $2 \times 2$ の回転行列で明示的に組み立てて `apply_xpos` と比べます。
-# さらに、16 個の位置のスコア行列が、すべての位置を 5000 ずらしても変わらないことを確かめます。
+# そのためスコアは、今までどおり $m - n$ を通してしか位置に依存しません。
+# さらに $0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、キーが過去へ遠ざかるほど小さくなります。
+# 速いペアほど速く小さくなります。
 
-# %%
+# %% tags=["check"] summary={"en": "the score is the sum of RoPE's terms times ζ_i^((m−n)/B), unchanged by a shift of 5000", "ja": "スコアは RoPE の項に ζ_i^((m−n)/B) を掛けた和で、5000 ずらしても変わりません"}
 theta = rope_frequencies(d).double()
 
 
@@ -227,10 +187,10 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # On a logarithmic axis, $\zeta_i^{r/B}$ against the distance $r = m - n$ is a straight
 # line of slope $\ln\zeta_i / B$. A pair loses half its weight at the distance
 # $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
-# For $d = 128$ and $B = 512$, the printed [half-distances](../docs/glossary.md#half-distance) run from 283 positions for
-# pair $0$ to 31620 for pair $63$: the fast pairs, which resolve small differences
-# of position, fade within a few hundred tokens, while the slow pairs keep almost
-# their full weight over thousands. The figure draws five pairs.
+# For $d = 128$ and $B = 512$ these [half-distances](../docs/glossary.md#half-distance)
+# run from 283 positions for pair $0$ to 31620 for pair $63$: the fast pairs, which
+# resolve small differences of position, fade within a few hundred tokens, while the
+# slow pairs keep almost their full weight over thousands.
 
 # %% [markdown] lang="ja"
 # ## 各ペアはどれだけ速く減衰するか
@@ -238,26 +198,20 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # 対数軸で $\zeta_i^{r/B}$ を距離 $r = m - n$ に対して描くと、傾き $\ln\zeta_i / B$ の直線になります。
 # ペアの重みが半分になる距離は次のとおりです。
 # $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
-# $d = 128$、$B = 512$ では、出力のとおり、この[半減距離](../docs/glossary.ja.md#half-distance)はペア $0$ の 283 位置からペア $63$ の 31620 位置まで広がります。
+# $d = 128$、$B = 512$ では、この[半減距離](../docs/glossary.ja.md#half-distance)はペア $0$ の 283 位置からペア $63$ の 31620 位置まで広がります。
 # 位置の小さな違いを見分ける速いペアは数百トークンのうちに薄れ、
-# 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。下の図は 5 つのペアを描いたものです。
+# 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。
 
-# %% alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
+# %% tags=["figure"] alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
 d = 128
 zeta = xpos_zeta(d, dtype=f64)
+half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
+shown = [0, 16, 32, 48, 63]
+print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}")
+
 dist = torch.arange(0, 4097, dtype=f64)
 factor = xpos_scale(d, dist)  # (4097, 64): zeta_i^(r/B)
-# holds by the definition of xpos_scale: a consistency check, not a proof
-log_slope = factor.log().diff(dim=0)  # constant in r: ln(zeta_i) / B
-assert_close(log_slope, (zeta.log() / B).expand(4096, d // 2))
-half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
-assert_close(
-    xpos_scale(d, half_dist).diagonal(), torch.full((d // 2,), 0.5, dtype=f64)
-)
-shown = [0, 16, 32, 48, 63]
-print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}", end="")
-
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 for j in shown:
     ax.plot(dist, factor[:, j], label=f"$i = {j}$")
 ax.set(
@@ -267,56 +221,61 @@ ax.set_title("$d = 128,\\ B = 512$")
 ax.legend(loc="lower left", ncols=5, fontsize="small")
 plt.show()
 
+# %% tags=["check"] summary={"en": "each log-factor falls by ln(ζ_i)/B per position; the half-distances are 283 to 31620", "ja": "因子の対数は 1 位置あたり ln(ζ_i)/B ずつ下がり、半減距離は 283 から 31620 です"}
+log_slope = factor.log().diff(dim=0)  # constant in r: ln(zeta_i) / B
+assert_close(log_slope, (zeta.log() / B).expand(4096, d // 2))
+assert_close(
+    xpos_scale(d, half_dist).diagonal(), torch.full((d // 2,), 0.5, dtype=f64)
+)
+assert (
+    round(float(half_dist[0])) == 283 and round(float(half_dist[63])) == 31620
+)
+
 # %% [markdown] lang="en"
 # ## The score of aligned queries and keys, with and without the decay
 #
-# The chapter *Rotary position embedding (RoPE)*, in its section
-# [Long-term decay](08-rope.ipynb#long-term-decay-what-the-papers-bound-shows),
-# showed that RoPE's long-term decay is a property of an [upper bound](../docs/glossary.md#upper-bound), not of the scores: for $q = k = \mathbf{1}$ the score is
-# $2\sum_i \cos(r\theta_i)$, which falls from 128 but keeps rippling. With xPos each
-# cosine is weighted by its factor:
+# RoPE's long-term decay is a property of an
+# [upper bound](../docs/glossary.md#upper-bound), not of the scores (the chapter
+# *Rotary position embedding (RoPE)*, section
+# [Long-term decay](08-rope.ipynb#long-term-decay-what-the-papers-bound-shows)): for
+# $q = k = \mathbf{1}$ the score $2\sum_i \cos(r\theta_i)$ falls from 128 but keeps
+# rippling. With xPos each cosine is weighted by its factor:
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
-# The figure compares the two for $d = 128$. Both start at 128. Between distances 2048
-# and 4096, RoPE's score still swings between the printed -16.73 and 33.19, while
-# xPos's stays between 5.36 and 12.96. The decay damps the far ripples; it does not
-# remove them, because the slow pairs, which decay least, also turn the least.
+# Both start at 128. Between distances 2048 and 4096, RoPE's score still swings
+# between -16.73 and 33.19, while xPos's stays between 5.36 and 12.96. The decay damps
+# the far ripples but does not remove them, because the slow pairs, which decay
+# least, also turn the least.
 
 # %% [markdown] lang="ja"
 # ## 向きのそろったクエリとキーのスコア：減衰がある場合とない場合
 #
-# 「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節で見たとおり、RoPE の長距離減衰は[上界](../docs/glossary.ja.md#upper-bound)についての性質で、スコアそのものの性質ではありません。
-# $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、128 から下がりますが波打ち続けます。
+# RoPE の長距離減衰は[上界](../docs/glossary.ja.md#upper-bound)についての性質で、スコアそのものの性質ではありません
+# （「回転位置埋め込み（RoPE）」の章の「[長距離減衰](08-rope.ipynb#長距離減衰論文の上界が示すもの)」の節）。
+# $q = k = \mathbf{1}$ ならスコア $2\sum_i \cos(r\theta_i)$ は 128 から下がりますが、波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
-# 下の図は $d = 128$ で両者を比べたものです。どちらも 128 から始まります。
-# 距離 2048 から 4096 の間で、RoPE のスコアは -16.73 から 33.19 まで振れ続けますが（出力を参照）、
+# どちらも 128 から始まります。距離 2048 から 4096 の間で、RoPE のスコアは -16.73 から 33.19 まで振れ続けますが、
 # xPos のスコアは 5.36 から 12.96 の間に収まります。
-# 減衰は遠くの波打ちを弱めますが、消しはしません。
-# いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
+# 減衰は遠くの波打ちを弱めますが、消しはしません。いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
 
-# %% alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
+# %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
 theta = rope_frequencies(d).double()
 r = torch.arange(0, 4097)
 ones = torch.ones(d, dtype=f64)
-rope_scores = apply_rope(ones.expand(len(r), d), r) @ ones  # key 1 at n = 0
 many = ones.expand(len(r), d)
+rope_scores = apply_rope(many, r) @ ones  # the key 1 at n = 0
 q_x, _ = apply_xpos(many, many, r, center=0.0)
 _, k_0 = apply_xpos(ones, ones, torch.tensor(0), center=0.0)  # same centre
 xpos_scores = q_x @ k_0
-cosines = torch.cos(r.double()[:, None] * theta)  # (4097, 64)
-assert_close(rope_scores, 2 * cosines.sum(-1))
-assert_close(xpos_scores, 2 * (xpos_scale(d, r.double()) * cosines).sum(-1))
-assert rope_scores[0] == xpos_scores[0] == 128
 far = slice(2048, None)
 print(
     f"r = 2048..4096, RoPE: min {rope_scores[far].min():.2f}, "
     f"max {rope_scores[far].max():.2f}\n"
     f"r = 2048..4096, xPos: min {xpos_scores[far].min():.2f}, "
-    f"max {xpos_scores[far].max():.2f}",
-    end="",
+    f"max {xpos_scores[far].max():.2f}"
 )
 
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 ax.plot(r, rope_scores, lw=0.8, label=r"$B = \infty$")
 ax.plot(r, xpos_scores, lw=1.2, label="$B = 512$")
 ax.axhline(0, color="0.5", lw=0.8)
@@ -325,39 +284,41 @@ ax.set_title(r"$d = 128,\ q = k = \mathbf{1}$")
 ax.legend(loc="upper right")
 plt.show()
 
+# %% tags=["check"] summary={"en": "RoPE's score is 2Σcos(rθ_i) and xPos's 2Σζ_i^(r/B)cos(rθ_i); both start at 128", "ja": "RoPE のスコアは 2Σcos(rθ_i)、xPos のスコアは 2Σζ_i^(r/B)cos(rθ_i) で、どちらも 128 から始まります"}
+cosines = torch.cos(r.double()[:, None] * theta)  # (4097, 64)
+assert_close(rope_scores, 2 * cosines.sum(-1))
+assert_close(xpos_scores, 2 * (xpos_scale(d, r.double()) * cosines).sum(-1))
+assert rope_scores[0] == xpos_scores[0] == 128
+
 # %% [markdown] lang="en"
 # ### A cap that RoPE does not have
 #
 # The decay does bound what any query and key can do. For $m \ge n$,
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
 # The first step is the triangle inequality with the Cauchy-Schwarz inequality on
-# each pair (a rotation keeps norms); the second takes out the largest factor,
-# which belongs to the last pair, and applies the Cauchy-Schwarz inequality across
-# the pairs. The bound is reached: put $q$ and $k$ in the last pair only, with $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$.
-# RoPE has no such cap: the same choice of $k$ gives the score $|q|\,|k|$ at every
-# distance. For unit vectors and $d = 128$ the cap is printed below: 0.9888 at
-# distance 512, 0.9141 at 4096 and 0.4876 at 32768. A far token can still get a
-# high score, but only through the slowest pairs, the ones that say least about
-# where it is. The cell checks the bound on 2000 random unit pairs and its
-# attainment.
+# each pair (a rotation keeps norms); the second takes out the largest factor, that
+# of the last pair, and applies the Cauchy-Schwarz inequality across the pairs. The
+# cap is reached by putting $q$ and $k$ in the last pair only, with
+# $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$; RoPE has no such cap, since the same
+# $k$ gives the score $|q|\,|k|$ at every distance. For unit vectors and $d = 128$ the
+# cap is 0.9888 at distance 512, 0.9141 at 4096 and 0.4876 at 32768: a far token can
+# still score high, but only through the slowest pairs, which say least about where
+# it is.
 
 # %% [markdown] lang="ja"
 # ### RoPE にはない上限
 #
-# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。
-# $m \ge n$ では次が成り立ちます。
+# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
 # 1 つ目の不等号は、三角不等式と、ペアごとのコーシー・シュワルツの不等式から従います（回転はノルムを変えません）。
 # 2 つ目の不等号は、いちばん大きい因子（最後のペアの因子）を和の外にくくり出し、ペア全体にわたってコーシー・シュワルツの不等式を使えば得られます。
-# この上限には実際に届きます。$q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすればよいのです。
-# RoPE にはこのような上限はありません。同じように $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
-# $d = 128$ の単位ベクトルでの上限を下に示します。距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
-# 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは遅いペアだけで、
-# 遅いペアはトークンの位置についてほとんど情報を持ちません。
-# 次のセルでは、2000 組のランダムな単位ベクトルでこの上限が成り立つことと、上限に実際に届くことを確かめます。
+# $q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすれば、この上限に届きます。
+# RoPE にはこのような上限はありません。同じ $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
+# $d = 128$ の単位ベクトルでの上限は、距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
+# 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは遅いペアだけで、遅いペアはトークンの位置についてほとんど情報を持ちません。
 
 
-# %%
+# %% tags=["check"] summary={"en": "2000 random unit pairs stay within the cap; the last pair reaches it; without decay it scores 1", "ja": "2000 組のランダムな単位ベクトルは上限以内で、最後のペアは上限に届き、減衰がなければスコアは 1 です"}
 def score(q, k, m, n, **kwargs):
     q_x, k_x = apply_xpos(
         q, k, torch.tensor(m), torch.tensor(n), layout="interleaved", **kwargs
@@ -366,8 +327,7 @@ def score(q, k, m, n, **kwargs):
 
 
 distances = (512, 4096, 32768)
-# zeta_{d/2-1}^{r/B}: the factor of the last pair
-caps = xpos_scale(d, torch.tensor(distances, dtype=f64))[:, -1]
+caps = xpos_scale(d, torch.tensor(distances, dtype=f64))[:, -1]  # last pair
 unit = torch.nn.functional.normalize(torch.randn(2, 2000, d, dtype=f64), dim=-1)
 for r_far, cap in zip(distances, caps, strict=True):
     q_x, k_x = apply_xpos(
@@ -383,134 +343,120 @@ for r_far, cap in zip(distances, caps, strict=True):
         score(last, k_best, r_far, 0, scale_base=math.inf),
         torch.tensor(1.0, dtype=f64),
     )
-print(f"cap at r = {list(distances)}: {fmt(caps)}", end="")
+assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 
 # %% [markdown] lang="en"
-# ## The scale base, and what xPos trades
+# ## What xPos trades
 #
 # The scale base stretches every decay alike: each half-distance $r_{1/2,i}$ is
 # proportional to $B$, and as $B \to \infty$ every factor tends to 1 and xPos becomes
-# RoPE. `apply_xpos(..., scale_base=math.inf)` returns exactly what `apply_rope`
-# returns. For three bases the cell finds pair $0$'s half-distance by scanning the
-# factors that `xpos_scale` returns, compares it with $r_{1/2,i}$, and prints it.
-#
-# What does the decay cost?
+# RoPE (`apply_xpos(..., scale_base=math.inf)` returns exactly what `apply_rope`
+# returns). Whatever $B$, the decay costs something.
 #
 # - **The fast pairs are gone at long range.** At distance 2048, 3 of the 64 pairs of
-#   $d = 128$ keep less than 1% of their weight; at 8192, 42 of them. Beyond that, a
-#   score sees only the slow pairs, which change little from one position to the
-#   next: fine distinctions between far positions are lost. The query and key
-#   projections can enlarge a pair, but by the same amount at every distance, so
-#   they cannot undo a factor that falls with the distance.
-# - **Far tokens do not disappear; they blur.** The decay multiplies the score, it
-#   does not subtract from it. Far scores shrink towards 0, not towards $-\infty$, so
-#   the softmax gives far keys nearly equal weights instead of none. For one random
-#   query over 4096 random keys, the spread (standard deviation) of the xPos scores
-#   falls from the printed 10.73 over the nearest 64 keys to 3.32 beyond distance
-#   3000; RoPE's is 10.92 and 12.53.
-# - **It only works causally.** For $m < n$ the factor $\zeta_i^{(m-n)/B}$ exceeds 1:
-#   a key 2048 positions in the future has pair $0$ multiplied by 150.06. In
-#   bidirectional attention the decay becomes a growth: xPos is a design for
-#   decoders, and the paper leaves bidirectional attention to future work (its
-#   section on limitations).
-# - **The paper extrapolates with a window.** Sun et al. train on $l = 1024$ tokens
-#   with ordinary causal attention. For longer inputs they switch, at inference
-#   only, to [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention) (described, as we read the paper, in its method section, with a figure): the
-#   queries are cut into blocks of $l/2$, and each query attends to the keys of its
-#   own block, up to itself, and of the block before. A query at offset $u$ in its
-#   block reaches back at most $u + l/2 \le l - 1$ positions, so every distance stays
-#   inside the range seen in training, while each query after the first block still
-#   sees between $l/2 + 1$ and $l$ keys. The cell builds this mask for $l = 1024$ and
-#   the paper's longest test, 4096 tokens, and checks both counts; blocks of the full
-#   length $l$ would let distances reach $2l - 1$, which training never showed. The
-#   abstract names the window as the second of the paper's two designs, and Sun et
-#   al. report the window's share in an ablation table: at 4096 tokens xPos alone reaches a
-#   [perplexity](../docs/glossary.md#perplexity) of 28.43, xPos with the window 20.73 (RoPE: 294.45 and 25.65);
-#   these four numbers are as reported by Sun et al. and were not re-checked against the paper for this page.
-#   torchscale, on which the paper's code is based, implements xPos but not the
-#   window, so this paragraph rests on the paper's text.
+#   $d = 128$ keep less than 1% of their weight; at 8192, 42. Beyond, a score sees only
+#   the slow pairs, which change little from one position to the next; the
+#   projections cannot undo it, since they scale a pair alike at every distance.
+# - **Far tokens do not disappear; they blur.** The decay multiplies the score, so far
+#   scores shrink towards 0, not $-\infty$, and the softmax gives far keys nearly
+#   equal weights instead of none. For one random query over 4096 random keys, the
+#   spread of the xPos scores falls from 10.73 over the nearest 64 keys to 3.32 beyond
+#   distance 3000; RoPE's is 10.92 and 12.53.
+# - **It only works causally.** For $m < n$ the factor exceeds 1: a key 2048 positions
+#   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders;
+#   the paper leaves bidirectional attention to future work.
+# - **The paper extrapolates with a window.** Trained on $l = 1024$ tokens, Sun et al.
+#   read longer inputs with
+#   [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention): each
+#   query attends to its own block of $l/2$ and the block before, so every distance
+#   stays below $l$.
 
 # %% [markdown] lang="ja"
-# ## スケール基数と xPos のトレードオフ
+# ## xPos のトレードオフ
 #
-# スケール基数は、すべての減衰を同じ割合で引き伸ばします。
-# どの半減距離 $r_{1/2,i}$ も $B$ に比例し、$B \to \infty$ ではどの因子も 1 に近づいて、xPos は RoPE になります。
-# `apply_xpos(..., scale_base=math.inf)` は、`apply_rope` とまったく同じ値を返します。
-# 次のセルでは 3 通りのスケール基数について、`xpos_scale` が返す因子を順に調べてペア $0$ の半減距離を求め、
-# $r_{1/2,i}$ と比べてから出力します。
+# スケール基数は、すべての減衰を同じ割合で引き伸ばします。どの半減距離 $r_{1/2,i}$ も $B$ に比例し、
+# $B \to \infty$ ではどの因子も 1 に近づいて、xPos は RoPE になります
+# （`apply_xpos(..., scale_base=math.inf)` は `apply_rope` とまったく同じ値を返します）。
+# $B$ がいくつであっても、減衰には代償があります。
 #
-# では、減衰の代償は何でしょうか。
-#
-# - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のペアのうち、
-#   重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
-#   それより遠くでは、スコアに効くのは遅いペアだけです。遅いペアは隣の位置との間でほとんど変わらないので、
-#   遠い位置どうしの細かな区別は失われます。
-#   クエリとキーへの射影でペアを大きくできますが、どの距離でも同じ倍率にしかならないので、距離とともに小さくなる因子は打ち消せません。
-# - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるのであって、スコアから引かれるのではありません。
-#   遠いスコアは $-\infty$ ではなく 0 に近づくので、softmax は遠いキーに重みを与えないのではなく、
-#   ほぼ等しい重みを与えます。
-#   ランダムなクエリ 1 つと 4096 個のランダムなキーで比べてみます。出力のとおり、
-#   xPos のスコアのばらつき（標準偏差）は、最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。
-#   RoPE では 10.92 と 12.53 で、下がりません。
-# - **因果的な場合にしか働きません。** $m < n$ では因子 $\zeta_i^{(m-n)/B}$ が 1 を超えます。
-#   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。
-#   双方向のアテンションでは減衰が増幅に変わります。xPos はデコーダのための設計で、
-#   論文も双方向のアテンションへの適用は今後の課題としています（「Limitations」の節）。
-# - **論文はウィンドウを使って外挿しています。** Sun らは、通常の因果的アテンションを使い、$l = 1024$ トークンで学習しています。
-#   それより長い入力では、推論のときだけ[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)に切り替えます（この章の読み方では、論文の手法の節に図とともに説明があります）。
-#   クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
-#   ブロックの先頭から $u$ 位置目（0 から数えます）のクエリが見る最も遠いキーは、$u + l/2 \le l - 1$ 位置前にあります。
-#   そのため、どの距離も学習中に現れた範囲を出ません。
-#   それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
-#   次のセルでは、$l = 1024$ と、論文が評価した最長の 4096 トークンについてこのマスクを作り、この 2 つの数を確かめます。
-#   ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
-#   論文の要旨は、このウィンドウを 2 つの工夫のうちの 2 つ目に挙げています。Sun らは、その寄与をアブレーションの表で報告しています。
-#   4096 トークンでの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
-#   この 4 つの数は Sun らの報告によるもので、このページのために論文と照らし合わせ直してはいません。
-#   論文のコードのもとになった torchscale には xPos はありますが、このウィンドウはありません。そのため、この段落は論文の本文に基づいています。
+# - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のペアのうち、重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
+#   それより遠くでは、スコアに効くのは、隣の位置との間でほとんど変わらない遅いペアだけです。
+#   射影ではこれを打ち消せません。射影はどの距離でもペアを同じ倍率で大きくするだけだからです。
+# - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるので、遠いスコアは $-\infty$ ではなく 0 に近づきます。
+#   softmax は遠いキーに、重みを与えないのではなく、ほぼ等しい重みを与えます。
+#   ランダムなクエリ 1 つと 4096 個のランダムなキーで、xPos のスコアのばらつき（標準偏差）を比べます。
+#   最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。RoPE では 10.92 と 12.53 です。
+# - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超えます。
+#   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。xPos はデコーダのための設計で、
+#   論文も双方向のアテンションへの適用は今後の課題としています。
+# - **論文はウィンドウを使って外挿しています。** Sun らは $l = 1024$ トークンで学習し、それより長い入力は
+#   [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読みます。
+#   各クエリは、長さ $l/2$ の自分のブロックと 1 つ前のブロックにアテンションを向けるので、どの距離も $l$ より短いままです。
 
-# %%
+# %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです"}
 q, k = torch.randn(2, 3, 50, 32)
 pos = torch.arange(50) * 100
-q_x, k_x = apply_xpos(q, k, pos, scale_base=math.inf)  # B = infinity: RoPE
-assert torch.equal(q_x, apply_rope(q, pos)) and torch.equal(
-    k_x, apply_rope(k, pos)
-)
+q_inf, k_inf = apply_xpos(q, k, pos, scale_base=math.inf)  # B = infinity: RoPE
 
-bases = (128.0, 512.0, 2048.0)
-r_grid = torch.arange(0, 3000, dtype=f64)
-half_0 = []
-for b in bases:
-    f_0 = xpos_scale(d, r_grid, scale_base=b)[:, 0]  # pair 0, r = 0..2999
-    first = int((f_0 <= 0.5).nonzero()[0])  # the first whole r at or below 1/2
-    r_half = b * math.log(2) / math.log(1 / zeta[0].item())  # r_{1/2,0}
-    assert first == math.ceil(r_half)
-    half_0.append(r_half)
-
-faded = {}
-for r_far in (2048, 8192):
-    below = xpos_scale(d, torch.tensor(float(r_far))) < 0.01
-    # zeta_i^(r/B) < 1/100 exactly when r > B ln(100) / ln(1/zeta_i)
-    # (the same algebra both ways: a consistency check, not a proof)
-    assert torch.equal(below, r_far > B * math.log(100) / torch.log(1 / zeta))
-    faded[r_far] = int(below.sum())
-
-# one random query at position 4095 over random keys at 0..4095
-query = torch.randn(d, dtype=f64)
-keys = torch.randn(4096, d, dtype=f64)
+faded = {
+    r_far: int((xpos_scale(d, torch.tensor(float(r_far))) < 0.01).sum())
+    for r_far in (2048, 8192)
+}
+query = torch.randn(d, dtype=f64)  # one random query at position 4095
+keys = torch.randn(4096, d, dtype=f64)  # random keys at 0..4095
 key_pos = torch.arange(4096)
 q_x, k_x = apply_xpos(query[None], keys, torch.tensor([4095]), key_pos)
 xpos_s = k_x @ q_x[0]
 rope_s = apply_rope(keys, key_pos) @ apply_rope(query, torch.tensor(4095))
 near, far = (4095 - key_pos) < 64, (4095 - key_pos) >= 3000
+growth = xpos_scale(d, torch.tensor(-2048.0, dtype=f64))  # a future key
+assert torch.equal(q_inf, apply_rope(q, pos))
+assert torch.equal(k_inf, apply_rope(k, pos))
+r_grid = torch.arange(0, 3000, dtype=f64)
+for b in (128.0, 512.0, 2048.0):
+    f_0 = xpos_scale(d, r_grid, scale_base=b)[:, 0]  # pair 0, r = 0..2999
+    first = int((f_0 <= 0.5).nonzero()[0])  # the first whole r at or below 1/2
+    assert first == math.ceil(b * math.log(2) / math.log(1 / zeta[0].item()))
+for r_far in (2048, 8192):
+    below = xpos_scale(d, torch.tensor(float(r_far))) < 0.01
+    assert torch.equal(below, r_far > B * math.log(100) / torch.log(1 / zeta))
+assert faded == {2048: 3, 8192: 42}
 assert xpos_s[far].std() < 0.5 * xpos_s[near].std()
 assert rope_s[far].std() > 0.8 * rope_s[near].std()
+assert (growth > 1).all() and f"{growth[0]:.2f}" == "150.06"
+spreads = [f"{s.std():.2f}" for s in (xpos_s[near], xpos_s[far])]
+spreads += [f"{s.std():.2f}" for s in (rope_s[near], rope_s[far])]
+assert spreads == ["10.73", "3.32", "10.92", "12.53"]
 
-# m - n = -2048: a key in the future
-growth = xpos_scale(d, torch.tensor(-2048.0, dtype=f64))
-assert (growth > 1).all()
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the blockwise window.** Sun et al. chose xPos's design by
+# *attention resolution*, their measure of how sharply attention scores separate
+# nearer from farther keys. They train with ordinary causal attention and switch to
+# the window at inference only. The queries are cut into
+# blocks of $l/2$; each query attends to the keys of its own block, up to itself, and
+# of the block before. A query at offset $u$ in its block reaches back at most
+# $u + l/2 \le l - 1$ positions, so every distance stays inside the range seen in
+# training, while each query after the first block still sees between $l/2 + 1$ and
+# $l$ keys. Blocks of the full length $l$ would let distances reach $2l - 1$, which
+# training never showed. Sun et al. report the window's share in an ablation at 4096
+# tokens: xPos alone reaches a [perplexity](../docs/glossary.md#perplexity) of 28.43,
+# xPos with the window 20.73 (RoPE: 294.45 and 25.65). torchscale implements xPos
+# but not the window, so this rests on the paper's text.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ブロック単位のウィンドウ**
+# Sun らは xPos の設計を「attention resolution」で選びました。アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る、Sun らが定義した指標です。
+# Sun らは通常の因果的アテンションで学習し、推論のときだけウィンドウに切り替えます。
+# クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
+# ブロックの先頭から $u$ 位置目（0 から数えます）のクエリが見る最も遠いキーは、$u + l/2 \le l - 1$ 位置前にあります。
+# そのため、どの距離も学習中に現れた範囲を出ません。それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
+# ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
+# Sun らは 4096 トークンでのアブレーションでウィンドウの寄与を報告しています。
+# [パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
+# torchscale には xPos はありますが、このウィンドウはありません。そのため、ここは論文の本文に基づいています。
 
 
+# %% tags=["deeper", "check"] summary={"en": "with l = 1024 and 4096 tokens, blocks of l/2 keep every distance below l and give each query after the first block between l/2 + 1 and l keys; blocks of l reach 2l − 1", "ja": "l = 1024、4096 トークンでは、長さ l/2 のブロックならどの距離も l 未満で、最初のブロックより後のクエリは l/2 + 1 個から l 個のキーを見ます。長さ l のブロックでは距離が 2l − 1 に達します"}
 def blockwise_causal(length, block):
     """Sun et al.'s blockwise causal mask: own (causal) and last block."""
     p = torch.arange(length)
@@ -528,114 +474,71 @@ def farthest(visible):
 
 
 l_train = 1024  # the paper's training length l
-longest, keys = farthest(blockwise_causal(4096, l_train // 2))
+longest, keys_per_query = farthest(blockwise_causal(4096, l_train // 2))
 assert longest == l_train - 1  # every distance < l
-after_first = keys[l_train // 2 :]  # the queries after the first block
+after_first = keys_per_query[l_train // 2 :]  # after the first block
 assert (after_first.min(), after_first.max()) == (l_train // 2 + 1, l_train)
 too_far, _ = farthest(blockwise_causal(4096, l_train))  # blocks of l instead
 assert too_far == 2 * l_train - 1
 
-print(
-    f"half-distance of pair 0, B = {[int(b) for b in bases]}: "
-    f"{fmt(torch.tensor(half_0), 0)}\n"
-    f"pairs below 1% of their weight: r = 2048: {faded[2048]} of 64, "
-    f"r = 8192: {faded[8192]} of 64\n"
-    f"spread of the scores, nearest 64 keys / beyond 3000:\n"
-    f"  xPos {xpos_s[near].std():.2f} / {xpos_s[far].std():.2f}, "
-    f"RoPE {rope_s[near].std():.2f} / {rope_s[far].std():.2f}\n"
-    f"pair 0 at m - n = -2048: factor {growth[0]:.2f}\n"
-    f"blocks of l/2, l = 1024, 4096 tokens: farthest key {longest} back,\n"
-    f"  {after_first.min()} to {after_first.max()} keys per query\n"
-    f"blocks of l instead: farthest key {too_far} back",
-    end="",
-)
-
 # %% [markdown] lang="en"
 # ## Large positions: centring the exponent
 #
-# The scale $\zeta_i^{p/B}$ is a number that grows or shrinks exponentially with the
-# position itself, not with a distance. For pair $0$, $\zeta_0 = 2/7$, so
-# $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$. In float32 (printed below), numbers above
-# $e^{88.72}$ overflow to infinity, the normal numbers end at $e^{-87.34}$, and the
-# subnormals below them keep fewer and fewer significant bits until everything under
-# $e^{-103.97}$ rounds to 0. The cell scans `xpos_scale` in float32: the key's factor
-# $\zeta_0^{-n/B}$ is infinite from $n = 36261$ on, and the query's $\zeta_0^{m/B}$
-# becomes subnormal at $m = 35695$ and is exactly 0 from $m = 42494$; each of these
-# positions, times $\ln(7/2)/B$, lands on one of the three exponents. A score
-# computed from these vectors is wrong long before its true value is out of range:
-# at $m = n = 65535$ the true factor is $\zeta_0^0 = 1$, and the product is NaN.
-#
-# The remedy follows from the derivation: only $(m - c) - (n - c) = m - n$ enters
-# the score, so any common shift $c$ of the exponents cancels,
+# The factor $\zeta_i^{p/B}$ grows or shrinks exponentially with the position itself,
+# not with a distance: for pair $0$, $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$. In float32 the
+# key's factor $\zeta_0^{-n/B}$ is infinite from $n = 36261$ on and the query's
+# $\zeta_0^{m/B}$ is exactly 0 from $m = 42494$ on, so at $m = n = 65535$, where the true
+# factor is $\zeta_0^0 = 1$, the score of the two vectors is NaN. The derivation gives
+# the remedy: only $(m - c) - (n - c) = m - n$ enters the score, so a common shift $c$
+# of the exponents cancels,
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
-# while the rotation keeps the true positions. torchscale shifts by $c = \lceil N/2 \rceil$
-# for $N$ keys. `apply_xpos` takes `center=c`. Its default is $c = 0$, the formula as
-# written, and it refuses positions farther from the centre than the scales allow: in
-# float32 with $\gamma = 0.4$ and $B = 512$, $|p - c| > 35694$ (the printed limit, where
-# pair 0's scale leaves the normal numbers) raises a `ValueError` that names `center`
-# instead of returning the NaN above. `center="midpoint"` is torchscale's choice: the
-# midpoint of the smallest and largest of the call's query and key positions, so that
-# $|p - c|$ never exceeds half their span. The cell checks that the centre changes the
-# vectors but not the scores, and that the float32 scores of 64 positions spread over
-# $[0, 2^{16})$, encoded with the midpoint, match a float64 evaluation of the formula:
-# the largest error stays below the printed bound $10^{-4}$ (its exact value depends on
-# how the matrix product is split across threads).
+# while the rotation keeps the true positions. `apply_xpos` takes `center=c`: 0 by
+# default (the formula as written), a number, or `"midpoint"` of the call's
+# positions, as in torchscale. In float32 it refuses positions farther than 35694
+# from the centre with a `ValueError` that names `center`, rather than return NaN.
 #
-# The vectors depend on $c$, so with a [KV cache](../docs/glossary.md#kv-cache) the centre must not change between
-# the call that encoded the keys and the one that encodes a new query. A fixed centre
-# keeps it, the default or any number passed in every call; so does caching the keys
-# before xPos and encoding them again with each query, as torchscale does. The last
-# checks show what goes wrong with a centre per call: one query encoded alone with
-# `center="midpoint"`, against keys encoded earlier with their own midpoint, gets
-# scores off by up to the printed 1.80; with the default centre the same query gets
-# exactly the scores of one call over the whole sequence.
+# The vectors depend on $c$, so with a [KV cache](../docs/glossary.md#kv-cache) the
+# centre must not change between the call that encoded the keys and the one that
+# encodes a new query. A fixed centre keeps it (the default, or one number in every
+# call); a centre per call does not: one query encoded alone with its own midpoint
+# gets scores off by up to 1.80.
 
 # %% [markdown] lang="ja"
 # ## 大きな位置：指数の中心をずらす
 #
-# 倍率 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりする数です。
-# ペア $0$ では $\zeta_0 = 2/7$ なので $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。
-# float32 では（下の出力）、$e^{88.72}$ を超える数はオーバーフローして無限大になり、正規化数の最小値は $e^{-87.34}$ です。
-# その下の非正規化数は有効桁がどんどん減り、$e^{-103.97}$ より小さい数はすべて 0 に丸められます。
-# 次のセルで `xpos_scale` を float32 で調べます。キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になります。
-# クエリの $\zeta_0^{m/B}$ は $m = 35695$ で非正規化数になり、$m = 42494$ からは厳密に 0 です。
-# これらの位置に $\ln(7/2)/B$ を掛けると、それぞれ上の 3 つの指数になります。
-# こうしたベクトルから計算したスコアは、真の値が範囲を超えるよりずっと前に壊れます。
-# $m = n = 65535$ では真の因子は $\zeta_0^0 = 1$ なのに、積は NaN になります。
-#
+# 因子 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりします。
+# ペア $0$ では $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。
+# float32 では、キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になり、クエリの $\zeta_0^{m/B}$ は $m = 42494$ から厳密に 0 になります。
+# そのため $m = n = 65535$ では、真の因子は $\zeta_0^0 = 1$ なのに、2 つのベクトルのスコアは NaN になります。
 # 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、
 # 指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # 回転のほうは実際の位置を使い続けます。
-# torchscale は $N$ 個のキーに対して $c = \lceil N/2 \rceil$ だけずらします。
-# `apply_xpos` は `center=c` を受け取ります。既定は $c = 0$ で、書いたとおりの式です。
-# そして、倍率が表せる範囲より中心から遠い位置は受け付けません。
-# float32、$\gamma = 0.4$、$B = 512$ では、ペア 0 の倍率は 35694 を超えたところで正規化数の範囲を出ます（出力を参照）。
-# そのため $|p - c| > 35694$ なら、上の NaN を返す代わりに、`center` を名指しする `ValueError` を送出します。
-# `center="midpoint"` は torchscale と同じ考え方で、その呼び出しのクエリとキーの位置の最小値と最大値の中点を使います。
-# こうすると $|p - c|$ は位置の広がりの半分を超えません。
-# 次のセルでは、まず中心を変えるとベクトルは変わってもスコアは変わらないことを確かめます。
-# 続いて、$[0, 2^{16})$ に散らばる 64 個の位置を中点の中心でエンコードした float32 のスコアが、
-# float64 で評価した式と一致することを確かめます。表示される最大誤差は $10^{-4}$ 未満です
-# （正確な値は、行列積をスレッドにどう分割するかで変わります）。
+# `apply_xpos` は `center=c` を受け取ります。既定は 0（書いたとおりの式）で、数か、`"midpoint"` を渡せます。
+# `"midpoint"` は torchscale と同じく、その呼び出しの位置の真ん中を使います。
+# float32 では、中心から 35694 より遠い位置を受け付けず、NaN を返す代わりに `center` を名指しする `ValueError` を送出します。
 #
-# ベクトルは $c$ に依存します。そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、キーをエンコードした呼び出しと
-# 新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
-# 既定の中心でも、毎回同じ数を渡しても、中心は固定されます。
-# torchscale のように xPos をかける前のキーをキャッシュしておき、クエリのたびにエンコードし直す方法もあります。
-# 最後の確認では、呼び出しごとに中心が変わると何が起きるかを示します。
-# `center="midpoint"` で 1 つのクエリだけをエンコードし、それぞれの中点で先にエンコードしておいたキーと組み合わせると、
-# スコアは最大 1.80 ずれます（出力の最終行の 1 つ前）。
-# 既定の中心なら、同じクエリのスコアは、系列全体を 1 回でエンコードしたときのスコアと完全に一致します。
+# ベクトルは $c$ に依存します。そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、
+# キーをエンコードした呼び出しと、新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
+# 中心を固定すれば（既定のままにするか、毎回同じ数を渡せば）問題ありません。
+# 呼び出しごとに中心が変わると問題が起きます。クエリ 1 つだけを自分の中点でエンコードすると、スコアは最大 1.80 ずれます。
 
 # %%
+q, k = torch.randn(2, d)
+top = torch.tensor(65535)  # m = n = 65535, the formula as written
+q_0 = apply_rope(q, top) * torch.cat([xpos_scale(d, top)] * 2)
+k_0 = apply_rope(k, top) * torch.cat([xpos_scale(d, -top)] * 2)
+q_c, k_c = apply_xpos(q, k, top, center="midpoint")  # c = 65535
+print(f"as written: {q_0 @ k_0}; centred: {q_c @ k_c:.4f}; RoPE: {q @ k:.4f}")
+
+# %% tags=["check"] summary={"en": "float32 runs out where stated; apply_xpos refuses past 35694; a cache needs a fixed centre", "ja": "float32 の限界は本文どおりで、apply_xpos は 35694 を超えると拒み、キャッシュには固定の中心が必要です"}
 p_scan = torch.arange(-50000, 50001)
 scan = xpos_scale(d, p_scan)[:, 0]  # float32, pair 0
 tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
-# the key's factor zeta_0^(-n/B) is the scan at p = -n
-first_inf = -int(p_scan[torch.isinf(scan)].max())
+first_inf = -int(p_scan[torch.isinf(scan)].max())  # key factor at p = -n
 first_subnormal = int(p_scan[(scan > 0) & (scan < tiny)].min())
 first_zero = int(p_scan[scan == 0].min())
+assert (first_inf, first_subnormal, first_zero) == (36261, 35695, 42494)
 f32 = torch.finfo(torch.float32)
 # overflow, end of the normal numbers, rounding to 0 (below 2^-150)
 limits = (math.log(f32.max), math.log(tiny), -150 * math.log(2))
@@ -644,34 +547,65 @@ edges = (first_inf, first_subnormal, first_zero)
 for p_edge, limit in zip(edges, limits, strict=True):
     assert abs(p_edge * per_position - abs(limit)) < 0.01  # edge = limit
 
-q, k = torch.randn(2, d)
-top = torch.tensor(65535)
-# the formula as written, at m = n = 65535: the key's factor overflows,
-# the query's underflows, and the score of the two vectors is NaN
-q_0 = apply_rope(q, top) * torch.cat([xpos_scale(d, top)] * 2)
-k_0 = apply_rope(k, top) * torch.cat([xpos_scale(d, -top)] * 2)
 assert torch.isinf(k_0).any() and (q_0 == 0).any() and torch.isnan(q_0 @ k_0)
+assert_close(q_c @ k_c, q @ k)  # m = n: the score is RoPE's, q . k
 refused = None
 try:
     apply_xpos(q, k, top)  # the default centre, 0: |p - c| = 65535 is too far
 except ValueError as error:
     refused = str(error)
 assert refused.startswith("center=0.0 cannot give exact xPos scores")
-refuse_at = int(refused.split("|p - center| > ")[1].split(" ")[0])  # 35694
+refuse_at = int(refused.split("|p - center| > ")[1].split(" ")[0])
+assert refuse_at == 35694 == first_subnormal - 1
 assert refuse_at == math.floor(B * -math.log(tiny) / math.log(7 / 2))
-q_c, k_c = apply_xpos(q, k, top, center="midpoint")  # c = 65535
-assert_close(q_c @ k_c, q @ k)  # m = n: the score is RoPE's, q . k
 
-# the centre changes the vectors, not the scores
-qs, ks = torch.randn(2, 20, d, dtype=f64)
+qs, ks = torch.randn(2, 20, d, dtype=f64)  # the centre: vectors, not scores
 pos = torch.arange(20) * 50
 a_q, a_k = apply_xpos(qs, ks, pos, center=0.0)
 b_q, b_k = apply_xpos(qs, ks, pos, center=777.0)
 assert_close(a_q @ a_k.T, b_q @ b_k.T) and not torch.allclose(a_q, b_q)
 
-# 64 positions over [0, 2^16): float32 scores against float64, m >= n
 pos = torch.cat([torch.tensor([0, 65535]), torch.randint(0, 2**16, (62,))])
-pos = pos.sort().values.double()
+pos = pos.sort().values.double()  # kept for the fold below
+
+mid = "midpoint"  # a KV cache: keys encoded once (midpoint 49.5), one query
+all_q, all_k, all_p = q.expand(100, d), k.expand(100, d), torch.arange(100)
+keys_x = apply_xpos(all_q, all_k, all_p, center=mid)[1]
+last_q = torch.tensor([99])
+query_alone = apply_xpos(q[None], k[None], last_q, center=mid)[0]  # c = 99
+query_fixed = apply_xpos(q[None], k[None], last_q, center=49.5)[0]  # same c
+full_q = apply_xpos(all_q, all_k, all_p, center=mid)[0]
+assert_close(query_fixed @ keys_x.T, full_q[99:] @ keys_x.T)
+cache_err = (query_alone @ keys_x.T - full_q[99:] @ keys_x.T).abs().max()
+assert f"{cache_err:.2f}" == "1.80"
+keys_0 = apply_xpos(all_q, all_k, all_p)[1]  # the default centre, every call
+query_0 = apply_xpos(q[None], k[None], last_q)[0]
+full_0 = apply_xpos(all_q, all_k, all_p)[0]
+assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where float32 runs out.** float32 overflows to infinity above
+# $e^{88.72}$; its normal numbers end at $e^{-87.34}$, and the subnormals below keep
+# fewer and fewer significant bits until everything under $e^{-103.97}$ rounds to 0.
+# Pair 0's factor $e^{-p\ln(7/2)/B}$ crosses these three at $n = 36261$ (the key),
+# $m = 35695$ and $m = 42494$ (the query), which is where `apply_xpos` draws its line:
+# it keeps every scale a normal number. With `center="midpoint"`, $|p - c|$ never
+# exceeds half the span of the call's positions, and the float32 scores of 64
+# positions spread over $[0, 2^{16})$ match a float64 evaluation of the formula to
+# within $10^{-4}$ (the exact error depends on how the matrix product is split across
+# threads).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：float32 の限界**
+# float32 では $e^{88.72}$ を超える数はオーバーフローして無限大になり、正規化数の最小値は $e^{-87.34}$ です。
+# その下の非正規化数は有効桁がどんどん減り、$e^{-103.97}$ より小さい数はすべて 0 に丸められます。
+# ペア 0 の因子 $e^{-p\ln(7/2)/B}$ がこの 3 つを越えるのは、$n = 36261$（キー）、$m = 35695$ と $m = 42494$（クエリ）です。
+# `apply_xpos` はここで線を引き、どの倍率も正規化数に収めます。
+# `center="midpoint"` では $|p - c|$ が呼び出しの位置の広がりの半分を超えません。
+# $[0, 2^{16})$ に散らばる 64 個の位置での float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します
+# （正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
+
+# %% tags=["deeper", "check"] summary={"en": "64 positions over [0, 2^16), encoded in float32 with the midpoint centre, give finite causal scores within 1e-4 of the formula in float64", "ja": "[0, 2^16) に散らばる 64 個の位置を中点の中心で float32 でエンコードすると、因果的なスコアは有限で、float64 で評価した式と 1e-4 以内で一致します"}
 q_x, k_x = apply_xpos(
     q.expand(64, d), k.expand(64, d), pos, center="midpoint"
 )  # float32 vectors
@@ -687,38 +621,8 @@ causal = delta >= 0
 err = (scores - exact)[causal].abs().max()
 assert torch.isfinite(scores[causal]).all() and err < 1e-4
 
-# a KV cache: keys encoded once (midpoint: 49.5), one query later
-mid = "midpoint"
-all_q, all_k, all_p = q.expand(100, d), k.expand(100, d), torch.arange(100)
-keys_x = apply_xpos(all_q, all_k, all_p, center=mid)[1]
-last_q = torch.tensor([99])
-query_alone = apply_xpos(q[None], k[None], last_q, center=mid)[0]  # 99: wrong
-query_fixed = apply_xpos(q[None], k[None], last_q, center=49.5)[0]  # same
-full_q = apply_xpos(all_q, all_k, all_p, center=mid)[0]
-assert_close(query_fixed @ keys_x.T, full_q[99:] @ keys_x.T)
-cache_err = (query_alone @ keys_x.T - full_q[99:] @ keys_x.T).abs().max()
-# the default centre is the same in every call: the scores of one call, exactly
-keys_0 = apply_xpos(all_q, all_k, all_p)[1]
-query_0 = apply_xpos(q[None], k[None], last_q)[0]
-full_0 = apply_xpos(all_q, all_k, all_p)[0]
-default_err = (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max()
-assert default_err == 0
-print(
-    f"float32: overflow above e^{limits[0]:.2f}, "
-    f"normal down to e^{limits[1]:.2f}, 0 below e^{limits[2]:.2f}\n"
-    f"pair 0: key factor infinite from n = {first_inf}\n"
-    f"  query factor subnormal from m = {first_subnormal}, "
-    f"zero from m = {first_zero}\n"
-    f"apply_xpos refuses |p - center| > {refuse_at} in float32\n"
-    f"64 positions in [0, 2^16), m >= n: "
-    f"max |float32 - exact| < 1e-4: {bool(err < 1e-4)}\n"
-    f"KV cache, centre per call (midpoint): max score error {cache_err:.2f}\n"
-    f"KV cache, default centre: max score error {default_err:.2f}",
-    end="",
-)
-
-# %% [markdown] lang="en"
-# ## torchscale and lucidrains, rebuilt with posenc
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: torchscale and lucidrains, rebuilt with posenc.**
 #
 # | | pairing | $\zeta_i$ | centre $c$ of the exponents | KV cache |
 # |---|---|---|---|---|
@@ -726,23 +630,22 @@ print(
 # | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | since mid-2024 `rotate_queries_with_cached_keys` encodes all keys again with each query; from reading the source, its query scales are centred on $\lfloor q_{len}/2 \rfloor$ of the new queries and its key scales on $\lfloor k_{len}/2 \rfloor$, so the two centres differ |
 # | `posenc` (`apply_xpos`) | `layout="half"` or `"interleaved"` | `xpos_zeta(d, gamma=0.4)`, `scale_base=512` | `center=`: 0 by default, a number, or `"midpoint"` of the call's positions | a fixed `center` (the default), or keys encoded again |
 #
-# The cell rebuilds torchscale's formula in a few lines of torch and compares its
-# scores with `apply_xpos(..., layout="interleaved")`: the centres differ
-# ($\lceil N/2 \rceil$ against 0), the scores agree.
+# torchscale's formula, restated in a few lines of torch, gives the scores of
+# `apply_xpos(..., layout="interleaved")`: the centres differ ($\lceil N/2 \rceil$
+# against 0), the scores agree.
 #
 # lucidrains' library shows why the pairing of the scales matters. Until a fix in
 # September 2024 (pull request 34) it spread the $d/2$ scales over the features as
 # $(s_0, \dots, s_{d/2-1}, s_0, \dots, s_{d/2-1})$, the half layout, while its rotation
 # pairs features $2i$ and $2i+1$. The two features of one rotated pair then get
 # different factors, and the derivation above breaks at its first step: the score
-# depends on $m$ and $n$ separately. The check places one query vector and one key
-# vector at every position from 0 to 1023 and prints the range of their scores
-# along the diagonal $m - n = 256$: it is a single value with the scales paired as the
-# rotation pairs the features (and equal to `posenc`'s interleaved xPos), and a
-# spread of values with the old pairing: from -5.46 to -4.95, against a single -5.03.
+# depends on $m$ and $n$ separately. With one query vector and one key vector at every
+# position from 0 to 1023, the scores along the diagonal $m - n = 256$ are a single
+# value, -5.03, with the scales paired as the rotation pairs the features (as in
+# `posenc`'s interleaved xPos), and spread from -5.46 to -4.95 with the old pairing.
 
-# %% [markdown] lang="ja"
-# ## torchscale と lucidrains を posenc で再現する
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：torchscale と lucidrains を posenc で再現する**
 #
 # | | ペアの組み方 | $\zeta_i$ | 指数の中心 $c$ | KV キャッシュ |
 # |---|---|---|---|---|
@@ -750,8 +653,7 @@ print(
 # | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` だが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、`rotate_queries_with_cached_keys` によるクエリごとの全キーの再エンコード。ソースを読んだ限りでは、クエリの倍率の中心は新しいクエリの $\lfloor q_{len}/2 \rfloor$、キーの倍率の中心は $\lfloor k_{len}/2 \rfloor$ で、2 つの中心は不一致 |
 # | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定は 0。数、またはその呼び出しの位置の中点（`"midpoint"`） | 固定の `center`（既定）、またはキーの再エンコード |
 #
-# 次のセルでは、torchscale の式を数行の torch で書き起こし、
-# `apply_xpos(..., layout="interleaved")` とスコアを比べます。
+# torchscale の式を数行の torch で書き起こすと、`apply_xpos(..., layout="interleaved")` と同じスコアになります。
 # 中心は違います（$\lceil N/2 \rceil$ と 0）が、スコアは一致します。
 #
 # 倍率をペアにどう割り当てるかがなぜ重要なのかは、lucidrains のライブラリの例を見るとよく分かります。
@@ -760,13 +662,12 @@ print(
 # 一方で回転は次元 $2i$ と $2i+1$ をペアにします。
 # すると回転する 1 つのペアの 2 つの次元に別々の因子が掛かり、上の導出は最初の一歩で崩れます。
 # スコアが $m$ と $n$ に別々に依存してしまうのです。
-# 次のセルでは、同じクエリベクトルとキーベクトルを位置 0 から 1023 のすべてに置き、
-# 対角線 $m - n = 256$ に沿ったスコアの範囲を出力します。
-# 回転と同じ組み方で倍率を割り当てればスコアは 1 つの値になり（`posenc` のインターリーブ配置の xPos と一致します）。
-# 古い組み方では値がばらつきます。表示される範囲は -5.46 から -4.95 で、一定の値 -5.03 の両側に広がっています。
+# 同じクエリベクトルとキーベクトルを位置 0 から 1023 のすべてに置き、対角線 $m - n = 256$ に沿ったスコアを見ます。
+# 回転と同じ組み方で倍率を割り当てれば、スコアは 1 つの値 -5.03 になります（`posenc` のインターリーブ配置の xPos と同じです）。
+# 古い組み方では、スコアは -5.46 から -4.95 までばらつきます。
 
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos, restated, gives apply_xpos's interleaved scores; lucidrains' scales paired as the rotation give one score along m − n = 256, equal to posenc's, and the old half-layout pairing a spread of scores", "ja": "書き起こした torchscale の xPos は apply_xpos のインターリーブ配置と同じスコアを与えます。回転と同じ組み方の lucidrains の倍率は m − n = 256 に沿って posenc と同じ 1 つのスコアを与え、古い半分割配置の組み方ではスコアがばらつきます"}
 def rotate_every_two(x):  # pairs (2i, 2i + 1) -> (-x_{2i+1}, x_{2i})
     return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
 
@@ -818,88 +719,70 @@ for paired in (False, True):
     if paired:  # equal to posenc's interleaved xPos (zeta_i in float32)
         q_x, k_x = apply_xpos(q_all, k_all, pos, layout="interleaved")
         assert_close(q_l @ k_l.T, q_x @ k_x.T, rtol=1e-4, atol=1e-4)
-assert along[False].max() - along[False].min() > 0.1
 assert along[True].max() - along[True].min() < 1e-9
-print(
-    f"m - n = 256, scales in the half layout (before the fix): "
-    f"from {along[False].min():.2f} to {along[False].max():.2f}\n"
-    f"m - n = 256, scales paired as the rotation (after the fix): "
-    f"from {along[True].min():.2f} to {along[True].max():.2f}",
-    end="",
-)
-
+assert f"{along[True].min():.2f}" == "-5.03"
+spread = f"{along[False].min():.2f} to {along[False].max():.2f}"
+assert spread == "-5.46 to -4.95"
 
 # %% [markdown] lang="en"
 # ## NoPE: no positional encoding at all
 #
 # Now the opposite extreme. A decoder without any positional encoding, NoPE,
-# computes attention from the token embeddings alone. The chapter
-# [*Why attention needs positions*](00-why-positions.ipynb) showed that without a
-# mask attention is permutation-equivariant,
-# $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$, so such a model sees a set, not a sequence.
-# A causal mask breaks this symmetry: the token at position $t$ (counting from $t = 0$)
-# sees exactly the $t + 1$ tokens up to itself, and that number is a position.
-#
-# Haviv et al. (2022) found that causal language models trained without positional
-# encodings reach perplexities competitive with models that have them, and that
-# probes recover absolute positions from their hidden states; they conjectured
-# that the causal mask lets the model infer the number of tokens each position can
-# attend to. Kazemnejad et al. (2023) proved that it can, and found NoPE
-# generalising to longer inputs better than the explicit encodings in their
-# decoder-only experiments on reasoning and arithmetic tasks. The next sections
-# build their mechanism with `posenc.attention`.
+# computes attention from the token embeddings alone. Without a mask, attention is
+# permutation-equivariant, $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ (the chapter
+# [*Why attention needs positions*](00-why-positions.ipynb)): such a model sees a set,
+# not a sequence. A causal mask breaks this symmetry: the token at position $t$
+# (counting from $t = 0$) sees exactly the $t + 1$ tokens up to itself, and that
+# number is a position. Haviv et al. (2022) found that causal language models trained
+# without positional encodings reach perplexities competitive with models that have
+# them, and that probes recover absolute positions from their hidden states.
+# Kazemnejad et al. (2023) proved that the mask suffices, and found NoPE generalising
+# to longer inputs better than explicit encodings on their decoder-only reasoning and
+# arithmetic tasks. The next sections build their mechanism with `posenc.attention`.
 
 # %% [markdown] lang="ja"
 # ## NoPE：位置エンコーディングをまったく使わない
 #
 # ここからは、もう一方の極端な例です。位置エンコーディングをまったく持たないデコーダ（NoPE）は、
 # トークンの埋め込みだけからアテンションを計算します。
-# 「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で見たように、マスクのないアテンションは置換同変、つまり $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です。
+# マスクのないアテンションは置換同変で、$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です
+# （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
 # そのようなモデルが見ているのは系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
 # 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数がそのまま位置を表します。
-#
 # Haviv ら（2022）は、位置エンコーディングなしで学習した因果的な言語モデルが、
 # 位置エンコーディングを持つモデルと同程度のパープレキシティに達することを見いだしました。
-# また、プローブを使うと、隠れ状態から絶対位置を読み取れることも示しています。
-# Haviv らは、因果マスクのおかげで、モデルは各位置からアテンションを向けられるトークンの数を割り出せるのだろうと推測しています。
-# Kazemnejad ら（2023）は、それが可能であることを証明しました。
-# さらに、推論や算術のタスクでデコーダのみのモデルを調べ、NoPE が明示的な位置エンコーディングよりも
-# 長い入力にうまく汎化することを見いだしています。
+# プローブを使えば、その隠れ状態から絶対位置を読み取れることも示しています。
+# Kazemnejad ら（2023）は、因果マスクだけで足りることを証明しました。
+# さらに、デコーダのみのモデルでの推論と算術のタスクで、NoPE が明示的な位置エンコーディングよりも長い入力にうまく汎化することを見いだしています。
 # 以下の節では、その仕組みを `posenc.attention` で組み立てます。
 
 # %% [markdown] lang="en"
 # ## The causal mask counts
 #
-# Put a [beginning-of-sequence token](../docs/glossary.md#beginning-of-sequence-token) first, and give it a feature that no other
-# token has: $1$ in the marker feature, $0$ for every other token. Let the first
-# layer's queries be zero. Every visible key then gets the same score, the causal
-# softmax spreads the weight evenly over the $t + 1$ visible tokens, and the marker
-# feature of the output at position $t$ is the marker's share,
+# Put a [beginning-of-sequence token](../docs/glossary.md#beginning-of-sequence-token)
+# first, and give it a feature that no other token has: $1$ in the marker feature, $0$
+# for every other token. Let the first layer's queries be zero. Every visible key then
+# gets the same score, the causal softmax spreads the weight evenly over the $t + 1$
+# visible tokens, and the marker feature of the output at position $t$ is the marker's
+# share,
 # $$h_t = \frac{1}{t+1}$$
-# whatever the other tokens are. This is an absolute position, written by the mask
-# alone; the cell checks it exactly, bit for bit, in float64. Without the mask every
-# position sees all $T$ tokens and gets $1/T$: no position at all. More generally,
-# by that permutation-equivariance, two tokens with the same content get the same
-# output in every layer of a NoPE model without the mask, wherever they stand. The
-# cell checks that for a two-layer model and a token repeated at positions 3 and 8,
-# and that the causal mask tells them apart.
+# whatever the other tokens are: an absolute position, written by the mask alone.
+# Without the mask every position sees all $T$ tokens and gets $1/T$. More generally,
+# without the mask two tokens with the same content get the same output in every
+# layer of a NoPE model, wherever they stand.
 
 # %% [markdown] lang="ja"
 # ## 因果マスクは数を数える
 #
-# 系列の先頭に [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)（系列の始まりを示すトークン）を置き、ほかのどのトークンも持たない目印を与えます。
+# 系列の先頭に [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)を置き、ほかのどのトークンも持たない目印を与えます。
 # 目印の次元の値が、BOS では $1$、ほかのトークンではすべて $0$ です。最初の層のクエリを 0 にします。
 # すると見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
 # 位置 $t$ の出力では、目印の次元の値が BOS の取り分になります。
 # $$h_t = \frac{1}{t+1}$$
-# ほかのトークンが何であっても同じです。これはマスクだけで書き込まれた絶対位置です。
-# 次のセルで、float64 でビット単位まで厳密に一致することを確かめます。
-# マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。位置の情報はまったくありません。
-# より一般に、マスクのない NoPE モデルは置換同変なので、同じ内容の 2 つのトークンは
-# どこに置かれていても、どの層でも同じ出力を持ちます。
-# セルでは、2 層のモデルで位置 3 と 8 に同じトークンを置いてこれを確かめます。
-# 因果マスクがあれば 2 つを区別できることも示します。
+# ほかのトークンが何であっても同じです。マスクだけで書き込まれた絶対位置です。
+# マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。
+# より一般に、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは、どこに置かれていてもどの層でも同じ出力を持ちます。
 
 # %%
 T, d = 64, 8
@@ -910,17 +793,18 @@ x[0, 0] = 1.0  # ... and 1 for the beginning-of-sequence token at t = 0
 w_k, w_v = torch.randn(d, d, dtype=f64), torch.zeros(d, 1, dtype=f64)
 w_v[0, 0] = 1.0  # the value reads the marker
 zero_q = torch.zeros(T, d, dtype=f64)
-t = torch.arange(T, dtype=f64)
-
 h = attention(zero_q, x @ w_k, x @ w_v, causal=True)[:, 0]
+print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
+
+# %% tags=["check"] summary={"en": "h_t = 1/(t+1) exactly, 1/T without the mask; without it, a repeated token gets one output", "ja": "h_t はちょうど 1/(t+1)、マスクがなければ 1/T で、繰り返したトークンは同じ出力になります"}
+t = torch.arange(T, dtype=f64)
 assert torch.equal(h, 1 / (t + 1))  # h_t = 1/(t+1), exactly
 assert torch.equal(
     attention(zero_q, x @ w_k, x @ w_v)[:, 0],
     torch.full((T,), 1 / T, dtype=f64),
 )
 
-# two layers, a token repeated at positions 3 and 8
-xs = torch.randn(12, d, dtype=f64)
+xs = torch.randn(12, d, dtype=f64)  # two layers, a token repeated at 3 and 8
 xs[8] = xs[3]
 layers = [
     [torch.randn(d, d, dtype=f64) / math.sqrt(d) for _ in range(3)]
@@ -937,39 +821,32 @@ def nope(x, causal):
 no_mask = nope(xs, causal=False)
 assert torch.equal(no_mask[3], no_mask[8])  # identical outputs
 assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
-print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 
 # %% [markdown] lang="en"
 # ## Reading the position back
 #
-# The feature $h_t = 1/(t+1)$ is monotone in $t$, but it is not $t$: a linear [readout](../docs/glossary.md#readout)
-# $a h_t + b$ cannot follow a hyperbola, and the best least-squares fit over
-# $t = 0, \dots, 63$ is off by up to the printed 33.84 positions. A layer's
-# feed-forward part can invert it. One hidden layer of ReLU units computes any
+# The feature $h_t = 1/(t+1)$ is monotone in $t$, but it is not $t$: a linear
+# [readout](../docs/glossary.md#readout) $a h_t + b$ cannot follow a hyperbola, and
+# the best least-squares fit over $t = 0, \dots, 63$ is off by up to 33.84 positions. A
+# layer's feed-forward part can invert it. One hidden layer of ReLU units computes any
 # continuous piecewise-linear function of $h$, one unit per bend; with the $K - 1$
-# units $\max(0, 1/(j+1) - h)$,
-# $j = 0, \dots, K-2$, and suitable output weights, it passes through the $K$ points
-# $(1/(t+1), t)$ for $t = 0, \dots, K-1$ exactly. Beyond them it continues the last
-# segment, whose slope in $h$ is $-K(K-1)$, so for $t \ge K - 1$ it returns
+# units $\max(0, 1/(j+1) - h)$, $j = 0, \dots, K-2$, and suitable output weights, it
+# passes through the $K$ points $(1/(t+1), t)$ for $t = 0, \dots, K-1$ exactly. Beyond
+# them it continues the last segment, whose slope in $h$ is $-K(K-1)$, so for
+# $t \ge K - 1$ it returns
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
-# which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$, gives
-# 22.50 at $t = 31$ and 26.25 at $t = 63$, and stays below 30 forever (left panel).
-# A fixed ReLU layer resolves positions only up to a length set by its size.
-#
-# The feature itself also crowds: neighbouring positions differ by
-# $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$, a relative gap of $1/(t+2)$. Once that gap
-# falls below the relative spacing of the floating-point numbers, two positions can
-# round to one value. The printed output shows the first such pair: $t = 11864337$
-# and $11864338$ in float32, but already $t = 189$ and $190$ in bfloat16, whose 8
-# significant bits put neighbouring numbers between $2^{-8}$ and $2^{-7}$ of their
-# value apart.
+# which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$ and
+# stays below 30 forever (left panel of the next figure): a fixed ReLU layer resolves
+# positions only up to a length set by its size. The feature also crowds: neighbours
+# differ by $1/((t+1)(t+2))$, and two positions first share one value at
+# $t = 11864337$ in float32, but already at $t = 189$ in bfloat16.
 
 # %% [markdown] lang="ja"
 # ## 位置を読み戻す
 #
 # この次元の値 $h_t = 1/(t+1)$ は $t$ について単調ですが、$t$ そのものではありません。
-# 線形の[読み出し](../docs/glossary.ja.md#readout) $a h_t + b$ では双曲線をなぞれず、$t = 0, \dots, 63$ で最小二乗による最良のあてはめを使っても、
-# 最大 33.84 位置ずれます（下の出力）。
+# 線形の[読み出し](../docs/glossary.ja.md#readout) $a h_t + b$ では双曲線をなぞれず、
+# $t = 0, \dots, 63$ で最小二乗による最良のあてはめを使っても、最大 33.84 位置ずれます。
 # 層のフィードフォワード部分を使えば、この関数の逆関数を計算できます。
 # ReLU を並べた隠れ層 1 つで、$h$ の任意の連続な区分線形関数を計算できます（折れ目 1 つにユニット 1 つ）。
 # $j = 0, \dots, K-2$ について $K - 1$ 個のユニット $\max(0, 1/(j+1) - h)$ を置き、出力の重みを適切に選ぶと、
@@ -977,122 +854,99 @@ print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 # その先では最後の線分を延長します。その傾きは $h$ について $-K(K-1)$ なので、$t \ge K - 1$ では次の値を返します。
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
 # これは決して $2(K-1)$ を超えません。
-# $K = 16$ では、読み出しは $t = 15$ まで厳密で、$t = 31$ では 22.50、$t = 63$ では 26.25 を返し、
-# いつまでも 30 未満にとどまります（左の図）。
+# $K = 16$ では、読み出しは $t = 15$ まで厳密で、いつまでも 30 未満にとどまります（次の図の左）。
 # 決まった大きさの ReLU の層が見分けられる位置は、その大きさで決まる長さまでです。
-#
-# この値そのものも、位置が進むにつれて詰まっていきます。隣り合う位置の差は $1/(t+1) - 1/(t+2) = 1/((t+1)(t+2))$ で、
-# 相対的な差は $1/(t+2)$ です。この差が浮動小数点数の相対的な間隔より小さくなると、2 つの位置が同じ値に丸められることがあります。
-# 出力に、最初にそうなる組を示します。float32 では $t = 11864337$ と $11864338$ ですが、
-# 有効桁が 8 ビットで、隣り合う数の間隔が値の $2^{-8}$ 倍から $2^{-7}$ 倍になる bfloat16 では、早くも $t = 189$ と $190$ で同じ値になります。
+# この値は、位置が進むにつれて詰まってもいきます。隣り合う位置の差は $1/((t+1)(t+2))$ です。
+# 2 つの位置が初めて同じ値になるのは、float32 では $t = 11864337$ ですが、bfloat16 では早くも $t = 189$ です。
 
 # %%
-linear = torch.stack([h, torch.ones_like(h)], dim=-1)
-fit = torch.linalg.lstsq(linear, t[:, None]).solution
-lin_err = (linear @ fit - t[:, None]).abs().max()
-
 K = 16
 knots = 1 / torch.arange(1, K + 1, dtype=f64)  # h at t = 0..K-1
 
 
 def readout(h, values):
     """One hidden ReLU layer through (1/(t+1), values[t]), t = 0..K-1."""
-    # the slope of each segment, in -h
-    slope = (values[1:] - values[:-1]) / (knots[:-1] - knots[1:])
+    slope = (values[1:] - values[:-1]) / (knots[:-1] - knots[1:])  # in -h
     w_out = torch.cat([slope[:1], slope.diff()])  # (K-1,)
     hidden = torch.relu(knots[:-1] - h[..., None])  # max(0, 1/(j+1) - h)
     return values[0] + hidden @ w_out
 
 
 t_hat = readout(h, torch.arange(K, dtype=f64))
+print(f"t = 15, 31, 63 -> {fmt(t_hat[[15, 31, 63]], 2)}", end="")
+
+# %% tags=["check"] summary={"en": "the linear fit is off by 33.84; the ReLU readout is as derived; values clash from 11864337 and 189", "ja": "線形のあてはめは 33.84 ずれ、ReLU の読み出しは導出どおりで、値が重なるのは 11864337 と 189 からです"}
+linear = torch.stack([h, torch.ones_like(h)], dim=-1)
+fit = torch.linalg.lstsq(linear, t[:, None]).solution
+assert f"{(linear @ fit - t[:, None]).abs().max():.2f}" == "33.84"
 assert_close(t_hat[:K], t[:K], rtol=0, atol=1e-12)  # exact for t < K
 beyond = t[K - 1 :]
 continued = 2 * (K - 1) - K * (K - 1) / (beyond + 1)  # the last segment
 assert_close(t_hat[K - 1 :], continued)
 assert (t_hat < 2 * (K - 1)).all()
 
-gap = 1 / ((t[:-1] + 1) * (t[:-1] + 2))  # between neighbours
-assert_close(h[:-1] - h[1:], gap)
+assert_close(h[:-1] - h[1:], 1 / ((t[:-1] + 1) * (t[:-1] + 2)))
 t_long = torch.arange(2**24)
 h_f32 = (1 / (t_long + 1.0).double()).float()  # 1/(t+1), rounded once
 h_bf16 = h_f32[:4096].bfloat16()
-# the first t with h_t = h_{t+1}
-clash_f32 = int((h_f32[1:] == h_f32[:-1]).nonzero()[0])
+clash_f32 = int((h_f32[1:] == h_f32[:-1]).nonzero()[0])  # h_t = h_{t+1}
 clash_bf16 = int((h_bf16[1:] == h_bf16[:-1]).nonzero()[0])
-# bfloat16: relative spacing in (2^-8, 2^-7]
-assert torch.finfo(torch.bfloat16).eps == 2**-7
-print(
-    f"linear readout, t = 0..63: max error {lin_err:.2f}\n"
-    f"ReLU readout, K = 16: t = 31 -> {t_hat[31]:.2f}, "
-    f"t = 63 -> {t_hat[63]:.2f}\n"
-    f"first t sharing its value with t + 1: float32 {clash_f32}, "
-    f"bfloat16 {clash_bf16}",
-    end="",
-)
+assert (clash_f32, clash_bf16) == (11864337, 189)
+assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 
 # %% [markdown] lang="en"
 # ## From absolute to relative: a second layer
 #
-# Kazemnejad et al. state two results for a decoder-only Transformer whose input
-# starts with a beginning-of-sequence token. Theorem 1 (absolute encoding): the
-# first layer can recover the absolute positions, that is, there are weights for
-# its attention and feed-forward parts that write each token's position into the
-# hidden state. Theorem 2 (relative encoding): if the hidden state holds the
-# absolute positions and later layers do not overwrite them, the attention of
-# every later layer can implement a relative encoding, a dot product of the form
+# Kazemnejad et al. prove two results for a decoder-only Transformer whose input
+# starts with a beginning-of-sequence token: the first layer can write each token's
+# absolute position into the hidden state (their Theorem 1), and if later layers keep
+# it, their attention can implement a relative encoding, a dot product of the form
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
-# where $f_{\mathrm{cnt}}$ depends on the contents and $f_{\mathrm{rel}}$ on the distance.
-# Both are statements about what weights exist, not about what training finds;
-# their experiments found that trained NoPE models' attention most resembled that
-# of T5's relative bias.
+# with $f_{\mathrm{cnt}}$ depending on the contents and $f_{\mathrm{rel}}$ on the
+# distance (Theorem 2). Both say what weights exist, not what training finds; the
+# attention of their trained NoPE models most resembled T5's relative bias.
 #
-# Here is a second layer in that spirit, built on the readout of the section
-# [Reading the position back](#reading-the-position-back). As in
-# Kazemnejad et al., the query now sits at $n$ and the key at $m$, the reverse of
-# the xPos sections and of the [notation page](../docs/notation.md). The hidden state
-# of token $t$ holds $(1, \hat t, \widehat{t^2})$, with the second readout passing through
-# $(1/(t+1), t^2)$. Choose the query $q_n = (2\lambda(n-1), -\lambda)$ and the key
-# $k_m = (m, m^2)$, both linear in the hidden state. Then
+# Here is such a second layer, built on the readout above. As in Kazemnejad et al.,
+# the query now sits at $n$ and the key at $m$, the reverse of the xPos sections and
+# of the [notation page](../docs/notation.md). The hidden state of token $t$ holds
+# $(1, \hat t, \widehat{t^2})$, a second readout passing through $(1/(t+1), t^2)$.
+# Choose the query $q_n = (2\lambda(n-1), -\lambda)$ and the key $k_m = (m, m^2)$, both
+# linear in the hidden state. Then
 # $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
 # a function of $n - m$ plus a term of the query alone, which the softmax ignores.
 # With $\lambda = 8$ the head attends to the previous token: for $n = 1, \dots, 15$ its
-# weight on $m = n - 1$ is at least the printed 0.9993, and the output copies the
-# previous token's value to within 0.01. From $n = 16$ on the readouts saturate, $\hat t$ no longer
-# tracks $t$, and the head loses the previous token: in this construction it
-# attends to the token itself instead (right panel). The relative pattern reaches
-# only as far as the absolute positions it is built on.
+# weight on $m = n - 1$ is at least 0.9993, and it copies the previous token's value
+# to within 0.01. From $n = 16$ on the readouts saturate and the head attends to the
+# token itself instead (right panel): the relative pattern reaches only as far as the
+# absolute positions it is built on.
 
 # %% [markdown] lang="ja"
 # ## 絶対位置から相対位置へ：2 層目
 #
-# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、2 つの結果を示しています。
-# 定理 1（絶対位置の表現）：最初の層は絶対位置を復元できます。
-# つまり、その層のアテンション部分とフィードフォワード部分に、各トークンの位置を隠れ状態に書き込む重みが存在します。
-# 定理 2（相対位置の表現）：隠れ状態が絶対位置を持ち、後の層がそれを上書きしないなら、
-# 後のどの層のアテンションも相対位置のエンコーディングを実現できます。内積を次の形にできるのです。
+# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、2 つの結果を証明しています。
+# 最初の層は各トークンの絶対位置を隠れ状態に書き込めます（定理 1）。
+# そして後の層がそれを保っていれば、その層のアテンションは相対位置のエンコーディングを実現できます。内積を次の形にできるのです（定理 2）。
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
 # ここで $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。
 # どちらも、そういう重みが存在するという主張であって、学習がそれを見つけるという主張ではありません。
-# Kazemnejad らの実験では、学習済みの NoPE モデルのアテンションは T5 の相対バイアスのものに最もよく似ていました。
+# Kazemnejad らが学習させた NoPE モデルのアテンションは、T5 の相対バイアスのものに最もよく似ていました。
 #
-# ここでは「[位置を読み戻す](#位置を読み戻す)」の節の読み出しを土台に、この考え方に沿った 2 層目を作ります。
+# ここでは上の読み出しを土台に、そのような 2 層目を作ります。
 # Kazemnejad らに合わせて、ここではクエリの位置を $n$、キーの位置を $m$ とします。
 # xPos の節や[記法のページ](../docs/notation.ja.md)とは逆なので注意してください。
-# トークン $t$ の隠れ状態には $(1, \hat t, \widehat{t^2})$ が入っています。2 つ目の読み出しは、同じ作り方で点 $(1/(t+1), t^2)$ を通るようにしたものです。
+# トークン $t$ の隠れ状態には $(1, \hat t, \widehat{t^2})$ が入っています。2 つ目の読み出しは、点 $(1/(t+1), t^2)$ を通るようにしたものです。
 # クエリを $q_n = (2\lambda(n-1), -\lambda)$、キーを $k_m = (m, m^2)$ とします。どちらも隠れ状態の線形関数です。
 # すると次が成り立ちます。
 # $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
 # これは $n - m$ の関数と、クエリだけで決まる項の和で、後者は softmax が無視します。
 # $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。
-# $n = 1, \dots, 15$ では $m = n - 1$ への重みが 0.9993 以上あり（次のセルの表示を参照）、ヘッドの出力は 1 つ前のトークンのバリューを誤差 0.01 以内でコピーします。
-# $n = 16$ 以降は読み出しが飽和して $\hat t$ が $t$ を追えなくなり、ヘッドは 1 つ前のトークンを見失います。
-# この構成では、代わりにトークン自身を見るようになります（右の図）。
+# $n = 1, \dots, 15$ では $m = n - 1$ への重みが 0.9993 以上あり、1 つ前のトークンのバリューを誤差 0.01 以内でコピーします。
+# $n = 16$ 以降は読み出しが飽和し、ヘッドは代わりにトークン自身を見るようになります（右の図）。
 # 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
 
-# %% alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線の下へ曲がり、30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
+# %% tags=["figure"] alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線の下へ曲がり、30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
 knots_t = torch.arange(K, dtype=f64)
-# (T, 3): (1, t_hat, t2_hat)
-hidden = torch.stack(
+hidden = torch.stack(  # (T, 3): (1, t_hat, t2_hat)
     [torch.ones_like(h), readout(h, knots_t), readout(h, knots_t**2)], dim=-1
 )
 lam = 8.0
@@ -1100,34 +954,17 @@ lam = 8.0
 w_q2 = torch.tensor([[-2 * lam, -lam], [2 * lam, 0.0], [0.0, 0.0]], dtype=f64)
 w_k2 = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=f64)
 q2, k2 = hidden @ w_q2, hidden @ w_k2
-n_, m_ = t[:, None], t[None, :]
-dots = q2 @ k2.T
-exact = slice(0, K)
-assert_close(
-    dots[exact, exact],
-    (-lam * (n_ - 1 - m_) ** 2 + lam * (n_ - 1) ** 2)[exact, exact],
-)
-
-scaled_q = q2 * math.sqrt(2)  # attention divides by sqrt(2): undo it
-weights = torch.softmax(
-    (scaled_q @ k2.T / math.sqrt(2)).masked_fill(m_ > n_, -math.inf), dim=-1
-)
 values = torch.randn(T, 4, dtype=f64)
+scaled_q = q2 * math.sqrt(2)  # attention divides by sqrt(2): undo it
 out = attention(scaled_q, k2, values, causal=True)
-assert_close(out, weights @ values)
-# the weight on m = n - 1, for n = 1..T-1
-prev = weights[torch.arange(1, T), torch.arange(T - 1)]
-assert (prev[: K - 1] > 0.999).all()
-# it copies the previous token
-assert_close(out[1:K], values[: K - 1], rtol=0, atol=0.01)
-assert (prev[K:] < 0.5).all()
-assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
-print(
-    f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}",
-    end="",
-)
+n_, m_ = t[:, None], t[None, :]
+weights = torch.softmax(
+    (q2 @ k2.T).masked_fill(m_ > n_, -math.inf), dim=-1
+)  # the weights attention used
+prev = weights[torch.arange(1, T), torch.arange(T - 1)]  # on m = n - 1
+print(f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}")
 
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 3.2))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.9))
 ax_l.plot(t, t, color="0.6", lw=0.8, ls=":")
 ax_l.plot(t, t_hat, lw=1.5)
 ax_l.axhline(2 * (K - 1), color="0.5", lw=0.8, ls="--")
@@ -1151,83 +988,79 @@ ax_r.grid(False)
 fig.colorbar(im, ax=ax_r, fraction=0.046)
 plt.show()
 
+# %% tags=["check"] summary={"en": "the dot product is as derived; the head copies the previous token up to n = 15, then itself", "ja": "内積は導出どおりで、ヘッドは n = 15 まで直前のトークンをコピーし、その先はトークン自身を見ます"}
+exact = slice(0, K)
+assert_close(
+    (q2 @ k2.T)[exact, exact],
+    (-lam * (n_ - 1 - m_) ** 2 + lam * (n_ - 1) ** 2)[exact, exact],
+)
+assert_close(out, weights @ values)
+assert (
+    prev[: K - 1] > 0.999
+).all() and f"{prev[: K - 1].min():.4f}" == "0.9993"
+assert_close(out[1:K], values[: K - 1], rtol=0, atol=0.01)  # copies
+assert (prev[K:] < 0.5).all()
+assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
+
 # %% [markdown] lang="en"
 # ## Both lean on the causal mask
 #
-# The two halves of this chapter meet in one place. xPos needs causal attention
-# because its factor $\zeta_i^{(m-n)/B}$ decays only for $m \ge n$; NoPE needs it because
-# the mask is its only source of position. Where they differ is in what they give
-# for free. xPos hands every layer the distance through the rotation, and fixes in
-# advance how fast each pair forgets. NoPE hands nothing and leaves every positional
-# computation to the weights, which can count, as we built, but only as far as the
-# size of the network and the precision of its numbers allow.
-#
-# A few pointers beyond this chapter. Sun et al. chose xPos's design by
-# *attention resolution*, their measure of how sharply attention scores separate
-# nearer from farther keys; RetNet (Sun et al. 2023), from the same group, keeps a
-# decay per distance and drops the softmax. NoPE has limits of its own: Wang et al.
-# (2024) find that it reaches somewhat longer inputs than RoPE but still fails past
-# a length, as its attention spreads out, and mend it by tuning a temperature per
-# head. Among released models, Llama 4 interleaves layers without positional
-# encoding with RoPE layers (Meta calls the design iRoPE); chapter 14,
-# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers),
-# takes it apart.
+# xPos needs causal attention because its factor $\zeta_i^{(m-n)/B}$ decays only for
+# $m \ge n$; NoPE needs it because the mask is its only source of position. They
+# differ in what they give for free. xPos hands every layer the distance through the
+# rotation and fixes in advance how fast each pair forgets; NoPE hands nothing and
+# leaves every positional computation to the weights, which can count, as built
+# here, but only as far as the network's size and the precision of its numbers
+# allow. Beyond this chapter: RetNet (Sun et al. 2023) keeps a decay per distance and
+# drops the softmax; Wang et al. (2024) find that NoPE fails past some length as its
+# attention spreads, and mend it with a temperature per head; Llama 4 interleaves
+# NoPE layers with RoPE layers
+# ([*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)).
 
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
 #
-# この章の前半と後半には、1 つの共通点があります。
 # xPos に因果的アテンションが必要なのは、因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからです。
 # NoPE に必要なのは、マスクが位置の唯一の情報源だからです。
 # 違うのは、何を最初から与えるかです。
 # xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
 # NoPE は何も渡さず、位置に関する計算をすべて重みに任せます。
-# 重みは、ここで組み立てたように数を数えられますが、それができるのは、ネットワークの規模と数値の精度が許す範囲までです。
-#
-# この章の先に進むための手がかりをいくつか挙げます。
-# Sun らは xPos の設計を「attention resolution」で選びました。
-# これは、アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る、Sun らが定義した指標です。
-# 同じグループの RetNet（Sun ら 2023）は、距離ごとの減衰を残して softmax をやめています。
-# NoPE にも限界があります。Wang ら（2024）によると、NoPE は RoPE より少し長い入力まで扱えます。
-# しかし、ある長さを超えるとアテンションが広がって失敗します。Wang らはヘッドごとに温度を調整してこれを直しています。
-# 公開されているモデルでは、Llama 4 が位置エンコーディングのない層を RoPE の層と交互に置いています（Meta はこの設計を iRoPE と呼んでいます）。
-# 詳しくは「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)」の章で扱います。
+# 重みは、ここで組み立てたように数を数えられますが、それができるのはネットワークの規模と数値の精度が許す範囲までです。
+# この章の先に進むための手がかりを挙げます。RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
+# Wang ら（2024）によると、NoPE はある長さを超えるとアテンションが広がって失敗し、ヘッドごとに温度を調整すると直ります。
+# Llama 4 は NoPE の層と RoPE の層を交互に置いています
+# （[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)の章）。
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
 # - xPos is RoPE with a factor per pair: the term of pair $i$ in the score is
-#   multiplied by $\zeta_i^{(m-n)/B}$, so the score still depends only on $m - n$,
-#   and for $m \ge n$ the fastest-turning pairs decay first. The paper gives the
-#   form of $\zeta_i$; $\gamma = 0.4$ and $B = 512$ are torchscale's values.
+#   multiplied by $\zeta_i^{(m-n)/B}$, so the score still depends only on $m - n$, and
+#   for $m \ge n$ the fastest-turning pairs decay first.
 # - The decay caps every score at $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$, but far keys are
-#   blurred rather than removed, and in bidirectional attention the decay becomes a
-#   growth.
+#   blurred rather than removed, and for a future key the decay becomes a growth.
 # - The factors grow and shrink exponentially with the position itself: shift the
-#   exponents by a common centre, which cancels in every score, and keep that centre
-#   fixed when keys are cached.
-# - The paper's extrapolation also relies on blockwise causal attention at
-#   inference: blocks of $l/2$ keep every distance below the training length $l$.
+#   exponents by a common centre, which cancels in every score, and keep it fixed
+#   when keys are cached.
+# - The paper's extrapolation also relies on blockwise causal attention at inference.
 # - NoPE: with a beginning-of-sequence token, the causal mask alone writes $1/(t+1)$
 #   into the first layer; a feed-forward part can turn it into $t$ and a second layer
-#   into a relative pattern, but only up to a length that the network's size and its
-#   number format set.
+#   into a relative pattern, up to a length that the network's size and its number
+#   format set.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - xPos は、ペアごとの因子を掛けた RoPE です。スコアのうちペア $i$ の項には $\zeta_i^{(m-n)/B}$ が掛かります。
 #   そのためスコアは依然として $m - n$ だけで決まり、$m \ge n$ では速く回るペアから先に減衰します。
-#   $\zeta_i$ の形は論文によるもので、$\gamma = 0.4$ と $B = 512$ は torchscale の値です。
 # - 減衰は、どのスコアにも $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$ という上限を課します。
-#   ただし遠いキーは消えずにぼやけるだけで、双方向のアテンションでは減衰が増幅に変わります。
+#   ただし遠いキーは消えずにぼやけるだけで、未来のキーに対しては減衰が増幅に変わります。
 # - 因子は位置そのものについて指数的に増減します。そこで指数を共通の中心だけずらします。このずれはどのスコアでも打ち消されます。
 #   キーをキャッシュするときは、その中心を固定しておきます。
 # - 論文の外挿は、推論時のブロック単位の因果的アテンションにも頼っています。
-#   長さ $l/2$ のブロックにすれば、どの距離も学習時の長さ $l$ より短くなります。
 # - NoPE では、BOS トークンがあれば、因果マスクだけで最初の層に $1/(t+1)$ が書き込まれます。
-#   フィードフォワード部分でこれを $t$ に直し、2 層目でそこから相対位置のパターンを作ることができます。
-#   ただしそれが届くのは、ネットワークの規模と数値の形式で決まる長さまでです。
+#   フィードフォワード部分でこれを $t$ に直し、2 層目で相対位置のパターンを作れますが、
+#   それが届くのはネットワークの規模と数値の形式で決まる長さまでです。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1268,9 +1101,9 @@ plt.show()
 # The two differ in the rates. Pair $i$ decays at the rate $\ln(1/\zeta_i)/B$ per
 # position, so the ratio of the fastest rate to the slowest,
 # $\ln(1/\zeta_0)/\ln(1/\zeta_{d/2-1})$, does not contain $B$: the scale base stretches
-# every decay alike. $\gamma$ changes it. The cell measures the ratio for $d = 128$
-# from `xpos_scale` at three bases: it is the same at all three bases, and it
-# changes with $\gamma$: 167.6, 111.6 and 77.6 for $\gamma = 0.1$, $0.4$ and $2$. As $\gamma \to \infty$,
+# every decay alike. $\gamma$ changes it: measured from `xpos_scale` for $d = 128$, the
+# ratio is the same at three bases and is 167.6, 111.6 and 77.6 for
+# $\gamma = 0.1$, $0.4$ and $2$. As $\gamma \to \infty$,
 # $\ln(1/\zeta_i) \approx (1 - 2i/d)/(1+\gamma)$ and the ratio tends to $d/2 = 64$.
 
 # %% [markdown] lang="ja" tags=["solution"]
@@ -1280,8 +1113,8 @@ plt.show()
 # 違いは減衰の速さに出ます。ペア $i$ は位置 1 つあたり $\ln(1/\zeta_i)/B$ の速さで減衰します。
 # したがって、いちばん速いペアといちばん遅いペアの速さの比 $\ln(1/\zeta_0)/\ln(1/\zeta_{d/2-1})$ には $B$ が入りません。
 # スケール基数はすべての減衰を同じ割合で引き伸ばすだけです。比を変えるのは $\gamma$ です。
-# 次のセルでは、$d = 128$ について `xpos_scale` から 3 通りのスケール基数でこの比を測ります。
-# 比は 3 通りのスケール基数で同じですが、$\gamma$ を変えると変わり、$\gamma = 0.1$、$0.4$、$2$ に対してそれぞれ 167.6、111.6、77.6 になります。
+# $d = 128$ について `xpos_scale` からこの比を測ると、3 通りのスケール基数で同じで、
+# $\gamma = 0.1$、$0.4$、$2$ に対してそれぞれ 167.6、111.6、77.6 になります。
 # $\gamma \to \infty$ では $\ln(1/\zeta_i) \approx (1 - 2i/d)/(1+\gamma)$ となり、比は $d/2 = 64$ に近づきます。
 
 # %% tags=["solution"]
@@ -1305,15 +1138,13 @@ print(f"fastest / slowest rate, gamma = 0.1, 0.4, 2: {rows}", end="")
 # $\zeta_{31} = (62/64 + 0.4)/1.4 = 0.97768$ for $d = 64$. It falls to $1/2$ at
 # $r = B\ln 2/\ln(1/\zeta_{31})$, about 15721 positions. Every pair keeps less than 1%
 # of its weight once the largest factor does, that is beyond
-# $r = B\ln 100/\ln(1/\zeta_{31})$, about 104448 positions. The cell checks both with
-# `xpos_scale` on either side of each distance.
+# $r = B\ln 100/\ln(1/\zeta_{31})$, about 104448 positions.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 上限は最後のペアの因子で、$d = 64$ では $\zeta_{31} = (62/64 + 0.4)/1.4 = 0.97768$ です。
 # これが $1/2$ まで下がるのは $r = B\ln 2/\ln(1/\zeta_{31})$、約 15721 位置です。
 # いちばん大きい因子が 1% を下回れば、すべてのペアの重みが 1% 未満になります。
 # それは $r = B\ln 100/\ln(1/\zeta_{31})$、約 104448 位置より先です。
-# 次のセルでは、それぞれの距離の前後で `xpos_scale` を計算して、両方を確かめます。
 
 # %% tags=["solution"]
 d2 = 64
@@ -1343,9 +1174,8 @@ print(
 # true largest span can be somewhat longer, because a rotated feature is at most,
 # and usually less than, the length $\rho$ of its pair, and float16 rounds values
 # between 65504 and 65520 down to 65504. For $\rho = 1$ the guaranteed span is 9065 positions.
-# The cell finds the largest span by bisection for one random $q$ and $k$
-# ($d = 128$), prints it next to the guaranteed span, and checks that it is at
-# least that and less than 2% longer. `apply_xpos` refuses $|p - c| > 3966$ in float16,
+# For one random $q$ and $k$ ($d = 128$), bisection finds a largest span at least the
+# guaranteed one and less than 2% longer (printed below). `apply_xpos` refuses $|p - c| > 3966$ in float16,
 # spans beyond the printed 7932 with `center="midpoint"`: it keeps every scale within
 # float16's normal numbers, at most $1/\text{tiny} = 16384$, which leaves a factor of 4
 # below 65504 for the length of a pair, the guarantee above with a margin. The guarantee
@@ -1364,8 +1194,7 @@ print(
 # この条件は十分条件で、必要条件ではありません。この式の広がりまでは有限であることが保証されますが、実際の最大の広がりはそれより少し長くなりえます。
 # 回転した次元の値はペアの長さ $\rho$ を超えず、たいていはそれより小さいうえ、float16 では 65504 を超えていても 65520 未満の値は 65504 に丸められるからです。
 # $\rho = 1$ なら、保証される広がりは 9065 位置です。
-# 次のセルでは、ランダムな $q$ と $k$（$d = 128$）を 1 組選び、二分法で最大の広がりを求めて、保証される広がりと並べて出力します。
-# そして、最大の広がりが保証される広がり以上で、その 2% 増しより短いことを確かめます。
+# ランダムな $q$ と $k$（$d = 128$）を 1 組選んで二分法で求めると、最大の広がりは保証される広がり以上で、その 2% 増しより短くなります（下の出力）。
 # `apply_xpos` は float16 では $|p - c| > 3966$ を受け付けません。`center="midpoint"` では、出力にある 7932 より長い広がりです。
 # どの倍率も float16 の正規化数の範囲、つまり最大 $1/\text{tiny} = 16384$ に収めるためで、
 # 65504 までにはペアの長さのための 4 倍の余裕が残ります。上の保証に余裕を見込んだものです。
@@ -1440,9 +1269,8 @@ print(
 # inputs. In a sequence of identical tokens, every position of a causal layer sees
 # identical keys and values and computes the same output, and by induction so does
 # every later layer. The beginning-of-sequence token worked because its content
-# differs from the rest. The cell checks both: the marker output is 1 everywhere,
-# and the two-layer model above gives the same output at all 12 positions of a
-# repeated token, and different ones once the first token differs. Chi et al.
+# differs from the rest: the two-layer model above gives the same output at all 12
+# positions of a repeated token, and different ones once the first token differs. Chi et al.
 # (2023) note a related leak in trained causal models without an encoding: the
 # variance of an average over more tokens shrinks with the position, which itself
 # tells later layers roughly where they are.
@@ -1455,8 +1283,7 @@ print(
 # 同じトークンだけが並ぶ系列では、因果的な層のどの位置にも同じキーとバリューが見えるので、どの位置も同じ出力を計算します。
 # 帰納法により、後のどの層でも同じです。
 # BOS トークンがうまくいったのは、その内容がほかのトークンと違うからです。
-# 次のセルで両方を確かめます。目印の次元の出力はどこでも 1 です。
-# また、上の 2 層のモデルは、同じトークンを 12 個並べた系列では、どの位置にも同じ出力を返します。
+# 上の 2 層のモデルは、同じトークンを 12 個並べた系列では、どの位置にも同じ出力を返します。
 # 先頭のトークンだけを変えると、位置ごとに違う出力を返します。
 # Chi ら（2023）は、位置エンコーディングのない学習済みの因果的なモデルで、これと関連した位置情報の漏れを指摘しています。
 # 位置が進むほど平均を取るトークンが増えるので、その平均の分散は縮みます。そのため分散を見るだけで、後の層にはおおよその位置が分かります。
@@ -1474,15 +1301,23 @@ repeated[0] = torch.randn(d, dtype=f64)  # a different first token
 out = nope(repeated, causal=True)
 assert not torch.allclose(out[5], out[6])
 
+
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# As read here, Sun et al. define $\zeta_i$ with $i/(d/2)$ for $2i/d$, raise it to the
+# position itself ($B = 1$) and print no value of $\gamma$; this reading and the
+# window's four perplexities were not re-checked against the paper for this page.
+# $\gamma = 0.4$ and $B = 512$ are torchscale's `XPOS` (on which the paper's code is
+# based) and lucidrains'; lucidrains' KV cache is described from its source.
+#
+# ### References
 #
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
-# - torchscale, `XPOS` in `torchscale/component/xpos_relative_position.py`.
-#   <https://github.com/microsoft/torchscale>
-# - lucidrains, `rotary-embedding-torch` (`use_xpos`), and the fix of the scale pairing.
-#   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - Code: torchscale's `XPOS` (<https://github.com/microsoft/torchscale>); lucidrains'
+#   `rotary-embedding-torch` and its fix of the scale pairing
+#   (<https://github.com/lucidrains/rotary-embedding-torch/pull/34>).
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
 #   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
@@ -1494,18 +1329,21 @@ assert not torch.allclose(out[5], out[6])
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
 #   Generalization in Transformers*. <https://arxiv.org/abs/2305.19466>
-# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
-#   Embedding*. <https://arxiv.org/abs/2104.09864>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# この章の読み方では、Sun らは $2i/d$ を $i/(d/2)$ と書いて $\zeta_i$ を定義し、指数には位置そのもの（$B = 1$）を使い、$\gamma$ の値は示していません。
+# この読み方と、ウィンドウの 4 つのパープレキシティは、このページのために論文と照らし合わせ直してはいません。
+# $\gamma = 0.4$ と $B = 512$ は、論文のコードのもとになった torchscale の `XPOS` と、lucidrains のライブラリの値です。
+# lucidrains の KV キャッシュの扱いは、ソースを読んで得たものです。
+#
+# ### 参考文献
 #
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
-# - torchscale、`torchscale/component/xpos_relative_position.py` の `XPOS`。
-#   <https://github.com/microsoft/torchscale>
-# - lucidrains、`rotary-embedding-torch`（`use_xpos`）と、倍率のペアの組み方の修正。
-#   <https://github.com/lucidrains/rotary-embedding-torch/pull/34>
+# - コード：torchscale の `XPOS`（<https://github.com/microsoft/torchscale>）、lucidrains の
+#   `rotary-embedding-torch` と倍率のペアの組み方の修正（<https://github.com/lucidrains/rotary-embedding-torch/pull/34>）。
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
 #   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
@@ -1517,5 +1355,3 @@ assert not torch.allclose(out[5], out[6])
 #   Still Learn Positional Information*. <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
 #   Generalization in Transformers*. <https://arxiv.org/abs/2305.19466>
-# - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
-#   Embedding*. <https://arxiv.org/abs/2104.09864>

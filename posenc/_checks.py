@@ -111,7 +111,7 @@ def check_float_tensor(name: str, value: object) -> torch.Tensor:
 def check_positions(name: str, value: object) -> torch.Tensor:
     """Return ``value`` if it is an integer or floating-point tensor of positions."""
     value = check_tensor(name, value)
-    if value.dtype == torch.bool or value.is_complex():
+    if value.dtype == torch.bool or value.dtype.is_complex:
         raise ValueError(
             f"{name} must be an integer or floating-point tensor, got dtype {value.dtype}"
         )

@@ -88,7 +88,13 @@ def _work_dtype(dtype: torch.dtype) -> torch.dtype:
 
 def _autocast_off(device: torch.device):
     """Keep autocast from running a bias's matrix products in bfloat16 or float16."""
-    if torch.amp.is_autocast_available(device.type):
+    available = getattr(torch.amp, "is_autocast_available", None)  # torch 2.4 and later
+    if available is None:  # torch 2.3: autocast refuses a device type it lacks ("meta")
+        try:
+            return torch.autocast(device.type, enabled=False)
+        except RuntimeError:
+            return contextlib.nullcontext()
+    if available(device.type):
         return torch.autocast(device.type, enabled=False)
     return contextlib.nullcontext()
 

@@ -9,7 +9,10 @@ This is pytest-xdist's documented scheduler hook; pytest-xdist's own
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import torch
 
 
 def work_unit(nodeid: str) -> str:
@@ -31,3 +34,29 @@ def pytest_xdist_make_scheduler(config, log):
             return work_unit(nodeid)
 
     return Scheduling(config, log)
+
+
+def torch_version(text: str = torch.__version__) -> tuple[int, int, int]:
+    major, minor, patch = re.match(r"(\d+)\.(\d+)\.(\d+)", text).groups()
+    return int(major), int(minor), int(patch)
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "needs_torch(version, why): skip on a torch older than version (x.y.z), saying why. "
+        "Only for what older torch cannot do: `make test-oldest-torch` runs the rest there.",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    have = torch_version()
+    for item in items:
+        marker = item.get_closest_marker("needs_torch")
+        if marker and have < torch_version(marker.args[0]):
+            version, why = marker.args
+            item.add_marker(
+                pytest.mark.skip(
+                    reason=f"needs torch >= {version}: {why} (this is {torch.__version__})"
+                )
+            )

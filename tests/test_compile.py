@@ -48,6 +48,14 @@ from posenc import (
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.compile internals
 
+# torch 2.3.1's Dynamo cannot trace these paths whole (int.bit_length, a
+# functools wrapper's __wrapped__, a scaling class built inside the graph,
+# repeat_interleave's data-dependent shape); they are checked on the torch
+# CI pins. `make test-oldest-torch` runs the rest of this file on 2.3.1.
+OLDER_DYNAMO = pytest.mark.needs_torch(
+    "2.13.0", "torch 2.3.1's Dynamo breaks the graph here; traced whole on 2.13.0"
+)
+
 
 def randn(*shape: int, seed: int = 0) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
@@ -72,6 +80,7 @@ def assert_same(actual, expected) -> None:
 # ---------------------------------------------------------------------------
 
 
+@OLDER_DYNAMO
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize(
     "shape", [(1, 8, 1, 64), (1, 4, 256, 64)], ids=["decode", "prefill"]
@@ -86,6 +95,7 @@ def test_apply_rope_fullgraph(layout, shape):
     assert_same(compiled(fn)(x, positions), fn(x, positions))
 
 
+@OLDER_DYNAMO
 def test_apply_rope_fullgraph_with_options():
     x = randn(2, 4, 6, 32)
     positions = torch.arange(6)[None, None, :] + torch.tensor([0, 40])[:, None, None]
@@ -120,6 +130,7 @@ def test_rotary_embedding_fullgraph_with_scaling_and_seq_len():
     assert_same(compiled(rope)(q, q, positions), rope(q, q, positions))
 
 
+@OLDER_DYNAMO
 def test_bias_modules_fullgraph():
     t5 = T5RelativeBias(4, bidirectional=False)
     assert_same(compiled(lambda: t5(3, 9))(), t5(3, 9))
@@ -142,6 +153,7 @@ def test_cope_fullgraph():
     assert_same(compiled(cope)(q, scores), cope(q, scores))
 
 
+@OLDER_DYNAMO
 def test_biases_at_given_positions_and_masks_fullgraph_without_host_reads():
     # a left-padded batch: the per-step path of a padded decode or a packed prefill
     q_positions = torch.tensor([[3], [1]])
@@ -178,6 +190,7 @@ def test_absolute_modules_fullgraph():
         assert_same(fn(x, offset), encoding(x, offset))
 
 
+@OLDER_DYNAMO
 def test_xpos_and_transformer_xl_fullgraph():
     q, k = randn(1, 2, 4, 16), randn(1, 2, 6, 16, seed=1)
     qp, kp = torch.arange(2, 6), torch.arange(6)
@@ -316,6 +329,7 @@ def test_out_of_range_positions_keep_named_errors_in_eager_mode():
         SinusoidalEmbedding(4, 8)(torch.tensor([-2, 1]))
 
 
+@OLDER_DYNAMO
 def test_mrope_fullgraph_and_cope_without_host_reads():
     x = randn(1, 2, 6, 16)
     positions = posenc.grid_positions(2, 3)  # (2, 6)

@@ -19,6 +19,10 @@ import torch
 
 import posenc
 
+pytestmark = pytest.mark.needs_torch(
+    "2.6.0", "transformers 5.24, the reference these tests compare with, needs torch 2.6"
+)
+
 transformers = pytest.importorskip("transformers")
 rope_utils = pytest.importorskip("transformers.modeling_rope_utils")
 

@@ -595,7 +595,8 @@ def test_undrawn_formulas_and_code_are_drawn_as_their_block_nears_the_screen_and
     assert sum(n for n, _ in seen) > 20 and all(u == 0 for _, u in seen), seen
     assert sum(opened[0]) > 0 and sum(opened[1]) == 0, opened
     assert undrawn[0] > 50 and undrawn[1] == 0, undrawn
-    assert len(mathml) > 300 and all(m == [1, 0, m[3], m[3], True] for m in mathml), [
+    # chapter 08 is a heavy page: 280 formulas since its rewrite (was over 300)
+    assert len(mathml) > 200 and all(m == [1, 0, m[3], m[3], True] for m in mathml), [
         m for m in mathml if m != [1, 0, m[3], m[3], True]
     ][:3]
     assert [text for text, _ in coloured] == code and all(c for _, c in coloured), coloured

@@ -164,6 +164,7 @@ def train(
     seed: int,
     lr: float,
     settings: dict,
+    stop_after: int | None = None,
 ) -> dict:
     """``settings["steps"]`` steps of AdamW on ``next_batch``; the learning curve.
 
@@ -172,7 +173,9 @@ def train(
     validation set (a dict of numbers), every ``check_every`` steps and at
     the end. Returns ``{"loss": [...], "curve": {"step": [...], name: [...]}}``:
     the training loss averaged over every ``log_every`` steps, and the
-    checks.
+    checks. ``stop_after`` stops after that many steps, the schedule still
+    spanning ``steps``: the beginning of the same run (the CI slice replays
+    it), whose losses and checks are the first ones of the whole run's.
     """
     steps, warmup = settings["steps"], settings["warmup"]
     generator = torch.Generator().manual_seed(seed)
@@ -188,7 +191,10 @@ def train(
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     losses, window = [], []
     curve: dict[str, list] = {"step": []}
-    for step in range(1, steps + 1):
+    last = steps if stop_after is None else stop_after
+    if not 1 <= last <= steps:
+        raise ValueError(f"stop_after must be in [1, steps = {steps}], got {stop_after}")
+    for step in range(1, last + 1):
         model.train()
         inputs, targets = next_batch(generator)
         positions = train_positions(kind, inputs.shape[-1], settings, generator)

@@ -37,7 +37,16 @@ import torch
 
 from posenc_lab.extrapolation import tasks, text
 
-__all__ = ["EXPERIMENTS", "Cell", "calibrate", "estimate_s", "plan", "run", "settings_sha256"]
+__all__ = [
+    "EXPERIMENTS",
+    "Cell",
+    "calibrate",
+    "estimate_s",
+    "plan",
+    "replay",
+    "run",
+    "settings_sha256",
+]
 
 #: The experiments and the settings of their stored records.
 EXPERIMENTS = {"tasks": tasks.SETTINGS, "text": text.SETTINGS}
@@ -180,20 +189,24 @@ def _write_json(path: Path, data) -> None:
     os.replace(tmp, path)
 
 
-def run_cell(cell: Cell, settings: dict, cells: Path) -> dict:
-    """Run ``cell`` in this process (one thread, deterministic) and store its file."""
+def _run(cell: Cell, settings: dict, stop_after: int | None = None) -> dict:
+    """``cell``'s experiment on ``cell``, in this process, one thread, deterministic."""
     threads = torch.get_num_threads()
     torch.set_num_threads(settings["threads"])
     torch.use_deterministic_algorithms(True)
-    wall, cpu = time.perf_counter(), time.process_time()
     try:
         if cell.experiment == "text":
-            result = text.run_cell(cell.kind, cell.seed, cell.lr, settings)
-        else:
-            result = tasks.run_cell(cell.task, cell.kind, cell.seed, cell.lr, settings)
+            return text.run_cell(cell.kind, cell.seed, cell.lr, settings, stop_after)
+        return tasks.run_cell(cell.task, cell.kind, cell.seed, cell.lr, settings, stop_after)
     finally:
         torch.set_num_threads(threads)
         torch.use_deterministic_algorithms(False)
+
+
+def run_cell(cell: Cell, settings: dict, cells: Path) -> dict:
+    """Run ``cell`` in this process (one thread, deterministic) and store its file."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = _run(cell, settings)
     out = {
         **asdict(cell),
         "settings_sha256": settings_sha256(settings),
@@ -203,6 +216,17 @@ def run_cell(cell: Cell, settings: dict, cells: Path) -> dict:
     }
     _write_json(cell.path(cells), out)
     return out
+
+
+def replay(cell: Cell, settings: dict, steps: int) -> dict:
+    """The first ``steps`` training steps of ``cell``, as its whole run takes them.
+
+    Same model, data, schedule and checks as :func:`run_cell`, stopped
+    after ``steps`` steps (no evaluation, no file): ``{"loss": [...],
+    "curve": {...}}``, the beginning of the cell's stored ``loss`` and
+    ``curve``. The CI slice compares the two.
+    """
+    return _run(cell, settings, stop_after=steps)
 
 
 def _run_in_worker(cell: Cell, settings: dict, cells: Path) -> tuple[Cell, float]:

@@ -216,8 +216,14 @@ def choose_lr(sweep: dict[float, dict]) -> float:
     return min(sorted(sweep), key=lambda lr: sweep[lr]["curve"]["loss"][-1])
 
 
-def run_cell(task: str, kind: str, seed: int, lr: float, settings: dict) -> dict:
-    """Train one model of ``kind`` on ``task`` and evaluate every row; a JSON-ready dict."""
+def run_cell(
+    task: str, kind: str, seed: int, lr: float, settings: dict, stop_after: int | None = None
+) -> dict:
+    """Train one model of ``kind`` on ``task`` and evaluate every row; a JSON-ready dict.
+
+    ``stop_after``: only the first steps of the training, without the
+    evaluation (:func:`posenc_lab.extrapolation.models.train`).
+    """
     if task not in TASKS:
         raise ValueError(f"task must be one of {TASKS}, got {task!r}")
     L = settings["L"]
@@ -236,8 +242,17 @@ def run_cell(task: str, kind: str, seed: int, lr: float, settings: dict) -> dict
 
     steps = steps_of(task, settings)
     training = train(
-        model, kind, next_batch, check, seed=seed, lr=lr, settings=settings | {"steps": steps}
+        model,
+        kind,
+        next_batch,
+        check,
+        seed=seed,
+        lr=lr,
+        settings=settings | {"steps": steps},
+        stop_after=stop_after,
     )
+    if stop_after is not None:
+        return training
     sets = _eval_sets(task, settings)
     rows, finetune = {}, {}
     for row in rope_rows(kind, tuple(settings["rope_rows"])):

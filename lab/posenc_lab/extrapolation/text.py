@@ -225,8 +225,14 @@ def evaluate(model, row: str, settings: dict, blocks: torch.Tensor) -> dict:
     return result
 
 
-def run_cell(kind: str, seed: int, lr: float, settings: dict) -> dict:
-    """Train one language model of ``kind`` and evaluate every row; a JSON-ready dict."""
+def run_cell(
+    kind: str, seed: int, lr: float, settings: dict, stop_after: int | None = None
+) -> dict:
+    """Train one language model of ``kind`` and evaluate every row; a JSON-ready dict.
+
+    ``stop_after``: only the first steps of the training, without the
+    evaluation (:func:`posenc_lab.extrapolation.models.train`).
+    """
     corpus = corpus_for(settings)
     L = settings["L"]
     torch.manual_seed(seed)
@@ -246,7 +252,11 @@ def run_cell(kind: str, seed: int, lr: float, settings: dict) -> dict:
     def next_batch(generator):
         return _random_windows(corpus.train, settings["batch_size"], L, generator)
 
-    training = train(model, kind, next_batch, check, seed=seed, lr=lr, settings=settings)
+    training = train(
+        model, kind, next_batch, check, seed=seed, lr=lr, settings=settings, stop_after=stop_after
+    )
+    if stop_after is not None:
+        return training
     blocks = eval_blocks(corpus.validation, settings)
     rows, finetune = {}, {}
     for row in rope_rows(kind, tuple(settings["rope_rows"])):

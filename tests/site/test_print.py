@@ -1,12 +1,11 @@
 """The printed book (hooks/book.py, docs/stylesheets/print.css): the book
 page of each language holds every page of the navigation in order, as one
 document whose links and formulas work, and a printed page follows the
-print stylesheet's rules. Printing both books to PDF takes minutes (about
-4 on a busy two-core machine, for about 330 pages each), more than this
-suite can spend: `make pdf` prints them and reads them back
-(tools/book_pdf.py: titles, page count, headings at page feet, blank
-pages), and test_make_pdf_checks_a_printed_book runs the same checks on a
-book of two pages of the site."""
+print stylesheet's rules. Both whole books are printed to PDF from the
+suite's own build and read back with tools/book_pdf.py's checks (titles,
+page count, headings at page feet, blank pages): what `make pdf` does,
+without a second build. test_make_pdf_checks_a_printed_book shows on a
+book of two pages that those checks find a heading left at a page's foot."""
 
 from __future__ import annotations
 
@@ -215,3 +214,21 @@ def test_make_pdf_checks_a_printed_book(browser, served_site, tmp_path):
             lang,
             f,
         )
+
+
+def test_the_whole_book_prints_and_passes_its_checks(built_site, tmp_path):
+    """Both books, printed as `make pdf` prints them, pass every check of
+    tools/book_pdf.py: a chapter that prints a mostly blank page or leaves a
+    heading at a page's foot fails here, not only in `make pdf`."""
+    from tools.book_pdf import book_outline, check, page_count, print_books
+
+    books = print_books(built_site.path, tmp_path)
+    found = {}
+    for lang, pdf in books.items():
+        titles, headings = book_outline(built_site.path, lang)
+        found[lang] = {"pages": page_count(pdf), "titles": len(titles)}
+        found[lang]["problems"] = check(pdf, titles, headings)
+    record("whole printed book", found)
+    for lang, f in found.items():
+        # a book of every chapter is hundreds of pages; a handful means a broken print
+        assert f["problems"] == [] and f["pages"] > 200 and f["titles"] > 17, (lang, f)

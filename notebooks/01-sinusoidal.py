@@ -84,10 +84,10 @@ F64 = torch.float64
 # $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # アテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)です。位置の情報がなければ、"dog bites man" と "man bites dog" の出力は、
 # 同じベクトルが並び順を変えて出てくるだけです。
-# 詳しくは「[アテンションに位置が必要な理由](00-why-positions.ipynb)」の章で扱います。
+# 詳しくは[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章で扱います。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
 # たいていの重みでは、これで出力が互いの並べ替えではなくなります。
-# それでも並べ替えのままになる重みの例は、「[位置を足すと対称性が壊れる](00-why-positions.ipynb#位置を足すと対称性が壊れる)」の節にあります。
+# それでも並べ替えのままになる重みの例は、[「位置を足すと対称性が壊れる」](00-why-positions.ipynb#位置を足すと対称性が壊れる)の節にあります。
 
 # %% tags=["check"] summary={"en": "for random weights, permuting the tokens permutes the outputs; with PE(p) added it no longer does", "ja": "ランダムな重みでは、トークンを並べ替えると出力も並べ替わり、PE(p) を足すとそうならなくなります"}
 T, d = 6, 8
@@ -280,7 +280,7 @@ plt.show()
 # これは $10000 \cdot 2\pi$ より公比 1 回分だけ手前です。$d = 512$ では公比が 1.0366、最後の波長は 62832 ではなく約 60611 です。
 # tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
 # これは丸め誤差ではなく、別のエンコーディングです。
-# どれほど違うかは「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)」の章で測ります。
+# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)の章で測ります。
 
 # %%
 d, n = 512, 256
@@ -624,7 +624,7 @@ plt.show()
 # これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
 # 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
 # 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
-# 「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
+# [「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
 # %%
@@ -704,9 +704,9 @@ assert row[97] - row[103] > 1  # 3 before and 3 after differ
 #
 # つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
 # 論文は、正弦波を使えば学習時より長い系列もモデルが読めるようになることも期待していました。
-# これは学習済みのモデルについての主張なので、「[どの位置エンコーディングが外挿できるか](11-length-generalisation.ipynb)」の章で確かめます。
+# これは学習済みのモデルについての主張なので、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
 # 回転位置埋め込みも同じ周波数を使います。モデルのコンテキストを伸ばすときには、底を含めてこの周波数を変えます。
-# 「[RoPE のコンテキスト長を伸ばす](09-rope-context.ipynb)」の章を参照してください。
+# [「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章を参照してください。
 
 # %%
 d, n, context = 512, 256, 2048
@@ -802,7 +802,7 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # float32 の誤差は決定的です。1 つの実装で学習して動かすモデルは、いつも同じベクトルを見ます。
 # 誤差が問題になるのは、実装を混ぜるとき（角度の作り方が違うライブラリへチェックポイントを移すときや、融合カーネルを使うとき）と、
 # $PE(p+k) = M_k\,PE(p)$ を厳密に成り立たせたいときです。
-# 「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb)」の章では、ライブラリごとにこの誤差を測り、
+# [「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb)の章では、ライブラリごとにこの誤差を測り、
 # labml と AllenNLP のモジュールを `posenc` で再現します。
 
 # %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence; near 2^20 float32 angles are off by up to about 0.06, posenc's results by at most 2^-25", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致し、2^20 付近で float32 の角度は最大約 0.06、posenc の結果は 2^-25 以下しかずれません"}
@@ -862,7 +862,7 @@ assert posenc_error.max() <= 2**-25 + 1e-9  # half a float32 spacing below 1
 # labml は周波数を float32 の `exp` で計算するので、$d = 512$ では周波数が最大で約 $9.5u$ ずれます。
 # この周波数では上界が成り立ちません。$2^{20}$ 付近では、labml の角度は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を上回ります。
 # 代わりに成り立つのは約 $10.5u\,p\,\omega_i$ です（周波数の分が $9.5u$、積の分が $u$）。
-# 「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)」の章では、
+# [「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章では、
 # ライブラリごとの周波数について、誤差を項ごとに抑えます。
 
 # %% tags=["deeper", "check"] summary={"en": "every float32 entry stays within (2u + u²)pω_i plus the sine's rounding; pair 0 is exact; labml's exp-computed ω_i are about 9.5u off and break the bound in more than a third of the entries, staying under 10.5u·pω_i", "ja": "float32 のどの成分も (2u + u²)pω_i に正弦の丸めを加えた範囲に収まり、ペア 0 は厳密です。labml が exp で計算した ω_i は約 9.5u ずれ、成分の 3 分の 1 以上で上界を破りますが、10.5u·pω_i 以下に収まります"}
@@ -974,7 +974,7 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 # $$PE^{\mathrm{cat}}(p+k) = \begin{pmatrix} C_k & S_k \\ -S_k & C_k \end{pmatrix} PE^{\mathrm{cat}}(p)$$
 # 上半分が各ペアの $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$、
 # 下半分が $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$ です。
-# これは $M_k$ の行と列を、「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)」の
+# これは $M_k$ の行と列を、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)の章の
 # 配置の置換 $P$ で並べ替えた $P M_k P^\top$ です。
 
 # %% tags=["solution"]
@@ -1054,7 +1054,7 @@ print(
 # $2^{-10} \approx 9.8 \cdot 10^{-4}$.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 大部分は、探索しなくても「[実際に使うときの注意](#実際に使うときの注意)」の節の上界から分かります。
+# **解答 3.** 大部分は、探索しなくても[「実際に使うときの注意」](#実際に使うときの注意)の節の上界から分かります。
 # $\omega_i$ を 1 回だけ丸めた場合、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 未満です。
 # これは $i \ge 1$ のどのペアでも $2^{-23}p$ 以下です（$\omega_0 = 1$ のペア 0 には誤差がまったくありません）。
 # そのため $p \approx 8400$ より前では、どの成分の誤差も、`1e-3` に正弦自身の丸めを加えた値を超えることはありません。
@@ -1116,7 +1116,7 @@ print(
 # 直交でない行列でずらせるだけでは、グラム行列は対角線に沿って一定になりません（$PE(p) = 2^p$ がその例です）。
 # 学習型の表がこの性質を持つのは、学習がそう仕上げた場合だけで、初期化の時点ではまったく持っていません。
 # 正弦波と、GPT-2 と同じように引いた表
-# （「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章と同じ $N(0, 0.01^2)$）を比べてみます。
+# （[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章と同じ $N(0, 0.01^2)$）を比べてみます。
 # 引いた表のグラム行列は、1 本の対角線に沿っても、行列全体とほぼ同じくらいばらつきます。
 # また、行 $p$ を行 $p + 1$ に移す線形写像もありません（最良のものでも、行の大部分を説明できません）。
 
@@ -1177,7 +1177,7 @@ print(
 # 式、引用した波長の範囲、学習型の埋め込みでの結果（表 3 の行 (E)）は、Vaswani ら（2017）の §3.5 と表 3 によります。arXiv 版を読んでいます。
 # 2 進カウンタのたとえは Kazemnejad（2019）にならいました。
 # 演習 3 の labml の周波数と `max_len` は、その `PositionalEncoding` のものです。
-# $n-1$ で割るライブラリとそのバージョンは、「[実装ごとに違う正弦波位置エンコーディング](02-sinusoids-in-the-wild.ipynb#出典とバージョン)」の章にまとめています。
+# $n-1$ で割るライブラリとそのバージョンは、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#出典とバージョン)の章にまとめています。
 #
 # ### 参考文献
 #

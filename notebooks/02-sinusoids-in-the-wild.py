@@ -37,7 +37,7 @@
 # 残る 2 つは回転の性質を壊します（奇数の幅での孤立した正弦、指数に入った列の番号）。
 # この章では、labml と AllenNLP のモジュールから始めて、変種を 1 つずつ `posenc` で再現し、測ります。
 #
-# 「[正弦波位置エンコーディング](01-sinusoidal.ipynb)」の章で導いた回転の性質
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた回転の性質
 # $PE(p+k) = M_k\, PE(p)$ を、ここではそのまま使います。
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。
 # ペアは $n = d/2$ 組で、その周波数を $\omega_i$、列の番号を $j$、位置を $p$ と書きます。
@@ -535,7 +535,7 @@ plt.show()
 # ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
 # しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺が $0$ なのに右辺はそうでないので、
-# これを満たす $c$ はありません（「[正弦だけでは足りない](01-sinusoidal.ipynb#正弦だけでは足りない)」と同じ議論です）。
+# これを満たす $c$ はありません（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
 
 
 # %%
@@ -762,7 +762,7 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # %% [markdown] lang="ja"
 # 実トークンを $t = 0, 1, 2, \dots$ と数える場合に比べて、すべての実トークンが
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
-# 「[正弦波位置エンコーディング](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)」の章の回転の性質から、
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
 # これはすべての位置に共通の 1 つの回転 $PE(t+2) = M_2\, PE(t)$ です。
 # fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
@@ -832,7 +832,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # そのため 512 個の実トークンは 514 行の表の行 2 から 513 を使います。
 # 公開されたチェックポイントの設定が `max_position_embeddings = 514` なのはこのためです（Hugging Face の `RobertaConfig` の既定値は 512）。
 # Hugging Face の RoBERTa が `create_position_ids_from_input_ids` を持つのも同じ理由です
-# （「学習型位置埋め込みとスケール付き正弦波」の章の「[パディング用の行](03-learned-embeddings.ipynb#パディング用の行)」を参照してください）。
+# （[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)の節を参照してください）。
 
 # %% tags=["deeper", "check"] summary={"en": "512 real tokens with padding_idx = 1 use rows 2 to 513 of 514", "ja": "padding_idx = 1 のとき、512 個の実トークンは 514 行のうち行 2 から 513 を使います"}
 full = torch.full((1, 512), 7)  # any non-padding id
@@ -1072,7 +1072,7 @@ assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 # すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではありません。
 #
 # 同じ `posenc` の表には、Hua ら（2022）の[学習可能なスケール](../docs/glossary.ja.md#learned-scale)もあります。
-# 「[学習型位置埋め込みとスケール付き正弦波](03-learned-embeddings.ipynb)」の章で扱うもので、
+# [「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章で扱うもので、
 # 表から引いたエンコーディングに、学習可能なスカラーを 1 つ掛けます。
 # `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
 # 初期値は、x-transformers の `ScaledSinusoidalEmbedding` にならって $d^{-1/2}$ にしています。
@@ -1296,7 +1296,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # したがって、角度が $[2^e, 2^{e+1})$ に入るとき、ペア $i$ の誤差は最大で次の値です。
 # $$2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
 # $\hat\omega_i$ には各ライブラリ自身の値を使います（$n-1$ 版のライブラリでは $\omega_i$ の代わりに $\omega'_i$ を使います）。
-# 「[正弦波位置エンコーディング](01-sinusoidal.ipynb#実際に使うときの注意)」の章の短い上界 $(2u + u^2)\,p\,\omega_i$ は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#実際に使うときの注意)の章の短い上界 $(2u + u^2)\,p\,\omega_i$ は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
 # $2^{20}$ 付近では、labml の角度は成分の 3 分の 1 以上でこれを超え、超える幅は最大で 5.2 倍です。
 # fairseq と AllenNLP の角度は 40% 以上で超え、最大で 4.7 倍です（下の出力）。
 # 2 項の上界は、どの角度でも成り立ちます。

@@ -5,7 +5,7 @@ A chapter links a term as ``../docs/glossary.md#anchor`` (English cells) or
 term, lower-case, without its parenthesised part, other characters turned
 into hyphens: ``fine-tuning``, ``query-key-value``, ``code`` (for "code (of a
 position)"). The row pairing itself is tested in test_docs_examples.py; the
-使わない表記 list, which feeds the Japanese lint, in
+使わない表記 list of CONTRIBUTING.md, which feeds the Japanese lint, in
 tests/notebooks/test_japanese_lint.py.
 """
 

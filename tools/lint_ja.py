@@ -30,7 +30,7 @@ code or formula sits ("位置 $p$ の" passes, "位置$p$の" fails) while the
 content of a formula cannot trip a rule. List items under a ``参考文献``
 heading are not linted: bibliographic records keep their English form.
 
-The prh dictionary is generated from the glossary, docs/glossary.ja.md:
+The prh dictionary is generated from CONTRIBUTING.md ("Japanese style"):
 each item of the list under its ``## 使わない表記`` heading reads
 ``- term：variant、variant（→ fix）``; the lint rejects each variant and
 proposes the explicit fix, or else the term. A fix gives context where a
@@ -56,7 +56,7 @@ from hooks.japanese_lines import JOINABLE_BREAK, join_break  # the site's line j
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / ".textlintrc.yml"
-GLOSSARY = ROOT / "docs" / "glossary.ja.md"
+STYLE_GUIDE = ROOT / "CONTRIBUTING.md"  # its 使わない表記 list feeds the prh dictionary
 TEXTLINT = ROOT / "node_modules" / ".bin" / "textlint"
 
 MATH_PLACEHOLDER = "X"
@@ -146,7 +146,7 @@ _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s")
 
 
 #: headings whose list items are not linted: bibliographic records keep their
-#: English form, and the glossary's list of variants holds the rejected words.
+#: English form, and the style guide's list of variants holds the rejected words.
 EXEMPT_LISTS = ("参考文献", "使わない表記")
 
 
@@ -265,7 +265,7 @@ def extract(path: Path) -> Text:
 
 
 # --------------------------------------------------------------------------
-# The prh dictionary from the glossary
+# The prh dictionary from the style guide (CONTRIBUTING.md)
 
 VARIANTS_HEADING = "使わない表記"
 _ITEM = re.compile(r"^- (?P<term>[^：]+)：(?P<variants>.+)$")
@@ -273,12 +273,12 @@ _FIX = re.compile(r"^(?P<variant>.+?)（→ (?P<fix>.+)）$")
 
 
 def _placeholders(text: str) -> str:
-    """`…` and $…$ in a glossary entry stand for code and math: mask them as the lint does."""
+    """`…` and $…$ in a style-guide entry stand for code and math: mask them as the lint does."""
     return re.sub(r"\$[^$]*\$", MATH_PLACEHOLDER, re.sub(r"`[^`]*`", CODE_PLACEHOLDER, text))
 
 
-def variants(path: Path = GLOSSARY) -> list[tuple[str, str]]:
-    """(variant, fix) pairs from the list under the glossary's 使わない表記 heading.
+def variants(path: Path = STYLE_GUIDE) -> list[tuple[str, str]]:
+    """(variant, fix) pairs from the list under the style guide's 使わない表記 heading.
 
     Each item is ``- term：variant、variant（→ fix）``: a variant without an
     explicit fix is fixed by the item's term.
@@ -304,7 +304,7 @@ def _js_escape(text: str) -> str:
     return re.sub(r"([\\^$.*+?()[\]{}|/])", r"\\\1", text)
 
 
-def prh_rules(path: Path = GLOSSARY) -> list[dict]:
+def prh_rules(path: Path = STYLE_GUIDE) -> list[dict]:
     """prh rules: each variant -> its fix, as a regular expression that does not
     match inside the fix itself (テンソルの形 must not fire on テンソルの形状)."""
     rules = []
@@ -318,9 +318,9 @@ def prh_rules(path: Path = GLOSSARY) -> list[dict]:
     return rules
 
 
-def write_prh(target: Path, glossary: Path = GLOSSARY) -> Path:
+def write_prh(target: Path, style_guide: Path = STYLE_GUIDE) -> Path:
     target.write_text(
-        yaml.safe_dump({"version": 1, "rules": prh_rules(glossary)}, allow_unicode=True),
+        yaml.safe_dump({"version": 1, "rules": prh_rules(style_guide)}, allow_unicode=True),
         encoding="utf-8",
     )
     return target
@@ -365,6 +365,33 @@ def punctuation_spaces(path: Path, text: Text, root: Path = ROOT) -> list[Messag
     return out
 
 
+# Two house conventions of CONTRIBUTING.md ("Japanese style") that a
+# dictionary cannot express: no space before %, and a chapter link that
+# quotes its title inside the link.
+PERCENT_RULE = "lint-ja/no-space-before-percent"
+_PERCENT_SPACE = re.compile(r"(?<=[0-9])[ \t\u3000]+%")
+CHAPTER_LINK_RULE = "lint-ja/chapter-link-quotes-inside"
+_QUOTED_LINK = re.compile(r"「\[[^\]\n]+\]\([^)\n]+\)」")
+
+
+def house_conventions(path: Path, text: Text, root: Path = ROOT) -> list[Message]:
+    """A space before % (36 %), and 「[タイトル](…)」 where [「タイトル」](…) is meant."""
+    out = []
+    checks = (
+        (_PERCENT_SPACE, PERCENT_RULE, "% の前にスペースを入れません（36%）。"),
+        (
+            _QUOTED_LINK,
+            CHAPTER_LINK_RULE,
+            "章へのリンクは「」ごとリンクにします：[「タイトル」](../slug/)の章。",
+        ),
+    )
+    for pattern, rule, body in checks:
+        for m in pattern.finditer(text.chars):
+            line, col = text.origin[m.start()]
+            out.append(Message(_display(path, root), line, col, body, rule))
+    return out
+
+
 def _utf16_to_index(chars: str) -> list[int]:
     """For each UTF-16 offset into ``chars`` (textlint counts in JavaScript
     string units), the index of its character in the Python string."""
@@ -402,7 +429,7 @@ def broken_bold(path: Path, text: Text, root: Path = ROOT) -> list[Message]:
     return out
 
 
-def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> list[Message]:
+def lint(files: list[Path], root: Path = ROOT, style_guide: Path = STYLE_GUIDE) -> list[Message]:
     """Lint ``files`` in one textlint run; return the messages in source coordinates."""
     if not TEXTLINT.exists():
         raise FileNotFoundError(f"{TEXTLINT} is missing: run `make setup` (npm ci) first")
@@ -410,7 +437,7 @@ def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> lis
     with tempfile.TemporaryDirectory(prefix="lint-ja-") as tmp:
         tmpdir = Path(tmp)
         config = yaml.safe_load(CONFIG.read_text(encoding="utf-8"))
-        config["rules"]["prh"]["rulePaths"] = [str(write_prh(tmpdir / "prh.yml", glossary))]
+        config["rules"]["prh"]["rulePaths"] = [str(write_prh(tmpdir / "prh.yml", style_guide))]
         config_path = tmpdir / "textlintrc.json"
         config_path.write_text(json.dumps(config, ensure_ascii=False), encoding="utf-8")
         texts: dict[str, tuple[Path, Text]] = {}
@@ -441,13 +468,14 @@ def lint(files: list[Path], root: Path = ROOT, glossary: Path = GLOSSARY) -> lis
                 line, col = text.origin[min(offset, len(text.origin) - 1)]
                 body = " ".join(msg["message"].split())
                 body = re.sub(r"^Line \d+ sentence", "Sentence", body)  # a line of the masked text
-                if msg["ruleId"] == "prh":  # show the glossary's notation for the placeholders
+                if msg["ruleId"] == "prh":  # show the style guide's notation for the placeholders
                     body = body.replace(CODE_PLACEHOLDER, "`…`")
                     body = re.sub(rf"\b{MATH_PLACEHOLDER}\b", "$…$", body)
                 messages.append(Message(_display(path, root), line, col, body, msg["ruleId"]))
         for path, text in texts.values():
             messages += punctuation_spaces(path, text, root)
             messages += broken_bold(path, text, root)
+            messages += house_conventions(path, text, root)
     messages.sort(key=lambda m: (m.path, m.line, m.column))
     return messages
 

@@ -109,6 +109,17 @@ SAMPLES = {
             ]
         ),
     ),
+    "house conventions": (
+        "09-house.py",
+        _notebook(
+            [
+                "正解率は 36% で、95% 信頼区間は狭いです。",
+                "詳しくは [「RoPE の導出」](../rope/)の章で説明します。",
+                "正解率は 36 % でした。",
+                "詳しくは「[RoPE の導出](../rope/)」の章で説明します。",
+            ]
+        ),
+    ),
 }
 
 
@@ -197,7 +208,20 @@ def test_lists_are_written_in_desu_masu(linted):
     }
 
 
-def test_every_glossary_variant_is_rejected_and_its_fix_accepted(tmp_path):
+def test_a_space_before_percent_and_a_link_inside_quotes_fail(linted):
+    # lines 5-6 follow the conventions; line 7 has "36 %", line 8 「[…](…)」
+    found = [(m.line, m.column, m.rule) for m in linted["house conventions"]]
+    assert found == [(7, 10, lint_ja.PERCENT_RULE), (8, 7, lint_ja.CHAPTER_LINK_RULE)]
+
+
+def test_the_style_guide_lists_the_variants_and_the_glossary_page_does_not():
+    guide = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    assert "## 使わない表記" in guide and lint_ja.STYLE_GUIDE == ROOT / "CONTRIBUTING.md"
+    page = (ROOT / "docs" / "glossary.ja.md").read_text(encoding="utf-8")
+    assert "使わない表記" not in page, "a contributors' rule, not a reader's page"
+
+
+def test_every_style_guide_variant_is_rejected_and_its_fix_accepted(tmp_path):
     pairs = lint_ja.variants()
     assert ("微調整", "ファインチューニング") in pairs
     assert ("テンソルの形", "テンソルの形状") in pairs

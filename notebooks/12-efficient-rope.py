@@ -645,7 +645,7 @@ assert_close(w_pairs * l2norm(rot(x)), rot(w_pairs * l2norm(x)))
 # vLLM の `fusedQKNormRopeKernel`（TensorRT-LLM のものを改変したもの）は、各トークンの各ヘッドをワープ 1 つに割り当てます。
 # もう 1 つのカーネル `fusedQKNormRopeKernelNTokenHeads` は、1 つのワープに複数のヘッドを割り当て、その cos と sin を共有メモリで共有します。
 # DeepSeek の[マルチヘッド潜在アテンション（MLA）](../docs/glossary.ja.md#multi-head-latent-attention)が回転させるのは、各クエリのヘッドの別の部分と、すべてのヘッドが共有する小さなキーのヘッド `k_pe` だけです。
-# 「[現在の LLM の回転位置埋め込み](14-rope-in-llms.ipynb)」の章で見た、分離した RoPE です。
+# [「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章で見た、分離した RoPE です。
 # FlashInfer の融合カーネル（回転と KV キャッシュへの追加を 1 つにしたもの）は、この `k_pe` を潜在ベクトルのキャッシュの隣に書き込みます。
 
 # %% [markdown] lang="en"

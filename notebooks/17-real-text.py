@@ -146,7 +146,7 @@ for (kind, _), run in runs.items():
 # %% [markdown] lang="ja"
 # RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#学習時の長さと波長)の章）。
 # ここではペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ のときに $L$ の間に少なくとも 1 周します。
-# 1 周するのは 16 組のうち 5 組、31 % で、Llama 2（$L = 4096$）の 64 組のうち 46 組、72 % より少なくなります。
+# 1 周するのは 16 組のうち 5 組、31% で、Llama 2（$L = 4096$）の 64 組のうち 46 組、72% より少なくなります。
 # つまりこのモデルは遅いペア、すなわち $L$ の先で見たことのない角度に出会うペアの割合が大きいのです（Liu ら 2023 が臨界次元と呼ぶ境より先のペアです）。
 # また、最も速いペアは $L$ の間に 10 回転しますが、Llama 2 では 652 回転します。
 
@@ -204,7 +204,7 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 #
 # 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。
 # 重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを採点し、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
-# パープレキシティはどれも 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95 % 区間（第 11 章と同じもの）を付けます。
+# パープレキシティはどれも 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間（第 11 章と同じもの）を付けます。
 # テキストは固定なので、その選び方のばらつきは区間に含まれません。
 
 # %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録は自己矛盾がありません"}
@@ -234,7 +234,7 @@ for run in record["runs"]:
 # Press ら（2022）は、16 層の Transformer の言語モデルを 4 種類のエンコーディングで学習しました。
 # データは WikiText-103（トークンは語です）で、学習時の長さより長い重ならない窓で読ませています。
 # 左は $L = 1024$ 語で学習した彼らの数値（彼らの表 3）、右はこの記録の数値で、どちらも横軸は $N/L$ です。
-# 帯はシードにわたる 95 % 区間です。
+# 帯はシードにわたる 95% 信頼区間です。
 
 # %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。rotary は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細いです。"]}
 # Press et al. (2022), Table 3: WikiText-103, L = 1024, evaluated on
@@ -338,7 +338,7 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：すべてのパープレキシティとその区間**
 #
-# 2 つの表は、各エンコーディングのすべての長さでのパープレキシティを、3 つのシードにわたる 95 % 区間とともに示します。
+# 2 つの表は、各エンコーディングのすべての長さでのパープレキシティを、3 つのシードにわたる 95% 信頼区間とともに示します。
 # 上の表が重ならない窓（上の図）、下の表がスライディングウィンドウ（次の次の節）です。
 
 
@@ -534,7 +534,7 @@ assert all(56 < t < 58 for t in thresholds)
 # スライディングウィンドウでは、採点するどのバイトにも少なくとも $N - 16$ バイトの文脈があります。
 # そのため $2L$ 以降は採点するバイトがすべて $L$ よりはるか先にあり、重ならない窓の数値を和らげていた短い文脈のバイトは 1 つもありません。
 
-# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図。帯は 95 % 区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
+# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 for kind in NAME:
     rows = (ppl(kind, N, "sliding_loss") for N in lengths)
@@ -840,7 +840,7 @@ assert all_trained == 114
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** `llm_matched_base(64)` は 27.09（4 桁に丸めた値）です。
-# ヘッドの次元数 32 では、16 組のうち 12 組が $L$ の間に 1 周し、75 % です（Llama 2 は 72 %）。
+# ヘッドの次元数 32 では、16 組のうち 12 組が $L$ の間に 1 周し、75% です（Llama 2 は 72%）。
 # 最も速いペアは底によらず $2\pi$ 位置で 1 周するので、$L$ の間では 10 回転します。Llama 2 では 652 回転です。
 # 小さな $L$ で合わせられるのは遅いペアの割合で、速いペアの広がりではありません。
 
@@ -859,8 +859,8 @@ assert round(L / (2 * math.pi)) == 10 and round(4096 / (2 * math.pi)) == 652
 # non-overlapping windows give 5.30, a gain of about 5 % again.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** $L$ の窓の最後の 16 位置の平均損失から求めたパープレキシティは 4.62 で、窓全体での 4.84 より低くなります。先頭トークンの呪いの代償はおよそ 5 % です。
-# $L$ でのスライディングウィンドウのパープレキシティ 5.06 がこれより高いのは、別のバイト（各ブロックの最後の 64 バイト）を採点しているからです。同じバイトを重ならない窓で読むと 5.30 で、ここでもおよそ 5 % の改善です。
+# **解答 3.** $L$ の窓の最後の 16 位置の平均損失から求めたパープレキシティは 4.62 で、窓全体での 4.84 より低くなります。先頭トークンの呪いの代償はおよそ 5% です。
+# $L$ でのスライディングウィンドウのパープレキシティ 5.06 がこれより高いのは、別のバイト（各ブロックの最後の 64 バイト）を採点しているからです。同じバイトを重ならない窓で読むと 5.30 で、ここでもおよそ 5% の改善です。
 
 # %% tags=["solution"]
 tail = sum(by_position("alibi", L)[-16:]) / 16

@@ -78,29 +78,35 @@ def print_books(site: Path, out: Path, langs=("en", "ja")) -> dict[str, Path]:
     )
     threading.Thread(target=server.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{server.server_address[1]}/"
-    out.mkdir(parents=True, exist_ok=True)
-    written = {}
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(headless=True, executable_path=CHROMIUM, args=ARGS)
-            for lang in langs:
-                page = browser.new_page()
-                page.set_default_timeout(WAIT_MS)
-                page.emulate_media(media="print")
-                page.goto(base + BOOKS[lang], wait_until="load", timeout=WAIT_MS)
-                ready = page.evaluate(_READY)
-                if ready["broken"] or ready["undrawn"]:
-                    raise RuntimeError(f"{BOOKS[lang]}: not ready to print: {ready}")
-                path = out / NAME.format(lang=lang)
-                page.pdf(
-                    path=str(path), prefer_css_page_size=True, print_background=True, outline=True
-                )
-                page.close()
-                written[lang] = path
-            browser.close()
+            try:
+                return print_with(browser, base, out, langs)
+            finally:
+                browser.close()
     finally:
         server.shutdown()
         server.server_close()
+
+
+def print_with(browser, base: str, out: Path, langs=("en", "ja")) -> dict[str, Path]:
+    """Print the books of ``langs`` of the site served at ``base`` with a
+    running Playwright ``browser`` (the site tests pass theirs)."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for lang in langs:
+        page = browser.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.emulate_media(media="print")
+        page.goto(base + BOOKS[lang], wait_until="load", timeout=WAIT_MS)
+        ready = page.evaluate(_READY)
+        if ready["broken"] or ready["undrawn"]:
+            raise RuntimeError(f"{BOOKS[lang]}: not ready to print: {ready}")
+        path = out / NAME.format(lang=lang)
+        page.pdf(path=str(path), prefer_css_page_size=True, print_background=True, outline=True)
+        page.close()
+        written[lang] = path
     return written
 
 

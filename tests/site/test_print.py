@@ -216,16 +216,16 @@ def test_make_pdf_checks_a_printed_book(browser, served_site, tmp_path):
         )
 
 
-def test_the_whole_book_prints_and_passes_its_checks(built_site, tmp_path):
+def test_the_whole_book_prints_and_passes_its_checks(browser, served_site, tmp_path):
     """Both books, printed as `make pdf` prints them, pass every check of
     tools/book_pdf.py: a chapter that prints a mostly blank page or leaves a
     heading at a page's foot fails here, not only in `make pdf`."""
-    from tools.book_pdf import book_outline, check, page_count, print_books
+    from tools.book_pdf import book_outline, check, page_count, print_with
 
-    books = print_books(built_site.path, tmp_path)
+    books = print_with(browser, served_site.base_url, tmp_path)
     found = {}
     for lang, pdf in books.items():
-        titles, headings = book_outline(built_site.path, lang)
+        titles, headings = book_outline(served_site.path, lang)
         found[lang] = {"pages": page_count(pdf), "titles": len(titles)}
         found[lang]["problems"] = check(pdf, titles, headings)
     record("whole printed book", found)

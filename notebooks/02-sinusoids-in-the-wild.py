@@ -387,7 +387,8 @@ assert not torch.allclose(
 # `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
 # the timescales run from exactly $1$ to exactly $10000$. In `posenc` this is
 # `endpoint=True`. Layout and denominator are independent choices: Hugging Face's
-# Marian pairs the concatenated layout with the paper's $n$ (section 3).
+# Marian pairs the concatenated layout with the paper's $n$
+# ([the variants side by side](#the-variants-side-by-side)).
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # Both start at $\omega_0 = \omega'_0 = 1$; dividing,
 # $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
@@ -410,7 +411,7 @@ assert not torch.allclose(
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
 # こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
-# 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（3 節）。
+# 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まります。比を取ると
 # $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
@@ -641,7 +642,7 @@ positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
 print(positions)
 
 
-# %% tags=["check"] summary={"en": "the positions are fairseq's; fairseq's table, rebuilt in float32 as get_embedding computes it, equals posenc's SinusoidalEmbedding at those positions; padding adds nothing", "ja": "位置は fairseq のものと一致し、get_embedding と同じく float32 で作り直した fairseq の表は、その位置での posenc の SinusoidalEmbedding と一致し、パディングには何も足されません"}
+# %% tags=["check"] summary={"en": "the positions are fairseq's; fairseq's table, rebuilt in float32 as get_embedding computes it, equals posenc's SinusoidalEmbedding at those positions; padding adds nothing", "ja": "位置は fairseq のものと一致します。get_embedding と同じく float32 で作り直した fairseq の表は、その位置での posenc の SinusoidalEmbedding と一致します。パディングには何も足されません"}
 def fairseq_frequencies(d):
     """fairseq's frequencies as get_embedding computes them:
     exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""
@@ -1653,9 +1654,9 @@ print(
 # ## Sources and versions
 #
 # Each library is described from its code at the commits and versions named in the
-# references; the rows printed by Hugging Face transformers (section 3) come from
-# version 5.24.0. tensor2tensor's TensorFlow code is transcribed here, not run. The
-# paper is read in its arXiv version.
+# references; the rows printed by Hugging Face transformers (checked under the
+# table of variants) come from version 5.24.0. tensor2tensor's TensorFlow code is
+# transcribed here, not run. The paper is read in its arXiv version.
 #
 # ### References
 #
@@ -1712,7 +1713,7 @@ print(
 # ## 出典とバージョン
 #
 # 各ライブラリの説明は、参考文献に挙げたコミットとバージョンのコードに基づきます。
-# 3 節で Hugging Face transformers が出力した行は、バージョン 5.24.0 のものです。
+# 変種の比較の表で確かめた、Hugging Face transformers が出力した行は、バージョン 5.24.0 のものです。
 # tensor2tensor の TensorFlow のコードは、ここでは書き起こしただけで、実行はしていません。
 # 参照した論文は arXiv 版です。
 #

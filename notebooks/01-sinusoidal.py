@@ -609,9 +609,9 @@ plt.show()
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # again a function of $p-q$ alone, but one whose peak sits at $q = p-k$: the query
 # at $p$ prefers the key $k$ positions before it, and the keys $k$ before and $k$
-# after get different scores. (In the row form, keys $K = E M_k$ have the rows
-# $PE(q-k)^\top$ and the peak moves to $q = p + k$: the convention sets the
-# direction.) Yan et al. (2019) made both observations: the dot product of two
+# after get different scores. (In the row form, with the encodings in the rows of
+# $E$, keys $K = E M_k$ have the rows $PE(q-k)^\top$ and the peak moves to
+# $q = p + k$: the convention sets the direction.) Yan et al. (2019) made both observations: the dot product of two
 # codes cannot tell before from after, and the projections blur its dependence on
 # the distance. This is the paper's motivation at work: a fixed
 # linear map lets a head attend by relative position, in a chosen direction.
@@ -635,7 +635,7 @@ plt.show()
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
 # 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
-# 行の形でキーを $K = E M_k$ とすると、その行は $PE(q-k)^\top$ で、ピークは $q = p + k$ に移ります。向きは書き方の約束で決まるのです。
+# 行の形で、エンコーディングを行に並べた行列 $E$ を使ってキーを $K = E M_k$ とすると、その行は $PE(q-k)^\top$ で、ピークは $q = p + k$ に移ります。向きは書き方の約束で決まるのです。
 # Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
 # 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
 # 回転位置埋め込み（「[回転位置埋め込み（RoPE）](08-rope.ipynb)」の章）は、代わりにクエリとキーを回転させます。

@@ -486,11 +486,11 @@ assert cos_1000 > 0.9999
 # and 8 collide. The first pair of the sinusoidal encoding never does at integer
 # positions: its frequency is $\omega_0 = 1$, so two positions $p \ne q$ with the
 # same pair would need $p - q$ to be a multiple of $2\pi$, impossible since $\pi$ is
-# irrational. Alone it separates some positions only barely: 710 positions apart,
-# close to $226\pi$, its two points lie 0.00006 apart. The other pairs, with
-# wavelengths up to $2\pi \cdot 10000^{(d-2)/d}$, keep the closest two of the first
-# 2048 positions 1.4718 apart for $d = 64$. The raw index, $p/L$ and one-hot codes
-# are unique too.
+# irrational. Alone it separates some positions only barely: for positions 710
+# apart (710 is close to $226\pi$) its two points lie only 0.00006 apart. The other
+# pairs, with wavelengths up to $2\pi \cdot 10000^{(d-2)/d}$, keep the closest two
+# of the first 2048 positions 1.4718 apart for $d = 64$. The raw index, $p/L$ and
+# one-hot codes are unique too.
 
 # %% [markdown] lang="ja"
 # **どの長さでも同じ意味を持つこと。** 長さ $L$ で割れば値は有界になりますが、
@@ -504,7 +504,8 @@ assert cos_1000 > 0.9999
 # 正弦波位置エンコーディングの最初のペアは、整数の位置でこうした重なりを起こしません。
 # その周波数は $\omega_0 = 1$ なので、2 つの位置 $p \ne q$ でペアが一致するには $p - q$ が $2\pi$ の整数倍でなければならず、
 # $\pi$ は無理数なのでそれは起こりえません。
-# ただし、このペアだけでは、ほとんど区別できない位置もあります。710 位置離れた 2 点は、$226\pi$ に近いので、0.00006 しか離れていません。
+# ただし、このペアだけでは、ほとんど区別できない位置もあります。
+# 710 位置離れた 2 つの位置では、710 が $226\pi$ に近いので、このペアの 2 点は 0.00006 しか離れていません。
 # 波長が $2\pi \cdot 10000^{(d-2)/d}$ までのほかのペアが加わると、$d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも距離は 1.4718 になります。
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 

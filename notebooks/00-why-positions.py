@@ -27,7 +27,7 @@
 # # アテンションに位置が必要な理由
 #
 # セルフアテンションの式のどこにも、トークンがどこにあるかは書かれていません。
-# トークンを並べ替えても出力が並べ替わるだけなので、モデルには "dog bites man" と "man bites dog" が同じに見えます。
+# トークンを並べ替えても出力が並べ替わるだけなので、モデルには「dog bites man」と「man bites dog」が同じに見えます。
 # 因果マスクはこの対称性を一部しか壊しません。位置の符号を足せば壊れますが、符号にはいくつかの性質が必要です。
 # 最後に、このサイトで扱う位置エンコーディングがそれぞれ位置をどこから入れるのかを、地図にまとめます。
 
@@ -66,7 +66,8 @@ use_site_style()
 #    $\sum_j e^{S_{\pi(i)\pi(j)}} = \sum_l e^{S_{\pi(i)l}}$, the same sum in another order,
 #    so the softmax commutes with the reordering:
 #    $\mathrm{softmax}(PSP^\top) = P\,\mathrm{softmax}(S)\,P^\top$.
-# 4. A permutation matrix is orthogonal, $P^\top P = I$, so it cancels against the values.
+# 4. A permutation matrix is orthogonal, $P^\top P = I$, so the transposed permutation
+#    left on the right of the softmax cancels against the one on the values.
 #
 # Together:
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
@@ -97,7 +98,7 @@ use_site_style()
 # 3. softmax の第 $i$ 行は $e^{S_{\pi(i)\pi(j)}}$ を
 #    $\sum_j e^{S_{\pi(i)\pi(j)}} = \sum_l e^{S_{\pi(i)l}}$ で割ります。これは同じ和を別の順に足しただけです。
 #    したがって softmax も並べ替えと交換でき、$\mathrm{softmax}(PSP^\top) = P\,\mathrm{softmax}(S)\,P^\top$ です。
-# 4. 置換行列は直交行列で $P^\top P = I$ なので、バリューに掛かる置換行列と打ち消し合います。
+# 4. 置換行列は直交行列で $P^\top P = I$ が成り立つので、softmax の右側に出た転置の置換行列は、バリューに掛かる置換行列と打ち消し合います。
 #
 # まとめると次のようになります。
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
@@ -165,18 +166,12 @@ for ax, (mat, order, title) in zip(axes, panels, strict=True):
     ax.set_title(title)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the four steps hold, the right panel is PAPᵀ, and Attn(PX) = P Attn(X) for all 720 orders", "ja": "4 つのステップが成り立ち、右の図は PAPᵀ、720 通りすべてで Attn(PX) = P Attn(X) です"}
-q, k, v = x @ w_q, x @ w_k, x @ w_v
-s = q @ k.T / math.sqrt(d)  # S = Q K^T / sqrt(d)
+# %% tags=["check"] summary={"en": "row i of PX is row π(i) of X; PSPᵀ holds S_π(i)π(j); the softmax commutes with the reordering; the right panel is PAPᵀ; Attn(PX) = P Attn(X) for all 720 orders", "ja": "PX の第 i 行は X の第 π(i) 行で、PSPᵀ の成分は S_π(i)π(j) です。softmax は並べ替えと交換でき、右の図は PAPᵀ です。720 通りすべてで Attn(PX) = P Attn(X) が成り立ちます"}
+s = (x @ w_q) @ (x @ w_k).T / math.sqrt(d)  # S = Q K^T / sqrt(d)
 assert_close(P @ x, x[perm])  # row i of PX is row pi(i) of X
-assert_close((P @ x) @ w_q, P @ q)  # step 1: (PX) W_Q = PQ
-# step 2: PQ (PK)^T / sqrt(d) = P S P^T, entries S_pi(i)pi(j)
-assert_close((P @ q) @ (P @ k).T / math.sqrt(d), P @ s @ P.T)
-assert_close(P @ s @ P.T, s[perm][:, perm])
+assert_close(P @ s @ P.T, s[perm][:, perm])  # step 2: entries S_pi(i)pi(j)
 # step 3: softmax(P S P^T) = P softmax(S) P^T
 assert_close(torch.softmax(P @ s @ P.T, -1), P @ torch.softmax(s, -1) @ P.T)
-assert_close(P.T @ P, torch.eye(T, dtype=f64))  # step 4: P^T P = I
-assert_close(attention(P @ q, P @ k, P @ v), P @ attention(q, k, v))
 assert_close(a_perm, P @ a @ P.T)  # the figure: A(PX) = P A P^T
 # Attn(PX) = P Attn(X) for every permutation of the six tokens, in one batch
 perms = torch.tensor(list(itertools.permutations(range(T))))  # [720, T]
@@ -193,7 +188,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：位置のない Transformer が計算できるもの**
 # Yun ら（2020）は、この節の主張を近似の言葉で厳密にしています。
-# 位置がなければ、Transformer が近似できるのはコンパクトな台を持つ連続な置換同変関数で、そのすべてを近似できます。
+# 位置のない Transformer は、コンパクトな台を持つ連続な置換同変関数ならどれでも近似でき、近似できるのはそうした関数に限られます。
 # 学習可能な位置エンコーディングがあれば、コンパクトな台を持つ連続な系列から系列への関数を、どれでも近似できます。
 
 # %% [markdown] lang="en"
@@ -214,8 +209,8 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 #   maxima over the tokens are too.
 #
 # A classification token $x_{\mathrm{cls}}$ put first, as in BERT, stays in place,
-# so its output is identical too. However many layers it has, a model without
-# positions is a bag-of-words model: the
+# so its output is identical too. However many layers it has, an encoder without
+# positions (no causal mask) is a bag-of-words model: the
 # [residual connections](../docs/glossary.md#residual-connection),
 # [layer norms](../docs/glossary.md#layer-normalisation) and feed-forward layers
 # act on each row alike and commute with $P$ too (exercise 1).
@@ -224,11 +219,11 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # ## 犬が人をかむ
 #
 # ランダムな 3 つのトークンの埋め込み $x_{\mathrm{dog}}$、$x_{\mathrm{bites}}$、$x_{\mathrm{man}}$ を、2 通りの順に行として並べます。
-# "man bites dog"（人が犬をかむ）は、"dog bites man"（犬が人をかむ）の最初と最後の行を入れ替える $P$ を使って $PX$ と書けます。
-# 置換同変から、次の 3 つのことが言えます。
+# 「man bites dog」（人が犬をかむ）は、「dog bites man」（犬が人をかむ）の最初と最後の行を入れ替える $P$ を使って $PX$ と書けます。
+# 置換同変であることから、次の 3 つのことが言えます。
 #
-# - "bites" はどちらの文でも真ん中にあり、出力も同じです。誰が誰をかんだのかが分かりません。
-# - "dog" の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
+# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。誰が誰をかんだのかが分かりません。
+# - 「dog」の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
 # - 行の順序を無視する要約は、両方の文で同じになります。平均プーリングがその例です。
 #   $\mathbf{1}$ を全成分が 1 のベクトルとすると、$P$ の各列には 1 がちょうど 1 つあるので
 #   $\mathbf{1}^\top P = \mathbf{1}^\top$ となり、次が成り立ちます。
@@ -236,7 +231,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 #   プーリングした出力は[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同じです。
 #
 # BERT のように先頭に置いた分類用トークン $x_{\mathrm{cls}}$ も置換で動かないので、その出力もやはり同じです。
-# 位置のないモデルは、層をいくつ重ねても bag-of-words（語順を無視した単語の集まり）のモデルです。
+# 因果マスクのないエンコーダは、位置がなければ、層をいくつ重ねても bag-of-words（語順を無視した単語の集まり）のモデルです。
 # [残差接続](../docs/glossary.ja.md#residual-connection)、[層正規化](../docs/glossary.ja.md#layer-normalisation)、フィードフォワード層は、
 # どれもすべての行に同じように働くので、やはり $P$ と交換できるからです（演習 1）。
 
@@ -285,8 +280,9 @@ assert_close(cls_mbd, cls_dbm)
 # The shuffled sentence behaves like the original one under a shuffled mask. For
 # the triangular mask $P^\top M P = M$ holds only for the identity: a token that
 # moves sees another set of tokens. So the outputs are no longer guaranteed to
-# permute, and for these random tokens every one of the 719 other orders indeed
-# changes them (with all tokens equal, none would).
+# permute, and for these random tokens, under every one of the 719 other orders,
+# they are indeed no longer a mere permutation (with all tokens equal, they would
+# still be).
 #
 # The break is partial. Within one layer, the output at position $i$ is still a
 # weighted sum over the set of tokens at positions $j \le i$, blind to their order;
@@ -305,14 +301,14 @@ assert_close(cls_mbd, cls_dbm)
 # 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
 # 三角形のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
-# そのため出力が並べ替えになる保証はなくなり、このランダムなトークンでは、残り 719 通りの順のどれでも実際に出力が変わります
-# （すべてのトークンが等しければ、どの順でも変わりません）。
+# そのため出力が並べ替えになる保証はなくなります。このランダムなトークンでは、残り 719 通りの順のどれでも、出力は実際に単なる並べ替えではなくなります
+# （すべてのトークンが等しければ、どの順でも並べ替えのままです）。
 #
 # ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として
 # 位置 $j \le i$ にあるトークンの集合についての重み付き和で、その順序は見えません。
 # 前の位置の入力がすでに変わっている 2 層目になって、初めて並べ替えに気づきます。
 
-# %% tags=["check"] summary={"en": "only the identity keeps M, the 719 others change the outputs, one layer misses a prefix shuffle", "ja": "M を保つのは恒等置換だけで、残り 719 通りは出力を変え、手前の並べ替えは 1 層では見えません"}
+# %% tags=["check"] summary={"en": "only the identity keeps M; under the 719 others the outputs are no longer permuted; one layer misses a shuffle of the first tokens, a second layer sees it", "ja": "M を保つのは恒等置換だけです。残り 719 通りでは出力が並べ替えではなくなります。先頭側の並べ替えは 1 層では見えず、2 層目で見えます"}
 allowed = torch.ones(T, T, dtype=torch.bool).tril()  # query i sees j <= i
 mask = torch.zeros(T, T, dtype=f64).masked_fill(~allowed, -math.inf)  # M
 assert_close(self_attention(x, bias=mask), self_attention(x, causal=True))
@@ -362,14 +358,17 @@ assert not torch.allclose(two_shuffled[4:], two[4:], atol=1e-3)
 # token gets the same weight. Token $p$ (from $p = 0$) sees $p + 1$ tokens, and its
 # output feature is
 # $$\frac{1}{p+1}$$
-# a code of its absolute position, made by the mask alone. Trained models find
-# this: causal language models without any positional encoding learn absolute
-# positions and come close to the perplexity of models with one, while masked
-# language models, whose attention is
+# a code of its absolute position, made by the mask alone. Trained models do carry
+# positions without an encoding: causal language models without any positional
+# encoding learn absolute positions and come close to the perplexity of models with
+# one, while masked language models, whose attention is
 # [bidirectional](../docs/glossary.md#bidirectional), do much worse without
-# (Haviv et al. 2022). Kazemnejad et al. (2023, theorem 1) prove that a first
-# layer can recover absolute positions this way; the chapter
-# [*xPos and NoPE*](10-xpos-nope.ipynb) builds on it.
+# (Haviv et al. 2022, who conjecture that the causal models count their
+# predecessors). Kazemnejad et al. (2023, theorem 1) prove that weights exist with
+# which a first layer recovers absolute positions this way, and Chi et al. (2023)
+# find another trace of the mask: the variance of the attention output shrinks
+# with the position. The chapter [*xPos and NoPE*](10-xpos-nope.ipynb) builds on
+# these results.
 
 # %% [markdown] lang="ja"
 # ## マスクは位置を数えられる
@@ -381,11 +380,13 @@ assert not torch.allclose(two_shuffled[4:], two[4:], atol=1e-3)
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
 # $$\frac{1}{p+1}$$
 # これはマスクだけから作られた、絶対位置の符号です。
-# 学習したモデルも、これを見つけます。
+# 学習済みのモデルも、位置エンコーディングなしで位置の情報を実際に持っています。
 # 位置エンコーディングをまったく持たない因果的な言語モデルは絶対位置を学習し、パープレキシティも位置エンコーディングを持つモデルに迫ります。
 # 一方、アテンションが[双方向](../docs/glossary.ja.md#bidirectional)のマスク言語モデルでは、位置がないと性能が大きく落ちます（Haviv ら 2022）。
-# Kazemnejad ら（2023、定理 1）は、最初の層がこの方法で絶対位置を復元できることを証明しています。
-# [「xPos と NoPE」](10-xpos-nope.ipynb)の章では、この結果を出発点にします。
+# Haviv らは、因果的なモデルが手前のトークンの数を数えているのだろうと推測しています。
+# Kazemnejad ら（2023、定理 1）は、最初の層がこの方法で絶対位置を復元するような重みが存在することを証明しています。
+# Chi ら（2023）は、マスクが残す別の手がかりも見つけています。アテンションの出力の分散が、位置とともに小さくなるのです。
+# [「xPos と NoPE」](10-xpos-nope.ipynb)の章では、これらの結果を出発点にします。
 
 # %%
 n = 6
@@ -412,8 +413,11 @@ assert_close(
 # the sinusoids of [*Sinusoidal positional encoding*](01-sinusoidal.ipynb).
 #
 # **Bounded values.** Token embeddings have a fixed scale: with entries drawn from
-# a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$,
-# the scale the Transformer's own tokens have. The raw index grows without limit
+# a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$.
+# The original Transformer's tokens start at that norm too: its code draws them
+# with standard deviation $d^{-1/2}$ and multiplies them by $\sqrt{d}$ (the section
+# [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
+# compares the libraries). The raw index grows without limit
 # and swamps them. At $p = 1000$ two different tokens at the same position point in
 # almost the same direction (cosine similarity 0.9999): the position is all the
 # model sees. The sinusoids have norm $\sqrt{d/2}$ at every position.
@@ -428,8 +432,10 @@ assert_close(
 # そして[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波です。
 #
 # **値が有界であること。** トークンの埋め込みには決まった大きさがあります。
-# 成分を標準正規分布から引いた $d = 64$ 次元のベクトルなら、ノルムは $\sqrt{d} = 8$ に近く、
-# これは実際の Transformer のトークンと同じ大きさです。
+# 成分を標準正規分布から引いた $d = 64$ 次元のベクトルなら、ノルムは $\sqrt{d} = 8$ に近くなります。
+# 元の Transformer のトークンも、学習を始める時点ではこの大きさです。
+# 著者らのコードは埋め込みを標準偏差 $d^{-1/2}$ で引き、$\sqrt{d}$ を掛けるからです
+# （ライブラリごとの比較は、「学習型位置埋め込みとスケール付き正弦波」の章の[「位置の信号はどれくらい大きいか」](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)の節にあります）。
 # 位置の番号そのものは際限なく大きくなり、埋め込みをかき消してしまいます。
 # $p = 1000$ では、同じ位置にある 2 つの異なるトークンがほぼ同じ向きを指します（コサイン類似度 0.9999）。
 # モデルに見えるのは位置だけになります。
@@ -458,7 +464,7 @@ for p in (0, 10, 1000):
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64).norm(dim=-1)
 print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}", end="")
 
-# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2) up to p = 10⁶; with the raw index at p = 1000 the tokens' cosine exceeds 0.9999", "ja": "‖PE(p)‖ は √(d/2) で一定、番号そのものでは p = 1000 でコサイン類似度が 0.9999 を超えます"}
+# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2) up to p = 10⁶; with the raw index at p = 1000 the tokens' cosine exceeds 0.9999", "ja": "p = 10⁶ まで ‖PE(p)‖ は √(d/2) で一定です。番号そのものでは、p = 1000 で 2 つのトークンのコサイン類似度が 0.9999 を超えます"}
 assert_close(
     sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64, dtype=f64).norm(dim=-1),
     torch.full((4,), math.sqrt(d64 / 2), dtype=f64),
@@ -467,98 +473,6 @@ cos_1000 = F.cosine_similarity(
     tok_a + raw_index(1000), tok_b + raw_index(1000), dim=0
 )
 assert cos_1000 > 0.9999
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: how large the tokens of real libraries are.** Vaswani et al.
-# (2017, §3.4) multiply the embeddings by $\sqrt{d_{\text{model}}}$. fairseq draws
-# them with standard deviation $d^{-1/2}$ (`Embedding` in `transformer_base.py`)
-# and multiplies by $\sqrt{d}$ (`embed_scale` in `transformer_encoder.py` and
-# `transformer_decoder.py`), so the token norms are about $\sqrt{d}$. labml
-# multiplies too (its files are under `labml_nn/transformers/`), and its
-# embedding classes (`EmbeddingsWithPositionalEncoding` and
-# `EmbeddingsWithLearnedPositionalEncoding` in `models.py`) keep PyTorch's
-# $N(0, 1)$ start, which gives norms near $d$. Its experiments that use these
-# classes keep that start (they pass `c.transformer.src_embed` into models of their
-# own: `basic/autoregressive_experiment.py` and the `aft`, `fnet`,
-# `glu_variants`, `mlm` and `knn` experiments; the RoPE and ALiBi experiments choose
-# `no_pos`, a plain `nn.Embedding` without the factor). The GPT experiment
-# (`gpt/__init__.py`) is the exception: it redraws every embedding and linear
-# weight with standard deviation $0.02$, so a row's norm is about $0.02\sqrt{d}$
-# and, times $\sqrt{d}$, the token norms are near $0.02\,d$ ($10.2$ for its
-# $d = 512$).
-#
-# Xavier initialisation comes in only when a model is built through the
-# `encoder_decoder` option of `TransformerConfigs` (`configs.py`), which returns
-# labml's `EncoderDecoder` (`models.py`); none of the experiments uses that option.
-# `EncoderDecoder` re-initialises with `xavier_uniform_` every parameter with two
-# or more axes. For the $n_{\text{vocab}} \times d$ embedding table this draws each
-# entry uniformly from $[-a, a]$ with $a = \sqrt{6/(n_{\text{vocab}} + d)}$, of
-# variance $a^2/3 = 2/(n_{\text{vocab}} + d)$. A row $e_{\text{tok}}$ has $d$
-# entries, and once multiplied by $\sqrt{d}$ its squared norm is about
-# $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$:
-# $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
-# That is $22.6 = \sqrt{d}$ for $n_{\text{vocab}} = d = 512$ and $4.0$ for
-# $n_{\text{vocab}} = 32000$, $d = 512$; both far below the $d = 512$ of the
-# $N(0, 1)$ start. The code below illustrates these scales on random draws and
-# on PyTorch's own `xavier_uniform_`; it does not run fairseq's or labml's code.
-# The section
-# [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
-# of the chapter *Learned absolute embeddings and scaled sinusoids* measures the
-# balance of tokens and positions.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：実際のライブラリのトークンの大きさ**
-# Vaswani ら（2017、§3.4）は埋め込みに $\sqrt{d_{\text{model}}}$ を掛けます。
-# fairseq は埋め込みを標準偏差 $d^{-1/2}$ で引き（`transformer_base.py` の `Embedding`）、
-# それに $\sqrt{d}$ を掛けます（`transformer_encoder.py` と `transformer_decoder.py` の `embed_scale`）。
-# そのため、トークンのノルムは $\sqrt{d}$ 前後になります。
-# labml も埋め込みに同じ係数を掛けます（ファイルは `labml_nn/transformers/` の下にあります）。
-# labml の埋め込み用のクラス（`models.py` の `EmbeddingsWithPositionalEncoding` と `EmbeddingsWithLearnedPositionalEncoding`）は、
-# PyTorch の既定の $N(0, 1)$ による初期値をそのまま使うので、ノルムは $d$ 前後になります。
-# これらのクラスを使う実験も、この初期値のまま学習を始めます。
-# それらの実験は `c.transformer.src_embed` を独自のモデルに渡します。
-# `basic/autoregressive_experiment.py` の実験や、`aft`、`fnet`、`glu_variants`、`mlm`、`knn` の実験がその例です
-# （RoPE と ALiBi の実験は `no_pos` を選び、係数を掛けない素の `nn.Embedding` を使います）。
-# 例外は GPT の実験（`gpt/__init__.py`）です。
-# この実験は埋め込みと線形層の重みをすべて標準偏差 $0.02$ で引き直すので、1 行のノルムはおよそ $0.02\sqrt{d}$ になり、
-# $\sqrt{d}$ を掛けたトークンのノルムは $0.02\,d$ 前後になります（この実験の $d = 512$ では $10.2$）。
-#
-# Xavier の初期化が使われるのは、`TransformerConfigs` の `encoder_decoder` オプション（`configs.py`）でモデルを組み立てたときだけです。
-# このオプションは labml の `EncoderDecoder`（`models.py`）を返しますが、どの実験もこのオプションを使いません。
-# `EncoderDecoder` は、軸が 2 つ以上あるパラメータをすべて `xavier_uniform_` で初期化し直します。
-# $n_{\text{vocab}} \times d$ の埋め込みの表では、各成分を $a = \sqrt{6/(n_{\text{vocab}} + d)}$ として $[-a, a]$ の一様分布から引くので、
-# 分散は $a^2/3 = 2/(n_{\text{vocab}} + d)$ です。
-# 表の 1 行 $e_{\text{tok}}$ には成分が $d$ 個あり、$\sqrt{d}$ を掛けたあとのノルムの 2 乗はおよそ $d \cdot d \cdot 2/(n_{\text{vocab}} + d)$ です。
-# したがって、ノルムは次のようになります。
-# $$\lVert \sqrt{d}\, e_{\text{tok}} \rVert \approx d\sqrt{\frac{2}{n_{\text{vocab}} + d}}$$
-# $n_{\text{vocab}} = d = 512$ なら $22.6 = \sqrt{d}$、$d = 512$ で $n_{\text{vocab}} = 32000$ なら $4.0$ です。
-# どちらも、$N(0, 1)$ から始めたときのノルム $d = 512$ を大きく下回ります。
-# 下のコードは、これらの大きさを、ランダムに引いた値と PyTorch の `xavier_uniform_` を実際に呼んだ結果で例示するものです。
-# fairseq や labml のコードは実行しません。
-# トークンと位置の釣り合いは、「学習型位置埋め込みとスケール付き正弦波」の章の
-# [「位置の信号はどれくらい大きいか」](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)の節で測ります。
-
-# %% tags=["deeper", "check"] summary={"en": "N(0, 1/d)·√d draws have norm near √d and N(0, 1)·√d near d; PyTorch's xavier_uniform_ table times √d matches d√(2/(n_vocab + d)), 22.6 and 4.0; std 0.02 times √d gives 0.02 d = 10.2", "ja": "N(0, 1/d)·√d のノルムは √d 前後、N(0, 1)·√d は d 前後です。PyTorch の xavier_uniform_ の表に √d を掛けると d√(2/(n_vocab + d)) に一致し（22.6 と 4.0）、標準偏差 0.02 に √d を掛けると 0.02 d = 10.2 です"}
-gen_scale = torch.Generator().manual_seed(1)
-draws = torch.randn(2, 1000, d64, generator=gen_scale, dtype=f64)
-fairseq_tok = draws[0] * d64**-0.5 * math.sqrt(d64)  # N(0, 1/d) * sqrt(d)
-labml_tok = draws[1] * math.sqrt(d64)  # N(0, 1) * sqrt(d)
-assert abs(fairseq_tok.norm(dim=-1).mean() - math.sqrt(d64)) < 0.5
-assert abs(labml_tok.norm(dim=-1).mean() - d64) < 2
-d512 = 512
-for n_vocab, quoted in ((512, 22.6), (32000, 4.0)):
-    table = torch.empty(n_vocab, d512)
-    torch.nn.init.xavier_uniform_(table, generator=gen_scale)
-    xavier_norm = (table * math.sqrt(d512)).norm(dim=-1).mean().item()
-    formula = d512 * math.sqrt(2 / (n_vocab + d512))
-    assert abs(xavier_norm / formula - 1) < 0.005
-    assert round(formula, 1) == quoted
-assert round(math.sqrt(d512), 1) == 22.6
-gen_gpt = torch.Generator().manual_seed(2)  # labml's GPT experiment: std 0.02
-gpt_table = torch.empty(1000, d512).normal_(0.0, 0.02, generator=gen_gpt)
-gpt_norm = (gpt_table * math.sqrt(d512)).norm(dim=-1).mean().item()
-assert abs(gpt_norm / (0.02 * d512) - 1) < 0.005
-assert round(0.02 * d512, 1) == 10.2
 
 # %% [markdown] lang="en"
 # **The same meaning at every length.** Dividing by the length $L$ bounds the
@@ -569,10 +483,14 @@ assert round(0.02 * d512, 1) == 10.2
 #
 # **A unique code per position.** Two positions with the same code are the same
 # position to the model. One sinusoid alone repeats: with wavelength 8, positions 0
-# and 8 collide. The sinusoidal encoding combines many frequencies, with
-# wavelengths from $2\pi$ up to $2\pi \cdot 10000^{(d-2)/d}$, and for $d = 64$ the
-# closest two of the first 2048 positions are still 1.4718 apart. The raw index,
-# $p/L$ and one-hot codes are unique too.
+# and 8 collide. The first pair of the sinusoidal encoding never does at integer
+# positions: its frequency is $\omega_0 = 1$, so two positions $p \ne q$ with the
+# same pair would need $p - q$ to be a multiple of $2\pi$, impossible since $\pi$ is
+# irrational. Alone it separates some positions only barely: for positions 710
+# apart (710 is close to $226\pi$) its two points lie only 0.00006 apart. The other
+# pairs, with wavelengths up to $2\pi \cdot 10000^{(d-2)/d}$, keep the closest two
+# of the first 2048 positions 1.4718 apart for $d = 64$. The raw index, $p/L$ and
+# one-hot codes are unique too.
 
 # %% [markdown] lang="ja"
 # **どの長さでも同じ意味を持つこと。** 長さ $L$ で割れば値は有界になりますが、
@@ -583,32 +501,29 @@ assert round(0.02 * d512, 1) == 10.2
 #
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
 # 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 が同じ符号になります。
-# 正弦波位置エンコーディングは、波長が $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ までの多くの周波数を組み合わせます。
-# $d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも、距離は 1.4718 あります。
+# 正弦波位置エンコーディングの最初のペアは、整数の位置でこうした重なりを起こしません。
+# その周波数は $\omega_0 = 1$ なので、2 つの位置 $p \ne q$ でペアが一致するには $p - q$ が $2\pi$ の整数倍でなければならず、
+# $\pi$ は無理数なのでそれは起こりえません。
+# ただし、このペアだけでは、ほとんど区別できない位置もあります。
+# 710 位置離れた 2 つの位置では、710 が $226\pi$ に近いので、このペアの 2 点は 0.00006 しか離れていません。
+# 波長が $2\pi \cdot 10000^{(d-2)/d}$ までのほかのペアが加わると、$d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも距離は 1.4718 になります。
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 
 
-# %% tags=["check"] summary={"en": "p/L = 0.5 is 10 or 500 by L, PE(10) is fixed; one wave repeats; the closest codes are 1.4718 apart", "ja": "0.5 は L によって位置 10 にも 500 にもなり、PE(10) は不変、最も近い符号の距離は 1.4718 です"}
-for L in (20, 1000):
-    normalised = torch.arange(L) / L
-    assert int((normalised == 0.5).nonzero()) == L // 2  # 10, then 500
-assert_close(
-    sinusoidal(torch.arange(20), d64)[10],
-    sinusoidal(torch.arange(1000), d64)[10],
-)
-
-
-def one_wave(p, wavelength=8):
-    angle = 2 * math.pi * p / wavelength
-    return torch.tensor([math.sin(angle), math.cos(angle)])
-
-
-assert_close(one_wave(0), one_wave(8))  # wavelength 8: 0 and 8 collide
+# %% tags=["check"] summary={"en": "the slowest wavelength is 2π·10000^(62/64); pair 0 alone keeps the first 2048 positions apart, closest at 710 positions apart (0.00006); all pairs keep them 1.4718 apart", "ja": "最も長い波長は 2π·10000^(62/64) です。ペア 0 だけでも最初の 2048 個の位置はすべて異なり、最も近いのは 710 位置離れた組（0.00006）です。すべてのペアでは最も近い組でも 1.4718 離れます"}
 codes = sinusoidal(torch.arange(2048), d64, dtype=f64)
 # the slowest pair's frequency, read back from row p = 1 (atan2 of sin, cos)
 slowest = torch.atan2(codes[1, -2], codes[1, -1])
 longest = 2 * math.pi / float(slowest)  # its wavelength
 assert math.isclose(longest, 2 * math.pi * 10000 ** (62 / 64))
+# pair 0 (omega_0 = 1): distinct at every integer position, and the closest
+# two are 710 apart, where 710 - 226 pi is 6e-5 (chord 2|sin(355)|)
+pair0 = torch.cdist(codes[:, :2], codes[:, :2])
+pair0.fill_diagonal_(math.inf)
+p_near, q_near = divmod(int(pair0.argmin()), 2048)
+assert pair0.min() > 0 and abs(p_near - q_near) == 710
+assert_close(pair0.min(), torch.tensor(710 - 226 * math.pi, dtype=f64))
+assert f"{pair0.min():.5f}" == "0.00006"
 dist = torch.cdist(codes, codes)
 dist.fill_diagonal_(math.inf)
 assert f"{dist.min():.4f}" == "1.4718"
@@ -622,7 +537,10 @@ assert f"{dist.min():.4f}" == "1.4718"
 # similarity is $\sum_i \cos\big(\omega_i (p-q)\big)$, a function of the offset alone,
 # largest at $p = q$, as
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#the-dot-product-depends-only-on-the-distance)
-# derives.
+# derives. Wang et al. (2021) call this property translation invariance and add two
+# more for the similarity: monotonicity (farther means less alike) and symmetry.
+# The sinusoids are symmetric and, as that derivation shows, only roughly
+# monotone.
 
 # %% [markdown] lang="ja"
 # **相対位置を表せること。** 言語は相対位置（「直前の単語」など）に依存します。
@@ -632,6 +550,9 @@ assert f"{dist.min():.4f}" == "1.4718"
 # one-hot ベクトルでは、異なる位置の組はすべて $0$ になり、どの位置もほかのどの位置とも近くありません。
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。
 # 導出は[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#内積は距離だけで決まる)の章にあります。
+# Wang ら（2021）はこの性質を「平行移動に対する不変性」と呼び、類似度についてさらに 2 つの性質を挙げています。
+# 単調性（離れるほど似なくなること）と対称性です。
+# 正弦波は対称ですが、その導出で分かるとおり、単調なのはおおよそだけです。
 
 # %% tags=["figure"]
 L = 200
@@ -667,8 +588,9 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # trained.
 #
 # **Behaviour beyond the training length.** A one-hot code, like a learned table of
-# $L$ rows, has no code at all for position $L$: `posenc`'s table raises an
-# `IndexError`. The sinusoids are defined, and bounded, at every position; whether
+# $L$ rows, has no code at all for position $L$: on the CPU `posenc`'s table raises
+# an `IndexError` (on a GPU the lookup fails with a device-side assertion). The
+# sinusoids are defined, and bounded, at every position; whether
 # a model makes sense of codes it never saw in training is measured in
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 #
@@ -687,7 +609,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # 正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
-# `posenc` の表は `IndexError` を送出します。
+# CPU では `posenc` の表は `IndexError` を送出します（GPU では、参照がデバイス側のアサーションで失敗します）。
 # 正弦波はどの位置でも定義されていて、有界です。
 # 学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
 #
@@ -700,7 +622,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # | 決定的 | はい | はい | はい | はい |
 # | 学習時の長さを超えたとき | 定義されるが非有界 | 意味がずれる | 符号がない | 定義され、有界 |
 
-# %% tags=["check"] summary={"en": "position 3 gets the paper's vector anywhere; 512-row tables lack row 512; sinusoids stay bounded", "ja": "位置 3 にはどこでも論文の式のベクトルが付き、512 行の表に行 512 はなく、正弦波は有界です"}
+# %% tags=["check"] summary={"en": "position 3 gets the paper's vector alone, in a sequence and through the module's offset; on the CPU 512-row tables raise an IndexError for row 512; the sinusoids stay bounded", "ja": "位置 3 には、単独でも、系列の中でも、モジュールのオフセット経由でも論文の式のベクトルが付きます。CPU では、512 行の表で行 512 を参照すると IndexError になります。正弦波は有界です"}
 from posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
 
 # Vaswani et al.'s formula for p = 3 in plain Python: the independent reference
@@ -750,8 +672,9 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 # Whether the outputs then actually change depends on the weights. With
 # $W_Q = 0$ every score is $0$ and every output row is the mean of the rows of
 # $(PX + E)\,W_V$, which equals the mean of the rows of $(X + E)\,W_V$: the outputs
-# stay permuted whatever $E$ is. With this chapter's random weights, all 719 other
-# orders change the outputs, and the two sentences pool to different vectors:
+# stay permuted whatever $E$ is. With this chapter's random weights, under all 719
+# other orders the outputs are no longer a mere permutation, and the two sentences
+# pool to different vectors:
 
 # %% [markdown] lang="ja"
 # ## 位置を足すと対称性が壊れる
@@ -766,7 +689,8 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 # ただし、出力が実際に変わるかどうかは重みによります。
 # $W_Q = 0$ ならスコアはすべて $0$ で、出力の各行は $(PX + E)\,W_V$ の行の平均です。
 # これは $(X + E)\,W_V$ の行の平均に等しいので、$E$ が何であっても出力は並べ替えのままです。
-# この章のランダムな重みでは、残り 719 通りの順がどれも出力を変え、2 つの文もプーリングすると別々のベクトルになります。
+# この章のランダムな重みでは、残り 719 通りのどれでも、出力は実際に単なる並べ替えではなくなります。
+# 2 つの文も、プーリングすると別々のベクトルになります。
 
 # %%
 e = sinusoidal(torch.arange(T), d, dtype=f64)  # E, one row per position
@@ -775,7 +699,7 @@ print(f"dog bites man, mean: {fmt(pos_dbm.mean(0))}")
 print(f"man bites dog, mean: {fmt(pos_mbd.mean(0))}", end="")
 
 
-# %% tags=["check"] summary={"en": "P E ≠ E and the outputs move for the 719 other orders; W_Q = 0 keeps all 720 permuted; pools differ", "ja": "719 通りで P E ≠ E となって出力も動き、W_Q = 0 なら並べ替えのまま、プーリングは異なります"}
+# %% tags=["check"] summary={"en": "for the 719 other orders P E ≠ E and the outputs are no longer permuted; W_Q = 0 keeps all 720 permuted; the two sentences pool differently", "ja": "残り 719 通りでは P E ≠ E で、出力も並べ替えではなくなります。W_Q = 0 なら 720 通りすべてで並べ替えのままです。2 つの文のプーリングは異なります"}
 # P E != E (the product, not the code PE(p)) for the 719 other permutations
 assert not (e[others] == e).all(dim=(1, 2)).any()
 moved_out = self_attention(x[others] + e)  # the codes stay with the positions
@@ -880,7 +804,7 @@ ax.set_ylabel(r"$\|f(PX) - P f(X)\| \,/\, \|f(X)\|$")
 ax.grid(axis="x", visible=False)
 plt.show()
 
-# %% tags=["check"] summary={"en": "bias −|i − j|/2; bias and rotation ignore a shift by 100, the sinusoidal input does not; only S is 0", "ja": "バイアスは −|i − j|/2、バイアスと回転はずらしても不変、正弦波は変わり、0 は S だけです"}
+# %% tags=["check"] summary={"en": "the bias is −|i − j|/2; shifting all positions by 100 leaves the bias and rotation outputs unchanged, not the sinusoidal input's; only S is at 0", "ja": "バイアスは −|i − j|/2 です。すべての位置を 100 ずらしても、バイアスと回転の出力は変わらず、正弦波を足した入力の出力は変わります。0 になるのは S だけです"}
 from posenc import alibi_bias
 
 assert slope == 0.5
@@ -915,7 +839,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # | absolute | [sinusoidal](01-sinusoidal.ipynb) | added to the input | the Transformer |
 # | absolute | [learned](03-learned-embeddings.ipynb) | added to the input | BERT, GPT-2 |
 # | absolute | [scaled sinusoidal](03-learned-embeddings.ipynb) | added, times a learned scalar | FLASH |
-# | relative | [Shaw et al.](04-shaw-relative.ipynb) | learned vectors per offset, on keys | Music Transformer |
+# | relative | [Shaw et al.](04-shaw-relative.ipynb) | learned vectors per offset, on keys and values | Music Transformer |
 # | relative | [Transformer-XL](05-transformer-xl.ipynb) | terms from a sinusoidal offset code | Transformer-XL, XLNet |
 # | relative | [T5 buckets](06-t5-buckets.ipynb) | a learned bias per offset bucket | T5 |
 # | relative | [ALiBi](07-alibi.ipynb) | a fixed bias, linear in distance | BLOOM, MPT |
@@ -939,7 +863,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
 # | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習可能なスカラーを掛けて入力に足す | FLASH |
-# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとの学習可能なベクトルをキーに足す | Music Transformer |
+# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとの学習可能なベクトルをキーとバリューに足す | Music Transformer |
 # | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号から作った項を足す | Transformer-XL、XLNet |
 # | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとの学習可能なバイアス | T5 |
 # | 相対位置 | [ALiBi](07-alibi.ipynb) | 距離に比例する固定のバイアス | BLOOM、MPT |
@@ -1029,7 +953,8 @@ assert_close(
 #   $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$, and so is a whole encoder:
 #   "dog bites man" and "man bites dog" pool to the same vector.
 # - A causal mask breaks the symmetry only partly (one layer misses a shuffle of
-#   earlier tokens), but it can count positions, $1/(p+1)$, and causal models learn to.
+#   earlier tokens), but it can count positions, $1/(p+1)$, and causal language
+#   models without an encoding do learn absolute positions.
 # - A positional code should be bounded, mean the same at every length, be unique,
 #   let offsets be expressed and be deterministic; the sinusoids pass all five.
 # - Unique codes remove the guarantee that the outputs only permute; whether they
@@ -1042,14 +967,14 @@ assert_close(
 # ## まとめ
 #
 # - 位置がなければ、セルフアテンションは置換同変 $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です。
-#   エンコーダ全体も同じで、"dog bites man" と "man bites dog" はプーリングすると同じベクトルになります。
+#   エンコーダ全体も同じで、「dog bites man」と「man bites dog」はプーリングすると同じベクトルになります。
 # - 因果マスクが壊す対称性は一部だけです（1 層では前のトークンの並べ替えが見えません）。
-#   それでもマスクは位置を $1/(p+1)$ として数えられ、因果的なモデルはそれを学習します。
+#   それでもマスクは位置を $1/(p+1)$ として数えられ、位置エンコーディングのない因果的な言語モデルも絶対位置を学習します。
 # - 位置の符号に求められるのは、有界であること、どの長さでも同じ意味を持つこと、一意であること、相対位置を表せること、決定的であることの 5 つです。
 #   正弦波はこの 5 つをすべて満たします。
 # - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
 #   実際に出力が変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
-# - 位置が入るおもな場所は 3 つです。入力に足す（絶対位置）、スコアにバイアスを足す、$q$ と $k$ を回転する（どちらも相対位置）です。
+# - 位置が入るおもな場所は、入力（絶対位置）、スコアへのバイアス、$q$ と $k$ の回転（後の 2 つは相対位置）の 3 つです。
 #   NoPE は因果マスクだけに頼ります。
 
 # %% [markdown] lang="en"
@@ -1073,7 +998,7 @@ assert_close(
 # 1. 残差接続、層正規化、位置ごとのフィードフォワード層のそれぞれが $f(PX) = P f(X)$ を満たすことを証明してください。
 #    そこから、位置のないエンコーダ全体も同じ性質を満たすことを導いてください。
 #    証明のどこで、すべての行に同じ重みが働くことを使いましたか。
-# 2. 位置のない "the dog saw the cat" で、2 つの "the" がどの層でも同じ出力になること、
+# 2. 位置のない「the dog saw the cat」で、2 つの「the」がどの層でも同じ出力になること、
 #    そして `posenc.sinusoidal` を足すと 2 つが分かれることを示してください。
 # 3. スライディングウィンドウのマスク（トークン $i$ からは $|i-j| \le w$ の $j$ が見える）を保つ置換はどれでしょうか。
 #    ウィンドウに制限した因果マスクではどうでしょうか。$T = 6$ で数え、三角形のマスクと比べてください。
@@ -1162,9 +1087,9 @@ with torch.no_grad():
 # 位置のないアテンションでは、ある行の出力は、その行のクエリと、全行のキーとバリューだけで決まります。
 # キーとバリューはすべての行に共通なので、等しい行はクエリも等しく、出力も等しくなります。
 # 行ごとに働く層も、等しい行を等しい行に写します。
-# したがって 2 つの "the" は 1 層目の後も等しく、2 層目の後も等しく、帰納法によってどの層でも等しいままです。
+# したがって 2 つの「the」は 1 層目の後も等しく、2 層目の後も等しく、帰納法によってどの層でも等しいままです。
 # 1 つ目に $PE(0)$、2 つ目に $PE(3)$ を足すと、入力の行が異なるので、出力も異なります。
-# 因果マスクでも 2 つは分かれます。2 つの "the" から見える手前のトークンの範囲が違うからです。
+# 因果マスクでも 2 つは分かれます。2 つの「the」から見える手前のトークンの範囲が違うからです。
 # 因果マスクの節で見たとおり、マスクは位置の情報です。
 
 # %% tags=["solution"]
@@ -1308,8 +1233,7 @@ print("\n".join(lines), end="")
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# PyTorch: torch 2.13.0, run here. fairseq's and labml's token scales were read,
-# not run, in the files their note names; Llama 4's query temperature in Meta's
+# PyTorch: torch 2.13.0, run here. Llama 4's query temperature was read in Meta's
 # `models/llama4/model.py` and `args.py`. The map's papers are in their chapters.
 #
 # ### References
@@ -1323,20 +1247,22 @@ print("\n".join(lines), end="")
 #   <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
 #   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
+# - Chi, T.-C. et al. (2023). *Latent Positional Information is in the Self-Attention
+#   Variance of Transformer Language Models Without Positional Embeddings*. ACL 2023.
+#   <https://arxiv.org/abs/2305.13571>
+# - Wang, B. et al. (2021). *On Position Embeddings in BERT*. ICLR 2021.
+#   <https://openreview.net/forum?id=onxoVA9FxMw>
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
 # - Code: PyTorch, `torch/nn/attention/bias.py`
 #   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>;
-#   fairseq <https://github.com/facebookresearch/fairseq>; labml.ai, `labml_nn`
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>;
 #   Meta, llama-models <https://github.com/meta-llama/llama-models>.
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
 # PyTorch は、ここで実行した torch 2.13.0 です。
-# fairseq と labml のトークンの大きさは、それを扱う注で挙げたファイルを読んだもので、実行はしていません。
 # Llama 4 のクエリの温度は、Meta の `models/llama4/model.py` と `args.py` で読みました。地図の論文は、それぞれの章で挙げています。
 #
 # ### 参考文献
@@ -1350,11 +1276,14 @@ print("\n".join(lines), end="")
 #   <https://arxiv.org/abs/2203.16634>
 # - Kazemnejad, A. et al. (2023). *The Impact of Positional Encoding on Length
 #   Generalization in Transformers*. NeurIPS 2023. <https://arxiv.org/abs/2305.19466>
+# - Chi, T.-C. et al. (2023). *Latent Positional Information is in the Self-Attention
+#   Variance of Transformer Language Models Without Positional Embeddings*. ACL 2023.
+#   <https://arxiv.org/abs/2305.13571>
+# - Wang, B. et al. (2021). *On Position Embeddings in BERT*. ICLR 2021.
+#   <https://openreview.net/forum?id=onxoVA9FxMw>
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
 # - コード：PyTorch の `torch/nn/attention/bias.py`
 #   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>、
-#   fairseq <https://github.com/facebookresearch/fairseq>、labml.ai の `labml_nn`
-#   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>、
 #   Meta の llama-models <https://github.com/meta-llama/llama-models>。

@@ -29,7 +29,7 @@
 # %% [markdown] lang="ja"
 # # 正弦波位置エンコーディング
 #
-# Transformer は各トークンに固定のベクトルを足します。位置に $n = d/2$ 個の周波数を掛けた角度の正弦と余弦で、
+# Transformer は各トークンに固定のベクトルを足します。その成分は、位置に $n = d/2$ 個の周波数を掛けた角度の正弦と余弦です。
 # 周波数は 1 位置あたり $1$ ラジアンから約 $1/10000$ ラジアンまで等比的に並びます。
 # 正弦と余弦のペアは時計の針として読めます。針はそれぞれ違う速さで回り、滑らかな 2 進カウンタの桁のように位置を数えます。
 # 最も遅い針がどれだけゆっくり回るかを決めるのが、底 $10000$ です。
@@ -127,9 +127,9 @@ assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 # %% [markdown] lang="ja"
 # ## 式
 #
-# Vaswani ら（2017、§3.5）は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$ で、ここでは偶数とする）の
-# ベクトル $PE(p)$ を割り当てます。成分は $n = d/2$ 組のペアになっていて、
-# 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 組です。
+# Vaswani ら（2017、§3.5）は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）の
+# ベクトル $PE(p)$ を割り当てます。成分は $n = d/2$ 個のペアになっていて、
+# 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 つです。
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
 # 周波数を
 # $$\omega_i = 10000^{-2i/d} = 10000^{-i/n}$$
@@ -171,8 +171,8 @@ assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 # speeds are exactly $1$, $0.1$, $0.01$ and $0.001$ radian per position, because
 # $10000 = 10^4$ gives
 # $$\omega_i = 10000^{-i/4} = 10^{-i}$$
-# each hand ten times slower than the one before, like the second, minute and hour
-# hands of a clock.
+# each hand ten times slower than the one before, as a clock's second, minute and
+# hour hands each turn more slowly than the one before.
 #
 # The figure reads four positions off these four clocks. The fast hand alone cannot
 # tell $p = 1$ from $p = 7$: seven radians is just over one turn ($2\pi \approx 6.28$),
@@ -193,7 +193,7 @@ assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 # $d = 8$ では、$10000 = 10^4$ なので
 # $$\omega_i = 10000^{-i/4} = 10^{-i}$$
 # となり、速さはちょうど 1 位置あたり $1$、$0.1$、$0.01$、$0.001$ ラジアンです。
-# 時計の秒針、分針、時針のように、どの針も 1 つ前の針の 10 分の 1 の速さで回ります。
+# どの針も 1 つ前の針の 10 分の 1 の速さで回ります。時計の秒針、分針、時針が順に遅くなるのと同じです。
 #
 # 図では、この 4 つの時計で 4 つの位置を読んでいます。
 # 速い針だけでは $p = 1$ と $p = 7$ を区別できません。7 ラジアンは 1 周（$2\pi \approx 6.28$）を少し超えただけなので、
@@ -201,7 +201,7 @@ assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 # $p = 100$ までには速い 2 本の針が 1 周以上しています（最初の針は 15 周）。位置のおおよその場所を示すのは遅い針だけです。
 # 速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。すべての針を合わせると、位置ごとに違う読みが得られます。
 
-# %% tags=["check"] summary={"en": "every pair lies on the unit circle; for d = 8 the speeds read back from posenc are 1, 0.1, 0.01 and 0.001", "ja": "どのペアも単位円の上にあり、d = 8 で posenc から読み戻した速さは 1、0.1、0.01、0.001 です"}
+# %% tags=["check"] summary={"en": "every pair lies on the unit circle; for d = 8 the speeds read back from posenc are 1, 0.1, 0.01 and 0.001; its hands have turned 15, 1, 0 and 0 times by p = 100, and the fast one is just past a turn at p = 7", "ja": "どのペアも単位円の上にあります。d = 8 で posenc から読み戻した速さは 1、0.1、0.01、0.001 です。p = 100 までに針は 15 周、1 周、0 周、0 周し、p = 7 で最も速い針は 1 周を少し過ぎたところにあります"}
 pe20 = sinusoidal(torch.arange(1000), 20, dtype=F64)
 assert_close(
     pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(1000, 10).double()
@@ -210,10 +210,13 @@ assert_close(
 row = sinusoidal(torch.tensor([1]), 8, dtype=F64)[0]
 speeds = torch.atan2(row[0::2], row[1::2])
 assert_close(speeds, torch.tensor([1, 0.1, 0.01, 0.001], dtype=F64))
-# 7 radians is just over one turn; by p = 100 the hands of speed 1 and 0.1
-# have made 15 turns and 1 turn
-assert math.tau < 7 < 2 * math.tau
-assert 100 // math.tau == 15 and 10 // math.tau == 1
+# the turns by p = 100, counted on posenc's hands one step at a time
+hands = sinusoidal(torch.arange(101), 8, dtype=F64)
+angle = torch.atan2(hands[:, 0::2], hands[:, 1::2])  # in (-pi, pi]
+step = torch.remainder(angle.diff(dim=0), 2 * math.pi)  # each step below pi
+assert (step.sum(0) // (2 * math.pi)).tolist() == [15, 1, 0, 0]
+# p = 7: the fast hand is 7 - 2 pi radians past twelve, near its p = 1 angle
+assert_close(angle[7, 0], torch.tensor(7 - 2 * math.pi, dtype=F64))
 
 # %% tags=["figure"] alt={"en": ["Sixteen clock faces in four rows, positions p = 0, 1, 7 and 100, and four columns, hand speeds 1, 0.1, 0.01 and 0.001 radian per position. At p = 0 every hand points to twelve o'clock. At p = 1 and p = 7 the fastest hand points almost the same way, while the second hand has moved from 0.1 to 0.7 radian; at p = 100 the fastest hand has wrapped around fifteen times and the second once, while the slowest has moved only 0.1 radian."], "ja": ["16 個の時計の文字盤を 4 行 4 列に並べた図。行は位置 p = 0、1、7、100、列は針の速さ 1、0.1、0.01、0.001（1 位置あたりのラジアン）です。p = 0 ではどの針も 12 時を指します。p = 1 と p = 7 では最も速い針がほぼ同じ向きを指し、2 番目の針は 0.1 ラジアンから 0.7 ラジアンへ進んでいます。p = 100 では最も速い針が 15 周、2 番目の針が 1 周して、最も遅い針は 0.1 ラジアンしか進んでいません。"]}
 positions = [0, 1, 7, 100]
@@ -339,7 +342,7 @@ assert round(10000 * two_pi) == 62832
 #
 # 位置を 2 進数で書いてみます。$p$ の最下位ビットは 1 つごとに、次のビットは 2 つごとに、その次は 4 つごとに変わります。
 # ビット $k$ は周期 $2^{k+1}$ の矩形波で、周期は公比 $2$ の等比数列をなします。
-# 正弦波位置エンコーディングは、この矩形波を滑らかにした同じカウンタです。
+# 正弦波位置エンコーディングは、同じカウンタの矩形波を滑らかな波に置き換えたものです。
 # 周期は $2^{k+1}$ の代わりに $\lambda_i$、公比は $2$ の代わりに $10000^{2/d}$ です。
 # 「滑らかにした」はほぼ文字どおりの意味です。ビット $k$ と同じ周期の波
 # $$w_k(p) = \tfrac12 - \tfrac12\cos\left(\pi\,\big(p - \tfrac{2^k - 1}{2}\big)/2^k\right)$$
@@ -360,7 +363,7 @@ for k in range(10):
     assert torch.equal(w.round().long(), bit)
     assert ((w - 0.5).abs() > 1e-6).all()  # no tie to round
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps over positions p from 0 to 63. Left: the binary digits of p, bit k = 0 to 5 down, white for 0 and dark red for 1; the top row alternates at every position and each row below changes half as often. Right: the sinusoidal encoding for d = 32, dimension j down, from −1 (blue) to 1 (red); the top rows oscillate fast, lower rows ever more slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["位置 p（0〜63）についての 2 つのヒートマップ。左は p の 2 進数の桁で、縦にビット k = 0〜5 を並べ、0 を白、1 を濃い赤で塗っています。最上段は位置ごとに入れ替わり、下の段ほど変化の頻度が半分になります。右は d = 32 の正弦波位置エンコーディングで、縦が次元 j、色は −1（青）から 1（赤）です。上の行は速く振動し、下の行ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps over positions p from 0 to 63. Left: the binary digits of p, bit k = 0 to 5 down, white for 0 and dark red for 1; the top row alternates at every position and each row below changes half as often. Right: the sinusoidal encoding for d = 32, dimension j down, from −1 (blue) to 1 (red); the top rows oscillate fast, lower rows ever more slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["位置 p（0〜63）についての 2 つのヒートマップ。左は p の 2 進数の桁で、縦にビット k = 0〜5 を並べ、0 を白、1 を濃い赤で塗っています。最上段は位置ごとに入れ替わり、1 段下がるごとに変化の頻度が半分になります。右は d = 32 の正弦波位置エンコーディングで、縦が次元 j、色は −1（青）から 1（赤）です。上の段は速く振動し、下の段ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
 p = torch.arange(64)
 bits = (p[None, :] >> torch.arange(6)[:, None]) & 1  # [k, p]
 style = {"aspect": "auto", "cmap": "RdBu_r", "vmin": -1, "vmax": 1}
@@ -409,9 +412,9 @@ plt.show()
 # ## なぜ正弦と余弦の両方か：ずらすことは回転すること
 #
 # 論文は正弦波を選んだ理由として、次の性質を挙げています。
-# ずらし量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
+# 相対位置 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
 # 時計で考えれば明らかです。$k$ 位置進むと、それまで何時を指していたかにかかわらず、針 $i$ は $k\omega_i$ だけ回ります。
-# この写像を式で書くため、1 組のペアに注目して $\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
+# この写像を式で書くため、1 つのペアに注目して $\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
 # $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
 # インターリーブ配置と同じく正弦を先にして、それぞれの式から $\sin\theta$ と $\cos\theta$ の係数を読み取ります。
@@ -499,8 +502,8 @@ for k in (-7, 1, 3, 50, 1000):
 # すべての $p$ で $s(p+k) = L\,s(p)$ を満たす行列 $L$ は存在しません。
 # $p = 0$ では正弦がすべて $0$ なので、どんな $L$ でも $L\,s(0) = 0$ です。
 # 一方、整数 $k \neq 0$ ならどれでも $s(k) \neq 0$ です
-# （$\pi$ は無理数なので、最初の成分 $\sin k$ がすでに $0$ になりません）。
-# 何が足りないかは、上の導出が教えてくれます。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
+# （$\pi$ は無理数なので、最初の成分 $\sin k$ だけを見ても $0$ ではありません）。
+# 足りないものは上の導出から分かります。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
 # それを持っているのは各ペアの 2 列目だけです。時計の針には、2 つの座標の両方が必要なのです。
 #
 # $p = 0$ を除いても、正弦だけではやはりうまくいきません。
@@ -591,11 +594,14 @@ plt.show()
 # %% [markdown] lang="en"
 # ### Inside attention
 #
-# This clean property holds for the encodings themselves. Inside a layer, the
-# query and key of positions $p$ and $q$ are $W_Q\,(x_p + PE(p))$ and
-# $W_K\,(x_q + PE(q))$, so the attention score contains $PE(p)^\top W_Q^\top W_K\, PE(q)$.
-# For a general matrix between them, that term depends on $p$ and $q$ separately,
-# not only on $p-q$: for random weights and $d = 64$, its values along one diagonal
+# This clean property holds for the encodings themselves. Inside a layer, write
+# vectors as columns (in the row form $Q = XW_Q$ of the first section the matrices
+# below are transposed): the query and key of positions $p$ and $q$ are
+# $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$, so the attention score contains
+# $PE(p)^\top W_Q^\top W_K\, PE(q)$, besides a content term and two cross terms that
+# mix content with position (Ke et al. 2021 remove the cross terms). For a general
+# matrix between them, that term depends on $p$ and $q$ separately, not only on
+# $p-q$: for one draw of random weights and $d = 64$, its values along one diagonal
 # spread widely (printed below).
 #
 # Nor does the symmetry survive the weights. With $W_Q = I$ and $W_K = M_k$, the
@@ -603,7 +609,11 @@ plt.show()
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # again a function of $p-q$ alone, but one whose peak sits at $q = p-k$: the query
 # at $p$ prefers the key $k$ positions before it, and the keys $k$ before and $k$
-# after get different scores. This is the paper's motivation at work: a fixed
+# after get different scores. (In the row form, with the encodings in the rows of
+# $E$, keys $K = E M_k$ have the rows $PE(q-k)^\top$ and the peak moves to
+# $q = p + k$: the convention sets the direction.) Yan et al. (2019) made both observations: the dot product of two
+# codes cannot tell before from after, and the projections blur its dependence on
+# the distance. This is the paper's motivation at work: a fixed
 # linear map lets a head attend by relative position, in a chosen direction.
 # Rotary position embedding, the subject of the chapter
 # [*Rotary position embedding (RoPE)*](08-rope.ipynb), rotates the queries and keys
@@ -614,17 +624,21 @@ plt.show()
 # ### アテンションの中では
 #
 # このきれいな性質は、エンコーディングそのものについて成り立つものです。
-# 層の中では、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と
-# $W_K\,(x_q + PE(q))$ です。そのためアテンションスコアには $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます。
+# 層の中では、ここだけベクトルを列ベクトルとして書きます（最初の節の行の形 $Q = XW_Q$ では、下の行列は転置になります）。
+# 位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
+# そのためアテンションスコアには、内容どうしの項と、内容と位置を混ぜる 2 つの交差項のほかに、
+# $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除きます）。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
-# ランダムな重みと $d = 64$ では、1 本の対角線に沿った値が大きくばらつきます（下の出力）。
+# 1 組のランダムな重みと $d = 64$ では、1 本の対角線に沿った値が大きくばらつきます（下の出力）。
 #
 # 対称性も、重みを通すと保たれません。$W_Q = I$ とし、前の節のずらす行列を使って $W_K = M_k$ とすると、この項は次のようになります。
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
 # 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
+# 行の形で、エンコーディングを行に並べた行列 $E$ を使ってキーを $K = E M_k$ とすると、その行は $PE(q-k)^\top$ で、ピークは $q = p + k$ に移ります。向きは書き方の約束で決まるのです。
+# Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
 # 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
-# [「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
+# 回転位置埋め込み（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
 # %%
@@ -641,7 +655,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "without weights the diagonal is constant; with W_K = M_3 the scores are the shifted sum of cosines, peaking at q = p − 3", "ja": "重みがなければ対角線は一定で、W_K = M_3 ではスコアがずらした余弦の和になり、q = p − 3 で最大になります"}
+# %% tags=["check"] summary={"en": "without weights the diagonal is constant, with this draw of random weights it spreads; with W_K = M_3 (columns) the scores are the shifted sum of cosines, peaking at q = p − 3; with K = E M_3 (rows) the peak is at q = p + 3", "ja": "重みがなければ対角線は一定で、このランダムな重みではばらつきます。W_K = M_3（列ベクトル）ではスコアがずらした余弦の和になり、q = p − 3 で最大です。K = E M_3（行ベクトル）では最大は q = p + 3 です"}
 assert along.max() - along.min() > 1
 assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12  # without the weights
 omega64 = 10000.0 ** (-torch.arange(d // 2, dtype=F64) / (d // 2))
@@ -650,6 +664,11 @@ expected = torch.cos((offset - 3)[..., None] * omega64).sum(-1)
 assert_close(shifted, expected)  # sum_i cos(w_i (p - q - k)), k = 3
 assert (shifted.argmax(dim=1)[3:] == torch.arange(297)).all()  # q = p - 3
 assert row[97] - row[103] > 1  # 3 before and 3 after differ
+# the row form: K = E M_3 has the rows PE(q - 3)^T, so the peak is at q = p + 3
+keys_rows = enc @ shift_matrix(3, d)
+assert_close(keys_rows, pe(torch.arange(300) - 3, d))
+row_form = enc @ keys_rows.T
+assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 
 # %% [markdown] lang="en"
 # ## What base 10000 buys
@@ -666,11 +685,14 @@ assert row[97] - row[103] > 1  # 3 before and 3 after differ
 # - **$b = 100$ is too small.** Every hand completes a turn within 618 positions.
 #   Past a few hundred positions no hand is in step any more, and the similarity
 #   only ripples around zero: positions 154 apart look less alike (−26.7) than
-#   positions 1000 apart (7.4). The code no longer says how far apart two distant
-#   positions are.
-# - **$b = 10^6$ is more than such a context can use.** 123 of the 256 hands turn
-#   less than a quarter turn over the whole 2048 positions, so nearly half of the
-#   dimensions are almost constant, and the similarity never falls below 91.
+#   positions 1000 apart (7.4). The dot product no longer says how far apart two
+#   distant positions are, although each code stays unique ($\omega_0 = 1$ still).
+# - **$b = 10^6$ resolves distances only coarsely in such a context.** 123 of the 256
+#   hands turn less than a quarter turn over the whole 2048 positions, so nearly
+#   half of the dimensions barely change with position, and the similarity never
+#   falls below 91. Such slow dimensions are not wasted: Barbero et al. (2024) find
+#   that a trained rotary model (Gemma 7B) uses its slowest pairs to carry content
+#   rather than position.
 # - **$b = 10^4$ lies between.** The similarity halves by distance 54 (by 5 for
 #   $b = 100$, by 361 for $b = 10^6$) and keeps falling, with ripples, over the whole
 #   context; 56 hands turn less than a quarter turn.
@@ -696,11 +718,13 @@ assert row[97] - row[103] > 1  # 3 before and 3 after differ
 # - **$b = 100$ は小さすぎます。** どの針も 618 位置以内に 1 周します。
 #   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
 #   154 位置離れた位置どうし（−26.7）のほうが、1000 位置離れた位置どうし（7.4）より似ていないことになります。
-#   離れた 2 つの位置がどれだけ離れているかを、符号はもう表せません。
-# - **$b = 10^6$ は、このコンテキストでは使い切れません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周しか回りません。
-#   次元の半分近くがほぼ一定で、類似度は 91 を下回りません。
+#   離れた 2 つの位置がどれだけ離れているかを、内積はもう表せません（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
+# - **$b = 10^6$ では、このコンテキストの距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
+#   次元の半分近くは位置によってほとんど変わらず、類似度は 91 を下回りません。
+#   こうした遅い次元が無駄になるわけではありません。Barbero ら（2024）は、学習済みの回転位置埋め込みのモデル（Gemma 7B）が、
+#   最も遅いペアを位置ではなく内容を運ぶのに使っていることを示しています。
 # - **$b = 10^4$ はその間です。** 類似度は距離 54 までに半分になり（$b = 100$ では 5、$b = 10^6$ では 361）、
-#   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周しか回らない針は 56 本です。
+#   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周も回らない針は 56 本です。
 #
 # つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
 # 論文は、正弦波を使えば学習時より長い系列もモデルが読めるようになることも期待していました。
@@ -776,17 +800,19 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # [KV cache](../docs/glossary.md#kv-cache), the new token at position $t$ must get
 # $PE(t)$, not $PE(0)$; the module takes an `offset` for this.
 #
+# **Around the formula.** The paper adds the encoding to token embeddings
+# multiplied by $\sqrt{d_{\text{model}}}$ (§3.4) and applies dropout to the sum
+# (§5.4).
+#
 # **Angles in float64.** The angle $\omega_i p$ grows with $p$, and float32 keeps 24
-# significant bits: near $p = 2^{20}$ neighbouring float32 numbers are $2^{-3}$ apart,
-# and float32 angles come out wrong by up to about 0.06 radian. `posenc` forms the
-# angles in float64 and rounds only the result, an error of at most $2^{-25}$. The
-# float32 errors are deterministic: a model trained and run with one
-# implementation sees the same vectors every time. They matter when
-# implementations are mixed (a checkpoint moved to a library that forms its
-# angles differently, a fused kernel) and for the exactness of
-# $PE(p+k) = M_k\,PE(p)$. The chapter
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb) measures them in the
-# libraries, and rebuilds labml's and AllenNLP's modules with `posenc`.
+# significant bits: it rounds the frequency and then the product, and near
+# $p = 2^{20}$ the two roundings together put float32 angles off by up to about 0.06
+# radian. `posenc` forms the angles in float64 and rounds only the result, an error
+# of at most $2^{-25}$. The float32 errors are deterministic, the same at every
+# call; they matter when implementations are mixed (a checkpoint moved to a library
+# that forms its angles differently, a fused kernel).
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)
+# measures them in the libraries.
 
 # %% [markdown] lang="ja"
 # ## 実際に使うときの注意
@@ -796,91 +822,38 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
 # $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
 #
+# **式の外側の処理。** 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
+# その和にドロップアウトをかけます（§5.4）。
+#
 # **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなります。一方、float32 の有効桁は 24 ビットしかありません。
-# $p = 2^{20}$ 付近では隣り合う float32 の数の間隔が $2^{-3}$ になり、float32 の角度は最大で約 0.06 ラジアンずれます。
+# float32 は周波数を丸め、さらに積を丸めるので、$p = 2^{20}$ 付近では 2 つの丸めを合わせて角度が最大で約 0.06 ラジアンずれます。
 # `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は $2^{-25}$ 以下です。
-# float32 の誤差は決定的です。1 つの実装で学習して動かすモデルは、いつも同じベクトルを見ます。
-# 誤差が問題になるのは、実装を混ぜるとき（角度の作り方が違うライブラリへチェックポイントを移すときや、融合カーネルを使うとき）と、
-# $PE(p+k) = M_k\,PE(p)$ を厳密に成り立たせたいときです。
-# [「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb)の章では、ライブラリごとにこの誤差を測り、
-# labml と AllenNLP のモジュールを `posenc` で再現します。
+# float32 の誤差は決定論的で、毎回同じです。
+# 問題になるのは、実装を混ぜるとき（角度の作り方が違うライブラリへチェックポイントを移すときや、融合カーネルを使うとき）です。
+# [「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で、ライブラリごとにこの誤差を測ります。
 
-# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence; near 2^20 float32 angles are off by up to about 0.06, posenc's results by at most 2^-25", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致し、2^20 付近で float32 の角度は最大約 0.06、posenc の結果は 2^-25 以下しかずれません"}
+# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence; near 2^20 float32 angles are off by up to about 0.06, half from rounding ω and half from rounding the product; posenc's results by at most 2^-25", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致します。2^20 付近で float32 の角度は最大で約 0.06 ずれ、その半分は ω の丸め、半分は積の丸めによるものです。posenc の結果のずれは 2^-25 以下です"}
 module = SinusoidalPositionalEncoding(32)
 x = torch.randn(2, 7, 32)
 for t in range(7):  # one token at a time at offset t, as with a KV cache
     assert_close(module(x[:, t : t + 1], offset=t), module(x)[:, t : t + 1])
 
-big = torch.tensor(2.0**20)  # float32 numbers in [2^20, 2^21) are 2^-3 apart
-assert torch.nextafter(big, torch.tensor(math.inf)) - big == 2**-3
 p = torch.arange(2**20 - 64, 2**20 + 64)  # exact in float32 (below 2^24)
 omega = 10000.0 ** (-torch.arange(256, dtype=F64) / 256)  # d = 512
 exact = p.double()[:, None] * omega  # float64 angles
-angle32 = p.float()[:, None] * omega.float()  # float32 angles
+w_hat = omega.float()  # the frequencies, rounded once
+angle32 = p.float()[:, None] * w_hat  # the product, rounded again
 angle_error = (angle32.double() - exact).abs()
 assert 0.05 < angle_error.max() < 0.07  # about 0.06 radian
+# the worst entry's error: the product's rounding plus the frequency's
+product = (p.double()[:, None] * w_hat.double()).flatten()  # exact in float64
+worst = int(angle_error.argmax())
+from_product = abs(float(angle32.flatten()[worst]) - float(product[worst]))
+from_omega = abs(float(product[worst]) - float(exact.flatten()[worst]))
+for part in (from_product, from_omega):
+    assert 0.4 < part / float(angle_error.max()) < 0.6  # about half each
 posenc_error = (sinusoidal(p, 512)[:, 0::2].double() - exact.sin()).abs()
 assert posenc_error.max() <= 2**-25 + 1e-9  # half a float32 spacing below 1
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: a bound on the float32 angle error.** Rounding a number $x$ to
-# float32, $\mathrm{fl}(x)$, moves it by at most half the spacing of float32 numbers
-# there, which is at most $u\,|x|$ with $u = 2^{-24}$. A float32 angle is rounded
-# twice: the frequency becomes $\hat\omega_i = \mathrm{fl}(\omega_i)$, and the product
-# $p\,\hat\omega_i$ is rounded again ($p$ itself is exact below $2^{24}$). With
-# $\hat\omega_i = \omega_i(1+\delta_1)$ and
-# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$, where
-# $|\delta_1|, |\delta_2| \le u$,
-# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
-# about $2^{-3}$ near $p = 2^{20}$ for the fastest pairs. The sine passes the angle
-# error on at most unchanged, since $|\sin a - \sin b| \le |a - b|$, and adds its own
-# float32 rounding. Pair 0 is the exception: $\omega_0 = 1$ and $p$ are exact, so its
-# angle has no error at all.
-#
-# The bound assumes $\omega_i$ rounded once. labml computes its frequencies in
-# float32 through `exp`, which leaves them up to about $9.5u$ off for $d = 512$. With
-# those frequencies the bound fails: near $2^{20}$ labml's angles exceed
-# $(2u + u^2)\,p\,\omega_i$ in more than a third of the entries, and what holds instead is about
-# $10.5u\,p\,\omega_i$ ($9.5u$ for the frequency, $u$ for the product).
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)
-# bounds such errors term by term, for each library's frequencies.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：float32 の角度の誤差の上界**
-# 数 $x$ を float32 に丸めて $\mathrm{fl}(x)$ にしても、値が動くのはその付近の float32 の数の間隔の半分までで、
-# これは $u = 2^{-24}$ として $u\,|x|$ 以下です。
-# float32 の角度は 2 回丸められます。まず周波数が $\hat\omega_i = \mathrm{fl}(\omega_i)$ になり、
-# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
-# $|\delta_1|, |\delta_2| \le u$ として $\hat\omega_i = \omega_i(1+\delta_1)$、
-# $\mathrm{fl}(p\,\hat\omega_i) = p\,\hat\omega_i(1+\delta_2)$ と書くと、次が成り立ちます。
-# $$\big|\mathrm{fl}(p\,\hat\omega_i) - p\,\omega_i\big| = p\,\omega_i\,|\delta_1 + \delta_2 + \delta_1\delta_2| \le (2u + u^2)\,p\,\omega_i$$
-# $p = 2^{20}$ 付近の速いペアでは、これは約 $2^{-3}$ です。
-# $|\sin a - \sin b| \le |a - b|$ なので、角度の誤差は正弦を通しても大きくなりません。ただし、正弦の計算そのものにも float32 の丸めが加わります。
-# 例外はペア 0 です。$\omega_0 = 1$ と $p$ は厳密なので、その角度には誤差がまったくありません。
-#
-# この上界は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
-# labml は周波数を float32 の `exp` で計算するので、$d = 512$ では周波数が最大で約 $9.5u$ ずれます。
-# この周波数では上界が成り立ちません。$2^{20}$ 付近では、labml の角度は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を上回ります。
-# 代わりに成り立つのは約 $10.5u\,p\,\omega_i$ です（周波数の分が $9.5u$、積の分が $u$）。
-# [「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章では、
-# ライブラリごとの周波数について、誤差を項ごとに抑えます。
-
-# %% tags=["deeper", "check"] summary={"en": "every float32 entry stays within (2u + u²)pω_i plus the sine's rounding; pair 0 is exact; labml's exp-computed ω_i are about 9.5u off and break the bound in more than a third of the entries, staying under 10.5u·pω_i", "ja": "float32 のどの成分も (2u + u²)pω_i に正弦の丸めを加えた範囲に収まり、ペア 0 は厳密です。labml が exp で計算した ω_i は約 9.5u ずれ、成分の 3 分の 1 以上で上界を破りますが、10.5u·pω_i 以下に収まります"}
-u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
-labml_omega = torch.exp(  # labml's frequencies, computed in float32
-    torch.arange(0, 512, 2, dtype=torch.float32) * -(math.log(10000.0) / 512)
-)
-bound = (2 * u + u**2) * exact  # (2u + u^2) p w_i
-sine_error = (angle32.sin().double() - exact.sin()).abs()
-assert (sine_error <= bound + 2**-23 + 1e-9).all()  # plus the sine's rounding
-assert (angle_error <= bound + 1e-9).all()
-assert angle_error[:, 0].max() == 0  # pair 0: w_0 = 1 and p are exact
-labml_off = ((labml_omega.double() - omega) / omega).abs().max() / u
-assert 9 < labml_off < 10  # about 9.5u
-labml_error = (p.float()[:, None] * labml_omega).double() - exact
-above = float((labml_error.abs() > bound + 1e-9).double().mean())
-assert 1 / 3 < above < 0.4  # more than a third
-assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -891,9 +864,9 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 # - The wavelengths grow geometrically from $2\pi$ and stop one ratio short of
 #   $10000 \cdot 2\pi$: the smooth version of a binary counter, whose bits have
 #   periods $2, 4, 8, \dots$
-# - The base sets the slowest hand: $100$ wraps within a few hundred positions,
-#   $10^6$ leaves half the hands nearly still over 2048 positions, $10000$ lies
-#   between.
+# - The base sets the slowest hand: $100$ wraps every hand within a few hundred
+#   positions, $10^6$ leaves nearly half the hands nearly still over 2048 positions,
+#   $10000$ lies between.
 # - A shift is a rotation: $PE(p+k) = M_k\,PE(p)$ with blocks
 #   $B(k\omega_i) = R(-k\omega_i)$, clockwise like the hands. It needs both the sine
 #   and the cosine of each pair.
@@ -901,7 +874,7 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 #   and is symmetric. Inside attention the weights can undo both: random weights
 #   mix in the absolute positions, $W_K = M_k$ tells before from after.
 # - Pass positions, not lengths (an `offset` with a KV cache). Float32 angles drift
-#   at large positions, deterministically; `posenc` forms them in float64.
+#   at large positions, the same way at every call; `posenc` forms them in float64.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -910,13 +883,14 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 #   各ペアは 1 位置あたり $\omega_i$ ラジアン回る時計の針です。速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。
 # - 波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の公比 1 回分手前で止まります。
 #   ビットの周期が $2, 4, 8, \dots$ である 2 進カウンタを、滑らかにしたものです。
-# - 底は最も遅い針を決めます。$100$ では数百位置のうちに針が 1 周し、$10^6$ では 2048 位置でも針の半分がほとんど動きません。
+# - 底は最も遅い針を決めます。$100$ ではすべての針が数百位置以内に 1 周し、$10^6$ では 2048 位置でも針の半分近くがほとんど動きません。
 #   $10000$ はその間です。
 # - ずらすことは回転することです。$PE(p+k) = M_k\,PE(p)$ で、ブロックは $B(k\omega_i) = R(-k\omega_i)$、針と同じく時計回りです。
 #   これには各ペアの正弦と余弦の両方が必要です。
 # - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は距離だけで決まり、対称です。
 #   アテンションの中では、重みによってはこの両方が崩れます。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
-# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。float32 の角度は大きな位置で決定的にずれるので、`posenc` は角度を float64 で作ります。
+# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。float32 の角度は大きな位置でずれます（誤差は決定論的で、毎回同じです）。
+#   `posenc` は角度を float64 で作ります。
 # %% [markdown] lang="en"
 # ## Exercises
 #
@@ -927,10 +901,7 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 #    Find the distance $r$ from $1$ to $999$ at which two codes are most alike (the
 #    largest $PE(p)\cdot PE(p+r)$), and the most alike from $r = 100$ on. Explain both
 #    with the clocks.
-# 3. labml computes its table in float32 up to `max_len=5000`. For $d = 512$, find the
-#    smallest position at which float32 angles make an error above `1e-3` in some
-#    entry. Is labml's default table affected?
-# 4. Section 3.5 of the paper also reports that learned positional embeddings gave
+# 3. The paper's §3.5 also reports that learned positional embeddings gave
 #    nearly identical results (Table 3, row (E): 4.92 perplexity and 25.7 BLEU on
 #    the development set, against 4.92 and 25.8). Using the dot-product formula,
 #    name one property that
@@ -946,11 +917,8 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 # 2. $d = 8$ では、針は 1 位置あたり $1$、$0.1$、$0.01$、$0.001$ ラジアンで回ります。
 #    $1$ から $999$ までの距離 $r$ のうち、2 つの符号が最も似る（$PE(p)\cdot PE(p+r)$ が最大になる）距離と、
 #    $r = 100$ 以上で最も似る距離を求めてください。どちらも時計を使って説明してください。
-# 3. labml は `max_len=5000` までの表を float32 で計算します。
-#    $d = 512$ のとき、float32 の角度がどこかの成分で `1e-3` を超える誤差を生む最小の位置を求めてください。
-#    labml の既定の表は影響を受けるでしょうか。
-# 4. 論文の 3.5 節は、学習型位置埋め込みでもほぼ同じ結果になったと報告しています。
-#    表 3 の行 (E) では、開発セットでパープレキシティ 4.92、BLEU 25.7 で、正弦波では 4.92 と 25.8 です。
+# 3. 論文の §3.5 は、学習型位置埋め込みでもほぼ同じ結果になったと報告しています。
+#    表 3 の行 (E) によれば、開発セットでのパープレキシティと BLEU は、学習型位置埋め込みで 4.92 と 25.7、正弦波で 4.92 と 25.8 です。
 #    内積の式を使って、正弦波位置エンコーディングには最初から備わっていて、
 #    学習型の表では学習がそう仕上げた場合にしか成り立たない性質を 1 つ挙げてください。
 
@@ -974,7 +942,7 @@ assert (labml_error.abs() <= 10.5 * u * exact + 1e-9).all()
 # $$PE^{\mathrm{cat}}(p+k) = \begin{pmatrix} C_k & S_k \\ -S_k & C_k \end{pmatrix} PE^{\mathrm{cat}}(p)$$
 # 上半分が各ペアの $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$、
 # 下半分が $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$ です。
-# これは $M_k$ の行と列を、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)の章の
+# これは $M_k$ の行と列を、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)の
 # 配置の置換 $P$ で並べ替えた $P M_k P^\top$ です。
 
 # %% tags=["solution"]
@@ -1039,63 +1007,7 @@ print(
 )
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 3.** The bound of the section
-# [In practice](#in-practice) answers most of it without a search. With
-# $\omega_i$ rounded once, the angle error stays below $(2u + u^2)\,p\,\omega_i$, which
-# is at most $2^{-23}p$ for every pair $i \ge 1$ (pair 0, with $\omega_0 = 1$, has no
-# error at all), so no entry can be off by more than `1e-3` (plus the sine's own
-# rounding) before $p \approx 8400$. labml's own $\hat\omega_i$ are less accurate,
-# so bound its 5000 rows term by term instead: half the float32 spacing at each
-# angle plus $p\,|\hat\omega_i - \omega_i|$ with its actual frequencies. The bound
-# is 3.9e-04, and the largest measured error there is 3.9e-04 too (the bound is
-# nearly reached): the default table is not affected. A search over labml's
-# formula in float32 finds the first entry above `1e-3` at $p = 16990$, where the
-# fastest pairs' angles lie in $[2^{14}, 2^{15})$ and the half spacing alone is
-# $2^{-10} \approx 9.8 \cdot 10^{-4}$.
-
-# %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 大部分は、探索しなくても[「実際に使うときの注意」](#実際に使うときの注意)の節の上界から分かります。
-# $\omega_i$ を 1 回だけ丸めた場合、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 未満です。
-# これは $i \ge 1$ のどのペアでも $2^{-23}p$ 以下です（$\omega_0 = 1$ のペア 0 には誤差がまったくありません）。
-# そのため $p \approx 8400$ より前では、どの成分の誤差も、`1e-3` に正弦自身の丸めを加えた値を超えることはありません。
-# labml の $\hat\omega_i$ はそれより精度が低いので、既定の 5000 行については項ごとに抑えます。
-# 各角度での float32 の間隔の半分に、実際の周波数による $p\,|\hat\omega_i - \omega_i|$ を加えたものです。上界は 3.9e-04 で、実際に測った最大の誤差も 3.9e-04 です（上界にほぼ達しています）。
-# したがって、既定の表は影響を受けません。
-# labml の式を float32 で計算して探すと、`1e-3` を超える最初の成分は $p = 16990$ にあります。
-# そこでは速いペアの角度が $[2^{14}, 2^{15})$ に入り、間隔の半分だけで $2^{-10} \approx 9.8 \cdot 10^{-4}$ になります。
-
-# %% tags=["solution"]
-d = 512
-omega = 10000.0 ** (-torch.arange(256).double() / 256)
-labml_omega = torch.exp(  # labml's div_term
-    torch.arange(0, d, 2, dtype=torch.float32) * -(math.log(10000.0) / d)
-)
-pos = torch.arange(20000)
-angle32 = pos.float()[:, None] * labml_omega  # labml: position * div_term
-exact = pos.double()[:, None] * omega
-table32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
-table64 = torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
-err = (table32.double() - table64).abs().amax(-1)  # per position
-first = int((err > 1e-3).nonzero()[0])
-
-# the two-term bound with labml's actual frequencies, rows 1..4999
-half_spacing = 2.0 ** (torch.floor(torch.log2(angle32[1:5000].double())) - 24)
-drift = pos[1:5000].double()[:, None] * (labml_omega.double() - omega).abs()
-bound_5000 = float((half_spacing + drift).max()) + 2**-23
-assert bound_5000 < 1e-3 and err[:5000].max() <= bound_5000
-assert 1e-3 / 2**-23 > 8000 and first == 16990
-# (2u + u^2) w_i <= 2^-23 for i >= 1, not for pair 0 (w_0 = 1, exact angle)
-u = 2.0**-24
-assert ((2 * u + u**2) * omega[1:] <= 2**-23).all()
-assert (2 * u + u**2) * omega[0] > 2**-23
-print(
-    f"labml, d = 512: first error above 1e-3 at p = {first}\n"
-    f"rows below 5000: error {err[:5000].max():.1e}, bound {bound_5000:.1e}",
-    end="",
-)
-
-# %% [markdown] lang="en" tags=["solution"]
-# **Solution 4.** The dot product $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$
+# **Solution 3.** The dot product $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$
 # depends only on the offset $p - q$: the Gram matrix is constant along its
 # diagonals, for every pair of positions, including positions never seen in
 # training. (Equivalently, $PE(p+k) = M_k\,PE(p)$ for one orthogonal matrix
@@ -1110,7 +1022,7 @@ print(
 # unexplained).
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 4.** 内積 $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置 $p - q$ だけで決まります。
+# **解答 3.** 内積 $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置 $p - q$ だけで決まります。
 # グラム行列は、学習で一度も見なかった位置を含むどの位置の組についても、対角線に沿って一定です。
 # 同じことですが、相対位置ごとに 1 つの直交行列で $PE(p+k) = M_k\,PE(p)$ とも書けます。
 # 直交でない行列でずらせるだけでは、グラム行列は対角線に沿って一定になりません（$PE(p) = 2^p$ がその例です）。
@@ -1158,8 +1070,7 @@ print(
 # The formula, the quoted range of wavelengths and the results with learned
 # embeddings (Table 3, row (E)) are from §3.5 and Table 3 of Vaswani et al. (2017),
 # read in its arXiv version. The binary-counter picture follows Kazemnejad (2019).
-# labml's frequencies and `max_len` (exercise 3) are those of its `PositionalEncoding`;
-# the libraries that divide by $n-1$, with their versions, are listed in
+# The libraries that divide by $n-1$, with their versions, are listed in
 # [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#sources-and-versions).
 #
 # ### References
@@ -1168,15 +1079,18 @@ print(
 #   <https://arxiv.org/abs/1706.03762>
 # - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
 #   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>
-# - labml.ai, annotated implementation of fixed positional encodings.
-#   <https://nn.labml.ai/transformers/positional_encoding.html>
+# - Yan, H. et al. (2019). *TENER: Adapting Transformer Encoder for Named Entity
+#   Recognition*. <https://arxiv.org/abs/1911.04474>
+# - Ke, G., He, D., Liu, T.-Y. (2021). *Rethinking Positional Encoding in Language
+#   Pre-training*. ICLR 2021. <https://arxiv.org/abs/2006.15595>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
+#   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# 式、引用した波長の範囲、学習型の埋め込みでの結果（表 3 の行 (E)）は、Vaswani ら（2017）の §3.5 と表 3 によります。arXiv 版を読んでいます。
+# 式、引用した波長の範囲、学習型の埋め込みでの結果（表 3 の行 (E)）は、Vaswani ら（2017）の §3.5 と表 3 によります。参照したのは arXiv 版です。
 # 2 進カウンタのたとえは Kazemnejad（2019）にならいました。
-# 演習 3 の labml の周波数と `max_len` は、その `PositionalEncoding` のものです。
 # $n-1$ で割るライブラリとそのバージョンは、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#出典とバージョン)の章にまとめています。
 #
 # ### 参考文献
@@ -1185,6 +1099,9 @@ print(
 #   <https://arxiv.org/abs/1706.03762>
 # - Kazemnejad, A. (2019). *Transformer Architecture: The Positional Encoding*.
 #   <https://kazemnejad.com/blog/transformer_architecture_positional_encoding/>
-# - labml.ai, annotated implementation of fixed positional encodings.
-#   <https://nn.labml.ai/transformers/positional_encoding.html>
-#   （固定の位置エンコーディングの注釈付き実装。）
+# - Yan, H. et al. (2019). *TENER: Adapting Transformer Encoder for Named Entity
+#   Recognition*. <https://arxiv.org/abs/1911.04474>
+# - Ke, G., He, D., Liu, T.-Y. (2021). *Rethinking Positional Encoding in Language
+#   Pre-training*. ICLR 2021. <https://arxiv.org/abs/2006.15595>
+# - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
+#   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>

@@ -16,11 +16,12 @@
 # %% [markdown] lang="en"
 # # Sinusoids in the wild
 #
-# The implementations people run disagree with the paper in six ways. Two are
-# relabellings that still tie a checkpoint to its code (the column order, where the
-# positions start); two change the input a model sees (dividing by $n-1$, float32
-# angles); two break the rotation property (a lone sine for odd widths, the column
-# index in the exponent). Each is rebuilt with `posenc` and measured, starting with
+# The implementations people run differ in six ways from the paper's formula, or
+# from each other where the paper is silent. Two are relabellings that still tie a
+# checkpoint to its code (the column order, where the positions start); two change
+# the input a model sees (dividing by $n-1$, float32 angles, a precision the paper
+# leaves open); two break the rotation property (a lone sine for odd widths, the
+# column index in the exponent). Each is rebuilt with `posenc` and measured, starting with
 # labml's and AllenNLP's modules.
 #
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) derived the rotation
@@ -31,10 +32,10 @@
 # %% [markdown] lang="ja"
 # # 実装ごとに違う正弦波位置エンコーディング
 #
-# 実際に使われている実装は、論文の定義と 6 つの点で食い違います。
-# 2 つはラベルの付け替えですが、それでもチェックポイントをコードに縛ります（列の並び順、位置の数え始め）。
-# 2 つはモデルが見る入力を変えます（$n-1$ で割ること、float32 の角度）。
-# 残る 2 つは回転の性質を壊します（奇数の幅での孤立した正弦、指数に入った列の番号）。
+# 実際に使われている実装は、6 つの点で論文の式と食い違うか、論文が定めていない点で互いに食い違います。
+# 2 つ（列の並び順と、位置の数え始め）は番号の付け方の違いにすぎませんが、それでもチェックポイントは、学習に使った流儀のコードでしか正しく読み込めません。
+# 2 つはモデルが見る入力を変えます（$n-1$ で割ること、論文が精度を定めていない float32 の角度）。
+# 残る 2 つは回転の性質を壊します（奇数の幅での、対になる余弦のない正弦と、指数に入った列の番号）。
 # この章では、labml と AllenNLP のモジュールから始めて、変種を 1 つずつ `posenc` で再現し、測ります。
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた回転の性質
@@ -119,7 +120,7 @@ print(sinusoidal(three, 8))  # labml, as the paper
 print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 
 
-# %% tags=["check"] summary={"en": "labml's arithmetic, transcribed in float32, equals posenc's module with dropout off; with dropout on each entry is zeroed or scaled by 1/0.9; no table in the state_dict", "ja": "float32 で書き起こした labml の計算は、ドロップアウトを切った posenc のモジュールと一致し、ドロップアウトを入れると各成分は 0 か 1/0.9 倍になり、state_dict に表はありません"}
+# %% tags=["check"] summary={"en": "labml's arithmetic, transcribed in float32, equals posenc's module with dropout off; with dropout on each entry is zeroed or scaled by 1/0.9; no table in the state_dict", "ja": "float32 で書き起こした labml の計算は、ドロップアウトを切った posenc のモジュールと一致します。ドロップアウトを有効にすると、各成分は 0 か 1/0.9 倍になります。state_dict に表はありません"}
 def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
     # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
@@ -141,7 +142,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["check"] summary={"en": "AllenNLP's arithmetic, transcribed in float32, equals posenc's concatenated n − 1 module for an even and an odd width; the odd width's last column stays zero", "ja": "float32 で書き起こした AllenNLP の計算は、偶数と奇数の幅で posenc の連結配置・n − 1 版のモジュールと一致し、奇数の幅では最後の列が 0 のままです"}
+# %% tags=["check"] summary={"en": "AllenNLP's arithmetic, transcribed in float32, equals posenc's concatenated n − 1 module for an even and an odd width; the odd width's last column stays zero", "ja": "float32 で書き起こした AllenNLP の計算は、偶数と奇数の幅で posenc の連結配置・n − 1 版のモジュールと一致します。奇数の幅では最後の列が 0 のままです"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
@@ -179,7 +180,7 @@ for d in (16, 15):  # an even and an odd d
 # 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
 # その和にドロップアウトをかけます。ドロップアウト率は base モデルで 0.1 です（§5.4）。
 # labml はこの処理を 2 つのクラスに分けています。
-# `PositionalEncoding` はこのドロップアウト（`dropout_prob`）をかけますが、スケールはしません。
+# `PositionalEncoding` はこのドロップアウト（`dropout_prob`）をかけますが、埋め込みのスケーリングはしません。
 # 表は永続化しないバッファとして登録するので、`state_dict` には入りません。
 # `models.py` の `EmbeddingsWithPositionalEncoding` は、トークンを埋め込んで `math.sqrt(d_model)` を掛け、同じ表を足します。
 # こちらはドロップアウトをかけず、表を通常のバッファとして登録するので、表は `state_dict` に保存されます。
@@ -233,7 +234,7 @@ perm8 = layout_permutation(8)
 print(f"perm (d = 8): {perm8.tolist()}, inverse: {perm8.argsort().tolist()}")
 
 
-# %% tags=["check"] summary={"en": "for even d and both frequency conventions, the permuted interleaved table equals a concatenated table written from the formula, and posenc's concatenated table", "ja": "偶数の d と 2 つの周波数の流儀のどちらでも、並べ替えたインターリーブ配置の表は、式から書き出した連結配置の表と posenc の連結配置の表に一致します"}
+# %% tags=["check"] summary={"en": "for even d and both frequency conventions, the permuted interleaved table equals a concatenated table written from the formula, and posenc's concatenated table", "ja": "偶数の d と 2 つの周波数の流儀のどちらでも、並べ替えたインターリーブ配置の表は、式から書き出した連結配置の表に一致します。posenc の連結配置の表とも一致します"}
 def concat_by_formula(p, d, endpoint=False):
     """The concatenated table from the formula, in float64: the sines of
     p w_i, then their cosines, w_i = 10000^(-i/n), or 10000^(-i/(n-1)) with
@@ -294,7 +295,10 @@ plt.show()
 # embeddings with permuted columns, $XP^\top$, and the query weights with permuted
 # rows, $PW_Q$. Its encodings are $E^{\mathrm{int}}P^\top$, so, with $P^\top P = I$,
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# Keys and values alike: the two layouts describe the same family of models. A
+# Keys and values alike: the two layouts describe the same family of models. The
+# usual initialisations draw the entries independently and optimisers such as Adam
+# act coordinate by coordinate, so training either layout from scratch even gives
+# the same distribution of models, in permuted coordinates. A
 # [checkpoint](../docs/glossary.md#checkpoint) trained with one converts exactly to
 # the other by permuting its embedding columns and the rows of the weights that
 # read them; in a full Transformer, every matrix that reads from or writes to the
@@ -311,20 +315,21 @@ plt.show()
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
 # キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表しています。
+# さらに、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
+# そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
 # 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、埋め込みの列と、それを読む重みの行を並べ替えれば、
 # もう一方の配置へ厳密に変換できます。
 # 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような
 # 残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
 # 重みを並べ替えなければスコアは変わるので、チェックポイントをそのまま別の配置で読み込むことはできません。
 
-# %% tags=["check"] summary={"en": "with the embedding columns and the weight rows permuted alike, the concatenated model's queries, scores and outputs equal the interleaved model's; with the same weights the scores differ", "ja": "埋め込みの列と重みの行を同じように並べ替えると、連結配置のモデルのクエリ、スコア、出力はインターリーブ配置のモデルと一致し、重みをそのままにするとスコアは変わります"}
+# %% tags=["check"] summary={"en": "with the embedding columns and the weight rows permuted alike, the concatenated model's queries, scores and outputs equal the interleaved model's; with the same weights the scores differ", "ja": "埋め込みの列と重みの行を同じように並べ替えると、連結配置のモデルのクエリ、スコア、出力はインターリーブ配置のモデルと一致します。重みをそのままにすると、スコアは変わります"}
 T, d, d_h = 6, 16, 8
 x = torch.randn(T, d)
 w_q, w_k, w_v = (torch.randn(d, d_h) / math.sqrt(d) for _ in range(3))
 perm = layout_permutation(d)
 e_int = sinusoidal(torch.arange(T), d)
-e_cat = sinusoidal(torch.arange(T), d, layout="concat")
-assert_close(e_cat, e_int[:, perm], rtol=0, atol=0)  # E_cat = E_int P^T
+e_cat = sinusoidal(torch.arange(T), d, layout="concat")  # E_int P^T
 
 
 def qkv(x, e, w_q, w_k, w_v):
@@ -382,7 +387,8 @@ assert not torch.allclose(
 # `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
 # the timescales run from exactly $1$ to exactly $10000$. In `posenc` this is
 # `endpoint=True`. Layout and denominator are independent choices: Hugging Face's
-# Marian pairs the concatenated layout with the paper's $n$ (section 3).
+# Marian pairs the concatenated layout with the paper's $n$
+# ([the variants side by side](#the-variants-side-by-side)).
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # Both start at $\omega_0 = \omega'_0 = 1$; dividing,
 # $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
@@ -395,7 +401,7 @@ assert not torch.allclose(
 # below) the lowest frequency differs by a relative 0.0366, yet entries differ by up
 # to 1.9895, nearly the full range $2$ of a sine, and from $p = 732$ on some entry
 # differs by more than 1. The gap is widest not at the slowest pair but at $i = 28$,
-# where the frequencies are still high and already differ: 2.95 rad at $p = 2047$. In
+# where the frequencies are still high and already differ: 2.95 radians at $p = 2047$. In
 # the figure the two spectra look alike (left); the angle gap (right) shows how far
 # apart the encodings are.
 
@@ -405,7 +411,7 @@ assert not torch.allclose(
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
 # こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
-# 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（3 節）。
+# 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まります。比を取ると
 # $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
@@ -417,7 +423,7 @@ assert not torch.allclose(
 # $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大で 1.9895 に達し、
 # 正弦の値域の幅 $2$ にほぼ等しくなります。$p = 732$ からは、どこかの成分の差が 1 を超えます。
 # 角度の差が最も大きいのは最も遅いペアではなく $i = 28$ です。そこでは周波数がまだ高く、しかも違いがすでに現れています。
-# $p = 2047$ では 2.95 rad です。
+# $p = 2047$ では 2.95 ラジアンです。
 # 図の左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
 
 # %%
@@ -439,7 +445,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the frequencies read back from posenc are ω_i and ω'_i; their ratio is 10000^(i/(n(n−1))), growing to 10000^(1/n); every entry gap stays within the angle gap; the worst entry is in pair 28's sine", "ja": "posenc から読み戻した周波数は ω_i と ω'_i で、比は 10000^(i/(n(n−1))) として 10000^(1/n) まで増え、どの成分の差も角度の差以下で、最大の差はペア 28 の正弦にあります"}
+# %% tags=["check"] summary={"en": "the frequencies read back from posenc are ω_i and ω'_i; their ratio is 10000^(i/(n(n−1))), growing to 10000^(1/n); every entry gap stays within the angle gap; the worst entry is in pair 28's sine", "ja": "posenc から読み戻した周波数は ω_i と ω'_i で、比は 10000^(i/(n(n−1))) として 10000^(1/n) まで増えます。どの成分の差も角度の差以下で、最大の差はペア 28 の正弦にあります"}
 # the frequencies, read back from p = 1 (omega_i <= 1: atan2 returns them)
 assert_close(torch.atan2(paper[1, 0::2], paper[1, 1::2]), omega)
 assert_close(torch.atan2(t2t[1, 0::2], t2t[1, 1::2]), omega_t2t)
@@ -482,8 +488,8 @@ plt.show()
 # commit with code (June 2017) already divided by $n-1$, in `add_timing_signal_1d`,
 # from which `get_timing_signal_1d` was split out in September 2017. fairseq's
 # docstring says that its table matches tensor2tensor's but "differs slightly"
-# from §3.5. As the paper's Conclusion points to tensor2tensor for training and
-# evaluating its models, those models were presumably trained with the $n-1$
+# from §3.5. As noted above, the paper's Conclusion points to tensor2tensor for
+# training and evaluating its models, so those models were presumably trained with the $n-1$
 # version, in the concatenated layout, rather than the one §3.5 writes down.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -491,7 +497,7 @@ plt.show()
 # tensor2tensor では、コードが入った最初のコミット（2017 年 6 月）の `add_timing_signal_1d` が、すでに $n-1$ で割っていました。
 # `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです。
 # fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
-# 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
+# 前述のとおり、論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
 # そのため論文のモデルは、§3.5 に書かれた版ではなく、連結配置の $n-1$ 版で学習されたと考えられます。
 
 # %% [markdown] lang="en"
@@ -535,14 +541,14 @@ plt.show()
 # ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
 # しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺が $0$ なのに右辺はそうでないので、
-# これを満たす $c$ はありません（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
+# これを満たす $c$ はありません（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)と同じ議論です）。
 
 
 # %%
 print(sinusoidal(torch.arange(4), 7))  # d = 7: the d = 6 table, a zero column
 
 
-# %% tags=["check"] summary={"en": "posenc's d = 7 table is its d = 6 table plus a zero column and matches the concatenated formula; labml's construction equals the paper's for even d and fails for odd d; the per-column formula's last column for d = 7 is sin(p·10000^(−6/7)), 0 at p = 0 only", "ja": "posenc の d = 7 の表は d = 6 の表に 0 の列を加えたもので連結配置の式とも一致し、labml の作り方は偶数の d で論文どおり、奇数の d で失敗し、列ごとの式の d = 7 の最後の列は sin(p·10000^(−6/7)) で、0 になるのは p = 0 だけです"}
+# %% tags=["check"] summary={"en": "posenc's d = 7 table is its d = 6 table plus a zero column and matches the concatenated formula; labml's construction equals the paper's for even d and fails for odd d; the per-column formula's last column for d = 7 is sin(p·10000^(−6/7)), 0 at p = 0 only", "ja": "posenc の d = 7 の表は、d = 6 の表に 0 の列を加えたもので、連結配置の式とも一致します。labml の作り方は、偶数の d では論文どおりで、奇数の d では失敗します。列ごとの式の d = 7 の最後の列は sin(p·10000^(−6/7)) で、0 になるのは p = 0 だけです"}
 def labml_like(p, d):
     """labml's construction: one frequency per even column, ceil(d/2) of
     them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
@@ -587,79 +593,6 @@ lone = per_column(q, 7)[:, 6]
 assert_close(lone, torch.sin(q * 10000.0 ** (-6 / 7)).double())
 assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the per-column formula in Hugging Face.** The per-column
-# frequencies are $10000^{-2i/d}$ with the odd $d$, which makes that table equal to
-# the first $d$ columns of `posenc`'s $d+1$ table with the base $10000^{(d+1)/d}$. XLM's
-# and DistilBERT's `create_sinusoidal_embeddings` use it only when it is switched on
-# (`sinusoidal_embeddings=True`, `sinusoidal_pos_embds=True`); both options are off
-# by default, and the positions are then a learned table. Marian
-# (`MarianSinusoidalPositionalEmbedding`) computes the same per-column angles but
-# stores them concatenated: the sines of the $\lceil d/2 \rceil$ even columns first,
-# then the cosines of the $\lfloor d/2 \rfloor$ odd ones. Its lone sine therefore sits
-# in column $n$, just before the cosines: for $d = 7$, $\sin(p \cdot 10000^{-6/7})$ in
-# column 3.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Hugging Face の列ごとの式**
-# 列ごとの式の周波数は奇数の $d$ のまま $10000^{-2i/d}$ なので、この表は、底を $10000^{(d+1)/d}$ とした `posenc` の $d+1$ の表の先頭 $d$ 列と一致します。
-# XLM と DistilBERT の `create_sinusoidal_embeddings` がこの式を使うのは、有効にしたとき
-# （`sinusoidal_embeddings=True`、`sinusoidal_pos_embds=True`）だけです。
-# どちらも既定では無効で、その場合の位置は学習型の表です。
-# Marian（`MarianSinusoidalPositionalEmbedding`）は、同じ列ごとの角度を計算しますが、連結配置で格納します。
-# 番号が偶数の $\lceil d/2 \rceil$ 本の列の正弦を先に並べ、そのあとに番号が奇数の $\lfloor d/2 \rfloor$ 本の列の余弦を並べます。
-# そのため、孤立した正弦は余弦の直前の列 $n$ に入ります。$d = 7$ なら列 3 の $\sin(p \cdot 10000^{-6/7})$ です。
-
-
-# %% tags=["deeper", "check"] summary={"en": "the per-column table for odd d is posenc's d + 1 table with base 10000^((d+1)/d), cut to d columns; Marian's is its concatenated version; both match rows printed by transformers", "ja": "奇数の d の列ごとの表は、底 10000^((d+1)/d) の posenc の d + 1 の表の先頭 d 列で、Marian のものはその連結配置版です。どちらも transformers が出力した行と一致します"}
-def marian_like(p, d):
-    """Hugging Face's Marian: the per-column angles, stored concatenated:
-    sines of the even columns, then cosines of the odd ones."""
-    j = torch.arange(d, dtype=F64)
-    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
-    return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], dim=-1)
-
-
-for d in (6, 7, 9, 513):
-    if d % 2 == 0:  # even d: Marian is posenc's concatenated table
-        concat = sinusoidal(q, d, layout="concat", dtype=F64)
-        assert_close(marian_like(q, d), concat)
-        continue
-    base = 10000.0 ** ((d + 1) / d)
-    wider = sinusoidal(q, d + 1, base=base, dtype=F64)
-    assert_close(per_column(q, d), wider[:, :d])
-    wider_cat = sinusoidal(q, d + 1, layout="concat", base=base, dtype=F64)
-    assert_close(marian_like(q, d), wider_cat[:, :d])
-# row p = 3 as printed by transformers (9 digits):
-# MarianSinusoidalPositionalEmbedding(5, d).create_weight()[3], d = 6 and 7,
-# and create_sinusoidal_embeddings(5, 7, out) of XLM, out[3]
-hf_rows = {
-    "marian, d = 6": [
-        0.141120002, 0.138798103, 0.00646325899,
-        -0.989992499, 0.990320683, 0.999979138,
-    ],
-    "marian, d = 7": [
-        0.141120002, 0.214232191, 0.0155377984, 0.0011182779,
-        -0.989992499, 0.976782739, 0.999879301,
-    ],
-    "xlm, d = 7": [
-        0.141120002, -0.989992499, 0.214232191, 0.976782739,
-        0.0155377984, 0.999879301, 0.0011182779,
-    ],
-}  # fmt: skip
-three = torch.tensor([3])
-ours = {
-    "marian, d = 6": marian_like(three, 6)[0],
-    "marian, d = 7": marian_like(three, 7)[0],
-    "xlm, d = 7": per_column(three, 7)[0],
-}
-for name, row in hf_rows.items():
-    assert_close(ours[name].float(), torch.tensor(row), rtol=0, atol=1e-7)
-# Marian's lone sine sits in column n = 3, before the cosines
-assert_close(
-    marian_like(q, 7)[:, 3], torch.sin(q * 10000.0 ** (-6 / 7)).double()
-)
 
 # %% [markdown] lang="en"
 # ## 4. fairseq's positions start after the padding index
@@ -709,7 +642,7 @@ positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
 print(positions)
 
 
-# %% tags=["check"] summary={"en": "the positions are fairseq's; fairseq's table, rebuilt in float32 as get_embedding computes it, equals posenc's SinusoidalEmbedding at those positions; padding adds nothing", "ja": "位置は fairseq のものと一致し、get_embedding と同じく float32 で作り直した fairseq の表は、その位置での posenc の SinusoidalEmbedding と一致し、パディングには何も足されません"}
+# %% tags=["check"] summary={"en": "the positions are fairseq's; fairseq's table, rebuilt in float32 as get_embedding computes it, equals posenc's SinusoidalEmbedding at those positions; padding adds nothing", "ja": "位置は fairseq のものと一致します。get_embedding と同じく float32 で作り直した fairseq の表は、その位置での posenc の SinusoidalEmbedding と一致します。パディングには何も足されません"}
 def fairseq_frequencies(d):
     """fairseq's frequencies as get_embedding computes them:
     exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""
@@ -751,13 +684,17 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # permuted by section 1's $P$:
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
 # A rotation preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of
-# positions $0, 1, 2, \dots$; what changes is the vector added to each token. Each pair moves along a chord of its unit circle,
-# of length $2|\sin(k\omega_i/2)|$, so the distance
+# positions $0, 1, 2, \dots$; what changes is the vector added to each token. Each
+# pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$, so
+# the squared distance
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# is the same for every $t$: 6.95 for $d = 512$ and $k = 2$ (printed below), against
-# the norm $\sqrt{n} = 16$ of every encoding. A model trained with fairseq's numbering
-# and fed positions from $0$ (or the reverse) gets a clearly different input. Row
-# $1$, never used by a real token, is the zero vector, not an encoding.
+# is the same for every $t$. For $d = 512$ and $k = 2$ the distance itself is 6.95
+# (printed below), not negligible against the norm $\sqrt{n} = 16$ of every
+# encoding. A model trained with fairseq's numbering and fed positions from $0$ (or
+# the reverse) gets a clearly different input. Row $1$, never used by a real token,
+# is the zero vector, not an encoding. RoBERTa keeps this offset for its learned
+# positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row) in
+# the chapter *Learned absolute embeddings and scaled sinusoids*).
 
 # %% [markdown] lang="ja"
 # 実トークンを $t = 0, 1, 2, \dots$ と数える場合に比べて、すべての実トークンが
@@ -768,11 +705,12 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
 # 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じです。
 # 変わるのは、各トークンに足されるベクトルそのものです。各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
-# したがって、次の距離はどの $t$ でも同じです。
+# したがって、距離の 2 乗
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# $d = 512$、$k = 2$ では 6.95 で（下の出力）、エンコーディングのノルム $\sqrt{n} = 16$ に比べて小さくありません。
+# はどの $t$ でも同じです。$d = 512$、$k = 2$ では距離そのものは 6.95 で（下の出力）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
+# 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（「学習型位置埋め込みとスケール付き正弦波」の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)）。
 
 # %%
 d, n, shift = 512, 256, padding_idx + 1
@@ -781,7 +719,7 @@ chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["check"] summary={"en": "the real tokens get the positions from 0 shifted by 2; P M_2 Pᵀ maps posenc's concatenated table from t to t + 2 and keeps every dot product; the distance is the chord formula for every t", "ja": "実トークンの位置は 0 から数えた位置を 2 ずらしたもので、P M_2 Pᵀ は posenc の連結配置の表を t から t + 2 に移して内積をすべて保ち、距離はどの t でも弦の式どおりです"}
+# %% tags=["check"] summary={"en": "the real tokens get the positions from 0 shifted by 2; P M_2 Pᵀ maps posenc's concatenated table from t to t + 2 and keeps every dot product; the distance is the chord formula for every t, 6.95", "ja": "実トークンの位置は、0 から数えた位置を 2 ずらしたものです。P M_2 Pᵀ は posenc の連結配置の表を t から t + 2 に移し、内積をすべて保ちます。距離はどの t でも弦の式どおりで、6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
@@ -814,30 +752,9 @@ assert_close(pe_shifted @ pe_shifted.T, pe_t @ pe_t.T)  # dot products kept
 pe_t = concat_table(torch.arange(1000), d)
 distance = (concat_table(torch.arange(1000) + shift, d) - pe_t).norm(dim=-1)
 assert_close(distance, chord.expand(1000))  # the same for every t
+assert f"{chord:.2f}" == "6.95"  # the distance, not its square
 norms = torch.full((1000,), math.sqrt(n), dtype=F64)
 assert_close(pe_t.norm(dim=-1), norms)
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the offset outlived the sinusoids.** RoBERTa's learned positions
-# go through the same `make_positions` with `padding_idx = 1`, so 512 real tokens
-# use rows 2 to 513 of a 514-row table: hence `max_position_embeddings = 514` in the
-# configuration of the released checkpoints (the default of Hugging Face's
-# `RobertaConfig` is 512), and `create_position_ids_from_input_ids` there (see
-# [The padding row](03-learned-embeddings.ipynb#the-padding-row) in the chapter
-# *Learned absolute embeddings and scaled sinusoids*).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：正弦波をやめても残ったずれ**
-# 学習型位置埋め込みを使う RoBERTa でも、位置は同じ `make_positions` で `padding_idx = 1` として計算されます。
-# そのため 512 個の実トークンは 514 行の表の行 2 から 513 を使います。
-# 公開されたチェックポイントの設定が `max_position_embeddings = 514` なのはこのためです（Hugging Face の `RobertaConfig` の既定値は 512）。
-# Hugging Face の RoBERTa が `create_position_ids_from_input_ids` を持つのも同じ理由です
-# （[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)の節を参照してください）。
-
-# %% tags=["deeper", "check"] summary={"en": "512 real tokens with padding_idx = 1 use rows 2 to 513 of 514", "ja": "padding_idx = 1 のとき、512 個の実トークンは 514 行のうち行 2 から 513 を使います"}
-full = torch.full((1, 512), 7)  # any non-padding id
-roberta_positions = torch.cumsum(full.ne(1).long(), dim=1) + 1
-assert roberta_positions.min() == 2 and roberta_positions.max() + 1 == 514
 
 # %% [markdown] lang="en"
 # ## 5. The column index in the exponent
@@ -879,7 +796,7 @@ assert roberta_positions.min() == 2 and roberta_positions.max() + 1 == 514
 # **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで進むので、
 # 最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
 # $j = d/2$ 以降のすべての列の波長は $10000 \cdot 2\pi$ 以上で、論文のスペクトルのどの波長よりも長くなります。
-# $d = 512$ では（下の出力）、スペクトルは 6.061e+08 位置の波長で終わり、論文の 60611 の 1 万倍です。
+# $d = 512$ では（下の出力）、スペクトルは約 6.06 億位置の波長で終わり、論文の 60611 の 1 万倍です。
 # 2048 位置のコンテキストでは、512 列のうち 351 列が 1 周もしません。論文のエンコーディングでは 190 列です。
 # 図では、論文のスペクトルはペアの 2 列が波長を共有するので階段状になり、バグのあるものは傾きが 2 倍の直線になります。
 
@@ -908,7 +825,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the buggy table; the buggy spectrum passes 10000·2π at j = d/2 and its whole second half is longer than the paper's longest wavelength", "ja": "幅 2d、底 10000² の posenc はバグのある表を再現し、バグのあるスペクトルは j = d/2 で 10000·2π に達して、後半はすべて論文の最長の波長より長くなります"}
+# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the buggy table; the buggy spectrum passes 10000·2π at j = d/2 and its whole second half is longer than the paper's longest wavelength", "ja": "幅 2d、底 10000² の posenc は、バグのある表を再現します。バグのあるスペクトルは j = d/2 で 10000·2π に達し、後半はすべて論文の最長の波長より長くなります"}
 def bug_columns(d):
     j = torch.arange(d)
     return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
@@ -1020,7 +937,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and its shift fits to rounding error, the buggy ones do not; the buggy Gram matrix is the product-to-sum formula and changes along its diagonals", "ja": "論文のペアは円の上にとどまり、ずらす写像も丸め誤差の範囲で求まりますが、バグ版はどちらも成り立たず、そのグラム行列は積和の公式どおりで、対角線に沿って変化します"}
+# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and its shift fits to rounding error, the buggy ones do not; the buggy Gram matrix is the product-to-sum formula and changes along its diagonals", "ja": "論文のペアは円の上にとどまり、ずらす写像も丸め誤差の範囲で求まります。バグ版ではどちらも成り立ちません。バグ版のグラム行列は積和の公式どおりで、対角線に沿って変化します"}
 assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
 good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
 assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))
@@ -1045,40 +962,23 @@ gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
 assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the padding row and the learned scale.** The early version also
+# **Going deeper: the padding row.** The early version also
 # keeps row $0$ of its table all zeros, "for padding": its data loader
 # (`DataLoader.py`) numbers the real tokens from $1$ and gives padding the position
 # $0$. That is fairseq's scheme with `padding_idx = 0`; with `posenc` it is
 # `SinusoidalEmbedding(rows, d, padding_idx=0)`, which also applies to the wide table
 # that reproduces the buggy exponent. An all-zero row is not the encoding of position
 # $0$, which is $(0, 1, 0, 1, \dots)$.
-#
-# The same `posenc` table also offers the
-# [learned scale](../docs/glossary.md#learned-scale) of Hua et al. (2022), which the
-# chapter
-# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)
-# discusses: the looked-up encoding is multiplied by one trainable scalar. In
-# `posenc` this is `learnable_scale=True`; the table stays frozen and the scalar
-# is the only parameter. Its starting value is `posenc`'s choice, not taken from
-# the paper: $d^{-1/2}$, as in x-transformers' `ScaledSinusoidalEmbedding`, while
-# lucidrains' FLASH-pytorch starts it at $1$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：パディング用の行と学習可能なスケール**
+# **さらに詳しく：パディング用の行**
 # 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にもしています。
 # そのデータローダー（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
 # これは `padding_idx = 0` とした fairseq の方式と同じで、
 # `posenc` では `SinusoidalEmbedding(rows, d, padding_idx=0)` です。これはバグのある指数を再現する幅の広い表にも使えます。
 # すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではありません。
-#
-# 同じ `posenc` の表には、Hua ら（2022）の[学習可能なスケール](../docs/glossary.ja.md#learned-scale)もあります。
-# [「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章で扱うもので、
-# 表から引いたエンコーディングに、学習可能なスカラーを 1 つ掛けます。
-# `posenc` では `learnable_scale=True` です。表は固定されたままで、パラメータはこのスカラーだけです。
-# 初期値は、x-transformers の `ScaledSinusoidalEmbedding` にならって $d^{-1/2}$ にしています。
-# これは `posenc` の選択で、論文から取ったものではありません。lucidrains の FLASH-pytorch は $1$ から始めます。
 
-# %% tags=["deeper", "check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero; the learned scale starts at d^(-1/2), is the only parameter and multiplies the frozen table", "ja": "幅の広い表に padding_idx = 0 を付けると 0 の行も含めて初期の版を再現し、PE(0) は 0 ではなく、学習可能なスケールは d^(-1/2) から始まる唯一のパラメータで、固定の表に掛かります"}
+# %% tags=["deeper", "check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero", "ja": "幅の広い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します。PE(0) は 0 ではありません"}
 d, rows = 16, 12
 padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # 0: padding
 reference = per_column_bug(torch.arange(rows), d)
@@ -1086,14 +986,6 @@ reference[0] = 0  # the zero row 0
 wide = SinusoidalEmbedding(rows, 2 * d, padding_idx=0, base=10000.0**2)
 assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
 assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
-
-scaled = SinusoidalEmbedding(rows, d, learnable_scale=True)
-assert [name for name, _ in scaled.named_parameters()] == ["scale"]
-assert_close(scaled.scale, torch.tensor(d**-0.5))  # posenc's default
-out = scaled(padded)
-assert_close(out, d**-0.5 * sinusoidal(padded, d))
-out.sum().backward()
-assert scaled.scale.grad is not None and not scaled.table.requires_grad
 
 # %% [markdown] lang="en"
 # ## 6. Float32 angles at large positions
@@ -1104,20 +996,28 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # precision leaves the numbers in $[2^e, 2^{e+1})$ $2^{e-23}$ apart, so rounding can
 # move a number there by up to
 # $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
-# Near $2^{20}$ the spacing is $2^{-3} = 0.125$ radians. The angle itself is rounded,
-# and $|\sin a - \sin b| \le |a - b|$ passes its error on to the encoding at most
+# A float32 angle is rounded twice: the frequency becomes a float32 number
+# $\hat\omega_i$, and the product $p\,\hat\omega_i$ is rounded again ($p$ itself is
+# exact below $2^{24}$). For an angle in $[2^e, 2^{e+1})$ the two errors add up to at
+# most
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# and $|\sin a - \sin b| \le |a - b|$ passes the sum on to the encoding at most
 # unchanged. Pair 0 escapes: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are
 # exact.
 #
-# For labml and $d = 512$ (printed below), the largest angle error near $2^{14}$,
-# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, close to $2^{e-24}$ each time,
-# and the encoding inherits it. From $2^{24}$ on, float32 cannot even hold
-# consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. `posenc` forms the
-# angles in float64, $2^{-32}$ apart near $2^{20}$, and rounds only the result: 3.0e-08
-# in all three ranges. In the figure, labml's error with angles
-# $\mathrm{fl}_{32}(p\,\hat\omega_i)$ follows the staircase
-# $2^{\lfloor \log_2 p \rfloor - 24}$, while float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$,
-# stay flat. The errors are deterministic: they matter when angles computed one way
+# For labml and $d = 512$ (printed below), the largest angle error near $p = 2^{14}$,
+# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, each time in pair 4, whose
+# angle lies in the range just below $p$'s (near $2^{20}$, in $[2^{19}, 2^{20})$,
+# where the product's rounding is at most $2^{-5}$). About half of it is the
+# product's rounding and half the frequency's, $p\,|\hat\omega_i - \omega_i|$: 3.1e-02
+# each near $2^{20}$, together close to $2^{-4}$. The encoding inherits the sum. In
+# the figure, labml's error, with angles $\mathrm{fl}_{32}(p\,\hat\omega_i)$, grows
+# like the staircase $2^{\lfloor \log_2 p \rfloor - 24}$, since both terms grow with
+# $p$; with float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, it stays flat: `posenc`
+# forms them in float64, $2^{-32}$ apart near $2^{20}$, and rounds only the result,
+# 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even hold
+# consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
+# deterministic, the same at every call: they matter when angles computed one way
 # meet a model trained on angles computed another way (a checkpoint moved between
 # implementations, a float64 or fused kernel).
 
@@ -1129,17 +1029,23 @@ assert scaled.scale.grad is not None and not scaled.table.requires_grad
 # IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、
 # そこで数を丸めると、最大で次の量だけずれます。
 # $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
-# $2^{20}$ 付近では間隔が $2^{-3} = 0.125$ ラジアンです。
-# 丸められるのは角度そのもので、$|\sin a - \sin b| \le |a - b|$ により、その誤差は大きくなることなくエンコーディングに伝わります。
+# float32 の角度は 2 回丸められます。まず周波数が float32 の数 $\hat\omega_i$ になり、
+# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
+# 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です。
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# $|\sin a - \sin b| \le |a - b|$ により、この誤差は大きくなることなくエンコーディングに伝わります。
 # ペア 0 は例外です。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密です。
 #
-# labml、$d = 512$ で測ると（下の出力）、$2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
-# どれも $2^{e-24}$ に近く、エンコーディングもこの誤差を受け継ぎます。
-# $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
+# labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
+# どれもペア 4 で、その角度は $p$ のすぐ下の区間に入ります（$2^{20}$ 付近なら $[2^{19}, 2^{20})$ で、そこでの積の丸めは最大 $2^{-5}$ です）。
+# 誤差のおよそ半分は積の丸め、残りの半分は周波数の丸め $p\,|\hat\omega_i - \omega_i|$ によるものです。
+# $2^{20}$ 付近ではどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。エンコーディングはこの和を受け継ぎます。
+# 図では、角度を $\mathrm{fl}_{32}(p\,\hat\omega_i)$ として計算する labml の誤差が、階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
+# 2 つの項がどちらも $p$ とともに大きくなるからです。
+# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ では、誤差は平らなままです。
 # `posenc` は角度を float64（$2^{20}$ 付近の間隔は $2^{-32}$）で作り、最後の結果だけを丸めます。誤差は 3 つの範囲のどれでも 3.0e-08 です。
-# 図では、角度が $\mathrm{fl}_{32}(p\,\hat\omega_i)$ の labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増え、
-# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ の誤差は平らなままです。
-# 誤差は決定的です。問題になるのは、ある計算方法の角度で学習したモデルが、別の計算方法の角度に出会うときです
+# $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
+# 誤差は決定論的で、毎回同じです。問題になるのは、ある計算方法の角度で学習したモデルが、別の計算方法の角度に出会うときです
 # （別の実装へ移したチェックポイントや、float64 や融合カーネルで角度を計算する実装）。
 
 # %%
@@ -1160,22 +1066,35 @@ def paper_table(p):
     return torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
 
 
-lines = ["labml, d = 512", "p near  2^(e-24)  angle error  encoding  posenc"]
+def worst_angle(p, w_hat, w):
+    """The largest error of fl32(p w_hat) against p w, split in two:
+    (pair, angle, error, the product's rounding, the frequency's)."""
+    angle32 = p.float()[:, None] * w_hat
+    product = p.double()[:, None] * w_hat.double()  # exact in float64
+    exact = p.double()[:, None] * w
+    row, pair = divmod(int((angle32.double() - exact).abs().argmax()), len(w))
+    a32, prod, ex = (float(t[row, pair]) for t in (angle32, product, exact))
+    return pair, a32, abs(a32 - ex), abs(a32 - prod), abs(prod - ex)
+
+
+lines = ["labml, d = 512: the largest angle error and its two parts"]
+columns = ("pair", "error", "product", "frequency", "encoding", "posenc")
+lines.append("p near " + " ".join(f"{c:>9s}" for c in columns))
 for e in (14, 17, 20):
     p = torch.arange(2**e - 64, 2**e + 64)
-    angle32 = p.float()[:, None] * labml_frequencies(d)  # as labml computes
-    angle_err = (angle32.double() - p.double()[:, None] * omega).abs()
-    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
-    enc_err = (enc32.double() - paper_table(p)).abs()
-    posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs()
-    lines.append(
-        f"2^{e}    {2.0 ** (e - 24):.1e}   {angle_err.max():.1e}      "
-        f"{enc_err.max():.1e}   {posenc_err.max():.1e}"
+    pair, _, err, from_product, from_omega = worst_angle(
+        p, labml_frequencies(d), omega
     )
+    angle32 = p.float()[:, None] * labml_frequencies(d)  # as labml computes
+    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
+    enc_err = (enc32.double() - paper_table(p)).abs().max()
+    posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs().max()
+    parts = (err, from_product, from_omega, enc_err, posenc_err)
+    lines.append(f"2^{e:<4d} {pair:9d} " + " ".join(f"{x:9.1e}" for x in parts))
 print("\n".join(lines), end="")
 
 
-# %% tags=["check"] summary={"en": "float32 spacing is 2^(e−23); for the paper's, labml's and fairseq's frequencies the largest angle error is 0.9 to 1.1 times 2^(e−24), pair 0 is exact, the encoding error stays within the angle error; posenc stays within 2^−25; 2^24 + 1 rounds to 2^24", "ja": "float32 の間隔は 2^(e−23) で、論文、labml、fairseq の周波数のどれでも角度の誤差の最大値は 2^(e−24) の 0.9 倍から 1.1 倍、ペア 0 は厳密、エンコーディングの誤差は角度の誤差以下、posenc は 2^−25 以下で、2^24 + 1 は 2^24 に丸められます"}
+# %% tags=["check"] summary={"en": "float32 spacing is 2^(e−23); for the paper's, labml's and fairseq's frequencies every angle error is within the two-term bound, and the largest near p = 2^14, 2^17, 2^20 lies in a pair whose angle is in [2^(e−1), 2^e), about half from the product's rounding and half from the frequency's; pair 0 is exact; posenc stays within 2^−25; 2^24 + 1 rounds to 2^24", "ja": "float32 の間隔は 2^(e−23) です。論文、labml、fairseq の周波数のどれでも、角度の誤差は 2 項の上界以内で、p = 2^14、2^17、2^20 の付近で最大の誤差は、角度が [2^(e−1), 2^e) に入るペアにあり、そのおよそ半分が積の丸め、半分が周波数の丸めです。ペア 0 は厳密で、posenc は 2^−25 以下、2^24 + 1 は 2^24 に丸められます"}
 def float32_errors(p, w_hat, w):
     """At positions p: the angle error |fl32(p w_hat) - p w| and the two
     terms of its bound, [p, n] each, and the encoding's largest error, [p]."""
@@ -1202,11 +1121,16 @@ for e in (14, 17, 20):
     assert torch.nextafter(two_e, up) - two_e == 2.0 ** (e - 23)  # spacing
     p = torch.arange(2**e - 64, 2**e + 64)
     for w_hat, w in libraries.values():
-        angle_err, _, _, enc_err = float32_errors(p, w_hat, w)
-        assert 0.9 < angle_err.max() / 2.0 ** (e - 24) < 1.1
+        angle_err, rounding, drift, enc_err = float32_errors(p, w_hat, w)
+        assert (angle_err <= rounding + drift + 1e-9).all()  # two terms
         assert angle_err[:, 0].max() == 0  # pair 0: w_0 = 1, p exact
         # |sin a - sin b| <= |a - b|, plus the float32 sine's own rounding
         assert enc_err.max() <= angle_err.max() + 2**-23
+        # the worst angle: one range below p, two roughly equal parts
+        pair, angle, err, from_product, from_omega = worst_angle(p, w_hat, w)
+        assert pair > 0 and 2 ** (e - 1) <= angle < 2**e
+        assert from_product <= 2.0 ** (e - 1 - 24)  # half the spacing there
+        assert 0.4 < from_product / err < 0.6 and 0.4 < from_omega / err < 0.6
     posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs()
     assert posenc_err.max() <= 2**-25 + 1e-9  # the result's rounding
 two_24 = torch.tensor(float(2**24))
@@ -1248,120 +1172,73 @@ ax.set_ylabel(r"$\max_j |PE_{(p,j)} - PE^{\mathrm{exact}}_{(p,j)}|$")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within twice the staircase and within the two-term bound, posenc's within 2^−25; the ends are the ones the alt text quotes", "ja": "描いたどの位置でも、labml の誤差は階段の 2 倍以内かつ 2 項の上界以内、posenc の誤差は 2^−25 以内で、両端の値は代替テキストのとおりです"}
+# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the two-term bound (plus the sine's rounding) and posenc's within 2^−25; the ends are the ones the alt text quotes", "ja": "描いたどの位置でも、labml の誤差は 2 項の上界（と正弦の丸め）以内、posenc の誤差は 2^−25 以内です。両端の値は代替テキストのとおりです"}
 assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
-assert (enc_err / staircase).max() < 2  # within twice the staircase
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the frequencies' own error.** None of these libraries rounds
-# $\omega_i$ just once: each computes it in float32 through `exp`, labml as
+# **Going deeper: the frequencies' own error.** Rounding $\omega_i$ once gives
+# $\hat\omega_i = \omega_i(1+\delta_1)$, and the product is rounded to
+# $p\,\hat\omega_i(1+\delta_2)$, with $|\delta_1|, |\delta_2| \le u = 2^{-24}$: the
+# angle error is then at most $(2u + u^2)\,p\,\omega_i$. None of these libraries
+# rounds $\omega_i$ just once: each computes it in float32 through `exp`, labml as
 # $\exp\big(2i \cdot (-\ln 10000/d)\big)$, fairseq, AllenNLP and tensor2tensor as
 # $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$, the frequencies $\omega'_i$ of the $n-1$
 # encoding. An error $\delta$ relative to the argument $x$ of `exp` becomes a
 # relative error $x\,\delta$ in $e^x$, and $|x|$ reaches $\ln 10000 \approx 9.2$: the
-# libraries' $\hat\omega_i$ are up to about $9.5u$ (labml) and $8.7u$ ($n-1$) off, with
-# $u = 2^{-24}$, where one rounding would leave at most $u$. For an angle in
-# $[2^e, 2^{e+1})$ the error of pair $i$ is therefore at most
-# $$2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# with each library's own $\hat\omega_i$ (and $\omega'_i$ in place of $\omega_i$ for the
-# $n-1$ libraries). The shorter bound $(2u + u^2)\,p\,\omega_i$ of
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#in-practice) assumes
-# $\omega_i$ rounded once: near $2^{20}$ labml's angles exceed it in more than a
-# third of the entries, by up to 5.2 times, and those of fairseq and AllenNLP in more
-# than 40%, by up to 4.7 times (printed below); the two-term bound holds for every
-# angle.
-#
-# Measured in steps $\omega_i$, the distance from one position's angle to the next,
-# the two errors differ in kind. The product's rounding changes from one position
-# to the next, so it blurs neighbours, but by at most $p\,u$ of a step, a sixteenth
-# near $2^{20}$ (0.062). The frequency's error $p\,|\hat\omega_i - \omega_i|$ is
-# larger, 0.59 of a step for labml and 0.54 for fairseq and AllenNLP near $2^{20}$,
-# but it is no blur: without the product's rounding the angles would be
-# $p\,\hat\omega_i$, the exact encoding of slightly different frequencies, in which
-# neighbours stay one step $\hat\omega_i$ apart. Per pair, the error in steps grows
-# about in proportion to $p$: eightfold when $p$ grows eightfold (median over the
-# pairs; single pairs 3 to 12.5), while pair 0 stays exact. tensor2tensor performs
-# the same operations in TensorFlow, whose last bits can differ.
+# libraries' $\hat\omega_i$ are up to about $9.5u$ (labml) and $8.7u$ ($n-1$) off.
+# Near $2^{20}$ labml's angles exceed $(2u + u^2)\,p\,\omega_i$ in more than a third
+# of the entries, reaching 5.2 times that bound, and those of fairseq and AllenNLP
+# in more than 40%, reaching 4.7 times (printed below); the two-term bound of
+# section 6 holds for every angle. The larger relative errors fall on slower pairs,
+# whose angles are smaller, so the largest error barely moves: 6.22e-02 for labml
+# near $2^{20}$, against 6.21e-02 with $\omega_i$ rounded once. tensor2tensor
+# performs the same operations in TensorFlow, whose last bits can differ.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：周波数そのものの誤差**
-# これらのライブラリの $\omega_i$ は、どれも正確な値を 1 回丸めただけのものではありません。
+# $\omega_i$ を 1 回だけ丸めると $\hat\omega_i = \omega_i(1+\delta_1)$ となり、積は $p\,\hat\omega_i(1+\delta_2)$ に丸められます。
+# ここで $|\delta_1|, |\delta_2| \le u = 2^{-24}$ なので、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 以下です。
+# しかし、これらのライブラリの $\omega_i$ は、どれも正確な値を 1 回丸めただけのものではありません。
 # どれも float32 の `exp` で計算します。labml は $\exp\big(2i \cdot (-\ln 10000/d)\big)$ で、
 # fairseq、AllenNLP、tensor2tensor は $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$ です。後者は $n-1$ 版のエンコーディングの周波数 $\omega'_i$ です。
 # `exp` の引数 $x$ に対する相対誤差 $\delta$ は、$e^x$ の相対誤差 $x\,\delta$ になります。$|x|$ は $\ln 10000 \approx 9.2$ に達します。
-# そのため、ライブラリの $\hat\omega_i$ の相対誤差は $u = 2^{-24}$ として最大で約 $9.5u$（labml）と $8.7u$（$n-1$ 版）です。
-# 1 回の丸めなら $u$ 以下で済みます。
-# したがって、角度が $[2^e, 2^{e+1})$ に入るとき、ペア $i$ の誤差は最大で次の値です。
-# $$2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# $\hat\omega_i$ には各ライブラリ自身の値を使います（$n-1$ 版のライブラリでは $\omega_i$ の代わりに $\omega'_i$ を使います）。
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#実際に使うときの注意)の章の短い上界 $(2u + u^2)\,p\,\omega_i$ は、$\omega_i$ を 1 回だけ丸めることを前提にしています。
-# $2^{20}$ 付近では、labml の角度は成分の 3 分の 1 以上でこれを超え、超える幅は最大で 5.2 倍です。
-# fairseq と AllenNLP の角度は 40% 以上で超え、最大で 4.7 倍です（下の出力）。
-# 2 項の上界は、どの角度でも成り立ちます。
-#
-# 1 歩 $\omega_i$、つまり隣り合う位置の角度の差を単位にして測ると、2 つの誤差は性質がまったく異なります。
-# 積の丸めは位置ごとに変わるので隣どうしをぼやけさせますが、その量は最大で 1 歩の $p\,u$ 倍で、$2^{20}$ 付近では 16 分の 1（0.062）です。
-# 周波数の誤差 $p\,|\hat\omega_i - \omega_i|$ はもっと大きく、$2^{20}$ 付近では labml で 1 歩の 0.59、fairseq と AllenNLP で 0.54 に達します。
-# しかし、これはぼやけではありません。積の丸めがなければ角度は $p\,\hat\omega_i$ で、少しだけ違う周波数の厳密なエンコーディングになります。
-# そこでは隣どうしがちょうど 1 歩 $\hat\omega_i$ だけ離れたままです。
-# ペアごとに見ると、1 歩を単位にした誤差はほぼ $p$ に比例して大きくなり、$p$ が 8 倍になると約 8 倍になります
-# （ペアについての中央値で、個々のペアでは 3 倍から 12.5 倍）。ペア 0 は厳密なままです。
+# そのため、ライブラリの $\hat\omega_i$ の相対誤差は最大で約 $9.5u$（labml）と $8.7u$（$n-1$ 版）です。
+# $2^{20}$ 付近では、labml の角度の誤差は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を超え、最大で上界の 5.2 倍に達します。
+# fairseq と AllenNLP の角度は成分の 40% 以上で超え、最大で上界の 4.7 倍です（下の出力）。
+# 6 節の 2 項の上界は、どの角度でも成り立ちます。
+# 相対誤差が大きいのは角度の小さい遅いペアなので、誤差の最大値はほとんど変わりません。
+# $2^{20}$ 付近の labml で 6.22e-02、$\omega_i$ を 1 回だけ丸めた場合で 6.21e-02 です。
 # tensor2tensor は同じ演算を TensorFlow で行うので、最後の数ビットは一致しないこともあります。
 
 # %% tags=["deeper"]
 u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
-off = {  # largest relative error of each library's w_hat, in units of u
-    name: float(((w_hat.double() - w) / w).abs().max() / u)
-    for name, (w_hat, w) in libraries.items()
-}
-per_step = {name: [] for name in libraries}  # error / w_i, pairs 1..n-1
-for e in (14, 17, 20):
-    p = torch.arange(2**e - 64, 2**e + 64)
-    for name, (w_hat, w) in libraries.items():
-        angle_err, rounding, drift, _ = float32_errors(p, w_hat, w)
-        assert (angle_err <= rounding + drift + 1e-9).all()  # two terms
-        per_step[name].append((angle_err.amax(0) / w)[1:])
-lines = ["near 2^20           w off  by up to  error/step  drift  rounding"]
-near = {}  # near 2^20 (p still holds those positions)
+p = torch.arange(2**20 - 64, 2**20 + 64)
+stats = {}  # name: (w_hat off, in u; share above the bound; up to; largest)
+lines = [f"{'near 2^20':18s} w off  above the bound  up to  largest error"]
 for name, (w_hat, w) in libraries.items():
-    angle_err, rounding, drift, _ = float32_errors(p, w_hat, w)
-    ratio = angle_err[:, 1:] / ((2 * u + u**2) * p.double()[:, None] * w[1:])
-    near[name] = (
-        float((ratio > 1 + 1e-9).double().mean()),  # share above the bound
-        float(ratio.max()),
-        float(per_step[name][-1].max()),  # the error, in steps
-        float((drift.amax(0) / w)[1:].max()),
-        float((rounding.amax(0) / w)[1:].max()),
-    )
+    off = float(((w_hat.double() - w) / w).abs().max() / u)
+    angle_err, *_ = float32_errors(p, w_hat, w)
+    one_rounding = (2 * u + u**2) * p.double()[:, None] * w  # the bound
+    ratio = angle_err[:, 1:] / one_rounding[:, 1:]  # pair 0 is exact
+    share = float((ratio > 1 + 1e-9).double().mean())
+    stats[name] = (off, share, float(ratio.max()), float(angle_err.max()))
     lines.append(
-        f"{name:18s} {off[name]:5.1f}u  {near[name][1]:8.2f}  "
-        f"{near[name][2]:10.3f}  {near[name][3]:5.3f}  {near[name][4]:8.3f}"
+        f"{name:18s} {off:4.1f}u  {share:15.2f}  {ratio.max():5.2f}"
+        f"  {angle_err.max():13.2e}"
     )
-growth = [per_step["labml"][k + 1] / per_step["labml"][k] for k in (0, 1)]
-medians = [float(g.median()) for g in growth]
-lines.append(
-    f"labml, error/step, p times 8: median {medians[0]:.1f}, {medians[1]:.1f}; "
-    f"pairs {min(g.min() for g in growth):.1f} to "
-    f"{max(g.max() for g in growth):.1f}"
-)
 print("\n".join(lines), end="")
 
-# %% tags=["deeper", "check"] summary={"en": "the exp-computed frequencies are 9 to 10u (labml) and 8 to 9u (n − 1) off; the one-rounding bound holds for frequencies rounded once and fails for a third and over 40% of the others; the product's rounding stays below pu of a step; the error in steps grows about eightfold per factor 8", "ja": "exp で計算した周波数のずれは 9u〜10u（labml）と 8u〜9u（n − 1 版）で、1 回の丸めを前提にした上界は 1 回だけ丸めた周波数では成り立ち、ほかでは 3 分の 1 と 40% 以上の成分で破れ、積の丸めは 1 歩の pu 倍未満で、1 歩単位の誤差は p が 8 倍になると約 8 倍になります"}
-assert off["w rounded once"] <= 1 and 9 < off["labml"] < 10
-assert 8 < off["fairseq, AllenNLP"] < 9
-share, worst, error_step, drift_step, rounding_step = near["w rounded once"]
-assert share == 0 and error_step < 1 / 8
-quoted = {"labml": (1 / 3, 5.2, 0.59), "fairseq, AllenNLP": (0.4, 4.7, 0.54)}
-for name, (low, by_up_to, drift_quoted) in quoted.items():
-    share, worst, error_step, drift_step, rounding_step = near[name]
-    assert low < share < 0.5  # the one-rounding bound fails this often
-    assert round(worst, 1) == by_up_to and round(drift_step, 2) == drift_quoted
-    assert error_step > 1 / 2 and drift_step > 1 / 2  # past half a step
-for *_, rounding_step in near.values():  # p u of a step, 1/16 near 2^20
-    assert rounding_step <= float(p.max()) * u * (1 + 1e-5)
-assert all(7.5 < m < 8.5 for m in medians)
+# %% tags=["deeper", "check"] summary={"en": "the exp-computed frequencies are 9 to 10u (labml) and 8 to 9u (n − 1) off; the one-rounding bound holds with ω rounded once and fails in over a third (labml) and over 40% (fairseq) of the entries, up to 5.2 and 4.7 times; the largest error moves only from 6.21e-02 to 6.22e-02", "ja": "exp で計算した周波数のずれは 9u〜10u（labml）と 8u〜9u（n − 1 版）です。1 回の丸めを前提にした上界は、1 回だけ丸めた周波数では成り立ち、labml では 3 分の 1 以上、fairseq では 40% 以上の成分で破れ、最大で 5.2 倍と 4.7 倍です。誤差の最大値は 6.21e-02 から 6.22e-02 に変わるだけです"}
+off, share, worst, largest = stats["w rounded once"]
+assert off <= 1 and share == 0 and f"{largest:.2e}" == "6.21e-02"
+assert 9 < stats["labml"][0] < 10 and 8 < stats["fairseq, AllenNLP"][0] < 9
+quoted = {"labml": (1 / 3, 5.2), "fairseq, AllenNLP": (0.4, 4.7)}
+for name, (low, up_to) in quoted.items():
+    off, share, worst, largest = stats[name]
+    assert low < share < 0.5 and round(worst, 1) == up_to
+assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 
 # %% [markdown] lang="en"
 # ## The variants side by side
@@ -1372,15 +1249,18 @@ assert all(7.5 < m < 8.5 for m in medians)
 # | tensor2tensor | concatenated | $-i/(n-1)$ | zero column | 0 (`start_index`) |
 # | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
 # | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
-# | labml | interleaved | $-i/n$ | shape error | 0 |
+# | labml; the Annotated Transformer | interleaved | $-i/n$ | shape error | 0 |
 # | jadore801120; Hugging Face XLM, DistilBERT (opt-in) | interleaved | $-2i/d$ | a sine | 0 |
 # | its early version | interleaved | $-2j/d$, column $j$ | a sine | 1 |
 # | Hugging Face Marian | concatenated | $-2i/d$ | a sine, in column $n$ | 0 |
-# | diffusers `get_timestep_embedding` | concatenated, cosines first if `flip_sin_to_cos=True` | $-i/(n-s)$, `downscale_freq_shift` $s = 1$ by default | zero column | a timestep $t$, may be fractional |
+# | OpenAI Whisper, audio encoder (`sinusoids`) | concatenated | $-i/(n-1)$ | refused (`assert`) | 0 |
+# | diffusers `get_timestep_embedding` | concatenated, cosines first if `flip_sin_to_cos=True` | $-i/(n-s)$, `downscale_freq_shift` $s = 1$ by default; angles times `scale` | zero column | a timestep $t$, may be fractional |
 # | guided-diffusion, GLIDE `timestep_embedding` | concatenated, cosines first | $-i/n$ | zero column | a timestep $t$, may be fractional |
 # | `posenc` | `layout=` | `endpoint=` | zero column | explicit |
 #
-# For even $d$, $-2i/d = -i/n$. fairseq and the early jadore801120 also keep a zero
+# For even $d$, $-2i/d = -i/n$; for odd $d$ the per-column table is the first $d$
+# columns of `posenc`'s table of width $d+1$ and base $10000^{(d+1)/d}$, and Marian's
+# its concatenated version. fairseq and the early jadore801120 also keep a zero
 # padding row (`posenc`: `padding_idx=`). jadore801120, XLM and Marian form the
 # angles in NumPy's default float64, like `posenc`; the others in float32.
 
@@ -1393,26 +1273,80 @@ assert all(7.5 < m < 8.5 for m in medians)
 # | tensor2tensor | 連結配置 | $-i/(n-1)$ | 0 の列 | 0（`start_index`） |
 # | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
 # | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
-# | labml | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
+# | labml、The Annotated Transformer | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
 # | jadore801120、Hugging Face の XLM と DistilBERT（有効にしたとき） | インターリーブ配置 | $-2i/d$ | 正弦 | 0 |
 # | その初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 正弦 | 1 |
 # | Hugging Face の Marian | 連結配置 | $-2i/d$ | 正弦（列 $n$） | 0 |
-# | diffusers の `get_timestep_embedding` | 連結配置（`flip_sin_to_cos=True` なら余弦が先） | $-i/(n-s)$（`downscale_freq_shift` の既定値は $s = 1$） | 0 の列 | タイムステップ $t$（小数もある） |
+# | OpenAI の Whisper の音声エンコーダ（`sinusoids`） | 連結配置 | $-i/(n-1)$ | 受け付けない（`assert`） | 0 |
+# | diffusers の `get_timestep_embedding` | 連結配置（`flip_sin_to_cos=True` なら余弦が先） | $-i/(n-s)$（`downscale_freq_shift` の既定値は $s = 1$）、角度に `scale` を掛ける | 0 の列 | タイムステップ $t$（小数もある） |
 # | guided-diffusion、GLIDE の `timestep_embedding` | 連結配置（余弦が先） | $-i/n$ | 0 の列 | タイムステップ $t$（小数もある） |
 # | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す |
 #
 # $d$ が偶数なら $-2i/d = -i/n$ です。
+# $d$ が奇数なら、列ごとの式の表は、幅 $d+1$、底 $10000^{(d+1)/d}$ とした `posenc` の表の先頭 $d$ 列で、Marian の表はその連結配置版です。
 # fairseq と jadore801120 の初期の版は、パディング用の 0 の行も持ちます（`posenc` では `padding_idx=`）。
 # jadore801120、XLM、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
+
+
+# %% tags=["check"] summary={"en": "the rows of jadore801120/XLM and Marian: for odd d the per-column table is posenc's d + 1 table with base 10000^((d+1)/d), cut to d columns, and Marian's its concatenated version, with the lone sine in column n; both match rows printed by transformers", "ja": "jadore801120・XLM と Marian の行の確認です。奇数の d の列ごとの表は、底 10000^((d+1)/d) の posenc の d + 1 の表の先頭 d 列で、Marian のものはその連結配置版です。孤立した正弦は列 n に入り、どちらも transformers が出力した行と一致します"}
+def marian_like(p, d):
+    """Hugging Face's Marian: the per-column angles, stored concatenated:
+    sines of the even columns, then cosines of the odd ones."""
+    j = torch.arange(d, dtype=F64)
+    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
+    return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], dim=-1)
+
+
+q = torch.arange(50)
+for d in (6, 7, 9, 513):
+    if d % 2 == 0:  # even d: Marian is posenc's concatenated table
+        concat = sinusoidal(q, d, layout="concat", dtype=F64)
+        assert_close(marian_like(q, d), concat)
+        continue
+    base = 10000.0 ** ((d + 1) / d)
+    wider = sinusoidal(q, d + 1, base=base, dtype=F64)
+    assert_close(per_column(q, d), wider[:, :d])
+    wider_cat = sinusoidal(q, d + 1, layout="concat", base=base, dtype=F64)
+    assert_close(marian_like(q, d), wider_cat[:, :d])
+# row p = 3 as printed by transformers (9 digits):
+# MarianSinusoidalPositionalEmbedding(5, d).create_weight()[3], d = 6 and 7,
+# and create_sinusoidal_embeddings(5, 7, out) of XLM, out[3]
+hf_rows = {
+    "marian, d = 6": [
+        0.141120002, 0.138798103, 0.00646325899,
+        -0.989992499, 0.990320683, 0.999979138,
+    ],
+    "marian, d = 7": [
+        0.141120002, 0.214232191, 0.0155377984, 0.0011182779,
+        -0.989992499, 0.976782739, 0.999879301,
+    ],
+    "xlm, d = 7": [
+        0.141120002, -0.989992499, 0.214232191, 0.976782739,
+        0.0155377984, 0.999879301, 0.0011182779,
+    ],
+}  # fmt: skip
+three = torch.tensor([3])
+ours = {
+    "marian, d = 6": marian_like(three, 6)[0],
+    "marian, d = 7": marian_like(three, 7)[0],
+    "xlm, d = 7": per_column(three, 7)[0],
+}
+for name, row in hf_rows.items():
+    assert_close(ours[name].float(), torch.tensor(row), rtol=0, atol=1e-7)
+# Marian's lone sine sits in column n = 3, before the cosines
+assert_close(
+    marian_like(q, 7)[:, 3], torch.sin(q * 10000.0 ** (-6 / 7)).double()
+)
+
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the same choices in diffusion models.** Diffusion models encode
 # the timestep $t$ of the noise schedule instead of a token position, and $t$ may be
 # fractional. diffusers' `get_timestep_embedding` exposes the choices as arguments:
 # `downscale_freq_shift` $s$ divides the exponent by $n - s$ ($s = 1$, the default,
-# gives tensor2tensor's $n-1$, and $s = 0$ the paper's $n$), `flip_sin_to_cos=True`
-# puts the cosines first, an odd $d$ gets a zero column, and the frequencies go
-# through `exp` in float32. OpenAI's guided-diffusion and GLIDE
+# gives tensor2tensor's $n-1$, and $s = 0$ the paper's $n$), `scale` multiplies the
+# angles (by $1$ by default), `flip_sin_to_cos=True` puts the cosines first, an odd
+# $d$ gets a zero column, and the frequencies go through `exp` in float32. OpenAI's guided-diffusion and GLIDE
 # (`timestep_embedding`) put the cosines first and divide by $n$. Cosines first is
 # one more column permutation: a relabelling, as in section 1, to which a
 # checkpoint is nevertheless tied.
@@ -1422,19 +1356,20 @@ assert all(7.5 < m < 8.5 for m in medians)
 # 拡散モデルはトークンの位置ではなくノイズスケジュールのタイムステップ $t$ を符号化し、$t$ は小数のこともあります。
 # diffusers の `get_timestep_embedding` は、これらの選択を引数として持っています。
 # `downscale_freq_shift` の $s$ で指数を $n - s$ で割ります（既定値の $s = 1$ は tensor2tensor の $n-1$、$s = 0$ は論文の $n$ です）。
-# `flip_sin_to_cos=True` なら余弦が先になり、奇数の $d$ では 0 の列が付き、周波数は float32 の `exp` で計算します。
+# `scale` は角度に掛かり（既定値は $1$）、`flip_sin_to_cos=True` なら余弦が先になり、奇数の $d$ では 0 の列が付きます。
+# 周波数は float32 の `exp` で計算します。
 # OpenAI の guided-diffusion と GLIDE（`timestep_embedding`）は、余弦を先にして $n$ で割ります。
 # 余弦を先にするのも列の並べ替えの 1 つで、1 節と同じくラベルの付け替えですが、チェックポイントはやはりその並びと切り離せません。
 
 
-# %% tags=["deeper", "check"] summary={"en": "transcriptions of diffusers' and GLIDE's functions match posenc at fractional timesteps for both shifts, sines or cosines first, even and odd d; cosines first is a different table", "ja": "diffusers と GLIDE の関数を書き起こしたものは、小数のタイムステップで、2 つのずらし、正弦と余弦のどちらが先か、偶数と奇数の d のどれでも posenc と一致し、余弦が先の表は別の表です"}
-def timestep_embedding(t, d, shift=1.0, cos_first=False):
+# %% tags=["deeper", "check"] summary={"en": "transcriptions of diffusers' and GLIDE's functions match posenc at fractional timesteps for s = 0 and s = 1, sines or cosines first, even and odd d; scale multiplies the positions; cosines first is a different table", "ja": "diffusers と GLIDE の関数を書き起こしたものは、小数のタイムステップで posenc と一致します。s = 0 と s = 1 のどちらでも、正弦と余弦のどちらが先でも、d が偶数でも奇数でも同じです。scale は位置に掛けたのと同じで、余弦が先の表は別の表です"}
+def timestep_embedding(t, d, shift=1.0, cos_first=False, scale=1.0):
     """diffusers' get_timestep_embedding, transcribed: exp in float32,
-    exponent / (n - shift), [sin, cos] (or [cos, sin]), a zero column
-    for odd d. guided-diffusion/GLIDE: shift=0, cos_first=True."""
+    exponent / (n - shift), angles times scale, [sin, cos] (or [cos, sin]),
+    a zero column for odd d. guided-diffusion/GLIDE: shift=0, cos_first."""
     n = d // 2
     exponent = -math.log(10000) * torch.arange(n, dtype=torch.float32)
-    angle = t[:, None].float() * torch.exp(exponent / (n - shift))
+    angle = scale * (t[:, None].float() * torch.exp(exponent / (n - shift)))
     emb = torch.cat([angle.sin(), angle.cos()], dim=-1)
     if cos_first:
         emb = torch.cat([emb[:, n:], emb[:, :n]], dim=-1)
@@ -1453,6 +1388,9 @@ for d in (7, 8):
             assert_close(got, want, rtol=0, atol=1e-4)
     # cosines first is a different table, not a rounding difference
     assert (timestep_embedding(t, d, 0.0, True) - ref).abs().max() > 0.5
+    # scale multiplies the angles: the encoding of the positions scale * t
+    scaled = sinusoidal(0.5 * t, d, layout="concat", endpoint=True)
+    assert_close(timestep_embedding(t, d, scale=0.5), scaled, rtol=0, atol=1e-4)
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1464,17 +1402,17 @@ for d in (7, 8):
 # - Dividing by $n - 1$ instead of $n$ gives a different encoding, more than 1
 #   apart from position 732 on for $d = 512$
 #   ([section 2](#2-dividing-by-n-or-by-n--1)).
-# - A zero column for odd $d$ is harmless; a lone sine cannot rotate
-#   ([section 3](#3-odd-widths)).
+# - A zero column for odd $d$ is harmless; a lone sine has no place in the rotation
+#   property ([section 3](#3-odd-widths)).
 # - fairseq's positions from `padding_idx + 1` are a fixed rotation of those from 0:
 #   the same geometry, a different input
 #   ([section 4](#4-fairseqs-positions-start-after-the-padding-index)).
 # - The column index in the exponent breaks the shared frequency of each pair, the
 #   rotation property and the dependence on the distance alone
 #   ([section 5](#5-the-column-index-in-the-exponent)).
-# - Float32 angles are off by up to $2^{e-24}$, plus the error of `exp`-computed
-#   frequencies, deterministically: it matters when implementations are mixed
-#   ([section 6](#6-float32-angles-at-large-positions)).
+# - Float32 rounds the frequency and then the angle: near $p = 2^{e}$ the two
+#   roundings add up to about $2^{e-24}$, the same at every call. It matters when
+#   implementations are mixed ([section 6](#6-float32-angles-at-large-positions)).
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1485,13 +1423,13 @@ for d in (7, 8):
 #   （[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では位置 732 から差が 1 を超えます
 #   （[2 節](#2-n-で割るか-n--1-で割るか)）。
-# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦は回転できません（[3 節](#3-奇数の幅)）。
+# - 奇数の $d$ での 0 の列は無害ですが、対になる余弦のない正弦は回転の性質に加われません（[3 節](#3-奇数の幅)）。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を固定の回転で移したものです。
 #   幾何的な関係は同じで、入力は違います（[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
 # - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が距離だけで決まる性質も壊れます
 #   （[5 節](#5-指数に入った列の番号)）。
-# - float32 の角度は最大 $2^{e-24}$ ずれ、さらに `exp` で計算した周波数の誤差が加わります。
-#   誤差は決定的で、問題になるのは実装を混ぜるときです（[6 節](#6-大きな位置での-float32-の角度)）。
+# - float32 は周波数を丸め、さらに角度を丸めます。$p = 2^{e}$ 付近では、2 つの丸めを合わせて約 $2^{e-24}$ ずれます。
+#   誤差は決定論的で毎回同じで、問題になるのは実装を混ぜるときです（[6 節](#6-大きな位置での-float32-の角度)）。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1671,6 +1609,9 @@ plt.show()
 # off by more than half a radian is at $p = 150$, in pair 2. Either way a bfloat16
 # angle is useless for positions in the hundreds, which is why implementations
 # form the angles in float32 or float64 even when the model runs in bfloat16.
+# Casting the finished table to bfloat16 costs far less: its entries lie in
+# $[-1, 1]$, where bfloat16 numbers are at most $2^{-8}$ apart, so each entry moves
+# by at most $2^{-9}$, at any position.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** bfloat16 の単位丸め誤差は $u = 2^{-8}$ で、$[2^e, 2^{e+1})$ の数は丸めで最大 $2^{e-8}$ だけ動きます。
@@ -1682,6 +1623,8 @@ plt.show()
 # 半ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
 # どちらにしても、bfloat16 の角度は数百の位置ではもう使えません。
 # そのため、モデルを bfloat16 で動かす場合でも、実装は角度を float32 か float64 で作ります。
+# でき上がった表を bfloat16 に変換するだけなら、影響ははるかに小さくなります。
+# 成分は $[-1, 1]$ にあり、そこでの bfloat16 の数の間隔は $2^{-8}$ 以下なので、どの位置でも各成分のずれは $2^{-9}$ 以下です。
 
 # %% tags=["solution"]
 d, n = 512, 256
@@ -1697,6 +1640,10 @@ bound = (2 * u16 + u16**2) * p.double()[:, None] * omega
 assert (angle_err[:257] <= bound[:257] + 1e-9).all()
 assert bound[:64].max() < 0.5 and 64 <= first == 150 < 256
 assert first_pair0 == 257 and float(torch.tensor(257.0).bfloat16()) == 256
+# the finished table cast to bfloat16: at most 2^-9 off, at any position
+far = torch.tensor([0, 1000, 10**6, 2**24])
+table = sinusoidal(far, d, dtype=F64)
+assert (table.bfloat16().double() - table).abs().max() <= 2**-9
 print(
     f"bfloat16 angles, d = 512: first error above 0.5 at p = {first}, "
     f"pair {int(angle_err[first].argmax())}\n"
@@ -1707,9 +1654,9 @@ print(
 # ## Sources and versions
 #
 # Each library is described from its code at the commits and versions named in the
-# references; the rows printed by Hugging Face transformers (section 3) come from
-# version 5.24.0. tensor2tensor's TensorFlow code is transcribed here, not run. The
-# paper is read in its arXiv version.
+# references; the rows printed by Hugging Face transformers (checked under the
+# table of variants) come from version 5.24.0. tensor2tensor's TensorFlow code is
+# transcribed here, not run. The paper is read in its arXiv version.
 #
 # ### References
 #
@@ -1752,11 +1699,10 @@ print(
 #   `guided_diffusion/nn.py` and `glide_text2im/nn.py`.
 #   <https://github.com/openai/guided-diffusion>,
 #   <https://github.com/openai/glide-text2im>
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
-#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
-# - lucidrains, x-transformers (`ScaledSinusoidalEmbedding`) and FLASH-pytorch
-#   (`ScaledSinuEmbedding`). <https://github.com/lucidrains/x-transformers>,
-#   <https://github.com/lucidrains/FLASH-pytorch>
+# - OpenAI, Whisper, `sinusoids` in `whisper/model.py`.
+#   <https://github.com/openai/whisper>
+# - Rush, A. (2018). *The Annotated Transformer* (`PositionalEncoding`).
+#   <https://nlp.seas.harvard.edu/annotated-transformer/>
 # - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
 #   <https://doi.org/10.1109/IEEESTD.2019.8766229>
 # - Goldberg, D. (1991). *What Every Computer Scientist Should Know About
@@ -1767,9 +1713,9 @@ print(
 # ## 出典とバージョン
 #
 # 各ライブラリの説明は、参考文献に挙げたコミットとバージョンのコードに基づきます。
-# 3 節で Hugging Face transformers が出力した行は、バージョン 5.24.0 のものです。
+# 変種の比較の表で確かめた、Hugging Face transformers が出力した行は、バージョン 5.24.0 のものです。
 # tensor2tensor の TensorFlow のコードは、ここでは書き起こしただけで、実行はしていません。
-# 論文は arXiv 版を読んでいます。
+# 参照した論文は arXiv 版です。
 #
 # ### 参考文献
 #
@@ -1816,11 +1762,10 @@ print(
 #   <https://github.com/openai/guided-diffusion>,
 #   <https://github.com/openai/glide-text2im>
 #   （拡散モデルのタイムステップの埋め込み。）
-# - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022 (scaled
-#   sinusoidal position embedding). <https://arxiv.org/abs/2202.10447>
-# - lucidrains, x-transformers (`ScaledSinusoidalEmbedding`) and FLASH-pytorch
-#   (`ScaledSinuEmbedding`). <https://github.com/lucidrains/x-transformers>,
-#   <https://github.com/lucidrains/FLASH-pytorch>
+# - OpenAI, Whisper, `sinusoids` in `whisper/model.py`.
+#   <https://github.com/openai/whisper>
+# - Rush, A. (2018). *The Annotated Transformer* (`PositionalEncoding`).
+#   <https://nlp.seas.harvard.edu/annotated-transformer/>
 # - IEEE (2019). *IEEE Standard for Floating-Point Arithmetic* (IEEE 754-2019).
 #   <https://doi.org/10.1109/IEEESTD.2019.8766229>
 # - Goldberg, D. (1991). *What Every Computer Scientist Should Know About

@@ -765,7 +765,7 @@ assert len(rope.state_dict()) == 0
 # frequency, rounded again. If the frequency is off by the relative error
 # $\epsilon_i$, the angle is off by at most $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$
 # with $u = 2^{-24}$, which is $(2u + u^2)\,m\theta_i$ for a frequency rounded once (as
-# in [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#in-practice)).
+# in [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)).
 # `rope_frequencies`, like Hugging Face's code, computes $1/10000^{2i/d}$ in float32,
 # and its $\epsilon_i$ reach $1.17u$. Near position $10^6$, with $d = 64$, the angle
 # errors reach 0.039 radians (pair 0, with $\theta_0 = 1$, is exact), against
@@ -776,7 +776,7 @@ assert len(rope.state_dict()) == 0
 # ずらしても変わらないという性質は、誤差のない算術では厳密に成り立ちます。
 # float32 の角度 $m\theta_i$ は、位置と float32 の周波数の積をもう一度丸めたものです。
 # 周波数の相対誤差を $\epsilon_i$ とすると、角度の誤差は最大 $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$ です（$u = 2^{-24}$）。
-# 周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#実際に使うときの注意)の章と同じです）。
+# 周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章と同じです）。
 # `rope_frequencies` は Hugging Face のコードと同じく $1/10000^{2i/d}$ を float32 で計算し、その $\epsilon_i$ は $1.17u$ に達します。
 # 位置 $10^6$ 付近、$d = 64$ では、角度の誤差は最大 0.039 ラジアンになります（$\theta_0 = 1$ のペア 0 は誤差なし）。
 # 目安として、$m \cdot 2^{-24} \approx 0.06$ です。

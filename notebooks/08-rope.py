@@ -42,6 +42,7 @@
 
 # %%
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -82,7 +83,7 @@ f64 = torch.float64
 # 入力に位置エンコーディングを足す方式（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）では、
 # スコア $q \cdot k$ に $PE(m)^\top W_Q^\top W_K\, PE(n)$ という項が含まれます。
 # この項は $m$ と $n$ に別々に依存します。下の例では、どちらも距離 $5$ の組 $(m, n) = (5, 0)$ と $(105, 100)$ で、スコアが異なります。
-# RoFormer（Su ら 2021）は、そのかわりに、各ベクトルに位置を書き込む写像 $f$ であって、ある関数 $g$ について
+# RoFormer（Su ら 2021）は、その代わりに、各ベクトルに位置を書き込む写像 $f$ であって、ある関数 $g$ について
 # $$\langle f(q, m), f(k, n)\rangle = g(q, k, m-n)$$
 # を満たすものを求めます。
 # スコアが見るのは 2 つのベクトルとその距離だけで、それ以外の位置の情報は見ない、ということです。
@@ -99,8 +100,16 @@ for m, n in [(5, 0), (105, 100)]:  # (W_Q (x + PE(m))) . (W_K (x + PE(n)))
     scores.append((w_q @ (x_m + pe[0])) @ (w_k @ (x_n + pe[1])))
     print(f"score({m}, {n}) = {scores[-1]:.3f}")
 
-# %% tags=["check"] summary={"en": "with an added encoding, two pairs at the same distance get scores more than 0.1 apart", "ja": "位置エンコーディングを足す方式では、距離が同じ 2 つの組のスコアが 0.1 以上離れます"}
+# %% tags=["check"] summary={"en": "with an added encoding, the two pairs at distance 5 get scores more than 0.1 apart here, and different scores in each of 100 further random draws of the embeddings and weights", "ja": "位置エンコーディングを足す方式では、距離 5 の 2 つの組のスコアはここでは 0.1 以上離れ、埋め込みと重みをさらに 100 回ランダムに引き直しても、毎回異なります"}
 assert abs(scores[0] - scores[1]) > 0.1
+pe = sinusoidal(torch.tensor([5, 0, 105, 100]), d, dtype=f64)
+gen = torch.Generator().manual_seed(1)  # leaves the chapter's draws alone
+for _ in range(100):  # fresh embeddings and weights
+    x2 = torch.randn(2, d, dtype=f64, generator=gen)
+    wq, wk = torch.randn(2, d, d, dtype=f64, generator=gen) / math.sqrt(d)
+    s_near = (wq @ (x2[0] + pe[0])) @ (wk @ (x2[1] + pe[1]))
+    s_far = (wq @ (x2[0] + pe[2])) @ (wk @ (x2[1] + pe[3]))
+    assert abs(s_near - s_far) > 1e-6
 
 # %% [markdown] lang="en"
 # ## The picture: two hands that turn together
@@ -226,7 +235,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # ベクトル $q = (q_1, q_2)$ を複素数 $q_1 + \mathrm{i}\,q_2$ と同一視し、両者に同じ文字を使います。
 # 内積は、共役との積の実部です。
 # $$\langle q, k\rangle = q_1 k_1 + q_2 k_2 = \mathrm{Re}\big[q\,\overline{k}\big]$$
-# RoFormer は、求める性質より少しだけ強いことを求めます。
+# RoFormer は、この性質より少し強い条件を課します。
 # スコアを実部に持つ複素数 $f(q, m)\,\overline{f(k, n)}$ 全体が $q$、$k$、$m - n$ だけで決まることと、
 # 位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ であることです。
 # すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
@@ -254,7 +263,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # 距離の偶奇しか見ない、相対位置のエンコーディングです。
 # 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
 
-# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; m² angles, C^m and γ fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まり、2 次の角度、C^m、γ は条件を破ります"}
+# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; angles in m², C^m and the offset angle mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まります。角度が m の 2 乗に比例する場合、C^m、角度に定数を足した mθ + 0.4 はいずれも条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
 q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
@@ -315,8 +324,9 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # own angle per position $\theta_i$:
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # for $i = 0, 1, \dots, d/2-1$, and $f(q, m) = R_m\, q$. These are the frequencies of
-# the [sinusoidal encoding](01-sinusoidal.ipynb): wavelengths from $2\pi$ up to just
-# below $10000 \cdot 2\pi$ positions. `rope_frequencies(d)` returns the $\theta_i$
+# the [sinusoidal encoding](01-sinusoidal.ipynb): wavelengths from $2\pi$ up to
+# $2\pi \cdot 10000^{(d-2)/d}$ positions, 13% below $10000 \cdot 2\pi$ for $d = 128$
+# but a factor $10000^{2/d} \approx 3.2$ below it for the $d = 16$ used next. `rope_frequencies(d)` returns the $\theta_i$
 # (`base` replaces $10000$).
 #
 # The score needs care with the transposition. Each block satisfies
@@ -339,7 +349,8 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$ で、$f(q, m) = R_m\, q$ です。
 # これは[正弦波位置エンコーディング](01-sinusoidal.ipynb)と同じ周波数で、
-# 波長は $2\pi$ から $10000 \cdot 2\pi$ 位置の少し手前までです。
+# 波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
+# 最長の波長は、$d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
 # `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
 # スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
@@ -364,11 +375,17 @@ def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
 
 
-# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies; R_m^T R_n = R_{n−m}; the score is q^T R_{n−m} k, pair by pair", "ja": "θ_i は正弦波と同じ周波数で、R_m^T R_n = R_{n−m}、スコアはペアごとに見ても q^T R_{n−m} k です"}
+# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelength 2π·10000^((d−2)/d), 13% below 2π·10000 for d = 128 and 3.2 times below for d = 16; R_m^T R_n = R_{n−m}; the score is q^T R_{n−m} k, pair by pair", "ja": "θ_i は正弦波と同じ周波数で、最長の波長は 2π·10000^((d−2)/d)、d = 128 では 2π·10000 より 13% 短く、d = 16 では 3.2 分の 1 です。R_m^T R_n = R_{n−m}、スコアはペアごとに見ても q^T R_{n−m} k です"}
 theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
 assert_close(thetas, theta_exact, rtol=1e-6, atol=0)  # float32 rounding
 sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # sin(w_i)
 assert_close(sin_at_1.asin(), theta_exact)  # the same frequencies
+for dd, below in ((128, 0.13), (16, 1 - 1 / 3.2)):  # the longest wavelength
+    longest = 2 * math.pi / rope_frequencies(dd).double()[-1].item()
+    assert math.isclose(
+        longest, 2 * math.pi * 10000 ** ((dd - 2) / dd), rel_tol=1e-6
+    )
+    assert abs(1 - longest / (2 * math.pi * 10000) - below) < 0.005
 
 q, k = torch.randn(2, d, dtype=f64)
 for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
@@ -502,7 +519,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたもので、ストライドアクセス（飛び飛びの要素へのアクセス）が要りません。
 #
 # どちらでもペア $i$ は $m\theta_i$ だけ回ります。違うのは 2 つの次元の置き場所だけです。
-# したがって 2 つは、次元を決まった順に並べ替えれば一致する、同じ回転です。
+# したがって 2 つは、次元の決まった並べ替えを除けば、同じ回転です。
 # $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
 # とし、$(\Pi x)_j = x_{\pi_j}$ となる置換行列を $\Pi$ とします（コードでは `x[..., perm]`）。
 # $\Pi x$ はペアになる $i$ と $i + d/2$ を隣り合わせに並べ、インターリーブ配置の回転がそれを回し、
@@ -554,14 +571,14 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # and $\Pi\,\Pi^\top = I$,
 # $$\big(R^{\text{half}}_m\, \Pi^\top q\big)^\top \big(R^{\text{half}}_n\, \Pi^\top k\big) = \big(\Pi^\top R_m\, q\big)^\top \big(\Pi^\top R_n\, k\big) = q^\top R_m^\top R_n\, k$$
 # Every score is exactly the original one. With
-# [grouped-query attention](../docs/glossary.md#grouped-query-attention) the keys are
-# permuted with the number of key heads.
+# [grouped-query attention](../docs/glossary.md#grouped-query-attention), $W_K$ is
+# permuted head by head over the key heads.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Llama の変換済みチェックポイントはクエリとキーの重みを並べ替える**
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
-# `convert_llama_weights_to_hf.py` は、コードを変えるかわりに重みを並べ替えます。
+# `convert_llama_weights_to_hf.py` は、コードを変える代わりに重みを並べ替えます。
 # 各ヘッドの中で、$W_Q$ と $W_K$ の出力側の行（$W_V$ はそのまま）を
 # $(0, 2, 4, \dots, d-2, 1, 3, \dots, d-1)$ の順、つまり $\pi^{-1}$ の順に並べ直します。
 # $$W_Q^{\text{HF}} = \Pi^\top W_Q, \qquad W_K^{\text{HF}} = \Pi^\top W_K$$
@@ -569,7 +586,7 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # $R^{\text{half}}_m\, \Pi^\top = \Pi^\top R_m$ と $\Pi\,\Pi^\top = I$ から次が成り立ちます。
 # $$\big(R^{\text{half}}_m\, \Pi^\top q\big)^\top \big(R^{\text{half}}_n\, \Pi^\top k\big) = \big(\Pi^\top R_m\, q\big)^\top \big(\Pi^\top R_n\, k\big) = q^\top R_m^\top R_n\, k$$
 # どのスコアも元の値とまったく同じです。
-# [グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)では、キーはキーのヘッド数で並べ替えます。
+# [グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)では、$W_K$ はキーのヘッドを単位として並べ替えます。
 
 # %% tags=["deeper"]
 d_model, n_heads, n_kv, d_h, seq = 32, 4, 2, 8, 6
@@ -587,7 +604,7 @@ w_k, w_v = torch.randn(2, n_kv * d_h, d_model, dtype=f64)
 w_q_hf, w_k_hf = permute(w_q, n_heads), permute(w_k, n_kv, dim1=n_kv * d_h)
 
 
-# %% tags=["deeper", "check"] summary={"en": "permute reorders each head's rows of W_Q to π⁻¹; with grouped-query attention, Meta's weights with the interleaved rotation and the permuted weights with rotate_half give the same scores and outputs, to 1e-12; unpermuted weights do not", "ja": "permute は各ヘッドの W_Q の行を π⁻¹ の順に並べ替えます。グループ化クエリアテンションで、Meta の重みとインターリーブ配置の回転、並べ替えた重みと rotate_half は、1e-12 以内で同じスコアと出力を与え、並べ替えない重みでは一致しません"}
+# %% tags=["deeper", "check"] summary={"en": "permute reorders each head's rows of W_Q to π⁻¹; with grouped-query attention, Meta's weights with the interleaved rotation and the permuted weights with rotate_half give the same scores and outputs, to 1e-12; unpermuted weights do not", "ja": "permute は各ヘッドの W_Q の行を π⁻¹ の順に並べ替えます。グループ化クエリアテンションで、Meta の重みをインターリーブ配置で回転させた場合と、並べ替えた重みを rotate_half で回転させた場合は、1e-12 以内で同じスコアと出力を与えます。並べ替えない重みでは一致しません"}
 half_h = torch.arange(d_h // 2)
 inv_perm_h = torch.argsort(
     torch.stack([half_h, half_h + d_h // 2], -1).flatten()
@@ -794,35 +811,6 @@ angle_bound = (eps + u + eps * u) * exact_angles
 assert (angle_err <= angle_bound * (1 + 1e-9)).all()
 assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: linear attention.** RoFormer names a third property (§3.3): the
-# rotation also fits linear attention, whose cost grows linearly with the length.
-# There the weight $\exp(q_m^\top k_n/\sqrt{d})$ becomes $\phi(q_m)^\top \varphi(k_n)$ with
-# non-negative feature maps $\phi, \varphi$, and RoFormer rotates their outputs, using
-# $\big(R_m\,\phi(q_m)\big)^\top \big(R_n\,\varphi(k_n)\big)$ in the numerator and keeping
-# the denominator unrotated, since rotated terms can be negative (its eq. 19). The
-# numerator is still a product of one factor per query and one per key, so the sums
-# over the keys accumulate in one pass; and its weights depend on the positions only
-# through $n - m$ (here with $\phi = \varphi = \mathrm{elu} + 1$).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：線形アテンション**
-# RoFormer は 3 つ目の性質を挙げています（§3.3）。この回転は、計算量が長さに比例する線形アテンションにも組み込めます。
-# 線形アテンションでは、重み $\exp(q_m^\top k_n/\sqrt{d})$ を、非負の特徴写像 $\phi, \varphi$ を使った $\phi(q_m)^\top \varphi(k_n)$ に置き換えます。
-# RoFormer はこれらの出力を回転させ、分子では $\big(R_m\,\phi(q_m)\big)^\top \big(R_n\,\varphi(k_n)\big)$ を使います。
-# 回転させた項は負になりうるので、分母は回転させません（論文の式 19）。
-# 分子は依然としてクエリごとの因子とキーごとの因子の積なので、キーについての和は 1 回の走査で累積できます。
-# また、分子の重みが位置に依存するのは $n - m$ を通してだけです（ここでは $\phi = \varphi = \mathrm{elu} + 1$ とします）。
-
-# %% tags=["deeper", "check"] summary={"en": "with φ = elu + 1, the causal numerator accumulated in one pass equals the sum over every (m, n); its weights are unchanged by a shift of 700", "ja": "φ = elu + 1 では、1 回の走査で累積した因果的な分子はすべての (m, n) についての和に等しく、重みは 700 ずらしても変わりません"}
-feat = torch.nn.functional.elu(qs[0]) + 1, torch.nn.functional.elu(ks[0]) + 1
-rq, rk = (apply_rope(x, seq_pos) for x in feat)  # R_m phi(q_m), R_n phi(k_n)
-numerator = torch.tril(rq @ rk.T) @ vs[0]  # every (m, n) with n <= m
-running = torch.cumsum(rk[:, :, None] * vs[0][:, None, :], dim=0)  # one pass
-assert_close(torch.einsum("md,mde->me", rq, running), numerator)
-rq_s, rk_s = (apply_rope(x, seq_pos + 700) for x in feat)  # shifted
-assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
-
 # %% [markdown] lang="en"
 # ## Long-term decay: what the paper's bound shows
 #
@@ -869,7 +857,7 @@ assert_close(rq_s @ rk_s.T, rq @ rk.T)  # weights depend on n - m only
 # $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和は小さいままです。
 # 論文の図 2 の形を再現した左の図は、波打ちながら $r = 250$ で 6.548 まで下がります。
 #
-# ただし、スコアそのものが減衰するとは限りません。まず、この上界は緩い上界です。
+# ただし、スコアそのものが減衰するとは限りません。まず、この上界はかなり緩いものです。
 # 下のランダムな組では、距離 250 までのどの距離でも、上界は実際の $|q^\top R_{n-m}\, k|$ の 204 倍以上あります。
 # また、ランダムなスコアは平均として減衰しません。
 # $q, k$ を $N(0, I)$ から取ると、$R_r$ は直交行列なので $R_r k$ も $N(0, I)$ に従います。
@@ -989,7 +977,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 #
 # **位置にはベクトルに合った形状を与えます。** `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
 # 形状 `(batch, heads, seq, head_dim)` のテンソルでは、Hugging Face の形状 `(batch, seq)` の `position_ids` は `position_ids[:, None, :]` として渡します。
-# そのまま渡すと `ValueError` になります。例外はバッチサイズが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
+# そのまま渡すと `ValueError` になります。例外はバッチの大きさが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
 # ヘッド数に等しいと、エラーも出さずに誤った位置で回転してしまいます。
 
 # %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; the position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
@@ -1029,29 +1017,24 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # |---|---|---|---|---|
 # | Meta Llama (`llama/model.py`) | interleaved, as complex numbers | `freqs_cis` for `2 * max_seq_len` positions, built with the model | float32 (complex64); the rotation in float32, cast back | no |
 # | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32 (transformers 4.46: a matrix product with autocast off; 5.24: an elementwise product); cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
-# | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | since commit 3bfedf47 (September 2023): float32, the cache cast to the training dtype (`params_dtype`); before it, the angles in the dtype of the `inv_freq` buffer (float32 only while the buffer was), cosines and sines in float32 for bf16 | `rotary_pct` |
+# | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | float32, the cache cast to the training dtype (`params_dtype`) | `rotary_pct` |
 # | GPT-J (Hugging Face) | interleaved (`rotate_every_two`) | one table for all `max_position_embeddings` | float32 | `rotary_dim` |
 # | torchtune | interleaved | `cache` of shape `[max_seq_len, dim // 2, 2]`, a non-persistent buffer | float32; the rotation in float32, cast back | no |
 # | `posenc` | `layout="half"` or `"interleaved"` | `apply_rope`: computed per call; `RotaryEmbedding`: a table that grows on demand | float32, float64 for float64 input; the rotation likewise, cast back | `rotary_dim` |
 #
 # The chapter [*Implementing RoPE efficiently*](12-efficient-rope.ipynb) measures how
-# fast these forms run. The cells below rebuild two of them. Meta's
-# `apply_rotary_emb` views each pair as one complex number and multiplies it by
-# $e^{\mathrm{i}m\theta_i}$ from `torch.polar`: the derivation above, literally. Its
-# tensors are laid out `(batch, seq, heads, head_dim)`, so the positions have shape
-# `(seq, 1)` to broadcast over the heads. Hugging Face's Llama unsqueezes its cosines
-# at dimension 1, which is why `posenc` takes its positions as
-# `position_ids[:, None, :]`. Transformers 4.46 formed its angles, a matrix product,
+# fast these forms run. The cells below rebuild Meta's: `apply_rotary_emb` views each
+# pair as one complex number and multiplies it by $e^{\mathrm{i}m\theta_i}$ from
+# `torch.polar`, the derivation above, literally. Its tensors are laid out
+# `(batch, seq, heads, head_dim)`, so the positions have shape `(seq, 1)` to broadcast
+# over the heads. Hugging Face's Llama unsqueezes its cosines at dimension 1, which
+# is why `posenc` takes its positions as `position_ids[:, None, :]`; where
+# transformers is installed, the cell runs its own `LlamaRotaryEmbedding` and
+# `apply_rotary_pos_emb`. Transformers 4.46 formed its angles, a matrix product,
 # with autocast switched off (autocast would have run the product in bfloat16);
 # transformers 5.24 forms them with an elementwise product in float32, which
-# autocast leaves in float32. Against the real `LlamaRotaryEmbedding` and
-# `apply_rotary_pos_emb` of transformers 5.24.0 (these shapes, positions up to 2008,
-# run outside this notebook) `apply_rope` differs by at most $2.4 \times 10^{-7}$ in
-# float32. For bfloat16 input about a third of the elements differ (31% to 33% in
-# the draws we ran), because Hugging Face rotates in bfloat16 and `posenc` in
-# float32; the largest difference is one bfloat16 unit in the last place of the
-# largest values in the tensor, 0.0156 for values below 4 and 0.031 below 8, so it
-# depends on the draw.
+# autocast leaves in float32. For bfloat16 input the results round differently,
+# because Hugging Face rotates in bfloat16 and `posenc` in float32.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各ライブラリを posenc で再現する**
@@ -1060,26 +1043,24 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # |---|---|---|---|---|
 # | Meta Llama（`llama/model.py`） | インターリーブ配置（複素数として） | `freqs_cis` を `2 * max_seq_len` 位置ぶん、モデルの構築時に作成 | float32（complex64）。回転も float32 で行い、元の型へ変換 | なし |
 # | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について再計算 | float32（transformers 4.46 は autocast を無効にした行列積、5.24 は成分ごとの積）。回転の前に入力の型へ変換 | ほかのモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
-# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | コミット 3bfedf47（2023 年 9 月）以降は float32 で計算し、キャッシュを学習時の型（`params_dtype`）へ変換。それ以前は、角度を `inv_freq` バッファの型で計算し（float32 になるのはバッファが float32 の間だけ）、bf16 では cos と sin を float32 で計算 | `rotary_pct` |
+# | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | float32 で計算し、キャッシュを学習時の型（`params_dtype`）へ変換 | `rotary_pct` |
 # | GPT-J（Hugging Face） | インターリーブ配置（`rotate_every_two`） | `max_position_embeddings` 位置ぶんの表を 1 つ | float32 | `rotary_dim` |
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型へ変換 | `rotary_dim` |
 #
 # これらの形の速さは[「RoPE を効率よく実装する」](12-efficient-rope.ipynb)の章で測ります。
-# 以下のセルで、このうち 2 つを再現します。
+# 以下のセルでは Meta の実装を再現します。
 # Meta の `apply_rotary_emb` は各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
 # 上の導出そのままです。
-# テンソルの並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。
+# テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。
 # Hugging Face の Llama は cos に `unsqueeze` で軸 1 を挿入します。`posenc` が位置を `position_ids[:, None, :]` で受け取るのはそのためです。
+# transformers がある環境では、セルは Hugging Face 自身の `LlamaRotaryEmbedding` と `apply_rotary_pos_emb` も実行します。
 # transformers 4.46 は、角度を作る行列積の間 autocast を無効にしていました。autocast が有効なら、行列積は bfloat16 で計算されるからです。
 # transformers 5.24 は成分ごとの積を float32 で計算して角度を作り、autocast はこれを float32 のまま残します。
-# transformers 5.24.0 の実際の `LlamaRotaryEmbedding` および `apply_rotary_pos_emb` と `apply_rope` を、このノートブックの外で比べました（同じ形状、位置は 2008 まで）。
-# 差は float32 で最大 $2.4 \times 10^{-7}$ です。
-# bfloat16 の入力では成分のおよそ 3 分の 1 が違います（試した乱数では 31% から 33%）。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
-# 差の最大値は、テンソル中で最も大きい値の、bfloat16 での最後の桁の 1 単位です。値が 4 未満なら 0.0156、8 未満なら 0.031 なので、乱数によって変わります。
+# bfloat16 の入力では丸め方が違います。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
 
 
-# %% tags=["deeper", "check"] summary={"en": "Meta's apply_rotary_emb, restated, equals apply_rope with interleaved pairs and positions of shape (seq, 1); Hugging Face's Llama rotation, restated, equals apply_rope with position_ids[:, None, :], and its frequencies bit for bit", "ja": "書き起こした Meta の apply_rotary_emb は、インターリーブ配置と形状 (seq, 1) の位置の apply_rope に等しく、書き起こした Hugging Face の Llama の回転は position_ids[:, None, :] の apply_rope に等しく、周波数はビット単位で一致します"}
+# %% tags=["deeper", "check"] summary={"en": "Meta's apply_rotary_emb, restated, equals apply_rope with interleaved pairs and positions of shape (seq, 1); posenc's frequencies are Hugging Face's expression bit for bit; where transformers is installed, its own LlamaRotaryEmbedding and apply_rotary_pos_emb equal apply_rope with position_ids[:, None, :]", "ja": "書き直した Meta の apply_rotary_emb は、インターリーブ配置と形状 (seq, 1) の位置の apply_rope に等しく、posenc の周波数は Hugging Face の式とビット単位で一致します。transformers がある環境では、Hugging Face 自身の LlamaRotaryEmbedding と apply_rotary_pos_emb が position_ids[:, None, :] の apply_rope に等しくなります"}
 def meta_rope(x, start_pos=0, base=10000.0):
     """Meta's apply_rotary_emb (llama/model.py), restated: (b, s, n_h, h_d)."""
     b, s, n_h, h_d = x.shape
@@ -1098,24 +1079,31 @@ meta = meta_rope(x, start_pos=start)
 assert_close(meta, apply_rope(x, cache_pos, layout="interleaved"))
 
 
-def hf_llama_rope(x, position_ids, base=10000.0):
-    """Hugging Face's Llama rotation, restated; x: (b, n_h, s, h_d)."""
-    h_d = x.shape[-1]
-    exponent = torch.arange(0, h_d, 2, dtype=torch.int64).float() / h_d
-    inv_freq = 1.0 / base**exponent
-    freqs = position_ids[:, :, None].float() * inv_freq  # (b, s, h_d/2)
-    emb = torch.cat((freqs, freqs), dim=-1)  # (b, s, h_d)
-    cos, sin = emb.cos()[:, None], emb.sin()[:, None]  # unsqueeze_dim=1
-    return x * cos + rotate_half(x) * sin
-
-
 exponent = torch.arange(0, 32, 2, dtype=torch.int64).float() / 32
-assert torch.equal(rope_frequencies(32), 1.0 / 10000.0**exponent)  # bitwise
+assert torch.equal(rope_frequencies(32), 1.0 / 10000.0**exponent)  # as HF's
 x = torch.randn(3, 4, 9, 32)  # (b, n_h, s, h_d)
-hf = hf_llama_rope(x, position_ids)  # position_ids: (b, s)
-assert_close(hf, apply_rope(x, position_ids[:, None, :]))
-assert_close(right, hf_llama_rope(x_sq, ids_sq))
-assert not torch.allclose(wrong, hf_llama_rope(x_sq, ids_sq))
+
+try:  # Hugging Face's own Llama rotation, where transformers is installed
+    with warnings.catch_warnings():  # its import warns about tqdm
+        warnings.simplefilter("ignore")
+        from transformers import LlamaConfig
+        from transformers.models.llama import modeling_llama
+except ImportError:  # the downloaded notebook needs only posenc
+    modeling_llama = None
+if modeling_llama is not None:
+    config = LlamaConfig(
+        hidden_size=128, num_attention_heads=4, head_dim=32
+    )  # rope_theta 10000, no scaling
+    rotary = modeling_llama.LlamaRotaryEmbedding(config)
+    assert torch.equal(rotary.inv_freq, rope_frequencies(32))  # bitwise
+    cos, sin = rotary(x, position_ids)  # position_ids: (b, s)
+    hf, _ = modeling_llama.apply_rotary_pos_emb(x, x, cos, sin)
+    assert_close(hf, apply_rope(x, position_ids[:, None, :]))
+    cos, sin = rotary(x_sq, ids_sq)
+    hf_sq, _ = modeling_llama.apply_rotary_pos_emb(x_sq, x_sq, cos, sin)
+    assert_close(right, hf_sq)
+    assert not torch.allclose(wrong, hf_sq)
+
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1327,11 +1315,11 @@ print(
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# RoFormer (§3.2–3.4, eq. 19 and 34, Figure 2) is read in its arXiv version. The
-# library code is restated, not called:
-# Hugging Face's as in transformers 4.46 and 5.24 (the comparison with the real
-# functions used 5.24.0, outside this notebook), GPT-NeoX's at commit ea7aefd8 and on
-# both sides of commit 3bfedf47, "Pre-compute RoPE embeddings in fp32" (2023-09-25).
+# RoFormer (§3.2–3.4, eq. 34, Figure 2) is read in its arXiv version. Meta's code is
+# restated; Hugging Face's was read in transformers 4.46 and 5.24, and its rotation is
+# called where transformers is installed (5.24.0 here); GPT-NeoX's was read at commit
+# ea7aefd8 and on both sides of commit 3bfedf47, "Pre-compute RoPE embeddings in
+# fp32" (2023-09-25).
 #
 # ### References
 #
@@ -1350,8 +1338,8 @@ print(
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# RoFormer（§3.2–3.4、式 19 と 34、図 2）は arXiv 版を読んでいます。ライブラリのコードは呼び出さずに書き写しています。
-# Hugging Face のコードは transformers 4.46 と 5.24 のものです（実際の関数との比較には 5.24.0 を使い、このノートブックの外で実行しました）。
+# RoFormer（§3.2–3.4、式 34、図 2）は arXiv 版を読んでいます。Meta のコードは書き直したものです。
+# Hugging Face のコードは transformers 4.46 と 5.24 で読み、transformers がある環境（ここでは 5.24.0）では回転の関数そのものを呼び出します。
 # GPT-NeoX のコードは、コミット ea7aefd8 と、コミット 3bfedf47 の前後で読んでいます。
 # 3bfedf47 は「Pre-compute RoPE embeddings in fp32」（2023-09-25）です。
 #

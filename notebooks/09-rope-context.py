@@ -16,8 +16,9 @@
 # %% [markdown] lang="en"
 # # Extending RoPE's context
 #
-# A RoPE model degrades past its training length $L$, where its slowest pairs
-# turn to angles it never saw. The methods here change only RoPE's frequencies
+# A RoPE model degrades past its training length $L$; the common explanation
+# (YaRN's, and Liu et al.'s critical dimension) is that its slowest pairs turn to
+# angles it never saw. The methods here change only RoPE's frequencies
 # $\theta_i$ and differ in one choice: how much to slow each pair, given its
 # wavelength. Position interpolation, NTK-aware scaling,
 # dynamic NTK, YaRN, Llama 3's rule and LongRoPE become curves on that one
@@ -27,7 +28,7 @@
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
 #
-# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。回転の遅いペアが、学習中に一度も見なかった角度に入るからです。
+# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。広く受け入れられている説明（YaRN や、Liu らの臨界次元）によれば、回転の遅いペアが学習中に一度も見なかった角度に入るからです。
 # この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違いは 1 点だけです。各ペアを、その波長に応じてどれだけ遅くするかです。
 # 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線になります。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。その理由は softmax のエントロピーが示します。
@@ -151,80 +152,27 @@ ax.legend(loc="upper left")
 plt.show()
 
 # %% [markdown] lang="en"
-# The slow pairs are not the only novelty past $L$. Call a distance's angles
-# in the fast pairs, $(\Delta\theta_0, \dots, \Delta\theta_{45})$ modulo $2\pi$,
-# its combination. Each fast pair alone repeats angles it has seen, but for
-# Llama 2 the combination of every distance from $L$ to $2L - 1$ is at least 1
-# radian away, in some pair, from that of every trained distance. A longer
-# input also spreads attention over more keys (the section
-# [The attention temperature](#the-attention-temperature)). Sun et al. (2022)
-# measured the cost: a RoPE model trained on 1024 tokens has a
-# [perplexity](../docs/glossary.md#perplexity) of 25.52 at 1024 tokens, 73.6 at
-# 2048 and 294.45 at 4096.
+# That the slow pairs cause the failure past $L$ is a hypothesis, the one these
+# methods build on: YaRN (Peng et al. 2023, §3.2) fully interpolates the pairs that never
+# turn within $L$, and Liu et al. (2024) call the boundary, $i_1$ here, the critical
+# dimension for extrapolation. A longer input also spreads attention over more keys
+# (the section [The attention temperature](#the-attention-temperature)). Sun et al.
+# (2022, Table 2) measured the cost: a RoPE model trained on 1024 tokens has a
+# [perplexity](../docs/glossary.md#perplexity) of 25.52 at 1024 tokens, 73.6 at 2048
+# and 294.45 at 4096; a blockwise window ([*xPos and NoPE*](10-xpos-nope.ipynb))
+# brings the last two to 25.57 and 25.65 (Table 5).
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) shows a small
+# RoPE model that fails past $L$ and recovers when keys beyond the trained
+# distances are hidden.
 
 # %% [markdown] lang="ja"
-# $L$ の先で新しいのは、遅いペアだけではありません。
-# ある距離での速いペアの角度 $(\Delta\theta_0, \dots, \Delta\theta_{45})$ を $2\pi$ を法として並べたものを、その距離の「組み合わせ」と呼ぶことにします。
-# 速いペアは 1 つずつ見れば、見たことのある角度を繰り返します。
-# しかし Llama 2 では、$L$ から $2L - 1$ までのどの距離の組み合わせも、学習中のすべての距離の組み合わせから、どれかのペアで少なくとも 1 ラジアン離れています。
+# 遅いペアが $L$ の先での失敗の原因だというのは仮説ですが、この章の手法はこの仮説の上に立っています。
+# YaRN（Peng ら 2023、§3.2）は $L$ の間に 1 周もしないペアを完全に補間します。
+# Liu ら（2024）は、その境目（ここでの $i_1$）を外挿の臨界次元（critical dimension）と呼んでいます。
 # さらに、長い入力ではアテンションがより多くのキーに分散します（[「アテンションの温度」](#アテンションの温度)の節）。
-# Sun ら（2022）はその代償を測っています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: how far the fast pairs' combinations are from the trained ones.**
-# For a new distance $\Delta$ and a trained one $\Delta' \in \{0, \dots, L-1\}$,
-# measure the mismatch of their combinations by the worst pair,
-# $\max_{i \le 45} \lvert (\Delta - \Delta')\theta_i \rvert$ with each angle
-# wrapped into $[-\pi, \pi)$, and call the smallest mismatch over all trained
-# $\Delta'$ the gap of $\Delta$. The cell below takes 64 distances in
-# $[L, 2L)$ for Llama 2. Pair 0 alone always comes within $10^{-3}$ radian of
-# an angle it took in training, but the gap over pairs 0 to 45 is never below
-# 1 radian. The mismatch depends only on $\Delta - \Delta'$: it is exactly 1
-# radian (pair 0's step) for a trained distance one position away, and at
-# least 2 radians for every trained distance two or more positions away. The
-# chapter [*Which encodings extrapolate?*](11-length-generalisation.ipynb)
-# shows a small RoPE model that fails past $L$ and recovers when the keys beyond
-# the trained distances are hidden.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：速いペアの組み合わせは学習中のものからどれだけ離れているか**
-#
-# 新しい距離 $\Delta$ と学習中の距離 $\Delta' \in \{0, \dots, L-1\}$ の組み合わせのずれを、いちばんずれるペアで測ります。
-# つまり、各角度を $[-\pi, \pi)$ に収めたうえでの $\max_{i \le 45} \lvert (\Delta - \Delta')\theta_i \rvert$ です。
-# 学習中のすべての $\Delta'$ についてのその最小値を、$\Delta$ の隔たりと呼びます。
-# 下のセルでは、Llama 2 について $[L, 2L)$ の 64 個の距離を調べます。
-# ペア 0 だけを見れば、学習中に取った角度のどれかから必ず $10^{-3}$ ラジアン以内にありますが、ペア 0 から 45 をまとめた隔たりは 1 ラジアンを下回りません。
-# ずれは $\Delta - \Delta'$ だけで決まります。1 位置しか違わない学習中の距離とはちょうど 1 ラジアン（ペア 0 の 1 歩分）、2 位置以上違う距離とは少なくとも 2 ラジアン離れています。
+# Sun ら（2022、表 2）はその代償を測っています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
+# ブロック単位のウィンドウ（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）を使うと、後の 2 つは 25.57 と 25.65 になります（表 5）。
 # [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、学習した距離より遠いキーを隠すと回復する様子を示します。
-
-# %% tags=["deeper"]
-b, L = settings[0][1:]
-theta = rope_frequencies(d, base=b).double()
-new = torch.linspace(L, 2 * L - 1, 64, dtype=f64).round()
-seen = torch.arange(L, dtype=f64)
-
-
-def combination_gap(pairs):
-    """For each new distance: the mismatch with the closest trained one."""
-    angle = (new[:, None, None] - seen[None, :, None]) * theta[pairs]
-    wrapped = torch.remainder(angle + math.pi, two_pi) - math.pi  # [-pi, pi)
-    return wrapped.abs().amax(-1).amin(-1)  # (64,) radians
-
-
-alone, together = combination_gap([0]), combination_gap(slice(0, 46))
-# the mismatch as a function of delta = new - trained, 1 .. 2L - 1
-delta = torch.arange(1, 2 * L, dtype=f64)
-wrap = torch.remainder(delta[:, None] * theta[:46] + math.pi, two_pi) - math.pi
-by_delta = wrap.abs().amax(-1)
-assert alone.max() < 1e-3 and together.min() > 1 - 1e-9
-assert math.isclose(by_delta[0], 1.0)  # delta = 1: pair 0's step, 1 rad
-assert by_delta[1:].min() > 2 - 1e-9  # delta >= 2: at least 2 rad
-print(
-    f"pair 0 alone: within {alone.max():.1e} rad of a trained angle\n"
-    f"pairs 0-45: gap at least {together.min():.2f} rad; "
-    f"{by_delta[1:].min():.2f} rad against distances 2+ positions away",
-    end="",
-)
 
 # %% [markdown] lang="en"
 # ## Position interpolation
@@ -242,7 +190,9 @@ print(
 # The price is resolution: neighbouring tokens are now only $\theta_i/s$
 # apart, $1/s$ radian instead of 1 for the fastest pair, closer than any two
 # angles the model learned to tell apart. Chen et al. adapt the model with a
-# short [fine-tuning](../docs/glossary.md#fine-tuning) (within 1000 steps).
+# short [fine-tuning](../docs/glossary.md#fine-tuning) (within 1000 steps); their
+# Theorem 2.1 bounds how far the score at a position between two integers can stray
+# from its neighbours', far below what extrapolated positions reach.
 # `posenc.LinearScaling(s)` is this rule.
 
 # %% [markdown] lang="ja"
@@ -258,9 +208,10 @@ print(
 # 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮みます。
 # 最も速いペアの場合、差は 1 ラジアンから $1/s$ ラジアンに縮み、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを慣らしています。
+# 論文の定理 2.1 は、整数の間の位置でのスコアが周りのスコアからどれだけ外れうるかを抑えます。その上界は、外挿した位置でスコアが達しうる値よりはるかに小さなものです。
 # `posenc.LinearScaling(s)` がこの規則です。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割り、それで位置 m を回すことは sL までのすべての位置で元の周波数で m/s を回すことと同じで、最後の角度は L theta_i より小さいままです"}
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割り、sL までのどの位置でも、これで m を回転させることは元の周波数で m/s を回転させることと同じで、最後の角度は L theta_i より小さいままです"}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 pi = LinearScaling(s)
@@ -297,7 +248,7 @@ assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 #
 # bloc97（2023）は、PI は圧縮してはいけないところまで圧縮している、と主張しました。
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
-# 名前はニューラルタンジェントカーネル（NTK）の理論に由来します。この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません。
+# （名前はニューラルタンジェントカーネル（NTK）の理論に由来します。この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません）
 # 新しい底は、すべての周波数を一度に変えます。
 # 最も速いペアの周波数 $\theta_0 = b^0 = 1$ は底によりません。最も遅いペアの周波数 $\theta_{d/2-1} = b^{-(d-2)/d}$ が $s$ で割られるという条件から、底が決まります。
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
@@ -305,7 +256,7 @@ assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 # $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
 # `posenc.NTKScaling(s)` がこの底の変更です。
 #
-# ただし、遅いペアを完全には補間しません。
+# ただし、この底では遅いペアが学習した弧の外に出てしまいます。
 # 伸ばしたコンテキストの間に、ペア $i$ は角度 $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$ に達します。これは $i < d/2 - 1$ のすべてのペアで、学習時の $L\theta_i$ より大きい値です。
 # Peng ら（2023）はこの範囲外の角度を指摘し、そのため NTK-aware スケーリングの係数は、目標とする伸び率より大きく設定しなければならないと述べています。
 # Llama 2 と $s = 4$ では次のとおりです。
@@ -321,7 +272,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "NTKScaling is the base b s^(d/(d-2)); pair i is divided by s^(2i/(d-2)), pair 0 not at all and the slowest pair by s; exactly the pairs before the last leave their arc", "ja": "NTKScaling は底 b s^(d/(d-2)) と同じで、ペア i は s^(2i/(d-2)) で割られ、ペア 0 はそのまま、最も遅いペアは s で割られます。弧の外に出るのは最後のペアより前のペアちょうどです"}
+# %% tags=["check"] summary={"en": "NTKScaling is the base b s^(d/(d-2)); pair i is divided by s^(2i/(d-2)), pair 0 not at all and the slowest pair by s; exactly the pairs before the last leave their arc", "ja": "NTKScaling は底 b s^(d/(d-2)) と同じで、ペア i は s^(2i/(d-2)) で割られ、ペア 0 はそのまま、最も遅いペアは s で割られます。弧の外に出るのは最後のペアを除くすべてのペアです"}
 b_new = b * s ** (d / (d - 2))  # b' = b s^(d/(d-2))
 assert_close(
     theta_ntk, rope_frequencies(d, base=b_new).double(), rtol=1e-6, atol=0
@@ -425,34 +376,6 @@ for k, color in zip(ks, colors, strict=True):
 ax.set(yscale="log", xlabel="$i$", ylabel=r"$\theta'_i / \theta_i$")
 ax.legend(loc="lower left", ncols=2)
 plt.show()
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the length as a tensor inside a model.** The Hugging Face
-# values in the check above come from calling its function with the length as
-# a Python integer, as `posenc` takes it. Inside a model, Hugging Face passes
-# the length as a tensor (the largest position plus one) and so forms the new
-# base in float32 rather than in Python floats. The frequencies then differ
-# from `posenc`'s in the last bit or two of some pairs at some lengths, by
-# about one part in ten million: at 5000 positions with $s = 1$, for instance,
-# but not at $2L$, $4L$ or $8L$. The cell checks two such pairs; the difference
-# is of no consequence.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：モデルの中では長さがテンソルになる**
-#
-# 上の確認で使った Hugging Face の値は、Hugging Face の関数に長さを Python の整数として渡して得たものです（`posenc` も長さをそう受け取ります）。
-# モデルの中では、Hugging Face は長さをテンソル（位置の最大値に 1 を足した値）として渡すので、新しい底を Python の浮動小数点数ではなく float32 で計算します。
-# すると、いくつかの長さで、一部のペアの周波数が `posenc` と最後の 1、2 ビットだけ、およそ 1000 万分の 1 違います。
-# たとえば $s = 1$ の 5000 位置では違い、$2L$、$4L$、$8L$ では違いません。
-# 下のセルでそのようなペアを 2 つ確かめます。この違いが問題になることはありません。
-
-# %% tags=["deeper"]
-# transformers 5.24.0, the call above with seq_len=torch.tensor(5000), s = 1
-hf_tensor_5000 = {18: 7.083604485e-02, 21: 4.556485638e-02}
-dyn_5000 = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=5000)
-check_hf(dyn_5000, hf_tensor_5000)  # within one part in a million
-tensor_path = torch.tensor(list(hf_tensor_5000.values()))  # float32
-assert (dyn_5000[list(hf_tensor_5000)] != tensor_path).all()  # not bit for bit
 
 # %% [markdown] lang="en"
 # Recomputing the frequencies has a catch when keys enter the
@@ -1100,13 +1023,7 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # lists and no $\hat{n}$. Hugging Face takes $s$ as `max_position_embeddings`
 # over `original_max_position_embeddings` when the configuration has no
 # `factor`, as Phi-3's has not, and an explicit `attention_factor` replaces
-# the default. Some other members of the family give one attention factor per
-# list, `short_mscale` and `long_mscale`: Hugging Face's PhiMoE (Phi-3.5-MoE)
-# reads both and picks one per forward pass by the length, but its forward
-# recomputes the frequencies without the length, so it rotates with the short
-# list at every length while scaling by `long_mscale` past the switch (not
-# checked in a cell here). `LongRopeScaling` has a single `attention_factor`.
-# For comparison, YaRN with $s = 32$ would keep pairs 0 to 15 and divide pairs
+# the default; `LongRopeScaling` has a single `attention_factor`. For comparison, YaRN with $s = 32$ would keep pairs 0 to 15 and divide pairs
 # 34 to 47 by exactly 32, where the long list divides pair 12 by 7.70.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -1120,11 +1037,9 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # また、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
 # Phi-3 に残っているのは周波数の部分だけで、2 つの列があり、$\hat{n}$ はありません。
 # 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は $s$ を `max_position_embeddings` と `original_max_position_embeddings` の比とし、`attention_factor` を明示すると既定の係数がそれに置き換わります。
-# 同じファミリーのほかのモデルには、列ごとにアテンションの係数 `short_mscale` と `long_mscale` を持つものもあります。
-# Hugging Face の PhiMoE（Phi-3.5-MoE）は両方を読み、フォワードパスごとに長さからどちらかを選びます。
-# ところがフォワードパスは長さを渡さずに周波数を計算し直すので、どの長さでも短い入力用の列で回転させ、切り替えの長さを超えると `long_mscale` だけを掛けます（ここのセルでは確かめていません）。
 # `LongRopeScaling` のアテンションの係数は `attention_factor` 1 つだけです。
-# 比較のために挙げると、$s = 32$ の YaRN ならペア 0 から 15 をそのまま保ち、ペア 34 から 47 をちょうど 32 で割ります。長い入力用の列は、ペア 12 をすでに 7.70 で割っています。
+# 比較のために挙げると、$s = 32$ の YaRN ならペア 0 から 15 をそのまま保ち、ペア 34 から 47 をちょうど 32 で割ります。
+# 一方、長い入力用の列は、YaRN ならそのまま保つペア 12 を 7.70 で割っています。
 
 # %% tags=["deeper"]
 yarn_32 = YarnScaling(32, L_phi)
@@ -1145,9 +1060,7 @@ print(
 # ($T = 4097$) switches Hugging Face's rotary module to the long factors: the
 # new query is rotated with the long list, while the cached keys keep their
 # short-list rotation. Within one list the score of a query at $m$ and a key
-# at $n$ depends only on $n - m$ (the cell shifts a query and a key together
-# by up to 3700 positions, all below 4096 or all beyond $5L$); across the
-# switch it does not. A key cached at $n$ is off in pair $i$ by the angle
+# at $n$ depends only on $n - m$; across the switch it does not. A key cached at $n$ is off in pair $i$ by the angle
 # $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$,
 # which for pair 0 is 0.074 radian per position, 303 radians for the key at
 # 4095. For that key, pairs 0 to 39 are off by more than 1 radian and pairs 40
@@ -1163,16 +1076,7 @@ print(
 # processed again with the long list
 # ([transformers pull request 33129](https://github.com/huggingface/transformers/pull/33129),
 # 2024), at the cost of one slow step. A hand-written decoding loop, or a
-# model class without that override, keeps the stale keys. onnxruntime-genai
-# rewinds and recomputes the sequence when it crosses $L$, for a batch of one
-# and a single beam
-# ([pull request 1161](https://github.com/microsoft/onnxruntime-genai/pull/1161),
-# 2024). llama.cpp has chosen the list from the context size allocated when a
-# model is loaded, not from the current length, so that every input, however
-# short, gets the long factors once the context is configured past $L$
-# ([issue 8995](https://github.com/ggml-org/llama.cpp/issues/8995), 2024;
-# [issue 24823](https://github.com/ggml-org/llama.cpp/issues/24823), 2026).
-# Either way, how a token is rotated depends on the length of the whole
+# model class without that override, keeps the stale keys. Either way, how a token is rotated depends on the length of the whole
 # sequence, not only on its position.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -1182,9 +1086,7 @@ print(
 # 4096 トークン以下のプロンプトは短い入力用の係数で処理され、そのキーはその係数で回転されてから [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入ります。
 # 位置 4096 を加える[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)（$T = 4097$）で、Hugging Face の回転埋め込みのモジュールは長い入力用の係数に切り替わります。
 # 新しいクエリは長い入力用の列で回転されますが、キャッシュしたキーは短い入力用の列で回転されたままです。
-# 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まります。
-# セルでは、クエリとキーを一緒に最大 3700 位置ずらして確かめます（位置はすべて 4096 未満か、すべて $5L$ より先です）。
-# 切り替わりをまたぐと、そうはなりません。
+# 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まりますが、切り替わりをまたぐと、そうはなりません。
 # 位置 $n$ にキャッシュしたキーは、ペア $i$ で角度 $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$ だけずれています。
 # ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、ペア 0 から 39 が 1 ラジアンより大きく、ペア 40 から 47 が 0.17 から 0.88 ラジアンずれます。$2\pi$ の整数倍を除いても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれています。
@@ -1195,9 +1097,6 @@ print(
 # キャッシュが $L$ 個以下のキーしか持たないまま入力が初めて $L + 1$ トークンに達すると、`prepare_inputs_for_generation` がキャッシュを捨てます。
 # そして系列全体を長い入力用の列で処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。その 1 ステップだけは遅くなります。
 # 自分で書いたデコードのループや、このメソッドを上書きしていないモデルのクラスでは、古いキーが残ります。
-# onnxruntime-genai は、系列が $L$ を超えた時点で巻き戻し、系列全体を計算し直します（バッチの大きさ 1、ビーム 1 本の場合に限ります。[プルリクエスト 1161](https://github.com/microsoft/onnxruntime-genai/pull/1161)、2024 年）。
-# llama.cpp は、列を現在の長さではなくモデルを読み込むときに確保したコンテキストの大きさから選んできました。
-# そのため、コンテキストを $L$ より大きく設定すると、どんなに短い入力にも長い入力用の係数が使われます（[issue 8995](https://github.com/ggml-org/llama.cpp/issues/8995)、2024 年、[issue 24823](https://github.com/ggml-org/llama.cpp/issues/24823)、2026 年）。
 # いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
 
 # %% tags=["deeper"]
@@ -1261,7 +1160,7 @@ print(
 # %% [markdown] lang="ja"
 # ## 相対位置の性質は保たれる
 #
-# ここまでの規則はどれも、周波数 $\theta_i$ を別の定数 $\theta'_i$ に置き換え、$q$ と $k$ に定数 $c$ を掛けることもあります。
+# ここまでの規則はどれも、周波数 $\theta_i$ を別の定数 $\theta'_i$ に置き換えるもので、$q$ と $k$ に定数 $c$ を掛けるものもあります。
 # RoPE のスコアが相対位置だけで決まることを示した議論は、周波数の値をまったく使っていませんでした。
 # $R(\phi)$ を角度 $\phi$ の $2 \times 2$ 回転行列とし、$R(\phi)^\top = R(-\phi)$ を使うと、各ペアがスコアに寄与する量は
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
@@ -1313,7 +1212,7 @@ for scaling in scalings.values():
 # 図はそれを 1 本の軸の上に並べます。
 # 横軸は元の波長を学習時の長さを単位として測ったもの $\lambda_i/L$、縦軸はそのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ を係数のべきで表したもの $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを完全に遅くします。
-# NTK-aware スケーリングは直線的に上がり、速いペアを少し遅くし、遅いペアは遅くし足りません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
+# NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
 # YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）をすべて完全に遅くします。Llama 3 の規則も同じことを $L/4$ から行います。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
 # 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。これは係数 2 の NTK-aware スケーリングです。
@@ -1470,7 +1369,7 @@ assert round(s_code_llama, 2) == 93.06
 # **さらに詳しく：表の細部**
 #
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
-# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは vLLM の YaRN が静的であることを注意しており、Hugging Face の `"yarn"` と `YarnScaling` も静的です。
+# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは、vLLM の YaRN が静的であることに注意を促しています。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
 # gpt-oss は `truncate` を false にしています（次の注）。
 # Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
@@ -1497,19 +1396,12 @@ assert round(s_code_llama, 2) == 93.06
 # the ratio of two such factors from `mscale` and `mscale_all_dim`, as in
 # DeepSeek's configurations) or keep the fractional range (`truncate=False`).
 # `YarnScaling` takes `mscale` and `mscale_all_dim`, but neither an explicit
-# `attention_factor` nor `truncate`. It therefore does not reproduce gpt-oss,
-# which keeps the range fractional: the default of Hugging Face's
-# `GptOssConfig` sets `truncate` to false, and OpenAI's reference code
-# (`gpt_oss/torch/model.py`) never rounds the range. With head dimension 64
-# and base $1.5 \cdot 10^5$, gpt-oss blends from pair 8.09 to pair 17.40, where
-# `YarnScaling` blends from pair 8 to pair 18; the cell below writes the ramp
-# over the fractional range out and finds the frequencies of
-# `YarnScaling(32, 4096)` up to 1.76 times larger, at pair 17. Older versions
-# of transformers (4.45.2, for example) read $L$ for YaRN from
-# `max_position_embeddings` rather than from
-# `original_max_position_embeddings`, so the same `config.json` could give
-# different frequencies; read the version's `modeling_rope_utils.py` when it
-# matters.
+# `attention_factor` nor `truncate`, so it does not reproduce gpt-oss, whose
+# configuration (`GptOssConfig`) and reference code (`gpt_oss/torch/model.py`)
+# keep the range fractional. With head dimension 64 and base $1.5 \cdot 10^5$,
+# gpt-oss blends from pair 8.09 to pair 17.40 where `YarnScaling` blends from pair
+# 8 to pair 18, and `YarnScaling(32, 4096)`'s frequencies are up to 1.76 times
+# larger (pair 17).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Hugging Face での名前と、posenc との違い**
@@ -1530,13 +1422,10 @@ assert round(s_code_llama, 2) == 93.06
 # 1 つはアテンションの係数を上書きするもので、`attention_factor` か、DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比です。
 # もう 1 つは範囲を小数のまま使うための `truncate=False` です。
 # `YarnScaling` は `mscale` と `mscale_all_dim` を受け取りますが、`attention_factor` の直接の指定と `truncate` はありません。
-# そのため、範囲を小数のまま使う gpt-oss は再現できません。Hugging Face の `GptOssConfig` は既定で `truncate` を false にしており、OpenAI の参照実装（`gpt_oss/torch/model.py`）も範囲を丸めません。
-# ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の gpt-oss では、混ぜる範囲はペア 8.09 からペア 17.40 までで、`YarnScaling` ではペア 8 からペア 18 までです。
-# 下のセルでは小数のままの範囲でのランプ関数を書き下し、`YarnScaling(32, 4096)` の周波数が最大 1.76 倍（ペア 17）大きいことを確かめます。
-# 古い版の transformers（たとえば 4.45.2）は、YaRN の $L$ を `original_max_position_embeddings` ではなく `max_position_embeddings` から読んでいました。
-# そのため、同じ `config.json` から違う周波数が得られる場合もあります。正確さが必要なときは、使っている版の `modeling_rope_utils.py` を読んでください。
+# そのため、設定（`GptOssConfig`）でも参照実装（`gpt_oss/torch/model.py`）でも範囲を小数のまま使う gpt-oss は再現できません。
+# ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の gpt-oss は、ペア 8.09 からペア 17.40 までを混ぜます。`YarnScaling` ではペア 8 からペア 18 までで、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
 
-# %% tags=["deeper"]
+# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies; YarnScaling(32, 4096), rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与えます。外側に丸める YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
 # gpt-oss (OpenAI's gpt_oss/torch/model.py; Hugging Face's GptOssConfig):
 # head_dim 64, rope_theta 1.5e5, YaRN factor 32 from 4096 positions, betas
 # 32 and 1, truncate false. transformers 5.24.0 (torch 2.13.0):
@@ -1559,19 +1448,15 @@ fractional = ramp_oss * theta_oss / 32 + (1 - ramp_oss) * theta_oss
 check_hf(fractional, hf_gpt_oss)
 yarn_oss = YarnScaling(32, L_oss)  # the range rounded outward: 8 to 18
 ratio_oss = rope_frequencies(d_oss, base=b_oss, scaling=yarn_oss) / fractional
-assert ratio_oss.max() > 1.7  # not gpt-oss's frequencies
-print(
-    f"gpt-oss blends pairs {low_oss:.2f} to {high_oss:.2f}; YarnScaling up to "
-    f"{ratio_oss.max():.2f}x larger (pair {int(ratio_oss.argmax())})",
-    end="",
-)
+assert (round(low_oss, 2), round(high_oss, 2)) == (8.09, 17.4)
+assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
 # - A pair whose wavelength exceeds the training length $L$ has seen only an
 #   arc of its circle; past $L$ it meets angles never trained. Every rule here
-#   repairs these slow pairs.
+#   repairs these slow pairs, on the hypothesis that they cause the failure.
 # - Every rule only changes the frequencies (YaRN and LongRoPE also scale $q$
 #   and $k$), so with fixed frequencies the score still depends only on $n - m$.
 # - PI divides every frequency by $s$ and costs resolution; NTK-aware scaling
@@ -1583,22 +1468,21 @@ print(
 #   factor on the logits that grows like $\ln s$ pulls it back: YaRN's
 #   $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$.
 # - Dynamic NTK and LongRoPE change the frequencies with the sequence length,
-#   so keys cached after their rotation go stale.
-# - Hugging Face's dynamic `factor` is a slope, $s_T = sT/L - (s-1)$: only
-#   $s = 1$ gives $T/L$.
+#   so keys cached after their rotation go stale; Hugging Face's dynamic
+#   `factor` is a slope, $s_T = sT/L - (s-1)$, and only $s = 1$ gives $T/L$.
 # - LongRoPE searches one factor per pair; Phi-3.5-mini's long list divides the
 #   slow pairs by about $2s$.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、この遅いペアを直します。
+# - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
 # - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。周波数が固定されていれば、スコアは $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
 # - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。$\ln s$ に比例して大きくなる係数をスコアに掛けると戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
-# - Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
+#   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1616,12 +1500,6 @@ print(
 #    time, caching each key rotated with the frequencies of the current length.
 #    Compare the last query's scores against the cached keys with those against
 #    keys rotated with the final frequencies. Where do they differ most?
-# 5. Suppose a configuration of DeepSeek's kind set `mscale` = 1 and
-#    `mscale_all_dim` = 0.707, with $s = 40$ (the note on DeepSeek's attention
-#    factor). By what factor are the rotary part $q^R \cdot k^R$ and the content
-#    part $q^C \cdot k^C$ of a logit multiplied? Check with `YarnScaling` and
-#    with Hugging Face's numbers for it: attention factor 1.0857263992561355,
-#    softmax scale 0.1147213867929261.
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -1635,9 +1513,6 @@ print(
 #    どこまで近づくでしょうか。また、アテンションの係数を別にしても、両者が完全には一致しえないのはなぜでしょうか。
 # 4. 動的 NTK（$s = 1$）で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。各キーは、その時点の長さの周波数で回転させてからキャッシュします。
 #    最後のクエリとキャッシュしたキーのスコアを、最終的な周波数で回転させたキーとのスコアと比べてください。差が最も大きいのはどこでしょうか。
-# 5. かりに DeepSeek のような設定が `mscale` = 1、`mscale_all_dim` = 0.707、$s = 40$ だったとします（DeepSeek のアテンションの係数の注を参照）。
-#    スコアのうち回転する部分 $q^R \cdot k^R$ と内容の部分 $q^C \cdot k^C$ は、それぞれ何倍になるでしょうか。
-#    `YarnScaling` と、この設定で Hugging Face が返す値で確かめてください。アテンションの係数は 1.0857263992561355、softmax のスケールは 0.1147213867929261 です。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With base $10^6$ and $L = 16384$, the formula for $i_1$ gives 36.44:
@@ -1748,8 +1623,8 @@ print(
 # the final ones, pair $i$ of that key is off by the angle
 # $n\,\lvert\theta'_i(n+1) - \theta'_i(3L)\rvert$. It is zero for the last key and
 # small for the first few, whose positions are small, and largest for the keys cached
-# just past $L$, whose frequencies are still nearly the trained ones (scaled only
-# by the length $n + 1$, about 1.04 at $n = 266$) but whose positions are already
+# just past $L$, whose frequencies are still nearly the trained ones (the factor is
+# $(n+1)/L$, about 1.04 at $n = 266$) but whose positions are already
 # large: up to 10.7 radians at $n = 266$. Past a fraction of a radian the fast
 # pairs' terms are scrambled, so the scores of the last query are off almost
 # everywhere: by 6.5, 8.7 and 6.0 on average over the three thirds of the keys,
@@ -1763,7 +1638,7 @@ print(
 # 最終的な周波数と比べると、そのキーのペア $i$ は角度 $n\,\lvert\theta'_i(n+1) - \theta'_i(3L)\rvert$ だけずれています。
 # このずれは最後のキーでは 0 で、位置の小さい最初のいくつかのキーでも小さくなります。
 # 最も大きいのは $L$ を少し過ぎたところでキャッシュしたキーです。
-# 周波数は長さ $n + 1$ でわずかに変わっただけで（$n = 266$ では約 1.04 倍）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
+# 周波数はわずかに変わっただけで（係数は $(n+1)/L$ で、$n = 266$ では約 1.04）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
 # ずれが 1 ラジアンの数分の 1 を超えると、速いペアの項はでたらめな値になります。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
 # キーを 3 等分した区間ごとの平均は 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
@@ -1804,65 +1679,12 @@ print(
     end="",
 )
 
-# %% [markdown] lang="en" tags=["solution"]
-# **Solution 5.** With $g(s, m) = 0.1\, m \ln s + 1$ at $s = 40$: $g(40, 1) = 1.3689$ and
-# $g(40, 0.707) = 1.2608$. Cos and sin, and so $q^R$ and $k^R$, are multiplied by their
-# ratio, 1.0857 (the number transformers gives), so the rotary part of a logit grows by
-# $1.0857^2 = 1.1788$ before the softmax scale. The softmax scale multiplies every
-# logit by $g(40, 0.707)^2 = 1.5896$. In all, the rotary part is multiplied by
-# $1.1788 \times 1.5896 = 1.8739 = g(40, 1)^2$, the temperature of DeepSeek-V3, and the
-# content part by $1.5896$, that of DeepSeek-V2: with unequal keys the two parts of a
-# logit get different temperatures. The cell checks `YarnScaling`'s factor against
-# transformers' number and against $g(40, 1) / g(40, 0.707)$, that `apply_rope` scales
-# the norm of a rotary part by it, and that a logit built from random content and
-# rotary parts with transformers' softmax scale equals
-# $\left(g(40, 0.707)^2\, q^C \cdot k^C + g(40, 1)^2\, q^R \cdot k^R\right)/\sqrt{192}$.
-
-# %% [markdown] lang="ja" tags=["solution"]
-# **解答 5.** $g(s, m) = 0.1\, m \ln s + 1$ に $s = 40$ を入れると、$g(40, 1) = 1.3689$、$g(40, 0.707) = 1.2608$ です。
-# cos と sin、つまり $q^R$ と $k^R$ には、その比 1.0857（transformers が返す値）が掛かります。
-# そのため、スコアのうち回転する部分は、softmax のスケールを掛ける前の時点で $1.0857^2 = 1.1788$ 倍です。
-# softmax のスケールは、すべてのスコアを $g(40, 0.707)^2 = 1.5896$ 倍にします。
-# 合わせると、回転する部分は $1.1788 \times 1.5896 = 1.8739 = g(40, 1)^2$ 倍で、これは DeepSeek-V3 の温度です。
-# 内容の部分は $1.5896$ 倍で、DeepSeek-V2 の温度です。2 つのキーが異なると、スコアの 2 つの部分に別々の温度がかかります。
-# 下のセルでは、`YarnScaling` の係数を transformers の値と $g(40, 1) / g(40, 0.707)$ の両方と比べ、`apply_rope` が回転する部分のノルムをその値倍にすることを確かめます。
-# さらに、ランダムな内容の部分と回転する部分から transformers の softmax のスケールで作ったスコアが、
-# $\left(g(40, 0.707)^2\, q^C \cdot k^C + g(40, 1)^2\, q^R \cdot k^R\right)/\sqrt{192}$ に等しいことを確かめます。
-
-# %% tags=["solution"]
-g_v3 = 0.1 * 1.0 * math.log(40) + 1  # g(40, 1)
-g_v2 = 0.1 * 0.707 * math.log(40) + 1  # g(40, 0.707)
-yarn_5 = YarnScaling(40, 4096, mscale=1.0, mscale_all_dim=0.707)
-# transformers 5.24.0 for this configuration: ROPE_INIT_FUNCTIONS["yarn"]
-# attention factor, and DeepseekV3Attention(config, 0).scaling
-hf_factor_5, hf_scale_5 = 1.0857263992561355, 0.1147213867929261
-assert math.isclose(yarn_5.attention_factor, hf_factor_5, rel_tol=1e-12)
-assert math.isclose(yarn_5.attention_factor, g_v3 / g_v2, rel_tol=1e-12)
-assert math.isclose(hf_scale_5 * math.sqrt(192), g_v2**2, rel_tol=1e-12)
-gen_5 = torch.Generator().manual_seed(5)
-q_c5, k_c5 = torch.randn(2, 128, dtype=f64, generator=gen_5)  # content
-q_r5, k_r5 = torch.randn(2, 64, dtype=f64, generator=gen_5)  # rotary
-m_5, n_5 = torch.tensor(100_000), torch.tensor(60_000)
-q_rot5 = apply_rope(q_r5, m_5, scaling=yarn_5)
-k_rot5 = apply_rope(k_r5, n_5, scaling=yarn_5)
-assert_close(q_rot5.norm(), hf_factor_5 * q_r5.norm())
-theta_5 = rope_frequencies(64, scaling=yarn_5).double()
-plain_5 = rotate_half(q_r5, m_5, theta_5) @ rotate_half(k_r5, n_5, theta_5)
-logit_5 = (q_c5 @ k_c5 + q_rot5 @ k_rot5) * hf_scale_5
-expected_5 = (g_v2**2 * (q_c5 @ k_c5) + g_v3**2 * plain_5) / math.sqrt(192)
-assert_close(logit_5, expected_5)
-print(
-    f"factor on cos and sin {yarn_5.attention_factor:.4f}; rotary part "
-    f"x {g_v3**2:.4f}, content part x {g_v2**2:.4f}",
-    end="",
-)
-
-
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
 # Hugging Face's numbers: transformers 5.24.0, torch 2.13.0, CPU. Settings of
-# released models: their `config.json`. Where each rule and number comes from:
+# released models: their `config.json`. Sun et al.'s perplexities: arXiv v1, read
+# through a text transcription, Tables 2 and 5. Where each rule and number comes from:
 # the note after the references.
 #
 # ### References
@@ -1889,6 +1711,8 @@ print(
 #   <https://arxiv.org/abs/2308.12950>
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
+# - Liu, X. et al. (2024). *Scaling Laws of RoPE-based Extrapolation*. ICLR 2024.
+#   <https://arxiv.org/abs/2310.05209>
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation
 #   Models*. <https://arxiv.org/abs/2309.16039>
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2
@@ -1919,6 +1743,7 @@ print(
 # ## 出典とバージョン
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
+# Sun らのパープレキシティは、arXiv v1 をテキストに起こしたもので読みました（表 2 と表 5）。
 # どの規則と数値がどこから来たかは、参考文献の後の注にまとめます。
 #
 # ### 参考文献
@@ -1945,6 +1770,8 @@ print(
 #   <https://arxiv.org/abs/2308.12950>
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
+# - Liu, X. et al. (2024). *Scaling Laws of RoPE-based Extrapolation*. ICLR 2024.
+#   <https://arxiv.org/abs/2310.05209>
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation
 #   Models*. <https://arxiv.org/abs/2309.16039>
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2
@@ -1991,10 +1818,7 @@ print(
 # Phi-3-vision-128k-instruct's configuration were each read from two public
 # copies of the file, which agree. DeepSeek's softmax scale is Hugging Face's
 # `yarn_apply_mscale` (`models/deepseek_v3/modeling_deepseek_v3.py`) and `MLA`
-# in DeepSeek-V3's `inference/model.py`. PhiMoE's `short_mscale` and
-# `long_mscale` are read in `models/phimoe/modeling_phimoe.py`, where a review
-# of this chapter found, in transformers 5.24.0, the mismatch described in the
-# LongRoPE note. `GptOssConfig` is in
+# in DeepSeek-V3's `inference/model.py`. `GptOssConfig` is in
 # `models/gpt_oss/configuration_gpt_oss.py`. Pull requests and issues of
 # runtimes are linked where they come up.
 
@@ -2010,6 +1834,5 @@ print(
 # 探索は `evolution/` にあり、`evolution/algorithms/dim_mono.py` が減らない列だけを残します。
 # Phi-3.5-mini-instruct の係数の列と Phi-3-vision-128k-instruct の設定は、それぞれ公開されている 2 つのコピーから読み、両者は一致しています。
 # DeepSeek の softmax のスケールは、Hugging Face の `yarn_apply_mscale`（`models/deepseek_v3/modeling_deepseek_v3.py`）と、DeepSeek-V3 の `inference/model.py` にある `MLA` によります。
-# PhiMoE の `short_mscale` と `long_mscale` は `models/phimoe/modeling_phimoe.py` で読まれます。LongRoPE の注で述べた食い違いは、この章のレビューが transformers 5.24.0 で見つけたものです。
 # `GptOssConfig` は `models/gpt_oss/configuration_gpt_oss.py` にあります。
 # 実行環境のプルリクエストと issue は、それぞれ出てくる箇所にリンクを置きました。

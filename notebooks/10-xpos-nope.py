@@ -71,8 +71,10 @@ def fmt(values, digits=4):
 # The bases grow with $i$ from $\zeta_0 = \gamma/(1+\gamma)$ to just below 1: the
 # fastest-turning pair gets the smallest base. The
 # [scale base](../docs/glossary.md#scale-base) $B$ keeps the powers in range: with
-# $B = 1$, $\zeta_0^n$ would leave float16 at $n = 14$. This chapter uses torchscale's
-# values, $\gamma = 0.4$ (so $\zeta_0 = 2/7$) and $B = 512$. In `posenc`, `xpos_zeta(d)`
+# $B = 1$, the key's factor $\zeta_0^{-n} = 3.5^n$ would overflow float16 at $n = 9$
+# and the query's $\zeta_0^n$ reach 0 at $n = 14$. The paper writes $B = 1$ and no
+# $\gamma$; this chapter uses torchscale's values, $\gamma = 0.4$ (so $\zeta_0 = 2/7$)
+# and $B = 512$. In `posenc`, `xpos_zeta(d)`
 # returns the $\zeta_i$, `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and
 # `apply_xpos(q, k, m, n)` returns $(\tilde q_m, \tilde k_n)$, built on `apply_rope`,
 # in either pairing.
@@ -90,7 +92,8 @@ def fmt(values, digits=4):
 # べきの底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下までです。
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
 # [スケール基数](../docs/glossary.ja.md#scale-base) $B$ は、べきを表せる範囲に収めるためのものです。
-# $B = 1$ なら、$\zeta_0^n$ は $n = 14$ で float16 の範囲を出てしまいます。
+# $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 をオーバーフローし、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
+# 論文は $B = 1$ とし、$\gamma$ の値は示していません。
 # この章では torchscale の値 $\gamma = 0.4$（このとき $\zeta_0 = 2/7$）と $B = 512$ を使います。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
 # `apply_xpos(q, k, m, n)` は `apply_rope` を使って実装されていて、どちらのペアの組み方でも $(\tilde q_m, \tilde k_n)$ を返します。
@@ -100,7 +103,7 @@ d, gamma, B = 8, 0.4, 512.0
 zeta = xpos_zeta(d, dtype=f64)
 print(f"zeta_i, d = 8: {fmt(zeta)}", end="")
 
-# %% tags=["check"] summary={"en": "ζ_i is the formula and torchscale's; with B = 1, ζ_0^n leaves float16 at 14; apply_xpos as stated", "ja": "ζ_i は式とも torchscale とも一致し、B = 1 では ζ_0^n が 14 で float16 を出て、apply_xpos は式どおりです"}
+# %% tags=["check"] summary={"en": "ζ_i is the formula and torchscale's; with B = 1 the key's 3.5^n overflows float16 at n = 9 and the query's ζ_0^n is subnormal from 8 and 0 from 14; apply_xpos as stated", "ja": "ζ_i は式とも torchscale とも一致します。B = 1 ではキーの 3.5^n が n = 9 で float16 をオーバーフローし、クエリの ζ_0^n は 8 から非正規化数、14 から 0 になります。apply_xpos は式どおりです"}
 i = torch.arange(d // 2, dtype=f64)
 assert_close(zeta, (2 * i / d + gamma) / (1 + gamma))
 assert math.isclose(zeta[0], 2 / 7) and math.isclose(
@@ -109,7 +112,13 @@ assert math.isclose(zeta[0], 2 / 7) and math.isclose(
 assert (zeta[1:] > zeta[:-1]).all() and zeta[-1] < 1
 torchscale = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)  # XPOS.scale
 assert_close(xpos_zeta(d), torchscale)  # float32, as torchscale stores it
-assert (zeta[0] ** 13).half() > 0 and (zeta[0] ** 14).half() == 0  # B = 1
+# B = 1 in float16: the key's 3.5^n overflows at 9, the query's zeta_0^n
+# is subnormal from 8 (below 2^-14) and rounds to 0 from 14
+assert math.isclose(1 / zeta[0], 3.5)
+assert (zeta[0] ** -8).half().isfinite() and (zeta[0] ** -9).half().isinf()
+tiny16 = torch.finfo(torch.float16).tiny  # 2^-14
+assert (zeta[0] ** 7).half() >= tiny16 > (zeta[0] ** 8).half() > 0
+assert (zeta[0] ** 13).half() > 0 and (zeta[0] ** 14).half() == 0
 
 p = torch.tensor([-3.0, 0.0, 1.0, 100.0, 1000.0], dtype=f64)
 assert_close(xpos_scale(d, p), zeta ** (p[:, None] / B))  # zeta_i^(p/B)
@@ -242,7 +251,7 @@ assert (
 # rippling. With xPos each cosine is weighted by its factor:
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
 # Both start at 128. Between distances 2048 and 4096, RoPE's score still swings
-# between -16.73 and 33.19, while xPos's stays between 5.36 and 12.96. The decay damps
+# between $-16.73$ and 33.19, while xPos's stays between 5.36 and 12.96. The decay damps
 # the far ripples but does not remove them, because the slow pairs, which decay
 # least, also turn the least.
 
@@ -254,7 +263,7 @@ assert (
 # $q = k = \mathbf{1}$ ならスコア $2\sum_i \cos(r\theta_i)$ は 128 から下がりますが、波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
-# どちらも 128 から始まります。距離 2048 から 4096 の間で、RoPE のスコアは -16.73 から 33.19 まで振れ続けますが、
+# どちらも 128 から始まります。距離 2048 から 4096 の間で、RoPE のスコアは $-16.73$ から 33.19 まで振れ続けますが、
 # xPos のスコアは 5.36 から 12.96 の間に収まります。
 # 減衰は遠くの波打ちを弱めますが、消しはしません。いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
 
@@ -315,7 +324,7 @@ assert rope_scores[0] == xpos_scores[0] == 128
 # $q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすれば、この上限に届きます。
 # RoPE にはこのような上限はありません。同じ $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
 # $d = 128$ の単位ベクトルでの上限は、距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
-# 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは遅いペアだけで、遅いペアはトークンの位置についてほとんど情報を持ちません。
+# 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは、位置について最も情報の少ない遅いペアだけです。
 
 
 # %% tags=["check"] summary={"en": "2000 random unit pairs stay within the cap; the last pair reaches it; without decay it scores 1", "ja": "2000 組のランダムな単位ベクトルは上限以内で、最後のペアは上限に届き、減衰がなければスコアは 1 です"}
@@ -359,17 +368,19 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   projections cannot undo it, since they scale a pair alike at every distance.
 # - **Far tokens do not disappear; they blur.** The decay multiplies the score, so far
 #   scores shrink towards 0, not $-\infty$, and the softmax gives far keys nearly
-#   equal weights instead of none. For one random query over 4096 random keys, the
+#   equal weights instead of none. For one random draw of a query and 4096 keys, the
 #   spread of the xPos scores falls from 10.73 over the nearest 64 keys to 3.32 beyond
-#   distance 3000; RoPE's is 10.92 and 12.53.
+#   distance 3000, while RoPE's is 10.92 and 12.53.
 # - **It only works causally.** For $m < n$ the factor exceeds 1: a key 2048 positions
 #   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders;
 #   the paper leaves bidirectional attention to future work.
 # - **The paper extrapolates with a window.** Trained on $l = 1024$ tokens, Sun et al.
 #   read longer inputs with
 #   [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention): each
-#   query attends to its own block of $l/2$ and the block before, so every distance
-#   stays below $l$.
+#   query attends to its own block of $l/2$ and the block before (their §3.3), so every
+#   distance stays below $l$. In their Table 2, xPos's perplexities at 2048 and 4096
+#   tokens are read with this window, those of RoPE and ALiBi without it (their
+#   Table 5 gives both).
 
 # %% [markdown] lang="ja"
 # ## xPos のトレードオフ
@@ -381,19 +392,20 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #
 # - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のペアのうち、重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
 #   それより遠くでは、スコアに効くのは、隣の位置との間でほとんど変わらない遅いペアだけです。
-#   射影ではこれを打ち消せません。射影はどの距離でもペアを同じ倍率で大きくするだけだからです。
+#   射影ではこれを打ち消せません。射影は、どの距離でも同じ倍率を掛けるだけだからです。
 # - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるので、遠いスコアは $-\infty$ ではなく 0 に近づきます。
 #   softmax は遠いキーに、重みを与えないのではなく、ほぼ等しい重みを与えます。
-#   ランダムなクエリ 1 つと 4096 個のランダムなキーで、xPos のスコアのばらつき（標準偏差）を比べます。
+#   クエリ 1 つと 4096 個のキーをランダムに 1 回引いて、xPos のスコアのばらつき（標準偏差）を比べます。
 #   最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。RoPE では 10.92 と 12.53 です。
 # - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超えます。
 #   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。xPos はデコーダのための設計で、
 #   論文も双方向のアテンションへの適用は今後の課題としています。
 # - **論文はウィンドウを使って外挿しています。** Sun らは $l = 1024$ トークンで学習し、それより長い入力は
 #   [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読みます。
-#   各クエリは、長さ $l/2$ の自分のブロックと 1 つ前のブロックにアテンションを向けるので、どの距離も $l$ より短いままです。
+#   各クエリは、長さ $l/2$ の自分のブロックと 1 つ前のブロックにアテンションを向けるので（論文の §3.3）、どの距離も $l$ より短いままです。
+#   論文の表 2 の 2048 と 4096 トークンでのパープレキシティは、xPos ではこのウィンドウを使い、RoPE と ALiBi では使わずに測ったものです（表 5 に両方があります）。
 
-# %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです"}
+# %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold, and the far spread of xPos stays below half the near one in 10 further draws", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです。さらに 10 回引き直しても、xPos の遠くのばらつきは近くの半分未満です"}
 q, k = torch.randn(2, 3, 50, 32)
 pos = torch.arange(50) * 100
 q_inf, k_inf = apply_xpos(q, k, pos, scale_base=math.inf)  # B = infinity: RoPE
@@ -427,36 +439,53 @@ assert (growth > 1).all() and f"{growth[0]:.2f}" == "150.06"
 spreads = [f"{s.std():.2f}" for s in (xpos_s[near], xpos_s[far])]
 spreads += [f"{s.std():.2f}" for s in (rope_s[near], rope_s[far])]
 assert spreads == ["10.73", "3.32", "10.92", "12.53"]
+gen = torch.Generator().manual_seed(
+    1
+)  # further draws, apart from the chapter's
+for _ in range(10):
+    query_g = torch.randn(d, dtype=f64, generator=gen)
+    keys_g = torch.randn(4096, d, dtype=f64, generator=gen)
+    q_g, k_g = apply_xpos(query_g[None], keys_g, torch.tensor([4095]), key_pos)
+    scores_g = k_g @ q_g[0]
+    assert scores_g[far].std() < 0.5 * scores_g[near].std()
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the blockwise window.** Sun et al. chose xPos's design by
 # *attention resolution*, their measure of how sharply attention scores separate
-# nearer from farther keys. They train with ordinary causal attention and switch to
-# the window at inference only. The queries are cut into
+# nearer from farther keys: with $s_i$ the expected score at distance $i$,
+# $$R(s) = \frac{\sum_i e^{s_i}\,(e^{s_i} - e^{s_{i+1}})}{\left(\sum_i e^{s_i}\right)^2}$$
+# which is 0 when the scores do not depend on the distance and positive when they fall
+# with it. They train with ordinary causal attention and switch to the window at
+# inference only (§3.3). The queries are cut into
 # blocks of $l/2$; each query attends to the keys of its own block, up to itself, and
 # of the block before. A query at offset $u$ in its block reaches back at most
 # $u + l/2 \le l - 1$ positions, so every distance stays inside the range seen in
 # training, while each query after the first block still sees between $l/2 + 1$ and
 # $l$ keys. Blocks of the full length $l$ would let distances reach $2l - 1$, which
 # training never showed. Sun et al. report the window's share in an ablation at 4096
-# tokens: xPos alone reaches a [perplexity](../docs/glossary.md#perplexity) of 28.43,
-# xPos with the window 20.73 (RoPE: 294.45 and 25.65). torchscale implements xPos
-# but not the window, so this rests on the paper's text.
+# tokens (their Table 5): xPos alone reaches a
+# [perplexity](../docs/glossary.md#perplexity) of 28.43, xPos with the window 20.73
+# (RoPE: 294.45 and 25.65). torchscale implements xPos but not the window, so this
+# rests on the paper's text.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ブロック単位のウィンドウ**
-# Sun らは xPos の設計を「attention resolution」で選びました。アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る、Sun らが定義した指標です。
-# Sun らは通常の因果的アテンションで学習し、推論のときだけウィンドウに切り替えます。
+# xPos の設計は、Sun らが定義した指標「attention resolution」をもとに選ばれています。
+# アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る指標です。
+# 距離 $i$ でのスコアの期待値を $s_i$ とすると、次のとおりです。
+# $$R(s) = \frac{\sum_i e^{s_i}\,(e^{s_i} - e^{s_{i+1}})}{\left(\sum_i e^{s_i}\right)^2}$$
+# スコアが距離によらなければ 0 で、距離とともに下がれば正になります。
+# 学習は通常の因果的アテンションで行い、推論のときだけウィンドウに切り替えます（§3.3）。
 # クエリを長さ $l/2$ のブロックで区切り、各クエリは、自分のブロックの自分までのキーと、1 つ前のブロックのキーにアテンションを向けます。
 # ブロックの先頭から $u$ 位置目（0 から数えます）のクエリが見る最も遠いキーは、$u + l/2 \le l - 1$ 位置前にあります。
 # そのため、どの距離も学習中に現れた範囲を出ません。それでいて、最初のブロックより後のクエリは $l/2 + 1$ 個から $l$ 個のキーを見ます。
 # ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
-# Sun らは 4096 トークンでのアブレーションでウィンドウの寄与を報告しています。
+# Sun らは 4096 トークンでのアブレーションでウィンドウの寄与を報告しています（論文の表 5）。
 # [パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
 # torchscale には xPos はありますが、このウィンドウはありません。そのため、ここは論文の本文に基づいています。
 
 
-# %% tags=["deeper", "check"] summary={"en": "with l = 1024 and 4096 tokens, blocks of l/2 keep every distance below l and give each query after the first block between l/2 + 1 and l keys; blocks of l reach 2l − 1", "ja": "l = 1024、4096 トークンでは、長さ l/2 のブロックならどの距離も l 未満で、最初のブロックより後のクエリは l/2 + 1 個から l 個のキーを見ます。長さ l のブロックでは距離が 2l − 1 に達します"}
+# %% tags=["deeper", "check"] summary={"en": "with l = 1024 and 4096 tokens, blocks of l/2 keep every distance below l and give each query after the first block between l/2 + 1 and l keys; blocks of l reach 2l − 1; R(s) is 0 for flat scores and positive for falling ones", "ja": "l = 1024、4096 トークンでは、長さ l/2 のブロックならどの距離も l 未満で、最初のブロックより後のクエリは l/2 + 1 個から l 個のキーを見ます。長さ l のブロックでは距離が 2l − 1 に達します。R(s) は平らなスコアで 0、下がるスコアで正です"}
 def blockwise_causal(length, block):
     """Sun et al.'s blockwise causal mask: own (causal) and last block."""
     p = torch.arange(length)
@@ -480,6 +509,16 @@ after_first = keys_per_query[l_train // 2 :]  # after the first block
 assert (after_first.min(), after_first.max()) == (l_train // 2 + 1, l_train)
 too_far, _ = farthest(blockwise_causal(4096, l_train))  # blocks of l instead
 assert too_far == 2 * l_train - 1
+
+
+def resolution(s):
+    """Sun et al.'s attention resolution of expected scores s_0, s_1, ..."""
+    e = s.exp()
+    return (e[:-1] * (e[:-1] - e[1:])).sum() / e.sum() ** 2
+
+
+assert resolution(torch.zeros(100, dtype=f64)) == 0  # flat: no resolution
+assert resolution(-torch.arange(100, dtype=f64) / 10) > 0  # falling scores
 
 # %% [markdown] lang="en"
 # ## Large positions: centring the exponent
@@ -508,7 +547,7 @@ assert too_far == 2 * l_train - 1
 #
 # 因子 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりします。
 # ペア $0$ では $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。
-# float32 では、キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になり、クエリの $\zeta_0^{m/B}$ は $m = 42494$ から厳密に 0 になります。
+# float32 では、キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になり、クエリの $\zeta_0^{m/B}$ は $m = 42494$ からちょうど 0 になります。
 # そのため $m = n = 65535$ では、真の因子は $\zeta_0^0 = 1$ なのに、2 つのベクトルのスコアは NaN になります。
 # 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、
 # 指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
@@ -584,26 +623,17 @@ full_0 = apply_xpos(all_q, all_k, all_p)[0]
 assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: where float32 runs out.** float32 overflows to infinity above
-# $e^{88.72}$; its normal numbers end at $e^{-87.34}$, and the subnormals below keep
-# fewer and fewer significant bits until everything under $e^{-103.97}$ rounds to 0.
-# Pair 0's factor $e^{-p\ln(7/2)/B}$ crosses these three at $n = 36261$ (the key),
-# $m = 35695$ and $m = 42494$ (the query), which is where `apply_xpos` draws its line:
-# it keeps every scale a normal number. With `center="midpoint"`, $|p - c|$ never
-# exceeds half the span of the call's positions, and the float32 scores of 64
-# positions spread over $[0, 2^{16})$ match a float64 evaluation of the formula to
-# within $10^{-4}$ (the exact error depends on how the matrix product is split across
-# threads).
+# **Going deeper: the midpoint centre in float32.** With `center="midpoint"`,
+# $|p - c|$ never exceeds half the span of the call's positions, so 64 positions
+# spread over $[0, 2^{16})$ keep every scale a normal float32 number, and their
+# float32 scores match a float64 evaluation of the formula to within $10^{-4}$ (the
+# exact error depends on how the matrix product is split across threads).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：float32 の限界**
-# float32 では $e^{88.72}$ を超える数はオーバーフローして無限大になり、正規化数の最小値は $e^{-87.34}$ です。
-# その下の非正規化数は有効桁がどんどん減り、$e^{-103.97}$ より小さい数はすべて 0 に丸められます。
-# ペア 0 の因子 $e^{-p\ln(7/2)/B}$ がこの 3 つを越えるのは、$n = 36261$（キー）、$m = 35695$ と $m = 42494$（クエリ）です。
-# `apply_xpos` はここで線を引き、どの倍率も正規化数に収めます。
-# `center="midpoint"` では $|p - c|$ が呼び出しの位置の広がりの半分を超えません。
-# $[0, 2^{16})$ に散らばる 64 個の位置での float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します
-# （正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
+# **さらに詳しく：中点を中心にしたときの float32**
+# `center="midpoint"` では、$|p - c|$ が呼び出しの位置の広がりの半分を超えません。
+# そのため $[0, 2^{16})$ に散らばる 64 個の位置でも、どの倍率も float32 の正規化数に収まります。
+# その float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します（正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
 
 # %% tags=["deeper", "check"] summary={"en": "64 positions over [0, 2^16), encoded in float32 with the midpoint centre, give finite causal scores within 1e-4 of the formula in float64", "ja": "[0, 2^16) に散らばる 64 個の位置を中点の中心で float32 でエンコードすると、因果的なスコアは有限で、float64 で評価した式と 1e-4 以内で一致します"}
 q_x, k_x = apply_xpos(
@@ -627,22 +657,13 @@ assert torch.isfinite(scores[causal]).all() and err < 1e-4
 # | | pairing | $\zeta_i$ | centre $c$ of the exponents | KV cache |
 # |---|---|---|---|---|
 # | torchscale (`XPOS`, `xpos_relative_position.py`) | interleaved (`rotate_every_two`) | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`, $B$ = `scale_base` = 512 | $\lceil N/2 \rceil$ for $N$ keys; the query shares it through `offset` | keys cached before xPos and encoded again at every step |
-# | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | since mid-2024 `rotate_queries_with_cached_keys` encodes all keys again with each query; from reading the source, its query scales are centred on $\lfloor q_{len}/2 \rfloor$ of the new queries and its key scales on $\lfloor k_{len}/2 \rfloor$, so the two centres differ |
+# | lucidrains `rotary-embedding-torch` (`use_xpos=True`) | interleaved (its `rotate_half` pairs $2i$ with $2i+1$) | the same; `xpos_scale_base` = 512 | $\lfloor N/2 \rfloor$ for $N$ positions | since mid-2024, all keys encoded again with each query (`rotate_queries_with_cached_keys`) |
 # | `posenc` (`apply_xpos`) | `layout="half"` or `"interleaved"` | `xpos_zeta(d, gamma=0.4)`, `scale_base=512` | `center=`: 0 by default, a number, or `"midpoint"` of the call's positions | a fixed `center` (the default), or keys encoded again |
 #
 # torchscale's formula, restated in a few lines of torch, gives the scores of
 # `apply_xpos(..., layout="interleaved")`: the centres differ ($\lceil N/2 \rceil$
-# against 0), the scores agree.
-#
-# lucidrains' library shows why the pairing of the scales matters. Until a fix in
-# September 2024 (pull request 34) it spread the $d/2$ scales over the features as
-# $(s_0, \dots, s_{d/2-1}, s_0, \dots, s_{d/2-1})$, the half layout, while its rotation
-# pairs features $2i$ and $2i+1$. The two features of one rotated pair then get
-# different factors, and the derivation above breaks at its first step: the score
-# depends on $m$ and $n$ separately. With one query vector and one key vector at every
-# position from 0 to 1023, the scores along the diagonal $m - n = 256$ are a single
-# value, -5.03, with the scales paired as the rotation pairs the features (as in
-# `posenc`'s interleaved xPos), and spread from -5.46 to -4.95 with the old pairing.
+# against 0), the scores agree; lucidrains' scales, paired as its rotation pairs the
+# features, give those of `posenc`'s interleaved xPos.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：torchscale と lucidrains を posenc で再現する**
@@ -650,24 +671,15 @@ assert torch.isfinite(scores[causal]).all() and err < 1e-4
 # | | ペアの組み方 | $\zeta_i$ | 指数の中心 $c$ | KV キャッシュ |
 # |---|---|---|---|---|
 # | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$（クエリも `offset` で同じ中心を共有） | xPos 適用前のキーをキャッシュし、ステップごとに再エンコード |
-# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` だが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、`rotate_queries_with_cached_keys` によるクエリごとの全キーの再エンコード。ソースを読んだ限りでは、クエリの倍率の中心は新しいクエリの $\lfloor q_{len}/2 \rfloor$、キーの倍率の中心は $\lfloor k_{len}/2 \rfloor$ で、2 つの中心は不一致 |
+# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` だが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、クエリごとに全キーを再エンコード（`rotate_queries_with_cached_keys`） |
 # | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定は 0。数、またはその呼び出しの位置の中点（`"midpoint"`） | 固定の `center`（既定）、またはキーの再エンコード |
 #
-# torchscale の式を数行の torch で書き起こすと、`apply_xpos(..., layout="interleaved")` と同じスコアになります。
+# torchscale の式を数行の torch で書き直すと、`apply_xpos(..., layout="interleaved")` と同じスコアになります。
 # 中心は違います（$\lceil N/2 \rceil$ と 0）が、スコアは一致します。
-#
-# 倍率をペアにどう割り当てるかがなぜ重要なのかは、lucidrains のライブラリの例を見るとよく分かります。
-# 2024 年 9 月の修正（プルリクエスト 34）までは、$d/2$ 個の倍率を
-# $(s_0, \dots, s_{d/2-1}, s_0, \dots, s_{d/2-1})$ という並び、つまり半分割配置で各次元に割り当てていました。
-# 一方で回転は次元 $2i$ と $2i+1$ をペアにします。
-# すると回転する 1 つのペアの 2 つの次元に別々の因子が掛かり、上の導出は最初の一歩で崩れます。
-# スコアが $m$ と $n$ に別々に依存してしまうのです。
-# 同じクエリベクトルとキーベクトルを位置 0 から 1023 のすべてに置き、対角線 $m - n = 256$ に沿ったスコアを見ます。
-# 回転と同じ組み方で倍率を割り当てれば、スコアは 1 つの値 -5.03 になります（`posenc` のインターリーブ配置の xPos と同じです）。
-# 古い組み方では、スコアは -5.46 から -4.95 までばらつきます。
+# lucidrains の倍率も、回転と同じ組み方でペアに割り当てれば、`posenc` のインターリーブ配置の xPos と同じスコアを与えます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos, restated, gives apply_xpos's interleaved scores; lucidrains' scales paired as the rotation give one score along m − n = 256, equal to posenc's, and the old half-layout pairing a spread of scores", "ja": "書き起こした torchscale の xPos は apply_xpos のインターリーブ配置と同じスコアを与えます。回転と同じ組み方の lucidrains の倍率は m − n = 256 に沿って posenc と同じ 1 つのスコアを与え、古い半分割配置の組み方ではスコアがばらつきます"}
+# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos and lucidrains' scales, restated, give apply_xpos's interleaved scores, one score along m − n = 256", "ja": "書き直した torchscale の xPos と lucidrains の倍率は、apply_xpos のインターリーブ配置と同じスコアを与え、m − n = 256 に沿ってスコアは 1 つです"}
 def rotate_every_two(x):  # pairs (2i, 2i + 1) -> (-x_{2i+1}, x_{2i})
     return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
 
@@ -694,13 +706,12 @@ q_x, k_x = apply_xpos(q, k, torch.arange(255), layout="interleaved")
 assert_close(q_t @ k_t.mT, q_x @ k_x.mT, rtol=1e-4, atol=1e-4)
 
 
-def lucidrains_like(q, k, positions, paired):
+def lucidrains_like(q, k, positions):
     """use_xpos: scale ** ((t - N // 2) / 512), q * scale and k / scale."""
     d = q.shape[-1]
     zeta = (torch.arange(0, d, 2) + 0.4 * d) / (1.4 * d)
     s = zeta ** ((positions - len(positions) // 2)[:, None] / 512)  # (N, d/2)
-    # after the fix: pairs (2i, 2i + 1); before: the half layout
-    s = s.repeat_interleave(2, -1) if paired else torch.cat((s, s), dim=-1)
+    s = s.repeat_interleave(2, -1)  # scales paired as the rotation: (2i, 2i+1)
     angle = (positions[:, None] * rope_frequencies(d)).repeat_interleave(2, -1)
 
     def rope(x):
@@ -712,17 +723,11 @@ def lucidrains_like(q, k, positions, paired):
 q, k = torch.randn(2, 64, dtype=f64)
 pos = torch.arange(1024, dtype=f64)  # the same q and k at every position
 q_all, k_all = q.expand(1024, 64), k.expand(1024, 64)
-along = {}
-for paired in (False, True):
-    q_l, k_l = lucidrains_like(q_all, k_all, pos, paired)
-    along[paired] = torch.diagonal(q_l @ k_l.T, -256)  # every m - n = 256
-    if paired:  # equal to posenc's interleaved xPos (zeta_i in float32)
-        q_x, k_x = apply_xpos(q_all, k_all, pos, layout="interleaved")
-        assert_close(q_l @ k_l.T, q_x @ k_x.T, rtol=1e-4, atol=1e-4)
-assert along[True].max() - along[True].min() < 1e-9
-assert f"{along[True].min():.2f}" == "-5.03"
-spread = f"{along[False].min():.2f} to {along[False].max():.2f}"
-assert spread == "-5.46 to -4.95"
+q_l, k_l = lucidrains_like(q_all, k_all, pos)
+q_x, k_x = apply_xpos(q_all, k_all, pos, layout="interleaved")
+assert_close(q_l @ k_l.T, q_x @ k_x.T, rtol=1e-4, atol=1e-4)  # posenc's
+along = torch.diagonal(q_l @ k_l.T, -256)  # every m - n = 256: one score
+assert along.max() - along.min() < 1e-9
 
 # %% [markdown] lang="en"
 # ## NoPE: no positional encoding at all
@@ -734,8 +739,9 @@ assert spread == "-5.46 to -4.95"
 # not a sequence. A causal mask breaks this symmetry: the token at position $t$
 # (counting from $t = 0$) sees exactly the $t + 1$ tokens up to itself, and that
 # number is a position. Haviv et al. (2022) found that causal language models trained
-# without positional encodings reach perplexities competitive with models that have
-# them, and that probes recover absolute positions from their hidden states.
+# without positional encodings (125M to 1.3B parameters) reach perplexities
+# competitive with models that have them, and that probes recover absolute positions
+# from their hidden states.
 # Kazemnejad et al. (2023) proved that the mask suffices, and found NoPE generalising
 # to longer inputs better than explicit encodings on their decoder-only reasoning and
 # arithmetic tasks. The next sections build their mechanism with `posenc.attention`.
@@ -750,8 +756,8 @@ assert spread == "-5.46 to -4.95"
 # そのようなモデルが見ているのは系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
 # 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数がそのまま位置を表します。
-# Haviv ら（2022）は、位置エンコーディングなしで学習した因果的な言語モデルが、
-# 位置エンコーディングを持つモデルと同程度のパープレキシティに達することを見いだしました。
+# Haviv ら（2022）は、1.25 億から 13 億パラメータの因果的な言語モデルを位置エンコーディングなしで学習しました。
+# そして、そのモデルが位置エンコーディングを持つモデルと同程度のパープレキシティに達することを見いだしました。
 # プローブを使えば、その隠れ状態から絶対位置を読み取れることも示しています。
 # Kazemnejad ら（2023）は、因果マスクだけで足りることを証明しました。
 # さらに、デコーダのみのモデルでの推論と算術のタスクで、NoPE が明示的な位置エンコーディングよりも長い入力にうまく汎化することを見いだしています。
@@ -796,7 +802,7 @@ zero_q = torch.zeros(T, d, dtype=f64)
 h = attention(zero_q, x @ w_k, x @ w_v, causal=True)[:, 0]
 print(f"h_t, t = 0..5: {fmt(h[:6])}", end="")
 
-# %% tags=["check"] summary={"en": "h_t = 1/(t+1) exactly, 1/T without the mask; without it, a repeated token gets one output", "ja": "h_t はちょうど 1/(t+1)、マスクがなければ 1/T で、繰り返したトークンは同じ出力になります"}
+# %% tags=["check"] summary={"en": "h_t = 1/(t+1) exactly, 1/T without the mask; without it, a repeated token gets one output", "ja": "h_t はちょうど 1/(t+1) です。マスクがなければ h_t は 1/T になり、繰り返したトークンはどの層でも同じ出力になります"}
 t = torch.arange(T, dtype=f64)
 assert torch.equal(h, 1 / (t + 1))  # h_t = 1/(t+1), exactly
 assert torch.equal(
@@ -856,7 +862,7 @@ assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 # これは決して $2(K-1)$ を超えません。
 # $K = 16$ では、読み出しは $t = 15$ まで厳密で、いつまでも 30 未満にとどまります（次の図の左）。
 # 決まった大きさの ReLU の層が見分けられる位置は、その大きさで決まる長さまでです。
-# この値は、位置が進むにつれて詰まってもいきます。隣り合う位置の差は $1/((t+1)(t+2))$ です。
+# しかも、隣り合う位置の値の間隔は、位置が進むにつれて狭まっていきます。その間隔は $1/((t+1)(t+2))$ です。
 # 2 つの位置が初めて同じ値になるのは、float32 では $t = 11864337$ ですが、bfloat16 では早くも $t = 189$ です。
 
 # %%
@@ -875,7 +881,7 @@ def readout(h, values):
 t_hat = readout(h, torch.arange(K, dtype=f64))
 print(f"t = 15, 31, 63 -> {fmt(t_hat[[15, 31, 63]], 2)}", end="")
 
-# %% tags=["check"] summary={"en": "the linear fit is off by 33.84; the ReLU readout is as derived; values clash from 11864337 and 189", "ja": "線形のあてはめは 33.84 ずれ、ReLU の読み出しは導出どおりで、値が重なるのは 11864337 と 189 からです"}
+# %% tags=["check"] summary={"en": "the linear fit is off by 33.84; the ReLU readout is as derived; values clash from 11864337 and 189", "ja": "線形のあてはめは 33.84 ずれ、ReLU の読み出しは導出どおりで、値が重なるのは float32 では 11864337、bfloat16 では 189 からです"}
 linear = torch.stack([h, torch.ones_like(h)], dim=-1)
 fit = torch.linalg.lstsq(linear, t[:, None]).solution
 assert f"{(linear @ fit - t[:, None]).abs().max():.2f}" == "33.84"
@@ -1170,20 +1176,17 @@ print(
 # $(7/2)^{S/(2B)}\rho \le 65504$, where $\rho$ is the larger of the lengths of pair 0
 # of $q$ and of $k$:
 # $$S \le \frac{2B\ln(65504/\rho)}{\ln(7/2)}$$
-# This condition is sufficient, not necessary: it guarantees the span, and the
-# true largest span can be somewhat longer, because a rotated feature is at most,
-# and usually less than, the length $\rho$ of its pair, and float16 rounds values
-# between 65504 and 65520 down to 65504. For $\rho = 1$ the guaranteed span is 9065 positions.
-# For one random $q$ and $k$ ($d = 128$), bisection finds a largest span at least the
-# guaranteed one and less than 2% longer (printed below). `apply_xpos` refuses $|p - c| > 3966$ in float16,
-# spans beyond the printed 7932 with `center="midpoint"`: it keeps every scale within
-# float16's normal numbers, at most $1/\text{tiny} = 16384$, which leaves a factor of 4
-# below 65504 for the length of a pair, the guarantee above with a margin. The guarantee
-# covers the paper's setting, $n$ up to 8192, only when $\rho \le 2.9$ (the
-# guaranteed span is 8192 at $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$; for
-# $\rho = 30$ it is about 6284), and only thanks to the centre: with `center=0.0`
-# the key at $S$ carries $(7/2)^{S/B}$, and the guaranteed span is about half as
-# long.
+# The condition is sufficient, not necessary: a rotated feature is usually shorter
+# than its pair, and float16 rounds values between 65504 and 65520 down to 65504, so
+# the largest span can be somewhat longer. For $\rho = 1$ the guaranteed span is 9064
+# positions; for one random $q$ and $k$ ($d = 128$), bisection finds a largest span at
+# least the guaranteed one and less than 2% longer, and with `center=0.0`, where the
+# key at $S$ carries $(7/2)^{S/B}$, about half as long (printed below).
+# `apply_xpos` refuses $|p - c| > 3966$ in float16, that is, with
+# `center="midpoint"`, spans beyond 7932 (printed): it keeps every scale within
+# float16's normal numbers, at most $1/\text{tiny} = 16384$, which leaves a factor of
+# 4 below 65504 for the length of a pair. The limit is the guarantee above with a
+# margin.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 中心を真ん中に置くと、位置 $0$ から $S$ に対して $c = S/2$ となります。
@@ -1191,17 +1194,15 @@ print(
 # float16 の最大値は 65504 です。$q$ と $k$ のペア 0 の長さの大きいほうを $\rho$ とすると、
 # $(7/2)^{S/(2B)}\rho \le 65504$ である限りベクトルは有限で、因果的なスコアもすべて有限です。
 # $$S \le \frac{2B\ln(65504/\rho)}{\ln(7/2)}$$
-# この条件は十分条件で、必要条件ではありません。この式の広がりまでは有限であることが保証されますが、実際の最大の広がりはそれより少し長くなりえます。
-# 回転した次元の値はペアの長さ $\rho$ を超えず、たいていはそれより小さいうえ、float16 では 65504 を超えていても 65520 未満の値は 65504 に丸められるからです。
-# $\rho = 1$ なら、保証される広がりは 9065 位置です。
-# ランダムな $q$ と $k$（$d = 128$）を 1 組選んで二分法で求めると、最大の広がりは保証される広がり以上で、その 2% 増しより短くなります（下の出力）。
-# `apply_xpos` は float16 では $|p - c| > 3966$ を受け付けません。`center="midpoint"` では、出力にある 7932 より長い広がりです。
-# どの倍率も float16 の正規化数の範囲、つまり最大 $1/\text{tiny} = 16384$ に収めるためで、
-# 65504 までにはペアの長さのための 4 倍の余裕が残ります。上の保証に余裕を見込んだものです。
-# 論文の設定（$n$ が 8192 まで）がこの保証の範囲に収まるのは、$\rho \le 2.9$ のときだけです。
-# 保証される広がりが 8192 になるのは $\rho = 65504\,(2/7)^{8192/(2B)} \approx 2.9$ のときで、$\rho = 30$ なら約 6284 です。
-# しかも、それが成り立つのは中心をずらしているからです。
-# `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、保証される広がりはほぼ半分になります。
+# この条件は十分条件で、必要条件ではありません。
+# 回転した次元の値はたいていペアの長さより小さく、float16 では 65504 を超えていても 65520 未満の値は 65504 に丸められるので、実際の最大の広がりはそれより少し長くなりえます。
+# $\rho = 1$ なら、保証される広がりは 9064 位置です。
+# ランダムな $q$ と $k$（$d = 128$）を 1 組選んで二分法で求めると、最大の広がりは保証される広がり以上で、その 2% 増しより短くなります。
+# `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、広がりはほぼ半分です（どちらも下の出力）。
+# `apply_xpos` は float16 では $|p - c| > 3966$ を受け付けません。
+# `center="midpoint"` では、広がりが 7932（出力の値）を超える呼び出しを拒むことにあたります。
+# どの倍率も float16 の正規化数の範囲、すなわち最大 $1/\text{tiny} = 16384$ に収めるためで、65504 までにはペアの長さのための 4 倍の余裕が残ります。
+# つまりこの制限は、上の保証に余裕を持たせたものです。
 
 # %% tags=["solution"]
 q16, k16 = torch.randn(2, 128).half()
@@ -1241,6 +1242,7 @@ def largest_span(ok):
     return low
 
 
+assert math.floor(2 * B * math.log(65504) / math.log(7 / 2)) == 9064  # rho = 1
 rho_q, rho_k = (x.float()[[0, 64]].norm().item() for x in (q16, k16))
 # the spans the condition guarantees (sufficient, not necessary)
 sure = 2 * B * math.log(65504 / max(rho_q, rho_k)) / math.log(7 / 2)
@@ -1305,9 +1307,10 @@ assert not torch.allclose(out[5], out[6])
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# As read here, Sun et al. define $\zeta_i$ with $i/(d/2)$ for $2i/d$, raise it to the
-# position itself ($B = 1$) and print no value of $\gamma$; this reading and the
-# window's four perplexities were not re-checked against the paper for this page.
+# Sun et al. is read in arXiv v1 (through a text transcription): $\zeta_i$ is written
+# with $i/(d/2)$ for $2i/d$ (eq. 9), raised to the position itself ($B = 1$,
+# Algorithm 1), and no value of $\gamma$ is printed (§3.2 says it was set by hand);
+# the window of blocks of $l/2$ is §3.3, the perplexities Tables 2 and 5.
 # $\gamma = 0.4$ and $B = 512$ are torchscale's `XPOS` (on which the paper's code is
 # based) and lucidrains'; lucidrains' KV cache is described from its source.
 #
@@ -1316,8 +1319,7 @@ assert not torch.allclose(out[5], out[6])
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
 # - Code: torchscale's `XPOS` (<https://github.com/microsoft/torchscale>); lucidrains'
-#   `rotary-embedding-torch` and its fix of the scale pairing
-#   (<https://github.com/lucidrains/rotary-embedding-torch/pull/34>).
+#   `rotary-embedding-torch` (<https://github.com/lucidrains/rotary-embedding-torch>).
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
 #   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without
@@ -1333,8 +1335,8 @@ assert not torch.allclose(out[5], out[6])
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# この章の読み方では、Sun らは $2i/d$ を $i/(d/2)$ と書いて $\zeta_i$ を定義し、指数には位置そのもの（$B = 1$）を使い、$\gamma$ の値は示していません。
-# この読み方と、ウィンドウの 4 つのパープレキシティは、このページのために論文と照らし合わせ直してはいません。
+# Sun らの論文は arXiv v1 を（テキストに起こしたもので）読みました。$\zeta_i$ は $2i/d$ を $i/(d/2)$ と書いて定義され（式 9）、指数には位置そのもの（$B = 1$、アルゴリズム 1）が使われ、$\gamma$ の値は示されていません（§3.2 は人手で決めたとしています）。
+# 長さ $l/2$ のブロックによるウィンドウは §3.3、パープレキシティは表 2 と表 5 によります。
 # $\gamma = 0.4$ と $B = 512$ は、論文のコードのもとになった torchscale の `XPOS` と、lucidrains のライブラリの値です。
 # lucidrains の KV キャッシュの扱いは、ソースを読んで得たものです。
 #
@@ -1343,7 +1345,7 @@ assert not torch.allclose(out[5], out[6])
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
 #   <https://arxiv.org/abs/2212.10554>
 # - コード：torchscale の `XPOS`（<https://github.com/microsoft/torchscale>）、lucidrains の
-#   `rotary-embedding-torch` と倍率のペアの組み方の修正（<https://github.com/lucidrains/rotary-embedding-torch/pull/34>）。
+#   `rotary-embedding-torch`（<https://github.com/lucidrains/rotary-embedding-torch>）。
 # - Sun, Y. et al. (2023). *Retentive Network: A Successor to Transformer for Large
 #   Language Models*. <https://arxiv.org/abs/2307.08621>
 # - Wang, J. et al. (2024). *Length Generalization of Causal Transformers without

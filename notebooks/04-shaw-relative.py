@@ -20,7 +20,7 @@
 # query at $i$ and a key at $j$ gets a learned vector for the offset $j - i$,
 # clipped to at most $k$ either way, added to the key and to the value.
 # Built for every pair, these vectors cost $n^2 d_z$ numbers per table; grouped by
-# distance, they cost one score per query and distance, and for a causal model a
+# offset, they cost one score per query and offset, and for a causal model a
 # pad and a reshape line the scores up with the keys.
 # From distance $k$ on, one layer sees the keys on each side as an unordered bag.
 
@@ -29,15 +29,17 @@
 #
 # Shaw、Uszkoreit、Vaswani（2018）は、位置をアテンションの内側に入れました。
 # 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）に応じた学習可能なベクトルを 1 つ選び、キーとバリューに足します。
-# このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。距離ごとにまとめれば、クエリと距離の組ごとにスコアが 1 つで済み、
+# このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。相対位置ごとにまとめれば、クエリと相対位置の組ごとにスコアが 1 つで済み、
 # 因果的なモデルならパディングと形状変換だけでスコアをキーにそろえられます。
-# 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
+# 距離 $k$ 以上では、1 つの層から見ると、左右それぞれの側のキーが順序のない集まりになります。
 
 # %%
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
+from torch.nn.attention.flex_attention import flex_attention
 from torch.testing import assert_close
 
 from posenc import RelativePositionEmbedding, attention
@@ -63,8 +65,9 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # length of the sequence. The paper gives two reasons to clip: precise offsets are
 # probably of little use far away, and every offset of a sequence longer than any
 # seen in training still has a vector (a motivation; longer sequences are not
-# tested). In its translation experiments, single runs each, every $k$ from 2 on
-# did about equally well, and the key vectors alone about as well as both.
+# tested). In its translation experiments, which report no variance, every $k$ from
+# 2 up to 256, the largest in its Table 2, did about equally well, and the key
+# vectors alone about as well as both.
 #
 # Offsets are key minus query, as on the [notation page](../docs/notation.md#positions):
 # negative for a key before its query. The next chapter,
@@ -86,7 +89,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # したがって、系列の長さによらず、各表は $2k+1$ 個のベクトル $w^K_{-k}, \dots, w^K_{k}$ を持つだけです。
 # 論文はクリップする理由を 2 つ挙げています。遠く離れると正確な相対位置はおそらくあまり役に立たないこと、
 # そして学習で見たどの系列より長い系列でも、すべての相対位置にベクトルがあることです（これは動機で、長い系列での実験はありません）。
-# 翻訳の実験（それぞれ 1 回の学習）では、$k$ が 2 以上ならどの値でもほぼ同じ性能で、キーのベクトルだけでも両方を使う場合とほぼ同じでした。
+# 翻訳の実験（ばらつきは報告されていません）では、$k$ が 2 以上なら表 2 の最大の 256 まで、どの値でもほぼ同じ性能で、キーのベクトルだけでも両方を使う場合とほぼ同じでした。
 #
 # 相対位置は、[記法のページ](../docs/notation.ja.md#positions)と同じく、キーの位置からクエリの位置を引いたものです。キーがクエリより前にあれば負になります。
 # 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに距離 $i - j$ を使います。大きさは同じで、正負が逆です。
@@ -130,7 +133,7 @@ with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
 # 下のヒートマップは、$n = 24$、$k = 4$ でクリップした相対位置を描いたものです。縦がクエリ $i$、横がキー $j$ です。
 # 各対角線には 1 つの相対位置だけが並びます。
 # 対角線 $j - i = \pm k$ にはすでに、それより外側のすべての対角線と同じベクトル $w_{\pm k}$ が割り当てられています。
-# そのため 1 つの層が区別できるのは、中央の $2k - 1$ 本の対角線の相対位置 $-(k-1), \dots, k-1$ を互いに、また残りとの間で区別することだけです。
+# そのため 1 つの層が見分けられるのは、中央の $2k - 1$ 本の対角線にある相対位置 $-(k-1), \dots, k-1$ だけです。これらは互いにも、外側の相対位置とも区別されます。
 # $k$ 以上の相対位置はどれも同じに見え、$-k$ 以下も同様です。外側の 2 つの三角形は値が一定になります。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
 # `rel(q, n)` は `rel(n, n)` の最後の $q$ 行を返します。
@@ -159,7 +162,10 @@ plt.show()
 # $$e_{ij} = \frac{x_i W^Q \,(x_j W^K + a^K_{ij})^\top}{\sqrt{d_z}}$$
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
 # with the softmax unchanged. The same key now looks different to each query, by an
-# amount that depends only on where the query stands relative to it. The key vectors
+# amount that depends only on where the query stands relative to it. The edges
+# belong to self-attention, where queries and keys are positions of one sequence:
+# tensor2tensor, the paper's code, adds them there only and leaves the decoder's
+# attention over the encoder as it was. The key vectors
 # alone are an additive bias on the scores, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$;
 # and since $\sum_j \alpha_{ij} = 1$, the value vectors add to the ordinary output a
 # weighted average of the $2k+1$ vectors $w^V_r$. In the four-term score of
@@ -178,6 +184,7 @@ plt.show()
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
 # softmax は変わりません。
 # 同じキーが、クエリごとに違って見えるようになります。その違いは、クエリがキーから見てどこにいるかだけで決まります。
+# 辺があるのは、クエリとキーが同じ系列の位置であるセルフアテンションだけです。論文のコードである tensor2tensor も辺をセルフアテンションにだけ加え、デコーダがエンコーダの出力を見るアテンションはそのままにしています。
 # キーのベクトルの寄与だけを取り出せば、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ です。
 # また $\sum_j \alpha_{ij} = 1$ なので、バリューのベクトルは通常の出力に、$2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
 # [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章ではスコアを 4 つの項に分けます。
@@ -245,7 +252,7 @@ assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 #
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
 # Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
-# Music Transformer の Huang ら（2018）は、1 層あたりのこの量を、距離ごとにベクトルを 1 つ持つ場合と比べました。
+# Music Transformer を提案した Huang ら（2018）は、1 層あたりのこの量を、距離ごとにベクトルを 1 つ持つ場合と比べました。
 # 条件は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個でヘッドごとに表を持ち、位置が $n = 2048$ の場合です。論文の 8.5 GB は 8.59 GB の端数を切り捨てた値です。
 # バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは形状と dtype だけを持ち、データ用のメモリは確保しません。
 
@@ -266,12 +273,12 @@ report = (
 )
 print(report, end="")
 
-# %% tags=["check"] summary={"en": "the printed bytes give Huang et al.'s figures: 1.1 GB per head and 8.5 GB per layer (8.59, cut short) for the pairs, 0.52 MB and 4.2 MB per distance", "ja": "出力したバイト数から Huang らの値が得られます。組ごとならヘッドあたり 1.1 GB、層あたり 8.5 GB（8.59 の切り捨て）、距離ごとなら 0.52 MB と 4.2 MB です"}
-printed = [float(s) for s in report.replace(",", " ").split() if "." in s]
-assert len(printed) == 4
-head_gb, layer_gb, head_mb, layer_mb = printed
-assert round(head_gb, 1) == 1.1 and math.floor(layer_gb * 10) / 10 == 8.5
-assert head_mb == 0.52 and round(layer_mb, 1) == 4.2
+# %% tags=["check"] summary={"en": "one layer's vectors per pair are 2048 × 2048 × 64 float32 numbers per head, 8.59 GB for 8 heads, Huang et al.'s 8.5 GB cut short; one vector per distance gives 4.19 MB, their 4.2 MB; the pairs cost n = 2048 times more", "ja": "1 層の組ごとのベクトルはヘッドあたり 2048 × 2048 × 64 個の float32 で、8 ヘッドで 8.59 GB、Huang らの 8.5 GB はその切り捨てです。距離ごとのベクトルなら 4.19 MB で、Huang らの 4.2 MB です。組ごとのほうが n = 2048 倍大きくなります"}
+assert pair == 2048 * 2048 * 64 * 4 and per_distance == 2048 * 64 * 4
+layer_gb, layer_mb = h * pair / 1e9, h * per_distance / 1e6
+assert 8.5 <= layer_gb < 8.6  # Huang et al.: "8.5 GB" per layer
+assert round(layer_mb, 1) == 4.2  # Huang et al.: "4.2 MB" per layer
+assert pair // per_distance == n
 
 # %% [markdown] lang="en"
 # The paper's own remedy splits the score into its content term and its position
@@ -299,8 +306,8 @@ assert head_mb == 0.52 and round(layer_mb, 1) == 4.2
 # paper puts the cost of the relative representations, computed this way, at 7%
 # fewer training steps per second than the model without them. Its experiments did
 # not all share the tables: the base model kept one per layer and head, and only the
-# big model shared across heads. The cell ports tensor2tensor's
-# `_relative_attention_inner`, which does exactly this.
+# big model shared across heads. tensor2tensor's `_relative_attention_inner`
+# does exactly this; below is a port of it.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文の 2 項の形と tensor2tensor の計算**
@@ -313,10 +320,10 @@ assert head_mb == 0.52 and round(layer_mb, 1) == 4.2
 # バリューも同じで、クエリの代わりに重み $\alpha_{i1}, \dots, \alpha_{in}$ を使います。
 # 論文によると、この方法で相対位置表現を加えた代償は、1 秒あたりの学習ステップ数の 7% の低下でした。
 # なお、論文の実験がすべて表を共有していたわけではありません。base モデルは層ごと、ヘッドごとに表を持ち、ヘッド間で共有したのは big モデルだけです。
-# 次のセルでは、まさにこれを行う tensor2tensor の `_relative_attention_inner` を移植します。
+# tensor2tensor の `_relative_attention_inner` がまさにこれを行います。下はその移植です。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the two-term form equals the direct computation for 2 sequences of 3 heads, and forms no tensor of size b h n² d_z", "ja": "2 項の形は 2 系列・3 ヘッドで直接計算と一致し、b h n² d_z の大きさのテンソルを作りません"}
+# %% tags=["deeper", "check"] summary={"en": "the two-term form, tensor2tensor's batched products, equals the direct computation for 2 sequences of 3 heads", "ja": "2 項の形（tensor2tensor のバッチ行列積）は、2 系列・3 ヘッドで直接計算と一致します"}
 def relative_inner(x, y, z, transpose):
     """tensor2tensor's _relative_attention_inner.
 
@@ -328,9 +335,7 @@ def relative_inner(x, y, z, transpose):
     xy = x @ y  # first term: [b, h, n, n or d]
     x_t = x.permute(2, 0, 1, 3).reshape(n, b * h, -1)  # position axis first
     x_tz = x_t @ z  # n products (bh x d)(d x n): [n, b*h, n or d]
-    out = xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
-    formed.extend(t.numel() for t in (xy, x_t, x_tz, out))
-    return out
+    return xy + x_tz.reshape(n, b, h, -1).permute(1, 2, 0, 3)  # [b, h, n, *]
 
 
 def shaw_two_terms(q, key, v, a_k, a_v):
@@ -343,18 +348,17 @@ b, h, n, d_z = 2, 3, 7, 8
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
     a_k, a_v = rel_k(n, n), rel_v(n, n)  # shared by the batch and the heads
-formed = []  # numel of every tensor relative_inner forms
 two_terms = shaw_two_terms(qb, kb, vb, a_k, a_v)
 assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
-assert max(formed) < b * h * n * n * d_z
 
 # %% [markdown] lang="en"
-# ## Never build the pairs: one score per distance
+# ## Never build the pairs: one score per offset
 #
-# Among the $n^2$ vectors $a^K_{ij}$ only $2k+1$ differ. Write the clipped offset as a
+# Among the $n^2$ vectors $a^K_{ij}$ at most $2k+1$ differ (exactly $2k+1$ once
+# $n > k$). Write the clipped offset as a
 # column index, $c_{ij} = \mathrm{clip}(j-i,\,k) + k$, with values $0, \dots, 2k$.
 # Then $a^K_{ij} = w^K_{c_{ij}-k}$, and the key term only looks up a number that can
-# be computed once per query and distance:
+# be computed once per query and clipped offset:
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ is the product of the $n \times d_z$ queries with the transposed
 # $(2k+1) \times d_z$ table, and a gather along its last axis picks entry $c_{ij}$ for
@@ -362,23 +366,24 @@ assert max(formed) < b * h * n * n * d_z
 # $c_{ij}$ bring the same vector, so
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
 # $\beta_{ir}$ is the attention that query $i$ pays to the keys with $c_{ij} = r$, and
-# `scatter_add` builds it from $\alpha$. The extra memory is $P$ and $\beta$,
+# `scatter_add` builds it from $\alpha$. This is the *offset form*. Its extra memory
+# is $P$ and $\beta$,
 # $n(2k+1)$ numbers per head each, and the index $c_{ij}$, $n^2$ integers shared by
 # all heads (it could also be computed on the fly): nothing has a factor $n^2 d_z$
 # any more.
 
 # %% [markdown] lang="ja"
-# ## 組を作らない：距離ごとに 1 つのスコア
+# ## 組を作らない：相対位置ごとに 1 つのスコア
 #
-# $n^2$ 個のベクトル $a^K_{ij}$ のうち、異なるものは $2k+1$ 個しかありません。
+# $n^2$ 個のベクトル $a^K_{ij}$ のうち、異なるものは多くても $2k+1$ 個です（$n > k$ ならちょうど $2k+1$ 個）。
 # クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
-# すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリと距離の組ごとに一度だけ計算しておける数を引いてくるだけになります。
+# すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリとクリップした相対位置の組ごとに一度だけ計算しておける数を引いてくるだけになります。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
 # バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
 # $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
-# 追加で要るメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
+# これを**相対位置ごとの形**と呼びます。追加で要るメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
 # インデックスは保持せず、その場で計算してもかまいません。$n^2 d_z$ に比例するものは、もうありません。
 
 
@@ -388,10 +393,10 @@ def clipped_index(n, k):  # c_ij = clip(j - i, k) + k: [n, n]
     return offset.clamp(-k, k) + k
 
 
-def shaw_by_distance(q, key, v, table_k, table_v, k):
+def shaw_by_offset(q, key, v, table_k, table_v, k):
     """Tables [2k+1, d_z]; q, key, v [..., n, d_z]. No a^K, no a^V."""
     n = q.shape[-2]
-    p = q @ table_k.T  # P: [..., n, 2k+1], a score per query and distance
+    p = q @ table_k.T  # P: [..., n, 2k+1], a score per query and offset
     c = clipped_index(n, k).expand(*p.shape[:-2], n, n)
     logits = q @ key.transpose(-2, -1) + p.gather(-1, c)
     alpha = torch.softmax(logits / math.sqrt(q.shape[-1]), dim=-1)
@@ -399,14 +404,14 @@ def shaw_by_distance(q, key, v, table_k, table_v, k):
     return alpha @ v + beta @ table_v, p, alpha, beta
 
 
-# %% tags=["check"] summary={"en": "the distance form equals the direct computation for 2 sequences of 3 heads; each row of β sums to 1, so the value term β w^V is a weighted average of the w^V_r", "ja": "距離ごとの形は 2 系列・3 ヘッドで直接計算と一致します。β の各行の和は 1 なので、バリューの項 β w^V は w^V_r の重み付き平均です"}
+# %% tags=["check"] summary={"en": "the offset form equals the direct computation for 2 sequences of 3 heads; each row of β sums to 1, so the value term β w^V is a weighted average of the w^V_r", "ja": "相対位置ごとの形は 2 系列・3 ヘッドで直接計算と一致します。β の各行の和は 1 なので、バリューの項 β w^V は w^V_r の重み付き平均です"}
 b, h, n, d_z = 2, 3, 7, 8  # 2 sequences of 3 heads; k = 2 as above
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
     a_k, a_v = rel_k(n, n), rel_v(n, n)
 table_k = rel_k.embedding.weight.detach()
 table_v = rel_v.embedding.weight.detach()
-out, p, alpha, beta = shaw_by_distance(qb, kb, vb, table_k, table_v, k_clip)
+out, p, alpha, beta = shaw_by_offset(qb, kb, vb, table_k, table_v, k_clip)
 assert_close(out, shaw_materialised(qb, kb, vb, a_k, a_v))
 assert (beta >= 0).all()
 assert_close(beta.sum(-1), torch.ones(b, h, n))  # each row of beta sums to 1
@@ -414,57 +419,67 @@ value_term = torch.einsum("...ij,ijd->...id", alpha, a_v)
 assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 
 # %% [markdown] lang="en"
-# The figure prices one layer as the length grows, for $h = 8$ heads of size
-# $d_z = 64$ and $k = 16$ in float32, with one $a^K$ shared by the heads (Huang et
-# al.'s 8.5 GB counts a table per head). The pairs grow like $n^2 d_z$. The distance
-# form grows linearly at first, then quadratically through its int64 index alone,
-# $d_z/2 = 32$ times lower than the pairs; from $n = 128$ on it is smaller than the
-# $h\,n^2$ scores that attention computed step by step holds. A fused kernel such
-# as FlashAttention never holds those scores, and this is where Shaw's method does
-# not fit: the value term needs $\beta$, sums of the weights $\alpha$ that such a
-# kernel never writes out, and the key term is a bias that depends on the query's
-# content, so it must be passed as a full $h\,n^2$ tensor.
+# For one layer of $h = 8$ heads of size $d_z = 64$ with $k = 16$ in float32, and one
+# $a^K$ shared by the heads (Huang et al.'s 8.5 GB counts a table per head), the
+# pairs grow like $n^2 d_z$. The offset form grows linearly at first, then
+# quadratically through its int64 index alone, $d_z/2 = 32$ times lower than the
+# pairs; from $n = 128$ on it is smaller than the $h\,n^2$ scores that attention
+# computed step by step holds. A fused kernel such as FlashAttention never holds
+# those scores. The key term still fits one: it is a lookup, $P_{i,\,c_{ij}}$, which
+# FlexAttention's `score_mod` can read pair by pair from the small $P$ (through
+# SDPA's `attn_mask` it would have to be a full $h\,n^2$ tensor). The value term
+# does not fit: it needs $\beta$, sums of the weights $\alpha$ that a fused kernel
+# never writes out.
 
 # %% [markdown] lang="ja"
-# 下の図は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層が使うメモリを、長さを変えながら比べたものです。
-# $a^K$ はヘッド間で共有する 1 つだけを数えています（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
+# 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層で、$a^K$ はヘッド間で共有する 1 つだけを数えるとします（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
-# 距離ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
-# 融合しないアテンションが保持する $h\,n^2$ 個のスコアより、$n = 128$ 以上では小さくなります。
-# FlashAttention のような融合カーネルはこのスコアを保持しません。Shaw らの方法が融合カーネルに合わないのはこの点です。
-# バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
-# またキーの項はクエリの内容に依存するバイアスなので、$h\,n^2$ 個の成分を持つテンソルとして渡すしかありません。
+# 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
+# さらに $n = 128$ 以上では、融合カーネルを使わないアテンションが保持する $h\,n^2$ 個のスコアよりも小さくなります。
+# FlashAttention のような融合カーネルは、このスコアを保持しません。
+# ただし、キーの項は融合カーネルに載せられます。キーの項は $P_{i,\,c_{ij}}$ を引くだけなので、FlexAttention の `score_mod` が小さな $P$ から組ごとに読めるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが要ります）。
+# 載らないのはバリューの項です。バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
 
-# %% tags=["figure"] alt={"en": ["Log–log plot of one layer's memory in bytes against length n from 64 to 32768, h = 8, d_z = 64, k = 16. The materialised a^K is highest, about 2.7·10^11 B at the end; the distance form P, β, c ends 32 times lower, below the scores e_ij from n = 128."], "ja": ["長さ n（64〜32768）に対する 1 層のメモリ（バイト）の両対数グラフ（h = 8、d_z = 64、k = 16）。実体化した a^K が最も大きく、最後は約 2.7·10^11 B です。距離ごとの形（P、β、インデックス c_ij）は最後にその約 32 分の 1 となり、n = 128 以上ではスコア e_ij より小さくなります。"]}
+
+# %% tags=["check"] summary={"en": "for h = 8, d_z = 64, k = 16 the offset form's P, β and index fall below the h n² scores from n = 128 on, 32 times below the pairs at the end; the key term read from P by a FlexAttention score_mod gives the output of attention with the full bias", "ja": "h = 8、d_z = 64、k = 16 では、相対位置ごとの形の P、β、インデックスは n = 128 以上でスコア h n² 個より小さく、最後には組ごとのベクトルの 32 分の 1 です。FlexAttention の score_mod で P から読んだキーの項は、バイアス全体を渡したアテンションと同じ出力を与えます"}
 h, d_z, k_clip = 8, 64, 16
 lengths = [2**e for e in range(6, 16)]
 direct = [nbytes(n, n, d_z) for n in lengths]  # a^K
 index = [nbytes(n, n, dtype=torch.int64) for n in lengths]  # c_ij
-by_distance = [
+by_offset = [
     2 * nbytes(h, n, 2 * k_clip + 1) + c
     for n, c in zip(lengths, index, strict=True)
 ]
 scores = [nbytes(h, n, n) for n in lengths]  # e_ij of all heads
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
-ax.plot(lengths, direct, "o-", ms=4, label=r"$a^K_{ij}$")
-ax.plot(lengths, by_distance, "s-", ms=4, label=r"$P,\ \beta,\ c_{ij}$")
-ax.plot(lengths, scores, "--", color="0.4", label=r"$e_{ij}$")
-ax.set(xscale="log", yscale="log", xlabel="$n$", ylabel=r"$\mathrm{B}$")
-labels = [f"$2^{{{int(math.log2(n))}}}$" for n in lengths[::3]]
-ax.set_xticks(lengths[::3], labels)
-ax.minorticks_off()
-ax.legend(loc="upper left")
-plt.show()
-
-# %% tags=["check"] summary={"en": "the distance form falls below the scores from n = 128 on, at every longer length", "ja": "距離ごとの形は n = 128 以上のすべての長さでスコアより小さくなります"}
-pairs = zip(lengths, scores, by_distance, strict=True)
+pairs = zip(lengths, scores, by_offset, strict=True)
 below = [n for n, s, m in pairs if m < s]
 assert below == lengths[lengths.index(128) :]
+assert round(direct[-1] / by_offset[-1]) == d_z // 2
+
+# the key term as a score_mod: a lookup in P, no [h, n, n] bias
+warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
+b, h, n, d_z, k_clip = 1, 2, 7, 8, 2
+qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
+table_k = torch.randn(2 * k_clip + 1, d_z)
+p = qb @ table_k.T / math.sqrt(d_z)  # [b, h, n, 2k+1]
+
+
+def key_term(score, b, h, q_idx, kv_idx):
+    return (
+        score + p[b, h, q_idx, (kv_idx - q_idx).clamp(-k_clip, k_clip) + k_clip]
+    )
+
+
+full_bias = p.gather(-1, clipped_index(n, k_clip).expand(b, h, n, n))
+assert_close(
+    flex_attention(qb, kb, vb, score_mod=key_term),
+    attention(qb, kb, vb, bias=full_bias),
+)
 
 # %% [markdown] lang="en"
 # ## From distance k on, distances are indistinguishable
 #
-# Clipping has a visible consequence. For query $i$, every key with $j - i \ge k$
+# For query $i$, every key with $j - i \ge k$
 # receives the same $w^K_{k}$ and $w^V_{k}$, and every key with $j - i \le -k$ the same
 # $w^K_{-k}$ and $w^V_{-k}$. Within each of these two groups nothing in $e_{ij}$ or
 # $z_i$ depends on where a key sits: the group is a bag of tokens. Take $n = 12$,
@@ -475,7 +490,6 @@ assert below == lengths[lengths.index(128) :]
 # %% [markdown] lang="ja"
 # ## 距離 k 以上は区別できない
 #
-# クリッピングの影響は、実際に確かめられます。
 # クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ $w^K_{k}$ と $w^V_{k}$ を受け取り、$j - i \le -k$ のキーはどれも同じ $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
 # この 2 つのグループの中では、キーがどこにあっても $e_{ij}$ と $z_i$ は変わりません。各グループは、順序を持たないトークンの集まり（bag）です。
 # $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
@@ -492,7 +506,7 @@ table_v = torch.randn(2 * k_clip + 1, d_z)
 
 def output_of(x):  # z_i, the output of query i
     q, key, v = x @ w_q, x @ w_k, x @ w_v
-    return shaw_by_distance(q, key, v, table_k, table_v, k_clip)[0][i]
+    return shaw_by_offset(q, key, v, table_k, table_v, k_clip)[0][i]
 
 
 shuffled = torch.arange(n)
@@ -531,21 +545,14 @@ assert band > 1e-2
 # embedding per offset, the rows of an $n \times d_z$ matrix $E^r$: row $m$ belongs
 # to the offset $m - (n - 1)$, from $-(n-1)$ to $0$ (a clipped table is $E^r$ with
 # repeated rows). In $S = Q (E^r)^\top$, column $m$ of row $i$ scores query $i$
-# against an offset, not a key. The key $j \le i$ needs column $m = j - i + n - 1$,
+# against an offset, not a key; the key $j \le i$ needs column $m = j - i + n - 1$,
 # so row $i$ must move left by $n - 1 - i$ places. Their *skewing* does it without
-# an index:
-#
-# 1. pad one column of zeros on the left: $n \times (n+1)$;
-# 2. read the same numbers as $(n+1) \times n$;
-# 3. drop the first row and read the rest as $n \times n$.
-#
-# Entry $(i, j)$ of the result is number $n + i n + j$ of the padded rows laid end to
-# end: padded column $n + j - i$ of row $i$ as long as $j \le i$, which is the wanted
-# column $m = j - i + n - 1$ of $S$. Above the diagonal the entries are not scores
-# of the pair, and the causal mask hides them. Transformer-XL shifts its scores the
-# same way: the chapter
-# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#lining-up-the-distances-the-relative-shift)
-# draws the grids before and after, and what lands above the diagonal.
+# an index: pad a column of zeros on the left, read the numbers as $(n+1) \times n$,
+# drop the first row and read the rest as $n \times n$. Every entry on and below the
+# diagonal then holds its pair's score; the entries above it do not, and the causal
+# mask hides them. This is Transformer-XL's relative shift without a memory: the
+# chapter [*Transformer-XL relative attention*](05-transformer-xl.ipynb#lining-up-the-distances-the-relative-shift)
+# derives it and draws the grids before and after.
 
 # %% [markdown] lang="ja"
 # ## Music Transformer のスキューイング
@@ -556,16 +563,10 @@ assert band > 1e-2
 # $S = Q (E^r)^\top$ の行 $i$ の列 $m$ は、クエリ $i$ をキーではなく相対位置と比べたスコアです。
 # キー $j \le i$ には列 $m = j - i + n - 1$ が必要なので、行 $i$ を $n - 1 - i$ 列ぶん左へずらさなければなりません。
 # Huang らの**スキューイング**は、これをインデックスを使わずに行います。
-#
-# 1. 左に 0 の列を 1 つパディングします：$n \times (n+1)$。
-# 2. 同じ数の並びを $(n+1) \times n$ として読みます。
-# 3. 最初の行を捨て、残りを $n \times n$ として読みます。
-#
-# 結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたとき、0 から数えて $n + i n + j$ 番目の数です。
-# $j \le i$ である限り、それは行 $i$ のパディング後の列 $n + j - i$、つまり $S$ の求める列 $m = j - i + n - 1$ です。
-# 対角線より上の成分はその組のスコアではありませんが、因果マスクがそれを隠します。
-# Transformer-XL も同じ方法でスコアをずらします。
-# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#距離をそろえる相対シフト)の章では、ずらす前と後の格子と、対角線より上に何が入るかを図で示します。
+# 左に 0 の列を 1 つパディングし、同じ数の並びを $(n+1) \times n$ として読み、最初の行を捨てて残りを $n \times n$ として読みます。
+# すると対角線上とその下の成分はどれもその組のスコアになります。対角線より上の成分はスコアではありませんが、因果マスクがそれを隠します。
+# これはメモリのない場合の Transformer-XL の相対シフトです。
+# [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#距離をそろえる相対シフト)の章で、これを導き、ずらす前と後の格子を図で示します。
 
 # %%
 n, d_z, k_clip = 10, 8, 3
@@ -574,10 +575,10 @@ table_k = torch.randn(2 * k_clip + 1, d_z)
 offsets = torch.arange(-(n - 1), 1)  # row m of E^r: offset m - (n - 1)
 e_r = table_k[offsets.clamp(-k_clip, k_clip) + k_clip]  # [n, d_z]
 s = q @ e_r.T  # [n, n]: column m is an offset, not a key
-padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # 1. [n, n + 1]
-skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # 2. and 3.
+padded = torch.cat([torch.zeros(n, 1), s], dim=1)  # pad: [n, n + 1]
+skewed = padded.reshape(n + 1, n)[1:].reshape(n, n)  # reshape, drop, reshape
 
-# %% tags=["check"] summary={"en": "on and below the diagonal the skewed scores are the gather P_(i, c_ij) of the distance form; above it they are not; Transformer-XL's relative_shift gives the same matrix", "ja": "対角線上とその下では、スキューイングの結果が距離ごとの形の gather P_(i, c_ij) と一致し、対角線より上では一致しません。Transformer-XL の relative_shift も同じ行列を返します"}
+# %% tags=["check"] summary={"en": "on and below the diagonal the skewed scores are the gather P_(i, c_ij) of the offset form; above it they are not; Transformer-XL's relative_shift gives the same matrix", "ja": "対角線上とその下では、スキューイングの結果が相対位置ごとの形の gather P_(i, c_ij) と一致し、対角線より上では一致しません。Transformer-XL の relative_shift も同じ行列を返します"}
 gathered = (q @ table_k.T).gather(-1, clipped_index(n, k_clip))
 causal = torch.ones(n, n, dtype=torch.bool).tril()
 assert_close(skewed[causal], gathered[causal])  # j <= i: the right scores
@@ -592,9 +593,10 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # shared by the heads, and the two-term product; it also has Music Transformer's
 # skewing. Hugging Face's BERT-style `relative_key` keeps only the key term, clips
 # nothing, and indexes its table by the offset the other way round, $i - j$: a
-# table trained there reads reversed here. With a cache it also gives every query
-# the position of the last one. `posenc` follows the paper, and starts its tables
-# from $N(0, 0.02^2)$ as Hugging Face starts its own.
+# table trained there reads reversed here. `posenc` follows the paper. It starts
+# its tables from $N(0, 0.02^2)$, Hugging Face's choice (`initializer_range`);
+# tensor2tensor creates its tables with no initializer of their own, so they take
+# the model's default, uniform unit scaling in its Transformer settings.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
@@ -603,8 +605,8 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
 # Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
 # そのため、そこで学習した表を posenc で使うと、行が逆順に読まれます。
-# さらに、キャッシュがあると、どのクエリにも最後のクエリの位置を与えます。
-# `posenc` は論文に従い、表の初期値には Hugging Face と同じ $N(0, 0.02^2)$ を使います。
+# `posenc` は論文に従います。表の初期値は $N(0, 0.02^2)$ で、これは Hugging Face の選択（`initializer_range`）です。
+# tensor2tensor は表に独自の初期化を指定しないので、モデルの既定の初期化が使われます。Transformer の設定では uniform unit scaling です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: tensor2tensor and Hugging Face in detail.** tensor2tensor's
@@ -627,10 +629,6 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # the same edge vector, $x_j W^K (a_{ij})^\top$ (Huang et al. 2020). DeBERTa (He et
 # al. 2021) goes further: its relative position vectors get their own query and key
 # projections, giving a content-to-position and a position-to-content term.
-#
-# The cell compares `posenc` with a port of tensor2tensor's index and with the rows
-# that Hugging Face's `BertSelfAttention` looked up for $n = M = 6$, with and
-# without a cache.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：tensor2tensor と Hugging Face の細部**
@@ -647,11 +645,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。正しいのは、1 トークンずつのデコードの 1 ステップだけです。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルとキーとの内積 $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # DeBERTa（He ら 2021）はさらに進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、内容から位置への項と、位置から内容への項を加えます。
-#
-# 次のセルでは、`posenc` を、tensor2tensor のインデックスの移植、および Hugging Face の `BertSelfAttention` が $n = M = 6$ で引いた行（キャッシュの有無それぞれ）と比べます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "tensor2tensor's index is posenc's; Hugging Face's lookup is posenc's table with its rows reversed; with a cache it is right only for the last query", "ja": "tensor2tensor のインデックスは posenc と同じです。Hugging Face の引き方は、posenc の表の行を逆順にして引くのと同じです。キャッシュがあると、正しいのは最後のクエリだけです"}
+# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are posenc's table with its rows reversed, and with a cache they are right only for the last query", "ja": "tensor2tensor のインデックスの移植は posenc と同じ行を与えます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は posenc の表の行を逆順にしたもので、キャッシュがあると正しいのは最後のクエリだけです"}
 def t2t_index(length_q, length_k, max_relative_position):
     """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
@@ -702,8 +698,9 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # - Built for every pair, the vectors cost $n^2 d_z$ numbers per table, $d_z$ times
 #   the scores; the paper's two-term form avoids a $b\,h\,n^2 d_z$ product but
 #   still builds them.
-# - The distance form never builds the pairs: a score per query and distance, $P$,
-#   read through the index $c_{ij}$, and the attention per distance bucket, $\beta$.
+# - The offset form never builds the pairs: a score per query and clipped offset,
+#   $P$, read through the index $c_{ij}$, and the attention per clipped offset,
+#   $\beta$.
 # - From distance $k$ on, one layer sees the keys on each side as an unordered bag;
 #   a second layer, and the edges of the sequence, give some order back.
 # - For a causal model, Music Transformer's skewing (a pad, a reshape and a slice)
@@ -719,8 +716,8 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
 #   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避けますが、組ごとのベクトルは作ります。
-# - 距離ごとの形は組をまったく作りません。クエリと距離ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした距離ごとのアテンションの合計 $\beta$ を使います。
-# - 距離 $k$ 以上では、1 つの層から見ると両側のキーは順序のない集まりになります。
+# - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした相対位置ごとのアテンションの合計 $\beta$ を使います。
+# - 距離 $k$ 以上では、1 つの層から見ると、左右それぞれの側のキーが順序のない集まりになります。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ方法でずらします。
@@ -735,7 +732,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    $z_i$ after the first layer but different outputs after the second. Explain where the
 #    order information came from.
 # 2. Hugging Face's `relative_key_query` adds $x_j W^K (a_{ij})^\top$. Write it in the
-#    distance form: which product replaces $P$, and which index replaces $c_{ij}$?
+#    offset form: which product replaces $P$, and which index replaces $c_{ij}$?
 #    Check against the $(n, n, d_z)$ computation.
 # 3. Skewing needs the offsets $-(n-1), \dots, 0$ only. For a bidirectional encoder the
 #    offsets run from $-(n-1)$ to $n-1$. Extend $E^r$ to $2n - 1$ rows and find the pad
@@ -753,7 +750,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #    クエリ $i$ から距離 $1$ より遠いトークンの順序だけが違い、1 層目の後の $z_i$ は同じなのに、
 #    2 層目の後の出力は異なる 2 つの入力を見つけてください。順序の情報がどこから来たのかを説明してください。
 # 2. Hugging Face の `relative_key_query` は $x_j W^K (a_{ij})^\top$ を加えます。
-#    これを距離ごとの形で書いてください。どの積が $P$ の代わりになり、どのインデックスが $c_{ij}$ の代わりになるでしょうか。
+#    これを相対位置ごとの形で書いてください。どの積が $P$ の代わりになり、どのインデックスが $c_{ij}$ の代わりになるでしょうか。
 #    $(n, n, d_z)$ のテンソルを使う計算と照合してください。
 # 3. スキューイングに必要なのは、相対位置 $-(n-1), \dots, 0$ だけです。
 #    双方向のエンコーダでは、相対位置は $-(n-1)$ から $n-1$ まであります。
@@ -780,7 +777,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # しかし、位置 5 と 6 での 1 層目の出力は、単に入れ替わるわけではありません。
 # それぞれの出力は、自分の周りの相対位置 $0$ と $\pm 1$ にどのトークンがあったかに依存し、入れ替えによってそれが変わるからです。
 # 2 層目のクエリ 2 から見ても、遠いキーは順序のない集まりのままです。ところが集まりに入っているベクトルが変わったので、出力は動きます
-# （この例では最大 0.095 です。どれだけ動くかは重みによります）。
+# （この例では最大 0.095 で、どれだけ動くかは重みによります）。
 # 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を通って入ってきたのです。
 
 # %% tags=["solution"]
@@ -798,7 +795,7 @@ def layer_weights():  # W^Q, W^K, W^V and the two tables of one layer
 
 def shaw_layer(x, weights):
     (wq, wk, wv), (tk, tv) = weights
-    z, *_ = shaw_by_distance(x @ wq, x @ wk, x @ wv, tk, tv, k_clip)
+    z, *_ = shaw_by_offset(x @ wq, x @ wk, x @ wv, tk, tv, k_clip)
     return z
 
 
@@ -820,7 +817,7 @@ print(f"layer 2, query 2: max change {moved:.3f}", end="")
 # So $P' = K (w)^\top$, one row per key, replaces $P$, and the index is the same
 # $c_{ij}$, but read in row $j$ instead of row $i$: a gather along the rows of
 # $P'^\top$. (In Hugging Face's own convention the index is $i - j + M - 1$, the
-# reversed row.) The cell checks it against the $(n, n, d_z)$ computation.
+# reversed row.) It equals the $(n, n, d_z)$ computation:
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 3 つ目の項では、辺のベクトルと組むのはクエリではなくキーです。
@@ -828,7 +825,7 @@ print(f"layer 2, query 2: max change {moved:.3f}", end="")
 # したがってキーごとに 1 行を持つ $P' = K (w)^\top$ が $P$ の代わりになり、
 # インデックスは同じ $c_{ij}$ ですが、行 $i$ ではなく行 $j$ から読みます。つまり $P'^\top$ の行に沿った gather です。
 # Hugging Face 自身の規約では、インデックスは逆順の行 $i - j + M - 1$ になります。
-# 次のセルで、$(n, n, d_z)$ のテンソルを使う計算と照合します。
+# $(n, n, d_z)$ のテンソルを使う計算とも一致します。
 
 # %% tags=["solution"]
 n, d_z, k_clip = 7, 8, 2
@@ -845,28 +842,22 @@ assert_close(p_key.T.gather(0, c), direct)  # [i, j] = P'[j, c_ij]
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 3.** With $E^r$ of $2n - 1$ rows (row $m$: offset $m - (n - 1)$),
 # $S = Q (E^r)^\top$ is $n \times (2n - 1)$ and the pair $(i, j)$ needs column
-# $m = j - i + n - 1$. Pad one column of zeros on the left ($n \times 2n$), read the
-# numbers as $2n \times n$, drop the first row ($n$ numbers), read the remaining
-# $n(2n - 1)$ as $n \times (2n - 1)$ and keep the first $n$ columns. Entry
-# $(i, j)$ is number $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ of the padded rows,
-# that is padded column $n + j - i$ of row $i$, which never runs past the end since
-# $n + j - i \le 2n - 1$. It is column $n - 1 + j - i = m$ of $S$, for every pair.
-# Without a memory and with all $n$ tokens as queries, this is the bidirectional
-# case of the shift in
-# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#in-posenc), which
-# uses $2n - 1$ distances, so `relative_shift(S, k_len=n)` gives the same.
+# $m = j - i + n - 1$. Pad one column of zeros on the left, read the numbers as
+# $2n \times n$, drop the first row, read the rest as $n \times (2n - 1)$ and keep
+# the first $n$ columns. Entry $(i, j)$ is then padded column $n + j - i$ of row
+# $i$, never past its end since $n + j - i \le 2n - 1$: column $m$ of $S$, for every
+# pair. This is the bidirectional case of Transformer-XL's shift, derived in
+# [*Transformer-XL relative attention*](05-transformer-xl.ipynb#in-posenc), and
+# `relative_shift(S, k_len=n)` gives the same.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $E^r$ を $2n - 1$ 行（行 $m$ は相対位置 $m - (n - 1)$）にすると、
 # $S = Q (E^r)^\top$ は $n \times (2n - 1)$ で、組 $(i, j)$ には列 $m = j - i + n - 1$ が必要です。
-# 左に 0 の列を 1 つパディングし（$n \times 2n$）、同じ数を $2n \times n$ として読み、最初の行（$n$ 個の数）を捨てます。
-# 残りの $n(2n - 1)$ 個を $n \times (2n - 1)$ として読み、最初の $n$ 列を残します。
-# 成分 $(i, j)$ は、パディングした行の $n + i(2n - 1) + j = 2n\,i + (n + j - i)$ 番目の数です。
-# つまり行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えることはありません。
-# これは $S$ の列 $n - 1 + j - i = m$ なので、どの組でも正しい値が得られます。
-# この方法は、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章のシフトで、
-# メモリがなく $n$ 個のトークンがすべてクエリになる双方向の場合にあたります。
-# そのシフトは $2n - 1$ 個の距離を使うので、`relative_shift(S, k_len=n)` も同じ結果を返します。
+# 左に 0 の列を 1 つパディングし、同じ数を $2n \times n$ として読み、最初の行を捨てます。
+# 残りを $n \times (2n - 1)$ として読み、最初の $n$ 列を残します。
+# すると成分 $(i, j)$ は行 $i$ のパディング後の列 $n + j - i$ で、$n + j - i \le 2n - 1$ なので行の終わりを越えません。
+# これはどの組でも $S$ の列 $m$ です。
+# この方法は、[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#posenc-では)の章で導くシフトの双方向の場合にあたり、`relative_shift(S, k_len=n)` も同じ結果を返します。
 
 # %% tags=["solution"]
 n, d_z = 6, 4
@@ -922,7 +913,7 @@ w_q, w_k, w_v = (torch.randn(d_z, d_z, generator=gen) for _ in range(3))
 table_k = torch.zeros(2 * k_clip + 1, d_z)  # no key term: uniform weights
 table_v = torch.randn(2 * k_clip + 1, d_z, generator=gen)
 same = torch.randn(1, d_z, generator=gen).expand(n, d_z)  # ten equal tokens
-z, _, alpha, beta_z = shaw_by_distance(
+z, _, alpha, beta_z = shaw_by_offset(
     same @ w_q, same @ w_k, same @ w_v, table_k, table_v, k_clip
 )
 assert_close(alpha, uniform)
@@ -937,7 +928,7 @@ print(counts.T)
 # The equations, the clipping and the experiments are from Shaw et al. (2018): the
 # base translation model used $k = 16$ and the big one $k = 8$ (§4.1); on
 # English-German newstest2013, varying $k$ (Table 2) and dropping $a^V$ (Table 3)
-# changed little, one run per setting; that adding sinusoidal absolute encodings
+# changed little, with no variance reported; that adding sinusoidal absolute encodings
 # brought no further gain is stated in the text, without a table. The sharing of
 # the tables and the 7% slowdown are §3.3. The memory figures are from the list of
 # contributions in Huang et al.'s (2018) introduction; their skewing is §3.4.
@@ -972,11 +963,11 @@ print(counts.T)
 # ## 出典とバージョン
 #
 # 式、クリッピング、実験の結果は Shaw ら（2018）によります。翻訳の base モデルは $k = 16$、big モデルは $k = 8$ を使いました（§4.1）。
-# 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。どの設定も 1 回の学習です。
+# 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。ばらつきは報告されていません。
 # 正弦波位置エンコーディングを加えてもそれ以上の改善がなかったことは本文に書かれているだけで、表はありません。
 # 表の共有と 7% の速度低下は §3.3 にあります。メモリの値は Huang ら（2018）の序論の貢献の一覧にあり、スキューイングは §3.4 です。
 # Shaw らのスコアが項 $(a)$ と $(b)$ にあたることは Dai ら（2019、§3.3）によります。
-# tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で読み、TensorFlow のコードなのでここに移植しました。
+# tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で確認しました。TensorFlow のコードなので、ここでは PyTorch に移植しています。
 # Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）で、
 # $n = M = 6$ で引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
 #
@@ -990,10 +981,10 @@ print(counts.T)
 #   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
 # - tensor2tensor, `tensor2tensor/layers/common_attention.py`.
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-#   （`dot_product_attention_relative` と `_relative_attention_inner`。）
+#   （`dot_product_attention_relative` と `_relative_attention_inner`）
 # - Hugging Face transformers 4.57.6, `modeling_bert.py`.
 #   <https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/models/bert/modeling_bert.py>
-#   （`BertSelfAttention` の `position_embedding_type`。）
+#   （`BertSelfAttention` の `position_embedding_type`）
 # - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
 #   Better Relative Position Embeddings*. Findings of EMNLP 2020.
 #   <https://arxiv.org/abs/2009.13658>

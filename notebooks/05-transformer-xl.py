@@ -97,8 +97,8 @@ f64 = torch.float64
 # メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持ち、一方が他方より $L$ 位置ぶん古いことをモデルに伝えるものが何もありません。
 #
 # セグメントをまたいで位置を通し番号にすれば衝突は避けられますが、番号はどこまでも大きくなります。
-# 公式のコードでは、バッチの各列がコーパスを順に通る 1 本の流れで、バッチサイズ 60 なら WikiText-103 で 1 本あたりおよそ 170 万トークンです。
-# 位置は 100 万を超え、同じ文章でも流れの中のどこにあるかによって違うエンコーディングを受け取ることになります。
+# 公式のコードでは、バッチの各列がコーパスを先頭から順に読み進める 1 本のストリームで、バッチサイズ 60 なら 1 本あたり WikiText-103 のおよそ 170 万トークンを受け持ちます。
+# そのため位置は 100 万を超え、同じ文章でもストリームのどこに来るかによって違うエンコーディングを受け取ります。
 # モデルに必要なのはクエリとキーの距離で、これはどのセグメントでも同じです。
 #
 # 記号は Dai らのものを使います。
@@ -138,7 +138,8 @@ f64 = torch.float64
 # encodings. The score of
 # [*Relative position representations*](04-shaw-relative.ipynb) is terms $(a)$ and
 # $(b)$ alone, with a learned vector per clipped offset in place of
-# $W_{k,R} R_{i-j}$ (Dai et al., §3.3). One head, with random weights:
+# $W_{k,R} R_{i-j}$ (Dai et al., §3.3). One head, with random weights, and the four
+# terms of one pair as written:
 
 # %% [markdown] lang="ja"
 # ## 絶対位置から相対位置へ：4 つの項
@@ -164,7 +165,7 @@ f64 = torch.float64
 # コードもこの形で計算します。クエリに `r_w_bias`（$u$）を足してキーとの内積を取ったものが `AC`、
 # クエリに `r_r_bias`（$v$）を足して射影したエンコーディングとの内積を取ったものが `BD` です。
 # [「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章のスコアは項 $(a)$ と $(b)$ だけからなり、$W_{k,R} R_{i-j}$ の代わりに、クリップした相対位置ごとの学習可能なベクトルを使います（Dai ら、§3.3）。
-# ランダムな重みを持つヘッド 1 つで確かめます。
+# ランダムな重みを持つヘッド 1 つを用意し、1 つの組の 4 つの項を式のとおりに書きます。
 
 # %%
 d_model, d_head = 16, 8
@@ -181,19 +182,7 @@ def sinusoid_row(delta):  # R_delta: the sinusoid of a distance (concat layout)
     )
 
 
-# %% tags=["check"] summary={"en": "the absolute score is the sum of its four terms; the four relative terms, entry by entry, equal the two dot products (q_i + u)·k_j + (q_i + v)·r_(i−j)", "ja": "絶対位置のスコアは 4 つの項の和で、相対位置の 4 つの項を成分ごとに足したものは 2 つの内積 (q_i + u)·k_j + (q_i + v)·r_(i−j) に等しくなります"}
-n = 6
-emb = torch.randn(n, d_model, dtype=f64)  # rows E_{x_i}
-u_abs = sinusoidal(torch.arange(n), d_model, dtype=f64)  # rows U_i
-full = ((emb + u_abs) @ w_q.T) @ ((emb + u_abs) @ w_k.T).T
-terms = [
-    (x1 @ w_q.T) @ (x2 @ w_k.T).T
-    for x1, x2 in [(emb, emb), (emb, u_abs), (u_abs, emb), (u_abs, u_abs)]
-]
-assert_close(full, sum(terms))  # (a) + (b) + (c) + (d)
-
-
-def a_rel(i, j):  # the four terms of Dai et al., query i and key j
+def a_rel(emb, i, j):  # the four terms of Dai et al., query i and key j
     e_i, e_j, r_ij = emb[i], emb[j], sinusoid_row(i - j)
     return (
         e_i @ w_q.T @ w_ke @ e_j  # (a) content-content
@@ -202,12 +191,6 @@ def a_rel(i, j):  # the four terms of Dai et al., query i and key j
         + v @ w_kr @ r_ij  # (d) global position bias
     )
 
-
-q, key = emb @ w_q.T, emb @ w_ke.T  # rows q_i, k_j
-for i in range(n):
-    for j in range(n):
-        r_ij = w_kr @ sinusoid_row(i - j)
-        assert_close(a_rel(i, j), (q[i] + u) @ key[j] + (q[i] + v) @ r_ij)
 
 # %% [markdown] lang="en"
 # Positions now appear only as $i - j$. So the same four tokens give the same scores
@@ -246,9 +229,10 @@ print(f"absolute: scores move by up to {moved.abs().max():.2f}", end="")
 
 # %% tags=["check"] summary={"en": "posenc's scores of the four tokens are the same at positions 0–3 and behind a memory at 5–8, and equal the four terms on the causal pairs; the absolute scores differ", "ja": "posenc で計算した 4 つのトークンのスコアは、位置 0〜3 でもメモリの後ろの 5〜8 でも同じで、因果的な組では 4 つの項に一致します。絶対位置のスコアは異なります"}
 assert_close(alone, behind)
-emb = four
 causal = torch.ones(4, 4, dtype=torch.bool).tril()
-by_terms = torch.tensor([[a_rel(i, j) for j in range(4)] for i in range(4)])
+by_terms = torch.tensor(
+    [[a_rel(four, i, j) for j in range(4)] for i in range(4)]
+)
 assert_close(alone[causal], by_terms.to(f64)[causal])
 assert torch.isinf(alone[~causal]).all()  # the future keys: -inf
 assert moved.abs().max() > 0.1
@@ -267,11 +251,17 @@ assert moved.abs().max() > 0.1
 # code's `pos_seq = torch.arange(klen - 1, -1, -1.0)`.
 #
 # Since $R$ has no parameters, every distance has an encoding, including distances
-# longer than in training, and the official scripts evaluate with a memory about
+# longer than in training. That is why Dai et al. chose a fixed sinusoid: a model
+# trained with a memory of one length should generalise to a memory several times
+# longer at evaluation (§3.3). The official scripts do evaluate with a memory about
 # four times as long as in training (640 against 150 for the base model). Yet they
 # also pass `clamp_len`, which gives every distance from `clamp_len` on the encoding
-# of `clamp_len`: 400 for the base model, whose keys reach back 703 positions at
-# evaluation, so the distances from 400 to 703 share one encoding.
+# of `clamp_len`, 400 for the base model. At evaluation its `pos_seq` runs from 703
+# down to 0, but the scripts also pass `--same_length`, under which each query sees
+# only its 640 most recent keys, the distances 0 to 639 (see the note in
+# [where the mask must start](#with-a-memory-where-the-mask-must-start)).
+# $R_{640}, \dots, R_{703}$ are computed and masked; the distances that share
+# $R_{400}$ and reach the softmax are 400 to 639.
 
 # %% [markdown] lang="ja"
 # ## 相対エンコーディング R
@@ -285,9 +275,11 @@ assert moved.abs().max() > 0.1
 # 並びは**降順**で、コードでは `pos_seq = torch.arange(klen - 1, -1, -1.0)` です。
 #
 # $R$ にはパラメータがないので、学習時より長い距離も含め、どんな距離にもエンコーディングがあります。
-# 公式のスクリプトは、学習時のおよそ 4 倍の長さのメモリで評価します（base モデルでは 150 に対して 640）。
-# ところが同じスクリプトは `clamp_len` も指定します。`clamp_len` 以上の距離には、どれも距離 `clamp_len` のエンコーディングが使われます。
-# base モデルでは 400 で、評価時のキーは 703 位置前までさかのぼるので、距離 400 から 703 までが 1 つのエンコーディングを共有します。
+# Dai らが固定の正弦波を選んだ理由もここにあります。あるメモリの長さで学習したモデルが、評価時にはその数倍長いメモリにも汎化するように、というものです（§3.3）。
+# 実際、公式のスクリプトは学習時のおよそ 4 倍の長さのメモリで評価します（base モデルでは 150 に対して 640）。
+# ところが同じスクリプトは `clamp_len` も指定します。`clamp_len` 以上の距離には、どれも距離 `clamp_len` のエンコーディングが使われます。base モデルでは 400 です。
+# 評価時の `pos_seq` は 703 から 0 までです。ただしスクリプトは `--same_length` も指定するので、各クエリが見るのは直近の 640 個のキー、つまり距離 0〜639 だけです（「[マスクはどこから始めるか](#メモリがあるときマスクはどこから始めるか)」の節の補足）。
+# $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。$R_{400}$ を共有し、softmax まで届くのは距離 400〜639 です。
 
 # %%
 q_len, k_len = 4, 7  # a memory of 3
@@ -296,7 +288,7 @@ clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
 print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 
 
-# %% tags=["check"] summary={"en": "posenc's concatenated sinusoid matches the numbers the official PositionalEmbedding(8) printed, and a port of it for d = 16; the distances are the code's pos_seq; with the published evaluation (64 queries, memory 640, clamp_len 400) the distances 400 to 703 all become 400", "ja": "posenc の連結配置の正弦波は、公式の PositionalEmbedding(8) が出力した数値とも、d = 16 でのその移植とも一致し、距離はコードの pos_seq と同じです。公開された評価の設定（クエリ 64 個、メモリ 640、clamp_len 400）では、距離 400〜703 がすべて 400 になります"}
+# %% tags=["check"] summary={"en": "posenc's concatenated sinusoid matches the numbers the official PositionalEmbedding(8) printed, and a port of it for d = 16; the distances are the code's pos_seq; in the published evaluation (64 queries, memory 640, clamp_len 400, the --same_length mask) pos_seq starts at 703, every query attends to the distances 0 to 639, and those from 400 to 639 all get R_400", "ja": "posenc の連結配置の正弦波は、公式の PositionalEmbedding(8) が出力した数値とも、d = 16 でのその移植とも一致し、距離はコードの pos_seq と同じです。公開された評価（クエリ 64 個、メモリ 640、clamp_len 400、--same_length のマスク）では pos_seq は 703 から始まり、どのクエリも距離 0〜639 にアテンションし、そのうち 400〜639 はすべて R_400 を使います"}
 def txl_positional_embedding(pos_seq, demb):
     """PositionalEmbedding.forward, without the batch axis (a port)."""
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
@@ -324,55 +316,49 @@ distances = transformer_xl_positions(q_len, k_len)
 assert torch.equal(distances, pos_seq.long())
 assert_close(sinusoid_row(distances), txl_positional_embedding(pos_seq, 16))
 assert clamped.tolist() == [4, 4, 4, 3, 2, 1, 0]
-published = transformer_xl_positions(64, 64 + 640, clamp_len=400)
-plain = transformer_xl_positions(64, 64 + 640)
+# the published evaluation of the base model, memory full
+q_len, m_len, mem_len = 64, 640, 640
+k_len = q_len + m_len
+published = transformer_xl_positions(q_len, k_len, clamp_len=400)
+plain = transformer_xl_positions(q_len, k_len)
 assert int(plain.max()) == 703 and (published[plain >= 400] == 400).all()
-assert torch.equal(published[plain < 400], plain[plain < 400])
+ones = torch.ones(q_len, k_len, dtype=torch.bool)
+shift_len = q_len - (k_len - mem_len)  # mask_shift_len in _forward: 0
+same_length = torch.triu(ones, 1 + m_len) | torch.tril(ones, -shift_len)
+seen = ~same_length
+distance = relative_shift(plain.expand(q_len, k_len))  # i + m - j where seen
+encoded = relative_shift(published.expand(q_len, k_len))  # what R it gets
+assert (seen.sum(-1) == mem_len).all()  # m keys per query
+assert int(distance[seen].min()) == 0 and int(distance[seen].max()) == 639
+shared = seen & (encoded == 400)
+assert int(distance[shared].min()) == 400 and int(distance[shared].max()) == 639
+assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the paper measured.** Dai et al.'s ablation on WikiText-103
-# (Table 6, §4.2, models of 128M parameters) does not pit absolute encodings against
-# theirs under recurrence: with recurrence it compares their encoding only with Shaw
-# et al.'s, 26.77 against 27.94 best perplexity. The absolute encodings (Vaswani et
-# al.'s and Al-Rfou et al.'s) appear only in rows without recurrence, trained with
-# the loss on the last half of each segment, the only setting in which the paper
-# found them to work well; there theirs is lowest too, 29.02 with the full loss and
-# 30.10 with the half loss, against 30.97 (Vaswani et al.'s) and 31.16 (Al-Rfou et
-# al.'s). The table's "Attn Len" is the
-# shortest attention length at evaluation that reaches the best perplexity: with
-# recurrence, their encoding improves from 27.02 at the training length to 26.77 and
-# needs 500 to get there, while Shaw et al.'s stays at 27.94, reached at 256; a
-# longer attention at evaluation helps only with their own encoding. The larger 151M
-# model goes from 23.43 to 23.09 at 640. On One Billion Word, which the paper says
-# does not require long-term dependency, their encoding still beats Shaw et al.'s,
-# 25.2 against 25.7 perplexity (Table 7).
-#
-# The official scripts train and evaluate WikiText-103 with memories of 150 and 640
-# (base) and 384 and 1600 (large), with `clamp_len` 400 and 1000. The official
-# PyTorch code also keeps two absolute variants: `attn_type=2` adds the sinusoid to
-# the input, with positions counted back from the newest key (0) to the oldest
-# ($m + L - 1$), and to the memory at the first layer; `attn_type=3` adds a learned table per layer
-# to every layer's input, after Al-Rfou et al.
+# (Table 6, §4.2, models of 128M parameters) compares their encoding under recurrence
+# only with Shaw et al.'s: 26.77 against 27.94 best perplexity. The absolute
+# encodings appear only without recurrence, where theirs is lowest too (30.10
+# against 30.97 for Vaswani et al.'s, both with the loss on the last half of each
+# segment). With recurrence, their encoding improves from
+# 27.02 at the training attention length to 26.77 at 500, while Shaw et al.'s
+# reaches its best, 27.94, at 256: a longer attention at evaluation helps only with
+# their own encoding. The official scripts train and evaluate the base model with
+# memories of 150 and 640, the large one with 384 and 1600 (`clamp_len` 400 and
+# 1000).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文が測ったこと**
 #
 # ここでいう再帰とは、前のセグメントの隠れ状態をメモリとして使うことです。
-# Dai らの WikiText-103 でのアブレーション（表 6、§4.2、パラメータ数 1 億 2800 万のモデル）は、再帰のある設定では絶対位置のエンコーディングと比較していません。
-# 再帰のあるモデルで比べているのは、Dai らのエンコーディングと Shaw らのものだけで、最良のパープレキシティはそれぞれ 26.77 と 27.94 です。
-# 絶対位置のエンコーディング（Vaswani らのものと Al-Rfou らのもの）は、再帰のない行にしか現れません。
-# しかも各セグメントの後半だけに損失をかけて学習しています。論文によれば、絶対位置のエンコーディングがうまく働くのはこの設定だけです。
-# その比較でもパープレキシティが最も低いのは Dai らのエンコーディングで、全体に損失をかけると 29.02、後半だけなら 30.10 です。絶対位置のエンコーディングは、Vaswani らのものが 30.97、Al-Rfou らのものが 31.16 でした。
-# 表の「Attn Len」は、評価時に最良のパープレキシティに達する最短のアテンションの長さです。
-# 再帰のあるモデルでは、Dai らのエンコーディングは学習時の長さでの 27.02 から 26.77 まで下がり、そこに達するには長さ 500 が必要です。
-# Shaw らのものは 27.94 どまりで、この値には長さ 256 で達します。評価時にアテンションを長くして効果があるのは、Dai らのエンコーディングだけです。
-# パラメータ数 1 億 5100 万のより大きなモデルでは、長さ 640 で 23.43 から 23.09 まで下がります。
-# One Billion Word は、論文によれば長距離の依存関係を必要としません。そこでも Dai らのエンコーディングは Shaw らのものより良く、パープレキシティは 25.2 対 25.7 です（表 7）。
-#
-# 公式のスクリプトは WikiText-103 で、base では長さ 150 のメモリで学習して 640 で評価し、large では 384 で学習して 1600 で評価します。`clamp_len` はそれぞれ 400 と 1000 です。
-# 公式の PyTorch のコードには、絶対位置の版も 2 つあります。
-# `attn_type=2` は正弦波を入力に足し、最初の層ではメモリにも足します。位置は最も新しいキーを 0 として、いちばん古いキーの $m + L - 1$ までさかのぼって数えます。
-# `attn_type=3` は Al-Rfou らにならい、層ごとの学習可能な表を各層の入力に足します。
+# Dai らは WikiText-103 でアブレーションを行いました（表 6、§4.2、パラメータ数 1 億 2800 万のモデル）。再帰のある設定で比べているのは、Dai らのエンコーディングと Shaw らのものだけです。
+# 最良のパープレキシティは 26.77 対 27.94 です。
+# 絶対位置のエンコーディングは再帰のない行にだけ現れ、そこでも Dai らのエンコーディングが最も低くなります。
+# 各セグメントの後半だけに損失をかけた場合で比べると、Vaswani らのものの 30.97 に対して 30.10 です。
+# 再帰のあるモデルでは、Dai らのエンコーディングは、学習時のアテンションの長さでの 27.02 から長さ 500 での 26.77 まで下がります。
+# Shaw らのものは長さ 256 で最良の 27.94 に達し、それ以上は下がりません。評価時にアテンションを長くして効果があるのは、Dai らのエンコーディングだけです。
+# 公式のスクリプトでは、base モデルは長さ 150 のメモリで学習して 640 で評価し、`clamp_len` は 400 です。
+# large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift
@@ -599,7 +585,7 @@ assert unmasked_gap.abs().max() > 1e-2
 # $m$ によって変わることが 2 つあります。正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になること、そしてマスクもそれに合わせる必要があることです。
 # メモリのないモデルでおなじみの[因果マスク](../docs/glossary.ja.md#causal-mask) `triu(ones, diagonal=1)` は、キー $j > i$ を隠します。
 # メモリがあるときにこのマスクを使うと、各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠れてしまいます。
-# これらはクエリと同じ位置かそれより前にあり、スコアも正確なのに、全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）が隠れます。
+# これらのキーはクエリと同じ位置かそれより前にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
 # `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力を与えます。
 
 # %% tags=["check"] summary={"en": "the mask without memory hides L m = 15 past keys; posenc.attention with causal=True gives Transformer-XL's masked output", "ja": "メモリを考えないマスクは過去のキーを L m = 15 個隠し、causal=True の posenc.attention は Transformer-XL のマスクをかけた出力と一致します"}
@@ -615,17 +601,18 @@ with_bias = attention(q, key, values, bias=bias, causal=True)
 assert_close(with_bias, weights @ values)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the mask of the published evaluation.** Both official evaluation
-# scripts pass `--same_length`, which adds `tril(ones, -mask_shift_len)` to
-# `dec_attn_mask` in `MemTransformerLM._forward`. Once the memory is full, every
-# query then sees exactly $m$ keys, itself and the $m - 1$ before it, instead of
-# $m + i + 1$: evaluation differs from training in its mask too.
+# **Going deeper: the mask of the published evaluation scripts.** Both official
+# evaluation scripts pass `--same_length`, which adds `tril(ones, -mask_shift_len)`
+# to `dec_attn_mask` in `MemTransformerLM._forward`. Once the memory is full,
+# `mask_shift_len` is 0 and every query sees exactly $m$ keys, itself and the
+# $m - 1$ before it (the distances $0$ to $m - 1$), instead of $m + i + 1$:
+# evaluation differs from training in its mask too.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：論文の評価で使うマスク**
+# **さらに詳しく：公開された評価スクリプトのマスク**
 #
 # 公式の評価スクリプトは 2 つとも `--same_length` を指定し、`MemTransformerLM._forward` で `dec_attn_mask` に `tril(ones, -mask_shift_len)` が加わります。
-# メモリが埋まると、どのクエリにも $m + i + 1$ 個ではなくちょうど $m$ 個のキー（自分自身とその前の $m - 1$ 個）が見えるので、評価はマスクの点でも学習と異なります。
+# メモリが埋まると `mask_shift_len` は 0 になり、どのクエリにも $m + i + 1$ 個ではなくちょうど $m$ 個のキー（自分自身とその前の $m - 1$ 個、距離 $0$ から $m - 1$）が見えます。評価はマスクの点でも学習と異なります。
 
 # %% [markdown] lang="en"
 # ## The order of the distances
@@ -800,7 +787,7 @@ assert torch.isinf(ours[..., future]).all()
 # labml は正弦波を使わずに相対ベクトルを学習し、右にパディングして $m + 2L$ 個の距離を使うので、残す成分はすべて正確です。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the three codes in detail.** Transformer-XL and XLNet compute
+# **Going deeper: Transformer-XL's and XLNet's code in detail.** Both compute
 # $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$. In Transformer-XL's PyTorch code an
 # optional `zero_triu` zeroes the entries after each query, which does not replace the
 # mask: a score of zero still receives weight. `r_w_bias` and `r_r_bias` are shared
@@ -812,49 +799,26 @@ assert torch.isinf(ours[..., future]).all()
 # for causal attention. Reshaping to $(r, L)$ and dropping the first row removes $L$
 # numbers, as the pad-and-drop did, and the columns beyond $m + L$ are cut off.
 # Causal, it leaves garbage like Transformer-XL, but with $B_{i+1,0}$ where the zero
-# was.
-#
-# labml (`RelativeMultiHeadAttention` in `transformers/xl/relative_mha.py`) keeps a
-# table `key_pos_embeddings` of $2P$ rows per head ($P = 2^{12}$), indexed by $P$ plus
-# the key position minus the query position, and a learned scalar `key_pos_bias` per
-# distance and head in place of term $(d)$; term $(b)$ has no $v$, and a learned
-# `query_pos_bias` plays the part of $u$. It takes the $m + 2L$ rows from
-# $P - (m + L)$ up to, not including, $P + L$, pads on the right, drops the *last* row and keeps the last
-# $m + L$ columns: its shift moves row $i$ to the right by $i$ (solution 3). The cell
-# ports XLNet's and labml's shifts and checks each against the direct computation.
+# was. labml's shift, which moves each row to the right, is solution 3.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：3 つのコードの細部**
+# **さらに詳しく：Transformer-XL と XLNet のコードの細部**
 #
-# Transformer-XL と XLNet は $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を計算します。
+# どちらも $(q_i + u)^\top k_j + (q_i + v)^\top r_{i-j}$ を計算します。
 # Transformer-XL の PyTorch 版では、オプションの `zero_triu` が各クエリより後ろの成分を 0 にしますが、マスクの代わりにはなりません。スコアが 0 でも重みは付くからです。
 # このコードでは `r_w_bias` と `r_r_bias` をすべての層で共有します。TensorFlow 版のコードでは、`untie_r` を指定すると層ごとのバイアスを持ちます。公開されたスクリプトは、どれもこれを指定しています。
 #
 # XLNet（`relative_positional_encoding` と `rel_shift`）は、双方向のアテンションでは `tf.range(klen, -qlen, -1)`、因果的なアテンションでは `tf.range(klen, -1, -1)` をエンコードします。
 # $(r, L)$ に形状変換して最初の行を捨てると、パディングして捨てたときと同じく $L$ 個の数が除かれ、$m + L$ より先の列は切り落とされます。
 # 因果的な場合は Transformer-XL と同じく無意味な値が残りますが、0 があった場所には $B_{i+1,0}$ が入ります。
-#
-# labml（`transformers/xl/relative_mha.py` の `RelativeMultiHeadAttention`）は、ヘッドごとに $2P$ 行（$P = 2^{12}$）の表 `key_pos_embeddings` を持ち、
-# キーの位置からクエリの位置を引いて $P$ を足した値で行を引きます。
-# 項 $(d)$ の代わりに、距離とヘッドごとの学習可能なスカラー `key_pos_bias` を使います。
-# 項 $(b)$ には $v$ がなく、学習可能な `query_pos_bias` が $u$ の役目を果たします。
-# $P - (m + L)$ から $P + L$ の手前までの $m + 2L$ 行を取り出し、右にパディングして**最後**の行を捨て、最後の $m + L$ 列を残します。
-# このシフトは行 $i$ を右へ $i$ 列ぶんずらします（解答 3）。
-# セルでは XLNet と labml のシフトを移植し、それぞれを直接計算と照合します。
+# 各行を右へずらす labml のシフトは解答 3 で扱います。
 
 
-# %% tags=["deeper", "check"] summary={"en": "XLNet's shift is exact everywhere when bidirectional and leaves B_(i+1,0) after each query when causal; labml's shift gives every kept entry exactly", "ja": "XLNet のシフトは双方向ならどこでも正確で、因果的なら各クエリの直後に B_(i+1,0) を残します。labml のシフトは残すすべての成分を正確に与えます"}
+# %% tags=["deeper", "check"] summary={"en": "XLNet's shift is exact everywhere when bidirectional and leaves B_(i+1,0) after each query when causal", "ja": "XLNet のシフトは双方向ならどこでも正確で、因果的なら各クエリの直後に B_(i+1,0) を残します"}
 def xlnet_rel_shift(x, klen):  # XLNet's rel_shift, on [qlen, rlen]
     qlen, rlen = x.shape
     x = x.reshape(rlen, qlen)[1:]  # drop the first row: qlen numbers
     return x.reshape(qlen, rlen - 1)[:, :klen]
-
-
-def labml_shift_right(x):  # labml's shift_right, on [qlen, rlen]
-    zero_pad = x.new_zeros(x.shape[0], 1)
-    x_padded = torch.cat([x, zero_pad], dim=1)
-    x_padded = x_padded.view(x.shape[1] + 1, x.shape[0])
-    return x_padded[:-1].view_as(x)
 
 
 qv = q + v
@@ -870,25 +834,6 @@ for attn_type, end in (("bi", -q_len), ("uni", -1)):
         assert all(
             bd[i, i + m_len + 1] == pos_b[i + 1, 0] for i in range(q_len - 1)
         )
-
-big_p = 2**12  # labml's P
-key_pos_emb = torch.randn(2 * big_p, d_head, dtype=f64)  # one row per j - i
-key_pos_bias = torch.randn(2 * big_p, dtype=f64)
-rows = slice(big_p - k_len, big_p + q_len)
-b_d = q @ key_pos_emb[rows].T + key_pos_bias[rows]  # [qlen, klen + qlen]
-labml_bd = labml_shift_right(b_d)[:, -k_len:]
-looped = torch.tensor(
-    [
-        [
-            q[i] @ key_pos_emb[big_p + j - (i + m_len)]
-            + key_pos_bias[big_p + j - (i + m_len)]
-            for j in range(k_len)
-        ]
-        for i in range(q_len)
-    ],
-    dtype=f64,
-)
-assert_close(labml_bd, looped)  # every entry
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -933,7 +878,7 @@ assert_close(labml_bd, looped)  # every entry
 #    $W_{k,R} R_{i-j}$, plus a scalar per distance and head for term $(d)$. Show that
 #    term $(b)$ is then Shaw et al.'s key term of
 #    [*Relative position representations*](04-shaw-relative.ipynb) without clipping,
-#    and compute it with the distance form of that chapter.
+#    and compute it with the offset form of that chapter.
 # 3. labml pads on the right and drops the last row. Derive its element formula the way
 #    this chapter derived Transformer-XL's, and explain why it needs $m + 2L$ distances
 #    where Transformer-XL needs $m + L$.
@@ -952,7 +897,7 @@ assert_close(labml_bd, looped)  # every entry
 #    項 $(d)$ には距離とヘッドごとのスカラーを使います。
 #    このとき項 $(b)$ が、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章で見た
 #    Shaw らのキーの項からクリッピングを除いたものであることを示し、
-#    その章の距離ごとの形で計算してください。
+#    その章の相対位置ごとの形で計算してください。
 # 3. labml は右にパディングし、最後の行を捨てます。
 #    この章で Transformer-XL について導いたのと同じ方法で成分の式を導き、
 #    Transformer-XL が $m + L$ 個の距離で済むのに labml は $m + 2L$ 個を必要とする理由を説明してください。
@@ -963,22 +908,22 @@ assert_close(labml_bd, looped)  # every entry
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** Write $f(\delta) = v^\top W_{k,R} R_\delta = w^\top R_\delta$ with
 # $w = W_{k,R}^\top v$. By Cauchy–Schwarz and $\lVert R_\delta \rVert = \sqrt{d/2}$
-# (the norm of every sinusoidal code), $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$
+# (the norm of every sinusoidal [code](../docs/glossary.md#code)), $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$
 # at every distance: the bias stays bounded and, with random $v$ and $W_{k,R}$,
 # goes up and down with $\delta$ as a sum of cosines and sines of the angles
 # $\omega_i \delta$. ALiBi's bias $-m_h\,\delta$ is the opposite: monotone and
-# unbounded, a penalty that grows with the distance. The cell checks the bound
-# for $\delta = 0, \dots, 1023$ and counts how often $f$ changes direction; a
+# unbounded, a penalty that grows with the distance. For $\delta = 0, \dots, 1023$
+# the bound holds and $f$ changes direction more than 200 times (printed below); a
 # straight line never does. (A learned $v$ and $W_{k,R}$ could make $f$ decrease over
 # a range of distances, but never beyond the bound.)
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** $w = W_{k,R}^\top v$ とすると $f(\delta) = v^\top W_{k,R} R_\delta = w^\top R_\delta$ です。
-# コーシー・シュワルツの不等式と、どの正弦波の符号でも成り立つ $\lVert R_\delta \rVert = \sqrt{d/2}$ から、
+# コーシー・シュワルツの不等式と、どの正弦波の[符号](../docs/glossary.ja.md#code)でも成り立つ $\lVert R_\delta \rVert = \sqrt{d/2}$ から、
 # すべての距離で $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$ となります。
 # バイアスは有界で、ランダムな $v$ と $W_{k,R}$ では、角度 $\omega_i \delta$ の余弦と正弦の和として $\delta$ とともに上下します。
 # ALiBi のバイアス $-m_h\,\delta$ はその逆で、単調で有界でなく、距離とともに大きくなるペナルティです。
-# 次のセルでは、$\delta = 0, \dots, 1023$ でこの上界を確かめ、$f$ の増減が何回入れ替わるかを数えます。直線なら一度も入れ替わりません。
+# $\delta = 0, \dots, 1023$ ではこの上界が成り立ち、$f$ の増減は 200 回以上入れ替わります（回数は下に出力します）。直線なら一度も入れ替わりません。
 # 学習済みの $v$ と $W_{k,R}$ なら、ある範囲の距離で $f$ が減少することはありえますが、上界を超えることはありません。
 
 # %% tags=["solution"]
@@ -992,7 +937,7 @@ f = r_delta @ (w_kr1.T @ v1)  # f(delta) = v^T W_{k,R} R_delta
 bound = (w_kr1.T @ v1).norm() * math.sqrt(d / 2)
 assert (f.abs() <= bound).all()
 turns = int((torch.diff(torch.sign(torch.diff(f))) != 0).sum())
-assert turns > 10  # up and down, unlike ALiBi's straight line
+assert turns > 200  # up and down, unlike ALiBi's straight line
 print(f"|f| <= {bound:.2f}, max |f| = {f.abs().max():.2f}, turns: {turns}")
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1001,31 +946,18 @@ print(f"|f| <= {bound:.2f}, max |f| = {f.abs().max():.2f}, turns: {turns}")
 # $q_i^\top e_{i-j}$: a learned vector per relative position dotted with the query,
 # which is Shaw et al.'s $x_i W^Q (a^K_{ij})^\top$ with
 # $a^K_{ij} = e_{i-j} = w^K_{j-i}$, unclipped as long as the table has a row for
-# every distance. The official code does clip. With `attn_type=1`,
-# `RelLearnableMultiHeadAttn.forward` pads the table in front with its farthest row,
-# `r_emb[0]`, when there are more keys than rows, and `clamp_len` keeps only the
-# last `clamp_len` rows, the distances $0$ to `clamp_len` $- 1$
-# (`MemTransformerLM._forward`): distances share a vector from `clamp_len` $- 1$ on,
-# not from `clamp_len` as with `attn_type=0`. The cell checks term $(b)$ against the
-# loops in two ways, both on the past keys $j \le i + m$: Shaw et al.'s
-# materialised form, with `posenc`'s `RelativePositionEmbedding` for
-# $k = m + L - 1$ and row $r$ holding $e_{k-r}$, and the relative shift of
-# $B = Q \tilde E^\top$ (rows in the descending order of `pos_seq`). Then it
-# compares a port of the official clipping with `posenc`'s `clamp_len`.
+# every distance. In the offset form it is `posenc`'s `RelativePositionEmbedding`
+# with $k = m + L - 1$ and row $r$ holding $e_{k-r}$; on every past key
+# $j \le i + m$ it equals the relative shift of $B = Q \tilde E^\top$, the rows of
+# $\tilde E$ in the descending order of `pos_seq`.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** `attn_type=1` では、ベクトル $W_{k,R} R_{i-j}$ が、距離 $\delta = i - j$（とヘッド）ごとの学習可能な $e_\delta$ になります。
 # 項 $(b)$ は $q_i^\top e_{i-j}$、つまり相対位置ごとの学習可能なベクトルとクエリの内積です。
 # これは $a^K_{ij} = e_{i-j} = w^K_{j-i}$ とした Shaw らの $x_i W^Q (a^K_{ij})^\top$ で、
 # 表にすべての距離の行がある限りクリップはありません。
-# ただし公式のコードはクリップします。`attn_type=1` の `RelLearnableMultiHeadAttn.forward` は、
-# キーが表の行より多いと、表の先頭に最も遠い距離の行 `r_emb[0]` をパディングします。
-# また `clamp_len` を指定すると、最後の `clamp_len` 行、つまり距離 $0$ から `clamp_len` $- 1$ だけを残します（`MemTransformerLM._forward`）。
-# そのため、`attn_type=0` では `clamp_len` 以上の距離が 1 つのエンコーディングを共有するのに対し、ここでは `clamp_len` $- 1$ 以上の距離が 1 つのベクトルを共有します。
-# 次のセルでは、過去のキー $j \le i + m$ について、項 $(b)$ をループによる計算と 2 通りに照合します。
-# 1 つは Shaw らの実体化した形で、`posenc` の `RelativePositionEmbedding` を $k = m + L - 1$ とし、行 $r$ に $e_{k-r}$ を入れて使います。
-# もう 1 つは、`pos_seq` の降順に行を並べた $B = Q \tilde E^\top$ の相対シフトです。
-# 最後に、公式のクリッピングを移植したものを `posenc` の `clamp_len` と比べます。
+# 相対位置ごとの形では、`posenc` の `RelativePositionEmbedding` を $k = m + L - 1$ とし、行 $r$ に $e_{k-r}$ を入れたものです。
+# 過去のキー $j \le i + m$ ではどれも、$\tilde E$ の行を `pos_seq` の降順に並べた $B = Q \tilde E^\top$ の相対シフトに等しくなります。
 
 # %% tags=["solution"]
 q_len, m_len, d_head = 5, 3, 8
@@ -1050,53 +982,49 @@ shifted = relative_shift(q2 @ e[transformer_xl_positions(q_len, k_len)].T)
 assert_close(by_shaw[past], loops[past])
 assert_close(shifted[past], loops[past])
 
-
-def official_r_emb(r_emb, klen, clamp_len):
-    """attn_type=1's rows for klen keys (rows: descending distances)."""
-    r_emb = r_emb[-clamp_len:]  # MemTransformerLM._forward
-    if klen > r_emb.size(0):  # RelLearnableMultiHeadAttn.forward
-        r_emb_pad = r_emb[0:1].expand(klen - r_emb.size(0), -1)
-        return torch.cat([r_emb_pad, r_emb], 0)
-    return r_emb[-klen:]
-
-
-clamp = 5
-got = official_r_emb(e.flip(0), k_len, clamp)
-shared_from = transformer_xl_positions(q_len, k_len, clamp_len=clamp - 1)
-assert torch.equal(got, e[shared_from])  # shares from clamp_len - 1 on
-attn0 = transformer_xl_positions(q_len, k_len, clamp_len=clamp)
-assert not torch.equal(got, e[attn0])  # not attn_type=0's clamp
-
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 3.** labml pads one zero column on the right of the $L \times r$ matrix
-# $x$ and reads the padded rows, $r + 1$ numbers each, as $(r + 1) \times L$, drops
+# **Solution 3.** labml learns one vector per key position minus query position,
+# row $P + j - i$ of a table with $P = 2^{12}$, and scores the queries against its
+# $m + 2L$ rows from $P - (m + L)$ up to, not including, $P + L$: an $L \times r$
+# matrix $x$ with $r = m + 2L$. It pads one zero column on the right of $x$ and
+# reads the padded rows, $r + 1$ numbers each, as $(r + 1) \times L$, drops
 # the last row and reads the rest as $L \times r$. Dropping the last row does not
 # move anything before it, so entry $(i, j)$ of the result is number $i r + j$ of
 # the padded rows laid end to end, and $i r + j = i(r + 1) + (j - i)$: for
 # $j \ge i$ it is $x_{i,\,j - i}$, row $i$ moved right by $i$. labml then keeps the
 # last $m + L$ columns, $j \ge r - (m + L)$; all of them are exact when
-# $r - (m + L) \ge L - 1$, that is $r \ge m + 2L - 1$, and labml takes $r = m + 2L$.
+# $r - (m + L) \ge L - 1$, that is $r \ge m + 2L - 1$, which $r = m + 2L$ satisfies.
 # Kept column $j'$ of row $i$ is $x_{i,\,j' + r - (m + L) - i}$, the table row
 # $P - (m + L) + j' + L - i = P + j' - (i + m)$: key position minus query position,
-# as found above. Transformer-XL gets away with $m + L$ because it needs only
+# as it should be. Transformer-XL gets away with $m + L$ because it needs only
 # $j \le i + m$ exact and masks the rest; labml wants every entry exact, so each
 # row needs $L - 1$ extra columns for the shift.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** labml は、$L \times r$ 行列 $x$ の右に 0 の列を 1 つパディングします。
+# **解答 3.** labml は、キーの位置からクエリの位置を引いた値ごとにベクトルを学習します。$P = 2^{12}$ として、表の行 $P + j - i$ です。
+# クエリとの積を取るのは、$P - (m + L)$ から $P + L$ の手前までの $m + 2L$ 行で、これが $r = m + 2L$ の $L \times r$ 行列 $x$ になります。
+# labml は $x$ の右に 0 の列を 1 つパディングします。
 # パディング後の各行は $r + 1$ 個の数を持ちます。同じ数を $(r + 1) \times L$ として読みます。
 # 最後の行を捨て、残りを $L \times r$ として読みます。
 # 最後の行を捨てても、それより前の数は動きません。
 # したがって結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたときの $i r + j$ 番目の数で、
 # $i r + j = i(r + 1) + (j - i)$ です。$j \ge i$ ならそれは $x_{i,\,j - i}$、つまり行 $i$ を右へ $i$ 列ずらしたものです。
 # labml はそのあと最後の $m + L$ 列（$j \ge r - (m + L)$）を残します。
-# $r - (m + L) \ge L - 1$、すなわち $r \ge m + 2L - 1$ なら、残す列はすべて正確で、labml は $r = m + 2L$ を使います。
+# $r - (m + L) \ge L - 1$、すなわち $r \ge m + 2L - 1$ なら、残す列はすべて正確で、$r = m + 2L$ はこれを満たします。
 # 行 $i$ の残した列 $j'$ は $x_{i,\,j' + r - (m + L) - i}$ で、表の行 $P - (m + L) + j' + L - i = P + j' - (i + m)$ です。
-# 上で見たとおり、キーの位置からクエリの位置を引いたものです。
+# キーの位置からクエリの位置を引いたもので、正しい行です。
 # Transformer-XL で $m + L$ 個で済むのは、$j \le i + m$ だけを正確にすればよく、残りはマスクするからです。
 # labml はすべての成分を正確にしたいので、各行をずらすために $L - 1$ 列の余分が必要になります。
 
+
 # %% tags=["solution"]
+def labml_shift_right(x):  # labml's shift_right, on [qlen, rlen]
+    zero_pad = x.new_zeros(x.shape[0], 1)
+    x_padded = torch.cat([x, zero_pad], dim=1)
+    x_padded = x_padded.view(x.shape[1] + 1, x.shape[0])
+    return x_padded[:-1].view_as(x)
+
+
 for q_len, r_len in [(4, 9), (5, 14)]:
     x3 = torch.randn(q_len, r_len, dtype=f64)
     out = labml_shift_right(x3)
@@ -1115,6 +1043,10 @@ rows = (
 )
 assert (rows >= 0).all()  # never a wrapped entry
 assert torch.equal(kept, x3.gather(1, rows))
+big_p = 2**12  # labml's P: kept entry (i, j') reads table row P + j' - (i + m)
+table_rows = big_p - k_len + rows  # column c of x is table row P - (m + L) + c
+i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
+assert torch.equal(table_rows, big_p + j - (i + m_len))
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 4.** With `clamp_len=20` every distance of 20 or more uses $R_{20}$,
@@ -1122,7 +1054,7 @@ assert torch.equal(kept, x3.gather(1, rows))
 # at position $i + m$ (slot $i$ of the segment) has the keys $j \le i + m - 20$ in
 # that group, $i + m - 19$ of them: 81 for the first query of a segment after a
 # memory of $m = 100$. Among them only the content terms $(a)$ and $(c)$ differ: they
-# form one bag, as the keys beyond $k$ do in Shaw et al.'s clipping, except that
+# form one bag, as the keys from distance $k$ on do in Shaw et al.'s clipping, except that
 # Transformer-XL clips the past side only (a causal model has no future keys) and
 # the encoding is a fixed sinusoid rather than a learned vector.
 
@@ -1133,7 +1065,7 @@ assert torch.equal(kept, x3.gather(1, rows))
 # $m = 100$ のメモリの後のセグメントの最初のクエリなら 81 個です。
 # この中でキーごとに違いが出るのは内容の項 $(a)$ と $(c)$ だけです。
 # そのため、これらのキーは順序のない 1 つの集まりになります。
-# Shaw らのクリッピングで $k$ より先のキーがそうなるのと同じです。
+# Shaw らのクリッピングで距離 $k$ 以上のキーがそうなるのと同じです。
 # 違いは、Transformer-XL がクリップするのは過去の側だけ（因果的なモデルに未来のキーはありません）で、
 # エンコーディングが学習可能なベクトルではなく固定の正弦波であることです。
 
@@ -1169,7 +1101,9 @@ print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 # with `data_utils.py` (`LMOrderedIterator`) and the scripts `run_wt103_base.sh` and
 # `run_wt103_large.sh`; the numbers that `PositionalEmbedding(8)` and `_rel_shift`
 # printed were produced by running it in a separate environment. XLNet's
-# functions are in `modeling.py` of zihangdai/xlnet.
+# functions are in `modeling.py` of zihangdai/xlnet. Hugging Face transformers
+# deprecated its port, `TransfoXL`, in 2023 (pull request 27607); version 5.24.0
+# no longer has it.
 #
 # ### References
 #
@@ -1192,24 +1126,25 @@ print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 #
 # 4 つの項は Dai ら（2019）の §3.3 によります。
 # 付録 B は項 $(b)$ について同じ降順の距離で積 $B$ を計算し、求めるスコアの各行はこの積の行を左へずらしたものだと述べています。
-# 一方、パディング 1 回と形状変換 2 回、そしてそれが対角線より上に残す成分は、付録ではなく公式のコードから来ています。
+# 一方、パディング 1 回と形状変換 2 回という手順も、それによって対角線より上に残る成分も、付録にはありません。どちらも公式のコードによるものです。
 # 公式のコードは kimiyoung/transformer-xl のコミット 44781ed の `pytorch/mem_transformer.py`（`PositionalEmbedding`、`RelPartialLearnableMultiHeadAttn`、`_rel_shift`、`MemTransformerLM._forward`）です。
 # あわせて `data_utils.py`（`LMOrderedIterator`）と、スクリプト `run_wt103_base.sh`、`run_wt103_large.sh` を読みました。
 # `PositionalEmbedding(8)` と `_rel_shift` が出力した数値は、このコードを別の環境で実行して得たものです。
 # XLNet の関数は zihangdai/xlnet の `modeling.py` にあります。
+# Hugging Face transformers は、その移植 `TransfoXL` を 2023 年に非推奨とし（プルリクエスト 27607）、バージョン 5.24.0 にはもうありません。
 #
 # ### 参考文献
 #
 # - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
-#   Fixed-Length Context*. ACL 2019. <https://arxiv.org/abs/1901.02860>（§3.3。）
+#   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
 # - kimiyoung/transformer-xl, `pytorch/mem_transformer.py`.
 #   <https://github.com/kimiyoung/transformer-xl>
-#   （`PositionalEmbedding`、`RelPartialLearnableMultiHeadAttn`、`_rel_shift`。）
-# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019.
-#   <https://arxiv.org/abs/1809.04281>（§3.4、スキューイング。）
+#   （`PositionalEmbedding`、`RelPartialLearnableMultiHeadAttn`、`_rel_shift`）
+# - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
+#   <https://arxiv.org/abs/1809.04281>（スキューイング）
 # - Yang, Z. et al. (2019). *XLNet: Generalized Autoregressive Pretraining for Language
 #   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>
-#   （コードは <https://github.com/zihangdai/xlnet> の `modeling.py`。）
+#   （コードは <https://github.com/zihangdai/xlnet> の `modeling.py`）
 # - labml.ai, *Relative multi-headed attention (Transformer-XL)*.
 #   <https://nn.labml.ai/transformers/xl/relative_mha.html>
-#   （コードは <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>。）
+#   （コードは <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>）

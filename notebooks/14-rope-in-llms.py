@@ -23,7 +23,7 @@
 # (Llama 4, Command A), or set it by layer type (Gemma 3 and 4).
 # Each change has a reason that can be computed: a slow pair still turns over
 # a long distance, a rotation between two projections keeps them from being
-# merged, and a chunk or a window bounds the distances RoPE meets.
+# merged, and a chunk or a window bounds the distances RoPE handles.
 #
 # The letters follow the [notation page](../docs/notation.md#positions): $m$
 # and $n$ are the positions of the query and the key, $d$ the head size,
@@ -32,12 +32,12 @@
 # %% [markdown] lang="ja"
 # # 現在の LLM の回転位置埋め込み
 #
-# 現在の大規模なモデルは、素の RoPE を 4 通りに変えています。
+# 現在の大規模なモデルは、通常の RoPE を 4 通りに変えています。
 # 1 つ目は、ヘッドの一部のペアだけを回転させることです（[部分回転](../docs/glossary.ja.md#partial-rotation)、または最も低い周波数を捨てる [p-RoPE](../docs/glossary.ja.md#p-rope)）。
-# 残りは、DeepSeek の圧縮した KV キャッシュや一部の層（Llama 4、Command A）から RoPE を外すことと、
-# 層の種類で RoPE を決めること（Gemma 3 と 4）です。
+# 2 つ目は DeepSeek の圧縮した KV キャッシュから RoPE を外すことです。
+# 3 つ目は一部の層（Llama 4、Command A）で RoPE を使わないこと、4 つ目は層の種類ごとに RoPE の設定を変えること（Gemma 3 と 4）です。
 # どの変更にも、計算で確かめられる理由があります。
-# 遅いペアも長い距離では回ること、2 つの射影のあいだに回転が入るとそれらを 1 つにまとめられないこと、チャンクやウィンドウが RoPE の出会う距離を限ることです。
+# 遅いペアも長い距離では回ること、2 つの射影のあいだに回転が入るとそれらを 1 つにまとめられないこと、チャンクやウィンドウが、RoPE が扱う距離に上限を設けることです。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置、$d$ はヘッドの次元数で、$\theta_i = b^{-2i/d}$ です。
@@ -69,8 +69,9 @@ f64 = torch.float64
 #
 # GPT-NeoX (`rotary_pct`, 0.25 in GPT-NeoX-20B) and Phi
 # (`partial_rotary_factor`) rotate the first $r$ features of a head and pass
-# the other $d - r$ through. The rotated part is an ordinary RoPE of size
-# $r$, so its frequencies are
+# the other $d - r$ through; so do current models such as Qwen3-Next and
+# GLM-4 (a quarter and a half of the head in Hugging Face's defaults). The
+# rotated part is an ordinary RoPE of size $r$, so its frequencies are
 #
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
@@ -90,8 +91,9 @@ f64 = torch.float64
 # %% [markdown] lang="ja"
 # ## 部分回転と p-RoPE
 #
-# GPT-NeoX（`rotary_pct`。GPT-NeoX-20B では 0.25）と Phi（`partial_rotary_factor`）は、
+# GPT-NeoX（`rotary_pct`、GPT-NeoX-20B では 0.25）と Phi（`partial_rotary_factor`）は、
 # ヘッドの先頭の $r$ 次元を回転させ、残りの $d - r$ 次元はそのまま通します。
+# Qwen3-Next や GLM-4 のような現在のモデルも同じです（Hugging Face の既定値では、ヘッドの 4 分の 1 と 2 分の 1）。
 # 回転させる部分は次元数 $r$ の通常の RoPE なので、周波数は次のとおりです。
 #
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
@@ -116,7 +118,7 @@ moved_partial = (partial != x).any(0).nonzero().flatten().tolist()
 moved_p = (proportional != x).any(0).nonzero().flatten().tolist()
 print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
 
-# %% tags=["check"] summary={"en": "the frequencies of partial rotation (r = 4, ending at b^(−(r−2)/r)) and of p-RoPE (p = 1/4) are those of transformers 5.24.0; rotary_dim turns the first r features by n b^(−2i/r), as rebuilt by hand, and the two schemes differ", "ja": "部分回転（r = 4。最後は b^(−(r−2)/r)）と p-RoPE（p = 1/4）の周波数は transformers 5.24.0 と一致します。rotary_dim は先頭の r 次元を角度 n b^(−2i/r) で回転させ、手で組み立てた回転と一致し、2 つの方式は異なります"}
+# %% tags=["check"] summary={"en": "the frequencies of partial rotation (r = 4, ending at b^(−(r−2)/r)), of Qwen3-Next's and GLM-4's defaults for a head of 16, and of p-RoPE (p = 1/4) are those of transformers 5.24.0; rotary_dim turns the first r features by n b^(−2i/r), as rebuilt by hand, and the two schemes differ", "ja": "部分回転（r = 4、最後は b^(−(r−2)/r)）、次元数 16 のヘッドでの Qwen3-Next と GLM-4 の既定値、p-RoPE（p = 1/4）の周波数は transformers 5.24.0 と一致します。rotary_dim は先頭の r 次元を角度 n b^(−2i/r) で回転させ、手で組み立てた回転と一致し、2 つの方式は異なります"}
 # transformers 5.24.0: GPTNeoXRotaryEmbedding(GPTNeoXConfig(hidden_size=64,
 #   num_attention_heads=4, rotary_pct=0.25, rope_theta=1e4)).inv_freq
 hf_partial = [1.0, 0.009999999776482582]
@@ -124,10 +126,18 @@ hf_partial = [1.0, 0.009999999776482582]
 #   num_attention_heads=4, rope_parameters={"rope_type": "proportional",
 #   "rope_theta": 1e4, "partial_rotary_factor": 0.25}))
 hf_proportional = [1.0, 0.3162277638912201, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+# Qwen3NextRotaryEmbedding(Qwen3NextConfig(hidden_size=64,
+#   num_attention_heads=4, head_dim=16)).inv_freq (default factor 0.25), and
+#   Glm4RotaryEmbedding(Glm4Config(...the same...)).inv_freq (default 0.5)
+hf_qwen3_next = [1.0, 0.009999999776482582]
+hf_glm4 = [1.0, 0.10000000149011612, 0.009999999776482582,
+           0.0010000000474974513]  # fmt: skip
 p_rope = ProportionalScaling(0.25)
 assert_close(rope_frequencies(r), torch.tensor(hf_partial))
 assert math.isclose(hf_partial[-1], 1e4 ** (-(r - 2) / r), rel_tol=1e-6)
 assert_close(rope_frequencies(d, scaling=p_rope), torch.tensor(hf_proportional))
+assert_close(rope_frequencies(d // 4), torch.tensor(hf_qwen3_next))
+assert_close(rope_frequencies(d // 2), torch.tensor(hf_glm4))
 assert moved_partial == [0, 1, 2, 3] and moved_p == [0, 1, 8, 9]
 assert not torch.allclose(partial, proportional)
 # by hand: half layout of size r, pairs (i, i + r/2), angle n b^(-2i/r)
@@ -136,33 +146,6 @@ x1, x2 = x[:, : r // 2], x[:, r // 2 : r]
 cos, sin = angle.cos(), angle.sin()
 by_hand = torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, x[:, r:]], -1)
 assert_close(partial, by_hand)
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: partial rotation in current models.** Partial rotation is
-# not only history. In transformers 5.24.0, Qwen3-Next (and Qwen3.5) default
-# to `partial_rotary_factor` 0.25 with heads of 256 features, GLM-4 to 0.5
-# with heads of 128 (it rotates interleaved pairs), and MiniMax-M2's
-# checkpoints state it as `rotary_dim`, which Hugging Face turns into
-# `rotary_dim / head_dim`. With their default fractions and a head of 16,
-# Qwen3-Next and GLM-4 get the frequencies of `rope_frequencies` given the
-# rotated size.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：現在のモデルの部分回転**
-# 部分回転は過去の手法にとどまりません。transformers 5.24.0 では、Qwen3-Next（および Qwen3.5）の `partial_rotary_factor` の既定値は 0.25 で、ヘッドの次元数は 256 です。
-# GLM-4 の既定値は 0.5 でヘッドの次元数は 128 です（隣り合う次元どうしをペアにして回転させます）。
-# MiniMax-M2 のチェックポイントは部分回転を `rotary_dim` で表し、Hugging Face はこれを `rotary_dim / head_dim` に換算します。
-# 既定の割合と次元数 16 のヘッドでは、Qwen3-Next と GLM-4 の周波数は、回転させる次元数を渡した `rope_frequencies` の値になります。
-
-# %% tags=["deeper", "check"] summary={"en": "Qwen3-Next's and GLM-4's frequencies in transformers 5.24.0, for a head of 16, are rope_frequencies(4) and rope_frequencies(8)", "ja": "次元数 16 のヘッドでの transformers 5.24.0 の Qwen3-Next と GLM-4 の周波数は、rope_frequencies(4) と rope_frequencies(8) です"}
-# Qwen3NextRotaryEmbedding(Qwen3NextConfig(hidden_size=64,
-#   num_attention_heads=4, head_dim=16)).inv_freq (default factor 0.25), and
-#   Glm4RotaryEmbedding(Glm4Config(...the same...)).inv_freq (default 0.5)
-hf_qwen3_next = [1.0, 0.009999999776482582]
-hf_glm4 = [1.0, 0.10000000149011612, 0.009999999776482582,
-           0.0010000000474974513]  # fmt: skip
-assert_close(rope_frequencies(d // 4), torch.tensor(hf_qwen3_next))
-assert_close(rope_frequencies(d // 2), torch.tensor(hf_glm4))
 
 # %% [markdown] lang="en"
 # For a head of $d = 128$ with a quarter of it rotated, the figure shows the
@@ -221,7 +204,7 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 #
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
-# so a content match through that channel loses about 42 % of its score at
+# so a content match through that channel loses about 42% of its score at
 # long range. Their argument is that such channels are not robust over long
 # contexts and that a larger base (500,000 in Llama 3) helps because it
 # slows them further. p-RoPE removes the rotation from the lowest pairs
@@ -261,7 +244,7 @@ for name, scaling in [("RoPE", None), ("p-RoPE", ProportionalScaling(0.25))]:
     factor[name] = (qv @ kv.T).item() / 2  # two unit entries
     print(f"{name}: factor at distance 8192 = {factor[name]:.4f}")
 
-# %% tags=["check"] summary={"en": "the factor is cos(8192 θ_63) ≈ 0.58 for RoPE, a loss of 42 %, and exactly 1 for p-RoPE", "ja": "因子は RoPE では cos(8192 θ_63) ≈ 0.58（42 % の減少）、p-RoPE ではちょうど 1 です"}
+# %% tags=["check"] summary={"en": "the factor is cos(8192 θ_63) ≈ 0.58 for RoPE, a loss of 42%, and exactly 1 for p-RoPE", "ja": "因子は RoPE では cos(8192 θ_63) ≈ 0.58（42% の減少）、p-RoPE ではちょうど 1 です"}
 theta_63 = 10 ** (-4 * 126 / 128)
 assert math.isclose(factor["RoPE"], math.cos(8192 * theta_63), rel_tol=1e-6)
 assert round(factor["RoPE"], 2) == 0.58 and round(1 - factor["RoPE"], 2) == 0.42
@@ -431,7 +414,7 @@ assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 # 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
 # 実装について、細かな点が 2 つあります。
 # 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
-# また DeepSeek-V3 のチェックポイントは回転させる次元を隣り合うペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
+# また DeepSeek-V3 のチェックポイントは、回転させる次元を[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)のペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
 # ここでは `layout="interleaved"` を使います。
 # Hugging Face はそのペアを回転させたあと、偶数番目を先にして並べ替えて書き出します。
 # これはクエリとキーの回転させる次元を同じように置換するだけなので、スコアはどれも変わりません。
@@ -502,7 +485,7 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # 同じ層は、キャッシュだけからでも計算できます。
-# まず $W^{UK}_i$ をクエリに吸収します（$\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$。潜在空間のベクトルです）。
+# まず $W^{UK}_i$ をクエリに吸収し、潜在空間のベクトル $\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$ を作ります。
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
@@ -539,15 +522,16 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # **Going deeper: DeepSeek-V3's YaRN scale.** DeepSeek-V3 extends its
 # context with YaRN (see
 # [*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)),
-# with `mscale = mscale_all_dim = 1`. Hugging Face then leaves the rotary
-# factor at $g(s, 1)/g(s, 1) = 1$, where $g(s, a) = 0.1\,a \ln s + 1$, and
+# with `mscale = mscale_all_dim = 1`. Hugging Face then leaves the factor on
+# cos and sin (`attention_factor`) at $g(s, 1)/g(s, 1) = 1$, where
+# $g(s, a) = 0.1\,a \ln s + 1$, and
 # multiplies the softmax scale instead by $g(s, a_{\text{all}})^2$:
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # With DeepSeek-V3's $s = 40$ and $d_h + d^R_h = 128 + 64 = 192$ that is
-# the value Hugging Face's attention stores. Only the rotary factor comes
-# from `posenc` here (`YarnScaling` gives 1); the scale is the formula,
+# the value Hugging Face's attention stores. Only the factor on cos and sin
+# comes from `posenc` here (`YarnScaling` gives 1); the scale is the formula,
 # against the pasted value.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -555,14 +539,14 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # $g(s, a) = 0.1\,a \ln s + 1$ とします。
-# このとき Hugging Face は回転の係数を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
+# このとき Hugging Face は cos と sin に掛ける倍率を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは Hugging Face のアテンションが保持する値と一致します。
-# ここで `posenc` が受け持つのは回転の係数だけで、`YarnScaling` は 1 を返します。スケールについては、式から計算した値を貼り付けた値と比べます。
+# ここで `posenc` が受け持つのは cos と sin に掛ける倍率だけで、`YarnScaling` は 1 を返します。スケールについては、式から計算した値を貼り付けた値と比べます。
 
-# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the rotary factor at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は回転の係数を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
+# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the factor on cos and sin at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は cos と sin に掛ける倍率を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
 # transformers 5.24.0: DeepseekV3Attention(DeepseekV3Config(qk_nope_head_dim
 #   =128, qk_rope_head_dim=64, rope_parameters={"rope_type": "yarn",
@@ -584,11 +568,14 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # - the RoPE layers use [chunked attention](../docs/glossary.md#chunked-attention):
 #   they attend only within chunks of $C$ = `attention_chunk_size` = 8192
 #   tokens: query $m$ sees key $n \le m$ only if
-#   $\lfloor n/C \rfloor = \lfloor m/C \rfloor$, so RoPE never meets a
-#   distance of $C$ or more;
+#   $\lfloor n/C \rfloor = \lfloor m/C \rfloor$, so the RoPE layers never
+#   handle a distance of $C$ or more;
 # - the NoPE layers attend over the whole causal context, and multiply the
 #   query at position $p$ by a temperature that grows in steps of
-#   `floor_scale` $= 8192$ positions (`attn_scale` $a = 0.1$):
+#   `floor_scale` $= 8192$ positions (`attn_scale` $a = 0.1$). The name is
+#   Hugging Face's: unlike the
+#   [attention temperature](../docs/glossary.md#attention-temperature) of
+#   YaRN, which divides the scores, it multiplies the query:
 #
 # $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
 #
@@ -606,9 +593,10 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # （`no_rope_layer_interval = 4` で、層 3、7、11、…）。2 種類の層の違いは回転だけではありません。
 #
 # - RoPE の層は[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)を使い、$C$ = `attention_chunk_size` = 8192 トークンのチャンクの中だけを見ます。
-#   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけなので、RoPE が $C$ 以上の距離に出会うことはありません。
+#   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけなので、RoPE の層が $C$ 以上の距離を扱うことはありません。
 # - NoPE の層は因果的なコンテキスト全体にアテンションし、位置 $p$ のクエリに温度を掛けます。
 #   温度は `floor_scale` $= 8192$ 位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
+#   この「温度」は Hugging Face の呼び名で、スコアを割る YaRN の[アテンションの温度](../docs/glossary.ja.md#attention-temperature)とは違い、クエリに掛けます。
 #
 # $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
 #
@@ -680,7 +668,7 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Llama 4 の RoPE の層のもう 2 つの特徴**
-# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習可能な重みはありません（`use_qk_norm`。既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
+# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習可能な重みはありません（`use_qk_norm`：既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
 # Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
 # もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
 # 公開された Llama 4 Scout はさらに、Llama 3 のスケーリングでこの周波数を引き伸ばしています。元の長さ 8192 に対して係数 16 です（Meta の llama-models のプルリクエスト 322 に「Llama-4-Scout だけがスケーリングした RoPE を使う」とあります）。
@@ -852,7 +840,7 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 部分回転（`rotary_pct`、`partial_rotary_factor`。GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元でスペクトル全体の RoPE を使います。
+# - 部分回転（`rotary_pct` と `partial_rotary_factor`：GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元でスペクトル全体の RoPE を使います。
 #   p-RoPE はヘッドの最も速い側の周波数を残し、最も低いものを 0 にします。両者は違う次元を違う角度で回転させます。
 # - 遅いペアも回ります。距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
 #   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らが「意味のチャネル」と呼ぶもの）にします。
@@ -957,13 +945,12 @@ print(seen, round(tau, 4))
 # 5.24.0, computed outside this notebook, with the call that printed it
 # written above it in the code. The code is in `modeling_rope_utils.py`
 # (`_compute_proportional_rope_parameters`), `masking_utils.py` and the
-# models `gpt_neox`, `qwen3_next`, `glm4`, `minimax_m2`, `gemma3`, `gemma4`,
+# models `gpt_neox`, `qwen3_next`, `glm4`, `gemma3`, `gemma4`,
 # `deepseek_v3`, `llama4` and `cohere2`. Its defaults need not be the released
 # models' settings: Gemma 3's default window of 4096 is carried over from
-# Gemma 2, while the Gemma 3 report gives a window of 1024, and Gemma 4's
-# default is 512 (we have not checked the released configurations).
-# Barbero et al.'s result is quoted from their Table 2; we have not checked
-# which fractions it lists.
+# Gemma 2 (`Gemma2Config` has the same default), while the Gemma 3 report
+# gives a window of 1024; Gemma 4's default is 512. Barbero et al.'s result,
+# and its setting, are quoted from their text on Table 2.
 #
 # ### References
 #
@@ -996,11 +983,11 @@ print(seen, round(tau, 4))
 # Hugging Face transformers から貼り付けた数値は、どれもバージョン 5.24.0 を使い、このノートブックの外で計算したものです。
 # その値を出力した呼び出しは、コードの中で値の上に書いています。
 # 該当するコードは `modeling_rope_utils.py`（`_compute_proportional_rope_parameters`）、`masking_utils.py`、
-# モデル `gpt_neox`、`qwen3_next`、`glm4`、`minimax_m2`、`gemma3`、`gemma4`、`deepseek_v3`、`llama4`、`cohere2` にあります。
+# モデル `gpt_neox`、`qwen3_next`、`glm4`、`gemma3`、`gemma4`、`deepseek_v3`、`llama4`、`cohere2` にあります。
 # その既定値は、公開されたモデルの設定と同じとは限りません。
-# Gemma 3 の既定のウィンドウの幅 4096 は Gemma 2 から引き継いだもので、Gemma 3 の技術報告はウィンドウの幅を 1024 としています。
-# Gemma 4 の既定値は 512 です（公開された設定は確認していません）。
-# Barbero らの結果は論文の表 2 から引いています。表にどの割合が載っているかは確認していません。
+# Gemma 3 の既定のウィンドウの幅 4096 は Gemma 2 から引き継いだもので（`Gemma2Config` の既定値も同じです）、Gemma 3 の技術報告はウィンドウの幅を 1024 としています。
+# Gemma 4 の既定値は 512 です。
+# Barbero らの結果とその設定は、論文の表 2 についての本文から引いています。
 #
 # ### 参考文献
 #
@@ -1022,6 +1009,7 @@ print(seen, round(tau, 4))
 #   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
 # - Gemma Team (2025). *Gemma 3 Technical Report*.
 #   <https://arxiv.org/abs/2503.19786>
-# - Meta の llama-models のプルリクエスト 322：*fix: update rope scaling for
-#   Llama-4-Scout*。<https://github.com/meta-llama/llama-models/pull/322>
-# - Hugging Face transformers 5.24.0。<https://github.com/huggingface/transformers>
+# - Meta, llama-models, pull request 322: *fix: update rope scaling for
+#   Llama-4-Scout*. <https://github.com/meta-llama/llama-models/pull/322>
+# - Hugging Face transformers 5.24.0.
+#   <https://github.com/huggingface/transformers>

@@ -16,51 +16,38 @@
 # %% [markdown] lang="en"
 # # RoPE in two and three dimensions
 #
-# A text token has one position; an image patch has two coordinates, its row
-# and its column, and a patch of a video has three: its time, its row and its
-# column. This chapter follows how the encodings of the earlier chapters were
-# carried over to grids. Vision transformers first used absolute tables: ViT
-# learns one vector per patch and resamples the table for a new resolution,
-# MAE fixes it to sines and cosines, half of the channels for each axis. Then
-# RoPE moved to images: Heo et al. (2024) rotate some pairs of features with
-# the column and the others with the row (RoPE-Axial), and add a variant with
-# learned frequencies that mix both axes (RoPE-Mixed). Qwen2-VL's multimodal
-# RoPE (M-RoPE) splits the frequencies of a language model's heads between
-# time, height and width, so that text, images and video share one sequence;
-# Qwen3-VL deals the frequencies out to the axes in turn instead of in blocks.
-# Every formula is checked against transcriptions of the papers' code,
-# against numbers that Hugging Face transformers or scipy print (pasted here
-# with the version and the call), or against a second derivation.
+# An image patch has two coordinates, row and column; a video patch has three,
+# with time. Absolute tables came first: ViT learns one, MAE fixes it.
+# RoPE carries over by turning some pairs of features with the column and the
+# others with the row: the score depends on the offset along each axis, a
+# larger image needs no resampling, and learned frequencies that mix the axes
+# follow diagonals.
+# Qwen2-VL's multimodal RoPE ties each frequency of a language model's head to
+# time, height or width, so that text, images and video share one sequence;
+# Qwen3-VL deals the frequencies out to the axes in turn.
 #
 # The letters follow the [notation page](../docs/notation.md#positions): $m$ and
-# $n$ are the positions of the query and the key in the rotary chapters, now
-# one per axis; $i$ numbers the pairs of features, $\theta_i = b^{-2i/d}$.
-# A patch at row $r$ and column $c$ has the coordinates $(r, c)$.
+# $n$ are the positions of the query and the key, now one per axis; $i$
+# numbers the pairs of features, $\theta_i = b^{-2i/d}$; a patch at row $r$
+# and column $c$ has the coordinates $(r, c)$.
 
 # %% [markdown] lang="ja"
 # # 2 次元・3 次元の RoPE
 #
-# テキストのトークンの位置は 1 つですが、画像のパッチには行と列の 2 つの座標があり、
-# 動画のパッチには時間・行・列の 3 つの座標があります。
-# この章では、これまでの章のエンコーディングが格子の上へどう持ち込まれたかをたどります。
-# Vision Transformer は、当初は絶対位置の表を使っていました。
-# ViT はパッチごとに 1 本のベクトルを学習し、解像度が変わると表を補間し直します。
-# MAE は表を正弦と余弦で固定し、チャネルの半分ずつをそれぞれの軸に割り当てます。
-# その後 RoPE が画像に持ち込まれました。
-# Heo ら（2024）は、次元のペアの一部を列で、残りを行で回転させました（RoPE-Axial）。
-# さらに、両方の軸を混ぜた周波数を学習する変種（RoPE-Mixed）も加えています。
-# Qwen2-VL のマルチモーダル RoPE（M-RoPE）は、テキスト・画像・動画を 1 つの系列に並べて扱えるように、
-# 言語モデルのヘッドの周波数を時間・高さ・幅に分けます。
-# Qwen3-VL は周波数をブロックに分けず、各軸へ順番に配ります。
-# どの式も、次のどれかと照らし合わせて確かめます。論文のコードを書き写したもの、
-# Hugging Face transformers や scipy が出力した数値（バージョンと呼び出し方を添えて貼っています）、別の導出の 3 つです。
+# 画像のパッチには行と列の 2 つの座標があり、動画のパッチには時間を加えた 3 つの座標があります。
+# 最初に使われたのは絶対位置の表で、ViT はこの表を学習し、MAE は固定します。
+# RoPE を格子に持ち込むには、次元のペアの一部を列で、残りを行で回転させます。
+# するとスコアは各軸に沿った差で決まり、画像を大きくしても補間し直す必要がありません。両方の軸を混ぜた周波数を学習すれば、斜めの方向も表せます。
+# Qwen2-VL のマルチモーダル RoPE は、言語モデルのヘッドの各周波数を時間・高さ・幅のどれかに結び付け、
+# テキスト・画像・動画を 1 つの系列に並べます。Qwen3-VL は周波数を各軸へ順番に配ります。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
-# $m$ と $n$ は回転を扱う章と同じくクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
+# $m$ と $n$ はクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
 # $i$ は次元のペアの番号で、$\theta_i = b^{-2i/d}$ です。
 # 行 $r$、列 $c$ のパッチの座標を $(r, c)$ と書きます。
 
 # %%
+import functools
 import math
 
 import matplotlib.pyplot as plt
@@ -92,8 +79,6 @@ f64 = torch.float64
 # sequence, row after row, the column running fastest. `grid_positions(h, w)`
 # lists the coordinates $(r, c)$ of the $hw$ patches in that order: patch
 # $j$ sits at row $r = \lfloor j / w \rfloor$ and column $c = j \bmod w$.
-# Heo et al.'s code computes them from the index in the same way
-# (`init_t_xy`: `t % end_x` and `t // end_x`).
 
 # %% [markdown] lang="ja"
 # ## 格子の上のパッチ
@@ -102,13 +87,15 @@ f64 = torch.float64
 # 読む順は行ごとで、各行の中では列の番号を 1 つずつ進めます。つまり列の番号が最も速く変わります。
 # `grid_positions(h, w)` は、$hw$ 個のパッチの座標 $(r, c)$ をこの順に並べます。
 # パッチ $j$ は行 $r = \lfloor j / w \rfloor$、列 $c = j \bmod w$ にあります。
-# Heo らのコードも、番号から同じ式で座標を計算しています（`init_t_xy` の `t % end_x` と `t // end_x`）。
 
 # %%
 h, w = 3, 4
 rc = grid_positions(h, w)
 print(rc)
+
+# %% tags=["check"] summary={"en": "patch j is at row ⌊j/w⌋ and column j mod w, as in Heo et al.'s init_t_xy", "ja": "パッチ j は行 ⌊j/w⌋、列 j mod w にあり、Heo らの init_t_xy と同じです"}
 j = torch.arange(h * w)
+# Heo et al.'s init_t_xy computes the same: t % end_x and t // end_x
 assert torch.equal(rc[0], torch.div(j, w, rounding_mode="floor"))
 assert torch.equal(rc[1], j % w)
 
@@ -118,28 +105,21 @@ assert torch.equal(rc[1], j % w)
 # ViT (Dosovitskiy et al. 2021) adds a
 # [learned positional embedding](../docs/glossary.md#learned-positional-embedding)
 # to each patch: a table of $hw + 1$ rows, one per patch and one for the
-# class token, as in the chapter
-# [*Learned positional embeddings*](03-learned-embeddings.ipynb). Fine-tuned at
-# a higher resolution, the model sees more patches than the table has rows.
-# The paper's answer is to interpolate the pretrained embeddings in 2D,
-# according to their location in the original image: reshape the $hw$
-# patch rows to an $h \times w$ grid of vectors and resample it to the new
-# grid $h' \times w'$; the class-token row is kept apart and copied unchanged
-# (`interpolate_posembed(..., has_class_token)`). The official JAX code
-# resamples with `scipy.ndimage.zoom(..., order=1)`, linear interpolation
-# that maps the corners onto the corners (scipy's default `grid_mode=False`),
-# so new row $r'$ reads the old table at
+# class token (chapter
+# [*Learned positional embeddings*](03-learned-embeddings.ipynb)). Fine-tuned
+# at a higher resolution, the model sees more patches than the table has
+# rows, so the paper interpolates the pretrained embeddings in 2D by their
+# location in the image: the $hw$ patch rows, as an $h \times w$ grid of
+# vectors, are resampled to the new grid $h' \times w'$; the class-token row
+# is copied unchanged. The official code interpolates linearly with the
+# corners mapped onto the corners, so new row $r'$ reads the old table at
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
-# Bilinear interpolation reproduces any function that is linear in the
-# coordinates, so a table whose first channel holds the row and whose second
-# holds the column must come out holding the mapped coordinates. PyTorch's
-# `F.interpolate(..., mode="bilinear", align_corners=True)` is the same map:
-# the check compares it with the numbers scipy prints for a small table,
-# where `align_corners=False` gives other numbers. Hugging Face's `ViTEmbeddings.interpolate_pos_encoding` (transformers
-# 5.24.0) resamples differently, bicubic with `align_corners=False`, which
-# maps centres of cells rather than corners.
+# Bilinear interpolation reproduces any function linear in the coordinates,
+# so a table that holds its own row and column comes out holding the mapped
+# coordinates: from a ViT-B/16's $14 \times 14$ grid at 224 pixels to
+# $24 \times 24$ at 384, new row 1 reads old row $13/23 \approx 0.5652$.
 
 # %% [markdown] lang="ja"
 # ## ViT の学習型の表と新しい解像度
@@ -147,30 +127,30 @@ assert torch.equal(rc[1], j % w)
 # ViT（Dosovitskiy ら 2021）は、各パッチに[学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)を足します。
 # [「学習型位置埋め込み」](03-learned-embeddings.ipynb)の章と同じく、パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です。
 # 高い解像度でファインチューニングすると、モデルは表の行数より多くのパッチを見ることになります。
-# 論文は、事前学習済みの位置埋め込みを、元の画像での位置に従って 2 次元で補間する方法をとります。
-# パッチの $hw$ 行を形状変換して $h \times w$ の格子に並べ、新しい格子 $h' \times w'$ に合わせて補間し直します。
-# クラストークンの行は別に取り分け、そのまま残します（`interpolate_posembed(..., has_class_token)`）。
-# 公式の JAX コードは `scipy.ndimage.zoom(..., order=1)` で補間し直します。
-# これは四隅を四隅に合わせる線形補間（scipy の既定の `grid_mode=False`）なので、新しい行 $r'$ は古い表の次の位置を読みます。
+# 論文は、事前学習済みの位置埋め込みを、元の画像での位置に従って 2 次元で補間します。
+# パッチの $hw$ 行を $h \times w$ の格子に並べ直し、新しい格子 $h' \times w'$ に合わせて補間し直します。
+# クラストークンの行は別に取り分け、そのまま残します。
+# 公式のコードは四隅を四隅に合わせる線形補間を使うので、新しい行 $r'$ は古い表の次の位置を読みます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
 # 双線形補間は座標の 1 次関数をそのまま再現します。
-# したがって、最初のチャネルに行、2 番目のチャネルに列を入れた表を補間すると、写像後の座標が出てくるはずです。
-# PyTorch の `F.interpolate(..., mode="bilinear", align_corners=True)` も同じ写像です。
-# 次のセルでは、小さな表について scipy が出力した数値と比べます。`align_corners=False` では別の数値になることも確かめます。
-# Hugging Face の `ViTEmbeddings.interpolate_pos_encoding`（transformers 5.24.0）は別の方法で補間します。
-# `align_corners=False` の双三次補間で、四隅ではなくセルの中心どうしを対応させます。
+# したがって、自分の行と列を値として持つ表を補間すると、写像後の座標が出てくるはずです。
+# 224 ピクセルの ViT-B/16 の $14 \times 14$ の格子から 384 ピクセルの $24 \times 24$ に移ると、
+# 新しい行 1 は古い行 $13/23 \approx 0.5652$ を読みます。
 
 # %%
 h, hn = 14, 24  # a 224-pixel ViT-B/16 grid read at 384 pixels
 coords = grid_positions(h, h).to(f64)  # (2, 196): row, column
 table = coords.T.reshape(h, h, 2).permute(2, 0, 1)[None]  # (1, 2, h, h)
 new = F.interpolate(table, size=(hn, hn), mode="bilinear", align_corners=True)
+print("new row 1 reads old row", round(new[0, 0, 1, 0].item(), 4))
+
+# %% tags=["check"] summary={"en": "the resampled table holds r'(h − 1)/(h' − 1) along both axes; align_corners=True gives the numbers of the official code's scipy.ndimage.zoom, align_corners=False does not", "ja": "補間した表は両方の軸で r'(h − 1)/(h' − 1) を持ちます。align_corners=True は公式のコードの scipy.ndimage.zoom と同じ数値を与え、align_corners=False は与えません"}
 mapped = torch.arange(hn, dtype=f64) * (h - 1) / (hn - 1)
 assert_close(new[0, 0], mapped[:, None].expand(hn, hn))  # rows
 assert_close(new[0, 1], mapped[None, :].expand(hn, hn))  # columns
-print("new row 1 reads old row", round(new[0, 0, 1, 0].item(), 4))
+assert math.isclose(new[0, 0, 1, 0].item(), 13 / 23)
 
 # numpy 2.4.6, scipy 1.17.1: scipy.ndimage.zoom(t[:, :, None], (4 / 3,
 #   4 / 3, 1), order=1)[:, :, 0] with t = [[0, 1, 4], [9, 16, 25],
@@ -185,47 +165,68 @@ for corners in [True, False]:
     ours = F.interpolate(t[None, None], **kw)[0, 0]
     assert torch.allclose(ours, scipy_zoom) == corners
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the resampling in the official code and in Hugging Face.**
+# The official JAX code resamples in
+# `interpolate_posembed(..., has_class_token)` with
+# `scipy.ndimage.zoom(..., order=1)`, linear interpolation that maps the
+# corners onto the corners (scipy's default `grid_mode=False`). PyTorch's
+# `F.interpolate(..., mode="bilinear", align_corners=True)` is the same map:
+# on a small table it gives the numbers scipy prints, where
+# `align_corners=False` gives other numbers. Hugging Face's
+# `ViTEmbeddings.interpolate_pos_encoding` (transformers 5.24.0) resamples
+# differently, bicubic with `align_corners=False`, which maps centres of
+# cells rather than corners.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：公式のコードと Hugging Face での補間**
+#
+# 公式の JAX コードは `interpolate_posembed(..., has_class_token)` の中で、`scipy.ndimage.zoom(..., order=1)` を使って補間し直します。
+# これは四隅を四隅に合わせる線形補間です（scipy の既定の `grid_mode=False`）。
+# PyTorch の `F.interpolate(..., mode="bilinear", align_corners=True)` も同じ写像で、小さな表では scipy が出力する数値と一致します。
+# `align_corners=False` では別の数値になります。
+# Hugging Face の `ViTEmbeddings.interpolate_pos_encoding`（transformers 5.24.0）は別の方法で補間します。
+# `align_corners=False` の双三次補間で、四隅ではなくセルの中心どうしを対応させます。
+
 # %% [markdown] lang="en"
 # ## MAE's fixed 2D table: half the channels per axis
 #
-# MAE (He et al. 2022) keeps the table fixed. Its `get_2d_sincos_pos_embed`
-# builds a 1D sine–cosine code of $d/2$ channels for each axis and
-# concatenates the two. With $d/4$ frequencies
+# MAE (He et al. 2022) keeps the table fixed: a 1D sine–cosine code of $d/2$
+# channels for each axis, the two concatenated. With $d/4$ frequencies
 # $\omega_k = 10000^{-k/(d/4)}$, $k = 0, \dots, d/4 - 1$, the 1D code of a
 # coordinate $u$ is all sines first, then all cosines (the
-# [concatenated layout](../docs/glossary.md#concatenated-layout)):
+# [concatenated layout](../docs/glossary.md#concatenated-layout)), and the
+# column comes first:
 #
 # $$e(u) = \big(\sin(u\omega_0), \dots, \sin(u\omega_{d/4-1}), \cos(u\omega_0), \dots, \cos(u\omega_{d/4-1})\big),$$
 #
 # $$PE(r, c) = \big(e(c),\ e(r)\big).$$
 #
-# The column comes first. The code calls the first half `emb_h`, but it is
-# computed from `np.meshgrid(grid_w, grid_h)`, whose first output varies
-# along the columns; the comment "here w goes first" says so, and Hugging
-# Face's ViT-MAE notes the swap and keeps it for the pretrained weights.
-# The check below rebuilds the table from `posenc.sinusoidal` (concatenated,
-# $d/2$ channels: the same $\omega_k$) and compares it with the numbers that
-# transformers 5.24.0 prints for a $3 \times 3$ grid with $d = 8$.
+# Because the two halves are separate 1D codes, the
+# [dot product](../docs/glossary.md#dot-product) of two entries of the table
+# is a sum of two 1D dot products, and by
+# $\sin a \sin b + \cos a \cos b = \cos(a - b)$ each depends only on a
+# difference of coordinates:
+#
+# $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
 
 # %% [markdown] lang="ja"
 # ## MAE の固定 2 次元表：チャネルの半分ずつを各軸に
 #
-# MAE（He ら 2022）は表を固定します。
-# その `get_2d_sincos_pos_embed` は、軸ごとに $d/2$ チャネルの 1 次元の正弦・余弦の符号を作り、2 つを連結します。
+# MAE（He ら 2022）は表を固定します。軸ごとに $d/2$ チャネルの 1 次元の正弦・余弦の符号を作り、2 つを連結したものです。
 # $d/4$ 個の周波数を $\omega_k = 10000^{-k/(d/4)}$（$k = 0, \dots, d/4 - 1$）とすると、
 # 座標 $u$ の 1 次元の符号は、正弦をすべて並べてから余弦をすべて並べたものです（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
+# 先に来るのは列です。
 #
 # $$e(u) = \big(\sin(u\omega_0), \dots, \sin(u\omega_{d/4-1}), \cos(u\omega_0), \dots, \cos(u\omega_{d/4-1})\big),$$
 #
 # $$PE(r, c) = \big(e(c),\ e(r)\big).$$
 #
-# 先に来るのは列です。
-# コードは前半を `emb_h` と呼んでいますが、前半は `np.meshgrid(grid_w, grid_h)` の最初の出力から計算され、
-# この出力は列の方向に変わります。
-# コメントの「here w goes first」もそう述べており、Hugging Face の ViT-MAE はこの入れ替わりを注記したうえで、
-# 事前学習済みの重みに合わせてそのまま残しています。
-# 次のセルでは、`posenc.sinusoidal`（連結配置、$d/2$ チャネル。周波数は同じ $\omega_k$ です）から表を作り直し、
-# transformers 5.24.0 が $3 \times 3$ の格子、$d = 8$ について出力した数値と比べます。
+# 前半と後半はそれぞれ独立した 1 次元の符号なので、表から取った 2 つのパッチのベクトルの
+# [内積](../docs/glossary.ja.md#dot-product)は、1 次元の内積 2 つの和になります。
+# $\sin a \sin b + \cos a \cos b = \cos(a - b)$ により、それぞれは座標の差だけで決まります。
+#
+# $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
 
 
 # %%
@@ -237,6 +238,9 @@ def mae_table(rc, d):
 
 
 pe = mae_table(grid_positions(3, 3), 8)
+print("patch 5 = (row 1, column 2):", pe[5, :2].tolist(), "= sin 2, sin 0.02")
+
+# %% tags=["check"] summary={"en": "the table equals the rows that transformers 5.24.0 prints for MAE's 3 × 3 grid with d = 8, and on an 8 × 8 grid with d = 64 its dot products are the sums of cosines", "ja": "表は transformers 5.24.0 が MAE の 3 × 3 の格子、d = 8 について出力する行と一致し、8 × 8 の格子、d = 64 での内積は余弦の和に等しくなります"}
 # transformers 5.24.0, torch 2.13.0: ViTMAEEmbeddings(ViTMAEConfig(
 #   hidden_size=8, image_size=6, patch_size=2)), initialize_weights(),
 #   position_embeddings[0, 1:] (the CLS row dropped), rows 5 and 7
@@ -248,31 +252,7 @@ hf_patch7 = [0.8414709568023682, 0.009999833069741726, 0.5403022766113281,
              -0.416146844625473, 0.9998000264167786]  # fmt: skip
 assert_close(pe[5], torch.tensor(hf_patch5, dtype=f64), atol=1e-7, rtol=0)
 assert_close(pe[7], torch.tensor(hf_patch7, dtype=f64), atol=1e-7, rtol=0)
-print("patch 5 = (row 1, column 2):", pe[5, :2].tolist(), "= sin 2, sin 0.02")
 
-# %% [markdown] lang="en"
-# Because the two halves are separate 1D codes, the
-# [dot product](../docs/glossary.md#dot-product) of two entries of the table
-# is a sum of two 1D dot products, and by
-# $\sin a \sin b + \cos a \cos b = \cos(a - b)$ each depends only on a
-# difference of coordinates:
-#
-# $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
-#
-# The check evaluates the right-hand side from the frequencies alone and
-# compares it with the Gram matrix of the table on an $8 \times 8$ grid with
-# $d = 64$.
-
-# %% [markdown] lang="ja"
-# 前半と後半はそれぞれ独立した 1 次元の符号なので、表から取った 2 つのパッチのベクトルの
-# [内積](../docs/glossary.ja.md#dot-product)は、1 次元の内積 2 つの和になります。
-# $\sin a \sin b + \cos a \cos b = \cos(a - b)$ により、それぞれは座標の差だけで決まります。
-#
-# $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
-#
-# 次のセルでは右辺を周波数だけから計算し、$8 \times 8$ の格子、$d = 64$ での表のグラム行列と比べます。
-
-# %%
 d, side = 64, 8
 rc = grid_positions(side, side)
 pe = mae_table(rc, d)
@@ -284,28 +264,39 @@ rhs = (dc[..., None] * omega).cos().sum(-1) + (dr[..., None] * omega).cos().sum(
 )
 assert_close(pe @ pe.T, rhs)
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: why the column comes first.** MAE's
+# `get_2d_sincos_pos_embed` calls the first half `emb_h`, but computes it from
+# `np.meshgrid(grid_w, grid_h)`, whose first output varies along the columns;
+# the comment "here w goes first" says so, and Hugging Face's ViT-MAE notes
+# the swap and keeps it for the pretrained weights.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：列が先に来る理由**
+#
+# MAE の `get_2d_sincos_pos_embed` は前半を `emb_h` と呼んでいますが、前半は `np.meshgrid(grid_w, grid_h)` の最初の出力から計算され、
+# この出力は列の方向に変わります。
+# コメントの「here w goes first」もそう述べており、Hugging Face の ViT-MAE はこの入れ替わりを注記したうえで、
+# 事前学習済みの重みに合わせてそのまま残しています。
+
 # %% [markdown] lang="en"
 # ## Axial 2D RoPE
 #
 # RoPE (chapter [*Rotary position embedding*](08-rope.ipynb)) rotates pair $i$
 # of a query at position $m$ by $m\theta_i$ and of a key at $n$ by $n\theta_i$;
 # the score of the pair depends on $m - n$ only. On a grid, Heo et al.'s
-# RoPE-Axial, an [axial RoPE](../docs/glossary.md#axial-rope), gives half of the pairs to each axis: pairs $0, \dots, d/4 - 1$
-# turn with the column, pairs $d/4, \dots, d/2 - 1$ with the row, both halves
-# with the same $d/4$ frequencies. Their code (`compute_axial_cis`) takes
-# $\theta_k = 100^{-4k/d}$, $k < d/4$: a base of 100 rather than 10000.
-# The code does not say why, and we could not check whether the paper does;
-# a plausible reason is that an image has far fewer positions per axis than
-# a text has tokens. These are
-# exactly the frequencies of 1D RoPE of size $d/2$ with base 100, since
-# $100^{-2k/(d/2)} = 100^{-4k/d}$. So RoPE-Axial is two 1D RoPEs side by side:
+# RoPE-Axial, an [axial RoPE](../docs/glossary.md#axial-rope), gives half of
+# the pairs to each axis: pairs $0, \dots, d/4 - 1$ turn with the column,
+# pairs $d/4, \dots, d/2 - 1$ with the row, both halves with the same $d/4$
+# frequencies $\theta_k = 100^{-4k/d}$, $k < d/4$: a base of 100 rather than
+# 10000 (their code does not say why, and we could not check whether the
+# paper does; plausibly, an image has far fewer positions per axis than a
+# text has tokens). Since $100^{-2k/(d/2)} = 100^{-4k/d}$, these are
+# exactly the frequencies of 1D RoPE of size $d/2$ with base 100, and
+# RoPE-Axial is two 1D RoPEs side by side, on pairs of neighbouring features
+# (the [interleaved layout](../docs/glossary.md#interleaved-layout)):
 #
-# $$\mathrm{Axial}(x, r, c) = \big(\mathrm{RoPE}_{100}(x_{:d/2}, c),\ \mathrm{RoPE}_{100}(x_{d/2:}, r)\big),$$
-#
-# with pairs of neighbouring features (the
-# [interleaved layout](../docs/glossary.md#interleaved-layout): their code
-# views the features as complex numbers). The check rebuilds their
-# complex-number code from its definition and compares.
+# $$\mathrm{Axial}(x, r, c) = \big(\mathrm{RoPE}_{100}(x_{:d/2}, c),\ \mathrm{RoPE}_{100}(x_{d/2:}, r)\big).$$
 
 # %% [markdown] lang="ja"
 # ## 軸ごとの 2 次元 RoPE
@@ -313,30 +304,17 @@ assert_close(pe @ pe.T, rhs)
 # RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリのペア $i$ を $m\theta_i$、
 # 位置 $n$ のキーのペアを $n\theta_i$ だけ回転させます。ペアのスコアは $m - n$ だけで決まります。
 # 格子の上では、Heo らの RoPE-Axial（[軸ごとの RoPE](../docs/glossary.ja.md#axial-rope)）がペアの半分ずつを各軸に割り当てます。
-# ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらの半分も同じ $d/4$ 個の周波数を使います。
-# Heo らのコード（`compute_axial_cis`）は $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
+# ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、
+# どちらの半分も同じ $d/4$ 個の周波数 $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
 # 底は 10000 ではなく 100 です。コードには理由が書かれておらず、論文が理由を述べているかどうかは確認できていません。
 # 画像の 1 軸あたりの位置の数はテキストのトークン数よりずっと少ないことが、理由として考えられます。
 # $100^{-2k/(d/2)} = 100^{-4k/d}$ なので、これは次元数 $d/2$、底 100 の 1 次元 RoPE の周波数とちょうど同じです。
-# したがって RoPE-Axial は 1 次元の RoPE を 2 つ並べたものです。
+# したがって RoPE-Axial は、隣り合う次元どうしをペアにした（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）1 次元の RoPE を 2 つ並べたものです。
 #
-# $$\mathrm{Axial}(x, r, c) = \big(\mathrm{RoPE}_{100}(x_{:d/2}, c),\ \mathrm{RoPE}_{100}(x_{d/2:}, r)\big),$$
-#
-# ペアは隣り合う次元どうしです（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)。Heo らのコードは次元を複素数として扱います）。
-# 次のセルでは、Heo らの複素数を使ったコードを定義どおりに作り直して比べます。
+# $$\mathrm{Axial}(x, r, c) = \big(\mathrm{RoPE}_{100}(x_{:d/2}, c),\ \mathrm{RoPE}_{100}(x_{d/2:}, r)\big).$$
 
 
 # %%
-def heo_axial(x, r, c, base=100.0):
-    """Heo et al.'s compute_axial_cis and apply_rotary_emb, rebuilt."""
-    d = x.shape[-1]
-    freqs = 1.0 / base ** (torch.arange(0, d, 4)[: d // 4].to(f64) / d)
-    angles = torch.cat([c[:, None] * freqs, r[:, None] * freqs], dim=-1)
-    z = torch.view_as_complex(x.to(f64).reshape(*x.shape[:-1], -1, 2))
-    out = torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles))
-    return out.flatten(-2)
-
-
 def axial(x, r, c, base=100.0):
     half = x.shape[-1] // 2
     kw = dict(base=base, layout="interleaved")
@@ -349,7 +327,20 @@ def axial(x, r, c, base=100.0):
     )
 
 
-d = 64
+d = 64  # features per head
+
+
+# %% tags=["check"] summary={"en": "two interleaved base-100 RoPEs of size d/2 equal Heo et al.'s compute_axial_cis and apply_rotary_emb, rebuilt with complex numbers", "ja": "次元数 d/2、底 100 のインターリーブ配置の RoPE を 2 つ並べたものは、複素数で書き直した Heo らの compute_axial_cis と apply_rotary_emb に等しくなります"}
+def heo_axial(x, r, c, base=100.0):
+    """Heo et al.'s compute_axial_cis and apply_rotary_emb, rebuilt."""
+    d = x.shape[-1]
+    freqs = 1.0 / base ** (torch.arange(0, d, 4)[: d // 4].to(f64) / d)
+    angles = torch.cat([c[:, None] * freqs, r[:, None] * freqs], dim=-1)
+    z = torch.view_as_complex(x.to(f64).reshape(*x.shape[:-1], -1, 2))
+    out = torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles))
+    return out.flatten(-2)
+
+
 rc = grid_positions(6, 6)
 x = torch.randn(36, d, dtype=f64)
 assert_close(axial(x, rc[0], rc[1]), heo_axial(x, rc[0], rc[1]))
@@ -361,57 +352,51 @@ assert_close(axial(x, rc[0], rc[1]), heo_axial(x, rc[0], rc[1]))
 #
 # $$s(\Delta r, \Delta c) = f(\Delta c) + g(\Delta r), \qquad \Delta r = r_n - r_m,\ \Delta c = c_n - c_m.$$
 #
-# Two things follow and are checked below. First, the
-# [relative property](../docs/glossary.md#relative-position) holds in each
-# axis separately: moving both tokens by the same number of rows, or of
+# So the [relative property](../docs/glossary.md#relative-position) holds in
+# each axis separately: moving both tokens by the same number of rows, or of
 # columns, leaves the score unchanged, while moving only one axis of the key
-# changes it. Second, a sum $f(\Delta c) + g(\Delta r)$ has a vanishing mixed
-# difference,
+# changes it. And a sum $f(\Delta c) + g(\Delta r)$ has a vanishing mixed
+# difference, because the $f$ terms and the $g$ terms cancel in pairs:
 #
-# $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0,$$
-#
-# because the $f$ terms and the $g$ terms cancel in pairs. The check computes
-# the scores from rotated vectors, not from $f$ and $g$.
+# $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0.$$
 
 # %% [markdown] lang="ja"
 # それぞれの半分は 1 次元の RoPE なので、回転したクエリとキーのスコアは、列の差だけで決まる項と行の差だけで決まる項の和になります。
 #
 # $$s(\Delta r, \Delta c) = f(\Delta c) + g(\Delta r), \qquad \Delta r = r_n - r_m,\ \Delta c = c_n - c_m.$$
 #
-# ここから 2 つのことが言え、次のセルで確かめます。
-# まず、[相対位置](../docs/glossary.ja.md#relative-position)だけで決まる性質が軸ごとに別々に成り立ちます。
+# したがって、[相対位置](../docs/glossary.ja.md#relative-position)だけで決まる性質が軸ごとに別々に成り立ちます。
 # 2 つのトークンを同じ行数だけ、あるいは同じ列数だけ動かしてもスコアは変わりません。
 # 一方、キーの 1 つの軸だけを動かすとスコアは変わります。
-# 次に、和 $f(\Delta c) + g(\Delta r)$ の混合差分は 0 になります。
+# また、和 $f(\Delta c) + g(\Delta r)$ の混合差分は 0 になります。$f$ の項どうしと $g$ の項どうしが打ち消し合うからです。
 #
-# $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0,$$
-#
-# $f$ の項どうしと $g$ の項どうしが打ち消し合うからです。
-# 次のセルは $f$ と $g$ からではなく、回転したベクトルからスコアを計算します。
+# $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0.$$
 
 # %%
 q, k = torch.randn(2, d, dtype=f64)
 
 
-def axial_score(qr, qc, kr, kc):
-    def rot(v, r, c):
-        return axial(v[None], torch.tensor([r]), torch.tensor([c]))[0]
+def score(rotate, query_at, key_at):
+    """q . k after rotating q at (r, c) = query_at and k at key_at."""
+    (qr, qc), (kr, kc) = query_at, key_at
+    q_rot = rotate(q[None], torch.tensor([qr]), torch.tensor([qc]))[0]
+    k_rot = rotate(k[None], torch.tensor([kr]), torch.tensor([kc]))[0]
+    return (q_rot @ k_rot).item()
 
-    return (rot(q, qr, qc) @ rot(k, kr, kc)).item()
+
+def mixed_difference(rotate):  # the query at (0, 0), the key near (2, 1)
+    def s(dr, dc):
+        return score(rotate, (0, 0), (dr, dc))
+
+    return s(3, 2) - s(3, 1) - s(2, 2) + s(2, 1)
 
 
-s = axial_score(2, 3, 5, 1)
-assert math.isclose(s, axial_score(2 + 7, 3, 5 + 7, 1), abs_tol=1e-9)
-assert math.isclose(s, axial_score(2, 3 - 4, 5, 1 - 4), abs_tol=1e-9)
-assert abs(s - axial_score(2, 3, 5 + 1, 1)) > 1e-3  # one axis of the key
-mixed = (
-    axial_score(0, 0, 3, 2)
-    - axial_score(0, 0, 3, 1)
-    - axial_score(0, 0, 2, 2)
-    + axial_score(0, 0, 2, 1)
-)
-assert abs(mixed) < 1e-9
-print(f"score {s:.4f}; |mixed difference| < 1e-12: {abs(mixed) < 1e-12}")
+# %% tags=["check"] summary={"en": "shifting both tokens along the rows or the columns keeps the axial score, moving one axis of the key changes it, and the mixed difference is 0", "ja": "両方のトークンを行か列の方向にずらしても軸ごとのスコアは変わらず、キーの 1 つの軸だけを動かすと変わり、混合差分は 0 です"}
+s = score(axial, (2, 3), (5, 1))
+assert math.isclose(s, score(axial, (2 + 7, 3), (5 + 7, 1)), abs_tol=1e-9)
+assert math.isclose(s, score(axial, (2, 3 - 4), (5, 1 - 4)), abs_tol=1e-9)
+assert abs(s - score(axial, (2, 3), (5 + 1, 1))) > 1e-3  # one axis of the key
+assert abs(mixed_difference(axial)) < 1e-9
 
 # %% [markdown] lang="en"
 # ## Diagonals: RoPE-Mixed
@@ -424,22 +409,19 @@ print(f"score {s:.4f}; |mixed difference| < 1e-12: {abs(mixed) < 1e-12}")
 # $$\phi_i(r, c) = \theta^{x}_i\, c + \theta^{y}_i\, r,$$
 #
 # a plane wave whose direction $(\theta^{x}_i, \theta^{y}_i)$ can point
-# anywhere. The frequencies are learned, separately for each head and each
-# layer. Their code initialises them (`init_random_2d_freqs`) with magnitudes
-# $10^{-4k/d}$ and, per head, a random direction $\alpha$: the first half of
-# the pairs along $\alpha$, the second half along $\alpha + \pi/2$.
+# anywhere. The frequencies are learned, per head and per layer. Their code
+# initialises them with magnitudes $10^{-4k/d}$ and, per head, a random
+# direction $\alpha$: the first half of the pairs along $\alpha$, the second
+# half along $\alpha + \pi/2$.
 #
 # The rotations still commute, so the score still depends only on
-# $(\Delta r, \Delta c)$: the relative property survives. What changes is
-# the form of that dependence: a pair with both $\theta^{x}_i$ and
-# $\theta^{y}_i$ nonzero contributes
+# $(\Delta r, \Delta c)$: the relative property survives. But a pair with
+# both $\theta^{x}_i$ and $\theta^{y}_i$ nonzero contributes
 # $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$, which is not a sum of a function of
 # $\Delta c$ and a function of $\Delta r$, so the mixed difference is no
-# longer 0. In the Fourier domain, the axial frequency vectors
-# $(\theta_i, 0)$ and $(0, \theta_i)$ all lie on the two axes of the 2D
-# spectrum. The paper illustrates the point with a 2D Fourier reconstruction
-# that keeps only the RoPE frequencies (we know that figure from its caption
-# as quoted in third-party summaries of the paper, and do not reproduce it).
+# longer 0. In the figure ($q = k$, so that the score peaks at $(0, 0)$) the
+# axial score has level lines in a grid along the axes, the mixed score
+# ridges along oblique directions.
 
 # %% [markdown] lang="ja"
 # ## 斜めの方向：RoPE-Mixed
@@ -452,16 +434,15 @@ print(f"score {s:.4f}; |mixed difference| < 1e-12: {abs(mixed) < 1e-12}")
 #
 # これは平面波で、その向き $(\theta^{x}_i, \theta^{y}_i)$ に制約はありません。
 # 周波数はヘッドごと、層ごとに学習します。
-# Heo らのコード（`init_random_2d_freqs`）は、大きさを $10^{-4k/d}$ とし、ヘッドごとにランダムな向き $\alpha$ を選んで初期化します。
+# Heo らのコードは、大きさを $10^{-4k/d}$ とし、ヘッドごとにランダムな向き $\alpha$ を選んで初期化します。
 # ペアの前半は $\alpha$ の向き、後半は $\alpha + \pi/2$ の向きです。
 #
 # 回転どうしは可換なままなので、スコアはやはり $(\Delta r, \Delta c)$ だけで決まり、相対位置の性質は保たれます。
-# 変わるのは依存の形です。$\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアからは、
+# ただし、$\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアからは、
 # $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ という項が加わります。
 # これは $\Delta c$ の関数と $\Delta r$ の関数の和にはならないので、混合差分はもう 0 になりません。
-# フーリエ領域で見ると、軸ごとの周波数ベクトル $(\theta_i, 0)$ と $(0, \theta_i)$ は、どれも 2 次元のスペクトルの 2 本の軸の上にあります。
-# 論文は、RoPE の周波数だけを残した 2 次元のフーリエ再構成の図でこの点を示しています。
-# ただし、この図は論文を紹介する第三者の記事に引用されたキャプションでしか確認できていないので、ここでは再現していません。
+# 図（$q = k$ としたので、スコアは $(0, 0)$ で最大です）では、軸ごとのスコアの等高線は軸の向きにそろった格子模様を描き、
+# RoPE-Mixed のスコアには斜めの向きに伸びる尾根が現れます。
 
 
 # %%
@@ -474,7 +455,7 @@ def heo_mixed_freqs(d, theta=10.0, generator=None):
     return fx, fy
 
 
-def mixed(x, r, c, fx, fy):
+def mixed(x, r, c, fx, fy):  # pair i turned by theta_x c + theta_y r
     angles = c[:, None].to(f64) * fx + r[:, None].to(f64) * fy
     z = torch.view_as_complex(x.to(f64).reshape(*x.shape[:-1], -1, 2))
     out = torch.view_as_real(z * torch.polar(torch.ones_like(angles), angles))
@@ -482,40 +463,17 @@ def mixed(x, r, c, fx, fy):
 
 
 fx, fy = heo_mixed_freqs(d, generator=torch.Generator().manual_seed(1))
+rope_mixed = functools.partial(mixed, fx=fx, fy=fy)
+print(f"mixed difference: axial {abs(mixed_difference(axial)):.4f}", end=", ")
+print(f"RoPE-Mixed {mixed_difference(rope_mixed):.4f}")
 
+# %% tags=["check"] summary={"en": "the RoPE-Mixed score is unchanged by a shift along both axes, and its mixed difference is not 0", "ja": "RoPE-Mixed のスコアは両方の軸に沿ってずらしても変わらず、混合差分は 0 ではありません"}
+s = score(rope_mixed, (2, 3), (5, 1))
+shifted = score(rope_mixed, (2 + 7, 3 - 4), (5 + 7, 1 - 4))
+assert math.isclose(s, shifted, abs_tol=1e-9)
+assert abs(mixed_difference(rope_mixed)) > 1e-3
 
-def mixed_score(qr, qc, kr, kc):
-    def rot(v, r, c):
-        return mixed(v[None], torch.tensor([r]), torch.tensor([c]), fx, fy)[0]
-
-    return (rot(q, qr, qc) @ rot(k, kr, kc)).item()
-
-
-s = mixed_score(2, 3, 5, 1)
-assert math.isclose(s, mixed_score(2 + 7, 3 - 4, 5 + 7, 1 - 4), abs_tol=1e-9)
-mixed_diff = (
-    mixed_score(0, 0, 3, 2)
-    - mixed_score(0, 0, 3, 1)
-    - mixed_score(0, 0, 2, 2)
-    + mixed_score(0, 0, 2, 1)
-)
-assert abs(mixed_diff) > 1e-3
-print(f"RoPE-Mixed: mixed difference {mixed_diff:.4f} (axial: 0)")
-
-# %% [markdown] lang="en"
-# The figure shows the score of one query and key as a function of the
-# offset $(\Delta r, \Delta c)$ for both variants, with $q = k$ so that the
-# score peaks at $(0, 0)$. The axial score is a sum of a row profile and a
-# column profile, so its level lines run in a grid pattern along the axes;
-# the mixed score has ridges along oblique directions.
-
-# %% [markdown] lang="ja"
-# 図は、両方の変種について、1 組のクエリとキーのスコアを差 $(\Delta r, \Delta c)$ の関数として描いたものです。
-# $q = k$ としたので、スコアは $(0, 0)$ で最大になります。
-# 軸ごとのスコアは行の差の関数と列の差の関数の和なので、等高線は軸の向きにそろった格子模様を描きます。
-# RoPE-Mixed のスコアには、斜めの向きに伸びる尾根が現れます。
-
-# %% alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: ridges along oblique lines through the centre."], "ja": ["d = 64 で q = k としたスコアを差に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、中央を通る斜めの線に沿った尾根が見えます。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: ridges along oblique lines through the centre."], "ja": ["d = 64 で q = k としたスコアを差に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、中央を通る斜めの線に沿った尾根が見えます。"]}
 span = torch.arange(-15, 16)
 dr_grid, dc_grid = torch.meshgrid(span, span, indexing="ij")
 dr_flat, dc_flat = dr_grid.reshape(-1), dc_grid.reshape(-1)
@@ -538,21 +496,35 @@ for ax, m, title in zip(axes, maps, ["RoPE-Axial", "RoPE-Mixed"], strict=True):
     fig.colorbar(im, ax=ax, shrink=0.85)
 plt.show()
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the Fourier view.** In the Fourier domain, the axial
+# frequency vectors $(\theta_i, 0)$ and $(0, \theta_i)$ all lie on the two
+# axes of the 2D spectrum. The paper illustrates the point with a 2D Fourier
+# reconstruction that keeps only the RoPE frequencies (we know that figure
+# from its caption as quoted in third-party summaries of the paper, and do
+# not reproduce it).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：フーリエ領域で見る**
+#
+# フーリエ領域で見ると、軸ごとの周波数ベクトル $(\theta_i, 0)$ と $(0, \theta_i)$ は、どれも 2 次元のスペクトルの 2 本の軸の上にあります。
+# 論文は、RoPE の周波数だけを残した 2 次元のフーリエ再構成の図でこの点を示しています。
+# ただし、この図は論文を紹介する第三者の記事に引用されたキャプションでしか確認できていないので、ここでは再現していません。
+
 # %% [markdown] lang="en"
 # ## A larger image without resampling
 #
-# Heo et al.'s code rotates only the patch tokens: the class token, at index
-# 0, has no place on the grid and is left unrotated (`q[:, :, 1:]` in
-# `RoPEAttention`). At a new resolution nothing is resampled: the code
-# recomputes the angles for the larger grid
-# (`compute_axial_cis(end_x=W // patch_size, ...)`), so the patches keep
-# integer coordinates and the model meets offsets it never saw in training
-# (with 16-pixel patches, a 14 × 14 grid at 224 pixels and 24 × 24 at 384).
-# This is the RoPE counterpart of resampling ViT's table, and the setting of
-# the result that the paper's abstract puts first: RoPE keeps its accuracy
-# as the inference resolution grows. In the repository's "DeiT-III (400
-# epochs)" table for DeiT-III Base (ImageNet-1k top-1, %), the learned
-# table loses accuracy at 384 pixels and both RoPE variants gain:
+# Heo et al.'s code rotates only the patch tokens; the class token, with no
+# place on the grid, is left unrotated. At a new resolution nothing is
+# resampled: the angles are recomputed for the larger grid, so the patches
+# keep integer coordinates and the model meets offsets it never saw in
+# training (with 16-pixel patches, 14 × 14 at 224 pixels, 24 × 24 at 384).
+# This is RoPE's counterpart of resampling ViT's table, and the setting of
+# the result the paper's abstract puts first: RoPE keeps its accuracy as the
+# inference resolution grows. For DeiT-III Base in the repository's
+# "DeiT-III (400 epochs)" table (ImageNet-1k top-1, %, reported there, not
+# reproduced here), the learned table loses accuracy at 384 pixels and both
+# RoPE variants gain:
 #
 # | position encoding | 224 pixels | 384 pixels |
 # |---|---|---|
@@ -560,24 +532,22 @@ plt.show()
 # | RoPE-Axial | 83.6 | 83.9 |
 # | RoPE-Mixed | 83.8 | 84.4 |
 #
-# These numbers are reported there, not reproduced here. The same table
-# gives the same picture for DeiT-III Large, but not for every model: on
-# DeiT-III Small, RoPE-Axial drops from 80.9 to 80.0 at 384 pixels (RoPE-Mixed
-# gains), and in the repository's Swin Transformer table every variant loses
-# about 2 points at 384 pixels (Swin-T RoPE-Axial 81.3 to 79.2).
+# DeiT-III Large agrees, but not every model does: on DeiT-III Small,
+# RoPE-Axial drops from 80.9 to 80.0 at 384 pixels (RoPE-Mixed gains), and in
+# the repository's Swin Transformer table every variant loses about 2 points
+# at 384 pixels (Swin-T RoPE-Axial 81.3 to 79.2).
 
 # %% [markdown] lang="ja"
 # ## 解像度を上げても補間し直さない
 #
-# Heo らのコードは、パッチのトークンだけを回転させます。
-# 番号 0 のクラストークンは格子の上に位置を持たないので、回転させません（`RoPEAttention` の `q[:, :, 1:]`）。
-# 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直すだけです
-# （`compute_axial_cis(end_x=W // patch_size, ...)`）。
+# Heo らのコードは、パッチのトークンだけを回転させます。クラストークンは格子の上に位置を持たないので、回転させません。
+# 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直すだけです。
 # そのためパッチの座標は整数のままで、モデルは学習時には現れなかった大きな座標の差に出会います。
 # 16 ピクセルのパッチでは、格子は 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24 です。
 # これが、ViT の表の補間に相当する RoPE での扱い方です。
 # 論文の要旨が最初に挙げる、推論時の解像度を上げても RoPE は精度を保つという結果は、この扱い方で解像度を上げたときのものです。
-# 次の表は、リポジトリの「DeiT-III (400 epochs)」の表にある、DeiT-III Base の ImageNet-1k での top-1 正解率（%）です。
+# 次の表は、リポジトリの「DeiT-III (400 epochs)」の表にある DeiT-III Base の ImageNet-1k での top-1 正解率（%）です。
+# リポジトリが報告する数値で、ここでは再現していません。
 # 384 ピクセルでは、学習型の表は正解率を落とし、RoPE の 2 つの変種はどちらも正解率を上げています。
 #
 # | 位置エンコーディング | 224 ピクセル | 384 ピクセル |
@@ -586,14 +556,12 @@ plt.show()
 # | RoPE-Axial | 83.6 | 83.9 |
 # | RoPE-Mixed | 83.8 | 84.4 |
 #
-# これらはリポジトリが報告する数値で、ここでは再現していません。
-# 同じ表の DeiT-III Large でも傾向は同じですが、どのモデルでもそうなるわけではありません。
+# DeiT-III Large でも傾向は同じですが、どのモデルでもそうなるわけではありません。
 # DeiT-III Small では、RoPE-Axial は 384 ピクセルで 80.9 から 80.0 に下がります（RoPE-Mixed は上がります）。
 # また、リポジトリの Swin Transformer の表では、どの変種も 384 ピクセルで約 2 ポイント下がります（Swin-T の RoPE-Axial は 81.3 から 79.2）。
 
-# %% [markdown] lang="en"
-# ## Axial RoPE with posenc
-#
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: axial RoPE with posenc's apply_mrope.**
 # `posenc.apply_mrope` rotates frequency $i$ of `rope_frequencies(d)` with
 # the coordinate of one axis. With two equal sections and
 # `grid_positions(h, w)` it gives axial RoPE in structure, half of the pairs
@@ -605,11 +573,10 @@ plt.show()
 # relation is per frequency: `apply_mrope` with sections
 # $(d/4, d/4)$ rotates pair $i$ by $r\theta_i$ for $i < d/4$ and $c\theta_i$
 # for $i \ge d/4$, which is `apply_rope` with the row for the first block and
-# the column for the second, both using the full-size frequencies. The check
-# builds that from two calls of `apply_rope` on the whole vector.
+# the column for the second, both using the full-size frequencies.
 
-# %% [markdown] lang="ja"
-# ## posenc での軸ごとの RoPE
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：posenc の apply_mrope で作る軸ごとの RoPE**
 #
 # `posenc.apply_mrope` は `rope_frequencies(d)` の周波数 $i$ を、どれか 1 つの軸の座標で回します。
 # 2 つの等しいセクションと `grid_positions(h, w)` を渡すと、構造としては軸ごとの RoPE になります
@@ -622,9 +589,8 @@ plt.show()
 # $i < d/4$ のペア $i$ を $r\theta_i$、$i \ge d/4$ のペアを $c\theta_i$ だけ回します。
 # これは、最初のブロックを行で、2 番目のブロックを列で回した `apply_rope` の結果と等しくなります。
 # どちらのブロックも、ベクトル全体の次元数から決まる周波数を使います。
-# 次のセルでは、ベクトル全体に `apply_rope` を行と列で 1 回ずつ適用し、その結果からこれを組み立てて確かめます。
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "apply_mrope with sections (d/4, d/4) is apply_rope by the row on the first block of pairs and by the column on the second, and differs from RoPE-Axial", "ja": "セクション (d/4, d/4) の apply_mrope は、ペアの最初のブロックを行で、2 番目を列で回した apply_rope に等しく、RoPE-Axial とは異なります"}
 x = torch.randn(36, d, dtype=f64)
 rc = grid_positions(6, 6)
 out = apply_mrope(x, rc, [d // 4, d // 4])
@@ -636,9 +602,8 @@ first[d // 2 : d // 2 + d // 4] = True
 assert_close(out, torch.where(first, by_row, by_col))
 assert not torch.allclose(out, axial(x, rc[0], rc[1]))
 
-# %% [markdown] lang="en"
-# ## Axial RoPE in today's vision encoders
-#
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: axial RoPE in today's vision encoders.**
 # The vision encoders of current multimodal models use axial 2D RoPE
 # themselves, each with its own layout. Qwen2-VL's encoder
 # (`Qwen2VLVisionRotaryEmbedding`, transformers 5.24.0) takes the base
@@ -654,12 +619,10 @@ assert not torch.allclose(out, axial(x, rc[0], rc[1]))
 # and the second half with the row: RoPE-Axial in the half layout. Some
 # encoders keep a learned table as well: Gemma 4 sums one table per axis,
 # and Qwen3-VL's encoder resamples a $48 \times 48$ table bilinearly to each
-# image, next to its 2D RoPE. The check builds both rotations from
-# `apply_rope` and compares them with the outputs that transformers 5.24.0
-# prints for two patches and a head of $d = 8$.
+# image, next to its 2D RoPE.
 
-# %% [markdown] lang="ja"
-# ## 現在の画像エンコーダでの軸ごとの RoPE
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：現在の画像エンコーダでの軸ごとの RoPE**
 #
 # 現在のマルチモーダルモデルでは、画像エンコーダ自身も軸ごとの 2 次元 RoPE を使っています。次元の並べ方はモデルごとに違います。
 # Qwen2-VL のエンコーダ（transformers 5.24.0 の `Qwen2VLVisionRotaryEmbedding`）は、底 $b = 10^4$ で、
@@ -671,9 +634,8 @@ assert not torch.allclose(out, axial(x, rc[0], rc[1]))
 # 画像の前処理はこの最初の座標に列を入れるので、これは半分割配置の RoPE-Axial です。
 # 学習型の表を併用するエンコーダもあります。Gemma 4 は軸ごとの表を 1 つずつ持って足し合わせます。
 # Qwen3-VL のエンコーダは 2 次元 RoPE に加えて $48 \times 48$ の表を持ち、画像ごとに双線形補間して使います。
-# 次のセルでは両方の回転を `apply_rope` から組み立て、2 つのパッチと $d = 8$ のヘッドについて transformers 5.24.0 が出力した値と比べます。
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "both rotations, built from apply_rope, give the outputs that transformers 5.24.0 prints for two patches and a head of d = 8", "ja": "apply_rope から組み立てた両方の回転は、2 つのパッチと d = 8 のヘッドについて transformers 5.24.0 が出力する値と一致します"}
 # transformers 5.24.0: Qwen2VLVisionRotaryEmbedding(Qwen2VLVisionConfig(
 #   embed_dim=16, num_heads=2)) at position_ids [[2, 5], [3, 1]] ((row,
 #   column) per patch), then apply_rotary_pos_emb_vision on
@@ -724,12 +686,13 @@ for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
 #
 # $$\phi_i = p_{a(i)}\, \theta_i .$$
 #
-# Hugging Face builds this by computing the angles once per axis and then
-# keeping, section by section, the rows of the axis that owns it
-# (`Qwen2VLRotaryEmbedding.recomposition_frequencies`). Fed with angles that
-# encode their own axis (axis $a$ gets $100a + i$), its output names the axis
-# of every frequency; the check compares that output, pasted, with
-# `mrope_axes`.
+# A text token gets three equal coordinates, $t = h = w = p$. Then
+# $p_{a(i)} = p$ for every $i$, the angle is $p\theta_i$ whatever the axis,
+# and M-RoPE is exactly 1D RoPE, as the Qwen2-VL paper says; so on text a
+# model initialised from a text model starts with the rotations it was
+# trained with. As for axial RoPE, the relative property holds in each axis:
+# shifting the query and the key by the same amount along each axis (the
+# amount may differ between axes) keeps the score.
 
 # %% [markdown] lang="ja"
 # ## M-RoPE：言語モデルの中の時間・高さ・幅
@@ -742,92 +705,88 @@ for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
 #
 # $$\phi_i = p_{a(i)}\, \theta_i .$$
 #
-# Hugging Face はこれを次の手順で作ります。まず軸ごとに角度を計算し、セクションごとに、
-# そのセクションを受け持つ軸の行だけを残します（`Qwen2VLRotaryEmbedding.recomposition_frequencies`）。
-# 自分の軸を表す角度（軸 $a$ には $100a + i$）を入力すると、出力から各周波数の軸が読み取れます。
-# 次のセルでは、貼り付けたその出力を `mrope_axes` と比べます。
-
-# %%
-# transformers 5.24.0: Qwen2VLRotaryEmbedding.recomposition_frequencies with
-# mrope_section=[16, 24, 24] on freq[a, ..., i] = 100 a + i, output // 100
-hf_qwen2_axes = [0] * 16 + [1] * 24 + [2] * 24
-assert mrope_axes([16, 24, 24]).tolist() == hf_qwen2_axes
-
-# %% [markdown] lang="en"
-# A text token gets three equal coordinates, $t = h = w = p$. Then
-# $p_{a(i)} = p$ for every $i$, the angle is $p\theta_i$ whatever the axis,
-# and M-RoPE is exactly 1D RoPE. The Qwen2-VL paper says the same: for text
-# the three components use identical position IDs, which makes M-RoPE
-# equivalent to 1D RoPE. So on text a model initialised from a text model
-# starts with the rotations it was trained with.
-
-# %% [markdown] lang="ja"
 # テキストのトークンには 3 つの等しい座標 $t = h = w = p$ を与えます。
 # するとどの $i$ でも $p_{a(i)} = p$ なので、軸にかかわらず角度は $p\theta_i$ になり、M-RoPE は 1 次元の RoPE と一致します。
-# Qwen2-VL の論文もそう述べています。テキストでは 3 つの成分が同じ位置 ID を使うので、
-# M-RoPE は機能的に 1 次元の RoPE と等価になります。
+# Qwen2-VL の論文もそう述べています。
 # そのため、テキストのモデルから初期化したモデルは、テキストについては学習時と同じ回転から出発します。
+# 相対位置の性質は、軸ごとの RoPE と同じく各軸で別々に成り立ちます。
+# 各軸についてクエリとキーを同じ量だけずらしても（ずらす量は軸ごとに違ってかまいません）、スコアは変わりません。
 
 # %%
 x = torch.randn(10, 128, dtype=f64)
 p = torch.arange(10)
-text = apply_mrope(x, p.expand(3, -1), [16, 24, 24], base=1e6)
+text = apply_mrope(x, p.expand(3, -1), [16, 24, 24], base=1e6)  # t = h = w = p
+
+# %% tags=["check"] summary={"en": "mrope_axes gives the axes that transformers 5.24.0 assigns for [16, 24, 24]; on text M-RoPE is 1D RoPE; a shift per axis keeps the score and moving one coordinate of the key changes it", "ja": "mrope_axes は [16, 24, 24] について transformers 5.24.0 と同じ軸を割り当て、テキストでは M-RoPE は 1 次元の RoPE です。軸ごとにずらしてもスコアは変わらず、キーの座標を 1 つだけ動かすと変わります"}
+# transformers 5.24.0: Qwen2VLRotaryEmbedding.recomposition_frequencies with
+#   mrope_section=[16, 24, 24] on freq[a, ..., i] = 100 a + i, output // 100:
+#   the angles of axis a kept, section by section, name the axis
+hf_qwen2_axes = [0] * 16 + [1] * 24 + [2] * 24
+assert mrope_axes([16, 24, 24]).tolist() == hf_qwen2_axes
 assert_close(text, apply_rope(x, p, base=1e6))
+
+q, k = torch.randn(2, 128, dtype=f64)
+
+
+def mrope_score(pq, pk, interleave=False, sections=(16, 24, 24)):
+    pos = torch.tensor([pq, pk]).T  # (3, 2)
+    qk = torch.stack([q, k])
+    out = apply_mrope(qk, pos, list(sections), base=1e6, interleave=interleave)
+    return (out[0] @ out[1]).item()
+
+
+s = mrope_score([5, 7, 2], [5, 9, 4])
+shifted = mrope_score([5 + 3, 7 - 2, 2 + 11], [5 + 3, 9 - 2, 4 + 11])
+assert math.isclose(s, shifted, abs_tol=1e-9)
+for axis in range(3):
+    moved = [5, 9, 4]
+    moved[axis] += 1
+    assert abs(s - mrope_score([5, 7, 2], moved)) > 1e-4
 
 # %% [markdown] lang="en"
 # ## Where the positions continue after an image
 #
-# In a sequence of text, image and text, Qwen2-VL's vision encoder merges
-# $2 \times 2$ patches into one token (`spatial_merge_size = 2`), so an image
-# of $H \times W$ patches becomes $H/2 \times W/2$ tokens. `get_rope_index`
-# numbers them as follows. Text runs $0, 1, 2, \dots$ on all three axes.
-# An image that starts at position $s$ takes $t = s$ for every token and
-# $h = s + \text{row}$, $w = s + \text{column}$. The text after it continues
-# from the largest coordinate of the image plus one (the paper: each
-# modality's numbering starts from the largest position ID of the preceding
-# modality plus one). For an image that is
+# Qwen2-VL's vision encoder merges $2 \times 2$ patches into one token, so an
+# image of $H \times W$ patches becomes $H/2 \times W/2$ tokens.
+# `get_rope_index` numbers a sequence of text and images as follows. Text
+# runs $0, 1, 2, \dots$ on all three axes. An image that starts at position
+# $s$ takes $t = s$ for every token and $h = s + \text{row}$,
+# $w = s + \text{column}$. The text after it continues from the image's
+# largest coordinate plus one, the paper's rule after any modality; for an
+# image that is
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# The position then grows more slowly than the token count: a square image
-# of $N$ tokens advances it by $\sqrt{N}$, and any image by
-# $\max(H/2, W/2) \ge \sqrt{N}$ (3 for the $2 \times 3$ tokens below).
-# The Qwen3-VL documentation draws a practical consequence for context
-# extension (see
-# [*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)):
-# since these positions grow more slowly than the token count, it advises a
-# smaller YaRN factor, 2 or 3 rather than 4 to go from 256K to 1M tokens.
-# Hugging Face stores the
-# difference as `rope_deltas`, the largest position plus one minus the
-# sequence length, and adds it to the positions of generated tokens. The
-# check rebuilds the positions with `grid_positions` and compares them with
-# those that transformers 5.24.0 returns for 3 text tokens, an image of
-# $4 \times 6$ patches (2 × 3 tokens) and 2 text tokens. The function also
-# takes videos, and the rule that the next section needs.
+# So the position grows more slowly than the token count: a square image of
+# $N$ tokens advances it by $\sqrt{N}$, any image by
+# $\max(H/2, W/2) \ge \sqrt{N}$. Hence the Qwen3-VL documentation's advice
+# for context extension
+# ([*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)):
+# a smaller YaRN factor, 2 or 3 rather than 4 to go from 256K to 1M tokens.
+# Hugging Face stores the difference, the largest position plus one minus the
+# sequence length, as `rope_deltas` and adds it to the positions of generated
+# tokens. Here are 3 text tokens, an image of $4 \times 6$ patches
+# ($2 \times 3$ tokens, so the text goes on at $3 + 3 = 6$) and 2 text tokens:
 
 # %% [markdown] lang="ja"
 # ## 画像のあとの位置の続き方
 #
-# テキスト、画像、テキストと並ぶ系列では、Qwen2-VL の画像エンコーダが $2 \times 2$ のパッチを 1 つのトークンにまとめます
-# （`spatial_merge_size = 2`）。したがって $H \times W$ パッチの画像は $H/2 \times W/2$ 個のトークンになります。
-# `get_rope_index` はこれらに次のように番号を振ります。
+# Qwen2-VL の画像エンコーダは $2 \times 2$ のパッチを 1 つのトークンにまとめるので、$H \times W$ パッチの画像は $H/2 \times W/2$ 個のトークンになります。
+# `get_rope_index` は、テキストと画像の系列に次のように番号を振ります。
 # テキストは 3 つの軸とも $0, 1, 2, \dots$ と進みます。
 # 位置 $s$ から始まる画像では、どのトークンも $t = s$ で、$h = s + \text{row}$、$w = s + \text{column}$ です。
 # そのあとのテキストは、画像の座標の最大値に 1 を足したところから続きます。
-# 論文も、各モダリティの位置の番号は直前のモダリティの最大の位置 ID に 1 を足した値から始める、と述べています。
-# 画像の場合、それは次の値です。
+# これは、どのモダリティのあとにも論文が適用する規則です。画像の場合、それは次の値です。
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
 # このため、位置はトークンの数よりゆっくり進みます。
-# $N$ トークンの正方形の画像なら位置は $\sqrt{N}$ だけ進み、一般の画像では $\max(H/2, W/2) \ge \sqrt{N}$ だけ進みます
-# （下の $2 \times 3$ トークンの例では 3 です）。
-# Qwen3-VL のドキュメントは、ここからコンテキストを伸ばすときの実用上の注意を導いています（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
-# 位置がトークンの数よりゆっくり増えるので、YaRN の係数は小さめにするよう勧めています。256K から 1M トークンに伸ばすなら、4 ではなく 2 か 3 です。
+# $N$ トークンの正方形の画像なら位置は $\sqrt{N}$ だけ進み、一般の画像では $\max(H/2, W/2) \ge \sqrt{N}$ だけ進みます。
+# Qwen3-VL のドキュメントはここから、コンテキストを伸ばすとき（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）には
+# YaRN の係数を小さめにするよう勧めています。256K から 1M トークンに伸ばすなら、4 ではなく 2 か 3 です。
 # Hugging Face はこの差を `rope_deltas`（位置の最大値に 1 を足し、系列長を引いたもの）として保持し、生成するトークンの位置に足します。
-# 次のセルでは、`grid_positions` で位置を組み立て直し、transformers 5.24.0 が返す位置と比べます。
-# 系列はテキスト 3 トークン、$4 \times 6$ パッチ（2 × 3 トークン）の画像、テキスト 2 トークンです。
-# この関数は動画も受け付け、次の節で使う規則も選べます。
+# 次の例は、テキスト 3 トークン、$4 \times 6$ パッチの画像、テキスト 2 トークンです。
+# 画像は $2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます。
 
 
 # %%
@@ -855,6 +814,10 @@ def qwen_positions(segments, merge=2, rule="paper", interval=1.0):
 
 image = [("text", 3), ("vision", 1, 4, 6), ("text", 2)]
 pos = qwen_positions(image)
+print(pos)
+print("rope_deltas:", int(pos.max()) + 1 - pos.shape[1])
+
+# %% tags=["check"] summary={"en": "both rules give the positions and the rope_deltas that transformers 5.24.0 returns for this prompt", "ja": "2 つの規則はどちらも、この入力について transformers 5.24.0 が返す位置と rope_deltas を与えます"}
 assert torch.equal(pos, qwen_positions(image, rule="hf"))
 # transformers 5.24.0: Qwen2VLModel.get_rope_index(input_ids, mm_token_type_ids
 #   = [[0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0]], image_grid_thw=[[1, 4, 6]]),
@@ -865,9 +828,9 @@ hf_pos = [[0, 1, 2, 3, 3, 3, 3, 3, 3, 6, 7],
 hf_delta = -3
 assert pos.tolist() == hf_pos
 assert int(pos.max()) + 1 - pos.shape[1] == hf_delta
-print(pos)
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: videos in Hugging Face's get_rope_index.**
 # For a video, `get_rope_index` of transformers 5.24.0 advances the position
 # by $\max(H/2, W/2)$ as well, not by the largest coordinate plus one. One
 # temporal step is one temporal patch: the vision encoder merges
@@ -878,9 +841,11 @@ print(pos)
 # token each get the temporal coordinates $1, \dots, 4$, and the next text
 # token gets 2 where the paper's rule gives 5. Earlier copies of the function
 # (`st_idx = llm_pos_ids_list[-1].max() + 1`) follow the paper's rule. For
-# images, the case checked above, both agree.
+# images both agree.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Hugging Face の get_rope_index での動画**
+#
 # 動画の場合も、transformers 5.24.0 の `get_rope_index` は $\max(H/2, W/2)$ だけ位置を進め、
 # 座標の最大値に 1 を足した値にはしません。
 # ここで時間の 1 ステップは、時間方向のパッチ 1 つです。
@@ -889,9 +854,9 @@ print(pos)
 # たとえばテキスト 1 トークンのあとに、1 トークンずつの時間方向のパッチを 4 つ（8 フレーム）置くと、時間座標は $1, \dots, 4$ になります。
 # 次のテキストのトークンの位置は、論文の規則なら 5 ですが、transformers 5.24.0 では 2 です。
 # この関数の以前の版（`st_idx = llm_pos_ids_list[-1].max() + 1`）は論文の規則どおりです。
-# 上で確かめた画像の場合は、2 つの規則は同じ位置を与えます。
+# 画像では、2 つの規則は同じ位置を与えます。
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "for a video of 4 temporal patches the rule \"hf\" gives the temporal positions and rope_deltas of transformers 5.24.0, and the paper's rule puts the next text at 5", "ja": "時間方向のパッチ 4 つの動画で、規則 \"hf\" は transformers 5.24.0 と同じ時間の位置と rope_deltas を与え、論文の規則では次のテキストが 5 になります"}
 # transformers 5.24.0: Qwen2VLModel.get_rope_index(..., mm_token_type_ids=
 #   [[0, 2, 2, 2, 2, 0, 0]], video_grid_thw=[[4, 2, 2]]): temporal row of
 #   position_ids[:, 0], rope_deltas
@@ -903,60 +868,27 @@ assert int(by_hf.max()) + 1 - by_hf.shape[1] == hf_video_delta
 assert by_paper[0, 5] == 5  # the paper's rule: largest coordinate plus one
 
 # %% [markdown] lang="en"
-# The relative property holds in each axis separately, as for axial RoPE:
-# shifting the query and the key by the same amount along each axis (the
-# amount may differ from one axis to another) leaves the score unchanged,
-# while changing one coordinate of the key alone changes it.
-
-# %% [markdown] lang="ja"
-# 相対位置の性質は、軸ごとの RoPE と同じく、各軸で別々に成り立ちます。
-# 各軸についてクエリとキーを同じ量だけずらしても（ずらす量は軸ごとに違ってかまいません）、スコアは変わりません。
-# キーの座標を 1 つだけ変えると、スコアは変わります。
-
-# %%
-q, k = torch.randn(2, 128, dtype=f64)
-
-
-def mrope_score(pq, pk, interleave=False, sections=(16, 24, 24)):
-    pos = torch.tensor([pq, pk]).T  # (3, 2)
-    qk = torch.stack([q, k])
-    out = apply_mrope(qk, pos, list(sections), base=1e6, interleave=interleave)
-    return (out[0] @ out[1]).item()
-
-
-s = mrope_score([5, 7, 2], [5, 9, 4])
-shifted = mrope_score([5 + 3, 7 - 2, 2 + 11], [5 + 3, 9 - 2, 4 + 11])
-assert math.isclose(s, shifted, abs_tol=1e-9)
-for axis in range(3):
-    moved = [5, 9, 4]
-    moved[axis] += 1
-    assert abs(s - mrope_score([5, 7, 2], moved)) > 1e-4
-
-# %% [markdown] lang="en"
 # ## Time in Qwen2.5-VL and Qwen3-VL
 #
 # In Qwen2-VL the temporal coordinate counts temporal patches, pairs of
 # sampled frames, whatever the frame rate. Qwen2.5-VL (Bai et al. 2025) ties
-# it to time instead: Hugging Face's `get_rope_index` multiplies the index
-# $k$ of a temporal patch by `tokens_per_second` and by `second_per_grid_t`,
-# the seconds that one temporal patch spans (`temporal_patch_size / fps`),
-# and rounds down:
+# it to time: Hugging Face's `get_rope_index` multiplies the index $k$ of a
+# temporal patch by `tokens_per_second` and by `second_per_grid_t`, the
+# seconds one temporal patch spans (`temporal_patch_size / fps`), and rounds
+# down:
 #
 # $$t_k = s + \lfloor k\, \rho\, \tau \rfloor,$$
 #
 # where $\rho$ is `tokens_per_second` and $\tau$ is `second_per_grid_t`.
-# With `tokens_per_second` $= 2$ (the value of this example; Hugging Face's
-# default configuration has 4), a video sampled at 2 frames per second (one
-# temporal patch per second) and one sampled at 4 (two per second) give the
-# same temporal coordinate to the same second. Qwen3-VL drops temporal
-# coordinates tied to frames or seconds (its report's abstract: from T-RoPE
-# to explicit textual timestamp alignment). Hugging Face splits a video into
-# one grid per temporal patch, each laid out like an image with a constant
-# $t$, and the processor writes a timestamp such as `<1.5 seconds>` in the
-# text before each. The temporal coordinate of a patch then only says where
-# it starts in the sequence. The check compares the rule above and this
-# layout with the positions that transformers 5.24.0 returns (two text
-# tokens stand for each timestamp).
+# With `tokens_per_second` $= 2$ (Hugging Face's default configuration has
+# 4), videos sampled at 2 and at 4 frames per second (one and two temporal
+# patches per second) give the same second the same temporal coordinate.
+# Qwen3-VL drops temporal coordinates tied to frames or seconds (its report's
+# abstract: from T-RoPE to explicit textual timestamp alignment). Hugging
+# Face splits a video into one grid per temporal patch, each laid out like
+# an image with a constant $t$, after a timestamp such as `<1.5 seconds>`
+# that the processor writes in the text; the temporal coordinate of a patch
+# then only says where it starts in the sequence.
 
 # %% [markdown] lang="ja"
 # ## Qwen2.5-VL と Qwen3-VL での時間
@@ -969,29 +901,32 @@ for axis in range(3):
 # $$t_k = s + \lfloor k\, \rho\, \tau \rfloor,$$
 #
 # ここで $\rho$ は `tokens_per_second`、$\tau$ は `second_per_grid_t` です。
-# この例では `tokens_per_second` $= 2$ とします（Hugging Face の既定の設定では 4 です）。
-# すると、毎秒 2 フレームでサンプルした動画（1 秒に時間方向のパッチ 1 つ）と、毎秒 4 フレームでサンプルした動画（1 秒に 2 つ）で、
-# 同じ時刻に同じ時間座標が付きます。
+# `tokens_per_second` $= 2$ とします（Hugging Face の既定の設定では 4 です）。
+# すると、毎秒 2 フレームと毎秒 4 フレームでサンプルした動画（1 秒に時間方向のパッチ 1 つと 2 つ）で、同じ時刻に同じ時間座標が付きます。
 # Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました
 # （技術報告の要旨によれば、T-RoPE から、テキストのタイムスタンプで時刻を明示する方式への移行です）。
 # Hugging Face は動画を時間方向のパッチごとの格子に分け、どの格子も画像と同じく $t$ を一定にして並べます。
-# 前処理は、各格子の前のテキストに `<1.5 seconds>` のようなタイムスタンプを書き込みます。
+# 各格子の前には、前処理がテキストに書き込む `<1.5 seconds>` のようなタイムスタンプが来ます。
 # そのためパッチの時間座標は、そのパッチが系列のどこから始まるかを表すだけになります。
-# 次のセルでは、上の規則とこの並べ方を、transformers 5.24.0 が返す位置と比べます（各タイムスタンプは 2 トークンのテキストで代用します）。
 
 # %%
-# transformers 5.24.0: Qwen2_5_VLModel.get_rope_index with Qwen2_5_VLConfig(
-#   vision_config={"tokens_per_second": 2}), 1 text token, a video, 1 text
-#   token: video_grid_thw [[4, 2, 2]] with second_per_grid_ts [1.0] (2 frames
-#   per second), [[8, 2, 2]] with [0.5] (4 per second); temporal rows
-hf_2fps = [0, 1, 3, 5, 7, 2]
-hf_4fps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 2]
+# 4 seconds of video at 2 and at 4 frames per second; interval = rho tau
 at_2fps = qwen_positions(
     [("text", 1), ("vision", 4, 2, 2), ("text", 1)], rule="hf", interval=2 * 1.0
 )
 at_4fps = qwen_positions(
     [("text", 1), ("vision", 8, 2, 2), ("text", 1)], rule="hf", interval=2 * 0.5
 )
+print("temporal patches at 2 frames/s:", at_2fps[0, 1:5].tolist())
+print("temporal patches at 4 frames/s:", at_4fps[0, 1:9].tolist())
+
+# %% tags=["check"] summary={"en": "the temporal positions are those of transformers 5.24.0 for both frame rates, the same second gets the same coordinate, and Qwen3-VL's layout of timestamps and one grid per temporal patch gives its positions", "ja": "どちらのフレームレートでも時間の位置は transformers 5.24.0 と一致し、同じ秒には同じ座標が付きます。タイムスタンプと時間方向のパッチごとの格子による Qwen3-VL の並べ方も、その位置を与えます"}
+# transformers 5.24.0: Qwen2_5_VLModel.get_rope_index with Qwen2_5_VLConfig(
+#   vision_config={"tokens_per_second": 2}), 1 text token, a video, 1 text
+#   token: video_grid_thw [[4, 2, 2]] with second_per_grid_ts [1.0] (2 frames
+#   per second), [[8, 2, 2]] with [0.5] (4 per second); temporal rows
+hf_2fps = [0, 1, 3, 5, 7, 2]
+hf_4fps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 2]
 assert at_2fps[0].tolist() == hf_2fps and at_4fps[0].tolist() == hf_4fps
 assert at_2fps[0, 1:5].tolist() == at_4fps[0, 1:9:2].tolist()  # same seconds
 # Qwen3VLModel.get_rope_index(..., video_grid_thw=[[2, 4, 4]]): 1 text
@@ -1005,7 +940,6 @@ qwen3 = qwen_positions(
     [("text", 1), stamp, patch, stamp, patch, ("text", 1)], rule="hf"
 )
 assert qwen3.tolist() == hf_qwen3
-print("temporal coordinates of the two patches:", qwen3[0, [3, 9]].tolist())
 
 # %% [markdown] lang="en"
 # ## Qwen3-VL: dealing the frequencies out in turn
@@ -1013,20 +947,22 @@ print("temporal coordinates of the two patches:", qwen3[0, [3, 9]].tolist())
 # With consecutive blocks each axis sees only one band of the spectrum.
 # Frequencies fall with $i$, so in Qwen2-VL's $[16, 24, 24]$ the temporal
 # axis takes the 16 fastest and the width the 24 slowest; no axis has both
-# fast pairs (fine differences) and slow pairs (long ranges). Third-party
-# summaries of the Qwen3-VL report say that the report calls this an
-# imbalanced frequency spectrum that weakens long-video understanding (the
-# report's abstract says only that the interleaved M-RoPE gives stronger
-# spatial-temporal modelling).
-# Qwen3-VL interleaves instead, which Qwen's documentation calls
-# full-frequency allocation over time, height and width. With three axes,
-# frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, for as
-# long as the sections allow; Hugging Face's
-# `Qwen3VLTextRotaryEmbedding` with `mrope_section = [24, 20, 20]` gives $h$
-# frequencies $1, 4, \dots, 58$ and $w$ frequencies $2, 5, \dots, 59$, and
-# $t$ everything else, including the last four. The check compares
-# `mrope_axes(..., interleave=True)` with the axis list that transformers
-# 5.24.0 prints, obtained as for Qwen2-VL above.
+# fast pairs (fine differences) and slow pairs (long ranges). Qwen3-VL
+# interleaves instead, which Qwen's documentation calls full-frequency
+# allocation over time, height and width. With three axes, frequency $i$
+# goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, for as long as the
+# sections allow; with `mrope_section = [24, 20, 20]`, $h$ gets frequencies
+# $1, 4, \dots, 58$, $w$ gets $2, 5, \dots, 59$, and $t$ everything else,
+# including the last four. Each frequency is still tied to one axis, so the
+# relative property is untouched.
+#
+# The wavelength $2\pi/\theta_i$ of a pair says which distances it resolves.
+# The table gives each axis's shortest and longest wavelength for $d = 128$
+# and base $10^6$ (Hugging Face's default `rope_theta` for Qwen2-VL; for
+# Qwen3-VL it is $5 \cdot 10^5$, but $10^6$ is kept for both so that only the
+# assignment differs). With blocks, the temporal axis stops at a wavelength
+# of about 160 positions and the width starts at about 35,000; interleaved,
+# every axis spans nearly the whole range.
 
 # %% [markdown] lang="ja"
 # ## Qwen3-VL：周波数を順番に配る
@@ -1034,42 +970,31 @@ print("temporal coordinates of the two patches:", qwen3[0, [3, 9]].tolist())
 # 連続したブロックでは、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では、時間の軸が最も速い 16 個を、
 # 幅の軸が最も遅い 24 個を受け持ちます。速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# Qwen3-VL の技術報告を紹介する第三者の記事によれば、報告はこれを周波数スペクトルの偏りと呼び、長い動画の理解を弱める原因としています。
-# ただし、報告の要旨そのものは、交互の M-RoPE によって時間と空間のモデル化が強くなる、と述べているだけです。
 # Qwen3-VL は代わりに、周波数を各軸へ 1 つずつ順番に配ります。
 # Qwen のドキュメントは、これを時間・高さ・幅への全周波数の割り当てと説明しています。
 # 3 つの軸では、セクションが許す限り周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
-# Hugging Face の `Qwen3VLTextRotaryEmbedding` に `mrope_section = [24, 20, 20]` を与えた場合、
-# $h$ は周波数 $1, 4, \dots, 58$ を、$w$ は $2, 5, \dots, 59$ を受け持ちます。最後の 4 つを含む残りは、すべて $t$ です。
-# 次のセルでは、`mrope_axes(..., interleave=True)` を、上の Qwen2-VL と同じ方法で transformers 5.24.0 から得た軸の一覧と比べます。
+# `mrope_section = [24, 20, 20]` では、$h$ が周波数 $1, 4, \dots, 58$ を、$w$ が $2, 5, \dots, 59$ を受け持ち、
+# 最後の 4 つを含む残りはすべて $t$ です。
+# 各周波数は 1 つの軸に結び付いたままなので、相対位置の性質は損なわれません。
+#
+# 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの距離を見分けられるかを表します。
+# 下の表は、$d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で、各軸が受け持つ最短と最長の波長です。
+# Qwen3-VL の既定値は $5 \cdot 10^5$ ですが、割り当て方だけを比べるために、どちらも $10^6$ にしています。
+# ブロックに分けると、時間の軸の波長は最長でも約 160 位置で、幅の軸の波長は約 35,000 位置から始まります。
+# 順番に配ると、どの軸もほぼ全範囲にわたります。
 
-# %%
+# %% tags=["check"] summary={"en": "mrope_axes(..., interleave=True) gives the axes of transformers 5.24.0 for [24, 20, 20], and shifting each axis keeps the interleaved score", "ja": "mrope_axes(..., interleave=True) は [24, 20, 20] について transformers 5.24.0 と同じ軸を与え、交互の割り当てでも軸ごとにずらしたスコアは変わりません"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
-# with mrope_section=[24, 20, 20] on freq[a, ..., i] = 100 a + i, // 100
+#   with mrope_section=[24, 20, 20] on freq[a, ..., i] = 100 a + i, // 100
 hf_qwen3_axes = [0, 1, 2] * 20 + [0] * 4
 assert mrope_axes([24, 20, 20], interleave=True).tolist() == hf_qwen3_axes
+kw = dict(interleave=True, sections=(24, 20, 20))
+s = mrope_score([5, 7, 2], [5, 9, 4], **kw)
+shifted = mrope_score([5 + 3, 7 - 2, 2 + 11], [5 + 3, 9 - 2, 4 + 11], **kw)
+assert math.isclose(s, shifted, abs_tol=1e-9)
+assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 
-# %% [markdown] lang="en"
-# The wavelength $2\pi/\theta_i$ of each pair says which distances it
-# resolves. The table gives, per axis, the shortest and the longest
-# wavelength it owns, for $d = 128$ and Qwen2-VL's base $10^6$ (Hugging
-# Face's default `rope_theta` for Qwen2-VL; its default for Qwen3-VL is
-# $5 \cdot 10^5$, and the table keeps $10^6$ for both so that only the
-# assignment differs). With blocks, the temporal axis stops at a wavelength
-# of about 160 positions and the width starts at about 35,000; interleaved,
-# every axis spans nearly the whole range. The check compares each end with
-# $2\pi\, b^{2i/d}$ at the pair $i$ that the axis lists above give.
-
-# %% [markdown] lang="ja"
-# 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの距離を見分けられるかを表します。
-# 下の表は、$d = 128$、Qwen2-VL の底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）について、
-# 各軸が受け持つ最短と最長の波長を示します。
-# Hugging Face の Qwen3-VL の既定値は $5 \cdot 10^5$ ですが、割り当て方だけを比べるために、表ではどちらも $10^6$ にしています。
-# ブロックに分けると、時間の軸の波長は最長でも約 160 位置です。幅の軸の波長は約 35,000 位置から始まります。
-# 順番に配ると、どの軸もほぼ全範囲にわたります。
-# 次のセルでは、両端の波長を、上の軸の一覧から決まるペア $i$ での $2\pi\, b^{2i/d}$ と比べます。
-
-# %%
+# %% tags=["figure"]
 wavelength = 2 * math.pi / rope_frequencies(128, base=1e6).double()
 rows = ["| assignment | axis | shortest | longest |", "|---|---|---|---|"]
 spans = {}
@@ -1085,6 +1010,7 @@ for name, sections, inter in [
 display(Markdown("\n".join(rows)))
 
 
+# %% tags=["check"] summary={"en": "each end of the table is 2π b^(2i/d) at the pair that the axis lists give", "ja": "表の両端の波長は、軸の一覧から決まるペア i での 2π b^(2i/d) です"}
 def wavelength_of(i):  # 2 pi b^(2i/d), d = 128, b = 10^6
     return 2 * math.pi * 10 ** (6 * 2 * i / 128)
 
@@ -1101,14 +1027,7 @@ for key, (first, last) in ends.items():
     assert math.isclose(spans[key][0], wavelength_of(first), rel_tol=1e-5)
     assert math.isclose(spans[key][1], wavelength_of(last), rel_tol=1e-5)
 
-# %% [markdown] lang="en"
-# The figure draws the same thing pair by pair: each frequency index $i$ is
-# a dot at its wavelength, coloured by its axis.
-
-# %% [markdown] lang="ja"
-# 図は同じことをペアごとに描いたものです。番号 $i$ ごとに、その波長の高さに点を打ち、受け持つ軸で色分けしています。
-
-# %% alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の交互の割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって交互に並びます。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の交互の割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって交互に並びます。"]}
 colours = plt.get_cmap("viridis")([0.0, 0.5, 0.85])
 fig, axes = plt.subplots(2, 1, figsize=(7, 4.4), sharex=True)
 idx = torch.arange(64)
@@ -1133,65 +1052,58 @@ axes[0].legend(loc="upper left", ncol=3)
 axes[1].set_xlabel(r"$i$")
 plt.show()
 
-# %% [markdown] lang="en"
-# Interleaving does not touch the relative property, which depends only on
-# each frequency being tied to one axis: the same shifts as before leave the
-# score unchanged.
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what the Qwen3-VL report says about the blocks.**
+# Third-party summaries of the Qwen3-VL report say that the report calls the
+# blocks an imbalanced frequency spectrum that weakens long-video
+# understanding; the report's abstract says only that the interleaved M-RoPE
+# gives stronger spatial-temporal modelling.
 
-# %% [markdown] lang="ja"
-# 交互の割り当ても相対位置の性質を損ないません。この性質は、各周波数が 1 つの軸に結び付いていることだけに依存するからです。
-# 先ほどと同じようにずらしても、スコアは変わりません。
-
-# %%
-kw = dict(interleave=True, sections=(24, 20, 20))
-s = mrope_score([5, 7, 2], [5, 9, 4], **kw)
-shifted = mrope_score([5 + 3, 7 - 2, 2 + 11], [5 + 3, 9 - 2, 4 + 11], **kw)
-assert math.isclose(s, shifted, abs_tol=1e-9)
-assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Qwen3-VL の技術報告はブロックについて何と言っているか**
+#
+# Qwen3-VL の技術報告を紹介する第三者の記事によれば、報告はブロックへの分割を周波数スペクトルの偏りと呼び、長い動画の理解を弱める原因としています。
+# ただし、報告の要旨そのものは、交互の M-RoPE によって時間と空間のモデル化が強くなる、と述べているだけです。
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - ViT learns one vector per patch (and one for the class token) and, at a
-#   new resolution, resamples the patch rows as an image (linear in the
-#   official code, bicubic in Hugging Face); MAE fixes the table to a 1D
-#   sine–cosine code of the column in the first half of the channels and of
-#   the row in the second.
-# - Axial 2D RoPE rotates half of the pairs with the column and half with
-#   the row; the score is a sum of a function of $\Delta c$ and a function
-#   of $\Delta r$, relative in each axis. At a new resolution it needs no
-#   resampling; in Heo et al.'s DeiT-III table, for the Base and Large
-#   models, it keeps or gains accuracy at 384 pixels where the learned table
-#   loses it (not on every model they list).
-# - A sum of that form cannot follow a diagonal; RoPE-Mixed gives each pair a
-#   learned frequency on both axes, and stays relative.
+# - ViT learns one vector per patch (and one for the class token) and
+#   resamples the patch rows as an image at a new resolution; MAE fixes the
+#   table: the column's 1D sine–cosine code, then the row's.
+# - Axial 2D RoPE turns half of the pairs with the column, half with the row:
+#   the score is a function of $\Delta c$ plus one of $\Delta r$.
+# - It needs no resampling at a new resolution; in Heo et al.'s DeiT-III
+#   table it keeps or gains accuracy at 384 pixels for Base and Large, where
+#   the learned table loses it (not on every model).
+# - RoPE-Mixed learns a frequency on both axes for each pair: it follows
+#   diagonals and stays relative.
 # - M-RoPE ties each frequency to time, height or width; text tokens have
-#   three equal coordinates and get plain RoPE; after an image the position
-#   continues at its largest coordinate plus one (Hugging Face advances it by
+#   three equal coordinates and get plain RoPE.
+# - After an image the position goes on at its largest coordinate plus one,
+#   more slowly than the token count (Hugging Face: plus
 #   $\max(H/2, W/2)$, after a video too).
-# - One temporal step is a temporal patch of 2 frames in Qwen2-VL and a
-#   fixed span of time in Qwen2.5-VL; Qwen3-VL gives each temporal patch its
-#   own grid and marks the time with textual timestamps.
+# - A temporal step is 2 frames in Qwen2-VL, a fixed span of time in
+#   Qwen2.5-VL; Qwen3-VL gives each temporal patch its own grid after a
+#   textual timestamp.
 # - Blocks give each axis one band of frequencies; Qwen3-VL deals them out in
-#   turn so that every axis has fast and slow pairs.
+#   turn, so that every axis has fast and slow pairs.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - ViT はパッチごとに 1 本のベクトルと、クラストークンの 1 本を学習します。
-#   解像度が変わると、パッチの行を画像として補間し直します（公式のコードは線形補間、Hugging Face は双三次補間です）。
-#   MAE は表を固定し、チャネルの前半に列の、後半に行の 1 次元の正弦・余弦の符号を入れます。
-# - 軸ごとの 2 次元 RoPE は、ペアの半分を列で、半分を行で回転させます。
-#   スコアは $\Delta c$ の関数と $\Delta r$ の関数の和で、軸ごとに相対位置だけで決まります。
-#   解像度が変わっても補間し直す必要はありません。
-#   Heo らの DeiT-III の表の Base と Large では、学習型の表が正解率を落とす 384 ピクセルでも、正解率を保つか上げています。
-#   ただし、表に載っているすべてのモデルでそうなるわけではありません。
-# - その形の和では斜めの方向を表せません。RoPE-Mixed は各ペアに両方の軸の学習可能な周波数を持たせ、相対位置の性質も保ちます。
+# - ViT はパッチごとに 1 本のベクトルと、クラストークンの 1 本を学習し、解像度が変わるとパッチの行を画像として補間し直します。
+#   MAE は表を固定し、列の 1 次元の正弦・余弦の符号のあとに行の符号を並べます。
+# - 軸ごとの 2 次元 RoPE は、ペアの半分を列で、半分を行で回転させます。スコアは $\Delta c$ の関数と $\Delta r$ の関数の和です。
+# - 解像度が変わっても補間し直す必要はありません。Heo らの DeiT-III の表では、Base と Large は 384 ピクセルで正解率を保つか上げています。
+#   学習型の表はそこで正解率を落とします（ただし、すべてのモデルでそうなるわけではありません）。
+# - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。斜めの方向を表せ、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付けます。
 #   テキストのトークンは 3 つの等しい座標を持つので、通常の RoPE になります。
-#   画像のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face は、動画のあとも含めて $\max(H/2, W/2)$ だけ進めます）。
-# - 時間の 1 ステップは、Qwen2-VL では 2 フレームからなる時間方向のパッチ、Qwen2.5-VL では決まった長さの時間です。
-#   Qwen3-VL は時間方向のパッチごとに別の格子を作り、時刻はテキストのタイムスタンプで示します。
+# - 画像のあとの位置は座標の最大値に 1 を足したところから続き、トークンの数よりゆっくり進みます
+#   （Hugging Face は動画のあとも含めて $\max(H/2, W/2)$ だけ進めます）。
+# - 時間の 1 ステップは、Qwen2-VL では 2 フレーム、Qwen2.5-VL では決まった長さの時間です。
+#   Qwen3-VL は時間方向のパッチごとに別の格子を作り、その前にテキストのタイムスタンプを置きます。
 # - ブロックでは各軸が 1 つの帯域の周波数しか持てません。Qwen3-VL は周波数を順番に配り、どの軸にも速いペアと遅いペアがあるようにします。
 
 # %% [markdown] lang="en"
@@ -1231,10 +1143,7 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # wavelength $2\pi \cdot 10^{6 \cdot 126/128}$, about 5.1 million positions.
 # In Qwen3-VL that is no number of frames: each temporal patch is a grid of
 # its own, and from one patch to the next the position advances by the
-# tokens of a timestamp and by $\max(H/2, W/2)$. The check computes both
-# wavelengths from the powers of the base, compares them with
-# `rope_frequencies`, and converts to frames with the frames per temporal
-# patch of the Hugging Face configuration (a constant copied from it).
+# tokens of a timestamp and by $\max(H/2, W/2)$.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** ブロックでの時間の軸の最も遅いペアは $i = 15$ で、波長は $2\pi \cdot 10^{6 \cdot 30/128}$、時間座標で約 160 です。
@@ -1243,8 +1152,6 @@ assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 # 交互の割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
 # Qwen3-VL では、これをフレームの枚数には換算できません。
 # 時間方向のパッチはそれぞれ別の格子になり、次のパッチまでに位置はタイムスタンプのトークンの数と $\max(H/2, W/2)$ だけ進むからです。
-# 次のセルでは、両方の波長を底のべき乗から計算して `rope_frequencies` と比べます。
-# フレーム数への換算には、時間方向のパッチ 1 つあたりのフレーム数として、Hugging Face の設定から写した定数を使います。
 
 # %% tags=["solution"]
 blocks_t = 2 * math.pi * 10 ** (6 * 30 / 128)
@@ -1289,13 +1196,13 @@ for rule in ["paper", "hf"]:
 # **Solution 3.** The row halves are equal, so their dot product is
 # $\sum_k (\sin^2 + \cos^2) = d/4$. The column halves give
 # $\sum_k \sin(c\omega_k)\sin((c+\Delta)\omega_k) + \cos(c\omega_k)\cos((c+\Delta)\omega_k) = \sum_k \cos(\Delta\,\omega_k)$.
-# The check takes every pair of patches three columns apart on a
-# $6 \times 8$ grid.
+# On a $6 \times 8$ grid every pair of patches three columns apart gives
+# that value.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 行の符号を入れた後半どうしは等しいので、その内積は $\sum_k (\sin^2 + \cos^2) = d/4$ です。
 # 列の符号を入れた前半どうしの内積は $\sum_k \sin(c\omega_k)\sin((c+\Delta)\omega_k) + \cos(c\omega_k)\cos((c+\Delta)\omega_k) = \sum_k \cos(\Delta\,\omega_k)$ になります。
-# 次のセルでは、$6 \times 8$ の格子で 3 列離れたすべてのパッチの組を調べます。
+# $6 \times 8$ の格子では、3 列離れたパッチのどの組もこの値になります。
 
 # %% tags=["solution"]
 d, delta = 64, 3
@@ -1309,7 +1216,19 @@ assert_close(dots, expected.expand_as(dots))
 print(f"{expected.item():.4f} for all {len(dots)} pairs")
 
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
+#
+# Formulas are checked against transcriptions of the papers' code, against
+# numbers printed by Hugging Face transformers 5.24.0 (torch 2.13.0) or
+# scipy 1.17.1 (numpy 2.4.6), pasted into the checks with the call, or
+# against a second derivation. Code read: ViT's `vit_jax/checkpoint.py`,
+# MAE's `util/pos_embed.py`, and Heo et al.'s `deit/models_v2_rope.py`
+# (`init_t_xy` numbers the patches; `compute_axial_cis` is recomputed per
+# grid, `end_x=W // patch_size`; `init_random_2d_freqs`; `RoPEAttention`
+# rotates `q[:, :, 1:]`, leaving the class token at index 0) with the
+# accuracy tables of its README.
+#
+# ### References
 #
 # - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words:
 #   Transformers for Image Recognition at Scale*.
@@ -1345,7 +1264,18 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 #   Position Embedding*. <https://arxiv.org/abs/2104.09864>
 
 # %% [markdown] lang="ja"
-# ## 参考文献
+# ## 出典とバージョン
+#
+# どの式も、次のどれかと照らし合わせて確かめています。
+# 論文のコードを書き写したもの、ライブラリが出力した数値、別の導出の 3 つです。
+# 数値は Hugging Face transformers 5.24.0（torch 2.13.0）や scipy 1.17.1（numpy 2.4.6）が出力したものです。
+# 呼び出し方を添えて、確認のセルに貼っています。
+# 読んだコードは、ViT の `vit_jax/checkpoint.py`、MAE の `util/pos_embed.py`、Heo らの `deit/models_v2_rope.py` と、そのリポジトリの README にある正解率の表です。
+# `deit/models_v2_rope.py` では、`init_t_xy` がパッチに番号を振り、`init_random_2d_freqs` が RoPE-Mixed の周波数を初期化します。
+# `compute_axial_cis` は格子ごとに計算し直されます（`end_x=W // patch_size`）。
+# `RoPEAttention` は `q[:, :, 1:]` を回転させ、番号 0 のクラストークンはそのまま残します。
+#
+# ### 参考文献
 #
 # - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words:
 #   Transformers for Image Recognition at Scale*.

@@ -29,6 +29,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "efficient-rope",
     "learned-embeddings",
     "rope",
+    "rope-2d-3d",
     "rope-context",
     "shaw-relative",
     "sinusoidal",

@@ -31,6 +31,7 @@ REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "length-generalisation",
     "real-text",
     "rope",
+    "rope-2d-3d",
     "rope-context",
     "rope-in-llms",
     "shaw-relative",

@@ -35,9 +35,9 @@
 #
 # [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
 # カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
-# CoPE はトークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、どの入力でも 3 つ前の文を見つけます。同じ内容のスコアにトークンの距離によるバイアスを加えたヘッドにはできないことです。
+# CoPE はトークンの代わりにゲートが通したものを数え、文を数えるヘッドはどの入力でも 3 つ前の文を見つけます。同じ内容のスコアとトークンの距離によるバイアスではできないことです。
 # [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)が変えるのは位置だけです。
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも手法ごとに違います。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
 
@@ -59,17 +59,16 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 #
 # Both earlier biases depend on the distance $i - j$ alone. T5 adds
 # $\beta_{b(j-i),\,h}$, a learned table of 32 [buckets](../docs/glossary.md#bucket)
-# per head; causally, every distance from 113 on shares the last bucket, so the
-# table cannot tell how far beyond 113 a key lies. ALiBi adds $-m_h\,(i - j)$, a line
-# with a slope fixed before training. The methods here make the bias a function with
-# a few learned parameters, defined at every distance and shaped by training.
+# per head in which, causally, every distance from 113 on shares the last bucket;
+# ALiBi adds $-m_h\,(i - j)$, a line with a slope fixed before training. The methods
+# here make the bias a function with a few learned parameters, defined at every
+# distance and shaped by training.
 
 # %% [markdown] lang="ja"
 # ## 表と直線から関数へ
 #
 # これまでの 2 つのバイアスは、どちらも距離 $i - j$ だけの関数です。
-# T5 が足す $\beta_{b(j-i),\,h}$ は、ヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)からなる学習可能な表です。
-# 因果的な設定では距離 113 以上がすべて最後のバケットを共有するので、キーが 113 よりどれだけ遠いかを表は伝えられません。
+# T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
 # この章の手法では、バイアスは少数の学習可能なパラメータを持つ関数で、どの距離でも値が決まり、形は学習が決めます。
 
@@ -132,7 +131,7 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # Chi ら（2022）は、よいバイアスをカーネル法の理論に探しました。
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実数 $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
 # $\sum_a c_a = 0$ を満たす $c$ でだけ成り立つなら[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
-# 内積は正定値カーネルで、条件付き正定値カーネルは「距離の 2 乗を負にしたもの」の一般化です。論文の事実 1 によれば、値が $\le 0$ で対角で 0 の条件付き正定値カーネルは、あるヒルベルト空間での距離の 2 乗を負にしたものです。
+# 内積は正定値カーネルです。条件付き正定値カーネルは距離の 2 乗を負にしたものの一般化で、論文の事実 1 によれば、値が $\le 0$ で対角で 0 なら、あるヒルベルト空間の距離の 2 乗を負にしたものです。
 # バイアスは残りの 3 つの事実から組み立てます（§3.1、§3.2。番号は論文のとおり）。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
@@ -150,8 +149,7 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 
 # %%
 kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
-with torch.no_grad():  # head 1, a query at 4: -r1 log(1 + r2 (4 - j)), j = 0..4
-    print(kerple(1, 5)[0, 0])
+print(kerple(1, 5)[0, 0].detach())  # head 1, query 4: -r1 log(1 + r2 (4 - j))
 
 
 # %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "p ≤ 2 と対数は条件付き正定値、p = 2.5、3 と 3 乗の対数は違います"}
@@ -192,7 +190,7 @@ with torch.no_grad():
 
 # %% [markdown] lang="ja"
 # なぜ正定値でなく条件付き正定値なのでしょうか。
-# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルで、論文はバイアスを足したスコアも正定値であってほしいと考えます。
+# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルで、論文はバイアスを足しても正定値であってほしいと考えます。
 # 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になり、この定数は位置の集合で変わります（ここでのカーネルでは長さとともに大きくなります）。
 # それでも定数は計算しません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（論文の式 2）。
 
@@ -331,7 +329,7 @@ curves = {
     r"KERPLE, $-0.5\,d^{0.5}$": -0.5 * d**0.5,
     r"KERPLE, $-0.005\,d^{1.5}$": -0.005 * d**1.5,
 }
-fig, ax = plt.subplots(figsize=(6.4, 2.8))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 for label, values in curves.items():
     ax.plot(d, values, label=label, lw=1.4)
 ax.set(xlabel="$d = i - j$", ylabel="$b_h(i, j)$", xlim=(0, 512))
@@ -484,7 +482,7 @@ assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
 # $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$）。
 #
 # - **クエリの位置で割る。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので $0 \le \psi(i - j)/\psi(i) \le 1$ です（最初のキーで $1$）。
-#   $L$ より長い入力で学習した MLP はこの区間全体の引数を見ていて、より長い入力でも外側の値は現れません。
+#   $L$ より長い入力で学習した MLP はこの区間全体を見ていて、長い入力でも外側の値は現れません。
 #   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませる、論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
 # - **その代償。** しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
 # - **対数としきい値。** $\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
@@ -494,14 +492,16 @@ assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
 # 論文の要旨によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
 
 # %%
-L = 64
-fire = FireBias(4, threshold=float(L))  # c starts at 0.1
+fire = FireBias(4, threshold=64.0)  # L = 64; c starts at 0.1
 x = fire.normalized_distance(1, 4097)[0]  # the MLP's inputs, query at 4096
 gap = (x[4094] - x[4095]).item()  # keys 1 and 2 back
 print(f"keys 1 and 2 back at 4096: {gap:.4f} apart, {gap * 4096:.0f} x 1/4096")
 
 
 # %% tags=["check"] summary={"en": "the pseudo-code equals FireBias; at 16L the arguments stay in the range seen at 2L; they depend on i − j alone up to L only; the gap is as stated", "ja": "疑似コードと一致し、引数の範囲と距離への依存は本文どおりです"}
+L = 64
+
+
 def fire_pseudo_code(fire, seq_len):
     """The FIRE pseudo-code of the paper's appendix, restated (square case)."""
     positions = torch.arange(seq_len, dtype=torch.float)
@@ -568,12 +568,12 @@ print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 # %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。残りの 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
 with torch.no_grad():
     x_all = fire.normalized_distance(1025)  # queries 0..1024
-fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.7))
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.5))
 for i in (16, 64, 256, 1024):
     dist = torch.arange(i + 1)
     left.plot(dist / i, x_all[i, i - dist], label=f"$i = {i}$", lw=1.3)
 left.set(xlabel="$(i - j)/i$", ylabel=r"$\psi(i-j)/\psi(\max(L,i))$")
-left.legend(fontsize=8)
+left.legend(fontsize=8, ncol=2, loc="lower right")
 queries = torch.arange(8, 1025)
 right.plot(queries, x_all[queries, queries - 8], color="C5", lw=1.3)
 right.axvline(L, color="C7", lw=0.8, ls="--")
@@ -664,18 +664,13 @@ print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 # gates open only on full stops counts sentences. Positions are fractional, so the
 # paper interpolates between the embeddings of the two neighbouring integers,
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# and adds $q_i \cdot e[p_{ij}]$ to the score. This is linear in $e$, so CoPE
-# computes $z_i[n] = q_i \cdot e[n]$ for $n = 0, \dots, P - 1$ once per query and
-# interpolates those scalars:
-# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
-# Positions above $P - 1$ are clamped to $P - 1$. A masked key has score $-\infty$
+# and adds $q_i \cdot e[p_{ij}]$ to the score. Positions above $P - 1$ are clamped to $P - 1$. A masked key has score $-\infty$
 # and gate $0$, so the sum stops at the query.
 
 # %% [markdown] lang="ja"
 # ## CoPE：モデルが数える位置
 #
-# ここまでの距離は、クエリとキーの間のトークンを数えたものでした。
-# Golovneva ら（2024）は、何を数えるかを各ヘッドが選べるようにしました。
+# ここまでの距離はトークンを数えたものでした。Golovneva ら（2024）は、何を数えるかを各ヘッドに選ばせます。
 # クエリ $i$ とキー $j$ の[ゲート](../docs/glossary.ja.md#gate)は、キー $j$ をどれだけ数えるかを表します。
 # $$g_{ij} = \sigma(q_i \cdot k_j)$$
 # クエリ $i$ から見たキー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)（トークンの位置ではありません）は、$j$ からクエリまでのゲートの和です。
@@ -684,15 +679,12 @@ print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 # 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みを補間し、
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
 # $q_i \cdot e[p_{ij}]$ をスコアに足します。
-# これは $e$ について線形なので、CoPE は $n = 0, \dots, P - 1$ の $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
-# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
 # $P - 1$ を超える位置は $P - 1$ にクリップします。マスクしたキーのスコアは $-\infty$、ゲートは $0$ なので、和はクエリで止まります。
 
 # %%
-T, P = 12, 6
-cope = CoPE(8, 2, max_positions=P)  # head dimension 8, 2 heads, e[0..P-1]
-causal = torch.ones(T, T).tril()
-open_gates = torch.full((T, T), 40.0).masked_fill(causal == 0, -math.inf)
+cope = CoPE(8, 2, max_positions=6)  # head dimension 8, 2 heads, P = 6
+causal = torch.ones(12, 12).tril()  # 12 positions
+open_gates = torch.full((12, 12), 40.0).masked_fill(causal == 0, -math.inf)
 cope.positions(open_gates)[-1]  # sigmoid(40) = 1: tokens, clamped at P - 1
 
 
@@ -709,7 +701,7 @@ def cope_by_vectors(q, scores, table):
 
 
 torch.manual_seed(4)
-dim, heads = 8, 2
+dim, heads, T, P = 8, 2, 12, 6
 torch.nn.init.normal_(cope.pos_emb)  # the table starts at zero
 q, k = torch.randn(2, 1, heads, T, dim).unbind(0)
 scores = (q @ k.transpose(-1, -2) / math.sqrt(dim)).masked_fill(
@@ -724,8 +716,13 @@ counted = (i - j + 1).clamp(max=P - 1).float()  # tokens, clamped
 assert torch.equal(p[causal == 1], counted[causal == 1])
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: CoPE's official code.** Which scores feed the gates differs between
-# the sources. The paper's appendix code and x-transformers' `CoPE` take the scaled
+# **Going deeper: how CoPE is computed, and its official code.** Only
+# $q_i \cdot e[p_{ij}]$ is needed, and it is linear in $e$, so CoPE computes
+# $z_i[n] = q_i \cdot e[n]$ for $n = 0, \dots, P - 1$ once per query and interpolates
+# those scalars:
+# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
+#
+# Which scores feed the gates differs between the sources. The paper's appendix code and x-transformers' `CoPE` take the scaled
 # logits $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as
 # `posenc.CoPE` does. The training code of the official repository
 # (`facebookresearch/RAM`, `projects/cope`) also gates on the scaled logits, but by
@@ -740,7 +737,10 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # logits per query.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：CoPE の公式実装**
+# **さらに詳しく：CoPE の計算と公式実装**
+# 必要なのは $q_i \cdot e[p_{ij}]$ だけで、これは $e$ について線形なので、CoPE は $n = 0, \dots, P - 1$ の $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
+# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
+#
 # ゲートにどのスコアを使うかは、出典によって違います。
 # 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ を受け取り、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
@@ -787,7 +787,8 @@ with torch.no_grad():
 # Such a head can be set by hand: its scaled scores are $+20$ on end marks and $-20$
 # on words, which are also its gates' inputs (as in the paper), so the gates are
 # $\sigma(20) \approx 1$ on end marks and $\sigma(-20) \approx 2 \cdot 10^{-9}$ on
-# words; its position scores are zero but for $z[3] = 40$. The target mark then
+# words; its table gives $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise. The
+# target mark then
 # scores $20 + 40 = 60$ and every other key at most $20$, and the head answers all of
 # 1000 random inputs.
 
@@ -796,19 +797,19 @@ with torch.no_grad():
 #
 # 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
 # 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
-# その文のキーは、キー自身からクエリまでに文末の記号がちょうど 3 つあるキーなので、文末の記号でだけゲートが開くヘッドは、文の長さによらずそれを $p_{ij} = 3$ に見つけます。
+# その文のキーは、自身からクエリまでに文末の記号がちょうど 3 つあるキーです。文末の記号でだけゲートが開くヘッドは、文の長さによらずそれを $p_{ij} = 3$ に見つけます。
 #
 # このヘッドは手で設定できます。
 # スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ で、論文のとおりゲートにも同じスコアを使うので、ゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
-# 位置のスコアは $z[3] = 40$ のほかはゼロです。
-# すると答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下で、このヘッドはランダムな入力 1000 個のすべてに正しく答えます。
+# 表は $q \cdot e[3] = 40$ で、ほかは $q \cdot e[n] = 0$ です。
+# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the head in numbers.** The head has dimension $d = 4$ and $P = 8$.
 # Each key is $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
 # $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks and
 # $-20$ on words. The table's only nonzero entry is $e[3] = (0, 0, 40, 0)$, so
-# $z[3] = 40$ and $z[n] = 0$ otherwise: the other marks score $20$, the target
+# $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise: the other marks score $20$, the target
 # sentence's words $-20 + 40 = 20$, the other words $-20$. The values are one-hot
 # vectors of the three marks (zero for words), and the answer is the mark with
 # strictly the most weight (a tie is no answer).
@@ -817,7 +818,7 @@ with torch.no_grad():
 # **さらに詳しく：ヘッドの数値**
 # ヘッドの次元数は $d = 4$、$P = 8$ です。
 # 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
-# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$z[3] = 40$ で、ほかの位置では $z[n] = 0$ です。
+# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
 # ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
 # バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
 
@@ -916,11 +917,11 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # - A：`w w . w ? w ! w . w . w`。答えの `!` は 5 トークン前、`?` は 7 トークン前です。
 # - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前です。
 #
-# 文末の記号をすべて同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
+# 文末の記号を同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
-# ランダムな入力では、距離ごとに 1 つ、計 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
+# ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
 # この表はテスト用の 1000 個の入力の 68.4% に答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# 1 つのシードと学習率での 1 回の学習なので、これは下限で、表で達成できる最良の値ではありません。
+# 1 つのシードと学習率での 1 回の学習なので、これは表の最良の値ではなく下限です。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に答えるバイアスはなく、表の正解率は 68.4% です"}
@@ -990,7 +991,7 @@ pair_logits, pair_positions = cope_logits(pair)
 with torch.no_grad():
     pair_table = read_out(pair, content(pair) + table[back])[0]
 pair_cope = read_out(pair, pair_logits)[0]
-fig, axes = plt.subplots(2, 2, figsize=(6.4, 3.0), sharey="row")
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 2.8), sharey="row")
 for col, name in enumerate("AB"):
     real = pair[col] >= 0
     labels = [MARKS[t] for t in pair[col][real].tolist()]
@@ -1004,7 +1005,7 @@ for col, name in enumerate("AB"):
     axes[1, col].set(ylabel="$a_{ij}$" if col == 0 else None)
     for ax in axes[:, col]:
         ax.set_xticks(x, labels)
-axes[1, 0].legend(fontsize=8, loc="upper left")
+axes[1, 0].legend(fontsize=8, loc="upper right")
 plt.show()
 
 # %% tags=["check"] summary={"en": "the table's heaviest keys are the full stops 9 and 11 back (0.788, 0.649); the third mark back averages 14.1 back", "ja": "表の重みと平均 14.1 トークン前は、本文どおりです"}
@@ -1053,7 +1054,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # %% [markdown] lang="ja"
 # ## ランダム化した位置：式は変えない
 #
-# Ruoss ら（2023）は、この問題にデータの側から取り組みます。
+# Ruoss ら（2023）はデータの側から取り組みます。
 # 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけで、論文は長い入力での失敗を、学習中に現れなかった位置（相対位置の手法では距離）と結び付けます。「相対位置の手法でも」同じだといいます。
 # 対策では式は変わりません。
 # $n$ トークンの系列に、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
@@ -1201,9 +1202,9 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つが $k$ 個のキャッシュ済みのキーと出会います。その 1 行のバイアスに何が必要でしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
-# そのため、バイアスを組み込めるのは、1 つの成分について手元にある情報からカーネルが計算できる場合です。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこれを明示しています。
+# 組み込めるのは、1 つの成分について手元の情報から計算できるバイアスです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこれを明示しています。
 # FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）。
-# それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読み、32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です。ヘッドと距離ごとに 1 つの値なら 4 MiB です。
+# それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップ | 融合カーネル |
 # |---|---|---|---|
@@ -1299,11 +1300,11 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE はヘッドごとに 2 つの数を学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。どちらも条件付き正定値で、それで十分です。正定値にする定数は softmax で消えます。
-# - FIRE は MLP に $\psi(i - j)/\psi(\max(L, i))$ を入力します。しきい値を超えると入力はどの長さでも $[0, 1]$ に収まり、長い入力も外挿でなく補間で済みますが、バイアスはクエリの位置とともに変わります。
-# - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスが数えるのはトークンです。
-# - ランダム化した位置は式を変えず、$[0, L)$ のランダムな部分集合を昇順に並べて、学習とテストの両方で位置とします。
-# - ヘッドと $i - j$ から計算できるバイアスは、KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が、CoPE は行のスコアすべてが必要です。
+# - KERPLE はヘッドごとに 2 つの数を学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。条件付き正定値で十分で、正定値にする定数は softmax で消えます。
+# - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿でなく補間で済みます。代わりに、バイアスはクエリの位置とともに変わります。
+# - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスはトークンを数えます。
+# - ランダム化した位置は式を変えず、学習とテストの両方で、$[0, L)$ のランダムな部分集合を昇順に並べて位置とします。
+# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE は組ごとに MLP が、CoPE は行のスコアすべてが必要です。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1325,15 +1326,12 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ を使って、$p > 2$ なら $-\lvert i - j \rvert^p$ は決して条件付き正定値でないことを示してください。
-#    $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉じた式で求めます。
-# 2. しきい値 $L$ がクエリの最大の位置以上なら、FIRE は距離だけの関数になることを示してください。
-#    また、それが ALiBi のバイアスになるような $[0, 1]$ 上の関数 $f$ を求めてください。
-#    $L$ がそれより小さいとき、$L$ を超えたクエリでは何が起きるでしょうか。
-# 3. すべてのゲートが開いているとき、どのような表 $e[n]$ を使えば CoPE のバイアスが ALiBi の $-m_h\,(i - j)$ に等しくなるでしょうか。
+# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ で $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉じた式で求め、$p > 2$ なら $-\lvert i - j \rvert^p$ は条件付き正定値でないことを示してください。
+# 2. しきい値 $L$ がクエリの最大の位置以上なら FIRE は距離だけの関数になることを示し、それが ALiBi のバイアスになる $[0, 1]$ 上の関数 $f$ を求めてください。
+#    $L$ がそれより小さいと、$L$ を超えたクエリで何が起きるでしょうか。
+# 3. すべてのゲートが開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょうか。
 #    クエリは何を含む必要があり、距離が $P - 2$ を超えると何が起きるでしょうか。
-# 4. $n = 40$ トークンの系列で、位置を $[0, 2048)$ から選んで学習します。
-#    一度も選ばれない位置の数の期待値が 1 を下回るのは、学習系列がいくつになったときでしょうか。
+# 4. $n = 40$ トークンの系列に $[0, 2048)$ から位置を選んで学習するとき、一度も選ばれない位置の数の期待値は、学習系列がいくつで 1 を下回るでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** Only the pairs with $a \ne b$ contribute, each twice:
@@ -1517,7 +1515,7 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装のコードを書き直したもの（使う場所の折りたたみで名前を挙げています）、論文の数値や記述、別の導出のどれかと照合しています。x-transformers はバージョン 2.26.4 で読みました。
+# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出と照合しています。x-transformers はバージョン 2.26.4 を読みました。
 #
 # ### 参考文献
 #

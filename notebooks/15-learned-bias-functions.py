@@ -664,8 +664,9 @@ print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 # gates open only on full stops counts sentences. Positions are fractional, so the
 # paper interpolates between the embeddings of the two neighbouring integers,
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# and adds $q_i \cdot e[p_{ij}]$ to the score. Positions above $P - 1$ are clamped to $P - 1$. A masked key has score $-\infty$
-# and gate $0$, so the sum stops at the query.
+# and adds $q_i \cdot e[p_{ij}]$ to the score. Positions above $P - 1$ are clamped
+# to $P - 1$. A masked key has score $-\infty$ and gate $0$, so the sum stops at the
+# query.
 
 # %% [markdown] lang="ja"
 # ## CoPE：モデルが数える位置
@@ -722,8 +723,8 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # those scalars:
 # $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
 #
-# Which scores feed the gates differs between the sources. The paper's appendix code and x-transformers' `CoPE` take the scaled
-# logits $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as
+# Which scores feed the gates differs between the sources. The paper's appendix
+# code and x-transformers' `CoPE` take the scaled logits $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as
 # `posenc.CoPE` does. The training code of the official repository
 # (`facebookresearch/RAM`, `projects/cope`) also gates on the scaled logits, but by
 # default divides the position logits by $\sqrt{d}$ together with $q_i \cdot k_j$
@@ -788,9 +789,8 @@ with torch.no_grad():
 # on words, which are also its gates' inputs (as in the paper), so the gates are
 # $\sigma(20) \approx 1$ on end marks and $\sigma(-20) \approx 2 \cdot 10^{-9}$ on
 # words; its table gives $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise. The
-# target mark then
-# scores $20 + 40 = 60$ and every other key at most $20$, and the head answers all of
-# 1000 random inputs.
+# target mark then scores $20 + 40 = 60$ and every other key at most $20$, and the
+# head answers all of 1000 random inputs.
 
 # %% [markdown] lang="ja"
 # ## 文を数える：3 つ前の文
@@ -809,8 +809,8 @@ with torch.no_grad():
 # Each key is $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
 # $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks and
 # $-20$ on words. The table's only nonzero entry is $e[3] = (0, 0, 40, 0)$, so
-# $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise: the other marks score $20$, the target
-# sentence's words $-20 + 40 = 20$, the other words $-20$. The values are one-hot
+# $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise: the other marks score $20$,
+# the target sentence's words $-20 + 40 = 20$, the other words $-20$. The values are one-hot
 # vectors of the three marks (zero for words), and the answer is the mark with
 # strictly the most weight (a tie is no answer).
 
@@ -906,8 +906,8 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # against `?` as $e^{b(5)}$ against $e^{b(7)}$ in A, so A needs $b(5) > b(7)$ and B
 # needs $b(7) > b(5)$: no bias gets both right, and a tie gets neither. On random
 # inputs, a table of 47 values, one per distance (as T5's exact buckets), trained
-# with the same content scores (200 steps of Adam on 512 inputs) answers
-# 68.4% of the 1000 test inputs, against a
+# with the same content scores (200 steps of Adam on 512 inputs) answers 68.4% of
+# the 1000 test inputs, against a
 # [chance level](../docs/glossary.md#chance-level) of one in three. From one run with
 # one seed and one learning rate, that is a lower bound, not the best a table can do.
 

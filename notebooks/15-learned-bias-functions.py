@@ -16,132 +16,68 @@
 # %% [markdown] lang="en"
 # # Learned distance functions and contextual positions
 #
-# [*T5 relative position buckets*](06-t5-buckets.ipynb) learns one number per head
-# and [bucket](../docs/glossary.md#bucket) of distances;
-# [*ALiBi*](07-alibi.ipynb) fixes one line per head and learns nothing. Between
-# the two lies a family that the length-generalisation literature compares
-# against: biases that are a learned *function* of the distance, with a few
-# parameters, defined at every distance. This chapter derives KERPLE's two
-# kernels from the theory of conditionally positive definite kernels (Chi et al.
-# 2022); FIRE's small network of a normalised distance (Li et al. 2024), and why
-# dividing by the query's position lets one function serve every length; and
-# its relative in x-transformers, the dynamic position bias. Then it leaves
-# token counts behind: CoPE (Golovneva et al. 2024) lets each head count what
-# it chooses, and a toy case shows a question, "how did the third sentence back
-# end?", that counting sentences answers and counting tokens does not.
-# [Randomised positions](../docs/glossary.md#randomised-positions) (Ruoss et
-# al. 2023) follow: no new formula, but random positions (or distances) fed to
-# an existing encoding, in training and at test time. The last section
-# asks what each family costs with a [KV cache](../docs/glossary.md#kv-cache)
+# Between the table of [*T5 relative position buckets*](06-t5-buckets.ipynb) and the
+# fixed line of [*ALiBi*](07-alibi.ipynb) lie biases that are learned *functions* of
+# the distance: KERPLE's two kernels, from kernel theory, and FIRE's small network,
+# whose input stays in $[0, 1]$ at every length.
+# CoPE counts what its gates let through instead of tokens: a head that counts
+# sentences finds the third sentence back on every input, which no bias by token
+# distance on the same content scores does.
+# [Randomised positions](../docs/glossary.md#randomised-positions) change only the
+# positions. Each family has its cost with a [KV cache](../docs/glossary.md#kv-cache)
 # and in a [fused attention kernel](../docs/glossary.md#fused-attention-kernel).
 #
-# Every formula is checked against an independent source: a transcription of
-# the official code written in the cell from its listing (KERPLE, CoPE, the
-# FIRE pseudo-code of the paper's appendix, x-transformers), a number or
-# statement of the paper, or a second derivation. The code is `posenc`'s
-# `KerpleBias`, `FireBias`, `CoPE` and `random_positions`.
-#
-# The letters follow the [notation page](../docs/notation.md#positions): query
-# position $i$, key position $j$, causal distance $i - j \ge 0$. The KERPLE paper
-# writes $m$ and $n$ for the two positions; the formulas here use $i$ and $j$. In
-# the CoPE section, $p_{ij}$ is a contextual position, not a token position.
+# As on the [notation page](../docs/notation.md#positions), $i$ is the query's
+# position, $j$ the key's, and $i - j \ge 0$ the causal distance.
 
 # %% [markdown] lang="ja"
 # # 学習する距離関数と文脈に応じた位置
 #
-# [T5 の相対位置バケット](06-t5-buckets.ipynb)は、ヘッドと距離の[バケット](../docs/glossary.ja.md#bucket)ごとに 1 つの数を学習します。
-# [ALiBi](07-alibi.ipynb) はヘッドごとに 1 本の直線を固定し、何も学習しません。
-# この 2 つの間には、長さ汎化を扱う研究がよく比較に使う手法の一群があります。
-# 距離の学習可能な**関数**としてバイアスを与え、少数のパラメータで、どの距離でも値が決まるものです。
-# この章ではまず、条件付き正定値カーネルの理論から KERPLE の 2 つのカーネルを導きます（Chi ら 2022）。
-# 次に、正規化した距離を入力とする FIRE の小さなネットワーク（Li ら 2024）を扱い、
-# クエリの位置で割ることで 1 つの関数がどの長さにも使える理由を示します。
-# その近縁として、x-transformers の動的位置バイアスも見ます。
-# 続いて、トークンの数で位置を測る考え方から離れます。
-# CoPE（Golovneva ら 2024）では、各ヘッドが何を数えるかを自分で選びます。
-# 「3 つ前の文はどう終わったか」という問いを使った小さな例で、文を数えれば答えられ、トークンを数えても答えられないことを示します。
-# そのあとに、[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)（Ruoss ら 2023）を扱います。
-# これは新しい式ではなく、既存のエンコーディングにランダムな位置（または距離）を与える方法で、学習でもテストでも使います。
-# 最後の節では、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)で、それぞれの手法にどれだけのコストがかかるかを調べます。
+# [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
+# カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
+# CoPE はトークンの代わりにゲートが通したものを数え、文を数えるヘッドはどの入力でも 3 つ前の文を見つけます。同じ内容のスコアとトークンの距離によるバイアスではできないことです。
+# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)が変えるのは位置だけです。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
 #
-# どの式も独立した出典と照合します。出典は次のどれかです。
-# 公式実装のコードを読み、セルの中に書き直したもの（KERPLE、CoPE、論文の付録にある FIRE の疑似コード、x-transformers）、
-# 論文に書かれた数値や記述、別の導出です。
-# コードには `posenc` の `KerpleBias`、`FireBias`、`CoPE`、`random_positions` を使います。
-#
-# 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
-# クエリの位置は $i$、キーの位置は $j$、因果的な距離は $i - j \ge 0$ です。
-# KERPLE の論文は 2 つの位置を $m$、$n$ と書きます。この章の式では $i$、$j$ を使います。
-# CoPE の節の $p_{ij}$ は文脈に応じた位置で、トークンの位置ではありません。
+# [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
 
 # %%
-import itertools
 import math
-from collections import Counter
-from fractions import Fraction
 
-import matplotlib.pyplot as plt
 import torch
-from torch import nn
-from torch.testing import assert_close
 
-from posenc import (
-    CoPE,
-    FireBias,
-    KerpleBias,
-    T5RelativeBias,
-    alibi_bias,
-    alibi_slopes,
-    random_positions,
-)
+from posenc import CoPE, FireBias, KerpleBias, random_positions
 from posenc_lab.plotting import use_site_style
 
 use_site_style()
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 torch.set_num_threads(1)  # small tensors: one thread is quickest here
-f64 = torch.float64
-
-
-def distances(n, dtype=f64):
-    """The matrix |i - j| of n positions."""
-    p = torch.arange(n)
-    return (p[:, None] - p[None, :]).abs().to(dtype)
-
 
 # %% [markdown] lang="en"
 # ## From a table and a line to a function
 #
-# Both earlier biases are functions of the distance $i - j$ alone. T5 adds
-# $\beta_{b(j-i),\,h}$, a learned table read at the bucket of the relative
-# position: 32 numbers per head, and in the causal setting every distance from
-# 113 on shares the last bucket, so the table says nothing about how far beyond
-# 113 a key lies. ALiBi adds $-m_h\,(i - j)$: no learned number at all, and a
-# line that goes on for ever with the slope fixed before training. The methods
-# of this chapter keep the idea of a bias added to the scores, but make it a
-# function with a handful of learned parameters: it has a value at every
-# distance, including those never seen in training, and training chooses its
-# shape.
-#
-# The cell reads off both facts: the causal T5 bias of one head is constant from
-# distance 113 on (the edge derived in the T5 chapter) and not before, and
-# ALiBi's bias falls by the same $m_h$ at every step of the distance.
+# Both earlier biases depend on the distance $i - j$ alone. T5 adds
+# $\beta_{b(j-i),\,h}$, a learned table of 32 [buckets](../docs/glossary.md#bucket)
+# per head in which, causally, every distance from 113 on shares the last bucket;
+# ALiBi adds $-m_h\,(i - j)$, a line with a slope fixed before training. The methods
+# here make the bias a function with a few learned parameters, defined at every
+# distance and shaped by training.
 
 # %% [markdown] lang="ja"
 # ## 表と直線から関数へ
 #
 # これまでの 2 つのバイアスは、どちらも距離 $i - j$ だけの関数です。
-# T5 は $\beta_{b(j-i),\,h}$ を足します。これは相対位置のバケットごとに値を持つ学習可能な表で、値の数はヘッドあたり 32 個です。
-# 因果的な設定では距離 113 以上がすべて最後のバケットを共有するので、キーが 113 よりどれだけ遠いかを表は何も伝えません。
-# ALiBi は $-m_h\,(i - j)$ を足します。学習する数は 1 つもなく、学習前に決めた傾きの直線がどこまでも続きます。
-# この章の手法は、スコアにバイアスを足すという考え方を保ったまま、それを少数の学習可能なパラメータを持つ関数にします。
-# 関数なので、学習中に現れなかった距離も含めてどの距離でも値を持ち、その形は学習が決めます。
-#
-# 次のセルでは、この 2 つの事実を読み取ります。
-# 因果的な T5 のヘッドのバイアスは、距離 113（T5 の章で導いた境目）から先で一定になり、それより手前では変化します。
-# ALiBi のバイアスは、距離が 1 増えるたびに同じ $m_h$ だけ下がります。
+# T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
+# ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
+# この章の手法では、バイアスは少数の学習可能なパラメータを持つ関数で、どの距離でも値が決まり、形は学習が決めます。
 
-# %%
+# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "T5 は距離 113 から一定、ALiBi は 1 ステップごとに 1/8 下がります"}
+from torch.testing import assert_close
+
+from posenc import T5RelativeBias, alibi_bias, alibi_slopes
+
+f64 = torch.float64
 t5 = T5RelativeBias(1, bidirectional=False)
 with torch.no_grad():
     row = t5(1, 400)[0, 0].flip(0)  # the last query's row, by distance 0..399
@@ -158,19 +94,17 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # %% [markdown] lang="en"
 # ## KERPLE: kernels of the distance
 #
-# Chi et al. (2022) ask which functions of two positions make a good bias, and
-# answer with a class from kernel theory. A symmetric function $k(x, x')$ is a
-# [*positive definite*](../docs/glossary.md#positive-definite-kernel) (PD)
-# kernel if every matrix $[k(x_a, x_b)]_{a,b}$ it forms on
-# finitely many points is positive semidefinite:
-# $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ for all real $c$. It is
+# Chi et al. (2022) look for good biases in kernel theory. A symmetric function
+# $k(x, x')$ is a [*positive definite*](../docs/glossary.md#positive-definite-kernel)
+# (PD) kernel if every matrix $[k(x_a, x_b)]_{a,b}$ it forms on finitely many points
+# is positive semidefinite: $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ for all real
+# $c$. It is
 # [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
-# (CPD) if this
-# holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD kernels; CPD
-# kernels generalise negative squared distances. The paper states four facts
-# (§3.1 and §3.2). Its Fact 1 says why: a CPD kernel $\le 0$ that vanishes on
-# the diagonal is minus a squared distance in some Hilbert space. The biases
-# are built from the other three, numbered here as in the paper:
+# (CPD) if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD
+# kernels, and CPD kernels generalise negative squared distances: by the paper's
+# Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
+# distance in some Hilbert space. Three more facts (§3.1 and §3.2, numbered as in
+# the paper) build the biases:
 #
 # - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
 # - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
@@ -187,51 +121,44 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # KERPLE's two biases for head $h$, each with two learned numbers:
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# The bound $r_2 \le 2$ is not a matter of taste: for a larger power the bias is
-# not CPD. The cell checks all of this on 32 positions. It restricts each
-# matrix to the vectors with $\sum_a c_a = 0$ (an orthonormal basis of that
-# subspace) and computes the smallest eigenvalue, which must be at least $0$ for a
-# CPD kernel. The powers $0.5$ to $2$ and the logarithm pass; the powers $2.5$
-# and $3$ fail, and so does $-\log(1 + \lvert i - j \rvert^3)$, the logarithm of
-# a power that fact 3 does not cover. Fact 3 applied to
-# $-r_2 \lvert x - x' \rvert^{p}$ with $0 < p \le 2$ gives a log bias with a
-# third number, $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$, which the paper
-# also lists; the official `ParallelKerpleLog` (restated below) and
-# `KerpleBias` fix $p = 1$.
+# The bound $r_2 \le 2$ is not a matter of taste: a larger power is not CPD
+# (exercise 1), and nor is $-\log(1 + \lvert i - j \rvert^3)$, the logarithm of a
+# power that fact 3 does not cover.
 
 # %% [markdown] lang="ja"
 # ## KERPLE：距離のカーネル関数
 #
-# Chi ら（2022）は、2 つの位置のどんな関数がよいバイアスになるかを問い、カーネル法の理論に出てくる関数のクラスをその答えとしました。
-# 対称な関数 $k(x, x')$ は、有限個の点から作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値であるとき、つまりすべての実数 $c$ について $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ が成り立つとき、[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）と呼ばれます。
-# この不等式が $\sum_a c_a = 0$ を満たす $c$ についてだけ成り立つなら、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
-# 内積は正定値カーネルで、条件付き正定値カーネルは「距離の 2 乗を負にしたもの」を一般化したものです。
-# 論文は 4 つの事実を挙げています（§3.1 と §3.2）。
-# この見方の裏付けが事実 1 です。値が $\le 0$ で対角では 0 になる条件付き正定値カーネルは、あるヒルベルト空間での距離の 2 乗を負にしたものと一致します。
-# バイアスは残りの 3 つから組み立てます。番号は論文のとおりです。
+# Chi ら（2022）は、よいバイアスをカーネル法の理論に探しました。
+# 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実数 $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
+# $\sum_a c_a = 0$ を満たす $c$ でだけ成り立つなら[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
+# 内積は正定値カーネルです。条件付き正定値カーネルは距離の 2 乗を負にしたものの一般化で、論文の事実 1 によれば、値が $\le 0$ で対角で 0 なら、あるヒルベルト空間の距離の 2 乗を負にしたものです。
+# バイアスは残りの 3 つの事実から組み立てます（§3.1、§3.2。番号は論文のとおり）。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
 # - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
 # - **事実 4.** $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
 #   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#   $x_a^2$ と $x_b^2$ を含む項には係数 $\sum c = 0$ が掛かるからです。
+#   $x_a^2$ と $x_b^2$ の項には係数 $\sum c = 0$ が掛かるからです。
 #
-# 事実 4 に $\alpha = p/2$ として事実 3 を使うと、$0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られます。$p = 2$ は事実 4 そのものです。
-# 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合を $r_2 > 0$ 倍したもの）に使うと、$-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
-# さらに $r_1 > 0$ 倍すると（事実 2）、ヘッド $h$ についての KERPLE の 2 つのバイアスになります。どちらも学習する数は 2 つです。
+# 事実 4 に $\alpha = p/2$ として事実 3 を使うと $0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られ、$p = 2$ は事実 4 そのものです。
+# 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合の $r_2 > 0$ 倍）に使うと $-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
+# $r_1 > 0$ 倍すると（事実 2）、ヘッド $h$ の KERPLE の 2 つのバイアスになり、学習する数はどちらも 2 つです。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# 条件 $r_2 \le 2$ は好みの問題ではありません。これより大きなべき乗では、バイアスは条件付き正定値になりません。
-# 次のセルでは、32 個の位置でこれをすべて確かめます。
-# 各行列を $\sum_a c_a = 0$ を満たすベクトルの部分空間に、その正規直交基底を使って制限し、最小固有値を求めます。
-# 条件付き正定値カーネルなら、これは $0$ 以上です。
-# べき乗 $0.5$ から $2$ と対数は条件を満たし、べき乗 $2.5$ と $3$ は満たしません。
-# 事実 3 の対象外であるべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も満たしません。
-# 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、学習する数が 3 つになる対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られます。論文はこれも挙げています。
-# 公式実装の `ParallelKerpleLog`（下で書き直します）と `KerpleBias` は $p = 1$ に固定しています。
-
+# 条件 $r_2 \le 2$ は好みの問題ではありません。より大きなべき乗は条件付き正定値でなく（演習 1）、事実 3 の対象外であるべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同じです。
 
 # %%
+kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
+print(kerple(1, 5)[0, 0].detach())  # head 1, query 4: -r1 log(1 + r2 (4 - j))
+
+
+# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "p ≤ 2 と対数は条件付き正定値、p = 2.5、3 と 3 乗の対数は違います"}
+def distances(n, dtype=f64):
+    """The matrix |i - j| of n positions."""
+    p = torch.arange(n)
+    return (p[:, None] - p[None, :]).abs().to(dtype)
+
+
 def cpd_min_eig(K):
     """Smallest eigenvalue of K on the vectors whose entries sum to 0."""
     n = K.shape[0]
@@ -249,42 +176,48 @@ for r2 in (0.01, 0.1, 1.0, 10.0):
     assert cpd_min_eig(-torch.log1p(r2 * D32)) > 0  # the log variant
 assert cpd_min_eig(-torch.log1p(D32**3)) < 0  # log of a non-CPD power
 assert abs(cpd_min_eig(-(D32**2))) < 1e-9  # p = 2: zero (rank one, fact 4)
+with torch.no_grad():
+    r1, r2 = kerple.r1[0].item(), kerple.r2[0].item()
+    assert_close(kerple(5)[0].double(), -r1 * torch.log1p(r2 * distances(5)))
+    assert torch.equal(kerple(1, 5)[0, 0], kerple(5)[0, -1])  # the printed row
 
 # %% [markdown] lang="en"
-# Why CPD and not PD? The score $q_i \cdot k_j$ is an inner product, a PD kernel,
-# and the paper wants the biased score to remain one. Its Lemma 1 says that
-# a large enough constant turns a CPD kernel into a PD one: $c + \tilde k$ is PD
-# for some $c \ge 0$. The proof (its Appendix A.1) works with the matrix of a
-# finite set of points, so the constant depends on the set. For the line
-# $-\lvert i - j \rvert$ on the positions $0, \dots, T - 1$ it cannot be less than
-# $(T - 1)/2$: a PD matrix has nonnegative $2 \times 2$ principal minors, and the
-# minor of two positions at distance $d$ is $c^2 - (c - d)^2 = d(2c - d)$. So no
-# single constant serves every length. It does not matter, because the softmax
-# of a row does not change when a constant is added to every score of the row
-# (the paper's Eq. 2); the constant is never computed. (The paper's Appendix
-# A.2 also states, as its Proposition 1, one constant for all the points of
-# the line; the minors above show that no constant can serve positions without
-# bound, so the statement holds on finite sets, as Lemma 1 does.) The cell
-# finds the smallest $c$ by bisection: for the line it is exactly $(T - 1)/2$,
-# and for the logarithm it also grows with $T$.
+# Why CPD and not PD? The score $q_i \cdot k_j$ is an inner product, a PD kernel, and
+# the paper wants the biased score to remain one. By its Lemma 1, $c + \tilde k$ is
+# PD for some constant $c \ge 0$, which depends on the set of positions (for the
+# kernels here it grows with the length). It is never computed: adding a constant to
+# every score of a row leaves the row's softmax unchanged (the paper's Eq. 2).
 
 # %% [markdown] lang="ja"
-# なぜ正定値ではなく条件付き正定値なのでしょうか。
-# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルで、論文はバイアスを足したスコアも正定値カーネルであってほしいと考えます。
-# 論文の補題 1 によれば、十分大きな定数を足すと条件付き正定値カーネルは正定値になります。ある $c \ge 0$ について $c + \tilde k$ が正定値になるということです。
-# その証明（付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
+# なぜ正定値でなく条件付き正定値なのでしょうか。
+# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルで、論文はバイアスを足しても正定値であってほしいと考えます。
+# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になり、この定数は位置の集合で変わります（ここでのカーネルでは長さとともに大きくなります）。
+# それでも定数は計算しません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（論文の式 2）。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: no constant serves every length.** The proof of Lemma 1 (the
+# paper's Appendix A.1) works with the matrix of a finite set of points, so the
+# constant depends on the set. For the line $-\lvert i - j \rvert$ on the positions
+# $0, \dots, T - 1$ it cannot be less than $(T - 1)/2$: a PD matrix has nonnegative
+# $2 \times 2$ principal minors, and the minor of two positions at distance $d$ is
+# $c^2 - (c - d)^2 = d(2c - d)$. The paper's Appendix A.2 also states, as its
+# Proposition 1, one constant for all the points of the line; the minors above show
+# that no constant can serve positions without bound, so the statement holds on
+# finite sets, as Lemma 1 does. Found by bisection, the smallest constant for the
+# line is exactly $(T - 1)/2$, and for the logarithm it also grows with $T$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：どの長さにも使える定数はない**
+# 補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
 # 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ にある 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
-# したがって、どの長さにも使える 1 つの定数はありません。
-# それでも問題はありません。行のすべてのスコアに同じ定数を足しても、その行の softmax は変わらないからです（論文の式 2）。
-# 定数を実際に計算することはありません。
 # なお、論文の付録 A.2 の命題 1 は、直線上のすべての点に共通の 1 つの定数があると述べています。
 # しかし上の主小行列式から、上限のない位置の集合に使える定数はないことがわかります。
 # この命題が成り立つのは、補題 1 と同じく有限の集合の上です。
-# 次のセルでは、最小の $c$ を二分法で求めます。直線ではちょうど $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
+# 二分法で求めると、最小の定数は直線ではちょうど $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
 
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
 def smallest_shift(K):
     """The least c >= 0 with K + c * ones positive semidefinite (bisection)."""
     ones = torch.ones_like(K)
@@ -315,52 +248,28 @@ print(
 )
 
 # %% [markdown] lang="en"
-# The paper's Eq. 1 adds the kernel to $q_i \cdot k_j$ before the division by
-# $\sqrt{d}$. The official code (`ParallelKerpleLog` and `ParallelKerplePower` in
-# `megatron/mpu/layers.py`) adds it to the scores after the division, which
-# only rescales $r_1$ by $\sqrt{d}$; `posenc` follows the code. One set of
-# parameters serves all the layers of the model (the code builds one module and
-# passes it to every layer), as in T5.
+# ## The shapes KERPLE can learn
 #
-# With $r_2 = 1$ the power variant is a line, $-r_1 \lvert i - j \rvert$: with
-# $r_1 = m_h$ it is ALiBi's symmetric bias, which the paper notes as the triangle
-# kernel $c - \lvert m - n \rvert$. Not every ALiBi head is reachable, though. The
-# official code clamps both parameters to at least $0.01$ (`self.eps = 1e-2`;
-# the power also to at most $2$) inside `forward`, before every use, by
-# overwriting their `.data`. `posenc` keeps the same range by its
-# parameterisation: $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ for a raw parameter
-# $\rho_1$, and for the power $r_2 = 2 - 1.99\,\sigma(-\rho_2)$, which stays in
-# $[0.01, 2]$ whatever an optimiser does. The range is the same, the training
-# dynamics are not: a clamped parameter that the optimiser pushes below the
-# floor sits exactly on it, while $r_1$ and $r_2$ here only approach the
-# floor, and their steps are scaled by the slope of softplus or $\sigma$.
-# Eight ALiBi heads have the slopes
-# $2^{-1}, \dots, 2^{-8}$; the last two, $2^{-7} \approx 0.0078$ and
-# $2^{-8}$, lie below the floor. The cell sets the first six heads to ALiBi's
-# slopes and compares with `alibi_bias(..., causal=False)`, then drives the raw
-# parameters to $-10^4$ and finds the floor.
+# With $r_2 = 1$ the power variant is a line, $-r_1 \lvert i - j \rvert$; with
+# $r_1 = m_h$ it is ALiBi's symmetric bias, the paper's triangle kernel
+# $c - \lvert m - n \rvert$ (it writes $m$, $n$ for positions). Not every ALiBi head
+# is reachable: the official code keeps both parameters at least $0.01$ (the power
+# also at most $2$), and `posenc` keeps that range by its parameterisation,
+# $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ and, for the power,
+# $r_2 = 2 - 1.99\,\sigma(-\rho_2)$. Of the eight ALiBi slopes
+# $2^{-1}, \dots, 2^{-8}$, the last two, $2^{-7} \approx 0.0078$ and $2^{-8}$, lie
+# below the floor.
 
 # %% [markdown] lang="ja"
-# 論文の式 1 は、カーネル関数を $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
-# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、
-# その違いは $r_1$ を $\sqrt{d}$ 倍するだけです。`posenc` は公式実装に従います。
-# パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
+# ## KERPLE が学習できる形
 #
-# $r_2 = 1$ とすると、べき乗の形は直線 $-r_1 \lvert i - j \rvert$ になります。
-# $r_1 = m_h$ とすれば ALiBi の対称なバイアスで、論文はこれを三角カーネル $c - \lvert m - n \rvert$ として述べています。
-# ただし、ALiBi のすべてのヘッドを再現できるわけではありません。
-# 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換え、$0.01$ 以上にクリップします（`self.eps = 1e-2`。べき乗は $2$ 以下にもクリップします）。
-# `posenc` は同じ範囲をパラメータ化で保ちます。生のパラメータ $\rho_1$ に対して $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ とし、
-# べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とするので、オプティマイザが何をしても $[0.01, 2]$ に収まります。
-# 範囲は同じでも、学習の進み方は違います。
-# クリップする方式では、オプティマイザが下限より下に押したパラメータはちょうど下限にとどまります。
-# 一方、`posenc` の $r_1$ と $r_2$ は下限に近づくだけで、その歩幅には softplus や $\sigma$ の傾きが掛かります。
-# 8 ヘッドの ALiBi の傾きは $2^{-1}, \dots, 2^{-8}$ で、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
-# 次のセルでは、最初の 6 ヘッドを ALiBi の傾きに設定して `alibi_bias(..., causal=False)` と比べます。
-# 続いて生のパラメータを $-10^4$ まで下げ、下限に達することを確かめます。
+# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ とすれば ALiBi の対称なバイアス、論文の三角カーネル $c - \lvert m - n \rvert$ です（論文は位置を $m$、$n$ と書きます）。
+# ただし、ALiBi のすべてのヘッドは再現できません。
+# 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は同じ範囲をパラメータ化 $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ と、べき乗の形での $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ で保ちます。
+# 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
 
 
-# %%
+# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 で ALiBi と一致し、r₁ ≥ 0.01、r₂ ≤ 2 に収まります"}
 def set_kerple(module, r1, r2):
     """Give a KerpleBias the values r1, r2 (inverting its parameterisation)."""
     r1, r2 = torch.as_tensor(r1, dtype=f64), torch.as_tensor(r2, dtype=f64)
@@ -387,44 +296,108 @@ assert power.r2.max().item() <= 2.0
 print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 
 # %% [markdown] lang="en"
-# The official code builds the distance matrix as `torch.tril(m - n)`, zero
-# above the diagonal, and for one cached query takes its last row; the log
-# variant is `-bias_p * log(1 + bias_a * diff)` and the power variant
-# (`kerple_power_ap_`, the configuration the paper trains) is
-# `-bias_a * diff ** bias_p`. So $r_1$ is `bias_p` in the log variant and
-# `bias_a` in the power variant. The cell restates that forward pass and
-# compares it with `KerpleBias` on the causal entries, the only ones a causal
-# model reads, and on the row of a cached query. `posenc` is symmetric in
-# $i - j$ where the official code puts $0$ after the query; the causal mask
-# removes those entries either way.
-#
-# One more detail of the official code, read from it and not run on a GPU: it
-# casts the distance matrix to the dtype of the scores (`diff.to(x.dtype)`),
-# and the scores come out of `baddbmm` in the dtype of the queries, bfloat16
-# in the paper's runs (its Table 2). bfloat16 holds integers exactly only up
-# to $256$, so longer distances are rounded before the kernel sees them: to
-# multiples of $64$ between $8192$ and $16384$, the longest test length
-# ($129$ values for $8193$ distances). `posenc` takes the distances in the
-# dtype of its parameters (float32 unless the module is cast), and the
-# restatement below works in float64. The cell also checks that rounding.
+# The figure compares the kernels with parameters picked for the picture (T5's table
+# is made up, $0.3$ lower per bucket). The logarithm flattens: its slope at distance
+# $d$ is $-r_1 r_2 / (1 + r_2 d)$, so far keys are told apart less and less but never
+# merged, unlike in T5's last bucket. The power with $r_2 < 1$ bends the same way,
+# with $r_2 > 1$ the other way.
 
 # %% [markdown] lang="ja"
+# 図は、図のために選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値）。
+# 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
+# $r_2 < 1$ のべき乗も同じ向きに、$r_2 > 1$ では逆向きに曲がります。
+
+# %% tags=["check"] summary={"en": "the slope of −r₁ log(1 + r₂d) is −r₁r₂/(1 + r₂d) (autograd)", "ja": "−r₁ log(1 + r₂d) の傾きは −r₁r₂/(1 + r₂d) です（自動微分）"}
+d = torch.arange(513, dtype=f64, requires_grad=True)
+r1, r2 = 2.0, 0.5
+log_kernel = -r1 * torch.log1p(r2 * d)
+(grad,) = torch.autograd.grad(log_kernel.sum(), d)
+assert_close(grad, -r1 * r2 / (1 + r2 * d.detach()))  # the slope
+d, log_kernel = d.detach(), log_kernel.detach()
+
+# %% tags=["figure"] alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対するカーネルのバイアス（パラメータは手で選んだもの）。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
+import matplotlib.pyplot as plt
+
+t5 = T5RelativeBias(1, bidirectional=False)
+with torch.no_grad():
+    t5.relative_attention_bias.weight.copy_(-0.3 * torch.arange(32.0)[:, None])
+    t5_row = t5(1, 513)[0, 0].flip(0)
+curves = {
+    r"ALiBi, $-d/16$": -d / 16,
+    "T5": t5_row,
+    r"KERPLE, $-2\log(1 + 0.5\,d)$": log_kernel,
+    r"KERPLE, $-0.5\,d^{0.5}$": -0.5 * d**0.5,
+    r"KERPLE, $-0.005\,d^{1.5}$": -0.005 * d**1.5,
+}
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
+for label, values in curves.items():
+    ax.plot(d, values, label=label, lw=1.4)
+ax.set(xlabel="$d = i - j$", ylabel="$b_h(i, j)$", xlim=(0, 512))
+ax.legend(fontsize=8, loc="lower left")
+plt.show()
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: KERPLE's code and results.** The paper's Eq. 1 adds the kernel to
+# $q_i \cdot k_j$ before the division by $\sqrt{d}$; the official code
+# (`ParallelKerpleLog` and `ParallelKerplePower` in `megatron/mpu/layers.py`) adds
+# it to the scores after the division, which only rescales $r_1$ by $\sqrt{d}$, and
+# `posenc` follows the code. One set of parameters serves all the layers of the
+# model (the code builds one module and passes it to every layer), as in T5. Fact 3
+# applied to $-r_2 \lvert x - x' \rvert^{p}$ with $0 < p \le 2$ gives a log bias with
+# a third number, $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$, which the paper also
+# lists; the official code and `KerpleBias` fix $p = 1$.
+#
+# The code clamps both parameters inside `forward`, before every use, by
+# overwriting their `.data` (`self.eps = 1e-2`). The range is the same as
+# `posenc`'s, the training dynamics are not: a clamped parameter that the optimiser
+# pushes below the floor sits exactly on it, while $r_1$ and $r_2$ in `posenc` only
+# approach the floor, and their steps are scaled by the slope of softplus or
+# $\sigma$.
+#
+# The code builds the distance matrix as `torch.tril(m - n)`, zero above the
+# diagonal, and for one cached query takes its last row; the log variant is
+# `-bias_p * log(1 + bias_a * diff)` and the power variant (`kerple_power_ap_`, the
+# configuration the paper trains) is `-bias_a * diff ** bias_p`. So $r_1$ is
+# `bias_p` in the log variant and `bias_a` in the power variant. `posenc` is
+# symmetric in $i - j$ where the official code puts $0$ after the query; the causal
+# mask removes those entries either way.
+#
+# One more detail, read from the code and not run on a GPU: it casts the distance
+# matrix to the dtype of the scores (`diff.to(x.dtype)`), and the scores come out of
+# `baddbmm` in the dtype of the queries, bfloat16 in the paper's runs (its Table 2).
+# bfloat16 holds integers exactly only up to $256$, so longer distances are rounded
+# before the kernel sees them: to multiples of $64$ between $8192$ and $16384$, the
+# longest test length ($129$ values for $8193$ distances). `posenc` takes the
+# distances in the dtype of its parameters (float32 unless the module is cast), and
+# the restatement below works in float64.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：KERPLE のコードと結果**
+# 論文の式 1 は、カーネル関数を $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
+# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、その違いは $r_1$ を $\sqrt{d}$ 倍するだけです。`posenc` は公式実装に従います。
+# パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
+# 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、学習する数が 3 つになる対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られ、論文はこれも挙げています。
+# 公式実装と `KerpleBias` は $p = 1$ に固定しています。
+#
+# 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換えてクリップします（`self.eps = 1e-2`）。
+# 範囲は `posenc` と同じでも、学習の進み方は違います。
+# クリップする方式では、オプティマイザが下限より下に押したパラメータはちょうど下限にとどまります。
+# 一方、`posenc` の $r_1$ と $r_2$ は下限に近づくだけで、その歩幅には softplus や $\sigma$ の傾きが掛かります。
+#
 # 公式実装は距離の行列を `torch.tril(m - n)` として作り、対角より上は 0 にします。
 # キャッシュを使う 1 つのクエリには、その最後の行を使います。
 # 対数の式は `-bias_p * log(1 + bias_a * diff)`、べき乗の式（論文が学習した設定 `kerple_power_ap_`）は `-bias_a * diff ** bias_p` です。
 # したがって $r_1$ は、対数の形では `bias_p`、べき乗の形では `bias_a` にあたります。
-# 因果的なモデルが読むのは因果的な成分だけです。次のセルでは、このフォワードパスを書き直し、その成分とキャッシュを使うクエリの行で `KerpleBias` と比べます。
 # `posenc` は $i - j$ について対称ですが、公式実装はクエリより後ろを $0$ にします。どちらの場合も、その成分は因果マスクが取り除きます。
 #
-# 公式実装にはもう 1 つ細かな点があります（コードを読んで確かめたもので、GPU で実行してはいません）。
+# もう 1 つ細かな点があります（コードを読んで確かめたもので、GPU で実行してはいません）。
 # このコードは距離の行列をスコアの dtype に変換します（`diff.to(x.dtype)`）。スコアは `baddbmm` の出力なのでクエリの dtype になり、論文の実験ではそれが bfloat16 です（論文の表 2）。
 # bfloat16 で正確に表せる整数は $256$ までなので、それより長い距離は、カーネルが受け取る前に丸められます。
 # $8192$ から最長のテスト長 $16384$ までの間では $64$ の倍数になり、$8193$ 個の距離が $129$ 個の値にまとまります。
 # `posenc` は距離をパラメータの dtype（モジュールを変換しない限り float32）で扱い、下の書き直しは float64 で計算します。
-# セルではこの丸めも確かめます。
 
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; in bfloat16 the distances are exact up to 256 and multiples of 64 from 8192 to 16384, 129 values", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 では距離は 256 まで正確で、8192 から 16384 までは 64 の倍数の 129 個の値になります"}
 def official_kerple(kind, bias_p, bias_a, k_len):
     """ParallelKerpleLog / ParallelKerplePower.forward, restated (no cache)."""
     m = torch.arange(k_len)
@@ -452,129 +425,83 @@ assert torch.equal(d_bf16[:257], d[:257]) and d_bf16[257] == 256
 assert (d_bf16[8192:] % 64 == 0).all()  # 8192..16384: multiples of 64
 assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
 
-# %% [markdown] lang="en"
-# The figure sets the kernels side by side over distances up to 512, with
-# parameters chosen for the picture, not learned: ALiBi's line with
-# $m = 1/16$, T5's table with a made-up profile that falls by $0.3$ per bucket,
-# and KERPLE's two forms. The logarithm flattens: its slope at distance $d$ is
-# $-r_1 r_2 / (1 + r_2 d)$, so far keys are told apart less and less but
-# never merged, unlike T5's last bucket. The power with $r_2 < 1$ bends the
-# same way, with $r_2 > 1$ the other way. On models trained with each, the
-# paper (§5.4, GitHub data) finds that several heads of the log variant learn
-# almost flat kernels, which let them use distant tokens, while ALiBi and the
-# power variant reach very negative values quickly. Its Table 3 gives the
-# perplexities that go with this: on OpenWebText2, trained at 512 tokens and
-# tested at 16384 (mean of five seeds), the log variant reaches 21.4, the power
-# variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal about 30000),
-# and §5.2 finds the log variant 9.7% faster to train than T5. The cell checks
-# the slope of the logarithm against autograd.
+# %% [markdown] lang="en" tags=["deeper"]
+# On models trained with each kernel, the paper (§5.4, GitHub data) finds that
+# several heads of the log variant learn almost flat kernels, which let them use
+# distant tokens, while ALiBi and the power variant reach very negative values
+# quickly. Its Table 3 gives the perplexities that go with this: on OpenWebText2,
+# trained at 512 tokens and tested at 16384 (mean of five seeds), the log variant
+# reaches 21.4, the power variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal
+# about 30000), and §5.2 finds the log variant 9.7% faster to train than T5.
 
-# %% [markdown] lang="ja"
-# 図では、距離 512 までのカーネル関数を並べます。パラメータには、学習済みの値ではなく図のために選んだ値を使います。
-# 傾き $m = 1/16$ の ALiBi の直線、バケットごとに $0.3$ ずつ下がる仮の値を入れた T5 の表、そして KERPLE の 2 つの形です。
-# 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差はだんだん小さくなりますが、
-# T5 の最後のバケットのように同じ値にまとめられることはありません。
-# $r_2 < 1$ のべき乗も同じ向きに曲がり、$r_2 > 1$ では逆向きに曲がります。
-# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習し、遠くのトークンを使えるようになります。
+# %% [markdown] lang="ja" tags=["deeper"]
+# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
+# そうしたヘッドは遠くのトークンを使えます。
 # 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達すると論文は報告しています。
 # これに対応するパープレキシティは論文の表 3 にあります。
 # 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
 # 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波は約 30000 です。
 # また §5.2 によれば、対数の形の学習は T5 より 9.7% 速くなります。
-# セルでは、対数の傾きを自動微分と照合します。
-
-# %% alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対するカーネルのバイアス（パラメータは手で選んだもの）。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
-d = torch.arange(513, dtype=f64, requires_grad=True)
-r1, r2 = 2.0, 0.5
-log_kernel = -r1 * torch.log1p(r2 * d)
-(grad,) = torch.autograd.grad(log_kernel.sum(), d)
-assert_close(grad, -r1 * r2 / (1 + r2 * d.detach()))  # the slope
-d = d.detach()
-
-t5 = T5RelativeBias(1, bidirectional=False)
-with torch.no_grad():
-    t5.relative_attention_bias.weight.copy_(-0.3 * torch.arange(32.0)[:, None])
-    t5_row = t5(1, 513)[0, 0].flip(0)
-curves = {
-    r"ALiBi, $-d/16$": -d / 16,
-    "T5": t5_row,
-    r"KERPLE, $-2\log(1 + 0.5\,d)$": log_kernel.detach(),
-    r"KERPLE, $-0.5\,d^{0.5}$": -0.5 * d**0.5,
-    r"KERPLE, $-0.005\,d^{1.5}$": -0.005 * d**1.5,
-}
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
-for label, values in curves.items():
-    ax.plot(d, values, label=label, lw=1.4)
-ax.set(xlabel="$d = i - j$", ylabel="$b_h(i, j)$", xlim=(0, 512))
-ax.legend(fontsize=8, loc="lower left")
-plt.show()
 
 # %% [markdown] lang="en"
 # ## FIRE: one function of a normalised distance
 #
-# KERPLE fixes the shape of the function and learns two numbers. FIRE (Li et
-# al. 2024) learns the shape too: a small MLP $f_\theta$ (one input, 32 hidden
-# units with ReLU, one output per head, in the paper's pseudo-code) reads a
-# *normalised* distance,
+# KERPLE fixes the shape and learns two numbers; FIRE (Li et al. 2024) learns the
+# shape too. A small MLP $f_\theta$ (in the paper's pseudo-code, one input, 32 hidden
+# ReLU units, one output per head) reads a *normalised* distance,
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
-# with $c > 0$ and the threshold $L > 0$ learned as well (the pseudo-code starts
-# them at $0.1$ and $512$). Three things about it matter.
+# with $c > 0$ and the threshold $L > 0$ learned as well (the pseudo-code starts them
+# at $0.1$ and $512$).
 #
-# - **Dividing by the query's position.** For a query beyond the threshold,
-#   $i > L$, a causal key has $0 \le i - j \le i$, and $\psi$ is increasing, so
-#   $0 \le \psi(i - j)/\psi(i) \le 1$, with $1$ at the first key $j = 0$. The
-#   MLP's input stays in $[0, 1]$ at every length. A model trained on inputs
-#   longer than $L$ has seen arguments spread over that whole interval, and a
-#   longer input presents nothing outside it: the network
-#   [interpolates](../docs/glossary.md#interpolation) where a function of the
-#   raw distance would have to [extrapolate](../docs/glossary.md#extrapolation).
-#   This is what the paper calls
+# - **Dividing by the query's position.** Beyond the threshold, $i > L$, a causal key
+#   has $0 \le i - j \le i$ and $\psi$ is increasing, so
+#   $0 \le \psi(i - j)/\psi(i) \le 1$, with $1$ at the first key. Trained on inputs
+#   longer than $L$, the MLP has seen arguments over that whole interval, and a
+#   longer input brings nothing outside it: it
+#   [interpolates](../docs/glossary.md#interpolation) where a function of the raw
+#   distance would [extrapolate](../docs/glossary.md#extrapolation), the paper's
 #   [progressive interpolation](../docs/glossary.md#progressive-interpolation).
-# - **The price.** The same distance gets a smaller argument as the query
-#   moves on: $\psi(d)/\psi(i)$ falls with $i$. Beyond the threshold the bias is
-#   a function of the distance *as a fraction of the context*, not of the
-#   distance alone.
-# - **The log transform and the threshold.** Without $\psi$ the argument would
-#   be $(i - j)/i$, and the keys one and two tokens back from a query at
-#   position 4096 would differ by $1/4096$ in the input. With $\psi$
-#   ($c = 0.1$) they differ by
-#   $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more: the log
-#   spreads the small distances apart. For $i \le L$ the normaliser is the
-#   constant $\psi(L)$, so on short inputs the bias is an ordinary function of
-#   the distance and nearby keys are not squeezed together.
+# - **The price.** Beyond the threshold the same distance gets a smaller argument as
+#   the query moves on: the bias is a function of the distance *as a fraction of the
+#   context*.
+# - **The log and the threshold.** Without $\psi$, the keys one and two tokens back
+#   from a query at 4096 would differ by $1/4096$ in the input; with $\psi$
+#   ($c = 0.1$), by $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more.
+#   For $i \le L$ the normaliser is the constant $\psi(L)$: on short inputs the bias
+#   is a plain function of the distance.
 #
-# The abstract states that FIRE can represent T5's bias, ALiBi and KERPLE
-# (exercise 2 builds ALiBi). The cell restates the paper's pseudo-code (its
-# appendix) and compares it with `FireBias` below and beyond the threshold,
-# then checks the three claims above with $L = 64$.
+# By the paper's abstract, FIRE can represent T5's bias, ALiBi and KERPLE (exercise 2
+# builds ALiBi).
 
 # %% [markdown] lang="ja"
 # ## FIRE：正規化した距離の 1 つの関数
 #
-# KERPLE は関数の形を固定し、2 つの数を学習します。FIRE（Li ら 2024）は形も学習します。
-# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU を使う隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を入力として受け取ります。
+# KERPLE は関数の形を固定して 2 つの数を学習しますが、FIRE（Li ら 2024）は形も学習します。
+# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を読みます。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
-# $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$ です）。
-# この式について、3 つの点を見ておきます。
+# $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$）。
 #
-# - **クエリの位置で割ること。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので、
-#   $0 \le \psi(i - j)/\psi(i) \le 1$ となります。最初のキー $j = 0$ でちょうど $1$ です。
-#   MLP の引数はどの長さでも $[0, 1]$ に収まります。
-#   $L$ より長い入力で学習したモデルは、この区間全体に広がった引数を見ています。より長い入力でも、その外側の値は現れません。
-#   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、このネットワークは[補間](../docs/glossary.ja.md#interpolation)で済ませます。
-#   論文はこれを[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)（progressive interpolation）と呼びます。
-# - **その代償。** クエリが先に進むほど、同じ距離の引数は小さくなります。$\psi(d)/\psi(i)$ は $i$ とともに減少します。
-#   しきい値を超えると、バイアスは距離だけの関数ではなく、「文脈の長さに対する割合としての距離」の関数になります。
-# - **対数変換としきい値。** $\psi$ がなければ引数は $(i - j)/i$ で、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーは、入力が $1/4096$ しか違いません。
-#   $\psi$ を使うと（$c = 0.1$）、差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と 59 倍になります。対数が小さな距離どうしを引き離すのです。
-#   $i \le L$ では正規化の分母は定数 $\psi(L)$ なので、短い入力ではバイアスは普通の距離の関数になり、近くのキーどうしが押し縮められることはありません。
+# - **クエリの位置で割る。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので $0 \le \psi(i - j)/\psi(i) \le 1$ です（最初のキーで $1$）。
+#   $L$ より長い入力で学習した MLP はこの区間全体を見ていて、長い入力でも外側の値は現れません。
+#   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませる、論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
+# - **その代償。** しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
+# - **対数としきい値。** $\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
+#   $\psi$ では（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
+#   $i \le L$ では分母は定数 $\psi(L)$ なので、短い入力ではバイアスは普通の距離の関数です。
 #
 # 論文の要旨によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
-# 次のセルでは、論文の付録の疑似コードを書き直し、しきい値の手前と先で `FireBias` と比べます。
-# 続いて $L = 64$ として、上の 3 つの主張を確かめます。
-
 
 # %%
+fire = FireBias(4, threshold=64.0)  # L = 64; c starts at 0.1
+x = fire.normalized_distance(1, 4097)[0]  # the MLP's inputs, query at 4096
+gap = (x[4094] - x[4095]).item()  # keys 1 and 2 back
+print(f"keys 1 and 2 back at 4096: {gap:.4f} apart, {gap * 4096:.0f} x 1/4096")
+
+
+# %% tags=["check"] summary={"en": "the pseudo-code equals FireBias; at 16L the arguments stay in the range seen at 2L; they depend on i − j alone up to L only; the gap is as stated", "ja": "疑似コードと一致し、引数の範囲と距離への依存は本文どおりです"}
+L = 64
+
+
 def fire_pseudo_code(fire, seq_len):
     """The FIRE pseudo-code of the paper's appendix, restated (square case)."""
     positions = torch.arange(seq_len, dtype=torch.float)
@@ -587,9 +514,6 @@ def fire_pseudo_code(fire, seq_len):
     return fire.mlp(normalized_distance.unsqueeze(-1)).permute(2, 0, 1)
 
 
-L = 64
-torch.manual_seed(2)
-fire = FireBias(4, threshold=float(L))
 with torch.no_grad():
     for T in (40, 300):  # below and beyond the threshold
         assert_close(fire(T), fire_pseudo_code(fire, T))
@@ -620,10 +544,6 @@ with torch.no_grad():
     assert_close(x[1 : L + 1, 1 : L + 1], x[:L, :L])  # shift i and j
     assert not torch.allclose(x[L + 1 :, 1:], x[L:-1, :-1])
 
-    # the log transform at a query in position 4096: keys 1 and 2 back
-    x = fire.normalized_distance(1, 4097)[0]
-    gap = (x[4094] - x[4095]).item()
-
 
 def psi(v):
     return math.log(0.1 * v + 1)
@@ -631,69 +551,60 @@ def psi(v):
 
 assert math.isclose(gap, (psi(2) - psi(1)) / (psi(4096) + 1e-6), rel_tol=1e-4)
 print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
-print(f"keys 1 and 2 back at 4096: {gap:.4f} apart, {gap * 4096:.0f} x 1/4096")
 
 # %% [markdown] lang="en"
-# The figure shows the argument for $L = 64$. On the left, against the
-# distance as a fraction of the query's position: the queries at $64$, $256$
-# and $1024$ each run from $0$ to $1$, more and more bent as $i$ grows (the log
-# transform gives the near keys a larger share of the interval), while the
-# query at $16$, below the threshold, stops at $\psi(16)/\psi(64) \approx 0.48$.
-# On the right, the argument of one distance, $8$, as the query moves on:
-# constant up to $L$, then falling, from $0.294$ to $0.127$ at $i = 1024$.
+# The figure shows the argument for $L = 64$. Left, against the distance as a
+# fraction of the query's position: the queries at $64$, $256$ and $1024$ each run
+# from $0$ to $1$, more bent as $i$ grows (the log gives the near keys a larger share
+# of the interval); the query at $16$, below the threshold, stops at
+# $\psi(16)/\psi(64) \approx 0.48$. Right, the argument of the distance $8$ as the
+# query moves on: $0.294$ up to $L$, then falling to $0.127$ at $i = 1024$.
 
 # %% [markdown] lang="ja"
-# 図は $L = 64$ のときの引数を示します。
-# 左は、距離をクエリの位置に対する割合として横軸に取ったものです。
-# 位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数変換が、区間のより大きな部分を近いキーに割り当てるためです）。
-# しきい値より手前にある位置 $16$ のクエリは、$\psi(16)/\psi(64) \approx 0.48$ で止まります。
-# 右は、1 つの距離 $8$ の引数を、クエリが先に進むにつれて追ったものです。
-# $L$ までは $0.294$ で一定で、その先は下がり、$i = 1024$ では $0.127$ になります。
+# 図は $L = 64$ のときの引数です。
+# 左（横軸は距離のクエリの位置に対する割合）では、位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数が区間の多くを近いキーに割り当てます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
+# 右は距離 $8$ の引数で、$L$ までは $0.294$、その先は下がり、$i = 1024$ で $0.127$ です。
 
-# %% alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。残りの 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。残りの 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
 with torch.no_grad():
     x_all = fire.normalized_distance(1025)  # queries 0..1024
-fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.9))
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.5))
 for i in (16, 64, 256, 1024):
     dist = torch.arange(i + 1)
     left.plot(dist / i, x_all[i, i - dist], label=f"$i = {i}$", lw=1.3)
 left.set(xlabel="$(i - j)/i$", ylabel=r"$\psi(i-j)/\psi(\max(L,i))$")
-left.legend(fontsize=8)
+left.legend(fontsize=8, ncol=2, loc="lower right")
 queries = torch.arange(8, 1025)
 right.plot(queries, x_all[queries, queries - 8], color="C5", lw=1.3)
 right.axvline(L, color="C7", lw=0.8, ls="--")
 right.set(xscale="log", xlabel="$i$", title="$i - j = 8$", ylim=(0, 0.35))
 plt.show()
+
+# %% tags=["check"] summary={"en": "the quoted values are ψ(16)/ψ(64), ψ(8)/ψ(1024) and the printed ones", "ja": "本文の値は ψ(16)/ψ(64)、ψ(8)/ψ(1024) で、出力どおりです"}
 assert math.isclose(x_all[16, 0], psi(16) / (psi(64) + 1e-6), rel_tol=1e-5)
 assert math.isclose(
     x_all[1024, 1016], psi(8) / (psi(1024) + 1e-6), rel_tol=1e-5
 )
+assert f"{x_all[16, 0]:.2f}" == "0.48"
 print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 
-# %% [markdown] lang="en"
-# ## A relative of FIRE: the dynamic position bias
-#
-# x-transformers offers a bias of the same kind under the name dynamic position
-# bias (`DynamicPositionBias`; its README traces the idea to the vision models
-# CrossFormer and SwinV2). An MLP with SiLU activations (width `dim // 4`,
-# `dynamic_pos_bias_mlp_depth = 2` by default) reads the signed relative
-# position itself, or
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: x-transformers' dynamic position bias.** x-transformers offers a
+# bias of FIRE's kind under the name dynamic position bias (`DynamicPositionBias`;
+# its README traces the idea to the vision models CrossFormer and SwinV2). An MLP
+# with SiLU activations (width `dim // 4`, `dynamic_pos_bias_mlp_depth = 2` by
+# default) reads the signed relative position itself, or
 # $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ with `log_distance=True`. It is
 # evaluated once for each of the $2k - 1$ relative positions of $k$ keys, and the
-# bias is gathered from that table, so it is a function of the distance alone.
-# FIRE below its threshold is the same kind of bias of the log distance: with
-# $c = 1$ its argument is $\log(d + 1)/\log(L + 1)$, the input of the dynamic
-# position bias divided by a constant that the first linear layer can absorb.
-# What FIRE adds is the division by the query's position beyond $L$.
-#
-# The cell restates `DynamicPositionBias.forward` (read in x-transformers
-# 2.26.4) with a small MLP, checks that the bias depends only on $i - j$, counts
-# the MLP's inputs, and compares FIRE's argument with the log input.
+# bias is gathered from that table, so it is a function of the distance alone. FIRE
+# below its threshold is the same kind of bias of the log distance: with $c = 1$ its
+# argument is $\log(d + 1)/\log(L + 1)$, the input of the dynamic position bias
+# divided by a constant that the first linear layer can absorb. What FIRE adds is the
+# division by the query's position beyond $L$.
 
-# %% [markdown] lang="ja"
-# ## FIRE の近縁：動的位置バイアス
-#
-# x-transformers には、同じ種類のバイアスが動的位置バイアス（`DynamicPositionBias`）という名前で用意されています。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：x-transformers の動的位置バイアス**
+# x-transformers には、FIRE と同じ種類のバイアスが動的位置バイアス（`DynamicPositionBias`）という名前で用意されています。
 # README によれば、この考え方は画像のモデル CrossFormer と SwinV2 に由来します。
 # SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では `dynamic_pos_bias_mlp_depth = 2`）が、正負を含む相対位置そのもの、
 # または `log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ を読みます。
@@ -701,12 +612,9 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # しきい値より手前の FIRE も、対数距離についての同じ種類のバイアスです。
 # $c = 1$ なら引数は $\log(d + 1)/\log(L + 1)$ で、動的位置バイアスの入力を定数で割ったものです。この定数は最初の線形層が吸収できます。
 # FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
-#
-# 次のセルでは、`DynamicPositionBias.forward` を小さな MLP で書き直します（x-transformers 2.26.4 を参照）。
-# そして、バイアスが $i - j$ だけで決まることを確かめ、MLP の入力の数を数え、FIRE の引数と対数の入力を比べます。
 
 
-# %%
+# %% tags=["deeper", "check"] summary={"en": "DynamicPositionBias.forward, restated with a small MLP, is a function of i − j from 2 · 40 − 1 MLP evaluations; FIRE's argument with c = 1 and L = T, times log(T + 1), is its log input", "ja": "小さな MLP で書き直した DynamicPositionBias.forward は、2 · 40 − 1 回の MLP の評価から得る i − j の関数です。c = 1、L = T の FIRE の引数に log(T + 1) を掛けると、その対数の入力になります"}
 def dynamic_position_bias(mlp, i, j, log_distance=False):
     """x-transformers' DynamicPositionBias.forward(i, j), restated."""
     seq_arange = torch.arange(j - i, j)  # query positions
@@ -719,7 +627,9 @@ def dynamic_position_bias(mlp, i, j, log_distance=False):
 
 
 torch.manual_seed(3)
-mlp = nn.Sequential(nn.Linear(1, 16), nn.SiLU(), nn.Linear(16, 2))
+mlp = torch.nn.Sequential(
+    torch.nn.Linear(1, 16), torch.nn.SiLU(), torch.nn.Linear(16, 2)
+)
 with torch.no_grad():
     dpb, inputs = dynamic_position_bias(mlp, 40, 40, log_distance=True)
     assert_close(dpb[:, 1:, 1:], dpb[:, :-1, :-1])  # a function of i - j
@@ -742,75 +652,44 @@ print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 # %% [markdown] lang="en"
 # ## CoPE: positions the model counts
 #
-# Every bias so far is a function of token positions: the distance counts the
-# tokens between query and key. Golovneva et al. (2024) let each head count
-# what it chooses. A [gate](../docs/glossary.md#gate) between query $i$ and key
-# $j$ says how much key $j$ counts,
+# So far the distance counts the tokens between query and key. Golovneva et al.
+# (2024) let each head count what it chooses. A [gate](../docs/glossary.md#gate)
+# between query $i$ and key $j$ says how much key $j$ counts,
 # $$g_{ij} = \sigma(q_i \cdot k_j)$$
-# and the [contextual position](../docs/glossary.md#contextual-position) of
-# key $j$ seen from query $i$ is the sum of the gates from $j$ up to the query:
+# and the [contextual position](../docs/glossary.md#contextual-position) of key $j$
+# seen from query $i$ (not a token position) is the sum of the gates from $j$ up to
+# the query:
 # $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # A head whose gates are all $1$ counts tokens, $p_{ij} = i - j + 1$; a head whose
-# gates open only on full stops counts sentences. Positions are fractional, so
-# the paper interpolates between the embeddings of the two neighbouring
-# integers,
+# gates open only on full stops counts sentences. Positions are fractional, so the
+# paper interpolates between the embeddings of the two neighbouring integers,
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# and adds $q_i \cdot e[p_{ij}]$ to the score. Only this product is needed, and it
-# is linear in $e$, so CoPE computes the scalars $z_i[n] = q_i \cdot e[n]$ for the
-# integers $n = 0, \dots, P - 1$ once per query and interpolates those:
-# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
-# Positions above $P - 1$ are clamped to $P - 1$. A masked key has score
-# $-\infty$ and gate $0$, so the sum runs from $j$ to the query and no further.
-#
-# Which scores feed the gates differs between the sources. The paper's
-# appendix code and x-transformers' `CoPE` take the scaled logits
-# $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as `posenc.CoPE`
-# does. The training code of the official repository (`facebookresearch/RAM`,
-# `projects/cope`) also gates on the scaled logits, but by default divides the
-# position logits by $\sqrt{d}$ together with $q_i \cdot k_j$ (`--cope-nodiv`
-# turns this off); a learned table absorbs the factor. The same code has more
-# options: gates from a separate key projection (`--cope-sep-key`) or from
-# the values (`--cope-val-gates`); CoPE in every $K$-th layer only, on top of
-# relative positions (`--cope-layers` with `cope+rel`); one table shared by
-# all layers (`--cope-shared`); and the number of positions $P$
-# (`--cope-npos`, by default the block size plus one), which sets the size of
-# the table and the number of position logits per query. The cell checks `CoPE`
-# against the interpolation of the vectors $e$ (the paper's equation rather than
-# the implementation's scalars), against a restatement of the RAM forward
-# pass with the table multiplied by $\sqrt{d}$, and with all gates open.
+# and adds $q_i \cdot e[p_{ij}]$ to the score. Positions above $P - 1$ are clamped
+# to $P - 1$. A masked key has score $-\infty$ and gate $0$, so the sum stops at the
+# query.
 
 # %% [markdown] lang="ja"
 # ## CoPE：モデルが数える位置
 #
-# ここまでのバイアスは、どれもトークンの位置の関数でした。距離は、クエリとキーの間にあるトークンを数えたものです。
-# Golovneva ら（2024）は、各ヘッドが何を数えるかを自分で選べるようにしました。
-# クエリ $i$ とキー $j$ の間の[ゲート](../docs/glossary.ja.md#gate)は、キー $j$ をどれだけ数に入れるかを表します。
+# ここまでの距離はトークンを数えたものでした。Golovneva ら（2024）は、何を数えるかを各ヘッドに選ばせます。
+# クエリ $i$ とキー $j$ の[ゲート](../docs/glossary.ja.md#gate)は、キー $j$ をどれだけ数えるかを表します。
 # $$g_{ij} = \sigma(q_i \cdot k_j)$$
-# クエリ $i$ から見たキー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)は、$j$ からクエリまでのゲートの和です。
+# クエリ $i$ から見たキー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)（トークンの位置ではありません）は、$j$ からクエリまでのゲートの和です。
 # $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
-# ゲートがすべて $1$ のヘッドはトークンを数え、$p_{ij} = i - j + 1$ となります。ゲートがピリオドでだけ開くヘッドは文を数えます。
-# 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みの間を補間します。
+# ゲートがすべて $1$ のヘッドはトークンを数え（$p_{ij} = i - j + 1$）、ピリオドでだけ開くヘッドは文を数えます。
+# 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みを補間し、
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# そして $q_i \cdot e[p_{ij}]$ をスコアに足します。
-# 必要なのはこの積だけで、積は $e$ について線形です。
-# そこで CoPE は、整数 $n = 0, \dots, P - 1$ についてスカラー $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
-# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
-# $P - 1$ を超える位置は $P - 1$ にクリップします。
-# マスクしたキーのスコアは $-\infty$ なので、そのゲートも $0$ です。そのため和は $j$ からクエリまでで止まります。
-#
-# ゲートにどのスコアを使うかは、出典によって違います。
-# 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ を受け取り、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
-# 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
-# ただし既定では、位置のロジットも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。この因子は学習可能な表が吸収します。
-# 同じコードには、ほかにもオプションがあります。
-# ゲートは、別のキーの射影から作ることも（`--cope-sep-key`）、バリューから作ることもできます（`--cope-val-gates`）。
-# $K$ 層に 1 層だけ CoPE を使い、相対位置と併用すること（`--cope-layers` と `cope+rel`）や、すべての層で 1 つの表を共有すること（`--cope-shared`）も選べます。
-# 位置の数 $P$ も指定できます（`--cope-npos`。既定ではブロックサイズに 1 を足した値）。この数が、表の大きさと、クエリごとの位置のロジットの数を決めます。
-# 次のセルでは `CoPE` を 3 通りに確かめます。
-# ベクトル $e$ を補間する形（実装のスカラーではなく論文の式）との比較、表を $\sqrt{d}$ 倍して RAM のフォワードパスを書き直したものとの比較、そしてすべてのゲートが開いた場合です。
-
+# $q_i \cdot e[p_{ij}]$ をスコアに足します。
+# $P - 1$ を超える位置は $P - 1$ にクリップします。マスクしたキーのスコアは $-\infty$、ゲートは $0$ なので、和はクエリで止まります。
 
 # %%
+cope = CoPE(8, 2, max_positions=6)  # head dimension 8, 2 heads, P = 6
+causal = torch.ones(12, 12).tril()  # 12 positions
+open_gates = torch.full((12, 12), 40.0).masked_fill(causal == 0, -math.inf)
+cope.positions(open_gates)[-1]  # sigmoid(40) = 1: tokens, clamped at P - 1
+
+
+# %% tags=["check"] summary={"en": "CoPE equals the paper's equations; with open gates the positions are i − j + 1, clamped at P − 1", "ja": "論文の式と一致し、ゲートが開けば位置は i − j + 1（最大 P − 1）です"}
 def cope_by_vectors(q, scores, table):
     """The paper's equations: q_i . e[p_ij], with e[p] interpolated."""
     p = torch.sigmoid(scores).flip(-1).cumsum(-1).flip(-1)
@@ -822,6 +701,59 @@ def cope_by_vectors(q, scores, table):
     return (q[..., None, :] * e).sum(-1)
 
 
+torch.manual_seed(4)
+dim, heads, T, P = 8, 2, 12, 6
+torch.nn.init.normal_(cope.pos_emb)  # the table starts at zero
+q, k = torch.randn(2, 1, heads, T, dim).unbind(0)
+scores = (q @ k.transpose(-1, -2) / math.sqrt(dim)).masked_fill(
+    causal == 0, -math.inf
+)
+with torch.no_grad():
+    bias = cope(q, scores)
+    assert_close(bias, cope_by_vectors(q, scores, cope.pos_emb))
+p = cope.positions(open_gates)
+i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+counted = (i - j + 1).clamp(max=P - 1).float()  # tokens, clamped
+assert torch.equal(p[causal == 1], counted[causal == 1])
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how CoPE is computed, and its official code.** Only
+# $q_i \cdot e[p_{ij}]$ is needed, and it is linear in $e$, so CoPE computes
+# $z_i[n] = q_i \cdot e[n]$ for $n = 0, \dots, P - 1$ once per query and interpolates
+# those scalars:
+# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
+#
+# Which scores feed the gates differs between the sources. The paper's appendix
+# code and x-transformers' `CoPE` take the scaled logits $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as
+# `posenc.CoPE` does. The training code of the official repository
+# (`facebookresearch/RAM`, `projects/cope`) also gates on the scaled logits, but by
+# default divides the position logits by $\sqrt{d}$ together with $q_i \cdot k_j$
+# (`--cope-nodiv` turns this off); a learned table absorbs the factor, so a table
+# multiplied by $\sqrt{d}$ gives `posenc`'s scores. The same code has more options:
+# gates from a separate key projection (`--cope-sep-key`) or from the values
+# (`--cope-val-gates`); CoPE in every $K$-th layer only, on top of relative
+# positions (`--cope-layers` with `cope+rel`); one table shared by all layers
+# (`--cope-shared`); and the number of positions $P$ (`--cope-npos`, by default the
+# block size plus one), which sets the size of the table and the number of position
+# logits per query.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：CoPE の計算と公式実装**
+# 必要なのは $q_i \cdot e[p_{ij}]$ だけで、これは $e$ について線形なので、CoPE は $n = 0, \dots, P - 1$ の $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
+# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
+#
+# ゲートにどのスコアを使うかは、出典によって違います。
+# 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ を受け取り、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
+# 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
+# ただし既定では、位置のロジットも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
+# この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
+# 同じコードには、ほかにもオプションがあります。
+# ゲートは、別のキーの射影から作ることも（`--cope-sep-key`）、バリューから作ることもできます（`--cope-val-gates`）。
+# $K$ 層に 1 層だけ CoPE を使い、相対位置と併用すること（`--cope-layers` と `cope+rel`）や、すべての層で 1 つの表を共有すること（`--cope-shared`）も選べます。
+# 位置の数 $P$ も指定できます（`--cope-npos`。既定ではブロックサイズに 1 を足した値）。この数が、表の大きさと、クエリごとの位置のロジットの数を決めます。
+
+
+# %% tags=["deeper", "check"] summary={"en": "RAM's ContextPosSelfAttn.forward with its default flags, restated, equals posenc's scores plus CoPE's bias when its table is posenc's times √d", "ja": "既定のフラグで書き直した RAM の ContextPosSelfAttn.forward は、表を posenc の √d 倍にすると、posenc のスコアと CoPE のバイアスの和に一致します"}
 def ram_cope_logits(q, k, table_ram, causal):
     """facebookresearch/RAM, ContextPosSelfAttn.forward, default flags."""
     dim = q.shape[-1]
@@ -840,72 +772,57 @@ def ram_cope_logits(q, k, table_ram, causal):
     return attn_logits + causal.log()  # masked keys: -inf
 
 
-torch.manual_seed(4)
-dim, heads, T, P = 8, 2, 12, 6
-cope = CoPE(dim, heads, max_positions=P)
-nn.init.normal_(cope.pos_emb)  # the table starts at zero
-q, k = torch.randn(2, 1, heads, T, dim).unbind(0)
-causal = torch.ones(T, T).tril()
-scores = (q @ k.transpose(-1, -2) / math.sqrt(dim)).masked_fill(
-    causal == 0, -math.inf
-)
 with torch.no_grad():
-    bias = cope(q, scores)
-    assert_close(bias, cope_by_vectors(q, scores, cope.pos_emb))
     table_ram = cope.pos_emb.T * math.sqrt(dim)  # RAM's [d, P] layout
     assert_close(scores + bias, ram_cope_logits(q, k, table_ram, causal))
-
-    open_gates = torch.full((T, T), 40.0).masked_fill(causal == 0, -math.inf)
-    p = cope.positions(open_gates)  # sigmoid(40) = 1 in float32
-    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
-    counted = (i - j + 1).clamp(max=P - 1).float()  # tokens, clamped
-    assert torch.equal(p[causal == 1], counted[causal == 1])
-print("all gates open, last query: p =", p[-1].int().tolist())
 
 # %% [markdown] lang="en"
 # ## Counting sentences: the third sentence back
 #
-# A toy case shows what counting buys. An input is five complete sentences
-# and the start of a sixth; a sentence is one to seven words `w` and an end
-# mark, `.`, `!` or `?`. The query is the last token, and the question is: how did
-# the third sentence back end? Its keys are exactly those with three end marks
-# between them and the query, counting the key itself, so a head whose gate
-# opens on end marks and only there finds them at $p_{ij} = 3$, however long the
-# sentences are.
+# An input is five complete sentences and the start of a sixth; a sentence is one to
+# seven words `w` and an end mark, `.`, `!` or `?`. The last token asks: how did the
+# third sentence back end? That sentence's keys have three end marks from themselves
+# to the query, so a head whose gate opens on end marks, and only there, finds them
+# at $p_{ij} = 3$ whatever the sentence lengths.
 #
-# The head is set by hand, with head dimension $d = 4$ and $P = 8$. Each key has
-# $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
-# $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks
-# and $-20$ on words. As in the paper, the same score gives the gate, which is
-# therefore $\sigma(20) \approx 1$ on end marks and
-# $\sigma(-20) \approx 2 \cdot 10^{-9}$ on words. The table has a single nonzero
-# entry, $e[3] = (0, 0, 40, 0)$, so $z[3] = 40$ and $z[n] = 0$ otherwise. The
-# target mark gets $20 + 40 = 60$; the other marks $20$, the words of the target
-# sentence $-20 + 40 = 20$, the other words $-20$. The values are one-hot vectors of the three
-# marks (zero for words), and the answer is the mark with strictly the most
-# weight (a tie is no answer). The
-# cell draws 1000 random inputs, compares the positions of the last query with
-# a count of end marks done by hand, and scores the head.
+# Such a head can be set by hand: its scaled scores are $+20$ on end marks and $-20$
+# on words, which are also its gates' inputs (as in the paper), so the gates are
+# $\sigma(20) \approx 1$ on end marks and $\sigma(-20) \approx 2 \cdot 10^{-9}$ on
+# words; its table gives $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise. The
+# target mark then scores $20 + 40 = 60$ and every other key at most $20$, and the
+# head answers all of 1000 random inputs.
 
 # %% [markdown] lang="ja"
 # ## 文を数える：3 つ前の文
 #
-# 数えることで何が得られるかを、小さな例で示します。
-# 入力は 5 つの完結した文と、6 つ目の文の書き出しです。1 つの文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
-# クエリは最後のトークンで、問いは「3 つ前の文はどう終わったか」です。
-# その文に属するキーは、キー自身も数に入れて、クエリまでの間に文末の記号がちょうど 3 つあるキーです。
-# したがって、文末の記号でだけゲートが開くヘッドは、文の長さにかかわらず、そのキーを $p_{ij} = 3$ に見つけます。
+# 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
+# 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
+# その文のキーは、自身からクエリまでに文末の記号がちょうど 3 つあるキーです。文末の記号でだけゲートが開くヘッドは、文の長さによらずそれを $p_{ij} = 3$ に見つけます。
 #
-# ヘッドは手で設定します。ヘッドの次元数は $d = 4$、$P = 8$ です。
-# 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
-# 論文のとおり、ゲートにも同じスコアを使います。そのためゲートの値は、文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
-# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$z[3] = 40$ で、ほかの位置では $z[n] = 0$ です。
-# 答えとなる記号のスコアは $20 + 40 = 60$、ほかの記号は $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
-# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
-# 次のセルでは、ランダムな入力を 1000 個作ります。最後のクエリから見た位置を、文末の記号を手で数えた値と比べます。
-# そのうえで、ヘッドの正解率を求めます。
+# このヘッドは手で設定できます。
+# スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ で、論文のとおりゲートにも同じスコアを使うので、ゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
+# 表は $q \cdot e[3] = 40$ で、ほかは $q \cdot e[n] = 0$ です。
+# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに答えます。
 
-# %%
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the head in numbers.** The head has dimension $d = 4$ and $P = 8$.
+# Each key is $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
+# $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks and
+# $-20$ on words. The table's only nonzero entry is $e[3] = (0, 0, 40, 0)$, so
+# $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise: the other marks score $20$,
+# the target sentence's words $-20 + 40 = 20$, the other words $-20$. The values are one-hot
+# vectors of the three marks (zero for words), and the answer is the mark with
+# strictly the most weight (a tie is no answer).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ヘッドの数値**
+# ヘッドの次元数は $d = 4$、$P = 8$ です。
+# 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
+# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
+# ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
+# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
+
+# %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、ヘッドは 1000 個すべてに答えます"}
 MARKS = "w.!?"  # token 0 is a word, 1..3 the end marks
 N_KEYS = 6 * 7 + 5  # the longest input
 
@@ -980,50 +897,34 @@ assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 
 # %% [markdown] lang="en"
-# One head with a bias by token distance cannot do this, whatever its values.
-# Take two
-# inputs:
+# A head with a bias by token distance cannot, whatever its values:
 #
-# - A: `w w . w ? w ! w . w . w`: the target `!` is 5 tokens before the query, and
-#   a `?` is 7 tokens before it;
-# - B: `w . w . w ! w ? w w . w w`: the target `!` is 7 tokens back, and a `?` is 5
-#   tokens back.
+# - A: `w w . w ? w ! w . w . w`: the target `!` is 5 tokens back, a `?` 7;
+# - B: `w . w . w ! w ? w w . w w`: the target `!` is 7 tokens back, a `?` 5.
 #
-# Give the head any bias $b(i - j)$ of the distance, on top of a content score
-# that treats all end marks alike. In A the weight on `!` is proportional to
-# $e^{b(5)}$ and the weight on `?` to $e^{b(7)}$, so a right answer needs
-# $b(5) > b(7)$; in B it needs $b(7) > b(5)$. No bias gets both right, and a
-# tie $b(5) = b(7)$ gets neither: `!` and `?` then weigh the same. The cell
-# checks the two inequalities on 2000 random biases, on the tie, and on a
-# bias that answers A. To see how
-# far a bias by distance gets on random inputs, the cell also trains a table of
-# 47 values, one per distance (as T5's exact buckets would be), with the same
-# content scores: 200 steps of Adam from zero on 512 inputs, a deterministic
-# run. It answers 68.4% of the 1000 test inputs; the
-# [chance level](../docs/glossary.md#chance-level) is one in three. This is one
-# optimiser run with one seed and one learning rate, so 68.4% is a lower bound
-# on what a table by distance can reach here, not its best. The CoPE head
-# answers all of them, A and B included.
+# On a content score that treats all end marks alike, a bias $b(i - j)$ weighs `!`
+# against `?` as $e^{b(5)}$ against $e^{b(7)}$ in A, so A needs $b(5) > b(7)$ and B
+# needs $b(7) > b(5)$: no bias gets both right, and a tie gets neither. On random
+# inputs, a table of 47 values, one per distance (as T5's exact buckets), trained
+# with the same content scores (200 steps of Adam on 512 inputs) answers 68.4% of
+# the 1000 test inputs, against a
+# [chance level](../docs/glossary.md#chance-level) of one in three. From one run with
+# one seed and one learning rate, that is a lower bound, not the best a table can do.
 
 # %% [markdown] lang="ja"
-# トークンの距離によるバイアスを持つ 1 つのヘッドでは、値をどう選んでもこれはできません。次の 2 つの入力を考えます。
+# トークンの距離によるバイアスを持つヘッドでは、値をどう選んでもこれはできません。
 #
-# - A：`w w . w ? w ! w . w . w`。答えの `!` はクエリの 5 トークン前、`?` は 7 トークン前にあります。
-# - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前にあります。
+# - A：`w w . w ? w ! w . w . w`。答えの `!` は 5 トークン前、`?` は 7 トークン前です。
+# - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前です。
 #
-# すべての文末の記号を同じように扱う内容のスコアに、距離の任意のバイアス $b(i - j)$ を加えたヘッドを考えます。
-# A では `!` への重みは $e^{b(5)}$ に、`?` への重みは $e^{b(7)}$ に比例するので、正しく答えるには $b(5) > b(7)$ が必要です。
-# B では $b(7) > b(5)$ が必要です。両方に正しく答えられるバイアスはありません。
-# 同点 $b(5) = b(7)$ ではどちらにも答えられません。このとき `!` と `?` の重みが等しくなるからです。
-# セルでは、ランダムな 2000 個のバイアス、同点のバイアス、A に正しく答えるバイアスで、この 2 つの不等式を確かめます。
-# ランダムな入力で距離によるバイアスがどこまで通用するかを見るために、次のセルでは 47 個の値からなる表も学習します。値は距離ごとに 1 つで、T5 の厳密バケットにあたります。
-# 内容のスコアは同じで、512 個の入力について、初期値 0 から Adam で 200 ステップ学習します。この学習は決定的で、何度実行しても同じ結果になります。
-# この表はテスト用の 1000 個の入力のうち 68.4% に正しく答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# これは 1 つのシード、1 つの学習率での 1 回の学習の結果です。したがって 68.4% は、距離ごとの表がこのタスクで達成できる正解率の下限にすぎず、最良の値ではありません。
-# CoPE のヘッドは、A と B を含めてすべてに正しく答えます。
+# 文末の記号を同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
+# A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
+# ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
+# この表はテスト用の 1000 個の入力の 68.4% に答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
+# 1 つのシードと学習率での 1 回の学習なので、これは表の最良の値ではなく下限です。
 
 
-# %%
+# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に答えるバイアスはなく、表の正解率は 68.4% です"}
 def parse(text):
     row = [MARKS.index(t) for t in text.split()]
     return torch.tensor([[-1] * (N_KEYS - len(row)) + row])
@@ -1071,42 +972,26 @@ print(f"table by distance: {table_accuracy:.1%} of the same 1000 inputs")
 assert f"{table_accuracy:.1%}" == "68.4%"  # the number in the text
 
 # %% [markdown] lang="en"
-# The figure shows the two inputs. Top: the contextual positions $p_{ij}$ of the
-# last query, a staircase that steps up at each end mark. Bottom: where each
-# head puts its weight. The CoPE head finds the `!` in both. The trained table
-# puts most of its weight on the end mark furthest back in both inputs (9
-# tokens back in A, 11 in B; weights 0.788 and 0.649) and answers `.` twice, wrong both times: A and B
-# have short sentences, while in the random inputs it was trained on, the
-# third mark back lies 14.1 tokens back on average (printed below).
+# The figure shows the two inputs. Top: the contextual positions $p_{ij}$ of the last
+# query, a staircase that steps up at each end mark. Bottom: where each head puts its
+# weight. The CoPE head finds the `!` in both. The trained table puts most of its
+# weight on the end mark furthest back (9 tokens back in A, 11 in B; weights 0.788
+# and 0.649) and answers `.` twice, wrong both times: A and B have short sentences,
+# while in its training inputs the third mark back lies 14.1 tokens back on average.
 
 # %% [markdown] lang="ja"
 # 図は 2 つの入力を示します。
-# 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。
-# 下は各ヘッドが重みを置く場所です。
-# CoPE のヘッドはどちらの入力でも `!` を見つけます。
-# 学習済みの表は、どちらの入力でも最も遠い文末の記号に重みの大半を置きます（A では 9 トークン前で重み 0.788、B では 11 トークン前で重み 0.649。下の出力）。
-# そのため 2 回とも `.` と答え、どちらも誤りです。誤るのは、A と B の文が、表の学習に使ったランダムな入力の文より短いからです。
-# 学習用の入力では、3 つ前の記号は平均 14.1 トークン前にあります（下の出力）。
+# 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。下は各ヘッドの重みです。
+# CoPE のヘッドはどちらでも `!` を見つけます。
+# 学習済みの表は、最も遠い文末の記号に重みの大半を置き（A では 9 トークン前で 0.788、B では 11 トークン前で 0.649）、2 回とも `.` と誤答します。
+# A と B の文は短いのに、学習に使った入力では 3 つ前の記号が平均 14.1 トークン前にあるからです。
 
-# %% alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight (0.79 in A, 0.65 in B) on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上：最後のクエリから見た文脈に応じた位置 p。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下：アテンションの重み。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習済みの距離の表は、最も遠いピリオド（A では 9 トークン前、B では 11 トークン前）に重みの大半（A では 0.79、B では 0.65）を置きます。"]}
+# %% tags=["figure"] alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight (0.79 in A, 0.65 in B) on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上：最後のクエリから見た文脈に応じた位置 p。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下：アテンションの重み。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習済みの距離の表は、最も遠いピリオド（A では 9 トークン前、B では 11 トークン前）に重みの大半（A では 0.79、B では 0.65）を置きます。"]}
 pair_logits, pair_positions = cope_logits(pair)
 with torch.no_grad():
     pair_table = read_out(pair, content(pair) + table[back])[0]
 pair_cope = read_out(pair, pair_logits)[0]
-# the table's heaviest key: the "." furthest back, in both inputs
-assert back[pair_table.argmax(-1)].tolist() == [9, 11]
-assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
-heaviest = pair_table.max(-1).values
-assert (heaviest > 0.5).all()  # most of the weight, not just the largest
-shown = [f"{w:.3f}" for w in heaviest.tolist()]
-assert shown == ["0.788", "0.649"]  # the numbers in the text
-print("table's weight on that mark:", ", ".join(shown))
-is_target = (train > 0) & ((train > 0).flip(-1).cumsum(-1).flip(-1) == 3)
-mean_back = back.expand_as(train)[is_target].float().mean().item()
-assert 13.5 < mean_back < 14.5  # 4 + 5 + 5 expected: sentence lengths
-assert f"{mean_back:.1f}" == "14.1"  # the number in the text
-
-fig, axes = plt.subplots(2, 2, figsize=(6.4, 3.6), sharey="row")
+fig, axes = plt.subplots(2, 2, figsize=(6.4, 2.8), sharey="row")
 for col, name in enumerate("AB"):
     real = pair[col] >= 0
     labels = [MARKS[t] for t in pair[col][real].tolist()]
@@ -1120,115 +1005,82 @@ for col, name in enumerate("AB"):
     axes[1, col].set(ylabel="$a_{ij}$" if col == 0 else None)
     for ax in axes[:, col]:
         ax.set_xticks(x, labels)
-axes[1, 0].legend(fontsize=8, loc="upper left")
+axes[1, 0].legend(fontsize=8, loc="upper right")
 plt.show()
+
+# %% tags=["check"] summary={"en": "the table's heaviest keys are the full stops 9 and 11 back (0.788, 0.649); the third mark back averages 14.1 back", "ja": "表の重みと平均 14.1 トークン前は、本文どおりです"}
+# the table's heaviest key: the "." furthest back, in both inputs
+assert back[pair_table.argmax(-1)].tolist() == [9, 11]
+assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
+heaviest = pair_table.max(-1).values
+assert (heaviest > 0.5).all()  # most of the weight, not just the largest
+shown = [f"{w:.3f}" for w in heaviest.tolist()]
+assert shown == ["0.788", "0.649"]  # the numbers in the text
+is_target = (train > 0) & ((train > 0).flip(-1).cumsum(-1).flip(-1) == 3)
+mean_back = back.expand_as(train)[is_target].float().mean().item()
+assert 13.5 < mean_back < 14.5  # 4 + 5 + 5 expected: sentence lengths
+assert f"{mean_back:.1f}" == "14.1"  # the number in the text
+print("table's weight on that mark:", ", ".join(shown))
 print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 
 # %% [markdown] lang="en"
 # ## Randomised positions: no new formula
 #
-# Ruoss et al. (2023) attack the problem from the data side. A model trained on
-# sequences of up to $N$ tokens sees the positions $0, \dots, N - 1$ only; at test
-# time a longer input brings positions, and for relative encodings distances,
-# that training never produced. The paper links the failure of Transformers on
-# longer inputs to these out-of-distribution positions, "even for relative
-# encodings". Their fix changes no formula: a sequence of $n$ tokens gets as
-# positions a random subset of $n$ distinct numbers from $[0, L)$, sorted, with
-# $L$ larger than any test length, in training and at test time alike (the
-# paper's description; the official code draws one set per forward call,
-# shared by the whole batch). Every
-# position below $L$ is then seen in training, and the value of a position no
-# longer tells the model the index of its token. The spacing still tells
-# something: the mean gap is $(L + 1)/(n + 1)$ (below), so a longer input has
-# denser positions than any training input, and the distances a relative
-# encoding sees shift with the length.
+# Ruoss et al. (2023) attack the problem from the data side. A model trained on up
+# to $N$ tokens sees only the positions $0, \dots, N - 1$, and the paper links the
+# failure on longer inputs to the positions (for relative encodings, distances) that
+# training never produced, "even for relative encodings". The fix changes no formula:
+# a sequence of $n$ tokens gets as positions a sorted random subset of $n$ distinct
+# numbers from $[0, L)$, with $L$ above any test length, in training and at test time
+# alike. Every position below $L$ is then seen in training, and a position's value no
+# longer tells its token's index.
 #
-# The official code draws with `jax.random.choice` without replacement and
-# sorts, but what it draws depends on the encoding. For the sinusoidal,
-# learned and rotary encodings (`noisy_fixed_positional_encodings` in
-# `models/positional_encodings.py`) it draws $n$ positions from $[0, L)$. For
-# the relative encoding of Transformer-XL
-# (`compute_attention_with_noisy_relative_encodings`) and for ALiBi
-# (`compute_noisy_alibi_encodings_biases`) it draws $n - 1$ distances from
-# $[1, L)$, sorts them and puts them in place of the offsets
-# $1, 2, \dots, n - 1$: the bias of a pair is still a function of its index
-# offset $i - j$, not of a difference $p_i - p_j$ of random positions. The
-# models draw anew at every call, at evaluation too. The cited example script
-# (`experiments/example.py`) uses the relative variant (`NOISY_RELATIVE` with
-# `noise_max_length` 2048): an encoder trained on lengths 1 to 40, in batches
-# of 128 for 10 000 steps, and tested on lengths up to 100. That variant raises
-# `NotImplementedError` with causal attention (`models/transformer.py`), and
-# the paper's models are encoder-only Transformers on algorithmic tasks: the
-# scheme is not tested there on causal language models. On 6000 models and 15
-# algorithmic tasks, the abstract reports an average gain of 12.0% in test
-# accuracy on lengths unseen in training. What randomised positions, KERPLE,
-# FIRE and CoPE buy on three small tasks trained on this site is in
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb#how-far-each-encoding-carries-a-task);
-# their papers' own experiments are at a larger scale. That chapter starts
-# FIRE's threshold at the training length instead of the pseudo-code's $512$,
-# so that its progressive interpolation acts on the inputs longer than the
-# training length.
-#
-# `posenc.random_positions(n, L)` draws such a subset of positions. Every
-# subset of $n$ positions is equally likely, so the law of the positions
-# follows by counting. The smallest position is at least $m$ when all $n$ lie
-# in $[m, L)$:
+# `posenc.random_positions(n, L)` draws such a subset. All subsets are equally
+# likely, so the law follows by counting: the smallest position is at least $m$ when
+# all $n$ lie in $[m, L)$,
 # $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$; the largest, $k = n$, has
-# mean $n(L + 1)/(n + 1) - 1$, which for $n = 40$ and $L = 2048$ is $1998.02$. A
-# model trained on 40 tokens this way meets, in almost every training
-# sequence, positions near the end of the range. The mean gap between
-# neighbours, $(L + 1)/(n + 1)$, is about $50$ for $n = 40$ and about $20$ for
-# $n = 100$. The cell checks the three laws exactly (fractions) by
-# enumerating every subset for small $n$ and $L$, and checks that
-# `random_positions(2, 6)` draws each of the 15 subsets of
-# $\{0, \dots, 5\}$, and nothing else, about equally often (an off-by-one
-# that drew from $1$ to $6$ would fail at once). It also restates the
-# official ALiBi variant with one head of slope $1$ and checks that its bias
-# is a function of $i - j$ with the drawn distances in $[1, L)$, while a bias
-# $-\lvert p_i - p_j \rvert$ of random positions is not.
+# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
+# $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$: training on 40
+# tokens meets positions near the end of the range in almost every sequence. The
+# spacing still tells something: the mean gap, $(L + 1)/(n + 1)$, is about $50$ for
+# $n = 40$ and $20$ for $n = 100$, so the distances a relative encoding sees shift
+# with the length.
+#
+# The paper tests encoder-only Transformers on algorithmic tasks, not causal language
+# models: over 6000 models and 15 tasks, its abstract reports an average gain of
+# 12.0% in test accuracy on unseen lengths. For small models trained on this site,
+# see [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 
 # %% [markdown] lang="ja"
 # ## ランダム化した位置：式は変えない
 #
-# Ruoss ら（2023）は、この問題にデータの側から取り組みます。
-# 最長 $N$ トークンの系列で学習したモデルは、位置 $0, \dots, N - 1$ しか見ていません。
-# テストでより長い入力が来ると、学習中には一度も現れなかった位置（相対位置の手法では距離）が現れます。
-# 論文は、長い入力で Transformer が失敗することを、この分布の外にある位置と結び付けます。それは「相対位置の手法でも」同じだといいます。
-# Ruoss らの対策では、式は何も変わりません。
-# $n$ トークンの系列には、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べたものを位置として与えます。$L$ はどのテストの長さよりも大きくします。これは学習とテストの両方で同じです（論文の説明です。公式実装は、呼び出しごとに 1 組を選び、バッチ全体で共有します）。
-# こうすると、$L$ 未満の位置はすべて学習中に現れます。また、位置の値を見ても、そのトークンが何番目かはわからなくなります。
-# ただし、間隔はまだ情報を持っています。
-# 間隔の平均は $(L + 1)/(n + 1)$ です（下で導きます）。そのため、長い入力の位置はどの学習用の入力よりも密になり、相対位置の手法が見る距離も長さとともに変わります。
+# Ruoss ら（2023）はデータの側から取り組みます。
+# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけで、論文は長い入力での失敗を、学習中に現れなかった位置（相対位置の手法では距離）と結び付けます。「相対位置の手法でも」同じだといいます。
+# 対策では式は変わりません。
+# $n$ トークンの系列に、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
+# すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
 #
-# 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
-# 正弦波、学習型、回転のエンコーディング（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
-# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
-# そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
-# モデルは呼び出しのたびに選び直し、評価のときも同じです。
-# 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
-# エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
-# この版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
-# また、論文のモデルは、アルゴリズム的なタスクを解くエンコーダだけの Transformer です。論文では、この方法は因果的な言語モデルでは試されていません。
-# 論文の要旨によれば、15 個のアルゴリズム的なタスクで 6000 個のモデルを調べた結果、学習中に見ていない長さでのテストの正解率は平均 12.0% 上がりました。
-# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb#各エンコーディングはどこまでタスクを保てるか)の章は、ランダム化した位置、KERPLE、FIRE、CoPE を 3 つの小さなタスクで学習して比べます。
-# それぞれの論文の実験は、もっと大きな規模で行われています。
-# その章では、学習時の長さより長い入力で漸進的補間が働くように、FIRE のしきい値の初期値を疑似コードの $512$ ではなく学習時の長さにしています。
-#
-# `posenc.random_positions(n, L)` は、このような位置の部分集合を 1 つ選びます。
-# $n$ 個の位置のどの部分集合も同じ確率で選ばれるので、位置の分布は数え上げで求まります。
-# 最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
+# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。
+# どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
 # $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# また、小さいほうから $k$ 番目の位置の平均は $k(L + 1)/(n + 1) - 1$ です。
-# 最大の位置（$k = n$）の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ になります。
-# この方法で 40 トークンの系列を使って学習するモデルは、ほぼすべての学習系列で範囲の終わり近くの位置に出会います。
-# 隣り合う位置の間隔の平均 $(L + 1)/(n + 1)$ は、$n = 40$ なら約 $50$、$n = 100$ なら約 $20$ です。
-# 次のセルでは、小さな $n$ と $L$ ですべての部分集合を数え上げ、この 3 つの式を分数で厳密に確かめます。
-# さらに、`random_positions(2, 6)` が $\{0, \dots, 5\}$ の 15 個の部分集合だけを、それぞれほぼ同じ頻度で選ぶことも確かめます（$1$ から $6$ までを選ぶような 1 つずれた誤りがあれば、すぐに失敗します）。
-# 最後に、公式実装の ALiBi の版を傾き $1$ のヘッド 1 つで書き直します。
-# そのバイアスは $i - j$ の関数で、選ばれた距離は $[1, L)$ に入ることを確かめます。ランダムな位置によるバイアス $-\lvert p_i - p_j \rvert$ がそうならないことも確かめます。
+# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。
+# 最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。40 トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
+# ただし間隔はまだ情報を持ちます。間隔の平均 $(L + 1)/(n + 1)$ は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
+#
+# 論文が試したのはアルゴリズム的なタスクのエンコーダだけの Transformer で、因果的な言語モデルではありません。
+# 要旨によれば、15 個のタスクの 6000 個のモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
+# このサイトで学習した小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
+gen = torch.Generator().manual_seed(6)
+random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
+
+
+# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げと一致し、15 通りの部分集合をほぼ均等に選びます"}
+import itertools
+from collections import Counter
+from fractions import Fraction
+
 for n, L in ((2, 6), (3, 7), (4, 9)):  # every subset, exact fractions
     subsets = list(itertools.combinations(range(L), n))
     for m in range(L + 1):
@@ -1241,7 +1093,6 @@ for n, L in ((2, 6), (3, 7), (4, 9)):  # every subset, exact fractions
     gap = Fraction(sum(s[-1] - s[0] for s in subsets), len(subsets) * (n - 1))
     assert gap == Fraction(L + 1, n + 1)  # mean gap between neighbours
 
-gen = torch.Generator().manual_seed(6)
 counts = Counter(
     tuple(random_positions(2, 6, generator=gen).tolist()) for _ in range(6000)
 )
@@ -1260,9 +1111,38 @@ assert (example.diff() > 0).all() and 0 <= example.min() < example.max() < 2048
 se = largest.std() / math.sqrt(2000)  # an illustration, not a check
 print(f"mean largest of 40 from 2048, 2000 draws: {largest.mean():.1f}", end="")
 print(f" +- {se:.1f} (exact {mean_max:.2f})")
-print("8 positions from 2048:", example.tolist())
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what the official code draws.** The paper draws one subset per
+# training example; the official code draws one set per forward call, shared by the
+# whole batch, anew at every call, at evaluation too. It draws with
+# `jax.random.choice` without replacement and sorts, but what it draws depends on
+# the encoding. For the sinusoidal, learned and rotary encodings
+# (`noisy_fixed_positional_encodings` in `models/positional_encodings.py`) it draws
+# $n$ positions from $[0, L)$. For the relative encoding of Transformer-XL
+# (`compute_attention_with_noisy_relative_encodings`) and for ALiBi
+# (`compute_noisy_alibi_encodings_biases`) it draws $n - 1$ distances from $[1, L)$,
+# sorts them and puts them in place of the offsets $1, 2, \dots, n - 1$: the bias of
+# a pair is still a function of its index offset $i - j$, not of a difference
+# $p_i - p_j$ of random positions. The cited example script
+# (`experiments/example.py`) uses the relative variant (`NOISY_RELATIVE` with
+# `noise_max_length` 2048): an encoder trained on lengths 1 to 40, in batches of 128
+# for 10 000 steps, and tested on lengths up to 100. That variant raises
+# `NotImplementedError` with causal attention (`models/transformer.py`).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：公式実装が選ぶもの**
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選んでバッチ全体で共有し、呼び出しのたびに選び直します。評価のときも同じです。
+# 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
+# 正弦波、学習型、回転のエンコーディング（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
+# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
+# そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
+# 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
+# エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
+# この版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
 
 
+# %% tags=["deeper", "check"] summary={"en": "the official ALiBi variant, restated with one head of slope 1, is a function of i − j whose offsets 1 to 7 get the drawn distances, all in [1, L); a bias −|p_i − p_j| of random positions is not a function of i − j", "ja": "傾き 1 のヘッド 1 つで書き直した公式実装の ALiBi の版は i − j の関数で、距離 1〜7 の代わりに、[1, L) から選んだ距離が入ります。ランダムな位置によるバイアス −|p_i − p_j| は i − j の関数ではありません"}
 def rel_shift(row, n):
     """_rel_shift_inner of a row of 2n tiled to [n, 2n], restated."""
     x = row.expand(n, 2 * n).reshape(2 * n, n)[1:].reshape(n, 2 * n - 1)
@@ -1292,81 +1172,52 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # %% [markdown] lang="en"
 # ## What each family costs: KV caches and fused kernels
 #
-# Two settings decide whether a bias is cheap. In a
-# [decode step](../docs/glossary.md#decode-step) with a KV cache, one new query
-# meets $k$ cached keys, and the question is what the bias of that one row
-# needs. In a fused attention kernel (FlashAttention and its relatives), the
-# $q \times k$ score matrix is never [materialised](../docs/glossary.md#materialise):
-# the kernel walks over blocks of keys and keeps a running maximum and sum
-# per query. A bias fits into such a kernel if the kernel can compute it from
-# what it holds for one entry. PyTorch's FlexAttention makes this explicit: its
-# `score_mod(score, batch, head, q_idx, kv_idx)` receives one score and four
-# indices and returns the new score. FlashAttention has ALiBi built in: its
-# `alibi_slopes` argument adds $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$.
-# A bias that the kernel cannot compute this way becomes a dense tensor of
-# shape $[h, q, k]$ read from memory: for 32 heads and 32768 tokens in bfloat16 that is 64 GiB per
-# layer call, against 4 MiB for one value per head and distance.
+# In a [decode step](../docs/glossary.md#decode-step) with a KV cache, one new query
+# meets $k$ cached keys: what does the bias of that one row need? A fused attention
+# kernel (FlashAttention and its relatives) never
+# [materialises](../docs/glossary.md#materialise) the $q \times k$ scores: it walks
+# over blocks of keys with a running maximum and sum per query, so a bias fits in if
+# the kernel computes it from what it holds for one entry, as FlexAttention's
+# `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit. FlashAttention has
+# ALiBi built in (`alibi_slopes` adds
+# $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$). Any other bias
+# becomes a dense $[h, q, k]$ tensor read from memory: 64 GiB per layer call for 32
+# heads and 32768 tokens in bfloat16, against 4 MiB for one value per head and
+# distance.
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
 # | T5 | the bucket of $i - j$ | $k$ table lookups per head | a lookup from the indices |
-# | ALiBi, KERPLE | $i - j$, in closed form | $k$ values per head | computed from the indices (ALiBi: built into FlashAttention) |
-# | dynamic position bias; FIRE for $i \le L$ | $i - j$, through an MLP | one new distance, one MLP evaluation (if the table is kept) | a table of $2k - 1$ values read by index |
+# | ALiBi, KERPLE | $i - j$, in closed form | $k$ values per head | computed from the indices |
+# | dynamic position bias; FIRE for $i \le L$ | $i - j$, through an MLP | one MLP evaluation (if the table is kept) | a table of $2k - 1$ values read by index |
 # | FIRE for $i > L$ | $i - j$ and $i$ | $k$ new MLP evaluations | the MLP per score, or a dense bias |
 # | CoPE | every score from $j$ to $i$ | $k$ gates, their sums, $P$ position logits per head | not a `score_mod`: the row's scores come first |
 #
-# The cell checks the rows of this table that are claims about the methods.
-# For KERPLE the check is about the indices only: the `score_mod` below, a
-# function of one score and its indices, retypes the module's formula with its
-# own $r_1$ and $r_2$ (the formula was checked against the official code
-# above), and over the index grid, with `q_idx` the query's position
-# $k_{\mathrm{len}} - q_{\mathrm{len}} + i$, it gives the same scores as
-# `KerpleBias`. FIRE's
-# arguments for the query at $i + 1$ repeat those at $i$, plus one new distance,
-# up to the threshold; beyond it only the argument $0$ (distance $0$) comes back.
-# (In float32 the first key's arguments at $i = 200$ and $201$,
-# $\psi(i)/(\psi(i) + 10^{-6})$, differ by less than $10^{-9}$ and round
-# to the same number, so the cell works in float64.) And CoPE's
-# bias at key $j$ changes when the score of another key $t > j$ changes (the
-# Jacobian of one row's bias with respect to its scores has entries above the
-# diagonal), which a function of one score cannot do; between two decode
-# steps, the positions of the cached keys move by different amounts, so
-# nothing positional can be cached.
+# CoPE's bias at key $j$ changes with the score of a later key, which no function of
+# one score can do, and at each decode step the cached keys' positions move by
+# different amounts: nothing positional can be cached.
 
 # %% [markdown] lang="ja"
 # ## 手法ごとのコスト：KV キャッシュと融合カーネル
 #
-# バイアスを安く計算できるかどうかが問われる場面は 2 つあります。
-# 1 つは KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で、新しいクエリ 1 つと $k$ 個のキャッシュ済みのキーとのスコアを計算します。
-# 問題は、その 1 行のバイアスに何が必要かです。
-# もう 1 つは融合アテンションカーネル（FlashAttention など）です。このカーネルは $q \times k$ のスコア行列を[実体化](../docs/glossary.ja.md#materialise)しません。
-# カーネルはキーをブロックごとにたどり、クエリごとに最大値と和を更新していきます。
-# バイアスをこのようなカーネルに組み込めるのは、1 つの成分について手元にある情報からカーネルがバイアスを計算できる場合です。
-# PyTorch の FlexAttention はこれを明示しています。`score_mod(score, batch, head, q_idx, kv_idx)` は 1 つのスコアと 4 つのインデックスを受け取り、新しいスコアを返します。
-# FlashAttention には ALiBi が組み込まれていて、引数 `alibi_slopes` で $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します。
-# このように計算できないバイアスは形状 $[h, q, k]$ の密なテンソルになり、カーネルはそれをメモリから読まなければなりません。
-# 32 ヘッド、32768 トークン、bfloat16 なら、層の 1 回の呼び出しあたり 64 GiB です。ヘッドと距離ごとに 1 つの値なら 4 MiB で済みます。
+# KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つが $k$ 個のキャッシュ済みのキーと出会います。その 1 行のバイアスに何が必要でしょうか。
+# 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
+# 組み込めるのは、1 つの成分について手元の情報から計算できるバイアスです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこれを明示しています。
+# FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）。
+# それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
 #
-# | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
+# | 手法 | バイアスが依存するもの | デコードの 1 ステップ | 融合カーネル |
 # |---|---|---|---|
-# | T5 | $i - j$ のバケット | ヘッドごとに $k$ 回の表引き | インデックスからの表引き |
-# | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算（ALiBi は FlashAttention に組み込み済み） |
-# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | 新しい距離 1 つ、MLP の評価 1 回（表を保持する場合） | $2k - 1$ 個の値の表をインデックスで参照 |
-# | $i > L$ の FIRE | $i - j$ と $i$ | MLP の新しい評価 $k$ 回 | スコアごとに MLP を評価するか、密なバイアス |
-# | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとに $k$ 個のゲートとその和、$P$ 個の位置のロジット | `score_mod` では不可（先に行のスコアが必要） |
+# | T5 | $i - j$ のバケット | ヘッドごとに表引き $k$ 回 | インデックスで表引き |
+# | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
+# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
+# | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
+# | CoPE | $j$ から $i$ までのスコア | ヘッドごとにゲート $k$ 個とその和、位置のロジット $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
-# 次のセルでは、この表のうち各手法についての主張にあたる行を確かめます。
-# KERPLE について確かめるのは、インデックスの対応だけです。
-# 下の `score_mod` は 1 つのスコアとそのインデックスの関数で、モジュールの式をモジュール自身の $r_1$、$r_2$ で書き直したものです（式そのものは上で公式実装と照合しました）。
-# `q_idx` をクエリの位置 $k_{\mathrm{len}} - q_{\mathrm{len}} + i$ としてインデックスの格子全体に適用すると、`KerpleBias` と同じスコアになります。
-# FIRE では、しきい値までは、位置 $i + 1$ のクエリの引数は位置 $i$ のクエリの引数をそのまま含み、新しい距離 1 つの分が増えるだけです。
-# しきい値を超えると、再び現れる引数は $0$（距離 $0$）だけです。
-# なお float32 では、$i = 200$ と $201$ での最初のキーの引数 $\psi(i)/(\psi(i) + 10^{-6})$ の差は $10^{-9}$ 未満で、丸めると同じ数になります。そのため、セルでは float64 で計算します。
-# CoPE のキー $j$ でのバイアスは、別のキー $t > j$ のスコアが変わると変わります（1 行のバイアスをそのスコアで微分したヤコビ行列は、対角より上に成分を持ちます）。
-# これは 1 つのスコアの関数にはできないことです。
-# またデコードの 1 ステップごとに、キャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
+# CoPE のキー $j$ でのバイアスは後ろのキーのスコアとともに変わり、1 つのスコアの関数にはなりません。
+# デコードの 1 ステップごとにキャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
 
-# %%
+# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; a KERPLE score_mod equals KerpleBias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "メモリ量、score_mod、FIRE と CoPE の性質は本文どおりです"}
 GiB, MiB = 2**30, 2**20
 assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
 assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
@@ -1392,6 +1243,7 @@ grid = torch.meshgrid(
 with torch.no_grad():
     assert_close(kerple_score_mod(scores, *grid), scores + kerple(q_len, k_len))
 
+L = 64
 fire64 = FireBias(4, threshold=float(L)).double()  # float64 copy of fire
 fire64.load_state_dict(fire.state_dict())
 with torch.no_grad():  # FIRE, L = 64: which arguments reappear one step later
@@ -1400,14 +1252,16 @@ before, after = set(x[40, :41].tolist()), set(x[41, :42].tolist())
 assert len(after - before) == 1  # below L: one new distance
 before, after = set(x[200, :201].tolist()), set(x[201, :202].tolist())
 assert sorted(after & before) == [0.0]  # beyond L: only distance 0
-assert 0 < x[201, 0] - x[200, 0] < 1e-9  # the first key: close, not equal
+# the first key's arguments at 200 and 201, psi(i)/(psi(i) + 1e-6), differ
+# by less than 1e-9: float32 rounds both to one number, so work in float64
+assert 0 < x[201, 0] - x[200, 0] < 1e-9
 with torch.no_grad():
     x32 = fire.normalized_distance(300)
-assert x32[201, 0] == x32[200, 0]  # float32 rounds both to one number
+assert x32[201, 0] == x32[200, 0]
 
 torch.manual_seed(8)
 cope = CoPE(8, 1, max_positions=16)
-nn.init.normal_(cope.pos_emb)
+torch.nn.init.normal_(cope.pos_emb)
 q, k = torch.randn(2, 1, 1, 10, 8).unbind(0)
 row = (q[..., -1:, :] @ k.transpose(-1, -2))[0, 0, 0] / math.sqrt(8)  # [10]
 jac = torch.autograd.functional.jacobian(
@@ -1429,48 +1283,28 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # ## What to remember
 #
 # - KERPLE learns two numbers per head: $-r_1 \lvert i - j \rvert^{r_2}$ with
-#   $0 < r_2 \le 2$, or $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Both are conditionally
-#   positive definite; a constant that depends on the set of positions makes
-#   them positive definite, and the softmax never needs it. The power with
-#   $r_2 = 1$ is ALiBi's line, but the official floor of $0.01$ keeps the two
-#   gentlest of eight ALiBi slopes out of reach.
-# - FIRE feeds an MLP with $\psi(i - j)/\psi(\max(L, i))$. Beyond the threshold
-#   the input stays in $[0, 1]$ at every length, so a longer input needs
-#   interpolation, not extrapolation; the price is that one distance's bias
-#   changes as the query moves on. Below the threshold it is a function of the
-#   distance, like x-transformers' dynamic position bias.
+#   $0 < r_2 \le 2$, or $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Both are
+#   conditionally positive definite, which is enough: the constant that would make
+#   them positive definite cancels in the softmax.
+# - FIRE feeds an MLP with $\psi(i - j)/\psi(\max(L, i))$: beyond the threshold the
+#   input stays in $[0, 1]$ at every length, so a longer input needs interpolation,
+#   not extrapolation, at the price of a bias that changes with the query's position.
 # - CoPE sums gates $\sigma(q_i \cdot k_j)$ from the key to the query, so each head
-#   counts what it chooses. A head set by hand answers "how did the third
-#   sentence back end?" on every input, while no single head with a bias by
-#   token distance, on top of a content score that treats all end marks
-#   alike, can answer both of two well-chosen inputs.
-# - Randomised positions change no formula: an encoding gets sorted random
-#   subsets of $[0, L)$ as positions (the official relative and ALiBi variants:
-#   sorted random distances from $[1, L)$), in training and at test time. Every
-#   position up to $L$ is seen in training, and a position's value no longer
-#   gives its token's index, though the spacing still reflects the length.
-# - A bias computable from the head and $i - j$ (a closed form or a table by
-#   distance) fits a KV cache and a fused kernel. FIRE beyond its threshold
-#   needs the MLP per query-key pair; CoPE needs the whole row of scores before
-#   its bias exists, and recomputes every gate at every decode step.
+#   counts what it chooses, sentences for example, where a bias by token distance
+#   counts tokens.
+# - Randomised positions change no formula: an encoding gets sorted random subsets of
+#   $[0, L)$ as positions, in training and at test time.
+# - A bias computable from the head and $i - j$ fits a KV cache and a fused kernel;
+#   FIRE beyond its threshold needs the MLP per query-key pair, CoPE the whole row.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE はヘッドごとに 2 つの数を学習します。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。
-#   どちらも条件付き正定値で、位置の集合に応じた定数を足すと正定値になります。softmax はその定数を必要としません。
-#   $r_2 = 1$ のべき乗は ALiBi の直線ですが、公式実装の下限 $0.01$ のため、8 ヘッドの ALiBi の最もゆるやかな 2 つの傾きには届きません。
-# - FIRE は MLP に $\psi(i - j)/\psi(\max(L, i))$ を入力します。
-#   しきい値を超えると入力はどの長さでも $[0, 1]$ に収まるので、長い入力に必要なのは外挿ではなく補間です。
-#   その代わり、1 つの距離のバイアスはクエリが進むにつれて変わります。しきい値の手前では、x-transformers の動的位置バイアスと同じく距離の関数です。
-# - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足すので、各ヘッドは自分で選んだものを数えます。
-#   手で設定したヘッドは「3 つ前の文はどう終わったか」にどの入力でも答えます。
-#   一方、すべての文末の記号を同じように扱う内容のスコアにトークンの距離によるバイアスを加えた 1 つのヘッドでは、うまく選んだ 2 つの入力の両方には答えられません。
-# - ランダム化した位置は式を変えません。エンコーディングに $[0, L)$ のランダムな部分集合を昇順で位置として与えます（公式実装の相対位置と ALiBi の版では、$[1, L)$ から選んで並べた距離を与えます）。これは学習とテストの両方で同じです。
-#   $L$ までのすべての位置が学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。ただし、位置の間隔は長さを反映したままです。
-# - ヘッドと $i - j$ から計算できるバイアス（閉じた式や距離ごとの表）は、KV キャッシュと融合カーネルの両方で問題なく扱えます。
-#   しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要です。
-#   CoPE は行のスコアがすべてそろうまでバイアスを作れず、デコードの 1 ステップごとにすべてのゲートを計算し直します。
+# - KERPLE はヘッドごとに 2 つの数を学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。条件付き正定値で十分で、正定値にする定数は softmax で消えます。
+# - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿でなく補間で済みます。代わりに、バイアスはクエリの位置とともに変わります。
+# - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスはトークンを数えます。
+# - ランダム化した位置は式を変えず、学習とテストの両方で、$[0, L)$ のランダムな部分集合を昇順に並べて位置とします。
+# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE は組ごとに MLP が、CoPE は行のスコアすべてが必要です。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1492,15 +1326,12 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ を使って、$p > 2$ なら $-\lvert i - j \rvert^p$ は決して条件付き正定値でないことを示してください。
-#    $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉じた式で求めます。
-# 2. しきい値 $L$ がクエリの最大の位置以上なら、FIRE は距離だけの関数になることを示してください。
-#    また、それが ALiBi のバイアスになるような $[0, 1]$ 上の関数 $f$ を求めてください。
-#    $L$ がそれより小さいとき、$L$ を超えたクエリでは何が起きるでしょうか。
-# 3. すべてのゲートが開いているとき、どのような表 $e[n]$ を使えば CoPE のバイアスが ALiBi の $-m_h\,(i - j)$ に等しくなるでしょうか。
+# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ で $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉じた式で求め、$p > 2$ なら $-\lvert i - j \rvert^p$ は条件付き正定値でないことを示してください。
+# 2. しきい値 $L$ がクエリの最大の位置以上なら FIRE は距離だけの関数になることを示し、それが ALiBi のバイアスになる $[0, 1]$ 上の関数 $f$ を求めてください。
+#    $L$ がそれより小さいと、$L$ を超えたクエリで何が起きるでしょうか。
+# 3. すべてのゲートが開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょうか。
 #    クエリは何を含む必要があり、距離が $P - 2$ を超えると何が起きるでしょうか。
-# 4. $n = 40$ トークンの系列で、位置を $[0, 2048)$ から選んで学習します。
-#    一度も選ばれない位置の数の期待値が 1 を下回るのは、学習系列がいくつになったときでしょうか。
+# 4. $n = 40$ トークンの系列に $[0, 2048)$ から位置を選んで学習するとき、一度も選ばれない位置の数の期待値は、学習系列がいくつで 1 を下回るでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** Only the pairs with $a \ne b$ contribute, each twice:
@@ -1510,8 +1341,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # which is negative exactly when $p > 2$, and $0$ at $p = 2$. Since
 # $\sum_a c_a = 0$, a negative value contradicts the definition, so no power
 # above 2 is CPD, on any set of positions that contains three equally spaced
-# ones. The cell evaluates the sum and compares it with the smallest
-# eigenvalue of the chapter's test on these three positions.
+# ones, and the chapter's eigenvalue test agrees on these three positions.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 寄与するのは $a \ne b$ の組だけで、それぞれ 2 回現れます。
@@ -1520,7 +1350,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # これが負になるのはちょうど $p > 2$ のときで、$p = 2$ では $0$ です。
 # $\sum_a c_a = 0$ なので、負の値は定義に反します。
 # このため、等間隔に並ぶ 3 つの位置を含む集合の上では、2 より大きいべき乗は条件付き正定値になりません。
-# セルでは和を計算し、この 3 つの位置で本文の検査が求める最小固有値と比べます。
+# この 3 つの位置では、本文の固有値による検査も同じ結論になります。
 
 # %% tags=["solution"]
 c = torch.tensor([1.0, -2.0, 1.0], dtype=f64)
@@ -1538,12 +1368,11 @@ print(f"p = 3: {(c @ -(D3**3) @ c).item():g} = 8 - 2**4")
 # $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$, so
 # $$f(x) = -\frac{m_h}{c}\left(e^{x\,\psi(L)} - 1\right)$$
 # gives $-m_h\,(i - j)$. It is continuous on $[0, 1]$, so a ReLU MLP with enough
-# hidden units approximates it as closely as wanted; the cell uses $f$ itself
-# (with the pseudo-code's $10^{-6}$ in the normaliser) and compares with
-# `alibi_bias`. With $L$ smaller than the query position, the queries beyond
-# $L$ divide by $\psi(i)$ instead, the same $f$ maps their arguments to the wrong
-# distances, and the bias is no longer ALiBi's: the cell shows this for
-# $L = 16$.
+# hidden units approximates it as closely as wanted; $f$ itself (with the
+# pseudo-code's $10^{-6}$ in the normaliser) reproduces `alibi_bias`. With $L$
+# smaller than the query position, the queries beyond $L$ divide by $\psi(i)$
+# instead, the same $f$ maps their arguments to the wrong distances, and the bias
+# is no longer ALiBi's, as with $L = 16$ below.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** すべてのクエリで $L \ge i$ なら $\max(L, i) = L$ なので、引数は $x = \psi(i - j)/\psi(L)$ です。
@@ -1551,9 +1380,9 @@ print(f"p = 3: {(c @ -(D3**3) @ c).item():g} = 8 - 2**4")
 # 逆に解くと $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$ なので、次の関数が $-m_h\,(i - j)$ を与えます。
 # $$f(x) = -\frac{m_h}{c}\left(e^{x\,\psi(L)} - 1\right)$$
 # これは $[0, 1]$ 上で連続なので、隠れユニットが十分に多い ReLU の MLP で、いくらでもよく近似できます。
-# セルでは $f$ そのものを使い、`alibi_bias` と比べます。正規化の分母には、疑似コードの $10^{-6}$ を含めます。
+# $f$ そのもの（正規化の分母には疑似コードの $10^{-6}$ を含めます）は `alibi_bias` を再現します。
 # $L$ がクエリの位置より小さいと、$L$ を超えたクエリは代わりに $\psi(i)$ で割ります。すると同じ $f$ が引数を誤った距離に写すので、バイアスはもう ALiBi のものではなくなります。
-# セルでは $L = 16$ でこれを示します。
+# 下の $L = 16$ がその例です。
 
 # %% tags=["solution"]
 T, heads = 40, 8
@@ -1577,8 +1406,7 @@ print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
 # constant feature, which a learned projection can produce from a bias term or
 # a constant direction of the input): then $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$.
 # Beyond distance $P - 2$, $p_{ij}$ is clamped to $P - 1$ and the bias stays at
-# $-m_h\,(P - 2)$, like T5's last bucket. The cell builds this with $P = 16$ and
-# compares with `alibi_bias` on the causal entries.
+# $-m_h\,(P - 2)$, like T5's last bucket (below with $P = 16$).
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** ゲートがすべて $1$ なら $p_{ij} = i - j + 1$（$P - 1$ でクリップ）なので、バイアスは $q_i \cdot e[i - j + 1]$ です。
@@ -1586,7 +1414,7 @@ print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
 # これは値が一定の次元で、学習可能な射影がバイアス項や入力の一定の方向から作れます。
 # すると $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$ となります。
 # 距離が $P - 2$ を超えると $p_{ij}$ は $P - 1$ にクリップされ、バイアスは T5 の最後のバケットのように $-m_h\,(P - 2)$ のままです。
-# セルでは $P = 16$ でこれを作り、因果的な成分で `alibi_bias` と比べます。
+# 下では $P = 16$ でこれを作ります。
 
 # %% tags=["solution"]
 P, T, dim, slope = 16, 24, 4, 0.25
@@ -1617,11 +1445,10 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. The paper draws
 # one subset per training example; the official code draws one per forward
 # call, shared by the whole batch, so there 387 draws are 387 of the example
-# script's 10 000 steps (about 4 %): still a small part of training. The cell
-# checks the probability of one
-# position, then the mean $L\,(1 - n/L)^S$ exactly (fractions) by enumerating
-# every sequence of $S$ draws in three small cases, and prints the mean number
-# of unseen positions in 20 simulated runs of 387 draws with `random_positions`.
+# script's 10 000 steps (about 4 %): still a small part of training. Enumerating
+# every sequence of $S$ draws in three small cases gives the mean
+# $L\,(1 - n/L)^S$ exactly; the printed simulation is 20 runs of 387 draws with
+# `random_positions`.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
@@ -1629,8 +1456,8 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
 # 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選び、バッチ全体で共有します。そのため公式実装では、387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
-# セルでは 1 つの位置の確率を確かめます。続いて 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げ、平均 $L\,(1 - n/L)^S$ を分数で厳密に確かめます。
-# 最後に、`random_positions` で 387 回の選択を 20 回繰り返し、選ばれなかった位置の数の平均を出力します。
+# 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げると、平均は厳密に $L\,(1 - n/L)^S$ になります。
+# 出力のシミュレーションは、`random_positions` で 387 回の選択を 20 回繰り返したものです。
 
 # %% tags=["solution"]
 n, L = 40, 2048
@@ -1657,73 +1484,57 @@ print(f"S = {S}: expected {expected:.3f} unseen, ", end="")
 print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 
 # %% [markdown] lang="en"
-# ## References
+# ## Sources and versions
 #
-# - Chi, T.-C., Fan, T.-H., Ramadge, P. J., Rudnicky, A. I. (2022). *KERPLE:
-#   Kernelized Relative Positional Embedding for Length Extrapolation*. NeurIPS
-#   2022. <https://arxiv.org/abs/2205.09921>
-# - KERPLE's official code, `ParallelKerpleLog` and `ParallelKerplePower` in
-#   `megatron/mpu/layers.py`. <https://github.com/chijames/KERPLE>
-# - Schölkopf, B. (2000). *The Kernel Trick for Distances*. NeurIPS 13.
-#   <https://proceedings.neurips.cc/paper/2000/hash/4e87337f366f72daa424dae11df0538c-Abstract.html>
-# - Berg, C., Christensen, J. P. R., Ressel, P. (1984). *Harmonic Analysis on
-#   Semigroups*. Springer.
-# - Li, S., You, C., Guruganesh, G., Ainslie, J., Ontanon, S., Zaheer, M.,
-#   Sanghai, S., Yang, Y., Kumar, S., Bhojanapalli, S. (2024). *Functional
-#   Interpolation for Relative Positions Improves Long Context Transformers*.
-#   arXiv 2023,
-#   ICLR 2024 (its appendix holds the pseudo-code). <https://arxiv.org/abs/2310.04418>
-# - Golovneva, O., Wang, T., Weston, J., Sukhbaatar, S. (2024). *Contextual
-#   Position Encoding: Learning to Count What's Important*.
-#   <https://arxiv.org/abs/2405.18719>
-# - CoPE's official code, `projects/cope` (`ContextPosSelfAttn` in
-#   `src/cope/context_position.py`).
-#   <https://github.com/facebookresearch/RAM/tree/main/projects/cope>
-# - Ruoss, A., Delétang, G., Genewein, T., Grau-Moya, J., Csordás, R., Bennani,
-#   M., Legg, S., Veness, J. (2023). *Randomized Positional Encodings Boost
-#   Length Generalization of Transformers*. ACL 2023.
-#   <https://arxiv.org/abs/2305.16843>
-# - Randomised positions, official code (`models/positional_encodings.py`,
-#   `experiments/example.py`).
-#   <https://github.com/google-deepmind/randomized_positional_encodings>
-# - lucidrains, x-transformers, `DynamicPositionBias` and `CoPE` in
-#   `x_transformers/x_transformers.py` (read in version 2.26.4).
-#   <https://github.com/lucidrains/x-transformers>
-# - PyTorch, FlexAttention and its `score_mod`.
-#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>
-# - Dao-AILab, FlashAttention, `flash_attn_func` and its `alibi_slopes`.
-#   <https://github.com/Dao-AILab/flash-attention>
-
-# %% [markdown] lang="ja"
-# ## 参考文献
+# Each formula is checked against a transcription of the official code (named in the
+# fold where it is used), a number or statement of the paper, or a second
+# derivation. x-transformers is read in version 2.26.4.
 #
-# - Chi, T.-C., Fan, T.-H., Ramadge, P. J., Rudnicky, A. I. (2022). *KERPLE:
-#   Kernelized Relative Positional Embedding for Length Extrapolation*. NeurIPS
-#   2022. <https://arxiv.org/abs/2205.09921>
-# - KERPLE の公式実装、`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`。
+# ### References
+#
+# - Chi, T.-C. et al. (2022). *KERPLE: Kernelized Relative Positional Embedding for
+#   Length Extrapolation*. NeurIPS 2022. <https://arxiv.org/abs/2205.09921>; code
 #   <https://github.com/chijames/KERPLE>
 # - Schölkopf, B. (2000). *The Kernel Trick for Distances*. NeurIPS 13.
 #   <https://proceedings.neurips.cc/paper/2000/hash/4e87337f366f72daa424dae11df0538c-Abstract.html>
 # - Berg, C., Christensen, J. P. R., Ressel, P. (1984). *Harmonic Analysis on
 #   Semigroups*. Springer.
-# - Li, S., You, C., Guruganesh, G., Ainslie, J., Ontanon, S., Zaheer, M.,
-#   Sanghai, S., Yang, Y., Kumar, S., Bhojanapalli, S. (2024). *Functional
-#   Interpolation for Relative Positions Improves Long Context Transformers*.
-#   ICLR 2024（arXiv 版は 2023 年、付録に疑似コード）。<https://arxiv.org/abs/2310.04418>
-# - Golovneva, O., Wang, T., Weston, J., Sukhbaatar, S. (2024). *Contextual
-#   Position Encoding: Learning to Count What's Important*.
-#   <https://arxiv.org/abs/2405.18719>
-# - CoPE の公式実装、`projects/cope`（`src/cope/context_position.py` の `ContextPosSelfAttn`）。
+# - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
+#   Long Context Transformers*. ICLR 2024 (arXiv 2023; pseudo-code in its appendix).
+#   <https://arxiv.org/abs/2310.04418>
+# - Golovneva, O. et al. (2024). *Contextual Position Encoding: Learning to Count
+#   What's Important*. <https://arxiv.org/abs/2405.18719>; code
 #   <https://github.com/facebookresearch/RAM/tree/main/projects/cope>
-# - Ruoss, A., Delétang, G., Genewein, T., Grau-Moya, J., Csordás, R., Bennani,
-#   M., Legg, S., Veness, J. (2023). *Randomized Positional Encodings Boost
-#   Length Generalization of Transformers*. ACL 2023.
-#   <https://arxiv.org/abs/2305.16843>
-# - ランダム化した位置の公式実装（`models/positional_encodings.py`、`experiments/example.py`）。
-#   <https://github.com/google-deepmind/randomized_positional_encodings>
-# - lucidrains、x-transformers、`x_transformers/x_transformers.py` の `DynamicPositionBias` と `CoPE`（バージョン 2.26.4 を参照）。
-#   <https://github.com/lucidrains/x-transformers>
-# - PyTorch、FlexAttention とその `score_mod`。
-#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>
-# - Dao-AILab、FlashAttention、`flash_attn_func` とその `alibi_slopes`。
-#   <https://github.com/Dao-AILab/flash-attention>
+# - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
+#   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>;
+#   code <https://github.com/google-deepmind/randomized_positional_encodings>
+# - x-transformers. <https://github.com/lucidrains/x-transformers>; FlexAttention.
+#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>;
+#   FlashAttention. <https://github.com/Dao-AILab/flash-attention>
+
+# %% [markdown] lang="ja"
+# ## 出典とバージョン
+#
+# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出と照合しています。x-transformers はバージョン 2.26.4 を読みました。
+#
+# ### 参考文献
+#
+# - Chi, T.-C. et al. (2022). *KERPLE: Kernelized Relative Positional Embedding for
+#   Length Extrapolation*. NeurIPS 2022. <https://arxiv.org/abs/2205.09921>。コード
+#   <https://github.com/chijames/KERPLE>
+# - Schölkopf, B. (2000). *The Kernel Trick for Distances*. NeurIPS 13.
+#   <https://proceedings.neurips.cc/paper/2000/hash/4e87337f366f72daa424dae11df0538c-Abstract.html>
+# - Berg, C., Christensen, J. P. R., Ressel, P. (1984). *Harmonic Analysis on
+#   Semigroups*. Springer.
+# - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
+#   Long Context Transformers*. ICLR 2024（arXiv 版は 2023 年、付録に疑似コード）。
+#   <https://arxiv.org/abs/2310.04418>
+# - Golovneva, O. et al. (2024). *Contextual Position Encoding: Learning to Count
+#   What's Important*. <https://arxiv.org/abs/2405.18719>。コード
+#   <https://github.com/facebookresearch/RAM/tree/main/projects/cope>
+# - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
+#   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>。
+#   コード <https://github.com/google-deepmind/randomized_positional_encodings>
+# - x-transformers。<https://github.com/lucidrains/x-transformers>。FlexAttention。
+#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>。
+#   FlashAttention。<https://github.com/Dao-AILab/flash-attention>

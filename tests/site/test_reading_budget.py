@@ -27,6 +27,7 @@ SCREEN = (1280, 900)
 REWRITTEN = {  # one per line, so that merges of rewrites do not collide
     "alibi",
     "efficient-rope",
+    "learned-bias-functions",
     "learned-embeddings",
     "length-generalisation",
     "real-text",

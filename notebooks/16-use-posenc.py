@@ -27,7 +27,7 @@
 #
 # 100 行ほどで書ける完全なデコーダを作ります。クエリとキーには `posenc` の RoPE をかけ、アテンションは PyTorch の `scaled_dot_product_attention` で計算し、生成には [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使います。
 # 同じモデルを、FlexAttention で ALiBi を使う形にも書き換えます。
-# 続いて、学習の環境が位置エンコーディングに求めることを順に見ます。詰め込んだ文書、meta デバイスでの構築、Hugging Face の設定、分散データ並列です。
+# 続いて、学習の環境が位置エンコーディングに求めることを順に見ます。1 行に詰め込んだ文書（パッキング）、meta デバイスでの構築、Hugging Face の設定、分散データ並列です。
 
 # %%
 import warnings
@@ -35,6 +35,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.bias import causal_lower_right
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 from torch.testing import assert_close
 
@@ -42,6 +43,7 @@ from posenc import (
     DynamicNTKScaling,
     Llama3Scaling,
     RotaryEmbedding,
+    T5RelativeBias,
     alibi_bias,
     alibi_score_mod,
     attention_mask,
@@ -51,7 +53,7 @@ from posenc import (
 from posenc_lab.plotting import use_site_style
 
 use_site_style()
-torch.manual_seed(0)
+_ = torch.manual_seed(0)
 
 # %% [markdown] lang="en"
 # ## A decoder with RoPE
@@ -74,10 +76,10 @@ torch.manual_seed(0)
 #
 # 各ブロックは pre-norm です。正規化した入力にアテンションをかけて残差ストリームに足し、MLP も同じように足します。
 # RoPE を入れる場所は、射影とアテンションの間です。
-# ブロックは*新しい*トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。
+# ブロックは**新しい**トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。
 # キャッシュしたキーを回転し直す必要はありません。キーの回転はそのキー自身の位置だけで決まるからです（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）。
 #
-# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を 1 度だけ作り、`forward` では行を集めるだけです。
+# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を一度だけ作り、`forward` では行を集めるだけです。
 # そのため、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
 # 位置はテンソルとして渡します。系列の長さから求めるのではないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
 
@@ -133,18 +135,24 @@ class Block(nn.Module):
 # The model computes the mask once per call and hands every block the same
 # `attend` function. With SDPA, the mask is `posenc.attention_mask` built from
 # the query and key positions (and document ids, for packing below). ALiBi's bias
-# is folded into the same additive mask. The FlexAttention branch is explained in
-# the ALiBi section. The output head reuses the embedding matrix (tied weights).
+# is folded into the same additive mask. The output layer reuses the embedding
+# matrix (tied weights).
 
 # %% [markdown] lang="ja"
-# モデルは呼び出しごとにマスクを 1 度だけ作り、すべてのブロックに同じ `attend` 関数を渡します。
-# SDPA では、マスクはクエリとキーの位置（後で扱う詰め込みでは文書 ID も）から `posenc.attention_mask` で作ります。
+# モデルは呼び出しごとにマスクを一度だけ作り、すべてのブロックに同じ `attend` 関数を渡します。
+# SDPA では、マスクはクエリとキーの位置（後で扱うパッキングでは文書 ID も）から `posenc.attention_mask` で作ります。
 # ALiBi のバイアスは、同じ加算マスクに入れます。
-# FlexAttention の分岐は ALiBi の節で説明します。
-# 出力のヘッドは埋め込み行列をそのまま使います（重みの共有）。
+# 出力層は埋め込み行列をそのまま使います（重みの共有）。
 
 
 # %%
+def block_mask(rule, q_pos, k_pos):
+    """FlexAttention's block mask: one per batch row for batched positions."""
+    b = q_pos.shape[0] if q_pos.dim() == 2 else None
+    n_q, n_k = q_pos.shape[-1], k_pos.shape[-1]
+    return create_block_mask(rule, b, None, n_q, n_k, device=q_pos.device)
+
+
 class Decoder(nn.Module):
     def __init__(
         self, vocab=64, d=64, n_heads=4, n_layers=2, encoding="rope",
@@ -164,8 +172,7 @@ class Decoder(nn.Module):
         docs = dict(q_document_ids=q_doc, k_document_ids=k_doc)
         if self.backend == "flex":  # ALiBi without a (heads, q, k) tensor
             rule = attention_mask_mod(**where, **docs, window=self.window)
-            n_q, n_k = q_pos.shape[-1], k_pos.shape[-1]
-            blocks = create_block_mask(rule, None, None, n_q, n_k, "cpu")
+            blocks = block_mask(rule, q_pos, k_pos)
             bias = alibi_score_mod(self.n_heads, **where)
             return lambda q, k, v: flex_attention(
                 q, k, v, score_mod=bias, block_mask=blocks
@@ -198,8 +205,9 @@ class Decoder(nn.Module):
 # prompt at positions $0, \dots, P-1$. Each [decode step](../docs/glossary.md#decode-step)
 # then feeds one token at position $t$, the number of tokens so far. Its query
 # attends to the $t + 1$ cached keys. The model is untrained, so the tokens
-# themselves mean nothing. What matters is that the cache and a full
-# recomputation agree.
+# themselves mean nothing: with its tied output layer it mostly repeats its last
+# token. What matters is that the cache gives, at every step, the logits of a
+# full recomputation.
 
 # %% [markdown] lang="ja"
 # ## KV キャッシュを使う生成
@@ -207,8 +215,8 @@ class Decoder(nn.Module):
 # 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まります。プロンプト全体を位置 $0, \dots, P-1$ で処理します。
 # その後の[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
 # そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
-# モデルは学習していないので、生成されるトークン自体に意味はありません。
-# 大事なのは、キャッシュを使った結果とすべてを計算し直した結果が一致することです。
+# モデルは学習していないので、生成されるトークン自体に意味はありません。出力層が埋め込みと重みを共有しているため、ほとんどは直前のトークンを繰り返します。
+# 大事なのは、キャッシュを使ったときのロジットが、どのステップでも、すべてを計算し直したときのロジットと一致することです。
 
 
 # %%
@@ -229,51 +237,61 @@ def generate(model, prompt, n_new):
 model = Decoder().eval()
 prompt = torch.randint(64, (2, 6))  # two prompts of 6 tokens
 tokens = generate(model, prompt, 10)
-print(tokens)
+print(tokens.shape)  # 6 prompt tokens and 10 new ones per row
 
 
-# %% tags=["check"] summary={"en": "greedy decoding with the cache gives the tokens of recomputing the whole sequence at every step, and the same logits", "ja": "キャッシュを使う貪欲デコードは、毎ステップ系列全体を計算し直した場合と同じトークンとロジットを出します"}
+# %% tags=["check"] summary={"en": "at every decode step the cache gives the logits of one pass over the whole sequence, and greedy decoding picks their largest", "ja": "デコードのどのステップでも、キャッシュを使ったロジットは系列全体を一度に処理したときのロジットと一致し、貪欲デコードはその最大のものを選びます"}
 @torch.no_grad()
-def generate_no_cache(model, prompt, n_new):
-    tokens = prompt
-    for _ in range(n_new):
-        logits = model(tokens, torch.arange(tokens.shape[1]))
-        tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
-    return tokens, logits
-
-
-again, full_logits = generate_no_cache(model, prompt, 10)
-assert torch.equal(tokens, again)
-with torch.no_grad():  # the last step's logits, from the cache
+def step_logits(model, tokens, n_prompt):
+    """The logits of every decode step, with the cache, on given tokens."""
     cache = KVCache(len(model.blocks))
-    model(tokens[:, :-2], torch.arange(14), cache)
-    step = model(tokens[:, -2:-1], torch.tensor([14]), cache)
-assert_close(step[:, 0], full_logits[:, -1])
+    prefix = tokens[:, :n_prompt]
+    logits = [model(prefix, torch.arange(n_prompt), cache)[:, -1]]
+    for t in range(n_prompt, tokens.shape[1] - 1):
+        step = model(tokens[:, t : t + 1], torch.tensor([t]), cache)
+        logits.append(step[:, -1])
+    return torch.stack(logits, dim=1)
+
+
+@torch.no_grad()
+def full_logits(model, tokens, n_prompt):
+    """The same logits from one pass: the causal mask hides later tokens."""
+    n = tokens.shape[1] - 1
+    return model(tokens[:, :-1], torch.arange(n))[:, n_prompt - 1 :]
+
+
+full = full_logits(model, tokens, 6)
+assert_close(step_logits(model, tokens, 6), full)
+assert torch.equal(tokens[:, 6:], full.argmax(-1))
 
 # %% [markdown] lang="en"
 # ## Chunked prefill and the causal mask
 #
 # A long prompt is often prefilled in chunks: the second chunk's queries see
-# their own keys and every cached key before them. The [causal mask](../docs/glossary.md#causal-mask)
+# the keys of their own chunk and every cached key before them. The [causal mask](../docs/glossary.md#causal-mask)
 # must then be aligned to the *end* of the keys: query $i$ of $n_q$ sits at
 # position $i + n_k - n_q$. SDPA's `is_causal=True` aligns it to the *top left*
 # instead, so the first query of the chunk would see only the first key of the
 # sequence. `attention_mask(n_q, n_k)` gives the end-aligned mask; with positions,
-# as in the model, it compares positions and cannot misalign.
+# as in the model, it compares positions and cannot misalign. For a plain chunk
+# (no positions, no documents), PyTorch's own end-aligned causal mask is
+# `torch.nn.attention.bias.causal_lower_right(n_q, n_k)`: an object SDPA
+# interprets rather than a tensor, so on a GPU it can run on the fused kernels.
 
 # %% [markdown] lang="ja"
 # ## チャンク単位のプリフィルと因果マスク
 #
-# 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、自分自身のキーと、その前にキャッシュされたすべてのキーを見ます。
-# このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの*末尾*にそろえなければなりません。$n_q$ 個のうちクエリ $i$ の位置は $i + n_k - n_q$ です。
-# SDPA の `is_causal=True` は、マスクを*左上*にそろえます。そのため、チャンクの最初のクエリは系列の最初のキーしか見られません。
+# 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、同じチャンクのキーと、その前にキャッシュされたすべてのキーを見ます。
+# このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のうちクエリ $i$ の位置は $i + n_k - n_q$ です。
+# SDPA の `is_causal=True` は、マスクを**左上**にそろえます。そのため、チャンクの最初のクエリは系列の最初のキーしか見られません。
 # `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作られるので、ずれようがありません。
+# 位置や文書 ID が要らない単純なチャンクなら、PyTorch の `torch.nn.attention.bias.causal_lower_right(n_q, n_k)` も末尾にそろえた因果マスクです。テンソルではなく SDPA が解釈するオブジェクトなので、GPU では融合したカーネルで計算できます。
 
 # %%
 print(attention_mask(2, 6, dtype=torch.bool).int())  # posenc: end-aligned
 print(torch.ones(2, 6, dtype=torch.bool).tril().int())  # is_causal=True
 
-# %% tags=["check"] summary={"en": "prefilling in two chunks gives the logits of one prefill; with is_causal the second chunk's attention is wrong", "ja": "2 つのチャンクに分けたプリフィルは一度のプリフィルと同じロジットを出し、is_causal では 2 つ目のチャンクのアテンションが誤ります"}
+# %% tags=["check"] summary={"en": "prefilling in two chunks gives the logits of one prefill; causal_lower_right gives attention_mask's result, is_causal a wrong one for the second chunk", "ja": "2 つのチャンクに分けたプリフィルは一度のプリフィルと同じロジットを出します。causal_lower_right は attention_mask と同じ結果を出し、is_causal では 2 つ目のチャンクのアテンションが誤ります"}
 with torch.no_grad():
     whole = model(tokens, torch.arange(16))
     cache = KVCache(len(model.blocks))
@@ -289,7 +307,11 @@ right = F.scaled_dot_product_attention(
     chunk, k, v, attn_mask=attention_mask(2, 6, dtype=torch.bool)
 )
 top_left = F.scaled_dot_product_attention(chunk, k, v, is_causal=True)
+lower_right = F.scaled_dot_product_attention(
+    chunk, k, v, attn_mask=causal_lower_right(2, 6)
+)
 assert_close(right, one_pass[..., -2:, :])
+assert_close(lower_right, right)
 assert not torch.allclose(top_left, one_pass[..., -2:, :])
 
 # %% [markdown] lang="en"
@@ -297,45 +319,61 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 #
 # ALiBi adds $-m_h (p_q - p_k)$ to every score of head $h$
 # ([*ALiBi: attention with linear biases*](07-alibi.ipynb)). With SDPA that bias is
-# a tensor of shape (heads, queries, keys), folded into the additive mask.
-# FlexAttention instead calls a `score_mod` on each score:
-# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` returns one that
-# looks up the two positions and adds the bias. No bias tensor is built. The mask
-# becomes a block mask from `attention_mask_mod`, the same rule as
-# `attention_mask`.
+# a tensor of shape (heads, queries, keys), folded into the additive mask: its
+# memory grows with the square of the length, and on a GPU any `attn_mask` keeps
+# SDPA off its FlashAttention kernel. FlexAttention instead calls a `score_mod` on
+# each score: `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` returns
+# one that reads the query's and the key's positions and adds the bias. No bias
+# tensor is built. The mask becomes a block mask from `attention_mask_mod`, the
+# same rule as `attention_mask`. FlexAttention sorts the blocks of the score
+# matrix once into those to skip, those fully visible and those to mask, and its
+# compiled kernel relies on that sorting. With batched positions, give
+# `create_block_mask` the batch size, as `block_mask` above does; without it,
+# every row gets the first row's blocks.
 #
 # On a GPU, wrap `flex_attention` in `torch.compile` to get one fused kernel. This
-# page runs it eagerly on the CPU, where it forms the full score matrix and warns
-# once that it is not compiled. The warning is silenced below; the result is the
-# same.
+# page runs it eagerly on the CPU, where it [materialises](../docs/glossary.md#materialise)
+# the full score matrix and warns once that it is not compiled. The warning is
+# silenced below; the result is the same.
 
 # %% [markdown] lang="ja"
 # ## FlexAttention で使う ALiBi
 #
 # ALiBi はヘッド $h$ のすべてのスコアに $-m_h (p_q - p_k)$ を足します（[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章）。
-# SDPA では、このバイアスは（ヘッド、クエリ、キー）の形状のテンソルで、加算マスクに入れます。
+# SDPA では、このバイアスは（ヘッド、クエリ、キー）の形状のテンソルで、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
 # FlexAttention では、代わりに各スコアに対して `score_mod` を呼びます。
-# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、2 つの位置を引いてバイアスを足します。バイアスのテンソルは作りません。
+# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足します。バイアスのテンソルは作りません。
 # マスクは `attention_mask_mod` から作るブロックマスクになります。規則は `attention_mask` と同じです。
+# FlexAttention はスコアの行列のブロックを、飛ばすもの、すべて見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
+# 位置にバッチの軸があるときは、上の `block_mask` のように `create_block_mask` にバッチサイズを渡します。渡さないと、どの行にも最初の行の分類が使われます。
 #
 # GPU では、`flex_attention` を `torch.compile` で包むと 1 つの融合したカーネルになります。
-# このページでは CPU の eager モードで実行します。このときスコアの行列を丸ごと作り、コンパイルしていないという警告を 1 度だけ出します。
+# このページでは CPU の eager モードで実行します。このとき FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。
 # 結果は同じなので、下のセルでは警告を止めます。
 
 # %%
 warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
-torch.manual_seed(1)
+_ = torch.manual_seed(1)
 alibi_sdpa = Decoder(encoding="alibi").eval()
-torch.manual_seed(1)  # the same weights
+_ = torch.manual_seed(1)  # the same weights
 alibi_flex = Decoder(encoding="alibi", backend="flex").eval()
-print(generate(alibi_flex, prompt, 6))
 
-# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives SDPA's logits with alibi_bias in the mask, and greedy decoding with its cache gives SDPA's tokens", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出し、キャッシュを使う貪欲デコードも SDPA と同じトークンを出します"}
+# one score of head 0: the query at position 5, the key at 2
+bias = alibi_score_mod(
+    4, q_positions=torch.arange(6), k_positions=torch.arange(6)
+)
+score, batch, head = torch.tensor(0.0), torch.tensor(0), torch.tensor(0)
+print(bias(score, batch, head, torch.tensor(5), torch.tensor(2)))  # -m_0 * 3
+
+# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出します。キャッシュを使うデコードでも、どのステップでも同じです。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
 with torch.no_grad():
     positions = torch.arange(tokens.shape[1])
     assert_close(alibi_flex(tokens, positions), alibi_sdpa(tokens, positions))
 flex_tokens = generate(alibi_flex, prompt, 6)
-assert torch.equal(flex_tokens, generate_no_cache(alibi_sdpa, prompt, 6)[0])
+full = full_logits(alibi_sdpa, flex_tokens, 6)
+assert_close(step_logits(alibi_flex, flex_tokens, 6), full)
+assert torch.equal(flex_tokens[:, 6:], full.argmax(-1))
+assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 
 # %% [markdown] lang="en"
 # ## Packed sequences
@@ -345,17 +383,17 @@ assert torch.equal(flex_tokens, generate_no_cache(alibi_sdpa, prompt, 6)[0])
 # Give each token its position within its document and its document's id.
 # `attention_mask` lets query $i$ see key $j$ only when both share an id and
 # $p_j \le p_i$. RoPE and ALiBi read the restarted positions. The packed row then
-# gives each document's logits exactly as if it were run alone.
+# gives each document's logits as if it were run alone, to rounding.
 
 # %% [markdown] lang="ja"
-# ## 詰め込んだ系列
+# ## 詰め込んだ系列（パッキング）
 #
-# 学習では、パディングを避けるために複数の文書を 1 行に詰め込むことがよくあります。
-# このとき、文書ごとにやり直さなければならないものが 2 つあります。位置とアテンションです。
+# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。
+# このとき、文書の境目でリセットしなければならないものが 2 つあります。位置（文書ごとに 0 から数え直す）と、アテンションの範囲（ほかの文書を見ない）です。
 # 各トークンには、文書の中での位置と、その文書の ID を与えます。
-# `attention_mask` は、クエリ $i$ とキー $j$ が同じ ID を持ち、かつ $p_j \le p_i$ のときだけ、そのクエリからそのキーが見えるようにします。
-# RoPE と ALiBi は、やり直した位置を読みます。
-# こうすると、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときとまったく同じになります。
+# `attention_mask` は、クエリ $i$ がキー $j$ を見られる場合を、両者が同じ ID を持ち、かつ $p_j \le p_i$ のときだけに限ります。
+# RoPE と ALiBi は、この数え直した位置を使います。
+# こうすると、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときと丸め誤差の範囲で一致します。
 
 # %%
 documents = [torch.randint(64, (1, 7)), torch.randint(64, (1, 5))]
@@ -364,48 +402,113 @@ positions = torch.cat([torch.arange(7), torch.arange(5)])
 document_ids = torch.tensor([0] * 7 + [1] * 5)
 print(positions.tolist(), document_ids.tolist())
 
-# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを出します"}
+# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを丸め誤差の範囲で出します。ブロックの分類が違う 2 行では、ブロックマスクは各行について、その行だけで作ったときと同じ分類を持ちます（B=None なら、どちらの行にも最初の行の分類が使われます）"}
 for m in (model, alibi_sdpa, alibi_flex):
     with torch.no_grad():
         packed = m(row, positions, document_ids=document_ids)
         alone = [m(doc, torch.arange(doc.shape[1])) for doc in documents]
     assert_close(packed, torch.cat(alone, dim=1))
 
+
+def packed_rule(pos, ids):
+    where = dict(q_positions=pos, k_positions=pos)
+    return attention_mask_mod(**where, q_document_ids=ids, k_document_ids=ids)
+
+
+# row 0: one document of 256 tokens; row 1: two of 128 (blocks of 128)
+pos = torch.stack([torch.arange(256), torch.arange(256) % 128])
+ids = torch.stack(
+    [torch.zeros(256, dtype=torch.long), torch.arange(256) // 128]
+)
+blocks = block_mask(packed_rule(pos, ids), pos, pos)
+full_blocks = blocks.full_kv_num_blocks  # fully visible blocks per query block
+assert not torch.equal(full_blocks[0], full_blocks[1])  # the rows differ
+parts = ("kv_num_blocks", "kv_indices", "full_kv_num_blocks", "full_kv_indices")
+for r in range(2):
+    alone = block_mask(packed_rule(pos[r], ids[r]), pos[r], pos[r])
+    for part in parts:
+        assert torch.equal(getattr(blocks, part)[r], getattr(alone, part)[0])
+
 # %% [markdown] lang="en"
 # ## Meta-device construction
 #
-# Large models are built on the meta device (shapes, no memory), moved with
-# `to_empty`, then initialised by calling `reset_parameters()` on every module.
-# This is what FSDP's deferred initialisation does. Every `posenc` module has
-# `reset_parameters()`; for `RotaryEmbedding`, which has no parameters, it
-# rebuilds the cos/sin table. Under the same seed, the result equals the model
-# built eagerly, bit for bit. One condition applies to your own model: each
-# module must draw its random numbers in `reset_parameters`, in the order the
-# constructor creates the modules. The tied head above draws nothing of its own,
-# so it keeps that order.
+# Large models are built on the meta device (shapes, no memory) and moved with
+# `to_empty`, which leaves the memory uninitialised. Who initialises it depends on
+# the wrapper. FSDP1 (`FullyShardedDataParallel` without a `param_init_fn`) does
+# it itself: breadth first, on each module that holds parameters or buffers of
+# its own, it calls `to_empty` on that module alone, then `reset_parameters()`,
+# which is expected to initialise that module's own state and nothing else. FSDP2
+# (`fully_shard`) calls nothing, and neither does a model without FSDP: after
+# `to_empty` you initialise, for example by calling `reset_parameters()` on every
+# module, as below.
+#
+# Every `posenc` module has `reset_parameters()`, and each learned table
+# initialises itself. The table of `T5RelativeBias` is a child embedding whose own
+# `reset_parameters` draws it from $\mathcal{N}(0, 0.02^2)$, so both routes give
+# it the right spread. `RotaryEmbedding` has no parameters: `to_empty` rebuilds
+# its cos/sin table, and where FSDP1 leaves the table on the meta device, the
+# forward rebuilds it on the input's device (under `torch.compile`, it computes
+# cos and sin from the positions instead).
+#
+# Under the same seed, the loop below reproduces the decoder built the usual way
+# bit for bit, because each parameter is drawn once, in the order the constructor
+# creates it; the tied output layer draws nothing of its own. Your own modules
+# keep this if each draws in `reset_parameters` what its constructor draws.
+# FSDP1 draws breadth first, which is not the constructor's order, and a module
+# whose `reset_parameters` also resets its children (`T5RelativeBias` does, so
+# that it can be reset alone) has them drawn twice by the loop: the same
+# distributions, other numbers.
 
 # %% [markdown] lang="ja"
 # ## meta デバイスでの構築
 #
-# 大きなモデルは、meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で移してから、すべてのモジュールの `reset_parameters()` を呼んで初期化します。
-# FSDP の遅延初期化もこの手順です。
-# `posenc` のモジュールはすべて `reset_parameters()` を持ちます。パラメータを持たない `RotaryEmbedding` では、cos と sin の表を作り直します。
-# 同じシードなら、結果は eager に作ったモデルとビット単位で一致します。
-# 自分のモデルには条件が 1 つあります。各モジュールは乱数を `reset_parameters` の中で、コンストラクタがモジュールを作る順に引かなければなりません。
-# 上の重みを共有するヘッドは自分では乱数を引かないので、この順序を崩しません。
+# 大きなモデルは、meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移します。移した直後のメモリは初期化されていません。
+# だれが初期化するかは、ラッパーによって違います。
+# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は、自分で初期化します。モジュールを幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移してから `reset_parameters()` を呼びます。このとき `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
+# FSDP2（`fully_shard`）は何も呼びません。FSDP を使わないモデルも同じです。`to_empty` の後は自分で初期化します。たとえば下のように、すべてのモジュールの `reset_parameters()` を呼びます。
+#
+# `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その埋め込み自身の `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から値を引きます。そのため、どちらの手順でも表の広がりは正しくなります。
+# `RotaryEmbedding` にはパラメータがありません。cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
+#
+# 同じシードなら、下のループで作ったモデルは、通常どおり（実際のデバイス上で）作ったデコーダとビット単位で一致します。
+# 各パラメータを、コンストラクタが作る順に一度ずつ引くからです。重みを共有する出力層は、自分では乱数を引きません。
+# 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
+# FSDP1 の幅優先の順序では、引く順番が変わります。
+# また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
+
 
 # %%
-torch.manual_seed(0)
+def reset_every_module(model):
+    for module in model.modules():
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+
+
+_ = torch.manual_seed(0)
 with torch.device("meta"):
     deferred = Decoder()
 deferred.to_empty(device="cpu")
-for module in deferred.modules():
-    if hasattr(module, "reset_parameters"):
-        module.reset_parameters()
+reset_every_module(deferred)
 print(deferred.blocks[0].rope.rot_cached.device)
 
-# %% tags=["check"] summary={"en": "the model built on the meta device and reset equals the eager one (parameters and RoPE tables, bit for bit)", "ja": "meta デバイスで作ってリセットしたモデルは、eager に作ったモデルと一致します（パラメータも RoPE の表もビット単位で）"}
-torch.manual_seed(0)
+
+# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常どおり作ったものとビット単位で一致します（パラメータも RoPE の表も）。T5RelativeBias の表は、ループでも FSDP1 の順序でも広がりが約 0.02 になります（nn.Embedding の既定なら 1 です）。FSDP1 の順序では RoPE の表は meta に残りますが、デコーダは通常どおり作ったものと同じロジットを出します"}
+def fsdp1_materialise(model):
+    """FSDP1 without param_init_fn (torch 2.13, _materialize_meta_module)."""
+    queue = [model]
+    for module in queue:  # the list grows while it is read: breadth first
+        queue.extend(module.children())
+        own = [
+            *module.parameters(recurse=False),
+            *module.buffers(recurse=False),
+        ]
+        if own:
+            module.to_empty(device="cpu", recurse=False)
+            module.reset_parameters()
+
+
+_ = torch.manual_seed(0)
 eager = Decoder()
 eager_state, deferred_state = eager.state_dict(), deferred.state_dict()
 assert eager_state.keys() == deferred_state.keys()
@@ -413,6 +516,26 @@ for name, tensor in eager_state.items():
     assert torch.equal(tensor, deferred_state[name]), name
 for a, b in zip(eager.blocks, deferred.blocks, strict=True):
     assert torch.equal(a.rope.rot_cached, b.rope.rot_cached)
+
+for recipe in (reset_every_module, fsdp1_materialise):
+    with torch.device("meta"):
+        layer = nn.Sequential(nn.Linear(64, 64), T5RelativeBias(4))
+    if recipe is reset_every_module:
+        layer.to_empty(device="cpu")
+    recipe(layer)
+    table = layer[1].relative_attention_bias.weight.detach()
+    assert 0.015 < table.std() < 0.025 and table.mean().abs() < 0.006
+
+with torch.device("meta"):
+    sharded = Decoder().eval()
+fsdp1_materialise(sharded)
+assert sharded.blocks[0].rope.rot_cached.is_meta  # no parameters of its own
+sharded.load_state_dict(eager_state)
+with torch.no_grad():
+    positions = torch.arange(tokens.shape[1])
+    assert torch.equal(
+        sharded(tokens, positions), eager.eval()(tokens, positions)
+    )
 
 # %% [markdown] lang="en"
 # ## A Hugging Face config
@@ -422,6 +545,12 @@ for a, b in zip(eager.blocks, deferred.blocks, strict=True):
 # plain dict of a `config.json`; nothing is downloaded. Below is the part of Llama
 # 3.1 8B's config that RoPE reads, written out by hand. The module rotates
 # $128 = 4096 / 32$ features per head with Llama 3's frequency scaling.
+#
+# The config's `num_key_value_heads` (8 for 32 query heads) asks for
+# [grouped-query attention](../docs/glossary.md#grouped-query-attention). The
+# module rotates queries and keys with different head counts alike, and
+# `scaled_dot_product_attention(..., enable_gqa=True)` lets each group of query
+# heads share one head of keys and values.
 
 # %% [markdown] lang="ja"
 # ## Hugging Face の設定
@@ -430,6 +559,9 @@ for a, b in zip(eager.blocks, deferred.blocks, strict=True):
 # `RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取ります。何もダウンロードしません。
 # 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。
 # このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
+#
+# 設定の `num_key_value_heads`（クエリの 32 ヘッドに対して 8）は、[グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)を使うという意味です。
+# このモジュールは、ヘッド数の違うクエリとキーを同じように回転させます。`scaled_dot_product_attention(..., enable_gqa=True)` を使えば、クエリのヘッドのグループごとに、キーとバリューのヘッドを 1 つずつ共有させられます。
 
 # %%
 llama_3_1 = {
@@ -449,7 +581,7 @@ llama_3_1 = {
 rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
-# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, as the hand-built scaling gives", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、手で作ったスケーリングと一致します"}
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in between equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、その間の 6 つは Hugging Face の値（transformers から貼り付けたもの）と一致し、すべて手で作ったスケーリングと一致します。クエリ 8 ヘッド、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションを出します"}
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
 by_hand = rope_frequencies(128, base=500000.0, scaling=scaling)
 assert rope.dim == 128 and rope.layout == "half"
@@ -458,12 +590,33 @@ plain = rope_frequencies(128, base=500000.0)
 assert rope.inv_freq[0] == plain[0] == 1.0
 assert_close(rope.inv_freq[-1], plain[-1] / 8)
 
+# the smooth band (wavelengths between 8192 / 4 and 8192): transformers 5.24.0,
+# _compute_llama3_parameters for this config, inv_freq[29:35]
+hugging_face = [
+    0.0021665706299245358, 0.0013718936825171113, 0.0008567514596506953,
+    0.0005248460220173001, 0.0003126936499029398, 0.0001785077911335975,
+]  # fmt: skip
+wavelength = 2 * torch.pi / plain
+band = (wavelength > 8192 / 4) & (wavelength < 8192)
+assert band.nonzero().flatten().tolist() == list(range(29, 35))
+assert torch.equal(rope.inv_freq[band], torch.tensor(hugging_face))
+
+q = torch.randn(1, 8, 5, 128)  # 8 query heads
+k, v = torch.randn(2, 1, 2, 5, 128)  # 2 heads of keys and values
+rq, rk = rope(q, k, torch.arange(5))
+grouped = F.scaled_dot_product_attention(
+    rq, rk, v, is_causal=True, enable_gqa=True
+)
+rk, v = rk.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
+assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
+
 # %% [markdown] lang="en"
 # ## Distributed training
 #
 # No DDP run here, only what to know. `DistributedDataParallel` broadcasts every
-# *buffer* from rank 0 at each step (`broadcast_buffers=True`, its default), and
-# averages the gradients of the *parameters*.
+# *buffer* from rank 0 at each step (`forward_sync_buffers`, on by default; torch
+# 2.13 deprecates its older name, `broadcast_buffers`), and averages the gradients
+# of the *parameters*.
 #
 # - `RotaryEmbedding` keeps its table in plain tensor attributes, not buffers, and
 #   its `state_dict` is empty. DDP never broadcasts the table, so ranks that see
@@ -474,8 +627,9 @@ assert_close(rope.inv_freq[-1], plain[-1] / 8)
 # - Learned encodings (`T5RelativeBias`, `KerpleBias`, `FireBias`, `CoPE`,
 #   `LearnedPositionalEmbedding`) hold ordinary parameters, and DDP averages their
 #   gradients like any other weight.
-# - With FSDP, build on the meta device as above; `reset_parameters` is the hook
-#   it calls on each module.
+# - With FSDP, build on the meta device as above: FSDP1 calls `reset_parameters`
+#   on each module that holds parameters or buffers of its own; with FSDP2, you
+#   initialise after `to_empty`.
 #
 # The package's tests train a small model in two processes whose lengths differ
 # at every step and compare the gradients with a single-process run.
@@ -484,12 +638,13 @@ assert_close(rope.inv_freq[-1], plain[-1] / 8)
 # ## 分散学習
 #
 # ここでは DDP を実行せず、知っておくべきことだけをまとめます。
-# `DistributedDataParallel` は、各ステップでランク 0 からすべての*バッファ*をブロードキャストし（既定値の `broadcast_buffers=True`）、*パラメータ*の勾配を平均します。
+# `DistributedDataParallel` は、各ステップでランク 0 からすべての**バッファ**をブロードキャストし、**パラメータ**の勾配を平均します。
+# バッファのブロードキャストを決める引数は `forward_sync_buffers` で、既定で有効です（以前の名前 `broadcast_buffers` は torch 2.13 で非推奨になりました）。
 #
 # - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、その `state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ自分の表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
-# - 学習する位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では、上のように meta デバイスで作ります。FSDP が各モジュールで呼ぶのが `reset_parameters` です。
+# - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
+# - FSDP では、上のように meta デバイスで作ります。FSDP1 は、自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 を使うときは、`to_empty` の後に自分で初期化します。
 #
 # パッケージのテストでは、ステップごとに長さの違う 2 つのプロセスで小さなモデルを学習させ、勾配を 1 プロセスでの計算と比べています。
 
@@ -502,11 +657,14 @@ assert_close(rope.inv_freq[-1], plain[-1] / 8)
 # - SDPA's `is_causal` is aligned to the top left. For chunked prefill, pass
 #   `attention_mask` (end-aligned, or built from positions).
 # - ALiBi goes into SDPA as an additive mask (`attention_mask(..., bias=alibi_bias(...))`)
-#   or into FlexAttention as `alibi_score_mod`, with the same result.
+#   or into FlexAttention as `alibi_score_mod`, with the same result. Build
+#   FlexAttention's block mask with the batch size when positions are batched.
 # - Packed documents need restarted positions and document ids, both passed to
 #   the mask and the encoding.
-# - `posenc` modules support meta-device construction (`to_empty`, then
-#   `reset_parameters`) and are safe under DDP by default.
+# - After `to_empty`, FSDP1 calls `reset_parameters` on each module that owns
+#   parameters; with FSDP2, call it yourself. Every `posenc` module, learned
+#   tables included, comes out initialised right either way, and all are safe
+#   under DDP by default.
 # - Read a released model's RoPE with `RotaryEmbedding.from_hf_config`.
 
 # %% [markdown] lang="ja"
@@ -514,17 +672,17 @@ assert_close(rope.inv_freq[-1], plain[-1] / 8)
 #
 # - 新しいクエリとキーを明示した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばすことも値を読み戻すこともありません。
 # - SDPA の `is_causal` は左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
-# - ALiBi は、SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）として、FlexAttention には `alibi_score_mod` として渡します。結果は同じです。
+# - ALiBi は、SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）として、FlexAttention には `alibi_score_mod` として渡します。結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
 # - 詰め込んだ文書には、文書ごとにやり直す位置と文書 ID が必要です。どちらもマスクと位置エンコーディングに渡します。
-# - `posenc` のモジュールは meta デバイスでの構築（`to_empty` の後に `reset_parameters`）に対応し、既定の設定のままで DDP でも安全です。
+# - `to_empty` の後、FSDP1 はパラメータを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 では自分で呼びます。`posenc` のモジュールは、学習可能な表も含めて、どちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
 # - 公開されたモデルの RoPE は `RotaryEmbedding.from_hf_config` で読みます。
 
 # %% [markdown] lang="en"
 # ## Exercises
 #
 # 1. Give the decoder a [sliding window](../docs/glossary.md#sliding-window) of 4
-#    (`window=4`). The cache still keeps every key. Check that greedy decoding with
-#    the cache still equals recomputation.
+#    (`window=4`). The cache still keeps every key. Check that decoding with the
+#    cache still gives the logits of recomputation at every step.
 # 2. Batch two prompts of different lengths by padding the shorter one on the left.
 #    Which positions and document ids make each prompt's logits equal those of the
 #    prompt alone?
@@ -535,7 +693,7 @@ assert_close(rope.inv_freq[-1], plain[-1] / 8)
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. デコーダに幅 4 の[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)を与えてください（`window=4`）。キャッシュはすべてのキーを保持したままです。キャッシュを使う貪欲デコードが、計算し直した結果とまだ一致することを確かめてください。
+# 1. デコーダに幅 4 の[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)を与えてください（`window=4`）。キャッシュはすべてのキーを保持したままです。キャッシュを使うデコードが、どのステップでも計算し直したときと同じロジットを出すことを確かめてください。
 # 2. 長さの違う 2 つのプロンプトを、短いほうを左にパディングして 1 つのバッチにします。各プロンプトのロジットを単独で処理したときと一致させるには、どのような位置と文書 ID を与えればよいでしょうか。
 # 3. 各ブロックの RoPE を `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))` に置き換えてください。系列が 8 より長くなると、周波数が変わります。キャッシュを使うデコードは、計算し直した結果とまだ一致するでしょうか。それはなぜでしょうか。
 
@@ -551,11 +709,14 @@ assert_close(rope.inv_freq[-1], plain[-1] / 8)
 # ウィンドウから外れたキーはマスクされるだけで、取り除かれはしません。実際の実装では、キャッシュからも捨てます。
 
 # %% tags=["solution"]
-torch.manual_seed(0)
-windowed = Decoder(window=4).eval()
+_ = torch.manual_seed(0)
+windowed = Decoder(window=4).eval()  # the weights of `model`
 cached = generate(windowed, prompt, 10)
-assert torch.equal(cached, generate_no_cache(windowed, prompt, 10)[0])
-print(cached)
+full = full_logits(windowed, cached, 6)
+assert_close(step_logits(windowed, cached, 6), full)
+assert not torch.allclose(
+    full, full_logits(model, cached, 6)
+)  # the window acts
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 2.** Count each row's positions from its first real token, and give
@@ -595,7 +756,7 @@ with torch.no_grad():
 # 長さに依存するスケーリングと KV キャッシュは、キャッシュしたキーを回転し直さない限り一緒には使えません。
 
 # %% tags=["solution"]
-torch.manual_seed(0)
+_ = torch.manual_seed(0)
 dynamic = Decoder().eval()
 for block in dynamic.blocks:
     block.rope = RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))
@@ -612,7 +773,10 @@ assert not torch.allclose(step, full)
 #
 # Run with torch 2.13.0 on the CPU and `posenc` 0.3.0. FlexAttention runs eagerly
 # here (unfused, with the full score matrix), which torch 2.13 supports on the
-# CPU; the Llama 3.1 8B settings are those of its published `config.json`.
+# CPU; the Llama 3.1 8B settings are those of its published `config.json`, and
+# the frequencies compared with Hugging Face's come from transformers 5.24.0.
+# FSDP1's initialisation order is that of `_materialize_meta_module` in torch
+# 2.13's `torch/distributed/fsdp/_init_utils.py`, replayed without processes.
 #
 # - PyTorch, `torch.nn.functional.scaled_dot_product_attention` (`is_causal`
 #   aligned to the top left).
@@ -628,9 +792,15 @@ assert not torch.allclose(step, full)
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding*.
 #   <https://arxiv.org/abs/2104.09864>
-# - PyTorch, `DistributedDataParallel` (`broadcast_buffers`).
+# - PyTorch, `DistributedDataParallel` (`forward_sync_buffers`).
 #   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
 # - PyTorch, the meta device. <https://pytorch.org/docs/stable/meta.html>
+# - PyTorch, FSDP1 (`FullyShardedDataParallel`, `param_init_fn`).
+#   <https://pytorch.org/docs/stable/fsdp.html>
+# - PyTorch, FSDP2 (`fully_shard`).
+#   <https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html>
+# - Hugging Face transformers, `modeling_rope_utils.py` (`_compute_llama3_parameters`).
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
 # - Meta, Llama 3.1 8B, `config.json`.
 #   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>
 
@@ -640,7 +810,8 @@ assert not torch.allclose(step, full)
 # torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。
 # FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。
 # torch 2.13 は CPU でこれに対応しています。
-# Llama 3.1 8B の設定は、公開されている `config.json` のものです。
+# Llama 3.1 8B の設定は、公開されている `config.json` のものです。Hugging Face の周波数は transformers 5.24.0 で求めた値です。
+# FSDP1 の初期化の順序は、torch 2.13 の `torch/distributed/fsdp/_init_utils.py` にある `_materialize_meta_module` のもので、プロセスを立てずに再現しています。
 #
 # - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。
 #   <https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html>
@@ -655,8 +826,14 @@ assert not torch.allclose(step, full)
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding*.
 #   <https://arxiv.org/abs/2104.09864>
-# - PyTorch、`DistributedDataParallel`（`broadcast_buffers`）。
+# - PyTorch、`DistributedDataParallel`（`forward_sync_buffers`）。
 #   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
 # - PyTorch、meta デバイス。<https://pytorch.org/docs/stable/meta.html>
+# - PyTorch、FSDP1（`FullyShardedDataParallel`、`param_init_fn`）。
+#   <https://pytorch.org/docs/stable/fsdp.html>
+# - PyTorch、FSDP2（`fully_shard`）。
+#   <https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html>
+# - Hugging Face transformers、`modeling_rope_utils.py`（`_compute_llama3_parameters`）。
+#   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
 # - Meta、Llama 3.1 8B の `config.json`。
 #   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>

@@ -455,7 +455,11 @@ class FireBias(nn.Module):
         The two ``nn.Linear`` layers draw their weights in the order
         construction draws them, so that under the same
         ``torch.manual_seed`` a module reset after ``to_empty`` holds the
-        values of one built directly on that device.
+        values of one built directly on that device. The layers initialise
+        themselves too, so a loop that resets every module draws them again
+        (the same distribution), and FSDP1, which resets this module while
+        its MLP is still on the meta device and then each layer, gives the
+        values of construction.
         """
         for layer in self.mlp:
             if isinstance(layer, nn.Linear):

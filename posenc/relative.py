@@ -55,9 +55,28 @@ __all__ = [
 _INIT_STD = 0.02
 
 
-def _draw_table(embedding: nn.Embedding) -> None:
-    """Draw a learned table from ``N(0, 0.02^2)``, in place."""
-    nn.init.normal_(embedding.weight, mean=0.0, std=_INIT_STD)
+class _NormalTable(nn.Embedding):
+    """An ``nn.Embedding`` whose own :meth:`reset_parameters` draws ``N(0, 0.02^2)``.
+
+    The table of :class:`T5RelativeBias` and of
+    :class:`RelativePositionEmbedding`. Its initialisation belongs to it, the
+    module that owns the weight, so it comes out right whoever resets it and
+    in whatever order: the module that holds it, a loop that calls
+    ``reset_parameters()`` on every module of a model, or FSDP1's meta-device
+    materialisation, which calls it only on modules with parameters of their
+    own and expects each to initialise only those. A plain ``nn.Embedding``
+    there would be reset to its ``N(0, 1)`` default, 50 times too wide.
+
+    It draws the random numbers construction always drew: ``nn.Embedding``'s
+    ``N(0, 1)`` first, then the ``N(0, 0.02^2)`` it keeps, so the values
+    under a seed are those of earlier versions. Its ``state_dict`` is an
+    ``nn.Embedding``'s (``weight``), and it is one (``isinstance``).
+    """
+
+    def reset_parameters(self) -> None:
+        """Draw the table from ``N(0, 0.02^2)``, after ``nn.Embedding``'s own ``N(0, 1)`` draw."""
+        super().reset_parameters()  # consumes the random numbers it always has
+        nn.init.normal_(self.weight, mean=0.0, std=_INIT_STD)
 
 
 def _check_t5_buckets(bidirectional: object, num_buckets: object, max_distance: object):
@@ -291,7 +310,8 @@ class T5RelativeBias(nn.Module):
 
     The table is ``relative_attention_bias``, an ``nn.Embedding(num_buckets,
     n_heads)`` named as in Hugging Face's ``T5Attention``, so its weight loads
-    from a T5 checkpoint unchanged. It is initialised from ``N(0, 0.02^2)``;
+    from a T5 checkpoint unchanged. It is initialised from ``N(0, 0.02^2)``
+    by its own ``reset_parameters`` (a subclass of ``nn.Embedding``);
     Hugging Face's T5 uses the standard deviation
     ``initializer_factor * d_model ** -0.5`` (``initializer_factor`` is 1.0
     in T5's configs; ``nn.init.normal_`` on the weight to change it).
@@ -330,19 +350,21 @@ class T5RelativeBias(nn.Module):
         self.bidirectional, self.num_buckets, self.max_distance, _ = _check_t5_buckets(
             bidirectional, num_buckets, max_distance
         )
-        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
-        _draw_table(self.relative_attention_bias)
+        self.relative_attention_bias = _NormalTable(self.num_buckets, self.n_heads)
 
     def reset_parameters(self) -> None:
-        """Draw the table from ``N(0, 0.02^2)``, consuming the random numbers construction does.
+        """Draw the table from ``N(0, 0.02^2)`` again, as construction draws it.
 
-        Construction first lets ``nn.Embedding`` draw its own ``N(0, 1)``
-        table, then draws this one; so does this method, so that under the
-        same ``torch.manual_seed`` a module reset after ``to_empty`` holds
-        the values of one built directly (on the same device).
+        The table initialises itself (its own ``reset_parameters``, which
+        this method calls), so that FSDP1 and a loop over every module
+        initialise it right too. Under the same ``torch.manual_seed``, a
+        module built on the meta device, moved with ``to_empty`` and reset
+        by this method alone (or by FSDP1, which skips this module: it has
+        no parameters of its own) holds the values of one built directly on
+        that device; a loop that also resets the table draws it twice, from
+        the same distribution.
         """
         self.relative_attention_bias.reset_parameters()
-        _draw_table(self.relative_attention_bias)
 
     def forward(
         self,
@@ -480,8 +502,9 @@ class RelativePositionEmbedding(nn.Module):
     heads; in their experiments (section 4.1) the base model kept tables
     per layer and head, the big model per layer.
 
-    The table is initialised from ``N(0, 0.02^2)``, as Hugging Face's BERT
-    initialises its relative distance embedding.
+    The table, ``embedding`` (an ``nn.Embedding`` subclass), is initialised
+    from ``N(0, 0.02^2)`` by its own ``reset_parameters``, as Hugging Face's
+    BERT initialises its relative distance embedding.
 
     Args:
         max_distance (int): clipping distance ``k`` of the paper, a positive
@@ -502,19 +525,15 @@ class RelativePositionEmbedding(nn.Module):
         super().__init__()
         self.max_distance = check_size("max_distance", max_distance)
         self.dim = check_size("dim", dim)
-        self.embedding = nn.Embedding(2 * self.max_distance + 1, self.dim)
-        _draw_table(self.embedding)
+        self.embedding = _NormalTable(2 * self.max_distance + 1, self.dim)
 
     def reset_parameters(self) -> None:
-        """Draw the table from ``N(0, 0.02^2)``, consuming the random numbers construction does.
+        """Draw the table from ``N(0, 0.02^2)`` again, as construction draws it.
 
-        As :meth:`T5RelativeBias.reset_parameters`: ``nn.Embedding``'s own
-        draw first, then this one, so that a module reset after
-        ``to_empty`` under the same ``torch.manual_seed`` equals one built
-        directly.
+        As :meth:`T5RelativeBias.reset_parameters`: the table initialises
+        itself, and this method calls it.
         """
         self.embedding.reset_parameters()
-        _draw_table(self.embedding)
 
     def forward(
         self,

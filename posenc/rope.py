@@ -603,8 +603,9 @@ class RotaryEmbedding(nn.Module):
     not parameters: the module has neither, and its ``state_dict`` is empty.
 
     - Distributed training: ``DistributedDataParallel`` broadcasts every
-      buffer from rank 0 at each step (``broadcast_buffers=True``, its
-      default); a cache held in buffers would grow to each rank's longest
+      buffer from rank 0 at each step (``forward_sync_buffers``, default
+      ``True``; ``broadcast_buffers`` before torch 2.13, now deprecated); a
+      cache held in buffers would grow to each rank's longest
       sequence, differ in size between ranks and abort that broadcast. Being
       no buffer, the cache is never broadcast: each rank keeps its own, and
       the default settings are safe under DDP (FSDP's ``sync_module_states``
@@ -615,9 +616,13 @@ class RotaryEmbedding(nn.Module):
       settings, never from uninitialised memory; casts such as ``.half()``
       leave it in float32. It can be created on the meta device (``with
       torch.device("meta"): ...``); ``to_empty`` then rebuilds it, and
-      :meth:`reset_parameters` rebuilds it as construction does. In eager
-      mode, inputs on another device than the cache rebuild it where the
-      inputs are.
+      :meth:`reset_parameters` rebuilds it as construction does. FSDP1's
+      materialisation calls neither on a module without parameters or
+      buffers of its own, so the cache can stay on meta: in eager mode,
+      inputs on another device than the cache rebuild it where the inputs
+      are; under ``torch.compile`` (which cannot rebuild it) ``cos`` and
+      ``sin`` are then computed from the positions, the same values, until
+      an eager call, ``to_empty`` or :meth:`reserve` puts the cache there.
 
     With a length-dependent scaling (``DynamicNTKScaling``,
     ``LongRopeScaling``) the cache holds the frequencies of sequences no
@@ -824,7 +829,7 @@ class RotaryEmbedding(nn.Module):
         Rows for ``max_positions`` positions (``initial_cache_positions``
         without it), on the device the cache is on now. ``to_empty`` and
         moves rebuild the cache already (see the class docstring); this is
-        the hook that meta-device initialisation calls on every module.
+        for a loop that resets every module after ``to_empty``.
         """
         self.rope_init(None, self.rot_cached.device)
 
@@ -925,6 +930,8 @@ class RotaryEmbedding(nn.Module):
         compiling = torch.compiler.is_compiling()
         if self.max_positions is not None:  # fixed cache: gather, never look at the values
             if compiling:
+                if self.rot_cached.device != device:  # e.g. left on meta: compute instead
+                    return None
                 return self._gather(self.rot_cached, positions)
             table = self._cache(0, device)
             try:
@@ -1107,8 +1114,13 @@ class RotaryEmbedding(nn.Module):
             c, s = rows.unbind(-2)  # (*positions.shape, dim) each
             return self._rotate_rows(q, c, s), self._rotate_rows(k, c, s)
         inv_freq = self.inv_freq
-        if inv_freq.device != device and not torch.compiler.is_compiling():  # inputs elsewhere
-            inv_freq = _cached_parameters(
+        if inv_freq.device != device:  # inputs elsewhere, or a cache left on meta
+            parameters = (
+                _cached_parameters.__wrapped__
+                if torch.compiler.is_compiling()
+                else _cached_parameters
+            )
+            inv_freq = parameters(
                 self.dim, self.base, self.scaling, device, canonical_seq_len(self.scaling, 0)
             )[0]
         cos, sin = _cos_sin(positions, inv_freq, self.attention_factor, angle_dtype)

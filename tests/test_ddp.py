@@ -70,7 +70,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         model = _model()
-        ddp = DistributedDataParallel(model)  # broadcast_buffers=True, the default
+        ddp = DistributedDataParallel(model)  # forward_sync_buffers: True by default
         optimiser = torch.optim.SGD(ddp.parameters(), lr=0.05)
         grads = []
         for step, n in enumerate(LENGTHS[rank]):

@@ -381,10 +381,16 @@ def test_bad_bias_and_dtype():
 def test_compiled_flex_attention_takes_every_score_mod_and_the_mask_mod():
     # Inductor compiles a score_mod and a mask_mod into its kernel only when
     # they are pointwise (no bucketize, no reduction, no new tensor); one
-    # compilation of all the score_mods in a chain shows it for each.
+    # compilation of all the score_mods in a chain shows it for each. The two
+    # packed rows differ in their blocks of 128: keys 0-127 for queries
+    # 128-255 are all visible in row 0 (one document) and partly masked in
+    # row 1 (documents of 100 and 156 tokens). The compiled kernel applies no
+    # mask_mod to a block the block mask calls full, so the block mask needs
+    # the batch size: with B=None, row 0's blocks serve both (an error of 3.6).
     torch.manual_seed(0)
-    positions = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2], [0, 0, 0, 0, 1, 2, 3, 4]])
-    ids = torch.tensor([[0, 0, 0, 1, 1, 2, 2, 2], [0, 0, 0, 1, 1, 1, 1, 1]])
+    n = 256
+    positions = torch.stack([torch.arange(n), torch.cat([torch.arange(100), torch.arange(156)])])
+    ids = torch.stack([torch.zeros(n, dtype=torch.long), (torch.arange(n) >= 100).long()])
     where = {"q_positions": positions, "k_positions": positions}
     documents = {"q_document_ids": ids, "k_document_ids": ids}
     biases = [T5RelativeBias(H), KerpleBias(H), KerpleBias(H, kind="power"), FireBias(H, hidden=4)]
@@ -396,9 +402,9 @@ def test_compiled_flex_attention_takes_every_score_mod_and_the_mask_mod():
         return score
 
     block_mask = flex.create_block_mask(
-        attention_mask_mod(**where, **documents), B=2, H=None, Q_LEN=8, KV_LEN=8, device="cpu"
+        attention_mask_mod(**where, **documents), B=2, H=None, Q_LEN=n, KV_LEN=n, device="cpu"
     )
-    q, k, v = randn(2, H, 8, 16), randn(2, H, 8, 16, seed=1), randn(2, H, 8, 16, seed=2)
+    q, k, v = randn(2, H, n, 16), randn(2, H, n, 16, seed=1), randn(2, H, n, 16, seed=2)
     torch._dynamo.reset()
     with torch.no_grad():
         out = torch.compile(flex.flex_attention)(q, k, v, score_mod=chained, block_mask=block_mask)

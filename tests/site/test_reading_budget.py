@@ -3,9 +3,12 @@
 The main path of a chapter, the prose a reader meets outside folded blocks
 (checks, figure code, deep dives, solutions), is at most 3,000 English
 words, and the page at 1280 px with every fold closed is at most 20 screens
-of 900 px; across chapters, the medians are at most 2,500 words and 12
-screens. Both are measured on the built site and printed as a table (also
-kept in tests/screenshots/measures.json).
+of 900 px, in English and in Japanese; across chapters, the medians are
+at most 2,500 words and 12 screens (the Japanese median is measured and
+printed, not yet held: see the test). The words are the
+English page's (the Japanese page says the same thing, and its length is
+held by its screens). All are measured on the built site and printed as a
+table (also kept in tests/screenshots/measures.json).
 
 The chapters rewritten reader first (REWRITTEN) are held to the per-chapter
 budget; the others are measured and reported until their rewrite (issue
@@ -103,40 +106,64 @@ def test_main_path_words_skip_folds_code_and_math():
     assert main_path_words(page) == 5  # three words, one formula, "six"
 
 
+def _screens(page, url: str) -> float:
+    """Screens of 900 px of the page at ``url`` at 1280 px, every fold closed."""
+    page.goto(url, wait_until="load")
+    # every block drawn at its real size (the site skips blocks far from the
+    # screen, counting a placeholder height), every fold closed
+    page.add_style_tag(content="* { content-visibility: visible !important; }")
+    height = page.evaluate(
+        """() => { document.querySelectorAll('details[open]').forEach(d => d.open = false);
+                   return document.documentElement.scrollHeight; }"""
+    )
+    return round(height / SCREEN[1], 1)
+
+
+def _median(values) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
 def test_chapters_keep_within_the_reading_budget(browser, served_site):
+    """Both languages: the English page's main-path words (the Japanese page
+    says the same, so its length is held by its screens), and the screens of
+    each page."""
     context = browser.new_context(viewport={"width": SCREEN[0], "height": SCREEN[1]})
     page = context.new_page()
     table = {}
     for slug in SLUGS:
-        page.goto(served_site.base_url + f"{slug}/", wait_until="load")
-        # every block drawn at its real size (the site skips blocks far from
-        # the screen, counting a placeholder height), every fold closed
-        page.add_style_tag(content="* { content-visibility: visible !important; }")
-        height = page.evaluate(
-            """() => { document.querySelectorAll('details[open]').forEach(d => d.open = false);
-                       return document.documentElement.scrollHeight; }"""
-        )
-        words = main_path_words(served_site.page(f"{slug}/"))
-        table[slug] = {"words": words, "screens": round(height / SCREEN[1], 1)}
+        table[slug] = {
+            "words": main_path_words(served_site.page(f"{slug}/")),
+            "screens": _screens(page, served_site.base_url + f"{slug}/"),
+            "screens ja": _screens(page, served_site.base_url + f"ja/{slug}/"),
+        }
     context.close()
     record("reading budget (main-path English words, screens of 900 px at 1280 px)", table)
     print(
         "\n".join(
-            f"{s:28s} {t['words']:6d} words {t['screens']:6.1f} screens" for s, t in table.items()
+            f"{s:28s} {t['words']:6d} words {t['screens']:6.1f} screens "
+            f"{t['screens ja']:6.1f} screens ja"
+            for s, t in table.items()
         )
     )
     over = {
         slug: t
         for slug, t in table.items()
-        if slug in REWRITTEN and (t["words"] > WORDS_MAX or t["screens"] > SCREENS_MAX)
+        if slug in REWRITTEN
+        and (t["words"] > WORDS_MAX or max(t["screens"], t["screens ja"]) > SCREENS_MAX)
     }
     assert over == {}, f"over the reading budget: {over}"
     if REWRITTEN >= set(table):  # the medians are over the whole book, once it is rewritten
-        words = sorted(t["words"] for t in table.values())
-        screens = sorted(t["screens"] for t in table.values())
-        assert (
-            words[len(words) // 2] <= WORDS_MEDIAN and screens[len(screens) // 2] <= SCREENS_MEDIAN
-        )
+        medians = {
+            key: _median(t[key] for t in table.values()) for key in next(iter(table.values()))
+        }
+        print(f"medians: {medians}")
+        assert medians["words"] <= WORDS_MEDIAN, medians
+        assert medians["screens"] <= SCREENS_MEDIAN, medians
+        # Not yet held: the Japanese pages' median is 13.1 screens (each page
+        # runs 1-2 screens longer than its English twin); issue 27 is open
+        # until it is 12 or less, and then this line asserts it.
 
 
 @pytest.mark.parametrize("slug", sorted(REWRITTEN))

@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt
 import torch
 from torch.testing import assert_close
 
-from posenc import SinusoidalPositionalEncoding, attention, sinusoidal
+from posenc import SinusoidalPositionalEncoding, sinusoidal
 from posenc_lab.plotting import INK, use_site_style
 
 use_site_style()
@@ -54,58 +54,22 @@ F64 = torch.float64
 # %% [markdown] lang="en"
 # ## The problem: attention does not see order
 #
-# Put the $T$ token vectors of a sequence in the rows of a matrix $X$. Self-attention
-# computes
-# $$\mathrm{Attn}(X) = \mathrm{softmax}\left(\frac{XW_Q (XW_K)^\top}{\sqrt{d}}\right) XW_V$$
-# and nothing in it refers to where a token sits. If a permutation matrix $P$
-# shuffles the tokens, the scores become $P\,XW_Q (XW_K)^\top P^\top$, the row-wise
-# softmax is shuffled the same way, and $P^\top P = I$ cancels against the values:
-# $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# Attention is
-# [permutation-equivariant](../docs/glossary.md#permutation-equivariant): without
-# positions, "dog bites man" and "man bites dog" give the same output vectors in
-# another order (the chapter
-# [*Why attention needs positions*](00-why-positions.ipynb) treats this in detail).
-# The remedy here is to add a vector $PE(p)$, which depends on the position $p$, to
-# the token at that position before the first layer. For most weights the outputs
-# are then no longer a permutation of each other;
-# [Adding positions breaks the symmetry](00-why-positions.ipynb#adding-positions-breaks-the-symmetry)
-# shows weights for which they still are.
+# Self-attention is
+# [permutation-equivariant](../docs/glossary.md#permutation-equivariant): shuffling
+# the tokens only shuffles its outputs, so without positions "dog bites man" and
+# "man bites dog" give the same output vectors in another order (the chapter
+# [*Why attention needs positions*](00-why-positions.ipynb) shows why, and when
+# adding positions breaks the symmetry). The remedy here is to add a vector $PE(p)$,
+# which depends on the position $p$, to the token at that position before the first
+# layer.
 
 # %% [markdown] lang="ja"
 # ## 問題：アテンションは順序を見ていない
 #
-# 系列の $T$ 個のトークンベクトルを行列 $X$ の各行に並べます。
-# セルフアテンションは次を計算します。
-# $$\mathrm{Attn}(X) = \mathrm{softmax}\left(\frac{XW_Q (XW_K)^\top}{\sqrt{d}}\right) XW_V$$
-# この式には、トークンがどこにあるかを表す項がありません。
-# 置換行列 $P$ でトークンを並べ替えると、スコアは $P\,XW_Q (XW_K)^\top P^\top$ になります。
-# 行ごとの softmax も同じように並べ替わります。バリューとの積では、$P^\top P = I$ によって置換行列どうしが打ち消し合います。
-# $$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
-# アテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)です。位置の情報がなければ、"dog bites man" と "man bites dog" の出力は、
-# 同じベクトルが並び順を変えて出てくるだけです。
-# 詳しくは[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章で扱います。
+# セルフアテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)で、トークンを並べ替えても出力が同じように並べ替わるだけです。
+# 位置の情報がなければ、「dog bites man」と「man bites dog」の出力は、同じベクトルを並べ替えたものになります。
+# その理由と、位置を足すとこの対称性が崩れる条件は、[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章で扱います。
 # この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
-# たいていの重みでは、これで出力が互いの並べ替えではなくなります。
-# それでも並べ替えのままになる重みの例は、[「位置を足すと対称性が壊れる」](00-why-positions.ipynb#位置を足すと対称性が壊れる)の節にあります。
-
-# %% tags=["check"] summary={"en": "for random weights, permuting the tokens permutes the outputs; with PE(p) added it no longer does", "ja": "ランダムな重みでは、トークンを並べ替えると出力も並べ替わり、PE(p) を足すとそうならなくなります"}
-T, d = 6, 8
-x = torch.randn(T, d)
-w_q, w_k, w_v = (torch.randn(d, d) / math.sqrt(d) for _ in range(3))
-
-
-def self_attention(x):
-    return attention(x @ w_q, x @ w_k, x @ w_v)
-
-
-perm = torch.randperm(T)
-# Attn(PX) = P Attn(X): permuting the tokens permutes the outputs
-assert_close(self_attention(x[perm]), self_attention(x)[perm])
-# with PE(p) added, the tokens move but the positions stay
-pe = sinusoidal(torch.arange(T), d)
-moved = self_attention(x[perm] + pe)
-assert not torch.allclose(moved, self_attention(x + pe)[perm], atol=1e-3)
 
 # %% [markdown] lang="en"
 # ## The formula
@@ -198,7 +162,7 @@ assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 # 図では、この 4 つの時計で 4 つの位置を読んでいます。
 # 速い針だけでは $p = 1$ と $p = 7$ を区別できません。7 ラジアンは 1 周（$2\pi \approx 6.28$）を少し超えただけなので、
 # 針はほぼ同じ向きを指します。次の針は $0.1$ と $0.7$ ラジアンの位置にあり、2 つを区別できます。
-# $p = 100$ までには速い 2 本の針が 1 周以上しています（最初の針は 15 周）。位置のおおよその場所を示すのは遅い針だけです。
+# $p = 100$ までには速い 2 本の針が 1 周以上しています（最初の針は 15 周）。位置がおおよそどこにあるかを示せるのは、遅い針だけです。
 # 速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。すべての針を合わせると、位置ごとに違う読みが得られます。
 
 # %% tags=["check"] summary={"en": "every pair lies on the unit circle; for d = 8 the speeds read back from posenc are 1, 0.1, 0.01 and 0.001; its hands have turned 15, 1, 0 and 0 times by p = 100, and the fast one is just past a turn at p = 7", "ja": "どのペアも単位円の上にあります。d = 8 で posenc から読み戻した速さは 1、0.1、0.01、0.001 です。p = 100 までに針は 15 周、1 周、0 周、0 周し、p = 7 で最も速い針は 1 周を少し過ぎたところにあります"}
@@ -363,7 +327,7 @@ for k in range(10):
     assert torch.equal(w.round().long(), bit)
     assert ((w - 0.5).abs() > 1e-6).all()  # no tie to round
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps over positions p from 0 to 63. Left: the binary digits of p, bit k = 0 to 5 down, white for 0 and dark red for 1; the top row alternates at every position and each row below changes half as often. Right: the sinusoidal encoding for d = 32, dimension j down, from −1 (blue) to 1 (red); the top rows oscillate fast, lower rows ever more slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["位置 p（0〜63）についての 2 つのヒートマップ。左は p の 2 進数の桁で、縦にビット k = 0〜5 を並べ、0 を白、1 を濃い赤で塗っています。最上段は位置ごとに入れ替わり、1 段下がるごとに変化の頻度が半分になります。右は d = 32 の正弦波位置エンコーディングで、縦が次元 j、色は −1（青）から 1（赤）です。上の段は速く振動し、下の段ほどゆっくり変化して、白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps over positions p from 0 to 63. Left: the binary digits of p, bit k = 0 to 5 down, white for 0 and dark red for 1; the top row alternates at every position and each row below changes half as often. Right: the sinusoidal encoding for d = 32, dimension j down, from −1 (blue) to 1 (red); the top rows oscillate fast, lower rows ever more slowly, ending in alternating white (sine near 0) and dark red (cosine near 1) stripes."], "ja": ["位置 p（0〜63）についての 2 つのヒートマップ。左は p の 2 進数の桁で、縦にビット k = 0〜5 を並べ、0 を白、1 を濃い赤で塗っています。最上段は位置ごとに入れ替わり、1 段下がるごとに変化の頻度が半分になります。右は d = 32 の正弦波位置エンコーディングで、縦が次元 j、色は −1（青）から 1（赤）です。上の段は速く振動し、下の段ほどゆっくり変化し、下端では白（0 に近い正弦）と濃い赤（1 に近い余弦）の縞が交互に並びます。"]}
 p = torch.arange(64)
 bits = (p[None, :] >> torch.arange(6)[:, None]) & 1  # [k, p]
 style = {"aspect": "auto", "cmap": "RdBu_r", "vmin": -1, "vmax": 1}
@@ -412,7 +376,7 @@ plt.show()
 # ## なぜ正弦と余弦の両方か：ずらすことは回転すること
 #
 # 論文は正弦波を選んだ理由として、次の性質を挙げています。
-# 相対位置 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
+# ずらし量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
 # 時計で考えれば明らかです。$k$ 位置進むと、それまで何時を指していたかにかかわらず、針 $i$ は $k\omega_i$ だけ回ります。
 # この写像を式で書くため、1 つのペアに注目して $\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
@@ -595,8 +559,8 @@ plt.show()
 # ### Inside attention
 #
 # This clean property holds for the encodings themselves. Inside a layer, write
-# vectors as columns (in the row form $Q = XW_Q$ of the first section the matrices
-# below are transposed): the query and key of positions $p$ and $q$ are
+# vectors as columns (in the row form $Q = XW_Q$ the matrices below are
+# transposed): the query and key of positions $p$ and $q$ are
 # $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$, so the attention score contains
 # $PE(p)^\top W_Q^\top W_K\, PE(q)$, besides a content term and two cross terms that
 # mix content with position (Ke et al. 2021 remove the cross terms). For a general
@@ -624,7 +588,7 @@ plt.show()
 # ### アテンションの中では
 #
 # このきれいな性質は、エンコーディングそのものについて成り立つものです。
-# 層の中では、ここだけベクトルを列ベクトルとして書きます（最初の節の行の形 $Q = XW_Q$ では、下の行列は転置になります）。
+# 層の中では、ここだけベクトルを列ベクトルとして書きます（行の形 $Q = XW_Q$ では、下の行列は転置になります）。
 # 位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
 # そのためアテンションスコアには、内容どうしの項と、内容と位置を混ぜる 2 つの交差項のほかに、
 # $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除きます）。
@@ -637,7 +601,7 @@ plt.show()
 # 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
 # 行の形で、エンコーディングを行に並べた行列 $E$ を使ってキーを $K = E M_k$ とすると、その行は $PE(q-k)^\top$ で、ピークは $q = p + k$ に移ります。向きは書き方の約束で決まるのです。
 # Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
-# 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像によって、ヘッドは相対位置で、しかも向きを区別してアテンションを向けられます。
+# 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像を 1 つ挟むだけで、ヘッドは相対位置に応じて、しかも選んだ向きにアテンションを向けられます。
 # 回転位置埋め込み（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
@@ -718,7 +682,7 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 # - **$b = 100$ は小さすぎます。** どの針も 618 位置以内に 1 周します。
 #   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
 #   154 位置離れた位置どうし（−26.7）のほうが、1000 位置離れた位置どうし（7.4）より似ていないことになります。
-#   離れた 2 つの位置がどれだけ離れているかを、内積はもう表せません（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
+#   遠い 2 つの位置の間の距離を、内積はもう表せません（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
 # - **$b = 10^6$ では、このコンテキストの距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
 #   次元の半分近くは位置によってほとんど変わらず、類似度は 91 を下回りません。
 #   こうした遅い次元が無駄になるわけではありません。Barbero ら（2024）は、学習済みの回転位置埋め込みのモデル（Gemma 7B）が、
@@ -800,19 +764,14 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # [KV cache](../docs/glossary.md#kv-cache), the new token at position $t$ must get
 # $PE(t)$, not $PE(0)$; the module takes an `offset` for this.
 #
-# **Around the formula.** The paper adds the encoding to token embeddings
-# multiplied by $\sqrt{d_{\text{model}}}$ (§3.4) and applies dropout to the sum
-# (§5.4).
+# **Around the formula.** The paper scales the token embeddings and applies dropout
+# to the sum; [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#labml-and-allennlp-rebuilt-with-posenc)
+# shows how the libraries split this.
 #
-# **Angles in float64.** The angle $\omega_i p$ grows with $p$, and float32 keeps 24
-# significant bits: it rounds the frequency and then the product, and near
-# $p = 2^{20}$ the two roundings together put float32 angles off by up to about 0.06
-# radian. `posenc` forms the angles in float64 and rounds only the result, an error
-# of at most $2^{-25}$. The float32 errors are deterministic, the same at every
-# call; they matter when implementations are mixed (a checkpoint moved to a library
-# that forms its angles differently, a fused kernel).
+# **Angles in float64.** Float32 angles drift at large positions, so `posenc` forms
+# them in float64; the drift is not random but the same at every call, and
 # [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)
-# measures them in the libraries.
+# measures it in the libraries and says when it matters.
 
 # %% [markdown] lang="ja"
 # ## 実際に使うときの注意
@@ -822,38 +781,18 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
 # $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
 #
-# **式の外側の処理。** 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
-# その和にドロップアウトをかけます（§5.4）。
+# **式の外側の処理。** 論文はトークンの埋め込みをスケーリングし、エンコーディングとの和にドロップアウトをかけます。
+# ライブラリがこれをどう分担するかは、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#labml-と-allennlp-を-posenc-で再現する)の章にあります。
 #
-# **角度は float64 で計算します。** $p$ が大きいと角度 $\omega_i p$ も大きくなります。一方、float32 の有効桁は 24 ビットしかありません。
-# float32 は周波数を丸め、さらに積を丸めるので、$p = 2^{20}$ 付近では 2 つの丸めを合わせて角度が最大で約 0.06 ラジアンずれます。
-# `posenc` は角度を float64 で作り、最後の結果だけを丸めます。その誤差は $2^{-25}$ 以下です。
-# float32 の誤差は決定論的で、毎回同じです。
-# 問題になるのは、実装を混ぜるとき（角度の作り方が違うライブラリへチェックポイントを移すときや、融合カーネルを使うとき）です。
-# [「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で、ライブラリごとにこの誤差を測ります。
+# **角度は float64 で計算します。** float32 の角度は大きな位置でずれるので、`posenc` は角度を float64 で作ります。
+# 誤差はランダムではなく、毎回同じです。
+# ライブラリごとのずれと、それが問題になる場面は、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で扱います。
 
-# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence; near 2^20 float32 angles are off by up to about 0.06, half from rounding ω and half from rounding the product; posenc's results by at most 2^-25", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致します。2^20 付近で float32 の角度は最大で約 0.06 ずれ、その半分は ω の丸め、半分は積の丸めによるものです。posenc の結果のずれは 2^-25 以下です"}
+# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致します"}
 module = SinusoidalPositionalEncoding(32)
 x = torch.randn(2, 7, 32)
 for t in range(7):  # one token at a time at offset t, as with a KV cache
     assert_close(module(x[:, t : t + 1], offset=t), module(x)[:, t : t + 1])
-
-p = torch.arange(2**20 - 64, 2**20 + 64)  # exact in float32 (below 2^24)
-omega = 10000.0 ** (-torch.arange(256, dtype=F64) / 256)  # d = 512
-exact = p.double()[:, None] * omega  # float64 angles
-w_hat = omega.float()  # the frequencies, rounded once
-angle32 = p.float()[:, None] * w_hat  # the product, rounded again
-angle_error = (angle32.double() - exact).abs()
-assert 0.05 < angle_error.max() < 0.07  # about 0.06 radian
-# the worst entry's error: the product's rounding plus the frequency's
-product = (p.double()[:, None] * w_hat.double()).flatten()  # exact in float64
-worst = int(angle_error.argmax())
-from_product = abs(float(angle32.flatten()[worst]) - float(product[worst]))
-from_omega = abs(float(product[worst]) - float(exact.flatten()[worst]))
-for part in (from_product, from_omega):
-    assert 0.4 < part / float(angle_error.max()) < 0.6  # about half each
-posenc_error = (sinusoidal(p, 512)[:, 0::2].double() - exact.sin()).abs()
-assert posenc_error.max() <= 2**-25 + 1e-9  # half a float32 spacing below 1
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -889,7 +828,7 @@ assert posenc_error.max() <= 2**-25 + 1e-9  # half a float32 spacing below 1
 #   これには各ペアの正弦と余弦の両方が必要です。
 # - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は距離だけで決まり、対称です。
 #   アテンションの中では、重みによってはこの両方が崩れます。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
-# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。float32 の角度は大きな位置でずれます（誤差は決定論的で、毎回同じです）。
+# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。float32 の角度は大きな位置でずれます（誤差はランダムではなく、毎回同じです）。
 #   `posenc` は角度を float64 で作ります。
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1011,7 +950,7 @@ print(
 # depends only on the offset $p - q$: the Gram matrix is constant along its
 # diagonals, for every pair of positions, including positions never seen in
 # training. (Equivalently, $PE(p+k) = M_k\,PE(p)$ for one orthogonal matrix
-# per offset; a shift map that is not orthogonal does not make the Gram matrix
+# per offset; a shift map that is not orthogonal need not make the Gram matrix
 # constant along its diagonals, as $PE(p) = 2^p$ shows.) A
 # learned table gets this only if training shapes it so; at initialisation it has
 # none of it. Compare the sinusoids with a table drawn as GPT-2 draws
@@ -1024,8 +963,8 @@ print(
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 内積 $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は相対位置 $p - q$ だけで決まります。
 # グラム行列は、学習で一度も見なかった位置を含むどの位置の組についても、対角線に沿って一定です。
-# 同じことですが、相対位置ごとに 1 つの直交行列で $PE(p+k) = M_k\,PE(p)$ とも書けます。
-# 直交でない行列でずらせるだけでは、グラム行列は対角線に沿って一定になりません（$PE(p) = 2^p$ がその例です）。
+# 同じことですが、ずらし量ごとに 1 つの直交行列で $PE(p+k) = M_k\,PE(p)$ とも書けます。
+# ずらす写像が直交でなければ、グラム行列が対角線に沿って一定になるとは限りません（$PE(p) = 2^p$ がその例です）。
 # 学習型の表がこの性質を持つのは、学習がそう仕上げた場合だけで、初期化の時点ではまったく持っていません。
 # 正弦波と、GPT-2 と同じように引いた表
 # （[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章と同じ $N(0, 0.01^2)$）を比べてみます。

@@ -33,9 +33,9 @@
 # # 実装ごとに違う正弦波位置エンコーディング
 #
 # 実際に使われている実装は、6 つの点で論文の式と食い違うか、論文が定めていない点で互いに食い違います。
-# 2 つ（列の並び順と、位置の数え始め）は番号の付け方の違いにすぎませんが、それでもチェックポイントは、学習に使った流儀のコードでしか正しく読み込めません。
+# 2 つ（列の並び順と位置の数え始め）はラベルの付け替えにすぎませんが、それでもチェックポイントは、学習に使ったコードの流儀と切り離せません。
 # 2 つはモデルが見る入力を変えます（$n-1$ で割ること、論文が精度を定めていない float32 の角度）。
-# 残る 2 つは回転の性質を壊します（奇数の幅での、対になる余弦のない正弦と、指数に入った列の番号）。
+# 残る 2 つは回転の性質を壊します。奇数の幅での孤立した正弦（対になる余弦のない正弦）と、指数に入った列の番号です。
 # この章では、labml と AllenNLP のモジュールから始めて、変種を 1 つずつ `posenc` で再現し、測ります。
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた回転の性質
@@ -177,6 +177,7 @@ for d in (16, 15):  # an even and an odd d
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：式の外側の処理**
+#
 # 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
 # その和にドロップアウトをかけます。ドロップアウト率は base モデルで 0.1 です（§5.4）。
 # labml はこの処理を 2 つのクラスに分けています。
@@ -308,7 +309,7 @@ plt.show()
 # simply be loaded under the other layout.
 
 # %% [markdown] lang="ja"
-# 次元の並べ替えは、重みも同じように並べ替えたモデルには区別できません。
+# 重みも同じように並べ替えれば、次元の並べ替えはモデルの計算に何の違いも生みません。
 # 系列のトークンの埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べます。
 # インターリーブ配置用のモデルは、クエリを $(X + E^{\mathrm{int}})W_Q$ と計算します。
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
@@ -354,10 +355,15 @@ assert not torch.allclose(
 )
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what the authors said.** tensor2tensor, the code that the paper's
-# Conclusion names for training and evaluating its models, has used the
-# concatenated layout since its first public version (`add_timing_signal_1d`, June
-# 2017). A pull request that reordered its columns to match the paper
+# **Going deeper: what the authors said, and which version trained their models.**
+# tensor2tensor, the code that the paper's Conclusion names for training and
+# evaluating its models, has used the concatenated layout since its first public
+# version (`add_timing_signal_1d`, June 2017), and that first commit with code
+# already divided by $n-1$ (section 2); `get_timing_signal_1d` was split out of it
+# in September 2017. fairseq's docstring says that its table matches
+# tensor2tensor's but "differs slightly" from §3.5. The paper's models were
+# therefore presumably trained with the $n-1$ version, in the concatenated layout,
+# rather than the one §3.5 writes down. A pull request that reordered its columns to match the paper
 # (tensor2tensor #177) was merged on 24 July 2017 and undone the next day "to make
 # trained models work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
 # paper's authors, gave the reason: the change "breaks all trained models". Trained
@@ -369,9 +375,14 @@ assert not torch.allclose(
 # coordinates: the argument above.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：著者たちの説明**
+# **さらに詳しく：著者たちの説明と、論文のモデルを学習した版**
+#
 # 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
 # tensor2tensor は、最初の公開版（2017 年 6 月の `add_timing_signal_1d`）から連結配置を使っています。
+# コードが入ったこの最初のコミットで、すでに $n-1$ で割っていました（2 節）。
+# `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです。
+# fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
+# そのため論文のモデルは、§3.5 に書かれた版ではなく、連結配置の $n-1$ 版で学習されたと考えられます。
 # 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日にマージされました。
 # しかし翌日には、「学習済みのモデルが動くように」（コミットのタイトル）元に戻されています。
 # 論文の著者の 1 人である Łukasz Kaiser は、このプルリクエストのスレッドで、変更が「学習済みのモデルをすべて壊す」ことを理由に挙げています。
@@ -483,23 +494,6 @@ ax.set_ylabel(r"$p\,(\omega_i - \omega'_i)$")
 ax.set_title("$p = 2047$")
 plt.show()
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: which version trained the paper's models?** tensor2tensor's first
-# commit with code (June 2017) already divided by $n-1$, in `add_timing_signal_1d`,
-# from which `get_timing_signal_1d` was split out in September 2017. fairseq's
-# docstring says that its table matches tensor2tensor's but "differs slightly"
-# from §3.5. As noted above, the paper's Conclusion points to tensor2tensor for
-# training and evaluating its models, so those models were presumably trained with the $n-1$
-# version, in the concatenated layout, rather than the one §3.5 writes down.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：論文のモデルはどちらの版で学習されたか**
-# tensor2tensor では、コードが入った最初のコミット（2017 年 6 月）の `add_timing_signal_1d` が、すでに $n-1$ で割っていました。
-# `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです。
-# fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
-# 前述のとおり、論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
-# そのため論文のモデルは、§3.5 に書かれた版ではなく、連結配置の $n-1$ 版で学習されたと考えられます。
-
 # %% [markdown] lang="en"
 # ## 3. Odd widths
 #
@@ -534,7 +528,7 @@ plt.show()
 #   その余弦を 3 本しかない番号が奇数の列に代入しようとして、torch に拒否されます。
 # - 列ごとの式は、jadore801120 の `attention-is-all-you-need-pytorch` と Hugging Face の XLM、DistilBERT、Marian が使います。
 #   列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とし、番号が偶数の列に正弦、奇数の列に余弦を入れるので、余った列は正弦で埋まります。
-#   $d = 7$ では $\sin(p \cdot 10000^{-6/7})$ で、対になる余弦のない正弦です。
+#   $d = 7$ では $\sin(p \cdot 10000^{-6/7})$ で、これが孤立した正弦です。
 #
 # 0 の列は情報を運ばないので害はありません。
 # 孤立した正弦は情報を運びますが、回転の性質には加われません。
@@ -705,9 +699,9 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
 # 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じです。
 # 変わるのは、各トークンに足されるベクトルそのものです。各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
-# したがって、距離の 2 乗
+# したがって、距離の 2 乗はどの $t$ でも同じ値になります。
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# はどの $t$ でも同じです。$d = 512$、$k = 2$ では距離そのものは 6.95 で（下の出力）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
+# $d = 512$、$k = 2$ では距離そのものは 6.95 で（下の出力）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（「学習型位置埋め込みとスケール付き正弦波」の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)）。
@@ -972,6 +966,7 @@ assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：パディング用の行**
+#
 # 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にもしています。
 # そのデータローダー（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
 # これは `padding_idx = 0` とした fairseq の方式と同じで、
@@ -1045,8 +1040,8 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ では、誤差は平らなままです。
 # `posenc` は角度を float64（$2^{20}$ 付近の間隔は $2^{-32}$）で作り、最後の結果だけを丸めます。誤差は 3 つの範囲のどれでも 3.0e-08 です。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
-# 誤差は決定論的で、毎回同じです。問題になるのは、ある計算方法の角度で学習したモデルが、別の計算方法の角度に出会うときです
-# （別の実装へ移したチェックポイントや、float64 や融合カーネルで角度を計算する実装）。
+# 誤差はランダムではなく、毎回同じです。問題になるのは、学習に使った角度とは別の方法で計算した角度をモデルに与えるときです。
+# たとえば、チェックポイントを別の実装へ移すときや、角度を float64 や融合カーネルで計算する実装に切り替えるときです。
 
 # %%
 d, n = 512, 256
@@ -1094,7 +1089,7 @@ for e in (14, 17, 20):
 print("\n".join(lines), end="")
 
 
-# %% tags=["check"] summary={"en": "float32 spacing is 2^(e−23); for the paper's, labml's and fairseq's frequencies every angle error is within the two-term bound, and the largest near p = 2^14, 2^17, 2^20 lies in a pair whose angle is in [2^(e−1), 2^e), about half from the product's rounding and half from the frequency's; pair 0 is exact; posenc stays within 2^−25; 2^24 + 1 rounds to 2^24", "ja": "float32 の間隔は 2^(e−23) です。論文、labml、fairseq の周波数のどれでも、角度の誤差は 2 項の上界以内で、p = 2^14、2^17、2^20 の付近で最大の誤差は、角度が [2^(e−1), 2^e) に入るペアにあり、そのおよそ半分が積の丸め、半分が周波数の丸めです。ペア 0 は厳密で、posenc は 2^−25 以下、2^24 + 1 は 2^24 に丸められます"}
+# %% tags=["check"] summary={"en": "float32 spacing is 2^(e−23); for the paper's, labml's and fairseq's frequencies every angle error is within the two-term bound, and the largest near p = 2^14, 2^17, 2^20 lies in a pair whose angle is in [2^(e−1), 2^e), about half from the product's rounding and half from the frequency's, about 0.06 near 2^20 with ω rounded once; pair 0 is exact; posenc stays within 2^−25; 2^24 + 1 rounds to 2^24", "ja": "float32 の間隔は 2^(e−23) です。論文、labml、fairseq の周波数のどれでも、角度の誤差は 2 項の上界以内です。p = 2^14、2^17、2^20 の付近で最大の誤差は、角度が [2^(e−1), 2^e) に入るペアにあり、そのおよそ半分が積の丸め、半分が周波数の丸めです。ω を 1 回だけ丸めた場合、2^20 付近では約 0.06 です。ペア 0 は厳密で、posenc は 2^−25 以下、2^24 + 1 は 2^24 に丸められます"}
 def float32_errors(p, w_hat, w):
     """At positions p: the angle error |fl32(p w_hat) - p w| and the two
     terms of its bound, [p, n] each, and the encoding's largest error, [p]."""
@@ -1120,7 +1115,7 @@ for e in (14, 17, 20):
     two_e = torch.tensor(float(2**e))
     assert torch.nextafter(two_e, up) - two_e == 2.0 ** (e - 23)  # spacing
     p = torch.arange(2**e - 64, 2**e + 64)
-    for w_hat, w in libraries.values():
+    for name, (w_hat, w) in libraries.items():
         angle_err, rounding, drift, enc_err = float32_errors(p, w_hat, w)
         assert (angle_err <= rounding + drift + 1e-9).all()  # two terms
         assert angle_err[:, 0].max() == 0  # pair 0: w_0 = 1, p exact
@@ -1131,6 +1126,8 @@ for e in (14, 17, 20):
         assert pair > 0 and 2 ** (e - 1) <= angle < 2**e
         assert from_product <= 2.0 ** (e - 1 - 24)  # half the spacing there
         assert 0.4 < from_product / err < 0.6 and 0.4 < from_omega / err < 0.6
+        if e == 20 and name == "w rounded once":
+            assert 0.05 < err < 0.07  # about 0.06 radian
     posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs()
     assert posenc_err.max() <= 2**-25 + 1e-9  # the result's rounding
 two_24 = torch.tensor(float(2**24))
@@ -1172,7 +1169,7 @@ ax.set_ylabel(r"$\max_j |PE_{(p,j)} - PE^{\mathrm{exact}}_{(p,j)}|$")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the two-term bound (plus the sine's rounding) and posenc's within 2^−25; the ends are the ones the alt text quotes", "ja": "描いたどの位置でも、labml の誤差は 2 項の上界（と正弦の丸め）以内、posenc の誤差は 2^−25 以内です。両端の値は代替テキストのとおりです"}
+# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the two-term bound (plus the sine's rounding) and posenc's within 2^−25; the error is about 2·10^−7 at p = 8 and at most about 5·10^−2", "ja": "描いたどの位置でも、labml の誤差は 2 項の上界（と正弦の丸め）以内、posenc の誤差は 2^−25 以内です。誤差は p = 8 で約 2·10^−7、最大で約 5·10^−2 です"}
 assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
@@ -1198,6 +1195,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：周波数そのものの誤差**
+#
 # $\omega_i$ を 1 回だけ丸めると $\hat\omega_i = \omega_i(1+\delta_1)$ となり、積は $p\,\hat\omega_i(1+\delta_2)$ に丸められます。
 # ここで $|\delta_1|, |\delta_2| \le u = 2^{-24}$ なので、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 以下です。
 # しかし、これらのライブラリの $\omega_i$ は、どれも正確な値を 1 回丸めただけのものではありません。
@@ -1353,7 +1351,8 @@ assert_close(
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：拡散モデルでの同じ選択**
-# 拡散モデルはトークンの位置ではなくノイズスケジュールのタイムステップ $t$ を符号化し、$t$ は小数のこともあります。
+#
+# 拡散モデルは、トークンの位置ではなくノイズスケジュールのタイムステップ $t$ をエンコードします。$t$ は小数のこともあります。
 # diffusers の `get_timestep_embedding` は、これらの選択を引数として持っています。
 # `downscale_freq_shift` の $s$ で指数を $n - s$ で割ります（既定値の $s = 1$ は tensor2tensor の $n-1$、$s = 0$ は論文の $n$ です）。
 # `scale` は角度に掛かり（既定値は $1$）、`flip_sin_to_cos=True` なら余弦が先になり、奇数の $d$ では 0 の列が付きます。
@@ -1423,13 +1422,13 @@ for d in (7, 8):
 #   （[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では位置 732 から差が 1 を超えます
 #   （[2 節](#2-n-で割るか-n--1-で割るか)）。
-# - 奇数の $d$ での 0 の列は無害ですが、対になる余弦のない正弦は回転の性質に加われません（[3 節](#3-奇数の幅)）。
+# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦は回転の性質に加われません（[3 節](#3-奇数の幅)）。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を固定の回転で移したものです。
 #   幾何的な関係は同じで、入力は違います（[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
 # - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が距離だけで決まる性質も壊れます
 #   （[5 節](#5-指数に入った列の番号)）。
 # - float32 は周波数を丸め、さらに角度を丸めます。$p = 2^{e}$ 付近では、2 つの丸めを合わせて約 $2^{e-24}$ ずれます。
-#   誤差は決定論的で毎回同じで、問題になるのは実装を混ぜるときです（[6 節](#6-大きな位置での-float32-の角度)）。
+#   誤差はランダムではなく、毎回同じです。問題になるのは実装を混ぜるときです（[6 節](#6-大きな位置での-float32-の角度)）。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1458,7 +1457,7 @@ for d in (7, 8):
 # 3. 列ごとの指数を使った表について、$d = 64$ で $PE(p)\cdot PE(p)$ を $p$ に対して描いてください。
 #    5 節の積和の公式を使って、これが一定にならない理由を説明し、値がどのあたりを中心に振動するかを求めてください。
 # 4. bfloat16 の仮数部は 8 ビットです。区間 $[2^e, 2^{e+1})$ での数の間隔 $2^{e-7}$ から、
-#    bfloat16 の角度が半ラジアンを超えてずれうるようになる位置を予想し、
+#    bfloat16 の角度が 0.5 ラジアンを超えてずれうるようになる位置を予想し、
 #    `torch.bfloat16` で角度を作って確かめてください。
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1603,8 +1602,8 @@ plt.show()
 # spacing is $2$; pair 0, whose $\omega_0 = 1$ is exact, goes wrong first at
 # $p = 257$, which bfloat16 cannot even hold. But $\omega_i$ is rounded to bfloat16
 # too, and the one-rounding bound of section 6 becomes $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$
-# (as long as $p$ itself is exact, up to 256): it stays below half a radian only
-# for $p < 64$. In between the outcome depends on
+# (as long as $p$ itself is exact, up to 256): it guarantees less than half a
+# radian only for $p < 64$. In between the outcome depends on
 # the actual rounding of each $\omega_i$, so measure it: the first angle
 # off by more than half a radian is at $p = 150$, in pair 2. Either way a bfloat16
 # angle is useless for positions in the hundreds, which is why implementations
@@ -1615,12 +1614,12 @@ plt.show()
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** bfloat16 の単位丸め誤差は $u = 2^{-8}$ で、$[2^e, 2^{e+1})$ の数は丸めで最大 $2^{e-8}$ だけ動きます。
-# 積の丸めだけで半ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
+# 積の丸めだけで 0.5 ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
 # $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ で、この数は bfloat16 では表せもしません。
 # しかし $\omega_i$ も bfloat16 に丸められるので、6 節の 1 回の丸めを前提にした上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になり
-# （$p$ そのものが厳密な 256 まで）、半ラジアン未満が保証されるのは $p < 64$ だけです。
+# （$p$ そのものが厳密な 256 まで）、0.5 ラジアン未満が保証されるのは $p < 64$ だけです。
 # その間で何が起きるかは各 $\omega_i$ の実際の丸め方によるので、測って確かめます。
-# 半ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
+# 0.5 ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
 # どちらにしても、bfloat16 の角度は数百の位置ではもう使えません。
 # そのため、モデルを bfloat16 で動かす場合でも、実装は角度を float32 か float64 で作ります。
 # でき上がった表を bfloat16 に変換するだけなら、影響ははるかに小さくなります。
@@ -1728,14 +1727,12 @@ print(
 #   `cedf0e2`, holds only `README.md`); the comment on the paper since
 #   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-#   （コードが入った最初のコミット `3d9c62f` での関数名は `add_timing_signal_1d`。）
 # - tensor2tensor pull request #177 ("fix positional embedding", merged on
 #   24 July 2017, undone by commit `ca08ad9` the next day; Ł. Kaiser's comment
 #   of 26 July 2017 that it "breaks all trained models") and issue #391
 #   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
 #   <https://github.com/tensorflow/tensor2tensor/pull/177>,
 #   <https://github.com/tensorflow/tensor2tensor/issues/391>
-#   （プルリクエストのマージと取り消し、Kaiser のコメントと回答。）
 # - fairseq, `SinusoidalPositionalEmbedding`.
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - fairseq, `make_positions` in `fairseq/utils.py`.
@@ -1749,7 +1746,6 @@ print(
 # - Huang, Y.-H., `attention-is-all-you-need-pytorch` (`transformer/Models.py`; the
 #   versions before commit `7fa8c63`, November 2017, use the exponent $2j/d$).
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
-#   （指数に列の番号を使う、2017 年 11 月のコミット `7fa8c63` より前の版。）
 # - Hugging Face transformers 5.24.0: `MarianSinusoidalPositionalEmbedding`,
 #   XLM's `create_sinusoidal_embeddings`, RoBERTa's
 #   `create_position_ids_from_input_ids`, and the XLM, DistilBERT and RoBERTa
@@ -1761,7 +1757,6 @@ print(
 #   `guided_diffusion/nn.py` and `glide_text2im/nn.py`.
 #   <https://github.com/openai/guided-diffusion>,
 #   <https://github.com/openai/glide-text2im>
-#   （拡散モデルのタイムステップの埋め込み。）
 # - OpenAI, Whisper, `sinusoids` in `whisper/model.py`.
 #   <https://github.com/openai/whisper>
 # - Rush, A. (2018). *The Annotated Transformer* (`PositionalEncoding`).

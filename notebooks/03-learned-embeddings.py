@@ -115,6 +115,7 @@ assert abs(table.weight.std().item() - 0.02) < 0.0002
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：元の BERT と GPT-2 の表の初期化**
+#
 # 各モデルの元のコードは、Hugging Face の $\sigma = 0.02$ とは違います。
 # OpenAI の GPT-2 は位置の表 `wpe` を $\sigma = 0.01$、トークンの表を $0.02$ で初期化します。
 # Google の BERT は TensorFlow の `truncated_normal_initializer` を $\sigma = 0.02$ で使い、
@@ -479,7 +480,7 @@ assert on_mirror.min() > 0.9
 # 学習型の表には、そのような構造は組み込まれていません。
 # 表の行は、ほぼ直交する独立な乱数ベクトルから始まり（コサイン類似度は $1/\sqrt{d} \approx 0.18$ 程度）、
 # 学習は課題が求める分だけそれを動かしました。
-# この実行では、隣どうし（$|p - q| = 1$）が遠く離れた組（$|p - q| \ge T/2$）より似ているということはなく、むしろ遠ざけられています。
+# この実行では、隣どうし（$|p - q| = 1$）が遠く離れた組（$|p - q| \ge T/2$）より似ているということはなく、むしろ互いに離れています。
 # 反転の課題では、位置 $p$ と $p+1$ が似たふるまいをする必要はどこにもないので、両者を似せる力も働きません。
 
 
@@ -550,7 +551,7 @@ assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 # Wang と Chen（2020）は、学習済みの BERT、RoBERTa、GPT-2 の表について同じコサイン類似度の行列を描いていて、
 # そちらでは隣り合う位置が実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
-# 正弦波は局所性を初めから備えています。学習型の表は、学習データの上で役に立つときに局所性を身につけます。
+# 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
 
 # %% tags=["figure"]
 runs = [(0, accuracy, near_l, far_l)]
@@ -633,6 +634,7 @@ assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：重み減衰は使われない行にも届く**
+#
 # 「ビット単位で同じ」かどうかはオプティマイザによります。
 # PyTorch の `AdamW`（学習率 $\gamma$、減衰率 $\lambda$）では、勾配の有無にかかわらず、
 # 各ステップで重みがすべて $1 - \gamma\lambda$ 倍されます。
@@ -779,6 +781,7 @@ assert_close(xt_table.std().item(), math.sqrt(2 / d), rtol=5e-3, atol=0)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：係数の出どころと、比が違う理由**
+#
 # 論文は埋め込みの初期化を書いていません。
 # 著者らのコードである tensor2tensor は、埋め込みを $\sigma = d^{-1/2}$ で初期化し（`modalities.py` の `get_weights`）、
 # `multiply_embedding_mode` が `"sqrt_depth"` なら $\sqrt{d}$ を掛けます。
@@ -904,7 +907,7 @@ assert round(alpha / alpha_0, 1) == 5.8
 # fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。
 # パディングのトークンの ID（RoBERTa では 1）をそのまま位置としても使い、実トークンは $k + 1$ から数えます。
 # RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。
-# Hugging Face の OPT と BART も、独自のコードでずれ 2 を残しています。
+# Hugging Face の OPT と BART も、独自のコードで 2 のずれを残しています。
 # 表には行が 2 つ余分にあり、位置は 2 だけずれます。OPT は実トークンだけを数えるので RoBERTa と同じ番号になり、BART はすべてのトークンを数えます。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号にオフセットが必要です。
 # OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
@@ -974,9 +977,7 @@ assert (
 #
 # | | table rows | initialisation | padding | scale |
 # |---|---|---|---|---|
-# | BERT (Google's `modeling.py`) | `max_position_embeddings` = 512 | truncated normal, $\sigma = 0.02$ (`create_initializer`) | none | none |
-# | GPT-2 (OpenAI's `src/model.py`, `wpe`) | `n_ctx` = 1024 | normal, $\sigma = 0.01$ (tokens $0.02$) | none | none |
-# | Hugging Face BERT, GPT-2 (`_init_weights`) | 512, 1024 | normal, $\sigma = 0.02$ (`initializer_range`) | none | none |
+# | BERT, GPT-2 (Google's `modeling.py`, OpenAI's `src/model.py`, Hugging Face) | `max_position_embeddings` = 512, `n_ctx` = 1024 | as in the note in [the first section](#a-table-with-one-row-per-position) | none | none |
 # | fairseq `PositionalEmbedding` | 512 + padding id + 1 = 514 | normal, $\sigma = d^{-1/2}$ | row 1 zero, positions from 2 | none |
 # | RoBERTa in fairseq | 514 | normal, $\sigma = 0.02$ (`init_bert_params` redraws every embedding) | as fairseq | none |
 # | x-transformers `AbsolutePositionalEmbedding` | `max_seq_len` | `nn.Embedding`'s $N(0, 1)$ | none | constant $d^{-1/2}$ |
@@ -994,13 +995,12 @@ assert (
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ライブラリごとの表の作り方**
+#
 # 表の各項目は、その行に挙げたコードから読み取ったものです。
 #
 # | | 表の行数 | 初期化 | パディング | スケール |
 # |---|---|---|---|---|
-# | BERT（Google の `modeling.py`） | `max_position_embeddings` = 512 | 切断正規分布、$\sigma = 0.02$（`create_initializer`） | なし | なし |
-# | GPT-2（OpenAI の `src/model.py`、`wpe`） | `n_ctx` = 1024 | 正規分布、$\sigma = 0.01$（トークンは $0.02$） | なし | なし |
-# | Hugging Face の BERT、GPT-2（`_init_weights`） | 512、1024 | 正規分布、$\sigma = 0.02$（`initializer_range`） | なし | なし |
+# | BERT、GPT-2（Google の `modeling.py`、OpenAI の `src/model.py`、Hugging Face） | `max_position_embeddings` = 512、`n_ctx` = 1024 | [最初の節](#位置ごとに-1-行を持つ表)の注のとおり | なし | なし |
 # | fairseq の `PositionalEmbedding` | 512 + パディング ID + 1 = 514 | 正規分布、$\sigma = d^{-1/2}$ | 行 1 が 0、位置は 2 から | なし |
 # | fairseq の RoBERTa | 514 | 正規分布、$\sigma = 0.02$（`init_bert_params` による全埋め込みの引き直し） | fairseq と同じ | なし |
 # | x-transformers の `AbsolutePositionalEmbedding` | `max_seq_len` | `nn.Embedding` の $N(0, 1)$ | なし | 定数 $d^{-1/2}$ |
@@ -1079,7 +1079,7 @@ assert abs(row_norms.mean().item() - x_abs_norm_printed) < 1e-6
 #   学習済みの言語モデルの表には局所性が見られます。正弦波は作り方からして局所性を持ちます。
 # - トークンと位置の釣り合いは、両方の初期化で決まります。
 #   生の正弦波は $\sigma = 0.02$ のトークンのおよそ 35 倍の大きさです。
-#   それぞれ自分のトークンを使う tensor2tensor のやり方ではおよそ 0.71、x-transformers のやり方ではおよそ 0.50 です。
+#   それぞれのトークンの初期化と組み合わせると、比は tensor2tensor のやり方でおよそ 0.71、x-transformers のやり方でおよそ 0.50 です。
 # - スケール付き正弦波はパラメータが 1 つだけです。1 回の実行では、表より遅いものの、スケールを 5.8 倍にしながらこの小さな課題を学習できました。
 #   `padding_idx` は 0 の行を学習から外します。
 

@@ -187,6 +187,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：位置のない Transformer が計算できるもの**
+#
 # Yun ら（2020）は、この節の主張を近似の言葉で厳密にしています。
 # 位置のない Transformer は、コンパクトな台を持つ連続な置換同変関数ならどれでも近似でき、近似できるのはそうした関数に限られます。
 # 学習可能な位置エンコーディングがあれば、コンパクトな台を持つ連続な系列から系列への関数を、どれでも近似できます。
@@ -895,6 +896,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：PyTorch のアテンションのモジュールが前提にしていること**
+#
 # PyTorch の `nn.MultiheadAttention` と `nn.TransformerEncoderLayer` は位置エンコーディングを足しません。
 # 位置エンコーディングは呼び出す側で足す必要があります。
 # そのため、エンコーダ層全体（アテンション、残差接続、層正規化、フィードフォワード層）は置換同変で、

@@ -177,6 +177,7 @@ for d in (16, 15):  # an even and an odd d
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：式の外側の処理**
+#
 # 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
 # その和にドロップアウトをかけます。ドロップアウト率は base モデルで 0.1 です（§5.4）。
 # labml はこの処理を 2 つのクラスに分けています。
@@ -370,6 +371,7 @@ assert not torch.allclose(
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：著者たちの説明**
+#
 # 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
 # tensor2tensor は、最初の公開版（2017 年 6 月の `add_timing_signal_1d`）から連結配置を使っています。
 # 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日にマージされました。
@@ -494,6 +496,7 @@ plt.show()
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文のモデルはどちらの版で学習されたか**
+#
 # tensor2tensor では、コードが入った最初のコミット（2017 年 6 月）の `add_timing_signal_1d` が、すでに $n-1$ で割っていました。
 # `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです。
 # fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
@@ -972,6 +975,7 @@ assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：パディング用の行**
+#
 # 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にもしています。
 # そのデータローダー（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
 # これは `padding_idx = 0` とした fairseq の方式と同じで、
@@ -1198,6 +1202,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：周波数そのものの誤差**
+#
 # $\omega_i$ を 1 回だけ丸めると $\hat\omega_i = \omega_i(1+\delta_1)$ となり、積は $p\,\hat\omega_i(1+\delta_2)$ に丸められます。
 # ここで $|\delta_1|, |\delta_2| \le u = 2^{-24}$ なので、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 以下です。
 # しかし、これらのライブラリの $\omega_i$ は、どれも正確な値を 1 回丸めただけのものではありません。
@@ -1353,6 +1358,7 @@ assert_close(
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：拡散モデルでの同じ選択**
+#
 # 拡散モデルはトークンの位置ではなくノイズスケジュールのタイムステップ $t$ を符号化し、$t$ は小数のこともあります。
 # diffusers の `get_timestep_embedding` は、これらの選択を引数として持っています。
 # `downscale_freq_shift` の $s$ で指数を $n - s$ で割ります（既定値の $s = 1$ は tensor2tensor の $n-1$、$s = 0$ は論文の $n$ です）。

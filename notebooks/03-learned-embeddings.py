@@ -115,6 +115,7 @@ assert abs(table.weight.std().item() - 0.02) < 0.0002
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：元の BERT と GPT-2 の表の初期化**
+#
 # 各モデルの元のコードは、Hugging Face の $\sigma = 0.02$ とは違います。
 # OpenAI の GPT-2 は位置の表 `wpe` を $\sigma = 0.01$、トークンの表を $0.02$ で初期化します。
 # Google の BERT は TensorFlow の `truncated_normal_initializer` を $\sigma = 0.02$ で使い、
@@ -633,6 +634,7 @@ assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：重み減衰は使われない行にも届く**
+#
 # 「ビット単位で同じ」かどうかはオプティマイザによります。
 # PyTorch の `AdamW`（学習率 $\gamma$、減衰率 $\lambda$）では、勾配の有無にかかわらず、
 # 各ステップで重みがすべて $1 - \gamma\lambda$ 倍されます。
@@ -779,6 +781,7 @@ assert_close(xt_table.std().item(), math.sqrt(2 / d), rtol=5e-3, atol=0)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：係数の出どころと、比が違う理由**
+#
 # 論文は埋め込みの初期化を書いていません。
 # 著者らのコードである tensor2tensor は、埋め込みを $\sigma = d^{-1/2}$ で初期化し（`modalities.py` の `get_weights`）、
 # `multiply_embedding_mode` が `"sqrt_depth"` なら $\sqrt{d}$ を掛けます。
@@ -994,6 +997,7 @@ assert (
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ライブラリごとの表の作り方**
+#
 # 表の各項目は、その行に挙げたコードから読み取ったものです。
 #
 # | | 表の行数 | 初期化 | パディング | スケール |

@@ -52,7 +52,7 @@ def test_index_holds_prose_with_code_apart_and_no_tex(built_site, lang):
 def test_japanese_index_is_cut_into_words(built_site):
     docs = _index(built_site, "ja")["docs"]
     pi = next(d for d in docs if d["location"] == "ja/rope-context/#位置補間pi")
-    assert pi["title"].strip("\u200b").split("\u200b") == ["位置", "補間"]
+    assert pi["title"].strip("\u200b").split("\u200b") == ["位置", "補間", "（PI）"]
     assert "\u200bファインチューニング\u200b" in "".join(d["text"] for d in docs)
 
 

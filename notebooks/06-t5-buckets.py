@@ -31,7 +31,7 @@
 # T5 はトークンの埋め込みに何も足しません。その代わり、すべてのアテンションスコアに、相対位置 $j - i$ の[バケット](../docs/glossary.ja.md#bucket)で決まる学習可能な数を、ヘッドごとに 1 つ足します。
 # 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は幅が等比的に広がるバケットを共有します。
 # そして 91 位置（デコーダでは 113 位置）から先は、すべての距離が最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
-# そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。その代わり、バイアスはどの長さでも定義されます。代償は、スコアと同じ大きさのバイアスのテンソルです。
+# そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。その代わり、バイアスはどの長さでも定義されます。ただし、スコアと同じ大きさのバイアスのテンソルが必要になります。
 
 # %%
 import math
@@ -85,7 +85,7 @@ torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 # 1 つの表を、スタックのすべての層で使い回します。
 # なお、T5 自体は $\sqrt{d}$ で割りません（[「ライブラリの中の T5」](#ライブラリの中の-t5)の節を参照）。
 #
-# バイアスは $i$ と $j$ に $j - i$ を通してしか依存しないので、ヘッドのバイアス行列はどの対角線に沿っても一定です。
+# バイアスは $i$ と $j$ の組ではなく $j - i$ だけで決まるので、ヘッドのバイアス行列はどの対角線に沿っても一定です。
 # T5 の既定値で、10 個のクエリと 10 個のキーのバケットを並べると、それが見えます。
 # 対角線はバケット $0$ です。クエリより前のキーは距離 1 つごとにバケット $1$ から $7$ に入り、クエリより後ろのキーは $17$ から始まる別の範囲に入ります。
 # 距離 $8$ と $9$ は、早くも同じバケットを共有しています（クエリより前なら $8$、後ろなら $24$）。
@@ -238,7 +238,7 @@ assert set(causal.tolist()) == set(range(32))
 # この式だけから書いた float64 の短い関数は、$-300$ から $300$ までのすべての相対位置で `posenc` と同じバケットを返します。
 
 
-# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; below E the bucket is the distance itself, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の基準実装は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満ではバケットが距離そのもので、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
+# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; below E the bucket is the distance itself, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の基準の関数は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満ではバケットが距離そのもので、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
 def reference_bucket(r, bidirectional, num_buckets=32, max_distance=128):
     """T5's bucket of one relative position r = j - i, in float64."""
     offset = 0
@@ -293,11 +293,12 @@ assert causal_edge.tolist() == [15, 16]  # causal: E = 16
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：float32 がバケットを決める場所**
-# 基準実装は float64 で計算します。
+#
+# 式から書いた基準の関数は float64 で計算します。
 # 一方、T5 のコード（Mesh TensorFlow）と Hugging Face のコードは、対数と商を float32 で計算します。
 # 2 つの精度で結果が分かれうるのは、商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ が整数 $t$ になる場所、つまり整数どうしの等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ が成り立つ場所だけです
 # （$n/E = (D/E)^{t/(S-E)}$ の両辺を $S - E$ 乗します）。
-# $n = 300$ までのそれ以外の商は、どれも整数から $10^{-4}$ より離れており、float32 の丸めが商を動かす量（$10^{-5}$ 未満）よりはるかに大きな隔たりがあります。
+# $n = 300$ までのほかの商は、どれも整数から $10^{-4}$ 以上離れています。float32 の丸めで商が動くのは $10^{-5}$ 未満なので、十分な余裕があります。
 # 既定値で残るのは、双方向の設定の $n = 16, 32, 64$ の 3 つで、商はちょうど $2, 4, 6$ です（$n = E$ では対数が $0$ で、$n = D$ から先はクリップが結果を決めます）。
 # この 3 つでは最後のビットが結果を決めます。商が最後の桁の 1 単位（1 ulp）だけ小さければ、それぞれ 1 つ前のバケットに入ります。
 # `posenc` は正しく丸めた対数を float32 に 1 回だけ丸めて使い、厳密な計算と同じバケット $10, 12, 14$ を返します。
@@ -512,7 +513,7 @@ plt.show()
 # コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目 1 つ分だけ手前からすでに始まっています。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
-# これが、Mesh TensorFlow のコードのコメントが期待する「more graceful generalization to longer sequences」です。長い系列へのより自然な汎化という意味です。
+# Mesh TensorFlow のコメントにある「長い系列へのより自然な汎化」（more graceful generalization to longer sequences）とは、このことです。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、値は 16 通りしかありません。
 # キーはすべてクエリの位置かそれより前にあるのでバケットの前半にしか届かず、近い 91 個を除くすべてのキーが 1 つの値を共有するからです。
 #
@@ -522,7 +523,7 @@ plt.show()
 # （[「学習する距離関数と文脈に応じた位置」](15-learned-bias-functions.ipynb#手法ごとのコストkv-キャッシュと融合カーネル)の章を参照）。
 # T5 のバイアスを自分たちの言語モデルに組み込んだ Press ら（2022、§2.2）は、正弦波位置エンコーディングと比べて学習が 2 倍以上遅かったと報告しています。
 # 同じ論文の図 1 では、入力が長くなると 32 GB の GPU でメモリが足りなくなりました。
-# 一方で同じ図は良い面も示しています。学習時の長さを超えた入力では、T5 のバイアスは比較対象の中で最も良く、学習時の長さの約 2 倍までパープレキシティが改善し続けました（§4.1）。
+# 一方で同じ図は良い面も示しています。学習時の長さを超えた入力では、T5 のバイアスはベースラインの中で最も良く、学習時の長さの約 2 倍までパープレキシティが改善し続けました（§4.1）。
 
 # %%
 long_bias = T5RelativeBias(2)
@@ -608,7 +609,7 @@ ax.grid(False)
 fig.colorbar(im, ax=ax, label=r"$\beta_{b(j-i),\,0}$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "every entry of T5RelativeBias(5, 7) is the table at the reference bucket of j − (i + 2); the picture is −(b mod 16) entry by entry; the last query rows are the full bias's last rows, and decoding one token at a time equals the full causal pass", "ja": "T5RelativeBias(5, 7) の各成分は j − (i + 2) の基準実装のバケットでの表の値で、図は成分ごとに −(b mod 16) です。最後のクエリの行は全体のバイアスの最後の行で、1 トークンずつのデコードは一括の因果的な計算と一致します"}
+# %% tags=["check"] summary={"en": "every entry of T5RelativeBias(5, 7) is the table at the reference bucket of j − (i + 2); the picture is −(b mod 16) entry by entry; the last query rows are the full bias's last rows, and decoding one token at a time equals the full causal pass", "ja": "T5RelativeBias(5, 7) の各成分は j − (i + 2) の基準の関数が返すバケットでの表の値で、図は成分ごとに −(b mod 16) です。最後のクエリの行は全体のバイアスの最後の行で、1 トークンずつのデコードは一括の因果的な計算と一致します"}
 fresh = T5RelativeBias(H)
 table = fresh.relative_attention_bias.weight  # [32, H]
 assert table.shape == (32, H)
@@ -731,13 +732,12 @@ assert_close(t5_through_posenc, t5_style)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ライブラリごとの初期化、約束事、精度**
+#
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
-# transformers 4 のコードには、この初期化の理由を述べたコメントがあります。
-# 文面は「Mesh TensorFlow attention initialization to avoid scaling before softmax」です。softmax の前でスケーリングしないための、Mesh TensorFlow 流の初期化という意味です。
+# transformers 4 のコードには、この初期化を「softmax の前でスケーリングしないための、Mesh TensorFlow 流の初期化」と説明するコメントがあります。
 # 入力の分散が 1 なら、スコアは $d_{kv}$ 個の積の和で、積の 2 つの因子の分散は $d_{\mathrm{model}}\sigma_Q^2$ と $d_{\mathrm{model}}\sigma_K^2$ です。
 # そのため、これらの定数ではスコアの分散は $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ です。
 # 通常の初期化（どちらも標準偏差 $d_{\mathrm{model}}^{-1/2}$）でスコアをスケーリングするアテンションを使う場合も、$d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ で同じ大きさになります。
-# これらの定数は `_init_weights` から書き写したものなので、この例が示すのは定数から導かれることであり、Hugging Face がその定数を使っていることの確認ではありません。
 # 同じ関数は、バイアスの表を標準偏差 $d_{\mathrm{model}}^{-1/2}$ に `initializer_factor`（既定値は 1）を掛けた値で初期化します。$d_{\mathrm{model}} = 512$ なら約 0.044 です。
 # `posenc.T5RelativeBias` の標準偏差は 0.02 です（Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください）。
 #
@@ -759,7 +759,7 @@ assert_close(t5_through_posenc, t5_style)
 # 引き算の向きは違っても、どれもクエリより後ろのキーを後半に送り、既定値ではバケットは一致します。
 # flaxformer には小さな違いが 2 つありますが、効くのは既定値以外の設定で商が整数になる場所だけです。
 # 1 つ目は epsilon で、2 未満の $n/E$ を持ち上げます（$B = 72$、$D = 50$ では $r = -30$ をバケット 27 に入れ、`posenc` は 26 です）。
-# 2 つ目は NumPy 2（NEP 50）で、float64 の割る数が商を float64 のまま保ちます。バケット 32 個、$D = 289$ の因果的な設定では、$r = -68$ が NumPy 1.x の 24 ではなく 23 に入ります。
+# 2 つ目は NumPy 2（NEP 50）で、float64 の除数が商を float64 のまま保ちます。バケット 32 個、$D = 289$ の因果的な設定では、$r = -68$ が NumPy 1.x の 24 ではなく 23 に入ります。
 # Mesh TensorFlow と flaxformer は表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 
@@ -1036,11 +1036,12 @@ plt.show()
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Mesh TensorFlow、`transformer_layers.py`。
+# - Mesh TensorFlow, `transformer_layers.py`.
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers、`modeling_t5.py` と `modeling_umt5.py`。
+# - Hugging Face transformers, `modeling_t5.py` and `modeling_umt5.py`.
 #   <https://github.com/huggingface/transformers/tree/main/src/transformers/models>
-# - flaxformer、`relative_position_biases.py`。
+# - flaxformer, `relative_position_biases.py`.
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
-# - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars*（NumPy 2.0 で採用）。
+# - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars*.
 #   <https://numpy.org/neps/nep-0050-scalar-promotion.html>
+#   （NumPy 2.0 で採用）

@@ -333,7 +333,7 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
 # 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ です。各ヘッドは、1 つ前のヘッドの 2 倍遠くまで遡ります。
 # 図では、ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げています。点は $k = 1/m_h$ の位置です。
-# 表は、極限の式が使えるだけ長い 8192 個のキーの行での平均距離です。傾きが小さくなるにつれて、平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
+# 表は、十分に長い 8192 個のキーの行での平均距離です。傾きが小さくなるにつれて、平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
 
 # %%
 n_heads, L, d = 8, 1024, 16
@@ -429,7 +429,7 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # これはコミュニティで広まった使い方（x-transformers、因果的でないときの MPT、MosaicBERT）で、論文のものではありません。論文が評価しているのは因果的な言語モデルだけです。
 # 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すすべてのキーで因果的なバイアスと一致します。
 # 両者が異なる未来のキーのスコアは、どちらの場合も $-\infty$ に置き換えられます。
-# ただし定数は行の中で同じでなければなりません。$-m_h\, j$（正負を反転した誤り）のように $j$ に対して別の形で変わるバイアスは、アテンションを変えてしまいます。
+# ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
 #
 # 図は、ヘッド 1（$m_1 = 1/2$）、$T = 8$ について、未来のキーも含めて 3 つの形を描いたものです。
 # 階段状の線が因果マスクを表し、その上側はすべて取り除かれます。
@@ -515,10 +515,11 @@ assert not torch.allclose(flipped, reference, atol=1e-3)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：低精度では形によって結果が変わる**
+#
 # これらの形は、厳密な計算では等しくても、丸めると等しくなりません。
 # 公式実装の形 $m_h\, j$ は位置とともに大きくなります。$j = 2047$、$m = 1/2$ では約 1024 で、そのあたりの bfloat16 の数は 4 や 8 の間隔でしか並んでいません。
 # そのため、$m = 1/2$ しか違わない隣り合うキーに、丸めると同じバイアスが付きます。
-# 論文の形では、重みを担う近くのキーのバイアスが $0$ の近くにとどまり、bfloat16 でも問題ありません。マスクが残すすべてのキーで論文の形と等しい対称な形も同じです。
+# 論文の形では、重みを担う近くのキーのバイアスが $0$ の近くにとどまり、bfloat16 でも問題ありません。対称な形も、マスクが残すキーでは論文の形と等しいので、同じく問題ありません。
 # Hugging Face の `build_alibi_tensor` は、$m_h\, j$ のバイアスを渡された dtype に変換します。
 # 1 ヘッド、$T = 2048$ について両方の形を bfloat16 に丸めると、アテンションの重みの float64 に対する最大誤差は、論文の形では 4.0e-57、$m_h\, j$ では 0.49 です。
 #
@@ -751,14 +752,15 @@ assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各実装を posenc で再現する**
+#
 # ここで読んだ実装は、float32 の丸めの範囲で同じ傾きを使いますが、計算の仕方が違うので、丸め方も違います。
 # 公式実装は最初の傾きを `2**(-2**-(math.log2(n)-3))`、つまり $2^{-2^{-(\log_2 n - 3)}}$ と書いています。
 # $2^{-(\log_2 n - 3)} = 2^3 / 2^{\log_2 n} = 8/n$ なので、これは $2^{-8/n}$ です。
 #
 # Hugging Face の BLOOM（`build_alibi_tensor`）は、底 $2^{-8/2^k}$ を float32 に丸め、それを $1, \dots, 2^k$ 乗します。
 # 残りのヘッドには、$2^{k+1}$ ヘッドの丸めた底の奇数乗を使います。
-# べき乗は、底の相対的な丸め誤差を指数倍に拡大します。
-# そのため $n \ge 11$ ではいつも、一部の傾きが、各傾きを 1 回だけ丸める `alibi_slopes` の値と相対値で最大 $6.6 \times 10^{-7}$ だけ違います。
+# べき乗すると、底の相対的な丸め誤差は指数倍に広がります。
+# そのため $n \ge 11$ ならどの場合も、いくつかの傾きが、各傾きを 1 回だけ丸める `alibi_slopes` の値と相対誤差で最大 $6.6 \times 10^{-7}$ 異なります。
 #
 # MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、$n'$ は $n$ 以上で最小の 2 のべき乗です。
 # $n < n'$ のときは、偶数番目の傾きを先に、奇数番目の傾きをあとに並べ、最初の $n$ 個を使います。
@@ -1083,12 +1085,13 @@ print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - 公式実装。<https://github.com/ofirpress/attention_with_linear_biases>
+# - ofirpress, attention_with_linear_biases（公式実装）.
+#   <https://github.com/ofirpress/attention_with_linear_biases>
 # - BigScience Workshop (2022). *BLOOM: A 176B-Parameter Open-Access Multilingual
 #   Language Model*. <https://arxiv.org/abs/2211.05100>
-# - Hugging Face transformers、`models/bloom/modeling_bloom.py`。
+# - Hugging Face transformers, `models/bloom/modeling_bloom.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
-# - MosaicML llm-foundry（MPT）。<https://github.com/mosaicml/llm-foundry>
-# - labml.ai、ALiBi の注釈付き実装。
+# - MosaicML llm-foundry (MPT). <https://github.com/mosaicml/llm-foundry>
+# - labml.ai, ALiBi の注釈付き実装.
 #   <https://nn.labml.ai/transformers/alibi/index.html>
-# - lucidrains、x-transformers。<https://github.com/lucidrains/x-transformers>
+# - lucidrains, x-transformers. <https://github.com/lucidrains/x-transformers>

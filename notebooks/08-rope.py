@@ -86,7 +86,7 @@ f64 = torch.float64
 # RoFormer（Su ら 2021）は、その代わりに、各ベクトルに位置を書き込む写像 $f$ であって、ある関数 $g$ について
 # $$\langle f(q, m), f(k, n)\rangle = g(q, k, m-n)$$
 # を満たすものを求めます。
-# スコアが見るのは 2 つのベクトルとその距離だけで、それ以外の位置の情報は見ない、ということです。
+# つまりスコアは、2 つのベクトルとその距離のほかには、位置について何も見ません。
 
 # %%
 d = 64
@@ -151,7 +151,7 @@ q_2d = torch.tensor([math.cos(0.3), math.sin(0.3)], dtype=f64)  # phi_q = 0.3
 k_2d = torch.tensor([0.8, 0.0], dtype=f64)  # phi_k = 0, |k| = 0.8
 cases = [(2, 0), (6, 4), (6, 0)]  # (m, n)
 
-# %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2, n = 0 と m = 6, n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6, n = 0 では角度が開き、スコアは −0.59 になります。"]}
+# %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2、n = 0 と m = 6、n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6, n = 0 では角度が開き、スコアは −0.59 になります。"]}
 rim = torch.linspace(0, 2 * math.pi, 200)
 fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.2))
 for ax, (m, n) in zip(axes, cases, strict=True):
@@ -240,13 +240,13 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # 位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ であることです。
 # すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
 #
-# - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置には $m - n$ を通してしか依存できません。
+# - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ だけで決まらなければなりません。
 #   そのため $m = n$ なら $m = n = 0$ のときの値に等しく、$\rho(q, m)\,\rho(k, m) = |q|\,|k|$ です。
 #   $k = q$ とすると $\rho(q, m) = |q|$ が得られます。エンコーディングはノルムを変えてはいけません。
-# - **角度**：偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ を通してしか依存できません。
+# - **角度**：偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ だけで決まらなければなりません。
 #   $m = n$ なら $0$ のときの値 $\phi_q - \phi_k$ に等しいので、$\Phi(q, m) - \phi_q = \Phi(k, m) - \phi_k$ です。
 #   つまり、どのベクトルであっても、同じ角度 $\varphi(m)$ だけ回ります。
-#   すると $\varphi(m) - \varphi(n)$ も $m - n$ にしか依存できません。
+#   すると $\varphi(m) - \varphi(n)$ も $m - n$ だけで決まらなければなりません。
 #   特に $\varphi(m+1) - \varphi(m)$ はどの $m$ でも同じ定数 $\theta$ です。
 #   $f(q, 0) = q$ は $\varphi(0) = 0$ を意味するので、角度は $\varphi(m) = m\theta$ と決まります。
 #
@@ -257,10 +257,9 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # となります。$e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# 強い条件を求めるのには理由があります。
-# スコアだけの条件なら、鏡映も満たします。$C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、
+# 強いほうの条件が必要なのは、スコアだけの条件では鏡映も通ってしまうからです。$C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、
 # スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
-# 距離の偶奇しか見ない、相対位置のエンコーディングです。
+# これは距離の偶奇しか見ない相対位置エンコーディングです。
 # 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
 
 # %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; angles in m², C^m and the offset angle mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まります。角度が m の 2 乗に比例する場合、C^m、角度に定数を足した mθ + 0.4 はいずれも条件を破ります"}
@@ -576,6 +575,7 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Llama の変換済みチェックポイントはクエリとキーの重みを並べ替える**
+#
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
 # `convert_llama_weights_to_hf.py` は、コードを変える代わりに重みを並べ替えます。
@@ -651,6 +651,7 @@ assert not torch.allclose(s_wrong, s_meta)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：部分回転**
+#
 # すべての次元を回転させる必要はありません（[部分回転](../docs/glossary.ja.md#partial-rotation)）。
 # GPT-NeoX は各ヘッドの先頭 `rotary_pct` の割合だけを回転させ、残りはそのまま通します。GPT-J も `rotary_dim` で同じことをします。
 # ヘッドを $x = (x_{\text{rot}}, x_{\text{pass}})$ に分け、回転させる次元を $r$ 個とします。
@@ -790,13 +791,14 @@ assert len(rope.state_dict()) == 0
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：大きな位置での float32 の角度**
+#
 # ずらしても変わらないという性質は、誤差のない算術では厳密に成り立ちます。
 # float32 の角度 $m\theta_i$ は、位置と float32 の周波数の積をもう一度丸めたものです。
 # 周波数の相対誤差を $\epsilon_i$ とすると、角度の誤差は最大 $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$ です（$u = 2^{-24}$）。
 # 周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章と同じです）。
 # `rope_frequencies` は Hugging Face のコードと同じく $1/10000^{2i/d}$ を float32 で計算し、その $\epsilon_i$ は $1.17u$ に達します。
 # 位置 $10^6$ 付近、$d = 64$ では、角度の誤差は最大 0.039 ラジアンになります（$\theta_0 = 1$ のペア 0 は誤差なし）。
-# 目安として、$m \cdot 2^{-24} \approx 0.06$ です。
+# 比べると、$m \cdot 2^{-24} \approx 0.06$ です。
 
 # %% tags=["deeper", "check"] summary={"en": "near position 10^6 every float32 angle stays within (ε_i + u + ε_i u)mθ_i, with ε_i up to 1.17u; pair 0 is exact and the largest error is 0.039", "ja": "位置 10^6 付近で、float32 のどの角度も (ε_i + u + ε_i u)mθ_i 以内にあり、ε_i は最大 1.17u です。ペア 0 は厳密で、最大の誤差は 0.039 です"}
 u = 2.0**-24
@@ -939,6 +941,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：学習済みのモデルはペアをどう使うか**
+#
 # Barbero ら（2024）は学習済みの Gemma 7B を調べ、RoPE が役に立つ主な理由は減衰ではないと論じています。
 # このモデルは最も速いペアで位置に基づく鋭いパターンを作り、コンテキスト全体でもほとんど回らない最も遅いペアを主に別の用途に使っています。
 # 著者らは、遅いペアが内容の情報を運んでいると推測しています。
@@ -977,7 +980,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 #
 # **位置にはベクトルに合った形状を与えます。** `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
 # 形状 `(batch, heads, seq, head_dim)` のテンソルでは、Hugging Face の形状 `(batch, seq)` の `position_ids` は `position_ids[:, None, :]` として渡します。
-# そのまま渡すと `ValueError` になります。例外はバッチの大きさが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
+# そのまま渡すと `ValueError` になります。例外はバッチサイズが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
 # ヘッド数に等しいと、エラーも出さずに誤った位置で回転してしまいます。
 
 # %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; the position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
@@ -1050,8 +1053,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 #
 # これらの形の速さは[「RoPE を効率よく実装する」](12-efficient-rope.ipynb)の章で測ります。
 # 以下のセルでは Meta の実装を再現します。
-# Meta の `apply_rotary_emb` は各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
-# 上の導出そのままです。
+# Meta の `apply_rotary_emb` は、上の導出のとおり各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
 # テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。
 # Hugging Face の Llama は cos に `unsqueeze` で軸 1 を挿入します。`posenc` が位置を `position_ids[:, None, :]` で受け取るのはそのためです。
 # transformers がある環境では、セルは Hugging Face 自身の `LlamaRotaryEmbedding` と `apply_rotary_pos_emb` も実行します。

@@ -28,7 +28,7 @@
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
 #
-# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。広く受け入れられている説明（YaRN や、Liu らの臨界次元）によれば、回転の遅いペアが学習中に一度も見なかった角度に入るからです。
+# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN や、Liu らの臨界次元）では、回転の遅いペアが学習中に一度も見なかった角度に入ることが原因とされます。
 # この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違いは 1 点だけです。各ペアを、その波長に応じてどれだけ遅くするかです。
 # 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線になります。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。その理由は softmax のエントロピーが示します。
@@ -175,7 +175,7 @@ plt.show()
 # [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、学習した距離より遠いキーを隠すと回復する様子を示します。
 
 # %% [markdown] lang="en"
-# ## Position interpolation
+# ## Position interpolation (PI)
 #
 # The simplest repair squeezes the positions so that every angle stays in the
 # trained range. To read $sL$ positions with a model trained on $L$, Chen et
@@ -196,7 +196,7 @@ plt.show()
 # `posenc.LinearScaling(s)` is this rule.
 
 # %% [markdown] lang="ja"
-# ## 位置補間
+# ## 位置補間（PI）
 #
 # いちばん単純な直し方は、位置を縮めて、すべての角度を学習した範囲に収めることです。
 # $L$ で学習したモデルに $sL$ 個の位置を読ませるため、Chen ら（2023）は位置 $m$ を $m/s$ として与えました（kaiokendev も独立に同じことをしています）。
@@ -248,7 +248,7 @@ assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 #
 # bloc97（2023）は、PI は圧縮してはいけないところまで圧縮している、と主張しました。
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
-# （名前はニューラルタンジェントカーネル（NTK）の理論に由来します。この理論では、入力が高い周波数を含まない限り、ネットワークは高い周波数をうまく学習できません）
+# NTK-aware という名前は、ニューラルタンジェントカーネル（NTK）の理論に由来します。この理論によれば、入力に高い周波数が含まれていなければ、ネットワークは高い周波数をうまく学習できません。
 # 新しい底は、すべての周波数を一度に変えます。
 # 最も速いペアの周波数 $\theta_0 = b^0 = 1$ は底によりません。最も遅いペアの周波数 $\theta_{d/2-1} = b^{-(d-2)/d}$ が $s$ で割られるという条件から、底が決まります。
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
@@ -258,7 +258,7 @@ assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 #
 # ただし、この底では遅いペアが学習した弧の外に出てしまいます。
 # 伸ばしたコンテキストの間に、ペア $i$ は角度 $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$ に達します。これは $i < d/2 - 1$ のすべてのペアで、学習時の $L\theta_i$ より大きい値です。
-# Peng ら（2023）はこの範囲外の角度を指摘し、そのため NTK-aware スケーリングの係数は、目標とする伸び率より大きく設定しなければならないと述べています。
+# Peng ら（2023）はこの範囲外の角度を指摘しています。NTK-aware スケーリングの係数を、目標とする伸び率より大きく設定しなければならないのはそのためです。
 # Llama 2 と $s = 4$ では次のとおりです。
 
 # %%
@@ -312,7 +312,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
 # $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを $s^2 - s + 1 = 13$ で割ります。
 # つまり Hugging Face の `factor` は伸び率ではなく傾きです。
-# **この章の表と対話的な図は $s = 1$ を使います。** したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
+# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います。** したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` として受け取ります（`apply_rope` は位置の最大値に 1 を足した値を使います）。
 
 # %%
@@ -510,7 +510,7 @@ assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
 # 図の点線はペア 20 と 46 です。
 
-# %% tags=["deeper"] alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46 の位置です。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプは、回転数について線形な論文のランプより遅れて下がります。"]}
+# %% tags=["deeper"] alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46 の位置です。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプ関数は、回転数について線形な論文のランプ関数より遅れて下がります。"]}
 gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)  # linear in i
 assert_close(theta_yarn, (1 - gamma) * theta / s + gamma * theta)
 ratio = theta_yarn[~outside] / paper[~outside]
@@ -585,7 +585,7 @@ plt.show()
 # $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ で、両方の項を微分すると次が得られます。
 # $$\frac{dH}{da} = -a \mathrm{Var}_p(z)$$
 # $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
-# つまり係数は $\ln s$ に比例して大きくなる必要があり、その傾きはスコアの広がりで決まります。
+# つまり係数は $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる必要があり、その傾きはスコアの広がりで決まります。
 # YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
 # 図では、ランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。
 # 温度がなければエントロピーはほぼ $\ln s$ だけ増えます。YaRN の温度を使うと、$s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
@@ -899,7 +899,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # さらに $q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # ここで $s$ は、伸ばした長さと元の長さの比です。
-# スコアは $1 + \ln s/\ln L$ 倍になります。[「アテンションの温度」](#アテンションの温度)の節で導いたとおり $\ln s$ に比例して大きくなる係数で、短い入力にも掛かります。
+# スコアは $1 + \ln s/\ln L$ 倍になります。[「アテンションの温度」](#アテンションの温度)の節で導いたとおり $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる係数で、短い入力にも掛かります。
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。
 # 係数の列は次のとおりです。
 
@@ -1210,7 +1210,7 @@ for scaling in scalings.values():
 #
 # ここまでの規則はどれも、1 つの問いに答えています。各ペアを、その波長に応じてどれだけ遅くするかです。
 # 図はそれを 1 本の軸の上に並べます。
-# 横軸は元の波長を学習時の長さを単位として測ったもの $\lambda_i/L$、縦軸はそのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ を係数のべきで表したもの $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
+# 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを完全に遅くします。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
 # YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）をすべて完全に遅くします。Llama 3 の規則も同じことを $L/4$ から行います。
@@ -1406,7 +1406,6 @@ assert round(s_code_llama, 2) == 93.06
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Hugging Face での名前と、posenc との違い**
 #
-#
 # | 規則 | `posenc` | Hugging Face の `rope_scaling` |
 # |---|---|---|
 # | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
@@ -1480,7 +1479,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。周波数が固定されていれば、スコアは $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。$\ln s$ に比例して大きくなる係数をスコアに掛けると戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
+# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。$\ln s$ とともに（1 にその定数倍を足す形で）大きくなる係数をスコアに掛けると戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
 #   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1755,16 +1754,16 @@ print(
 #   <https://arxiv.org/abs/2306.15595>
 # - bloc97 (2023). *NTK-Aware Scaled RoPE allows LLaMA models to have extended
 #   (8k+) context size without any fine-tuning and minimal perplexity
-#   degradation*. r/LocalLLaMA（英語）。
+#   degradation*. r/LocalLLaMA.
 #   <https://www.reddit.com/r/LocalLLaMA/comments/14lz7j5/ntkaware_scaled_rope_allows_llama_models_to_have/>
 # - emozilla (2023). *Dynamically Scaled RoPE further increases performance of
-#   long context LLaMA with zero fine-tuning*. r/LocalLLaMA（英語）。
+#   long context LLaMA with zero fine-tuning*. r/LocalLLaMA.
 #   <https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/dynamically_scaled_rope_further_increases/>
 # - Peng, B., Quesnelle, J., Fan, H. and Shippole, E. (2023). *YaRN: Efficient
 #   Context Window Extension of Large Language Models*.
-#   <https://arxiv.org/abs/2309.00071>。コード：<https://github.com/jquesnelle/yarn>
+#   <https://arxiv.org/abs/2309.00071>; コード: <https://github.com/jquesnelle/yarn>
 # - Llama Team, AI @ Meta (2024). *The Llama 3 Herd of Models*.
-#   <https://arxiv.org/abs/2407.21783>。参照実装：
+#   <https://arxiv.org/abs/2407.21783>; 参照実装:
 #   <https://github.com/meta-llama/llama-models>
 # - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
 #   <https://arxiv.org/abs/2308.12950>
@@ -1775,27 +1774,27 @@ print(
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation
 #   Models*. <https://arxiv.org/abs/2309.16039>
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2
-#   Million Tokens*. <https://arxiv.org/abs/2402.13753>。コード：
+#   Million Tokens*. <https://arxiv.org/abs/2402.13753>; コード:
 #   <https://github.com/microsoft/LongRoPE>
 # - Abdin, M. et al. (2024). *Phi-3 Technical Report*.
 #   <https://arxiv.org/abs/2404.14219>
-# - DeepSeek-AI (2024a). *DeepSeek-V2*. <https://arxiv.org/abs/2405.04434>。
-#   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>。
-#   コード：<https://github.com/deepseek-ai/DeepSeek-V3>
-# - OpenAI (2025). gpt-oss の参照実装：
+# - DeepSeek-AI (2024a). *DeepSeek-V2*. <https://arxiv.org/abs/2405.04434>;
+#   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>;
+#   コード: <https://github.com/deepseek-ai/DeepSeek-V3>
+# - OpenAI (2025). gpt-oss の参照実装.
 #   <https://github.com/openai/gpt-oss>
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. <https://arxiv.org/abs/2309.17453>
 # - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
 #   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
-# - Hugging Face transformers の `modeling_rope_utils.py`：
+# - Hugging Face transformers, `modeling_rope_utils.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
-# - モデルカードと設定：<https://huggingface.co/meta-llama/Llama-3.1-8B>、
-#   <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>、
-#   <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>、
-#   <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>、
-#   <https://huggingface.co/microsoft/Phi-3-vision-128k-instruct>、
-#   <https://huggingface.co/deepseek-ai/DeepSeek-V2>、
+# - モデルカードと設定: <https://huggingface.co/meta-llama/Llama-3.1-8B>,
+#   <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>,
+#   <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>,
+#   <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>,
+#   <https://huggingface.co/microsoft/Phi-3-vision-128k-instruct>,
+#   <https://huggingface.co/deepseek-ai/DeepSeek-V2>,
 #   <https://huggingface.co/deepseek-ai/DeepSeek-V3>
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -1825,7 +1824,7 @@ print(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各規則と数値の出どころ**
 #
-# 確認のセルにある Hugging Face の数値は、どれも CPU 上の transformers 5.24.0 と torch 2.13.0 で計算したものです。呼び出し方はセルのコメントに書きました。
+# 確認のセルにある Hugging Face の数値の呼び出し方は、セルのコメントに書きました。
 # NTK-aware の底は bloc97 のもので、YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。これを「ペア 0 をそのままにし、最も遅いペアを $s$ で割る」と読むのは Peng らの説明に従ったものです。
 # 動的な規則は emozilla の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
 # YaRN のランプ関数は著者のコードに従います。

@@ -29,7 +29,7 @@
 # # xPos と NoPE
 #
 # 因果的な言語モデルには、位置のための仕組みがどれだけ必要なのでしょうか。この章では、正反対の 2 つの答えを見ます。
-# xPos は RoPE の回転をそのまま使い、回転したペアに倍率を掛けて、スコアに距離とともに減衰する因子を加えます。
+# xPos は RoPE の回転をそのまま使い、回転したペアに倍率を掛けて、スコアに距離とともに減衰する因子が掛かるようにします。
 # NoPE は位置エンコーディングをまったく使いません。それでもデコーダは位置を知ることができます。
 # [因果マスク](../docs/glossary.ja.md#causal-mask)のおかげで、最初の層が自分より前のトークンを数えられるからです。
 # どちらも因果マスクに頼り、どちらにも届く範囲に限りがあります。
@@ -72,9 +72,9 @@ def fmt(values, digits=4):
 # fastest-turning pair gets the smallest base. The
 # [scale base](../docs/glossary.md#scale-base) $B$ keeps the powers in range: with
 # $B = 1$, the key's factor $\zeta_0^{-n} = 3.5^n$ would overflow float16 at $n = 9$
-# and the query's $\zeta_0^n$ reach 0 at $n = 14$. The paper writes $B = 1$ and no
-# $\gamma$; this chapter uses torchscale's values, $\gamma = 0.4$ (so $\zeta_0 = 2/7$)
-# and $B = 512$. In `posenc`, `xpos_zeta(d)`
+# and the query's $\zeta_0^n$ reach 0 at $n = 14$. The paper writes $B = 1$ and
+# gives no value of $\gamma$; this chapter uses torchscale's values, $\gamma = 0.4$
+# (so $\zeta_0 = 2/7$) and $B = 512$. In `posenc`, `xpos_zeta(d)`
 # returns the $\zeta_i$, `xpos_scale(d, p)` returns $\zeta_i^{p/B}$, and
 # `apply_xpos(q, k, m, n)` returns $(\tilde q_m, \tilde k_n)$, built on `apply_rope`,
 # in either pairing.
@@ -92,7 +92,7 @@ def fmt(values, digits=4):
 # べきの底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下までです。
 # いちばん速く回るペアに、いちばん小さい底が割り当てられます。
 # [スケール基数](../docs/glossary.ja.md#scale-base) $B$ は、べきを表せる範囲に収めるためのものです。
-# $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 をオーバーフローし、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
+# $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 の範囲を超え（オーバーフローし）、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
 # 論文は $B = 1$ とし、$\gamma$ の値は示していません。
 # この章では torchscale の値 $\gamma = 0.4$（このとき $\zeta_0 = 2/7$）と $B = 512$ を使います。
 # `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
@@ -157,7 +157,7 @@ for layout in ("half", "interleaved"):
 # $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
 # $\zeta_i$ のべきを除けば、これは RoPE のスコアです。xPos はペア $i$ の項に次の因子を掛けます。
 # $$\zeta_i^{(m-n)/B}$$
-# そのためスコアは、今までどおり $m - n$ を通してしか位置に依存しません。
+# そのためスコアは、今までどおり位置については $m - n$ だけで決まります。
 # さらに $0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、キーが過去へ遠ざかるほど小さくなります。
 # 速いペアほど速く小さくなります。
 
@@ -470,6 +470,7 @@ for _ in range(10):
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ブロック単位のウィンドウ**
+#
 # xPos の設計は、Sun らが定義した指標「attention resolution」をもとに選ばれています。
 # アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る指標です。
 # 距離 $i$ でのスコアの期待値を $s_i$ とすると、次のとおりです。
@@ -631,6 +632,7 @@ assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：中点を中心にしたときの float32**
+#
 # `center="midpoint"` では、$|p - c|$ が呼び出しの位置の広がりの半分を超えません。
 # そのため $[0, 2^{16})$ に散らばる 64 個の位置でも、どの倍率も float32 の正規化数に収まります。
 # その float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します（正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
@@ -671,7 +673,7 @@ assert torch.isfinite(scores[causal]).all() and err < 1e-4
 # | | ペアの組み方 | $\zeta_i$ | 指数の中心 $c$ | KV キャッシュ |
 # |---|---|---|---|---|
 # | torchscale（`XPOS`、`xpos_relative_position.py`） | インターリーブ配置（`rotate_every_two`） | `(arange(0, d, 2) + 0.4 d) / (1.4 d)`、$B$ = `scale_base` = 512 | $N$ 個のキーに対して $\lceil N/2 \rceil$（クエリも `offset` で同じ中心を共有） | xPos 適用前のキーをキャッシュし、ステップごとに再エンコード |
-# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` だが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、クエリごとに全キーを再エンコード（`rotate_queries_with_cached_keys`） |
+# | lucidrains `rotary-embedding-torch`（`use_xpos=True`） | インターリーブ配置（名前は `rotate_half` ですが、組にするのは $2i$ と $2i+1$） | 同じ。`xpos_scale_base` = 512 | $N$ 個の位置に対して $\lfloor N/2 \rfloor$ | 2024 年半ばから、クエリごとに全キーを再エンコード（`rotate_queries_with_cached_keys`） |
 # | `posenc`（`apply_xpos`） | `layout="half"` または `"interleaved"` | `xpos_zeta(d, gamma=0.4)`、`scale_base=512` | `center=`。既定は 0。数、またはその呼び出しの位置の中点（`"midpoint"`） | 固定の `center`（既定）、またはキーの再エンコード |
 #
 # torchscale の式を数行の torch で書き直すと、`apply_xpos(..., layout="interleaved")` と同じスコアになります。
@@ -786,7 +788,7 @@ assert along.max() - along.min() < 1e-9
 # すると見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
 # 位置 $t$ の出力では、目印の次元の値が BOS の取り分になります。
 # $$h_t = \frac{1}{t+1}$$
-# ほかのトークンが何であっても同じです。マスクだけで書き込まれた絶対位置です。
+# この値はほかのトークンによらず、マスクだけで絶対位置が書き込まれたことになります。
 # マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。
 # より一般に、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは、どこに置かれていてもどの層でも同じ出力を持ちます。
 
@@ -1032,7 +1034,7 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
 # NoPE は何も渡さず、位置に関する計算をすべて重みに任せます。
 # 重みは、ここで組み立てたように数を数えられますが、それができるのはネットワークの規模と数値の精度が許す範囲までです。
-# この章の先に進むための手がかりを挙げます。RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
+# RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
 # Wang ら（2024）によると、NoPE はある長さを超えるとアテンションが広がって失敗し、ヘッドごとに温度を調整すると直ります。
 # Llama 4 は NoPE の層と RoPE の層を交互に置いています
 # （[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)の章）。

@@ -301,6 +301,45 @@ def test_bytes_per_element_are_the_fused_formula(dtype):
     assert issued - asked == (8 + 2) * tokens * 2 * d * dtype.itemsize
 
 
+@pytest.mark.parametrize(
+    ("check_positions", "inplace", "breaks"),
+    [(False, False, None), (True, False, "data-dependent"), (False, True, "Data pointer")],
+)
+def test_the_wrapper_traces_under_torch_compile_only_without_host_reads(
+    monkeypatch, check_positions, inplace, breaks
+):
+    # Dynamo traces apply_rope_triton's own Python (the checks) with check_positions=False
+    # out of place; the default reads the positions' range back (data-dependent) and
+    # inplace=True compares data pointers: both break the graph. The launch is stood in
+    # for (a copy): Triton's interpreter is not traceable, and whether Dynamo captures the
+    # compiled kernel's launch needs a GPU.
+    def stand_in(q, k, q_out, k_out, *args, **kwargs):
+        q_out.copy_(q)
+        k_out.copy_(k)
+
+    monkeypatch.setattr(rope_triton, "_launch", stand_in)
+    cos, sin = tables(8, 16)
+    q, k = randn((1, 2, 3, 8), torch.float32, 25), randn((1, 1, 3, 8), torch.float32, 26)
+
+    def rotate(q, k, p):
+        return apply_rope_triton(
+            q, k, p, cos, sin, check_positions=check_positions, inplace=inplace
+        )
+
+    torch._dynamo.reset()
+    compiled = torch.compile(rotate, fullgraph=True, backend="eager")
+    try:
+        if breaks is None:
+            rq, rk = compiled(q, k, torch.arange(3))
+            assert torch.equal(rq, q) and torch.equal(rk, k)  # the stand-in ran
+        else:
+            errors = (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)
+            with pytest.raises(errors, match=breaks):
+                compiled(q, k, torch.arange(3))
+    finally:
+        torch._dynamo.reset()
+
+
 # ---------------------------------------------------------------------------
 # Backward: the gradient rotated by -theta, as autograd finds it through apply_rope
 # ---------------------------------------------------------------------------

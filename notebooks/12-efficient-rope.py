@@ -1031,7 +1031,7 @@ for name, rec in records.items():
 # DRAM が動かすバイト数は数えません。
 # データシートの毎秒 4.8 TB で計算すると、bfloat16 のプリフィルは 17.5 µs より短くはなりません。
 
-# %% tags=["check"] summary={"en": "the ratios, byte ratios, standard errors (the formula within 25% of a bootstrap) and rates quoted, in both records; the compiled module's bytes not counted; no page fault in a median round; the one-minute load below each run's threads; the compiled module slower than Hugging Face's formula in every decode case; the GPU benchmark's prefill and its 17.5 µs floor; no GPU record stored", "ja": "両方の計測記録で、本文の比、バイト数の比、標準誤差（式の値はブートストラップの 25% 以内）、速さはこのとおりで、コンパイルしたモジュールのバイト数は数えていません。中央値のラウンドにページフォールトはなく、1 分間のロードアベレージは使ったスレッド数を下回り、どのデコードでもコンパイルしたモジュールは Hugging Face の式より遅くなります。GPU のベンチマークのプリフィルの形状と 17.5 µs の下限も本文どおりで、GPU の計測記録はまだありません"}
+# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios, rates, within bounds drawn around them), the standard error's formula agrees with a bootstrap within 25%, no page fault in a median round, the one-minute load below each run's threads, no GPU record stored; the 17.5 µs is arithmetic, the GPU prefill's bytes over the datasheet's bandwidth", "ja": "証拠ではなく確認です。本文の数値（比、バイト数の比、速さ）は 2 つの計測記録の値で、それぞれのまわりにとった範囲に入ります。標準誤差の式の値はブートストラップの 25% 以内で、中央値のラウンドにページフォールトはなく、1 分間のロードアベレージは使ったスレッド数を下回り、GPU の計測記録はまだありません。17.5 µs は計算で、GPU のプリフィルのバイト数をデータシートの帯域幅で割ったものです"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"

@@ -244,6 +244,23 @@ def test_several_head_blocks_with_a_partial_last_one():
         assert_rotation_close(out, reference(x, positions, h_d, "half"), x, h_d, "half")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_llama_3_8b_heads_in_their_blocks_equal_apply_rope(dtype):
+    # the setting the compile test and the byte count examine: 32 query heads in one block
+    # of 32, 8 key heads in one block of 8, head size 128, packed positions
+    b, n_q, n_k, s, h_d = 1, 32, 8, 3, 128
+    q, k = randn((b, n_q, s, h_d), dtype, 27), randn((b, n_k, s, h_d), dtype, 28)
+    positions = torch.tensor([4095, 0, 17])
+    cos, sin = tables(h_d, 4096)
+    _, _, options = rope_triton._kernel_args(
+        q, k, q, k, positions, cos, sin, "half", inplace=False, backward=False
+    )
+    assert (options["BLOCK_Q"], options["BLOCK_K"]) == (32, 8)
+    rq, rk = apply_rope_triton(q, k, positions, cos, sin)
+    for out, x in ((rq, q), (rk, k)):
+        assert_rotation_close(out, reference(x, positions, h_d, "half"), x, h_d, "half")
+
+
 def _lanes_moved(launch):
     """Bytes that ``launch()`` loads and stores in the interpreter: ``(asked, issued)``.
 
@@ -281,7 +298,7 @@ def _lanes_moved(launch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_bytes_per_element_are_the_fused_formula(dtype):
+def test_bytes_requested_per_element_are_the_fused_formula(dtype):
     # Llama 3 8B's heads: per element of q and k, one read and one write (2e bytes) plus the
     # token's table row (r/2 cos and r/2 sin in float32) and its int64 position, shared by
     # its 40 heads: 2e + (4r + 8) / ((n_q + n_k) d). No lane is masked: the 8 key heads get

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import posenc_lab.gpu_bench as gpu_bench
+from posenc import apply_rope
 from posenc_lab.gpu_bench import Case, build_cases, main, time_case
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -181,3 +182,20 @@ def test_clock_state_is_none_without_nvidia_smi(monkeypatch):
 
     monkeypatch.setattr(gpu_bench.subprocess, "run", missing)
     assert gpu_bench.clock_state() is None
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="the fused kernel runs in Triton's interpreter")
+def test_the_fused_kernel_is_held_to_one_bfloat16_ulp_of_apply_rope():
+    # at Llama 3 8B's heads (blocks of 32 and 8 heads), in Triton's interpreter: the
+    # kernel passes the check; an answer two ulps off fails it, though it would pass the
+    # looser bound of the eager formula (which rounds every product to bfloat16)
+    case = Case("llama-heads", 1, 32, 8, 3, 128, "bfloat16", 1)
+    inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
+    contenders = gpu_bench._contenders(case, inputs, interpret=True, compile_backend=None)
+    gpu_bench._check(case, inputs, contenders)
+    q, k = inputs.pool[0]
+    p = inputs.positions[:, None, :]
+    two_ulps = tuple(apply_rope(x, p) * (1 + 2**-6) for x in (q, k))  # eps = 2**-7
+    with pytest.raises(AssertionError, match="triton"):
+        gpu_bench._check(case, inputs, {"triton": ("two ulps off", lambda i: two_ulps)})
+    gpu_bench._check(case, inputs, {"eager_formula": ("two ulps off", lambda i: two_ulps)})

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 
 import numpy as np
 import pytest
@@ -243,6 +244,23 @@ def test_several_head_blocks_with_a_partial_last_one():
         assert_rotation_close(out, reference(x, positions, h_d, "half"), x, h_d, "half")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_llama_3_8b_heads_in_their_blocks_equal_apply_rope(dtype):
+    # the setting the compile test and the byte count examine: 32 query heads in one block
+    # of 32, 8 key heads in one block of 8, head size 128, packed positions
+    b, n_q, n_k, s, h_d = 1, 32, 8, 3, 128
+    q, k = randn((b, n_q, s, h_d), dtype, 27), randn((b, n_k, s, h_d), dtype, 28)
+    positions = torch.tensor([4095, 0, 17])
+    cos, sin = tables(h_d, 4096)
+    _, _, options = rope_triton._kernel_args(
+        q, k, q, k, positions, cos, sin, "half", inplace=False, backward=False
+    )
+    assert (options["BLOCK_Q"], options["BLOCK_K"]) == (32, 8)
+    rq, rk = apply_rope_triton(q, k, positions, cos, sin)
+    for out, x in ((rq, q), (rk, k)):
+        assert_rotation_close(out, reference(x, positions, h_d, "half"), x, h_d, "half")
+
+
 def _lanes_moved(launch):
     """Bytes that ``launch()`` loads and stores in the interpreter: ``(asked, issued)``.
 
@@ -280,7 +298,7 @@ def _lanes_moved(launch):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_bytes_per_element_are_the_fused_formula(dtype):
+def test_bytes_requested_per_element_are_the_fused_formula(dtype):
     # Llama 3 8B's heads: per element of q and k, one read and one write (2e bytes) plus the
     # token's table row (r/2 cos and r/2 sin in float32) and its int64 position, shared by
     # its 40 heads: 2e + (4r + 8) / ((n_q + n_k) d). No lane is masked: the 8 key heads get
@@ -298,6 +316,45 @@ def test_bytes_per_element_are_the_fused_formula(dtype):
     q24, k6 = randn((1, 24, tokens, d), dtype, 23), randn((1, 6, tokens, d), dtype, 24)
     asked, issued = _lanes_moved(lambda: apply_rope_triton(q24, k6, positions, cos, sin))
     assert issued - asked == (8 + 2) * tokens * 2 * d * dtype.itemsize
+
+
+@pytest.mark.parametrize(
+    ("check_positions", "inplace", "breaks"),
+    [(False, False, None), (True, False, "data-dependent"), (False, True, "Data pointer")],
+)
+def test_the_wrapper_traces_under_torch_compile_only_without_host_reads(
+    monkeypatch, check_positions, inplace, breaks
+):
+    # Dynamo traces apply_rope_triton's own Python (the checks) with check_positions=False
+    # out of place; the default reads the positions' range back (data-dependent) and
+    # inplace=True compares data pointers: both break the graph. The launch is stood in
+    # for (a copy): Triton's interpreter is not traceable, and whether Dynamo captures the
+    # compiled kernel's launch needs a GPU.
+    def stand_in(q, k, q_out, k_out, *args, **kwargs):
+        q_out.copy_(q)
+        k_out.copy_(k)
+
+    monkeypatch.setattr(rope_triton, "_launch", stand_in)
+    cos, sin = tables(8, 16)
+    q, k = randn((1, 2, 3, 8), torch.float32, 25), randn((1, 1, 3, 8), torch.float32, 26)
+
+    def rotate(q, k, p):
+        return apply_rope_triton(
+            q, k, p, cos, sin, check_positions=check_positions, inplace=inplace
+        )
+
+    torch._dynamo.reset()
+    compiled = torch.compile(rotate, fullgraph=True, backend="eager")
+    try:
+        if breaks is None:
+            rq, rk = compiled(q, k, torch.arange(3))
+            assert torch.equal(rq, q) and torch.equal(rk, k)  # the stand-in ran
+        else:
+            errors = (torch._dynamo.exc.Unsupported, torch._dynamo.exc.UserError)
+            with pytest.raises(errors, match=breaks):
+                compiled(q, k, torch.arange(3))
+    finally:
+        torch._dynamo.reset()
 
 
 # ---------------------------------------------------------------------------
@@ -448,13 +505,14 @@ for arch, dtype, layout, n_q, n_k, h_d, r, inplace, backward in json.loads(sys.a
     found[f"{arch}-{dtype}-{layout}-{n_q}/{n_k}x{h_d}-r{r}-{inplace}-{backward}"] = {
         "layout": layout,
         "dtype": dtype,
-        "tail": h_d - r,
-        "blocks": [options["BLOCK_Q"], options["BLOCK_K"]],
+        "bits": dt.itemsize * 8,
+        "options": {k: v for k, v in options.items() if isinstance(v, (int, bool))},
+        "num_warps": opts.num_warps,
         "cubin": len(kernel.asm["cubin"]),
+        "ptx": ptx,
         "fma_f32": len(re.findall(r"\bfma\.rn\.f32\b", ptx)),
+        "mul_f32": len(re.findall(r"\bmul\.rn\.f32\b", ptx)),
         "f64": len(re.findall(r"\.f64\b", ptx)),
-        "ld_v4": len(re.findall(r"\bld\.global(?:\.\w+)*\.v4\.", ptx)),
-        "st_v4": len(re.findall(r"\bst\.global(?:\.\w+)*\.v4\.", ptx)),
         "cvt_bf16": len(re.findall(r"\bcvt\.rn\.bf16", ptx)),
         "registers": int(re.search(r"Used (\d+) registers", done.stderr).group(1)),
         "spills": sum(int(n) for n in re.findall(r"(\d+) bytes spill", done.stderr)),
@@ -471,14 +529,125 @@ print(json.dumps(found))
 """
 
 
+#: The kernel's pointer arguments, in the order of its signature.
+_POINTERS = ("q", "k", "q_out", "k_out", "positions", "cos", "sin")
+
+
+def _memory_accesses(ptx: str) -> dict[str, dict]:
+    """Every global load and store of ``ptx``, by the pointer argument its address comes from.
+
+    A small dataflow pass over the PTX registers: ``ld.param`` of pointer
+    argument ``i`` labels its register with ``_POINTERS[i]``, every other
+    instruction passes the labels of its sources to its destinations, and a
+    loaded register is labelled with the tensor it was loaded from (a few
+    passes reach the fixed point through the loops). Returns, per tensor,
+    ``ld`` and ``st``: ``{bits per instruction: count}``; ``first``: the
+    index of its first access in program order; ``after``: the tensors whose
+    loaded values its addresses depend on.
+    """
+    code = []
+    for line in ptx.splitlines():
+        line = line.split("//")[0].strip().rstrip(";").strip()
+        if not line or line[0] in ".${}":
+            continue
+        line = re.sub(r"^@!?%\w+\s+", "", line)  # the predicate of a masked access
+        op, _, rest = line.partition(" ")
+        code.append((op, [o.strip() for o in re.split(r",(?![^{\[]*[}\]])", rest)]))
+    labels: dict[str, set] = {}
+
+    def of(operand: str) -> set:
+        return set().union(*(labels.get(r, set()) for r in re.findall(r"%\w+", operand)))
+
+    found: dict[str, dict] = {}
+    for final in (False, False, False, True):
+        for n, (op, ops) in enumerate(code):
+            if op.startswith("ld.param"):
+                i = int(re.search(r"param_(\d+)", ops[1]).group(1))
+                if i < len(_POINTERS):
+                    labels.setdefault(ops[0], set()).add(("pointer", _POINTERS[i]))
+            elif op.startswith(("ld.global", "st.global")):
+                kind = op[:2]
+                address = of(ops[-1] if kind == "ld" else ops[0])
+                (tensor,) = {name for how, name in address if how == "pointer"}
+                if kind == "ld":
+                    for r in re.findall(r"%\w+", ops[0]):
+                        labels.setdefault(r, set()).add(("value", tensor))
+                if final:
+                    vector = re.search(r"\.v(\d)\.", op)
+                    bits = int(re.search(r"(\d+)$", op).group(1)) * (
+                        int(vector[1]) if vector else 1
+                    )
+                    entry = found.setdefault(
+                        tensor, {"ld": {}, "st": {}, "first": n, "after": set()}
+                    )
+                    entry[kind][bits] = entry[kind].get(bits, 0) + 1
+                    entry["after"] |= {name for how, name in address if how == "value"}
+            elif ops[0] and not op.startswith(("bra", "ret", "bar")):
+                src = set().union(*(of(o) for o in ops[1:]))
+                for r in re.findall(r"%\w+", ops[0]):
+                    labels.setdefault(r, set()).update(src)
+    return found
+
+
+def test_memory_accesses_follow_the_registers_to_the_pointer():
+    # a hand-written kernel: a position loaded through argument 4, a table row whose
+    # address depends on it (argument 5), then a vector load of q and a store to q_out
+    ptx = """
+    ld.param.b64 %rd1, [_rope_qk_kernel_param_4];
+    ld.global.b64 { %rd2 }, [ %rd1 + 0 ];
+    ld.param.b64 %rd3, [_rope_qk_kernel_param_5];
+    shl.b64 %rd4, %rd2, 8;
+    add.s64 %rd5, %rd3, %rd4;
+    @%p1 ld.global.v4.b32 { %r1, %r2, %r3, %r4 }, [ %rd5 + 0 ];
+    ld.param.b64 %rd6, [_rope_qk_kernel_param_0];
+    ld.param.b64 %rd7, [_rope_qk_kernel_param_2];
+    $L__BB0_1:
+    add.s64 %rd8, %rd6, %rd9;
+    @%p2 ld.global.v2.b32 { %r5, %r6 }, [ %rd8 + 0 ];
+    add.s64 %rd10, %rd7, %rd9;
+    st.global.b16 [ %rd10 + 0 ], %rs1;
+    add.s64 %rd9, %rd9, 128;
+    @%p3 bra $L__BB0_1;
+    """
+    found = _memory_accesses(ptx)
+    assert found["positions"] == {"ld": {64: 1}, "st": {}, "first": 1, "after": set()}
+    assert found["cos"]["ld"] == {128: 1} and found["cos"]["after"] == {"positions"}
+    assert found["q"]["ld"] == {64: 1} and found["q"]["after"] == set()
+    assert found["q_out"]["st"] == {16: 1} and set(found) == {"positions", "cos", "q", "q_out"}
+
+
+def _expected_widths(asm: dict, block: int) -> dict[int, int]:
+    """Instructions per thread, by bits, for one head loop of the half layout.
+
+    The ``num_warps * 32`` threads share a ``block`` x ``HALF_P2`` tile of
+    each half (and of the copied tail), each thread a contiguous run of
+    ``block * HALF_P2 / threads`` elements, moved in the widest access up to
+    128 bits: at Llama 3 8B's 8 key heads, 4 bfloat16 values, 64 bits.
+    """
+    o, threads = asm["options"], asm["num_warps"] * 32
+    parts = [o["HALF_P2"], o["HALF_P2"]] + ([o["TAIL_P2"]] if o["COPY_TAIL"] else [])
+    widths: dict[int, int] = {}
+    for width in parts:
+        run = block * width * asm["bits"] // threads  # bits per thread
+        bits = min(128, run)
+        widths[bits] = widths.get(bits, 0) + run // bits
+    return widths
+
+
 def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     # Triton's own compiler, run without a GPU, turns the kernel into PTX and a cubin (its
     # bundled ptxas) as apply_rope_triton launches it: the path the interpreter skips.
-    # The arithmetic is float32 fused multiply-adds, no float64; the half layout reads and
-    # writes each half-row with 128-bit instructions (ld/st.global.v4), the interleaved
-    # layout's stride-2 accesses are scalar; bfloat16 is rounded by the hardware's
-    # cvt.rn (the integer rounding is the interpreter's only); at 4 warps nothing spills, and
-    # in the half layout a thread needs at most 64 registers.
+    # Every global load and store is traced to its tensor (_memory_accesses): the half
+    # layout moves each thread's run of a half-row in one access of up to 128 bits
+    # (ld/st.global.v4), so q's block of 32 heads gets 128 bits and k's block of 8 heads
+    # 64 bits in bfloat16 (4 values a thread), 128 in float32; the interleaved layout
+    # moves one element per instruction, loads and stores: per byte 8 times the
+    # instructions of q's 128-bit accesses in bfloat16, 4 times in float32. The table
+    # row's address depends on the position just loaded (a dependent round trip), q's
+    # and k's do not, and k's loads come after q's stores. The arithmetic is one float32
+    # product and one fused multiply-add per output, no float64; bfloat16 is rounded by
+    # the hardware's cvt.rn (the integer rounding is the interpreter's only); at 4 warps
+    # nothing spills, and in the half layout a thread needs at most 64 registers.
     import json
     import subprocess
     import sys
@@ -486,6 +655,8 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     variants = [  # (arch, dtype, layout, n_q, n_k, h_d, r, inplace, backward)
         (90, "bfloat16", "half", 32, 8, 128, 128, False, False),  # Llama 3 8B
         (90, "float32", "half", 32, 8, 128, 128, False, False),
+        (90, "bfloat16", "interleaved", 32, 8, 128, 128, False, False),
+        (90, "float32", "interleaved", 32, 8, 128, 128, False, False),
         (90, "float16", "interleaved", 32, 8, 128, 128, True, False),
         (90, "bfloat16", "interleaved", 32, 8, 128, 96, False, True),  # partial, backward
         (80, "bfloat16", "half", 32, 8, 128, 64, False, False),  # half the head rotated
@@ -504,15 +675,48 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found.pop("cpu_error").startswith("q must be on a GPU for the compiled kernel")
     assert len(found) == len(variants)
-    assert found["90-bfloat16-half-32/8x128-r128-False-False"]["blocks"] == [32, 8]
+    llama = {d: found[f"90-{d}-half-32/8x128-r128-False-False"] for d in ("bfloat16", "float32")}
+    assert [llama["bfloat16"]["options"][b] for b in ("BLOCK_Q", "BLOCK_K")] == [32, 8]
     for name, asm in found.items():
-        assert asm["cubin"] > 0, name
-        assert asm["fma_f32"] >= 2, name  # a' and b', unrolled over the tile
-        assert asm["f64"] == 0, name
-        assert asm["spills"] == 0, name
-        if asm["layout"] == "half":
-            assert asm["ld_v4"] > 0 and asm["st_v4"] > 0, name
-            assert asm["registers"] <= 64, name  # 8 programs of 128 threads fit an SM
-        elif asm["tail"] == 0:  # the copied tail may load 128 bits
-            assert asm["ld_v4"] == 0, name  # a and b two features apart: scalar accesses
+        o, threads = asm["options"], asm["num_warps"] * 32
+        assert asm["cubin"] > 0 and asm["num_warps"] == 4, name
+        # one product and one fused multiply-add per output, over both tiles' lanes
+        outputs = (o["BLOCK_Q"] + o["BLOCK_K"]) * o["HALF_P2"] * 2 // threads
+        assert asm["fma_f32"] == asm["mul_f32"] == outputs, name
+        assert asm["f64"] == 0 and asm["spills"] == 0, name
         assert (asm["cvt_bf16"] > 0) == (asm["dtype"] == "bfloat16"), name
+        acc = _memory_accesses(asm["ptx"])
+        assert acc["positions"]["ld"] == {64: 1}, name  # one int64 per token
+        for table in ("cos", "sin"):  # the row's address needs the position: a round trip
+            assert acc[table]["after"] == {"positions"} and not acc[table]["st"], name
+            assert acc["positions"]["first"] < acc[table]["first"] < acc["q"]["first"], name
+        for t in ("q", "k", "q_out", "k_out"):
+            assert acc[t]["after"] == set(), name  # q's and k's addresses need no load
+        assert acc["q_out"]["first"] < acc["k"]["first"], name  # k after q's stores
+        for t, kind, block in (
+            ("q", "ld", "BLOCK_Q"),
+            ("k", "ld", "BLOCK_K"),
+            ("q_out", "st", "BLOCK_Q"),
+            ("k_out", "st", "BLOCK_K"),
+        ):
+            if asm["layout"] == "half":
+                assert acc[t][kind] == _expected_widths(asm, o[block]), (name, t)
+            elif o["TAIL"] == 0:  # a and b two features apart: one element per access
+                scalar = o[block] * o["HALF_P2"] * 2 // threads
+                assert acc[t][kind] == {asm["bits"]: scalar}, (name, t)
+        if asm["layout"] == "half":
+            assert asm["registers"] <= 64, name  # 8 programs of 128 threads fit an SM
+    q, k = llama["bfloat16"]["ptx"], llama["float32"]["ptx"]
+    assert _memory_accesses(q)["q"]["ld"] == {128: 4} and _memory_accesses(q)["k"]["ld"] == {64: 2}
+    assert _memory_accesses(k)["k"]["ld"] == {128: 2}
+    # each thread loads its columns of the table row in the layouts of both tiles:
+    # 128 threads x 3 x 16 bytes = 6 KiB of cos (and of sin) for a 256-byte row
+    assert _memory_accesses(q)["cos"]["ld"] == _memory_accesses(q)["sin"]["ld"] == {128: 3}
+    for dtype, times in (("bfloat16", 8), ("float32", 4)):  # instructions per byte of q
+        half = _memory_accesses(llama[dtype]["ptx"])["q"]["ld"]
+        inter = _memory_accesses(found[f"90-{dtype}-interleaved-32/8x128-r128-False-False"]["ptx"])
+        per_byte = {
+            how: sum(n for n in acc.values()) / sum(b * n for b, n in acc.items())
+            for how, acc in (("half", half), ("interleaved", inter["q"]["ld"]))
+        }
+        assert per_byte["interleaved"] == times * per_byte["half"], dtype

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import posenc_lab.gpu_bench as gpu_bench
+from posenc import apply_rope
 from posenc_lab.gpu_bench import Case, build_cases, main, time_case
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
@@ -113,11 +114,21 @@ def test_bad_arguments(argv):
 
 def test_the_host_time_is_recorded_beside_the_device_time(record):
     for case in record["cases"].values():
-        assert case["queue_ahead_us"] == 0.0  # nothing to queue behind on the CPU
         for c in case["contenders"].values():
+            assert c["queue_ahead_us"] == 0.0  # nothing to queue behind on the CPU
             assert c["host_median_us"] > 0
             assert c["host_bound_samples"] == 0
     assert record["meta"]["clocks_before"] is None and record["meta"]["clocks_after"] is None
+    # eager apply_rope's blocks, and so its launches, depend on the host's threads
+    assert record["meta"]["torch_num_threads"] == torch.get_num_threads()
+
+
+def test_the_queued_work_is_calibrated_from_each_contenders_warm_up():
+    # twice the slowest warm-up sample after the first (which compiles), within bounds
+    assert gpu_bench.queue_ahead_s([2.0, 300e-6, 400e-6, 350e-6]) == pytest.approx(800e-6)
+    assert gpu_bench.queue_ahead_s([1e-6, 2e-6]) == gpu_bench.QUEUE_MIN_S
+    assert gpu_bench.queue_ahead_s([5.0, 3.0]) == gpu_bench.QUEUE_MAX_S
+    assert gpu_bench.queue_ahead_s([100e-6]) == pytest.approx(200e-6)  # one sample: itself
 
 
 @pytest.mark.skipif(not HAS_TRITON, reason="the graph contender replays the Triton kernel")
@@ -127,31 +138,66 @@ def test_the_graph_contender_is_checked_and_recorded(record):
         assert "CUDA graph" in label
 
 
-def test_the_pool_spans_three_l2_caches_and_samples_start_at_fixed_pairs():
+def test_prefills_are_cold_and_decode_pools_stay_in_l2():
     l2 = 50 * 2**20
-    decode = Case("decode", 1, 32, 8, 1, 128, "bfloat16", 100)  # 10 KiB a pair
-    n = gpu_bench.pool_size(decode, l2)
-    pair = 10 * 2**10
-    assert n % 100 == 0 and n * pair >= 3 * l2 > (n - 100) * pair
-    assert gpu_bench.sample_starts(n, 100) == list(range(0, n, 100))
-    prefill = Case("prefill", 1, 32, 8, 4096, 128, "bfloat16", 10)  # 40 MiB a pair
-    assert gpu_bench.pool_size(prefill, l2) == 4  # fewer pairs than calls in a sample
-    assert gpu_bench.sample_starts(4, 10) == [0, 2]  # the cursor moves 10 pairs a sample
-    assert gpu_bench.pool_size(prefill, 0) == 2
+    cases = {c.name: c for c in build_cases()}
+    assert all(c.warm == c.name.startswith("decode") for c in cases.values())
+    assert all(c.number == 1 for c in cases.values() if not c.warm)  # one call, flushed
+    # decode: 10 KiB a pair in bfloat16, 100 pairs (one sample's calls) in 1 MiB
+    decode = cases["decode-bfloat16"]
+    assert gpu_bench.pool_size(decode, l2) == decode.number == 100
+    # batched decode: 640 KiB a pair, as many as fill a quarter of L2
+    batched = cases["decode_batched-bfloat16"]
+    n = gpu_bench.pool_size(batched, l2)
+    pair = 64 * 10 * 2**10
+    assert n * pair <= l2 // 4 < (n + 1) * pair and n == 20
+    assert gpu_bench.pool_size(cases["prefill-bfloat16"], l2) == 2
+    assert gpu_bench.pool_size(decode, 0) == 1
+    assert gpu_bench.sample_starts(20, 100) == [0]  # every sample starts at pair 0
+    assert gpu_bench.sample_starts(2, 1) == [0, 1]
 
 
-def test_copy_writes_every_call_into_one_pair_of_outputs():
-    # as the out-of-place contenders write into the block the allocator just took back, the
-    # floor writes where its previous call wrote, not into a fresh output per input pair
+@pytest.mark.parametrize("warm", [False, True])
+def test_l2_is_flushed_before_every_cold_sample_only(monkeypatch, warm):
+    flushes = []
+    monkeypatch.setattr(gpu_bench._L2Flush, "__call__", lambda self: flushes.append(self))
+    case = Case("tiny", 1, 2, 1, 4, 8, "float32", 1, warm)
+    found = time_case(
+        case,
+        torch.device("cpu"),
+        rounds=3,
+        warmup=1,
+        seed=0,
+        l2_bytes=4096,
+        copy_gb_per_s=1.0,
+        interpret=True,
+        compile_backend=None,
+    )
+    n = len(found["contenders"])
+    assert len(flushes) == (0 if warm else 3 * n)  # before each timed sample
+    assert found["l2_flushed_bytes"] == (0 if warm else gpu_bench.FLUSH_TIMES_L2 * 4096)
+    if not warm:
+        assert flushes[0].buffer.numel() == gpu_bench.FLUSH_TIMES_L2 * 4096
+
+
+def test_copy_is_one_launch_over_q_and_k():
+    # each pair of the pool is one buffer with q then k: the floor copies it in one ATen
+    # operation (one kernel on a GPU, as the fused kernel is one), into one output that
+    # every call reuses, as the out-of-place contenders write into the block just freed
+    from posenc_lab.traffic import count_traffic
+
     case = build_cases(dry_run=True)[0]
     inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
     contenders = gpu_bench._contenders(case, inputs, interpret=True, compile_backend=None)
     copy = contenders["copy"][1]
-    q_out, k_out = inputs.outputs
     assert len(inputs.pool) == 2
     for i in (0, 1, 0):
-        copy(i)
-        assert torch.equal(q_out, inputs.pool[i][0]) and torch.equal(k_out, inputs.pool[i][1])
+        q, k = inputs.pool[i]
+        assert q.untyped_storage().data_ptr() == k.untyped_storage().data_ptr()
+        moved = count_traffic(lambda i=i: copy(i))
+        assert moved.ops == ["copy_"]
+        assert moved.total == 2 * (q.nbytes + k.nbytes)
+        assert torch.equal(inputs.output, torch.cat((q.flatten(), k.flatten())))
 
 
 def test_a_graph_sample_rotates_the_pairs_a_sample_of_calls_would():
@@ -181,3 +227,20 @@ def test_clock_state_is_none_without_nvidia_smi(monkeypatch):
 
     monkeypatch.setattr(gpu_bench.subprocess, "run", missing)
     assert gpu_bench.clock_state() is None
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="the fused kernel runs in Triton's interpreter")
+def test_the_fused_kernel_is_held_to_one_bfloat16_ulp_of_apply_rope():
+    # at Llama 3 8B's heads (blocks of 32 and 8 heads), in Triton's interpreter: the
+    # kernel passes the check; an answer two ulps off fails it, though it would pass the
+    # looser bound of the eager formula (which rounds every product to bfloat16)
+    case = Case("llama-heads", 1, 32, 8, 3, 128, "bfloat16", 1)
+    inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
+    contenders = gpu_bench._contenders(case, inputs, interpret=True, compile_backend=None)
+    gpu_bench._check(case, inputs, contenders)
+    q, k = inputs.pool[0]
+    p = inputs.positions[:, None, :]
+    two_ulps = tuple(apply_rope(x, p) * (1 + 2**-6) for x in (q, k))  # eps = 2**-7
+    with pytest.raises(AssertionError, match="triton"):
+        gpu_bench._check(case, inputs, {"triton": ("two ulps off", lambda i: two_ulps)})
+    gpu_bench._check(case, inputs, {"eager_formula": ("two ulps off", lambda i: two_ulps)})

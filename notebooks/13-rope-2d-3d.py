@@ -37,13 +37,13 @@
 # 画像のパッチには行と列の 2 つの座標があり、動画のパッチには時間を加えた 3 つがあります。
 # 最初に使われたのは絶対位置の表で、ViT はこれを学習し、MAE は固定します。
 # RoPE は、次元のペアの一部を列で、残りを行で回転させて格子に持ち込みます。
-# スコアは各軸に沿った差で決まり、画像を大きくしても補間し直す必要がなく、両方の軸を混ぜた周波数を学習すれば斜めの方向も表せます。
+# スコアは軸ごとの相対位置で決まり、画像を大きくしても補間し直す必要がなく、両方の軸を混ぜた周波数を学習すれば斜めの方向も表せます。
 # Qwen2-VL のマルチモーダル RoPE は、言語モデルのヘッドの各周波数を時間・高さ・幅のどれかに結び付け、
-# テキスト・画像・動画を 1 つの系列に並べます。Qwen3-VL は周波数を各軸へ順番に配ります。
+# テキスト・画像・動画を 1 つの系列に並べます。Qwen3-VL は周波数を各軸へ順番に（巡回して）配ります。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
-# $i$ は次元のペアの番号で $\theta_i = b^{-2i/d}$、行 $r$、列 $c$ のパッチの座標は $(r, c)$ です。
+# $i$ は次元のペアの番号で、$\theta_i = b^{-2i/d}$ です。行 $r$、列 $c$ にあるパッチの座標を $(r, c)$ と書きます。
 
 # %%
 import math
@@ -74,7 +74,7 @@ f64 = torch.float64
 # %% [markdown] lang="ja"
 # ## 格子の上のパッチ
 #
-# Vision Transformer は画像を正方形の[パッチ](../docs/glossary.ja.md#patch)に切り分け、行ごとに、列の番号を最も速く変えながら 1 つの系列として読みます。
+# Vision Transformer は画像を正方形の[パッチ](../docs/glossary.ja.md#patch)に切り分け、左上から右へ、1 行読み終えたら次の行へ進む順（行優先の順）で 1 つの系列として読みます。
 # `grid_positions(h, w)` は $hw$ 個のパッチの座標 $(r, c)$ をこの順に並べます。
 # パッチ $j$ は行 $r = \lfloor j / w \rfloor$、列 $c = j \bmod w$ にあります。
 
@@ -96,13 +96,14 @@ assert torch.equal(rc[1], j % w)
 # [learned positional embedding](../docs/glossary.md#learned-positional-embedding)
 # to each patch: a table of $hw + 1$ rows, one per patch and one for the
 # class token (chapter
-# [*Learned positional embeddings*](03-learned-embeddings.ipynb)). Fine-tuned
+# [*Learned absolute embeddings and scaled sinusoids*](03-learned-embeddings.ipynb)). Fine-tuned
 # at a higher resolution, the model sees more patches than the table has
 # rows, so the paper interpolates the pretrained embeddings in 2D by their
 # location in the image: the $hw$ patch rows, as an $h \times w$ grid, are
 # resampled to the new grid $h' \times w'$; the class-token row is copied
-# unchanged. The official code interpolates linearly, corners onto corners,
-# so new row $r'$ reads the old table at
+# unchanged. The official code interpolates linearly with
+# `scipy.ndimage.zoom(..., order=1)`, corners onto corners, so new row $r'$
+# reads the old table at
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
@@ -110,20 +111,23 @@ assert torch.equal(rc[1], j % w)
 # so a table holding its own row and column comes out holding the mapped
 # coordinates: from a ViT-B/16's $14 \times 14$ grid at 224 pixels to
 # $24 \times 24$ at 384, new row 1 reads old row $13/23 \approx 0.5652$.
+# Hugging Face's `ViTEmbeddings.interpolate_pos_encoding` resamples
+# differently: bicubic, centres of cells onto centres.
 
 # %% [markdown] lang="ja"
 # ## ViT の学習型の表と新しい解像度
 #
 # ViT（Dosovitskiy ら 2021）は、各パッチに[学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)を足します。
-# パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です（[「学習型位置埋め込み」](03-learned-embeddings.ipynb)の章）。
+# パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
 # 高い解像度でファインチューニングするとパッチの数が表の行数を超えるので、論文は事前学習済みの埋め込みを画像での位置に従って 2 次元で補間します。
 # パッチの $hw$ 行を $h \times w$ の格子として新しい格子 $h' \times w'$ に補間し、クラストークンの行はそのまま残します。
-# 公式のコードは四隅を四隅に合わせる線形補間なので、新しい行 $r'$ は古い表の次の位置を読みます。
+# 公式のコードは `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
-# 双線形補間は座標の 1 次関数を再現するので、自分の行と列を値に持つ表を補間すると写像後の座標が出てきます。
+# 双線形補間は座標の 1 次関数を再現するので、自分の行と列を値に持つ表を補間すると、写像後の座標がそのまま得られます。
 # 224 ピクセルの ViT-B/16 の $14 \times 14$ の格子から 384 ピクセルの $24 \times 24$ に移ると、新しい行 1 は古い行 $13/23 \approx 0.5652$ を読みます。
+# Hugging Face の `ViTEmbeddings.interpolate_pos_encoding` は別の補間で、セルの中心どうしを対応させる双三次補間です。
 
 # %%
 h, hn = 14, 24  # a 224-pixel ViT-B/16 grid read at 384 pixels
@@ -132,47 +136,12 @@ table = coords.T.reshape(h, h, 2).permute(2, 0, 1)[None]  # (1, 2, h, h)
 new = F.interpolate(table, size=(hn, hn), mode="bilinear", align_corners=True)
 print("new row 1 reads old row", round(new[0, 0, 1, 0].item(), 4))
 
-# %% tags=["check"] summary={"en": "new row r' reads r'(h − 1)/(h' − 1) on both axes, the map of scipy's zoom (align_corners=True)", "ja": "新しい行 r' は両軸で r'(h − 1)/(h' − 1) を読み、scipy の zoom と同じ写像です"}
+# %% tags=["check"] summary={"en": "new row r' reads r'(h − 1)/(h' − 1) on both axes", "ja": "新しい行 r' は両軸で r'(h − 1)/(h' − 1) を読みます"}
 mapped = torch.arange(hn, dtype=f64) * (h - 1) / (hn - 1)
 assert_close(new[0, 0], mapped[:, None].expand(hn, hn))  # rows
 assert_close(new[0, 1], mapped[None, :].expand(hn, hn))  # columns
 assert math.isclose(new[0, 0, 1, 0].item(), 13 / 23)
 
-# numpy 2.4.6, scipy 1.17.1: scipy.ndimage.zoom(t[:, :, None], (4 / 3,
-#   4 / 3, 1), order=1)[:, :, 0] with t = [[0, 1, 4], [9, 16, 25],
-#   [36, 49, 64]] (the call of vit_jax/checkpoint.py, on a 3 x 3 grid),
-#   times 3 and rounded to 9 decimals: the entries are thirds
-scipy_zoom_x3 = [[0, 2, 6, 12], [18, 28, 40, 54],
-                 [54, 72, 92, 114], [108, 134, 162, 192]]  # fmt: skip
-t = torch.tensor([[0, 1, 4], [9, 16, 25], [36, 49, 64]], dtype=f64)
-scipy_zoom = torch.tensor(scipy_zoom_x3, dtype=f64) / 3
-for corners in [True, False]:
-    kw = dict(size=(4, 4), mode="bilinear", align_corners=corners)
-    ours = F.interpolate(t[None, None], **kw)[0, 0]
-    assert torch.allclose(ours, scipy_zoom) == corners
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the resampling in the official code and in Hugging Face.**
-# The official JAX code resamples in
-# `interpolate_posembed(..., has_class_token)` with
-# `scipy.ndimage.zoom(..., order=1)`, linear interpolation that maps the
-# corners onto the corners (scipy's default `grid_mode=False`). PyTorch's
-# `F.interpolate(..., mode="bilinear", align_corners=True)` is the same map:
-# on a small table it gives the numbers scipy prints, where
-# `align_corners=False` gives other numbers. Hugging Face's
-# `ViTEmbeddings.interpolate_pos_encoding` (transformers 5.24.0) resamples
-# differently, bicubic with `align_corners=False`, which maps centres of
-# cells rather than corners.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：公式のコードと Hugging Face での補間**
-#
-# 公式の JAX コードは `interpolate_posembed(..., has_class_token)` の中で、`scipy.ndimage.zoom(..., order=1)` を使って補間し直します。
-# これは四隅を四隅に合わせる線形補間です（scipy の既定の `grid_mode=False`）。
-# PyTorch の `F.interpolate(..., mode="bilinear", align_corners=True)` も同じ写像で、小さな表では scipy が出力する数値と一致します。
-# `align_corners=False` では別の数値になります。
-# Hugging Face の `ViTEmbeddings.interpolate_pos_encoding`（transformers 5.24.0）は別の方法で補間します。
-# `align_corners=False` の双三次補間で、四隅ではなくセルの中心どうしを対応させます。
 
 # %% [markdown] lang="en"
 # ## MAE's fixed 2D table: half the channels per axis
@@ -206,7 +175,7 @@ for corners in [True, False]:
 #
 # $$PE(r, c) = \big(e(c),\ e(r)\big).$$
 #
-# 2 つの半分は独立した 1 次元の符号なので、表の 2 つの行の[内積](../docs/glossary.ja.md#dot-product)は 1 次元の内積 2 つの和です。
+# 前半と後半はそれぞれ独立した 1 次元の符号なので、表の 2 つの行の[内積](../docs/glossary.ja.md#dot-product)は 1 次元の内積 2 つの和です。
 # $\sin a \sin b + \cos a \cos b = \cos(a - b)$ により、どちらも座標の差だけで決まります。
 #
 # $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
@@ -222,7 +191,7 @@ def mae_table(rc, d):  # (column code, row code), each of d/2 channels
 pe = mae_table(grid_positions(3, 3), 8)
 print("patch 5 = (row 1, column 2):", pe[5, :2].tolist(), "= sin 2, sin 0.02")
 
-# %% tags=["check"] summary={"en": "the table matches transformers 5.24.0 (3 × 3, d = 8), and its dot products are the sums of cosines", "ja": "表は transformers 5.24.0 と一致し、内積は余弦の和です"}
+# %% tags=["check"] summary={"en": "the table matches transformers 5.24.0 (3 × 3, d = 8), and its dot products are the sums of cosines", "ja": "表は transformers 5.24.0 と一致し（3 × 3、d = 8）、内積は余弦の和です"}
 # transformers 5.24.0, torch 2.13.0: ViTMAEEmbeddings(ViTMAEConfig(
 #   hidden_size=8, image_size=6, patch_size=2)), initialize_weights(),
 #   position_embeddings[0, 1:] (the CLS row dropped), rows 5 and 7
@@ -270,10 +239,7 @@ assert_close(pe @ pe.T, rhs)
 # RoPE-Axial, an [axial RoPE](../docs/glossary.md#axial-rope), gives half of
 # the pairs to each axis: pairs $0, \dots, d/4 - 1$ turn with the column,
 # pairs $d/4, \dots, d/2 - 1$ with the row, both with the frequencies
-# $\theta_k = 100^{-4k/d}$, $k < d/4$. The base is 100, not 10000 (their
-# code does not say why, and we could not check whether the paper does;
-# plausibly, an image has far fewer positions per axis than a text has
-# tokens). Since $100^{-2k/(d/2)} = 100^{-4k/d}$, RoPE-Axial is two 1D RoPEs
+# $\theta_k = 100^{-4k/d}$, $k < d/4$: base 100, not 10000. Since $100^{-2k/(d/2)} = 100^{-4k/d}$, RoPE-Axial is two 1D RoPEs
 # of size $d/2$ and base 100 side by side, on neighbouring pairs of features
 # (the [interleaved layout](../docs/glossary.md#interleaved-layout)):
 #
@@ -298,8 +264,7 @@ assert_close(pe @ pe.T, rhs)
 # RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリのペア $i$ を $m\theta_i$、
 # 位置 $n$ のキーのペアを $n\theta_i$ だけ回転させ、スコアが $m - n$ だけで決まるようにします。
 # Heo らの RoPE-Axial（[軸ごとの RoPE](../docs/glossary.ja.md#axial-rope)）は、ペアの半分ずつを各軸に割り当てます。
-# ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらも周波数 $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。
-# 底が 10000 ではなく 100 である理由はコードになく、論文が述べているかは確認できていません。1 軸あたりの位置の数がテキストのトークン数よりずっと少ないためと考えられます。
+# ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらも周波数 $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。底は 10000 ではなく 100 です。
 # $100^{-2k/(d/2)} = 100^{-4k/d}$ なので、RoPE-Axial は次元数 $d/2$、底 100 の 1 次元 RoPE を 2 つ並べたもので、
 # 隣り合う次元をペアにします（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）。
 #
@@ -382,9 +347,16 @@ assert abs(mixed_difference(axial)) < 1e-9
 # both $\theta^{x}_i$ and $\theta^{y}_i$ nonzero contributes
 # $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$, not a sum
 # of a function of $\Delta c$ and one of $\Delta r$, so the mixed difference
-# is no longer 0. In the figure ($q = k$, so the score peaks at $(0, 0)$) the
-# axial score has level lines in a grid along the axes, the mixed score
-# ridges along oblique directions.
+# is no longer 0.
+#
+# At initialisation, though, nothing diagonal is learned yet: pairs
+# $k < d/4$ turn with $u = c\cos\alpha + r\sin\alpha$, the others with
+# $v = -c\sin\alpha + r\cos\alpha$, so RoPE-Mixed starts as RoPE-Axial of
+# base 10 in coordinates rotated by $\alpha$. In the figure ($q = k$, so the
+# score peaks at $(0, 0)$) the axial score is a cross aligned with the axes;
+# the mixed one is the same kind of cross, turned by $\alpha$, with a
+# different spectrum. What "mixed" adds is that training may move each
+# pair's direction.
 
 # %% [markdown] lang="ja"
 # ## 斜めの方向：RoPE-Mixed
@@ -400,7 +372,12 @@ assert abs(mixed_difference(axial)) < 1e-9
 # 回転どうしは可換なので、スコアはやはり $(\Delta r, \Delta c)$ だけで決まり、相対位置の性質は保たれます。
 # ただし $\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアの項 $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ は、
 # $\Delta c$ の関数と $\Delta r$ の関数の和にならないので、混合差分は 0 になりません。
-# 図（$q = k$ なので $(0, 0)$ で最大）では、軸ごとのスコアの等高線は軸にそろった格子模様を描き、RoPE-Mixed には斜めの尾根が現れます。
+#
+# ただし初期化の時点では、斜めの構造はまだ何も学習されていません。
+# ペア $k < d/4$ は $u = c\cos\alpha + r\sin\alpha$ で、残りのペアは $v = -c\sin\alpha + r\cos\alpha$ で回るので、
+# 初期の RoPE-Mixed は、座標を $\alpha$ だけ回転させた底 10 の RoPE-Axial です。
+# 図（$q = k$ なので $(0, 0)$ で最大）では、RoPE-Axial のスコアは軸にそろった十字形の模様を描き、RoPE-Mixed のスコアも同じ種類の十字形を $\alpha$ だけ回したもので、周波数の並びだけが違います。
+# RoPE-Mixed が加えるのは、学習によって各ペアの向きを動かせることです。
 
 
 # %%
@@ -423,13 +400,32 @@ def mixed(x, r, c):  # pair i turned by theta_x c + theta_y r
 print(f"mixed difference: axial {abs(mixed_difference(axial)):.4f}", end=", ")
 print(f"RoPE-Mixed {mixed_difference(mixed):.4f}")
 
-# %% tags=["check"] summary={"en": "the RoPE-Mixed score is unchanged by a shift along both axes, and its mixed difference is not 0", "ja": "RoPE-Mixed のスコアは両方の軸に沿ってずらしても変わらず、混合差分は 0 ではありません"}
-s = score(mixed, (2, 3), (5, 1))
-shifted = score(mixed, (2 + 7, 3 - 4), (5 + 7, 1 - 4))
-assert math.isclose(s, shifted, abs_tol=1e-9)
+
+# %% tags=["check"] summary={"en": "mixed() equals Heo et al.'s compute_mixed_cis; at initialisation it is RoPE-Axial of base 10 at coordinates rotated by α; its mixed difference is not 0", "ja": "mixed() は Heo らの compute_mixed_cis と一致し、初期値では座標を α だけ回した底 10 の RoPE-Axial で、混合差分は 0 ではありません"}
+def heo_mixed(x, r, c):
+    """Heo et al.'s compute_mixed_cis, one head: t_x the column, t_y the row."""
+    freqs = torch.stack([fx, fy])  # (2, d/2)
+    phase = (
+        c.to(f64)[:, None] @ freqs[0][None]
+        + r.to(f64)[:, None] @ freqs[1][None]
+    )
+    z = torch.view_as_complex(x.to(f64).reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(
+        z * torch.polar(torch.ones_like(phase), phase)
+    ).flatten(-2)
+
+
+rc = grid_positions(5, 7)
+x = torch.randn(35, d, dtype=f64)
+assert_close(mixed(x, rc[0], rc[1]), heo_mixed(x, rc[0], rc[1]))
+u = rc[1] * torch.cos(a) + rc[0] * torch.sin(a)
+v = -rc[1] * torch.sin(a) + rc[0] * torch.cos(a)
+rotated = axial(x, v, u, base=10.0)  # float32 angles inside apply_rope
+assert_close(mixed(x, rc[0], rc[1]), rotated, atol=1e-6, rtol=0)
 assert abs(mixed_difference(mixed)) > 1e-3
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: ridges along oblique lines through the centre."], "ja": ["d = 64 で q = k としたスコアを差に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、中央を通る斜めの線に沿った尾根が見えます。"]}
+
+# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: the same kind of cross, turned by the random angle α, with oblique ridges through the centre."], "ja": ["d = 64 で q = k としたスコアを差に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、同じ種類の十字形がランダムな角度 α だけ回り、中央を通る斜めの尾根になっています。"]}
 span = torch.arange(-15, 16)
 dr_grid, dc_grid = torch.meshgrid(span, span, indexing="ij")
 dr_flat, dc_flat = dr_grid.reshape(-1), dc_grid.reshape(-1)
@@ -452,21 +448,6 @@ for ax, m, title in zip(axes, maps, ["RoPE-Axial", "RoPE-Mixed"], strict=True):
     fig.colorbar(im, ax=ax, shrink=0.85)
 plt.show()
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the Fourier view.** In the Fourier domain, the axial
-# frequency vectors $(\theta_i, 0)$ and $(0, \theta_i)$ all lie on the two
-# axes of the 2D spectrum. The paper illustrates the point with a 2D Fourier
-# reconstruction that keeps only the RoPE frequencies (we know that figure
-# from its caption as quoted in third-party summaries of the paper, and do
-# not reproduce it).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：フーリエ領域で見る**
-#
-# フーリエ領域で見ると、軸ごとの周波数ベクトル $(\theta_i, 0)$ と $(0, \theta_i)$ は、どれも 2 次元のスペクトルの 2 本の軸の上にあります。
-# 論文は、RoPE の周波数だけを残した 2 次元のフーリエ再構成の図でこの点を示しています。
-# ただし、この図は論文を紹介する第三者の記事に引用されたキャプションでしか確認できていないので、ここでは再現していません。
-
 # %% [markdown] lang="en"
 # ## A larger image without resampling
 #
@@ -477,75 +458,30 @@ plt.show()
 # training (with 16-pixel patches, 14 × 14 at 224 pixels, 24 × 24 at 384).
 # This is the setting of the result the paper's abstract puts first: RoPE
 # keeps its accuracy as the inference resolution grows. For DeiT-III Base in
-# the repository's "DeiT-III (400 epochs)" table (ImageNet-1k top-1, %,
-# reported there, not reproduced here), from 224 to 384 pixels the learned
+# the repository's "DeiT-III (400 epochs)" table (ImageNet-1k top-1, %),
+# from 224 to 384 pixels the learned
 # table loses accuracy, 83.4 to 82.8, while RoPE-Axial gains, 83.6 to 83.9,
 # and RoPE-Mixed too, 83.8 to 84.4. DeiT-III Large agrees, but not every
 # model does: on DeiT-III Small, RoPE-Axial drops from 80.9 to 80.0 at 384
-# pixels (RoPE-Mixed gains), and in the repository's Swin Transformer table
-# every variant loses about 2 points at 384 pixels (Swin-T RoPE-Axial 81.3
-# to 79.2).
+# pixels (RoPE-Mixed gains).
 
 # %% [markdown] lang="ja"
 # ## 解像度を上げても補間し直さない
 #
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
-# パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差に出会います
+# パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差を扱うことになります
 # （16 ピクセルのパッチでは、224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
 # 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです。
-# リポジトリの「DeiT-III (400 epochs)」の表（ImageNet-1k の top-1 正解率、%、ここでは再現していません）で DeiT-III Base を見ます。
+# リポジトリの「DeiT-III (400 epochs)」の表（値は ImageNet-1k の top-1 正解率（%））で DeiT-III Base を見ます。
 # 224 から 384 ピクセルで学習型の表は 83.4 から 82.8 に下がり、RoPE-Axial は 83.6 から 83.9、RoPE-Mixed は 83.8 から 84.4 に上がります。
-# DeiT-III Large も同じですが、全モデルではありません。
+# DeiT-III Large でも同じ傾向ですが、すべてのモデルがそうなるわけではありません。
 # DeiT-III Small では 384 ピクセルで RoPE-Axial が 80.9 から 80.0 に下がります（RoPE-Mixed は上がります）。
-# Swin Transformer の表では、どの変種も約 2 ポイント下がります（Swin-T の RoPE-Axial は 81.3 から 79.2）。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: axial RoPE with posenc's apply_mrope.**
-# `posenc.apply_mrope` rotates frequency $i$ of `rope_frequencies(d)` with
-# the coordinate of one axis. With two equal sections and
-# `grid_positions(h, w)` it gives axial RoPE in structure, half of the pairs
-# per axis, but not Heo et al.'s frequencies: with consecutive blocks the row
-# takes $\theta_0, \dots, \theta_{d/4-1}$ (the fast half of a base-$b$
-# spectrum over $d$) and the column $\theta_{d/4}, \dots, \theta_{d/2-1}$,
-# whereas RoPE-Axial gives both axes the set $b^{-4k/d}$. They differ even
-# on the row, since $\theta_k = b^{-2k/d}$ is not $b^{-4k/d}$. The exact
-# relation is per frequency: `apply_mrope` with sections
-# $(d/4, d/4)$ rotates pair $i$ by $r\theta_i$ for $i < d/4$ and $c\theta_i$
-# for $i \ge d/4$, which is `apply_rope` with the row for the first block and
-# the column for the second, both using the full-size frequencies.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：posenc の apply_mrope で作る軸ごとの RoPE**
-#
-# `posenc.apply_mrope` は `rope_frequencies(d)` の周波数 $i$ を、どれか 1 つの軸の座標で回します。
-# 2 つの等しいセクションと `grid_positions(h, w)` を渡すと、構造としては軸ごとの RoPE になります
-# （ペアの半分ずつが各軸に対応します）。ただし周波数は Heo らのものではありません。
-# 連続したブロックでは、行が $\theta_0, \dots, \theta_{d/4-1}$（$d$ 次元・底 $b$ のスペクトルの速い半分）を、
-# 列が $\theta_{d/4}, \dots, \theta_{d/2-1}$ を受け持ちます。
-# 一方 RoPE-Axial は、どちらの軸にも同じ集合 $b^{-4k/d}$ を使います。
-# 行についても $\theta_k = b^{-2k/d}$ は $b^{-4k/d}$ とは違うので、両者は一致しません。
-# 正確な関係は周波数ごとに書けます。セクション $(d/4, d/4)$ の `apply_mrope` は、
-# $i < d/4$ のペア $i$ を $r\theta_i$、$i \ge d/4$ のペアを $c\theta_i$ だけ回します。
-# これは、最初のブロックを行で、2 番目のブロックを列で回した `apply_rope` の結果と等しくなります。
-# どちらのブロックも、ベクトル全体の次元数から決まる周波数を使います。
-
-# %% tags=["deeper", "check"] summary={"en": "apply_mrope with sections (d/4, d/4) is apply_rope by the row on the first block of pairs and by the column on the second, and differs from RoPE-Axial", "ja": "セクション (d/4, d/4) の apply_mrope は、ペアの最初のブロックを行で、2 番目を列で回した apply_rope に等しく、RoPE-Axial とは異なります"}
-x = torch.randn(36, d, dtype=f64)
-rc = grid_positions(6, 6)
-out = apply_mrope(x, rc, [d // 4, d // 4])
-by_row = apply_rope(x, rc[0])  # every pair turned by the row
-by_col = apply_rope(x, rc[1])  # every pair turned by the column
-first = torch.zeros(d, dtype=torch.bool)  # half layout: pair i is (i, i + d/2)
-first[: d // 4] = True
-first[d // 2 : d // 2 + d // 4] = True
-assert_close(out, torch.where(first, by_row, by_col))
-assert not torch.allclose(out, axial(x, rc[0], rc[1]))
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: axial RoPE in today's vision encoders.**
-# The vision encoders of current multimodal models use axial 2D RoPE
-# themselves, each with its own layout. Qwen2-VL's encoder
+# Several vision encoders of current multimodal models use axial 2D RoPE,
+# each with its own layout; others, such as SigLIP's, keep a learned table. Qwen2-VL's encoder
 # (`Qwen2VLVisionRotaryEmbedding`, transformers 5.24.0) takes the base
 # $b = 10^4$ and the same $d/4$ frequencies $\theta_k = b^{-4k/d}$ for both
 # axes, row first, and applies one rotation in the half layout to the whole
@@ -564,7 +500,7 @@ assert not torch.allclose(out, axial(x, rc[0], rc[1]))
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：現在の画像エンコーダでの軸ごとの RoPE**
 #
-# 現在のマルチモーダルモデルでは、画像エンコーダ自身も軸ごとの 2 次元 RoPE を使っています。次元の並べ方はモデルごとに違います。
+# 現在のマルチモーダルモデルでは、いくつかの画像エンコーダが軸ごとの 2 次元 RoPE を使っています。次元の並べ方はモデルごとに違います。SigLIP のエンコーダのように、学習型の表を使うものもあります。
 # Qwen2-VL のエンコーダ（transformers 5.24.0 の `Qwen2VLVisionRotaryEmbedding`）は、底 $b = 10^4$ で、
 # 両方の軸に同じ $d/4$ 個の周波数 $\theta_k = b^{-4k/d}$ を使い、行を先に置きます。
 # 回転はヘッド全体に半分割配置で 1 回掛けるだけで、ペア $(j, j + d/2)$ は $j < d/4$ なら行で、$d/4 \le j < d/2$ なら列で回転します。
@@ -648,14 +584,14 @@ for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
 # テキストのトークンには等しい座標 $t = h = w = p$ を与えるので、どの $i$ でも $p_{a(i)} = p$ となり、
 # M-RoPE は 1 次元の RoPE に一致します（Qwen2-VL の論文もそう述べています）。
 # テキストのモデルから初期化したモデルは、テキストでは学習時と同じ回転から出発できます。
-# 相対位置の性質も軸ごとの RoPE と同じく各軸で成り立ち、各軸でクエリとキーを同じ量だけずらしても（量は軸ごとに違ってよい）スコアは変わりません。
+# 軸ごとの RoPE と同じく、相対位置の性質は各軸で成り立ちます。クエリとキーを軸ごとに同じ量だけずらせば（ずらす量は軸によって違ってよい）、スコアは変わりません。
 
 # %%
 x = torch.randn(10, 128, dtype=f64)
 p = torch.arange(10)
 text = apply_mrope(x, p.expand(3, -1), [16, 24, 24], base=1e6)  # t = h = w = p
 
-# %% tags=["check"] summary={"en": "the axes match transformers 5.24.0; on text M-RoPE is 1D RoPE; the score is relative per axis", "ja": "軸は transformers 5.24.0 と同じで、テキストでは 1 次元の RoPE、スコアは軸ごとに相対的です"}
+# %% tags=["check"] summary={"en": "the axes match transformers 5.24.0; on text M-RoPE is 1D RoPE; the score is relative per axis", "ja": "周波数と軸の対応は transformers 5.24.0 と同じで、テキストでは 1 次元の RoPE、スコアは軸ごとに相対的です"}
 # transformers 5.24.0: Qwen2VLRotaryEmbedding.recomposition_frequencies with
 #   mrope_section=[16, 24, 24] on freq[a, ..., i] = 100 a + i, output // 100:
 #   the angles of axis a kept, section by section, name the axis
@@ -685,19 +621,23 @@ for axis in range(3):
 # ## Where the positions continue after an image
 #
 # Qwen2-VL's vision encoder merges $2 \times 2$ patches into one token, so an
-# image of $H \times W$ patches becomes $H/2 \times W/2$ tokens. In
-# `get_rope_index`, text runs $0, 1, 2, \dots$ on all three axes; an image
-# that starts at $s$ takes $t = s$, $h = s + \text{row}$ and
-# $w = s + \text{column}$; the text after it goes on at the image's largest
-# coordinate plus one, the paper's rule after any modality:
+# image of $H \times W$ patches becomes $H/2 \times W/2$ tokens. In Qwen's
+# reference code (`get_rope_index_2` in `rope2d.py`), text runs
+# $0, 1, 2, \dots$ on all three axes; an image that starts at $s$ takes
+# $t = s$, $h = s + \text{row}$ and $w = s + \text{column}$; whatever follows
+# goes on at the largest position so far plus one, the paper's rule after any
+# modality. After an image:
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# So the position grows more slowly than the token count: by $\sqrt{N}$ for
-# a square image of $N$ tokens, by $\max(H/2, W/2) \ge \sqrt{N}$ for any
-# image. Hence the Qwen3-VL documentation's advice for context extension
-# ([*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)):
-# a smaller YaRN factor, 2 or 3 rather than 4 to go from 256K to 1M tokens.
+# So an image advances the position by $\sqrt{N}$ if it is a square of $N$
+# tokens, by $\max(H/2, W/2) \ge \sqrt{N}$ in general, not by $N$. When much
+# of a long context is visual, the position stays far below the token count;
+# the Qwen3-VL documentation therefore advises a smaller YaRN factor
+# ([*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)),
+# 2 or 3 rather than 4 to go from 256K to 1M tokens. A text-only prompt still
+# advances one position per token, and the slow growth comes from this rule,
+# which Qwen2-VL already has, not from how Qwen3-VL assigns frequencies.
 # Hugging Face stores the difference, the largest position plus one minus the
 # sequence length, as `rope_deltas` and adds it to the positions of generated
 # tokens. For 3 text tokens, an image of $4 \times 6$ patches ($2 \times 3$
@@ -707,15 +647,16 @@ for axis in range(3):
 # ## 画像のあとの位置の続き方
 #
 # Qwen2-VL の画像エンコーダは $2 \times 2$ のパッチを 1 つのトークンにまとめるので、$H \times W$ パッチの画像は $H/2 \times W/2$ 個のトークンになります。
-# `get_rope_index` では、テキストは 3 つの軸とも $0, 1, 2, \dots$ と進みます。
+# Qwen の参照実装（`rope2d.py` の `get_rope_index_2`）では、テキストは 3 つの軸とも $0, 1, 2, \dots$ と進みます。
 # 位置 $s$ から始まる画像は $t = s$、$h = s + \text{row}$、$w = s + \text{column}$ を取ります。
-# そのあとのテキストは画像の座標の最大値に 1 を足したところから続きます。論文がどのモダリティのあとにも使う規則です。
+# そのあとに続くものは、それまでの位置の最大値に 1 を足したところから始まります。これは、論文がどのモダリティのあとにも適用する規則です。画像のあとでは次のようになります。
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# このため位置はトークンの数よりゆっくり進みます。$N$ トークンの正方形の画像なら $\sqrt{N}$、一般の画像なら $\max(H/2, W/2) \ge \sqrt{N}$ です。
-# Qwen3-VL のドキュメントはここから、コンテキストを伸ばすとき（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）の
-# YaRN の係数を小さめにするよう勧めています。256K から 1M トークンなら、4 ではなく 2 か 3 です。
+# つまり画像 1 枚で位置が進む量はトークンの数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般の画像なら $\max(H/2, W/2) \ge \sqrt{N}$ です。
+# 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
+# そのため Qwen3-VL のドキュメントは、「RoPE のコンテキスト長を伸ばす」の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節の YaRN の係数を小さめにするよう勧めています。256K から 1M トークンなら、4 ではなく 2 か 3 です。
+# テキストだけのプロンプトでは位置は 1 トークンごとに 1 進みます。また、位置がゆっくり進むのはこの規則のためで、Qwen2-VL から変わっていません。Qwen3-VL の周波数の割り当て方によるものではありません。
 # Hugging Face はこの差（位置の最大値に 1 を足し、系列長を引いたもの）を `rope_deltas` として保持し、生成するトークンの位置に足します。
 # 次の例は、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンです。
 
@@ -723,8 +664,8 @@ for axis in range(3):
 # %% tags=["figure"]
 def qwen_positions(segments, merge=2, rule="paper", interval=1.0):
     # ("text", n) or ("vision", T, H, W): T temporal patches of H x W; after
-    # vision, "paper" goes on at the largest coordinate plus one, "hf"
-    # (transformers 5.24.0) advances by max(H, W) // merge
+    # vision, "paper" (and Qwen's code) goes on at the largest coordinate plus
+    # one, "hf" (transformers 5.24.0) advances by max(H, W) // merge
     parts, start = [], 0
     for seg in segments:
         if seg[0] == "text":
@@ -745,7 +686,7 @@ pos = qwen_positions(image)
 print(pos)
 print("rope_deltas:", int(pos.max()) + 1 - pos.shape[1])
 
-# %% tags=["check"] summary={"en": "both rules give the positions and rope_deltas of transformers 5.24.0 for this prompt", "ja": "2 つの規則とも transformers 5.24.0 と同じ位置と rope_deltas です"}
+# %% tags=["check"] summary={"en": "both rules give the positions and rope_deltas of transformers 5.24.0 for this prompt", "ja": "2 つの規則はどちらも transformers 5.24.0 と同じ位置と rope_deltas を与えます"}
 assert torch.equal(pos, qwen_positions(image, rule="hf"))
 # transformers 5.24.0: Qwen2VLModel.get_rope_index(input_ids, mm_token_type_ids
 #   = [[0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0]], image_grid_thw=[[1, 4, 6]]),
@@ -758,42 +699,56 @@ assert pos.tolist() == hf_pos
 assert int(pos.max()) + 1 - pos.shape[1] == hf_delta
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: videos in Hugging Face's get_rope_index.**
-# For a video, `get_rope_index` of transformers 5.24.0 advances the position
-# by $\max(H/2, W/2)$ as well, not by the largest coordinate plus one. One
-# temporal step is one temporal patch: the vision encoder merges
-# `temporal_patch_size` $= 2$ consecutive frames into one patch
-# (`Qwen2VLVisionConfig`). With more temporal patches than rows or columns
-# of tokens, the next text position falls below the video's last temporal
-# coordinate: after one text token, 4 temporal patches (8 frames) of one
-# token each get the temporal coordinates $1, \dots, 4$, and the next text
-# token gets 2 where the paper's rule gives 5. Earlier copies of the function
-# (`st_idx = llm_pos_ids_list[-1].max() + 1`) follow the paper's rule. For
-# images both agree.
+# **Going deeper: Hugging Face's departure after a video.** Qwen's reference
+# code applies the largest-plus-one rule after a video too, and so did
+# transformers up to 5.2. Since the version 5 rewrite of `get_rope_index`
+# (5.3), Hugging Face advances the position after a video by
+# $\max(H/2, W/2)$, as after an image; issue #45381 reported Qwen2.5-VL's
+# video positions wrong, and PR #45400 restored the temporal spacing but kept
+# that advance, which 5.24.0 still has. A temporal step is one temporal
+# patch of `temporal_patch_size` $= 2$ frames, so with more temporal patches
+# than rows or columns of tokens the text after a video starts below the
+# video's last temporal coordinate and reuses positions the video took:
+# inputs that Qwen2-VL and Qwen2.5-VL did not see in training. In the issue's
+# example, 15 text tokens, a Qwen2.5-VL video of 84 temporal patches of
+# $12 \times 16$ tokens, 2 seconds each, then 10 text tokens, transformers
+# 5.2 starts the last text at 348 (the largest position, 347, plus one) and
+# 5.24.0 at 31. After an image, and after each of Qwen3-VL's frames (a grid
+# with one $t$), both rules agree.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Hugging Face の get_rope_index での動画**
+# **さらに詳しく：動画のあとで Hugging Face が参照実装から外れる点**
 #
-# 動画の場合も、transformers 5.24.0 の `get_rope_index` は $\max(H/2, W/2)$ だけ位置を進め、
-# 座標の最大値に 1 を足した値にはしません。
-# ここで時間の 1 ステップは、時間方向のパッチ 1 つです。
-# 画像エンコーダは、連続する `temporal_patch_size` $= 2$ 枚のフレームを 1 つのパッチにまとめます（`Qwen2VLVisionConfig`）。
-# 時間方向のパッチの数がトークンの行数や列数より多いと、次のテキストの位置が動画の最後の時間座標より小さくなります。
-# たとえばテキスト 1 トークンのあとに、1 トークンずつの時間方向のパッチを 4 つ（8 フレーム）置くと、時間座標は $1, \dots, 4$ になります。
-# 次のテキストのトークンの位置は、論文の規則なら 5 ですが、transformers 5.24.0 では 2 です。
-# この関数の以前の版（`st_idx = llm_pos_ids_list[-1].max() + 1`）は論文の規則どおりです。
-# 画像では、2 つの規則は同じ位置を与えます。
+# Qwen の参照実装は動画のあとでも「最大値に 1 を足す」規則を使い、transformers も 5.2 まではそうでした。
+# バージョン 5 で `get_rope_index` が書き直されてから（5.3 以降）、Hugging Face は動画のあとも画像と同じく $\max(H/2, W/2)$ だけ位置を進めます。
+# issue #45381 が Qwen2.5-VL の動画の位置が誤っていると報告し、PR #45400 は時間方向の間隔を元に戻しましたが、この進め方は残り、5.24.0 も同じです。
+# 時間の 1 ステップは `temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つです。
+# 時間方向のパッチの数がトークンの行数や列数より多いと、動画のあとのテキストは動画の最後の時間座標より小さい位置から始まり、動画が使った位置を再び使います。
+# これは Qwen2-VL と Qwen2.5-VL が学習で見ていない入力です。
+# issue の例は、テキスト 15 トークン、Qwen2.5-VL の動画、テキスト 10 トークンです。動画は $12 \times 16$ トークンの時間方向のパッチを 2 秒ずつ 84 個並べたものです。
+# 最後のテキストは transformers 5.2 では 348（位置の最大値 347 に 1 を足したもの）から、5.24.0 では 31 から始まります。
+# 画像のあとと、Qwen3-VL の各フレーム（$t$ が 1 つの格子）のあとでは、2 つの規則は同じ位置を与えます。
 
-# %% tags=["deeper", "check"] summary={"en": "for a video of 4 temporal patches the rule \"hf\" gives the temporal positions and rope_deltas of transformers 5.24.0, and the paper's rule puts the next text at 5", "ja": "時間方向のパッチ 4 つの動画で、規則 \"hf\" は transformers 5.24.0 と同じ時間の位置と rope_deltas を与え、論文の規則では次のテキストが 5 になります"}
+# %% tags=["deeper", "check"] summary={"en": "\"hf\" gives transformers 5.24.0's positions after a video, the paper's rule those that transformers 5.2 printed in issue #45381", "ja": "規則 \"hf\" は動画のあとで transformers 5.24.0 と同じ位置を、論文の規則は issue #45381 に貼られた transformers 5.2 の出力と同じ位置を与えます"}
 # transformers 5.24.0: Qwen2VLModel.get_rope_index(..., mm_token_type_ids=
 #   [[0, 2, 2, 2, 2, 0, 0]], video_grid_thw=[[4, 2, 2]]): temporal row of
 #   position_ids[:, 0], rope_deltas
 hf_video_t, hf_video_delta = [0, 1, 2, 3, 4, 2, 3], -2
 video = [("text", 1), ("vision", 4, 2, 2), ("text", 2)]
-by_hf, by_paper = qwen_positions(video, rule="hf"), qwen_positions(video)
+by_hf = qwen_positions(video, rule="hf")
 assert by_hf[0].tolist() == hf_video_t
 assert int(by_hf.max()) + 1 - by_hf.shape[1] == hf_video_delta
-assert by_paper[0, 5] == 5  # the paper's rule: largest coordinate plus one
+# issue #45381: Qwen2.5-VL (tokens_per_second 2), 15 text tokens, video_grid_thw
+#   [[84, 24, 32]] at second_per_grid_ts [2.0], 10 text tokens; transformers
+#   5.2.0 prints the video rows t 15 ... 347, h 15 ... 26, w 15 ... 30 and the
+#   text after at 348 ... 357; 5.24.0 starts that text at 31 (run here)
+clip = [("text", 15), ("vision", 84, 24, 32), ("text", 10)]
+by_paper = qwen_positions(clip, interval=4)
+video_rows = by_paper[:, 15:-10]
+assert video_rows.amin(1).tolist() == [15, 15, 15]
+assert video_rows.amax(1).tolist() == [347, 26, 30]
+assert by_paper[:, -10:].tolist() == [list(range(348, 358))] * 3
+assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 
 # %% [markdown] lang="en"
 # ## Time in Qwen2.5-VL and Qwen3-VL
@@ -806,8 +761,8 @@ assert by_paper[0, 5] == 5  # the paper's rule: largest coordinate plus one
 #
 # where $\rho$ is `tokens_per_second` and $\tau$ is `second_per_grid_t`, the
 # seconds one temporal patch spans (`temporal_patch_size / fps`). With
-# `tokens_per_second` $= 2$ (Hugging Face's default configuration has 4),
-# videos sampled at 2 and at 4 frames per second give the same second the
+# $\rho = 2$ (Qwen's reference code multiplies by 2; Hugging Face's default
+# configuration has 4), videos sampled at 2 and at 4 frames per second give the same second the
 # same coordinate. Qwen3-VL drops temporal coordinates tied to frames or
 # seconds (its report's abstract: from T-RoPE to explicit textual timestamp
 # alignment): Hugging Face lays out each temporal patch as a grid of its own
@@ -824,10 +779,10 @@ assert by_paper[0, 5] == 5  # the paper's rule: largest coordinate plus one
 # $$t_k = s + \lfloor k\, \rho\, \tau \rfloor,$$
 #
 # ここで $\rho$ は `tokens_per_second`、$\tau$ は時間方向のパッチ 1 つが占める秒数 `second_per_grid_t`（`temporal_patch_size / fps`）です。
-# `tokens_per_second` $= 2$ とすると（Hugging Face の既定の設定では 4 です）、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
+# Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
 # Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨によれば、T-RoPE から、テキストのタイムスタンプで時刻を明示する方式への移行です）。
-# Hugging Face は時間方向のパッチごとに $t$ が一定の格子を画像と同じように並べ、その前に前処理が `<1.5 seconds>` のようなタイムスタンプを書き込みます。
-# パッチの時間座標は、系列のどこから始まるかを表すだけです。
+# Hugging Face は時間方向のパッチごとに $t$ が一定の格子を画像と同じように並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
+# そのため、パッチの時間座標は系列のどこから始まるかを表すだけです。
 
 
 # %% tags=["figure"]
@@ -840,7 +795,7 @@ at_2fps, at_4fps = video_at(2), video_at(4)
 print("temporal patches at 2 frames/s:", at_2fps[0, 1:5].tolist())
 print("temporal patches at 4 frames/s:", at_4fps[0, 1:9].tolist())
 
-# %% tags=["check"] summary={"en": "the positions match transformers 5.24.0 at both frame rates and for Qwen3-VL; same second, same coordinate", "ja": "位置は両方のフレームレートと Qwen3-VL で transformers 5.24.0 と一致します"}
+# %% tags=["check"] summary={"en": "the positions match transformers 5.24.0 at both frame rates, with the floor at ρτ = 4/3, and for Qwen3-VL under both rules; same second, same coordinate", "ja": "位置は両方のフレームレート、ρτ = 4/3 での切り捨て、両方の規則での Qwen3-VL で transformers 5.24.0 と一致し、同じ秒には同じ座標が付きます"}
 # transformers 5.24.0: Qwen2_5_VLModel.get_rope_index with Qwen2_5_VLConfig(
 #   vision_config={"tokens_per_second": 2}), 1 text token, a video, 1 text
 #   token: video_grid_thw [[4, 2, 2]] with second_per_grid_ts [1.0] (2 frames
@@ -849,6 +804,10 @@ hf_2fps = [0, 1, 3, 5, 7, 2]
 hf_4fps = [0, 1, 2, 3, 4, 5, 6, 7, 8, 2]
 assert at_2fps[0].tolist() == hf_2fps and at_4fps[0].tolist() == hf_4fps
 assert at_2fps[0, 1:5].tolist() == at_4fps[0, 1:9:2].tolist()  # same seconds
+# second_per_grid_ts [2 / 3], video_grid_thw [[7, 2, 2]]: floor(4k / 3) + 1
+hf_floor = [0, 1, 2, 3, 5, 6, 7, 9, 2]
+clip = [("text", 1), ("vision", 7, 2, 2), ("text", 1)]
+assert qwen_positions(clip, rule="hf", interval=4 / 3)[0].tolist() == hf_floor
 # Qwen3VLModel.get_rope_index(..., video_grid_thw=[[2, 4, 4]]): 1 text
 #   token, per temporal patch 2 text tokens (a timestamp) and 2 x 2 video
 #   tokens, then 1 text token; position_ids[:, 0]
@@ -856,10 +815,9 @@ hf_qwen3 = [[0, 1, 2, 3, 3, 3, 3, 5, 6, 7, 7, 7, 7, 9],
             [0, 1, 2, 3, 3, 4, 4, 5, 6, 7, 7, 8, 8, 9],
             [0, 1, 2, 3, 4, 3, 4, 5, 6, 7, 8, 7, 8, 9]]  # fmt: skip
 stamp, patch = ("text", 2), ("vision", 1, 4, 4)
-qwen3 = qwen_positions(
-    [("text", 1), stamp, patch, stamp, patch, ("text", 1)], rule="hf"
-)
-assert qwen3.tolist() == hf_qwen3
+frames = [("text", 1), stamp, patch, stamp, patch, ("text", 1)]
+for rule in ["paper", "hf"]:
+    assert qwen_positions(frames, rule=rule).tolist() == hf_qwen3
 
 # %% [markdown] lang="en"
 # ## Qwen3-VL: dealing the frequencies out in turn
@@ -867,38 +825,51 @@ assert qwen3.tolist() == hf_qwen3
 # With blocks each axis sees one band of the spectrum: frequencies fall with
 # $i$, so in Qwen2-VL's $[16, 24, 24]$ time takes the 16 fastest and width
 # the 24 slowest, and no axis has both fast pairs (fine differences) and
-# slow pairs (long ranges). Qwen3-VL interleaves instead, which Qwen's
-# documentation calls full-frequency allocation over time, height and width:
-# frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, as
-# long as the sections allow. With `mrope_section = [24, 20, 20]`, $h$ gets
+# slow pairs (long ranges). The cost is concrete: the fastest width pair,
+# $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$
+# radians per position, turns by about 0.005 radians across 30 columns, so
+# within an image the width axis is nearly blind, while the fastest height
+# pair, $\theta_{16}$, turns by about 0.95 radians across 30 rows. Qwen3-VL
+# interleaves instead, the MRoPE-Interleave of Huang et al. (2025), from the
+# Qwen team, whose guidelines ask every axis to use the full spectrum:
+# frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, as long
+# as the sections allow. With `mrope_section = [24, 20, 20]`, $h$ gets
 # $1, 4, \dots, 58$, $w$ gets $2, 5, \dots, 59$ and $t$ the rest, including
 # the last four. Each frequency is still tied to one axis, so the relative
 # property is untouched.
 #
 # The wavelength $2\pi/\theta_i$ of a pair says which distances it resolves.
 # For $d = 128$ and base $10^6$ (Hugging Face's default `rope_theta` for
-# Qwen2-VL; Qwen3-VL's is $5 \cdot 10^5$, but both use $10^6$ here so that
-# only the assignment differs), blocks stop the temporal axis at a
-# wavelength of about 160 positions and start the width at about 35,000;
-# interleaved, every axis spans nearly the whole range.
+# Qwen2-VL), blocks stop the temporal axis at a wavelength of about 160
+# positions and start the width at about 35,000; interleaved, every axis
+# spans nearly the whole range. Qwen3-VL's released checkpoints
+# (`config.json` of Qwen3-VL-4B-Instruct) use base $5 \cdot 10^6$, where Hugging Face's
+# configuration class defaults to $5 \cdot 10^5$; the figure keeps $10^6$ for
+# both, so that only the assignment differs. At $5 \cdot 10^6$ every
+# wavelength $2\pi b^{2i/d}$ grows, the slowest temporal one to about
+# $2.5 \cdot 10^7$ positions instead of $5.1 \cdot 10^6$.
 
 # %% [markdown] lang="ja"
-# ## Qwen3-VL：周波数を順番に配る
+# ## Qwen3-VL：周波数を順番に（巡回して）配る
 #
-# ブロックでは、各軸はスペクトルの 1 つの帯域しか使えません。
+# 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、
 # 速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# Qwen3-VL は代わりに周波数を順番に配り、Qwen のドキュメントはこれを時間・高さ・幅への全周波数の割り当てと呼んでいます。
+# その影響は数値で見えます。幅の最も速いペア $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）は、30 列にわたっても約 0.005 ラジアンしか回らず、画像の中では幅の軸はほとんど何も見分けられません。
+# 一方、高さの最も速いペア $\theta_{16}$ は 30 行で約 0.95 ラジアン回ります。
+# Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。Qwen のチームによる Huang ら（2025）の MRoPE-Interleave で、この論文の指針は、どの軸にも全周波数を使わせることを求めています。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
 # 各周波数は 1 つの軸に結び付いたままなので、相対位置の性質は損なわれません。
 #
-# 各ペアの波長 $2\pi/\theta_i$ は、そのペアが見分けられる距離を表します。
-# $d = 128$、底 $10^6$ で見ます。これは Hugging Face の Qwen2-VL の `rope_theta` の既定値です。
-# Qwen3-VL の既定値は $5 \cdot 10^5$ ですが、割り当て方だけを比べるため、どちらも $10^6$ とします。
+# 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの程度の距離を見分けられるかを表します。
+# $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
 # ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
+# Qwen3-VL の公開されたチェックポイント（Qwen3-VL-4B-Instruct の `config.json`）の底は $5 \cdot 10^6$ で、Hugging Face の設定クラスの既定値 $5 \cdot 10^5$ とは違います。
+# 図では割り当て方だけを比べるため、どちらも $10^6$ とします。
+# 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ 位置になります。
 
-# %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "交互の割り当ても transformers 5.24.0 と一致し、スコアは軸ごとに相対的です"}
+# %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとに相対的です"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
 #   with mrope_section=[24, 20, 20] on freq[a, ..., i] = 100 a + i, // 100
 hf_qwen3_axes = [0, 1, 2] * 20 + [0] * 4
@@ -909,7 +880,7 @@ shifted = mrope_score([5 + 3, 7 - 2, 2 + 11], [5 + 3, 9 - 2, 4 + 11], **kw)
 assert math.isclose(s, shifted, abs_tol=1e-9)
 assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 
-# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の交互の割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって交互に並びます。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の順番に（巡回して）配る割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって順番に並びます。"]}
 wavelength = 2 * math.pi / posenc.rope_frequencies(128, base=1e6).double()
 blocks = mrope_axes([16, 24, 24])
 longest_t = wavelength[blocks == 0].max().item()
@@ -940,7 +911,7 @@ axes[1].set_xlabel(r"$i$")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "each end is 2π b^(2i/d) at the pair that the axis lists give; 160 and 35,333 as printed", "ja": "両端の波長は 2π b^(2i/d) で、160 と 35,333 は出力どおりです"}
+# %% tags=["check"] summary={"en": "each end is 2π b^(2i/d) at the pair that the axis lists give; θ_40, θ_16 and the wavelengths at 5 · 10^6 are as quoted", "ja": "両端の波長は 2π b^(2i/d) で、θ_40、θ_16 と底 5 · 10^6 での波長は本文のとおりです"}
 def wavelength_of(i):  # 2 pi b^(2i/d), d = 128, b = 10^6
     return 2 * math.pi * 10 ** (6 * 2 * i / 128)
 
@@ -958,20 +929,17 @@ for (inter, a), (first, last) in ends.items():
     wl = wavelength[mrope_axes(sections, interleave=inter) == a]
     assert math.isclose(wl.min(), wavelength_of(first), rel_tol=1e-5)
     assert math.isclose(wl.max(), wavelength_of(last), rel_tol=1e-5)
-assert f"{longest_t:.0f}, {shortest_w:,.0f}" == "160, 35,333"  # as printed
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what the Qwen3-VL report says about the blocks.**
-# Third-party summaries of the Qwen3-VL report say that the report calls the
-# blocks an imbalanced frequency spectrum that weakens long-video
-# understanding; the report's abstract says only that the interleaved M-RoPE
-# gives stronger spatial-temporal modelling.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Qwen3-VL の技術報告はブロックについて何と言っているか**
-#
-# Qwen3-VL の技術報告を紹介する第三者の記事によれば、報告はブロックへの分割を周波数スペクトルの偏りと呼び、長い動画の理解を弱める原因としています。
-# ただし、報告の要旨そのものは、交互の M-RoPE によって時間と空間のモデル化が強くなる、と述べているだけです。
+theta = 1 / 10 ** (6 * 2 * torch.arange(64, dtype=f64) / 128)
+assert (
+    math.isclose(theta[40].item(), 10**-3.75)
+    and round(30 * theta[40].item(), 3) == 0.005
+)
+assert round(30 * theta[16].item(), 2) == 0.95
+slowest_t = 2 * math.pi * 5e6 ** (126 / 128)  # base 5 * 10^6
+assert (
+    round(slowest_t / 1e7, 1) == 2.5
+    and round(wavelength_of(63) / 1e6, 1) == 5.1
+)
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -983,12 +951,13 @@ assert f"{longest_t:.0f}, {shortest_w:,.0f}" == "160, 35,333"  # as printed
 #   the score is a function of $\Delta c$ plus one of $\Delta r$, and a larger
 #   image needs no resampling (in Heo et al.'s DeiT-III table, Base and Large
 #   keep or gain accuracy at 384 pixels; not every model does).
-# - RoPE-Mixed learns a frequency on both axes for each pair: it follows
-#   diagonals and stays relative.
+# - RoPE-Mixed learns a frequency on both axes for each pair: it starts as
+#   axial RoPE in rotated coordinates, can learn diagonals, and stays
+#   relative.
 # - M-RoPE ties each frequency to time, height or width; text gets three
-#   equal coordinates, hence plain RoPE. After an image the position goes on
-#   at its largest coordinate plus one (Hugging Face: plus
-#   $\max(H/2, W/2)$, after a video too).
+#   equal coordinates, hence plain RoPE. After an image or a video the
+#   position goes on at the largest coordinate plus one (Hugging Face 5.24
+#   departs from this after a video).
 # - A temporal step is 2 frames in Qwen2-VL, a fixed span of time in
 #   Qwen2.5-VL; Qwen3-VL gives each temporal patch its own grid after a
 #   textual timestamp.
@@ -1001,11 +970,11 @@ assert f"{longest_t:.0f}, {shortest_w:,.0f}" == "160, 35,333"  # as printed
 # - ViT は表を学習し、解像度が変わるとパッチの行を画像として補間します。MAE は表を固定し、列の 1 次元の正弦・余弦の符号に行の符号を続けます。
 # - 軸ごとの 2 次元 RoPE はペアの半分を列で、半分を行で回します。スコアは $\Delta c$ の関数と $\Delta r$ の関数の和です。
 #   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、全モデルではありません）。
-# - RoPE-Mixed は各ペアに両方の軸の周波数を学習させ、斜めの方向を表しつつ相対位置の性質を保ちます。
+# - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。初期値は座標を回した軸ごとの RoPE で、学習によって斜めの方向を表せるようになり、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
-#   画像のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face は動画のあとも含めて $\max(H/2, W/2)$ だけ進めます）。
+#   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。
 # - 時間の 1 ステップは、Qwen2-VL では 2 フレーム、Qwen2.5-VL では決まった長さの時間です。Qwen3-VL は時間方向のパッチごとに格子を分け、その前にテキストのタイムスタンプを置きます。
-# - ブロックでは各軸が 1 つの帯域しか持てません。Qwen3-VL は周波数を順番に配り、どの軸にも速いペアと遅いペアを持たせます。
+# - ブロックでは各軸が 1 つの帯域しか持てません。Qwen3-VL は周波数を順番に（巡回して）配り、どの軸にも速いペアと遅いペアを持たせます。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1014,25 +983,21 @@ assert f"{longest_t:.0f}, {shortest_w:,.0f}" == "160, 35,333"  # as printed
 #    many temporal positions does the slowest temporal pair complete one
 #    turn, and how many sampled frames is that? Answer the first question
 #    for Qwen3-VL's interleaved $[24, 20, 20]$ with the same base (a
-#    hypothetical one: Hugging Face's default for Qwen3-VL is
-#    $5 \cdot 10^5$), and say why the second has no answer there.
+#    hypothetical one: Qwen3-VL's released checkpoints use $5 \cdot 10^6$),
+#    and say why the second has no answer there.
 # 2. A prompt has 5 text tokens, an image of $16 \times 16$ patches (merged
 #    $2 \times 2$) and 1 text token. What are the coordinates of the last
 #    token, and what is `rope_deltas`?
-# 3. Show that in MAE's table the patches at $(r, c)$ and $(r, c + \Delta)$
-#    have the dot product $d/4 + \sum_k \cos(\Delta\,\omega_k)$, whatever
-#    $r$ and $c$; check it for $d = 64$ and $\Delta = 3$.
 
 # %% [markdown] lang="ja"
 # ## 演習
 #
 # 1. Qwen2-VL（$d = 128$、底 $10^6$、ブロック $[16, 24, 24]$）で、時間の軸の最も遅いペアが 1 回転するのは時間座標がいくつ進んだときで、
 #    それはサンプルしたフレームの何枚分でしょうか。
-#    Qwen3-VL の交互の割り当て $[24, 20, 20]$ と同じ底（仮定の値で、Hugging Face の既定値は $5 \cdot 10^5$）で 1 つ目の問いに答え、2 つ目の問いに答えがない理由を説明してください。
+#    次に、Qwen3-VL の順番に（巡回して）配る割り当て $[24, 20, 20]$ について、同じ底を仮定して 1 つ目の問いに答えてください（Qwen3-VL の公開されたチェックポイントの底は $5 \cdot 10^6$ です）。
+#    また、この場合 2 つ目の問いに答えがない理由を説明してください。
 # 2. プロンプトが、テキスト 5 トークン、$16 \times 16$ パッチの画像（$2 \times 2$ ずつまとめます）、テキスト 1 トークンからなるとします。
 #    最後のトークンの座標と `rope_deltas` はいくつでしょうか。
-# 3. MAE の表で、$(r, c)$ と $(r, c + \Delta)$ のパッチの内積が $r$ と $c$ によらず
-#    $d/4 + \sum_k \cos(\Delta\,\omega_k)$ であることを示し、$d = 64$、$\Delta = 3$ で確かめてください。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** The slowest temporal pair of the blocks is $i = 15$, with
@@ -1049,7 +1014,7 @@ assert f"{longest_t:.0f}, {shortest_w:,.0f}" == "160, 35,333"  # as printed
 # **解答 1.** ブロックでの時間の軸の最も遅いペアは $i = 15$ で、波長は $2\pi \cdot 10^{6 \cdot 30/128}$、時間座標で約 160 です。
 # Qwen2-VL の動画では、時間座標の 1 が、`temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つにあたります。
 # したがってフレームレートにかかわらず、サンプルしたフレームの約 320 枚分です。
-# 交互の割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
+# 順番に配る割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
 # Qwen3-VL では、これをフレームの枚数には換算できません。
 # 時間方向のパッチはそれぞれ別の格子になり、次のパッチまでに位置はタイムスタンプのトークンの数と $\max(H/2, W/2)$ だけ進むからです。
 
@@ -1092,36 +1057,15 @@ for rule in ["paper", "hf"]:
     assert pos[:, -1].tolist() == [13, 13, 13]
     assert int(pos.max()) + 1 - pos.shape[1] == -56
 
-# %% [markdown] lang="en" tags=["solution"]
-# **Solution 3.** The row halves are equal, so their dot product is
-# $\sum_k (\sin^2 + \cos^2) = d/4$. The column halves give
-# $\sum_k \sin(c\omega_k)\sin((c+\Delta)\omega_k) + \cos(c\omega_k)\cos((c+\Delta)\omega_k) = \sum_k \cos(\Delta\,\omega_k)$.
-# On a $6 \times 8$ grid every pair of patches three columns apart gives
-# that value.
-
-# %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 行の符号を入れた後半どうしは等しいので、その内積は $\sum_k (\sin^2 + \cos^2) = d/4$ です。
-# 列の符号を入れた前半どうしの内積は $\sum_k \sin(c\omega_k)\sin((c+\Delta)\omega_k) + \cos(c\omega_k)\cos((c+\Delta)\omega_k) = \sum_k \cos(\Delta\,\omega_k)$ になります。
-# $6 \times 8$ の格子では、3 列離れたパッチのどの組もこの値になります。
-
-# %% tags=["solution"]
-d, delta = 64, 3
-rc = grid_positions(6, 8)
-pe = mae_table(rc, d)
-omega = 10000.0 ** (-torch.arange(d // 4, dtype=f64) / (d // 4))
-expected = d / 4 + torch.cos(delta * omega).sum()
-left = rc[1] < 8 - delta
-dots = (pe[left] * pe[left.nonzero()[:, 0] + delta]).sum(-1)
-assert_close(dots, expected.expand_as(dots))
-print(f"{expected.item():.4f} for all {len(dots)} pairs")
-
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
 # Formulas are checked against transcriptions of the papers' code, against
-# numbers printed by Hugging Face transformers 5.24.0 (torch 2.13.0) or
-# scipy 1.17.1 (numpy 2.4.6), pasted into the checks with the call, or
-# against a second derivation.
+# numbers printed by Hugging Face transformers 5.24.0 (torch 2.13.0),
+# pasted into the checks with the call, or
+# against a second derivation. Transformers 5.2's positions after a video
+# are those pasted in issue #45381. The accuracies of Heo et al.'s tables
+# are quoted from their repository, not reproduced.
 #
 # ### References
 #
@@ -1146,8 +1090,16 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 #   <https://arxiv.org/abs/2502.13923>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
-# - Qwen3-VL repository and documentation.
+# - Huang, J., Liu, X., Song, S., Hou, R., Chang, H., Lin, J. and Bai, S.
+#   (2025). *Revisiting Multimodal Positional Encoding in Vision–Language
+#   Models*. <https://arxiv.org/abs/2510.23095>
+# - Qwen3-VL repository and documentation; Qwen's reference positions in
+#   `qwen-vl-finetune/qwenvl/data/rope2d.py`; released checkpoints'
+#   `config.json` (Qwen3-VL-4B-Instruct: `rope_theta` 5000000).
 #   <https://github.com/QwenLM/Qwen3-VL>
+# - transformers issue #45381 and PR #45400 (Qwen2.5-VL video positions).
+#   <https://github.com/huggingface/transformers/issues/45381>,
+#   <https://github.com/huggingface/transformers/pull/45400>
 # - Hugging Face transformers 5.24.0: the ViT, ViT-MAE, Qwen2-VL,
 #   Qwen2.5-VL, Qwen3-VL and Gemma 4 models.
 #   <https://github.com/huggingface/transformers>
@@ -1158,8 +1110,9 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 # ## 出典とバージョン
 #
 # どの式も、論文のコードを書き写したもの、ライブラリが出力した数値、別の導出のどれかと照らし合わせて確かめています。
-# 数値は Hugging Face transformers 5.24.0（torch 2.13.0）や scipy 1.17.1（numpy 2.4.6）が出力したものです。
+# 数値は Hugging Face transformers 5.24.0（torch 2.13.0）が出力したものです。
 # 呼び出し方を添えて、確認のセルに貼っています。
+# 動画のあとの transformers 5.2 の位置は issue #45381 に貼られたものです。Heo らの表の正解率はリポジトリからの引用で、ここでは再現していません。
 #
 # ### 参考文献
 #
@@ -1181,8 +1134,14 @@ print(f"{expected.item():.4f} for all {len(dots)} pairs")
 #   <https://arxiv.org/abs/2502.13923>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
-# - Qwen3-VL のリポジトリとドキュメント。
+# - Huang, J., Liu, X., Song, S., Hou, R., Chang, H., Lin, J. and Bai, S.
+#   (2025). *Revisiting Multimodal Positional Encoding in Vision–Language
+#   Models*. <https://arxiv.org/abs/2510.23095>
+# - Qwen3-VL のリポジトリとドキュメント。Qwen の参照実装の位置は `qwen-vl-finetune/qwenvl/data/rope2d.py`、公開されたチェックポイントの `config.json`（Qwen3-VL-4B-Instruct の `rope_theta` は 5000000）。
 #   <https://github.com/QwenLM/Qwen3-VL>
+# - transformers の issue #45381 と PR #45400（Qwen2.5-VL の動画の位置）。
+#   <https://github.com/huggingface/transformers/issues/45381>、
+#   <https://github.com/huggingface/transformers/pull/45400>
 # - Hugging Face transformers 5.24.0：ViT、ViT-MAE、Qwen2-VL、Qwen2.5-VL、Qwen3-VL、Gemma 4 のモデル。
 #   <https://github.com/huggingface/transformers>
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary

@@ -37,7 +37,7 @@
 # 2 つ目は DeepSeek の圧縮した KV キャッシュから RoPE を外すことです。
 # 3 つ目は一部の層（Llama 4、Command A）で RoPE を使わないこと、4 つ目は層の種類ごとに RoPE の設定を変えること（Gemma 3 と 4）です。
 # どの変更にも、計算で確かめられる理由があります。
-# 遅いペアも長い距離では回ること、2 つの射影のあいだに回転が入るとそれらを 1 つにまとめられないこと、チャンクやウィンドウが、RoPE が扱う距離に上限を設けることです。
+# 遅いペアでも距離が長ければ大きく回ること、2 つの射影のあいだに回転が入ると両者を 1 つの行列にまとめられないこと、そしてチャンクやウィンドウによって RoPE が扱う距離に上限ができることです。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置、$d$ はヘッドの次元数で、$\theta_i = b^{-2i/d}$ です。
@@ -93,7 +93,7 @@ f64 = torch.float64
 #
 # GPT-NeoX（`rotary_pct`、GPT-NeoX-20B では 0.25）と Phi（`partial_rotary_factor`）は、
 # ヘッドの先頭の $r$ 次元を回転させ、残りの $d - r$ 次元はそのまま通します。
-# Qwen3-Next や GLM-4 のような現在のモデルも同じです（Hugging Face の既定値では、ヘッドの 4 分の 1 と 2 分の 1）。
+# Qwen3-Next や GLM-4 のような現在のモデルも同じです（Hugging Face の既定値では、それぞれヘッドの 4 分の 1 と 2 分の 1）。
 # 回転させる部分は次元数 $r$ の通常の RoPE なので、周波数は次のとおりです。
 #
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
@@ -163,7 +163,7 @@ assert_close(partial, by_hand)
 d = 128
 schemes = {
     "RoPE": rope_frequencies(d),
-    "RoPE, $r = 32$": rope_frequencies(32),
+    "partial rotation, $r = 32$": rope_frequencies(32),
     "p-RoPE, $p = 0.25$": rope_frequencies(
         d, scaling=ProportionalScaling(0.25)
     ),
@@ -184,7 +184,7 @@ plt.show()
 p_kept = schemes["p-RoPE, $p = 0.25$"]
 assert int((p_kept > 0).sum()) == 16
 p_longest = (2 * math.pi / p_kept[:16].double()).max()
-r_longest = (2 * math.pi / schemes["RoPE, $r = 32$"].double()).max()
+r_longest = (2 * math.pi / schemes["partial rotation, $r = 32$"].double()).max()
 assert math.isclose(p_longest, 2 * math.pi * 10 ** (4 * 30 / 128), rel_tol=1e-5)
 assert round(p_longest.item()) == 54
 assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
@@ -229,7 +229,7 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 #
 # つまり、このチャネルで内容が一致しても、遠くではそのスコアが約 42% 減ります。
 # Barbero らは、こうしたチャネルは長いコンテキストでは頑健でないと論じています。
-# 底を大きくする（Llama 3 では 500,000）と役に立つのは、チャネルの回転がさらに遅くなるからだ、という説明です。
+# 底を大きくすると（Llama 3 では 500,000）チャネルの回転がさらに遅くなるので役に立つ、とも説明しています。
 # p-RoPE は最も低いペアから回転を完全に取り除くので、これらのペアはどの距離でも内容だけを正確に運ぶチャネルになります。
 # Barbero らは Gemma 2B のモデルを一から学習しました（底 $10^4$、コンテキスト長 8k）。
 # 最も低い周波数を取り除いても性能は保たれ、検証データでのパープレキシティはむしろ改善するように見える、と報告しています（論文の表 2）。
@@ -271,7 +271,10 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 #
 # so $W^{UK}_i$ can be absorbed into the query side once and for all, and
 # at inference only $c^{KV}$ needs to be cached; likewise $W^{UV}_i$ can be
-# absorbed into the output projection. This is the point of the design.
+# absorbed into the output projection. The point of MLA is the smaller
+# cache; absorption makes decoding from it cheap and is used at decode time
+# (training and prefill, like Hugging Face's code below, up-project instead).
+# The letters follow DeepSeek-V2: $t$ and $j$ are positions, $i$ a head.
 
 # %% [markdown] lang="ja"
 # ## マルチヘッド潜在アテンション
@@ -289,9 +292,11 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
 # そのため、$W^{UK}_i$ をあらかじめクエリ側に吸収しておけば、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
-# 同じように $W^{UV}_i$ は出力の射影に吸収できます。これがこの設計の要点です。
+# 同じように $W^{UV}_i$ は出力の射影に吸収できます。MLA の要点はキャッシュが小さいことで、吸収はそのキャッシュからのデコードを安くするためのものです。
+# 吸収を使うのはデコードのときで、学習やプレフィル（下の Hugging Face のコードも同じ）では次元を上げる射影をそのまま計算します。
+# 記号は DeepSeek-V2 に合わせ、$t$ と $j$ が位置、$i$ がヘッドです。
 
-# %% tags=["check"] summary={"en": "for random projections, the score from the up-projected query and key equals the latent query times W_UQ^T W_UK times the cached latent", "ja": "ランダムな射影で、次元を上げたクエリとキーのスコアは、潜在ベクトルのクエリ、W_UQ^T W_UK、キャッシュした潜在ベクトルの積に等しくなります"}
+# %% tags=["check"] summary={"en": "for random projections, the score from the up-projected query and key equals the latent query times W_UQ^T W_UK times the cached latent", "ja": "ランダムな射影で、次元を上げたクエリとキーのスコアは、クエリの潜在ベクトル、W_UQ^T W_UK、キャッシュした潜在ベクトルの積に等しくなります"}
 gen = torch.Generator().manual_seed(1)
 w_uq = torch.randn(8, 16, generator=gen, dtype=f64)  # latent 16 -> head 8
 w_uk = torch.randn(8, 12, generator=gen, dtype=f64)  # latent 12 -> head 8
@@ -311,10 +316,8 @@ assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
 # The matrix in the middle now depends on the offset $j - t$: it is a
 # different matrix for every cached key, so no single product can be
 # precomputed and the keys would have to be rebuilt from the latent for
-# every new query. The DeepSeek-V2 paper makes this argument: a RoPE matrix
-# that depends on the generated token sits between $W^{Q}$ and $W^{UK}$,
-# and matrix multiplication does not commute, so $W^{UK}$ cannot be
-# absorbed.
+# every new query; the DeepSeek-V2 paper (Section 2.1.3) makes the same
+# argument.
 
 # %% [markdown] lang="ja"
 # ## なぜ RoPE を潜在ベクトルに入れられないのか
@@ -325,11 +328,10 @@ assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
 #
 # 真ん中の行列は相対位置 $j - t$ で決まるようになり、キャッシュしたキーごとに別の行列になります。
 # そのため 1 つの積を前もって計算しておくことはできません。新しいクエリのたびに、潜在ベクトルからキーを作り直す必要があります。
-# DeepSeek-V2 の論文も同じ議論をしています。生成中のトークンに依存する RoPE の行列が $W^{Q}$ と $W^{UK}$ のあいだに入り、
-# 行列の積は可換ではないので、$W^{UK}$ を吸収できない、というものです。
+# DeepSeek-V2 の論文（2.1.3 節）も同じ議論をしています。
 
 
-# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, and is W_UQ^T W_UK at offset 0", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が変われば変わり、相対位置 0 では W_UQ^T W_UK です"}
+# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, is W_UQ^T W_UK at offset 0, and is W_UQ^T R_(j−t) W_UK, not R_(t−j)", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が変われば変わり、相対位置 0 では W_UQ^T W_UK、一般には R_(t−j) ではなく W_UQ^T R_(j−t) W_UK です"}
 def middle(t, j):
     """W_UQ^T R_t^T R_j W_UK, from rotated columns."""
     rq = apply_rope(w_uq.T, torch.tensor([t]))  # rows: (R_t W_UQ e_a)^T
@@ -340,6 +342,14 @@ def middle(t, j):
 assert_close(middle(2, 5), middle(0, 3))  # offset 3 both times
 assert not torch.allclose(middle(0, 3), middle(0, 4))
 assert_close(middle(4, 4), absorbed)  # offset 0: no rotation left
+
+
+def rotated_by(offset):  # W_UQ^T R_offset W_UK
+    return w_uq.T @ apply_rope(w_uk.T, torch.tensor([offset])).T
+
+
+assert_close(middle(2, 5), rotated_by(5 - 2))  # R_{j-t}
+assert not torch.allclose(middle(2, 5), rotated_by(2 - 5))  # not R_{t-j}
 
 # %% [markdown] lang="en"
 # ## Decoupled RoPE: one small rotary key for all heads
@@ -476,7 +486,10 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 # latent space), score it against the cached $c^{KV}_j$, add the rotary
 # score against the cached $k^{R}_j$, and apply $W^{UV}_i$ after the
 # weighted sum of latents. This second derivation never forms a per-head
-# key or value, and gives the same output. The absorbed form is the one the
+# key or value, and gives the same output. It is multi-query attention: every
+# head scores against one shared key, $c^{KV}_j$ and $k^{R}_j$ side by side
+# ($d_c + d^R_h = 576$ features in DeepSeek-V2 and V3), and averages one
+# shared value, $c^{KV}_j$; the cell below implements it at toy sizes. The absorbed form is the one the
 # DeepSeek-V2 paper describes for inference. Hugging Face's
 # `DeepseekV3Attention` (transformers 5.24.0) caches the same two tensors,
 # the latent and the rotary key, but does not absorb: at every step it
@@ -488,6 +501,7 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 # まず $W^{UK}_i$ をクエリに吸収し、潜在空間のベクトル $\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$ を作ります。
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
+# これはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた 1 つの共有のキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）とのスコアを取り、1 つの共有のバリュー $c^{KV}_j$ の平均を取ります。下のセルは、これを小さな大きさで実装したものです。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
 # 吸収したこの形は、DeepSeek-V2 の論文が推論時の計算として説明しているものです。
 # Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
@@ -525,7 +539,10 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # with `mscale = mscale_all_dim = 1`. Hugging Face then leaves the factor on
 # cos and sin (`attention_factor`) at $g(s, 1)/g(s, 1) = 1$, where
 # $g(s, a) = 0.1\,a \ln s + 1$, and
-# multiplies the softmax scale instead by $g(s, a_{\text{all}})^2$:
+# multiplies the softmax scale instead by $g(s, a_{\text{all}})^2$
+# ($a_{\text{all}} = $ `mscale_all_dim` $= 1$). A factor on cos and sin would
+# reach only the 64 rotary features of the 192 in each score; on the softmax
+# scale it reaches the whole score:
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
@@ -536,10 +553,12 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：DeepSeek-V3 の YaRN のスケール**
-# DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章を参照）。
+#
+# DeepSeek-V3 は YaRN でコンテキストを伸ばします（「RoPE のコンテキスト長を伸ばす」の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # $g(s, a) = 0.1\,a \ln s + 1$ とします。
-# このとき Hugging Face は cos と sin に掛ける倍率を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
+# このとき Hugging Face は cos と sin に掛ける倍率を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
+# cos と sin に掛けた倍率は各スコアの 192 次元のうち回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
@@ -594,7 +613,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 #
 # - RoPE の層は[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)を使い、$C$ = `attention_chunk_size` = 8192 トークンのチャンクの中だけを見ます。
 #   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけなので、RoPE の層が $C$ 以上の距離を扱うことはありません。
-# - NoPE の層は因果的なコンテキスト全体にアテンションし、位置 $p$ のクエリに温度を掛けます。
+# - NoPE の層は因果的なコンテキスト全体を見て、位置 $p$ のクエリに温度を掛けます。
 #   温度は `floor_scale` $= 8192$ 位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
 #   この「温度」は Hugging Face の呼び名で、スコアを割る YaRN の[アテンションの温度](../docs/glossary.ja.md#attention-temperature)とは違い、クエリに掛けます。
 #
@@ -655,23 +674,24 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: two more details of Llama 4's RoPE layers.** After the
 # rotation they divide each query and key by its root mean square, with no
-# learned weight (`use_qk_norm`, on by default; the code notes that the 128E
+# learned weight (the order does not matter: a rotation keeps the norm, so
+# the two commute) (`use_qk_norm`, on by default; the code notes that the 128E
 # model does not use it). Hugging Face calls this module `Llama4TextL2Norm`,
 # but it does not make unit vectors: a head of 128 features comes out with
 # norm $\sqrt{128} \approx 11.3$. And their RoPE has the large base
 # $5 \cdot 10^5$ (Hugging Face's default `rope_theta`) although the chunks
 # keep every distance below 8192. The released Llama 4 Scout goes further
-# and also stretches these frequencies with Llama 3's scaling, factor 16 on
-# an original length of 8192 (Meta's llama-models, pull request 322: "Only
-# Llama-4-Scout uses scaled rope"); Hugging Face's default configuration
-# has no scaling.
+# and also scales these frequencies down (their wavelengths up) with Llama
+# 3's scaling, factor 16 on an original length of 8192 (Meta's llama-models,
+# pull request 322); Hugging Face's default configuration has no scaling.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Llama 4 の RoPE の層のもう 2 つの特徴**
-# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習可能な重みはありません（`use_qk_norm`：既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
+#
+# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです（回転はノルムを変えないので、順序を入れ替えても結果は同じです）。学習可能な重みはありません（`use_qk_norm`：既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
 # Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
 # もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
-# 公開された Llama 4 Scout はさらに、Llama 3 のスケーリングでこの周波数を引き伸ばしています。元の長さ 8192 に対して係数 16 です（Meta の llama-models のプルリクエスト 322 に「Llama-4-Scout だけがスケーリングした RoPE を使う」とあります）。
+# 公開された Llama 4 Scout はさらに、Llama 3 の方式で周波数をスケーリングしています（元の長さ 8192、係数 16）。Meta の llama-models のプルリクエスト 322 によれば、スケーリングを使うのは Llama 4 Scout だけです。
 # Hugging Face の既定の設定にはスケーリングはありません。
 
 # %% tags=["deeper", "check"] summary={"en": "dividing by the root mean square gives the output of transformers 5.24.0's Llama4TextL2Norm, of norm √128, not 1", "ja": "RMS で割った結果は transformers 5.24.0 の Llama4TextL2Norm の出力と一致し、ノルムは 1 ではなく √128 です"}
@@ -694,8 +714,8 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # positional encoding. In Hugging Face's `Cohere2` code,
 # `sliding_window = 4096` and a pattern of 4 are the defaults, and the
 # attention applies the rotation only when the layer has a sliding window.
-# A window of $W$ lets query $m$ see keys $m - W < n \le m$: the last $W$
-# tokens, itself included. A window slides with the query, where a chunk
+# In Hugging Face's convention a window of $W$ lets query $m$ see keys
+# $m - W < n \le m$: the last $W$ tokens, itself included. A window slides with the query, where a chunk
 # restarts at fixed boundaries; both keep the largest distance RoPE sees
 # below $W$ (or $C$). Yang et al. (2025, *Rope to Nope and Back Again*), a
 # study from Cohere, propose and test this hybrid of RoPE and NoPE layers,
@@ -709,13 +729,13 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # Cohere の Command A（Cohere 2025）は、チャンクの代わりにスライディングウィンドウで同じ分け方をします。
 # RoPE 付きのスライディングウィンドウのアテンションを 3 層置き、そのあとに位置エンコーディングのない[全体アテンション](../docs/glossary.ja.md#full-attention)を 1 層置きます。
 # Hugging Face の `Cohere2` のコードでは `sliding_window = 4096` と周期 4 が既定値で、
-# アテンションは層にスライディングウィンドウがあるときだけ回転を掛けます。
-# 幅 $W$ のウィンドウでは、クエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ トークンを見ます。
+# アテンションは層にスライディングウィンドウがあるときだけ RoPE を適用します。
+# Hugging Face の約束事では、幅 $W$ のウィンドウのクエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ トークンを見ます。
 # ウィンドウはクエリとともに動きますが、チャンクは決まった境界ごとに新しく始まります。
 # どちらも RoPE が見る最大の距離を $W$（または $C$）未満に保ちます。
 # RoPE の層と NoPE の層を組み合わせるこの方式は、Cohere の研究である Yang ら（2025、*Rope to Nope and Back Again*）が提案し、評価しています。
 # Hugging Face の Cohere2 のドキュメントによれば、Command R7B も同じ構成です。
-# 図は 16 トークンについて、大きさ 4 のチャンクとウィンドウのマスクを、両モデルの NoPE の層が使う因果的な全体アテンションのマスクと並べて描いたものです。
+# 図は 16 トークンについて、大きさ 4 のチャンクと幅 4 のウィンドウのマスクを、両モデルの NoPE の層が使う因果的な全体アテンションのマスクと並べて描いたものです。
 
 
 # %% tags=["figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
@@ -772,9 +792,10 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # and the full-attention layers $10^6$. The Gemma 3 report also stretches
 # the positions of the global layers by linear interpolation with factor 8
 # to reach 128K tokens (the 4B, 12B and 27B models): the layer type sets the
-# scaling too. Gemma 4's full-attention layers use p-RoPE with the fraction
-# 0.25 (see the first section), on heads of 512 features (256 on its
-# sliding layers).
+# scaling too. In Hugging Face's Gemma 4 defaults, the full-attention layers
+# use p-RoPE with the fraction 0.25 (see
+# [Partial rotation against p-RoPE](#partial-rotation-against-p-rope)), on
+# heads of 512 features (256 on the sliding layers).
 
 # %% [markdown] lang="ja"
 # ## Gemma 3 と Gemma 4 の、層の種類ごとの RoPE
@@ -785,7 +806,7 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # スライディングウィンドウの層は底 $10^4$、全体アテンションの層は底 $10^6$ を使います。
 # Gemma 3 の技術報告では、全体アテンションの層の位置を係数 8 の線形補間で引き伸ばし、128K トークンに対応させています（4B、12B、27B のモデル）。
 # スケーリングも層の種類で決まるわけです。
-# Gemma 4 の全体アテンションの層は、割合 0.25 の p-RoPE（最初の節を参照）を、次元数 512 のヘッドに使います。
+# Hugging Face の Gemma 4 の既定値では、全体アテンションの層は割合 0.25 の p-RoPE（[「部分回転と p-RoPE」](#部分回転と-p-rope)の節を参照）を、次元数 512 のヘッドに使います。
 # スライディングウィンドウの層のヘッドは次元数 256 です。
 
 # %% tags=["check"] summary={"en": "Gemma 4's sliding layers (d = 256, b = 10^4) rotate 128 pairs and its full-attention layers (d = 512, b = 10^6, p = 0.25) 64; both sets of frequencies are those of transformers 5.24.0", "ja": "Gemma 4 のスライディングウィンドウの層（d = 256、b = 10^4）は 128 ペアを、全体アテンションの層（d = 512、b = 10^6、p = 0.25）は 64 ペアを回転させ、どちらの周波数も transformers 5.24.0 と一致します"}
@@ -821,11 +842,12 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 # ## What to remember
 #
 # - Partial rotation (`rotary_pct`, `partial_rotary_factor`: GPT-NeoX, Phi,
-#   Qwen3-Next, GLM-4) runs a full spectrum of RoPE on the first $r$
-#   features; p-RoPE keeps the head's fastest frequencies and sets the
+#   Qwen3-Next, GLM-4) runs a complete RoPE of size $r$ on the first $r$
+#   features, whose lowest frequency $b^{-(r-2)/r}$ approaches the head's
+#   only for large $r$; p-RoPE keeps the head's fastest frequencies and sets the
 #   lowest to 0. They rotate different features by different angles.
-# - Slow pairs still turn: at distance $m - n$ a pair contributes with a
-#   factor $\cos((m - n)\theta_i)$; p-RoPE makes the lowest pairs pure
+# - Slow pairs still turn: at distance $m - n$, for equal query and key, a
+#   pair contributes with a factor $\cos((m - n)\theta_i)$; p-RoPE makes the lowest pairs pure
 #   content channels (Barbero et al.'s semantic channels).
 # - MLA caches a latent $c^{KV}$ of size $d_c$ and absorbs the
 #   up-projections; RoPE would put a position-dependent matrix between them.
@@ -835,14 +857,14 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 #   (8192, 4096) with NoPE layers over the whole context; Llama 4 also scales
 #   the NoPE queries by a temperature that grows with $\ln p$.
 # - Gemma 3 and 4 keep RoPE in every layer and set its base (and, in
-#   Gemma 4, whether it is p-RoPE) by layer type.
+#   Gemma 4's Hugging Face defaults, whether it is p-RoPE) by layer type.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 部分回転（`rotary_pct` と `partial_rotary_factor`：GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元でスペクトル全体の RoPE を使います。
+# - 部分回転（`rotary_pct` と `partial_rotary_factor`：GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元で次元数 $r$ の完全な RoPE を使います。その最も低い周波数 $b^{-(r-2)/r}$ がヘッド全体のものに近づくのは、$r$ が大きいときだけです。
 #   p-RoPE はヘッドの最も速い側の周波数を残し、最も低いものを 0 にします。両者は違う次元を違う角度で回転させます。
-# - 遅いペアも回ります。距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
+# - 遅いペアも回ります。クエリとキーが等しければ、距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
 #   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らが「意味のチャネル」と呼ぶもの）にします。
 # - MLA は次元数 $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
 #   RoPE を入れると、位置に依存する行列がそのあいだに入ってしまいます。
@@ -850,7 +872,7 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 #   トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
 # - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、全体アテンションの NoPE の層を組み合わせます。
 #   Llama 4 はさらに NoPE の層のクエリに、$\ln p$ のように大きくなる温度を掛けます。
-# - Gemma 3 と 4 はすべての層に RoPE を残し、その底を（Gemma 4 では p-RoPE にするかどうかも）層の種類ごとに決めます。
+# - Gemma 3 と 4 はすべての層に RoPE を残し、その底を（Hugging Face の Gemma 4 の既定値では p-RoPE にするかどうかも）層の種類ごとに決めます。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -840,8 +840,10 @@ def llama4_attention_temperature(
     position ``p`` is multiplied by this temperature before the scores are
     taken, so the logits sharpen slowly, in steps of ``floor_scale``
     positions, as the context grows (Hugging Face ``Llama4TextAttention``,
-    ``attn_temperature_tuning``; the idea is Nakanishi's scalable softmax,
-    "Scalable-Softmax Is Superior for Attention", 2025, arXiv:2501.19399).
+    ``attn_temperature_tuning``). It is a fixed, stepwise scale of the query
+    by its position, with a floor; Nakanishi's scalable softmax
+    (arXiv:2501.19399), which Hugging Face's comment points to, instead
+    multiplies the logits by ``s log n`` for ``n`` keys with a learned ``s``.
     It is 1 for ``p < floor_scale - 1`` and ``1 + attn_scale * ln 2`` from
     ``p = floor_scale - 1``.
 

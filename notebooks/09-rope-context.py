@@ -175,10 +175,10 @@ plt.show()
 # [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、学習した距離より遠いキーを隠すと回復する様子を示します。
 
 # %% [markdown] lang="en"
-# ## Position interpolation (PI)
+# ## Position interpolation
 #
-# The simplest repair squeezes the positions so that every angle stays in the
-# trained range. To read $sL$ positions with a model trained on $L$, Chen et
+# The simplest repair, position interpolation (PI), squeezes the positions so
+# that every angle stays in the trained range. To read $sL$ positions with a model trained on $L$, Chen et
 # al. (2023), and independently kaiokendev, feed position $m$ as $m/s$. The
 # angle is a product, so dividing the position is dividing the frequency:
 # $$\frac{m}{s}\,\theta_i = m\,\frac{\theta_i}{s}, \qquad \theta'_i = \frac{\theta_i}{s}$$
@@ -196,9 +196,9 @@ plt.show()
 # `posenc.LinearScaling(s)` is this rule.
 
 # %% [markdown] lang="ja"
-# ## 位置補間（PI）
+# ## 位置補間
 #
-# いちばん単純な直し方は、位置を縮めて、すべての角度を学習した範囲に収めることです。
+# いちばん単純な直し方である位置補間（PI）は、位置を縮めて、すべての角度を学習した範囲に収めます。
 # $L$ で学習したモデルに $sL$ 個の位置を読ませるため、Chen ら（2023）は位置 $m$ を $m/s$ として与えました（kaiokendev も独立に同じことをしています）。
 # 角度は積なので、位置を割ることは周波数を割ることと同じです。
 # $$\frac{m}{s}\,\theta_i = m\,\frac{\theta_i}{s}, \qquad \theta'_i = \frac{\theta_i}{s}$$

@@ -782,3 +782,28 @@ def test_the_first_steps_reproduce_the_record(experiment, task, kind, seed, step
 def test_a_whole_cell_reproduces_the_record(experiment, task, kind, seed, tmp_path):
     drift = slice_drift(_stored(experiment), task, kind, seed, tmp_path)
     assert drift == [], drift[:10]
+
+
+#: The re-run of seed 0 with YaRN as the paper writes it (lab/README.md, "YaRN as the
+#: paper writes it"): RoPE's cells with the rows "", "+pi", "+yarn" and "+yarn-paper".
+YARN_PAPER_ROWS = ["", "+pi", "+yarn", "+yarn-paper"]
+
+
+@pytest.mark.parametrize("experiment", ["tasks", "text"])
+def test_the_yarn_paper_rerun_is_the_records_seed_0(experiment):
+    """Its settings are the design's but for the part run; its shared rows are the record's."""
+    rerun = json.loads((RECORDS / f"yarn-paper-{experiment}.json").read_text())
+    design = R.EXPERIMENTS[experiment]
+    part = {"kinds": ["rope"], "seeds": [0], "rope_rows": YARN_PAPER_ROWS}
+    if experiment == "tasks":
+        part["tasks"] = ["copy", "prefix"]
+    assert rerun["settings"] == design | part
+    assert "uncommitted" not in rerun["git_commit"]
+    stored = _stored(experiment)
+    for run in rerun["runs"]:
+        same = _stored_run(stored, run["task"], "rope", 0)
+        assert run["loss"] == same["loss"] and run["curve"] == same["curve"]
+        for row in ("rope", "rope+pi", "rope+yarn"):
+            drift = _drift(run["rows"][row], same["rows"][row], SAME_CPU_ATOL)
+            assert drift == [], drift[:10]
+        assert set(run["rows"]) == {f"rope{s}" for s in YARN_PAPER_ROWS}

@@ -93,7 +93,11 @@ T5_INIT_STD = 0.02
 #: The encodings :class:`ToyTransformer` accepts.
 ENCODINGS = ("nope", "sinusoidal", "learned", "rope", "alibi", "t5", "kerple", "fire", "cope")
 
-#: The encodings whose scores depend on positions through distances only.
+#: The encodings that score a key by its distance from the query, the ones ``clip``
+#: accepts. All but FIRE depend on positions through distances only; FIRE's bias
+#: also depends on the query's position past its threshold (it divides the distance's
+#: log by that of the position), so clipping its distances does not make its inputs
+#: those of training.
 RELATIVE = ("rope", "alibi", "t5", "kerple", "fire")
 
 

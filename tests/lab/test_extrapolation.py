@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posenc import apply_rope, rope_frequencies
+from posenc import YarnScaling, apply_rope, rope_frequencies
 from posenc.relative import T5RelativeBias
 from posenc_lab import RECORDS
 from posenc_lab.extrapolation import corpus as C
@@ -231,6 +231,41 @@ def test_yarn_without_temperature_keeps_the_frequencies_and_drops_the_factor():
     assert M.rope_scaling("rope+yarn-notemp", 16, S) is None
     assert M.rope_scaling("rope+ft", 128, S) is None
     assert M.rope_scaling("rope-llm+pi", 64, S).factor == 4.0
+
+
+def test_yarn_paper_ramps_over_the_turns_not_the_index():
+    """Peng et al.'s Eqs. 17-20 by hand: gamma = (r - 1) / 31 between 1 and 32 turns."""
+    # head 16, base 10^4, L = 16: pair 0 turns 16 / 2 pi = 2.546 times, the others < 1
+    r0 = 16 / (2 * math.pi)
+    gamma = (r0 - 1) / 31
+    for s in (2.0, 8.0):
+        paper = M.yarn_paper_multipliers(16, 1e4, 16, s)
+        expected = [(1 - gamma) / s + gamma] + [1 / s] * 7
+        torch.testing.assert_close(paper, torch.tensor(expected, dtype=torch.float64))
+    assert round(float(M.yarn_paper_multipliers(16, 1e4, 16, 2.0)[0]), 3) == 0.525
+    # head 32, L = 64: pairs 0-4 turn 10.19, 5.73, 3.22, 1.81, 1.02 times
+    paper = M.yarn_paper_multipliers(32, 1e4, 64, 2.0)
+    assert [round(v, 3) for v in paper[:6].tolist()] == [0.648, 0.576, 0.536, 0.513, 0.5, 0.5]
+    # a pair that turns more than beta times is kept whole, one below alpha divided by s
+    kept = M.yarn_paper_multipliers(2, 1e4, 1000, 4.0)  # theta_0 = 1: 159 turns
+    assert kept.tolist() == [1.0]
+    # the code's ramp (posenc.YarnScaling) keeps pair 0 whole in both settings
+    for head, L in ((16, 16), (32, 64)):
+        code = rope_frequencies(head, scaling=YarnScaling(2.0, L)) / rope_frequencies(head)
+        assert code[0] == 1.0
+
+
+def test_yarn_paper_row_scales_each_pair_and_keeps_the_temperature():
+    S = {"L": 16, "finetune_factor": 2, "dim": 64, "n_heads": 4, "rope_llm_base": 3.776}
+    paper = M.rope_scaling("rope+yarn-paper", 64, S)  # s = 4
+    assert paper.attention_factor == pytest.approx(0.1 * math.log(4) + 1)
+    for base, row in ((1e4, "rope+yarn-paper"), (3.776, "rope-llm+yarn-paper")):
+        scaling = M.rope_scaling(row, 64, S)
+        torch.testing.assert_close(
+            rope_frequencies(16, base=base, scaling=scaling, seq_len=64).double(),
+            rope_frequencies(16, base=base).double() * M.yarn_paper_multipliers(16, base, 16, 4.0),
+        )
+    assert M.rope_scaling("rope+yarn-paper", 16, S) is None  # no scaling at L
 
 
 def test_rows_of_each_kind():
@@ -747,3 +782,28 @@ def test_the_first_steps_reproduce_the_record(experiment, task, kind, seed, step
 def test_a_whole_cell_reproduces_the_record(experiment, task, kind, seed, tmp_path):
     drift = slice_drift(_stored(experiment), task, kind, seed, tmp_path)
     assert drift == [], drift[:10]
+
+
+#: The re-run of seed 0 with YaRN as the paper writes it (lab/README.md, "YaRN as the
+#: paper writes it"): RoPE's cells with the rows "", "+pi", "+yarn" and "+yarn-paper".
+YARN_PAPER_ROWS = ["", "+pi", "+yarn", "+yarn-paper"]
+
+
+@pytest.mark.parametrize("experiment", ["tasks", "text"])
+def test_the_yarn_paper_rerun_is_the_records_seed_0(experiment):
+    """Its settings are the design's but for the part run; its shared rows are the record's."""
+    rerun = json.loads((RECORDS / f"yarn-paper-{experiment}.json").read_text())
+    design = R.EXPERIMENTS[experiment]
+    part = {"kinds": ["rope"], "seeds": [0], "rope_rows": YARN_PAPER_ROWS}
+    if experiment == "tasks":
+        part["tasks"] = ["copy", "prefix"]
+    assert rerun["settings"] == design | part
+    assert "uncommitted" not in rerun["git_commit"]
+    stored = _stored(experiment)
+    for run in rerun["runs"]:
+        same = _stored_run(stored, run["task"], "rope", 0)
+        assert run["loss"] == same["loss"] and run["curve"] == same["curve"]
+        for row in ("rope", "rope+pi", "rope+yarn"):
+            drift = _drift(run["rows"][row], same["rows"][row], SAME_CPU_ATOL)
+            assert drift == [], drift[:10]
+        assert set(run["rows"]) == {f"rope{s}" for s in YARN_PAPER_ROWS}

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from posenc.randomized import random_positions
 from posenc.rope import rope_frequencies
-from posenc.scaling import LinearScaling, YarnScaling
+from posenc.scaling import LinearScaling, LongRopeScaling, YarnScaling
 from posenc_lab.toy import ToyTransformer
 
 __all__ = [
@@ -41,6 +41,7 @@ __all__ = [
     "train",
     "train_positions",
     "turning_pairs",
+    "yarn_paper_multipliers",
 ]
 
 #: Every kind of model, and what it is: the encoding of
@@ -64,7 +65,10 @@ KINDS = {
 LLAMA2 = {"head_dim": 128, "base": 10000.0, "L": 4096}
 
 #: The rows of a RoPE kind ``k``: ``k + suffix`` for every suffix here, ``""`` the kind.
-#: ``+yarn-notemp`` is YaRN with its attention factor (temperature) set to 1.
+#: ``+yarn-notemp`` is YaRN with its attention factor (temperature) set to 1. Every
+#: ``+yarn`` row is YaRN as its reference code and Hugging Face implement it
+#: (:class:`posenc.YarnScaling`); ``+yarn-paper`` (not in the stored design) is YaRN as
+#: the paper's equations write it (:func:`yarn_paper_multipliers`).
 ROPE_ROWS = ("", "+pi", "+yarn", "+yarn-notemp", "+ft", "+pi+ft", "+yarn+ft", "+yarn-notemp+ft")
 
 
@@ -97,6 +101,32 @@ def llm_matched_base(L: int) -> float:
     return float(f"{base:.4g}")
 
 
+def yarn_paper_multipliers(
+    head_dim: int, base: float, L: int, factor: float, alpha: float = 1.0, beta: float = 32.0
+) -> torch.Tensor:
+    """YaRN's frequency multipliers ``h(theta_d) / theta_d`` as Peng et al.'s paper writes them.
+
+    Peng, Quesnelle, Fan and Shippole (2023, arXiv:2309.00071), Section 3.2,
+    Eqs. 17 to 20: pair ``d`` turns ``r(d) = L / lambda_d = L theta_d / (2 pi)``
+    times within ``L``; the ramp ``gamma(r)`` is 0 for ``r < alpha``, 1 for
+    ``r > beta`` and ``(r - alpha) / (beta - alpha)`` between; the new
+    frequency is ``(1 - gamma) theta_d / s + gamma theta_d``. ``alpha = 1``
+    and ``beta = 32`` are the paper's values for the Llama family.
+
+    The reference code and Hugging Face (:class:`posenc.YarnScaling`) ramp
+    over the pair *index* instead, between the indices where ``r`` would be
+    ``beta`` and ``alpha``, rounded outward (floor, ceil) and clamped to the
+    pairs there are. At a small head the two differ: with head size 16,
+    base 10^4 and ``L = 16``, pair 0 turns 2.5 times within ``L``; the code
+    keeps it whole, the paper multiplies it by 0.525 at ``s = 2``. Returns
+    ``head_dim / 2`` multipliers (float64).
+    """
+    theta = rope_frequencies(head_dim, base=base).double()
+    r = L * theta / (2 * math.pi)
+    gamma = ((r - alpha) / (beta - alpha)).clamp(0.0, 1.0)
+    return (1 - gamma) / factor + gamma
+
+
 def rope_rows(kind: str, suffixes: tuple[str, ...] = ROPE_ROWS) -> list[str]:
     """The rows evaluated for ``kind``: the kind alone, or every RoPE row of a RoPE kind."""
     if kind not in ("rope", "rope-llm"):
@@ -119,6 +149,17 @@ def rope_scaling(row: str, N: int, settings: dict):
         return None
     if "+pi" in row:
         return LinearScaling(float(factor))
+    if "+yarn-paper" in row:  # the paper's ramp, one divisor per pair, YaRN's temperature
+        head_dim = settings["dim"] // settings["n_heads"]
+        rope_base = settings["rope_llm_base"] if base == "rope-llm" else 10000.0
+        divisors = (1 / yarn_paper_multipliers(head_dim, rope_base, L, factor)).tolist()
+        return LongRopeScaling(
+            divisors,
+            divisors,
+            L,
+            factor=float(factor),
+            attention_factor=0.1 * math.log(factor) + 1,
+        )
     if "+yarn-notemp" in row:  # mscale = mscale_all_dim: attention factor 1
         return YarnScaling(float(factor), original_max_positions=L, mscale=1.0, mscale_all_dim=1.0)
     return YarnScaling(float(factor), original_max_positions=L)

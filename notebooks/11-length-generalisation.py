@@ -22,14 +22,15 @@
 # Figure 1 has it for language. Which encoding extrapolates depends on the task:
 # recall, found by content, survives almost everywhere; prefix, whose answer lies
 # at an offset that grows with the length and must be found by position, is held
-# to $8L$ by none. RoPE's base decides more than any other choice tested.
+# to $8L$ by none. RoPE's base moves the results as much as the choice of
+# encoding itself.
 
 # %% [markdown] lang="ja"
 # # どの位置エンコーディングが外挿できるか
 #
 # 同じ決まった予算で $L = 16$ で学習し、$8L$ までテストします。ALiBi と KERPLE、そしてペアが Llama 2 と同じように回る RoPE はコピーのタスクを完全に保ち、正弦波と底 $10^4$ の RoPE は $0.60$ と $0.41$ まで下がります。Press らの図 1 が言語について示すとおりです。
 # どのエンコーディングが外挿できるかはタスクによります。内容で答えを探す連想想起はほぼどれでも保たれます。答えまでの距離が長さとともに伸び、しかも位置で答えを探す prefix では、$8L$ まで保てるエンコーディングはありません。
-# 試したどの選択よりも大きく結果を左右するのは、RoPE の底です。
+# RoPE の底は、エンコーディングそのものの選択と同じくらい結果を左右します。
 
 # %%
 import json
@@ -1014,7 +1015,7 @@ for t in TASKS:
 #
 # Every YaRN row of this chapter, and every verdict on YaRN, is the code's; the
 # paper's version is not in the record. Seed 0 of RoPE, retrained (it reproduces
-# the record exactly) and read with the paper's ramp, does no better than PI: on
+# the record exactly) and read with the paper's ramp, is close to PI: on
 # prefix at $2L$ it scores 0.23, as PI does, where the code's YaRN scores 0.99 (the
 # note below). One seed is an example, not a verdict, but at this head size what
 # the record finds about YaRN is a finding about the code's rounding.
@@ -1028,7 +1029,7 @@ for t in TASKS:
 # ここでは 32 回も回るペアはないので、コードの下側の番号は $0$ に収められ、ペア 0 はそのまま保たれます。論文のランプ関数ではペア 0 は $\gamma = 0.05$ で（$L$ の間に 2.5 回転します）、ほぼ補間されます。$s = 2$ では、コードが 1 のまま保つペア 0 の周波数を、論文の式は 0.525 倍にします。
 #
 # この章の YaRN の行も、YaRN についての判定も、すべてコードの YaRN のものです。論文の版は記録にありません。
-# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で読むと、PI と変わりません。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の注）。
+# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で読むと、PI とほぼ同じです。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の注）。
 # シード 1 つは例であって、判定ではありません。それでも、このヘッドの大きさでは、記録が YaRN について示すことは、コードの丸め方についての結果です。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -1260,7 +1261,7 @@ for N in lengths:
 #   NoPE keep $1.00$ while ALiBi loses $0.06$; on prefix, whose answer lies at an
 #   offset that grows with the length and is found by position, nothing holds to
 #   $8L$ (the best row: $0.71$).
-# - RoPE's base decides more than any other choice here, both ways: with most pairs
+# - RoPE's base moves the results as much as the choice of encoding, both ways: with most pairs
 #   turning within $L$, copy holds and recall falls further, and 5 of 14 RoPE
 #   verdicts turn.
 # - Every YaRN here is the reference code's, which at this head size keeps pair 0
@@ -1282,7 +1283,7 @@ for N in lengths:
 # - 1 つの決まった予算で学習すると、12 種類のうち 10 種類のエンコーディングが $L = 16$ で 3 つのタスクをすべて学習できました。NoPE とランダム化した位置は、copy と prefix で $0.99$ にわずかに届きませんでした。$L$ でタスクを学習できていないモデルからは外挿について何もわからず、この 2 種類についての判定は基準をどこに置くかで変わります。
 # - copy では、ALiBi、KERPLE、Llama 2 と同じ割合のペアが回る RoPE は $8L$ まで保たれ、正弦波（$0.60$）と底 $10^4$ の RoPE（$0.41$）は保たれません。小さなタスクの正解率で見た Press らの図 1 です。
 # - 外挿はエンコーディングとタスクの組の性質です。recall では T5、FIRE、CoPE、NoPE が $1.00$ を保ち、ALiBi は $0.06$ 失います。答えまでの距離が長さとともに伸び、位置で答えを探す prefix では、$8L$ まで保てるものはありません（最もよい行で $0.71$）。
-# - RoPE の底は、ここでのほかのどの選択よりも大きく効き、その効き方は両方向です。ほとんどのペアが $L$ の間に回ると、copy は保たれ、recall はさらに下がり、RoPE についての 14 の判定のうち 5 つが変わります。
+# - RoPE の底は、エンコーディングの選択と同じくらい大きく効き、その効き方は両方向です。ほとんどのペアが $L$ の間に回ると、copy は保たれ、recall はさらに下がり、RoPE についての 14 の判定のうち 5 つが変わります。
 # - ここでの YaRN はすべて参照実装のコードのもので、このヘッドの大きさではペア 0 をそのまま保ちます。底 $10^4$ で周波数が PI と違うのはこのペアだけで、PI を上回る分（copy で $0.23$、prefix で $0.38$）はここから来ます。論文の式はこのペアを保ちません。温度が prefix で加えるのは $0.05$ $[0.04, 0.06]$ です。
 # - ファインチューニングなしの PI は、近くの正確な距離が必要なタスクを壊し（copy は $2L$ で $0.24$）、recall は立て直します。底 $10^4$ では、スケーリングなしで $2L$ で 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで伸びました。
 # - T5 の遠いバケットは、どちらの引き方でも学習されません。学習されたバケットならどうなるかは、記録では検証していません。

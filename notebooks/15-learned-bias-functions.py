@@ -72,7 +72,7 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
 # この章の手法では、バイアスは少数の学習可能なパラメータを持つ関数で、どの距離でも値が決まり、形は学習が決めます。
 
-# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "T5 は距離 113 から一定、ALiBi は 1 ステップごとに 1/8 下がります"}
+# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは 1 ステップごとに 1/8 下がります"}
 from torch.testing import assert_close
 
 from posenc import T5RelativeBias, alibi_bias, alibi_slopes
@@ -103,8 +103,8 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # (CPD) if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD
 # kernels, and CPD kernels generalise negative squared distances: by the paper's
 # Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
-# distance in some Hilbert space. Three more facts (§3.1 and §3.2, numbered as in
-# the paper) build the biases:
+# distance in some Hilbert space. Three more facts (§3.2, numbered as in the
+# paper) build the biases:
 #
 # - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
 # - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
@@ -130,9 +130,9 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 #
 # Chi ら（2022）は、よいバイアスをカーネル法の理論に探しました。
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実数 $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
-# $\sum_a c_a = 0$ を満たす $c$ でだけ成り立つなら[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
+# $\sum_a c_a = 0$ を満たす $c$ について成り立てば（それ以外のベクトルでは成り立たなくてもかまいません）、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
 # 内積は正定値カーネルです。条件付き正定値カーネルは距離の 2 乗を負にしたものの一般化で、論文の事実 1 によれば、値が $\le 0$ で対角で 0 なら、あるヒルベルト空間の距離の 2 乗を負にしたものです。
-# バイアスは残りの 3 つの事実から組み立てます（§3.1、§3.2。番号は論文のとおり）。
+# バイアスは、さらに 3 つの事実から組み立てます（§3.2。番号は論文のとおり）。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
 # - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
@@ -152,7 +152,7 @@ kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
 print(kerple(1, 5)[0, 0].detach())  # head 1, query 4: -r1 log(1 + r2 (4 - j))
 
 
-# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "p ≤ 2 と対数は条件付き正定値、p = 2.5、3 と 3 乗の対数は違います"}
+# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "32 個の位置で、p ≤ 2 の −|i − j|^p と対数のカーネルは条件付き正定値で、p = 2.5、3 と −log(1 + |i − j|³) は条件付き正定値ではありません。出力した行は式のとおりです"}
 def distances(n, dtype=f64):
     """The matrix |i - j| of n positions."""
     p = torch.arange(n)
@@ -204,7 +204,8 @@ with torch.no_grad():
 # Proposition 1, one constant for all the points of the line; the minors above show
 # that no constant can serve positions without bound, so the statement holds on
 # finite sets, as Lemma 1 does. Found by bisection, the smallest constant for the
-# line is exactly $(T - 1)/2$, and for the logarithm it also grows with $T$.
+# line is $(T - 1)/2$ to within $10^{-6}$, and for the logarithm it also grows with
+# $T$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：どの長さにも使える定数はない**
@@ -214,10 +215,10 @@ with torch.no_grad():
 # なお、論文の付録 A.2 の命題 1 は、直線上のすべての点に共通の 1 つの定数があると述べています。
 # しかし上の主小行列式から、上限のない位置の集合に使える定数はないことがわかります。
 # この命題が成り立つのは、補題 1 と同じく有限の集合の上です。
-# 二分法で求めると、最小の定数は直線ではちょうど $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
+# 二分法で求めると、最小の定数は直線では $10^{-6}$ の精度で $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では 1e-6 の精度で (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
 def smallest_shift(K):
     """The least c >= 0 with K + c * ones positive semidefinite (bisection)."""
     ones = torch.ones_like(K)
@@ -238,7 +239,7 @@ def smallest_shift(K):
 shifts_log = []
 for T in (4, 16, 64):
     c_line = smallest_shift(-distances(T))
-    assert abs(c_line - (T - 1) / 2) < 1e-6  # exactly the 2 x 2 bound
+    assert abs(c_line - (T - 1) / 2) < 1e-6  # the 2 x 2 bound, to 1e-6
     shifts_log.append(smallest_shift(-torch.log1p(distances(T))))
     assert shifts_log[-1] >= math.log(T) / 2  # the 2 x 2 bound for the log
 assert shifts_log[0] < shifts_log[1] < shifts_log[2]
@@ -264,12 +265,12 @@ print(
 # ## KERPLE が学習できる形
 #
 # $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ とすれば ALiBi の対称なバイアス、論文の三角カーネル $c - \lvert m - n \rvert$ です（論文は位置を $m$、$n$ と書きます）。
-# ただし、ALiBi のすべてのヘッドは再現できません。
+# ただし、ALiBi のヘッドがすべて再現できるわけではありません。
 # 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は同じ範囲をパラメータ化 $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ と、べき乗の形での $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ で保ちます。
 # 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
 
 
-# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 で ALiBi と一致し、r₁ ≥ 0.01、r₂ ≤ 2 に収まります"}
+# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です"}
 def set_kerple(module, r1, r2):
     """Give a KerpleBias the values r1, r2 (inverting its parameterisation)."""
     r1, r2 = torch.as_tensor(r1, dtype=f64), torch.as_tensor(r2, dtype=f64)
@@ -366,10 +367,11 @@ plt.show()
 # matrix to the dtype of the scores (`diff.to(x.dtype)`), and the scores come out of
 # `baddbmm` in the dtype of the queries, bfloat16 in the paper's runs (its Table 2).
 # bfloat16 holds integers exactly only up to $256$, so longer distances are rounded
-# before the kernel sees them: to multiples of $64$ between $8192$ and $16384$, the
-# longest test length ($129$ values for $8193$ distances). `posenc` takes the
-# distances in the dtype of its parameters (float32 unless the module is cast), and
-# the restatement below works in float64.
+# before the kernel sees them: at the longest test length, $16384$, the $8192$
+# distances from $8192$ to $16383$ take $129$ values, multiples of $64$. `posenc`
+# forms the distances and the bias in float32 (float64 for a float64 module)
+# whatever the dtype of its parameters and casts the bias once; the restatement
+# below works in float64.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：KERPLE のコードと結果**
@@ -393,11 +395,11 @@ plt.show()
 # もう 1 つ細かな点があります（コードを読んで確かめたもので、GPU で実行してはいません）。
 # このコードは距離の行列をスコアの dtype に変換します（`diff.to(x.dtype)`）。スコアは `baddbmm` の出力なのでクエリの dtype になり、論文の実験ではそれが bfloat16 です（論文の表 2）。
 # bfloat16 で正確に表せる整数は $256$ までなので、それより長い距離は、カーネルが受け取る前に丸められます。
-# $8192$ から最長のテスト長 $16384$ までの間では $64$ の倍数になり、$8193$ 個の距離が $129$ 個の値にまとまります。
-# `posenc` は距離をパラメータの dtype（モジュールを変換しない限り float32）で扱い、下の書き直しは float64 で計算します。
+# 最長のテスト長 $16384$ では、$8192$ から $16383$ までの $8192$ 個の距離が、$64$ の倍数の $129$ 個の値にまとまります。
+# `posenc` は、パラメータの dtype にかかわらず距離とバイアスを float32（float64 のモジュールでは float64）で計算し、最後に 1 回だけバイアスを変換します。下の書き直しは float64 で計算します。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; in bfloat16 the distances are exact up to 256 and multiples of 64 from 8192 to 16384, 129 values", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 では距離は 256 まで正確で、8192 から 16384 までは 64 の倍数の 129 個の値になります"}
+# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; in bfloat16 the distances are exact up to 256, and the 8192 distances 8192..16383 take 129 values, multiples of 64; a bfloat16 KerpleBias equals the float32 one cast once", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 では距離は 256 まで正確で、8192 から 16383 までの 8192 個の距離は 64 の倍数の 129 個の値になります。bfloat16 の KerpleBias は、float32 のものを 1 回変換したものと一致します"}
 def official_kerple(kind, bias_p, bias_a, k_len):
     """ParallelKerpleLog / ParallelKerplePower.forward, restated (no cache)."""
     m = torch.arange(k_len)
@@ -419,11 +421,19 @@ for kind in ("log", "power"):
         assert_close(module(12)[:, causal], ref[:, causal])
         assert_close(module(1, 12), ref[:, -1:])  # one cached query
 
-d = torch.arange(16385, dtype=f64)  # the official diff, cast to bfloat16
+d = torch.arange(16384, dtype=f64)  # the official diff at length 16384
 d_bf16 = d.to(torch.bfloat16).double()
 assert torch.equal(d_bf16[:257], d[:257]) and d_bf16[257] == 256
-assert (d_bf16[8192:] % 64 == 0).all()  # 8192..16384: multiples of 64
-assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
+rounded = d_bf16[8192:]  # the 8192 distances 8192..16383, rounded
+assert rounded.numel() == 8192 and (rounded % 64 == 0).all()
+assert rounded.unique().numel() == 129
+
+# posenc: float32 inside, one cast at the end
+half = KerpleBias(4, kind="power").to(torch.bfloat16)
+full = KerpleBias(4, kind="power")
+full.load_state_dict({k: v.float() for k, v in half.state_dict().items()})
+with torch.no_grad():
+    assert torch.equal(half(1, 16384), full(1, 16384).to(torch.bfloat16))
 
 # %% [markdown] lang="en" tags=["deeper"]
 # On models trained with each kernel, the paper (§5.4, GitHub data) finds that
@@ -498,7 +508,7 @@ gap = (x[4094] - x[4095]).item()  # keys 1 and 2 back
 print(f"keys 1 and 2 back at 4096: {gap:.4f} apart, {gap * 4096:.0f} x 1/4096")
 
 
-# %% tags=["check"] summary={"en": "the pseudo-code equals FireBias; at 16L the arguments stay in the range seen at 2L; they depend on i − j alone up to L only; the gap is as stated", "ja": "疑似コードと一致し、引数の範囲と距離への依存は本文どおりです"}
+# %% tags=["check"] summary={"en": "the pseudo-code equals FireBias; at 16L the arguments stay in the range seen at 2L; they depend on i − j alone up to L only; the gap is as stated", "ja": "論文の疑似コードは FireBias と一致します。16L での引数は 2L で見た範囲に収まり、引数が i − j だけで決まるのは L までです。差は本文の値どおりです"}
 L = 64
 
 
@@ -802,7 +812,7 @@ with torch.no_grad():
 # このヘッドは手で設定できます。
 # スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ で、論文のとおりゲートにも同じスコアを使うので、ゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
 # 表は $q \cdot e[3] = 40$ で、ほかは $q \cdot e[n] = 0$ です。
-# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに答えます。
+# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the head in numbers.** The head has dimension $d = 4$ and $P = 8$.
@@ -822,7 +832,7 @@ with torch.no_grad():
 # ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
 # バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
 
-# %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、ヘッドは 1000 個すべてに答えます"}
+# %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、手で設定したヘッドはランダムな入力 1000 個すべてに正しく答えます"}
 MARKS = "w.!?"  # token 0 is a word, 1..3 the end marks
 N_KEYS = 6 * 7 + 5  # the longest input
 
@@ -920,7 +930,7 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # 文末の記号を同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
 # ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
-# この表はテスト用の 1000 個の入力の 68.4% に答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
+# この表の正解率は、テスト用の 1000 個の入力で 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
 # 1 つのシードと学習率での 1 回の学習なので、これは表の最良の値ではなく下限です。
 
 
@@ -1008,7 +1018,7 @@ for col, name in enumerate("AB"):
 axes[1, 0].legend(fontsize=8, loc="upper right")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the table's heaviest keys are the full stops 9 and 11 back (0.788, 0.649); the third mark back averages 14.1 back", "ja": "表の重みと平均 14.1 トークン前は、本文どおりです"}
+# %% tags=["check"] summary={"en": "the table's heaviest keys are the full stops 9 and 11 back (0.788, 0.649); the third mark back averages 14.1 back", "ja": "表の重みが最も大きいのは 9 トークン前と 11 トークン前のピリオド（0.788、0.649）で、3 つ前の記号は平均 14.1 トークン前です"}
 # the table's heaviest key: the "." furthest back, in both inputs
 assert back[pair_table.argmax(-1)].tolist() == [9, 11]
 assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
@@ -1057,7 +1067,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # Ruoss ら（2023）はデータの側から取り組みます。
 # 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけで、論文は長い入力での失敗を、学習中に現れなかった位置（相対位置の手法では距離）と結び付けます。「相対位置の手法でも」同じだといいます。
 # 対策では式は変わりません。
-# $n$ トークンの系列に、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
+# $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
 #
 # `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。
@@ -1076,7 +1086,7 @@ gen = torch.Generator().manual_seed(6)
 random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 
 
-# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げと一致し、15 通りの部分集合をほぼ均等に選びます"}
+# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
 import itertools
 from collections import Counter
 from fractions import Fraction
@@ -1114,8 +1124,11 @@ print(f" +- {se:.1f} (exact {mean_max:.2f})")
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the official code draws.** The paper draws one subset per
-# training example; the official code draws one set per forward call, shared by the
-# whole batch, anew at every call, at evaluation too. It draws with
+# training example; the official code draws anew at every forward call, at
+# evaluation too, and shares each draw across the batch: one set per call for the
+# absolute encodings (drawn at the embedding), one per attention layer for the
+# relative, ALiBi and rotary variants (each layer takes its own
+# `hk.next_rng_key()`). It draws with
 # `jax.random.choice` without replacement and sorts, but what it draws depends on
 # the encoding. For the sinusoidal, learned and rotary encodings
 # (`noisy_fixed_positional_encodings` in `models/positional_encodings.py`) it draws
@@ -1132,7 +1145,8 @@ print(f" +- {se:.1f} (exact {mean_max:.2f})")
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：公式実装が選ぶもの**
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選んでバッチ全体で共有し、呼び出しのたびに選び直します。評価のときも同じです。
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
+# 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、回転の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
 # 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
 # 正弦波、学習型、回転のエンコーディング（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
 # Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
@@ -1180,10 +1194,11 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # the kernel computes it from what it holds for one entry, as FlexAttention's
 # `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit. FlashAttention has
 # ALiBi built in (`alibi_slopes` adds
-# $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$). Any other bias
-# becomes a dense $[h, q, k]$ tensor read from memory: 64 GiB per layer call for 32
-# heads and 32768 tokens in bfloat16, against 4 MiB for one value per head and
-# distance.
+# $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$). There any other
+# bias becomes a dense $[h, q, k]$ tensor read from memory: 64 GiB per layer call
+# for 32 heads and 32768 tokens in bfloat16, against 4 MiB for one value per head
+# and distance. FlexAttention computes T5 and KERPLE inside its kernel instead (the
+# table's last column).
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
@@ -1204,7 +1219,8 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
 # 組み込めるのは、1 つの成分について手元の情報から計算できるバイアスです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこれを明示しています。
 # FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）。
-# それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
+# FlashAttention では、それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
+# FlexAttention は、T5 と KERPLE をカーネルの中で計算します（表の最後の列）。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップ | 融合カーネル |
 # |---|---|---|---|
@@ -1217,7 +1233,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # CoPE のキー $j$ でのバイアスは後ろのキーのスコアとともに変わり、1 つのスコアの関数にはなりません。
 # デコードの 1 ステップごとにキャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
 
-# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; a KERPLE score_mod equals KerpleBias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "メモリ量、score_mod、FIRE と CoPE の性質は本文どおりです"}
+# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; a KERPLE score_mod equals KerpleBias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KERPLE の score_mod は KerpleBias と一致し、L を超えると FIRE の次のクエリと共通する引数は 0 だけです。CoPE のバイアスは後ろのスコアに依存します"}
 GiB, MiB = 2**30, 2**20
 assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
 assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
@@ -1443,9 +1459,10 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # $(1 - n/L)^S$, and by linearity of expectation the number of positions never
 # drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
 # $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. The paper draws
-# one subset per training example; the official code draws one per forward
-# call, shared by the whole batch, so there 387 draws are 387 of the example
-# script's 10 000 steps (about 4 %): still a small part of training. Enumerating
+# one subset per training example; the official code draws per forward call
+# (for the example script's relative encoding, one set per attention layer),
+# shared by the whole batch, so there each layer's 387 draws are 387 of the
+# example script's 10 000 steps (about 4 %): still a small part of training. Enumerating
 # every sequence of $S$ draws in three small cases gives the mean
 # $L\,(1 - n/L)^S$ exactly; the printed simulation is 20 runs of 387 draws with
 # `random_positions`.
@@ -1455,7 +1472,7 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選び、バッチ全体で共有します。そのため公式実装では、387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに選び（例のスクリプトの相対位置のエンコーディングでは、アテンションの層ごとに 1 組）、バッチ全体で共有します。そのため公式実装では、各層の 387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
 # 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げると、平均は厳密に $L\,(1 - n/L)^S$ になります。
 # 出力のシミュレーションは、`random_positions` で 387 回の選択を 20 回繰り返したものです。
 

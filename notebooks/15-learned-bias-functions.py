@@ -575,7 +575,7 @@ print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 # 左（横軸は、距離をクエリの位置で割った割合）では、位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数が区間の多くを近いキーに割り当てます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
 # 右は距離 $8$ の引数で、$L$ までは $0.294$、その先は下がり、$i = 1024$ で $0.127$ です。
 
-# %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。残りの 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
 with torch.no_grad():
     x_all = fire.normalized_distance(1025)  # queries 0..1024
 fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.5))
@@ -1001,7 +1001,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # `posenc.random_positions(n, L)` draws such a subset. All subsets are equally
 # likely, so the law follows by counting: the smallest position is at least $m$ when
 # all $n$ lie in $[m, L)$,
-# $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
 # $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$: training on 40
 # tokens meets positions near the end of the range in almost every sequence. The
@@ -1025,7 +1025,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 #
 # `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。
 # どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
-# $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。
 # 最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。40 トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
 # ただし間隔はまだ情報を持ちます。間隔の平均 $(L + 1)/(n + 1)$ は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
@@ -1310,7 +1310,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # which is negative exactly when $p > 2$, and $0$ at $p = 2$. Since
 # $\sum_a c_a = 0$, a negative value contradicts the definition, so no power
 # above 2 is CPD, on any set of positions that contains three equally spaced
-# ones, and the chapter's eigenvalue test agrees on these three positions.
+# ones.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 寄与するのは $a \ne b$ の組だけで、それぞれ 2 回現れます。
@@ -1319,7 +1319,6 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # これが負になるのはちょうど $p > 2$ のときで、$p = 2$ では $0$ です。
 # $\sum_a c_a = 0$ なので、負の値は定義に反します。
 # このため、等間隔に並ぶ 3 つの位置を含む集合の上では、2 より大きいべき乗は条件付き正定値になりません。
-# この 3 つの位置では、本文の固有値による検査も同じ結論になります。
 
 # %% tags=["solution"]
 c = torch.tensor([1.0, -2.0, 1.0], dtype=f64)
@@ -1346,7 +1345,7 @@ print(f"p = 3: {(c @ -(D3**3) @ c).item():g} = 8 - 2**4")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** すべてのクエリで $L \ge i$ なら $\max(L, i) = L$ なので、引数は $x = \psi(i - j)/\psi(L)$ です。
 # 同じ距離にある組ではどれも同じ値になるので、バイアスは距離の関数です。
-# 逆に解くと $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$ なので、次の関数が $-m_h\,(i - j)$ を与えます。
+# 逆関数を使って解くと $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$ なので、次の関数が $-m_h\,(i - j)$ を与えます。
 # $$f(x) = -\frac{m_h}{c}\left(e^{x\,\psi(L)} - 1\right)$$
 # これは $[0, 1]$ 上で連続なので、隠れユニットが十分に多い ReLU の MLP で、いくらでもよく近似できます。
 # $f$ そのもの（正規化の分母には疑似コードの $10^{-6}$ を含めます）は `alibi_bias` を再現します。
@@ -1415,10 +1414,7 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # one subset per training example; the official code draws per forward call
 # (for the example script's relative encoding, one set per attention layer),
 # shared by the whole batch, so there each layer's 387 draws are 387 of the
-# example script's 10 000 steps (about 4 %): still a small part of training. Enumerating
-# every sequence of $S$ draws in three small cases gives the mean
-# $L\,(1 - n/L)^S$ exactly; the printed simulation is 20 runs of 387 draws with
-# `random_positions`.
+# example script's 10 000 steps (about 4%): still a small part of training.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
@@ -1426,8 +1422,6 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
 # 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに選び（例のスクリプトの相対位置のエンコーディングでは、アテンションの層ごとに 1 組）、バッチ全体で共有します。そのため公式実装では、各層の 387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
-# 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げると、平均は厳密に $L\,(1 - n/L)^S$ になります。
-# 出力のシミュレーションは、`random_positions` で 387 回の選択を 20 回繰り返したものです。
 
 # %% tags=["solution"]
 n, L = 40, 2048

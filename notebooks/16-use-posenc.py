@@ -211,9 +211,8 @@ class Decoder(nn.Module):
 # prompt at positions $0, \dots, P-1$. Each [decode step](../docs/glossary.md#decode-step)
 # then feeds one token at position $t$, the number of tokens so far. Its query
 # attends to the $t + 1$ cached keys. The model is untrained, so the tokens
-# themselves mean nothing: with its tied output layer it mostly repeats its last
-# token. What matters is that the cache gives, at every step, the logits of a
-# full recomputation.
+# themselves mean nothing. What matters is that the cache gives, at every step,
+# the logits of a full recomputation.
 
 # %% [markdown] lang="ja"
 # ## KV キャッシュを使う生成
@@ -221,7 +220,7 @@ class Decoder(nn.Module):
 # 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まります。プロンプト全体を位置 $0, \dots, P-1$ で処理します。
 # その後は[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ごとに、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
 # そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
-# モデルは学習していないので、生成されるトークン自体に意味はありません。出力層が埋め込みと重みを共有しているため、ほとんどは直前のトークンを繰り返します。
+# モデルは学習していないので、生成されるトークン自体に意味はありません。
 # 大事なのは、キャッシュを使ったときのロジットが、どのステップでも、すべてを計算し直したときのロジットと一致することです。
 
 

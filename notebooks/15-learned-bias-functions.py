@@ -35,7 +35,7 @@
 #
 # [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
 # カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
-# CoPE はトークンの代わりにゲートが通したものを数え、文を数えるヘッドはどの入力でも 3 つ前の文を見つけます。同じ内容のスコアとトークンの距離によるバイアスではできないことです。
+# CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、どの入力でも 3 つ前の文を見つけます。内容のスコアが同じなら、トークンの距離によるバイアスにはこれができません。
 # [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)が変えるのは位置だけです。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
 #
@@ -70,9 +70,9 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # これまでの 2 つのバイアスは、どちらも距離 $i - j$ だけの関数です。
 # T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
-# この章の手法では、バイアスは少数の学習可能なパラメータを持つ関数で、どの距離でも値が決まり、形は学習が決めます。
+# この章の手法は、バイアスを少数の学習可能なパラメータを持つ関数にします。関数はどの距離でも定義され、その形は学習で決まります。
 
-# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "T5 は距離 113 から一定、ALiBi は 1 ステップごとに 1/8 下がります"}
+# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは 1 ステップごとに 1/8 下がります"}
 from torch.testing import assert_close
 
 from posenc import T5RelativeBias, alibi_bias, alibi_slopes
@@ -103,8 +103,8 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # (CPD) if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD
 # kernels, and CPD kernels generalise negative squared distances: by the paper's
 # Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
-# distance in some Hilbert space. Three more facts (§3.1 and §3.2, numbered as in
-# the paper) build the biases:
+# distance in some Hilbert space. Three more facts (§3.2, numbered as in the
+# paper) build the biases:
 #
 # - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
 # - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
@@ -128,11 +128,11 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # %% [markdown] lang="ja"
 # ## KERPLE：距離のカーネル関数
 #
-# Chi ら（2022）は、よいバイアスをカーネル法の理論に探しました。
+# Chi ら（2022）は、よいバイアスの手がかりをカーネル法の理論に求めました。
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実数 $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
-# $\sum_a c_a = 0$ を満たす $c$ でだけ成り立つなら[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
-# 内積は正定値カーネルです。条件付き正定値カーネルは距離の 2 乗を負にしたものの一般化で、論文の事実 1 によれば、値が $\le 0$ で対角で 0 なら、あるヒルベルト空間の距離の 2 乗を負にしたものです。
-# バイアスは残りの 3 つの事実から組み立てます（§3.1、§3.2。番号は論文のとおり）。
+# $\sum_a c_a = 0$ を満たす $c$ について成り立てば（それ以外のベクトルでは成り立たなくてもかまいません）、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
+# 内積は正定値カーネルです。条件付き正定値カーネルは、距離の 2 乗に負号を付けたものの一般化です。論文の事実 1 によれば、値が $\le 0$ で対角成分で 0 になる条件付き正定値カーネルは、あるヒルベルト空間での距離の 2 乗に負号を付けたものです。
+# バイアスは、さらに 3 つの事実から組み立てます（§3.2。番号は論文のとおり）。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
 # - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
@@ -145,14 +145,14 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # $r_1 > 0$ 倍すると（事実 2）、ヘッド $h$ の KERPLE の 2 つのバイアスになり、学習する数はどちらも 2 つです。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# 条件 $r_2 \le 2$ は好みの問題ではありません。より大きなべき乗は条件付き正定値でなく（演習 1）、事実 3 の対象外であるべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同じです。
+# 条件 $r_2 \le 2$ には理由があります。より大きなべき乗は条件付き正定値ではなく（演習 1）、事実 3 が扱わないべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同様です。
 
 # %%
 kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
 print(kerple(1, 5)[0, 0].detach())  # head 1, query 4: -r1 log(1 + r2 (4 - j))
 
 
-# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "p ≤ 2 と対数は条件付き正定値、p = 2.5、3 と 3 乗の対数は違います"}
+# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "32 個の位置で、p ≤ 2 の −|i − j|^p と対数のカーネルは条件付き正定値で、p = 2.5、3 と −log(1 + |i − j|³) は条件付き正定値ではありません。出力した行は式のとおりです"}
 def distances(n, dtype=f64):
     """The matrix |i - j| of n positions."""
     p = torch.arange(n)
@@ -190,7 +190,7 @@ with torch.no_grad():
 
 # %% [markdown] lang="ja"
 # なぜ正定値でなく条件付き正定値なのでしょうか。
-# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルで、論文はバイアスを足しても正定値であってほしいと考えます。
+# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルです。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。
 # 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になり、この定数は位置の集合で変わります（ここでのカーネルでは長さとともに大きくなります）。
 # それでも定数は計算しません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（論文の式 2）。
 
@@ -204,7 +204,8 @@ with torch.no_grad():
 # Proposition 1, one constant for all the points of the line; the minors above show
 # that no constant can serve positions without bound, so the statement holds on
 # finite sets, as Lemma 1 does. Found by bisection, the smallest constant for the
-# line is exactly $(T - 1)/2$, and for the logarithm it also grows with $T$.
+# line is $(T - 1)/2$ to within $10^{-6}$, and for the logarithm it also grows with
+# $T$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：どの長さにも使える定数はない**
@@ -214,10 +215,10 @@ with torch.no_grad():
 # なお、論文の付録 A.2 の命題 1 は、直線上のすべての点に共通の 1 つの定数があると述べています。
 # しかし上の主小行列式から、上限のない位置の集合に使える定数はないことがわかります。
 # この命題が成り立つのは、補題 1 と同じく有限の集合の上です。
-# 二分法で求めると、最小の定数は直線ではちょうど $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
+# 二分法で求めると、最小の定数は直線では $10^{-6}$ の精度で $(T - 1)/2$ になり、対数でも $T$ とともに大きくなります。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では 1e-6 の精度で (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
 def smallest_shift(K):
     """The least c >= 0 with K + c * ones positive semidefinite (bisection)."""
     ones = torch.ones_like(K)
@@ -238,7 +239,7 @@ def smallest_shift(K):
 shifts_log = []
 for T in (4, 16, 64):
     c_line = smallest_shift(-distances(T))
-    assert abs(c_line - (T - 1) / 2) < 1e-6  # exactly the 2 x 2 bound
+    assert abs(c_line - (T - 1) / 2) < 1e-6  # the 2 x 2 bound, to 1e-6
     shifts_log.append(smallest_shift(-torch.log1p(distances(T))))
     assert shifts_log[-1] >= math.log(T) / 2  # the 2 x 2 bound for the log
 assert shifts_log[0] < shifts_log[1] < shifts_log[2]
@@ -264,12 +265,12 @@ print(
 # ## KERPLE が学習できる形
 #
 # $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ とすれば ALiBi の対称なバイアス、論文の三角カーネル $c - \lvert m - n \rvert$ です（論文は位置を $m$、$n$ と書きます）。
-# ただし、ALiBi のすべてのヘッドは再現できません。
+# ただし、ALiBi のヘッドがすべて再現できるわけではありません。
 # 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は同じ範囲をパラメータ化 $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ と、べき乗の形での $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ で保ちます。
 # 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
 
 
-# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 で ALiBi と一致し、r₁ ≥ 0.01、r₂ ≤ 2 に収まります"}
+# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です"}
 def set_kerple(module, r1, r2):
     """Give a KerpleBias the values r1, r2 (inverting its parameterisation)."""
     r1, r2 = torch.as_tensor(r1, dtype=f64), torch.as_tensor(r2, dtype=f64)
@@ -366,10 +367,11 @@ plt.show()
 # matrix to the dtype of the scores (`diff.to(x.dtype)`), and the scores come out of
 # `baddbmm` in the dtype of the queries, bfloat16 in the paper's runs (its Table 2).
 # bfloat16 holds integers exactly only up to $256$, so longer distances are rounded
-# before the kernel sees them: to multiples of $64$ between $8192$ and $16384$, the
-# longest test length ($129$ values for $8193$ distances). `posenc` takes the
-# distances in the dtype of its parameters (float32 unless the module is cast), and
-# the restatement below works in float64.
+# before the kernel sees them: at the longest test length, $16384$, the $8192$
+# distances from $8192$ to $16383$ take $129$ values, multiples of $64$. `posenc`
+# forms the distances and the bias in float32 (float64 for a float64 module)
+# whatever the dtype of its parameters and casts the bias once; the restatement
+# below works in float64.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：KERPLE のコードと結果**
@@ -393,11 +395,11 @@ plt.show()
 # もう 1 つ細かな点があります（コードを読んで確かめたもので、GPU で実行してはいません）。
 # このコードは距離の行列をスコアの dtype に変換します（`diff.to(x.dtype)`）。スコアは `baddbmm` の出力なのでクエリの dtype になり、論文の実験ではそれが bfloat16 です（論文の表 2）。
 # bfloat16 で正確に表せる整数は $256$ までなので、それより長い距離は、カーネルが受け取る前に丸められます。
-# $8192$ から最長のテスト長 $16384$ までの間では $64$ の倍数になり、$8193$ 個の距離が $129$ 個の値にまとまります。
-# `posenc` は距離をパラメータの dtype（モジュールを変換しない限り float32）で扱い、下の書き直しは float64 で計算します。
+# 最長のテスト長 $16384$ では、$8192$ から $16383$ までの $8192$ 個の距離が、$64$ の倍数の $129$ 個の値にまとまります。
+# `posenc` は、パラメータの dtype にかかわらず距離とバイアスを float32（float64 のモジュールでは float64）で計算し、最後に 1 回だけバイアスを変換します。下の書き直しは float64 で計算します。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; in bfloat16 the distances are exact up to 256 and multiples of 64 from 8192 to 16384, 129 values", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 では距離は 256 まで正確で、8192 から 16384 までは 64 の倍数の 129 個の値になります"}
+# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; in bfloat16 the distances are exact up to 256, and the 8192 distances 8192..16383 take 129 values, multiples of 64; a bfloat16 KerpleBias equals the float32 one cast once", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 では距離は 256 まで正確で、8192 から 16383 までの 8192 個の距離は 64 の倍数の 129 個の値になります。bfloat16 の KerpleBias は、float32 のものを 1 回変換したものと一致します"}
 def official_kerple(kind, bias_p, bias_a, k_len):
     """ParallelKerpleLog / ParallelKerplePower.forward, restated (no cache)."""
     m = torch.arange(k_len)
@@ -419,11 +421,19 @@ for kind in ("log", "power"):
         assert_close(module(12)[:, causal], ref[:, causal])
         assert_close(module(1, 12), ref[:, -1:])  # one cached query
 
-d = torch.arange(16385, dtype=f64)  # the official diff, cast to bfloat16
+d = torch.arange(16384, dtype=f64)  # the official diff at length 16384
 d_bf16 = d.to(torch.bfloat16).double()
 assert torch.equal(d_bf16[:257], d[:257]) and d_bf16[257] == 256
-assert (d_bf16[8192:] % 64 == 0).all()  # 8192..16384: multiples of 64
-assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
+rounded = d_bf16[8192:]  # the 8192 distances 8192..16383, rounded
+assert rounded.numel() == 8192 and (rounded % 64 == 0).all()
+assert rounded.unique().numel() == 129
+
+# posenc: float32 inside, one cast at the end
+half = KerpleBias(4, kind="power").to(torch.bfloat16)
+full = KerpleBias(4, kind="power")
+full.load_state_dict({k: v.float() for k, v in half.state_dict().items()})
+with torch.no_grad():
+    assert torch.equal(half(1, 16384), full(1, 16384).to(torch.bfloat16))
 
 # %% [markdown] lang="en" tags=["deeper"]
 # On models trained with each kernel, the paper (§5.4, GitHub data) finds that
@@ -437,7 +447,7 @@ assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
 # %% [markdown] lang="ja" tags=["deeper"]
 # 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
 # そうしたヘッドは遠くのトークンを使えます。
-# 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達すると論文は報告しています。
+# 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
 # これに対応するパープレキシティは論文の表 3 にあります。
 # 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
 # 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波は約 30000 です。
@@ -474,19 +484,19 @@ assert d_bf16[8192:].unique().numel() == 129  # for 8193 distances
 # builds ALiBi).
 
 # %% [markdown] lang="ja"
-# ## FIRE：正規化した距離の 1 つの関数
+# ## FIRE：正規化した距離の関数
 #
 # KERPLE は関数の形を固定して 2 つの数を学習しますが、FIRE（Li ら 2024）は形も学習します。
-# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を読みます。
+# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を入力に取ります。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$）。
 #
 # - **クエリの位置で割る。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので $0 \le \psi(i - j)/\psi(i) \le 1$ です（最初のキーで $1$）。
-#   $L$ より長い入力で学習した MLP はこの区間全体を見ていて、長い入力でも外側の値は現れません。
+#   $L$ より長い入力で学習した MLP は、学習中にこの区間全体の引数を見ており、さらに長い入力でも区間の外の値は現れません。
 #   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませる、論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
 # - **その代償。** しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
 # - **対数としきい値。** $\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
-#   $\psi$ では（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
+#   $\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
 #   $i \le L$ では分母は定数 $\psi(L)$ なので、短い入力ではバイアスは普通の距離の関数です。
 #
 # 論文の要旨によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
@@ -498,7 +508,7 @@ gap = (x[4094] - x[4095]).item()  # keys 1 and 2 back
 print(f"keys 1 and 2 back at 4096: {gap:.4f} apart, {gap * 4096:.0f} x 1/4096")
 
 
-# %% tags=["check"] summary={"en": "the pseudo-code equals FireBias; at 16L the arguments stay in the range seen at 2L; they depend on i − j alone up to L only; the gap is as stated", "ja": "疑似コードと一致し、引数の範囲と距離への依存は本文どおりです"}
+# %% tags=["check"] summary={"en": "the pseudo-code equals FireBias; at 16L the arguments stay in the range seen at 2L; they depend on i − j alone up to L only; the gap is as stated", "ja": "論文の疑似コードは FireBias と一致します。16L での引数は 2L で見た範囲に収まり、引数が i − j だけで決まるのは L までです。差は本文の値どおりです"}
 L = 64
 
 
@@ -562,10 +572,10 @@ print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 
 # %% [markdown] lang="ja"
 # 図は $L = 64$ のときの引数です。
-# 左（横軸は距離のクエリの位置に対する割合）では、位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数が区間の多くを近いキーに割り当てます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
+# 左（横軸は、距離をクエリの位置で割った割合）では、位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数が区間の多くを近いキーに割り当てます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
 # 右は距離 $8$ の引数で、$L$ までは $0.294$、その先は下がり、$i = 1024$ で $0.127$ です。
 
-# %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。残りの 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
 with torch.no_grad():
     x_all = fire.normalized_distance(1025)  # queries 0..1024
 fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 2.5))
@@ -606,48 +616,11 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # **さらに詳しく：x-transformers の動的位置バイアス**
 # x-transformers には、FIRE と同じ種類のバイアスが動的位置バイアス（`DynamicPositionBias`）という名前で用意されています。
 # README によれば、この考え方は画像のモデル CrossFormer と SwinV2 に由来します。
-# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では `dynamic_pos_bias_mlp_depth = 2`）が、正負を含む相対位置そのもの、
-# または `log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ を読みます。
+# SiLU を活性化関数とする MLP（幅は `dim // 4`、既定では `dynamic_pos_bias_mlp_depth = 2`）が、正負を含む相対位置そのもの、または `log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ を読みます。
 # MLP は $k$ 個のキーについて $2k - 1$ 通りの相対位置で 1 回ずつ評価されます。バイアスはその結果を並べた表から集めるので、距離だけの関数です。
 # しきい値より手前の FIRE も、対数距離についての同じ種類のバイアスです。
 # $c = 1$ なら引数は $\log(d + 1)/\log(L + 1)$ で、動的位置バイアスの入力を定数で割ったものです。この定数は最初の線形層が吸収できます。
 # FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
-
-
-# %% tags=["deeper", "check"] summary={"en": "DynamicPositionBias.forward, restated with a small MLP, is a function of i − j from 2 · 40 − 1 MLP evaluations; FIRE's argument with c = 1 and L = T, times log(T + 1), is its log input", "ja": "小さな MLP で書き直した DynamicPositionBias.forward は、2 · 40 − 1 回の MLP の評価から得る i − j の関数です。c = 1、L = T の FIRE の引数に log(T + 1) を掛けると、その対数の入力になります"}
-def dynamic_position_bias(mlp, i, j, log_distance=False):
-    """x-transformers' DynamicPositionBias.forward(i, j), restated."""
-    seq_arange = torch.arange(j - i, j)  # query positions
-    context_arange = torch.arange(j)  # key positions
-    indices = seq_arange[:, None] - context_arange[None, :] + (j - 1)
-    pos = torch.arange(-j + 1, j).float()[:, None]  # 2j - 1 inputs
-    if log_distance:
-        pos = torch.sign(pos) * torch.log(pos.abs() + 1)
-    return mlp(pos)[indices].permute(2, 0, 1), pos  # [h, i, j]
-
-
-torch.manual_seed(3)
-mlp = torch.nn.Sequential(
-    torch.nn.Linear(1, 16), torch.nn.SiLU(), torch.nn.Linear(16, 2)
-)
-with torch.no_grad():
-    dpb, inputs = dynamic_position_bias(mlp, 40, 40, log_distance=True)
-    assert_close(dpb[:, 1:, 1:], dpb[:, :-1, :-1])  # a function of i - j
-    assert inputs.shape[0] == 2 * 40 - 1
-
-    T = 40  # FIRE with c = 1 and a threshold at the full length
-    fire_c1 = FireBias(2, c=1.0, threshold=float(T))
-    x = fire_c1.normalized_distance(T)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    # the log input at the index of each pair (i, j), as forward gathers it
-    log_input = inputs[(T - 1) + (torch.arange(T)[:, None] - torch.arange(T))]
-    assert_close(
-        x[causal] * math.log(T + 1),
-        log_input[..., 0][causal],
-        rtol=1e-5,
-        atol=0,
-    )
-print(f"dynamic position bias, 40 keys: {inputs.shape[0]} MLP evaluations")
 
 # %% [markdown] lang="en"
 # ## CoPE: positions the model counts
@@ -729,13 +702,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # (`facebookresearch/RAM`, `projects/cope`) also gates on the scaled logits, but by
 # default divides the position logits by $\sqrt{d}$ together with $q_i \cdot k_j$
 # (`--cope-nodiv` turns this off); a learned table absorbs the factor, so a table
-# multiplied by $\sqrt{d}$ gives `posenc`'s scores. The same code has more options:
-# gates from a separate key projection (`--cope-sep-key`) or from the values
-# (`--cope-val-gates`); CoPE in every $K$-th layer only, on top of relative
-# positions (`--cope-layers` with `cope+rel`); one table shared by all layers
-# (`--cope-shared`); and the number of positions $P$ (`--cope-npos`, by default the
-# block size plus one), which sets the size of the table and the number of position
-# logits per query.
+# multiplied by $\sqrt{d}$ gives `posenc`'s scores.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：CoPE の計算と公式実装**
@@ -747,10 +714,6 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
 # ただし既定では、位置のロジットも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
 # この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
-# 同じコードには、ほかにもオプションがあります。
-# ゲートは、別のキーの射影から作ることも（`--cope-sep-key`）、バリューから作ることもできます（`--cope-val-gates`）。
-# $K$ 層に 1 層だけ CoPE を使い、相対位置と併用すること（`--cope-layers` と `cope+rel`）や、すべての層で 1 つの表を共有すること（`--cope-shared`）も選べます。
-# 位置の数 $P$ も指定できます（`--cope-npos`。既定ではブロックサイズに 1 を足した値）。この数が、表の大きさと、クエリごとの位置のロジットの数を決めます。
 
 
 # %% tags=["deeper", "check"] summary={"en": "RAM's ContextPosSelfAttn.forward with its default flags, restated, equals posenc's scores plus CoPE's bias when its table is posenc's times √d", "ja": "既定のフラグで書き直した RAM の ContextPosSelfAttn.forward は、表を posenc の √d 倍にすると、posenc のスコアと CoPE のバイアスの和に一致します"}
@@ -797,12 +760,12 @@ with torch.no_grad():
 #
 # 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
 # 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
-# その文のキーは、自身からクエリまでに文末の記号がちょうど 3 つあるキーです。文末の記号でだけゲートが開くヘッドは、文の長さによらずそれを $p_{ij} = 3$ に見つけます。
+# その文のキーは、自身からクエリまでに文末の記号がちょうど 3 つあるキーです。文末の記号でだけゲートが開くヘッドは、文の長さによらず、それらのキーを $p_{ij} = 3$ の位置に見つけます。
 #
 # このヘッドは手で設定できます。
-# スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ で、論文のとおりゲートにも同じスコアを使うので、ゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
+# スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ です。論文のとおり、ゲートにも同じスコアを使います。そのためゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
 # 表は $q \cdot e[3] = 40$ で、ほかは $q \cdot e[n] = 0$ です。
-# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに答えます。
+# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the head in numbers.** The head has dimension $d = 4$ and $P = 8$.
@@ -822,7 +785,7 @@ with torch.no_grad():
 # ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
 # バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
 
-# %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、ヘッドは 1000 個すべてに答えます"}
+# %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、手で設定したヘッドはランダムな入力 1000 個すべてに正しく答えます"}
 MARKS = "w.!?"  # token 0 is a word, 1..3 the end marks
 N_KEYS = 6 * 7 + 5  # the longest input
 
@@ -920,8 +883,8 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # 文末の記号を同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
 # ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
-# この表はテスト用の 1000 個の入力の 68.4% に答えます。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# 1 つのシードと学習率での 1 回の学習なので、これは表の最良の値ではなく下限です。
+# この表の正解率は、テスト用の 1000 個の入力で 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
+# シードと学習率を 1 つずつ選んで 1 回学習しただけなので、68.4% は距離の表に達成できる正解率の下限にすぎません。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に答えるバイアスはなく、表の正解率は 68.4% です"}
@@ -984,7 +947,7 @@ assert f"{table_accuracy:.1%}" == "68.4%"  # the number in the text
 # 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。下は各ヘッドの重みです。
 # CoPE のヘッドはどちらでも `!` を見つけます。
 # 学習済みの表は、最も遠い文末の記号に重みの大半を置き（A では 9 トークン前で 0.788、B では 11 トークン前で 0.649）、2 回とも `.` と誤答します。
-# A と B の文は短いのに、学習に使った入力では 3 つ前の記号が平均 14.1 トークン前にあるからです。
+# A と B は文が短い一方、学習に使った入力では 3 つ前の記号が平均 14.1 トークン前にあるためです。
 
 # %% tags=["figure"] alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight (0.79 in A, 0.65 in B) on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上：最後のクエリから見た文脈に応じた位置 p。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下：アテンションの重み。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習済みの距離の表は、最も遠いピリオド（A では 9 トークン前、B では 11 トークン前）に重みの大半（A では 0.79、B では 0.65）を置きます。"]}
 pair_logits, pair_positions = cope_logits(pair)
@@ -1008,7 +971,7 @@ for col, name in enumerate("AB"):
 axes[1, 0].legend(fontsize=8, loc="upper right")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the table's heaviest keys are the full stops 9 and 11 back (0.788, 0.649); the third mark back averages 14.1 back", "ja": "表の重みと平均 14.1 トークン前は、本文どおりです"}
+# %% tags=["check"] summary={"en": "the table's heaviest keys are the full stops 9 and 11 back (0.788, 0.649); the third mark back averages 14.1 back", "ja": "表の重みが最も大きいのは 9 トークン前と 11 トークン前のピリオド（0.788、0.649）で、3 つ前の記号は平均 14.1 トークン前です"}
 # the table's heaviest key: the "." furthest back, in both inputs
 assert back[pair_table.argmax(-1)].tolist() == [9, 11]
 assert [MARKS[t] for t in pair[[0, 1], pair_table.argmax(-1)]] == [".", "."]
@@ -1038,7 +1001,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # `posenc.random_positions(n, L)` draws such a subset. All subsets are equally
 # likely, so the law follows by counting: the smallest position is at least $m$ when
 # all $n$ lie in $[m, L)$,
-# $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
 # $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$: training on 40
 # tokens meets positions near the end of the range in almost every sequence. The
@@ -1055,19 +1018,19 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # ## ランダム化した位置：式は変えない
 #
 # Ruoss ら（2023）はデータの側から取り組みます。
-# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけで、論文は長い入力での失敗を、学習中に現れなかった位置（相対位置の手法では距離）と結び付けます。「相対位置の手法でも」同じだといいます。
+# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけで、論文は、長い入力での失敗を学習中に現れなかった位置（相対位置の手法では距離）と結び付け、「相対位置の手法でも」そうだと述べています。
 # 対策では式は変わりません。
-# $n$ トークンの系列に、$[0, L)$ から選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
+# $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
 #
 # `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。
 # どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
-# $$P(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。
 # 最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。40 トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
 # ただし間隔はまだ情報を持ちます。間隔の平均 $(L + 1)/(n + 1)$ は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
 #
-# 論文が試したのはアルゴリズム的なタスクのエンコーダだけの Transformer で、因果的な言語モデルではありません。
+# 論文が試したのは、アルゴリズム的なタスクで学習した、エンコーダのみの Transformer で、因果的な言語モデルではありません。
 # 要旨によれば、15 個のタスクの 6000 個のモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
 # このサイトで学習した小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
@@ -1076,7 +1039,7 @@ gen = torch.Generator().manual_seed(6)
 random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 
 
-# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げと一致し、15 通りの部分集合をほぼ均等に選びます"}
+# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
 import itertools
 from collections import Counter
 from fractions import Fraction
@@ -1114,8 +1077,11 @@ print(f" +- {se:.1f} (exact {mean_max:.2f})")
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the official code draws.** The paper draws one subset per
-# training example; the official code draws one set per forward call, shared by the
-# whole batch, anew at every call, at evaluation too. It draws with
+# training example; the official code draws anew at every forward call, at
+# evaluation too, and shares each draw across the batch: one set per call for the
+# absolute encodings (drawn at the embedding), one per attention layer for the
+# relative, ALiBi and rotary variants (each layer takes its own
+# `hk.next_rng_key()`). It draws with
 # `jax.random.choice` without replacement and sorts, but what it draws depends on
 # the encoding. For the sinusoidal, learned and rotary encodings
 # (`noisy_fixed_positional_encodings` in `models/positional_encodings.py`) it draws
@@ -1132,7 +1098,8 @@ print(f" +- {se:.1f} (exact {mean_max:.2f})")
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：公式実装が選ぶもの**
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選んでバッチ全体で共有し、呼び出しのたびに選び直します。評価のときも同じです。
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
+# 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、回転の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
 # 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
 # 正弦波、学習型、回転のエンコーディング（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
 # Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
@@ -1180,10 +1147,11 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # the kernel computes it from what it holds for one entry, as FlexAttention's
 # `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit. FlashAttention has
 # ALiBi built in (`alibi_slopes` adds
-# $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$). Any other bias
-# becomes a dense $[h, q, k]$ tensor read from memory: 64 GiB per layer call for 32
-# heads and 32768 tokens in bfloat16, against 4 MiB for one value per head and
-# distance.
+# $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$). There any other
+# bias becomes a dense $[h, q, k]$ tensor read from memory: 64 GiB per layer call
+# for 32 heads and 32768 tokens in bfloat16, against 4 MiB for one value per head
+# and distance. FlexAttention computes T5 and KERPLE inside its kernel instead (the
+# table's last column).
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
@@ -1200,24 +1168,25 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # %% [markdown] lang="ja"
 # ## 手法ごとのコスト：KV キャッシュと融合カーネル
 #
-# KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つが $k$ 個のキャッシュ済みのキーと出会います。その 1 行のバイアスに何が必要でしょうか。
+# KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
 # 組み込めるのは、1 つの成分について手元の情報から計算できるバイアスです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこれを明示しています。
 # FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）。
-# それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
+# FlashAttention では、それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
+# FlexAttention は、T5 と KERPLE をカーネルの中で計算します（表の最後の列）。
 #
-# | 手法 | バイアスが依存するもの | デコードの 1 ステップ | 融合カーネル |
+# | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
 # | T5 | $i - j$ のバケット | ヘッドごとに表引き $k$ 回 | インデックスで表引き |
 # | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
 # | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
-# | CoPE | $j$ から $i$ までのスコア | ヘッドごとにゲート $k$ 個とその和、位置のロジット $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
+# | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のロジット $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
 # CoPE のキー $j$ でのバイアスは後ろのキーのスコアとともに変わり、1 つのスコアの関数にはなりません。
 # デコードの 1 ステップごとにキャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
 
-# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; a KERPLE score_mod equals KerpleBias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "メモリ量、score_mod、FIRE と CoPE の性質は本文どおりです"}
+# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; a KERPLE score_mod equals KerpleBias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KERPLE の score_mod は KerpleBias と一致し、L を超えると FIRE の次のクエリと共通する引数は 0 だけです。CoPE のバイアスは後ろのスコアに依存します"}
 GiB, MiB = 2**30, 2**20
 assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
 assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
@@ -1331,7 +1300,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #    $L$ がそれより小さいと、$L$ を超えたクエリで何が起きるでしょうか。
 # 3. すべてのゲートが開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょうか。
 #    クエリは何を含む必要があり、距離が $P - 2$ を超えると何が起きるでしょうか。
-# 4. $n = 40$ トークンの系列に $[0, 2048)$ から位置を選んで学習するとき、一度も選ばれない位置の数の期待値は、学習系列がいくつで 1 を下回るでしょうか。
+# 4. $n = 40$ トークンの系列に $[0, 2048)$ から位置を選んで学習するとき、一度も選ばれない位置の数の期待値は、学習系列がいくつになると 1 を下回るでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** Only the pairs with $a \ne b$ contribute, each twice:
@@ -1341,7 +1310,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # which is negative exactly when $p > 2$, and $0$ at $p = 2$. Since
 # $\sum_a c_a = 0$, a negative value contradicts the definition, so no power
 # above 2 is CPD, on any set of positions that contains three equally spaced
-# ones, and the chapter's eigenvalue test agrees on these three positions.
+# ones.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 寄与するのは $a \ne b$ の組だけで、それぞれ 2 回現れます。
@@ -1350,7 +1319,6 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # これが負になるのはちょうど $p > 2$ のときで、$p = 2$ では $0$ です。
 # $\sum_a c_a = 0$ なので、負の値は定義に反します。
 # このため、等間隔に並ぶ 3 つの位置を含む集合の上では、2 より大きいべき乗は条件付き正定値になりません。
-# この 3 つの位置では、本文の固有値による検査も同じ結論になります。
 
 # %% tags=["solution"]
 c = torch.tensor([1.0, -2.0, 1.0], dtype=f64)
@@ -1377,7 +1345,7 @@ print(f"p = 3: {(c @ -(D3**3) @ c).item():g} = 8 - 2**4")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** すべてのクエリで $L \ge i$ なら $\max(L, i) = L$ なので、引数は $x = \psi(i - j)/\psi(L)$ です。
 # 同じ距離にある組ではどれも同じ値になるので、バイアスは距離の関数です。
-# 逆に解くと $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$ なので、次の関数が $-m_h\,(i - j)$ を与えます。
+# 逆関数を使って解くと $i - j = \psi^{-1}(x\,\psi(L)) = (e^{x \psi(L)} - 1)/c$ なので、次の関数が $-m_h\,(i - j)$ を与えます。
 # $$f(x) = -\frac{m_h}{c}\left(e^{x\,\psi(L)} - 1\right)$$
 # これは $[0, 1]$ 上で連続なので、隠れユニットが十分に多い ReLU の MLP で、いくらでもよく近似できます。
 # $f$ そのもの（正規化の分母には疑似コードの $10^{-6}$ を含めます）は `alibi_bias` を再現します。
@@ -1411,7 +1379,7 @@ print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** ゲートがすべて $1$ なら $p_{ij} = i - j + 1$（$P - 1$ でクリップ）なので、バイアスは $q_i \cdot e[i - j + 1]$ です。
 # 単位ベクトル $u$ を使って $e[n] = -m_h\,(n - 1)\, u$ とします。クエリの $u$ 方向の成分は、どのトークンでも $1$ とします。
-# これは値が一定の次元で、学習可能な射影がバイアス項や入力の一定の方向から作れます。
+# これは値が一定の次元です。学習可能な射影は、バイアス項や入力の一定の方向からこの成分を作れます。
 # すると $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$ となります。
 # 距離が $P - 2$ を超えると $p_{ij}$ は $P - 1$ にクリップされ、バイアスは T5 の最後のバケットのように $-m_h\,(P - 2)$ のままです。
 # 下では $P = 16$ でこれを作ります。
@@ -1443,21 +1411,17 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # $(1 - n/L)^S$, and by linearity of expectation the number of positions never
 # drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
 # $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. The paper draws
-# one subset per training example; the official code draws one per forward
-# call, shared by the whole batch, so there 387 draws are 387 of the example
-# script's 10 000 steps (about 4 %): still a small part of training. Enumerating
-# every sequence of $S$ draws in three small cases gives the mean
-# $L\,(1 - n/L)^S$ exactly; the printed simulation is 20 runs of 387 draws with
-# `random_positions`.
+# one subset per training example; the official code draws per forward call
+# (for the example script's relative encoding, one set per attention layer),
+# shared by the whole batch, so there each layer's 387 draws are 387 of the
+# example script's 10 000 steps (about 4%): still a small part of training.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに 1 組を選び、バッチ全体で共有します。そのため公式実装では、387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
-# 3 つの小さな場合について $S$ 回の選択の列をすべて数え上げると、平均は厳密に $L\,(1 - n/L)^S$ になります。
-# 出力のシミュレーションは、`random_positions` で 387 回の選択を 20 回繰り返したものです。
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに選び（例のスクリプトの相対位置のエンコーディングでは、アテンションの層ごとに 1 組）、バッチ全体で共有します。そのため公式実装では、各層の 387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
 
 # %% tags=["solution"]
 n, L = 40, 2048

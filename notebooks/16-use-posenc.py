@@ -43,6 +43,7 @@ from posenc import (
     DynamicNTKScaling,
     Llama3Scaling,
     RotaryEmbedding,
+    SinusoidalEmbedding,
     T5RelativeBias,
     alibi_bias,
     alibi_score_mod,
@@ -162,6 +163,9 @@ class Decoder(nn.Module):
         self.n_heads, self.encoding = n_heads, encoding
         self.backend, self.window = backend, window
         self.embed = nn.Embedding(vocab, d)
+        self.absolute = None  # an absolute encoding, for the packing check
+        if encoding == "sinusoidal":
+            self.absolute = SinusoidalEmbedding(MAX_POSITIONS, d)
         self.blocks = nn.ModuleList(
             Block(d, n_heads, encoding) for _ in range(n_layers)
         )
@@ -193,6 +197,8 @@ class Decoder(nn.Module):
         k_docs = document_ids  # packing is for training: no cache then
         attend = self.attend_fn(positions, k_positions, document_ids, k_docs)
         x = self.embed(tokens)
+        if self.absolute is not None:
+            x = x + self.absolute(positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, positions, attend, cache, layer)
         return F.linear(self.norm(x), self.embed.weight)  # tied head
@@ -205,17 +211,16 @@ class Decoder(nn.Module):
 # prompt at positions $0, \dots, P-1$. Each [decode step](../docs/glossary.md#decode-step)
 # then feeds one token at position $t$, the number of tokens so far. Its query
 # attends to the $t + 1$ cached keys. The model is untrained, so the tokens
-# themselves mean nothing: with its tied output layer it mostly repeats its last
-# token. What matters is that the cache gives, at every step, the logits of a
-# full recomputation.
+# themselves mean nothing. What matters is that the cache gives, at every step,
+# the logits of a full recomputation.
 
 # %% [markdown] lang="ja"
 # ## KV キャッシュを使う生成
 #
 # 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まります。プロンプト全体を位置 $0, \dots, P-1$ で処理します。
-# その後の[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
+# その後は[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ごとに、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
 # そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
-# モデルは学習していないので、生成されるトークン自体に意味はありません。出力層が埋め込みと重みを共有しているため、ほとんどは直前のトークンを繰り返します。
+# モデルは学習していないので、生成されるトークン自体に意味はありません。
 # 大事なのは、キャッシュを使ったときのロジットが、どのステップでも、すべてを計算し直したときのロジットと一致することです。
 
 
@@ -282,10 +287,10 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 # ## チャンク単位のプリフィルと因果マスク
 #
 # 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、同じチャンクのキーと、その前にキャッシュされたすべてのキーを見ます。
-# このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のうちクエリ $i$ の位置は $i + n_k - n_q$ です。
+# このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のクエリのうち $i$ 番目のものは、位置 $i + n_k - n_q$ にあります。
 # SDPA の `is_causal=True` は、マスクを**左上**にそろえます。そのため、チャンクの最初のクエリは系列の最初のキーしか見られません。
 # `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作られるので、ずれようがありません。
-# 位置や文書 ID が要らない単純なチャンクなら、PyTorch の `torch.nn.attention.bias.causal_lower_right(n_q, n_k)` も末尾にそろえた因果マスクです。テンソルではなく SDPA が解釈するオブジェクトなので、GPU では融合したカーネルで計算できます。
+# 位置や文書 ID が要らない単純なチャンクなら、PyTorch の `torch.nn.attention.bias.causal_lower_right(n_q, n_k)` も末尾にそろえた因果マスクです。テンソルではなく SDPA が解釈するオブジェクトなので、GPU では融合カーネルで計算できます。
 
 # %%
 print(attention_mask(2, 6, dtype=torch.bool).int())  # posenc: end-aligned
@@ -331,8 +336,8 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # `create_block_mask` the batch size, as `block_mask` above does; without it,
 # every row gets the first row's blocks.
 #
-# On a GPU, wrap `flex_attention` in `torch.compile` to get one fused kernel. This
-# page runs it eagerly on the CPU, where it [materialises](../docs/glossary.md#materialise)
+# Wrap `flex_attention` in `torch.compile` to get one fused kernel, on a GPU or
+# on the CPU. This page runs it eagerly on the CPU, where it [materialises](../docs/glossary.md#materialise)
 # the full score matrix and warns once that it is not compiled. The warning is
 # silenced below; the result is the same.
 
@@ -344,10 +349,10 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # FlexAttention では、代わりに各スコアに対して `score_mod` を呼びます。
 # `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足します。バイアスのテンソルは作りません。
 # マスクは `attention_mask_mod` から作るブロックマスクになります。規則は `attention_mask` と同じです。
-# FlexAttention はスコアの行列のブロックを、飛ばすもの、すべて見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
+# FlexAttention はスコアの行列のブロックを、飛ばすもの、すべての成分が見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
 # 位置にバッチの軸があるときは、上の `block_mask` のように `create_block_mask` にバッチサイズを渡します。渡さないと、どの行にも最初の行の分類が使われます。
 #
-# GPU では、`flex_attention` を `torch.compile` で包むと 1 つの融合したカーネルになります。
+# `flex_attention` を `torch.compile` で包むと 1 つの融合カーネルになります。CPU でもコンパイルできます。
 # このページでは CPU の eager モードで実行します。このとき FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。
 # 結果は同じなので、下のセルでは警告を止めます。
 
@@ -378,22 +383,30 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # %% [markdown] lang="en"
 # ## Packed sequences
 #
-# Training often packs several documents into one row to avoid padding. Two
-# things must then restart at every document: the positions, and the attention.
-# Give each token its position within its document and its document's id.
-# `attention_mask` lets query $i$ see key $j$ only when both share an id and
-# $p_j \le p_i$. RoPE and ALiBi read the restarted positions. The packed row then
-# gives each document's logits as if it were run alone, to rounding.
+# Training often packs several documents into one row to avoid padding. Give
+# each token its document's id: `attention_mask` then lets query $i$ see key $j$
+# only when both share an id and $p_j \le p_i$. For RoPE and ALiBi that mask is
+# enough, because they read only differences of positions, the same within a
+# document wherever it starts: the packed row gives each document's logits as if
+# it were run alone, to rounding, whether the positions restart at 0 in each
+# document or run on across the row. Restarting them matters wherever an absolute
+# position counts: an absolute encoding (sinusoidal embeddings added to the input,
+# below), FIRE for queries beyond its threshold, RoPE scalings that depend on the
+# length, and the `max_positions` bound of the RoPE table. Restarting is the safe
+# default, and the cell below restarts them.
 
 # %% [markdown] lang="ja"
 # ## 詰め込んだ系列（パッキング）
 #
 # 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。
-# このとき、文書の境目でリセットしなければならないものが 2 つあります。位置（文書ごとに 0 から数え直す）と、アテンションの範囲（ほかの文書を見ない）です。
-# 各トークンには、文書の中での位置と、その文書の ID を与えます。
+# 各トークンには文書の ID を与えます。
 # `attention_mask` は、クエリ $i$ がキー $j$ を見られる場合を、両者が同じ ID を持ち、かつ $p_j \le p_i$ のときだけに限ります。
-# RoPE と ALiBi は、この数え直した位置を使います。
-# こうすると、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときと丸め誤差の範囲で一致します。
+# RoPE と ALiBi には、このマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は、文書が行のどこから始まっても同じだからです。
+# 位置を文書ごとに 0 から数え直しても、行の端から端まで数え続けても、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときと丸め誤差の範囲で一致します。
+# 位置の数え直しが必要なのは、絶対的な位置が効くところです。
+# 絶対位置のエンコーディング（下では、入力に足す正弦波の埋め込み）と、しきい値を超えたクエリでの FIRE がそうです。
+# 長さによって変わる RoPE のスケーリングと、RoPE の表の上限 `max_positions` も同じです。
+# 数え直しておくのが安全で、下のセルでも数え直します。
 
 # %%
 documents = [torch.randint(64, (1, 7)), torch.randint(64, (1, 5))]
@@ -402,12 +415,20 @@ positions = torch.cat([torch.arange(7), torch.arange(5)])
 document_ids = torch.tensor([0] * 7 + [1] * 5)
 print(positions.tolist(), document_ids.tolist())
 
-# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを丸め誤差の範囲で出します。ブロックの分類が違う 2 行では、ブロックマスクは各行について、その行だけで作ったときと同じ分類を持ちます（B=None なら、どちらの行にも最初の行の分類が使われます）"}
-for m in (model, alibi_sdpa, alibi_flex):
+# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention, with restarted positions or with arange(12); with sinusoidal embeddings only the restarted positions do; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを丸め誤差の範囲で出します。位置を数え直しても arange(12) のままでも同じです。正弦波の埋め込みでは、数え直した位置でだけ一致します。ブロックの分類が違う 2 行では、ブロックマスクは各行について、その行だけで作ったときと同じ分類を持ちます（B=None なら、どちらの行にも最初の行の分類が使われます）"}
+absolute = Decoder(encoding="sinusoidal").eval()
+run_on = torch.arange(12)  # not restarted: 7..11 for the second document
+for m in (model, alibi_sdpa, alibi_flex, absolute):
     with torch.no_grad():
         packed = m(row, positions, document_ids=document_ids)
+        unrestarted = m(row, run_on, document_ids=document_ids)
         alone = [m(doc, torch.arange(doc.shape[1])) for doc in documents]
-    assert_close(packed, torch.cat(alone, dim=1))
+    alone = torch.cat(alone, dim=1)
+    assert_close(packed, alone)
+    if m is absolute:  # the second document's embeddings change
+        assert (unrestarted[:, 7:] - alone[:, 7:]).abs().max() > 0.1
+    else:  # relative: the document mask alone suffices
+        assert_close(unrestarted, alone)
 
 
 def packed_rule(pos, ids):
@@ -445,7 +466,8 @@ for r in range(2):
 # Every `posenc` module has `reset_parameters()`, and each learned table
 # initialises itself. The table of `T5RelativeBias` is a child embedding whose own
 # `reset_parameters` draws it from $\mathcal{N}(0, 0.02^2)$, so both routes give
-# it the right spread. `RotaryEmbedding` has no parameters: `to_empty` rebuilds
+# it the spread of construction, `posenc`'s choice (Hugging Face's T5 draws with
+# another standard deviation). `RotaryEmbedding` has no parameters: `to_empty` rebuilds
 # its cos/sin table, and where FSDP1 leaves the table on the meta device, the
 # forward rebuilds it on the input's device (under `torch.compile`, it computes
 # cos and sin from the positions instead).
@@ -468,11 +490,11 @@ for r in range(2):
 # FSDP2（`fully_shard`）は何も呼びません。FSDP を使わないモデルも同じです。`to_empty` の後は自分で初期化します。たとえば下のように、すべてのモジュールの `reset_parameters()` を呼びます。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
-# `T5RelativeBias` の表は子モジュールの埋め込みで、その埋め込み自身の `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から値を引きます。そのため、どちらの手順でも表の広がりは正しくなります。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その埋め込み自身の `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から値を引きます。そのため、どちらの手順でも、表の値はコンストラクタと同じばらつきになります。これは `posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます。
 # `RotaryEmbedding` にはパラメータがありません。cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
 #
 # 同じシードなら、下のループで作ったモデルは、通常どおり（実際のデバイス上で）作ったデコーダとビット単位で一致します。
-# 各パラメータを、コンストラクタが作る順に一度ずつ引くからです。重みを共有する出力層は、自分では乱数を引きません。
+# 各パラメータの初期値を、コンストラクタがパラメータを作る順に、一度ずつ乱数で引くからです。重みを共有する出力層は、自分では乱数を引きません。
 # 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
 # FSDP1 の幅優先の順序では、引く順番が変わります。
 # また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
@@ -581,7 +603,7 @@ llama_3_1 = {
 rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
-# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in between equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、その間の 6 つは Hugging Face の値（transformers から貼り付けたもの）と一致し、すべて手で作ったスケーリングと一致します。クエリ 8 ヘッド、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションを出します"}
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、波長が 8192/4 と 8192 の間にある 6 つは Hugging Face の値（transformers から貼り付けたもの）と一致し、すべて手で作ったスケーリングと一致します。クエリ 8 ヘッド、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションを出します"}
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
 by_hand = rope_frequencies(128, base=500000.0, scaling=scaling)
 assert rope.dim == 128 and rope.layout == "half"
@@ -629,10 +651,9 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 #   gradients like any other weight.
 # - With FSDP, build on the meta device as above: FSDP1 calls `reset_parameters`
 #   on each module that holds parameters or buffers of its own; with FSDP2, you
-#   initialise after `to_empty`.
-#
-# The package's tests train a small model in two processes whose lengths differ
-# at every step and compare the gradients with a single-process run.
+#   initialise after `to_empty`. FSDP1 and FSDP2 reject 0-d (scalar) parameters;
+#   `posenc` has none (`FireBias` holds its two learned scalars with shape
+#   $[1]$).
 
 # %% [markdown] lang="ja"
 # ## 分散学習
@@ -644,9 +665,7 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、その `state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ自分の表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では、上のように meta デバイスで作ります。FSDP1 は、自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 を使うときは、`to_empty` の後に自分で初期化します。
-#
-# パッケージのテストでは、ステップごとに長さの違う 2 つのプロセスで小さなモデルを学習させ、勾配を 1 プロセスでの計算と比べています。
+# - FSDP では、上のように meta デバイスで作ります。FSDP1 は、自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 を使うときは、`to_empty` の後に自分で初期化します。FSDP1 と FSDP2 は、どちらも 0 次元（スカラー）のパラメータを受け付けません。`posenc` にはそのようなパラメータはありません（`FireBias` は学習する 2 つのスカラーを形状 $[1]$ で持ちます）。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -659,10 +678,11 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # - ALiBi goes into SDPA as an additive mask (`attention_mask(..., bias=alibi_bias(...))`)
 #   or into FlexAttention as `alibi_score_mod`, with the same result. Build
 #   FlexAttention's block mask with the batch size when positions are batched.
-# - Packed documents need restarted positions and document ids, both passed to
-#   the mask and the encoding.
+# - Packed documents need document ids in the mask. For RoPE and ALiBi that is
+#   enough; absolute encodings, FIRE beyond its threshold, length-dependent RoPE
+#   scalings and `max_positions` need the positions restarted in each document.
 # - After `to_empty`, FSDP1 calls `reset_parameters` on each module that owns
-#   parameters; with FSDP2, call it yourself. Every `posenc` module, learned
+#   parameters or buffers; with FSDP2, call it yourself. Every `posenc` module, learned
 #   tables included, comes out initialised right either way, and all are safe
 #   under DDP by default.
 # - Read a released model's RoPE with `RotaryEmbedding.from_hf_config`.
@@ -670,11 +690,11 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 新しいクエリとキーを明示した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばすことも値を読み戻すこともありません。
-# - SDPA の `is_causal` は左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
+# - 新しいクエリとキーを明示的に渡した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばすことも値を読み戻すこともありません。
+# - SDPA の `is_causal` は因果マスクを左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
 # - ALiBi は、SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）として、FlexAttention には `alibi_score_mod` として渡します。結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
-# - 詰め込んだ文書には、文書ごとにやり直す位置と文書 ID が必要です。どちらもマスクと位置エンコーディングに渡します。
-# - `to_empty` の後、FSDP1 はパラメータを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 では自分で呼びます。`posenc` のモジュールは、学習可能な表も含めて、どちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
+# - 詰め込んだ文書では、マスクに文書 ID を渡します。RoPE と ALiBi にはそれで足ります。絶対位置のエンコーディング、しきい値を超えた FIRE、長さによって変わる RoPE のスケーリング、`max_positions` には、文書ごとに数え直した位置が必要です。
+# - `to_empty` の後、FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 では自分で呼びます。`posenc` のモジュールは、学習可能な表も含めて、どちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
 # - 公開されたモデルの RoPE は `RotaryEmbedding.from_hf_config` で読みます。
 
 # %% [markdown] lang="en"
@@ -772,8 +792,7 @@ assert not torch.allclose(step, full)
 # ## Sources and versions
 #
 # Run with torch 2.13.0 on the CPU and `posenc` 0.3.0. FlexAttention runs eagerly
-# here (unfused, with the full score matrix), which torch 2.13 supports on the
-# CPU; the Llama 3.1 8B settings are those of its published `config.json`, and
+# here (unfused, with the full score matrix); the Llama 3.1 8B settings are those of its published `config.json`, and
 # the frequencies compared with Hugging Face's come from transformers 5.24.0.
 # FSDP1's initialisation order is that of `_materialize_meta_module` in torch
 # 2.13's `torch/distributed/fsdp/_init_utils.py`, replayed without processes.
@@ -809,7 +828,6 @@ assert not torch.allclose(step, full)
 #
 # torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。
 # FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。
-# torch 2.13 は CPU でこれに対応しています。
 # Llama 3.1 8B の設定は、公開されている `config.json` のものです。Hugging Face の周波数は transformers 5.24.0 で求めた値です。
 # FSDP1 の初期化の順序は、torch 2.13 の `torch/distributed/fsdp/_init_utils.py` にある `_materialize_meta_module` のもので、プロセスを立てずに再現しています。
 #

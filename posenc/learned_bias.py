@@ -405,9 +405,15 @@ class FireBias(nn.Module):
 
     Attributes:
         mlp (nn.Sequential): the function ``f``.
-        c (nn.Parameter): scalar, the log transform's scale (used as ``|c|``).
-        threshold_multiplier (nn.Parameter): scalar, initialised to 1.
+        c (nn.Parameter): shape ``[1]``, the log transform's scale (used as
+            ``|c|``).
+        threshold_multiplier (nn.Parameter): shape ``[1]``, initialised to 1.
         initial_threshold (torch.Tensor): scalar buffer, ``threshold``.
+
+    The two learned scalars are held as ``[1]`` tensors, not 0-d ones:
+    FSDP (``FullyShardedDataParallel`` and ``fully_shard``) rejects scalar
+    parameters. A state dict saved with 0-d ``c`` and
+    ``threshold_multiplier`` (as saved by earlier versions) still loads.
 
     Raises:
         TypeError: if a size is not an integer or ``c``, ``threshold`` not a
@@ -444,9 +450,18 @@ class FireBias(nn.Module):
         self.mlp = nn.Sequential(
             nn.Linear(1, self.hidden), nn.ReLU(), nn.Linear(self.hidden, self.n_heads)
         )
-        self.c = nn.Parameter(torch.tensor(self._c_init))
-        self.threshold_multiplier = nn.Parameter(torch.tensor(1.0))
+        # [1], not 0-d: FSDP1 and FSDP2 reject scalar parameters
+        self.c = nn.Parameter(torch.tensor([self._c_init]))
+        self.threshold_multiplier = nn.Parameter(torch.tensor([1.0]))
         self.register_buffer("initial_threshold", torch.tensor(self._threshold_init))
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # older state dicts hold the two learned scalars as 0-d tensors
+        for name in ("c", "threshold_multiplier"):
+            value = state_dict.get(prefix + name)
+            if isinstance(value, torch.Tensor) and value.dim() == 0:
+                state_dict[prefix + name] = value.reshape(1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -471,12 +486,13 @@ class FireBias(nn.Module):
     @property
     def threshold(self) -> torch.Tensor:
         """The current threshold ``L = |threshold_multiplier * initial_threshold|`` (scalar)."""
-        return (self.threshold_multiplier * self.initial_threshold).abs()
+        return (self.threshold_multiplier * self.initial_threshold).abs().reshape(())
 
     def _settings(self, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """``|c|`` and ``L`` formed in ``dtype`` (scalars)."""
-        c = self.c.to(dtype).abs()
-        threshold = (self.threshold_multiplier.to(dtype) * self.initial_threshold.to(dtype)).abs()
+        c = self.c.to(dtype).abs().reshape(())
+        multiplier = self.threshold_multiplier.to(dtype).reshape(())
+        threshold = (multiplier * self.initial_threshold.to(dtype)).abs()
         return c, threshold
 
     @staticmethod

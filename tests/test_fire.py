@@ -211,6 +211,102 @@ def test_an_optimiser_cannot_make_the_bias_undefined():
     torch.testing.assert_close(out, f0[:, None, None].expand(2, 5, 5), rtol=0, atol=1e-6)
 
 
+# ---------------------------------------------------------------- FSDP and old state dicts
+
+
+@pytest.fixture
+def process_group(tmp_path):
+    """A single-process gloo group (world size 1) on the CPU, torn down afterwards."""
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("needs torch.distributed with gloo")
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def test_learned_scalars_have_shape_one():
+    # FSDP1 and FSDP2 reject 0-d parameters; the two scalars are [1]
+    bias = FireBias(2)
+    assert bias.c.shape == bias.threshold_multiplier.shape == (1,)
+    assert bias.threshold.shape == ()
+
+
+def _fsdp_checks(wrapped: torch.nn.Module, eager: FireBias) -> None:
+    """The wrapped module's bias and gradients equal those of ``eager``."""
+    out = wrapped(3, 40)  # queries at 37..39, beyond L = 16: c, f and L all used
+    torch.testing.assert_close(out, eager(3, 40), rtol=0, atol=0)
+    out.square().sum().backward()
+    eager(3, 40).square().sum().backward()
+    grads = {name: p.grad for name, p in wrapped.named_parameters()}
+    assert all(g is not None for g in grads.values())
+    assert any(name.endswith("c") for name in grads)
+
+
+def test_fsdp1_wraps_a_fire_bias(process_group):
+    from torch.distributed.fsdp import FullyShardedDataParallel
+
+    torch.manual_seed(11)
+    eager = FireBias(2, threshold=16.0)
+    torch.manual_seed(11)
+    wrapped = FullyShardedDataParallel(
+        FireBias(2, threshold=16.0), device_id=torch.device("cpu"), use_orig_params=True
+    )
+    _fsdp_checks(wrapped, eager)
+    c_grad = dict(wrapped.named_parameters())["_fsdp_wrapped_module.c"].grad
+    torch.testing.assert_close(c_grad, eager.c.grad, rtol=1e-6, atol=0)
+
+
+class _Holder(torch.nn.Module):
+    """A model holding a FireBias, as a transformer layer does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fire = FireBias(2, threshold=16.0)
+
+    def forward(self, q_len: int, k_len: int) -> torch.Tensor:
+        return self.fire(q_len, k_len)
+
+
+def test_fully_shard_of_a_model_holding_a_fire_bias(process_group):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(12)
+    eager = FireBias(2, threshold=16.0)
+    torch.manual_seed(12)
+    model = _Holder()
+    mesh = init_device_mesh("cpu", (1,))
+    fully_shard(model.fire, mesh=mesh)  # the per-block recipe: children first, then the root
+    fully_shard(model, mesh=mesh)
+    _fsdp_checks(model, eager)
+
+
+def test_a_state_dict_with_0d_scalars_still_loads():
+    """Earlier versions saved c and threshold_multiplier as 0-d tensors."""
+    torch.manual_seed(13)
+    saved = FireBias(2, threshold=16.0)
+    with torch.no_grad():
+        saved.c.fill_(0.37)
+        saved.threshold_multiplier.fill_(1.25)
+    old = {
+        k: v.reshape(()) if k in ("c", "threshold_multiplier") else v
+        for k, v in saved.state_dict().items()
+    }
+    assert old["c"].dim() == 0
+    loaded = FireBias(2, threshold=16.0)
+    loaded.load_state_dict(old)
+    assert loaded.c.shape == (1,) and loaded.c.item() == saved.c.item()
+    assert loaded.threshold_multiplier.item() == 1.25
+    torch.testing.assert_close(loaded(3, 40), saved(3, 40), rtol=0, atol=0)
+    torch.testing.assert_close(loaded(12), saved(12), rtol=0, atol=0)
+    # with a prefix, as inside a model
+    model = torch.nn.ModuleDict({"fire": FireBias(2, threshold=16.0)})
+    model.load_state_dict({f"fire.{k}": v for k, v in old.items()})
+    torch.testing.assert_close(model["fire"](3, 40), saved(3, 40), rtol=0, atol=0)
+
+
 # ---------------------------------------------------------------- device, dtype, errors
 
 

@@ -233,7 +233,7 @@ def _assert_initial_distributions(model: nn.Module) -> None:
             assert 0.015 < float(table.std()) < 0.025, name
             assert abs(float(table.mean())) < 0.006, name
         if isinstance(module, posenc.FireBias):
-            assert torch.equal(module.c.detach(), torch.tensor(module._c_init)), name
+            assert torch.equal(module.c.detach(), torch.tensor([module._c_init])), name
             assert torch.equal(module.threshold.detach(), torch.tensor(module._threshold_init))
             assert sum(isinstance(layer, nn.Linear) for layer in module.mlp.modules()) == 2
         if isinstance(module, nn.Linear):  # PyTorch's default: U(-b, b), b = fan_in ** -0.5

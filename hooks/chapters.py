@@ -9,7 +9,11 @@ these the hook builds, at every build:
   nav holds the item ``notebooks/chapters.yml``; the Japanese names of the
   parts join the i18n plugin's ``nav_translations``;
 - the chapter table of the home page, where docs/index.md and
-  docs/index.ja.md hold ``<!-- generated: chapters -->``.
+  docs/index.ja.md hold ``<!-- generated: chapters -->``: each chapter's
+  part, title and line, with its step on the core reading path (an
+  entry's ``path: N``, drawn as a circled number) and its reading time,
+  from the words of its main path (prose outside folded cells) at 150 a
+  minute.
 
 A notebook without an entry, or an entry without a notebook, stops the
 build with a message that says which.
@@ -32,6 +36,10 @@ TABLE_HEADER = {
     "en": "| Part | Chapter | What you will derive and check |",
     "ja": "| 部 | 章 | 導出して確かめること |",
 }
+MINUTES = {"en": "{} min", "ja": "{} 分"}
+WORDS_PER_MINUTE = 150  # technical prose with formulas, read to follow it
+FOLDED = {"check", "figure", "deeper", "solution"}  # cells the page folds
+_CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 _NOTEBOOK = re.compile(r"^\d+-(?P<slug>[a-z0-9][a-z0-9-]*)\.py$")
 
 log = logging.getLogger("mkdocs.hooks.chapters")  # a warning fails a strict build
@@ -43,6 +51,7 @@ class Chapter:
     source: Path  # notebooks/NN-slug.py
     part: dict[str, str]  # language -> the name of its part
     summary: dict[str, str]  # language -> its line on the home page
+    path: int | None = None  # its step on the core reading path, if it is on it
 
 
 def read_registry(root: Path) -> list[Chapter]:
@@ -66,7 +75,14 @@ def read_registry(root: Path) -> list[Chapter]:
             else:
                 part_names = {lang: part.get(lang, "") for lang in LANGUAGES}
                 summary = {lang: str(entry.get(lang, "")).strip() for lang in LANGUAGES}
-                chapters.append(Chapter(slug, sources[slug], part_names, summary))
+                path = entry.get("path")
+                chapters.append(Chapter(slug, sources[slug], part_names, summary, path))
+    steps = sorted(c.path for c in chapters if c.path is not None)
+    if steps != list(range(1, len(steps) + 1)) or len(steps) > len(_CIRCLED):
+        problems.append(
+            f"the path steps are {steps}: number the core path 1, 2, ... up to {len(_CIRCLED)}, "
+            "each once"
+        )
     listed = {c.slug for c in chapters}
     for slug, source in sorted(sources.items()):
         if slug not in listed and not any(p.startswith(f"{slug}:") for p in problems):
@@ -104,6 +120,27 @@ def titles(chapter: Chapter) -> dict[str, str]:
         raise ValueError(f"{notebook.name}: {error}") from None
 
 
+def main_path_words(notebook: dict) -> int:
+    """English words of the notebook's prose outside folded cells; a formula counts one."""
+    words = 0
+    for cell in notebook["cells"]:
+        meta = cell.get("metadata", {})
+        if cell["cell_type"] != "markdown" or meta.get("lang") != "en":
+            continue
+        if FOLDED & set(meta.get("tags", [])):
+            continue
+        text = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        text = re.sub(r"\$\$.*?\$\$|\$[^$]*\$", " F ", text, flags=re.S)
+        text = re.sub(r"<[^>]+>|\]\([^)]*\)", " ", text)
+        words += len(re.findall(r"[A-Za-z0-9][\w'’.-]*", text))
+    return words
+
+
+def reading_minutes(notebook: dict) -> int:
+    """Minutes to read the main path, to the nearest 5 (at least 5)."""
+    return max(5, 5 * round(main_path_words(notebook) / WORDS_PER_MINUTE / 5))
+
+
 def nav_sections(chapters: list[Chapter]) -> list[dict]:
     """``[{part: [slug.ipynb, ...]}, ...]`` in the order of the registry."""
     sections: dict[str, list[str]] = {}
@@ -134,9 +171,13 @@ def table(chapters: list[Chapter], lang: str) -> str:
     """The home page's chapter table in ``lang``."""
     rows = [TABLE_HEADER[lang], "|---|---|---|"]
     for chapter in chapters:
+        notebook = json.loads(chapter.source.with_suffix(".ipynb").read_text(encoding="utf-8"))
+        link = f"[{titles(chapter)[lang]}]({chapter.slug}.ipynb)"
+        if chapter.path:
+            link = f"{_CIRCLED[chapter.path - 1]} {link}"
         cells = (
             chapter.part[lang],
-            f"[{titles(chapter)[lang]}]({chapter.slug}.ipynb)",
+            f"{link}<br>{MINUTES[lang].format(reading_minutes(notebook))}",
             chapter.summary[lang],
         )
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

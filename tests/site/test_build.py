@@ -65,6 +65,16 @@ def test_language_switcher_links_the_twin(built_site, slug):
     assert re.search(rf'href="[^"]*/{slug}/"[^>]*hreflang="en"', ja)
 
 
+def test_no_language_link_starts_at_the_server_root(built_site):
+    # a link from "/" leaves the site when it is served under a sub-path; the
+    # not-found page, served at any address, is the one that must use them
+    for page in _html_pages(built_site.path):
+        if page.name == "404.html":
+            continue
+        rooted = re.findall(r'<a href="/[^"]*" hreflang="[^"]*"', page.read_text(encoding="utf-8"))
+        assert not rooted, f"{page.relative_to(built_site.path)}: {rooted}"
+
+
 @pytest.mark.parametrize("slug", SLUGS)
 def test_chapter_in_navigation(built_site, slug):
     home = built_site.page("")
@@ -313,7 +323,7 @@ def test_the_drawing_script_is_inline_in_the_head_of_every_chapter(built_site, l
         head = html[: html.find("</head>")]
         assert "data-svg" in html and "data-html" in html, slug  # something to draw
         script = re.search(r"<script>\s*\(function \(\) \{.*?</script>", head, re.DOTALL)
-        assert script and 'mjx-container[data-svg], pre[data-html]' in script[0], slug
+        assert script and "mjx-container[data-svg], pre[data-html]" in script[0], slug
         assert "{%" not in script[0] and "deferred.js" not in html, slug
 
 

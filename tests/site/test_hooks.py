@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import pytest
 
 from hooks import (
+    alternate_links,
     api_links,
     api_reference,
     assets,
@@ -1025,6 +1026,7 @@ REGISTRY = """parts:
     ja: 第二
     chapters:
       - slug: beta
+        path: 1
         en: Beta's line.
         ja: ベータの行です。
       - slug: gamma
@@ -1058,13 +1060,38 @@ def test_chapter_nav_and_home_table_follow_the_registry(tmp_path):
     assert chapters.table(found, "ja").splitlines() == [
         chapters.TABLE_HEADER["ja"],
         "|---|---|---|",
-        "| 第一 | [alpha の章](alpha.ipynb) | アルファの行です。 |",
-        "| 第二 | [beta の章](beta.ipynb) | ベータの行です。 |",
-        "| 第二 | [gamma の章](gamma.ipynb) | ガンマの行です。 |",
+        "| 第一 | [alpha の章](alpha.ipynb)<br>5 分 | アルファの行です。 |",
+        "| 第二 | ① [beta の章](beta.ipynb)<br>5 分 | ベータの行です。 |",
+        "| 第二 | [gamma の章](gamma.ipynb)<br>5 分 | ガンマの行です。 |",
     ]
-    assert "| First | [The alpha chapter](alpha.ipynb) | Alpha's line. |" in chapters.table(
-        found, "en"
+    assert "| First | [The alpha chapter](alpha.ipynb)<br>5 min | Alpha's line. |" in (
+        chapters.table(found, "en")
     )
+
+
+def test_reading_time_counts_the_main_path_at_150_words_a_minute():
+    def prose(words: int, tags=()):
+        cell = _cell("markdown", " ".join(["word"] * words))
+        cell["metadata"] = {"lang": "en", "tags": list(tags)}
+        return cell
+
+    formula = _cell("markdown", "Two words $x^2 + y^2$ and $$\\sum_i a_i$$ [a link](x.ipynb#a-b)")
+    formula["metadata"] = {"lang": "en"}
+    assert chapters.main_path_words({"cells": [formula]}) == 7  # a formula counts one
+    japanese = prose(999)
+    japanese["metadata"]["lang"] = "ja"
+    folded = [prose(999, [tag]) for tag in chapters.FOLDED]
+    notebook = {"cells": [prose(2_200), japanese, *folded, _code("x = 1")]}
+    assert chapters.main_path_words(notebook) == 2_200
+    assert chapters.reading_minutes(notebook) == 15  # 14.7 minutes, to the nearest 5
+    assert chapters.reading_minutes({"cells": [prose(2_700)]}) == 20  # 18 minutes
+    assert chapters.reading_minutes({"cells": [prose(10)]}) == 5  # never 0
+
+
+def test_the_core_path_is_numbered_once_each_from_one(tmp_path):
+    registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: gamma\n        path: 3\n")
+    with pytest.raises(ValueError, match=r"the path steps are \[1, 3\]: number the core path"):
+        chapters.read_registry(_chapters(tmp_path, registry))
 
 
 def test_the_registry_check_names_what_is_missing(tmp_path):
@@ -1194,3 +1221,23 @@ def test_the_split_keeps_a_check_summary_in_the_page_language():
         split = language.split_notebook(nb, lang)
         kept = next(c for c in split["cells"] if c["cell_type"] == "code")
         assert kept["metadata"]["summary"] == line
+
+
+# --------------------------------------------------------------------------
+# Language links (hooks/alternate_links.py)
+
+
+@pytest.mark.parametrize(
+    "href, page_url, site_path, expected",
+    [
+        ("/", "", "/", "./"),
+        ("/ja/", "", "/", "ja/"),
+        ("/", "ja/", "/", "../"),
+        ("/ja/", "ja/", "/", "./"),
+        ("/posenc/ja/", "", "/posenc/", "ja/"),
+        ("/posenc/", "ja/", "/posenc/", "../"),
+        ("/elsewhere/", "", "/posenc/", "/elsewhere/"),  # not the site's: left alone
+    ],
+)
+def test_switcher_links_become_relative_to_the_page(href, page_url, site_path, expected):
+    assert alternate_links.relative_link(href, page_url, site_path) == expected

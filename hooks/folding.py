@@ -20,8 +20,8 @@ the proof stays one click away (CONTRIBUTING.md, "Reader first"):
   ``<details class="check">`` whose summary counts its checks and says what
   they establish, from the cell's ``summary`` metadata in the page's
   language: "✓ 6 checks: the bound holds for every pair".
-- ``figure``: the code folds under "Show the code"; the figure it draws
-  stays on the page.
+- ``figure``: the figure stays on the page, right under the prose; its
+  code folds beneath it under "Show the code".
 """
 
 from __future__ import annotations
@@ -170,11 +170,15 @@ def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") 
             if m is None:
                 log.warning(f"{where}: a cell tagged 'figure' has no code to fold")
             else:
+                # the figure first, right under the prose that speaks of it;
+                # its code folds beneath it, inside the cell
                 code_end = _div_end(html_cell, m.start())
+                outputs = html_cell[code_end:]
+                cell_end = outputs.rfind("</div>")
                 html_cell = (
-                    f'{html_cell[: m.start()]}<details class="figure-code">'
-                    f"<summary>{SHOW_CODE[lang]}</summary>{html_cell[m.start() : code_end]}"
-                    f"</details>{html_cell[code_end:]}"
+                    f"{html_cell[: m.start()]}{outputs[:cell_end]}"
+                    f'<details class="figure-code"><summary>{SHOW_CODE[lang]}</summary>'
+                    f"{html_cell[m.start() : code_end]}</details>{outputs[cell_end:]}"
                 )
         pieces += [content[pos:start], html_cell]
         pos = end

@@ -1185,7 +1185,9 @@ def test_a_figure_cell_folds_its_code_and_shows_its_figure(tmp_path):
         r'<details class="figure-code"><summary>(.*?)</summary>(.*?)</details>', out, re.S
     )
     assert fold[1] == "コードを表示" and "plot" in fold[2] and "<img" not in fold[2]
-    assert "<img" in out[fold.end() :]  # the figure stays in view, after the folded code
+    assert "<img" in out[: fold.start()]  # the figure in view, its code folded beneath it
+    cell = out[out.index('class="jp-Cell ') :]
+    assert cell.index("<img") < cell.index("figure-code") < cell.index("</details></div>")
 
 
 def test_a_deep_dive_folds_under_its_title(tmp_path):

@@ -28,10 +28,10 @@
 # # 相対位置表現（Shaw ら）
 #
 # Shaw、Uszkoreit、Vaswani（2018）は、位置をアテンションの内側に入れました。
-# 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）に応じた学習可能なベクトルを 1 つ選び、キーとバリューに足します。
+# 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）で決まる学習可能なベクトルを、キーとバリューに足します。
 # このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。相対位置ごとにまとめれば、クエリと相対位置の組ごとにスコアが 1 つで済み、
 # 因果的なモデルならパディングと形状変換だけでスコアをキーにそろえられます。
-# 距離 $k$ 以上では、1 層だけでは、左右それぞれの側のキーが順序のない集まりになります。
+# 距離が $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 
 # %%
 import math
@@ -121,20 +121,14 @@ with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
 
 # %% [markdown] lang="en"
 # The heatmap draws the clipped offsets for $n = 24$ and $k = 4$, query $i$ down and
-# key $j$ across. Each diagonal holds one offset. The diagonals $j - i = \pm k$
-# already carry $w_{\pm k}$, the vectors of every diagonal beyond them, so one layer
-# tells apart the offsets $-(k-1), \dots, k-1$ of the $2k - 1$ central diagonals,
-# from each other and from the rest; all offsets from $k$ on look alike, and so do
-# all from $-k$ down: the two triangles are flat. When a decoder generates with a
+# key $j$ across: from the diagonals $j - i = \pm k$ outwards the two triangles are
+# flat. When a decoder generates with a
 # [KV cache](../docs/glossary.md#kv-cache), the $q$ new queries are the last $q$ of
 # the $n$ tokens, and `rel(q, n)` returns the last $q$ rows of `rel(n, n)`.
 
 # %% [markdown] lang="ja"
-# 下のヒートマップは、$n = 24$、$k = 4$ でクリップした相対位置を描いたものです。縦がクエリ $i$、横がキー $j$ です。
-# 各対角線には 1 つの相対位置だけが並びます。
-# 対角線 $j - i = \pm k$ にはすでに、それより外側のすべての対角線と同じベクトル $w_{\pm k}$ が割り当てられています。
-# そのため 1 つの層が見分けられるのは、中央の $2k - 1$ 本の対角線にある相対位置 $-(k-1), \dots, k-1$ だけです。これらは互いにも、外側の相対位置とも区別されます。
-# $k$ 以上の相対位置はどれも同じに見え、$-k$ 以下も同様です。外側の 2 つの三角形は値が一定になります。
+# 下のヒートマップは、$n = 24$、$k = 4$ でクリップした相対位置を描いたものです（縦がクエリ $i$、横がキー $j$）。
+# 対角線 $j - i = \pm k$ から外側の 2 つの三角形は値が一定になります。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
 # `rel(q, n)` は `rel(n, n)` の最後の $q$ 行を返します。
 
@@ -184,11 +178,11 @@ plt.show()
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
 # softmax は変わりません。
 # 同じキーが、クエリごとに違って見えるようになります。その違いは、クエリがキーから見てどこにいるかだけで決まります。
-# 辺があるのは、クエリとキーが同じ系列の位置であるセルフアテンションだけです。論文のコードである tensor2tensor も辺をセルフアテンションにだけ加え、デコーダがエンコーダの出力を見るアテンションはそのままにしています。
+# 辺を持つのは、クエリとキーがどちらも同じ系列の位置であるセルフアテンションだけです。論文のコードである tensor2tensor も辺をセルフアテンションにだけ加え、デコーダがエンコーダの出力を見るアテンションはそのままにしています。
 # キーのベクトルの寄与だけを取り出せば、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ です。
 # また $\sum_j \alpha_{ij} = 1$ なので、バリューのベクトルは通常の出力に、$2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
 # [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章ではスコアを 4 つの項に分けます。
-# Shaw らのスコアはそのうち項 $(a)$ と $(b)$ だけで、内容どうしの比較と、内容と学習可能な相対位置ベクトルとの比較にあたり、$(c)$ と $(d)$ はありません（Dai ら 2019、§3.3）。
+# Shaw らのスコアは、このうち項 $(a)$（内容どうしの比較）と項 $(b)$（内容と学習可能な相対位置ベクトルの比較）だけからなり、$(c)$ と $(d)$ を持ちません（Dai ら 2019、§3.3）。
 # テンソル全体で計算するときは、$(n, n, d_z)$ のテンソル $a^K$ と $a^V$ を `einsum` に渡します。
 
 
@@ -253,7 +247,7 @@ assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
 # Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
 # Music Transformer を提案した Huang ら（2018）は、1 層あたりのこの量を、距離ごとにベクトルを 1 つ持つ場合と比べました。
-# 条件は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個でヘッドごとに表を持ち、位置が $n = 2048$ の場合です。論文の 8.5 GB は 8.59 GB の端数を切り捨てた値です。
+# 条件は、次元数 $d_z = 64$ のヘッドが $h = 8$ 個でヘッドごとに表を持ち、位置が $n = 2048$ の場合です。Huang らの 8.5 GB は 8.59 GB の端数を切り捨てた値です。
 # バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは形状と dtype だけを持ち、データ用のメモリは確保しません。
 
 
@@ -288,8 +282,7 @@ assert pair // per_distance == n
 # next section does without it.
 
 # %% [markdown] lang="ja"
-# 論文自身の対策は、スコアを $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ と内容の項と位置の項に分け、
-# 位置の項をクエリの位置ごとのバッチ行列積で計算するものです。
+# 論文自身の対策では、スコアを内容の項と位置の項の和 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、位置の項をクエリの位置ごとのバッチ行列積で計算します。
 # こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても、$b\,h\,n^2 d_z$ の大きさの積は作られません。
 # それでも $a^K$ は保持します。次の節では、これもなくします。
 
@@ -379,7 +372,7 @@ assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
 # クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
 # すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリとクリップした相対位置の組ごとに一度だけ計算しておける数を引いてくるだけになります。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
-# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積で、そこから最後の軸に沿った gather で、組ごとに成分 $c_{ij}$ を取り出します。
+# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積です。組ごとの成分 $c_{ij}$ は、最後の軸に沿った gather で取り出します。
 # バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
 # $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
@@ -604,17 +597,15 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
 # 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
 # Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
-# そのため、そこで学習した表を posenc で使うと、行が逆順に読まれます。
+# そのため、そこで学習した表を `posenc` で使うと、行が逆順に読まれます。
 # `posenc` は論文に従います。表の初期値は $N(0, 0.02^2)$ で、これは Hugging Face の選択（`initializer_range`）です。
 # tensor2tensor は表に独自の初期化を指定しないので、モデルの既定の初期化が使われます。Transformer の設定では uniform unit scaling です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: tensor2tensor and Hugging Face in detail.** tensor2tensor's
-# `dot_product_attention_relative` builds its index from
-# `range_vec_k[None, :] - range_vec_q[:, None]`, gathers one $(n, n, d_z)$ tensor
-# for the keys and one for the values, and multiplies with
-# `_relative_attention_inner`, the two-term form; with unequal lengths the queries
-# are the last ones, as in `posenc`. `dot_product_self_attention_relative_v2`
+# `dot_product_attention_relative` gathers one $(n, n, d_z)$ tensor for the keys
+# and one for the values; with unequal lengths the queries are the last ones, as
+# in `posenc`. `dot_product_self_attention_relative_v2`
 # (causal only) skews with `_relative_position_to_absolute_position_masked`. Its
 # table (`get_relative_embeddings_left`) has `max_relative_position` rows for the
 # distances looking back, and for a longer sequence it pads zero vectors in front
@@ -640,9 +631,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 双方向の `dot_product_unmasked_self_attention_relative_v2` は `_relative_position_to_absolute_position_unmasked` でスキューイングします（解答 3）。
 #
 # Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）で引きます。
-# キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。正しいのは、1 トークンずつのデコードの 1 ステップだけです。
+# キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。これが正しいのは、1 トークンずつデコードするステップだけです。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルとキーとの内積 $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
-# DeBERTa（He ら 2021）はさらに進み、相対位置のベクトルに専用のクエリとキーの射影を持たせて、内容から位置への項と、位置から内容への項を加えます。
+# DeBERTa（He ら 2021）では、相対位置のベクトルにも専用のクエリとキーの射影を持たせ、内容から位置への項と、位置から内容への項を加えます。
 
 
 # %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are posenc's table with its rows reversed, and with a cache they are right only for the last query", "ja": "tensor2tensor のインデックスの移植は posenc と同じ行を与えます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は posenc の表の行を逆順にしたもので、キャッシュがあると正しいのは最後のクエリだけです"}
@@ -715,7 +706,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
 #   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避けますが、組ごとのベクトルは作ります。
 # - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした相対位置ごとのアテンションの合計 $\beta$ を使います。
-# - 距離 $k$ 以上では、1 層だけでは、左右それぞれの側のキーが順序のない集まりになります。
+# - 距離が $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ方法でずらします。
@@ -776,7 +767,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # それぞれの出力は、自分の周りの相対位置 $0$ と $\pm 1$ にどのトークンがあったかに依存し、入れ替えによってそれが変わるからです。
 # 2 層目のクエリ 2 から見ても、遠いキーは順序のない集まりのままです。ところが集まりに入っているベクトルが変わったので、出力は変わります
 # （この例では最大 0.095 で、変わる大きさは重みによります）。
-# 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を通って入ってきたのです。
+# 順序の情報は、1 層目が各位置に書き込んだ近傍の様子を経由して入ってきます。
 
 # %% tags=["solution"]
 n, d_z, k_clip, i = 8, 8, 1, 2
@@ -923,15 +914,12 @@ print(counts.T)
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
-# The equations, the clipping and the experiments are from Shaw et al. (2018): the
-# base translation model used $k = 16$ and the big one $k = 8$ (§4.1); on
-# English-German newstest2013, varying $k$ (Table 2) and dropping $a^V$ (Table 3)
-# changed little, with no variance reported; that adding sinusoidal absolute encodings
-# brought no further gain is stated in the text, without a table. The sharing of
-# the tables and the 7% slowdown are §3.3. The memory figures are from the list of
-# contributions in Huang et al.'s (2018) introduction; their skewing is §3.4.
-# Shaw's score as terms $(a)$ and $(b)$ is Dai et al. (2019, §3.3). tensor2tensor's functions are
-# read in `tensor2tensor/layers/common_attention.py` and ported here, since they
+# The equations, the clipping and the experiments are from Shaw et al. (2018):
+# $k = 16$ (base model) and $k = 8$ (big) are §4.1, the runs varying $k$ and
+# dropping $a^V$ Tables 2 and 3 (English-German newstest2013), the sharing of the
+# tables and the 7% slowdown §3.3. The memory figures are from the list of
+# contributions in Huang et al.'s (2018) introduction, the skewing from their §3.4.
+# tensor2tensor's functions are read in `tensor2tensor/layers/common_attention.py` and ported here, since they
 # are TensorFlow code. Hugging Face's `relative_key` is that of transformers
 # 4.57.6 (`BertSelfAttention`, `BertEncoder.forward`), whose row lookups for
 # $n = M = 6$, with and without a cache, were captured with a hook on
@@ -960,14 +948,12 @@ print(counts.T)
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# 式、クリッピング、実験の結果は Shaw ら（2018）によります。翻訳の base モデルは $k = 16$、big モデルは $k = 8$ を使いました（§4.1）。
-# 英独翻訳の newstest2013 では、$k$ を変えても（表 2）、$a^V$ を除いても（表 3）ほとんど差がありませんでした。ばらつきは報告されていません。
-# 正弦波位置エンコーディングを加えてもそれ以上の改善がなかったことは本文に書かれているだけで、表はありません。
-# 表の共有と 7% の速度低下は §3.3 にあります。メモリの値は Huang ら（2018）の序論の貢献の一覧にあり、スキューイングは §3.4 です。
-# Shaw らのスコアが項 $(a)$ と $(b)$ にあたることは Dai ら（2019、§3.3）によります。
+# 式、クリッピング、実験の結果は Shaw ら（2018）によります。$k = 16$（base モデル）と $k = 8$（big モデル）は §4.1 にあります。
+# $k$ を変えた実験と $a^V$ を除いた実験は表 2 と表 3（英独翻訳の newstest2013）、表の共有と 7% の速度低下は §3.3 です。
+# メモリの値は Huang ら（2018）の序論の貢献の一覧から、スキューイングは同じ論文の §3.4 から取りました。
 # tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で確認しました。TensorFlow のコードなので、ここでは PyTorch に移植しています。
-# Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）で、
-# $n = M = 6$ で引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
+# Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）です。
+# $n = M = 6$ でキャッシュの有無それぞれについて引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
 #
 # ### 参考文献
 #

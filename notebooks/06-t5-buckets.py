@@ -30,8 +30,8 @@
 #
 # T5 はトークンの埋め込みに何も足しません。その代わり、すべてのアテンションスコアに、相対位置 $j - i$ の[バケット](../docs/glossary.ja.md#bucket)で決まる学習可能な数を、ヘッドごとに 1 つ足します。
 # 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は幅が等比的に広がるバケットを共有します。
-# そして 91 位置（デコーダでは 113 位置）から先は、すべての距離が最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
-# そこから先では、バイアスはキーがクエリのどちら側にあるかしか伝えません。その代わり、バイアスはどの長さでも定義されます。ただし、スコアと同じ大きさのバイアスのテンソルが必要になります。
+# 距離が 91 以上（デコーダでは 113 以上）になると、すべて最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
+# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。その代わりどの長さでも定義されますが、スコアと同じ大きさのバイアスのテンソルが必要になります。
 
 # %%
 import math
@@ -94,7 +94,7 @@ torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 r = torch.arange(10)[None, :] - torch.arange(10)[:, None]  # r[i, j] = j - i
 t5_relative_position_bucket(r)  # 32 buckets, max_distance 128
 
-# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットどおりで、T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β)、各成分はそのバケットに対応する表の値で、どの対角線も一定です"}
+# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットと一致します。T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β) で、バイアスの各成分はそのバケットの表の値、どの対角線の上でも一定です"}
 # buckets by hand (E = 8, 16 a side): |r| for r <= 0, 16 + r for r > 0 while
 # |r| < 8; |r| = 8, 9 share bucket 8 or 24, as ln(9/8) / ln(16) * 8 < 1
 by_hand = {x: -x if x <= 0 else 16 + x for x in range(-7, 8)}
@@ -161,7 +161,7 @@ assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 #
 # 双方向の設定では $r = 0$ が前半に属するので、クエリより後ろのキーは必ず $n \ge 1$ です。
 # そのためバケット $S$ そのものは使われず、32 個のうち 1 個が無駄になります。
-# 図は、両方の設定での $b(r)$ です。
+# 図に、両方の設定での $b(r)$ を示します。
 # $r = 0$ の近くでは段の幅は 1 位置ですが、外側ほど段は広くなり、最後の段は $|r| = 128$ の点線よりかなり手前から始まります。
 
 # %% tags=["figure"] alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろのキーがバケット 16〜31 です。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
@@ -235,10 +235,10 @@ assert set(causal.tolist()) == set(range(32))
 # T5 の既定値の双方向設定では、$S = 16$、$E = 8$ です。
 # 距離 $0$ から $7$ はバケット $0$ から $7$ に入り、対数が $0$ になる距離 $8$ からバケット $8$ が始まります（クエリより後ろでは、$r = 7$ がバケット $23$、$r = 8$ がバケット $24$ です）。
 # 因果的な設定では $S = 32$、$E = 16$ です。
-# この式だけから書いた float64 の短い関数は、$-300$ から $300$ までのすべての相対位置で `posenc` と同じバケットを返します。
+# この式だけをもとに float64 で書いた短い関数は、$-300$ から $300$ までのすべての相対位置で `posenc` と同じバケットを返します。
 
 
-# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; below E the bucket is the distance itself, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の基準の関数は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満ではバケットが距離そのもので、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
+# %% tags=["check"] summary={"en": "a float64 reference written from the formula equals posenc at all 601 relative positions in both settings; below E the bucket is the distance itself, and the edges fall at 7|8, 23|24 and, causal, 15|16", "ja": "式から書いた float64 の参照用の関数は、両方の設定の 601 個の相対位置すべてで posenc と一致します。E 未満ではバケットが距離そのもので、境目は 7|8、23|24、因果的な設定では 15|16 にあります"}
 def reference_bucket(r, bidirectional, num_buckets=32, max_distance=128):
     """T5's bucket of one relative position r = j - i, in float64."""
     offset = 0
@@ -294,7 +294,7 @@ assert causal_edge.tolist() == [15, 16]  # causal: E = 16
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：float32 がバケットを決める場所**
 #
-# 式から書いた基準の関数は float64 で計算します。
+# 式から書いた参照用の関数は float64 で計算します。
 # 一方、T5 のコード（Mesh TensorFlow）と Hugging Face のコードは、対数と商を float32 で計算します。
 # 2 つの精度で結果が分かれうるのは、商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ が整数 $t$ になる場所、つまり整数どうしの等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ が成り立つ場所だけです
 # （$n/E = (D/E)^{t/(S-E)}$ の両辺を $S - E$ 乗します）。
@@ -401,7 +401,7 @@ if T5Attention is not None:
 # 最後の境目には注意が必要です。クリップしなければ、式は $e_{S-E} = D$ でバケット $S$ に達します。つまりクリップが効くのはちょうど $n \ge D$ です。
 # ところが最後のバケット $S - 1$ は、境目 1 つ分だけ手前から始まります。
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
-# これは双方向で $128/\sqrt{2} \approx 90.51$、因果的な設定で約 $112.40$ です。
+# これは双方向の設定で $128/\sqrt{2} \approx 90.51$、因果的な設定で約 $112.40$ です。
 # 下の表は、各対数バケットに入る距離の一覧です。
 # 双方向の設定では、最初の 7 個に順に 4、4、7、9、14、18、27 個の距離が入り、上限のない 8 個目は 91 から始まります。
 
@@ -422,7 +422,7 @@ for side in (16, 32):  # bidirectional, causal
         print("  " + line.rstrip())
 
 
-# %% tags=["check"] summary={"en": "each bucket starts at the smallest integer n with n^(S−E)·E^t ≥ D^t·E^(S−E), the edge in integers; the last ones at ⌈e_(S−E−1)⌉ = 91 and 113; the widths are 4, 4, 7, 9, 14, 18, 27", "ja": "各バケットは n^(S−E)·E^t ≥ D^t·E^(S−E) を満たす最小の整数 n（整数で書いた境目）から始まり、最後のバケットは ⌈e_(S−E−1)⌉ = 91 と 113 から、幅は 4、4、7、9、14、18、27 です"}
+# %% tags=["check"] summary={"en": "each bucket starts at the smallest integer n with n^(S−E)·E^t ≥ D^t·E^(S−E), the edge in integers; the last ones at ⌈e_(S−E−1)⌉ = 91 and 113; the widths are 4, 4, 7, 9, 14, 18, 27", "ja": "各バケットは n^(S−E)·E^t ≥ D^t·E^(S−E) を満たす最小の整数 n（整数で書いた境目）から始まります。最後のバケットは ⌈e_(S−E−1)⌉ = 91 と 113 から始まり、双方向での幅は 4、4、7、9、14、18、27 です"}
 def first_at_least(t, E, side, D):  # smallest n with n^(S-E) E^t >= D^t E^(S-E)
     n = E
     while n ** (side - E) * E**t < D**t * E ** (side - E):
@@ -513,12 +513,12 @@ plt.show()
 # コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目 1 つ分だけ手前からすでに始まっています。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
-# Mesh TensorFlow のコメントにある「長い系列へのより自然な汎化」（more graceful generalization to longer sequences）とは、このことです。
+# Mesh TensorFlow のコメントが期待する「長い系列へのより自然な汎化」（more graceful generalization to longer sequences）は、この性質です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、値は 16 通りしかありません。
 # キーはすべてクエリの位置かそれより前にあるのでバケットの前半にしか届かず、近い 91 個を除くすべてのキーが 1 つの値を共有するからです。
 #
 # その代わりに、メモリと時間がかかります。
-# バイアスはクエリとキーの組ごとに表から集められ、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)されるので、長さの 2 乗で大きくなります。
+# バイアスはクエリとキーの組ごとに表から引かれ、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)されるので、長さの 2 乗で大きくなります。
 # [融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、これをメモリから読むか、スコアごとに表を引かなければなりません
 # （[「学習する距離関数と文脈に応じた位置」](15-learned-bias-functions.ipynb#手法ごとのコストkv-キャッシュと融合カーネル)の章を参照）。
 # T5 のバイアスを自分たちの言語モデルに組み込んだ Press ら（2022、§2.2）は、正弦波位置エンコーディングと比べて学習が 2 倍以上遅かったと報告しています。
@@ -583,7 +583,7 @@ assert distinct == 16
 # これは `nn.Embedding(num_buckets, n_heads)` で、名前と形状は Hugging Face の `T5Attention` と同じなので、Hugging Face の T5 のチェックポイントの重みをそのままコピーできます。
 # `forward(q_len, k_len)` は形状 `(n_heads, q_len, k_len)` のテンソルを返し、その $(h, i, j)$ 成分は $\beta_{b(j-i),\,h}$ です。
 # `q_len` 個のうちのクエリ $i$ は、位置 $i + k_{\mathrm{len}} - q_{\mathrm{len}}$、つまりキーの末尾に置かれます。
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使って生成するデコーダには、この置き方が必要です。各ステップのクエリのバイアスは、全体のバイアスの最後の行になります。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使って生成するデコーダには、この置き方が必要です。各ステップのクエリのバイアスは、全体のバイアスの末尾の `q_len` 行になります。
 # Hugging Face の T5 も同じ位置にクエリを置きます。
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ではマスクは要りません。クエリは最新のトークン 1 つだけで、キャッシュされたキーはすべてその位置かそれより前にあるからです。
 #
@@ -609,7 +609,7 @@ ax.grid(False)
 fig.colorbar(im, ax=ax, label=r"$\beta_{b(j-i),\,0}$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "every entry of T5RelativeBias(5, 7) is the table at the reference bucket of j − (i + 2); the picture is −(b mod 16) entry by entry; the last query rows are the full bias's last rows, and decoding one token at a time equals the full causal pass", "ja": "T5RelativeBias(5, 7) の各成分は j − (i + 2) の基準の関数が返すバケットでの表の値で、図は成分ごとに −(b mod 16) です。最後のクエリの行は全体のバイアスの最後の行で、1 トークンずつのデコードは一括の因果的な計算と一致します"}
+# %% tags=["check"] summary={"en": "every entry of T5RelativeBias(5, 7) is the table at the reference bucket of j − (i + 2); the picture is −(b mod 16) entry by entry; the last query rows are the full bias's last rows, and decoding one token at a time equals the full causal pass", "ja": "T5RelativeBias(5, 7) の各成分は、参照用の関数で求めた j − (i + 2) のバケットの表の値で、図は成分ごとに −(b mod 16) です。最後のクエリの行は全体のバイアスの最後の行で、1 トークンずつのデコードは一括の因果的な計算と一致します"}
 fresh = T5RelativeBias(H)
 table = fresh.relative_attention_bias.weight  # [32, H]
 assert table.shape == (32, H)
@@ -669,7 +669,7 @@ with torch.no_grad():
 # エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ち、デコーダのクロスアテンションは表を持ちません。
 # T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
 # 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります。
-# `posenc.T5RelativeBias` は表 1 つであり、それを共有するかどうかは呼び出す側が決めます。
+# `posenc.T5RelativeBias` が持つ表は 1 つだけで、それを共有するかどうかは呼び出す側が決めます。
 #
 # **$1/\sqrt{d}$ がありません。** T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、$\sqrt{d}$ で割りません。
 # 係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく、クエリの重みの初期値に入っており、その後は学習で自由に変わります。
@@ -678,7 +678,7 @@ with torch.no_grad():
 # Hugging Face では、T5 v1.1、Flan-T5、mT5 も同じクラスに読み込まれ（mT5 の `MT5Attention` は `T5Attention` の複製です）、どれもバケット 32 個、$D = 128$ です。
 # したがって、どれもこの章のバケットを使います。
 
-# %% tags=["check"] summary={"en": "T5's unscaled softmax(q·k + β)v equals posenc.attention with the queries multiplied by √d", "ja": "T5 のスケーリングしない softmax(q·k + β)v は、クエリに √d を掛けた posenc.attention と一致します"}
+# %% tags=["check"] summary={"en": "T5's unscaled softmax(q·k + β)v equals posenc.attention with the queries multiplied by √d", "ja": "T5 のスケーリングなしの softmax(q·k + β)v は、クエリに √d を掛けた posenc.attention と一致します"}
 q, k, v = torch.randn(3, H, T, d).unbind(0)
 with torch.no_grad():
     beta = fresh(T, T)
@@ -687,7 +687,7 @@ t5_through_posenc = attention(q * math.sqrt(d), k, v, bias=beta)
 assert_close(t5_through_posenc, t5_style)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: initialisation, bookkeeping and precision across libraries.**
+# **Going deeper: initialisation, signs, table layout and precision across libraries.**
 # Hugging Face's T5 draws $W_Q$ with standard deviation
 # $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ and $W_K$ with $d_{\mathrm{model}}^{-1/2}$
 # ("Mesh TensorFlow attention initialization to avoid scaling before softmax", says
@@ -696,22 +696,11 @@ assert_close(t5_through_posenc, t5_style)
 # and $d_{\mathrm{model}}\sigma_K^2$, so its variance is
 # $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ with these constants, the same as
 # $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual initialisation (standard
-# deviation $d_{\mathrm{model}}^{-1/2}$ for both) with a scaled attention. The
-# constants are typed in from `_init_weights`, so the illustration shows what they imply, not
-# that Hugging Face uses them. The same function draws the bias table with standard
+# deviation $d_{\mathrm{model}}^{-1/2}$ for both) with a scaled attention. The same
+# function draws the bias table with standard
 # deviation $d_{\mathrm{model}}^{-1/2}$ (times `initializer_factor`, 1 by default),
 # about 0.044 for $d_{\mathrm{model}} = 512$; `posenc.T5RelativeBias` draws it with
 # 0.02 (re-draw the weight with `nn.init.normal_` to start from Hugging Face's).
-#
-# Where Hugging Face places the queries has changed over its versions, not the
-# result: transformers 5 adds the number of cached tokens to the query positions
-# (`past_seen_tokens` in `compute_bias`), 4.46 to 4.57 pass the absolute query
-# positions (`cache_position`), and releases before `cache_position` computed the
-# bias for the whole length and kept its last rows. In Mesh TensorFlow the
-# encoder-decoder attention gets a table (`enc_dec_relative_attention_bias`) only when
-# its `relative_attention_type` is `"bias"` or `"bias_shared"`; the default `None`
-# gives none, and any other value raises a `ValueError`. UMT5 builds its tables with
-# `UMT5Attention(config, has_relative_attention_bias=True)` in every layer.
 #
 # | | relative position in the code | logarithm and quotient |
 # |---|---|---|
@@ -721,17 +710,14 @@ assert_close(t5_through_posenc, t5_style)
 # | `posenc` | key minus query | float32 with a correctly rounded `log`, once per setting |
 #
 # The sign conventions differ, but all of them send the keys after the query to the
-# second half, and at the defaults the buckets agree. Flaxformer differs in two small
-# ways that matter only outside the defaults, at a whole-number quotient: its epsilon
-# lifts $n/E$ below 2 (with $B = 72$ and $D = 50$ it puts $r = -30$ into bucket 27,
-# where `posenc` gives 26), and under NumPy 2 (NEP 50) its float64 divisor keeps the
-# quotient in float64 (with 32 causal buckets and $D = 289$, $r = -68$ goes to bucket
-# 23 instead of NumPy 1.x's 24). Mesh TensorFlow and flaxformer store the table as
+# second half, and at the defaults the buckets agree; flaxformer's epsilon and its
+# float64 quotient under NumPy 2 can move a bucket only off the defaults. Mesh
+# TensorFlow and flaxformer store the table as
 # `(num_heads, num_buckets)`, the transpose of Hugging Face's
 # `(num_buckets, n_heads)`, which `posenc` follows.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：ライブラリごとの初期化、約束事、精度**
+# **さらに詳しく：ライブラリごとの初期化、相対位置の向きと表の持ち方、精度**
 #
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
 # transformers 4 のコードには、この初期化を「softmax の前でスケーリングしないための、Mesh TensorFlow 流の初期化」と説明するコメントがあります。
@@ -741,14 +727,6 @@ assert_close(t5_through_posenc, t5_style)
 # 同じ関数は、バイアスの表を標準偏差 $d_{\mathrm{model}}^{-1/2}$ に `initializer_factor`（既定値は 1）を掛けた値で初期化します。$d_{\mathrm{model}} = 512$ なら約 0.044 です。
 # `posenc.T5RelativeBias` の標準偏差は 0.02 です（Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください）。
 #
-# Hugging Face がクエリの位置を決める方法はバージョンごとに変わってきましたが、結果は変わりません。
-# transformers 5 は、キャッシュ済みのトークン数をクエリの位置に足します（`compute_bias` の `past_seen_tokens`）。
-# 4.46 から 4.57 は、クエリの絶対位置（`cache_position`）を渡します。
-# `cache_position` より前のリリースは、全長についてバイアスを計算してから最後の行だけを残していました。
-# Mesh TensorFlow のエンコーダ・デコーダ間のアテンションが表（`enc_dec_relative_attention_bias`）を持つのは、`relative_attention_type` が `"bias"` か `"bias_shared"` のときだけです。
-# 既定の `None` では表を持たず、それ以外の値を指定すると `ValueError` になります。
-# UMT5 は、すべての層で `UMT5Attention(config, has_relative_attention_bias=True)` として表を作ります。
-#
 # | | コード中の相対位置 | 対数と商の計算 |
 # |---|---|---|
 # | Mesh TensorFlow（T5） | `n = -relative_position`（クエリの位置からキーの位置を引いた値） | float32（`mtf.to_float`）、モデルの計算グラフの中で計算。T5 では TPU 上 |
@@ -756,10 +734,7 @@ assert_close(t5_through_posenc, t5_style)
 # | flaxformer（T5X） | `n = -relative_position` | 既定（`on_device_computation=False`）ではホスト上の NumPy。$\epsilon$ = `np.finfo(np.float32).eps` として、float32 の `log` の引数は $n/E + \epsilon$。商は NumPy 1.x なら float32、NumPy 2 なら float64 |
 # | `posenc` | キーの位置からクエリの位置を引いた値 | 正しく丸めた `log` を使う float32。設定ごとに 1 回だけ計算 |
 #
-# 引き算の向きは違っても、どれもクエリより後ろのキーを後半に送り、既定値ではバケットは一致します。
-# flaxformer には小さな違いが 2 つありますが、効くのは既定値以外の設定で商が整数になる場所だけです。
-# 1 つ目は epsilon で、2 未満の $n/E$ を持ち上げます（$B = 72$、$D = 50$ では $r = -30$ をバケット 27 に入れ、`posenc` は 26 です）。
-# 2 つ目は NumPy 2（NEP 50）で、float64 の除数が商を float64 のまま保ちます。バケット 32 個、$D = 289$ の因果的な設定では、$r = -68$ が NumPy 1.x の 24 ではなく 23 に入ります。
+# 引き算の向きは違っても、どれもクエリより後ろのキーを後半に送り、既定値ではバケットは一致します。flaxformer の epsilon と NumPy 2 での float64 の商がバケットを変えうるのは、既定値以外の設定だけです。
 # Mesh TensorFlow と flaxformer は表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 
@@ -783,6 +758,7 @@ print(f"bias table std: posenc {big_table.std():.4f}, ", end="")
 print(f"Hugging Face d_model^-1/2 = {d_model**-0.5:.4f}")
 
 
+# %% tags=["deeper", "check"] summary={"en": "flaxformer's bucket, rewritten, equals posenc's at the defaults under NumPy 1.x and 2; off the defaults its epsilon (B = 72, D = 50: r = −30 in bucket 27, posenc 26) and NumPy 2's float64 quotient (32 causal buckets, D = 289: r = −68 in 23, NumPy 1.x 24) move a bucket", "ja": "書き直した flaxformer のバケットは、既定値では NumPy 1.x でも 2 でも posenc と一致します。既定値以外では、epsilon（B = 72、D = 50 で r = −30 がバケット 27、posenc は 26）と NumPy 2 の float64 の商（因果的な 32 個、D = 289 で r = −68 が 23、NumPy 1.x は 24）がバケットを動かします"}
 def flax_bucket(
     r, bidirectional=True, num_buckets=32, max_distance=128, v1=False
 ):
@@ -955,10 +931,10 @@ print(f"query 256: {count_256} values, query 0: {count_0} values", end="")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** Shaw らのインデックスは $\mathrm{clip}(r, -15, 15)$ です。
 # 値は $-15$ から $15$ までの相対位置ごとに 1 つずつ、合わせて 31 通りで、片側で 15 位置より遠いキーはすべて $\pm 15$ と同じ値を共有します。
-# T5 が 1 つずつ区別できるのは $E = 8$ 未満の距離だけですが、対数バケットによって距離 90 までは区別を続けます。
+# T5 が 1 つずつ区別できるのは $E = 8$ 未満の距離だけですが、対数バケットのおかげで、距離 90 までは粗いながらも区別できます。
 # T5 は 20 位置前のキーと 40 位置前のキー、50 位置前と 80 位置前のキーを区別できますが、Shaw らのクリップではできません。
 # 一方、Shaw らは 9 と 10、12 と 15 を区別できますが、T5 はできません（バケット 8 と 9 はそれぞれ 8 から 11 と 12 から 15 を受け持ちます）。
-# $-150$ から $150$ の範囲では、どちらも 31 通りの値を使います。図は 2 つのインデックス関数です。
+# $-150$ から $150$ の範囲では、どちらも 31 通りの値を使います。図に 2 つのインデックス関数を示します。
 
 # %% tags=["solution"] alt={"en": ["Two step functions of the relative position r from −150 to 150: Shaw et al.'s clip(r, −15, 15), a ramp that is flat beyond ±15, and T5's bucket, steps of one up to ±7 that widen and become flat from ±91 on."], "ja": ["相対位置 r（−150〜150）の 2 つの階段関数。Shaw らの clip(r, −15, 15) は ±15 の外側で平らになる傾斜で、T5 のバケットは ±7 までは幅 1 の段、その先は広がり、±91 から先で平らになります。"]}
 r150 = torch.arange(-150, 151)
@@ -1024,8 +1000,8 @@ plt.show()
 # 割り算を逆数の積にする処理は、`mesh_tensorflow/ops.py` の `ScalarMultiplyOperation` です。
 # Hugging Face の `T5Attention`、`compute_bias`、`_init_weights` は、transformers 4.46、4.57.6、5.24.0 で読みました（引用した初期化のコメントは 4.57.6 のものです）。
 # flaxformer の `RelativePositionBiases` は main ブランチで読みました。
-# 表示した数値は、どれも CPU の float32 の `log` によりません。transformers がある環境（ここでは 5.24）では、float32 についての「さらに詳しく」で Hugging Face の `_relative_position_bucket` そのものも実行します。
-# オフセット 128 についての引用は Raffel らの §2.1、T5 のバイアスのコストと外挿は Press らの §2.2、§4.1、図 1 によります。
+# 表示している数値はどれも、CPU の float32 の `log` の結果に左右されません。transformers がある環境（ここでは 5.24）では、float32 についての「さらに詳しく」で Hugging Face の `_relative_position_bucket` そのものも実行します。
+# 相対位置 128 についての引用は Raffel らの §2.1、T5 のバイアスのコストと外挿は Press らの §2.2、§4.1、図 1 によります。
 #
 # ### 参考文献
 #

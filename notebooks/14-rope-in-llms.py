@@ -217,9 +217,8 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 # %% [markdown] lang="ja"
 # ## なぜ最も低い周波数を捨てるのか：意味のチャネル
 #
-# Barbero ら（2024）は Gemma 7B の内部を調べ、次のように報告しています。
-# Gemma は最も高い周波数を使って、位置に基づく鋭いアテンションヘッド（たとえば直前のトークンを見るヘッド）を作り、
-# クエリとキーのノルムの多くを最も低い周波数に載せています。
+# Barbero ら（2024）による Gemma 7B の分析では、Gemma は最も高い周波数で位置に基づく鋭いアテンションヘッド（たとえば直前のトークンを見るヘッド）を作ります。
+# また、クエリとキーのノルムの多くを最も低い周波数に載せています。
 # 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働く、という見立てです。
 # とはいえ、遅いペアも回転はしています。
 # クエリとキーが等しいベクトルなら、距離 $m - n$ でのスコアのうち、ペア $i$ の寄与には $\cos((m - n)\theta_i)$ が掛かります。
@@ -291,9 +290,9 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 #
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
-# そのため、$W^{UK}_i$ をあらかじめクエリ側に吸収しておけば、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
-# 同じように $W^{UV}_i$ は出力の射影に吸収できます。MLA の要点はキャッシュが小さいことで、吸収はそのキャッシュからのデコードを安くするためのものです。
-# 吸収を使うのはデコードのときで、学習やプレフィル（下の Hugging Face のコードも同じ）では次元を上げる射影をそのまま計算します。
+# そのため $W^{UK}_i$ を前もってクエリ側に吸収すれば、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
+# 同じように $W^{UV}_i$ は出力の射影に吸収できます。MLA の要点はキャッシュが小さいことで、吸収は、そのキャッシュからのデコードを軽くする工夫です。
+# 吸収はデコードのときだけ使い、学習やプリフィルでは次元を上げる射影をそのまま計算します（下で照合する Hugging Face のコードも同様）。
 # 記号は DeepSeek-V2 に合わせ、$t$ と $j$ が位置、$i$ がヘッドです。
 
 # %% tags=["check"] summary={"en": "for random projections, the score from the up-projected query and key equals the latent query times W_UQ^T W_UK times the cached latent", "ja": "ランダムな射影で、次元を上げたクエリとキーのスコアは、クエリの潜在ベクトル、W_UQ^T W_UK、キャッシュした潜在ベクトルの積に等しくなります"}
@@ -326,8 +325,8 @@ assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
 #
 # $$\big(R_t W^{UQ}_i c^{Q}_t\big)^\top R_j W^{UK}_i c^{KV}_j = c^{Q\top}_t \big(W^{UQ\top}_i R_{j-t} W^{UK}_i\big)\, c^{KV}_j .$$
 #
-# 真ん中の行列は相対位置 $j - t$ で決まるようになり、キャッシュしたキーごとに別の行列になります。
-# そのため 1 つの積を前もって計算しておくことはできません。新しいクエリのたびに、潜在ベクトルからキーを作り直す必要があります。
+# 真ん中の行列は相対位置 $j - t$ で決まり、キャッシュしたキーごとに違います。
+# 前もって計算できる 1 つの積はなく、新しいクエリのたびに潜在ベクトルからキーを作り直さなければならなくなります。
 # DeepSeek-V2 の論文（2.1.3 節）も同じ議論をしています。
 
 
@@ -413,12 +412,10 @@ assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 # normalisation (with weight 1 at initialisation), and DeepSeek-V3's
 # checkpoints lay the rotary features out in interleaved pairs
 # $(2i, 2i + 1)$ (`rope_interleave = True`), so `layout="interleaved"` here.
-# Hugging Face rotates those pairs and writes the results de-interleaved,
-# evens first; that permutes the rotary features of query and key alike and
-# leaves every score unchanged.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：小さな MLA を transformers の DeepSeek-V3 と照合する**
+#
 # `posenc.apply_rope` に `posenc.attention` を組み合わせて、1 層分の MLA を作ります。
 # その出力は、同じランダムな重みで動かした Hugging Face の `DeepseekV3Attention` の出力（貼り付けた数値）と一致します。
 # 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
@@ -426,8 +423,6 @@ assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 # 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
 # また DeepSeek-V3 のチェックポイントは、回転させる次元を[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)のペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
 # ここでは `layout="interleaved"` を使います。
-# Hugging Face はそのペアを回転させたあと、偶数番目を先にして並べ替えて書き出します。
-# これはクエリとキーの回転させる次元を同じように置換するだけなので、スコアはどれも変わりません。
 
 # %% tags=["deeper"]
 # the shapes of transformers 5.24.0's DeepseekV3Attention for
@@ -501,7 +496,8 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 # まず $W^{UK}_i$ をクエリに吸収し、潜在空間のベクトル $\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$ を作ります。
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
-# これはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた 1 つの共有のキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）とのスコアを取り、1 つの共有のバリュー $c^{KV}_j$ の平均を取ります。下のセルは、これを小さな大きさで実装したものです。
+# これはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）とのスコアを取ります。
+# そして、全ヘッドで共有する 1 つのバリュー $c^{KV}_j$ の重み付き平均を取ります。下のセルは、これを小さな大きさで実装したものです。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
 # 吸収したこの形は、DeepSeek-V2 の論文が推論時の計算として説明しているものです。
 # Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
@@ -554,10 +550,10 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：DeepSeek-V3 の YaRN のスケール**
 #
-# DeepSeek-V3 は YaRN でコンテキストを伸ばします（「RoPE のコンテキスト長を伸ばす」の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節を参照）。
+# DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # $g(s, a) = 0.1\,a \ln s + 1$ とします。
-# このとき Hugging Face は cos と sin に掛ける倍率を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
+# このとき Hugging Face は cos と sin に掛ける倍率（`attention_factor`）を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
 # cos と sin に掛けた倍率は各スコアの 192 次元のうち回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
@@ -691,7 +687,7 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです（回転はノルムを変えないので、順序を入れ替えても結果は同じです）。学習可能な重みはありません（`use_qk_norm`：既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
 # Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
 # もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
-# 公開された Llama 4 Scout はさらに、Llama 3 の方式で周波数をスケーリングしています（元の長さ 8192、係数 16）。Meta の llama-models のプルリクエスト 322 によれば、スケーリングを使うのは Llama 4 Scout だけです。
+# 公開された Llama 4 Scout はさらに、Llama 3 の方式で周波数を小さく（波長を長く）しています（元の長さ 8192、係数 16）。出典は Meta の llama-models のプルリクエスト 322 です。
 # Hugging Face の既定の設定にはスケーリングはありません。
 
 # %% tags=["deeper", "check"] summary={"en": "dividing by the root mean square gives the output of transformers 5.24.0's Llama4TextL2Norm, of norm √128, not 1", "ja": "RMS で割った結果は transformers 5.24.0 の Llama4TextL2Norm の出力と一致し、ノルムは 1 ではなく √128 です"}
@@ -730,12 +726,12 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # RoPE 付きのスライディングウィンドウのアテンションを 3 層置き、そのあとに位置エンコーディングのない[全体アテンション](../docs/glossary.ja.md#full-attention)を 1 層置きます。
 # Hugging Face の `Cohere2` のコードでは `sliding_window = 4096` と周期 4 が既定値で、
 # アテンションは層にスライディングウィンドウがあるときだけ RoPE を適用します。
-# Hugging Face の約束事では、幅 $W$ のウィンドウのクエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ トークンを見ます。
+# Hugging Face の規約では、幅 $W$ のウィンドウで、クエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ 個のトークンを見ます。
 # ウィンドウはクエリとともに動きますが、チャンクは決まった境界ごとに新しく始まります。
 # どちらも RoPE が見る最大の距離を $W$（または $C$）未満に保ちます。
 # RoPE の層と NoPE の層を組み合わせるこの方式は、Cohere の研究である Yang ら（2025、*Rope to Nope and Back Again*）が提案し、評価しています。
 # Hugging Face の Cohere2 のドキュメントによれば、Command R7B も同じ構成です。
-# 図は 16 トークンについて、大きさ 4 のチャンクと幅 4 のウィンドウのマスクを、両モデルの NoPE の層が使う因果的な全体アテンションのマスクと並べて描いたものです。
+# 図は 16 トークンについて、大きさ 4 のチャンクと幅 4 のウィンドウのマスクを、両モデルの NoPE の層の因果的な全体アテンションのマスクと並べたものです。
 
 
 # %% tags=["figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
@@ -867,7 +863,7 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 # - 遅いペアも回ります。クエリとキーが等しければ、距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
 #   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らが「意味のチャネル」と呼ぶもの）にします。
 # - MLA は次元数 $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
-#   RoPE を入れると、位置に依存する行列がそのあいだに入ってしまいます。
+#   RoPE を入れると、2 つの射影のあいだに、位置に依存する行列が入ってしまいます。
 # - そこで DeepSeek は、全ヘッドで共有する次元数 $d^R_h$ の別のキーを回転させます。
 #   トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
 # - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、全体アテンションの NoPE の層を組み合わせます。
@@ -1002,13 +998,12 @@ print(seen, round(tau, 4))
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# Hugging Face transformers から貼り付けた数値は、どれもバージョン 5.24.0 を使い、このノートブックの外で計算したものです。
-# その値を出力した呼び出しは、コードの中で値の上に書いています。
+# Hugging Face transformers から貼り付けた数値は、どれもバージョン 5.24.0 でこのノートブックの外で計算したものです。
+# 出力した呼び出しは、コードの中で各値の直前にコメントで書いてあります。
 # 該当するコードは `modeling_rope_utils.py`（`_compute_proportional_rope_parameters`）、`masking_utils.py`、
 # モデル `gpt_neox`、`qwen3_next`、`glm4`、`gemma3`、`gemma4`、`deepseek_v3`、`llama4`、`cohere2` にあります。
-# その既定値は、公開されたモデルの設定と同じとは限りません。
-# Gemma 3 の既定のウィンドウの幅 4096 は Gemma 2 から引き継いだもので（`Gemma2Config` の既定値も同じです）、Gemma 3 の技術報告はウィンドウの幅を 1024 としています。
-# Gemma 4 の既定値は 512 です。
+# コードの既定値は、公開されたモデルの設定と同じとは限りません。
+# Gemma 3 の既定のウィンドウ幅 4096 は Gemma 2 から引き継いだもので（`Gemma2Config` の既定値も同じ）、Gemma 3 の技術報告では 1024 です。Gemma 4 の既定値は 512 です。
 # Barbero らの結果とその設定は、論文の表 2 についての本文から引いています。
 #
 # ### 参考文献

@@ -449,10 +449,12 @@ def raw_index(p, dim=d64):
 
 
 print(f"token norms: {tok_a.norm():.2f}, {tok_b.norm():.2f}")
-for p in (0, 10, 1000):
-    pe = raw_index(p)
-    cos = F.cosine_similarity(tok_a + pe, tok_b + pe, dim=0)
-    print(f"raw index, p = {p:4d}: cos(x_a + PE, x_b + PE) = {cos:.4f}")
+cosines = [
+    F.cosine_similarity(tok_a + raw_index(p), tok_b + raw_index(p), dim=0)
+    for p in (0, 10, 1000)
+]
+print("raw index, p = 0, 10, 1000: cos(x_a + PE, x_b + PE) =", end=" ")
+print(" ".join(f"{float(cos):.4f}" for cos in cosines))
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64).norm(dim=-1)
 print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}", end="")
 

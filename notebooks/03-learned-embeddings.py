@@ -310,7 +310,8 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # other ways.) Training with the learned table (Adam, learning rate 0.01, 300 steps
 # of 64 fresh sequences, in float64) starts near $\ln 10 \approx 2.3026$, the loss
 # of a uniform guess among ten tokens, and falls to 0.0000: every token of 1000 new
-# sequences is put in its place.
+# sequences is put in its place. Each query $p$ has learned to look at the key
+# $T - 1 - p$.
 
 # %% [markdown] lang="ja"
 # 位置がなければ、このモデルは置換同変です（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
@@ -318,7 +319,7 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # 同じトークンには同じ答えしか返せないという制約のもとで各系列の正解数の最大値を数えると、この種のモデルの[正解率](../docs/glossary.ja.md#accuracy)の上限が得られます。ランダムな 1000 系列の平均で 0.619 です。
 # この上限はマスクのないこの 1 層のモデルでのもので、因果マスクや相対位置のエンコーディングがあれば、別の方法で位置が分かります。
 # 学習型の表で学習すると（Adam、学習率 0.01、毎回新しい 64 系列で 300 ステップ、float64）、損失はチャンスレベルの $\ln 10 \approx 2.3026$ の近くから 0.0000 まで下がります。
-# 新しい 1000 系列のどのトークンも正しい位置に置かれます。
+# 新しい 1000 系列のどのトークンも正しい位置に置かれます。学習の結果、各クエリ $p$ はキー $T - 1 - p$ を見るようになります。
 
 
 # %% tags=["figure"]
@@ -406,19 +407,22 @@ assert ceiling.max() < 1  # none of these sequences can be reversed exactly
 assert f"{ceiling.mean():.3f}" == "0.619"
 assert accuracy == 1.0
 
-# %% [markdown] lang="en"
-# To see how, feed the identity matrix as the values: the attention output is then
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where each query looks.** To see how the model solves the task,
+# feed the identity matrix as the values: the attention output is then
 # the attention matrix itself, $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$. In each
 # of 256 random sequences, every query $p$ puts its largest weight on the key
 # $T - 1 - p$, and on average almost all of it. The positions, not the tokens,
 # decide where each query looks.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：各クエリはどこを見ているか**
+#
 # 解き方を見るため、バリューに単位行列を与えます。アテンションの出力は、アテンション行列そのもの $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$ になります。
 # ランダムな 256 系列のどれでも、各クエリ $p$ は最大の重みをキー $T - 1 - p$ に置き、平均すると重みのほとんどがそこに集まります。
 # 各クエリがどこを見るかを決めているのは、トークンではなく位置です。
 
-# %%
+# %% tags=["deeper"]
 tokens, _ = batch(torch.Generator().manual_seed(3), size=256)
 with torch.no_grad():
     _, q, k, _ = learned.qkv(tokens)
@@ -428,7 +432,7 @@ mirror = T - 1 - torch.arange(T)
 on_mirror = weights.mean(0)[torch.arange(T), mirror]  # mean weight on T-1-p
 print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 
-# %% tags=["check"] summary={"en": "the output is softmax(qkᵀ/√d); query p weighs key T − 1 − p most, above 0.9 on average", "ja": "出力は softmax(qkᵀ/√d) です。クエリ p の重みはキー T − 1 − p で最大になり、平均で 0.9 を超えます"}
+# %% tags=["deeper", "check"] summary={"en": "the output is softmax(qkᵀ/√d); query p weighs key T − 1 − p most, above 0.9 on average", "ja": "出力は softmax(qkᵀ/√d) です。クエリ p の重みはキー T − 1 − p で最大になり、平均で 0.9 を超えます"}
 scores = q @ k.transpose(-2, -1) / math.sqrt(d)
 assert_close(weights, torch.softmax(scores, dim=-1))
 assert torch.equal(weights.argmax(-1), mirror.expand(len(tokens), T))
@@ -512,27 +516,34 @@ assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
 assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 
 # %% [markdown] lang="en"
-# One run is one run, so four more models are trained from the seeds 1 to 4. All of
-# them solve the task; in every run the neighbours' mean cosine is negative, below
-# that of distant pairs in four runs and within 0.01 of it in the fifth. With
-# reversal, training did not make neighbours alike in any of five runs.
-#
-# That says nothing about tables trained on language. Wang & Chen (2020) plot the
+# Four more runs, from the seeds 1 to 4, agree (see the fold below). That says
+# nothing about tables trained on language. Wang & Chen (2020) plot the
 # same cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and
 # there neighbouring positions do have similar vectors: a language model's data
 # reward that locality, and reversal does not. The sinusoid has locality built in;
 # a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# 1 回の実行だけでは偶然と区別できないので、シード 1〜4 でさらに 4 つのモデルを学習します。どのモデルも課題を解きます。
-# 隣どうしのコサイン類似度の平均はどの実行でも負で、4 回は遠い組の値より小さく、残りの 1 回でも差は 0.01 以内です。
-# 反転の課題では、5 回のどの実行でも、学習によって隣どうしが似ることはありませんでした。
-#
-# 言語で学習した表については、この結果からは何も言えません。Wang と Chen（2020）が学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描くと、隣り合う位置は実際に似たベクトルを持っています。
+# シード 1〜4 でのさらに 4 回の実行も同じ結果です（下の折りたたみ）。
+# ただし、言語で学習した表については、この結果からは何も言えません。Wang と Chen（2020）が学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描くと、隣り合う位置は実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
 
-# %% tags=["figure"]
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: four more seeds.** One run is one run, so four more models are
+# trained from the seeds 1 to 4. All of them solve the task; in every run the
+# neighbours' mean cosine is negative, below that of distant pairs in four runs and
+# within 0.01 of it in the fifth. With reversal, training did not make neighbours
+# alike in any of five runs.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ほかの 4 つのシード**
+#
+# 1 回の実行だけでは偶然と区別できないので、シード 1〜4 でさらに 4 つのモデルを学習します。どのモデルも課題を解きます。
+# 隣どうしのコサイン類似度の平均はどの実行でも負で、4 回は遠い組の値より小さく、残りの 1 回でも差は 0.01 以内です。
+# 反転の課題では、5 回のどの実行でも、学習によって隣どうしが似ることはありませんでした。
+
+# %% tags=["deeper"]
 runs = [(0, accuracy, near_l, far_l)]
 for seed in range(1, 5):
     torch.manual_seed(seed)
@@ -548,7 +559,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "five runs, accuracy 1 each; neighbours below zero in all, below distant pairs in four, 0.01 off in one", "ja": "5 回とも正解率 1 です。隣どうしはどれも 0 未満で、4 回は遠い組より小さく、残る 1 回も差は 0.01 以内です"}
+# %% tags=["deeper", "check"] summary={"en": "five runs, accuracy 1 each; neighbours below zero in all, below distant pairs in four, 0.01 off in one", "ja": "5 回とも正解率 1 です。隣どうしはどれも 0 未満で、4 回は遠い組より小さく、残る 1 回も差は 0.01 以内です"}
 assert all(acc == 1.0 for _, acc, _, _ in runs)
 assert all(near < 0 for _, _, near, _ in runs)  # neighbours never alike
 assert sum(near < far for _, _, near, far in runs) == 4

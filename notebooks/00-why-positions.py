@@ -820,11 +820,9 @@ assert distance["$S$"] < 1e-12
 assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 
 # %% [markdown] lang="en"
-# Not every scheme fits one box: Shaw et al. and Transformer-XL add terms that
-# depend on the content as well as on $j - i$, NoPE relies on the causal mask
-# alone, CoPE counts positions with gates on the content, and randomised
-# positions change which positions an encoding receives, not where it enters.
-# The families the site covers (Dufter et al. 2022 survey many more):
+# Not every scheme fits one box (Shaw et al. and Transformer-XL add terms that
+# depend on the content as well as on $j - i$; CoPE counts with gates on the
+# content). The families the site covers (Dufter et al. 2022 survey many more):
 #
 # | family | encoding | where it enters | used in |
 # |---|---|---|---|
@@ -845,8 +843,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # | training scheme | [randomised positions](15-learned-bias-functions.ipynb#randomised-positions-no-new-formula) | random sorted positions | research models |
 
 # %% [markdown] lang="ja"
-# どれか 1 つに収まらない方法もあります。Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、NoPE は因果マスクだけに頼ります。
-# CoPE は内容に基づくゲートで位置を数えます。ランダム化した位置は、渡す位置を変えるだけで、入る場所は変えません。
+# どれか 1 つに収まらない方法もあります（Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、CoPE は内容に基づくゲートで数えます）。
 # このサイトの位置エンコーディングを入る場所ごとにまとめます（Dufter ら 2022 はさらに多くを概観しています）。
 #
 # | 分類 | 位置エンコーディング | 入る場所 | 採用例 |

@@ -186,7 +186,7 @@ assert_close(angle[7, 0], torch.tensor(7 - 2 * math.pi, dtype=F64))
 positions = [0, 1, 7, 100]
 codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.2))
+fig, axes = plt.subplots(4, 4, figsize=(6.4, 4.7))
 for r, p in enumerate(positions):
     for i, speed in enumerate(("1", "0.1", "0.01", "0.001")):
         ax = axes[r, i]
@@ -681,12 +681,11 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 #   context; 56 hands turn less than a quarter turn.
 #
 # The base thus sets the range of distances the code resolves, and $10000$ spreads
-# the hands from single positions to tens of thousands. The paper also hoped that
-# the sinusoids would let a model read sequences longer than those seen in
-# training; that is a claim about trained models, which
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) tests. Rotary
-# embeddings use the same frequencies, and stretching a model's context changes
-# them, the base among them: see [*Extending RoPE's context*](09-rope-context.ipynb).
+# the hands from single positions to tens of thousands. Whether the sinusoids let
+# a model read longer sequences than in training, as the paper hoped, is tested in
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb); rotary
+# embeddings reuse these frequencies and change them, the base among them, to
+# stretch a context ([*Extending RoPE's context*](09-rope-context.ipynb)).
 
 # %% [markdown] lang="ja"
 # ## 底 10000 で何が得られるか
@@ -710,10 +709,8 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 #   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周も回らない針は 56 本です。
 #
 # つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
-# 論文は、正弦波を使えば学習時より長い系列もモデルが読めるようになることも期待していました。
-# これは学習済みのモデルについての主張なので、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
-# 回転位置埋め込みも同じ周波数を使います。モデルのコンテキストを伸ばすときには、底を含めてこの周波数を変えます。
-# [「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章を参照してください。
+# 論文が期待したように学習時より長い系列も読めるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
+# 回転位置埋め込みも同じ周波数を使い、コンテキストを伸ばすときは底を含めてこれを変えます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 
 # %%
 d, n, context = 512, 256, 2048

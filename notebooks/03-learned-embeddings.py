@@ -222,10 +222,7 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 # `SinusoidalEmbedding` table can be rebuilt with more rows at no cost, since
 # nothing in it was trained. (Whether a model uses far positions well is another
 # question: [*Which encodings extrapolate?*](11-length-generalisation.ipynb).) A
-# learned table can only be extended by hand: Longformer (Beltagy et al. 2020)
-# starts its 4096 positions from RoBERTa's 512 trained rows, copied again and
-# again, and ViT (Dosovitskiy et al. 2021, §3.2) interpolates its table in 2D when
-# fine-tuned on larger images.
+# learned table can only be extended by hand (see the fold below).
 
 # %% [markdown] lang="ja"
 # どちらも 1% 未満です。学習型の表の代償は、大きさとは別のところにあります。
@@ -235,8 +232,7 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 #
 # 正弦波は関数なので、どの位置でも同じノルムで定義されています。`SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
 # モデルが遠い位置をうまく使えるかは別の問題で、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
-# 学習型の表は人の手で広げるしかありません。Longformer（Beltagy ら 2020）は RoBERTa の学習済みの 512 行を繰り返しコピーして 4096 個の位置の初期値にします。
-# ViT（Dosovitskiy ら 2021、§3.2）は、より大きな画像でファインチューニングするときに表を 2 次元で補間します。
+# 学習型の表は人の手で広げるしかありません（下の折りたたみ）。
 
 # %%
 bert_table = LearnedPositionalEmbedding(512, 768)
@@ -273,6 +269,18 @@ else:
     raise AssertionError("a SinusoidalEmbedding is a table with a last row too")
 longer = SinusoidalEmbedding(2048, 768)  # rebuilt longer: rows 0..511 unchanged
 assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: extending a learned table by hand.** Longformer (Beltagy et al.
+# 2020) starts its 4096 positions from RoBERTa's 512 trained rows, copied again and
+# again, and ViT (Dosovitskiy et al. 2021, §3.2) interpolates its table in 2D when
+# fine-tuned on larger images.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：学習型の表を人の手で広げる**
+#
+# Longformer（Beltagy ら 2020）は、RoBERTa の学習済みの 512 行を繰り返しコピーして 4096 個の位置の初期値にします。
+# ViT（Dosovitskiy ら 2021、§3.2）は、より大きな画像でファインチューニングするときに表を 2 次元で補間します。
 
 # %% [markdown] lang="en"
 # ## Training a table on a toy task
@@ -781,20 +789,15 @@ assert_close(xt_table.std().item(), math.sqrt(2 / d), rtol=5e-3, atol=0)
 # scalar parameter $\alpha$, the
 # [learned scale](../docs/glossary.md#learned-scale), initialised to $d^{-1/2}$.
 # The sinusoid table stays fixed: it is a buffer, outside `parameters()`, so
-# $\alpha$ is the only tensor that receives a gradient. By the chain rule its
-# gradient is
-# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
-# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$.
+# $\alpha$ is the only tensor that receives a gradient.
 
 # %% [markdown] lang="ja"
 # ## Hua らの学習可能なスケール
 #
 # `SinusoidalEmbedding(N, d, learnable_scale=True)` は $\alpha\, PE(p)$ を返します。スカラーのパラメータ $\alpha$（[学習可能なスケール](../docs/glossary.ja.md#learned-scale)）を 1 つだけ持ち、初期値は $d^{-1/2}$ です。
-# 正弦波の表はバッファで `parameters()` に含まれないので、勾配を受け取るのは $\alpha$ だけです。連鎖律から、その勾配は次のとおりです。
-# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
-# ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
+# 正弦波の表はバッファで `parameters()` に含まれないので、勾配を受け取るのは $\alpha$ だけです。
 
-# %% tags=["check"] summary={"en": "the scale is the only parameter, starts at d^(−1/2), and autograd's ∂L/∂α matches the formula", "ja": "パラメータはスケールだけで、初期値は d^(−1/2)、自動微分の ∂L/∂α は式と一致します"}
+# %% tags=["check"] summary={"en": "the scale is the only parameter and starts at d^(−1/2); the table is a buffer", "ja": "パラメータはスケールだけで、初期値は d^(−1/2) です。表はバッファです"}
 d = 32
 scaled = SinusoidalEmbedding(64, d, learnable_scale=True)
 params = dict(scaled.named_parameters())
@@ -802,6 +805,19 @@ assert list(params) == ["scale"] and params["scale"].shape == ()
 assert_close(scaled.scale.detach(), torch.tensor(d**-0.5))
 assert not scaled.table.requires_grad and "table" not in scaled.state_dict()
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the gradient of the scale.** By the chain rule,
+# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
+# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：スケールの勾配**
+#
+# 連鎖律から、勾配は次のとおりです。
+# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
+# ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
+
+# %% tags=["deeper", "check"] summary={"en": "autograd's ∂L/∂α matches the formula; the table gets no gradient", "ja": "自動微分の ∂L/∂α は式と一致し、表には勾配が流れません"}
 pos = torch.arange(10)
 y = scaled(pos)
 upstream = torch.randn_like(y)  # dL/dy for L = sum(upstream * y)

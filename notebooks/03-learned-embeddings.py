@@ -1323,10 +1323,8 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # positions under a cache those of 4.57.6; x-transformers' printed values come
 # from version 2.26.4 with torch 2.13.0. The toy runs use torch 2.13.0 in float64
 # on one CPU thread: the printed losses repeat on one machine and build, while
-# other CPUs, kernels or versions may round differently. OPT's and BART's offsets
-# are in Hugging Face's `modeling_opt.py` and `modeling_bart.py`.
-# The note after the references says where each count and initialisation was
-# read.
+# other CPUs, kernels or versions may round differently. The note after the
+# references says where each count and initialisation was read.
 #
 # ### References
 #
@@ -1369,7 +1367,6 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
 # トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。
 # 表示する損失は同じマシンと同じビルドでは毎回同じですが、CPU、カーネル、バージョンが違うと丸め方も変わることがあります。
-# OPT と BART のずれは、Hugging Face の `modeling_opt.py` と `modeling_bart.py` にあります。
 # 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめました。
 #
 # ### 参考文献
@@ -1419,7 +1416,8 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # x-transformers' classes are `AbsolutePositionalEmbedding`,
 # `ScaledSinusoidalEmbedding` and `TokenEmbedding`; FLASH-pytorch's is
 # `ScaledSinuEmbedding`. Hugging Face's RoBERTa counts positions in
-# `create_position_ids_from_input_ids`.
+# `create_position_ids_from_input_ids`; OPT's and BART's offsets are in
+# `modeling_opt.py` and `modeling_bart.py`.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：パラメータ数と初期化を読んだ場所**
@@ -1437,3 +1435,4 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # x-transformers のクラスは `AbsolutePositionalEmbedding`、`ScaledSinusoidalEmbedding`、`TokenEmbedding` で、
 # FLASH-pytorch のものは `ScaledSinuEmbedding` です。
 # Hugging Face の RoBERTa は `create_position_ids_from_input_ids` で位置を数えます。
+# OPT と BART のずれは `modeling_opt.py` と `modeling_bart.py` にあります。

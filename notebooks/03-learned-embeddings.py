@@ -143,8 +143,8 @@ assert f"{bert_like.std():.4f}" == f"{truncated_std(0.02, 2):.4f}" == "0.0176"
 # $d = 768$, GPT-2 small $N = 1024$ at the same width (its table is called `wpe`).
 # The sinusoidal encoding has none: `posenc.SinusoidalEmbedding` stores its table
 # as a buffer computed from the formula, not as a parameter. Against the whole
-# model the table is small. Built with the same shapes from torch modules (on the
-# `meta` device, which holds shapes and no memory), the two models give:
+# model the table is small; built with the same shapes from torch modules (on the
+# `meta` device, which holds no memory), the two models give:
 
 # %% [markdown] lang="ja"
 # ## 表のコスト
@@ -152,8 +152,7 @@ assert f"{bert_like.std():.4f}" == f"{truncated_std(0.02, 2):.4f}" == "0.0176"
 # 表のパラメータ数は $N d$ です。BERT-base は幅 $d = 768$ で $N = 512$ 個の位置を扱い、
 # GPT-2 small は同じ幅で $N = 1024$ 個です（この表は `wpe` という名前です）。
 # 正弦波位置エンコーディングにはパラメータがなく、`posenc.SinusoidalEmbedding` は表を式から計算したバッファとして持ちます。
-# モデル全体と比べると、表は小さなものです。
-# 同じ形状のモデルを torch のモジュールで組み立てると（形状だけを持ちメモリを使わない `meta` デバイス上で）、次のようになります。
+# 同じ形状のモデルを torch のモジュールで（メモリを使わない `meta` デバイス上に）組み立てると、表はモデル全体と比べて小さなものです。
 
 
 # %% tags=["figure"]
@@ -1322,8 +1321,8 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # Hugging Face's initialisation is that of transformers 5.24.0, its RoBERTa
 # positions under a cache those of 4.57.6; x-transformers' printed values come
 # from version 2.26.4 with torch 2.13.0. The toy runs use torch 2.13.0 in float64
-# on one CPU thread: the printed losses repeat on one machine and build, while
-# other CPUs, kernels or versions may round differently. The note after the
+# on one CPU thread; other CPUs, kernels or versions may round the printed losses
+# differently. The note after the
 # references says where each count and initialisation was read.
 #
 # ### References
@@ -1365,8 +1364,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 #
 # Hugging Face の初期化は transformers 5.24.0、キャッシュを使うときの RoBERTa の位置は 4.57.6 のものです。
 # x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
-# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。
-# 表示する損失は同じマシンと同じビルドでは毎回同じですが、CPU、カーネル、バージョンが違うと丸め方も変わることがあります。
+# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。CPU、カーネル、バージョンによっては、表示する損失の丸めが変わることがあります。
 # 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめました。
 #
 # ### 参考文献

@@ -29,7 +29,7 @@
 # セルフアテンションの式のどこにも、トークンがどこにあるかは書かれていません。
 # トークンを並べ替えても出力が並べ替わるだけなので、モデルには「dog bites man」と「man bites dog」が同じに見えます。
 # 因果マスクはこの対称性を一部しか壊しません。位置の符号を足せば壊れますが、符号にはいくつかの性質が必要です。
-# 最後に、このサイトで扱う位置エンコーディングがそれぞれ位置をどこから入れるのかを、地図にまとめます。
+# 最後に、このサイトの位置エンコーディングが位置をどこから入れるのかを、地図にまとめます。
 
 # %%
 import itertools
@@ -100,7 +100,7 @@ use_site_style()
 #    したがって softmax も並べ替えと交換でき、$\mathrm{softmax}(PSP^\top) = P\,\mathrm{softmax}(S)\,P^\top$ です。
 # 4. 置換行列は直交行列で $P^\top P = I$ が成り立つので、softmax の右側に出た転置の置換行列は、バリューに掛かる置換行列と打ち消し合います。
 #
-# まとめると次のようになります。
+# まとめると次のとおりです。
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
 # トークンを並べ替えると、出力が同じように並べ替わるだけで、ほかは何も変わりません。
 # セルフアテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)です。
@@ -201,13 +201,11 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 #
 # - "bites" stays in the middle and gets the same output: it cannot tell who bit whom.
 # - "dog" gets the same output as subject and as object, only in another row.
-# - Any summary that ignores the order of the rows is the same for both sentences.
-#   Mean pooling is one: with $\mathbf{1}$ the vector of ones, each column of $P$ holds
-#   a single one, so $\mathbf{1}^\top P = \mathbf{1}^\top$ and
-#   $$\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top P\,\mathrm{Attn}(X) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$$
-#   The pooled output is
-#   [permutation-invariant](../docs/glossary.md#permutation-invariant); sums and
-#   maxima over the tokens are too.
+# - Any summary that ignores the order of the rows is the same for both sentences:
+#   mean pooling, $\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$
+#   since $\mathbf{1}^\top P = \mathbf{1}^\top$ ($\mathbf{1}$ the vector of ones), is
+#   [permutation-invariant](../docs/glossary.md#permutation-invariant), and so are
+#   sums and maxima over the tokens.
 #
 # A classification token $x_{\mathrm{cls}}$ put first, as in BERT, stays in place,
 # so its output is identical too. However many layers it has, an encoder without
@@ -219,22 +217,18 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # %% [markdown] lang="ja"
 # ## 犬が人をかむ
 #
-# ランダムな 3 つのトークンの埋め込み $x_{\mathrm{dog}}$、$x_{\mathrm{bites}}$、$x_{\mathrm{man}}$ を、2 通りの順に行として並べます。
-# 「man bites dog」（人が犬をかむ）は、「dog bites man」（犬が人をかむ）の最初と最後の行を入れ替える $P$ を使って $PX$ と書けます。
-# 置換同変であることから、次の 3 つのことが言えます。
+# ランダムな 3 つのトークンの埋め込み $x_{\mathrm{dog}}$、$x_{\mathrm{bites}}$、$x_{\mathrm{man}}$ を 2 通りの順に並べます。
+# 「man bites dog」（人が犬をかむ）は、「dog bites man」（犬が人をかむ）の最初と最後の行を入れ替える $P$ で $PX$ と書けます。
+# 置換同変であることから、次の 3 つが言えます。
 #
-# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。誰が誰をかんだのかが分かりません。
+# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。誰が誰をかんだのか分かりません。
 # - 「dog」の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
-# - 行の順序を無視する要約は、両方の文で同じになります。平均プーリングがその例です。
-#   $\mathbf{1}$ を全成分が 1 のベクトルとすると、$P$ の各列には 1 がちょうど 1 つあるので
-#   $\mathbf{1}^\top P = \mathbf{1}^\top$ となり、次が成り立ちます。
-#   $$\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top P\,\mathrm{Attn}(X) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$$
-#   プーリングした出力は[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同じです。
+# - 行の順序を無視する要約は、両方の文で同じです。平均プーリングは $\mathbf{1}^\top P = \mathbf{1}^\top$（$\mathbf{1}$ は全成分が 1 のベクトル）から
+#   $\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$ で[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同じです。
 #
-# BERT のように先頭に置いた分類用トークン $x_{\mathrm{cls}}$ も置換で動かないので、その出力もやはり同じです。
+# BERT のように先頭に置く分類用トークン $x_{\mathrm{cls}}$ は動かないので、その出力も同じです。
 # 因果マスクのないエンコーダは、位置がなければ、層をいくつ重ねても bag-of-words（語順を無視した単語の集まり）のモデルです。
-# [残差接続](../docs/glossary.ja.md#residual-connection)、[層正規化](../docs/glossary.ja.md#layer-normalisation)、フィードフォワード層は、
-# どれもすべての行に同じように働くので、やはり $P$ と交換できるからです（演習 1）。
+# [残差接続](../docs/glossary.ja.md#residual-connection)、[層正規化](../docs/glossary.ja.md#layer-normalisation)、フィードフォワード層も、すべての行に同じように働くので $P$ と交換できるからです（演習 1）。
 
 # %%
 vocab = {w: torch.randn(d, dtype=f64) for w in ("cls", "dog", "bites", "man")}
@@ -282,8 +276,7 @@ assert_close(cls_mbd, cls_dbm)
 # the triangular mask $P^\top M P = M$ holds only for the identity: a token that
 # moves sees another set of tokens. So the outputs are no longer guaranteed to
 # permute, and for these random tokens, under every one of the 719 other orders,
-# they are indeed no longer a mere permutation (with all tokens equal, they would
-# still be).
+# they are indeed no longer a mere permutation.
 #
 # The break is partial. Within one layer, the output at position $i$ is still a
 # weighted sum over the set of tokens at positions $j \le i$, blind to their order;
@@ -292,21 +285,18 @@ assert_close(cls_mbd, cls_dbm)
 # %% [markdown] lang="ja"
 # ## 因果マスクは対称性を壊す（ただし一部だけ）
 #
-# デコーダでは、トークン $i$ はトークン $j \le i$ にしかアテンションを向けられません。
-# そのため、スコアに[因果マスク](../docs/glossary.ja.md#causal-mask) $M$ を足します。
+# デコーダでは、トークン $i$ はトークン $j \le i$ にしかアテンションを向けられないように、スコアに[因果マスク](../docs/glossary.ja.md#causal-mask) $M$ を足します。
 # $j \le i$ なら $M_{ij} = 0$、$j > i$ なら $M_{ij} = -\infty$ で、
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$ を計算します。
-# マスクが結び付いているのはトークンでなく位置なので、トークンが動いてもマスクは動きません。
+# マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
 # $M = P(P^\top M P)P^\top$ と書けるので、先ほどのステップから次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
 # 三角形のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
-# そのため出力が並べ替えになる保証はなくなります。実際、このランダムなトークンでは残り 719 通りの順のどれでも、出力は単なる並べ替えにはなりません
-# （すべてのトークンが等しければ、どの順でも並べ替えのままです）。
+# そのため出力が並べ替えになる保証はなくなります。実際、このランダムなトークンでは残り 719 通りの順のどれでも、出力は単なる並べ替えにはなりません。
 #
-# ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として
-# 位置 $j \le i$ にあるトークンの集合についての重み付き和で、その順序は見えません。
+# ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として位置 $j \le i$ のトークンの集合の重み付き和で、その順序は見えません。
 # 並べ替えが出力に現れるのは 2 層目からです。2 層目では、手前の位置の入力（1 層目の出力）がすでに変わっているからです。
 
 # %% tags=["check"] summary={"en": "only the identity keeps M; under the 719 others the outputs are no longer permuted; one layer misses a shuffle of the first tokens, a second layer sees it", "ja": "M を保つのは恒等置換だけです。残り 719 通りでは出力が並べ替えではなくなります。先頭側の並べ替えは 1 層では見えず、2 層目で見えます"}
@@ -359,35 +349,20 @@ assert not torch.allclose(two_shuffled[4:], two[4:], atol=1e-3)
 # token gets the same weight. Token $p$ (from $p = 0$) sees $p + 1$ tokens, and its
 # output feature is
 # $$\frac{1}{p+1}$$
-# a code of its absolute position, made by the mask alone. Trained models do carry
-# positions without an encoding: causal language models without any positional
-# encoding learn absolute positions and come close to the perplexity of models with
-# one, while masked language models, whose attention is
-# [bidirectional](../docs/glossary.md#bidirectional), do much worse without
-# (Haviv et al. 2022, who conjecture that the causal models count their
-# predecessors). Kazemnejad et al. (2023, theorem 1) prove that weights exist with
-# which a first layer recovers absolute positions this way, and Chi et al. (2023)
-# find another trace of the mask: the variance of the attention output shrinks
-# with the position. The chapter [*xPos and NoPE*](10-xpos-nope.ipynb) builds on
-# these results.
+# a code of its absolute position, made by the mask alone. Causal language models
+# trained without any positional encoding do carry absolute positions (Haviv et
+# al. 2022); the chapter [*xPos and NoPE*](10-xpos-nope.ipynb) builds on this.
 
 # %% [markdown] lang="ja"
 # ## マスクは位置を数えられる
 #
 # マスクそのものが位置の情報を持っています。
-# 先頭のトークン（系列の始まりを示す [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)）だけが、
-# バリューの特定の 1 次元に $1$ を持つとします。
-# さらにクエリを 0 にして、見えるトークンすべてに同じ重みが付くようにします。
+# 先頭のトークン（系列の始まりを示す [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)）だけがバリューのある次元に $1$ を持ち、クエリは 0 で、見えるトークンすべてに同じ重みが付くとします。
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
 # $$\frac{1}{p+1}$$
-# これはマスクだけから作られた、絶対位置の符号です。
-# 実際、学習したモデルは、位置エンコーディングがなくても位置の情報を持っています。
-# 位置エンコーディングをまったく持たない因果的な言語モデルは絶対位置を学習し、パープレキシティも位置エンコーディングを持つモデルに迫ります。
-# 一方、アテンションが[双方向](../docs/glossary.ja.md#bidirectional)のマスク言語モデルでは、位置がないと性能が大きく落ちます（Haviv ら 2022）。
-# Haviv らは、因果的なモデルが手前にあるトークンを数えているのだろうと推測しています。
-# Kazemnejad ら（2023、定理 1）は、最初の層がこの方法で絶対位置を復元するような重みが存在することを証明しています。
-# Chi ら（2023）は、マスクが残す別の手がかりも見つけています。アテンションの出力の分散が、位置とともに小さくなるのです。
-# [「xPos と NoPE」](10-xpos-nope.ipynb)の章では、これらの結果を出発点にします。
+# マスクだけで作られた、絶対位置の符号です。
+# 実際、位置エンコーディングなしで学習した因果的な言語モデルも、絶対位置の情報を持っています（Haviv ら 2022）。
+# [「xPos と NoPE」](10-xpos-nope.ipynb)の章は、この結果を出発点にします。
 
 # %%
 n = 6
@@ -404,6 +379,26 @@ assert_close(
     attention(zero_q, keys, values)[:, 0], torch.full((n,), 1 / n, dtype=f64)
 )
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what trained models make of the mask.** Causal language models
+# without any positional encoding learn absolute positions and come close to the
+# perplexity of models with one, while masked language models, whose attention is
+# [bidirectional](../docs/glossary.md#bidirectional), do much worse without
+# (Haviv et al. 2022, who conjecture that the causal models count their
+# predecessors). Kazemnejad et al. (2023, theorem 1) prove that weights exist with
+# which a first layer recovers absolute positions this way, and Chi et al. (2023)
+# find another trace of the mask: the variance of the attention output shrinks
+# with the position.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：学習したモデルはマスクから何を得るか**
+#
+# 位置エンコーディングをまったく持たない因果的な言語モデルは絶対位置を学習し、パープレキシティも位置エンコーディングを持つモデルに迫ります。
+# 一方、アテンションが[双方向](../docs/glossary.ja.md#bidirectional)のマスク言語モデルでは、位置がないと性能が大きく落ちます。
+# Haviv ら（2022）は、因果的なモデルが手前にあるトークンを数えているのだろうと推測しています。
+# Kazemnejad ら（2023、定理 1）は、最初の層がこの方法で絶対位置を復元するような重みが存在することを証明しています。
+# Chi ら（2023）は、マスクが残す別の手がかりも見つけています。アテンションの出力の分散が、位置とともに小さくなるのです。
+
 # %% [markdown] lang="en"
 # ## What a positional signal must give
 #
@@ -414,11 +409,11 @@ assert_close(
 # the sinusoids of [*Sinusoidal positional encoding*](01-sinusoidal.ipynb).
 #
 # **Bounded values.** Token embeddings have a fixed scale: with entries drawn from
-# a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$.
-# The original Transformer's tokens start at that norm too: its code draws them
-# with standard deviation $d^{-1/2}$ and multiplies them by $\sqrt{d}$ (the section
-# [How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)
-# compares the libraries). The raw index grows without limit
+# a standard normal in $d = 64$ dimensions their norm is close to $\sqrt{d} = 8$,
+# and the original Transformer's tokens start at that norm too: its code draws them
+# with standard deviation $d^{-1/2}$ and multiplies them by $\sqrt{d}$
+# ([How loud is the positional signal?](03-learned-embeddings.ipynb#how-loud-is-the-positional-signal)).
+# The raw index grows without limit
 # and swamps them. At $p = 1000$ two different tokens at the same position point in
 # almost the same direction (cosine similarity 0.9999): the position is all the
 # model sees. The sinusoids have norm $\sqrt{d/2}$ at every position.
@@ -426,20 +421,16 @@ assert_close(
 # %% [markdown] lang="ja"
 # ## 位置の信号が満たすべき条件
 #
-# 各トークンがどこにあるかをモデルに教えるいちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
-# 4 つの候補を比べると、$PE$ に何が必要かが分かります。
-# 位置の番号そのもの（1 つの次元に $PE(p) = p$ を入れる）、長さで割った番号（$p/L$）、
-# あらかじめ決めた最大長を次元数とする [one-hot ベクトル](../docs/glossary.ja.md#one-hot-vector)、
-# そして[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波です。
+# トークンの位置をモデルに教えるいちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
+# $PE$ に何が必要かを、4 つの候補で比べます。
+# 位置の番号そのもの（1 つの次元に $PE(p) = p$）、長さで割った番号 $p/L$、最大長までの [one-hot ベクトル](../docs/glossary.ja.md#one-hot-vector)、
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波です。
 #
 # **値が有界であること。** トークンの埋め込みには決まった大きさがあります。
-# 成分を標準正規分布から引いた $d = 64$ 次元のベクトルなら、ノルムは $\sqrt{d} = 8$ に近くなります。
-# 元の Transformer のトークンも、学習を始める時点ではこの大きさです。
-# 著者らのコードは埋め込みを標準偏差 $d^{-1/2}$ で引き、$\sqrt{d}$ を掛けるからです
-# （ライブラリごとの比較は、「学習型位置埋め込みとスケール付き正弦波」の章の[「位置の信号はどれくらい大きいか」](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)の節にあります）。
+# 成分を標準正規分布から引いた $d = 64$ 次元のベクトルならノルムは $\sqrt{d} = 8$ に近く、元の Transformer のトークンも学習開始時はこの大きさです。
+# 著者らのコードは埋め込みを標準偏差 $d^{-1/2}$ で引き、$\sqrt{d}$ を掛けます（[「位置の信号はどれくらい大きいか」](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)の節）。
 # 位置の番号そのものは際限なく大きくなり、埋め込みをかき消してしまいます。
-# $p = 1000$ では、同じ位置にある 2 つの異なるトークンがほぼ同じ向きを指します（コサイン類似度 0.9999）。
-# モデルに見えるのは位置だけになります。
+# $p = 1000$ では、同じ位置にある 2 つの異なるトークンがほぼ同じ向きを指し（コサイン類似度 0.9999）、モデルには位置しか見えません。
 # 正弦波は、どの位置でもノルムが $\sqrt{d/2}$ です。
 
 # %% tags=["figure"]
@@ -458,10 +449,12 @@ def raw_index(p, dim=d64):
 
 
 print(f"token norms: {tok_a.norm():.2f}, {tok_b.norm():.2f}")
-for p in (0, 10, 1000):
-    pe = raw_index(p)
-    cos = F.cosine_similarity(tok_a + pe, tok_b + pe, dim=0)
-    print(f"raw index, p = {p:4d}: cos(x_a + PE, x_b + PE) = {cos:.4f}")
+cosines = [
+    F.cosine_similarity(tok_a + raw_index(p), tok_b + raw_index(p), dim=0)
+    for p in (0, 10, 1000)
+]
+print("raw index, p = 0, 10, 1000: cos(x_a + PE, x_b + PE) =", end=" ")
+print(" ".join(f"{float(cos):.4f}" for cos in cosines))
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64).norm(dim=-1)
 print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}", end="")
 
@@ -487,17 +480,11 @@ assert cos_1000 > 0.9999
 # and 8 collide. The first pair of the sinusoidal encoding never does at integer
 # positions: its frequency is $\omega_0 = 1$, so two positions $p \ne q$ with the
 # same pair would need $p - q$ to be a multiple of $2\pi$, impossible since $\pi$ is
-# irrational. Alone it separates some positions only barely: for positions 710
-# apart (710 is close to $226\pi$) its two points lie only 0.00006 apart. Together
-# with the other pairs, whose wavelengths reach $2\pi \cdot 10000^{(d-2)/d}$, the
-# closest two of the first 2048 positions are 1.4718 apart for $d = 64$. The raw index, $p/L$ and
-# one-hot codes are unique too.
+# irrational. The raw index, $p/L$ and one-hot codes are unique too.
 
 # %% [markdown] lang="ja"
-# **どの長さでも同じ意味を持つこと。** 長さ $L$ で割れば値は有界になりますが、
-# 同じ符号が系列によって違う意味を持つようになります。
-# $0.5$ は、$L = 20$ なら位置 10、$L = 1000$ なら位置 500 です。
-# 隣どうしの間隔も $1/L$ しかありません。
+# **どの長さでも同じ意味を持つこと。** 長さ $L$ で割れば値は有界になりますが、同じ符号が系列によって違う意味になります。
+# $0.5$ は、$L = 20$ なら位置 10、$L = 1000$ なら位置 500 で、隣どうしの間隔も $1/L$ しかありません。
 # 正弦波は長さではなく位置そのものを受け取るので、$PE(10)$ はどの系列でも同じベクトルです。
 #
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
@@ -505,13 +492,24 @@ assert cos_1000 > 0.9999
 # 正弦波位置エンコーディングの最初のペアは、整数の位置でこうした重なりを起こしません。
 # その周波数は $\omega_0 = 1$ なので、2 つの位置 $p \ne q$ でペアが一致するには $p - q$ が $2\pi$ の整数倍でなければならず、
 # $\pi$ は無理数なのでそれは起こりえません。
-# ただし、このペアだけでは、ほとんど区別できない位置もあります。
-# 710 位置離れた 2 つの位置では、710 が $226\pi$ に近いので、このペアの 2 点は 0.00006 しか離れていません。
-# 波長が $2\pi \cdot 10000^{(d-2)/d}$ までのほかのペアと合わせると、$d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも距離は 1.4718 になります。
 # 位置の番号そのもの、$p/L$、one-hot ベクトルも一意です。
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how close two sinusoidal codes come.** Pair 0 alone separates
+# some positions only barely: for positions 710 apart (710 is close to $226\pi$)
+# its two points lie only 0.00006 apart. Together with the other pairs, whose
+# wavelengths reach $2\pi \cdot 10000^{(d-2)/d}$, the closest two of the first 2048
+# positions are 1.4718 apart for $d = 64$.
 
-# %% tags=["check"] summary={"en": "the slowest wavelength is 2π·10000^(62/64); pair 0 alone keeps the first 2048 positions apart, closest at 710 positions apart (0.00006); all pairs keep them 1.4718 apart", "ja": "最も長い波長は 2π·10000^(62/64) です。ペア 0 だけでも最初の 2048 個の位置はすべて異なり、最も近いのは 710 位置離れた組（0.00006）です。すべてのペアでは最も近い組でも 1.4718 離れます"}
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：2 つの正弦波の符号はどこまで近づくか**
+#
+# ペア 0 だけでは、ほとんど区別できない位置もあります。
+# 710 位置離れた 2 つの位置では、710 が $226\pi$ に近いので、このペアの 2 点は 0.00006 しか離れていません。
+# 波長が $2\pi \cdot 10000^{(d-2)/d}$ までのほかのペアと合わせると、$d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも距離は 1.4718 になります。
+
+
+# %% tags=["deeper", "check"] summary={"en": "the slowest wavelength is 2π·10000^(62/64); pair 0 alone keeps the first 2048 positions apart, closest at 710 positions apart (0.00006); all pairs keep them 1.4718 apart", "ja": "最も長い波長は 2π·10000^(62/64) です。ペア 0 だけでも最初の 2048 個の位置はすべて異なり、最も近いのは 710 位置離れた組（0.00006）です。すべてのペアでは最も近い組でも 1.4718 離れます"}
 codes = sinusoidal(torch.arange(2048), d64, dtype=f64)
 # the slowest pair's frequency, read back from row p = 1 (atan2 of sin, cos)
 slowest = torch.atan2(codes[1, -2], codes[1, -1])
@@ -545,14 +543,12 @@ assert f"{dist.min():.4f}" == "1.4718"
 
 # %% [markdown] lang="ja"
 # **相対位置を表せること。** 言語は相対位置（「直前の単語」など）に依存します。
-# そのため「$k$ 位置離れている」という関係は、系列のどこに現れても同じに見えるべきです。
-# 2 つの符号の類似度 $PE(p)\cdot PE(q)$ を比べます（下の出力）。
+# 「$k$ 位置離れている」という関係は、系列のどこでも同じに見えるべきです。2 つの符号の類似度 $PE(p)\cdot PE(q)$ を比べます（下の出力）。
 # 位置の番号そのものでは、これは $pq$ で、位置 100 と 150 のほうが 100 と 101 より似ていることになります。
-# one-hot ベクトルでは、異なる位置の組はすべて $0$ になり、どの位置もほかのどの位置とも近くありません。
+# one-hot ベクトルでは異なる位置の組はすべて $0$ で、どの位置もほかと近くありません。
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。
 # 導出は[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#内積は距離だけで決まる)の章にあります。
-# Wang ら（2021）はこの性質を「平行移動に対する不変性」と呼び、類似度についてさらに 2 つの性質を挙げています。
-# 単調性（離れるほど似なくなること）と対称性です。
+# Wang ら（2021）はこの性質を「平行移動に対する不変性」と呼び、さらに単調性（離れるほど似なくなること）と対称性を挙げています。
 # 正弦波は対称ですが、その導出で見るとおり、単調性はおおよそしか成り立ちません。
 
 # %% tags=["figure"]
@@ -606,13 +602,11 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 
 # %% [markdown] lang="ja"
 # **毎回同じ符号であること。** 位置 $p$ には、どの系列、どのバッチ、どの呼び出しでも同じベクトルが付かなければなりません。
-# 系列ごとに新しく引いたランダムな符号は、一意であっても意味を持ちません。
-# 正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
+# 系列ごとに引き直すランダムな符号は、一意でも意味を持ちません。正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
 # CPU では `posenc` の表は `IndexError` を送出します（GPU では、参照がデバイス側のアサーションで失敗します）。
-# 正弦波はどの位置でも定義されていて、有界です。
-# 学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
+# 正弦波はどの位置でも定義されていて、有界です。学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
 #
 # | 条件 | 位置の番号 $p$ | $p/L$ | one-hot ベクトル | 正弦波 |
 # |---|---|---|---|---|
@@ -681,11 +675,10 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 # ## 位置を足すと対称性が壊れる
 #
 # 入力に正弦波の符号、つまり各行が $PE(0), \dots, PE(T-1)$ の行列 $E$ を足します。
-# 置換でトークンは動きますが、符号は位置に留まります。並べ替えた入力は $PX + E$ です。
-# 一方、符号を足した入力そのものを並べ替えると $P(X + E) = PX + P\,E$ になります（$P\,E$ は $P$ と $E$ の積です）。
+# 置換でトークンは動きますが、符号は位置に留まるので、並べ替えた入力は $PX + E$ です。
+# 符号を足した入力そのものを並べ替えると $P(X + E) = PX + P\,E$ です（$P\,E$ は $P$ と $E$ の積）。
 # 2 つが等しければ、最初の節の結果から、出力は単なる並べ替えになります。
-# 2 つが等しいのは $P\,E = E$、つまりすべての $i$ で $PE(\pi(i)) = PE(i)$ のときだけです。
-# 符号が一意なら、恒等置換以外の $\pi$ ではこれは起こりません。
+# 2 つが等しいのは $P\,E = E$（すべての $i$ で $PE(\pi(i)) = PE(i)$）のときだけで、符号が一意なら、恒等置換以外の $\pi$ では起こりません。
 #
 # ただし、出力が実際に変わるかどうかは重みによります。
 # $W_Q = 0$ ならスコアはすべて $0$ で、出力の各行は $(PX + E)\,W_V$ の行の平均です。
@@ -732,8 +725,7 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 #   $-m_h\,\lvert i - j\rvert$, is one; ALiBi itself is causal,
 #   $-m_h\,(i - j)$ for $j \le i$);
 # - **a rotation of $q$ and $k$**: $(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$, again
-#   relative (the rotary chapters call these positions $m$ and $n$, as RoFormer
-#   does: [notation](../docs/notation.md#positions)).
+#   relative.
 #
 # A relative scheme ignores a common shift of all positions; the absolute code
 # does not. The figure measures, over 200 random orders of eight tokens, how far
@@ -750,14 +742,13 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 # - **入力に足す**：最初の層の前に、各トークンを $x_i + PE(i)$ にします。
 #   スコアには内容と絶対位置が混ざります。
 # - **スコアにバイアスを足す**：スコアを $q_i^\top k_j/\sqrt{d} + B_{ij}$ にします。
-#   $B_{ij}$ には学習可能なものと固定のものがあり、どちらも位置には相対位置 $j - i$ を通してだけ依存します。
+#   $B_{ij}$ は学習可能か固定で、位置には相対位置 $j - i$ を通してだけ依存します。
 #   ALiBi のバイアスを左右対称にした $-m_h\,\lvert i - j\rvert$ がその例です
 #   （ALiBi そのものは因果的で、$j \le i$ に対する $-m_h\,(i - j)$ です）。
-# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ です。これも、位置には相対位置を通してだけ依存します。
-#   回転を扱う章では、RoFormer にならってこの 2 つの位置を $m$、$n$ で表します（[記法](../docs/notation.ja.md#positions)）。
+# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します。
 #
 # 相対位置を使う方法では、すべての位置を同じだけずらしても出力は変わりません。絶対位置の符号では変わります。
-# 図は、8 個のトークンのランダムな 200 通りの順について、それぞれの出力が単なる並べ替えからどれだけ離れるかを測ったものです。
+# 図は、8 個のトークンのランダムな 200 通りの順で、出力が単なる並べ替えからどれだけ離れるかを測ったものです。
 # 素のアテンション $S$、因果マスク $S+M$、正弦波を足した入力 $X+E$、
 # 左右対称の ALiBi 風のバイアス $S+B$（傾き $1/2$、マスクなし）、RoPE の回転 $R$ を比べます。
 # ずれがゼロなのは素のアテンションだけです。
@@ -794,7 +785,7 @@ distance = {
     for name, out in here.items()
 }
 
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
+fig, ax = plt.subplots(figsize=(6.4, 2.4))
 bars = ax.bar(
     range(len(distance)), list(distance.values()), color="#0072B2", width=0.6
 )
@@ -829,11 +820,9 @@ assert distance["$S$"] < 1e-12
 assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 
 # %% [markdown] lang="en"
-# Not every scheme fits one box: Shaw et al. and Transformer-XL add terms that
-# depend on the content as well as on $j - i$, NoPE relies on the causal mask
-# alone, CoPE counts positions with gates on the content, and randomised
-# positions change which positions an encoding receives, not where it enters.
-# The families the site covers (Dufter et al. 2022 survey many more):
+# Not every scheme fits one box (Shaw et al. and Transformer-XL add terms that
+# depend on the content as well as on $j - i$; CoPE counts with gates on the
+# content). The families the site covers (Dufter et al. 2022 survey many more):
 #
 # | family | encoding | where it enters | used in |
 # |---|---|---|---|
@@ -854,19 +843,17 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # | training scheme | [randomised positions](15-learned-bias-functions.ipynb#randomised-positions-no-new-formula) | random sorted positions | research models |
 
 # %% [markdown] lang="ja"
-# すべての方法がどれか 1 つに収まるわけではありません。
-# Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、NoPE は因果マスクだけに頼ります。
-# CoPE は内容に基づくゲートで位置を数え、ランダム化した位置はエンコーディングに渡す位置を変えるだけで、位置が入る場所は変えません。
-# このサイトで扱う位置エンコーディングを、入る場所ごとにまとめます（Dufter ら 2022 はさらに多くを概観しています）。
+# どれか 1 つに収まらない方法もあります（Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、CoPE は内容に基づくゲートで数えます）。
+# このサイトの位置エンコーディングを入る場所ごとにまとめます（Dufter ら 2022 はさらに多くを概観しています）。
 #
 # | 分類 | 位置エンコーディング | 入る場所 | 採用例 |
 # |---|---|---|---|
 # | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
-# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習可能なスカラーを掛けて入力に足す | FLASH |
-# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとの学習可能なベクトルをキーとバリューに足す | Music Transformer |
-# | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号から作った項を足す | Transformer-XL、XLNet |
-# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとの学習可能なバイアス | T5 |
+# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習するスカラー倍で足す | FLASH |
+# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとに学習したベクトルをキーとバリューに足す | Music Transformer |
+# | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号による項 | Transformer-XL、XLNet |
+# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとのバイアス（学習） | T5 |
 # | 相対位置 | [ALiBi](07-alibi.ipynb) | 距離に比例する固定のバイアス | BLOOM、MPT |
 # | 回転 | [RoPE](08-rope.ipynb) | $q$ と $k$ を回転する | Llama、GPT-NeoX |
 # | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb) | 周波数を調整して回転する | Llama 3.1 |
@@ -874,7 +861,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # | 回転 | [xPos](10-xpos-nope.ipynb) | 回転と指数的なスケール | LEX Transformer |
 # | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[クエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
 # | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の関数) | 距離の学習可能な関数 | 研究用のモデル |
-# | 文脈に応じた位置 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
+# | 文脈依存 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
 # | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで並べた位置 | 研究用のモデル |
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -974,8 +961,7 @@ assert_close(
 #   それでもマスクは位置を $1/(p+1)$ として数えられ、位置エンコーディングのない因果的な言語モデルも絶対位置を学習します。
 # - 位置の符号に求められるのは、有界であること、どの長さでも同じ意味を持つこと、一意であること、相対位置を表せること、毎回同じ符号になることの 5 つです。
 #   正弦波はこの 5 つをすべて満たします。
-# - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなります。
-#   実際に出力が変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
+# - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなりますが、実際に変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
 # - 位置が入るおもな場所は、入力（絶対位置）、スコアへのバイアス、$q$ と $k$ の回転（後の 2 つは相対位置）の 3 つです。
 #   NoPE は因果マスクだけに頼ります。
 

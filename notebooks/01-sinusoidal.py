@@ -186,7 +186,7 @@ assert_close(angle[7, 0], torch.tensor(7 - 2 * math.pi, dtype=F64))
 positions = [0, 1, 7, 100]
 codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(4, 4, figsize=(6.4, 5.2))
+fig, axes = plt.subplots(4, 4, figsize=(6.4, 4.7))
 for r, p in enumerate(positions):
     for i, speed in enumerate(("1", "0.1", "0.01", "0.001")):
         ax = axes[r, i]
@@ -221,17 +221,9 @@ plt.show()
 # $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
 # The ratio of consecutive wavelengths does not depend on $i$,
 # $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
-# so the wavelengths form a geometric progression starting at $\lambda_0 = 2\pi$.
-# The paper says it runs "from $2\pi$ to $10000 \cdot 2\pi$". Strictly, the last index
-# is $i = n-1$, so the last wavelength is
+# so the wavelengths form a geometric progression from $\lambda_0 = 2\pi$ to
 # $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
-# one ratio short of $10000 \cdot 2\pi$: for $d = 512$ the ratio is 1.0366 and the last
-# wavelength about 60611 positions instead of 62832. tensor2tensor, fairseq and
-# AllenNLP divide the exponent by $n-1$ instead, so that the progression ends
-# exactly on $10000 \cdot 2\pi$ (`endpoint=True` in `posenc`). That is a different
-# encoding, not a rounding difference:
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#2-dividing-by-n-or-by-n--1)
-# measures how different.
+# for $d = 512$ with ratio 1.0366, up to about 60611 positions.
 
 # %% [markdown] lang="ja"
 # ## 波長は等比数列をなす
@@ -240,14 +232,9 @@ plt.show()
 # $$\lambda_i = \frac{2\pi}{\omega_i} = 2\pi \cdot 10000^{2i/d}$$
 # 隣り合う波長の比は $i$ によりません。
 # $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
-# したがって波長は $\lambda_0 = 2\pi$ から始まる等比数列です。
-# 論文は「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
-# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は次の値です。
+# したがって波長は、$\lambda_0 = 2\pi$ から次の値までの等比数列です。
 # $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
-# これは $10000 \cdot 2\pi$ より公比 1 回分だけ手前です。$d = 512$ では公比が 1.0366、最後の波長は 62832 ではなく約 60611 です。
-# tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
-# これは丸め誤差ではなく、別のエンコーディングです。
-# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)の章で測ります。
+# $d = 512$ では公比は 1.0366 で、最後の波長は約 60611 位置です。
 
 # %%
 d, n = 512, 256
@@ -281,6 +268,26 @@ for d in (16, 64, 512):
 assert f"{got[1] / got[0]:.4f}" == "1.0366" and round(float(got[-1])) == 60611
 assert round(10000 * two_pi) == 62832
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where the progression ends.** The paper says the wavelengths run
+# "from $2\pi$ to $10000 \cdot 2\pi$". Strictly, the last index is $i = n-1$, so the
+# last wavelength is one ratio short of $10000 \cdot 2\pi$: about 60611 positions
+# instead of 62832 for $d = 512$. tensor2tensor, fairseq and AllenNLP divide the
+# exponent by $n-1$ instead, so that the progression ends exactly on
+# $10000 \cdot 2\pi$ (`endpoint=True` in `posenc`). That is a different encoding,
+# not a rounding difference:
+# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#2-dividing-by-n-or-by-n--1)
+# measures how different.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：等比数列はどこで終わるか**
+#
+# 論文は波長が「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
+# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ より公比 1 回分だけ手前で、$d = 512$ では 62832 ではなく約 60611 位置です。
+# tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
+# これは丸め誤差ではなく、別のエンコーディングです。
+# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)の章で測ります。
+
 # %% [markdown] lang="en"
 # ## A smooth binary counter
 #
@@ -289,13 +296,6 @@ assert round(10000 * two_pi) == 62832
 # $2^{k+1}$, and the periods form a geometric progression with ratio $2$. The
 # sinusoidal encoding is the same counter with the square waves made smooth, the
 # periods $\lambda_i$ in place of $2^{k+1}$ and the ratio $10000^{2/d}$ in place of $2$.
-# The smoothing is nearly literal. A wave with the period of bit $k$,
-# $$w_k(p) = \tfrac12 - \tfrac12\cos\left(\pi\,\big(p - \tfrac{2^k - 1}{2}\big)/2^k\right)$$
-# reaches $1$ in the middle of each run of ones, at $p = (3 \cdot 2^k - 1)/2$, and stays
-# above $\tfrac12$ within a quarter period, $2^{k-1}$, of it. The $2^k$ ones of a run lie
-# within $(2^k - 1)/2$ of the middle and the zeros at least $(2^k + 1)/2$ away, so
-# rounding the smooth wave gives the bit back at every integer:
-# $\mathrm{round}\big(w_k(p)\big) = \mathrm{bit}_k(p)$.
 #
 # Smooth waves buy what bits cannot: neighbouring positions get similar codes, any
 # real $p$ has a code, and, as the next section shows, moving along the sequence
@@ -308,18 +308,32 @@ assert round(10000 * two_pi) == 62832
 # ビット $k$ は周期 $2^{k+1}$ の矩形波で、周期は公比 $2$ の等比数列をなします。
 # 正弦波位置エンコーディングは、同じカウンタの矩形波を滑らかな波に置き換えたものです。
 # 周期は $2^{k+1}$ の代わりに $\lambda_i$、公比は $2$ の代わりに $10000^{2/d}$ です。
+#
+# 滑らかな波には、ビットにはない利点があります。隣どうしの位置が似た符号になり、実数の $p$ にも符号があり、
+# 次の節で見るように、系列に沿って進むことが 1 つの固定の回転になります。
+# 図では 2 つのカウンタを並べています。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: rounding the smooth wave gives the bit back.** The smoothing is
+# nearly literal. A wave with the period of bit $k$,
+# $$w_k(p) = \tfrac12 - \tfrac12\cos\left(\pi\,\big(p - \tfrac{2^k - 1}{2}\big)/2^k\right)$$
+# reaches $1$ in the middle of each run of ones, at $p = (3 \cdot 2^k - 1)/2$, and stays
+# above $\tfrac12$ within a quarter period, $2^{k-1}$, of it. The $2^k$ ones of a run lie
+# within $(2^k - 1)/2$ of the middle and the zeros at least $(2^k + 1)/2$ away, so
+# rounding the smooth wave gives the bit back at every integer:
+# $\mathrm{round}\big(w_k(p)\big) = \mathrm{bit}_k(p)$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：滑らかな波を丸めるとビットに戻る**
+#
 # 「滑らかにした」はほぼ文字どおりの意味です。ビット $k$ と同じ周期の波
 # $$w_k(p) = \tfrac12 - \tfrac12\cos\left(\pi\,\big(p - \tfrac{2^k - 1}{2}\big)/2^k\right)$$
 # は、1 が続く区間の中央 $p = (3 \cdot 2^k - 1)/2$ で $1$ になり、そこから 4 分の 1 周期 $2^{k-1}$ 以内では $\tfrac12$ を上回ります。
 # 区間の $2^k$ 個の 1 は中央から $(2^k - 1)/2$ 以内にあり、0 は少なくとも $(2^k + 1)/2$ 離れています。
 # したがって、滑らかな波を丸めると、どの整数でもビットに戻ります。
 # $\mathrm{round}\big(w_k(p)\big) = \mathrm{bit}_k(p)$ です。
-#
-# 滑らかな波には、ビットにはない利点があります。隣どうしの位置が似た符号になり、実数の $p$ にも符号があり、
-# 次の節で見るように、系列に沿って進むことが 1 つの固定の回転になります。
-# 図では 2 つのカウンタを並べています。
 
-# %% tags=["check"] summary={"en": "rounding the smooth wave w_k gives bit k of p for every p below 4096 and k up to 9, never at a tie", "ja": "4096 未満のすべての p と 9 までの k で、滑らかな波 w_k を丸めると p のビット k になり、ちょうど 1/2 になることはありません"}
+# %% tags=["deeper", "check"] summary={"en": "rounding the smooth wave w_k gives bit k of p for every p below 4096 and k up to 9, never at a tie", "ja": "4096 未満のすべての p と 9 までの k で、滑らかな波 w_k を丸めると p のビット k になり、ちょうど 1/2 になることはありません"}
 p = torch.arange(4096)
 for k in range(10):
     bit = (p >> k) & 1  # from the integers, not from a wave
@@ -331,7 +345,7 @@ for k in range(10):
 p = torch.arange(64)
 bits = (p[None, :] >> torch.arange(6)[:, None]) & 1  # [k, p]
 style = {"aspect": "auto", "cmap": "RdBu_r", "vmin": -1, "vmax": 1}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), width_ratios=[1, 1.25])
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.7), width_ratios=[1, 1.25])
 axes[0].imshow(bits, interpolation="nearest", **style)
 axes[0].set(xlabel="$p$", ylabel="$k$", title=r"$\mathrm{bit}_k(p)$")
 im = axes[1].imshow(sinusoidal(p, 32).T, interpolation="nearest", **style)
@@ -453,11 +467,6 @@ for k in (-7, 1, 3, 50, 1000):
 # its first entry $\sin k$ is not $0$, since $\pi$ is irrational). The derivation
 # above shows what is missing: $\sin(\theta+\phi)$ needs $\cos\theta$, which only the
 # second column of each pair supplies. A clock hand needs both of its coordinates.
-#
-# Leaving $p = 0$ out does not rescue the sines. For $k = 3$ and $d = 16$, the best
-# matrix in the [least-squares](../docs/glossary.md#least-squares) sense over
-# $p = 1, \dots, 999$ leaves a relative error near 0.34 with the sines alone; with both
-# columns it recovers $M_3$ to rounding error.
 
 # %% [markdown] lang="ja"
 # ### 正弦だけでは足りない
@@ -469,12 +478,20 @@ for k in (-7, 1, 3, 50, 1000):
 # （$\pi$ は無理数なので、最初の成分 $\sin k$ だけを見ても $0$ ではありません）。
 # 足りないものは上の導出から分かります。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
 # それを持っているのは各ペアの 2 列目だけです。時計の針には、2 つの座標の両方が必要なのです。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: leaving position 0 out does not rescue the sines.** For $k = 3$
+# and $d = 16$, the best matrix in the [least-squares](../docs/glossary.md#least-squares)
+# sense over $p = 1, \dots, 999$ leaves a relative error near 0.34 with the sines
+# alone; with both columns it recovers $M_3$ to rounding error.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：位置 0 を除いても正弦だけでは足りない**
 #
-# $p = 0$ を除いても、正弦だけではやはりうまくいきません。
 # $k = 3$、$d = 16$ で、$p = 1, \dots, 999$ にわたる[最小二乗](../docs/glossary.ja.md#least-squares)の意味で最良の行列を求めると、
 # 正弦だけでは相対誤差が 0.34 前後に残ります。両方の列を使えば、丸め誤差の範囲で $M_3$ が復元されます。
 
-# %%
+# %% tags=["deeper"]
 p = torch.arange(1, 1000)
 full, full_k = pe(p, 16), pe(p + 3, 16)
 sines, sines_k = full[:, 0::2], full_k[:, 0::2]
@@ -486,9 +503,11 @@ print(
     f"relative error: sine and cosine {rel_full:.1e}, sine only {rel_sin:.2f}"
 )
 
-# %% tags=["check"] summary={"en": "the fit with both columns is M_3 (transposed, positions being rows); the sines alone stay far off; s(0) = 0 while sin k ≠ 0", "ja": "両方の列での近似は M_3（位置を行に並べているので転置）で、正弦だけでは大きくずれ、s(0) = 0 なのに sin k ≠ 0 です"}
+# %% tags=["deeper", "check"] summary={"en": "the fit with both columns is M_3 (transposed, positions being rows); the sines alone stay far off", "ja": "両方の列での近似は M_3（位置を行に並べているので転置）で、正弦だけでは大きくずれます"}
 assert_close(fit, shift_matrix(3, 16).T, rtol=0, atol=1e-8)
 assert rel_full < 1e-9 and 0.3 < rel_sin < 0.4
+
+# %% tags=["check"] summary={"en": "s(0) = 0 while sin k ≠ 0", "ja": "s(0) = 0 ですが sin k ≠ 0 です"}
 assert not sinusoidal(torch.tensor([0]), 16)[0, 0::2].any()  # s(0) = 0
 ks = torch.arange(-50, 51)
 assert (sinusoidal(ks[ks != 0], 16)[:, 0] != 0).all()  # sin k != 0
@@ -549,7 +568,7 @@ assert first_rise == 43
 # %% tags=["figure"] alt={"en": ["Dot product PE(p)·PE(q) for d = 512 against the distance p − q from −1000 to 1000: a sharp symmetric peak of 256 at 0, then a fall with ripples to about 45 at ±1000. It depends only on the distance."], "ja": ["d = 512 での内積 PE(p)·PE(q) を距離 p − q（−1000〜1000）に対して描いた図。0 で 256 の鋭い左右対称のピークがあり、離れるにつれて波打ちながら ±1000 で約 45 まで下がります。値は距離だけで決まります。"]}
 k = torch.arange(-1000, 1001)  # negative positions are allowed
 f = pe(k, 512) @ pe([0], 512)[0]  # PE(k) . PE(0) = PE(p + k) . PE(p)
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+fig, ax = plt.subplots(figsize=(6.4, 2.7))
 ax.plot(k, f, lw=1)
 ax.axhline(0, color=INK, lw=0.8)
 ax.set(xlabel="$p-q$", ylabel=r"$PE(p)\cdot PE(q)$", xlim=(-1000, 1000))
@@ -662,12 +681,11 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 #   context; 56 hands turn less than a quarter turn.
 #
 # The base thus sets the range of distances the code resolves, and $10000$ spreads
-# the hands from single positions to tens of thousands. The paper also hoped that
-# the sinusoids would let a model read sequences longer than those seen in
-# training; that is a claim about trained models, which
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) tests. Rotary
-# embeddings use the same frequencies, and stretching a model's context changes
-# them, the base among them: see [*Extending RoPE's context*](09-rope-context.ipynb).
+# the hands from single positions to tens of thousands. Whether the sinusoids let
+# a model read longer sequences than in training, as the paper hoped, is tested in
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb); rotary
+# embeddings reuse these frequencies and change them, the base among them, to
+# stretch a context ([*Extending RoPE's context*](09-rope-context.ipynb)).
 
 # %% [markdown] lang="ja"
 # ## 底 10000 で何が得られるか
@@ -691,10 +709,8 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 #   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周も回らない針は 56 本です。
 #
 # つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
-# 論文は、正弦波を使えば学習時より長い系列もモデルが読めるようになることも期待していました。
-# これは学習済みのモデルについての主張なので、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
-# 回転位置埋め込みも同じ周波数を使います。モデルのコンテキストを伸ばすときには、底を含めてこの周波数を変えます。
-# [「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章を参照してください。
+# 論文が期待したように学習時より長い系列も読めるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
+# 回転位置埋め込みも同じ周波数を使い、コンテキストを伸ばすときは底を含めてこれを変えます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 
 # %%
 d, n, context = 512, 256, 2048
@@ -710,7 +726,7 @@ for b in (100.0, 1e4, 1e6):
     print(f"{b:<6.0e} {slowest:18.0f} {half:8d} {still:11d} {f.min():6.1f}")
 
 # %% tags=["figure"] alt={"en": ["Left: wavelength against pair index i on a log axis for d = 512 and bases 10^2, 10^4 and 10^6, three straight lines from 2π, with a grey line at 2048 positions; base 10^2 stays below it, base 10^4 crosses it about two thirds of the way along, base 10^6 a little before halfway. Right: PE(p)·PE(q) against the distance p − q from 1 to 2048 on a log axis: base 10^2 falls below half the peak (dotted) by distance 5 and then ripples around zero; base 10^4 halves by 54 and keeps falling; base 10^6 halves only at 361 and stays above 90."], "ja": ["左は d = 512 で底 10^2、10^4、10^6 の波長をペア番号 i に対して対数軸で描いたもので、どれも 2π から始まる直線です。灰色の線は 2048 位置で、底 10^2 はその下にとどまり、底 10^4 は全体の 3 分の 2 ほどのところで、底 10^6 は半分より少し手前で上へ抜けます。右は PE(p)·PE(q) を距離 p − q（1〜2048、対数軸）に対して描いたものです。底 10^2 は距離 5 までにピークの半分（点線）を下回り、その後はゼロのまわりで波打ちます。底 10^4 は 54 で半分になり、さらに下がり続けます。底 10^6 は 361 でようやく半分になり、90 より上にとどまります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.9))
 r = torch.arange(1, context + 1)
 for b, style in zip(similarity, ("-", "--", ":"), strict=True):
     label = f"$b = 10^{round(math.log10(b))}$"

@@ -73,18 +73,15 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # ## 位置ごとに 1 行を持つ表
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波は式で決まっていて、学習するものはありません。
-# いちばん素直な代案は、位置ごとに専用のベクトルを用意し、その中身を学習に任せることです。
-# 畳み込みの seq2seq モデル（Gehring ら 2017）がこの方法を使い、BERT と GPT-2 も同じです。
+# いちばん素直な代案は、位置ごとに専用のベクトルを用意し、中身を学習に任せることです。畳み込みの seq2seq モデル（Gehring ら 2017）、BERT、GPT-2 がこの方法です。
 # Vaswani ら（2017、表 3 の行 (E)）も正弦波の代わりにこの方法を試し、ほぼ同じ結果になったと報告しています。
 #
 # [学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)は、$N$ 行 $d$ 列の行列 $E$ です。
 # $N$ はモデルが扱える位置の数（コンテキスト長）、$d$ はモデルの幅です。
-# 位置 $p$ には行 $p$ が割り当てられ、層への入力は、トークンの埋め込み $e(t_p)$ とその行の和です。
+# 位置 $p$ には行 $p$ が割り当てられ、層への入力はトークンの埋め込み $e(t_p)$ とその行の和です。
 # $$x_p = e(t_p) + E_p$$
-# 表から行を取り出す操作は、one-hot ベクトルに表を掛けることと同じで、$E_p = \mathbf{1}_p^\top E$ と書けます。
-# つまり表は普通の重み行列で、学習はほかの重みと同じようにこれを調整します。
-# `posenc.LearnedPositionalEmbedding(N, d)` がこの表を持ちます。
-# 成分の初期値は、Hugging Face の BERT や GPT-2 と同じく、標準偏差 $\sigma = 0.02$ の正規分布から引きます。
+# 行を取り出す操作は one-hot ベクトルに表を掛けることと同じで（$E_p = \mathbf{1}_p^\top E$）、表は学習がほかの重みと同じように調整する普通の重み行列です。
+# `posenc.LearnedPositionalEmbedding(N, d)` がこの表を持ち、成分の初期値は Hugging Face の BERT や GPT-2 と同じく標準偏差 $\sigma = 0.02$ の正規分布から引きます。
 
 # %%
 N, d = 1024, 768
@@ -146,18 +143,16 @@ assert f"{bert_like.std():.4f}" == f"{truncated_std(0.02, 2):.4f}" == "0.0176"
 # $d = 768$, GPT-2 small $N = 1024$ at the same width (its table is called `wpe`).
 # The sinusoidal encoding has none: `posenc.SinusoidalEmbedding` stores its table
 # as a buffer computed from the formula, not as a parameter. Against the whole
-# model the table is small. Built with the same shapes from torch modules (on the
-# `meta` device, which holds shapes and no memory), the two models give:
+# model the table is small; built with the same shapes from torch modules (on the
+# `meta` device, which holds no memory), the two models give:
 
 # %% [markdown] lang="ja"
 # ## 表のコスト
 #
 # 表のパラメータ数は $N d$ です。BERT-base は幅 $d = 768$ で $N = 512$ 個の位置を扱い、
 # GPT-2 small は同じ幅で $N = 1024$ 個です（この表は `wpe` という名前です）。
-# 正弦波位置エンコーディングにはパラメータがありません。
-# `posenc.SinusoidalEmbedding` は表を式から計算したバッファとして持ち、パラメータにはしません。
-# モデル全体と比べると、表は小さなものです。
-# 同じ形状のモデルを torch のモジュールで組み立てると（形状だけを持ちメモリを使わない `meta` デバイス上で）、次のようになります。
+# 正弦波位置エンコーディングにはパラメータがなく、`posenc.SinusoidalEmbedding` は表を式から計算したバッファとして持ちます。
+# 同じ形状のモデルを torch のモジュールで（メモリを使わない `meta` デバイス上に）組み立てると、表はモデル全体と比べて小さなものです。
 
 
 # %% tags=["figure"]
@@ -226,24 +221,17 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 # `SinusoidalEmbedding` table can be rebuilt with more rows at no cost, since
 # nothing in it was trained. (Whether a model uses far positions well is another
 # question: [*Which encodings extrapolate?*](11-length-generalisation.ipynb).) A
-# learned table can only be extended by hand: Longformer (Beltagy et al. 2020)
-# starts its 4096 positions from RoBERTa's 512 trained rows, copied again and
-# again, and ViT (Dosovitskiy et al. 2021, §3.2) interpolates its table in 2D when
-# fine-tuned on larger images.
+# learned table can only be extended by hand (see the fold below).
 
 # %% [markdown] lang="ja"
 # どちらも 1% 未満です。学習型の表の代償は、大きさとは別のところにあります。
-# 表には $N$ 行しかありません。位置 $N$ には行がなく、それをどう決めるかの規則もありません。
-# 学習型の表は外挿できないのです。BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
-# CPU では、`posenc` は上限を示した `IndexError` を送出し、素の `nn.Embedding` も例外を出します。
-# GPU では、どちらもデバイス側のアサーションで失敗します。
+# 表には $N$ 行しかなく、位置 $N$ の行も、それを決める規則もありません。学習型の表は外挿できないのです。
+# BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
+# CPU では `posenc` は上限を示した `IndexError` を送出し、素の `nn.Embedding` も例外を出します。GPU では、どちらもデバイス側のアサーションで失敗します。
 #
-# 正弦波は関数なので、どの位置でも同じノルムで定義されています。
-# `SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
+# 正弦波は関数なので、どの位置でも同じノルムで定義されています。`SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
 # モデルが遠い位置をうまく使えるかは別の問題で、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
-# 学習型の表を広げるには、人の手で作り替えるしかありません。
-# Longformer（Beltagy ら 2020）は、RoBERTa の学習済みの 512 行を繰り返しコピーして 4096 個の位置の初期値にします。
-# ViT（Dosovitskiy ら 2021、§3.2）は、より大きな画像でファインチューニングするときに表を 2 次元で補間します。
+# 学習型の表は人の手で広げるしかありません（下の折りたたみ）。
 
 # %%
 bert_table = LearnedPositionalEmbedding(512, 768)
@@ -281,6 +269,18 @@ else:
 longer = SinusoidalEmbedding(2048, 768)  # rebuilt longer: rows 0..511 unchanged
 assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: extending a learned table by hand.** Longformer (Beltagy et al.
+# 2020) starts its 4096 positions from RoBERTa's 512 trained rows, copied again and
+# again, and ViT (Dosovitskiy et al. 2021, §3.2) interpolates its table in 2D when
+# fine-tuned on larger images.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：学習型の表を人の手で広げる**
+#
+# Longformer（Beltagy ら 2020）は、RoBERTa の学習済みの 512 行を繰り返しコピーして 4096 個の位置の初期値にします。
+# ViT（Dosovitskiy ら 2021、§3.2）は、より大きな画像でファインチューニングするときに表を 2 次元で補間します。
+
 # %% [markdown] lang="en"
 # ## Training a table on a toy task
 #
@@ -299,16 +299,12 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # %% [markdown] lang="ja"
 # ## 小さな課題で表を学習する
 #
-# 学習は表に何を書き込むのでしょうか。CPU で数秒のうちに確かめるため、
-# 下のモデルが位置なしでは解けない課題を使います。**系列の反転**です。
-# 入力は $V = 10$ 種類のトークンからランダムに選んだ $T = 16$ 個で、
-# 位置 $p$ の正解は入力の位置 $T - 1 - p$ のトークンです。
+# 学習は表に何を書き込むのでしょうか。CPU で数秒で確かめるため、下のモデルが位置なしでは解けない課題、**系列の反転**を使います。
+# 入力は $V = 10$ 種類のトークンから選んだ $T = 16$ 個で、位置 $p$ の正解は入力の位置 $T - 1 - p$ のトークンです。
 # 正解はすべて入力の中にあるので、問題はどこを見るかだけで、それは $p$ だけで決まります。
 #
-# モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（幅 $d = 32$）を足し、
-# 1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
-# 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけです。
-# こうしておくと、モデルが一度も見ない行がどうなるかも確かめられます。
+# モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（幅 $d = 32$）を足し、1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
+# 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけなので、一度も使われない行がどうなるかも分かります。
 
 # %% [markdown] lang="en"
 # Without positions this model is permutation-equivariant (chapter
@@ -321,17 +317,16 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # other ways.) Training with the learned table (Adam, learning rate 0.01, 300 steps
 # of 64 fresh sequences, in float64) starts near $\ln 10 \approx 2.3026$, the loss
 # of a uniform guess among ten tokens, and falls to 0.0000: every token of 1000 new
-# sequences is put in its place.
+# sequences is put in its place. Each query $p$ has learned to look at the key
+# $T - 1 - p$.
 
 # %% [markdown] lang="ja"
 # 位置がなければ、このモデルは置換同変です（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
 # 同じトークンを持つ 2 つの位置は同じ出力になりますが、その正解は一般には異なります。
-# 各系列について、同じトークンには同じ答えしか返せないという制約のもとで正解できる数の最大値を数えると、
-# この種のモデルの[正解率](../docs/glossary.ja.md#accuracy)の上限が得られます。ランダムな 1000 系列の平均で 0.619 です。
-# この上限は、マスクのないこの 1 層のモデルについてのものです。因果マスクや相対位置のエンコーディングがあれば、別の方法で位置が分かります。
-# 学習型の表で学習します（Adam、学習率 0.01、毎回新しい 64 系列で 300 ステップ、float64）。
-# 損失は、チャンスレベルの値 $\ln 10 \approx 2.3026$（10 種類のトークンから一様に選んだときの損失）の近くから始まり、0.0000 まで下がります。
-# 新しい 1000 系列のどのトークンも、正しい位置に置かれます。
+# 同じトークンには同じ答えしか返せないという制約のもとで各系列の正解数の最大値を数えると、この種のモデルの[正解率](../docs/glossary.ja.md#accuracy)の上限が得られます。ランダムな 1000 系列の平均で 0.619 です。
+# この上限はマスクのないこの 1 層のモデルでのもので、因果マスクや相対位置のエンコーディングがあれば、別の方法で位置が分かります。
+# 学習型の表で学習すると（Adam、学習率 0.01、毎回新しい 64 系列で 300 ステップ、float64）、損失はチャンスレベルの $\ln 10 \approx 2.3026$ の近くから 0.0000 まで下がります。
+# 新しい 1000 系列のどのトークンも正しい位置に置かれます。学習の結果、各クエリ $p$ はキー $T - 1 - p$ を見るようになります。
 
 
 # %% tags=["figure"]
@@ -419,20 +414,22 @@ assert ceiling.max() < 1  # none of these sequences can be reversed exactly
 assert f"{ceiling.mean():.3f}" == "0.619"
 assert accuracy == 1.0
 
-# %% [markdown] lang="en"
-# To see how, feed the identity matrix as the values: the attention output is then
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where each query looks.** To see how the model solves the task,
+# feed the identity matrix as the values: the attention output is then
 # the attention matrix itself, $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$. In each
 # of 256 random sequences, every query $p$ puts its largest weight on the key
 # $T - 1 - p$, and on average almost all of it. The positions, not the tokens,
 # decide where each query looks.
 
-# %% [markdown] lang="ja"
-# どうやって解いているのかを見るため、バリューとして単位行列を与えます。
-# するとアテンションの出力は、アテンション行列そのもの $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$ になります。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：各クエリはどこを見ているか**
+#
+# 解き方を見るため、バリューに単位行列を与えます。アテンションの出力は、アテンション行列そのもの $\mathrm{softmax}(q k^\top / \sqrt{d})\, I$ になります。
 # ランダムな 256 系列のどれでも、各クエリ $p$ は最大の重みをキー $T - 1 - p$ に置き、平均すると重みのほとんどがそこに集まります。
 # 各クエリがどこを見るかを決めているのは、トークンではなく位置です。
 
-# %%
+# %% tags=["deeper"]
 tokens, _ = batch(torch.Generator().manual_seed(3), size=256)
 with torch.no_grad():
     _, q, k, _ = learned.qkv(tokens)
@@ -442,7 +439,7 @@ mirror = T - 1 - torch.arange(T)
 on_mirror = weights.mean(0)[torch.arange(T), mirror]  # mean weight on T-1-p
 print(f"weight on key T-1-p, smallest over p: {on_mirror.min():.3f}", end="")
 
-# %% tags=["check"] summary={"en": "the output is softmax(qkᵀ/√d); query p weighs key T − 1 − p most, above 0.9 on average", "ja": "出力は softmax(qkᵀ/√d) です。クエリ p の重みはキー T − 1 − p で最大になり、平均で 0.9 を超えます"}
+# %% tags=["deeper", "check"] summary={"en": "the output is softmax(qkᵀ/√d); query p weighs key T − 1 − p most, above 0.9 on average", "ja": "出力は softmax(qkᵀ/√d) です。クエリ p の重みはキー T − 1 − p で最大になり、平均で 0.9 を超えます"}
 scores = q @ k.transpose(-2, -1) / math.sqrt(d)
 assert_close(weights, torch.softmax(scores, dim=-1))
 assert torch.equal(weights.argmax(-1), mirror.expand(len(tokens), T))
@@ -472,16 +469,12 @@ assert on_mirror.min() > 0.9
 #
 # 位置どうしを、ベクトルの[コサイン類似度](../docs/glossary.ja.md#cosine-similarity)で比べます。
 # $$\cos\angle(E_p, E_q) = \frac{E_p \cdot E_q}{\lVert E_p \rVert\, \lVert E_q \rVert}$$
-# 正弦波についても同じものを計算します。
-# $PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ で、どの $PE(p)$ もノルムが等しいので、
-# 正弦波のこの行列は $p - q$ だけで決まります。対角線上で最大になり、離れるにつれて波打ちながら下がります。
-# 隣り合う位置は、構成上おのずと似たベクトルになります。
+# 正弦波についても同じものを計算します。$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$ で、どの $PE(p)$ もノルムが等しいので、
+# 正弦波のこの行列は $p - q$ だけで決まります。対角線上で最大になり、離れるにつれて波打ちながら下がります。隣り合う位置は、構成上おのずと似たベクトルになります。
 #
-# 学習型の表には、そのような構造は組み込まれていません。
-# 表の行は、ほぼ直交する独立な乱数ベクトルから始まり（コサイン類似度は $1/\sqrt{d} \approx 0.18$ 程度）、
-# 学習は課題が求める分だけそれを動かしました。
+# 学習型の表には、そのような構造は組み込まれていません。行はほぼ直交する独立な乱数ベクトルから始まり（コサイン類似度は $1/\sqrt{d} \approx 0.18$ 程度）、学習は課題が求める分だけそれを動かしました。
 # この実行では、隣どうし（$|p - q| = 1$）が遠く離れた組（$|p - q| \ge T/2$）より似ているということはなく、むしろ互いに離れています。
-# 反転の課題では、位置 $p$ と $p+1$ が似たふるまいをする必要はどこにもないので、両者を似せる力も働きません。
+# 反転の課題では位置 $p$ と $p+1$ が似たふるまいをする必要がないので、両者を似せる力も働きません。
 
 
 # %% tags=["figure"] alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table after the reversal task (left): 1 on the diagonal, a patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and falling away from it with ripples, for example 0.729 at distance 4 and 0.743 at distance 6."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左は反転の課題で学習した位置埋め込みで、対角線上は 1、それ以外はばらばらのモザイク状で、隣どうしも似ていません。右は正弦波で、対角線上で最大となり、離れるにつれて波打ちながら下がります（たとえば距離 4 で 0.729、距離 6 で 0.743）。"]}
@@ -530,30 +523,34 @@ assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
 assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 
 # %% [markdown] lang="en"
-# One run is one run, so four more models are trained from the seeds 1 to 4. All of
-# them solve the task; in every run the neighbours' mean cosine is negative, below
-# that of distant pairs in four runs and within 0.01 of it in the fifth. With
-# reversal, training did not make neighbours alike in any of five runs.
-#
-# That says nothing about tables trained on language. Wang & Chen (2020) plot the
+# Four more runs, from the seeds 1 to 4, agree (see the fold below). That says
+# nothing about tables trained on language. Wang & Chen (2020) plot the
 # same cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and
 # there neighbouring positions do have similar vectors: a language model's data
 # reward that locality, and reversal does not. The sinusoid has locality built in;
 # a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# 1 回の実行だけでは偶然と区別できないので、シード 1〜4 でさらに 4 つのモデルを学習します。
-# どのモデルも課題を解きます。隣どうしのコサイン類似度の平均はどの実行でも負で、
-# 4 回は遠い組の値より小さく、残りの 1 回でも両者の差は 0.01 以内です。
-# 反転の課題では、5 回のどの実行でも、学習によって隣どうしが似ることはありませんでした。
-#
-# 言語で学習した表については、この結果からは何も言えません。
-# Wang と Chen（2020）は、学習済みの BERT、RoBERTa、GPT-2 の表について同じコサイン類似度の行列を描いていて、
-# そちらでは隣り合う位置が実際に似たベクトルを持っています。
+# シード 1〜4 でのさらに 4 回の実行も同じ結果です（下の折りたたみ）。
+# ただし、言語で学習した表については、この結果からは何も言えません。Wang と Chen（2020）が学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描くと、隣り合う位置は実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
 
-# %% tags=["figure"]
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: four more seeds.** One run is one run, so four more models are
+# trained from the seeds 1 to 4. All of them solve the task; in every run the
+# neighbours' mean cosine is negative, below that of distant pairs in four runs and
+# within 0.01 of it in the fifth. With reversal, training did not make neighbours
+# alike in any of five runs.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ほかの 4 つのシード**
+#
+# 1 回の実行だけでは偶然と区別できないので、シード 1〜4 でさらに 4 つのモデルを学習します。どのモデルも課題を解きます。
+# 隣どうしのコサイン類似度の平均はどの実行でも負で、4 回は遠い組の値より小さく、残りの 1 回でも差は 0.01 以内です。
+# 反転の課題では、5 回のどの実行でも、学習によって隣どうしが似ることはありませんでした。
+
+# %% tags=["deeper"]
 runs = [(0, accuracy, near_l, far_l)]
 for seed in range(1, 5):
     torch.manual_seed(seed)
@@ -569,7 +566,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "five runs, accuracy 1 each; neighbours below zero in all, below distant pairs in four, 0.01 off in one", "ja": "5 回とも正解率 1 です。隣どうしはどれも 0 未満で、4 回は遠い組より小さく、残る 1 回も差は 0.01 以内です"}
+# %% tags=["deeper", "check"] summary={"en": "five runs, accuracy 1 each; neighbours below zero in all, below distant pairs in four, 0.01 off in one", "ja": "5 回とも正解率 1 です。隣どうしはどれも 0 未満で、4 回は遠い組より小さく、残る 1 回も差は 0.01 以内です"}
 assert all(acc == 1.0 for _, acc, _, _ in runs)
 assert all(near < 0 for _, _, near, _ in runs)  # neighbours never alike
 assert sum(near < far for _, _, near, far in runs) == 4
@@ -594,17 +591,12 @@ assert all(near < far + 0.01 for _, _, near, far in runs)
 # %% [markdown] lang="ja"
 # ## どの系列も届かない行
 #
-# 学習は、使われた行を大きく変えました。
-# 行のノルムの平均は、初期化どおりの $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ で始まり、学習後は 1.581 まで大きくなりました。
-# 一方、行 $T$ から $2T - 1$ までは、どの学習系列も届かなかった行です。
-# これらの勾配はどのステップでも 0 で、Adam が保持する勾配の移動平均も 0 のままなので、
-# Adam による更新は $0/(0 + \epsilon) = 0$ です。
+# 学習は、使われた行を大きく変えました。行のノルムの平均は、初期化どおりの $\sigma \sqrt{d} = 0.02\sqrt{32} \approx 0.113$ で始まり、学習後は 1.581 まで大きくなりました。
+# 一方、どの学習系列も届かなかった行 $T$ から $2T - 1$ は、勾配がどのステップでも 0 です。Adam が保持する勾配の移動平均も 0 のままなので、Adam による更新は $0/(0 + \epsilon) = 0$ です。
 # そのためこれらの行は、今も初期化時の乱数ベクトルとビット単位で一致します。
 #
-# これが学習型の表の 2 つ目の限界です。
-# 表の中の位置であっても、その行が意味を持つのは、そこまで届く長さの学習系列があった場合だけです。
-# BERT の事前学習はこの点を考慮しています。ステップの 90% は 128 トークンの系列で、
-# 残りの 10% は 512 トークンの系列で学習し、表の後ろの行も学習されるようにしました（Devlin ら 2019、付録 A.2）。
+# これが学習型の表の 2 つ目の限界です。表の中の位置でも、その行が意味を持つのは、そこまで届く長さの学習系列があった場合だけです。
+# BERT の事前学習はこれを考慮し、ステップの 90% を 128 トークン、残りの 10% を 512 トークンの系列で学習しました（Devlin ら 2019、付録 A.2）。表の後ろの行も学習されるようにするためです。
 
 # %%
 norm_before, norm_after = (w[:T].norm(dim=-1).mean() for w in (before, after))
@@ -695,19 +687,14 @@ assert not torch.allclose(unused, paper * start[T:])
 # %% [markdown] lang="ja"
 # ## 位置の信号はどれくらい大きいか
 #
-# 最初の層への入力は、トークンの埋め込みと位置のベクトルの和です。
-# 和が意味を持つのは、どちらの項も相手をかき消さないときだけなので、2 つのノルムを比べます。
-# 正弦波のノルムの 2 乗への寄与は、正弦と余弦のペアごとに $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ です。
-# ペアは $d/2$ 組あるので、どの位置でも次が厳密に成り立ちます。
+# 最初の層への入力はトークンの埋め込みと位置のベクトルの和で、和が意味を持つのはどちらの項も相手をかき消さないときだけです。そこで 2 つのノルムを比べます。
+# 正弦波のノルムの 2 乗には正弦と余弦のペアごとに $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ が寄与し、ペアは $d/2$ 組なので、どの位置でも厳密に次が成り立ちます。
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
 # $d = 768$ なら $\sqrt{384} \approx 19.5959$ です。
-# トークンの埋め込みの成分を標準偏差 $\sigma$ の独立な乱数で初期化すると、$\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ です。
-# $d$ が大きければノルムは $\sigma\sqrt{d}$ の近くに集中し（相対的なばらつきはおよそ $1/\sqrt{2d}$）、
+# トークンの埋め込みの成分を標準偏差 $\sigma$ の独立な乱数で初期化すると $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ で、$d$ が大きければノルムは $\sigma\sqrt{d}$ の近くに集中し（相対的なばらつきはおよそ $1/\sqrt{2d}$）、
 # BERT の $\sigma = 0.02$ なら $0.02\sqrt{768} \approx 0.5543$ です。
 #
-# このようなトークンに生の正弦波を足すと、正弦波のノルムはトークンの
-# $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、つまりおよそ 35 倍になります
-# （この組み合わせは仮のもので、BERT は学習型の表を使います）。
+# このトークンに生の正弦波を足すと、正弦波のノルムはトークンの $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、およそ 35 倍です（仮の組み合わせで、BERT は学習型の表を使います）。
 # 正弦波を実際に使うモデルは、それぞれ自分の初期化のもとでこの釣り合いを直しています。
 #
 # - **Vaswani ら**（2017、§3.4）は、トークンの埋め込みに $\sqrt{d}$ を掛けます。
@@ -717,8 +704,7 @@ assert not torch.allclose(unused, paper * start[T:])
 #   `posenc` や x-transformers のように $d^{-1/2}$ から始めると、正弦波のノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$ です。
 #   x-transformers のトークンは $\sigma = \sqrt{2/d}$ で引かれ、ノルムはおよそ $\sqrt{2}$ なので、比は $1/2$ です。
 #
-# どちらのやり方も、それぞれ自分のトークンに対して比を 1 に近づけます（0.71 と 0.50）。
-# 35 という比は $\sigma = 0.02$ のトークンに対するもので、どちらのやり方もそのトークンは使いません。
+# どちらも自分のトークンに対して比を 1 に近づけます（0.71 と 0.50）。35 という比は、どちらも使わない $\sigma = 0.02$ のトークンに対するものです。
 
 # %% tags=["figure"]
 d = 768
@@ -802,22 +788,15 @@ assert_close(xt_table.std().item(), math.sqrt(2 / d), rtol=5e-3, atol=0)
 # scalar parameter $\alpha$, the
 # [learned scale](../docs/glossary.md#learned-scale), initialised to $d^{-1/2}$.
 # The sinusoid table stays fixed: it is a buffer, outside `parameters()`, so
-# $\alpha$ is the only tensor that receives a gradient. By the chain rule its
-# gradient is
-# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
-# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$.
+# $\alpha$ is the only tensor that receives a gradient.
 
 # %% [markdown] lang="ja"
 # ## Hua らの学習可能なスケール
 #
-# `SinusoidalEmbedding(N, d, learnable_scale=True)` は $\alpha\, PE(p)$ を返します。
-# スカラーのパラメータ $\alpha$（[学習可能なスケール](../docs/glossary.ja.md#learned-scale)）を 1 つだけ持ち、初期値は $d^{-1/2}$ です。
-# 正弦波の表は固定のままです。表はバッファで `parameters()` に含まれないので、
-# 勾配を受け取るテンソルは $\alpha$ だけです。連鎖律から、その勾配は次のとおりです。
-# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
-# ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
+# `SinusoidalEmbedding(N, d, learnable_scale=True)` は $\alpha\, PE(p)$ を返します。スカラーのパラメータ $\alpha$（[学習可能なスケール](../docs/glossary.ja.md#learned-scale)）を 1 つだけ持ち、初期値は $d^{-1/2}$ です。
+# 正弦波の表はバッファで `parameters()` に含まれないので、勾配を受け取るのは $\alpha$ だけです。
 
-# %% tags=["check"] summary={"en": "the scale is the only parameter, starts at d^(−1/2), and autograd's ∂L/∂α matches the formula", "ja": "パラメータはスケールだけで、初期値は d^(−1/2)、自動微分の ∂L/∂α は式と一致します"}
+# %% tags=["check"] summary={"en": "the scale is the only parameter and starts at d^(−1/2); the table is a buffer", "ja": "パラメータはスケールだけで、初期値は d^(−1/2) です。表はバッファです"}
 d = 32
 scaled = SinusoidalEmbedding(64, d, learnable_scale=True)
 params = dict(scaled.named_parameters())
@@ -825,6 +804,19 @@ assert list(params) == ["scale"] and params["scale"].shape == ()
 assert_close(scaled.scale.detach(), torch.tensor(d**-0.5))
 assert not scaled.table.requires_grad and "table" not in scaled.state_dict()
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the gradient of the scale.** By the chain rule,
+# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
+# where $y_p = \alpha\, PE(p)$ is the module's output at position $p$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：スケールの勾配**
+#
+# 連鎖律から、勾配は次のとおりです。
+# $$\frac{\partial L}{\partial \alpha} = \sum_{p} \frac{\partial L}{\partial y_p} \cdot PE(p)$$
+# ここで $y_p = \alpha\, PE(p)$ は位置 $p$ でのモジュールの出力です。
+
+# %% tags=["deeper", "check"] summary={"en": "autograd's ∂L/∂α matches the formula; the table gets no gradient", "ja": "自動微分の ∂L/∂α は式と一致し、表には勾配が流れません"}
 pos = torch.arange(10)
 y = scaled(pos)
 upstream = torch.randn_like(y)  # dL/dy for L = sum(upstream * y)
@@ -843,12 +835,10 @@ assert scaled.table.grad is None
 # $\alpha > 0$ leaves every cosine unchanged.
 
 # %% [markdown] lang="ja"
-# これまでの節の反転モデルで、学習型の表の代わりにこのモジュールを使って学習します。
-# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個だけですが、この実行（シード 1 つ）では、このモデルも課題を解きます。
-# ただし学習は遅く、ステップ 100 での損失は 0.3870 です（表では 0.0003 でした）。
-# 学習の途中で、スケールは $32^{-1/2} \approx 0.1768$ から 1.0290 へと 5.8 倍になります。
-# モデルは位置の信号を大きくしたのです。
-# そのヒートマップを描けば、上の正弦波の図と同じになります。すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
+# 反転モデルの学習型の表を、このモジュールに置き換えて学習します。
+# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個ですが、この実行（シード 1 つ）ではこのモデルも課題を解きます。ただし遅く、ステップ 100 での損失は 0.3870 です（表では 0.0003）。
+# 途中でスケールは $32^{-1/2} \approx 0.1768$ から 1.0290 へと 5.8 倍になり、モデルは位置の信号を大きくしました。
+# ヒートマップを描けば上の正弦波の図と同じになります。すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
 
 # %%
 torch.manual_seed(0)
@@ -884,33 +874,20 @@ assert round(alpha / alpha_0, 1) == 5.8
 # fairseq and RoBERTa use this convention for their learned positions: the padding
 # token's id (1 in RoBERTa) doubles as its position, and real tokens are numbered
 # from $k + 1$ on. That is why RoBERTa's table has $514 = 512 + 2$ rows for 512
-# tokens. Hugging Face's OPT and BART keep the offset of 2 in code of their own:
-# their tables have two extra rows and their positions are shifted by 2, counted
-# over the real tokens in OPT (RoBERTa's numbers) and over every token in BART.
-# Under a [KV cache](../docs/glossary.md#kv-cache) the numbering needs an
-# offset, since a decoding step feeds only the new tokens: OpenAI's GPT-2 adds
-# `past_length`, Hugging Face's RoBERTa `past_key_values_length`. For two
-# sequences, the second padded on the right, RoBERTa's positions are:
+# tokens. For two sequences, the second padded on the right, RoBERTa's positions
+# are:
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
 #
-# 長さの違う系列をバッチにまとめるときは、足りない分を[パディング](../docs/glossary.ja.md#padding)のトークンで埋めます。
-# パディングには位置の信号が乗ってはいけませんし、表に勾配を流してもいけません。
+# 長さの違う系列をバッチにまとめるときは、足りない分を[パディング](../docs/glossary.ja.md#padding)のトークンで埋めます。パディングには位置の信号が乗ってはならず、表に勾配を流してもいけません。
 # `padding_idx=k` を指定すると、表の行 $k$ は 0 から始まり、勾配の計算から外されます。
-# トークン $t$ ごとのベクトル $w_t$ を使った損失 $L = \sum_t w_t^\top E_{p_t}$ では、
-# 行の勾配はその行を参照したトークンの $w_t$ の和ですが、行 $k$ だけは例外です。
+# トークン $t$ ごとのベクトル $w_t$ を使った損失 $L = \sum_t w_t^\top E_{p_t}$ では、行の勾配はその行を参照したトークンの $w_t$ の和ですが、行 $k$ だけは例外です。
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
-# したがって、素の SGD で 1 ステップ更新しても、パディング用の行は 0 のままです。
-# `SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
+# したがって素の SGD で更新しても、パディング用の行は 0 のままです。`SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 #
-# fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。
-# パディングのトークンの ID（RoBERTa では 1）をそのまま位置としても使い、実トークンは $k + 1$ から数えます。
+# fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。パディングのトークンの ID（RoBERTa では 1）を位置としても使い、実トークンは $k + 1$ から数えます。
 # RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。
-# Hugging Face の OPT と BART も、独自のコードで 2 のずれを残しています。
-# 表には行が 2 つ余分にあり、位置は 2 だけずれます。OPT は実トークンだけを数えるので RoBERTa と同じ番号になり、BART はすべてのトークンを数えます。
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号にオフセットが必要です。
-# OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
 # 2 つの系列（2 つ目は右側をパディング）での RoBERTa の位置は次のとおりです。
 
 
@@ -925,7 +902,7 @@ token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
 position_ids = roberta_positions(token_ids)
 print(position_ids)
 
-# %% tags=["check"] summary={"en": "padding_idx keeps row k at zero, a hand-zeroed nn.Embedding does not; RoBERTa's count holds under a cache; OPT's count gives RoBERTa's positions, BART's numbers the padding too", "ja": "padding_idx は行 k を 0 に保ちますが、手で 0 にした表は保てません。RoBERTa の番号はキャッシュを使っても同じです。OPT の数え方は RoBERTa と同じ位置を与え、BART はパディングにも番号を付けます"}
+# %% tags=["check"] summary={"en": "padding_idx keeps row k at zero, a hand-zeroed nn.Embedding does not; the positions above are RoBERTa's count, the padding token gets a zero row", "ja": "padding_idx は行 k を 0 に保ちますが、手で 0 にした表は保てません。上の位置は RoBERTa の数え方どおりで、パディングのトークンには 0 の行が付きます"}
 k = 1  # RoBERTa's padding id
 looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])  # p_t
 w = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))  # w_t
@@ -955,14 +932,33 @@ padded = SinusoidalEmbedding(16, 8, padding_idx=k)
 assert torch.equal(padded(torch.tensor(k)), torch.zeros(8))
 
 assert position_ids.tolist() == [[2, 3, 4, 5], [2, 3, 4, 1]]  # by hand
-prefill = roberta_positions(token_ids[:1, :3])  # three tokens, then
-step = roberta_positions(token_ids[:1, 3:], past=3)  # one with 3 cached
-assert torch.cat([prefill, step], 1).equal(position_ids[:1])
-assert roberta_positions(token_ids[:1, 3:]).item() == 2  # no offset: wrong
 roberta_pos = LearnedPositionalEmbedding(514, 8, padding_idx=1)
 out = roberta_pos(position_ids)
 assert torch.equal(out[1, 3], torch.zeros(8))  # the padding token: nothing
 assert roberta_pos.n_positions - k - 1 == 512  # rows for real positions
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how the libraries set up their tables.** Hugging Face's OPT and
+# BART keep the offset of 2 in code of their own: their tables have two extra rows
+# and their positions are shifted by 2, counted over the real tokens in OPT
+# (RoBERTa's numbers) and over every token in BART. Under a
+# [KV cache](../docs/glossary.md#kv-cache) the numbering needs an offset, since a
+# decoding step feeds only the new tokens: OpenAI's GPT-2 adds `past_length`,
+# Hugging Face's RoBERTa `past_key_values_length`.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ライブラリごとの表の作り方**
+#
+# Hugging Face の OPT と BART も、独自のコードで 2 のずれを残しています。
+# 表には行が 2 つ余分にあり、位置は 2 だけずれます。OPT は実トークンだけを数えるので RoBERTa と同じ番号になり、BART はすべてのトークンを数えます。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号にオフセットが必要です。
+# OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
+
+# %% tags=["deeper", "check"] summary={"en": "RoBERTa's count holds under a cache; OPT's count gives RoBERTa's positions, BART's numbers the padding too", "ja": "RoBERTa の番号はキャッシュを使っても同じです。OPT の数え方は RoBERTa と同じ位置を与え、BART はパディングにも番号を付けます"}
+prefill = roberta_positions(token_ids[:1, :3])  # three tokens, then
+step = roberta_positions(token_ids[:1, 3:], past=3)  # one with 3 cached
+assert torch.cat([prefill, step], 1).equal(position_ids[:1])
+assert roberta_positions(token_ids[:1, 3:]).item() == 2  # no offset: wrong
 # Hugging Face's OPT: (cumsum(mask) * mask - 1) + 2; BART: arange + 2
 mask = (token_ids != k).long()
 assert torch.equal(torch.cumsum(mask, 1) * mask - 1 + 2, position_ids)
@@ -972,8 +968,7 @@ assert (
 )
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: how the libraries set up their tables.** Each fact in this table
-# comes from the code named in it.
+# Each fact in this table comes from the code named in it.
 #
 # | | table rows | initialisation | padding | scale |
 # |---|---|---|---|---|
@@ -994,8 +989,6 @@ assert (
 # for the same seed.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：ライブラリごとの表の作り方**
-#
 # 表の各項目は、その行に挙げたコードから読み取ったものです。
 #
 # | | 表の行数 | 初期化 | パディング | スケール |
@@ -1328,24 +1321,9 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # Hugging Face's initialisation is that of transformers 5.24.0, its RoBERTa
 # positions under a cache those of 4.57.6; x-transformers' printed values come
 # from version 2.26.4 with torch 2.13.0. The toy runs use torch 2.13.0 in float64
-# on one CPU thread: the printed losses repeat on one machine and build, while
-# other CPUs, kernels or versions may round differently. OPT's and BART's offsets
-# are in Hugging Face's `modeling_opt.py` and `modeling_bart.py`.
-#
-# Where each count and initialisation was read: BERT-base's 110M is Devlin et
-# al.'s; GPT-2 small is the `124M` of OpenAI's `download_model.py` (the GPT-2
-# paper gave 117M, a count the repository's README calls wrong). Hugging Face's `_init_weights` is in `modeling_bert.py` and
-# `modeling_gpt2.py`; OpenAI's two $\sigma$ of exercise 3 are at lines 153 and 155
-# of GPT-2's `src/model.py`; Google's BERT initialises through
-# `create_initializer` in `modeling.py`; fairseq's tables are
-# `LearnedPositionalEmbedding` and `PositionalEmbedding`, RoBERTa's redraw
-# `init_bert_params`. tensor2tensor was read at commit bafdc1b: `get_weights` in
-# `tensor2tensor/layers/modalities.py` (the $\sigma$ at line 478, the $\sqrt{d}$
-# factor at line 502) and `basic_params1` in `common_hparams.py` (line 111).
-# x-transformers' classes are `AbsolutePositionalEmbedding`,
-# `ScaledSinusoidalEmbedding` and `TokenEmbedding`; FLASH-pytorch's is
-# `ScaledSinuEmbedding`. Hugging Face's RoBERTa counts positions in
-# `create_position_ids_from_input_ids`.
+# on one CPU thread; other CPUs, kernels or versions may round the printed losses
+# differently. The note after the
+# references says where each count and initialisation was read.
 #
 # ### References
 #
@@ -1380,28 +1358,14 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 #   <https://github.com/lucidrains/x-transformers>; FLASH-pytorch
 #   <https://github.com/lucidrains/FLASH-pytorch>.
 
+
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
 # Hugging Face の初期化は transformers 5.24.0、キャッシュを使うときの RoBERTa の位置は 4.57.6 のものです。
 # x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
-# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。
-# 表示する損失は同じマシンと同じビルドでは毎回同じですが、CPU、カーネル、バージョンが違うと丸め方も変わることがあります。
-# OPT と BART のずれは、Hugging Face の `modeling_opt.py` と `modeling_bart.py` にあります。
-#
-# 各パラメータ数と初期化は、次の場所で読みました。BERT-base の 110M は Devlin らの値です。
-# GPT-2 small の 124M は、OpenAI の `download_model.py` での名前 `124M` によります。
-# GPT-2 の論文は 117M としていましたが、リポジトリの README はこの数を誤りだったとしています。
-# Hugging Face の `_init_weights` は `modeling_bert.py` と `modeling_gpt2.py` にあります。
-# 演習 3 の OpenAI の 2 つの $\sigma$ は、GPT-2 の `src/model.py` の 153 行目と 155 行目にあります。
-# Google の BERT は `modeling.py` の `create_initializer` で初期化します。
-# fairseq の表は `LearnedPositionalEmbedding` と `PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
-# tensor2tensor はコミット bafdc1b を読みました。
-# `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502 行目）と、
-# `common_hparams.py` の `basic_params1`（111 行目）です。
-# x-transformers のクラスは `AbsolutePositionalEmbedding`、`ScaledSinusoidalEmbedding`、`TokenEmbedding` で、
-# FLASH-pytorch のものは `ScaledSinuEmbedding` です。
-# Hugging Face の RoBERTa は `create_position_ids_from_input_ids` で位置を数えます。
+# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。CPU、カーネル、バージョンによっては、表示する損失の丸め方は変わることもあります。
+# 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめました。
 #
 # ### 参考文献
 #
@@ -1435,3 +1399,38 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 #   <https://github.com/facebookresearch/fairseq>、x-transformers
 #   <https://github.com/lucidrains/x-transformers>、FLASH-pytorch
 #   <https://github.com/lucidrains/FLASH-pytorch>。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where each count and initialisation was read.** BERT-base's 110M is Devlin et
+# al.'s; GPT-2 small is the `124M` of OpenAI's `download_model.py` (the GPT-2
+# paper gave 117M, a count the repository's README calls wrong). Hugging Face's
+# `_init_weights` is in `modeling_bert.py` and `modeling_gpt2.py`; OpenAI's two $\sigma$ of exercise 3 are at lines 153 and 155
+# of GPT-2's `src/model.py`; Google's BERT initialises through
+# `create_initializer` in `modeling.py`; fairseq's tables are
+# `LearnedPositionalEmbedding` and `PositionalEmbedding`, RoBERTa's redraw
+# `init_bert_params`. tensor2tensor was read at commit bafdc1b: `get_weights` in
+# `tensor2tensor/layers/modalities.py` (the $\sigma$ at line 478, the $\sqrt{d}$
+# factor at line 502) and `basic_params1` in `common_hparams.py` (line 111).
+# x-transformers' classes are `AbsolutePositionalEmbedding`,
+# `ScaledSinusoidalEmbedding` and `TokenEmbedding`; FLASH-pytorch's is
+# `ScaledSinuEmbedding`. Hugging Face's RoBERTa counts positions in
+# `create_position_ids_from_input_ids`; OPT's and BART's offsets are in
+# `modeling_opt.py` and `modeling_bart.py`.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：パラメータ数と初期化を読んだ場所**
+#
+# BERT-base の 110M は Devlin らの値です。
+# GPT-2 small の 124M は、OpenAI の `download_model.py` での名前 `124M` によります。
+# GPT-2 の論文は 117M としていましたが、リポジトリの README はこの数を誤りだったとしています。
+# Hugging Face の `_init_weights` は `modeling_bert.py` と `modeling_gpt2.py` にあります。
+# 演習 3 の OpenAI の 2 つの $\sigma$ は、GPT-2 の `src/model.py` の 153 行目と 155 行目にあります。
+# Google の BERT は `modeling.py` の `create_initializer` で初期化します。
+# fairseq の表は `LearnedPositionalEmbedding` と `PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
+# tensor2tensor はコミット bafdc1b を読みました。
+# `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502 行目）と、
+# `common_hparams.py` の `basic_params1`（111 行目）です。
+# x-transformers のクラスは `AbsolutePositionalEmbedding`、`ScaledSinusoidalEmbedding`、`TokenEmbedding` で、
+# FLASH-pytorch のものは `ScaledSinuEmbedding` です。
+# Hugging Face の RoBERTa は `create_position_ids_from_input_ids` で位置を数えます。
+# OPT と BART のずれは `modeling_opt.py` と `modeling_bart.py` にあります。

@@ -93,16 +93,13 @@ two_pi = 2 * math.pi
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)（1 周に要する位置の数）と、[学習時の長さ](../docs/glossary.ja.md#training-length) $L$ の間の[回転数](../docs/glossary.ja.md#number-of-turns)は次のとおりです。
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
-# 波長は $i$ について等比数列をなして伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外とは、ある 1 つの番号を境に分かれます。
-# $r_i = \beta$ を $i$ について解くと、その境が求まります。
+# 波長は $i$ について等比数列的に伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外は 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
-# $i \le i_1$ のペアは、$L$ の間に少なくとも 1 周します。学習中に円周全体を見ているので、入力が長くなっても新しい角度は現れません。
-# $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると、モデルが一度も見たことのない角度に入っていきます。
-# 以下の手法が直すのは、この遅いペアです。
+# $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周全体を見ているので、入力が長くなっても新しい角度は現れません。
+# $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると一度も見たことのない角度に入ります。以下の手法が直すのは、この遅いペアです。
 #
 # $d = 128$ の場合、Llama 2（底 $10^4$、$L = 4096$）では 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
-# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0 以外のすべての波長が伸びます（ペア 0 の波長は底によらず $2\pi$ です）。
-# コンテキストが 2 倍長いにもかかわらず、1 周するのは 35 組だけで、29 組は 1 周しません。
+# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）以外のすべての波長が伸びるので、コンテキストが 2 倍長くても 1 周するのは 35 組だけで、29 組は 1 周しません。
 # 図の塗りつぶした点は $L$（点線）の間に 1 周するペア、白抜きの点は 1 周しないペアです。
 
 
@@ -139,7 +136,7 @@ lam_2 = two_pi / rope_frequencies(d, base=1e4).double()
 assert round(lam_2[45].item()) == 4080 and lam_2[46] > 4096
 
 # %% tags=["figure"] alt={"en": ["RoPE wavelength per pair i on a log axis for base 10^4, L = 4096 and base 5·10^5, L = 8192, dotted lines at L. Filled dots, pairs 0–45 and 0–34, turn at least once within L; the hollow dots above the line never complete a turn."], "ja": ["底 10^4、L = 4096 の場合と、底 5·10^5、L = 8192 の場合の RoPE の波長を、ペア i ごとに対数軸で描いた図。点線は L の位置です。塗りつぶした点（ペア 0〜45 と 0〜34）は L の間に少なくとも 1 周し、点線より上の白抜きの点は 1 周もしません。"]}
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.4, 2.8))
 labels = (r"$b = 10^4,\ L = 4096$", r"$b = 5 \cdot 10^5,\ L = 8192$")
 for (_, b, L), label, color in zip(settings, labels, ("C0", "C1"), strict=True):
     lam = two_pi / rope_frequencies(d, base=b).double()
@@ -151,8 +148,9 @@ ax.set(yscale="log", xlabel="$i$", ylabel=r"$\lambda_i$")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% [markdown] lang="en"
-# That the slow pairs cause the failure past $L$ is a hypothesis, the one these
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the slow-pair hypothesis and its cost.** That the slow pairs cause
+# the failure past $L$ is a hypothesis, the one these
 # methods build on: YaRN (Peng et al. 2023, §3.2) fully interpolates the pairs that never
 # turn within $L$, and Liu et al. (2024) call the boundary, $i_1$ here, the critical
 # dimension for extrapolation. A longer input also spreads attention over more keys
@@ -165,7 +163,9 @@ plt.show()
 # RoPE model that fails past $L$ and recovers when keys beyond the trained
 # distances are hidden.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：遅いペアの仮説とその代償**
+#
 # 遅いペアが $L$ の先での失敗の原因だというのは仮説ですが、この章の手法はこの仮説の上に立っています。
 # YaRN（Peng ら 2023、§3.2）は $L$ の間に 1 周もしないペアを完全に補間します。
 # Liu ら（2024）は、その境目（ここでの $i_1$）を外挿の臨界次元（critical dimension）と呼んでいます。
@@ -205,10 +205,9 @@ plt.show()
 # 最後の位置 $m = sL - 1$ は位置 $L - 1/s$ として働きます。その角度 $(L - 1/s)\theta_i$ は、学習したコンテキストの直後の位置の角度 $L\theta_i$ より小さいままです。
 # この章では、$L\theta_i$ より小さい角度を学習した範囲の内側とみなします。
 #
-# 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮みます。
-# 最も速いペアの場合、差は 1 ラジアンから $1/s$ ラジアンに縮み、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
+# 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになって、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを慣らしています。
-# 論文の定理 2.1 は、整数の間の位置でのスコアが周りのスコアからどれだけ外れうるかを抑えます。その上界は、外挿した位置でスコアが達しうる値よりはるかに小さなものです。
+# 論文の定理 2.1 は、整数の間の位置でのスコアが周りのスコアから外れうる量を抑え、その上界は外挿した位置でスコアが達しうる値よりはるかに小さくなります。
 # `posenc.LinearScaling(s)` がこの規則です。
 
 # %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割り、sL までのどの位置でも、これで m を回転させることは元の周波数で m/s を回転させることと同じで、最後の角度は L theta_i より小さいままです"}
@@ -304,9 +303,8 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
 #
-# 固定の係数は、短い入力でも周波数を変えてしまい、しかも $sL$ を超えればやはり壊れます。
-# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めることにしました。
-# $T \le L$ の間は何も変えず、それを超えたら係数を $T/L$ とし、系列が伸びるたびに計算し直します。
+# 固定の係数は短い入力でも周波数を変え、しかも $sL$ を超えればやはり壊れます。
+# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。
 # Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこれを次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
@@ -366,7 +364,7 @@ dyn_1_4L = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=4 * L)
 assert_close(dyn_1_4L, rope_frequencies(d, base=b, scaling=NTKScaling(4)))
 
 # %% tags=["figure"] alt={"en": ["Dynamic NTK with Hugging Face's factor 1: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["Hugging Face の factor を 1 とした動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 ks = (1, 2, 4, 8, 16)
 colors = ("C0", "C1", "C2", "C3", "C4")  # site colours: both themes
 for k, color in zip(ks, colors, strict=True):
@@ -377,21 +375,23 @@ ax.set(yscale="log", xlabel="$i$", ylabel=r"$\theta'_i / \theta_i$")
 ax.legend(loc="lower left", ncols=2)
 plt.show()
 
-# %% [markdown] lang="en"
-# Recomputing the frequencies has a catch when keys enter the
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: dynamic NTK and a KV cache.** Recomputing the frequencies has a catch when keys enter the
 # [KV cache](../docs/glossary.md#kv-cache) already rotated, as in Hugging
 # Face's Llama: a key cached at an early length keeps that length's
 # frequencies while later queries get newer ones, and the score of a query at
 # $m$ and a key at $n$ is no longer a function of $m - n$. Peng et al. (2023)
 # recommend caching keys before the rotation; exercise 4 measures the damage.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：動的 NTK と KV キャッシュ**
+#
 # 周波数を計算し直すことには落とし穴があります。Hugging Face の Llama のように、回転済みのキーを [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れる場合です。
 # 早い時点でキャッシュしたキーはその時点の周波数を持ち続け、あとのクエリは新しい周波数で回転されるので、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
 # Peng ら（2023）は、キーを回転させる前にキャッシュするよう勧めています。どれだけずれるかは演習 4 で測ります。
 
 
-# %% tags=["check"] summary={"en": "rotated at one length, a shifted query and key keep their score; the key rotated at T = L and the query at T = 2L do not", "ja": "同じ長さで回転させれば、クエリとキーを一緒にずらしてもスコアは変わりませんが、キーを T = L で、クエリを T = 2L で回転させると変わります"}
+# %% tags=["deeper", "check"] summary={"en": "rotated at one length, a shifted query and key keep their score; the key rotated at T = L and the query at T = 2L do not", "ja": "同じ長さで回転させれば、クエリとキーを一緒にずらしてもスコアは変わりませんが、キーを T = L で、クエリを T = 2L で回転させると変わります"}
 def score(m, n, len_q, len_k):
     """The query at m rotated for the length len_q, the key at n for len_k."""
     q_m = apply_rope(q, torch.tensor(m), scaling=dyn_1, seq_len=len_q)
@@ -429,20 +429,17 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # %% [markdown] lang="ja"
 # ## YaRN：部分ごとの補間と温度
 #
-# Peng ら（2023）は波長に立ち返りました。
-# $L$ の間に何周もするペアは、補間する必要がありません。
-# 1 周もしないペアは、学習した弧の内側にとどまるよう、PI と同じく完全に補間すべきです。
-# その間のペアには、両者を混ぜたものを使います。
+# Peng ら（2023）は波長に立ち返りました。$L$ の間に何周もするペアは補間する必要がありません。
+# 1 周もしないペアは、学習した弧の内側にとどまるよう PI と同じく完全に補間すべきで、その間のペアには両者を混ぜたものを使います。
 # 彼らの「NTK-by-parts」の規則は、これを回転数 $r_i$ と 2 つのしきい値 $\alpha < \beta$ で測ります（Llama では $\alpha = 1$、$\beta = 32$）。
 # [ランプ関数](../docs/glossary.ja.md#ramp-function)を
 # $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 著者のコードも同じ 2 つの番号の間にランプ関数を置きますが、番号は外側に丸め、$r$ ではなく $i$ について線形にします（下の注で 2 つを比べます）。
-# Hugging Face の `"yarn"` と `posenc.YarnScaling` は、このコードに従います。
-# YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。
-# Llama 2 と $s = 4$ では次のとおりです。
+# 著者のコードは同じ 2 つの番号を外側に丸め、その間にランプ関数を $r$ ではなく $i$ について線形に置きます（下の注で 2 つを比べます）。
+# Hugging Face の `"yarn"` と `posenc.YarnScaling` はこのコードに従います。
+# YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
 # %%
 yarn = YarnScaling(s, L)  # beta_fast = 32, beta_slow = 1
@@ -578,8 +575,7 @@ plt.show()
 # Peng らは、クエリとキーに $\sqrt{1/t}$ も掛けます。これはすべてのスコアを温度 $t$ で割ることにあたり、Llama に対しては次の式をあてはめています。
 # $$\sqrt{1/t} = 0.1\ln s + 1$$
 # コンテキストが長くなると、なぜアテンションを鋭くする必要があるのでしょうか。
-# かりに長い入力が、学習時の入力を $s$ 回繰り返したものだとします。
-# すると、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
+# かりに長い入力が学習時の入力を $s$ 回繰り返したものなら、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
 # 新しいトークンが並ぶ場合もほぼ同じで、アテンションは薄く広がります。
 # スコア $z_j$ に $a$ を掛けると、これを打ち消す向きに働きます。
 # $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ で、両方の項を微分すると次が得られます。
@@ -587,8 +583,7 @@ plt.show()
 # $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
 # つまり係数は $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる必要があり、その傾きはスコアの広がりで決まります。
 # YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
-# 図では、ランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。
-# 温度がなければエントロピーはほぼ $\ln s$ だけ増えます。YaRN の温度を使うと、$s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
+# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、$s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # Hugging Face は cos と sin の表に、`posenc.apply_rope` は回転後のベクトルに掛けます。
@@ -619,7 +614,7 @@ print("s        " + "".join(f"{e:7d}" for e in extension))
 print("H - H(L) " + "".join(f"{h - plain_H[0]:+7.2f}" for h in plain_H))
 print("with 1/t " + "".join(f"{h - plain_H[0]:+7.2f}" for h in yarn_H))
 
-fig, ax = plt.subplots(figsize=(6.4, 3.0))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 ax.plot(extension, plain_H, "o-", color="C0", label="$a = 1$")
 ax.plot(extension, yarn_H, "s-", color="C1", label="$a = 1/t$")
 ax.plot(
@@ -801,10 +796,9 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
-# $L/\lambda_i = r_i$ なので、2 つの条件はそれぞれ $r_i > \beta$、$r_i < \alpha$ になり、$g_i = \gamma(r_i)$ です。
-# つまりこれは、論文が書く形の YaRN の規則（$r$ について線形なランプ関数）に $\alpha = 1$ と $\beta = 4$ を入れ、温度を外したものです。
-# 帯の両端で $g_i$ は 1（$\lambda_i = L/\beta$）と 0（$\lambda_i = L/\alpha$）になるので、3 つの部分は連続につながります。
-# $d = 128$ では次のとおりです。
+# $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。
+# つまり論文が書く形の YaRN の規則（$r$ について線形なランプ関数）に $\alpha = 1$、$\beta = 4$ を入れ、温度を外したものです。
+# 帯の両端で $g_i$ は 1（$\lambda_i = L/\beta$）と 0（$\lambda_i = L/\alpha$）なので、3 つの部分は連続につながります。$d = 128$ では次のとおりです。
 
 # %%
 b3, L3, s3 = 5e5, 8192, 8
@@ -892,16 +886,13 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割ります
 # （論文の $\lambda_i$ です。この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います）。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
-# 進化的な探索が $d/2$ 個の係数の列を交配させ、各列を、伸ばしたモデルの数本の長い文書でのパープレキシティで評価します。
+# 進化的な探索が $d/2$ 個の係数の列を交配させ、伸ばしたモデルの数本の長い文書でのパープレキシティで評価します。
 # 残すのは $i$ について減らない列だけなので、遅いペアが速いペアより弱く補間されることはありません。
 #
-# Phi-3 の 128K 版のモデルは 2 つの列を持ちます。$L$ 位置以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` です。
-# さらに $q$ と $k$ に次の係数を掛けます。
+# Phi-3 の 128K 版は、$L$ 位置以下の系列用の `short_factor` とそれより長い系列用の `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
-# ここで $s$ は、伸ばした長さと元の長さの比です。
-# スコアは $1 + \ln s/\ln L$ 倍になります。[「アテンションの温度」](#アテンションの温度)の節で導いたとおり $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる係数で、短い入力にも掛かります。
-# Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。
-# 係数の列は次のとおりです。
+# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。[「アテンションの温度」](#アテンションの温度)の節で導いたとおり $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる係数で、短い入力にも掛かります。
+# Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
 # %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した列は減りません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
@@ -1000,9 +991,8 @@ print(
 # dynamic NTK's problem, in one jump (the note below).
 
 # %% [markdown] lang="ja"
-# 長い入力用の列は、遅いペアをおよそ $2s$ で割ります。位置 131071 でも、その角度は学習した弧のおよそ半分にしか達しません。
-# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーは、そこから古くなります。
-# 動的 NTK と同じ問題が、一度にまとめて起こるわけです（下の注）。
+# 長い入力用の列は遅いペアをおよそ $2s$ で割り、位置 131071 でもその角度は学習した弧のおよそ半分にしか達しません。
+# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。動的 NTK と同じ問題が一度に起こるわけです（下の注）。
 
 # %% tags=["check"] summary={"en": "the 14 slow pairs are 34-47, divided by 1.97 to 2.03 times s, and reach 0.49 to 0.51 of their trained arc", "ja": "遅いペアは 34〜47 の 14 組で、s の 1.97〜2.03 倍で割られ、学習した弧の 0.49〜0.51 倍にしか達しません"}
 assert slow_phi.nonzero().flatten().tolist() == list(range(34, 48))
@@ -1208,8 +1198,7 @@ for scaling in scalings.values():
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
-# ここまでの規則はどれも、1 つの問いに答えています。各ペアを、その波長に応じてどれだけ遅くするかです。
-# 図はそれを 1 本の軸の上に並べます。
+# ここまでの規則はどれも、各ペアをその波長に応じてどれだけ遅くするかという 1 つの問いに答えており、図はそれを 1 本の軸の上に並べます。
 # 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを完全に遅くします。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
@@ -1260,7 +1249,7 @@ half = ratios["dynamic 2L"].log() / ratios["NTKScaling(4)"].log()
 assert_close(half[1:], torch.full_like(half[1:], 0.5), rtol=1e-4, atol=0)
 
 # %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1, dynamic NTK at T = 2L (NTK-aware with s_T = 2) from 0 to 1/2; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.3."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで、T = 2L の動的 NTK（s_T = 2 の NTK-aware）は 0 から 1/2 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.3 より下にとどまります。"]}
-fig, ax = plt.subplots(figsize=(6.4, 4.2))
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
 wave_128 = (two_pi / theta / L).numpy()  # lambda_i / L, Llama 2's setting
 styles = (("C0", "--"), ("C1", "-"), ("C2", "-"), ("C3", "-."), ("C4", ":"))
 labels = (*short_names, "NTK-aware, $s_T = 2$")  # dynamic NTK at T = 2L
@@ -1338,7 +1327,7 @@ plt.show()
 #
 # Code Llama の新しい底は、係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです（$d = 128$）。
 # Qwen2.5 のモデルカードは、長い入力を扱うときだけ YaRN を加えるよう勧めています。静的な YaRN は短いテキストで性能を損なうおそれがあるからです。
-# 下の Hugging Face の表にある p-RoPE（Barbero ら 2024）は、コンテキストを伸ばす手法ではありません。
+# 下の Hugging Face の表にある p-RoPE（Barbero ら 2024）はコンテキストを伸ばす手法ではありません。
 # 最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
 
 # %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 に s = 100^((d-2)/d) = 93.06 を入れた NTK-aware の底です"}

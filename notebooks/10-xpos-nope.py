@@ -28,11 +28,11 @@
 # %% [markdown] lang="ja"
 # # xPos と NoPE
 #
-# 因果的な言語モデルには、位置のための仕組みがどれだけ必要なのでしょうか。この章では、正反対の 2 つの答えを見ます。
+# 因果的な言語モデルに、位置の仕組みはどれだけ必要でしょうか。この章では正反対の 2 つの答えを見ます。
 # xPos は RoPE の回転をそのまま使い、回転したペアに倍率を掛けて、スコアに距離とともに減衰する因子が掛かるようにします。
-# NoPE は位置エンコーディングをまったく使いません。それでもデコーダは位置を知ることができます。
+# NoPE は位置エンコーディングをまったく使いませんが、それでもデコーダは位置を知ることができます。
 # [因果マスク](../docs/glossary.ja.md#causal-mask)のおかげで、最初の層が自分より前のトークンを数えられるからです。
-# どちらも因果マスクに頼り、どちらにも届く範囲に限りがあります。
+# どちらも因果マスクに頼り、届く範囲に限りがあります。
 # xPos では遠いトークンがぼやけ、NoPE が数えられるのはネットワークの規模と数値の形式が許す範囲までです。
 
 # %%
@@ -85,18 +85,15 @@ def fmt(values, digits=4):
 # RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリと位置 $n$ のキーのペア $i$ を、
 # それぞれ $m\theta_i$ と $n\theta_i$ だけ回します（$\theta_i = 10000^{-2i/d}$）。
 # $q$ のペア $i$ を $q^{(i)} \in \mathbb{R}^2$、角度 $\phi$ の回転を $R(\phi)$ と書きます。
-# xPos（Sun ら 2022）はこの回転をそのまま使い、さらに回転したペアそれぞれに、0 と 1 の間の数 $\zeta_i$ のべきを掛けます。
-# べきの指数は、クエリでは正、キーでは負です。
+# xPos（Sun ら 2022）はこの回転に加えて、回転した各ペアに 0 と 1 の間の数 $\zeta_i$ のべきを掛けます。指数はクエリでは正、キーでは負です。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# べきの底は $i$ とともに大きくなり、$\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下までです。
-# いちばん速く回るペアに、いちばん小さい底が割り当てられます。
-# [スケール基数](../docs/glossary.ja.md#scale-base) $B$ は、べきを表せる範囲に収めるためのものです。
+# 底は $i$ とともに $\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下まで大きくなり、いちばん速く回るペアの底がいちばん小さくなります。
+# [スケール基数](../docs/glossary.ja.md#scale-base) $B$ はべきを表せる範囲に収めるためのものです。
 # $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 の範囲を超え（オーバーフローし）、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
-# 論文は $B = 1$ とし、$\gamma$ の値は示していません。
-# この章では torchscale の値 $\gamma = 0.4$（このとき $\zeta_0 = 2/7$）と $B = 512$ を使います。
-# `posenc` では、`xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返します。
-# `apply_xpos(q, k, m, n)` は `apply_rope` を使って実装されていて、どちらのペアの組み方でも $(\tilde q_m, \tilde k_n)$ を返します。
+# 論文は $B = 1$ とし、$\gamma$ の値は示していないので、この章では torchscale の値 $\gamma = 0.4$（$\zeta_0 = 2/7$）と $B = 512$ を使います。
+# `posenc` では `xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返し、
+# `apply_rope` の上に作った `apply_xpos(q, k, m, n)` が、どちらのペアの組み方でも $(\tilde q_m, \tilde k_n)$ を返します。
 
 # %%
 d, gamma, B = 8, 0.4, 512.0
@@ -152,14 +149,12 @@ for layout in ("half", "interleaved"):
 # %% [markdown] lang="ja"
 # ### スコアには距離だけで決まる因子が掛かる
 #
-# スカラー倍と回転は、順序を入れ替えても結果が同じです。また、回転は $R(a)^\top R(b) = R(b-a)$ のように合成されます。
-# ペアについて和を取ると、次のようになります。
+# スカラー倍と回転は順序を入れ替えられ、回転は $R(a)^\top R(b) = R(b-a)$ と合成されます。ペアについて和を取ると、
 # $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
-# $\zeta_i$ のべきを除けば、これは RoPE のスコアです。xPos はペア $i$ の項に次の因子を掛けます。
+# $\zeta_i$ のべきを除けば RoPE のスコアで、xPos はペア $i$ の項に次の因子を掛けます。
 # $$\zeta_i^{(m-n)/B}$$
-# そのためスコアは、今までどおり位置については $m - n$ だけで決まります。
-# さらに $0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 より小さく、キーが過去へ遠ざかるほど小さくなります。
-# 速いペアほど速く小さくなります。
+# スコアは今までどおり $m - n$ だけで決まります。$0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 未満で、
+# キーが過去へ遠ざかるほど、速いペアほど速く小さくなります。
 
 # %% tags=["check"] summary={"en": "the score is the sum of RoPE's terms times ζ_i^((m−n)/B), unchanged by a shift of 5000", "ja": "スコアは RoPE の項に ζ_i^((m−n)/B) を掛けた和で、5000 ずらしても変わりません"}
 theta = rope_frequencies(d).double()
@@ -208,8 +203,7 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # ペアの重みが半分になる距離は次のとおりです。
 # $$r_{1/2,i} = \frac{B \ln 2}{\ln(1/\zeta_i)}$$
 # $d = 128$、$B = 512$ では、この[半減距離](../docs/glossary.ja.md#half-distance)はペア $0$ の 283 位置からペア $63$ の 31620 位置まで広がります。
-# 位置の小さな違いを見分ける速いペアは数百トークンのうちに薄れ、
-# 遅いペアは数千トークンにわたってほぼ元の重みを保ちます。
+# 位置の小さな違いを見分ける速いペアは数百トークンで薄れ、遅いペアは数千トークンにわたってほぼ元の重みを保ちます。
 
 # %% tags=["figure"] alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
 d = 128
@@ -220,7 +214,7 @@ print(f"half-distance, pairs {shown}: {fmt(half_dist[shown], 0)}")
 
 dist = torch.arange(0, 4097, dtype=f64)
 factor = xpos_scale(d, dist)  # (4097, 64): zeta_i^(r/B)
-fig, ax = plt.subplots(figsize=(6.4, 2.6))
+fig, ax = plt.subplots(figsize=(6.4, 2.3))
 for j in shown:
     ax.plot(dist, factor[:, j], label=f"$i = {j}$")
 ax.set(
@@ -263,8 +257,7 @@ assert (
 # $q = k = \mathbf{1}$ ならスコア $2\sum_i \cos(r\theta_i)$ は 128 から下がりますが、波打ち続けます。
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
-# どちらも 128 から始まります。距離 2048 から 4096 の間で、RoPE のスコアは $-16.73$ から 33.19 まで振れ続けますが、
-# xPos のスコアは 5.36 から 12.96 の間に収まります。
+# どちらも 128 から始まります。距離 2048 から 4096 の間では、RoPE のスコアが $-16.73$ から 33.19 まで振れ続けるのに対し、xPos のスコアは 5.36 から 12.96 に収まります。
 # 減衰は遠くの波打ちを弱めますが、消しはしません。いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
 
 # %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
@@ -284,7 +277,7 @@ print(
     f"max {xpos_scores[far].max():.2f}"
 )
 
-fig, ax = plt.subplots(figsize=(6.4, 2.6))
+fig, ax = plt.subplots(figsize=(6.4, 2.3))
 ax.plot(r, rope_scores, lw=0.8, label=r"$B = \infty$")
 ax.plot(r, xpos_scores, lw=1.2, label="$B = 512$")
 ax.axhline(0, color="0.5", lw=0.8)
@@ -302,29 +295,23 @@ assert rope_scores[0] == xpos_scores[0] == 128
 # %% [markdown] lang="en"
 # ### A cap that RoPE does not have
 #
-# The decay does bound what any query and key can do. For $m \ge n$,
-# $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# The first step is the triangle inequality with the Cauchy-Schwarz inequality on
-# each pair (a rotation keeps norms); the second takes out the largest factor, that
-# of the last pair, and applies the Cauchy-Schwarz inequality across the pairs. The
-# cap is reached by putting $q$ and $k$ in the last pair only, with
-# $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$; RoPE has no such cap, since the same
-# $k$ gives the score $|q|\,|k|$ at every distance. For unit vectors and $d = 128$ the
-# cap is 0.9888 at distance 512, 0.9141 at 4096 and 0.4876 at 32768: a far token can
-# still score high, but only through the slowest pairs, which say least about where
-# it is.
+# The decay does bound what any query and key can do: for $m \ge n$,
+# $$|\tilde q_m \cdot \tilde k_n| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
+# with the factor of the last pair, and a query and key in that pair alone reach it. RoPE
+# has no such cap: the same key gives the score $|q|\,|k|$ at every distance. For
+# unit vectors and $d = 128$ the cap is 0.9888 at distance 512, 0.9141 at 4096 and
+# 0.4876 at 32768: a far token can still score high, but only through the slowest
+# pairs, which say least about where it is.
 
 # %% [markdown] lang="ja"
 # ### RoPE にはない上限
 #
-# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では次が成り立ちます。
-# $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# 1 つ目の不等号は、三角不等式と、ペアごとのコーシー・シュワルツの不等式から従います（回転はノルムを変えません）。
-# 2 つ目の不等号は、いちばん大きい因子（最後のペアの因子）を和の外にくくり出し、ペア全体にわたってコーシー・シュワルツの不等式を使えば得られます。
-# $q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすれば、この上限に届きます。
-# RoPE にはこのような上限はありません。同じ $k$ を選べば、どの距離でもスコアは $|q|\,|k|$ になります。
+# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では
+# $$|\tilde q_m \cdot \tilde k_n| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
+# で、右辺は最後のペアの因子です。クエリとキーをそのペアだけに置けば上限に届きます。
+# RoPE にはこのような上限はなく、同じキーならどの距離でもスコアは $|q|\,|k|$ です。
 # $d = 128$ の単位ベクトルでの上限は、距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
-# 遠いトークンにも高いスコアを与えることはできますが、それを担えるのは、位置について最も情報の少ない遅いペアだけです。
+# 遠いトークンも高いスコアを得られますが、それを担えるのは、位置について最も情報の少ない遅いペアだけです。
 
 
 # %% tags=["check"] summary={"en": "2000 random unit pairs stay within the cap; the last pair reaches it; without decay it scores 1", "ja": "2000 組のランダムな単位ベクトルは上限以内で、最後のペアは上限に届き、減衰がなければスコアは 1 です"}
@@ -354,6 +341,24 @@ for r_far, cap in zip(distances, caps, strict=True):
     )
 assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: proof of the cap.** For $m \ge n$,
+# $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
+# The first step is the triangle inequality with the Cauchy-Schwarz inequality on
+# each pair (a rotation keeps norms); the second takes out the largest factor, that
+# of the last pair, and applies the Cauchy-Schwarz inequality across the pairs. With
+# $q$ and $k$ in the last pair only and $k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$,
+# both steps are equalities.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：上限の証明**
+#
+# $m \ge n$ では次が成り立ちます。
+# $$|\tilde q_m \cdot \tilde k_n| \le \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\,|q^{(i)}|\,|k^{(i)}| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
+# 1 つ目の不等号は、三角不等式とペアごとのコーシー・シュワルツの不等式から従います（回転はノルムを変えません）。
+# 2 つ目は、いちばん大きい因子（最後のペアの因子）を和の外にくくり出し、ペア全体にコーシー・シュワルツの不等式を使えば得られます。
+# $q$ と $k$ を最後のペアだけに置き、$k^{(i)} = R\big((m-n)\theta_i\big)\, q^{(i)}$ とすれば、どちらの不等号も等号になります。
+
 # %% [markdown] lang="en"
 # ## What xPos trades
 #
@@ -374,36 +379,22 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 # - **It only works causally.** For $m < n$ the factor exceeds 1: a key 2048 positions
 #   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders;
 #   the paper leaves bidirectional attention to future work.
-# - **The paper extrapolates with a window.** Trained on $l = 1024$ tokens, Sun et al.
-#   read longer inputs with
-#   [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention): each
-#   query attends to its own block of $l/2$ and the block before (their §3.3), so every
-#   distance stays below $l$. In their Table 2, xPos's perplexities at 2048 and 4096
-#   tokens are read with this window, those of RoPE and ALiBi without it (their
-#   Table 5 gives both).
 
 # %% [markdown] lang="ja"
 # ## xPos のトレードオフ
 #
-# スケール基数は、すべての減衰を同じ割合で引き伸ばします。どの半減距離 $r_{1/2,i}$ も $B$ に比例し、
-# $B \to \infty$ ではどの因子も 1 に近づいて、xPos は RoPE になります
-# （`apply_xpos(..., scale_base=math.inf)` は `apply_rope` とまったく同じ値を返します）。
-# $B$ がいくつであっても、減衰には代償があります。
+# スケール基数はすべての減衰を同じ割合で引き伸ばし（半減距離 $r_{1/2,i}$ は $B$ に比例）、$B \to \infty$ では xPos は RoPE になります
+# （`apply_xpos(..., scale_base=math.inf)` は `apply_rope` とまったく同じ値を返します）。$B$ がいくつでも、減衰には代償があります。
 #
-# - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のペアのうち、重みが 1% 未満になるのは、距離 2048 で 3 組、8192 で 42 組です。
-#   それより遠くでは、スコアに効くのは、隣の位置との間でほとんど変わらない遅いペアだけです。
-#   射影ではこれを打ち消せません。射影は、どの距離でも同じ倍率を掛けるだけだからです。
-# - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるので、遠いスコアは $-\infty$ ではなく 0 に近づきます。
-#   softmax は遠いキーに、重みを与えないのではなく、ほぼ等しい重みを与えます。
-#   クエリ 1 つと 4096 個のキーをランダムに 1 回引いて、xPos のスコアのばらつき（標準偏差）を比べます。
-#   最も近い 64 個のキーでは 10.73 ですが、距離 3000 より先では 3.32 に下がります。RoPE では 10.92 と 12.53 です。
-# - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超えます。
-#   2048 位置先（未来）のキーでは、ペア $0$ に 150.06 が掛かります。xPos はデコーダのための設計で、
-#   論文も双方向のアテンションへの適用は今後の課題としています。
-# - **論文はウィンドウを使って外挿しています。** Sun らは $l = 1024$ トークンで学習し、それより長い入力は
-#   [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読みます。
-#   各クエリは、長さ $l/2$ の自分のブロックと 1 つ前のブロックにアテンションを向けるので（論文の §3.3）、どの距離も $l$ より短いままです。
-#   論文の表 2 の 2048 と 4096 トークンでのパープレキシティは、xPos ではこのウィンドウを使い、RoPE と ALiBi では使わずに測ったものです（表 5 に両方があります）。
+# - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のうち、重みが 1% 未満になるのは距離 2048 で 3 組、8192 で 42 組です。
+#   その先でスコアに効くのは、隣の位置とほとんど変わらない遅いペアだけです。
+#   射影はどの距離でも同じ倍率を掛けるだけなので、これを打ち消せません。
+# - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるので、遠いスコアは $-\infty$ ではなく 0 に近づき、
+#   softmax は遠いキーに重みを与えないのではなく、ほぼ等しい重みを与えます。
+#   クエリ 1 つと 4096 個のキーを 1 回ランダムに引くと、xPos のスコアの標準偏差は最も近い 64 個のキーで 10.73、距離 3000 より先で 3.32 です。
+#   RoPE では 10.92 と 12.53 です。
+# - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超え、2048 位置先（未来）のキーではペア $0$ に 150.06 が掛かります。
+#   xPos はデコーダのための設計で、論文も双方向のアテンションへの適用は今後の課題としています。
 
 # %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold, and the far spread of xPos stays below half the near one in 10 further draws", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです。さらに 10 回引き直しても、xPos の遠くのばらつきは近くの半分未満です"}
 q, k = torch.randn(2, 3, 50, 32)
@@ -450,7 +441,12 @@ for _ in range(10):
     assert scores_g[far].std() < 0.5 * scores_g[near].std()
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the blockwise window.** Sun et al. chose xPos's design by
+# **Going deeper: the blockwise window.** Trained on $l = 1024$ tokens, Sun et al.
+# read longer inputs with
+# [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention), so
+# every distance stays below $l$. In their Table 2, xPos's perplexities at 2048 and
+# 4096 tokens are read with this window, those of RoPE and ALiBi without it (their
+# Table 5 gives both). Sun et al. chose xPos's design by
 # *attention resolution*, their measure of how sharply attention scores separate
 # nearer from farther keys: with $s_i$ the expected score at distance $i$,
 # $$R(s) = \frac{\sum_i e^{s_i}\,(e^{s_i} - e^{s_{i+1}})}{\left(\sum_i e^{s_i}\right)^2}$$
@@ -471,6 +467,8 @@ for _ in range(10):
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ブロック単位のウィンドウ**
 #
+# Sun らは $l = 1024$ トークンで学習し、それより長い入力は[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読むので、どの距離も $l$ より短いままです。
+# 論文の表 2 の 2048 と 4096 トークンでのパープレキシティは、xPos ではこのウィンドウを使い、RoPE と ALiBi では使わずに測ったものです（表 5 に両方があります）。
 # xPos の設計は、Sun らが定義した指標「attention resolution」をもとに選ばれています。
 # アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る指標です。
 # 距離 $i$ でのスコアの期待値を $s_i$ とすると、次のとおりです。
@@ -526,42 +524,36 @@ assert resolution(-torch.arange(100, dtype=f64) / 10) > 0  # falling scores
 #
 # The factor $\zeta_i^{p/B}$ grows or shrinks exponentially with the position itself,
 # not with a distance: for pair $0$, $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$. In float32 the
-# key's factor $\zeta_0^{-n/B}$ is infinite from $n = 36261$ on and the query's
-# $\zeta_0^{m/B}$ is exactly 0 from $m = 42494$ on, so at $m = n = 65535$, where the true
-# factor is $\zeta_0^0 = 1$, the score of the two vectors is NaN. The derivation gives
+# key's factor overflows and the query's rounds to 0 past a few tens of thousands of
+# positions, so at $m = n = 65535$, where the true factor is $\zeta_0^0 = 1$, the
+# score of the two vectors is NaN. The derivation gives
 # the remedy: only $(m - c) - (n - c) = m - n$ enters the score, so a common shift $c$
 # of the exponents cancels,
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # while the rotation keeps the true positions. `apply_xpos` takes `center=c`: 0 by
 # default (the formula as written), a number, or `"midpoint"` of the call's
-# positions, as in torchscale. In float32 it refuses positions farther than 35694
-# from the centre with a `ValueError` that names `center`, rather than return NaN.
+# positions, as in torchscale. In float32 it refuses positions too far from the
+# centre with a `ValueError` that names `center`, rather than return NaN.
 #
 # The vectors depend on $c$, so with a [KV cache](../docs/glossary.md#kv-cache) the
-# centre must not change between the call that encoded the keys and the one that
-# encodes a new query. A fixed centre keeps it (the default, or one number in every
-# call); a centre per call does not: one query encoded alone with its own midpoint
-# gets scores off by up to 1.80.
+# centre must stay the same for the cached keys and each new query: the default, or
+# one number in every call. A centre per call does not: one query encoded alone with
+# its own midpoint gets scores off by up to 1.80.
 
 # %% [markdown] lang="ja"
 # ## 大きな位置：指数の中心をずらす
 #
-# 因子 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増えたり減ったりします。
-# ペア $0$ では $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$ です。
-# float32 では、キーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になり、クエリの $\zeta_0^{m/B}$ は $m = 42494$ からちょうど 0 になります。
-# そのため $m = n = 65535$ では、真の因子は $\zeta_0^0 = 1$ なのに、2 つのベクトルのスコアは NaN になります。
-# 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、
-# 指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
+# 因子 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増減します（ペア $0$ では $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$）。
+# float32 では数万位置を超えるとキーの因子がオーバーフローし、クエリの因子は 0 に丸められるので、
+# $m = n = 65535$ では真の因子が $\zeta_0^0 = 1$ なのに、スコアは NaN になります。
+# 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、指数を共通の $c$ だけずらしても打ち消し合います。
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
-# 回転のほうは実際の位置を使い続けます。
-# `apply_xpos` は `center=c` を受け取ります。既定は 0（書いたとおりの式）で、数か、`"midpoint"` を渡せます。
-# `"midpoint"` は torchscale と同じく、その呼び出しの位置の真ん中を使います。
-# float32 では、中心から 35694 より遠い位置を受け付けず、NaN を返す代わりに `center` を名指しする `ValueError` を送出します。
+# 回転には実際の位置を使います。
+# `apply_xpos` は `center=c` として、0（既定、書いたとおりの式）、数、または torchscale と同じく呼び出しの位置の真ん中を使う `"midpoint"` を受け取ります。
+# float32 で中心から遠すぎる位置は、NaN を返す代わりに `center` を名指しする `ValueError` で拒みます。
 #
-# ベクトルは $c$ に依存します。そのため [KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、
-# キーをエンコードした呼び出しと、新しいクエリをエンコードする呼び出しの間で中心を変えてはいけません。
-# 中心を固定すれば（既定のままにするか、毎回同じ数を渡せば）問題ありません。
-# 呼び出しごとに中心が変わると問題が起きます。クエリ 1 つだけを自分の中点でエンコードすると、スコアは最大 1.80 ずれます。
+# ベクトルは $c$ に依存するので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)ではキーと新しいクエリで中心を同じにします（既定のまま、または毎回同じ数）。
+# クエリ 1 つだけを自分の中点でエンコードすると、スコアは最大 1.80 ずれます。
 
 # %%
 q, k = torch.randn(2, d)
@@ -624,7 +616,10 @@ full_0 = apply_xpos(all_q, all_k, all_p)[0]
 assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the midpoint centre in float32.** With `center="midpoint"`,
+# **Going deeper: the midpoint centre in float32.** For pair $0$ in float32, the
+# key's factor $\zeta_0^{-n/B}$ is infinite from $n = 36261$ on, the query's
+# $\zeta_0^{m/B}$ is subnormal from $m = 35695$ and exactly 0 from $m = 42494$ on;
+# `apply_xpos` refuses positions farther than 35694 from the centre. With `center="midpoint"`,
 # $|p - c|$ never exceeds half the span of the call's positions, so 64 positions
 # spread over $[0, 2^{16})$ keep every scale a normal float32 number, and their
 # float32 scores match a float64 evaluation of the formula to within $10^{-4}$ (the
@@ -633,6 +628,8 @@ assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：中点を中心にしたときの float32**
 #
+# float32 では、ペア $0$ のキーの因子 $\zeta_0^{-n/B}$ は $n = 36261$ から無限大になり、クエリの $\zeta_0^{m/B}$ は $m = 35695$ から非正規化数、$m = 42494$ からちょうど 0 になります。
+# `apply_xpos` は中心から 35694 より遠い位置を拒みます。
 # `center="midpoint"` では、$|p - c|$ が呼び出しの位置の広がりの半分を超えません。
 # そのため $[0, 2^{16})$ に散らばる 64 個の位置でも、どの倍率も float32 の正規化数に収まります。
 # その float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します（正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
@@ -740,30 +737,35 @@ assert along.max() - along.min() < 1e-9
 # [*Why attention needs positions*](00-why-positions.ipynb)): such a model sees a set,
 # not a sequence. A causal mask breaks this symmetry: the token at position $t$
 # (counting from $t = 0$) sees exactly the $t + 1$ tokens up to itself, and that
-# number is a position. Haviv et al. (2022) found that causal language models trained
-# without positional encodings (125M to 1.3B parameters) reach perplexities
-# competitive with models that have them, and that probes recover absolute positions
-# from their hidden states.
-# Kazemnejad et al. (2023) proved that the mask suffices, and found NoPE generalising
-# to longer inputs better than explicit encodings on their decoder-only reasoning and
-# arithmetic tasks. The next sections build their mechanism with `posenc.attention`.
+# number is a position. Kazemnejad et al. (2023) proved that the mask suffices; the
+# next sections build their mechanism with `posenc.attention`.
 
 # %% [markdown] lang="ja"
 # ## NoPE：位置エンコーディングをまったく使わない
 #
-# ここからは、もう一方の極端な例です。位置エンコーディングをまったく持たないデコーダ（NoPE）は、
-# トークンの埋め込みだけからアテンションを計算します。
+# 今度は反対の極です。位置エンコーディングを持たないデコーダ（NoPE）は、トークンの埋め込みだけからアテンションを計算します。
 # マスクのないアテンションは置換同変で、$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です
-# （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
-# そのようなモデルが見ているのは系列ではなく集合です。
-# 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には、
-# 自分までのちょうど $t + 1$ 個のトークンが見えます。この個数がそのまま位置を表します。
-# Haviv ら（2022）は、1.25 億から 13 億パラメータの因果的な言語モデルを位置エンコーディングなしで学習しました。
-# そして、そのモデルが位置エンコーディングを持つモデルと同程度のパープレキシティに達することを見いだしました。
-# プローブを使えば、その隠れ状態から絶対位置を読み取れることも示しています。
-# Kazemnejad ら（2023）は、因果マスクだけで足りることを証明しました。
-# さらに、デコーダのみのモデルでの推論と算術のタスクで、NoPE が明示的な位置エンコーディングよりも長い入力にうまく汎化することを見いだしています。
-# 以下の節では、その仕組みを `posenc.attention` で組み立てます。
+# （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。このモデルが見ているのは系列ではなく集合です。
+# 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には自分までのちょうど $t + 1$ 個のトークンが見え、この個数が位置になります。
+# Kazemnejad ら（2023）は因果マスクだけで足りることを証明しました。以下の節では、その仕組みを `posenc.attention` で組み立てます。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: NoPE in trained models.** Haviv et al. (2022) found that causal
+# language models trained without positional encodings (125M to 1.3B parameters)
+# reach perplexities competitive with models that have them, and that probes recover
+# absolute positions from their hidden states. Kazemnejad et al. (2023) found NoPE
+# generalising to longer inputs better than explicit encodings on their decoder-only
+# reasoning and arithmetic tasks. Their theorems (next sections) say what weights
+# exist, not what training finds; the attention of their trained NoPE models most
+# resembled T5's relative bias.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：学習した NoPE モデル**
+#
+# Haviv ら（2022）によれば、位置エンコーディングなしで学習した 1.25 億〜13 億パラメータの因果的な言語モデルも、それを持つモデルと同程度のパープレキシティに達します。
+# その隠れ状態からは、プローブで絶対位置を読み取れます。
+# Kazemnejad ら（2023）によれば、デコーダのみのモデルでの推論と算術のタスクでは、NoPE が明示的な位置エンコーディングより長い入力にうまく汎化しました。
+# 彼らの定理（以下の節）は重みの存在の主張で、学習がそれを見つけるとは言っていません。学習させた NoPE モデルのアテンションは、T5 の相対バイアスに最もよく似ていました。
 
 # %% [markdown] lang="en"
 # ## The causal mask counts
@@ -783,14 +785,13 @@ assert along.max() - along.min() < 1e-9
 # %% [markdown] lang="ja"
 # ## 因果マスクは数を数える
 #
-# 系列の先頭に [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)を置き、ほかのどのトークンも持たない目印を与えます。
-# 目印の次元の値が、BOS では $1$、ほかのトークンではすべて $0$ です。最初の層のクエリを 0 にします。
-# すると見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
-# 位置 $t$ の出力では、目印の次元の値が BOS の取り分になります。
+# 系列の先頭に [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)を置き、ほかのどのトークンも持たない目印を与えます（目印の次元は BOS で $1$、ほかはすべて $0$）。
+# 最初の層のクエリを 0 にすると、見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
+# 位置 $t$ の出力の目印の次元は BOS の取り分になります。
 # $$h_t = \frac{1}{t+1}$$
 # この値はほかのトークンによらず、マスクだけで絶対位置が書き込まれたことになります。
-# マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ になります。
-# より一般に、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンは、どこに置かれていてもどの層でも同じ出力を持ちます。
+# マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ です。
+# 一般に、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンはどこにあってもどの層でも同じ出力になります。
 
 # %%
 T, d = 64, 8
@@ -845,27 +846,20 @@ assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
 # which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$ and
 # stays below 30 forever (left panel of the next figure): a fixed ReLU layer resolves
-# positions only up to a length set by its size. The feature also crowds: neighbours
-# differ by $1/((t+1)(t+2))$, and two positions first share one value at
-# $t = 11864337$ in float32, but already at $t = 189$ in bfloat16.
+# positions only up to a length set by its size.
 
 # %% [markdown] lang="ja"
 # ## 位置を読み戻す
 #
 # この次元の値 $h_t = 1/(t+1)$ は $t$ について単調ですが、$t$ そのものではありません。
-# 線形の[読み出し](../docs/glossary.ja.md#readout) $a h_t + b$ では双曲線をなぞれず、
-# $t = 0, \dots, 63$ で最小二乗による最良のあてはめを使っても、最大 33.84 位置ずれます。
-# 層のフィードフォワード部分を使えば、この関数の逆関数を計算できます。
-# ReLU を並べた隠れ層 1 つで、$h$ の任意の連続な区分線形関数を計算できます（折れ目 1 つにユニット 1 つ）。
+# 線形の[読み出し](../docs/glossary.ja.md#readout) $a h_t + b$ では双曲線をなぞれず、$t = 0, \dots, 63$ での最小二乗の最良のあてはめでも最大 33.84 位置ずれます。
+# 逆関数は層のフィードフォワード部分で計算できます。ReLU の隠れ層 1 つで、$h$ の任意の連続な区分線形関数を計算できるからです（折れ目 1 つにユニット 1 つ）。
 # $j = 0, \dots, K-2$ について $K - 1$ 個のユニット $\max(0, 1/(j+1) - h)$ を置き、出力の重みを適切に選ぶと、
 # $t = 0, \dots, K-1$ の $K$ 個の点 $(1/(t+1), t)$ をちょうど通ります。
 # その先では最後の線分を延長します。その傾きは $h$ について $-K(K-1)$ なので、$t \ge K - 1$ では次の値を返します。
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
-# これは決して $2(K-1)$ を超えません。
-# $K = 16$ では、読み出しは $t = 15$ まで厳密で、いつまでも 30 未満にとどまります（次の図の左）。
+# これは決して $2(K-1)$ を超えません。$K = 16$ では、読み出しは $t = 15$ まで厳密で、いつまでも 30 未満にとどまります（次の図の左）。
 # 決まった大きさの ReLU の層が見分けられる位置は、その大きさで決まる長さまでです。
-# しかも、隣り合う位置の値の間隔は、位置が進むにつれて狭まっていきます。その間隔は $1/((t+1)(t+2))$ です。
-# 2 つの位置が初めて同じ値になるのは、float32 では $t = 11864337$ ですが、bfloat16 では早くも $t = 189$ です。
 
 # %%
 K = 16
@@ -883,7 +877,7 @@ def readout(h, values):
 t_hat = readout(h, torch.arange(K, dtype=f64))
 print(f"t = 15, 31, 63 -> {fmt(t_hat[[15, 31, 63]], 2)}", end="")
 
-# %% tags=["check"] summary={"en": "the linear fit is off by 33.84; the ReLU readout is as derived; values clash from 11864337 and 189", "ja": "線形のあてはめは 33.84 ずれ、ReLU の読み出しは導出どおりで、値が重なるのは float32 では 11864337、bfloat16 では 189 からです"}
+# %% tags=["check"] summary={"en": "the linear fit is off by 33.84; the ReLU readout is as derived", "ja": "線形のあてはめは 33.84 ずれ、ReLU の読み出しは導出どおりです"}
 linear = torch.stack([h, torch.ones_like(h)], dim=-1)
 fit = torch.linalg.lstsq(linear, t[:, None]).solution
 assert f"{(linear @ fit - t[:, None]).abs().max():.2f}" == "33.84"
@@ -893,6 +887,18 @@ continued = 2 * (K - 1) - K * (K - 1) / (beyond + 1)  # the last segment
 assert_close(t_hat[K - 1 :], continued)
 assert (t_hat < 2 * (K - 1)).all()
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the feature crowds.** Neighbouring values of $h_t = 1/(t+1)$
+# differ by $1/((t+1)(t+2))$, so they crowd as $t$ grows: two positions first share
+# one value at $t = 11864337$ in float32, but already at $t = 189$ in bfloat16.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：値の間隔が詰まる**
+#
+# 隣り合う位置の $h_t = 1/(t+1)$ の差は $1/((t+1)(t+2))$ で、$t$ が大きくなるにつれて狭まります。
+# 2 つの位置が初めて同じ値になるのは、float32 では $t = 11864337$ ですが、bfloat16 では早くも $t = 189$ です。
+
+# %% tags=["deeper", "check"] summary={"en": "neighbours differ by 1/((t+1)(t+2)); values clash from 11864337 in float32 and 189 in bfloat16", "ja": "隣どうしの差は 1/((t+1)(t+2)) で、値が重なるのは float32 では 11864337、bfloat16 では 189 からです"}
 assert_close(h[:-1] - h[1:], 1 / ((t[:-1] + 1) * (t[:-1] + 2)))
 t_long = torch.arange(2**24)
 h_f32 = (1 / (t_long + 1.0).double()).float()  # 1/(t+1), rounded once
@@ -911,8 +917,7 @@ assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 # it, their attention can implement a relative encoding, a dot product of the form
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
 # with $f_{\mathrm{cnt}}$ depending on the contents and $f_{\mathrm{rel}}$ on the
-# distance (Theorem 2). Both say what weights exist, not what training finds; the
-# attention of their trained NoPE models most resembled T5's relative bias.
+# distance (Theorem 2).
 #
 # Here is such a second layer, built on the readout above. As in Kazemnejad et al.,
 # the query now sits at $n$ and the key at $m$, the reverse of the xPos sections and
@@ -931,26 +936,19 @@ assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 # %% [markdown] lang="ja"
 # ## 絶対位置から相対位置へ：2 層目
 #
-# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、2 つの結果を証明しています。
-# 最初の層は各トークンの絶対位置を隠れ状態に書き込めます（定理 1）。
-# そして後の層がそれを保っていれば、その層のアテンションは相対位置のエンコーディングを実現できます。内積を次の形にできるのです（定理 2）。
+# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、最初の層が各トークンの絶対位置を隠れ状態に書き込めること（定理 1）を証明しました。
+# 後の層がそれを保っていれば、そのアテンションは内積を次の形にして相対位置のエンコーディングを実現できます（定理 2）。
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
-# ここで $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。
-# どちらも、そういう重みが存在するという主張であって、学習がそれを見つけるという主張ではありません。
-# Kazemnejad らが学習させた NoPE モデルのアテンションは、T5 の相対バイアスのものに最もよく似ていました。
+# $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。
 #
-# ここでは上の読み出しを土台に、そのような 2 層目を作ります。
-# Kazemnejad らに合わせて、ここではクエリの位置を $n$、キーの位置を $m$ とします。
-# xPos の節や[記法のページ](../docs/notation.ja.md)とは逆なので注意してください。
-# トークン $t$ の隠れ状態には $(1, \hat t, \widehat{t^2})$ が入っています。2 つ目の読み出しは、点 $(1/(t+1), t^2)$ を通るようにしたものです。
-# クエリを $q_n = (2\lambda(n-1), -\lambda)$、キーを $k_m = (m, m^2)$ とします。どちらも隠れ状態の線形関数です。
-# すると次が成り立ちます。
+# 上の読み出しを土台に、そのような 2 層目を作ります。
+# Kazemnejad らに合わせてクエリの位置を $n$、キーの位置を $m$ とします（xPos の節や[記法のページ](../docs/notation.ja.md)とは逆です）。
+# トークン $t$ の隠れ状態には $(1, \hat t, \widehat{t^2})$ が入っています（2 つ目の読み出しは点 $(1/(t+1), t^2)$ を通るもの）。
+# 隠れ状態の線形関数としてクエリ $q_n = (2\lambda(n-1), -\lambda)$ とキー $k_m = (m, m^2)$ を選ぶと、
 # $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
-# これは $n - m$ の関数と、クエリだけで決まる項の和で、後者は softmax が無視します。
-# $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。
-# $n = 1, \dots, 15$ では $m = n - 1$ への重みが 0.9993 以上あり、1 つ前のトークンのバリューを誤差 0.01 以内でコピーします。
-# $n = 16$ 以降は読み出しが飽和し、ヘッドは代わりにトークン自身を見るようになります（右の図）。
-# 相対位置のパターンが届くのは、その土台となる絶対位置が届く範囲までです。
+# となり、$n - m$ の関数と、softmax が無視するクエリだけの項の和になります。
+# $\lambda = 8$ では、このヘッドは 1 つ前のトークンを見ます。$n = 1, \dots, 15$ では $m = n - 1$ への重みが 0.9993 以上あり、1 つ前のトークンのバリューを誤差 0.01 以内でコピーします。
+# $n = 16$ 以降は読み出しが飽和し、ヘッドはトークン自身を見るようになります（右の図）。相対位置のパターンが届くのは、土台の絶対位置が届く範囲までです。
 
 # %% tags=["figure"] alt={"en": ["Left: NoPE's ReLU readout of the position against the true t, exact up to t = 15, then bending below the diagonal toward 30. Right: second-layer attention weights, queries n down, keys m across: the previous token up to n = 15, itself from 16."], "ja": ["左は NoPE の ReLU による位置の読み出しを真の t に対して描いたもので、t = 15 までは正確、その先は対角線の下へ曲がり、30 に向かって平らになります。右は 2 層目のアテンションの重み（縦はクエリ n、横はキー m）で、n = 15 までは直前のトークン、16 からはトークン自身に集中します。"]}
 knots_t = torch.arange(K, dtype=f64)
@@ -972,7 +970,7 @@ weights = torch.softmax(
 prev = weights[torch.arange(1, T), torch.arange(T - 1)]  # on m = n - 1
 print(f"weight on the previous token, n = 1..15: min {prev[: K - 1].min():.4f}")
 
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.9))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.6))
 ax_l.plot(t, t, color="0.6", lw=0.8, ls=":")
 ax_l.plot(t, t_hat, lw=1.5)
 ax_l.axhline(2 * (K - 1), color="0.5", lw=0.8, ls="--")
@@ -1028,12 +1026,9 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
 #
-# xPos に因果的アテンションが必要なのは、因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからです。
-# NoPE に必要なのは、マスクが位置の唯一の情報源だからです。
-# 違うのは、何を最初から与えるかです。
-# xPos は回転を通して距離をすべての層に渡し、各ペアがどれだけ速く忘れるかをあらかじめ決めてしまいます。
-# NoPE は何も渡さず、位置に関する計算をすべて重みに任せます。
-# 重みは、ここで組み立てたように数を数えられますが、それができるのはネットワークの規模と数値の精度が許す範囲までです。
+# xPos に因果的アテンションが必要なのは因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからで、NoPE に必要なのはマスクが位置の唯一の情報源だからです。
+# 違うのは最初から何を与えるかです。xPos は回転で距離をすべての層に渡し、各ペアが忘れる速さをあらかじめ決めます。
+# NoPE は何も渡さず、位置の計算をすべて重みに任せます。重みはここで組み立てたように数を数えられますが、ネットワークの規模と数値の精度が許す範囲までです。
 # RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
 # Wang ら（2024）によると、NoPE はある長さを超えるとアテンションが広がって失敗し、ヘッドごとに温度を調整すると直ります。
 # Llama 4 は NoPE の層と RoPE の層を交互に置いています

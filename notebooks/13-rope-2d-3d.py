@@ -34,7 +34,7 @@
 # %% [markdown] lang="ja"
 # # 2 次元・3 次元の RoPE
 #
-# 画像のパッチには行と列の 2 つの座標があり、動画のパッチには時間を加えた 3 つがあります。
+# 画像のパッチには行と列の 2 つの座標が、動画のパッチには時間を加えた 3 つの座標があります。
 # 最初に使われたのは絶対位置の表で、ViT はこれを学習し、MAE は固定します。
 # RoPE は、次元のペアの一部を列で、残りを行で回転させて格子に持ち込みます。
 # スコアは軸ごとの相対位置で決まり、画像を大きくしても補間し直す必要がなく、両方の軸を混ぜた周波数を学習すれば斜めの方向も表せます。
@@ -120,7 +120,7 @@ assert torch.equal(rc[1], j % w)
 # ViT（Dosovitskiy ら 2021）は、各パッチに[学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)を足します。
 # パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
 # 高い解像度でファインチューニングするとパッチの数が表の行数を超えるので、論文は事前学習済みの埋め込みを画像での位置に従って 2 次元で補間します。
-# パッチの $hw$ 行を $h \times w$ の格子として新しい格子 $h' \times w'$ に補間し、クラストークンの行はそのまま残します。
+# パッチの $hw$ 行を $h \times w$ の格子として $h' \times w'$ に補間し、クラストークンの行はそのまま残します。
 # 公式のコードは `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
@@ -261,8 +261,7 @@ assert_close(pe @ pe.T, rhs)
 # %% [markdown] lang="ja"
 # ## 軸ごとの 2 次元 RoPE
 #
-# RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリのペア $i$ を $m\theta_i$、
-# 位置 $n$ のキーのペアを $n\theta_i$ だけ回転させ、スコアが $m - n$ だけで決まるようにします。
+# RoPE（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、位置 $m$ のクエリと位置 $n$ のキーのペア $i$ を $m\theta_i$ と $n\theta_i$ だけ回し、スコアが $m - n$ だけで決まるようにします。
 # Heo らの RoPE-Axial（[軸ごとの RoPE](../docs/glossary.ja.md#axial-rope)）は、ペアの半分ずつを各軸に割り当てます。
 # ペア $0, \dots, d/4 - 1$ は列で、ペア $d/4, \dots, d/2 - 1$ は行で回り、どちらも周波数 $\theta_k = 100^{-4k/d}$（$k < d/4$）を使います。底は 10000 ではなく 100 です。
 # $100^{-2k/(d/2)} = 100^{-4k/d}$ なので、RoPE-Axial は次元数 $d/2$、底 100 の 1 次元 RoPE を 2 つ並べたもので、
@@ -274,9 +273,8 @@ assert_close(pe @ pe.T, rhs)
 #
 # $$s(\Delta r, \Delta c) = f(\Delta c) + g(\Delta r), \qquad \Delta r = r_n - r_m,\ \Delta c = c_n - c_m.$$
 #
-# したがって、[相対位置](../docs/glossary.ja.md#relative-position)の性質が軸ごとに成り立ちます。
-# 2 つのトークンを同じ行数、または同じ列数だけ動かしてもスコアは変わらず、キーの 1 つの軸だけを動かすと変わります。
-# また混合差分では、$f$ の項どうしと $g$ の項どうしが打ち消し合います。
+# したがって[相対位置](../docs/glossary.ja.md#relative-position)の性質が軸ごとに成り立ち、2 つのトークンを同じ行数、または同じ列数だけ動かしてもスコアは変わりません（キーの 1 つの軸だけを動かすと変わります）。
+# 混合差分では、$f$ の項どうしと $g$ の項どうしが打ち消し合います。
 #
 # $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0.$$
 
@@ -370,14 +368,13 @@ assert abs(mixed_difference(axial)) < 1e-9
 # Heo らのコードは大きさを $10^{-4k/d}$ とし、ヘッドごとにランダムな向き $\alpha$ を選んで、ペアの前半を $\alpha$、後半を $\alpha + \pi/2$ の向きに初期化します。
 #
 # 回転どうしは可換なので、スコアはやはり $(\Delta r, \Delta c)$ だけで決まり、相対位置の性質は保たれます。
-# ただし $\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアの項 $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ は、
-# $\Delta c$ の関数と $\Delta r$ の関数の和にならないので、混合差分は 0 になりません。
+# ただし $\theta^{x}_i$ と $\theta^{y}_i$ がどちらも 0 でないペアの項 $\cos(\theta^{x}_i \Delta c + \theta^{y}_i \Delta r + \ldots)$ は
+# $\Delta c$ の関数と $\Delta r$ の関数の和にならず、混合差分は 0 になりません。
 #
-# ただし初期化の時点では、斜めの構造はまだ何も学習されていません。
-# ペア $k < d/4$ は $u = c\cos\alpha + r\sin\alpha$ で、残りのペアは $v = -c\sin\alpha + r\cos\alpha$ で回るので、
-# 初期の RoPE-Mixed は、座標を $\alpha$ だけ回転させた底 10 の RoPE-Axial です。
-# 図（$q = k$ なので $(0, 0)$ で最大）では、RoPE-Axial のスコアは軸にそろった十字形の模様を描き、RoPE-Mixed のスコアも同じ種類の十字形を $\alpha$ だけ回したもので、周波数の並びだけが違います。
-# RoPE-Mixed が加えるのは、学習によって各ペアの向きを動かせることです。
+# もっとも、初期化の時点では斜めの構造はまだ学習されていません。
+# ペア $k < d/4$ は $u = c\cos\alpha + r\sin\alpha$ で、残りは $v = -c\sin\alpha + r\cos\alpha$ で回るので、初期の RoPE-Mixed は座標を $\alpha$ だけ回した底 10 の RoPE-Axial です。
+# 図（$q = k$ なので $(0, 0)$ で最大）で、RoPE-Axial のスコアは軸にそろった十字形を描き、RoPE-Mixed のスコアは同じ種類の十字形を $\alpha$ だけ回したもので、周波数の並びだけが違います。
+# RoPE-Mixed が加えるのは、学習で各ペアの向きを動かせることです。
 
 
 # %%
@@ -439,7 +436,7 @@ maps = [
     (ax_q * ax_k).sum(-1).reshape(31, 31),
     (mx_q * mx_k).sum(-1).reshape(31, 31),
 ]
-fig, axes = plt.subplots(1, 2, figsize=(8, 2.8))
+fig, axes = plt.subplots(1, 2, figsize=(8, 2.5))
 for ax, m, title in zip(axes, maps, ["RoPE-Axial", "RoPE-Mixed"], strict=True):
     im = ax.imshow(m, cmap="RdBu_r", extent=(-15.5, 15.5, 15.5, -15.5))
     ax.set_title(title)
@@ -457,7 +454,18 @@ plt.show()
 # keep integer coordinates and the model meets offsets it never saw in
 # training (with 16-pixel patches, 14 × 14 at 224 pixels, 24 × 24 at 384).
 # This is the setting of the result the paper's abstract puts first: RoPE
-# keeps its accuracy as the inference resolution grows. For DeiT-III Base in
+# keeps its accuracy as the inference resolution grows.
+
+# %% [markdown] lang="ja"
+# ## 解像度を上げても補間し直さない
+#
+# Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
+# 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
+# パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
+# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the accuracy table.** For DeiT-III Base in
 # the repository's "DeiT-III (400 epochs)" table (ImageNet-1k top-1, %),
 # from 224 to 384 pixels the learned
 # table loses accuracy, 83.4 to 82.8, while RoPE-Axial gains, 83.6 to 83.9,
@@ -465,14 +473,9 @@ plt.show()
 # model does: on DeiT-III Small, RoPE-Axial drops from 80.9 to 80.0 at 384
 # pixels (RoPE-Mixed gains).
 
-# %% [markdown] lang="ja"
-# ## 解像度を上げても補間し直さない
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：正解率の表**
 #
-# Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
-# 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
-# パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差を扱うことになります
-# （16 ピクセルのパッチでは、224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです。
 # リポジトリの「DeiT-III (400 epochs)」の表（値は ImageNet-1k の top-1 正解率（%））で DeiT-III Base を見ます。
 # 224 から 384 ピクセルで学習型の表は 83.4 から 82.8 に下がり、RoPE-Axial は 83.6 から 83.9、RoPE-Mixed は 83.8 から 84.4 に上がります。
 # DeiT-III Large でも同じ傾向ですが、すべてのモデルがそうなるわけではありません。
@@ -581,10 +584,9 @@ for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
 #
 # $$\phi_i = p_{a(i)}\, \theta_i .$$
 #
-# テキストのトークンには等しい座標 $t = h = w = p$ を与えるので、どの $i$ でも $p_{a(i)} = p$ となり、
-# M-RoPE は 1 次元の RoPE に一致します（Qwen2-VL の論文もそう述べています）。
-# テキストのモデルから初期化したモデルは、テキストでは学習時と同じ回転から出発できます。
-# 軸ごとの RoPE と同じく、相対位置の性質は各軸で成り立ちます。クエリとキーを軸ごとに同じ量だけずらせば（ずらす量は軸によって違ってよい）、スコアは変わりません。
+# テキストのトークンには等しい座標 $t = h = w = p$ を与えるので、どの $i$ でも $p_{a(i)} = p$ となり、M-RoPE は 1 次元の RoPE に一致します（Qwen2-VL の論文もそう述べています）。
+# テキストのモデルから初期化すれば、テキストでは学習時と同じ回転から出発できます。
+# 相対位置の性質は軸ごとの RoPE と同じく各軸で成り立ち、クエリとキーを軸ごとに同じ量だけ（軸ごとに違ってよい）ずらしてもスコアは変わりません。
 
 # %%
 x = torch.randn(10, 128, dtype=f64)
@@ -653,12 +655,13 @@ for axis in range(3):
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# つまり画像 1 枚で位置が進む量はトークンの数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般の画像なら $\max(H/2, W/2) \ge \sqrt{N}$ です。
+# 画像 1 枚で位置が進む量はトークンの数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般には $\max(H/2, W/2) \ge \sqrt{N}$ です。
 # 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
-# そのため Qwen3-VL のドキュメントは、「RoPE のコンテキスト長を伸ばす」の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節の YaRN の係数を小さめにするよう勧めています。256K から 1M トークンなら、4 ではなく 2 か 3 です。
-# テキストだけのプロンプトでは位置は 1 トークンごとに 1 進みます。また、位置がゆっくり進むのはこの規則のためで、Qwen2-VL から変わっていません。Qwen3-VL の周波数の割り当て方によるものではありません。
+# そのため Qwen3-VL のドキュメントは「RoPE のコンテキスト長を伸ばす」の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節の YaRN の係数を小さめにするよう勧めています。
+# 256K から 1M トークンなら、4 ではなく 2 か 3 です。
+# テキストだけのプロンプトでは位置は 1 トークンごとに 1 進みます。位置がゆっくり進むのはこの規則のためで（Qwen2-VL から同じ）、Qwen3-VL の周波数の割り当て方によるものではありません。
 # Hugging Face はこの差（位置の最大値に 1 を足し、系列長を引いたもの）を `rope_deltas` として保持し、生成するトークンの位置に足します。
-# 次の例は、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンです。
+# 例として、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンを並べます。
 
 
 # %% tags=["figure"]
@@ -780,8 +783,8 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 #
 # ここで $\rho$ は `tokens_per_second`、$\tau$ は時間方向のパッチ 1 つが占める秒数 `second_per_grid_t`（`temporal_patch_size / fps`）です。
 # Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
-# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨によれば、T-RoPE から、テキストのタイムスタンプで時刻を明示する方式への移行です）。
-# Hugging Face は時間方向のパッチごとに $t$ が一定の格子を画像と同じように並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
+# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨では、T-RoPE からテキストのタイムスタンプで時刻を明示する方式への移行）。
+# Hugging Face は時間方向のパッチごとに $t$ が一定の格子を並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
 # そのため、パッチの時間座標は系列のどこから始まるかを表すだけです。
 
 
@@ -825,11 +828,8 @@ for rule in ["paper", "hf"]:
 # With blocks each axis sees one band of the spectrum: frequencies fall with
 # $i$, so in Qwen2-VL's $[16, 24, 24]$ time takes the 16 fastest and width
 # the 24 slowest, and no axis has both fast pairs (fine differences) and
-# slow pairs (long ranges). The cost is concrete: the fastest width pair,
-# $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$
-# radians per position, turns by about 0.005 radians across 30 columns, so
-# within an image the width axis is nearly blind, while the fastest height
-# pair, $\theta_{16}$, turns by about 0.95 radians across 30 rows. Qwen3-VL
+# slow pairs (long ranges): within an image the width axis is nearly blind
+# (the note below gives the numbers). Qwen3-VL
 # interleaves instead, the MRoPE-Interleave of Huang et al. (2025), from the
 # Qwen team, whose guidelines ask every axis to use the full spectrum:
 # frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, as long
@@ -842,21 +842,15 @@ for rule in ["paper", "hf"]:
 # For $d = 128$ and base $10^6$ (Hugging Face's default `rope_theta` for
 # Qwen2-VL), blocks stop the temporal axis at a wavelength of about 160
 # positions and start the width at about 35,000; interleaved, every axis
-# spans nearly the whole range. Qwen3-VL's released checkpoints
-# (`config.json` of Qwen3-VL-4B-Instruct) use base $5 \cdot 10^6$, where Hugging Face's
-# configuration class defaults to $5 \cdot 10^5$; the figure keeps $10^6$ for
-# both, so that only the assignment differs. At $5 \cdot 10^6$ every
-# wavelength $2\pi b^{2i/d}$ grows, the slowest temporal one to about
-# $2.5 \cdot 10^7$ positions instead of $5.1 \cdot 10^6$.
+# spans nearly the whole range. The figure keeps $10^6$ for both, so that only
+# the assignment differs.
 
 # %% [markdown] lang="ja"
 # ## Qwen3-VL：周波数を順番に（巡回して）配る
 #
 # 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
-# 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、
-# 速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# その影響は数値で見えます。幅の最も速いペア $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）は、30 列にわたっても約 0.005 ラジアンしか回らず、画像の中では幅の軸はほとんど何も見分けられません。
-# 一方、高さの最も速いペア $\theta_{16}$ は 30 行で約 0.95 ラジアン回ります。
+# 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
+# 画像の中で幅の軸はほとんど何も見分けられません（数値は下の注）。
 # Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。Qwen のチームによる Huang ら（2025）の MRoPE-Interleave で、この論文の指針は、どの軸にも全周波数を使わせることを求めています。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
@@ -865,9 +859,7 @@ for rule in ["paper", "hf"]:
 # 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの程度の距離を見分けられるかを表します。
 # $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
 # ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
-# Qwen3-VL の公開されたチェックポイント（Qwen3-VL-4B-Instruct の `config.json`）の底は $5 \cdot 10^6$ で、Hugging Face の設定クラスの既定値 $5 \cdot 10^5$ とは違います。
-# 図では割り当て方だけを比べるため、どちらも $10^6$ とします。
-# 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ 位置になります。
+# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします。
 
 # %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとに相対的です"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
@@ -887,7 +879,7 @@ longest_t = wavelength[blocks == 0].max().item()
 shortest_w = wavelength[blocks == 2].min().item()
 print(f"blocks: t up to {longest_t:.0f}, w from {shortest_w:,.0f}")
 colours = plt.get_cmap("viridis")([0.0, 0.5, 0.85])
-fig, axes = plt.subplots(2, 1, figsize=(7, 3.0), sharex=True)
+fig, axes = plt.subplots(2, 1, figsize=(7, 2.7), sharex=True)
 idx = torch.arange(64)
 for ax, (sections, inter, title) in zip(
     axes,
@@ -940,6 +932,25 @@ assert (
     round(slowest_t / 1e7, 1) == 2.5
     and round(wavelength_of(63) / 1e6, 1) == 5.1
 )
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the numbers, and Qwen3-VL's base.** In Qwen2-VL's blocks the
+# fastest width pair, $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$
+# radians per position, turns by about 0.005 radians across 30 columns, while the
+# fastest height pair, $\theta_{16}$, turns by about 0.95 radians across 30 rows.
+# Qwen3-VL's released checkpoints
+# (`config.json` of Qwen3-VL-4B-Instruct) use base $5 \cdot 10^6$, where Hugging
+# Face's configuration class defaults to $5 \cdot 10^5$. At $5 \cdot 10^6$ every
+# wavelength $2\pi b^{2i/d}$ grows, the slowest temporal one to about
+# $2.5 \cdot 10^7$ positions instead of $5.1 \cdot 10^6$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：数値と Qwen3-VL の底**
+#
+# Qwen2-VL のブロックでは、幅の最も速いペア $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）は 30 列でも約 0.005 ラジアンしか回りません。
+# 高さの最も速いペア $\theta_{16}$ は 30 行で約 0.95 ラジアン回ります。
+# Qwen3-VL の公開されたチェックポイント（Qwen3-VL-4B-Instruct の `config.json`）の底は $5 \cdot 10^6$ で、Hugging Face の設定クラスの既定値 $5 \cdot 10^5$ とは違います。
+# 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ 位置になります。
 
 # %% [markdown] lang="en"
 # ## What to remember

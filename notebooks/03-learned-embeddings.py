@@ -294,7 +294,8 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # (width $d = 32$), one attention layer with a residual connection, and a linear
 # readout to the $V$ tokens. Its learned table gets $2T = 32$ rows although
 # training only ever uses the first $T$, so that we can see what becomes of rows a
-# model never sees.
+# model never sees. Its code, the model `Reverser`, the task's `batch` and the loop
+# `train` that later cells reuse, is folded under the training log it prints.
 
 # %% [markdown] lang="ja"
 # ## 小さな課題で表を学習する
@@ -305,6 +306,7 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 #
 # モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（幅 $d = 32$）を足し、1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけなので、一度も使われない行がどうなるかも分かります。
+# モデル `Reverser`、課題の `batch`、以降のセルでも使う学習ループ `train` のコードは、それが出力する学習ログの下に折りたたんであります。
 
 # %% [markdown] lang="en"
 # Without positions this model is permutation-equivariant (chapter

@@ -401,11 +401,9 @@ assert not torch.allclose(
 # Marian pairs the concatenated layout with the paper's $n$
 # ([the variants side by side](#the-variants-side-by-side)).
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
-# Both start at $\omega_0 = \omega'_0 = 1$; dividing,
-# $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
-# grows with $i$, and at the lowest frequency $i = n-1$ it reaches
-# $$\frac{\omega_{n-1}}{\omega'_{n-1}} = 10000^{1/n}$$
-# A small relative difference, but the angles $p\,\omega_i$ drift apart in
+# Both start at $\omega_0 = \omega'_0 = 1$; their ratio
+# $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ grows with $i$ and reaches $10000^{1/n}$ at
+# the lowest frequency, $i = n-1$. A small relative difference, but the angles $p\,\omega_i$ drift apart in
 # proportion to $p$. Since $|\sin a - \sin b| \le |a - b|$ (and the same for the
 # cosine), each entry differs by at most the angle gap $p\,|\omega_i - \omega'_i|$, and
 # a gap of $\pi$ turns an entry into the negative of the other. For $d = 512$ (printed
@@ -424,17 +422,12 @@ assert not torch.allclose(
 # こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
 # 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
-# どちらも $\omega_0 = \omega'_0 = 1$ から始まります。比を取ると
-# $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
-# で、これは $i$ とともに大きくなり、最も低い周波数 $i = n-1$ で次の値になります。
-# $$\frac{\omega_{n-1}}{\omega'_{n-1}} = 10000^{1/n}$$
+# どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、最も低い周波数 $i = n-1$ で $10000^{1/n}$ になります。
 # 相対的には小さな違いですが、角度 $p\,\omega_i$ は $p$ に比例して離れていきます。
 # $|\sin a - \sin b| \le |a - b|$（余弦も同様）なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下で、
 # 角度の差が $\pi$ になると、一方の成分はもう一方の正負を反転した値になります。
-# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大で 1.9895 に達し、
-# 正弦の値域の幅 $2$ にほぼ等しくなります。$p = 732$ からは、どこかの成分の差が 1 を超えます。
-# 角度の差が最も大きいのは最も遅いペアではなく $i = 28$ です。そこでは周波数がまだ高く、しかも違いがすでに現れています。
-# $p = 2047$ では 2.95 ラジアンです。
+# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大で 1.9895 と、正弦の値域の幅 $2$ にほぼ等しくなります。$p = 732$ からは、どこかの成分の差が 1 を超えます。
+# 角度の差が最も大きいのは最も遅いペアではなく、周波数がまだ高く違いもすでに現れている $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
 # 図の左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
 
 # %%
@@ -673,11 +666,9 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
 # By the rotation property of
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#why-a-sine-and-a-cosine-a-shift-is-a-rotation)
-# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$. fairseq's
-# table is concatenated, so its matrix is the same rotation with rows and columns
-# permuted by section 1's $P$:
-# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# A rotation preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of
+# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$; for fairseq's
+# concatenated table it is the same rotation with rows and columns permuted by
+# section 1's $P$, $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$. A rotation preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of
 # positions $0, 1, 2, \dots$; what changes is the vector added to each token. Each
 # pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$, so
 # the squared distance
@@ -695,8 +686,7 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
 # これはすべての位置に共通の 1 つの回転 $PE(t+2) = M_2\, PE(t)$ です。
-# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
-# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えた $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
 # 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じです。
 # 変わるのは、各トークンに足されるベクトルそのものです。各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
 # したがって、距離の 2 乗はどの $t$ でも同じ値になります。
@@ -759,9 +749,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # lives on in copies elsewhere. Column $j$ then has its own frequency,
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # instead of the paper's $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$.
-# `posenc` reproduces it exactly with width $2d$ and base $10000^2$, whose frequencies
-# are $(10000^2)^{-j/d} = \tilde\omega_j$, by taking column $2j$ (a sine) for even $j$
-# and column $2j+1$ (a cosine) for odd $j$. Two things go wrong.
+# Two things go wrong.
 #
 # **The spectrum is stretched.** The exponent runs up to $2(d-1)/d$, almost $2$, so the
 # lowest frequency is about $10000^{-2} = 10^{-8}$ instead of about $10^{-4}$. From
@@ -782,10 +770,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # 2017 年 11 月に修正されましたが、初期の版のコピーは今もほかのプロジェクトに残っています。
 # 指数に列の番号が入るので、列 $j$ はそれぞれ自分だけの周波数を持ちます。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
-# 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。
-# `posenc` で幅を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
-# そこで偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出せば、このバグを厳密に再現できます。
-# 問題は 2 つです。
+# 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
 #
 # **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで進むので、
 # 最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
@@ -885,29 +870,17 @@ plt.show()
 # for $d = 16$ the best [least-squares](../docs/glossary.md#least-squares) fit from
 # $PE(p)$ to $PE(p+3)$ over $p = 0, \dots, 999$ leaves a relative error of 0.22,
 # against less than 1e-12 for the paper's encoding. And the dot product is no
-# longer a function of the distance: with $a_i = \tilde\omega_{2i}$,
-# $b_i = \tilde\omega_{2i+1}$, the product-to-sum formulas give
-# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
-# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain, so the
+# longer a function of the distance (the formula is in the note below), so the
 # [Gram matrix](../docs/glossary.md#gram-matrix) is no longer constant along its
 # diagonals.
 
 # %% [markdown] lang="ja"
-# **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、
-# 列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入ります。時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
-# ブロックごとの回転なら、各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は
-# $p = 0$ での値 $1$ のまま変わらないはずです。
-# ところがバグのある表では、この値がほぼ $0$ からほぼ $2$ の間をさまよいます（下の出力）。
+# **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
+# ブロックごとの回転なら各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は $p = 0$ での値 $1$ のままのはずですが、バグのある表ではほぼ $0$ からほぼ $2$ の間をさまよいます（下の出力）。
 # したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
 # $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への最良の[最小二乗](../docs/glossary.ja.md#least-squares)近似を求めると、
 # 相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
-# さらに、内積も距離だけの関数ではなくなります。$a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、
-# 積和の公式から次のようになります。
-# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、
-# $\sum_i \cos\omega_i(p-q)$ が残ります。
-# $a_i \ne b_i$ ではこれらの項が残るので、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
+# さらに内積も距離だけの関数ではなくなり（式は下の「さらに詳しく」）、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
 
 # %%
 d, n, k = 16, 8, 3
@@ -956,6 +929,26 @@ gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
 assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 
 # %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the buggy table in posenc, and its dot product.** `posenc`
+# reproduces the bug exactly with width $2d$ and base $10000^2$, whose frequencies are
+# $(10000^2)^{-j/d} = \tilde\omega_j$, by taking column $2j$ (a sine) for even $j$ and
+# column $2j+1$ (a cosine) for odd $j$. With $a_i = \tilde\omega_{2i}$,
+# $b_i = \tilde\omega_{2i+1}$, the product-to-sum formulas give
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
+# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：posenc でのバグの再現と、バグのある表の内積**
+#
+# `posenc` で幅を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
+# 偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出せば、このバグを厳密に再現できます。
+# $a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、積和の公式から次のようになります。
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、$\sum_i \cos\omega_i(p-q)$ が残ります。
+# $a_i \ne b_i$ ではこれらの項が残ります。
+
+# %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the padding row.** The early version also
 # keeps row $0$ of its table all zeros, "for padding": its data loader
 # (`DataLoader.py`) numbers the real tokens from $1$ and gives padding the position
@@ -989,29 +982,19 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # $p\,\omega_i$ in float32 and take its sine there. Write $\mathrm{fl}_{32}(x)$ for $x$
 # rounded to the nearest float32 number. The 24-bit significand of IEEE 754 single
 # precision leaves the numbers in $[2^e, 2^{e+1})$ $2^{e-23}$ apart, so rounding can
-# move a number there by up to
-# $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
-# A float32 angle is rounded twice: the frequency becomes a float32 number
-# $\hat\omega_i$, and the product $p\,\hat\omega_i$ is rounded again ($p$ itself is
-# exact below $2^{24}$). For an angle in $[2^e, 2^{e+1})$ the two errors add up to at
-# most
-# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# and $|\sin a - \sin b| \le |a - b|$ passes the sum on to the encoding at most
+# move a number there by up to $2^{e-24}$. A float32 angle is rounded twice: the
+# frequency becomes a float32 number $\hat\omega_i$, and the product $p\,\hat\omega_i$
+# is rounded again. Both errors grow with $p$ (the note below the figure bounds
+# them), and $|\sin a - \sin b| \le |a - b|$ passes them on to the encoding at most
 # unchanged. Pair 0 escapes: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are
 # exact.
 #
 # For labml and $d = 512$ (printed below), the largest angle error near $p = 2^{14}$,
-# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, each time in pair 4, whose
-# angle lies in the range just below $p$'s (near $2^{20}$, in $[2^{19}, 2^{20})$,
-# where the product's rounding is at most $2^{-5}$). About half of it is the
-# product's rounding and half the frequency's, $p\,|\hat\omega_i - \omega_i|$: 3.1e-02
-# each near $2^{20}$, together close to $2^{-4}$. The encoding inherits the sum. In
-# the figure, labml's error, with angles $\mathrm{fl}_{32}(p\,\hat\omega_i)$, grows
-# like the staircase $2^{\lfloor \log_2 p \rfloor - 24}$, since both terms grow with
-# $p$; with float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, it stays flat: `posenc`
-# forms them in float64, $2^{-32}$ apart near $2^{20}$, and rounds only the result,
-# 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even hold
-# consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
+# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, about half from each
+# rounding. In the figure, labml's error grows like the staircase
+# $2^{\lfloor \log_2 p \rfloor - 24}$; `posenc` forms the angles in float64 and rounds
+# only the result, 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even
+# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
 # deterministic, the same at every call: they matter when angles computed one way
 # meet a model trained on angles computed another way (a checkpoint moved between
 # implementations, a float64 or fused kernel).
@@ -1021,27 +1004,17 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 #
 # ほとんどの実装（labml、AllenNLP、fairseq、tensor2tensor）は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
 # $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。
-# IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、
-# そこで数を丸めると、最大で次の量だけずれます。
-# $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
-# float32 の角度は 2 回丸められます。まず周波数が float32 の数 $\hat\omega_i$ になり、
-# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
-# 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です。
-# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# $|\sin a - \sin b| \le |a - b|$ により、この誤差は大きくなることなくエンコーディングに伝わります。
+# IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、丸めると最大 $2^{e-24}$ ずれます。
+# float32 の角度は 2 回丸められます。周波数が float32 の数 $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
+# どちらの誤差も $p$ とともに大きくなり（上界は図の下の「さらに詳しく」）、$|\sin a - \sin b| \le |a - b|$ により、大きくなることなくエンコーディングに伝わります。
 # ペア 0 は例外です。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密です。
 #
-# labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
-# どれもペア 4 で、その角度は $p$ のすぐ下の区間に入ります（$2^{20}$ 付近なら $[2^{19}, 2^{20})$ で、そこでの積の丸めは最大 $2^{-5}$ です）。
-# 誤差のおよそ半分は積の丸め、残りの半分は周波数の丸め $p\,|\hat\omega_i - \omega_i|$ によるものです。
-# $2^{20}$ 付近ではどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。エンコーディングはこの和を受け継ぎます。
-# 図では、角度を $\mathrm{fl}_{32}(p\,\hat\omega_i)$ として計算する labml の誤差が、階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
-# 2 つの項がどちらも $p$ とともに大きくなるからです。
-# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ では、誤差は平らなままです。
-# `posenc` は角度を float64（$2^{20}$ 付近の間隔は $2^{-32}$）で作り、最後の結果だけを丸めます。誤差は 3 つの範囲のどれでも 3.0e-08 です。
+# labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 で、2 つの丸めがおよそ半分ずつを占めます。
+# 図では、labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
+# `posenc` は角度を float64 で作って最後の結果だけを丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 です。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
 # 誤差はランダムではなく、毎回同じです。問題になるのは、学習に使った角度とは別の方法で計算した角度をモデルに与えるときです。
-# たとえば、チェックポイントを別の実装へ移すときや、角度を float64 や融合カーネルで計算する実装に切り替えるときです。
+# たとえばチェックポイントを別の実装へ移すときや、角度を float64 や融合カーネルで計算する実装に切り替えるときです。
 
 # %%
 d, n = 512, 256
@@ -1140,7 +1113,7 @@ _, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
 posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
 staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)
 
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.4, 2.8))
 ax.plot(
     samples,
     enc_err.clamp(min=1e-9),
@@ -1175,6 +1148,29 @@ assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
 # %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the two roundings, term by term.** For an angle in
+# $[2^e, 2^{e+1})$ the two errors add up to at most
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# ($p$ itself is exact below $2^{24}$). For labml and $d = 512$ the largest error near
+# $2^{14}$, $2^{17}$ and $2^{20}$ is each time in pair 4, whose angle lies in the
+# range just below $p$'s (near $2^{20}$, in $[2^{19}, 2^{20})$, where the product's
+# rounding is at most $2^{-5}$). Near $2^{20}$ the product's rounding and the
+# frequency's, $p\,|\hat\omega_i - \omega_i|$, are 3.1e-02 each, together close to
+# $2^{-4}$: two half-size terms that both grow with $p$ make the staircase. With
+# float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, $2^{-32}$ apart near $2^{20}$, only
+# the result's rounding is left.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：2 つの丸めを項ごとに見る**
+#
+# 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です（$p$ そのものは $2^{24}$ 未満なら厳密です）。
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# labml、$d = 512$ で $2^{14}$、$2^{17}$、$2^{20}$ の付近の最大の誤差は、どれもペア 4 で生じ、その角度は $p$ のすぐ下の区間に入ります（$2^{20}$ 付近なら $[2^{19}, 2^{20})$ で、そこでの積の丸めは最大 $2^{-5}$ です）。
+# $2^{20}$ 付近では、積の丸めと周波数の丸め $p\,|\hat\omega_i - \omega_i|$ はどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。
+# どちらも $p$ とともに大きくなる半分ずつの 2 つの項が、階段状の線を作るわけです。
+# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$（$2^{20}$ 付近の間隔は $2^{-32}$）では、最後の結果の丸めだけが残ります。
+
+# %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the frequencies' own error.** Rounding $\omega_i$ once gives
 # $\hat\omega_i = \omega_i(1+\delta_1)$, and the product is rounded to
 # $p\,\hat\omega_i(1+\delta_2)$, with $|\delta_1|, |\delta_2| \le u = 2^{-24}$: the
@@ -1187,8 +1183,8 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # libraries' $\hat\omega_i$ are up to about $9.5u$ (labml) and $8.7u$ ($n-1$) off.
 # Near $2^{20}$ labml's angles exceed $(2u + u^2)\,p\,\omega_i$ in more than a third
 # of the entries, reaching 5.2 times that bound, and those of fairseq and AllenNLP
-# in more than 40%, reaching 4.7 times (printed below); the two-term bound of
-# section 6 holds for every angle. The larger relative errors fall on slower pairs,
+# in more than 40%, reaching 4.7 times (printed below); the two-term bound above
+# holds for every angle. The larger relative errors fall on slower pairs,
 # whose angles are smaller, so the largest error barely moves: 6.22e-02 for labml
 # near $2^{20}$, against 6.21e-02 with $\omega_i$ rounded once. tensor2tensor
 # performs the same operations in TensorFlow, whose last bits can differ.
@@ -1205,7 +1201,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # そのため、ライブラリの $\hat\omega_i$ の相対誤差は最大で約 $9.5u$（labml）と $8.7u$（$n-1$ 版）です。
 # $2^{20}$ 付近では、labml の角度の誤差は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を超え、最大で上界の 5.2 倍に達します。
 # fairseq と AllenNLP の角度は成分の 40% 以上で超え、最大で上界の 4.7 倍です（下の出力）。
-# 6 節の 2 項の上界は、どの角度でも成り立ちます。
+# 上の 2 項の上界は、どの角度でも成り立ちます。
 # 相対誤差が大きいのは角度の小さい遅いペアなので、誤差の最大値はほとんど変わりません。
 # $2^{20}$ 付近の labml で 6.22e-02、$\omega_i$ を 1 回だけ丸めた場合で 6.21e-02 です。
 # tensor2tensor は同じ演算を TensorFlow で行うので、最後の数ビットは一致しないこともあります。

@@ -151,7 +151,7 @@ q_2d = torch.tensor([math.cos(0.3), math.sin(0.3)], dtype=f64)  # phi_q = 0.3
 k_2d = torch.tensor([0.8, 0.0], dtype=f64)  # phi_k = 0, |k| = 0.8
 cases = [(2, 0), (6, 4), (6, 0)]  # (m, n)
 
-# %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2、n = 0 と m = 6、n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6, n = 0 では角度が開き、スコアは −0.59 になります。"]}
+# %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2、n = 0 と m = 6、n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6、n = 0 では角度が開き、スコアは −0.59 になります。"]}
 rim = torch.linspace(0, 2 * math.pi, 200)
 fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.2))
 for ax, (m, n) in zip(axes, cases, strict=True):
@@ -342,21 +342,18 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # %% [markdown] lang="ja"
 # ## 多次元：ペアごとに 1 つの回転
 #
-# 次元が $d$ 個（偶数）のとき、RoFormer はベクトルを $d/2$ 組のペアに分けます。
-# ペア $i$ は次元 $2i$ と $2i+1$ です。各ペアを 2 次元のときと同じように回転させますが、
-# 1 位置あたりの角度 $\theta_i$ はペアごとに異なります。
+# RoFormer は $d$ 次元（$d$ は偶数）のベクトルを、次元 $2i$ と $2i+1$ からなる $d/2$ 組のペア $i$ に分けます。
+# 各ペアを 2 次元のときと同じように、ペアごとに違う 1 位置あたりの角度 $\theta_i$ で回転させます。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
-# ここで $i = 0, 1, \dots, d/2-1$ で、$f(q, m) = R_m\, q$ です。
-# これは[正弦波位置エンコーディング](01-sinusoidal.ipynb)と同じ周波数で、
-# 波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
-# 最長の波長は、$d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
+# ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
+# [正弦波位置エンコーディング](01-sinusoidal.ipynb)と同じ周波数で、波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
+# 最長の波長は $d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
 # `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
 # スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
 # $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$ です。
 # $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
-# 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。
-# どちらも距離だけに依存しますが、値は異なります。$q^\top R_{m-n}\, k$ は、位置 $n$ のクエリと位置 $m$ のキーのスコアです。
+# 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。どちらも距離だけで決まりますが値は異なり、$q^\top R_{m-n}\, k$ は位置 $n$ のクエリと位置 $m$ のキーのスコアです。
 # 前節の複素数の見方でペアごとに書くと、次のようになります。
 # $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
 # 各ペアは前の図の針の 1 本で、それぞれの速さで回ります。
@@ -424,10 +421,9 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$ に移します。
 # すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
-# 各ペアの 2 つの成分を入れ替え、片方の正負を反転した $x$ のコピーを用意します。
-# あとは、元のベクトルに cos の表を、このコピーに sin の表を成分ごとに掛けて足すだけです。どちらの表も位置だけで決まります。
-# `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
-# 位置はベクトルごとに 1 つで、`positions` は `x.shape[:-1]` に対してブロードキャストされます。
+# 各ペアの 2 成分を入れ替えて片方の正負を反転した $x$ のコピーを作り、元のベクトルに cos の表を、コピーに sin の表を成分ごとに掛けて足すだけです。
+# どちらの表も位置だけで決まります。
+# `apply_rope(x, positions, layout="interleaved")` がこれを計算します（`positions` は `x.shape[:-1]` に対してブロードキャストされ、ベクトルごとに 1 つの位置を与えます）。
 #
 # 図は $d = 128$ のときの cos の表です。ペア $0$ は 6.28 位置ごとに 1 周し、最後のペアは $m = 255$ までに 0.0294 ラジアンしか回りません。
 # 速いペアは短い距離を、遅いペアは長い距離を見分けます。
@@ -497,12 +493,11 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ written twice: no strided access.
 #
 # Pair $i$ turns by $m\theta_i$ in both; only the addresses of its two features
-# differ. So the two are the same rotation up to a fixed permutation of the features.
-# Let
-# $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
-# and let $\Pi$ be the permutation matrix with $(\Pi x)_j = x_{\pi_j}$ (in code,
-# `x[..., perm]`). $\Pi x$ puts the partners $i$ and $i + d/2$ next to each other, the
-# interleaved rotation turns them, and $\Pi^\top$ puts them back:
+# differ, so the two are the same rotation up to a fixed permutation. Let $\Pi$ be the
+# permutation matrix of $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$, with
+# $(\Pi x)_j = x_{\pi_j}$ (in code, `x[..., perm]`): $\Pi x$ puts the partners $i$ and
+# $i + d/2$ next to each other, the interleaved rotation turns them, and $\Pi^\top$
+# puts them back:
 # $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
 # On the same vector the two layouts differ, so converting a model permutes weights.
 
@@ -517,12 +512,9 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   入れ替えたコピーは $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ で、これが `rotate_half` の返す値です。
 #   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたもので、ストライドアクセス（飛び飛びの要素へのアクセス）が要りません。
 #
-# どちらでもペア $i$ は $m\theta_i$ だけ回ります。違うのは 2 つの次元の置き場所だけです。
-# したがって 2 つは、次元の決まった並べ替えを除けば、同じ回転です。
-# $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
-# とし、$(\Pi x)_j = x_{\pi_j}$ となる置換行列を $\Pi$ とします（コードでは `x[..., perm]`）。
-# $\Pi x$ はペアになる $i$ と $i + d/2$ を隣り合わせに並べ、インターリーブ配置の回転がそれを回し、
-# $\Pi^\top$ が元の場所に戻します。
+# どちらでもペア $i$ は $m\theta_i$ だけ回り、違うのは 2 つの次元の置き場所だけです。つまり 2 つは、次元の決まった並べ替えを除けば同じ回転です。
+# $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$ の置換行列を $\Pi$ とします（$(\Pi x)_j = x_{\pi_j}$、コードでは `x[..., perm]`）。
+# $\Pi x$ がペアの $i$ と $i + d/2$ を隣に並べ、インターリーブ配置の回転がそれを回し、$\Pi^\top$ が元に戻します。
 # $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
 # 同じベクトルに対して 2 つの配置は異なる結果を出すので、モデルを変換するときは重みを並べ替えます。
 
@@ -709,17 +701,14 @@ assert_close(module_k, k_out)
 # %% [markdown] lang="ja"
 # ## 回転が保証すること
 #
-# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どんなシフト量 $s$ についても、
-#   $m + s$ と $n + s$ でのスコアに等しくなります。
-#   したがって、系列全体をずらしてもアテンションは変わりません。位置 500 から 511 は、位置 0 から 11 と同じように扱われます。
-# - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
-#   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
-# - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけで、バリューは回転させません。
-#   キーの回転はキー自身の位置だけで決まるので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、
-#   各キーをそのトークンが来たときに 1 回だけ回転させ、回転後の値を保存します。
-#   後のステップで回転させるのは、新しいクエリとキーだけです。
+# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どのシフト量 $s$ でも $m + s$ と $n + s$ のスコアに等しくなります。
+#   系列全体をずらしてもアテンションは変わらず、位置 500〜511 は 0〜11 と同じように扱われます。
+# - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ で、RoPE はどの位置でもクエリやキーのノルムを変えません。
+# - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけです。
+#   キーの回転はキー自身の位置だけで決まるので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)では各キーをトークンが来たときに 1 回だけ回転させて保存し、
+#   後のステップでは新しいクエリとキーだけを回転させます。
 #
-# モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は、それぞれに `apply_rope` を適用したものと一致し、キーのヘッドがクエリのヘッドより少ない場合も受け付けます。
+# モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は両方に `apply_rope` を適用したものと同じで、キーのヘッドがクエリのヘッドより少なくても使えます。
 
 # %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、回転済みのキーのキャッシュは一括の計算と一致します"}
 d = 64
@@ -819,54 +808,45 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # RoFormer (§3.4.3) argues that RoPE makes scores decay with distance
 # ([long-term decay](../docs/glossary.md#long-term-decay)). Write $r = m - n$ and
 # $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that the score is
-# $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$. Summation by parts (Abel's
-# transformation) with the partial sums of the phases gives
-# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}, \quad h_{d/2} = 0$$
-# because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
-# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
-# The first factor does not depend on the distance; the paper plots the second,
-# averaged over $j$, against the distance and calls it the *relative upper bound*:
+# $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$, and
+# $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
+# Summation by parts (in the note below the figure) bounds the score by a factor that
+# does not depend on the distance times $\sum_j |S_j|$. The paper plots the average
 # $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
-# At $r = 0$ every phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for
-# $d = 128$. As $r$ grows, the fast phases point in all directions and the partial
-# sums stay small: the left panel, the shape of the paper's Figure 2, falls to 6.548
-# at $r = 250$, with ripples.
+# against the distance and calls it the *relative upper bound*. At $r = 0$ every
+# phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for $d = 128$. As $r$
+# grows, the fast phases point in all directions and the partial sums stay small:
+# the left panel, the shape of the paper's Figure 2, falls to 6.548 at $r = 250$,
+# with ripples.
 #
 # The scores themselves need not decay. The bound is loose: for the random pair
 # below it is at least 204 times the actual $|q^\top R_{n-m}\, k|$ at every distance
 # up to 250. And random scores do not decay on average: for $q, k$ drawn from
 # $N(0, I)$, $R_r k$ is again $N(0, I)$ because $R_r$ is orthogonal, so $q^\top R_r\, k$
-# has mean $0$ and variance $d$ at every distance $r$ (right panel, blue). Decay
-# appears when $q$ and $k$ are aligned pair by pair: for $q = k = \mathbf{1}$ the score
-# is $2\sum_i \cos(r\theta_i)$, twice the sinusoids' dot product $PE(m) \cdot PE(n)$,
-# and it falls from 128 (orange). Whether a trained model's scores decay depends on
-# what it learns.
+# has mean $0$ and variance $d$ at every distance (right panel, blue). Decay appears
+# when $q$ and $k$ are aligned pair by pair: $q = k = \mathbf{1}$ gives
+# $2\sum_i \cos(r\theta_i)$, twice the sinusoids' $PE(m) \cdot PE(n)$, which falls
+# from 128 (orange). Whether a trained model's scores decay depends on what it learns.
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
 #
 # RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています（[長距離減衰](../docs/glossary.ja.md#long-term-decay)）。
-# $r = m - n$ とし、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ と書くと、
-# スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
-# 位相の部分和を使って部分和分（アーベル変換）を行うと、次の式が得られます。
-# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}, \quad h_{d/2} = 0$$
-# $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
-# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
-# 最初の因子は距離によりません。
-# 論文は 2 つ目の因子を $j$ について平均したものを「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
+# $r = m - n$、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
+# 位相の部分和を $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ とします。
+# 部分和分（図の下の「さらに詳しく」）により、スコアは、距離によらない因子と $\sum_j |S_j|$ の積で上から抑えられます。
+# 論文は次の平均を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
 # $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
 # $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
-# $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和は小さいままです。
+# $r$ が大きくなると速い位相があらゆる方向を向き、部分和は小さいままです。
 # 論文の図 2 の形を再現した左の図は、波打ちながら $r = 250$ で 6.548 まで下がります。
 #
-# ただし、スコアそのものが減衰するとは限りません。まず、この上界はかなり緩いものです。
-# 下のランダムな組では、距離 250 までのどの距離でも、上界は実際の $|q^\top R_{n-m}\, k|$ の 204 倍以上あります。
-# また、ランダムなスコアは平均として減衰しません。
-# $q, k$ を $N(0, I)$ から取ると、$R_r$ は直交行列なので $R_r k$ も $N(0, I)$ に従います。
-# そのため $q^\top R_r\, k$ は、どの距離 $r$ でも平均 $0$、分散 $d$ です（右の図の青）。
-# 減衰が現れるのは、$q$ と $k$ がペアごとにそろっている場合です。
-# $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、正弦波の内積 $PE(m) \cdot PE(n)$ のちょうど 2 倍です。
-# このスコアは 128 から下がります（オレンジ）。
+# ただし、スコアそのものが減衰するとは限りません。
+# まず上界はかなり緩く、下のランダムな組では、距離 250 までのどの距離でも実際の $|q^\top R_{n-m}\, k|$ の 204 倍以上あります。
+# また、ランダムなスコアは平均としては減衰しません。
+# $q, k$ を $N(0, I)$ から取ると、$R_r$ は直交行列なので $R_r k$ も $N(0, I)$ に従い、$q^\top R_r\, k$ はどの距離でも平均 $0$、分散 $d$ です（右の図の青）。
+# 減衰が現れるのは $q$ と $k$ がペアごとにそろっている場合です。
+# $q = k = \mathbf{1}$ ならスコアは正弦波の内積 $PE(m) \cdot PE(n)$ の 2 倍、$2\sum_i \cos(r\theta_i)$ で、128 から下がります（オレンジ）。
 # 学習済みのモデルのスコアが減衰するかどうかは、学習の結果によります。
 
 # %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
@@ -932,6 +912,24 @@ assert f"{near.max():.2f}" == "15.77" and f"{far.max():.2f}" == "16.39"
 assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 
 # %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where the bound comes from.** Summation by parts (Abel's
+# transformation) with the partial sums $S_j$ gives
+# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad h_{d/2} = 0$$
+# because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
+# The first factor does not depend on the distance; the second, averaged over $j$, is
+# the relative upper bound.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：上界の導き方**
+#
+# 位相の部分和 $S_j$ を使って部分和分（アーベル変換）を行うと、次の式が得られます。
+# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad h_{d/2} = 0$$
+# $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
+# 最初の因子は距離によらず、2 つ目の因子を $j$ について平均したものが相対的な上界です。
+
+# %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what a trained model does with the pairs.** Studying a trained
 # Gemma 7B, Barbero et al. (2024) argue that decay is not the main reason RoPE
 # helps: the model builds sharp positional patterns with the fastest pairs, and
@@ -978,10 +976,9 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # 角度 $m\theta_i$ を bfloat16 で作ると、別々のトークンが同じ回転を受けてしまいます。
 # `apply_rope` は角度を float32（float64 の入力なら float64）で作り、入力と同じ型で返します。
 #
-# **位置にはベクトルに合った形状を与えます。** `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
-# 形状 `(batch, heads, seq, head_dim)` のテンソルでは、Hugging Face の形状 `(batch, seq)` の `position_ids` は `position_ids[:, None, :]` として渡します。
-# そのまま渡すと `ValueError` になります。例外はバッチサイズが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
-# ヘッド数に等しいと、エラーも出さずに誤った位置で回転してしまいます。
+# **位置にはベクトルに合った形状を与えます。** `positions` は `x.shape[:-1]` に対してブロードキャストされ、ベクトルごとに 1 つの位置を与えます。
+# 形状 `(batch, heads, seq, head_dim)` のテンソルには、Hugging Face の `(batch, seq)` の `position_ids` を `position_ids[:, None, :]` として渡します。
+# そのまま渡すと `ValueError` になりますが、バッチサイズが 1 なら正しく回転し、ヘッド数に等しいとエラーも出さずに誤った位置で回転します。
 
 # %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; the position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
 assert torch.tensor(1001.0).bfloat16() == torch.tensor(1000.0).bfloat16()

@@ -120,7 +120,7 @@ print(sinusoidal(three, 8))  # labml, as the paper
 print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 
 
-# %% tags=["check"] summary={"en": "labml's arithmetic, transcribed in float32, equals posenc's module with dropout off; with dropout on each entry is zeroed or scaled by 1/0.9; no table in the state_dict", "ja": "float32 で書き起こした labml の計算は、ドロップアウトを切った posenc のモジュールと一致します。ドロップアウトを有効にすると、各成分は 0 か 1/0.9 倍になります。state_dict に表はありません"}
+# %% tags=["check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "labml の計算は posenc のモジュールと一致し、ドロップアウトは 0 か 1/0.9 倍です"}
 def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
     # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
@@ -142,7 +142,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["check"] summary={"en": "AllenNLP's arithmetic, transcribed in float32, equals posenc's concatenated n − 1 module for an even and an odd width; the odd width's last column stays zero", "ja": "float32 で書き起こした AllenNLP の計算は、偶数と奇数の幅で posenc の連結配置・n − 1 版のモジュールと一致します。奇数の幅では最後の列が 0 のままです"}
+# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の幅でも posenc の連結配置・n − 1 版と一致します"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
@@ -235,7 +235,7 @@ perm8 = layout_permutation(8)
 print(f"perm (d = 8): {perm8.tolist()}, inverse: {perm8.argsort().tolist()}")
 
 
-# %% tags=["check"] summary={"en": "for even d and both frequency conventions, the permuted interleaved table equals a concatenated table written from the formula, and posenc's concatenated table", "ja": "偶数の d と 2 つの周波数の流儀のどちらでも、並べ替えたインターリーブ配置の表は、式から書き出した連結配置の表に一致します。posenc の連結配置の表とも一致します"}
+# %% tags=["check"] summary={"en": "the permuted interleaved table equals the concatenated one, for both frequency conventions", "ja": "並べ替えたインターリーブ配置の表は、連結配置の表と一致します"}
 def concat_by_formula(p, d, endpoint=False):
     """The concatenated table from the formula, in float64: the sines of
     p w_i, then their cosines, w_i = 10000^(-i/n), or 10000^(-i/(n-1)) with
@@ -296,17 +296,11 @@ plt.show()
 # embeddings with permuted columns, $XP^\top$, and the query weights with permuted
 # rows, $PW_Q$. Its encodings are $E^{\mathrm{int}}P^\top$, so, with $P^\top P = I$,
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# Keys and values alike: the two layouts describe the same family of models. The
-# usual initialisations draw the entries independently and optimisers such as Adam
-# act coordinate by coordinate, so training either layout from scratch even gives
-# the same distribution of models, in permuted coordinates. A
+# Keys and values alike: the two layouts describe the same family of models (even
+# the same distribution of trained models, in the note below), and a
 # [checkpoint](../docs/glossary.md#checkpoint) trained with one converts exactly to
-# the other by permuting its embedding columns and the rows of the weights that
-# read them; in a full Transformer, every matrix that reads from or writes to the
-# [residual stream](../docs/glossary.md#residual-stream), and every per-feature
-# parameter on it such as the gains and biases of the layer norms, is permuted
-# alike. Without the permuted weights the scores change, so a checkpoint cannot
-# simply be loaded under the other layout.
+# the other by permuting its weights. Without the permuted weights the scores
+# change, so a checkpoint cannot simply be loaded under the other layout.
 
 # %% [markdown] lang="ja"
 # 重みも同じように並べ替えれば、次元の並べ替えはモデルの計算に何の違いも生みません。
@@ -315,16 +309,11 @@ plt.show()
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表しています。
-# さらに、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
-# そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
-# 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、埋め込みの列と、それを読む重みの行を並べ替えれば、
-# もう一方の配置へ厳密に変換できます。
-# 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような
-# 残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
+# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（学習したモデルの分布まで同じです。下の「さらに詳しく」）。
+# 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えればもう一方の配置へ厳密に変換できます。
 # 重みを並べ替えなければスコアは変わるので、チェックポイントをそのまま別の配置で読み込むことはできません。
 
-# %% tags=["check"] summary={"en": "with the embedding columns and the weight rows permuted alike, the concatenated model's queries, scores and outputs equal the interleaved model's; with the same weights the scores differ", "ja": "埋め込みの列と重みの行を同じように並べ替えると、連結配置のモデルのクエリ、スコア、出力はインターリーブ配置のモデルと一致します。重みをそのままにすると、スコアは変わります"}
+# %% tags=["check"] summary={"en": "with the weights permuted alike, the two layouts give the same outputs; without, scores differ", "ja": "重みも並べ替えれば 2 つの配置の出力は一致し、そのままではスコアが変わります"}
 T, d, d_h = 6, 16, 8
 x = torch.randn(T, d)
 w_q, w_k, w_v = (torch.randn(d, d_h) / math.sqrt(d) for _ in range(3))
@@ -353,6 +342,24 @@ q_swap, k_swap, _ = qkv(x, e_cat, w_q, w_k, w_v)
 assert not torch.allclose(
     scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-2
 )
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: converting a full model, and training from scratch.** To convert a
+# checkpoint, permute its embedding columns and the rows of the weights that read
+# them; in a full Transformer, every matrix that reads from or writes to the
+# [residual stream](../docs/glossary.md#residual-stream), and every per-feature
+# parameter on it such as the gains and biases of the layer norms, is permuted
+# alike. The usual initialisations draw the entries independently and optimisers
+# such as Adam act coordinate by coordinate, so training either layout from scratch
+# even gives the same distribution of models, in permuted coordinates.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：モデル全体の変換と、一からの学習**
+#
+# チェックポイントを変換するには、埋め込みの列と、それを読む重みの行を並べ替えます。
+# 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
+# また、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
+# そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the authors said, and which version trained their models.**
@@ -449,7 +456,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the frequencies read back from posenc are ω_i and ω'_i; their ratio is 10000^(i/(n(n−1))), growing to 10000^(1/n); every entry gap stays within the angle gap; the worst entry is in pair 28's sine", "ja": "posenc から読み戻した周波数は ω_i と ω'_i で、比は 10000^(i/(n(n−1))) として 10000^(1/n) まで増えます。どの成分の差も角度の差以下で、最大の差はペア 28 の正弦にあります"}
+# %% tags=["check"] summary={"en": "the frequencies and their ratio are as stated; every entry gap stays within the angle gap", "ja": "周波数と比は本文どおりで、どの成分の差も角度の差以下です"}
 # the frequencies, read back from p = 1 (omega_i <= 1: atan2 returns them)
 assert_close(torch.atan2(paper[1, 0::2], paper[1, 1::2]), omega)
 assert_close(torch.atan2(t2t[1, 0::2], t2t[1, 1::2]), omega_t2t)
@@ -535,7 +542,7 @@ plt.show()
 print(sinusoidal(torch.arange(4), 7))  # d = 7: the d = 6 table, a zero column
 
 
-# %% tags=["check"] summary={"en": "posenc's d = 7 table is its d = 6 table plus a zero column and matches the concatenated formula; labml's construction equals the paper's for even d and fails for odd d; the per-column formula's last column for d = 7 is sin(p·10000^(−6/7)), 0 at p = 0 only", "ja": "posenc の d = 7 の表は、d = 6 の表に 0 の列を加えたもので、連結配置の式とも一致します。labml の作り方は、偶数の d では論文どおりで、奇数の d では失敗します。列ごとの式の d = 7 の最後の列は sin(p·10000^(−6/7)) で、0 になるのは p = 0 だけです"}
+# %% tags=["check"] summary={"en": "d = 7: posenc adds a zero column, labml fails, the per-column formula adds a lone sine", "ja": "d = 7 で posenc は 0 の列を加え、labml は失敗し、列ごとの式は孤立した正弦を加えます"}
 def labml_like(p, d):
     """labml's construction: one frequency per even column, ceil(d/2) of
     them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
@@ -629,7 +636,7 @@ positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
 print(positions)
 
 
-# %% tags=["check"] summary={"en": "the positions are fairseq's; fairseq's table, rebuilt in float32 as get_embedding computes it, equals posenc's SinusoidalEmbedding at those positions; padding adds nothing", "ja": "位置は fairseq のものと一致します。get_embedding と同じく float32 で作り直した fairseq の表は、その位置での posenc の SinusoidalEmbedding と一致します。パディングには何も足されません"}
+# %% tags=["check"] summary={"en": "the positions and the table are fairseq's, rebuilt in float32; padding adds nothing", "ja": "位置と表は float32 で作り直した fairseq のものと一致し、パディングには何も足されません"}
 def fairseq_frequencies(d):
     """fairseq's frequencies as get_embedding computes them:
     exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""
@@ -666,16 +673,11 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
 # By the rotation property of
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#why-a-sine-and-a-cosine-a-shift-is-a-rotation)
-# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$; for fairseq's
-# concatenated table it is the same rotation with rows and columns permuted by
-# section 1's $P$, $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$. A rotation preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of
-# positions $0, 1, 2, \dots$; what changes is the vector added to each token. Each
-# pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$, so
-# the squared distance
-# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# is the same for every $t$. For $d = 512$ and $k = 2$ the distance itself is 6.95
-# (printed below), not negligible against the norm $\sqrt{n} = 16$ of every
-# encoding. A model trained with fairseq's numbering and fed positions from $0$ (or
+# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$. A rotation
+# preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of positions
+# $0, 1, 2, \dots$; what changes is the vector added to each token. For $d = 512$ it
+# moves by 6.95 at every $t$ (printed below; the formula is in the note below), not
+# negligible against the norm $\sqrt{n} = 16$ of every encoding. A model trained with fairseq's numbering and fed positions from $0$ (or
 # the reverse) gets a clearly different input. Row $1$, never used by a real token,
 # is the zero vector, not an encoding. RoBERTa keeps this offset for its learned
 # positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row) in
@@ -686,12 +688,8 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
 # これはすべての位置に共通の 1 つの回転 $PE(t+2) = M_2\, PE(t)$ です。
-# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えた $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
-# 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じです。
-# 変わるのは、各トークンに足されるベクトルそのものです。各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
-# したがって、距離の 2 乗はどの $t$ でも同じ値になります。
-# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# $d = 512$、$k = 2$ では距離そのものは 6.95 で（下の出力）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
+# 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じで、変わるのは各トークンに足されるベクトルそのものです。
+# $d = 512$ ではどの $t$ でも 6.95 動き（下の出力。式は下の「さらに詳しく」）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（「学習型位置埋め込みとスケール付き正弦波」の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)）。
@@ -703,7 +701,7 @@ chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["check"] summary={"en": "the real tokens get the positions from 0 shifted by 2; P M_2 Pᵀ maps posenc's concatenated table from t to t + 2 and keeps every dot product; the distance is the chord formula for every t, 6.95", "ja": "実トークンの位置は、0 から数えた位置を 2 ずらしたものです。P M_2 Pᵀ は posenc の連結配置の表を t から t + 2 に移し、内積をすべて保ちます。距離はどの t でも弦の式どおりで、6.95 です"}
+# %% tags=["check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps t to t + 2; the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が t を t + 2 に移し、距離はどの t でも 6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
@@ -739,6 +737,26 @@ assert_close(distance, chord.expand(1000))  # the same for every t
 assert f"{chord:.2f}" == "6.95"  # the distance, not its square
 norms = torch.full((1000,), math.sqrt(n), dtype=F64)
 assert_close(pe_t.norm(dim=-1), norms)
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the shift by 2 in the concatenated table.** fairseq's table is
+# concatenated, so its matrix is the same rotation with rows and columns permuted by
+# section 1's $P$:
+# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# Each pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$,
+# so the squared distance
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# is the same for every $t$; for $d = 512$ and $k = 2$ its square root is 6.95.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：連結配置の表での 2 のずれ**
+#
+# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
+# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# 各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
+# したがって、距離の 2 乗はどの $t$ でも同じ値になります。
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# $d = 512$、$k = 2$ では、その平方根は 6.95 です。
 
 # %% [markdown] lang="en"
 # ## 5. The column index in the exponent
@@ -804,7 +822,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the buggy table; the buggy spectrum passes 10000·2π at j = d/2 and its whole second half is longer than the paper's longest wavelength", "ja": "幅 2d、底 10000² の posenc は、バグのある表を再現します。バグのあるスペクトルは j = d/2 で 10000·2π に達し、後半はすべて論文の最長の波長より長くなります"}
+# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "幅 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
 def bug_columns(d):
     j = torch.arange(d)
     return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
@@ -904,7 +922,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and its shift fits to rounding error, the buggy ones do not; the buggy Gram matrix is the product-to-sum formula and changes along its diagonals", "ja": "論文のペアは円の上にとどまり、ずらす写像も丸め誤差の範囲で求まります。バグ版ではどちらも成り立ちません。バグ版のグラム行列は積和の公式どおりで、対角線に沿って変化します"}
+# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり線形にずらせますが、バグ版はどちらも成り立ちません"}
 assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
 good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
 assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))
@@ -1062,7 +1080,7 @@ for e in (14, 17, 20):
 print("\n".join(lines), end="")
 
 
-# %% tags=["check"] summary={"en": "float32 spacing is 2^(e−23); for the paper's, labml's and fairseq's frequencies every angle error is within the two-term bound, and the largest near p = 2^14, 2^17, 2^20 lies in a pair whose angle is in [2^(e−1), 2^e), about half from the product's rounding and half from the frequency's, about 0.06 near 2^20 with ω rounded once; pair 0 is exact; posenc stays within 2^−25; 2^24 + 1 rounds to 2^24", "ja": "float32 の間隔は 2^(e−23) です。論文、labml、fairseq の周波数のどれでも、角度の誤差は 2 項の上界以内です。p = 2^14、2^17、2^20 の付近で最大の誤差は、角度が [2^(e−1), 2^e) に入るペアにあり、そのおよそ半分が積の丸め、半分が周波数の丸めです。ω を 1 回だけ丸めた場合、2^20 付近では約 0.06 です。ペア 0 は厳密で、posenc は 2^−25 以下、2^24 + 1 は 2^24 に丸められます"}
+# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、posenc の誤差は 2^−25 以内です"}
 def float32_errors(p, w_hat, w):
     """At positions p: the angle error |fl32(p w_hat) - p w| and the two
     terms of its bound, [p, n] each, and the encoding's largest error, [p]."""
@@ -1142,7 +1160,7 @@ ax.set_ylabel(r"$\max_j |PE_{(p,j)} - PE^{\mathrm{exact}}_{(p,j)}|$")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the two-term bound (plus the sine's rounding) and posenc's within 2^−25; the error is about 2·10^−7 at p = 8 and at most about 5·10^−2", "ja": "描いたどの位置でも、labml の誤差は 2 項の上界（と正弦の丸め）以内、posenc の誤差は 2^−25 以内です。誤差は p = 8 で約 2·10^−7、最大で約 5·10^−2 です"}
+# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the bound and posenc's within 2^−25", "ja": "描いたどの位置でも、labml の誤差は上界以内、posenc は 2^−25 以内です"}
 assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
@@ -1282,7 +1300,7 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # jadore801120、XLM、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
 
 
-# %% tags=["check"] summary={"en": "the rows of jadore801120/XLM and Marian: for odd d the per-column table is posenc's d + 1 table with base 10000^((d+1)/d), cut to d columns, and Marian's its concatenated version, with the lone sine in column n; both match rows printed by transformers", "ja": "jadore801120・XLM と Marian の行の確認です。奇数の d の列ごとの表は、底 10000^((d+1)/d) の posenc の d + 1 の表の先頭 d 列で、Marian のものはその連結配置版です。孤立した正弦は列 n に入り、どちらも transformers が出力した行と一致します"}
+# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d の列ごとの表と Marian の表は posenc の表から作れ、transformers の出力と一致します"}
 def marian_like(p, d):
     """Hugging Face's Marian: the per-column angles, stored concatenated:
     sines of the even columns, then cosines of the odd ones."""

@@ -225,7 +225,7 @@ same = torch.allclose(alone, behind, rtol=0, atol=1e-12)
 print(f"relative: {'the same' if same else 'different'} scores behind a memory")
 print(f"absolute: scores move by up to {moved.abs().max():.2f}", end="")
 
-# %% tags=["check"] summary={"en": "posenc's scores of the four tokens are the same at positions 0–3 and behind a memory at 5–8, and equal the four terms on the causal pairs; the absolute scores differ", "ja": "posenc で計算した 4 つのトークンのスコアは、位置 0〜3 でもメモリの後ろの 5〜8 でも同じで、因果的な組では 4 つの項に一致します。絶対位置のスコアは異なります"}
+# %% tags=["check"] summary={"en": "the scores are the four terms and the same at positions 0–3 and 5–8; the absolute ones differ", "ja": "スコアは 4 項どおりで、位置 0〜3 でも 5〜8 でも同じです。絶対位置では異なります"}
 assert_close(alone, behind)
 causal = torch.ones(4, 4, dtype=torch.bool).tril()
 by_terms = torch.tensor(
@@ -276,7 +276,7 @@ clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
 print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 
 
-# %% tags=["check"] summary={"en": "posenc's concatenated sinusoid matches the numbers the official PositionalEmbedding(8) printed, and a port of it for d = 16; the distances are the code's pos_seq; in the published evaluation (64 queries, memory 640, clamp_len 400, the --same_length mask) pos_seq starts at 703, every query attends to the distances 0 to 639, and those from 400 to 639 all get R_400", "ja": "posenc の連結配置の正弦波は、公式の PositionalEmbedding(8) が出力した数値とも、d = 16 でのその移植とも一致し、距離はコードの pos_seq と同じです。公開された評価（クエリ 64 個、メモリ 640、clamp_len 400、--same_length のマスク）では pos_seq は 703 から始まり、どのクエリも距離 0〜639 にアテンションし、そのうち 400〜639 はすべて R_400 を使います"}
+# %% tags=["check"] summary={"en": "R matches the official PositionalEmbedding; pos_seq is as stated, also in the published evaluation", "ja": "R は公式の PositionalEmbedding と一致し、pos_seq は公開された評価でも本文どおりです"}
 def txl_positional_embedding(pos_seq, demb):
     """PositionalEmbedding.forward, without the batch axis (a port)."""
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
@@ -394,7 +394,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # ## 距離をそろえる：相対シフト
 #
 # 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ ですが、項 $(b)$ と $(d)$ はベクトル $r_{i-j}$ が組ごとに変わるので、そうはいきません。
-# $r_{i-j}$ を $(L, m + L, d)$ のテンソルとして gather すると、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見たメモリのコストが戻ってきます。
+# それを $(L, m + L, d)$ のテンソルとして gather すると、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見たメモリのコストが戻ってきます。
 # Transformer-XL は代わりに、すべてのクエリとすべての**距離**の積を一度だけ計算します。
 # $$B = (Q + v)\, \tilde R^\top$$
 # ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ で、`pos_seq` の順に並びます。
@@ -453,7 +453,7 @@ for r in range(q_len - 1):
 axes[1].plot([*stairs_x, k_len - 0.5], [*stairs_y, q_len - 1.5], color=INK)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the shifted labels are what the official _rel_shift printed for them; for five shapes the shift equals a gather of column j + L − 1 − i wherever j ≤ i + m", "ja": "シフトしたラベルは公式の _rel_shift が同じラベルに対して出力したものと一致し、5 つの形状で j ≤ i + m の成分はどれも列 j + L − 1 − i の gather に等しくなります"}
+# %% tags=["check"] summary={"en": "the shift matches the official _rel_shift and a gather of column j + L − 1 − i where j ≤ i + m", "ja": "シフトは公式の _rel_shift とも、j ≤ i + m での gather とも一致します"}
 # what the official RelMultiHeadAttn._rel_shift printed for these labels,
 # laid out as [qlen, klen, 1, 1]
 official_shift = [
@@ -506,7 +506,7 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
 # これらの成分は、Transformer-XL の因果マスクが $-\infty$ を置く場所とちょうど一致するので、softmax には届きません
 # （マスク `dec_attn_mask` は `triu(ones(qlen, klen), diagonal=1 + mlen)` です）。マスクがなければ届いてしまいます。
 
-# %% tags=["check"] summary={"en": "every entry after a query is the pad zero or the next row's B_(i+1, j−i−m−2); with the mask the attention weights equal those of the four terms computed directly, without it they do not", "ja": "クエリより後ろの成分はどれもパディングの 0 か次の行の B_(i+1, j−i−m−2) で、マスクをかければアテンションの重みは 4 項の直接計算と一致し、かけなければ一致しません"}
+# %% tags=["check"] summary={"en": "entries after a query are the pad zero or the next row; only with the mask are the weights right", "ja": "クエリより後ろは 0 か次の行の値で、マスクをかけたときだけ重みが正しくなります"}
 for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10)]:
     m_len = k_len - q_len
     b = torch.randn(q_len, k_len)
@@ -583,7 +583,7 @@ assert unmasked_gap.abs().max() > 1e-2
 # これらはクエリ以前の位置にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
 # `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力を与えます。
 
-# %% tags=["check"] summary={"en": "the mask without memory hides L m = 15 past keys; posenc.attention with causal=True gives Transformer-XL's masked output", "ja": "メモリを考えないマスクは過去のキーを L m = 15 個隠し、causal=True の posenc.attention は Transformer-XL のマスクをかけた出力と一致します"}
+# %% tags=["check"] summary={"en": "the memory-less mask hides L m = 15 past keys; causal=True gives Transformer-XL's output", "ja": "メモリを考えないマスクは過去のキーを 15 個隠し、causal=True は正しい出力を与えます"}
 ones = torch.ones(q_len, k_len, dtype=torch.bool)
 naive = torch.triu(ones, diagonal=1)  # ignores the memory
 assert int((naive & ~mask).sum()) == q_len * m_len == 15
@@ -649,7 +649,7 @@ got_desc = relative_shift(descending).masked_fill(future, -1)
 got_asc = relative_shift(ascending).masked_fill(future, -1)
 print("descending:", got_desc, "ascending:", got_asc, sep="\n", end="")
 
-# %% tags=["check"] summary={"en": "descending, every pair gets i + m − j; ascending, it gets j + L − 1 − i, the last query the key's position and every query m + L − 1 for itself; at most one right pair per row and a share of at most 2/(L + 1 + 2m), for small shapes and the published evaluation's", "ja": "降順ならどの組も i + m − j を受け取り、昇順なら j + L − 1 − i を受け取ります。最後のクエリはキーの位置を、どのクエリも自分自身に m + L − 1 を受け取ります。正しい組は 1 行に多くても 1 つで、割合は 2/(L + 1 + 2m) 以下です（小さな形状でも、公開された評価の形状でも）"}
+# %% tags=["check"] summary={"en": "descending gives i + m − j; ascending gives j + L − 1 − i, right for at most one pair per row", "ja": "降順なら i + m − j、昇順なら j + L − 1 − i で、正しいのは 1 行に多くても 1 組です"}
 i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
 assert torch.equal(
     got_desc[~future], (i + m_len - j).expand_as(future)[~future]
@@ -705,7 +705,7 @@ for q_len, m_len in [(4, 2), (3, 0), (4, 1), (6, 1), (64, 640), (64, 639)]:
 #   `r` の行がキーごとに 1 つ（因果的）なら、各クエリより後ろの成分は $-\infty$ になります。無意味な値を残さず、その場でマスクをかけるわけです。
 #   行が $m + 2L - 1$ 個なら、すべての成分がスコアです。
 
-# %% tags=["check"] summary={"en": "transformer_xl_scores equals the four terms computed directly, on every entry with m + 2L − 1 distances and on the causal entries with m + L, −∞ elsewhere; a port of RelPartialLearnableMultiHeadAttn's scores, batched over heads, agrees", "ja": "transformer_xl_scores は 4 項の直接計算と一致します。距離が m + 2L − 1 個ならすべての成分で、m + L 個なら因果的な成分で一致し、ほかは −∞ です。RelPartialLearnableMultiHeadAttn のスコアの移植（バッチとヘッドあり）とも一致します"}
+# %% tags=["check"] summary={"en": "transformer_xl_scores equals the four terms and a port of the official code's scores", "ja": "transformer_xl_scores は 4 項の直接計算とも公式実装のスコアの移植とも一致します"}
 q_len, m_len = 5, 3
 k_len = q_len + m_len
 emb = torch.randn(k_len, d_model, dtype=f64)

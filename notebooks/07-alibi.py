@@ -96,7 +96,7 @@ f64 = torch.float64
 # %%
 alibi_bias(8, 6)[0]  # head 1 of 8 heads: m = 1/2, six positions
 
-# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); posenc.attention with it and causal=True is the masked softmax of the formula; constant along diagonals, zero on the diagonal, positive above it", "ja": "alibi_bias は −m_h(i − j) で、それを使った causal=True の posenc.attention は式をマスクした softmax と一致します。対角線に沿って一定で、対角では 0、その上では正です"}
+# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); with causal=True, attention is the masked softmax of the formula", "ja": "alibi_bias は −m_h(i − j) で、causal=True のアテンションは式どおりです"}
 n_heads, T, d = 8, 6, 16
 q, k, v = torch.randn(3, n_heads, T, d).unbind(0)  # [h, T, d] each
 m = alibi_slopes(n_heads)[:, None, None]  # [h, 1, 1]
@@ -148,7 +148,7 @@ assert bias[0, -1].tolist() == [-2.5, -2.0, -1.5, -1.0, -0.5, 0.0]
 s8 = alibi_slopes(8)
 print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 
-# %% tags=["check"] summary={"en": "for n = 1 to 128 (powers of two) the slopes are 2^(−8h/n): they start at 2^(−8/n) with that ratio and end at 1/256; doubling the heads keeps them and inserts the geometric means; the 8-head slopes are exactly 1/2 to 1/256", "ja": "n = 1〜128（2 のべき乗）で傾きは 2^(−8h/n) です。2^(−8/n) から始まってその値を公比とし、1/256 で終わります。ヘッドを 2 倍にすると元の傾きを残して幾何平均を挟みます。8 ヘッドの傾きはちょうど 1/2〜1/256 です"}
+# %% tags=["check"] summary={"en": "the slopes are 2^(−8h/n), from 2^(−8/n) to 1/256; doubling the heads inserts geometric means", "ja": "傾きは 2^(−8/n) から 1/256 までの 2^(−8h/n) で、ヘッドを倍にすると幾何平均が入ります"}
 for n in (1, 2, 4, 8, 16, 32, 64, 128):
     s = alibi_slopes(n, dtype=f64)
     h = torch.arange(1, n + 1, dtype=f64)
@@ -242,7 +242,7 @@ ax.legend(loc="lower right")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "posenc equals the official get_slopes, restated, for every n from 1 to 128, and the rule's formula; the gentlest slope is 1/256 for every n; the 12-head slopes are the printed powers of two, 12 of the 16-head slopes, none equal to the paper's; BLOOM's 112 heads are 64 + every other of 128", "ja": "posenc は、書き直した公式実装の get_slopes および規則の式と、1 から 128 までのすべての n で一致します。最もゆるやかな傾きはどの n でも 1/256 です。12 ヘッドの傾きは表示した 2 のべき乗で、16 ヘッドの傾きのうち 12 個であり、論文の値とはどれも一致しません。BLOOM の 112 ヘッドは、64 ヘッドの傾き 64 個と、128 ヘッドの傾きを 1 つおきに取った 48 個です"}
+# %% tags=["check"] summary={"en": "posenc equals the official get_slopes for n = 1 to 128; the 12-head and BLOOM slopes are as stated", "ja": "posenc は n = 1〜128 で公式の get_slopes と一致し、12 ヘッドと BLOOM の傾きは本文どおりです"}
 def official_slopes(n):
     """The official get_slopes (fairseq/models/transformer.py), restated."""
     p = 2 ** math.floor(math.log2(n))  # largest power of two <= n
@@ -366,7 +366,7 @@ ax.set(
 ax.legend(ncols=2, loc="upper right")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the weights from posenc.attention are w_h(k) in closed form, falling by e^(−m_h) per step and to 1/e at k = 1/m_h = 2, 4, …, 256; the long-row means are 1/(e^(m_h) − 1), tending to 1/m_h − 1/2", "ja": "posenc.attention の重みは閉じた式の w_h(k) で、1 つ遡るごとに e^(−m_h) 倍になり、k = 1/m_h = 2、4、…、256 で 1/e になります。長い行での平均は 1/(e^(m_h) − 1) で、1/m_h − 1/2 に近づきます"}
+# %% tags=["check"] summary={"en": "the weights are w_h(k), 1/e at k = 1/m_h; the long-row means are 1/(e^(m_h) − 1)", "ja": "重みは w_h(k) で、k = 1/m_h で 1/e、長い行での平均は 1/(e^(m_h) − 1) です"}
 closed = (1 - torch.exp(-m)) * torch.exp(-m * dist) / (1 - torch.exp(-m * L))
 assert_close(w, closed)  # w_h(k)
 assert_close(w[:, 1:] / w[:, :-1], torch.exp(-m).expand(-1, L - 1))  # e^(-m_h)
@@ -454,7 +454,7 @@ axes[0].set_ylabel("$i$")
 fig.colorbar(im, ax=axes, shrink=0.8)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the paper's, the official code's, labml's, MPT's and the symmetric bias differ by a constant per row on the visible keys and give one attention output; the symmetric bias equals the causal one exactly on those keys; −m_h·j changes the output", "ja": "論文、公式実装、labml、MPT の形と対称な形のバイアスは、見えるキーの上で行ごとの定数だけ違い、同じアテンションの出力を与えます。対称なバイアスはそのキーの上で因果的なバイアスとちょうど一致し、−m_h·j は出力を変えます"}
+# %% tags=["check"] summary={"en": "the five forms differ by a row constant on the visible keys and give one output; −m_h·j does not", "ja": "5 つの形は見えるキーで行ごとの定数だけ違い、出力は同じです。−m_h·j は出力を変えます"}
 n_heads, T, d = 8, 10, 16
 q, k, v = torch.randn(3, n_heads, T, d).unbind(0)
 m = alibi_slopes(n_heads)[:, None, None]
@@ -600,7 +600,7 @@ print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 # ただし、ほかの箇所ではこの誤りが問題になります。因果マスクを同じようにずらして置くと、クエリが見るべきキーまで隠してしまいます。
 # また対称なバイアス $-m_h\,|i - j|$ の場合、行の値が一律にずれるのではなく、行の形そのものが変わります。
 
-# %% tags=["check"] summary={"en": "alibi_bias(n, L_q, L_k) is −m_h(i + L_k − L_q − j); the last 4 of 12 queries and decoding one token at a time match the full pass; queries misplaced at 0..L_q−1 shift the causal bias by a row constant (harmless), but a misplaced mask or symmetric bias changes the output", "ja": "alibi_bias(n, L_q, L_k) は −m_h(i + L_k − L_q − j) で、12 個のうち最後の 4 個のクエリも 1 トークンずつのデコードも全体の計算と一致します。クエリを 0..L_q−1 に置き違えると因果的なバイアスは行ごとの定数だけずれ（無害）、マスクや対称なバイアスでは出力が変わります"}
+# %% tags=["check"] summary={"en": "queries at the end of the keys match the full pass; misplaced, only the causal bias is harmless", "ja": "末尾に置いたクエリは全体の計算と一致し、置き違えて無害なのは因果的なバイアスだけです"}
 n_heads, L_k, L_q, d = 8, 12, 4, 16
 q, k, v = torch.randn(3, n_heads, L_k, d).unbind(0)
 m = alibi_slopes(n_heads)[:, None, None]
@@ -690,7 +690,7 @@ w_2048 = torch.softmax(alibi_bias(8, 1, 2048, dtype=f64)[:, 0], dim=-1)
 beyond = w_2048.flip(-1)[:, 512:].sum(-1)  # distances 512 .. 2047, per head
 print("weight at distance >= 512:\n" + " ".join(f"{x:.4f}" for x in beyond))
 
-# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one, and the last query's row is the same at any length; the weights beyond 512 are the geometric tail e^(−512m)(1 − e^(−1536m))/(1 − e^(−2048m)), below 0.02 in heads 1 to 7", "ja": "短い系列のバイアスは長い系列のバイアスの左上のブロックで、最後のクエリの行は長さによらず同じです。512 以上の距離の重みは等比数列の裾 e^(−512m)(1 − e^(−1536m))/(1 − e^(−2048m)) で、ヘッド 1〜7 では 0.02 未満です"}
+# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one; weights beyond 512 are below 0.02 in heads 1–7", "ja": "短いバイアスは長いバイアスの左上のブロックで、512 以上の重みはヘッド 1〜7 で 0.02 未満です"}
 short, long_ = alibi_bias(8, 64), alibi_bias(8, 512)
 assert_close(long_[:, :64, :64], short)  # the short bias is the top-left block
 # the last query's row, by distance, is the same at any length

@@ -100,7 +100,7 @@ for m, n in [(5, 0), (105, 100)]:  # (W_Q (x + PE(m))) . (W_K (x + PE(n)))
     scores.append((w_q @ (x_m + pe[0])) @ (w_k @ (x_n + pe[1])))
     print(f"score({m}, {n}) = {scores[-1]:.3f}")
 
-# %% tags=["check"] summary={"en": "with an added encoding, the two pairs at distance 5 get scores more than 0.1 apart here, and different scores in each of 100 further random draws of the embeddings and weights", "ja": "位置エンコーディングを足す方式では、距離 5 の 2 つの組のスコアはここでは 0.1 以上離れ、埋め込みと重みをさらに 100 回ランダムに引き直しても、毎回異なります"}
+# %% tags=["check"] summary={"en": "with an added encoding, two pairs at distance 5 score differently, here and in 100 more draws", "ja": "足す方式では、距離 5 の 2 組のスコアが毎回異なります（100 回引き直しても）"}
 assert abs(scores[0] - scores[1]) > 0.1
 pe = sinusoidal(torch.tensor([5, 0, 105, 100]), d, dtype=f64)
 gen = torch.Generator().manual_seed(1)  # leaves the chapter's draws alone
@@ -179,7 +179,7 @@ for ax, (m, n) in zip(axes, cases, strict=True):
     ax.set_title(f"$m = {m},\\ n = {n}$\n$q_m \\cdot k_n = {q_m @ k_n:.2f}$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ): equal at (2, 0) and (6, 4), unchanged by any shift", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、(2, 0) と (6, 4) で等しく、ずらしても変わりません"}
+# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ), equal at (2, 0) and (6, 4), shift-invariant", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、ずらしても変わりません"}
 scores = {}
 for m, n in cases:
     scores[m, n] = (rot(m * theta) @ q_2d) @ (rot(n * theta) @ k_2d)
@@ -222,12 +222,8 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # Multiplying by $e^{\mathrm{i}m\theta}$ is the counter-clockwise rotation by $m\theta$:
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# The stronger condition matters. The score alone also admits a reflection: with
-# $C = \mathrm{diag}(1, -1)$ and $f(q, m) = C^m q$, the score
-# $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ depends only on whether $m + n$, and so
-# $m - n$, is even: a relative encoding that sees only the parity of the distance.
-# The complex product rules it out: at $m = n = 1$ it is $\overline{q\,\overline{k}}$,
-# not $q\,\overline{k}$.
+# The stronger condition matters: the score alone also admits a reflection (in the
+# note below), which sees only the parity of the distance.
 
 # %% [markdown] lang="ja"
 # ## なぜ回転なのか：2 次元を複素数で考える
@@ -257,12 +253,9 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # となります。$e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# 強いほうの条件が必要なのは、スコアだけの条件では鏡映も通ってしまうからです。$C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、
-# スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
-# これは距離の偶奇しか見ない相対位置エンコーディングです。
-# 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
+# 強いほうの条件が必要なのは、スコアだけの条件では、距離の偶奇しか見ない鏡映も通ってしまうからです（下の「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; angles in m², C^m and the offset angle mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まります。角度が m の 2 乗に比例する場合、C^m、角度に定数を足した mθ + 0.4 はいずれも条件を破ります"}
+# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m and mθ + 0.4 fail", "ja": "q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m、mθ + 0.4 は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
 q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
@@ -315,6 +308,21 @@ def offset(m):  # a constant offset cancels in the product...
 assert_close(f(q, 3, offset) * f(k, 1, offset).conj(), f(q, 5) * f(k, 3).conj())
 assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the reflection that the score alone admits.** With
+# $C = \mathrm{diag}(1, -1)$ and $f(q, m) = C^m q$, the score
+# $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ depends only on whether $m + n$, and so
+# $m - n$, is even: a relative encoding that sees only the parity of the distance.
+# The complex product rules it out: at $m = n = 1$ it is $\overline{q\,\overline{k}}$,
+# not $q\,\overline{k}$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：スコアだけの条件が許す鏡映**
+#
+# $C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
+# これは距離の偶奇しか見ない相対位置エンコーディングです。
+# 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
+
 # %% [markdown] lang="en"
 # ## Many dimensions: one rotation per pair
 #
@@ -342,7 +350,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # %% [markdown] lang="ja"
 # ## 多次元：ペアごとに 1 つの回転
 #
-# RoFormer は $d$ 次元（$d$ は偶数）のベクトルを、次元 $2i$ と $2i+1$ からなる $d/2$ 組のペア $i$ に分けます。
+# RoFormer は $d$ 次元（偶数）のベクトルを、次元 $2i$ と $2i+1$ からなる $d/2$ 組のペア $i$ に分けます。
 # 各ペアを 2 次元のときと同じように、ペアごとに違う 1 位置あたりの角度 $\theta_i$ で回転させます。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
@@ -371,7 +379,7 @@ def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
 
 
-# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelength 2π·10000^((d−2)/d), 13% below 2π·10000 for d = 128 and 3.2 times below for d = 16; R_m^T R_n = R_{n−m}; the score is q^T R_{n−m} k, pair by pair", "ja": "θ_i は正弦波と同じ周波数で、最長の波長は 2π·10000^((d−2)/d)、d = 128 では 2π·10000 より 13% 短く、d = 16 では 3.2 分の 1 です。R_m^T R_n = R_{n−m}、スコアはペアごとに見ても q^T R_{n−m} k です"}
+# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelengths as stated; R_m^T R_n = R_{n−m}", "ja": "θ_i は正弦波の周波数で波長は本文どおり、R_m^T R_n = R_{n−m} です"}
 theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
 assert_close(thetas, theta_exact, rtol=1e-6, atol=0)  # float32 rounding
 sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # sin(w_i)
@@ -439,7 +447,7 @@ by_hand = x * cos + swapped * sin
 out = apply_rope(x, pos, layout="interleaved")
 print(f"max |apply_rope - by hand|: {(out - by_hand).abs().max():.1e}", end="")
 
-# %% tags=["check"] summary={"en": "apply_rope is R_m and the elementwise formula; its matrix has 2d non-zero entries", "ja": "apply_rope は R_m とも成分ごとの式とも一致し、行列の 0 でない成分は 2d 個です"}
+# %% tags=["check"] summary={"en": "apply_rope is R_m and the elementwise formula; its matrix has 2d non-zero entries", "ja": "apply_rope は R_m と成分ごとの式に一致し、0 でない成分は 2d 個です"}
 by_matrix = torch.stack(
     [rope_matrix(p) @ v for p, v in zip(pos.tolist(), x, strict=True)]
 )
@@ -493,13 +501,9 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ written twice: no strided access.
 #
 # Pair $i$ turns by $m\theta_i$ in both; only the addresses of its two features
-# differ, so the two are the same rotation up to a fixed permutation. Let $\Pi$ be the
-# permutation matrix of $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$, with
-# $(\Pi x)_j = x_{\pi_j}$ (in code, `x[..., perm]`): $\Pi x$ puts the partners $i$ and
-# $i + d/2$ next to each other, the interleaved rotation turns them, and $\Pi^\top$
-# puts them back:
-# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
-# On the same vector the two layouts differ, so converting a model permutes weights.
+# differ, so the two are the same rotation up to a fixed permutation of the features
+# (written out in the note below). On the same vector the two layouts differ, so
+# converting a model permutes weights.
 
 # %% [markdown] lang="ja"
 # ## 2 通りのペアの組み方：インターリーブ配置と半分割配置
@@ -512,10 +516,8 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   入れ替えたコピーは $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ で、これが `rotate_half` の返す値です。
 #   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたもので、ストライドアクセス（飛び飛びの要素へのアクセス）が要りません。
 #
-# どちらでもペア $i$ は $m\theta_i$ だけ回り、違うのは 2 つの次元の置き場所だけです。つまり 2 つは、次元の決まった並べ替えを除けば同じ回転です。
-# $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$ の置換行列を $\Pi$ とします（$(\Pi x)_j = x_{\pi_j}$、コードでは `x[..., perm]`）。
-# $\Pi x$ がペアの $i$ と $i + d/2$ を隣に並べ、インターリーブ配置の回転がそれを回し、$\Pi^\top$ が元に戻します。
-# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
+# どちらでもペア $i$ は $m\theta_i$ だけ回り、違うのは 2 つの次元の置き場所だけです。
+# つまり 2 つは、次元の決まった並べ替えを除けば同じ回転です（式は下の「さらに詳しく」）。
 # 同じベクトルに対して 2 つの配置は異なる結果を出すので、モデルを変換するときは重みを並べ替えます。
 
 
@@ -532,7 +534,7 @@ cos = torch.cat([angles.cos()] * 2, -1)  # the table, written twice
 sin = torch.cat([angles.sin()] * 2, -1)
 half = x * cos + rotate_half(x) * sin
 
-# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です。2 つの配置は異なります"}
+# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です"}
 assert_close(half, apply_rope(x, pos, layout="half"))
 h = d // 2
 perm = torch.stack([torch.arange(h), torch.arange(h) + h], -1).flatten()
@@ -551,7 +553,13 @@ for p in (1, 5, 300):
 assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: converted Llama checkpoints permute the query and key weights.**
+# **Going deeper: the permutation between the layouts, and converted Llama checkpoints.**
+# Let $\Pi$ be the permutation matrix of $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$,
+# with $(\Pi x)_j = x_{\pi_j}$ (in code, `x[..., perm]`): $\Pi x$ puts the partners $i$
+# and $i + d/2$ next to each other, the interleaved rotation turns them, and
+# $\Pi^\top$ puts them back:
+# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
+#
 # Meta trained Llama with the interleaved pairing; Hugging Face's Llama code, which
 # descends from its GPT-NeoX code, uses `rotate_half`. Rather than change the code,
 # `convert_llama_weights_to_hf.py` permutes the weights: within every head it
@@ -566,7 +574,11 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # permuted head by head over the key heads.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Llama の変換済みチェックポイントはクエリとキーの重みを並べ替える**
+# **さらに詳しく：配置の間の並べ替えと、Llama の変換済みチェックポイント**
+#
+# $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$ の置換行列を $\Pi$ とします（$(\Pi x)_j = x_{\pi_j}$、コードでは `x[..., perm]`）。
+# $\Pi x$ がペアの $i$ と $i + d/2$ を隣に並べ、インターリーブ配置の回転がそれを回し、$\Pi^\top$ が元に戻します。
+# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
 #
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
@@ -710,7 +722,7 @@ assert_close(module_k, k_out)
 #
 # モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は両方に `apply_rope` を適用したものと同じで、キーのヘッドがクエリのヘッドより少なくても使えます。
 
-# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、回転済みのキーのキャッシュは一括の計算と一致します"}
+# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、キャッシュは一括計算と一致します"}
 d = 64
 q, k = torch.randn(2, d, dtype=f64)
 
@@ -871,7 +883,7 @@ print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
 
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.6))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.3))
 ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
     xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
@@ -883,7 +895,7 @@ ax_r.set(xlabel="$m-n$", ylabel=r"$q^\top R_{n-m}\, k$", title="$d = 128$")
 ax_r.legend(loc="upper right", fontsize="small")
 plt.show()
 
-# %% tags=["check"] summary={"en": "Abel's identity and the bound hold; random scores keep mean 0, variance d; numbers as printed", "ja": "アーベルの恒等式と上界が成り立ち、ランダムなスコアは平均 0、分散 d のままで、数値は出力どおりです"}
+# %% tags=["check"] summary={"en": "Abel's identity and the bound hold; random scores have mean 0 and variance d", "ja": "アーベルの恒等式と上界が成り立ち、ランダムなスコアは平均 0、分散 d です"}
 assert_close(relative_bound[0], torch.tensor((d / 2 + 1) / 2, dtype=f64))
 h_i = to_complex(q) * to_complex(k).conj()  # (d/2,)
 h_ext = torch.cat([h_i, h_i.new_zeros(1)])  # h_{d/2} = 0
@@ -980,7 +992,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # 形状 `(batch, heads, seq, head_dim)` のテンソルには、Hugging Face の `(batch, seq)` の `position_ids` を `position_ids[:, None, :]` として渡します。
 # そのまま渡すと `ValueError` になりますが、バッチサイズが 1 なら正しく回転し、ヘッド数に等しいとエラーも出さずに誤った位置で回転します。
 
-# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; the position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
+# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、位置の形状は本文どおりに働きます"}
 assert torch.tensor(1001.0).bfloat16() == torch.tensor(1000.0).bfloat16()
 assert torch.tensor(4097.0).bfloat16() == torch.tensor(4096.0).bfloat16()
 x_bf16 = torch.randn(2, 1024, 64).bfloat16()

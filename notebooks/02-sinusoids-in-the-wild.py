@@ -78,10 +78,6 @@ F64 = torch.float64
 # | frequencies | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | 2 |
 # | odd $d$ | shape error | zero last column | 3 |
 # | angles computed in | float32 | float32 | 6 |
-# | input axes | `[seq, batch, d]` | `[batch, seq, d]` | |
-# | dropout | yes | no | |
-# | maximum length | `max_len`, table precomputed | none, table rebuilt every call | |
-# | table in `state_dict` | no | no (no table kept) | |
 #
 # In `posenc`, labml's module is
 # `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
@@ -104,10 +100,6 @@ F64 = torch.float64
 # | 周波数 | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | 2 |
 # | 奇数の $d$ | 形状エラー | 最後の列が 0 | 3 |
 # | 角度の計算精度 | float32 | float32 | 6 |
-# | 入力の軸 | `[seq, batch, d]` | `[batch, seq, d]` | |
-# | ドロップアウト | あり | なし | |
-# | 最大長 | `max_len`（表を事前計算） | なし（表を毎回作り直す） | |
-# | `state_dict` に表を含むか | 含まない | 含まない（表を保持しない） | |
 #
 # `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
 # AllenNLP のモジュールは `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
@@ -172,8 +164,10 @@ for d in (16, 15):  # an even and an odd d
 # in the `state_dict`. `EmbeddingsWithPositionalEncoding` (in `models.py`) embeds the
 # tokens, multiplies them by `math.sqrt(d_model)` and adds the same table, with no
 # dropout, and registers the table as an ordinary buffer, so its table is saved in
-# the `state_dict`. AllenNLP's module takes no maximum length, keeps no cache and
-# applies no dropout.
+# the `state_dict`. labml's module takes inputs of shape `[seq, batch, d]` and
+# precomputes its table up to `max_len`. AllenNLP's takes `[batch, seq, d]`, has no
+# maximum length, rebuilds its table at every call (it keeps no table, so none is in
+# the `state_dict`) and applies no dropout.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：式の外側の処理**
@@ -185,7 +179,8 @@ for d in (16, 15):  # an even and an odd d
 # 表は永続化しないバッファとして登録するので、`state_dict` には入りません。
 # `models.py` の `EmbeddingsWithPositionalEncoding` は、トークンを埋め込んで `math.sqrt(d_model)` を掛け、同じ表を足します。
 # こちらはドロップアウトをかけず、表を通常のバッファとして登録するので、表は `state_dict` に保存されます。
-# AllenNLP のモジュールは最大長を取らず、キャッシュも持たず、ドロップアウトもかけません。
+# labml のモジュールは形状 `[seq, batch, d]` の入力を取り、`max_len` までの表を事前に計算します。
+# AllenNLP のモジュールは `[batch, seq, d]` の入力を取り、最大長はなく、表を呼び出しのたびに作り直します（表を保持しないので、`state_dict` にも入りません）。ドロップアウトもかけません。
 
 # %% [markdown] lang="en"
 # ## 1. Interleaved or concatenated: one fixed permutation
@@ -199,10 +194,8 @@ for d in (16, 15):  # an even and an odd d
 # hold the same numbers in another order. Column $c$ of the concatenated table is
 # column $\pi(c)$ of the interleaved one, with
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# Let $P$ be the permutation matrix with $P_{c,\pi(c)} = 1$ and every other entry
-# $0$. As column vectors,
-# $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
-# In code, where positions are rows, this is indexing the last axis with $\pi$:
+# With $P$ the permutation matrix with $P_{c,\pi(c)} = 1$ and every other entry $0$,
+# $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ as column vectors. In code, where positions are rows, this is indexing the last axis with $\pi$:
 # `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]`. Its inverse,
 # the order $(0, n, 1, n+1, \dots)$, turns the concatenated table back into the
 # interleaved one. The figure shows both tables for $d = 32$.
@@ -216,8 +209,7 @@ for d in (16, 15):  # an even and an odd d
 # 2 つの表に入っている数は同じで、順番が違うだけです。
 # 連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とします。列ベクトルで書くと次のとおりです。
-# $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
+# $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とすると、列ベクトルで $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ です。
 # 位置を行に並べるコードでは、最後の軸を $\pi$ でインデックス指定することに当たります。
 # つまり `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です。
 # 逆置換は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
@@ -266,7 +258,7 @@ for d in (8, 16, 512):
 
 # %% tags=["figure"] alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップ（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並んで徐々にゆっくりになり、右の連結配置では上半分が正弦、下半分が余弦で、それぞれの中でゆっくりになります。"]}
 p = torch.arange(64)
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.6), sharey=True)
 for ax, layout, title in zip(
     axes,
     ("interleaved", "concat"),
@@ -476,7 +468,7 @@ assert f"{gap.max():.4f}" == "1.9895" and f"{widest.max():.2f}" == "2.95"
 assert int((gap.amax(-1) > 1).nonzero()[0]) == 732
 
 # %% tags=["figure"] alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数の波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
 ax = axes[0]
 ax.plot(i, 2 * math.pi / omega, label=r"$2\pi/\omega_i$")
 ax.plot(i, 2 * math.pi / omega_t2t, "--", label=r"$2\pi/\omega'_i$")
@@ -850,7 +842,7 @@ assert int((lam_paper > 2048).sum()) == 190
 assert int((lam_bug > 2048).sum()) == 351
 
 # %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     j = torch.arange(d, dtype=F64)
     marker = "o" if d == 16 else None
@@ -904,17 +896,9 @@ plt.show()
 d, n, k = 16, 8, 3
 p = torch.arange(1000)
 bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
-good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
 pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]
-
-
-def fit_error(x, y):
-    """Relative error of the best linear map L with x L = y (least squares)."""
-    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
-    return float((x @ fit - y).norm() / y.norm())
-
-
-err_bug, err_good = fit_error(bug, bug_k), fit_error(good, good_k)
+fit = torch.linalg.lstsq(bug, bug_k, driver="gelsd").solution  # best linear map
+err_bug = float((bug @ fit - bug_k).norm() / bug_k.norm())
 print(
     f"squared pair norms: min {pair_sq_norm.min():.4f}, "
     f"max {pair_sq_norm.max():.4f}\n"
@@ -922,7 +906,17 @@ print(
     end="",
 )
 
+
 # %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり線形にずらせますが、バグ版はどちらも成り立ちません"}
+def fit_error(x, y):
+    """Relative error of the best linear map L with x L = y (least squares)."""
+    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
+    return float((x @ fit - y).norm() / y.norm())
+
+
+good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
+err_good = fit_error(good, good_k)
+assert fit_error(bug, bug_k) == err_bug
 assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
 good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
 assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))

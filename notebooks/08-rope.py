@@ -153,7 +153,7 @@ cases = [(2, 0), (6, 4), (6, 0)]  # (m, n)
 
 # %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2、n = 0 と m = 6、n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6、n = 0 では角度が開き、スコアは −0.59 になります。"]}
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.2))
+fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.0))
 for ax, (m, n) in zip(axes, cases, strict=True):
     q_m, k_n = rot(m * theta) @ q_2d, rot(n * theta) @ k_2d
     ax.plot(rim.cos(), rim.sin(), color=INK, lw=0.6)
@@ -469,7 +469,7 @@ last = d_head // 2 - 1
 print(f"wavelength of pair 0: {lam[0]:.2f}, of pair {last}: {lam[-1]:.0f}")
 print(f"angle of pair {last} at m = 255: {255 * theta_head[-1]:.4f}", end="")
 
-fig, ax = plt.subplots(figsize=(6.4, 2.0))
+fig, ax = plt.subplots(figsize=(6.4, 1.7))
 im = ax.imshow(
     torch.cos(theta_head[:, None] * m),
     aspect="auto",
@@ -883,7 +883,7 @@ print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
 
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.3))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.1))
 ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
     xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
@@ -1351,8 +1351,7 @@ print(
 #
 # RoFormer（§3.2–3.4、式 34、図 2）は arXiv 版を読んでいます。Meta のコードは書き直したものです。
 # Hugging Face のコードは transformers 4.46 と 5.24 で読み、transformers がある環境（ここでは 5.24.0）では回転の関数そのものを呼び出します。
-# GPT-NeoX のコードは、コミット ea7aefd8 と、コミット 3bfedf47 の前後で読んでいます。
-# 3bfedf47 は「Pre-compute RoPE embeddings in fp32」（2023-09-25）です。
+# GPT-NeoX のコードは、コミット ea7aefd8 と、3bfedf47（「Pre-compute RoPE embeddings in fp32」、2023-09-25）の前後で読んでいます。
 #
 # ### 参考文献
 #

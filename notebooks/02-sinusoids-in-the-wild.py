@@ -1046,6 +1046,23 @@ def paper_table(p):
     return torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
 
 
+lines = [
+    "labml, d = 512: the largest errors",
+    "p near     angle  encoding    posenc",
+]
+for e in (14, 17, 20):
+    p = torch.arange(2**e - 64, 2**e + 64)
+    angle32 = p.float()[:, None] * labml_frequencies(d)  # as labml computes
+    angle_err = (angle32.double() - p.double()[:, None] * omega).abs().max()
+    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
+    enc_err = (enc32.double() - paper_table(p)).abs().max()
+    posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs().max()
+    parts = (angle_err, enc_err, posenc_err)
+    lines.append(f"2^{e:<4d} " + " ".join(f"{x:9.1e}" for x in parts))
+print("\n".join(lines), end="")
+
+
+# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、posenc の誤差は 2^−25 以内です"}
 def worst_angle(p, w_hat, w):
     """The largest error of fl32(p w_hat) against p w, split in two:
     (pair, angle, error, the product's rounding, the frequency's)."""
@@ -1057,24 +1074,6 @@ def worst_angle(p, w_hat, w):
     return pair, a32, abs(a32 - ex), abs(a32 - prod), abs(prod - ex)
 
 
-lines = ["labml, d = 512: the largest angle error and its two parts"]
-columns = ("pair", "error", "product", "frequency", "encoding", "posenc")
-lines.append("p near " + " ".join(f"{c:>9s}" for c in columns))
-for e in (14, 17, 20):
-    p = torch.arange(2**e - 64, 2**e + 64)
-    pair, _, err, from_product, from_omega = worst_angle(
-        p, labml_frequencies(d), omega
-    )
-    angle32 = p.float()[:, None] * labml_frequencies(d)  # as labml computes
-    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
-    enc_err = (enc32.double() - paper_table(p)).abs().max()
-    posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs().max()
-    parts = (err, from_product, from_omega, enc_err, posenc_err)
-    lines.append(f"2^{e:<4d} {pair:9d} " + " ".join(f"{x:9.1e}" for x in parts))
-print("\n".join(lines), end="")
-
-
-# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、posenc の誤差は 2^−25 以内です"}
 def float32_errors(p, w_hat, w):
     """At positions p: the angle error |fl32(p w_hat) - p w| and the two
     terms of its bound, [p, n] each, and the encoding's largest error, [p]."""
@@ -1181,6 +1180,17 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # $2^{20}$ 付近では、積の丸めと周波数の丸め $p\,|\hat\omega_i - \omega_i|$ はどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。
 # どちらも $p$ とともに大きくなる半分ずつの 2 つの項が、階段状の線を作るわけです。
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$（$2^{20}$ 付近の間隔は $2^{-32}$）では、最後の結果の丸めだけが残ります。
+
+# %% tags=["deeper"]
+print("labml, d = 512: the largest angle error and its two parts")
+print("p near  pair     error   product frequency")
+for e in (14, 17, 20):
+    p = torch.arange(2**e - 64, 2**e + 64)
+    pair, _, err, from_product, from_omega = worst_angle(
+        p, labml_frequencies(d), omega
+    )
+    parts = (err, from_product, from_omega)
+    print(f"2^{e:<4d} {pair:5d} " + " ".join(f"{x:9.1e}" for x in parts))
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the frequencies' own error.** Rounding $\omega_i$ once gives

@@ -371,6 +371,7 @@ d = 16
 thetas = rope_frequencies(d).double()  # theta_i = 10000^(-2i/d)
 
 
+# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelengths as stated; R_m^T R_n = R_{n−m}", "ja": "θ_i は正弦波の周波数で波長は本文どおり、R_m^T R_n = R_{n−m} です"}
 def rope_matrix(m):  # R_m, block-diagonal, pairs (2i, 2i+1)
     return torch.block_diag(*(rot(m * t) for t in thetas.tolist()))
 
@@ -379,7 +380,6 @@ def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
 
 
-# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelengths as stated; R_m^T R_n = R_{n−m}", "ja": "θ_i は正弦波の周波数で波長は本文どおり、R_m^T R_n = R_{n−m} です"}
 theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
 assert_close(thetas, theta_exact, rtol=1e-6, atol=0)  # float32 rounding
 sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # sin(w_i)

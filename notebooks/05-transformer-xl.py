@@ -109,9 +109,9 @@ f64 = torch.float64
 #
 # Write $E_{x_i}$ for the embedding of the token at position $i$ and $U_i$ for its
 # absolute encoding, both as column vectors. With the query and key projections $W_q$
-# and $W_k$, the score of the ordinary Transformer (before the scaling) expands into
+# and $W_k$, the score of the ordinary Transformer (before the scaling),
+# $A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$, expands into
 # four terms:
-# $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
 # Term $(a)$ compares contents, $(b)$ the query's content with the key's position,
 # $(c)$ the query's position with the key's content, and $(d)$ the two positions. Dai
@@ -143,8 +143,7 @@ f64 = torch.float64
 # ## 絶対位置から相対位置へ：4 つの項
 #
 # 位置 $i$ のトークンの埋め込みを $E_{x_i}$、その絶対位置のエンコーディングを $U_i$ と書きます。どちらも列ベクトルです。
-# クエリとキーの射影を $W_q$、$W_k$ とすると、通常の Transformer のスコア（スケーリングの前）は 4 つの項に展開できます。
-# $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
+# クエリとキーの射影を $W_q$、$W_k$ とすると、通常の Transformer のスコア（スケーリングの前）$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$ は 4 つの項に展開できます。
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
 # 項 $(a)$ は内容どうし、$(b)$ はクエリの内容とキーの位置、$(c)$ はクエリの位置とキーの内容、$(d)$ は位置どうしを比べます。
 # Dai ら（§3.3）は 3 つの点を変えます。

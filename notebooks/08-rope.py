@@ -337,9 +337,8 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 #
 # The score needs care with the transposition. Each block satisfies
 # $R(\alpha)^\top = R(-\alpha)$ and $R(\alpha)\,R(\beta) = R(\alpha+\beta)$, so
-# $R_m^\top = R_{-m}$ and $R_m^\top R_n = R_{n-m}$:
-# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
-# The matrix in the middle is $R_{n-m}$, not $R_{m-n}$. Both depend only on the
+# $R_m^\top = R_{-m}$, $R_m^\top R_n = R_{n-m}$ and
+# $\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$. The matrix in the middle is $R_{n-m}$, not $R_{m-n}$. Both depend only on the
 # distance, but they give different numbers: $q^\top R_{m-n}\, k$ is the score of the
 # query at $n$ with the key at $m$. Pair by pair, with the complex view of the last
 # section,
@@ -358,8 +357,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
 # スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
-# $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$ です。
-# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
+# $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$、$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$ です。
 # 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。どちらも距離だけで決まりますが値は異なり、$q^\top R_{m-n}\, k$ は位置 $n$ のクエリと位置 $m$ のキーのスコアです。
 # 前節の複素数の見方でペアごとに書くと、次のようになります。
 # $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
@@ -822,8 +820,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
 # Summation by parts (in the note below the figure) bounds the score by a factor that
 # does not depend on the distance times $\sum_j |S_j|$. The paper plots the average
-# $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
-# against the distance and calls it the *relative upper bound*. At $r = 0$ every
+# $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ against the distance and calls it the *relative upper bound*. At $r = 0$ every
 # phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for $d = 128$. As $r$
 # grows, the fast phases point in all directions and the partial sums stay small:
 # the left panel, the shape of the paper's Figure 2, falls to 6.548 at $r = 250$,
@@ -845,8 +842,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # $r = m - n$、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
 # 位相の部分和を $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ とします。
 # 部分和分（図の下の「さらに詳しく」）により、スコアは、距離によらない因子と $\sum_j |S_j|$ の積で上から抑えられます。
-# 論文は次の平均を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
-# $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
+# 論文は平均 $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
 # $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
 # $r$ が大きくなると速い位相があらゆる方向を向き、部分和は小さいままです。
 # 論文の図 2 の形を再現した左の図は、波打ちながら $r = 250$ で 6.548 まで下がります。

@@ -78,10 +78,6 @@ F64 = torch.float64
 # | frequencies | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | 2 |
 # | odd $d$ | shape error | zero last column | 3 |
 # | angles computed in | float32 | float32 | 6 |
-# | input axes | `[seq, batch, d]` | `[batch, seq, d]` | |
-# | dropout | yes | no | |
-# | maximum length | `max_len`, table precomputed | none, table rebuilt every call | |
-# | table in `state_dict` | no | no (no table kept) | |
 #
 # In `posenc`, labml's module is
 # `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
@@ -104,10 +100,6 @@ F64 = torch.float64
 # | 周波数 | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | 2 |
 # | 奇数の $d$ | 形状エラー | 最後の列が 0 | 3 |
 # | 角度の計算精度 | float32 | float32 | 6 |
-# | 入力の軸 | `[seq, batch, d]` | `[batch, seq, d]` | |
-# | ドロップアウト | あり | なし | |
-# | 最大長 | `max_len`（表を事前計算） | なし（表を毎回作り直す） | |
-# | `state_dict` に表を含むか | 含まない | 含まない（表を保持しない） | |
 #
 # `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
 # AllenNLP のモジュールは `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
@@ -120,7 +112,7 @@ print(sinusoidal(three, 8))  # labml, as the paper
 print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 
 
-# %% tags=["check"] summary={"en": "labml's arithmetic, transcribed in float32, equals posenc's module with dropout off; with dropout on each entry is zeroed or scaled by 1/0.9; no table in the state_dict", "ja": "float32 で書き起こした labml の計算は、ドロップアウトを切った posenc のモジュールと一致します。ドロップアウトを有効にすると、各成分は 0 か 1/0.9 倍になります。state_dict に表はありません"}
+# %% tags=["check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "labml の計算は posenc のモジュールと一致し、ドロップアウトは 0 か 1/0.9 倍です"}
 def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
     # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
@@ -142,7 +134,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["check"] summary={"en": "AllenNLP's arithmetic, transcribed in float32, equals posenc's concatenated n − 1 module for an even and an odd width; the odd width's last column stays zero", "ja": "float32 で書き起こした AllenNLP の計算は、偶数と奇数の幅で posenc の連結配置・n − 1 版のモジュールと一致します。奇数の幅では最後の列が 0 のままです"}
+# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の幅でも posenc の連結配置・n − 1 版と一致します"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
@@ -172,8 +164,10 @@ for d in (16, 15):  # an even and an odd d
 # in the `state_dict`. `EmbeddingsWithPositionalEncoding` (in `models.py`) embeds the
 # tokens, multiplies them by `math.sqrt(d_model)` and adds the same table, with no
 # dropout, and registers the table as an ordinary buffer, so its table is saved in
-# the `state_dict`. AllenNLP's module takes no maximum length, keeps no cache and
-# applies no dropout.
+# the `state_dict`. labml's module takes inputs of shape `[seq, batch, d]` and
+# precomputes its table up to `max_len`. AllenNLP's takes `[batch, seq, d]`, has no
+# maximum length, rebuilds its table at every call (it keeps no table, so none is in
+# the `state_dict`) and applies no dropout.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：式の外側の処理**
@@ -185,7 +179,8 @@ for d in (16, 15):  # an even and an odd d
 # 表は永続化しないバッファとして登録するので、`state_dict` には入りません。
 # `models.py` の `EmbeddingsWithPositionalEncoding` は、トークンを埋め込んで `math.sqrt(d_model)` を掛け、同じ表を足します。
 # こちらはドロップアウトをかけず、表を通常のバッファとして登録するので、表は `state_dict` に保存されます。
-# AllenNLP のモジュールは最大長を取らず、キャッシュも持たず、ドロップアウトもかけません。
+# labml のモジュールは形状 `[seq, batch, d]` の入力を取り、`max_len` までの表を事前に計算します。
+# AllenNLP のモジュールは `[batch, seq, d]` の入力を取り、最大長はなく、表を呼び出しのたびに作り直します（表を保持しないので、`state_dict` にも入りません）。ドロップアウトもかけません。
 
 # %% [markdown] lang="en"
 # ## 1. Interleaved or concatenated: one fixed permutation
@@ -199,10 +194,8 @@ for d in (16, 15):  # an even and an odd d
 # hold the same numbers in another order. Column $c$ of the concatenated table is
 # column $\pi(c)$ of the interleaved one, with
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# Let $P$ be the permutation matrix with $P_{c,\pi(c)} = 1$ and every other entry
-# $0$. As column vectors,
-# $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
-# In code, where positions are rows, this is indexing the last axis with $\pi$:
+# With $P$ the permutation matrix with $P_{c,\pi(c)} = 1$ and every other entry $0$,
+# $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ as column vectors. In code, where positions are rows, this is indexing the last axis with $\pi$:
 # `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]`. Its inverse,
 # the order $(0, n, 1, n+1, \dots)$, turns the concatenated table back into the
 # interleaved one. The figure shows both tables for $d = 32$.
@@ -216,8 +209,7 @@ for d in (16, 15):  # an even and an odd d
 # 2 つの表に入っている数は同じで、順番が違うだけです。
 # 連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とします。列ベクトルで書くと次のとおりです。
-# $$PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$$
+# $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とすると、列ベクトルで $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ です。
 # 位置を行に並べるコードでは、最後の軸を $\pi$ でインデックス指定することに当たります。
 # つまり `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です。
 # 逆置換は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
@@ -235,7 +227,7 @@ perm8 = layout_permutation(8)
 print(f"perm (d = 8): {perm8.tolist()}, inverse: {perm8.argsort().tolist()}")
 
 
-# %% tags=["check"] summary={"en": "for even d and both frequency conventions, the permuted interleaved table equals a concatenated table written from the formula, and posenc's concatenated table", "ja": "偶数の d と 2 つの周波数の流儀のどちらでも、並べ替えたインターリーブ配置の表は、式から書き出した連結配置の表に一致します。posenc の連結配置の表とも一致します"}
+# %% tags=["check"] summary={"en": "the permuted interleaved table equals the concatenated one, for both frequency conventions", "ja": "並べ替えたインターリーブ配置の表は、連結配置の表と一致します"}
 def concat_by_formula(p, d, endpoint=False):
     """The concatenated table from the formula, in float64: the sines of
     p w_i, then their cosines, w_i = 10000^(-i/n), or 10000^(-i/(n-1)) with
@@ -266,7 +258,7 @@ for d in (8, 16, 512):
 
 # %% tags=["figure"] alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップ（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並んで徐々にゆっくりになり、右の連結配置では上半分が正弦、下半分が余弦で、それぞれの中でゆっくりになります。"]}
 p = torch.arange(64)
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.2), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.6), sharey=True)
 for ax, layout, title in zip(
     axes,
     ("interleaved", "concat"),
@@ -296,17 +288,11 @@ plt.show()
 # embeddings with permuted columns, $XP^\top$, and the query weights with permuted
 # rows, $PW_Q$. Its encodings are $E^{\mathrm{int}}P^\top$, so, with $P^\top P = I$,
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# Keys and values alike: the two layouts describe the same family of models. The
-# usual initialisations draw the entries independently and optimisers such as Adam
-# act coordinate by coordinate, so training either layout from scratch even gives
-# the same distribution of models, in permuted coordinates. A
+# Keys and values alike: the two layouts describe the same family of models (even
+# the same distribution of trained models, in the note below), and a
 # [checkpoint](../docs/glossary.md#checkpoint) trained with one converts exactly to
-# the other by permuting its embedding columns and the rows of the weights that
-# read them; in a full Transformer, every matrix that reads from or writes to the
-# [residual stream](../docs/glossary.md#residual-stream), and every per-feature
-# parameter on it such as the gains and biases of the layer norms, is permuted
-# alike. Without the permuted weights the scores change, so a checkpoint cannot
-# simply be loaded under the other layout.
+# the other by permuting its weights. Without the permuted weights the scores
+# change, so a checkpoint cannot simply be loaded under the other layout.
 
 # %% [markdown] lang="ja"
 # 重みも同じように並べ替えれば、次元の並べ替えはモデルの計算に何の違いも生みません。
@@ -315,16 +301,11 @@ plt.show()
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表しています。
-# さらに、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
-# そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
-# 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、埋め込みの列と、それを読む重みの行を並べ替えれば、
-# もう一方の配置へ厳密に変換できます。
-# 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような
-# 残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
+# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（学習したモデルの分布まで同じです。下の「さらに詳しく」）。
+# 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えればもう一方の配置へ厳密に変換できます。
 # 重みを並べ替えなければスコアは変わるので、チェックポイントをそのまま別の配置で読み込むことはできません。
 
-# %% tags=["check"] summary={"en": "with the embedding columns and the weight rows permuted alike, the concatenated model's queries, scores and outputs equal the interleaved model's; with the same weights the scores differ", "ja": "埋め込みの列と重みの行を同じように並べ替えると、連結配置のモデルのクエリ、スコア、出力はインターリーブ配置のモデルと一致します。重みをそのままにすると、スコアは変わります"}
+# %% tags=["check"] summary={"en": "with the weights permuted alike, the two layouts give the same outputs; without, scores differ", "ja": "重みも並べ替えれば 2 つの配置の出力は一致し、そのままではスコアが変わります"}
 T, d, d_h = 6, 16, 8
 x = torch.randn(T, d)
 w_q, w_k, w_v = (torch.randn(d, d_h) / math.sqrt(d) for _ in range(3))
@@ -353,6 +334,24 @@ q_swap, k_swap, _ = qkv(x, e_cat, w_q, w_k, w_v)
 assert not torch.allclose(
     scores(q_swap, k_swap), scores(q_int, k_int), atol=1e-2
 )
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: converting a full model, and training from scratch.** To convert a
+# checkpoint, permute its embedding columns and the rows of the weights that read
+# them; in a full Transformer, every matrix that reads from or writes to the
+# [residual stream](../docs/glossary.md#residual-stream), and every per-feature
+# parameter on it such as the gains and biases of the layer norms, is permuted
+# alike. The usual initialisations draw the entries independently and optimisers
+# such as Adam act coordinate by coordinate, so training either layout from scratch
+# even gives the same distribution of models, in permuted coordinates.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：モデル全体の変換と、一からの学習**
+#
+# チェックポイントを変換するには、埋め込みの列と、それを読む重みの行を並べ替えます。
+# 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
+# また、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
+# そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the authors said, and which version trained their models.**
@@ -401,11 +400,9 @@ assert not torch.allclose(
 # Marian pairs the concatenated layout with the paper's $n$
 # ([the variants side by side](#the-variants-side-by-side)).
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
-# Both start at $\omega_0 = \omega'_0 = 1$; dividing,
-# $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
-# grows with $i$, and at the lowest frequency $i = n-1$ it reaches
-# $$\frac{\omega_{n-1}}{\omega'_{n-1}} = 10000^{1/n}$$
-# A small relative difference, but the angles $p\,\omega_i$ drift apart in
+# Both start at $\omega_0 = \omega'_0 = 1$; their ratio
+# $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ grows with $i$ and reaches $10000^{1/n}$ at
+# the lowest frequency, $i = n-1$. A small relative difference, but the angles $p\,\omega_i$ drift apart in
 # proportion to $p$. Since $|\sin a - \sin b| \le |a - b|$ (and the same for the
 # cosine), each entry differs by at most the angle gap $p\,|\omega_i - \omega'_i|$, and
 # a gap of $\pi$ turns an entry into the negative of the other. For $d = 512$ (printed
@@ -424,17 +421,12 @@ assert not torch.allclose(
 # こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
 # 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
-# どちらも $\omega_0 = \omega'_0 = 1$ から始まります。比を取ると
-# $$\frac{\omega_i}{\omega'_i} = 10000^{i/(n(n-1))}$$
-# で、これは $i$ とともに大きくなり、最も低い周波数 $i = n-1$ で次の値になります。
-# $$\frac{\omega_{n-1}}{\omega'_{n-1}} = 10000^{1/n}$$
+# どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、最も低い周波数 $i = n-1$ で $10000^{1/n}$ になります。
 # 相対的には小さな違いですが、角度 $p\,\omega_i$ は $p$ に比例して離れていきます。
 # $|\sin a - \sin b| \le |a - b|$（余弦も同様）なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下で、
 # 角度の差が $\pi$ になると、一方の成分はもう一方の正負を反転した値になります。
-# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大で 1.9895 に達し、
-# 正弦の値域の幅 $2$ にほぼ等しくなります。$p = 732$ からは、どこかの成分の差が 1 を超えます。
-# 角度の差が最も大きいのは最も遅いペアではなく $i = 28$ です。そこでは周波数がまだ高く、しかも違いがすでに現れています。
-# $p = 2047$ では 2.95 ラジアンです。
+# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大で 1.9895 と、正弦の値域の幅 $2$ にほぼ等しくなります。$p = 732$ からは、どこかの成分の差が 1 を超えます。
+# 角度の差が最も大きいのは最も遅いペアではなく、周波数がまだ高く違いもすでに現れている $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
 # 図の左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
 
 # %%
@@ -456,7 +448,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the frequencies read back from posenc are ω_i and ω'_i; their ratio is 10000^(i/(n(n−1))), growing to 10000^(1/n); every entry gap stays within the angle gap; the worst entry is in pair 28's sine", "ja": "posenc から読み戻した周波数は ω_i と ω'_i で、比は 10000^(i/(n(n−1))) として 10000^(1/n) まで増えます。どの成分の差も角度の差以下で、最大の差はペア 28 の正弦にあります"}
+# %% tags=["check"] summary={"en": "the frequencies and their ratio are as stated; every entry gap stays within the angle gap", "ja": "周波数と比は本文どおりで、どの成分の差も角度の差以下です"}
 # the frequencies, read back from p = 1 (omega_i <= 1: atan2 returns them)
 assert_close(torch.atan2(paper[1, 0::2], paper[1, 1::2]), omega)
 assert_close(torch.atan2(t2t[1, 0::2], t2t[1, 1::2]), omega_t2t)
@@ -476,7 +468,7 @@ assert f"{gap.max():.4f}" == "1.9895" and f"{widest.max():.2f}" == "2.95"
 assert int((gap.amax(-1) > 1).nonzero()[0]) == 732
 
 # %% tags=["figure"] alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数の波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4))
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
 ax = axes[0]
 ax.plot(i, 2 * math.pi / omega, label=r"$2\pi/\omega_i$")
 ax.plot(i, 2 * math.pi / omega_t2t, "--", label=r"$2\pi/\omega'_i$")
@@ -542,7 +534,7 @@ plt.show()
 print(sinusoidal(torch.arange(4), 7))  # d = 7: the d = 6 table, a zero column
 
 
-# %% tags=["check"] summary={"en": "posenc's d = 7 table is its d = 6 table plus a zero column and matches the concatenated formula; labml's construction equals the paper's for even d and fails for odd d; the per-column formula's last column for d = 7 is sin(p·10000^(−6/7)), 0 at p = 0 only", "ja": "posenc の d = 7 の表は、d = 6 の表に 0 の列を加えたもので、連結配置の式とも一致します。labml の作り方は、偶数の d では論文どおりで、奇数の d では失敗します。列ごとの式の d = 7 の最後の列は sin(p·10000^(−6/7)) で、0 になるのは p = 0 だけです"}
+# %% tags=["check"] summary={"en": "d = 7: posenc adds a zero column, labml fails, the per-column formula adds a lone sine", "ja": "d = 7 で posenc は 0 の列を加え、labml は失敗し、列ごとの式は孤立した正弦を加えます"}
 def labml_like(p, d):
     """labml's construction: one frequency per even column, ceil(d/2) of
     them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
@@ -636,7 +628,7 @@ positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
 print(positions)
 
 
-# %% tags=["check"] summary={"en": "the positions are fairseq's; fairseq's table, rebuilt in float32 as get_embedding computes it, equals posenc's SinusoidalEmbedding at those positions; padding adds nothing", "ja": "位置は fairseq のものと一致します。get_embedding と同じく float32 で作り直した fairseq の表は、その位置での posenc の SinusoidalEmbedding と一致します。パディングには何も足されません"}
+# %% tags=["check"] summary={"en": "the positions and the table are fairseq's, rebuilt in float32; padding adds nothing", "ja": "位置と表は float32 で作り直した fairseq のものと一致し、パディングには何も足されません"}
 def fairseq_frequencies(d):
     """fairseq's frequencies as get_embedding computes them:
     exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""
@@ -673,18 +665,11 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
 # By the rotation property of
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#why-a-sine-and-a-cosine-a-shift-is-a-rotation)
-# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$. fairseq's
-# table is concatenated, so its matrix is the same rotation with rows and columns
-# permuted by section 1's $P$:
-# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# A rotation preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of
-# positions $0, 1, 2, \dots$; what changes is the vector added to each token. Each
-# pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$, so
-# the squared distance
-# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# is the same for every $t$. For $d = 512$ and $k = 2$ the distance itself is 6.95
-# (printed below), not negligible against the norm $\sqrt{n} = 16$ of every
-# encoding. A model trained with fairseq's numbering and fed positions from $0$ (or
+# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$. A rotation
+# preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of positions
+# $0, 1, 2, \dots$; what changes is the vector added to each token. For $d = 512$ it
+# moves by 6.95 at every $t$ (printed below; the formula is in the note below), not
+# negligible against the norm $\sqrt{n} = 16$ of every encoding. A model trained with fairseq's numbering and fed positions from $0$ (or
 # the reverse) gets a clearly different input. Row $1$, never used by a real token,
 # is the zero vector, not an encoding. RoBERTa keeps this offset for its learned
 # positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row) in
@@ -695,13 +680,8 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
 # これはすべての位置に共通の 1 つの回転 $PE(t+2) = M_2\, PE(t)$ です。
-# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
-# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じです。
-# 変わるのは、各トークンに足されるベクトルそのものです。各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
-# したがって、距離の 2 乗はどの $t$ でも同じ値になります。
-# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# $d = 512$、$k = 2$ では距離そのものは 6.95 で（下の出力）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
+# 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じで、変わるのは各トークンに足されるベクトルそのものです。
+# $d = 512$ ではどの $t$ でも 6.95 動き（下の出力。式は下の「さらに詳しく」）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（「学習型位置埋め込みとスケール付き正弦波」の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)）。
@@ -713,7 +693,7 @@ chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["check"] summary={"en": "the real tokens get the positions from 0 shifted by 2; P M_2 Pᵀ maps posenc's concatenated table from t to t + 2 and keeps every dot product; the distance is the chord formula for every t, 6.95", "ja": "実トークンの位置は、0 から数えた位置を 2 ずらしたものです。P M_2 Pᵀ は posenc の連結配置の表を t から t + 2 に移し、内積をすべて保ちます。距離はどの t でも弦の式どおりで、6.95 です"}
+# %% tags=["check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps t to t + 2; the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が t を t + 2 に移し、距離はどの t でも 6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
@@ -750,6 +730,26 @@ assert f"{chord:.2f}" == "6.95"  # the distance, not its square
 norms = torch.full((1000,), math.sqrt(n), dtype=F64)
 assert_close(pe_t.norm(dim=-1), norms)
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the shift by 2 in the concatenated table.** fairseq's table is
+# concatenated, so its matrix is the same rotation with rows and columns permuted by
+# section 1's $P$:
+# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# Each pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$,
+# so the squared distance
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# is the same for every $t$; for $d = 512$ and $k = 2$ its square root is 6.95.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：連結配置の表での 2 のずれ**
+#
+# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
+# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
+# 各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
+# したがって、距離の 2 乗はどの $t$ でも同じ値になります。
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# $d = 512$、$k = 2$ では、その平方根は 6.95 です。
+
 # %% [markdown] lang="en"
 # ## 5. The column index in the exponent
 #
@@ -759,9 +759,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # lives on in copies elsewhere. Column $j$ then has its own frequency,
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # instead of the paper's $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$.
-# `posenc` reproduces it exactly with width $2d$ and base $10000^2$, whose frequencies
-# are $(10000^2)^{-j/d} = \tilde\omega_j$, by taking column $2j$ (a sine) for even $j$
-# and column $2j+1$ (a cosine) for odd $j$. Two things go wrong.
+# Two things go wrong.
 #
 # **The spectrum is stretched.** The exponent runs up to $2(d-1)/d$, almost $2$, so the
 # lowest frequency is about $10000^{-2} = 10^{-8}$ instead of about $10^{-4}$. From
@@ -782,10 +780,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # 2017 年 11 月に修正されましたが、初期の版のコピーは今もほかのプロジェクトに残っています。
 # 指数に列の番号が入るので、列 $j$ はそれぞれ自分だけの周波数を持ちます。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
-# 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。
-# `posenc` で幅を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
-# そこで偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出せば、このバグを厳密に再現できます。
-# 問題は 2 つです。
+# 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
 #
 # **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで進むので、
 # 最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
@@ -819,7 +814,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the buggy table; the buggy spectrum passes 10000·2π at j = d/2 and its whole second half is longer than the paper's longest wavelength", "ja": "幅 2d、底 10000² の posenc は、バグのある表を再現します。バグのあるスペクトルは j = d/2 で 10000·2π に達し、後半はすべて論文の最長の波長より長くなります"}
+# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "幅 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
 def bug_columns(d):
     j = torch.arange(d)
     return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
@@ -847,7 +842,7 @@ assert int((lam_paper > 2048).sum()) == 190
 assert int((lam_bug > 2048).sum()) == 351
 
 # %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.4), sharey=True)
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     j = torch.arange(d, dtype=F64)
     marker = "o" if d == 16 else None
@@ -885,45 +880,25 @@ plt.show()
 # for $d = 16$ the best [least-squares](../docs/glossary.md#least-squares) fit from
 # $PE(p)$ to $PE(p+3)$ over $p = 0, \dots, 999$ leaves a relative error of 0.22,
 # against less than 1e-12 for the paper's encoding. And the dot product is no
-# longer a function of the distance: with $a_i = \tilde\omega_{2i}$,
-# $b_i = \tilde\omega_{2i+1}$, the product-to-sum formulas give
-# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
-# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain, so the
+# longer a function of the distance (the formula is in the note below), so the
 # [Gram matrix](../docs/glossary.md#gram-matrix) is no longer constant along its
 # diagonals.
 
 # %% [markdown] lang="ja"
-# **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、
-# 列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入ります。時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
-# ブロックごとの回転なら、各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は
-# $p = 0$ での値 $1$ のまま変わらないはずです。
-# ところがバグのある表では、この値がほぼ $0$ からほぼ $2$ の間をさまよいます（下の出力）。
+# **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
+# ブロックごとの回転なら各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は $p = 0$ での値 $1$ のままのはずですが、バグのある表ではほぼ $0$ からほぼ $2$ の間をさまよいます（下の出力）。
 # したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
 # $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への最良の[最小二乗](../docs/glossary.ja.md#least-squares)近似を求めると、
 # 相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
-# さらに、内積も距離だけの関数ではなくなります。$a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、
-# 積和の公式から次のようになります。
-# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、
-# $\sum_i \cos\omega_i(p-q)$ が残ります。
-# $a_i \ne b_i$ ではこれらの項が残るので、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
+# さらに内積も距離だけの関数ではなくなり（式は下の「さらに詳しく」）、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
 
 # %%
 d, n, k = 16, 8, 3
 p = torch.arange(1000)
 bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
-good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
 pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]
-
-
-def fit_error(x, y):
-    """Relative error of the best linear map L with x L = y (least squares)."""
-    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
-    return float((x @ fit - y).norm() / y.norm())
-
-
-err_bug, err_good = fit_error(bug, bug_k), fit_error(good, good_k)
+fit = torch.linalg.lstsq(bug, bug_k, driver="gelsd").solution  # best linear map
+err_bug = float((bug @ fit - bug_k).norm() / bug_k.norm())
 print(
     f"squared pair norms: min {pair_sq_norm.min():.4f}, "
     f"max {pair_sq_norm.max():.4f}\n"
@@ -931,7 +906,17 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and its shift fits to rounding error, the buggy ones do not; the buggy Gram matrix is the product-to-sum formula and changes along its diagonals", "ja": "論文のペアは円の上にとどまり、ずらす写像も丸め誤差の範囲で求まります。バグ版ではどちらも成り立ちません。バグ版のグラム行列は積和の公式どおりで、対角線に沿って変化します"}
+
+# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり線形にずらせますが、バグ版はどちらも成り立ちません"}
+def fit_error(x, y):
+    """Relative error of the best linear map L with x L = y (least squares)."""
+    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
+    return float((x @ fit - y).norm() / y.norm())
+
+
+good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
+err_good = fit_error(good, good_k)
+assert fit_error(bug, bug_k) == err_bug
 assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
 good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
 assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))
@@ -954,6 +939,26 @@ assert_close(gram, formula)
 assert (gram[1:, 1:] - gram[:-1, :-1]).abs().max() > 1  # not along diagonals
 gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
 assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the buggy table in posenc, and its dot product.** `posenc`
+# reproduces the bug exactly with width $2d$ and base $10000^2$, whose frequencies are
+# $(10000^2)^{-j/d} = \tilde\omega_j$, by taking column $2j$ (a sine) for even $j$ and
+# column $2j+1$ (a cosine) for odd $j$. With $a_i = \tilde\omega_{2i}$,
+# $b_i = \tilde\omega_{2i+1}$, the product-to-sum formulas give
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
+# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：posenc でのバグの再現と、バグのある表の内積**
+#
+# `posenc` で幅を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
+# 偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出せば、このバグを厳密に再現できます。
+# $a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、積和の公式から次のようになります。
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、$\sum_i \cos\omega_i(p-q)$ が残ります。
+# $a_i \ne b_i$ ではこれらの項が残ります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the padding row.** The early version also
@@ -989,29 +994,19 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # $p\,\omega_i$ in float32 and take its sine there. Write $\mathrm{fl}_{32}(x)$ for $x$
 # rounded to the nearest float32 number. The 24-bit significand of IEEE 754 single
 # precision leaves the numbers in $[2^e, 2^{e+1})$ $2^{e-23}$ apart, so rounding can
-# move a number there by up to
-# $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
-# A float32 angle is rounded twice: the frequency becomes a float32 number
-# $\hat\omega_i$, and the product $p\,\hat\omega_i$ is rounded again ($p$ itself is
-# exact below $2^{24}$). For an angle in $[2^e, 2^{e+1})$ the two errors add up to at
-# most
-# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# and $|\sin a - \sin b| \le |a - b|$ passes the sum on to the encoding at most
+# move a number there by up to $2^{e-24}$. A float32 angle is rounded twice: the
+# frequency becomes a float32 number $\hat\omega_i$, and the product $p\,\hat\omega_i$
+# is rounded again. Both errors grow with $p$ (the note below the figure bounds
+# them), and $|\sin a - \sin b| \le |a - b|$ passes them on to the encoding at most
 # unchanged. Pair 0 escapes: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are
 # exact.
 #
 # For labml and $d = 512$ (printed below), the largest angle error near $p = 2^{14}$,
-# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, each time in pair 4, whose
-# angle lies in the range just below $p$'s (near $2^{20}$, in $[2^{19}, 2^{20})$,
-# where the product's rounding is at most $2^{-5}$). About half of it is the
-# product's rounding and half the frequency's, $p\,|\hat\omega_i - \omega_i|$: 3.1e-02
-# each near $2^{20}$, together close to $2^{-4}$. The encoding inherits the sum. In
-# the figure, labml's error, with angles $\mathrm{fl}_{32}(p\,\hat\omega_i)$, grows
-# like the staircase $2^{\lfloor \log_2 p \rfloor - 24}$, since both terms grow with
-# $p$; with float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, it stays flat: `posenc`
-# forms them in float64, $2^{-32}$ apart near $2^{20}$, and rounds only the result,
-# 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even hold
-# consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
+# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, about half from each
+# rounding. In the figure, labml's error grows like the staircase
+# $2^{\lfloor \log_2 p \rfloor - 24}$; `posenc` forms the angles in float64 and rounds
+# only the result, 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even
+# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
 # deterministic, the same at every call: they matter when angles computed one way
 # meet a model trained on angles computed another way (a checkpoint moved between
 # implementations, a float64 or fused kernel).
@@ -1021,27 +1016,17 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 #
 # ほとんどの実装（labml、AllenNLP、fairseq、tensor2tensor）は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
 # $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。
-# IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、
-# そこで数を丸めると、最大で次の量だけずれます。
-# $$|\mathrm{fl}_{32}(x) - x| \le 2^{e-24}$$
-# float32 の角度は 2 回丸められます。まず周波数が float32 の数 $\hat\omega_i$ になり、
-# 次に積 $p\,\hat\omega_i$ が丸められます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
-# 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です。
-# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# $|\sin a - \sin b| \le |a - b|$ により、この誤差は大きくなることなくエンコーディングに伝わります。
+# IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、丸めると最大 $2^{e-24}$ ずれます。
+# float32 の角度は 2 回丸められます。周波数が float32 の数 $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
+# どちらの誤差も $p$ とともに大きくなり（上界は図の下の「さらに詳しく」）、$|\sin a - \sin b| \le |a - b|$ により、大きくなることなくエンコーディングに伝わります。
 # ペア 0 は例外です。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密です。
 #
-# labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
-# どれもペア 4 で、その角度は $p$ のすぐ下の区間に入ります（$2^{20}$ 付近なら $[2^{19}, 2^{20})$ で、そこでの積の丸めは最大 $2^{-5}$ です）。
-# 誤差のおよそ半分は積の丸め、残りの半分は周波数の丸め $p\,|\hat\omega_i - \omega_i|$ によるものです。
-# $2^{20}$ 付近ではどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。エンコーディングはこの和を受け継ぎます。
-# 図では、角度を $\mathrm{fl}_{32}(p\,\hat\omega_i)$ として計算する labml の誤差が、階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
-# 2 つの項がどちらも $p$ とともに大きくなるからです。
-# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$ では、誤差は平らなままです。
-# `posenc` は角度を float64（$2^{20}$ 付近の間隔は $2^{-32}$）で作り、最後の結果だけを丸めます。誤差は 3 つの範囲のどれでも 3.0e-08 です。
+# labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 で、2 つの丸めがおよそ半分ずつを占めます。
+# 図では、labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
+# `posenc` は角度を float64 で作って最後の結果だけを丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 です。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
 # 誤差はランダムではなく、毎回同じです。問題になるのは、学習に使った角度とは別の方法で計算した角度をモデルに与えるときです。
-# たとえば、チェックポイントを別の実装へ移すときや、角度を float64 や融合カーネルで計算する実装に切り替えるときです。
+# たとえばチェックポイントを別の実装へ移すときや、角度を float64 や融合カーネルで計算する実装に切り替えるときです。
 
 # %%
 d, n = 512, 256
@@ -1061,6 +1046,23 @@ def paper_table(p):
     return torch.stack([exact.sin(), exact.cos()], -1).flatten(-2)
 
 
+lines = [
+    "labml, d = 512: the largest errors",
+    "p near     angle  encoding    posenc",
+]
+for e in (14, 17, 20):
+    p = torch.arange(2**e - 64, 2**e + 64)
+    angle32 = p.float()[:, None] * labml_frequencies(d)  # as labml computes
+    angle_err = (angle32.double() - p.double()[:, None] * omega).abs().max()
+    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
+    enc_err = (enc32.double() - paper_table(p)).abs().max()
+    posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs().max()
+    parts = (angle_err, enc_err, posenc_err)
+    lines.append(f"2^{e:<4d} " + " ".join(f"{x:9.1e}" for x in parts))
+print("\n".join(lines), end="")
+
+
+# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、posenc の誤差は 2^−25 以内です"}
 def worst_angle(p, w_hat, w):
     """The largest error of fl32(p w_hat) against p w, split in two:
     (pair, angle, error, the product's rounding, the frequency's)."""
@@ -1072,24 +1074,6 @@ def worst_angle(p, w_hat, w):
     return pair, a32, abs(a32 - ex), abs(a32 - prod), abs(prod - ex)
 
 
-lines = ["labml, d = 512: the largest angle error and its two parts"]
-columns = ("pair", "error", "product", "frequency", "encoding", "posenc")
-lines.append("p near " + " ".join(f"{c:>9s}" for c in columns))
-for e in (14, 17, 20):
-    p = torch.arange(2**e - 64, 2**e + 64)
-    pair, _, err, from_product, from_omega = worst_angle(
-        p, labml_frequencies(d), omega
-    )
-    angle32 = p.float()[:, None] * labml_frequencies(d)  # as labml computes
-    enc32 = torch.stack([angle32.sin(), angle32.cos()], -1).flatten(-2)
-    enc_err = (enc32.double() - paper_table(p)).abs().max()
-    posenc_err = (sinusoidal(p, d).double() - paper_table(p)).abs().max()
-    parts = (err, from_product, from_omega, enc_err, posenc_err)
-    lines.append(f"2^{e:<4d} {pair:9d} " + " ".join(f"{x:9.1e}" for x in parts))
-print("\n".join(lines), end="")
-
-
-# %% tags=["check"] summary={"en": "float32 spacing is 2^(e−23); for the paper's, labml's and fairseq's frequencies every angle error is within the two-term bound, and the largest near p = 2^14, 2^17, 2^20 lies in a pair whose angle is in [2^(e−1), 2^e), about half from the product's rounding and half from the frequency's, about 0.06 near 2^20 with ω rounded once; pair 0 is exact; posenc stays within 2^−25; 2^24 + 1 rounds to 2^24", "ja": "float32 の間隔は 2^(e−23) です。論文、labml、fairseq の周波数のどれでも、角度の誤差は 2 項の上界以内です。p = 2^14、2^17、2^20 の付近で最大の誤差は、角度が [2^(e−1), 2^e) に入るペアにあり、そのおよそ半分が積の丸め、半分が周波数の丸めです。ω を 1 回だけ丸めた場合、2^20 付近では約 0.06 です。ペア 0 は厳密で、posenc は 2^−25 以下、2^24 + 1 は 2^24 に丸められます"}
 def float32_errors(p, w_hat, w):
     """At positions p: the angle error |fl32(p w_hat) - p w| and the two
     terms of its bound, [p, n] each, and the encoding's largest error, [p]."""
@@ -1140,7 +1124,7 @@ _, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
 posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
 staircase = 2.0 ** (torch.floor(torch.log2(samples.double())) - 24)
 
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = plt.subplots(figsize=(6.4, 2.8))
 ax.plot(
     samples,
     enc_err.clamp(min=1e-9),
@@ -1169,10 +1153,44 @@ ax.set_ylabel(r"$\max_j |PE_{(p,j)} - PE^{\mathrm{exact}}_{(p,j)}|$")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the two-term bound (plus the sine's rounding) and posenc's within 2^−25; the error is about 2·10^−7 at p = 8 and at most about 5·10^−2", "ja": "描いたどの位置でも、labml の誤差は 2 項の上界（と正弦の丸め）以内、posenc の誤差は 2^−25 以内です。誤差は p = 8 で約 2·10^−7、最大で約 5·10^−2 です"}
+# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the bound and posenc's within 2^−25", "ja": "描いたどの位置でも、labml の誤差は上界以内、posenc は 2^−25 以内です"}
 assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the two roundings, term by term.** For an angle in
+# $[2^e, 2^{e+1})$ the two errors add up to at most
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# ($p$ itself is exact below $2^{24}$). For labml and $d = 512$ the largest error near
+# $2^{14}$, $2^{17}$ and $2^{20}$ is each time in pair 4, whose angle lies in the
+# range just below $p$'s (near $2^{20}$, in $[2^{19}, 2^{20})$, where the product's
+# rounding is at most $2^{-5}$). Near $2^{20}$ the product's rounding and the
+# frequency's, $p\,|\hat\omega_i - \omega_i|$, are 3.1e-02 each, together close to
+# $2^{-4}$: two half-size terms that both grow with $p$ make the staircase. With
+# float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, $2^{-32}$ apart near $2^{20}$, only
+# the result's rounding is left.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：2 つの丸めを項ごとに見る**
+#
+# 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です（$p$ そのものは $2^{24}$ 未満なら厳密です）。
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# labml、$d = 512$ で $2^{14}$、$2^{17}$、$2^{20}$ の付近の最大の誤差は、どれもペア 4 で生じ、その角度は $p$ のすぐ下の区間に入ります（$2^{20}$ 付近なら $[2^{19}, 2^{20})$ で、そこでの積の丸めは最大 $2^{-5}$ です）。
+# $2^{20}$ 付近では、積の丸めと周波数の丸め $p\,|\hat\omega_i - \omega_i|$ はどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。
+# どちらも $p$ とともに大きくなる半分ずつの 2 つの項が、階段状の線を作るわけです。
+# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$（$2^{20}$ 付近の間隔は $2^{-32}$）では、最後の結果の丸めだけが残ります。
+
+# %% tags=["deeper"]
+print("labml, d = 512: the largest angle error and its two parts")
+print("p near  pair     error   product frequency")
+for e in (14, 17, 20):
+    p = torch.arange(2**e - 64, 2**e + 64)
+    pair, _, err, from_product, from_omega = worst_angle(
+        p, labml_frequencies(d), omega
+    )
+    parts = (err, from_product, from_omega)
+    print(f"2^{e:<4d} {pair:5d} " + " ".join(f"{x:9.1e}" for x in parts))
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the frequencies' own error.** Rounding $\omega_i$ once gives
@@ -1187,8 +1205,8 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # libraries' $\hat\omega_i$ are up to about $9.5u$ (labml) and $8.7u$ ($n-1$) off.
 # Near $2^{20}$ labml's angles exceed $(2u + u^2)\,p\,\omega_i$ in more than a third
 # of the entries, reaching 5.2 times that bound, and those of fairseq and AllenNLP
-# in more than 40%, reaching 4.7 times (printed below); the two-term bound of
-# section 6 holds for every angle. The larger relative errors fall on slower pairs,
+# in more than 40%, reaching 4.7 times (printed below); the two-term bound above
+# holds for every angle. The larger relative errors fall on slower pairs,
 # whose angles are smaller, so the largest error barely moves: 6.22e-02 for labml
 # near $2^{20}$, against 6.21e-02 with $\omega_i$ rounded once. tensor2tensor
 # performs the same operations in TensorFlow, whose last bits can differ.
@@ -1205,7 +1223,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # そのため、ライブラリの $\hat\omega_i$ の相対誤差は最大で約 $9.5u$（labml）と $8.7u$（$n-1$ 版）です。
 # $2^{20}$ 付近では、labml の角度の誤差は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を超え、最大で上界の 5.2 倍に達します。
 # fairseq と AllenNLP の角度は成分の 40% 以上で超え、最大で上界の 4.7 倍です（下の出力）。
-# 6 節の 2 項の上界は、どの角度でも成り立ちます。
+# 上の 2 項の上界は、どの角度でも成り立ちます。
 # 相対誤差が大きいのは角度の小さい遅いペアなので、誤差の最大値はほとんど変わりません。
 # $2^{20}$ 付近の labml で 6.22e-02、$\omega_i$ を 1 回だけ丸めた場合で 6.21e-02 です。
 # tensor2tensor は同じ演算を TensorFlow で行うので、最後の数ビットは一致しないこともあります。
@@ -1286,7 +1304,7 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # jadore801120、XLM、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
 
 
-# %% tags=["check"] summary={"en": "the rows of jadore801120/XLM and Marian: for odd d the per-column table is posenc's d + 1 table with base 10000^((d+1)/d), cut to d columns, and Marian's its concatenated version, with the lone sine in column n; both match rows printed by transformers", "ja": "jadore801120・XLM と Marian の行の確認です。奇数の d の列ごとの表は、底 10000^((d+1)/d) の posenc の d + 1 の表の先頭 d 列で、Marian のものはその連結配置版です。孤立した正弦は列 n に入り、どちらも transformers が出力した行と一致します"}
+# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d の列ごとの表と Marian の表は posenc の表から作れ、transformers の出力と一致します"}
 def marian_like(p, d):
     """Hugging Face's Marian: the per-column angles, stored concatenated:
     sines of the even columns, then cosines of the odd ones."""

@@ -90,9 +90,9 @@ f64 = torch.float64
 # ## メモリがあると絶対位置が破綻する理由
 #
 # Transformer-XL は文章を $L$ トークンの[セグメント](../docs/glossary.ja.md#segment)に分けます。
-# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作った隠れ状態にもアテンションします。この隠れ状態は前のステップから勾配なしで保持されています。
-# つまりキーは、[メモリ](../docs/glossary.ja.md#memory)の $m$ 個のトークンに、現在のセグメントの $L$ 個のトークンが続いたものです。
-# $m$ は $L$ より大きくてもかまいません。公開された評価では、base モデルは $m = 640$ 個の隠れ状態を保持します。これは長さ 64 のセグメント 10 個分です。
+# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作り、前のステップから勾配なしで保持している隠れ状態にもアテンションします。
+# つまりキーは、[メモリ](../docs/glossary.ja.md#memory)の $m$ 個のトークンと、それに続く現在のセグメントの $L$ 個のトークンです。
+# $m$ は $L$ より大きくてもよく、公開された評価では base モデルが $m = 640$ 個（長さ 64 のセグメント 10 個分）の隠れ状態を保持します。
 # 絶対位置のエンコーディングをセグメントごとに足すと、どちらのセグメントも位置 $0, \dots, L-1$ を使います。
 # メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持つので、一方が他方より $L$ 位置前にあることを、モデルは知る手がかりがありません。
 #
@@ -101,9 +101,7 @@ f64 = torch.float64
 # そのため位置は 100 万を超え、同じ文章でもストリームのどこに来るかによって違うエンコーディングを受け取ります。
 # モデルに必要なのはクエリとキーの距離で、これはどのセグメントでも同じです。
 #
-# 記号は Dai らのものを使います。
-# クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーには因果的な距離 $i - j \ge 0$ を使います。これは[記法のページ](../docs/notation.ja.md#positions)と同じです。
-# 前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は、相対位置 $j - i$ で書きます。
+# 記号は Dai らに合わせます。クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーの因果的な距離は $i - j \ge 0$ です（[記法のページ](../docs/notation.ja.md#positions)と同じです。前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は相対位置 $j - i$ で書きます）。
 # $L$ はセグメントの長さ、$m$ はメモリの長さで、$R_{i-j}$ は回転ではなく正弦波のベクトルです。
 
 # %% [markdown] lang="en"
@@ -111,9 +109,9 @@ f64 = torch.float64
 #
 # Write $E_{x_i}$ for the embedding of the token at position $i$ and $U_i$ for its
 # absolute encoding, both as column vectors. With the query and key projections $W_q$
-# and $W_k$, the score of the ordinary Transformer (before the scaling) expands into
+# and $W_k$, the score of the ordinary Transformer (before the scaling),
+# $A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$, expands into
 # four terms:
-# $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
 # Term $(a)$ compares contents, $(b)$ the query's content with the key's position,
 # $(c)$ the query's position with the key's content, and $(d)$ the two positions. Dai
@@ -145,8 +143,7 @@ f64 = torch.float64
 # ## 絶対位置から相対位置へ：4 つの項
 #
 # 位置 $i$ のトークンの埋め込みを $E_{x_i}$、その絶対位置のエンコーディングを $U_i$ と書きます。どちらも列ベクトルです。
-# クエリとキーの射影を $W_q$、$W_k$ とすると、通常の Transformer のスコア（スケーリングの前）は 4 つの項に展開できます。
-# $$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$$
+# クエリとキーの射影を $W_q$、$W_k$ とすると、通常の Transformer のスコア（スケーリングの前）$A^{\mathrm{abs}}_{i,j} = (E_{x_i} + U_i)^\top W_q^\top W_k (E_{x_j} + U_j)$ は 4 つの項に展開できます。
 # $$A^{\mathrm{abs}}_{i,j} = \underbrace{E_{x_i}^\top W_q^\top W_k E_{x_j}}_{(a)} + \underbrace{E_{x_i}^\top W_q^\top W_k U_j}_{(b)} + \underbrace{U_i^\top W_q^\top W_k E_{x_j}}_{(c)} + \underbrace{U_i^\top W_q^\top W_k U_j}_{(d)}$$
 # 項 $(a)$ は内容どうし、$(b)$ はクエリの内容とキーの位置、$(c)$ はクエリの位置とキーの内容、$(d)$ は位置どうしを比べます。
 # Dai ら（§3.3）は 3 つの点を変えます。
@@ -227,7 +224,7 @@ same = torch.allclose(alone, behind, rtol=0, atol=1e-12)
 print(f"relative: {'the same' if same else 'different'} scores behind a memory")
 print(f"absolute: scores move by up to {moved.abs().max():.2f}", end="")
 
-# %% tags=["check"] summary={"en": "posenc's scores of the four tokens are the same at positions 0–3 and behind a memory at 5–8, and equal the four terms on the causal pairs; the absolute scores differ", "ja": "posenc で計算した 4 つのトークンのスコアは、位置 0〜3 でもメモリの後ろの 5〜8 でも同じで、因果的な組では 4 つの項に一致します。絶対位置のスコアは異なります"}
+# %% tags=["check"] summary={"en": "the scores are the four terms and the same at positions 0–3 and 5–8; the absolute ones differ", "ja": "スコアは 4 項どおりで、位置 0〜3 でも 5〜8 でも同じです。絶対位置では異なります"}
 assert_close(alone, behind)
 causal = torch.ones(4, 4, dtype=torch.bool).tril()
 by_terms = torch.tensor(
@@ -253,15 +250,8 @@ assert moved.abs().max() > 0.1
 # Since $R$ has no parameters, every distance has an encoding, including distances
 # longer than in training. That is why Dai et al. chose a fixed sinusoid: a model
 # trained with a memory of one length should generalise to a memory several times
-# longer at evaluation (§3.3). The official scripts do evaluate with a memory about
-# four times as long as in training (640 against 150 for the base model). Yet they
-# also pass `clamp_len`, which gives every distance from `clamp_len` on the encoding
-# of `clamp_len`, 400 for the base model. At evaluation its `pos_seq` runs from 703
-# down to 0, but the scripts also pass `--same_length`, under which each query sees
-# only its 640 most recent keys, the distances 0 to 639 (see the note in
-# [where the mask must start](#with-a-memory-where-the-mask-must-start)).
-# $R_{640}, \dots, R_{703}$ are computed and masked; the distances that share
-# $R_{400}$ and reach the softmax are 400 to 639.
+# longer at evaluation (§3.3). The code can also clamp: `clamp_len` gives every
+# distance from `clamp_len` on the encoding of `clamp_len`.
 
 # %% [markdown] lang="ja"
 # ## 相対エンコーディング R
@@ -276,10 +266,7 @@ assert moved.abs().max() > 0.1
 #
 # $R$ にはパラメータがないので、学習時より長い距離も含め、どんな距離にもエンコーディングがあります。
 # Dai らが固定の正弦波を選んだのもこのためで、ある長さのメモリで学習したモデルを、評価時にはその数倍の長さのメモリでも使えるようにするのが狙いでした（§3.3）。
-# 実際、公式のスクリプトは学習時のおよそ 4 倍の長さのメモリで評価します（base モデルでは 150 に対して 640）。
-# ところが同じスクリプトは `clamp_len` も指定します。`clamp_len` 以上の距離には、どれも距離 `clamp_len` のエンコーディングが使われます。base モデルでは 400 です。
-# 評価時の `pos_seq` は 703 から 0 までです。ただしスクリプトは `--same_length` も指定するので、各クエリが見るのは直近の 640 個のキー、つまり距離 0〜639 だけです（[「マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
-# $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。$R_{400}$ を共有し、softmax まで届くのは距離 400〜639 です。
+# コードでは距離を打ち切ることもでき、`clamp_len` 以上の距離にはどれも距離 `clamp_len` のエンコーディングが使われます。
 
 # %%
 q_len, k_len = 4, 7  # a memory of 3
@@ -288,7 +275,7 @@ clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
 print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 
 
-# %% tags=["check"] summary={"en": "posenc's concatenated sinusoid matches the numbers the official PositionalEmbedding(8) printed, and a port of it for d = 16; the distances are the code's pos_seq; in the published evaluation (64 queries, memory 640, clamp_len 400, the --same_length mask) pos_seq starts at 703, every query attends to the distances 0 to 639, and those from 400 to 639 all get R_400", "ja": "posenc の連結配置の正弦波は、公式の PositionalEmbedding(8) が出力した数値とも、d = 16 でのその移植とも一致し、距離はコードの pos_seq と同じです。公開された評価（クエリ 64 個、メモリ 640、clamp_len 400、--same_length のマスク）では pos_seq は 703 から始まり、どのクエリも距離 0〜639 にアテンションし、そのうち 400〜639 はすべて R_400 を使います"}
+# %% tags=["check"] summary={"en": "R matches the official PositionalEmbedding; pos_seq is as stated, also in the published evaluation", "ja": "R は公式の PositionalEmbedding と一致し、pos_seq は公開された評価でも本文どおりです"}
 def txl_positional_embedding(pos_seq, demb):
     """PositionalEmbedding.forward, without the batch axis (a port)."""
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
@@ -335,7 +322,7 @@ assert int(distance[shared].min()) == 400 and int(distance[shared].max()) == 639
 assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what the paper measured.** Dai et al.'s ablation on WikiText-103
+# **Going deeper: what the paper measured, and how it was evaluated.** Dai et al.'s ablation on WikiText-103
 # (Table 6, §4.2, models of 128M parameters) compares their encoding under recurrence
 # only with Shaw et al.'s: 26.77 against 27.94 best perplexity. The absolute
 # encodings appear only without recurrence, where theirs is lowest too (30.10
@@ -345,10 +332,16 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # reaches its best, 27.94, at 256: a longer attention at evaluation helps only with
 # their own encoding. The official scripts train and evaluate the base model with
 # memories of 150 and 640, the large one with 384 and 1600 (`clamp_len` 400 and
-# 1000).
+# 1000): the evaluation memory is about four times the training one. For the base
+# model, `pos_seq` runs from 703 down to 0 at evaluation, but the scripts also pass
+# `--same_length`, under which each query sees only its 640 most recent keys, the
+# distances 0 to 639 (see the note in
+# [where the mask must start](#with-a-memory-where-the-mask-must-start)).
+# $R_{640}, \dots, R_{703}$ are computed and masked; the distances that share
+# $R_{400}$ and reach the softmax are 400 to 639.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：論文が測ったこと**
+# **さらに詳しく：論文が測ったことと評価の設定**
 #
 # ここでいう再帰とは、前のセグメントの隠れ状態をメモリとして使うことです。
 # Dai らは WikiText-103 でアブレーションを行いました（表 6、§4.2、パラメータ数 1 億 2800 万のモデル）。再帰のある設定で比べているのは、Dai らのエンコーディングと Shaw らのものだけです。
@@ -358,7 +351,10 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 再帰のあるモデルでは、Dai らのエンコーディングは、学習時のアテンションの長さでの 27.02 から長さ 500 での 26.77 まで下がります。
 # Shaw らのものは長さ 256 で最良の 27.94 に達します。評価時にアテンションを長くして効果があるのは、Dai らのエンコーディングだけです。
 # 公式のスクリプトでは、base モデルは長さ 150 のメモリで学習して 640 で評価し、`clamp_len` は 400 です。
-# large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。
+# large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。評価時のメモリは学習時のおよそ 4 倍です。
+# base モデルの評価時の `pos_seq` は 703 から 0 までです。
+# ただしスクリプトは `--same_length` も指定するので、各クエリが見るのは直近の 640 個のキー、つまり距離 0〜639 だけです（[「マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
+# $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。$R_{400}$ を共有し、softmax まで届くのは距離 400〜639 です。
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift
@@ -396,8 +392,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # %% [markdown] lang="ja"
 # ## 距離をそろえる：相対シフト
 #
-# 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ です。
-# 一方、項 $(b)$ と $(d)$ は 1 回の行列積では計算できません。ベクトル $r_{i-j}$ が組ごとに変わるからです。
+# 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ ですが、項 $(b)$ と $(d)$ はベクトル $r_{i-j}$ が組ごとに変わるので、そうはいきません。
 # それを $(L, m + L, d)$ のテンソルとして gather すると、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見たメモリのコストが戻ってきます。
 # Transformer-XL は代わりに、すべてのクエリとすべての**距離**の積を一度だけ計算します。
 # $$B = (Q + v)\, \tilde R^\top$$
@@ -413,11 +408,11 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 3. 最初の行、つまり最初の $L$ 個の数を捨てます。
 # 4. 残りの $L(m + L)$ 個の数を $L \times (m + L)$ として読みます。
 #
-# 結果の成分 $(i, j)$ は、パディングした行を順につないで 1 列に並べたとき、0 から数えて $L + i(m + L) + j$ 番目の数です。
-# パディングした行は $m + L + 1$ 個の成分を持つので、行の終わりを越えない限り、それは行 $i$ のパディング後の列 $L + j - i$ です。
+# 結果の成分 $(i, j)$ は、パディングした行をつないで並べたときの（0 から数えて）$L + i(m + L) + j$ 番目の数です。
+# パディングした行の成分は $m + L + 1$ 個なので、行の終わりを越えない限り、それは行 $i$ のパディング後の列 $L + j - i$ です。
 # $$L + j - i \le m + L \quad\Longleftrightarrow\quad j \le i + m$$
 # パディング後の列 $L + j - i$ は $B$ の列 $j + L - 1 - i$、まさに上の $s$ です。
-# つまりシフトは、クエリと同じ位置かそれより前にあるすべてのキー $j \le i + m$ について正確です。因果的なモデルが見てよいキーは、これで全部です。
+# つまりシフトは、クエリと同じ位置かそれより前のすべてのキー $j \le i + m$、すなわち因果的なモデルが見てよいキーのすべてで正確です。
 # 図では $L = 4$、$m = 2$ とし、$B$ の各成分に、$10 i$ にその列の距離を足したラベルを付けています。
 # 各行は左へずれます。青い成分は 1 つ上の行の末尾へ、行 0 の濃い灰色の成分は捨てる行へ移ります。
 # シフトの後、線より左の成分はどれも $10 i + (i + 2 - j)$ です。十の位がクエリの行、一の位がその組の正しい距離を表します。
@@ -457,7 +452,7 @@ for r in range(q_len - 1):
 axes[1].plot([*stairs_x, k_len - 0.5], [*stairs_y, q_len - 1.5], color=INK)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the shifted labels are what the official _rel_shift printed for them; for five shapes the shift equals a gather of column j + L − 1 − i wherever j ≤ i + m", "ja": "シフトしたラベルは公式の _rel_shift が同じラベルに対して出力したものと一致し、5 つの形状で j ≤ i + m の成分はどれも列 j + L − 1 − i の gather に等しくなります"}
+# %% tags=["check"] summary={"en": "the shift matches the official _rel_shift and a gather of column j + L − 1 − i where j ≤ i + m", "ja": "シフトは公式の _rel_shift とも、j ≤ i + m での gather とも一致します"}
 # what the official RelMultiHeadAttn._rel_shift printed for these labels,
 # laid out as [qlen, klen, 1, 1]
 official_shift = [
@@ -510,7 +505,7 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
 # これらの成分は、Transformer-XL の因果マスクが $-\infty$ を置く場所とちょうど一致するので、softmax には届きません
 # （マスク `dec_attn_mask` は `triu(ones(qlen, klen), diagonal=1 + mlen)` です）。マスクがなければ届いてしまいます。
 
-# %% tags=["check"] summary={"en": "every entry after a query is the pad zero or the next row's B_(i+1, j−i−m−2); with the mask the attention weights equal those of the four terms computed directly, without it they do not", "ja": "クエリより後ろの成分はどれもパディングの 0 か次の行の B_(i+1, j−i−m−2) で、マスクをかければアテンションの重みは 4 項の直接計算と一致し、かけなければ一致しません"}
+# %% tags=["check"] summary={"en": "entries after a query are the pad zero or the next row; only with the mask are the weights right", "ja": "クエリより後ろは 0 か次の行の値で、マスクをかけたときだけ重みが正しくなります"}
 for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10)]:
     m_len = k_len - q_len
     b = torch.randn(q_len, k_len)
@@ -582,13 +577,12 @@ assert unmasked_gap.abs().max() > 1e-2
 #
 # 導出では $m = 0$ を仮定していません。
 # $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが**最後の** $L$ 個のトークンだからです。Transformer-XL もそのように切り出しています（`w_head_q = w_head_q[-qlen:]`）。
-# $m$ によって変わることが 2 つあります。正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になること、そしてマスクもそれに合わせる必要があることです。
-# メモリのないモデルでおなじみの[因果マスク](../docs/glossary.ja.md#causal-mask) `triu(ones, diagonal=1)` は、キー $j > i$ を隠します。
-# メモリがあるときにこのマスクを使うと、各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠れてしまいます。
-# これらのキーはクエリと同じ位置かそれより前にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
+# $m$ とともに変わるのは 2 つで、正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になり、マスクもそれに合わせる必要があります。
+# メモリのないモデルでおなじみの[因果マスク](../docs/glossary.ja.md#causal-mask) `triu(ones, diagonal=1)` はキー $j > i$ を隠すので、メモリがあると各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠してしまいます。
+# これらはクエリ以前の位置にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
 # `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力を与えます。
 
-# %% tags=["check"] summary={"en": "the mask without memory hides L m = 15 past keys; posenc.attention with causal=True gives Transformer-XL's masked output", "ja": "メモリを考えないマスクは過去のキーを L m = 15 個隠し、causal=True の posenc.attention は Transformer-XL のマスクをかけた出力と一致します"}
+# %% tags=["check"] summary={"en": "the memory-less mask hides L m = 15 past keys; causal=True gives Transformer-XL's output", "ja": "メモリを考えないマスクは過去のキーを 15 個隠し、causal=True は正しい出力を与えます"}
 ones = torch.ones(q_len, k_len, dtype=torch.bool)
 naive = torch.triu(ones, diagonal=1)  # ignores the memory
 assert int((naive & ~mask).sum()) == q_len * m_len == 15
@@ -637,9 +631,8 @@ assert_close(with_bias, weights @ values)
 #
 # シフトは行 $i$ を $L - 1 - i$ 列ぶん左へずらします。これが正しいのは、$B$ の列が距離を**降順**、つまり $m + L - 1$ から $0$ の順に持つときだけです。
 # $R$ を距離で引く表と考えると、`arange(klen)` で $\tilde R$ を作るのが自然に思えます。しかしそうすると、列 $s$ には距離 $s$ が入ります。
-# シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ になり、$j$ とともに小さくなるのではなく大きくなります。
-# 最後のクエリでは距離は単に $j$、つまりキーの位置になり、まるで絶対位置のエンコーディングのようです。
-# そして、どのクエリも自分自身に対していちばん大きな距離 $m + L - 1$ を受け取ります。
+# シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ で、$j$ とともに大きくなります。
+# 最後のクエリでは距離はキーの位置 $j$ そのもので、絶対位置のエンコーディングと変わりません。どのクエリも自分自身には最大の距離 $m + L - 1$ を受け取ります。
 # 2 つの距離が一致するのは $i - j = (L - 1 - m)/2$ の組だけで、1 行に多くても 1 組です。
 # したがってクエリから見える $L(L+1)/2 + Lm$ 組のうち正しいのは多くても $L$ 組で、割合は $2/(L + 1 + 2m)$ 以下となり、$L$ が大きくなると 0 に近づきます。
 # それでも、どこにもエラーは出ません。形状は合い、スコアは有限です。
@@ -655,7 +648,7 @@ got_desc = relative_shift(descending).masked_fill(future, -1)
 got_asc = relative_shift(ascending).masked_fill(future, -1)
 print("descending:", got_desc, "ascending:", got_asc, sep="\n", end="")
 
-# %% tags=["check"] summary={"en": "descending, every pair gets i + m − j; ascending, it gets j + L − 1 − i, the last query the key's position and every query m + L − 1 for itself; at most one right pair per row and a share of at most 2/(L + 1 + 2m), for small shapes and the published evaluation's", "ja": "降順ならどの組も i + m − j を受け取り、昇順なら j + L − 1 − i を受け取ります。最後のクエリはキーの位置を、どのクエリも自分自身に m + L − 1 を受け取ります。正しい組は 1 行に多くても 1 つで、割合は 2/(L + 1 + 2m) 以下です（小さな形状でも、公開された評価の形状でも）"}
+# %% tags=["check"] summary={"en": "descending gives i + m − j; ascending gives j + L − 1 − i, right for at most one pair per row", "ja": "降順なら i + m − j、昇順なら j + L − 1 − i で、正しいのは 1 行に多くても 1 組です"}
 i, j = torch.arange(q_len)[:, None], torch.arange(k_len)[None, :]
 assert torch.equal(
     got_desc[~future], (i + m_len - j).expand_as(future)[~future]
@@ -711,7 +704,7 @@ for q_len, m_len in [(4, 2), (3, 0), (4, 1), (6, 1), (64, 640), (64, 639)]:
 #   `r` の行がキーごとに 1 つ（因果的）なら、各クエリより後ろの成分は $-\infty$ になります。無意味な値を残さず、その場でマスクをかけるわけです。
 #   行が $m + 2L - 1$ 個なら、すべての成分がスコアです。
 
-# %% tags=["check"] summary={"en": "transformer_xl_scores equals the four terms computed directly, on every entry with m + 2L − 1 distances and on the causal entries with m + L, −∞ elsewhere; a port of RelPartialLearnableMultiHeadAttn's scores, batched over heads, agrees", "ja": "transformer_xl_scores は 4 項の直接計算と一致します。距離が m + 2L − 1 個ならすべての成分で、m + L 個なら因果的な成分で一致し、ほかは −∞ です。RelPartialLearnableMultiHeadAttn のスコアの移植（バッチとヘッドあり）とも一致します"}
+# %% tags=["check"] summary={"en": "transformer_xl_scores equals the four terms and a port of the official code's scores", "ja": "transformer_xl_scores は 4 項の直接計算とも公式実装のスコアの移植とも一致します"}
 q_len, m_len = 5, 3
 k_len = q_len + m_len
 emb = torch.randn(k_len, d_model, dtype=f64)

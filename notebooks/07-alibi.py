@@ -96,7 +96,7 @@ f64 = torch.float64
 # %%
 alibi_bias(8, 6)[0]  # head 1 of 8 heads: m = 1/2, six positions
 
-# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); posenc.attention with it and causal=True is the masked softmax of the formula; constant along diagonals, zero on the diagonal, positive above it", "ja": "alibi_bias は −m_h(i − j) で、それを使った causal=True の posenc.attention は式をマスクした softmax と一致します。対角線に沿って一定で、対角では 0、その上では正です"}
+# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); with causal=True, attention is the masked softmax of the formula", "ja": "alibi_bias は −m_h(i − j) で、causal=True のアテンションは式どおりです"}
 n_heads, T, d = 8, 6, 16
 q, k, v = torch.randn(3, n_heads, T, d).unbind(0)  # [h, T, d] each
 m = alibi_slopes(n_heads)[:, None, None]  # [h, 1, 1]
@@ -148,7 +148,7 @@ assert bias[0, -1].tolist() == [-2.5, -2.0, -1.5, -1.0, -0.5, 0.0]
 s8 = alibi_slopes(8)
 print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 
-# %% tags=["check"] summary={"en": "for n = 1 to 128 (powers of two) the slopes are 2^(−8h/n): they start at 2^(−8/n) with that ratio and end at 1/256; doubling the heads keeps them and inserts the geometric means; the 8-head slopes are exactly 1/2 to 1/256", "ja": "n = 1〜128（2 のべき乗）で傾きは 2^(−8h/n) です。2^(−8/n) から始まってその値を公比とし、1/256 で終わります。ヘッドを 2 倍にすると元の傾きを残して幾何平均を挟みます。8 ヘッドの傾きはちょうど 1/2〜1/256 です"}
+# %% tags=["check"] summary={"en": "the slopes are 2^(−8h/n), from 2^(−8/n) to 1/256; doubling the heads inserts geometric means", "ja": "傾きは 2^(−8/n) から 1/256 までの 2^(−8h/n) で、ヘッドを倍にすると幾何平均が入ります"}
 for n in (1, 2, 4, 8, 16, 32, 64, 128):
     s = alibi_slopes(n, dtype=f64)
     h = torch.arange(1, n + 1, dtype=f64)
@@ -198,19 +198,18 @@ assert s8.tolist() == [2.0**-h for h in range(1, 9)]  # 1/2, ..., 1/256
 #
 # 式 $2^{-8h/n}$ はどんな $n$ でも意味を持ち、論文の本文もどの $n$ にもこの式を与えています。
 # しかし公式実装（著者らによる fairseq のフォークの `get_slopes`）は、$n$ が 2 のべき乗でないときにはこの式を使いません。
-# コードのコメントによれば、論文で学習したのは $2^a$ 個のヘッドを持つモデルだけで、この数列がよい性質を持つのは 2 のべき乗のときだけだからです。
-# `posenc`、BLOOM、MPT、x-transformers、labml は、このコードに従っています。
+# コードのコメントによれば、論文で学習したのは $2^a$ 個のヘッドのモデルだけで、この数列がよい性質を持つのは 2 のべき乗のときだけだからです。
+# `posenc`、BLOOM、MPT、x-transformers、labml はこのコードに従います。
 # $0 < r < 2^k$ として $n = 2^k + r$ と書きます。
-# 最初の $2^k$ 個のヘッドには $2^k$ ヘッドの傾きを使います。
-# 残りの $r$ 個には、$2^{k+1}$ ヘッドの数列の傾きを、最初のものから 1 つおきに使います。
+# 最初の $2^k$ 個のヘッドには $2^k$ ヘッドの傾きを、残りの $r$ 個には $2^{k+1}$ ヘッドの数列の傾きを最初のものから 1 つおきに使います。
 # $$m_{2^k + i} = 2^{-8(2i-1)/2^{k+1}}, \qquad i = 1, \dots, r$$
-# 1 つおきに取るのは、$2^{k+1}$ ヘッドの偶数番目の傾きが $2^k$ ヘッドの傾きの繰り返しだからです。奇数番目が新しい幾何平均です。
-# したがって $n$ 個の傾きは、$2^{k+1}$ 個の傾きのうちの $n$ 個です。$2^k$ ヘッドの傾きをすべて使い、そのあとに幾何平均のうち急なものから $r$ 個を使います。
+# 1 つおきなのは、$2^{k+1}$ ヘッドの偶数番目の傾きが $2^k$ ヘッドの傾きの繰り返しで、奇数番目が新しい幾何平均だからです。
+# したがって $n$ 個の傾きは $2^{k+1}$ 個の傾きのうちの $n$ 個で、$2^k$ ヘッドの傾きすべてと、幾何平均のうち急なものから $r$ 個です。
 #
 # 12 ヘッドでは $k = 3$、$r = 4$ です。ヘッド 1 から 8 は $2^{-1}, \dots, 2^{-8}$、ヘッド 9 から 12 は $2^{-0.5}, 2^{-1.5}, 2^{-2.5}, 2^{-3.5}$ で、最もゆるやかな 4 つの幾何平均 $2^{-4.5}, \dots, 2^{-7.5}$ は使われません。
-# 傾きは大きさの順に並ばなくなり、ヘッド 9 の傾きはヘッド 1 より急です。最後のヘッドの傾きは $2^{-3.5}$ ですが、最もゆるやかな傾きはどの $n$ でも $1/256$ のままです（12 ヘッドではヘッド 8）。
-# 論文の式なら $2^{-2h/3}$ となり、$2^{-2/3}$ から $2^{-8}$ まで順に並ぶ 12 個の傾きになります。どのヘッドでも、コードの傾きとは一致しません。
-# 図は、8、12、16 ヘッドについて $1/m_h$ をヘッド番号に対して描いたものです。12 ヘッドでは、最初の 8 点は 8 ヘッドの線に乗り、ヘッド 9 から 12 は小さい値に戻り、8 ヘッドの点の間（半歩の位置）を埋めます。
+# 傾きは大きさの順に並ばなくなり、ヘッド 9 はヘッド 1 より急です。最後のヘッドの傾きは $2^{-3.5}$ ですが、最もゆるやかな傾きはどの $n$ でも $1/256$ です（12 ヘッドではヘッド 8）。
+# 論文の式なら $2^{-2/3}$ から $2^{-8}$ まで順に並ぶ 12 個の傾き $2^{-2h/3}$ となり、どのヘッドでもコードの傾きと一致しません。
+# 図は 8、12、16 ヘッドの $1/m_h$ をヘッド番号に対して描いたものです。12 ヘッドでは最初の 8 点が 8 ヘッドの線に乗り、ヘッド 9〜12 は小さい値に戻って 8 ヘッドの点の間（半歩の位置）を埋めます。
 # BLOOM（1760 億パラメータ）はヘッドが $112 = 64 + 48$ 個あるので、傾きは $2^{-8}$（ヘッド 64）から $2^{-1/16}$（ヘッド 65）までにわたります。
 
 # %%
@@ -243,7 +242,7 @@ ax.legend(loc="lower right")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "posenc equals the official get_slopes, restated, for every n from 1 to 128, and the rule's formula; the gentlest slope is 1/256 for every n; the 12-head slopes are the printed powers of two, 12 of the 16-head slopes, none equal to the paper's; BLOOM's 112 heads are 64 + every other of 128", "ja": "posenc は、書き直した公式実装の get_slopes および規則の式と、1 から 128 までのすべての n で一致します。最もゆるやかな傾きはどの n でも 1/256 です。12 ヘッドの傾きは表示した 2 のべき乗で、16 ヘッドの傾きのうち 12 個であり、論文の値とはどれも一致しません。BLOOM の 112 ヘッドは、64 ヘッドの傾き 64 個と、128 ヘッドの傾きを 1 つおきに取った 48 個です"}
+# %% tags=["check"] summary={"en": "posenc equals the official get_slopes for n = 1 to 128; the 12-head and BLOOM slopes are as stated", "ja": "posenc は n = 1〜128 で公式の get_slopes と一致し、12 ヘッドと BLOOM の傾きは本文どおりです"}
 def official_slopes(n):
     """The official get_slopes (fairseq/models/transformer.py), restated."""
     p = 2 ** math.floor(math.log2(n))  # largest power of two <= n
@@ -321,19 +320,17 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # %% [markdown] lang="ja"
 # ## 各ヘッドはどこまで見るか
 #
-# 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。
-# すると重みはバイアスだけで決まります。
+# 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。重みはバイアスだけで決まり、
 # $L$ 個のキーが並ぶ行の最後のクエリは、距離 $k = i - j$ のキーに次の重みを与えます。
 # $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
-# （分母は公比 $e^{-m_h}$ の等比級数です。）
-# 1 つ遡るごとに、重みは $e^{-m_h}$ 倍になります。
-# 距離に比例するバイアスは、重みで見れば指数的な減衰で、片対数グラフでは直線になります。
+# （分母は公比 $e^{-m_h}$ の等比級数です。）1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。
+# 距離に比例するバイアスは重みで見れば指数的な減衰で、片対数グラフでは直線です。
 # バイアスが $-1$ に達するのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ に下がっています。重みは $\ln 2 / m_h$ 位置ごとに半分になります。
 # 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
-# 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ です。各ヘッドは、1 つ前のヘッドの 2 倍遠くまで遡ります。
+# 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ で、各ヘッドは 1 つ前のヘッドの 2 倍遠くまで遡ります。
 # 図では、ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げています。点は $k = 1/m_h$ の位置です。
-# 表は、十分に長い 8192 個のキーの行での平均距離です。傾きが小さくなるにつれて、平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
+# 表は十分に長い 8192 個のキーの行での平均距離で、傾きが小さくなると $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
 
 # %%
 n_heads, L, d = 8, 1024, 16
@@ -369,7 +366,7 @@ ax.set(
 ax.legend(ncols=2, loc="upper right")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the weights from posenc.attention are w_h(k) in closed form, falling by e^(−m_h) per step and to 1/e at k = 1/m_h = 2, 4, …, 256; the long-row means are 1/(e^(m_h) − 1), tending to 1/m_h − 1/2", "ja": "posenc.attention の重みは閉じた式の w_h(k) で、1 つ遡るごとに e^(−m_h) 倍になり、k = 1/m_h = 2、4、…、256 で 1/e になります。長い行での平均は 1/(e^(m_h) − 1) で、1/m_h − 1/2 に近づきます"}
+# %% tags=["check"] summary={"en": "the weights are w_h(k), 1/e at k = 1/m_h; the long-row means are 1/(e^(m_h) − 1)", "ja": "重みは w_h(k) で、k = 1/m_h で 1/e、長い行での平均は 1/(e^(m_h) − 1) です"}
 closed = (1 - torch.exp(-m)) * torch.exp(-m * dist) / (1 - torch.exp(-m * L))
 assert_close(w, closed)  # w_h(k)
 assert_close(w[:, 1:] / w[:, :-1], torch.exp(-m).expand(-1, L - 1))  # e^(-m_h)
@@ -426,14 +423,12 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # - x-transformers と、`causal=False` の `posenc`：$-m_h\,|i - j|$。
 #
 # 最後の形は対称なので、エンコーダでも ALiBi を使えます。
-# これはコミュニティで広まった使い方（x-transformers、因果的でないときの MPT、MosaicBERT）で、論文のものではありません。論文が評価しているのは因果的な言語モデルだけです。
-# 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すすべてのキーで因果的なバイアスと一致します。
-# 両者が異なる未来のキーのスコアは、どちらの場合も $-\infty$ に置き換えられます。
+# これはコミュニティで広まった使い方（x-transformers、因果的でないときの MPT、MosaicBERT）で、論文は因果的な言語モデルでしか評価していません。
+# 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すキーではすべて因果的なバイアスと一致し、両者が異なる未来のキーはどちらも $-\infty$ に置き換えられます。
 # ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
 #
-# 図は、ヘッド 1（$m_1 = 1/2$）、$T = 8$ について、未来のキーも含めて 3 つの形を描いたものです。
-# 階段状の線が因果マスクを表し、その上側はすべて取り除かれます。
-# 論文のバイアスは対角線に沿って一定、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
+# 図はヘッド 1（$m_1 = 1/2$）、$T = 8$ の 3 つの形を、未来のキーも含めて描いたものです。階段状の線は因果マスクで、その上側はすべて取り除かれます。
+# 論文のバイアスは対角線に沿って、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
 
 # %% tags=["figure"] alt={"en": ["Three 8 × 8 heatmaps of ALiBi biases for head 1, query i down, key j across, a staircase marking the causal mask: −m(i−j) is constant along diagonals, m·j along columns, and −m|i−j| mirrors the first above the diagonal."], "ja": ["ヘッド 1 の ALiBi バイアスの 3 つの 8 × 8 ヒートマップ（縦はクエリ i、横はキー j）。階段状の線が因果マスクの境界です。−m(i−j) は対角線に沿って、m·j は列に沿って一定で、−m|i−j| は最初のものを対角線の上側に折り返した形です。"]}
 T8 = 8
@@ -459,7 +454,7 @@ axes[0].set_ylabel("$i$")
 fig.colorbar(im, ax=axes, shrink=0.8)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the paper's, the official code's, labml's, MPT's and the symmetric bias differ by a constant per row on the visible keys and give one attention output; the symmetric bias equals the causal one exactly on those keys; −m_h·j changes the output", "ja": "論文、公式実装、labml、MPT の形と対称な形のバイアスは、見えるキーの上で行ごとの定数だけ違い、同じアテンションの出力を与えます。対称なバイアスはそのキーの上で因果的なバイアスとちょうど一致し、−m_h·j は出力を変えます"}
+# %% tags=["check"] summary={"en": "the five forms differ by a row constant on the visible keys and give one output; −m_h·j does not", "ja": "5 つの形は見えるキーで行ごとの定数だけ違い、出力は同じです。−m_h·j は出力を変えます"}
 n_heads, T, d = 8, 10, 16
 q, k, v = torch.randn(3, n_heads, T, d).unbind(0)
 m = alibi_slopes(n_heads)[:, None, None]
@@ -605,7 +600,7 @@ print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 # ただし、ほかの箇所ではこの誤りが問題になります。因果マスクを同じようにずらして置くと、クエリが見るべきキーまで隠してしまいます。
 # また対称なバイアス $-m_h\,|i - j|$ の場合、行の値が一律にずれるのではなく、行の形そのものが変わります。
 
-# %% tags=["check"] summary={"en": "alibi_bias(n, L_q, L_k) is −m_h(i + L_k − L_q − j); the last 4 of 12 queries and decoding one token at a time match the full pass; queries misplaced at 0..L_q−1 shift the causal bias by a row constant (harmless), but a misplaced mask or symmetric bias changes the output", "ja": "alibi_bias(n, L_q, L_k) は −m_h(i + L_k − L_q − j) で、12 個のうち最後の 4 個のクエリも 1 トークンずつのデコードも全体の計算と一致します。クエリを 0..L_q−1 に置き違えると因果的なバイアスは行ごとの定数だけずれ（無害）、マスクや対称なバイアスでは出力が変わります"}
+# %% tags=["check"] summary={"en": "queries at the end of the keys match the full pass; misplaced, only the causal bias is harmless", "ja": "末尾に置いたクエリは全体の計算と一致し、置き違えて無害なのは因果的なバイアスだけです"}
 n_heads, L_k, L_q, d = 8, 12, 4, 16
 q, k, v = torch.randn(3, n_heads, L_k, d).unbind(0)
 m = alibi_slopes(n_heads)[:, None, None]
@@ -660,14 +655,9 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 # the perplexity of a sinusoidal model trained on 2048, while training 11% faster and
 # using 11% less memory.
 #
-# The paper's own analysis (its Appendix B) qualifies where the gain at
-# $L_{\mathrm{valid}} > L$ comes from. Its perplexities use nonoverlapping
-# evaluation, in which the first tokens of every segment have little context (the
-# "early token curse"), and longer segments leave fewer such tokens. With
-# sliding-window evaluation, which gives every prediction a full window, the
-# perplexity of the ALiBi models stays roughly flat as $L_{\mathrm{valid}}$ grows past
-# $L$; the authors conclude that the gain comes mostly from easing the early token
-# curse, not from using contexts longer than those of training. The chapter
+# The paper's own analysis (its Appendix B, in the note below) attributes most of the
+# gain at $L_{\mathrm{valid}} > L$ to its evaluation, not to using contexts longer
+# than those of training. The chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
 # [extrapolation](../docs/glossary.md#extrapolation) to the test on small models.
 # Models that use ALiBi include BLOOM (its 176B model has 112 heads, so the official
@@ -678,23 +668,19 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 # ## 外挿：短く学習し、長い入力で評価する
 #
 # バイアスのどこにも最大長は出てきません。
-# 長い系列のバイアスは、短い系列のバイアスを左上のブロックとして含みます。また最後のクエリの行を距離で読むと、長さによらず同じです。
-# 長い入力の先頭から遠く離れたクエリも、どのヘッドでも、学習中と同じ距離ごとのペナルティを受けます。
-# 学習中のどの距離よりも遠いキーには、学習中に見たどれよりも大きなペナルティが付くので、最もゆるやかなヘッド以外ではほとんど重みがかかりません。
-# 内容によるスコアが一様な場合に、長さ 512 で学習したモデルが 2048 個のキーの行を読むとします。
-# 距離 512 以上にかかる重みは、ヘッド 1 から 7 では最大でも 0.0183（ヘッド 7）、ヘッド 8（$m_8 = 1/256$）では 0.1350 です。
+# 長い系列のバイアスは短い系列のバイアスを左上のブロックとして含み、最後のクエリの行を距離で読むと長さによらず同じです。
+# 長い入力の奥にあるクエリも、どのヘッドでも学習中と同じ距離ごとのペナルティを受けます。
+# 学習中のどの距離よりも遠いキーには学習中より大きなペナルティが付くので、最もゆるやかなヘッド以外ではほとんど重みがかかりません。
+# 長さ 512 で学習したモデルが 2048 個のキーの行を読むとします。
+# 内容によるスコアが一様なら、距離 512 以上にかかる重みはヘッド 1〜7 で最大 0.0183（ヘッド 7）、ヘッド 8（$m_8 = 1/256$）で 0.1350 です。
 #
 # これが論文の題名（Train Short, Test Long）の意味です。
-# 論文の図 1 は、WikiText-103 で $L = 512$ または $1024$ トークンの入力で学習し、より長い入力で評価したモデルを示しています。
+# 論文の図 1 は、WikiText-103 で長さ $L = 512$ または $1024$ の入力で学習し、より長い入力で評価したモデルを示しています。
 # 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、[T5 バイアス](06-t5-buckets.ipynb)のモデルは、入力が学習時の長さを超えるとパープレキシティが悪化しますが、ALiBi のモデルは悪化しません。
-# 論文の要旨によれば、1024 トークンで学習した 13 億パラメータのモデルを 2048 トークンで評価すると、2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。
+# 要旨によれば、1024 トークンで学習した 13 億パラメータのモデルは、2048 トークンで評価すると 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。
 # しかも学習は 11% 速く、メモリは 11% 少なく済みます。
 #
-# ただし論文自身の分析（付録 B）は、$L_{\mathrm{valid}} > L$ での改善がどこから来るのかについて留保を付けています。
-# 論文のパープレキシティは重なりのない区間ごとの評価で測っており、各区間の最初のほうのトークンにはわずかな文脈しかありません（「early token curse」）。
-# 区間が長くなれば、そうしたトークンの割合は減ります。
-# すべての予測に窓いっぱいの文脈を与えるスライディングウィンドウ評価では、$L_{\mathrm{valid}}$ が $L$ を超えても ALiBi のモデルのパープレキシティはほぼ横ばいです。
-# 著者らは、改善の大部分は early token curse が和らぐことによるもので、学習時より長い文脈を使えるからではないと結論しています。
+# ただし論文自身の分析（付録 B、下の「さらに詳しく」）は、$L_{\mathrm{valid}} > L$ での改善の大部分を、学習時より長い文脈を使えることではなく評価の方法によるものとしています。
 # [外挿](../docs/glossary.ja.md#extrapolation)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
 # ALiBi を使うモデルには BLOOM と MPT があります。
 # BLOOM の 1760 億パラメータのモデルは 112 ヘッドなので、公式実装の、2 のべき乗でないヘッド数の規則が使われます。MPT-7B は 32 ヘッドで、論文と同じ傾きです。
@@ -704,7 +690,7 @@ w_2048 = torch.softmax(alibi_bias(8, 1, 2048, dtype=f64)[:, 0], dim=-1)
 beyond = w_2048.flip(-1)[:, 512:].sum(-1)  # distances 512 .. 2047, per head
 print("weight at distance >= 512:\n" + " ".join(f"{x:.4f}" for x in beyond))
 
-# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one, and the last query's row is the same at any length; the weights beyond 512 are the geometric tail e^(−512m)(1 − e^(−1536m))/(1 − e^(−2048m)), below 0.02 in heads 1 to 7", "ja": "短い系列のバイアスは長い系列のバイアスの左上のブロックで、最後のクエリの行は長さによらず同じです。512 以上の距離の重みは等比数列の裾 e^(−512m)(1 − e^(−1536m))/(1 − e^(−2048m)) で、ヘッド 1〜7 では 0.02 未満です"}
+# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one; weights beyond 512 are below 0.02 in heads 1–7", "ja": "短いバイアスは長いバイアスの左上のブロックで、512 以上の重みはヘッド 1〜7 で 0.02 未満です"}
 short, long_ = alibi_bias(8, 64), alibi_bias(8, 512)
 assert_close(long_[:, :64, :64], short)  # the short bias is the top-left block
 # the last query's row, by distance, is the same at any length
@@ -715,6 +701,24 @@ assert_close(beyond, tail / (1 - torch.exp(-m * 2048)))
 assert beyond[:7].max() < 0.02 < 0.1 < beyond[7]
 assert int(beyond[:7].argmax()) == 6
 assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where the gain beyond the training length comes from.** The
+# paper's perplexities use nonoverlapping evaluation, in which the first tokens of
+# every segment have little context (the "early token curse"), and longer segments
+# leave fewer such tokens. With sliding-window evaluation, which gives every
+# prediction a full window, the perplexity of the ALiBi models stays roughly flat as
+# $L_{\mathrm{valid}}$ grows past $L$ (Appendix B); the authors conclude that the gain
+# comes mostly from easing the early token curse, not from using contexts longer than
+# those of training.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：学習時の長さを超えたときの改善はどこから来るか**
+#
+# 論文のパープレキシティは重なりのない区間ごとの評価で測っており、各区間の最初のほうのトークンにはわずかな文脈しかありません（「early token curse」）。
+# 区間が長くなれば、そうしたトークンの割合は減ります。
+# すべての予測に窓いっぱいの文脈を与えるスライディングウィンドウ評価では、$L_{\mathrm{valid}}$ が $L$ を超えても ALiBi のモデルのパープレキシティはほぼ横ばいです（付録 B）。
+# 著者らは、改善の大部分は early token curse が和らぐことによるもので、学習時より長い文脈を使えるからではないと結論しています。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the implementations, rebuilt with posenc.** All the implementations

@@ -82,8 +82,8 @@ f64 = torch.float64
 # 位置 $m$ のクエリを $q$、位置 $n$ のキーを $k$ とします（どちらも射影の後です）。
 # 入力に位置エンコーディングを足す方式（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章）では、
 # スコア $q \cdot k$ に $PE(m)^\top W_Q^\top W_K\, PE(n)$ という項が含まれます。
-# この項は $m$ と $n$ に別々に依存します。下の例では、どちらも距離 $5$ の組 $(m, n) = (5, 0)$ と $(105, 100)$ で、スコアが異なります。
-# RoFormer（Su ら 2021）は、その代わりに、各ベクトルに位置を書き込む写像 $f$ であって、ある関数 $g$ について
+# この項は $m$ と $n$ に別々に依存し、下の例では、どちらも距離 $5$ の組 $(m, n) = (5, 0)$ と $(105, 100)$ のスコアが異なります。
+# RoFormer（Su ら 2021）は代わりに、各ベクトルに位置を書き込む写像 $f$ で、ある関数 $g$ について
 # $$\langle f(q, m), f(k, n)\rangle = g(q, k, m-n)$$
 # を満たすものを求めます。
 # つまりスコアは、2 つのベクトルとその距離のほかには、位置について何も見ません。
@@ -100,7 +100,7 @@ for m, n in [(5, 0), (105, 100)]:  # (W_Q (x + PE(m))) . (W_K (x + PE(n)))
     scores.append((w_q @ (x_m + pe[0])) @ (w_k @ (x_n + pe[1])))
     print(f"score({m}, {n}) = {scores[-1]:.3f}")
 
-# %% tags=["check"] summary={"en": "with an added encoding, the two pairs at distance 5 get scores more than 0.1 apart here, and different scores in each of 100 further random draws of the embeddings and weights", "ja": "位置エンコーディングを足す方式では、距離 5 の 2 つの組のスコアはここでは 0.1 以上離れ、埋め込みと重みをさらに 100 回ランダムに引き直しても、毎回異なります"}
+# %% tags=["check"] summary={"en": "with an added encoding, two pairs at distance 5 score differently, here and in 100 more draws", "ja": "足す方式では、距離 5 の 2 組のスコアが毎回異なります（100 回引き直しても）"}
 assert abs(scores[0] - scores[1]) > 0.1
 pe = sinusoidal(torch.tensor([5, 0, 105, 100]), d, dtype=f64)
 gen = torch.Generator().manual_seed(1)  # leaves the chapter's draws alone
@@ -151,9 +151,9 @@ q_2d = torch.tensor([math.cos(0.3), math.sin(0.3)], dtype=f64)  # phi_q = 0.3
 k_2d = torch.tensor([0.8, 0.0], dtype=f64)  # phi_k = 0, |k| = 0.8
 cases = [(2, 0), (6, 4), (6, 0)]  # (m, n)
 
-# %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2、n = 0 と m = 6、n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6, n = 0 では角度が開き、スコアは −0.59 になります。"]}
+# %% tags=["figure"] alt={"en": ["Three unit circles. In each, a query (blue) and a key (orange) start as dotted arrows, the query at 0.3 radian and the key along the horizontal axis, and are turned to their positions; an arc marks the angle between them. At m = 2, n = 0 and at m = 6, n = 4 both arrows have turned further in the second picture, but the angle between them is the same and the score is 0.43 in both; at m = 6, n = 0 the angle is wider and the score is −0.59."], "ja": ["3 つの単位円。どれもクエリ（青）とキー（オレンジ）が点線の矢印から出発し、クエリは 0.3 ラジアン、キーは横軸の向きで、それぞれの位置まで回されています。弧は 2 本の矢印のなす角を表します。m = 2、n = 0 と m = 6、n = 4 では、2 つ目の図のほうが両方の矢印が大きく回っていますが、なす角は同じで、スコアはどちらも 0.43 です。m = 6、n = 0 では角度が開き、スコアは −0.59 になります。"]}
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.2))
+fig, axes = plt.subplots(1, 3, figsize=(6.4, 2.0))
 for ax, (m, n) in zip(axes, cases, strict=True):
     q_m, k_n = rot(m * theta) @ q_2d, rot(n * theta) @ k_2d
     ax.plot(rim.cos(), rim.sin(), color=INK, lw=0.6)
@@ -179,7 +179,7 @@ for ax, (m, n) in zip(axes, cases, strict=True):
     ax.set_title(f"$m = {m},\\ n = {n}$\n$q_m \\cdot k_n = {q_m @ k_n:.2f}$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ): equal at (2, 0) and (6, 4), unchanged by any shift", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、(2, 0) と (6, 4) で等しく、ずらしても変わりません"}
+# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ), equal at (2, 0) and (6, 4), shift-invariant", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、ずらしても変わりません"}
 scores = {}
 for m, n in cases:
     scores[m, n] = (rot(m * theta) @ q_2d) @ (rot(n * theta) @ k_2d)
@@ -222,12 +222,8 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # Multiplying by $e^{\mathrm{i}m\theta}$ is the counter-clockwise rotation by $m\theta$:
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# The stronger condition matters. The score alone also admits a reflection: with
-# $C = \mathrm{diag}(1, -1)$ and $f(q, m) = C^m q$, the score
-# $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ depends only on whether $m + n$, and so
-# $m - n$, is even: a relative encoding that sees only the parity of the distance.
-# The complex product rules it out: at $m = n = 1$ it is $\overline{q\,\overline{k}}$,
-# not $q\,\overline{k}$.
+# The stronger condition matters: the score alone also admits a reflection (in the
+# note below), which sees only the parity of the distance.
 
 # %% [markdown] lang="ja"
 # ## なぜ回転なのか：2 次元を複素数で考える
@@ -242,12 +238,11 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 #
 # - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ だけで決まらなければなりません。
 #   そのため $m = n$ なら $m = n = 0$ のときの値に等しく、$\rho(q, m)\,\rho(k, m) = |q|\,|k|$ です。
-#   $k = q$ とすると $\rho(q, m) = |q|$ が得られます。エンコーディングはノルムを変えてはいけません。
+#   $k = q$ とすると $\rho(q, m) = |q|$、つまりエンコーディングはノルムを変えません。
 # - **角度**：偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ だけで決まらなければなりません。
 #   $m = n$ なら $0$ のときの値 $\phi_q - \phi_k$ に等しいので、$\Phi(q, m) - \phi_q = \Phi(k, m) - \phi_k$ です。
-#   つまり、どのベクトルであっても、同じ角度 $\varphi(m)$ だけ回ります。
-#   すると $\varphi(m) - \varphi(n)$ も $m - n$ だけで決まらなければなりません。
-#   特に $\varphi(m+1) - \varphi(m)$ はどの $m$ でも同じ定数 $\theta$ です。
+#   つまり、どのベクトルも同じ角度 $\varphi(m)$ だけ回ります。
+#   すると $\varphi(m) - \varphi(n)$ も $m - n$ だけで決まり、特に $\varphi(m+1) - \varphi(m)$ はどの $m$ でも同じ定数 $\theta$ です。
 #   $f(q, 0) = q$ は $\varphi(0) = 0$ を意味するので、角度は $\varphi(m) = m\theta$ と決まります。
 #
 # したがって
@@ -257,12 +252,9 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # となります。$e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 #
-# 強いほうの条件が必要なのは、スコアだけの条件では鏡映も通ってしまうからです。$C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、
-# スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
-# これは距離の偶奇しか見ない相対位置エンコーディングです。
-# 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
+# 強いほうの条件が必要なのは、スコアだけの条件では、距離の偶奇しか見ない鏡映も通ってしまうからです（下の「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} = R(mθ)q keeps norms and depends on m − n; angles in m², C^m and the offset angle mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄]。q e^{imθ} = R(mθ)q はノルムを保ち m − n だけで決まります。角度が m の 2 乗に比例する場合、C^m、角度に定数を足した mθ + 0.4 はいずれも条件を破ります"}
+# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m and mθ + 0.4 fail", "ja": "q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m、mθ + 0.4 は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
 q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
@@ -315,6 +307,21 @@ def offset(m):  # a constant offset cancels in the product...
 assert_close(f(q, 3, offset) * f(k, 1, offset).conj(), f(q, 5) * f(k, 3).conj())
 assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the reflection that the score alone admits.** With
+# $C = \mathrm{diag}(1, -1)$ and $f(q, m) = C^m q$, the score
+# $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ depends only on whether $m + n$, and so
+# $m - n$, is even: a relative encoding that sees only the parity of the distance.
+# The complex product rules it out: at $m = n = 1$ it is $\overline{q\,\overline{k}}$,
+# not $q\,\overline{k}$.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：スコアだけの条件が許す鏡映**
+#
+# $C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
+# これは距離の偶奇しか見ない相対位置エンコーディングです。
+# 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
+
 # %% [markdown] lang="en"
 # ## Many dimensions: one rotation per pair
 #
@@ -330,9 +337,8 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 #
 # The score needs care with the transposition. Each block satisfies
 # $R(\alpha)^\top = R(-\alpha)$ and $R(\alpha)\,R(\beta) = R(\alpha+\beta)$, so
-# $R_m^\top = R_{-m}$ and $R_m^\top R_n = R_{n-m}$:
-# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
-# The matrix in the middle is $R_{n-m}$, not $R_{m-n}$. Both depend only on the
+# $R_m^\top = R_{-m}$, $R_m^\top R_n = R_{n-m}$ and
+# $\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$. The matrix in the middle is $R_{n-m}$, not $R_{m-n}$. Both depend only on the
 # distance, but they give different numbers: $q^\top R_{m-n}\, k$ is the score of the
 # query at $n$ with the key at $m$. Pair by pair, with the complex view of the last
 # section,
@@ -342,21 +348,17 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # %% [markdown] lang="ja"
 # ## 多次元：ペアごとに 1 つの回転
 #
-# 次元が $d$ 個（偶数）のとき、RoFormer はベクトルを $d/2$ 組のペアに分けます。
-# ペア $i$ は次元 $2i$ と $2i+1$ です。各ペアを 2 次元のときと同じように回転させますが、
-# 1 位置あたりの角度 $\theta_i$ はペアごとに異なります。
+# RoFormer は $d$ 次元（偶数）のベクトルを、次元 $2i$ と $2i+1$ からなる $d/2$ 組のペア $i$ に分けます。
+# 各ペアを 2 次元のときと同じように、ペアごとに違う 1 位置あたりの角度 $\theta_i$ で回転させます。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
-# ここで $i = 0, 1, \dots, d/2-1$ で、$f(q, m) = R_m\, q$ です。
-# これは[正弦波位置エンコーディング](01-sinusoidal.ipynb)と同じ周波数で、
-# 波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
-# 最長の波長は、$d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
+# ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
+# [正弦波位置エンコーディング](01-sinusoidal.ipynb)と同じ周波数で、波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
+# 最長の波長は $d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
 # `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
 # スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
-# $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$ です。
-# $$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$$
-# 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。
-# どちらも距離だけに依存しますが、値は異なります。$q^\top R_{m-n}\, k$ は、位置 $n$ のクエリと位置 $m$ のキーのスコアです。
+# $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$、$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$ です。
+# 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。どちらも距離だけで決まりますが値は異なり、$q^\top R_{m-n}\, k$ は位置 $n$ のクエリと位置 $m$ のキーのスコアです。
 # 前節の複素数の見方でペアごとに書くと、次のようになります。
 # $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
 # 各ペアは前の図の針の 1 本で、それぞれの速さで回ります。
@@ -366,6 +368,7 @@ d = 16
 thetas = rope_frequencies(d).double()  # theta_i = 10000^(-2i/d)
 
 
+# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelengths as stated; R_m^T R_n = R_{n−m}", "ja": "θ_i は正弦波の周波数で波長は本文どおり、R_m^T R_n = R_{n−m} です"}
 def rope_matrix(m):  # R_m, block-diagonal, pairs (2i, 2i+1)
     return torch.block_diag(*(rot(m * t) for t in thetas.tolist()))
 
@@ -374,7 +377,6 @@ def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
 
 
-# %% tags=["check"] summary={"en": "θ_i are the sinusoids' frequencies, the longest wavelength 2π·10000^((d−2)/d), 13% below 2π·10000 for d = 128 and 3.2 times below for d = 16; R_m^T R_n = R_{n−m}; the score is q^T R_{n−m} k, pair by pair", "ja": "θ_i は正弦波と同じ周波数で、最長の波長は 2π·10000^((d−2)/d)、d = 128 では 2π·10000 より 13% 短く、d = 16 では 3.2 分の 1 です。R_m^T R_n = R_{n−m}、スコアはペアごとに見ても q^T R_{n−m} k です"}
 theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
 assert_close(thetas, theta_exact, rtol=1e-6, atol=0)  # float32 rounding
 sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # sin(w_i)
@@ -419,18 +421,16 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # %% [markdown] lang="ja"
 # ## 行列を使わずに：成分ごとの積 2 つ
 #
-# $R_m$ の成分は $d^2$ 個ありますが、$0$ でないのは多くても $2d$ 個なので、どのライブラリもこの行列を作りません。
+# $R_m$ の $d^2$ 個の成分のうち $0$ でないのは多くても $2d$ 個なので、どのライブラリもこの行列を作りません。
 # ペア $i$ は $(x_{2i}, x_{2i+1})$ を
 # $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$ に移します。
 # すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
-# 各ペアの 2 つの成分を入れ替え、片方の正負を反転した $x$ のコピーを用意します。
-# あとは、元のベクトルに cos の表を、このコピーに sin の表を成分ごとに掛けて足すだけです。どちらの表も位置だけで決まります。
-# `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
-# 位置はベクトルごとに 1 つで、`positions` は `x.shape[:-1]` に対してブロードキャストされます。
+# 各ペアの 2 成分を入れ替えて片方の正負を反転した $x$ のコピーを作り、元のベクトルに cos の表を、コピーに sin の表を成分ごとに掛けて足すだけです。
+# どちらの表も位置だけで決まります。
+# `apply_rope(x, positions, layout="interleaved")` がこれを計算します（`positions` は `x.shape[:-1]` に対してブロードキャストされ、ベクトルごとに 1 つの位置を与えます）。
 #
-# 図は $d = 128$ のときの cos の表です。ペア $0$ は 6.28 位置ごとに 1 周し、最後のペアは $m = 255$ までに 0.0294 ラジアンしか回りません。
-# 速いペアは短い距離を、遅いペアは長い距離を見分けます。
+# 図は $d = 128$ の cos の表です。ペア $0$ は 6.28 位置ごとに 1 周し、最後のペアは $m = 255$ までに 0.0294 ラジアンしか回りません。速いペアは短い距離を、遅いペアは長い距離を見分けます。
 
 # %%
 x = torch.randn(5, d, dtype=f64)  # five vectors
@@ -443,7 +443,7 @@ by_hand = x * cos + swapped * sin
 out = apply_rope(x, pos, layout="interleaved")
 print(f"max |apply_rope - by hand|: {(out - by_hand).abs().max():.1e}", end="")
 
-# %% tags=["check"] summary={"en": "apply_rope is R_m and the elementwise formula; its matrix has 2d non-zero entries", "ja": "apply_rope は R_m とも成分ごとの式とも一致し、行列の 0 でない成分は 2d 個です"}
+# %% tags=["check"] summary={"en": "apply_rope is R_m and the elementwise formula; its matrix has 2d non-zero entries", "ja": "apply_rope は R_m と成分ごとの式に一致し、0 でない成分は 2d 個です"}
 by_matrix = torch.stack(
     [rope_matrix(p) @ v for p, v in zip(pos.tolist(), x, strict=True)]
 )
@@ -465,7 +465,7 @@ last = d_head // 2 - 1
 print(f"wavelength of pair 0: {lam[0]:.2f}, of pair {last}: {lam[-1]:.0f}")
 print(f"angle of pair {last} at m = 255: {255 * theta_head[-1]:.4f}", end="")
 
-fig, ax = plt.subplots(figsize=(6.4, 2.0))
+fig, ax = plt.subplots(figsize=(6.4, 1.7))
 im = ax.imshow(
     torch.cos(theta_head[:, None] * m),
     aspect="auto",
@@ -497,14 +497,9 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ written twice: no strided access.
 #
 # Pair $i$ turns by $m\theta_i$ in both; only the addresses of its two features
-# differ. So the two are the same rotation up to a fixed permutation of the features.
-# Let
-# $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
-# and let $\Pi$ be the permutation matrix with $(\Pi x)_j = x_{\pi_j}$ (in code,
-# `x[..., perm]`). $\Pi x$ puts the partners $i$ and $i + d/2$ next to each other, the
-# interleaved rotation turns them, and $\Pi^\top$ puts them back:
-# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
-# On the same vector the two layouts differ, so converting a model permutes weights.
+# differ, so the two are the same rotation up to a fixed permutation of the features
+# (written out in the note below). On the same vector the two layouts differ, so
+# converting a model permutes weights.
 
 # %% [markdown] lang="ja"
 # ## 2 通りのペアの組み方：インターリーブ配置と半分割配置
@@ -515,15 +510,10 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   RoFormer、GPT-J、Meta の元の Llama のコード、torchtune がこちらです。
 # - `half` は $i$ と $i + d/2$ を組にします（半分割配置）。GPT-NeoX と Hugging Face の `rotate_half` がこちらです。
 #   入れ替えたコピーは $(-x_{d/2}, \dots, -x_{d-1}, x_0, \dots, x_{d/2-1})$ で、これが `rotate_half` の返す値です。
-#   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回続けて並べたもので、ストライドアクセス（飛び飛びの要素へのアクセス）が要りません。
+#   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回並べたもので、飛び飛びの要素へのアクセス（ストライドアクセス）が要りません。
 #
-# どちらでもペア $i$ は $m\theta_i$ だけ回ります。違うのは 2 つの次元の置き場所だけです。
-# したがって 2 つは、次元の決まった並べ替えを除けば、同じ回転です。
-# $$\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$$
-# とし、$(\Pi x)_j = x_{\pi_j}$ となる置換行列を $\Pi$ とします（コードでは `x[..., perm]`）。
-# $\Pi x$ はペアになる $i$ と $i + d/2$ を隣り合わせに並べ、インターリーブ配置の回転がそれを回し、
-# $\Pi^\top$ が元の場所に戻します。
-# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
+# どちらでもペア $i$ は $m\theta_i$ だけ回り、違うのは 2 つの次元の置き場所だけです。
+# つまり 2 つは、次元の決まった並べ替えを除けば同じ回転です（式は下の「さらに詳しく」）。
 # 同じベクトルに対して 2 つの配置は異なる結果を出すので、モデルを変換するときは重みを並べ替えます。
 
 
@@ -540,7 +530,7 @@ cos = torch.cat([angles.cos()] * 2, -1)  # the table, written twice
 sin = torch.cat([angles.sin()] * 2, -1)
 half = x * cos + rotate_half(x) * sin
 
-# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です。2 つの配置は異なります"}
+# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です"}
 assert_close(half, apply_rope(x, pos, layout="half"))
 h = d // 2
 perm = torch.stack([torch.arange(h), torch.arange(h) + h], -1).flatten()
@@ -559,7 +549,13 @@ for p in (1, 5, 300):
 assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: converted Llama checkpoints permute the query and key weights.**
+# **Going deeper: the permutation between the layouts, and converted Llama checkpoints.**
+# Let $\Pi$ be the permutation matrix of $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$,
+# with $(\Pi x)_j = x_{\pi_j}$ (in code, `x[..., perm]`): $\Pi x$ puts the partners $i$
+# and $i + d/2$ next to each other, the interleaved rotation turns them, and
+# $\Pi^\top$ puts them back:
+# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
+#
 # Meta trained Llama with the interleaved pairing; Hugging Face's Llama code, which
 # descends from its GPT-NeoX code, uses `rotate_half`. Rather than change the code,
 # `convert_llama_weights_to_hf.py` permutes the weights: within every head it
@@ -574,7 +570,11 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # permuted head by head over the key heads.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Llama の変換済みチェックポイントはクエリとキーの重みを並べ替える**
+# **さらに詳しく：配置の間の並べ替えと、Llama の変換済みチェックポイント**
+#
+# $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$ の置換行列を $\Pi$ とします（$(\Pi x)_j = x_{\pi_j}$、コードでは `x[..., perm]`）。
+# $\Pi x$ がペアの $i$ と $i + d/2$ を隣に並べ、インターリーブ配置の回転がそれを回し、$\Pi^\top$ が元に戻します。
+# $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
 #
 # Meta はインターリーブ配置で Llama を学習しました。
 # 一方、GPT-NeoX のコードから派生した Hugging Face の Llama のコードは `rotate_half` を使います。
@@ -709,19 +709,16 @@ assert_close(module_k, k_out)
 # %% [markdown] lang="ja"
 # ## 回転が保証すること
 #
-# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どんなシフト量 $s$ についても、
-#   $m + s$ と $n + s$ でのスコアに等しくなります。
-#   したがって、系列全体をずらしてもアテンションは変わりません。位置 500 から 511 は、位置 0 から 11 と同じように扱われます。
-# - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ です。
-#   RoPE は、どの位置でも、クエリやキーのノルムを変えません。
-# - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけで、バリューは回転させません。
-#   キーの回転はキー自身の位置だけで決まるので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)では、
-#   各キーをそのトークンが来たときに 1 回だけ回転させ、回転後の値を保存します。
-#   後のステップで回転させるのは、新しいクエリとキーだけです。
+# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どのシフト量 $s$ でも $m + s$ と $n + s$ のスコアに等しくなります。
+#   系列全体をずらしてもアテンションは変わらず、位置 500〜511 は 0〜11 と同じように扱われます。
+# - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ で、RoPE はどの位置でもクエリやキーのノルムを変えません。
+# - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけです。
+#   キーの回転はキー自身の位置だけで決まるので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)では各キーをトークンが来たときに 1 回だけ回転させて保存し、
+#   後のステップでは新しいクエリとキーだけを回転させます。
 #
-# モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は、それぞれに `apply_rope` を適用したものと一致し、キーのヘッドがクエリのヘッドより少ない場合も受け付けます。
+# モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は両方に `apply_rope` を適用したものと同じで、キーのヘッドがクエリのヘッドより少なくても使えます。
 
-# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、回転済みのキーのキャッシュは一括の計算と一致します"}
+# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、キャッシュは一括計算と一致します"}
 d = 64
 q, k = torch.randn(2, d, dtype=f64)
 
@@ -819,55 +816,43 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # RoFormer (§3.4.3) argues that RoPE makes scores decay with distance
 # ([long-term decay](../docs/glossary.md#long-term-decay)). Write $r = m - n$ and
 # $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that the score is
-# $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$. Summation by parts (Abel's
-# transformation) with the partial sums of the phases gives
-# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}, \quad h_{d/2} = 0$$
-# because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
-# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
-# The first factor does not depend on the distance; the paper plots the second,
-# averaged over $j$, against the distance and calls it the *relative upper bound*:
-# $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
-# At $r = 0$ every phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for
-# $d = 128$. As $r$ grows, the fast phases point in all directions and the partial
-# sums stay small: the left panel, the shape of the paper's Figure 2, falls to 6.548
-# at $r = 250$, with ripples.
+# $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$, and
+# $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
+# Summation by parts (in the note below the figure) bounds the score by a factor that
+# does not depend on the distance times $\sum_j |S_j|$. The paper plots the average
+# $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ against the distance and calls it the *relative upper bound*. At $r = 0$ every
+# phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for $d = 128$. As $r$
+# grows, the fast phases point in all directions and the partial sums stay small:
+# the left panel, the shape of the paper's Figure 2, falls to 6.548 at $r = 250$,
+# with ripples.
 #
 # The scores themselves need not decay. The bound is loose: for the random pair
 # below it is at least 204 times the actual $|q^\top R_{n-m}\, k|$ at every distance
 # up to 250. And random scores do not decay on average: for $q, k$ drawn from
 # $N(0, I)$, $R_r k$ is again $N(0, I)$ because $R_r$ is orthogonal, so $q^\top R_r\, k$
-# has mean $0$ and variance $d$ at every distance $r$ (right panel, blue). Decay
-# appears when $q$ and $k$ are aligned pair by pair: for $q = k = \mathbf{1}$ the score
-# is $2\sum_i \cos(r\theta_i)$, twice the sinusoids' dot product $PE(m) \cdot PE(n)$,
-# and it falls from 128 (orange). Whether a trained model's scores decay depends on
-# what it learns.
+# has mean $0$ and variance $d$ at every distance (right panel, blue). Decay appears
+# when $q$ and $k$ are aligned pair by pair: $q = k = \mathbf{1}$ gives
+# $2\sum_i \cos(r\theta_i)$, twice the sinusoids' $PE(m) \cdot PE(n)$, which falls
+# from 128 (orange). Whether a trained model's scores decay depends on what it learns.
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
 #
 # RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています（[長距離減衰](../docs/glossary.ja.md#long-term-decay)）。
-# $r = m - n$ とし、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ と書くと、
-# スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
-# 位相の部分和を使って部分和分（アーベル変換）を行うと、次の式が得られます。
-# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}, \quad h_{d/2} = 0$$
-# $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
-# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
-# 最初の因子は距離によりません。
-# 論文は 2 つ目の因子を $j$ について平均したものを「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
-# $$\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$$
+# $r = m - n$、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
+# 位相の部分和を $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ とします。
+# 部分和分（図の下の「さらに詳しく」）により、スコアは、距離によらない因子と $\sum_j |S_j|$ の積で上から抑えられます。
+# 論文は平均 $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
 # $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
-# $r$ が大きくなると、速い位相はあらゆる方向を向き、部分和は小さいままです。
+# $r$ が大きくなると速い位相があらゆる方向を向き、部分和は小さいままです。
 # 論文の図 2 の形を再現した左の図は、波打ちながら $r = 250$ で 6.548 まで下がります。
 #
-# ただし、スコアそのものが減衰するとは限りません。まず、この上界はかなり緩いものです。
-# 下のランダムな組では、距離 250 までのどの距離でも、上界は実際の $|q^\top R_{n-m}\, k|$ の 204 倍以上あります。
-# また、ランダムなスコアは平均として減衰しません。
-# $q, k$ を $N(0, I)$ から取ると、$R_r$ は直交行列なので $R_r k$ も $N(0, I)$ に従います。
-# そのため $q^\top R_r\, k$ は、どの距離 $r$ でも平均 $0$、分散 $d$ です（右の図の青）。
-# 減衰が現れるのは、$q$ と $k$ がペアごとにそろっている場合です。
-# $q = k = \mathbf{1}$ ならスコアは $2\sum_i \cos(r\theta_i)$ で、正弦波の内積 $PE(m) \cdot PE(n)$ のちょうど 2 倍です。
-# このスコアは 128 から下がります（オレンジ）。
-# 学習済みのモデルのスコアが減衰するかどうかは、学習の結果によります。
+# ただし、スコアそのものが減衰するとは限りません。まず上界はかなり緩く、下のランダムな組では、距離 250 までのどの距離でも実際の $|q^\top R_{n-m}\, k|$ の 204 倍以上あります。
+# また、ランダムなスコアは平均としては減衰しません。
+# $q, k$ を $N(0, I)$ から取ると、$R_r$ は直交行列なので $R_r k$ も $N(0, I)$ に従い、$q^\top R_r\, k$ はどの距離でも平均 $0$、分散 $d$ です（右の図の青）。
+# 減衰が現れるのは $q$ と $k$ がペアごとにそろっている場合です。
+# $q = k = \mathbf{1}$ ならスコアは正弦波の内積 $PE(m) \cdot PE(n)$ の 2 倍、$2\sum_i \cos(r\theta_i)$ で、128 から下がります（オレンジ）。
+# 学習済みのモデルのスコアが減衰するかは、学習の結果しだいです。
 
 # %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
@@ -891,7 +876,7 @@ print(
     f"max |score|, r = 0..50: {near.max():.2f}, r = 200..250: {far.max():.2f}"
 )
 
-fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.6))
+fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.1))
 ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
     xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
@@ -903,7 +888,7 @@ ax_r.set(xlabel="$m-n$", ylabel=r"$q^\top R_{n-m}\, k$", title="$d = 128$")
 ax_r.legend(loc="upper right", fontsize="small")
 plt.show()
 
-# %% tags=["check"] summary={"en": "Abel's identity and the bound hold; random scores keep mean 0, variance d; numbers as printed", "ja": "アーベルの恒等式と上界が成り立ち、ランダムなスコアは平均 0、分散 d のままで、数値は出力どおりです"}
+# %% tags=["check"] summary={"en": "Abel's identity and the bound hold; random scores have mean 0 and variance d", "ja": "アーベルの恒等式と上界が成り立ち、ランダムなスコアは平均 0、分散 d です"}
 assert_close(relative_bound[0], torch.tensor((d / 2 + 1) / 2, dtype=f64))
 h_i = to_complex(q) * to_complex(k).conj()  # (d/2,)
 h_ext = torch.cat([h_i, h_i.new_zeros(1)])  # h_{d/2} = 0
@@ -930,6 +915,24 @@ assert f"{rb[250]:.3f}" == "6.548" and f"{rb.min():.3f}" == "6.415"
 assert int(rb.argmin()) == 236
 assert f"{near.max():.2f}" == "15.77" and f"{far.max():.2f}" == "16.39"
 assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: where the bound comes from.** Summation by parts (Abel's
+# transformation) with the partial sums $S_j$ gives
+# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad h_{d/2} = 0$$
+# because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
+# The first factor does not depend on the distance; the second, averaged over $j$, is
+# the relative upper bound.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：上界の導き方**
+#
+# 位相の部分和 $S_j$ を使って部分和分（アーベル変換）を行うと、次の式が得られます。
+# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad h_{d/2} = 0$$
+# $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
+# 最初の因子は距離によらず、2 つ目の因子を $j$ について平均したものが相対的な上界です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what a trained model does with the pairs.** Studying a trained
@@ -978,12 +981,11 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # 角度 $m\theta_i$ を bfloat16 で作ると、別々のトークンが同じ回転を受けてしまいます。
 # `apply_rope` は角度を float32（float64 の入力なら float64）で作り、入力と同じ型で返します。
 #
-# **位置にはベクトルに合った形状を与えます。** `positions` はベクトルごとに 1 つの位置を持ち、`x.shape[:-1]` に対してブロードキャストされます。
-# 形状 `(batch, heads, seq, head_dim)` のテンソルでは、Hugging Face の形状 `(batch, seq)` の `position_ids` は `position_ids[:, None, :]` として渡します。
-# そのまま渡すと `ValueError` になります。例外はバッチサイズが 1 の場合（このときは正しく回転します）と、ヘッド数に等しい場合です。
-# ヘッド数に等しいと、エラーも出さずに誤った位置で回転してしまいます。
+# **位置にはベクトルに合った形状を与えます。** `positions` は `x.shape[:-1]` に対してブロードキャストされ、ベクトルごとに 1 つの位置を与えます。
+# 形状 `(batch, heads, seq, head_dim)` のテンソルには、Hugging Face の `(batch, seq)` の `position_ids` を `position_ids[:, None, :]` として渡します。
+# そのまま渡すと `ValueError` になりますが、バッチサイズが 1 なら正しく回転し、ヘッド数に等しいとエラーも出さずに誤った位置で回転します。
 
-# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; the position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
+# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、位置の形状は本文どおりに働きます"}
 assert torch.tensor(1001.0).bfloat16() == torch.tensor(1000.0).bfloat16()
 assert torch.tensor(4097.0).bfloat16() == torch.tensor(4096.0).bfloat16()
 x_bf16 = torch.randn(2, 1024, 64).bfloat16()
@@ -1342,8 +1344,7 @@ print(
 #
 # RoFormer（§3.2–3.4、式 34、図 2）は arXiv 版を読んでいます。Meta のコードは書き直したものです。
 # Hugging Face のコードは transformers 4.46 と 5.24 で読み、transformers がある環境（ここでは 5.24.0）では回転の関数そのものを呼び出します。
-# GPT-NeoX のコードは、コミット ea7aefd8 と、コミット 3bfedf47 の前後で読んでいます。
-# 3bfedf47 は「Pre-compute RoPE embeddings in fp32」（2023-09-25）です。
+# GPT-NeoX のコードは、コミット ea7aefd8 と、3bfedf47（「Pre-compute RoPE embeddings in fp32」、2023-09-25）の前後で読んでいます。
 #
 # ### 参考文献
 #

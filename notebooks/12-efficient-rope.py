@@ -414,8 +414,8 @@ moved = bytes_moved(
 )
 per_element = sum(size for _, size in moved) / (ql.numel() + kl.numel())
 assert per_element == beta_fused(4)  # 8.1 bytes requested
-# by tensor: q and k read once, outputs written once, the row (cos and sin share a
-# storage) once per token for all 40 heads, the position: 8 bytes a token
+# by tensor: q and k read once, outputs written once, the row once per token for
+# all 40 heads, the position: 8 bytes a token
 for t, want in (
     (ql, ql.nbytes),
     (kl, kl.nbytes),
@@ -423,7 +423,10 @@ for t, want in (
     (outs[1], kl.nbytes),
 ):
     assert inside(moved, t) == want
-assert inside(moved, cos_l) == 4 * d * 4 and inside(moved, pl) == 4 * 8
+row = inside(moved, cos_l) + inside(
+    moved, sin_l
+)  # d/2 cosines, d/2 sines a token
+assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 
 # %% [markdown] lang="en"
 # `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need:

@@ -723,18 +723,6 @@ assert (
 # `check_positions=False`, which also lets `torch.compile` trace the wrapper (out of
 # place; the launch inside a compiled graph is untested without a GPU).
 #
-# On the device, four changes would shorten the chain (none is measured here). Load $q$
-# and $k$ first: their addresses need no load, so they could be in flight while the
-# position and the row come back, where the compiled kernel lists them after the row's
-# loads, in PTX and SASS alike. Compute cos and sin from the position:
-# no row round trip, but CUDA's `sincosf` reduces arguments above about $10^5$ radians
-# on a slow path, and the fastest pair's angle is the position itself. When tokens are
-# fewer than SMs, give each token several programs, a grid of tokens by blocks of heads
-# (FlashInfer's gets a block per head). And tune `num_warps` and the blocks per shape
-# (`triton.autotune`), which also decides whether $k$'s accesses are 64 or 128 bits.
-# Programmatic dependent launch (PDL) then lets the kernel start while the one before
-# it drains (FlashInfer's fused RoPE kernels take `enable_pdl`).
-#
 # How much is at stake is Amdahl's law. At the H200's datasheet peaks, RoPE in a
 # 4096-token prefill of Llama 3 8B is 0.9% of a layer's time in one pass, 4.5% as
 # Hugging Face's eager formula. In a decode step a layer streams 436 MB of weights in
@@ -769,13 +757,6 @@ assert (
 # そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません。`check_positions=False` はこのためにあります。
 # これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合。コンパイルしたグラフの中での起動は、GPU がないので試していません）。
 #
-# デバイスの側では、次の 4 つの変更で連鎖を短くできるはずです。どれもここでは計っていません。
-# 1 つ目に、$q$ と $k$ を先に読み込みます。そのアドレスは何の読み込みも待たないので、位置と表の行が届くのを待つ間に転送できます。ところがコンパイルしたカーネルでは、PTX でも SASS でも、それが行の読み込みのあとに並んでいます。
-# 2 つ目に、cos と sin を位置から計算します。行の往復はなくなりますが、CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、いちばん速いペアの角度は位置そのものです。
-# 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
-# 4 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
-# さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。
-#
 # どれだけの得があるかは、アムダールの法則の問題です。
 # H200 のデータシートのピーク性能で計算してみます。
 # Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9%、Hugging Face の eager モードの式なら 4.5% です。
@@ -787,7 +768,31 @@ assert (
 # CPU の計測記録では、float32 のプリフィルで下限の 1.27 から 1.32 倍（bfloat16 では 1.92 倍と 2.40 倍）です。
 # デコードの 1 ステップでは Hugging Face の式より遅くなります。
 
-# %%
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: shortening the chain on the device.** Four changes would shorten it
+# (none is measured here). Load $q$ and $k$ first: their addresses need no load, so they
+# could be in flight while the position and the row come back, where the compiled kernel
+# lists them after the row's loads, in PTX and SASS alike. Compute cos and sin from the
+# position: no row round trip, but CUDA's `sincosf` reduces arguments above about $10^5$
+# radians on a slow path, and the fastest pair's angle is the position itself. When
+# tokens are fewer than SMs, give each token several programs, a grid of tokens by
+# blocks of heads (FlashInfer's gets a block per head). And tune `num_warps` and the
+# blocks per shape (`triton.autotune`), which also decides whether $k$'s accesses are 64
+# or 128 bits. Programmatic dependent launch (PDL) then lets the kernel start while the
+# one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`). The cell
+# below computes the shares quoted above.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：デバイスの側で連鎖を短くする**
+# 次の 4 つの変更で連鎖を短くできるはずです。どれもここでは計っていません。
+# 1 つ目に、$q$ と $k$ を先に読み込みます。そのアドレスは何の読み込みも待たないので、位置と表の行が届くのを待つ間に転送できます。ところがコンパイルしたカーネルでは、PTX でも SASS でも、それが行の読み込みのあとに並んでいます。
+# 2 つ目に、cos と sin を位置から計算します。行の往復はなくなりますが、CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、いちばん速いペアの角度は位置そのものです。
+# 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
+# 4 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
+# さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。
+# 次のセルは、上で述べた割合を計算します。
+
+# %% tags=["deeper"]
 # RoPE's share of a Llama 3 8B layer in bfloat16, at the H200's datasheet peaks
 hidden, inter, seq = 4096, 14336, 4096
 weights = (
@@ -894,20 +899,8 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # a contender makes (views included), whatever it moves: there the number of
 # operations is the cost.
 #
-# Nothing is measured on a GPU yet. On a machine with an NVIDIA GPU, `python -m
-# posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` makes a record
-# (`lab/README.md`): the fused kernel, also replayed from CUDA graphs, against
-# `apply_rope`, the compiled module with and without CUDA graphs, Hugging Face's
-# formula, the kernels of vLLM, FlashInfer, Liger Kernel and FlashAttention where they
-# are installed, and a one-launch copy, from 1 to 32,768 tokens per call. Decode steps
-# of up to 256 tokens are warm. Prefills are cold, and each sample rotates distinct
-# pairs that together move at least eight times L2: L2 is write-back, so up to its size
-# of a sample's writes may reach memory only after the end event, and an eighth at
-# most is thereby left out. At 4096 tokens in bfloat16, memory must move at least
-# 73.4 MB of a call's modelled 83.9 MB inside the timed window: no less than 15.3 µs a
-# call at 4.8 TB/s. Nsight Compute measures what the benchmark does not: DRAM bytes
-# against 8.1 and 4.1 per element, occupancy and stall reasons (`lab/README.md` has the
-# commands, filtered to the timed launches).
+# Nothing is measured on a GPU yet: on a machine with one, `python -m
+# posenc_lab.gpu_bench` makes a record (`lab/README.md`).
 
 # %% [markdown] lang="ja"
 # 教訓は 2 つです。
@@ -918,9 +911,26 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # 2 つ目に、呼び出しあたり 20 KiB のデコードの 1 ステップでは、動かす量にかかわらず、比較対象が呼ぶ ATen の演算（ビューを含む）1 つあたり 1.3 から 3.4 µs かかります。
 # そこでは演算の数がそのままコストです。
 #
-# GPU では、まだ何も計っていません。
-# NVIDIA の GPU があるマシンなら、`python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` で計測記録を作れます（`lab/README.md` を参照）。
-# 融合カーネル（CUDA グラフから再生したものも含みます）を、次のものと比べます。
+# GPU では、まだ何も計っていません。GPU のあるマシンなら、`python -m posenc_lab.gpu_bench` で計測記録を作れます（`lab/README.md`）。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the GPU benchmark, ready to run.** `python -m
+# posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times the fused
+# kernel, also replayed from CUDA graphs, against `apply_rope`, the compiled module with
+# and without CUDA graphs, Hugging Face's formula, the kernels of vLLM, FlashInfer, Liger Kernel and FlashAttention where they
+# are installed, and a one-launch copy, from 1 to 32,768 tokens per call. Decode steps
+# of up to 256 tokens are warm. Prefills are cold, and each sample rotates distinct
+# pairs that together move at least eight times L2: L2 is write-back, so up to its size
+# of a sample's writes may reach memory only after the end event, and an eighth at
+# most is thereby left out. At 4096 tokens in bfloat16, memory must move at least
+# 73.4 MB of a call's modelled 83.9 MB inside the timed window: no less than 15.3 µs a
+# call at 4.8 TB/s. Nsight Compute measures what the benchmark does not: DRAM bytes
+# against 8.1 and 4.1 per element, occupancy and stall reasons (`lab/README.md` has the
+# commands, filtered to the timed launches).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：すぐに実行できる GPU のベンチマーク**
+# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、融合カーネル（CUDA グラフから再生したものも含みます）を次のものと比べます。
 # `apply_rope`、コンパイルしたモジュール（CUDA グラフを使う場合と使わない場合）、Hugging Face の式、1 回の起動で済むコピーです。
 # vLLM、FlashInfer、Liger Kernel、FlashAttention のカーネルも、インストールされていれば比べます。
 # 呼び出しあたりのトークンは 1 から 32,768 までです。

@@ -268,7 +268,7 @@ def beta_fused(e):
 
 names = ["floor", "hf_formula", "complex", "apply_rope", "rotary_embedding"]
 cases = records["1-thread"]["cases"]
-fig, ax = plt.subplots(figsize=(6.4, 3.2))
+fig, ax = plt.subplots(figsize=(6.4, 2.6))
 for j, (dtype, e) in enumerate((("float32", 4), ("bfloat16", 2))):
     found = cases[f"prefill-{dtype}"]["contenders"]
     values = [found[m]["bytes_per_element"] if m in found else 0 for m in names]
@@ -429,7 +429,8 @@ row = inside(moved, cos_l) + inside(
 )  # d/2 cosines, d/2 sines a token
 assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what the real kernel adds.**
 # `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need:
 # strides, so that $q$ and $k$ may be views of a projection laid out `(b, s, n, d)`;
 # 64-bit offsets; one block size for $q$'s heads and another for $k$'s, so that no lane
@@ -442,7 +443,8 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # per call, while `check_positions=False` reads nothing and gives NaN for a position
 # outside the table, as a CUDA graph needs.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：実際のカーネルが加えるもの**
 # `posenc.rope_triton.apply_rope_triton` は、このカーネルに、実際の入力を扱うための機能を加えたものです。
 # ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の順に並んだ射影の出力から取ったビューでもかまいません。
 # オフセットは 64 ビットで計算します。
@@ -845,10 +847,9 @@ print(
 # ## CPU の計測記録が示すこと
 #
 # `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の $q$ と $k$ を回転させる時間を、比較対象ごとに計ります。
-# 計測するのは 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップで、それぞれ float32 と bfloat16、1 スレッドと 2 スレッドです。
-# 計り方と、数値をどこまで信頼できるかは `lab/README.md` にあります。
-# 下限は `torch.mul(x, 2.0, out=...)` です。`hf_formula_out` は、Hugging Face と同じ計算の結果を事前に確保したバッファへ書きます。`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の各値は float32 のプリフィルで、ラウンドごとに下限の時間との比をとり、その 40 ラウンドの中央値をとったものです。「/」の左が 1 スレッド、右が 2 スレッドの値です。
+# 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップを、float32 と bfloat16、1 スレッドと 2 スレッドで計ります（計り方と信頼できる範囲は `lab/README.md`）。
+# 下限は `torch.mul(x, 2.0, out=...)`、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
+# 表の値は float32 のプリフィルでの下限との時間の比の、40 ラウンドの中央値です（1 スレッド / 2 スレッド）。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition

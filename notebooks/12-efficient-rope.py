@@ -106,16 +106,13 @@ records = {
 # したがって[演算強度](../docs/glossary.ja.md#arithmetic-intensity)は次の値を超えません。
 # $$I = \frac{3}{2e}\ \mathrm{flop/B}$$
 # float32 で 3/8、bfloat16 で 3/4 です。
-# NVIDIA H200（SXM）は、テンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。
-# 1 バイトを運ぶ間に 14 flop をこなせることになります。
+# NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運ぶので、1 バイトあたり 14 flop です。
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # そのため RoPE の実装がまず左右するのは、動かすバイト数と、（バイト数が少ないときには）それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 次に効くのがその動かし方で、アクセスの幅、オキュパンシー、メモリレベルの並列性です。
 # 後で見る CPU の計測では、インターリーブ配置の `apply_rope` は、半分割配置と同じ演算で同じバイト数を要求しながら、1.5 倍の時間がかかります。
 # GPU でこれらがどれだけ効くかは、ここでは計っていません。
-# 形状は Llama 3 8B のアテンションに合わせます。
-# クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個で、次元数はどれも $d = 128$、すべての次元を回転させます（$r = d$）。
-# 記号は[記法のページ](../docs/notation.ja.md)に従います。
+# 形状は Llama 3 8B のアテンション（クエリのヘッド $n_q = 32$ 個、キーのヘッド $n_k = 8$ 個、次元数 $d = 128$、すべて回転 $r = d$）で、記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
 # ## What eager PyTorch moves
@@ -153,8 +150,7 @@ records = {
 #
 # バイト数は単純なモデルで数えます。
 # 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
-# 数えるのは演算が要求するバイト数で、DRAM が実際に動かすバイト数ではありません。
-# キャッシュのせいで、実際の量はどちらの向きにもずれます。
+# 数えるのは演算が要求するバイト数で、DRAM が実際に動かす量はキャッシュのせいでどちらの向きにもずれます。
 # CPU では、キャッシュにないラインへの書き込みは、ふつうまずそのラインを読み込みます（ライトアロケート、write-allocate）。
 # そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
 # ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
@@ -267,7 +263,7 @@ def beta_fused(e):
 
 names = ["floor", "hf_formula", "complex", "apply_rope", "rotary_embedding"]
 cases = records["1-thread"]["cases"]
-fig, ax = plt.subplots(figsize=(6.4, 2.6))
+fig, ax = plt.subplots(figsize=(6.4, 2.3))
 for j, (dtype, e) in enumerate((("float32", 4), ("bfloat16", 2))):
     found = cases[f"prefill-{dtype}"]["contenders"]
     values = [found[m]["bytes_per_element"] if m in found else 0 for m in names]

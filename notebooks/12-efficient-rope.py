@@ -231,8 +231,7 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # The row serves the 40 heads of Llama 3 8B, so the table adds 0.1 byte: 8.1 bytes in
 # float32, 4.1 in bfloat16. vLLM and Liger Kernel divide the work the same way. A grid
 # over tokens gives thousands of programs in a prefill and one in the decode step of a
-# single sequence. (In the figure, from the record, `apply_rope` is above 20 and 22:
-# its blocks re-read the tables.)
+# single sequence.
 
 # %% [markdown] lang="ja"
 # ## 1 回のパスで済ませる：融合カーネル
@@ -250,9 +249,18 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # float32 で 8.1 バイト、bfloat16 で 4.1 バイトになります。
 # vLLM と Liger Kernel も同じ分け方です。
 # トークンで分けると、プリフィルではプログラムが数千になり、1 系列だけをデコードするときは、1 ステップあたり 1 つだけです。
-# 計測記録による図で `apply_rope` が 20 と 22 を上回るのは、ブロックごとに表を読み直すからです。
 
-# %% tags=["figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフ。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: each contender's bytes, from the record.** The figure draws the byte
+# counts of the stored CPU record beside $\beta_{\mathrm{fused}}$. `apply_rope` lies
+# above 20 and 22 because its blocks re-read the tables.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：計測記録による比較対象ごとのバイト数**
+# 図は、保存した CPU の計測記録のバイト数を $\beta_{\mathrm{fused}}$ と並べて描きます。
+# `apply_rope` が 20 と 22 を上回るのは、ブロックごとに表を読み直すからです。
+
+# %% tags=["deeper", "figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフ。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
 n_q, n_k, d, r = 32, 8, 128, 128
 
 

@@ -506,7 +506,9 @@ def _contenders(
             compiled_module,
         )
     if compile_backend == "inductor" and positions.device.type == "cuda":
-        graphed = torch.compile(module, mode="reduce-overhead", fullgraph=True, dynamic=False)
+        own = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)  # its own compile
+        own.reserve(MAX_POSITIONS, positions.device)
+        graphed = torch.compile(own, mode="reduce-overhead", fullgraph=True, dynamic=False)
 
         def compiled_graph(i: int) -> tuple[torch.Tensor, torch.Tensor]:
             q, k = pool[i]
@@ -594,7 +596,8 @@ def _production_contenders(
     if fn is None:
         absent["flash_attn"] = why  # type: ignore[assignment]
     else:
-        cos_fa, sin_fa = inputs.cos.to(dtype), inputs.sin.to(dtype)  # (n, d/2), x's dtype
+        # (n, d/2) in x's dtype, dense (the module's cos and sin are strided views)
+        cos_fa, sin_fa = (t.to(dtype).contiguous() for t in (inputs.cos, inputs.sin))
         # a position per sequence: 0 for the prefill (positions 0 .. s-1), else its own
         offsets = 0 if case.seq > 1 else positions[:, 0].contiguous()
 

@@ -312,8 +312,9 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
 
     Large inputs are written into one fresh tensor with ``torch.mul(..., out=)``
     and ``addcmul_`` (see :func:`_rotate_into`), without temporaries, block
-    by block (:func:`_for_blocks`, about 1 MiB of float32 each) so that the
-    three passes over a block may hit the processor's cache. Small
+    by block on the CPU (:func:`_for_blocks`, about 1 MiB of float32 each) so
+    that the three passes over a block may hit the processor's cache; on
+    other devices in one piece, as blocks there only add launches. Small
     inputs (fewer than ``_SMALL`` elements, such as a decode step), inputs
     for which autograd records, and every input under ``torch.compile``
     (which fuses the out-of-place operations, and cannot trace ``out=``
@@ -361,7 +362,10 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str) 
             _rotate_into(_pairs(rotated, layout), _pairs(xb, layout), cb, sb)
             ob.copy_(rotated)
 
-    _for_blocks(block, (xr, out_r, cos, sin))
+    if x.device.type == "cpu":  # blocks for the CPU's caches; on a GPU they add launches
+        _for_blocks(block, (xr, out_r, cos, sin))
+    else:
+        block(xr, out_r, cos, sin)
     if rot < dim:
         out.narrow(-1, rot, dim - rot).copy_(x.narrow(-1, rot, dim - rot))
     return out

@@ -364,3 +364,21 @@ def test_blocks_change_no_bit(monkeypatch, layout, dtype):
     assert torch.equal(whole[..., 16:], x[..., 16:])
     rotary = RotaryEmbedding(16, layout=layout, max_positions=1024)
     torch.testing.assert_close(rotary(x, x, positions)[0], whole, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("device", "blocked"), [("cpu", True), ("meta", False)])
+def test_blocks_only_on_the_cpu(monkeypatch, device, blocked):
+    # the blocks serve the CPU's caches; on another device (a GPU; here the meta device,
+    # which runs no kernel) they would only multiply the launches, so x goes in one piece
+    calls = []
+    monkeypatch.setattr(rope_module, "_SMALL", 0)  # the large path
+    monkeypatch.setattr(rope_module, "_BLOCK", 100)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(
+        rope_module, "_for_blocks", lambda fn, tensors: calls.append(tensors[0].shape)
+    )
+    x = torch.zeros(2, 4, 10, 16, device=device)
+    cos, sin = torch.zeros(10, 8, device=device), torch.zeros(10, 8, device=device)
+    out = rope_module._rotate(x, cos, sin, "half")
+    assert out.shape == x.shape and out.device.type == device
+    assert calls == ([x.shape] if blocked else [])

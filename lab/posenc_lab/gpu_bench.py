@@ -1,6 +1,6 @@
 """Measure RoPE on a CUDA GPU: ``python -m posenc_lab.gpu_bench --json PATH``.
 
-Four implementations rotate the same queries and keys, each call rotating
+The contenders rotate the same queries and keys, each call rotating
 ``q`` and ``k`` (distinct tensors, grouped-query attention: 32 query heads,
 8 key heads of 128 features, the attention of Llama 3 8B):
 
@@ -19,28 +19,48 @@ Four implementations rotate the same queries and keys, each call rotating
   the pool as the other contenders: no Python and no launcher;
 - ``copy``: one ``copy_`` of the buffer that holds a pair (``q`` then
   ``k``: each pair of the pool is one allocation, ``q`` and ``k`` views of
-  it) into one preallocated buffer that every call reuses: one launch that
-  reads and writes every byte of ``q`` and ``k`` once, the least any
-  out-of-place rotation moves, in as few launches as the fused kernel.
+  it) into a preallocated buffer: one launch that reads and writes every
+  byte of ``q`` and ``k`` once, the least any out-of-place rotation moves,
+  in as few launches as the fused kernel;
+- ``compiled_graph``: the compiled module with ``mode="reduce-overhead"``
+  (CUDA graphs; it copies each call's inputs into its static buffers, as
+  it must for inputs made outside the graph);
+- production kernels, each where its library imports (else named in the
+  case's ``absent`` with the reason): ``vllm``
+  (``vllm._custom_ops.rotary_embedding``, in place, table in ``q``'s
+  dtype), ``flashinfer`` (``apply_rope_with_cos_sin_cache_inplace``,
+  float32 table), ``liger`` (``liger_rotary_pos_emb``, Hugging Face's
+  tables) and ``flash_attn`` (``apply_rotary_emb`` on ``q``, then ``k``).
 
-Cases: a prefill (``b = 1``, ``s = 4096``, positions ``0 .. s-1``), a
-batched decode step (``b = 64``, ``s = 1``, a different position per row)
-and a single decode step (``b = 1``, ``s = 1``), each in bfloat16 and
-float32.
+``q`` and ``k`` are laid out ``(b, s, n, d)`` in memory, as the projection
+writes them, and passed as ``(b, n, s, d)`` views.
 
-Cache state. A prefill is cold: each sample is one call, and before it L2
-is flushed (a read of ``FLUSH_TIMES_L2`` times its size, which leaves no
-dirty line behind), so inputs, outputs (in place or not) and the table
-come from memory; the pool holds two pairs. A decode step is warm, as
-after the projection that has just written ``q`` and ``k``: its pool is
-small enough (at most a quarter of L2, at most ``number`` pairs) to stay
-in L2 while every contender reads it again and again, and every output, in
-place or not, goes where the previous call wrote (the caching allocator
-hands back the block just freed); the positions are fixed per case, so
-the table rows are in L2 too, as they would not be for a new position.
-A decode sample times ``number`` calls queued back to back: for one
-launch, the interval between launches on the device, not one kernel's
-latency alone (``ncu``'s ``gpu__time_duration.sum`` gives that).
+Cases, a sweep over tokens per call (:data:`TOKENS`) in bfloat16 and
+float32: ``decode-T`` for ``T <= 256`` (``T`` sequences of one token, a
+position drawn per sequence) and ``prefill-T`` beyond (one sequence,
+positions ``0 .. T-1``).
+
+Cache state. A prefill is cold: before each sample L2 is flushed (a read
+of ``FLUSH_TIMES_L2`` times its size), and the sample's ``number`` calls
+rotate as many distinct pairs, each writing its own output (held to the
+sample's end), together at least ``COLD_TIMES_L2`` times L2
+(:func:`cold_calls`). L2 is write-back: at the end event up to its size of
+the sample's writes may not have reached memory yet (they are written
+back during the next flush, untimed), so the window holds at least
+:func:`dram_bytes_at_least` bytes of memory traffic per call, recorded as
+``dram_bytes_per_call_at_least``: a bound within an eighth of the modelled
+bytes. A decode step is warm, as after the projection that has just
+written ``q`` and ``k``: its pool is small enough (at most a quarter of
+L2, at most ``number`` pairs) to stay in L2 while every contender reads it
+again and again, and every output, in place or not, goes where the
+previous call wrote (the caching allocator hands back the block just
+freed); the positions are fixed per case, so the table rows are in L2
+too, as they would not be for a new position. A decode sample times
+``number`` calls queued back to back: for one launch, the interval
+between launches on the device, not one kernel's latency alone (``ncu``'s
+``gpu__time_duration.sum`` gives that); the host's time per call
+(``host_median_us``) is what an eager decode step pays when the device is
+not the bottleneck.
 
 How it measures: every contender is first checked against ``apply_rope``
 (the fused kernel within one bfloat16 ulp, :func:`_tolerance`). Each
@@ -69,7 +89,8 @@ write of ``q`` and ``k`` (``2 * (q.nbytes + k.nbytes)``, whatever the
 contender really moves), that rate as a fraction of the measured copy
 bandwidth, and the median of the per-round ratio of its time to
 ``copy``'s. It counts no DRAM bytes: run it under Nsight Compute for those
-(``lab/README.md``).
+(``lab/README.md``; ``--cases`` and ``--contenders`` choose what runs, and
+the timed samples sit in an NVTX range named ``timed``).
 
 ``--dry-run`` runs the same code on the CPU with tiny shapes, two rounds,
 the Triton kernel in Triton's interpreter, ``torch.compile`` with its
@@ -81,6 +102,7 @@ command and the record's layout, and measures nothing (the record says
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import math
@@ -111,8 +133,12 @@ __all__ = [
     "sample_starts",
 ]
 
-#: Positions the prefill covers and the decode steps draw from.
-MAX_POSITIONS = 4096
+#: Tokens per call of the sweep: up to ``DECODE_MAX`` a batched decode step (one token per
+#: sequence, warm), beyond it one prefill sequence (cold).
+TOKENS = (1, 8, 64, 256, 1024, 4096, 32768)
+DECODE_MAX = 256
+#: Positions the table holds: the longest prefill covers them, decode steps draw from them.
+MAX_POSITIONS = max(TOKENS)
 #: Device work queued ahead of a sample: this many times the slowest warm-up sample's
 #: host time (the first, which compiles, left out), within these bounds.
 QUEUE_FACTOR = 2.0
@@ -121,6 +147,9 @@ QUEUE_MIN_S, QUEUE_MAX_S = 50e-6, 0.5
 WARM_FRACTION_OF_L2 = 0.25
 #: A cold case reads a buffer of this many times L2 before each sample.
 FLUSH_TIMES_L2 = 3
+#: A cold sample rotates distinct pairs that together move at least this many times L2,
+#: so that the writes still in L2 (write-back) at its end event are at most 1/8 of them.
+COLD_TIMES_L2 = 8
 QUANTILES = (0.10, 0.25, 0.75, 0.90)
 
 
@@ -146,29 +175,53 @@ class Case:
         """Elements of ``q`` and ``k`` together."""
         return self.batch * (self.n_q + self.n_k) * self.seq * self.head_dim
 
+    def tokens(self) -> int:
+        return self.batch * self.seq
+
     def bytes_per_call(self) -> int:
         """One read and one write of ``q`` and ``k``."""
         return 2 * self.elements() * self.torch_dtype.itemsize
 
 
-def build_cases(*, dry_run: bool = False) -> list[Case]:
-    """Prefill (cold, one call a sample), batched and single decode (warm), in bfloat16 and
-    float32."""
+def cold_calls(bytes_per_call: int, l2_bytes: int) -> int:
+    """Calls (over as many distinct pairs) in a cold sample: together at least
+    ``COLD_TIMES_L2`` times L2, so that at most ``l2_bytes`` of the sample's writes can
+    still sit in L2, unwritten to memory, when its end event is recorded."""
+    return max(1, math.ceil(COLD_TIMES_L2 * l2_bytes / bytes_per_call))
+
+
+def dram_bytes_at_least(case: Case, l2_bytes: int) -> float:
+    """Bytes per call that memory must have moved inside a cold sample's timed window.
+
+    L2 is write-back: of the ``number`` calls' writes, at most ``l2_bytes`` may still be
+    dirty in L2 at the end event (written back during the next flush, untimed). Inputs
+    come from memory: the flush left L2 holding only its own clean lines.
+    """
+    return case.bytes_per_call() - l2_bytes / case.number
+
+
+def build_cases(*, dry_run: bool = False, l2_bytes: int = 0) -> list[Case]:
+    """The token sweep in bfloat16 and float32: ``decode-T`` (``T`` sequences, one token
+    each, warm, 100 calls a sample) up to ``DECODE_MAX`` tokens, then ``prefill-T`` (one
+    sequence of ``T`` tokens, cold, :func:`cold_calls` calls a sample)."""
     cases = []
     for dtype in ("bfloat16", "float32"):
+        itemsize = getattr(torch, dtype).itemsize
         if dry_run:
-            shapes = [
-                ("prefill", 1, 4, 2, 8, 16, 1, False),
-                ("decode_batched", 3, 4, 2, 1, 16, 2, True),
-            ]
+            shapes = [("prefill", 1, 4, 2, 8, 16, 2, False), ("decode", 3, 4, 2, 1, 16, 2, True)]
         else:
-            shapes = [
-                ("prefill", 1, 32, 8, MAX_POSITIONS, 128, 1, False),
-                ("decode_batched", 64, 32, 8, 1, 128, 100, True),
-                ("decode", 1, 32, 8, 1, 128, 100, True),
-            ]
-        for name, b, n_q, n_k, s, d, number, warm in shapes:
-            cases.append(Case(f"{name}-{dtype}", b, n_q, n_k, s, d, dtype, number, warm))
+            shapes = []
+            for t in TOKENS:
+                if t <= DECODE_MAX:
+                    shapes.append(("decode", t, 32, 8, 1, 128, 100, True))
+                else:
+                    nbytes = 2 * t * (32 + 8) * 128 * itemsize
+                    shapes.append(
+                        ("prefill", 1, 32, 8, t, 128, cold_calls(nbytes, l2_bytes), False)
+                    )
+        for kind, b, n_q, n_k, s, d, number, warm in shapes:
+            name = f"{kind}-{b * s}-{dtype}"
+            cases.append(Case(name, b, n_q, n_k, s, d, dtype, number, warm))
     return cases
 
 
@@ -311,9 +364,9 @@ def _triton_module(interpret: bool):
 class _Inputs:
     """A pool of distinct ``(q, k)`` pairs and what every contender shares."""
 
-    pool: list[tuple[torch.Tensor, torch.Tensor]]  # views of ``flat``: q, then k
-    flat: list[torch.Tensor]  # each pair as one buffer, for ``copy``
-    output: torch.Tensor  # ``copy``'s, one buffer the size of a pair, reused by every call
+    pool: list[tuple[torch.Tensor, torch.Tensor]]  # (b, n, s, d) views of ``flat``: q, then k
+    flat: list[torch.Tensor]  # each pair as one buffer, (b, s, n, d) order, for ``copy``
+    outputs: list[torch.Tensor]  # ``copy``'s: one per pair when cold, one reused when warm
     positions: torch.Tensor  # (b, s)
     cos: torch.Tensor  # (n, d/2) float32: the table of the kernel and the module
     sin: torch.Tensor
@@ -324,14 +377,15 @@ class _Inputs:
 def pool_size(case: Case, l2_bytes: int) -> int:
     """Pairs of ``(q, k)`` to cycle through.
 
-    A cold case takes 2: L2 is flushed before each sample, so no pair is
-    found there. A warm case takes as many as fill ``WARM_FRACTION_OF_L2`` of
+    A cold case takes ``case.number``: each call of a sample rotates its own
+    pair (and writes its own output), and L2 is flushed before each sample,
+    so no pair is found there. A warm case takes as many as fill ``WARM_FRACTION_OF_L2`` of
     L2, from 1 to ``case.number``: every contender's calls read them again
     and again, so they stay in L2, as ``q`` and ``k`` just written by the
     projection before RoPE would be.
     """
     if not case.warm:
-        return 2
+        return case.number
     pair_bytes = case.elements() * case.torch_dtype.itemsize
     return max(1, min(case.number, math.floor(WARM_FRACTION_OF_L2 * l2_bytes / pair_bytes)))
 
@@ -345,15 +399,19 @@ def _inputs(case: Case, device: torch.device, l2_bytes: int, seed: int) -> _Inpu
     g = torch.Generator(device="cpu").manual_seed(seed)
     dtype = case.torch_dtype
     n_pool = pool_size(case, l2_bytes)
-    q_shape = (case.batch, case.n_q, case.seq, case.head_dim)
-    k_shape = (case.batch, case.n_k, case.seq, case.head_dim)
+    # (b, s, n, d), as the projection writes them; the contenders get (b, n, s, d) views
+    q_shape = (case.batch, case.seq, case.n_q, case.head_dim)
+    k_shape = (case.batch, case.seq, case.n_k, case.head_dim)
     n_q = math.prod(q_shape)
     # each pair one buffer, q then k (k starts 16-byte aligned): copy moves both in one launch
     block = torch.randn((n_pool, n_q + math.prod(k_shape)), generator=g)
     flat = list(block.to(device=device, dtype=dtype).unbind(0))
-    pool = [(f[:n_q].view(q_shape), f[n_q:].view(k_shape)) for f in flat]
-    # copy's output: one buffer, as the allocator hands the others the block just freed
-    output = torch.empty_like(flat[0])
+    pool = [
+        (f[:n_q].view(q_shape).transpose(1, 2), f[n_q:].view(k_shape).transpose(1, 2)) for f in flat
+    ]
+    # copy's outputs: cold, one per pair, as every call of a cold sample writes new memory;
+    # warm, one buffer, as the allocator hands the others the block just freed
+    outputs = [torch.empty_like(f) for f in (flat if not case.warm else flat[:1])]
     if case.seq > 1:
         positions = torch.arange(case.seq).expand(case.batch, case.seq)
     else:
@@ -367,7 +425,7 @@ def _inputs(case: Case, device: torch.device, l2_bytes: int, seed: int) -> _Inpu
     return _Inputs(
         pool,
         flat,
-        output,
+        outputs,
         positions,
         rope.cos_cached,
         rope.sin_cached,
@@ -377,15 +435,26 @@ def _inputs(case: Case, device: torch.device, l2_bytes: int, seed: int) -> _Inpu
 
 
 def _contenders(
-    case: Case, inputs: _Inputs, *, interpret: bool, compile_backend: str | None
+    case: Case,
+    inputs: _Inputs,
+    *,
+    interpret: bool,
+    compile_backend: str | None,
+    absent: dict[str, str] | None = None,
 ) -> dict[str, tuple[str, Callable[[int], object]]]:
-    """name -> (label, fn(i)) where ``fn(i)`` rotates the ``i``-th pair of the pool."""
+    """name -> (label, fn(i)) where ``fn(i)`` rotates the ``i``-th pair of the pool.
+
+    ``fn(i)`` returns the rotated ``(q, k)``, or ``None`` when it rotated them in
+    place. The contenders that cannot run here (a library not installed, CUDA graphs
+    without a GPU) are left out and named in ``absent`` with the reason.
+    """
+    absent = {} if absent is None else absent
     pool, positions = inputs.pool, inputs.positions
     heads_positions = positions[:, None, :]  # (b, 1, s): broadcasts over the heads
     cos, sin, hf_cos, hf_sin = inputs.cos, inputs.sin, inputs.hf_cos, inputs.hf_sin
 
-    def copy(i: int) -> None:
-        inputs.output.copy_(inputs.flat[i])  # q and k in one launch, as the fused kernel
+    def copy(i: int) -> None:  # q and k in one launch, as the fused kernel
+        inputs.outputs[i % len(inputs.outputs)].copy_(inputs.flat[i])
 
     def eager_formula(i: int) -> tuple[torch.Tensor, torch.Tensor]:
         q, k = pool[i]
@@ -421,7 +490,7 @@ def _contenders(
         found["triton_inplace"] = ("posenc.rope_triton, in place", fused_inplace)
         found["triton_graph"] = (
             "posenc.rope_triton, replayed from CUDA graphs",
-            _GraphReplay(fused, positions.device, len(pool), case.number),
+            _GraphReplay(fused, positions.device, len(pool), case.number, keep=not case.warm),
         )
     if compile_backend is not None:
         module = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
@@ -436,6 +505,109 @@ def _contenders(
             "torch.compile(RotaryEmbedding(max_positions))",
             compiled_module,
         )
+    if compile_backend == "inductor" and positions.device.type == "cuda":
+        own = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)  # its own compile
+        own.reserve(MAX_POSITIONS, positions.device)
+        graphed = torch.compile(own, mode="reduce-overhead", fullgraph=True, dynamic=False)
+
+        def compiled_graph(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            q, k = pool[i]
+            torch.compiler.cudagraph_mark_step_begin()  # a new step: earlier outputs may go
+            return graphed(q, k, heads_positions)
+
+        found["compiled_graph"] = (
+            "torch.compile(mode='reduce-overhead'): CUDA graph, inputs copied in",
+            compiled_graph,
+        )
+    else:
+        absent["compiled_graph"] = "mode='reduce-overhead' needs inductor and a CUDA device"
+    found.update(_production_contenders(case, inputs, absent))
+    return found
+
+
+#: The production kernels timed where their library imports: name -> (module, attribute).
+PRODUCTION = {
+    "vllm": ("vllm._custom_ops", "rotary_embedding"),
+    "flashinfer": ("flashinfer.rope", "apply_rope_with_cos_sin_cache_inplace"),
+    "liger": ("liger_kernel.transformers.rope", "liger_rotary_pos_emb"),
+    "flash_attn": ("flash_attn.layers.rotary", "apply_rotary_emb"),
+}
+
+
+def _production(name: str) -> tuple[Callable | None, str | None]:
+    """``(function, None)`` where ``PRODUCTION[name]`` imports, else ``(None, why)``."""
+    module_name, attribute = PRODUCTION[name]
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute), None
+    except Exception as error:  # ImportError, or a library that fails to load its kernels
+        return None, f"{module_name}.{attribute}: {type(error).__name__}: {error}"[:300]
+
+
+def _production_contenders(
+    case: Case, inputs: _Inputs, absent: dict[str, str]
+) -> dict[str, tuple[str, Callable[[int], object]]]:
+    """vLLM's, FlashInfer's, Liger Kernel's and FlashAttention's RoPE, each called as its
+    library documents it, on the same pairs (their ``(b, s, n, d)`` memory); the ones
+    whose library does not import are named in ``absent``."""
+    pool, positions = inputs.pool, inputs.positions
+    d, dtype = case.head_dim, case.torch_dtype
+    tokens = positions.reshape(-1)  # (b * s,): one position per token
+
+    def flat(x: torch.Tensor) -> torch.Tensor:
+        """(b, n, s, d) view -> (b * s, n * d), a view of the projection's memory."""
+        return x.transpose(1, 2).reshape(case.tokens(), -1)
+
+    found: dict[str, tuple[str, Callable[[int], object]]] = {}
+    fn, why = _production("vllm")
+    if fn is None:
+        absent["vllm"] = why  # type: ignore[assignment]
+    else:
+        cache = torch.cat((inputs.cos, inputs.sin), dim=-1).to(dtype)  # vLLM casts its table
+
+        def vllm(i: int, fn=fn, cache=cache) -> None:
+            q, k = pool[i]
+            fn(tokens, flat(q), flat(k), d, cache, True)  # in place; True: the half layout
+
+        found["vllm"] = ("vLLM rotary_embedding, in place", vllm)
+    fn, why = _production("flashinfer")
+    if fn is None:
+        absent["flashinfer"] = why  # type: ignore[assignment]
+    else:
+        cache32 = torch.cat((inputs.cos, inputs.sin), dim=-1).contiguous()  # float32
+
+        def flashinfer(i: int, fn=fn, cache=cache32) -> None:
+            q, k = pool[i]
+            fn(tokens, flat(q), flat(k), d, cache, is_neox=True)
+
+        found["flashinfer"] = ("FlashInfer apply_rope_with_cos_sin_cache_inplace", flashinfer)
+    fn, why = _production("liger")
+    if fn is None:
+        absent["liger"] = why  # type: ignore[assignment]
+    else:
+        cos_b, sin_b = inputs.hf_cos[:, 0], inputs.hf_sin[:, 0]  # (b, s, d), Hugging Face's
+
+        def liger(i: int, fn=fn) -> tuple[torch.Tensor, torch.Tensor]:
+            q, k = pool[i]  # its kernel writes into q and k where their (b, s, n, d) is dense
+            return fn(q, k, cos_b, sin_b)
+
+        found["liger"] = ("Liger Kernel liger_rotary_pos_emb", liger)
+    fn, why = _production("flash_attn")
+    if fn is None:
+        absent["flash_attn"] = why  # type: ignore[assignment]
+    else:
+        # (n, d/2) in x's dtype, dense (the module's cos and sin are strided views)
+        cos_fa, sin_fa = (t.to(dtype).contiguous() for t in (inputs.cos, inputs.sin))
+        # a position per sequence: 0 for the prefill (positions 0 .. s-1), else its own
+        offsets = 0 if case.seq > 1 else positions[:, 0].contiguous()
+
+        def flash_attn(i: int, fn=fn) -> tuple[torch.Tensor, torch.Tensor]:
+            q, k = pool[i]  # (b, s, n, d) views, as it takes them; one call each
+            q_out = fn(q.transpose(1, 2), cos_fa, sin_fa, seqlen_offsets=offsets)
+            k_out = fn(k.transpose(1, 2), cos_fa, sin_fa, seqlen_offsets=offsets)
+            return q_out.transpose(1, 2), k_out.transpose(1, 2)
+
+        found["flash_attn"] = ("FlashAttention apply_rotary_emb on q, then on k", flash_attn)
     return found
 
 
@@ -452,10 +624,16 @@ class _GraphReplay:
     """
 
     def __init__(
-        self, call: Callable[[int], object], device: torch.device, n_pool: int, number: int
+        self,
+        call: Callable[[int], object],
+        device: torch.device,
+        n_pool: int,
+        number: int,
+        keep: bool = False,
     ) -> None:
         self.call, self.n_pool, self.number = call, n_pool, number
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, object]] = {}
+        self.held: dict[int, list[object]] = {}
         if device.type != "cuda":
             return
         stream = torch.cuda.Stream(device)
@@ -468,9 +646,11 @@ class _GraphReplay:
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
                 kept = call(first)  # the first call's output, kept for the check
-                for j in range(1, number):
-                    call((first + j) % n_pool)  # dropped: the next call reuses its block
+                held = [call((first + j) % n_pool) for j in range(1, number)]
+                if not keep:  # warm: dropped, each call reuses the block of the one before
+                    held.clear()
             self.graphs[first] = (graph, kept)
+            self.held[first] = held  # cold: every call of the sample wrote its own output
 
     def sample(self, first: int) -> None:
         """The ``number`` calls from pair ``first`` on."""
@@ -491,25 +671,28 @@ class _GraphReplay:
 def _check(
     case: Case, inputs: _Inputs, contenders: dict[str, tuple[str, Callable[[int], object]]]
 ) -> None:
-    """Every contender agrees with ``apply_rope`` on the first pair (before any in-place call)."""
+    """Every contender agrees with ``apply_rope`` on the first pair.
+
+    Each runs on a copy of the pair in the same memory layout, put in the pool for
+    the call: what it returns is compared, or, when it returns ``None`` (in place),
+    the copy. The pool's own pair is left as it was. ``triton_graph`` replays what it
+    captured, the pool's own pair, out of place.
+    """
     q, k = inputs.pool[0]
     p = inputs.positions[:, None, :]
     expected = (apply_rope(q, p), apply_rope(k, p))
     for name, (_, fn) in contenders.items():
-        if name in ("copy", "triton_inplace"):
+        if name == "copy":
             continue
-        got = fn(0)  # triton_graph: the first call of the graph that starts at pair 0
+        copies = tuple(x.transpose(1, 2).clone().transpose(1, 2) for x in (q, k))
+        inputs.pool[0] = copies
+        try:
+            got = fn(0)
+        finally:
+            inputs.pool[0] = (q, k)
+        got = copies if got is None else got
         for actual, wanted in zip(got, expected, strict=True):  # type: ignore[arg-type]
             torch.testing.assert_close(actual, wanted, **_tolerance(name, case.dtype), msg=name)
-    if "triton_inplace" in contenders:
-        q_copy, k_copy = q.clone(), k.clone()
-        inputs.pool[0] = (q_copy, k_copy)
-        contenders["triton_inplace"][1](0)
-        inputs.pool[0] = (q, k)
-        for actual, wanted in zip((q_copy, k_copy), expected, strict=True):
-            torch.testing.assert_close(
-                actual, wanted, **_tolerance("triton_inplace", case.dtype), msg="triton_inplace"
-            )
 
 
 def _tolerance(name: str, dtype: str) -> dict[str, float]:
@@ -548,6 +731,19 @@ def _quantiles(values: Sequence[float]) -> dict[str, float]:
     return out
 
 
+@contextlib.contextmanager
+def _timed_range(cuda: bool):
+    """An NVTX range named ``timed`` around a timed sample (on a GPU), for ncu's filter."""
+    if not cuda:
+        yield
+        return
+    torch.cuda.nvtx.range_push("timed")
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+
+
 def time_case(
     case: Case,
     device: torch.device,
@@ -559,10 +755,17 @@ def time_case(
     copy_gb_per_s: float,
     interpret: bool = False,
     compile_backend: str | None = "inductor",
+    only: Sequence[str] | None = None,
 ) -> dict[str, object]:
-    """Check, warm up and time every contender on ``case``; return the case's record."""
+    """Check, warm up and time every contender on ``case`` (those named in ``only``, and
+    ``copy``, when given); return the case's record."""
     inputs = _inputs(case, device, l2_bytes, seed)
-    contenders = _contenders(case, inputs, interpret=interpret, compile_backend=compile_backend)
+    absent: dict[str, str] = {}
+    contenders = _contenders(
+        case, inputs, interpret=interpret, compile_backend=compile_backend, absent=absent
+    )
+    if only is not None:
+        contenders = {n: c for n, c in contenders.items() if n == "copy" or n in only}
     _check(case, inputs, contenders)
     clock = _Clock(device)
     n_pool = len(inputs.pool)
@@ -577,8 +780,13 @@ def time_case(
             return fn.sample
 
         def calls(first: int) -> None:
-            for j in range(case.number):
-                fn((first + j) % n_pool)
+            if case.warm:  # each output dropped: the next call writes into its block
+                for j in range(case.number):
+                    fn((first + j) % n_pool)
+                return
+            # cold: outputs held to the sample's end, so each call writes new memory
+            held = [fn((first + j) % n_pool) for j in range(case.number)]
+            del held
 
         return calls
 
@@ -607,9 +815,10 @@ def time_case(
         for name in order:
             if flush is not None:
                 flush()
-            device_s, host_s, late = clock.time_both(
-                lambda run=samplers[name], first=cursor: run(first), ahead[name]
-            )
+            with _timed_range(clock.cuda):  # ncu --nvtx-include "timed/" profiles these only
+                device_s, host_s, late = clock.time_both(
+                    lambda run=samplers[name], first=cursor: run(first), ahead[name]
+                )
             samples[name].append(device_s / case.number)
             host[name].append(host_s / case.number)
             host_bound[name] += late
@@ -622,6 +831,9 @@ def time_case(
         "bytes_per_call": nbytes,
         "pool": n_pool,
         "l2_flushed_bytes": 0 if flush is None else FLUSH_TIMES_L2 * l2_bytes,
+        # cold: what memory must move per call inside the timed window (write-back aside)
+        "dram_bytes_per_call_at_least": None if case.warm else dram_bytes_at_least(case, l2_bytes),
+        "absent": absent,
         "rounds": rounds,
         "warmup": warmup,
         "orders": orders,
@@ -731,8 +943,11 @@ def run(
     seed: int = 0,
     compile_backend: str | None = None,
     log: Callable[[str], None] | None = None,
+    cases: Sequence[str] | None = None,
+    contenders: Sequence[str] | None = None,
 ) -> dict[str, object]:
-    """Measure every case; the record as a JSON-ready dict."""
+    """Measure every case (those named in ``cases`` when given, each with the contenders
+    named in ``contenders`` and ``copy``); the record as a JSON-ready dict."""
     if dry_run:
         device = torch.device("cpu")
         compile_backend = compile_backend or "eager"
@@ -756,7 +971,13 @@ def run(
         "cases": {},
     }
     record["meta"]["clocks_before"] = clock_state() if device.type == "cuda" else None
-    for case in build_cases(dry_run=dry_run):
+    chosen = build_cases(dry_run=dry_run, l2_bytes=l2_bytes)
+    if cases is not None:
+        unknown = set(cases) - {c.name for c in chosen}
+        if unknown:
+            raise SystemExit(f"unknown cases {sorted(unknown)}; known: {[c.name for c in chosen]}")
+        chosen = [c for c in chosen if c.name in cases]
+    for case in chosen:
         if log:
             log(f"timing {case.name} ...")
         record["cases"][case.name] = time_case(  # type: ignore[index]
@@ -769,6 +990,7 @@ def run(
             copy_gb_per_s=copy["gb_per_s"],  # type: ignore[arg-type]
             interpret=dry_run,
             compile_backend=compile_backend,
+            only=contenders,
         )
     record["meta"]["clocks_after"] = clock_state() if device.type == "cuda" else None
     return record
@@ -788,7 +1010,12 @@ def format_record(record: dict[str, object]) -> str:
             "",
             f"[{name}] q {tuple(case['q_shape'])}, k {tuple(case['k_shape'])}, "
             f"{case['rounds']} rounds x {case['number']} calls, pool of {case['pool']}, "
-            + ("warm (in L2)" if case["warm"] else "cold (L2 flushed before each sample)"),
+            + (
+                "warm (in L2)"
+                if case["warm"]
+                else "cold (L2 flushed before each sample); memory moves at least "
+                f"{case['dram_bytes_per_call_at_least'] / 1e6:.4g} MB a call in the window"
+            ),
             f"{'contender':46s} {'median us':>10s} {'q25-q75 us':>19s} {'GB/s':>8s} "
             f"{'of copy':>8s} {'x copy':>7s} {'host us':>8s}",
         ]
@@ -800,6 +1027,8 @@ def format_record(record: dict[str, object]) -> str:
                 f"{c['fraction_of_copy_bandwidth']:8.2f} {c['ratio_to_copy']:7.2f} "
                 f"{c['host_median_us']:8.4g}{late}"
             )
+        for name, why in case.get("absent", {}).items():
+            lines.append(f"{'absent: ' + name:46s} {why}")
     return "\n".join(lines)
 
 
@@ -816,6 +1045,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--rounds", type=int, help="rounds per case (default 30; 2 dry)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the inputs and the orders")
+    parser.add_argument(
+        "--cases", help="comma-separated case names to run (default: all), e.g. decode-1-bfloat16"
+    )
+    parser.add_argument(
+        "--contenders", help="comma-separated contenders to time beside copy (default: all)"
+    )
     args = parser.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         parser.error("--rounds must be >= 1")
@@ -824,6 +1059,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rounds=args.rounds,
         seed=args.seed,
         log=lambda s: print(s, file=sys.stderr, flush=True),
+        cases=args.cases.split(",") if args.cases else None,
+        contenders=args.contenders.split(",") if args.contenders else None,
     )
     print(format_record(record))
     if args.json:

@@ -11,6 +11,8 @@ import importlib.util
 import json
 import random
 import subprocess
+import sys
+import weakref
 
 import pytest
 import torch
@@ -49,10 +51,10 @@ def test_every_case_and_contender_is_recorded(record):
         set(record["cases"])
         == set(cases)
         == {
-            "prefill-bfloat16",
-            "decode_batched-bfloat16",
-            "prefill-float32",
-            "decode_batched-float32",
+            "prefill-8-bfloat16",
+            "decode-3-bfloat16",
+            "prefill-8-float32",
+            "decode-3-float32",
         }
     )
     copy_rate = record["copy_bandwidth"]["gb_per_s"]
@@ -138,23 +140,79 @@ def test_the_graph_contender_is_checked_and_recorded(record):
         assert "CUDA graph" in label
 
 
-def test_prefills_are_cold_and_decode_pools_stay_in_l2():
+def test_the_token_sweep_is_warm_decode_then_cold_prefill():
     l2 = 50 * 2**20
-    cases = {c.name: c for c in build_cases()}
-    assert all(c.warm == c.name.startswith("decode") for c in cases.values())
-    assert all(c.number == 1 for c in cases.values() if not c.warm)  # one call, flushed
+    cases = {c.name: c for c in build_cases(l2_bytes=l2)}
+    tokens = (1, 8, 64, 256, 1024, 4096, 32768)
+    assert set(cases) == {
+        f"{'decode' if t <= 256 else 'prefill'}-{t}-{d}"
+        for t in tokens
+        for d in ("bfloat16", "float32")
+    }
+    for c in cases.values():
+        assert c.tokens() == int(c.name.split("-")[1])
+        assert c.warm == (c.seq == 1) == c.name.startswith("decode")
+        assert (c.n_q, c.n_k, c.head_dim) == (32, 8, 128)
+    assert gpu_bench.MAX_POSITIONS == 32768  # the longest prefill's positions are in the table
     # decode: 10 KiB a pair in bfloat16, 100 pairs (one sample's calls) in 1 MiB
-    decode = cases["decode-bfloat16"]
+    decode = cases["decode-1-bfloat16"]
     assert gpu_bench.pool_size(decode, l2) == decode.number == 100
-    # batched decode: 640 KiB a pair, as many as fill a quarter of L2
-    batched = cases["decode_batched-bfloat16"]
+    # 64 sequences: 640 KiB a pair, as many as fill a quarter of L2
+    batched = cases["decode-64-bfloat16"]
     n = gpu_bench.pool_size(batched, l2)
     pair = 64 * 10 * 2**10
     assert n * pair <= l2 // 4 < (n + 1) * pair and n == 20
-    assert gpu_bench.pool_size(cases["prefill-bfloat16"], l2) == 2
     assert gpu_bench.pool_size(decode, 0) == 1
     assert gpu_bench.sample_starts(20, 100) == [0]  # every sample starts at pair 0
     assert gpu_bench.sample_starts(2, 1) == [0, 1]
+
+
+def test_a_cold_sample_moves_at_least_eight_l2s_over_distinct_pairs():
+    # L2 is write-back: up to its size of a sample's writes may still be in it at the end
+    # event. A cold sample's calls rotate distinct pairs moving >= 8 L2 together, so the
+    # bytes memory must move inside the window are within an eighth of the model's
+    l2 = 50 * 2**20
+    cases = {c.name: c for c in build_cases(l2_bytes=l2)}
+    prefill = cases["prefill-4096-bfloat16"]  # 84 MB a call: 5 calls
+    assert prefill.bytes_per_call() == 2 * 2 * 40 * 128 * 4096
+    assert prefill.number == 5 and gpu_bench.pool_size(prefill, l2) == 5
+    assert cases["prefill-1024-bfloat16"].number == 20
+    assert cases["prefill-32768-float32"].number == 1  # one call is 27 L2s
+    for c in cases.values():
+        if not c.warm:
+            assert c.number * c.bytes_per_call() >= gpu_bench.COLD_TIMES_L2 * l2
+            assert (c.number - 1) * c.bytes_per_call() < gpu_bench.COLD_TIMES_L2 * l2 or (
+                c.number == 1
+            )
+            at_least = gpu_bench.dram_bytes_at_least(c, l2)
+            assert at_least == c.bytes_per_call() - l2 / c.number
+            assert at_least >= (1 - 1 / gpu_bench.COLD_TIMES_L2) * c.bytes_per_call()
+    assert build_cases(l2_bytes=0)[-1].number == 1  # without an L2 size: one call
+
+
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_cold_sample_holds_every_output_and_a_warm_one_drops_them(monkeypatch, warm):
+    # cold: each call of a sample writes new memory (its output held to the sample's end),
+    # so no call overwrites lines the one before left dirty in L2; warm: dropped at once
+    made, seen = [], []
+
+    class Output:
+        pass
+
+    def make(i):
+        seen.append(sum(r() is not None for r in made))  # earlier outputs still held
+        out = Output()
+        made.append(weakref.ref(out))
+        return out
+
+    fake = {"copy": ("c", lambda i: None), "fake": ("f", make)}
+    monkeypatch.setattr(gpu_bench, "_contenders", lambda *a, **k: fake)
+    monkeypatch.setattr(gpu_bench, "_check", lambda *a: None)
+    case = Case("tiny", 1, 2, 1, 4, 8, "float32", 3, warm)
+    time_case(case, torch.device("cpu"), rounds=1, warmup=1, seed=0, l2_bytes=0,
+              copy_gb_per_s=1.0, interpret=True, compile_backend=None)  # fmt: skip
+    assert seen == ([0, 0, 0] if warm else [0, 1, 2]) * 2, seen  # warm-up, then timed
+    assert all(r() is None for r in made)
 
 
 @pytest.mark.parametrize("warm", [False, True])
@@ -186,18 +244,24 @@ def test_copy_is_one_launch_over_q_and_k():
     # every call reuses, as the out-of-place contenders write into the block just freed
     from posenc_lab.traffic import count_traffic
 
-    case = build_cases(dry_run=True)[0]
+    case = build_cases(dry_run=True)[0]  # cold: one output per pair
+    assert not case.warm
     inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
     contenders = gpu_bench._contenders(case, inputs, interpret=True, compile_backend=None)
     copy = contenders["copy"][1]
-    assert len(inputs.pool) == 2
+    assert len(inputs.pool) == len(inputs.outputs) == case.number == 2
     for i in (0, 1, 0):
         q, k = inputs.pool[i]
         assert q.untyped_storage().data_ptr() == k.untyped_storage().data_ptr()
+        # (b, s, n, d) in memory, as the projection writes it; (b, n, s, d) views
+        assert q.transpose(1, 2).is_contiguous() and not q.is_contiguous()
         moved = count_traffic(lambda i=i: copy(i))
         assert moved.ops == ["copy_"]
         assert moved.total == 2 * (q.nbytes + k.nbytes)
-        assert torch.equal(inputs.output, torch.cat((q.flatten(), k.flatten())))
+        flat = torch.cat((q.transpose(1, 2).flatten(), k.transpose(1, 2).flatten()))
+        assert torch.equal(inputs.outputs[i], flat)
+    warm = build_cases(dry_run=True)[1]
+    assert warm.warm and len(gpu_bench._inputs(warm, torch.device("cpu"), 0, 0).outputs) == 1
 
 
 def test_a_graph_sample_rotates_the_pairs_a_sample_of_calls_would():
@@ -244,3 +308,109 @@ def test_the_fused_kernel_is_held_to_one_bfloat16_ulp_of_apply_rope():
     with pytest.raises(AssertionError, match="triton"):
         gpu_bench._check(case, inputs, {"triton": ("two ulps off", lambda i: two_ulps)})
     gpu_bench._check(case, inputs, {"eager_formula": ("two ulps off", lambda i: two_ulps)})
+
+
+def _turn(x, cos, sin):
+    """Rotate x (..., d) in the half layout by cos, sin (..., d/2) broadcast to it, in
+    float32, rounded once to x's dtype."""
+    a, b = x.float().chunk(2, dim=-1)
+    cos, sin = cos.float(), sin.float()
+    return torch.cat((a * cos - b * sin, b * cos + a * sin), dim=-1).to(x.dtype)
+
+
+def _fake_libraries(monkeypatch, calls):
+    """Stand-ins for vLLM, FlashInfer, Liger Kernel and FlashAttention with their documented
+    signatures: each checks what it is given (shapes, dtypes, layout) and rotates."""
+    import types
+
+    def cos_sin_cache_op(name, table_dtype):
+        def op(positions, query, key, head_size, cos_sin_cache, is_neox=True):
+            calls.append(name)
+            assert is_neox is True and positions.dim() == 1
+            assert cos_sin_cache.dtype == (table_dtype or query.dtype), name
+            half = cos_sin_cache.shape[1] // 2
+            for x in (query, key):  # (tokens, heads * head_size), written in place
+                assert x.dim() == 2 and x.shape[0] == positions.numel(), name
+                heads = x.view(x.shape[0], -1, head_size)
+                row = cos_sin_cache[positions][:, None]  # (tokens, 1, r)
+                heads.copy_(_turn(heads, row[..., :half], row[..., half:]))
+
+        return op
+
+    def liger_rotary_pos_emb(q, k, cos, sin):
+        calls.append("liger")
+        assert q.dim() == 4 and cos.shape == (q.shape[0], q.shape[2], q.shape[3])
+        for x in (q, k):  # (b, n, s, d); cos, sin (b, s, d) over the whole head
+            half = x.shape[-1] // 2
+            x.copy_(_turn(x, cos[:, None, :, :half], sin[:, None, :, :half]))
+        return q, k
+
+    def apply_rotary_emb(x, cos, sin, seqlen_offsets=0):
+        calls.append("flash_attn")
+        assert x.dim() == 4 and cos.dtype == x.dtype and cos.shape[-1] * 2 == x.shape[-1]
+        b, s = x.shape[:2]  # (b, s, n, d); positions: each sequence's offset onward
+        offsets = torch.as_tensor(seqlen_offsets).reshape(-1, 1).expand(b, 1)
+        positions = offsets + torch.arange(s)
+        return _turn(x, cos[positions][:, :, None], sin[positions][:, :, None])
+
+    modules = {
+        "vllm._custom_ops": {"rotary_embedding": cos_sin_cache_op("vllm", None)},
+        "flashinfer.rope": {
+            "apply_rope_with_cos_sin_cache_inplace": cos_sin_cache_op("flashinfer", torch.float32)
+        },
+        "liger_kernel.transformers.rope": {"liger_rotary_pos_emb": liger_rotary_pos_emb},
+        "flash_attn.layers.rotary": {"apply_rotary_emb": apply_rotary_emb},
+    }
+    for name, attributes in modules.items():
+        monkeypatch.setitem(sys.modules, name, types.SimpleNamespace(**attributes))
+
+
+@pytest.mark.parametrize("kind", [0, 1], ids=["prefill", "decode"])
+def test_production_kernels_are_called_as_documented_and_checked(monkeypatch, kind):
+    # the libraries are not installed here: stand-ins with their documented signatures
+    # check how the harness calls them; each is checked against apply_rope (on copies of
+    # the pair, as three of them write in place) and timed like the others
+    calls = []
+    _fake_libraries(monkeypatch, calls)
+
+    def no_triton(interpret):
+        raise ImportError("the fused kernel is not what this test is about")
+
+    monkeypatch.setattr(gpu_bench, "_triton_module", no_triton)
+    case = build_cases(dry_run=True)[kind]
+    found = time_case(case, torch.device("cpu"), rounds=1, warmup=1, seed=0, l2_bytes=0,
+                      copy_gb_per_s=1.0, interpret=True, compile_backend=None)  # fmt: skip
+    production = {"vllm", "flashinfer", "liger", "flash_attn"}
+    assert production <= set(found["contenders"])
+    assert set(found["absent"]) == {"compiled_graph"}  # CUDA graphs need a GPU
+    assert set(calls) == production
+    # an answer off by a sign fails the check, named
+    inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
+    contenders = gpu_bench._contenders(case, inputs, interpret=True, compile_backend=None)
+    wrong = lambda i: tuple(-x for x in inputs.pool[i])  # noqa: E731
+    with pytest.raises(AssertionError, match="flashinfer"):
+        gpu_bench._check(case, inputs, {"flashinfer": ("off", wrong)})
+    gpu_bench._check(case, inputs, {n: contenders[n] for n in production})
+    q, k = inputs.pool[0]  # the in-place ones ran on copies: the pool's pair is untouched
+    fresh = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
+    assert torch.equal(q, fresh.pool[0][0]) and torch.equal(k, fresh.pool[0][1])
+
+
+def test_absent_libraries_are_recorded_with_the_reason(record):
+    for case in record["cases"].values():
+        absent = case["absent"]
+        for name in ("vllm", "flashinfer", "liger", "flash_attn"):
+            if importlib.util.find_spec(gpu_bench.PRODUCTION[name][0].split(".")[0]) is None:
+                assert name in absent and "Error" in absent[name], name
+        assert "compiled_graph" in absent and "compiled_graph" not in case["contenders"]
+
+
+def test_cases_and_contenders_can_be_chosen(tmp_path):
+    path = tmp_path / "one.json"
+    argv = ["--dry-run", "--json", str(path), "--cases", "decode-3-float32"]
+    assert main([*argv, "--contenders", "apply_rope"]) == 0
+    found = json.loads(path.read_text(encoding="utf-8"))
+    assert list(found["cases"]) == ["decode-3-float32"]
+    assert set(found["cases"]["decode-3-float32"]["contenders"]) == {"copy", "apply_rope"}
+    with pytest.raises(SystemExit, match="unknown cases"):
+        main(["--dry-run", "--cases", "decode-2-float32"])

@@ -35,21 +35,15 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.bias import causal_lower_right
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-from torch.testing import assert_close
 
 from posenc import (
-    DynamicNTKScaling,
-    Llama3Scaling,
     RotaryEmbedding,
     SinusoidalEmbedding,
-    T5RelativeBias,
     alibi_bias,
     alibi_score_mod,
     attention_mask,
     attention_mask_mod,
-    rope_frequencies,
 )
 from posenc_lab.plotting import use_site_style
 
@@ -246,6 +240,9 @@ print(tokens.shape)  # 6 prompt tokens and 10 new ones per row
 
 
 # %% tags=["check"] summary={"en": "at every decode step the cache gives the logits of one pass over the whole sequence, and greedy decoding picks their largest", "ja": "デコードのどのステップでも、キャッシュを使ったロジットは系列全体を一度に処理したときのロジットと一致し、貪欲デコードはその最大のものを選びます"}
+from torch.testing import assert_close
+
+
 @torch.no_grad()
 def step_logits(model, tokens, n_prompt):
     """The logits of every decode step, with the cache, on given tokens."""
@@ -297,6 +294,8 @@ print(attention_mask(2, 6, dtype=torch.bool).int())  # posenc: end-aligned
 print(torch.ones(2, 6, dtype=torch.bool).tril().int())  # is_causal=True
 
 # %% tags=["check"] summary={"en": "prefilling in two chunks gives the logits of one prefill; causal_lower_right gives attention_mask's result, is_causal a wrong one for the second chunk", "ja": "2 つのチャンクに分けたプリフィルは一度のプリフィルと同じロジットを出します。causal_lower_right は attention_mask と同じ結果を出し、is_causal では 2 つ目のチャンクのアテンションが誤ります"}
+from torch.nn.attention.bias import causal_lower_right
+
 with torch.no_grad():
     whole = model(tokens, torch.arange(16))
     cache = KVCache(len(model.blocks))
@@ -346,15 +345,12 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 #
 # ALiBi はヘッド $h$ のすべてのスコアに $-m_h (p_q - p_k)$ を足します（[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章）。
 # SDPA では、このバイアスは（ヘッド、クエリ、キー）の形状のテンソルで、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
-# FlexAttention では、代わりに各スコアに対して `score_mod` を呼びます。
-# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足します。バイアスのテンソルは作りません。
-# マスクは `attention_mask_mod` から作るブロックマスクになります。規則は `attention_mask` と同じです。
+# FlexAttention は代わりに各スコアに対して `score_mod` を呼びます。`alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足すので、バイアスのテンソルは作りません。
+# マスクは、`attention_mask` と同じ規則の `attention_mask_mod` から作るブロックマスクになります。
 # FlexAttention はスコアの行列のブロックを、飛ばすもの、すべての成分が見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
 # 位置にバッチの軸があるときは、上の `block_mask` のように `create_block_mask` にバッチサイズを渡します。渡さないと、どの行にも最初の行の分類が使われます。
 #
-# `flex_attention` を `torch.compile` で包むと 1 つの融合カーネルになります。CPU でもコンパイルできます。
-# このページでは CPU の eager モードで実行します。このとき FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。
-# 結果は同じなので、下のセルでは警告を止めます。
+# `flex_attention` を `torch.compile` で包むと、GPU でも CPU でも 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。結果は同じなので、下のセルでは警告を止めます。
 
 # %%
 warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
@@ -398,14 +394,9 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # %% [markdown] lang="ja"
 # ## 詰め込んだ系列（パッキング）
 #
-# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。
-# 各トークンには文書の ID を与えます。
-# `attention_mask` は、クエリ $i$ がキー $j$ を見られる場合を、両者が同じ ID を持ち、かつ $p_j \le p_i$ のときだけに限ります。
-# RoPE と ALiBi には、このマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は、文書が行のどこから始まっても同じだからです。
-# 位置を文書ごとに 0 から数え直しても、行の端から端まで数え続けても、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときと丸め誤差の範囲で一致します。
-# 位置の数え直しが必要なのは、絶対的な位置が効くところです。
-# 絶対位置のエンコーディング（下では、入力に足す正弦波の埋め込み）と、しきい値を超えたクエリでの FIRE がそうです。
-# 長さによって変わる RoPE のスケーリングと、RoPE の表の上限 `max_positions` も同じです。
+# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、同じ ID で $p_j \le p_i$ のときだけに限ります。
+# RoPE と ALiBi にはこのマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は文書が行のどこから始まっても同じだからです。位置を文書ごとに 0 から数え直しても、行の端から数え続けても、各文書のロジットは単独で処理したときと丸め誤差の範囲で一致します。
+# 数え直しが必要なのは、絶対的な位置が効くところです。絶対位置のエンコーディング（下では入力に足す正弦波の埋め込み）、しきい値を超えたクエリでの FIRE、長さによって変わる RoPE のスケーリング、RoPE の表の上限 `max_positions` がそうです。
 # 数え直しておくのが安全で、下のセルでも数え直します。
 
 # %%
@@ -473,31 +464,20 @@ for r in range(2):
 # cos and sin from the positions instead).
 #
 # Under the same seed, the loop below reproduces the decoder built the usual way
-# bit for bit, because each parameter is drawn once, in the order the constructor
-# creates it; the tied output layer draws nothing of its own. Your own modules
-# keep this if each draws in `reset_parameters` what its constructor draws.
-# FSDP1 draws breadth first, which is not the constructor's order, and a module
-# whose `reset_parameters` also resets its children (`T5RelativeBias` does, so
-# that it can be reset alone) has them drawn twice by the loop: the same
-# distributions, other numbers.
+# bit for bit (the note after it says when that holds).
 
 # %% [markdown] lang="ja"
 # ## meta デバイスでの構築
 #
-# 大きなモデルは、meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移します。移した直後のメモリは初期化されていません。
-# だれが初期化するかは、ラッパーによって違います。
-# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は、自分で初期化します。モジュールを幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移してから `reset_parameters()` を呼びます。このとき `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
-# FSDP2（`fully_shard`）は何も呼びません。FSDP を使わないモデルも同じです。`to_empty` の後は自分で初期化します。たとえば下のように、すべてのモジュールの `reset_parameters()` を呼びます。
+# 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。だれが初期化するかはラッパーによります。
+# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は自分で初期化します。幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移して `reset_parameters()` を呼びます。この `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
+# FSDP2（`fully_shard`）と、FSDP を使わないモデルは何も呼びません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
-# `T5RelativeBias` の表は子モジュールの埋め込みで、その埋め込み自身の `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から値を引きます。そのため、どちらの手順でも、表の値はコンストラクタと同じばらつきになります。これは `posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます。
-# `RotaryEmbedding` にはパラメータがありません。cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（`posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます）。
+# パラメータを持たない `RotaryEmbedding` の cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
 #
-# 同じシードなら、下のループで作ったモデルは、通常どおり（実際のデバイス上で）作ったデコーダとビット単位で一致します。
-# 各パラメータの初期値を、コンストラクタがパラメータを作る順に、一度ずつ乱数で引くからです。重みを共有する出力層は、自分では乱数を引きません。
-# 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
-# FSDP1 の幅優先の順序では、引く順番が変わります。
-# また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
+# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（それが成り立つ条件は、下の確認のあとの注）。
 
 
 # %%
@@ -516,6 +496,9 @@ print(deferred.blocks[0].rope.rot_cached.device)
 
 
 # %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常どおり作ったものとビット単位で一致します（パラメータも RoPE の表も）。T5RelativeBias の表は、ループでも FSDP1 の順序でも広がりが約 0.02 になります（nn.Embedding の既定なら 1 です）。FSDP1 の順序では RoPE の表は meta に残りますが、デコーダは通常どおり作ったものと同じロジットを出します"}
+from posenc import T5RelativeBias
+
+
 def fsdp1_materialise(model):
     """FSDP1 without param_init_fn (torch 2.13, _materialize_meta_module)."""
     queue = [model]
@@ -559,6 +542,23 @@ with torch.no_grad():
         sharded(tokens, positions), eager.eval()(tokens, positions)
     )
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: when the reset reproduces the usual build.** The loop matches
+# bit for bit because each parameter is drawn once, in the order the constructor
+# creates it; the tied output layer draws nothing of its own. Your own modules
+# keep this if each draws in `reset_parameters` what its constructor draws.
+# FSDP1 draws breadth first, which is not the constructor's order, and a module
+# whose `reset_parameters` also resets its children (`T5RelativeBias` does, so
+# that it can be reset alone) has them drawn twice by the loop: the same
+# distributions, other numbers.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：リセットが通常の構築を再現する条件**
+#
+# ループがビット単位で一致するのは、各パラメータの初期値を、コンストラクタが作る順に一度ずつ乱数で引くからです。重みを共有する出力層は、自分では乱数を引きません。
+# 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
+# FSDP1 は幅優先で引くので、順番がコンストラクタと変わります。また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
+
 # %% [markdown] lang="en"
 # ## A Hugging Face config
 #
@@ -577,10 +577,8 @@ with torch.no_grad():
 # %% [markdown] lang="ja"
 # ## Hugging Face の設定
 #
-# 公開されたモデルの RoPE に合わせるときは、数値を書き写すのではなく、そのモデルの設定から読みます。
-# `RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取ります。何もダウンロードしません。
-# 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。
-# このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
+# 公開されたモデルの RoPE に合わせるときは、数値を書き写さず、そのモデルの設定から読みます。`RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取り、何もダウンロードしません。
+# 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
 #
 # 設定の `num_key_value_heads`（クエリの 32 ヘッドに対して 8）は、[グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)を使うという意味です。
 # このモジュールは、ヘッド数の違うクエリとキーを同じように回転させます。`scaled_dot_product_attention(..., enable_gqa=True)` を使えば、クエリのヘッドのグループごとに、キーとバリューのヘッドを 1 つずつ共有させられます。
@@ -604,6 +602,8 @@ rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
 # %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、波長が 8192/4 と 8192 の間にある 6 つは Hugging Face の値（transformers から貼り付けたもの）と一致し、すべて手で作ったスケーリングと一致します。クエリ 8 ヘッド、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションを出します"}
+from posenc import Llama3Scaling, rope_frequencies
+
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
 by_hand = rope_frequencies(128, base=500000.0, scaling=scaling)
 assert rope.dim == 128 and rope.layout == "half"
@@ -658,14 +658,12 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## 分散学習
 #
-# ここでは DDP を実行せず、知っておくべきことだけをまとめます。
-# `DistributedDataParallel` は、各ステップでランク 0 からすべての**バッファ**をブロードキャストし、**パラメータ**の勾配を平均します。
-# バッファのブロードキャストを決める引数は `forward_sync_buffers` で、既定で有効です（以前の名前 `broadcast_buffers` は torch 2.13 で非推奨になりました）。
+# ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers`、既定で有効。以前の名前 `broadcast_buffers` は torch 2.13 で非推奨）、**パラメータ**の勾配を平均します。
 #
-# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、その `state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ自分の表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ表を伸ばせ、チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では、上のように meta デバイスで作ります。FSDP1 は、自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 を使うときは、`to_empty` の後に自分で初期化します。FSDP1 と FSDP2 は、どちらも 0 次元（スカラー）のパラメータを受け付けません。`posenc` にはそのようなパラメータはありません（`FireBias` は学習する 2 つのスカラーを形状 $[1]$ で持ちます）。
+# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` は学習する 2 つのスカラーを形状 $[1]$ で持ちます）。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -690,11 +688,11 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 新しいクエリとキーを明示的に渡した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばすことも値を読み戻すこともありません。
+# - 新しいクエリとキーを明示的に渡した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばさず、値を読み戻すこともありません。
 # - SDPA の `is_causal` は因果マスクを左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
-# - ALiBi は、SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）として、FlexAttention には `alibi_score_mod` として渡します。結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
+# - ALiBi は SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）、FlexAttention には `alibi_score_mod` として渡し、結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
 # - 詰め込んだ文書では、マスクに文書 ID を渡します。RoPE と ALiBi にはそれで足ります。絶対位置のエンコーディング、しきい値を超えた FIRE、長さによって変わる RoPE のスケーリング、`max_positions` には、文書ごとに数え直した位置が必要です。
-# - `to_empty` の後、FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 では自分で呼びます。`posenc` のモジュールは、学習可能な表も含めて、どちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
+# - `to_empty` の後、FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では自分で呼びます。`posenc` のモジュールは学習可能な表も含めてどちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
 # - 公開されたモデルの RoPE は `RotaryEmbedding.from_hf_config` で読みます。
 
 # %% [markdown] lang="en"
@@ -776,6 +774,8 @@ with torch.no_grad():
 # 長さに依存するスケーリングと KV キャッシュは、キャッシュしたキーを回転し直さない限り一緒には使えません。
 
 # %% tags=["solution"]
+from posenc import DynamicNTKScaling
+
 _ = torch.manual_seed(0)
 dynamic = Decoder().eval()
 for block in dynamic.blocks:
@@ -826,9 +826,7 @@ assert not torch.allclose(step, full)
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。
-# FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。
-# Llama 3.1 8B の設定は、公開されている `config.json` のものです。Hugging Face の周波数は transformers 5.24.0 で求めた値です。
+# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。Llama 3.1 8B の設定は公開されている `config.json` のもの、Hugging Face の周波数は transformers 5.24.0 で求めた値です。
 # FSDP1 の初期化の順序は、torch 2.13 の `torch/distributed/fsdp/_init_utils.py` にある `_materialize_meta_module` のもので、プロセスを立てずに再現しています。
 #
 # - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。

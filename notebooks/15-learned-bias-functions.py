@@ -1008,16 +1008,11 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # alike. Every position below $L$ is then seen in training, and a position's value no
 # longer tells its token's index.
 #
-# `posenc.random_positions(n, L)` draws such a subset. All subsets are equally
-# likely, so the law follows by counting: the smallest position is at least $m$ when
-# all $n$ lie in $[m, L)$,
-# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
-# $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$: training on 40
-# tokens meets positions near the end of the range in almost every sequence. The
-# spacing still tells something: the mean gap, $(L + 1)/(n + 1)$, is about $50$ for
-# $n = 40$ and $20$ for $n = 100$, so the distances a relative encoding sees shift
-# with the length.
+# `posenc.random_positions(n, L)` draws such a subset. With $L = 2048$, training on
+# $n = 40$ tokens meets positions near the end of the range in almost every
+# sequence, and the mean gap between neighbours, about $50$ for $n = 40$ and $20$
+# for $n = 100$, shifts the distances a relative encoding sees with the length (the
+# law of the draw is in the note below).
 #
 # The paper tests encoder-only Transformers on algorithmic tasks, not causal language
 # models: over 6000 models and 15 tasks, its abstract reports an average gain of
@@ -1033,12 +1028,8 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
 #
-# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。
-# どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
-# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。
-# 最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。40 トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
-# ただし間隔はまだ情報を持ちます。間隔の平均 $(L + 1)/(n + 1)$ は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
+# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。$L = 2048$ なら、$n = 40$ トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
+# 隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（選ばれる位置の分布は下の注）。
 #
 # 論文が試したのは、アルゴリズム的なタスクで学習した、エンコーダのみの Transformer で、因果的な言語モデルではありません。
 # 要旨によれば、15 個のタスクの 6000 個のモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
@@ -1048,8 +1039,24 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 gen = torch.Generator().manual_seed(6)
 random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the law of the drawn positions.** All subsets are equally
+# likely, so the law follows by counting: the smallest position is at least $m$ when
+# all $n$ lie in $[m, L)$,
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
+# $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$, and the mean gap
+# between neighbours is $(L + 1)/(n + 1)$.
 
-# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：選ばれる位置の分布**
+#
+# どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の平均は $(L + 1)/(n + 1)$ です。
+
+
+# %% tags=["deeper", "check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
 import itertools
 from collections import Counter
 from fractions import Fraction

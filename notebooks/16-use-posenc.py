@@ -69,14 +69,11 @@ _ = torch.manual_seed(0)
 # %% [markdown] lang="ja"
 # ## RoPE を使うデコーダ
 #
-# 各ブロックは pre-norm です。正規化した入力にアテンションをかけて残差ストリームに足し、MLP も同じように足します。
-# RoPE を入れる場所は、射影とアテンションの間です。
-# ブロックは**新しい**トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。
-# キャッシュしたキーを回転し直す必要はありません。キーの回転はそのキー自身の位置だけで決まるからです（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）。
+# 各ブロックは pre-norm です。正規化した入力にアテンションをかけて残差ストリームに足し、MLP も同じように足します。RoPE を入れる場所は射影とアテンションの間です。
+# ブロックは**新しい**トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。キーの回転はそのキー自身の位置だけで決まるので、キャッシュしたキーを回転し直す必要はありません（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）。
 #
-# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を一度だけ作り、`forward` では行を集めるだけです。
-# そのため、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
-# 位置はテンソルとして渡します。系列の長さから求めるのではないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
+# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を一度だけ作り、`forward` では行を集めるだけなので、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
+# 位置はテンソルとして渡し、系列の長さからは求めないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
 
 # %%
 MAX_POSITIONS = 512
@@ -211,11 +208,9 @@ class Decoder(nn.Module):
 # %% [markdown] lang="ja"
 # ## KV キャッシュを使う生成
 #
-# 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まります。プロンプト全体を位置 $0, \dots, P-1$ で処理します。
-# その後は[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ごとに、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
-# そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
-# モデルは学習していないので、生成されるトークン自体に意味はありません。
-# 大事なのは、キャッシュを使ったときのロジットが、どのステップでも、すべてを計算し直したときのロジットと一致することです。
+# 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まり、プロンプト全体を位置 $0, \dots, P-1$ で処理します。
+# その後は[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ごとに、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
+# モデルは学習していないので、生成されるトークンに意味はありません。大事なのは、キャッシュを使ったロジットが、どのステップでもすべてを計算し直したロジットと一致することです。
 
 
 # %%
@@ -285,8 +280,8 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 #
 # 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、同じチャンクのキーと、その前にキャッシュされたすべてのキーを見ます。
 # このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のクエリのうち $i$ 番目のものは、位置 $i + n_k - n_q$ にあります。
-# SDPA の `is_causal=True` は、マスクを**左上**にそろえます。そのため、チャンクの最初のクエリは系列の最初のキーしか見られません。
-# `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作られるので、ずれようがありません。
+# SDPA の `is_causal=True` はマスクを**左上**にそろえるので、チャンクの最初のクエリは系列の最初のキーしか見られません。
+# `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作るので、ずれようがありません。
 # 位置や文書 ID が要らない単純なチャンクなら、PyTorch の `torch.nn.attention.bias.causal_lower_right(n_q, n_k)` も末尾にそろえた因果マスクです。テンソルではなく SDPA が解釈するオブジェクトなので、GPU では融合カーネルで計算できます。
 
 # %%
@@ -406,7 +401,7 @@ positions = torch.cat([torch.arange(7), torch.arange(5)])
 document_ids = torch.tensor([0] * 7 + [1] * 5)
 print(positions.tolist(), document_ids.tolist())
 
-# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention, with restarted positions or with arange(12); with sinusoidal embeddings only the restarted positions do; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを丸め誤差の範囲で出します。位置を数え直しても arange(12) のままでも同じです。正弦波の埋め込みでは、数え直した位置でだけ一致します。ブロックの分類が違う 2 行では、ブロックマスクは各行について、その行だけで作ったときと同じ分類を持ちます（B=None なら、どちらの行にも最初の行の分類が使われます）"}
+# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention, with restarted positions or with arange(12); with sinusoidal embeddings only the restarted positions do; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行の各文書のロジットは、位置を数え直しても arange(12) のままでも、単独で処理したときと丸め誤差の範囲で一致します。正弦波の埋め込みで一致するのは数え直したときだけです。分類の違う 2 行のブロックマスクは各行自身の分類を持ちます（B=None ならどちらも最初の行の分類）"}
 absolute = Decoder(encoding="sinusoidal").eval()
 run_on = torch.arange(12)  # not restarted: 7..11 for the second document
 for m in (model, alibi_sdpa, alibi_flex, absolute):
@@ -458,10 +453,7 @@ for r in range(2):
 # initialises itself. The table of `T5RelativeBias` is a child embedding whose own
 # `reset_parameters` draws it from $\mathcal{N}(0, 0.02^2)$, so both routes give
 # it the spread of construction, `posenc`'s choice (Hugging Face's T5 draws with
-# another standard deviation). `RotaryEmbedding` has no parameters: `to_empty` rebuilds
-# its cos/sin table, and where FSDP1 leaves the table on the meta device, the
-# forward rebuilds it on the input's device (under `torch.compile`, it computes
-# cos and sin from the positions instead).
+# another standard deviation).
 #
 # Under the same seed, the loop below reproduces the decoder built the usual way
 # bit for bit (the note after it says when that holds).
@@ -475,7 +467,6 @@ for r in range(2):
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
 # `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（`posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます）。
-# パラメータを持たない `RotaryEmbedding` の cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
 #
 # 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（それが成り立つ条件は、下の確認のあとの注）。
 
@@ -495,7 +486,7 @@ reset_every_module(deferred)
 print(deferred.blocks[0].rope.rot_cached.device)
 
 
-# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常どおり作ったものとビット単位で一致します（パラメータも RoPE の表も）。T5RelativeBias の表は、ループでも FSDP1 の順序でも広がりが約 0.02 になります（nn.Embedding の既定なら 1 です）。FSDP1 の順序では RoPE の表は meta に残りますが、デコーダは通常どおり作ったものと同じロジットを出します"}
+# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常の構築とパラメータも RoPE の表もビット単位で一致します。T5RelativeBias の表はループでも FSDP1 の順序でも広がり約 0.02 です（nn.Embedding の既定なら 1）。FSDP1 の順序では RoPE の表は meta に残りますが、ロジットは通常どおりです"}
 from posenc import T5RelativeBias
 
 
@@ -543,21 +534,28 @@ with torch.no_grad():
     )
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: when the reset reproduces the usual build.** The loop matches
-# bit for bit because each parameter is drawn once, in the order the constructor
-# creates it; the tied output layer draws nothing of its own. Your own modules
-# keep this if each draws in `reset_parameters` what its constructor draws.
-# FSDP1 draws breadth first, which is not the constructor's order, and a module
-# whose `reset_parameters` also resets its children (`T5RelativeBias` does, so
-# that it can be reset alone) has them drawn twice by the loop: the same
-# distributions, other numbers.
+# **Going deeper: when the reset reproduces the usual build, and RoPE's table.**
+# The loop matches bit for bit because each parameter is drawn once, in the
+# order the constructor creates it; the tied output layer draws nothing of its
+# own. Your own modules keep this if each draws in `reset_parameters` what its
+# constructor draws. FSDP1 draws breadth first, which is not the constructor's
+# order, and a module whose `reset_parameters` also resets its children
+# (`T5RelativeBias` does, so that it can be reset alone) has them drawn twice by
+# the loop: the same distributions, other numbers.
+#
+# `RotaryEmbedding` has no parameters: `to_empty` rebuilds its cos/sin table,
+# and where FSDP1 leaves the table on the meta device, the forward rebuilds it
+# on the input's device (under `torch.compile`, it computes cos and sin from the
+# positions instead).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：リセットが通常の構築を再現する条件**
+# **さらに詳しく：リセットが通常の構築を再現する条件と RoPE の表**
 #
 # ループがビット単位で一致するのは、各パラメータの初期値を、コンストラクタが作る順に一度ずつ乱数で引くからです。重みを共有する出力層は、自分では乱数を引きません。
 # 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
 # FSDP1 は幅優先で引くので、順番がコンストラクタと変わります。また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
+#
+# パラメータを持たない `RotaryEmbedding` の cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
 
 # %% [markdown] lang="en"
 # ## A Hugging Face config
@@ -567,21 +565,12 @@ with torch.no_grad():
 # plain dict of a `config.json`; nothing is downloaded. Below is the part of Llama
 # 3.1 8B's config that RoPE reads, written out by hand. The module rotates
 # $128 = 4096 / 32$ features per head with Llama 3's frequency scaling.
-#
-# The config's `num_key_value_heads` (8 for 32 query heads) asks for
-# [grouped-query attention](../docs/glossary.md#grouped-query-attention). The
-# module rotates queries and keys with different head counts alike, and
-# `scaled_dot_product_attention(..., enable_gqa=True)` lets each group of query
-# heads share one head of keys and values.
 
 # %% [markdown] lang="ja"
 # ## Hugging Face の設定
 #
 # 公開されたモデルの RoPE に合わせるときは、数値を書き写さず、そのモデルの設定から読みます。`RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取り、何もダウンロードしません。
 # 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
-#
-# 設定の `num_key_value_heads`（クエリの 32 ヘッドに対して 8）は、[グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)を使うという意味です。
-# このモジュールは、ヘッド数の違うクエリとキーを同じように回転させます。`scaled_dot_product_attention(..., enable_gqa=True)` を使えば、クエリのヘッドのグループごとに、キーとバリューのヘッドを 1 つずつ共有させられます。
 
 # %%
 llama_3_1 = {
@@ -601,7 +590,7 @@ llama_3_1 = {
 rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
-# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、波長が 8192/4 と 8192 の間にある 6 つは Hugging Face の値（transformers から貼り付けたもの）と一致し、すべて手で作ったスケーリングと一致します。クエリ 8 ヘッド、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションを出します"}
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速いものは変わらず、最も遅いものは 8 で割られ、波長が 8192/4 と 8192 の間の 6 つは Hugging Face の値（transformers から貼り付け）と、すべては手で作ったスケーリングと一致します。クエリ 8、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションです"}
 from posenc import Llama3Scaling, rope_frequencies
 
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
@@ -631,6 +620,20 @@ grouped = F.scaled_dot_product_attention(
 )
 rk, v = rk.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
 assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: grouped-query attention.** The config's `num_key_value_heads`
+# (8 for 32 query heads) asks for
+# [grouped-query attention](../docs/glossary.md#grouped-query-attention). The
+# module rotates queries and keys with different head counts alike, and
+# `scaled_dot_product_attention(..., enable_gqa=True)` lets each group of query
+# heads share one head of keys and values.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：グループ化クエリアテンション**
+#
+# 設定の `num_key_value_heads`（クエリの 32 ヘッドに対して 8）は、[グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)を使うという意味です。
+# このモジュールは、ヘッド数の違うクエリとキーを同じように回転させます。`scaled_dot_product_attention(..., enable_gqa=True)` を使えば、クエリのヘッドのグループごとに、キーとバリューのヘッドを 1 つずつ共有させられます。
 
 # %% [markdown] lang="en"
 # ## Distributed training

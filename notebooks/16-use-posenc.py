@@ -329,11 +329,6 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # compiled kernel relies on that sorting. With batched positions, give
 # `create_block_mask` the batch size, as `block_mask` above does; without it,
 # every row gets the first row's blocks.
-#
-# Wrap `flex_attention` in `torch.compile` to get one fused kernel, on a GPU or
-# on the CPU. This page runs it eagerly on the CPU, where it [materialises](../docs/glossary.md#materialise)
-# the full score matrix and warns once that it is not compiled. The warning is
-# silenced below; the result is the same.
 
 # %% [markdown] lang="ja"
 # ## FlexAttention で使う ALiBi
@@ -344,8 +339,6 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # マスクは、`attention_mask` と同じ規則の `attention_mask_mod` から作るブロックマスクになります。
 # FlexAttention はスコアの行列のブロックを、飛ばすもの、すべての成分が見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
 # 位置にバッチの軸があるときは、上の `block_mask` のように `create_block_mask` にバッチサイズを渡します。渡さないと、どの行にも最初の行の分類が使われます。
-#
-# `flex_attention` を `torch.compile` で包むと、GPU でも CPU でも 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。結果は同じなので、下のセルでは警告を止めます。
 
 # %%
 warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
@@ -361,7 +354,7 @@ bias = alibi_score_mod(
 score, batch, head = torch.tensor(0.0), torch.tensor(0), torch.tensor(0)
 print(bias(score, batch, head, torch.tensor(5), torch.tensor(2)))  # -m_0 * 3
 
-# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出します。キャッシュを使うデコードでも、どのステップでも同じです。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
+# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod の FlexAttention は、alibi_bias をマスクに入れた SDPA と、キャッシュを使うデコードのどのステップでも同じロジットを出します。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
 with torch.no_grad():
     positions = torch.arange(tokens.shape[1])
     assert_close(alibi_flex(tokens, positions), alibi_sdpa(tokens, positions))
@@ -370,6 +363,19 @@ full = full_logits(alibi_sdpa, flex_tokens, 6)
 assert_close(step_logits(alibi_flex, flex_tokens, 6), full)
 assert torch.equal(flex_tokens[:, 6:], full.argmax(-1))
 assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: compiled and eager FlexAttention.** Wrap `flex_attention` in
+# `torch.compile` to get one fused kernel, on a GPU or on the CPU. This page runs
+# it eagerly on the CPU, where it
+# [materialises](../docs/glossary.md#materialise) the full score matrix and warns
+# once that it is not compiled. The warning is silenced above; the result is the
+# same.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：コンパイルした FlexAttention と eager の FlexAttention**
+#
+# `flex_attention` を `torch.compile` で包むと、GPU でも CPU でも 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。結果は同じなので、上のセルでは警告を止めています。
 
 # %% [markdown] lang="en"
 # ## Packed sequences

@@ -385,7 +385,7 @@ display(Markdown(table(NAME)))
 display(Markdown(table(NAME, key="sliding_loss")))
 
 
-# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios come from the Table 3 of the figure, ALiBi's four slopes, the bytes read and the falling validation losses are as stated, and 4.84 is 2.28 bits per byte", "ja": "上で引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は図に使った表 3 の値から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、下がり続ける検証用データの損失も本文どおりで、4.84 は 1 バイトあたり 2.28 ビットです"}
+# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios come from the Table 3 of the figure, ALiBi's four slopes, the bytes read and the falling validation losses are as stated, and 4.84 is 2.28 bits per byte", "ja": "引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は図の表 3 の値からです。ALiBi の 4 つの傾き、読んだバイト数、下がり続ける検証用データの損失も本文どおりで、4.84 は 2.28 ビット/バイトです"}
 from posenc import alibi_slopes
 from posenc_lab.stats import paired_difference
 
@@ -556,7 +556,7 @@ plt.show()
 # - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
 
 
-# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; T5 and RoPE stay within 0.01 of ALiBi on every stretch of 4 positions before t = 72 past L and fall behind by at least 0.02 on every one from 72 on; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57, and its input for distance 1 at 16L is below any of training", "ja": "L の前後の区間について引用した損失は記録の値です。T5 と RoPE は、L から t = 72 までの 4 位置ずつのどの区間でも ALiBi との差が 0.01 以内で、72 以降はどの区間でも 0.02 以上遅れます。L より短い距離が届くのは T5 のバケット 0〜26 だけで、バケット 27 は 67 から始まります。FIRE が学習したしきい値はおよそ 57 で、16L での距離 1 の入力は学習中のどの値よりも小さくなります"}
+# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; T5 and RoPE stay within 0.01 of ALiBi on every stretch of 4 positions before t = 72 past L and fall behind by at least 0.02 on every one from 72 on; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57, and its input for distance 1 at 16L is below any of training", "ja": "L の前後の損失は記録の値です。T5 と RoPE は L から t = 72 までの 4 位置ずつの区間で ALiBi との差が 0.01 以内、72 以降は 0.02 以上遅れます。L 未満の距離が届くのは T5 のバケット 0〜26 で、27 は 67 から始まります。FIRE のしきい値は約 57 で、16L での距離 1 の入力は学習中のどの値より小さくなります"}
 from posenc import t5_relative_position_bucket
 
 
@@ -795,7 +795,7 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 # - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻し（4.49〜4.73）、$L$ では少し悪くします（4.51 に対して 4.61〜4.85）。Chen らが元の窓で見たとおりですが、PI を使ってもスケーリングなしのものを上回りません（同じ注）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
-# %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無にかかわらず PI より低く、ファインチューニングした YaRN が RoPE の行のうち最も低い値です"}
+# %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
 assert (at("rope+yarn", 2), at("rope", 2)) == (4.68, 7.36)
 assert (at("rope+yarn", 16), at("rope", 16)) == (12.81, 41.45)
 assert ratio("rope+yarn-notemp", "rope+yarn", 8) == (1.05, 1.01, 1.08)

@@ -103,22 +103,9 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # (CPD) if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD
 # kernels, and CPD kernels generalise negative squared distances: by the paper's
 # Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
-# distance in some Hilbert space. Three more facts (§3.2, numbered as in the
-# paper) build the biases:
-#
-# - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
-# - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
-#   $0 < \alpha < 1$ and $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel
-#   1984; Schölkopf 2000, Prop. 4).
-# - **Fact 4.** $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
-#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#   because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
-#
-# Fact 3 with $\alpha = p/2$ applied to fact 4 gives $-\lvert x - x'\rvert^{p}$ for
-# $0 < p < 2$, and fact 4 itself covers $p = 2$. Fact 3 applied to
-# $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
-# $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives
-# KERPLE's two biases for head $h$, each with two learned numbers:
+# distance in some Hilbert space. Three more facts of the paper (the note below)
+# turn $-\lvert x - x' \rvert^2$ into KERPLE's two biases for head $h$, each with
+# two learned numbers:
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
 # The bound $r_2 \le 2$ is not a matter of taste: a larger power is not CPD
@@ -132,7 +119,33 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実数 $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
 # $\sum_a c_a = 0$ を満たす $c$ について成り立てば（それ以外のベクトルでは成り立たなくてもかまいません）、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
 # 内積は正定値カーネルです。条件付き正定値カーネルは、距離の 2 乗に負号を付けたものの一般化です。論文の事実 1 によれば、値が $\le 0$ で対角成分で 0 になる条件付き正定値カーネルは、あるヒルベルト空間での距離の 2 乗に負号を付けたものです。
-# バイアスは、さらに 3 つの事実から組み立てます（§3.2。番号は論文のとおり）。
+# 論文のさらに 3 つの事実（下の注）から、$-\lvert x - x' \rvert^2$ をもとに、ヘッド $h$ の KERPLE の 2 つのバイアスができます。学習する数はどちらも 2 つです。
+# $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
+# $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
+# 条件 $r_2 \le 2$ には理由があります。より大きなべき乗は条件付き正定値ではなく（演習 1）、事実 3 が扱わないべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同様です。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the facts behind the two biases.** Facts 2 to 4 of §3.2,
+# numbered as in the paper:
+#
+# - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
+# - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
+#   $0 < \alpha < 1$ and $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel
+#   1984; Schölkopf 2000, Prop. 4).
+# - **Fact 4.** $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
+#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#   because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
+#
+# Fact 3 with $\alpha = p/2$ applied to fact 4 gives $-\lvert x - x'\rvert^{p}$ for
+# $0 < p < 2$, and fact 4 itself covers $p = 2$. Fact 3 applied to
+# $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
+# $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives the
+# two biases above.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：2 つのバイアスを支える事実**
+#
+# §3.2 の事実 2〜4 です（番号は論文のとおり）。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
 # - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
@@ -142,10 +155,7 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 #
 # 事実 4 に $\alpha = p/2$ として事実 3 を使うと $0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られ、$p = 2$ は事実 4 そのものです。
 # 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合の $r_2 > 0$ 倍）に使うと $-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
-# $r_1 > 0$ 倍すると（事実 2）、ヘッド $h$ の KERPLE の 2 つのバイアスになり、学習する数はどちらも 2 つです。
-# $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
-# $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# 条件 $r_2 \le 2$ には理由があります。より大きなべき乗は条件付き正定値ではなく（演習 1）、事実 3 が扱わないべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同様です。
+# $r_1 > 0$ 倍すると（事実 2）、上の 2 つのバイアスになります。
 
 # %%
 kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
@@ -304,7 +314,7 @@ print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 # with $r_2 > 1$ the other way.
 
 # %% [markdown] lang="ja"
-# 図は、図のために選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値）。
+# 図は、説明用に選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値）。
 # 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 # $r_2 < 1$ のべき乗も同じ向きに、$r_2 > 1$ では逆向きに曲がります。
 
@@ -998,16 +1008,11 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # alike. Every position below $L$ is then seen in training, and a position's value no
 # longer tells its token's index.
 #
-# `posenc.random_positions(n, L)` draws such a subset. All subsets are equally
-# likely, so the law follows by counting: the smallest position is at least $m$ when
-# all $n$ lie in $[m, L)$,
-# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
-# $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$: training on 40
-# tokens meets positions near the end of the range in almost every sequence. The
-# spacing still tells something: the mean gap, $(L + 1)/(n + 1)$, is about $50$ for
-# $n = 40$ and $20$ for $n = 100$, so the distances a relative encoding sees shift
-# with the length.
+# `posenc.random_positions(n, L)` draws such a subset. With $L = 2048$, training on
+# $n = 40$ tokens meets positions near the end of the range in almost every
+# sequence, and the mean gap between neighbours, about $50$ for $n = 40$ and $20$
+# for $n = 100$, shifts the distances a relative encoding sees with the length (the
+# law of the draw is in the note below).
 #
 # The paper tests encoder-only Transformers on algorithmic tasks, not causal language
 # models: over 6000 models and 15 tasks, its abstract reports an average gain of
@@ -1023,12 +1028,8 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
 #
-# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。
-# どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
-# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。
-# 最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。40 トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
-# ただし間隔はまだ情報を持ちます。間隔の平均 $(L + 1)/(n + 1)$ は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
+# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。$L = 2048$ なら、$n = 40$ トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
+# 隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（選ばれる位置の分布は下の注）。
 #
 # 論文が試したのは、アルゴリズム的なタスクで学習した、エンコーダのみの Transformer で、因果的な言語モデルではありません。
 # 要旨によれば、15 個のタスクの 6000 個のモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
@@ -1038,8 +1039,24 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 gen = torch.Generator().manual_seed(6)
 random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the law of the drawn positions.** All subsets are equally
+# likely, so the law follows by counting: the smallest position is at least $m$ when
+# all $n$ lie in $[m, L)$,
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
+# $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$, and the mean gap
+# between neighbours is $(L + 1)/(n + 1)$.
 
-# %% tags=["check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：選ばれる位置の分布**
+#
+# どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
+# $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
+# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の平均は $(L + 1)/(n + 1)$ です。
+
+
+# %% tags=["deeper", "check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
 import itertools
 from collections import Counter
 from fractions import Fraction

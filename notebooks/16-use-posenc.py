@@ -35,21 +35,15 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.nn.attention.bias import causal_lower_right
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-from torch.testing import assert_close
 
 from posenc import (
-    DynamicNTKScaling,
-    Llama3Scaling,
     RotaryEmbedding,
     SinusoidalEmbedding,
-    T5RelativeBias,
     alibi_bias,
     alibi_score_mod,
     attention_mask,
     attention_mask_mod,
-    rope_frequencies,
 )
 from posenc_lab.plotting import use_site_style
 
@@ -75,14 +69,11 @@ _ = torch.manual_seed(0)
 # %% [markdown] lang="ja"
 # ## RoPE を使うデコーダ
 #
-# 各ブロックは pre-norm です。正規化した入力にアテンションをかけて残差ストリームに足し、MLP も同じように足します。
-# RoPE を入れる場所は、射影とアテンションの間です。
-# ブロックは**新しい**トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。
-# キャッシュしたキーを回転し直す必要はありません。キーの回転はそのキー自身の位置だけで決まるからです（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）。
+# 各ブロックは pre-norm です。正規化した入力にアテンションをかけて残差ストリームに足し、MLP も同じように足します。RoPE を入れる場所は射影とアテンションの間です。
+# ブロックは**新しい**トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。キーの回転はそのキー自身の位置だけで決まるので、キャッシュしたキーを回転し直す必要はありません（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）。
 #
-# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を一度だけ作り、`forward` では行を集めるだけです。
-# そのため、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
-# 位置はテンソルとして渡します。系列の長さから求めるのではないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
+# `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を一度だけ作り、`forward` では行を集めるだけなので、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
+# 位置はテンソルとして渡し、系列の長さからは求めないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
 
 # %%
 MAX_POSITIONS = 512
@@ -217,11 +208,9 @@ class Decoder(nn.Module):
 # %% [markdown] lang="ja"
 # ## KV キャッシュを使う生成
 #
-# 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まります。プロンプト全体を位置 $0, \dots, P-1$ で処理します。
-# その後は[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ごとに、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。
-# そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
-# モデルは学習していないので、生成されるトークン自体に意味はありません。
-# 大事なのは、キャッシュを使ったときのロジットが、どのステップでも、すべてを計算し直したときのロジットと一致することです。
+# 生成は[プリフィル](../docs/glossary.ja.md#prefill)から始まり、プロンプト全体を位置 $0, \dots, P-1$ で処理します。
+# その後は[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ごとに、それまでのトークン数 $t$ を位置として、トークンを 1 つ入力します。そのクエリは、キャッシュにある $t + 1$ 個のキーにアテンションを向けます。
+# モデルは学習していないので、生成されるトークンに意味はありません。大事なのは、キャッシュを使ったロジットが、どのステップでもすべてを計算し直したロジットと一致することです。
 
 
 # %%
@@ -246,6 +235,9 @@ print(tokens.shape)  # 6 prompt tokens and 10 new ones per row
 
 
 # %% tags=["check"] summary={"en": "at every decode step the cache gives the logits of one pass over the whole sequence, and greedy decoding picks their largest", "ja": "デコードのどのステップでも、キャッシュを使ったロジットは系列全体を一度に処理したときのロジットと一致し、貪欲デコードはその最大のものを選びます"}
+from torch.testing import assert_close
+
+
 @torch.no_grad()
 def step_logits(model, tokens, n_prompt):
     """The logits of every decode step, with the cache, on given tokens."""
@@ -288,8 +280,8 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 #
 # 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、同じチャンクのキーと、その前にキャッシュされたすべてのキーを見ます。
 # このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のクエリのうち $i$ 番目のものは、位置 $i + n_k - n_q$ にあります。
-# SDPA の `is_causal=True` は、マスクを**左上**にそろえます。そのため、チャンクの最初のクエリは系列の最初のキーしか見られません。
-# `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作られるので、ずれようがありません。
+# SDPA の `is_causal=True` はマスクを**左上**にそろえるので、チャンクの最初のクエリは系列の最初のキーしか見られません。
+# `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作るので、ずれようがありません。
 # 位置や文書 ID が要らない単純なチャンクなら、PyTorch の `torch.nn.attention.bias.causal_lower_right(n_q, n_k)` も末尾にそろえた因果マスクです。テンソルではなく SDPA が解釈するオブジェクトなので、GPU では融合カーネルで計算できます。
 
 # %%
@@ -297,6 +289,8 @@ print(attention_mask(2, 6, dtype=torch.bool).int())  # posenc: end-aligned
 print(torch.ones(2, 6, dtype=torch.bool).tril().int())  # is_causal=True
 
 # %% tags=["check"] summary={"en": "prefilling in two chunks gives the logits of one prefill; causal_lower_right gives attention_mask's result, is_causal a wrong one for the second chunk", "ja": "2 つのチャンクに分けたプリフィルは一度のプリフィルと同じロジットを出します。causal_lower_right は attention_mask と同じ結果を出し、is_causal では 2 つ目のチャンクのアテンションが誤ります"}
+from torch.nn.attention.bias import causal_lower_right
+
 with torch.no_grad():
     whole = model(tokens, torch.arange(16))
     cache = KVCache(len(model.blocks))
@@ -335,26 +329,16 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # compiled kernel relies on that sorting. With batched positions, give
 # `create_block_mask` the batch size, as `block_mask` above does; without it,
 # every row gets the first row's blocks.
-#
-# Wrap `flex_attention` in `torch.compile` to get one fused kernel, on a GPU or
-# on the CPU. This page runs it eagerly on the CPU, where it [materialises](../docs/glossary.md#materialise)
-# the full score matrix and warns once that it is not compiled. The warning is
-# silenced below; the result is the same.
 
 # %% [markdown] lang="ja"
 # ## FlexAttention で使う ALiBi
 #
 # ALiBi はヘッド $h$ のすべてのスコアに $-m_h (p_q - p_k)$ を足します（[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章）。
 # SDPA では、このバイアスは（ヘッド、クエリ、キー）の形状のテンソルで、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
-# FlexAttention では、代わりに各スコアに対して `score_mod` を呼びます。
-# `alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足します。バイアスのテンソルは作りません。
-# マスクは `attention_mask_mod` から作るブロックマスクになります。規則は `attention_mask` と同じです。
+# FlexAttention は代わりに各スコアに対して `score_mod` を呼びます。`alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足すので、バイアスのテンソルは作りません。
+# マスクは、`attention_mask` と同じ規則の `attention_mask_mod` から作るブロックマスクになります。
 # FlexAttention はスコアの行列のブロックを、飛ばすもの、すべての成分が見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
 # 位置にバッチの軸があるときは、上の `block_mask` のように `create_block_mask` にバッチサイズを渡します。渡さないと、どの行にも最初の行の分類が使われます。
-#
-# `flex_attention` を `torch.compile` で包むと 1 つの融合カーネルになります。CPU でもコンパイルできます。
-# このページでは CPU の eager モードで実行します。このとき FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。
-# 結果は同じなので、下のセルでは警告を止めます。
 
 # %%
 warnings.filterwarnings("ignore", "flex_attention called without torch.compile")
@@ -370,7 +354,7 @@ bias = alibi_score_mod(
 score, batch, head = torch.tensor(0.0), torch.tensor(0), torch.tensor(0)
 print(bias(score, batch, head, torch.tensor(5), torch.tensor(2)))  # -m_0 * 3
 
-# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出します。キャッシュを使うデコードでも、どのステップでも同じです。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
+# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod の FlexAttention は、alibi_bias をマスクに入れた SDPA と、キャッシュを使うデコードのどのステップでも同じロジットを出します。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
 with torch.no_grad():
     positions = torch.arange(tokens.shape[1])
     assert_close(alibi_flex(tokens, positions), alibi_sdpa(tokens, positions))
@@ -379,6 +363,19 @@ full = full_logits(alibi_sdpa, flex_tokens, 6)
 assert_close(step_logits(alibi_flex, flex_tokens, 6), full)
 assert torch.equal(flex_tokens[:, 6:], full.argmax(-1))
 assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: compiled and eager FlexAttention.** Wrap `flex_attention` in
+# `torch.compile` to get one fused kernel, on a GPU or on the CPU. This page runs
+# it eagerly on the CPU, where it
+# [materialises](../docs/glossary.md#materialise) the full score matrix and warns
+# once that it is not compiled. The warning is silenced above; the result is the
+# same.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：コンパイルした FlexAttention と eager の FlexAttention**
+#
+# `flex_attention` を `torch.compile` で包むと、GPU でも CPU でも 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。結果は同じなので、上のセルでは警告を止めています。
 
 # %% [markdown] lang="en"
 # ## Packed sequences
@@ -398,14 +395,9 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # %% [markdown] lang="ja"
 # ## 詰め込んだ系列（パッキング）
 #
-# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。
-# 各トークンには文書の ID を与えます。
-# `attention_mask` は、クエリ $i$ がキー $j$ を見られる場合を、両者が同じ ID を持ち、かつ $p_j \le p_i$ のときだけに限ります。
-# RoPE と ALiBi には、このマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は、文書が行のどこから始まっても同じだからです。
-# 位置を文書ごとに 0 から数え直しても、行の端から端まで数え続けても、詰め込んだ行から得る各文書のロジットは、その文書を単独で処理したときと丸め誤差の範囲で一致します。
-# 位置の数え直しが必要なのは、絶対的な位置が効くところです。
-# 絶対位置のエンコーディング（下では、入力に足す正弦波の埋め込み）と、しきい値を超えたクエリでの FIRE がそうです。
-# 長さによって変わる RoPE のスケーリングと、RoPE の表の上限 `max_positions` も同じです。
+# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、同じ ID で $p_j \le p_i$ のときだけに限ります。
+# RoPE と ALiBi にはこのマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は文書が行のどこから始まっても同じだからです。位置を文書ごとに 0 から数え直しても、行の端から数え続けても、各文書のロジットは単独で処理したときと丸め誤差の範囲で一致します。
+# 数え直しが必要なのは、絶対的な位置が効くところです。絶対位置のエンコーディング（下では入力に足す正弦波の埋め込み）、しきい値を超えたクエリでの FIRE、長さによって変わる RoPE のスケーリング、RoPE の表の上限 `max_positions` がそうです。
 # 数え直しておくのが安全で、下のセルでも数え直します。
 
 # %%
@@ -415,7 +407,7 @@ positions = torch.cat([torch.arange(7), torch.arange(5)])
 document_ids = torch.tensor([0] * 7 + [1] * 5)
 print(positions.tolist(), document_ids.tolist())
 
-# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention, with restarted positions or with arange(12); with sinusoidal embeddings only the restarted positions do; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行は各文書を単独で処理したときのロジットを丸め誤差の範囲で出します。位置を数え直しても arange(12) のままでも同じです。正弦波の埋め込みでは、数え直した位置でだけ一致します。ブロックの分類が違う 2 行では、ブロックマスクは各行について、その行だけで作ったときと同じ分類を持ちます（B=None なら、どちらの行にも最初の行の分類が使われます）"}
+# %% tags=["check"] summary={"en": "the packed row gives each document's logits alone, to rounding, with RoPE and SDPA, ALiBi and SDPA, and ALiBi and FlexAttention, with restarted positions or with arange(12); with sinusoidal embeddings only the restarted positions do; for two packed rows whose blocks differ, the block mask holds each row's own blocks, as built for the row alone (with B=None both rows would get the first row's)", "ja": "RoPE と SDPA、ALiBi と SDPA、ALiBi と FlexAttention のどれでも、詰め込んだ行の各文書のロジットは、位置を数え直しても arange(12) のままでも、単独で処理したときと丸め誤差の範囲で一致します。正弦波の埋め込みで一致するのは数え直したときだけです。分類の違う 2 行のブロックマスクは各行自身の分類を持ちます（B=None ならどちらも最初の行の分類）"}
 absolute = Decoder(encoding="sinusoidal").eval()
 run_on = torch.arange(12)  # not restarted: 7..11 for the second document
 for m in (model, alibi_sdpa, alibi_flex, absolute):
@@ -467,37 +459,22 @@ for r in range(2):
 # initialises itself. The table of `T5RelativeBias` is a child embedding whose own
 # `reset_parameters` draws it from $\mathcal{N}(0, 0.02^2)$, so both routes give
 # it the spread of construction, `posenc`'s choice (Hugging Face's T5 draws with
-# another standard deviation). `RotaryEmbedding` has no parameters: `to_empty` rebuilds
-# its cos/sin table, and where FSDP1 leaves the table on the meta device, the
-# forward rebuilds it on the input's device (under `torch.compile`, it computes
-# cos and sin from the positions instead).
+# another standard deviation).
 #
 # Under the same seed, the loop below reproduces the decoder built the usual way
-# bit for bit, because each parameter is drawn once, in the order the constructor
-# creates it; the tied output layer draws nothing of its own. Your own modules
-# keep this if each draws in `reset_parameters` what its constructor draws.
-# FSDP1 draws breadth first, which is not the constructor's order, and a module
-# whose `reset_parameters` also resets its children (`T5RelativeBias` does, so
-# that it can be reset alone) has them drawn twice by the loop: the same
-# distributions, other numbers.
+# bit for bit (the note after it says when that holds).
 
 # %% [markdown] lang="ja"
 # ## meta デバイスでの構築
 #
-# 大きなモデルは、meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移します。移した直後のメモリは初期化されていません。
-# だれが初期化するかは、ラッパーによって違います。
-# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は、自分で初期化します。モジュールを幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移してから `reset_parameters()` を呼びます。このとき `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
-# FSDP2（`fully_shard`）は何も呼びません。FSDP を使わないモデルも同じです。`to_empty` の後は自分で初期化します。たとえば下のように、すべてのモジュールの `reset_parameters()` を呼びます。
+# 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。だれが初期化するかはラッパーによります。
+# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は自分で初期化します。幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移して `reset_parameters()` を呼びます。この `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
+# FSDP2（`fully_shard`）と、FSDP を使わないモデルは何も呼びません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
-# `T5RelativeBias` の表は子モジュールの埋め込みで、その埋め込み自身の `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から値を引きます。そのため、どちらの手順でも、表の値はコンストラクタと同じばらつきになります。これは `posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます。
-# `RotaryEmbedding` にはパラメータがありません。cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（`posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます）。
 #
-# 同じシードなら、下のループで作ったモデルは、通常どおり（実際のデバイス上で）作ったデコーダとビット単位で一致します。
-# 各パラメータの初期値を、コンストラクタがパラメータを作る順に、一度ずつ乱数で引くからです。重みを共有する出力層は、自分では乱数を引きません。
-# 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
-# FSDP1 の幅優先の順序では、引く順番が変わります。
-# また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
+# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（それが成り立つ条件は、下の確認のあとの注）。
 
 
 # %%
@@ -515,7 +492,10 @@ reset_every_module(deferred)
 print(deferred.blocks[0].rope.rot_cached.device)
 
 
-# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常どおり作ったものとビット単位で一致します（パラメータも RoPE の表も）。T5RelativeBias の表は、ループでも FSDP1 の順序でも広がりが約 0.02 になります（nn.Embedding の既定なら 1 です）。FSDP1 の順序では RoPE の表は meta に残りますが、デコーダは通常どおり作ったものと同じロジットを出します"}
+# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常の構築とパラメータも RoPE の表もビット単位で一致します。T5RelativeBias の表はループでも FSDP1 の順序でも広がり約 0.02 です（nn.Embedding の既定なら 1）。FSDP1 の順序では RoPE の表は meta に残りますが、ロジットは通常どおりです"}
+from posenc import T5RelativeBias
+
+
 def fsdp1_materialise(model):
     """FSDP1 without param_init_fn (torch 2.13, _materialize_meta_module)."""
     queue = [model]
@@ -559,6 +539,30 @@ with torch.no_grad():
         sharded(tokens, positions), eager.eval()(tokens, positions)
     )
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: when the reset reproduces the usual build, and RoPE's table.**
+# The loop matches bit for bit because each parameter is drawn once, in the
+# order the constructor creates it; the tied output layer draws nothing of its
+# own. Your own modules keep this if each draws in `reset_parameters` what its
+# constructor draws. FSDP1 draws breadth first, which is not the constructor's
+# order, and a module whose `reset_parameters` also resets its children
+# (`T5RelativeBias` does, so that it can be reset alone) has them drawn twice by
+# the loop: the same distributions, other numbers.
+#
+# `RotaryEmbedding` has no parameters: `to_empty` rebuilds its cos/sin table,
+# and where FSDP1 leaves the table on the meta device, the forward rebuilds it
+# on the input's device (under `torch.compile`, it computes cos and sin from the
+# positions instead).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：リセットが通常の構築を再現する条件と RoPE の表**
+#
+# ループがビット単位で一致するのは、各パラメータの初期値を、コンストラクタが作る順に一度ずつ乱数で引くからです。重みを共有する出力層は、自分では乱数を引きません。
+# 自分で書くモジュールも、コンストラクタが引く乱数を `reset_parameters` の中で同じように引けば、この性質を保てます。
+# FSDP1 は幅優先で引くので、順番がコンストラクタと変わります。また、子モジュールまで初期化し直す `reset_parameters` を持つモジュール（単独でも初期化できるようにしている `T5RelativeBias` など）では、ループがその子モジュールの値を 2 回引きます。分布は同じですが、値は変わります。
+#
+# パラメータを持たない `RotaryEmbedding` の cos と sin の表は `to_empty` が作り直します。FSDP1 が表を meta デバイスに残したときは、`forward` が入力のあるデバイスで作り直します（`torch.compile` の下では、代わりに位置から cos と sin を計算します）。
+
 # %% [markdown] lang="en"
 # ## A Hugging Face config
 #
@@ -567,23 +571,12 @@ with torch.no_grad():
 # plain dict of a `config.json`; nothing is downloaded. Below is the part of Llama
 # 3.1 8B's config that RoPE reads, written out by hand. The module rotates
 # $128 = 4096 / 32$ features per head with Llama 3's frequency scaling.
-#
-# The config's `num_key_value_heads` (8 for 32 query heads) asks for
-# [grouped-query attention](../docs/glossary.md#grouped-query-attention). The
-# module rotates queries and keys with different head counts alike, and
-# `scaled_dot_product_attention(..., enable_gqa=True)` lets each group of query
-# heads share one head of keys and values.
 
 # %% [markdown] lang="ja"
 # ## Hugging Face の設定
 #
-# 公開されたモデルの RoPE に合わせるときは、数値を書き写すのではなく、そのモデルの設定から読みます。
-# `RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取ります。何もダウンロードしません。
-# 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。
-# このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
-#
-# 設定の `num_key_value_heads`（クエリの 32 ヘッドに対して 8）は、[グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)を使うという意味です。
-# このモジュールは、ヘッド数の違うクエリとキーを同じように回転させます。`scaled_dot_product_attention(..., enable_gqa=True)` を使えば、クエリのヘッドのグループごとに、キーとバリューのヘッドを 1 つずつ共有させられます。
+# 公開されたモデルの RoPE に合わせるときは、数値を書き写さず、そのモデルの設定から読みます。`RotaryEmbedding.from_hf_config` は、設定オブジェクトか `config.json` をそのまま読んだ辞書を受け取り、何もダウンロードしません。
+# 下のセルには、Llama 3.1 8B の設定のうち RoPE が読む部分を手で書いています。このモジュールはヘッドあたり $128 = 4096 / 32$ 次元を回転させ、Llama 3 の周波数のスケーリングを使います。
 
 # %%
 llama_3_1 = {
@@ -603,7 +596,9 @@ llama_3_1 = {
 rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
-# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速い周波数は変わらず、最も遅い周波数は 8 で割られ、波長が 8192/4 と 8192 の間にある 6 つは Hugging Face の値（transformers から貼り付けたもの）と一致し、すべて手で作ったスケーリングと一致します。クエリ 8 ヘッド、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションを出します"}
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速いものは変わらず、最も遅いものは 8 で割られ、波長が 8192/4 と 8192 の間の 6 つは Hugging Face の値（transformers から貼り付け）と、すべては手で作ったスケーリングと一致します。クエリ 8、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションです"}
+from posenc import Llama3Scaling, rope_frequencies
+
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
 by_hand = rope_frequencies(128, base=500000.0, scaling=scaling)
 assert rope.dim == 128 and rope.layout == "half"
@@ -632,6 +627,20 @@ grouped = F.scaled_dot_product_attention(
 rk, v = rk.repeat_interleave(4, dim=1), v.repeat_interleave(4, dim=1)
 assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: grouped-query attention.** The config's `num_key_value_heads`
+# (8 for 32 query heads) asks for
+# [grouped-query attention](../docs/glossary.md#grouped-query-attention). The
+# module rotates queries and keys with different head counts alike, and
+# `scaled_dot_product_attention(..., enable_gqa=True)` lets each group of query
+# heads share one head of keys and values.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：グループ化クエリアテンション**
+#
+# 設定の `num_key_value_heads`（クエリの 32 ヘッドに対して 8）は、[グループ化クエリアテンション](../docs/glossary.ja.md#grouped-query-attention)を使うという意味です。
+# このモジュールは、ヘッド数の違うクエリとキーを同じように回転させます。`scaled_dot_product_attention(..., enable_gqa=True)` を使えば、クエリのヘッドのグループごとに、キーとバリューのヘッドを 1 つずつ共有させられます。
+
 # %% [markdown] lang="en"
 # ## Distributed training
 #
@@ -658,14 +667,12 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## 分散学習
 #
-# ここでは DDP を実行せず、知っておくべきことだけをまとめます。
-# `DistributedDataParallel` は、各ステップでランク 0 からすべての**バッファ**をブロードキャストし、**パラメータ**の勾配を平均します。
-# バッファのブロードキャストを決める引数は `forward_sync_buffers` で、既定で有効です（以前の名前 `broadcast_buffers` は torch 2.13 で非推奨になりました）。
+# ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers`、既定で有効。以前の名前 `broadcast_buffers` は torch 2.13 で非推奨）、**パラメータ**の勾配を平均します。
 #
-# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、その `state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ自分の表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ表を伸ばせ、チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では、上のように meta デバイスで作ります。FSDP1 は、自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 を使うときは、`to_empty` の後に自分で初期化します。FSDP1 と FSDP2 は、どちらも 0 次元（スカラー）のパラメータを受け付けません。`posenc` にはそのようなパラメータはありません（`FireBias` は学習する 2 つのスカラーを形状 $[1]$ で持ちます）。
+# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` は学習する 2 つのスカラーを形状 $[1]$ で持ちます）。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -690,11 +697,11 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 新しいクエリとキーを明示的に渡した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばすことも値を読み戻すこともありません。
+# - 新しいクエリとキーを明示的に渡した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばさず、値を読み戻すこともありません。
 # - SDPA の `is_causal` は因果マスクを左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
-# - ALiBi は、SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）として、FlexAttention には `alibi_score_mod` として渡します。結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
+# - ALiBi は SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）、FlexAttention には `alibi_score_mod` として渡し、結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
 # - 詰め込んだ文書では、マスクに文書 ID を渡します。RoPE と ALiBi にはそれで足ります。絶対位置のエンコーディング、しきい値を超えた FIRE、長さによって変わる RoPE のスケーリング、`max_positions` には、文書ごとに数え直した位置が必要です。
-# - `to_empty` の後、FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼びます。FSDP2 では自分で呼びます。`posenc` のモジュールは、学習可能な表も含めて、どちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
+# - `to_empty` の後、FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では自分で呼びます。`posenc` のモジュールは学習可能な表も含めてどちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
 # - 公開されたモデルの RoPE は `RotaryEmbedding.from_hf_config` で読みます。
 
 # %% [markdown] lang="en"
@@ -776,6 +783,8 @@ with torch.no_grad():
 # 長さに依存するスケーリングと KV キャッシュは、キャッシュしたキーを回転し直さない限り一緒には使えません。
 
 # %% tags=["solution"]
+from posenc import DynamicNTKScaling
+
 _ = torch.manual_seed(0)
 dynamic = Decoder().eval()
 for block in dynamic.blocks:
@@ -826,9 +835,7 @@ assert not torch.allclose(step, full)
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。
-# FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。
-# Llama 3.1 8B の設定は、公開されている `config.json` のものです。Hugging Face の周波数は transformers 5.24.0 で求めた値です。
+# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。Llama 3.1 8B の設定は公開されている `config.json` のもの、Hugging Face の周波数は transformers 5.24.0 で求めた値です。
 # FSDP1 の初期化の順序は、torch 2.13 の `torch/distributed/fsdp/_init_utils.py` にある `_materialize_meta_module` のもので、プロセスを立てずに再現しています。
 #
 # - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。

@@ -31,7 +31,7 @@
 # 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）で決まる学習可能なベクトルを、キーとバリューに足します。
 # このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。相対位置ごとにまとめれば、クエリと相対位置の組ごとにスコアが 1 つで済み、
 # 因果的なモデルならパディングと形状変換だけでスコアをキーにそろえられます。
-# 距離が $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
+# クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 
 # %%
 import math
@@ -81,15 +81,15 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # ## クリップした相対位置
 #
 # 絶対位置のエンコーディングは、最初の層の前で各トークンにベクトルを足します。アテンションは、順序についての情報をすべてその和から取り出すしかありません。
-# Shaw らは代わりに、セルフアテンションの入力を完全な有向グラフとして捉えます。
+# Shaw らは代わりに、セルフアテンションの入力を完全有向グラフとして捉えます。
 # トークンごとに 1 つのノードがあり、各位置 $i$ から各位置 $j$ へ辺が張られています。
 # 辺は、ヘッドの次元数 $d_z$ の学習可能なベクトルを 2 つ持ちます。キー用の $a^K_{ij}$ とバリュー用の $a^V_{ij}$ です。
 # どちらも $i$ と $j$ の組ではなく、相対位置 $j - i$ だけで決まり、しかも距離 $k$ までしか区別しません。
 # $$a^K_{ij} = w^K_{\mathrm{clip}(j-i,\,k)}, \qquad a^V_{ij} = w^V_{\mathrm{clip}(j-i,\,k)}, \qquad \mathrm{clip}(x, k) = \max(-k, \min(k, x))$$
 # したがって、系列の長さによらず、各表は $2k+1$ 個のベクトル $w^K_{-k}, \dots, w^K_{k}$ を持つだけです。
 # 論文はクリップする理由を 2 つ挙げています。遠く離れると正確な相対位置はおそらくあまり役に立たないこと、
-# そして学習で見たどの系列より長い系列でも、すべての相対位置にベクトルがあることです（これは動機で、長い系列での実験はありません）。
-# 翻訳の実験では、$k$ を 2 から表 2 で最大の 256 まで変えても性能はほとんど変わらず、キーのベクトルだけでも両方を使う場合とほぼ同じでした（ばらつきは報告されていません）。
+# そして学習で見たどの系列より長い系列でも、すべての相対位置にベクトルがあることです。後者は動機として挙げているだけで、長い系列では実験していません。
+# 翻訳の実験では、$k$ を 2 から 256（表 2 の最大値）まで変えても性能はほとんど変わりませんでした。キーのベクトルだけでも、両方を使う場合とほぼ同じ性能です（ばらつきは報告されていません）。
 #
 # 相対位置は、[記法のページ](../docs/notation.ja.md#positions)と同じく、キーの位置からクエリの位置を引いたものです。キーがクエリより前にあれば負になります。
 # 次の[「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb)の章では、代わりに距離 $i - j$ を使います。大きさは同じで、正負が逆です。
@@ -122,15 +122,11 @@ with torch.no_grad():  # q new queries at the end of n keys (a KV cache)
 # %% [markdown] lang="en"
 # The heatmap draws the clipped offsets for $n = 24$ and $k = 4$, query $i$ down and
 # key $j$ across: from the diagonals $j - i = \pm k$ outwards the two triangles are
-# flat. When a decoder generates with a
-# [KV cache](../docs/glossary.md#kv-cache), the $q$ new queries are the last $q$ of
-# the $n$ tokens, and `rel(q, n)` returns the last $q$ rows of `rel(n, n)`.
+# flat.
 
 # %% [markdown] lang="ja"
 # 下のヒートマップは、$n = 24$、$k = 4$ でクリップした相対位置を描いたものです（縦がクエリ $i$、横がキー $j$）。
 # 対角線 $j - i = \pm k$ から外側の 2 つの三角形は値が一定になります。
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが生成するとき、新しい $q$ 個のクエリは $n$ 個のトークンの最後の $q$ 個です。
-# `rel(q, n)` は `rel(n, n)` の最後の $q$ 行を返します。
 
 # %% tags=["figure"] alt={"en": ["Heatmap of the clipped offset clip(j − i, k) for n = 24 and k = 4, query i down and key j across, 0 to 23. The values change only on the 7 central diagonals, from −3 to 3; from the diagonals ±4 outwards the two triangles are flat, −4 (blue) below and 4 (red) above."], "ja": ["n = 24、k = 4 でクリップした相対位置 clip(j − i, k) のヒートマップ（縦軸はクエリ i、横軸はキー j、0〜23）。値が変わるのは中央の 7 本の対角線だけで、−3 から 3 まで並びます。対角線 ±4 から外側の 2 つの三角形は値が一定で、下が −4（青）、上が 4（赤）です。"]}
 big_n, big_k = 24, 4
@@ -158,8 +154,8 @@ plt.show()
 # with the softmax unchanged. The same key now looks different to each query, by an
 # amount that depends only on where the query stands relative to it. The edges
 # belong to self-attention, where queries and keys are positions of one sequence:
-# tensor2tensor, the paper's code, adds them there only and leaves the decoder's
-# attention over the encoder as it was. The key vectors
+# tensor2tensor, the paper's code, adds them there only and leaves
+# [cross-attention](../docs/glossary.md#cross-attention) as it was. The key vectors
 # alone are an additive bias on the scores, $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$;
 # and since $\sum_j \alpha_{ij} = 1$, the value vectors add to the ordinary output a
 # weighted average of the $2k+1$ vectors $w^V_r$. In the four-term score of
@@ -178,7 +174,7 @@ plt.show()
 # $$z_i = \sum_{j} \alpha_{ij}\, (x_j W^V + a^V_{ij})$$
 # softmax は変わりません。
 # 同じキーが、クエリごとに違って見えるようになります。その違いは、クエリがキーから見てどこにいるかだけで決まります。
-# 辺を持つのは、クエリとキーがどちらも同じ系列の位置であるセルフアテンションだけです。論文のコードである tensor2tensor も辺をセルフアテンションにだけ加え、デコーダがエンコーダの出力を見るアテンションはそのままにしています。
+# 辺を持つのは、クエリとキーがどちらも同じ系列の位置であるセルフアテンションだけです。論文のコードである tensor2tensor も辺をセルフアテンションにだけ加え、[クロスアテンション](../docs/glossary.ja.md#cross-attention)はそのままにしています。
 # キーのベクトルの寄与だけを取り出せば、スコアに足すバイアス $x_i W^Q (a^K_{ij})^\top / \sqrt{d_z}$ です。
 # また $\sum_j \alpha_{ij} = 1$ なので、バリューのベクトルは通常の出力に、$2k+1$ 個のベクトル $w^V_r$ の重み付き平均を足すことになります。
 # [「Transformer-XL の相対アテンション」](05-transformer-xl.ipynb#絶対位置から相対位置へ4-つの項)の章ではスコアを 4 つの項に分けます。
@@ -267,7 +263,7 @@ report = (
 )
 print(report, end="")
 
-# %% tags=["check"] summary={"en": "one layer's vectors per pair are 2048 × 2048 × 64 float32 numbers per head, 8.59 GB for 8 heads, Huang et al.'s 8.5 GB cut short; one vector per distance gives 4.19 MB, their 4.2 MB; the pairs cost n = 2048 times more", "ja": "1 層の組ごとのベクトルはヘッドあたり 2048 × 2048 × 64 個の float32 で、8 ヘッドで 8.59 GB、Huang らの 8.5 GB はその切り捨てです。距離ごとのベクトルなら 4.19 MB で、Huang らの 4.2 MB です。組ごとのほうが n = 2048 倍大きくなります"}
+# %% tags=["check"] summary={"en": "one layer's vectors per pair are 2048 × 2048 × 64 float32 numbers per head, 8.59 GB for 8 heads, Huang et al.'s 8.5 GB cut short; one vector per distance gives 4.19 MB, their 4.2 MB; the pairs cost n = 2048 times more", "ja": "1 層の組ごとのベクトルはヘッドあたり 2048 × 2048 × 64 個の float32 で、8 ヘッドで 8.59 GB、Huang らの 8.5 GB はその切り捨てです。距離ごとのベクトルなら 4.19 MB で、Huang らの 4.2 MB と一致します。組ごとのほうが n = 2048 倍大きくなります"}
 assert pair == 2048 * 2048 * 64 * 4 and per_distance == 2048 * 64 * 4
 layer_gb, layer_mb = h * pair / 1e9, h * per_distance / 1e6
 assert 8.5 <= layer_gb < 8.6  # Huang et al.: "8.5 GB" per layer
@@ -354,8 +350,8 @@ assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
 # be computed once per query and clipped offset:
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ is the product of the $n \times d_z$ queries with the transposed
-# $(2k+1) \times d_z$ table, and a gather along its last axis picks entry $c_{ij}$ for
-# each pair. For the values, group the keys by their index: keys with the same
+# $(2k+1) \times d_z$ table, and a gather along its last axis picks, for each pair,
+# the entry in column $c_{ij}$. For the values, group the keys by their index: keys with the same
 # $c_{ij}$ bring the same vector, so
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
 # $\beta_{ir}$ is the attention that query $i$ pays to the keys with $c_{ij} = r$, and
@@ -372,10 +368,10 @@ assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
 # クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
 # すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリとクリップした相対位置の組ごとに一度だけ計算しておける数を引いてくるだけになります。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
-# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積です。組ごとの成分 $c_{ij}$ は、最後の軸に沿った gather で取り出します。
+# $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積です。組ごとに、最後の軸に沿った gather で列 $c_{ij}$ の成分を取り出します。
 # バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
 # $$\sum_{j} \alpha_{ij}\, a^V_{ij} = \sum_{r=0}^{2k} \beta_{ir}\, w^V_{r-k}, \qquad \beta_{ir} = \sum_{j:\, c_{ij} = r} \alpha_{ij}$$
-# $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの合計で、`scatter_add` で $\alpha$ から作れます。
+# $\beta_{ir}$ は、クエリ $i$ が $c_{ij} = r$ となるキーに向けるアテンションの重みの合計で、`scatter_add` で $\alpha$ から作れます。
 # これを**相対位置ごとの形**と呼びます。追加で要るメモリは、ヘッドごとに $n(2k+1)$ 個ずつの $P$ と $\beta$、そしてすべてのヘッドで共有する $n^2$ 個の整数のインデックス $c_{ij}$ です。
 # インデックスは保持せず、その場で計算してもかまいません。$n^2 d_z$ に比例するものは、もうありません。
 
@@ -417,7 +413,9 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # pairs grow like $n^2 d_z$. The offset form grows linearly at first, then
 # quadratically through its int64 index alone, $d_z/2 = 32$ times lower than the
 # pairs; from $n = 128$ on it is smaller than the $h\,n^2$ scores that attention
-# computed step by step holds. A fused kernel such as FlashAttention never holds
+# computed step by step holds. A
+# [fused attention kernel](../docs/glossary.md#fused-attention-kernel) such as
+# FlashAttention never holds
 # those scores. The key term still fits one: it is a lookup, $P_{i,\,c_{ij}}$, which
 # FlexAttention's `score_mod` can read pair by pair from the small $P$ (through
 # SDPA's `attn_mask` it would have to be a full $h\,n^2$ tensor). The value term
@@ -429,12 +427,12 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
 # 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
 # さらに $n = 128$ 以上では、融合カーネルを使わないアテンションが保持する $h\,n^2$ 個のスコアよりも小さくなります。
-# FlashAttention のような融合カーネルは、このスコアを保持しません。
+# FlashAttention のような[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、このスコアを保持しません。
 # ただし、キーの項は融合カーネルに載せられます。キーの項は $P_{i,\,c_{ij}}$ を引くだけなので、FlexAttention の `score_mod` が小さな $P$ から組ごとに読めるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが要ります）。
 # 載らないのはバリューの項です。バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
 
 
-# %% tags=["check"] summary={"en": "for h = 8, d_z = 64, k = 16 the offset form's P, β and index fall below the h n² scores from n = 128 on, 32 times below the pairs at the end; the key term read from P by a FlexAttention score_mod gives the output of attention with the full bias", "ja": "h = 8、d_z = 64、k = 16 では、相対位置ごとの形の P、β、インデックスは n = 128 以上でスコア h n² 個より小さく、最後には組ごとのベクトルの 32 分の 1 です。FlexAttention の score_mod で P から読んだキーの項は、バイアス全体を渡したアテンションと同じ出力を与えます"}
+# %% tags=["check"] summary={"en": "for h = 8, d_z = 64, k = 16 the offset form's P, β and index fall below the h n² scores from n = 128 on, 32 times below the pairs at n = 32768; the key term read from P by a FlexAttention score_mod gives the output of attention with the full bias", "ja": "h = 8、d_z = 64、k = 16 では、相対位置ごとの形の P、β、インデックスは n = 128 以上でスコア h n² 個より小さく、最大の長さ n = 32768 では組ごとのベクトルの 32 分の 1 です。FlexAttention の score_mod で P から読んだキーの項は、バイアス全体を渡したアテンションと同じ出力を与えます"}
 h, d_z, k_clip = 8, 64, 16
 lengths = [2**e for e in range(6, 16)]
 direct = [nbytes(n, n, d_z) for n in lengths]  # a^K
@@ -484,7 +482,7 @@ assert_close(
 # ## 距離 k 以上は区別できない
 #
 # クエリ $i$ から見て、$j - i \ge k$ のキーはどれも同じ $w^K_{k}$ と $w^V_{k}$ を受け取り、$j - i \le -k$ のキーはどれも同じ $w^K_{-k}$ と $w^V_{-k}$ を受け取ります。
-# この 2 つのグループの中では、キーがどこにあっても $e_{ij}$ と $z_i$ は変わりません。各グループは、順序を持たないトークンの集まり（bag）です。
+# この 2 つのグループの中では、$e_{ij}$ と $z_i$ のどちらにも、キーがどの位置にあるかで変わる部分がありません。各グループは、順序を持たないトークンの集まり（bag）です。
 # $n = 12$、$k = 2$ とし、位置 $i = 6$ のクエリを見ます。
 # グループ $j \le 4$ とグループ $j \ge 8$ の中でトークンを並べ替えても、$z_6$ は丸め誤差を除いて変わりません。
 # 一方、クリップされない中央の帯にある相対位置 $-1$ と $+1$ のトークンを入れ替えると、出力は変わります。
@@ -513,7 +511,7 @@ still = "stays within 1e-6" if bags < 1e-6 else f"moves by {bags:.3f}"
 print(f"order {shuffled.tolist()}: z_6 {still}")
 print(f"swap j = 5 and 7: z_6 moves by {band:.3f}", end="")
 
-# %% tags=["check"] summary={"en": "the shuffle moves tokens within both bags and leaves z_6 unchanged; the swap inside the band changes it", "ja": "並べ替えは両方のグループの中でトークンを動かし、z_6 を変えません。帯の中での入れ替えは z_6 を変えます"}
+# %% tags=["check"] summary={"en": "the shuffle moves tokens within both bags and leaves z_6 unchanged; the swap inside the band changes it", "ja": "両方のグループの中でトークンを並べ替えても z_6 は変わらず、帯の中で入れ替えると変わります"}
 assert not torch.equal(shuffled[:5], torch.arange(5))
 assert not torch.equal(shuffled[8:], torch.arange(8, 12))
 assert_close(output_of(x[shuffled]), output_of(x))
@@ -527,7 +525,7 @@ assert band > 1e-2
 # offsets, query 1 only one, and $\beta$ records it (exercise 4).
 
 # %% [markdown] lang="ja"
-# これは層ごとの話です。1 層目の出力 $z_i$ には位置 $i$ の近傍が混ざるので、
+# これが成り立つのは 1 つの層の中だけです。1 層目の出力 $z_i$ には位置 $i$ の近傍が混ざるので、
 # 2 層目は、遠いトークンの近傍の様子から、それらの間の順序をある程度取り戻せます（演習 1）。Shaw ら自身もこの点を指摘しています。
 # 系列の端も見えます。クエリ 0 には相対位置が負のキーがなく、クエリ 1 には 1 つしかありません。それが $\beta$ に現れます（演習 4）。
 
@@ -586,10 +584,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # shared by the heads, and the two-term product; it also has Music Transformer's
 # skewing. Hugging Face's BERT-style `relative_key` keeps only the key term, clips
 # nothing, and indexes its table by the offset the other way round, $i - j$: a
-# table trained there reads reversed here. `posenc` follows the paper. It starts
-# its tables from $N(0, 0.02^2)$, Hugging Face's choice (`initializer_range`);
-# tensor2tensor creates its tables with no initializer of their own, so they take
-# the model's default, uniform unit scaling in its Transformer settings.
+# table trained there reads reversed here. `posenc` follows the paper.
 
 # %% [markdown] lang="ja"
 # ## ライブラリによる違い
@@ -598,8 +593,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
 # Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
 # そのため、そこで学習した表を `posenc` で使うと、行が逆順に読まれます。
-# `posenc` は論文に従います。表の初期値は $N(0, 0.02^2)$ で、これは Hugging Face の選択（`initializer_range`）です。
-# tensor2tensor は表に独自の初期化を指定しないので、モデルの既定の初期化が使われます。Transformer の設定では uniform unit scaling です。
+# `posenc` は論文に従います。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: tensor2tensor and Hugging Face in detail.** tensor2tensor's
@@ -611,7 +605,10 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # distances looking back, and for a longer sequence it pads zero vectors in front
 # instead of clipping, so that keys farther back get no relative term at all. The
 # bidirectional `dot_product_unmasked_self_attention_relative_v2` skews with
-# `_relative_position_to_absolute_position_unmasked` (solution 3).
+# `_relative_position_to_absolute_position_unmasked` (solution 3). tensor2tensor's tables
+# have no initializer of their own, so they take the model's default, uniform
+# unit scaling in its Transformer settings; `posenc` starts its tables from
+# $N(0, 0.02^2)$, as Hugging Face does (`initializer_range`).
 #
 # Hugging Face's `distance_embedding` has $2M - 1$ rows for `max_position_embeddings`
 # $M$, indexed by $i - j + M - 1$ (`position_ids_l - position_ids_r`). With a
@@ -629,14 +626,16 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # その表（`get_relative_embeddings_left`）は、クエリより前の距離について `max_relative_position` 行を持ちます。
 # 系列がそれより長いとクリップはせず、表の先頭に 0 のベクトルをパディングします。そのため、それより遠いキーには相対位置の項がまったく付きません。
 # 双方向の `dot_product_unmasked_self_attention_relative_v2` は `_relative_position_to_absolute_position_unmasked` でスキューイングします（解答 3）。
+# tensor2tensor は表に独自の初期化を指定しないので、モデルの既定の初期化（Transformer の設定では uniform unit scaling）が使われます。
+# `posenc` の表は $N(0, 0.02^2)$ から初期化します。Hugging Face と同じ選び方です（`initializer_range`）。
 #
 # Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）で引きます。
-# キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。これが正しいのは、1 トークンずつデコードするステップだけです。
+# キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。これが正しいのは、[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)だけです。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルとキーとの内積 $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # DeBERTa（He ら 2021）では、相対位置のベクトルにも専用のクエリとキーの射影を持たせ、内容から位置への項と、位置から内容への項を加えます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are posenc's table with its rows reversed, and with a cache they are right only for the last query", "ja": "tensor2tensor のインデックスの移植は posenc と同じ行を与えます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は posenc の表の行を逆順にしたもので、キャッシュがあると正しいのは最後のクエリだけです"}
+# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are posenc's table with its rows reversed, and with a cache they are right only for the last query", "ja": "tensor2tensor のインデックスを移植すると、posenc と同じ行を引きます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は posenc の表の行を逆順にしたもので、キャッシュがあると正しいのは最後のクエリだけです"}
 def t2t_index(length_q, length_k, max_relative_position):
     """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
@@ -705,8 +704,8 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
 #   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避けますが、組ごとのベクトルは作ります。
-# - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした相対位置ごとのアテンションの合計 $\beta$ を使います。
-# - 距離が $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
+# - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした相対位置ごとのアテンションの重みの合計 $\beta$ を使います。
+# - クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ方法でずらします。
@@ -736,8 +735,8 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # ## 演習
 #
 # 1. $k = 1$、ランダムな重みで 2 層のモデルを作ってください。
-#    クエリ $i$ から距離 $1$ より遠いトークンの順序だけが違い、1 層目の後の $z_i$ は同じなのに、
-#    2 層目の後の出力は異なる 2 つの入力を見つけてください。順序の情報がどこから来たのかを説明してください。
+#    クエリ $i$ から距離 $1$ より遠いトークンの順序だけが違う 2 つの入力で、1 層目の出力 $z_i$ は同じなのに
+#    2 層目の出力が異なるものを見つけてください。順序の情報がどこから来たのかを説明してください。
 # 2. Hugging Face の `relative_key_query` は $x_j W^K (a_{ij})^\top$ を加えます。
 #    これを相対位置ごとの形で書いてください。どの積が $P$ の代わりになり、どのインデックスが $c_{ij}$ の代わりになるでしょうか。
 #    $(n, n, d_z)$ のテンソルを使う計算と照合してください。

@@ -31,7 +31,7 @@
 # T5 はトークンの埋め込みに何も足しません。その代わり、すべてのアテンションスコアに、相対位置 $j - i$ の[バケット](../docs/glossary.ja.md#bucket)で決まる学習可能な数を、ヘッドごとに 1 つ足します。
 # 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は幅が等比的に広がるバケットを共有します。
 # 距離が 91 以上（デコーダでは 113 以上）になると、すべて最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
-# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。その代わりどの長さでも定義されますが、スコアと同じ大きさのバイアスのテンソルが必要になります。
+# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。引き換えに、バイアスはどの長さでも定義されます。代償は、スコアと同じ大きさのバイアスのテンソルです。
 
 # %%
 import math
@@ -85,16 +85,16 @@ torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 # 1 つの表を、スタックのすべての層で使い回します。
 # なお、T5 自体は $\sqrt{d}$ で割りません（[「ライブラリの中の T5」](#ライブラリの中の-t5)の節を参照）。
 #
-# バイアスは $i$ と $j$ の組ではなく $j - i$ だけで決まるので、ヘッドのバイアス行列はどの対角線に沿っても一定です。
-# T5 の既定値で、10 個のクエリと 10 個のキーのバケットを並べると、それが見えます。
-# 対角線はバケット $0$ です。クエリより前のキーは距離 1 つごとにバケット $1$ から $7$ に入り、クエリより後ろのキーは $17$ から始まる別の範囲に入ります。
+# バイアスは $i$ と $j$ の組ではなく $j - i$ だけで決まるので、各ヘッドのバイアス行列はどの対角線に沿っても一定です。
+# T5 の既定値で、10 個のクエリと 10 個のキーのバケットを並べると、そのことがわかります。
+# 対角線はバケット $0$ です。クエリより前のキーは距離ごとに別々のバケット（$1$ から $7$）に入り、クエリより後ろのキーは $17$ から始まる別の範囲に入ります。
 # 距離 $8$ と $9$ は、早くも同じバケットを共有しています（クエリより前なら $8$、後ろなら $24$）。
 
 # %%
 r = torch.arange(10)[None, :] - torch.arange(10)[:, None]  # r[i, j] = j - i
 t5_relative_position_bucket(r)  # 32 buckets, max_distance 128
 
-# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットと一致します。T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β) で、バイアスの各成分はそのバケットの表の値、どの対角線の上でも一定です"}
+# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットと一致します。T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β) で、バイアスの各成分はそのバケットの表の値で、どの対角線の上でも一定です"}
 # buckets by hand (E = 8, 16 a side): |r| for r <= 0, 16 + r for r > 0 while
 # |r| < 8; |r| = 8, 9 share bucket 8 or 24, as ln(9/8) / ln(16) * 8 < 1
 by_hand = {x: -x if x <= 0 else 16 + x for x in range(-7, 8)}
@@ -229,10 +229,10 @@ assert set(causal.tolist()) == set(range(32))
 # $n \ge E$ では次の式になります。
 # $$\hat b(n) = \min\left(E + \left\lfloor \frac{\ln(n/E)}{\ln(D/E)}\,(S - E) \right\rfloor,\ S - 1\right)$$
 # 比 $\ln(n/E) / \ln(D/E)$ は $n = E$ で $0$、$n = D$ で $1$ になります。
-# これに $S - E$ を掛けて切り捨てると、何番目の対数バケットかが決まります。最小値を取る操作は、範囲を超えた値をすべて最後のバケット $S - 1$ にクリップします。
+# これに $S - E$ を掛けて切り捨てると、何番目の対数バケットかが決まります。最後に min を取るので、範囲を超えた値はすべて最後のバケット $S - 1$ にクリップされます。
 # T5 のコードは整数への変換で 0 の方向に切り捨てますが、$n \ge E$ では値が負にならないので、これは床関数と同じです。
 #
-# T5 の既定値の双方向設定では、$S = 16$、$E = 8$ です。
+# T5 の既定値の双方向の設定では、$S = 16$、$E = 8$ です。
 # 距離 $0$ から $7$ はバケット $0$ から $7$ に入り、対数が $0$ になる距離 $8$ からバケット $8$ が始まります（クエリより後ろでは、$r = 7$ がバケット $23$、$r = 8$ がバケット $24$ です）。
 # 因果的な設定では $S = 32$、$E = 16$ です。
 # この式だけをもとに float64 で書いた短い関数は、$-300$ から $300$ までのすべての相対位置で `posenc` と同じバケットを返します。
@@ -301,7 +301,7 @@ assert causal_edge.tolist() == [15, 16]  # causal: E = 16
 # $n = 300$ までのほかの商は、どれも整数から $10^{-4}$ 以上離れています。float32 の丸めで商が動くのは $10^{-5}$ 未満なので、十分な余裕があります。
 # 既定値で残るのは、双方向の設定の $n = 16, 32, 64$ の 3 つで、商はちょうど $2, 4, 6$ です（$n = E$ では対数が $0$ で、$n = D$ から先はクリップが結果を決めます）。
 # この 3 つでは最後のビットが結果を決めます。商が最後の桁の 1 単位（1 ulp）だけ小さければ、それぞれ 1 つ前のバケットに入ります。
-# `posenc` は正しく丸めた対数を float32 に 1 回だけ丸めて使い、厳密な計算と同じバケット $10, 12, 14$ を返します。
+# `posenc` は対数を正確に計算してから float32 に 1 回だけ丸めて（correctly rounded）使い、厳密な計算と同じバケット $10, 12, 14$ を返します。
 # Hugging Face が呼ぶ PyTorch の float32 の `log` の誤差は 1 ulp 程度ですが、最後のビットは CPU によって変わることがあります。
 # Mesh TensorFlow は割り算の代わりに float32 の逆数を掛け、T5 は TPU で学習されました。
 # そのため、この 3 つの距離で T5 自身がどちらのバケットを使ったかはここでは確かめられず、ほかのライブラリのバケットは 1 つずれることがあります。
@@ -447,10 +447,10 @@ assert (starts[16][-1], starts[32][-1]) == (91, 113)
 
 # %% [markdown] lang="ja"
 # 対数軸では、等比的な境目が等間隔に並びます。
-# 図は、片側の大きさ 16 と 32 のそれぞれについて $\hat b(n)$ を描き、丸める前の値 $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ を破線で重ねたものです。
+# 図は、片側のバケット数が 16 と 32 の場合のそれぞれについて $\hat b(n)$ を描き、丸める前の値 $E + \frac{\ln(n/E)}{\ln(D/E)}(S - E)$ を破線で重ねたものです。
 # 階段は破線のすぐ下をたどり、$n = D$ でクリップされて $S - 1$ にとどまります。
 
-# %% tags=["figure"] alt={"en": ["Bucket of distance n, log axis from 1 to 1024, for side sizes 16 and 32, the unrounded formula dashed. Steps of one up to n = 8 or 16, then geometrically wider steps just under the dashed line, flat at bucket 15 or 31 from n = 91 or 113."], "ja": ["距離 n（1〜1024、対数軸）に対するバケットを、片側の大きさ 16 と 32 について描き、丸める前の式を破線で重ねた図。n = 8 または 16 までは幅 1 の段、その先は破線のすぐ下で等比的に広がる段となり、n = 91 または 113 から先は最後のバケット 15 または 31 で平らになります。"]}
+# %% tags=["figure"] alt={"en": ["Bucket of distance n, log axis from 1 to 1024, for side sizes 16 and 32, the unrounded formula dashed. Steps of one up to n = 8 or 16, then geometrically wider steps just under the dashed line, flat at bucket 15 or 31 from n = 91 or 113."], "ja": ["距離 n（1〜1024、対数軸）に対するバケットを、片側のバケット数が 16 と 32 の場合について描き、丸める前の式を破線で重ねた図。n = 8 または 16 までは幅 1 の段、その先は破線のすぐ下で等比的に広がる段となり、n = 91 または 113 から先は最後のバケット 15 または 31 で平らになります。"]}
 n_plot = torch.arange(1, 1025)
 fig, ax = plt.subplots(figsize=(6.4, 3.0))
 for bidirectional, side in ((True, 16), (False, 32)):
@@ -512,8 +512,8 @@ plt.show()
 # それより先の相対位置は、すべて 1 つの埋め込みを共有します。
 # コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目 1 つ分だけ手前からすでに始まっています。
 #
-# 良い面もあります。バイアスはどんな長さでも定義されます。使い切ってしまう位置の表がないからです。
-# Mesh TensorFlow のコメントが期待する「長い系列へのより自然な汎化」（more graceful generalization to longer sequences）は、この性質です。
+# 良い面もあります。バイアスはどんな長さでも定義されます。表の範囲を超える位置というものがないからです。
+# これが、Mesh TensorFlow のコメントが期待する「長い系列へのより自然な汎化」（more graceful generalization to longer sequences）です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、値は 16 通りしかありません。
 # キーはすべてクエリの位置かそれより前にあるのでバケットの前半にしか届かず、近い 91 個を除くすべてのキーが 1 つの値を共有するからです。
 #
@@ -571,7 +571,8 @@ assert distinct == 16
 #
 # To see a head's bias, the figure sets the table to a made-up profile that falls by
 # one per bucket, $\beta_{b,h} = -(b \bmod 16)$, the same on both sides, and draws
-# head $0$ for 160 positions, so that each colour is one bucket. The diagonal
+# head $0$ for 160 positions, so that each colour is one bucket on each side of the
+# diagonal. The diagonal
 # ($r = 0$, bucket $0$) is $0$; bands of constant colour run parallel to it, one
 # position wide near it and wider further out; beyond $|j - i| = 90$ the colour no
 # longer changes.
@@ -588,7 +589,7 @@ assert distinct == 16
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ではマスクは要りません。クエリは最新のトークン 1 つだけで、キャッシュされたキーはすべてその位置かそれより前にあるからです。
 #
 # ヘッドのバイアスを見るために、図では表を、バケットごとに 1 ずつ下がる仮の値 $\beta_{b,h} = -(b \bmod 16)$（両側で同じ）に設定し、160 位置についてヘッド $0$ を描きます。
-# すると 1 つの色が 1 つのバケットに対応します。
+# すると、対角線の片側ごとに、1 つの色が 1 つのバケットに対応します。
 # 対角線（$r = 0$、バケット $0$）は $0$ です。対角線に平行に同じ色の帯が並び、近くでは幅 1 位置、離れるほど広くなります。
 # $|j - i| = 90$ より先では、色はもう変わりません。
 
@@ -691,16 +692,12 @@ assert_close(t5_through_posenc, t5_style)
 # Hugging Face's T5 draws $W_Q$ with standard deviation
 # $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ and $W_K$ with $d_{\mathrm{model}}^{-1/2}$
 # ("Mesh TensorFlow attention initialization to avoid scaling before softmax", says
-# the comment in transformers 4). For inputs of unit variance a score is a sum of
-# $d_{kv}$ products whose factors have the variances $d_{\mathrm{model}}\sigma_Q^2$
-# and $d_{\mathrm{model}}\sigma_K^2$, so its variance is
-# $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ with these constants, the same as
-# $d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ for the usual initialisation (standard
-# deviation $d_{\mathrm{model}}^{-1/2}$ for both) with a scaled attention. The same
-# function draws the bias table with standard
+# the comment in transformers 4). The same function draws the bias table with
+# standard
 # deviation $d_{\mathrm{model}}^{-1/2}$ (times `initializer_factor`, 1 by default),
 # about 0.044 for $d_{\mathrm{model}} = 512$; `posenc.T5RelativeBias` draws it with
-# 0.02 (re-draw the weight with `nn.init.normal_` to start from Hugging Face's).
+# 0.02 (re-draw the weight with `nn.init.normal_` to initialise it as Hugging
+# Face does).
 #
 # | | relative position in the code | logarithm and quotient |
 # |---|---|---|
@@ -721,11 +718,8 @@ assert_close(t5_through_posenc, t5_style)
 #
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
 # transformers 4 のコードには、この初期化を「softmax の前でスケーリングしないための、Mesh TensorFlow 流の初期化」と説明するコメントがあります。
-# 入力の分散が 1 なら、スコアは $d_{kv}$ 個の積の和で、積の 2 つの因子の分散は $d_{\mathrm{model}}\sigma_Q^2$ と $d_{\mathrm{model}}\sigma_K^2$ です。
-# そのため、これらの定数ではスコアの分散は $d_{kv} \cdot d_{kv}^{-1} \cdot 1 = 1$ です。
-# 通常の初期化（どちらも標準偏差 $d_{\mathrm{model}}^{-1/2}$）でスコアをスケーリングするアテンションを使う場合も、$d_{kv} \cdot 1 \cdot 1 / d_{kv} = 1$ で同じ大きさになります。
 # 同じ関数は、バイアスの表を標準偏差 $d_{\mathrm{model}}^{-1/2}$ に `initializer_factor`（既定値は 1）を掛けた値で初期化します。$d_{\mathrm{model}} = 512$ なら約 0.044 です。
-# `posenc.T5RelativeBias` の標準偏差は 0.02 です（Hugging Face と同じ初期値から始めるには、`nn.init.normal_` で重みを引き直してください）。
+# `posenc.T5RelativeBias` の標準偏差は 0.02 です（Hugging Face と同じ初期化にするには、`nn.init.normal_` で重みを引き直してください）。
 #
 # | | コード中の相対位置 | 対数と商の計算 |
 # |---|---|---|
@@ -739,18 +733,8 @@ assert_close(t5_through_posenc, t5_style)
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 
 # %% tags=["deeper"]
-# an illustration: the init constants of transformers' T5 _init_weights
-# (1/sqrt(d_kv) in W_Q) against the usual 1/sqrt(d_kv) scaling of the scores
-d_model, d_kv, tokens = 512, 64, 2048
-x = torch.randn(tokens, d_model)
-w_k = torch.randn(d_model, d_kv) * d_model**-0.5
-w_q_t5 = torch.randn(d_model, d_kv) * (d_model * d_kv) ** -0.5
-w_q = torch.randn(d_model, d_kv) * d_model**-0.5
-std_t5 = ((x @ w_q_t5) * (x @ w_k)).sum(-1).std()
-std_usual = (((x @ w_q) * (x @ w_k)).sum(-1) / math.sqrt(d_kv)).std()
-assert abs(std_t5 - 1) < 0.1 and abs(std_usual - 1) < 0.1
-print(f"score std at initialisation: T5 {std_t5:.2f}, scaled {std_usual:.2f}")
 # the bias table: posenc draws it with std 0.02, Hugging Face with d_model^-1/2
+d_model = 512
 big_table = T5RelativeBias(1024).relative_attention_bias.weight.detach()
 assert abs(big_table.std() / 0.02 - 1) < 0.02
 assert round(d_model**-0.5, 3) == 0.044
@@ -819,7 +803,7 @@ assert flax68 == [24, 23] and ours68 == 24
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - T5 は、すべてのアテンションスコアに、相対位置 $j - i$ のバケットとヘッドごとに 1 つの学習可能なスカラーを足します。
+# - T5 は、すべてのアテンションスコアに、ヘッドと相対位置 $j - i$ のバケットの組ごとに決まる、学習可能なスカラーを 1 つ足します。
 #   表はスタック全体で 1 つです（Hugging Face では最初の層がバイアスを計算し、ほかの層はそれを再利用します。UMT5 は層ごとに表を持ちます）。
 # - 双方向では片側に $S = 16$ 個のバケットを使います。クエリより後ろのキーのバケットは 16 だけずれ、バケット 16 は使われません。
 #   因果的な設定では、32 個すべてをクエリより前のキーに使います。
@@ -936,7 +920,7 @@ print(f"query 256: {count_256} values, query 0: {count_0} values", end="")
 # 一方、Shaw らは 9 と 10、12 と 15 を区別できますが、T5 はできません（バケット 8 と 9 はそれぞれ 8 から 11 と 12 から 15 を受け持ちます）。
 # $-150$ から $150$ の範囲では、どちらも 31 通りの値を使います。図に 2 つのインデックス関数を示します。
 
-# %% tags=["solution"] alt={"en": ["Two step functions of the relative position r from −150 to 150: Shaw et al.'s clip(r, −15, 15), a ramp that is flat beyond ±15, and T5's bucket, steps of one up to ±7 that widen and become flat from ±91 on."], "ja": ["相対位置 r（−150〜150）の 2 つの階段関数。Shaw らの clip(r, −15, 15) は ±15 の外側で平らになる傾斜で、T5 のバケットは ±7 までは幅 1 の段、その先は広がり、±91 から先で平らになります。"]}
+# %% tags=["solution"] alt={"en": ["Two step functions of the relative position r from −150 to 150: Shaw et al.'s clip(r, −15, 15), a ramp that is flat beyond ±15, and T5's bucket, steps of one up to ±7 that widen and become flat from ±91 on."], "ja": ["相対位置 r（−150〜150）の 2 つの階段関数。Shaw らの clip(r, −15, 15) は ±15 の外側で平らになる斜めの直線で、T5 のバケットは ±7 までは幅 1 の段、その先は広がり、±91 から先で平らになります。"]}
 r150 = torch.arange(-150, 151)
 shaw = r150.clamp(-15, 15)
 t5 = t5_relative_position_bucket(r150)

@@ -103,7 +103,7 @@ f64 = torch.float64
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
 #
-# つまり p-RoPE は最も低い周波数を捨てて最も速いものを残し、部分回転は全範囲を粗い間隔で残します。
+# つまり p-RoPE は最も低い側の周波数を捨てて速い側を残し、部分回転は全範囲を粗い間隔で残します。
 # Hugging Face の[半分割配置](../docs/glossary.ja.md#half-layout)では、回転させる次元も違います。
 # 部分回転は先頭の $r$ 次元を、p-RoPE は $i < k$ のペア $(i, i + d/2)$ を回転させます。
 # $d = 16$、割合 $1/4$ の場合は次のとおりです。
@@ -118,7 +118,7 @@ moved_partial = (partial != x).any(0).nonzero().flatten().tolist()
 moved_p = (proportional != x).any(0).nonzero().flatten().tolist()
 print("features rotated: partial", moved_partial, "p-RoPE", moved_p)
 
-# %% tags=["check"] summary={"en": "the frequencies of partial rotation (r = 4, ending at b^(−(r−2)/r)), of Qwen3-Next's and GLM-4's defaults for a head of 16, and of p-RoPE (p = 1/4) are those of transformers 5.24.0; rotary_dim turns the first r features by n b^(−2i/r), as rebuilt by hand, and the two schemes differ", "ja": "部分回転（r = 4、最後は b^(−(r−2)/r)）、次元数 16 のヘッドでの Qwen3-Next と GLM-4 の既定値、p-RoPE（p = 1/4）の周波数は transformers 5.24.0 と一致します。rotary_dim は先頭の r 次元を角度 n b^(−2i/r) で回転させ、手で組み立てた回転と一致し、2 つの方式は異なります"}
+# %% tags=["check"] summary={"en": "the frequencies of partial rotation (r = 4, ending at b^(−(r−2)/r)), of Qwen3-Next's and GLM-4's defaults for a head of 16, and of p-RoPE (p = 1/4) are those of transformers 5.24.0; rotary_dim turns the first r features by n b^(−2i/r), as rebuilt by hand, and the outputs of the two schemes differ", "ja": "部分回転（r = 4、最後は b^(−(r−2)/r)）、次元数 16 のヘッドでの Qwen3-Next と GLM-4 の既定値、p-RoPE（p = 1/4）の周波数は transformers 5.24.0 と一致します。rotary_dim は先頭の r 次元を角度 n b^(−2i/r) で回転させ、手で組み立てた回転と一致します。部分回転と p-RoPE の出力は異なります"}
 # transformers 5.24.0: GPTNeoXRotaryEmbedding(GPTNeoXConfig(hidden_size=64,
 #   num_attention_heads=4, rotary_pct=0.25, rope_theta=1e4)).inv_freq
 hf_partial = [1.0, 0.009999999776482582]
@@ -205,7 +205,7 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
 # so a content match through that channel loses about 42% of its score at
-# long range. Their argument is that such channels are not robust over long
+# that distance. Their argument is that such channels are not robust over long
 # contexts and that a larger base (500,000 in Llama 3) helps because it
 # slows them further. p-RoPE removes the rotation from the lowest pairs
 # altogether, which makes them exact content channels at any distance.
@@ -226,7 +226,7 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 #
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
-# つまり、このチャネルで内容が一致しても、遠くではそのスコアが約 42% 減ります。
+# つまり、このチャネルで内容が一致しても、距離 8192 では、そのスコアが約 42% 減ります。
 # Barbero らは、こうしたチャネルは長いコンテキストでは頑健でないと論じています。
 # 底を大きくすると（Llama 3 では 500,000）チャネルの回転がさらに遅くなるので役に立つ、とも説明しています。
 # p-RoPE は最も低いペアから回転を完全に取り除くので、これらのペアはどの距離でも内容だけを正確に運ぶチャネルになります。
@@ -290,7 +290,7 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 #
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
-# そのため $W^{UK}_i$ を前もってクエリ側に吸収すれば、推論時にキャッシュするのは $c^{KV}$ だけで済みます。
+# そのため $W^{UK}_i$ は前もってクエリ側に吸収しておけます。推論時にキャッシュしておくのは $c^{KV}$ だけです。
 # 同じように $W^{UV}_i$ は出力の射影に吸収できます。MLA の要点はキャッシュが小さいことで、吸収は、そのキャッシュからのデコードを軽くする工夫です。
 # 吸収はデコードのときだけ使い、学習やプリフィルでは次元を上げる射影をそのまま計算します（下で照合する Hugging Face のコードも同様）。
 # 記号は DeepSeek-V2 に合わせ、$t$ と $j$ が位置、$i$ がヘッドです。
@@ -315,7 +315,7 @@ assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
 # The matrix in the middle now depends on the offset $j - t$: it is a
 # different matrix for every cached key, so no single product can be
 # precomputed and the keys would have to be rebuilt from the latent for
-# every new query; the DeepSeek-V2 paper (Section 2.1.3) makes the same
+# every new query; the DeepSeek-V2 paper (§2.1.3) makes the same
 # argument.
 
 # %% [markdown] lang="ja"
@@ -327,10 +327,10 @@ assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
 #
 # 真ん中の行列は相対位置 $j - t$ で決まり、キャッシュしたキーごとに違います。
 # 前もって計算できる 1 つの積はなく、新しいクエリのたびに潜在ベクトルからキーを作り直さなければならなくなります。
-# DeepSeek-V2 の論文（2.1.3 節）も同じ議論をしています。
+# DeepSeek-V2 の論文（§2.1.3）も同じ議論をしています。
 
 
-# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, is W_UQ^T W_UK at offset 0, and is W_UQ^T R_(j−t) W_UK, not R_(t−j)", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が変われば変わり、相対位置 0 では W_UQ^T W_UK、一般には R_(t−j) ではなく W_UQ^T R_(j−t) W_UK です"}
+# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, is W_UQ^T W_UK at offset 0, and is W_UQ^T R_(j−t) W_UK, not R_(t−j)", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が違えば異なり、相対位置 0 では W_UQ^T W_UK、一般には R_(t−j) ではなく W_UQ^T R_(j−t) W_UK です"}
 def middle(t, j):
     """W_UQ^T R_t^T R_j W_UK, from rotated columns."""
     rq = apply_rope(w_uq.T, torch.tensor([t]))  # rows: (R_t W_UQ e_a)^T
@@ -406,8 +406,7 @@ assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 # **Going deeper: a small MLA checked against DeepSeek-V3 in transformers.**
 # One layer of MLA built from `posenc.apply_rope` and `posenc.attention`
 # gives the output of Hugging Face's `DeepseekV3Attention` run on the same
-# random weights (the numbers are pasted; the weights come from a seeded
-# generator, drawn in the same order in both runs). Two details of the
+# random weights (the numbers are pasted). Two details of the
 # implementation: the latents $c^{Q}$ and $c^{KV}$ pass through an RMS
 # normalisation (with weight 1 at initialisation), and DeepSeek-V3's
 # checkpoints lay the rotary features out in interleaved pairs
@@ -418,7 +417,6 @@ assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 #
 # `posenc.apply_rope` に `posenc.attention` を組み合わせて、1 層分の MLA を作ります。
 # その出力は、同じランダムな重みで動かした Hugging Face の `DeepseekV3Attention` の出力（貼り付けた数値）と一致します。
-# 重みはシードを固定した生成器から、両方の実行で同じ順に作ります。
 # 実装について、細かな点が 2 つあります。
 # 潜在ベクトル $c^{Q}$ と $c^{KV}$ は RMS 正規化（初期化時の重みは 1）を通ります。
 # また DeepSeek-V3 のチェックポイントは、回転させる次元を[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)のペア $(2i, 2i + 1)$ に並べている（`rope_interleave = True`）ので、
@@ -431,6 +429,7 @@ assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 #   qk_nope_head_dim=8, qk_rope_head_dim=4, v_head_dim=6,
 #   rope_interleave=True, rope_theta=1e4), eager attention, float32
 n_h, d_nope, d_rope, d_v, d_c = 2, 8, 4, 6, 8
+# seeded: both runs draw the same weights, in the same order
 gen = torch.Generator().manual_seed(0)
 shapes = {"q_a": (16, 32), "q_b": (24, 16), "kv_a": (12, 32),
           "kv_b": (28, 8), "o": (32, 12)}  # fmt: skip
@@ -496,9 +495,9 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 # まず $W^{UK}_i$ をクエリに吸収し、潜在空間のベクトル $\tilde q_{t,i} = W^{UK\top}_i q^{C}_{t,i}$ を作ります。
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
-# これはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）とのスコアを取ります。
-# そして、全ヘッドで共有する 1 つのバリュー $c^{KV}_j$ の重み付き平均を取ります。下のセルは、これを小さな大きさで実装したものです。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
+# つまりこれはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）とのスコアを取ります。
+# そして、全ヘッドで共有する 1 つのバリュー $c^{KV}_j$ の重み付き平均を取ります。下のセルは、これを小さな次元数で実装したものです。
 # 吸収したこの形は、DeepSeek-V2 の論文が推論時の計算として説明しているものです。
 # Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
 # ただし吸収はせず、1 つ目の導出と同じく、毎ステップでヘッドごとのキーとバリューに展開します（`expand_kv`）。
@@ -537,15 +536,13 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # $g(s, a) = 0.1\,a \ln s + 1$, and
 # multiplies the softmax scale instead by $g(s, a_{\text{all}})^2$
 # ($a_{\text{all}} = $ `mscale_all_dim` $= 1$). A factor on cos and sin would
-# reach only the 64 rotary features of the 192 in each score; on the softmax
+# reach only the 64 rotary features of the 192 behind each score; on the softmax
 # scale it reaches the whole score:
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # With DeepSeek-V3's $s = 40$ and $d_h + d^R_h = 128 + 64 = 192$ that is
-# the value Hugging Face's attention stores. Only the factor on cos and sin
-# comes from `posenc` here (`YarnScaling` gives 1); the scale is the formula,
-# against the pasted value.
+# the value Hugging Face's attention stores.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：DeepSeek-V3 の YaRN のスケール**
@@ -554,12 +551,11 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # 設定は `mscale = mscale_all_dim = 1` です。
 # $g(s, a) = 0.1\,a \ln s + 1$ とします。
 # このとき Hugging Face は cos と sin に掛ける倍率（`attention_factor`）を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
-# cos と sin に掛けた倍率は各スコアの 192 次元のうち回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
+# cos と sin に掛けた倍率は、スコアの計算に使う 192 次元のうち、回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは Hugging Face のアテンションが保持する値と一致します。
-# ここで `posenc` が受け持つのは cos と sin に掛ける倍率だけで、`YarnScaling` は 1 を返します。スケールについては、式から計算した値を貼り付けた値と比べます。
 
 # %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the factor on cos and sin at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は cos と sin に掛ける倍率を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
@@ -597,7 +593,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # The temperature is 1 up to position 8190, $1 + 0.1 \ln 2$ from 8191, and
 # grows like $\ln p$ beyond: the scores of the long-range layers sharpen
 # slowly as the context grows. For this temperature tuning, Hugging Face's
-# `Llama4TextAttention` points in a comment to Nakanishi's scalable softmax
+# `Llama4TextAttention` points in a comment to Nakanishi's Scalable-Softmax
 # (2025).
 
 # %% [markdown] lang="ja"
@@ -617,7 +613,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 #
 # 温度は位置 8190 までは 1、8191 からは $1 + 0.1 \ln 2$ で、その先は $\ln p$ のように大きくなります。
 # 遠くを見る層のスコアは、コンテキストが伸びるにつれてゆっくり鋭くなります。
-# この温度の調整について、Hugging Face の `Llama4TextAttention` はコメントで Nakanishi の scalable softmax（2025）を挙げています。
+# この温度の調整について、Hugging Face の `Llama4TextAttention` はコメントで Nakanishi（2025）の Scalable-Softmax を挙げています。
 
 # %%
 p = torch.tensor([0, 8190, 8191, 16383, 99_999, 1_000_000])
@@ -670,9 +666,9 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: two more details of Llama 4's RoPE layers.** After the
 # rotation they divide each query and key by its root mean square, with no
-# learned weight (the order does not matter: a rotation keeps the norm, so
-# the two commute) (`use_qk_norm`, on by default; the code notes that the 128E
-# model does not use it). Hugging Face calls this module `Llama4TextL2Norm`,
+# learned weight; a rotation keeps the norm, so dividing before or after it
+# gives the same result. `use_qk_norm` switches this on, by default (the code
+# notes that the 128E model does not use it). Hugging Face calls this module `Llama4TextL2Norm`,
 # but it does not make unit vectors: a head of 128 features comes out with
 # norm $\sqrt{128} \approx 11.3$. And their RoPE has the large base
 # $5 \cdot 10^5$ (Hugging Face's default `rope_theta`) although the chunks
@@ -684,8 +680,10 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Llama 4 の RoPE の層のもう 2 つの特徴**
 #
-# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです（回転はノルムを変えないので、順序を入れ替えても結果は同じです）。学習可能な重みはありません（`use_qk_norm`：既定で有効ですが、コードの注記によれば 128E のモデルは使いません）。
-# Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
+# 1 つは、回転のあとでクエリとキーをそれぞれの二乗平均の平方根（RMS）で割ることです。学習可能な重みは使いません。
+# 回転はノルムを変えないので、割るのが回転の前でも後でも結果は同じです。
+# この処理は `use_qk_norm` で切り替え、既定で有効です（コードの注記によれば、128E のモデルは使いません）。
+# Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、出力は単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
 # もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
 # 公開された Llama 4 Scout はさらに、Llama 3 の方式で周波数を小さく（波長を長く）しています（元の長さ 8192、係数 16）。出典は Meta の llama-models のプルリクエスト 322 です。
 # Hugging Face の既定の設定にはスケーリングはありません。
@@ -758,7 +756,7 @@ for ax, mask, title in zip(
 axes[0].set_ylabel(r"$m$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致し、W = 4096 ではどのクエリも最大で直近の W トークンを見て、最大の距離は W − 1 です"}
+# %% tags=["check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致し、W = 4096 ではどのクエリが見るのも多くて直近の W トークンで、最大の距離は W − 1 です"}
 # transformers 5.24.0: Cohere2Config(num_hidden_layers=8).layer_types and
 # .sliding_window; sliding_window_causal_mask_function(3) on 7 x 7
 hf_cohere_types = (["sliding_attention"] * 3 + ["full_attention"]) * 2
@@ -858,14 +856,14 @@ for kind, (nonzero, first, total) in hf_gemma4.items():
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 部分回転（`rotary_pct` と `partial_rotary_factor`：GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元で次元数 $r$ の完全な RoPE を使います。その最も低い周波数 $b^{-(r-2)/r}$ がヘッド全体のものに近づくのは、$r$ が大きいときだけです。
+# - 部分回転（`rotary_pct` と `partial_rotary_factor`：GPT-NeoX、Phi、Qwen3-Next、GLM-4）は、先頭の $r$ 次元に、次元数 $r$ の完全な RoPE をかけます。その最も低い周波数 $b^{-(r-2)/r}$ がヘッド全体のものに近づくのは、$r$ が大きいときだけです。
 #   p-RoPE はヘッドの最も速い側の周波数を残し、最も低いものを 0 にします。両者は違う次元を違う角度で回転させます。
 # - 遅いペアも回ります。クエリとキーが等しければ、距離 $m - n$ ではペアの寄与に $\cos((m - n)\theta_i)$ が掛かります。
 #   p-RoPE は最も低いペアを純粋な内容のチャネル（Barbero らが「意味のチャネル」と呼ぶもの）にします。
 # - MLA は次元数 $d_c$ の潜在ベクトル $c^{KV}$ をキャッシュし、次元を上げる射影を吸収します。
 #   RoPE を入れると、2 つの射影のあいだに、位置に依存する行列が入ってしまいます。
 # - そこで DeepSeek は、全ヘッドで共有する次元数 $d^R_h$ の別のキーを回転させます。
-#   トークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
+#   キャッシュはトークン 1 つ・層 1 つあたり $d_c + d^R_h$ 個の数です（DeepSeek-V2 と V3 では 576）。
 # - Llama 4 と Command A は、チャンクやウィンドウ（8192、4096）に限った RoPE の層と、全体アテンションの NoPE の層を組み合わせます。
 #   Llama 4 はさらに NoPE の層のクエリに、$\ln p$ のように大きくなる温度を掛けます。
 # - Gemma 3 と 4 はすべての層に RoPE を残し、その底を（Hugging Face の Gemma 4 の既定値では p-RoPE にするかどうかも）層の種類ごとに決めます。

@@ -12,8 +12,8 @@ these the hook builds, at every build:
   docs/index.ja.md hold ``<!-- generated: chapters -->``: each chapter's
   part, title and line, with its step on the core reading path (an
   entry's ``path: N``, drawn as a circled number) and its reading time,
-  from the words of its main path (prose outside folded cells) at 150 a
-  minute.
+  from the words of its main path (prose outside folded cells) at a
+  study pace of 60 a minute (a reader's measured pace on two chapters).
 
 A notebook without an entry, or an entry without a notebook, stops the
 build with a message that says which.
@@ -37,7 +37,7 @@ TABLE_HEADER = {
     "ja": "| 部 | 章 | 導出して確かめること |",
 }
 MINUTES = {"en": "{} min", "ja": "{} 分"}
-WORDS_PER_MINUTE = 150  # technical prose with formulas, read to follow it
+WORDS_PER_MINUTE = 60  # study pace: derivations followed, figures and code read
 FOLDED = {"check", "figure", "deeper", "solution"}  # cells the page folds
 _CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 _NOTEBOOK = re.compile(r"^\d+-(?P<slug>[a-z0-9][a-z0-9-]*)\.py$")

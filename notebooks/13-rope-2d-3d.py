@@ -454,7 +454,8 @@ plt.show()
 # keep integer coordinates and the model meets offsets it never saw in
 # training (with 16-pixel patches, 14 × 14 at 224 pixels, 24 × 24 at 384).
 # This is the setting of the result the paper's abstract puts first: RoPE
-# keeps its accuracy as the inference resolution grows.
+# keeps its accuracy as the inference resolution grows, though not in every
+# model (the note below).
 
 # %% [markdown] lang="ja"
 # ## 解像度を上げても補間し直さない
@@ -462,7 +463,7 @@ plt.show()
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
 # パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです。
+# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです（すべてのモデルではありません。下の補足）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the accuracy table.** For DeiT-III Base in
@@ -843,7 +844,8 @@ for rule in ["paper", "hf"]:
 # Qwen2-VL), blocks stop the temporal axis at a wavelength of about 160
 # positions and start the width at about 35,000; interleaved, every axis
 # spans nearly the whole range. The figure keeps $10^6$ for both, so that only
-# the assignment differs.
+# the assignment differs (Qwen3-VL itself uses $5 \cdot 10^6$, see the note
+# below).
 
 # %% [markdown] lang="ja"
 # ## Qwen3-VL：周波数を順番に（巡回して）配る
@@ -859,7 +861,7 @@ for rule in ["paper", "hf"]:
 # 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの程度の距離を見分けられるかを表します。
 # $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
 # ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
-# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします。
+# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の補足）。
 
 # %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとに相対的です"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies

@@ -275,7 +275,7 @@ clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
 print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 
 
-# %% tags=["check"] summary={"en": "R matches the official PositionalEmbedding; pos_seq is as stated, also in the published evaluation", "ja": "R は公式の PositionalEmbedding と一致し、pos_seq は公開された評価でも本文どおりです"}
+# %% tags=["check"] summary={"en": "R matches the official PositionalEmbedding; pos_seq is as stated, also in the published evaluation (the note below)", "ja": "R は公式の PositionalEmbedding と一致し、pos_seq は公開された評価でも下の補足どおりです"}
 def txl_positional_embedding(pos_seq, demb):
     """PositionalEmbedding.forward, without the batch axis (a port)."""
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
@@ -333,9 +333,8 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # their own encoding. The official scripts train and evaluate the base model with
 # memories of 150 and 640, the large one with 384 and 1600 (`clamp_len` 400 and
 # 1000): the evaluation memory is about four times the training one. For the base
-# model, `pos_seq` runs from 703 down to 0 at evaluation, but the scripts also pass
-# `--same_length`, under which each query sees only its 640 most recent keys, the
-# distances 0 to 639 (see the note in
+# model, `pos_seq` runs from 703 down to 0 at evaluation, but under `--same_length`
+# each query sees only the distances 0 to 639 (the note in
 # [where the mask must start](#with-a-memory-where-the-mask-must-start)).
 # $R_{640}, \dots, R_{703}$ are computed and masked; the distances that share
 # $R_{400}$ and reach the softmax are 400 to 639.
@@ -353,7 +352,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 公式のスクリプトでは、base モデルは長さ 150 のメモリで学習して 640 で評価し、`clamp_len` は 400 です。
 # large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。評価時のメモリは学習時のおよそ 4 倍です。
 # base モデルの評価時の `pos_seq` は 703 から 0 までです。
-# ただしスクリプトは `--same_length` も指定するので、各クエリが見るのは直近の 640 個のキー、つまり距離 0〜639 だけです（[「マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
+# ただし `--same_length` の下で各クエリが見るのは距離 0〜639 だけです（[「マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
 # $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。$R_{400}$ を共有し、softmax まで届くのは距離 400〜639 です。
 
 # %% [markdown] lang="en"

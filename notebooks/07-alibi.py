@@ -498,15 +498,12 @@ assert not torch.allclose(flipped, reference, atol=1e-3)
 # $T = 2048$, the largest error in the attention weights against float64 is 4.0e-57
 # for the paper's form and 0.49 for $m_h\, j$.
 #
-# The problem is not BLOOM's alone. The official code's README trains with `--fp16`,
-# under which fairseq converts the model to float16. `buffered_future_mask` builds
-# the bias $m_h\, j$ in float32, casts it to the dtype of the activations
-# (`self._future_mask.to(tensor)`), and the attention adds it to the float16 scores.
-# float16 keeps 11 significant bits, so with the power-of-two slopes of the paper's
-# 8-head WikiText-103 model, $m_h\, j$ is exact up to $j = 2047$, and from $j = 2048$
-# on neighbouring keys get the same bias in every head. The README's setting for
-# inputs of 3072 tokens changes only the batch options and keeps `--fp16`, so a model
-# trained that way saw this rounding at its last 1024 positions.
+# The problem is not BLOOM's alone: the official README trains with `--fp16`, and
+# fairseq's `buffered_future_mask` casts the bias $m_h\, j$ to the activations'
+# float16 (`self._future_mask.to(tensor)`). With 11 significant bits and the paper's
+# power-of-two slopes (8 heads), $m_h\, j$ is exact up to $j = 2047$; from $j = 2048$
+# on, neighbouring keys get the same bias in every head, so the README's 3072-token
+# setting, which keeps `--fp16`, trained its last 1024 positions with this rounding.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：低精度では形によって結果が変わる**
@@ -518,15 +515,9 @@ assert not torch.allclose(flipped, reference, atol=1e-3)
 # Hugging Face の `build_alibi_tensor` は、$m_h\, j$ のバイアスを渡された dtype に変換します。
 # 1 ヘッド、$T = 2048$ について両方の形を bfloat16 に丸めると、アテンションの重みの float64 に対する最大誤差は、論文の形では 4.0e-57、$m_h\, j$ では 0.49 です。
 #
-# これは BLOOM だけの問題ではありません。
-# 公式実装の README にある学習コマンドは `--fp16` を付けており、このとき fairseq はモデルを float16 に変換します。
-# `buffered_future_mask` はバイアス $m_h\, j$ を float32 で作り、活性値の dtype に変換します（`self._future_mask.to(tensor)`）。
-# アテンションはそれを float16 のスコアに足します。
-# float16 の有効桁は 11 ビットです。
-# そのため、論文の 8 ヘッドの WikiText-103 のモデルが使う 2 のべき乗の傾きでは、$m_h\, j$ は $j = 2047$ まで正確です。
-# $j = 2048$ から先では、どのヘッドでも隣り合うキーに同じバイアスが付きます。
-# README の 3072 トークンの入力向けの設定はバッチの指定を変えるだけで、`--fp16` はそのままです。
-# したがって、その設定で学習したモデルは、最後の 1024 個の位置でこの丸めの影響を受けていたことになります。
+# これは BLOOM だけの問題ではありません。公式実装の README は `--fp16` で学習し、fairseq の `buffered_future_mask` はバイアス $m_h\, j$ を活性値の float16 に変換します（`self._future_mask.to(tensor)`）。
+# 有効桁 11 ビットでは、論文の 2 のべき乗の傾き（8 ヘッド）でも $m_h\, j$ が正確なのは $j = 2047$ までで、$j = 2048$ から先はどのヘッドでも隣り合うキーに同じバイアスが付きます。
+# `--fp16` のままの README の 3072 トークンの設定では、最後の 1024 個の位置がこの丸めの影響を受けていました。
 
 # %% tags=["deeper"]
 T_long = 2048
@@ -656,8 +647,8 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 # using 11% less memory.
 #
 # The paper's own analysis (its Appendix B, in the note below) attributes most of the
-# gain at $L_{\mathrm{valid}} > L$ to its evaluation, not to using contexts longer
-# than those of training. The chapter
+# gain at $L_{\mathrm{valid}} > L$ to nonoverlapping evaluation, in which longer
+# segments leave fewer tokens with little context. The chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
 # [extrapolation](../docs/glossary.md#extrapolation) to the test on small models.
 # Models that use ALiBi include BLOOM (its 176B model has 112 heads, so the official
@@ -680,7 +671,7 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 # 要旨によれば、1024 トークンで学習した 13 億パラメータのモデルは、2048 トークンで評価すると 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。
 # しかも学習は 11% 速く、メモリは 11% 少なく済みます。
 #
-# ただし論文自身の分析（付録 B、下の「さらに詳しく」）は、$L_{\mathrm{valid}} > L$ での改善の大部分を、学習時より長い文脈を使えることではなく評価の方法によるものとしています。
+# ただし論文自身の分析（付録 B、下の「さらに詳しく」）は、$L_{\mathrm{valid}} > L$ での改善の大部分を、重なりのない区間ごとの評価によるものとしています。区間が長いほど、文脈の乏しいトークンが減るからです。
 # [外挿](../docs/glossary.ja.md#extrapolation)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
 # ALiBi を使うモデルには BLOOM と MPT があります。
 # BLOOM の 1760 億パラメータのモデルは 112 ヘッドなので、公式実装の、2 のべき乗でないヘッド数の規則が使われます。MPT-7B は 32 ヘッドで、論文と同じ傾きです。

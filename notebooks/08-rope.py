@@ -381,12 +381,15 @@ theta_exact = 10000.0 ** (-2 * torch.arange(d // 2, dtype=f64) / d)
 assert_close(thetas, theta_exact, rtol=1e-6, atol=0)  # float32 rounding
 sin_at_1 = sinusoidal(torch.tensor([1]), d, dtype=f64)[0, 0::2]  # sin(w_i)
 assert_close(sin_at_1.asin(), theta_exact)  # the same frequencies
-for dd, below in ((128, 0.13), (16, 1 - 1 / 3.2)):  # the longest wavelength
+shortfall = {}  # 2 pi 10000 over the longest wavelength, 10000^(2/d)
+for dd in (128, 16):
     longest = 2 * math.pi / rope_frequencies(dd).double()[-1].item()
     assert math.isclose(
         longest, 2 * math.pi * 10000 ** ((dd - 2) / dd), rel_tol=1e-6
     )
-    assert abs(1 - longest / (2 * math.pi * 10000) - below) < 0.005
+    shortfall[dd] = 2 * math.pi * 10000 / longest
+assert round(100 * (1 - 1 / shortfall[128])) == 13  # 13% short
+assert round(shortfall[16], 1) == 3.2  # 10000^(2/16) = 3.16
 
 q, k = torch.randn(2, d, dtype=f64)
 for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
@@ -1182,7 +1185,12 @@ if modeling_llama is not None:
 # 一方、距離は違っても和が同じ $(7, 3)$ と $(4, 6)$ は、同じスコアになります。
 
 # %% tags=["solution"]
-q, k = torch.randn(2, 16, dtype=f64)  # rope_matrix is the 16-dimensional R_m
+q, k = torch.randn(2, 16, dtype=f64)
+thetas_16 = rope_frequencies(16).double()
+
+
+def rope_matrix(m):  # R_m for d = 16, block-diagonal, pairs (2i, 2i+1)
+    return torch.block_diag(*(rot(m * t) for t in thetas_16.tolist()))
 
 
 def slip_score(m, n):  # query rotated by R_m, key by R_n^T (position -n)

@@ -288,7 +288,8 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # A fixed factor changes the frequencies even for short inputs and still
 # fails past $sL$. emozilla (2023), who reports both on LLaMA, takes the factor
 # from the current sequence length $T$ instead: none while $T \le L$, then
-# $T/L$, recomputed as the sequence grows. Hugging Face's
+# $T/L$, recomputed as the sequence grows (keys cached after their rotation
+# then go stale, see the note below). Hugging Face's
 # `rope_type="dynamic"` writes it with a configured `factor` $s$:
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1 at
@@ -304,14 +305,14 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # ## 動的 NTK：系列とともに大きくなる係数
 #
 # 固定の係数は短い入力でも周波数を変え、しかも $sL$ を超えればやはり壊れます。
-# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。
+# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します（回転後にキャッシュしたキーは古くなります。下の補足）。
 # Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこれを次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
 # $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを $s^2 - s + 1 = 13$ で割ります。
 # つまり Hugging Face の `factor` は伸び率ではなく傾きです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います。** したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
-# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` として受け取ります（`apply_rope` は位置の最大値に 1 を足した値を使います）。
+# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置 + 1）。
 
 # %%
 rows = []
@@ -559,9 +560,9 @@ plt.show()
 # on the logits, $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$, has that
 # form, with the slope fitted to perplexity. On random logits (independent,
 # normal, standard deviation 2) the figure shows both sides: without the
-# temperature the entropy grows by nearly $\ln s$; with YaRN's it stays within
-# 0.15 nats of its value at $L$ up to $s = 8$, and beyond that sharpens too
-# much.
+# temperature the entropy grows by nearly $\ln s$; with YaRN's it stays, in this
+# draw, within 0.15 nats of its value at $L$ up to $s = 8$, and beyond that
+# sharpens too much.
 #
 # Multiplying $q$ and $k$ by $\sqrt{1/t}$ scales every logit by $1/t$ without
 # touching the attention code; Hugging Face scales its cos and sin tables,
@@ -583,7 +584,7 @@ plt.show()
 # $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
 # つまり係数は $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる必要があり、その傾きはスコアの広がりで決まります。
 # YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
-# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、$s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
+# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、この乱数では $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # Hugging Face は cos と sin の表に、`posenc.apply_rope` は回転後のベクトルに掛けます。
@@ -987,12 +988,13 @@ print(
 # %% [markdown] lang="en"
 # The long list divides the slow pairs by about $2s$: at position 131071
 # their angles reach only half of their trained arc. As the list switches when
-# the sequence first exceeds $L$, keys cached with the short list go stale:
-# dynamic NTK's problem, in one jump (the note below).
+# the sequence first exceeds $L$, keys cached with the short list go stale: a key
+# rotated at one length and a query at another no longer score by distance (the
+# note below).
 
 # %% [markdown] lang="ja"
 # 長い入力用の列は遅いペアをおよそ $2s$ で割り、位置 131071 でもその角度は学習した弧のおよそ半分にしか達しません。
-# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。動的 NTK と同じ問題が一度に起こるわけです（下の注）。
+# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。別々の長さで回転させたキーとクエリのスコアは、距離だけでは決まりません（下の注）。
 
 # %% tags=["check"] summary={"en": "the 14 slow pairs are 34-47, divided by 1.97 to 2.03 times s, and reach 0.49 to 0.51 of their trained arc", "ja": "遅いペアは 34〜47 の 14 組で、s の 1.97〜2.03 倍で割られ、学習した弧の 0.49〜0.51 倍にしか達しません"}
 assert slow_phi.nonzero().flatten().tolist() == list(range(34, 48))
@@ -1057,7 +1059,8 @@ print(
 # to 47 by 0.17 to 0.88 radian; modulo $2\pi$, 30 of the 48 angles are still
 # off by more than 1 radian. Against the 4096 cached keys, the query at 4096
 # gets scores that differ from those against the same keys rotated with the
-# long list by 15.9 on average, about as much as the scores themselves vary
+# long list by 15.9 on average in this random draw, about as much as the
+# scores themselves vary
 # (standard deviation 16.1).
 #
 # Hugging Face's `Phi3ForCausalLM` works around it in `generate`: when the
@@ -1081,7 +1084,7 @@ print(
 # ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、ペア 0 から 39 が 1 ラジアンより大きく、ペア 40 から 47 が 0.17 から 0.88 ラジアンずれます。$2\pi$ の整数倍を除いても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれています。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
-# 差は平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
+# 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、`generate` の中でこれを回避します。
 # キャッシュが $L$ 個以下のキーしか持たないまま入力が初めて $L + 1$ トークンに達すると、`prepare_inputs_for_generation` がキャッシュを捨てます。
@@ -1145,7 +1148,8 @@ print(
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # to the score, a function of $n - m$ alone. Dynamic NTK and LongRoPE are
 # relative too as long as one length rotates both the query and the key; they
-# break it only when keys are cached after their rotation, as shown above.
+# break it only when keys are cached after their rotation (the notes on dynamic
+# NTK and on LongRoPE's switch).
 
 # %% [markdown] lang="ja"
 # ## 相対位置の性質は保たれる
@@ -1156,7 +1160,7 @@ print(
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # となり、$n - m$ だけの関数です。
 # 動的 NTK と LongRoPE も、クエリとキーを同じ長さで回転させる限り相対位置だけで決まります。
-# この性質が崩れるのは、上で見たとおり、回転させてからキーをキャッシュする場合だけです。
+# この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK と LongRoPE の切り替えの補足）。
 
 # %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 位置ずらしてもスコアは変わりません"}
 scalings = {

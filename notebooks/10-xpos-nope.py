@@ -258,7 +258,7 @@ assert (
 # xPos では、それぞれの余弦にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
 # どちらも 128 から始まります。距離 2048 から 4096 の間では、RoPE のスコアが $-16.73$ から 33.19 まで振れ続けるのに対し、xPos のスコアは 5.36 から 12.96 に収まります。
-# 減衰は遠くの波打ちを弱めますが、消しはしません。いちばん減衰しない遅いペアは、回転もいちばん遅いからです。
+# 減衰は遠くの波打ちを弱めますが、消しません。最も減衰しない遅いペアは、回転も最も遅いからです。
 
 # %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
 theta = rope_frequencies(d).double()
@@ -286,11 +286,15 @@ ax.set_title(r"$d = 128,\ q = k = \mathbf{1}$")
 ax.legend(loc="upper right")
 plt.show()
 
-# %% tags=["check"] summary={"en": "RoPE's score is 2Σcos(rθ_i) and xPos's 2Σζ_i^(r/B)cos(rθ_i); both start at 128", "ja": "RoPE のスコアは 2Σcos(rθ_i)、xPos のスコアは 2Σζ_i^(r/B)cos(rθ_i) で、どちらも 128 から始まります"}
+# %% tags=["check"] summary={"en": "RoPE's score is 2Σcos(rθ_i) and xPos's 2Σζ_i^(r/B)cos(rθ_i); both start at 128; the quoted extremes hold", "ja": "RoPE のスコアは 2Σcos(rθ_i)、xPos のスコアは 2Σζ_i^(r/B)cos(rθ_i) で、どちらも 128 から始まり、本文の最小値と最大値はそのとおりです"}
 cosines = torch.cos(r.double()[:, None] * theta)  # (4097, 64)
 assert_close(rope_scores, 2 * cosines.sum(-1))
 assert_close(xpos_scores, 2 * (xpos_scale(d, r.double()) * cosines).sum(-1))
 assert rope_scores[0] == xpos_scores[0] == 128
+extremes = [(s[far].min(), s[far].max()) for s in (rope_scores, xpos_scores)]
+quoted = [f"{x:.2f}" for pair in extremes for x in pair]
+assert quoted == ["-16.73", "33.19", "5.36", "12.96"]  # as in the prose
+assert round(float(rope_scores.min())) == -17  # the figure's "as low as -17"
 
 # %% [markdown] lang="en"
 # ### A cap that RoPE does not have
@@ -364,8 +368,8 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #
 # The scale base stretches every decay alike: each half-distance $r_{1/2,i}$ is
 # proportional to $B$, and as $B \to \infty$ every factor tends to 1 and xPos becomes
-# RoPE (`apply_xpos(..., scale_base=math.inf)` returns exactly what `apply_rope`
-# returns). Whatever $B$, the decay costs something.
+# RoPE (`scale_base=math.inf` gives exactly `apply_rope`'s output). Whatever $B$,
+# the decay costs something.
 #
 # - **The fast pairs are gone at long range.** At distance 2048, 3 of the 64 pairs of
 #   $d = 128$ keep less than 1% of their weight; at 8192, 42. Beyond, a score sees only
@@ -378,13 +382,14 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   distance 3000, while RoPE's is 10.92 and 12.53.
 # - **It only works causally.** For $m < n$ the factor exceeds 1: a key 2048 positions
 #   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders;
-#   the paper leaves bidirectional attention to future work.
+#   the paper leaves bidirectional attention to future work. Its own numbers past
+#   the training length also use a blockwise causal window (the note below).
 
 # %% [markdown] lang="ja"
 # ## xPos のトレードオフ
 #
 # スケール基数はすべての減衰を同じ割合で引き伸ばし（半減距離 $r_{1/2,i}$ は $B$ に比例）、$B \to \infty$ では xPos は RoPE になります
-# （`apply_xpos(..., scale_base=math.inf)` は `apply_rope` とまったく同じ値を返します）。$B$ がいくつでも、減衰には代償があります。
+# （`scale_base=math.inf` なら `apply_rope` とまったく同じ値です）。$B$ がいくつでも、減衰には代償があります。
 #
 # - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のうち、重みが 1% 未満になるのは距離 2048 で 3 組、8192 で 42 組です。
 #   その先でスコアに効くのは、隣の位置とほとんど変わらない遅いペアだけです。
@@ -395,6 +400,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   RoPE では 10.92 と 12.53 です。
 # - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超え、2048 位置先（未来）のキーではペア $0$ に 150.06 が掛かります。
 #   xPos はデコーダのための設計で、論文も双方向のアテンションへの適用は今後の課題としています。
+#   学習時の長さを超える論文の数値は、ブロック単位の因果的なウィンドウを使ったものです（下の補足）。
 
 # %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold, and the far spread of xPos stays below half the near one in 10 further draws", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです。さらに 10 回引き直しても、xPos の遠くのばらつきは近くの半分未満です"}
 q, k = torch.randn(2, 3, 50, 32)
@@ -538,7 +544,7 @@ assert resolution(-torch.arange(100, dtype=f64) / 10) > 0  # falling scores
 # The vectors depend on $c$, so with a [KV cache](../docs/glossary.md#kv-cache) the
 # centre must stay the same for the cached keys and each new query: the default, or
 # one number in every call. A centre per call does not: one query encoded alone with
-# its own midpoint gets scores off by up to 1.80.
+# its own midpoint gets scores off by up to 1.80 here.
 
 # %% [markdown] lang="ja"
 # ## 大きな位置：指数の中心をずらす
@@ -553,7 +559,7 @@ assert resolution(-torch.arange(100, dtype=f64) / 10) > 0  # falling scores
 # float32 で中心から遠すぎる位置は、NaN を返す代わりに `center` を名指しする `ValueError` で拒みます。
 #
 # ベクトルは $c$ に依存するので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)ではキーと新しいクエリで中心を同じにします（既定のまま、または毎回同じ数）。
-# クエリ 1 つだけを自分の中点でエンコードすると、スコアは最大 1.80 ずれます。
+# クエリ 1 つだけを自分の中点でエンコードすると、スコアはここでは最大 1.80 ずれます。
 
 # %%
 q, k = torch.randn(2, d)
@@ -563,7 +569,7 @@ k_0 = apply_rope(k, top) * torch.cat([xpos_scale(d, -top)] * 2)
 q_c, k_c = apply_xpos(q, k, top, center="midpoint")  # c = 65535
 print(f"as written: {q_0 @ k_0}; centred: {q_c @ k_c:.4f}; RoPE: {q @ k:.4f}")
 
-# %% tags=["check"] summary={"en": "float32 runs out where stated; apply_xpos refuses past 35694; a cache needs a fixed centre", "ja": "float32 の限界は本文どおりで、apply_xpos は 35694 を超えると拒み、キャッシュには固定の中心が必要です"}
+# %% tags=["check"] summary={"en": "float32 runs out at 36261, 35695 and 42494 and apply_xpos refuses past 35694 (the note below); a cache needs a fixed centre", "ja": "float32 は 36261、35695、42494 で限界に達し、apply_xpos は 35694 を超えると拒みます（下の補足）。キャッシュには固定の中心が必要です"}
 p_scan = torch.arange(-50000, 50001)
 scan = xpos_scale(d, p_scan)[:, 0]  # float32, pair 0
 tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
@@ -737,8 +743,9 @@ assert along.max() - along.min() < 1e-9
 # [*Why attention needs positions*](00-why-positions.ipynb)): such a model sees a set,
 # not a sequence. A causal mask breaks this symmetry: the token at position $t$
 # (counting from $t = 0$) sees exactly the $t + 1$ tokens up to itself, and that
-# number is a position. Kazemnejad et al. (2023) proved that the mask suffices; the
-# next sections build their mechanism with `posenc.attention`.
+# number is a position. Kazemnejad et al. (2023) proved that weights exist that
+# recover positions from the mask alone; the next sections build them with
+# `posenc.attention`.
 
 # %% [markdown] lang="ja"
 # ## NoPE：位置エンコーディングをまったく使わない
@@ -747,7 +754,7 @@ assert along.max() - along.min() < 1e-9
 # マスクのないアテンションは置換同変で、$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です
 # （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。このモデルが見ているのは系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には自分までのちょうど $t + 1$ 個のトークンが見え、この個数が位置になります。
-# Kazemnejad ら（2023）は因果マスクだけで足りることを証明しました。以下の節では、その仕組みを `posenc.attention` で組み立てます。
+# Kazemnejad ら（2023）は、マスクだけから位置を取り出す重みが存在することを証明しました。以下の節では、その重みを `posenc.attention` で組み立てます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: NoPE in trained models.** Haviv et al. (2022) found that causal
@@ -846,7 +853,8 @@ assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
 # which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$ and
 # stays below 30 forever (left panel of the next figure): a fixed ReLU layer resolves
-# positions only up to a length set by its size.
+# positions only up to a length set by its size. The number format limits $h_t$
+# too: in bfloat16 two positions share a value from $t = 189$ (the note below).
 
 # %% [markdown] lang="ja"
 # ## 位置を読み戻す
@@ -860,6 +868,7 @@ assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
 # これは決して $2(K-1)$ を超えません。$K = 16$ では、読み出しは $t = 15$ まで厳密で、いつまでも 30 未満にとどまります（次の図の左）。
 # 決まった大きさの ReLU の層が見分けられる位置は、その大きさで決まる長さまでです。
+# 数値の形式も $h_t$ を制限し、bfloat16 では $t = 189$ から 2 つの位置が同じ値になります（下の補足）。
 
 # %%
 K = 16
@@ -917,7 +926,7 @@ assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 # it, their attention can implement a relative encoding, a dot product of the form
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
 # with $f_{\mathrm{cnt}}$ depending on the contents and $f_{\mathrm{rel}}$ on the
-# distance (Theorem 2).
+# distance (Theorem 2). Both say what weights exist, not what training finds.
 #
 # Here is such a second layer, built on the readout above. As in Kazemnejad et al.,
 # the query now sits at $n$ and the key at $m$, the reverse of the xPos sections and
@@ -939,7 +948,7 @@ assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 # Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、最初の層が各トークンの絶対位置を隠れ状態に書き込めること（定理 1）を証明しました。
 # 後の層がそれを保っていれば、そのアテンションは内積を次の形にして相対位置のエンコーディングを実現できます（定理 2）。
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
-# $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。
+# $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。どちらの定理も重みの存在を言うもので、学習がそれを見つけるとは言っていません。
 #
 # 上の読み出しを土台に、そのような 2 層目を作ります。
 # Kazemnejad らに合わせてクエリの位置を $n$、キーの位置を $m$ とします（xPos の節や[記法のページ](../docs/notation.ja.md)とは逆です）。
@@ -1054,16 +1063,16 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - xPos は、ペアごとの因子を掛けた RoPE です。スコアのうちペア $i$ の項には $\zeta_i^{(m-n)/B}$ が掛かります。
-#   そのためスコアは依然として $m - n$ だけで決まり、$m \ge n$ では速く回るペアから先に減衰します。
+# - xPos はペアごとの因子を掛けた RoPE で、スコアのペア $i$ の項に $\zeta_i^{(m-n)/B}$ が掛かります。
+#   スコアはやはり $m - n$ だけで決まり、$m \ge n$ では速く回るペアから先に減衰します。
 # - 減衰は、どのスコアにも $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$ という上限を課します。
 #   ただし遠いキーは消えずにぼやけるだけで、未来のキーに対しては減衰が増幅に変わります。
-# - 因子は位置そのものについて指数的に増減します。そこで指数を共通の中心だけずらします。このずれはどのスコアでも打ち消されます。
-#   キーをキャッシュするときは、その中心を固定しておきます。
+# - 因子は位置そのものについて指数的に増減するので、指数を共通の中心だけずらします（どのスコアでも打ち消されます）。
+#   キーをキャッシュするときは中心を固定します。
 # - 論文の外挿は、推論時のブロック単位の因果的アテンションにも頼っています。
 # - NoPE では、BOS トークンがあれば、因果マスクだけで最初の層に $1/(t+1)$ が書き込まれます。
-#   フィードフォワード部分でこれを $t$ に直し、2 層目で相対位置のパターンを作れますが、
-#   それが届くのはネットワークの規模と数値の形式で決まる長さまでです。
+#   フィードフォワード部分でこれを $t$ に、2 層目で相対位置のパターンにできますが、
+#   届くのはネットワークの規模と数値の形式で決まる長さまでです。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -360,7 +360,7 @@ assert abs(mixed_difference(axial)) < 1e-9
 # ## 斜めの方向：RoPE-Mixed
 #
 # RoPE-Axial では、どのペアも 1 つの軸に沿ってしか回らず、位相は $\theta_i c$ か $\theta_i r$ です。
-# Heo らは、このような周波数では斜めの方向を表せないと指摘し、混合版（RoPE-Mixed）ではペアごとに両方の軸の周波数を持たせます。
+# Heo らはこれでは斜めの方向を表せないと指摘し、混合版（RoPE-Mixed）ではペアごとに両方の軸の周波数を持たせます。
 #
 # $$\phi_i(r, c) = \theta^{x}_i\, c + \theta^{y}_i\, r,$$
 #
@@ -373,7 +373,7 @@ assert abs(mixed_difference(axial)) < 1e-9
 #
 # もっとも、初期化の時点では斜めの構造はまだ学習されていません。
 # ペア $k < d/4$ は $u = c\cos\alpha + r\sin\alpha$ で、残りは $v = -c\sin\alpha + r\cos\alpha$ で回るので、初期の RoPE-Mixed は座標を $\alpha$ だけ回した底 10 の RoPE-Axial です。
-# 図（$q = k$ なので $(0, 0)$ で最大）で、RoPE-Axial のスコアは軸にそろった十字形を描き、RoPE-Mixed のスコアは同じ種類の十字形を $\alpha$ だけ回したもので、周波数の並びだけが違います。
+# 図（$q = k$ なので $(0, 0)$ で最大）で、RoPE-Axial のスコアは軸にそろった十字形、RoPE-Mixed のスコアはそれを $\alpha$ だけ回した十字形で、周波数の並びだけが違います。
 # RoPE-Mixed が加えるのは、学習で各ペアの向きを動かせることです。
 
 
@@ -454,7 +454,8 @@ plt.show()
 # keep integer coordinates and the model meets offsets it never saw in
 # training (with 16-pixel patches, 14 × 14 at 224 pixels, 24 × 24 at 384).
 # This is the setting of the result the paper's abstract puts first: RoPE
-# keeps its accuracy as the inference resolution grows.
+# keeps its accuracy as the inference resolution grows, though not in every
+# model (the note below).
 
 # %% [markdown] lang="ja"
 # ## 解像度を上げても補間し直さない
@@ -462,7 +463,7 @@ plt.show()
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
 # パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです。
+# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです（すべてのモデルではありません。下の補足）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the accuracy table.** For DeiT-III Base in
@@ -651,16 +652,16 @@ for axis in range(3):
 # Qwen2-VL の画像エンコーダは $2 \times 2$ のパッチを 1 つのトークンにまとめるので、$H \times W$ パッチの画像は $H/2 \times W/2$ 個のトークンになります。
 # Qwen の参照実装（`rope2d.py` の `get_rope_index_2`）では、テキストは 3 つの軸とも $0, 1, 2, \dots$ と進みます。
 # 位置 $s$ から始まる画像は $t = s$、$h = s + \text{row}$、$w = s + \text{column}$ を取ります。
-# そのあとに続くものは、それまでの位置の最大値に 1 を足したところから始まります。これは、論文がどのモダリティのあとにも適用する規則です。画像のあとでは次のようになります。
+# そのあとは、それまでの位置の最大値に 1 を足したところから続きます（論文がどのモダリティのあとにも使う規則）。画像のあとでは次のとおりです。
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
-# 画像 1 枚で位置が進む量はトークンの数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般には $\max(H/2, W/2) \ge \sqrt{N}$ です。
+# 画像 1 枚で位置が進む量はトークン数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般には $\max(H/2, W/2) \ge \sqrt{N}$ です。
 # 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
-# そのため Qwen3-VL のドキュメントは「RoPE のコンテキスト長を伸ばす」の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節の YaRN の係数を小さめにするよう勧めています。
+# そのため Qwen3-VL のドキュメントは、YaRN の係数（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）を小さめにするよう勧めています。
 # 256K から 1M トークンなら、4 ではなく 2 か 3 です。
-# テキストだけのプロンプトでは位置は 1 トークンごとに 1 進みます。位置がゆっくり進むのはこの規則のためで（Qwen2-VL から同じ）、Qwen3-VL の周波数の割り当て方によるものではありません。
-# Hugging Face はこの差（位置の最大値に 1 を足し、系列長を引いたもの）を `rope_deltas` として保持し、生成するトークンの位置に足します。
+# テキストだけのプロンプトでは位置は 1 トークンに 1 進みます。位置がゆっくり進むのはこの規則のためで（Qwen2-VL から同じ）、Qwen3-VL の周波数の割り当て方とは関係ありません。
+# Hugging Face はこの差（位置の最大値に 1 を足して系列長を引いた値）を `rope_deltas` に保持し、生成するトークンの位置に足します。
 # 例として、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンを並べます。
 
 
@@ -785,7 +786,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 # Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
 # Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨では、T-RoPE からテキストのタイムスタンプで時刻を明示する方式への移行）。
 # Hugging Face は時間方向のパッチごとに $t$ が一定の格子を並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
-# そのため、パッチの時間座標は系列のどこから始まるかを表すだけです。
+# パッチの時間座標は、系列のどこから始まるかを表すだけです。
 
 
 # %% tags=["figure"]
@@ -843,7 +844,8 @@ for rule in ["paper", "hf"]:
 # Qwen2-VL), blocks stop the temporal axis at a wavelength of about 160
 # positions and start the width at about 35,000; interleaved, every axis
 # spans nearly the whole range. The figure keeps $10^6$ for both, so that only
-# the assignment differs.
+# the assignment differs (Qwen3-VL itself uses $5 \cdot 10^6$, see the note
+# below).
 
 # %% [markdown] lang="ja"
 # ## Qwen3-VL：周波数を順番に（巡回して）配る
@@ -851,15 +853,15 @@ for rule in ["paper", "hf"]:
 # 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
 # 画像の中で幅の軸はほとんど何も見分けられません（数値は下の注）。
-# Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。Qwen のチームによる Huang ら（2025）の MRoPE-Interleave で、この論文の指針は、どの軸にも全周波数を使わせることを求めています。
+# Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。Qwen のチームによる Huang ら（2025）の MRoPE-Interleave で、どの軸にも全周波数を使わせるという指針に沿っています。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
 # 各周波数は 1 つの軸に結び付いたままなので、相対位置の性質は損なわれません。
 #
-# 各ペアの波長 $2\pi/\theta_i$ は、そのペアがどの程度の距離を見分けられるかを表します。
+# ペアの波長 $2\pi/\theta_i$ は、そのペアが見分けられる距離の目安です。
 # $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
 # ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
-# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします。
+# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の補足）。
 
 # %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとに相対的です"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
@@ -985,7 +987,7 @@ assert (
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
 #   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。
 # - 時間の 1 ステップは、Qwen2-VL では 2 フレーム、Qwen2.5-VL では決まった長さの時間です。Qwen3-VL は時間方向のパッチごとに格子を分け、その前にテキストのタイムスタンプを置きます。
-# - ブロックでは各軸が 1 つの帯域しか持てません。Qwen3-VL は周波数を順番に（巡回して）配り、どの軸にも速いペアと遅いペアを持たせます。
+# - ブロックでは各軸が 1 つの帯域しか持てません。Qwen3-VL は周波数を順番に配り、どの軸にも速いペアと遅いペアを持たせます。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -317,8 +317,8 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # average over 1000 random sequences. (The bound is for this one-layer model
 # without a mask; a causal mask or a relative encoding would give it positions in
 # other ways.) Training with the learned table (Adam, learning rate 0.01, steps 0 to
-# 300, 301 updates on 64 fresh sequences each, in float64) starts near $\ln 10 \approx 2.3026$, the loss
-# of a uniform guess among ten tokens, and falls to 0.0000: every token of 1000 new
+# 300, 301 updates of 64 fresh sequences, float64) starts near
+# $\ln 10 \approx 2.3026$ (a uniform guess among ten tokens) and falls to 0.0000: every token of 1000 new
 # sequences is put in its place. Each query $p$ has learned to look at the key
 # $T - 1 - p$.
 
@@ -526,18 +526,17 @@ assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
 assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 
 # %% [markdown] lang="en"
-# Four more runs, from the seeds 1 to 4, agree that neighbours are pushed apart
-# (negative mean cosine); in one of them they sit just above distant pairs, within
-# 0.01 (see the fold below). That says
-# nothing about tables trained on language. Wang & Chen (2020) plot the
-# same cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and
-# there neighbouring positions do have similar vectors: a language model's data
+# Four more runs (seeds 1 to 4) also push neighbours apart (negative mean cosine);
+# in one, neighbours end less than 0.01 above distant pairs (see the fold below).
+# Tables trained on language differ: in Wang & Chen's (2020) plots of this matrix
+# for pretrained BERT, RoBERTa and GPT-2, neighbouring positions do have similar
+# vectors; a language model's data
 # reward that locality, and reversal does not. The sinusoid has locality built in;
 # a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# シード 1〜4 でのさらに 4 回の実行でも、隣どうしは押し離されます（コサイン類似度の平均が負）。そのうち 1 回では、隣どうしが遠い組をわずかに上回ります（差は 0.01 以内。下の「さらに詳しく」）。
-# ただし、言語で学習した表については、この結果からは何も言えません。Wang と Chen（2020）は学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描いており、そこでは隣り合う位置が実際に似たベクトルを持っています。
+# シード 1〜4 の 4 回でも隣どうしは押し離されます（コサイン類似度の平均が負で、1 回だけ遠い組を 0.01 以内で上回ります。下の「さらに詳しく」）。
+# 言語で学習した表は違います。Wang と Chen（2020）は学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描いており、そこでは隣り合う位置が実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
 

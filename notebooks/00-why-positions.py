@@ -20,7 +20,7 @@
 # and the outputs are only shuffled, so "dog bites man" and "man bites dog" look
 # alike to the model.
 # A causal mask breaks this symmetry only partly; an added positional code breaks
-# it, if the code has a handful of properties.
+# it if no two positions share a code, and a handful more properties make it useful.
 # A map then shows where each encoding of this site lets positions in.
 
 # %% [markdown] lang="ja"
@@ -28,7 +28,7 @@
 #
 # セルフアテンションの式のどこにも、トークンがどこにあるかは書かれていません。
 # トークンを並べ替えても出力が並べ替わるだけなので、モデルには「dog bites man」と「man bites dog」が同じに見えます。
-# 因果マスクはこの対称性を一部しか壊しません。位置の符号を足せば壊れますが、符号にはいくつかの性質が必要です。
+# 因果マスクはこの対称性を一部しか壊しません。位置ごとに異なる符号を足せば壊れ、さらにいくつかの性質があれば符号は役に立ちます。
 # 最後に、このサイトの位置エンコーディングが位置をどこから入れるのかを、地図にまとめます。
 
 # %%
@@ -183,14 +183,16 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # (2020) make this section's point exact in the language of approximation: without
 # positions, Transformers can approximate every continuous permutation-equivariant
 # function of compact support, and only such functions; with trainable positional
-# encodings, every continuous sequence-to-sequence function of compact support.
+# encodings, every continuous sequence-to-sequence function on a compact domain.
+# Both approximate in an $\ell^p$ norm, $1 \le p < \infty$, not uniformly.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：位置のない Transformer が計算できるもの**
 #
-# Yun ら（2020）は、この節の主張を近似の言葉で厳密にしています。
+# Yun ら（2020）は、この節の主張を近似理論の言葉で厳密に述べています。
 # 位置のない Transformer は、コンパクトな台を持つ連続な置換同変関数ならどれでも近似でき、近似できるのはそうした関数に限られます。
-# 学習可能な位置エンコーディングがあれば、コンパクトな台を持つ連続な系列から系列への関数を、どれでも近似できます。
+# 学習可能な位置エンコーディングがあれば、コンパクトな定義域上の連続な系列から系列への関数を、どれでも近似できます。
+# どちらも一様な近似ではなく、$1 \le p < \infty$ の $\ell^p$ ノルムでの近似です。
 
 # %% [markdown] lang="en"
 # ## Dog bites man
@@ -221,10 +223,10 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # 「man bites dog」（人が犬をかむ）は、「dog bites man」（犬が人をかむ）の最初と最後の行を入れ替える $P$ で $PX$ と書けます。
 # 置換同変であることから、次の 3 つが言えます。
 #
-# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。誰が誰をかんだのか分かりません。
+# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。そのため、誰が誰をかんだのかを区別できません。
 # - 「dog」の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
-# - 行の順序を無視する要約は、両方の文で同じです。平均プーリングは $\mathbf{1}^\top P = \mathbf{1}^\top$（$\mathbf{1}$ は全成分が 1 のベクトル）から
-#   $\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$ で[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同じです。
+# - 行の順序を無視する要約は、両方の文で同じです。たとえば平均プーリングは、$\mathbf{1}^\top P = \mathbf{1}^\top$（$\mathbf{1}$ は全成分が 1 のベクトル）なので
+#   $\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$ となり、[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同様です。
 #
 # BERT のように先頭に置く分類用トークン $x_{\mathrm{cls}}$ は動かないので、その出力も同じです。
 # 因果マスクのないエンコーダは、位置がなければ、層をいくつ重ねても bag-of-words（語順を無視した単語の集まり）のモデルです。
@@ -289,15 +291,15 @@ assert_close(cls_mbd, cls_dbm)
 # $j \le i$ なら $M_{ij} = 0$、$j > i$ なら $M_{ij} = -\infty$ で、
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$ を計算します。
 # マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
-# $M = P(P^\top M P)P^\top$ と書けるので、先ほどのステップから次が得られます。
+# $M = P(P^\top M P)P^\top$ と書けるので、上の 1〜4 の手順をたどると、次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
-# 三角形のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
+# 下三角のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
 # そのため出力が並べ替えになる保証はなくなります。実際、このランダムなトークンでは残り 719 通りの順のどれでも、出力は単なる並べ替えにはなりません。
 #
 # ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として位置 $j \le i$ のトークンの集合の重み付き和で、その順序は見えません。
-# 並べ替えが出力に現れるのは 2 層目からです。2 層目では、手前の位置の入力（1 層目の出力）がすでに変わっているからです。
+# 手前のトークンの順序に気づけるのは 2 層目からです。2 層目が受け取る手前の位置の入力（1 層目の出力）は、並べ替えによってすでに変わっているからです。
 
 # %% tags=["check"] summary={"en": "only the identity keeps M; under the 719 others the outputs are no longer permuted; one layer misses a shuffle of the first tokens, a second layer sees it", "ja": "M を保つのは恒等置換だけです。残り 719 通りでは出力が並べ替えではなくなります。先頭側の並べ替えは 1 層では見えず、2 層目で見えます"}
 allowed = torch.ones(T, T, dtype=torch.bool).tril()  # query i sees j <= i
@@ -357,7 +359,7 @@ assert not torch.allclose(two_shuffled[4:], two[4:], atol=1e-3)
 # ## マスクは位置を数えられる
 #
 # マスクそのものが位置の情報を持っています。
-# 先頭のトークン（系列の始まりを示す [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)）だけがバリューのある次元に $1$ を持ち、クエリは 0 で、見えるトークンすべてに同じ重みが付くとします。
+# バリューの 1 つの次元で、先頭のトークン（系列の始まりを示す [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)）だけが $1$ を持ち、ほかのトークンは 0 だとします。クエリはすべて 0 とするので、見えるトークンにはすべて同じ重みが付きます。
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
 # $$\frac{1}{p+1}$$
 # マスクだけで作られた、絶対位置の符号です。
@@ -391,7 +393,7 @@ assert_close(
 # with the position.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：学習したモデルはマスクから何を得るか**
+# **さらに詳しく：学習済みのモデルはマスクから何を得るか**
 #
 # 位置エンコーディングをまったく持たない因果的な言語モデルは絶対位置を学習し、パープレキシティも位置エンコーディングを持つモデルに迫ります。
 # 一方、アテンションが[双方向](../docs/glossary.ja.md#bidirectional)のマスク言語モデルでは、位置がないと性能が大きく落ちます。
@@ -458,7 +460,9 @@ print(" ".join(f"{float(cos):.4f}" for cos in cosines))
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64).norm(dim=-1)
 print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}", end="")
 
-# %% tags=["check"] summary={"en": "‖PE(p)‖ = √(d/2) up to p = 10⁶; with the raw index at p = 1000 the tokens' cosine exceeds 0.9999", "ja": "p = 10⁶ まで ‖PE(p)‖ は √(d/2) で一定です。番号そのものでは、p = 1000 で 2 つのトークンのコサイン類似度が 0.9999 を超えます"}
+# %% tags=["check"] summary={"en": "the token norms are within 15% of √d = 8; ‖PE(p)‖ = √(d/2) up to p = 10⁶; with the raw index at p = 1000 the tokens' cosine exceeds 0.9999", "ja": "トークンのノルムは √d = 8 から 15% 以内です。p = 10⁶ まで ‖PE(p)‖ は √(d/2) で一定です。番号をそのまま足すと、p = 1000 で 2 つのトークンのコサイン類似度が 0.9999 を超えます"}
+for token in (tok_a, tok_b):  # "close to sqrt(d) = 8": printed 8.96 and 7.25
+    assert abs(float(token.norm()) / math.sqrt(d64) - 1) < 0.15
 assert_close(
     sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64, dtype=f64).norm(dim=-1),
     torch.full((4,), math.sqrt(d64 / 2), dtype=f64),
@@ -505,7 +509,7 @@ assert cos_1000 > 0.9999
 # **さらに詳しく：2 つの正弦波の符号はどこまで近づくか**
 #
 # ペア 0 だけでは、ほとんど区別できない位置もあります。
-# 710 位置離れた 2 つの位置では、710 が $226\pi$ に近いので、このペアの 2 点は 0.00006 しか離れていません。
+# 710 だけ離れた 2 つの位置では、710 が $226\pi$ に近いので、このペアの 2 点は 0.00006 しか離れていません。
 # 波長が $2\pi \cdot 10000^{(d-2)/d}$ までのほかのペアと合わせると、$d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも距離は 1.4718 になります。
 
 
@@ -545,7 +549,7 @@ assert f"{dist.min():.4f}" == "1.4718"
 # **相対位置を表せること。** 言語は相対位置（「直前の単語」など）に依存します。
 # 「$k$ 位置離れている」という関係は、系列のどこでも同じに見えるべきです。2 つの符号の類似度 $PE(p)\cdot PE(q)$ を比べます（下の出力）。
 # 位置の番号そのものでは、これは $pq$ で、位置 100 と 150 のほうが 100 と 101 より似ていることになります。
-# one-hot ベクトルでは異なる位置の組はすべて $0$ で、どの位置もほかと近くありません。
+# one-hot ベクトルでは異なる位置の組はすべて $0$ で、近い位置と遠い位置の区別がありません。
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。
 # 導出は[「正弦波位置エンコーディング」](01-sinusoidal.ipynb#内積は距離だけで決まる)の章にあります。
 # Wang ら（2021）はこの性質を「平行移動に対する不変性」と呼び、さらに単調性（離れるほど似なくなること）と対称性を挙げています。
@@ -568,7 +572,7 @@ print(f"{'':20s}" + "".join(f"  PE({p})·PE({q})" for p, q in pairs))
 for name, sims in similarity.items():
     print(f"{name:20s}" + "".join(f"{sim:>15.4f}" for sim in sims))
 
-# %% tags=["check"] summary={"en": "sinusoids: the sum of cosines of the offset, largest at p = q; the raw index: farther looks closer", "ja": "正弦波の類似度は相対位置の余弦の和で p = q で最大、番号そのものでは遠いほど大きくなります"}
+# %% tags=["check"] summary={"en": "sinusoids: the sum of cosines of the offset, largest at p = q; the raw index: farther looks closer", "ja": "正弦波の類似度は相対位置の余弦の和で、p = q で最大になります。番号そのものでは、遠いほど類似度が大きくなります"}
 sims = similarity["sinusoidal, d = 64"]
 sin_code = codes_by_name["sinusoidal, d = 64"]
 assert math.isclose(sims[0], sims[1])  # the offset alone
@@ -586,7 +590,8 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 #
 # **Behaviour beyond the training length.** A one-hot code, like a learned table of
 # $L$ rows, has no code at all for position $L$: on the CPU `posenc`'s table raises
-# an `IndexError` (on a GPU the lookup fails with a device-side assertion). The
+# an `IndexError` (on a GPU, as its code documents, the lookup fails with a
+# device-side assertion instead; not run here). The
 # sinusoids are defined, and bounded, at every position; whether
 # a model makes sense of codes it never saw in training is measured in
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
@@ -605,7 +610,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # 系列ごとに引き直すランダムな符号は、一意でも意味を持ちません。正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
-# CPU では `posenc` の表は `IndexError` を送出します（GPU では、参照がデバイス側のアサーションで失敗します）。
+# CPU では `posenc` の表は `IndexError` を送出します（GPU では、コードの説明どおり、表の引き当てがデバイス側のアサーションで失敗します。ここでは実行していません）。
 # 正弦波はどの位置でも定義されていて、有界です。学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
 #
 # | 条件 | 位置の番号 $p$ | $p/L$ | one-hot ベクトル | 正弦波 |
@@ -748,12 +753,12 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 # - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します。
 #
 # 相対位置を使う方法では、すべての位置を同じだけずらしても出力は変わりません。絶対位置の符号では変わります。
-# 図は、8 個のトークンのランダムな 200 通りの順で、出力が単なる並べ替えからどれだけ離れるかを測ったものです。
+# 図は、8 個のトークンをランダムに並べ替えた 200 通りについて、出力が単なる並べ替えからどれだけ離れるかを測ったものです。
 # 素のアテンション $S$、因果マスク $S+M$、正弦波を足した入力 $X+E$、
 # 左右対称の ALiBi 風のバイアス $S+B$（傾き $1/2$、マスクなし）、RoPE の回転 $R$ を比べます。
 # ずれがゼロなのは素のアテンションだけです。
 
-# %% tags=["figure"] alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.02, sinusoidal input X+E 0.63, symmetric ALiBi-style bias S+B 0.73, RoPE rotation R 0.44."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.02、正弦波の入力 X+E は 0.63、左右対称の ALiBi 風バイアス S+B は 0.73、RoPE の回転 R は 0.44 です。"]}
+# %% tags=["figure"] alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.02, sinusoidal input X+E 0.63, symmetric ALiBi-style bias S+B 0.72, RoPE rotation R 0.44."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.02、正弦波の入力 X+E は 0.63、左右対称の ALiBi 風バイアス S+B は 0.72、RoPE の回転 R は 0.44 です。"]}
 T8 = 8
 x8 = torch.randn(T8, d, dtype=f64)
 pos8 = torch.arange(T8)
@@ -796,7 +801,7 @@ ax.set_ylabel(r"$\|f(PX) - P f(X)\| \,/\, \|f(X)\|$")
 ax.grid(axis="x", visible=False)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the bias is −|i − j|/2; shifting all positions by 100 leaves the bias and rotation outputs unchanged, not the sinusoidal input's; only S is at 0", "ja": "バイアスは −|i − j|/2 です。すべての位置を 100 ずらしても、バイアスと回転の出力は変わらず、正弦波を足した入力の出力は変わります。0 になるのは S だけです"}
+# %% tags=["check"] summary={"en": "the bias is −|i − j|/2; shifting all positions by 100 leaves the bias and rotation outputs unchanged, not the sinusoidal input's; only S is at 0; the alt text's values are the computed ones", "ja": "バイアスは −|i − j|/2 です。すべての位置を 100 ずらしても、バイアスと回転の出力は変わらず、正弦波を足した入力の出力は変わります。0 になるのは S だけで、代替テキストの値は計算どおりです"}
 from posenc import alibi_bias
 
 assert slope == 0.5
@@ -818,6 +823,15 @@ assert_close(lhs, rhs)
 
 assert distance["$S$"] < 1e-12
 assert min(value for name, value in distance.items() if name != "$S$") > 0.05
+# the values quoted in the figure's alt text, to 2 decimals
+alt_values = {
+    "$S$": 0.0,
+    "$S+M$": 1.02,
+    "$X+E$": 0.63,
+    "$S+B$": 0.72,
+    "$R$": 0.44,
+}
+assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 
 # %% [markdown] lang="en"
 # Not every scheme fits one box (Shaw et al. and Transformer-XL add terms that
@@ -844,16 +858,16 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 
 # %% [markdown] lang="ja"
 # どれか 1 つに収まらない方法もあります（Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、CoPE は内容に基づくゲートで数えます）。
-# このサイトの位置エンコーディングを入る場所ごとにまとめます（Dufter ら 2022 はさらに多くを概観しています）。
+# このサイトで扱う手法を、系統ごとの表にまとめます（Dufter ら 2022 はさらに多くを概観しています）。
 #
 # | 分類 | 位置エンコーディング | 入る場所 | 採用例 |
 # |---|---|---|---|
 # | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
-# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習するスカラー倍で足す | FLASH |
+# | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習可能なスカラーを掛けて足す | FLASH |
 # | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとに学習したベクトルをキーとバリューに足す | Music Transformer |
 # | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号による項 | Transformer-XL、XLNet |
-# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとのバイアス（学習） | T5 |
+# | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとの学習可能なバイアス | T5 |
 # | 相対位置 | [ALiBi](07-alibi.ipynb) | 距離に比例する固定のバイアス | BLOOM、MPT |
 # | 回転 | [RoPE](08-rope.ipynb) | $q$ と $k$ を回転する | Llama、GPT-NeoX |
 # | 回転 | [RoPE のコンテキスト長の拡張](09-rope-context.ipynb) | 周波数を調整して回転する | Llama 3.1 |
@@ -862,7 +876,7 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[クエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
 # | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の関数) | 距離の学習可能な関数 | 研究用のモデル |
 # | 文脈依存 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
-# | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで並べた位置 | 研究用のモデル |
+# | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで昇順に並べた位置 | 研究用のモデル |
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what PyTorch's attention modules assume.** PyTorch's
@@ -870,16 +884,9 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # encoding; the caller must add one. A full encoder layer (attention, residual
 # connections, layer norms, feed-forward layer) is therefore
 # permutation-equivariant, and so is a stack of them, in evaluation mode (dropout
-# draws a different mask for every row) and without a padding mask.
-#
-# A causal mask also fixes where the queries sit, and libraries do not agree on
-# where. When there are fewer queries than keys (decoding with a
-# [KV cache](../docs/glossary.md#kv-cache)), `posenc.attention` places the queries
-# at the end of the keys, so the last query sees every key.
-# `torch.nn.functional.scaled_dot_product_attention` with `is_causal=True` aligns
-# them to the start instead, so its first query sees only the first key;
-# `torch.nn.attention.bias.causal_lower_right` gives the end-aligned mask. For as
-# many queries as keys all three agree.
+# draws a different mask for every row) and without a padding mask. Where a
+# causal mask puts fewer queries than keys (a KV cache) is a question for
+# [*Use posenc in your model*](16-use-posenc.ipynb).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：PyTorch のアテンションのモジュールが前提にしていること**
@@ -889,19 +896,9 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # そのため、エンコーダ層全体（アテンション、残差接続、層正規化、フィードフォワード層）は置換同変で、
 # それを積み重ねたものも置換同変です。ただしこれは、パディングマスクを使わず、ドロップアウトを切った評価モードで動かす場合の話です
 # （学習モードでは、ドロップアウトが行ごとに別のマスクを引きます）。
-#
-# 因果マスクは、クエリがキーのどこに並ぶかも決めますが、その決め方はライブラリによって違います。
-# クエリがキーより少ないとき（[KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ったデコード）、
-# `posenc.attention` はクエリをキーの末尾にそろえるので、最後のクエリはすべてのキーを見ます。
-# `torch.nn.functional.scaled_dot_product_attention` は、`is_causal=True` のとき逆にクエリを先頭側へそろえるので、
-# 最初のクエリは最初のキーしか見ません。
-# 末尾にそろえたマスクは `torch.nn.attention.bias.causal_lower_right` で作れます。
-# クエリとキーの数が同じなら、3 つとも一致します。
+# クエリがキーより少ないとき（KV キャッシュ）に因果マスクをどうそろえるかは、[「posenc をモデルで使う」](16-use-posenc.ipynb)の章で扱います。
 
-# %% tags=["deeper", "check"] summary={"en": "two PyTorch encoder layers in eval mode are equivariant; with 3 queries and 7 keys posenc equals causal_lower_right, its last query sees every key, SDPA's is_causal gives its first query only the first key; with 7 queries all agree", "ja": "評価モードの PyTorch のエンコーダ層 2 つは置換同変です。クエリ 3 つとキー 7 つでは posenc は causal_lower_right に一致し、最後のクエリはすべてのキーを見ます。SDPA の is_causal では最初のクエリは最初のキーしか見ません。クエリが 7 つなら 3 つとも一致します"}
-import torch.nn.functional as F
-from torch.nn.attention.bias import causal_lower_right
-
+# %% tags=["deeper", "check"] summary={"en": "two PyTorch encoder layers in eval mode are permutation-equivariant", "ja": "評価モードの PyTorch のエンコーダ層 2 つは置換同変です"}
 layers = [
     torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True).eval()
     for _ in range(2)
@@ -913,27 +910,6 @@ with torch.no_grad():
     for layer in layers:
         out, out_perm = layer(out), layer(out_perm)
 assert_close(out_perm, out[:, pb])  # two encoder layers: equivariant
-
-qc, kc, vc = (  # 3 queries, 7 keys
-    torch.randn(2, 3, 8),
-    torch.randn(2, 7, 8),
-    torch.randn(2, 7, 8),
-)
-ours = attention(qc, kc, vc, causal=True)
-lower_right = causal_lower_right(3, 7)
-assert_close(
-    ours, F.scaled_dot_product_attention(qc, kc, vc, attn_mask=lower_right)
-)
-# last query: every key
-assert_close(ours[:, -1], attention(qc, kc, vc)[:, -1])
-theirs = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True)
-assert_close(theirs[:, 0], vc[:, 0])  # first query: only the first key
-assert not torch.allclose(ours, theirs, atol=1e-3)
-qs = torch.randn(2, 7, 8)  # as many queries as keys
-assert_close(
-    attention(qs, kc, vc, causal=True),
-    F.scaled_dot_product_attention(qs, kc, vc, is_causal=True),
-)
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -957,7 +933,7 @@ assert_close(
 #
 # - 位置がなければ、セルフアテンションは置換同変 $\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です。
 #   エンコーダ全体も同じで、「dog bites man」と「man bites dog」はプーリングすると同じベクトルになります。
-# - 因果マスクが壊す対称性は一部だけです（1 層では前のトークンの並べ替えが見えません）。
+# - 因果マスクが壊す対称性は一部だけです（1 層だけでは、手前のトークンの並べ替えに気づけません）。
 #   それでもマスクは位置を $1/(p+1)$ として数えられ、位置エンコーディングのない因果的な言語モデルも絶対位置を学習します。
 # - 位置の符号に求められるのは、有界であること、どの長さでも同じ意味を持つこと、一意であること、相対位置を表せること、毎回同じ符号になることの 5 つです。
 #   正弦波はこの 5 つをすべて満たします。
@@ -976,7 +952,7 @@ assert_close(
 #    them.
 # 3. Which permutations keep a sliding-window mask (token $i$ sees $j$ with $|i-j| \le w$)?
 #    And a causal mask restricted to a window? Count them for $T = 6$ and compare with
-#    the triangular mask.
+#    the lower-triangular mask.
 # 4. Use the binary digits of $p$ as a positional code. Which rows of the table of
 #    requirements does it satisfy? Compute $PE(p)\cdot PE(q)$ for pairs at distance 1.
 
@@ -989,7 +965,7 @@ assert_close(
 # 2. 位置のない「the dog saw the cat」で、2 つの「the」がどの層でも同じ出力になること、
 #    そして `posenc.sinusoidal` を足すと 2 つが分かれることを示してください。
 # 3. スライディングウィンドウのマスク（トークン $i$ からは $|i-j| \le w$ の $j$ が見える）を保つ置換はどれでしょうか。
-#    ウィンドウに制限した因果マスクではどうでしょうか。$T = 6$ で数え、三角形のマスクと比べてください。
+#    ウィンドウに制限した因果マスクではどうでしょうか。$T = 6$ で数え、下三角のマスクと比べてください。
 # 4. $p$ の 2 進数の各桁を位置の符号として使います。条件の表のどの行を満たすでしょうか。
 #    距離 1 の組について $PE(p)\cdot PE(q)$ を計算してください。
 
@@ -1009,8 +985,7 @@ assert_close(
 # The proof uses the shared weights in the step $h(x_{\pi(i)}) = F(X)_{\pi(i)}$: the
 # function applied to row $i$ of $PX$ must be the one applied to row $\pi(i)$ of
 # $X$. A layer with its own weights $h_i$ per row breaks this, and adding $PE(i)$
-# to row $i$ is such a layer. Below, each layer and one whole block commute with
-# $P$, and a per-row linear map does not.
+# to row $i$ is such a layer.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 3 つの層はどれも、同じ関数 $h$ を各行に適用します。
@@ -1025,7 +1000,6 @@ assert_close(
 # 同じ重みを使うという前提は、$h(x_{\pi(i)}) = F(X)_{\pi(i)}$ のステップで使っています。
 # $PX$ の第 $i$ 行にかける関数は、$X$ の第 $\pi(i)$ 行にかける関数と同じでなければなりません。
 # 行ごとに別の重み $h_i$ を持つ層ではこれが崩れます。第 $i$ 行に $PE(i)$ を足すのも、そうした層の 1 つです。
-# 下のコードでは、各層とブロック全体が $P$ と交換でき、行ごとに別の線形写像を掛ける層は交換できないことを確かめます。
 
 # %% tags=["solution"]
 gen = torch.Generator().manual_seed(1)
@@ -1118,7 +1092,7 @@ for out in with_pe + causal:  # with codes, or with the mask, they differ
 # $\{0, 5\}$, so a permutation must keep that pair (2 ways) and may shuffle the other
 # four freely ($4! = 24$ ways).
 #
-# A causal window with $w \ge 1$ is kept only by the identity, like the triangular
+# A causal window with $w \ge 1$ is kept only by the identity, like the lower-triangular
 # mask. Every position $i > 0$ sees $i - 1$, so chaining "sees" gives the full order
 # $j \le i$ of the positions; a permutation that keeps the relation keeps that order,
 # and the only permutation that keeps an order is the identity. With $w = 0$ the
@@ -1128,13 +1102,13 @@ for out in with_pe + causal:  # with codes, or with the mask, they differ
 # **解答 3.** 置換がマスクを保つのは $P^\top M P = M$ のとき、つまり「$\pi(i)$ が $\pi(j)$ を見る」ことと
 # 「$i$ が $j$ を見る」ことが同値なときです。
 # スライディングウィンドウは対称なので、反転 $i \mapsto T-1-i$ は必ずこれを保ち、置換の数は 2 以上です。
-# ウィンドウ幅が両極端の値のときは、すべての置換がマスクを保ちます。$w = 0$ では対角だけが残り、$w \ge T-1$ ではすべてのトークンがすべてを見るので、
+# ウィンドウ幅が両極端の値のときは、すべての置換がマスクを保ちます。$w = 0$ では対角だけが残り、$w \ge T-1$ ではどのトークンもすべてのトークンを見るので、
 # $T = 6$ ではどちらも $720$ です。
 # その間では数は $w$ によって変わり、$T = 6$ では $w = 1, \dots, 4$ に対して 2、2、4、48 です。
-# $w = 4$ で互いに見えない組は $\{0, 5\}$ だけなので、置換はこの組を保ち（2 通り）、
+# $w = 4$ で互いに見えない組は $\{0, 5\}$ だけなので、置換はこの組を組のまま保たなければならず（2 通り）、
 # 残りの 4 個は自由に並べ替えられます（$4! = 24$ 通り）。
 #
-# $w \ge 1$ の因果的なウィンドウを保つのは、三角形のマスクと同じく恒等置換だけです。
+# $w \ge 1$ の因果的なウィンドウを保つのは、下三角のマスクと同じく恒等置換だけです。
 # 位置 $i > 0$ はどれも $i - 1$ を見るので、「見る」をたどると位置の全順序 $j \le i$ が得られます。
 # この関係を保つ置換はこの順序も保ち、順序を保つ置換は恒等置換しかありません。
 # $w = 0$ では、ウィンドウはやはり対角だけになります（720）。
@@ -1243,15 +1217,13 @@ print("\n".join(lines), end="")
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
-# - Code: PyTorch, `torch/nn/attention/bias.py`
-#   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>;
-#   Meta, llama-models <https://github.com/meta-llama/llama-models>.
+# - Code: Meta, llama-models <https://github.com/meta-llama/llama-models>.
 
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
 # 実行に使った PyTorch は torch 2.13.0 です。
-# Llama 4 のクエリの温度は、Meta の `models/llama4/model.py` と `args.py` で読みました。地図の論文は、それぞれの章で挙げています。
+# Llama 4 のクエリの温度は、Meta の `models/llama4/model.py` と `args.py` のコードで確認しました。地図の論文は、それぞれの章で挙げています。
 #
 # ### 参考文献
 #
@@ -1272,6 +1244,4 @@ print("\n".join(lines), end="")
 # - Dufter, P., Schmitt, M., Schütze, H. (2022). *Position Information in
 #   Transformers: An Overview*. Computational Linguistics 48(3).
 #   <https://arxiv.org/abs/2102.11090>
-# - コード：PyTorch の `torch/nn/attention/bias.py`
-#   <https://github.com/pytorch/pytorch/blob/main/torch/nn/attention/bias.py>、
-#   Meta の llama-models <https://github.com/meta-llama/llama-models>。
+# - コード：Meta の llama-models <https://github.com/meta-llama/llama-models>。

@@ -33,8 +33,8 @@
 # 周波数は 1 位置あたり $1$ ラジアンから約 $1/10000$ ラジアンまで等比的に並びます。
 # 正弦と余弦のペアは時計の針として読めます。針はそれぞれ違う速さで回り、滑らかな 2 進カウンタの桁のように位置を数えます。
 # 最も遅い針がどれだけゆっくり回るかを決めるのが、底 $10000$ です。
-# ここから厳密な性質が 2 つ導かれます。$k$ 位置進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
-# 2 つの符号の内積が距離だけで決まることです。この章ではどちらも導き、数値で確かめます。
+# ここから、厳密に成り立つ性質が 2 つ出てきます。$k$ 位置進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
+# 2 つの符号の内積が距離だけで決まることです。この章ではどちらも導出し、数値で確かめます。
 
 # %%
 import math
@@ -52,29 +52,12 @@ torch.set_printoptions(precision=4, sci_mode=False)
 F64 = torch.float64
 
 # %% [markdown] lang="en"
-# ## The problem: attention does not see order
-#
-# Self-attention is
-# [permutation-equivariant](../docs/glossary.md#permutation-equivariant): shuffling
-# the tokens only shuffles its outputs, so without positions "dog bites man" and
-# "man bites dog" give the same output vectors in another order (the chapter
-# [*Why attention needs positions*](00-why-positions.ipynb) shows why, and when
-# adding positions breaks the symmetry). The remedy here is to add a vector $PE(p)$,
-# which depends on the position $p$, to the token at that position before the first
-# layer.
-
-# %% [markdown] lang="ja"
-# ## 問題：アテンションは順序を見ていない
-#
-# セルフアテンションは[置換同変](../docs/glossary.ja.md#permutation-equivariant)で、トークンを並べ替えても出力が同じように並べ替わるだけです。
-# 位置の情報がなければ、「dog bites man」と「man bites dog」の出力は、同じベクトルを並べ替えたものになります。
-# その理由と、位置を足すとこの対称性が崩れる条件は、[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章で扱います。
-# この章の解決策は、最初の層の前に、位置 $p$ のトークンへ位置で決まるベクトル $PE(p)$ を足すことです。
-
-# %% [markdown] lang="en"
 # ## The formula
 #
-# Vaswani et al. (2017, §3.5) give position $p$ a vector $PE(p)$ of the model's width
+# Self-attention does not see order
+# ([*Why attention needs positions*](00-why-positions.ipynb)), so before the first
+# layer Vaswani et al. (2017, §3.5) add to the token at position $p$ a vector
+# $PE(p)$ of the model's width
 # $d$ (the paper's $d_{\text{model}}$; take it even for now). Its entries come in
 # $n = d/2$ pairs, one for each frequency index $i = 0, 1, \dots, n-1$:
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
@@ -91,8 +74,9 @@ F64 = torch.float64
 # %% [markdown] lang="ja"
 # ## 式
 #
-# Vaswani ら（2017、§3.5）は、位置 $p$ にモデルの幅 $d$（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）の
-# ベクトル $PE(p)$ を割り当てます。成分は $n = d/2$ 個のペアになっていて、
+# セルフアテンションは順序を見ていません（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
+# そこで Vaswani ら（2017、§3.5）は、最初の層の前に、位置 $p$ のトークンへベクトル $PE(p)$ を足します。
+# 次元数はモデルの次元数 $d$（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）です。成分は $n = d/2$ 個のペアになっていて、
 # 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 つです。
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
 # 周波数を
@@ -165,7 +149,7 @@ assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 # $p = 100$ までには速い 2 本の針が 1 周以上しています（最初の針は 15 周）。位置がおおよそどこにあるかを示せるのは、遅い針だけです。
 # 速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。すべての針を合わせると、位置ごとに違う読みが得られます。
 
-# %% tags=["check"] summary={"en": "every pair lies on the unit circle; for d = 8 the speeds read back from posenc are 1, 0.1, 0.01 and 0.001; its hands have turned 15, 1, 0 and 0 times by p = 100, and the fast one is just past a turn at p = 7", "ja": "どのペアも単位円の上にあります。d = 8 で posenc から読み戻した速さは 1、0.1、0.01、0.001 です。p = 100 までに針は 15 周、1 周、0 周、0 周し、p = 7 で最も速い針は 1 周を少し過ぎたところにあります"}
+# %% tags=["check"] summary={"en": "every pair lies on the unit circle; for d = 8 the speeds read back from posenc are 1, 0.1, 0.01 and 0.001; its hands have turned 15, 1, 0 and 0 times by p = 100, and the fast one is just past a turn at p = 7, within 0.3 radian of p = 1", "ja": "どのペアも単位円の上にあります。d = 8 で posenc から読み戻した速さは 1、0.1、0.01、0.001 です。p = 100 までに針は 15 周、1 周、0 周、0 周し、p = 7 で最も速い針は 1 周を少し過ぎ、p = 1 の向きから 0.3 ラジアン以内にあります"}
 pe20 = sinusoidal(torch.arange(1000), 20, dtype=F64)
 assert_close(
     pe20[:, 0::2] ** 2 + pe20[:, 1::2] ** 2, torch.ones(1000, 10).double()
@@ -179,8 +163,10 @@ hands = sinusoidal(torch.arange(101), 8, dtype=F64)
 angle = torch.atan2(hands[:, 0::2], hands[:, 1::2])  # in (-pi, pi]
 step = torch.remainder(angle.diff(dim=0), 2 * math.pi)  # each step below pi
 assert (step.sum(0) // (2 * math.pi)).tolist() == [15, 1, 0, 0]
-# p = 7: the fast hand is 7 - 2 pi radians past twelve, near its p = 1 angle
+# p = 7: the fast hand is 7 - 2 pi radians past twelve, within 0.3 radian of
+# its p = 1 angle ("almost the same way")
 assert_close(angle[7, 0], torch.tensor(7 - 2 * math.pi, dtype=F64))
+assert abs(angle[7, 0] - angle[1, 0]) < 0.3
 
 # %% tags=["figure"] alt={"en": ["Sixteen clock faces in four rows, positions p = 0, 1, 7 and 100, and four columns, hand speeds 1, 0.1, 0.01 and 0.001 radian per position. At p = 0 every hand points to twelve o'clock. At p = 1 and p = 7 the fastest hand points almost the same way, while the second hand has moved from 0.1 to 0.7 radian; at p = 100 the fastest hand has wrapped around fifteen times and the second once, while the slowest has moved only 0.1 radian."], "ja": ["16 個の時計の文字盤を 4 行 4 列に並べた図。行は位置 p = 0、1、7、100、列は針の速さ 1、0.1、0.01、0.001（1 位置あたりのラジアン）です。p = 0 ではどの針も 12 時を指します。p = 1 と p = 7 では最も速い針がほぼ同じ向きを指し、2 番目の針は 0.1 ラジアンから 0.7 ラジアンへ進んでいます。p = 100 では最も速い針が 15 周、2 番目の針が 1 周して、最も遅い針は 0.1 ラジアンしか進んでいません。"]}
 positions = [0, 1, 7, 100]
@@ -241,7 +227,7 @@ d, n = 512, 256
 lam = 2 * math.pi * 10000 ** (torch.arange(n, dtype=F64) / n)  # lambda_i
 print(f"ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}", end="")
 
-# %% tags=["check"] summary={"en": "the wavelengths read back from posenc are 2π·10000^(2i/d), stop one ratio short of 10000·2π, and reach it with endpoint=True", "ja": "posenc から読み戻した波長は 2π·10000^(2i/d) で、10000·2π の公比 1 回分手前で止まり、endpoint=True ではちょうどそこに届きます"}
+# %% tags=["check"] summary={"en": "the wavelengths read back from posenc are 2π·10000^(2i/d), stop one ratio short of 10000·2π, and reach it with endpoint=True", "ja": "posenc から読み戻した波長は 2π·10000^(2i/d) で、10000·2π の 1 項手前で止まります。endpoint=True ではちょうど 10000·2π に届きます"}
 two_pi = 2 * math.pi
 
 
@@ -283,7 +269,7 @@ assert round(10000 * two_pi) == 62832
 # **さらに詳しく：等比数列はどこで終わるか**
 #
 # 論文は波長が「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
-# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ より公比 1 回分だけ手前で、$d = 512$ では 62832 ではなく約 60611 位置です。
+# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は等比数列で $10000 \cdot 2\pi$ の 1 項手前にあたり、$d = 512$ では 62832 ではなく約 60611 位置です。
 # tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
 # これは丸め誤差ではなく、別のエンコーディングです。
 # どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)の章で測ります。
@@ -435,7 +421,7 @@ print(shift_matrix(3, 8) @ pe([5], 8)[0])
 print(pe([8], 8)[0])
 
 
-# %% tags=["check"] summary={"en": "B(φ) is angle addition and equals R(−φ); PE(p+k) = M_k PE(p), the transpose shifts back, M_k M_l = M_{k+l}", "ja": "B(φ) は加法定理そのもので R(−φ) に等しく、PE(p+k) = M_k PE(p)、転置は逆向きにずらし、M_k M_l = M_{k+l} です"}
+# %% tags=["check"] summary={"en": "B(φ) is angle addition and equals R(−φ); PE(p+k) = M_k PE(p), the transpose shifts back, M_k M_l = M_{k+l}", "ja": "B(φ) は加法定理を行列にしたもので、R(−φ) に等しくなります。PE(p+k) = M_k PE(p) が成り立ち、転置は逆向きにずらします。M_k M_l = M_{k+l} です"}
 def rotation(theta):  # R(theta), counter-clockwise, as on the notation page
     c, s = math.cos(theta), math.sin(theta)
     return torch.tensor([[c, -s], [s, c]], dtype=F64)
@@ -503,7 +489,7 @@ print(
     f"relative error: sine and cosine {rel_full:.1e}, sine only {rel_sin:.2f}"
 )
 
-# %% tags=["deeper", "check"] summary={"en": "the fit with both columns is M_3 (transposed, positions being rows); the sines alone stay far off", "ja": "両方の列での近似は M_3（位置を行に並べているので転置）で、正弦だけでは大きくずれます"}
+# %% tags=["deeper", "check"] summary={"en": "the fit with both columns is M_3 (transposed, positions being rows); the sines alone stay far off", "ja": "両方の列を使った最小二乗のあてはめは M_3 の転置（位置を行に並べているため）に一致し、正弦だけでは大きくずれたままです"}
 assert_close(fit, shift_matrix(3, 16).T, rtol=0, atol=1e-8)
 assert rel_full < 1e-9 and 0.3 < rel_sin < 0.4
 
@@ -542,7 +528,7 @@ assert (sinusoidal(ks[ks != 0], 16)[:, 0] != 0).all()  # sin k != 0
 # ここから 4 つのことがすぐに分かります。
 #
 # - 内積は距離 $p-q$ だけの関数です。[グラム行列](../docs/glossary.ja.md#gram-matrix)は各対角線に沿って一定になります。
-# - 余弦は偶関数なので、$p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
+# - 余弦は偶関数なので、内積は $p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
 #   （アテンションなら重みを通して区別できることを、下で見ます）。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
 #   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
@@ -550,7 +536,7 @@ assert (sinusoidal(ks[ks != 0], 16)[:, 0] != 0).all()  # sin k != 0
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
 #   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます。
 
-# %% tags=["check"] summary={"en": "posenc's Gram matrix is the sum of cosines, constant along diagonals, symmetric, n on the diagonal and lower elsewhere; for d = 512 the first rise is from 43 to 44", "ja": "posenc のグラム行列は余弦の和で、対角線に沿って一定、対称、対角は n でほかはそれより小さく、d = 512 で初めて増えるのは 43 から 44 です"}
+# %% tags=["check"] summary={"en": "posenc's Gram matrix is the sum of cosines, constant along diagonals, symmetric, n on the diagonal and lower elsewhere; for d = 512 the first rise is from 43 to 44", "ja": "posenc のグラム行列は余弦の和で、対角線に沿って一定で対称です。対角は n で、ほかの成分はそれより小さくなります。d = 512 で初めて値が増えるのは距離 43 から 44 です"}
 d, n = 512, 256
 omega = 10000.0 ** (-torch.arange(n, dtype=F64) / n)
 enc = pe(torch.arange(200), d)
@@ -606,22 +592,22 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### アテンションの中では
 #
-# このきれいな性質は、エンコーディングそのものについて成り立つものです。
+# このきれいな性質が成り立つのは、エンコーディングそのものの内積です。
 # 層の中では、ここだけベクトルを列ベクトルとして書きます（行の形 $Q = XW_Q$ では、下の行列は転置になります）。
 # 位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
 # そのためアテンションスコアには、内容どうしの項と、内容と位置を混ぜる 2 つの交差項のほかに、
 # $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除きます）。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
-# 1 組のランダムな重みと $d = 64$ では、1 本の対角線に沿った値が大きくばらつきます（下の出力）。
+# $d = 64$ でランダムな重みを 1 組引いてみると、1 本の対角線に沿った値が大きくばらつきます（下の出力）。
 #
 # 対称性も、重みを通すと保たれません。$W_Q = I$ とし、前の節のずらす行列を使って $W_K = M_k$ とすると、この項は次のようになります。
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
-# 位置 $p$ のクエリは $k$ 個前のキーを好み、$k$ 個前のキーと $k$ 個後ろのキーには異なるスコアが付きます。
+# 位置 $p$ のクエリのスコアは $k$ 個前のキーで最大になり、$k$ 個前と $k$ 個後ろのキーには異なるスコアが付きます。
 # 行の形で、エンコーディングを行に並べた行列 $E$ を使ってキーを $K = E M_k$ とすると、その行は $PE(q-k)^\top$ で、ピークは $q = p + k$ に移ります。向きは書き方の約束で決まるのです。
 # Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
 # 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像を 1 つ挟むだけで、ヘッドは相対位置に応じて、しかも選んだ向きにアテンションを向けられます。
-# 回転位置埋め込み（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）は、代わりにクエリとキーを回転させます。
+# [「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
 # %%
@@ -700,16 +686,16 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 # - **$b = 100$ は小さすぎます。** どの針も 618 位置以内に 1 周します。
 #   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
 #   154 位置離れた位置どうし（−26.7）のほうが、1000 位置離れた位置どうし（7.4）より似ていないことになります。
-#   遠い 2 つの位置の間の距離を、内積はもう表せません（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
-# - **$b = 10^6$ では、このコンテキストの距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
+#   離れた 2 つの位置については、内積からその距離を読み取れなくなります（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
+# - **$b = 10^6$ では、この長さのコンテキストでは、距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
 #   次元の半分近くは位置によってほとんど変わらず、類似度は 91 を下回りません。
-#   こうした遅い次元が無駄になるわけではありません。Barbero ら（2024）は、学習済みの回転位置埋め込みのモデル（Gemma 7B）が、
+#   こうした遅い次元が無駄になるわけではありません。Barbero ら（2024）は、回転位置埋め込みを使う学習済みのモデル（Gemma 7B）が、
 #   最も遅いペアを位置ではなく内容を運ぶのに使っていることを示しています。
 # - **$b = 10^4$ はその間です。** 類似度は距離 54 までに半分になり（$b = 100$ では 5、$b = 10^6$ では 361）、
 #   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周も回らない針は 56 本です。
 #
 # つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
-# 論文が期待したように学習時より長い系列も読めるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
+# 正弦波を使うモデルが、論文の期待どおり学習時より長い系列も読めるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
 # 回転位置埋め込みも同じ周波数を使い、コンテキストを伸ばすときは底を含めてこれを変えます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 
 # %%
@@ -743,7 +729,7 @@ axes[1].set(xscale="log", xlim=(1, context), xlabel="$p-q$")
 axes[1].set_ylabel(r"$PE(p)\cdot PE(q)$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "each curve is the sum of cos(2πr/λ_i); the slowest wavelengths, half-peak distances, still hands and lows are the quoted ones, the hands read back from posenc", "ja": "各曲線は cos(2πr/λ_i) の和で、最も遅い波長、半分になる距離、ほぼ止まった針の数、最小値は本文の値どおりです（針は posenc から読み戻しています）"}
+# %% tags=["check"] summary={"en": "each curve is the sum of cos(2πr/λ_i); the slowest wavelengths, half-peak distances, hands under a quarter turn and lows are the quoted ones, the hands read back from posenc", "ja": "各曲線は cos(2πr/λ_i) の和で、最も遅い波長、半分になる距離、4 分の 1 周も回らない針の数、最小値は本文の値どおりです（針は posenc から読み戻しています）"}
 r = torch.arange(context + 1, dtype=F64)
 for b, f in similarity.items():
     lam = 2 * math.pi * b ** (torch.arange(n, dtype=F64) / n)
@@ -780,10 +766,6 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # [KV cache](../docs/glossary.md#kv-cache), the new token at position $t$ must get
 # $PE(t)$, not $PE(0)$; the module takes an `offset` for this.
 #
-# **Around the formula.** The paper scales the token embeddings and applies dropout
-# to the sum; [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#labml-and-allennlp-rebuilt-with-posenc)
-# shows how the libraries split this.
-#
 # **Angles in float64.** Float32 angles drift at large positions, so `posenc` forms
 # them in float64; the drift is not random but the same at every call, and
 # [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)
@@ -797,14 +779,11 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使ってデコーダが 1 トークンずつ生成するとき、位置 $t$ の新しいトークンには
 # $PE(0)$ ではなく $PE(t)$ を足す必要があります。モジュールはそのために引数 `offset` を受け取ります。
 #
-# **式の外側の処理。** 論文はトークンの埋め込みをスケーリングし、エンコーディングとの和にドロップアウトをかけます。
-# ライブラリがこれをどう分担するかは、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#labml-と-allennlp-を-posenc-で再現する)の章にあります。
-#
 # **角度は float64 で計算します。** float32 の角度は大きな位置でずれるので、`posenc` は角度を float64 で作ります。
 # 誤差はランダムではなく、毎回同じです。
 # ライブラリごとのずれと、それが問題になる場面は、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で扱います。
 
-# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence", "ja": "オフセット t で 1 トークンずつ処理した結果は系列全体と一致します"}
+# %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence", "ja": "オフセット t で 1 トークンずつ処理した結果は、系列全体を一度に処理した結果と一致します"}
 module = SinusoidalPositionalEncoding(32)
 x = torch.randn(2, 7, 32)
 for t in range(7):  # one token at a time at offset t, as with a KV cache
@@ -828,15 +807,14 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 # - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ depends only on the distance
 #   and is symmetric. Inside attention the weights can undo both: random weights
 #   mix in the absolute positions, $W_K = M_k$ tells before from after.
-# - Pass positions, not lengths (an `offset` with a KV cache). Float32 angles drift
-#   at large positions, the same way at every call; `posenc` forms them in float64.
+# - Pass positions, not lengths (an `offset` with a KV cache).
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - $PE(p)$ は、$n = d/2$ 個の周波数 $\omega_i = 10000^{-i/n}$ について $\sin(\omega_i p)$ と $\cos(\omega_i p)$ を並べたものです。
 #   各ペアは 1 位置あたり $\omega_i$ ラジアン回る時計の針です。速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。
-# - 波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の公比 1 回分手前で止まります。
+# - 波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の 1 項手前で止まります。
 #   ビットの周期が $2, 4, 8, \dots$ である 2 進カウンタを、滑らかにしたものです。
 # - 底は最も遅い針を決めます。$100$ ではすべての針が数百位置以内に 1 周し、$10^6$ では 2048 位置でも針の半分近くがほとんど動きません。
 #   $10000$ はその間です。
@@ -844,8 +822,7 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 #   これには各ペアの正弦と余弦の両方が必要です。
 # - $PE(p)\cdot PE(q) = \sum_i \cos\big(\omega_i(p-q)\big)$ は距離だけで決まり、対称です。
 #   アテンションの中では、重みによってはこの両方が崩れます。ランダムな重みでは絶対位置が混ざり、$W_K = M_k$ なら前後を区別できます。
-# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。float32 の角度は大きな位置でずれます（誤差はランダムではなく、毎回同じです）。
-#   `posenc` は角度を float64 で作ります。
+# - 長さではなく位置を渡します（KV キャッシュでは `offset`）。
 # %% [markdown] lang="en"
 # ## Exercises
 #
@@ -923,7 +900,7 @@ for k in (-7, 1, 3, 50, 1000):
 # 0.17 radian past twelve, the second hand one turn and 0.02 radian, while the slow
 # hands have moved only 0.63 and 0.063 radian. The sum is 3.79 of a possible 4. From
 # $r = 100$ on, the best is $r = 628$, just under $200\pi \approx 628.32$: the three
-# fast hands have made 100, 10 and 1 turns and sit within 0.32 radian of twelve, and
+# fast hands are just short of 100, 10 and 1 turns, within 0.32 radian of twelve, and
 # only the slowest, at 0.63 radian, tells the two codes apart (3.76). The speeds are
 # powers of ten, so $2\pi \cdot 10^m$ brings several hands back together at once.
 
@@ -934,8 +911,8 @@ for k in (-7, 1, 3, 50, 1000):
 # 速い針は 10 周して 12 時から 0.17 ラジアン、2 番目の針は 1 周して 0.02 ラジアンの位置にあり、遅い針は 0.63 ラジアンと 0.063 ラジアンしか動いていません。
 # 和は最大値 4 に対して 3.79 です。
 # $r = 100$ 以上では $r = 628$ が最良で、$200\pi \approx 628.32$ の少し手前です。
-# 速い 3 本の針はそれぞれ 100 周、10 周、1 周して 12 時から 0.32 ラジアン以内にあり、
-# 2 つの符号を見分けるのは 0.63 ラジアンの位置にある最も遅い針だけです（3.76）。
+# 速い 3 本の針はそれぞれ 100 周、10 周、1 周に少し足りず、12 時から 0.32 ラジアン以内にあります。
+# 2 つの符号を見分けるのは、0.63 ラジアンの位置にある最も遅い針だけです（3.76）。
 # 速さが 10 のべき乗なので、$2\pi \cdot 10^m$ で複数の針が同時に戻ってきます。
 
 # %% tags=["solution"]
@@ -953,6 +930,7 @@ assert round(float(alike[best_far - 1]), 2) == 3.76
 turned = best_far * speeds  # the hands' angles at r = 628
 past_twelve = (turned + math.pi) % (2 * math.pi) - math.pi  # in [-pi, pi)
 assert (past_twelve[:3].abs() < 0.32).all() and 0.62 < past_twelve[3] < 0.63
+assert (past_twelve[:3] < 0).all()  # just short of 100, 10 and 1 turns
 at_63 = (best * speeds + math.pi) % (2 * math.pi) - math.pi
 assert [round(float(a), 2) for a in at_63] == [0.17, 0.02, 0.63, 0.06]
 print(

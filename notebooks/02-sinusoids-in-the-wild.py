@@ -17,10 +17,10 @@
 # # Sinusoids in the wild
 #
 # The implementations people run differ in six ways from the paper's formula, or
-# from each other where the paper is silent. Two are relabellings that still tie a
-# checkpoint to its code (the column order, where the positions start); two change
-# the input a model sees (dividing by $n-1$, float32 angles, a precision the paper
-# leaves open); two break the rotation property (a lone sine for odd widths, the
+# from each other where the paper is silent. One is a relabelling that still ties a
+# checkpoint to its code (the column order); three change the input a model sees
+# (where the positions start, dividing by $n-1$, float32 angles, a precision the
+# paper leaves open); two break the rotation property (a lone sine for odd widths, the
 # column index in the exponent). Each is rebuilt with `posenc` and measured, starting with
 # labml's and AllenNLP's modules.
 #
@@ -33,8 +33,8 @@
 # # 実装ごとに違う正弦波位置エンコーディング
 #
 # 実際に使われている実装は、6 つの点で論文の式と食い違うか、論文が定めていない点で互いに食い違います。
-# 2 つ（列の並び順と位置の数え始め）はラベルの付け替えにすぎませんが、それでもチェックポイントは、学習に使ったコードの流儀と切り離せません。
-# 2 つはモデルが見る入力を変えます（$n-1$ で割ること、論文が精度を定めていない float32 の角度）。
+# 1 つ（列の並び順）はラベルの付け替えにすぎませんが、それでもチェックポイントは、学習に使ったコードの流儀と切り離せません。
+# 3 つはモデルが見る入力を変えます（位置の数え始め、$n-1$ で割ること、論文が精度を定めていない float32 の角度）。
 # 残る 2 つは回転の性質を壊します。奇数の幅での孤立した正弦（対になる余弦のない正弦）と、指数に入った列の番号です。
 # この章では、labml と AllenNLP のモジュールから始めて、変種を 1 つずつ `posenc` で再現し、測ります。
 #
@@ -112,7 +112,7 @@ print(sinusoidal(three, 8))  # labml, as the paper
 print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 
 
-# %% tags=["check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "labml の計算は posenc のモジュールと一致し、ドロップアウトは 0 か 1/0.9 倍です"}
+# %% tags=["check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
 def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
     # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
@@ -227,7 +227,7 @@ perm8 = layout_permutation(8)
 print(f"perm (d = 8): {perm8.tolist()}, inverse: {perm8.argsort().tolist()}")
 
 
-# %% tags=["check"] summary={"en": "the permuted interleaved table equals the concatenated one, for both frequency conventions", "ja": "並べ替えたインターリーブ配置の表は、連結配置の表と一致します"}
+# %% tags=["check"] summary={"en": "the permuted interleaved table equals the concatenated one, for both frequency conventions", "ja": "並べ替えたインターリーブ配置の表は、n で割る版と n − 1 で割る版のどちらでも、連結配置の表と一致します"}
 def concat_by_formula(p, d, endpoint=False):
     """The concatenated table from the formula, in float64: the sines of
     p w_i, then their cosines, w_i = 10000^(-i/n), or 10000^(-i/(n-1)) with
@@ -301,7 +301,7 @@ plt.show()
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（学習したモデルの分布まで同じです。下の「さらに詳しく」）。
+# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（下の「さらに詳しく」で見るとおり、学習済みのモデルの分布まで同じです）。
 # 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えればもう一方の配置へ厳密に変換できます。
 # 重みを並べ替えなければスコアは変わるので、チェックポイントをそのまま別の配置で読み込むことはできません。
 
@@ -349,7 +349,7 @@ assert not torch.allclose(
 # **さらに詳しく：モデル全体の変換と、一からの学習**
 #
 # チェックポイントを変換するには、埋め込みの列と、それを読む重みの行を並べ替えます。
-# 完全な Transformer では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
+# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
 # また、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
 # そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
 
@@ -363,10 +363,10 @@ assert not torch.allclose(
 # tensor2tensor's but "differs slightly" from §3.5. The paper's models were
 # therefore presumably trained with the $n-1$ version, in the concatenated layout,
 # rather than the one §3.5 writes down. A pull request that reordered its columns to match the paper
-# (tensor2tensor #177) was merged on 24 July 2017 and undone the next day "to make
+# (tensor2tensor #177) was merged on 24 July 2017 (US Pacific time) and undone the next day "to make
 # trained models work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
 # paper's authors, gave the reason: the change "breaks all trained models". Trained
-# checkpoints are tied to their layout, as the last check shows. Since 2019 a
+# checkpoints are tied to their layout unless their weights are permuted (section 1). Since 2019 a
 # comment above the line that concatenates the sines and the cosines says that this
 # "slightly differs from the published paper" and links that pull request. Asked
 # whether the order matters (issue #391), Kaiser answered that he thought it does
@@ -378,14 +378,14 @@ assert not torch.allclose(
 #
 # 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
 # tensor2tensor は、最初の公開版（2017 年 6 月の `add_timing_signal_1d`）から連結配置を使っています。
-# コードが入ったこの最初のコミットで、すでに $n-1$ で割っていました（2 節）。
+# コードが入ったこの最初のコミットで、すでに $n-1$ で割っていました（この章の 2 節）。
 # `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです。
 # fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
 # そのため論文のモデルは、§3.5 に書かれた版ではなく、連結配置の $n-1$ 版で学習されたと考えられます。
-# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日にマージされました。
+# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日（米国の太平洋時間）にマージされました。
 # しかし翌日には、「学習済みのモデルが動くように」（コミットのタイトル）元に戻されています。
 # 論文の著者の 1 人である Łukasz Kaiser は、このプルリクエストのスレッドで、変更が「学習済みのモデルをすべて壊す」ことを理由に挙げています。
-# 最後の確認が示すとおり、学習済みのチェックポイントは配置と切り離せません。
+# 1 節で見たとおり、重みを並べ替えない限り、学習済みのチェックポイントは別の配置では使えません。
 # 2019 年からは、正弦と余弦を連結する行の上に、「公開された論文とは少し違う」というコメントと、このプルリクエストへのリンクが付いています。
 # 並び順が重要かという質問（issue #391）への Kaiser の回答は、重要ではないだろうというものです。
 # エンコーディングの後の全結合層が座標を並べ替えられるから、というのが理由で、上の議論と同じです。
@@ -418,7 +418,7 @@ assert not torch.allclose(
 #
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
-# こうすると時間スケールがちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
+# こうすると、周波数の逆数（タイムスケール）がちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
 # 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、最も低い周波数 $i = n-1$ で $10000^{1/n}$ になります。
@@ -498,8 +498,9 @@ plt.show()
 #   assigns their cosines to the three odd columns, which torch refuses.
 # - The per-column formula of jadore801120's `attention-is-all-you-need-pytorch` and
 #   Hugging Face's XLM, DistilBERT and Marian, angle $p/10000^{2\lfloor j/2 \rfloor/d}$
-#   for column $j$, sine in even columns and cosine in odd ones, fills it with a sine:
-#   for $d = 7$, $\sin(p \cdot 10000^{-6/7})$, a sine without its cosine.
+#   for column $j$, sine in even columns and cosine in odd ones, leaves a sine
+#   without its cosine: for $d = 7$, $\sin(p \cdot 10000^{-6/7})$, in the last column
+#   (Marian stores its sines first, so there it sits in column 3).
 #
 # The zero column carries no information, which is harmless. The lone sine carries
 # some, but it has no place in the rotation property: the pairs are shifted by their
@@ -519,8 +520,8 @@ plt.show()
 # - labml は失敗します。番号が偶数の列ごとに 1 つ、$d = 7$ なら 4 つの周波数を計算し、
 #   その余弦を 3 本しかない番号が奇数の列に代入しようとして、torch に拒否されます。
 # - 列ごとの式は、jadore801120 の `attention-is-all-you-need-pytorch` と Hugging Face の XLM、DistilBERT、Marian が使います。
-#   列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とし、番号が偶数の列に正弦、奇数の列に余弦を入れるので、余った列は正弦で埋まります。
-#   $d = 7$ では $\sin(p \cdot 10000^{-6/7})$ で、これが孤立した正弦です。
+#   列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とし、番号が偶数の列に正弦、奇数の列に余弦を入れるので、対になる余弦のない正弦が残ります。
+#   $d = 7$ では $\sin(p \cdot 10000^{-6/7})$ で、これが孤立した正弦です。ふつうは最後の列にありますが、正弦を先に並べる Marian では列 3 です。
 #
 # 0 の列は情報を運ばないので害はありません。
 # 孤立した正弦は情報を運びますが、回転の性質には加われません。
@@ -609,7 +610,7 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 # $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
 # 表（`SinusoidalPositionalEmbedding.get_embedding`）は連結配置で、分母は $n-1$ です。
 # さらに行 $\mathrm{padding\_idx}$ を 0 にするので、[パディング](../docs/glossary.ja.md#padding)には何も足されません。
-# fairseq でよく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を受け取ります。
+# fairseq でよく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を使います。
 # 累積和は実トークンだけを数えるので、左側にパディングがあっても同じです。
 # `posenc` では、表は `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` で、
 # 位置は 1 行で計算できます。
@@ -677,14 +678,14 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 
 # %% [markdown] lang="ja"
 # 実トークンを $t = 0, 1, 2, \dots$ と数える場合に比べて、すべての実トークンが
-# $\mathrm{padding\_idx} + 1 = 2$ だけずれています。$PE(t)$ の代わりに $PE(t+2)$ を受け取るのです。
+# $\mathrm{padding\_idx} + 1 = 2$ だけずれています。各実トークンには、$PE(t)$ の代わりに $PE(t+2)$ が足されます。
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
 # これはすべての位置に共通の 1 つの回転 $PE(t+2) = M_2\, PE(t)$ です。
 # 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じで、変わるのは各トークンに足されるベクトルそのものです。
-# $d = 512$ ではどの $t$ でも 6.95 動き（下の出力。式は下の「さらに詳しく」）、エンコーディングのノルム $\sqrt{n} = 16$ と比べても無視できません。
+# $d = 512$ では、足されるベクトルはどの $t$ でも 6.95 だけ動きます（下の出力。式は「さらに詳しく」にあります）。どのエンコーディングもノルムは $\sqrt{n} = 16$ なので、無視できる大きさではありません。
 # fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
-# 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（「学習型位置埋め込みとスケール付き正弦波」の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)）。
+# 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb#パディング用の行)の章の「パディング用の行」の節）。
 
 # %%
 d, n, shift = 512, 256, padding_idx + 1
@@ -782,7 +783,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
 #
-# **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで進むので、
+# **スペクトルが引き伸ばされます。** 指数は $2(d-1)/d$、ほぼ $2$ まで大きくなるので、
 # 最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
 # $j = d/2$ 以降のすべての列の波長は $10000 \cdot 2\pi$ 以上で、論文のスペクトルのどの波長よりも長くなります。
 # $d = 512$ では（下の出力）、スペクトルは約 6.06 億位置の波長で終わり、論文の 60611 の 1 万倍です。
@@ -886,10 +887,10 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
-# ブロックごとの回転なら各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は $p = 0$ での値 $1$ のままのはずですが、バグのある表ではほぼ $0$ からほぼ $2$ の間をさまよいます（下の出力）。
+# ブロックごとの回転なら各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は $p = 0$ での値 $1$ のままのはずですが、バグのある表ではほぼ $0$ からほぼ $2$ の間で揺れ動きます（下の出力）。
 # したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
-# $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への最良の[最小二乗](../docs/glossary.ja.md#least-squares)近似を求めると、
-# 相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
+# $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、
+# 最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
 # さらに内積も距離だけの関数ではなくなり（式は下の「さらに詳しく」）、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
 
 # %%
@@ -907,7 +908,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり線形にずらせますが、バグ版はどちらも成り立ちません"}
+# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
 def fit_error(x, y):
     """Relative error of the best linear map L with x L = y (least squares)."""
     fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
@@ -916,7 +917,6 @@ def fit_error(x, y):
 
 good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
 err_good = fit_error(good, good_k)
-assert fit_error(bug, bug_k) == err_bug
 assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
 good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
 assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))
@@ -1018,8 +1018,8 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。
 # IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、丸めると最大 $2^{e-24}$ ずれます。
 # float32 の角度は 2 回丸められます。周波数が float32 の数 $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
-# どちらの誤差も $p$ とともに大きくなり（上界は図の下の「さらに詳しく」）、$|\sin a - \sin b| \le |a - b|$ により、大きくなることなくエンコーディングに伝わります。
-# ペア 0 は例外です。$\omega_0 = 1$ と $2^{24}$ 未満の整数 $p$ は厳密です。
+# どちらの誤差も $p$ とともに大きくなり（上界は図の下の「さらに詳しく」）、$|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。
+# ペア 0 は例外です。$\omega_0 = 1$ も、$2^{24}$ 未満の整数 $p$ も、float32 で厳密に表せるからです。
 #
 # labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 で、2 つの丸めがおよそ半分ずつを占めます。
 # 図では、labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
@@ -1062,7 +1062,7 @@ for e in (14, 17, 20):
 print("\n".join(lines), end="")
 
 
-# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、posenc の誤差は 2^−25 以内です"}
+# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、最大の誤差は 2 つの丸めがほぼ半分ずつです。posenc の誤差は 2^−25 以内です"}
 def worst_angle(p, w_hat, w):
     """The largest error of fl32(p w_hat) against p w, split in two:
     (pair, angle, error, the product's rounding, the frequency's)."""
@@ -1118,7 +1118,7 @@ two_24 = torch.tensor(float(2**24))
 assert torch.nextafter(two_24, up) - two_24 == 2
 assert torch.tensor(2**24 + 1).float() == two_24
 
-# %% tags=["figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとの最大誤差を p（8〜2^20）に対して両対数で描いた図。labml の float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
+# %% tags=["figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図。labml の float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
 _, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
 posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
@@ -1169,7 +1169,10 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # frequency's, $p\,|\hat\omega_i - \omega_i|$, are 3.1e-02 each, together close to
 # $2^{-4}$: two half-size terms that both grow with $p$ make the staircase. With
 # float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, $2^{-32}$ apart near $2^{20}$, only
-# the result's rounding is left.
+# the result's rounding is left. Computing $\omega_i$ in float32 through `exp`, as
+# these libraries do, puts it up to about $9.5u$ off ($u = 2^{-24}$) instead of $u$,
+# but mostly in slow pairs with small angles: near $2^{20}$ labml's largest error
+# moves only from 6.21e-02 ($\omega_i$ rounded once) to 6.22e-02 (printed below).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：2 つの丸めを項ごとに見る**
@@ -1180,6 +1183,8 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # $2^{20}$ 付近では、積の丸めと周波数の丸め $p\,|\hat\omega_i - \omega_i|$ はどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。
 # どちらも $p$ とともに大きくなる半分ずつの 2 つの項が、階段状の線を作るわけです。
 # float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$（$2^{20}$ 付近の間隔は $2^{-32}$）では、最後の結果の丸めだけが残ります。
+# これらのライブラリは $\omega_i$ を float32 の `exp` で計算するので、そのずれは $u$ ではなく最大で約 $9.5u$ になります（$u = 2^{-24}$）。
+# ただし大きくずれるのはおもに角度の小さい遅いペアなので、$2^{20}$ 付近の labml の最大の誤差は 6.21e-02（$\omega_i$ を 1 回だけ丸めた場合）から 6.22e-02 に変わるだけです（下の出力）。
 
 # %% tags=["deeper"]
 print("labml, d = 512: the largest angle error and its two parts")
@@ -1191,42 +1196,6 @@ for e in (14, 17, 20):
     )
     parts = (err, from_product, from_omega)
     print(f"2^{e:<4d} {pair:5d} " + " ".join(f"{x:9.1e}" for x in parts))
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the frequencies' own error.** Rounding $\omega_i$ once gives
-# $\hat\omega_i = \omega_i(1+\delta_1)$, and the product is rounded to
-# $p\,\hat\omega_i(1+\delta_2)$, with $|\delta_1|, |\delta_2| \le u = 2^{-24}$: the
-# angle error is then at most $(2u + u^2)\,p\,\omega_i$. None of these libraries
-# rounds $\omega_i$ just once: each computes it in float32 through `exp`, labml as
-# $\exp\big(2i \cdot (-\ln 10000/d)\big)$, fairseq, AllenNLP and tensor2tensor as
-# $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$, the frequencies $\omega'_i$ of the $n-1$
-# encoding. An error $\delta$ relative to the argument $x$ of `exp` becomes a
-# relative error $x\,\delta$ in $e^x$, and $|x|$ reaches $\ln 10000 \approx 9.2$: the
-# libraries' $\hat\omega_i$ are up to about $9.5u$ (labml) and $8.7u$ ($n-1$) off.
-# Near $2^{20}$ labml's angles exceed $(2u + u^2)\,p\,\omega_i$ in more than a third
-# of the entries, reaching 5.2 times that bound, and those of fairseq and AllenNLP
-# in more than 40%, reaching 4.7 times (printed below); the two-term bound above
-# holds for every angle. The larger relative errors fall on slower pairs,
-# whose angles are smaller, so the largest error barely moves: 6.22e-02 for labml
-# near $2^{20}$, against 6.21e-02 with $\omega_i$ rounded once. tensor2tensor
-# performs the same operations in TensorFlow, whose last bits can differ.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：周波数そのものの誤差**
-#
-# $\omega_i$ を 1 回だけ丸めると $\hat\omega_i = \omega_i(1+\delta_1)$ となり、積は $p\,\hat\omega_i(1+\delta_2)$ に丸められます。
-# ここで $|\delta_1|, |\delta_2| \le u = 2^{-24}$ なので、角度の誤差は $(2u + u^2)\,p\,\omega_i$ 以下です。
-# しかし、これらのライブラリの $\omega_i$ は、どれも正確な値を 1 回丸めただけのものではありません。
-# どれも float32 の `exp` で計算します。labml は $\exp\big(2i \cdot (-\ln 10000/d)\big)$ で、
-# fairseq、AllenNLP、tensor2tensor は $\exp\big(i \cdot (-\ln 10000/(n-1))\big)$ です。後者は $n-1$ 版のエンコーディングの周波数 $\omega'_i$ です。
-# `exp` の引数 $x$ に対する相対誤差 $\delta$ は、$e^x$ の相対誤差 $x\,\delta$ になります。$|x|$ は $\ln 10000 \approx 9.2$ に達します。
-# そのため、ライブラリの $\hat\omega_i$ の相対誤差は最大で約 $9.5u$（labml）と $8.7u$（$n-1$ 版）です。
-# $2^{20}$ 付近では、labml の角度の誤差は成分の 3 分の 1 以上で $(2u + u^2)\,p\,\omega_i$ を超え、最大で上界の 5.2 倍に達します。
-# fairseq と AllenNLP の角度は成分の 40% 以上で超え、最大で上界の 4.7 倍です（下の出力）。
-# 上の 2 項の上界は、どの角度でも成り立ちます。
-# 相対誤差が大きいのは角度の小さい遅いペアなので、誤差の最大値はほとんど変わりません。
-# $2^{20}$ 付近の labml で 6.22e-02、$\omega_i$ を 1 回だけ丸めた場合で 6.21e-02 です。
-# tensor2tensor は同じ演算を TensorFlow で行うので、最後の数ビットは一致しないこともあります。
 
 # %% tags=["deeper"]
 u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
@@ -1304,7 +1273,7 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # jadore801120、XLM、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
 
 
-# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d の列ごとの表と Marian の表は posenc の表から作れ、transformers の出力と一致します"}
+# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d では、列ごとの表と Marian の表は、幅 d + 1 の posenc の表の先頭 d 列です。どちらも transformers の出力と一致します"}
 def marian_like(p, d):
     """Hugging Face's Marian: the per-column angles, stored concatenated:
     sines of the even columns, then cosines of the odd ones."""
@@ -1412,8 +1381,6 @@ for d in (7, 8):
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - labml computes the paper's encoding; AllenNLP the concatenated $n-1$ one.
-#   `posenc` reproduces both, dropout and buffers included.
 # - The layout is a relabelling, but a checkpoint converts only by permuting its
 #   weights alike ([section 1](#1-interleaved-or-concatenated-one-fixed-permutation)).
 # - Dividing by $n - 1$ instead of $n$ gives a different encoding, more than 1
@@ -1434,8 +1401,6 @@ for d in (7, 8):
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - labml は論文のエンコーディングを、AllenNLP は連結配置の $n-1$ 版を計算します。
-#   `posenc` は、ドロップアウトやバッファも含めて両方を再現します。
 # - 配置の違いはラベルの付け替えですが、チェックポイントは重みも同じように並べ替えないと変換できません
 #   （[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では位置 732 から差が 1 を超えます
@@ -1579,12 +1544,12 @@ print("\n".join(lines), end="")
 # **解答 3.** 5 節の積和の公式で $q = p$ と置くと、$\cos a_i(p-q) = \cos b_i(p-q) = 1$ なので次のようになります。
 # $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
 # $a_i = b_i$ なら和は消え、ノルムはどの位置でも $\sqrt{n}$ です。
-# $a_i \ne b_i$ では和が残るので、ノルムの 2 乗はさまよいます。$d = 64$ では、最初の 100000 位置で 24.1 から 40.7 の間です。
+# $a_i \ne b_i$ では和が残るので、ノルムの 2 乗は一定にならず、揺れ動きます。$d = 64$ では、最初の 100000 位置で 24.1 から 40.7 の間です。
 # 値は $n = 32$ のまわりで振動します。速いペアの項は平均すると消えるからです。
 # 最も遅いペアはまだ 1 周もしておらず、しかも $b_i < a_i$ なので $\cos 2b_i p - \cos 2a_i p \ge 0$ です。
 # これが平均を $n$ より少し上に押し上げ、この範囲の平均は 32.3 になります。
 
-# %% alt={"en": ["Squared norm PE(p)·PE(p) of the per-column-exponent table for d = 64 against p from 0 to 2000: it starts at 32, wanders between about 27 and 37, and is not constant, unlike the paper's encoding, whose squared norm is 32 everywhere."], "ja": ["d = 64 の列ごとの指数を使った表について、ノルムの 2 乗 PE(p)·PE(p) を p（0〜2000）に対して描いた図。32 から始まり、およそ 27 から 37 の間をさまよって一定になりません。論文のエンコーディングのノルムの 2 乗はどこでも 32 です。"]} tags=["solution"]
+# %% alt={"en": ["Squared norm PE(p)·PE(p) of the per-column-exponent table for d = 64 against p from 0 to 2000: it starts at 32, wanders between about 27 and 37, and is not constant, unlike the paper's encoding, whose squared norm is 32 everywhere."], "ja": ["d = 64 の列ごとの指数を使った表について、ノルムの 2 乗 PE(p)·PE(p) を p（0〜2000）に対して描いた図。32 から始まり、およそ 27 から 37 の間で揺れ動き、一定になりません。論文のエンコーディングのノルムの 2 乗はどこでも 32 です。"]} tags=["solution"]
 d, n = 64, 32
 p = torch.arange(100000)
 bug = per_column_bug(p, d)
@@ -1687,7 +1652,8 @@ print(
 #   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 # - tensor2tensor pull request #177 ("fix positional embedding", merged on
-#   24 July 2017, undone by commit `ca08ad9` the next day; Ł. Kaiser's comment
+#   24 July 2017 by commit `62a0ee7`, US Pacific time, undone by commit `ca08ad9`
+#   the next day; Ł. Kaiser's comment
 #   of 26 July 2017 that it "breaks all trained models") and issue #391
 #   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
 #   <https://github.com/tensorflow/tensor2tensor/pull/177>,
@@ -1730,7 +1696,7 @@ print(
 # ## 出典とバージョン
 #
 # 各ライブラリの説明は、参考文献に挙げたコミットとバージョンのコードに基づきます。
-# 変種の比較の表で確かめた、Hugging Face transformers が出力した行は、バージョン 5.24.0 のものです。
+# 変種の比較の表の下で照合した Hugging Face transformers の出力は、バージョン 5.24.0 で得たものです。
 # tensor2tensor の TensorFlow のコードは、ここでは書き起こしただけで、実行はしていません。
 # 参照した論文は arXiv 版です。
 #
@@ -1746,7 +1712,8 @@ print(
 #   commit `ffe4cf4` (2019).
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 # - tensor2tensor pull request #177 ("fix positional embedding", merged on
-#   24 July 2017, undone by commit `ca08ad9` the next day; Ł. Kaiser's comment
+#   24 July 2017 by commit `62a0ee7`, US Pacific time, undone by commit `ca08ad9`
+#   the next day; Ł. Kaiser's comment
 #   of 26 July 2017 that it "breaks all trained models") and issue #391
 #   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
 #   <https://github.com/tensorflow/tensor2tensor/pull/177>,

@@ -80,7 +80,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # $N$ はモデルが扱える位置の数（コンテキスト長）、$d$ はモデルの幅です。
 # 位置 $p$ には行 $p$ が割り当てられ、層への入力はトークンの埋め込み $e(t_p)$ とその行の和です。
 # $$x_p = e(t_p) + E_p$$
-# 行を取り出す操作は one-hot ベクトルに表を掛けることと同じで（$E_p = \mathbf{1}_p^\top E$）、表は学習がほかの重みと同じように調整する普通の重み行列です。
+# 行を取り出す操作は、one-hot ベクトルに表を掛けることと同じです（$E_p = \mathbf{1}_p^\top E$）。つまり表は普通の重み行列で、ほかの重みと同じように学習で調整されます。
 # `posenc.LearnedPositionalEmbedding(N, d)` がこの表を持ち、成分の初期値は Hugging Face の BERT や GPT-2 と同じく標準偏差 $\sigma = 0.02$ の正規分布から引きます。
 
 # %%
@@ -123,7 +123,7 @@ assert abs(table.weight.std().item() - 0.02) < 0.0002
 # $a = 2$ ではこれが $0.8796\,\sigma$ なので、BERT の成分の実際の標準偏差はおよそ $0.0176$ です。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉形式は a = 2 で 0.8796 σ を与えます。これは PyTorch の切断正規分布のサンプラーのばらつき（σ = 0.02 でおよそ 0.0176）に一致します"}
+# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉じた式の値は a = 2 で 0.8796 σ となり、PyTorch の切断正規分布のサンプラーのばらつき（σ = 0.02 でおよそ 0.0176）と一致します"}
 def truncated_std(sigma, a):  # the closed form above
     density = math.exp(-(a**2) / 2) / math.sqrt(2 * math.pi)
     mass = math.erf(a / math.sqrt(2))  # 2 Phi(a) - 1
@@ -152,7 +152,7 @@ assert f"{bert_like.std():.4f}" == f"{truncated_std(0.02, 2):.4f}" == "0.0176"
 # 表のパラメータ数は $N d$ です。BERT-base は幅 $d = 768$ で $N = 512$ 個の位置を扱い、
 # GPT-2 small は同じ幅で $N = 1024$ 個です（この表は `wpe` という名前です）。
 # 正弦波位置エンコーディングにはパラメータがなく、`posenc.SinusoidalEmbedding` は表を式から計算したバッファとして持ちます。
-# 同じ形状のモデルを torch のモジュールで（メモリを使わない `meta` デバイス上に）組み立てると、表はモデル全体と比べて小さなものです。
+# モデル全体と比べれば、表は小さなものです。torch のモジュールで同じ形状のモデルを（メモリを使わない `meta` デバイス上に）組み立てると、パラメータ数は次のとおりです。
 
 
 # %% tags=["figure"]
@@ -195,7 +195,7 @@ for name, pos, model in [
     )
 print(f"sinusoid   : {n_params(SinusoidalEmbedding(1024, 768))}", end="")
 
-# %% tags=["check"] summary={"en": "the tables hold 393,216 and 786,432 parameters; the models built here hold exactly the 109,482,240 and 124,439,808 their parts add up to (BERT-base's 110M, GPT-2 small's 124M), so the tables are under 1%; the sinusoid has none", "ja": "表のパラメータは 393,216 個と 786,432 個です。ここで組み立てたモデルは、部品を足し合わせたちょうど 109,482,240 個と 124,439,808 個（BERT-base の 110M、GPT-2 small の 124M）なので、表は 1% 未満です。正弦波は 0 個です"}
+# %% tags=["check"] summary={"en": "the tables hold 393,216 and 786,432 parameters; the models built here hold exactly the 109,482,240 and 124,439,808 their parts add up to (BERT-base's 110M, GPT-2 small's 124M), so the tables are under 1%; the sinusoid has none", "ja": "表のパラメータは 393,216 個と 786,432 個です。ここで組み立てたモデルのパラメータは、部品の合計どおりちょうど 109,482,240 個と 124,439,808 個で（BERT-base の 110M、GPT-2 small の 124M）、表は 1% 未満です。正弦波は 0 個です"}
 assert n_params(bert_pos) == 512 * 768 == 393_216
 assert n_params(gpt2_wpe) == 1024 * 768 == 786_432
 assert n_params(SinusoidalEmbedding(1024, 768)) == 0
@@ -210,12 +210,12 @@ assert n_params(gpt2) == gpt2_by_hand == 124_439_808  # "124M" (OpenAI)
 assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 
 # %% [markdown] lang="en"
-# Less than one percent in both: the cost of a learned table lies elsewhere. A
+# The cost of a learned table lies elsewhere. A
 # table has $N$ rows and nothing more. Position $N$ has no row, and no rule says
 # what it should be: a learned table cannot extrapolate, which is why BERT reads
 # at most 512 tokens and GPT-2 at most 1024. On the CPU `posenc` raises an
 # `IndexError` that names the limit, and plain `nn.Embedding` raises one too; on a
-# GPU both fail with a device-side assertion instead.
+# GPU, as their code shows, both trip a device-side assertion instead (not run here).
 #
 # The sinusoid is a function, defined at every position with the same norm; a
 # `SinusoidalEmbedding` table can be rebuilt with more rows at no cost, since
@@ -224,14 +224,14 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 # learned table can only be extended by hand (see the fold below).
 
 # %% [markdown] lang="ja"
-# どちらも 1% 未満です。学習型の表の代償は、大きさとは別のところにあります。
+# 学習型の表の代償は、大きさとは別のところにあります。
 # 表には $N$ 行しかなく、位置 $N$ の行も、それを決める規則もありません。学習型の表は外挿できないのです。
 # BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
-# CPU では `posenc` は上限を示した `IndexError` を送出し、素の `nn.Embedding` も例外を出します。GPU では、どちらもデバイス側のアサーションで失敗します。
+# CPU では `posenc` は上限を示した `IndexError` を送出し、素の `nn.Embedding` も例外を出します。GPU では、コードを見るかぎり、どちらもデバイス側のアサーションで失敗します（ここでは実行していません）。
 #
 # 正弦波は関数なので、どの位置でも同じノルムで定義されています。`SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
 # モデルが遠い位置をうまく使えるかは別の問題で、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
-# 学習型の表は人の手で広げるしかありません（下の折りたたみ）。
+# 学習型の表は人の手で広げるしかありません（下の「さらに詳しく」）。
 
 # %%
 bert_table = LearnedPositionalEmbedding(512, 768)
@@ -316,9 +316,9 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # bounds the [accuracy](../docs/glossary.md#accuracy) of any such model: 0.619 on
 # average over 1000 random sequences. (The bound is for this one-layer model
 # without a mask; a causal mask or a relative encoding would give it positions in
-# other ways.) Training with the learned table (Adam, learning rate 0.01, 300 steps
-# of 64 fresh sequences, in float64) starts near $\ln 10 \approx 2.3026$, the loss
-# of a uniform guess among ten tokens, and falls to 0.0000: every token of 1000 new
+# other ways.) Training with the learned table (Adam, learning rate 0.01, steps 0 to
+# 300, 301 updates of 64 fresh sequences, float64) starts near
+# $\ln 10 \approx 2.3026$ (a uniform guess among ten tokens) and falls to 0.0000: every token of 1000 new
 # sequences is put in its place. Each query $p$ has learned to look at the key
 # $T - 1 - p$.
 
@@ -327,7 +327,7 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # 同じトークンを持つ 2 つの位置は同じ出力になりますが、その正解は一般には異なります。
 # 同じトークンには同じ答えしか返せないという制約のもとで各系列の正解数の最大値を数えると、この種のモデルの[正解率](../docs/glossary.ja.md#accuracy)の上限が得られます。ランダムな 1000 系列の平均で 0.619 です。
 # この上限はマスクのないこの 1 層のモデルでのもので、因果マスクや相対位置のエンコーディングがあれば、別の方法で位置が分かります。
-# 学習型の表で学習すると（Adam、学習率 0.01、毎回新しい 64 系列で 300 ステップ、float64）、損失はチャンスレベルの $\ln 10 \approx 2.3026$ の近くから 0.0000 まで下がります。
+# 学習型の表で学習します（Adam、学習率 0.01、float64）。ステップ 0〜300 の 301 回、毎回新しい 64 系列で更新すると、損失はチャンスレベルの $\ln 10 \approx 2.3026$ の近くから 0.0000 まで下がります。
 # 新しい 1000 系列のどのトークンも正しい位置に置かれます。学習の結果、各クエリ $p$ はキー $T - 1 - p$ を見るようになります。
 
 
@@ -404,17 +404,18 @@ ceiling = pairs.view(-1, V, V).amax(-1).sum(-1) / T  # [b]
 torch.manual_seed(0)
 learned = Reverser(LearnedPositionalEmbedding(2 * T, d)).double()
 before = learned.pos.weight.detach().clone()
-accuracy, log, _ = train(learned)
+accuracy, log, learned_losses = train(learned)
 log.insert(0, f"without positions, best possible: {ceiling.mean():.3f}")
 print("\n".join(log), end="")
 
-# %% tags=["check"] summary={"en": "no positions: equal tokens, equal outputs, no sequence reversible; with the table: accuracy 1", "ja": "位置がなければ同じトークンは同じ出力で、どの系列も反転できません。表では正解率 1 です"}
+# %% tags=["check"] summary={"en": "no positions: equal tokens, equal outputs, no sequence reversible; with the table: 301 updates, accuracy 1", "ja": "位置がなければ同じトークンは同じ出力で、どの系列も反転できません。表では 301 回の更新で正解率 1 です"}
 same = tokens[:, :, None] == tokens[:, None, :]  # [b, p, q]: same token
 gap = (out[:, :, None] - out[:, None, :]).abs().amax(-1)  # [b, p, q]
 assert gap[same].max() < 1e-12  # same token, same output
 assert ceiling.max() < 1  # none of these sequences can be reversed exactly
 assert f"{ceiling.mean():.3f}" == "0.619"
 assert accuracy == 1.0
+assert len(learned_losses) == 301  # steps 0 to 300: one Adam update each
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: where each query looks.** To see how the model solves the task,
@@ -525,16 +526,17 @@ assert near_s > far_s + 0.3  # the sinusoid: neighbours alike
 assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 
 # %% [markdown] lang="en"
-# Four more runs, from the seeds 1 to 4, agree (see the fold below). That says
-# nothing about tables trained on language. Wang & Chen (2020) plot the
-# same cosine matrix for the pretrained tables of BERT, RoBERTa and GPT-2, and
-# there neighbouring positions do have similar vectors: a language model's data
+# Four more runs (seeds 1 to 4) also push neighbours apart (negative mean cosine);
+# in one, neighbours end less than 0.01 above distant pairs (see the fold below).
+# Tables trained on language differ: in Wang & Chen's (2020) plots of this matrix
+# for pretrained BERT, RoBERTa and GPT-2, neighbouring positions do have similar
+# vectors; a language model's data
 # reward that locality, and reversal does not. The sinusoid has locality built in;
 # a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# シード 1〜4 でのさらに 4 回の実行も同じ結果です（下の折りたたみ）。
-# ただし、言語で学習した表については、この結果からは何も言えません。Wang と Chen（2020）が学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描くと、隣り合う位置は実際に似たベクトルを持っています。
+# シード 1〜4 の 4 回でも隣どうしは押し離されます（コサイン類似度の平均が負で、1 回だけ遠い組を 0.01 以内で上回ります。下の「さらに詳しく」）。
+# 言語で学習した表は違います。Wang と Chen（2020）は学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描いており、そこでは隣り合う位置が実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
 
@@ -585,10 +587,9 @@ assert all(near < far + 0.01 for _, _, near, far in runs)
 # vectors they started as.
 #
 # This is the second limit of a learned table: even inside it, a position is only
-# as good as the training sequences long enough to reach it. BERT was pre-trained
-# with this in mind: 90% of the steps on sequences of 128 tokens and the last 10%
-# on 512 tokens, so that the later rows are trained too (Devlin et al. 2019,
-# appendix A.2).
+# as good as the training sequences long enough to reach it. BERT ran 90% of its
+# pre-training steps on sequences of 128 tokens, for speed, and the last 10% on 512
+# tokens "to learn the positional embeddings" (Devlin et al. 2019, appendix A.2).
 
 # %% [markdown] lang="ja"
 # ## どの系列も届かない行
@@ -597,8 +598,9 @@ assert all(near < far + 0.01 for _, _, near, far in runs)
 # 一方、どの学習系列も届かなかった行 $T$ から $2T - 1$ は、勾配がどのステップでも 0 です。Adam が保持する勾配の移動平均も 0 のままなので、Adam による更新は $0/(0 + \epsilon) = 0$ です。
 # そのためこれらの行は、今も初期化時の乱数ベクトルとビット単位で一致します。
 #
-# これが学習型の表の 2 つ目の限界です。表の中の位置でも、その行が意味を持つのは、そこまで届く長さの学習系列があった場合だけです。
-# BERT の事前学習はこれを考慮し、ステップの 90% を 128 トークン、残りの 10% を 512 トークンの系列で学習しました（Devlin ら 2019、付録 A.2）。表の後ろの行も学習されるようにするためです。
+# これが学習型の表の 2 つ目の限界です。表の中の位置であっても、その行の質は、そこまで届く長さの学習系列がどれだけあったかで決まります。
+# BERT の事前学習では、速さのためにステップの 90% を 128 トークンの系列で行いました。
+# 残りの 10% は、「位置埋め込みを学習するために」512 トークンの系列で行っています（Devlin ら 2019、付録 A.2）。
 
 # %%
 norm_before, norm_after = (w[:T].norm(dim=-1).mean() for w in (before, after))
@@ -693,7 +695,8 @@ assert not torch.allclose(unused, paper * start[T:])
 # 正弦波のノルムの 2 乗には正弦と余弦のペアごとに $\sin^2(\omega_i p) + \cos^2(\omega_i p) = 1$ が寄与し、ペアは $d/2$ 組なので、どの位置でも厳密に次が成り立ちます。
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
 # $d = 768$ なら $\sqrt{384} \approx 19.5959$ です。
-# トークンの埋め込みの成分を標準偏差 $\sigma$ の独立な乱数で初期化すると $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ で、$d$ が大きければノルムは $\sigma\sqrt{d}$ の近くに集中し（相対的なばらつきはおよそ $1/\sqrt{2d}$）、
+# トークンの埋め込みの成分を標準偏差 $\sigma$ の独立な乱数で初期化すると、$\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ です。
+# $d$ が大きければ、ノルムは $\sigma\sqrt{d}$ の近くに集中します（相対的なばらつきはおよそ $1/\sqrt{2d}$）。
 # BERT の $\sigma = 0.02$ なら $0.02\sqrt{768} \approx 0.5543$ です。
 #
 # このトークンに生の正弦波を足すと、正弦波のノルムはトークンの $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、およそ 35 倍です（仮の組み合わせで、BERT は学習型の表を使います）。
@@ -749,6 +752,10 @@ assert_close(hua_norms, torch.full((4096,), 2**-0.5))  # sqrt(d/2) d^(-1/2)
 # kaiming_normal_ on a [vocab, d] table: fan_in = d, sigma = sqrt(2/d)
 assert_close(xt.mean().item(), math.sqrt(2), rtol=5e-3, atol=0)
 assert_close(xt_table.std().item(), math.sqrt(2 / d), rtol=5e-3, atol=0)
+# the ratios quoted: about 35 (raw), 0.71, 0.50, and 1.28 in the note below
+ratios = [float(pos / tok) for _, pos, tok in rows_out]
+assert round(ratios[0]) == 35
+assert [round(r, 2) for r in ratios[1:]] == [0.71, 0.50, 1.28]
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: where these factors come from, and why the ratios differ.** The
@@ -838,7 +845,7 @@ assert scaled.table.grad is None
 
 # %% [markdown] lang="ja"
 # 反転モデルの学習型の表を、このモジュールに置き換えて学習します。
-# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個ですが、この実行（シード 1 つ）ではこのモデルも課題を解きます。ただし遅く、ステップ 100 での損失は 0.3870 です（表では 0.0003）。
+# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個ですが、この実行（シード 1 つ）ではこのモデルも課題を解きます。ただし学習は遅く、ステップ 100 での損失は 0.3870 でした（表では 0.0003）。
 # 途中でスケールは $32^{-1/2} \approx 0.1768$ から 1.0290 へと 5.8 倍になり、モデルは位置の信号を大きくしました。
 # ヒートマップを描けば上の正弦波の図と同じになります。すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
 
@@ -888,7 +895,7 @@ assert round(alpha / alpha_0, 1) == 5.8
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
 # したがって素の SGD で更新しても、パディング用の行は 0 のままです。`SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 #
-# fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。パディングのトークンの ID（RoBERTa では 1）を位置としても使い、実トークンは $k + 1$ から数えます。
+# fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。パディングのトークンには、その ID（RoBERTa では 1）をそのまま位置として割り当て、実トークンは $k + 1$ から数えます。
 # RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。
 # 2 つの系列（2 つ目は右側をパディング）での RoBERTa の位置は次のとおりです。
 
@@ -953,7 +960,7 @@ assert roberta_pos.n_positions - k - 1 == 512  # rows for real positions
 #
 # Hugging Face の OPT と BART も、独自のコードで 2 のずれを残しています。
 # 表には行が 2 つ余分にあり、位置は 2 だけずれます。OPT は実トークンだけを数えるので RoBERTa と同じ番号になり、BART はすべてのトークンを数えます。
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号にオフセットが必要です。
+# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号をずらす必要があります。
 # OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
 
 # %% tags=["deeper", "check"] summary={"en": "RoBERTa's count holds under a cache; OPT's count gives RoBERTa's positions, BART's numbers the padding too", "ja": "RoBERTa の番号はキャッシュを使っても同じです。OPT の数え方は RoBERTa と同じ位置を与え、BART はパディングにも番号を付けます"}
@@ -1071,7 +1078,7 @@ assert abs(row_norms.mean().item() - x_abs_norm_printed) < 1e-6
 # - どの学習系列も届かない行は、初期値のノイズのままです
 #   （Adam ならビット単位で同じ、`AdamW` なら重み減衰で縮みます）。
 # - 表が学ぶのは、その課題で損失の低下につながる構造です。反転の課題では 5 回のどの実行でも隣どうしは似ませんでしたが、
-#   学習済みの言語モデルの表には局所性が見られます。正弦波は作り方からして局所性を持ちます。
+#   学習済みの言語モデルの表には局所性が見られます。正弦波は構成上、局所性を持っています。
 # - トークンと位置の釣り合いは、両方の初期化で決まります。
 #   生の正弦波は $\sigma = 0.02$ のトークンのおよそ 35 倍の大きさです。
 #   それぞれのトークンの初期化と組み合わせると、比は tensor2tensor のやり方でおよそ 0.71、x-transformers のやり方でおよそ 0.50 です。
@@ -1219,8 +1226,7 @@ print("\n".join(lines), end="")
 # **Solution 3.** With $\sigma = 0.02$ the token norm is about
 # $0.02\sqrt{768} \approx 0.554$, with $\sigma = 0.01$ the position norm about
 # $0.277$: the tokens start twice as loud, the ratio of the two $\sigma$. The cell
-# draws both tables as `src/model.py` does, normal and untruncated, with the two
-# $\sigma$ typed in from it: it checks this arithmetic, not OpenAI's code.
+# draws both tables as `src/model.py` does, normal and untruncated.
 #
 # The $0.01$ is OpenAI's. A GPT-2 built from Hugging Face's classes and trained
 # or initialised from scratch starts `wpe` at $\sigma = 0.02$, like `wte`:
@@ -1237,7 +1243,6 @@ print("\n".join(lines), end="")
 # $\sigma = 0.01$ の位置のノルムはおよそ $0.277$ です。
 # 学習の始めにはトークンのほうが 2 倍大きく、これは 2 つの $\sigma$ の比です。
 # 次のセルでは、`src/model.py` と同じく切断しない正規分布で両方の表を作ります。
-# 2 つの $\sigma$ はそこから書き写したもので、確かめるのはこの計算であり、OpenAI のコードそのものではありません。
 #
 # $0.01$ は OpenAI のコードの値です。
 # Hugging Face のクラスで組み立てた GPT-2 を一から初期化したり学習したりする場合は、`wpe` の初期値も `wte` と同じく $\sigma = 0.02$ で引かれます。
@@ -1277,7 +1282,7 @@ print(
 # and prints the first step whose batch loss falls below $0.1$ and the final
 # accuracy. In these runs, the louder the positions, the faster: step 68 at
 # $\alpha = 1$ (accuracy 1.000), step 241 at $d^{-1/2}$ (accuracy 0.978), and at
-# $d^{-1}$ not within the 300 steps (accuracy 0.243). The learnable $\alpha$ of
+# $d^{-1}$ not within the 301 updates (accuracy 0.243). The learnable $\alpha$ of
 # the previous sections, started at $d^{-1/2}$, did better than the frozen one: it
 # grew to 1.0290 and reached accuracy 1.000. These are single runs of one seed;
 # what they show is that in this model louder positions made learning faster.
@@ -1289,7 +1294,7 @@ print(
 # 次のセルでは、$\alpha$ を固定してそれぞれを学習し、バッチの損失が初めて $0.1$ を下回るステップと、最後の正解率を表示します。
 # これらの実行では、位置の信号が大きいほど速く学習しました。
 # $\alpha = 1$ ではステップ 68（正解率 1.000）、$d^{-1/2}$ ではステップ 241（正解率 0.978）で、
-# $d^{-1}$ では 300 ステップ以内に下回りません（正解率 0.243）。
+# $d^{-1}$ では 301 回の更新のうちに下回りません（正解率 0.243）。
 # 前の節の学習可能な $\alpha$ は、同じ $d^{-1/2}$ から始まりますが、固定した場合より良い結果になりました。
 # 1.0290 まで大きくなり、正解率 1.000 に達しています。
 # どれも 1 つのシードで 1 回ずつ実行した結果です。ここから言えるのは、このモデルでは位置の信号が大きいほど学習が速かった、ということです。

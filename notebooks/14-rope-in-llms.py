@@ -580,7 +580,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # |---|---|---|
 # | Llama 4 | 3 in 4: [chunked attention](../docs/glossary.md#chunked-attention), $C = 8192$, base $5 \cdot 10^5$ | 1 in 4: NoPE, the whole causal context, the query times $\tau(p) = 0.1 \ln(\lfloor (p + 1)/8192 \rfloor + 1) + 1$ |
 # | Command A, Command R7B | 3 in 4: sliding window, $W = 4096$ | 1 in 4: NoPE, [full attention](../docs/glossary.md#full-attention) |
-# | Gemma 3 | 5 in 6: sliding window, base $10^4$ | 1 in 6: full attention, base $10^6$, linear interpolation with factor 8 (4B, 12B, 27B) |
+# | Gemma 3 | 5 in 6: sliding window, base $10^4$ | 1 in 6: full attention, base $10^6$, in the report, linear interpolation with factor 8 (4B, 12B, 27B) |
 # | Gemma 4 | 5 in 6: sliding window, $d = 256$, base $10^4$ | 1 in 6: full attention, $d = 512$, base $10^6$, p-RoPE with $p = 0.25$ |
 
 # %% [markdown] lang="ja"
@@ -595,7 +595,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # |---|---|---|
 # | Llama 4 | 4 層に 3 層：[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)、$C = 8192$、底 $5 \cdot 10^5$ | 4 層に 1 層：NoPE、因果的なコンテキスト全体、クエリに $\tau(p) = 0.1 \ln(\lfloor (p + 1)/8192 \rfloor + 1) + 1$ を掛ける |
 # | Command A、Command R7B | 4 層に 3 層：スライディングウィンドウ、$W = 4096$ | 4 層に 1 層：NoPE、[全体アテンション](../docs/glossary.ja.md#full-attention) |
-# | Gemma 3 | 6 層に 5 層：スライディングウィンドウ、底 $10^4$ | 6 層に 1 層：全体アテンション、底 $10^6$、係数 8 の線形補間（4B、12B、27B） |
+# | Gemma 3 | 6 層に 5 層：スライディングウィンドウ、底 $10^4$ | 6 層に 1 層：全体アテンション、底 $10^6$、技術報告では係数 8 の線形補間（4B、12B、27B） |
 # | Gemma 4 | 6 層に 5 層：スライディングウィンドウ、$d = 256$、底 $10^4$ | 6 層に 1 層：全体アテンション、$d = 512$、底 $10^6$、$p = 0.25$ の p-RoPE |
 
 # %% [markdown] lang="en" tags=["deeper"]

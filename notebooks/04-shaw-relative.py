@@ -270,20 +270,12 @@ assert 8.5 <= layer_gb < 8.6  # Huang et al.: "8.5 GB" per layer
 assert round(layer_mb, 1) == 4.2  # Huang et al.: "4.2 MB" per layer
 assert pair // per_distance == n
 
-# %% [markdown] lang="en"
-# The paper's own remedy splits the score into its content term and its position
-# term, $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$, and computes the second
-# with one batched product per query position, so that no product of size
-# $b\,h\,n^2 d_z$ forms for $b$ sequences of $h$ heads. It still holds $a^K$. The
-# next section does without it.
-
-# %% [markdown] lang="ja"
-# 論文自身の対策では、スコアを内容の項と位置の項の和 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、位置の項をクエリの位置ごとのバッチ行列積で計算します。
-# こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても、$b\,h\,n^2 d_z$ の大きさの積は作られません。
-# それでも $a^K$ は保持します。次の節では、これもなくします。
-
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the paper's two-term form, as tensor2tensor computes it.** With
+# **Going deeper: the paper's two-term form, as tensor2tensor computes it.** The
+# paper's own remedy splits the score into its content term and its position term,
+# $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$, and computes the second with
+# one batched product per query position, so that no product of size
+# $b\,h\,n^2 d_z$ forms for $b$ sequences of $h$ heads; it still holds $a^K$. With
 # batch size $b$ and $h$ heads, a careless broadcast of the second term would
 # multiply $b\,h$ queries by $n^2$ edge vectors. The paper (§3.3) reshapes instead.
 # For a fixed query position $i$, the queries of all $b\,h$ sequences and heads form
@@ -301,6 +293,8 @@ assert pair // per_distance == n
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文の 2 項の形と tensor2tensor の計算**
 #
+# 論文自身の対策では、スコアを内容の項と位置の項の和 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、位置の項をクエリの位置ごとのバッチ行列積で計算します。
+# こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても $b\,h\,n^2 d_z$ の大きさの積は作られませんが、$a^K$ は保持したままです。
 # バッチサイズ $b$、ヘッド数 $h$ のとき、2 つ目の項を不用意にブロードキャストすると、$b\,h$ 個のクエリに $n^2$ 個の辺のベクトルを掛けることになります。
 # 論文（§3.3）は代わりに形状変換を使います。
 # クエリの位置 $i$ を固定すると、$b\,h$ 個の系列とヘッドのクエリは $b h \times d_z$ 行列をなし、
@@ -411,8 +405,8 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # For one layer of $h = 8$ heads of size $d_z = 64$ with $k = 16$ in float32, and one
 # $a^K$ shared by the heads (Huang et al.'s 8.5 GB counts a table per head), the
 # pairs grow like $n^2 d_z$. The offset form grows linearly at first, then
-# quadratically through its int64 index alone, $d_z/2 = 32$ times lower than the
-# pairs; from $n = 128$ on it is smaller than the $h\,n^2$ scores that attention
+# quadratically through its int64 index alone: $8 n^2$ bytes against the pairs'
+# $4\, n^2 d_z$, so $4 d_z / 8 = d_z/2 = 32$ times lower; from $n = 128$ on it is smaller than the $h\,n^2$ scores that attention
 # computed step by step holds. A
 # [fused attention kernel](../docs/glossary.md#fused-attention-kernel) such as
 # FlashAttention never holds
@@ -425,7 +419,8 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # %% [markdown] lang="ja"
 # 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層で、$a^K$ はヘッド間で共有する 1 つだけを数えるとします（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
-# 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきますが、それでも組ごとのベクトルの $d_z/2 = 32$ 分の 1 にとどまります。
+# 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきます。
+# それでもインデックスは $8 n^2$ バイト、組ごとのベクトルは $4\, n^2 d_z$ バイトなので、$4 d_z / 8 = d_z/2 = 32$ 分の 1 にとどまります。
 # さらに $n = 128$ 以上では、融合カーネルを使わないアテンションが保持する $h\,n^2$ 個のスコアよりも小さくなります。
 # FlashAttention のような[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、このスコアを保持しません。
 # ただし、キーの項は融合カーネルに載せられます。キーの項は $P_{i,\,c_{ij}}$ を引くだけなので、FlexAttention の `score_mod` が小さな $P$ から組ごとに読めるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが要ります）。
@@ -576,28 +571,15 @@ assert_close(skewed[causal], gathered[causal])  # j <= i: the right scores
 assert not torch.allclose(skewed[~causal], gathered[~causal])
 assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 
-# %% [markdown] lang="en"
-# ## How the libraries differ
-#
-# tensor2tensor, the paper's reference implementation, follows the paper: offsets
-# $j - i$ clipped to `max_relative_position`, one $(n, n, d_z)$ tensor per table
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how the libraries differ.** tensor2tensor, the paper's
+# reference implementation, follows the paper: offsets $j - i$ clipped to `max_relative_position`, one $(n, n, d_z)$ tensor per table
 # shared by the heads, and the two-term product; it also has Music Transformer's
 # skewing. Hugging Face's BERT-style `relative_key` keeps only the key term, clips
 # nothing, and indexes its table by the offset the other way round, $i - j$: a
 # table trained there reads reversed here. `posenc` follows the paper.
-
-# %% [markdown] lang="ja"
-# ## ライブラリによる違い
 #
-# 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
-# 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
-# Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
-# そのため、そこで学習した表を `posenc` で使うと、行が逆順に読まれます。
-# `posenc` は論文に従います。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: tensor2tensor and Hugging Face in detail.** tensor2tensor's
-# `dot_product_attention_relative` gathers one $(n, n, d_z)$ tensor for the keys
+# tensor2tensor's `dot_product_attention_relative` gathers one $(n, n, d_z)$ tensor for the keys
 # and one for the values; with unequal lengths the queries are the last ones, as
 # in `posenc`. `dot_product_self_attention_relative_v2`
 # (causal only) skews with `_relative_position_to_absolute_position_masked`. Its
@@ -619,7 +601,13 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # projections, giving a content-to-position and a position-to-content term.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：tensor2tensor と Hugging Face の細部**
+# **さらに詳しく：ライブラリによる違い**
+#
+# 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
+# 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
+# Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
+# そのため、そこで学習した表を `posenc` で使うと、行が逆順に読まれます。
+# `posenc` は論文に従います。
 #
 # tensor2tensor の `dot_product_attention_relative` は、キー用とバリュー用に $(n, n, d_z)$ のテンソルを 1 つずつ gather します。長さが異なるときは、`posenc` と同じく、クエリは末尾側のトークンです。
 # `dot_product_self_attention_relative_v2`（因果的な場合のみ）は `_relative_position_to_absolute_position_masked` でスキューイングします。
@@ -684,8 +672,7 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # - Shaw et al. add learned vectors for the clipped offset $j - i$ to the keys and to
 #   the values inside attention: $2k + 1$ vectors per table, whatever the length.
 # - Built for every pair, the vectors cost $n^2 d_z$ numbers per table, $d_z$ times
-#   the scores; the paper's two-term form avoids a $b\,h\,n^2 d_z$ product but
-#   still builds them.
+#   the scores: 8.59 GB for one layer of 8 heads at $n = 2048$.
 # - The offset form never builds the pairs: a score per query and clipped offset,
 #   $P$, read through the index $c_{ij}$, and the attention per clipped offset,
 #   $\beta$.
@@ -694,8 +681,6 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # - For a causal model, Music Transformer's skewing (a pad, a reshape and a slice)
 #   lines the scores per offset up with the keys without an index; Transformer-XL
 #   shifts the same way.
-# - Implementations differ: tensor2tensor follows the paper; Hugging Face's
-#   `relative_key` indexes by $i - j$, clips nothing and has no value term.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -703,14 +688,12 @@ assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 # - Shaw らは、クリップした相対位置 $j - i$ ごとの学習可能なベクトルを、アテンションの内側でキーとバリューに足します。
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
-#   論文の 2 項の形は $b\,h\,n^2 d_z$ の積を避けますが、組ごとのベクトルは作ります。
+#   $n = 2048$、8 ヘッドの 1 層で 8.59 GB になります。
 # - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした相対位置ごとのアテンションの重みの合計 $\beta$ を使います。
 # - クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ方法でずらします。
-# - 実装によって違いがあります。tensor2tensor は論文どおりで、
-#   Hugging Face の `relative_key` は $i - j$ で引き、クリップせず、バリューの項もありません。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -365,9 +365,10 @@ if T5Attention is not None:
 # %% [markdown] lang="en"
 # ## The buckets widen geometrically
 #
-# Where does each logarithmic bucket begin? The floor of a number is at least $t$
-# exactly when the number is, and the logarithm increases, so for
-# $t = 0, 1, \dots, S - E - 1$:
+# Where does each logarithmic bucket begin? For a whole number $t$,
+# $\lfloor x \rfloor \ge t$ exactly when $x \ge t$; so $\hat b(n) \ge E + t$ means
+# $\ln(n/E) \ge \tfrac{t}{S-E} \ln(D/E)$, and since $\exp$ increases, $n \ge E\,(D/E)^{t/(S-E)}$.
+# For $t = 0, 1, \dots, S - E - 1$:
 # $$\hat b(n) \ge E + t \iff n \ge e_t, \qquad e_t = E\left(\frac{D}{E}\right)^{t/(S-E)}$$
 # For $t < S - E - 1$, bucket $E + t$ holds the integers from $\lceil e_t \rceil$ to
 # $\lceil e_{t+1} \rceil - 1$. Consecutive edges have the constant ratio
@@ -389,8 +390,9 @@ if T5Attention is not None:
 # ## バケットは等比的に広がる
 #
 # 各対数バケットはどこから始まるのでしょうか。
-# 床関数の値が $t$ 以上であることは、元の数がそれ以上であることと同値です。また、対数は増加関数です。
-# したがって $t = 0, 1, \dots, S - E - 1$ について次が成り立ちます。
+# 整数 $t$ について、$\lfloor x \rfloor \ge t$ は $x \ge t$ と同値です。
+# したがって $\hat b(n) \ge E + t$ は $\ln(n/E) \ge \tfrac{t}{S-E} \ln(D/E)$ と同じで、$\exp$ は増加関数なので $n \ge E\,(D/E)^{t/(S-E)}$ となります。
+# $t = 0, 1, \dots, S - E - 1$ についてまとめると、次のとおりです。
 # $$\hat b(n) \ge E + t \iff n \ge e_t, \qquad e_t = E\left(\frac{D}{E}\right)^{t/(S-E)}$$
 # $t < S - E - 1$ なら、バケット $E + t$ には $\lceil e_t \rceil$ から $\lceil e_{t+1} \rceil - 1$ までの整数が入ります。
 # 隣り合う境目の比は一定です。
@@ -642,42 +644,18 @@ with torch.no_grad():
 # %% [markdown] lang="en"
 # ## T5 in the libraries
 #
-# **One table per stack.** The T5 paper shares the position parameters across all
-# layers, with a different bias for each head. In Hugging Face's `T5Stack` only the
-# first block is built with `has_relative_attention_bias=True`; it computes the bias,
-# and every later layer of the stack reuses it. The encoder (bidirectional) and the
-# decoder's self-attention (causal) have a table each; the decoder's cross-attention
-# has none. With 32 buckets and 12 heads, as in T5-base, a table holds
-# $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: each of its self-attention
-# layers builds its own table. `posenc.T5RelativeBias` is one table; sharing it is the
-# caller's choice.
-#
 # **No $1/\sqrt{d}$.** T5 computes the score as
 # $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ without dividing by $\sqrt{d}$: the
 # factor $d_{kv}^{-1/2}$ sits in the initial query weights instead, and training is
 # then free to change it. To run T5 weights through `posenc.attention`, which divides
 # by $\sqrt{d}$, multiply the queries by $\sqrt{d}$.
-#
-# T5 v1.1, Flan-T5 and mT5 load into the same classes in Hugging Face (mT5's
-# `MT5Attention` is a copy of `T5Attention`) with 32 buckets and $D = 128$, so all
-# of them use the buckets of this chapter.
 
 # %% [markdown] lang="ja"
 # ## ライブラリの中の T5
 #
-# **表は層ごとではなくスタックごとに 1 つです。** T5 の論文は、位置のパラメータをすべての層で共有し、ヘッドごとに異なるバイアスを使います。
-# Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
-# エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ち、デコーダのクロスアテンションは表を持ちません。
-# T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
-# 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります。
-# `posenc.T5RelativeBias` が持つ表は 1 つだけで、それを共有するかどうかは呼び出す側が決めます。
-#
 # **$1/\sqrt{d}$ がありません。** T5 はスコアを $q_{h,i} \cdot k_{h,j} + \beta_{b(j-i),\,h}$ として計算し、$\sqrt{d}$ で割りません。
 # 係数 $d_{kv}^{-1/2}$ はアテンションの中ではなく、クエリの重みの初期値に入っており、その後は学習で自由に変わります。
 # $\sqrt{d}$ で割る `posenc.attention` に T5 の重みを通すときは、クエリに $\sqrt{d}$ を掛けてください。
-#
-# Hugging Face では、T5 v1.1、Flan-T5、mT5 も同じクラスに読み込まれ（mT5 の `MT5Attention` は `T5Attention` の複製です）、どれもバケット 32 個、$D = 128$ です。
-# したがって、どれもこの章のバケットを使います。
 
 # %% tags=["check"] summary={"en": "T5's unscaled softmax(q·k + β)v equals posenc.attention with the queries multiplied by √d", "ja": "T5 のスケーリングなしの softmax(q·k + β)v は、クエリに √d を掛けた posenc.attention と一致します"}
 q, k, v = torch.randn(3, H, T, d).unbind(0)
@@ -688,7 +666,21 @@ t5_through_posenc = attention(q * math.sqrt(d), k, v, bias=beta)
 assert_close(t5_through_posenc, t5_style)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: initialisation, signs, table layout and precision across libraries.**
+# **Going deeper: tables, initialisation, signs, layout and precision across libraries.**
+# One table per stack. The T5 paper shares the position parameters across all
+# layers, with a different bias for each head. In Hugging Face's `T5Stack` only the
+# first block is built with `has_relative_attention_bias=True`; it computes the bias,
+# and every later layer of the stack reuses it. The encoder (bidirectional) and the
+# decoder's self-attention (causal) have a table each; the decoder's cross-attention
+# has none. With 32 buckets and 12 heads, as in T5-base, a table holds
+# $32 \cdot 12 = 384$ numbers. Hugging Face's UMT5 differs: each of its self-attention
+# layers builds its own table. `posenc.T5RelativeBias` is one table; sharing it is the
+# caller's choice.
+#
+# T5 v1.1, Flan-T5 and mT5 load into the same classes in Hugging Face (mT5's
+# `MT5Attention` is a copy of `T5Attention`) with 32 buckets and $D = 128$, so all
+# of them use the buckets of this chapter.
+#
 # Hugging Face's T5 draws $W_Q$ with standard deviation
 # $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ and $W_K$ with $d_{\mathrm{model}}^{-1/2}$
 # ("Mesh TensorFlow attention initialization to avoid scaling before softmax", says
@@ -714,7 +706,17 @@ assert_close(t5_through_posenc, t5_style)
 # `(num_buckets, n_heads)`, which `posenc` follows.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：ライブラリごとの初期化、相対位置の向きと表の持ち方、精度**
+# **さらに詳しく：ライブラリごとの表の数、初期化、相対位置の向き、表の持ち方、精度**
+#
+# 表は層ごとではなくスタックごとに 1 つです。T5 の論文は、位置のパラメータをすべての層で共有し、ヘッドごとに異なるバイアスを使います。
+# Hugging Face の `T5Stack` では、最初のブロックだけが `has_relative_attention_bias=True` で作られます。そのブロックがバイアスを計算し、スタックの後続の層はすべてそれを再利用します。
+# エンコーダ（双方向）とデコーダのセルフアテンション（因果的）は、それぞれ自分の表を持ち、デコーダのクロスアテンションは表を持ちません。
+# T5-base のようにバケットが 32 個、ヘッドが 12 個なら、表は $32 \cdot 12 = 384$ 個の数です。
+# 一方、Hugging Face の UMT5 では、セルフアテンションの各層がそれぞれ自分の表を作ります。
+# `posenc.T5RelativeBias` が持つ表は 1 つだけで、それを共有するかどうかは呼び出す側が決めます。
+#
+# Hugging Face では、T5 v1.1、Flan-T5、mT5 も同じクラスに読み込まれ（mT5 の `MT5Attention` は `T5Attention` の複製です）、どれもバケット 32 個、$D = 128$ です。
+# したがって、どれもこの章のバケットを使います。
 #
 # Hugging Face の T5 は $W_Q$ を標準偏差 $(d_{\mathrm{model}}\, d_{kv})^{-1/2}$ で、$W_K$ を $d_{\mathrm{model}}^{-1/2}$ で初期化します。
 # transformers 4 のコードには、この初期化を「softmax の前でスケーリングしないための、Mesh TensorFlow 流の初期化」と説明するコメントがあります。
@@ -786,8 +788,7 @@ assert flax68 == [24, 23] and ours68 == 24
 # ## What to remember
 #
 # - T5 adds to every attention score one learned scalar per head and bucket of the
-#   relative position $j - i$. One table serves a whole stack (in Hugging Face the
-#   first layer computes the bias and the others reuse it; UMT5 has one per layer).
+#   relative position $j - i$. One table serves a whole stack.
 # - Bidirectional: $S = 16$ buckets a side, keys after the query shifted by 16, and
 #   bucket 16 never used. Causal: all 32 buckets for the keys before the query.
 # - In a side, the first $E = \lfloor S/2 \rfloor$ buckets hold one distance each;
@@ -804,7 +805,7 @@ assert flax68 == [24, 23] and ours68 == 24
 # ## まとめ
 #
 # - T5 は、すべてのアテンションスコアに、ヘッドと相対位置 $j - i$ のバケットの組ごとに決まる、学習可能なスカラーを 1 つ足します。
-#   表はスタック全体で 1 つです（Hugging Face では最初の層がバイアスを計算し、ほかの層はそれを再利用します。UMT5 は層ごとに表を持ちます）。
+#   表はスタック全体で 1 つです。
 # - 双方向では片側に $S = 16$ 個のバケットを使います。クエリより後ろのキーのバケットは 16 だけずれ、バケット 16 は使われません。
 #   因果的な設定では、32 個すべてをクエリより前のキーに使います。
 # - 片側では、最初の $E = \lfloor S/2 \rfloor$ 個のバケットが距離を 1 つずつ受け持ちます。

@@ -570,8 +570,38 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # %% [markdown] lang="en"
 # ## Llama 4: NoPE layers with a temperature, chunked RoPE layers
 #
-# Llama 4 (Meta 2025) interleaves layers without any positional encoding
-# among its RoPE layers, which Meta calls iRoPE. In Hugging Face's
+# Recent models choose RoPE layer by layer. Llama 4 and Command A take it out of
+# one layer in four and confine it to chunks or windows in the others, so that
+# RoPE never handles a distance of $C$ or $W$ or more; Gemma 3 and Gemma 4 keep it
+# in every layer and set its parameters by layer type. In Hugging Face's
+# defaults:
+#
+# | model | RoPE layers | the other layers |
+# |---|---|---|
+# | Llama 4 | 3 in 4: [chunked attention](../docs/glossary.md#chunked-attention), $C = 8192$, base $5 \cdot 10^5$ | 1 in 4: NoPE, the whole causal context, the query times $\tau(p) = 0.1 \ln(\lfloor (p + 1)/8192 \rfloor + 1) + 1$ |
+# | Command A, Command R7B | 3 in 4: sliding window, $W = 4096$ | 1 in 4: NoPE, [full attention](../docs/glossary.md#full-attention) |
+# | Gemma 3 | 5 in 6: sliding window, base $10^4$ | 1 in 6: full attention, base $10^6$, in the report, linear interpolation with factor 8 (4B, 12B, 27B) |
+# | Gemma 4 | 5 in 6: sliding window, $d = 256$, base $10^4$ | 1 in 6: full attention, $d = 512$, base $10^6$, p-RoPE with $p = 0.25$ |
+
+# %% [markdown] lang="ja"
+# ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
+#
+# 最近のモデルは、RoPE を層ごとに使い分けます。
+# Llama 4 と Command A は 4 層に 1 層から RoPE を外し、残りの層では RoPE をチャンクやウィンドウの中に閉じ込めます。そのため RoPE が $C$ や $W$ 以上の距離を扱うことはありません。
+# Gemma 3 と Gemma 4 はすべての層に RoPE を残し、そのパラメータを層の種類で決めます。
+# Hugging Face の既定値は次のとおりです。
+#
+# | モデル | RoPE の層 | ほかの層 |
+# |---|---|---|
+# | Llama 4 | 4 層に 3 層：[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)、$C = 8192$、底 $5 \cdot 10^5$ | 4 層に 1 層：NoPE、因果的なコンテキスト全体、クエリに $\tau(p) = 0.1 \ln(\lfloor (p + 1)/8192 \rfloor + 1) + 1$ を掛ける |
+# | Command A、Command R7B | 4 層に 3 層：スライディングウィンドウ、$W = 4096$ | 4 層に 1 層：NoPE、[全体アテンション](../docs/glossary.ja.md#full-attention) |
+# | Gemma 3 | 6 層に 5 層：スライディングウィンドウ、底 $10^4$ | 6 層に 1 層：全体アテンション、底 $10^6$、技術報告では係数 8 の線形補間（4B、12B、27B） |
+# | Gemma 4 | 6 層に 5 層：スライディングウィンドウ、$d = 256$、底 $10^4$ | 6 層に 1 層：全体アテンション、$d = 512$、底 $10^6$、$p = 0.25$ の p-RoPE |
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: Llama 4's two kinds of layer.** Llama 4 (Meta 2025)
+# interleaves layers without any positional encoding among its RoPE layers,
+# which Meta calls iRoPE. In Hugging Face's
 # `Llama4TextConfig` the default is one NoPE layer in four
 # (`no_rope_layer_interval = 4`: layers 3, 7, 11, ...), and the two kinds of
 # layer differ in more than the rotation:
@@ -596,8 +626,8 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # `Llama4TextAttention` points in a comment to Nakanishi's Scalable-Softmax
 # (2025).
 
-# %% [markdown] lang="ja"
-# ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Llama 4 の 2 種類の層**
 #
 # Llama 4（Meta 2025）は、RoPE の層のあいだに位置エンコーディングをまったく持たない層を挟みます。Meta はこれを iRoPE と呼んでいます。
 # Hugging Face の `Llama4TextConfig` の既定値では 4 層に 1 層が NoPE です
@@ -615,12 +645,12 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # 遠くを見る層のスコアは、コンテキストが伸びるにつれてゆっくり鋭くなります。
 # この温度の調整について、Hugging Face の `Llama4TextAttention` はコメントで Nakanishi（2025）の Scalable-Softmax を挙げています。
 
-# %%
+# %% tags=["deeper"]
 p = torch.tensor([0, 8190, 8191, 16383, 99_999, 1_000_000])
 tau = llama4_attention_temperature(p)
 print(dict(zip(p.tolist(), [round(t, 4) for t in tau.tolist()], strict=True)))
 
-# %% tags=["check"] summary={"en": "llama4_attention_temperature is τ(p) and the query scale of transformers 5.24.0's Llama4TextAttention, 1 at 8190 and 1 + 0.1 ln 2 at 8191; one layer in four is NoPE; the chunked mask is Hugging Face's, and the largest distance in a chunked layer is 8191", "ja": "llama4_attention_temperature は τ(p) であり、transformers 5.24.0 の Llama4TextAttention がクエリに掛ける値と一致し、8190 では 1、8191 では 1 + 0.1 ln 2 です。4 層に 1 層が NoPE で、チャンクのマスクは Hugging Face のものと一致し、チャンクに分けた層での最大の距離は 8191 です"}
+# %% tags=["deeper", "check"] summary={"en": "llama4_attention_temperature is τ(p) and the query scale of transformers 5.24.0's Llama4TextAttention, 1 at 8190 and 1 + 0.1 ln 2 at 8191; one layer in four is NoPE; the chunked mask is Hugging Face's, and the largest distance in a chunked layer is 8191", "ja": "llama4_attention_temperature は τ(p) であり、transformers 5.24.0 の Llama4TextAttention がクエリに掛ける値と一致し、8190 では 1、8191 では 1 + 0.1 ln 2 です。4 層に 1 層が NoPE で、チャンクのマスクは Hugging Face のものと一致し、チャンクに分けた層での最大の距離は 8191 です"}
 # transformers 5.24.0: Llama4TextAttention(Llama4TextConfig(hidden_size=4,
 #   num_attention_heads=1, num_key_value_heads=1, head_dim=4,
 #   num_hidden_layers=4), layer_idx=3) (a NoPE layer), q_proj set to the
@@ -699,9 +729,8 @@ assert_close(normed[:4], torch.tensor(hf_qk_norm))
 assert math.isclose(normed.norm().item(), hf_qk_norm_length, rel_tol=1e-6)
 assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 
-# %% [markdown] lang="en"
-# ## Command A: sliding-window RoPE layers, full NoPE layers
-#
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: Command A, sliding-window RoPE layers and full NoPE layers.**
 # Cohere's Command A (Cohere 2025) uses the same split with a sliding window
 # instead of chunks: three layers of sliding-window attention with RoPE, then
 # one layer of [full attention](../docs/glossary.md#full-attention) without
@@ -717,8 +746,8 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # documentation). The figure draws, on 16 tokens, a chunk and a window of 4
 # next to the full causal attention of both models' NoPE layers.
 
-# %% [markdown] lang="ja"
-# ## Command A：スライディングウィンドウの RoPE の層と、全体アテンションの NoPE の層
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Command A のスライディングウィンドウの RoPE の層と、全体アテンションの NoPE の層**
 #
 # Cohere の Command A（Cohere 2025）は、チャンクの代わりにスライディングウィンドウで同じ分け方をします。
 # RoPE 付きのスライディングウィンドウのアテンションを 3 層置き、そのあとに位置エンコーディングのない[全体アテンション](../docs/glossary.ja.md#full-attention)を 1 層置きます。
@@ -732,7 +761,7 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # 図は 16 トークンについて、大きさ 4 のチャンクと幅 4 のウィンドウのマスクを、両モデルの NoPE の層の因果的な全体アテンションのマスクと並べたものです。
 
 
-# %% tags=["figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
 def sliding_mask(s, window, queries=None):
     m = torch.arange(s) if queries is None else queries
     n = torch.arange(s)
@@ -756,7 +785,7 @@ for ax, mask, title in zip(
 axes[0].set_ylabel(r"$m$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致し、W = 4096 ではどのクエリが見るのも多くて直近の W トークンで、最大の距離は W − 1 です"}
+# %% tags=["deeper", "check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致し、W = 4096 ではどのクエリが見るのも多くて直近の W トークンで、最大の距離は W − 1 です"}
 # transformers 5.24.0: Cohere2Config(num_hidden_layers=8).layer_types and
 # .sliding_window; sliding_window_causal_mask_function(3) on 7 x 7
 hf_cohere_types = (["sliding_attention"] * 3 + ["full_attention"]) * 2
@@ -776,10 +805,8 @@ m = sliding_mask(10000, hf_cohere_window, queries)
 assert largest_distance(m, queries) == hf_cohere_window - 1
 assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 
-# %% [markdown] lang="en"
-# ## RoPE by layer type in Gemma 3 and Gemma 4
-#
-# Gemma 3 and Gemma 4 also vary RoPE by layer type, but unlike the two
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: RoPE by layer type in Gemma 3 and Gemma 4.** Gemma 3 and Gemma 4 also vary RoPE by layer type, but unlike the two
 # models above they take it out of no layer: the layer type sets its
 # parameters. In Hugging Face's defaults five sliding-window layers come
 # before each full-attention layer; the sliding layers use the base $10^4$
@@ -791,8 +818,8 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # [Partial rotation against p-RoPE](#partial-rotation-against-p-rope)), on
 # heads of 512 features (256 on the sliding layers).
 
-# %% [markdown] lang="ja"
-# ## Gemma 3 と Gemma 4 の、層の種類ごとの RoPE
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Gemma 3 と Gemma 4 の、層の種類ごとの RoPE**
 #
 # Gemma 3 と Gemma 4 も層の種類ごとに RoPE を変えますが、上の 2 つのモデルとは違い、どの層からも RoPE を外しません。
 # 層の種類で決まるのは、RoPE のパラメータです。
@@ -803,7 +830,7 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # Hugging Face の Gemma 4 の既定値では、全体アテンションの層は割合 0.25 の p-RoPE（[「部分回転と p-RoPE」](#部分回転と-p-rope)の節を参照）を、次元数 512 のヘッドに使います。
 # スライディングウィンドウの層のヘッドは次元数 256 です。
 
-# %% tags=["check"] summary={"en": "Gemma 4's sliding layers (d = 256, b = 10^4) rotate 128 pairs and its full-attention layers (d = 512, b = 10^6, p = 0.25) 64; both sets of frequencies are those of transformers 5.24.0", "ja": "Gemma 4 のスライディングウィンドウの層（d = 256、b = 10^4）は 128 ペアを、全体アテンションの層（d = 512、b = 10^6、p = 0.25）は 64 ペアを回転させ、どちらの周波数も transformers 5.24.0 と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "Gemma 4's sliding layers (d = 256, b = 10^4) rotate 128 pairs and its full-attention layers (d = 512, b = 10^6, p = 0.25) 64; both sets of frequencies are those of transformers 5.24.0", "ja": "Gemma 4 のスライディングウィンドウの層（d = 256、b = 10^4）は 128 ペアを、全体アテンションの層（d = 512、b = 10^6、p = 0.25）は 64 ペアを回転させ、どちらの周波数も transformers 5.24.0 と一致します"}
 # transformers 5.24.0: Gemma4TextRotaryEmbedding(Gemma4TextConfig()), the
 #   buffers sliding_attention_inv_freq and full_attention_inv_freq: number
 #   of nonzero frequencies, the first three, the sum

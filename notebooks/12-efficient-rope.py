@@ -374,7 +374,7 @@ for got, x in ((q_rot, q), (k_rot, k)):
 
 
 def bytes_moved(launch):
-    """(address, bytes) of every lane a mask lets through, loaded or stored in launch()."""
+    """(address, bytes) of each lane a mask lets through in launch()."""
     load = InterpreterBuilder.create_masked_load
     store = InterpreterBuilder.create_masked_store
     moved = []
@@ -632,7 +632,7 @@ assert_close(dk, ek)
 # Llama 4 が設定によって RoPE のあとに置く重みのない正規化は、回転がベクトルのノルムを変えないので、RoPE と交換できます。
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
-# a fused RoPE is modelled as one op that reads its input once and writes once (mul)
+# a fused RoPE modelled as one op that reads q (or k) once and writes once
 qd = torch.randn(n_q * d, dtype=torch.bfloat16)
 kd, vd = (torch.randn(n_k * d, dtype=torch.bfloat16) for _ in range(2))
 q_out, k_out = torch.empty_like(qd), torch.empty_like(kd)
@@ -820,7 +820,7 @@ def rope_s(tokens, beta):
 
 
 l2, hbm = 200e-9, 600e-9  # round trips, assumed (NVIDIA publishes neither)
-# position and row from HBM (the layer's weights evicted them), then q and k from L2
+# position and row from HBM (evicted by the layer's weights), q and k from L2
 chain = 2 * hbm + l2
 launches = (
     10 * 5e-6
@@ -837,7 +837,8 @@ print(
     f"decode: {2 * weights / 1e6:.0f} MB, {decode * 1e6:.0f} µs a layer; "
     f"RoPE bytes {rope_s(1, 4.1) / decode:.3%}, "
     f"chain {chain * 1e6:.1f} µs ({chain / decode:.1%}); eager launches: "
-    f"{launches / decode:.0%} of the device's time at most, {host_paced:.0%} host-paced"
+    f"{launches / decode:.0%} of the device's time at most, "
+    f"{host_paced:.0%} host-paced"
 )
 
 # %% [markdown] lang="en"
@@ -954,7 +955,8 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 from posenc_lab import gpu_bench
 
 rows = [
-    "| tokens | bytes a call | memory at 4.8 TB/s | chain (assumed) | predicted floor |",
+    "| tokens | bytes a call | memory at 4.8 TB/s | chain (assumed) "
+    "| predicted floor |",
     "|---|---|---|---|---|",
 ]
 for c in gpu_bench.build_cases(l2_bytes=50 * 2**20):
@@ -967,7 +969,8 @@ for c in gpu_bench.build_cases(l2_bytes=50 * 2**20):
         )
         rows.append(
             f"| {c.tokens():,} | {f['memory_bytes'] / 1e6:.3g} MB | "
-            f"{f['memory_us']:.3g} µs | {trips} | {f['lower_bound_us']:.3g} µs |"
+            f"{f['memory_us']:.3g} µs | {trips} | "
+            f"{f['lower_bound_us']:.3g} µs |"
         )
 display(Markdown("\n".join(rows)))
 
@@ -1053,17 +1056,17 @@ assert {c.tokens() for c in gpu_cases.values()} == {
     32768,
 }
 assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
-# the decode step's shares (the cell of "The decode step"), and the harness's floors
+# the decode step's shares (cell of "The decode step"), the harness's floors
 assert round(chain * 1e6, 1) == 1.4 and round(chain / decode, 3) == 0.015
 assert round(launches / decode, 2) == 0.55 and round(decode * 1e6) == 91
 assert round(host_paced, 2) == 0.33
-no_row = 2 * l2 + hbm  # cos and sin computed: the position, then q and k
+no_row = hbm + l2  # cos and sin computed: the position, then q and k
 assert round(no_row * 1e6, 1) == 0.8
 d1 = gpu_bench.predicted_floor(
     gpu_cases["decode-1-bfloat16"], 4800.0, 50 * 2**20
 )
 assert d1["chain_cold_table_us"] == chain * 1e6
-# the interleaved apply_rope: the same data ops, more views, 1.54 to 1.58 times the time
+# interleaved apply_rope: same data ops, more views, 1.54 to 1.58 times the time
 slower = []
 for case in f32.values():
     half = case["contenders"]["apply_rope"]

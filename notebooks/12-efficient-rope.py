@@ -937,8 +937,9 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # timed window. Decode steps are timed back to back with everything in L2, and also one
 # launch alone with only $q$ and $k$ in L2, the state a model's layer leaves. The table
 # is the prediction the record stores beside each case, for the fused kernel in
-# bfloat16 at 4.8 TB/s and the assumed latencies: a first run below it refutes the model;
-# one far above it shows what the kernel leaves on the table.
+# bfloat16 at 4.8 TB/s and the assumed latencies (bytes moved: a cold case's least from
+# memory, a warm case's whole call): a first run below it refutes the model; one far
+# above it shows what the kernel leaves on the table.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：書いたが実行していない GPU のベンチマーク**
@@ -949,13 +950,14 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # プリフィルはキャッシュに何もない状態から計り、各サンプルが書く量は L2 の 8 倍以上です。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
 # デコードの 1 ステップは、すべてが L2 にある状態で続けて計るほか、$q$ と $k$ だけが L2 にある状態（モデルの層が残す状態）で 1 回の起動を単独でも計ります。
 # 次の表は、計測記録が各ケースの隣に保存する予測で、bfloat16 の融合カーネル、毎秒 4.8 TB、仮定したレイテンシによるものです。
+# 動かすバイト数（bytes moved）は、キャッシュに何もない状態から計るケースではメモリが動かす最小の量、入力が L2 にあるケースでは呼び出し全体の量です。
 # 最初の実行でこれを下回れば、モデルが間違っています。大きく上回れば、カーネルが取りこぼしているものがわかります。
 
 # %% tags=["deeper"]
 from posenc_lab import gpu_bench
 
 rows = [
-    "| tokens | bytes a call | memory at 4.8 TB/s | chain (assumed) "
+    "| tokens | bytes moved | memory at 4.8 TB/s | chain (assumed) "
     "| predicted floor |",
     "|---|---|---|---|---|",
 ]

@@ -736,7 +736,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # (an estimate, not a measurement): nothing when the device does and the host runs
 # ahead; when the host does, with some twenty other launches a layer at the same cost,
 # about a third of the step (50 of 150 µs). 55%, 50 µs against the device's 91 µs, is
-# only an upper bound on what they add to a device-paced layer. So fuse first, then
+# what they would add if nothing overlapped: a bound, not a share. So fuse first, then
 # capture the step in a CUDA graph; the last microsecond only fusion into a neighbour
 # removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
 # the prologue of attention, as the systems above do. `torch.compile` does not replace
@@ -768,7 +768,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読みます。RoPE のバイト数はその 0.005%、融合カーネルの往復の連鎖は約 1.5% です。
 # 一方、そこでの eager モードの RoPE のコストは起動です。Hugging Face の式の 10 回の起動は、演習 2 の起動 1 回 5 µs なら、層あたり 50 µs のホストの時間です。
 # それがどれだけ効くかは、ステップの速さをどちらが決めるかによります（計測ではなく見積もりです）。デバイスが決め、ホストが先を走れるなら何も加わりません。ホストが決めるなら、層あたりほかに約 20 回の同じコストの起動があるとして、ステップの約 3 分の 1（150 µs のうち 50 µs）です。
-# デバイスの 91 µs に対する 50 µs、つまり 55% は、デバイスが速さを決める層に加わりうる量の上限にすぎません。
+# デバイスの 91 µs に対する 50 µs、つまり 55% は、何も重ならなかった場合に加わる量で、割合ではなく上限です。
 # ですから、まず融合し、次にステップを CUDA グラフでキャプチャします。最後の 1 µs をなくせるのは隣のカーネルへの融合だけです。
 # 融合先は、$q$ と $k$ をレジスタに持っている QKV の射影のエピローグか、アテンションのプロローグで、上の表のシステムはそうしています。
 # `torch.compile` はカーネルの代わりにはなりません。

@@ -87,9 +87,9 @@ records = {
 # controls first the bytes it moves and, when there are few, the
 # [kernels](../docs/glossary.md#kernel-kernel-launch) it launches to move them; then
 # how it moves them: access width, occupancy and memory-level parallelism (on the CPU
-# below, the interleaved `apply_rope` requests the same bytes in the same operations as
-# the half layout and takes 1.5 times as long; on a GPU, what these cost is not
-# measured here). The shapes
+# below, the interleaved `apply_rope` requests the same bytes in as many data
+# operations as the half layout, with 192 view calls to its 150, and takes 1.54 to
+# 1.58 times as long; on a GPU, what these cost is not measured here). The shapes
 # are those of Llama 3 8B's attention: $n_q = 32$ query heads and $n_k = 8$ key heads
 # of $d = 128$ features, all rotated ($r = d$); the symbols follow the
 # [notation page](../docs/notation.md).
@@ -110,7 +110,8 @@ records = {
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # そのため RoPE の実装がまず左右するのは、動かすバイト数と、（バイト数が少ないときには）それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 次に効くのがその動かし方で、アクセスの幅、オキュパンシー、メモリレベルの並列性です。
-# 後で見る CPU の計測では、インターリーブ配置の `apply_rope` は、半分割配置と同じ演算で同じバイト数を要求しながら、1.5 倍の時間がかかります。
+# 後で見る CPU の計測では、インターリーブ配置の `apply_rope` は、半分割配置と同じ数のデータ演算で同じバイト数を要求します（ビューの呼び出しは 150 回に対して 192 回）。
+# それでも 1.54 から 1.58 倍の時間がかかります。
 # GPU でこれらがどれだけ効くかは、ここでは計っていません。
 # 形状は Llama 3 8B のアテンション（クエリのヘッド $n_q = 32$ 個、キーのヘッド $n_k = 8$ 個、次元数 $d = 128$、すべて回転 $r = d$）で、記号は[記法のページ](../docs/notation.ja.md)に従います。
 
@@ -124,9 +125,10 @@ records = {
 # uncached line usually first reads it (write-allocate), so a pass from main memory
 # often moves about $3e$ bytes per element, the floor's included (some x86 server
 # processors skip that read for stores that fill whole lines); and a cache larger than a temporary
-# keeps it for the next operation: the 480 MiB L3 of the machine that made the CPU
-# records below holds every output and temporary of a 16 to 20 MiB call, and an H200's
-# 50 MiB L2 holds $k$'s (8 MiB in bfloat16 for 4096 tokens).
+# keeps it for the next operation: the 480 MiB L3 that the virtual machine of the CPU
+# records below reports (the host's, shared with other tenants) can hold every output
+# and temporary of a 16 to 20 MiB call, assumed, not measured; an H200's 50 MiB L2 can
+# hold $k$'s (8 MiB in bfloat16 for 4096 tokens).
 # Hugging Face rotates a whole head as
 # $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$, with tables $c$ and $s$ of the
 # whole head. Per float32 element of $x$, its five operations are the product with $c$,
@@ -155,7 +157,7 @@ records = {
 # そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
 # ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
 # 逆に、一時テンソルより大きなキャッシュは、それを次の演算まで保持します。
-# 後で見る CPU の計測記録を作ったマシンの L3 は 480 MiB で、16 から 20 MiB の呼び出しの出力と一時テンソルをすべて保持できます。
+# 後で見る CPU の計測記録を作った仮想マシンは 480 MiB の L3 を報告します（ホストのもので、ほかの利用者と共有です）。16 から 20 MiB の呼び出しの出力と一時テンソルをすべて保持できるはずですが、これは仮定で、計ってはいません。
 # H200 の 50 MiB の L2 も、$k$ の一時テンソル（4096 トークンの bfloat16 で 8 MiB）なら保持できます。
 # Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ は、ヘッドのすべての次元について値を並べた表です。
 # 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
@@ -372,7 +374,7 @@ for got, x in ((q_rot, q), (k_rot, k)):
 
 
 def bytes_moved(launch):
-    """(address, bytes) of every lane a mask lets through, loaded or stored in launch()."""
+    """(address, bytes) of each lane a mask lets through in launch()."""
     load = InterpreterBuilder.create_masked_load
     store = InterpreterBuilder.create_masked_store
     moved = []
@@ -471,8 +473,8 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # heads the registers allow fewer). A program's loads come in phases: the position,
 # then the row, then both halves of `BLOCK_Q = 32` heads (8 KiB in bfloat16), then
 # $k$'s 2 KiB after $q$'s stores. 8 KiB is the peak of one phase; averaged over a
-# program's life a few KiB are in flight, and 8 programs hold roughly what Little's
-# law asks, with no margin. That, and a 4096-token prefill filling the 1,056 resident
+# program's life we estimate, without a measurement, a few KiB in flight, so 8
+# programs may hold about what Little's law asks, with no margin. That, and a 4096-token prefill filling the 1,056 resident
 # programs about four times over (a ragged last wave), is the main weakness of one
 # program per token. Two designs would keep more bytes in flight: several tokens per
 # program, or a persistent grid in which each program loads its next token's position,
@@ -483,8 +485,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # The settings are fixed, for want of a GPU to tune them on. `num_warps` is Triton's
 # default. `BLOCK_Q` and `BLOCK_K` are the head counts rounded up to a power of two,
 # capped at 4096 elements per half: 32 and 8 at Llama 3 8B's shapes, so no row is
-# masked, where one block for both (as the kernel first had it) left 24 of $k$'s 32
-# rows masked. The heads of $q$ and of $k$ are two loops rather than one over all 40
+# masked, where one block for both would leave 24 of $k$'s 32 rows masked. The heads of $q$ and of $k$ are two loops rather than one over all 40
 # because they are two tensors with their own strides: one loop would choose a pointer
 # per row and still pad 40 heads to 64. A rotated width that is not a power of two pads
 # the other way: a head of 96 has halves of 48, padded to 64, a quarter of the lanes
@@ -512,13 +513,8 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # (`tl.reshape` then `tl.split`, as FlashAttention's rotary kernel does) avoids it.
 # Counted lane by lane in Triton's interpreter (the check of the small kernel above, and
 # the tests for `posenc`'s), the kernel requests $\beta_{\mathrm{fused}}$ bytes per
-# element. That count sees lanes, not instructions or sectors, and the threads request
-# the table row many times over: in bfloat16 each of the 128 loads its columns in the
-# layouts of both tiles, 12 KiB of requests, served by L1, for a 512-byte row. What
-# DRAM moves is not measured.
-# Last, the GPU rounds bfloat16 outputs with one `cvt.rn` instruction; the kernel
-# rounds in integer arithmetic only under Triton's interpreter, which truncates, and a
-# compile-time constant chooses between the two.
+# element. That count sees lanes, not instructions or sectors (the threads request the
+# table row many times over, served by L1). What DRAM moves is not measured.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：メモリを忙しく保つことと、調整できる設定**
@@ -530,7 +526,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、この既定値のもとで、半分割配置のカーネルが使うレジスタはスレッドあたり 64 個以下で、スピルもありません。
 # そのため SM の 65,536 個のレジスタに 8 つのプログラムが収まります（クエリのヘッドが 64 個なら、収まる数は減ります）。
 # プログラムの読み込みは段階を追って進みます。位置、次に表の行、次に `BLOCK_Q = 32` 個のヘッドの前半と後半（bfloat16 で 8 KiB）、$q$ の書き込みのあとに $k$ の 2 KiB です。
-# 8 KiB は 1 つの段階のピークにすぎず、プログラムの実行期間で平均すると転送中のバイト数は数 KiB です。8 つのプログラムでリトルの法則が求める量にほぼ等しく、余裕はありません。
+# 8 KiB は 1 つの段階のピークにすぎず、プログラムの実行期間で平均した転送中のバイト数は数 KiB と見積もります（計ってはいません）。そうなら 8 つのプログラムでリトルの法則が求める量にほぼ等しく、余裕はありません。
 # これに加えて、4096 トークンのプリフィルは常駐できる 1,056 個のプログラムをおよそ 4 回埋めるだけなので、最後の波が半端になります。これがトークン 1 つにプログラム 1 つという分け方のいちばんの弱点です。
 # 転送中のバイト数を増やす設計は 2 つあります。プログラムに複数のトークンを受け持たせるか、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくかです。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
@@ -538,7 +534,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # GPU がないので調整できず、設定は固定したままです。
 # `num_warps` は Triton の既定値です。
 # `BLOCK_Q` と `BLOCK_K` は、ヘッドの数を 2 のべき乗に切り上げたもので、半分あたり 4096 成分を上限とします。
-# Llama 3 8B の形状では 32 と 8 で、マスクされる行はありません。最初の版のように両方に同じブロックを使うと、$k$ の 32 行のうち 24 行がマスクされていました。
+# Llama 3 8B の形状では 32 と 8 で、マスクされる行はありません。両方に同じブロックを使うと、$k$ の 32 行のうち 24 行がマスクされます。
 # $q$ と $k$ のヘッドを 40 個まとめた 1 つのループにせず 2 つのループにするのは、この 2 つが別々のストライドを持つ別のテンソルだからです。1 つのループにすると行ごとにポインタを選ぶことになり、しかも 40 個のヘッドを 64 まで埋めることになります。
 # 回転させる幅が 2 のべき乗でないと、今度は列の側が埋まります。次元数 96 のヘッドでは半分が 48 で、それを 64 まで埋めるので、レーンの 4 分の 1 がマスクされます。
 # GPU があれば、`triton.autotune` で形状ごとに `num_warps` とブロックの大きさを選べます。
@@ -559,11 +555,8 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # $a$ と $b$ のアクセスは同じ 32 バイトのセクタに触れるので DRAM が動かすバイト数は同じですが、ロード・ストアユニットが発行する命令はそれだけ増えます。
 # ペアを連続して読み込み、レジスタの中で分ければ（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）、これを避けられます。
 # Triton のインタプリタでレーンごとに数えると（上の小さなカーネルのチェックと、`posenc` のカーネルのテスト）、カーネルが要求するバイト数は成分あたり $\beta_{\mathrm{fused}}$ です。
-# この数え方に見えるのはレーンだけで、命令やセクタは見えません。しかも表の行は何度も要求されます。
-# bfloat16 では 128 個のスレッドがそれぞれ自分の列を 2 つのタイルの配置で読み込むので、512 バイトの行に対して 12 KiB の要求になり、それには L1 が応えます。
+# この数え方に見えるのはレーンだけで、命令やセクタは見えません（表の行はスレッドから何度も要求され、L1 が応えます）。
 # DRAM が実際に動かすバイト数は計っていません。
-# 最後に、bfloat16 の出力は GPU では `cvt.rn` 命令 1 つで丸めます。
-# カーネルが整数演算で丸めるのは、切り捨ててしまう Triton のインタプリタで実行するときだけで、どちらにするかはコンパイル時の定数で選びます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the backward pass is the same kernel.** A rotation by $p\theta_i$ is
@@ -607,6 +600,12 @@ assert_close(dk, ek)
 # | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's cos and sin, gathered per token |
 # | `posenc` | `apply_rope_triton`, out of place or in place | strided views of the module's float32 table, read at each token's position |
 #
+# The cache write shows what folding saves. Counted with the same model for one decode
+# token in bfloat16, RoPE then a separate cache write move 28,672 bytes: $q$ and $k$
+# read and written (20,480), then the rotated $k$ and $v$ read and written into the
+# cache (8,192). Rotating $k$ straight into the cache skips writing the rotated $k$ and
+# reading it back: 24,576 bytes, a seventh less.
+#
 # Qwen3 normalises each head of $q$ and $k$ with a weighted RMSNorm before RoPE, and
 # vLLM fuses the two in one kernel; the weightless norm Llama 4 can put after RoPE
 # commutes with it, as a rotation keeps a vector's norm.
@@ -625,8 +624,33 @@ assert_close(dk, ek)
 # | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で回転 | Hugging Face の cos と sin をトークンごとに集めたもの |
 # | `posenc` | `apply_rope_triton`（アウトオブプレースかインプレース） | モジュールの float32 の表のストライド付きビューから、各トークンの位置の行を読む |
 #
+# 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
+# 同じモデルで bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書けば 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
+# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイト、7 分の 1 少なくなります。
+#
 # Qwen3 は RoPE の前に $q$ と $k$ の各ヘッドを重み付きの RMSNorm で正規化し、vLLM はこの 2 つを 1 つのカーネルに融合します。
 # Llama 4 が設定によって RoPE のあとに置く重みのない正規化は、回転がベクトルのノルムを変えないので、RoPE と交換できます。
+
+# %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
+# a fused RoPE modelled as one op that reads q (or k) once and writes once
+qd = torch.randn(n_q * d, dtype=torch.bfloat16)
+kd, vd = (torch.randn(n_k * d, dtype=torch.bfloat16) for _ in range(2))
+q_out, k_out = torch.empty_like(qd), torch.empty_like(kd)
+cache_k, cache_v = torch.empty_like(kd), torch.empty_like(vd)
+
+
+def separate():
+    torch.mul(qd, 1.0, out=q_out), torch.mul(kd, 1.0, out=k_out)  # RoPE
+    cache_k.copy_(k_out), cache_v.copy_(vd)  # the cache write
+
+
+def into_cache():
+    torch.mul(qd, 1.0, out=q_out), torch.mul(kd, 1.0, out=cache_k)
+    cache_v.copy_(vd)
+
+
+assert count_traffic(separate).total == 28672
+assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 
 # %% [markdown] lang="en"
 # ## A table, or cos and sin on the fly
@@ -640,10 +664,11 @@ assert_close(dk, ek)
 # differ in latency: the row's address depends on the position just loaded (as the
 # compiled kernel's PTX shows, `tests/test_rope_triton.py`), so the table adds a
 # dependent round trip, one of the chain below, which cos and sin computed from the
-# position remove. Numerically, a table holds the cosine of a float32 angle, whose error
-# grows with the position to about a hundredth of a radian at $p = 131071$ (a bfloat16
-# table, as vLLM casts it, adds up to about $2^{-9}$). A kernel that
-# computes cos and sin must get three things right itself. Llama 3.1's scaling, which a
+# position remove. (Numerically, table or not, a float32 angle loses accuracy in
+# proportion to the position, as the chapter
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb#in-practice-float32-angles-and-the-shape-of-the-positions)
+# shows; a bfloat16 table adds up to $2^{-9}$.) A kernel that computes cos and sin must
+# get three things right itself. Llama 3.1's scaling, which a
 # table carries for free, FlashInfer's `apply_llama31_rope` computes. FlashInfer forms
 # the frequency with `__powf`, CUDA's fast power, so its angle is not that of a
 # correctly rounded frequency. And it takes `__sincosf`, CUDA's fast approximation,
@@ -662,47 +687,21 @@ assert_close(dk, ek)
 # デコードの 1 ステップでは、レイテンシが違います。
 # 行のアドレスは直前に読んだ位置で決まるので（コンパイルしたカーネルの PTX にそう現れることを `tests/test_rope_triton.py` が確かめています）、表を使うと、前の往復を待つ往復が 1 回加わります。
 # 後で見る往復の連鎖の 1 つで、位置から cos と sin を計算すればなくなります。
-# 数値の面では、表が持つのは float32 の角度の cos です。その誤差は位置とともに大きくなり、$p = 131071$ では約 0.01 ラジアンに達します。
-# vLLM のように表を bfloat16 に変換すると、さらに約 $2^{-9}$ までの誤差が加わります。
+# 数値の面では、表の有無によらず、float32 の角度は位置に比例して精度を失います。
+# 詳しくは[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章の[「実際に使うときの注意」](08-rope.ipynb#実際に使うときの注意float32-の角度と位置の形状)の節を参照してください。
+# bfloat16 の表は、さらに $2^{-9}$ までの誤差を加えます。
 # cos と sin を計算するカーネルは、次の 3 つを自分で正しく扱わなければなりません。
 # Llama 3.1 のスケーリングは、表なら何もしなくても反映されますが、カーネルでは計算が必要で、FlashInfer の `apply_llama31_rope` はそうしています。
 # FlashInfer は周波数を CUDA の高速なべき乗 `__powf` で求めるので、その角度は正しく丸めた周波数から作った角度ではありません。
 # さらに CUDA の高速な近似関数 `__sincosf` を使います。CUDA C++ Programming Guide はその誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
 
-# %% tags=["check"] summary={"en": "the float32 angle is within (ε + u + εu)pθ of pθ for Llama 3's frequencies at every position, about a hundredth of a radian at the end; posenc's table is the cosine of the float32 angle, not of the exact one, and takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 it is off by up to about 2^-9, more than the float32 angle's own error below p = 25,000 or so", "ja": "Llama 3 の周波数で、すべての位置について float32 の角度と pθ の差は (ε + u + εu)pθ 以内で、最後の位置で約 0.01 ラジアンです。posenc の表は float32 の角度の cos で、厳密な角度の cos ではありません。表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると誤差は約 2^-9 までになり、p が約 25,000 より手前では float32 の角度の誤差そのものより大きくなります"}
-u = 2.0**-24
-i = torch.arange(64, dtype=torch.float64)
-theta = 500000.0 ** (-2 * i / 128)  # Llama 3's frequencies, exact
-theta32 = rope_frequencies(128, base=500000.0)  # float32, as HF forms them
-eps = ((theta32.double() - theta) / theta).abs().max().item()
-p = torch.arange(131072)
-exact = p.double()[:, None] * theta  # (131072, 64)
-angle32 = (p.float()[:, None] * theta32).double()
-err = (angle32 - exact).abs()
-assert (err <= (eps + u + eps * u) * exact).all()
-assert 0.005 < err.max() < 0.02  # about a hundredth of a radian
-cos_exact = exact.cos()
-cos_from32 = angle32.cos()  # what the tables hold (in float64 here)
-# posenc's table: the float32 cosine of the float32 angle
+# %% tags=["check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
 llama = RotaryEmbedding(128, base=500000.0, max_positions=4096)
-assert torch.equal(llama.cos_cached, angle32[:4096].float().cos())
 assert llama.rot_cached.nbytes == 8 * 128 * 4096  # (n, 2, d) float32: 8rn bytes
 assert llama.cos_cached.stride(0) == llama.sin_cached.stride(0) == 2 * 128
 assert llama.cos_cached.data_ptr() == llama.rot_cached.data_ptr()  # a view
-assert (llama.cos_cached.double() - cos_exact[:4096]).abs().max() > 100 * u
-cos_bf16 = cos_from32.float().bfloat16().double()  # vLLM's cache in bfloat16
-worst32 = (cos_from32 - cos_exact).abs().amax(dim=1)  # over the frequencies
-worst16 = (cos_bf16 - cos_exact).abs().amax(dim=1)
-crossing = int(
-    (worst32 > 2.0**-9).nonzero()[0]
-)  # the angle's error passes 2^-9
-assert 20000 < crossing < 30000, crossing
-assert (
-    0.5 * 2.0**-9 < worst16[: crossing // 4].max() < 1.3 * 2.0**-9
-)  # about 2^-9
-assert (
-    worst16[1:4096].median() > 4 * worst32[1:4096].max()
-)  # the rounding dominates
+rounded = (llama.cos_cached.bfloat16().float() - llama.cos_cached).abs().max()
+assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 
 # %% [markdown] lang="en"
 # ## The decode step: latency, not bandwidth
@@ -711,14 +710,14 @@ assert (
 # $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16. Reading and
 # writing them at 4.8 TB/s would take 4 ns, but a kernel this small never approaches
 # the bandwidth: its time is the latency of loads that wait on each other. A program
-# loads the position, then the table row at that position; the compiled kernel lists
-# $q$'s loads after the row's, so they can overlap the row's round trip but not the
-# position's, and $k$'s loads come after $q$'s stores: about three round trips in a row.
-# In a decode step they are mostly L2's: the projection has just written $q$ and $k$,
-# and the 32 layers of a step read the same row, so 31 of them find it in L2; at most one
-# load per step goes to HBM. NVIDIA publishes neither latency; at an assumed 200 ns for
-# L2 and 600 ns for HBM the chain takes 0.6 to 1 µs. On the host, each launch costs
-# microseconds more, and Hugging Face's formula makes ten a layer.
+# loads the position, then the table row at that position, then rotates $q$ and $k$:
+# three round trips in a row. Only the last is likely to hit L2, as the projection has
+# just written $q$ and $k$. The position and the row were last read one layer earlier,
+# and since then the layer has streamed some 436 MB of weights through a 50 MiB L2: they
+# come from HBM, every layer. NVIDIA publishes neither latency; at an assumed 200 ns for
+# L2 and 600 ns for HBM the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs. On the
+# host, each launch costs microseconds more, and Hugging Face's formula makes ten a
+# layer.
 #
 # A CUDA graph removes the host: capture the whole decode step once and replay it with
 # one launch per step (vLLM pads each batch to a size it captured). A graph replays
@@ -731,16 +730,19 @@ assert (
 # How much is at stake is Amdahl's law. At the H200's datasheet peaks, RoPE in a
 # 4096-token prefill of Llama 3 8B is 0.9% of a layer's time in one pass, 4.5% as
 # Hugging Face's eager formula. In a decode step a layer streams 436 MB of weights in
-# 91 µs: RoPE's bytes are 0.005% of that and the fused kernel's chain about 1%. Eager
-# RoPE there is launch-bound: Hugging Face's ten launches, at the 5 µs per launch of
-# Exercise 2, are 50 µs of host time, 55% of the layer's, and they cost that much
-# whenever the host cannot run far enough ahead of the device. So fuse first, then
+# 91 µs: RoPE's bytes are 0.005% of that and the fused kernel's chain about 1.5%. Eager
+# RoPE there costs launches: Hugging Face's ten, at the 5 µs per launch of Exercise 2,
+# are 50 µs of host time a layer. What they cost depends on which side paces the step
+# (an estimate, not a measurement): nothing when the device does and the host runs
+# ahead; when the host does, with some twenty other launches a layer at the same cost,
+# about a third of the step (50 of 150 µs). 55%, 50 µs against the device's 91 µs, is
+# what they would add if nothing overlapped: a bound, not a share. So fuse first, then
 # capture the step in a CUDA graph; the last microsecond only fusion into a neighbour
 # removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
 # the prologue of attention, as the systems above do. `torch.compile` does not replace
 # the kernel: it reaches 1.27 to 1.32 times the floor in the CPU records' float32
-# prefill (1.92 and 2.40 in bfloat16) and is slower than the eager formula in their
-# decode step.
+# prefill (1.92 and 2.40 in bfloat16, against a floor that this CPU converts through
+# float32: no memory floor) and is slower than the eager formula in their decode step.
 
 # %% [markdown] lang="ja"
 # ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
@@ -749,11 +751,10 @@ assert (
 # 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。
 # 毎秒 4.8 TB なら、これを読んで書くのに 4 ns しかかかりませんが、これほど小さなカーネルが帯域幅に近づくことはありません。
 # 時間を決めるのは、互いを待つ読み込みのレイテンシです。
-# プログラムは位置を読み、次にその位置の表の行を読みます。
-# コンパイルしたカーネルでは $q$ の読み込みが行の読み込みのあとに並ぶので、行の往復とは重なっても位置の往復とは重なりません。$k$ の読み込みは $q$ の書き込みのあとです。
-# こうして往復がおよそ 3 回続きます。
-# その多くは L2 との往復です。$q$ と $k$ は射影が書いたばかりで、1 ステップの 32 層は同じ行を読むので 31 層は L2 で見つけます。HBM へ行くのは多くて 1 回です。
-# レイテンシは公表されていませんが、L2 を 200 ns、HBM を 600 ns と仮定すると連鎖は 0.6 から 1 µs です。
+# プログラムは位置を読み、次にその位置の表の行を読み、それから $q$ と $k$ を回転させます。往復が 3 回続きます。
+# L2 で見つかりそうなのは最後の 1 回だけで、$q$ と $k$ は射影が書いたばかりだからです。
+# 位置と行を最後に読んだのは 1 つ前の層で、そのあと層は約 436 MB の重みを 50 MiB の L2 に通しています。そのため位置と行は、層ごとに毎回 HBM から来ます。
+# レイテンシは公表されていませんが、L2 を 200 ns、HBM を 600 ns と仮定すると、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 # ホストでは起動ごとにさらにマイクロ秒単位の時間がかかり、Hugging Face の式は層あたり 10 回起動します。
 #
 # CUDA グラフはホストの時間をなくします。デコードの 1 ステップ全体を一度キャプチャし、ステップごとに 1 回の起動で再生します。
@@ -764,20 +765,24 @@ assert (
 #
 # どれだけの得があるかを、アムダールの法則で H200 のデータシートのピーク性能から見積もります。
 # Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9%、Hugging Face の eager モードの式なら 4.5% です。
-# デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読みます。RoPE のバイト数はその 0.005%、融合カーネルの往復の連鎖は約 1% です。
-# 一方、そこでの eager モードの RoPE は起動で律速されます。Hugging Face の式の 10 回の起動は、演習 2 の起動 1 回 5 µs なら 50 µs のホストの時間で、層の時間の 55% にあたります。ホストがデバイスより十分先を走れなければ、そのまま時間に加わります。
+# デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読みます。RoPE のバイト数はその 0.005%、融合カーネルの往復の連鎖は約 1.5% です。
+# 一方、そこでの eager モードの RoPE のコストは起動です。Hugging Face の式の 10 回の起動は、演習 2 の起動 1 回 5 µs なら、層あたり 50 µs のホストの時間です。
+# それがどれだけ効くかは、ステップの速さをどちらが決めるかによります（計測ではなく見積もりです）。デバイスが決め、ホストが先を走れるなら何も加わりません。ホストが決めるなら、層あたりほかに約 20 回の同じコストの起動があるとして、ステップの約 3 分の 1（150 µs のうち 50 µs）です。
+# デバイスの 91 µs に対する 50 µs、つまり 55% は、何も重ならなかった場合に加わる量で、割合ではなく上限です。
 # ですから、まず融合し、次にステップを CUDA グラフでキャプチャします。最後の 1 µs をなくせるのは隣のカーネルへの融合だけです。
 # 融合先は、$q$ と $k$ をレジスタに持っている QKV の射影のエピローグか、アテンションのプロローグで、上の表のシステムはそうしています。
 # `torch.compile` はカーネルの代わりにはなりません。
-# CPU の計測記録では、float32 のプリフィルで下限の 1.27 から 1.32 倍（bfloat16 では 1.92 倍と 2.40 倍）です。
+# CPU の計測記録では、float32 のプリフィルで下限の 1.27 から 1.32 倍です。
+# bfloat16 では 1.92 倍と 2.40 倍ですが、この CPU では下限の演算が float32 を経由して変換するので、これはメモリの下限との比ではありません。
 # デコードの 1 ステップでは Hugging Face の式より遅くなります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: shortening the chain on the device.** Four changes would shorten it
 # (none is measured here). Load $q$ and $k$ first: their addresses need no load, so they
-# could be in flight while the position and the row come back, where the compiled kernel
-# lists them after the row's loads, in PTX and SASS alike. Compute cos and sin from the
-# position: no row round trip, but CUDA's `sincosf` reduces arguments above about $10^5$
+# can be in flight while the position and the row come back (whether the compiled
+# kernel's schedule already overlaps them, its static listing does not say). Compute
+# cos and sin from the
+# position: no row round trip (1.4 µs becomes about 0.8), but CUDA's `sincosf` reduces arguments above about $10^5$
 # radians on a slow path, and the fastest pair's angle is the position itself. When
 # tokens are fewer than SMs, give each token several programs, a grid of tokens by
 # blocks of heads (FlashInfer's gets a block per head). And tune `num_warps` and the
@@ -789,8 +794,8 @@ assert (
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：デバイスの側で連鎖を短くする**
 # 次の 4 つの変更で連鎖を短くできるはずです。どれもここでは計っていません。
-# 1 つ目に、$q$ と $k$ を先に読み込みます。そのアドレスは何の読み込みも待たないので、位置と表の行が届くのを待つ間に転送できます。ところがコンパイルしたカーネルでは、PTX でも SASS でも、それが行の読み込みのあとに並んでいます。
-# 2 つ目に、cos と sin を位置から計算します。行の往復はなくなりますが、CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、いちばん速いペアの角度は位置そのものです。
+# 1 つ目に、$q$ と $k$ を先に読み込みます。そのアドレスは何の読み込みも待たないので、位置と表の行が届くのを待つ間に転送できます（コンパイルしたカーネルがすでにそう重ねているかどうかは、静的な命令列からはわかりません）。
+# 2 つ目に、cos と sin を位置から計算します。行の往復がなくなります（1.4 µs が約 0.8 µs になります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、いちばん速いペアの角度は位置そのものです。
 # 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
 # 4 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
 # さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。
@@ -815,10 +820,14 @@ def rope_s(tokens, beta):
 
 
 l2, hbm = 200e-9, 600e-9  # round trips, assumed (NVIDIA publishes neither)
-chain = (3 * l2, 2 * l2 + hbm)  # three in a row, at most one of them to HBM
+# position and row from HBM (evicted by the layer's weights), q and k from L2
+chain = 2 * hbm + l2
 launches = (
     10 * 5e-6
 )  # Hugging Face's ten launches a layer, 5 µs each (Exercise 2)
+host_paced = launches / (
+    launches + 20 * 5e-6
+)  # with ~20 other launches a layer
 print(
     f"prefill: {layer_flops / 1e12:.2f} TFLOP, {prefill * 1e3:.2f} ms a layer; "
     f"RoPE fused {rope_s(seq, 4.1) / prefill:.1%}, "
@@ -827,9 +836,9 @@ print(
 print(
     f"decode: {2 * weights / 1e6:.0f} MB, {decode * 1e6:.0f} µs a layer; "
     f"RoPE bytes {rope_s(1, 4.1) / decode:.3%}, "
-    f"chain {chain[0] * 1e6:.1f} to {chain[1] * 1e6:.1f} µs "
-    f"({chain[0] / decode:.1%} to {chain[1] / decode:.1%}); "
-    f"eager launches {launches / decode:.0%}"
+    f"chain {chain * 1e6:.1f} µs ({chain / decode:.1%}); eager launches: "
+    f"{launches / decode:.0%} of the device's time at most, "
+    f"{host_paced:.0%} host-paced"
 )
 
 # %% [markdown] lang="en"
@@ -898,12 +907,12 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # see, 1.27 to 1.32; the others take 3.2 to 5.3, and only Hugging Face's formula lands
 # on its byte ratio (5.0 and 5.3 against 5.05). `apply_rope` moves 2.9 times the
 # floor's bytes in 3.2 to 3.4 times its time, its interleaved twin the same bytes in
-# 5.0 to 5.3. Second, the decode step, 20 KiB a call, costs 1.3 to 3.4 µs per ATen call
-# a contender makes (views included), whatever it moves: there the number of
-# operations is the cost.
+# 5.0 to 5.3. Second, the decode step ($q$ and $k$: 20 KiB in float32, 10 KiB in
+# bfloat16) costs 1.3 to 3.4 µs per ATen call a contender makes (views included), in
+# either dtype, whatever it moves: there the number of operations is the cost.
 #
-# Nothing is measured on a GPU yet: on a machine with one, `python -m
-# posenc_lab.gpu_bench` makes a record (`lab/README.md`).
+# Nothing is measured on a GPU yet. `python -m posenc_lab.gpu_bench` is written for a
+# machine with one but has never run on a GPU (`lab/README.md`).
 
 # %% [markdown] lang="ja"
 # 教訓は 2 つです。
@@ -911,39 +920,63 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # Meta の複素数の掛け算（成分あたり 8.2 バイト）は下限の 1.1 から 1.2 倍、コンパイルしたモジュール（演算はカウンタから見えません）は 1.27 から 1.32 倍です。
 # ほかは 3.2 から 5.3 倍で、バイト数の比どおりになるのは Hugging Face の式だけです（5.05 倍に対して 5.0 倍と 5.3 倍）。
 # `apply_rope` は下限の 2.9 倍のバイト数を 3.2 から 3.4 倍の時間で動かし、インターリーブ配置の `apply_rope` は同じバイト数に 5.0 から 5.3 倍かかります。
-# 2 つ目に、呼び出しあたり 20 KiB のデコードの 1 ステップは、動かす量によらず ATen の演算（ビューを含む）1 つあたり 1.3 から 3.4 µs で、演算の数がコストです。
+# 2 つ目に、デコードの 1 ステップの $q$ と $k$ は float32 で 20 KiB、bfloat16 で 10 KiB です。
+# どちらの dtype でも、動かす量によらず ATen の演算（ビューを含む）1 つあたり 1.3 から 3.4 µs かかり、演算の数がコストです。
 #
-# GPU では、まだ何も計っていません。GPU のあるマシンなら、`python -m posenc_lab.gpu_bench` で計測記録を作れます（`lab/README.md`）。
+# GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は GPU のあるマシン向けに書いたものですが、GPU で実行したことは一度もありません（`lab/README.md`）。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the GPU benchmark, ready to run.** `python -m
+# **Going deeper: the GPU benchmark, written but never run.** `python -m
 # posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times the fused
-# kernel, also replayed from CUDA graphs, against `apply_rope`, the compiled module with
-# and without CUDA graphs, Hugging Face's formula, the kernels of vLLM, FlashInfer, Liger Kernel and FlashAttention where they
-# are installed, and a one-launch copy, from 1 to 32,768 tokens per call. Decode steps
-# of up to 256 tokens are warm. Prefills are cold, and each sample rotates distinct
-# pairs that together move at least eight times L2: L2 is write-back, so up to its size
-# of a sample's writes may reach memory only after the end event, and an eighth at
-# most is thereby left out. At 4096 tokens in bfloat16, memory must move at least
-# 73.4 MB of a call's modelled 83.9 MB inside the timed window: no less than 15.3 µs a
-# call at 4.8 TB/s. Nsight Compute measures what the benchmark does not: DRAM bytes
-# against 8.1 and 4.1 per element, occupancy and stall reasons (`lab/README.md` has the
-# commands, filtered to the timed launches).
+# kernel against `apply_rope`, the compiled module, Hugging Face's formula, the
+# production kernels where they are installed and a one-launch copy, from 1 to 32,768
+# tokens per call (`lab/README.md` has the details and the Nsight Compute commands). It
+# has been dry-run on the CPU only and has never run on a GPU: expect to debug it.
+# Prefills are cold, and each sample's writes are at least eight times L2, so at 4096
+# tokens in bfloat16 memory must move at least 73.4 MB of a call's 83.9 MB inside the
+# timed window. Decode steps are timed back to back with everything in L2, and also one
+# launch alone with only $q$ and $k$ in L2, the state a model's layer leaves. The table
+# is the prediction the record stores beside each case, for the fused kernel in
+# bfloat16 at 4.8 TB/s and the assumed latencies (bytes moved: a cold case's least from
+# memory, a warm case's whole call): a first run below it refutes the model; one far
+# above it shows what the kernel leaves on the table.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：すぐに実行できる GPU のベンチマーク**
-# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、融合カーネル（CUDA グラフから再生したものも含みます）を次のものと比べます。
-# `apply_rope`、コンパイルしたモジュール（CUDA グラフを使う場合と使わない場合）、Hugging Face の式、1 回の起動で済むコピーです。
-# vLLM、FlashInfer、Liger Kernel、FlashAttention のカーネルも、インストールされていれば比べます。
-# 呼び出しあたりのトークンは 1 から 32,768 までです。
-# 256 トークンまでのデコードの 1 ステップは、入力がキャッシュにある状態で計ります。
-# プリフィルはキャッシュに何もない状態から計り、各サンプルは合わせて L2 の 8 倍以上を動かす別々の入力の組を回転させます。
-# L2 はライトバックなので、サンプルが書いた量のうち最大で L2 の大きさの分は、終了イベントのあとでメモリに届きます。こうすれば、計測から漏れるのは多くても 8 分の 1 です。
-# 4096 トークンの bfloat16 なら、呼び出しのモデル上の 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。毎秒 4.8 TB なら、呼び出しあたり 15.3 µs より短くはなりません。
-# ベンチマークが計らないものは Nsight Compute で計れます。DRAM が動かすバイト数（成分あたり 8.1 バイトと 4.1 バイトとの比較）、オキュパンシー、ストールの理由です。
-# 計測区間の起動だけに絞ったコマンドが `lab/README.md` にあります。
+# **さらに詳しく：書いたが実行していない GPU のベンチマーク**
+# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、融合カーネルをほかの実装と比べます。
+# 比べる相手は `apply_rope` とコンパイルしたモジュール、Hugging Face の式、（インストールされていれば）実際のシステムのカーネル、1 回の起動で済むコピーです。
+# 呼び出しあたりのトークンは 1 から 32,768 までです（詳しい条件と Nsight Compute のコマンドは `lab/README.md`）。
+# CPU で試しに動かしただけで、GPU で実行したことは一度もありません。最初の実行ではデバッグが要るはずです。
+# プリフィルはキャッシュに何もない状態から計り、各サンプルが書く量は L2 の 8 倍以上です。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
+# デコードの 1 ステップは、すべてが L2 にある状態で続けて計るほか、$q$ と $k$ だけが L2 にある状態（モデルの層が残す状態）で 1 回の起動を単独でも計ります。
+# 次の表は、計測記録が各ケースの隣に保存する予測で、bfloat16 の融合カーネル、毎秒 4.8 TB、仮定したレイテンシによるものです。
+# 動かすバイト数（bytes moved）は、キャッシュに何もない状態から計るケースではメモリが動かす最小の量、入力が L2 にあるケースでは呼び出し全体の量です。
+# 最初の実行でこれを下回れば、モデルが間違っています。大きく上回れば、カーネルが取りこぼしているものがわかります。
 
-# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios, the µs per ATen call), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s; the decode chain and the eager launches are the shares the text quotes", "ja": "証拠ではなく確認です。本文の数値（比、バイト数の比、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。GPU のベンチマークの 4096 トークンの bfloat16 のプリフィルは、50 MiB の L2 では 5 組の入力に 5 回の呼び出しで、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。デコードの連鎖と eager モードの起動の割合は本文どおりです"}
+# %% tags=["deeper"]
+from posenc_lab import gpu_bench
+
+rows = [
+    "| tokens | bytes moved | memory at 4.8 TB/s | chain (assumed) "
+    "| predicted floor |",
+    "|---|---|---|---|---|",
+]
+for c in gpu_bench.build_cases(l2_bytes=50 * 2**20):
+    if c.dtype == "bfloat16":
+        f = gpu_bench.predicted_floor(c, 4800.0, 50 * 2**20)
+        trips = f"{f['chain_us']:.1f} µs" + (
+            f"; alone, table in HBM: {f['chain_cold_table_us']:.1f} µs"
+            if c.warm
+            else ""
+        )
+        rows.append(
+            f"| {c.tokens():,} | {f['memory_bytes'] / 1e6:.3g} MB | "
+            f"{f['memory_us']:.3g} µs | {trips} | "
+            f"{f['lower_bound_us']:.3g} µs |"
+        )
+display(Markdown("\n".join(rows)))
+
+# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios, the µs per ATen call), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s, and its predicted floors use the text's chain; the decode chain and the eager launches are the shares the text quotes; the interleaved apply_rope makes the same 68 data ops as the half layout with 192 view calls to 150 and takes 1.54 to 1.58 times as long", "ja": "証拠ではなく確認です。本文の数値（比、バイト数の比、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。GPU のベンチマークの 4096 トークンの bfloat16 のプリフィルは、50 MiB の L2 では 5 組の入力に 5 回の呼び出しで、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。予測した下限は本文の連鎖を使います。デコードの連鎖と eager モードの起動の割合は本文どおりです。インターリーブ配置の apply_rope は半分割配置と同じ 68 個のデータ演算を、150 回に対して 192 回のビューの呼び出しで行い、1.54 から 1.58 倍の時間がかかります"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
@@ -1025,13 +1058,28 @@ assert {c.tokens() for c in gpu_cases.values()} == {
     32768,
 }
 assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
-# the decode step's shares (the cell of "The decode step")
-assert (round(chain[0] * 1e6, 1), round(chain[1] * 1e6, 1)) == (0.6, 1.0)
-assert (
-    round(chain[0] / decode, 3) == 0.007
-    and round(chain[1] / decode, 3) == 0.011
-)
+# the decode step's shares (cell of "The decode step"), the harness's floors
+assert round(chain * 1e6, 1) == 1.4 and round(chain / decode, 3) == 0.015
 assert round(launches / decode, 2) == 0.55 and round(decode * 1e6) == 91
+assert round(host_paced, 2) == 0.33
+no_row = hbm + l2  # cos and sin computed: the position, then q and k
+assert round(no_row * 1e6, 1) == 0.8
+d1 = gpu_bench.predicted_floor(
+    gpu_cases["decode-1-bfloat16"], 4800.0, 50 * 2**20
+)
+assert d1["chain_cold_table_us"] == chain * 1e6
+# interleaved apply_rope: same data ops, more views, 1.54 to 1.58 times the time
+slower = []
+for case in f32.values():
+    half = case["contenders"]["apply_rope"]
+    twin = case["contenders"]["apply_rope_interleaved"]
+    assert half["ops_per_call"] == twin["ops_per_call"] == 68
+    assert (half["views_per_call"], twin["views_per_call"]) == (150, 192)
+    slower += [
+        twin["median_ms"] / half["median_ms"],
+        twin["ratio_to_floor"] / half["ratio_to_floor"],
+    ]
+assert (round(min(slower), 2), round(max(slower), 2)) == (1.54, 1.58), slower
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1045,14 +1093,13 @@ assert round(launches / decode, 2) == 0.55 and round(decode * 1e6) == 91
 # - How bytes move matters too, though on a GPU it is unmeasured here: the interleaved
 #   layout moves one element per instruction; $k$'s 8 heads get 64-bit accesses in
 #   bfloat16.
-# - A decode step costs latency: a chain of about three dependent round trips, mostly
-#   to L2, and the host's launches. Capture it in a CUDA graph, then shorten the chain:
-#   load $q$ and $k$ first, compute cos and sin, spread a token over programs.
-# - Fused, RoPE is about 1% of a Llama 3 8B layer; eager, a decode step's RoPE is
-#   launch-bound, about half a layer's time. Fuse it, graph it, then fold it into a
-#   neighbouring kernel.
-# - Float32 angles lose accuracy in proportion to the position; a bfloat16 table adds
-#   up to about $2^{-9}$.
+# - A decode step costs latency: three dependent round trips, two of them to HBM (the
+#   position and the row, evicted by each layer's weights), about 1.4 µs, and the
+#   host's launches. Capture it in a CUDA graph, then shorten the chain: load $q$ and
+#   $k$ first, compute cos and sin, spread a token over programs.
+# - Fused, RoPE is 1 to 1.5% of a Llama 3 8B layer; eager, its ten launches a layer
+#   cost from nothing (device-paced) to about a third of a decode step (host-paced).
+#   Fuse it, graph it, then fold it into a neighbouring kernel.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1061,9 +1108,8 @@ assert round(launches / decode, 2) == 0.55 and round(decode * 1e6) == 91
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのためにメモリから 1 回だけ読みます。成分あたり 0.1 バイトです。
 # - バイトの動かし方も効きます（GPU ではここでは計っていません）。インターリーブ配置では命令 1 つで 1 成分しか動かず、bfloat16 では 8 個のヘッドの $k$ が 64 ビットのアクセスになります。
-# - デコードの 1 ステップのコストはレイテンシ（主に L2 との約 3 回の往復と、ホストによる起動）です。CUDA グラフでキャプチャし、連鎖を短くしましょう（$q$ と $k$ を先に読む、cos と sin を計算する、トークンを複数のプログラムに分ける）。
-# - 融合すれば RoPE は Llama 3 8B の層の時間の約 1% ですが、eager モードのデコードでは起動で律速され、層の約半分になります。融合し、グラフにし、最後に隣のカーネルに組み込みましょう。
-# - float32 で作った角度は、位置に比例して精度を失います。bfloat16 の表は、さらに約 $2^{-9}$ までの誤差を加えます。
+# - デコードの 1 ステップのコストはレイテンシです。続けて 3 回の往復があり、うち 2 回（位置と行。層の重みが L2 から追い出します）は HBM との往復で、約 1.4 µs です。それにホストによる起動が加わります。CUDA グラフでキャプチャし、連鎖を短くしましょう（$q$ と $k$ を先に読む、cos と sin を計算する、トークンを複数のプログラムに分ける）。
+# - 融合すれば RoPE は Llama 3 8B の層の時間の 1 から 1.5% です。eager モードでは層あたり 10 回の起動が、デコードの 1 ステップの 0（デバイスが速さを決めるとき）から約 3 分の 1（ホストが決めるとき）を占めます。融合し、グラフにし、最後に隣のカーネルに組み込みましょう。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1136,7 +1182,11 @@ print(" ".join(t.ops), f"| {(t.total - tables) / x.numel():g} B per element")
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 2.** One token of Llama 3 8B moves $2 \cdot 2 \cdot 5120 = 20480$ bytes in
 # bfloat16 at the floor; 5 µs at 4.8 TB/s moves 24 MB, about 1,170 tokens. Below that
-# many tokens per call, a launch costs more than the data. Hugging Face's formula runs
+# many tokens per call, the host spends longer launching than the device moving the
+# data. But launches are asynchronous and overlap the device's work, so on the device
+# the comparison is with its own fixed cost per kernel, launch latency and ramp: at an
+# assumed 2 to 4 µs, memory time exceeds it from about 470 to 940 tokens. Hugging
+# Face's formula runs
 # five operations on $q$ and five on $k$: ten kernels per layer, 50 µs of launches
 # against a layer's 91 µs, 320 per decode step, against 32 for the fused kernel and
 # one graph replay with CUDA graphs.
@@ -1144,7 +1194,8 @@ print(" ".join(t.ops), f"| {(t.total - tables) / x.numel():g} B per element")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** Llama 3 8B では、bfloat16 のトークン 1 つあたり、下限では $2 \cdot 2 \cdot 5120 = 20480$ バイトを動かします。
 # 毎秒 4.8 TB で 5 µs の間に動くのは 24 MB で、約 1,170 トークン分です。
-# 1 回の呼び出しのトークンがこれより少なければ、起動のコストがデータ転送の時間を上回ります。
+# 1 回の呼び出しのトークンがこれより少なければ、ホストが起動にかける時間が、デバイスがデータを動かす時間を上回ります。
+# ただし起動は非同期で、デバイスの仕事と重なります。デバイスの側で比べるべきは、カーネルごとのデバイス自身の固定コスト（起動のレイテンシと立ち上がり）です。それを 2 から 4 µs と仮定すると、メモリ転送の時間がそれを超えるのは、約 470 から 940 トークン以上のときです。
 # Hugging Face の式は $q$ と $k$ にそれぞれ 5 つの演算を使うので、層あたり 10 個、デコードの 1 ステップで 320 個のカーネルになります。
 # 層あたりの起動だけで 50 µs かかり、層の 91 µs に比べて大きな割合です。
 # 融合カーネルなら 32 個で、CUDA グラフを使えばグラフの再生 1 回です。
@@ -1157,6 +1208,8 @@ c, s = (t.bfloat16() for t in hf_cos_sin(torch.tensor([1000]), d))
 t = count_traffic(lambda: hf_apply_rotary(x, c, s))
 kernels = 32 * 2 * len(t.ops)  # 32 layers, q and k
 assert per_token == 20480 and round(tokens, -1) == 1170 and kernels == 320
+device_fixed = [round(t * 4.8e12 / per_token, -1) for t in (2e-6, 4e-6)]
+assert device_fixed == [470, 940], device_fixed
 print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 
 # %% [markdown] lang="en"

@@ -1,5 +1,8 @@
 """Measure RoPE on a CUDA GPU: ``python -m posenc_lab.gpu_bench --json PATH``.
 
+Written and dry-run on the CPU only: this harness has never run on a GPU,
+and its CUDA paths are untested. Expect to debug it on the first run.
+
 The contenders rotate the same queries and keys, each call rotating
 ``q`` and ``k`` (distinct tensors, grouped-query attention: 32 query heads,
 8 key heads of 128 features, the attention of Llama 3 8B):
@@ -24,7 +27,9 @@ The contenders rotate the same queries and keys, each call rotating
   in as few launches as the fused kernel;
 - ``compiled_graph``: the compiled module with ``mode="reduce-overhead"``
   (CUDA graphs; it copies each call's inputs into its static buffers, as
-  it must for inputs made outside the graph);
+  it must for inputs made outside the graph), in warm cases only: every
+  call writes the same static output, so in a cold sample its calls would
+  not write new memory;
 - production kernels, each where its library imports (else named in the
   case's ``absent`` with the reason): ``vllm``
   (``vllm._custom_ops.rotary_embedding``, in place, table in ``q``'s
@@ -55,12 +60,20 @@ L2, at most ``number`` pairs) to stay in L2 while every contender reads it
 again and again, and every output, in place or not, goes where the
 previous call wrote (the caching allocator hands back the block just
 freed); the positions are fixed per case, so the table rows are in L2
-too, as they would not be for a new position. A decode sample times
-``number`` calls queued back to back: for one launch, the interval
-between launches on the device, not one kernel's latency alone (``ncu``'s
-``gpu__time_duration.sum`` gives that); the host's time per call
-(``host_median_us``) is what an eager decode step pays when the device is
-not the bottleneck.
+too, as they would not be in a model, whose layers' weights evict them
+between two layers' RoPE. A decode sample times up to ``number`` calls
+queued back to back (fewer where they would queue more than
+``MAX_QUEUED_LAUNCHES`` kernels: :func:`calls_per_sample`): for one
+launch, the interval between launches on the device, not one kernel's
+latency. That latency is measured apart (``single_launch``, for
+``triton`` and ``copy``): one call captured in a CUDA graph of its own,
+replayed alone between two events, with everything in L2 (``hot_us``)
+and with L2 flushed and only ``q`` and ``k`` read back (``cold_table_us``:
+the position and the row from memory, a model's state). The host's time
+per call (``host_median_us``) is what an eager decode step pays when the
+device is not the bottleneck. Each case also records ``predicted``
+(:func:`predicted_floor`): the fused kernel's floor under the cost model
+and the assumed latencies, for a first run to confirm or refute.
 
 How it measures: every contender is first checked against ``apply_rope``
 (the fused kernel within one bfloat16 ulp, :func:`_tolerance`). Each
@@ -70,9 +83,10 @@ enqueued the calls before the device reaches them and the events time the
 device, not the host. How much is queued is calibrated per contender
 (:func:`queue_ahead_s`: twice the slowest of its warm-up samples' host
 time) and recorded (``queue_ahead_us``); the host's own time per call is
-recorded beside it (``host_median_us``), with the count of samples whose
-enqueueing still outlasted the queued work (``host_bound_samples``: their
-device time may include host time). ``triton_graph`` replays the same
+recorded beside it (``host_median_us``). A sample whose enqueueing still
+outlasted the queued work may hold host time: it is left out of the
+statistics and kept apart (``host_bound_samples``,
+``host_bound_samples_us``). ``triton_graph`` replays the same
 sequence of pairs as ``triton``, so that it differs by the launches only.
 Each round times every contender once, in an order drawn at random for
 that round from a seeded generator (the orders are recorded), after
@@ -151,6 +165,26 @@ FLUSH_TIMES_L2 = 3
 #: so that the writes still in L2 (write-back) at its end event are at most 1/8 of them.
 COLD_TIMES_L2 = 8
 QUANTILES = (0.10, 0.25, 0.75, 0.90)
+#: Kernels a warm sample may queue. A CUDA stream holds about 1,000 pending launches;
+#: beyond that ``cudaLaunchKernel`` blocks until the device drains, and the queued
+#: ``_sleep`` can no longer hide the host. A warm sample makes at most this many launches.
+MAX_QUEUED_LAUNCHES = 500
+#: Kernels per call the dispatcher cannot see (Triton's and the libraries' own, and a
+#: compiled module's), by contender; eager contenders' kernels are their ATen data ops.
+OPAQUE_LAUNCHES = {
+    "triton": 1,
+    "triton_inplace": 1,
+    "compiled_module": 2,  # inductor's kernels, about one for q and one for k
+    "compiled_graph": 3,  # the replay and the copies of q and k into its static inputs
+    "vllm": 1,
+    "flashinfer": 1,
+    "liger": 1,
+    "flash_attn": 2,
+}
+#: Round-trip latencies assumed for the predicted floors (NVIDIA publishes neither).
+L2_LATENCY_S, HBM_LATENCY_S = 200e-9, 600e-9
+#: Single launches timed per decode case and cache state (:func:`single_launch`).
+SINGLE_REPEATS = 200
 
 
 @dataclass(frozen=True)
@@ -198,6 +232,32 @@ def dram_bytes_at_least(case: Case, l2_bytes: int) -> float:
     come from memory: the flush left L2 holding only its own clean lines.
     """
     return case.bytes_per_call() - l2_bytes / case.number
+
+
+def predicted_floor(case: Case, gb_per_s: float, l2_bytes: int) -> dict[str, float]:
+    """What the cost model predicts for one call of the fused kernel: a lower bound that a
+    first GPU run can prove wrong.
+
+    ``memory_us``: the bytes memory must move (a cold case's
+    :func:`dram_bytes_at_least`, a warm case's whole call) over ``gb_per_s``;
+    ``chain_us``: the dependent loads of one program (position, then the table row,
+    then ``q``) at the assumed latencies: all in L2 for a warm case timed back to
+    back, all in memory for a cold one; ``chain_cold_table_us``: a decode step as a
+    model's layer sees it, the position and the row in memory (evicted by the
+    layer's weights since the last layer read them), ``q`` and ``k`` in L2;
+    ``lower_bound_us``: the larger of memory and chain.
+    """
+    moved = case.bytes_per_call() if case.warm else dram_bytes_at_least(case, l2_bytes)
+    memory = moved / (gb_per_s * 1e9)
+    chain = 3 * L2_LATENCY_S if case.warm else 3 * HBM_LATENCY_S
+    return {
+        "bytes_per_call": case.bytes_per_call(),
+        "memory_bytes": moved,
+        "memory_us": memory * 1e6,
+        "chain_us": chain * 1e6,
+        "chain_cold_table_us": (2 * HBM_LATENCY_S + L2_LATENCY_S) * 1e6,
+        "lower_bound_us": max(memory, chain) * 1e6,
+    }
 
 
 def build_cases(*, dry_run: bool = False, l2_bytes: int = 0) -> list[Case]:
@@ -505,7 +565,8 @@ def _contenders(
             "torch.compile(RotaryEmbedding(max_positions))",
             compiled_module,
         )
-    if compile_backend == "inductor" and positions.device.type == "cuda":
+    why_not = _compiled_graph_absent(case, compile_backend, positions.device.type)
+    if why_not is None:
         own = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)  # its own compile
         own.reserve(MAX_POSITIONS, positions.device)
         graphed = torch.compile(own, mode="reduce-overhead", fullgraph=True, dynamic=False)
@@ -520,9 +581,23 @@ def _contenders(
             compiled_graph,
         )
     else:
-        absent["compiled_graph"] = "mode='reduce-overhead' needs inductor and a CUDA device"
+        absent["compiled_graph"] = why_not
     found.update(_production_contenders(case, inputs, absent))
     return found
+
+
+def _compiled_graph_absent(case: Case, compile_backend: str | None, device_type: str) -> str | None:
+    """Why ``compiled_graph`` is left out of ``case``, or ``None`` where it runs.
+
+    Cold cases leave it out: cudagraph trees write every call into the same static
+    output (and copy the inputs into static buffers), so a cold sample's calls would
+    not each write new memory, and part of their writes would stay in L2.
+    """
+    if compile_backend != "inductor" or device_type != "cuda":
+        return "mode='reduce-overhead' needs inductor and a CUDA device"
+    if not case.warm:
+        return "left out of cold cases: its calls all write one static output"
+    return None
 
 
 #: The production kernels timed where their library imports: name -> (module, attribute).
@@ -774,23 +849,26 @@ def time_case(
     # and every output, in place or not, is written where the previous call wrote
     flush = None if case.warm else _L2Flush(device, l2_bytes)
 
-    def sampler(fn: Callable[[int], object]) -> Callable[[int], None]:
+    launches = {name: launches_per_call(name, fn) for name, (_, fn) in contenders.items()}
+    n_calls = {name: calls_per_sample(case, launches[name]) for name in contenders}
+
+    def sampler(fn: Callable[[int], object], number: int) -> Callable[[int], None]:
         """The ``number`` calls of one sample, from pair ``first`` on."""
         if isinstance(fn, _GraphReplay):
             return fn.sample
 
         def calls(first: int) -> None:
             if case.warm:  # each output dropped: the next call writes into its block
-                for j in range(case.number):
+                for j in range(number):
                     fn((first + j) % n_pool)
                 return
             # cold: outputs held to the sample's end, so each call writes new memory
-            held = [fn((first + j) % n_pool) for j in range(case.number)]
+            held = [fn((first + j) % n_pool) for j in range(number)]
             del held
 
         return calls
 
-    samplers = {name: sampler(fn) for name, (_, fn) in contenders.items()}
+    samplers = {name: sampler(fn, n_calls[name]) for name, (_, fn) in contenders.items()}
     ahead: dict[str, float] = {}
     for name, run_sample in samplers.items():  # warm-up, where the pool's samples start
         warm_host = []
@@ -806,7 +884,7 @@ def time_case(
     names = list(contenders)
     samples: dict[str, list[float]] = {n: [] for n in names}
     host: dict[str, list[float]] = {n: [] for n in names}
-    host_bound: dict[str, int] = dict.fromkeys(names, 0)
+    late: dict[str, list[bool]] = {n: [] for n in names}
     orders = []
     cursor = 0  # the next pair of the pool, across contenders and rounds
     for _ in range(rounds):
@@ -816,12 +894,12 @@ def time_case(
             if flush is not None:
                 flush()
             with _timed_range(clock.cuda):  # ncu --nvtx-include "timed/" profiles these only
-                device_s, host_s, late = clock.time_both(
+                device_s, host_s, is_late = clock.time_both(
                     lambda run=samplers[name], first=cursor: run(first), ahead[name]
                 )
-            samples[name].append(device_s / case.number)
-            host[name].append(host_s / case.number)
-            host_bound[name] += late
+            samples[name].append(device_s / n_calls[name])
+            host[name].append(host_s / n_calls[name])
+            late[name].append(is_late)
             cursor = (cursor + case.number) % n_pool
     nbytes = case.bytes_per_call()
     result: dict[str, object] = {
@@ -834,30 +912,156 @@ def time_case(
         # cold: what memory must move per call inside the timed window (write-back aside)
         "dram_bytes_per_call_at_least": None if case.warm else dram_bytes_at_least(case, l2_bytes),
         "absent": absent,
+        # the fused kernel's floor under the cost model, for a first GPU run to refute
+        "predicted": predicted_floor(case, copy_gb_per_s, l2_bytes),
         "rounds": rounds,
         "warmup": warmup,
         "orders": orders,
         "contenders": {},
     }
-    floor = samples["copy"]
     for name in names:
-        s = samples[name]
-        median = statistics.median(s)
-        gb_per_s = nbytes / median / 1e9
         result["contenders"][name] = {  # type: ignore[index]
             "label": contenders[name][0],
-            "median_us": median * 1e6,
-            **_quantiles(s),
-            "min_us": min(s) * 1e6,
-            "gb_per_s": gb_per_s,
-            "fraction_of_copy_bandwidth": gb_per_s / copy_gb_per_s,
-            "ratio_to_copy": statistics.median(t / f for t, f in zip(s, floor, strict=True)),
+            **summarise(samples[name], late[name], samples["copy"], late["copy"], nbytes),
+            "fraction_of_copy_bandwidth": None,
             "host_median_us": statistics.median(host[name]) * 1e6,
             "queue_ahead_us": ahead[name] * 1e6,
-            "host_bound_samples": host_bound[name],
-            "samples_us": [t * 1e6 for t in s],
+            "launches_per_call": launches[name],
+            "calls_per_sample": n_calls[name],
+        }
+        found = result["contenders"][name]  # type: ignore[index]
+        if found["gb_per_s"] is not None:
+            found["fraction_of_copy_bandwidth"] = found["gb_per_s"] / copy_gb_per_s
+    if case.warm:  # one kernel's latency beside the back-to-back throughput
+        touch = _Touch(inputs)
+        result["single_launch"] = {
+            name: single_launch(
+                lambda fn=contenders[name][1]: fn(0),
+                touch,
+                _L2Flush(device, l2_bytes),
+                device,
+                repeats=3 if interpret else SINGLE_REPEATS,
+            )
+            for name in ("triton", "copy")
+            if name in contenders
         }
     return result
+
+
+def summarise(
+    samples: Sequence[float],
+    late: Sequence[bool],
+    floor: Sequence[float],
+    floor_late: Sequence[bool],
+    nbytes: int,
+) -> dict[str, object]:
+    """A contender's statistics over its samples that were not host-bound.
+
+    A host-bound sample (its enqueueing outlasted the queued work) may hold host time
+    in its device time: it is kept apart (``host_bound_samples_us``), out of the
+    median, the quantiles and the ratios; ``ratio_to_copy`` pairs the rounds in which
+    neither the contender's sample nor ``copy``'s was host-bound. Where none is left,
+    the statistics are ``None``.
+    """
+    kept = [t for t, b in zip(samples, late, strict=True) if not b]
+    ratios = [
+        t / f for t, b, f, fb in zip(samples, late, floor, floor_late, strict=True) if not (b or fb)
+    ]
+    out: dict[str, object] = {
+        "median_us": None,
+        **{f"q{round(q * 100):02d}_us": None for q in QUANTILES},
+        "min_us": None,
+        "gb_per_s": None,
+        "ratio_to_copy": statistics.median(ratios) if ratios else None,
+        "host_bound_samples": len(samples) - len(kept),
+        "host_bound_samples_us": [t * 1e6 for t, b in zip(samples, late, strict=True) if b],
+        "samples_us": [t * 1e6 for t in kept],
+    }
+    if kept:
+        median = statistics.median(kept)
+        out.update(median_us=median * 1e6, **_quantiles(kept), min_us=min(kept) * 1e6)
+        out["gb_per_s"] = nbytes / median / 1e9
+    return out
+
+
+def launches_per_call(name: str, fn: Callable[[int], object]) -> int:
+    """Kernels one call of contender ``name`` queues: ``OPAQUE_LAUNCHES`` for the kernels
+    the dispatcher cannot see, else its ATen data operations, counted on pair 0 (each
+    one kernel in eager code); 0 for a graph replay, one launch a whole sample."""
+    if isinstance(fn, _GraphReplay):
+        return 0
+    if name in OPAQUE_LAUNCHES:
+        return OPAQUE_LAUNCHES[name]
+    from posenc_lab.traffic import count_traffic
+
+    return max(1, len(count_traffic(lambda: fn(0)).ops))
+
+
+def calls_per_sample(case: Case, launches: int) -> int:
+    """Calls in one of a contender's samples: ``case.number``, or in a warm case as many
+    as queue at most ``MAX_QUEUED_LAUNCHES`` kernels. A cold sample keeps its number:
+    its distinct pairs are what make it cold, and it queues at most a few hundred."""
+    if not case.warm or launches == 0:
+        return case.number
+    return max(1, min(case.number, MAX_QUEUED_LAUNCHES // launches))
+
+
+class _Touch:
+    """Read ``q`` and ``k`` of pair 0 (one buffer) back into L2 after a flush, as the
+    projection leaves them; the table row and the positions stay in memory."""
+
+    def __init__(self, inputs: _Inputs) -> None:
+        self.flat = inputs.flat[0]
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        self.flat.sum(dtype=torch.float32)
+
+
+def single_launch(
+    call: Callable[[], object],
+    touch: Callable[[], None],
+    flush: Callable[[], None],
+    device: torch.device,
+    repeats: int = SINGLE_REPEATS,
+) -> dict[str, float]:
+    """One call timed alone, ``repeats`` times in each of two cache states.
+
+    ``hot_us``: called again and again, everything in L2 (what back-to-back samples
+    see). ``cold_table_us``: before each, L2 flushed, then ``touch()`` reads ``q`` and
+    ``k`` back: the position and the table row come from memory, as in a model's
+    layer, whose weights evict them between two layers' RoPE. On a GPU the call is
+    captured in a CUDA graph of its own, and each replay is queued with its two events
+    behind ``QUEUE_MIN_S`` of ``torch.cuda._sleep``, so the events time the device
+    (the replay's own launch on the device included: compare with ``copy``'s). On
+    the CPU (dry run) ``time.perf_counter`` times the call itself.
+    """
+    clock = _Clock(device)
+    run: Callable[[], object] = call
+    ahead = 0.0
+    if clock.cuda:
+        stream = torch.cuda.Stream(device)
+        stream.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(stream):  # warm up off the default stream, as capture needs
+            for _ in range(3):
+                call()
+        torch.cuda.current_stream(device).wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            call()
+        run, ahead = graph.replay, QUEUE_MIN_S
+    hot = [clock.time_both(run, ahead)[0] for _ in range(repeats)]
+    cold = []
+    for _ in range(repeats):
+        flush()
+        touch()
+        cold.append(clock.time_both(run, ahead)[0])
+    return {
+        "hot_us": statistics.median(hot) * 1e6,
+        "cold_table_us": statistics.median(cold) * 1e6,
+        "repeats": repeats,
+    }
 
 
 #: What ``nvidia-smi`` is asked about the clocks, before and after the run.
@@ -1019,13 +1223,33 @@ def format_record(record: dict[str, object]) -> str:
             f"{'contender':46s} {'median us':>10s} {'q25-q75 us':>19s} {'GB/s':>8s} "
             f"{'of copy':>8s} {'x copy':>7s} {'host us':>8s}",
         ]
+        p = case["predicted"]
+        lines.insert(
+            len(lines) - 1,
+            f"predicted for the fused kernel: >= {p['lower_bound_us']:.3g} us a call "
+            f"(memory {p['memory_us']:.3g} us, chain {p['chain_us']:.3g} us assumed)",
+        )
         for c in case["contenders"].values():
+            late = (
+                f" ({c['host_bound_samples']} host-bound, left out)"
+                if c["host_bound_samples"]
+                else ""
+            )
+            if c["median_us"] is None:
+                lines.append(f"{c['label'][:46]:46s} every sample host-bound{late}")
+                continue
             iqr = f"{c['q25_us']:.4g}-{c['q75_us']:.4g}"
-            late = f" ({c['host_bound_samples']} host-bound)" if c["host_bound_samples"] else ""
+            ratio = c["ratio_to_copy"]
             lines.append(
                 f"{c['label'][:46]:46s} {c['median_us']:10.4g} {iqr:>19s} {c['gb_per_s']:8.4g} "
-                f"{c['fraction_of_copy_bandwidth']:8.2f} {c['ratio_to_copy']:7.2f} "
-                f"{c['host_median_us']:8.4g}{late}"
+                f"{c['fraction_of_copy_bandwidth']:8.2f} "
+                + (f"{ratio:7.2f} " if ratio is not None else f"{'-':>7s} ")
+                + f"{c['host_median_us']:8.4g}{late}"
+            )
+        for name, one in case.get("single_launch", {}).items():
+            lines.append(
+                f"{'one launch alone: ' + name:46s} {one['hot_us']:10.4g} in L2, "
+                f"{one['cold_table_us']:.4g} with the table and positions in memory"
             )
         for name, why in case.get("absent", {}).items():
             lines.append(f"{'absent: ' + name:46s} {why}")

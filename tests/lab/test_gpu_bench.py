@@ -211,7 +211,8 @@ def test_a_cold_sample_holds_every_output_and_a_warm_one_drops_them(monkeypatch,
     case = Case("tiny", 1, 2, 1, 4, 8, "float32", 3, warm)
     time_case(case, torch.device("cpu"), rounds=1, warmup=1, seed=0, l2_bytes=0,
               copy_gb_per_s=1.0, interpret=True, compile_backend=None)  # fmt: skip
-    assert seen == ([0, 0, 0] if warm else [0, 1, 2]) * 2, seen  # warm-up, then timed
+    # one call counts the launches (its output dropped), then warm-up, then timed
+    assert seen == [0] + ([0, 0, 0] if warm else [0, 1, 2]) * 2, seen
     assert all(r() is None for r in made)
 
 
@@ -232,7 +233,10 @@ def test_l2_is_flushed_before_every_cold_sample_only(monkeypatch, warm):
         compile_backend=None,
     )
     n = len(found["contenders"])
-    assert len(flushes) == (0 if warm else 3 * n)  # before each timed sample
+    if warm:  # no timed sample is flushed: only the single launches' cold-table repeats
+        assert len(flushes) == 3 * len(found["single_launch"])
+    else:
+        assert len(flushes) == 3 * n  # before each timed sample
     assert found["l2_flushed_bytes"] == (0 if warm else gpu_bench.FLUSH_TIMES_L2 * 4096)
     if not warm:
         assert flushes[0].buffer.numel() == gpu_bench.FLUSH_TIMES_L2 * 4096
@@ -414,3 +418,86 @@ def test_cases_and_contenders_can_be_chosen(tmp_path):
     assert set(found["cases"]["decode-3-float32"]["contenders"]) == {"copy", "apply_rope"}
     with pytest.raises(SystemExit, match="unknown cases"):
         main(["--dry-run", "--cases", "decode-2-float32"])
+
+
+def test_a_warm_sample_queues_at_most_500_launches(record):
+    # a CUDA stream holds about 1,000 pending launches: beyond that the host blocks and
+    # the queued sleep no longer hides it. Hugging Face's formula is 10 kernels a call
+    l2 = 50 * 2**20
+    decode = {c.name: c for c in build_cases(l2_bytes=l2)}["decode-1-bfloat16"]
+    assert gpu_bench.MAX_QUEUED_LAUNCHES == 500
+    assert gpu_bench.calls_per_sample(decode, 10) == 50
+    assert gpu_bench.calls_per_sample(decode, 1) == decode.number == 100
+    assert gpu_bench.calls_per_sample(decode, 0) == 100  # a graph replay: one launch
+    assert gpu_bench.calls_per_sample(decode, 1000) == 1
+    cold = {c.name: c for c in build_cases(l2_bytes=l2)}["prefill-1024-bfloat16"]
+    assert gpu_bench.calls_per_sample(cold, 10) == cold.number  # its pairs make it cold
+    for case in record["cases"].values():
+        found = case["contenders"]
+        assert found["eager_formula"]["launches_per_call"] == 10  # 5 ATen ops on q, 5 on k
+        assert found["copy"]["launches_per_call"] == 1
+        if HAS_TRITON:
+            assert found["triton_graph"]["launches_per_call"] == 0
+        for c in found.values():
+            assert c["calls_per_sample"] <= case["number"]
+            if case["warm"]:
+                assert c["launches_per_call"] * c["calls_per_sample"] <= 500
+
+
+def test_host_bound_samples_are_left_out_of_the_statistics():
+    late = [False, True, False, False]
+    found = gpu_bench.summarise(
+        [1e-6, 9e-6, 3e-6, 2e-6], late, [1e-6, 1e-6, 1e-6, 2e-6], [False] * 3 + [True], 1000
+    )
+    assert found["host_bound_samples"] == 1
+    assert found["host_bound_samples_us"] == pytest.approx([9.0])
+    assert found["samples_us"] == pytest.approx([1.0, 3.0, 2.0])
+    assert found["median_us"] == pytest.approx(2.0) and found["min_us"] == pytest.approx(1.0)
+    assert found["gb_per_s"] == pytest.approx(1000 / 2e-6 / 1e9)
+    assert found["ratio_to_copy"] == pytest.approx(2.0)  # rounds 0 and 2: 1 and 3
+    none = gpu_bench.summarise([1e-6], [True], [1e-6], [False], 1000)
+    assert none["median_us"] is None and none["ratio_to_copy"] is None
+    assert none["gb_per_s"] is None and none["samples_us"] == []
+
+
+def test_compiled_graph_is_left_out_of_cold_cases():
+    # cudagraph trees write every call into one static output: a cold sample's calls
+    # would not each write new memory
+    cases = {c.warm: c for c in build_cases(l2_bytes=50 * 2**20)}
+    assert gpu_bench._compiled_graph_absent(cases[True], "inductor", "cuda") is None
+    assert "cold" in gpu_bench._compiled_graph_absent(cases[False], "inductor", "cuda")
+    assert "CUDA" in gpu_bench._compiled_graph_absent(cases[True], "eager", "cpu")
+
+
+def test_a_single_launch_is_timed_hot_and_with_the_table_in_memory(record):
+    # before each cold-table call: L2 flushed, then q and k read back, then the call
+    events = []
+    found = gpu_bench.single_launch(
+        lambda: events.append("call"),
+        lambda: events.append("touch"),
+        lambda: events.append("flush"),
+        torch.device("cpu"),
+        repeats=2,
+    )
+    assert events == ["call", "call", "flush", "touch", "call", "flush", "touch", "call"]
+    assert found["repeats"] == 2 and found["hot_us"] > 0 and found["cold_table_us"] > 0
+    for case in record["cases"].values():
+        if case["warm"]:
+            expected = {"copy", "triton"} if HAS_TRITON else {"copy"}
+            assert set(case["single_launch"]) == expected
+        else:
+            assert "single_launch" not in case
+
+
+def test_each_case_records_the_floor_the_model_predicts(record):
+    # bytes over the copy bandwidth, and the dependent chain at the assumed latencies
+    cases = {c.name: c for c in build_cases(l2_bytes=50 * 2**20)}
+    cold = gpu_bench.predicted_floor(cases["prefill-4096-bfloat16"], 4800.0, 50 * 2**20)
+    assert round(cold["memory_bytes"] / 1e6, 1) == 73.4
+    assert round(cold["memory_us"], 1) == 15.3 == round(cold["lower_bound_us"], 1)
+    warm = gpu_bench.predicted_floor(cases["decode-1-bfloat16"], 4800.0, 50 * 2**20)
+    assert warm["memory_bytes"] == warm["bytes_per_call"] == 20480
+    assert round(warm["chain_us"], 3) == 0.6 == round(warm["lower_bound_us"], 3)
+    assert round(warm["chain_cold_table_us"], 3) == 1.4  # position and row from memory
+    for case in record["cases"].values():
+        assert case["predicted"]["bytes_per_call"] == case["bytes_per_call"]

@@ -29,7 +29,7 @@
 # # 実テキストで学習する小さな言語モデル
 #
 # Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
-# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。Press らの図 1 を、CPU で回せる規模に縮めて再現した結果です。
+# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で再現した Press らの図 1 です。
 # 論文と食い違う結果が 2 つあります。学習時の長さでは ALiBi が NoPE を除く 5 つのエンコーディングのうち最も悪く、T5 は論文より短い長さで悪化し始めます。
 # 参照実装のコードどおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 から 13 に下げます。
 
@@ -58,7 +58,7 @@
 # ## モデル、テキスト、エンコーディング
 #
 # テキストは、Debian の `python3.11-doc` パッケージにある Python 3.11 のドキュメントの reStructuredText ソースです。497 個の文書、11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。パスのハッシュで選んだ 10 個に 1 個の文書を評価用に取り分けます。
-# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。圧縮のベンチマークで使う単位（ビット/バイト）では、パープレキシティ $P$ は $\log_2 P$ に当たります。後で見る $L$ での ALiBi の 4.84 は 2.28 ビット/バイトです。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。圧縮のベンチマークで使うビット/バイトでは、パープレキシティ $P$ は $\log_2 P$ です（後で見る $L$ での ALiBi の 4.84 は 2.28）。
 #
 # モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、32 次元のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
@@ -159,8 +159,8 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # The evaluation text is 16 blocks spread over the held-out documents: the
 # non-overlapping windows score the same $16 \times 1024$ bytes at every $N$, the
 # sliding windows the last 64 bytes of each block. Each perplexity is $\exp$ of the
-# loss averaged over three seeds, with a 95 % interval over the seeds (as in
-# [*Which encodings extrapolate?*](11-length-generalisation.ipynb)); the text is fixed, so its draw is not in the interval.
+# loss averaged over three seeds, with a 95 % interval over the seeds; the text is
+# fixed, so its draw is not in the interval.
 
 # %% [markdown] lang="ja"
 # ## 長いテキストの 2 通りの読み方
@@ -170,10 +170,10 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
 # 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります（Press らの言う先頭トークンの呪い、early-token curse）。窓が長いほどそうしたバイトは減るので、文脈をそれ以上使わないモデルでも、$N$ とともにパープレキシティは下がります。
 #
-# **スライディングウィンドウでの評価**（アテンションの[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)とは別物です）：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
+# **スライディングウィンドウでの評価**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
 # 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
-# パープレキシティは 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間（[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章と同じ）を付けます。テキストは固定なので、その選び方のばらつきは区間に含まれません。
+# パープレキシティは 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間を付けます。テキストは固定なので、その選び方のばらつきは区間に含まれません。
 
 # %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録の中で矛盾はありません"}
 for run in record["runs"]:
@@ -301,7 +301,7 @@ plt.show()
 # 5. **$L$ では ALiBi が最もよい：否定されます。** 論文では最もよい（18.66、T5 は 18.80）のですが、ここでは $L$ で NoPE を除く 5 つのうち最も悪くなります。最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
 #    理由は記録からはわかりません（下の最初の注）。
 #
-# Press らの図にない 2 つも見ておきます。FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルではテキストの学習がずっと進みません）、16.28 まで上がります。
+# Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルではテキストの学習がずっと進みません）、16.28 まで上がります。
 # パープレキシティが横ばいであることは、モデルが長い入力に耐えることを示すだけで、それを使うことまでは示しません（下の注）。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -786,7 +786,7 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 #   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式では、このヘッドの次元数で周波数が変わり、シード 0 で取り戻す分はずっと少なくなります（下の注）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
 #   Chen らが LLaMA 7B で報告する結果とは逆です（次の確認のあとの注）。
-# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻し（4.49〜4.73）、$L$ では少し悪くします（4.51 に対して 4.61〜4.85）。Chen らも元のコンテキスト長で同じ傾向を見ています。ただし、PI を使ってもスケーリングなしのものを上回りません（同じ注）。
+# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻し（4.49〜4.73）、$L$ では少し悪くします（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものを上回りません（同じ注）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
@@ -928,29 +928,29 @@ assert seed0 == {
 # - Press et al.'s Figure 1 holds at CPU scale on real text: from $L$ to $16L$ in
 #   non-overlapping windows ALiBi stays flat, sinusoidal and RoPE grow about tenfold,
 #   T5 lies between.
-# - Two results depart from it: ALiBi is the worst of five encodings (NoPE aside) at $L$ here
-#   (bytes, coarse slopes or short training: the record cannot tell), and T5
+# - Two results depart from it: ALiBi is the worst of five encodings (NoPE aside)
+#   at $L$ here (bytes, coarse slopes or short training: the record cannot tell),
+#   and T5
 #   degrades early, just past the distance where its untrained far buckets begin.
 # - Non-overlapping windows flatter long windows (the early-token curse); with a
 #   sliding window every byte has a long context, and only ALiBi stays flat.
 # - ALiBi's flat line is not long context used: more context than $L$ never lowers
 #   its loss. It behaves like a window of about $L$ (Chi et al. 2023).
-# - This RoPE turns 5 of 16 pairs within $L$ (Llama 2: 46 of 64). YaRN as its
-#   reference code implements it recovers most of the loss without training and,
-#   after a short fine-tune, is the best RoPE; the paper's formula, different at
-#   this head size, recovered much less on seed 0. Untrained PI is worse than
-#   nothing (unlike in Chen et al.).
+# - YaRN as its reference code implements it recovers most of the loss without
+#   training and, after a short fine-tune, is the best RoPE; the paper's formula,
+#   different at this head size, recovered much less on seed 0. Untrained PI is
+#   worse than nothing (unlike in Chen et al.).
 # - Three seeds give wide intervals where models fail: RoPE against sinusoidal at $8L$
 #   and $16L$ is undecided.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - Press らの図 1 は、CPU で学習できる規模の、実テキストでの実験でも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
-# - 論文と食い違う結果が 2 つあります。$L$ で ALiBi が NoPE を除く 5 つのうち最も悪くなります（理由がバイト単位か、粗い傾きか、短い学習かは記録からわかりません）。T5 は、学習されない遠いバケットが始まる距離を過ぎた直後から悪化します。
+# - Press らの図 1 は、CPU で学習できる規模の実テキストでも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
+# - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は学習されない遠いバケットが始まる距離の直後から悪化します。
 # - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
 # - ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても損失は下がらず、長さ $L$ ほどの窓のようにふるまいます（Chi ら 2023）。
-# - この RoPE で $L$ の間に 1 周するペアは 16 組中 5 組です（Llama 2 は 64 組中 46 組）。参照実装のコードどおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。論文の式はこのヘッドの次元数では別の周波数を与え、シード 0 で取り戻した分はずっと少なくなりました。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
+# - 参照実装のコードどおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。論文の式はこのヘッドの次元数では別の周波数を与え、シード 0 で取り戻した分はずっと少なくなりました。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
 # - モデルが失敗する領域では、3 つのシードの区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
 
 # %% [markdown] lang="en"
@@ -997,8 +997,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb); `lab/README.md`
 # gives its design and budget, the cell below its versions, machine and sessions.
 # The experiment and that chapter's tasks were planned for about 90 minutes on two CPU
-# cores (the run took 78 minutes of their CPU time, 106 of wall time under load);
-# CoPE would have cost 1.8 times as much, and $L = 128$ 2.4 times as much per step.
+# cores; CoPE would have cost 1.8 times as much, and $L = 128$ 2.4 times as much per step.
 # Press et al.'s numbers are their Tables 3 and 13 to 15 (arXiv version 2), read,
 # like Kazemnejad et al. (§7, Appendix F), Chen et al. (§3.2) and Peng et al.
 # (§3), in page-referenced transcriptions; the other papers are quoted from their
@@ -1036,7 +1035,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # ## 出典とバージョン
 #
 # 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の記録と一緒に作りました。設計と予算は `lab/README.md` に、バージョン、マシン、セッションは下のセルの出力にあります。
-# この実験と同じ章のタスクは 2 コアの CPU で 90 分前後に収まるよう計画しました（実際の CPU 時間は 78 分、負荷のもとでの経過時間は 106 分）。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
+# この実験と同じ章のタスクは 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
 # Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # ### 参考文献

@@ -35,8 +35,8 @@
 #
 # [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
 # カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
-# CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、どの入力でも 3 つ前の文を見つけます。同じ内容のスコアに、トークンの距離によるバイアスを足すだけでは、これはできません。
-# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は、エンコーディングの式には手を加えず、使う位置の番号だけを変えます。
+# CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、どの入力でも 3 つ前の文を見つけます。同じ内容のスコアに距離のバイアスを足すだけでは、これはできません。
+# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は、式を変えず、位置の番号だけを変えます。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
@@ -314,7 +314,7 @@ print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 # with $r_2 > 1$ the other way.
 
 # %% [markdown] lang="ja"
-# 次の図では、説明のために選んだパラメータでカーネル関数を比べています（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値です）。
+# 次の図では、説明用に選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値です）。
 # 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 # $r_2 < 1$ のべき乗も同じ向きに、$r_2 > 1$ では逆向きに曲がります。
 
@@ -452,7 +452,7 @@ with torch.no_grad():
 # quickly. Its Table 3 gives the perplexities that go with this: on OpenWebText2,
 # trained at 512 tokens and tested at 16384 (mean of five seeds), the log variant
 # reaches 21.4, the power variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal
-# about 30000), and §5.2 finds the log variant 9.7% faster to train than T5.
+# about 30000).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
@@ -461,7 +461,6 @@ with torch.no_grad():
 # これに対応するパープレキシティは論文の表 3 にあります。
 # 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
 # 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波位置エンコーディングは約 30000 です。
-# また §5.2 によれば、対数の形の学習は T5 より 9.7% 速くなります。
 
 # %% [markdown] lang="en"
 # ## FIRE: one function of a normalised distance
@@ -503,7 +502,7 @@ with torch.no_grad():
 #
 # - **クエリの位置で割る。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので $0 \le \psi(i - j)/\psi(i) \le 1$ です（最初のキーで $1$）。
 #   $L$ より長い入力で学習した MLP は、学習中にこの区間全体の引数を見ており、さらに長い入力でも区間の外の値は現れません。
-#   つまり MLP は、生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませます。これが論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
+#   MLP は、生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませます。論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
 # - **その代償。** しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
 # - **対数としきい値。** $\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
 #   $\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
@@ -672,7 +671,7 @@ open_gates = torch.full((12, 12), 40.0).masked_fill(causal == 0, -math.inf)
 cope.positions(open_gates)[-1]  # sigmoid(40) = 1: tokens, clamped at P - 1
 
 
-# %% tags=["check"] summary={"en": "CoPE equals the paper's equations; with open gates the positions are i − j + 1, clamped at P − 1", "ja": "CoPE は論文の式と一致し、ゲートがすべて開いていれば位置は i − j + 1（最大 P − 1）です"}
+# %% tags=["check"] summary={"en": "CoPE equals the paper's equations; with open gates the positions are i − j + 1, clamped at P − 1", "ja": "CoPE は論文の式どおりで、ゲートが全開なら位置は i − j + 1（最大 P − 1）です"}
 def cope_by_vectors(q, scores, table):
     """The paper's equations: q_i . e[p_ij], with e[p] interpolated."""
     p = torch.sigmoid(scores).flip(-1).cumsum(-1).flip(-1)
@@ -774,7 +773,7 @@ with torch.no_grad():
 #
 # このヘッドは手で設定できます。
 # スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ です。論文のとおり、ゲートにも同じスコアを使います。そのためゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
-# 表の値は、$q \cdot e[3] = 40$、それ以外では $q \cdot e[n] = 0$ となるように選びます。
+# 表は、$q \cdot e[3] = 40$、それ以外は $q \cdot e[n] = 0$ となるように選びます。
 # 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -894,10 +893,10 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
 # ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
 # この表の正解率は、テスト用の 1000 個の入力で 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# シードと学習率を 1 つずつ選んで 1 回学習しただけなので、68.4% は距離の表で到達できる正解率の一例にすぎず、最善の値ではありません。
+# シードと学習率を 1 つずつ選んで 1 回学習しただけなので、68.4% は距離の表で到達できる正解率の一例にすぎません。
 
 
-# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に正しく答えるバイアスはありません（ランダムな 2000 個、同点のもの、A に有利なもので確かめました）。学習した表の正解率は 68.4% です"}
+# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に正しく答えるバイアスはありません（ランダムな 2000 個、同点、A に有利なもの）。表の正解率は 68.4% です"}
 def parse(text):
     row = [MARKS.index(t) for t in text.split()]
     return torch.tensor([[-1] * (N_KEYS - len(row)) + row])
@@ -1023,7 +1022,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # ## ランダム化した位置：式は変えない
 #
 # Ruoss ら（2023）は、この問題にデータの側から取り組みます。
-# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけです。論文は、長い入力で失敗する原因を、学習中に一度も現れなかった位置（相対位置の手法では距離）に求め、これは「相対位置の手法でも」同じだと述べています。
+# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけです。論文は長い入力での失敗を学習中に現れなかった位置（相対位置の手法では距離）のせいとし、「相対位置の手法でも」同じだと述べます。
 # 対策では式は変わりません。
 # $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
@@ -1032,7 +1031,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # 隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（選ばれる位置の分布は下の注）。
 #
 # 論文が試したのは、アルゴリズム的なタスクで学習した、エンコーダのみの Transformer で、因果的な言語モデルではありません。
-# 要旨によれば、15 個のタスクで学習した 6000 を超えるモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
+# 要旨によれば、15 個のタスクの 6000 を超えるモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
 # このサイトで学習した小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
@@ -1185,7 +1184,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
-# カーネルが 1 つの成分について手元にある情報だけからバイアスを計算できれば、そのバイアスはカーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` は、この条件を明示した形です。
+# 1 つの成分のバイアスを手元の情報だけから計算できれば、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
 # FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）。
 # FlashAttention では、それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
 # FlexAttention は、T5 と KERPLE をカーネルの中で計算します（表の最後の列）。
@@ -1288,7 +1287,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿でなく補間で済みます。代わりに、バイアスはクエリの位置とともに変わります。
 # - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスはトークンを数えます。
 # - ランダム化した位置は式を変えず、学習とテストの両方で、$[0, L)$ のランダムな部分集合を昇順に並べて位置とします。
-# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が、CoPE は行のスコアすべてが必要です。
+# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はスコアごとに MLP が、CoPE は行のスコアすべてが必要です。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1492,7 +1491,7 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装を書き直したコード（コードの名前は、それを使う折りたたみに書いてあります）、論文の数値や記述、別の導出のいずれかと照合しています。x-transformers はバージョン 2.26.4 を読みました。
+# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出のいずれかと照合しています。x-transformers はバージョン 2.26.4 を読みました。
 #
 # ### 参考文献
 #
@@ -1512,6 +1511,6 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
 #   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
 #   （コード：<https://github.com/google-deepmind/randomized_positional_encodings>）
-# - x-transformers：<https://github.com/lucidrains/x-transformers>
-# - FlexAttention：<https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>
-# - FlashAttention：<https://github.com/Dao-AILab/flash-attention>
+# - x-transformers：<https://github.com/lucidrains/x-transformers>、FlexAttention：
+#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>、
+#   FlashAttention：<https://github.com/Dao-AILab/flash-attention>

@@ -354,7 +354,7 @@ bias = alibi_score_mod(
 score, batch, head = torch.tensor(0.0), torch.tensor(0), torch.tensor(0)
 print(bias(score, batch, head, torch.tensor(5), torch.tensor(2)))  # -m_0 * 3
 
-# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出します。キャッシュを使うデコードでも、どのステップでも同じです。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
+# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出します。キャッシュを使うデコードのどのステップでも同じです。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
 with torch.no_grad():
     positions = torch.arange(tokens.shape[1])
     assert_close(alibi_flex(tokens, positions), alibi_sdpa(tokens, positions))
@@ -395,7 +395,7 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # %% [markdown] lang="ja"
 # ## 詰め込んだ系列（パッキング）
 #
-# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、両者の文書 ID が同じで、かつ $p_j \le p_i$ のときだけに限ります。
+# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、文書 ID が同じで、かつ $p_j \le p_i$ のときに限ります。
 # RoPE と ALiBi にはこのマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は文書が行のどこから始まっても同じだからです。位置を文書ごとに 0 から数え直しても、行の先頭から通しで数えても、各文書のロジットは単独で処理したときと丸め誤差の範囲で一致します。
 # 数え直しが必要なのは、絶対的な位置が効くところです。絶対位置のエンコーディング（下では入力に足す正弦波の埋め込み）、しきい値を超えたクエリでの FIRE、長さによって変わる RoPE のスケーリング、RoPE の表の上限 `max_positions` がそうです。
 # 数え直しておくのが安全です。
@@ -467,14 +467,14 @@ for r in range(2):
 # %% [markdown] lang="ja"
 # ## meta デバイスでの構築
 #
-# 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。初期化をどこが受け持つかは、ラッパーによって違います。
+# 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。初期化の担い手はラッパーごとに違います。
 # FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は自分で初期化します。幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移して `reset_parameters()` を呼びます。この `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
 # FSDP2（`fully_shard`）と、FSDP を使わないモデルは何も呼びません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
-# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（このばらつきは `posenc` が選んだもので、Hugging Face の T5 は別の標準偏差を使います）。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（この値は `posenc` の選択で、Hugging Face の T5 は別の標準偏差を使います）。
 #
-# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（それが成り立つ条件は、下の確認のあとの注で説明します）。
+# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（条件は、下の確認のあとの注で説明します）。
 
 
 # %%
@@ -596,7 +596,7 @@ llama_3_1 = {
 rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
-# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速いものは変わらず、最も遅いものは 8 で割られます。波長が 8192/4 と 8192 の間にある 6 つは Hugging Face の値（transformers の出力を貼り付けたもの）と一致し、すべての周波数が手で作ったスケーリングと一致します。クエリのヘッドが 8 個、キーのヘッドが 2 個のとき、enable_gqa を使ったアテンションは、キーとバリューを繰り返した場合と一致します"}
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のもので、最も速いものはそのまま、最も遅いものは 8 で割られます。すべて手で作ったスケーリングと一致し、波長が 8192/4〜8192 の 6 つは Hugging Face の値（transformers の出力を貼り付けたもの）とも一致します。クエリ 8 ヘッド、キー 2 ヘッドの enable_gqa は、キーとバリューを繰り返した場合と同じアテンションです"}
 from posenc import Llama3Scaling, rope_frequencies
 
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
@@ -645,9 +645,8 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # ## Distributed training
 #
 # No DDP run here, only what to know. `DistributedDataParallel` broadcasts every
-# *buffer* from rank 0 at each step (`forward_sync_buffers`, on by default; torch
-# 2.13 deprecates its older name, `broadcast_buffers`), and averages the gradients
-# of the *parameters*.
+# *buffer* from rank 0 at each step (`forward_sync_buffers`, on by default), and
+# averages the gradients of the *parameters*.
 #
 # - `RotaryEmbedding` keeps its table in plain tensor attributes, not buffers, and
 #   its `state_dict` is empty. DDP never broadcasts the table, so ranks that see
@@ -667,12 +666,12 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## 分散学習
 #
-# ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし、**パラメータ**の勾配を平均します。バッファの同期は `forward_sync_buffers` で制御し、既定で有効です（以前の名前 `broadcast_buffers` は torch 2.13 で非推奨になりました）。
+# ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers` で制御し、既定で有効）、**パラメータ**の勾配を平均します。
 #
-# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクは、それぞれ自分の表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` は学習可能な 2 つのスカラーを形状 $[1]$ のテンソルとして持ちます）。
+# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です）。
 
 # %% [markdown] lang="en"
 # ## What to remember

@@ -28,8 +28,8 @@
 # %% [markdown] lang="ja"
 # # どの位置エンコーディングが外挿できるか
 #
-# $L = 16$ で同じ決まった予算だけ学習し、$8L$ までテストします。ALiBi と KERPLE、そしてペアが Llama 2 と同じように回る RoPE はコピーのタスクを完全に保ち、正弦波と底 $10^4$ の RoPE は $0.60$ と $0.41$ まで下がります。Press らの図 1 が言語について示すとおりです。
-# どのエンコーディングが外挿できるかはタスクによります。内容で答えを探す連想想起はほぼどれでも保たれます。答えまでの距離が長さとともに伸び、しかも位置で答えを探す prefix では、$8L$ まで保てるエンコーディングはありません。
+# どのエンコーディングも $L = 16$ で同じステップ数だけ学習し、$8L$ までテストします。コピー課題（copy）では、ALiBi、KERPLE、ペアが Llama 2 と同じように回る RoPE は正解率を保ちますが、正弦波と底 $10^4$ の RoPE は $0.60$ と $0.41$ まで下がります。言語モデルでの Press らの図 1 と同じ傾向です。
+# どのエンコーディングが外挿できるかはタスクによります。答えを内容で探す recall（連想想起）はほぼどれでも保たれます。答えまでの距離が長さとともに伸び、しかも答えを位置で探すしかない prefix では、$8L$ まで保てるエンコーディングはありません。
 # RoPE の底は、エンコーディングそのものの選択と同じくらい結果を左右します。
 
 # %%
@@ -69,24 +69,22 @@ runs = {(r["task"], r["kind"], r["seed"]): r for r in record["runs"]}
 #   test at length $N$ takes $m = N/2$, so at $8L$ the answer lies $4L$ back,
 #   eight times the longest offset seen in training.
 #
-# Recall's answer also lies further back as the sequence grows, but it is found by
-# content. Prefix is the only task whose answer lies at an offset that grows with
-# the length *and* must be found by position, as in Kazemnejad et al. (2023) and
+# Prefix is the only task whose answer lies at an offset that grows with the length
+# *and* must be found by position (recall's is found by content), as in Kazemnejad et al. (2023) and
 # Ruoss et al. (2023).
 
 # %% [markdown] lang="ja"
-# ## 3 つのタスク、12 種類のエンコーディング、1 つの予算
+# ## 3 つのタスク、12 種類のエンコーディング、共通のステップ数
 #
 # どのモデルも、ほかの章の実験と同じ[トイモデル](../docs/glossary.ja.md#toy-model)です（2 層、幅 64、次元数 16 のヘッドが 4 つ）。
 # $L = 16$ で学習し、$2L$、$4L$、$8L$ でテストします。タスクは、どの長さでも答えが決まっている次の 3 つです。
 #
-# - **copy**：[BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)（下の 16）のあとに 4 個のトークンが繰り返されます。答えは常に 3 個前にあります。
-# - **recall**：系列の最初の 6 トークンがキーと値を結び付けます（トークン $6k + v$ がキー $k$ を値 $v$ に結び付けます）。そのあとはキーが問われ（トークン $36 + k$）、答えはどれだけ前にあっても内容で見つけます。
+# - **copy**（[コピー課題](../docs/glossary.ja.md#copy-task)）：[BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)（下の出力では 16）のあとに、4 個のトークンの並びが繰り返されます。答えは常に 3 個前にあります。
+# - **recall**：系列の最初の 6 トークンがキーと値を結び付けます（トークン $6k + v$ がキー $k$ を値 $v$ に結び付けます）。そのあとにキーを問うトークン $36 + k$ が続き、対応する値は、どれだけ前にあっても内容で見つけます。
 # - **prefix**：$m$ 個のトークン、区切り（16）、同じ $m$ 個のトークン、と続きます。答えは $m$ 個前の入力です。
-#   学習では $m$ を $1$ から $L/2$ の間で選び、長さ $N$ のテストでは $m = N/2$ とします。そのため $8L$ では答えが $4L$ 個前にあり、学習で見た最も長い距離の 8 倍です。
+#   学習では $m$ を $1$ から $L/2$ の間で選び、長さ $N$ のテストでは $m = N/2$ とします。そのため $8L$ では答えが $4L$ 個前にあり、学習で見た答えまでの最も長い距離の 8 倍です。
 #
-# recall でも系列が長くなれば答えは遠くなりますが、答えは内容で見つけます。
-# 答えまでの距離が長さとともに伸び、*しかも*その答えを位置で見つけなければならないのは prefix だけで、Kazemnejad ら（2023）や Ruoss ら（2023）の設定に当たります。
+# 答えまでの距離が長さとともに伸び、*しかも*その答えを位置で見つけなければならないのは prefix だけです（recall は内容で見つけます）。Kazemnejad ら（2023）や Ruoss ら（2023）の設定に当たります。
 
 # %%
 g = torch.Generator().manual_seed(1)
@@ -164,7 +162,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # | kind | what it is |
 # |---|---|
 # | `nope`, `sinusoidal`, `learned` | no encoding; sinusoids added to the embeddings; a learned table of $L$ rows (nothing beyond $L$) |
-# | `rope`, `rope-llm` | RoPE with base $10^4$ (1 of its 8 pairs turns within $L$) and with base 3.776 (6 of 8 turn, Llama 2's share: 46 of 64 at $L = 4096$) |
+# | `rope`, `rope-llm` | RoPE with base $10^4$ (1 of its 8 pairs turns within $L$) and with base 3.776 (6 of 8 turn, close to Llama 2's share: 46 of 64 at $L = 4096$) |
 # | `random` | RoPE at sorted random positions drawn from $0, \dots, 8L - 1$ (Ruoss et al. 2023) |
 # | `alibi`, `kerple`, `fire` | ALiBi's fixed linear biases; KERPLE's log kernel; FIRE, its threshold starting at $L$ |
 # | `t5`, `t5-hf` | T5's 32 buckets, drawn as `posenc` draws them or as Hugging Face does |
@@ -181,31 +179,29 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # from the paper's formula (a section below).
 
 # %% [markdown] lang="ja"
-# どの種類も同じ決まったステップ数（copy と prefix は 3,500、recall は 1,500）を、バッチ 32 本、AdamW、学習率 $3 \times 10^{-3}$、早期終了なしで学習します。シードは種類ごとに 5 つで、100 ステップごとに長さ $L$ の検証用データで正解率を記録します。
-# 長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、128 本のテスト用の系列で、採点する正解のうちモデルの arg max が当てた割合です（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$）。
+# どの種類も、決まったステップ数（copy と prefix は 3,500、recall は 1,500）だけ学習します。バッチは 32 本、最適化は AdamW（学習率 $3 \times 10^{-3}$）で、早期終了はしません。シードは種類ごとに 5 つで、100 ステップごとに長さ $L$ の検証用データで正解率を記録します。
+# 長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、128 本のテスト用の系列で採点対象のトークンのうち、モデルの arg max が正解した割合です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$ です。
 # 以下の数値は 5 つのシードの平均と、Student の t 分布による 95% 信頼区間 $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$（$t_{0.975,\,4} = 2.776$）です。2 つの行の差はシードごとに取ります。
 #
 # | 種類 | 内容 |
 # |---|---|
 # | `nope`、`sinusoidal`、`learned` | エンコーディングなし。埋め込みに加える正弦波。$L$ 行の学習型の表（$L$ より先の行はありません） |
-# | `rope`、`rope-llm` | 底 $10^4$ の RoPE（$L$ の間に 1 周するペアは 8 組中 1 組）と底 3.776 の RoPE（8 組中 6 組。Llama 2 の $L = 4096$ での 64 組中 46 組と同じ割合） |
+# | `rope`、`rope-llm` | 底 $10^4$ の RoPE（$L$ の間に 1 周するペアは 8 組中 1 組）と底 3.776 の RoPE（8 組中 6 組。Llama 2 の $L = 4096$ での 64 組中 46 組とほぼ同じ割合） |
 # | `random` | $0, \dots, 8L - 1$ からランダムに選んで昇順に並べた位置での RoPE（Ruoss ら 2023） |
 # | `alibi`、`kerple`、`fire` | ALiBi の固定の線形バイアス。KERPLE の log カーネル。しきい値の初期値を $L$ とした FIRE |
 # | `t5`、`t5-hf` | T5 の 32 個のバケット。初期値の引き方が `posenc` と同じか、Hugging Face と同じ |
 # | `cope` | ゲートで位置を数える CoPE |
 #
-# RoPE のモデルは、係数 $s = N/L$ の[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）、YaRN、[アテンションの温度](../docs/glossary.ja.md#attention-temperature)なしの YaRN でもテストします。それぞれ（とスケーリングなし）を $2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)したものもテストします（`rope+pi`、`rope+yarn`、`rope+yarn-notemp`、`rope+ft`、`rope+pi+ft` など）。
-# ここでの YaRN は参照実装のコードと Hugging Face の YaRN で、このヘッドの大きさでは論文の式と違います（後の節）。
+# RoPE のモデルは、係数 $s = N/L$ の[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）、YaRN、[アテンションの温度](../docs/glossary.ja.md#attention-temperature)なしの YaRN でもテストします。また、この 3 つとスケーリングなしの RoPE のそれぞれを $2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)したものもテストします（`rope+pi`、`rope+yarn`、`rope+yarn-notemp`、`rope+ft`、`rope+pi+ft` など）。
+# ここでの YaRN は参照実装のコードと Hugging Face の YaRN で、このヘッドの次元数では論文の式と違います（後の節）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the design.** Every kind trains for the same number of steps,
 # set in a pilot on a seed that is not reported (seed 100, `lab/README.md`): there
 # the slowest kind that learned copy, NoPE, reached $0.99$ after 2,600 steps. The
-# rate, $3 \times 10^{-3}$, comes from the pilot too, but it was compared with
-# $10^{-3}$ at this model's size on one kind only (ALiBi on copy: $0.99$ after
-# 2,100 steps against 2,600); an earlier pilot with two heads of 32 had it as fast
-# or faster for every kind it ran. It rises linearly over 100 steps, then decays
-# along a cosine to a tenth.
+# rate, $3 \times 10^{-3}$, comes from the pilot too, compared with $10^{-3}$ on
+# one kind only. It rises linearly over 100 steps, then decays along a cosine to a
+# tenth.
 #
 # - With heads of 16 and base $10^4$, `rope` turns 1 of its 8 pairs within $L$,
 #   against 46 of 64 in Llama 2; `rope-llm`'s base,
@@ -238,19 +234,19 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # **さらに詳しく：実験の設計**
 #
 # どの種類も同じステップ数だけ学習します。ステップ数は、報告しないシード（シード 100、`lab/README.md`）での予備実験で決めました。そこでは、copy を学習できた種類のうち最も遅い NoPE が、2,600 ステップで $0.99$ に達しました。
-# 学習率 $3 \times 10^{-3}$ もその予備実験で決めましたが、このモデルの大きさで $10^{-3}$ と比べたのは 1 種類だけです（copy での ALiBi。$0.99$ に達したのは 2,100 ステップと 2,600 ステップ）。2 つの 32 次元のヘッドを使った以前の予備実験では、試したどの種類でも同じかそれより速く学習しました。
-# 最初の 100 ステップで線形に上げ、そのあとコサインに沿って 10 分の 1 まで下げます。
+# 学習率 $3 \times 10^{-3}$ もその予備実験で決めましたが、$10^{-3}$ と比べたのは 1 種類だけです。
+# 学習率は最初の 100 ステップで線形に上げ、そのあとコサインに沿って 10 分の 1 まで下げます。
 #
 # - ヘッドの次元数 16、底 $10^4$ の `rope` では、$L$ の間に 1 周するペアは 8 組中 1 組です。Llama 2 では 64 組中 46 組です。
-#   `rope-llm` の底 $(L/2\pi)^{\ln 10^4 / \ln(4096/2\pi)} = 3.776$ は、Llama 2 が波長の中で 4096 を置く場所に $L$ を置くもので、8 組中 6 組が 1 周します。
+#   `rope-llm` の底 $(L/2\pi)^{\ln 10^4 / \ln(4096/2\pi)} = 3.776$ は、波長の並びの中で $L$ が占める位置を、Llama 2 で 4096 が占める位置に合わせたもので、8 組中 6 組が 1 周します。
 #   どの底でも合わせられない点もあります。最も速いペアは $2\pi$ 位置ごとに 1 周するので、Llama 2 の速いペアのように $L$ の間に何百周もするペアはありません。
 # - T5 の表には 32 個のバケットがあります。距離 $0$ から $15$ には厳密バケットがあり、$16$ 以上の距離はすべてバケット $16$ から $31$ に入ります。
 #   $L = 16$ ではそこまで前にあるキーはないので、これらのバケットには勾配がまったく届かず、初期値のまま残ります。初期値は `posenc` では $N(0, 0.02^2)$、Hugging Face の T5 では $N(0, 1/d)$（$d = 64$）から引きます。
 #   `t5-hf` は同じ乱数を拡大したものなので、モデルのほかの部分は何も変わりません。
 # - YaRN は 2 つのことを同時に変えます。周波数と、すべてのスコアを $(0.1 \ln s + 1)^2$ 倍にする温度です（$s = 8$ で $1.46$）。
-#   `+yarn-notemp` は周波数をそのままにして温度を除きます。参照実装のコードで計算すると、底 $10^4$ では、YaRN の周波数はペア 0 をそのまま保つ点を除いて PI と同じです。底 3.776 では、ペア 0 を保ち、ペア 6 と 7 を $s$ で割り、ペア 1 から 5 を混ぜます。
+#   `+yarn-notemp` は YaRN の周波数はそのまま使い、温度だけを除きます。参照実装のコードで計算すると、底 $10^4$ では、YaRN の周波数はペア 0 をそのまま保つ点を除いて PI と同じです。底 3.776 では、ペア 0 を保ち、ペア 6 と 7 を $s$ で割り、ペア 1 から 5 を混ぜます。
 #
-# `random` は、テストする最大の長さ $8L$ ちょうどの範囲から位置を選びます。Ruoss らはどのテストの長さよりも広い範囲から選ぶので、ここでは $8L$ までのすべての位置が学習中に現れる点が異なります。
+# `random` は、テストする最大の長さ $8L$ ちょうどの範囲から位置を選びます（Ruoss らは、どのテストの長さよりも広い範囲から選びます）。そのため、$8L$ までのすべての位置が学習中に現れます。
 #
 # ファインチューニングした行では、モデルのコピーを $2L$ で 50 ステップ（学習率 $10^{-3}$、バッチは 32 本）学習します。スケーリングは $s = 2$ で、バッチは専用の系列から引きます（シード $k$ にはシード $30000 + k$）。
 # Chen ら（2023）の方法を小さくしたものです。評価では $2L$ までは $s = 2$、その先は $s = N/L$ を使います。
@@ -332,8 +328,8 @@ assert (
 # %% [markdown] lang="ja"
 # ## L でどの種類がどのタスクを学習できたか
 #
-# ある種類がタスクを学習できたとは、すべてのシードで、学習の終わりの長さ $L$ での検証用データの正解率が $0.99$ 以上であることとします。この値は、予算を決めた予備実験で使った目標です。
-# すべての種類が recall を学習でき、12 種類のうち 10 種類が copy と prefix も学習できました。残りの 2 種類について、表は基準に届いたシードの数（✓ は 5 つすべて）と、5 つのうち最も低い最後の正解率を示します。
+# ある種類がタスクを学習できたとは、すべてのシードで、学習の終わりの長さ $L$ での検証用データの正解率が $0.99$ 以上であることとします。この値は、ステップ数を決めた予備実験で使った目標です。
+# すべての種類が recall を学習でき、12 種類のうち 10 種類が copy と prefix も学習できました。残りの 2 種類について、表は基準に届いたシードの数（✓ は 5 つすべて）と、学習終了時の正解率の最小値を示します。
 
 
 # %% tags=["figure"]
@@ -373,7 +369,7 @@ not_learned = [(t, k) for t in TASKS for k in KINDS if not learned(t, k)]
 # (the note below).
 
 # %% [markdown] lang="ja"
-# NoPE と、ランダム化した位置での RoPE は、わずかに届きませんでした。シードの最後の正解率は $0.977$ から $1.00$ で、$0.99$ に届かないシードも予算が尽きた時点でまだ少しずつ上がっています（下の注）。
+# NoPE と、ランダム化した位置での RoPE は、わずかに届きませんでした。シードの学習終了時の正解率は $0.977$ から $1.00$ で、$0.99$ に届かないシードも、決めたステップ数を終えた時点でまだ少しずつ上がっています（下の注）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the two kinds that fell short.** Their seeds end at $0.979$ to
@@ -381,8 +377,8 @@ not_learned = [(t, k) for t in TASKS for k in KINDS if not learned(t, k)]
 # $0.982$ and $0.988$ to $0.992$ on prefix, those below $0.99$ still creeping up
 # when the budget runs out (the figure: the error $1 - a$ at $L$ of each seed; the
 # dotted line is $0.01$). NoPE's other three seeds reached $0.99$ on copy between
-# 2,300 and 2,700 steps; one of the random positions' ten seeds ended at $0.99$ or
-# above. Whether more steps would get every seed there, the record does not say.
+# 2,300 and 2,700 steps; one of the random positions' ten runs (five seeds each on
+# copy and prefix) ended at $0.99$ or above. Whether more steps would get every seed there, the record does not say.
 # Two untested reasons are plausible: NoPE can tell positions only by counting
 # from the first token, and random positions change the gap between neighbours
 # from batch to batch.
@@ -390,11 +386,11 @@ not_learned = [(t, k) for t in TASKS for k in KINDS if not learned(t, k)]
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：わずかに届かなかった 2 種類**
 #
-# 最後の正解率は、copy で NoPE が $0.979$ から $1.00$、ランダムな位置が $0.980$ から $0.99$ 弱、prefix でそれぞれ $0.977$ から $0.982$、$0.988$ から $0.992$ です。$0.99$ に届かないシードも、予算が尽きた時点でまだ少しずつ上がっています（図は各シードの $L$ での誤り $1 - a$、点線は $0.01$）。
-# NoPE の残り 3 つのシードは、copy で 2,300〜2,700 ステップで $0.99$ に達しました。ランダムな位置で最後に $0.99$ 以上だったのは、10 個のシードのうち 1 つです。ステップを増やせばすべて届くかどうかは、記録からはわかりません。
-# 検証していない理由が 2 つ考えられます。NoPE は先頭のトークンから数えないと位置がわからず、ランダムな位置ではバッチごとに隣どうしの間隔が変わります。
+# 学習終了時の正解率は、copy で NoPE が $0.979$ から $1.00$、ランダム化した位置が $0.980$ から $0.99$ 弱、prefix でそれぞれ $0.977$ から $0.982$、$0.988$ から $0.992$ です。$0.99$ に届かないシードも、決めたステップ数を終えた時点でまだ少しずつ上がっています（図は各シードの $L$ での誤り $1 - a$、点線は $0.01$）。
+# NoPE の残り 3 つのシードは、copy で 2,300〜2,700 ステップで $0.99$ に達しました。ランダム化した位置で、学習終了時に $0.99$ 以上だったのは、10 回の学習（copy と prefix の 5 シードずつ）のうち 1 回だけです。ステップを増やせばすべて届くかどうかは、記録からはわかりません。
+# 検証していない理由が 2 つ考えられます。NoPE は先頭のトークンから数えないと位置がわからず、ランダム化した位置ではバッチごとに隣どうしの間隔が変わります。
 
-# %% tags=["deeper", "figure"] alt={"en": ["Four panels, copy and prefix for NoPE and for random positions: the error 1 - a at L on the validation set against the training step, one line per seed, on a log axis from 0.001 to 1 with a dotted line at 0.01 (an error of 0 is drawn at 0.001). Every line falls fast in the first few hundred steps and then creeps down. On copy three of NoPE's five seeds drop to 0 between steps 2,300 and 2,700, and its other two end near 0.02. Random positions on copy end between 0.01 and 0.02. On prefix both kinds end between about 0.01 and 0.02, and every seed above 0.01 is lower at step 3,500 than at step 2,500."], "ja": ["NoPE とランダムな位置のそれぞれについて、copy と prefix を 4 つの図に並べています。縦軸は検証用データで測った長さ L の誤り 1 - a（対数軸）で、点線は 0.01 です。誤り 0 は 0.001 の位置に描いています。横軸は学習のステップで、線はシードごとに 1 本です。どの線も最初の数百ステップで急に下がり、そのあとゆっくり下がり続けます。copy では、NoPE の 5 つのシードのうち 3 つが 2,300〜2,700 ステップで 0 まで下がり、残りの 2 つは 0.02 付近で終わります。ランダムな位置の copy は 0.01〜0.02 で終わります。prefix ではどちらの種類もおよそ 0.01〜0.02 で終わります。0.01 を上回るシードはどれも、2,500 ステップの時点より 3,500 ステップの時点で低くなっています。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Four panels, copy and prefix for NoPE and for random positions: the error 1 - a at L on the validation set against the training step, one line per seed, on a log axis from 0.001 to 1 with a dotted line at 0.01 (an error of 0 is drawn at 0.001). Every line falls fast in the first few hundred steps and then creeps down. On copy three of NoPE's five seeds drop to 0 between steps 2,300 and 2,700, and its other two end near 0.02. Random positions on copy end between 0.01 and 0.02. On prefix both kinds end between about 0.01 and 0.02, and every seed above 0.01 is lower at step 3,500 than at step 2,500."], "ja": ["NoPE とランダム化した位置のそれぞれについて、copy と prefix を 4 つの図に並べています。縦軸は検証用データで測った長さ L の誤り 1 - a（対数軸）で、点線は 0.01 です。誤り 0 は 0.001 の位置に描いています。横軸は学習のステップで、線はシードごとに 1 本です。どの線も最初の数百ステップで急に下がり、そのあとゆっくり下がり続けます。copy では、NoPE の 5 つのシードのうち 3 つが 2,300〜2,700 ステップで 0 まで下がり、残りの 2 つは 0.02 付近で終わります。ランダム化した位置の copy は 0.01〜0.02 で終わります。prefix ではどちらの種類もおよそ 0.01〜0.02 で終わります。0.01 を上回るシードはどれも、2,500 ステップの時点より 3,500 ステップの時点で低くなっています。"]}
 fig, axes = plt.subplots(
     1, len(not_learned), figsize=(6.4, 2.5), sharey=True, squeeze=False
 )
@@ -409,7 +405,7 @@ axes[0, 0].set_ylabel("1 - accuracy at L")
 plt.show()
 
 
-# %% tags=["deeper", "check"] summary={"en": "NoPE and random positions did not learn copy and prefix, every other kind learned every task; their seeds end in the ranges quoted, those below 0.99 still rising after step 2,500; NoPE's three other seeds first reached 0.99 on copy at 2,300 to 2,700 steps, and one random seed of ten ended at 0.99 or above", "ja": "NoPE とランダムな位置は copy と prefix を学習できず、ほかの種類はすべてのタスクを学習できました。シードの最後の正解率は本文の範囲にあり、0.99 未満のものは 2,500 ステップ以降も上がり続けています。NoPE の残りの 3 つのシードは copy で 2,300〜2,700 ステップで初めて 0.99 に達し、ランダムな位置で最後に 0.99 以上だったのは 10 個のシードのうち 1 つです"}
+# %% tags=["deeper", "check"] summary={"en": "NoPE and random positions did not learn copy and prefix, every other kind learned every task; their seeds end in the ranges quoted, those below 0.99 still rising after step 2,500; NoPE's three other seeds first reached 0.99 on copy at 2,300 to 2,700 steps, and one random seed of ten ended at 0.99 or above", "ja": "NoPE とランダム化した位置は copy と prefix を学習できず、ほかの種類はすべてのタスクを学習できました。シードの最後の正解率は本文の範囲にあり、0.99 未満のものは 2,500 ステップ以降も上がり続けています。NoPE の残りの 3 つのシードは copy で 2,300〜2,700 ステップで初めて 0.99 に達し、ランダム化した位置で最後に 0.99 以上だったのは 10 個のシードのうち 1 つです"}
 def first_step(task, kind, seed, target=0.99):
     """The first check at which the accuracy at L reached `target`."""
     curve = runs[task, kind, seed]["curve"]
@@ -472,10 +468,10 @@ assert (
 # %% [markdown] lang="ja"
 # ## 各エンコーディングはどこまでタスクを保てるか
 #
-# 図は各種類の 5 つのシードの平均の正解率を長さごとに示します。斜線の行は $L$ でタスクを学習できなかったもので、`learned` には表に行がない $L$ より先の値はありません。チャンスレベルは copy と prefix で $0.06$、recall で $0.17$ です。
+# 次の図に、各種類の 5 つのシードの平均の正解率を長さごとに示します。斜線の行は $L$ でタスクを学習できなかった種類です。`learned` は位置の表に $L$ 行しか持たないので、その先の値はありません。チャンスレベルは copy と prefix で $0.06$、recall で $0.17$ です。
 
 
-# %% tags=["figure"] alt={"en": ["Three heatmaps side by side, copy, recall and prefix: one row per kind, one column per length from L to 8L, each cell the mean accuracy over five seeds, written in it and coloured from dark (0) to bright yellow (1). On copy and prefix the rows of NoPE and random positions are hatched (not learned); learned has a value at L only. Copy at 8L: rope-llm and kerple 1.00, alibi 0.99, cope 0.96, t5, fire and t5-hf 0.87 to 0.89, sinusoidal 0.60, rope 0.41. Recall at 8L: 1.00 for most rows; alibi 0.94, rope 0.75, rope-llm 0.54. Prefix: every row 0.92 or above at L; at 2L kerple 0.97, fire 0.95, alibi 0.92, rope and rope-llm 0.08; at 8L kerple 0.66 is the highest, fire 0.55, alibi 0.42, every other row 0.27 or below."], "ja": ["copy、recall、prefix の 3 つのヒートマップを横に並べた図です。行は種類、列は L から 8L までの長さです。各セルには 5 つのシードの平均の正解率を書き込み、暗い色（0）から明るい黄色（1）で塗っています。copy と prefix では、NoPE とランダムな位置の行に斜線があります（学習できなかったもの）。learned には L の値しかありません。copy の 8L では rope-llm と kerple が 1.00 です。alibi は 0.99、cope は 0.96 です。t5、fire、t5-hf は 0.87〜0.89 です。sinusoidal は 0.60、rope は 0.41 です。recall の 8L では、ほとんどの行が 1.00 です。下がるのは alibi（0.94）、rope（0.75）、rope-llm（0.54）です。prefix では、L ですべての行が 0.92 以上です。2L では kerple が 0.97、fire が 0.95、alibi が 0.92 です。rope と rope-llm は 0.08 です。8L では kerple の 0.66 が最も高く、fire は 0.55、alibi は 0.42 です。ほかの行はすべて 0.27 以下です。"]}
+# %% tags=["figure"] alt={"en": ["Three heatmaps side by side, copy, recall and prefix: one row per kind, one column per length from L to 8L, each cell the mean accuracy over five seeds, written in it and coloured from dark (0) to bright yellow (1). On copy and prefix the rows of NoPE and random positions are hatched (not learned); learned has a value at L only. Copy at 8L: rope-llm and kerple 1.00, alibi 0.99, cope 0.96, t5, fire and t5-hf 0.87 to 0.89, sinusoidal 0.60, rope 0.41. Recall at 8L: 1.00 for most rows; alibi 0.94, rope 0.75, rope-llm 0.54. Prefix: every row 0.92 or above at L; at 2L kerple 0.97, fire 0.95, alibi 0.92, rope and rope-llm 0.08; at 8L kerple 0.66 is the highest, fire 0.55, alibi 0.42, every other row 0.27 or below."], "ja": ["copy、recall、prefix の 3 つのヒートマップを横に並べた図です。行は種類、列は L から 8L までの長さです。各セルには 5 つのシードの平均の正解率を書き込み、暗い色（0）から明るい黄色（1）で塗っています。copy と prefix では、NoPE とランダム化した位置の行に斜線があります（学習できなかったもの）。learned には L の値しかありません。copy の 8L では rope-llm と kerple が 1.00 です。alibi は 0.99、cope は 0.96 です。t5、fire、t5-hf は 0.87〜0.89 です。sinusoidal は 0.60、rope は 0.41 です。recall の 8L では、ほとんどの行が 1.00 です。下がるのは alibi（0.94）、rope（0.75）、rope-llm（0.54）です。prefix では、L ですべての行が 0.92 以上です。2L では kerple が 0.97、fire が 0.95、alibi が 0.92 です。rope と rope-llm は 0.08 です。8L では kerple の 0.66 が最も高く、fire は 0.55、alibi は 0.42 です。ほかの行はすべて 0.27 以下です。"]}
 def acc(task, row, N):
     """The accuracy of `row` at length N on `task`, one value per seed."""
     kind = row.split("+")[0]
@@ -555,14 +551,14 @@ plt.show()
 # %% [markdown] lang="ja"
 # **copy**：答えはどの長さでも 3 個前です。ALiBi（$8L$ で $0.99$ $[0.99, 1.00]$）、KERPLE（$1.00$）、RoPE-LLM（$1.00$）は何も失わず、CoPE は $0.96$ を保ちます。T5、T5-HF、FIRE は $0.87$ から $0.89$ の間まで下がります。
 # 正弦波（$0.60$ $[0.58, 0.63]$）と底 $10^4$ の RoPE（$0.41$ $[0.36, 0.47]$）は $2L$ から下がり始め、半分ほどになります。
-# RoPE が失うのは見たことのない距離のためで、$L$ 個以上前のキーをすべて $L - 1$ 個前として採点すると、再び正解します（$L$ より先で $1.00$、章末の注）。
+# RoPE が正解率を落とすのは見たことのない距離のせいで、$L$ 個以上前のキーとのスコアをすべて $L - 1$ 個前として計算すると、再び正解します（$L$ より先で $1.00$、章末の注）。
 #
 # **recall**：答えは内容で見つけます。8 種類が $8L$ で $0.97$ から $1.00$ を保ちます。ALiBi は $0.94$ $[0.92, 0.96]$、RoPE は $0.75$ $[0.72, 0.77]$、RoPE-LLM は $0.54$ $[0.51, 0.57]$ まで下がります。
 # 位置補間はファインチューニングなしで両方の RoPE を立て直します（$1.00$ と $0.98$）。
 #
 # **prefix**：答えは $N/2$ 個前です。$8L$ まで保てるものはありません。
-# $2L$ では答えは学習中のどの距離（最大 15）よりも遠い 16 個前ですが、KERPLE（$0.97$）、FIRE（$0.95$）、ALiBi（$0.92$）はよく正解し、YaRN を使う RoPE は $0.98$ に達します。
-# 参照実装のコードで計算した YaRN はペア 0 をそのまま保ち、残りの 7 組を $s = 2$ で割るので、それらのペアには 16 個前が 8 個前、つまり学習中の最も長い距離と同じに見えるからです。
+# $2L$ では答えは 16 個前で、学習中のどのキーとの距離（最大 15）よりも遠くなります。それでも KERPLE（$0.97$）、FIRE（$0.95$）、ALiBi（$0.92$）はよく正解し、YaRN を使う RoPE は $0.98$ に達します。
+# 参照実装のコードで計算した YaRN はペア 0 をそのまま保ち、残りの 7 組を $s = 2$ で割ります。それらのペアには、16 個前が学習中の答えまでの最長の距離である 8 個前に見えるのです。
 # $8L$ で最もよい行は、その YaRN の RoPE をファインチューニングしたもの（$0.71$）と KERPLE（$0.66$）です。スケーリングなしの RoPE と RoPE-LLM は、$2L$ からずっとチャンスレベルの近く（$0.06$ から $0.11$）にとどまります。
 
 
@@ -673,9 +669,9 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # %% [markdown] lang="ja"
 # ## 公表された結果を 1 つずつ判定する
 #
-# 公表された結果はそれぞれ、記録で検定できる差に置き換えます。判定には、結果が名指しするどの種類も 5 つのシードのすべてで $L$ において学習できたタスクだけを使います。
+# 公表された結果はそれぞれ、記録で検定できる差に置き換えます。判定に使うのは、名指しされた種類がすべて、5 つのシードのどれでも長さ $L$ で学習できたタスクだけです。
 # 差の 95% 信頼区間全体が予想の側にあれば「支持」、反対側なら「否定」、$0$ をまたげば「判定できない」です。
-# 3 種類の結果では $0$ の代わりに $0.05$ を境にします。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ 未満であること、「劣化する」はそれを上回ること、「同程度」は差が $-0.05$ を上回ることです。
+# 3 種類の結果では $0$ の代わりに $0.05$ を境にし、区間全体が次の側にあることを求めます。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ 未満、「劣化する」はそれより大きい側、「同程度」は差が $-0.05$ より上です。
 #
 # | 結果 | copy | recall | prefix |
 # |---|---|---|---|
@@ -690,7 +686,7 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # | NoPE > RoPE | – | ✓ 0.25 [0.23, 0.28] | – |
 # | NoPE > ALiBi | – | ✓ 0.06 [0.04, 0.08] | – |
 # | NoPE は T5 と同程度 | – | ✓ 0.00 [-0.00, 0.00] | – |
-# | **Ruoss ら**：ランダムな位置 > RoPE | – | ✓ 0.25 [0.23, 0.27] | – |
+# | **Ruoss ら**：ランダム化した位置 > RoPE | – | ✓ 0.25 [0.23, 0.27] | – |
 # | **Chen ら**：PI > なし（$2L$） | ✗ -0.10 [-0.11, -0.10] | △ 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20] |
 # | PI は $L$ で何も失わない | ✗ 0.24 [0.23, 0.25] | ✓ 0.00 [0.00, 0.00] | ✗ 0.25 [0.19, 0.31] |
 # | **Li ら**：FIRE > T5 | △ -0.01 [-0.06, 0.05] | △ 0.00 [-0.00, 0.00] | ✓ 0.33 [0.28, 0.38] |
@@ -823,10 +819,10 @@ assert all(not learned(t, "nope") for t in ("copy", "prefix"))  # the dashes
 # trails ALiBi and KERPLE on copy: the record does not rank it first.
 
 # %% [markdown] lang="ja"
-# copy では、記録は Press らの図 1 を正解率で再現します。ALiBi は保たれ、正弦波、RoPE、T5 は劣化して ALiBi に後れを取ります。
+# copy では、記録は Press らの図 1 を正解率で再現します。ALiBi は正解率を保ち、正弦波、RoPE、T5 は劣化して ALiBi に後れを取ります。
 # ほかのタスクでは但し書きが付きます。recall では T5 は何も失わず、ALiBi は $0.06$ 失います。遠いキーへのペナルティが、遠くにある答えの邪魔をするからです。prefix では ALiBi は $0.57$ 失い、先頭に立つのはほかがもっと多く失うからにすぎません。
 #
-# Kazemnejad らと Ruoss らの結果を読めるのは、NoPE とランダムな位置が $0.99$ の基準まで学習できた唯一のタスク recall だけです。NoPE は天井で上回り、ランダムな位置は RoPE を上回ります。基準を下げると copy と prefix でも判定が増えます（次の確認のあとの注）。
+# Kazemnejad らと Ruoss らの結果を判定できるのは、NoPE とランダム化した位置が $0.99$ の基準まで学習できた recall だけです。NoPE の優位は正解率が上限に張り付いた中での差で、ランダム化した位置は RoPE を上回ります。基準を下げると copy と prefix でも判定が増えます（次の確認のあとの注）。
 #
 # Chen らの PI（$s = 2$）でのファインチューニングは、copy と prefix で $L$ での正解率の 4 分の 1 を失い、$2L$ ではスケーリングなしのファインチューニングに及びません。後者は 50 ステップで copy を $8L$ の $0.99$ まで伸ばします。
 # FIRE は prefix で T5 と ALiBi を上回り、copy では ALiBi と KERPLE に及びません。記録からは FIRE を 1 位とは言えません。
@@ -854,11 +850,11 @@ assert r2("copy", "rope+ft", L8)[0] == 0.99 and S["finetune_steps"] == 50
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：基準を下げたときの判定**
 #
-# 「–」は $0.99$ という基準に頼っています。基準が $0.985$ なら prefix のランダムな位置が、$0.975$ なら 4 つの行がすべて数に入ります。下の各行は、そのとき表に加わる判定と、$8L$ での差です。
+# 「–」は $0.99$ という基準に頼っています。基準が $0.985$ なら prefix のランダム化した位置が、$0.975$ なら 4 つの行がすべて数に入ります。下の各行は、そのとき表に加わる判定と、$8L$ での差です。
 #
 # 基準が $0.975$ なら、NoPE は prefix では Kazemnejad らが名指しするどの種類よりも低く、copy では ALiBi と T5 より低くなります。recall で NoPE が正弦波を上回る差 $0.03$ $[0.00, 0.07]$ も、下限は $0.002$ にすぎません。
-# 彼らのタスクには、prefix と同じように距離が伸びる系列全体のコピーが含まれ、正解率はすべてのトークンが正しいときだけ系列を正解と数えます（完全一致）。この章はトークンごとに数えます。
-# ランダムな位置は、copy（$0.23$ $[0.17, 0.30]$）と prefix（$0.10$ $[0.05, 0.16]$）でも RoPE を上回ります。ただし $8L$ では $0, \dots, 8L - 1$ のすべての位置を連続して使い、テスト用のどの系列にも同じ 1 組を使います。学習ではそこから 16 個を選んでいたので、間隔はおよそ 8 でした。
+# Kazemnejad らのタスクには、prefix と同じように距離が伸びる系列全体のコピーが含まれ、正解率はすべてのトークンが正しいときだけ系列を正解と数えます（完全一致）。この章はトークンごとに数えます。
+# ランダム化した位置は、copy（$0.23$ $[0.17, 0.30]$）と prefix（$0.10$ $[0.05, 0.16]$）でも RoPE を上回ります。ただし $8L$ では $0, \dots, 8L - 1$ のすべての位置を連続して使い、テスト用のどの系列にも同じ 1 組を使います。学習ではそこから 16 個を選んでいたので、間隔はおよそ 8 でした。
 
 # %% tags=["deeper"]
 lines = []
@@ -869,7 +865,7 @@ for threshold in (0.985, 0.975):
         lines.append(f"  {label:30s} {task:7s} {SYMBOL[v]} {fmt(*interval)}")
 print("\n".join(lines), end="")
 
-# %% tags=["deeper", "check"] summary={"en": "the verdicts a lower line adds are those printed, and at 8L the random positions are all of 0 to 8L - 1, one draw for every test sequence", "ja": "基準を下げたときに増える判定は出力どおりで、8L でのランダムな位置は 0 から 8L - 1 のすべてで、テスト用のどの系列にも同じ 1 組を使います"}
+# %% tags=["deeper", "check"] summary={"en": "the verdicts a lower line adds are those printed, and at 8L the random positions are all of 0 to 8L - 1, one draw for every test sequence", "ja": "基準を下げたときに増える判定は出力どおりで、8L でのランダム化した位置は 0 から 8L - 1 のすべてで、テスト用のどの系列にも同じ 1 組を使います"}
 from posenc_lab.extrapolation.models import train_positions
 
 low = verdicts(threshold=0.975)
@@ -920,7 +916,7 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # $[0.04, 0.06]$ on prefix, and nothing with RoPE-LLM. **YaRN's frequencies**, as
 # the reference code computes them, beat PI's by $0.23$ on copy and $0.38$ on
 # prefix at base $10^4$, where the two differ in pair 0 alone, which the code keeps
-# whole. The paper's formula would not keep it (next section).
+# whole (next section).
 #
 # **T5's far buckets**, drawn as Hugging Face draws them, change nothing measurable
 # on copy and recall and add $0.05$ $[0.01, 0.08]$ on prefix. Both draws leave
@@ -939,13 +935,13 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # | YaRN の周波数 | 温度なしの YaRN − PI | 0.23 [0.11, 0.34] | -0.00 [-0.00, 0.00] | 0.38 [0.30, 0.46] |
 # | T5 の遠いバケット | T5-HF − T5 | -0.02 [-0.04, 0.01] | 0.00 [-0.00, 0.00] | 0.05 [0.01, 0.08] |
 #
-# **RoPE の設定**が最も大きく、しかも両方向に効きます。$L$ の間に 8 組中 6 組が 1 周すると、copy は $8L$ まで保たれます（底 $10^4$ では $0.41$）が、recall はさらに下がります（$0.75$ に対して $0.54$）。
+# **RoPE の設定**の影響が最も大きく、しかも良い方向と悪い方向の両方に働きます。$L$ の間に 8 組中 6 組が 1 周すると、copy は $8L$ まで保たれます（底 $10^4$ では $0.41$）が、recall はさらに下がります（$0.75$ に対して $0.54$）。
 # RoPE の代わりに RoPE-LLM を置くと、RoPE についての 14 の判定のうち 5 つが変わります（次の確認のあとの注）。
 #
-# **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix で $0.05$ $[0.04, 0.06]$ 上げるだけで、RoPE-LLM では何も変えません。
-# 参照実装のコードで計算した **YaRN の周波数**は、底 $10^4$ で PI を copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのはペア 0 だけで、コードはそれをそのまま保ちます。論文の式なら保ちません（次の節）。
+# **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix で $0.05$ $[0.04, 0.06]$ 上げるだけで、RoPE-LLM ではどのタスクでも測れるほどの差を生みません。
+# 参照実装のコードで計算した **YaRN の周波数**は、底 $10^4$ で PI を copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（次の節）。
 #
-# **T5 の遠いバケット**を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix で $0.05$ $[0.01, 0.08]$ 上がるだけです。
+# **T5 の遠いバケット**の初期値を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix で $0.05$ $[0.01, 0.08]$ 上がるだけです。
 # どちらの引き方でもバケット 16〜31 は学習されません。学習された遠いバケットならよくなるかどうかは、記録では検証していません。
 
 # %% tags=["check"] summary={"en": "the table's differences; with RoPE-LLM in RoPE's place exactly the five named verdicts of 14 turn; the fine-tunes at 2L and YaRN's temperature with RoPE-LLM as quoted; at base 10^4 the code's YaRN and PI differ in pair 0 only", "ja": "表の差は記録どおりです。RoPE の代わりに RoPE-LLM を置くと、14 の判定のうち本文の 5 つだけが変わります。2L でのファインチューニングの値と、RoPE-LLM での YaRN の温度の効果も本文どおりです。底 10^4 では、コードの YaRN と PI が違うのはペア 0 だけです"}
@@ -1011,7 +1007,7 @@ for t in TASKS:
 # **さらに詳しく：変わる 5 つの判定**
 #
 # copy では RoPE-LLM は劣化せず、ALiBi は RoPE-LLM を上回りません。
-# $2L$ での Chen らの結果は、底 $10^4$ では prefix で否定、recall で判定できませんでしたが、どちらでも支持されます。この底ではスケーリングなしのファインチューニングが悪くなるからです（$2L$ で $0.95$ と $0.14$。PI では $1.00$ と $0.86$）。
+# $2L$ での Chen らの結果は、底 $10^4$ では prefix で否定、recall で判定できませんでしたが、RoPE-LLM ではどちらでも支持されます。底 3.776 では、スケーリングなしのファインチューニングのほうが悪くなるからです（$2L$ で $0.95$ と $0.14$。PI では $1.00$ と $0.86$）。
 # また、PI でファインチューニングしたモデルが prefix の $L$ で失う分は、測れるほどではなくなります。
 
 # %% [markdown] lang="en"
@@ -1040,14 +1036,14 @@ for t in TASKS:
 # %% [markdown] lang="ja"
 # ## どの YaRN を試したか
 #
-# Peng ら（2023、3.2 節）は、ペア $i$ の $L$ の間の回転数 $r_i = L\theta_i / 2\pi$ で YaRN の周波数を決めます。ランプ関数 $\gamma(r)$ は $\alpha = 1$ 回より下で $0$、$\beta = 32$ 回より上で $1$ で、PI の $\theta_i / s$ と元の $\theta_i$ を混ぜ合わせます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）。
+# Peng ら（2023、3.2 節）は、ペア $i$ の $L$ の間の回転数 $r_i = L\theta_i / 2\pi$ で YaRN の周波数を決めます。ランプ関数 $\gamma(r)$ は $\alpha = 1$ 回より下で $0$、$\beta = 32$ 回より上で $1$ で、PI の $\theta_i / s$ と元の $\theta_i$ を混ぜ合わせます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節）。
 # 著者の参照実装のコードは、回転数ではなくペアの番号についてランプ関数を作ります。Hugging Face と `posenc.YarnScaling` はこのコードに従い、公開されている YaRN のモデルもすべてこれで動きます。
 # ランプ関数は $r$ が $\beta$ と $\alpha$ になる番号の間に置き、番号は外側に丸めて、実際にあるペアの範囲に収めます。
 # ここでは 32 回も回るペアはないので、コードの下側の番号は $0$ に収められ、ペア 0 はそのまま保たれます。論文のランプ関数ではペア 0 は $\gamma = 0.05$ で（$L$ の間に 2.5 回転します）、ほぼ補間されます。$s = 2$ では、コードが 1 のまま保つペア 0 の周波数を、論文の式は 0.525 倍にします。
 #
 # この章の YaRN の行も、YaRN についての判定も、すべてコードの YaRN のものです。論文の版は記録にありません。
-# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で読むと、PI とほぼ同じです。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の注）。
-# シード 1 つは例であって、判定ではありません。それでも、このヘッドの大きさでは、記録が YaRN について示すのはコードの丸め方の効果です。
+# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で評価すると、PI とほぼ同じです。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の注）。
+# シード 1 つは例であって、判定ではありません。それでも、このヘッドの次元数では、記録が YaRN について示すのはコードの丸め方の効果です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the two ramps and the re-run.** The multipliers
@@ -1142,16 +1138,16 @@ for run in rerun["runs"]:
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：未知の距離か、キーの多さか、隠れた先頭のトークンか**
 #
-# $L$ より先では、相対位置のエンコーディングは、見たことのない距離（$L - 1$ ではなく最大 $8L - 1$）と、アテンションを振り分けるキーの増加に出会います。
-# 相対位置の種類について、$8L$ でのもう 2 つの評価がこれを切り分けようとします。*clip* は $L$ 個以上前のキーをすべて $L - 1$ 個前にあるものとして採点します（距離は新しくなく、キーの数だけが新しい）。*window* はそれらのキーを隠します（$L$ 個のキーの[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)）。
-# どちらもきれいには切り分けられません。ウィンドウは、学習中にはどのクエリからも見えていた先頭のトークンも隠します。copy では BOS トークンで、学習したモデルは不要なアテンションをこうしたトークンに置きがちです（*アテンション・シンク*、Xiao ら 2023）。
+# $L$ より先では、相対位置のエンコーディングは見たことのない距離（$L - 1$ ではなく最大 $8L - 1$）に出会い、アテンションを振り分ける先のキーも増えます。
+# この 2 つを切り分けるため、相対位置の種類については $8L$ で評価を 2 つ追加します。*clip* は、$L$ 個以上前のキーとのスコアを、すべて $L - 1$ 個前にあるものとして計算します（新しい距離は現れず、キーの数だけが増えます）。*window* はそれらのキーを隠します（$L$ 個のキーの[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)）。
+# どちらもきれいには切り分けられません。ウィンドウは、学習中にはどのクエリからも見えていた先頭のトークンも隠します。copy では BOS トークンで、学習済みのモデルは不要なアテンションをこうしたトークンに置きがちです（*アテンションシンク*（attention sink）、Xiao ら 2023）。
 # また FIRE のバイアスは、距離だけでなく、しきい値を超えたクエリの位置にもよるので、どちらの評価でも $8L$ での入力は新しい値になります。
 # $L \le t < 8L$ で平均すると、*clip − full* はほかの種類にとって見たことのない距離の代償です。*window − clip* には、増えたキーと隠れた先頭のトークンが混ざります。
 # recall ではウィンドウが答えを隠すので、読むのは *clip − full* だけです。prefix では答えが $4L$ 個前にあるので、どちらも読みません。
 #
 # copy では、RoPE が失うのはすべて距離のためです。クリッピングで $0.65$ 戻り、ウィンドウはそれ以上何も加えません。
 # T5 はクリッピングで $0.02$ $[0.01, 0.03]$ 戻り、ウィンドウでさらに $0.10$ 戻ります。失う分の大部分は、遠いキーを隠すと取り戻せます。
-# ALiBi と FIRE では、ウィンドウはクリップより悪くなります（$-0.06$ と $-0.11$）。遠いキーを失うと損をするわけですが、copy では遠いキーは先頭のもの以外どれも近いキーの繰り返しなので、最もありそうな代償は隠れた先頭のトークンです。記録ではこれを検証していません。
+# ALiBi と FIRE では、ウィンドウはクリッピングより悪くなります（$-0.06$ と $-0.11$）。遠いキーを失うと損をするということですが、copy では先頭以外の遠いキーはどれも近いキーの繰り返しなので、損の原因として最もありそうなのは、先頭のトークンが隠れることです。記録ではこれを検証していません。
 # recall では、クリッピングで RoPE に $0.27$、RoPE-LLM に $0.39$、ALiBi に $0.07$ 戻ります。答えは学習中のどの距離よりも遠くにあり、そこでは RoPE の角度は新しく、ALiBi のペナルティは大きくなり続けるからです。
 
 
@@ -1251,7 +1247,7 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # **さらに詳しく：区間に含まれないもの**
 #
 # - 区間は学習のシードについてのものだけです。どのモデルも、長さごとに 1 組の決まった 128 本の系列でテストしているので、その系列の選び方によるばらつきは含まれません。位置 $t$ で正解した系列の割合 $a(t)$ 1 つの標準誤差は、最大で $\sqrt{0.25/128} = 0.044$ です。
-# - 判定は多数あり、それぞれ別々の 95% 信頼区間から出していて、互いについての補正はしていません。真の差が $0$ のとき、正負で決める判定は確率 $0.05$ で偶然「支持」か「否定」になります。判定どうしは同じ行を共有するので、独立でもありません。
+# - 判定は多数あり、それぞれ別々の 95% 信頼区間から出していて、多重比較の補正はしていません。真の差が $0$ のとき、正負で決める判定は確率 $0.05$ で偶然「支持」か「否定」になります。判定どうしは同じ行を共有するので、独立でもありません。
 # - 5 つのシードがすべて同じ値のとき（$1.00$ $[1.00, 1.00]$ など）、区間の幅は $0$ です。これはシードが一致したことを示すだけで、それに頼る判定は天井に当たっているのであって、検定ではありません。$1$ の近くでは正解率の分布は偏り（あるシードがほかより大きく下がることはあっても、大きく上がることはありません）、シードのばらつきをほぼ正規分布とみなす t 区間は、幅が示すより粗くなります。
 # - 学習率はすべての種類で同じです。予備実験で選んだもので、タスクを学習できなかった種類が別の学習率で学習できるかどうかは調べていません。
 # - 長さ $N$ での正解率は、最初の $L$ 個を含めて、$N$ より前のすべての採点位置の平均です。そのため copy と recall では、$L$ より先での失敗が薄まります（演習）。prefix で採点するのはコピーする後半だけで、そのすべてが距離 $N/2$ です。
@@ -1288,23 +1284,16 @@ for N in lengths:
 # - PI without a fine-tune wrecks a task that needs an exact near distance (copy:
 #   $0.24$ at $2L$) and repairs recall; at base $10^4$ a 50-step fine-tune at $2L$
 #   without scaling carried copy to $0.99$ at $8L$.
-# - T5's far buckets stay untrained under either draw; what trained ones would do,
-#   the record does not test.
-# - Five seeds give intervals with $t_{0.975,\,4} = 2.776$; many recall verdicts
-#   rest on a ceiling of $1.00$, where an interval of width $0$ says only that the
-#   seeds agree.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 1 つの決まった予算で、12 種類のうち 10 種類が $L = 16$ で 3 つのタスクをすべて学習できました。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きません。$L$ で学習できていないモデルからは外挿について何もわからず、この 2 種類の判定は基準の置き方で変わります。
-# - copy では、ALiBi、KERPLE、Llama 2 と同じ割合のペアが回る RoPE は $8L$ まで保たれ、正弦波（$0.60$）と底 $10^4$ の RoPE（$0.41$）は保たれません。小さなタスクの正解率で見た Press らの図 1 です。
+# - 共通のステップ数で、12 種類のうち 10 種類が $L = 16$ で 3 つのタスクをすべて学習できました。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きません。$L$ で学習できていないモデルからは外挿について何もわからず、この 2 種類の判定は基準の置き方で変わります。
+# - copy では、ALiBi、KERPLE、Llama 2 と同じ割合のペアが回る RoPE は $8L$ まで正解率を保ち、正弦波（$0.60$）と底 $10^4$ の RoPE（$0.41$）は保てません。小さなタスクの正解率で見た Press らの図 1 です。
 # - 外挿はエンコーディングとタスクの組の性質です。recall では T5、FIRE、CoPE、NoPE が $1.00$ を保ち、ALiBi は $0.06$ 失います。答えまでの距離が長さとともに伸び、位置で答えを探す prefix では、$8L$ まで保てるものはありません（最もよい行で $0.71$）。
-# - RoPE の底は、エンコーディングの選択と同じくらい、しかも両方向に効きます。ほとんどのペアが $L$ の間に回ると copy は保たれ、recall はさらに下がり、RoPE についての 14 の判定のうち 5 つが変わります。
-# - ここでの YaRN はすべて参照実装のコードのもので、このヘッドの大きさではペア 0 をそのまま保ちます。底 $10^4$ で周波数が PI と違うのはこのペアだけで、PI を上回る分（copy で $0.23$、prefix で $0.38$）はここから来ます。論文の式はこのペアを保ちません。温度が prefix で加えるのは $0.05$ $[0.04, 0.06]$ です。
-# - ファインチューニングなしの PI は、近くの正確な距離が必要なタスクを壊し（copy は $2L$ で $0.24$）、recall は立て直します。底 $10^4$ でスケーリングなしに $2L$ で 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで伸びました。
-# - T5 の遠いバケットは、どちらの引き方でも学習されません。学習されたバケットならどうなるかは、記録では検証していません。
-# - シードが 5 つなので、区間には $t_{0.975,\,4} = 2.776$ を使います。recall の判定の多くは天井の $1.00$ に頼り、そこでの幅 $0$ の区間はシードが一致したことしか示しません。
+# - RoPE の底は、エンコーディングの選択と同じくらい結果を左右し、しかも良い方向と悪い方向の両方に働きます。ほとんどのペアが $L$ の間に回ると copy は保たれ、recall はさらに下がり、RoPE についての 14 の判定のうち 5 つが変わります。
+# - ここでの YaRN はすべて参照実装のコードのもので、このヘッドの次元数ではペア 0 をそのまま保ちます。底 $10^4$ で周波数が PI と違うのはこのペアだけで、PI を上回る分（copy で $0.23$、prefix で $0.38$）はここから来ます。論文の式はこのペアを保ちません。温度が prefix で加えるのは $0.05$ $[0.04, 0.06]$ です。
+# - ファインチューニングなしの PI は、近くの正確な距離が必要なタスクを壊し（copy の正解率は $2L$ で $0.24$）、recall は立て直します。底 $10^4$ でスケーリングなしに $2L$ で 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで伸びました。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1327,7 +1316,7 @@ for N in lengths:
 # is also 7, 11, ... back).
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 1.** 変わる判定は 1 つです。copy の $2L$ での、PI でのファインチューニングとスケーリングなしのファインチューニングの比較が、「否定」から「判定できない」に変わります。
+# **解答 1.** 変わる判定は 1 つです。copy の $2L$ で、PI を使ったファインチューニングとスケーリングなしのファインチューニングを比べた判定が、「否定」から「判定できない」に変わります。
 # $L$ から $2L$ までは、どの位置でも、どちらの行も 99% 以上の系列で正解します。PI の行が $L$ と $2L$ で失う分の 98〜99% は、答えの写しが 3 個前の 1 つしかない $t = 4, \dots, 7$ にあります（$t = 8$ 以降は 7 個前、11 個前、… にもあります）。
 
 

@@ -31,12 +31,12 @@
 # position, $j$ the key's, and $i - j \ge 0$ the causal distance.
 
 # %% [markdown] lang="ja"
-# # 学習する距離関数と文脈に応じた位置
+# # 学習可能な距離関数と文脈に応じた位置
 #
 # [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
 # カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
-# CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、どの入力でも 3 つ前の文を見つけます。内容のスコアが同じなら、トークンの距離によるバイアスにはこれができません。
-# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)が変えるのは位置だけです。
+# CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、どの入力でも 3 つ前の文を見つけます。同じ内容のスコアに距離のバイアスを足すだけでは、これはできません。
+# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は、式を変えず、位置の番号だけを変えます。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
@@ -72,7 +72,7 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
 # この章の手法は、バイアスを少数の学習可能なパラメータを持つ関数にします。関数はどの距離でも定義され、その形は学習で決まります。
 
-# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは 1 ステップごとに 1/8 下がります"}
+# %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは距離が 1 増えるごとに 1/8 下がります"}
 from torch.testing import assert_close
 
 from posenc import T5RelativeBias, alibi_bias, alibi_slopes
@@ -116,10 +116,10 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # ## KERPLE：距離のカーネル関数
 #
 # Chi ら（2022）は、よいバイアスの手がかりをカーネル法の理論に求めました。
-# 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実数 $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
-# $\sum_a c_a = 0$ を満たす $c$ について成り立てば（それ以外のベクトルでは成り立たなくてもかまいません）、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
+# 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実ベクトル $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
+# $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば（それ以外のベクトルでは成り立たなくてもかまいません）、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
 # 内積は正定値カーネルです。条件付き正定値カーネルは、距離の 2 乗に負号を付けたものの一般化です。論文の事実 1 によれば、値が $\le 0$ で対角成分で 0 になる条件付き正定値カーネルは、あるヒルベルト空間での距離の 2 乗に負号を付けたものです。
-# 論文のさらに 3 つの事実（下の注）から、$-\lvert x - x' \rvert^2$ をもとに、ヘッド $h$ の KERPLE の 2 つのバイアスができます。学習する数はどちらも 2 つです。
+# 論文のさらに 3 つの事実（下の注）から、$-\lvert x - x' \rvert^2$ をもとに、ヘッド $h$ の KERPLE の 2 つのバイアスができます。学習可能なパラメータはどちらも 2 つです。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
 # 条件 $r_2 \le 2$ には理由があります。より大きなべき乗は条件付き正定値ではなく（演習 1）、事実 3 が扱わないべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同様です。
@@ -148,10 +148,10 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # §3.2 の事実 2〜4 です（番号は論文のとおり）。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
-# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg、Christensen、Ressel 1984。Schölkopf 2000 の命題 4）。
+# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg・Christensen・Ressel 1984 と、Schölkopf 2000 の命題 4）。
 # - **事実 4.** $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
 #   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#   $x_a^2$ と $x_b^2$ の項には係数 $\sum c = 0$ が掛かるからです。
+#   $x_a^2$ と $x_b^2$ の項には因子 $\sum c = 0$ が掛かるからです。
 #
 # 事実 4 に $\alpha = p/2$ として事実 3 を使うと $0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られ、$p = 2$ は事実 4 そのものです。
 # 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合の $r_2 > 0$ 倍）に使うと $-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
@@ -221,7 +221,7 @@ with torch.no_grad():
 # **さらに詳しく：どの長さにも使える定数はない**
 # 補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
-# 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ にある 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
+# 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
 # なお、論文の付録 A.2 の命題 1 は、直線上のすべての点に共通の 1 つの定数があると述べています。
 # しかし上の主小行列式から、上限のない位置の集合に使える定数はないことがわかります。
 # この命題が成り立つのは、補題 1 と同じく有限の集合の上です。
@@ -274,10 +274,10 @@ print(
 # %% [markdown] lang="ja"
 # ## KERPLE が学習できる形
 #
-# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ とすれば ALiBi の対称なバイアス、論文の三角カーネル $c - \lvert m - n \rvert$ です（論文は位置を $m$、$n$ と書きます）。
+# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ とすれば ALiBi の対称なバイアスになります。これは論文の三角カーネル $c - \lvert m - n \rvert$ です（論文は位置を $m$、$n$ と書きます）。
 # ただし、ALiBi のヘッドがすべて再現できるわけではありません。
 # 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は同じ範囲をパラメータ化 $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ と、べき乗の形での $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ で保ちます。
-# 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの下限より小さくなります。
+# 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの最小値より小さくなります。
 
 
 # %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です"}
@@ -314,7 +314,7 @@ print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 # with $r_2 > 1$ the other way.
 
 # %% [markdown] lang="ja"
-# 図は、説明用に選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値）。
+# 次の図では、説明用に選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値です）。
 # 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 # $r_2 < 1$ のべき乗も同じ向きに、$r_2 > 1$ では逆向きに曲がります。
 
@@ -373,7 +373,7 @@ plt.show()
 # symmetric in $i - j$ where the official code puts $0$ after the query; the causal
 # mask removes those entries either way.
 #
-# One more detail, read from the code and not run on a GPU: it casts the distance
+# One more detail, read from the code and not run: it casts the distance
 # matrix to the dtype of the scores (`diff.to(x.dtype)`), and the scores come out of
 # `baddbmm` in the dtype of the queries, bfloat16 in the paper's runs (its Table 2).
 # bfloat16 holds integers exactly only up to $256$, so longer distances are rounded
@@ -388,13 +388,13 @@ plt.show()
 # 論文の式 1 は、カーネル関数を $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
 # 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、その違いは $r_1$ を $\sqrt{d}$ 倍するだけです。`posenc` は公式実装に従います。
 # パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
-# 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、学習する数が 3 つになる対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られ、論文はこれも挙げています。
+# 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、学習可能なパラメータが 3 つになる対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られ、論文はこれも挙げています。
 # 公式実装と `KerpleBias` は $p = 1$ に固定しています。
 #
 # 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換えてクリップします（`self.eps = 1e-2`）。
 # 範囲は `posenc` と同じでも、学習の進み方は違います。
-# クリップする方式では、オプティマイザが下限より下に押したパラメータはちょうど下限にとどまります。
-# 一方、`posenc` の $r_1$ と $r_2$ は下限に近づくだけで、その歩幅には softplus や $\sigma$ の傾きが掛かります。
+# クリップする方式では、オプティマイザが最小値より下に押したパラメータはちょうど最小値にとどまります。
+# 一方、`posenc` の $r_1$ と $r_2$ は最小値に近づくだけで、その更新量には softplus や $\sigma$ の傾きが掛かります。
 #
 # 公式実装は距離の行列を `torch.tril(m - n)` として作り、対角より上は 0 にします。
 # キャッシュを使う 1 つのクエリには、その最後の行を使います。
@@ -402,7 +402,7 @@ plt.show()
 # したがって $r_1$ は、対数の形では `bias_p`、べき乗の形では `bias_a` にあたります。
 # `posenc` は $i - j$ について対称ですが、公式実装はクエリより後ろを $0$ にします。どちらの場合も、その成分は因果マスクが取り除きます。
 #
-# もう 1 つ細かな点があります（コードを読んで確かめたもので、GPU で実行してはいません）。
+# もう 1 つ細かな点があります（コードを読んで確かめたもので、実行はしていません）。
 # このコードは距離の行列をスコアの dtype に変換します（`diff.to(x.dtype)`）。スコアは `baddbmm` の出力なのでクエリの dtype になり、論文の実験ではそれが bfloat16 です（論文の表 2）。
 # bfloat16 で正確に表せる整数は $256$ までなので、それより長い距離は、カーネルが受け取る前に丸められます。
 # 最長のテスト長 $16384$ では、$8192$ から $16383$ までの $8192$ 個の距離が、$64$ の倍数の $129$ 個の値にまとまります。
@@ -452,7 +452,7 @@ with torch.no_grad():
 # quickly. Its Table 3 gives the perplexities that go with this: on OpenWebText2,
 # trained at 512 tokens and tested at 16384 (mean of five seeds), the log variant
 # reaches 21.4, the power variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal
-# about 30000), and §5.2 finds the log variant 9.7% faster to train than T5.
+# about 30000).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
@@ -460,8 +460,7 @@ with torch.no_grad():
 # 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
 # これに対応するパープレキシティは論文の表 3 にあります。
 # 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
-# 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波は約 30000 です。
-# また §5.2 によれば、対数の形の学習は T5 より 9.7% 速くなります。
+# 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波位置エンコーディングは約 30000 です。
 
 # %% [markdown] lang="en"
 # ## FIRE: one function of a normalised distance
@@ -496,14 +495,14 @@ with torch.no_grad():
 # %% [markdown] lang="ja"
 # ## FIRE：正規化した距離の関数
 #
-# KERPLE は関数の形を固定して 2 つの数を学習しますが、FIRE（Li ら 2024）は形も学習します。
+# KERPLE は関数の形を固定して 2 つのパラメータを学習しますが、FIRE（Li ら 2024）は形も学習します。
 # 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を入力に取ります。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$）。
 #
 # - **クエリの位置で割る。** しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので $0 \le \psi(i - j)/\psi(i) \le 1$ です（最初のキーで $1$）。
 #   $L$ より長い入力で学習した MLP は、学習中にこの区間全体の引数を見ており、さらに長い入力でも区間の外の値は現れません。
-#   生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませる、論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
+#   MLP は、生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませます。論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
 # - **その代償。** しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
 # - **対数としきい値。** $\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
 #   $\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
@@ -660,9 +659,9 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # クエリ $i$ から見たキー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)（トークンの位置ではありません）は、$j$ からクエリまでのゲートの和です。
 # $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # ゲートがすべて $1$ のヘッドはトークンを数え（$p_{ij} = i - j + 1$）、ピリオドでだけ開くヘッドは文を数えます。
-# 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みを補間し、
+# 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みを次のように補間します。
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# $q_i \cdot e[p_{ij}]$ をスコアに足します。
+# そして $q_i \cdot e[p_{ij}]$ をスコアに足します。
 # $P - 1$ を超える位置は $P - 1$ にクリップします。マスクしたキーのスコアは $-\infty$、ゲートは $0$ なので、和はクエリで止まります。
 
 # %%
@@ -672,7 +671,7 @@ open_gates = torch.full((12, 12), 40.0).masked_fill(causal == 0, -math.inf)
 cope.positions(open_gates)[-1]  # sigmoid(40) = 1: tokens, clamped at P - 1
 
 
-# %% tags=["check"] summary={"en": "CoPE equals the paper's equations; with open gates the positions are i − j + 1, clamped at P − 1", "ja": "論文の式と一致し、ゲートが開けば位置は i − j + 1（最大 P − 1）です"}
+# %% tags=["check"] summary={"en": "CoPE equals the paper's equations; with open gates the positions are i − j + 1, clamped at P − 1", "ja": "CoPE は論文の式どおりで、ゲートが全開なら位置は i − j + 1（最大 P − 1）です"}
 def cope_by_vectors(q, scores, table):
     """The paper's equations: q_i . e[p_ij], with e[p] interpolated."""
     p = torch.sigmoid(scores).flip(-1).cumsum(-1).flip(-1)
@@ -720,9 +719,9 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
 #
 # ゲートにどのスコアを使うかは、出典によって違います。
-# 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ を受け取り、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
+# 論文の付録のコードと x-transformers の `CoPE` は、ゲートの入力にスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ を使い、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
-# ただし既定では、位置のロジットも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
+# ただし既定では、位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
 # この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
 
 
@@ -774,7 +773,7 @@ with torch.no_grad():
 #
 # このヘッドは手で設定できます。
 # スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ です。論文のとおり、ゲートにも同じスコアを使います。そのためゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
-# 表は $q \cdot e[3] = 40$ で、ほかは $q \cdot e[n] = 0$ です。
+# 表は、$q \cdot e[3] = 40$、それ以外は $q \cdot e[n] = 0$ となるように選びます。
 # 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -894,10 +893,10 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
 # ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
 # この表の正解率は、テスト用の 1000 個の入力で 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# シードと学習率を 1 つずつ選んで 1 回学習しただけなので、68.4% は距離の表に達成できる正解率の下限にすぎません。
+# シードと学習率を 1 つずつ選んで 1 回学習しただけなので、68.4% は距離の表で到達できる正解率の一例にすぎません。
 
 
-# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に答えるバイアスはなく、表の正解率は 68.4% です"}
+# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); the trained table answers 68.4%", "ja": "A と B の両方に正しく答えるバイアスはありません（ランダムな 2000 個、同点、A に有利なもの）。表の正解率は 68.4% です"}
 def parse(text):
     row = [MARKS.index(t) for t in text.split()]
     return torch.tensor([[-1] * (N_KEYS - len(row)) + row])
@@ -953,7 +952,7 @@ assert f"{table_accuracy:.1%}" == "68.4%"  # the number in the text
 # while in its training inputs the third mark back lies 14.1 tokens back on average.
 
 # %% [markdown] lang="ja"
-# 図は 2 つの入力を示します。
+# 次の図に 2 つの入力を示します。
 # 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。下は各ヘッドの重みです。
 # CoPE のヘッドはどちらでも `!` を見つけます。
 # 学習済みの表は、最も遠い文末の記号に重みの大半を置き（A では 9 トークン前で 0.788、B では 11 トークン前で 0.649）、2 回とも `.` と誤答します。
@@ -1022,8 +1021,8 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # %% [markdown] lang="ja"
 # ## ランダム化した位置：式は変えない
 #
-# Ruoss ら（2023）はデータの側から取り組みます。
-# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけで、論文は、長い入力での失敗を学習中に現れなかった位置（相対位置の手法では距離）と結び付け、「相対位置の手法でも」そうだと述べています。
+# Ruoss ら（2023）は、この問題にデータの側から取り組みます。
+# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけです。論文は長い入力での失敗を学習中に現れなかった位置（相対位置の手法では距離）のせいとし、「相対位置の手法でも」同じだと述べます。
 # 対策では式は変わりません。
 # $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
@@ -1032,7 +1031,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # 隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（選ばれる位置の分布は下の注）。
 #
 # 論文が試したのは、アルゴリズム的なタスクで学習した、エンコーダのみの Transformer で、因果的な言語モデルではありません。
-# 要旨によれば、15 個のタスクの 6000 個のモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
+# 要旨によれば、15 個のタスクの 6000 を超えるモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
 # このサイトで学習した小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
@@ -1110,20 +1109,18 @@ print(f" +- {se:.1f} (exact {mean_max:.2f})")
 # $p_i - p_j$ of random positions. The cited example script
 # (`experiments/example.py`) uses the relative variant (`NOISY_RELATIVE` with
 # `noise_max_length` 2048): an encoder trained on lengths 1 to 40, in batches of 128
-# for 10 000 steps, and tested on lengths up to 100. That variant raises
-# `NotImplementedError` with causal attention (`models/transformer.py`).
+# for 10 000 steps, and tested on lengths up to 100.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：公式実装が選ぶもの**
 # 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
 # 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、回転の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
 # 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
-# 正弦波、学習型、回転のエンコーディング（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
+# 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
 # Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
 # そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
 # 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
 # エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
-# この版は、因果的なアテンションでは `NotImplementedError` を送出します（`models/transformer.py`）。
 
 
 # %% tags=["deeper", "check"] summary={"en": "the official ALiBi variant, restated with one head of slope 1, is a function of i − j whose offsets 1 to 7 get the drawn distances, all in [1, L); a bias −|p_i − p_j| of random positions is not a function of i − j", "ja": "傾き 1 のヘッド 1 つで書き直した公式実装の ALiBi の版は i − j の関数で、距離 1〜7 の代わりに、[1, L) から選んだ距離が入ります。ランダムな位置によるバイアス −|p_i − p_j| は i − j の関数ではありません"}
@@ -1187,7 +1184,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
-# 組み込めるのは、1 つの成分について手元の情報から計算できるバイアスです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこれを明示しています。
+# 1 つの成分のバイアスを手元の情報だけから計算できれば、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
 # FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）。
 # FlashAttention では、それ以外のバイアスは $[h, q, k]$ の密なテンソルとしてメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
 # FlexAttention は、T5 と KERPLE をカーネルの中で計算します（表の最後の列）。
@@ -1198,7 +1195,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
 # | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
-# | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のロジット $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
+# | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のスコア $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
 # CoPE のキー $j$ でのバイアスは後ろのキーのスコアとともに変わり、1 つのスコアの関数にはなりません。
 # デコードの 1 ステップごとにキャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
@@ -1286,11 +1283,11 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE はヘッドごとに 2 つの数を学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。条件付き正定値で十分で、正定値にする定数は softmax で消えます。
+# - KERPLE はヘッドごとに 2 つのパラメータを学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。条件付き正定値で十分で、正定値にする定数は softmax で消えます。
 # - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿でなく補間で済みます。代わりに、バイアスはクエリの位置とともに変わります。
 # - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスはトークンを数えます。
 # - ランダム化した位置は式を変えず、学習とテストの両方で、$[0, L)$ のランダムな部分集合を昇順に並べて位置とします。
-# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE は組ごとに MLP が、CoPE は行のスコアすべてが必要です。
+# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はスコアごとに MLP が、CoPE は行のスコアすべてが必要です。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1333,7 +1330,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # **解答 1.** 寄与するのは $a \ne b$ の組だけで、それぞれ 2 回現れます。
 # $(0, 1)$ と $(1, 2)$ は $c_a c_b = -2$、$\lvert a - b \rvert^p = 1$ で、$(0, 2)$ は $c_a c_b = 1$、$\lvert a - b \rvert^p = 2^p$ です。したがって次のようになります。
 # $$\sum_{a,b} c_a c_b \left(-\lvert a - b \rvert^p\right) = -\left(2 \cdot (-2) + 2 \cdot (-2) + 2 \cdot 2^p\right) = 8 - 2^{p+1}$$
-# これが負になるのはちょうど $p > 2$ のときで、$p = 2$ では $0$ です。
+# これが負になるのは $p > 2$ のとき、かつそのときに限ります。$p = 2$ では $0$ です。
 # $\sum_a c_a = 0$ なので、負の値は定義に反します。
 # このため、等間隔に並ぶ 3 つの位置を含む集合の上では、2 より大きいべき乗は条件付き正定値になりません。
 
@@ -1427,18 +1424,16 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # independent, so it is missing from $S$ sequences with probability
 # $(1 - n/L)^S$, and by linearity of expectation the number of positions never
 # drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
-# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. The paper draws
-# one subset per training example; the official code draws per forward call
-# (for the example script's relative encoding, one set per attention layer),
-# shared by the whole batch, so there each layer's 387 draws are 387 of the
-# example script's 10 000 steps (about 4%): still a small part of training.
+# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. In the official code
+# each layer's 387 draws are 387 of the example script's 10 000 steps (about 4%):
+# still a small part of training.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装は呼び出しごとに選び（例のスクリプトの相対位置のエンコーディングでは、アテンションの層ごとに 1 組）、バッチ全体で共有します。そのため公式実装では、各層の 387 回の選択は例のスクリプトの 10000 ステップのうち 387 ステップ（約 4%）にあたります。学習全体から見ればまだ小さな割合です。
+# 公式実装では、各層の 387 回の選択は例のスクリプトの 10000 ステップの約 4% にあたり、学習全体から見ればまだ小さな割合です。
 
 # %% tags=["solution"]
 n, L = 40, 2048
@@ -1496,13 +1491,13 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出と照合しています。x-transformers はバージョン 2.26.4 を読みました。
+# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出のいずれかと照合しています。x-transformers はバージョン 2.26.4 を読みました。
 #
 # ### 参考文献
 #
 # - Chi, T.-C. et al. (2022). *KERPLE: Kernelized Relative Positional Embedding for
-#   Length Extrapolation*. NeurIPS 2022. <https://arxiv.org/abs/2205.09921>。コード
-#   <https://github.com/chijames/KERPLE>
+#   Length Extrapolation*. NeurIPS 2022. <https://arxiv.org/abs/2205.09921>
+#   （コード：<https://github.com/chijames/KERPLE>）
 # - Schölkopf, B. (2000). *The Kernel Trick for Distances*. NeurIPS 13.
 #   <https://proceedings.neurips.cc/paper/2000/hash/4e87337f366f72daa424dae11df0538c-Abstract.html>
 # - Berg, C., Christensen, J. P. R., Ressel, P. (1984). *Harmonic Analysis on
@@ -1511,11 +1506,11 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 #   Long Context Transformers*. ICLR 2024（arXiv 版は 2023 年、付録に疑似コード）。
 #   <https://arxiv.org/abs/2310.04418>
 # - Golovneva, O. et al. (2024). *Contextual Position Encoding: Learning to Count
-#   What's Important*. <https://arxiv.org/abs/2405.18719>。コード
-#   <https://github.com/facebookresearch/RAM/tree/main/projects/cope>
+#   What's Important*. <https://arxiv.org/abs/2405.18719>
+#   （コード：<https://github.com/facebookresearch/RAM/tree/main/projects/cope>）
 # - Ruoss, A. et al. (2023). *Randomized Positional Encodings Boost Length
-#   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>。
-#   コード <https://github.com/google-deepmind/randomized_positional_encodings>
-# - x-transformers。<https://github.com/lucidrains/x-transformers>。FlexAttention。
-#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>。
-#   FlashAttention。<https://github.com/Dao-AILab/flash-attention>
+#   Generalization of Transformers*. ACL 2023. <https://arxiv.org/abs/2305.16843>
+#   （コード：<https://github.com/google-deepmind/randomized_positional_encodings>）
+# - x-transformers：<https://github.com/lucidrains/x-transformers>、FlexAttention：
+#   <https://docs.pytorch.org/docs/stable/nn.attention.flex_attention.html>、
+#   FlashAttention：<https://github.com/Dao-AILab/flash-attention>

@@ -280,7 +280,7 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 #
 # 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、同じチャンクのキーと、その前にキャッシュされたすべてのキーを見ます。
 # このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のクエリのうち $i$ 番目のものは、位置 $i + n_k - n_q$ にあります。
-# SDPA の `is_causal=True` はマスクを**左上**にそろえるので、チャンクの最初のクエリは系列の最初のキーしか見られません。
+# SDPA の `is_causal=True` はマスクを**左上**にそろえるので、チャンクの最初のクエリは系列の最初のキーしか見られなくなります。
 # `attention_mask(n_q, n_k)` は末尾にそろえたマスクを返します。モデルのように位置を渡せば、マスクは位置どうしを比べて作るので、ずれようがありません。
 # 位置や文書 ID が要らない単純なチャンクなら、PyTorch の `torch.nn.attention.bias.causal_lower_right(n_q, n_k)` も末尾にそろえた因果マスクです。テンソルではなく SDPA が解釈するオブジェクトなので、GPU では融合カーネルで計算できます。
 
@@ -354,7 +354,7 @@ bias = alibi_score_mod(
 score, batch, head = torch.tensor(0.0), torch.tensor(0), torch.tensor(0)
 print(bias(score, batch, head, torch.tensor(5), torch.tensor(2)))  # -m_0 * 3
 
-# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod の FlexAttention は、alibi_bias をマスクに入れた SDPA と、キャッシュを使うデコードのどのステップでも同じロジットを出します。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
+# %% tags=["check"] summary={"en": "FlexAttention with alibi_score_mod gives the logits of SDPA with alibi_bias in the mask, with its cache too, at every decode step; the score above is -3/4 (m_0 = 1/4 for four heads)", "ja": "alibi_score_mod を使う FlexAttention は、alibi_bias をマスクに入れた SDPA と同じロジットを出します。キャッシュを使うデコードのどのステップでも同じです。上のスコアは -3/4 です（4 ヘッドでは m_0 = 1/4）"}
 with torch.no_grad():
     positions = torch.arange(tokens.shape[1])
     assert_close(alibi_flex(tokens, positions), alibi_sdpa(tokens, positions))
@@ -373,7 +373,7 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # same.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：コンパイルした FlexAttention と eager の FlexAttention**
+# **さらに詳しく：コンパイルした FlexAttention と eager モードの FlexAttention**
 #
 # `flex_attention` を `torch.compile` で包むと、GPU でも CPU でも 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。結果は同じなので、上のセルでは警告を止めています。
 
@@ -390,15 +390,15 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # position counts: an absolute encoding (sinusoidal embeddings added to the input,
 # below), FIRE for queries beyond its threshold, RoPE scalings that depend on the
 # length, and the `max_positions` bound of the RoPE table. Restarting is the safe
-# default, and the cell below restarts them.
+# default.
 
 # %% [markdown] lang="ja"
 # ## 詰め込んだ系列（パッキング）
 #
-# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、同じ ID で $p_j \le p_i$ のときだけに限ります。
-# RoPE と ALiBi にはこのマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は文書が行のどこから始まっても同じだからです。位置を文書ごとに 0 から数え直しても、行の端から数え続けても、各文書のロジットは単独で処理したときと丸め誤差の範囲で一致します。
+# 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、文書 ID が同じで、かつ $p_j \le p_i$ のときに限ります。
+# RoPE と ALiBi にはこのマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は文書が行のどこから始まっても同じだからです。位置を文書ごとに 0 から数え直しても、行の先頭から通しで数えても、各文書のロジットは単独で処理したときと丸め誤差の範囲で一致します。
 # 数え直しが必要なのは、絶対的な位置が効くところです。絶対位置のエンコーディング（下では入力に足す正弦波の埋め込み）、しきい値を超えたクエリでの FIRE、長さによって変わる RoPE のスケーリング、RoPE の表の上限 `max_positions` がそうです。
-# 数え直しておくのが安全で、下のセルでも数え直します。
+# 数え直しておくのが安全です。
 
 # %%
 documents = [torch.randint(64, (1, 7)), torch.randint(64, (1, 5))]
@@ -467,14 +467,14 @@ for r in range(2):
 # %% [markdown] lang="ja"
 # ## meta デバイスでの構築
 #
-# 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。だれが初期化するかはラッパーによります。
+# 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。初期化の担い手はラッパーごとに違います。
 # FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は自分で初期化します。幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移して `reset_parameters()` を呼びます。この `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
 # FSDP2（`fully_shard`）と、FSDP を使わないモデルは何も呼びません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
-# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（`posenc` の選んだ値で、Hugging Face の T5 は別の標準偏差で引きます）。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（この値は `posenc` の選択で、Hugging Face の T5 は別の標準偏差を使います）。
 #
-# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（それが成り立つ条件は、下の確認のあとの注）。
+# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（条件は、下の確認のあとの注で説明します）。
 
 
 # %%
@@ -492,7 +492,7 @@ reset_every_module(deferred)
 print(deferred.blocks[0].rope.rot_cached.device)
 
 
-# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常の構築とパラメータも RoPE の表もビット単位で一致します。T5RelativeBias の表はループでも FSDP1 の順序でも広がり約 0.02 です（nn.Embedding の既定なら 1）。FSDP1 の順序では RoPE の表は meta に残りますが、ロジットは通常どおりです"}
+# %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常の構築とパラメータも RoPE の表もビット単位で一致します。T5RelativeBias の表はループでも FSDP1 の順序でも標準偏差は約 0.02 です（nn.Embedding の既定なら 1）。FSDP1 の順序では RoPE の表は meta に残りますが、ロジットは通常どおりです"}
 from posenc import T5RelativeBias
 
 
@@ -596,7 +596,7 @@ llama_3_1 = {
 rope = RotaryEmbedding.from_hf_config(llama_3_1, max_positions=8192)
 print(rope)
 
-# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のものです。最も速いものは変わらず、最も遅いものは 8 で割られ、波長が 8192/4 と 8192 の間の 6 つは Hugging Face の値（transformers から貼り付け）と、すべては手で作ったスケーリングと一致します。クエリ 8、キー 2 ヘッドでは、enable_gqa はキーとバリューを繰り返した場合と同じアテンションです"}
+# %% tags=["check"] summary={"en": "the frequencies are Llama 3's: the fastest unchanged, the slowest divided by 8, the six in the smooth band (wavelengths between 8192/4 and 8192) equal to Hugging Face's (pasted from transformers), and all as the hand-built scaling gives; with 8 query heads and 2 key heads, enable_gqa gives the attention of repeated keys and values", "ja": "周波数は Llama 3 のもので、最も速いものはそのまま、最も遅いものは 8 で割られます。すべて手で作ったスケーリングと一致し、波長が 8192/4〜8192 の 6 つは Hugging Face の値（transformers の出力を貼り付けたもの）とも一致します。クエリ 8 ヘッド、キー 2 ヘッドの enable_gqa は、キーとバリューを繰り返した場合と同じアテンションです"}
 from posenc import Llama3Scaling, rope_frequencies
 
 scaling = Llama3Scaling(8.0, 1.0, 4.0, 8192)
@@ -645,9 +645,8 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # ## Distributed training
 #
 # No DDP run here, only what to know. `DistributedDataParallel` broadcasts every
-# *buffer* from rank 0 at each step (`forward_sync_buffers`, on by default; torch
-# 2.13 deprecates its older name, `broadcast_buffers`), and averages the gradients
-# of the *parameters*.
+# *buffer* from rank 0 at each step (`forward_sync_buffers`, on by default), and
+# averages the gradients of the *parameters*.
 #
 # - `RotaryEmbedding` keeps its table in plain tensor attributes, not buffers, and
 #   its `state_dict` is empty. DDP never broadcasts the table, so ranks that see
@@ -667,12 +666,12 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # %% [markdown] lang="ja"
 # ## 分散学習
 #
-# ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers`、既定で有効。以前の名前 `broadcast_buffers` は torch 2.13 で非推奨）、**パラメータ**の勾配を平均します。
+# ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers` で制御し、既定で有効）、**パラメータ**の勾配を平均します。
 #
-# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、異なる長さの系列を見るランクがそれぞれ表を伸ばせ、チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` は学習する 2 つのスカラーを形状 $[1]$ で持ちます）。
+# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です）。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -722,7 +721,7 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 #
 # 1. デコーダに幅 4 の[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)を与えてください（`window=4`）。キャッシュはすべてのキーを保持したままです。キャッシュを使うデコードが、どのステップでも計算し直したときと同じロジットを出すことを確かめてください。
 # 2. 長さの違う 2 つのプロンプトを、短いほうを左にパディングして 1 つのバッチにします。各プロンプトのロジットを単独で処理したときと一致させるには、どのような位置と文書 ID を与えればよいでしょうか。
-# 3. 各ブロックの RoPE を `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))` に置き換えてください。系列が 8 より長くなると、周波数が変わります。キャッシュを使うデコードは、計算し直した結果とまだ一致するでしょうか。それはなぜでしょうか。
+# 3. 各ブロックの RoPE を `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))` に置き換えてください。このスケーリングでは、系列が 8 より長くなると周波数が変わります。キャッシュを使うデコードは、計算し直した結果とまだ一致するでしょうか。それはなぜでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** The window is a property of the mask only, and the mask is built
@@ -755,7 +754,7 @@ assert not torch.allclose(
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 各行の位置を最初の実トークンから数え、パディングには専用の文書 ID を与えます。
 # すると、パディングのクエリはパディングだけにアテンションを向けるので、マスクに空の行はできません。実トークンがパディングを見ることもありません。
-# 位置は（バッチ、トークン）の形状のテンソルになります。モデルはそれをすでにヘッドの軸にブロードキャストしています。
+# 位置は（バッチ、トークン）の形状のテンソルになります。モデルは、もともとそれをヘッドの軸にブロードキャストするように書かれています。
 
 # %% tags=["solution"]
 short, long = torch.randint(64, (1, 4)), torch.randint(64, (1, 7))
@@ -777,7 +776,7 @@ with torch.no_grad():
 # re-rotated.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 一致しません。キャッシュしたキーは、それぞれのステップの長さの周波数で回転しています。
+# **解答 3.** 一致しません。キャッシュしたキーは、それぞれを追加したステップの時点の長さに応じた周波数で回転されています。
 # 計算し直すと、すべてのキーが最終的な長さの周波数で回転します。
 # 位置 8 を過ぎると両者は違ってくるので、ロジットも違ってきます。
 # 長さに依存するスケーリングと KV キャッシュは、キャッシュしたキーを回転し直さない限り一緒には使えません。
@@ -801,7 +800,7 @@ assert not torch.allclose(step, full)
 # ## Sources and versions
 #
 # Run with torch 2.13.0 on the CPU and `posenc` 0.3.0. FlexAttention runs eagerly
-# here (unfused, with the full score matrix); the Llama 3.1 8B settings are those of its published `config.json`, and
+# here; the Llama 3.1 8B settings are those of its published `config.json`, and
 # the frequencies compared with Hugging Face's come from transformers 5.24.0.
 # FSDP1's initialisation order is that of `_materialize_meta_module` in torch
 # 2.13's `torch/distributed/fsdp/_init_utils.py`, replayed without processes.
@@ -835,7 +834,7 @@ assert not torch.allclose(step, full)
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。FlexAttention はここでは eager モードで実行しています（融合せず、スコアの行列を丸ごと作ります）。Llama 3.1 8B の設定は公開されている `config.json` のもの、Hugging Face の周波数は transformers 5.24.0 で求めた値です。
+# torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。FlexAttention はここでは eager モードで実行しています。Llama 3.1 8B の設定は公開されている `config.json` のもの、Hugging Face の周波数は transformers 5.24.0 で求めた値です。
 # FSDP1 の初期化の順序は、torch 2.13 の `torch/distributed/fsdp/_init_utils.py` にある `_materialize_meta_module` のもので、プロセスを立てずに再現しています。
 #
 # - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。

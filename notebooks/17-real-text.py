@@ -20,18 +20,18 @@
 # 16 times as long, a byte-level model with ALiBi keeps its
 # [perplexity](../docs/glossary.md#perplexity) flat, while the sinusoidal and RoPE
 # models' grow about tenfold and T5's fivefold: Press et al.'s Figure 1 at CPU scale.
-# Two results depart from the paper: ALiBi is the worst of the five encodings at
-# the training length, and T5 degrades early. YaRN, as its reference code
-# implements it, cuts RoPE's perplexity at $16L$ from 41 to 13 without training;
-# only ALiBi stays flat when every byte has a long context.
+# Two results depart from the paper: ALiBi is the worst of the five encodings
+# (NoPE aside) at the training length, and T5 degrades early. YaRN, as its
+# reference code implements it, cuts RoPE's perplexity at $16L$ from 41 to 13
+# without training.
 
 # %% [markdown] lang="ja"
 # # 実テキストで学習する小さな言語モデル
 #
 # Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
-# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で描いた Press らの図 1 です。
-# 論文と食い違う結果が 2 つあります。学習時の長さでは ALiBi が 5 つのエンコーディングのうち最も悪く、T5 は早く悪化します。
-# 参照実装のコードどおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 から 13 に下げます。すべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
+# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で再現した Press らの図 1 です。
+# 論文と食い違う結果が 2 つあります。学習時の長さでは ALiBi が NoPE を除く 5 つのエンコーディングのうち最も悪く、T5 は論文より短い長さで悪化し始めます。
+# 参照実装のコードどおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 から 13 に下げます。
 
 # %% [markdown] lang="en"
 # ## The model, the text and the encodings
@@ -58,11 +58,11 @@
 # ## モデル、テキスト、エンコーディング
 #
 # テキストは、Debian の `python3.11-doc` パッケージにある Python 3.11 のドキュメントの reStructuredText ソースです。497 個の文書、11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。パスのハッシュで選んだ 10 個に 1 個の文書を評価用に取り分けます。
-# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。圧縮のベンチマークで使う 1 バイトあたりのビット数では $P$ は $\log_2 P$ で、後で見る $L$ での ALiBi の 4.84 は 2.28 ビットです。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。圧縮のベンチマークで使うビット/バイトでは、パープレキシティ $P$ は $\log_2 P$ です（後で見る $L$ での ALiBi の 4.84 は 2.28）。
 #
 # モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、32 次元のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
-# CPU の予算に収めるため（出典とバージョン）、4 つの種類は外しました。学習型の位置埋め込み（$L$ より先の行がなく、外挿するものがありません）、KERPLE（FIRE が表せるバイアスの 1 つ。Li ら 2024）、CoPE、ランダム化した位置です。学習時の長さも 1 つだけです。
+# CPU の予算に収めるため（「出典とバージョン」の節）、4 つの種類は外しました。学習型の位置埋め込み（$L$ より先の行がなく、外挿するものがありません）、KERPLE（FIRE が表せるバイアスの 1 つ。Li ら 2024）、CoPE、ランダム化した位置です。学習時の長さも 1 つだけです。
 
 # %%
 import json
@@ -125,7 +125,7 @@ for (kind, _), run in runs.items():
 # turns 10 times within $L$, Llama 2's 652 times.
 
 # %% [markdown] lang="ja"
-# RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#学習時の長さと波長)の章）。
+# RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「学習時の長さと波長」](09-rope-context.ipynb#学習時の長さと波長)の節）。
 # ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周します。それは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）より少なくなります。
 # そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペア（Liu ら 2023 の言う臨界次元より先のペア）が多くなります。最も速いペアも $L$ の間に 10 回転するだけです（Llama 2 では 652 回転）。
 
@@ -159,8 +159,8 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # The evaluation text is 16 blocks spread over the held-out documents: the
 # non-overlapping windows score the same $16 \times 1024$ bytes at every $N$, the
 # sliding windows the last 64 bytes of each block. Each perplexity is $\exp$ of the
-# loss averaged over three seeds, with a 95 % interval over the seeds (as in chapter
-# 11); the text is fixed, so its draw is not in the interval.
+# loss averaged over three seeds, with a 95 % interval over the seeds; the text is
+# fixed, so its draw is not in the interval.
 
 # %% [markdown] lang="ja"
 # ## 長いテキストの 2 通りの読み方
@@ -170,12 +170,12 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
 # 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります（Press らの言う先頭トークンの呪い、early-token curse）。窓が長いほどそうしたバイトは減るので、文脈をそれ以上使わないモデルでも、$N$ とともにパープレキシティは下がります。
 #
-# **スライディングウィンドウ**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
+# **スライディングウィンドウでの評価**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
 # 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
-# パープレキシティは 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間（第 11 章と同じ）を付けます。テキストは固定なので、その選び方のばらつきは区間に含まれません。
+# パープレキシティは 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間を付けます。テキストは固定なので、その選び方のばらつきは区間に含まれません。
 
-# %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録は自己矛盾がありません"}
+# %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録の中で矛盾はありません"}
 for run in record["runs"]:
     for result in run["rows"].values():
         for N in lengths:
@@ -199,10 +199,10 @@ for run in record["runs"]:
 # %% [markdown] lang="ja"
 # ## CPU の規模で描く Press らの図 1
 #
-# Press ら（2022）は、16 層の Transformer の言語モデルを WikiText-103（トークンは語）で 4 種類のエンコーディングを使って学習しました。そして学習時の長さより長い重ならない窓で読ませました。
-# 左は $L = 1024$ 語での彼らの数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$、帯はシードにわたる 95% 信頼区間です。
+# Press ら（2022）は、語をトークンとする WikiText-103 を使い、16 層の Transformer 言語モデルを 4 種類のエンコーディングで学習しました。そして、学習時の長さより長い重ならない窓で評価しました。
+# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$、帯はシードにわたる 95% 信頼区間です。
 
-# %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。rotary は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細いです。"]}
+# %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図です。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。RoPE（論文の表記では rotary）は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細いです。"]}
 from posenc_lab.stats import t_interval
 
 
@@ -281,7 +281,7 @@ plt.show()
 #    But theirs improves up to about $2L$ (18.34) and is 1.37 times its $L$
 #    perplexity at $8L$, this one 1.24 times at $2L$ and 3.9 times at $8L$.
 # 5. **ALiBi is best at $L$: contradicted.** Theirs is (18.66, T5 18.80); here ALiBi
-#    is the worst of the five encodings at $L$, 1.08 $[1.06, 1.10]$ times the
+#    is the worst of the five encodings (NoPE aside) at $L$, 1.08 $[1.06, 1.10]$ times the
 #    perplexity of FIRE, the best. Why, the record cannot tell (the first note
 #    below).
 #
@@ -293,15 +293,15 @@ plt.show()
 # %% [markdown] lang="ja"
 # 1 点ずつ照らし合わせます。
 #
-# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）、彼らの値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが減ったためです（後述）。
-# 2. **正弦波は最も早く悪化：一致します。** $2L$ で $L$ での値の 3.3 倍（15.21）になり、そこではほかのどれよりも高くなります。$16L$ では 10 倍（47.98）で、RoPE の区間がそこまで届きます（3 点目）。彼らの値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
-# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は決められません。** シードごとの比では、RoPE は正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます。彼らの RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
-# 4. **T5 は RoPE と ALiBi の間：一致しますが、大きさは違います。** $16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。彼らの $8L$ での順序と同じです（彼らの T5 は 12,024 語より先でメモリが足りなくなりました）。
-#    ただし彼らの T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
-# 5. **$L$ では ALiBi が最もよい：否定されます。** 彼らの結果では最もよい（18.66、T5 は 18.80）のですが、ここでは $L$ で 5 つのうち最も悪くなります。最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
+# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）、論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
+# 2. **正弦波は最も早く悪化：一致します。** $2L$ で $L$ での値の 3.3 倍（15.21）になり、そこではほかのどれよりも高くなります。$16L$ では 10 倍（47.98）で、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
+# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません。** シードごとの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
+# 4. **T5 は RoPE と ALiBi の間：一致しますが、大きさは違います。** $16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 12,024 語より先でメモリが足りなくなりました）。
+#    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
+# 5. **$L$ では ALiBi が最もよい：否定されます。** 論文では最もよい（18.66、T5 は 18.80）のですが、ここでは $L$ で NoPE を除く 5 つのうち最も悪くなります。最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
 #    理由は記録からはわかりません（下の最初の注）。
 #
-# 彼らの図にないもの：FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。エンコーディングがないと、この小さなモデルはテキストをずっと下手にしか学習できません）、16.28 まで上がります。
+# Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルではテキストの学習がずっと進みません）、16.28 まで上がります。
 # パープレキシティが横ばいであることは、モデルが長い入力に耐えることを示すだけで、それを使うことまでは示しません（下の注）。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -309,7 +309,7 @@ plt.show()
 # per byte here, per word in Press et al.'s model; four heads give it only the
 # slopes $1/4$, $1/16$, $1/64$ and $1/256$ (eight would give
 # $1/2, 1/4, \dots, 1/256$); and every model is undertrained, having read 4.1
-# million bytes, 0.42 of the training text, with ALiBi's validation loss still
+# million bytes, 42 % of the training text, with ALiBi's validation loss still
 # falling fastest of the five (1.575 to 1.519 nats per byte from step 1,500 to
 # 2,000).
 
@@ -317,7 +317,7 @@ plt.show()
 # **さらに詳しく：学習時の長さで ALiBi が劣りうる理由**
 #
 # 傾きがかかる単位は、ここではバイト、Press らのモデルでは語です。ヘッドが 4 つなので、傾きは $1/4$、$1/16$、$1/64$、$1/256$ だけです（8 つなら $1/2, 1/4, \dots, 1/256$）。
-# そして、どのモデルも学習が足りません。読んだのは 410 万バイトで、学習用テキストの 0.42 にすぎません。ALiBi の検証用データでの損失は 5 つのうち最も速く下がり続けていました（1,500 ステップから 2,000 ステップで 1.575 から 1.519 nat/バイト）。
+# そして、どのモデルも学習が足りません。読んだのは 410 万バイトで、学習用テキストの 42% にすぎません。ALiBi の検証用データでの損失は 5 つのうち最も速く下がり続けていました（1,500 ステップから 2,000 ステップで 1.575 から 1.519 nat/バイト）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the other papers report.** Li et al. (2024) report FIRE
@@ -325,7 +325,8 @@ plt.show()
 # synthetic tasks and, for a model of 1.3 billion parameters trained on code at
 # 1,024 tokens, holding like ALiBi to about 1,800. RoPE's reach is set by its base
 # (Liu et al. 2023, Men et al. 2024): here 11 of 16 pairs never turn within $L$.
-# Randomised positions (Ruoss et al. 2023) are measured on chapter 11's tasks only.
+# Randomised positions (Ruoss et al. 2023) are measured only on the tasks of
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 # Two of these papers warn: perplexity favours models that read only the recent
 # past (Kazemnejad et al.), and a RoPE base too small for the context keeps it low
 # while losing retrieval from far back (Men et al.).
@@ -333,21 +334,21 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ほかの論文の報告**
 #
-# Li ら（2024）は、FIRE が ALiBi より長さに汎化すると報告しています。Kazemnejad ら（2023）によれば、合成タスクでは NoPE が最もよい結果です。コードで 1,024 トークンの長さで学習した 13 億パラメータのモデルでも、ALiBi と同じく 1,800 トークンほどまで持ちこたえます。
-# RoPE が届く範囲は底で決まります（Liu ら 2023、Men ら 2024）。ここでは 16 組のうち 11 組が $L$ の間に 1 周しません。ランダム化した位置（Ruoss ら 2023）は第 11 章のタスクでだけ測っています。
+# Li ら（2024）は、FIRE のほうが ALiBi より長さの汎化に優れると報告しています。Kazemnejad ら（2023）によれば、合成タスクでは NoPE が最もよい結果です。1,024 トークンのコードで学習した 13 億パラメータのモデルでも、NoPE は ALiBi と同じく 1,800 トークンほどまで持ちこたえます。
+# RoPE が届く範囲は底で決まります（Liu ら 2023、Men ら 2024）。ここでは 16 組のうち 11 組が $L$ の間に 1 周しません。ランダム化した位置（Ruoss ら 2023）は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のタスクでだけ測っています。
 # これらの論文のうち 2 つは注意を促しています。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま遠くから情報を取り出す能力を失います（Men ら）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: every perplexity with its interval.** The two tables give each
 # encoding's perplexity at every length with its 95 % interval over the three seeds,
-# in non-overlapping windows (the figure above) and in the sliding window (the
-# section after next).
+# in non-overlapping windows (the figure above) and in the sliding window
+# (*The same text with more context*).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：すべてのパープレキシティとその区間**
 #
 # 2 つの表は、各エンコーディングのすべての長さでのパープレキシティを、3 つのシードにわたる 95% 信頼区間とともに示します。
-# 上の表が重ならない窓（上の図）、下の表がスライディングウィンドウ（次の次の節）です。
+# 上の表が重ならない窓（上の図）、下の表がスライディングウィンドウ（「文脈を増やして同じテキストを読む」の節）です。
 
 
 # %% tags=["deeper"]
@@ -481,10 +482,10 @@ assert round(math.log2(at("alibi", 1)), 2) == 2.28  # bits per byte
 # ## 学習時の長さを超えると損失はどうなるか
 #
 # 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ の区間ごとに平均しました。
-# 右では各位置が 16 個のブロックのそれぞれ 1 バイトなので、すべての曲線に共通する凹凸はテキストによるもの、曲線どうしの差はエンコーディングによるものです。
+# 右の図の各位置には 16 個のブロックから 1 バイトずつしか入らないので、すべての曲線に共通する凹凸はテキストによるもの、曲線どうしの差はエンコーディングによるものです。
 
 
-# %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がり、2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE はわずかに上がり、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
+# %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失を描いた図です。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がり、2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE はわずかに上がり、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
 import itertools
 
 
@@ -541,9 +542,9 @@ plt.show()
 # %% [markdown] lang="ja"
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
 # - 正弦波は $t$ が $L$ を越えた瞬間から跳ね上がります（$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25）。$L$ より先では、一度も見たことのないベクトルを足すからです。
-# - RoPE と T5 はしばらく持ちこたえ、窓の先頭までの距離が伸びるにつれて上がります。どちらも $t = 71$ までは ALiBi と同じ水準で、72 から遅れ始めます（T5 は $t = 72$〜75 で 0.02、76〜79 で 0.16、RoPE は 0.05 と 0.25）。$2L$ の最後の 8 位置では 3.30 と 2.38 です。
+# - RoPE と T5 はしばらく持ちこたえ、窓の先頭までの距離が伸びるにつれて上がります。どちらも $t = 71$ までは ALiBi と同じ水準で、72 から遅れ始めます（T5 は $t = 72$〜75 で 0.02、76〜79 で 0.16、RoPE は 0.05 と 0.25）。$2L$ の最後の 8 位置では、RoPE が 3.30、T5 が 2.38 です。
 #   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。上昇の始まる位置はこれと合いますが、それが原因であることは記録では検証していません。
-#   Press らは、コードがならう Hugging Face の T5 のバイアスの最大距離 128 を超える $L = 512$ と $1024$ で学習したので、すべてのバケットが学習されていました。
+#   Press らのコードがならう Hugging Face の T5 バイアスは最大距離が 128 で、Press らはそれを超える $L = 512$ と $1024$ で学習したので、すべてのバケットが学習されていました。
 # - FIRE はゆっくり上がります。しきい値（初期値 $L$ から学習して、57 ほどまで下がりました）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
 #   しかし $16L$ では、近い距離の入力が学習中のどの値よりも小さくなり、長い窓では多くの距離が同じ範囲に押し込まれます。
 # - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
@@ -607,7 +608,7 @@ for c in (0.1, 1.0, 10.0):  # FIRE's psi(x) = log(c x + 1), for any scale c
 #
 # ここでは採点するどのバイトにも少なくとも $N - 16$ バイトの文脈があります。$2L$ 以降はどれも $L$ よりはるか先にあり、重ならない窓の数値を和らげていた短い文脈のバイトはありません。
 
-# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
+# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図です。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 for kind in NAME:
     rows = (ppl(kind, N, "sliding_loss") for N in lengths)
@@ -639,14 +640,14 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。Press らもストライド 1 で同じ結果を得ています（下の注）。
-# T5 は、距離が学習されなかったバケットに届く長さ $2L$ で 11.48 に跳ね上がります。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
+# 距離が未学習のバケットに届き始める $2L$ で、T5 は 11.48 に跳ね上がります。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
 #
 # ALiBi の横ばいは、長い文脈を活用しているからではありません。$L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。$16L$ では、同じ 1,024 バイトを少なくとも 1,008 バイトの文脈で読んでも、少なくとも 960 バイトで読んでも、小数第 3 位まで同じです。
 # 重ならない窓での改善は先頭トークンの呪いが和らいだ分で、$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると損失が 0.047 $[0.031, 0.062]$ nat 下がります。
 # Chi ら（2023）も同じ見方です。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
 
 
-# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5 % 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します"}
+# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5% 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します"}
 def slid(row, factor):
     return at(row, factor, "sliding_loss")
 
@@ -695,7 +696,7 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Press らのスライディングウィンドウの数値**
 #
-# ストライド 1 では（彼らの表 13〜15、$L = 512$）、ALiBi は 17.98 から $6L$ で 18.3 になります。正弦波は 18.35 から $2L$ で 204.42 と 11 倍です（ここでは 4.82 から 63.30 と 13 倍）。彼らの T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）。
+# ストライド 1 では（論文の表 13〜15、$L = 512$）、ALiBi は 17.98 から $6L$ で 18.3 になります。正弦波は 18.35 から $2L$ で 204.42 と 11 倍です（ここでは 4.82 から 63.30 と 13 倍）。論文の T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）。
 
 # %% [markdown] lang="en"
 # ## Rescuing RoPE
@@ -714,10 +715,10 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # ## RoPE を救う
 #
 # 学習済みの RoPE のモデルは、周波数を変えれば $L$ より先まで読めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
-# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装のコードと Hugging Face の YaRN（公開されたどの YaRN のモデルもこれで動きます）は、ペア 0 をそのまま保ちます（$L$ の間に 10 回転します）。そしてペア 1〜4 を混ぜ、ほかを $s$ で割り、温度でアテンションを鋭くします。
-# どちらも、そのままと、$2L$ で $s = 2$ として 100 ステップのファインチューニングをした後（Chen ら 2023 の縮小版）を試します。比べるのは、スケーリングなしの $2L$ でのファインチューニング（`+ft`）です。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
+# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装のコードと Hugging Face の YaRN（公開されたどの YaRN のモデルもこれで動きます）は、ペア 0 をそのまま保ちます（$L$ の間に 10 回転します）。ペア 1〜4 では元の周波数と PI の周波数を混ぜ合わせ、ほかを $s$ で割り、温度でアテンションを鋭くします。
+# PI と YaRN のそれぞれを、そのまま使う場合と、$2L$ で $s = 2$ として 100 ステップのファインチューニングをした後（Chen ら 2023 の縮小版）で試します。比べるのは、スケーリングなしの $2L$ でのファインチューニング（`+ft`）です。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
 
-# %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
+# %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図です。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
 ROPE_ROWS = [f"rope{suffix}" for suffix in ("", "+pi", "+yarn", "+yarn-notemp")]
 TUNED = [f"rope{suffix}" for suffix in ("+ft", "+pi+ft", "+yarn+ft")]
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
@@ -780,12 +781,12 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 #   $L$: 5.37 at $8L$, 8.20 at $16L$, still above ALiBi's 4.75.
 
 # %% [markdown] lang="ja"
-# - **学習なしの YaRN**（コードどおりの実装）は損失の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45）です。
-#   Peng ら（2023）はファインチューニングの有無にかかわらず YaRN が以前の手法を上回ると報告しています。ここでもコードの YaRN は、ファインチューニングの有無にかかわらず、$L$ より先のどの長さでも PI を上回ります。
-#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式では、このヘッドの大きさで周波数が変わり、シード 0 で取り戻す分はずっと少なくなります（下の注）。
+# - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45）です。
+#   Peng ら（2023）は、ファインチューニングの有無にかかわらず YaRN が以前の手法を上回ると報告しています。ここでも同じで、コードの YaRN は $L$ より先のどの長さでも PI を上回ります。
+#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式では、このヘッドの次元数で周波数が変わり、シード 0 で取り戻す分はずっと少なくなります（下の注）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
 #   Chen らが LLaMA 7B で報告する結果とは逆です（次の確認のあとの注）。
-# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻し（4.49〜4.73）、$L$ では少し悪くします（4.51 に対して 4.61〜4.85）。Chen らが元の窓で見たとおりですが、PI を使ってもスケーリングなしのものを上回りません（同じ注）。
+# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻し（4.49〜4.73）、$L$ では少し悪くします（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものを上回りません（同じ注）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
@@ -830,22 +831,19 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Chen らの 2 つの主張**
 #
-# Chen らは LLaMA 7B（PG-19、スライディングウィンドウ）で、学習なしの PI が 4 倍のコンテキストで 16.10 になり、そのままの外挿は $10^3$ を超えると報告しています。
-# ここでは*否定されます*。PI に対する YaRN の議論のとおり、バイト単位では、速いペアまで遅くすると隣どうしを区別する短い距離がぼやけるからです。
-# ファインチューニング後は、PI のモデルは、どちらもファインチューニングした長さ $2L$ で、スケーリングなしのものの 1.04 $[1.03, 1.05]$ 倍のパープレキシティです。Chen らは PI のほうがよいと報告しており、*否定されます*（彼らの 1,000 ステップではなく 100 ステップです）。
+# Chen らの報告では、LLaMA 7B（PG-19、スライディングウィンドウ）の 4 倍のコンテキストで、学習なしの PI のパープレキシティは 16.10、そのままの外挿は $10^3$ 超です。
+# ここでは*否定されます*。YaRN の論文が PI に向けた議論からも、バイト単位ではこうなると予想できます。速いペアまで遅くすると、隣どうしを区別する短い距離がぼやけるからです。
+# ファインチューニング後、どちらもファインチューニングした長さである $2L$ で比べると、PI のモデルのパープレキシティはスケーリングなしのものの 1.04 $[1.03, 1.05]$ 倍です。Chen らは PI のほうがよいと報告していますが、これも*否定されます*（ただし、ここでのファインチューニングは論文の 1,000 ステップではなく 100 ステップです）。
 # $4L$ での 1.60 $[1.52, 1.68]$ 倍は $s = 4$ で読んだもので、Chen らの手順の外です。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: YaRN as the code and as the paper write it.** Peng et al. (2023,
-# Section 3.2) ramp from interpolation to the original frequency linearly in the
-# number of turns $r_i = L\theta_i / 2\pi$ that pair $i$ makes within $L$, from
-# $\alpha = 1$ to $\beta = 32$. Their code, which Hugging Face and
-# `posenc.YarnScaling` follow, ramps over the pair index instead, between the
-# indices where $r$ would be $\beta$ and $\alpha$, rounded outward and clamped to
-# the pairs there are
-# ([*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)).
-# Here no pair turns 32 times: the code keeps pair 0 whole and ramps down to pair 5,
-# the paper blends pairs 0 to 4 and keeps none whole. Every YaRN row of the record
+# **Going deeper: YaRN as the code and as the paper write it.** The reference
+# code, which Hugging Face and `posenc.YarnScaling` follow, ramps over the pair
+# index, where Peng et al. (2023, Section 3.2) ramp over the number of turns
+# $r_i = L\theta_i / 2\pi$, from $\alpha = 1$ to $\beta = 32$
+# ([*Which encodings extrapolate?*](11-length-generalisation.ipynb#which-yarn-was-tested)).
+# Here no pair turns 32 times: the code keeps pair 0 whole and lowers the
+# multiplier linearly to pair 5; the paper blends pairs 0 to 4 and keeps none whole. Every YaRN row of the record
 # is the code's. Seed 0 of RoPE, retrained (it reproduces the record exactly) and
 # read with the paper's ramp and the same temperature, gets much less back, and at
 # $2L$ and $4L$ is worse than no scaling. One seed is an example, not a verdict.
@@ -853,9 +851,8 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの YaRN と論文の YaRN**
 #
-# Peng ら（2023、3.2 節）は、ペア $i$ の $L$ の間の回転数 $r_i = L\theta_i / 2\pi$ について線形に、$\alpha = 1$ から $\beta = 32$ まで、補間から元の周波数へランプ関数で移ります。
-# 彼らのコードは、Hugging Face と `posenc.YarnScaling` が従うもので、回転数ではなくペアの番号についてランプ関数を作ります。$r$ が $\beta$ と $\alpha$ になる番号の間に置き、番号は外側に丸めて、実際にあるペアの範囲に収めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）。
-# ここでは 32 回も回るペアはありません。コードはペア 0 をそのまま保ってペア 5 まで下げ、論文はペア 0〜4 を混ぜてどのペアもそのままには保ちません。
+# Hugging Face と `posenc.YarnScaling` が従う参照実装のコードは、ペアの番号についてランプ関数を作ります。Peng ら（2023、3.2 節）の式は回転数 $r_i = L\theta_i / 2\pi$ について作ります（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の[「どの YaRN を試したか」](11-length-generalisation.ipynb#どの-yarn-を試したか)の節）。
+# ここでは 32 回も回るペアはありません。コードはペア 0 をそのまま保ち、ペア 5 に向かって倍率を直線的に下げていきます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
 # 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数と同じ温度で読むと、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つは例であって、判定ではありません。
 
 # %% tags=["deeper"]
@@ -931,30 +928,30 @@ assert seed0 == {
 # - Press et al.'s Figure 1 holds at CPU scale on real text: from $L$ to $16L$ in
 #   non-overlapping windows ALiBi stays flat, sinusoidal and RoPE grow about tenfold,
 #   T5 lies between.
-# - Two results depart from it: ALiBi is the worst of five encodings at $L$ here
-#   (bytes, coarse slopes or short training: the record cannot tell), and T5
+# - Two results depart from it: ALiBi is the worst of five encodings (NoPE aside)
+#   at $L$ here (bytes, coarse slopes or short training: the record cannot tell),
+#   and T5
 #   degrades early, just past the distance where its untrained far buckets begin.
 # - Non-overlapping windows flatter long windows (the early-token curse); with a
 #   sliding window every byte has a long context, and only ALiBi stays flat.
 # - ALiBi's flat line is not long context used: more context than $L$ never lowers
 #   its loss. It behaves like a window of about $L$ (Chi et al. 2023).
-# - This RoPE turns 5 of 16 pairs within $L$ (Llama 2: 46 of 64). YaRN as its
-#   reference code implements it recovers most of the loss without training and,
-#   after a short fine-tune, is the best RoPE; the paper's formula, different at
-#   this head size, recovered much less on seed 0. Untrained PI is worse than
-#   nothing (unlike in Chen et al.).
+# - YaRN as its reference code implements it recovers most of the loss without
+#   training and, after a short fine-tune, is the best RoPE; the paper's formula,
+#   different at this head size, recovered much less on seed 0. Untrained PI is
+#   worse than nothing (unlike in Chen et al.).
 # - Three seeds give wide intervals where models fail: RoPE against sinusoidal at $8L$
 #   and $16L$ is undecided.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - Press らの図 1 は、CPU の規模の実テキストでも成り立ちます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
-# - 論文と食い違う結果が 2 つあります。$L$ で ALiBi が 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが理由かは記録からはわかりません）、T5 は学習されない遠いバケットが始まる距離を過ぎた直後から悪化します。
+# - Press らの図 1 は、CPU で学習できる規模の実テキストでも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
+# - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は学習されない遠いバケットが始まる距離の直後から悪化します。
 # - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
 # - ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても損失は下がらず、長さ $L$ ほどの窓のようにふるまいます（Chi ら 2023）。
-# - この RoPE で $L$ の間に 1 周するペアは 16 組中 5 組です（Llama 2 は 64 組中 46 組）。参照実装のコードどおりの YaRN は学習なしで損失の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。論文の式はこのヘッドの大きさでは別の周波数を与え、シード 0 で取り戻した分はずっと少なくなりました。学習なしの PI は、Chen らと違い、何もしないより悪くなります。
-# - モデルが失敗する領域では、3 つのシードの区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は決められません。
+# - 参照実装のコードどおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。論文の式はこのヘッドの次元数では別の周波数を与え、シード 0 で取り戻した分はずっと少なくなりました。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
+# - モデルが失敗する領域では、3 つのシードの区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -996,11 +993,11 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # ## Sources and versions
 #
 # The record `extrapolation-text.json` was made by
-# `python -m posenc_lab.extrapolation --jobs 2`, with chapter 11's; `lab/README.md`
+# `python -m posenc_lab.extrapolation --jobs 2`, with that of
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb); `lab/README.md`
 # gives its design and budget, the cell below its versions, machine and sessions.
-# The experiment and chapter 11's tasks were planned for about 90 minutes on two CPU
-# cores (the run took 78 minutes of their CPU time, 106 of wall time under load);
-# CoPE would have cost 1.8 times as much, and $L = 128$ 2.4 times as much per step.
+# The experiment and that chapter's tasks were planned for about 90 minutes on two CPU
+# cores; CoPE would have cost 1.8 times as much, and $L = 128$ 2.4 times as much per step.
 # Press et al.'s numbers are their Tables 3 and 13 to 15 (arXiv version 2), read,
 # like Kazemnejad et al. (§7, Appendix F), Chen et al. (§3.2) and Peng et al.
 # (§3), in page-referenced transcriptions; the other papers are quoted from their
@@ -1037,8 +1034,8 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で第 11 章の記録と一緒に作りました。設計と予算は `lab/README.md` に、バージョン、マシン、セッションは下のセルの出力にあります。
-# この実験と第 11 章のタスクは 2 コアの CPU で 90 分前後に収まるよう計画しました（実際の CPU 時間は 78 分、負荷のもとでの経過時間は 106 分）。CoPE はコストが 1.8 倍、$L = 128$ は 1 ステップのコストが 2.4 倍になります。
+# 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の記録と一緒に作りました。設計と予算は `lab/README.md` に、バージョン、マシン、セッションは下のセルの出力にあります。
+# この実験と同じ章のタスクは 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
 # Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # ### 参考文献

@@ -28,8 +28,8 @@
 #
 # RoPE の演算は成分あたり 3 flop だけですが、すべてのクエリとキーを少なくとも 1 回読み、1 回書かなければなりません。
 # そのためコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときは、カーネル起動とメモリのレイテンシです。
-# キャッシュに何も残らないモデルで数えると、Hugging Face の eager モードの式は、この最低限の量（下限）の 5 倍のバイト数を要求します。
-# 各成分を 1 回読んで 1 回書くだけの融合カーネルが要求するのは、下限に 0.1 バイトを足した量です。
+# キャッシュには何も残らないと仮定して数えると、Hugging Face の eager モードの式は、この最低限の量（下限）の 5 倍のバイト数を要求します。
+# 各成分を 1 回読んで 1 回書くだけの融合カーネルが要求するのは、下限より成分あたり 0.1 バイト多いだけです。
 # GPU を使えなかったので、この章には GPU で計った値がありません。
 
 # %%
@@ -89,7 +89,7 @@ records = {
 # how it moves them: access width, occupancy and memory-level parallelism (on the CPU
 # below, the interleaved `apply_rope` requests the same bytes in as many data
 # operations as the half layout, with 192 view calls to its 150, and takes 1.54 to
-# 1.58 times as long; on a GPU, what these cost is not measured here). The shapes
+# 1.58 times as long). The shapes
 # are those of Llama 3 8B's attention: $n_q = 32$ query heads and $n_k = 8$ key heads
 # of $d = 128$ features, all rotated ($r = d$); the symbols follow the
 # [notation page](../docs/notation.md).
@@ -106,14 +106,13 @@ records = {
 # したがって[演算強度](../docs/glossary.ja.md#arithmetic-intensity)は次の値を超えません。
 # $$I = \frac{3}{2e}\ \mathrm{flop/B}$$
 # float32 で 3/8、bfloat16 で 3/4 です。
-# NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運ぶので、1 バイトあたり 14 flop です。
+# NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。つまり、1 バイトを運ぶ間に 14 flop を実行できます。
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
-# そのため RoPE の実装がまず左右するのは、動かすバイト数と、（バイト数が少ないときには）それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
+# そのため RoPE の実装でまず効くのは、動かすバイト数と、バイト数が少ないときは、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 次に効くのがその動かし方で、アクセスの幅、オキュパンシー、メモリレベルの並列性です。
 # 後で見る CPU の計測では、インターリーブ配置の `apply_rope` は、半分割配置と同じ数のデータ演算で同じバイト数を要求します（ビューの呼び出しは 150 回に対して 192 回）。
 # それでも 1.54 から 1.58 倍の時間がかかります。
-# GPU でこれらがどれだけ効くかは、ここでは計っていません。
-# 形状は Llama 3 8B のアテンション（クエリのヘッド $n_q = 32$ 個、キーのヘッド $n_k = 8$ 個、次元数 $d = 128$、すべて回転 $r = d$）で、記号は[記法のページ](../docs/notation.ja.md)に従います。
+# 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
 # ## What eager PyTorch moves
@@ -152,7 +151,7 @@ records = {
 #
 # バイト数は単純なモデルで数えます。
 # 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
-# 数えるのは演算が要求するバイト数で、DRAM が実際に動かす量はキャッシュのせいでどちらの向きにもずれます。
+# 数えるのは演算が要求するバイト数です。DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります。
 # CPU では、キャッシュにないラインへの書き込みは、ふつうまずそのラインを読み込みます（ライトアロケート、write-allocate）。
 # そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
 # ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
@@ -164,12 +163,12 @@ records = {
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
 # 下限 8 の 5 倍です。
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
-# `posenc` の `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
+# `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
-# Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 では下限のバイト数（後の `complex`）ですが、bfloat16 では float32 に変換して戻すので 20 バイトです。
+# Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と表の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。
 
-# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は Meta の方法も含めて本文どおりです。transformers の apply_rotary_pos_emb そのものも同じ演算とバイト数です。計測記録の値は、いま数え直した値と一致します"}
+# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の方法も含めて本文どおりです。transformers の apply_rotary_pos_emb そのものも、演算もバイト数も同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
 import warnings
 
 import posenc.rope
@@ -259,7 +258,7 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：計測記録による比較対象ごとのバイト数**
-# 図は、保存した CPU の計測記録のバイト数を $\beta_{\mathrm{fused}}$ と並べて描きます。
+# 次の図に、保存した CPU の計測記録のバイト数を $\beta_{\mathrm{fused}}$ と並べて示します。
 # `apply_rope` が 20 と 22 を上回るのは、ブロックごとに表を読み直すからです。
 
 # %% tags=["deeper", "figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフ。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
@@ -459,7 +458,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # [インプレース](../docs/glossary.ja.md#in-place-out-of-place)で書くこともでき、[逆伝播](../docs/glossary.ja.md#backward-pass)にも対応しています。
 # 位置の扱いも選べます。
 # 既定では、ラッパーが位置の範囲をホストへ読み戻し、範囲外ならわかりやすいエラーを出すので、呼び出しごとに同期が 1 回起きます。
-# `check_positions=False` なら何も読み戻さず、表の外の位置は NaN になります。CUDA グラフで使うには、これが必要です。
+# `check_positions=False` なら何も読み戻さず、表の外の位置に対する出力は NaN になります。CUDA グラフで使うには、この設定が必要です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: keeping the memory busy, and the settings.** Bandwidth needs bytes in
@@ -482,7 +481,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # kernel tiles heads by tokens: more programs, and the table tile loaded once per block
 # of heads.
 #
-# The settings are fixed, for want of a GPU to tune them on. `num_warps` is Triton's
+# The settings are fixed, untuned. `num_warps` is Triton's
 # default. `BLOCK_Q` and `BLOCK_K` are the head counts rounded up to a power of two,
 # capped at 4096 elements per half: 32 and 8 at Llama 3 8B's shapes, so no row is
 # masked, where one block for both would leave 24 of $k$'s 32 rows masked. The heads of $q$ and of $k$ are two loops rather than one over all 40
@@ -518,25 +517,25 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：メモリを忙しく保つことと、調整できる設定**
-# 帯域幅を使い切るには、転送中のバイトを十分に抱えておく必要があります。
-# リトルの法則によれば、帯域幅を使い切るために要求済みで未着のまま抱えておかなければならないバイト数は、帯域幅とレイテンシの積です。
-# レイテンシを約 600 ns とします（HBM についての私たちの仮定で、NVIDIA は H200 の値を公表していません）。
+# 帯域幅を使い切るには、要求したもののまだ届いていないバイト（転送中のバイト）を、常に十分な量だけ抱えておく必要があります。
+# リトルの法則では、その量は帯域幅とレイテンシの積です。
+# レイテンシは約 600 ns とします。これは HBM についてこの章が置いた仮定です。NVIDIA は H200 の値を公表していません。
 # 毎秒 4.8 TB なら約 3 MB で、H200 の 132 個の SM それぞれに約 22 KB です。
 # `num_warps` は、プログラムが使うワープ（32 スレッドの組）の数で、Triton の既定値は 4、つまりプログラムあたり 128 スレッドです。
 # Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、この既定値のもとで、半分割配置のカーネルが使うレジスタはスレッドあたり 64 個以下で、スピルもありません。
 # そのため SM の 65,536 個のレジスタに 8 つのプログラムが収まります（クエリのヘッドが 64 個なら、収まる数は減ります）。
 # プログラムの読み込みは段階を追って進みます。位置、次に表の行、次に `BLOCK_Q = 32` 個のヘッドの前半と後半（bfloat16 で 8 KiB）、$q$ の書き込みのあとに $k$ の 2 KiB です。
 # 8 KiB は 1 つの段階のピークにすぎず、プログラムの実行期間で平均した転送中のバイト数は数 KiB と見積もります（計ってはいません）。そうなら 8 つのプログラムでリトルの法則が求める量にほぼ等しく、余裕はありません。
-# これに加えて、4096 トークンのプリフィルは常駐できる 1,056 個のプログラムをおよそ 4 回埋めるだけなので、最後の波が半端になります。これがトークン 1 つにプログラム 1 つという分け方のいちばんの弱点です。
+# これに加えて、4096 トークンのプリフィルは常駐できる 1,056 個のプログラムをおよそ 4 回埋めるだけなので、最後のウェーブが埋まりきりません。これがトークン 1 つにプログラム 1 つという分け方のいちばんの弱点です。
 # 転送中のバイト数を増やす設計は 2 つあります。プログラムに複数のトークンを受け持たせるか、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくかです。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
 #
-# GPU がないので調整できず、設定は固定したままです。
+# 設定は調整せず、固定したままです。
 # `num_warps` は Triton の既定値です。
 # `BLOCK_Q` と `BLOCK_K` は、ヘッドの数を 2 のべき乗に切り上げたもので、半分あたり 4096 成分を上限とします。
-# Llama 3 8B の形状では 32 と 8 で、マスクされる行はありません。両方に同じブロックを使うと、$k$ の 32 行のうち 24 行がマスクされます。
-# $q$ と $k$ のヘッドを 40 個まとめた 1 つのループにせず 2 つのループにするのは、この 2 つが別々のストライドを持つ別のテンソルだからです。1 つのループにすると行ごとにポインタを選ぶことになり、しかも 40 個のヘッドを 64 まで埋めることになります。
-# 回転させる幅が 2 のべき乗でないと、今度は列の側が埋まります。次元数 96 のヘッドでは半分が 48 で、それを 64 まで埋めるので、レーンの 4 分の 1 がマスクされます。
+# Llama 3 8B の形状では 32 と 8 で、マスクされる行はありません。両方に同じブロックを使っていたら、$k$ の 32 行のうち 24 行がマスクされるところです。
+# $q$ と $k$ のヘッドを 40 個まとめた 1 つのループにせず 2 つのループにするのは、この 2 つが別々のストライドを持つ別のテンソルだからです。1 つのループにすると行ごとにポインタを選ぶことになり、しかも 40 個のヘッドを 64 個へ切り上げることになります。
+# 回転させる幅が 2 のべき乗でないと、今度は列の方向に切り上げが起きます。次元数 96 のヘッドでは半分が 48 列で、それを 64 列に切り上げるので、レーンの 4 分の 1 がマスクされます。
 # GPU があれば、`triton.autotune` で形状ごとに `num_warps` とブロックの大きさを選べます。
 #
 # 読み込みの幅は、アラインメントとタイルで決まります。
@@ -547,7 +546,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # Triton に同梱された `cuobjdump` で SASS も読みます。結果は次のとおりです。
 # $q$ のブロックは 32 個のヘッドなので、各スレッドは半分ごとに 16 個の値を受け持ち、どちらの dtype でも 128 ビットの読み込みと書き込み（`LDG.E.128`）になります。
 # $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、float32 では 128 ビットですが、bfloat16 では 64 ビット（`LDG.E.64`）です。
-# $k$ はバイト数の 5 分の 1 で、アクセスは 64 ビットでもコアレスされているので、計るまでは二次的な問題です。
+# $k$ が占めるのはバイト数の 5 分の 1 で、64 ビットでもアクセスはコアレスされるので、実測するまでは二次的な問題とみなします。
 # 原因はアラインメントではなく、タイルの大きさと `num_warps` の関係です。
 # ワープを 2 つにするか（`num_warps` はカーネルに 1 つなので $q$ も 2 つになります）、タイルを複数のトークンにまたがらせれば、$k$ も 128 ビットになります。
 # インターリーブ配置では、`posenc` のカーネルは $a$ と $b$ をストライド 2 で読むので、$q$ と $k$ へのアクセスは、読み込みと書き込みのどちらでも 1 回に 1 成分です。
@@ -555,7 +554,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # $a$ と $b$ のアクセスは同じ 32 バイトのセクタに触れるので DRAM が動かすバイト数は同じですが、ロード・ストアユニットが発行する命令はそれだけ増えます。
 # ペアを連続して読み込み、レジスタの中で分ければ（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）、これを避けられます。
 # Triton のインタプリタでレーンごとに数えると（上の小さなカーネルのチェックと、`posenc` のカーネルのテスト）、カーネルが要求するバイト数は成分あたり $\beta_{\mathrm{fused}}$ です。
-# この数え方に見えるのはレーンだけで、命令やセクタは見えません（表の行はスレッドから何度も要求され、L1 が応えます）。
+# この数え方に見えるのはレーンだけで、命令やセクタは見えません。また、コンパイルしたカーネルではスレッドが表の行を何度も要求し（L1 が応えます）、これもこの数え方には現れません。
 # DRAM が実際に動かすバイト数は計っていません。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -685,15 +684,15 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # 行を読むコストは成分あたり 0.1 バイトです。cos と sin をその場で計算すると、トークンあたりそれぞれ $r/2$ 回の計算がかかりますが、メモリは要りません。
 # プリフィルでは、どちらのコストもわずかです。
 # デコードの 1 ステップでは、レイテンシが違います。
-# 行のアドレスは直前に読んだ位置で決まるので（コンパイルしたカーネルの PTX にそう現れることを `tests/test_rope_triton.py` が確かめています）、表を使うと、前の往復を待つ往復が 1 回加わります。
-# 後で見る往復の連鎖の 1 つで、位置から cos と sin を計算すればなくなります。
+# 行のアドレスは直前に読んだ位置で決まるので（コンパイルしたカーネルの PTX にそう現れることを `tests/test_rope_triton.py` が確かめています）、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。
+# これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。
 # 数値の面では、表の有無によらず、float32 の角度は位置に比例して精度を失います。
 # 詳しくは[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章の[「実際に使うときの注意」](08-rope.ipynb#実際に使うときの注意float32-の角度と位置の形状)の節を参照してください。
 # bfloat16 の表は、さらに $2^{-9}$ までの誤差を加えます。
 # cos と sin を計算するカーネルは、次の 3 つを自分で正しく扱わなければなりません。
-# Llama 3.1 のスケーリングは、表なら何もしなくても反映されますが、カーネルでは計算が必要で、FlashInfer の `apply_llama31_rope` はそうしています。
-# FlashInfer は周波数を CUDA の高速なべき乗 `__powf` で求めるので、その角度は正しく丸めた周波数から作った角度ではありません。
-# さらに CUDA の高速な近似関数 `__sincosf` を使います。CUDA C++ Programming Guide はその誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
+# 1 つ目は Llama 3.1 のスケーリングで、表なら何もしなくても反映されますが、カーネルでは計算が必要です（FlashInfer の `apply_llama31_rope` は計算しています）。
+# 2 つ目は周波数で、FlashInfer は CUDA の高速なべき乗 `__powf` で求めるので、その角度は正しく丸めた周波数から作った角度ではありません。
+# 3 つ目は cos と sin そのもので、FlashInfer は CUDA の高速な近似関数 `__sincosf` を使います。CUDA C++ Programming Guide はその誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
 
 # %% tags=["check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
 llama = RotaryEmbedding(128, base=500000.0, max_positions=4096)
@@ -725,7 +724,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`), the positions live in a
 # device tensor updated in place, and nothing may be read back to the host:
 # `check_positions=False`, which also lets `torch.compile` trace the wrapper (out of
-# place; the launch inside a compiled graph is untested without a GPU).
+# place).
 #
 # How much is at stake is Amdahl's law. At the H200's datasheet peaks, RoPE in a
 # 4096-token prefill of Llama 3 8B is 0.9% of a layer's time in one pass, 4.5% as
@@ -761,7 +760,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # vLLM はいくつかのバッチサイズでキャプチャしておき、実際のバッチをそのどれかまでパディングします。
 # グラフはキャプチャしたときのアドレスのまま再生されます。
 # そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません。`check_positions=False` はこのためにあります。
-# これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合。コンパイルしたグラフの中での起動は、GPU がないので試していません）。
+# これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
 #
 # どれだけの得があるかを、アムダールの法則で H200 のデータシートのピーク性能から見積もります。
 # Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9%、Hugging Face の eager モードの式なら 4.5% です。
@@ -860,7 +859,7 @@ print(
 # `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の $q$ と $k$ を回転させる時間を、比較対象ごとに計ります。
 # 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップを、float32 と bfloat16、1 スレッドと 2 スレッドで計ります（計り方と信頼できる範囲は `lab/README.md`）。
 # 下限は `torch.mul(x, 2.0, out=...)`、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の値は float32 のプリフィルでの下限との時間の比の、40 ラウンドの中央値です（「/」の左が 1 スレッド、右が 2 スレッド）。
+# 表の各値（ratio to the floor）は、float32 のプリフィルで同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です（「/」の左が 1 スレッド、右が 2 スレッド）。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -947,7 +946,7 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # 比べる相手は `apply_rope` とコンパイルしたモジュール、Hugging Face の式、（インストールされていれば）実際のシステムのカーネル、1 回の起動で済むコピーです。
 # 呼び出しあたりのトークンは 1 から 32,768 までです（詳しい条件と Nsight Compute のコマンドは `lab/README.md`）。
 # CPU で試しに動かしただけで、GPU で実行したことは一度もありません。最初の実行ではデバッグが要るはずです。
-# プリフィルはキャッシュに何もない状態から計り、各サンプルが書く量は L2 の 8 倍以上です。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
+# プリフィルはキャッシュに何もない状態から計ります。各サンプルが書き込むバイト数は L2 の 8 倍以上です。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
 # デコードの 1 ステップは、すべてが L2 にある状態で続けて計るほか、$q$ と $k$ だけが L2 にある状態（モデルの層が残す状態）で 1 回の起動を単独でも計ります。
 # 次の表は、計測記録が各ケースの隣に保存する予測で、bfloat16 の融合カーネル、毎秒 4.8 TB、仮定したレイテンシによるものです。
 # 動かすバイト数（bytes moved）は、キャッシュに何もない状態から計るケースではメモリが動かす最小の量、入力が L2 にあるケースでは呼び出し全体の量です。
@@ -976,7 +975,7 @@ for c in gpu_bench.build_cases(l2_bytes=50 * 2**20):
         )
 display(Markdown("\n".join(rows)))
 
-# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios, the µs per ATen call), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s, and its predicted floors use the text's chain; the decode chain and the eager launches are the shares the text quotes; the interleaved apply_rope makes the same 68 data ops as the half layout with 192 view calls to 150 and takes 1.54 to 1.58 times as long", "ja": "証拠ではなく確認です。本文の数値（比、バイト数の比、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。GPU のベンチマークの 4096 トークンの bfloat16 のプリフィルは、50 MiB の L2 では 5 組の入力に 5 回の呼び出しで、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。予測した下限は本文の連鎖を使います。デコードの連鎖と eager モードの起動の割合は本文どおりです。インターリーブ配置の apply_rope は半分割配置と同じ 68 個のデータ演算を、150 回に対して 192 回のビューの呼び出しで行い、1.54 から 1.58 倍の時間がかかります"}
+# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios, the µs per ATen call), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s, and its predicted floors use the text's chain; the decode chain and the eager launches are the shares the text quotes; the interleaved apply_rope makes the same 68 data ops as the half layout with 192 view calls to 150 and takes 1.54 to 1.58 times as long", "ja": "本文の数値が計測記録とずれていないかを見張るもので、証拠ではありません。本文の数値（比、バイト数の比、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。4096 トークン、bfloat16 のプリフィルでは、GPU のベンチマークは 50 MiB の L2 に対して 5 組の入力を使って 5 回呼び出し、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。予測した下限は本文の連鎖を使います。デコードの連鎖と eager モードの起動の割合は本文どおりです。インターリーブ配置の apply_rope は半分割配置と同じ 68 個のデータ演算を、150 回に対して 192 回のビューの呼び出しで行い、1.54 から 1.58 倍の時間がかかります"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
@@ -1108,8 +1107,8 @@ assert (round(min(slower), 2), round(max(slower), 2)) == (1.54, 1.58), slower
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのためにメモリから 1 回だけ読みます。成分あたり 0.1 バイトです。
 # - バイトの動かし方も効きます（GPU ではここでは計っていません）。インターリーブ配置では命令 1 つで 1 成分しか動かず、bfloat16 では 8 個のヘッドの $k$ が 64 ビットのアクセスになります。
-# - デコードの 1 ステップのコストはレイテンシです。続けて 3 回の往復があり、うち 2 回（位置と行。層の重みが L2 から追い出します）は HBM との往復で、約 1.4 µs です。それにホストによる起動が加わります。CUDA グラフでキャプチャし、連鎖を短くしましょう（$q$ と $k$ を先に読む、cos と sin を計算する、トークンを複数のプログラムに分ける）。
-# - 融合すれば RoPE は Llama 3 8B の層の時間の 1 から 1.5% です。eager モードでは層あたり 10 回の起動が、デコードの 1 ステップの 0（デバイスが速さを決めるとき）から約 3 分の 1（ホストが決めるとき）を占めます。融合し、グラフにし、最後に隣のカーネルに組み込みましょう。
+# - デコードの 1 ステップのコストはレイテンシです。続けて 3 回の往復があり、うち 2 回（層の重みが L2 から追い出す位置と行）は HBM との往復で、約 1.4 µs です。それにホストによる起動が加わります。CUDA グラフでキャプチャし、連鎖を短くしましょう（$q$ と $k$ を先に読む、cos と sin を計算する、トークンを複数のプログラムに分ける）。
+# - 融合すれば RoPE は Llama 3 8B の層の時間の 1 から 1.5% です。eager モードでは層あたり 10 回の起動が、デコードの 1 ステップの 0（デバイスが速さを決めるとき）から約 3 分の 1（ホストが決めるとき）を占めます。融合し、CUDA グラフでキャプチャし、最後に隣のカーネルに組み込みましょう。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1291,26 +1290,20 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 #   Compiler for Tiled Neural Network Computations*. MAPL 2019.
 #   <https://doi.org/10.1145/3315508.3329973>
 # - Kwon, W., et al. (2023). *Efficient Memory Management for Large Language Model
-#   Serving with PagedAttention*. <https://arxiv.org/abs/2309.06180>; code:
-#   <https://github.com/vllm-project/vllm>
+#   Serving with PagedAttention*. <https://arxiv.org/abs/2309.06180>（コード：<https://github.com/vllm-project/vllm>）
 # - Ye, Z., et al. (2025). *FlashInfer: Efficient and Customizable Attention Engine for
-#   LLM Inference Serving*. <https://arxiv.org/abs/2501.01005>; code:
-#   <https://github.com/flashinfer-ai/flashinfer>
+#   LLM Inference Serving*. <https://arxiv.org/abs/2501.01005>（コード：<https://github.com/flashinfer-ai/flashinfer>）
 # - Dao, T. (2023). *FlashAttention-2: Faster Attention with Better Parallelism and Work
-#   Partitioning*. <https://arxiv.org/abs/2307.08691>; code:
-#   <https://github.com/Dao-AILab/flash-attention>
+#   Partitioning*. <https://arxiv.org/abs/2307.08691>（コード：<https://github.com/Dao-AILab/flash-attention>）
 # - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM
-#   Training*. <https://arxiv.org/abs/2410.10989>; code:
-#   <https://github.com/linkedin/Liger-Kernel>
+#   Training*. <https://arxiv.org/abs/2410.10989>（コード：<https://github.com/linkedin/Liger-Kernel>）
 # - Qwen Team (2025). *Qwen3 Technical Report*. <https://arxiv.org/abs/2505.09388>
-# - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`* (tutorial, with
-#   `torch.library.triton_op`).
+# - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`* （チュートリアル、`torch.library.triton_op` を使う方法）。
 #   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
-# - NVIDIA. *H200 Tensor Core GPU* (datasheet). <https://www.nvidia.com/en-us/data-center/h200/>
+# - NVIDIA. *H200 Tensor Core GPU* （データシート）。 <https://www.nvidia.com/en-us/data-center/h200/>
 # - NVIDIA. *CUDA C++ Programming Guide*, intrinsic functions.
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>
-# - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues* (the slow
-#   path above 105,615). <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>
+# - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues* （105,615 を超える引数での遅い経路）。 <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>
 # - NVIDIA. *CUDA Graphs* and *Programmatic Dependent Launch and Synchronization*
 #   (CUDA C++ Programming Guide).
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/#cuda-graphs>

@@ -31,7 +31,7 @@
 # T5 はトークンの埋め込みに何も足しません。その代わり、すべてのアテンションスコアに、相対位置 $j - i$ の[バケット](../docs/glossary.ja.md#bucket)で決まる学習可能な数を、ヘッドごとに 1 つ足します。
 # 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は幅が等比的に広がるバケットを共有します。
 # 距離が 91 以上（デコーダでは 113 以上）になると、すべて最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
-# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。引き換えに、バイアスはどの長さでも定義されます。代償は、スコアと同じ大きさのバイアスのテンソルです。
+# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。その代わり、バイアスはどの長さでも定義されます。ただし、スコアと同じ大きさのバイアスのテンソルが必要になります。
 
 # %%
 import math
@@ -94,7 +94,7 @@ torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 r = torch.arange(10)[None, :] - torch.arange(10)[:, None]  # r[i, j] = j - i
 t5_relative_position_bucket(r)  # 32 buckets, max_distance 128
 
-# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットと一致します。T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β) で、バイアスの各成分はそのバケットの表の値で、どの対角線の上でも一定です"}
+# %% tags=["check"] summary={"en": "the grid is the buckets worked out by hand; attention with T5RelativeBias's bias is softmax(q·k/√d + β), each entry the table row of its bucket; every diagonal is constant", "ja": "格子は手で求めたバケットと一致します。T5RelativeBias のバイアスを使ったアテンションは softmax(q·k/√d + β) に等しく、バイアスの各成分はそのバケットに対応する表の値です。値はどの対角線の上でも一定です"}
 # buckets by hand (E = 8, 16 a side): |r| for r <= 0, 16 + r for r > 0 while
 # |r| < 8; |r| = 8, 9 share bucket 8 or 24, as ln(9/8) / ln(16) * 8 < 1
 by_hand = {x: -x if x <= 0 else 16 + x for x in range(-7, 8)}
@@ -197,7 +197,7 @@ assert set(causal.tolist()) == set(range(32))
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 06-t5-buckets -->
-# サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、向きを選ぶと、各相対位置のバケットが表示されます。
+# サイトでは、この注記の場所に対話的な図があります。バケット数、最大距離、設定（双方向／因果的）を選ぶと、各相対位置のバケットが表示されます。
 
 # %% [markdown] lang="en"
 # ## Inside one side: exact buckets, then logarithmic ones
@@ -298,17 +298,17 @@ assert causal_edge.tolist() == [15, 16]  # causal: E = 16
 # 一方、T5 のコード（Mesh TensorFlow）と Hugging Face のコードは、対数と商を float32 で計算します。
 # 2 つの精度で結果が分かれうるのは、商 $\frac{\ln(n/E)}{\ln(D/E)}(S - E)$ が整数 $t$ になる場所、つまり整数どうしの等式 $n^{S-E} E^{t} = D^{t} E^{S-E}$ が成り立つ場所だけです
 # （$n/E = (D/E)^{t/(S-E)}$ の両辺を $S - E$ 乗します）。
-# $n = 300$ までのほかの商は、どれも整数から $10^{-4}$ 以上離れています。float32 の丸めで商が動くのは $10^{-5}$ 未満なので、十分な余裕があります。
+# $n = 300$ までのほかの商は、どれも整数から $10^{-4}$ より大きく離れています。float32 の丸めで商が動くのは $10^{-5}$ 未満なので、十分な余裕があります。
 # 既定値で残るのは、双方向の設定の $n = 16, 32, 64$ の 3 つで、商はちょうど $2, 4, 6$ です（$n = E$ では対数が $0$ で、$n = D$ から先はクリップが結果を決めます）。
 # この 3 つでは最後のビットが結果を決めます。商が最後の桁の 1 単位（1 ulp）だけ小さければ、それぞれ 1 つ前のバケットに入ります。
-# `posenc` は対数を正確に計算してから float32 に 1 回だけ丸めて（correctly rounded）使い、厳密な計算と同じバケット $10, 12, 14$ を返します。
+# `posenc` は正しく丸めた（correctly rounded）float32 の対数を使い、厳密な計算と同じバケット $10, 12, 14$ を返します。
 # Hugging Face が呼ぶ PyTorch の float32 の `log` の誤差は 1 ulp 程度ですが、最後のビットは CPU によって変わることがあります。
-# Mesh TensorFlow は割り算の代わりに float32 の逆数を掛け、T5 は TPU で学習されました。
+# Mesh TensorFlow は割り算の代わりに float32 の逆数を掛けます。しかも T5 の学習は TPU 上で行われました。
 # そのため、この 3 つの距離で T5 自身がどちらのバケットを使ったかはここでは確かめられず、ほかのライブラリのバケットは 1 つずれることがあります。
 # それ以外のすべての距離では、どれも同じバケットになります。
 
 
-# %% tags=["deeper", "check"] summary={"en": "at the defaults, for n ≤ 300, the quotient is a whole number only at n = 8, 16, 32, 64, 128, 256 (causal: 16, 128), every other one stays 10⁻⁴ away while float32 moves it less than 10⁻⁵; one ulp lower moves exactly n = 16, 32, 64, whose posenc buckets are 10, 12, 14; where transformers is installed, Hugging Face's own function agrees everywhere else and differs there by at most one", "ja": "既定値で n ≤ 300 の範囲で商が整数になるのは n = 8、16、32、64、128、256（因果的な設定では 16、128）だけで、ほかの商は整数から 10⁻⁴ 以上離れ、float32 が動かす量は 10⁻⁵ 未満です。1 ulp 小さくすると変わるのはちょうど n = 16、32、64 で、posenc のバケットは 10、12、14 です。transformers がある環境では、Hugging Face の関数そのものがそれ以外のすべての距離で一致し、この 3 つでも差は 1 以内です"}
+# %% tags=["deeper", "check"] summary={"en": "at the defaults, for n ≤ 300, the quotient is a whole number only at n = 8, 16, 32, 64, 128, 256 (causal: 16, 128), every other one stays 10⁻⁴ away while float32 moves it less than 10⁻⁵; one ulp lower moves exactly n = 16, 32, 64, whose posenc buckets are 10, 12, 14; where transformers is installed, Hugging Face's own function agrees everywhere else and differs there by at most one", "ja": "既定値で n ≤ 300 の範囲で商が整数になるのは n = 8、16、32、64、128、256（因果的な設定では 16、128）だけで、ほかの商は整数から 10⁻⁴ より大きく離れ、float32 が動かす量は 10⁻⁵ 未満です。1 ulp 小さくすると変わるのはちょうど n = 16、32、64 で、posenc のバケットは 10、12、14 です。transformers がある環境では、Hugging Face の関数そのものがそれ以外のすべての距離で一致し、この 3 つでも差は 1 以内です"}
 def log32(x):  # float32 log, correctly rounded: Python's log, rounded once
     return torch.tensor([math.log(v) for v in x.tolist()]).float()
 
@@ -400,7 +400,7 @@ if T5Attention is not None:
 # つまり境目は等比数列をなし、丸めを除けば幅も等比数列になります。
 # 既定値では、この比は双方向の設定で $(128/8)^{1/8} = \sqrt{2}$、因果的な設定で $(128/16)^{1/16} = 8^{1/16} \approx 1.1388$ です。
 #
-# 最後の境目には注意が必要です。クリップしなければ、式は $e_{S-E} = D$ でバケット $S$ に達します。つまりクリップが効くのはちょうど $n \ge D$ です。
+# 最後の境目には注意が必要です。クリップしなければ、式は $e_{S-E} = D$ でバケット $S$ に達します。つまり、クリップが効くのはちょうど $n \ge D$ の距離です。
 # ところが最後のバケット $S - 1$ は、境目 1 つ分だけ手前から始まります。
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
 # これは双方向の設定で $128/\sqrt{2} \approx 90.51$、因果的な設定で約 $112.40$ です。
@@ -509,13 +509,13 @@ plt.show()
 # 最後の境目から先の距離は、どれほど大きくても、その側の最後のバケットに入ります。
 # 双方向の T5 のヘッドは、91 位置離れたキーと 10000 位置離れたキーに同じバイアスを与えます（因果的な設定では 113）。
 # この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、クエリのどちら側にあるかだけを伝えます。
-# 論文の説明では、境目はもっと先にあります。
-# Raffel ら（§2.1）によれば、32 個の埋め込みが受け持つ範囲は相対位置 128 まで対数的に広がります（「up to an offset of 128」）。
+# 論文（Raffel ら、§2.1）の説明では、境目はもっと先にあります。
+# 32 個の埋め込みの範囲は「相対位置 128 まで対数的に大きくなる」（increase in size logarithmically up to an offset of 128）とあります。
 # それより先の相対位置は、すべて 1 つの埋め込みを共有します。
 # コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目 1 つ分だけ手前からすでに始まっています。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。表の範囲を超える位置というものがないからです。
-# これが、Mesh TensorFlow のコメントが期待する「長い系列へのより自然な汎化」（more graceful generalization to longer sequences）です。
+# これが、Mesh TensorFlow のコメントが期待する「長い系列へのより無理のない汎化」（more graceful generalization to longer sequences）です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、値は 16 通りしかありません。
 # キーはすべてクエリの位置かそれより前にあるのでバケットの前半にしか届かず、近い 91 個を除くすべてのキーが 1 つの値を共有するからです。
 #
@@ -888,7 +888,7 @@ for bidirectional, side, expected in ((True, 32, 216), (False, 64, 240)):
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 位置 256 のクエリが見る相対位置は $r = j - 256$ で、$-256$ から $255$ までです。
 # クエリより前では、距離 $1$ 以上 $256$ 以下は、バケット $1$ から $15$ のすべてに届きます（最後のバケットは 91 から始まります）。
-# $r = 0$ はバケット $0$ です。クエリより後ろでは、距離 $1$ 以上 $255$ 以下は、バケット $17$ 以上 $31$ 以下に入ります。
+# $r = 0$ はバケット $0$ です。クエリより後ろでは、距離 $1$ から $255$ は、バケット $17$ から $31$ のすべてに届きます。
 # 合わせて $15 + 1 + 15 = 31$ 個のバケットなので、値は多くても 31 通りです。
 # ランダムに初期化した直後のように、そのヘッドの表の 31 個の値がすべて異なれば、ちょうど 31 通りになります。
 # 位置 0 のクエリが見るのは $r = 0$ から $511$ だけで、バケット $0$ とバケット $17$ から $31$ なので、16 通りです。
@@ -921,7 +921,7 @@ print(f"query 256: {count_256} values, query 0: {count_0} values", end="")
 # 一方、Shaw らは 9 と 10、12 と 15 を区別できますが、T5 はできません（バケット 8 と 9 はそれぞれ 8 から 11 と 12 から 15 を受け持ちます）。
 # $-150$ から $150$ の範囲では、どちらも 31 通りの値を使います。図に 2 つのインデックス関数を示します。
 
-# %% tags=["solution"] alt={"en": ["Two step functions of the relative position r from −150 to 150: Shaw et al.'s clip(r, −15, 15), a ramp that is flat beyond ±15, and T5's bucket, steps of one up to ±7 that widen and become flat from ±91 on."], "ja": ["相対位置 r（−150〜150）の 2 つの階段関数。Shaw らの clip(r, −15, 15) は ±15 の外側で平らになる斜めの直線で、T5 のバケットは ±7 までは幅 1 の段、その先は広がり、±91 から先で平らになります。"]}
+# %% tags=["solution"] alt={"en": ["Two step functions of the relative position r from −150 to 150: Shaw et al.'s clip(r, −15, 15), a ramp that is flat beyond ±15, and T5's bucket, steps of one up to ±7 that widen and become flat from ±91 on."], "ja": ["相対位置 r（−150〜150）の 2 つの階段関数。Shaw らの clip(r, −15, 15) は幅 1 の段が斜めに並び、±15 の外側で平らになります。T5 のバケットは ±7 までは幅 1 の段、その先は広がり、±91 から先で平らになります。"]}
 r150 = torch.arange(-150, 151)
 shaw = r150.clamp(-15, 15)
 t5 = t5_relative_position_bucket(r150)

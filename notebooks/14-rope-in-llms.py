@@ -32,7 +32,7 @@
 # %% [markdown] lang="ja"
 # # 現在の LLM の回転位置埋め込み
 #
-# 現在の大規模なモデルは、通常の RoPE を 4 通りに変えています。
+# 現在の大規模なモデルは、素の RoPE に 4 通りの変更を加えています。
 # 1 つ目は、ヘッドの一部のペアだけを回転させることです（[部分回転](../docs/glossary.ja.md#partial-rotation)、または最も低い周波数を捨てる [p-RoPE](../docs/glossary.ja.md#p-rope)）。
 # 2 つ目は DeepSeek の圧縮した KV キャッシュから RoPE を外すことです。
 # 3 つ目は一部の層（Llama 4、Command A）で RoPE を使わないこと、4 つ目は層の種類ごとに RoPE の設定を変えること（Gemma 3 と 4）です。
@@ -77,8 +77,8 @@ f64 = torch.float64
 #
 # which run from 1 down to $b^{-(r-2)/r}$: for large $r$ nearly the same
 # span as the full head's $b^{-(d-2)/d}$, squeezed into fewer pairs.
-# p-RoPE keeps the head's own frequencies $\theta_i = b^{-2i/d}$, rotates
-# only the first $k = \lfloor p\,d/2 \rfloor$ of them and sets the rest to 0:
+# p-RoPE keeps only the first $k = \lfloor p\,d/2 \rfloor$ of the head's
+# own frequencies $\theta_i = b^{-2i/d}$ and sets the rest to 0:
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
 #
@@ -99,7 +99,7 @@ f64 = torch.float64
 # $$\theta'_i = b^{-2i/r}, \qquad i = 0, \dots, r/2 - 1,$$
 #
 # これは 1 から $b^{-(r-2)/r}$ まで下がります。$r$ が大きければ、ヘッド全体の範囲（$b^{-(d-2)/d}$ まで）とほぼ同じ範囲を、より少ないペアへ詰め込むことになります。
-# p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ を使い、先頭の $k = \lfloor p\,d/2 \rfloor$ 個だけを回転させ、残りを 0 にします。
+# p-RoPE はヘッド本来の周波数 $\theta_i = b^{-2i/d}$ のうち、先頭の $k = \lfloor p\,d/2 \rfloor$ 個だけを残し、残りを 0 にします。
 #
 # $$\theta^{p}_i = \begin{cases} b^{-2i/d} & i < k \\ 0 & i \ge k \end{cases}$$
 #
@@ -269,10 +269,11 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
 # so $W^{UK}_i$ can be absorbed into the query side once and for all, and
-# at inference only $c^{KV}$ needs to be cached; likewise $W^{UV}_i$ can be
-# absorbed into the output projection. The point of MLA is the smaller
-# cache; absorption makes decoding from it cheap and is used at decode time
-# (training and prefill, like Hugging Face's code below, up-project instead).
+# without positions only $c^{KV}$ needs to be cached (RoPE adds a rotary key
+# $k^{R}_t$ below); likewise $W^{UV}_i$ can be absorbed into the output
+# projection. The point of MLA is the smaller cache; absorption makes
+# decoding from it cheap and is used at decode time, while training and
+# prefill up-project. Hugging Face's code below up-projects at decode too.
 # The letters follow DeepSeek-V2: $t$ and $j$ are positions, $i$ a head.
 
 # %% [markdown] lang="ja"
@@ -290,9 +291,9 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 #
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
-# そのため $W^{UK}_i$ は前もってクエリ側に吸収しておけます。推論時にキャッシュしておくのは $c^{KV}$ だけです。
+# そのため $W^{UK}_i$ は前もってクエリ側に吸収しておけ、位置がなければ、推論時にキャッシュする必要があるのは $c^{KV}$ だけになります（RoPE を入れると、下で見るように回転キー $k^{R}_t$ も加わります）。
 # 同じように $W^{UV}_i$ は出力の射影に吸収できます。MLA の要点はキャッシュが小さいことで、吸収は、そのキャッシュからのデコードを軽くする工夫です。
-# 吸収はデコードのときだけ使い、学習やプリフィルでは次元を上げる射影をそのまま計算します（下で照合する Hugging Face のコードも同様）。
+# 吸収が使われるのはデコードのときで、学習やプリフィルでは次元を上げる射影をそのまま計算します。下で照合する Hugging Face のコードは、デコードでも次元を上げています。
 # 記号は DeepSeek-V2 に合わせ、$t$ と $j$ が位置、$i$ がヘッドです。
 
 # %% tags=["check"] summary={"en": "for random projections, the score from the up-projected query and key equals the latent query times W_UQ^T W_UK times the cached latent", "ja": "ランダムな射影で、次元を上げたクエリとキーのスコアは、クエリの潜在ベクトル、W_UQ^T W_UK、キャッシュした潜在ベクトルの積に等しくなります"}
@@ -330,7 +331,7 @@ assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
 # DeepSeek-V2 の論文（§2.1.3）も同じ議論をしています。
 
 
-# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, is W_UQ^T W_UK at offset 0, and is W_UQ^T R_(j−t) W_UK, not R_(t−j)", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が違えば異なり、相対位置 0 では W_UQ^T W_UK、一般には R_(t−j) ではなく W_UQ^T R_(j−t) W_UK です"}
+# %% tags=["check"] summary={"en": "the middle matrix, built from rotated columns, is the same for positions (2, 5) and (0, 3), changes with the offset, is W_UQ^T W_UK at offset 0, and is W_UQ^T R_(j−t) W_UK, not R_(t−j)", "ja": "回転させた列から作る真ん中の行列は、位置 (2, 5) と (0, 3) で同じで、相対位置が違えば異なり、相対位置 0 では W_UQ^T W_UK、一般には W_UQ^T R_(j−t) W_UK です（R_(t−j) ではありません）"}
 def middle(t, j):
     """W_UQ^T R_t^T R_j W_UK, from rotated columns."""
     rq = apply_rope(w_uq.T, torch.tensor([t]))  # rows: (R_t W_UQ e_a)^T
@@ -496,7 +497,7 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
-# つまりこれはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）とのスコアを取ります。
+# つまりこれはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）に対してスコアを計算します。
 # そして、全ヘッドで共有する 1 つのバリュー $c^{KV}_j$ の重み付き平均を取ります。下のセルは、これを小さな次元数で実装したものです。
 # 吸収したこの形は、DeepSeek-V2 の論文が推論時の計算として説明しているものです。
 # Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
@@ -550,14 +551,14 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 # DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
 # $g(s, a) = 0.1\,a \ln s + 1$ とします。
-# このとき Hugging Face は cos と sin に掛ける倍率（`attention_factor`）を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
-# cos と sin に掛けた倍率は、スコアの計算に使う 192 次元のうち、回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
+# このとき Hugging Face は cos と sin に掛ける係数（`attention_factor`）を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
+# cos と sin に掛けた係数は、スコアの計算に使う 192 次元のうち、回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは Hugging Face のアテンションが保持する値と一致します。
 
-# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the factor on cos and sin at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は cos と sin に掛ける倍率を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
+# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the factor on cos and sin at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は cos と sin に掛ける係数を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
 # transformers 5.24.0: DeepseekV3Attention(DeepseekV3Config(qk_nope_head_dim
 #   =128, qk_rope_head_dim=64, rope_parameters={"rope_type": "yarn",
@@ -785,7 +786,7 @@ for ax, mask, title in zip(
 axes[0].set_ylabel(r"$m$")
 plt.show()
 
-# %% tags=["deeper", "check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致し、W = 4096 ではどのクエリが見るのも多くて直近の W トークンで、最大の距離は W − 1 です"}
+# %% tags=["deeper", "check"] summary={"en": "Cohere2's layer pattern (three sliding, one full) and a window of 3 are those of transformers 5.24.0; with W = 4096 every query sees the last W tokens at most, a largest distance of W − 1", "ja": "Cohere2 の層の並び（スライディングウィンドウ 3 層、全体アテンション 1 層）と幅 3 のウィンドウは transformers 5.24.0 と一致します。W = 4096 では、どのクエリも見るのは多くても直近の W トークンで、最大の距離は W − 1 です"}
 # transformers 5.24.0: Cohere2Config(num_hidden_layers=8).layer_types and
 # .sliding_window; sliding_window_causal_mask_function(3) on 7 x 7
 hf_cohere_types = (["sliding_attention"] * 3 + ["full_attention"]) * 2
@@ -810,22 +811,23 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # models above they take it out of no layer: the layer type sets its
 # parameters. In Hugging Face's defaults five sliding-window layers come
 # before each full-attention layer; the sliding layers use the base $10^4$
-# and the full-attention layers $10^6$. The Gemma 3 report also stretches
-# the positions of the global layers by linear interpolation with factor 8
-# to reach 128K tokens (the 4B, 12B and 27B models): the layer type sets the
+# and the full-attention layers $10^6$. The Gemma 3 report also applies
+# [position interpolation](../docs/glossary.md#position-interpolation) with
+# factor 8 to the global layers, compressing their positions, to reach 128K
+# tokens (the 4B, 12B and 27B models): the layer type sets the
 # scaling too. In Hugging Face's Gemma 4 defaults, the full-attention layers
 # use p-RoPE with the fraction 0.25 (see
 # [Partial rotation against p-RoPE](#partial-rotation-against-p-rope)), on
 # heads of 512 features (256 on the sliding layers).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Gemma 3 と Gemma 4 の、層の種類ごとの RoPE**
+# **さらに詳しく：層の種類ごとの RoPE（Gemma 3 と Gemma 4）**
 #
 # Gemma 3 と Gemma 4 も層の種類ごとに RoPE を変えますが、上の 2 つのモデルとは違い、どの層からも RoPE を外しません。
 # 層の種類で決まるのは、RoPE のパラメータです。
 # Hugging Face の既定値では、スライディングウィンドウの層 5 つのあとに全体アテンションの層が 1 つ来ます。
 # スライディングウィンドウの層は底 $10^4$、全体アテンションの層は底 $10^6$ を使います。
-# Gemma 3 の技術報告では、全体アテンションの層の位置を係数 8 の線形補間で引き伸ばし、128K トークンに対応させています（4B、12B、27B のモデル）。
+# Gemma 3 の技術報告では、全体アテンションの層に係数 8 の[位置補間](../docs/glossary.ja.md#position-interpolation)をかけて位置を縮め、128K トークンに対応させています（4B、12B、27B のモデル）。
 # スケーリングも層の種類で決まるわけです。
 # Hugging Face の Gemma 4 の既定値では、全体アテンションの層は割合 0.25 の p-RoPE（[「部分回転と p-RoPE」](#部分回転と-p-rope)の節を参照）を、次元数 512 のヘッドに使います。
 # スライディングウィンドウの層のヘッドは次元数 256 です。
@@ -1024,7 +1026,7 @@ print(seen, round(tau, 4))
 # ## 出典とバージョン
 #
 # Hugging Face transformers から貼り付けた数値は、どれもバージョン 5.24.0 でこのノートブックの外で計算したものです。
-# 出力した呼び出しは、コードの中で各値の直前にコメントで書いてあります。
+# 各値を出力した呼び出しは、コードの中でその値の直前にコメントとして書いてあります。
 # 該当するコードは `modeling_rope_utils.py`（`_compute_proportional_rope_parameters`）、`masking_utils.py`、
 # モデル `gpt_neox`、`qwen3_next`、`glm4`、`gemma3`、`gemma4`、`deepseek_v3`、`llama4`、`cohere2` にあります。
 # コードの既定値は、公開されたモデルの設定と同じとは限りません。

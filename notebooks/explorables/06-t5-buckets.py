@@ -48,11 +48,11 @@ TEXT = {
         "水平な線分 1 本が 1 つのバケット $b(r)$ で、"
         "そのバケットに入る相対位置 $r = j - i$ を posenc で求めたものです。"
         "点線は $|r| = D$ の位置です。",
-        "description": "選んだバケット数、最大距離、向きについて、"
+        "description": "選んだバケット数、最大距離、設定（双方向／因果的）について、"
         "T5 の相対位置バケットを描く対話的な階段グラフ。",
         "num_buckets": "バケット数 num_buckets ",
         "max_distance": "最大距離 max_distance ",
-        "direction": "向き ",
+        "direction": "設定 ",
         "bidirectional": "双方向",
         "causal": "因果的",
         "r": "相対位置 r = j − i",

@@ -553,6 +553,11 @@ def _contenders(
             _GraphReplay(fused, positions.device, len(pool), case.number, keep=not case.warm),
         )
     if compile_backend is not None:
+        # dynamo caches per code object (RotaryEmbedding.forward), not per module, and
+        # with fullgraph=True its recompile limit (8) is a hard error: a run's shapes
+        # would reach it by about the fifth case. A fresh cache per case, rather than a
+        # raised limit, keeps the limit as an alarm for recompiles within one case
+        torch.compiler.reset()
         module = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
         module.reserve(MAX_POSITIONS, positions.device)  # before compiling, as documented
         compiled = torch.compile(module, fullgraph=True, dynamic=False, backend=compile_backend)
@@ -566,7 +571,7 @@ def _contenders(
             compiled_module,
         )
     why_not = _compiled_graph_absent(case, compile_backend, positions.device.type)
-    if why_not is None:
+    if why_not is None:  # inductor: compile_backend is set, the cache was reset above
         own = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)  # its own compile
         own.reserve(MAX_POSITIONS, positions.device)
         graphed = torch.compile(own, mode="reduce-overhead", fullgraph=True, dynamic=False)

@@ -501,3 +501,18 @@ def test_each_case_records_the_floor_the_model_predicts(record):
     assert round(warm["chain_cold_table_us"], 3) == 1.4  # position and row from memory
     for case in record["cases"].values():
         assert case["predicted"]["bytes_per_call"] == case["bytes_per_call"]
+
+
+def test_a_full_run_compiles_every_shape_without_reaching_the_recompile_limit(monkeypatch):
+    # dynamo caches per code object (RotaryEmbedding.forward), not per module: a new
+    # shape or dtype is a recompile of the same function, and with fullgraph=True the
+    # limit (8 in torch 2.13) is a hard error. A full GPU run has 14 cases; these 12
+    # tiny ones go through run() and the harness's own compile path as those would
+    shapes = [Case(f"decode-{b}-{d}", b, 2, 1, 1, 8, d, 1, True) for d in ("bfloat16", "float32")
+              for b in range(1, 7)]  # fmt: skip
+    monkeypatch.setattr(gpu_bench, "build_cases", lambda **kwargs: shapes)
+    assert len(shapes) > torch._dynamo.config.recompile_limit
+    found = gpu_bench.run(dry_run=True, rounds=1, contenders=["compiled_module"])
+    assert list(found["cases"]) == [c.name for c in shapes]
+    for case in found["cases"].values():
+        assert len(case["contenders"]["compiled_module"]["samples_us"]) == 1

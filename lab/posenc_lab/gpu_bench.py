@@ -73,7 +73,9 @@ the position and the row from memory, a model's state). The host's time
 per call (``host_median_us``) is what an eager decode step pays when the
 device is not the bottleneck. Each case also records ``predicted``
 (:func:`predicted_floor`): the fused kernel's floor under the cost model
-and the assumed latencies, for a first run to confirm or refute.
+(its bytes over the *measured* copy bandwidth), the assumed latencies and
+an assumed 2 to 4 us of fixed device cost per kernel launched, for a first
+run to confirm or refute.
 
 How it measures: every contender is first checked against ``apply_rope``
 (the fused kernel within one bfloat16 ulp, :func:`_tolerance`). Each
@@ -91,8 +93,8 @@ sequence of pairs as ``triton``, so that it differs by the launches only.
 Each round times every contender once, in an order drawn at random for
 that round from a seeded generator (the orders are recorded), after
 warm-up samples (which compile the kernels). The record's ``meta`` holds
-the device, the versions, ``torch.get_num_threads()`` (eager
-``apply_rope``'s blocks, and so its launches, depend on it), and the GPU's
+the device, the versions, ``torch.get_num_threads()`` (for comparison with
+the CPU records: on a GPU ``apply_rope`` runs in one piece), and the GPU's
 clocks, throttle reasons, temperature and power read with ``nvidia-smi``
 before and after the run where it answers (``clocks_before``,
 ``clocks_after``; the clocks are not locked). The copy bandwidth of the
@@ -183,6 +185,9 @@ OPAQUE_LAUNCHES = {
 }
 #: Round-trip latencies assumed for the predicted floors (NVIDIA publishes neither).
 L2_LATENCY_S, HBM_LATENCY_S = 200e-9, 600e-9
+#: Device-side fixed cost of one kernel (launch latency, ramp, tail and the gap to the
+#: next), assumed as a range for the predicted floors, as chapter 12's Exercise 2 does.
+LAUNCH_COST_S = (2e-6, 4e-6)
 #: Single launches timed per decode case and cache state (:func:`single_launch`).
 SINGLE_REPEATS = 200
 
@@ -234,7 +239,7 @@ def dram_bytes_at_least(case: Case, l2_bytes: int) -> float:
     return case.bytes_per_call() - l2_bytes / case.number
 
 
-def predicted_floor(case: Case, gb_per_s: float, l2_bytes: int) -> dict[str, float]:
+def predicted_floor(case: Case, gb_per_s: float, l2_bytes: int) -> dict[str, object]:
     """What the cost model predicts for one call of the fused kernel: a lower bound that a
     first GPU run can prove wrong.
 
@@ -245,18 +250,29 @@ def predicted_floor(case: Case, gb_per_s: float, l2_bytes: int) -> dict[str, flo
     back, all in memory for a cold one; ``chain_cold_table_us``: a decode step as a
     model's layer sees it, the position and the row in memory (evicted by the
     layer's weights since the last layer read them), ``q`` and ``k`` in L2;
-    ``lower_bound_us``: the larger of memory and chain.
+    ``lower_bound_us``: the larger of memory and chain, the kernel's work alone;
+    ``launch_us``: the fixed device cost of its ``launches_per_call`` kernels (the
+    harness's count, ``OPAQUE_LAUNCHES``) at ``LAUNCH_COST_S`` each, low and high;
+    ``with_launch_us``: the lower bound plus that cost, low and high, the floor a
+    call pays on the device (it dominates a decode step).
     """
     moved = case.bytes_per_call() if case.warm else dram_bytes_at_least(case, l2_bytes)
     memory = moved / (gb_per_s * 1e9)
     chain = 3 * L2_LATENCY_S if case.warm else 3 * HBM_LATENCY_S
+    launches = OPAQUE_LAUNCHES["triton"]
+    launch = [launches * cost * 1e6 for cost in LAUNCH_COST_S]
+    bound = max(memory, chain) * 1e6
     return {
         "bytes_per_call": case.bytes_per_call(),
         "memory_bytes": moved,
         "memory_us": memory * 1e6,
         "chain_us": chain * 1e6,
         "chain_cold_table_us": (2 * HBM_LATENCY_S + L2_LATENCY_S) * 1e6,
-        "lower_bound_us": max(memory, chain) * 1e6,
+        "lower_bound_us": bound,
+        "launches_per_call": launches,
+        "launch_us_each_assumed": [cost * 1e6 for cost in LAUNCH_COST_S],
+        "launch_us": launch,
+        "with_launch_us": [bound + t for t in launch],
     }
 
 
@@ -553,6 +569,11 @@ def _contenders(
             _GraphReplay(fused, positions.device, len(pool), case.number, keep=not case.warm),
         )
     if compile_backend is not None:
+        # dynamo caches per code object (RotaryEmbedding.forward), not per module, and
+        # with fullgraph=True its recompile limit (8) is a hard error: a run's shapes
+        # would reach it by about the fifth case. A fresh cache per case, rather than a
+        # raised limit, keeps the limit as an alarm for recompiles within one case
+        torch.compiler.reset()
         module = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)
         module.reserve(MAX_POSITIONS, positions.device)  # before compiling, as documented
         compiled = torch.compile(module, fullgraph=True, dynamic=False, backend=compile_backend)
@@ -566,7 +587,7 @@ def _contenders(
             compiled_module,
         )
     why_not = _compiled_graph_absent(case, compile_backend, positions.device.type)
-    if why_not is None:
+    if why_not is None:  # inductor: compile_backend is set, the cache was reset above
         own = RotaryEmbedding(case.head_dim, max_positions=MAX_POSITIONS)  # its own compile
         own.reserve(MAX_POSITIONS, positions.device)
         graphed = torch.compile(own, mode="reduce-overhead", fullgraph=True, dynamic=False)
@@ -1121,8 +1142,7 @@ def _meta(device: torch.device, *, dry_run: bool, seed: int, compile_backend: st
         "platform": platform.platform(),
         "seed": seed,
         "compile_backend": compile_backend,
-        # eager apply_rope cuts x into blocks that grow with the host's threads
-        # (posenc.rope._for_blocks), on a GPU too: its launches per call depend on this
+        # for comparison with the CPU records; apply_rope blocks on the CPU only
         "torch_num_threads": torch.get_num_threads(),
     }
     if device.type == "cuda":
@@ -1227,7 +1247,10 @@ def format_record(record: dict[str, object]) -> str:
         lines.insert(
             len(lines) - 1,
             f"predicted for the fused kernel: >= {p['lower_bound_us']:.3g} us a call "
-            f"(memory {p['memory_us']:.3g} us, chain {p['chain_us']:.3g} us assumed)",
+            f"(memory {p['memory_us']:.3g} us, chain {p['chain_us']:.3g} us assumed), "
+            f"{p['with_launch_us'][0]:.3g} to {p['with_launch_us'][1]:.3g} us with the "
+            f"launch cost ({p['launches_per_call']} x {p['launch_us_each_assumed'][0]:.3g} "
+            f"to {p['launch_us_each_assumed'][1]:.3g} us, assumed)",
         )
         for c in case["contenders"].values():
             late = (

@@ -121,7 +121,7 @@ def test_the_host_time_is_recorded_beside_the_device_time(record):
             assert c["host_median_us"] > 0
             assert c["host_bound_samples"] == 0
     assert record["meta"]["clocks_before"] is None and record["meta"]["clocks_after"] is None
-    # eager apply_rope's blocks, and so its launches, depend on the host's threads
+    # recorded for comparison with the CPU records (apply_rope blocks on the CPU only)
     assert record["meta"]["torch_num_threads"] == torch.get_num_threads()
 
 
@@ -501,3 +501,50 @@ def test_each_case_records_the_floor_the_model_predicts(record):
     assert round(warm["chain_cold_table_us"], 3) == 1.4  # position and row from memory
     for case in record["cases"].values():
         assert case["predicted"]["bytes_per_call"] == case["bytes_per_call"]
+        # the dry run's record stores the floor at its own measured copy bandwidth
+        spec = Case(**{f: case[f] for f in Case.__dataclass_fields__})
+        rate = record["copy_bandwidth"]["gb_per_s"]
+        assert case["predicted"] == gpu_bench.predicted_floor(spec, rate, 0)
+
+
+def test_the_predicted_floor_adds_each_launchs_assumed_device_cost():
+    # a kernel costs the device a fixed 2 to 4 us (launch, ramp, tail, gap), assumed;
+    # the fused kernel is one launch by the harness's count. Decode is launch-bound:
+    # 0.6 us of chain becomes 2.6 to 4.6 us; a prefill's 15.3 us becomes 17.3 to 19.3
+    assert gpu_bench.LAUNCH_COST_S == (2e-6, 4e-6)
+    cases = {c.name: c for c in build_cases(l2_bytes=50 * 2**20)}
+    for name, bound, low, high in [
+        ("decode-1-bfloat16", 0.6, 2.6, 4.6),
+        ("prefill-4096-bfloat16", 15.3, 17.3, 19.3),
+    ]:
+        f = gpu_bench.predicted_floor(cases[name], 4800.0, 50 * 2**20)
+        assert f["launches_per_call"] == gpu_bench.OPAQUE_LAUNCHES["triton"] == 1
+        assert f["launch_us_each_assumed"] == pytest.approx([2.0, 4.0])
+        assert f["launch_us"] == pytest.approx([2.0, 4.0])
+        assert round(f["lower_bound_us"], 1) == bound  # the kernel's work alone
+        assert [round(t, 1) for t in f["with_launch_us"]] == [low, high]
+    # two launches a call (as if q and k were rotated apart) would pay twice
+    with pytest.MonkeyPatch.context() as m:
+        m.setitem(gpu_bench.OPAQUE_LAUNCHES, "triton", 2)
+        f = gpu_bench.predicted_floor(cases["decode-1-bfloat16"], 4800.0, 50 * 2**20)
+    assert [round(t, 1) for t in f["with_launch_us"]] == [4.6, 8.6]
+
+
+def test_the_printed_record_gives_the_floor_with_the_launch_cost(record):
+    text = gpu_bench.format_record(record)
+    assert "with the launch cost (1 x 2 to 4 us, assumed)" in text
+
+
+def test_a_full_run_compiles_every_shape_without_reaching_the_recompile_limit(monkeypatch):
+    # dynamo caches per code object (RotaryEmbedding.forward), not per module: a new
+    # shape or dtype is a recompile of the same function, and with fullgraph=True the
+    # limit (8 in torch 2.13) is a hard error. A full GPU run has 14 cases; these 12
+    # tiny ones go through run() and the harness's own compile path as those would
+    shapes = [Case(f"decode-{b}-{d}", b, 2, 1, 1, 8, d, 1, True) for d in ("bfloat16", "float32")
+              for b in range(1, 7)]  # fmt: skip
+    monkeypatch.setattr(gpu_bench, "build_cases", lambda **kwargs: shapes)
+    assert len(shapes) > torch._dynamo.config.recompile_limit
+    found = gpu_bench.run(dry_run=True, rounds=1, contenders=["compiled_module"])
+    assert list(found["cases"]) == [c.name for c in shapes]
+    for case in found["cases"].values():
+        assert len(case["contenders"]["compiled_module"]["samples_us"]) == 1

@@ -272,7 +272,8 @@ assert_close(cls_mbd, cls_dbm)
 # $M_{ij} = 0$ for $j \le i$ and $M_{ij} = -\infty$ for $j > i$, and computes
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$. The mask belongs to the
 # positions, not to the tokens, so it stays put when the tokens move. Since
-# $M = P(P^\top M P)P^\top$, the steps above give
+# $M = P(P^\top M P)P^\top$, the four steps of the first section go through with
+# $S + P^\top M P$ in place of $S$ and give
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # The shuffled sentence behaves like the original one under a shuffled mask. For
 # the triangular mask $P^\top M P = M$ holds only for the identity: a token that
@@ -291,7 +292,7 @@ assert_close(cls_mbd, cls_dbm)
 # $j \le i$ なら $M_{ij} = 0$、$j > i$ なら $M_{ij} = -\infty$ で、
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$ を計算します。
 # マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
-# $M = P(P^\top M P)P^\top$ と書けるので、上の 1〜4 の手順をたどると、次が得られます。
+# $M = P(P^\top M P)P^\top$ と書けるので、最初の節の 1〜4 の手順を $S$ の代わりに $S + P^\top M P$ でたどると、次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
 # 下三角のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
@@ -458,7 +459,8 @@ cosines = [
 print("raw index, p = 0, 10, 1000: cos(x_a + PE, x_b + PE) =", end=" ")
 print(" ".join(f"{float(cos):.4f}" for cos in cosines))
 sin_norms = sinusoidal(torch.tensor([0, 10, 1000, 10**6]), d64).norm(dim=-1)
-print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {fmt(sin_norms)}", end="")
+norms = ", ".join(f"{float(v):.3f}" for v in sin_norms)
+print(f"sinusoidal, p = 0, 10, 1000, 10**6: |PE(p)| = {norms}", end="")
 
 # %% tags=["check"] summary={"en": "the token norms are within 15% of √d = 8; ‖PE(p)‖ = √(d/2) up to p = 10⁶; with the raw index at p = 1000 the tokens' cosine exceeds 0.9999", "ja": "トークンのノルムは √d = 8 から 15% 以内です。p = 10⁶ まで ‖PE(p)‖ は √(d/2) で一定です。番号をそのまま足すと、p = 1000 で 2 つのトークンのコサイン類似度が 0.9999 を超えます"}
 for token in (tok_a, tok_b):  # "close to sqrt(d) = 8": printed 8.96 and 7.25
@@ -601,7 +603,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # | bounded | no | yes | yes | yes |
 # | same meaning at every length | yes | no | yes | yes |
 # | unique | yes | yes | yes | yes |
-# | similarity set by the offset $p-q$ | no | no | only $0$ or $1$ | yes |
+# | similarity set by the offset $p-q$ | no | no | same ($1$) or not ($0$) only | yes |
 # | deterministic | yes | yes | yes | yes |
 # | beyond the training length | defined, unbounded | meaning shifts | no code | defined, bounded |
 
@@ -618,7 +620,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # | 有界 | いいえ | はい | はい | はい |
 # | どの長さでも同じ意味 | はい | いいえ | はい | はい |
 # | 一意 | はい | はい | はい | はい |
-# | 類似度が相対位置 $p-q$ で決まる | いいえ | いいえ | $0$ か $1$ だけ | はい |
+# | 類似度が相対位置 $p-q$ で決まる | いいえ | いいえ | 同じ位置（$1$）か否（$0$）かだけ | はい |
 # | 毎回同じ符号 | はい | はい | はい | はい |
 # | 学習時の長さを超えたとき | 定義されるが非有界 | 意味がずれる | 符号がない | 定義され、有界 |
 

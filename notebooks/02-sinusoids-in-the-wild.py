@@ -72,12 +72,12 @@ F64 = torch.float64
 # follows tensor2tensor. The table says what each does and which section measures
 # each difference.
 #
-# | | labml | AllenNLP | section |
+# | difference | labml | AllenNLP | measured in |
 # |---|---|---|---|
-# | layout | interleaved | concatenated | 1 |
-# | frequencies | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | 2 |
-# | odd $d$ | shape error | zero last column | 3 |
-# | angles computed in | float32 | float32 | 6 |
+# | layout | interleaved | concatenated | section 1 |
+# | frequencies | the paper's, $\omega_i = 10000^{-i/n}$ | tensor2tensor's, $\omega_i = 10000^{-i/(n-1)}$ | section 2 |
+# | odd $d$ | shape error | zero last column | section 3 |
+# | angles computed in | float32 | float32 | section 6 |
 #
 # In `posenc`, labml's module is
 # `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
@@ -94,12 +94,12 @@ F64 = torch.float64
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従います。
 # 表には、それぞれの処理と、その違いを測る節をまとめました。
 #
-# | | labml | AllenNLP | 節 |
+# | 違い | labml | AllenNLP | 測る節 |
 # |---|---|---|---|
-# | 配置 | インターリーブ配置 | 連結配置 | 1 |
-# | 周波数 | $\omega_i = 10000^{-i/n}$ | $\omega_i = 10000^{-i/(n-1)}$ | 2 |
-# | 奇数の $d$ | 形状エラー | 最後の列が 0 | 3 |
-# | 角度の計算精度 | float32 | float32 | 6 |
+# | 配置 | インターリーブ配置 | 連結配置 | 1 節 |
+# | 周波数 | 論文の $\omega_i = 10000^{-i/n}$ | tensor2tensor の $\omega_i = 10000^{-i/(n-1)}$ | 2 節 |
+# | 奇数の $d$ | 形状エラー | 最後の列が 0 | 3 節 |
+# | 角度の計算精度 | float32 | float32 | 6 節 |
 #
 # `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
 # AllenNLP のモジュールは `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
@@ -584,8 +584,24 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 # %% [markdown] lang="en"
 # ## 4. fairseq's positions start after the padding index
 #
-# fairseq does not number positions from $0$. Its `utils.make_positions` takes the
-# batch of token ids, marks the tokens that are not padding, and counts them along the
+# fairseq numbers the real tokens from `padding_idx + 1` and gives padding a zero row;
+# with its usual `padding_idx = 1` every real token receives $PE(t+2)$ instead of
+# $PE(t)$. By the rotation property that is one fixed rotation, so dot products between
+# positions are unchanged, but the vector added to each token moves by 6.95 for
+# $d = 512$: a model trained with one numbering and fed the other gets a clearly
+# different input.
+
+# %% [markdown] lang="ja"
+# ## 4. fairseq の位置はパディングのインデックスの次から始まる
+#
+# fairseq は実トークンを `padding_idx + 1` から数え、パディングには 0 の行を与えます。
+# よく使われる `padding_idx = 1` では、各実トークンに $PE(t)$ の代わりに $PE(t+2)$ が足されます。
+# 回転の性質から、これはすべての位置に共通の 1 つの回転なので位置どうしの内積は変わりませんが、
+# 各トークンに足されるベクトルは $d = 512$ で 6.95 動きます。一方の数え方で学習したモデルにもう一方の位置を与えると、入力ははっきり変わります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: fairseq's numbering, rebuilt.** fairseq does not number
+# positions from $0$. Its `utils.make_positions` takes the batch of token ids, marks the tokens that are not padding, and counts them along the
 # sequence with a [cumulative sum](../docs/glossary.md#cumulative-sum); non-padding
 # tokens get $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ and padding
 # tokens get $\mathrm{padding\_idx}$ itself:
@@ -599,8 +615,8 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 # `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)`, and
 # the positions take one line.
 
-# %% [markdown] lang="ja"
-# ## 4. fairseq の位置はパディングのインデックスの次から始まる
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：fairseq の数え方を再現する**
 #
 # fairseq は位置を $0$ から数えません。
 # `utils.make_positions` はトークン ID のバッチを受け取り、パディングでないトークンに印を付け、
@@ -615,7 +631,7 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 # `posenc` では、表は `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` で、
 # 位置は 1 行で計算できます。
 
-# %%
+# %% tags=["deeper"]
 padding_idx, d = 1, 16
 tokens = torch.tensor(
     [
@@ -629,7 +645,7 @@ positions = torch.cumsum(mask, dim=1) * mask + padding_idx  # make_positions
 print(positions)
 
 
-# %% tags=["check"] summary={"en": "the positions and the table are fairseq's, rebuilt in float32; padding adds nothing", "ja": "位置と表は float32 で作り直した fairseq のものと一致し、パディングには何も足されません"}
+# %% tags=["deeper", "check"] summary={"en": "the positions and the table are fairseq's, rebuilt in float32; padding adds nothing", "ja": "位置と表は float32 で作り直した fairseq のものと一致し、パディングには何も足されません"}
 def fairseq_frequencies(d):
     """fairseq's frequencies as get_embedding computes them:
     exp(i * -(ln 10000 / (n - 1))) in float32 (AllenNLP: the same)."""
@@ -661,7 +677,7 @@ assert_close(out, fairseq_like(rows, d, padding_idx)[positions])
 padding = mask == 0
 assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
 # Compared with numbering the real tokens $t = 0, 1, 2, \dots$, every real token is
 # shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
 # By the rotation property of
@@ -676,7 +692,7 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row) in
 # the chapter *Learned absolute embeddings and scaled sinusoids*).
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
 # 実トークンを $t = 0, 1, 2, \dots$ と数える場合に比べて、すべての実トークンが
 # $\mathrm{padding\_idx} + 1 = 2$ だけずれています。各実トークンには、$PE(t)$ の代わりに $PE(t+2)$ が足されます。
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
@@ -687,14 +703,14 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb#パディング用の行)の章の「パディング用の行」の節）。
 
-# %%
+# %% tags=["deeper"]
 d, n, shift = 512, 256, padding_idx + 1
 omega_t2t = 10000.0 ** (-torch.arange(n, dtype=F64) / (n - 1))
 chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps t to t + 2; the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が t を t + 2 に移し、距離はどの t でも 6.95 です"}
+# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps t to t + 2; the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が t を t + 2 に移し、距離はどの t でも 6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
@@ -754,10 +770,25 @@ assert_close(pe_t.norm(dim=-1), norms)
 # %% [markdown] lang="en"
 # ## 5. The column index in the exponent
 #
-# The early versions of jadore801120's `attention-is-all-you-need-pytorch` computed
-# the angle of column $j$ as $p/10000^{2j/d}$, with the column index $j$ where the
-# paper has the pair index $\lfloor j/2 \rfloor$. Fixed there in November 2017, it
-# lives on in copies elsewhere. Column $j$ then has its own frequency,
+# The early versions of jadore801120's `attention-is-all-you-need-pytorch` (fixed in
+# November 2017, alive in copies elsewhere) computed the angle of column $j$ as
+# $p/10000^{2j/d}$, with the column index $j$ where the paper has the pair index
+# $\lfloor j/2 \rfloor$. The spectrum is stretched: for $d = 512$ the whole second
+# half of the columns turns slower than any column of the paper's. Worse, the sine
+# and cosine of a pair no longer share a frequency, so the rotation property is lost:
+# no linear map moves $PE(p)$ to $PE(p+k)$, and the dot product no longer depends
+# on the distance alone.
+
+# %% [markdown] lang="ja"
+# ## 5. 指数に入った列の番号
+#
+# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版（2017 年 11 月に修正済みですが、コピーはほかに残っています）は、
+# 列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
+# スペクトルは引き伸ばされ、$d = 512$ では後半の列がすべて論文のどの列よりもゆっくり回ります。
+# さらに、ペアの正弦と余弦が周波数を共有しなくなるので回転の性質が失われ、$PE(p)$ を $PE(p+k)$ に移す線形写像はなくなり、内積も距離だけでは決まらなくなります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the column index, measured.** Column $j$ has its own frequency,
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # instead of the paper's $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$.
 # Two things go wrong.
@@ -773,12 +804,9 @@ assert_close(pe_t.norm(dim=-1), norms)
 # straight line with twice the slope.
 
 
-# %% [markdown] lang="ja"
-# ## 5. 指数に入った列の番号
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：列の番号が指数に入ると何が起きるか**
 #
-# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
-# 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
-# 2017 年 11 月に修正されましたが、初期の版のコピーは今もほかのプロジェクトに残っています。
 # 指数に列の番号が入るので、列 $j$ はそれぞれ自分だけの周波数を持ちます。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
@@ -791,7 +819,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # 図では、論文のスペクトルはペアの 2 列が波長を共有するので階段状になり、バグのあるものは傾きが 2 倍の直線になります。
 
 
-# %%
+# %% tags=["deeper"]
 def per_column_bug(p, d):
     """The early formula: angle p / 10000^(2 j / d) for column j;
     sine in the even columns, cosine in the odd ones."""
@@ -815,7 +843,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "幅 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
+# %% tags=["deeper", "check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "幅 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
 def bug_columns(d):
     j = torch.arange(d)
     return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
@@ -842,7 +870,7 @@ assert round(float(lam_paper.max())) == 60611
 assert int((lam_paper > 2048).sum()) == 190
 assert int((lam_bug > 2048).sum()) == 351
 
-# %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     j = torch.arange(d, dtype=F64)
@@ -870,7 +898,7 @@ axes[0].set_ylabel(r"$\lambda$")
 axes[0].legend(loc="upper left")
 plt.show()
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
 # **The pairs no longer share a frequency.** Column $2i$ holds
 # $\sin(\tilde\omega_{2i} p)$ and column $2i+1$ holds $\cos(\tilde\omega_{2i+1} p)$: the
 # two coordinates of a clock hand turn at different speeds, and the point leaves
@@ -885,7 +913,7 @@ plt.show()
 # [Gram matrix](../docs/glossary.md#gram-matrix) is no longer constant along its
 # diagonals.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
 # **ペアが周波数を共有しなくなります。** 列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
 # ブロックごとの回転なら各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は $p = 0$ での値 $1$ のままのはずですが、バグのある表ではほぼ $0$ からほぼ $2$ の間で揺れ動きます（下の出力）。
 # したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
@@ -893,7 +921,7 @@ plt.show()
 # 最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
 # さらに内積も距離だけの関数ではなくなり（式は下の「さらに詳しく」）、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
 
-# %%
+# %% tags=["deeper"]
 d, n, k = 16, 8, 3
 p = torch.arange(1000)
 bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
@@ -908,7 +936,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
+# %% tags=["deeper", "check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
 def fit_error(x, y):
     """Relative error of the best linear map L with x L = y (least squares)."""
     fit = torch.linalg.lstsq(x, y, driver="gelsd").solution

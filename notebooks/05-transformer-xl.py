@@ -94,14 +94,14 @@ f64 = torch.float64
 # つまりキーは、[メモリ](../docs/glossary.ja.md#memory)の $m$ 個のトークンと、それに続く現在のセグメントの $L$ 個のトークンです。
 # $m$ は $L$ より大きくてもよく、公開された評価では base モデルが $m = 640$ 個（長さ 64 のセグメント 10 個分）の隠れ状態を保持します。
 # 絶対位置のエンコーディングをセグメントごとに足すと、どちらのセグメントも位置 $0, \dots, L-1$ を使います。
-# メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持つので、一方が他方より $L$ 位置前にあることを、モデルは知る手がかりがありません。
+# メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持つので、一方が他方より $L$ 位置前にあることを知る手がかりが、モデルにはありません。
 #
 # セグメントをまたいで位置を通し番号にすれば衝突は避けられますが、番号はどこまでも大きくなります。
-# 公式実装では、バッチの各列は、コーパスをバッチサイズの数に等分した連続区間の 1 つを順に読み進めるストリームです。バッチサイズ 60 なら 1 本あたり WikiText-103 のおよそ 170 万トークンを受け持ちます。
+# 公式実装では、バッチの各列はコーパスを順に読み進めるストリームです。バッチサイズ 60 なら 1 本あたり WikiText-103 のおよそ 170 万トークンを受け持ちます。
 # そのため位置は 100 万を超え、同じ文章でもストリームのどこに来るかによって違うエンコーディングを受け取ります。
 # モデルに必要なのはクエリとキーの距離で、これはどのセグメントでも同じです。
 #
-# 記号は Dai らに合わせます。クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーの因果的な距離は $i - j \ge 0$ です（[記法のページ](../docs/notation.ja.md#positions)と同じです。前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章は相対位置 $j - i$ で書きます）。
+# 記号は Dai らに合わせます。クエリの位置は $i$、キーの位置は $j$ で、クエリと同じ位置かそれより前のキーの因果的な距離は $i - j \ge 0$ です。これは[記法のページ](../docs/notation.ja.md#positions)と同じ向きです。前の[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章では、相対位置 $j - i$ で書いていました。
 # $L$ はセグメントの長さ、$m$ はメモリの長さで、$R_{i-j}$ は回転ではなく正弦波のベクトルです。
 
 # %% [markdown] lang="en"
@@ -150,7 +150,7 @@ f64 = torch.float64
 #
 # 1. $(b)$ と $(d)$ にあるキーの $U_j$ をすべて $R_{i-j}$ に置き換えます。
 #    距離の正弦波エンコーディングで、学習可能なパラメータを持ちません。
-# 2. クエリの位置は関係ないはずなので、$U_i^\top W_q^\top$ を、どのクエリでも同じ学習可能なベクトルに置き換えます。
+# 2. スコアはクエリの位置に左右されるべきではないので、$U_i^\top W_q^\top$ を、どのクエリでも同じ学習可能なベクトルに置き換えます。
 #    $(c)$ では $u$、$(d)$ では $v$ です。
 # 3. キーの射影を、内容用の $W_{k,E}$ と距離用の $W_{k,R}$ に分けます。
 #
@@ -162,7 +162,7 @@ f64 = torch.float64
 # コードもこの形で計算します。クエリに `r_w_bias`（$u$）を足してキーとの内積を取ったものが `AC`、
 # クエリに `r_r_bias`（$v$）を足して射影したエンコーディングとの内積を取ったものが `BD` です。
 # [「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb)の章のスコアは項 $(a)$ と $(b)$ だけからなり、$W_{k,R} R_{i-j}$ の代わりに、クリップした相対位置ごとの学習可能なベクトルを使います（Dai ら、§3.3）。
-# ランダムな重みを持つヘッド 1 つを用意し、1 つの組の 4 つの項を式のとおりに書きます。
+# ランダムな重みを持つヘッド 1 つを用意し、1 つの組について 4 つの項を式のとおりに計算します。
 
 # %%
 d_model, d_head = 16, 8
@@ -352,8 +352,8 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 公式のスクリプトでは、base モデルは長さ 150 のメモリで学習して 640 で評価し、`clamp_len` は 400 です。
 # large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。評価時のメモリは学習時のおよそ 4 倍です。
 # base モデルの評価時の `pos_seq` は 703 から 0 までです。
-# ただし `--same_length` の下で各クエリが見るのは距離 0〜639 だけです（[「マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
-# $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。$R_{400}$ を共有し、softmax まで届くのは距離 400〜639 です。
+# ただし `--same_length` の下で各クエリが見るのは距離 0〜639 だけです（[「メモリがあるとき：マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
+# $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。`clamp_len` のために $R_{400}$ を共有する距離のうち、softmax まで届くのは 400〜639 です。
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift
@@ -402,7 +402,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # したがって、行 $i$ を $L - 1 - i$ 列ぶん左へずらす必要があります。最後の行はそのままで、最初の行は $L - 1$ 列ぶんずれます。
 # 公式実装（`_rel_shift`）は、これをインデックスを使わずに行います。
 #
-# 1. 左に 0 の列を 1 つパディングします：$L \times (m + L + 1)$。
+# 1. 左に 0 の列を 1 つパディングし、$L \times (m + L + 1)$ にします。
 # 2. 同じ数を同じメモリ順のまま $(m + L + 1) \times L$ として読みます。
 # 3. 最初の行、つまり最初の $L$ 個の数を捨てます。
 # 4. 残りの $L(m + L)$ 個の数を $L \times (m + L)$ として読みます。
@@ -416,7 +416,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 各行は左へずれます。青い成分は 1 つ上の行の末尾へ、行 0 の濃い灰色の成分は捨てる行へ移ります。
 # シフトの後、線より左の成分はどれも $10 i + (i + 2 - j)$ です。十の位がクエリの行、一の位がその組の正しい距離を表します。
 
-# %% tags=["figure"] alt={"en": ["Two 4 by 6 grids of numbers for L = 4 and m = 2, query i down. Left, B before the shift, column s across: row i holds 10 i plus the distances 5 down to 0, so row 0 reads 5 4 3 2 1 0 and row 3 reads 35 to 30; the first three entries of row 0 are dark (dropped), the first two of row 1 and the first of row 2 blue (they move into the row above). Right, after the shift, key j across: row 0 reads 2 1 0, then 0, 15, 14; row 1 reads 13 12 11 10, then 0, 25; row 2 reads 24 to 20, then 0; row 3 reads 35 to 30. Left of a staircase line, j ≤ i + 2, every entry is grey and carries its row's tens digit and the pair's distance; right of it the first entry is the orange pad zero and the rest are blue entries of the next row, which the causal mask hides."], "ja": ["L = 4、m = 2 の 4 行 6 列の数の格子 2 つ。縦はクエリ i です。左はシフト前の B で、横は列 s です。行 i には 10 i に距離 5〜0 を足した数が並び、行 0 は 5 4 3 2 1 0、行 3 は 35〜30 です。行 0 の最初の 3 つは濃い灰色（捨てられる）、行 1 の最初の 2 つと行 2 の最初の 1 つは青（上の行へ移る）です。右はシフト後で、横はキー j です。行 0 は 2 1 0 の後に 0、15、14、行 1 は 13 12 11 10 の後に 0、25、行 2 は 24〜20 の後に 0、行 3 は 35〜30 です。階段状の線より左（j ≤ i + 2）の成分はどれも灰色で、十の位が行、一の位がその組の距離です。線より右は、最初の 1 つが橙のパディングの 0、残りが次の行から来た青い成分で、因果マスクがこれらを隠します。"]}
+# %% tags=["figure"] alt={"en": ["Two 4 by 6 grids of numbers for L = 4 and m = 2, query i down. Left, B before the shift, column s across: row i holds 10 i plus the distances 5 down to 0, so row 0 reads 5 4 3 2 1 0 and row 3 reads 35 to 30; the first three entries of row 0 are dark (dropped), the first two of row 1 and the first of row 2 blue (they move into the row above). Right, after the shift, key j across: row 0 reads 2 1 0, then 0, 15, 14; row 1 reads 13 12 11 10, then 0, 25; row 2 reads 24 to 20, then 0; row 3 reads 35 to 30. Left of a staircase line, j ≤ i + 2, every entry is grey and carries its row's tens digit and the pair's distance; right of it the first entry is the orange pad zero and the rest are blue entries of the next row, which the causal mask hides."], "ja": ["L = 4、m = 2 の 4 行 6 列の数の格子 2 つ。縦はクエリ i です。左はシフト前の B で、横は列 s です。行 i には 10 i に距離 5〜0 を足した数が並び、行 0 は 5 4 3 2 1 0、行 3 は 35〜30 です。行 0 の最初の 3 つは濃い灰色（捨てられる）、行 1 の最初の 2 つと行 2 の最初の 1 つは青（上の行へ移る）です。右はシフト後で、横はキー j です。行 0 は 2 1 0 の後に 0、15、14、行 1 は 13 12 11 10 の後に 0、25、行 2 は 24〜20 の後に 0、行 3 は 35〜30 です。階段状の線より左（j ≤ i + 2）の成分はどれも灰色で、十の位が行、一の位がその組の距離です。線より右は、最初の 1 つがオレンジのパディングの 0、残りが次の行から来た青い成分で、因果マスクがこれらを隠します。"]}
 q_len, m_len = 4, 2
 k_len = q_len + m_len
 distances = transformer_xl_positions(q_len, k_len)  # 5, 4, ..., 0
@@ -451,7 +451,7 @@ for r in range(q_len - 1):
 axes[1].plot([*stairs_x, k_len - 0.5], [*stairs_y, q_len - 1.5], color=INK)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the shift matches the official _rel_shift and a gather of column j + L − 1 − i where j ≤ i + m", "ja": "シフトは公式の _rel_shift とも、j ≤ i + m での gather とも一致します"}
+# %% tags=["check"] summary={"en": "the shift matches the official _rel_shift and a gather of column j + L − 1 − i where j ≤ i + m", "ja": "シフトは公式の _rel_shift とも、j ≤ i + m で列 j + L − 1 − i を gather したものとも一致します"}
 # what the official RelMultiHeadAttn._rel_shift printed for these labels,
 # laid out as [qlen, klen, 1, 1]
 official_shift = [
@@ -497,7 +497,7 @@ for q_len, k_len in [(4, 4), (8, 8), (4, 6), (3, 10), (1, 5)]:
 # ## 各クエリより後ろの成分
 #
 # クエリより後ろのキー $j > i + m$ は負の距離を持ち、$B$ にはそのための列がありません。それでもシフトはこれらの成分を埋めます。
-# 行 $i$ の終わりを越えて数え続けると、最初の $j = i + m + 1$ は行 $i + 1$ の前にパディングした 0 に当たり（図の橙）、
+# 行 $i$ の終わりを越えて数え続けると、最初の $j = i + m + 1$ は行 $i + 1$ の前にパディングした 0 に当たり（図のオレンジ）、
 # その後は $B$ の行 $i + 1$ の先頭からの成分に当たります（青）。
 # $$\mathrm{out}_{i,\,i+m+1} = 0, \qquad \mathrm{out}_{i,j} = B_{i+1,\; j - i - m - 2} \quad (j \ge i + m + 2)$$
 # これらは**次の**クエリの値で、しかもその組とは無関係な距離に対するものです。組のスコアではなく、近似値ですらありません。
@@ -579,9 +579,9 @@ assert unmasked_gap.abs().max() > 1e-2
 # $m$ とともに変わるのは 2 つで、正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になり、マスクもそれに合わせる必要があります。
 # メモリのないモデルでおなじみの[因果マスク](../docs/glossary.ja.md#causal-mask) `triu(ones, diagonal=1)` はキー $j > i$ を隠すので、メモリがあると各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠してしまいます。
 # これらはクエリ以前の位置にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
-# `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力を与えます。
+# `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力になります。
 
-# %% tags=["check"] summary={"en": "the memory-less mask hides L m = 15 past keys; causal=True gives Transformer-XL's output", "ja": "メモリを考えないマスクは過去のキーを 15 個隠し、causal=True は正しい出力を与えます"}
+# %% tags=["check"] summary={"en": "the memory-less mask hides L m = 15 past keys; causal=True gives Transformer-XL's output", "ja": "メモリを考えないマスクは過去のキーを 15 個隠します。causal=True では Transformer-XL と同じ出力になります"}
 ones = torch.ones(q_len, k_len, dtype=torch.bool)
 naive = torch.triu(ones, diagonal=1)  # ignores the memory
 assert int((naive & ~mask).sum()) == q_len * m_len == 15
@@ -1057,8 +1057,8 @@ assert torch.equal(table_rows, big_p + j - (i + m_len))
 # この中でキーごとに違いが出るのは内容の項 $(a)$ と $(c)$ だけです。
 # そのため、これらのキーは順序のない 1 つの集まりになります。
 # Shaw らのクリッピングで距離 $k$ 以上のキーがそうなるのと同じです。
-# 違いは、Transformer-XL がクリップするのは過去の側だけ（因果的なモデルに未来のキーはありません）で、
-# エンコーディングが学習可能なベクトルではなく固定の正弦波であることです。
+# 違いは 2 つです。Transformer-XL がクリップするのは過去の側だけで（因果的なモデルに未来のキーはありません）、
+# エンコーディングは学習可能なベクトルではなく固定の正弦波です。
 
 # %% tags=["solution"]
 q_len, m_len, clamp = 4, 100, 20

@@ -30,7 +30,7 @@
 #
 # ALiBi は位置ベクトルを使いません。ヘッド $h$ は、すべてのスコアから、[傾き](../docs/glossary.ja.md#slope)と距離の積 $m_h\,(i - j)$ を引きます。傾きは等比数列として固定します。
 # 距離に比例するバイアスは、重みで見れば指数的な減衰です。そのため、内容によるスコアが等しければ、各ヘッドはおよそ $1/m_h$ 位置だけ遡って見ます。また、バイアスのどこにも最大長は出てきません。
-# このバイアスに行ごとの定数を足しただけのバイアスは、どれも同じアテンションを与えます。ライブラリによってバイアスの書き方が 5 通りあるのはそのためで、違いが出るのは低精度のときだけです。
+# このバイアスに行ごとの定数を足しただけのバイアスは、どれも同じアテンションになります。ライブラリによってバイアスの書き方が 5 通りあるのはそのためで、違いが出るのは低精度のときだけです。
 
 # %%
 import math
@@ -96,7 +96,7 @@ f64 = torch.float64
 # %%
 alibi_bias(8, 6)[0]  # head 1 of 8 heads: m = 1/2, six positions
 
-# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); with causal=True, attention is the masked softmax of the formula", "ja": "alibi_bias は −m_h(i − j) で、causal=True のアテンションは式どおりです"}
+# %% tags=["check"] summary={"en": "alibi_bias is −m_h(i − j); with causal=True, attention is the masked softmax of the formula", "ja": "alibi_bias は −m_h(i − j) です。causal=True のアテンションは、式のスコアにマスクをかけた softmax と一致します"}
 n_heads, T, d = 8, 6, 16
 q, k, v = torch.randn(3, n_heads, T, d).unbind(0)  # [h, T, d] each
 m = alibi_slopes(n_heads)[:, None, None]  # [h, 1, 1]
@@ -198,7 +198,7 @@ assert s8.tolist() == [2.0**-h for h in range(1, 9)]  # 1/2, ..., 1/256
 #
 # 式 $2^{-8h/n}$ はどんな $n$ でも意味を持ち、論文の本文もどの $n$ にもこの式を与えています。
 # しかし公式実装（著者らによる fairseq のフォークの `get_slopes`）は、$n$ が 2 のべき乗でないときにはこの式を使いません。
-# コードのコメントによれば、論文で学習したのは $2^a$ 個のヘッドのモデルだけで、この数列がよい性質を持つのは 2 のべき乗のときだけだからです。
+# コードのコメントは理由を 2 つ挙げています。論文で学習したのは $2^a$ 個のヘッドのモデルだけであること、そしてこの数列がよい性質を持つのは 2 のべき乗のときだけであることです。
 # `posenc`、BLOOM、MPT、x-transformers、labml はこのコードに従います。
 # $0 < r < 2^k$ として $n = 2^k + r$ と書きます。
 # 最初の $2^k$ 個のヘッドには $2^k$ ヘッドの傾きを、残りの $r$ 個には $2^{k+1}$ ヘッドの数列の傾きを最初のものから 1 つおきに使います。
@@ -315,22 +315,23 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # one before. In the figure head 1 puts almost all its weight on the last few keys,
 # while head 8 spreads it over hundreds; the dots mark $k = 1/m_h$. The table gives
 # the mean distances on a row of 8192 keys, long enough for the limit; as the slope
-# shrinks they approach $1/m_h - 1/2$ (head 8: 255.5).
+# shrinks they approach $1/m_h - 1/2$ (head 8: 255.5), as $e^{m_h} - 1 \approx m_h + m_h^2/2$
+# and $1/(1 + x) \approx 1 - x$.
 
 # %% [markdown] lang="ja"
 # ## 各ヘッドはどこまで見るか
 #
-# 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。重みはバイアスだけで決まり、
-# $L$ 個のキーが並ぶ行の最後のクエリは、距離 $k = i - j$ のキーに次の重みを与えます。
+# 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。このとき重みはバイアスだけで決まります。
+# $L$ 個のキーが並ぶ行で、最後のクエリが距離 $k = i - j$ のキーに与える重みは次のとおりです。
 # $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
-# （分母は公比 $e^{-m_h}$ の等比級数です。）1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。
+# （分母は公比 $e^{-m_h}$ の等比級数です）。1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。
 # 距離に比例するバイアスは重みで見れば指数的な減衰で、片対数グラフでは直線です。
 # バイアスが $-1$ に達するのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ に下がっています。重みは $\ln 2 / m_h$ 位置ごとに半分になります。
 # 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
 # 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ で、各ヘッドは 1 つ前のヘッドの 2 倍遠くまで遡ります。
 # 図では、ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げています。点は $k = 1/m_h$ の位置です。
-# 表は十分に長い 8192 個のキーの行での平均距離で、傾きが小さくなると $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
+# 表は十分に長い 8192 個のキーの行での平均距離です。傾きが小さいと $e^{m_h} - 1 \approx m_h + m_h^2/2$ と $1/(1 + x) \approx 1 - x$ から $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
 
 # %%
 n_heads, L, d = 8, 1024, 16
@@ -414,7 +415,7 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # 行のすべてのスコアに同じ数 $c$ を足しても、softmax は変わりません。
 # $$\mathrm{softmax}(x + c)_j = \frac{e^{x_j + c}}{\sum_l e^{x_l + c}} = \frac{e^{c}\, e^{x_j}}{e^{c} \sum_l e^{x_l}} = \mathrm{softmax}(x)_j$$
 # そして $-m_h\,(i - j) = m_h\, j - m_h\, i$ で、$m_h\, i$ は行 $i$ 全体で同じ値です。
-# したがって、$-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。実装によって使う形はさまざまです。
+# したがって、$-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションになります。実装によって使う形はさまざまです。
 #
 # - 論文と `posenc`：$-m_h\,(i - j)$。
 # - 公式実装と BLOOM：$m_h\, j$。すべてのクエリで同じ 1 行を使います（BLOOM はパディングでないトークンだけを数えて $j$ とします）。
@@ -660,14 +661,14 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 #
 # バイアスのどこにも最大長は出てきません。
 # 長い系列のバイアスは短い系列のバイアスを左上のブロックとして含み、最後のクエリの行を距離で読むと長さによらず同じです。
-# 長い入力の奥にあるクエリも、どのヘッドでも学習中と同じ距離ごとのペナルティを受けます。
+# 長い入力の後ろのほうにあるクエリも、どのヘッドでも学習中と同じ距離ごとのペナルティを受けます。
 # 学習中のどの距離よりも遠いキーには学習中より大きなペナルティが付くので、最もゆるやかなヘッド以外ではほとんど重みがかかりません。
 # 長さ 512 で学習したモデルが 2048 個のキーの行を読むとします。
 # 内容によるスコアが一様なら、距離 512 以上にかかる重みはヘッド 1〜7 で最大 0.0183（ヘッド 7）、ヘッド 8（$m_8 = 1/256$）で 0.1350 です。
 #
 # これが論文の題名（Train Short, Test Long）の意味です。
 # 論文の図 1 は、WikiText-103 で長さ $L = 512$ または $1024$ の入力で学習し、より長い入力で評価したモデルを示しています。
-# 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、[T5 バイアス](06-t5-buckets.ipynb)のモデルは、入力が学習時の長さを超えるとパープレキシティが悪化しますが、ALiBi のモデルは悪化しません。
+# 正弦波位置エンコーディング、回転位置埋め込み（RoPE）、T5 のバイアス（[「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章）のモデルは、学習時より長い入力でパープレキシティが悪化します。ALiBi のモデルは悪化しません。
 # 要旨によれば、1024 トークンで学習した 13 億パラメータのモデルは、2048 トークンで評価すると 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。
 # しかも学習は 11% 速く、メモリは 11% 少なく済みます。
 #
@@ -681,7 +682,7 @@ w_2048 = torch.softmax(alibi_bias(8, 1, 2048, dtype=f64)[:, 0], dim=-1)
 beyond = w_2048.flip(-1)[:, 512:].sum(-1)  # distances 512 .. 2047, per head
 print("weight at distance >= 512:\n" + " ".join(f"{x:.4f}" for x in beyond))
 
-# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one; weights beyond 512 are below 0.02 in heads 1–7", "ja": "短いバイアスは長いバイアスの左上のブロックで、512 以上の重みはヘッド 1〜7 で 0.02 未満です"}
+# %% tags=["check"] summary={"en": "a short bias is the top-left block of a long one; weights beyond 512 are below 0.02 in heads 1–7", "ja": "短いバイアスは長いバイアスの左上のブロックで、距離 512 以上にかかる重みはヘッド 1〜7 で 0.02 未満です"}
 short, long_ = alibi_bias(8, 64), alibi_bias(8, 512)
 assert_close(long_[:, :64, :64], short)  # the short bias is the top-left block
 # the last query's row, by distance, is the same at any length
@@ -706,7 +707,7 @@ assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：学習時の長さを超えたときの改善はどこから来るか**
 #
-# 論文のパープレキシティは重なりのない区間ごとの評価で測っており、各区間の最初のほうのトークンにはわずかな文脈しかありません（「early token curse」）。
+# 論文のパープレキシティは重なりのない区間ごとの評価で測っており、各区間の最初のほうのトークンにはわずかな文脈しかありません。これが「early token curse」（序盤のトークンが文脈不足で不利になる問題）です。
 # 区間が長くなれば、そうしたトークンの割合は減ります。
 # すべての予測に窓いっぱいの文脈を与えるスライディングウィンドウ評価では、$L_{\mathrm{valid}}$ が $L$ を超えても ALiBi のモデルのパープレキシティはほぼ横ばいです（付録 B）。
 # 著者らは、改善の大部分は early token curse が和らぐことによるもので、学習時より長い文脈を使えるからではないと結論しています。
@@ -755,12 +756,12 @@ assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 # Hugging Face の BLOOM（`build_alibi_tensor`）は、底 $2^{-8/2^k}$ を float32 に丸め、それを $1, \dots, 2^k$ 乗します。
 # 残りのヘッドには、$2^{k+1}$ ヘッドの丸めた底の奇数乗を使います。
 # べき乗すると、底の相対的な丸め誤差は指数倍に広がります。
-# そのため $n \ge 11$ ならどの場合も、いくつかの傾きが、各傾きを 1 回だけ丸める `alibi_slopes` の値と相対誤差で最大 $6.6 \times 10^{-7}$ 異なります。
+# そのため $n \ge 11$ では必ず、いくつかの傾きが `alibi_slopes` の値（各傾きを 1 回だけ丸めたもの）からずれます。ずれは相対誤差で最大 $6.6 \times 10^{-7}$ です。
 #
 # MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、$n'$ は $n$ 以上で最小の 2 のべき乗です。
 # $n < n'$ のときは、偶数番目の傾きを先に、奇数番目の傾きをあとに並べ、最初の $n$ 個を使います。
 # 偶数番目の傾き（$h = 2, 4, \dots$）は $n'/2$ ヘッドの傾きです。
-# この並べ方は、公式実装の規則と同じ傾きを同じ順に与えます。
+# この並べ方では、公式実装の規則と同じ傾きが同じ順に並びます。
 # labml は 2022 年 7 月から、底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使っており、これも公式実装の規則です。
 # x-transformers は公式実装の `get_slopes` をそのままコピーしており、ALiBi を一部のヘッドだけに使うこともできます。
 # ここで書き直したどの実装も、$n = 1, \dots, 128$ について、相対許容誤差 $10^{-6}$、絶対許容誤差なしで `posenc` と一致します。
@@ -776,7 +777,7 @@ assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 # | x-transformers | $-m_h\,\lvert i - j\rvert$ | 公式実装の `get_slopes` をそのままコピーしたもの。ALiBi を一部のヘッドだけに使うことも可能 | キーの末尾に合わせた位置 |
 
 
-# %% tags=["deeper", "check"] summary={"en": "the official start is 2^(−8/n); BLOOM's, MPT's and labml's slopes, restated, equal posenc's for n = 1 to 128 within a relative 10⁻⁶; BLOOM's float32 powers differ for every n ≥ 11, by at most 6.6 × 10⁻⁷; where transformers is installed, build_alibi_tensor gives the restated BLOOM slopes bit for bit", "ja": "公式実装の最初の傾きは 2^(−8/n) です。書き直した BLOOM、MPT、labml の傾きは、n = 1 から 128 で相対誤差 10⁻⁶ 以内で posenc と一致します。BLOOM の float32 のべき乗は n ≥ 11 のすべてで違い、その差は最大 6.6 × 10⁻⁷ です。transformers がある環境では、build_alibi_tensor は書き直した BLOOM の傾きとビット単位で一致します"}
+# %% tags=["deeper", "check"] summary={"en": "the official start is 2^(−8/n); BLOOM's, MPT's and labml's slopes, restated, equal posenc's for n = 1 to 128 within a relative 10⁻⁶; BLOOM's float32 powers differ for every n ≥ 11, by at most 6.6 × 10⁻⁷; where transformers is installed, build_alibi_tensor gives the restated BLOOM slopes bit for bit", "ja": "公式実装の最初の傾きは 2^(−8/n) です。書き直した BLOOM、MPT、labml の傾きは、n = 1 から 128 で相対誤差 10⁻⁶ 以内で posenc と一致します。BLOOM の float32 のべき乗では、n ≥ 11 ならどの n でも一部の傾きがずれ、そのずれは相対誤差で最大 6.6 × 10⁻⁷ です。transformers がある環境では、build_alibi_tensor は書き直した BLOOM の傾きとビット単位で一致します"}
 def bloom_slopes(n):  # Hugging Face's build_alibi_tensor slopes, restated
     p = 2 ** math.floor(math.log2(n))
     start = 2 ** (-(2 ** -(math.log2(p) - 3)))  # 2^(-8/p), in float64
@@ -868,7 +869,7 @@ if build_alibi_tensor is not None:
 # - ヘッド数が 2 のべき乗でない場合、公式実装（と `posenc`、BLOOM、MPT、labml）は $2^k$ ヘッドの傾きを使い、続けて $2^{k+1}$ ヘッドの傾きを 1 つおきに使います。
 #   そのため傾きは大きさの順に並びません。
 # - 傾きは重みの減衰を表し、1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。内容のスコアが等しければ、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります（長い行では正確に $1/(e^{m_h} - 1)$ です）。
-# - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
+# - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションになります（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
 #   bfloat16 や float16 で近くのキーのバイアスを正確に保てるのは、クエリ自身の位置で 0 になる形（論文の形と対称な形）だけです。
 # - KV キャッシュではクエリをキーの末尾に合わせます。因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
 # - バイアスには最大長がなく、遠いキーにはほとんど重みがかかりません。論文自身の分析によれば、学習時の長さを超えたときの改善は、主に early token curse が和らぐことによるものです。
@@ -920,8 +921,8 @@ if build_alibi_tensor is not None:
 # したがって使われないのは、$i = r + 1, \dots, 2^k$ の奇数番目の傾きです。
 # $$2^{-8(2i-1)/2^{k+1}}, \qquad i = r + 1, \dots, 2^k$$
 # これは幾何平均のうち最もゆるやかな $2^k - r$ 個で、全部で $2^{k+1} - n$ 個です。
-# $n = 5$（$k = 2$、$r = 1$）なら $2^{-3}, 2^{-5}, 2^{-7}$、$n = 12$ なら本文の 4 つ、
-# $n = 24$ なら $2^{-4.25}$ から $2^{-7.75}$ までの 8 つ、BLOOM の $n = 112$ なら $2^{-97/16}$ から $2^{-127/16}$ までの 16 個です。
+# $n = 5$（$k = 2$、$r = 1$）なら $2^{-3}, 2^{-5}, 2^{-7}$、$n = 12$ なら本文の 4 個、
+# $n = 24$ なら $2^{-4.25}$ から $2^{-7.75}$ までの 8 個、BLOOM の $n = 112$ なら $2^{-97/16}$ から $2^{-127/16}$ までの 16 個です。
 
 # %% tags=["solution"]
 for n in (5, 12, 24, 112):

@@ -179,7 +179,7 @@ for ax, (m, n) in zip(axes, cases, strict=True):
     ax.set_title(f"$m = {m},\\ n = {n}$\n$q_m \\cdot k_n = {q_m @ k_n:.2f}$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ), equal at (2, 0) and (6, 4), shift-invariant", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、ずらしても変わりません"}
+# %% tags=["check"] summary={"en": "the score is |q||k|cos(φ_q − φ_k + (m − n)θ), equal at (2, 0) and (6, 4), shift-invariant", "ja": "スコアは |q||k|cos(φ_q − φ_k + (m − n)θ) で、(2, 0) と (6, 4) で等しく、ずらしても変わりません"}
 scores = {}
 for m, n in cases:
     scores[m, n] = (rot(m * theta) @ q_2d) @ (rot(n * theta) @ k_2d)
@@ -238,7 +238,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 #
 # - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ だけで決まらなければなりません。
 #   そのため $m = n$ なら $m = n = 0$ のときの値に等しく、$\rho(q, m)\,\rho(k, m) = |q|\,|k|$ です。
-#   $k = q$ とすると $\rho(q, m) = |q|$、つまりエンコーディングはノルムを変えません。
+#   $k = q$ とすると $\rho(q, m) = |q|$ です。つまり、エンコーディングはノルムを変えてはならないのです。
 # - **角度**：偏角 $\Phi(q, m) - \Phi(k, n)$ も、位置については $m - n$ だけで決まらなければなりません。
 #   $m = n$ なら $0$ のときの値 $\phi_q - \phi_k$ に等しいので、$\Phi(q, m) - \phi_q = \Phi(k, m) - \phi_k$ です。
 #   つまり、どのベクトルも同じ角度 $\varphi(m)$ だけ回ります。
@@ -254,7 +254,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 #
 # 強いほうの条件が必要なのは、スコアだけの条件では、距離の偶奇しか見ない鏡映も通ってしまうからです（下の「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m and mθ + 0.4 fail", "ja": "q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m、mθ + 0.4 は条件を破ります"}
+# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m (C = diag(1, −1)) and mθ + 0.4 fail", "ja": "q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m（C = diag(1, −1)）、mθ + 0.4 は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
 q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
@@ -319,7 +319,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # **さらに詳しく：スコアだけの条件が許す鏡映**
 #
 # $C = \mathrm{diag}(1, -1)$ として $f(q, m) = C^m q$ とすると、スコア $\langle C^m q, C^n k\rangle = q^\top C^{m+n} k$ は、$m + n$、つまり $m - n$ が偶数かどうかだけで決まります。
-# これは距離の偶奇しか見ない相対位置エンコーディングです。
+# これは距離の偶奇しか見ない相対位置のエンコーディングです。
 # 複素数の積の条件はこれを除外します。$m = n = 1$ での積は $q\,\overline{k}$ ではなく $\overline{q\,\overline{k}}$ になるからです。
 
 # %% [markdown] lang="en"
@@ -352,7 +352,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # 各ペアを 2 次元のときと同じように、ペアごとに違う 1 位置あたりの角度 $\theta_i$ で回転させます。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
-# [正弦波位置エンコーディング](01-sinusoidal.ipynb)と同じ周波数で、波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章と同じ周波数で、波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
 # 最長の波長は $d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
 # `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
@@ -414,8 +414,7 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
 # a copy of $x$ with each pair swapped and one sign flipped, and two elementwise
 # products with tables of cosines and sines that depend only on the positions.
-# `apply_rope(x, positions, layout="interleaved")` computes this, with one position
-# per vector (`positions` broadcasts against `x.shape[:-1]`).
+# `apply_rope(x, positions, layout="interleaved")` computes this.
 #
 # The figure shows the table of cosines for $d = 128$: pair $0$ turns once every 6.28
 # positions, the last pair only 0.0294 radians by $m = 255$. Fast pairs tell short
@@ -431,7 +430,7 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
 # 各ペアの 2 成分を入れ替えて片方の正負を反転した $x$ のコピーを作り、元のベクトルに cos の表を、コピーに sin の表を成分ごとに掛けて足すだけです。
 # どちらの表も位置だけで決まります。
-# `apply_rope(x, positions, layout="interleaved")` がこれを計算します（`positions` は `x.shape[:-1]` に対してブロードキャストされ、ベクトルごとに 1 つの位置を与えます）。
+# `apply_rope(x, positions, layout="interleaved")` がこれを計算します。
 #
 # 図は $d = 128$ の cos の表です。ペア $0$ は 6.28 位置ごとに 1 周し、最後のペアは $m = 255$ までに 0.0294 ラジアンしか回りません。速いペアは短い距離を、遅いペアは長い距離を見分けます。
 
@@ -533,7 +532,7 @@ cos = torch.cat([angles.cos()] * 2, -1)  # the table, written twice
 sin = torch.cat([angles.sin()] * 2, -1)
 half = x * cos + rotate_half(x) * sin
 
-# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です"}
+# %% tags=["check"] summary={"en": "rotate_half is the half layout, R^half_m = Π^T R_m Π, and the two layouts differ", "ja": "rotate_half は半分割配置で、R^half_m = Π^T R_m Π です。同じベクトルに対する 2 つの配置の結果は異なります"}
 assert_close(half, apply_rope(x, pos, layout="half"))
 h = d // 2
 perm = torch.stack([torch.arange(h), torch.arange(h) + h], -1).flatten()
@@ -607,7 +606,7 @@ w_k, w_v = torch.randn(2, n_kv * d_h, d_model, dtype=f64)
 w_q_hf, w_k_hf = permute(w_q, n_heads), permute(w_k, n_kv, dim1=n_kv * d_h)
 
 
-# %% tags=["deeper", "check"] summary={"en": "permute reorders each head's rows of W_Q to π⁻¹; with grouped-query attention, Meta's weights with the interleaved rotation and the permuted weights with rotate_half give the same scores and outputs, to 1e-12; unpermuted weights do not", "ja": "permute は各ヘッドの W_Q の行を π⁻¹ の順に並べ替えます。グループ化クエリアテンションで、Meta の重みをインターリーブ配置で回転させた場合と、並べ替えた重みを rotate_half で回転させた場合は、1e-12 以内で同じスコアと出力を与えます。並べ替えない重みでは一致しません"}
+# %% tags=["deeper", "check"] summary={"en": "permute reorders each head's rows of W_Q to π⁻¹; with grouped-query attention, Meta's weights with the interleaved rotation and the permuted weights with rotate_half give the same scores and outputs, to 1e-12; unpermuted weights do not", "ja": "permute は各ヘッドの W_Q の行を π⁻¹ の順に並べ替えます。グループ化クエリアテンションで、Meta の重みをインターリーブ配置で回転させた場合と、並べ替えた重みを rotate_half で回転させた場合は、1e-12 以内で同じスコアと出力になります。並べ替えない重みでは一致しません"}
 half_h = torch.arange(d_h // 2)
 inv_perm_h = torch.argsort(
     torch.stack([half_h, half_h + d_h // 2], -1).flatten()
@@ -712,7 +711,7 @@ assert_close(module_k, k_out)
 # %% [markdown] lang="ja"
 # ## 回転が保証すること
 #
-# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どのシフト量 $s$ でも $m + s$ と $n + s$ のスコアに等しくなります。
+# - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どのずらし量 $s$ でも $m + s$ と $n + s$ のスコアに等しくなります。
 #   系列全体をずらしてもアテンションは変わらず、位置 500〜511 は 0〜11 と同じように扱われます。
 # - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ で、RoPE はどの位置でもクエリやキーのノルムを変えません。
 # - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけです。
@@ -792,13 +791,12 @@ assert len(rope.state_dict()) == 0
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：大きな位置での float32 の角度**
 #
-# ずらしても変わらないという性質は、誤差のない算術では厳密に成り立ちます。
+# ずらしても変わらないという性質は、厳密な計算ではそのまま成り立ちます。
 # float32 の角度 $m\theta_i$ は、位置と float32 の周波数の積をもう一度丸めたものです。
 # 周波数の相対誤差を $\epsilon_i$ とすると、角度の誤差は最大 $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$ です（$u = 2^{-24}$）。
 # 周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章と同じです）。
 # `rope_frequencies` は Hugging Face のコードと同じく $1/10000^{2i/d}$ を float32 で計算し、その $\epsilon_i$ は $1.17u$ に達します。
-# 位置 $10^6$ 付近、$d = 64$ では、角度の誤差は最大 0.039 ラジアンになります（$\theta_0 = 1$ のペア 0 は誤差なし）。
-# 比べると、$m \cdot 2^{-24} \approx 0.06$ です。
+# 位置 $10^6$ 付近、$d = 64$ では、角度の誤差は最大 0.039 ラジアンで（$\theta_0 = 1$ のペア 0 は誤差なし）、目安の $m \cdot 2^{-24} \approx 0.06$ より小さくとどまります。
 
 # %% tags=["deeper", "check"] summary={"en": "near position 10^6 every float32 angle stays within (ε_i + u + ε_i u)mθ_i, with ε_i up to 1.17u; pair 0 is exact and the largest error is 0.039", "ja": "位置 10^6 付近で、float32 のどの角度も (ε_i + u + ε_i u)mθ_i 以内にあり、ε_i は最大 1.17u です。ペア 0 は厳密で、最大の誤差は 0.039 です"}
 u = 2.0**-24
@@ -821,8 +819,9 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that the score is
 # $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$, and
 # $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
-# Summation by parts (in the note below the figure) bounds the score by a factor that
-# does not depend on the distance times $\sum_j |S_j|$. The paper plots the average
+# As $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$, summation by parts (note below the figure) gives
+# $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$:
+# a factor that does not depend on the distance times $\sum_j |S_j|$. The paper plots the average
 # $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ against the distance and calls it the *relative upper bound*. At $r = 0$ every
 # phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for $d = 128$. As $r$
 # grows, the fast phases point in all directions and the partial sums stay small:
@@ -844,7 +843,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています（[長距離減衰](../docs/glossary.ja.md#long-term-decay)）。
 # $r = m - n$、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
 # 位相の部分和を $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ とします。
-# 部分和分（図の下の「さらに詳しく」）により、スコアは、距離によらない因子と $\sum_j |S_j|$ の積で上から抑えられます。
+# $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ なので、部分和分（図の下の「さらに詳しく」）により $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$ です。スコアは距離によらない因子と $\sum_j |S_j|$ の積で抑えられます。
 # 論文は平均 $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
 # $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
 # $r$ が大きくなると速い位相があらゆる方向を向き、部分和は小さいままです。
@@ -857,7 +856,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # $q = k = \mathbf{1}$ ならスコアは正弦波の内積 $PE(m) \cdot PE(n)$ の 2 倍、$2\sum_i \cos(r\theta_i)$ で、128 から下がります（オレンジ）。
 # 学習済みのモデルのスコアが減衰するかは、学習の結果しだいです。
 
-# %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q, k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q と k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
 d = 128
 theta_d = rope_frequencies(d).double()
 dist = torch.arange(251)
@@ -986,9 +985,9 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 #
 # **位置にはベクトルに合った形状を与えます。** `positions` は `x.shape[:-1]` に対してブロードキャストされ、ベクトルごとに 1 つの位置を与えます。
 # 形状 `(batch, heads, seq, head_dim)` のテンソルには、Hugging Face の `(batch, seq)` の `position_ids` を `position_ids[:, None, :]` として渡します。
-# そのまま渡すと `ValueError` になりますが、バッチサイズが 1 なら正しく回転し、ヘッド数に等しいとエラーも出さずに誤った位置で回転します。
+# そのまま渡すと `ValueError` になります。例外は 2 つあり、バッチサイズが 1 なら正しく回転しますが、バッチサイズがヘッド数に等しいと、エラーも出さずに誤った位置で回転します。
 
-# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できず、位置の形状は本文どおりに働きます"}
+# %% tags=["check"] summary={"en": "bfloat16 merges 1000 and 1001; apply_rope rotates in float32; position shapes act as stated", "ja": "bfloat16 は 1000 と 1001 を区別できません。apply_rope は float32 で回転し、位置の形状は本文どおりに働きます"}
 assert torch.tensor(1001.0).bfloat16() == torch.tensor(1000.0).bfloat16()
 assert torch.tensor(4097.0).bfloat16() == torch.tensor(4096.0).bfloat16()
 x_bf16 = torch.randn(2, 1024, 64).bfloat16()
@@ -1134,7 +1133,7 @@ if modeling_llama is not None:
 # - $f(q, m)\,\overline{f(k, n)}$ が $m - n$ だけで決まることを求めると、回転しか残りません。
 #   スコアだけの条件なら鏡映も満たしますが、鏡映が見るのは距離の偶奇だけです。
 # - $R_m$ を作るライブラリはありません。cos と sin の表との成分ごとの積 2 つで計算します。
-#   ペアの組み方はインターリーブ配置か半分割配置（`rotate_half`）で、両者は決まった置換だけ違います。
+#   ペアの組み方はインターリーブ配置か半分割配置（`rotate_half`）で、両者は、次元の決まった並べ替えを除けば同じです。
 # - ノルムは保たれ、すべての位置を同じだけずらしてもアテンションは変わりません。回転させるのはクエリとキーだけで、KV キャッシュには各キーを 1 回だけ回転させて保存します。
 # - 長距離減衰は上界の話です。ランダムなスコアは減衰しません。
 # - 角度は float32 で作ります。bfloat16 では位置 1000 と 1001 が同じ回転を受けます。
@@ -1160,7 +1159,7 @@ if modeling_llama is not None:
 #
 # 1. クエリを $R_m$ で、キーを $R_n^\top$ で回転させてみてください（ありがちな間違いです）。
 #    このときスコアが $m + n$ に依存することを、手計算と `apply_rope`（キーの位置は $-n$）で示し、
-#    距離が同じなのにスコアが異なる、位置の組を 2 つ見つけてください。
+#    距離は同じでもスコアの異なる 2 つの位置の組を見つけてください。
 # 2. $d = 8$ の `half` の回転の行列を、`apply_rope` を使わずに手で作り、$\Pi^\top R_m\, \Pi$ に等しいことを確かめてください。
 #    置換によって $R_m$ のどの成分が移動するでしょうか。
 # 3. Llama 3 は `base = 500000` を使います。$d = 128$ の相対的な上界（論文の図 2 の量）を、両方の底で距離 4000 まで描き直してください。

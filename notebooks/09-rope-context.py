@@ -211,7 +211,7 @@ plt.show()
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則です。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割り、sL までのどの位置でも、これで m を回転させることは元の周波数で m/s を回転させることと同じで、最後の角度は L theta_i より小さいままです"}
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じで、最後の角度は L theta_i より小さいままです"}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 pi = LinearScaling(s)
@@ -455,7 +455,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "YarnScaling gives Hugging Face's frequencies, keeps pairs 0-20, divides pairs 46-63 by s, and there agrees with the paper's ramp", "ja": "YarnScaling は Hugging Face の周波数を与え、ペア 0〜20 をそのまま保ち、ペア 46〜63 を s で割り、そこでは論文のランプ関数と一致します"}
+# %% tags=["check"] summary={"en": "YarnScaling gives Hugging Face's frequencies, keeps pairs 0-20, divides pairs 46-63 by s, and there agrees with the paper's ramp", "ja": "YarnScaling は Hugging Face の周波数を与え、ペア 0〜20 をそのまま保ち、ペア 46〜63 を s で割ります。これらのペアでは論文のランプ関数と一致します"}
 def ntk_by_parts(theta, L, s, alpha, beta):
     """The paper's rule: gamma linear in the turns r_i = L theta_i / (2 pi)."""
     r = L * theta / two_pi
@@ -815,7 +815,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "Llama3Scaling follows the rule, equals the paper's YaRN ramp with thresholds 1 and 4, gives Hugging Face's frequencies, moves without a jump across both edges, and keeps norms", "ja": "Llama3Scaling は規則どおりで、しきい値 1 と 4 の論文の YaRN のランプ関数に等しく、Hugging Face の周波数を与え、帯のどちらの端でも跳ばず、ノルムを変えません"}
+# %% tags=["check"] summary={"en": "Llama3Scaling follows the rule, equals the paper's YaRN ramp with thresholds 1 and 4, gives Hugging Face's frequencies, moves without a jump across both edges, and keeps norms", "ja": "Llama3Scaling は規則どおりで、しきい値 1 と 4 の論文の YaRN のランプ関数に等しく、Hugging Face の周波数を与え、帯の両端で値が跳ばずにつながり、ノルムを変えません"}
 def ratio_across(edge, pair=30):
     """theta'/theta of one pair as the base moves its wavelength across edge."""
     b_edge = (edge / two_pi) ** (d / (2 * pair))  # lambda_pair = edge
@@ -896,7 +896,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、1 に $\ln s$ の定数倍を足した形で大きくなる係数です。ただし、短い入力にも掛かります。
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
-# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した列は減りません"}
+# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [

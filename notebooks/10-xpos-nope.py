@@ -88,7 +88,7 @@ def fmt(values, digits=4):
 # xPos（Sun ら 2022）はこの回転に加えて、回転した各ペアに 0 と 1 の間の数 $\zeta_i$ のべきを掛けます。指数はクエリでは正、キーでは負です。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# 底は $i$ とともに $\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下まで大きくなり、いちばん速く回るペアの底がいちばん小さくなります。
+# べきの底は $i$ とともに $\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下まで大きくなり、いちばん速く回るペアの底がいちばん小さくなります。
 # [スケール基数](../docs/glossary.ja.md#scale-base) $B$ はべきを表せる範囲に収めるためのものです。
 # $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 の範囲を超え（オーバーフローし）、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
 # 論文は $B = 1$ とし、$\gamma$ の値は示していないので、この章では torchscale の値 $\gamma = 0.4$（$\zeta_0 = 2/7$）と $B = 512$ を使います。
@@ -487,7 +487,7 @@ for _ in range(10):
 # ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
 # Sun らは 4096 トークンでのアブレーションでウィンドウの寄与を報告しています（論文の表 5）。
 # [パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
-# torchscale には xPos はありますが、このウィンドウはありません。そのため、ここは論文の本文に基づいています。
+# torchscale には xPos はありますが、このウィンドウはないので、この注は論文の記述だけに基づいています。
 
 
 # %% tags=["deeper", "check"] summary={"en": "with l = 1024 and 4096 tokens, blocks of l/2 keep every distance below l and give each query after the first block between l/2 + 1 and l keys; blocks of l reach 2l − 1; R(s) is 0 for flat scores and positive for falling ones", "ja": "l = 1024、4096 トークンでは、長さ l/2 のブロックならどの距離も l 未満で、最初のブロックより後のクエリは l/2 + 1 個から l 個のキーを見ます。長さ l のブロックでは距離が 2l − 1 に達します。R(s) は平らなスコアで 0、下がるスコアで正です"}
@@ -640,7 +640,7 @@ assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
 # そのため $[0, 2^{16})$ に散らばる 64 個の位置でも、どの倍率も float32 の正規化数に収まります。
 # その float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します（正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
 
-# %% tags=["deeper", "check"] summary={"en": "64 positions over [0, 2^16), encoded in float32 with the midpoint centre, give finite causal scores within 1e-4 of the formula in float64", "ja": "[0, 2^16) に散らばる 64 個の位置を中点の中心で float32 でエンコードすると、因果的なスコアは有限で、float64 で評価した式と 1e-4 以内で一致します"}
+# %% tags=["deeper", "check"] summary={"en": "64 positions over [0, 2^16), encoded in float32 with the midpoint centre, give finite causal scores within 1e-4 of the formula in float64", "ja": "[0, 2^16) に散らばる 64 個の位置を中点を中心として float32 でエンコードすると、因果的なスコアは有限で、float64 で評価した式と 1e-4 以内で一致します"}
 q_x, k_x = apply_xpos(
     q.expand(64, d), k.expand(64, d), pos, center="midpoint"
 )  # float32 vectors
@@ -684,7 +684,7 @@ assert torch.isfinite(scores[causal]).all() and err < 1e-4
 # lucidrains の倍率も、回転と同じ組み方でペアに割り当てれば、`posenc` のインターリーブ配置の xPos と同じスコアを与えます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos and lucidrains' scales, restated, give apply_xpos's interleaved scores, one score along m − n = 256", "ja": "書き直した torchscale の xPos と lucidrains の倍率は、apply_xpos のインターリーブ配置と同じスコアを与え、m − n = 256 に沿ってスコアは 1 つです"}
+# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos and lucidrains' scales, restated, give apply_xpos's interleaved scores, one score along m − n = 256", "ja": "書き直した torchscale の xPos と lucidrains の倍率は、apply_xpos のインターリーブ配置と同じスコアを与え、m − n = 256 の対角線上ではスコアがすべて等しくなります"}
 def rotate_every_two(x):  # pairs (2i, 2i + 1) -> (-x_{2i+1}, x_{2i})
     return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
 
@@ -1341,7 +1341,7 @@ assert not torch.allclose(out[5], out[6])
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# Sun らの論文は arXiv v1 を（テキストに起こしたもので）読みました。$\zeta_i$ は $2i/d$ を $i/(d/2)$ と書いて定義され（式 9）、指数には位置そのもの（$B = 1$、アルゴリズム 1）が使われ、$\gamma$ の値は示されていません（§3.2 は人手で決めたとしています）。
+# Sun らの論文は arXiv v1 を（テキストに起こしたもので）読みました。論文は $\zeta_i$ を $2i/d$ の代わりに $i/(d/2)$ で書き（式 9）、位置そのものを指数にしています（$B = 1$、アルゴリズム 1）。$\gamma$ の値は載っていません（§3.2 は人手で決めたとしています）。
 # 長さ $l/2$ のブロックによるウィンドウは §3.3、パープレキシティは表 2 と表 5 によります。
 # $\gamma = 0.4$ と $B = 512$ は、論文のコードのもとになった torchscale の `XPOS` と、lucidrains のライブラリの値です。
 # lucidrains の KV キャッシュの扱いは、ソースを読んで得たものです。

@@ -660,7 +660,7 @@ for axis in range(3):
 # 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
 # そのため Qwen3-VL のドキュメントは、256K から 1M トークンに伸ばすときの YaRN の係数を、4 ではなく 2 か 3 と小さめにするよう勧めています。
 # YaRN の係数は[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節で扱いました。
-# テキストだけのプロンプトでは位置は 1 トークンに 1 進みます。位置がゆっくり進むのはこの規則のためで（Qwen2-VL から同じ）、Qwen3-VL の周波数の割り当て方とは関係ありません。
+# テキストだけのプロンプトでは、位置は今も 1 トークンごとに 1 進みます。位置がゆっくり進むのは Qwen2-VL から変わらないこの規則のためで、Qwen3-VL の周波数の割り当て方によるものではありません。
 # Hugging Face はこの差（位置の最大値に 1 を足して系列長を引いた値）を `rope_deltas` に保持し、生成するトークンの位置に足します。
 # 例として、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンを並べます。
 
@@ -725,7 +725,7 @@ assert int(pos.max()) + 1 - pos.shape[1] == hf_delta
 #
 # Qwen の参照実装は動画のあとでも「最大値に 1 を足す」規則を使い、transformers も 5.2 まではそうでした。
 # バージョン 5 で `get_rope_index` が書き直されてから（5.3 以降）、Hugging Face は動画のあとも画像と同じく $\max(H/2, W/2)$ だけ位置を進めます。
-# issue #45381 が Qwen2.5-VL の動画の位置が誤っていると報告し、PR #45400 は時間方向の間隔を元に戻しましたが、この進め方は残り、5.24.0 も同じです。
+# issue #45381 は Qwen2.5-VL の動画の位置の誤りを報告し、PR #45400 は時間方向の間隔を元に戻しました。ただし、この進め方は残り、5.24.0 でも同じです。
 # 時間の 1 ステップは `temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つです。
 # 時間方向のパッチの数がトークンの行数や列数より多いと、動画のあとのテキストは動画の最後の時間座標より小さい位置から始まり、動画が使った位置を再び使います。
 # これは Qwen2-VL と Qwen2.5-VL が学習で見ていない入力です。
@@ -784,7 +784,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 #
 # ここで $\rho$ は `tokens_per_second`、$\tau$ は時間方向のパッチ 1 つが占める秒数 `second_per_grid_t`（`temporal_patch_size / fps`）です。
 # Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
-# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨では、T-RoPE からテキストのタイムスタンプで時刻を明示する方式への移行）。
+# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨は、これを T-RoPE からテキストのタイムスタンプで時刻をそろえる方式への移行と呼んでいます）。
 # Hugging Face は時間方向のパッチごとに $t$ が一定の格子を並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
 # パッチの時間座標は、系列のどこから始まるかを表すだけです。
 
@@ -799,7 +799,7 @@ at_2fps, at_4fps = video_at(2), video_at(4)
 print("temporal patches at 2 frames/s:", at_2fps[0, 1:5].tolist())
 print("temporal patches at 4 frames/s:", at_4fps[0, 1:9].tolist())
 
-# %% tags=["check"] summary={"en": "the positions match transformers 5.24.0 at both frame rates, with the floor at ρτ = 4/3, and for Qwen3-VL under both rules; same second, same coordinate", "ja": "位置は両方のフレームレート、ρτ = 4/3 での切り捨て、両方の規則での Qwen3-VL で transformers 5.24.0 と一致し、同じ秒には同じ座標が付きます"}
+# %% tags=["check"] summary={"en": "the positions match transformers 5.24.0 at both frame rates, with the floor at ρτ = 4/3, and for Qwen3-VL under both rules; same second, same coordinate", "ja": "2 つのフレームレート（ρτ = 4/3 での切り捨てを含む）でも、両方の規則での Qwen3-VL でも、位置は transformers 5.24.0 と一致し、同じ秒には同じ座標が付きます"}
 # transformers 5.24.0: Qwen2_5_VLModel.get_rope_index with Qwen2_5_VLConfig(
 #   vision_config={"tokens_per_second": 2}), 1 text token, a video, 1 text
 #   token: video_grid_thw [[4, 2, 2]] with second_per_grid_ts [1.0] (2 frames
@@ -949,7 +949,7 @@ assert (
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：数値と Qwen3-VL の底**
 #
-# Qwen2-VL のブロックでは、幅の最も速いペア $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）は 30 列でも約 0.005 ラジアンしか回りません。
+# Qwen2-VL のブロックでは、幅の軸で最も速いペアは、周波数が $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）で、30 列でも約 0.005 ラジアンしか回りません。
 # 高さの最も速いペア $\theta_{16}$ は 30 行で約 0.95 ラジアン回ります。
 # Qwen3-VL の公開されたチェックポイント（Qwen3-VL-4B-Instruct の `config.json`）の底は $5 \cdot 10^6$ で、Hugging Face の設定クラスの既定値 $5 \cdot 10^5$ とは違います。
 # 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ 位置になります。
@@ -982,7 +982,7 @@ assert (
 #
 # - ViT は表を学習し、解像度が変わるとパッチの行を画像として補間します。MAE は表を固定し、列の 1 次元の正弦・余弦の符号に行の符号を続けます。
 # - 軸ごとの 2 次元 RoPE はペアの半分を列で、半分を行で回します。スコアは $\Delta c$ の関数と $\Delta r$ の関数の和です。
-#   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、全モデルではありません）。
+#   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、すべてのモデルがそうなるわけではありません）。
 # - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。初期化の時点では座標を回した軸ごとの RoPE と同じで、学習によって斜めの方向を表せるようになり、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
 #   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。

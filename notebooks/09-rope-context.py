@@ -1056,9 +1056,8 @@ print(
 # at $n$ depends only on $n - m$; across the switch it does not. A key cached at $n$ is off in pair $i$ by the angle
 # $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$,
 # which for pair 0 is 0.074 radian per position, 303 radians for the key at
-# 4095. For that key, pairs 0 to 39 are off by more than 1 radian and pairs 40
-# to 47 by 0.17 to 0.88 radian; modulo $2\pi$, 30 of the 48 angles are still
-# off by more than 1 radian. Against the 4096 cached keys, the query at 4096
+# 4095. For that key, 30 of the 48 angles are off by more than 1 radian even
+# modulo $2\pi$. Against the 4096 cached keys, the query at 4096
 # gets scores that differ from those against the same keys rotated with the
 # long list by 15.9 on average in this random draw, about as much as the
 # scores themselves vary
@@ -1083,7 +1082,7 @@ print(
 # 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まりますが、切り替わりをまたぐと、そうはなりません。
 # 位置 $n$ にキャッシュしたキーは、ペア $i$ で角度 $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$ だけずれています。
 # ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
-# このキーでは、ペア 0 から 39 が 1 ラジアンより大きく、ペア 40 から 47 が 0.17 から 0.88 ラジアンずれます。$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれています。
+# このキーでは、$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれます。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
 # 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #

@@ -1026,11 +1026,7 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # rotation and fixes in advance how fast each pair forgets; NoPE hands nothing and
 # leaves every positional computation to the weights, which can count, as built
 # here, but only as far as the network's size and the precision of its numbers
-# allow. Beyond this chapter: RetNet (Sun et al. 2023) keeps a decay per distance and
-# drops the softmax; Wang et al. (2024) find that NoPE fails past some length as its
-# attention spreads, and mend it with a temperature per head; Llama 4 interleaves
-# NoPE layers with RoPE layers
-# ([*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)).
+# allow.
 
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
@@ -1038,7 +1034,18 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # xPos に因果的アテンションが必要なのは因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからで、NoPE に必要なのはマスクが位置の唯一の情報源だからです。
 # 違うのは最初から何を与えるかです。xPos は回転で距離をすべての層に渡し、各ペアが忘れる速さをあらかじめ決めます。
 # NoPE は何も渡さず、位置の計算をすべて重みに任せます。重みはここで組み立てたように数を数えられますが、ネットワークの規模と数値の精度が許す範囲までです。
-# この章の先の話題として、RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: beyond this chapter.** RetNet (Sun et al. 2023) keeps a decay per distance and
+# drops the softmax; Wang et al. (2024) find that NoPE fails past some length as its
+# attention spreads, and mend it with a temperature per head; Llama 4 interleaves
+# NoPE layers with RoPE layers
+# ([*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：この章の先の話題**
+#
+# RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
 # Wang ら（2024）によると、NoPE はある長さを超えるとアテンションが広がって失敗し、ヘッドごとに温度を調整すると直ります。
 # Llama 4 は NoPE の層と RoPE の層を交互に置いています。
 # [「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[「Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層」](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)の節を見てください。

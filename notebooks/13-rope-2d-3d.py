@@ -768,8 +768,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 # $\rho = 2$ (Qwen's reference code multiplies by 2; Hugging Face's default
 # configuration has 4), videos sampled at 2 and at 4 frames per second give the same second the
 # same coordinate. Qwen3-VL drops temporal coordinates tied to frames or
-# seconds (its report's abstract: from T-RoPE to explicit textual timestamp
-# alignment): Hugging Face lays out each temporal patch as a grid of its own
+# seconds: Hugging Face lays out each temporal patch as a grid of its own
 # with a constant $t$, after a timestamp such as `<1.5 seconds>` that the
 # processor writes in the text, so the temporal coordinate of a patch only
 # says where it starts in the sequence.
@@ -784,7 +783,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 #
 # ここで $\rho$ は `tokens_per_second`、$\tau$ は時間方向のパッチ 1 つが占める秒数 `second_per_grid_t`（`temporal_patch_size / fps`）です。
 # Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
-# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨は、これを T-RoPE からテキストのタイムスタンプで時刻をそろえる方式への移行と呼んでいます）。
+# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました。
 # Hugging Face は時間方向のパッチごとに $t$ が一定の格子を並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
 # パッチの時間座標は、系列のどこから始まるかを表すだけです。
 
@@ -1122,9 +1121,7 @@ for rule in ["paper", "hf"]:
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、論文のコードを書き写したもの、ライブラリが出力した数値、別の導出のどれかと照らし合わせて確かめています。
-# 数値は Hugging Face transformers 5.24.0（torch 2.13.0）が出力したものです。
-# 呼び出し方を添えて、確認のセルに貼っています。
+# どの式も、論文のコードを書き写したもの、transformers 5.24.0（torch 2.13.0）が出力した数値（呼び出し方とともに確認のセルに貼っています）、別の導出のどれかと照らし合わせています。
 # 動画のあとの transformers 5.2 の位置は issue #45381 に貼られたものです。Heo らの表の正解率はリポジトリからの引用で、ここでは再現していません。
 #
 # ### 参考文献

@@ -29,9 +29,9 @@
 # # RoPE のコンテキスト長を伸ばす
 #
 # RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN や、Liu らの臨界次元）では、回転の遅いペアが学習中に一度も見なかった角度に入ることが原因とされます。
-# この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違いは 1 点だけです。各ペアを、その波長に応じてどれだけ遅くするかです。
+# この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変えます。違うのは、各ペアを波長に応じてどれだけ遅くするかという 1 点だけです。
 # 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線になります。
-# YaRN と LongRoPE はさらにアテンションを鋭くします。その理由は softmax のエントロピーが示します。
+# YaRN と LongRoPE はさらにアテンションを鋭くします。なぜそうする必要があるかは、softmax のエントロピーを見るとわかります。
 
 # %%
 import math
@@ -79,8 +79,9 @@ two_pi = 2 * math.pi
 # turns into angles the model never saw. These slow pairs are what the methods
 # below repair.
 #
-# For $d = 128$, Llama 2 (base $10^4$, $L = 4096$) has 46 pairs that turn
-# within its context and 18 that never do. Llama 3's larger base
+# For $d = 128$, Llama 2 (base $10^4$, $L = 4096$) has
+# $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$ (the pair whose wavelength is $L$),
+# so pairs 0 to 45 (46) turn within its context and 18 never do. Llama 3's larger base
 # ($5 \cdot 10^5$) stretches every wavelength but pair 0's ($2\pi$ for any
 # base): on a context twice as long, only 35 pairs turn and 29 do not. In the
 # figure, filled dots turn within $L$ (dotted), hollow ones never do.
@@ -93,12 +94,12 @@ two_pi = 2 * math.pi
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)（1 周に要する位置の数）と、[学習時の長さ](../docs/glossary.ja.md#training-length) $L$ の間の[回転数](../docs/glossary.ja.md#number-of-turns)は次のとおりです。
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
-# 波長は $i$ について等比数列的に伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外は 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、
+# 波長は $i$ について等比数列的に伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外は 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、次のようになります。
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
 # $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周全体を見ているので、入力が長くなっても新しい角度は現れません。
 # $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると一度も見たことのない角度に入ります。以下の手法が直すのは、この遅いペアです。
 #
-# $d = 128$ の場合、Llama 2（底 $10^4$、$L = 4096$）では 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
+# $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
 # Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）以外のすべての波長が伸びるので、コンテキストが 2 倍長くても 1 周するのは 35 組だけで、29 組は 1 周しません。
 # 図の塗りつぶした点は $L$（点線）の間に 1 周するペア、白抜きの点は 1 周しないペアです。
 
@@ -207,10 +208,10 @@ plt.show()
 #
 # 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになって、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを慣らしています。
-# 論文の定理 2.1 は、整数の間の位置でのスコアが周りのスコアから外れうる量を抑え、その上界は外挿した位置でスコアが達しうる値よりはるかに小さくなります。
+# 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則です。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割り、sL までのどの位置でも、これで m を回転させることは元の周波数で m/s を回転させることと同じで、最後の角度は L theta_i より小さいままです"}
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じで、最後の角度は L theta_i より小さいままです"}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 pi = LinearScaling(s)
@@ -248,7 +249,7 @@ assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 # bloc97（2023）は、PI は圧縮してはいけないところまで圧縮している、と主張しました。
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
 # NTK-aware という名前は、ニューラルタンジェントカーネル（NTK）の理論に由来します。この理論によれば、入力に高い周波数が含まれていなければ、ネットワークは高い周波数をうまく学習できません。
-# 新しい底は、すべての周波数を一度に変えます。
+# 底を変えると、すべての周波数が一度に変わります。
 # 最も速いペアの周波数 $\theta_0 = b^0 = 1$ は底によりません。最も遅いペアの周波数 $\theta_{d/2-1} = b^{-(d-2)/d}$ が $s$ で割られるという条件から、底が決まります。
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
 # 間のペアは、$i$ とともに 1 から $s$ まで大きくなる $s$ のべきで割られます。
@@ -432,7 +433,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 #
 # Peng ら（2023）は波長に立ち返りました。$L$ の間に何周もするペアは補間する必要がありません。
 # 1 周もしないペアは、学習した弧の内側にとどまるよう PI と同じく完全に補間すべきで、その間のペアには両者を混ぜたものを使います。
-# 彼らの「NTK-by-parts」の規則は、これを回転数 $r_i$ と 2 つのしきい値 $\alpha < \beta$ で測ります（Llama では $\alpha = 1$、$\beta = 32$）。
+# 彼らの「NTK-by-parts」の規則は、この区別を回転数 $r_i$ と 2 つのしきい値 $\alpha < \beta$ で決めます（Llama では $\alpha = 1$、$\beta = 32$）。
 # [ランプ関数](../docs/glossary.ja.md#ramp-function)を
 # $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
 # とすると、新しい周波数は次のとおりです。
@@ -454,7 +455,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "YarnScaling gives Hugging Face's frequencies, keeps pairs 0-20, divides pairs 46-63 by s, and there agrees with the paper's ramp", "ja": "YarnScaling は Hugging Face の周波数を与え、ペア 0〜20 をそのまま保ち、ペア 46〜63 を s で割り、そこでは論文のランプ関数と一致します"}
+# %% tags=["check"] summary={"en": "YarnScaling gives Hugging Face's frequencies, keeps pairs 0-20, divides pairs 46-63 by s, and there agrees with the paper's ramp", "ja": "YarnScaling は Hugging Face の周波数を与え、ペア 0〜20 をそのまま保ち、ペア 46〜63 を s で割ります。これらのペアでは論文のランプ関数と一致します"}
 def ntk_by_parts(theta, L, s, alpha, beta):
     """The paper's rule: gamma linear in the turns r_i = L theta_i / (2 pi)."""
     r = L * theta / two_pi
@@ -577,12 +578,12 @@ plt.show()
 # $$\sqrt{1/t} = 0.1\ln s + 1$$
 # コンテキストが長くなると、なぜアテンションを鋭くする必要があるのでしょうか。
 # かりに長い入力が学習時の入力を $s$ 回繰り返したものなら、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
-# 新しいトークンが並ぶ場合もほぼ同じで、アテンションは薄く広がります。
+# 繰り返しではなく新しいトークンが続く場合も、ほぼ同じようにアテンションは薄く広がります。
 # スコア $z_j$ に $a$ を掛けると、これを打ち消す向きに働きます。
 # $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ で、両方の項を微分すると次が得られます。
 # $$\frac{dH}{da} = -a \mathrm{Var}_p(z)$$
 # $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
-# つまり係数は $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる必要があり、その傾きはスコアの広がりで決まります。
+# つまり係数は 1 に $\ln s$ の定数倍を足した形で大きくなる必要があり、その定数（傾き）はスコアの広がりで決まります。
 # YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
 # 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、この乱数では $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
 #
@@ -697,7 +698,7 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # while DeepSeek's attention (Hugging Face's `yarn_apply_mscale`, and `MLA` in
 # DeepSeek-V3's own `inference/model.py`, whose single `mscale` plays the part
 # of `mscale_all_dim`) multiplies the softmax scale $1/\sqrt{d_h + d^R_h}$ by
-# $g(s, m_{\text{all}})^2$, which reaches every dimension of the logit. The
+# $g(s, m_{\text{all}})^2$, which reaches every dimension behind the logit. The
 # rotary part of a logit is thus multiplied by
 # $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$
 # and the content part by $g(s, m_{\text{all}})^2$:
@@ -713,10 +714,10 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：DeepSeek のアテンションの係数**
 #
-# DeepSeek-V2 と DeepSeek-V3 は、$s = 40$、$\alpha = 1$、$\beta = 32$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の 4.3 節）。
+# DeepSeek-V2 と DeepSeek-V3 は、$s = 40$、$\alpha = 1$、$\beta = 32$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の §4.3）。
 # そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのはクエリとキーの一部の次元だけです。
-# 各ヘッドは、位置の情報を持たない $d_h = 128$ 次元の $q^C, k^C$ に加えて、回転させる $d^R_h = 64$ 次元の $q^R, k^R$ を持ちます
-# （[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[分離した回転キー](14-rope-in-llms.ipynb#分離した-rope全ヘッドで共有する小さな回転キー)）。
+# 各ヘッドは、位置の情報を持たない $d_h = 128$ 次元の $q^C, k^C$ に加えて、回転させる $d^R_h = 64$ 次元の $q^R, k^R$ を持ちます。
+# 詳しくは[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[「分離した RoPE：全ヘッドで共有する小さな回転キー」](14-rope-in-llms.ipynb#分離した-rope全ヘッドで共有する小さな回転キー)の節にあります。
 # YaRN の周波数がかかるのは回転する部分だけです。
 # 温度については、V2 の論文が独自の定数をあてはめています。$q$ と $k$ に掛ける係数として、YaRN の $0.1 \ln s + 1$ の代わりに $0.0707 \ln s + 1$ を使います
 # （論文はこれを $\sqrt{t}$ と書きますが、この章では $\sqrt{1/t}$ と呼んでいます）。V3 の論文は YaRN のものをそのまま使います。
@@ -727,7 +728,7 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # コードはこの係数を 2 か所に置きます。
 # Hugging Face の `"yarn"` は、両方のキーがあるとき、cos と sin に、つまり $q^R$ と $k^R$ だけに次の値を掛けます。
 # $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
-# 一方、DeepSeek のアテンションは、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。こちらはスコアのすべての次元に効きます。
+# 一方、DeepSeek のアテンションは、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。こちらはスコアを作るすべての次元に効きます。
 # これを行うのは、Hugging Face の `yarn_apply_mscale` と、DeepSeek-V3 自身の `inference/model.py` にある `MLA` です。
 # 後者のキーは `mscale` 1 つだけで、これが `mscale_all_dim` の役割を果たします。
 # したがってスコアのうち回転する部分には $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ が、内容の部分には $g(s, m_{\text{all}})^2$ が掛かります。
@@ -735,7 +736,7 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # 公開されている 2 つの設定のように 2 つのキーが等しいとき、cos と sin に掛かる係数は同じ数をそれ自身で割ったもので、ちょうど 1 です。
 # このとき温度はすべて softmax のスケールが受け持ち、内容の部分と回転する部分に等しく掛かります。
 # その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。cos と sin に掛けるだけでは、温度は回転する 64 次元にしか効きません。
-# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数で、softmax のスケールはアテンションの側に属します。
+# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数で、softmax のスケールはアテンションの側で扱います。
 
 # %% tags=["deeper"]
 # DeepSeek-V2 and V3, config.json: YaRN with factor 40 from 4096 positions,
@@ -814,7 +815,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "Llama3Scaling follows the rule, equals the paper's YaRN ramp with thresholds 1 and 4, gives Hugging Face's frequencies, moves without a jump across both edges, and keeps norms", "ja": "Llama3Scaling は規則どおりで、しきい値 1 と 4 の論文の YaRN のランプ関数に等しく、Hugging Face の周波数を与え、帯のどちらの端でも跳ばず、ノルムを変えません"}
+# %% tags=["check"] summary={"en": "Llama3Scaling follows the rule, equals the paper's YaRN ramp with thresholds 1 and 4, gives Hugging Face's frequencies, moves without a jump across both edges, and keeps norms", "ja": "Llama3Scaling は規則どおりで、しきい値 1 と 4 の論文の YaRN のランプ関数に等しく、Hugging Face の周波数を与え、帯の両端で値が跳ばずにつながり、ノルムを変えません"}
 def ratio_across(edge, pair=30):
     """theta'/theta of one pair as the base moves its wavelength across edge."""
     b_edge = (edge / two_pi) ** (d / (2 * pair))  # lambda_pair = edge
@@ -887,15 +888,15 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割ります
 # （論文の $\lambda_i$ です。この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います）。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
-# 進化的な探索が $d/2$ 個の係数の列を交配させ、伸ばしたモデルの数本の長い文書でのパープレキシティで評価します。
+# 進化的な探索は $d/2$ 個の係数の列を交配させ、各列を、コンテキストを伸ばしたモデルが数本の長い文書に対して示すパープレキシティで評価します。
 # 残すのは $i$ について減らない列だけなので、遅いペアが速いペアより弱く補間されることはありません。
 #
 # Phi-3 の 128K 版は、$L$ 位置以下の系列用の `short_factor` とそれより長い系列用の `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
-# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。[「アテンションの温度」](#アテンションの温度)の節で導いたとおり $\ln s$ とともに（1 にその定数倍を足す形で）大きくなる係数で、短い入力にも掛かります。
+# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、1 に $\ln s$ の定数倍を足した形で大きくなる係数です。ただし、短い入力にも掛かります。
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
-# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した列は減りません"}
+# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [
@@ -1055,9 +1056,8 @@ print(
 # at $n$ depends only on $n - m$; across the switch it does not. A key cached at $n$ is off in pair $i$ by the angle
 # $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$,
 # which for pair 0 is 0.074 radian per position, 303 radians for the key at
-# 4095. For that key, pairs 0 to 39 are off by more than 1 radian and pairs 40
-# to 47 by 0.17 to 0.88 radian; modulo $2\pi$, 30 of the 48 angles are still
-# off by more than 1 radian. Against the 4096 cached keys, the query at 4096
+# 4095. For that key, 30 of the 48 angles are off by more than 1 radian even
+# modulo $2\pi$. Against the 4096 cached keys, the query at 4096
 # gets scores that differ from those against the same keys rotated with the
 # long list by 15.9 on average in this random draw, about as much as the
 # scores themselves vary
@@ -1082,7 +1082,7 @@ print(
 # 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まりますが、切り替わりをまたぐと、そうはなりません。
 # 位置 $n$ にキャッシュしたキーは、ペア $i$ で角度 $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$ だけずれています。
 # ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
-# このキーでは、ペア 0 から 39 が 1 ラジアンより大きく、ペア 40 から 47 が 0.17 から 0.88 ラジアンずれます。$2\pi$ の整数倍を除いても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれています。
+# このキーでは、$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれます。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
 # 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
@@ -1362,7 +1362,7 @@ assert round(s_code_llama, 2) == 93.06
 # **さらに詳しく：表の細部**
 #
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
-# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは、vLLM の YaRN が静的であることに注意を促しています。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
+# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードによれば、vLLM の YaRN は静的です。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
 # gpt-oss は `truncate` を false にしています（次の注）。
 # Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
@@ -1402,7 +1402,7 @@ assert round(s_code_llama, 2) == 93.06
 # | 規則 | `posenc` | Hugging Face の `rope_scaling` |
 # |---|---|---|
 # | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
-# | NTK-aware（静的） | `NTKScaling(s)` | `rope_type` は不要。`rope_theta` を $b\, s^{d/(d-2)}$ にする |
+# | NTK-aware（静的） | `NTKScaling(s)` | `rope_type` は不要（`rope_theta` を $b\, s^{d/(d-2)}$ に設定） |
 # | NTK-aware（動的） | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`、`factor`。$L$ は `max_position_embeddings` |
 # | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
 # | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
@@ -1469,10 +1469,10 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # ## まとめ
 #
 # - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
-# - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。周波数が固定されていれば、スコアは $n - m$ だけで決まります。
+# - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。そのため、周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。$\ln s$ とともに（1 にその定数倍を足す形で）大きくなる係数をスコアに掛けると戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
+# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。1 に $\ln s$ の定数倍を足した形で大きくなる係数をスコアに掛けると、エントロピーは元に戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
 #   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1754,9 +1754,9 @@ print(
 #   <https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/dynamically_scaled_rope_further_increases/>
 # - Peng, B., Quesnelle, J., Fan, H. and Shippole, E. (2023). *YaRN: Efficient
 #   Context Window Extension of Large Language Models*.
-#   <https://arxiv.org/abs/2309.00071>; コード: <https://github.com/jquesnelle/yarn>
+#   <https://arxiv.org/abs/2309.00071>; コード：<https://github.com/jquesnelle/yarn>
 # - Llama Team, AI @ Meta (2024). *The Llama 3 Herd of Models*.
-#   <https://arxiv.org/abs/2407.21783>; 参照実装:
+#   <https://arxiv.org/abs/2407.21783>; 参照実装：
 #   <https://github.com/meta-llama/llama-models>
 # - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
 #   <https://arxiv.org/abs/2308.12950>
@@ -1773,8 +1773,8 @@ print(
 #   <https://arxiv.org/abs/2404.14219>
 # - DeepSeek-AI (2024a). *DeepSeek-V2*. <https://arxiv.org/abs/2405.04434>;
 #   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>;
-#   コード: <https://github.com/deepseek-ai/DeepSeek-V3>
-# - OpenAI (2025). gpt-oss の参照実装.
+#   コード：<https://github.com/deepseek-ai/DeepSeek-V3>
+# - OpenAI (2025). gpt-oss reference implementation.
 #   <https://github.com/openai/gpt-oss>
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. <https://arxiv.org/abs/2309.17453>
@@ -1782,7 +1782,7 @@ print(
 #   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
 # - Hugging Face transformers, `modeling_rope_utils.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
-# - モデルカードと設定: <https://huggingface.co/meta-llama/Llama-3.1-8B>,
+# - モデルカードと設定：<https://huggingface.co/meta-llama/Llama-3.1-8B>,
 #   <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>,
 #   <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>,
 #   <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>,
@@ -1817,7 +1817,7 @@ print(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各規則と数値の出どころ**
 #
-# 確認のセルにある Hugging Face の数値の呼び出し方は、セルのコメントに書きました。
+# 確認のセルにある Hugging Face の数値は、どれもセルのコメントに書いた呼び出しで計算したものです（transformers 5.24.0、torch 2.13.0、CPU）。
 # NTK-aware の底は bloc97 のもので、YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。これを「ペア 0 をそのままにし、最も遅いペアを $s$ で割る」と読むのは Peng らの説明に従ったものです。
 # 動的な規則は emozilla の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
 # YaRN のランプ関数は著者のコードに従います。
@@ -1827,4 +1827,4 @@ print(
 # Phi-3.5-mini-instruct の係数の列と Phi-3-vision-128k-instruct の設定は、それぞれ公開されている 2 つのコピーから読み、両者は一致しています。
 # DeepSeek の softmax のスケールは、Hugging Face の `yarn_apply_mscale`（`models/deepseek_v3/modeling_deepseek_v3.py`）と、DeepSeek-V3 の `inference/model.py` にある `MLA` によります。
 # `GptOssConfig` は `models/gpt_oss/configuration_gpt_oss.py` にあります。
-# 実行環境のプルリクエストと issue は、それぞれ出てくる箇所にリンクを置きました。
+# 推論ライブラリのプルリクエストと issue には、話題に出る箇所でリンクしています。

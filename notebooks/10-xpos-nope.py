@@ -88,9 +88,9 @@ def fmt(values, digits=4):
 # xPos（Sun ら 2022）はこの回転に加えて、回転した各ペアに 0 と 1 の間の数 $\zeta_i$ のべきを掛けます。指数はクエリでは正、キーでは負です。
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
-# 底は $i$ とともに $\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下まで大きくなり、いちばん速く回るペアの底がいちばん小さくなります。
+# べきの底は $i$ とともに $\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下まで大きくなり、いちばん速く回るペアの底がいちばん小さくなります。
 # [スケール基数](../docs/glossary.ja.md#scale-base) $B$ はべきを表せる範囲に収めるためのものです。
-# $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 の範囲を超え（オーバーフローし）、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
+# $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 をオーバーフローし、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
 # 論文は $B = 1$ とし、$\gamma$ の値は示していないので、この章では torchscale の値 $\gamma = 0.4$（$\zeta_0 = 2/7$）と $B = 512$ を使います。
 # `posenc` では `xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返し、
 # `apply_rope` の上に作った `apply_xpos(q, k, m, n)` が、どちらのペアの組み方でも $(\tilde q_m, \tilde k_n)$ を返します。
@@ -153,8 +153,8 @@ for layout in ("half", "interleaved"):
 # $$\tilde q_m \cdot \tilde k_n = \sum_{i=0}^{d/2-1} \zeta_i^{m/B}\zeta_i^{-n/B}\, q^{(i)\top} R(m\theta_i)^\top R(n\theta_i)\, k^{(i)} = \sum_{i=0}^{d/2-1} \zeta_i^{(m-n)/B}\, q^{(i)\top} R\big((n-m)\theta_i\big)\, k^{(i)}$$
 # $\zeta_i$ のべきを除けば RoPE のスコアで、xPos はペア $i$ の項に次の因子を掛けます。
 # $$\zeta_i^{(m-n)/B}$$
-# スコアは今までどおり $m - n$ だけで決まります。$0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 未満で、
-# キーが過去へ遠ざかるほど、速いペアほど速く小さくなります。
+# そのため、スコアは今までどおり $m - n$ だけで決まります。また $0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 未満で、
+# キーが過去へ遠ざかるにつれて小さくなります。小さくなる速さは速いペアほど大きくなります。
 
 # %% tags=["check"] summary={"en": "the score is the sum of RoPE's terms times ζ_i^((m−n)/B), unchanged by a shift of 5000", "ja": "スコアは RoPE の項に ζ_i^((m−n)/B) を掛けた和で、5000 ずらしても変わりません"}
 theta = rope_frequencies(d).double()
@@ -310,9 +310,9 @@ assert round(float(rope_scores.min())) == -17  # the figure's "as low as -17"
 # %% [markdown] lang="ja"
 # ### RoPE にはない上限
 #
-# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では
+# それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# で、右辺は最後のペアの因子です。クエリとキーをそのペアだけに置けば上限に届きます。
+# ここで因子は最後のペアのものです。クエリとキーをそのペアだけに置けば上限に届きます。
 # RoPE にはこのような上限はなく、同じキーならどの距離でもスコアは $|q|\,|k|$ です。
 # $d = 128$ の単位ベクトルでの上限は、距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
 # 遠いトークンも高いスコアを得られますが、それを担えるのは、位置について最も情報の少ない遅いペアだけです。
@@ -388,7 +388,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 # %% [markdown] lang="ja"
 # ## xPos のトレードオフ
 #
-# スケール基数はすべての減衰を同じ割合で引き伸ばし（半減距離 $r_{1/2,i}$ は $B$ に比例）、$B \to \infty$ では xPos は RoPE になります
+# スケール基数はすべての減衰を同じ割合で引き伸ばします（半減距離 $r_{1/2,i}$ は $B$ に比例します）。$B \to \infty$ ではどの因子も 1 に近づき、xPos は RoPE になります
 # （`scale_base=math.inf` なら `apply_rope` とまったく同じ値です）。$B$ がいくつでも、減衰には代償があります。
 #
 # - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のうち、重みが 1% 未満になるのは距離 2048 で 3 組、8192 で 42 組です。
@@ -476,7 +476,7 @@ for _ in range(10):
 # Sun らは $l = 1024$ トークンで学習し、それより長い入力は[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読むので、どの距離も $l$ より短いままです。
 # 論文の表 2 の 2048 と 4096 トークンでのパープレキシティは、xPos ではこのウィンドウを使い、RoPE と ALiBi では使わずに測ったものです（表 5 に両方があります）。
 # xPos の設計は、Sun らが定義した指標「attention resolution」をもとに選ばれています。
-# アテンションのスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る指標です。
+# これは、アテンションスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る指標です。
 # 距離 $i$ でのスコアの期待値を $s_i$ とすると、次のとおりです。
 # $$R(s) = \frac{\sum_i e^{s_i}\,(e^{s_i} - e^{s_{i+1}})}{\left(\sum_i e^{s_i}\right)^2}$$
 # スコアが距離によらなければ 0 で、距離とともに下がれば正になります。
@@ -487,7 +487,7 @@ for _ in range(10):
 # ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
 # Sun らは 4096 トークンでのアブレーションでウィンドウの寄与を報告しています（論文の表 5）。
 # [パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
-# torchscale には xPos はありますが、このウィンドウはありません。そのため、ここは論文の本文に基づいています。
+# torchscale には xPos はありますが、このウィンドウはないので、この注は論文の記述だけに基づいています。
 
 
 # %% tags=["deeper", "check"] summary={"en": "with l = 1024 and 4096 tokens, blocks of l/2 keep every distance below l and give each query after the first block between l/2 + 1 and l keys; blocks of l reach 2l − 1; R(s) is 0 for flat scores and positive for falling ones", "ja": "l = 1024、4096 トークンでは、長さ l/2 のブロックならどの距離も l 未満で、最初のブロックより後のクエリは l/2 + 1 個から l 個のキーを見ます。長さ l のブロックでは距離が 2l − 1 に達します。R(s) は平らなスコアで 0、下がるスコアで正です"}
@@ -552,14 +552,14 @@ assert resolution(-torch.arange(100, dtype=f64) / 10) > 0  # falling scores
 # 因子 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増減します（ペア $0$ では $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$）。
 # float32 では数万位置を超えるとキーの因子がオーバーフローし、クエリの因子は 0 に丸められるので、
 # $m = n = 65535$ では真の因子が $\zeta_0^0 = 1$ なのに、スコアは NaN になります。
-# 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、指数を共通の $c$ だけずらしても打ち消し合います。
+# 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # 回転には実際の位置を使います。
-# `apply_xpos` は `center=c` として、0（既定、書いたとおりの式）、数、または torchscale と同じく呼び出しの位置の真ん中を使う `"midpoint"` を受け取ります。
+# `apply_xpos` は中心を `center=c` で受け取ります。既定の 0（書いたとおりの式）、任意の数、または torchscale と同じく呼び出しの位置の中点を使う `"midpoint"` のいずれかです。
 # float32 で中心から遠すぎる位置は、NaN を返す代わりに `center` を名指しする `ValueError` で拒みます。
 #
-# ベクトルは $c$ に依存するので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)ではキーと新しいクエリで中心を同じにします（既定のまま、または毎回同じ数）。
-# クエリ 1 つだけを自分の中点でエンコードすると、スコアはここでは最大 1.80 ずれます。
+# ベクトルは $c$ に依存するので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)ではキャッシュしたキーと新しいクエリで中心を同じにしなければなりません（既定のまま、または毎回同じ数）。
+# 呼び出しごとに中心を決めると、これが守れません。クエリ 1 つだけを自分の中点でエンコードすると、スコアはここでは最大 1.80 ずれます。
 
 # %%
 q, k = torch.randn(2, d)
@@ -640,7 +640,7 @@ assert (query_0 @ keys_0.T - full_0[99:] @ keys_0.T).abs().max() == 0
 # そのため $[0, 2^{16})$ に散らばる 64 個の位置でも、どの倍率も float32 の正規化数に収まります。
 # その float32 のスコアは、float64 で評価した式と $10^{-4}$ 以内で一致します（正確な誤差は、行列積をスレッドにどう分割するかで変わります）。
 
-# %% tags=["deeper", "check"] summary={"en": "64 positions over [0, 2^16), encoded in float32 with the midpoint centre, give finite causal scores within 1e-4 of the formula in float64", "ja": "[0, 2^16) に散らばる 64 個の位置を中点の中心で float32 でエンコードすると、因果的なスコアは有限で、float64 で評価した式と 1e-4 以内で一致します"}
+# %% tags=["deeper", "check"] summary={"en": "64 positions over [0, 2^16), encoded in float32 with the midpoint centre, give finite causal scores within 1e-4 of the formula in float64", "ja": "[0, 2^16) に散らばる 64 個の位置を中点を中心として float32 でエンコードすると、因果的なスコアは有限で、float64 で評価した式と 1e-4 以内で一致します"}
 q_x, k_x = apply_xpos(
     q.expand(64, d), k.expand(64, d), pos, center="midpoint"
 )  # float32 vectors
@@ -684,7 +684,7 @@ assert torch.isfinite(scores[causal]).all() and err < 1e-4
 # lucidrains の倍率も、回転と同じ組み方でペアに割り当てれば、`posenc` のインターリーブ配置の xPos と同じスコアを与えます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos and lucidrains' scales, restated, give apply_xpos's interleaved scores, one score along m − n = 256", "ja": "書き直した torchscale の xPos と lucidrains の倍率は、apply_xpos のインターリーブ配置と同じスコアを与え、m − n = 256 に沿ってスコアは 1 つです"}
+# %% tags=["deeper", "check"] summary={"en": "torchscale's xPos and lucidrains' scales, restated, give apply_xpos's interleaved scores, one score along m − n = 256", "ja": "書き直した torchscale の xPos と lucidrains の倍率は、apply_xpos のインターリーブ配置と同じスコアを与え、m − n = 256 の対角線上ではスコアがすべて等しくなります"}
 def rotate_every_two(x):  # pairs (2i, 2i + 1) -> (-x_{2i+1}, x_{2i})
     return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
 
@@ -750,9 +750,9 @@ assert along.max() - along.min() < 1e-9
 # %% [markdown] lang="ja"
 # ## NoPE：位置エンコーディングをまったく使わない
 #
-# 今度は反対の極です。位置エンコーディングを持たないデコーダ（NoPE）は、トークンの埋め込みだけからアテンションを計算します。
+# 今度は逆の極端な場合です。位置エンコーディングを持たないデコーダ（NoPE）は、トークンの埋め込みだけからアテンションを計算します。
 # マスクのないアテンションは置換同変で、$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です
-# （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。このモデルが見ているのは系列ではなく集合です。
+# （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。そのようなモデルにとって、入力は系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には自分までのちょうど $t + 1$ 個のトークンが見え、この個数が位置になります。
 # Kazemnejad ら（2023）は、マスクだけから位置を取り出す重みが存在することを証明しました。以下の節では、その重みを `posenc.attention` で組み立てます。
 
@@ -767,12 +767,12 @@ assert along.max() - along.min() < 1e-9
 # resembled T5's relative bias.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：学習した NoPE モデル**
+# **さらに詳しく：学習済みの NoPE モデル**
 #
 # Haviv ら（2022）によれば、位置エンコーディングなしで学習した 1.25 億〜13 億パラメータの因果的な言語モデルも、それを持つモデルと同程度のパープレキシティに達します。
 # その隠れ状態からは、プローブで絶対位置を読み取れます。
 # Kazemnejad ら（2023）によれば、デコーダのみのモデルでの推論と算術のタスクでは、NoPE が明示的な位置エンコーディングより長い入力にうまく汎化しました。
-# 彼らの定理（以下の節）は重みの存在の主張で、学習がそれを見つけるとは言っていません。学習させた NoPE モデルのアテンションは、T5 の相対バイアスに最もよく似ていました。
+# 彼らの定理（以下の節）が示すのはそうした重みが存在することだけで、学習でそれが見つかるとは言っていません。学習済みの NoPE モデルのアテンションは、T5 の相対バイアスに最もよく似ていました。
 
 # %% [markdown] lang="en"
 # ## The causal mask counts
@@ -796,7 +796,7 @@ assert along.max() - along.min() < 1e-9
 # 最初の層のクエリを 0 にすると、見えるキーはすべて同じスコアになり、因果的な softmax は見えている $t + 1$ 個のトークンに重みを等しく配ります。
 # 位置 $t$ の出力の目印の次元は BOS の取り分になります。
 # $$h_t = \frac{1}{t+1}$$
-# この値はほかのトークンによらず、マスクだけで絶対位置が書き込まれたことになります。
+# この値はほかのトークンが何であっても変わりません。マスクだけで絶対位置が書き込まれたわけです。
 # マスクがなければ、どの位置からも $T$ 個すべてのトークンが見え、値は $1/T$ です。
 # 一般に、マスクのない NoPE モデルでは、同じ内容の 2 つのトークンはどこにあってもどの層でも同じ出力になります。
 
@@ -945,14 +945,14 @@ assert torch.finfo(torch.bfloat16).eps == 2**-7  # spacing in (2^-8, 2^-7]
 # %% [markdown] lang="ja"
 # ## 絶対位置から相対位置へ：2 層目
 #
-# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、最初の層が各トークンの絶対位置を隠れ状態に書き込めること（定理 1）を証明しました。
-# 後の層がそれを保っていれば、そのアテンションは内積を次の形にして相対位置のエンコーディングを実現できます（定理 2）。
+# Kazemnejad らは、入力が BOS トークンで始まるデコーダのみの Transformer について、2 つの結果を証明しました。1 つは、最初の層が各トークンの絶対位置を隠れ状態に書き込めることです（定理 1）。
+# もう 1 つは、後の層がそれを保っていれば、そのアテンションが相対位置のエンコーディング、つまり次の形の内積を実現できることです（定理 2）。
 # $$\langle q_n, k_m \rangle = f_{\mathrm{cnt}}(q, k) + f_{\mathrm{rel}}(n - m)$$
 # $f_{\mathrm{cnt}}$ は内容に、$f_{\mathrm{rel}}$ は距離に依存します。どちらの定理も重みの存在を言うもので、学習がそれを見つけるとは言っていません。
 #
 # 上の読み出しを土台に、そのような 2 層目を作ります。
 # Kazemnejad らに合わせてクエリの位置を $n$、キーの位置を $m$ とします（xPos の節や[記法のページ](../docs/notation.ja.md)とは逆です）。
-# トークン $t$ の隠れ状態には $(1, \hat t, \widehat{t^2})$ が入っています（2 つ目の読み出しは点 $(1/(t+1), t^2)$ を通るもの）。
+# トークン $t$ の隠れ状態には $(1, \hat t, \widehat{t^2})$ が入っています（最後の成分は、点 $(1/(t+1), t^2)$ を通るもう 1 つの読み出しです）。
 # 隠れ状態の線形関数としてクエリ $q_n = (2\lambda(n-1), -\lambda)$ とキー $k_m = (m, m^2)$ を選ぶと、
 # $$q_n \cdot k_m = -\lambda (n - 1 - m)^2 + \lambda (n-1)^2$$
 # となり、$n - m$ の関数と、softmax が無視するクエリだけの項の和になります。
@@ -1026,11 +1026,7 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # rotation and fixes in advance how fast each pair forgets; NoPE hands nothing and
 # leaves every positional computation to the weights, which can count, as built
 # here, but only as far as the network's size and the precision of its numbers
-# allow. Beyond this chapter: RetNet (Sun et al. 2023) keeps a decay per distance and
-# drops the softmax; Wang et al. (2024) find that NoPE fails past some length as its
-# attention spreads, and mend it with a temperature per head; Llama 4 interleaves
-# NoPE layers with RoPE layers
-# ([*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)).
+# allow.
 
 # %% [markdown] lang="ja"
 # ## どちらも因果マスクに頼っている
@@ -1038,10 +1034,21 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # xPos に因果的アテンションが必要なのは因子 $\zeta_i^{(m-n)/B}$ が $m \ge n$ でしか減衰しないからで、NoPE に必要なのはマスクが位置の唯一の情報源だからです。
 # 違うのは最初から何を与えるかです。xPos は回転で距離をすべての層に渡し、各ペアが忘れる速さをあらかじめ決めます。
 # NoPE は何も渡さず、位置の計算をすべて重みに任せます。重みはここで組み立てたように数を数えられますが、ネットワークの規模と数値の精度が許す範囲までです。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: beyond this chapter.** RetNet (Sun et al. 2023) keeps a decay per distance and
+# drops the softmax; Wang et al. (2024) find that NoPE fails past some length as its
+# attention spreads, and mend it with a temperature per head; Llama 4 interleaves
+# NoPE layers with RoPE layers
+# ([*Rotary in today's LLMs*](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：この章の先の話題**
+#
 # RetNet（Sun ら 2023）は距離ごとの減衰を残して softmax をやめています。
 # Wang ら（2024）によると、NoPE はある長さを超えるとアテンションが広がって失敗し、ヘッドごとに温度を調整すると直ります。
-# Llama 4 は NoPE の層と RoPE の層を交互に置いています
-# （[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)の章）。
+# Llama 4 は NoPE の層と RoPE の層を交互に置いています。
+# [「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[「Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層」](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)の節を見てください。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1341,10 +1348,9 @@ assert not torch.allclose(out[5], out[6])
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# Sun らの論文は arXiv v1 を（テキストに起こしたもので）読みました。$\zeta_i$ は $2i/d$ を $i/(d/2)$ と書いて定義され（式 9）、指数には位置そのもの（$B = 1$、アルゴリズム 1）が使われ、$\gamma$ の値は示されていません（§3.2 は人手で決めたとしています）。
-# 長さ $l/2$ のブロックによるウィンドウは §3.3、パープレキシティは表 2 と表 5 によります。
-# $\gamma = 0.4$ と $B = 512$ は、論文のコードのもとになった torchscale の `XPOS` と、lucidrains のライブラリの値です。
-# lucidrains の KV キャッシュの扱いは、ソースを読んで得たものです。
+# Sun らの論文は arXiv v1 のテキスト版で読みました。論文は $\zeta_i$ を $2i/d$ の代わりに $i/(d/2)$ で書き（式 9）、位置そのものを指数にしています（$B = 1$、アルゴリズム 1）。$\gamma$ の値は載っていません（§3.2 は人手で決めたとしています）。
+# 長さ $l/2$ のブロックのウィンドウは §3.3、パープレキシティは表 2 と表 5 です。
+# $\gamma = 0.4$ と $B = 512$ は torchscale の `XPOS`（論文のコードのもと）と lucidrains の値で、lucidrains の KV キャッシュの扱いはソースから読み取りました。
 #
 # ### 参考文献
 #

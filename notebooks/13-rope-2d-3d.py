@@ -38,8 +38,8 @@
 # 最初に使われたのは絶対位置の表で、ViT はこれを学習し、MAE は固定します。
 # RoPE は、次元のペアの一部を列で、残りを行で回転させて格子に持ち込みます。
 # スコアは軸ごとの相対位置で決まり、画像を大きくしても補間し直す必要がなく、両方の軸を混ぜた周波数を学習すれば斜めの方向も表せます。
-# Qwen2-VL のマルチモーダル RoPE は、言語モデルのヘッドの各周波数を時間・高さ・幅のどれかに結び付け、
-# テキスト・画像・動画を 1 つの系列に並べます。Qwen3-VL は周波数を各軸へ順番に（巡回して）配ります。
+# Qwen2-VL のマルチモーダル RoPE は、言語モデルのヘッドの各周波数を時間・高さ・幅のどれかに結び付けて、
+# テキスト・画像・動画が 1 つの系列を共有できるようにします。Qwen3-VL は周波数を各軸へ順番に（巡回して）配ります。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
@@ -121,13 +121,13 @@ assert torch.equal(rc[1], j % w)
 # パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
 # 高い解像度でファインチューニングするとパッチの数が表の行数を超えるので、論文は事前学習済みの埋め込みを画像での位置に従って 2 次元で補間します。
 # パッチの $hw$ 行を $h \times w$ の格子として $h' \times w'$ に補間し、クラストークンの行はそのまま残します。
-# 公式のコードは `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
+# 公式コードは `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
 # 双線形補間は座標の 1 次関数を再現するので、自分の行と列を値に持つ表を補間すると、写像後の座標がそのまま得られます。
 # 224 ピクセルの ViT-B/16 の $14 \times 14$ の格子から 384 ピクセルの $24 \times 24$ に移ると、新しい行 1 は古い行 $13/23 \approx 0.5652$ を読みます。
-# Hugging Face の `ViTEmbeddings.interpolate_pos_encoding` は別の補間で、セルの中心どうしを対応させる双三次補間です。
+# Hugging Face の `ViTEmbeddings.interpolate_pos_encoding` は別の方法で補間します。セルの中心どうしを対応させる双三次補間です。
 
 # %%
 h, hn = 14, 24  # a 224-pixel ViT-B/16 grid read at 384 pixels
@@ -269,7 +269,7 @@ assert_close(pe @ pe.T, rhs)
 #
 # $$\mathrm{Axial}(x, r, c) = \big(\mathrm{RoPE}_{100}(x_{:d/2}, c),\ \mathrm{RoPE}_{100}(x_{d/2:}, r)\big).$$
 #
-# それぞれの半分は 1 次元の RoPE なので、スコアは列の差で決まる項と行の差で決まる項の和です。
+# それぞれの半分は 1 次元の RoPE なので、スコアは列方向の相対位置で決まる項と行方向の相対位置で決まる項の和です。
 #
 # $$s(\Delta r, \Delta c) = f(\Delta c) + g(\Delta r), \qquad \Delta r = r_n - r_m,\ \Delta c = c_n - c_m.$$
 #
@@ -303,7 +303,7 @@ def mixed_difference(rotate):  # the query at (0, 0), the key near (2, 1)
     return s[0] - s[1] - s[2] + s[3]
 
 
-# %% tags=["check"] summary={"en": "axial equals Heo et al.'s code; the score is relative per axis, with mixed difference 0", "ja": "axial は Heo らのコードと一致し、スコアは軸ごとに相対的で、混合差分は 0 です"}
+# %% tags=["check"] summary={"en": "axial equals Heo et al.'s code; the score is relative per axis, with mixed difference 0", "ja": "axial は Heo らのコードと一致し、スコアは軸ごとの相対位置だけで決まり、混合差分は 0 です"}
 def heo_axial(x, r, c, base=100.0):
     """Heo et al.'s compute_axial_cis and apply_rotary_emb, rebuilt."""
     d = x.shape[-1]
@@ -373,7 +373,7 @@ assert abs(mixed_difference(axial)) < 1e-9
 #
 # もっとも、初期化の時点では斜めの構造はまだ学習されていません。
 # ペア $k < d/4$ は $u = c\cos\alpha + r\sin\alpha$ で、残りは $v = -c\sin\alpha + r\cos\alpha$ で回るので、初期の RoPE-Mixed は座標を $\alpha$ だけ回した底 10 の RoPE-Axial です。
-# 図（$q = k$ なので $(0, 0)$ で最大）で、RoPE-Axial のスコアは軸にそろった十字形、RoPE-Mixed のスコアはそれを $\alpha$ だけ回した十字形で、周波数の並びだけが違います。
+# 図（$q = k$ なので $(0, 0)$ で最大）で、RoPE-Axial のスコアは軸にそろった十字形、RoPE-Mixed のスコアはそれを $\alpha$ だけ回した十字形で、周波数の構成も違います。
 # RoPE-Mixed が加えるのは、学習で各ペアの向きを動かせることです。
 
 
@@ -398,7 +398,7 @@ print(f"mixed difference: axial {abs(mixed_difference(axial)):.4f}", end=", ")
 print(f"RoPE-Mixed {mixed_difference(mixed):.4f}")
 
 
-# %% tags=["check"] summary={"en": "mixed() equals Heo et al.'s compute_mixed_cis; at initialisation it is RoPE-Axial of base 10 at coordinates rotated by α; its mixed difference is not 0", "ja": "mixed() は Heo らの compute_mixed_cis と一致し、初期値では座標を α だけ回した底 10 の RoPE-Axial で、混合差分は 0 ではありません"}
+# %% tags=["check"] summary={"en": "mixed() equals Heo et al.'s compute_mixed_cis; at initialisation it is RoPE-Axial of base 10 at coordinates rotated by α; its mixed difference is not 0", "ja": "mixed() は Heo らの compute_mixed_cis と一致し、初期化の時点では座標を α だけ回した底 10 の RoPE-Axial で、混合差分は 0 ではありません"}
 def heo_mixed(x, r, c):
     """Heo et al.'s compute_mixed_cis, one head: t_x the column, t_y the row."""
     freqs = torch.stack([fx, fy])  # (2, d/2)
@@ -422,7 +422,7 @@ assert_close(mixed(x, rc[0], rc[1]), rotated, atol=1e-6, rtol=0)
 assert abs(mixed_difference(mixed)) > 1e-3
 
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: the same kind of cross, turned by the random angle α, with oblique ridges through the centre."], "ja": ["d = 64 で q = k としたスコアを差に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、同じ種類の十字形がランダムな角度 α だけ回り、中央を通る斜めの尾根になっています。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: the same kind of cross, turned by the random angle α, with oblique ridges through the centre."], "ja": ["d = 64 で q = k としたスコアを相対位置に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、同じ種類の十字形がランダムな角度 α だけ回り、中央を通る斜めの尾根になっています。"]}
 span = torch.arange(-15, 16)
 dr_grid, dc_grid = torch.meshgrid(span, span, indexing="ij")
 dr_flat, dc_flat = dr_grid.reshape(-1), dc_grid.reshape(-1)
@@ -462,8 +462,8 @@ plt.show()
 #
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
-# パッチの座標は整数のままで、モデルは学習時に現れなかった大きな座標の差を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定のものです（すべてのモデルではありません。下の補足）。
+# パッチの座標は整数のままで、モデルは学習時に現れなかった大きな相対位置を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
+# 論文の要旨が最初に挙げる結果、つまり推論時の解像度を上げても RoPE は精度を保つという結果は、この設定で得られたものです（すべてのモデルではありません。下の補足）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the accuracy table.** For DeiT-III Base in
@@ -477,7 +477,7 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：正解率の表**
 #
-# リポジトリの「DeiT-III (400 epochs)」の表（値は ImageNet-1k の top-1 正解率（%））で DeiT-III Base を見ます。
+# リポジトリの「DeiT-III (400 epochs)」の表（ImageNet-1k の top-1 正解率、%）で DeiT-III Base を見ます。
 # 224 から 384 ピクセルで学習型の表は 83.4 から 82.8 に下がり、RoPE-Axial は 83.6 から 83.9、RoPE-Mixed は 83.8 から 84.4 に上がります。
 # DeiT-III Large でも同じ傾向ですが、すべてのモデルがそうなるわけではありません。
 # DeiT-III Small では 384 ピクセルで RoPE-Axial が 80.9 から 80.0 に下がります（RoPE-Mixed は上がります）。
@@ -587,14 +587,14 @@ for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
 #
 # テキストのトークンには等しい座標 $t = h = w = p$ を与えるので、どの $i$ でも $p_{a(i)} = p$ となり、M-RoPE は 1 次元の RoPE に一致します（Qwen2-VL の論文もそう述べています）。
 # テキストのモデルから初期化すれば、テキストでは学習時と同じ回転から出発できます。
-# 相対位置の性質は軸ごとの RoPE と同じく各軸で成り立ち、クエリとキーを軸ごとに同じ量だけ（軸ごとに違ってよい）ずらしてもスコアは変わりません。
+# 相対位置の性質は、軸ごとの RoPE と同じく各軸で成り立ちます。クエリとキーを各軸に沿って同じ量だけずらせば（ずらす量は軸ごとに違ってよい）、スコアは変わりません。
 
 # %%
 x = torch.randn(10, 128, dtype=f64)
 p = torch.arange(10)
 text = apply_mrope(x, p.expand(3, -1), [16, 24, 24], base=1e6)  # t = h = w = p
 
-# %% tags=["check"] summary={"en": "the axes match transformers 5.24.0; on text M-RoPE is 1D RoPE; the score is relative per axis", "ja": "周波数と軸の対応は transformers 5.24.0 と同じで、テキストでは 1 次元の RoPE、スコアは軸ごとに相対的です"}
+# %% tags=["check"] summary={"en": "the axes match transformers 5.24.0; on text M-RoPE is 1D RoPE; the score is relative per axis", "ja": "周波数と軸の対応は transformers 5.24.0 と同じで、テキストでは 1 次元の RoPE、スコアは軸ごとの相対位置だけで決まります"}
 # transformers 5.24.0: Qwen2VLRotaryEmbedding.recomposition_frequencies with
 #   mrope_section=[16, 24, 24] on freq[a, ..., i] = 100 a + i, output // 100:
 #   the angles of axis a kept, section by section, name the axis
@@ -658,9 +658,9 @@ for axis in range(3):
 #
 # 画像 1 枚で位置が進む量はトークン数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般には $\max(H/2, W/2) \ge \sqrt{N}$ です。
 # 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
-# そのため Qwen3-VL のドキュメントは、YaRN の係数（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）を小さめにするよう勧めています。
-# 256K から 1M トークンなら、4 ではなく 2 か 3 です。
-# テキストだけのプロンプトでは位置は 1 トークンに 1 進みます。位置がゆっくり進むのはこの規則のためで（Qwen2-VL から同じ）、Qwen3-VL の周波数の割り当て方とは関係ありません。
+# そのため Qwen3-VL のドキュメントは、256K から 1M トークンに伸ばすときの YaRN の係数を、4 ではなく 2 か 3 と小さめにするよう勧めています。
+# YaRN の係数は[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節で扱いました。
+# テキストだけのプロンプトでは、位置は今も 1 トークンごとに 1 進みます。位置がゆっくり進むのは Qwen2-VL から変わらないこの規則のためで、Qwen3-VL の周波数の割り当て方によるものではありません。
 # Hugging Face はこの差（位置の最大値に 1 を足して系列長を引いた値）を `rope_deltas` に保持し、生成するトークンの位置に足します。
 # 例として、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンを並べます。
 
@@ -725,7 +725,7 @@ assert int(pos.max()) + 1 - pos.shape[1] == hf_delta
 #
 # Qwen の参照実装は動画のあとでも「最大値に 1 を足す」規則を使い、transformers も 5.2 まではそうでした。
 # バージョン 5 で `get_rope_index` が書き直されてから（5.3 以降）、Hugging Face は動画のあとも画像と同じく $\max(H/2, W/2)$ だけ位置を進めます。
-# issue #45381 が Qwen2.5-VL の動画の位置が誤っていると報告し、PR #45400 は時間方向の間隔を元に戻しましたが、この進め方は残り、5.24.0 も同じです。
+# issue #45381 は Qwen2.5-VL の動画の位置の誤りを報告し、PR #45400 は時間方向の間隔を元に戻しました。ただし、この進め方は残り、5.24.0 でも同じです。
 # 時間の 1 ステップは `temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つです。
 # 時間方向のパッチの数がトークンの行数や列数より多いと、動画のあとのテキストは動画の最後の時間座標より小さい位置から始まり、動画が使った位置を再び使います。
 # これは Qwen2-VL と Qwen2.5-VL が学習で見ていない入力です。
@@ -768,8 +768,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 # $\rho = 2$ (Qwen's reference code multiplies by 2; Hugging Face's default
 # configuration has 4), videos sampled at 2 and at 4 frames per second give the same second the
 # same coordinate. Qwen3-VL drops temporal coordinates tied to frames or
-# seconds (its report's abstract: from T-RoPE to explicit textual timestamp
-# alignment): Hugging Face lays out each temporal patch as a grid of its own
+# seconds: Hugging Face lays out each temporal patch as a grid of its own
 # with a constant $t$, after a timestamp such as `<1.5 seconds>` that the
 # processor writes in the text, so the temporal coordinate of a patch only
 # says where it starts in the sequence.
@@ -784,7 +783,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 #
 # ここで $\rho$ は `tokens_per_second`、$\tau$ は時間方向のパッチ 1 つが占める秒数 `second_per_grid_t`（`temporal_patch_size / fps`）です。
 # Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
-# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました（技術報告の要旨では、T-RoPE からテキストのタイムスタンプで時刻を明示する方式への移行）。
+# Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました。
 # Hugging Face は時間方向のパッチごとに $t$ が一定の格子を並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
 # パッチの時間座標は、系列のどこから始まるかを表すだけです。
 
@@ -799,7 +798,7 @@ at_2fps, at_4fps = video_at(2), video_at(4)
 print("temporal patches at 2 frames/s:", at_2fps[0, 1:5].tolist())
 print("temporal patches at 4 frames/s:", at_4fps[0, 1:9].tolist())
 
-# %% tags=["check"] summary={"en": "the positions match transformers 5.24.0 at both frame rates, with the floor at ρτ = 4/3, and for Qwen3-VL under both rules; same second, same coordinate", "ja": "位置は両方のフレームレート、ρτ = 4/3 での切り捨て、両方の規則での Qwen3-VL で transformers 5.24.0 と一致し、同じ秒には同じ座標が付きます"}
+# %% tags=["check"] summary={"en": "the positions match transformers 5.24.0 at both frame rates, with the floor at ρτ = 4/3, and for Qwen3-VL under both rules; same second, same coordinate", "ja": "2 つのフレームレート（ρτ = 4/3 での切り捨てを含む）でも、両方の規則での Qwen3-VL でも、位置は transformers 5.24.0 と一致し、同じ秒には同じ座標が付きます"}
 # transformers 5.24.0: Qwen2_5_VLModel.get_rope_index with Qwen2_5_VLConfig(
 #   vision_config={"tokens_per_second": 2}), 1 text token, a video, 1 text
 #   token: video_grid_thw [[4, 2, 2]] with second_per_grid_ts [1.0] (2 frames
@@ -853,7 +852,7 @@ for rule in ["paper", "hf"]:
 # 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
 # 画像の中で幅の軸はほとんど何も見分けられません（数値は下の注）。
-# Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。Qwen のチームによる Huang ら（2025）の MRoPE-Interleave で、どの軸にも全周波数を使わせるという指針に沿っています。
+# Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。これは Qwen のチームの Huang ら（2025）による MRoPE-Interleave で、その指針は、どの軸にも周波数の全範囲を使わせることです。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
 # 各周波数は 1 つの軸に結び付いたままなので、相対位置の性質は損なわれません。
@@ -863,7 +862,7 @@ for rule in ["paper", "hf"]:
 # ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
 # 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の補足）。
 
-# %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとに相対的です"}
+# %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとの相対位置だけで決まります"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
 #   with mrope_section=[24, 20, 20] on freq[a, ..., i] = 100 a + i, // 100
 hf_qwen3_axes = [0, 1, 2] * 20 + [0] * 4
@@ -905,7 +904,7 @@ axes[1].set_xlabel(r"$i$")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "each end is 2π b^(2i/d) at the pair that the axis lists give; θ_40, θ_16 and the wavelengths at 5 · 10^6 are as quoted", "ja": "両端の波長は 2π b^(2i/d) で、θ_40、θ_16 と底 5 · 10^6 での波長は本文のとおりです"}
+# %% tags=["check"] summary={"en": "each end is 2π b^(2i/d) at the pair that the axis lists give; θ_40, θ_16 and the wavelengths at 5 · 10^6 are as quoted", "ja": "各軸の両端の波長は、軸の割り当てが示すペアでの 2π b^(2i/d) に等しく、θ_40、θ_16 と底 5 · 10^6 での波長は本文のとおりです"}
 def wavelength_of(i):  # 2 pi b^(2i/d), d = 128, b = 10^6
     return 2 * math.pi * 10 ** (6 * 2 * i / 128)
 
@@ -949,7 +948,7 @@ assert (
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：数値と Qwen3-VL の底**
 #
-# Qwen2-VL のブロックでは、幅の最も速いペア $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）は 30 列でも約 0.005 ラジアンしか回りません。
+# Qwen2-VL のブロックでは、幅の軸で最も速いペアは、周波数が $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）で、30 列でも約 0.005 ラジアンしか回りません。
 # 高さの最も速いペア $\theta_{16}$ は 30 行で約 0.95 ラジアン回ります。
 # Qwen3-VL の公開されたチェックポイント（Qwen3-VL-4B-Instruct の `config.json`）の底は $5 \cdot 10^6$ で、Hugging Face の設定クラスの既定値 $5 \cdot 10^5$ とは違います。
 # 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ 位置になります。
@@ -982,8 +981,8 @@ assert (
 #
 # - ViT は表を学習し、解像度が変わるとパッチの行を画像として補間します。MAE は表を固定し、列の 1 次元の正弦・余弦の符号に行の符号を続けます。
 # - 軸ごとの 2 次元 RoPE はペアの半分を列で、半分を行で回します。スコアは $\Delta c$ の関数と $\Delta r$ の関数の和です。
-#   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、全モデルではありません）。
-# - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。初期値は座標を回した軸ごとの RoPE で、学習によって斜めの方向を表せるようになり、相対位置の性質も保ちます。
+#   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、すべてのモデルがそうなるわけではありません）。
+# - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。初期化の時点では座標を回した軸ごとの RoPE と同じで、学習によって斜めの方向を表せるようになり、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
 #   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。
 # - 時間の 1 ステップは、Qwen2-VL では 2 フレーム、Qwen2.5-VL では決まった長さの時間です。Qwen3-VL は時間方向のパッチごとに格子を分け、その前にテキストのタイムスタンプを置きます。
@@ -1122,9 +1121,7 @@ for rule in ["paper", "hf"]:
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、論文のコードを書き写したもの、ライブラリが出力した数値、別の導出のどれかと照らし合わせて確かめています。
-# 数値は Hugging Face transformers 5.24.0（torch 2.13.0）が出力したものです。
-# 呼び出し方を添えて、確認のセルに貼っています。
+# どの式も、論文のコードの書き写し、transformers 5.24.0（torch 2.13.0）の出力（呼び出し方とともに確認のセルに貼っています）、別の導出のどれかと照らし合わせています。
 # 動画のあとの transformers 5.2 の位置は issue #45381 に貼られたものです。Heo らの表の正解率はリポジトリからの引用で、ここでは再現していません。
 #
 # ### 参考文献

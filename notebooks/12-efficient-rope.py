@@ -1319,10 +1319,12 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # - Qwen Team (2025). *Qwen3 Technical Report*. <https://arxiv.org/abs/2505.09388>
 # - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`* （チュートリアル、`torch.library.triton_op` を使う方法）。
 #   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
-# - NVIDIA. *H200 Tensor Core GPU* （データシート）。 <https://www.nvidia.com/en-us/data-center/h200/>
+# - NVIDIA. *H200 Tensor Core GPU* （データシート）。
+#   <https://www.nvidia.com/en-us/data-center/h200/>
 # - NVIDIA. *CUDA C++ Programming Guide*, intrinsic functions.
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>
-# - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues* （105,615 を超える引数での遅い経路）。 <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>
+# - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues* （105,615 を超える引数での遅い経路）。
+#   <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>
 # - NVIDIA. *CUDA Graphs* and *Programmatic Dependent Launch and Synchronization*
 #   (CUDA C++ Programming Guide).
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/#cuda-graphs>

@@ -21,6 +21,14 @@ import posenc_lab.gpu_bench as gpu_bench
 from posenc import apply_rope
 from posenc_lab.gpu_bench import Case, build_cases, main, time_case
 
+
+def _time_on_cpu(case, rounds=1, warmup=1, l2_bytes=0):
+    """time_case on the CPU, the fused kernel under Triton's interpreter."""
+    return time_case(case, torch.device("cpu"), rounds=rounds, warmup=warmup, seed=0,
+                     l2_bytes=l2_bytes, copy_gb_per_s=1.0, interpret=True,
+                     compile_backend=None)  # fmt: skip
+
+
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 CONTENDERS = {"copy", "eager_formula", "apply_rope", "compiled_module"} | (
     {"triton", "triton_inplace", "triton_graph"} if HAS_TRITON else set()
@@ -89,17 +97,7 @@ def test_a_contender_that_disagrees_with_apply_rope_stops_the_run(monkeypatch):
     monkeypatch.setattr(gpu_bench, "rotate_half", lambda x: x)  # a wrong eager formula
     case = Case("tiny", 1, 2, 1, 4, 8, "float32", 1)
     with pytest.raises(AssertionError, match="eager_formula"):
-        time_case(
-            case,
-            torch.device("cpu"),
-            rounds=1,
-            warmup=0,
-            seed=0,
-            l2_bytes=0,
-            copy_gb_per_s=1.0,
-            interpret=True,
-            compile_backend=None,
-        )
+        _time_on_cpu(case, warmup=0)
 
 
 def test_without_a_gpu_the_real_run_refuses(monkeypatch):
@@ -209,8 +207,7 @@ def test_a_cold_sample_holds_every_output_and_a_warm_one_drops_them(monkeypatch,
     monkeypatch.setattr(gpu_bench, "_contenders", lambda *a, **k: fake)
     monkeypatch.setattr(gpu_bench, "_check", lambda *a: None)
     case = Case("tiny", 1, 2, 1, 4, 8, "float32", 3, warm)
-    time_case(case, torch.device("cpu"), rounds=1, warmup=1, seed=0, l2_bytes=0,
-              copy_gb_per_s=1.0, interpret=True, compile_backend=None)  # fmt: skip
+    _time_on_cpu(case)
     # one call counts the launches (its output dropped), then warm-up, then timed
     assert seen == [0] + ([0, 0, 0] if warm else [0, 1, 2]) * 2, seen
     assert all(r() is None for r in made)
@@ -221,17 +218,7 @@ def test_l2_is_flushed_before_every_cold_sample_only(monkeypatch, warm):
     flushes = []
     monkeypatch.setattr(gpu_bench._L2Flush, "__call__", lambda self: flushes.append(self))
     case = Case("tiny", 1, 2, 1, 4, 8, "float32", 1, warm)
-    found = time_case(
-        case,
-        torch.device("cpu"),
-        rounds=3,
-        warmup=1,
-        seed=0,
-        l2_bytes=4096,
-        copy_gb_per_s=1.0,
-        interpret=True,
-        compile_backend=None,
-    )
+    found = _time_on_cpu(case, rounds=3, l2_bytes=4096)
     n = len(found["contenders"])
     if warm:  # no timed sample is flushed: only the single launches' cold-table repeats
         assert len(flushes) == 3 * len(found["single_launch"])
@@ -382,8 +369,7 @@ def test_production_kernels_are_called_as_documented_and_checked(monkeypatch, ki
 
     monkeypatch.setattr(gpu_bench, "_triton_module", no_triton)
     case = build_cases(dry_run=True)[kind]
-    found = time_case(case, torch.device("cpu"), rounds=1, warmup=1, seed=0, l2_bytes=0,
-                      copy_gb_per_s=1.0, interpret=True, compile_backend=None)  # fmt: skip
+    found = _time_on_cpu(case)
     production = {"vllm", "flashinfer", "liger", "flash_attn"}
     assert production <= set(found["contenders"])
     assert set(found["absent"]) == {"compiled_graph"}  # CUDA graphs need a GPU

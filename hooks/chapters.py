@@ -168,20 +168,23 @@ def expand(nav: list, placeholder: str, items: list) -> list:
 
 
 def table(chapters: list[Chapter], lang: str) -> str:
-    """The home page's chapter table in ``lang``."""
-    rows = [TABLE_HEADER[lang], "|---|---|---|"]
+    """The home page's chapter table in ``lang``: a part named on its first row
+    only, in a ``chapter-table`` block (site.css drops the part column on a phone)."""
+    rows = ['<div class="chapter-table" markdown>', "", TABLE_HEADER[lang], "|---|---|---|"]
+    part = None
     for chapter in chapters:
         notebook = json.loads(chapter.source.with_suffix(".ipynb").read_text(encoding="utf-8"))
         link = f"[{titles(chapter)[lang]}]({chapter.slug}.ipynb)"
         if chapter.path:
             link = f"{_CIRCLED[chapter.path - 1]} {link}"
         cells = (
-            chapter.part[lang],
+            chapter.part[lang] if chapter.part[lang] != part else "",
             f"{link}<br>{MINUTES[lang].format(reading_minutes(notebook))}",
             chapter.summary[lang],
         )
         rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    return "\n".join(rows)
+        part = chapter.part[lang]
+    return "\n".join([*rows, "", "</div>"])
 
 
 def _root(config) -> Path:

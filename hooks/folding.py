@@ -13,7 +13,7 @@ Each kind of run is one :class:`Fold` in :data:`FOLDS`: the worked
 solutions of the exercises (``**Solution 2.**``) and the deep dives a
 reader may skip (``**Going deeper: the float32 error.**``, titled).
 
-Two tags fold a single code cell, so that the teaching stays in front and
+Three tags fold a single code cell, so that the teaching stays in front and
 the proof stays one click away (CONTRIBUTING.md, "Reader first"):
 
 - ``check``: the whole cell (its asserts and what they print) becomes
@@ -22,6 +22,9 @@ the proof stays one click away (CONTRIBUTING.md, "Reader first"):
   language: "✓ 6 checks: the bound holds for every pair".
 - ``figure``: the figure stays on the page, right under the prose; its
   code folds beneath it under "Show the code".
+- ``setup``: a chapter's imports and settings fold whole under "Imports and
+  setup" (a reader running the notebook sees them; one reading the page
+  has nothing to learn from them).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ FOLDS = (SOLUTIONS, DEEPER)
 #: The summary of a folded check cell, and of a figure's folded code.
 CHECKS = {"en": ("check", "checks"), "ja": ("確認", "確認")}
 SHOW_CODE = {"en": "Show the code", "ja": "コードを表示"}
+SETUP = {"en": "Imports and setup", "ja": "インポートと準備"}
+CELL_TAGS = {"check", "figure", "setup"}  # the tags that fold one code cell
 
 log = logging.getLogger("mkdocs.hooks.folding")  # a warning fails a strict build
 
@@ -144,7 +149,7 @@ def check_summary(source: str, summary: str | None, lang: str) -> str:
 
 
 def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") -> str:
-    """Fold each code cell tagged ``check`` whole, and the code of each tagged ``figure``.
+    """Fold each code cell tagged ``check`` or ``setup`` whole, and the code of each ``figure``.
 
     ``cells`` are the page's notebook cells, in the order the page shows
     them (one HTML cell each).
@@ -156,7 +161,7 @@ def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") 
     pieces, pos = [], 0
     for (start, end), cell in zip(found, cells, strict=True):
         tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] != "code" or not {"check", "figure"} & set(tags):
+        if cell["cell_type"] != "code" or not CELL_TAGS & set(tags):
             continue
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
         html_cell = _TAG_CHIPS.sub("", content[start:end])
@@ -165,6 +170,8 @@ def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") 
             if not count_checks(source):
                 log.warning(f"{where}: a cell tagged 'check' makes no check (no assert)")
             html_cell = f'<details class="check"><summary>{summary}</summary>{html_cell}</details>'
+        elif "setup" in tags:
+            html_cell = f'<details class="setup"><summary>{SETUP[lang]}</summary>{html_cell}</details>'
         else:
             m = _INPUT.search(html_cell)
             if m is None:

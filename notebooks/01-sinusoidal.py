@@ -36,7 +36,7 @@
 # ここから、厳密に成り立つ性質が 2 つ出てきます。$k$ 位置進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
 # 2 つの符号の内積が距離だけで決まることです。この章ではどちらも導出し、数値で確かめます。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import matplotlib.pyplot as plt

@@ -43,7 +43,7 @@
 # 記号は[記法のページ](../docs/notation.ja.md)に従います。
 # ペアは $n = d/2$ 組で、その周波数を $\omega_i$、列の番号を $j$、位置を $p$ と書きます。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import matplotlib.pyplot as plt

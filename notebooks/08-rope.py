@@ -40,7 +40,7 @@
 # $m$ と $n$ はクエリとキーの位置なので、$m - n \ge 0$ が因果的な距離です。
 # $i$ は次元のペアの番号で、立体の $\mathrm{i}$ は虚数単位です。
 
-# %%
+# %% tags=["setup"]
 import math
 import warnings
 

@@ -33,7 +33,7 @@
 # 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線になります。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。なぜそうする必要があるかは、softmax のエントロピーを見るとわかります。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import matplotlib.pyplot as plt

@@ -35,7 +35,7 @@
 # どちらも因果マスクに頼り、届く範囲に限りがあります。
 # xPos では遠いトークンがぼやけ、NoPE が数えられるのはネットワークの規模と数値の形式が許す範囲までです。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import matplotlib.pyplot as plt

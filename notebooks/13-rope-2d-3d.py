@@ -45,7 +45,7 @@
 # $m$ と $n$ はクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
 # $i$ は次元のペアの番号で、$\theta_i = b^{-2i/d}$ です。行 $r$、列 $c$ にあるパッチの座標を $(r, c)$ と書きます。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import matplotlib.pyplot as plt

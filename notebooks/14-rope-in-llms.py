@@ -42,7 +42,7 @@
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置、$d$ はヘッドの次元数で、$\theta_i = b^{-2i/d}$ です。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import matplotlib.pyplot as plt

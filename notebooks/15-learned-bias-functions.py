@@ -41,7 +41,7 @@
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
 
-# %%
+# %% tags=["setup"]
 import math
 
 import torch

@@ -11,9 +11,6 @@ ranks' gradients computed in this process.
 
 from __future__ import annotations
 
-import os
-import socket
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -63,11 +60,11 @@ def _model() -> Tiny:
     return Tiny()
 
 
-def _worker(rank: int, world: int, port: int, out: str) -> None:
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
+def _worker(rank: int, world: int, store: str, out: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    # A file store, not a TCP one: no port to race for, and no rank hosts the
+    # store, so the ranks can exit in any order.
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world)
     try:
         model = _model()
         ddp = DistributedDataParallel(model)  # forward_sync_buffers: True by default
@@ -80,14 +77,13 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
             optimiser.step()
         if rank == 0:
             torch.save({"grads": grads, "cache_rows": model.rope.rot_cached.shape[0]}, out)
+        # Tear down together, with DDP's reducer (which holds the group) gone
+        # first: a rank that tore down while its peer still used the group
+        # aborted now and then ("terminate called without an active exception").
+        dist.barrier()
+        del ddp, optimiser
     finally:
         dist.destroy_process_group()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _reference() -> list[dict[str, torch.Tensor]]:
@@ -111,7 +107,8 @@ def _reference() -> list[dict[str, torch.Tensor]]:
 
 def test_ranks_with_different_lengths_train_together(tmp_path):
     out = str(tmp_path / "rank0.pt")
-    mp.spawn(_worker, args=(len(LENGTHS), _free_port(), out), nprocs=len(LENGTHS), join=True)
+    store = str(tmp_path / "store")
+    mp.spawn(_worker, args=(len(LENGTHS), store, out), nprocs=len(LENGTHS), join=True)
     result = torch.load(out)
     assert result["cache_rows"] == 512  # rank 0's cache grew for its 300 tokens; rank 1's to 1024
     expected = _reference()

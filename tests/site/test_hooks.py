@@ -1058,11 +1058,15 @@ def test_chapter_nav_and_home_table_follow_the_registry(tmp_path):
         {"Reference": ["api.md"]},
     ]
     assert chapters.table(found, "ja").splitlines() == [
+        '<div class="chapter-table" markdown>',
+        "",
         chapters.TABLE_HEADER["ja"],
         "|---|---|---|",
         "| 第一 | [alpha の章](alpha.ipynb)<br>5 分 | アルファの行です。 |",
         "| 第二 | ① [beta の章](beta.ipynb)<br>5 分 | ベータの行です。 |",
-        "| 第二 | [gamma の章](gamma.ipynb)<br>5 分 | ガンマの行です。 |",
+        "|  | [gamma の章](gamma.ipynb)<br>5 分 | ガンマの行です。 |",  # the part once
+        "",
+        "</div>",
     ]
     assert "| First | [The alpha chapter](alpha.ipynb)<br>5 min | Alpha's line. |" in (
         chapters.table(found, "en")
@@ -1188,6 +1192,20 @@ def test_a_figure_cell_folds_its_code_and_shows_its_figure(tmp_path):
     assert "<img" in out[: fold.start()]  # the figure in view, its code folded beneath it
     cell = out[out.index('class="jp-Cell ') :]
     assert cell.index("<img") < cell.index("figure-code") < cell.index("</details></div>")
+
+
+@pytest.mark.parametrize(("lang", "label"), [("en", "Imports and setup"), ("ja", "インポートと準備")])
+def test_a_setup_cell_folds_whole_under_its_label(tmp_path, lang, label):
+    cells = [
+        _cell("markdown", "Intro."),
+        _with_tags(_code("import math\nuse_site_style()"), "setup"),
+        _code("print('teaching')"),
+    ]
+    html = _rendered(cells, tmp_path)
+    out = folding.fold_cells(html, cells, lang, "demo.ipynb")
+    folds = re.findall(r'<details class="setup"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    assert [s for s, _ in folds] == [label]
+    assert "math" in folds[0][1] and "teaching" not in folds[0][1]
 
 
 def test_a_deep_dive_folds_under_its_title(tmp_path):

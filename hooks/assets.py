@@ -5,6 +5,10 @@ pinned by package-lock.json) into node_modules/; nothing of it is
 committed. After each build this hook copies what the Japanese pages load
 into site/assets/vendor/, so the site needs no network at view time. (The
 math needs nothing in the browser: hooks/math.py typesets it at build time.)
+
+English pages show one Japanese word, the language switcher's "日本語";
+they load a small stylesheet, noto-sans-jp-label.css, whose rules cover
+those three characters only, not the 200 kB of the whole font's.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 VENDOR = "assets/vendor"
 FONT_PACKAGE = "@fontsource/noto-sans-jp"
 FONT_WEIGHTS = (400, 700)
+LABEL = "日本語"  # the Japanese words on an English page
 
 
 def _node_modules(config) -> Path:
@@ -51,6 +56,32 @@ def font_css(package_dir: Path, weights=FONT_WEIGHTS) -> tuple[str, list[str]]:
     return "\n".join(rules), files
 
 
+def _covers(unicode_range: str, char: str) -> bool:
+    for part in unicode_range.split(","):
+        low, _, high = part.strip().removeprefix("U+").partition("-")
+        if int(low, 16) <= ord(char) <= int(high or low, 16):
+            return True
+    return False
+
+
+def label_css(css: str, text: str = LABEL, weight: int = 400) -> str:
+    """The @font-face rules of ``css`` (one weight) that draw ``text``, each
+    narrowed to the characters of ``text`` it covers."""
+    rules = []
+    for rule in re.findall(r"@font-face\s*\{[^}]*\}", css):
+        if f"font-weight: {weight};" not in rule:
+            continue
+        unicode_range = re.search(r"unicode-range:\s*([^;]+);", rule)[1]
+        chars = sorted({c for c in text if _covers(unicode_range, c)})
+        if chars:
+            narrowed = ",".join(f"U+{ord(c):x}" for c in chars)
+            rules.append(rule.replace(unicode_range, narrowed))
+    missing = set(text) - {c for r in rules for c in text if f"U+{ord(c):x}" in r}
+    if missing:
+        raise ValueError(f"the font has no rule for {''.join(sorted(missing))}")
+    return "\n".join(rules)
+
+
 def on_post_build(config, **kwargs):
     node_modules = _node_modules(config)
     vendor = Path(config.site_dir) / VENDOR
@@ -59,5 +90,6 @@ def on_post_build(config, **kwargs):
     package_dir = node_modules / FONT_PACKAGE
     css, files = font_css(package_dir)
     (vendor / "noto-sans-jp.css").write_text(css, encoding="utf-8")
+    (vendor / "noto-sans-jp-label.css").write_text(label_css(css), encoding="utf-8")
     for name in files:
         _copy(package_dir / "files" / name, vendor / "noto-sans-jp" / name)

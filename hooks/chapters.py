@@ -31,13 +31,15 @@ import yaml
 
 REGISTRY = "notebooks/chapters.yml"
 PLACEHOLDER = "<!-- generated: chapters -->"
+CORE_HOURS = "<!-- generated: core hours -->"  # the core path's study time, in hours
 LANGUAGES = ("en", "ja")
 TABLE_HEADER = {
     "en": "| Part | Chapter | What you will derive and check |",
     "ja": "| 部 | 章 | 導出して確かめること |",
 }
 MINUTES = {"en": "{} min", "ja": "{} 分"}
-WORDS_PER_MINUTE = 60  # study pace: derivations followed, figures and code read
+WORDS_PER_MINUTE = 40  # study pace: derivations followed, figures read (a reader review
+# found 60 optimistic: about five hours announced for a core path of eight to ten)
 FOLDED = {"check", "figure", "deeper", "solution"}  # cells the page folds
 _CIRCLED = "①②③④⑤⑥⑦⑧⑨⑩"
 _NOTEBOOK = re.compile(r"^\d+-(?P<slug>[a-z0-9][a-z0-9-]*)\.py$")
@@ -141,6 +143,16 @@ def reading_minutes(notebook: dict) -> int:
     return max(5, 5 * round(main_path_words(notebook) / WORDS_PER_MINUTE / 5))
 
 
+def core_hours(chapters: list[Chapter]) -> int:
+    """Hours to study the core path (the chapters with a ``path`` step), rounded."""
+    minutes = 0
+    for chapter in chapters:
+        if chapter.path:
+            notebook = json.loads(chapter.source.with_suffix(".ipynb").read_text(encoding="utf-8"))
+            minutes += reading_minutes(notebook)
+    return max(1, round(minutes / 60))
+
+
 def nav_sections(chapters: list[Chapter]) -> list[dict]:
     """``[{part: [slug.ipynb, ...]}, ...]`` in the order of the registry."""
     sections: dict[str, list[str]] = {}
@@ -209,4 +221,7 @@ def on_page_markdown(markdown, page, config, files):
         log.warning(f"{page.file.src_uri}: no {PLACEHOLDER} where the chapter table goes")
         return markdown
     chapters = read_registry(_root(config))
+    if CORE_HOURS not in markdown:
+        log.warning(f"{page.file.src_uri}: no {CORE_HOURS} where the core path's hours go")
+    markdown = markdown.replace(CORE_HOURS, str(core_hours(chapters)))
     return markdown.replace(PLACEHOLDER, table(chapters, config.theme["language"]))

@@ -171,7 +171,9 @@ def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") 
                 log.warning(f"{where}: a cell tagged 'check' makes no check (no assert)")
             html_cell = f'<details class="check"><summary>{summary}</summary>{html_cell}</details>'
         elif "setup" in tags:
-            html_cell = f'<details class="setup"><summary>{SETUP[lang]}</summary>{html_cell}</details>'
+            html_cell = (
+                f'<details class="setup"><summary>{SETUP[lang]}</summary>{html_cell}</details>'
+            )
         else:
             m = _INPUT.search(html_cell)
             if m is None:

@@ -118,6 +118,38 @@ def test_chapter_renders(page, served_site, lang, prefix):
     assert page.recorder.errors == [], page.recorder.errors
 
 
+#: a family that draws Japanese: the site's webfont or a system CJK font
+_CJK_FAMILY = re.compile(r"Noto Sans (CJK )?JP|Hiragino|Yu Gothic|Meiryo|CJK", re.IGNORECASE)
+
+
+@pytest.mark.parametrize(
+    "prefix, selectors",
+    [
+        ("ja/", [".md-header__topic .md-ellipsis", "article h1"]),
+        ("", ['article [lang="ja"]']),
+    ],
+)
+def test_japanese_words_are_drawn_in_a_japanese_font(page, served_site, prefix, selectors):
+    """Every glyph of a Japanese-only element comes from a font that has it.
+
+    On Linux, Chromium maps Helvetica and Arial to Liberation Sans and,
+    when they come first in the font list, draws boxes for the kanji that
+    font lacks instead of falling through to the webfont (site.css, Fonts).
+    """
+    page.goto(served_site.base_url + prefix, wait_until="networkidle")
+    page.evaluate("document.fonts.ready")
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    for selector in selectors:
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+        assert node, f"{prefix}: no {selector}"
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        wrong = [f for f in fonts if not (f["isCustomFont"] or _CJK_FAMILY.search(f["familyName"]))]
+        assert fonts and not wrong, f"{prefix} {selector}: glyphs drawn in {wrong} (boxes)"
+
+
 @pytest.mark.parametrize("prefix", ["", "ja/"])
 def test_plain_pages_typeset_math(page, served_site, prefix):
     page.goto(served_site.base_url + f"{prefix}glossary/", wait_until="networkidle")

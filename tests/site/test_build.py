@@ -293,6 +293,10 @@ def test_japanese_webfont_only_on_japanese_pages(built_site):
             continue  # a redirect stub
         links_font = "noto-sans-jp.css" in html
         assert links_font == (lang[1] == "ja"), f"{page}: lang {lang[1]}, font linked {links_font}"
+        assert ("noto-sans-jp-label.css" in html) == (lang[1] != "ja"), page
+    label = (built_site.path / "assets/vendor/noto-sans-jp-label.css").read_text(encoding="utf-8")
+    ranges = re.findall(r"unicode-range:\s*([^;]+);", label)
+    assert sorted(",".join(ranges).split(",")) == ["U+65e5", "U+672c", "U+8a9e"]  # 日, 本, 語
 
 
 def test_one_search_index_per_language(built_site):

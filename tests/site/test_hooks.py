@@ -1068,12 +1068,13 @@ def test_chapter_nav_and_home_table_follow_the_registry(tmp_path):
         "",
         "</div>",
     ]
+    assert chapters.core_hours(found) == 1  # one 5-minute chapter on the path, at least an hour
     assert "| First | [The alpha chapter](alpha.ipynb)<br>5 min | Alpha's line. |" in (
         chapters.table(found, "en")
     )
 
 
-def test_reading_time_counts_the_main_path_at_60_words_a_minute():
+def test_reading_time_counts_the_main_path_at_40_words_a_minute():
     def prose(words: int, tags=()):
         cell = _cell("markdown", " ".join(["word"] * words))
         cell["metadata"] = {"lang": "en", "tags": list(tags)}
@@ -1087,8 +1088,8 @@ def test_reading_time_counts_the_main_path_at_60_words_a_minute():
     folded = [prose(999, [tag]) for tag in chapters.FOLDED]
     notebook = {"cells": [prose(2_200), japanese, *folded, _code("x = 1")]}
     assert chapters.main_path_words(notebook) == 2_200
-    assert chapters.reading_minutes(notebook) == 35  # 36.7 minutes, to the nearest 5
-    assert chapters.reading_minutes({"cells": [prose(2_700)]}) == 45
+    assert chapters.reading_minutes(notebook) == 55  # 2,200 words at 40 a minute
+    assert chapters.reading_minutes({"cells": [prose(2_500)]}) == 60  # 62.5, to the nearest 5
     assert chapters.reading_minutes({"cells": [prose(10)]}) == 5  # never 0
 
 

@@ -19,8 +19,8 @@
 # Nothing in self-attention's formula says where a token sits: shuffle the tokens
 # and the outputs are only shuffled, so "dog bites man" and "man bites dog" look
 # alike to the model.
-# A causal mask breaks this symmetry only partly; an added positional code breaks
-# it if no two positions share a code, and a handful more properties make it useful.
+# A causal mask breaks this symmetry only partly; an added positional code can
+# break it if no two positions share a code, and a handful more properties make it useful.
 # A map then shows where each encoding of this site lets positions in.
 
 # %% [markdown] lang="ja"
@@ -28,8 +28,8 @@
 #
 # セルフアテンションの式のどこにも、トークンがどこにあるかは書かれていません。
 # トークンを並べ替えても出力が並べ替わるだけなので、モデルには「dog bites man」と「man bites dog」が同じに見えます。
-# 因果マスクはこの対称性を一部しか壊しません。位置ごとに異なる符号を足せば壊れ、さらにいくつかの性質があれば符号は役に立ちます。
-# 最後に、このサイトの位置エンコーディングが位置をどこから入れるのかを、地図にまとめます。
+# 因果マスクはこの対称性を一部しか壊しません。位置ごとに異なる符号を足せば対称性は壊せます。その符号が実際に役立つには、さらにいくつかの性質が必要です。
+# 最後に、このサイトで扱う位置エンコーディングが位置の情報をモデルのどこに入れるのかを、1 枚の地図にまとめます。
 
 # %% tags=["setup"]
 import itertools
@@ -182,7 +182,8 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # **Going deeper: what a Transformer without positions can compute.** Yun et al.
 # (2020) make this section's point exact in the language of approximation: without
 # positions, Transformers can approximate every continuous permutation-equivariant
-# function of compact support, and only such functions; with trainable positional
+# function of compact support, and every function they compute is
+# permutation-equivariant; with trainable positional
 # encodings, every continuous sequence-to-sequence function on a compact domain.
 # Both approximate in an $\ell^p$ norm, $1 \le p < \infty$, not uniformly.
 
@@ -190,7 +191,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # **さらに詳しく：位置のない Transformer が計算できるもの**
 #
 # Yun ら（2020）は、この節の主張を近似理論の言葉で厳密に述べています。
-# 位置のない Transformer は、コンパクトな台を持つ連続な置換同変関数ならどれでも近似でき、近似できるのはそうした関数に限られます。
+# 位置のない Transformer は、コンパクトな台を持つ連続な置換同変関数ならどれでも近似でき、計算する関数はどれも置換同変です。
 # 学習可能な位置エンコーディングがあれば、コンパクトな定義域上の連続な系列から系列への関数を、どれでも近似できます。
 # どちらも一様な近似ではなく、$1 \le p < \infty$ の $\ell^p$ ノルムでの近似です。
 
@@ -294,7 +295,7 @@ assert_close(cls_mbd, cls_dbm)
 # マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
 # $M = P(P^\top M P)P^\top$ と書けるので、最初の節の 1〜4 の手順を $S$ の代わりに $S + P^\top M P$ でたどると、次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
-# 並べ替えた文は、並べ替えたマスクのもとでの元の文と同じふるまいをします。
+# つまり、文を並べ替えることは、文はそのままにしてマスクのほうを並べ替えることと同じです。
 # 下三角のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
 # そのため出力が並べ替えになる保証はなくなります。実際、このランダムなトークンでは残り 719 通りの順のどれでも、出力は単なる並べ替えにはなりません。
@@ -612,7 +613,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # 系列ごとに引き直すランダムな符号は、一意でも意味を持ちません。正弦波は固定の関数で、学習型の表も学習を終えれば固定されます。
 #
 # **学習時の長さを超えたときのふるまい。** one-hot ベクトルには、$L$ 行の学習型の表と同じく、位置 $L$ の符号がそもそもありません。
-# CPU では `posenc` の表は `IndexError` を送出します（GPU では、コードの説明どおり、表の引き当てがデバイス側のアサーションで失敗します。ここでは実行していません）。
+# CPU では `posenc` の表は `IndexError` を送出します（GPU では、コードのコメントにあるとおり、表の参照がデバイス側のアサーションで失敗します。ここでは実行していません）。
 # 正弦波はどの位置でも定義されていて、有界です。学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
 #
 # | 条件 | 位置の番号 $p$ | $p/L$ | one-hot ベクトル | 正弦波 |
@@ -620,7 +621,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # | 有界 | いいえ | はい | はい | はい |
 # | どの長さでも同じ意味 | はい | いいえ | はい | はい |
 # | 一意 | はい | はい | はい | はい |
-# | 類似度が相対位置 $p-q$ で決まる | いいえ | いいえ | 同じ位置（$1$）か否（$0$）かだけ | はい |
+# | 類似度が相対位置 $p-q$ で決まる | いいえ | いいえ | 同じ位置なら $1$、違えば $0$（それ以外の区別なし） | はい |
 # | 毎回同じ符号 | はい | はい | はい | はい |
 # | 学習時の長さを超えたとき | 定義されるが非有界 | 意味がずれる | 符号がない | 定義され、有界 |
 
@@ -760,9 +761,10 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 # 左右対称の ALiBi 風のバイアス $S+B$（傾き $1/2$、マスクなし）、RoPE の回転 $R$ を比べます。
 # ずれがゼロなのは素のアテンションだけです。
 
-# %% tags=["figure"] alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens: plain attention S is 0, the causal mask S+M 1.02, sinusoidal input X+E 0.63, symmetric ALiBi-style bias S+B 0.72, RoPE rotation R 0.44."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.02、正弦波の入力 X+E は 0.63、左右対称の ALiBi 風バイアス S+B は 0.72、RoPE の回転 R は 0.44 です。"]}
+# %% tags=["figure"] alt={"en": ["Bar chart of the distance from permutation equivariance for five variants on eight tokens, for one seeded random draw: plain attention S is 0, the causal mask S+M 1.35, sinusoidal input X+E 0.57, symmetric ALiBi-style bias S+B 0.73, RoPE rotation R 0.69."], "ja": ["8 個のトークンで、5 つの方法が置換同変からどれだけ離れるかを、シードを固定した 1 回のランダムな抽出で示す棒グラフ。素のアテンション S は 0、因果マスク S+M は 1.35、正弦波の入力 X+E は 0.57、左右対称の ALiBi 風バイアス S+B は 0.73、RoPE の回転 R は 0.69 です。"]}
 T8 = 8
-x8 = torch.randn(T8, d, dtype=f64)
+gen8 = torch.Generator().manual_seed(8)  # its own draw, whatever ran before
+x8 = torch.randn(T8, d, dtype=f64, generator=gen8)
 pos8 = torch.arange(T8)
 slope = float(alibi_slopes(8)[0])  # the steepest of ALiBi's 8 heads, 1/2
 
@@ -782,7 +784,7 @@ def variants(x, positions):
 
 # distance from equivariance, ||f(PX) - P f(X)|| / ||f(X)||, mean over perms
 n_perms = 200
-p8 = torch.stack([torch.randperm(T8) for _ in range(n_perms)])  # [200, T8]
+p8 = torch.stack([torch.randperm(T8, generator=gen8) for _ in range(n_perms)])
 here = variants(x8, pos8)
 moved_out = variants(x8[p8], pos8)  # every permutation in one batch
 distance = {
@@ -828,10 +830,10 @@ assert min(value for name, value in distance.items() if name != "$S$") > 0.05
 # the values quoted in the figure's alt text, to 2 decimals
 alt_values = {
     "$S$": 0.0,
-    "$S+M$": 1.02,
-    "$X+E$": 0.63,
-    "$S+B$": 0.72,
-    "$R$": 0.44,
+    "$S+M$": 1.35,
+    "$X+E$": 0.57,
+    "$S+B$": 0.73,
+    "$R$": 0.69,
 }
 assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 
@@ -845,7 +847,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | absolute | [sinusoidal](01-sinusoidal.ipynb) | added to the input | the Transformer |
 # | absolute | [learned](03-learned-embeddings.ipynb) | added to the input | BERT, GPT-2 |
 # | absolute | [scaled sinusoidal](03-learned-embeddings.ipynb) | added, times a learned scalar | FLASH |
-# | relative | [Shaw et al.](04-shaw-relative.ipynb) | learned vectors per offset, on keys and values | Music Transformer |
+# | relative | [Shaw et al.](04-shaw-relative.ipynb) | learned vectors per offset, on keys and values | Music Transformer (keys only) |
 # | relative | [Transformer-XL](05-transformer-xl.ipynb) | terms from a sinusoidal offset code | Transformer-XL, XLNet |
 # | relative | [T5 buckets](06-t5-buckets.ipynb) | a learned bias per offset bucket | T5 |
 # | relative | [ALiBi](07-alibi.ipynb) | a fixed bias, linear in distance | BLOOM, MPT |
@@ -867,7 +869,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
 # | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習可能なスカラーを掛けて足す | FLASH |
-# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとに学習したベクトルをキーとバリューに足す | Music Transformer |
+# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとに学習したベクトルをキーとバリューに足す | Music Transformer（キー側のみ） |
 # | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号による項 | Transformer-XL、XLNet |
 # | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとの学習可能なバイアス | T5 |
 # | 相対位置 | [ALiBi](07-alibi.ipynb) | 距離に比例する固定のバイアス | BLOOM、MPT |
@@ -886,7 +888,8 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # encoding; the caller must add one. A full encoder layer (attention, residual
 # connections, layer norms, feed-forward layer) is therefore
 # permutation-equivariant, and so is a stack of them, in evaluation mode (dropout
-# draws a different mask for every row) and without a padding mask. Where a
+# draws a different mask for every row) and with any padding mask permuted along
+# with the tokens. Where a
 # causal mask puts fewer queries than keys (a KV cache) is a question for
 # [*Use posenc in your model*](16-use-posenc.ipynb).
 
@@ -896,7 +899,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # PyTorch の `nn.MultiheadAttention` と `nn.TransformerEncoderLayer` は位置エンコーディングを足しません。
 # 位置エンコーディングは呼び出す側で足す必要があります。
 # そのため、エンコーダ層全体（アテンション、残差接続、層正規化、フィードフォワード層）は置換同変で、
-# それを積み重ねたものも置換同変です。ただしこれは、パディングマスクを使わず、ドロップアウトを切った評価モードで動かす場合の話です
+# それを積み重ねたものも置換同変です。ただしこれは、ドロップアウトを切った評価モードで動かし、パディングマスクを使うならトークンと一緒に並べ替える場合の話です
 # （学習モードでは、ドロップアウトが行ごとに別のマスクを引きます）。
 # クエリがキーより少ないとき（KV キャッシュ）に因果マスクをどうそろえるかは、[「posenc をモデルで使う」](16-use-posenc.ipynb)の章で扱います。
 
@@ -1178,7 +1181,7 @@ def binary(p):
 codes = torch.stack([binary(p) for p in range(2**B)])
 assert codes.abs().max() <= 1 and codes.norm(dim=-1).max() <= math.sqrt(B)
 assert len(torch.unique(codes, dim=0)) == 2**B  # unique below 2^B
-assert torch.equal(binary(2**B), binary(0))  # 2^B wraps onto position 0
+assert torch.equal(binary(2**B), binary(0))  # illustration: 2^B wraps to 0
 # digits that change from p to p + 1, for p = 0 .. 2^B - 2 (inside the range):
 # all B of them only once, at p = 2^(B-1) - 1
 steps = (codes[1:] - codes[:-1]).abs().sum(-1)

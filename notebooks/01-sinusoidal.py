@@ -76,7 +76,7 @@ F64 = torch.float64
 #
 # セルフアテンションは順序を見ていません（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
 # そこで Vaswani ら（2017、§3.5）は、最初の層の前に、位置 $p$ のトークンへベクトル $PE(p)$ を足します。
-# 次元数はモデルの次元数 $d$（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）です。成分は $n = d/2$ 個のペアになっていて、
+# このベクトルの次元数はモデルと同じ $d$ です（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）。成分は $n = d/2$ 個のペアになっていて、
 # 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 つです。
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
 # 周波数を
@@ -227,7 +227,7 @@ d, n = 512, 256
 lam = 2 * math.pi * 10000 ** (torch.arange(n, dtype=F64) / n)  # lambda_i
 print(f"ratio {lam[1] / lam[0]:.4f}, last {lam[-1]:.0f}", end="")
 
-# %% tags=["check"] summary={"en": "the wavelengths read back from posenc are 2π·10000^(2i/d), stop one ratio short of 10000·2π, and reach it with endpoint=True", "ja": "posenc から読み戻した波長は 2π·10000^(2i/d) で、10000·2π の 1 項手前で止まります。endpoint=True ではちょうど 10000·2π に届きます"}
+# %% tags=["check"] summary={"en": "the wavelengths read back from posenc are 2π·10000^(2i/d), stop one ratio short of 10000·2π, and reach it with endpoint=True", "ja": "posenc から読み戻した波長は 2π·10000^(2i/d) で、10000·2π より公比 1 つ分だけ手前で止まります。endpoint=True ではちょうど 10000·2π に届きます"}
 two_pi = 2 * math.pi
 
 
@@ -269,7 +269,7 @@ assert round(10000 * two_pi) == 62832
 # **さらに詳しく：等比数列はどこで終わるか**
 #
 # 論文は波長が「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
-# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は等比数列で $10000 \cdot 2\pi$ の 1 項手前にあたり、$d = 512$ では 62832 ではなく約 60611 位置です。
+# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ より公比 1 つ分だけ手前にあたり、$d = 512$ では 62832 ではなく約 60611 位置です。
 # tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
 # これは丸め誤差ではなく、別のエンコーディングです。
 # どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)の章で測ります。
@@ -465,34 +465,6 @@ for k in (-7, 1, 3, 50, 1000):
 # 足りないものは上の導出から分かります。$\sin(\theta+\phi)$ には $\cos\theta$ が必要で、
 # それを持っているのは各ペアの 2 列目だけです。時計の針には、2 つの座標の両方が必要なのです。
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: leaving position 0 out does not rescue the sines.** For $k = 3$
-# and $d = 16$, the best matrix in the [least-squares](../docs/glossary.md#least-squares)
-# sense over $p = 1, \dots, 999$ leaves a relative error near 0.34 with the sines
-# alone; with both columns it recovers $M_3$ to rounding error.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：位置 0 を除いても正弦だけでは足りない**
-#
-# $k = 3$、$d = 16$ で、$p = 1, \dots, 999$ にわたる[最小二乗](../docs/glossary.ja.md#least-squares)の意味で最良の行列を求めると、
-# 正弦だけでは相対誤差が 0.34 前後に残ります。両方の列を使えば、丸め誤差の範囲で $M_3$ が復元されます。
-
-# %% tags=["deeper"]
-p = torch.arange(1, 1000)
-full, full_k = pe(p, 16), pe(p + 3, 16)
-sines, sines_k = full[:, 0::2], full_k[:, 0::2]
-fit = torch.linalg.lstsq(full, full_k, driver="gelsd").solution
-fit_sin = torch.linalg.lstsq(sines, sines_k, driver="gelsd").solution
-rel_full = (full @ fit - full_k).norm() / full_k.norm()
-rel_sin = (sines @ fit_sin - sines_k).norm() / sines_k.norm()
-print(
-    f"relative error: sine and cosine {rel_full:.1e}, sine only {rel_sin:.2f}"
-)
-
-# %% tags=["deeper", "check"] summary={"en": "the fit with both columns is M_3 (transposed, positions being rows); the sines alone stay far off", "ja": "両方の列を使った最小二乗のあてはめは M_3 の転置（位置を行に並べているため）に一致し、正弦だけでは大きくずれたままです"}
-assert_close(fit, shift_matrix(3, 16).T, rtol=0, atol=1e-8)
-assert rel_full < 1e-9 and 0.3 < rel_sin < 0.4
-
 # %% tags=["check"] summary={"en": "s(0) = 0 while sin k ≠ 0", "ja": "s(0) = 0 ですが sin k ≠ 0 です"}
 assert not sinusoidal(torch.tensor([0]), 16)[0, 0::2].any()  # s(0) = 0
 ks = torch.arange(-50, 51)
@@ -578,9 +550,7 @@ plt.show()
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # again a function of $p-q$ alone, but one whose peak sits at $q = p-k$: the query
 # at $p$ prefers the key $k$ positions before it, and the keys $k$ before and $k$
-# after get different scores. (In the row form, with the encodings in the rows of
-# $E$, keys $K = E M_k$ have the rows $PE(q-k)^\top$ and the peak moves to
-# $q = p + k$: the convention sets the direction.) Yan et al. (2019) made both observations: the dot product of two
+# after get different scores. Yan et al. (2019) made both observations: the dot product of two
 # codes cannot tell before from after, and the projections blur its dependence on
 # the distance. This is the paper's motivation at work: a fixed
 # linear map lets a head attend by relative position, in a chosen direction.
@@ -592,11 +562,11 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### アテンションの中では
 #
-# このきれいな性質が成り立つのは、エンコーディングそのものの内積です。
+# このきれいな性質は、エンコーディングどうしの内積についての話です。
 # 層の中では、ここだけベクトルを列ベクトルとして書きます（行の形 $Q = XW_Q$ では、下の行列は転置になります）。
 # 位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
 # そのためアテンションスコアには、内容どうしの項と、内容と位置を混ぜる 2 つの交差項のほかに、
-# $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除きます）。
+# $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除いています）。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
 # $d = 64$ でランダムな重みを 1 組引いてみると、1 本の対角線に沿った値が大きくばらつきます（下の出力）。
 #
@@ -604,9 +574,8 @@ plt.show()
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
 # 位置 $p$ のクエリのスコアは $k$ 個前のキーで最大になり、$k$ 個前と $k$ 個後ろのキーには異なるスコアが付きます。
-# 行の形で、エンコーディングを行に並べた行列 $E$ を使ってキーを $K = E M_k$ とすると、その行は $PE(q-k)^\top$ で、ピークは $q = p + k$ に移ります。向きは書き方の約束で決まるのです。
 # Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
-# 論文が正弦波を選んだ理由は、まさにここにあります。固定の線形写像を 1 つ挟むだけで、ヘッドは相対位置に応じて、しかも選んだ向きにアテンションを向けられます。
+# ここで、論文の挙げた動機が実際に効いてきます。固定の線形写像を 1 つ挟むだけで、ヘッドは相対位置に応じて、しかも選んだ向きにアテンションを向けられます。
 # [「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
 # そうすると、重みがどうであっても、位置は $p-q$ を通してだけスコアに入ります。
 
@@ -687,7 +656,7 @@ assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
 #   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
 #   154 位置離れた位置どうし（−26.7）のほうが、1000 位置離れた位置どうし（7.4）より似ていないことになります。
 #   離れた 2 つの位置については、内積からその距離を読み取れなくなります（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
-# - **$b = 10^6$ では、この長さのコンテキストでは、距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
+# - **$b = 10^6$ では、この程度の長さのコンテキストだと距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
 #   次元の半分近くは位置によってほとんど変わらず、類似度は 91 を下回りません。
 #   こうした遅い次元が無駄になるわけではありません。Barbero ら（2024）は、回転位置埋め込みを使う学習済みのモデル（Gemma 7B）が、
 #   最も遅いペアを位置ではなく内容を運ぶのに使っていることを示しています。
@@ -756,7 +725,7 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 
 # %% [markdown] lang="ja"
 # <!-- explorable: 01-sinusoidal -->
-# サイトでは、この注記の場所に対話的な図があります。底と次元数のスライダーで、ヒートマップと内積を描き直せます。
+# サイトでは、この注記の場所に対話的な図があります。底と次元数のスライダで、ヒートマップと内積を描き直せます。
 
 # %% [markdown] lang="en"
 # ## In practice
@@ -786,8 +755,11 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 # %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence", "ja": "オフセット t で 1 トークンずつ処理した結果は、系列全体を一度に処理した結果と一致します"}
 module = SinusoidalPositionalEncoding(32)
 x = torch.randn(2, 7, 32)
+table = sinusoidal(torch.arange(7), 32)  # rows PE(0) ... PE(6), built once
 for t in range(7):  # one token at a time at offset t, as with a KV cache
-    assert_close(module(x[:, t : t + 1], offset=t), module(x)[:, t : t + 1])
+    step = module(x[:, t : t + 1], offset=t)
+    assert_close(step, x[:, t : t + 1] + table[t])  # x_t + PE(t), not PE(0)
+    assert_close(step, module(x)[:, t : t + 1])  # same as the whole sequence
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -814,7 +786,7 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 #
 # - $PE(p)$ は、$n = d/2$ 個の周波数 $\omega_i = 10000^{-i/n}$ について $\sin(\omega_i p)$ と $\cos(\omega_i p)$ を並べたものです。
 #   各ペアは 1 位置あたり $\omega_i$ ラジアン回る時計の針です。速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。
-# - 波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ の 1 項手前で止まります。
+# - 波長は $2\pi$ から等比数列で伸び、$10000 \cdot 2\pi$ より公比 1 つ分だけ手前で止まります。
 #   ビットの周期が $2, 4, 8, \dots$ である 2 進カウンタを、滑らかにしたものです。
 # - 底は最も遅い針を決めます。$100$ ではすべての針が数百位置以内に 1 周し、$10^6$ では 2048 位置でも針の半分近くがほとんど動きません。
 #   $10000$ はその間です。
@@ -901,8 +873,7 @@ for k in (-7, 1, 3, 50, 1000):
 # hands have moved only 0.63 and 0.063 radian. The sum is 3.79 of a possible 4. From
 # $r = 100$ on, the best is $r = 628$, just under $200\pi \approx 628.32$: the three
 # fast hands are just short of 100, 10 and 1 turns, within 0.32 radian of twelve, and
-# only the slowest, at 0.63 radian, tells the two codes apart (3.76). The speeds are
-# powers of ten, so $2\pi \cdot 10^m$ brings several hands back together at once.
+# only the slowest, at 0.63 radian, tells the two codes apart (3.76).
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 内積は $\sum_i \cos(\omega_i r)$ で、$p$ によりません。4 本の針が回った角度の余弦の和です。
@@ -913,7 +884,6 @@ for k in (-7, 1, 3, 50, 1000):
 # $r = 100$ 以上では $r = 628$ が最良で、$200\pi \approx 628.32$ の少し手前です。
 # 速い 3 本の針はそれぞれ 100 周、10 周、1 周に少し足りず、12 時から 0.32 ラジアン以内にあります。
 # 2 つの符号を見分けるのは、0.63 ラジアンの位置にある最も遅い針だけです（3.76）。
-# 速さが 10 のべき乗なので、$2\pi \cdot 10^m$ で複数の針が同時に戻ってきます。
 
 # %% tags=["solution"]
 r = torch.arange(1, 1000)

@@ -33,9 +33,9 @@
 # # 実装ごとに違う正弦波位置エンコーディング
 #
 # 実際に使われている実装は、6 つの点で論文の式と食い違うか、論文が定めていない点で互いに食い違います。
-# 1 つ（列の並び順）はラベルの付け替えにすぎませんが、それでもチェックポイントは、学習に使ったコードの流儀と切り離せません。
+# 1 つ（列の並び順）は名前の付け替えにすぎませんが、それでもチェックポイントは学習に使った実装の並び順に縛られます。
 # 3 つはモデルが見る入力を変えます（位置の数え始め、$n-1$ で割ること、論文が精度を定めていない float32 の角度）。
-# 残る 2 つは回転の性質を壊します。奇数の幅での孤立した正弦（対になる余弦のない正弦）と、指数に入った列の番号です。
+# 残る 2 つは回転の性質を壊します。奇数の次元数での孤立した正弦（対になる余弦のない正弦）と、指数に入った列の番号です。
 # この章では、labml と AllenNLP のモジュールから始めて、変種を 1 つずつ `posenc` で再現し、測ります。
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた回転の性質
@@ -134,7 +134,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の幅でも posenc の連結配置・n − 1 版と一致します"}
+# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc の版と一致します"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
@@ -342,8 +342,9 @@ assert not torch.allclose(
 # [residual stream](../docs/glossary.md#residual-stream), and every per-feature
 # parameter on it such as the gains and biases of the layer norms, is permuted
 # alike. The usual initialisations draw the entries independently and optimisers
-# such as Adam act coordinate by coordinate, so training either layout from scratch
-# even gives the same distribution of models, in permuted coordinates.
+# such as Adam act coordinate by coordinate, so with such i.i.d. initialisers and
+# coordinate-wise optimisers, training either layout from scratch should give the
+# same distribution of models, in permuted coordinates (an argument, not measured here).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：モデル全体の変換と、一からの学習**
@@ -351,19 +352,19 @@ assert not torch.allclose(
 # チェックポイントを変換するには、埋め込みの列と、それを読む重みの行を並べ替えます。
 # Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
 # また、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
-# そのため、どちらの配置で一から学習しても、座標が並べ替わっているだけで同じ分布のモデルが得られます。
+# こうした独立な初期化と座標ごとのオプティマイザを使うなら、どちらの配置で一から学習しても、同じ分布のモデルが得られるはずです。
+# 違いは座標の並び順だけです（これは議論で、ここでは測っていません）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the authors said, and which version trained their models.**
 # tensor2tensor, the code that the paper's Conclusion names for training and
 # evaluating its models, has used the concatenated layout since its first public
 # version (`add_timing_signal_1d`, June 2017), and that first commit with code
-# already divided by $n-1$ (section 2); `get_timing_signal_1d` was split out of it
-# in September 2017. fairseq's docstring says that its table matches
+# already divided by $n-1$ (section 2). fairseq's docstring says that its table matches
 # tensor2tensor's but "differs slightly" from §3.5. The paper's models were
 # therefore presumably trained with the $n-1$ version, in the concatenated layout,
 # rather than the one §3.5 writes down. A pull request that reordered its columns to match the paper
-# (tensor2tensor #177) was merged on 24 July 2017 (US Pacific time) and undone the next day "to make
+# (tensor2tensor #177) was merged on 24 July 2017 and undone the next day "to make
 # trained models work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
 # paper's authors, gave the reason: the change "breaks all trained models". Trained
 # checkpoints are tied to their layout unless their weights are permuted (section 1). Since 2019 a
@@ -379,10 +380,9 @@ assert not torch.allclose(
 # 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
 # tensor2tensor は、最初の公開版（2017 年 6 月の `add_timing_signal_1d`）から連結配置を使っています。
 # コードが入ったこの最初のコミットで、すでに $n-1$ で割っていました（この章の 2 節）。
-# `get_timing_signal_1d` は、2017 年 9 月にこの関数から切り出されたものです。
 # fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
 # そのため論文のモデルは、§3.5 に書かれた版ではなく、連結配置の $n-1$ 版で学習されたと考えられます。
-# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日（米国の太平洋時間）にマージされました。
+# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日にマージされました。
 # しかし翌日には、「学習済みのモデルが動くように」（コミットのタイトル）元に戻されています。
 # 論文の著者の 1 人である Łukasz Kaiser は、このプルリクエストのスレッドで、変更が「学習済みのモデルをすべて壊す」ことを理由に挙げています。
 # 1 節で見たとおり、重みを並べ替えない限り、学習済みのチェックポイントは別の配置では使えません。
@@ -510,7 +510,7 @@ plt.show()
 # [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)).
 
 # %% [markdown] lang="ja"
-# ## 3. 奇数の幅
+# ## 3. 奇数の次元数
 #
 # $d$ が奇数だと、完全なペアが $n = \lfloor d/2 \rfloor$ 組でき、列が 1 本余ります。
 # この列の扱いはライブラリによって違います。
@@ -678,29 +678,15 @@ padding = mask == 0
 assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 
 # %% [markdown] lang="en" tags=["deeper"]
-# Compared with numbering the real tokens $t = 0, 1, 2, \dots$, every real token is
-# shifted by $\mathrm{padding\_idx} + 1 = 2$: it receives $PE(t+2)$ instead of $PE(t)$.
-# By the rotation property of
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb#why-a-sine-and-a-cosine-a-shift-is-a-rotation)
-# this is one fixed rotation for all positions, $PE(t+2) = M_2\, PE(t)$. A rotation
-# preserves norms and dot products, so every $PE(t)\cdot PE(u)$ is that of positions
-# $0, 1, 2, \dots$; what changes is the vector added to each token. For $d = 512$ it
-# moves by 6.95 at every $t$ (printed below; the formula is in the note below), not
-# negligible against the norm $\sqrt{n} = 16$ of every encoding. A model trained with fairseq's numbering and fed positions from $0$ (or
-# the reverse) gets a clearly different input. Row $1$, never used by a real token,
-# is the zero vector, not an encoding. RoBERTa keeps this offset for its learned
+# Row $1$, never used by a real token, is the zero vector, not an encoding. The
+# shift's 6.95 (printed below) is not negligible against the norm $\sqrt{n} = 16$ of
+# every encoding. RoBERTa keeps this offset for its learned
 # positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row) in
 # the chapter *Learned absolute embeddings and scaled sinusoids*).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# 実トークンを $t = 0, 1, 2, \dots$ と数える場合に比べて、すべての実トークンが
-# $\mathrm{padding\_idx} + 1 = 2$ だけずれています。各実トークンには、$PE(t)$ の代わりに $PE(t+2)$ が足されます。
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb#なぜ正弦と余弦の両方かずらすことは回転すること)の章の回転の性質から、
-# これはすべての位置に共通の 1 つの回転 $PE(t+2) = M_2\, PE(t)$ です。
-# 回転はノルムと内積を保つので、$PE(t)\cdot PE(u)$ はどれも位置 $0, 1, 2, \dots$ の場合と同じで、変わるのは各トークンに足されるベクトルそのものです。
-# $d = 512$ では、足されるベクトルはどの $t$ でも 6.95 だけ動きます（下の出力。式は「さらに詳しく」にあります）。どのエンコーディングもノルムは $\sqrt{n} = 16$ なので、無視できる大きさではありません。
-# fairseq の数え方で学習したモデルに $0$ から数えた位置を与えると（逆も同じ）、入力ははっきり変わります。
 # 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
+# どのエンコーディングもノルムは $\sqrt{n} = 16$ なので、ずれによる 6.95 の移動（下の出力）は無視できる大きさではありません。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb#パディング用の行)の章の「パディング用の行」の節）。
 
 # %% tags=["deeper"]
@@ -843,7 +829,7 @@ print(
 )
 
 
-# %% tags=["deeper", "check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "幅 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
+# %% tags=["deeper", "check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "次元数 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
 def bug_columns(d):
     j = torch.arange(d)
     return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
@@ -981,7 +967,7 @@ assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：posenc でのバグの再現と、バグのある表の内積**
 #
-# `posenc` で幅を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
+# `posenc` で次元数を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
 # 偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出せば、このバグを厳密に再現できます。
 # $a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、積和の公式から次のようになります。
 # $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
@@ -1001,12 +987,12 @@ assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 # **さらに詳しく：パディング用の行**
 #
 # 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にもしています。
-# そのデータローダー（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
+# そのデータローダ（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
 # これは `padding_idx = 0` とした fairseq の方式と同じで、
-# `posenc` では `SinusoidalEmbedding(rows, d, padding_idx=0)` です。これはバグのある指数を再現する幅の広い表にも使えます。
+# `posenc` では `SinusoidalEmbedding(rows, d, padding_idx=0)` です。これはバグのある指数を再現する、列の多い表にも使えます。
 # すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではありません。
 
-# %% tags=["deeper", "check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero", "ja": "幅の広い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します。PE(0) は 0 ではありません"}
+# %% tags=["deeper", "check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero", "ja": "列の多い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します。PE(0) は 0 ではありません"}
 d, rows = 16, 12
 padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # 0: padding
 reference = per_column_bug(torch.arange(rows), d)
@@ -1190,14 +1176,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # **Going deeper: the two roundings, term by term.** For an angle in
 # $[2^e, 2^{e+1})$ the two errors add up to at most
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# ($p$ itself is exact below $2^{24}$). For labml and $d = 512$ the largest error near
-# $2^{14}$, $2^{17}$ and $2^{20}$ is each time in pair 4, whose angle lies in the
-# range just below $p$'s (near $2^{20}$, in $[2^{19}, 2^{20})$, where the product's
-# rounding is at most $2^{-5}$). Near $2^{20}$ the product's rounding and the
-# frequency's, $p\,|\hat\omega_i - \omega_i|$, are 3.1e-02 each, together close to
-# $2^{-4}$: two half-size terms that both grow with $p$ make the staircase. With
-# float64 angles, $\mathrm{fl}_{64}(p\,\omega_i)$, $2^{-32}$ apart near $2^{20}$, only
-# the result's rounding is left. Computing $\omega_i$ in float32 through `exp`, as
+# ($p$ itself is exact below $2^{24}$). Computing $\omega_i$ in float32 through `exp`, as
 # these libraries do, puts it up to about $9.5u$ off ($u = 2^{-24}$) instead of $u$,
 # but mostly in slow pairs with small angles: near $2^{20}$ labml's largest error
 # moves only from 6.21e-02 ($\omega_i$ rounded once) to 6.22e-02 (printed below).
@@ -1207,23 +1186,8 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 #
 # 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です（$p$ そのものは $2^{24}$ 未満なら厳密です）。
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# labml、$d = 512$ で $2^{14}$、$2^{17}$、$2^{20}$ の付近の最大の誤差は、どれもペア 4 で生じ、その角度は $p$ のすぐ下の区間に入ります（$2^{20}$ 付近なら $[2^{19}, 2^{20})$ で、そこでの積の丸めは最大 $2^{-5}$ です）。
-# $2^{20}$ 付近では、積の丸めと周波数の丸め $p\,|\hat\omega_i - \omega_i|$ はどちらも 3.1e-02 で、合わせると $2^{-4}$ に近くなります。
-# どちらも $p$ とともに大きくなる半分ずつの 2 つの項が、階段状の線を作るわけです。
-# float64 の角度 $\mathrm{fl}_{64}(p\,\omega_i)$（$2^{20}$ 付近の間隔は $2^{-32}$）では、最後の結果の丸めだけが残ります。
 # これらのライブラリは $\omega_i$ を float32 の `exp` で計算するので、そのずれは $u$ ではなく最大で約 $9.5u$ になります（$u = 2^{-24}$）。
 # ただし大きくずれるのはおもに角度の小さい遅いペアなので、$2^{20}$ 付近の labml の最大の誤差は 6.21e-02（$\omega_i$ を 1 回だけ丸めた場合）から 6.22e-02 に変わるだけです（下の出力）。
-
-# %% tags=["deeper"]
-print("labml, d = 512: the largest angle error and its two parts")
-print("p near  pair     error   product frequency")
-for e in (14, 17, 20):
-    p = torch.arange(2**e - 64, 2**e + 64)
-    pair, _, err, from_product, from_omega = worst_angle(
-        p, labml_frequencies(d), omega
-    )
-    parts = (err, from_product, from_omega)
-    print(f"2^{e:<4d} {pair:5d} " + " ".join(f"{x:9.1e}" for x in parts))
 
 # %% tags=["deeper"]
 u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
@@ -1263,9 +1227,9 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
 # | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
 # | labml; the Annotated Transformer | interleaved | $-i/n$ | shape error | 0 |
-# | jadore801120; Hugging Face XLM, DistilBERT (opt-in) | interleaved | $-2i/d$ | a sine | 0 |
-# | its early version | interleaved | $-2j/d$, column $j$ | a sine | 1 |
-# | Hugging Face Marian | concatenated | $-2i/d$ | a sine, in column $n$ | 0 |
+# | jadore801120; Hugging Face XLM and DistilBERT (both opt-in) | interleaved | $-2i/d$ | a lone sine | 0 |
+# | jadore801120's early version | interleaved | $-2j/d$, column $j$ | a lone sine | 1 |
+# | Hugging Face Marian | concatenated | $-2i/d$ | a lone sine, in column $n$ | 0 |
 # | OpenAI Whisper, audio encoder (`sinusoids`) | concatenated | $-i/(n-1)$ | refused (`assert`) | 0 |
 # | diffusers `get_timestep_embedding` | concatenated, cosines first if `flip_sin_to_cos=True` | $-i/(n-s)$, `downscale_freq_shift` $s = 1$ by default; angles times `scale` | zero column | a timestep $t$, may be fractional |
 # | guided-diffusion, GLIDE `timestep_embedding` | concatenated, cosines first | $-i/n$ | zero column | a timestep $t$, may be fractional |
@@ -1274,8 +1238,9 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # For even $d$, $-2i/d = -i/n$; for odd $d$ the per-column table is the first $d$
 # columns of `posenc`'s table of width $d+1$ and base $10000^{(d+1)/d}$, and Marian's
 # its concatenated version. fairseq and the early jadore801120 also keep a zero
-# padding row (`posenc`: `padding_idx=`). jadore801120, XLM and Marian form the
-# angles in NumPy's default float64, like `posenc`; the others in float32.
+# padding row (`posenc`: `padding_idx=`). jadore801120 (both versions), XLM,
+# DistilBERT and Marian form the angles in NumPy's default float64, like `posenc`;
+# the others in float32.
 
 # %% [markdown] lang="ja"
 # ## 変種の比較
@@ -1287,21 +1252,21 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
 # | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
 # | labml、The Annotated Transformer | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
-# | jadore801120、Hugging Face の XLM と DistilBERT（有効にしたとき） | インターリーブ配置 | $-2i/d$ | 正弦 | 0 |
-# | その初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 正弦 | 1 |
-# | Hugging Face の Marian | 連結配置 | $-2i/d$ | 正弦（列 $n$） | 0 |
+# | jadore801120、Hugging Face の XLM と DistilBERT（どちらも有効にしたとき） | インターリーブ配置 | $-2i/d$ | 孤立した正弦 | 0 |
+# | jadore801120 の初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 孤立した正弦 | 1 |
+# | Hugging Face の Marian | 連結配置 | $-2i/d$ | 孤立した正弦（列 $n$） | 0 |
 # | OpenAI の Whisper の音声エンコーダ（`sinusoids`） | 連結配置 | $-i/(n-1)$ | 受け付けない（`assert`） | 0 |
 # | diffusers の `get_timestep_embedding` | 連結配置（`flip_sin_to_cos=True` なら余弦が先） | $-i/(n-s)$（`downscale_freq_shift` の既定値は $s = 1$）、角度に `scale` を掛ける | 0 の列 | タイムステップ $t$（小数もある） |
 # | guided-diffusion、GLIDE の `timestep_embedding` | 連結配置（余弦が先） | $-i/n$ | 0 の列 | タイムステップ $t$（小数もある） |
 # | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す |
 #
 # $d$ が偶数なら $-2i/d = -i/n$ です。
-# $d$ が奇数なら、列ごとの式の表は、幅 $d+1$、底 $10000^{(d+1)/d}$ とした `posenc` の表の先頭 $d$ 列で、Marian の表はその連結配置版です。
+# $d$ が奇数なら、列ごとの式の表は、次元数 $d+1$、底 $10000^{(d+1)/d}$ とした `posenc` の表の先頭 $d$ 列で、Marian の表はその連結配置版です。
 # fairseq と jadore801120 の初期の版は、パディング用の 0 の行も持ちます（`posenc` では `padding_idx=`）。
-# jadore801120、XLM、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
+# jadore801120（両方の版）、XLM、DistilBERT、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
 
 
-# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d では、列ごとの表と Marian の表は、幅 d + 1 の posenc の表の先頭 d 列です。どちらも transformers の出力と一致します"}
+# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d では、列ごとの表と Marian の表は、次元数 d + 1 の posenc の表の先頭 d 列です。どちらも transformers の出力と一致します"}
 def marian_like(p, d):
     """Hugging Face's Marian: the per-column angles, stored concatenated:
     sines of the even columns, then cosines of the odd ones."""
@@ -1433,7 +1398,7 @@ for d in (7, 8):
 #   （[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では位置 732 から差が 1 を超えます
 #   （[2 節](#2-n-で割るか-n--1-で割るか)）。
-# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦は回転の性質に加われません（[3 節](#3-奇数の幅)）。
+# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦は回転の性質に加われません（[3 節](#3-奇数の次元数)）。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を固定の回転で移したものです。
 #   幾何的な関係は同じで、入力は違います（[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
 # - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が距離だけで決まる性質も壊れます
@@ -1518,9 +1483,6 @@ for d in (7, 9, 16, 513):
 # the value $1/(e\,(n-1))$. The prediction is $p \approx 0.1\,e\,(n-1)$: 17.1, 69.3 and
 # 278.1 for $d = 128$, $512$ and $2048$, and the measured first positions are 18, 71
 # and 279. It grows in proportion to $d$: a wider model meets the difference later.
-# For these three widths it comes within 300 positions, but not for every width:
-# the prediction is 556.4 for $d = 4096$ and 1113.1 for $d = 8192$, and the measured
-# first positions are 557 and 1115.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 各成分の差は角度の差 $p\,(\omega_i - \omega'_i)$ 以下で、正弦や余弦の傾きが急なところではほぼその大きさになります。
@@ -1531,9 +1493,7 @@ for d in (7, 9, 16, 513):
 # これは $x = 1$、つまり $i \approx n/\ln 10000 \approx 0.11\,n$ で最大になり、その値は $1/(e\,(n-1))$ です。
 # 予想は $p \approx 0.1\,e\,(n-1)$ で、$d = 128$、$512$、$2048$ に対して 17.1、69.3、278.1 です。
 # 実際に測った最初の位置は 18、71、279 です。
-# この位置は $d$ に比例して伸びます。幅の広いモデルほど差が現れるのは遅くなります。
-# この 3 つの幅では 300 位置以内に差が現れますが、どの幅でもそうとは限りません。
-# $d = 4096$ と $d = 8192$ では予想が 556.4 と 1113.1 で、測った最初の位置は 557 と 1115 です。
+# この位置は $d$ に比例して伸びます。次元数の大きいモデルほど差が現れるのは遅くなります。
 
 # %% tags=["solution"]
 lines = []
@@ -1626,9 +1586,9 @@ plt.show()
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** bfloat16 の単位丸め誤差は $u = 2^{-8}$ で、$[2^e, 2^{e+1})$ の数は丸めで最大 $2^{e-8}$ だけ動きます。
 # 積の丸めだけで 0.5 ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
-# $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ で、この数は bfloat16 では表せもしません。
-# しかし $\omega_i$ も bfloat16 に丸められるので、6 節の 1 回の丸めを前提にした上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になり
-# （$p$ そのものが厳密な 256 まで）、0.5 ラジアン未満が保証されるのは $p < 64$ だけです。
+# $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ です。257 という数自体、bfloat16 では表せません。
+# しかし $\omega_i$ も bfloat16 に丸められるので、6 節の 1 回の丸めを前提にした上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になります（$p$ 自体を bfloat16 で厳密に表せる 256 までの話です）。
+# この上界で 0.5 ラジアン未満が保証されるのは $p < 64$ だけです。
 # その間で何が起きるかは各 $\omega_i$ の実際の丸め方によるので、測って確かめます。
 # 0.5 ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
 # どちらにしても、bfloat16 の角度は数百の位置ではもう使えません。

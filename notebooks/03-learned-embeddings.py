@@ -33,6 +33,7 @@
 
 # %% tags=["setup"]
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -77,7 +78,7 @@ torch.set_printoptions(precision=4, sci_mode=False)
 # Vaswani ら（2017、表 3 の行 (E)）も正弦波の代わりにこの方法を試し、ほぼ同じ結果になったと報告しています。
 #
 # [学習型位置埋め込み](../docs/glossary.ja.md#learned-positional-embedding)は、$N$ 行 $d$ 列の行列 $E$ です。
-# $N$ はモデルが扱える位置の数（コンテキスト長）、$d$ はモデルの幅です。
+# $N$ はモデルが扱える位置の数（コンテキスト長）、$d$ はモデルの次元数です。
 # 位置 $p$ には行 $p$ が割り当てられ、層への入力はトークンの埋め込み $e(t_p)$ とその行の和です。
 # $$x_p = e(t_p) + E_p$$
 # 行を取り出す操作は、one-hot ベクトルに表を掛けることと同じです（$E_p = \mathbf{1}_p^\top E$）。つまり表は普通の重み行列で、ほかの重みと同じように学習で調整されます。
@@ -123,7 +124,7 @@ assert abs(table.weight.std().item() - 0.02) < 0.0002
 # $a = 2$ ではこれが $0.8796\,\sigma$ なので、BERT の成分の実際の標準偏差はおよそ $0.0176$ です。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉じた式の値は a = 2 で 0.8796 σ となり、PyTorch の切断正規分布のサンプラーのばらつき（σ = 0.02 でおよそ 0.0176）と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉じた式の値は a = 2 で 0.8796 σ となり、PyTorch の切断正規分布のサンプラのばらつき（σ = 0.02 でおよそ 0.0176）と一致します"}
 def truncated_std(sigma, a):  # the closed form above
     density = math.exp(-(a**2) / 2) / math.sqrt(2 * math.pi)
     mass = math.erf(a / math.sqrt(2))  # 2 Phi(a) - 1
@@ -149,8 +150,8 @@ assert f"{bert_like.std():.4f}" == f"{truncated_std(0.02, 2):.4f}" == "0.0176"
 # %% [markdown] lang="ja"
 # ## 表のコスト
 #
-# 表のパラメータ数は $N d$ です。BERT-base は幅 $d = 768$ で $N = 512$ 個の位置を扱い、
-# GPT-2 small は同じ幅で $N = 1024$ 個です（この表は `wpe` という名前です）。
+# 表のパラメータ数は $N d$ です。BERT-base は次元数 $d = 768$ で $N = 512$ 個の位置を扱い、
+# GPT-2 small は同じ次元数で $N = 1024$ 個です（この表は `wpe` という名前です）。
 # 正弦波位置エンコーディングにはパラメータがなく、`posenc.SinusoidalEmbedding` は表を式から計算したバッファとして持ちます。
 # モデル全体と比べれば、表は小さなものです。torch のモジュールで同じ形状のモデルを（メモリを使わない `meta` デバイス上に）組み立てると、パラメータ数は次のとおりです。
 
@@ -304,7 +305,7 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # 入力は $V = 10$ 種類のトークンから選んだ $T = 16$ 個で、位置 $p$ の正解は入力の位置 $T - 1 - p$ のトークンです。
 # 正解はすべて入力の中にあるので、問題はどこを見るかだけで、それは $p$ だけで決まります。
 #
-# モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（幅 $d = 32$）を足し、1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
+# モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（次元数 $d = 32$）を足し、1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけなので、一度も使われない行がどうなるかも分かります。
 # モデル `Reverser`、課題の `batch`、以降のセルでも使う学習ループ `train` のコードは、それが出力する学習ログの下に折りたたんであります。
 
@@ -465,7 +466,8 @@ assert on_mirror.min() > 0.9
 # and training moved them only as the task required. In this run neighbours
 # ($|p - q| = 1$) are no more alike than distant pairs ($|p - q| \ge T/2$); they are
 # even pushed apart. Reversal never asks positions $p$ and $p+1$ to behave alike, so
-# nothing makes them alike.
+# nothing makes them alike; it asks the opposite, since query $p$ must pick key
+# $T-1-p$ over its neighbours, and that needs neighbouring rows that differ.
 
 # %% [markdown] lang="ja"
 # ## 学習後の表の姿
@@ -478,6 +480,7 @@ assert on_mirror.min() > 0.9
 # 学習型の表には、そのような構造は組み込まれていません。行はほぼ直交する独立な乱数ベクトルから始まり（コサイン類似度は $1/\sqrt{d} \approx 0.18$ 程度）、学習は課題が求める分だけそれを動かしました。
 # この実行では、隣どうし（$|p - q| = 1$）が遠く離れた組（$|p - q| \ge T/2$）より似ているということはなく、むしろ互いに離れています。
 # 反転の課題では位置 $p$ と $p+1$ が似たふるまいをする必要がないので、両者を似せる力も働きません。
+# むしろ逆で、クエリ $p$ は隣のキーではなくキー $T-1-p$ を選ぶ必要があり、そのためには隣どうしの行が違っていなければなりません。
 
 
 # %% tags=["figure"] alt={"en": ["Cosine similarity between positions p and q, 16 × 16 heatmaps. Learned table after the reversal task (left): 1 on the diagonal, a patchwork elsewhere, neighbours not alike. Sinusoid (right): highest on the diagonal and falling away from it with ripples, for example 0.729 at distance 4 and 0.743 at distance 6."], "ja": ["位置 p と q のコサイン類似度を示す 16 × 16 のヒートマップ。左は反転の課題で学習した位置埋め込みで、対角線上は 1、それ以外はばらばらのモザイク状で、隣どうしも似ていません。右は正弦波で、対角線上で最大となり、離れるにつれて波打ちながら下がります（たとえば距離 4 で 0.729、距離 6 で 0.743）。"]}
@@ -535,7 +538,7 @@ assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 # a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# シード 1〜4 の 4 回でも隣どうしは押し離されます（コサイン類似度の平均が負で、1 回だけ遠い組を 0.01 以内で上回ります。下の「さらに詳しく」）。
+# シード 1〜4 の 4 回でも、隣どうしのコサイン類似度の平均は負になり、隣どうしは押し離されます。遠い組の値をわずかに（0.01 未満）上回ったのは 1 回だけです（下の「さらに詳しく」）。
 # 言語で学習した表は違います。Wang と Chen（2020）は学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描いており、そこでは隣り合う位置が実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
@@ -636,7 +639,7 @@ assert torch.equal(after[T:], before[T:])  # never-used rows: bit for bit
 # 各ステップで重みがすべて $1 - \gamma\lambda$ 倍されます。
 # したがって $s$ ステップの後、使われない行は次のようになります。
 # $$E_r^{(s)} = (1 - \gamma\lambda)^s\, E_r^{(0)}$$
-# ノイズを縮めた写しになるわけです。
+# 初期値のノイズをそのまま縮小したものです。
 # AdamW を提案した論文（Loshchilov と Hutter 2019、Algorithm 2）は、1 ステップを次のように書きます。
 # $$\theta_t = \theta_{t-1} - \eta_t \big(\alpha\, \hat m_t / (\sqrt{\hat v_t} + \epsilon) + \lambda\, \theta_{t-1}\big)$$
 # ここで $\alpha$ は学習率、$\eta_t$ はスケジュールの倍率です。
@@ -699,7 +702,7 @@ assert not torch.allclose(unused, paper * start[T:])
 # $d$ が大きければ、ノルムは $\sigma\sqrt{d}$ の近くに集中します（相対的なばらつきはおよそ $1/\sqrt{2d}$）。
 # BERT の $\sigma = 0.02$ なら $0.02\sqrt{768} \approx 0.5543$ です。
 #
-# このトークンに生の正弦波を足すと、正弦波のノルムはトークンの $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、およそ 35 倍です（仮の組み合わせで、BERT は学習型の表を使います）。
+# このトークンに生の正弦波を足すと、正弦波のノルムはトークンの $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、およそ 35 倍です（これは説明のための仮の組み合わせで、BERT 自体は学習型の表を使います）。
 # 正弦波を実際に使うモデルは、それぞれ自分の初期化のもとでこの釣り合いを直しています。
 #
 # - **Vaswani ら**（2017、§3.4）は、トークンの埋め込みに $\sqrt{d}$ を掛けます。
@@ -709,7 +712,23 @@ assert not torch.allclose(unused, paper * start[T:])
 #   `posenc` や x-transformers のように $d^{-1/2}$ から始めると、正弦波のノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$ です。
 #   x-transformers のトークンは $\sigma = \sqrt{2/d}$ で引かれ、ノルムはおよそ $\sqrt{2}$ なので、比は $1/2$ です。
 #
-# どちらも自分のトークンに対して比を 1 に近づけます（0.71 と 0.50）。35 という比は、どちらも使わない $\sigma = 0.02$ のトークンに対するものです。
+# どちらの方式も、それぞれのトークンと組み合わせれば比は 1 に近くなります（0.71 と 0.50）。35 という比は、どちらも使わない $\sigma = 0.02$ のトークンに対するものです。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: why the paper multiplies by $\sqrt{d}$.** Vaswani et al. (§3.4)
+# share one weight matrix between the two embedding layers and the pre-softmax
+# projection, following Press & Wolf (2017). As an output projection the matrix
+# stays small ($\sigma = d^{-1/2}$ in the authors' code); the factor $\sqrt{d}$ on the
+# input side brings each token back to a norm near $\sqrt{d}$, the scale of the
+# sinusoids. The paper states the factor, not this reason; it is the usual reading.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：論文が $\sqrt{d}$ を掛ける理由**
+#
+# Vaswani ら（§3.4）は、Press と Wolf（2017）にならい、2 つの埋め込み層と softmax の前の射影で 1 つの重み行列を共有しています。
+# 出力の射影として使う行列は小さく保たれます（著者らのコードでは $\sigma = d^{-1/2}$）。
+# 入力側で $\sqrt{d}$ を掛けると、トークンのノルムは $\sqrt{d}$ 程度に戻り、正弦波と同じくらいの大きさになります。
+# 論文が述べているのは倍率だけで、この理由は一般的な解釈です。
 
 # %% tags=["figure"]
 d = 768
@@ -963,18 +982,29 @@ assert roberta_pos.n_positions - k - 1 == 512  # rows for real positions
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号をずらす必要があります。
 # OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
 
-# %% tags=["deeper", "check"] summary={"en": "RoBERTa's count holds under a cache; OPT's count gives RoBERTa's positions, BART's numbers the padding too", "ja": "RoBERTa の番号はキャッシュを使っても同じです。OPT の数え方は RoBERTa と同じ位置を与え、BART はパディングにも番号を付けます"}
+# %% tags=["deeper", "check"] summary={"en": "RoBERTa's count holds under a cache; OPT's count, transcribed, gives RoBERTa's positions; Hugging Face's BART module numbers the padding too", "ja": "RoBERTa の番号はキャッシュを使っても同じです。書き写した OPT の数え方は RoBERTa と同じ位置を与え、Hugging Face の BART のモジュールはパディングにも番号を付けます"}
 prefill = roberta_positions(token_ids[:1, :3])  # three tokens, then
 step = roberta_positions(token_ids[:1, 3:], past=3)  # one with 3 cached
 assert torch.cat([prefill, step], 1).equal(position_ids[:1])
 assert roberta_positions(token_ids[:1, 3:]).item() == 2  # no offset: wrong
-# Hugging Face's OPT: (cumsum(mask) * mask - 1) + 2; BART: arange + 2
+# Hugging Face's OPT, transcribed from its code: (cumsum(mask) * mask - 1) + 2
 mask = (token_ids != k).long()
 assert torch.equal(torch.cumsum(mask, 1) * mask - 1 + 2, position_ids)
-bart = torch.arange(4).expand(2, 4) + 2  # every token, padding included
-assert (
-    torch.equal(bart[0], position_ids[0]) and bart[1, 3] != position_ids[1, 3]
-)
+try:  # Hugging Face's own BART module, where transformers is installed
+    with warnings.catch_warnings():  # its import warns about tqdm
+        warnings.simplefilter("ignore")
+        from transformers.models.bart.modeling_bart import (
+            BartLearnedPositionalEmbedding,
+        )
+except ImportError:  # the downloaded notebook needs only posenc
+    BartLearnedPositionalEmbedding = None
+if BartLearnedPositionalEmbedding is not None:
+    hf_bart = BartLearnedPositionalEmbedding(4, 1)  # 4 positions, 2 extra rows
+    with torch.no_grad():
+        hf_bart.weight.copy_(torch.arange(6.0)[:, None])  # row r holds r
+    bart = hf_bart(token_ids)[..., 0].long()  # the rows BART reads
+    assert torch.equal(bart[0], position_ids[0])  # no padding: RoBERTa's rows
+    assert bart[1].tolist() == [2, 3, 4, 5]  # the padding too, not row 1
 
 # %% [markdown] lang="en" tags=["deeper"]
 # Each fact in this table comes from the code named in it.
@@ -1284,8 +1314,8 @@ print(
 # $\alpha = 1$ (accuracy 1.000), step 241 at $d^{-1/2}$ (accuracy 0.978), and at
 # $d^{-1}$ not within the 301 updates (accuracy 0.243). The learnable $\alpha$ of
 # the previous sections, started at $d^{-1/2}$, did better than the frozen one: it
-# grew to 1.0290 and reached accuracy 1.000. These are single runs of one seed;
-# what they show is that in this model louder positions made learning faster.
+# grew to 1.0290 and reached accuracy 1.000. These are single runs of one seed:
+# in these runs louder positions made learning faster, which is not yet a trend.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** $d = 32$ では正弦波のノルムは $\sqrt{16} = 4$、トークンの初期のノルムはおよそ $0.02\sqrt{32} \approx 0.11$ です。
@@ -1297,7 +1327,7 @@ print(
 # $d^{-1}$ では 301 回の更新のうちに下回りません（正解率 0.243）。
 # 前の節の学習可能な $\alpha$ は、同じ $d^{-1/2}$ から始まりますが、固定した場合より良い結果になりました。
 # 1.0290 まで大きくなり、正解率 1.000 に達しています。
-# どれも 1 つのシードで 1 回ずつ実行した結果です。ここから言えるのは、このモデルでは位置の信号が大きいほど学習が速かった、ということです。
+# どれも 1 つのシードで 1 回ずつ実行した結果です。これらの実行では位置の信号が大きいほど学習が速かったものの、傾向と言えるほどの根拠ではありません。
 
 # %% tags=["solution"]
 d = 32
@@ -1338,6 +1368,8 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 #   ICML 2017. <https://arxiv.org/abs/1705.03122>
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
 #   §3.5, Table 3 row (E). <https://arxiv.org/abs/1706.03762>
+# - Press, O., Wolf, L. (2017). *Using the Output Embedding to Improve Language
+#   Models*. EACL 2017. <https://arxiv.org/abs/1608.05859>
 # - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional
 #   Transformers for Language Understanding*. NAACL 2019, appendix A.2.
 #   <https://arxiv.org/abs/1810.04805>
@@ -1380,6 +1412,8 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 #   ICML 2017. <https://arxiv.org/abs/1705.03122>
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.4,
 #   §3.5, Table 3 row (E). <https://arxiv.org/abs/1706.03762>
+# - Press, O., Wolf, L. (2017). *Using the Output Embedding to Improve Language
+#   Models*. EACL 2017. <https://arxiv.org/abs/1608.05859>
 # - Devlin, J. et al. (2019). *BERT: Pre-training of Deep Bidirectional
 #   Transformers for Language Understanding*. NAACL 2019, appendix A.2.
 #   <https://arxiv.org/abs/1810.04805>
@@ -1417,7 +1451,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # `LearnedPositionalEmbedding` and `PositionalEmbedding`, RoBERTa's redraw
 # `init_bert_params`. tensor2tensor was read at commit bafdc1b: `get_weights` in
 # `tensor2tensor/layers/modalities.py` (the $\sigma$ at line 478, the $\sqrt{d}$
-# factor at line 502) and `basic_params1` in `common_hparams.py` (line 111).
+# factor at lines 502–503) and `basic_params1` in `common_hparams.py` (line 111).
 # x-transformers' classes are `AbsolutePositionalEmbedding`,
 # `ScaledSinusoidalEmbedding` and `TokenEmbedding`; FLASH-pytorch's is
 # `ScaledSinuEmbedding`. Hugging Face's RoBERTa counts positions in
@@ -1435,7 +1469,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # Google の BERT は `modeling.py` の `create_initializer` で初期化します。
 # fairseq の表は `LearnedPositionalEmbedding` と `PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
 # tensor2tensor はコミット bafdc1b を読みました。
-# `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502 行目）と、
+# `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502〜503 行目）と、
 # `common_hparams.py` の `basic_params1`（111 行目）です。
 # x-transformers のクラスは `AbsolutePositionalEmbedding`、`ScaledSinusoidalEmbedding`、`TokenEmbedding` で、
 # FLASH-pytorch のものは `ScaledSinuEmbedding` です。

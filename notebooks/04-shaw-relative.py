@@ -242,7 +242,7 @@ assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 #
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
 # Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
-# Music Transformer を提案した Huang ら（2018）は、1 層あたりのこの量を、距離ごとにベクトルを 1 つ持つ場合と比べました。
+# Music Transformer を提案した Huang ら（2018）は、このメモリ量を 1 層分について見積もり、距離ごとにベクトルを 1 つ持つ場合と比べました。
 # 条件は、系列の長さが $n = 2048$、次元数 $d_z = 64$ のヘッドが $h = 8$ 個で、ヘッドごとに表を持つ場合です。Huang らの 8.5 GB は 8.59 GB の端数を切り捨てた値です。
 # バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは形状と dtype だけを持ち、データ用のメモリは確保しません。
 
@@ -275,9 +275,8 @@ assert pair // per_distance == n
 # paper's own remedy splits the score into its content term and its position term,
 # $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$, and computes the second with
 # one batched product per query position, so that no product of size
-# $b\,h\,n^2 d_z$ forms for $b$ sequences of $h$ heads; it still holds $a^K$. With
-# batch size $b$ and $h$ heads, a careless broadcast of the second term would
-# multiply $b\,h$ queries by $n^2$ edge vectors. The paper (§3.3) reshapes instead.
+# $b\,h\,n^2 d_z$ forms for $b$ sequences of $h$ heads, as a careless broadcast of
+# the second term would make; it still holds $a^K$. The paper (§3.3) reshapes.
 # For a fixed query position $i$, the queries of all $b\,h$ sequences and heads form
 # a $b h \times d_z$ matrix, and the edge vectors $a^K_{i1}, \dots, a^K_{in}$ a
 # $d_z \times n$ one shared by all of them: the second term is $n$ independent
@@ -293,10 +292,9 @@ assert pair // per_distance == n
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文の 2 項の形と tensor2tensor の計算**
 #
-# 論文自身の対策では、スコアを内容の項と位置の項の和 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、位置の項をクエリの位置ごとのバッチ行列積で計算します。
-# こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても $b\,h\,n^2 d_z$ の大きさの積は作られませんが、$a^K$ は保持したままです。
-# バッチサイズ $b$、ヘッド数 $h$ のとき、2 つ目の項を不用意にブロードキャストすると、$b\,h$ 個のクエリに $n^2$ 個の辺のベクトルを掛けることになります。
-# 論文（§3.3）は代わりに形状変換を使います。
+# 論文が示す対策は、スコアを内容の項と位置の項の和 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、位置の項をクエリの位置ごとのバッチ行列積で計算することです。
+# こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても、2 つ目の項を不用意にブロードキャストしたときのような $b\,h\,n^2 d_z$ の大きさの積は作られません。ただし $a^K$ は保持したままです。
+# 論文（§3.3）は形状変換を使います。
 # クエリの位置 $i$ を固定すると、$b\,h$ 個の系列とヘッドのクエリは $b h \times d_z$ 行列をなし、
 # 辺のベクトル $a^K_{i1}, \dots, a^K_{in}$ はそれらすべてに共通の $d_z \times n$ 行列をなします。
 # したがって 2 つ目の項は、$b h \times d_z$ 行列と $d_z \times n$ 行列の独立な積 $n$ 個で、クエリの位置の軸を先頭に移せば 1 回のバッチ行列積になります。
@@ -360,7 +358,7 @@ assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
 #
 # $n^2$ 個のベクトル $a^K_{ij}$ のうち、異なるものは多くても $2k+1$ 個です（$n > k$ ならちょうど $2k+1$ 個）。
 # クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
-# すると $a^K_{ij} = w^K_{c_{ij}-k}$ なので、キーの項は、クエリとクリップした相対位置の組ごとに一度だけ計算しておける数を引いてくるだけになります。
+# すると $a^K_{ij} = w^K_{c_{ij}-k}$ です。キーの項に要る数は、クエリとクリップした相対位置の組ごとに 1 回計算しておけば、あとは引くだけで済みます。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積です。組ごとに、最後の軸に沿った gather で列 $c_{ij}$ の成分を取り出します。
 # バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
@@ -406,28 +404,30 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # $a^K$ shared by the heads (Huang et al.'s 8.5 GB counts a table per head), the
 # pairs grow like $n^2 d_z$. The offset form grows linearly at first, then
 # quadratically through its int64 index alone: $8 n^2$ bytes against the pairs'
-# $4\, n^2 d_z$, so $4 d_z / 8 = d_z/2 = 32$ times lower; from $n = 128$ on it is smaller than the $h\,n^2$ scores that attention
+# $4\, n^2 d_z$, so $4 d_z / 8 = d_z/2 = 32$ times lower; from $n = 89$ on it is smaller than the $h\,n^2$ scores that attention
 # computed step by step holds. A
 # [fused attention kernel](../docs/glossary.md#fused-attention-kernel) such as
 # FlashAttention never holds
 # those scores. The key term still fits one: it is a lookup, $P_{i,\,c_{ij}}$, which
 # FlexAttention's `score_mod` can read pair by pair from the small $P$ (through
 # SDPA's `attn_mask` it would have to be a full $h\,n^2$ tensor). The value term
-# does not fit: it needs $\beta$, sums of the weights $\alpha$ that a fused kernel
-# never writes out.
+# does not fit a `score_mod` or SDPA: it needs $\beta$, sums of the weights $\alpha$
+# that these kernels never write out. A custom kernel could accumulate the $2k + 1$
+# entries of $\beta_i$ as it goes, rescaled like its output.
 
 # %% [markdown] lang="ja"
 # 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層で、$a^K$ はヘッド間で共有する 1 つだけを数えるとします（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
 # 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきます。
-# それでもインデックスは $8 n^2$ バイト、組ごとのベクトルは $4\, n^2 d_z$ バイトなので、$4 d_z / 8 = d_z/2 = 32$ 分の 1 にとどまります。
-# さらに $n = 128$ 以上では、スコア行列を実体化する通常のアテンションが保持する $h\,n^2$ 個のスコアよりも小さくなります。
+# それでもインデックスは $8 n^2$ バイト、組ごとのベクトルは $4\, n^2 d_z$ バイトなので、インデックスは組ごとのベクトルの $4 d_z / 8 = d_z/2 = 32$ 分の 1 で済みます。
+# さらに $n = 89$ 以上では、スコア行列を実体化する通常のアテンションが保持する $h\,n^2$ 個のスコアよりも小さくなります。
 # FlashAttention のような[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、このスコアを保持しません。
-# ただし、キーの項は融合カーネルに載せられます。$P_{i,\,c_{ij}}$ を引くだけなので、FlexAttention の `score_mod` で小さな $P$ から組ごとに読み出せます（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが要ります）。
-# 載らないのはバリューの項です。バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、融合カーネルはこの重みを書き出しません。
+# とはいえ、キーの項は融合カーネルに組み込めます。$P_{i,\,c_{ij}}$ を引くだけなので、FlexAttention の `score_mod` で小さな $P$ から組ごとに読み出せるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが必要です）。
+# `score_mod` や SDPA に組み込めないのはバリューの項です。バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、これらのカーネルはこの重みを書き出しません。
+# 独自のカーネルなら、$\beta_i$ の $2k + 1$ 個の成分を、出力と同じように補正しながら計算の途中で足し込めます。
 
 
-# %% tags=["check"] summary={"en": "for h = 8, d_z = 64, k = 16 the offset form's P, β and index fall below the h n² scores from n = 128 on, 32 times below the pairs at n = 32768; the key term read from P by a FlexAttention score_mod gives the output of attention with the full bias", "ja": "h = 8、d_z = 64、k = 16 では、相対位置ごとの形の P、β、インデックスは n = 128 以上でスコア h n² 個より小さく、最大の長さ n = 32768 では組ごとのベクトルの 32 分の 1 です。FlexAttention の score_mod で P から読んだキーの項は、バイアス全体を渡したアテンションと同じ出力を与えます"}
+# %% tags=["check"] summary={"en": "for h = 8, d_z = 64, k = 16 the offset form's P, β and index fall below the h n² scores from n = 89 on, 32 times below the pairs at n = 32768; the key term read from P by a FlexAttention score_mod gives the output of attention with the full bias", "ja": "h = 8、d_z = 64、k = 16 では、相対位置ごとの形の P、β、インデックスは n = 89 以上でスコア h n² 個より小さく、最大の長さ n = 32768 では組ごとのベクトルの 32 分の 1 です。FlexAttention の score_mod で P から読んだキーの項は、バイアス全体を渡したアテンションと同じ出力を与えます"}
 h, d_z, k_clip = 8, 64, 16
 lengths = [2**e for e in range(6, 16)]
 direct = [nbytes(n, n, d_z) for n in lengths]  # a^K
@@ -436,10 +436,13 @@ by_offset = [
     2 * nbytes(h, n, 2 * k_clip + 1) + c
     for n, c in zip(lengths, index, strict=True)
 ]
-scores = [nbytes(h, n, n) for n in lengths]  # e_ij of all heads
-pairs = zip(lengths, scores, by_offset, strict=True)
-below = [n for n, s, m in pairs if m < s]
-assert below == lengths[lengths.index(128) :]
+crossover = next(  # the first n at which P, beta and the index beat the scores
+    n
+    for n in range(1, 1024)
+    if 2 * nbytes(h, n, 2 * k_clip + 1) + nbytes(n, n, dtype=torch.int64)
+    < nbytes(h, n, n)
+)
+assert crossover == 89
 assert round(direct[-1] / by_offset[-1]) == d_z // 2
 
 # the key term as a score_mod: a lookup in P, no [h, n, n] bias
@@ -585,12 +588,9 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # (causal only) skews with `_relative_position_to_absolute_position_masked`. Its
 # table (`get_relative_embeddings_left`) has `max_relative_position` rows for the
 # distances looking back, and for a longer sequence it pads zero vectors in front
-# instead of clipping, so that keys farther back get no relative term at all. The
-# bidirectional `dot_product_unmasked_self_attention_relative_v2` skews with
-# `_relative_position_to_absolute_position_unmasked` (solution 3). tensor2tensor's tables
-# have no initializer of their own, so they take the model's default, uniform
-# unit scaling in its Transformer settings; `posenc` starts its tables from
-# $N(0, 0.02^2)$, as Hugging Face does (`initializer_range`).
+# instead of clipping, so that keys farther back get no relative term at all; the
+# bidirectional `..._unmasked_..._v2` skews too (solution 3). `posenc`'s tables
+# start from $N(0, 0.02^2)$, as Hugging Face's do.
 #
 # Hugging Face's `distance_embedding` has $2M - 1$ rows for `max_position_embeddings`
 # $M$, indexed by $i - j + M - 1$ (`position_ids_l - position_ids_r`). With a
@@ -613,9 +613,8 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # `dot_product_self_attention_relative_v2`（因果的な場合のみ）は `_relative_position_to_absolute_position_masked` でスキューイングします。
 # その表（`get_relative_embeddings_left`）は、クエリより前の距離について `max_relative_position` 行を持ちます。
 # 系列がそれより長いとクリップはせず、表の先頭に 0 のベクトルをパディングします。そのため、それより遠いキーには相対位置の項がまったく付きません。
-# 双方向の `dot_product_unmasked_self_attention_relative_v2` は `_relative_position_to_absolute_position_unmasked` でスキューイングします（解答 3）。
-# tensor2tensor は表に独自の初期化を指定しないので、モデルの既定の初期化（Transformer の設定では uniform unit scaling）が使われます。
-# `posenc` の表は $N(0, 0.02^2)$ から初期化します。Hugging Face と同じ選び方です（`initializer_range`）。
+# 双方向の `..._unmasked_..._v2` もスキューイングします（解答 3）。
+# `posenc` の表は、Hugging Face と同じく $N(0, 0.02^2)$ から初期化します。
 #
 # Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）で引きます。
 # キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。これが正しいのは、[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)だけです。
@@ -623,7 +622,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # DeBERTa（He ら 2021）では、相対位置のベクトルにも専用のクエリとキーの射影を持たせ、内容から位置への項と、位置から内容への項を加えます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are posenc's table with its rows reversed, and with a cache they are right only for the last query", "ja": "tensor2tensor のインデックスを移植すると、posenc と同じ行を引きます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は posenc の表の行を逆順にしたもので、キャッシュがあると正しいのは最後のクエリだけです"}
+# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are i − j + M − 1, posenc's table with its rows reversed", "ja": "tensor2tensor のインデックスを移植すると、posenc と同じ行を引きます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は i − j + M − 1 で、posenc の表の行を逆順にしたものです"}
 def t2t_index(length_q, length_k, max_relative_position):
     """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
@@ -639,7 +638,7 @@ rel = RelativePositionEmbedding(max_pos - 1, d_z)  # k = M - 1: 2M - 1 rows
 with torch.no_grad():
     ours = rel(n, n)  # [n, n, d_z]
 # the rows BertSelfAttention (relative_key, M = 6) looked up in
-# distance_embedding for 6 tokens, captured with a hook: i - j + M - 1
+# distance_embedding for 6 tokens, captured with a hook in transformers 4.57.6
 hf_rows = torch.tensor(
     [
         [5, 4, 3, 2, 1, 0],
@@ -650,21 +649,15 @@ hf_rows = torch.tensor(
         [10, 9, 8, 7, 6, 5],
     ]
 )
-# the same call on a decoder with use_cache=True (an empty cache is created):
-# one row of indices for all six queries, hook output shape [1, 6]
-hf_rows_cached = torch.tensor([[10, 9, 8, 7, 6, 5]])
 
 for q_len in (1, 3, n):  # tensor2tensor's index is posenc's
     rows = rel.embedding.weight[t2t_index(q_len, n, max_pos - 1)]
     assert torch.equal(rows, rel(q_len, n))
+i_pos, j_pos = torch.arange(n)[:, None], torch.arange(n)
+assert torch.equal(hf_rows, i_pos - j_pos + max_pos - 1)  # i - j + M - 1
 hf_table = rel.embedding.weight.detach().flip(0)  # rows reversed
 assert torch.equal(hf_table[hf_rows], ours)  # HF's lookup of the reversed table
 assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
-cached = hf_table[hf_rows_cached].expand(n, n, d_z)  # broadcast to 6 queries
-with torch.no_grad():
-    assert torch.equal(cached[-1:], rel(1, n))  # right for one decode query
-wrong = [i for i in range(n) if not torch.equal(cached[i], ours[i])]
-assert wrong == [0, 1, 2, 3, 4]  # the prompt's other queries
 
 # %% [markdown] lang="en"
 # ## What to remember

@@ -29,7 +29,7 @@
 # %% [markdown] lang="ja"
 # # Transformer-XL の相対アテンション
 #
-# Transformer-XL は長い文章をセグメントに分けて読み、各セグメントが、それ以前のセグメントをキャッシュしたもの（メモリ）にもアテンションできるようにします。
+# Transformer-XL は長い文章をセグメントに分けて読み、各セグメントが、それ以前のセグメントの隠れ状態をキャッシュしたもの（メモリ）にもアテンションできるようにします。
 # このとき絶対位置を使うと、メモリと現在のセグメントで位置の番号が重なってしまいます。
 # Dai ら（2019）は、アテンションスコアを 4 つの項から組み立て直し、位置が距離 $i - j$ としてだけ入るようにしました。
 # 位置を運ぶのは固定の正弦波 $R_{i-j}$ とその学習可能な射影 $W_{k,R}$ で、学習可能な 2 つのベクトル $u$、$v$ がクエリの位置の代わりになります。
@@ -336,8 +336,6 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # model, `pos_seq` runs from 703 down to 0 at evaluation, but under `--same_length`
 # each query sees only the distances 0 to 639 (the note in
 # [where the mask must start](#with-a-memory-where-the-mask-must-start)).
-# $R_{640}, \dots, R_{703}$ are computed and masked; the distances that share
-# $R_{400}$ and reach the softmax are 400 to 639.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：論文が測ったことと評価の設定**
@@ -352,8 +350,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 公式のスクリプトでは、base モデルは長さ 150 のメモリで学習して 640 で評価し、`clamp_len` は 400 です。
 # large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。評価時のメモリは学習時のおよそ 4 倍です。
 # base モデルの評価時の `pos_seq` は 703 から 0 までです。
-# ただし `--same_length` の下で各クエリが見るのは距離 0〜639 だけです（[「メモリがあるとき：マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
-# $R_{640}, \dots, R_{703}$ は計算されてもマスクで隠されます。`clamp_len` のために $R_{400}$ を共有する距離のうち、softmax まで届くのは 400〜639 です。
+# ただし評価では `--same_length` を指定するので、各クエリが見るのは距離 0〜639 だけです（[「メモリがあるとき：マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift
@@ -392,7 +389,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # ## 距離をそろえる：相対シフト
 #
 # 項 $(a)$ と $(c)$ は 1 回の行列積 $(Q + u) K^\top$ ですが、項 $(b)$ と $(d)$ はベクトル $r_{i-j}$ が組ごとに変わるので、そうはいきません。
-# それを $(L, m + L, d)$ のテンソルとして gather すると、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見たメモリのコストが戻ってきます。
+# 組ごとに変わるこれらのベクトルを $(L, m + L, d)$ のテンソルとして gather すると、[「相対位置表現（Shaw ら）」](04-shaw-relative.ipynb#直接計算のコスト)の章で見たメモリのコストがふたたびかかります。
 # Transformer-XL は代わりに、すべてのクエリとすべての**距離**の積を一度だけ計算します。
 # $$B = (Q + v)\, \tilde R^\top$$
 # ここで $\tilde R$ の行 $s$ は $r_{m + L - 1 - s}$ で、`pos_seq` の順に並びます。
@@ -576,7 +573,7 @@ assert unmasked_gap.abs().max() > 1e-2
 #
 # 導出では $m = 0$ を仮定していません。
 # $L$ 個のクエリと $m + L$ 個のキーでシフトが成り立つのは、クエリが**最後の** $L$ 個のトークンだからです。Transformer-XL もそのように切り出しています（`w_head_q = w_head_q[-qlen:]`）。
-# $m$ とともに変わるのは 2 つで、正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になり、マスクもそれに合わせる必要があります。
+# $m$ によって変わることが 2 つあります。正確な成分と無意味な値の境目が $j = i$ ではなく対角線 $j = i + m$ になること、そしてマスクもそれに合わせなければならないことです。
 # メモリのないモデルでおなじみの[因果マスク](../docs/glossary.ja.md#causal-mask) `triu(ones, diagonal=1)` はキー $j > i$ を隠すので、メモリがあると各クエリの直近の $m$ 個のキー $i + 1, \dots, i + m$ まで隠してしまいます。
 # これらはクエリ以前の位置にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
 # `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力になります。
@@ -843,8 +840,6 @@ for attn_type, end in (("bi", -q_len), ("uni", -1)):
 #   diagonals to the right.
 # - The distances must be in descending order; in ascending order nothing fails and
 #   all but at most $L$ of the visible pairs get a wrong distance.
-# - XLNet encodes one extra distance instead of padding; labml learns its vectors
-#   and pads on the right, with $m + 2L$ rows so that every entry is exact.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -856,8 +851,6 @@ for attn_type, end in (("bi", -q_len), ("uni", -1)):
 # - 相対シフト（パディング 1 回と形状変換 2 回）は、$B = (Q + v)\tilde R^\top$ を $j \le i + m$ の範囲で正確にキーにそろえます。
 # - 各クエリより後ろの成分には、パディングの 0 と次の行の値が入ります。マスク `triu(..., diagonal=1 + m)` でこれらを隠す必要があり、メモリがあるとマスクの境目は $m$ 本右の対角線になります。
 # - 距離は降順に並べなければなりません。昇順に並べてもエラーにはなりませんが、見える組のうち正しい距離を受け取るのは多くても $L$ 組で、残りはすべて誤ります。
-# - XLNet はパディングの代わりに距離を 1 つ余分にエンコードします。
-#   labml はベクトルを学習し、右にパディングして $m + 2L$ 行を使うので、すべての成分が正確です。
 
 # %% [markdown] lang="en"
 # ## Exercises

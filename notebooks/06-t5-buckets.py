@@ -23,7 +23,8 @@
 # widen geometrically, and from 91 positions on (113 in a decoder) every distance
 # shares the last bucket, well before the 128 the paper names.
 # Beyond it the bias says only on which side of the query a key lies; in exchange it
-# is defined at every length, at the price of a bias tensor as large as the scores.
+# is defined at every length. Hugging Face's implementation pays for that with a bias
+# tensor as large as the scores.
 
 # %% [markdown] lang="ja"
 # # T5 の相対位置バケット
@@ -31,7 +32,7 @@
 # T5 はトークンの埋め込みに何も足しません。その代わり、すべてのアテンションスコアに、相対位置 $j - i$ の[バケット](../docs/glossary.ja.md#bucket)で決まる学習可能な数を、ヘッドごとに 1 つ足します。
 # 小さな距離はそれぞれ専用のバケットを持ち、それより大きな距離は幅が等比的に広がるバケットを共有します。
 # 距離が 91 以上（デコーダでは 113 以上）になると、すべて最後のバケットを共有します。論文が挙げる 128 よりかなり手前です。
-# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。その代わり、バイアスはどの長さでも定義されます。ただし、スコアと同じ大きさのバイアスのテンソルが必要になります。
+# そこから先のバイアスが伝えるのは、キーがクエリのどちら側にあるかだけです。引き換えに、バイアスはどの長さでも定義されます。Hugging Face の実装では、その代償はスコアと同じ大きさのバイアスのテンソルです。
 
 # %% tags=["setup"]
 import math
@@ -82,7 +83,7 @@ torch.set_printoptions(precision=4, sci_mode=False, linewidth=76)
 # $$s_h(i, j) = \frac{q_{h,i} \cdot k_{h,j}}{\sqrt{d}} + \beta_{b(j-i),\,h}$$
 # 表 $\beta$ は、行がバケット、列がヘッドに対応します。
 # $b$ は、相対位置 $r = j - i$ をバケットに写す関数です。相対位置はキーの位置からクエリの位置を引いたもので、[記法のページ](../docs/notation.ja.md#positions)や T5 のコードと同じ向きです。
-# 1 つの表を、スタックのすべての層で使い回します。
+# 表は 1 つで、スタックのすべての層が共有します。
 # なお、T5 自体は $\sqrt{d}$ で割りません（[「ライブラリの中の T5」](#ライブラリの中の-t5)の節を参照）。
 #
 # バイアスは $i$ と $j$ の組ではなく $j - i$ だけで決まるので、各ヘッドのバイアス行列はどの対角線に沿っても一定です。
@@ -139,7 +140,8 @@ assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 #
 # In the bidirectional setting $r = 0$ belongs to the first half, so a key after the
 # query always has $n \ge 1$: bucket $S$ itself is never used, and one of the 32 is
-# wasted. The figure draws $b(r)$ in both settings. Near $r = 0$ every step is one
+# wasted. The figure draws $b(r)$ in both settings (left bidirectional, right
+# causal). Near $r = 0$ every step is one
 # position wide; further out the steps widen, and the last one begins well before the
 # dotted lines at $|r| = 128$.
 
@@ -161,13 +163,13 @@ assert torch.equal(bias[:, 1:, 1:], bias[:, :-1, :-1])
 #
 # 双方向の設定では $r = 0$ が前半に属するので、クエリより後ろのキーは必ず $n \ge 1$ です。
 # そのためバケット $S$ そのものは使われず、32 個のうち 1 個が無駄になります。
-# 図に、両方の設定での $b(r)$ を示します。
+# 図に、両方の設定での $b(r)$ を示します（左が双方向、右が因果的な設定）。
 # $r = 0$ の近くでは段の幅は 1 位置ですが、外側ほど段は広くなり、最後の段は $|r| = 128$ の点線よりかなり手前から始まります。
 
 # %% tags=["figure"] alt={"en": ["Step plots of the T5 bucket b(r) against the relative position r from −160 to 160. Bidirectional (left): buckets 0–15 for keys before the query, 16–31 after. Causal (right): 0 for r ≥ 0, all 32 buckets before. Steps widen away from 0."], "ja": ["相対位置 r（−160〜160）に対する T5 のバケット b(r) の階段グラフ。左の双方向ではクエリより前のキーがバケット 0〜15、後ろのキーがバケット 16〜31 です。右の因果的な設定では r ≥ 0 はすべて 0 で、32 個すべてが前のキーに使われます。段は 0 から離れるほど広がります。"]}
 r_plot = torch.arange(-160, 161)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 3.0), sharey=True)
-titles = ("bidirectional, $n = |r|$", r"causal, $n = \max(-r,\, 0)$")
+titles = ("$n = |r|$", r"$n = \max(-r,\, 0)$")
 for ax, bidirectional, title in zip(axes, (True, False), titles, strict=True):
     b = t5_relative_position_bucket(r_plot, bidirectional=bidirectional)
     ax.step(r_plot, b, where="mid", lw=1.2)
@@ -289,7 +291,9 @@ assert causal_edge.tolist() == [15, 16]  # causal: E = 16
 # but its last bit can vary from one CPU to another; Mesh TensorFlow multiplies by
 # float32 reciprocals instead of dividing, and T5 was trained on TPUs. So at these
 # three distances the bucket T5 itself used cannot be checked here, and another
-# library's may differ by one; at every other distance all of them agree.
+# library's may differ by one; at every other distance they are expected to agree.
+# Only `posenc` and Hugging Face's function are run here, where transformers is
+# installed; Mesh TensorFlow's and flaxformer's buckets are inferred from their code.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：float32 がバケットを決める場所**
@@ -305,10 +309,11 @@ assert causal_edge.tolist() == [15, 16]  # causal: E = 16
 # Hugging Face が呼ぶ PyTorch の float32 の `log` の誤差は 1 ulp 程度ですが、最後のビットは CPU によって変わることがあります。
 # Mesh TensorFlow は割り算の代わりに float32 の逆数を掛けます。しかも T5 の学習は TPU 上で行われました。
 # そのため、この 3 つの距離で T5 自身がどちらのバケットを使ったかはここでは確かめられず、ほかのライブラリのバケットは 1 つずれることがあります。
-# それ以外のすべての距離では、どれも同じバケットになります。
+# それ以外のすべての距離では、どれも同じバケットになるはずです。
+# ここで実行するのは `posenc` と、transformers がある環境での Hugging Face の関数だけです。Mesh TensorFlow と flaxformer のバケットは、コードを読んで推定したものです。
 
 
-# %% tags=["deeper", "check"] summary={"en": "at the defaults, for n ≤ 300, the quotient is a whole number only at n = 8, 16, 32, 64, 128, 256 (causal: 16, 128), every other one stays 10⁻⁴ away while float32 moves it less than 10⁻⁵; one ulp lower moves exactly n = 16, 32, 64, whose posenc buckets are 10, 12, 14; where transformers is installed, Hugging Face's own function agrees everywhere else and differs there by at most one", "ja": "既定値で n ≤ 300 の範囲で商が整数になるのは n = 8、16、32、64、128、256（因果的な設定では 16、128）だけで、ほかの商は整数から 10⁻⁴ より大きく離れ、float32 が動かす量は 10⁻⁵ 未満です。1 ulp 小さくすると変わるのはちょうど n = 16、32、64 で、posenc のバケットは 10、12、14 です。transformers がある環境では、Hugging Face の関数そのものがそれ以外のすべての距離で一致し、この 3 つでも差は 1 以内です"}
+# %% tags=["deeper", "check"] summary={"en": "for n ≤ 300 only n = 16, 32, 64 (posenc: buckets 10, 12, 14) move when the quotient is one ulp lower; Hugging Face's function, where installed, agrees at every other distance", "ja": "n ≤ 300 で商を 1 ulp 小さくすると動くのは n = 16、32、64（posenc ではバケット 10、12、14）だけです。Hugging Face の関数は、transformers がある環境では、それ以外のすべての距離で一致します"}
 def log32(x):  # float32 log, correctly rounded: Python's log, rounded once
     return torch.tensor([math.log(v) for v in x.tolist()]).float()
 
@@ -401,7 +406,7 @@ if T5Attention is not None:
 # 既定値では、この比は双方向の設定で $(128/8)^{1/8} = \sqrt{2}$、因果的な設定で $(128/16)^{1/16} = 8^{1/16} \approx 1.1388$ です。
 #
 # 最後の境目には注意が必要です。クリップしなければ、式は $e_{S-E} = D$ でバケット $S$ に達します。つまり、クリップが効くのはちょうど $n \ge D$ の距離です。
-# ところが最後のバケット $S - 1$ は、境目 1 つ分だけ手前から始まります。
+# ところが最後のバケット $S - 1$ は、境目の比 1 つ分だけ手前から始まります。
 # $$e_{S-E-1} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
 # これは双方向の設定で $128/\sqrt{2} \approx 90.51$、因果的な設定で約 $112.40$ です。
 # 下の表は、各対数バケットに入る距離の一覧です。
@@ -491,11 +496,13 @@ plt.show()
 # lie at or before it, so only the first half of the buckets is reached, and all but
 # the nearest 91 keys share one value.
 #
-# The price is paid in memory and time. The bias is gathered for every query-key
-# pair and [materialised](../docs/glossary.md#materialise) as a tensor of shape
-# $[h, q, k]$, which grows with the square of the length, and a
-# [fused attention kernel](../docs/glossary.md#fused-attention-kernel) has to read it
-# from memory or look it up per score (see
+# The price is paid in memory and time. Hugging Face's `compute_bias` gathers the bias
+# for every query-key pair and [materialises](../docs/glossary.md#materialise) it as a
+# tensor of shape $[h, q, k]$, which grows with the square of the length, and
+# SDPA needs it in that form as a mask. A
+# [fused attention kernel](../docs/glossary.md#fused-attention-kernel) such as
+# FlexAttention can instead look it up per score in the small table
+# (`T5RelativeBias.score_mod`; see
 # [*Learned distance functions and contextual positions*](15-learned-bias-functions.ipynb#what-each-family-costs-kv-caches-and-fused-kernels)).
 # Press et al. (2022, §2.2), who added T5's bias to their language model, report
 # training at least twice as slow as with the sinusoidal encoding, and in their
@@ -510,21 +517,22 @@ plt.show()
 # 双方向の T5 のヘッドは、91 位置離れたキーと 10000 位置離れたキーに同じバイアスを与えます（因果的な設定では 113）。
 # この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、クエリのどちら側にあるかだけを伝えます。
 # 論文（Raffel ら、§2.1）の説明では、境目はもっと先にあります。
-# 32 個の埋め込みの範囲は「相対位置 128 まで対数的に大きくなる」（increase in size logarithmically up to an offset of 128）とあります。
+# 32 個の埋め込みが受け持つ範囲について、論文は「相対位置 128 まで対数的に大きくなる」と書いています。
+# 原文は increase in size logarithmically up to an offset of 128 です。
 # それより先の相対位置は、すべて 1 つの埋め込みを共有します。
-# コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目 1 つ分だけ手前からすでに始まっています。
+# コードでは、128 はクリップが効き始める距離です。すべての距離が 1 つの値を共有する最後の範囲は、境目の比 1 つ分だけ手前からすでに始まっています。
 #
 # 良い面もあります。バイアスはどんな長さでも定義されます。表の範囲を超える位置というものがないからです。
 # これが、Mesh TensorFlow のコメントが期待する「長い系列へのより無理のない汎化」（more graceful generalization to longer sequences）です。
 # 5000 個のキーの末尾にあるクエリは、そのすべてに対してバイアスを受け取りますが、値は 16 通りしかありません。
 # キーはすべてクエリの位置かそれより前にあるのでバケットの前半にしか届かず、近い 91 個を除くすべてのキーが 1 つの値を共有するからです。
 #
-# その代わりに、メモリと時間がかかります。
-# バイアスはクエリとキーの組ごとに表から引かれ、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)されるので、長さの 2 乗で大きくなります。
-# [融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、これをメモリから読むか、スコアごとに表を引かなければなりません
-# （[「学習可能な距離関数と文脈に応じた位置」](15-learned-bias-functions.ipynb#手法ごとのコストkv-キャッシュと融合カーネル)の章を参照）。
+# 代償はメモリと時間です。
+# Hugging Face の `compute_bias` は、クエリとキーの組ごとに表からバイアスを引き、形状 $[h, q, k]$ のテンソルとして[実体化](../docs/glossary.ja.md#materialise)します。このテンソルは長さの 2 乗で大きくなり、SDPA にマスクとして渡すときもこの形が必要です。
+# FlexAttention のような[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)なら、テンソルを作らず、スコアごとに小さな表を引けます
+# （`T5RelativeBias.score_mod`。[「学習可能な距離関数と文脈に応じた位置」](15-learned-bias-functions.ipynb#手法ごとのコストkv-キャッシュと融合カーネル)の章を参照）。
 # T5 のバイアスを自分たちの言語モデルに組み込んだ Press ら（2022、§2.2）は、正弦波位置エンコーディングと比べて学習が 2 倍以上遅かったと報告しています。
-# 同じ論文の図 1 では、入力が長くなると 32 GB の GPU でメモリが足りなくなりました。
+# 同じ論文の図 1 によると、入力を長くしていくと、32 GB の GPU ではメモリが足りなくなりました。
 # 一方で同じ図は良い面も示しています。学習時の長さを超えた入力では、T5 のバイアスはベースラインの中で最も良く、学習時の長さの約 2 倍までパープレキシティが改善し続けました（§4.1）。
 
 # %%
@@ -700,7 +708,8 @@ assert_close(t5_through_posenc, t5_style)
 #
 # The sign conventions differ, but all of them send the keys after the query to the
 # second half, and at the defaults the buckets agree; flaxformer's epsilon and its
-# float64 quotient under NumPy 2 can move a bucket only off the defaults. Mesh
+# float64 quotient under NumPy 2 can move a bucket only off the defaults (checked
+# against a NumPy rewrite of its function, not flaxformer itself). Mesh
 # TensorFlow and flaxformer store the table as
 # `(num_heads, num_buckets)`, the transpose of Hugging Face's
 # `(num_buckets, n_heads)`, which `posenc` follows.
@@ -731,6 +740,7 @@ assert_close(t5_through_posenc, t5_style)
 # | `posenc` | キーの位置からクエリの位置を引いた値 | 正しく丸めた `log` を使う float32。設定ごとに 1 回だけ計算 |
 #
 # 引き算の向きは違っても、どれもクエリより後ろのキーを後半に送り、既定値ではバケットは一致します。flaxformer の epsilon と NumPy 2 での float64 の商がバケットを変えうるのは、既定値以外の設定だけです。
+# ただし、確かめた相手は flaxformer そのものではなく、その関数を NumPy で書き直したものです。
 # Mesh TensorFlow と flaxformer は表を `(num_heads, num_buckets)` の形状で持ちます。
 # これは Hugging Face の `(num_buckets, n_heads)` の転置で、`posenc` は Hugging Face に合わせています。
 
@@ -744,7 +754,7 @@ print(f"bias table std: posenc {big_table.std():.4f}, ", end="")
 print(f"Hugging Face d_model^-1/2 = {d_model**-0.5:.4f}")
 
 
-# %% tags=["deeper", "check"] summary={"en": "flaxformer's bucket, rewritten, equals posenc's at the defaults under NumPy 1.x and 2; off the defaults its epsilon (B = 72, D = 50: r = −30 in bucket 27, posenc 26) and NumPy 2's float64 quotient (32 causal buckets, D = 289: r = −68 in 23, NumPy 1.x 24) move a bucket", "ja": "書き直した flaxformer のバケットは、既定値では NumPy 1.x でも 2 でも posenc と一致します。既定値以外では、epsilon（B = 72、D = 50 で r = −30 がバケット 27、posenc は 26）と NumPy 2 の float64 の商（因果的な 32 個、D = 289 で r = −68 が 23、NumPy 1.x は 24）がバケットを動かします"}
+# %% tags=["deeper", "check"] summary={"en": "flaxformer's bucket, rewritten in NumPy from its code, equals posenc's at the defaults under NumPy 1.x and 2; off the defaults its epsilon (B = 72, D = 50: r = −30 in bucket 27, posenc 26) and NumPy 2's float64 quotient (32 causal buckets, D = 289: r = −68 in 23, NumPy 1.x 24) move a bucket", "ja": "書き直した flaxformer のバケットは、既定値では NumPy 1.x でも 2 でも posenc と一致します。既定値以外では、epsilon（B = 72、D = 50 で r = −30 がバケット 27、posenc は 26）と NumPy 2 の float64 の商（因果的な 32 個、D = 289 で r = −68 が 23、NumPy 1.x は 24）がバケットを動かします"}
 def flax_bucket(
     r, bidirectional=True, num_buckets=32, max_distance=128, v1=False
 ):
@@ -796,8 +806,9 @@ assert flax68 == [24, 23] and ours68 == 24
 #   bidirectional defaults.
 # - The last bucket starts one ratio before $D$: at 91 (bidirectional) or 113
 #   (causal), not at the paper's 128. Beyond it the bias tells only the side.
-# - The bias exists at every length, but it is materialised as $[h, q, k]$: memory
-#   and time grow with the square of the length.
+# - The bias exists at every length. Hugging Face materialises it as $[h, q, k]$,
+#   memory growing with the square of the length; a FlexAttention `score_mod` looks
+#   it up per score instead.
 # - T5 does not divide the scores by $\sqrt{d}$: multiply the queries by $\sqrt{d}$
 #   to run its weights through a scaled attention.
 
@@ -810,17 +821,17 @@ assert flax68 == [24, 23] and ours68 == 24
 #   因果的な設定では、32 個すべてをクエリより前のキーに使います。
 # - 片側では、最初の $E = \lfloor S/2 \rfloor$ 個のバケットが距離を 1 つずつ受け持ちます。
 #   残りは一定の比 $(D/E)^{1/(S-E)}$ で広がり、既定値の双方向では $\sqrt{2}$ です。
-# - 最後のバケットは、論文のいう 128 からではなく、$D$ より境目 1 つ分手前の 91（双方向）または 113（因果的）から始まります。
+# - 最後のバケットは、論文のいう 128 からではなく、$D$ より境目の比 1 つ分手前の 91（双方向）または 113（因果的）から始まります。
 #   そこから先では、バイアスはどちら側かしか伝えません。
-# - バイアスはどの長さでも定義されますが、$[h, q, k]$ として実体化されるので、メモリと時間は長さの 2 乗で増えます。
+# - バイアスはどの長さでも定義されます。Hugging Face はこれを $[h, q, k]$ として実体化するので、メモリは長さの 2 乗で増えます。FlexAttention の `score_mod` なら、実体化せずスコアごとに表を引きます。
 # - T5 はスコアを $\sqrt{d}$ で割りません。スケーリングするアテンションで T5 の重みを使うときは、クエリに $\sqrt{d}$ を掛けます。
 
 # %% [markdown] lang="en"
 # ## Exercises
 #
-# 1. Show that the last bucket of a side begins at $\lceil D(E/D)^{1/(S-E)} \rceil$ and
-#    check it with `t5_relative_position_bucket` for $B = 64$ and $D = 256$, in both
-#    settings.
+# 1. Where does the last bucket of a side begin for $B = 64$ and $D = 256$, in both
+#    settings? Use the edge $\lceil D(E/D)^{1/(S-E)} \rceil$ and check it with
+#    `t5_relative_position_bucket`.
 # 2. A bidirectional T5 encoder reads 512 tokens. How many different bias values can
 #    one head give to the keys of the query at position 256? And of the query at
 #    position 0? Count them with `T5RelativeBias(1)(512, 512)`.
@@ -831,8 +842,8 @@ assert flax68 == [24, 23] and ours68 == 24
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 片側の最後のバケットが $\lceil D(E/D)^{1/(S-E)} \rceil$ から始まることを示してください。
-#    また、$B = 64$、$D = 256$ として、双方向と因果的な設定の両方で `t5_relative_position_bucket` を使って確かめてください。
+# 1. $B = 64$、$D = 256$ のとき、片側の最後のバケットは双方向と因果的な設定でそれぞれどこから始まるでしょうか。
+#    境目 $\lceil D(E/D)^{1/(S-E)} \rceil$ を使って求め、`t5_relative_position_bucket` で確かめてください。
 # 2. 双方向の T5 エンコーダが 512 トークンを読みます。位置 256 のクエリに対して、1 つのヘッドはキーに何通りのバイアスの値を与えられるでしょうか。
 #    位置 0 のクエリではどうでしょうか。`T5RelativeBias(1)(512, 512)` で数えてください。
 # 3. Shaw ら（2018）は相対位置を $[-k, k]$ にクリップします。
@@ -840,25 +851,14 @@ assert flax68 == [24, 23] and ours68 == 24
 #    $r = -150, \dots, 150$ の範囲で両方のバケット関数を描いてください。
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 1.** The last bucket is $S - 1 = E + (S - E - 1)$. By the equivalence of
-# the section [The buckets widen geometrically](#the-buckets-widen-geometrically) with
-# $t = S - E - 1$, $\hat b(n) \ge S - 1$ exactly when $n \ge e_{S-E-1}$, and the clip
-# keeps every such $n$ at $S - 1$. So the last bucket holds the integers from
-# $\lceil e_{S-E-1} \rceil$ on, and
-# $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
-# For $B = 64$ and $D = 256$: bidirectional, $S = 32$ and $E = 16$, so the edge is
+# **Solution 1.** For $B = 64$ and $D = 256$: bidirectional, $S = 32$ and $E = 16$, so the edge is
 # $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ and the last bucket starts
 # at 216; causal, $S = 64$ and $E = 32$, so it is $256 \cdot 8^{-1/32} \approx 239.9$
 # and the last bucket starts at 240. `posenc` agrees, and so does the edge written
 # in integers.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 1.** 最後のバケットは $S - 1 = E + (S - E - 1)$ です。
-# [「バケットは等比的に広がる」](#バケットは等比的に広がる)の節の同値関係で $t = S - E - 1$ とすると、$\hat b(n) \ge S - 1$ となることと $n \ge e_{S-E-1}$ は同値です。
-# そのような $n$ は、クリップによってすべて $S - 1$ にとどまります。
-# したがって最後のバケットには $\lceil e_{S-E-1} \rceil$ 以上の整数が入り、次が成り立ちます。
-# $$e_{S-E-1} = E\left(\frac{D}{E}\right)^{(S-E-1)/(S-E)} = D\left(\frac{D}{E}\right)^{-1/(S-E)} = D\left(\frac{E}{D}\right)^{1/(S-E)}$$
-# $B = 64$、$D = 256$ の双方向では $S = 32$、$E = 16$ なので、境目は $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ で、最後のバケットは 216 から始まります。
+# **解答 1.** $B = 64$、$D = 256$ の双方向では $S = 32$、$E = 16$ なので、境目は $256 \cdot 16^{-1/16} = 256 \cdot 2^{-1/4} \approx 215.3$ で、最後のバケットは 216 から始まります。
 # 因果的な設定では $S = 64$、$E = 32$ なので $256 \cdot 8^{-1/32} \approx 239.9$ で、最後のバケットは 240 から始まります。
 # `posenc` の結果も、整数で書いた境目も、これと一致します。
 

@@ -85,7 +85,7 @@ f64 = torch.float64
 # 傾き $m_h > 0$ は学習前に決めて固定し、学習はしません（論文の §3 によれば、傾きを学習可能にすると外挿がうまくいきませんでした）。
 # クエリ自身の位置にあるキーのペナルティは 0、1 つ前のキーは $m_h$、2 つ前は $2m_h$ と続きます。
 # つまりバイアスの行 $i$ は $-m_h \cdot (i, \dots, 2, 1, 0)$ です。
-# バイアスは距離 $i - j$ だけで決まるので、ALiBi は相対位置の手法で、バイアスは各対角線に沿って一定です。
+# バイアスは距離 $i - j$ だけで決まります。したがって ALiBi は相対位置の手法であり、バイアスは各対角線に沿って一定です。
 #
 # 記号は論文に合わせ、$m_h$ はヘッド $h$ の傾き、$n$ はヘッドの数です（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章では $m$ と $n$ は位置を表します。[記法のページ](../docs/notation.ja.md#reused-letters)を参照）。
 # 位置は $0$ から数えます（論文は $1$ から数えます）。
@@ -324,14 +324,15 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # 傾きだけの働きを見るために、内容によるスコアをすべて等しくします（たとえばクエリを 0 にします）。このとき重みはバイアスだけで決まります。
 # $L$ 個のキーが並ぶ行で、最後のクエリが距離 $k = i - j$ のキーに与える重みは次のとおりです。
 # $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
-# （分母は公比 $e^{-m_h}$ の等比級数です）。1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。
+# 分母は公比 $e^{-m_h}$ の等比級数です。1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。
 # 距離に比例するバイアスは重みで見れば指数的な減衰で、片対数グラフでは直線です。
-# バイアスが $-1$ に達するのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ に下がっています。重みは $\ln 2 / m_h$ 位置ごとに半分になります。
+# バイアスが $-1$ になるのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ まで下がっています。重みは $\ln 2 / m_h$ 位置ごとに半減します。
 # 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
 # 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ で、各ヘッドは 1 つ前のヘッドの 2 倍遠くまで遡ります。
 # 図では、ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げています。点は $k = 1/m_h$ の位置です。
-# 表は十分に長い 8192 個のキーの行での平均距離です。傾きが小さいと $e^{m_h} - 1 \approx m_h + m_h^2/2$ と $1/(1 + x) \approx 1 - x$ から $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
+# 表は十分に長い 8192 個のキーの行での平均距離です。傾きが小さくなるほど、平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。
+# $e^{m_h} - 1 \approx m_h + m_h^2/2$ と $1/(1 + x) \approx 1 - x$ からわかります。
 
 # %%
 n_heads, L, d = 8, 1024, 16
@@ -517,8 +518,9 @@ assert not torch.allclose(flipped, reference, atol=1e-3)
 # 1 ヘッド、$T = 2048$ について両方の形を bfloat16 に丸めると、アテンションの重みの float64 に対する最大誤差は、論文の形では 4.0e-57、$m_h\, j$ では 0.49 です。
 #
 # これは BLOOM だけの問題ではありません。公式実装の README は `--fp16` で学習し、fairseq の `buffered_future_mask` はバイアス $m_h\, j$ を活性値の float16 に変換します（`self._future_mask.to(tensor)`）。
-# 有効桁 11 ビットでは、論文の 2 のべき乗の傾き（8 ヘッド）でも $m_h\, j$ が正確なのは $j = 2047$ までで、$j = 2048$ から先はどのヘッドでも隣り合うキーに同じバイアスが付きます。
-# `--fp16` のままの README の 3072 トークンの設定では、最後の 1024 個の位置がこの丸めの影響を受けていました。
+# 傾きが 2 のべき乗（8 ヘッド）なら、有効桁 11 ビットの float16 でも $m_h\, j$ は $j = 2047$ まで正確です。
+# しかし $j = 2048$ から先は、どのヘッドでも隣り合うキーに同じバイアスが付きます。
+# README の 3072 トークンの設定も `--fp16` を指定したままなので、最後の 1024 個の位置はこの丸めを受けたまま学習されています。
 
 # %% tags=["deeper"]
 T_long = 2048
@@ -721,20 +723,14 @@ assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 #
 # Hugging Face's BLOOM (`build_alibi_tensor`) rounds the base $2^{-8/2^k}$ to float32
 # and raises it to the integer powers $1, \dots, 2^k$; the remaining heads get odd
-# powers of the rounded base for $2^{k+1}$ heads. A power multiplies the base's
-# relative rounding error by the exponent, so for every $n \ge 11$ some of its slopes
+# powers of the rounded base for $2^{k+1}$ heads. Raising the base to the power $p$
+# multiplies its relative rounding error by about $p$, so for every $n \ge 11$ some of its slopes
 # differ from those of `alibi_slopes`, which rounds each slope once, by up to a
 # relative $6.6 \times 10^{-7}$.
 #
-# MPT generalises the exponent: $m_h = 2^{-b h / n'}$ with $b$ = `alibi_bias_max` (8 by
-# default) and $n'$ the next power of two at or above $n$; when $n < n'$ it takes the
-# even-numbered slopes ($h = 2, 4, \dots$, those of $n'/2$ heads) first, then the
-# odd-numbered ones, and keeps the first $n$: the same set in the same order as the
-# official rule. labml, since July 2022, uses the base $2^{-4/2^k}$ and its odd
-# powers for the remaining heads, the official rule again. x-transformers copies the
-# official `get_slopes`, and can limit ALiBi to some heads. All of them, restated
-# here, agree with `posenc` for $n = 1, \dots, 128$ within a relative $10^{-6}$ and no
-# absolute tolerance.
+# MPT, labml and x-transformers reach the official rule by other routes (table below);
+# all of them, restated here, agree with `posenc` for $n = 1, \dots, 128$ within a
+# relative $10^{-6}$ and no absolute tolerance.
 #
 # | | bias added (causal) | slopes, $n$ not a power of two | queries with a cache |
 # |---|---|---|---|
@@ -755,15 +751,10 @@ assert [round(float(x), 4) for x in beyond[6:]] == [0.0183, 0.135]
 #
 # Hugging Face の BLOOM（`build_alibi_tensor`）は、底 $2^{-8/2^k}$ を float32 に丸め、それを $1, \dots, 2^k$ 乗します。
 # 残りのヘッドには、$2^{k+1}$ ヘッドの丸めた底の奇数乗を使います。
-# べき乗すると、底の相対的な丸め誤差は指数倍に広がります。
+# 底を $p$ 乗すると、底の相対的な丸め誤差はおよそ $p$ 倍になります。
 # そのため $n \ge 11$ では必ず、いくつかの傾きが `alibi_slopes` の値（各傾きを 1 回だけ丸めたもの）からずれます。ずれは相対誤差で最大 $6.6 \times 10^{-7}$ です。
 #
-# MPT は指数を一般化しています。$m_h = 2^{-b h / n'}$ で、$b$ は `alibi_bias_max`（既定値 8）、$n'$ は $n$ 以上で最小の 2 のべき乗です。
-# $n < n'$ のときは、偶数番目の傾きを先に、奇数番目の傾きをあとに並べ、最初の $n$ 個を使います。
-# 偶数番目の傾き（$h = 2, 4, \dots$）は $n'/2$ ヘッドの傾きです。
-# この並べ方では、公式実装の規則と同じ傾きが同じ順に並びます。
-# labml は 2022 年 7 月から、底 $2^{-4/2^k}$ の奇数乗を残りのヘッドに使っており、これも公式実装の規則です。
-# x-transformers は公式実装の `get_slopes` をそのままコピーしており、ALiBi を一部のヘッドだけに使うこともできます。
+# MPT、labml、x-transformers は、別の道筋で公式実装の規則にたどり着きます（下の表）。
 # ここで書き直したどの実装も、$n = 1, \dots, 128$ について、相対許容誤差 $10^{-6}$、絶対許容誤差なしで `posenc` と一致します。
 #
 # | | 足すバイアス（因果的） | 2 のべき乗でない $n$ の傾き | キャッシュ時のクエリ |
@@ -885,9 +876,8 @@ if build_alibi_tensor is not None:
 # 3. With a bias formed as $m_h\, j$ and rounded to bfloat16, find the first position
 #    $j$ at which two neighbouring keys of head 1 of 8 heads ($m_1 = 1/2$) get the same
 #    bias. Does the paper's form have such a position?
-# 4. Derive $\sum_{k \ge 0} k\, w_h(k) = 1/(e^{m_h} - 1)$ from the geometric series, and
-#    show that it lies between $1/m_h - 1$ and $1/m_h$. Which of BLOOM's 112 heads
-#    looks furthest back on average?
+# 4. Show that the mean distance $1/(e^{m_h} - 1)$ lies between $1/m_h - 1$ and
+#    $1/m_h$. Which of BLOOM's 112 heads looks furthest back on average?
 
 # %% [markdown] lang="ja"
 # ## 演習
@@ -900,7 +890,7 @@ if build_alibi_tensor is not None:
 # 3. $m_h\, j$ の形で作って bfloat16 に丸めたバイアスについて、8 ヘッドのヘッド 1（$m_1 = 1/2$）で、
 #    隣り合う 2 つのキーに同じバイアスが付く最初の位置 $j$ を求めてください。
 #    論文の形にも、そのような位置はあるでしょうか。
-# 4. 等比級数から $\sum_{k \ge 0} k\, w_h(k) = 1/(e^{m_h} - 1)$ を導き、それが $1/m_h - 1$ と $1/m_h$ の間にあることを示してください。
+# 4. 平均距離 $1/(e^{m_h} - 1)$ が $1/m_h - 1$ と $1/m_h$ の間にあることを示してください。
 #    BLOOM の 112 個のヘッドのうち、平均して最も遠くまで遡るのはどれでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
@@ -1007,21 +997,14 @@ print(f"m j: first equal neighbours at j = {first}; -m(i - j): nearest equal")
 print(f"  neighbours {nearest - 1} and {nearest} positions before the query")
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 4.** On a long row the weights are $w(k) = (1 - e^{-m})\,e^{-mk}$, and
-# with $x = e^{-m}$, $\sum_{k \ge 0} k\,x^k = x/(1 - x)^2$ (the derivative of the
-# geometric series, times $x$). So
-# $$\sum_{k \ge 0} k\, w_h(k) = (1 - x)\,\frac{x}{(1 - x)^2} = \frac{x}{1 - x} = \frac{1}{e^{m_h} - 1}$$
-# Upper bound: $e^{m} - 1 > m$ for $m > 0$, so the mean is below $1/m$. Lower bound: for
+# **Solution 4.** Upper bound: $e^{m} - 1 > m$ for $m > 0$, so the mean is below $1/m$. Lower bound: for
 # $m < 1$, $e^{-m} > 1 - m$ gives $e^{m} < 1/(1 - m)$, so $e^{m} - 1 < m/(1 - m)$ and the
 # mean exceeds $(1 - m)/m = 1/m - 1$; for $m \ge 1$ the lower bound is not positive
 # and holds trivially. Of BLOOM's 112 heads, the gentlest slope looks furthest back: head
 # 64, with $m = 2^{-8}$, at a mean distance of $1/(e^{1/256} - 1) \approx 255.5$.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 4.** 長い行では重みは $w(k) = (1 - e^{-m})\,e^{-mk}$ です。
-# $x = e^{-m}$ とおくと、$\sum_{k \ge 0} k\,x^k = x/(1 - x)^2$ です（等比級数を微分して $x$ を掛けます）。したがって
-# $$\sum_{k \ge 0} k\, w_h(k) = (1 - x)\,\frac{x}{(1 - x)^2} = \frac{x}{1 - x} = \frac{1}{e^{m_h} - 1}$$
-# です。上界：$m > 0$ では $e^{m} - 1 > m$ なので、平均は $1/m$ より小さくなります。
+# **解答 4.** 上界：$m > 0$ では $e^{m} - 1 > m$ なので、平均は $1/m$ より小さくなります。
 # 下界：$m < 1$ では $e^{-m} > 1 - m$ から $e^{m} < 1/(1 - m)$、つまり $e^{m} - 1 < m/(1 - m)$ となり、
 # 平均は $(1 - m)/m = 1/m - 1$ より大きくなります。$m \ge 1$ では下界が正でないので自明に成り立ちます。
 # BLOOM の 112 個のヘッドのうち、最も遠くまで遡るのは傾きが最もゆるやかなヘッド 64 で、
@@ -1081,13 +1064,13 @@ print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - ofirpress, attention_with_linear_biases（公式実装）.
+# - ofirpress, attention_with_linear_biases（公式実装）
 #   <https://github.com/ofirpress/attention_with_linear_biases>
 # - BigScience Workshop (2022). *BLOOM: A 176B-Parameter Open-Access Multilingual
 #   Language Model*. <https://arxiv.org/abs/2211.05100>
 # - Hugging Face transformers, `models/bloom/modeling_bloom.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
 # - MosaicML llm-foundry (MPT). <https://github.com/mosaicml/llm-foundry>
-# - labml.ai, ALiBi の注釈付き実装.
+# - labml.ai, annotated implementation of ALiBi.
 #   <https://nn.labml.ai/transformers/alibi/index.html>
 # - lucidrains, x-transformers. <https://github.com/lucidrains/x-transformers>

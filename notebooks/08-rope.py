@@ -23,22 +23,19 @@
 # compute it without a matrix, in one of two pairings; and the paper's long-term
 # decay bounds the scores without making them decay.
 #
-# The letters are RoFormer's, as on the [notation page](../docs/notation.md#positions):
-# $m$ and $n$ are the positions of the query and the key, so $m - n \ge 0$ is the causal
-# distance; $i$ numbers the pairs of features, and the upright $\mathrm{i}$ is the
+# The letters are RoFormer's ([notation page](../docs/notation.md#positions)): $m$, $n$
+# are the query's and the key's positions, $i$ numbers the pairs, $\mathrm{i}$ is the
 # imaginary unit.
 
 # %% [markdown] lang="ja"
 # # 回転位置埋め込み（RoPE）
 #
 # RoPE は、位置 $m$ のクエリと位置 $n$ のキーを、次元のペアごとに、位置に比例する角度だけ回転させます。
-# するとアテンションスコアが受け取る位置の情報は、両者の距離 $m - n$ だけになります。同じだけ回した 2 本の針は、互いの角度を保つからです。
+# するとアテンションスコアが受け取る位置の情報は、両者の距離 $m - n$ だけになります。2 本の針を同じだけ回しても、針どうしのなす角は変わらないからです。
 # 回転はこの性質から導かれます。ライブラリは 2 通りのペアの組み方のどちらかで、行列を使わずに回転を計算します。
 # 論文の長距離減衰はスコアの上界を与えますが、スコアそのものを減衰させるわけではありません。
 #
-# 記号は RoFormer に合わせ、[記法のページ](../docs/notation.ja.md#positions)と同じです。
-# $m$ と $n$ はクエリとキーの位置なので、$m - n \ge 0$ が因果的な距離です。
-# $i$ は次元のペアの番号で、立体の $\mathrm{i}$ は虚数単位です。
+# 記号は RoFormer に合わせます（[記法のページ](../docs/notation.ja.md#positions)）。$m$、$n$ はクエリとキーの位置、$i$ はペアの番号、$\mathrm{i}$ は虚数単位です。
 
 # %% tags=["setup"]
 import math
@@ -254,7 +251,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 #
 # 強いほうの条件が必要なのは、スコアだけの条件では、距離の偶奇しか見ない鏡映も通ってしまうからです（下の「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m (C = diag(1, −1)) and mθ + 0.4 fail", "ja": "q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m（C = diag(1, −1)）、mθ + 0.4 は条件を破ります"}
+# %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m (C = diag(1, −1)) and mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄] です。q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m（C = diag(1, −1)）、mθ + 0.4 は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
 q_vec, k_vec = torch.view_as_real(q), torch.view_as_real(k)  # (q_1, q_2), ...
 assert_close((q * k.conj()).real, q_vec @ k_vec)  # <q, k> = Re[q conj(k)]
@@ -348,7 +345,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # %% [markdown] lang="ja"
 # ## 多次元：ペアごとに 1 つの回転
 #
-# RoFormer は $d$ 次元（偶数）のベクトルを、次元 $2i$ と $2i+1$ からなる $d/2$ 組のペア $i$ に分けます。
+# RoFormer は $d$ 次元のベクトル（次元数は偶数）を $d/2$ 組のペアに分けます。ペア $i$ は次元 $2i$ と $2i+1$ です。
 # 各ペアを 2 次元のときと同じように、ペアごとに違う 1 位置あたりの角度 $\theta_i$ で回転させます。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
@@ -714,13 +711,13 @@ assert_close(module_k, k_out)
 # - **距離だけに依存**：位置 $m$ のクエリと位置 $n$ のキーのスコアは、どのずらし量 $s$ でも $m + s$ と $n + s$ のスコアに等しくなります。
 #   系列全体をずらしてもアテンションは変わらず、位置 500〜511 は 0〜11 と同じように扱われます。
 # - **ノルム**：各 $R(m\theta_i)$ は回転なので $\lVert R_m x \rVert = \lVert x \rVert$ で、RoPE はどの位置でもクエリやキーのノルムを変えません。
-# - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけです。
+# - **バリューと KV キャッシュ**：回転させるのはクエリとキーだけで、バリューは回転させません。
 #   キーの回転はキー自身の位置だけで決まるので、[KV キャッシュ](../docs/glossary.ja.md#kv-cache)では各キーをトークンが来たときに 1 回だけ回転させて保存し、
 #   後のステップでは新しいクエリとキーだけを回転させます。
 #
 # モジュール版の `RotaryEmbedding(dim)(q, k, positions)` は両方に `apply_rope` を適用したものと同じで、キーのヘッドがクエリのヘッドより少なくても使えます。
 
-# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、キャッシュは一括計算と一致します"}
+# %% tags=["check"] summary={"en": "scores depend on m − n only, norms are kept, and a cache of rotated keys matches the full pass", "ja": "スコアは m − n だけで決まり、ノルムは保たれ、回転済みのキーのキャッシュは一括計算と一致します"}
 d = 64
 q, k = torch.randn(2, d, dtype=f64)
 
@@ -777,26 +774,16 @@ assert_close(k_rot, apply_rope(k_gqa, pos_gqa))
 assert len(rope.state_dict()) == 0
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: float32 angles at large positions.** The shift invariance is exact
-# in exact arithmetic. In float32 each angle $m\theta_i$ is a position times a float32
-# frequency, rounded again. If the frequency is off by the relative error
-# $\epsilon_i$, the angle is off by at most $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$
-# with $u = 2^{-24}$, which is $(2u + u^2)\,m\theta_i$ for a frequency rounded once (as
-# in [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)).
-# `rope_frequencies`, like Hugging Face's code, computes $1/10000^{2i/d}$ in float32,
-# and its $\epsilon_i$ reach $1.17u$. Near position $10^6$, with $d = 64$, the angle
-# errors reach 0.039 radians (pair 0, with $\theta_0 = 1$, is exact), against
-# $m \cdot 2^{-24} \approx 0.06$.
+# **Going deeper: float32 angles at large positions.** The shift invariance holds
+# exactly only in exact arithmetic; in float32 the angles $m\theta_i$ carry the errors
+# of [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions),
+# up to 0.039 radians near position $10^6$ with $d = 64$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：大きな位置での float32 の角度**
 #
-# ずらしても変わらないという性質は、厳密な計算ではそのまま成り立ちます。
-# float32 の角度 $m\theta_i$ は、位置と float32 の周波数の積をもう一度丸めたものです。
-# 周波数の相対誤差を $\epsilon_i$ とすると、角度の誤差は最大 $(\epsilon_i + u + \epsilon_i u)\,m\theta_i$ です（$u = 2^{-24}$）。
-# 周波数を 1 回だけ丸めた場合は $(2u + u^2)\,m\theta_i$ になります（[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章と同じです）。
-# `rope_frequencies` は Hugging Face のコードと同じく $1/10000^{2i/d}$ を float32 で計算し、その $\epsilon_i$ は $1.17u$ に達します。
-# 位置 $10^6$ 付近、$d = 64$ では、角度の誤差は最大 0.039 ラジアンで（$\theta_0 = 1$ のペア 0 は誤差なし）、目安の $m \cdot 2^{-24} \approx 0.06$ より小さくとどまります。
+# ずらしても変わらないという性質が厳密に成り立つのは、誤差のない計算の場合です。
+# float32 では、角度 $m\theta_i$ に[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で見た誤差が乗り、位置 $10^6$ 付近、$d = 64$ では最大 0.039 ラジアンになります。
 
 # %% tags=["deeper", "check"] summary={"en": "near position 10^6 every float32 angle stays within (ε_i + u + ε_i u)mθ_i, with ε_i up to 1.17u; pair 0 is exact and the largest error is 0.039", "ja": "位置 10^6 付近で、float32 のどの角度も (ε_i + u + ε_i u)mθ_i 以内にあり、ε_i は最大 1.17u です。ペア 0 は厳密で、最大の誤差は 0.039 です"}
 u = 2.0**-24
@@ -948,8 +935,8 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # **さらに詳しく：学習済みのモデルはペアをどう使うか**
 #
 # Barbero ら（2024）は学習済みの Gemma 7B を調べ、RoPE が役に立つ主な理由は減衰ではないと論じています。
-# このモデルは最も速いペアで位置に基づく鋭いパターンを作り、コンテキスト全体でもほとんど回らない最も遅いペアを主に別の用途に使っています。
-# 著者らは、遅いペアが内容の情報を運んでいると推測しています。
+# このモデルは、最も速いペアで位置に基づく鋭いパターンを作ります。
+# 一方で最もよく使っているのは、コンテキスト全体でもほとんど回らない最も遅いペアで、著者らはそれが内容の情報を運んでいると推測しています。
 # 最も遅いペアを回転させない Barbero らの p-RoPE は、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#どのモデルがどれを使うか)の章に出てきます。
 
 # %% [markdown] lang="en"
@@ -1023,7 +1010,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # | | pairing | cosines and sines | angles formed in | partial rotation |
 # |---|---|---|---|---|
 # | Meta Llama (`llama/model.py`) | interleaved, as complex numbers | `freqs_cis` for `2 * max_seq_len` positions, built with the model | float32 (complex64); the rotation in float32, cast back | no |
-# | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32 (transformers 4.46: a matrix product with autocast off; 5.24: an elementwise product); cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
+# | Hugging Face (`modeling_llama.py`) | half (`rotate_half`) | recomputed from `inv_freq` in every forward pass, for the given `position_ids` | float32; cast to the input's dtype before the rotation | `partial_rotary_factor` in other models (GPT-NeoX, Phi) |
 # | GPT-NeoX | half (`rotate_half`) | cached in the module as `cos_cached`, `sin_cached` | float32, the cache cast to the training dtype (`params_dtype`) | `rotary_pct` |
 # | GPT-J (Hugging Face) | interleaved (`rotate_every_two`) | one table for all `max_position_embeddings` | float32 | `rotary_dim` |
 # | torchtune | interleaved | `cache` of shape `[max_seq_len, dim // 2, 2]`, a non-persistent buffer | float32; the rotation in float32, cast back | no |
@@ -1037,11 +1024,8 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # over the heads. Hugging Face's Llama unsqueezes its cosines at dimension 1, which
 # is why `posenc` takes its positions as `position_ids[:, None, :]`; where
 # transformers is installed, the cell runs its own `LlamaRotaryEmbedding` and
-# `apply_rotary_pos_emb`. Transformers 4.46 formed its angles, a matrix product,
-# with autocast switched off (autocast would have run the product in bfloat16);
-# transformers 5.24 forms them with an elementwise product in float32, which
-# autocast leaves in float32. For bfloat16 input the results round differently,
-# because Hugging Face rotates in bfloat16 and `posenc` in float32.
+# `apply_rotary_pos_emb`. Both form the angles in float32, but for bfloat16 input the
+# results round differently: Hugging Face rotates in bfloat16, `posenc` in float32.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各ライブラリを posenc で再現する**
@@ -1049,7 +1033,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # | | ペアの組み方 | cos と sin | 角度の計算精度 | 部分回転 |
 # |---|---|---|---|---|
 # | Meta Llama（`llama/model.py`） | インターリーブ配置（複素数として） | `freqs_cis` を `2 * max_seq_len` 位置ぶん、モデルの構築時に作成 | float32（complex64）。回転も float32 で行い、元の型へ変換 | なし |
-# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について再計算 | float32（transformers 4.46 は autocast を無効にした行列積、5.24 は成分ごとの積）。回転の前に入力の型へ変換 | ほかのモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
+# | Hugging Face（`modeling_llama.py`） | 半分割配置（`rotate_half`） | フォワードパスのたびに `inv_freq` から、与えられた `position_ids` について再計算 | float32。回転の前に入力の型へ変換 | ほかのモデル（GPT-NeoX、Phi）では `partial_rotary_factor` |
 # | GPT-NeoX | 半分割配置（`rotate_half`） | モジュールの `cos_cached` と `sin_cached` にキャッシュ | float32 で計算し、キャッシュを学習時の型（`params_dtype`）へ変換 | `rotary_pct` |
 # | GPT-J（Hugging Face） | インターリーブ配置（`rotate_every_two`） | `max_position_embeddings` 位置ぶんの表を 1 つ | float32 | `rotary_dim` |
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
@@ -1061,9 +1045,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。
 # Hugging Face の Llama は cos に `unsqueeze` で軸 1 を挿入します。`posenc` が位置を `position_ids[:, None, :]` で受け取るのはそのためです。
 # transformers がある環境では、セルは Hugging Face 自身の `LlamaRotaryEmbedding` と `apply_rotary_pos_emb` も実行します。
-# transformers 4.46 は、角度を作る行列積の間 autocast を無効にしていました。autocast が有効なら、行列積は bfloat16 で計算されるからです。
-# transformers 5.24 は成分ごとの積を float32 で計算して角度を作り、autocast はこれを float32 のまま残します。
-# bfloat16 の入力では丸め方が違います。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
+# どちらも角度は float32 で作りますが、bfloat16 の入力では丸め方が違います。Hugging Face は bfloat16 で回転し、`posenc` は float32 で回転するからです。
 
 
 # %% tags=["deeper", "check"] summary={"en": "Meta's apply_rotary_emb, restated, equals apply_rope with interleaved pairs and positions of shape (seq, 1); posenc's frequencies are Hugging Face's expression bit for bit; where transformers is installed, its own LlamaRotaryEmbedding and apply_rotary_pos_emb equal apply_rope with position_ids[:, None, :]", "ja": "書き直した Meta の apply_rotary_emb は、インターリーブ配置と形状 (seq, 1) の位置の apply_rope に等しく、posenc の周波数は Hugging Face の式とビット単位で一致します。transformers がある環境では、Hugging Face 自身の LlamaRotaryEmbedding と apply_rotary_pos_emb が position_ids[:, None, :] の apply_rope に等しくなります"}
@@ -1349,7 +1331,7 @@ print(
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# RoFormer（§3.2–3.4、式 34、図 2）は arXiv 版を読んでいます。Meta のコードは書き直したものです。
+# RoFormer（§3.2–3.4、式 34、図 2）は arXiv 版によります。Meta のコードは書き直したものです。
 # Hugging Face のコードは transformers 4.46 と 5.24 で読み、transformers がある環境（ここでは 5.24.0）では回転の関数そのものを呼び出します。
 # GPT-NeoX のコードは、コミット ea7aefd8 と、3bfedf47（「Pre-compute RoPE embeddings in fp32」、2023-09-25）の前後で読んでいます。
 #

@@ -28,9 +28,9 @@
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
 #
-# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN や、Liu らの臨界次元）では、回転の遅いペアが学習中に一度も見なかった角度に入ることが原因とされます。
+# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN の説明や、Liu らの「臨界次元」の議論）によれば、回転の遅いペアが学習中に一度も見なかった角度に入ることが原因です。
 # この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変えます。違うのは、各ペアを波長に応じてどれだけ遅くするかという 1 点だけです。
-# 位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は、この 1 本の軸の上の曲線になります。
+# 横軸に波長、縦軸にどれだけ遅くするかをとると、位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は 1 枚の図の上の曲線として比べられます。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。なぜそうする必要があるかは、softmax のエントロピーを見るとわかります。
 
 # %% tags=["setup"]
@@ -136,7 +136,7 @@ for name, b, L in settings:
 lam_2 = two_pi / rope_frequencies(d, base=1e4).double()
 assert round(lam_2[45].item()) == 4080 and lam_2[46] > 4096
 
-# %% tags=["figure"] alt={"en": ["RoPE wavelength per pair i on a log axis for base 10^4, L = 4096 and base 5·10^5, L = 8192, dotted lines at L. Filled dots, pairs 0–45 and 0–34, turn at least once within L; the hollow dots above the line never complete a turn."], "ja": ["底 10^4、L = 4096 の場合と、底 5·10^5、L = 8192 の場合の RoPE の波長を、ペア i ごとに対数軸で描いた図。点線は L の位置です。塗りつぶした点（ペア 0〜45 と 0〜34）は L の間に少なくとも 1 周し、点線より上の白抜きの点は 1 周もしません。"]}
+# %% tags=["figure"] alt={"en": ["RoPE wavelength per pair i on a log axis for base 10^4, L = 4096 and base 5·10^5, L = 8192, dotted lines at L. Filled dots, pairs 0–45 and 0–34, turn at least once within L; the hollow dots above the line never complete a turn."], "ja": ["底 10^4、L = 4096 の場合と、底 5·10^5、L = 8192 の場合の RoPE の波長を、ペア i ごとに対数軸で描いた図です。点線は L の位置です。塗りつぶした点（ペア 0〜45 と 0〜34）は L の間に少なくとも 1 周し、点線より上の白抜きの点は 1 周もしません。"]}
 fig, ax = plt.subplots(figsize=(6.4, 2.8))
 labels = (r"$b = 10^4,\ L = 4096$", r"$b = 5 \cdot 10^5,\ L = 8192$")
 for (_, b, L), label, color in zip(settings, labels, ("C0", "C1"), strict=True):
@@ -365,7 +365,7 @@ dyn_1 = DynamicNTKScaling(1.0, L)
 dyn_1_4L = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=4 * L)
 assert_close(dyn_1_4L, rope_frequencies(d, base=b, scaling=NTKScaling(4)))
 
-# %% tags=["figure"] alt={"en": ["Dynamic NTK with Hugging Face's factor 1: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["Hugging Face の factor を 1 とした動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
+# %% tags=["figure"] alt={"en": ["Dynamic NTK with Hugging Face's factor 1: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["Hugging Face の factor を 1 とした動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図です。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
 fig, ax = plt.subplots(figsize=(6.4, 2.6))
 ks = (1, 2, 4, 8, 16)
 colors = ("C0", "C1", "C2", "C3", "C4")  # site colours: both themes
@@ -439,7 +439,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 著者のコードは同じ 2 つの番号を外側に丸め、その間にランプ関数を $r$ ではなく $i$ について線形に置きます（下の注で 2 つを比べます）。
+# 参照実装は同じ 2 つの番号を外側に丸め、その間にランプ関数を $r$ ではなく $i$ について線形に置きます（下の補足で 2 つを比べます）。
 # Hugging Face の `"yarn"` と `posenc.YarnScaling` はこのコードに従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
@@ -574,7 +574,7 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### アテンションの温度
 #
-# Peng らは、クエリとキーに $\sqrt{1/t}$ も掛けます。これはすべてのスコアを温度 $t$ で割ることにあたり、Llama に対しては次の式をあてはめています。
+# Peng らは、クエリとキーに $\sqrt{1/t}$ も掛けます。これはすべてのスコアを温度 $t$ で割ることにあたります。Llama での実験にあてはめて、次の式を求めています。
 # $$\sqrt{1/t} = 0.1\ln s + 1$$
 # コンテキストが長くなると、なぜアテンションを鋭くする必要があるのでしょうか。
 # かりに長い入力が学習時の入力を $s$ 回繰り返したものなら、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
@@ -589,14 +589,14 @@ plt.show()
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # Hugging Face は cos と sin の表に、`posenc.apply_rope` は回転後のベクトルに掛けます。
-# DeepSeek-V2 と V3 は $s = 40$ の YaRN を使いますが、温度はすべて softmax のスケールに掛けます（下の注）。
+# DeepSeek-V2 と V3 は $s = 40$ の YaRN を使いますが、温度はすべて softmax のスケールに掛けます（下の補足）。
 
 # %%
 c = yarn.attention_factor  # sqrt(1/t) for s = 4
 print(f"s = 4: sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
 
-# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、s = 8 までは L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
+# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図です。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、s = 8 までは L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
 gen_t = torch.Generator().manual_seed(9)
 logits = 2 * torch.randn(128, 32 * L, dtype=f64, generator=gen_t)  # 128 queries
 
@@ -893,7 +893,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # Phi-3 の 128K 版は、$L$ 位置以下の系列用の `short_factor` とそれより長い系列用の `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
-# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、1 に $\ln s$ の定数倍を足した形で大きくなる係数です。ただし、短い入力にも掛かります。
+# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただし、短い入力にも掛かります。
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
 # %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
@@ -995,7 +995,7 @@ print(
 
 # %% [markdown] lang="ja"
 # 長い入力用の列は遅いペアをおよそ $2s$ で割り、位置 131071 でもその角度は学習した弧のおよそ半分にしか達しません。
-# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。別々の長さで回転させたキーとクエリのスコアは、距離だけでは決まりません（下の注）。
+# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。別々の長さで回転させたキーとクエリのスコアは、距離だけでは決まりません（下の補足）。
 
 # %% tags=["check"] summary={"en": "the 14 slow pairs are 34-47, divided by 1.97 to 2.03 times s, and reach 0.49 to 0.51 of their trained arc", "ja": "遅いペアは 34〜47 の 14 組で、s の 1.97〜2.03 倍で割られ、学習した弧の 0.49〜0.51 倍にしか達しません"}
 assert slow_phi.nonzero().flatten().tolist() == list(range(34, 48))
@@ -1063,12 +1063,10 @@ print(
 # scores themselves vary
 # (standard deviation 16.1).
 #
-# Hugging Face's `Phi3ForCausalLM` works around it in `generate`: when the
-# input first reaches $L + 1$ tokens while the cache holds at most $L$, its
-# `prepare_inputs_for_generation` drops the cache, so the whole sequence is
-# processed again with the long list
+# Hugging Face's `Phi3ForCausalLM` drops the cache at that switch and
+# processes the whole sequence again
 # ([transformers pull request 33129](https://github.com/huggingface/transformers/pull/33129),
-# 2024), at the cost of one slow step. A hand-written decoding loop, or a
+# 2024). A hand-written decoding loop, or a
 # model class without that override, keeps the stale keys. Either way, how a token is rotated depends on the length of the whole
 # sequence, not only on its position.
 
@@ -1086,9 +1084,7 @@ print(
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
 # 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
-# Hugging Face の `Phi3ForCausalLM` は、`generate` の中でこれを回避します。
-# キャッシュが $L$ 個以下のキーしか持たないまま入力が初めて $L + 1$ トークンに達すると、`prepare_inputs_for_generation` がキャッシュを捨てます。
-# そして系列全体を長い入力用の列で処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。その 1 ステップだけは遅くなります。
+# Hugging Face の `Phi3ForCausalLM` は、この切り替えの時点でキャッシュを捨てて全体を処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。
 # 自分で書いたデコードのループや、このメソッドを上書きしていないモデルのクラスでは、古いキーが残ります。
 # いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
 
@@ -1160,7 +1156,7 @@ print(
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # となり、$n - m$ だけの関数です。
 # 動的 NTK と LongRoPE も、クエリとキーを同じ長さで回転させる限り相対位置だけで決まります。
-# この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK と LongRoPE の切り替えの補足）。
+# この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK の補足と、LongRoPE の列の切り替えの補足）。
 
 # %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 位置ずらしてもスコアは変わりません"}
 scalings = {
@@ -1189,11 +1185,11 @@ for scaling in scalings.values():
 # wavelength in units of the training length, $\lambda_i/L$; vertically the
 # divisor $\kappa_i = \theta_i/\theta'_i$ as a power of the factor,
 # $\log_s \kappa_i$, 0 for a pair kept and 1 for a pair divided by $s$. PI
-# slows every pair fully. NTK-aware scaling rises in a straight line, slowing
+# divides every pair by $s$ (1 on the vertical axis). NTK-aware scaling rises in a straight line, slowing
 # fast pairs a little and slow ones too little; dynamic NTK at $T = 2L$ rises
 # half as far. YaRN keeps every pair left of
-# $L/32$ (more than 32 turns within $L$) and slows fully every pair right of
-# $L$ (no full turn); Llama 3's rule does the same from $L/4$. Phi-3.5-mini's
+# $L/32$ (more than 32 turns within $L$) and divides by $s$ every pair right
+# of $L$ (no full turn); Llama 3's rule does the same from $L/4$. Phi-3.5-mini's
 # LongRoPE lists ($s = 32$) differ: the long list already slows fast pairs,
 # and slows the slow ones by about $2s$, or $s^{1.2}$; the short one divides by
 # 2.84 at most. The table gives $\theta'_i/\theta_i$ in Llama 2's setting
@@ -1202,11 +1198,11 @@ for scaling in scalings.values():
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
-# ここまでの規則はどれも、各ペアをその波長に応じてどれだけ遅くするかという 1 つの問いに答えており、図はそれを 1 本の軸の上に並べます。
+# ここまでの規則はどれも、各ペアをその波長に応じてどれだけ遅くするかという 1 つの問いに答えており、図はそれを 1 枚の図の上に並べます。
 # 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
-# PI はすべてのペアを完全に遅くします。
+# PI はすべてのペアを $s$ で割ります（縦軸の 1）。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
-# YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）をすべて完全に遅くします。Llama 3 の規則も同じことを $L/4$ から行います。
+# YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）はすべて $s$ で割ります。Llama 3 の規則も同じことを $L/4$ から行います。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
 # 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。これは係数 2 の NTK-aware スケーリングです。
 
@@ -1252,7 +1248,7 @@ assert kap_short.max() < 2.85 and kap_long[12] > 7.6  # YaRN keeps pair 12
 half = ratios["dynamic 2L"].log() / ratios["NTKScaling(4)"].log()
 assert_close(half[1:], torch.full_like(half[1:], 0.5), rtol=1e-4, atol=0)
 
-# %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1, dynamic NTK at T = 2L (NTK-aware with s_T = 2) from 0 to 1/2; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.3."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで、T = 2L の動的 NTK（s_T = 2 の NTK-aware）は 0 から 1/2 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.3 より下にとどまります。"]}
+# %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1, dynamic NTK at T = 2L (NTK-aware with s_T = 2) from 0 to 1/2; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.3."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図です。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで、T = 2L の動的 NTK（s_T = 2 の NTK-aware）は 0 から 1/2 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.3 より下にとどまります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 wave_128 = (two_pi / theta / L).numpy()  # lambda_i / L, Llama 2's setting
 styles = (("C0", "--"), ("C1", "-"), ("C2", "-"), ("C3", "-."), ("C4", ":"))
@@ -1364,7 +1360,7 @@ assert round(s_code_llama, 2) == 93.06
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
 # Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードによれば、vLLM の YaRN は静的です。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
-# gpt-oss は `truncate` を false にしています（次の注）。
+# gpt-oss は `truncate` を false にしています（次の補足）。
 # Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
 # Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
 # Xiong ら（2023、Llama 2 Long）は、底だけを変えることを「adjusted base frequency」と呼んでいます。
@@ -1446,19 +1442,22 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # %% [markdown] lang="en"
 # ## What to remember
 #
+# - Every rule here changes only the frequencies and is one curve: how much to
+#   slow each pair, given its wavelength.
 # - A pair whose wavelength exceeds the training length $L$ has seen only an
 #   arc of its circle; past $L$ it meets angles never trained. Every rule here
 #   repairs these slow pairs, on the hypothesis that they cause the failure.
-# - Every rule only changes the frequencies (YaRN and LongRoPE also scale $q$
-#   and $k$), so with fixed frequencies the score still depends only on $n - m$.
+# - With fixed frequencies the score still depends only on $n - m$ (YaRN and
+#   LongRoPE also scale $q$ and $k$ by a constant).
 # - PI divides every frequency by $s$ and costs resolution; NTK-aware scaling
 #   raises the base to $b\, s^{d/(d-2)}$, keeps pair 0, divides the slowest by
 #   $s$, and leaves most slow pairs past their trained arc.
 # - YaRN and Llama 3 decide by wavelength: keep pairs shorter than $L/\beta$,
 #   divide pairs longer than $L/\alpha$ by $s$, blend in between.
 # - A longer input spreads attention: the entropy grows by about $\ln s$. A
-#   factor on the logits that grows like $\ln s$ pulls it back: YaRN's
-#   $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$.
+#   factor on the logits that grows like $\ln s$ pulls it back near its
+#   original value (within 0.15 nats up to $s = 8$ on this chapter's random
+#   logits): YaRN's $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$.
 # - Dynamic NTK and LongRoPE change the frequencies with the sequence length,
 #   so keys cached after their rotation go stale; Hugging Face's dynamic
 #   `factor` is a slope, $s_T = sT/L - (s-1)$, and only $s = 1$ gives $T/L$.
@@ -1468,11 +1467,12 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # %% [markdown] lang="ja"
 # ## まとめ
 #
+# - この章の規則はどれも周波数を変えるだけの手法で、「各ペアを波長に応じてどれだけ遅くするか」を表す 1 本の曲線として比べられます。
 # - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
-# - どの規則も周波数を変えるだけです（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。そのため、周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
+# - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。1 に $\ln s$ の定数倍を足した形で大きくなる係数をスコアに掛けると、エントロピーは元に戻ります。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
+# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。係数の 1 からの増分が $\ln s$ に比例する係数をスコアに掛けると、エントロピーを元の値の近くまで引き戻せます（この章の乱数では $s = 8$ まで 0.15 nat 以内）。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
 #   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1736,7 +1736,7 @@ print(
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
 # Sun らのパープレキシティは、arXiv v1 をテキストに起こしたもので読みました（表 2 と表 5）。
-# どの規則と数値がどこから来たかは、参考文献の後の注にまとめます。
+# どの規則と数値がどこから来たかは、参考文献の後の補足にまとめます。
 #
 # ### 参考文献
 #
@@ -1767,7 +1767,7 @@ print(
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation
 #   Models*. <https://arxiv.org/abs/2309.16039>
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2
-#   Million Tokens*. <https://arxiv.org/abs/2402.13753>; コード:
+#   Million Tokens*. <https://arxiv.org/abs/2402.13753>; コード：
 #   <https://github.com/microsoft/LongRoPE>
 # - Abdin, M. et al. (2024). *Phi-3 Technical Report*.
 #   <https://arxiv.org/abs/2404.14219>
@@ -1792,13 +1792,13 @@ print(
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: where each rule and number comes from.** Every Hugging Face
-# number in a check cell was computed with transformers 5.24.0 and torch
-# 2.13.0 on the CPU, by the call named in the cell's comment. The NTK-aware
+# number in a check cell was computed by the call named in the cell's comment.
+# The NTK-aware
 # base is bloc97's, also in the YaRN repository's
 # `LlamaNTKScaledRotaryEmbedding`; reading it as "keep pair 0, divide the
 # slowest pair by $s$" follows Peng et al. The dynamic rule is emozilla's
 # formula, which Hugging Face implements in `_compute_dynamic_ntk_parameters`.
-# YaRN's ramp follows the authors' code. Llama 3's rule is in Meta's reference
+# YaRN's ramp follows the reference code. Llama 3's rule is in Meta's reference
 # code (`apply_scaling` in llama-models) and the models' `config.json`; the
 # Herd paper describes the staged long-context pretraining but does not state
 # the rule. LongRoPE's attention factor is written in its first form by
@@ -1817,10 +1817,10 @@ print(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：各規則と数値の出どころ**
 #
-# 確認のセルにある Hugging Face の数値は、どれもセルのコメントに書いた呼び出しで計算したものです（transformers 5.24.0、torch 2.13.0、CPU）。
+# 確認のセルにある Hugging Face の数値は、どれもセルのコメントに書いた呼び出しで計算したものです。
 # NTK-aware の底は bloc97 のもので、YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。これを「ペア 0 をそのままにし、最も遅いペアを $s$ で割る」と読むのは Peng らの説明に従ったものです。
 # 動的な規則は emozilla の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
-# YaRN のランプ関数は著者のコードに従います。
+# YaRN のランプ関数は参照実装に従います。
 # Llama 3 の規則は Meta の参照実装（llama-models の `apply_scaling`）とモデルの `config.json` にあります。Llama 3 の論文は、段階的に長さを伸ばす長いコンテキストでの事前学習を説明していますが、この規則自体は書いていません。
 # LongRoPE のアテンションの係数は、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` が 1 つ目の形で書いています（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。
 # 探索は `evolution/` にあり、`evolution/algorithms/dim_mono.py` が減らない列だけを残します。

@@ -154,7 +154,7 @@ for layout in ("half", "interleaved"):
 # $\zeta_i$ のべきを除けば RoPE のスコアで、xPos はペア $i$ の項に次の因子を掛けます。
 # $$\zeta_i^{(m-n)/B}$$
 # そのため、スコアは今までどおり $m - n$ だけで決まります。また $0 < \zeta_i < 1$ なので、$m > n$ ではどの因子も 1 未満で、
-# キーが過去へ遠ざかるにつれて小さくなります。小さくなる速さは速いペアほど大きくなります。
+# キーが過去へ遠ざかるにつれて小さくなります。速く回るペアほど速く減衰します。
 
 # %% tags=["check"] summary={"en": "the score is the sum of RoPE's terms times ζ_i^((m−n)/B), unchanged by a shift of 5000", "ja": "スコアは RoPE の項に ζ_i^((m−n)/B) を掛けた和で、5000 ずらしても変わりません"}
 theta = rope_frequencies(d).double()
@@ -205,7 +205,7 @@ assert_close(a_q @ a_k.T, b_q @ b_k.T)  # a function of m - n only
 # $d = 128$、$B = 512$ では、この[半減距離](../docs/glossary.ja.md#half-distance)はペア $0$ の 283 位置からペア $63$ の 31620 位置まで広がります。
 # 位置の小さな違いを見分ける速いペアは数百トークンで薄れ、遅いペアは数千トークンにわたってほぼ元の重みを保ちます。
 
-# %% tags=["figure"] alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
+# %% tags=["figure"] alt={"en": ["xPos decay factor against the distance m − n up to 4096 on a log axis, d = 128, B = 512, for pairs 0, 16, 32, 48 and 63: straight lines, pair 0 falling below 10^-4, pair 63 staying near 1."], "ja": ["d = 128、B = 512 での xPos の減衰因子を、距離 m − n（0〜4096）に対して対数軸で描いた図です（ペア 0、16、32、48、63）。どれも直線で、ペア 0 は 10^-4 より下まで落ち、ペア 63 は 1 の近くにとどまります。"]}
 d = 128
 zeta = xpos_zeta(d, dtype=f64)
 half_dist = B * math.log(2) / torch.log(1 / zeta)  # r_{1/2, i}
@@ -260,7 +260,7 @@ assert (
 # どちらも 128 から始まります。距離 2048 から 4096 の間では、RoPE のスコアが $-16.73$ から 33.19 まで振れ続けるのに対し、xPos のスコアは 5.36 から 12.96 に収まります。
 # 減衰は遠くの波打ちを弱めますが、消しません。最も減衰しない遅いペアは、回転も最も遅いからです。
 
-# %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
+# %% tags=["figure"] alt={"en": ["Score of q = k = 1 against the distance m − n up to 4096, d = 128. Plain RoPE (B = ∞) falls from 128 but keeps swinging widely, as low as −17; xPos (B = 512) follows it near 0 and settles smoothly between about 5 and 13."], "ja": ["d = 128、q = k = 1 のスコアを距離 m − n（0〜4096）に対して描いた図です。素の RoPE（B = ∞）は 128 から下がりますが大きく振れ続け、−17 まで下がります。xPos（B = 512）は近い距離ではそれに沿い、遠くでは約 5〜13 の間になめらかに落ち着きます。"]}
 theta = rope_frequencies(d).double()
 r = torch.arange(0, 4097)
 ones = torch.ones(d, dtype=f64)
@@ -301,8 +301,9 @@ assert round(float(rope_scores.min())) == -17  # the figure's "as low as -17"
 #
 # The decay does bound what any query and key can do: for $m \ge n$,
 # $$|\tilde q_m \cdot \tilde k_n| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# with the factor of the last pair, and a query and key in that pair alone reach it. RoPE
-# has no such cap: the same key gives the score $|q|\,|k|$ at every distance. For
+# with the factor of the last pair; a query and key reach it when they lie in that
+# pair alone and the key is aligned with the rotated query. RoPE has no such cap:
+# the same key gives the score $|q|\,|k|$ at every distance. For
 # unit vectors and $d = 128$ the cap is 0.9888 at distance 512, 0.9141 at 4096 and
 # 0.4876 at 32768: a far token can still score high, but only through the slowest
 # pairs, which say least about where it is.
@@ -312,7 +313,7 @@ assert round(float(rope_scores.min())) == -17  # the figure's "as low as -17"
 #
 # それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# ここで因子は最後のペアのものです。クエリとキーをそのペアだけに置けば上限に届きます。
+# 因子は最後のペアのもので、上限に届くのは、クエリとキーがこのペアだけに成分を持ち、向きもそろう場合です。
 # RoPE にはこのような上限はなく、同じキーならどの距離でもスコアは $|q|\,|k|$ です。
 # $d = 128$ の単位ベクトルでの上限は、距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
 # 遠いトークンも高いスコアを得られますが、それを担えるのは、位置について最も情報の少ない遅いペアだけです。
@@ -475,7 +476,7 @@ for _ in range(10):
 #
 # Sun らは $l = 1024$ トークンで学習し、それより長い入力は[ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)で読むので、どの距離も $l$ より短いままです。
 # 論文の表 2 の 2048 と 4096 トークンでのパープレキシティは、xPos ではこのウィンドウを使い、RoPE と ALiBi では使わずに測ったものです（表 5 に両方があります）。
-# xPos の設計は、Sun らが定義した指標「attention resolution」をもとに選ばれています。
+# xPos の設計は、Sun らが定義した指標「attention resolution（アテンションの分解能）」をもとに選ばれています。
 # これは、アテンションスコアが近いキーと遠いキーをどれだけはっきり分けるかを測る指標です。
 # 距離 $i$ でのスコアの期待値を $s_i$ とすると、次のとおりです。
 # $$R(s) = \frac{\sum_i e^{s_i}\,(e^{s_i} - e^{s_{i+1}})}{\left(\sum_i e^{s_i}\right)^2}$$
@@ -552,7 +553,7 @@ assert resolution(-torch.arange(100, dtype=f64) / 10) > 0  # falling scores
 # 因子 $\zeta_i^{p/B}$ は、距離ではなく位置そのものについて指数的に増減します（ペア $0$ では $\zeta_0^{p/B} = e^{-p \ln(7/2)/B}$）。
 # float32 では数万位置を超えるとキーの因子がオーバーフローし、クエリの因子は 0 に丸められるので、
 # $m = n = 65535$ では真の因子が $\zeta_0^0 = 1$ なのに、スコアは NaN になります。
-# 対策は導出から分かります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
+# 対策は導出からわかります。スコアに入るのは $(m - c) - (n - c) = m - n$ だけなので、指数を共通の $c$ だけずらしても、そのずれは打ち消し合います。
 # $$\zeta_i^{(m-c)/B}\,\zeta_i^{-(n-c)/B} = \zeta_i^{(m-n)/B}$$
 # 回転には実際の位置を使います。
 # `apply_xpos` は中心を `center=c` で受け取ります。既定の 0（書いたとおりの式）、任意の数、または torchscale と同じく呼び出しの位置の中点を使う `"midpoint"` のいずれかです。
@@ -750,7 +751,7 @@ assert along.max() - along.min() < 1e-9
 # %% [markdown] lang="ja"
 # ## NoPE：位置エンコーディングをまったく使わない
 #
-# 今度は逆の極端な場合です。位置エンコーディングを持たないデコーダ（NoPE）は、トークンの埋め込みだけからアテンションを計算します。
+# 次は、もう一方の極にある答えです。位置エンコーディングを持たないデコーダ（NoPE）は、トークンの埋め込みだけからアテンションを計算します。
 # マスクのないアテンションは置換同変で、$\mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$ です
 # （[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。そのようなモデルにとって、入力は系列ではなく集合です。
 # 因果マスクはこの対称性を壊します。位置 $t$ のトークン（$t = 0$ から数えます）には自分までのちょうど $t + 1$ 個のトークンが見え、この個数が位置になります。
@@ -772,7 +773,7 @@ assert along.max() - along.min() < 1e-9
 # Haviv ら（2022）によれば、位置エンコーディングなしで学習した 1.25 億〜13 億パラメータの因果的な言語モデルも、それを持つモデルと同程度のパープレキシティに達します。
 # その隠れ状態からは、プローブで絶対位置を読み取れます。
 # Kazemnejad ら（2023）によれば、デコーダのみのモデルでの推論と算術のタスクでは、NoPE が明示的な位置エンコーディングより長い入力にうまく汎化しました。
-# 彼らの定理（以下の節）が示すのはそうした重みが存在することだけで、学習でそれが見つかるとは言っていません。学習済みの NoPE モデルのアテンションは、T5 の相対バイアスに最もよく似ていました。
+# 彼らの定理（以下の節）が示すのは、マスクから位置を取り出せる重みが存在することまでで、学習がその重みを見つけるとは言っていません。学習済みの NoPE モデルのアテンションは、T5 の相対バイアスに最もよく似ていました。
 
 # %% [markdown] lang="en"
 # ## The causal mask counts
@@ -854,7 +855,7 @@ assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 # which never exceeds $2(K-1)$. For $K = 16$ the readout is exact up to $t = 15$ and
 # stays below 30 forever (left panel of the next figure): a fixed ReLU layer resolves
 # positions only up to a length set by its size. The number format limits $h_t$
-# too: in bfloat16 two positions share a value from $t = 189$ (the note below).
+# too: in bfloat16 two positions share a value from $t = 189$.
 
 # %% [markdown] lang="ja"
 # ## 位置を読み戻す
@@ -868,7 +869,7 @@ assert not torch.allclose(nope(xs, causal=True)[3], nope(xs, causal=True)[8])
 # $$\hat t = 2(K-1) - \frac{K(K-1)}{t+1}$$
 # これは決して $2(K-1)$ を超えません。$K = 16$ では、読み出しは $t = 15$ まで厳密で、いつまでも 30 未満にとどまります（次の図の左）。
 # 決まった大きさの ReLU の層が見分けられる位置は、その大きさで決まる長さまでです。
-# 数値の形式も $h_t$ を制限し、bfloat16 では $t = 189$ から 2 つの位置が同じ値になります（下の補足）。
+# 数値の形式も $h_t$ を制限し、bfloat16 では $t = 189$ から 2 つの位置が同じ値になります。
 
 # %%
 K = 16
@@ -896,18 +897,7 @@ continued = 2 * (K - 1) - K * (K - 1) / (beyond + 1)  # the last segment
 assert_close(t_hat[K - 1 :], continued)
 assert (t_hat < 2 * (K - 1)).all()
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the feature crowds.** Neighbouring values of $h_t = 1/(t+1)$
-# differ by $1/((t+1)(t+2))$, so they crowd as $t$ grows: two positions first share
-# one value at $t = 11864337$ in float32, but already at $t = 189$ in bfloat16.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：値の間隔が詰まる**
-#
-# 隣り合う位置の $h_t = 1/(t+1)$ の差は $1/((t+1)(t+2))$ で、$t$ が大きくなるにつれて狭まります。
-# 2 つの位置が初めて同じ値になるのは、float32 では $t = 11864337$ ですが、bfloat16 では早くも $t = 189$ です。
-
-# %% tags=["deeper", "check"] summary={"en": "neighbours differ by 1/((t+1)(t+2)); values clash from 11864337 in float32 and 189 in bfloat16", "ja": "隣どうしの差は 1/((t+1)(t+2)) で、値が重なるのは float32 では 11864337、bfloat16 では 189 からです"}
+# %% tags=["check"] summary={"en": "neighbours differ by 1/((t+1)(t+2)); values clash from 11864337 in float32 and 189 in bfloat16", "ja": "隣どうしの差は 1/((t+1)(t+2)) で、値が重なるのは float32 では 11864337、bfloat16 では 189 からです"}
 assert_close(h[:-1] - h[1:], 1 / ((t[:-1] + 1) * (t[:-1] + 2)))
 t_long = torch.arange(2**24)
 h_f32 = (1 / (t_long + 1.0).double()).float()  # 1/(t+1), rounded once
@@ -1057,7 +1047,7 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 #   multiplied by $\zeta_i^{(m-n)/B}$, so the score still depends only on $m - n$, and
 #   for $m \ge n$ the fastest-turning pairs decay first.
 # - The decay caps every score at $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$, but far keys are
-#   blurred rather than removed, and for a future key the decay becomes a growth.
+#   blurred rather than removed.
 # - The factors grow and shrink exponentially with the position itself: shift the
 #   exponents by a common centre, which cancels in every score, and keep it fixed
 #   when keys are cached.
@@ -1066,6 +1056,8 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 #   into the first layer; a feed-forward part can turn it into $t$ and a second layer
 #   into a relative pattern, up to a length that the network's size and its number
 #   format set.
+# - Both lean on the causal mask: for a future key xPos's decay becomes a growth,
+#   and the mask is NoPE's only source of position.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1073,13 +1065,14 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # - xPos はペアごとの因子を掛けた RoPE で、スコアのペア $i$ の項に $\zeta_i^{(m-n)/B}$ が掛かります。
 #   スコアはやはり $m - n$ だけで決まり、$m \ge n$ では速く回るペアから先に減衰します。
 # - 減衰は、どのスコアにも $\zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$ という上限を課します。
-#   ただし遠いキーは消えずにぼやけるだけで、未来のキーに対しては減衰が増幅に変わります。
+#   ただし遠いキーは消えずにぼやけるだけです。
 # - 因子は位置そのものについて指数的に増減するので、指数を共通の中心だけずらします（どのスコアでも打ち消されます）。
 #   キーをキャッシュするときは中心を固定します。
 # - 論文の外挿は、推論時のブロック単位の因果的アテンションにも頼っています。
 # - NoPE では、BOS トークンがあれば、因果マスクだけで最初の層に $1/(t+1)$ が書き込まれます。
 #   フィードフォワード部分でこれを $t$ に、2 層目で相対位置のパターンにできますが、
 #   届くのはネットワークの規模と数値の形式で決まる長さまでです。
+# - xPos と NoPE はどちらも因果マスクに頼ります。xPos は未来のキーで減衰が増幅に変わり、NoPE はマスクが位置の唯一の情報源だからです。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1196,10 +1189,7 @@ print(
 # least the guaranteed one and less than 2% longer, and with `center=0.0`, where the
 # key at $S$ carries $(7/2)^{S/B}$, about half as long (printed below).
 # `apply_xpos` refuses $|p - c| > 3966$ in float16, that is, with
-# `center="midpoint"`, spans beyond 7932 (printed): it keeps every scale within
-# float16's normal numbers, at most $1/\text{tiny} = 16384$, which leaves a factor of
-# 4 below 65504 for the length of a pair. The limit is the guarantee above with a
-# margin.
+# `center="midpoint"`, spans beyond 7932 (printed): the guarantee above with a margin.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 中心を真ん中に置くと、位置 $0$ から $S$ に対して $c = S/2$ となります。
@@ -1213,9 +1203,7 @@ print(
 # ランダムな $q$ と $k$（$d = 128$）を 1 組選んで二分法で求めると、最大の広がりは保証される広がり以上で、その 2% 増しより短くなります。
 # `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、広がりはほぼ半分です（どちらも下の出力）。
 # `apply_xpos` は float16 では $|p - c| > 3966$ を受け付けません。
-# `center="midpoint"` では、広がりが 7932（出力の値）を超える呼び出しを拒むことにあたります。
-# どの倍率も float16 の正規化数の範囲、すなわち最大 $1/\text{tiny} = 16384$ に収めるためで、65504 までにはペアの長さのための 4 倍の余裕が残ります。
-# つまりこの制限は、上の保証に余裕を持たせたものです。
+# `center="midpoint"` では、広がりが 7932（出力の値）を超える呼び出しを拒むことにあたり、上の保証に余裕を持たせた制限です。
 
 # %% tags=["solution"]
 q16, k16 = torch.randn(2, 128).half()
@@ -1301,7 +1289,7 @@ print(
 # 上の 2 層のモデルは、同じトークンを 12 個並べた系列では、どの位置にも同じ出力を返します。
 # 先頭のトークンだけを変えると、位置ごとに違う出力を返します。
 # Chi ら（2023）は、位置エンコーディングのない学習済みの因果的なモデルで、これと関連した位置情報の漏れを指摘しています。
-# 位置が進むほど平均を取るトークンが増えるので、その平均の分散は縮みます。そのため分散を見るだけで、後の層にはおおよその位置が分かります。
+# 位置が進むほど平均を取るトークンが増えるので、その平均の分散は縮みます。そのため分散を見るだけで、後の層にはおおよその位置がわかります。
 
 # %% tags=["solution"]
 marked = torch.randn(T, d, dtype=f64)
@@ -1348,7 +1336,7 @@ assert not torch.allclose(out[5], out[6])
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# Sun らの論文は arXiv v1 のテキスト版で読みました。論文は $\zeta_i$ を $2i/d$ の代わりに $i/(d/2)$ で書き（式 9）、位置そのものを指数にしています（$B = 1$、アルゴリズム 1）。$\gamma$ の値は載っていません（§3.2 は人手で決めたとしています）。
+# Sun らの論文は arXiv v1 をテキストに起こしたもので読みました。論文は $\zeta_i$ を $2i/d$ の代わりに $i/(d/2)$ で書き（式 9）、位置そのものを指数にしています（$B = 1$、アルゴリズム 1）。$\gamma$ の値は載っていません（§3.2 は人手で決めたとしています）。
 # 長さ $l/2$ のブロックのウィンドウは §3.3、パープレキシティは表 2 と表 5 です。
 # $\gamma = 0.4$ と $B = 512$ は torchscale の `XPOS`（論文のコードのもと）と lucidrains の値で、lucidrains の KV キャッシュの扱いはソースから読み取りました。
 #

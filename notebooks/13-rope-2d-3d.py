@@ -961,8 +961,7 @@ assert (
 #   row's.
 # - Axial 2D RoPE turns half of the pairs with the column, half with the row:
 #   the score is a function of $\Delta c$ plus one of $\Delta r$, and a larger
-#   image needs no resampling (in Heo et al.'s DeiT-III table, Base and Large
-#   keep or gain accuracy at 384 pixels; not every model does).
+#   image needs no resampling.
 # - RoPE-Mixed learns a frequency on both axes for each pair: it starts as
 #   axial RoPE in rotated coordinates, can learn diagonals, and stays
 #   relative.
@@ -981,7 +980,7 @@ assert (
 #
 # - ViT は表を学習し、解像度が変わるとパッチの行を画像として補間します。MAE は表を固定し、列の 1 次元の正弦・余弦の符号に行の符号を続けます。
 # - 軸ごとの 2 次元 RoPE はペアの半分を列で、半分を行で回します。スコアは $\Delta c$ の関数と $\Delta r$ の関数の和です。
-#   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、すべてのモデルがそうなるわけではありません）。
+#   画像を大きくしても補間は不要です。
 # - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。初期化の時点では座標を回した軸ごとの RoPE と同じで、学習によって斜めの方向を表せるようになり、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
 #   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。

@@ -912,7 +912,7 @@ with torch.no_grad():
     table_weights, mark_weight = read_out(test, content(test) + table[back])
     table_accuracy = (answer(mark_weight) == answers(test)).float().mean()
 print(f"table by distance: {table_accuracy:.1%} of the same 1000 inputs")
-assert 1 / 3 < table_accuracy < cope_accuracy  # one seed: above chance, below CoPE
+assert 1 / 3 < table_accuracy < cope_accuracy  # one seed: chance < it < CoPE
 
 # %% [markdown] lang="en"
 # The figure shows the two inputs. Top: the contextual positions $p_{ij}$ of the last

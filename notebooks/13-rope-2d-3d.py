@@ -39,7 +39,7 @@
 # RoPE は、次元のペアの一部を列で、残りを行で回転させて格子に持ち込みます。
 # スコアは軸ごとの相対位置で決まり、画像を大きくしても補間し直す必要がなく、両方の軸を混ぜた周波数を学習すれば斜めの方向も表せます。
 # Qwen2-VL のマルチモーダル RoPE は、言語モデルのヘッドの各周波数を時間・高さ・幅のどれかに結び付けて、
-# テキスト・画像・動画が 1 つの系列を共有できるようにします。Qwen3-VL は周波数を各軸へ順番に（巡回して）配ります。
+# テキスト・画像・動画が 1 つの系列を共有できるようにします。Qwen3-VL は周波数を時間・高さ・幅の軸へ巡回的に割り当てます（インターリーブ）。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
@@ -121,11 +121,11 @@ assert torch.equal(rc[1], j % w)
 # パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
 # 高い解像度でファインチューニングするとパッチの数が表の行数を超えるので、論文は事前学習済みの埋め込みを画像での位置に従って 2 次元で補間します。
 # パッチの $hw$ 行を $h \times w$ の格子として $h' \times w'$ に補間し、クラストークンの行はそのまま残します。
-# 公式コードは `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
+# 公式実装は `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
-# 双線形補間は座標の 1 次関数を再現するので、自分の行と列を値に持つ表を補間すると、写像後の座標がそのまま得られます。
+# 双線形補間は座標の 1 次関数なら正確に再現するので、自分の行と列を値に持つ表を補間すると、写像後の座標がそのまま得られます。
 # 224 ピクセルの ViT-B/16 の $14 \times 14$ の格子から 384 ピクセルの $24 \times 24$ に移ると、新しい行 1 は古い行 $13/23 \approx 0.5652$ を読みます。
 # Hugging Face の `ViTEmbeddings.interpolate_pos_encoding` は別の方法で補間します。セルの中心どうしを対応させる双三次補間です。
 
@@ -165,9 +165,9 @@ assert math.isclose(new[0, 0, 1, 0].item(), 13 / 23)
 # $$PE(r, c) \cdot PE(r', c') = \sum_{k} \cos\big((c - c')\,\omega_k\big) + \sum_{k} \cos\big((r - r')\,\omega_k\big).$$
 
 # %% [markdown] lang="ja"
-# ## MAE の固定 2 次元表：チャネルの半分ずつを各軸に
+# ## MAE の固定 2 次元表：次元の半分ずつを各軸に
 #
-# MAE（He ら 2022）は表を固定します。軸ごとに $d/2$ チャネルの 1 次元の正弦・余弦の符号を作り、列の符号を先にして連結します。
+# MAE（He ら 2022）は表を固定します。軸ごとに $d/2$ 次元の 1 次元の正弦・余弦の[符号](../docs/glossary.ja.md#code)を作り、列の符号を先にして連結します。
 # $d/4$ 個の周波数 $\omega_k = 10000^{-k/(d/4)}$（$k = 0, \dots, d/4 - 1$）を使い、
 # 座標 $u$ の符号は正弦をすべて並べてから余弦を並べます（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
 #
@@ -226,7 +226,7 @@ assert_close(pe @ pe.T, rhs)
 # **さらに詳しく：列が先に来る理由**
 #
 # MAE の `get_2d_sincos_pos_embed` は前半を `emb_h` と呼んでいますが、前半は `np.meshgrid(grid_w, grid_h)` の最初の出力から計算され、
-# この出力は列の方向に変わります。
+# この出力は列番号とともに（横方向に）変わります。
 # コメントの「here w goes first」もそう述べており、Hugging Face の ViT-MAE はこの入れ替わりを注記したうえで、
 # 事前学習済みの重みに合わせてそのまま残しています。
 
@@ -422,7 +422,7 @@ assert_close(mixed(x, rc[0], rc[1]), rotated, atol=1e-6, rtol=0)
 assert abs(mixed_difference(mixed)) > 1e-3
 
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: the same kind of cross, turned by the random angle α, with oblique ridges through the centre."], "ja": ["d = 64 で q = k としたスコアを相対位置に対して描いた 2 枚のヒートマップ（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、同じ種類の十字形がランダムな角度 α だけ回り、中央を通る斜めの尾根になっています。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps of the score of q = k against the offset: rows Δr from −15 to 15 down, columns Δc across, d = 64. Left, RoPE-Axial: a cross-shaped pattern aligned with the axes, peak at the centre. Right, RoPE-Mixed with Heo et al.'s initial frequencies: the same kind of cross, turned by the random angle α, with oblique ridges through the centre."], "ja": ["d = 64 で q = k としたスコアを相対位置に対して描いた 2 枚のヒートマップです（縦は Δr、横は Δc、どちらも −15〜15）。左の RoPE-Axial は軸にそろった十字形の模様で、中央が最大です。右は Heo らの初期値の周波数による RoPE-Mixed で、同じ種類の十字形がランダムな角度 α だけ回っていて、中央を通る斜めの尾根が見えます。"]}
 span = torch.arange(-15, 16)
 dr_grid, dc_grid = torch.meshgrid(span, span, indexing="ij")
 dr_flat, dc_flat = dr_grid.reshape(-1), dc_grid.reshape(-1)
@@ -463,7 +463,7 @@ plt.show()
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
 # パッチの座標は整数のままで、モデルは学習時に現れなかった大きな相対位置を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる結果、つまり推論時の解像度を上げても RoPE は精度を保つという結果は、この設定で得られたものです（すべてのモデルではありません。下の補足）。
+# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定で得られたものです。ただし、すべてのモデルでそうなるわけではありません（下の補足）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the accuracy table.** For DeiT-III Base in
@@ -660,7 +660,7 @@ for axis in range(3):
 # 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
 # そのため Qwen3-VL のドキュメントは、256K から 1M トークンに伸ばすときの YaRN の係数を、4 ではなく 2 か 3 と小さめにするよう勧めています。
 # YaRN の係数は[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節で扱いました。
-# テキストだけのプロンプトでは、位置は今も 1 トークンごとに 1 進みます。位置がゆっくり進むのは Qwen2-VL から変わらないこの規則のためで、Qwen3-VL の周波数の割り当て方によるものではありません。
+# テキストだけのプロンプトなら、位置はこれまでどおり 1 トークンにつき 1 ずつ進みます。位置がゆっくり進むのは Qwen2-VL から変わらないこの規則のためで、Qwen3-VL の周波数の割り当て方によるものではありません。
 # Hugging Face はこの差（位置の最大値に 1 を足して系列長を引いた値）を `rope_deltas` に保持し、生成するトークンの位置に足します。
 # 例として、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンを並べます。
 
@@ -847,12 +847,12 @@ for rule in ["paper", "hf"]:
 # below).
 
 # %% [markdown] lang="ja"
-# ## Qwen3-VL：周波数を順番に（巡回して）配る
+# ## Qwen3-VL：周波数の巡回割り当て
 #
 # 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
 # 画像の中で幅の軸はほとんど何も見分けられません（数値は下の注）。
-# Qwen3-VL は代わりに周波数を順番に（巡回して）配ります。これは Qwen のチームの Huang ら（2025）による MRoPE-Interleave で、その指針は、どの軸にも周波数の全範囲を使わせることです。
+# Qwen3-VL は代わりに周波数を時間・高さ・幅の軸へ巡回的に割り当てます（巡回割り当て）。これは Qwen チームの Huang ら（2025）が提案した MRoPE-Interleave で、「どの軸にも周波数の全範囲を使わせる」という同論文の設計指針に沿ったものです。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
 # 各周波数は 1 つの軸に結び付いたままなので、相対位置の性質は損なわれません。
@@ -862,7 +862,7 @@ for rule in ["paper", "hf"]:
 # ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
 # 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の補足）。
 
-# %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "順番に（巡回して）配る割り当ても transformers 5.24.0 と一致し、スコアは軸ごとの相対位置だけで決まります"}
+# %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "巡回割り当ても transformers 5.24.0 と一致し、スコアは軸ごとの相対位置だけで決まります"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
 #   with mrope_section=[24, 20, 20] on freq[a, ..., i] = 100 a + i, // 100
 hf_qwen3_axes = [0, 1, 2] * 20 + [0] * 4
@@ -873,7 +873,7 @@ shifted = mrope_score([5 + 3, 7 - 2, 2 + 11], [5 + 3, 9 - 2, 4 + 11], **kw)
 assert math.isclose(s, shifted, abs_tol=1e-9)
 assert abs(s - mrope_score([5, 7, 2], [6, 9, 4], **kw)) > 1e-4
 
-# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の順番に（巡回して）配る割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって順番に並びます。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ_i on a log axis against the frequency index i from 0 to 63, d = 128, base 10^6, two panels. Top, Qwen2-VL's blocks [16, 24, 24]: t holds indices 0–15 (wavelengths 6 to about 160), h 16–39, w 40–63 (about 35,000 to 5.1 million). Bottom, Qwen3-VL's interleaved [24, 20, 20]: t, h and w alternate along the whole curve."], "ja": ["d = 128、底 10^6 での波長 2π/θ_i（対数軸）を、周波数の番号 i（0〜63）に対して描いた 2 段の図です。上は Qwen2-VL のブロック（セクションは 16、24、24）です。軸 t が番号 0〜15（波長 6〜約 160）、h が 16〜39、w が 40〜63（約 35,000〜510 万）を受け持ちます。下は Qwen3-VL の巡回割り当て（セクションは 24、20、20）で、3 つの軸が曲線全体にわたって順番に並びます。"]}
 wavelength = 2 * math.pi / posenc.rope_frequencies(128, base=1e6).double()
 blocks = mrope_axes([16, 24, 24])
 longest_t = wavelength[blocks == 0].max().item()
@@ -961,8 +961,7 @@ assert (
 #   row's.
 # - Axial 2D RoPE turns half of the pairs with the column, half with the row:
 #   the score is a function of $\Delta c$ plus one of $\Delta r$, and a larger
-#   image needs no resampling (in Heo et al.'s DeiT-III table, Base and Large
-#   keep or gain accuracy at 384 pixels; not every model does).
+#   image needs no resampling.
 # - RoPE-Mixed learns a frequency on both axes for each pair: it starts as
 #   axial RoPE in rotated coordinates, can learn diagonals, and stays
 #   relative.
@@ -981,7 +980,7 @@ assert (
 #
 # - ViT は表を学習し、解像度が変わるとパッチの行を画像として補間します。MAE は表を固定し、列の 1 次元の正弦・余弦の符号に行の符号を続けます。
 # - 軸ごとの 2 次元 RoPE はペアの半分を列で、半分を行で回します。スコアは $\Delta c$ の関数と $\Delta r$ の関数の和です。
-#   画像を大きくしても補間は不要です（Heo らの DeiT-III の表で Base と Large は 384 ピクセルでも正解率を保つか上げますが、すべてのモデルがそうなるわけではありません）。
+#   画像を大きくしても補間は不要です。
 # - RoPE-Mixed は各ペアに両方の軸の周波数を学習させます。初期化の時点では座標を回した軸ごとの RoPE と同じで、学習によって斜めの方向を表せるようになり、相対位置の性質も保ちます。
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
 #   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。
@@ -1006,7 +1005,7 @@ assert (
 #
 # 1. Qwen2-VL（$d = 128$、底 $10^6$、ブロック $[16, 24, 24]$）で、時間の軸の最も遅いペアが 1 回転するのは時間座標がいくつ進んだときで、
 #    それはサンプルしたフレームの何枚分でしょうか。
-#    次に、Qwen3-VL の順番に（巡回して）配る割り当て $[24, 20, 20]$ について、同じ底を仮定して 1 つ目の問いに答えてください（Qwen3-VL の公開されたチェックポイントの底は $5 \cdot 10^6$ です）。
+#    次に、Qwen3-VL の巡回割り当て $[24, 20, 20]$ について、同じ底を仮定して 1 つ目の問いに答えてください（Qwen3-VL の公開されたチェックポイントの底は $5 \cdot 10^6$ です）。
 #    また、この場合 2 つ目の問いに答えがない理由を説明してください。
 # 2. プロンプトが、テキスト 5 トークン、$16 \times 16$ パッチの画像（$2 \times 2$ ずつまとめます）、テキスト 1 トークンからなるとします。
 #    最後のトークンの座標と `rope_deltas` はいくつでしょうか。
@@ -1129,14 +1128,14 @@ for rule in ["paper", "hf"]:
 # - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words:
 #   Transformers for Image Recognition at Scale*.
 #   <https://arxiv.org/abs/2010.11929>
-#   公式コード：`vit_jax/checkpoint.py`（`scipy.ndimage.zoom(..., order=1)`）。<https://github.com/google-research/vision_transformer>
+#   公式実装：`vit_jax/checkpoint.py`（`scipy.ndimage.zoom(..., order=1)`）。<https://github.com/google-research/vision_transformer>
 # - He, K. et al. (2022). *Masked Autoencoders Are Scalable Vision
 #   Learners*. <https://arxiv.org/abs/2111.06377>
-#   公式コード：`util/pos_embed.py`。<https://github.com/facebookresearch/mae>
+#   公式実装：`util/pos_embed.py`。<https://github.com/facebookresearch/mae>
 # - Heo, B., Park, S., Han, D. and Yun, S. (2024). *Rotary Position
 #   Embedding for Vision Transformer*. ECCV 2024.
 #   <https://arxiv.org/abs/2403.13298>
-#   公式コード：`deit/models_v2_rope.py`（`RoPEAttention` は `q[:, :, 1:]` を回転させ、`compute_axial_cis` は格子ごとに計算します）。README に正解率の表があります。<https://github.com/naver-ai/rope-vit>
+#   公式実装：`deit/models_v2_rope.py`（`RoPEAttention` は `q[:, :, 1:]` を回転させ、`compute_axial_cis` は格子ごとに計算します）。README に正解率の表があります。<https://github.com/naver-ai/rope-vit>
 # - Wang, P. et al. (2024). *Qwen2-VL: Enhancing Vision-Language Model's
 #   Perception of the World at Any Resolution*.
 #   <https://arxiv.org/abs/2409.12191>

@@ -19,7 +19,8 @@
 # Today's large models change plain RoPE in four ways: they rotate only some
 # pairs of a head ([partial rotation](../docs/glossary.md#partial-rotation),
 # or [p-RoPE](../docs/glossary.md#p-rope), which drops the lowest frequencies),
-# keep RoPE out of DeepSeek's compressed KV cache, leave it out of some layers
+# keep RoPE out of DeepSeek's compressed latent (only a small shared key is
+# rotated), leave it out of some layers
 # (Llama 4, Command A), or set it by layer type (Gemma 3 and 4).
 # Each change has a reason that can be computed: a slow pair still turns over
 # a long distance, a rotation between two projections keeps them from being
@@ -32,9 +33,9 @@
 # %% [markdown] lang="ja"
 # # 現在の LLM の回転位置埋め込み
 #
-# 現在の大規模なモデルは、素の RoPE に 4 通りの変更を加えています。
+# 現在の LLM は、通常の RoPE に 4 通りの変更を加えています。
 # 1 つ目は、ヘッドの一部のペアだけを回転させることです（[部分回転](../docs/glossary.ja.md#partial-rotation)、または最も低い周波数を捨てる [p-RoPE](../docs/glossary.ja.md#p-rope)）。
-# 2 つ目は DeepSeek の圧縮した KV キャッシュから RoPE を外すことです。
+# 2 つ目は DeepSeek の圧縮した潜在ベクトルから RoPE を外すことです（回転させるのは全ヘッドで共有する小さなキーだけです）。
 # 3 つ目は一部の層（Llama 4、Command A）で RoPE を使わないこと、4 つ目は層の種類ごとに RoPE の設定を変えること（Gemma 3 と 4）です。
 # どの変更にも、計算で確かめられる理由があります。
 # 遅いペアでも距離が長ければ大きく回ること、2 つの射影のあいだに回転が入ると両者を 1 つの行列にまとめられないこと、そしてチャンクやウィンドウによって RoPE が扱う距離に上限ができることです。
@@ -44,6 +45,7 @@
 
 # %% tags=["setup"]
 import math
+import warnings
 
 import matplotlib.pyplot as plt
 import torch
@@ -63,6 +65,12 @@ use_site_style()
 torch.manual_seed(0)
 torch.set_printoptions(precision=4, sci_mode=False)
 f64 = torch.float64
+try:  # Hugging Face's code, where transformers is installed (checks below)
+    with warnings.catch_warnings():  # its import warns about tqdm
+        warnings.simplefilter("ignore")
+        import transformers
+except ImportError:  # the downloaded notebook needs only posenc
+    transformers = None
 
 # %% [markdown] lang="en"
 # ## Partial rotation against p-RoPE
@@ -133,6 +141,34 @@ hf_qwen3_next = [1.0, 0.009999999776482582]
 hf_glm4 = [1.0, 0.10000000149011612, 0.009999999776482582,
            0.0010000000474974513]  # fmt: skip
 p_rope = ProportionalScaling(0.25)
+if transformers is not None:  # recompute the pasted values live
+    from transformers import GPTNeoXConfig, LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.glm4.modeling_glm4 import Glm4RotaryEmbedding
+    from transformers.models.gpt_neox.modeling_gpt_neox import (
+        GPTNeoXRotaryEmbedding,
+    )
+    from transformers.models.qwen3_next.modeling_qwen3_next import (
+        Qwen3NextRotaryEmbedding,
+    )
+
+    small = dict(hidden_size=64, num_attention_heads=4)
+    hf_partial = GPTNeoXRotaryEmbedding(
+        GPTNeoXConfig(**small, rotary_pct=0.25, rope_theta=1e4)
+    ).inv_freq.tolist()
+    proportional_rope = dict(
+        rope_type="proportional", rope_theta=1e4, partial_rotary_factor=0.25
+    )
+    hf_proportional = ROPE_INIT_FUNCTIONS["proportional"](
+        LlamaConfig(**small, rope_parameters=proportional_rope)
+    )[0].tolist()
+    cfg = dict(small, head_dim=16)
+    hf_qwen3_next = Qwen3NextRotaryEmbedding(
+        transformers.Qwen3NextConfig(**cfg)
+    ).inv_freq.tolist()
+    hf_glm4 = Glm4RotaryEmbedding(
+        transformers.Glm4Config(**cfg)
+    ).inv_freq.tolist()
 assert_close(rope_frequencies(r), torch.tensor(hf_partial))
 assert math.isclose(hf_partial[-1], 1e4 ** (-(r - 2) / r), rel_tol=1e-6)
 assert_close(rope_frequencies(d, scaling=p_rope), torch.tensor(hf_proportional))
@@ -159,7 +195,7 @@ assert_close(partial, by_hand)
 # 部分回転は通常の RoPE とほぼ同じ範囲を 64 点ではなく 16 点で覆います。
 # p-RoPE は最も短い 16 個の波長を残します。$b = 10^4$ では、最も長いものでも $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ 位置です。
 
-# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 54 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 54 だけを覆います。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 54 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図です。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 54 だけを覆います。"]}
 d = 128
 schemes = {
     "RoPE": rope_frequencies(d),
@@ -219,14 +255,14 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 #
 # Barbero ら（2024）による Gemma 7B の分析では、Gemma は最も高い周波数で位置に基づく鋭いアテンションヘッド（たとえば直前のトークンを見るヘッド）を作ります。
 # また、クエリとキーのノルムの多くを最も低い周波数に載せています。
-# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働く、という見立てです。
+# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働く、と報告しています。
 # とはいえ、遅いペアも回転はしています。
 # クエリとキーが等しいベクトルなら、距離 $m - n$ でのスコアのうち、ペア $i$ の寄与には $\cos((m - n)\theta_i)$ が掛かります。
 # ヘッドの次元数 128、$b = 10^4$ の最も低いペアでは $\theta_{63} = 10^{-4 \cdot 126/128}$ で、距離 8192 での因子は次の値です。
 #
 # $$\cos(8192 \cdot 10^{-4 \cdot 126/128}) \approx 0.58,$$
 #
-# つまり、このチャネルで内容が一致しても、距離 8192 では、そのスコアが約 42% 減ります。
+# つまり、このチャネルを通じた内容の一致は、距離 8192 ではスコアの約 42% を失います。
 # Barbero らは、こうしたチャネルは長いコンテキストでは頑健でないと論じています。
 # 底を大きくすると（Llama 3 では 500,000）チャネルの回転がさらに遅くなるので役に立つ、とも説明しています。
 # p-RoPE は最も低いペアから回転を完全に取り除くので、これらのペアはどの距離でも内容だけを正確に運ぶチャネルになります。
@@ -271,9 +307,11 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 # so $W^{UK}_i$ can be absorbed into the query side once and for all, and
 # without positions only $c^{KV}$ needs to be cached (RoPE adds a rotary key
 # $k^{R}_t$ below); likewise $W^{UV}_i$ can be absorbed into the output
-# projection. The point of MLA is the smaller cache; absorption makes
-# decoding from it cheap and is used at decode time, while training and
-# prefill up-project. Hugging Face's code below up-projects at decode too.
+# projection (the regrouping is associativity of the matrix products). The
+# point of MLA is the smaller cache; absorption makes decoding from it
+# cheap. The paper only says that the projections can be absorbed at
+# inference; serving stacks absorb at decode time and up-project in training
+# and prefill. Hugging Face's code below up-projects at decode too.
 # The letters follow DeepSeek-V2: $t$ and $j$ are positions, $i$ a head.
 
 # %% [markdown] lang="ja"
@@ -291,19 +329,21 @@ assert math.isclose(factor["p-RoPE"], 1.0, rel_tol=1e-12)
 #
 # $$q^{C\top}_{t,i}\, k^{C}_{j,i} = c^{Q\top}_t \big(W^{UQ\top}_i W^{UK}_i\big)\, c^{KV}_j ,$$
 #
-# そのため $W^{UK}_i$ は前もってクエリ側に吸収しておけ、位置がなければ、推論時にキャッシュする必要があるのは $c^{KV}$ だけになります（RoPE を入れると、下で見るように回転キー $k^{R}_t$ も加わります）。
-# 同じように $W^{UV}_i$ は出力の射影に吸収できます。MLA の要点はキャッシュが小さいことで、吸収は、そのキャッシュからのデコードを軽くする工夫です。
-# 吸収が使われるのはデコードのときで、学習やプリフィルでは次元を上げる射影をそのまま計算します。下で照合する Hugging Face のコードは、デコードでも次元を上げています。
+# そのため $W^{UK}_i$ はあらかじめクエリ側に吸収でき、位置がなければ、キャッシュするのは $c^{KV}$ だけで済みます（RoPE を入れると、下で見るように回転キー $k^{R}_t$ も加わります）。
+# 同じように $W^{UV}_i$ は出力の射影に吸収できます（まとめ直しは行列の積の結合法則です）。
+# MLA の要点はキャッシュが小さいことです。吸収はそのキャッシュからのデコードを軽くする工夫です。
+# 論文が述べるのは推論時に吸収できることだけで、推論用のシステムはデコードで吸収し、学習やプリフィルでは次元を上げる射影をそのまま計算します。下で照合する Hugging Face のコードは、デコードでも次元を上げています。
 # 記号は DeepSeek-V2 に合わせ、$t$ と $j$ が位置、$i$ がヘッドです。
 
-# %% tags=["check"] summary={"en": "for random projections, the score from the up-projected query and key equals the latent query times W_UQ^T W_UK times the cached latent", "ja": "ランダムな射影で、次元を上げたクエリとキーのスコアは、クエリの潜在ベクトル、W_UQ^T W_UK、キャッシュした潜在ベクトルの積に等しくなります"}
+# %%
 gen = torch.Generator().manual_seed(1)
 w_uq = torch.randn(8, 16, generator=gen, dtype=f64)  # latent 16 -> head 8
 w_uk = torch.randn(8, 12, generator=gen, dtype=f64)  # latent 12 -> head 8
 c_q1 = torch.randn(16, generator=gen, dtype=f64)
 c_kv1 = torch.randn(12, generator=gen, dtype=f64)
 absorbed = w_uq.T @ w_uk  # computed once, for every query and key
-assert_close((w_uq @ c_q1) @ (w_uk @ c_kv1), c_q1 @ absorbed @ c_kv1)
+print("up-projected:", ((w_uq @ c_q1) @ (w_uk @ c_kv1)).item())
+print("absorbed:    ", (c_q1 @ absorbed @ c_kv1).item())
 
 # %% [markdown] lang="en"
 # ## Why RoPE cannot go into the latent
@@ -396,10 +436,14 @@ d_c, d_hr = 4 * d_h, d_h // 2
 mla, mha = d_c + d_hr, 2 * n_h * d_h  # numbers per token and layer
 print(f"MLA {mla}, MHA {mha:,}: {mha / mla:.1f} times smaller")
 
-# %% tags=["check"] summary={"en": "the four sizes are the defaults of DeepseekV3Config in transformers 5.24.0, and the cache is 576 = 9/2 d_h numbers against 32,768", "ja": "4 つの値は transformers 5.24.0 の DeepseekV3Config の既定値で、キャッシュは 32,768 個に対して 576 = 9/2 d_h 個です"}
+# %% tags=["check"] summary={"en": "the four sizes are the defaults of DeepseekV3Config in transformers 5.24.0 (read from it where installed), and the cache is 576 = 9/2 d_h numbers against 32,768", "ja": "4 つの値は transformers 5.24.0 の DeepseekV3Config の既定値（インストールされていればそこから読みます）で、キャッシュは 32,768 個に対して 576 = 9/2 d_h 個です"}
 # transformers 5.24.0: DeepseekV3Config() defaults (num_attention_heads,
 #   qk_nope_head_dim, kv_lora_rank, qk_rope_head_dim)
 hf_v3 = (128, 128, 512, 64)
+if transformers is not None:
+    v3 = transformers.DeepseekV3Config()
+    hf_v3 = (v3.num_attention_heads, v3.qk_nope_head_dim, v3.kv_lora_rank,
+             v3.qk_rope_head_dim)  # fmt: skip
 assert (n_h, d_h, d_c, d_hr) == hf_v3  # V3 keeps V2's sizes
 assert mla == 576 == 9 / 2 * d_h and mha == 32_768
 
@@ -610,8 +654,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # - the RoPE layers use [chunked attention](../docs/glossary.md#chunked-attention):
 #   they attend only within chunks of $C$ = `attention_chunk_size` = 8192
 #   tokens: query $m$ sees key $n \le m$ only if
-#   $\lfloor n/C \rfloor = \lfloor m/C \rfloor$, so the RoPE layers never
-#   handle a distance of $C$ or more;
+#   $\lfloor n/C \rfloor = \lfloor m/C \rfloor$;
 # - the NoPE layers attend over the whole causal context, and multiply the
 #   query at position $p$ by a temperature that grows in steps of
 #   `floor_scale` $= 8192$ positions (`attn_scale` $a = 0.1$). The name is
@@ -635,7 +678,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # （`no_rope_layer_interval = 4` で、層 3、7、11、…）。2 種類の層の違いは回転だけではありません。
 #
 # - RoPE の層は[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)を使い、$C$ = `attention_chunk_size` = 8192 トークンのチャンクの中だけを見ます。
-#   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけなので、RoPE の層が $C$ 以上の距離を扱うことはありません。
+#   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけです。
 # - NoPE の層は因果的なコンテキスト全体を見て、位置 $p$ のクエリに温度を掛けます。
 #   温度は `floor_scale` $= 8192$ 位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
 #   この「温度」は Hugging Face の呼び名で、スコアを割る YaRN の[アテンションの温度](../docs/glossary.ja.md#attention-temperature)とは違い、クエリに掛けます。
@@ -703,10 +746,12 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # but it does not make unit vectors: a head of 128 features comes out with
 # norm $\sqrt{128} \approx 11.3$. And their RoPE has the large base
 # $5 \cdot 10^5$ (Hugging Face's default `rope_theta`) although the chunks
-# keep every distance below 8192. The released Llama 4 Scout goes further
-# and also scales these frequencies down (their wavelengths up) with Llama
-# 3's scaling, factor 16 on an original length of 8192 (Meta's llama-models,
-# pull request 322); Hugging Face's default configuration has no scaling.
+# keep every distance below 8192. The released Llama 4 Scout also applies
+# Llama 3's scaling, factor 16 on an original length of 8192 (Meta's
+# llama-models, pull request 322), with `low_freq_factor` and
+# `high_freq_factor` both 1: it divides by 16 only the frequencies whose
+# wavelength exceeds 8192, the 29 slowest of the 64 pairs, and leaves the
+# others. Hugging Face's default configuration has no scaling.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Llama 4 の RoPE の層のもう 2 つの特徴**
@@ -716,10 +761,11 @@ assert largest_distance(m, queries) == 8191  # never a distance of 8192
 # この処理は `use_qk_norm` で切り替え、既定で有効です（コードの注記によれば、128E のモデルは使いません）。
 # Hugging Face はこのモジュールを `Llama4TextL2Norm` と呼びますが、出力は単位ベクトルにはなりません。次元数 128 のヘッドでは、ノルムは $\sqrt{128} \approx 11.3$ になります。
 # もう 1 つは、チャンクのおかげで距離は常に 8192 未満に収まるにもかかわらず、RoPE の底が $5 \cdot 10^5$ と大きいことです（Hugging Face の `rope_theta` の既定値）。
-# 公開された Llama 4 Scout はさらに、Llama 3 の方式で周波数を小さく（波長を長く）しています（元の長さ 8192、係数 16）。出典は Meta の llama-models のプルリクエスト 322 です。
+# 公開された Llama 4 Scout はさらに Llama 3 の方式のスケーリング（元の長さ 8192、係数 16）を使います。出典は Meta の llama-models のプルリクエスト 322 です。
+# `low_freq_factor` と `high_freq_factor` がどちらも 1 なので、16 で割られるのは波長が 8192 を超える周波数、つまり 64 個のペアのうち最も遅い 29 個だけで、ほかは変わりません。
 # Hugging Face の既定の設定にはスケーリングはありません。
 
-# %% tags=["deeper", "check"] summary={"en": "dividing by the root mean square gives the output of transformers 5.24.0's Llama4TextL2Norm, of norm √128, not 1", "ja": "RMS で割った結果は transformers 5.24.0 の Llama4TextL2Norm の出力と一致し、ノルムは 1 ではなく √128 です"}
+# %% tags=["deeper", "check"] summary={"en": "dividing by the root mean square gives the output of transformers 5.24.0's Llama4TextL2Norm, of norm √128, not 1; Scout's scaling divides by 16 exactly the 29 pairs of wavelength above 8192, as transformers' llama3 scaling does", "ja": "RMS で割った結果は transformers 5.24.0 の Llama4TextL2Norm の出力と一致し、ノルムは 1 ではなく √128 です。Scout のスケーリングが 16 で割るのは、transformers の llama3 のスケーリングと同じく、波長が 8192 を超える 29 個のペアだけです"}
 # transformers 5.24.0: Llama4TextL2Norm(1e-5)(torch.arange(1.0, 129.0)),
 #   the first four entries and the norm of the output
 hf_qk_norm = [0.013452846556901932, 0.026905693113803864,
@@ -730,6 +776,29 @@ assert_close(normed[:4], torch.tensor(hf_qk_norm))
 assert math.isclose(normed.norm().item(), hf_qk_norm_length, rel_tol=1e-6)
 assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 
+theta = rope_frequencies(128, base=5e5)  # Llama 4's RoPE layers
+slow = 2 * math.pi / theta > 8192  # wavelength above the original length
+assert slow.sum() == 29 and slow[35:].all() and not slow[:35].any()
+if transformers is not None:  # Scout's rope_scaling through HF's llama3
+    transformers.logging.set_verbosity_error()  # low = high warns
+    scout_rope = dict(
+        rope_type="llama3",
+        rope_theta=5e5,
+        factor=16.0,
+        low_freq_factor=1.0,
+        high_freq_factor=1.0,
+        original_max_position_embeddings=8192,
+    )
+    scout = transformers.LlamaConfig(
+        hidden_size=128,
+        num_attention_heads=1,
+        max_position_embeddings=10**7,
+        rope_parameters=scout_rope,
+    )
+    scaled = ROPE_INIT_FUNCTIONS["llama3"](scout)[0]
+    assert_close(scaled[slow], theta[slow].float() / 16)
+    assert torch.equal(scaled[~slow], theta[~slow].float())
+
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Command A, sliding-window RoPE layers and full NoPE layers.**
 # Cohere's Command A (Cohere 2025) uses the same split with a sliding window
@@ -739,9 +808,8 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # `sliding_window = 4096` and a pattern of 4 are the defaults, and the
 # attention applies the rotation only when the layer has a sliding window.
 # In Hugging Face's convention a window of $W$ lets query $m$ see keys
-# $m - W < n \le m$: the last $W$ tokens, itself included. A window slides with the query, where a chunk
-# restarts at fixed boundaries; both keep the largest distance RoPE sees
-# below $W$ (or $C$). Yang et al. (2025, *Rope to Nope and Back Again*), a
+# $m - W < n \le m$: the last $W$ tokens, itself included. A window slides
+# with the query, where a chunk restarts at fixed boundaries. Yang et al. (2025, *Rope to Nope and Back Again*), a
 # study from Cohere, propose and test this hybrid of RoPE and NoPE layers,
 # and Command R7B has the same layout (Hugging Face's Cohere2
 # documentation). The figure draws, on 16 tokens, a chunk and a window of 4
@@ -756,13 +824,12 @@ assert math.isclose(hf_qk_norm_length, math.sqrt(128), rel_tol=1e-5)  # not 1
 # アテンションは層にスライディングウィンドウがあるときだけ RoPE を適用します。
 # Hugging Face の規約では、幅 $W$ のウィンドウで、クエリ $m$ は $m - W < n \le m$ のキー、つまり自分を含む直近の $W$ 個のトークンを見ます。
 # ウィンドウはクエリとともに動きますが、チャンクは決まった境界ごとに新しく始まります。
-# どちらも RoPE が見る最大の距離を $W$（または $C$）未満に保ちます。
 # RoPE の層と NoPE の層を組み合わせるこの方式は、Cohere の研究である Yang ら（2025、*Rope to Nope and Back Again*）が提案し、評価しています。
 # Hugging Face の Cohere2 のドキュメントによれば、Command R7B も同じ構成です。
 # 図は 16 トークンについて、大きさ 4 のチャンクと幅 4 のウィンドウのマスクを、両モデルの NoPE の層の因果的な全体アテンションのマスクと並べたものです。
 
 
-# %% tags=["deeper", "figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスク（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Three 16 × 16 attention masks, queries down and keys across, allowed entries coloured, the others left blank. Left, chunked with C = 4: four lower-triangular blocks on the diagonal. Middle, sliding window with W = 4: a diagonal band four keys wide. Right, full causal: the whole lower triangle."], "ja": ["16 × 16 の 3 つのアテンションマスクです（縦はクエリ、横はキーで、アテンションが許される成分に色を付け、ほかは空白）。左は C = 4 のチャンクで、対角線上に下三角のブロックが 4 つ並びます。中央は W = 4 のスライディングウィンドウで、幅 4 のキーの帯が対角線に沿って伸びます。右は全体アテンション（因果的）で、下三角全体です。"]}
 def sliding_mask(s, window, queries=None):
     m = torch.arange(s) if queries is None else queries
     n = torch.arange(s)
@@ -828,7 +895,7 @@ assert m.sum(-1).tolist() == [1, 4096, 4096, 4096]  # the last W tokens
 # Hugging Face の既定値では、スライディングウィンドウの層 5 つのあとに全体アテンションの層が 1 つ来ます。
 # スライディングウィンドウの層は底 $10^4$、全体アテンションの層は底 $10^6$ を使います。
 # Gemma 3 の技術報告では、全体アテンションの層に係数 8 の[位置補間](../docs/glossary.ja.md#position-interpolation)をかけて位置を縮め、128K トークンに対応させています（4B、12B、27B のモデル）。
-# スケーリングも層の種類で決まるわけです。
+# つまりスケーリングも層の種類で決まります。
 # Hugging Face の Gemma 4 の既定値では、全体アテンションの層は割合 0.25 の p-RoPE（[「部分回転と p-RoPE」](#部分回転と-p-rope)の節を参照）を、次元数 512 のヘッドに使います。
 # スライディングウィンドウの層のヘッドは次元数 256 です。
 
@@ -988,7 +1055,9 @@ print(seen, round(tau, 4))
 #
 # Every number pasted from Hugging Face transformers comes from version
 # 5.24.0, computed outside this notebook, with the call that printed it
-# written above it in the code. The code is in `modeling_rope_utils.py`
+# written above it in the code. Where transformers is installed, the
+# partial-rotation frequencies, DeepSeek-V3's sizes and Scout's scaling are
+# recomputed from it instead. The code is in `modeling_rope_utils.py`
 # (`_compute_proportional_rope_parameters`), `masking_utils.py` and the
 # models `gpt_neox`, `qwen3_next`, `glm4`, `gemma3`, `gemma4`,
 # `deepseek_v3`, `llama4` and `cohere2`. Its defaults need not be the released
@@ -1027,6 +1096,7 @@ print(seen, round(tau, 4))
 #
 # Hugging Face transformers から貼り付けた数値は、どれもバージョン 5.24.0 でこのノートブックの外で計算したものです。
 # 各値を出力した呼び出しは、コードの中でその値の直前にコメントとして書いてあります。
+# transformers がインストールされていれば、部分回転の周波数、DeepSeek-V3 の次元数、Scout のスケーリングは、そこから計算し直します。
 # 該当するコードは `modeling_rope_utils.py`（`_compute_proportional_rope_parameters`）、`masking_utils.py`、
 # モデル `gpt_neox`、`qwen3_next`、`glm4`、`gemma3`、`gemma4`、`deepseek_v3`、`llama4`、`cohere2` にあります。
 # コードの既定値は、公開されたモデルの設定と同じとは限りません。

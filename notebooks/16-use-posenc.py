@@ -73,7 +73,7 @@ _ = torch.manual_seed(0)
 # ブロックは**新しい**トークンのクエリとキーをその位置で回転させ、回転したキーをキャッシュに追加します。キーの回転はそのキー自身の位置だけで決まるので、キャッシュしたキーを回転し直す必要はありません（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章）。
 #
 # `RotaryEmbedding(head_dim, max_positions=n)` は cos と sin の表を一度だけ作り、`forward` では行を集めるだけなので、生成の途中で表が伸びることも、ホストへ値を読み戻すこともありません。
-# 位置はテンソルとして渡し、系列の長さからは求めないので、チャンク単位のプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
+# 位置はテンソルとして渡し、系列の長さからは求めないので、チャンクに分けたプリフィル、デコード、詰め込んだ文書がすべて同じコードで動きます。
 
 # %%
 MAX_POSITIONS = 512
@@ -276,7 +276,7 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 # interprets rather than a tensor, so on a GPU it can run on the fused kernels.
 
 # %% [markdown] lang="ja"
-# ## チャンク単位のプリフィルと因果マスク
+# ## チャンクに分けたプリフィルと因果マスク
 #
 # 長いプロンプトは、チャンクに分けてプリフィルすることがよくあります。2 つ目のチャンクのクエリは、同じチャンクのキーと、その前にキャッシュされたすべてのキーを見ます。
 # このとき[因果マスク](../docs/glossary.ja.md#causal-mask)は、キーの**末尾**にそろえなければなりません。$n_q$ 個のクエリのうち $i$ 番目のものは、位置 $i + n_k - n_q$ にあります。
@@ -334,7 +334,7 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # ## FlexAttention で使う ALiBi
 #
 # ALiBi はヘッド $h$ のすべてのスコアに $-m_h (p_q - p_k)$ を足します（[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章）。
-# SDPA では、このバイアスは（ヘッド、クエリ、キー）の形状のテンソルで、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
+# SDPA では、このバイアスをヘッド、クエリ、キーの 3 つの軸を持つテンソル（形状 (heads, queries, keys)）にして、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
 # FlexAttention は代わりに各スコアに対して `score_mod` を呼びます。`alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足すので、バイアスのテンソルは作りません。
 # マスクは、`attention_mask` と同じ規則の `attention_mask_mod` から作るブロックマスクになります。
 # FlexAttention はスコアの行列のブロックを、飛ばすもの、すべての成分が見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
@@ -365,17 +365,15 @@ assert torch.equal(flex_tokens[:, 6:], full.argmax(-1))
 assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: compiled and eager FlexAttention.** Wrap `flex_attention` in
-# `torch.compile` to get one fused kernel, on a GPU or on the CPU. This page runs
-# it eagerly on the CPU, where it
-# [materialises](../docs/glossary.md#materialise) the full score matrix and warns
-# once that it is not compiled. The warning is silenced above; the result is the
-# same.
+# **Going deeper: compiled and eager FlexAttention.** `torch.compile` turns
+# `flex_attention` into one fused kernel; this page runs it eagerly on the CPU,
+# which [materialises](../docs/glossary.md#materialise) the score matrix (same
+# result; the warning is silenced above).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コンパイルした FlexAttention と eager モードの FlexAttention**
 #
-# `flex_attention` を `torch.compile` で包むと、GPU でも CPU でも 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、FlexAttention はスコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)し、コンパイルしていないという警告を一度だけ出します。結果は同じなので、上のセルでは警告を止めています。
+# `torch.compile` で包んだ `flex_attention` は 1 つの融合カーネルになります。このページは CPU の eager モードで実行するので、スコアの行列を丸ごと[実体化](../docs/glossary.ja.md#materialise)します（結果は同じで、コンパイルしていないという警告は上のセルで止めています）。
 
 # %% [markdown] lang="en"
 # ## Packed sequences
@@ -398,7 +396,7 @@ assert bias(score, batch, head, torch.tensor(5), torch.tensor(2)) == -0.75
 # 学習では、パディングを避けるために複数の文書を 1 行に詰め込む（パッキングする）ことがよくあります。各トークンに文書の ID を与えると、`attention_mask` はクエリ $i$ がキー $j$ を見るのを、文書 ID が同じで、かつ $p_j \le p_i$ のときに限ります。
 # RoPE と ALiBi にはこのマスクだけで足ります。どちらも位置の差しか使わず、文書の中での位置の差は文書が行のどこから始まっても同じだからです。位置を文書ごとに 0 から数え直しても、行の先頭から通しで数えても、各文書のロジットは単独で処理したときと丸め誤差の範囲で一致します。
 # 数え直しが必要なのは、絶対的な位置が効くところです。絶対位置のエンコーディング（下では入力に足す正弦波の埋め込み）、しきい値を超えたクエリでの FIRE、長さによって変わる RoPE のスケーリング、RoPE の表の上限 `max_positions` がそうです。
-# 数え直しておくのが安全です。
+# 迷ったら、文書ごとに数え直しておくのが安全です。
 
 # %%
 documents = [torch.randint(64, (1, 7)), torch.randint(64, (1, 5))]
@@ -472,7 +470,7 @@ for r in range(2):
 # FSDP2（`fully_shard`）と、FSDP を使わないモデルは何も呼びません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
-# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が $\mathcal{N}(0, 0.02^2)$ から引きます。そのため、どちらの手順でもコンストラクタと同じばらつきになります（この値は `posenc` の選択で、Hugging Face の T5 は別の標準偏差を使います）。
+# `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が表の値を $\mathcal{N}(0, 0.02^2)$ から引き直します。そのため、どちらの手順でも、コンストラクタで作ったときと同じばらつきになります（この値は `posenc` の選択で、Hugging Face の T5 は別の標準偏差を使います）。
 #
 # 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（条件は、下の確認のあとの注で説明します）。
 
@@ -650,28 +648,26 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 #
 # - `RotaryEmbedding` keeps its table in plain tensor attributes, not buffers, and
 #   its `state_dict` is empty. DDP never broadcasts the table, so ranks that see
-#   different sequence lengths can each grow their own, and a checkpoint holds no
+#   different sequence lengths can each grow their own (without `max_positions`),
+#   and a checkpoint holds no
 #   table. The same holds for `SinusoidalPositionalEncoding`.
 # - ALiBi's slopes and masks are computed from the settings and positions on each
 #   rank: nothing to synchronise.
 # - Learned encodings (`T5RelativeBias`, `KerpleBias`, `FireBias`, `CoPE`,
 #   `LearnedPositionalEmbedding`) hold ordinary parameters, and DDP averages their
 #   gradients like any other weight.
-# - With FSDP, build on the meta device as above: FSDP1 calls `reset_parameters`
-#   on each module that holds parameters or buffers of its own; with FSDP2, you
-#   initialise after `to_empty`. FSDP1 and FSDP2 reject 0-d (scalar) parameters;
-#   `posenc` has none (`FireBias` holds its two learned scalars with shape
-#   $[1]$).
+# - FSDP (built on the meta device as above) rejects 0-d (scalar) parameters;
+#   `posenc` has none (`FireBias` holds its two learned scalars with shape $[1]$).
 
 # %% [markdown] lang="ja"
 # ## 分散学習
 #
 # ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers` で制御し、既定で有効）、**パラメータ**の勾配を平均します。
 #
-# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます（`max_positions` を指定しない場合）。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP では上のように meta デバイスで作ります。FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では `to_empty` の後に自分で初期化します。FSDP1 と FSDP2 はどちらも 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です）。
+# - FSDP（上のように meta デバイスで作ります）は 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です）。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -687,20 +683,19 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # - Packed documents need document ids in the mask. For RoPE and ALiBi that is
 #   enough; absolute encodings, FIRE beyond its threshold, length-dependent RoPE
 #   scalings and `max_positions` need the positions restarted in each document.
-# - After `to_empty`, FSDP1 calls `reset_parameters` on each module that owns
-#   parameters or buffers; with FSDP2, call it yourself. Every `posenc` module, learned
-#   tables included, comes out initialised right either way, and all are safe
-#   under DDP by default.
+# - Every `posenc` module has `reset_parameters()`: built on the meta device, it
+#   comes out initialised right, learned tables included, and all are safe under
+#   DDP by default.
 # - Read a released model's RoPE with `RotaryEmbedding.from_hf_config`.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - 新しいクエリとキーを明示的に渡した位置で回転させ、回転したキーをキャッシュします。`RotaryEmbedding(dim, max_positions=n)` なら、デコードの 1 ステップで表を伸ばさず、値を読み戻すこともありません。
-# - SDPA の `is_causal` は因果マスクを左上にそろえます。チャンク単位のプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
+# - SDPA の `is_causal` は因果マスクを左上にそろえます。チャンクに分けたプリフィルには `attention_mask`（末尾にそろえたもの、または位置から作ったもの）を渡します。
 # - ALiBi は SDPA には加算マスク（`attention_mask(..., bias=alibi_bias(...))`）、FlexAttention には `alibi_score_mod` として渡し、結果は同じです。位置にバッチの軸があるときは、FlexAttention のブロックマスクをバッチサイズを指定して作ります。
 # - 詰め込んだ文書では、マスクに文書 ID を渡します。RoPE と ALiBi にはそれで足ります。絶対位置のエンコーディング、しきい値を超えた FIRE、長さによって変わる RoPE のスケーリング、`max_positions` には、文書ごとに数え直した位置が必要です。
-# - `to_empty` の後、FSDP1 は自分自身のパラメータかバッファを持つモジュールごとに `reset_parameters` を呼び、FSDP2 では自分で呼びます。`posenc` のモジュールは学習可能な表も含めてどちらでも正しく初期化され、既定の設定のままで DDP でも安全です。
+# - `posenc` のモジュールはすべて `reset_parameters()` を持ち、meta デバイスで作っても学習可能な表まで正しく初期化されます。既定の設定のままで DDP でも安全です。
 # - 公開されたモデルの RoPE は `RotaryEmbedding.from_hf_config` で読みます。
 
 # %% [markdown] lang="en"

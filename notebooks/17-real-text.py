@@ -31,7 +31,7 @@
 # Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
 # 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で再現した Press らの図 1 です。
 # 論文と食い違う結果が 2 つあります。学習時の長さでは ALiBi が NoPE を除く 5 つのエンコーディングのうち最も悪く、T5 は論文より短い長さで悪化し始めます。
-# 参照実装のコードどおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 から 13 に下げます。
+# 参照実装どおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 から 13 に下げます。
 
 # %% [markdown] lang="en"
 # ## The model, the text and the encodings
@@ -129,7 +129,7 @@ for (kind, _), run in runs.items():
 # ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周します。それは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）より少なくなります。
 # そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペア（Liu ら 2023 の言う臨界次元より先のペア）が多くなります。最も速いペアも $L$ の間に 10 回転するだけです（Llama 2 では 652 回転）。
 
-# %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here (5 of 16, 31 %), 0 to 45 in Llama 2 (46 of 64, 72 %)", "ja": "ペア i が L の間に 1 周するのは波長 2π·10^(8i/32) が L 以下のときで、ここではペア 0〜4（16 組中 5 組、31%）、Llama 2 ではペア 0〜45（64 組中 46 組、72%）です"}
+# %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here (5 of 16, 31 %), 0 to 45 in Llama 2 (46 of 64, 72 %)", "ja": "ペア i が L の間に 1 周するのは、波長 2π·10^(8i/32) が L 以下のとき、かつそのときに限ります。ここではペア 0〜4（16 組中 5 組、31%）、Llama 2 ではペア 0〜45（64 組中 46 組、72%）です"}
 head = S["dim"] // S["n_heads"]
 ours = M.turning_pairs(head, 1e4, L)
 llama = M.turning_pairs(**M.LLAMA2)
@@ -170,7 +170,7 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
 # 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります（Press らの言う先頭トークンの呪い、early-token curse）。窓が長いほどそうしたバイトは減るので、文脈をそれ以上使わないモデルでも、$N$ とともにパープレキシティは下がります。
 #
-# **スライディングウィンドウでの評価**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
+# **スライディングウィンドウでの評価**：$N$ バイトの窓（ウィンドウ）を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
 # 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
 # パープレキシティは 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間を付けます。テキストは固定なので、その選び方のばらつきは区間に含まれません。
@@ -217,8 +217,9 @@ def ppl(row, N, key="loss"):
     return tuple(math.exp(v) for v in t_interval(losses(row, N, key)))
 
 
-# Press et al. (2022), Table 3: WikiText-103, L = 1024, evaluated on
-# 1024, 2024, 4024, 8024 and 16024 tokens (T5: out of memory at 16024)
+# Press et al. (2022), Table 3 (arXiv v2), transcribed by hand: WikiText-103,
+# L = 1024, evaluated on 1024, 2024, 4024, 8024 and 16024 tokens (T5: out of
+# memory at 16024). The checks below only recompute ratios from these numbers.
 PRESS = {
     "sinusoidal": [19.34, 51.09, 144.00, 284.88, 453.32],
     "rope": [19.33, 31.17, 44.30, 64.91, 106.99],
@@ -301,7 +302,7 @@ plt.show()
 # 5. **$L$ では ALiBi が最もよい：否定されます。** 論文では最もよい（18.66、T5 は 18.80）のですが、ここでは $L$ で NoPE を除く 5 つのうち最も悪くなります。最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
 #    理由は記録からはわかりません（下の最初の注）。
 #
-# Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルではテキストの学習がずっと進みません）、16.28 まで上がります。
+# Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
 # パープレキシティが横ばいであることは、モデルが長い入力に耐えることを示すだけで、それを使うことまでは示しません（下の注）。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -339,16 +340,11 @@ plt.show()
 # これらの論文のうち 2 つは注意を促しています。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま遠くから情報を取り出す能力を失います（Men ら）。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: every perplexity with its interval.** The two tables give each
-# encoding's perplexity at every length with its 95 % interval over the three seeds,
-# in non-overlapping windows (the figure above) and in the sliding window
-# (*The same text with more context*).
+# **Going deeper: every perplexity with its 95 % interval, in non-overlapping
+# windows, then in the sliding window.**
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：すべてのパープレキシティとその区間**
-#
-# 2 つの表は、各エンコーディングのすべての長さでのパープレキシティを、3 つのシードにわたる 95% 信頼区間とともに示します。
-# 上の表が重ならない窓（上の図）、下の表がスライディングウィンドウ（「文脈を増やして同じテキストを読む」の節）です。
+# **さらに詳しく：すべてのパープレキシティと 95% 信頼区間（上の表が重ならない窓、下の表がスライディングウィンドウ）**
 
 
 # %% tags=["deeper"]
@@ -379,7 +375,7 @@ display(Markdown(table(NAME)))
 display(Markdown(table(NAME, key="sliding_loss")))
 
 
-# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios come from the Table 3 of the figure, ALiBi's four slopes, the bytes read and the falling validation losses are as stated, and 4.84 is 2.28 bits per byte", "ja": "引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は図の表 3 の値からです。ALiBi の 4 つの傾き、読んだバイト数、下がり続ける検証用データの損失も本文どおりで、4.84 は 2.28 ビット/バイトです"}
+# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the falling validation losses are as stated, and 4.84 is 2.28 bits per byte", "ja": "引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は、論文の表 3 に印刷された値（書き写したもの。ここで計算するのは比だけです）から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、下がり続ける検証用データの損失も本文どおりで、4.84 は 2.28 ビット/バイトです"}
 from posenc import alibi_slopes
 from posenc_lab.stats import paired_difference
 
@@ -541,7 +537,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
-# - 正弦波は $t$ が $L$ を越えた瞬間から跳ね上がります（$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25）。$L$ より先では、一度も見たことのないベクトルを足すからです。
+# - 正弦波は $t$ が $L$ を超えた瞬間から跳ね上がります（$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25）。$L$ より先では、一度も見たことのないベクトルを足すからです。
 # - RoPE と T5 はしばらく持ちこたえ、窓の先頭までの距離が伸びるにつれて上がります。どちらも $t = 71$ までは ALiBi と同じ水準で、72 から遅れ始めます（T5 は $t = 72$〜75 で 0.02、76〜79 で 0.16、RoPE は 0.05 と 0.25）。$2L$ の最後の 8 位置では、RoPE が 3.30、T5 が 2.38 です。
 #   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。上昇の始まる位置はこれと合いますが、それが原因であることは記録では検証していません。
 #   Press らのコードがならう Hugging Face の T5 バイアスは最大距離が 128 で、Press らはそれを超える $L = 512$ と $1024$ で学習したので、すべてのバケットが学習されていました。
@@ -647,7 +643,7 @@ plt.show()
 # Chi ら（2023）も同じ見方です。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
 
 
-# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5% 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します"}
+# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3; Press et al.'s ratios are recomputed from the numbers printed in their Tables 13 to 15", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5% 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します。Press らの比は、論文の表 13〜15 に印刷された値から計算し直したものです"}
 def slid(row, factor):
     return at(row, factor, "sliding_loss")
 
@@ -662,7 +658,8 @@ assert flat == ["alibi"]
 assert all(slid("alibi", f) >= slid("alibi", 1) for f in (2, 4, 8, 16))
 assert (slid("sinusoidal", 1), slid("sinusoidal", 2)) == (4.82, 63.30)
 assert round(slid("sinusoidal", 2) / slid("sinusoidal", 1)) == 13
-# Press et al., Tables 13 to 15 (L = 512, stride 1): at L and as quoted
+# Press et al., Tables 13 to 15 (L = 512, stride 1), transcribed by hand: at L
+# and at the length quoted; only the ratios below are computed
 PRESS_SLIDING = {
     "alibi": (17.98, 18.3),
     "sinusoidal": (18.35, 204.42),
@@ -715,7 +712,7 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # ## RoPE を救う
 #
 # 学習済みの RoPE のモデルは、周波数を変えれば $L$ より先まで読めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
-# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装のコードと Hugging Face の YaRN（公開されたどの YaRN のモデルもこれで動きます）は、ペア 0 をそのまま保ちます（$L$ の間に 10 回転します）。ペア 1〜4 では元の周波数と PI の周波数を混ぜ合わせ、ほかを $s$ で割り、温度でアテンションを鋭くします。
+# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装と Hugging Face の YaRN（公開されたどの YaRN のモデルもこれで動きます）は、ペア 0 をそのまま保ちます（$L$ の間に 10 回転します）。ペア 1〜4 では元の周波数と PI の周波数を混ぜ合わせ、ほかを $s$ で割り、温度でアテンションを鋭くします。
 # PI と YaRN のそれぞれを、そのまま使う場合と、$2L$ で $s = 2$ として 100 ステップのファインチューニングをした後（Chen ら 2023 の縮小版）で試します。比べるのは、スケーリングなしの $2L$ でのファインチューニング（`+ft`）です。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
 
 # %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図です。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
@@ -782,11 +779,11 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 
 # %% [markdown] lang="ja"
 # - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45）です。
-#   Peng ら（2023）は、ファインチューニングの有無にかかわらず YaRN が以前の手法を上回ると報告しています。ここでも同じで、コードの YaRN は $L$ より先のどの長さでも PI を上回ります。
-#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式では、このヘッドの次元数で周波数が変わり、シード 0 で取り戻す分はずっと少なくなります（下の注）。
+#   Peng ら（2023）は、ファインチューニングの有無を問わず YaRN が以前の手法を上回ると報告しています。ここでも、ファインチューニングの有無にかかわらず、コードの YaRN は $L$ より先のどの長さでも PI を上回ります。
+#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の注）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
 #   Chen らが LLaMA 7B で報告する結果とは逆です（次の確認のあとの注）。
-# - **$2L$ でのファインチューニング**は、そこでどの方法もほぼ $L$ での水準に戻し（4.49〜4.73）、$L$ では少し悪くします（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものを上回りません（同じ注）。
+# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものを上回りません（同じ注）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
@@ -820,11 +817,11 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Chen et al.'s two claims.** For LLaMA 7B (PG-19, sliding window)
 # they report untuned PI at 16.10 at four times the context, where plain
-# extrapolation exceeds $10^3$. *Contradicted* here, as YaRN's argument against PI
+# extrapolation exceeds $10^3$. **Contradicted** here, as YaRN's argument against PI
 # suggests for bytes: slowing the fast pairs blurs the distances that tell
 # neighbours apart. After fine-tuning, PI has 1.04 $[1.03, 1.05]$ times the
 # perplexity of the fine-tune without scaling at $2L$, the length both were tuned
-# at; Chen et al. find PI ahead: *contradicted* (after 100 steps, not 1,000). At
+# at; Chen et al. find PI ahead: **contradicted** (after 100 steps, not 1,000). At
 # $4L$ (1.60 $[1.52, 1.68]$ times) the tuned models are read at $s = 4$, outside
 # Chen et al.'s protocol.
 
@@ -832,8 +829,8 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # **さらに詳しく：Chen らの 2 つの主張**
 #
 # Chen らの報告では、LLaMA 7B（PG-19、スライディングウィンドウ）の 4 倍のコンテキストで、学習なしの PI のパープレキシティは 16.10、そのままの外挿は $10^3$ 超です。
-# ここでは*否定されます*。YaRN の論文が PI に向けた議論からも、バイト単位ではこうなると予想できます。速いペアまで遅くすると、隣どうしを区別する短い距離がぼやけるからです。
-# ファインチューニング後、どちらもファインチューニングした長さである $2L$ で比べると、PI のモデルのパープレキシティはスケーリングなしのものの 1.04 $[1.03, 1.05]$ 倍です。Chen らは PI のほうがよいと報告していますが、これも*否定されます*（ただし、ここでのファインチューニングは論文の 1,000 ステップではなく 100 ステップです）。
+# ここでは**否定されます**。YaRN の論文が PI に向けた議論からも、バイト単位ではこうなると予想できます。速いペアまで遅くすると、隣どうしを区別する短い距離がぼやけるからです。
+# ファインチューニングに使った長さ $2L$ で比べると、PI のモデルのパープレキシティはスケーリングなしのものの 1.04 $[1.03, 1.05]$ 倍です。Chen らは PI のほうがよいと報告していますが、これも**否定されます**（ただし、ここでのファインチューニングは論文の 1,000 ステップではなく 100 ステップです）。
 # $4L$ での 1.60 $[1.52, 1.68]$ 倍は $s = 4$ で読んだもので、Chen らの手順の外です。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -846,14 +843,14 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # multiplier linearly to pair 5; the paper blends pairs 0 to 4 and keeps none whole. Every YaRN row of the record
 # is the code's. Seed 0 of RoPE, retrained (it reproduces the record exactly) and
 # read with the paper's ramp and the same temperature, gets much less back, and at
-# $2L$ and $4L$ is worse than no scaling. One seed is an example, not a verdict.
+# $2L$ and $4L$ is worse than no scaling. One seed gives an example, not a ranking.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの YaRN と論文の YaRN**
 #
-# Hugging Face と `posenc.YarnScaling` が従う参照実装のコードは、ペアの番号についてランプ関数を作ります。Peng ら（2023、3.2 節）の式は回転数 $r_i = L\theta_i / 2\pi$ について作ります（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の[「どの YaRN を試したか」](11-length-generalisation.ipynb#どの-yarn-を試したか)の節）。
+# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ペアの番号についてランプ関数を作ります。Peng ら（2023、3.2 節）の式は回転数 $r_i = L\theta_i / 2\pi$ について作ります（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の[「どの YaRN を試したか」](11-length-generalisation.ipynb#どの-yarn-を試したか)の節）。
 # ここでは 32 回も回るペアはありません。コードはペア 0 をそのまま保ち、ペア 5 に向かって倍率を直線的に下げていきます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
-# 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数と同じ温度で読むと、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つは例であって、判定ではありません。
+# 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数と同じ温度で読むと、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つの結果は一例にすぎず、これで優劣は決められません。
 
 # %% tags=["deeper"]
 from posenc import YarnScaling, rope_frequencies
@@ -934,12 +931,11 @@ assert seed0 == {
 #   degrades early, just past the distance where its untrained far buckets begin.
 # - Non-overlapping windows flatter long windows (the early-token curse); with a
 #   sliding window every byte has a long context, and only ALiBi stays flat.
-# - ALiBi's flat line is not long context used: more context than $L$ never lowers
-#   its loss. It behaves like a window of about $L$ (Chi et al. 2023).
+# - ALiBi's flat line is not long context used: it behaves like a window of about
+#   $L$ (Chi et al. 2023).
 # - YaRN as its reference code implements it recovers most of the loss without
-#   training and, after a short fine-tune, is the best RoPE; the paper's formula,
-#   different at this head size, recovered much less on seed 0. Untrained PI is
-#   worse than nothing (unlike in Chen et al.).
+#   training and, after a short fine-tune, is the best RoPE. Untrained PI is worse
+#   than nothing (unlike in Chen et al.).
 # - Three seeds give wide intervals where models fail: RoPE against sinusoidal at $8L$
 #   and $16L$ is undecided.
 
@@ -949,8 +945,8 @@ assert seed0 == {
 # - Press らの図 1 は、CPU で学習できる規模の実テキストでも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
 # - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は学習されない遠いバケットが始まる距離の直後から悪化します。
 # - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
-# - ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても損失は下がらず、長さ $L$ ほどの窓のようにふるまいます（Chi ら 2023）。
-# - 参照実装のコードどおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。論文の式はこのヘッドの次元数では別の周波数を与え、シード 0 で取り戻した分はずっと少なくなりました。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
+# - ALiBi の横ばいは、長い文脈を使っているからではありません。長さ $L$ ほどの窓のようにふるまっています（Chi ら 2023）。
+# - 参照実装どおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
 # - モデルが失敗する領域では、3 つのシードの区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
 
 # %% [markdown] lang="en"
@@ -1035,8 +1031,8 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # ## 出典とバージョン
 #
 # 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の記録と一緒に作りました。設計と予算は `lab/README.md` に、バージョン、マシン、セッションは下のセルの出力にあります。
-# この実験と同じ章のタスクは 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
-# Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）は、ページを記した書き起こしで読みました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
+# この実験と「どの位置エンコーディングが外挿できるか」の章のタスクは、合わせて 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
+# Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）は、ページ番号を付けた書き起こしで確認しました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # ### 参考文献
 #
@@ -1055,7 +1051,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
 #   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
-#   Language Models*. <https://arxiv.org/abs/2309.00071>。参照実装のコードは
+#   Language Models*. <https://arxiv.org/abs/2309.00071>。参照実装は
 #   <https://github.com/jquesnelle/yarn>
 # - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
 #   <https://arxiv.org/abs/2310.05209>

@@ -189,6 +189,7 @@ def test_copy_button_copies_the_cell_code(browser, served_site):
     context = browser.new_context(permissions=["clipboard-read", "clipboard-write"])
     page = context.new_page()
     page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="networkidle")
+    page.locator("details.setup > summary").first.click()  # the imports, folded
     button = page.locator("clipboard-copy").first
     code = page.locator(f"pre#{button.get_attribute('for')}").inner_text()
     button.click()
@@ -399,7 +400,8 @@ def test_prompt_leaves_the_code_its_width_on_a_phone(browser, served_site):
     for url in (f"{CHAPTER}/", f"ja/{CHAPTER}/"):
         page.goto(served_site.base_url + url, wait_until="load")
         boxes = page.evaluate(_CODE_BOXES)
-        prompt = page.locator("article .jp-CodeCell .jp-InputPrompt").first
+        # the first prompt in view (the imports are folded)
+        prompt = page.locator("article .jp-CodeCell .jp-InputPrompt >> visible=true").first
         assert prompt.is_visible() and re.fullmatch(r"In\s*\[\d+\]:", prompt.inner_text())
         found[url] = {
             "prompt takes (px)": max(b["promptTakes"] for b in boxes),

@@ -667,10 +667,10 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 # Add the sinusoidal codes, the matrix $E$ with rows $PE(0), \dots, PE(T-1)$, to
 # the inputs. A permutation moves the tokens but the codes stay with the
 # positions, so the shuffled input is $PX + E$. Shuffling the encoded input instead
-# would give $P(X + E) = PX + P\,E$, with $P\,E$ the product of $P$ and $E$. If the
-# two were equal, the first section would make the outputs a mere permutation.
-# They are equal only if $P\,E = E$, that is if $PE(\pi(i)) = PE(i)$ for every $i$,
-# and unique codes rule that out for every $\pi$ other than the identity.
+# would give $P(X + E) = PX + P\,E$. If the two were equal, the first section would
+# make the outputs a mere permutation. They are equal only if $P\,E = E$, that is if
+# row $\pi(i)$ of $E$ equals row $i$ for every $i$, and unique codes rule that out
+# for every $\pi$ other than the identity.
 #
 # Whether the outputs then actually change depends on the weights. With
 # $W_Q = 0$ every score is $0$ and every output row is the mean of the rows of
@@ -684,9 +684,9 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 #
 # 入力に正弦波の符号、つまり各行が $PE(0), \dots, PE(T-1)$ の行列 $E$ を足します。
 # 置換でトークンは動きますが、符号は位置に留まるので、並べ替えた入力は $PX + E$ です。
-# 符号を足した入力そのものを並べ替えると $P(X + E) = PX + P\,E$ です（$P\,E$ は $P$ と $E$ の積）。
+# 符号を足した入力そのものを並べ替えると $P(X + E) = PX + P\,E$ です。
 # 2 つが等しければ、最初の節の結果から、出力は単なる並べ替えになります。
-# 2 つが等しいのは $P\,E = E$（すべての $i$ で $PE(\pi(i)) = PE(i)$）のときだけで、符号が一意なら、恒等置換以外の $\pi$ では起こりません。
+# 2 つが等しいのは $P\,E = E$（すべての $i$ で $E$ の第 $\pi(i)$ 行が第 $i$ 行に等しい）のときだけで、符号が一意なら、恒等置換以外の $\pi$ では起こりません。
 #
 # ただし、出力が実際に変わるかどうかは重みによります。
 # $W_Q = 0$ ならスコアはすべて $0$ で、出力の各行は $(PX + E)\,W_V$ の行の平均です。
@@ -702,7 +702,7 @@ print(f"man bites dog, mean: {fmt(pos_mbd.mean(0))}", end="")
 
 
 # %% tags=["check"] summary={"en": "for the 719 other orders P E ≠ E and the outputs are no longer permuted; W_Q = 0 keeps all 720 permuted; the two sentences pool differently", "ja": "残り 719 通りでは P E ≠ E で、出力も並べ替えではなくなります。W_Q = 0 なら 720 通りすべてで並べ替えのままです。2 つの文のプーリングは異なります"}
-# P E != E (the product, not the code PE(p)) for the 719 other permutations
+# P E != E for the 719 other permutations: some row of E moves
 assert not (e[others] == e).all(dim=(1, 2)).any()
 moved_out = self_attention(x[others] + e)  # the codes stay with the positions
 broken = (moved_out - self_attention(x + e)[others]).abs().amax(dim=(1, 2))
@@ -989,8 +989,8 @@ assert_close(out_perm, out[:, pb])  # two encoder layers: equivariant
 #
 # The proof uses the shared weights in the step $h(x_{\pi(i)}) = F(X)_{\pi(i)}$: the
 # function applied to row $i$ of $PX$ must be the one applied to row $\pi(i)$ of
-# $X$. A layer with its own weights $h_i$ per row breaks this, and adding $PE(i)$
-# to row $i$ is such a layer.
+# $X$. A layer with its own weights $h_i$ per row breaks this, and adding row $i$ of
+# $E$ to row $i$ is such a layer.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 3 つの層はどれも、同じ関数 $h$ を各行に適用します。
@@ -1004,7 +1004,7 @@ assert_close(out_perm, out[:, pb])  # two encoder layers: equivariant
 #
 # 同じ重みを使うという前提は、$h(x_{\pi(i)}) = F(X)_{\pi(i)}$ のステップで使っています。
 # $PX$ の第 $i$ 行にかける関数は、$X$ の第 $\pi(i)$ 行にかける関数と同じでなければなりません。
-# 行ごとに別の重み $h_i$ を持つ層ではこれが崩れます。第 $i$ 行に $PE(i)$ を足すのも、そうした層の 1 つです。
+# 行ごとに別の重み $h_i$ を持つ層ではこれが崩れます。第 $i$ 行に $E$ の第 $i$ 行を足すのも、そうした層の 1 つです。
 
 # %% tags=["solution"]
 gen = torch.Generator().manual_seed(1)

@@ -535,10 +535,9 @@ plt.show()
 # %% [markdown] lang="en"
 # ### Inside attention
 #
-# This clean property holds for the encodings themselves. Inside a layer, write
-# vectors as columns (in the row form $Q = XW_Q$ the matrices below are
-# transposed): the query and key of positions $p$ and $q$ are
-# $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$, so the attention score contains
+# This clean property holds for the encodings themselves. Inside a layer, with
+# vectors as columns as in $PE(p+k) = M_k\,PE(p)$, the query and key of positions
+# $p$ and $q$ are $W_Q\,(x_p + PE(p))$ and $W_K\,(x_q + PE(q))$, so the attention score contains
 # $PE(p)^\top W_Q^\top W_K\, PE(q)$, besides a content term and two cross terms that
 # mix content with position (Ke et al. 2021 remove the cross terms). For a general
 # matrix between them, that term depends on $p$ and $q$ separately, not only on
@@ -548,9 +547,9 @@ plt.show()
 # Nor does the symmetry survive the weights. With $W_Q = I$ and $W_K = M_k$, the
 # shift matrix of the previous section, the term becomes
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
-# again a function of $p-q$ alone, but one whose peak sits at $q = p-k$: the query
-# at $p$ prefers the key $k$ positions before it, and the keys $k$ before and $k$
-# after get different scores. Yan et al. (2019) made both observations: the dot product of two
+# again a function of $p-q$ alone, but not symmetric: the query at $p$ scores highest
+# on the key $k$ positions before it, at $q = p-k$, and the key $k$ after it scores
+# lower. Yan et al. (2019) made both observations: the dot product of two
 # codes cannot tell before from after, and the projections blur its dependence on
 # the distance. This is the paper's motivation at work: a fixed
 # linear map lets a head attend by relative position, in a chosen direction.
@@ -563,8 +562,7 @@ plt.show()
 # ### アテンションの中では
 #
 # このきれいな性質は、エンコーディングどうしの内積についての話です。
-# 層の中では、ここだけベクトルを列ベクトルとして書きます（行の形 $Q = XW_Q$ では、下の行列は転置になります）。
-# 位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
+# 層の中でも、$PE(p+k) = M_k\,PE(p)$ と同じくベクトルを列ベクトルとして書くと、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
 # そのためアテンションスコアには、内容どうしの項と、内容と位置を混ぜる 2 つの交差項のほかに、
 # $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除いています）。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
@@ -572,8 +570,8 @@ plt.show()
 #
 # 対称性も、重みを通すと保たれません。$W_Q = I$ とし、前の節のずらす行列を使って $W_K = M_k$ とすると、この項は次のようになります。
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
-# これはやはり $p-q$ だけの関数ですが、ピークは $q = p-k$ にあります。
-# 位置 $p$ のクエリのスコアは $k$ 個前のキーで最大になり、$k$ 個前と $k$ 個後ろのキーには異なるスコアが付きます。
+# これはやはり $p-q$ だけの関数ですが、対称ではありません。
+# 位置 $p$ のクエリのスコアは $k$ 個前のキー（$q = p-k$）で最大になり、$k$ 個後ろのキーのスコアはそれより低くなります。
 # Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
 # ここで、論文の挙げた動機が実際に効いてきます。固定の線形写像を 1 つ挟むだけで、ヘッドは相対位置に応じて、しかも選んだ向きにアテンションを向けられます。
 # [「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
@@ -593,7 +591,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "without weights the diagonal is constant, with this draw of random weights it spreads; with W_K = M_3 (columns) the scores are the shifted sum of cosines, peaking at q = p − 3; with K = E M_3 (rows) the peak is at q = p + 3", "ja": "重みがなければ対角線は一定で、このランダムな重みではばらつきます。W_K = M_3（列ベクトル）ではスコアがずらした余弦の和になり、q = p − 3 で最大です。K = E M_3（行ベクトル）では最大は q = p + 3 です"}
+# %% tags=["check"] summary={"en": "without weights the diagonal is constant, with this draw of random weights it spreads; with W_K = M_3 the scores are the shifted sum of cosines, highest at q = p − 3", "ja": "重みがなければ対角線は一定で、このランダムな重みではばらつきます。W_K = M_3 ではスコアがずらした余弦の和になり、q = p − 3 で最大です"}
 assert along.max() - along.min() > 1
 assert torch.diagonal(enc @ enc.T, 5).std() < 1e-12  # without the weights
 omega64 = 10000.0 ** (-torch.arange(d // 2, dtype=F64) / (d // 2))
@@ -601,12 +599,9 @@ offset = (torch.arange(300)[:, None] - torch.arange(300)).double()  # p - q
 expected = torch.cos((offset - 3)[..., None] * omega64).sum(-1)
 assert_close(shifted, expected)  # sum_i cos(w_i (p - q - k)), k = 3
 assert (shifted.argmax(dim=1)[3:] == torch.arange(297)).all()  # q = p - 3
-assert row[97] - row[103] > 1  # 3 before and 3 after differ
-# the row form: K = E M_3 has the rows PE(q - 3)^T, so the peak is at q = p + 3
-keys_rows = enc @ shift_matrix(3, d)
-assert_close(keys_rows, pe(torch.arange(300) - 3, d))
-row_form = enc @ keys_rows.T
-assert (row_form.argmax(dim=1)[:297] == torch.arange(3, 300)).all()
+assert row[97] - row[103] > 1  # the key 3 before beats the key 3 after
+# M_3 PE(q) = PE(q + 3): the score of key q is PE(p) . PE(q + 3)
+assert_close(enc @ shift_matrix(3, d).T, pe(torch.arange(300) + 3, d))
 
 # %% [markdown] lang="en"
 # ## What base 10000 buys

@@ -16,14 +16,25 @@
 # %% [markdown] lang="en"
 # # Sinusoids in the wild
 #
-# The implementations people run differ in six ways from the paper's formula, or
-# from each other where the paper is silent. One is a relabelling that still ties a
-# checkpoint to its code (the column order); three change the input a model sees
-# (where the positions start, dividing by $n-1$, float32 angles, a precision the
-# paper leaves open); two break the rotation property (a lone sine for odd widths, the
-# column index in the exponent). Each is rebuilt with `posenc` and measured, starting with
-# labml's and AllenNLP's modules.
+# The implementations people run differ from the paper's formula, and from each
+# other, in six ways. The one lesson: the encoding is part of a checkpoint. Trained
+# from scratch, every variant but one keeps the rotation property that makes the
+# encoding work; a checkpoint loaded under another variant than the one it was
+# trained with gets different inputs. The exception, the column index in the
+# exponent, is a bug that harms a model even from scratch.
 #
+# **Does it matter?**
+#
+# | what differs | when it matters | how large ($d = 512$ unless stated) | section |
+# |---|---|---|---|
+# | column order: interleaved or concatenated | loading a checkpoint: yes, unless its weights are permuted; from scratch: no | the same numbers in another order; with the weights permuted, equal outputs | [1](#1-interleaved-or-concatenated-one-fixed-permutation) |
+# | exponent divided by $n$ or by $n-1$ | loading: yes; from scratch: no | entries differ by up to 1.9895 for $p < 2048$, by more than 1 from $p = 732$ | [2](#2-dividing-by-n-or-by-n--1) |
+# | odd $d$: a zero column or a lone sine | loading: one column; from scratch: hardly | 1 column of $d$; a lone sine is outside the rotation property | [3](#3-odd-widths) |
+# | fairseq's positions from `padding_idx + 1` | loading: yes; from scratch: no | each token's added vector moves by 6.95 (its norm: 16); dot products unchanged | [4](#4-fairseqs-positions-start-after-the-padding-index) |
+# | column index $j$ in the exponent, $2j/d$ | always: a bug | no linear map shifts the code: relative error 0.22 for $d = 16$, against below 1e-12 | [5](#5-the-column-index-in-the-exponent) |
+# | float32 angles | moving a checkpoint between implementations: yes; within one: no | labml's angles off by up to 6.2e-02 near $p = 2^{20}$, `posenc`'s entries by 3.0e-08 | [6](#6-float32-angles-at-large-positions) |
+#
+# Each section rebuilds one difference with `posenc` and measures it.
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) derived the rotation
 # property $PE(p+k) = M_k\, PE(p)$, used here as it is. The symbols follow the
 # [notation page](../docs/notation.md): $n = d/2$ pairs with frequencies
@@ -32,11 +43,24 @@
 # %% [markdown] lang="ja"
 # # 実装ごとに違う正弦波位置エンコーディング
 #
-# 実際に使われている実装は、6 つの点で論文の式と食い違うか、論文が定めていない点で互いに食い違います。
-# 1 つ（列の並び順）は名前の付け替えにすぎませんが、それでもチェックポイントは学習に使った実装の並び順に縛られます。
-# 3 つはモデルが見る入力を変えます（位置の数え始め、$n-1$ で割ること、論文が精度を定めていない float32 の角度）。
-# 残る 2 つは回転の性質を壊します。奇数の次元数での孤立した正弦（対になる余弦のない正弦）と、指数に入った列の番号です。
-# この章では、labml と AllenNLP のモジュールから始めて、変種を 1 つずつ `posenc` で再現し、測ります。
+# 実際に使われている実装は、6 つの点で論文の式と、また互いに食い違います。
+# 教訓は 1 つです。位置エンコーディングはチェックポイントの一部です。
+# 一から学習するなら、1 つを除くどの変種も、エンコーディングを機能させる回転の性質を保ちます。
+# しかし、学習に使ったのとは別の変種でチェックポイントを読み込むと、モデルへの入力が変わります。
+# 例外の 1 つ、指数に入った列の番号は、一から学習してもモデルを損なうバグです。
+#
+# **違いは効くか**
+#
+# | 違い | 効く場面 | 大きさ（断りがなければ $d = 512$） | 節 |
+# |---|---|---|---|
+# | 列の並び順：インターリーブ配置か連結配置か | チェックポイントの読み込み：効く（重みを並べ替えれば効かない）。一からの学習：効かない | 同じ数の順番違い。重みも並べ替えれば出力は一致 | [1](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ) |
+# | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：効く。一からの学習：効かない | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
+# | 奇数の $d$：0 の列か孤立した正弦か | 読み込み：1 列だけ効く。一からの学習：ほとんど効かない | $d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | [3](#3-奇数の次元数) |
+# | fairseq の `padding_idx + 1` から数える位置 | 読み込み：効く。一からの学習：効かない | 各トークンに足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | [4](#4-fairseq-の位置はパディングのインデックスの次から始まる) |
+# | 指数に入った列の番号 $j$（$2j/d$） | 常に効く（バグ） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
+# | float32 の角度 | 実装をまたいだチェックポイントの移動：効く。同じ実装の中：効かない | $p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれ、`posenc` の成分のずれは 3.0e-08 | [6](#6-大きな位置での-float32-の角度) |
+#
+# 各節で違いを 1 つずつ `posenc` で再現し、測ります。
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた回転の性質
 # $PE(p+k) = M_k\, PE(p)$ を、ここではそのまま使います。
@@ -69,15 +93,8 @@ F64 = torch.float64
 # Two widely read PyTorch modules compute different things: labml's
 # `PositionalEncoding(d_model, dropout_prob, max_len=5000)` follows the paper,
 # AllenNLP's `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`
-# follows tensor2tensor. The table says what each does and which section measures
-# each difference.
-#
-# | difference | labml | AllenNLP | measured in |
-# |---|---|---|---|
-# | layout | interleaved | concatenated | section 1 |
-# | frequencies | the paper's, $\omega_i = 10000^{-i/n}$ | tensor2tensor's, $\omega_i = 10000^{-i/(n-1)}$ | section 2 |
-# | odd $d$ | shape error | zero last column | section 3 |
-# | angles computed in | float32 | float32 | section 6 |
+# follows tensor2tensor: concatenated layout, $n-1$, a zero column for odd $d$
+# (where labml fails). Both form the angles in float32.
 #
 # In `posenc`, labml's module is
 # `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
@@ -92,14 +109,8 @@ F64 = torch.float64
 # よく読まれている 2 つの PyTorch モジュールは、違うものを計算しています。
 # labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従い、
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従います。
-# 表には、それぞれの処理と、その違いを測る節をまとめました。
-#
-# | 違い | labml | AllenNLP | 測る節 |
-# |---|---|---|---|
-# | 配置 | インターリーブ配置 | 連結配置 | 1 節 |
-# | 周波数 | 論文の $\omega_i = 10000^{-i/n}$ | tensor2tensor の $\omega_i = 10000^{-i/(n-1)}$ | 2 節 |
-# | 奇数の $d$ | 形状エラー | 最後の列が 0 | 3 節 |
-# | 角度の計算精度 | float32 | float32 | 6 節 |
+# つまり連結配置で、$n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここで失敗します）。
+# どちらも角度は float32 で作ります。
 #
 # `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
 # AllenNLP のモジュールは `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
@@ -503,10 +514,8 @@ plt.show()
 #   (Marian stores its sines first, so there it sits in column 3).
 #
 # The zero column carries no information, which is harmless. The lone sine carries
-# some, but it has no place in the rotation property: the pairs are shifted by their
-# $2 \times 2$ blocks, and a $1 \times 1$ block $c$ for the lone column would need
-# $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ at $p = 0$, which no $c$ satisfies, since the
-# left side is $0$ and the right side is not (the argument of
+# some, but no $1 \times 1$ block $c$ shifts it: at $p = 0$ it would need
+# $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ (the argument of
 # [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)).
 
 # %% [markdown] lang="ja"
@@ -524,11 +533,8 @@ plt.show()
 #   $d = 7$ では $\sin(p \cdot 10000^{-6/7})$ で、これが孤立した正弦です。ふつうは最後の列にありますが、正弦を先に並べる Marian では列 3 です。
 #
 # 0 の列は情報を運ばないので害はありません。
-# 孤立した正弦は情報を運びますが、回転の性質には加われません。
-# ペアはそれぞれの $2 \times 2$ ブロックでずらせます。
-# しかし孤立した列に $1 \times 1$ のブロック $c$ を割り当てると、$p = 0$ で
-# $c \sin 0 = \sin(k \cdot 10000^{-6/7})$ が必要になります。左辺が $0$ なのに右辺はそうでないので、
-# これを満たす $c$ はありません（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)と同じ議論です）。
+# 孤立した正弦は情報を運びますが、$1 \times 1$ のブロック $c$ ではずらせません。
+# $p = 0$ で $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要になるからです（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)と同じ議論です）。
 
 
 # %%
@@ -588,8 +594,7 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 # with its usual `padding_idx = 1` every real token receives $PE(t+2)$ instead of
 # $PE(t)$. By the rotation property that is one fixed rotation, so dot products between
 # positions are unchanged, but the vector added to each token moves by 6.95 for
-# $d = 512$: a model trained with one numbering and fed the other gets a clearly
-# different input.
+# $d = 512$.
 
 # %% [markdown] lang="ja"
 # ## 4. fairseq の位置はパディングのインデックスの次から始まる
@@ -597,7 +602,7 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 # fairseq は実トークンを `padding_idx + 1` から数え、パディングには 0 の行を与えます。
 # よく使われる `padding_idx = 1` では、各実トークンに $PE(t)$ の代わりに $PE(t+2)$ が足されます。
 # 回転の性質から、これはすべての位置に共通の 1 つの回転なので位置どうしの内積は変わりませんが、
-# 各トークンに足されるベクトルは $d = 512$ で 6.95 動きます。一方の数え方で学習したモデルにもう一方の位置を与えると、入力ははっきり変わります。
+# 各トークンに足されるベクトルは $d = 512$ で 6.95 動きます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: fairseq's numbering, rebuilt.** fairseq does not number
@@ -1021,9 +1026,7 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # $2^{\lfloor \log_2 p \rfloor - 24}$; `posenc` forms the angles in float64 and rounds
 # only the result, 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even
 # hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
-# deterministic, the same at every call: they matter when angles computed one way
-# meet a model trained on angles computed another way (a checkpoint moved between
-# implementations, a float64 or fused kernel).
+# the same at every call, so they matter only when implementations are mixed.
 
 # %% [markdown] lang="ja"
 # ## 6. 大きな位置での float32 の角度
@@ -1039,8 +1042,7 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # 図では、labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
 # `posenc` は角度を float64 で作って最後の結果だけを丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 です。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
-# 誤差はランダムではなく、毎回同じです。問題になるのは、学習に使った角度とは別の方法で計算した角度をモデルに与えるときです。
-# たとえばチェックポイントを別の実装へ移すときや、角度を float64 や融合カーネルで計算する実装に切り替えるときです。
+# 誤差は毎回同じなので、問題になるのは実装を混ぜるときだけです。
 
 # %%
 d, n = 512, 256

@@ -1136,7 +1136,8 @@ fig, axes = plt.subplots(1, 4, figsize=(7.2, 2.4))
 axes[0].plot(dist, -2 * torch.log1p(0.5 * dist), label="log")
 axes[0].plot(dist, -0.5 * dist**0.5, label="power")
 for i in (64, 256, 1024):  # FIRE: one curve per query position
-    axes[1].plot(dist, fire_rows[i, i - dist.long()], label=f"$i = {i}$")
+    near = dist[dist <= i].long()  # the causal keys only
+    axes[1].plot(near, fire_rows[i, i - near], label=f"$i = {i}$")
 for row, name in enumerate("AB"):  # CoPE: the bias by token distance
     real = pair[row] >= 0
     axes[2].step(back[real], cope_bias[row][real], where="mid", label=name)

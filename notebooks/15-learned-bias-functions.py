@@ -16,15 +16,18 @@
 # %% [markdown] lang="en"
 # # Learned distance functions and contextual positions
 #
-# Between the table of [*T5 relative position buckets*](06-t5-buckets.ipynb) and the
+# One idea links the four families here: the position bias stops being a fixed rule
+# of the token distance. KERPLE and FIRE learn it as a function of the distance, CoPE
+# as a function of the context; [randomised positions](../docs/glossary.md#randomised-positions)
+# keep the rule and change the
+# distances training shows. Between the table of [*T5 relative position buckets*](06-t5-buckets.ipynb) and the
 # fixed line of [*ALiBi*](07-alibi.ipynb) lie biases that are learned *functions* of
 # the distance: KERPLE's two kernels, from kernel theory, and FIRE's small network,
 # whose input stays in $[0, 1]$ at every length.
 # CoPE counts what its gates let through instead of tokens: a head that counts
 # sentences finds the third sentence back on every test input, which no bias by
 # token distance on the same content scores does.
-# [Randomised positions](../docs/glossary.md#randomised-positions) change only the
-# positions. Each family has its cost with a [KV cache](../docs/glossary.md#kv-cache)
+# A figure near the end sets the four side by side. Each family has its cost with a [KV cache](../docs/glossary.md#kv-cache)
 # and in a [fused attention kernel](../docs/glossary.md#fused-attention-kernel).
 #
 # As on the [notation page](../docs/notation.md#positions), $i$ is the query's
@@ -33,11 +36,11 @@
 # %% [markdown] lang="ja"
 # # 学習可能な距離関数と文脈に応じた位置
 #
+# この章の 4 つの手法をつなぐ考えは 1 つです。位置のバイアスを、トークンの距離の固定した規則ではなくします。KERPLE と FIRE はそれを距離の関数として、CoPE は文脈の関数として学習します。[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は規則を保ったまま、学習で見せる距離を変えます。
 # [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
 # カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
 # CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。内容のスコアが同じなら、トークン数で測った距離のバイアスをどう選んでも、これはできません。
-# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は、式を変えず、位置の番号だけを変えます。
-# [KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
+# 章の終わり近くの図で 4 つを並べます。[KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
 
@@ -47,7 +50,7 @@ import math
 import torch
 
 from posenc import CoPE, FireBias, KerpleBias, random_positions
-from posenc_lab.plotting import use_site_style
+from posenc_lab.plotting import INK, use_site_style
 
 use_site_style()
 torch.manual_seed(0)
@@ -57,12 +60,11 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # %% [markdown] lang="en"
 # ## From a table and a line to a function
 #
-# Both earlier biases depend on the distance $i - j$ alone. T5 adds
+# Both earlier biases depend on the distance $i - j$ alone: T5 adds
 # $\beta_{b(j-i),\,h}$, a learned table of 32 [buckets](../docs/glossary.md#bucket)
-# per head in which, causally, every distance from 113 on shares the last bucket;
-# ALiBi adds $-m_h\,(i - j)$, a line with a slope fixed before training. The methods
-# here make the bias a function with a few learned parameters, defined at every
-# distance and shaped by training.
+# per head (causally, every distance from 113 on shares the last); ALiBi adds
+# $-m_h\,(i - j)$, a line fixed before training. Here the bias becomes a function
+# with a few learned parameters.
 
 # %% [markdown] lang="ja"
 # ## 表と直線から関数へ
@@ -70,7 +72,7 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # これまでの 2 つのバイアスは、どちらも距離 $i - j$ だけの関数です。
 # T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
-# この章の手法は、バイアスを少数の学習可能なパラメータを持つ関数にします。関数はどの距離でも定義され、その形は学習で決まります。
+# この章では、バイアスを少数の学習可能なパラメータを持つ関数にします。
 
 # %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは距離が 1 増えるごとに 1/8 下がります"}
 from torch.testing import assert_close
@@ -194,15 +196,14 @@ with torch.no_grad():
 # %% [markdown] lang="en"
 # Why CPD and not PD? The score $q_i \cdot k_j$ is an inner product, a PD kernel, and
 # the paper wants the biased score to remain one. By its Lemma 1, $c + \tilde k$ is
-# PD for some constant $c \ge 0$, which depends on the set of positions (for the
-# kernels here it grows with the length). It is never computed: adding a constant to
-# every score of a row leaves the row's softmax unchanged (the paper's Eq. 2).
+# PD for some constant $c \ge 0$ that grows with the length. It is never computed:
+# adding a constant to a row's scores leaves its softmax unchanged (Eq. 2).
 
 # %% [markdown] lang="ja"
 # なぜ正定値でなく条件付き正定値なのでしょうか。
 # スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルです。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。
-# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になり、この定数は位置の集合で変わります（ここでのカーネルでは長さとともに大きくなります）。
-# この定数を実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（論文の式 2）。
+# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になり、この定数は長さとともに大きくなります。
+# 実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: no constant serves every length.** The proof of Lemma 1 (the
@@ -728,12 +729,10 @@ with torch.no_grad():
 # to the query, so a head whose gate opens on end marks, and only there, finds them
 # at $p_{ij} = 3$ whatever the sentence lengths.
 #
-# Such a head can be set by hand: its scaled scores are $+20$ on end marks and $-20$
-# on words, which are also its gates' inputs (as in the paper), so the gates are
-# $\sigma(20) \approx 1$ on end marks and $\sigma(-20) \approx 2 \cdot 10^{-9}$ on
-# words; its table gives $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise. The
-# target mark then scores $20 + 40 = 60$ and every other key at most $20$, and the
-# head answers all of 1000 random inputs.
+# Such a head can be set by hand (its numbers are in the note below): its gates are
+# about $1$ on end marks and $0$ on words, and its table adds $40$ at $p = 3$, so the
+# target mark outscores every other key, and the head answers all of 1000 random
+# inputs.
 
 # %% [markdown] lang="ja"
 # ## 文を数える：3 つ前の文
@@ -742,10 +741,8 @@ with torch.no_grad():
 # 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
 # その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。文末の記号でだけゲートが開くヘッドは、文の長さによらず、それらのキーを $p_{ij} = 3$ の位置に見つけます。
 #
-# このヘッドは手で設定できます。
-# スケーリングしたスコアは文末の記号で $+20$、単語で $-20$ です。論文のとおり、ゲートにも同じスコアを使います。そのためゲートは文末の記号で $\sigma(20) \approx 1$、単語で $\sigma(-20) \approx 2 \cdot 10^{-9}$ です。
-# 表は、$q \cdot e[3] = 40$、それ以外は $q \cdot e[n] = 0$ となるように選びます。
-# 答えの記号のスコアは $20 + 40 = 60$、ほかのキーは $20$ 以下になり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
+# このヘッドは手で設定できます（数値は下の注にあります）。ゲートは文末の記号でほぼ $1$、単語でほぼ $0$ で、表は $p = 3$ に $40$ を足します。
+# そのため答えの記号のスコアはほかのどのキーよりも大きくなり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the head in numbers.** The head has dimension $d = 4$ and $P = 8$.
@@ -978,16 +975,13 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # alike. Every position below $L$ is then eventually seen in training, and a
 # position's value no longer tells its token's index.
 #
-# `posenc.random_positions(n, L)` draws such a subset. With $L = 2048$, training on
-# $n = 40$ tokens meets positions near the end of the range in almost every
-# sequence, and the mean gap between neighbours, about $50$ for $n = 40$ and $20$
-# for $n = 100$, shifts the distances a relative encoding sees with the length (the
-# law of the draw is in the note below).
+# `posenc.random_positions(n, L)` draws such a subset. With $L = 2048$ the mean gap
+# between neighbours, about $50$ for $n = 40$ and $20$ for $n = 100$, shifts the
+# distances a relative encoding sees with the length (the note below).
 #
-# The paper tests encoder-only Transformers on algorithmic tasks, not causal language
-# models: over 6000 models and 15 tasks, its abstract reports an average gain of
-# 12.0% in test accuracy on unseen lengths. For small models trained on this site,
-# see [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
+# The paper tests encoder-only Transformers on algorithmic tasks (over 6000 models,
+# 15 tasks): an average gain of 12.0% in test accuracy on unseen lengths. Small
+# models on this site: [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 
 # %% [markdown] lang="ja"
 # ## ランダム化した位置：式は変えない
@@ -998,12 +992,10 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて、いずれ学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
 #
-# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。$L = 2048$ なら、$n = 40$ トークンで学習しても、ほぼすべての系列で範囲の終わり近くの位置が現れます。
-# 隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（選ばれる位置の分布は下の注）。
+# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。$L = 2048$ なら、隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（下の注）。
 #
-# 論文が試したのは、アルゴリズム的なタスクで学習した、エンコーダのみの Transformer で、因果的な言語モデルではありません。
-# 要旨によれば、15 個のタスクの 6000 を超えるモデルで、学習中に見ていない長さでの正解率が平均 12.0% 上がりました。
-# このサイトで学習した小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
+# 論文は、アルゴリズム的なタスクでエンコーダのみの Transformer を試しました（15 個のタスク、6000 を超えるモデル）。学習中に見ていない長さでの正解率は平均 12.0% 上がりました。
+# このサイトの小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
 gen = torch.Generator().manual_seed(6)
@@ -1120,6 +1112,71 @@ assert_close(bias[0, 1:], -d.double())  # offsets 1..7 -> drawn distances
 p = random_positions(8, 2048, generator=gen).double()
 by_positions = -(p[:, None] - p[None, :]).abs()
 assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
+
+# %% [markdown] lang="en"
+# ## The four families side by side
+#
+# Each panel shows one family's bias against the distance $i - j$, as built in this
+# chapter (none trained on text); the last is one ALiBi head ($m = 1/16$) with
+# distances drawn as in the official code of randomised positions.
+
+# %% [markdown] lang="ja"
+# ## 4 つの手法を並べる
+#
+# 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
+# 最後のパネルは、公式実装のランダム化した位置と同じように距離を選んだ ALiBi のヘッド（$m = 1/16$）です。
+
+# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも入力が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：オフセット 0〜39 での ALiBi の直線と、同じオフセットに約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
+dist = torch.arange(129, dtype=f64)
+with torch.no_grad():
+    fire_rows = fire(1025)[0]  # head 0, [query, key]
+    cope_bias = cope_logits(pair)[0] - content(pair)  # q . e[p], [2, keys]
+draw_gen = torch.Generator().manual_seed(11)
+fig, axes = plt.subplots(1, 4, figsize=(7.2, 2.4))
+axes[0].plot(dist, -2 * torch.log1p(0.5 * dist), label="log")
+axes[0].plot(dist, -0.5 * dist**0.5, label="power")
+for i in (64, 256, 1024):  # FIRE: one curve per query position
+    near = dist[dist <= i].long()  # the causal keys only
+    axes[1].plot(near, fire_rows[i, i - near], label=f"$i = {i}$")
+for row, name in enumerate("AB"):  # CoPE: the bias by token distance
+    real = pair[row] >= 0
+    axes[2].step(back[real], cope_bias[row][real], where="mid", label=name)
+offsets = torch.arange(40)
+axes[3].plot(offsets, -offsets / 16, color=INK, label="ALiBi")
+for k in range(2):  # offsets 1..39 get sorted distances drawn from [1, 2048)
+    drawn = (torch.randperm(2047, generator=draw_gen)[:39] + 1).sort().values
+    axes[3].plot(offsets, -torch.cat([torch.zeros(1), drawn]) / 16, lw=1)
+titles = ("KERPLE", "FIRE", "CoPE", "randomised")
+for ax, title in zip(axes, titles, strict=True):
+    ax.set(title=title, xlabel="$i - j$")
+    ax.legend(fontsize=7)
+axes[0].set_ylabel("$b(i, j)$")
+plt.show()
+
+# %% tags=["check"] summary={"en": "the CoPE head adds 40 on the third sentence back (the ! at 5 in A, 7 in B) and 0 to nearer keys; FIRE's three rows differ at distance 8; the drawn distances lie in [1, 2048)", "ja": "CoPE のヘッドは 3 つ前の文に 40 を足し（! は A で 5、B で 7 トークン前）、それより近いキーには 0 です。FIRE の 3 つの行は距離 8 で異なり、選んだ距離は [1, 2048) にあります"}
+for row, bang in ((0, 5), (1, 7)):
+    at_dist = cope_bias[row][N_KEYS - 1 - torch.arange(N_KEYS)]  # by distance
+    assert abs(at_dist[bang] - 40) < 1e-3  # the target "!"
+    assert at_dist[:bang - 1].abs().max() < 1e-3  # the last two sentences
+at8 = fire_rows[[64, 256, 1024], [56, 248, 1016]]  # distance 8
+assert (at8[1:] - at8[:-1]).abs().min() > 0
+assert 1 <= drawn.min() and drawn.max() < 2048
+
+# %% [markdown] lang="en"
+# - **KERPLE**: a fixed shape with two learned numbers per head; the same curve for
+#   every query.
+# - **FIRE**: a learned curve of the distance as a fraction of the context: beyond
+#   the threshold each query reads it differently.
+# - **CoPE**: the bias follows what the head counts: the same head adds its $40$ five
+#   tokens back in A and seven in B.
+# - **Randomised positions**: ALiBi's formula, but training shows every distance up
+#   to $L$, so a longer test input meets none it has not seen.
+
+# %% [markdown] lang="ja"
+# - **KERPLE**：形は固定で、学習するのはヘッドごとに 2 つの数です。どのクエリでも同じ曲線です。
+# - **FIRE**：文脈に対する割合としての距離の、学習可能な曲線です。しきい値を超えると、クエリごとに読み方が変わります。
+# - **CoPE**：バイアスはヘッドが数えるものに従います。同じヘッドが、A では 5 トークン前、B では 7 トークン前に $40$ を足します。
+# - **ランダム化した位置**：式は ALiBi のままですが、学習で $L$ までのすべての距離を見せるので、長いテスト入力でも見たことのない距離は現れません。
 
 # %% [markdown] lang="en"
 # ## What each family costs: KV caches and fused kernels

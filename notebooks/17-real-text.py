@@ -18,20 +18,32 @@
 #
 # Trained on windows of 64 bytes of Python's documentation and read in windows up to
 # 16 times as long, a byte-level model with ALiBi keeps its
-# [perplexity](../docs/glossary.md#perplexity) flat, while the sinusoidal and RoPE
-# models' grow about tenfold and T5's fivefold: Press et al.'s Figure 1 at CPU scale.
-# Two results depart from the paper: ALiBi is the worst of the five encodings
-# (NoPE aside) at the training length, and T5 degrades early. YaRN, as its
-# reference code implements it, cuts RoPE's perplexity at $16L$ from 41 to 13
-# without training.
+# [perplexity](../docs/glossary.md#perplexity) flat (at $16L$, 0.98 $[0.97, 0.99]$ times
+# its value at $L$), while the sinusoidal and RoPE models' grow about tenfold
+# ($[7.9, 13.5]$ and $[7.0, 12.0]$) and T5's fivefold ($[5.4, 5.7]$): Press et al.'s
+# Figure 1 at CPU scale. Two results depart from the paper: at the training length
+# ALiBi has the highest perplexity of the five encodings (NoPE aside), 1.05 to 1.08
+# times each other's, and T5 degrades early. YaRN, as its reference code implements
+# it, cuts RoPE's perplexity at $16L$ from 41 $[32, 54]$ to 13 $[12, 14]$ without
+# training. Brackets are 95 % intervals over three seeds.
+#
+# > **What this run shows, and what it cannot.** One small model, one text, three
+# > seeds. Each ratio above has an interval that excludes 1: the spread between seeds
+# > does not explain it. Whether the results hold for word tokens, larger or longer-trained
+# > models or another text, the run cannot say (the text's draw is not in the
+# > intervals), nor why ALiBi trails at $L$.
 
 # %% [markdown] lang="ja"
 # # 実テキストで学習する小さな言語モデル
 #
 # Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
-# 一方、正弦波と RoPE のモデルではおよそ 10 倍に、T5 では 5 倍に増えます。CPU の規模で再現した Press らの図 1 です。
-# 論文と食い違う結果が 2 つあります。学習時の長さでは ALiBi が NoPE を除く 5 つのエンコーディングのうち最も悪く、T5 は論文より短い長さで悪化し始めます。
-# 参照実装どおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 から 13 に下げます。
+# $16L$ でも $L$ での値の 0.98 $[0.97, 0.99]$ 倍です。
+# 一方、正弦波と RoPE のモデルではおよそ 10 倍（$[7.9, 13.5]$ と $[7.0, 12.0]$）に、T5 では 5 倍（$[5.4, 5.7]$）に増えます。CPU の規模で再現した Press らの図 1 です。
+# 論文と食い違う結果が 2 つあります。学習時の長さでは、ALiBi のパープレキシティが NoPE を除く 5 つのエンコーディングのうち最も高く、ほかのそれぞれの 1.05〜1.08 倍です。また、T5 は論文より短い長さで悪化し始めます。
+# 参照実装どおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 $[32, 54]$ から 13 $[12, 14]$ に下げます。角かっこは 3 つのシードにわたる 95% 信頼区間です。
+#
+# > **この実験でわかること、わからないこと** 小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。上の比の区間はどれも 1 を含まないので、シードによるばらつきでは説明できません。
+# > 語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方のばらつきは区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
 
 # %% [markdown] lang="en"
 # ## The model, the text and the encodings
@@ -41,8 +53,7 @@
 # for anyone with the same package version. One document in ten, chosen by a
 # hash of its path, is held out for evaluation. The model
 # reads bytes, so its perplexity is per byte: 4.5 means as unsure of the next byte as
-# a uniform choice among 4.5 bytes. In bits per byte, the unit of compression
-# benchmarks, a perplexity $P$ is $\log_2 P$: ALiBi's 4.84 at $L$ (below) is 2.28.
+# a uniform choice among 4.5 bytes.
 #
 # The model is the toy Transformer of
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb), wider: 2 layers,
@@ -50,19 +61,18 @@
 # (the [training length](../docs/glossary.md#training-length)). Six encodings, three
 # [seeds](../docs/glossary.md#seed) each: NoPE (none), sinusoidal, RoPE (base $10^4$),
 # ALiBi (slopes $1/4$ to $1/256$), T5's buckets and FIRE. To fit its CPU budget
-# (Sources and versions), it leaves out learned positions (no row past $L$: nothing
-# to extrapolate), KERPLE (one of the biases FIRE can represent, Li et al. 2024),
-# CoPE and randomised positions, and keeps one training length.
+# (Sources and versions), it leaves out learned positions, KERPLE, CoPE and
+# randomised positions, and keeps one training length.
 
 # %% [markdown] lang="ja"
 # ## モデル、テキスト、エンコーディング
 #
 # テキストは、Debian の `python3.11-doc` パッケージにある Python 3.11 のドキュメントの reStructuredText ソースです。497 個の文書、11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。パスのハッシュで選んだ 10 個に 1 個の文書を評価用に取り分けます。
-# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。圧縮のベンチマークで使うビット/バイトでは、パープレキシティ $P$ は $\log_2 P$ です（後で見る $L$ での ALiBi の 4.84 は 2.28）。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。
 #
 # モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、32 次元のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
-# CPU の予算に収めるため（「出典とバージョン」の節）、4 つの種類は外しました。学習型の位置埋め込み（$L$ より先の行がなく、外挿するものがありません）、KERPLE（FIRE が表せるバイアスの 1 つ。Li ら 2024）、CoPE、ランダム化した位置です。学習時の長さも 1 つだけです。
+# CPU の予算に収めるため（「出典とバージョン」の節）、学習型の位置埋め込み、KERPLE、CoPE、ランダム化した位置は外し、学習時の長さも 1 つだけにしました。
 
 # %% tags=["setup"]
 import json
@@ -120,14 +130,14 @@ for (kind, _), run in runs.items():
 # ([*Extending RoPE's context*](09-rope-context.ipynb#wavelengths-against-the-training-context)).
 # Pair $i$ has the wavelength $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ and turns
 # within $L$ when $\lambda_i \le L$: 5 of 16 pairs, 31 %, against 46 of 64, 72 %, in
-# Llama 2 ($L = 4096$). So more of this model's pairs meet unseen angles past $L$
-# (beyond what Liu et al. 2023 call the critical dimension), and its fastest pair
+# Llama 2 ($L = 4096$). So more of this model's pairs meet unseen angles past $L$,
+# and its fastest pair
 # turns 10 times within $L$, Llama 2's 652 times.
 
 # %% [markdown] lang="ja"
 # RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「学習時の長さと波長」](09-rope-context.ipynb#学習時の長さと波長)の節）。
 # ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周します。それは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）より少なくなります。
-# そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペア（Liu ら 2023 の言う臨界次元より先のペア）が多くなります。最も速いペアも $L$ の間に 10 回転するだけです（Llama 2 では 652 回転）。
+# そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペアが多くなります。最も速いペアも $L$ の間に 10 回転するだけです（Llama 2 では 652 回転）。
 
 # %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here (5 of 16, 31 %), 0 to 45 in Llama 2 (46 of 64, 72 %)", "ja": "ペア i が L の間に 1 周するのは、波長 2π·10^(8i/32) が L 以下のとき、かつそのときに限ります。ここではペア 0〜4（16 組中 5 組、31%）、Llama 2 ではペア 0〜45（64 組中 46 組、72%）です"}
 head = S["dim"] // S["n_heads"]
@@ -159,8 +169,7 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # The evaluation text is 16 blocks spread over the held-out documents: the
 # non-overlapping windows score the same $16 \times 1024$ bytes at every $N$, the
 # sliding windows the last 64 bytes of each block. Each perplexity is $\exp$ of the
-# loss averaged over three seeds, with a 95 % interval over the seeds; the text is
-# fixed, so its draw is not in the interval.
+# loss averaged over the seeds.
 
 # %% [markdown] lang="ja"
 # ## 長いテキストの 2 通りの読み方
@@ -173,7 +182,7 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # **スライディングウィンドウでの評価**：$N$ バイトの窓（ウィンドウ）を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
 # 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
-# パープレキシティは 3 つのシードで平均した損失の $\exp$ で、シードにわたる 95% 信頼区間を付けます。テキストは固定なので、その選び方のばらつきは区間に含まれません。
+# パープレキシティは、シードで平均した損失の $\exp$ です。
 
 # %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録の中で矛盾はありません"}
 for run in record["runs"]:
@@ -264,11 +273,12 @@ plt.show()
 # %% [markdown] lang="en"
 # Point by point:
 #
-# 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$ (0.98 times); theirs
+# 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$ (0.98 $[0.97, 0.99]$ times); theirs
 #    18.66 and 17.98 (0.96 times). Both improve a little from $2L$ on: the
 #    early-token curse lifting, not longer context (below).
-# 2. **Sinusoidal explodes first: agrees.** By $2L$ it is 3.3 times its perplexity at
-#    $L$ (15.21), above every other encoding there; by $16L$ 10 times (47.98), where
+# 2. **Sinusoidal explodes first: agrees.** By $2L$ it is 3.3 $[3.0, 3.7]$ times its
+#    perplexity at $L$ (15.21), above every other encoding there; by $16L$ 10
+#    $[7.9, 13.5]$ times (47.98), where
 #    RoPE's interval reaches it (point 3). Theirs: 2.6 times at 2,024 words, 23
 #    times at 16,024 (453.32).
 # 3. **RoPE degrades less than sinusoidal: agrees at $2L$ and $4L$, undecided
@@ -288,14 +298,13 @@ plt.show()
 #
 # Not in their figure: FIRE, best at $L$, rises slowly to 7.01 at $16L$ and trails
 # ALiBi from $4L$ on. NoPE, far behind at $L$ (7.59: without an encoding this small
-# model learns the text much worse), rises to 16.28. A flat perplexity shows that a
-# model survives a long input, not that it uses it (the note below).
+# model learns the text much worse), rises to 16.28.
 
 # %% [markdown] lang="ja"
 # 1 点ずつ照らし合わせます。
 #
-# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 倍）、論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
-# 2. **正弦波は最も早く悪化：一致します。** $2L$ で $L$ での値の 3.3 倍（15.21）になり、そこではほかのどれよりも高くなります。$16L$ では 10 倍（47.98）で、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
+# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）、論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
+# 2. **正弦波は最も早く悪化：一致します。** $2L$ で $L$ での値の 3.3 $[3.0, 3.7]$ 倍（15.21）になり、そこではほかのどれよりも高くなります。$16L$ では 10 $[7.9, 13.5]$ 倍（47.98）で、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
 # 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません。** シードごとの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
 # 4. **T5 は RoPE と ALiBi の間：一致しますが、大きさは違います。** $16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 12,024 語より先でメモリが足りなくなりました）。
 #    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
@@ -303,7 +312,6 @@ plt.show()
 #    理由は記録からはわかりません（下の最初の注）。
 #
 # Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
-# パープレキシティが横ばいであることは、モデルが長い入力に耐えることを示すだけで、それを使うことまでは示しません（下の注）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: why ALiBi may trail at the training length.** Its slopes act
@@ -375,7 +383,7 @@ display(Markdown(table(NAME)))
 display(Markdown(table(NAME, key="sliding_loss")))
 
 
-# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the falling validation losses are as stated, and 4.84 is 2.28 bits per byte", "ja": "引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は、論文の表 3 に印刷された値（書き写したもの。ここで計算するのは比だけです）から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、下がり続ける検証用データの損失も本文どおりで、4.84 は 2.28 ビット/バイトです"}
+# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the falling validation losses are as stated; the growth from L and its intervals over seeds are the record's", "ja": "引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は、論文の表 3 に印刷された値（書き写したもの。ここで計算するのは比だけです）から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、下がり続ける検証用データの損失も本文どおりです。L からの増え方とシードにわたる区間も記録の値です"}
 from posenc import alibi_slopes
 from posenc_lab.stats import paired_difference
 
@@ -463,7 +471,22 @@ assert (at("fire", 16), at("nope", 1), at("nope", 16)) == (7.01, 7.59, 16.28)
 assert ratio("fire", "alibi", 4)[1] > 1  # FIRE behind ALiBi from 4L on
 assert all(ratio("fire", "alibi", f)[1] > 1 for f in (8, 16))
 assert 16 - ours == 11
-assert round(math.log2(at("alibi", 1)), 2) == 2.28  # bits per byte
+
+
+def growth(row, factor, digits=1):
+    """PPL at factor * L over PPL at L, paired by seed, with its interval."""
+    diff = paired_difference(losses(row, factor * L), losses(row, L))
+    return tuple(round(math.exp(v), digits) for v in diff)
+
+
+assert growth("alibi", 16, digits=2) == (0.98, 0.97, 0.99)
+assert growth("sinusoidal", 2) == (3.3, 3.0, 3.7)
+assert growth("sinusoidal", 16) == (10.4, 7.9, 13.5)
+assert growth("rope", 16) == (9.2, 7.0, 12.0)
+assert growth("t5", 16) == (5.5, 5.4, 5.7)
+others = [ratio("alibi", k, 1) for k in NAME if k not in ("alibi", "nope")]
+assert min(r[0] for r in others) == 1.05 and max(r[0] for r in others) == 1.08
+assert all(r[1] > 1 for r in others)  # ALiBi above each, beyond the seeds
 
 # %% [markdown] lang="en"
 # ## Where the loss goes past the training length
@@ -526,8 +549,8 @@ plt.show()
 #   past distance 67, where its buckets 27 to 31 begin: training at $L = 64$ never
 #   reaches them, so they keep their initial draw, nearly $0$. The timing fits
 #   these untrained buckets; the record does not test that they are the cause.
-#   Press et al. trained at $L = 512$ and $1024$, past the maximum distance (128) of
-#   the Hugging Face T5 bias their code follows, so every bucket was trained there.
+#   Press et al. trained past the T5 bias's maximum distance (128), so every bucket
+#   was trained there.
 # - FIRE rises slowly: past its threshold (about 57, learned from $L$) it divides
 #   the log of each distance by that of the query's position, so its input stays
 #   between 0 and 1; but at $16L$ near distances give inputs smaller than any seen in
@@ -540,7 +563,7 @@ plt.show()
 # - 正弦波は $t$ が $L$ を超えた瞬間から跳ね上がります（$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25）。$L$ より先では、一度も見たことのないベクトルを足すからです。
 # - RoPE と T5 はしばらく持ちこたえ、窓の先頭までの距離が伸びるにつれて上がります。どちらも $t = 71$ までは ALiBi と同じ水準で、72 から遅れ始めます（T5 は $t = 72$〜75 で 0.02、76〜79 で 0.16、RoPE は 0.05 と 0.25）。$2L$ の最後の 8 位置では、RoPE が 3.30、T5 が 2.38 です。
 #   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。上昇の始まる位置はこれと合いますが、それが原因であることは記録では検証していません。
-#   Press らのコードがならう Hugging Face の T5 バイアスは最大距離が 128 で、Press らはそれを超える $L = 512$ と $1024$ で学習したので、すべてのバケットが学習されていました。
+#   Press らは T5 バイアスの最大距離 128 を超える長さで学習したので、すべてのバケットが学習されていました。
 # - FIRE はゆっくり上がります。しきい値（初期値 $L$ から学習して、57 ほどまで下がりました）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
 #   しかし $16L$ では、近い距離の入力が学習中のどの値よりも小さくなり、長い窓では多くの距離が同じ範囲に押し込まれます。
 # - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
@@ -761,7 +784,8 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 
 # %% [markdown] lang="en"
 # - **YaRN without training**, as the code implements it, recovers most of the
-#   loss: 4.68 at $2L$ (plain RoPE 7.36), 12.81 at $16L$ (41.45). Peng et al.
+#   loss: 4.68 at $2L$ (plain RoPE 7.36), 12.81 at $16L$ (41.45; a ratio of 0.31
+#   $[0.25, 0.38]$). Peng et al.
 #   (2023) find YaRN ahead of the earlier methods with and without fine-tuning; here
 #   the code's YaRN is ahead of PI at every length past $L$, with and without the
 #   fine-tune. Without its temperature the perplexity is 1.05 $[1.01, 1.08]$ times
@@ -778,7 +802,7 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 #   $L$: 5.37 at $8L$, 8.20 at $16L$, still above ALiBi's 4.75.
 
 # %% [markdown] lang="ja"
-# - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45）です。
+# - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45。比は 0.31 $[0.25, 0.38]$）です。
 #   Peng ら（2023）は、ファインチューニングの有無を問わず YaRN が以前の手法を上回ると報告しています。ここでも、ファインチューニングの有無にかかわらず、コードの YaRN は $L$ より先のどの長さでも PI を上回ります。
 #   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の注）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
@@ -786,9 +810,12 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 # - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものを上回りません（同じ注）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
-# %% tags=["check"] summary={"en": "the RoPE rows' perplexities and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティと対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
+# %% tags=["check"] summary={"en": "the RoPE rows' perplexities, intervals and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティ、区間、対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
 assert (at("rope+yarn", 2), at("rope", 2)) == (4.68, 7.36)
 assert (at("rope+yarn", 16), at("rope", 16)) == (12.81, 41.45)
+assert [round(v) for v in ppl("rope", 16 * L)] == [41, 32, 54]
+assert [round(v) for v in ppl("rope+yarn", 16 * L)] == [13, 12, 14]
+assert ratio("rope+yarn", "rope", 16) == (0.31, 0.25, 0.38)
 assert ratio("rope+yarn-notemp", "rope+yarn", 8) == (1.05, 1.01, 1.08)
 lo, hi = ratio("rope+yarn-notemp", "rope+yarn", 16)[1:]
 assert lo < 1 < hi

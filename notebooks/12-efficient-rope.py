@@ -449,7 +449,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の順に並んだ射影の出力から取ったビューでもかまいません。
 # オフセットは 64 ビットで計算します。
 # ブロックの大きさは $q$ のヘッドと $k$ のヘッドで別々に決めるので、Llama 3 8B の形状では遊ぶレーンがありません。
-# $k$ のヘッドは、$q$ と $k$ のどちらかを書き込む前に、$q$ のヘッドと一緒に読み込みます。
+# $k$ のヘッドは $q$ のヘッドと一緒に読み込み、どちらも書き込む前に読み終えます。
 # インターリーブ配置では、各ヘッドを連続した 1 つの範囲として読み込み、レジスタの中でペアに分けます。
 # インターリーブ配置と[部分回転](../docs/glossary.ja.md#partial-rotation)（$r < d$ のとき残りの次元はコピーします）に対応します。
 # bfloat16 と float16 の入力は float32 で回転させて 1 回だけ丸めます。
@@ -520,11 +520,13 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # レイテンシは約 600 ns とします。これは HBM についてこの章が置いた仮定です。NVIDIA は H200 の値を公表していません。
 # 毎秒 4.8 TB なら約 3 MB で、H200 の 132 個の SM それぞれに約 22 KB です。
 # `num_warps` は、プログラムが使うワープ（32 スレッドの組）の数で、Triton の既定値は 4、つまりプログラムあたり 128 スレッドです。
-# Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時に持ち、この既定値のもとで、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）で、スピル（レジスタに収まらない値のメモリへの退避）もありません。
+# Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時に持ちます。
+# この既定値のもとで、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）で、スピル（レジスタに収まらない値のメモリへの退避）もありません。
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
 # プログラムの読み込みは段階を追って進みます。位置、次に表の行、次に $q$ の `BLOCK_Q = 32` 個と $k$ の `BLOCK_K = 8` 個のヘッドの前半と後半をまとめて（bfloat16 で 10 KiB）読みます。
 # 10 KiB は 1 つの段階のピークにすぎず、プログラムの実行期間で平均した転送中のバイト数は数 KiB と見積もります。そうなら 8 つのプログラムでリトルの法則が求める量にほぼ等しく、余裕はありません。トークン 1 つにプログラム 1 つという分け方のいちばんの弱点は、この転送中のバイト数です。
-# （グリッドの形は弱点ではありません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍で、SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。）
+# グリッドの形は弱点ではありません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
+# SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。
 # 転送中のバイト数を増やす設計は 2 つあります。プログラムに複数のトークンを受け持たせるか、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくかです。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
 #
@@ -546,7 +548,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、float32 では 128 ビットですが、bfloat16 では 64 ビット（`LDG.E.64`）です。これはバイト数の 5 分の 1 にあたり、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）されています。
 # 原因はアラインメントではなく、タイルの大きさと `num_warps` の関係です。
 # ワープを 2 つにするか（`num_warps` はカーネルに 1 つなので $q$ も 2 つになります）、タイルを複数のトークンにまたがらせれば、$k$ も 128 ビットになります。
-# インターリーブ配置ではこの問題が起きません。カーネルは各ヘッドの $r$ 個の成分を連続した 1 つの範囲として読み込み、レジスタの中でペアに分け（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）、書き込みの前にまたつなげて、連続した範囲に 1 回で書き込みます。
+# インターリーブ配置ではこの問題が起きません。
+# カーネルは各ヘッドの $r$ 個の成分を連続した 1 つの範囲として読み込み、レジスタの中でペアに分けます（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）。
+# 書き込みの前にはまたつなげて、連続した範囲に 1 回で書き込みます。
 # そのため $q$ と $k$ へのアクセスはすべて 128 ビットで、$k$ も同じです（bfloat16 でスレッドあたり 8 個の値）。
 # 代わりにストライド 2 で読むと、アクセス 1 回で 1 成分しか動かず、bfloat16 ではバイトあたりのメモリ命令が 8 倍になります。
 # Triton のインタプリタでレーンごとに数えると（上の小さなカーネルの確認のセルと、`posenc` のカーネルのテスト）、カーネルが要求するバイト数は成分あたり $\beta_{\mathrm{fused}}$ です。
@@ -760,7 +764,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
 #
 # どれだけの得があるかを、演習 2 と同じ仮定（起動 1 回にホストで 5 µs、カーネル 1 つにデバイスで 2 から 4 µs の固定コスト）のもとで、アムダールの法則で見積もります。
-# H200 のデータシートのピーク性能では、Llama 3 8B の 4096 トークンのプリフィルで、RoPE は 1 回のパスなら層の時間の 0.9%、Hugging Face の eager モードの式なら 4.5% です。
+# H200 のデータシートのピーク性能で見ると、Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9% です。
+# Hugging Face の eager モードの式なら 4.5% です。
 # デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読み、RoPE のバイト数はその 0.005% です。残りは、ステップの速さをホストとデバイスのどちらが決めるかによります。
 # eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。ホストの時間は 200 µs でデバイスの 91 µs より長いので、ステップの速さはホストが決め、RoPE の起動はその 4 分の 1 を占めます。
 # 融合で節約できるのは「減らした起動の数 × 起動 1 回のコスト」で、Python からの Triton の起動は高くつきます。`apply_rope_triton` 自身の確認と引数の準備だけで、Triton のランチャが動く前に、ホストは小さな ATen の演算数回分の時間を使います。
@@ -790,7 +795,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # **さらに詳しく：デバイスの側で連鎖を短くする**
 #
 # `posenc` のカーネルは、Liger のカーネルと同じく $k$ を $q$ と一緒に読み込みます。
-# コンパイラは、同じメモリに届くかもしれない書き込みより前に読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
+# コンパイラは、同じメモリに届く可能性のある書き込みより前に、読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
 # 連鎖は、さらに次の 3 つの変更で短くできるはずです。
 # 1 つ目に、cos と sin を位置から計算します。行の往復がなくなります（1.4 µs が約 0.8 µs になります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、いちばん速いペアの角度は位置そのものです。
@@ -820,8 +825,8 @@ def rope_s(tokens, beta):
 l2, hbm = 200e-9, 600e-9  # round trips, assumed (NVIDIA publishes neither)
 # position and row from HBM (evicted by the layer's weights), q and k from L2
 chain = 2 * hbm + l2
-# the kernels of one eager decode step through a (small) Hugging Face Llama layer in
-# bfloat16, counted by ATen op: each is one kernel on a GPU (_unsafe_view is a view)
+# the kernels of one eager decode step through a small Hugging Face Llama
+# layer in bfloat16, by ATen op: each one kernel on a GPU (_unsafe_view: a view)
 from transformers import LlamaConfig
 from transformers.cache_utils import DynamicCache
 from transformers.models.llama import modeling_llama
@@ -846,13 +851,13 @@ def decode_layer(x, at):
 
 
 with torch.no_grad():
-    decode_layer(torch.randn(1, 4, 256, dtype=torch.bfloat16), torch.arange(4))()
-    one = torch.randn(1, 1, 256, dtype=torch.bfloat16)
+    four, one = (torch.randn(1, n, 256, dtype=torch.bfloat16) for n in (4, 1))
+    decode_layer(four, torch.arange(4))()  # four tokens in the cache
     layer_ops = count_traffic(decode_layer(one, torch.tensor([4]))).ops
 layer_kernels = [op for op in layer_ops if op != "_unsafe_view"]
 launch = 5e-6  # host time a launch (Exercise 2)
-# apply_rope_triton's own host time (checks, arguments; the launch itself stubbed out)
-# for one decode token, in small ATen calls (a multiplication of 16 elements)
+# apply_rope_triton's own host time (checks, arguments; the launch stubbed
+# out) for one decode token, in small ATen calls (16 elements multiplied)
 import timeit
 from unittest import mock
 
@@ -861,15 +866,22 @@ import posenc.rope_triton
 q1 = torch.randn(1, n_q, 1, d, dtype=torch.bfloat16)
 k1 = torch.randn(1, n_k, 1, d, dtype=torch.bfloat16)
 t1, small = torch.tensor([1000]), torch.randn(16)
+tables = llama.cos_cached, llama.sin_cached
+
+
+def host_s(fn):
+    """Seconds a call of fn takes on the host, the best of 5 runs of 500."""
+    return min(timeit.repeat(fn, number=500, repeat=5)) / 500
+
+
 with mock.patch.object(posenc.rope_triton, "_launch", lambda *a, **kw: None):
-    wrapper = min(timeit.repeat(
-        lambda: apply_rope_triton(q1, k1, t1, llama.cos_cached, llama.sin_cached,
-                                  check_positions=False),
-        number=500, repeat=5,
-    ))  # fmt: skip
-aten_calls = wrapper / min(timeit.repeat(lambda: torch.mul(small, 2.0), number=500, repeat=5))
+    wrapper = host_s(
+        lambda: apply_rope_triton(q1, k1, t1, *tables, check_positions=False)
+    )
+aten_calls = wrapper / host_s(lambda: torch.mul(small, 2.0))
 launches = 10 * launch  # Hugging Face's ten RoPE launches a layer
-host_paced = launches / (len(layer_kernels) * launch)  # their share of the host's step
+# their share of the host's step
+host_paced = launches / (len(layer_kernels) * launch)
 fixed = (
     2e-6,
     4e-6,
@@ -883,8 +895,9 @@ print(
     f"decode: {2 * weights / 1e6:.0f} MB, {decode * 1e6:.0f} µs a layer; "
     f"RoPE bytes {rope_s(1, 4.1) / decode:.3%}, "
     f"chain {chain * 1e6:.1f} µs ({chain / decode:.1%}); eager: "
-    f"{len(layer_kernels)} kernels a layer, {len(layer_kernels) * launch * 1e6:.0f} µs "
-    f"of host time, RoPE's ten {host_paced:.0%} of it; apply_rope_triton's Python alone "
+    f"{len(layer_kernels)} kernels a layer, "
+    f"{len(layer_kernels) * launch * 1e6:.0f} µs of host time, RoPE's ten "
+    f"{host_paced:.0%} of it; apply_rope_triton's Python alone "
     f"{aten_calls:.0f} small ATen calls; device-paced: fused "
     f"{(chain + fixed[0]) / decode:.0%} to {(chain + fixed[1]) / decode:.0%}, "
     f"eager {10 * fixed[0] / decode:.0%} to {10 * fixed[1] / decode:.0%}"
@@ -909,7 +922,7 @@ print(
 # `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の $q$ と $k$ を回転させる時間を、比較対象ごとに計ります。
 # 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップを、float32 と bfloat16、1 スレッドと 2 スレッドで計ります（計り方と信頼できる範囲は `lab/README.md`）。
 # 下限は `torch.mul(x, 2.0, out=...)`、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の contender 列は比較対象、ratio to the floor 列は、float32 のプリフィルで同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です（「/」の左が 1 スレッド、右が 2 スレッド）。
+# 表の contender 列は比較対象です。ratio to the floor 列は、float32 のプリフィルで同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です（「/」の左が 1 スレッド、右が 2 スレッド）。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -1004,7 +1017,7 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # 次の表は、bfloat16 の融合カーネルについて、データシートの毎秒 4.8 TB と仮定したレイテンシから求めた予測です。
 # キャッシュに何もない状態から計るケースの動かすバイト数（bytes moved）は、メモリが動かす最小の量です。
 # 入力が L2 にあるケースのバイト数は L2 にあり、L2 はメモリの数倍速いので、メモリの帯域幅では何も押さえられません。そのため表の下限は連鎖だけです。
-# 計測記録は予測を、実行時に計ったコピーの帯域幅（キャッシュに何もないケースはメモリ、L2 にあるケースは L2 のもの）で求めて保存します。
+# 計測記録には、計測のときに測ったコピーの帯域幅（キャッシュに何もないケースはメモリ、L2 にあるケースは L2 のもの）で求めた予測を保存します。
 # 最初の実行でこれを下回れば、モデルが間違っています。大きく上回れば、カーネルが取りこぼしているものがわかります。
 
 # %% tags=["deeper"]
@@ -1120,7 +1133,7 @@ assert round(decode * 1e6) == 91
 assert len(layer_kernels) == 40 and layer_kernels.count("rsqrt") == 2
 assert layer_kernels[11:21] == 2 * ["mul", "neg", "cat", "mul", "add"]
 assert round(len(layer_kernels) * launch * 1e6) == 200 and host_paced == 0.25
-assert aten_calls > 2  # the wrapper's Python: several small ATen calls of host time
+assert aten_calls > 2  # the wrapper's Python: several small ATen calls
 assert [round((chain + f) / decode, 2) for f in fixed] == [0.04, 0.06]
 assert [round(10 * f / decode, 2) for f in fixed] == [0.22, 0.44]
 no_row = hbm + l2  # cos and sin computed: the position, then q and k

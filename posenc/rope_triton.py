@@ -10,8 +10,10 @@ explicitly (``from posenc.rope_triton import apply_rope_triton``).
 The kernel runs one program per token (batch row and sequence position).
 A program reads the token's position, then its row of ``cos`` and ``sin``
 (``r/2`` float32 values each), once, and rotates every head of ``q`` and
-then every head of ``k`` with it, a block of heads at a time (a block size
-for each tensor, so that few rows are masked): per element one read and one
+of ``k`` with it, a block of each at a time (a block size for each tensor,
+so that few rows are masked), both blocks loaded before either is stored;
+the interleaved layout is loaded as contiguous runs and split into pairs in
+registers: per element one read and one
 write (8 bytes in float32, 4 in bfloat16 and float16), plus ``4 r`` bytes
 of table per token, shared by all its heads. One launch for q and k, one program per
 token, is how vLLM's CUDA kernel (``csrc/pos_encoding_kernels.cu``: a

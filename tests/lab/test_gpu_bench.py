@@ -483,7 +483,9 @@ def test_each_case_records_the_floor_the_model_predicts(record):
     assert round(cold["memory_bytes"] / 1e6, 1) == 73.4 and cold["memory_source"] == "memory"
     assert round(cold["memory_us"], 1) == 15.3 == round(cold["lower_bound_us"], 1)
     # a cold case ignores L2's rate: its bytes come from memory
-    assert gpu_bench.predicted_floor(cases["prefill-4096-bfloat16"], 4800.0, 50 * 2**20, 1e5) == cold
+    assert (
+        gpu_bench.predicted_floor(cases["prefill-4096-bfloat16"], 4800.0, 50 * 2**20, 1e5) == cold
+    )
     warm = gpu_bench.predicted_floor(cases["decode-1-bfloat16"], 4800.0, 50 * 2**20)
     assert warm["memory_bytes"] == warm["bytes_per_call"] == 20480
     assert round(warm["chain_us"], 3) == 0.6 == round(warm["lower_bound_us"], 3)

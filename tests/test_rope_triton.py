@@ -229,8 +229,9 @@ def test_bfloat16_rounds_to_nearest_even():
 
 def test_several_head_blocks_with_a_partial_last_one():
     # at head size 128 a block holds at most 64 heads (_TILE = 4096 elements per half), so
-    # 96 query heads take two passes of the head loop, the second with 32 of its 64 rows
-    # masked; the 32 key heads take one block of their own
+    # 96 query heads take two steps of the head loop, the second with 32 of its 64 rows
+    # masked; the 32 key heads take one block of their own, and the second step's k block
+    # is masked whole
     b, n_q, n_k, s, h_d = 1, 96, 32, 2, 128
     q, k = randn((b, n_q, s, h_d), torch.bfloat16, 19), randn((b, n_k, s, h_d), torch.bfloat16, 20)
     positions = torch.tensor([7, 300])

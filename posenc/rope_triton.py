@@ -35,6 +35,8 @@ sequence, ``h_d`` head size, ``r`` rotated features (``2 * cos.shape[-1]``),
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -272,6 +274,32 @@ def _position_strides(positions: torch.Tensor) -> tuple[int, int]:
     return (0 if shared else stride[0]), stride[-1]
 
 
+@functools.lru_cache(maxsize=256)
+def _options(
+    n_q: int, n_k: int, h_d: int, half: int, layout: str, inplace: bool, backward: bool
+) -> tuple[int, dict]:
+    """The steps of the head loop and the kernel's constants for one shape, made once."""
+    tail = h_d - 2 * half
+    half_p2 = _next_power_of_2(half)
+    tail_p2 = _next_power_of_2(max(tail, 1))
+    width = max(half_p2, tail_p2)
+    block_q, block_k = _block_heads(n_q, width), _block_heads(n_k, width)
+    options = dict(
+        HALF=half,
+        HALF_P2=half_p2,
+        TAIL=tail,
+        TAIL_P2=tail_p2,
+        BLOCK_Q=block_q,
+        BLOCK_K=block_k,
+        INTERLEAVED=layout == "interleaved",
+        COPY_TAIL=tail > 0 and not inplace,
+        BACKWARD=backward,
+        RNE_IN_INTEGERS=_INTERPRETED,
+        enable_fp_fusion=False,  # the kernel fuses where it means to (tl.fma), nowhere else
+    )
+    return max(-(-n_q // block_q), -(-n_k // block_k)), options
+
+
 def _kernel_args(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -288,12 +316,7 @@ def _kernel_args(
     """The grid, the arguments and the keyword arguments of one launch (the tests compile them)."""
     b, n_q, s, h_d = q.shape
     n_k = k.shape[1]
-    half = cos.shape[-1]
-    tail = h_d - 2 * half
-    half_p2 = _next_power_of_2(half)
-    tail_p2 = _next_power_of_2(max(tail, 1))
-    width = max(half_p2, tail_p2)
-    block_q, block_k = _block_heads(n_q, width), _block_heads(n_k, width)
+    steps, options = _options(n_q, n_k, h_d, cos.shape[-1], layout, inplace, backward)
     args = (
         q,
         k,
@@ -306,7 +329,7 @@ def _kernel_args(
         cos.shape[0],
         n_q,
         n_k,
-        max(-(-n_q // block_q), -(-n_k // block_k)),
+        steps,
         *q.stride()[:3],
         *k.stride()[:3],
         *q_out.stride()[:3],
@@ -315,20 +338,7 @@ def _kernel_args(
         *cos.stride(),
         *sin.stride(),
     )
-    options = dict(
-        HALF=half,
-        HALF_P2=half_p2,
-        TAIL=tail,
-        TAIL_P2=tail_p2,
-        BLOCK_Q=block_q,
-        BLOCK_K=block_k,
-        INTERLEAVED=layout == "interleaved",
-        COPY_TAIL=tail > 0 and not inplace,
-        BACKWARD=backward,
-        RNE_IN_INTEGERS=_INTERPRETED,
-        enable_fp_fusion=False,  # the kernel fuses where it means to (tl.fma), nowhere else
-    )
-    return (b * s,), args, options
+    return (b * s,), args, dict(options)  # a copy: the cached one stays as made
 
 
 def _launch(

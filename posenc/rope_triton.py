@@ -10,8 +10,10 @@ explicitly (``from posenc.rope_triton import apply_rope_triton``).
 The kernel runs one program per token (batch row and sequence position).
 A program reads the token's position, then its row of ``cos`` and ``sin``
 (``r/2`` float32 values each), once, and rotates every head of ``q`` and
-then every head of ``k`` with it, a block of heads at a time (a block size
-for each tensor, so that few rows are masked): per element one read and one
+of ``k`` with it, a block of each at a time (a block size for each tensor,
+so that few rows are masked), both blocks loaded before either is stored;
+the interleaved layout is loaded as contiguous runs and split into pairs in
+registers: per element one read and one
 write (8 bytes in float32, 4 in bfloat16 and float16), plus ``4 r`` bytes
 of table per token, shared by all its heads. One launch for q and k, one program per
 token, is how vLLM's CUDA kernel (``csrc/pos_encoding_kernels.cu``: a
@@ -32,6 +34,8 @@ sequence, ``h_d`` head size, ``r`` rotated features (``2 * cos.shape[-1]``),
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -68,54 +72,91 @@ def _round_to(x, dtype: tl.constexpr, RNE_IN_INTEGERS: tl.constexpr):
 
 
 @triton.jit
-def _rotate_heads(
+def _load_pairs(
     src,
-    dst,
-    row,  # offset of this token's first head, in elements
+    row,
+    h0,
     n_heads,
     head_stride,
-    dst_row,
-    dst_head_stride,
+    HALF: tl.constexpr,
+    HALF_P2: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+):
+    """``a`` and ``b`` of heads ``h0 .. h0 + BLOCK_H`` (masked past ``n_heads``), float32."""
+    heads = h0 + tl.arange(0, BLOCK_H)
+    at = src + row + heads.to(tl.int64)[:, None] * head_stride
+    if INTERLEAVED:  # pairs (2i, 2i + 1): one contiguous run, split in registers
+        cols = tl.arange(0, 2 * HALF_P2)
+        ok = (heads < n_heads)[:, None] & (cols < 2 * HALF)[None, :]
+        x = tl.load(at + cols[None, :], mask=ok).to(tl.float32)
+        a, b = tl.split(tl.reshape(x, [BLOCK_H, HALF_P2, 2]))
+    else:  # pairs (i, i + r/2)
+        cols = tl.arange(0, HALF_P2)
+        ok = (heads < n_heads)[:, None] & (cols < HALF)[None, :]
+        a = tl.load(at + cols[None, :], mask=ok).to(tl.float32)
+        b = tl.load(at + HALF + cols[None, :], mask=ok).to(tl.float32)
+    return a, b
+
+
+@triton.jit
+def _store_rotated(
+    dst,
+    row,
+    h0,
+    n_heads,
+    head_stride,
+    a,
+    b,
     c,
     s,
     HALF: tl.constexpr,
     HALF_P2: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    INTERLEAVED: tl.constexpr,
+    RNE_IN_INTEGERS: tl.constexpr,
+):
+    """Store ``a cos - b sin`` and ``b cos + a sin``, each one product and one fused
+    multiply-add (as apply_rope's addcmul rounds them), rounded once to ``dst``'s dtype."""
+    out_a = tl.fma(-b, s[None, :], a * c[None, :])
+    out_b = tl.fma(a, s[None, :], b * c[None, :])
+    out_a = _round_to(out_a, dst.dtype.element_ty, RNE_IN_INTEGERS)
+    out_b = _round_to(out_b, dst.dtype.element_ty, RNE_IN_INTEGERS)
+    heads = h0 + tl.arange(0, BLOCK_H)
+    at = dst + row + heads.to(tl.int64)[:, None] * head_stride
+    if INTERLEAVED:  # joined back into pairs: one contiguous store
+        cols = tl.arange(0, 2 * HALF_P2)
+        ok = (heads < n_heads)[:, None] & (cols < 2 * HALF)[None, :]
+        pairs = tl.reshape(tl.join(out_a, out_b), [BLOCK_H, 2 * HALF_P2])
+        tl.store(at + cols[None, :], pairs, mask=ok)
+    else:
+        cols = tl.arange(0, HALF_P2)
+        ok = (heads < n_heads)[:, None] & (cols < HALF)[None, :]
+        tl.store(at + cols[None, :], out_a, mask=ok)
+        tl.store(at + HALF + cols[None, :], out_b, mask=ok)
+
+
+@triton.jit
+def _copy_tail(
+    src,
+    dst,
+    row,
+    dst_row,
+    h0,
+    n_heads,
+    head_stride,
+    dst_head_stride,
+    START: tl.constexpr,
     TAIL: tl.constexpr,
     TAIL_P2: tl.constexpr,
     BLOCK_H: tl.constexpr,
-    INTERLEAVED: tl.constexpr,
-    COPY_TAIL: tl.constexpr,
-    RNE_IN_INTEGERS: tl.constexpr,
 ):
-    """Rotate the first ``2 * HALF`` features of ``n_heads`` heads; copy the tail if asked."""
-    cols = tl.arange(0, HALF_P2)
-    col_ok = cols < HALF
-    if INTERLEAVED:  # pairs (2i, 2i + 1)
-        a_col = 2 * cols
-        b_col = 2 * cols + 1
-    else:  # pairs (i, i + r/2)
-        a_col = cols
-        b_col = cols + HALF
-    for h0 in range(0, n_heads, BLOCK_H):
-        heads = h0 + tl.arange(0, BLOCK_H)
-        ok = (heads < n_heads)[:, None] & col_ok[None, :]
-        src_head = row + heads.to(tl.int64)[:, None] * head_stride
-        dst_head = dst_row + heads.to(tl.int64)[:, None] * dst_head_stride
-        a = tl.load(src + src_head + a_col[None, :], mask=ok).to(tl.float32)
-        b = tl.load(src + src_head + b_col[None, :], mask=ok).to(tl.float32)
-        # a cos - b sin and b cos + a sin: one product and one fused multiply-add each,
-        # as apply_rope's addcmul rounds them
-        out_a = tl.fma(-b, s[None, :], a * c[None, :])
-        out_b = tl.fma(a, s[None, :], b * c[None, :])
-        out_a = _round_to(out_a, dst.dtype.element_ty, RNE_IN_INTEGERS)
-        out_b = _round_to(out_b, dst.dtype.element_ty, RNE_IN_INTEGERS)
-        tl.store(dst + dst_head + a_col[None, :], out_a, mask=ok)
-        tl.store(dst + dst_head + b_col[None, :], out_b, mask=ok)
-        if COPY_TAIL:  # out of place with r < h_d: the features past r pass through
-            tail = tl.arange(0, TAIL_P2)
-            tail_ok = (heads < n_heads)[:, None] & (tail < TAIL)[None, :]
-            t = tl.load(src + src_head + 2 * HALF + tail[None, :], mask=tail_ok)
-            tl.store(dst + dst_head + 2 * HALF + tail[None, :], t, mask=tail_ok)
+    """Out of place with ``r < h_d``: the features past ``r`` pass through."""
+    heads = (h0 + tl.arange(0, BLOCK_H)).to(tl.int64)
+    tail = tl.arange(0, TAIL_P2)
+    ok = (heads < n_heads)[:, None] & (tail < TAIL)[None, :]
+    t = tl.load(src + row + heads[:, None] * head_stride + START + tail[None, :], mask=ok)
+    tl.store(dst + dst_row + heads[:, None] * dst_head_stride + START + tail[None, :], t, mask=ok)
 
 
 @triton.jit
@@ -131,6 +172,7 @@ def _rope_qk_kernel(
     n_positions,
     n_q,
     n_k,
+    n_steps,  # blocks of heads: the larger of q's and k's count (1 at Llama 3 8B's shapes)
     q_sb,
     q_sh,
     q_ss,
@@ -162,10 +204,12 @@ def _rope_qk_kernel(
 ):
     """One program per token: read its position and table row once, rotate all its heads.
 
-    The heads of ``q`` and those of ``k`` are two loops, each over blocks of
-    its own size (``BLOCK_Q``, ``BLOCK_K``): ``q`` and ``k`` are separate
-    tensors with their own strides, and a block sized for ``q``'s heads
-    would leave most rows of ``k``'s masked.
+    Each step loads a block of ``q``'s heads and a block of ``k``'s, each of its
+    own size (``BLOCK_Q``, ``BLOCK_K``: ``q`` and ``k`` are separate tensors with
+    their own strides, and a block sized for ``q``'s heads would leave most rows of
+    ``k``'s masked), then stores both: ``k``'s loads are issued before ``q``'s
+    stores, which they would otherwise wait for (the compiler must assume that
+    ``q_out`` may alias ``k``).
     """
     token = tl.program_id(0).to(tl.int64)
     bi = token // seq_len
@@ -182,53 +226,78 @@ def _rope_qk_kernel(
     s = s.to(tl.float32)
     if BACKWARD:  # the transpose of a rotation is the rotation by -theta
         s = -s
-    _rotate_heads(
-        q,
-        q_out,
-        bi * q_sb + si * q_ss,
-        n_q,
-        q_sh,
-        bi * qo_sb + si * qo_ss,
-        qo_sh,
-        c,
-        s,
-        HALF,
-        HALF_P2,
-        TAIL,
-        TAIL_P2,
-        BLOCK_Q,
-        INTERLEAVED,
-        COPY_TAIL,
-        RNE_IN_INTEGERS,
-    )
-    _rotate_heads(
-        k,
-        k_out,
-        bi * k_sb + si * k_ss,
-        n_k,
-        k_sh,
-        bi * ko_sb + si * ko_ss,
-        ko_sh,
-        c,
-        s,
-        HALF,
-        HALF_P2,
-        TAIL,
-        TAIL_P2,
-        BLOCK_K,
-        INTERLEAVED,
-        COPY_TAIL,
-        RNE_IN_INTEGERS,
-    )
+    q_row, k_row = bi * q_sb + si * q_ss, bi * k_sb + si * k_ss
+    qo_row, ko_row = bi * qo_sb + si * qo_ss, bi * ko_sb + si * ko_ss
+    for i in range(0, n_steps):  # at Llama 3 8B's shapes one step: all 32 + 8 heads
+        qa, qb = _load_pairs(q, q_row, i * BLOCK_Q, n_q, q_sh, HALF, HALF_P2, BLOCK_Q, INTERLEAVED)
+        ka, kb = _load_pairs(k, k_row, i * BLOCK_K, n_k, k_sh, HALF, HALF_P2, BLOCK_K, INTERLEAVED)
+        _store_rotated(
+            q_out, qo_row, i * BLOCK_Q, n_q, qo_sh, qa, qb, c, s,
+            HALF, HALF_P2, BLOCK_Q, INTERLEAVED, RNE_IN_INTEGERS,
+        )  # fmt: skip
+        _store_rotated(
+            k_out, ko_row, i * BLOCK_K, n_k, ko_sh, ka, kb, c, s,
+            HALF, HALF_P2, BLOCK_K, INTERLEAVED, RNE_IN_INTEGERS,
+        )  # fmt: skip
+        if COPY_TAIL:
+            _copy_tail(
+                q, q_out, q_row, qo_row, i * BLOCK_Q, n_q, q_sh, qo_sh,
+                2 * HALF, TAIL, TAIL_P2, BLOCK_Q,
+            )  # fmt: skip
+            _copy_tail(
+                k, k_out, k_row, ko_row, i * BLOCK_K, n_k, k_sh, ko_sh,
+                2 * HALF, TAIL, TAIL_P2, BLOCK_K,
+            )  # fmt: skip
 
 
 #: Whether Triton built the kernels for its interpreter (``TRITON_INTERPRET=1`` at import).
 _INTERPRETED = not isinstance(_rope_qk_kernel, triton.runtime.JITFunction)
 
 
+def _next_power_of_2(n: int) -> int:
+    """``triton.next_power_of_2`` in plain Python: a fraction of its host cost."""
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
 def _block_heads(n_heads: int, width: int) -> int:
     """Heads per block: all of them, a power of two, up to ``_TILE`` elements per half."""
-    return min(triton.next_power_of_2(n_heads), max(1, _TILE // width))
+    return min(_next_power_of_2(n_heads), max(1, _TILE // width))
+
+
+def _position_strides(positions: torch.Tensor) -> tuple[int, int]:
+    """Strides of a checked ``positions`` along the batch (0 when shared) and the sequence.
+
+    Read from the tensor as given, ``(s,)``, ``(b or 1, s)`` or ``(b or 1, 1, s)``:
+    no view is made, as each would cost the host about an ATen call."""
+    stride = positions.stride()
+    shared = positions.dim() == 1 or positions.shape[0] == 1
+    return (0 if shared else stride[0]), stride[-1]
+
+
+@functools.lru_cache(maxsize=256)
+def _options(
+    n_q: int, n_k: int, h_d: int, half: int, layout: str, inplace: bool, backward: bool
+) -> tuple[int, dict]:
+    """The steps of the head loop and the kernel's constants for one shape, made once."""
+    tail = h_d - 2 * half
+    half_p2 = _next_power_of_2(half)
+    tail_p2 = _next_power_of_2(max(tail, 1))
+    width = max(half_p2, tail_p2)
+    block_q, block_k = _block_heads(n_q, width), _block_heads(n_k, width)
+    options = dict(
+        HALF=half,
+        HALF_P2=half_p2,
+        TAIL=tail,
+        TAIL_P2=tail_p2,
+        BLOCK_Q=block_q,
+        BLOCK_K=block_k,
+        INTERLEAVED=layout == "interleaved",
+        COPY_TAIL=tail > 0 and not inplace,
+        BACKWARD=backward,
+        RNE_IN_INTEGERS=_INTERPRETED,
+        enable_fp_fusion=False,  # the kernel fuses where it means to (tl.fma), nowhere else
+    )
+    return max(-(-n_q // block_q), -(-n_k // block_k)), options
 
 
 def _kernel_args(
@@ -247,11 +316,7 @@ def _kernel_args(
     """The grid, the arguments and the keyword arguments of one launch (the tests compile them)."""
     b, n_q, s, h_d = q.shape
     n_k = k.shape[1]
-    half = cos.shape[-1]
-    tail = h_d - 2 * half
-    half_p2 = triton.next_power_of_2(half)
-    tail_p2 = triton.next_power_of_2(max(tail, 1))
-    width = max(half_p2, tail_p2)
+    steps, options = _options(n_q, n_k, h_d, cos.shape[-1], layout, inplace, backward)
     args = (
         q,
         k,
@@ -264,28 +329,16 @@ def _kernel_args(
         cos.shape[0],
         n_q,
         n_k,
+        steps,
         *q.stride()[:3],
         *k.stride()[:3],
         *q_out.stride()[:3],
         *k_out.stride()[:3],
-        *positions.stride(),
+        *_position_strides(positions),
         *cos.stride(),
         *sin.stride(),
     )
-    options = dict(
-        HALF=half,
-        HALF_P2=half_p2,
-        TAIL=tail,
-        TAIL_P2=tail_p2,
-        BLOCK_Q=_block_heads(n_q, width),
-        BLOCK_K=_block_heads(n_k, width),
-        INTERLEAVED=layout == "interleaved",
-        COPY_TAIL=tail > 0 and not inplace,
-        BACKWARD=backward,
-        RNE_IN_INTEGERS=_INTERPRETED,
-        enable_fp_fusion=False,  # the kernel fuses where it means to (tl.fma), nowhere else
-    )
-    return (b * s,), args, options
+    return (b * s,), args, dict(options)  # a copy: the cached one stays as made
 
 
 def _launch(
@@ -359,22 +412,18 @@ def _check_qk(name: str, t: object, dtype: torch.dtype | None) -> torch.Tensor:
 
 
 def _check_positions(positions: object, b: int, s: int) -> torch.Tensor:
-    """Integer positions per token, as a ``(b or 1, s)`` view."""
+    """Integer positions per token, ``(s,)``, ``(b or 1, s)`` or ``(b or 1, 1, s)``, as given."""
     positions = check_tensor("positions", positions)
     if positions.dtype not in _INDEX_DTYPES:
         raise ValueError(f"positions must be an int64 or int32 tensor, got dtype {positions.dtype}")
     shape = tuple(positions.shape)
     if len(shape) == 3 and shape[1] == 1:  # Hugging Face's position_ids[:, None, :]
-        positions = positions.squeeze(1)
-    if positions.dim() == 1:
-        positions = positions.unsqueeze(0)
-    if positions.dim() != 2 or positions.shape[1] != s or positions.shape[0] not in (1, b):
+        shape = (shape[0], shape[2])
+    if not (shape == (s,) or (len(shape) == 2 and shape[1] == s and shape[0] in (1, b))):
         raise ValueError(
             f"positions must have shape (s,), (b, s) or (b, 1, s) with b={b} (or 1) and s={s}, "
-            f"got {shape}"
+            f"got {tuple(positions.shape)}"
         )
-    if positions.shape[0] == 1:
-        positions = positions.expand(b, s)  # stride 0 along the batch
     return positions
 
 

@@ -229,8 +229,9 @@ def test_bfloat16_rounds_to_nearest_even():
 
 def test_several_head_blocks_with_a_partial_last_one():
     # at head size 128 a block holds at most 64 heads (_TILE = 4096 elements per half), so
-    # 96 query heads take two passes of the head loop, the second with 32 of its 64 rows
-    # masked; the 32 key heads take one block of their own
+    # 96 query heads take two steps of the head loop, the second with 32 of its 64 rows
+    # masked; the 32 key heads take one block of their own, and the second step's k block
+    # is masked whole
     b, n_q, n_k, s, h_d = 1, 96, 32, 2, 128
     q, k = randn((b, n_q, s, h_d), torch.bfloat16, 19), randn((b, n_k, s, h_d), torch.bfloat16, 20)
     positions = torch.tensor([7, 300])
@@ -671,15 +672,17 @@ def test_sass_accesses_read_the_width_of_each_instruction():
 
 
 def _expected_widths(asm: dict, block: int) -> dict[int, int]:
-    """Instructions per thread, by bits, for one head loop of the half layout.
+    """Instructions per thread, by bits, for one step of the head loop.
 
     The ``num_warps * 32`` threads share a ``block`` x ``HALF_P2`` tile of
-    each half (and of the copied tail), each thread a contiguous run of
-    ``block * HALF_P2 / threads`` elements, moved in the widest access up to
-    128 bits: at Llama 3 8B's 8 key heads, 4 bfloat16 values, 64 bits.
+    each half in the half layout, one ``block`` x ``2 * HALF_P2`` tile of the
+    pairs in the interleaved one (and a tile of the copied tail), each thread a
+    contiguous run of it, moved in the widest access up to 128 bits: at Llama 3
+    8B's 8 key heads, 4 bfloat16 values of each half, 64 bits; 8 interleaved, 128.
     """
     o, threads = asm["options"], asm["num_warps"] * 32
-    parts = [o["HALF_P2"], o["HALF_P2"]] + ([o["TAIL_P2"]] if o["COPY_TAIL"] else [])
+    pairs = [o["HALF_P2"]] * 2 if asm["layout"] == "half" else [2 * o["HALF_P2"]]
+    parts = pairs + ([o["TAIL_P2"]] if o["COPY_TAIL"] else [])
     widths: dict[int, int] = {}
     for width in parts:
         run = block * width * asm["bits"] // threads  # bits per thread
@@ -696,15 +699,15 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     # same widths (ptxas may unroll a loop and repeat them): the half layout moves each thread's run
     # of a half-row in one access of up to 128 bits (LDG/STG.E.128), so q's block of 32
     # heads gets 128 bits and k's block of 8 heads 64 bits in bfloat16 (4 values a
-    # thread), 128 in float32; the interleaved layout moves one element per instruction,
-    # loads and stores: per byte 8 times the instructions of q's 128-bit accesses in
-    # bfloat16, 4 times in float32. The table row's address depends on the position just
-    # loaded (a dependent round trip), q's and k's depend on no load. When the loads
-    # issue, and whether q's overlap the row's, is the scheduler's business: these
-    # static listings do not say, and nothing here asserts an order. The arithmetic is one float32
+    # thread), 128 in float32; the interleaved layout loads each head's pairs as one
+    # contiguous run and splits them in registers: 128-bit accesses for q and k alike.
+    # k's loads come before q's stores in program order, in the PTX and in the SASS. The
+    # table row's address depends on the position just loaded (a dependent round trip),
+    # q's and k's depend on no load. When the loads issue, and whether q's overlap the
+    # row's, is the scheduler's business: these static listings do not say. The arithmetic is one float32
     # product and one fused multiply-add per output, no float64; bfloat16 is rounded by
     # the hardware's cvt.rn (the integer rounding is the interpreter's only); at 4 warps
-    # nothing spills, and in the half layout a thread needs at most 64 registers.
+    # nothing spills.
     import json
     import subprocess
     import sys
@@ -760,13 +763,22 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
             ("q_out", "st", "BLOCK_Q"),
             ("k_out", "st", "BLOCK_K"),
         ):
-            if asm["layout"] == "half":
+            if o["TAIL"] == 0 or not o["COPY_TAIL"]:
                 assert acc[t][kind] == _expected_widths(asm, o[block]), (name, t)
-            elif o["TAIL"] == 0:  # a and b two features apart: one element per access
-                scalar = o[block] * o["HALF_P2"] * 2 // threads
-                assert acc[t][kind] == {asm["bits"]: scalar}, (name, t)
-        if asm["layout"] == "half":
-            assert asm["registers"] <= 64, name  # 8 programs of 128 threads fit an SM
+        # k's loads are issued before q's stores (both tiles loaded, then both stored):
+        # they wait for no store, which the compiler could not reorder (q_out may alias k)
+        assert acc["k"]["first"] < acc["q_out"]["first"], name
+        if not o["COPY_TAIL"]:  # in the SASS too: every load of the step before any store
+            lines = asm["sass"].splitlines()
+            loads = [i for i, line in enumerate(lines) if re.search(r"\bLDG\b", line)]
+            stores = [i for i, line in enumerate(lines) if re.search(r"\bSTG\b", line)]
+            assert max(loads) < min(stores), name
+    # with both tiles held at once, a thread needs at most 64 registers in bfloat16 (8
+    # programs of 128 threads fit an SM's 65,536), 72 in float32 (7 programs)
+    for dtype, most in (("bfloat16", 64), ("float32", 72)):
+        for layout in ("half", "interleaved"):
+            asm = found[f"90-{dtype}-{layout}-32/8x128-r128-False-False"]
+            assert asm["registers"] <= most, (dtype, layout, asm["registers"])
     # Llama 3 8B in bfloat16, in SASS: the position (64 bits), the row (3 x 128 bits of
     # cos and of sin), q (4 loads, 4 stores of 128 bits), k (2 and 2 of 64 bits)
     assert _sass_accesses(llama["bfloat16"]["sass"]) == {
@@ -779,11 +791,16 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     # each thread loads its columns of the table row in the layouts of both tiles:
     # 128 threads x 3 x 16 bytes = 6 KiB of cos (and of sin) for a 256-byte row
     assert _memory_accesses(q)["cos"]["ld"] == _memory_accesses(q)["sin"]["ld"] == {128: 3}
-    for dtype, times in (("bfloat16", 8), ("float32", 4)):  # instructions per byte of q
-        half = _memory_accesses(llama[dtype]["ptx"])["q"]["ld"]
+    for dtype in ("bfloat16", "float32"):  # instructions per byte of q and of k
+        half = _memory_accesses(llama[dtype]["ptx"])
         inter = _memory_accesses(found[f"90-{dtype}-interleaved-32/8x128-r128-False-False"]["ptx"])
-        per_byte = {
-            how: sum(n for n in acc.values()) / sum(b * n for b, n in acc.items())
-            for how, acc in (("half", half), ("interleaved", inter["q"]["ld"]))
-        }
-        assert per_byte["interleaved"] == times * per_byte["half"], dtype
+        for t in ("q", "k", "q_out", "k_out"):
+            kind = "ld" if t in ("q", "k") else "st"
+            per_byte = {
+                how: sum(n for n in acc.values()) / sum(b * n for b, n in acc.items())
+                for how, acc in (("half", half[t][kind]), ("interleaved", inter[t][kind]))
+            }
+            # the interleaved pairs, loaded contiguously and split in registers, take no
+            # more instructions per byte than the half layout (k fewer: 128 bits in bfloat16)
+            assert per_byte["interleaved"] <= per_byte["half"], (dtype, t)
+            assert max(inter[t][kind]) == 128, (dtype, t)

@@ -73,7 +73,8 @@ the position and the row from memory, a model's state). The host's time
 per call (``host_median_us``) is what an eager decode step pays when the
 device is not the bottleneck. Each case also records ``predicted``
 (:func:`predicted_floor`): the fused kernel's floor under the cost model
-(its bytes over the *measured* copy bandwidth), the assumed latencies and
+(its bytes over the *measured* copy bandwidth of where they sit: memory's
+for a cold case, L2's for a warm one), the assumed latencies and
 an assumed 2 to 4 us of fixed device cost per kernel launched, for a first
 run to confirm or refute.
 
@@ -99,7 +100,9 @@ clocks, throttle reasons, temperature and power read with ``nvidia-smi``
 before and after the run where it answers (``clocks_before``,
 ``clocks_after``; the clocks are not locked). The copy bandwidth of the
 device is measured first: ``dst.copy_(src)`` on two 1 GiB buffers, counted
-as 2 GiB moved. Reported per contender: the median and the 10/25/75/90 %
+as 2 GiB moved (``copy_bandwidth``), then the same copy within L2, on two
+buffers that together fill a quarter of it, 20 copies a sample
+(``l2_copy_bandwidth``). Reported per contender: the median and the 10/25/75/90 %
 quantiles of the time per call over rounds, GB/s counting one read and one
 write of ``q`` and ``k`` (``2 * (q.nbytes + k.nbytes)``, whatever the
 contender really moves), that rate as a fraction of the measured copy
@@ -239,12 +242,18 @@ def dram_bytes_at_least(case: Case, l2_bytes: int) -> float:
     return case.bytes_per_call() - l2_bytes / case.number
 
 
-def predicted_floor(case: Case, gb_per_s: float, l2_bytes: int) -> dict[str, object]:
+def predicted_floor(
+    case: Case, gb_per_s: float, l2_bytes: int, l2_gb_per_s: float | None = None
+) -> dict[str, object]:
     """What the cost model predicts for one call of the fused kernel: a lower bound that a
     first GPU run can prove wrong.
 
-    ``memory_us``: the bytes memory must move (a cold case's
-    :func:`dram_bytes_at_least`, a warm case's whole call) over ``gb_per_s``;
+    ``memory_us``: the bytes memory must move over the copy bandwidth of where they
+    sit: a cold case's :func:`dram_bytes_at_least` over ``gb_per_s`` (memory), a warm
+    case's whole call over ``l2_gb_per_s`` (a copy within L2, several times faster
+    than memory), or ``None`` for a warm case without it: memory's bandwidth would
+    overstate the time of bytes served by L2, so it bounds nothing there
+    (``memory_source`` says which);
     ``chain_us``: the dependent loads of one program (position, then the table row,
     then ``q``) at the assumed latencies: all in L2 for a warm case timed back to
     back, all in memory for a cold one; ``chain_cold_table_us``: a decode step as a
@@ -256,16 +265,21 @@ def predicted_floor(case: Case, gb_per_s: float, l2_bytes: int) -> dict[str, obj
     ``with_launch_us``: the lower bound plus that cost, low and high, the floor a
     call pays on the device (it dominates a decode step).
     """
-    moved = case.bytes_per_call() if case.warm else dram_bytes_at_least(case, l2_bytes)
-    memory = moved / (gb_per_s * 1e9)
+    if case.warm:
+        moved: float = case.bytes_per_call()
+        rate, source = l2_gb_per_s, None if l2_gb_per_s is None else "l2"
+    else:
+        moved, rate, source = dram_bytes_at_least(case, l2_bytes), gb_per_s, "memory"
+    memory = None if rate is None else moved / (rate * 1e9)
     chain = 3 * L2_LATENCY_S if case.warm else 3 * HBM_LATENCY_S
     launches = OPAQUE_LAUNCHES["triton"]
     launch = [launches * cost * 1e6 for cost in LAUNCH_COST_S]
-    bound = max(memory, chain) * 1e6
+    bound = max(memory or 0.0, chain) * 1e6
     return {
         "bytes_per_call": case.bytes_per_call(),
         "memory_bytes": moved,
-        "memory_us": memory * 1e6,
+        "memory_source": source,
+        "memory_us": None if memory is None else memory * 1e6,
         "chain_us": chain * 1e6,
         "chain_cold_table_us": (2 * HBM_LATENCY_S + L2_LATENCY_S) * 1e6,
         "lower_bound_us": bound,
@@ -383,24 +397,35 @@ class _L2Flush:
 
 
 def measure_copy_bandwidth(
-    device: torch.device, *, nbytes: int = 1 << 30, repeats: int = 20
+    device: torch.device, *, nbytes: int = 1 << 30, repeats: int = 20, calls: int = 1
 ) -> dict[str, object]:
     """The device's copy bandwidth: ``dst.copy_(src)`` of ``nbytes``, counted as ``2 * nbytes``.
 
+    With ``nbytes`` of a quarter of L2 or less (``src`` and ``dst`` together within
+    ``WARM_FRACTION_OF_L2``, as a warm case's pool) the copy runs within L2 after the
+    warm-up: L2's copy bandwidth, timed over ``calls`` copies a sample so that one
+    sample outlasts the events' resolution.
+
     Returns:
-        dict[str, object]: ``gb_per_s`` (from the median time), the bytes and
-        every sample in milliseconds.
+        dict[str, object]: ``gb_per_s`` (from the median time), the bytes, the copies
+        per sample and every sample in milliseconds.
     """
     src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
     clock = _Clock(device)
+
+    def copies() -> None:
+        for _ in range(calls):
+            dst.copy_(src)
+
     for _ in range(3):
-        dst.copy_(src)
-    samples = [clock.time(lambda: dst.copy_(src)) for _ in range(repeats)]
+        copies()
+    samples = [clock.time(copies) / calls for _ in range(repeats)]
     median = statistics.median(samples)
     return {
         "bytes": nbytes,
         "bytes_moved": 2 * nbytes,
+        "calls_per_sample": calls,
         "gb_per_s": 2 * nbytes / median / 1e9,
         "samples_ms": [t * 1e3 for t in samples],
     }
@@ -849,6 +874,7 @@ def time_case(
     seed: int,
     l2_bytes: int,
     copy_gb_per_s: float,
+    l2_copy_gb_per_s: float | None = None,
     interpret: bool = False,
     compile_backend: str | None = "inductor",
     only: Sequence[str] | None = None,
@@ -934,7 +960,7 @@ def time_case(
         "dram_bytes_per_call_at_least": None if case.warm else dram_bytes_at_least(case, l2_bytes),
         "absent": absent,
         # the fused kernel's floor under the cost model, for a first GPU run to refute
-        "predicted": predicted_floor(case, copy_gb_per_s, l2_bytes),
+        "predicted": predicted_floor(case, copy_gb_per_s, l2_bytes, l2_copy_gb_per_s),
         "rounds": rounds,
         "warmup": warmup,
         "orders": orders,
@@ -1178,6 +1204,7 @@ def run(
         rounds = rounds or 2
         warmup, l2_bytes = 1, 0
         copy = measure_copy_bandwidth(device, nbytes=1 << 20, repeats=3)
+        l2_copy = measure_copy_bandwidth(device, nbytes=1 << 16, repeats=3, calls=2)
     else:
         if not torch.cuda.is_available():
             raise SystemExit("no CUDA device: run with --dry-run to check the command on the CPU")
@@ -1189,9 +1216,14 @@ def run(
         warmup = 5
         l2_bytes = torch.cuda.get_device_properties(device).L2_cache_size
         copy = measure_copy_bandwidth(device)
+        # src and dst within a quarter of L2, as a warm case's pool: the warm floors' rate
+        l2_copy = measure_copy_bandwidth(
+            device, nbytes=int(WARM_FRACTION_OF_L2 * l2_bytes) // 2, calls=20
+        )
     record: dict[str, object] = {
         "meta": _meta(device, dry_run=dry_run, seed=seed, compile_backend=compile_backend),
         "copy_bandwidth": copy,
+        "l2_copy_bandwidth": l2_copy,
         "cases": {},
     }
     record["meta"]["clocks_before"] = clock_state() if device.type == "cuda" else None
@@ -1212,6 +1244,7 @@ def run(
             seed=seed,
             l2_bytes=l2_bytes,
             copy_gb_per_s=copy["gb_per_s"],  # type: ignore[arg-type]
+            l2_copy_gb_per_s=l2_copy["gb_per_s"],  # type: ignore[arg-type]
             interpret=dry_run,
             compile_backend=compile_backend,
             only=contenders,
@@ -1224,9 +1257,11 @@ def format_record(record: dict[str, object]) -> str:
     """The record as one plain-text table per case."""
     meta = record["meta"]
     copy = record["copy_bandwidth"]
+    l2_copy = record["l2_copy_bandwidth"]
     lines = [
         f"{meta['device_name']}: torch {meta['torch']}, triton {meta['triton']}, "
-        f"driver {meta.get('driver')}; copy bandwidth {copy['gb_per_s']:.1f} GB/s"
+        f"driver {meta.get('driver')}; copy bandwidth {copy['gb_per_s']:.1f} GB/s "
+        f"(within L2 {l2_copy['gb_per_s']:.1f} GB/s)"
         + ("  [DRY RUN: nothing measured]" if meta["dry_run"] else ""),
     ]
     for name, case in record["cases"].items():
@@ -1247,7 +1282,12 @@ def format_record(record: dict[str, object]) -> str:
         lines.insert(
             len(lines) - 1,
             f"predicted for the fused kernel: >= {p['lower_bound_us']:.3g} us a call "
-            f"(memory {p['memory_us']:.3g} us, chain {p['chain_us']:.3g} us assumed), "
+            + (
+                f"(memory {p['memory_us']:.3g} us at the {p['memory_source']} copy rate, "
+                if p["memory_us"] is not None
+                else "(no memory bound, "
+            )
+            + f"chain {p['chain_us']:.3g} us assumed), "
             f"{p['with_launch_us'][0]:.3g} to {p['with_launch_us'][1]:.3g} us with the "
             f"launch cost ({p['launches_per_call']} x {p['launch_us_each_assumed'][0]:.3g} "
             f"to {p['launch_us_each_assumed'][1]:.3g} us, assumed)",

@@ -476,21 +476,41 @@ def test_a_single_launch_is_timed_hot_and_with_the_table_in_memory(record):
 
 
 def test_each_case_records_the_floor_the_model_predicts(record):
-    # bytes over the copy bandwidth, and the dependent chain at the assumed latencies
+    # bytes over the copy bandwidth of where they sit, and the dependent chain at the
+    # assumed latencies
     cases = {c.name: c for c in build_cases(l2_bytes=50 * 2**20)}
     cold = gpu_bench.predicted_floor(cases["prefill-4096-bfloat16"], 4800.0, 50 * 2**20)
-    assert round(cold["memory_bytes"] / 1e6, 1) == 73.4
+    assert round(cold["memory_bytes"] / 1e6, 1) == 73.4 and cold["memory_source"] == "memory"
     assert round(cold["memory_us"], 1) == 15.3 == round(cold["lower_bound_us"], 1)
+    # a cold case ignores L2's rate: its bytes come from memory
+    assert (
+        gpu_bench.predicted_floor(cases["prefill-4096-bfloat16"], 4800.0, 50 * 2**20, 1e5) == cold
+    )
     warm = gpu_bench.predicted_floor(cases["decode-1-bfloat16"], 4800.0, 50 * 2**20)
     assert warm["memory_bytes"] == warm["bytes_per_call"] == 20480
     assert round(warm["chain_us"], 3) == 0.6 == round(warm["lower_bound_us"], 3)
     assert round(warm["chain_cold_table_us"], 3) == 1.4  # position and row from memory
+    # a warm case's bytes sit in L2: memory's bandwidth bounds nothing, so without L2's
+    # rate there is no memory term, and the 256-token case's bound is the chain alone,
+    # not 1.09 us at 4.8 TB/s
+    d256 = cases["decode-256-bfloat16"]
+    hot = gpu_bench.predicted_floor(d256, 4800.0, 50 * 2**20)
+    assert hot["memory_us"] is None and hot["memory_source"] is None
+    assert round(hot["lower_bound_us"], 3) == 0.6
+    # with L2's measured copy rate it bounds: 5.24 MB at 12 TB/s is 0.437 us
+    at_l2 = gpu_bench.predicted_floor(d256, 4800.0, 50 * 2**20, 12000.0)
+    assert at_l2["memory_source"] == "l2"
+    assert at_l2["memory_us"] == pytest.approx(d256.bytes_per_call() / 12e12 * 1e6)
+    assert at_l2["lower_bound_us"] == pytest.approx(max(at_l2["memory_us"], 0.6))
+    l2_rate = record["l2_copy_bandwidth"]["gb_per_s"]
+    assert record["l2_copy_bandwidth"]["calls_per_sample"] == 2 and l2_rate > 0
     for case in record["cases"].values():
         assert case["predicted"]["bytes_per_call"] == case["bytes_per_call"]
-        # the dry run's record stores the floor at its own measured copy bandwidth
+        # the dry run's record stores the floor at its own measured copy bandwidths
         spec = Case(**{f: case[f] for f in Case.__dataclass_fields__})
         rate = record["copy_bandwidth"]["gb_per_s"]
-        assert case["predicted"] == gpu_bench.predicted_floor(spec, rate, 0)
+        assert case["predicted"] == gpu_bench.predicted_floor(spec, rate, 0, l2_rate)
+        assert case["predicted"]["memory_source"] == ("l2" if case["warm"] else "memory")
 
 
 def test_the_predicted_floor_adds_each_launchs_assumed_device_cost():

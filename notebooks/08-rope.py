@@ -350,7 +350,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章と同じ周波数で、波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
-# 最長の波長は $d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では $10000^{2/d} \approx 3.2$ 分の 1 です。
+# 最長の波長は $d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では、その約 3.2 分の 1（$10000^{2/d} \approx 3.2$ で割った長さ）しかありません。
 # `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
 # スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
@@ -572,7 +572,7 @@ assert not torch.allclose(half, apply_rope(x, pos, layout="interleaved"))
 # **さらに詳しく：配置の間の並べ替えと、Llama の変換済みチェックポイント**
 #
 # $\pi = (0, d/2, 1, d/2+1, \dots, d/2-1, d-1)$ の置換行列を $\Pi$ とします（$(\Pi x)_j = x_{\pi_j}$、コードでは `x[..., perm]`）。
-# $\Pi x$ がペアの $i$ と $i + d/2$ を隣に並べ、インターリーブ配置の回転がそれを回し、$\Pi^\top$ が元に戻します。
+# $\Pi x$ でペアを組む次元 $i$ と $i + d/2$ を隣どうしに並べ、インターリーブ配置の回転で回してから、$\Pi^\top$ で元の場所に戻します。
 # $$R^{\text{half}}_m = \Pi^\top R_m\, \Pi$$
 #
 # Meta はインターリーブ配置で Llama を学習しました。
@@ -1039,7 +1039,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型へ変換 | `rotary_dim` |
 #
-# これらの形の速さは[「RoPE を効率よく実装する」](12-efficient-rope.ipynb)の章で測ります。
+# これらの実装がどれだけ速く動くかは、[「RoPE を効率よく実装する」](12-efficient-rope.ipynb)の章で測ります。
 # 以下のセルでは Meta の実装を再現します。
 # Meta の `apply_rotary_emb` は、上の導出のとおり各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
 # テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。

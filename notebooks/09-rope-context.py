@@ -306,14 +306,14 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # ## 動的 NTK：系列とともに大きくなる係数
 #
 # 固定の係数は短い入力でも周波数を変え、しかも $sL$ を超えればやはり壊れます。
-# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します（回転後にキャッシュしたキーは古くなります。下の補足）。
+# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは古くなります（下の「さらに詳しく」）。
 # Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこれを次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
 # $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを $s^2 - s + 1 = 13$ で割ります。
 # つまり Hugging Face の `factor` は伸び率ではなく傾きです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います。** したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
-# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置 + 1）。
+# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置に 1 を足した値）。
 
 # %%
 rows = []
@@ -439,7 +439,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 参照実装は同じ 2 つの番号を外側に丸め、その間にランプ関数を $r$ ではなく $i$ について線形に置きます（下の補足で 2 つを比べます）。
+# 参照実装は同じ 2 つの番号を外側に丸め、その間にランプ関数を $r$ ではなく $i$ について線形に置きます（下の「さらに詳しく」で 2 つを比べます）。
 # Hugging Face の `"yarn"` と `posenc.YarnScaling` はこのコードに従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
@@ -585,11 +585,11 @@ plt.show()
 # $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
 # つまり係数は 1 に $\ln s$ の定数倍を足した形で大きくなる必要があり、その定数（傾き）はスコアの広がりで決まります。
 # YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
-# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、この乱数では $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
+# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、この乱数の例では $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # Hugging Face は cos と sin の表に、`posenc.apply_rope` は回転後のベクトルに掛けます。
-# DeepSeek-V2 と V3 は $s = 40$ の YaRN を使いますが、温度はすべて softmax のスケールに掛けます（下の補足）。
+# DeepSeek-V2 と V3 は $s = 40$ の YaRN を使いますが、温度はすべて softmax のスケールに掛けます（下の「さらに詳しく」）。
 
 # %%
 c = yarn.attention_factor  # sqrt(1/t) for s = 4
@@ -995,7 +995,7 @@ print(
 
 # %% [markdown] lang="ja"
 # 長い入力用の列は遅いペアをおよそ $2s$ で割り、位置 131071 でもその角度は学習した弧のおよそ半分にしか達しません。
-# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。別々の長さで回転させたキーとクエリのスコアは、距離だけでは決まりません（下の補足）。
+# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。別々の長さで回転させたキーとクエリのスコアは、距離だけでは決まりません（下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "the 14 slow pairs are 34-47, divided by 1.97 to 2.03 times s, and reach 0.49 to 0.51 of their trained arc", "ja": "遅いペアは 34〜47 の 14 組で、s の 1.97〜2.03 倍で割られ、学習した弧の 0.49〜0.51 倍にしか達しません"}
 assert slow_phi.nonzero().flatten().tolist() == list(range(34, 48))
@@ -1156,7 +1156,7 @@ print(
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # となり、$n - m$ だけの関数です。
 # 動的 NTK と LongRoPE も、クエリとキーを同じ長さで回転させる限り相対位置だけで決まります。
-# この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK の補足と、LongRoPE の列の切り替えの補足）。
+# この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK と、LongRoPE の列の切り替えについての「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 位置ずらしてもスコアは変わりません"}
 scalings = {
@@ -1198,7 +1198,7 @@ for scaling in scalings.values():
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
-# ここまでの規則はどれも、各ペアをその波長に応じてどれだけ遅くするかという 1 つの問いに答えており、図はそれを 1 枚の図の上に並べます。
+# ここまでの規則はどれも、「各ペアをその波長に応じてどれだけ遅くするか」という 1 つの問いへの答えです。下の図では、すべての規則をこの 1 本の軸の上に並べます。
 # 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを $s$ で割ります（縦軸の 1）。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
@@ -1360,11 +1360,11 @@ assert round(s_code_llama, 2) == 93.06
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
 # Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードによれば、vLLM の YaRN は静的です。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
-# gpt-oss は `truncate` を false にしています（次の補足）。
+# gpt-oss は `truncate` を false にしています（次の「さらに詳しく」）。
 # Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
 # Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
 # Xiong ら（2023、Llama 2 Long）は、底だけを変えることを「adjusted base frequency」と呼んでいます。
-# 長い系列での継続事前学習の間に、Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
+# Llama 2 Long では、長い系列での継続事前学習の間に Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Hugging Face's names, and where posenc differs.**
@@ -1472,7 +1472,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。係数の 1 からの増分が $\ln s$ に比例する係数をスコアに掛けると、エントロピーを元の値の近くまで引き戻せます（この章の乱数では $s = 8$ まで 0.15 nat 以内）。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がそれです。
+# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、エントロピーを元の値の近くまで引き戻せます（この章の乱数では $s = 8$ まで 0.15 nat 以内）。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
 #   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1736,7 +1736,7 @@ print(
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
 # Sun らのパープレキシティは、arXiv v1 をテキストに起こしたもので読みました（表 2 と表 5）。
-# どの規則と数値がどこから来たかは、参考文献の後の補足にまとめます。
+# どの規則と数値がどこから来たかは、参考文献の後の「さらに詳しく」にまとめます。
 #
 # ### 参考文献
 #

@@ -89,7 +89,7 @@ def fmt(values, digits=4):
 # $$\zeta_i = \frac{2i/d + \gamma}{1 + \gamma}, \qquad i = 0, \dots, d/2 - 1$$
 # $$\tilde q_m^{(i)} = \zeta_i^{m/B}\, R(m\theta_i)\, q^{(i)}, \qquad \tilde k_n^{(i)} = \zeta_i^{-n/B}\, R(n\theta_i)\, k^{(i)}$$
 # べきの底は $i$ とともに $\zeta_0 = \gamma/(1+\gamma)$ から 1 のすぐ下まで大きくなり、いちばん速く回るペアの底がいちばん小さくなります。
-# [スケール基数](../docs/glossary.ja.md#scale-base) $B$ はべきを表せる範囲に収めるためのものです。
+# [スケール基数](../docs/glossary.ja.md#scale-base) $B$ はべきの値を数値で表せる範囲に収めるためのものです。
 # $B = 1$ なら、キーの因子 $\zeta_0^{-n} = 3.5^n$ は $n = 9$ で float16 をオーバーフローし、クエリの $\zeta_0^n$ は $n = 14$ で 0 になります。
 # 論文は $B = 1$ とし、$\gamma$ の値は示していないので、この章では torchscale の値 $\gamma = 0.4$（$\zeta_0 = 2/7$）と $B = 512$ を使います。
 # `posenc` では `xpos_zeta(d)` が $\zeta_i$ を、`xpos_scale(d, p)` が $\zeta_i^{p/B}$ を返し、
@@ -255,7 +255,7 @@ assert (
 # RoPE の長距離減衰は[上界](../docs/glossary.ja.md#upper-bound)についての性質で、スコアそのものの性質ではありません
 # （[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章の[「長距離減衰」](08-rope.ipynb#長距離減衰論文の上界が示すもの)の節）。
 # $q = k = \mathbf{1}$ ならスコア $2\sum_i \cos(r\theta_i)$ は 128 から下がりますが、波打ち続けます。
-# xPos では、それぞれの余弦にそのペアの因子が掛かります。
+# xPos では、それぞれの cos の項にそのペアの因子が掛かります。
 # $$\tilde q_r \cdot \tilde k_0 = 2\sum_{i=0}^{d/2-1} \zeta_i^{r/B}\cos(r\theta_i)$$
 # どちらも 128 から始まります。距離 2048 から 4096 の間では、RoPE のスコアが $-16.73$ から 33.19 まで振れ続けるのに対し、xPos のスコアは 5.36 から 12.96 に収まります。
 # 減衰は遠くの波打ちを弱めますが、消しません。最も減衰しない遅いペアは、回転も最も遅いからです。
@@ -313,7 +313,7 @@ assert round(float(rope_scores.min())) == -17  # the figure's "as low as -17"
 #
 # それでも減衰は、どんなクエリとキーでも超えられない上限を決めます。$m \ge n$ では次が成り立ちます。
 # $$|\tilde q_m \cdot \tilde k_n| \le \zeta_{d/2-1}^{(m-n)/B}\,|q|\,|k|$$
-# 因子は最後のペアのもので、上限に届くのは、クエリとキーがこのペアだけに成分を持ち、向きもそろう場合です。
+# 因子は最後のペアのもので、上限に届くのは、クエリとキーがこのペアだけに成分を持ち、キーが回転後のクエリと同じ向きを向く場合です。
 # RoPE にはこのような上限はなく、同じキーならどの距離でもスコアは $|q|\,|k|$ です。
 # $d = 128$ の単位ベクトルでの上限は、距離 512 で 0.9888、4096 で 0.9141、32768 で 0.4876 です。
 # 遠いトークンも高いスコアを得られますが、それを担えるのは、位置について最も情報の少ない遅いペアだけです。
@@ -393,7 +393,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 # （`scale_base=math.inf` なら `apply_rope` とまったく同じ値です）。$B$ がいくつでも、減衰には代償があります。
 #
 # - **遠くでは速いペアが消えます。** $d = 128$ の 64 組のうち、重みが 1% 未満になるのは距離 2048 で 3 組、8192 で 42 組です。
-#   その先でスコアに効くのは、隣の位置とほとんど変わらない遅いペアだけです。
+#   その先でスコアに効くのは、位置が 1 つずれてもほとんど回らない遅いペアだけです。
 #   射影はどの距離でも同じ倍率を掛けるだけなので、これを打ち消せません。
 # - **遠いトークンは消えずに、ぼやけます。** 減衰はスコアに掛かるので、遠いスコアは $-\infty$ ではなく 0 に近づき、
 #   softmax は遠いキーに重みを与えないのではなく、ほぼ等しい重みを与えます。
@@ -401,7 +401,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   RoPE では 10.92 と 12.53 です。
 # - **因果的な場合にしか働きません。** $m < n$ では因子が 1 を超え、2048 位置先（未来）のキーではペア $0$ に 150.06 が掛かります。
 #   xPos はデコーダのための設計で、論文も双方向のアテンションへの適用は今後の課題としています。
-#   学習時の長さを超える論文の数値は、ブロック単位の因果的なウィンドウを使ったものです（下の補足）。
+#   学習時の長さを超えた論文の xPos の数値も、ブロック単位の因果的なウィンドウを使って測ったものです（下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold, and the far spread of xPos stays below half the near one in 10 further draws", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです。さらに 10 回引き直しても、xPos の遠くのばらつきは近くの半分未満です"}
 q, k = torch.randn(2, 3, 50, 32)
@@ -488,7 +488,7 @@ for _ in range(10):
 # ブロックを学習時の長さ $l$ そのものにすると、距離は $2l - 1$ まで伸び、学習中に現れなかった距離が入ってしまいます。
 # Sun らは 4096 トークンでのアブレーションでウィンドウの寄与を報告しています（論文の表 5）。
 # [パープレキシティ](../docs/glossary.ja.md#perplexity)は、xPos だけでは 28.43、ウィンドウと組み合わせると 20.73 です（RoPE ではそれぞれ 294.45 と 25.65）。
-# torchscale には xPos はありますが、このウィンドウはないので、この注は論文の記述だけに基づいています。
+# torchscale には xPos はありますが、このウィンドウはないので、この「さらに詳しく」は論文の記述だけに基づいています。
 
 
 # %% tags=["deeper", "check"] summary={"en": "with l = 1024 and 4096 tokens, blocks of l/2 keep every distance below l and give each query after the first block between l/2 + 1 and l keys; blocks of l reach 2l − 1; R(s) is 0 for flat scores and positive for falling ones", "ja": "l = 1024、4096 トークンでは、長さ l/2 のブロックならどの距離も l 未満で、最初のブロックより後のクエリは l/2 + 1 個から l 個のキーを見ます。長さ l のブロックでは距離が 2l − 1 に達します。R(s) は平らなスコアで 0、下がるスコアで正です"}
@@ -570,7 +570,7 @@ k_0 = apply_rope(k, top) * torch.cat([xpos_scale(d, -top)] * 2)
 q_c, k_c = apply_xpos(q, k, top, center="midpoint")  # c = 65535
 print(f"as written: {q_0 @ k_0}; centred: {q_c @ k_c:.4f}; RoPE: {q @ k:.4f}")
 
-# %% tags=["check"] summary={"en": "float32 runs out at 36261, 35695 and 42494 and apply_xpos refuses past 35694 (the note below); a cache needs a fixed centre", "ja": "float32 は 36261、35695、42494 で限界に達し、apply_xpos は 35694 を超えると拒みます（下の補足）。キャッシュには固定の中心が必要です"}
+# %% tags=["check"] summary={"en": "float32 runs out at 36261, 35695 and 42494 and apply_xpos refuses past 35694 (the note below); a cache needs a fixed centre", "ja": "float32 は 36261、35695、42494 で限界に達し、apply_xpos は 35694 を超えると拒みます（下の「さらに詳しく」）。キャッシュには固定の中心が必要です"}
 p_scan = torch.arange(-50000, 50001)
 scan = xpos_scale(d, p_scan)[:, 0]  # float32, pair 0
 tiny = torch.finfo(torch.float32).tiny  # the smallest normal float32
@@ -1072,7 +1072,7 @@ assert (weights.argmax(-1)[K:] == t[K:]).all()  # beyond K: the token itself
 # - NoPE では、BOS トークンがあれば、因果マスクだけで最初の層に $1/(t+1)$ が書き込まれます。
 #   フィードフォワード部分でこれを $t$ に、2 層目で相対位置のパターンにできますが、
 #   届くのはネットワークの規模と数値の形式で決まる長さまでです。
-# - xPos と NoPE はどちらも因果マスクに頼ります。xPos は未来のキーで減衰が増幅に変わり、NoPE はマスクが位置の唯一の情報源だからです。
+# - xPos と NoPE はどちらも因果マスクに頼ります。xPos では未来のキーに対して減衰が増幅に変わり、NoPE ではマスクが位置の唯一の情報源だからです。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1203,7 +1203,7 @@ print(
 # ランダムな $q$ と $k$（$d = 128$）を 1 組選んで二分法で求めると、最大の広がりは保証される広がり以上で、その 2% 増しより短くなります。
 # `center=0.0` では位置 $S$ のキーが $(7/2)^{S/B}$ を持つので、広がりはほぼ半分です（どちらも下の出力）。
 # `apply_xpos` は float16 では $|p - c| > 3966$ を受け付けません。
-# `center="midpoint"` では、広がりが 7932（出力の値）を超える呼び出しを拒むことにあたり、上の保証に余裕を持たせた制限です。
+# `center="midpoint"` でいえば、これは広がりが 7932（出力の値）を超える呼び出しを拒むことにあたります。上の保証に余裕を持たせた制限です。
 
 # %% tags=["solution"]
 q16, k16 = torch.randn(2, 128).half()

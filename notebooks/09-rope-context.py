@@ -122,7 +122,7 @@ for name, b, L in settings:
         f"{lam[n_full - 1]:.0f})"
     )
 
-# %% tags=["check"] summary={"en": "posenc's frequencies are b^(-2i/d); the count of pairs with r_i >= 1 is the integer part of i_1 plus one; the counts above hold", "ja": "posenc の周波数は b^(-2i/d) で、r_i >= 1 のペアの数は i_1 の整数部分に 1 を足したものに等しく、上の数はそのとおりです"}
+# %% tags=["check"] summary={"en": "posenc's frequencies are b^(-2i/d); the count of pairs with r_i >= 1 is the integer part of i_1 plus one; the counts above hold", "ja": "posenc の周波数は b^(-2i/d) で、r_i ≥ 1 のペアの数は i_1 の整数部分に 1 を足したものに等しく、上の数はそのとおりです"}
 for name, b, L in settings:
     theta = rope_frequencies(d, base=b).double()
     assert_close(theta, b ** (-2 * i / d), rtol=1e-6, atol=0)
@@ -211,7 +211,7 @@ plt.show()
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則です。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じで、最後の角度は L theta_i より小さいままです"}
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じで、最後の角度は L θ_i より小さいままです"}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 pi = LinearScaling(s)
@@ -323,7 +323,7 @@ for k in (2, 4, 8):
 print("Hugging Face's factor s = 1, 2, 4\n" + "\n".join(rows), end="")
 
 
-# %% tags=["check"] summary={"en": "DynamicNTKScaling gives Hugging Face's frequencies, is NTK-aware scaling with the factor s_T for T > L, keeps the trained frequencies for T <= L, and with factor 4 divides the slowest pair by 13 at T = 4L", "ja": "DynamicNTKScaling は Hugging Face の周波数を与え、T > L では係数 s_T の NTK-aware スケーリングで、T <= L では学習時の周波数のままです。factor 4 の場合、T = 4L で最も遅いペアを 13 で割ります"}
+# %% tags=["check"] summary={"en": "DynamicNTKScaling gives Hugging Face's frequencies, is NTK-aware scaling with the factor s_T for T > L, keeps the trained frequencies for T <= L, and with factor 4 divides the slowest pair by 13 at T = 4L", "ja": "DynamicNTKScaling は Hugging Face の周波数を与え、T > L では係数 s_T の NTK-aware スケーリングで、T ≤ L では学習時の周波数のままです。factor 4 の場合、T = 4L で最も遅いペアを 13 で割ります"}
 def check_hf(theta, hf_values):
     """theta'_i against {i: value} computed by Hugging Face transformers."""
     pairs = list(hf_values)
@@ -896,7 +896,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただし、短い入力にも掛かります。
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
-# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも sqrt(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
+# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも √(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [

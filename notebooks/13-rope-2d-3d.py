@@ -39,7 +39,7 @@
 # RoPE は、次元のペアの一部を列で、残りを行で回転させて格子に持ち込みます。
 # スコアは軸ごとの相対位置で決まり、画像を大きくしても補間し直す必要がなく、両方の軸を混ぜた周波数を学習すれば斜めの方向も表せます。
 # Qwen2-VL のマルチモーダル RoPE は、言語モデルのヘッドの各周波数を時間・高さ・幅のどれかに結び付けて、
-# テキスト・画像・動画が 1 つの系列を共有できるようにします。Qwen3-VL は周波数を時間・高さ・幅の軸へ巡回的に割り当てます（インターリーブ）。
+# テキスト・画像・動画が 1 つの系列を共有できるようにします。Qwen3-VL は周波数を時間・高さ・幅の軸へ巡回的に割り当てます（MRoPE-Interleave）。
 #
 # 記号は[記法のページ](../docs/notation.ja.md#positions)に従います。
 # $m$ と $n$ はクエリとキーの位置で、ここでは軸ごとに 1 つずつあります。
@@ -83,7 +83,7 @@ h, w = 3, 4
 rc = grid_positions(h, w)
 print(rc)
 
-# %% tags=["check"] summary={"en": "patch j is at row ⌊j/w⌋ and column j mod w, as in Heo et al.'s init_t_xy", "ja": "パッチ j は行 ⌊j/w⌋、列 j mod w にあり、Heo らの init_t_xy と同じです"}
+# %% tags=["check"] summary={"en": "patch j is at row ⌊j/w⌋ and column j mod w, as in Heo et al.'s init_t_xy", "ja": "パッチ j は行 ⌊j/w⌋、列 j mod w にあります（Heo らの init_t_xy と同じ計算）"}
 j = torch.arange(h * w)
 # Heo et al.'s init_t_xy computes the same: t % end_x and t // end_x
 assert torch.equal(rc[0], torch.div(j, w, rounding_mode="floor"))
@@ -121,7 +121,7 @@ assert torch.equal(rc[1], j % w)
 # パッチごとに 1 行とクラストークンの 1 行、全部で $hw + 1$ 行の表です（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章）。
 # 高い解像度でファインチューニングするとパッチの数が表の行数を超えるので、論文は事前学習済みの埋め込みを画像での位置に従って 2 次元で補間します。
 # パッチの $hw$ 行を $h \times w$ の格子として $h' \times w'$ に補間し、クラストークンの行はそのまま残します。
-# 公式実装は `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため、新しい行 $r'$ が読む古い表の位置は次の式で表されます。
+# 公式実装は `scipy.ndimage.zoom(..., order=1)` で四隅どうしが一致するように線形補間します。そのため新しい行 $r'$ は古い表の次の位置を読みます。
 #
 # $$r = r' \, \frac{h - 1}{h' - 1}.$$
 #
@@ -136,7 +136,7 @@ table = coords.T.reshape(h, h, 2).permute(2, 0, 1)[None]  # (1, 2, h, h)
 new = F.interpolate(table, size=(hn, hn), mode="bilinear", align_corners=True)
 print("new row 1 reads old row", round(new[0, 0, 1, 0].item(), 4))
 
-# %% tags=["check"] summary={"en": "new row r' reads r'(h − 1)/(h' − 1) on both axes", "ja": "新しい行 r' は両軸で r'(h − 1)/(h' − 1) を読みます"}
+# %% tags=["check"] summary={"en": "new row r' reads r'(h − 1)/(h' − 1) on both axes", "ja": "新しい格子の座標 r' は、行でも列でも古い座標 r'(h − 1)/(h' − 1) を読みます"}
 mapped = torch.arange(hn, dtype=f64) * (h - 1) / (hn - 1)
 assert_close(new[0, 0], mapped[:, None].expand(hn, hn))  # rows
 assert_close(new[0, 1], mapped[None, :].expand(hn, hn))  # columns
@@ -167,7 +167,7 @@ assert math.isclose(new[0, 0, 1, 0].item(), 13 / 23)
 # %% [markdown] lang="ja"
 # ## MAE の固定 2 次元表：次元の半分ずつを各軸に
 #
-# MAE（He ら 2022）は表を固定します。軸ごとに $d/2$ 次元の 1 次元の正弦・余弦の[符号](../docs/glossary.ja.md#code)を作り、列の符号を先にして連結します。
+# MAE（He ら 2022）は表を固定します。各軸について $d/2$ 次元からなる 1 次元の正弦・余弦の[符号](../docs/glossary.ja.md#code)を作り、列の符号を先にして連結します。
 # $d/4$ 個の周波数 $\omega_k = 10000^{-k/(d/4)}$（$k = 0, \dots, d/4 - 1$）を使い、
 # 座標 $u$ の符号は正弦をすべて並べてから余弦を並べます（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
 #
@@ -273,7 +273,7 @@ assert_close(pe @ pe.T, rhs)
 #
 # $$s(\Delta r, \Delta c) = f(\Delta c) + g(\Delta r), \qquad \Delta r = r_n - r_m,\ \Delta c = c_n - c_m.$$
 #
-# したがって[相対位置](../docs/glossary.ja.md#relative-position)の性質が軸ごとに成り立ち、2 つのトークンを同じ行数、または同じ列数だけ動かしてもスコアは変わりません（キーの 1 つの軸だけを動かすと変わります）。
+# したがって[相対位置](../docs/glossary.ja.md#relative-position)の性質が軸ごとに成り立ち、2 つのトークンを同じ行数、または同じ列数だけ動かしてもスコアは変わりませんが、キーの 1 つの軸だけを動かすと変わります。
 # 混合差分では、$f$ の項どうしと $g$ の項どうしが打ち消し合います。
 #
 # $$s(\Delta r + 1, \Delta c + 1) - s(\Delta r + 1, \Delta c) - s(\Delta r, \Delta c + 1) + s(\Delta r, \Delta c) = 0.$$
@@ -373,7 +373,7 @@ assert abs(mixed_difference(axial)) < 1e-9
 #
 # もっとも、初期化の時点では斜めの構造はまだ学習されていません。
 # ペア $k < d/4$ は $u = c\cos\alpha + r\sin\alpha$ で、残りは $v = -c\sin\alpha + r\cos\alpha$ で回るので、初期の RoPE-Mixed は座標を $\alpha$ だけ回した底 10 の RoPE-Axial です。
-# 図（$q = k$ なので $(0, 0)$ で最大）で、RoPE-Axial のスコアは軸にそろった十字形、RoPE-Mixed のスコアはそれを $\alpha$ だけ回した十字形で、周波数の構成も違います。
+# 図では（$q = k$ なので $(0, 0)$ で最大）、RoPE-Axial のスコアは軸にそろった十字形を描き、RoPE-Mixed のスコアはそれを $\alpha$ だけ回した十字形を描きます。周波数の構成も違います。
 # RoPE-Mixed が加えるのは、学習で各ペアの向きを動かせることです。
 
 
@@ -463,7 +463,7 @@ plt.show()
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
 # パッチの座標は整数のままで、モデルは学習時に現れなかった大きな相対位置を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定で得られたものです。ただし、すべてのモデルでそうなるわけではありません（下の補足）。
+# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という結果は、この設定で得られたものです。ただし、すべてのモデルでそうなるわけではありません（下の「さらに詳しく」）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the accuracy table.** For DeiT-III Base in
@@ -478,7 +478,7 @@ plt.show()
 # **さらに詳しく：正解率の表**
 #
 # リポジトリの「DeiT-III (400 epochs)」の表（ImageNet-1k の top-1 正解率、%）で DeiT-III Base を見ます。
-# 224 から 384 ピクセルで学習型の表は 83.4 から 82.8 に下がり、RoPE-Axial は 83.6 から 83.9、RoPE-Mixed は 83.8 から 84.4 に上がります。
+# 解像度を 224 ピクセルから 384 ピクセルに上げると、学習型の表は 83.4 から 82.8 に下がります。一方、RoPE-Axial は 83.6 から 83.9、RoPE-Mixed は 83.8 から 84.4 へ上がります。
 # DeiT-III Large でも同じ傾向ですが、すべてのモデルがそうなるわけではありません。
 # DeiT-III Small では 384 ピクセルで RoPE-Axial が 80.9 から 80.0 に下がります（RoPE-Mixed は上がります）。
 
@@ -585,16 +585,16 @@ for ours, hf in [(qwen2_vit, hf_qwen2_vit), (gemma4_vit, hf_gemma4_vit)]:
 #
 # $$\phi_i = p_{a(i)}\, \theta_i .$$
 #
-# テキストのトークンには等しい座標 $t = h = w = p$ を与えるので、どの $i$ でも $p_{a(i)} = p$ となり、M-RoPE は 1 次元の RoPE に一致します（Qwen2-VL の論文もそう述べています）。
+# テキストのトークンには等しい座標 $t = h = w = p$ を与えるので、どの $i$ でも $p_{a(i)} = p$ となり、M-RoPE は 1 次元の RoPE に一致します（Qwen2-VL の論文のとおり）。
 # テキストのモデルから初期化すれば、テキストでは学習時と同じ回転から出発できます。
-# 相対位置の性質は、軸ごとの RoPE と同じく各軸で成り立ちます。クエリとキーを各軸に沿って同じ量だけずらせば（ずらす量は軸ごとに違ってよい）、スコアは変わりません。
+# 軸ごとの RoPE と同じく、相対位置の性質は各軸で成り立ちます。クエリとキーを各軸に沿って同じ量だけずらせば（量は軸ごとに違ってよい）、スコアは変わりません。
 
 # %%
 x = torch.randn(10, 128, dtype=f64)
 p = torch.arange(10)
 text = apply_mrope(x, p.expand(3, -1), [16, 24, 24], base=1e6)  # t = h = w = p
 
-# %% tags=["check"] summary={"en": "the axes match transformers 5.24.0; on text M-RoPE is 1D RoPE; the score is relative per axis", "ja": "周波数と軸の対応は transformers 5.24.0 と同じで、テキストでは 1 次元の RoPE、スコアは軸ごとの相対位置だけで決まります"}
+# %% tags=["check"] summary={"en": "the axes match transformers 5.24.0; on text M-RoPE is 1D RoPE; the score is relative per axis", "ja": "周波数と軸の対応は transformers 5.24.0 と同じで、テキストでは 1 次元の RoPE に一致し、スコアは軸ごとの相対位置だけで決まります"}
 # transformers 5.24.0: Qwen2VLRotaryEmbedding.recomposition_frequencies with
 #   mrope_section=[16, 24, 24] on freq[a, ..., i] = 100 a + i, output // 100:
 #   the angles of axis a kept, section by section, name the axis
@@ -651,16 +651,15 @@ for axis in range(3):
 #
 # Qwen2-VL の画像エンコーダは $2 \times 2$ のパッチを 1 つのトークンにまとめるので、$H \times W$ パッチの画像は $H/2 \times W/2$ 個のトークンになります。
 # Qwen の参照実装（`rope2d.py` の `get_rope_index_2`）では、テキストは 3 つの軸とも $0, 1, 2, \dots$ と進みます。
-# 位置 $s$ から始まる画像は $t = s$、$h = s + \text{row}$、$w = s + \text{column}$ を取ります。
-# そのあとは、それまでの位置の最大値に 1 を足したところから続きます（論文がどのモダリティのあとにも使う規則）。画像のあとでは次のとおりです。
+# 画像が位置 $s$ から始まるとき、各パッチの座標は $t = s$、$h = s + \text{row}$、$w = s + \text{column}$ です。
+# そのあとは、それまでの位置の最大値に 1 を足したところから続きます（論文はどのモダリティのあとでもこの規則を使います）。画像のあとでは次のとおりです。
 #
 # $$s' = s + \max(H/2,\ W/2).$$
 #
 # 画像 1 枚で位置が進む量はトークン数 $N$ ではなく、$N$ トークンの正方形の画像なら $\sqrt{N}$、一般には $\max(H/2, W/2) \ge \sqrt{N}$ です。
 # 長いコンテキストの多くが画像なら、位置はトークンの数よりずっと小さいままです。
-# そのため Qwen3-VL のドキュメントは、256K から 1M トークンに伸ばすときの YaRN の係数を、4 ではなく 2 か 3 と小さめにするよう勧めています。
-# YaRN の係数は[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節で扱いました。
-# テキストだけのプロンプトなら、位置はこれまでどおり 1 トークンにつき 1 ずつ進みます。位置がゆっくり進むのは Qwen2-VL から変わらないこの規則のためで、Qwen3-VL の周波数の割り当て方によるものではありません。
+# そのため Qwen3-VL のドキュメントは、256K から 1M トークンへ伸ばすなら YaRN（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の章）の係数に 4 でなく 2 か 3 を勧めています。
+# テキストだけのプロンプトなら、位置は従来どおり 1 トークンにつき 1 ずつ進みます。位置がゆっくり進むのは Qwen2-VL から変わらないこの規則のためで、Qwen3-VL の周波数の割り当て方によるものではありません。
 # Hugging Face はこの差（位置の最大値に 1 を足して系列長を引いた値）を `rope_deltas` に保持し、生成するトークンの位置に足します。
 # 例として、テキスト 3 トークン、$4 \times 6$ パッチの画像（$2 \times 3$ トークンなので、テキストは $3 + 3 = 6$ から続きます）、テキスト 2 トークンを並べます。
 
@@ -785,7 +784,7 @@ assert qwen_positions(clip, rule="hf", interval=4)[0, -10].item() == 31
 # Qwen の参照実装は `tokens_per_second` の代わりに 2 を掛けます（Hugging Face の既定の設定では 4 です）。$\rho = 2$ なら、毎秒 2 フレームと 4 フレームのどちらでサンプルした動画でも、同じ秒には同じ座標が付きます。
 # Qwen3-VL は、フレームや秒に結び付いた時間座標をやめました。
 # Hugging Face は時間方向のパッチごとに $t$ が一定の格子を並べ、その前に前処理がテキストの中へ `<1.5 seconds>` のようなタイムスタンプを書き込みます。
-# パッチの時間座標は、系列のどこから始まるかを表すだけです。
+# そのため、パッチの時間座標は、系列のどこから始まるかを表すだけです。
 
 
 # %% tags=["figure"]
@@ -851,16 +850,16 @@ for rule in ["paper", "hf"]:
 #
 # 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# 画像の中で幅の軸はほとんど何も見分けられません（数値は下の注）。
-# Qwen3-VL は代わりに周波数を時間・高さ・幅の軸へ巡回的に割り当てます（巡回割り当て）。これは Qwen チームの Huang ら（2025）が提案した MRoPE-Interleave で、「どの軸にも周波数の全範囲を使わせる」という同論文の設計指針に沿ったものです。
+# 画像の中で幅の軸はほとんど何も見分けられません（数値は下の「さらに詳しく」）。
+# Qwen3-VL は代わりに、周波数を時間・高さ・幅の軸へ巡回的に割り当てます。これは Qwen チームの Huang ら（2025）が提案した MRoPE-Interleave で、「どの軸にも周波数の全範囲を使わせる」という同論文の設計指針に沿っています。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
 # 各周波数は 1 つの軸に結び付いたままなので、相対位置の性質は損なわれません。
 #
 # ペアの波長 $2\pi/\theta_i$ は、そのペアが見分けられる距離の目安です。
 # $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
-# ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。順番に配ると、どの軸もほぼ全範囲にわたります。
-# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の補足）。
+# ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。巡回割り当てでは、どの軸もほぼ全範囲にわたります。
+# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "巡回割り当ても transformers 5.24.0 と一致し、スコアは軸ごとの相対位置だけで決まります"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies
@@ -985,7 +984,7 @@ assert (
 # - M-RoPE は各周波数を時間・高さ・幅のどれかに結び付け、3 つの座標が等しいテキストでは通常の RoPE になります。
 #   画像や動画のあとの位置は座標の最大値に 1 を足したところから続きます（Hugging Face 5.24 は動画のあとでこの規則から外れます）。
 # - 時間の 1 ステップは、Qwen2-VL では 2 フレーム、Qwen2.5-VL では決まった長さの時間です。Qwen3-VL は時間方向のパッチごとに格子を分け、その前にテキストのタイムスタンプを置きます。
-# - ブロックでは各軸が 1 つの帯域しか持てません。Qwen3-VL は周波数を順番に配り、どの軸にも速いペアと遅いペアを持たせます。
+# - ブロックでは各軸が 1 つの帯域しか持てません。Qwen3-VL は周波数を巡回的に割り当て、どの軸にも速いペアと遅いペアを持たせます。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1025,7 +1024,7 @@ assert (
 # **解答 1.** ブロックでの時間の軸の最も遅いペアは $i = 15$ で、波長は $2\pi \cdot 10^{6 \cdot 30/128}$、時間座標で約 160 です。
 # Qwen2-VL の動画では、時間座標の 1 が、`temporal_patch_size` $= 2$ 枚のフレームからなる時間方向のパッチ 1 つにあたります。
 # したがってフレームレートにかかわらず、サンプルしたフレームの約 320 枚分です。
-# 順番に配る割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
+# 巡回割り当てでは時間の軸が $i = 63$ を受け持ち、波長は $2\pi \cdot 10^{6 \cdot 126/128}$、位置で約 510 万です。
 # Qwen3-VL では、これをフレームの枚数には換算できません。
 # 時間方向のパッチはそれぞれ別の格子になり、次のパッチまでに位置はタイムスタンプのトークンの数と $\max(H/2, W/2)$ だけ進むからです。
 

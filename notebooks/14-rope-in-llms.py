@@ -253,9 +253,9 @@ assert math.isclose(r_longest, 2 * math.pi * 10 ** (4 * 30 / 32), rel_tol=1e-5)
 # %% [markdown] lang="ja"
 # ## なぜ最も低い周波数を捨てるのか：意味のチャネル
 #
-# Barbero ら（2024）による Gemma 7B の分析では、Gemma は最も高い周波数で位置に基づく鋭いアテンションヘッド（たとえば直前のトークンを見るヘッド）を作ります。
-# また、クエリとキーのノルムの多くを最も低い周波数に載せています。
-# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働く、と報告しています。
+# Barbero ら（2024）は Gemma 7B を分析し、次のように報告しています。
+# Gemma は最も高い周波数で位置に基づく鋭いアテンションヘッド（たとえば直前のトークンを見るヘッド）を作り、クエリとキーのノルムの多くを最も低い周波数に載せます。
+# 低い周波数はとてもゆっくり回るので、内容を運ぶチャネルとして働きます。
 # とはいえ、遅いペアも回転はしています。
 # クエリとキーが等しいベクトルなら、距離 $m - n$ でのスコアのうち、ペア $i$ の寄与には $\cos((m - n)\theta_i)$ が掛かります。
 # ヘッドの次元数 128、$b = 10^4$ の最も低いペアでは $\theta_{63} = 10^{-4 \cdot 126/128}$ で、距離 8192 での因子は次の値です。
@@ -541,7 +541,7 @@ assert math.isclose(out.abs().sum().item(), hf_abs_sum, rel_tol=1e-5)
 # キャッシュした $c^{KV}_j$ とのスコアに、キャッシュした $k^{R}_j$ との回転のスコアを足し、
 # 潜在ベクトルの重み付き和を取ったあとで $W^{UV}_i$ を掛けます。
 # この 2 つ目の導出はヘッドごとのキーとバリューを作りませんが、出力は同じになります。
-# つまりこれはマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）に対してスコアを計算します。
+# これは実質的にマルチクエリアテンションです。どのヘッドも、$c^{KV}_j$ と $k^{R}_j$ を並べた、全ヘッドで共有する 1 つのキー（DeepSeek-V2 と V3 では $d_c + d^R_h = 576$ 次元）に対してスコアを計算します。
 # そして、全ヘッドで共有する 1 つのバリュー $c^{KV}_j$ の重み付き平均を取ります。下のセルは、これを小さな次元数で実装したものです。
 # 吸収したこの形は、DeepSeek-V2 の論文が推論時の計算として説明しているものです。
 # Hugging Face の `DeepseekV3Attention`（transformers 5.24.0）も、潜在ベクトルと回転キーの 2 つをキャッシュします。
@@ -594,15 +594,14 @@ assert_close(mla_from_cache(h, c_kv, k_r), out, atol=1e-5, rtol=1e-5)
 #
 # DeepSeek-V3 は YaRN でコンテキストを伸ばします（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節を参照）。
 # 設定は `mscale = mscale_all_dim = 1` です。
-# $g(s, a) = 0.1\,a \ln s + 1$ とします。
-# このとき Hugging Face は cos と sin に掛ける係数（`attention_factor`）を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
-# cos と sin に掛けた係数は、スコアの計算に使う 192 次元のうち、回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
+# $g(s, a) = 0.1\,a \ln s + 1$ とおくと、Hugging Face は cos と sin に掛ける倍率（`attention_factor`）を $g(s, 1)/g(s, 1) = 1$ のままにし、代わりに softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます（$a_{\text{all}} = $ `mscale_all_dim` $= 1$）。
+# cos と sin に掛けた倍率は、スコアの計算に使う 192 次元のうち、回転する 64 次元にしか届きませんが、softmax のスケールに掛ければスコア全体に効きます。
 #
 # $$\text{scale} = \frac{(0.1 \ln s + 1)^2}{\sqrt{d_h + d^R_h}} .$$
 #
 # DeepSeek-V3 の $s = 40$、$d_h + d^R_h = 128 + 64 = 192$ では、これは Hugging Face のアテンションが保持する値と一致します。
 
-# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the factor on cos and sin at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は cos と sin に掛ける係数を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
+# %% tags=["deeper", "check"] summary={"en": "YarnScaling(40) with mscale = mscale_all_dim = 1 leaves the factor on cos and sin at 1, and (0.1 ln 40 + 1)^2 / √192 is the scale of transformers 5.24.0", "ja": "mscale = mscale_all_dim = 1 の YarnScaling(40) は cos と sin に掛ける倍率を 1 のままにし、(0.1 ln 40 + 1)^2 / √192 は transformers 5.24.0 のスケールと一致します"}
 yarn = YarnScaling(40.0, 4096, mscale=1.0, mscale_all_dim=1.0)
 # transformers 5.24.0: DeepseekV3Attention(DeepseekV3Config(qk_nope_head_dim
 #   =128, qk_rope_head_dim=64, rope_parameters={"rope_type": "yarn",
@@ -632,7 +631,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # ## Llama 4：温度付きの NoPE の層と、チャンクに分けた RoPE の層
 #
 # 最近のモデルは、RoPE を層ごとに使い分けます。
-# Llama 4 と Command A は 4 層に 1 層から RoPE を外し、残りの層では RoPE をチャンクやウィンドウの中に閉じ込めます。そのため RoPE が $C$ や $W$ 以上の距離を扱うことはありません。
+# Llama 4 と Command A は 4 層のうち 1 層で RoPE を使わず、残りの 3 層では RoPE をチャンクやウィンドウの中だけで使います。そのため RoPE が $C$ や $W$ 以上の距離を扱うことはありません。
 # Gemma 3 と Gemma 4 はすべての層に RoPE を残し、そのパラメータを層の種類で決めます。
 # Hugging Face の既定値は次のとおりです。
 #

@@ -27,7 +27,7 @@
 #
 # 100 行ほどで書ける完全なデコーダを作ります。クエリとキーには `posenc` の RoPE をかけ、アテンションは PyTorch の `scaled_dot_product_attention` で計算し、生成には [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使います。
 # 同じモデルを、FlexAttention で ALiBi を使う形にも書き換えます。
-# 続いて、学習の環境が位置エンコーディングに求めることを順に見ます。1 行に詰め込んだ文書（パッキング）、meta デバイスでの構築、Hugging Face の設定、分散データ並列です。
+# 続いて、実際の学習で位置エンコーディングに求められることを順に見ます。1 行に詰め込んだ文書（パッキング）、meta デバイスでの構築、Hugging Face の設定、分散データ並列です。
 
 # %%
 import warnings
@@ -38,8 +38,14 @@ from torch import nn
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
 from posenc import (
+    CoPE,
+    FireBias,
+    KerpleBias,
+    LearnedPositionalEmbedding,
     RotaryEmbedding,
     SinusoidalEmbedding,
+    SinusoidalPositionalEncoding,
+    T5RelativeBias,
     alibi_bias,
     alibi_score_mod,
     attention_mask,
@@ -334,7 +340,7 @@ assert not torch.allclose(top_left, one_pass[..., -2:, :])
 # ## FlexAttention で使う ALiBi
 #
 # ALiBi はヘッド $h$ のすべてのスコアに $-m_h (p_q - p_k)$ を足します（[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章）。
-# SDPA では、このバイアスをヘッド、クエリ、キーの 3 つの軸を持つテンソル（形状 (heads, queries, keys)）にして、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
+# SDPA では、このバイアスを形状 `(heads, queries, keys)` のテンソルにして、加算マスクに入れます。そのメモリは長さの 2 乗で増え、GPU では `attn_mask` を渡すだけで SDPA は FlashAttention のカーネルを使えなくなります。
 # FlexAttention は代わりに各スコアに対して `score_mod` を呼びます。`alibi_score_mod(n_heads, q_positions=..., k_positions=...)` が返す関数は、スコアごとにクエリとキーの位置を読み出してバイアスを足すので、バイアスのテンソルは作りません。
 # マスクは、`attention_mask` と同じ規則の `attention_mask_mod` から作るブロックマスクになります。
 # FlexAttention はスコアの行列のブロックを、飛ばすもの、すべての成分が見えるもの、マスクをかけるものに一度だけ分け、コンパイルしたカーネルはこの分類に従います。
@@ -439,6 +445,14 @@ for r in range(2):
     alone = block_mask(packed_rule(pos[r], ids[r]), pos[r], pos[r])
     for part in parts:
         assert torch.equal(getattr(blocks, part)[r], getattr(alone, part)[0])
+# B=None: one mask for every row, built from row 0, where query block 1 sees
+# key block 0 in full; in row 1 that block is the other document (a leak)
+shared = create_block_mask(packed_rule(pos, ids), None, None, 256, 256)
+assert shared.full_kv_num_blocks.shape[0] == 1
+shared_full = shared.full_kv_num_blocks[0, 0].tolist()
+assert shared_full == [0, 1] == full_blocks[0, 0].tolist()  # row 0's
+assert full_blocks[1, 0].tolist() == [0, 0]  # row 1 alone: block 0 hidden
+assert blocks.kv_num_blocks[1, 0].tolist() == [1, 1]
 
 # %% [markdown] lang="en"
 # ## Meta-device construction
@@ -466,13 +480,13 @@ for r in range(2):
 # ## meta デバイスでの構築
 #
 # 大きなモデルは meta デバイス（形状だけでメモリを持たない）で作り、`to_empty` で実際のデバイスに移しますが、移した直後のメモリは初期化されていません。初期化の担い手はラッパーごとに違います。
-# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は自分で初期化します。幅優先でたどり、自分自身のパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移して `reset_parameters()` を呼びます。この `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
-# FSDP2（`fully_shard`）と、FSDP を使わないモデルは何も呼びません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
+# FSDP1（`param_init_fn` を渡さない `FullyShardedDataParallel`）は初期化まで自分で行います。モジュールを幅優先でたどり、直下にパラメータかバッファを持つモジュールごとに、そのモジュールだけを `to_empty` で移して `reset_parameters()` を呼びます。この `reset_parameters()` は、そのモジュール自身の状態だけを初期化するものとされています。
+# FSDP2（`fully_shard`）を使う場合も、FSDP を使わない場合も、何も呼ばれません。`to_empty` の後に、たとえば下のようにすべてのモジュールの `reset_parameters()` を呼んで、自分で初期化します。
 #
 # `posenc` のモジュールはすべて `reset_parameters()` を持ち、学習可能な表はそれぞれ自分で初期化します。
 # `T5RelativeBias` の表は子モジュールの埋め込みで、その `reset_parameters` が表の値を $\mathcal{N}(0, 0.02^2)$ から引き直します。そのため、どちらの手順でも、コンストラクタで作ったときと同じばらつきになります（この値は `posenc` の選択で、Hugging Face の T5 は別の標準偏差を使います）。
 #
-# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（条件は、下の確認のあとの注で説明します）。
+# 同じシードなら、下のループで作ったモデルは、通常どおり作ったデコーダとビット単位で一致します（条件は、下の確認のあとの「さらに詳しく」で説明します）。
 
 
 # %%
@@ -650,24 +664,55 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 #   its `state_dict` is empty. DDP never broadcasts the table, so ranks that see
 #   different sequence lengths can each grow their own (without `max_positions`),
 #   and a checkpoint holds no
-#   table. The same holds for `SinusoidalPositionalEncoding`.
+#   table. The same holds for `SinusoidalPositionalEncoding`. The
+#   `SinusoidalEmbedding` of this page's decoder keeps its fixed table as a
+#   non-persistent buffer: DDP broadcasts it (harmless, every rank holds the same
+#   table) and the `state_dict` leaves it out.
 # - ALiBi's slopes and masks are computed from the settings and positions on each
 #   rank: nothing to synchronise.
 # - Learned encodings (`T5RelativeBias`, `KerpleBias`, `FireBias`, `CoPE`,
 #   `LearnedPositionalEmbedding`) hold ordinary parameters, and DDP averages their
-#   gradients like any other weight.
-# - FSDP (built on the meta device as above) rejects 0-d (scalar) parameters;
-#   `posenc` has none (`FireBias` holds its two learned scalars with shape $[1]$).
+#   gradients like any other weight. `FireBias` also keeps its initial threshold,
+#   a constant, as a buffer.
+# - FSDP (built on the meta device as above) rejects 0-d (scalar) parameters.
+#   In `posenc` the only one is the optional learned scale of
+#   `SinusoidalEmbedding` (`learnable_scale=True`): leave it off under FSDP.
+#   `FireBias` holds its two learned scalars with shape $[1]$.
 
 # %% [markdown] lang="ja"
 # ## 分散学習
 #
 # ここでは DDP を実行せず、知っておくべきことだけをまとめます。`DistributedDataParallel` は各ステップでランク 0 からすべての**バッファ**をブロードキャストし（`forward_sync_buffers` で制御し、既定で有効）、**パラメータ**の勾配を平均します。
 #
-# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます（`max_positions` を指定しない場合）。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。
+# - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます（`max_positions` を指定しない場合）。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。このページのデコーダが使う `SinusoidalEmbedding` は、固定の表を永続化しないバッファに持ちます。DDP はこの表をブロードキャストしますが（どのランクでも同じなので害はありません）、表が `state_dict` に入ることはありません。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
-# - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。
-# - FSDP（上のように meta デバイスで作ります）は 0 次元（スカラー）のパラメータを受け付けませんが、`posenc` にはありません（`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です）。
+# - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。`FireBias` は、定数であるしきい値の初期値もバッファに持ちます。
+# - FSDP（上のように meta デバイスで作ります）は 0 次元（スカラー）のパラメータを受け付けません。`posenc` で該当するのは `SinusoidalEmbedding` の省略可能な学習可能なスケール（`learnable_scale=True`）だけなので、FSDP では使わないでください。`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です。
+
+# %% tags=["check"] summary={"en": "RotaryEmbedding and SinusoidalPositionalEncoding hold no buffer and save nothing; the only buffers are SinusoidalEmbedding's table, left out of the state_dict, and FireBias's initial threshold; the only 0-d parameter is SinusoidalEmbedding's learned scale", "ja": "RotaryEmbedding と SinusoidalPositionalEncoding はバッファを持たず、何も保存しません。バッファは、state_dict に入らない SinusoidalEmbedding の表と、FireBias のしきい値の初期値だけです。0 次元のパラメータは SinusoidalEmbedding の学習可能なスケールだけです"}
+rope, added = RotaryEmbedding(16), SinusoidalPositionalEncoding(16)
+x = torch.randn(1, 2, 40, 16)
+rope(x, x, torch.arange(40))  # grows both tables (to 256 rows)
+added(torch.randn(1, 40, 16))
+assert rope.cos_cached.shape[0] >= 40 and added.cache.shape[0] >= 40
+for m in (rope, added):
+    assert not list(m.buffers()) and not m.state_dict()
+table = SinusoidalEmbedding(MAX_POSITIONS, 16)
+assert not table.state_dict()  # the table is not persistent
+fire = FireBias(2)
+assert fire.c.shape == fire.threshold_multiplier.shape == (1,)
+scaled = SinusoidalEmbedding(8, 16, learnable_scale=True)
+modules = [rope, added, table, fire, scaled, T5RelativeBias(2), KerpleBias(2)]
+modules += [CoPE(16, 2, 8), LearnedPositionalEmbedding(8, 16)]
+named = [(type(m).__name__, m) for m in modules]
+buffers = {(k, b) for k, m in named for b, _ in m.named_buffers()}
+assert buffers == {
+    ("SinusoidalEmbedding", "table"),
+    ("FireBias", "initial_threshold"),
+}
+assert "initial_threshold" in fire.state_dict()
+scalars = [k for k, m in named for p in m.parameters() if p.dim() == 0]
+assert scalars == ["SinusoidalEmbedding"]  # scaled.scale, shape ()
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -716,7 +761,7 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 #
 # 1. デコーダに幅 4 の[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)を与えてください（`window=4`）。キャッシュはすべてのキーを保持したままです。キャッシュを使うデコードが、どのステップでも計算し直したときと同じロジットを出すことを確かめてください。
 # 2. 長さの違う 2 つのプロンプトを、短いほうを左にパディングして 1 つのバッチにします。各プロンプトのロジットを単独で処理したときと一致させるには、どのような位置と文書 ID を与えればよいでしょうか。
-# 3. 各ブロックの RoPE を `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))` に置き換えてください。このスケーリングでは、系列が 8 より長くなると周波数が変わります。キャッシュを使うデコードは、計算し直した結果とまだ一致するでしょうか。それはなぜでしょうか。
+# 3. 各ブロックの RoPE を `RotaryEmbedding(16, scaling=DynamicNTKScaling(2.0, 8))` に置き換えてください。このスケーリングでは、系列が 8 より長くなると周波数が変わります。それでも、キャッシュを使うデコードは計算し直した結果と一致するでしょうか。それはなぜでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** The window is a property of the mask only, and the mask is built
@@ -749,7 +794,7 @@ assert not torch.allclose(
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 各行の位置を最初の実トークンから数え、パディングには専用の文書 ID を与えます。
 # すると、パディングのクエリはパディングだけにアテンションを向けるので、マスクに空の行はできません。実トークンがパディングを見ることもありません。
-# 位置は（バッチ、トークン）の形状のテンソルになります。モデルは、もともとそれをヘッドの軸にブロードキャストするように書かれています。
+# 位置は形状 `(batch, tokens)` のテンソルになります。モデルは、もともとそれをヘッドの軸にブロードキャストするように書かれています。
 
 # %% tags=["solution"]
 short, long = torch.randint(64, (1, 4)), torch.randint(64, (1, 7))

@@ -29,7 +29,7 @@
 # BERT と GPT-2 は、位置ごとに学習で決まるベクトルを 1 つずつ持ちます。このベクトルは表の 1 行で、トークンの埋め込みに足されます。
 # 表のパラメータは全体の 1% 未満ですが、最後の行より先には何もありません。
 # トイモデルで学習させると、表に書き込まれるのは課題の役に立つ構造だけで、どの系列も届かない行には何も書き込まれないことが分かります。
-# Hua らの中間的な方法は、固定の正弦波をそのまま使い、トークンに対する大きさを決めるスカラーを 1 つだけ学習します。
+# Hua らの中間的な方法は、固定の正弦波をそのまま使い、トークンの埋め込みと比べた正弦波の大きさを決めるスカラーを 1 つだけ学習します。
 
 # %% tags=["setup"]
 import math
@@ -124,7 +124,7 @@ assert abs(table.weight.std().item() - 0.02) < 0.0002
 # $a = 2$ ではこれが $0.8796\,\sigma$ なので、BERT の成分の実際の標準偏差はおよそ $0.0176$ です。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉じた式の値は a = 2 で 0.8796 σ となり、PyTorch の切断正規分布のサンプラのばらつき（σ = 0.02 でおよそ 0.0176）と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "the closed form gives 0.8796 σ at a = 2 and matches the spread of PyTorch's truncated sampler, about 0.0176 for σ = 0.02", "ja": "閉形式の値は a = 2 で 0.8796 σ となり、PyTorch の切断正規分布のサンプラのばらつき（σ = 0.02 でおよそ 0.0176）と一致します"}
 def truncated_std(sigma, a):  # the closed form above
     density = math.exp(-(a**2) / 2) / math.sqrt(2 * math.pi)
     mass = math.erf(a / math.sqrt(2))  # 2 Phi(a) - 1
@@ -228,7 +228,7 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 # 学習型の表の代償は、大きさとは別のところにあります。
 # 表には $N$ 行しかなく、位置 $N$ の行も、それを決める規則もありません。学習型の表は外挿できないのです。
 # BERT が最大 512 トークン、GPT-2 が最大 1024 トークンしか読めないのはこのためです。
-# CPU では `posenc` は上限を示した `IndexError` を送出し、素の `nn.Embedding` も例外を出します。GPU では、コードを見るかぎり、どちらもデバイス側のアサーションで失敗します（ここでは実行していません）。
+# CPU では `posenc` は上限を示した `IndexError` を送出し、素の `nn.Embedding` も同じく `IndexError` を送出します。GPU では、コードを見るかぎり、どちらもデバイス側のアサーションで失敗します（ここでは実行していません）。
 #
 # 正弦波は関数なので、どの位置でも同じノルムで定義されています。`SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
 # モデルが遠い位置をうまく使えるかは別の問題で、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
@@ -241,7 +241,7 @@ try:
 except IndexError as err:
     print(f"IndexError: {err}", end="")
 
-# %% tags=["check"] summary={"en": "on the CPU posenc names the limit 512 and nn.Embedding raises too; the sinusoid has norm √384 at any position; rebuilt with more rows, a sinusoid table keeps its first 512", "ja": "CPU では posenc は上限 512 を示し、nn.Embedding も例外を出します。正弦波のノルムはどの位置でも √384 で、行を増やして作り直しても先頭 512 行は変わりません"}
+# %% tags=["check"] summary={"en": "on the CPU posenc names the limit 512 and nn.Embedding raises too; the sinusoid has norm √384 at any position; rebuilt with more rows, a sinusoid table keeps its first 512", "ja": "CPU では posenc は上限 512 を示し、nn.Embedding も同じく IndexError を送出します。正弦波のノルムはどの位置でも √384 で、行を増やして作り直しても先頭 512 行は変わりません"}
 bert_table(torch.arange(512))  # positions 0..511: fine
 try:
     bert_table(torch.arange(513))
@@ -307,7 +307,7 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 #
 # モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（次元数 $d = 32$）を足し、1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけなので、一度も使われない行がどうなるかも分かります。
-# モデル `Reverser`、課題の `batch`、以降のセルでも使う学習ループ `train` のコードは、それが出力する学習ログの下に折りたたんであります。
+# モデル `Reverser`、課題の `batch`、以降のセルでも使う学習ループ `train` のコードは、下に表示される学習ログの後に折りたたんであります。
 
 # %% [markdown] lang="en"
 # Without positions this model is permutation-equivariant (chapter
@@ -1168,7 +1168,7 @@ assert abs(row_norms.mean().item() - x_abs_norm_printed) < 1e-6
 # それでも、どちらも反転はできません。17 トークンの反転では、クエリ $p$ はキー $16 - p$ を見る必要がありますが、
 # どちらのモデルも $15 - p$ を見るように学習しています。
 # 長さ 17 の系列 1000 個での正解率は、表で 0.105、正弦波で 0.153 で、チャンスレベルの $1/V = 0.1$ に近い値です。
-# そして、どの系列でも $p < 16$ のすべてのクエリで、最大の重みがかかるのは元の鏡映の位置 $15 - p$ です。
+# そして、どの系列でも $p < 16$ のすべてのクエリで、最大の重みがかかるのは学習時の折り返しの位置 $15 - p$ です。
 # 位置について外挿できるモデルであっても、規則そのものが長さに依存するなら、それだけでは足りません。
 
 # %% tags=["solution"]
@@ -1280,7 +1280,7 @@ print("\n".join(lines), end="")
 # この場合、学習の始めの 2 つのノルムはどちらもおよそ $0.554$ で、比は $2$ ではなく $1$ です。どちらの信号も、もう一方より大きくはありません。
 # 学習済みの[チェックポイント](../docs/glossary.ja.md#checkpoint)を読み込めば、OpenAI のコードでも Hugging Face のコードでも、重みは OpenAI が学習したものです。
 # そのため、この違いが効くのは一から学習するときだけです。
-# 次のセルでは `wpe` を $0.02$ でも引き、両方の比を確かめます。
+# 次のセルでは `wpe` を標準偏差 $0.02$ でも初期化し、両方の比を確かめます。
 
 # %% tags=["solution"]
 d = 768
@@ -1403,7 +1403,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 #
 # Hugging Face の初期化は transformers 5.24.0、キャッシュを使うときの RoBERTa の位置は 4.57.6 のものです。
 # x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
-# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。CPU、カーネル、バージョンによっては、表示する損失の丸め方は変わることもあります。
+# トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。CPU、カーネル、バージョンの違いによる丸め誤差で、表示される損失の値が変わる場合もあります。
 # 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめました。
 #
 # ### 参考文献

@@ -29,8 +29,8 @@
 #
 # Shaw、Uszkoreit、Vaswani（2018）は、位置をアテンションの内側に入れました。
 # 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）で決まる学習可能なベクトルを、キーとバリューに足します。
-# このベクトルを組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が要ります。相対位置ごとにまとめれば、クエリと相対位置の組ごとにスコアが 1 つで済み、
-# 因果的なモデルならパディングと形状変換だけでスコアをキーにそろえられます。
+# このベクトルを位置の組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が必要です。相対位置ごとにまとめれば、必要なのはクエリと相対位置の組ごとに 1 つのスコアだけです。
+# 因果的なモデルなら、パディングと形状変換でそのスコアをキーの位置にそろえられます。
 # クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 
 # %% tags=["setup"]
@@ -294,7 +294,7 @@ assert pair // per_distance == n
 #
 # 論文が示す対策は、スコアを内容の項と位置の項の和 $x_i W^Q (x_j W^K)^\top + x_i W^Q (a^K_{ij})^\top$ に分け、位置の項をクエリの位置ごとのバッチ行列積で計算することです。
 # こうすれば、系列が $b$ 個、ヘッドが $h$ 個あっても、2 つ目の項を不用意にブロードキャストしたときのような $b\,h\,n^2 d_z$ の大きさの積は作られません。ただし $a^K$ は保持したままです。
-# 論文（§3.3）は形状変換を使います。
+# 論文（§3.3）は、これを形状変換で実現します。
 # クエリの位置 $i$ を固定すると、$b\,h$ 個の系列とヘッドのクエリは $b h \times d_z$ 行列をなし、
 # 辺のベクトル $a^K_{i1}, \dots, a^K_{in}$ はそれらすべてに共通の $d_z \times n$ 行列をなします。
 # したがって 2 つ目の項は、$b h \times d_z$ 行列と $d_z \times n$ 行列の独立な積 $n$ 個で、クエリの位置の軸を先頭に移せば 1 回のバッチ行列積になります。
@@ -358,7 +358,7 @@ assert_close(two_terms, shaw_materialised(qb, kb, vb, a_k, a_v))
 #
 # $n^2$ 個のベクトル $a^K_{ij}$ のうち、異なるものは多くても $2k+1$ 個です（$n > k$ ならちょうど $2k+1$ 個）。
 # クリップした相対位置を、列のインデックス $c_{ij} = \mathrm{clip}(j-i,\,k) + k$ として書きます。値は $0, \dots, 2k$ です。
-# すると $a^K_{ij} = w^K_{c_{ij}-k}$ です。キーの項に要る数は、クエリとクリップした相対位置の組ごとに 1 回計算しておけば、あとは引くだけで済みます。
+# すると $a^K_{ij} = w^K_{c_{ij}-k}$ です。キーの項に要る数は、クエリとクリップした相対位置の組ごとに 1 回計算しておけば、あとは表から読み出すだけです。
 # $$x_i W^Q (a^K_{ij})^\top = P_{i,\,c_{ij}}, \qquad P_{ir} = x_i W^Q\, (w^K_{r-k})^\top$$
 # $P$ は $n \times d_z$ のクエリと $(2k+1) \times d_z$ の表の転置との積です。組ごとに、最後の軸に沿った gather で列 $c_{ij}$ の成分を取り出します。
 # バリューの項では、キーをインデックスごとにまとめます。$c_{ij}$ が同じキーはどれも同じベクトルを足すので、次のようになります。
@@ -418,11 +418,11 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # %% [markdown] lang="ja"
 # 次元数 $d_z = 64$ のヘッドが $h = 8$ 個、$k = 16$、float32 の 1 層で、$a^K$ はヘッド間で共有する 1 つだけを数えるとします（Huang らの 8.5 GB はヘッドごとに表を持つ場合です）。
 # 組ごとのベクトルは $n^2 d_z$ に比例して増えます。
-# 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが 2 乗で効いてきます。
+# 相対位置ごとの形は初め長さに比例して増え、やがて int64 のインデックスだけが長さの 2 乗で増えるようになります。
 # それでもインデックスは $8 n^2$ バイト、組ごとのベクトルは $4\, n^2 d_z$ バイトなので、インデックスは組ごとのベクトルの $4 d_z / 8 = d_z/2 = 32$ 分の 1 で済みます。
 # さらに $n = 89$ 以上では、スコア行列を実体化する通常のアテンションが保持する $h\,n^2$ 個のスコアよりも小さくなります。
 # FlashAttention のような[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、このスコアを保持しません。
-# とはいえ、キーの項は融合カーネルに組み込めます。$P_{i,\,c_{ij}}$ を引くだけなので、FlexAttention の `score_mod` で小さな $P$ から組ごとに読み出せるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが必要です）。
+# とはいえ、キーの項は融合カーネルに組み込めます。$P_{i,\,c_{ij}}$ を読み出すだけなので、FlexAttention の `score_mod` で小さな $P$ から組ごとに読み出せるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが必要です）。
 # `score_mod` や SDPA に組み込めないのはバリューの項です。バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、これらのカーネルはこの重みを書き出しません。
 # 独自のカーネルなら、$\beta_i$ の $2k + 1$ 個の成分を、出力と同じように補正しながら計算の途中で足し込めます。
 
@@ -605,7 +605,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 #
 # 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
 # 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
-# Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、表を逆向きの相対位置 $i - j$ で引きます。
+# Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、逆向きの相対位置 $i - j$ をインデックスにして表を参照します。
 # そのため、そこで学習した表を `posenc` で使うと、行が逆順に読まれます。
 # `posenc` は論文に従います。
 #
@@ -616,13 +616,13 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 双方向の `..._unmasked_..._v2` もスキューイングします（解答 3）。
 # `posenc` の表は、Hugging Face と同じく $N(0, 0.02^2)$ から初期化します。
 #
-# Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）で引きます。
+# Hugging Face の `distance_embedding` は、`max_position_embeddings` を $M$ として $2M - 1$ 行あり、$i - j + M - 1$（`position_ids_l - position_ids_r`）をインデックスにして参照します。
 # キャッシュがあると、どのクエリの位置も $k_{\mathrm{len}} - 1$ になります。これが正しいのは、[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)だけです。
 # `"relative_key_query"` は 3 つ目の項として、同じ辺のベクトルとキーとの内積 $x_j W^K (a_{ij})^\top$ を加えます（Huang ら 2020）。
 # DeBERTa（He ら 2021）では、相対位置のベクトルにも専用のクエリとキーの射影を持たせ、内容から位置への項と、位置から内容への項を加えます。
 
 
-# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are i − j + M − 1, posenc's table with its rows reversed", "ja": "tensor2tensor のインデックスを移植すると、posenc と同じ行を引きます。Hugging Face の BertSelfAttention が n = M = 6 で引いた行は i − j + M − 1 で、posenc の表の行を逆順にしたものです"}
+# %% tags=["deeper", "check"] summary={"en": "a port of tensor2tensor's index gives posenc's rows; the rows Hugging Face's BertSelfAttention looked up for n = M = 6 are i − j + M − 1, posenc's table with its rows reversed", "ja": "tensor2tensor のインデックスを移植すると、posenc と同じ行を参照します。Hugging Face の BertSelfAttention が n = M = 6 で参照した行は i − j + M − 1 で、posenc の表の行を逆順にしたものです"}
 def t2t_index(length_q, length_k, max_relative_position):
     """tensor2tensor's _generate_relative_positions_matrix (no cache)."""
     range_vec_k = torch.arange(length_k)
@@ -682,7 +682,7 @@ assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
 #   表 1 つあたりのベクトルは、長さによらず $2k + 1$ 個です。
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
 #   $n = 2048$、8 ヘッドの 1 層で 8.59 GB になります。
-# - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置の組ごとのスコア $P$ をインデックス $c_{ij}$ で引き、クリップした相対位置ごとに合計したアテンションの重み $\beta$ を使います。
+# - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置の組ごとのスコア $P$ をインデックス $c_{ij}$ で読み出し、クリップした相対位置ごとに合計したアテンションの重み $\beta$ を使います。
 # - クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
@@ -928,7 +928,7 @@ print(counts.T)
 # メモリの値は Huang ら（2018）の序論の貢献の一覧から、スキューイングは同じ論文の §3.4 から取りました。
 # tensor2tensor の関数は `tensor2tensor/layers/common_attention.py` で確認しました。TensorFlow のコードなので、ここでは PyTorch に移植しています。
 # Hugging Face の `relative_key` は transformers 4.57.6 のもの（`BertSelfAttention`、`BertEncoder.forward`）です。
-# $n = M = 6$ でキャッシュの有無それぞれについて引かれた行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
+# $n = M = 6$ でキャッシュの有無それぞれについて参照された行は、別の環境で `distance_embedding` にフックを付けて記録しました。5.24.0 にはこのオプションはもうありません。
 #
 # ### 参考文献
 #

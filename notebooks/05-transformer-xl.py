@@ -34,7 +34,7 @@
 # Dai ら（2019）は、アテンションスコアを 4 つの項から組み立て直し、位置が距離 $i - j$ としてだけ入るようにしました。
 # 位置を運ぶのは固定の正弦波 $R_{i-j}$ とその学習可能な射影 $W_{k,R}$ で、学習可能な 2 つのベクトル $u$、$v$ がクエリの位置の代わりになります。
 # 距離ごとのスコアをキーにそろえるのは、パディング 1 回と形状変換 2 回からなる**相対シフト**です。
-# クエリが見てよいキーについては正確ですが、その先には無意味な値が残るのでマスクで隠す必要があります。また、距離を逆の順に並べると、大半の組で誤ります。
+# クエリが見てよいキーについては正確ですが、その先には無意味な値が残るのでマスクで隠す必要があります。また、距離を逆の順（昇順）に並べると、大半の組に誤った距離が割り当てられます。
 
 # %% tags=["setup"]
 import math
@@ -90,11 +90,11 @@ f64 = torch.float64
 # ## メモリがあると絶対位置が破綻する理由
 #
 # Transformer-XL は文章を $L$ トークンの[セグメント](../docs/glossary.ja.md#segment)に分けます。
-# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作り、前のステップから勾配なしで保持している隠れ状態にもアテンションします。
+# セグメント $\tau + 1$ を処理するとき、各層は、1 つ下の層がセグメント $\tau$ について作った隠れ状態にもアテンションします。この隠れ状態は、前のステップから勾配を流さずに保持しておいたものです。
 # つまりキーは、[メモリ](../docs/glossary.ja.md#memory)の $m$ 個のトークンと、それに続く現在のセグメントの $L$ 個のトークンです。
 # $m$ は $L$ より大きくてもよく、公開された評価では base モデルが $m = 640$ 個（長さ 64 のセグメント 10 個分）の隠れ状態を保持します。
 # 絶対位置のエンコーディングをセグメントごとに足すと、どちらのセグメントも位置 $0, \dots, L-1$ を使います。
-# メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持つので、一方が他方より $L$ 位置前にあることを知る手がかりが、モデルにはありません。
+# メモリの $j$ 番目のトークンと現在のセグメントの $j$ 番目のトークンが同じベクトル $U_j$ を持つので、一方が他方より $L$ だけ前にあることを知る手がかりが、モデルにはありません。
 #
 # セグメントをまたいで位置を通し番号にすれば衝突は避けられますが、番号はどこまでも大きくなります。
 # 公式実装では、バッチの各列はコーパスを順に読み進めるストリームです。バッチサイズ 60 なら 1 本あたり WikiText-103 のおよそ 170 万トークンを受け持ちます。
@@ -224,7 +224,7 @@ same = torch.allclose(alone, behind, rtol=0, atol=1e-12)
 print(f"relative: {'the same' if same else 'different'} scores behind a memory")
 print(f"absolute: scores move by up to {moved.abs().max():.2f}", end="")
 
-# %% tags=["check"] summary={"en": "the scores are the four terms and the same at positions 0–3 and 5–8; the absolute ones differ", "ja": "スコアは 4 項どおりで、位置 0〜3 でも 5〜8 でも同じです。絶対位置では異なります"}
+# %% tags=["check"] summary={"en": "the scores are the four terms and the same at positions 0–3 and 5–8; the absolute ones differ", "ja": "スコアは 4 つの項の和に一致し、位置 0〜3 でも 5〜8 でも同じです。絶対位置のエンコーディングでは異なります"}
 assert_close(alone, behind)
 causal = torch.ones(4, 4, dtype=torch.bool).tril()
 by_terms = torch.tensor(
@@ -275,7 +275,7 @@ clamped = transformer_xl_positions(q_len, k_len, clamp_len=4)
 print(f"with clamp_len = 4: {clamped.tolist()}", end="")
 
 
-# %% tags=["check"] summary={"en": "R matches the official PositionalEmbedding; pos_seq is as stated, also in the published evaluation (the note below)", "ja": "R は公式の PositionalEmbedding と一致し、pos_seq は公開された評価でも下の補足どおりです"}
+# %% tags=["check"] summary={"en": "R matches the official PositionalEmbedding; pos_seq is as stated, also in the published evaluation (the note below)", "ja": "R は公式の PositionalEmbedding と一致します。pos_seq は本文どおりの降順で、公開された評価の設定でも同じです（下の補足）"}
 def txl_positional_embedding(pos_seq, demb):
     """PositionalEmbedding.forward, without the batch axis (a port)."""
     inv_freq = 1 / (10000 ** (torch.arange(0.0, demb, 2.0, dtype=f64) / demb))
@@ -578,7 +578,7 @@ assert unmasked_gap.abs().max() > 1e-2
 # これらはクエリ以前の位置にあり、スコアも正確です。隠れる成分は全部で $L m$ 個（$L = 5$、$m = 3$ なら 15 個）です。
 # `posenc.attention(..., causal=True)` はクエリ $i$ を位置 $i + m$ に合わせ、Transformer-XL のマスクと同じ出力になります。
 
-# %% tags=["check"] summary={"en": "the memory-less mask hides L m = 15 past keys; causal=True gives Transformer-XL's output", "ja": "メモリを考えないマスクは過去のキーを 15 個隠します。causal=True では Transformer-XL と同じ出力になります"}
+# %% tags=["check"] summary={"en": "the memory-less mask hides L m = 15 past keys; causal=True gives Transformer-XL's output", "ja": "メモリを考えないマスクは過去のキーを L m = 15 個隠します。causal=True では Transformer-XL と同じ出力になります"}
 ones = torch.ones(q_len, k_len, dtype=torch.bool)
 naive = torch.triu(ones, diagonal=1)  # ignores the memory
 assert int((naive & ~mask).sum()) == q_len * m_len == 15
@@ -626,7 +626,7 @@ assert_close(with_bias, weights @ values)
 # ## 距離を並べる順序
 #
 # シフトは行 $i$ を $L - 1 - i$ 列ぶん左へずらします。これが正しいのは、$B$ の列が距離を**降順**、つまり $m + L - 1$ から $0$ の順に持つときだけです。
-# $R$ を距離で引く表と考えると、`arange(klen)` で $\tilde R$ を作るのが自然に思えます。しかしそうすると、列 $s$ には距離 $s$ が入ります。
+# $R$ を、距離をインデックスにして参照する表と考えると、`arange(klen)` で $\tilde R$ を作るのが自然に思えます。しかしそうすると、列 $s$ には距離 $s$ が入ります。
 # シフトの後、組 $(i, j)$ が受け取る距離は $i + m - j$ ではなく $j + L - 1 - i$ で、$j$ とともに大きくなります。
 # 最後のクエリでは距離はキーの位置 $j$ そのもので、絶対位置のエンコーディングと変わりません。どのクエリも自分自身には最大の距離 $m + L - 1$ を受け取ります。
 # 2 つの距離が一致するのは $i - j = (L - 1 - m)/2$ の組だけで、1 行に多くても 1 組です。
@@ -904,7 +904,7 @@ for attn_type, end in (("bi", -q_len), ("uni", -1)):
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** $w = W_{k,R}^\top v$ とすると $f(\delta) = v^\top W_{k,R} R_\delta = w^\top R_\delta$ です。
-# コーシー・シュワルツの不等式と、どの正弦波の[符号](../docs/glossary.ja.md#code)でも成り立つ $\lVert R_\delta \rVert = \sqrt{d/2}$ から、
+# コーシー・シュワルツの不等式と、どの距離の正弦波のベクトル（[符号](../docs/glossary.ja.md#code)）でも成り立つ $\lVert R_\delta \rVert = \sqrt{d/2}$ から、
 # すべての距離で $|f(\delta)| \le \lVert w \rVert \sqrt{d/2}$ となります。
 # バイアスは有界で、ランダムな $v$ と $W_{k,R}$ では、角度 $\omega_i \delta$ の余弦と正弦の和として $\delta$ とともに上下します。
 # ALiBi のバイアス $-m_h\,\delta$ はその逆で、単調で有界でなく、距離とともに大きくなるペナルティです。

@@ -30,7 +30,7 @@
 #
 # ALiBi は位置ベクトルを使いません。ヘッド $h$ は、すべてのスコアから、[傾き](../docs/glossary.ja.md#slope)と距離の積 $m_h\,(i - j)$ を引きます。傾きは等比数列として固定します。
 # 距離に比例するバイアスは、重みで見れば指数的な減衰です。そのため、内容によるスコアが等しければ、各ヘッドはおよそ $1/m_h$ 位置だけ遡って見ます。また、バイアスのどこにも最大長は出てきません。
-# このバイアスに行ごとの定数を足しただけのバイアスは、どれも同じアテンションになります。ライブラリによってバイアスの書き方が 5 通りあるのはそのためで、違いが出るのは低精度のときだけです。
+# これと行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。ライブラリによってバイアスの書き方が 5 通りあるのはそのためで、違いが出るのは低精度のときだけです。
 
 # %% tags=["setup"]
 import math
@@ -148,7 +148,7 @@ assert bias[0, -1].tolist() == [-2.5, -2.0, -1.5, -1.0, -0.5, 0.0]
 s8 = alibi_slopes(8)
 print("n = 8: " + ", ".join(f"1/{1 / x:g}" for x in s8.tolist()), end="")
 
-# %% tags=["check"] summary={"en": "the slopes are 2^(−8h/n), from 2^(−8/n) to 1/256; doubling the heads inserts geometric means", "ja": "傾きは 2^(−8/n) から 1/256 までの 2^(−8h/n) で、ヘッドを倍にすると幾何平均が入ります"}
+# %% tags=["check"] summary={"en": "the slopes are 2^(−8h/n), from 2^(−8/n) to 1/256; doubling the heads inserts geometric means", "ja": "傾きは 2^(−8h/n)（2^(−8/n) から 1/256 まで）で、ヘッドを 2 倍にすると間に幾何平均が入ります"}
 for n in (1, 2, 4, 8, 16, 32, 64, 128):
     s = alibi_slopes(n, dtype=f64)
     h = torch.arange(1, n + 1, dtype=f64)

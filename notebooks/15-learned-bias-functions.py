@@ -36,7 +36,7 @@
 # %% [markdown] lang="ja"
 # # 学習可能な距離関数と文脈に応じた位置
 #
-# この章の 4 つの手法をつなぐ考えは 1 つです。位置のバイアスを、トークンの距離の固定した規則ではなくします。KERPLE と FIRE はそれを距離の関数として、CoPE は文脈の関数として学習します。[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は規則を保ったまま、学習で見せる距離を変えます。
+# この章の 4 つの手法をつなぐ考えは 1 つです。位置のバイアスが、トークンの距離で決まる固定の規則ではなくなる、という考えです。KERPLE と FIRE はそれを距離の関数として、CoPE は文脈の関数として学習します。[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は規則を保ったまま、学習で見せる距離を変えます。
 # [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
 # カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
 # CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。内容のスコアが同じなら、トークン数で測った距離のバイアスをどう選んでも、これはできません。
@@ -221,7 +221,7 @@ with torch.no_grad():
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
 # 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
 # したがって、上限のない位置の集合に使える定数はありません。
-# 論文の付録 A.2 の命題 1 は直線上の点を扱いますが、補題 1 と同じく有限の集合の上で成り立つものと読みます。
+# 論文の付録 A.2 の命題 1 は直線上の点を扱いますが、この章では、補題 1 と同じく有限の集合の上で成り立つ主張と解釈します。
 
 
 # %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では 1e-6 の精度で (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
@@ -489,7 +489,7 @@ with torch.no_grad():
 # - **その代償。** しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
 # - **対数としきい値。** $\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
 #   $\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
-#   $i \le L$ では分母は定数 $\psi(L)$ なので、短い入力ではバイアスは普通の距離の関数です。
+#   $i \le L$ では分母は定数 $\psi(L)$ なので、短い入力では、バイアスは単に距離だけの関数です。
 #
 # 論文の要旨によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
 
@@ -987,7 +987,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # ## ランダム化した位置：式は変えない
 #
 # Ruoss ら（2023）は、この問題にデータの側から取り組みます。
-# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけです。論文は、長い入力での失敗の原因を、学習中に一度も現れなかった位置（相対位置の手法では距離）に求め、それは「相対位置の手法でも」変わらないとしています。
+# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけです。論文は、長い入力で失敗する原因を、学習中に一度も現れなかった位置に求めています。これは「相対位置の手法でも」同じで、その場合は学習中に現れなかった距離が原因になります。
 # 対策では式は変わりません。
 # $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて、いずれ学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
@@ -1077,7 +1077,7 @@ print(f" +- {se:.1f} (exact {mean_max:.2f})")
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：公式実装が選ぶもの**
 # 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
-# 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、回転の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
+# 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、RoPE の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
 # 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
 # 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
 # Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
@@ -1126,7 +1126,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
 # 最後のパネルは、公式実装のランダム化した位置と同じように距離を選んだ ALiBi のヘッド（$m = 1/16$）です。
 
-# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも入力が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：オフセット 0〜39 での ALiBi の直線と、同じオフセットに約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも入力が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、同じ番号の差に約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]
@@ -1153,11 +1153,13 @@ for ax, title in zip(axes, titles, strict=True):
 axes[0].set_ylabel("$b(i, j)$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the CoPE head adds 40 on the third sentence back (the ! at 5 in A, 7 in B) and 0 to nearer keys; FIRE's three rows differ at distance 8; the drawn distances lie in [1, 2048)", "ja": "CoPE のヘッドは 3 つ前の文に 40 を足し（! は A で 5、B で 7 トークン前）、それより近いキーには 0 です。FIRE の 3 つの行は距離 8 で異なり、選んだ距離は [1, 2048) にあります"}
-for row, bang in ((0, 5), (1, 7)):
-    at_dist = cope_bias[row][N_KEYS - 1 - torch.arange(N_KEYS)]  # by distance
-    assert abs(at_dist[bang] - 40) < 1e-3  # the target "!"
-    assert at_dist[:bang - 1].abs().max() < 1e-3  # the last two sentences
+# %% tags=["check"] summary={"en": "the CoPE head adds 40 on the third sentence back (distances 5 to 6 in A, 7 to 8 in B) and 0 at every other distance; FIRE's three rows differ at distance 8; the drawn distances lie in [1, 2048)", "ja": "CoPE のヘッドは 3 つ前の文に 40 を足し（A では距離 5〜6、B では 7〜8）、ほかのどの距離でも 0 です。FIRE の 3 つの行は距離 8 で異なり、選んだ距離は [1, 2048) にあります"}
+for row, target in ((0, [5, 6]), (1, [7, 8])):  # "w !": the third sentence back
+    real = pair[row].flip(0) >= 0  # the keys by distance 0, 1, ...; no padding
+    at_dist = cope_bias[row].flip(0)[real]
+    want = torch.zeros_like(at_dist)
+    want[target] = 40.0
+    assert (at_dist - want).abs().max() < 1e-3  # the whole row
 at8 = fire_rows[[64, 256, 1024], [56, 248, 1016]]  # distance 8
 assert (at8[1:] - at8[:-1]).abs().min() > 0
 assert 1 <= drawn.min() and drawn.max() < 2048
@@ -1167,15 +1169,15 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 #   every query.
 # - **FIRE**: a learned curve of the distance as a fraction of the context: beyond
 #   the threshold each query reads it differently.
-# - **CoPE**: the bias follows what the head counts: the same head adds its $40$ five
-#   tokens back in A and seven in B.
+# - **CoPE**: the bias follows what the head counts: the same head adds its $40$ on
+#   the third sentence back, 5 to 6 tokens back in A and 7 to 8 in B.
 # - **Randomised positions**: ALiBi's formula, but training shows every distance up
 #   to $L$, so a longer test input meets none it has not seen.
 
 # %% [markdown] lang="ja"
 # - **KERPLE**：形は固定で、学習するのはヘッドごとに 2 つの数です。どのクエリでも同じ曲線です。
 # - **FIRE**：文脈に対する割合としての距離の、学習可能な曲線です。しきい値を超えると、クエリごとに読み方が変わります。
-# - **CoPE**：バイアスはヘッドが数えるものに従います。同じヘッドが、A では 5 トークン前、B では 7 トークン前に $40$ を足します。
+# - **CoPE**：バイアスはヘッドが数えるものに従います。同じヘッドが 3 つ前の文に $40$ を足します。A では 5〜6 トークン前、B では 7〜8 トークン前です。
 # - **ランダム化した位置**：式は ALiBi のままですが、学習で $L$ までのすべての距離を見せるので、長いテスト入力でも見たことのない距離は現れません。
 
 # %% [markdown] lang="en"
@@ -1216,13 +1218,13 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # 1 つの成分のバイアスを手元の情報だけから計算できれば、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
 # FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）が、それ以外のバイアスは受け付けません。
 # $[h, q, k]$ の密なバイアスには別のカーネル（PyTorch の SDPA のメモリ効率のよいカーネルや xFormers）が必要で、それをメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
-# スコアごとに計算するバイアスには FlexAttention が必要で、T5 と KERPLE をカーネルの中で計算します（表の最後の列）。
+# スコアごとに計算するバイアスには FlexAttention が必要です。FlexAttention は T5 や KERPLE のバイアスをカーネルの中で計算します（表の最後の列）。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
 # | T5 | $i - j$ のバケット | ヘッドごとに表引き $k$ 回 | インデックスで表引き |
 # | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
-# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
+# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のスコア $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
@@ -1312,8 +1314,8 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE はヘッドごとに 2 つのパラメータを学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。条件付き正定値で十分で、正定値にする定数は softmax で消えます。
-# - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿でなく補間で済みます。代わりに、バイアスはクエリの位置とともに変わります。
+# - KERPLE はヘッドごとに 2 つのパラメータを学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。どちらも条件付き正定値で、それで十分です。正定値にするための定数は softmax で打ち消されるからです。
+# - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿ではなく補間で済みます。その代償として、バイアスはクエリの位置によって変わります。
 # - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスはトークンを数えます。
 # - ランダム化した位置は式を変えず、学習とテストの両方で、$[0, L)$ のランダムな部分集合を昇順に並べて位置とします。
 # - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はスコアごとに MLP が、CoPE は行のスコアすべてが必要です。

@@ -23,9 +23,9 @@
 # ($[7.9, 13.5]$ and $[7.0, 12.0]$) and T5's fivefold ($[5.4, 5.7]$): Press et al.'s
 # Figure 1 at CPU scale. Two results depart from the paper: at the training length
 # ALiBi has the highest perplexity of the five encodings (NoPE aside), 1.05 to 1.08
-# times each other's, and T5 degrades early. YaRN, as its reference code implements
-# it, cuts RoPE's perplexity at $16L$ from 41 $[32, 54]$ to 13 $[12, 14]$ without
-# training. Brackets are 95 % intervals over three seeds.
+# times each of the other four's, and T5 degrades early. YaRN, as its reference
+# code implements it, cuts RoPE's perplexity at $16L$ from 41 $[32, 54]$ to 13
+# $[12, 14]$ without training. Brackets are 95 % intervals over three seeds.
 #
 # > **What this run shows, and what it cannot.** One small model, one text, three
 # > seeds. Each ratio above has an interval that excludes 1: the spread between seeds
@@ -39,10 +39,10 @@
 # Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
 # $16L$ でも $L$ での値の 0.98 $[0.97, 0.99]$ 倍です。
 # 一方、正弦波と RoPE のモデルではおよそ 10 倍（$[7.9, 13.5]$ と $[7.0, 12.0]$）に、T5 では 5 倍（$[5.4, 5.7]$）に増えます。CPU の規模で再現した Press らの図 1 です。
-# 論文と食い違う結果が 2 つあります。学習時の長さでは、ALiBi のパープレキシティが NoPE を除く 5 つのエンコーディングのうち最も高く、ほかのそれぞれの 1.05〜1.08 倍です。また、T5 は論文より短い長さで悪化し始めます。
+# 論文と食い違う結果が 2 つあります。学習時の長さでは、NoPE を除く 5 つのエンコーディングのうち ALiBi のパープレキシティが最も高く、ほかの 4 つの 1.05〜1.08 倍です。また、T5 は論文より短い長さで悪化し始めます。
 # 参照実装どおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 $[32, 54]$ から 13 $[12, 14]$ に下げます。角かっこは 3 つのシードにわたる 95% 信頼区間です。
 #
-# > **この実験でわかること、わからないこと** 小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。上の比の区間はどれも 1 を含まないので、シードによるばらつきでは説明できません。
+# > **この実験でわかること、わからないこと**：小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。上の比の区間はどれも 1 を含まないので、シードによるばらつきでは説明できません。
 # > 語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方のばらつきは区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
 
 # %% [markdown] lang="en"
@@ -72,7 +72,7 @@
 #
 # モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、32 次元のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
-# CPU の予算に収めるため（「出典とバージョン」の節）、学習型の位置埋め込み、KERPLE、CoPE、ランダム化した位置は外し、学習時の長さも 1 つだけにしました。
+# CPU の予算に収めるため（「出典とバージョン」の節）、学習型位置埋め込み、KERPLE、CoPE、ランダム化した位置は外し、学習時の長さも 1 つだけにしました。
 
 # %% tags=["setup"]
 import json
@@ -177,7 +177,7 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # あるバイトでの損失は $\ell = -\ln p$（$p$ は次に来るバイトにモデルが与えた確率）で、パープレキシティは損失の平均の $\exp$ です。窓より長いテキストは、次の 2 通りのどちらかで切って読みます。
 #
 # **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
-# 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります（Press らの言う先頭トークンの呪い、early-token curse）。窓が長いほどそうしたバイトは減るので、文脈をそれ以上使わないモデルでも、$N$ とともにパープレキシティは下がります。
+# 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります（Press らの言う先頭トークンの呪い、early-token curse）。窓が長いほどそうしたバイトは減るので、長い文脈を活用しないモデルでも、$N$ とともにパープレキシティは下がります。
 #
 # **スライディングウィンドウでの評価**：$N$ バイトの窓（ウィンドウ）を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
@@ -276,11 +276,10 @@ plt.show()
 # 1. **ALiBi stays flat: agrees.** 4.84 at $L$, 4.75 at $16L$ (0.98 $[0.97, 0.99]$ times); theirs
 #    18.66 and 17.98 (0.96 times). Both improve a little from $2L$ on: the
 #    early-token curse lifting, not longer context (below).
-# 2. **Sinusoidal explodes first: agrees.** By $2L$ it is 3.3 $[3.0, 3.7]$ times its
-#    perplexity at $L$ (15.21), above every other encoding there; by $16L$ 10
-#    $[7.9, 13.5]$ times (47.98), where
-#    RoPE's interval reaches it (point 3). Theirs: 2.6 times at 2,024 words, 23
-#    times at 16,024 (453.32).
+# 2. **Sinusoidal explodes first: agrees.** At $2L$ it is 15.21, 3.3 $[3.0, 3.7]$
+#    times its perplexity at $L$ (4.63), above every other encoding there; at $16L$
+#    47.98, 10 $[7.9, 13.5]$ times, where RoPE's interval reaches it (point 3).
+#    Theirs: 2.6 times at 2,024 words, 23 times at 16,024 (453.32).
 # 3. **RoPE degrades less than sinusoidal: agrees at $2L$ and $4L$, undecided
 #    beyond.** RoPE's perplexity is 0.48 $[0.37, 0.63]$ times sinusoidal's at $2L$ and
 #    0.58 $[0.38, 0.88]$ at $4L$ (paired by seed); at $8L$ and $16L$ the intervals
@@ -303,12 +302,12 @@ plt.show()
 # %% [markdown] lang="ja"
 # 1 点ずつ照らし合わせます。
 #
-# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）、論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
-# 2. **正弦波は最も早く悪化：一致します。** $2L$ で $L$ での値の 3.3 $[3.0, 3.7]$ 倍（15.21）になり、そこではほかのどれよりも高くなります。$16L$ では 10 $[7.9, 13.5]$ 倍（47.98）で、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
+# 1. **ALiBi は横ばい：一致します。** $L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）です。論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
+# 2. **正弦波は最も早く悪化：一致します。** $2L$ では 15.21 で、$L$ での値（4.63）の 3.3 $[3.0, 3.7]$ 倍になり、そこではほかのどれよりも高くなります。$16L$ では 47.98 で 10 $[7.9, 13.5]$ 倍になり、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
 # 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません。** シードごとの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
 # 4. **T5 は RoPE と ALiBi の間：一致しますが、大きさは違います。** $16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 12,024 語より先でメモリが足りなくなりました）。
 #    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
-# 5. **$L$ では ALiBi が最もよい：否定されます。** 論文では最もよい（18.66、T5 は 18.80）のですが、ここでは $L$ で NoPE を除く 5 つのうち最も悪くなります。最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍のパープレキシティです。
+# 5. **$L$ では ALiBi が最もよい：否定されます。** 論文では最もよい（18.66、T5 は 18.80）のですが、ここでは $L$ で、NoPE を除く 5 つのうち最も悪くなります。パープレキシティは、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
 #    理由は記録からはわかりません（下の最初の注）。
 #
 # Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
@@ -409,6 +408,7 @@ assert (at("alibi", 1), at("alibi", 16)) == (4.84, 4.75)
 assert round(at("alibi", 16) / at("alibi", 1), 2) == 0.98
 assert round(press("alibi", 4), 2) == 0.96
 assert (at("sinusoidal", 2), at("sinusoidal", 16)) == (15.21, 47.98)
+assert at("sinusoidal", 1) == 4.63
 assert round(at("sinusoidal", 2) / at("sinusoidal", 1), 1) == 3.3
 assert round(at("sinusoidal", 16) / at("sinusoidal", 1)) == 10
 for k in NAME:  # at 2L every other encoding lies below sinusoidal
@@ -443,6 +443,10 @@ assert round(at("t5", 2) / at("t5", 1), 2) == 1.24 and at("t5", 8) == 17.50
 assert round(at("t5", 8) / at("t5", 1), 1) == 3.9
 at_L = {k: at(k, 1) for k in NAME if k != "nope"}
 assert max(at_L, key=at_L.get) == "alibi" and min(at_L, key=at_L.get) == "fire"
+for k in at_L:  # FIRE is best at L beyond the seeds: paired intervals < 1
+    assert k == "fire" or ratio("fire", k, 1)[2] < 1
+assert ratio("fire", "rope", 1) == (0.99, 0.99, 0.99)
+assert ratio("fire", "t5", 1) == (0.99, 0.98, 0.99)
 assert PRESS["alibi"][0] < PRESS["t5"][0] == 18.80
 assert ratio("alibi", "fire", 1) == (1.08, 1.06, 1.10)
 bias = M.build_model("alibi", X.VOCAB, S).position_bias(2)  # distance 1
@@ -562,7 +566,7 @@ plt.show()
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
 # - 正弦波は $t$ が $L$ を超えた瞬間から跳ね上がります（$L$ 直前の 8 位置の 1.50 から、直後の 8 位置の 3.25）。$L$ より先では、一度も見たことのないベクトルを足すからです。
 # - RoPE と T5 はしばらく持ちこたえ、窓の先頭までの距離が伸びるにつれて上がります。どちらも $t = 71$ までは ALiBi と同じ水準で、72 から遅れ始めます（T5 は $t = 72$〜75 で 0.02、76〜79 で 0.16、RoPE は 0.05 と 0.25）。$2L$ の最後の 8 位置では、RoPE が 3.30、T5 が 2.38 です。
-#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは最初に引いた値、ほぼ $0$ のままです。上昇の始まる位置はこれと合いますが、それが原因であることは記録では検証していません。
+#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で引いた値（ほぼ $0$）のままです。上昇の始まる位置はこれと合いますが、それが原因であることは記録では検証していません。
 #   Press らは T5 バイアスの最大距離 128 を超える長さで学習したので、すべてのバケットが学習されていました。
 # - FIRE はゆっくり上がります。しきい値（初期値 $L$ から学習して、57 ほどまで下がりました）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
 #   しかし $16L$ では、近い距離の入力が学習中のどの値よりも小さくなり、長い窓では多くの距離が同じ範囲に押し込まれます。
@@ -736,7 +740,7 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 #
 # 学習済みの RoPE のモデルは、周波数を変えれば $L$ より先まで読めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 # 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装と Hugging Face の YaRN（公開されたどの YaRN のモデルもこれで動きます）は、ペア 0 をそのまま保ちます（$L$ の間に 10 回転します）。ペア 1〜4 では元の周波数と PI の周波数を混ぜ合わせ、ほかを $s$ で割り、温度でアテンションを鋭くします。
-# PI と YaRN のそれぞれを、そのまま使う場合と、$2L$ で $s = 2$ として 100 ステップのファインチューニングをした後（Chen ら 2023 の縮小版）で試します。比べるのは、スケーリングなしの $2L$ でのファインチューニング（`+ft`）です。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
+# PI と YaRN のそれぞれを、そのまま使う場合と、$2L$ で $s = 2$ として 100 ステップのファインチューニングをした後（Chen ら 2023 の縮小版）で試します。比較のため、スケーリングせずに $2L$ でファインチューニングしたモデル（`+ft`）も並べます。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
 
 # %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図です。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
 ROPE_ROWS = [f"rope{suffix}" for suffix in ("", "+pi", "+yarn", "+yarn-notemp")]
@@ -1078,8 +1082,8 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
 #   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
-#   Language Models*. <https://arxiv.org/abs/2309.00071>。参照実装は
-#   <https://github.com/jquesnelle/yarn>
+#   Language Models*. <https://arxiv.org/abs/2309.00071>（参照実装：
+#   <https://github.com/jquesnelle/yarn>）
 # - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
 #   <https://arxiv.org/abs/2310.05209>
 # - Men, X. et al. (2024). *Base of RoPE Bounds Context Length*.

@@ -84,9 +84,9 @@ use_site_style()
 #
 # $T$ 個のトークンベクトルを行列 $X$ の各行に並べ、
 # クエリ、キー、バリュー $Q = XW_Q$、$K = XW_K$、$V = XW_V$ に射影します。
-# スコア行列を $S = QK^\top/\sqrt{d}$ とすると、セルフアテンションは次の式です。
+# スコア行列を $S = QK^\top/\sqrt{d}$ とすると、セルフアテンションは次の式で表されます。
 # $$\mathrm{Attn}(X) = \mathrm{softmax}(S)\,V$$
-# softmax は行ごとにかかります（記号は[記法のページ](../docs/notation.ja.md)に従います）。
+# softmax は行ごとに適用します（記号は[記法のページ](../docs/notation.ja.md)に従います）。
 # ここでトークンを置換 $\pi$ で並べ替えます。
 # [置換行列](../docs/glossary.ja.md#permutation-matrix) $P$ は $P_{i\pi(i)} = 1$ でそれ以外が 0 の行列で、
 # $PX$ の第 $i$ 行は $X$ の第 $\pi(i)$ 行になります。$PX$ を式に通してみましょう。
@@ -124,7 +124,7 @@ perm = torch.tensor([3, 0, 5, 1, 4, 2])  # pi, 0-based; any permutation works
 P = torch.eye(T, dtype=f64)[perm]  # P[i, pi(i)] = 1: row i of PX is x[pi(i)]
 
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps of attention weights for six tokens, queries down and keys across, each cell labelled with its weight. The right one, for the tokens in another order, holds the same numbers with rows and columns reordered together."], "ja": ["6 個のトークンのアテンションの重みを、行をクエリ、列をキーとして数値入りで示した 2 つのヒートマップ。右はトークンを別の順に並べたもので、同じ数値が、行と列を同じように並べ替えた位置に現れます。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps of attention weights for six tokens, queries i down and keys j across, each cell labelled with its weight. The right one, for the tokens in another order, holds the same numbers with rows and columns reordered together."], "ja": ["6 個のトークンのアテンションの重みを、行をクエリ i、列をキー j として数値入りで示した 2 つのヒートマップ。右はトークンを別の順に並べたもので、同じ数値が、行と列を同じように並べ替えた位置に現れます。"]}
 def attention_weights(x):
     """A = softmax(X W_Q (X W_K)^T / sqrt(d)); x: [T, d] -> [T, T]."""
     return torch.softmax((x @ w_q) @ (x @ w_k).T / math.sqrt(d), dim=-1)
@@ -161,8 +161,8 @@ for ax, (mat, order, title) in zip(axes, panels, strict=True):
                 fontsize=7,
                 color=color,
             )
-    ax.set_xlabel("$k$")
-    ax.set_ylabel("$q$")
+    ax.set_xlabel("$j$")
+    ax.set_ylabel("$i$")
     ax.set_title(title)
 plt.show()
 
@@ -224,7 +224,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # 「man bites dog」（人が犬をかむ）は、「dog bites man」（犬が人をかむ）の最初と最後の行を入れ替える $P$ で $PX$ と書けます。
 # 置換同変であることから、次の 3 つが言えます。
 #
-# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。そのため、誰が誰をかんだのかを区別できません。
+# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。そのため、bites の出力からは誰が誰をかんだのかを区別できません。
 # - 「dog」の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
 # - 行の順序を無視する要約は、両方の文で同じです。たとえば平均プーリングは、$\mathbf{1}^\top P = \mathbf{1}^\top$（$\mathbf{1}$ は全成分が 1 のベクトル）なので
 #   $\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$ となり、[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同様です。
@@ -295,12 +295,12 @@ assert_close(cls_mbd, cls_dbm)
 # マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
 # $M = P(P^\top M P)P^\top$ と書けるので、最初の節の 1〜4 の手順を $S$ の代わりに $S + P^\top M P$ でたどると、次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
-# つまり、文を並べ替えることは、文はそのままにしてマスクのほうを並べ替えることと同じです。
+# つまり、並べ替えた文は、元の文を並べ替えたマスクで処理したのと同じふるまいをします（出力が並べ替わるだけです）。
 # 下三角のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
 # そのため出力が並べ替えになる保証はなくなります。実際、このランダムなトークンでは残り 719 通りの順のどれでも、出力は単なる並べ替えにはなりません。
 #
-# ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として位置 $j \le i$ のトークンの集合の重み付き和で、その順序は見えません。
+# ただし、壊れるのは一部だけです。1 層の中では、位置 $i$ の出力は依然として位置 $j \le i$ にあるトークンの重み付き和で、その並び順は反映されません。
 # 手前のトークンの順序に気づけるのは 2 層目からです。2 層目が受け取る手前の位置の入力（1 層目の出力）は、並べ替えによってすでに変わっているからです。
 
 # %% tags=["check"] summary={"en": "only the identity keeps M; under the 719 others the outputs are no longer permuted; one layer misses a shuffle of the first tokens, a second layer sees it", "ja": "M を保つのは恒等置換だけです。残り 719 通りでは出力が並べ替えではなくなります。先頭側の並べ替えは 1 層では見えず、2 層目で見えます"}
@@ -426,13 +426,13 @@ assert_close(
 # ## 位置の信号が満たすべき条件
 #
 # トークンの位置をモデルに教えるいちばん簡単な方法は、位置 $p$ のトークンにベクトル $PE(p)$ を足すことです。
-# $PE$ に何が必要かを、4 つの候補で比べます。
-# 位置の番号そのもの（1 つの次元に $PE(p) = p$）、長さで割った番号 $p/L$、最大長までの [one-hot ベクトル](../docs/glossary.ja.md#one-hot-vector)、
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波です。
+# 候補は、位置の番号そのもの（1 つの次元に $PE(p) = p$）、長さで割った番号 $p/L$、最大長までの [one-hot ベクトル](../docs/glossary.ja.md#one-hot-vector)、
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の正弦波の 4 つです。
+# これらを比べて、$PE$ に何が必要かを見ていきます。
 #
 # **値が有界であること。** トークンの埋め込みには決まった大きさがあります。
 # 成分を標準正規分布から引いた $d = 64$ 次元のベクトルならノルムは $\sqrt{d} = 8$ に近く、元の Transformer のトークンも学習開始時はこの大きさです。
-# 著者らのコードは埋め込みを標準偏差 $d^{-1/2}$ で引き、$\sqrt{d}$ を掛けます（[「位置の信号はどれくらい大きいか」](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)の節）。
+# 著者らのコードは埋め込みを標準偏差 $d^{-1/2}$ の正規分布から初期化し、$\sqrt{d}$ を掛けます（[「位置の信号はどれくらい大きいか」](03-learned-embeddings.ipynb#位置の信号はどれくらい大きいか)の節）。
 # 位置の番号そのものは際限なく大きくなり、埋め込みをかき消してしまいます。
 # $p = 1000$ では、同じ位置にある 2 つの異なるトークンがほぼ同じ向きを指し（コサイン類似度 0.9999）、モデルには位置しか見えません。
 # 正弦波は、どの位置でもノルムが $\sqrt{d/2}$ です。
@@ -495,7 +495,7 @@ assert cos_1000 > 0.9999
 # 正弦波は長さではなく位置そのものを受け取るので、$PE(10)$ はどの系列でも同じベクトルです。
 #
 # **位置ごとに一意な符号であること。** 同じ符号を持つ 2 つの位置は、モデルにとって同じ位置です。
-# 正弦波 1 本だけでは繰り返してしまいます。波長が 8 なら、位置 0 と 8 が同じ符号になります。
+# 正弦波 1 本だけでは、同じ値が周期的に繰り返されます。波長が 8 なら、位置 0 と 8 が同じ符号になります。
 # 正弦波位置エンコーディングの最初のペアは、整数の位置でこうした重なりを起こしません。
 # その周波数は $\omega_0 = 1$ なので、2 つの位置 $p \ne q$ でペアが一致するには $p - q$ が $2\pi$ の整数倍でなければならず、
 # $\pi$ は無理数なのでそれは起こりえません。
@@ -691,7 +691,7 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 # ただし、出力が実際に変わるかどうかは重みによります。
 # $W_Q = 0$ ならスコアはすべて $0$ で、出力の各行は $(PX + E)\,W_V$ の行の平均です。
 # これは $(X + E)\,W_V$ の行の平均に等しいので、$E$ が何であっても出力は並べ替えのままです。
-# 実際、この章のランダムな重みでは、残り 719 通りのどれでも、出力は単なる並べ替えにはなりません。
+# 一方、この章のランダムな重みでは、残り 719 通りのどの順でも、出力は単なる並べ替えになりません。
 # 2 つの文も、プーリングすると別々のベクトルになります。
 
 # %%
@@ -856,7 +856,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | rotary | [2-D and 3-D RoPE](13-rope-2d-3d.ipynb), [M-RoPE](13-rope-2d-3d.ipynb#m-rope-time-height-and-width-in-a-language-model) | rotation, frequencies per axis | Qwen2-VL, Qwen3-VL |
 # | rotary | [xPos](10-xpos-nope.ipynb) | rotation and exponential scaling | LEX Transformer |
 # | none | [NoPE](10-xpos-nope.ipynb) | nothing but the causal mask | Llama 4, one layer in four ([with a query temperature](14-rope-in-llms.ipynb#llama-4-nope-layers-with-a-temperature-chunked-rope-layers)) |
-# | relative | [KERPLE](15-learned-bias-functions.ipynb#kerple-kernels-of-the-distance), [FIRE](15-learned-bias-functions.ipynb#fire-one-function-of-a-normalised-distance) | a learned function of distance | research models |
+# | relative | [KERPLE](15-learned-bias-functions.ipynb#kerple-kernels-of-the-distance), [FIRE](15-learned-bias-functions.ipynb#fire-one-function-of-a-normalised-distance) | a learned function of distance (FIRE's, beyond a threshold, also of the query position) | research models |
 # | contextual | [CoPE](15-learned-bias-functions.ipynb#cope-positions-the-model-counts) | gates on $q_i^\top k_j$ count; $q_i^\top e[p_{ij}]$ added | research models |
 # | training scheme | [randomised positions](15-learned-bias-functions.ipynb#randomised-positions-no-new-formula) | random sorted positions | research models |
 
@@ -864,7 +864,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # どれか 1 つに収まらない方法もあります（Shaw らと Transformer-XL は $j - i$ だけでなく内容にも依存する項を足し、CoPE は内容に基づくゲートで数えます）。
 # このサイトで扱う手法を、系統ごとの表にまとめます（Dufter ら 2022 はさらに多くを概観しています）。
 #
-# | 分類 | 位置エンコーディング | 入る場所 | 採用例 |
+# | 系統 | 位置エンコーディング | 入る場所 | 採用例 |
 # |---|---|---|---|
 # | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
@@ -878,7 +878,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | 回転 | [2 次元・3 次元の RoPE](13-rope-2d-3d.ipynb)、[M-RoPE](13-rope-2d-3d.ipynb#m-rope言語モデルの中の時間高さ幅) | 周波数を軸に分けて回転する | Qwen2-VL、Qwen3-VL |
 # | 回転 | [xPos](10-xpos-nope.ipynb) | 回転と指数的なスケール | LEX Transformer |
 # | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[クエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
-# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の関数) | 距離の学習可能な関数 | 研究用のモデル |
+# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerple距離のカーネル関数)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離の関数) | 距離の学習可能な関数（FIRE はしきい値を超えるとクエリの位置にも依存する） | 研究用のモデル |
 # | 文脈依存 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
 # | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで昇順に並べた位置 | 研究用のモデル |
 

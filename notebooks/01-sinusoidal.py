@@ -31,7 +31,7 @@
 #
 # Transformer は各トークンに固定のベクトルを足します。その成分は、位置に $n = d/2$ 個の周波数を掛けた角度の正弦と余弦です。
 # 周波数は 1 位置あたり $1$ ラジアンから約 $1/10000$ ラジアンまで等比的に並びます。
-# 正弦と余弦のペアは時計の針として読めます。針はそれぞれ違う速さで回り、滑らかな 2 進カウンタの桁のように位置を数えます。
+# 正弦と余弦のペアは、時計の針とみなせます。針はそれぞれ違う速さで回り、滑らかな 2 進カウンタの桁のように位置を数えます。
 # 最も遅い針がどれだけゆっくり回るかを決めるのが、底 $10000$ です。
 # ここから、厳密に成り立つ性質が 2 つ出てきます。$k$ 位置進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
 # 2 つの符号の内積が距離だけで決まることです。この章ではどちらも導出し、数値で確かめます。
@@ -76,7 +76,7 @@ F64 = torch.float64
 #
 # セルフアテンションは順序を見ていません（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
 # そこで Vaswani ら（2017、§3.5）は、最初の層の前に、位置 $p$ のトークンへベクトル $PE(p)$ を足します。
-# このベクトルの次元数はモデルと同じ $d$ です（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）。成分は $n = d/2$ 個のペアになっていて、
+# このベクトルの次元数は、モデルの次元数と同じ $d$ です（論文の $d_{\text{model}}$ で、ここではひとまず偶数とします）。成分は $n = d/2$ 個のペアになっていて、
 # 周波数の番号 $i = 0, 1, \dots, n-1$ ごとに 1 つです。
 # $$PE_{(p,2i)} = \sin\left(p/10000^{2i/d}\right), \qquad PE_{(p,2i+1)} = \cos\left(p/10000^{2i/d}\right)$$
 # 周波数を
@@ -296,7 +296,7 @@ assert round(10000 * two_pi) == 62832
 # 周期は $2^{k+1}$ の代わりに $\lambda_i$、公比は $2$ の代わりに $10000^{2/d}$ です。
 #
 # 滑らかな波には、ビットにはない利点があります。隣どうしの位置が似た符号になり、実数の $p$ にも符号があり、
-# 次の節で見るように、系列に沿って進むことが 1 つの固定の回転になります。
+# 次の節で見るように、系列に沿って進むことを決まった 1 つの回転で表せます。
 # 図では 2 つのカウンタを並べています。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -493,7 +493,7 @@ assert (sinusoidal(ks[ks != 0], 16)[:, 0] != 0).all()  # sin k != 0
 # %% [markdown] lang="ja"
 # ## 内積は距離だけで決まる
 #
-# 2 つのエンコーディングを成分ごとに掛け、ペアごとにまとめます。
+# 2 つの符号を成分ごとに掛け、ペアごとにまとめます。
 # $\cos(a-b) = \cos a\cos b + \sin a\sin b$ を使うと、次のようになります。
 # $$PE(p)\cdot PE(q) = \sum_{i=0}^{n-1}\big(\sin\omega_i p\,\sin\omega_i q + \cos\omega_i p\,\cos\omega_i q\big) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q)\big)$$
 # 時計で言えば、各項は、位置 $p$ と位置 $q$ での針 $i$ の向きの差（角度）の余弦です。
@@ -503,7 +503,7 @@ assert (sinusoidal(ks[ks != 0], 16)[:, 0] != 0).all()  # sin k != 0
 # - 余弦は偶関数なので、内積は $p-q$ について対称です。2 つの符号の内積だけでは、$q$ が $p$ の前にあるのか後ろにあるのかは区別できません
 #   （アテンションなら重みを通して区別できることを、下で見ます）。
 # - 最大値は $p = q$ のときで、各項が $1$ になります。$PE(p)\cdot PE(p) = n$ なので、
-#   どのエンコーディングもノルムは $\sqrt{d/2}$ で同じです。
+#   どの符号もノルムは $\sqrt{d/2}$ で同じです。
 # - 距離が大きくなると値は下がりますが、単調ではありません。
 #   速いペアどうしはすぐに位相がずれ、和が波打ちます。
 #   $d = 512$ では、距離 43 から 44 にかけて初めて値が増えます。
@@ -561,8 +561,8 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### アテンションの中では
 #
-# このきれいな性質は、エンコーディングどうしの内積についての話です。
-# 層の中でも、$PE(p+k) = M_k\,PE(p)$ と同じくベクトルを列ベクトルとして書くと、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
+# このきれいな性質は、符号どうしの内積についての話です。
+# では、層の中ではどうでしょうか。$PE(p+k) = M_k\,PE(p)$ と同じくベクトルを列ベクトルとして書くと、位置 $p$ のクエリと位置 $q$ のキーは $W_Q\,(x_p + PE(p))$ と $W_K\,(x_q + PE(q))$ です。
 # そのためアテンションスコアには、内容どうしの項と、内容と位置を混ぜる 2 つの交差項のほかに、
 # $PE(p)^\top W_Q^\top W_K\, PE(q)$ という項が含まれます（Ke ら 2021 は交差項を取り除いています）。
 # 間に一般の行列が入ると、この項は $p-q$ だけでなく $p$ と $q$ のそれぞれに依存します。
@@ -571,7 +571,7 @@ plt.show()
 # 対称性も、重みを通すと保たれません。$W_Q = I$ とし、前の節のずらす行列を使って $W_K = M_k$ とすると、この項は次のようになります。
 # $$PE(p)^\top M_k\, PE(q) = PE(p)\cdot PE(q+k) = \sum_{i=0}^{n-1}\cos\big(\omega_i (p-q-k)\big)$$
 # これはやはり $p-q$ だけの関数ですが、対称ではありません。
-# 位置 $p$ のクエリのスコアは $k$ 個前のキー（$q = p-k$）で最大になり、$k$ 個後ろのキーのスコアはそれより低くなります。
+# 位置 $p$ のクエリのスコアは $k$ 個前のキー（$q = p-k$）で最大になり、$k$ 個後のキーのスコアはそれより低くなります。
 # Yan ら（2019）は、この 2 つをどちらも指摘しています。2 つの符号の内積は前後を区別できず、射影を通すと距離への依存がぼやけます。
 # ここで、論文の挙げた動機が実際に効いてきます。固定の線形写像を 1 つ挟むだけで、ヘッドは相対位置に応じて、しかも選んだ向きにアテンションを向けられます。
 # [「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で扱う回転位置埋め込みは、代わりにクエリとキーを回転させます。
@@ -631,7 +631,7 @@ assert_close(enc @ shift_matrix(3, d).T, pe(torch.arange(300) + 3, d))
 #   context; 56 hands turn less than a quarter turn.
 #
 # The base thus sets the range of distances the code resolves, and $10000$ spreads
-# the hands from single positions to tens of thousands. Whether the sinusoids let
+# the hands' wavelengths from a few positions to tens of thousands. Whether the sinusoids let
 # a model read longer sequences than in training, as the paper hoped, is tested in
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb); rotary
 # embeddings reuse these frequencies and change them, the base among them, to
@@ -640,7 +640,7 @@ assert_close(enc @ shift_matrix(3, d).T, pe(torch.arange(300) + 3, d))
 # %% [markdown] lang="ja"
 # ## 底 10000 で何が得られるか
 #
-# 論文は $10000$ を選んだ理由を述べていません。この数が決めるのは、時計の遅い側の端です。
+# 論文は $10000$ を選んだ理由を述べていません。この数が決めるのは、最も遅い針の速さです。
 # 底 $b$（`posenc` では `base=`）がいくつでも、最も速い針は $\lambda_0 = 2\pi$ 位置ごとに 1 周します。
 # 最も遅い針が 1 周するのは $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ 位置ごとです。
 # 図では、$d = 512$ で $b = 100$、$10^4$、$10^6$ を、2048 位置のコンテキストで比べています。
@@ -649,7 +649,7 @@ assert_close(enc @ shift_matrix(3, d).T, pe(torch.arange(300) + 3, d))
 #
 # - **$b = 100$ は小さすぎます。** どの針も 618 位置以内に 1 周します。
 #   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
-#   154 位置離れた位置どうし（−26.7）のほうが、1000 位置離れた位置どうし（7.4）より似ていないことになります。
+#   距離 154 の 2 つの位置（−26.7）のほうが、距離 1000 の 2 つの位置（7.4）より似ていないことになります。
 #   離れた 2 つの位置については、内積からその距離を読み取れなくなります（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
 # - **$b = 10^6$ では、この程度の長さのコンテキストだと距離を粗くしか見分けられません。** 256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
 #   次元の半分近くは位置によってほとんど変わらず、類似度は 91 を下回りません。
@@ -658,7 +658,7 @@ assert_close(enc @ shift_matrix(3, d).T, pe(torch.arange(300) + 3, d))
 # - **$b = 10^4$ はその間です。** 類似度は距離 54 までに半分になり（$b = 100$ では 5、$b = 10^6$ では 361）、
 #   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周も回らない針は 56 本です。
 #
-# つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ なら、針は 1 位置から数万位置までの尺度に広がります。
+# つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ では、針の波長が数位置から数万位置までに広がります。
 # 正弦波を使うモデルが、論文の期待どおり学習時より長い系列も読めるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
 # 回転位置埋め込みも同じ周波数を使い、コンテキストを伸ばすときは底を含めてこれを変えます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 
@@ -867,8 +867,9 @@ for k in (-7, 1, 3, 50, 1000):
 # 0.17 radian past twelve, the second hand one turn and 0.02 radian, while the slow
 # hands have moved only 0.63 and 0.063 radian. The sum is 3.79 of a possible 4. From
 # $r = 100$ on, the best is $r = 628$, just under $200\pi \approx 628.32$: the three
-# fast hands are just short of 100, 10 and 1 turns, within 0.32 radian of twelve, and
-# only the slowest, at 0.63 radian, tells the two codes apart (3.76).
+# fast hands are just short of 100, 10 and 1 turns, within 0.32 radian of twelve. The
+# fastest, 0.32 radian off, accounts for about a fifth of the shortfall from 4; the
+# slowest, at 0.63 radian, for nearly all the rest (3.76).
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 2.** 内積は $\sum_i \cos(\omega_i r)$ で、$p$ によりません。4 本の針が回った角度の余弦の和です。
@@ -878,7 +879,7 @@ for k in (-7, 1, 3, 50, 1000):
 # 和は最大値 4 に対して 3.79 です。
 # $r = 100$ 以上では $r = 628$ が最良で、$200\pi \approx 628.32$ の少し手前です。
 # 速い 3 本の針はそれぞれ 100 周、10 周、1 周に少し足りず、12 時から 0.32 ラジアン以内にあります。
-# 2 つの符号を見分けるのは、0.63 ラジアンの位置にある最も遅い針だけです（3.76）。
+# 4 に届かない分のおよそ 5 分の 1 は、0.32 ラジアンずれた最も速い針によるものです。残りのほぼすべては、0.63 ラジアンの位置にある最も遅い針によるものです（3.76）。
 
 # %% tags=["solution"]
 r = torch.arange(1, 1000)
@@ -896,6 +897,9 @@ turned = best_far * speeds  # the hands' angles at r = 628
 past_twelve = (turned + math.pi) % (2 * math.pi) - math.pi  # in [-pi, pi)
 assert (past_twelve[:3].abs() < 0.32).all() and 0.62 < past_twelve[3] < 0.63
 assert (past_twelve[:3] < 0).all()  # just short of 100, 10 and 1 turns
+shortfall = 1 - torch.cos(past_twelve)  # each hand's share of 4 - 3.76
+assert 0.18 < shortfall[0] / shortfall.sum() < 0.23  # about a fifth
+assert shortfall[1:3].sum() / shortfall.sum() < 0.01  # the slowest: the rest
 at_63 = (best * speeds + math.pi) % (2 * math.pi) - math.pi
 assert [round(float(a), 2) for a in at_63] == [0.17, 0.02, 0.63, 0.06]
 print(

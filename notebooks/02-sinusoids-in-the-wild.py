@@ -19,7 +19,8 @@
 # The implementations people run differ from the paper's formula, and from each
 # other, in six ways. The one lesson: the encoding is part of a checkpoint. Trained
 # from scratch, every variant but one keeps the rotation property that makes the
-# encoding work; a checkpoint loaded under another variant than the one it was
+# encoding work on all its sine–cosine pairs (an odd $d$ may leave one column
+# outside it); a checkpoint loaded under another variant than the one it was
 # trained with gets different inputs. The exception, the column index in the
 # exponent, is a bug that harms a model even from scratch.
 #
@@ -28,11 +29,11 @@
 # | what differs | when it matters | how large ($d = 512$ unless stated) | section |
 # |---|---|---|---|
 # | column order: interleaved or concatenated | loading a checkpoint: yes, unless its weights are permuted; from scratch: no | the same numbers in another order; with the weights permuted, equal outputs | [1](#1-interleaved-or-concatenated-one-fixed-permutation) |
-# | exponent divided by $n$ or by $n-1$ | loading: yes; from scratch: no | entries differ by up to 1.9895 for $p < 2048$, by more than 1 from $p = 732$ | [2](#2-dividing-by-n-or-by-n--1) |
+# | exponent divided by $n$ or by $n-1$ | loading: yes; from scratch: expected no (both keep the rotation property; not measured) | entries differ by up to 1.9895 for $p < 2048$, by more than 1 from $p = 732$ | [2](#2-dividing-by-n-or-by-n--1) |
 # | odd $d$: a zero column or a lone sine | loading: one column; from scratch: hardly | 1 column of $d$; a lone sine is outside the rotation property | [3](#3-odd-widths) |
 # | fairseq's positions from `padding_idx + 1` | loading: yes; from scratch: no | each token's added vector moves by 6.95 (its norm: 16); dot products unchanged | [4](#4-fairseqs-positions-start-after-the-padding-index) |
 # | column index $j$ in the exponent, $2j/d$ | always: a bug | no linear map shifts the code: relative error 0.22 for $d = 16$, against below 1e-12 | [5](#5-the-column-index-in-the-exponent) |
-# | float32 angles | moving a checkpoint between implementations: yes; within one: no | labml's angles off by up to 6.2e-02 near $p = 2^{20}$, `posenc`'s entries by 3.0e-08 | [6](#6-float32-angles-at-large-positions) |
+# | float32 angles | moving a checkpoint between implementations: yes; within one: no below $2^{24}$, from $2^{24}$ on positions collide | labml's angles off by up to 6.2e-02 near $p = 2^{20}$, `posenc`'s entries by 3.0e-08 | [6](#6-float32-angles-at-large-positions) |
 #
 # Each section rebuilds one difference with `posenc` and measures it.
 # [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) derived the rotation
@@ -43,22 +44,22 @@
 # %% [markdown] lang="ja"
 # # 実装ごとに違う正弦波位置エンコーディング
 #
-# 実際に使われている実装は、6 つの点で論文の式と、また互いに食い違います。
+# 実際に使われている実装は、論文の式とも、実装どうしでも、6 つの点で食い違っています。
 # 教訓は 1 つです。位置エンコーディングはチェックポイントの一部です。
-# 一から学習するなら、1 つを除くどの変種も、エンコーディングを機能させる回転の性質を保ちます。
+# 一から学習するなら、1 つを除くどの変種も、エンコーディングを機能させる回転の性質を、すべての正弦と余弦のペアで保ちます（奇数の $d$ では 1 列がその外に残ることがあります）。
 # しかし、学習に使ったのとは別の変種でチェックポイントを読み込むと、モデルへの入力が変わります。
-# 例外の 1 つ、指数に入った列の番号は、一から学習してもモデルを損なうバグです。
+# 唯一の例外である、指数に列の番号を入れる実装は、一から学習してもモデルを損なうバグです。
 #
-# **違いは効くか**
+# **違いは影響するか**
 #
-# | 違い | 効く場面 | 大きさ（断りがなければ $d = 512$） | 節 |
+# | 違い | 影響する場面 | 大きさ（断りがなければ $d = 512$） | 節 |
 # |---|---|---|---|
-# | 列の並び順：インターリーブ配置か連結配置か | チェックポイントの読み込み：効く（重みを並べ替えれば効かない）。一からの学習：効かない | 同じ数の順番違い。重みも並べ替えれば出力は一致 | [1](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ) |
-# | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：効く。一からの学習：効かない | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
-# | 奇数の $d$：0 の列か孤立した正弦か | 読み込み：1 列だけ効く。一からの学習：ほとんど効かない | $d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | [3](#3-奇数の次元数) |
-# | fairseq の `padding_idx + 1` から数える位置 | 読み込み：効く。一からの学習：効かない | 各トークンに足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | [4](#4-fairseq-の位置はパディングのインデックスの次から始まる) |
-# | 指数に入った列の番号 $j$（$2j/d$） | 常に効く（バグ） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
-# | float32 の角度 | 実装をまたいだチェックポイントの移動：効く。同じ実装の中：効かない | $p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれ、`posenc` の成分のずれは 3.0e-08 | [6](#6-大きな位置での-float32-の角度) |
+# | 列の並び順：インターリーブ配置か連結配置か | チェックポイントの読み込み：影響する（重みを並べ替えれば影響しない）。一からの学習：影響しない | 同じ数の順番違い。重みも並べ替えれば出力は一致 | [1](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ) |
+# | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：影響する。一からの学習：影響しないはず（どちらも回転の性質を保つ。測定はしていない） | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
+# | 奇数の $d$：0 の列か孤立した正弦か | 読み込み：1 列だけ影響する。一からの学習：ほとんど影響しない | $d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | [3](#3-奇数の次元数) |
+# | fairseq の `padding_idx + 1` から数える位置 | 読み込み：影響する。一からの学習：影響しない | 各トークンに足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | [4](#4-fairseq-の位置はパディングのインデックスの次から始まる) |
+# | 指数に入った列の番号 $j$（$2j/d$） | 常に影響する（バグ） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
+# | float32 の角度 | 実装をまたいだチェックポイントの移動：影響する。同じ実装の中：$2^{24}$ 未満では影響しない。$2^{24}$ からは位置が重なる | $p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれ、`posenc` の成分のずれは 3.0e-08 | [6](#6-大きな位置での-float32-の角度) |
 #
 # 各節で違いを 1 つずつ `posenc` で再現し、測ります。
 #
@@ -109,7 +110,7 @@ F64 = torch.float64
 # よく読まれている 2 つの PyTorch モジュールは、違うものを計算しています。
 # labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従い、
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従います。
-# つまり連結配置で、$n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここで失敗します）。
+# 具体的には、連結配置で、$n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここで失敗します）。
 # どちらも角度は float32 で作ります。
 #
 # `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
@@ -145,7 +146,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc の版と一致します"}
+# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
@@ -299,8 +300,8 @@ plt.show()
 # embeddings with permuted columns, $XP^\top$, and the query weights with permuted
 # rows, $PW_Q$. Its encodings are $E^{\mathrm{int}}P^\top$, so, with $P^\top P = I$,
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# Keys and values alike: the two layouts describe the same family of models (even
-# the same distribution of trained models, in the note below), and a
+# Keys and values alike: the two layouts describe the same family of models (and,
+# the note below argues, should give the same distribution of trained models), and a
 # [checkpoint](../docs/glossary.md#checkpoint) trained with one converts exactly to
 # the other by permuting its weights. Without the permuted weights the scores
 # change, so a checkpoint cannot simply be loaded under the other layout.
@@ -312,7 +313,7 @@ plt.show()
 # 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
 # その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（下の「さらに詳しく」で見るとおり、学習済みのモデルの分布まで同じです）。
+# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（下の「さらに詳しく」で論じるとおり、学習済みのモデルの分布も同じになるはずです）。
 # 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えればもう一方の配置へ厳密に変換できます。
 # 重みを並べ替えなければスコアは変わるので、チェックポイントをそのまま別の配置で読み込むことはできません。
 
@@ -364,7 +365,7 @@ assert not torch.allclose(
 # Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
 # また、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
 # こうした独立な初期化と座標ごとのオプティマイザを使うなら、どちらの配置で一から学習しても、同じ分布のモデルが得られるはずです。
-# 違いは座標の並び順だけです（これは議論で、ここでは測っていません）。
+# 違いは座標の並び順だけです（理屈のうえでの推論で、ここでは測っていません）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the authors said, and which version trained their models.**
@@ -429,7 +430,7 @@ assert not torch.allclose(
 #
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
-# こうすると、周波数の逆数（タイムスケール）がちょうど $1$ からちょうど $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
+# こうすると、周波数の逆数（タイムスケール）がちょうど $1$ から $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
 # 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、最も低い周波数 $i = n-1$ で $10000^{1/n}$ になります。
@@ -1025,8 +1026,9 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # rounding. In the figure, labml's error grows like the staircase
 # $2^{\lfloor \log_2 p \rfloor - 24}$; `posenc` forms the angles in float64 and rounds
 # only the result, 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even
-# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. The errors are
-# the same at every call, so they matter only when implementations are mixed.
+# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. Below $2^{24}$ the
+# errors are the same at every call, so they matter mainly when implementations are
+# mixed; from $2^{24}$ on, positions collide even within one implementation.
 
 # %% [markdown] lang="ja"
 # ## 6. 大きな位置での float32 の角度
@@ -1042,7 +1044,7 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # 図では、labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
 # `posenc` は角度を float64 で作って最後の結果だけを丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 です。
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
-# 誤差は毎回同じなので、問題になるのは実装を混ぜるときだけです。
+# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのは主に実装を混ぜるときです。$2^{24}$ から先では、1 つの実装の中でも位置が重なります。
 
 # %%
 d, n = 512, 256
@@ -1390,8 +1392,9 @@ for d in (7, 8):
 #   rotation property and the dependence on the distance alone
 #   ([section 5](#5-the-column-index-in-the-exponent)).
 # - Float32 rounds the frequency and then the angle: near $p = 2^{e}$ the two
-#   roundings add up to about $2^{e-24}$, the same at every call. It matters when
-#   implementations are mixed ([section 6](#6-float32-angles-at-large-positions)).
+#   roundings add up to about $2^{e-24}$, the same at every call below $2^{24}$. It
+#   matters mainly when implementations are mixed; from $2^{24}$ on, positions
+#   collide ([section 6](#6-float32-angles-at-large-positions)).
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1400,13 +1403,13 @@ for d in (7, 8):
 #   （[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では位置 732 から差が 1 を超えます
 #   （[2 節](#2-n-で割るか-n--1-で割るか)）。
-# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦は回転の性質に加われません（[3 節](#3-奇数の次元数)）。
+# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦には回転の性質が成り立ちません（[3 節](#3-奇数の次元数)）。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を固定の回転で移したものです。
 #   幾何的な関係は同じで、入力は違います（[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
 # - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が距離だけで決まる性質も壊れます
 #   （[5 節](#5-指数に入った列の番号)）。
 # - float32 は周波数を丸め、さらに角度を丸めます。$p = 2^{e}$ 付近では、2 つの丸めを合わせて約 $2^{e-24}$ ずれます。
-#   誤差はランダムではなく、毎回同じです。問題になるのは実装を混ぜるときです（[6 節](#6-大きな位置での-float32-の角度)）。
+#   $2^{24}$ 未満では誤差はランダムではなく、毎回同じです。問題になるのは主に実装を混ぜるときで、$2^{24}$ から先では位置が重なります（[6 節](#6-大きな位置での-float32-の角度)）。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1694,45 +1697,41 @@ print(
 #
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
-# - tensor2tensor, `get_timing_signal_1d` in `tensor2tensor/layers/common_attention.py`,
-#   split out in commit `466ce80` (13 September 2017) from `add_timing_signal_1d`
-#   in `tensor2tensor/models/common_attention.py` of `3d9c62f` ("initial push",
-#   15 June 2017, the first commit with code; the repository's first commit,
-#   `cedf0e2`, holds only `README.md`); the comment on the paper since
-#   commit `ffe4cf4` (2019).
+# - tensor2tensor：`get_timing_signal_1d`（`tensor2tensor/layers/common_attention.py`）。
+#   2017 年 9 月 13 日のコミット `466ce80` で、`3d9c62f`（"initial push"、2017 年 6 月 15 日。
+#   コードを含む最初のコミットで、リポジトリの最初のコミット `cedf0e2` には `README.md` しかない）の
+#   `tensor2tensor/models/common_attention.py` にあった `add_timing_signal_1d` から分離。
+#   論文についてのコメントはコミット `ffe4cf4`（2019 年）から。
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-# - tensor2tensor pull request #177 ("fix positional embedding", merged on
-#   24 July 2017 by commit `62a0ee7`, US Pacific time, undone by commit `ca08ad9`
-#   the next day; Ł. Kaiser's comment
-#   of 26 July 2017 that it "breaks all trained models") and issue #391
-#   ("Mismatch position encoding with paper", Ł. Kaiser's answer).
+# - tensor2tensor のプルリクエスト #177（"fix positional embedding"）。2017 年 7 月 24 日（米国太平洋時間）に
+#   コミット `62a0ee7` でマージされ、翌日コミット `ca08ad9` で取り消された。
+#   2017 年 7 月 26 日の Ł. Kaiser のコメント "breaks all trained models" を含む。
+#   イシュー #391（"Mismatch position encoding with paper"）と Ł. Kaiser の回答。
 #   <https://github.com/tensorflow/tensor2tensor/pull/177>,
 #   <https://github.com/tensorflow/tensor2tensor/issues/391>
-# - fairseq, `SinusoidalPositionalEmbedding`.
+# - fairseq：`SinusoidalPositionalEmbedding`。
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
-# - fairseq, `make_positions` in `fairseq/utils.py`.
+# - fairseq：`fairseq/utils.py` の `make_positions`。
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/utils.py>
-# - AllenNLP, `SinusoidalPositionalEncoding`.
+# - AllenNLP：`SinusoidalPositionalEncoding`。
 #   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
-# - labml.ai, annotated implementation of fixed positional encodings.
+# - labml.ai：固定の位置エンコーディングの注釈付き実装。
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
-# - labml.ai, `EmbeddingsWithPositionalEncoding` in `labml_nn/transformers/models.py`.
+# - labml.ai：`labml_nn/transformers/models.py` の `EmbeddingsWithPositionalEncoding`。
 #   <https://github.com/labmlai/annotated_deep_learning_paper_implementations>
-# - Huang, Y.-H., `attention-is-all-you-need-pytorch` (`transformer/Models.py`; the
-#   versions before commit `7fa8c63`, November 2017, use the exponent $2j/d$).
+# - Huang, Y.-H.：`attention-is-all-you-need-pytorch`（`transformer/Models.py`。
+#   2017 年 11 月のコミット `7fa8c63` より前の版は指数に $2j/d$ を使う）。
 #   <https://github.com/jadore801120/attention-is-all-you-need-pytorch>
-# - Hugging Face transformers 5.24.0: `MarianSinusoidalPositionalEmbedding`,
-#   XLM's `create_sinusoidal_embeddings`, RoBERTa's
-#   `create_position_ids_from_input_ids`, and the XLM, DistilBERT and RoBERTa
-#   configurations. <https://github.com/huggingface/transformers>
-# - Hugging Face diffusers, `get_timestep_embedding` in
-#   `src/diffusers/models/embeddings.py`.
+# - Hugging Face transformers 5.24.0：`MarianSinusoidalPositionalEmbedding`、
+#   XLM の `create_sinusoidal_embeddings`、RoBERTa の
+#   `create_position_ids_from_input_ids`、XLM、DistilBERT、RoBERTa の設定。
+#   <https://github.com/huggingface/transformers>
+# - Hugging Face diffusers：`src/diffusers/models/embeddings.py` の `get_timestep_embedding`。
 #   <https://github.com/huggingface/diffusers>
-# - OpenAI, guided-diffusion and GLIDE, `timestep_embedding` in
-#   `guided_diffusion/nn.py` and `glide_text2im/nn.py`.
+# - OpenAI：guided-diffusion と GLIDE。`guided_diffusion/nn.py` と `glide_text2im/nn.py` の `timestep_embedding`。
 #   <https://github.com/openai/guided-diffusion>,
 #   <https://github.com/openai/glide-text2im>
-# - OpenAI, Whisper, `sinusoids` in `whisper/model.py`.
+# - OpenAI：Whisper。`whisper/model.py` の `sinusoids`。
 #   <https://github.com/openai/whisper>
 # - Rush, A. (2018). *The Annotated Transformer* (`PositionalEncoding`).
 #   <https://nlp.seas.harvard.edu/annotated-transformer/>

@@ -791,14 +791,14 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # blocks per shape (`triton.autotune`), which also decides whether $k$'s accesses are 64
 # or 128 bits. Programmatic dependent launch (PDL) then lets the kernel start while the
 # one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`), so the chain
-# is an upper bound where something overlaps it. The cell below counts the kernels of a
-# Hugging Face Llama layer and computes the shares quoted above.
+# is an upper bound where something overlaps it.
 #
 # Folding RoPE into the epilogue of the QKV projection depends on the layout. In the
 # half layout feature $i$ pairs with $i + r/2$, so the GEMM's output tile must hold both
 # halves of each head (a tile a multiple of $d$ wide, aligned to heads) or exchange
 # values across tiles; in the interleaved layout a pair sits in adjacent columns,
-# usually in one thread's accumulators, and the fusion is almost free.
+# usually in one thread's accumulators, and the fusion is almost free. The cell below counts
+# the kernels of a Hugging Face Llama layer and computes the shares quoted above.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：デバイスの側で連鎖を短くする**
@@ -808,15 +808,15 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
 # 連鎖は、次の 4 つの変更で短くできるはずです。
 # 1 つ目に、$k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
-# 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、周波数がいちばん高いペアの角度は位置そのものです。
+# 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、周波数がいちばん高いペアの角度は位置そのものです。
 # 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
 # 4 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
 # さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
-# 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
 #
 # RoPE を QKV の射影のエピローグに組み込めるかどうかは、配置で決まります。
 # 半分割配置では成分 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
 # インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果を溜めるレジスタ）に入るので、融合にはほとんどコストがかかりません。
+# 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
 
 # %% tags=["deeper"]
 # RoPE's share of a Llama 3 8B layer in bfloat16, at the H200's datasheet peaks

@@ -119,8 +119,9 @@ records = {
 # uncached line usually first reads it (write-allocate), so a pass from main memory
 # often moves about $3e$ bytes per element, the floor's included (some x86 server
 # processors skip that read for stores that fill whole lines); and a cache larger than a temporary
-# keeps it for the next operation: an H200's 50 MiB L2 can hold $k$'s (8 MiB in
-# bfloat16 for 4096 tokens).
+# keeps it for the next operation: a 50 MiB L2 (the H100 SXM's; the H200's datasheet
+# gives none) can hold $k$'s (8 MiB in bfloat16
+# for 4096 tokens).
 # Hugging Face rotates a whole head as
 # $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$, with tables $c$ and $s$ of the
 # whole head. Per float32 element of $x$, its five operations are the product with $c$,
@@ -149,7 +150,8 @@ records = {
 # そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
 # ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
 # 逆に、一時テンソルより大きなキャッシュは、それを次の演算まで保持します。
-# H200 の 50 MiB の L2 は、$k$ の一時テンソル（4096 トークンの bfloat16 で 8 MiB）なら保持できます。
+# L2 は H100 SXM の 50 MiB とします（H200 のデータシートにはありません）。
+# この L2 は、$k$ の一時テンソル（4096 トークンの bfloat16 で 8 MiB）なら保持できます。
 # Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ は、ヘッドのすべての次元について値を並べた表です。
 # 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
@@ -450,8 +452,8 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # オフセットは 64 ビットで計算します。
 # ブロックの大きさは $q$ のヘッドと $k$ のヘッドで別々に決めるので、Llama 3 8B の形状では遊ぶレーンがありません。
 # $k$ のヘッドは $q$ のヘッドと一緒に読み込み、どちらも書き込む前に読み終えます。
-# インターリーブ配置では、各ヘッドを連続した 1 つの範囲として読み込み、レジスタの中でペアに分けます。
-# インターリーブ配置と[部分回転](../docs/glossary.ja.md#partial-rotation)（$r < d$ のとき残りの次元はコピーします）に対応します。
+# インターリーブ配置にも対応し、その場合は各ヘッドを連続した 1 つの範囲として読み込んで、レジスタの中でペアに分けます。
+# [部分回転](../docs/glossary.ja.md#partial-rotation)（$r < d$ のとき残りの次元はコピーします）にも対応します。
 # bfloat16 と float16 の入力は float32 で回転させて 1 回だけ丸めます。
 # [インプレース](../docs/glossary.ja.md#in-place-out-of-place)で書くこともでき、[逆伝播](../docs/glossary.ja.md#backward-pass)にも対応しています。
 # 位置の扱いも選べます。
@@ -468,11 +470,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # blocks at once, in at most 64 registers a thread in bfloat16 (72 in float32), and
 # spills nothing at Triton's default of `num_warps = 4` (128 threads a program): 8
 # programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. A program's loads
-# come in phases: the position, then the row, then both halves of `BLOCK_Q = 32` heads
-# of $q$ and `BLOCK_K = 8` of $k$ together (10 KiB in bfloat16). 10 KiB is the peak of
-# one phase; averaged over a program's life we estimate a few KiB in flight, so 8
-# programs may hold about what Little's law asks, with no margin: bytes in flight are
-# the main weakness of one program per token. (The grid's shape is not: a 4096-token
+# come in phases (the position, then the row with $q$, then $k$: at most 10 KiB in
+# bfloat16), so what one program per token risks is too few bytes in flight, which
+# only a GPU can measure. (The grid's shape is not a risk: a 4096-token
 # prefill is 3.9 times the 1,056 programs resident at once, and an SM starts a program
 # whenever one ends, so the tail is about one program's life.) Two designs would keep more bytes in flight: several tokens per
 # program, or a persistent grid in which each program loads its next token's position,
@@ -483,9 +483,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # The settings are fixed, untuned. `num_warps` is Triton's
 # default. `BLOCK_Q` and `BLOCK_K` are the head counts rounded up to a power of two,
 # capped at 4096 elements per half: 32 and 8 at Llama 3 8B's shapes, so no row is
-# masked, where one block for both would leave 24 of $k$'s 32 rows masked. The heads of $q$ and of $k$ are two loops rather than one over all 40
-# because they are two tensors with their own strides: one loop would choose a pointer
-# per row and still pad 40 heads to 64. A rotated width that is not a power of two pads
+# masked, where one block for both would leave 24 of $k$'s 32 rows masked. A rotated width that is not a power of two pads
 # the other way: a head of 96 has halves of 48, padded to 64, a quarter of the lanes
 # masked. `triton.autotune` can choose `num_warps` and the blocks per shape on a GPU.
 #
@@ -498,7 +496,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # shapes, with every load and store of the PTX traced to its tensor and the SASS read
 # back with the `cuobjdump` that ships with Triton (`tests/test_rope_triton.py`): $q$'s block of 32 heads gives each thread 16 values of
 # each half, 128-bit loads and stores (`LDG.E.128`) in both dtypes; $k$'s block of 8
-# heads gives each thread 4, 128 bits in float32 but 64 in bfloat16 (`LDG.E.64`, on a
+# heads gives each thread 4, 128 bits in float32 but 64 in bfloat16 (`LDG.E.64`, on $k$'s
 # fifth of the bytes, still coalesced). The cause is the tile against `num_warps`, not
 # alignment: two warps (for $q$ too, as `num_warps` is one per kernel), or a tile over
 # several tokens, would give $k$ 128 bits. The interleaved layout avoids it: the kernel
@@ -523,9 +521,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時に持ちます。
 # この既定値のもとで、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）で、スピル（レジスタに収まらない値のメモリへの退避）もありません。
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
-# プログラムの読み込みは段階を追って進みます。位置、次に表の行、次に $q$ の `BLOCK_Q = 32` 個と $k$ の `BLOCK_K = 8` 個のヘッドの前半と後半をまとめて（bfloat16 で 10 KiB）読みます。
-# 10 KiB は 1 つの段階のピークにすぎず、プログラムの実行期間で平均した転送中のバイト数は数 KiB と見積もります。そうなら 8 つのプログラムでリトルの法則が求める量にほぼ等しく、余裕はありません。トークン 1 つにプログラム 1 つという分け方のいちばんの弱点は、この転送中のバイト数です。
-# グリッドの形は弱点ではありません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
+# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$。bfloat16 で最大 10 KiB）。
+# そのため、トークン 1 つにプログラム 1 つという分け方で心配なのは、転送中のバイト数が足りなくなることです。これは GPU でしか計れません。
+# グリッドの形は心配ありません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
 # SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。
 # 転送中のバイト数を増やす設計は 2 つあります。プログラムに複数のトークンを受け持たせるか、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくかです。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
@@ -534,7 +532,6 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # `num_warps` は Triton の既定値です。
 # `BLOCK_Q` と `BLOCK_K` は、ヘッドの数を 2 のべき乗に切り上げたもので、半分あたり 4096 成分を上限とします。
 # Llama 3 8B の形状では 32 と 8 で、マスクされる行はありません。両方に同じブロックを使っていたら、$k$ の 32 行のうち 24 行がマスクされるところです。
-# $q$ と $k$ のヘッドを 40 個まとめた 1 つのループにせず 2 つのループにするのは、この 2 つが別々のストライドを持つ別のテンソルだからです。1 つのループにすると行ごとにポインタを選ぶことになり、しかも 40 個のヘッドを 64 個へ切り上げることになります。
 # 回転させる幅が 2 のべき乗でないと、今度は列の方向に切り上げが起きます。次元数 96 のヘッドでは半分が 48 列で、それを 64 列に切り上げるので、レーンの 4 分の 1 がマスクされます。
 # GPU があれば、`triton.autotune` で形状ごとに `num_warps` とブロックの大きさを選べます。
 #
@@ -545,7 +542,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # `tests/test_rope_triton.py` は、Llama 3 8B の形状で sm_90 向けにコンパイルし、PTX のすべての読み込みと書き込みをどのテンソルのものかまでたどります。
 # Triton に同梱された `cuobjdump` で SASS も読みます。結果は次のとおりです。
 # $q$ のブロックは 32 個のヘッドなので、各スレッドは半分ごとに 16 個の値を受け持ち、どちらの dtype でも 128 ビットの読み込みと書き込み（`LDG.E.128`）になります。
-# $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、float32 では 128 ビットですが、bfloat16 では 64 ビット（`LDG.E.64`）です。これはバイト数の 5 分の 1 にあたり、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）されています。
+# $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、float32 では 128 ビットですが、bfloat16 では 64 ビット（`LDG.E.64`）になります。64 ビットになるのは $k$ の分、つまり全体のバイト数の 5 分の 1 だけで、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）されたままです。
 # 原因はアラインメントではなく、タイルの大きさと `num_warps` の関係です。
 # ワープを 2 つにするか（`num_warps` はカーネルに 1 つなので $q$ も 2 つになります）、タイルを複数のトークンにまたがらせれば、$k$ も 128 ビットになります。
 # インターリーブ配置ではこの問題が起きません。
@@ -594,7 +591,7 @@ assert_close(dk, ek)
 #
 # | system | where RoPE runs | cos and sin |
 # |---|---|---|
-# | vLLM | `rotary_embedding`, in place on $q$ and $k$, one thread block per token; a separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache). For decode steps, a compilation pass fuses the two where the attention backend allows | a table of positions × $r$, cos then sin, cast to $q$'s dtype, read at each token's position |
+# | vLLM | compiled (the default): the PyTorch formula (`forward_native`), which Inductor generates and fuses with its neighbours; eager or with `+rotary_embedding`: the CUDA kernel `rotary_embedding`, in place, one thread block per token. A separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache) (fused with RoPE on ROCm with AITER only) | a table of positions × $r$, cos then sin, cast to $q$'s dtype, read at each token's position |
 # | FlashInfer | in place: `apply_rope_with_cos_sin_cache_inplace` (vLLM's interface) or `apply_rope_pos_ids_inplace`; fused: `rope_quantize_fp8_append_paged_kv_cache` rotates, quantises to FP8 and appends to a paged KV cache; and inside attention with `pos_encoding_mode="ROPE_LLAMA"` | a float32 table, or computed on the fly from `rope_theta` |
 # | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of positions × $r/2$ in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
 # | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's cos and sin, gathered per token |
@@ -606,8 +603,8 @@ assert_close(dk, ek)
 # cache (8,192). Rotating $k$ straight into the cache skips writing the rotated $k$ and
 # reading it back: 24,576 bytes, a seventh less.
 #
-# Qwen3 normalises each head of $q$ and $k$ with a weighted RMSNorm before RoPE, and
-# vLLM fuses the two in one kernel; the weightless norm Llama 4 can put after RoPE
+# Qwen3 normalises each head of $q$ and $k$ with a weighted RMSNorm before RoPE; vLLM
+# has a kernel that fuses the two, off by default; the weightless norm Llama 4 can put after RoPE
 # commutes with it, as a rotation keeps a vector's norm.
 
 # %% [markdown] lang="ja"
@@ -618,7 +615,7 @@ assert_close(dk, ek)
 #
 # | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
-# | vLLM | `rotary_embedding` で $q$ と $k$ をインプレースで回転（トークン 1 つにスレッドブロック 1 つ）。[KV キャッシュ](../docs/glossary.ja.md#kv-cache)への $k$ と $v$ の書き込みは別カーネル。デコードでは、アテンションのバックエンドが対応していれば、コンパイル時の変換パスが 2 つを融合 | 位置 × $r$ の表（cos、sin の順）を $q$ の dtype に変換し、各トークンの位置の行を読む |
+# | vLLM | 既定のコンパイルモードでは PyTorch の式（`forward_native`）で、Inductor がカーネルを生成して前後の演算と融合。eager モードか `+rotary_embedding` の指定では CUDA のカーネル `rotary_embedding` がインプレースで回転（トークン 1 つにスレッドブロック 1 つ）。[KV キャッシュ](../docs/glossary.ja.md#kv-cache)への $k$ と $v$ の書き込みは別カーネル（RoPE との融合は ROCm の AITER でだけ） | 位置 × $r$ の表（cos、sin の順）を $q$ の dtype に変換し、各トークンの位置の行を読む |
 # | FlashInfer | インプレース：`apply_rope_with_cos_sin_cache_inplace`（vLLM と同じインターフェース）か `apply_rope_pos_ids_inplace`。融合：`rope_quantize_fp8_append_paged_kv_cache`（回転、FP8 への量子化、ページ化した KV キャッシュへの追加）。アテンションの中：`pos_encoding_mode="ROPE_LLAMA"` | float32 の表か、`rope_theta` からその場で計算 |
 # | FlashAttention 2 | アテンションのカーネルの中：`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` が、新しいキーを KV キャッシュへの追加時に、クエリを読み込み時に回転 | 位置 × $r/2$ の表（$q$ の dtype）。`rotary_interleaved=False` でなければインターリーブ配置 |
 # | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で回転 | Hugging Face の cos と sin をトークンごとに集めたもの |
@@ -626,9 +623,9 @@ assert_close(dk, ek)
 #
 # 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
 # 同じモデルで bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書けば 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
-# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイト、7 分の 1 少なくなります。
+# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイトになり、7 分の 1 減ります。
 #
-# Qwen3 は RoPE の前に $q$ と $k$ の各ヘッドを重み付きの RMSNorm で正規化し、vLLM はこの 2 つを 1 つのカーネルに融合します。
+# Qwen3 は RoPE の前に $q$ と $k$ の各ヘッドを重み付きの RMSNorm で正規化します。vLLM にはこの 2 つを融合するカーネルがありますが、既定では使いません。
 # Llama 4 が設定によって RoPE のあとに置く重みのない正規化は、回転がベクトルのノルムを変えないので、RoPE と交換できます。
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
@@ -710,11 +707,14 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16. Reading and
 # writing them at 4.8 TB/s would take 4 ns, but a kernel this small never approaches
 # the bandwidth: its time is the latency of loads that wait on each other. A program
-# loads the position, then the table row at that position, then rotates $q$ and $k$:
-# three round trips in a row. Only the last is likely to hit L2, as the projection has
-# just written $q$ and $k$. The position and the row were last read one layer earlier,
-# and since then the layer has streamed some 436 MB of weights through a 50 MiB L2: they
-# come from HBM, every layer. NVIDIA publishes neither latency; at an assumed 200 ns for
+# loads the position, then the table row at that position. The addresses of $q$ and $k$
+# depend on no load, but in the sm_90 SASS at Triton's default of 4 warps the compiler
+# issues $q$'s loads with the row and $k$'s only after the first multiply that uses the
+# row: three round trips in a row, set by this build's schedule, not by the data. Only
+# the last, $k$'s, is likely to be an L2 round trip, as the projection has just
+# written $q$ and $k$. The position and the row were last read one layer earlier, and since then the layer
+# has streamed some 436 MB of weights through a 50 MiB L2: they come from HBM, every
+# layer. NVIDIA publishes neither latency; at an assumed 200 ns for
 # L2 and 600 ns for HBM the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs. On the
 # host, each launch costs microseconds more, and Hugging Face's formula makes ten a
 # layer.
@@ -734,14 +734,12 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # weights in 91 µs, and RoPE's bytes are 0.005% of that; the rest depends on which side
 # paces the step. Eager, a Hugging Face Llama layer launches 40 kernels, 10 of them
 # RoPE's: 200 µs of host time against the device's 91, so the host paces the step and
-# RoPE's launches are a quarter of it. Fusing saves the launches removed times the cost
-# of each, and a Triton launch from Python is a dear one: `apply_rope_triton`'s own
-# checks and arguments cost the host several small ATen calls before Triton's launcher
-# runs. So capture the step in a CUDA graph first: that removes the host cost of all 40
-# launches. The step is then paced by the device, where each kernel keeps its fixed
-# cost: Hugging Face's ten are 20 to 40 µs, 22 to 44% of the layer, the fused kernel
-# (chain included) 4 to 6%. Those last microseconds only fusion into a neighbour
-# removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
+# RoPE's launches are a quarter of it. So capture the step in a CUDA graph first: that
+# removes the host cost of all 40 launches. The step is then paced by the device, where
+# each kernel keeps its fixed cost, and the layer takes its 91 µs of weights plus the
+# fixed costs of all its kernels: Hugging Face's ten are 20 to 40 µs, 12 to 16% of
+# that, the fused kernel (chain included) 2.2 to 2.5%. Those last microseconds only fusion into
+# a neighbour removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
 # the prologue of attention, as the systems above do.
 
 # %% [markdown] lang="ja"
@@ -751,8 +749,10 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。
 # 毎秒 4.8 TB なら、これを読んで書くのに 4 ns しかかかりませんが、これほど小さなカーネルが帯域幅に近づくことはありません。
 # 時間を決めるのは、互いを待つ読み込みのレイテンシです。
-# プログラムは位置を読み、次にその位置の表の行を読み、それから $q$ と $k$ を回転させます。往復が 3 回続きます。
-# L2 で見つかりそうなのは最後の 1 回だけで、$q$ と $k$ は射影が書いたばかりだからです。
+# プログラムは位置を読み、次にその位置の表の行を読みます。
+# $q$ と $k$ のアドレスはどの読み込みにもよりません。しかし Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、コンパイラは $q$ の読み込みを行と一緒に発行し、$k$ の読み込みは行を使う最初の乗算のあとに発行します。
+# そのため往復が 3 回続きます。これはデータの依存関係ではなく、このビルドの命令の並べ方で決まっています。
+# L2 にありそうなのは最後の 1 回（$k$）だけです。射影が $q$ と $k$ を書いたばかりだからです。
 # 位置と行を最後に読んだのは 1 つ前の層で、そのあと層は約 436 MB の重みを 50 MiB の L2 に通しています。そのため位置と行は、層ごとに毎回 HBM から来ます。
 # レイテンシは公表されていませんが、L2 を 200 ns、HBM を 600 ns と仮定すると、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 # ホストでは起動ごとにさらにマイクロ秒単位の時間がかかり、Hugging Face の式は層あたり 10 回起動します。
@@ -768,9 +768,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # Hugging Face の eager モードの式なら 4.5% です。
 # デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読み、RoPE のバイト数はその 0.005% です。残りは、ステップの速さをホストとデバイスのどちらが決めるかによります。
 # eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。ホストの時間は 200 µs でデバイスの 91 µs より長いので、ステップの速さはホストが決め、RoPE の起動はその 4 分の 1 を占めます。
-# 融合で節約できるのは「減らした起動の数 × 起動 1 回のコスト」で、Python からの Triton の起動は高くつきます。`apply_rope_triton` 自身の確認と引数の準備だけで、Triton のランチャが動く前に、ホストは小さな ATen の演算数回分の時間を使います。
 # したがって、まずステップを CUDA グラフでキャプチャします。これで 40 回の起動すべてのホストのコストがなくなります。
-# するとステップの速さはデバイスが決め、カーネルごとの固定コストが残ります。Hugging Face の式の 10 個で 20 から 40 µs、層の 22 から 44% で、融合カーネルは（往復の連鎖を含めて）4 から 6% です。
+# するとステップの速さはデバイスが決め、カーネルごとの固定コストが残ります。層の時間は、重みを読む 91 µs に、すべてのカーネルの固定コストを足したものになります。
+# Hugging Face の式の 10 個で 20 から 40 µs、その 12 から 16% で、融合カーネルは（往復の連鎖を含めて）2.2 から 2.5% です。
 # この最後の数マイクロ秒をなくせるのは、隣のカーネルへの融合だけです。
 # 融合先は、$q$ と $k$ をレジスタに持っている QKV の射影のエピローグか、アテンションのプロローグで、上の表のシステムはそうしています。
 
@@ -779,17 +779,26 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # with $q$, as Liger's does: the compiler may not move a load above a store that might
 # reach the same memory ($q$'s output could alias $k$), so the kernel loads both
 # tiles, then stores both, and in the SASS for sm_90 every load of a step comes before
-# its first store. Three more changes would shorten the chain. Compute
-# cos and sin from the
-# position: no row round trip (1.4 µs becomes about 0.8), but CUDA's `sincosf` reduces arguments above about $10^5$
-# radians on a slow path, and the fastest pair's angle is the position itself. When
+# its first store. Four changes would shorten the chain. Issue $k$'s loads with the
+# row: at `num_warps = 8` (40 registers) the SASS issues every load before the first
+# multiply, two round trips (1.2 µs), but $k$'s accesses become 32-bit. Compute cos and
+# sin from the position, with $q$ and $k$ loaded alongside: no row round trip (1.4 µs
+# becomes about 0.6, the position alone), but CUDA's `sincosf` reduces arguments above
+# about $10^5$ radians on a slow path, and the fastest pair's angle is the position
+# itself. When
 # tokens are fewer than SMs, give each token several programs, a grid of tokens by
 # blocks of heads (FlashInfer's gets a block per head). And tune `num_warps` and the
 # blocks per shape (`triton.autotune`), which also decides whether $k$'s accesses are 64
 # or 128 bits. Programmatic dependent launch (PDL) then lets the kernel start while the
 # one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`), so the chain
-# is an upper bound where something overlaps it. The cell below counts the kernels of a
-# Hugging Face Llama layer and computes the shares quoted above.
+# is an upper bound where something overlaps it.
+#
+# Folding RoPE into the epilogue of the QKV projection depends on the layout. In the
+# half layout feature $i$ pairs with $i + r/2$, so the GEMM's output tile must hold both
+# halves of each head (a tile a multiple of $d$ wide, aligned to heads) or exchange
+# values across tiles; in the interleaved layout a pair sits in adjacent columns,
+# usually in one thread's accumulators, and the fusion is almost free. The cell below counts
+# the kernels of a Hugging Face Llama layer and computes the shares quoted above.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：デバイスの側で連鎖を短くする**
@@ -797,11 +806,16 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # `posenc` のカーネルは、Liger のカーネルと同じく $k$ を $q$ と一緒に読み込みます。
 # コンパイラは、同じメモリに届く可能性のある書き込みより前に、読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
-# 連鎖は、さらに次の 3 つの変更で短くできるはずです。
-# 1 つ目に、cos と sin を位置から計算します。行の往復がなくなります（1.4 µs が約 0.8 µs になります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、いちばん速いペアの角度は位置そのものです。
-# 2 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
-# 3 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
-# さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。何かが連鎖と重なるなら、連鎖の時間は上限です。
+# 連鎖は、次の 4 つの変更で短くできるはずです。
+# 1 つ目に、$k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
+# 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、周波数がいちばん高いペアの角度は位置そのものです。
+# 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
+# 4 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
+# さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
+#
+# RoPE を QKV の射影のエピローグに組み込めるかどうかは、配置で決まります。
+# 半分割配置では成分 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
+# インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果を溜めるレジスタ）に入るので、融合にはほとんどコストがかかりません。
 # 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
 
 # %% tags=["deeper"]
@@ -856,29 +870,6 @@ with torch.no_grad():
     layer_ops = count_traffic(decode_layer(one, torch.tensor([4]))).ops
 layer_kernels = [op for op in layer_ops if op != "_unsafe_view"]
 launch = 5e-6  # host time a launch (Exercise 2)
-# apply_rope_triton's own host time (checks, arguments; the launch stubbed
-# out) for one decode token, in small ATen calls (16 elements multiplied)
-import timeit
-from unittest import mock
-
-import posenc.rope_triton
-
-q1 = torch.randn(1, n_q, 1, d, dtype=torch.bfloat16)
-k1 = torch.randn(1, n_k, 1, d, dtype=torch.bfloat16)
-t1, small = torch.tensor([1000]), torch.randn(16)
-tables = llama.cos_cached, llama.sin_cached
-
-
-def host_s(fn):
-    """Seconds a call of fn takes on the host, the best of 5 runs of 500."""
-    return min(timeit.repeat(fn, number=500, repeat=5)) / 500
-
-
-with mock.patch.object(posenc.rope_triton, "_launch", lambda *a, **kw: None):
-    wrapper = host_s(
-        lambda: apply_rope_triton(q1, k1, t1, *tables, check_positions=False)
-    )
-aten_calls = wrapper / host_s(lambda: torch.mul(small, 2.0))
 launches = 10 * launch  # Hugging Face's ten RoPE launches a layer
 # their share of the host's step
 host_paced = launches / (len(layer_kernels) * launch)
@@ -886,6 +877,11 @@ fixed = (
     2e-6,
     4e-6,
 )  # a kernel's fixed cost on the device, assumed (Solution 2)
+# under a graph the layer takes its weights' time plus every kernel's fixed
+# cost: 40 kernels with Hugging Face's formula, 31 with the fused kernel
+n_eager = len(layer_kernels)
+eager_share = [10 * f / (decode + n_eager * f) for f in fixed]
+fused_share = [(chain + f) / (decode + (n_eager - 9) * f) for f in fixed]
 print(
     f"prefill: {layer_flops / 1e12:.2f} TFLOP, {prefill * 1e3:.2f} ms a layer; "
     f"RoPE fused {rope_s(seq, 4.1) / prefill:.1%}, "
@@ -897,10 +893,9 @@ print(
     f"chain {chain * 1e6:.1f} µs ({chain / decode:.1%}); eager: "
     f"{len(layer_kernels)} kernels a layer, "
     f"{len(layer_kernels) * launch * 1e6:.0f} µs of host time, RoPE's ten "
-    f"{host_paced:.0%} of it; apply_rope_triton's Python alone "
-    f"{aten_calls:.0f} small ATen calls; device-paced: fused "
-    f"{(chain + fixed[0]) / decode:.0%} to {(chain + fixed[1]) / decode:.0%}, "
-    f"eager {10 * fixed[0] / decode:.0%} to {10 * fixed[1] / decode:.0%}"
+    f"{host_paced:.0%} of it; device-paced, of the layer: fused "
+    f"{fused_share[0]:.1%} to {fused_share[1]:.1%}, "
+    f"eager {eager_share[0]:.0%} to {eager_share[1]:.0%}"
 )
 
 # %% [markdown] lang="en"
@@ -946,13 +941,6 @@ def ratio_cell(m, c="prefill-float32"):
 lines = ["| contender | ratio to the floor |", "|---|---|"]
 lines += [f"| `{m}` | {ratio_cell(m)} |" for m in order]
 display(Markdown("\n".join(lines)))
-per_op = [  # decode: microseconds per ATen call, views included
-    v["median_ms"] * 1e3 / (v["ops_per_call"] + v["views_per_call"])
-    for rec in records.values()
-    for c in ("decode-float32", "decode-bfloat16")
-    for v in rec["cases"][c]["contenders"].values()
-    if v["ops_per_call"] is not None
-]
 meta = records["1-thread"]["meta"]
 caches = ", ".join(
     f"L{c['level']} {c['size_bytes'] // 2**10} KiB"
@@ -960,31 +948,22 @@ caches = ", ".join(
     if c["type"] != "Instruction" and c["size_bytes"]
 )
 print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
-print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 
 # %% [markdown] lang="en"
-# Two lessons. First, the byte count separates one pass from several but does not
-# predict the time: Meta's complex product (8.2 bytes per element) takes 1.1 to 1.2
-# times the floor's time and the compiled module, whose operations the counter cannot
-# see, 1.27 to 1.32; the others take 3.2 to 5.3, and only Hugging Face's formula lands
-# on its byte ratio (5.0 and 5.3 against 5.05). `apply_rope` moves 2.9 times the
-# floor's bytes in 3.2 to 3.4 times its time, its interleaved twin the same bytes in
-# 5.0 to 5.3. Second, the decode step ($q$ and $k$: 20 KiB in float32, 10 KiB in
-# bfloat16) costs 1.3 to 3.4 µs per ATen call a contender makes (views included), in
-# either dtype, whatever it moves: in decode the number of operations, not of bytes,
-# is the cost.
+# The byte count separates one pass from several but does not predict the time:
+# Meta's complex product (8.2 bytes per element) takes 1.1 to 1.2 times the floor's
+# time and the compiled module, whose operations the counter cannot see, 1.27 to 1.32;
+# the others take 3.2 to 5.3, and only Hugging Face's formula lands on its byte ratio
+# (5.0 and 5.3 against 5.05). The decode step and bfloat16 are in `lab/README.md`.
 #
 # Nothing is measured on a GPU yet. `python -m posenc_lab.gpu_bench` is written for a
 # machine with one but has never run on a GPU (`lab/README.md`).
 
 # %% [markdown] lang="ja"
-# 教訓は 2 つです。
-# 1 つ目に、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
+# バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # Meta の複素数の掛け算（成分あたり 8.2 バイト）は下限の 1.1 から 1.2 倍、コンパイルしたモジュール（演算はカウンタから見えません）は 1.27 から 1.32 倍です。
 # ほかは 3.2 から 5.3 倍で、バイト数の比どおりになるのは Hugging Face の式だけです（5.05 倍に対して 5.0 倍と 5.3 倍）。
-# `apply_rope` は下限の 2.9 倍のバイト数を 3.2 から 3.4 倍の時間で動かし、インターリーブ配置の `apply_rope` は同じバイト数に 5.0 から 5.3 倍かかります。
-# 2 つ目に、デコードの 1 ステップの $q$ と $k$ は float32 で 20 KiB、bfloat16 で 10 KiB です。
-# どちらの dtype でも、動かす量によらず、ATen の演算（ビューを含む）1 つあたり 1.3 から 3.4 µs かかります。デコードでコストを決めるのは、バイト数ではなく演算の数です。
+# デコードの 1 ステップと bfloat16 の結果は `lab/README.md` にあります。
 #
 # GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は GPU のあるマシン向けに書いたものですが、GPU で実行したことは一度もありません（`lab/README.md`）。
 
@@ -1001,7 +980,9 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # is the prediction for the fused kernel in bfloat16 at the datasheet's 4.8 TB/s and the
 # assumed latencies. A cold case's bytes are the least memory must move; a warm case's
 # sit in L2, several times faster than memory, so memory's rate bounds nothing there
-# and the table's floor is the chain alone. The record stores the prediction at the
+# and the table's floor is the chain alone; L2's rate can bound them (at 256 tokens,
+# 5.24 MB at 8 to 10 TB/s is 0.5 to 0.7 µs, about the chain), and the run measures it.
+# The record stores the prediction at the
 # copy rates the run measures, memory's for cold cases and L2's for warm ones: a first
 # run below it refutes the model; one far above it shows what the kernel leaves on the
 # table.
@@ -1016,7 +997,8 @@ print(f"decode step: {min(per_op):.1f} to {max(per_op):.1f} µs per ATen call")
 # デコードの 1 ステップは、すべてが L2 にある状態で続けて計るほか、$q$ と $k$ だけが L2 にある状態（モデルの層が残す状態）で 1 回の起動を単独でも計ります。
 # 次の表は、bfloat16 の融合カーネルについて、データシートの毎秒 4.8 TB と仮定したレイテンシから求めた予測です。
 # キャッシュに何もない状態から計るケースの動かすバイト数（bytes moved）は、メモリが動かす最小の量です。
-# 入力が L2 にあるケースのバイト数は L2 にあり、L2 はメモリの数倍速いので、メモリの帯域幅では何も押さえられません。そのため表の下限は連鎖だけです。
+# 入力が L2 に載っているケースでは、動かすバイトは L2 から来ます。L2 はメモリの数倍速いので、メモリの帯域幅からは下限が決まりません。そのため、このケースの表の下限（predicted floor）は往復の連鎖の時間だけです。
+# ただし L2 の帯域幅は下限になりえます。256 トークンでは 5.24 MB で、毎秒 8 から 10 TB なら 0.5 から 0.7 µs と、連鎖と同じくらいです。実行時にはこの帯域幅も計ります。
 # 計測記録には、計測のときに測ったコピーの帯域幅（キャッシュに何もないケースはメモリ、L2 にあるケースは L2 のもの）で求めた予測を保存します。
 # 最初の実行でこれを下回れば、モデルが間違っています。大きく上回れば、カーネルが取りこぼしているものがわかります。
 
@@ -1044,7 +1026,7 @@ for c in gpu_bench.build_cases(l2_bytes=50 * 2**20):
         )
 display(Markdown("\n".join(rows)))
 
-# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios, the µs per ATen call), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's warm cases have no memory bound; its cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s, and its predicted floors use the text's chain; the decode chain, the 40 kernels of a Hugging Face Llama layer and the shares the text quotes; apply_rope_triton's own Python costs the host more than two small ATen calls", "ja": "本文の数値が計測記録とずれていないかを見張るもので、証拠ではありません。本文の数値（比、バイト数の比、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。GPU のベンチマークの L2 にあるケースには、メモリによる下限がありません。4096 トークン、bfloat16 のプリフィルでは、GPU のベンチマークは 50 MiB の L2 に対して 5 組の入力を使って 5 回呼び出し、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。予測した下限は本文の連鎖を使います。デコードの連鎖、Hugging Face の Llama の層の 40 個のカーネル、割合は本文どおりです。apply_rope_triton 自身の Python のコードは、ホストで小さな ATen の演算 2 回分より長くかかります"}
+# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios; the µs per ATen call of lab/README.md), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's warm cases have no memory bound; its cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s, and its predicted floors use the text's chain; the decode chain and its shorter variants, the 40 kernels of a Hugging Face Llama layer and the shares the text quotes", "ja": "本文の数値が計測記録とずれていないかを見張るもので、証拠ではありません。本文の数値（比、バイト数の比。lab/README.md の、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。GPU のベンチマークの L2 にあるケースには、メモリによる下限がありません。4096 トークン、bfloat16 のプリフィルでは、GPU のベンチマークは 50 MiB の L2 に対して 5 組の入力を使って 5 回呼び出し、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。予測した下限は本文の連鎖を使います。デコードの連鎖とそれを短くした場合の時間、Hugging Face の Llama の層の 40 個のカーネル、割合は本文どおりです"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
@@ -1063,22 +1045,18 @@ quoted = {  # contender: the ratios the text quotes, one thread / two
     "complex": ([1.1, 1.2], 1),
     "compiled_module": ([1.32, 1.27], 2),
     "hf_formula": ([5.0, 5.3], 1),
-    "apply_rope": ([3.4, 3.2], 1),
-    "apply_rope_interleaved": ([5.3, 5.0], 1),
 }
 f32 = {t: rec["cases"]["prefill-float32"] for t, rec in records.items()}
 for m, (values, digits) in quoted.items():
     got = [ratio(f32[t], m, digits) for t in ("1-thread", "2-threads")]
     assert got == values, (RECORDS_TEXT, m, got)
 for case in f32.values():
-    for m in ("hf_formula_out", "rotary_embedding"):  # the others: 3.2 to 5.3
+    others = ("hf_formula_out", "rotary_embedding", "apply_rope")
+    for m in (*others, "apply_rope_interleaved"):  # the others: 3.2 to 5.3
         assert 3.15 <= ratio(case, m) < 5.35, (RECORDS_TEXT, m)
     assert round(case["contenders"]["complex"]["bytes_per_element"], 1) == 8.2
     assert case["contenders"]["compiled_module"]["bytes_per_element"] is None
     assert round(bytes_ratio(case, "hf_formula"), 2) == 5.05  # 40.4 / 8
-    assert round(bytes_ratio(case, "apply_rope"), 1) == 2.9
-    inter = "apply_rope_interleaved"
-    assert bytes_ratio(case, inter) == bytes_ratio(case, "apply_rope")
 for (
     rec
 ) in records.values():  # lab/README.md relies on it: no fault in a median round
@@ -1104,8 +1082,16 @@ for (
             found["compiled_module"]["median_ms"]
             > found["hf_formula"]["median_ms"]
         )
-assert (round(min(per_op), 1), round(max(per_op), 1)) == (1.3, 3.4)
-# the GPU benchmark's cold prefill, on an H200's 50 MiB L2
+per_op = [  # lab/README.md: decode, microseconds per ATen call, views included
+    v["median_ms"] * 1e3 / (v["ops_per_call"] + v["views_per_call"])
+    for rec in records.values()
+    for c in ("decode-float32", "decode-bfloat16")
+    for v in rec["cases"][c]["contenders"].values()
+    if v["ops_per_call"] is not None
+]
+span = (round(min(per_op), 1), round(max(per_op), 1))
+assert span == (1.3, 3.4), RECORDS_TEXT
+# the GPU benchmark's cold prefill, on a 50 MiB L2 (the H100 SXM's)
 gpu_cases = {c.name: c for c in gpu_bench.build_cases(l2_bytes=50 * 2**20)}
 p = gpu_cases["prefill-4096-bfloat16"]
 assert (p.n_q, p.n_k, p.seq, p.head_dim, p.number) == (32, 8, 4096, 128, 5)
@@ -1133,11 +1119,11 @@ assert round(decode * 1e6) == 91
 assert len(layer_kernels) == 40 and layer_kernels.count("rsqrt") == 2
 assert layer_kernels[11:21] == 2 * ["mul", "neg", "cat", "mul", "add"]
 assert round(len(layer_kernels) * launch * 1e6) == 200 and host_paced == 0.25
-assert aten_calls > 2  # the wrapper's Python: several small ATen calls
-assert [round((chain + f) / decode, 2) for f in fixed] == [0.04, 0.06]
-assert [round(10 * f / decode, 2) for f in fixed] == [0.22, 0.44]
-no_row = hbm + l2  # cos and sin computed: the position, then q and k
-assert round(no_row * 1e6, 1) == 0.8
+assert [round(x, 2) for x in eager_share] == [0.12, 0.16]
+assert [round(x, 3) for x in fused_share] == [0.022, 0.025]
+# 8 warps: the row with q and k (two trips); cos and sin computed, q and k
+# loaded with the position: the position alone
+assert round((hbm + hbm) * 1e6, 1) == 1.2 and round(hbm * 1e6, 1) == 0.6
 d1 = gpu_bench.predicted_floor(
     gpu_cases["decode-1-bfloat16"], 4800.0, 50 * 2**20
 )
@@ -1159,14 +1145,14 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #   once for all its heads: 0.1 byte per element.
 # - How bytes move matters too: the kernel loads interleaved pairs as contiguous runs
 #   and $k$ with $q$; $k$'s 8 heads still get 64-bit accesses in bfloat16.
-# - A decode step costs latency: a chain of three dependent round trips, about 1.4 µs
-#   in all, two of them to HBM (the position and the row, evicted by each layer's
-#   weights); and the host's launches.
+# - A decode step costs latency: a chain of three round trips, about 1.4 µs in all, two
+#   of them to HBM (the position and the row, evicted by each layer's weights); the
+#   third, $k$'s, is this build's schedule, not a data dependence; and the host's
+#   launches.
 # - Eager, a Hugging Face Llama layer launches 40 kernels and the host paces the step:
-#   RoPE's ten are a quarter of it, and a Triton launch from Python costs the host
-#   more than an ATen call. Capture the step in a CUDA graph first. Paced by the device,
-#   the ten eager kernels are then 22 to 44% of the layer, the fused one 4 to 6%; fold
-#   it into a neighbouring kernel to remove the rest.
+#   RoPE's ten are a quarter of it. Capture the step in a CUDA graph first. Paced by the
+#   device, the ten eager kernels are then 12 to 16% of the layer, the fused one 2.2 to 2.5%;
+#   only folding it into a neighbouring kernel removes the rest.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1175,8 +1161,8 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのためにメモリから 1 回だけ読みます。成分あたり 0.1 バイトです。
 # - バイトの動かし方も効きます。カーネルはインターリーブ配置のペアを連続した範囲として読み込み、$k$ を $q$ と一緒に読み込みます。bfloat16 では、8 個のヘッドの $k$ はまだ 64 ビットのアクセスです。
-# - デコードの 1 ステップのコストはレイテンシです。互いを待つ往復が 3 回続き、合わせて約 1.4 µs かかります。そのうち位置と表の行の 2 回は、層の重みに L2 から追い出されているので、HBM まで往復します。それにホストによる起動が加わります。
-# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。RoPE の 10 個はその 4 分の 1 で、Python からの Triton の起動は、ホストにとって ATen の演算 1 つより高くつきます。まずステップを CUDA グラフでキャプチャします。デバイスが速さを決めるようになると、eager モードの 10 個のカーネルは層の 22 から 44%、融合カーネルは 4 から 6% です。残りをなくすには、隣のカーネルに組み込むのが効果的です。
+# - デコードの 1 ステップのコストはレイテンシです。往復が 3 回続き、合わせて約 1.4 µs かかります。そのうち位置と表の行の 2 回は、層の重みに L2 から追い出されているので、HBM まで往復します。3 回目の $k$ の往復は、データの依存関係ではなく、このビルドの命令の並べ方によるものです。それにホストによる起動が加わります。
+# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。RoPE の 10 個はその 4 分の 1 です。まずステップを CUDA グラフでキャプチャします。デバイスが速さを決めるようになると、eager モードの 10 個のカーネルは層の 12 から 16%、融合カーネルは 2.2 から 2.5% です。残りをなくせるのは、隣のカーネルに組み込むことだけです。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1264,7 +1250,7 @@ print(" ".join(t.ops), f"| {(t.total - tables) / x.numel():g} B per element")
 # 1 回の呼び出しのトークンがこれより少なければ、ホストが起動にかける時間が、デバイスがデータを動かす時間を上回ります。
 # ただし起動は非同期で、デバイスの仕事と重なります。デバイスの側で比べるべきは、カーネルごとのデバイス自身の固定コスト（起動のレイテンシと立ち上がり）です。それを 2 から 4 µs と仮定すると、メモリ転送の時間がそれを超えるのは、約 470 から 940 トークン以上のときです。
 # Hugging Face の式は $q$ と $k$ にそれぞれ 5 つの演算を使うので、層あたり 10 個、デコードの 1 ステップで 320 個のカーネルになります。
-# 層あたりの起動だけで 50 µs かかり、層の 91 µs に比べて大きな割合です。
+# 層あたりの起動だけで 50 µs と、層のデバイス時間 91 µs の半分を超えます。
 # 融合カーネルなら 32 個で、CUDA グラフを使えばグラフの再生 1 回です。
 
 # %% tags=["solution"]
@@ -1370,10 +1356,10 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 #   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
 # - NVIDIA. *H200 Tensor Core GPU*（データシート）。
 #   <https://www.nvidia.com/en-us/data-center/h200/>
-# - NVIDIA. *CUDA C++ Programming Guide*, intrinsic functions.
+# - NVIDIA. *CUDA C++ Programming Guide*（組み込み関数の節）。
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>
 # - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues*（105,615 を超える引数での遅い経路）。
 #   <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>
 # - NVIDIA. *CUDA Graphs* and *Programmatic Dependent Launch and Synchronization*
-#   (CUDA C++ Programming Guide).
+#   （CUDA C++ Programming Guide の節）。
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/#cuda-graphs>

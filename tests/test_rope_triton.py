@@ -703,8 +703,9 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
     # contiguous run and splits them in registers: 128-bit accesses for q and k alike.
     # k's loads come before q's stores in program order, in the PTX and in the SASS. The
     # table row's address depends on the position just loaded (a dependent round trip),
-    # q's and k's depend on no load. When the loads issue, and whether q's overlap the
-    # row's, is the scheduler's business: these static listings do not say. The arithmetic is one float32
+    # q's and k's depend on no load. When the loads issue is the scheduler's business: at
+    # 4 warps this build issues q's with the row and k's only after the first multiply that
+    # uses the row (pinned below: a schedule, not a bound). The arithmetic is one float32
     # product and one fused multiply-add per output, no float64; bfloat16 is rounded by
     # the hardware's cvt.rn (the integer rounding is the interpreter's only); at 4 warps
     # nothing spills.
@@ -785,6 +786,16 @@ def test_kernel_compiles_for_nvidia_gpus(tmp_path):
         "ld": {64: 1 + 2, 128: 6 + 4},
         "st": {128: 4, 64: 2},
     }
+    # the order this build issues them in (ptxas's schedule at 4 warps, not a data
+    # dependence: k's addresses need no load): before the first multiply that uses the
+    # row, the position and the 128-bit loads of q and of the row; k's two 64-bit loads
+    # only after it, a third round trip (the chapter's decode chain)
+    lines = llama["bfloat16"]["sass"].splitlines()
+    first_mul = next(i for i, line in enumerate(lines) if re.search(r"\b(FMUL|FFMA)\b", line))
+    before = _sass_accesses("\n".join(lines[:first_mul]))["ld"]
+    after = _sass_accesses("\n".join(lines[first_mul:]))["ld"]
+    assert before.get(64) == 1 and before.get(128, 0) >= 4 + 2, before  # position; q, row
+    assert after.get(64) == 2, after  # k
     q, k = llama["bfloat16"]["ptx"], llama["float32"]["ptx"]
     assert _memory_accesses(q)["q"]["ld"] == {128: 4} and _memory_accesses(q)["k"]["ld"] == {64: 2}
     assert _memory_accesses(k)["k"]["ld"] == {128: 2}

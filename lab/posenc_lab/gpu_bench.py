@@ -254,9 +254,11 @@ def predicted_floor(
     than memory), or ``None`` for a warm case without it: memory's bandwidth would
     overstate the time of bytes served by L2, so it bounds nothing there
     (``memory_source`` says which);
-    ``chain_us``: the dependent loads of one program (position, then the table row,
-    then ``q``) at the assumed latencies: all in L2 for a warm case timed back to
-    back, all in memory for a cold one; ``chain_cold_table_us``: a decode step as a
+    ``chain_us``: three round trips in a row at the assumed latencies, as the sm_90 SASS
+    of this build at 4 warps orders them (the position; then the table row with ``q``;
+    then ``k``, which ptxas issues only after the first multiply that uses the row): this
+    build's schedule, not a hardware bound (the data dependences alone give two trips);
+    all in L2 for a warm case timed back to back, all in memory for a cold one; ``chain_cold_table_us``: a decode step as a
     model's layer sees it, the position and the row in memory (evicted by the
     layer's weights since the last layer read them), ``q`` and ``k`` in L2;
     ``lower_bound_us``: the larger of memory and chain, the kernel's work alone;

@@ -98,7 +98,8 @@ use_site_style()
 # 3. softmax の第 $i$ 行は $e^{S_{\pi(i)\pi(j)}}$ を
 #    $\sum_j e^{S_{\pi(i)\pi(j)}} = \sum_l e^{S_{\pi(i)l}}$ で割ります。これは同じ和を別の順に足しただけです。
 #    したがって softmax も並べ替えと交換でき、$\mathrm{softmax}(PSP^\top) = P\,\mathrm{softmax}(S)\,P^\top$ です。
-# 4. 置換行列は直交行列で $P^\top P = I$ が成り立つので、softmax の右側に出た転置の置換行列は、バリューに掛かる置換行列と打ち消し合います。
+# 4. 置換行列は直交行列なので $P^\top P = I$ です。
+#    そのため、softmax の右に残った転置の置換行列は、バリューに掛かる置換行列と打ち消し合います。
 #
 # まとめると次のとおりです。
 # $$\mathrm{softmax}\left(\frac{PQK^\top P^\top}{\sqrt{d}}\right)PV = P\,\mathrm{softmax}\left(\frac{QK^\top}{\sqrt{d}}\right)V, \qquad \mathrm{Attn}(PX) = P\,\mathrm{Attn}(X)$$
@@ -192,7 +193,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 #
 # Yun ら（2020）は、この節の主張を近似理論の言葉で厳密に述べています。
 # 位置のない Transformer は、コンパクトな台を持つ連続な置換同変関数ならどれでも近似でき、計算する関数はどれも置換同変です。
-# 学習可能な位置エンコーディングがあれば、コンパクトな定義域上の連続な系列から系列への関数を、どれでも近似できます。
+# 学習可能な位置エンコーディングがあれば、コンパクトな定義域の上で連続な、系列から系列への関数ならどれでも近似できます。
 # どちらも一様な近似ではなく、$1 \le p < \infty$ の $\ell^p$ ノルムでの近似です。
 
 # %% [markdown] lang="en"
@@ -224,7 +225,7 @@ assert_close(self_attention(x[perms]), self_attention(x)[perms])
 # 「man bites dog」（人が犬をかむ）は、「dog bites man」（犬が人をかむ）の最初と最後の行を入れ替える $P$ で $PX$ と書けます。
 # 置換同変であることから、次の 3 つが言えます。
 #
-# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。そのため、bites の出力からは誰が誰をかんだのかを区別できません。
+# - 「bites」はどちらの文でも真ん中にあり、出力も同じです。そのため、「bites」の出力からは誰が誰をかんだのかを区別できません。
 # - 「dog」の出力は主語と目的語のどちらの場合も同じで、現れる行が違うだけです。
 # - 行の順序を無視する要約は、両方の文で同じです。たとえば平均プーリングは、$\mathbf{1}^\top P = \mathbf{1}^\top$（$\mathbf{1}$ は全成分が 1 のベクトル）なので
 #   $\frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(PX) = \frac{1}{T}\mathbf{1}^\top\mathrm{Attn}(X)$ となり、[置換不変](../docs/glossary.ja.md#permutation-invariant)です。トークンについての和や最大値も同様です。
@@ -295,7 +296,7 @@ assert_close(cls_mbd, cls_dbm)
 # マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
 # $M = P(P^\top M P)P^\top$ と書けるので、最初の節の 1〜4 の手順を $S$ の代わりに $S + P^\top M P$ でたどると、次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
-# つまり、並べ替えた文は、元の文を並べ替えたマスクで処理したのと同じふるまいをします（出力が並べ替わるだけです）。
+# つまり、並べ替えた文を元のマスクで処理した出力は、元の文を並べ替えたマスクで処理した出力の行を並べ替えたものと同じです。
 # 下三角のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
 # トークンが動くと、そのトークンから見えるトークンの集合が変わるからです。
 # そのため出力が並べ替えになる保証はなくなります。実際、このランダムなトークンでは残り 719 通りの順のどれでも、出力は単なる並べ替えにはなりません。
@@ -364,7 +365,7 @@ assert not torch.allclose(two_shuffled[4:], two[4:], atol=1e-3)
 # バリューの 1 つの次元で、先頭のトークン（系列の始まりを示す [BOS トークン](../docs/glossary.ja.md#beginning-of-sequence-token)）だけが $1$ を持ち、ほかのトークンは 0 だとします。クエリはすべて 0 とするので、見えるトークンにはすべて同じ重みが付きます。
 # $p = 0$ から数えてトークン $p$ には $p + 1$ 個のトークンが見えるので、出力のその次元の値は次のとおりです。
 # $$\frac{1}{p+1}$$
-# マスクだけで作られた、絶対位置の符号です。
+# これは、マスクだけから生まれた絶対位置の符号です。
 # 実際、位置エンコーディングなしで学習した因果的な言語モデルも、絶対位置の情報を持っています（Haviv ら 2022）。
 # [「xPos と NoPE」](10-xpos-nope.ipynb)の章は、この結果を出発点にします。
 
@@ -623,7 +624,7 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # | 一意 | はい | はい | はい | はい |
 # | 類似度が相対位置 $p-q$ で決まる | いいえ | いいえ | 同じ位置なら $1$、違えば $0$（それ以外の区別なし） | はい |
 # | 毎回同じ符号 | はい | はい | はい | はい |
-# | 学習時の長さを超えたとき | 定義されるが非有界 | 意味がずれる | 符号がない | 定義され、有界 |
+# | 学習時の長さを超えたとき | 定義されるが有界でない | 意味がずれる | 符号がない | 定義され、有界 |
 
 # %% tags=["check"] summary={"en": "position 3 gets the paper's vector alone, in a sequence and through the module's offset; on the CPU 512-row tables raise an IndexError for row 512; the sinusoids stay bounded", "ja": "位置 3 には、単独でも、系列の中でも、モジュールのオフセット経由でも論文の式のベクトルが付きます。CPU では、512 行の表で行 512 を参照すると IndexError になります。正弦波は有界です"}
 from posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding
@@ -683,7 +684,7 @@ assert far.abs().max() <= 1 and torch.isfinite(far).all()
 # ## 位置を足すと対称性が壊れる
 #
 # 入力に正弦波の符号、つまり各行が $PE(0), \dots, PE(T-1)$ の行列 $E$ を足します。
-# 置換でトークンは動きますが、符号は位置に留まるので、並べ替えた入力は $PX + E$ です。
+# 置換でトークンは動きますが、符号は位置にとどまるので、並べ替えた入力は $PX + E$ です。
 # 符号を足した入力そのものを並べ替えると $P(X + E) = PX + P\,E$ です。
 # 2 つが等しければ、最初の節の結果から、出力は単なる並べ替えになります。
 # 2 つが等しいのは $P\,E = E$（すべての $i$ で $E$ の第 $\pi(i)$ 行が第 $i$ 行に等しい）のときだけで、符号が一意なら、恒等置換以外の $\pi$ では起こりません。
@@ -869,7 +870,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | 絶対位置 | [正弦波](01-sinusoidal.ipynb) | 入力に足す | 元の Transformer |
 # | 絶対位置 | [学習型](03-learned-embeddings.ipynb) | 入力に足す | BERT、GPT-2 |
 # | 絶対位置 | [スケール付き正弦波](03-learned-embeddings.ipynb) | 学習可能なスカラーを掛けて足す | FLASH |
-# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとに学習したベクトルをキーとバリューに足す | Music Transformer（キー側のみ） |
+# | 相対位置 | [Shaw ら](04-shaw-relative.ipynb) | 相対位置ごとの学習可能なベクトルをキーとバリューに足す | Music Transformer（キー側のみ） |
 # | 相対位置 | [Transformer-XL](05-transformer-xl.ipynb) | 相対位置の正弦波符号による項 | Transformer-XL、XLNet |
 # | 相対位置 | [T5 のバケット](06-t5-buckets.ipynb) | バケットごとの学習可能なバイアス | T5 |
 # | 相対位置 | [ALiBi](07-alibi.ipynb) | 距離に比例する固定のバイアス | BLOOM、MPT |

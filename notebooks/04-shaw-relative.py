@@ -31,7 +31,7 @@
 # 位置 $i$ のクエリと位置 $j$ のキーの組ごとに、相対位置 $j - i$（前後とも $k$ でクリップ）で決まる学習可能なベクトルを、キーとバリューに足します。
 # このベクトルを位置の組ごとに作ると、表 1 つあたり $n^2 d_z$ 個の数が必要です。相対位置ごとにまとめれば、必要なのはクエリと相対位置の組ごとに 1 つのスコアだけです。
 # 因果的なモデルなら、パディングと形状変換でそのスコアをキーの位置にそろえられます。
-# クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
+# 1 つの層だけでは、クエリから $k$ 以上離れたキーは、左右それぞれ順序のない集まりにしか見えません。
 
 # %% tags=["setup"]
 import math
@@ -242,8 +242,9 @@ assert_close(shaw_materialised(q, key, v, a_k, zero), with_bias)
 #
 # テンソル $a^K$ は、位置の組ごとに $d_z$ 次元のベクトルを 1 つ持ちます。表 1 つ、層 1 つあたり $n^2 d_z$ 個の数で、スコアの $d_z$ 倍です。
 # Shaw らは、表をヘッド間でも、バッチ内の系列間でも共有することを提案しています。そうすれば、$h$ 個のヘッドがあっても $h\, n^2 d_z$ ではなく $n^2 d_z$ で済みます。
-# Music Transformer を提案した Huang ら（2018）は、このメモリ量を 1 層分について見積もり、距離ごとにベクトルを 1 つ持つ場合と比べました。
-# 条件は、系列の長さが $n = 2048$、次元数 $d_z = 64$ のヘッドが $h = 8$ 個で、ヘッドごとに表を持つ場合です。Huang らの 8.5 GB は 8.59 GB の端数を切り捨てた値です。
+# Music Transformer を提案した Huang ら（2018）は、このメモリ量を見積もり、距離ごとにベクトルを 1 つ持つ場合と比べています。
+# 見積もったのは、系列の長さ $n = 2048$ で、次元数 $d_z = 64$ のヘッドが $h = 8$ 個あり、ヘッドごとに表を持つ 1 層です。
+# Huang らの 8.5 GB は 8.59 GB の端数を切り捨てた値です。
 # バイト数は形状だけから決まります。PyTorch の `meta` デバイス上のテンソルは形状と dtype だけを持ち、データ用のメモリは確保しません。
 
 
@@ -304,7 +305,7 @@ assert pair // per_distance == n
 # tensor2tensor の `_relative_attention_inner` がまさにこれを行います。下はその移植です。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the two-term form, tensor2tensor's batched products, equals the direct computation for 2 sequences of 3 heads", "ja": "2 項の形（tensor2tensor のバッチ行列積）は、2 系列・3 ヘッドで直接計算と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "the two-term form, tensor2tensor's batched products, equals the direct computation for 2 sequences of 3 heads", "ja": "2 項の形（tensor2tensor のバッチ行列積）は、2 系列・3 ヘッドで直接計算の結果と一致します"}
 def relative_inner(x, y, z, transpose):
     """tensor2tensor's _relative_attention_inner.
 
@@ -385,7 +386,7 @@ def shaw_by_offset(q, key, v, table_k, table_v, k):
     return alpha @ v + beta @ table_v, p, alpha, beta
 
 
-# %% tags=["check"] summary={"en": "the offset form equals the direct computation for 2 sequences of 3 heads; each row of β sums to 1, so the value term β w^V is a weighted average of the w^V_r", "ja": "相対位置ごとの形は 2 系列・3 ヘッドで直接計算と一致します。β の各行の和は 1 なので、バリューの項 β w^V は w^V_r の重み付き平均です"}
+# %% tags=["check"] summary={"en": "the offset form equals the direct computation for 2 sequences of 3 heads; each row of β sums to 1, so the value term β w^V is a weighted average of the w^V_r", "ja": "相対位置ごとの形は 2 系列・3 ヘッドで直接計算の結果と一致します。β の各行の和は 1 なので、バリューの項 β w^V は w^V_r の重み付き平均です"}
 b, h, n, d_z = 2, 3, 7, 8  # 2 sequences of 3 heads; k = 2 as above
 qb, kb, vb = (torch.randn(b, h, n, d_z) for _ in range(3))
 with torch.no_grad():
@@ -424,7 +425,7 @@ assert_close(beta @ table_v, value_term)  # sum_r beta_ir w^V_r
 # FlashAttention のような[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)は、このスコアを保持しません。
 # とはいえ、キーの項は融合カーネルに組み込めます。$P_{i,\,c_{ij}}$ を読み出すだけなので、FlexAttention の `score_mod` で小さな $P$ から組ごとに読み出せるからです（SDPA の `attn_mask` で渡すなら、$h\,n^2$ 個の成分を持つテンソルが必要です）。
 # `score_mod` や SDPA に組み込めないのはバリューの項です。バリューの項には $\beta$ が要りますが、これは重み $\alpha$ の和で、これらのカーネルはこの重みを書き出しません。
-# 独自のカーネルなら、$\beta_i$ の $2k + 1$ 個の成分を、出力と同じように補正しながら計算の途中で足し込めます。
+# 独自のカーネルを書けば、$\beta_i$ の $2k + 1$ 個の成分も、出力と同じようにスケールし直しながら、計算の途中で足し込めます。
 
 
 # %% tags=["check"] summary={"en": "for h = 8, d_z = 64, k = 16 the offset form's P, β and index fall below the h n² scores from n = 89 on, 32 times below the pairs at n = 32768; the key term read from P by a FlexAttention score_mod gives the output of attention with the full bias", "ja": "h = 8、d_z = 64、k = 16 では、相対位置ごとの形の P、β、インデックスは n = 89 以上でスコア h n² 個より小さく、最大の長さ n = 32768 では組ごとのベクトルの 32 分の 1 です。FlexAttention の score_mod で P から読んだキーの項は、バイアス全体を渡したアテンションと同じ出力を与えます"}
@@ -606,7 +607,7 @@ assert torch.equal(skewed, relative_shift(s))  # Transformer-XL's shift
 # 論文の参照実装である tensor2tensor は論文どおりです。相対位置 $j - i$ を `max_relative_position` でクリップし、
 # 表ごとに、ヘッド間で共有する $(n, n, d_z)$ のテンソルを 1 つ作り、2 項の形で計算します。Music Transformer のスキューイングも実装しています。
 # Hugging Face の BERT 系モデルの `relative_key` は、キーの項だけを持ち、クリップせず、逆向きの相対位置 $i - j$ をインデックスにして表を参照します。
-# そのため、そこで学習した表を `posenc` で使うと、行が逆順に読まれます。
+# そのため、そこで学習済みの表を `posenc` で使うと、行が逆順に読まれます。
 # `posenc` は論文に従います。
 #
 # tensor2tensor の `dot_product_attention_relative` は、キー用とバリュー用に $(n, n, d_z)$ のテンソルを 1 つずつ gather します。長さが異なるときは、`posenc` と同じく、クエリは末尾側のトークンです。
@@ -683,7 +684,7 @@ assert not torch.equal(rel.embedding.weight.detach()[hf_rows], ours)
 # - 組ごとにベクトルを作ると、表 1 つあたり $n^2 d_z$ 個の数が必要で、スコアの $d_z$ 倍です。
 #   $n = 2048$、8 ヘッドの 1 層で 8.59 GB になります。
 # - 相対位置ごとの形は組をまったく作りません。クエリとクリップした相対位置の組ごとのスコア $P$ をインデックス $c_{ij}$ で読み出し、クリップした相対位置ごとに合計したアテンションの重み $\beta$ を使います。
-# - クエリから $k$ 以上離れたキーは、1 つの層からは、左右それぞれで順序のない集まりにしか見えません。
+# - 1 つの層だけでは、クエリから $k$ 以上離れたキーは、左右それぞれ順序のない集まりにしか見えません。
 #   2 層目や系列の端からは、順序の手がかりがある程度戻ってきます。
 # - 因果的なモデルなら、Music Transformer のスキューイング（パディング、形状変換、切り出し）で、
 #   相対位置ごとのスコアをインデックスなしでキーにそろえられます。Transformer-XL も同じ方法でずらします。
@@ -850,8 +851,8 @@ assert_close(relative_shift(s3, k_len=n), want)
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** 重みが一定 $\alpha_{ij} = 1/n$ のとき、$\beta_{ir}$ は $c_{ij} = r$ となるキーの数を $n$ で割った値です。
-# キーのまとまりは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
-# クエリ $i$ では、最初のまとまりに $\max(i - 1, 0)$ 個、最後のまとまりに $\max(n - 2 - i, 0)$ 個のキーが入ります。
+# キーのグループは相対位置 $\le -2$、$-1$、$0$、$+1$、$\ge +2$ の 5 つです。
+# クエリ $i$ では、最初のグループに $\max(i - 1, 0)$ 個、最後のグループに $\max(n - 2 - i, 0)$ 個のキーが入ります。
 # 前者は $i$ とともに増え、後者は減るので、$\beta$ の 10 行はすべて異なり、$\beta$ はどのクエリも区別します。2 層目がそれを使うかどうかは、その重みによります。
 # この情報はバリューの項 $\sum_r \beta_{ir} w^V_{r-k}$ を通って $z_i$ に入ります。
 # $w^V_r$ が線形独立なら、10 個のトークンがすべて同じでも、出力は位置ごとに異なります。
@@ -938,12 +939,10 @@ print(counts.T)
 #   <https://arxiv.org/abs/1809.04281>
 # - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
 #   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
-# - tensor2tensor, `tensor2tensor/layers/common_attention.py`.
+# - tensor2tensor：`dot_product_attention_relative` と `_relative_attention_inner`（`tensor2tensor/layers/common_attention.py`）。
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
-#   （`dot_product_attention_relative` と `_relative_attention_inner`）
-# - Hugging Face transformers 4.57.6, `modeling_bert.py`.
+# - Hugging Face transformers 4.57.6：`modeling_bert.py` の `BertSelfAttention`（`position_embedding_type`）。
 #   <https://github.com/huggingface/transformers/blob/v4.57.6/src/transformers/models/bert/modeling_bert.py>
-#   （`BertSelfAttention` の `position_embedding_type`）
 # - Huang, Z., Liang, D., Xu, P., Xiang, B. (2020). *Improve Transformer Models with
 #   Better Relative Position Embeddings*. Findings of EMNLP 2020.
 #   <https://arxiv.org/abs/2009.13658>

@@ -22,7 +22,8 @@
 # encoding work on all its sine–cosine pairs (an odd $d$ may leave one column
 # outside it); a checkpoint loaded under another variant than the one it was
 # trained with gets different inputs. The exception, the column index in the
-# exponent, is a bug that harms a model even from scratch.
+# exponent, is a bug: it breaks the rotation property even from scratch (shown
+# here on the code itself, not by training a model).
 #
 # **Does it matter?**
 #
@@ -32,7 +33,7 @@
 # | exponent divided by $n$ or by $n-1$ | loading: yes; from scratch: expected no (both keep the rotation property; not measured) | entries differ by up to 1.9895 for $p < 2048$, by more than 1 from $p = 732$ | [2](#2-dividing-by-n-or-by-n--1) |
 # | odd $d$: a zero column or a lone sine | loading: one column; from scratch: hardly | 1 column of $d$; a lone sine is outside the rotation property | [3](#3-odd-widths) |
 # | fairseq's positions from `padding_idx + 1` | loading: yes; from scratch: no | each token's added vector moves by 6.95 (its norm: 16); dot products unchanged | [4](#4-fairseqs-positions-start-after-the-padding-index) |
-# | column index $j$ in the exponent, $2j/d$ | always: a bug | no linear map shifts the code: relative error 0.22 for $d = 16$, against below 1e-12 | [5](#5-the-column-index-in-the-exponent) |
+# | column index $j$ in the exponent, $2j/d$ | always: a bug (no model is trained here) | no linear map shifts the code: relative error 0.22 for $d = 16$, against below 1e-12 | [5](#5-the-column-index-in-the-exponent) |
 # | float32 angles | moving a checkpoint between implementations: yes; within one: no below $2^{24}$, from $2^{24}$ on positions collide | labml's angles off by up to 6.2e-02 near $p = 2^{20}$, `posenc`'s entries by 3.0e-08 | [6](#6-float32-angles-at-large-positions) |
 #
 # Each section rebuilds one difference with `posenc` and measures it.
@@ -48,7 +49,7 @@
 # そこから得られる教訓はただ 1 つ、位置エンコーディングもチェックポイントの一部だということです。
 # 一から学習するのであれば、1 つを除くどの変種でも、正弦と余弦のすべてのペアに回転の性質（このエンコーディングが機能する理由）が成り立ちます（奇数の $d$ では 1 列だけ外れることがあります）。
 # しかし、学習に使ったのとは別の変種でチェックポイントを読み込むと、モデルへの入力が変わります。
-# 唯一の例外である、指数に列の番号を入れる実装は、一から学習してもモデルを損なうバグです。
+# 唯一の例外である、指数に列の番号を入れる実装はバグで、一から学習しても回転の性質が成り立ちません（モデルを学習して確かめたのではなく、符号そのもので示します）。
 #
 # **違いは影響するか**
 #
@@ -58,7 +59,7 @@
 # | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：影響する。一からの学習：影響しないはず（どちらも回転の性質を保つ／未測定） | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
 # | 奇数の $d$：0 の列か孤立した正弦か | 読み込み：1 列だけ影響する。一からの学習：ほとんど影響しない | $d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | [3](#3-奇数の次元数) |
 # | fairseq の `padding_idx + 1` から数える位置 | 読み込み：影響する。一からの学習：影響しない | 各トークンに足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | [4](#4-fairseq-の位置はパディングのインデックスの次から始まる) |
-# | 指数に入った列の番号 $j$（$2j/d$） | 常に影響する（バグ） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
+# | 指数に入った列の番号 $j$（$2j/d$） | 常に影響する（バグ。ここではモデルを学習していません） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
 # | float32 の角度 | 実装をまたいだチェックポイントの移動：影響する。同じ実装の中：$2^{24}$ 未満では影響しない。$2^{24}$ からは位置が重なる | $p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれ、`posenc` の成分のずれは 3.0e-08 | [6](#6-大きな位置での-float32-の角度) |
 #
 # 各節で違いを 1 つずつ `posenc` で再現し、測ります。
@@ -1271,7 +1272,7 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # jadore801120（両方の版）、XLM、DistilBERT、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
 
 
-# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match transformers", "ja": "奇数の d では、列ごとの表と Marian の表は、次元数 d + 1 の posenc の表の先頭 d 列です。どちらも transformers の出力と一致します"}
+# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match rows that transformers printed (pasted here, 9 digits)", "ja": "奇数の d では、列ごとの表と Marian の表は、次元数 d + 1 の posenc の表の先頭 d 列です。どちらも transformers が出力した行（9 桁で貼り付けたもの）と一致します"}
 def marian_like(p, d):
     """Hugging Face's Marian: the per-column angles, stored concatenated:
     sines of the even columns, then cosines of the odd ones."""

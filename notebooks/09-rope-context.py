@@ -312,7 +312,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
 # $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを $s^2 - s + 1 = 13$ で割ります。
 # つまり Hugging Face の `factor` は伸び率ではなく傾きです。
-# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います。** したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
+# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置に 1 を足した値）。
 
 # %%

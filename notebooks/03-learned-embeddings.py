@@ -828,8 +828,8 @@ assert [round(r, 2) for r in ratios[1:]] == [0.71, 0.50, 1.28]
 d = 32
 scaled = SinusoidalEmbedding(64, d, learnable_scale=True)
 params = dict(scaled.named_parameters())
-assert list(params) == ["scale"] and params["scale"].shape == ()
-assert_close(scaled.scale.detach(), torch.tensor(d**-0.5))
+assert list(params) == ["scale"] and params["scale"].shape == (1,)
+assert_close(scaled.scale.detach(), torch.tensor([d**-0.5]))
 assert not scaled.table.requires_grad and "table" not in scaled.state_dict()
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -850,7 +850,7 @@ y = scaled(pos)
 upstream = torch.randn_like(y)  # dL/dy for L = sum(upstream * y)
 (upstream * y).sum().backward()
 expected = (upstream * posenc.sinusoidal(pos, d)).sum()  # sum_p dL/dy_p . PE(p)
-assert_close(scaled.scale.grad, expected)
+assert_close(scaled.scale.grad, expected.reshape(1))
 assert scaled.table.grad is None
 
 # %% [markdown] lang="en"

@@ -42,6 +42,7 @@ from posenc import (
     FireBias,
     KerpleBias,
     LearnedPositionalEmbedding,
+    RelativePositionEmbedding,
     RotaryEmbedding,
     SinusoidalEmbedding,
     SinusoidalPositionalEncoding,
@@ -675,9 +676,9 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 #   gradients like any other weight. `FireBias` also keeps its initial threshold,
 #   a constant, as a buffer.
 # - FSDP (built on the meta device as above) rejects 0-d (scalar) parameters.
-#   In `posenc` the only one is the optional learned scale of
-#   `SinusoidalEmbedding` (`learnable_scale=True`): leave it off under FSDP.
-#   `FireBias` holds its two learned scalars with shape $[1]$.
+#   No `posenc` module holds one, so FSDP wraps them all: the learned scale of
+#   `SinusoidalEmbedding` (`learnable_scale=True`) and the two learned scalars
+#   of `FireBias` have shape $[1]$.
 
 # %% [markdown] lang="ja"
 # ## 分散学習
@@ -687,9 +688,9 @@ assert_close(grouped, F.scaled_dot_product_attention(rq, rk, v, is_causal=True))
 # - `RotaryEmbedding` は表をバッファではなく通常のテンソル属性に持ち、`state_dict` は空です。DDP は表をブロードキャストしないので、長さの違う系列を見るランクは、それぞれ表を伸ばせます（`max_positions` を指定しない場合）。チェックポイントにも表は入りません。`SinusoidalPositionalEncoding` も同じです。このページのデコーダが使う `SinusoidalEmbedding` は、固定の表を永続化しないバッファに持ちます。DDP はこの表をブロードキャストしますが（どのランクでも同じなので害はありません）、表が `state_dict` に入ることはありません。
 # - ALiBi の傾きとマスクは、各ランクで設定と位置から計算します。同期するものはありません。
 # - 学習可能な位置エンコーディング（`T5RelativeBias`、`KerpleBias`、`FireBias`、`CoPE`、`LearnedPositionalEmbedding`）は通常のパラメータを持ち、DDP はほかの重みと同じようにその勾配を平均します。`FireBias` は、定数であるしきい値の初期値もバッファに持ちます。
-# - FSDP（上のように meta デバイスで作ります）は 0 次元（スカラー）のパラメータを受け付けません。`posenc` で該当するのは `SinusoidalEmbedding` の省略可能な学習可能なスケール（`learnable_scale=True`）だけなので、FSDP では使わないでください。`FireBias` の学習可能な 2 つのスカラーは形状 $[1]$ です。
+# - FSDP（上のように meta デバイスで作ります）は 0 次元（スカラー）のパラメータを受け付けません。`posenc` のモジュールはどれも 0 次元のパラメータを持たないので、どのモジュールも FSDP で包めます。`SinusoidalEmbedding` の学習可能なスケール（`learnable_scale=True`）も、`FireBias` の学習可能な 2 つのスカラーも形状 $[1]$ です。
 
-# %% tags=["check"] summary={"en": "RotaryEmbedding and SinusoidalPositionalEncoding hold no buffer and save nothing; the only buffers are SinusoidalEmbedding's table, left out of the state_dict, and FireBias's initial threshold; the only 0-d parameter is SinusoidalEmbedding's learned scale", "ja": "RotaryEmbedding と SinusoidalPositionalEncoding はバッファを持たず、何も保存しません。バッファは、state_dict に入らない SinusoidalEmbedding の表と、FireBias のしきい値の初期値だけです。0 次元のパラメータは SinusoidalEmbedding の学習可能なスケールだけです"}
+# %% tags=["check"] summary={"en": "RotaryEmbedding and SinusoidalPositionalEncoding hold no buffer and save nothing; the only buffers are SinusoidalEmbedding's table, left out of the state_dict, and FireBias's initial threshold; no module holds a 0-d parameter", "ja": "RotaryEmbedding と SinusoidalPositionalEncoding はバッファを持たず、何も保存しません。バッファは、state_dict に入らない SinusoidalEmbedding の表と、FireBias のしきい値の初期値だけです。0 次元のパラメータを持つモジュールはありません"}
 rope, added = RotaryEmbedding(16), SinusoidalPositionalEncoding(16)
 x = torch.randn(1, 2, 40, 16)
 rope(x, x, torch.arange(40))  # grows both tables (to 256 rows)
@@ -700,10 +701,12 @@ for m in (rope, added):
 table = SinusoidalEmbedding(MAX_POSITIONS, 16)
 assert not table.state_dict()  # the table is not persistent
 fire = FireBias(2)
-assert fire.c.shape == fire.threshold_multiplier.shape == (1,)
 scaled = SinusoidalEmbedding(8, 16, learnable_scale=True)
+assert fire.c.shape == fire.threshold_multiplier.shape == (1,)
+assert scaled.scale.shape == (1,)
 modules = [rope, added, table, fire, scaled, T5RelativeBias(2), KerpleBias(2)]
 modules += [CoPE(16, 2, 8), LearnedPositionalEmbedding(8, 16)]
+modules += [RelativePositionEmbedding(8, 16)]
 named = [(type(m).__name__, m) for m in modules]
 buffers = {(k, b) for k, m in named for b, _ in m.named_buffers()}
 assert buffers == {
@@ -712,7 +715,7 @@ assert buffers == {
 }
 assert "initial_threshold" in fire.state_dict()
 scalars = [k for k, m in named for p in m.parameters() if p.dim() == 0]
-assert scalars == ["SinusoidalEmbedding"]  # scaled.scale, shape ()
+assert scalars == []  # FSDP would reject each one
 
 # %% [markdown] lang="en"
 # ## What to remember

@@ -381,6 +381,11 @@ class SinusoidalEmbedding(nn.Module):
     disagrees with the code. :meth:`reset_parameters` rebuilds it, e.g. after
     ``to_empty`` from the ``meta`` device.
 
+    ``scale`` has shape ``[1]``, not 0-d: FSDP (``FullyShardedDataParallel``
+    and ``fully_shard``) rejects scalar parameters. It multiplies the lookup
+    as a 0-d scalar would (broadcast, the table's dtype kept), and a state
+    dict with a 0-d ``scale`` (as saved by earlier versions) still loads.
+
     Args:
         n_positions (int): number of rows, a positive integer.
         dim (int): number of features ``d``, a positive integer.
@@ -392,6 +397,10 @@ class SinusoidalEmbedding(nn.Module):
             Default: ``"interleaved"``.
         endpoint (bool): the ``n - 1`` frequency denominator, see
             :func:`sinusoidal`. Default: False.
+
+    Attributes:
+        scale (nn.Parameter | None): shape ``[1]``, initialised to
+            ``dim ** -0.5``; None without ``learnable_scale``.
 
     Raises:
         TypeError, ValueError: for invalid settings, as :func:`sinusoidal`;
@@ -419,10 +428,18 @@ class SinusoidalEmbedding(nn.Module):
         # (n_positions, d), frozen and derived: not a parameter, not saved.
         self.register_buffer("table", torch.empty(self.n_positions, self.dim), persistent=False)
         if self.learnable_scale:
-            self.scale = nn.Parameter(torch.empty(()))  # a 0-d scalar
+            # [1], not 0-d: FSDP1 and FSDP2 reject scalar parameters
+            self.scale = nn.Parameter(torch.empty(1))
         else:
             self.register_parameter("scale", None)
         self.reset_parameters()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # older state dicts hold scale as a 0-d tensor
+        value = state_dict.get(prefix + "scale")
+        if isinstance(value, torch.Tensor) and value.dim() == 0:
+            state_dict[prefix + "scale"] = value.reshape(1)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
@@ -460,7 +477,8 @@ class SinusoidalEmbedding(nn.Module):
         positions = _check_lookup(positions)
         out = _lookup(positions, self.table)  # (*, d)
         if self.scale is not None:
-            out = out * self.scale
+            # a 0-d view: broadcasts and keeps the table's dtype, as a scalar does
+            out = out * self.scale.reshape(())
         return out
 
     def extra_repr(self) -> str:

@@ -495,7 +495,8 @@ def test_embedding_learnable_scale_is_the_only_thing_trained() -> None:
     d = 16
     m = SinusoidalEmbedding(30, d, learnable_scale=True, padding_idx=0)
     params = dict(m.named_parameters())
-    assert list(params) == ["scale"] and params["scale"].shape == ()
+    # [1], not 0-d: FSDP rejects scalar parameters
+    assert list(params) == ["scale"] and params["scale"].shape == (1,)
     assert m.scale.item() == pytest.approx(d**-0.5)
     assert not m.table.requires_grad
     positions = torch.tensor([[1, 2, 3], [0, 29, 4]])
@@ -505,7 +506,7 @@ def test_embedding_learnable_scale_is_the_only_thing_trained() -> None:
     torch.testing.assert_close(out, base * d**-0.5)
     upstream = torch.randn_like(out)
     (out * upstream).sum().backward()
-    torch.testing.assert_close(m.scale.grad, (base * upstream).sum())
+    torch.testing.assert_close(m.scale.grad, (base * upstream).sum().reshape(1))
     assert m.table.grad is None
     assert set(m.state_dict()) == {"scale"}
 
@@ -524,6 +525,78 @@ def test_embedding_scale_loads_from_a_checkpoint() -> None:
     b = SinusoidalEmbedding(10, 4, learnable_scale=True)
     b.load_state_dict(a.state_dict(), strict=True)
     torch.testing.assert_close(b(torch.arange(10)), 3.0 * sinusoidal(torch.arange(10), 4))
+
+
+def test_embedding_loads_a_state_dict_with_a_0d_scale() -> None:
+    """Earlier versions held ``scale`` as a 0-d parameter and saved it so."""
+    saved = SinusoidalEmbedding(10, 4, learnable_scale=True, padding_idx=2)
+    with torch.no_grad():
+        saved.scale.fill_(0.37)
+    old = {"scale": saved.scale.detach().clone().reshape(())}
+    assert old["scale"].dim() == 0
+    loaded = SinusoidalEmbedding(10, 4, learnable_scale=True, padding_idx=2)
+    loaded.load_state_dict(old, strict=True)
+    assert loaded.scale.shape == (1,) and loaded.scale.item() == saved.scale.item()
+    positions = torch.tensor([[0, 2, 9], [5, 2, 1]])
+    torch.testing.assert_close(loaded(positions), saved(positions), rtol=0, atol=0)
+    expected = 0.37 * sinusoidal(positions, 4)
+    expected[positions == 2] = 0
+    torch.testing.assert_close(loaded(positions), expected)
+
+
+def test_embedding_scale_keeps_the_table_dtype() -> None:
+    # a [1] float32 scale would promote a float16 lookup; the 0-d view does not
+    m = SinusoidalEmbedding(10, 4, learnable_scale=True)
+    m.table = m.table.half()
+    out = m(torch.arange(10))
+    assert out.dtype == torch.float16 and out.shape == (10, 4)
+    out.float().sum().backward()
+    assert m.scale.grad.dtype == torch.float32 and m.scale.grad.shape == (1,)
+
+
+@pytest.fixture
+def process_group(tmp_path):
+    """A single-process gloo group (world size 1) on the CPU, torn down afterwards."""
+    dist = pytest.importorskip("torch.distributed")
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("needs torch.distributed with gloo")
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+class _ScaledHolder(torch.nn.Module):
+    """A model holding a learnable-scale SinusoidalEmbedding, as a transformer's input does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pos = SinusoidalEmbedding(32, 8, learnable_scale=True)
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.proj(self.pos(positions))
+
+
+def test_fully_shard_of_a_model_holding_a_learnable_scale(process_group) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.manual_seed(21)
+    eager = _ScaledHolder()
+    torch.manual_seed(21)
+    model = _ScaledHolder()
+    mesh = init_device_mesh("cpu", (1,))
+    fully_shard(model.pos, mesh=mesh)  # children first, then the root
+    fully_shard(model, mesh=mesh)
+    positions = torch.tensor([0, 3, 31, 7, 7, 1])
+    out = model(positions)
+    torch.testing.assert_close(out, eager(positions), rtol=0, atol=0)
+    out.square().sum().backward()
+    eager(positions).square().sum().backward()
+    grad = dict(model.named_parameters())["pos.scale"].grad
+    assert grad is not None
+    grad = grad.full_tensor() if hasattr(grad, "full_tensor") else grad
+    torch.testing.assert_close(grad, eager.pos.scale.grad, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8])

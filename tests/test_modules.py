@@ -111,6 +111,13 @@ def test_every_module_of_the_package_is_covered():
 
 
 @pytest.mark.parametrize("cls, kwargs", CASES)
+def test_no_module_holds_a_0d_parameter(cls, kwargs):
+    # FSDP1 and fully_shard reject scalar parameters; learned scalars are [1]
+    module = cls(*_required_args(cls), **kwargs)
+    assert [name for name, p in module.named_parameters() if p.dim() == 0] == []
+
+
+@pytest.mark.parametrize("cls, kwargs", CASES)
 def test_meta_then_to_empty_then_reset_equals_eager(cls, kwargs):
     args = _required_args(cls)
     torch.manual_seed(1234)

@@ -819,6 +819,10 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
 
 # %% tags=["deeper"]
+from transformers import LlamaConfig
+from transformers.cache_utils import DynamicCache
+from transformers.models.llama import modeling_llama
+
 # RoPE's share of a Llama 3 8B layer in bfloat16, at the H200's datasheet peaks
 hidden, inter, seq = 4096, 14336, 4096
 weights = (
@@ -841,9 +845,6 @@ l2, hbm = 200e-9, 600e-9  # round trips, assumed (NVIDIA publishes neither)
 chain = 2 * hbm + l2
 # the kernels of one eager decode step through a small Hugging Face Llama
 # layer in bfloat16, by ATen op: each one kernel on a GPU (_unsafe_view: a view)
-from transformers import LlamaConfig
-from transformers.cache_utils import DynamicCache
-from transformers.models.llama import modeling_llama
 
 config = LlamaConfig(
     hidden_size=256, intermediate_size=512, num_attention_heads=4,

@@ -1143,7 +1143,7 @@ for row, name in enumerate("AB"):  # CoPE: the bias by token distance
     axes[2].step(back[real], cope_bias[row][real], where="mid", label=name)
 offsets = torch.arange(40)
 axes[3].plot(offsets, -offsets / 16, color=INK, label="ALiBi")
-for k in range(2):  # offsets 1..39 get sorted distances drawn from [1, 2048)
+for _ in range(2):  # offsets 1..39 get sorted distances drawn from [1, 2048)
     drawn = (torch.randperm(2047, generator=draw_gen)[:39] + 1).sort().values
     axes[3].plot(offsets, -torch.cat([torch.zeros(1), drawn]) / 16, lw=1)
 titles = ("KERPLE", "FIRE", "CoPE", "randomised")

@@ -506,9 +506,6 @@ print(deferred.blocks[0].rope.rot_cached.device)
 
 
 # %% tags=["check"] summary={"en": "the decoder built on the meta device and reset equals the one built the usual way, bit for bit (parameters and RoPE tables); a T5RelativeBias table comes out of the loop and of FSDP1's order with a spread of about 0.02 (nn.Embedding's default would give 1); after FSDP1's order the RoPE table stays on meta and the decoder still gives the usual logits", "ja": "meta デバイスで作ってリセットしたデコーダは、通常の構築とパラメータも RoPE の表もビット単位で一致します。T5RelativeBias の表はループでも FSDP1 の順序でも標準偏差は約 0.02 です（nn.Embedding の既定なら 1）。FSDP1 の順序では RoPE の表は meta に残りますが、ロジットは通常どおりです"}
-from posenc import T5RelativeBias
-
-
 def fsdp1_materialise(model):
     """FSDP1 without param_init_fn (torch 2.13, _materialize_meta_module)."""
     queue = [model]

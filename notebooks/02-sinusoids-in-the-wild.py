@@ -408,8 +408,18 @@ assert not torch.allclose(
 #
 # The paper's frequencies divide the exponent by $n$; tensor2tensor's
 # `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
-# the timescales run from exactly $1$ to exactly $10000$. In `posenc` this is
-# `endpoint=True`. Layout and denominator are independent choices: Hugging Face's
+# the timescales run from exactly $1$ to exactly $10000$.
+
+# %% [markdown] lang="ja"
+# ## 2. n で割るか n − 1 で割るか
+#
+# 論文の周波数は指数を $n$ で割ります。
+# tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
+# こうすると、周波数の逆数（タイムスケール）がちょうど $1$ から $10000$ までになります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how far the two denominators drift apart.** In `posenc` dividing
+# by $n-1$ is `endpoint=True`. Layout and denominator are independent choices: Hugging Face's
 # Marian pairs the concatenated layout with the paper's $n$
 # ([the variants side by side](#the-variants-side-by-side)).
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
@@ -426,12 +436,10 @@ assert not torch.allclose(
 # the figure the two spectra look alike (left); the angle gap (right) shows how far
 # apart the encodings are.
 
-# %% [markdown] lang="ja"
-# ## 2. n で割るか n − 1 で割るか
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：2 つの分母の違いはどこまで広がるか**
 #
-# 論文の周波数は指数を $n$ で割ります。
-# tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
-# こうすると、周波数の逆数（タイムスケール）がちょうど $1$ から $10000$ までになります。`posenc` では `endpoint=True` がこれに当たります。
+# `posenc` では `endpoint=True` が $n-1$ で割ることに当たります。
 # 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、最も低い周波数 $i = n-1$ で $10000^{1/n}$ になります。
@@ -442,7 +450,7 @@ assert not torch.allclose(
 # 角度の差が最も大きいのは最も遅いペアではなく、周波数がまだ高く違いもすでに現れている $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
 # 図の左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
 
-# %%
+# %% tags=["deeper"]
 d, n = 512, 256
 i = torch.arange(n, dtype=F64)
 omega = 10000.0 ** (-i / n)  # the paper, labml
@@ -461,7 +469,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "the frequencies and their ratio are as stated; every entry gap stays within the angle gap", "ja": "周波数と比は本文どおりで、どの成分の差も角度の差以下です"}
+# %% tags=["deeper", "check"] summary={"en": "the frequencies and their ratio are as stated; every entry gap stays within the angle gap", "ja": "周波数と比は本文どおりで、どの成分の差も角度の差以下です"}
 # the frequencies, read back from p = 1 (omega_i <= 1: atan2 returns them)
 assert_close(torch.atan2(paper[1, 0::2], paper[1, 1::2]), omega)
 assert_close(torch.atan2(t2t[1, 0::2], t2t[1, 1::2]), omega_t2t)
@@ -480,7 +488,7 @@ assert worst_col == 56 and int(widest.argmax()) == 28 != n - 1
 assert f"{gap.max():.4f}" == "1.9895" and f"{widest.max():.2f}" == "2.95"
 assert int((gap.amax(-1) > 1).nonzero()[0]) == 732
 
-# %% tags=["figure"] alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数の波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数の波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
 ax = axes[0]
 ax.plot(i, 2 * math.pi / omega, label=r"$2\pi/\omega_i$")
@@ -504,6 +512,15 @@ plt.show()
 #
 # With an odd $d$ there are $n = \lfloor d/2 \rfloor$ whole pairs and one column
 # left over. Libraries disagree about that column.
+
+# %% [markdown] lang="ja"
+# ## 3. 奇数の次元数
+#
+# $d$ が奇数だと、完全なペアが $n = \lfloor d/2 \rfloor$ 組でき、列が 1 本余ります。
+# この列の扱いはライブラリによって違います。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the leftover column, library by library.**
 #
 # - tensor2tensor, fairseq and AllenNLP pad it with zeros. `posenc` does the same, so
 #   its $d = 7$ table is the $d = 6$ table plus a zero column (printed below).
@@ -520,11 +537,8 @@ plt.show()
 # $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ (the argument of
 # [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)).
 
-# %% [markdown] lang="ja"
-# ## 3. 奇数の次元数
-#
-# $d$ が奇数だと、完全なペアが $n = \lfloor d/2 \rfloor$ 組でき、列が 1 本余ります。
-# この列の扱いはライブラリによって違います。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：余った列の、ライブラリごとの扱い**
 #
 # - tensor2tensor、fairseq、AllenNLP は 0 で埋めます。`posenc` も同じです。
 #   $d = 7$ の表は、$d = 6$ の表に 0 の列を 1 本加えたものになります（下に表示します）。
@@ -539,11 +553,11 @@ plt.show()
 # $p = 0$ で $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要になるからです（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)と同じ議論です）。
 
 
-# %%
+# %% tags=["deeper"]
 print(sinusoidal(torch.arange(4), 7))  # d = 7: the d = 6 table, a zero column
 
 
-# %% tags=["check"] summary={"en": "d = 7: posenc adds a zero column, labml fails, the per-column formula adds a lone sine", "ja": "d = 7 で posenc は 0 の列を加え、labml は失敗し、列ごとの式は孤立した正弦を加えます"}
+# %% tags=["deeper", "check"] summary={"en": "d = 7: posenc adds a zero column, labml fails, the per-column formula adds a lone sine", "ja": "d = 7 で posenc は 0 の列を加え、labml は失敗し、列ごとの式は孤立した正弦を加えます"}
 def labml_like(p, d):
     """labml's construction: one frequency per even column, ceil(d/2) of
     them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
@@ -594,18 +608,13 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 #
 # fairseq numbers the real tokens from `padding_idx + 1` and gives padding a zero row;
 # with its usual `padding_idx = 1` every real token receives $PE(t+2)$ instead of
-# $PE(t)$. By the rotation property that is one fixed rotation, so dot products between
-# positions are unchanged, but the vector added to each token moves by 6.95 for
-# $d = 512$.
+# $PE(t)$.
 
 # %% [markdown] lang="ja"
 # ## 4. fairseq の位置はパディングのインデックスの次から始まる
 #
 # fairseq は実トークンを `padding_idx + 1` から数え、パディングには 0 の行を与えます。
 # よく使われる `padding_idx = 1` では、各実トークンに $PE(t)$ の代わりに $PE(t+2)$ が足されます。
-# 回転の性質により、これはすべての位置に同じ回転を掛けることに当たります。
-# そのため位置どうしの内積は変わりませんが、
-# 各トークンに足されるベクトルは $d = 512$ で 6.95 動きます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: fairseq's numbering, rebuilt.** fairseq does not number
@@ -742,7 +751,10 @@ norms = torch.full((1000,), math.sqrt(n), dtype=F64)
 assert_close(pe_t.norm(dim=-1), norms)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the shift by 2 in the concatenated table.** fairseq's table is
+# **Going deeper: the shift by 2 in the concatenated table.** By the rotation
+# property the shift by 2 is one fixed rotation, so dot products between positions
+# are unchanged, but the vector added to each token moves by 6.95 for $d = 512$.
+# fairseq's table is
 # concatenated, so its matrix is the same rotation with rows and columns permuted by
 # section 1's $P$:
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
@@ -754,6 +766,9 @@ assert_close(pe_t.norm(dim=-1), norms)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：連結配置の表での 2 のずれ**
 #
+# 回転の性質により、2 のずれはすべての位置に同じ回転を掛けることに当たります。
+# そのため位置どうしの内積は変わりませんが、
+# 各トークンに足されるベクトルは $d = 512$ で 6.95 動きます。
 # fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
 # $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
 # 各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
@@ -1013,7 +1028,15 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # ## 6. Float32 angles at large positions
 #
 # Most implementations (labml, AllenNLP, fairseq, tensor2tensor) form the angle
-# $p\,\omega_i$ in float32 and take its sine there. Write $\mathrm{fl}_{32}(x)$ for $x$
+# $p\,\omega_i$ in float32 and take its sine there.
+
+# %% [markdown] lang="ja"
+# ## 6. 大きな位置での float32 の角度
+#
+# ほとんどの実装（labml、AllenNLP、fairseq、tensor2tensor）は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how large the float32 error grows.** Write $\mathrm{fl}_{32}(x)$ for $x$
 # rounded to the nearest float32 number. The 24-bit significand of IEEE 754 single
 # precision leaves the numbers in $[2^e, 2^{e+1})$ $2^{e-23}$ apart, so rounding can
 # move a number there by up to $2^{e-24}$. A float32 angle is rounded twice: the
@@ -1032,10 +1055,9 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # errors are the same at every call, so they matter mainly when implementations are
 # mixed; from $2^{24}$ on, positions collide even within one implementation.
 
-# %% [markdown] lang="ja"
-# ## 6. 大きな位置での float32 の角度
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：float32 の誤差はどこまで大きくなるか**
 #
-# ほとんどの実装（labml、AllenNLP、fairseq、tensor2tensor）は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
 # $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。
 # IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、丸めると最大 $2^{e-24}$ ずれます。
 # float32 の角度は 2 回丸められます。周波数が float32 の数 $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
@@ -1048,7 +1070,7 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
 # $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。$2^{24}$ から先では、1 つの実装の中でも位置が重なります。
 
-# %%
+# %% tags=["deeper"]
 d, n = 512, 256
 omega = 10000.0 ** (-torch.arange(n, dtype=F64) / n)  # the paper's
 
@@ -1082,7 +1104,7 @@ for e in (14, 17, 20):
 print("\n".join(lines), end="")
 
 
-# %% tags=["check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、最大の誤差は 2 つの丸めがほぼ半分ずつです。posenc の誤差は 2^−25 以内です"}
+# %% tags=["deeper", "check"] summary={"en": "every float32 angle error is within the two-term bound, the largest split about evenly; posenc within 2^−25", "ja": "float32 の角度の誤差はどれも 2 項の上界以内で、最大の誤差は 2 つの丸めがほぼ半分ずつです。posenc の誤差は 2^−25 以内です"}
 def worst_angle(p, w_hat, w):
     """The largest error of fl32(p w_hat) against p w, split in two:
     (pair, angle, error, the product's rounding, the frequency's)."""
@@ -1138,7 +1160,7 @@ two_24 = torch.tensor(float(2**24))
 assert torch.nextafter(two_24, up) - two_24 == 2
 assert torch.tensor(2**24 + 1).float() == two_24
 
-# %% tags=["figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図。labml の float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図。labml の float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
 _, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
 posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
@@ -1173,7 +1195,7 @@ ax.set_ylabel(r"$\max_j |PE_{(p,j)} - PE^{\mathrm{exact}}_{(p,j)}|$")
 ax.legend(loc="upper left")
 plt.show()
 
-# %% tags=["check"] summary={"en": "at every plotted position labml's error stays within the bound and posenc's within 2^−25", "ja": "描いたどの位置でも、labml の誤差は上界以内、posenc は 2^−25 以内です"}
+# %% tags=["deeper", "check"] summary={"en": "at every plotted position labml's error stays within the bound and posenc's within 2^−25", "ja": "描いたどの位置でも、labml の誤差は上界以内、posenc は 2^−25 以内です"}
 assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2

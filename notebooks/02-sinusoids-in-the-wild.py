@@ -97,13 +97,6 @@ F64 = torch.float64
 # AllenNLP's `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`
 # follows tensor2tensor: concatenated layout, $n-1$, a zero column for odd $d$
 # (where labml fails). Both form the angles in float32.
-#
-# In `posenc`, labml's module is
-# `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
-# `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`. Either way
-# `posenc` keeps no table in the `state_dict`, grows a cache as longer inputs
-# arrive and forms the angles in float64. Below, both encode position 3 for $d = 8$:
-# one position, two vectors.
 
 # %% [markdown] lang="ja"
 # ## labml と AllenNLP を posenc で再現する
@@ -113,19 +106,30 @@ F64 = torch.float64
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従います。
 # 具体的には、連結配置で、$n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここで失敗します）。
 # どちらも角度は float32 で作ります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the two modules, rebuilt.** In `posenc`, labml's module is
+# `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
+# `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`. Either way
+# `posenc` keeps no table in the `state_dict`, grows a cache as longer inputs
+# arrive and forms the angles in float64. Below, both encode position 3 for $d = 8$:
+# one position, two vectors.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：2 つのモジュールを再現する**
 #
 # `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
 # AllenNLP のモジュールは `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
 # どちらの場合も `posenc` は `state_dict` に表を含めず、長い入力が来るとキャッシュを広げ、角度を float64 で作ります。
 # 下は、$d = 8$ で位置 3 を両方の方式でエンコードしたものです。同じ位置でも、ベクトルは 2 通りです。
 
-# %%
+# %% tags=["deeper"]
 three = torch.tensor([3])  # position 3, d = 8
 print(sinusoidal(three, 8))  # labml, as the paper
 print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 
 
-# %% tags=["check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
+# %% tags=["deeper", "check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
 def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
     seq, _, d = x.shape
     # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
@@ -147,7 +151,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
+# %% tags=["deeper", "check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2

@@ -898,12 +898,9 @@ assert round(alpha / alpha_0, 1) == 5.8
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
 # so a plain SGD step leaves the padding row at zero.
 # `SinusoidalEmbedding(..., padding_idx=k)` also returns zeros at $k$.
-#
-# fairseq and RoBERTa use this convention for their learned positions: the padding
-# token's id (1 in RoBERTa) doubles as its position, and real tokens are numbered
-# from $k + 1$ on. That is why RoBERTa's table has $514 = 512 + 2$ rows for 512
-# tokens. For two sequences, the second padded on the right, RoBERTa's positions
-# are:
+# Libraries differ in how they number the positions around that row: RoBERTa
+# numbers real tokens from $k + 1$, which is why its table has $514 = 512 + 2$ rows
+# for 512 tokens (see the note).
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
@@ -913,13 +910,23 @@ assert round(alpha / alpha_0, 1) == 5.8
 # トークン $t$ ごとのベクトル $w_t$ を使った損失 $L = \sum_t w_t^\top E_{p_t}$ では、行の勾配はその行を参照したトークンの $w_t$ の和ですが、行 $k$ だけは例外です。
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
 # したがって素の SGD で更新しても、パディング用の行は 0 のままです。`SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
+# この行のまわりで位置をどう数えるかは、ライブラリによって違います。
+# RoBERTa は実トークンを $k + 1$ から数えるので、512 トークンに対して表が $514 = 512 + 2$ 行あります（下の「さらに詳しく」）。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: RoBERTa's numbering around the padding row.** fairseq and
+# RoBERTa use this convention for their learned positions: the padding token's id
+# (1 in RoBERTa) doubles as its position, and real tokens are numbered from $k + 1$
+# on. For two sequences, the second padded on the right, RoBERTa's positions are:
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：パディング用の行のまわりでの RoBERTa の数え方**
 #
 # fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。パディングのトークンには、その ID（RoBERTa では 1）をそのまま位置として割り当て、実トークンは $k + 1$ から数えます。
-# RoBERTa の表が 512 トークンに対して $514 = 512 + 2$ 行あるのはこのためです。
 # 2 つの系列（2 つ目は右側をパディング）での RoBERTa の位置は次のとおりです。
 
 
-# %%
+# %% tags=["deeper"]
 def roberta_positions(token_ids, padding_idx=1, past=0):
     """fairseq's make_positions, with HF's past length: from pad + 1."""
     real = (token_ids != padding_idx).long()
@@ -930,7 +937,7 @@ token_ids = torch.tensor([[0, 713, 16, 2], [0, 713, 2, 1]])  # second: padded
 position_ids = roberta_positions(token_ids)
 print(position_ids)
 
-# %% tags=["check"] summary={"en": "padding_idx keeps row k at zero, a hand-zeroed nn.Embedding does not; the positions above are RoBERTa's count, the padding token gets a zero row", "ja": "padding_idx は行 k を 0 に保ちますが、手で 0 にした表は保てません。上の位置は RoBERTa の数え方どおりで、パディングのトークンには 0 の行が付きます"}
+# %% tags=["deeper", "check"] summary={"en": "padding_idx keeps row k at zero, a hand-zeroed nn.Embedding does not; the positions above are RoBERTa's count, the padding token gets a zero row", "ja": "padding_idx は行 k を 0 に保ちますが、手で 0 にした表は保てません。上の位置は RoBERTa の数え方どおりで、パディングのトークンには 0 の行が付きます"}
 k = 1  # RoBERTa's padding id
 looked_up = torch.tensor([[1, 2, 3, 3], [1, 1, 2, 5]])  # p_t
 w = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))  # w_t

@@ -290,32 +290,43 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # fails past $sL$. emozilla (2023), who reports both on LLaMA, takes the factor
 # from the current sequence length $T$ instead: none while $T \le L$, then
 # $T/L$, recomputed as the sequence grows (keys cached after their rotation
-# then go stale, see the note below). Hugging Face's
-# `rope_type="dynamic"` writes it with a configured `factor` $s$:
-# $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
-# the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1 at
-# $T = L$ and grows by $s/L$ per position. With $s = 1$ it is emozilla's
-# $T/L$; with $s = 4$ it divides the slowest pair at $T = sL$ by
-# $s^2 - s + 1 = 13$: Hugging Face's `factor` is a slope, not the extension
-# ratio. **This chapter, its table and its interactive figure use $s = 1$**:
-# dynamic NTK at length $T$ is NTK-aware scaling with the factor $T/L$.
+# then go stale, see the note below). Dynamic NTK at length $T$ is
+# NTK-aware scaling with the factor $T/L$:
+# $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len` (`apply_rope` uses
-# the largest position plus one).
+# the largest position plus one). Hugging Face's configured `factor` $s$ is a
+# slope, not the extension ratio (see the note); **this chapter, its table and
+# its interactive figure use $s = 1$**, emozilla's rule.
 
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
 #
 # 固定の係数は短い入力でも周波数を変え、しかも $sL$ を超えればやはり壊れます。
 # LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは古くなります（下の「さらに詳しく」）。
-# Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこれを次のように書きます。
+# つまり長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
+# $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
+# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置に 1 を足した値）。
+# Hugging Face で設定する `factor` $s$ は伸び率ではなく傾きです（下の「さらに詳しく」）。
+# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。これは emozilla の規則です。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: Hugging Face's `factor` is a slope.** Hugging Face's
+# `rope_type="dynamic"` writes the rule with a configured `factor` $s$:
+# $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
+# the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1 at
+# $T = L$ and grows by $s/L$ per position. With $s = 1$ it is emozilla's
+# $T/L$; with $s = 4$ it divides the slowest pair at $T = sL$ by
+# $s^2 - s + 1 = 13$, not by 4.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Hugging Face の `factor` は傾き**
+#
+# Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこの規則を次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
-# $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを $s^2 - s + 1 = 13$ で割ります。
-# つまり Hugging Face の `factor` は伸び率ではなく傾きです。
-# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。したがって長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
-# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置に 1 を足した値）。
+# $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを 4 ではなく $s^2 - s + 1 = 13$ で割ります。
 
-# %%
+# %% tags=["deeper"]
 rows = []
 for k in (2, 4, 8):
     factors = [s_cfg * k - (s_cfg - 1) for s_cfg in (1, 2, 4)]  # s_T at kL
@@ -323,7 +334,7 @@ for k in (2, 4, 8):
 print("Hugging Face's factor s = 1, 2, 4\n" + "\n".join(rows), end="")
 
 
-# %% tags=["check"] summary={"en": "DynamicNTKScaling gives Hugging Face's frequencies, is NTK-aware scaling with the factor s_T for T > L, keeps the trained frequencies for T <= L, and with factor 4 divides the slowest pair by 13 at T = 4L", "ja": "DynamicNTKScaling は Hugging Face の周波数を与え、T > L では係数 s_T の NTK-aware スケーリングで、T ≤ L では学習時の周波数のままです。factor 4 の場合、T = 4L で最も遅いペアを 13 で割ります"}
+# %% tags=["deeper", "check"] summary={"en": "DynamicNTKScaling gives Hugging Face's frequencies, is NTK-aware scaling with the factor s_T for T > L, keeps the trained frequencies for T <= L, and with factor 4 divides the slowest pair by 13 at T = 4L", "ja": "DynamicNTKScaling は Hugging Face の周波数を与え、T > L では係数 s_T の NTK-aware スケーリングで、T ≤ L では学習時の周波数のままです。factor 4 の場合、T = 4L で最も遅いペアを 13 で割ります"}
 def check_hf(theta, hf_values):
     """theta'_i against {i: value} computed by Hugging Face transformers."""
     pairs = list(hf_values)
@@ -878,9 +889,10 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # with $s$ the extended length over the original. The logits grow by
 # $1 + \ln s/\ln L$, a factor that grows like $\ln s$, as
 # [The attention temperature](#the-attention-temperature) derived, on short
-# inputs too. For Phi-3.5-mini-instruct ($d = 96$, base $10^4$, $L = 4096$,
-# $s = 131072/4096 = 32$) that is $17/12$, or $\sqrt{17/12} = 1.1902$ on $q$
-# and $k$, and the lists are:
+# inputs too. In Phi-3.5-mini the long list divides the slow pairs by about
+# $2s$, so at its last position their angles reach only half of their trained
+# arc; and as the list switches when the sequence first exceeds $L$, keys
+# cached with the short list go stale (the notes below).
 
 # %% [markdown] lang="ja"
 # ## LongRoPE：周波数ごとに探索した係数
@@ -894,9 +906,20 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # Phi-3 の 128K 版は、$L$ 位置以下の系列用の `short_factor` とそれより長い系列用の `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただし、短い入力にも掛かります。
-# Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではこれが $17/12$ で、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
+# Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、最後の位置でもその角度は学習した弧のおよそ半分にしか達しません。
+# また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります（下の「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも √(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: Phi-3.5-mini's two lists.** For Phi-3.5-mini-instruct
+# ($d = 96$, base $10^4$, $L = 4096$, $s = 131072/4096 = 32$) the logits grow by
+# $17/12$, or $\sqrt{17/12} = 1.1902$ on $q$ and $k$, and the lists are:
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：Phi-3.5-mini の 2 つの列**
+#
+# Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではスコアが $17/12$ 倍になり、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
+
+# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも √(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [
@@ -975,7 +998,7 @@ for T in (10, L_phi, L_phi + 1):  # the factor applies at every length
     ratio_T = rotated.norm(dim=-1) / x_phi[:T].norm(dim=-1)
     assert_close(ratio_T, torch.full_like(ratio_T, math.sqrt(17 / 12)))
 
-# %%
+# %% tags=["deeper"]
 slow_phi = L_phi * theta_phi / two_pi < 1  # no full turn within L
 reach = (131071 / kap_long[slow_phi] / L_phi).tolist()  # of L theta_i
 print(
@@ -986,18 +1009,14 @@ print(
     end="",
 )
 
-# %% [markdown] lang="en"
-# The long list divides the slow pairs by about $2s$: at position 131071
-# their angles reach only half of their trained arc. As the list switches when
-# the sequence first exceeds $L$, keys cached with the short list go stale: a key
-# rotated at one length and a query at another no longer score by distance (the
-# note below).
+# %% [markdown] lang="en" tags=["deeper"]
+# The 14 slow pairs, 34 to 47, are divided by about $2s$: at position 131071
+# their angles reach only half of their trained arc.
 
-# %% [markdown] lang="ja"
-# 長い入力用の列は遅いペアをおよそ $2s$ で割り、位置 131071 でもその角度は学習した弧のおよそ半分にしか達しません。
-# 列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります。別々の長さで回転させたキーとクエリのスコアは、距離だけでは決まりません（下の「さらに詳しく」）。
+# %% [markdown] lang="ja" tags=["deeper"]
+# 遅い 14 組のペア（34〜47）はおよそ $2s$ で割られ、位置 131071 でもその角度は学習した弧のおよそ半分にしか達しません。
 
-# %% tags=["check"] summary={"en": "the 14 slow pairs are 34-47, divided by 1.97 to 2.03 times s, and reach 0.49 to 0.51 of their trained arc", "ja": "遅いペアは 34〜47 の 14 組で、s の 1.97〜2.03 倍で割られ、学習した弧の 0.49〜0.51 倍にしか達しません"}
+# %% tags=["deeper", "check"] summary={"en": "the 14 slow pairs are 34-47, divided by 1.97 to 2.03 times s, and reach 0.49 to 0.51 of their trained arc", "ja": "遅いペアは 34〜47 の 14 組で、s の 1.97〜2.03 倍で割られ、学習した弧の 0.49〜0.51 倍にしか達しません"}
 assert slow_phi.nonzero().flatten().tolist() == list(range(34, 48))
 assert (kap_long[slow_phi] / 32 - 2).abs().max() < 0.03  # about 2s
 assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc

@@ -310,7 +310,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。これは emozilla の規則です。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: Hugging Face's `factor` is a slope.** Hugging Face's
+# **Going deeper: Hugging Face's factor is a slope.** Hugging Face's
 # `rope_type="dynamic"` writes the rule with a configured `factor` $s$:
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1 at
@@ -319,7 +319,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # $s^2 - s + 1 = 13$, not by 4.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Hugging Face の `factor` は傾き**
+# **さらに詳しく：Hugging Face の factor は傾き**
 #
 # Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこの規則を次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$

@@ -715,36 +715,31 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # issues $q$'s loads with the row and $k$'s only after the first multiply that uses the
 # row: three round trips in a row, set by this build's schedule, not by the data. Only
 # the last, $k$'s, is likely to be an L2 round trip, as the projection has just
-# written $q$ and $k$. The position and the row were last read one layer earlier, and since then the layer
-# has streamed some 436 MB of weights through a 50 MiB L2: they come from HBM, every
-# layer. NVIDIA publishes neither latency; at an assumed 200 ns for
-# L2 and 600 ns for HBM the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs. On the
-# host, each launch costs microseconds more, and Hugging Face's formula makes ten a
-# layer.
+# written $q$ and $k$. The position and the row come from HBM: since the last layer
+# read them, 436 MB of weights have streamed through a 50 MiB L2. At an assumed 200 ns
+# for L2 and 600 ns for HBM (NVIDIA publishes neither) the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs.
 #
 # A CUDA graph removes the host: capture the whole decode step once and replay it with
 # one launch per step (vLLM pads each batch to a size it captured). A graph replays
 # fixed addresses, so the table must exist before capture
 # (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`), the positions live in a
 # device tensor updated in place, and nothing may be read back to the host:
-# `check_positions=False`, the setting for the hot path (the default check synchronises
-# with the host), which also lets `torch.compile` trace the wrapper (out of place).
+# `check_positions=False`, the hot-path setting, which also lets `torch.compile` trace
+# the wrapper (out of place).
 #
-# How much is at stake is Amdahl's law, with assumed costs: 5 µs of host time a launch
-# (Exercise 2), and a fixed device cost a kernel (launch, ramp and drain, not its own
-# memory) of 1, 2 or 4 µs, as we found no published figure. At the H200's datasheet
+# How much is at stake is Amdahl's law, with assumed costs (we found no published
+# figure): 5 µs of host time a launch, and 1, 2 or 4 µs of fixed device cost a kernel
+# (launch, ramp and drain, not its memory). At the H200's datasheet
 # peaks, RoPE in a 4096-token prefill of Llama 3 8B is 0.9% of a layer's time in one
 # pass, 4.5% as Hugging Face's eager formula. In a decode step a layer streams 436 MB of
 # weights in 91 µs, and RoPE's bytes are 0.005% of that; the rest depends on which side
 # paces the step. Eager, a Hugging Face Llama layer launches 40 kernels, 10 of them
 # RoPE's: 200 µs of host time against the device's 91, so the host paces the step and
 # RoPE's launches are a quarter of it. The fused kernel alone does not fix that: its
-# Python wrapper costs the host tens of microseconds a call before Triton launches,
-# as much as several small eager operations (measured below). So capture the step in a
-# CUDA graph, or compile it, first: that removes the host cost of all 40 launches and
-# of the wrapper. The step is then paced by the device. Charging every kernel its fixed
-# cost plus its own round trips (the fused kernel its chain, each other kernel at least
-# one L2 trip), Hugging Face's ten are 9, 12 or 16% of the layer at 1, 2 or 4 µs, the
+# Python wrapper costs the host as much as several small eager operations (measured
+# below). So capture the step in a CUDA graph, or compile it, first. Paced by the
+# device, with every kernel charged its fixed cost plus its own round trips (the fused
+# kernel its chain, each other at least one L2 trip), Hugging Face's ten are 9, 12 or 16% of the layer at 1, 2 or 4 µs, the
 # fused kernel 1.9, 2.1 or 2.4%. Those last microseconds only fusion into
 # a neighbour removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
 # the prologue of attention, as the systems above do.
@@ -760,28 +755,24 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # $q$ と $k$ のアドレスはどの読み込みの結果にも依存しません。しかし Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、コンパイラは $q$ の読み込みを行と一緒に発行し、$k$ の読み込みは行を使う最初の乗算のあとに発行します。
 # そのため往復が 3 回続きます。これはデータの依存関係ではなく、このビルドの命令の並べ方で決まっています。
 # L2 にありそうなのは最後の 1 回（$k$）だけです。射影が $q$ と $k$ を書いたばかりだからです。
-# 位置と行を最後に読んだのは 1 つ前の層で、そのあと層は約 436 MB の重みを 50 MiB の L2 に通しています。そのため位置と行は、層ごとに毎回 HBM から来ます。
-# レイテンシは公表されていませんが、L2 を 200 ns、HBM を 600 ns と仮定すると、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
-# ホストでは起動ごとにさらにマイクロ秒単位の時間がかかり、Hugging Face の式は層あたり 10 回起動します。
+# 位置と行は HBM から来ます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通っているからです。
+# L2 を 200 ns、HBM を 600 ns と仮定すると（NVIDIA はどちらも公表していません）、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 #
 # CUDA グラフはホストの時間をなくします。デコードの 1 ステップ全体を一度キャプチャし、ステップごとに 1 回の起動で再生します。
 # vLLM はいくつかのバッチサイズでキャプチャしておき、実際のバッチをそのどれかまでパディングします。
 # グラフはキャプチャしたときのアドレスのまま再生されます。
 # そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません。
-# `check_positions=False` はこのためにあり、頻繁に呼ぶ経路ではこの設定を使います（既定の確認はホストと同期します）。
-# これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
+# 頻繁に呼ぶ経路の設定 `check_positions=False` はこのためにあり、これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
 #
-# どれだけの得があるかを、仮定したコストのもとで、アムダールの法則で見積もります。
-# 起動 1 回にホストで 5 µs かかると仮定します（演習 2）。
-# カーネル 1 つのデバイスでの固定コスト（起動、立ち上がり、終わりの待ち。カーネル自身のメモリアクセスは含みません）は、1、2、4 µs のいずれかと仮定します。公表された値は見つかりませんでした。
+# どれだけの得があるかを、仮定したコスト（公表された値は見つかりませんでした）のもとで、アムダールの法則で見積もります。
+# 起動 1 回にホストで 5 µs、カーネル 1 つにデバイスで 1、2、4 µs の固定コスト（起動、立ち上がり、終わりの待ち。メモリアクセスは含みません）です。
 # H200 のデータシートのピーク性能で見ると、Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9% です。
 # Hugging Face の eager モードの式なら 4.5% です。
 # デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読み、RoPE のバイト数はその 0.005% です。残りは、ステップの速さをホストとデバイスのどちらが決めるかによります。
 # eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。ホストの時間は 200 µs でデバイスの 91 µs より長いので、ステップの速さはホストが決め、RoPE の起動はその 4 分の 1 を占めます。
-# 融合カーネルにするだけでは、これは解決しません。その Python のラッパーは、Triton が何かを起動する前に、ホストで 1 回あたり数十 µs かかります。小さな eager モードの演算いくつか分です（下のセルで計ります）。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。これで 40 回の起動とラッパーのホストのコストがなくなります。
-# するとステップの速さはデバイスが決めます。
-# どのカーネルにも、固定コストと自身の往復の時間を課します（融合カーネルには往復の連鎖、ほかのカーネルには少なくとも L2 への往復 1 回）。
+# 融合カーネルにするだけでは、これは解決しません。その Python のラッパーは、ホストで小さな eager モードの演算いくつか分の時間がかかります（下のセルで計ります）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。
+# デバイスが速さを決めるようになったら、どのカーネルにも固定コストと自身の往復の時間を課します（融合カーネルには往復の連鎖、ほかのカーネルには少なくとも L2 への往復 1 回）。
 # この場合、Hugging Face の式の 10 個のカーネルは、固定コストが 1、2、4 µs のとき層の時間の 9、12、16%、融合カーネルは 1.9、2.1、2.4% です。
 # この最後の数マイクロ秒をなくせるのは、隣のカーネルへの融合だけです。
 # 融合先は、$q$ と $k$ をレジスタに持っている QKV の射影のエピローグか、アテンションのプロローグで、上の表のシステムはそうしています。
@@ -978,23 +969,21 @@ print(
 # %% [markdown] lang="en"
 # ## What the CPU records show
 #
-# `python -m posenc_lab.cpu_bench` times on the CPU each contender rotating $q$ and $k$
-# of Llama 3 8B's shapes: a [prefill](../docs/glossary.md#prefill) of 1024 tokens and a
-# decode step, in float32 and bfloat16, with one thread and with two (`lab/README.md`
-# says how, and how far to trust the numbers). The floor is
-# `torch.mul(x, 2.0, out=...)`; `hf_formula_out` is Hugging Face's arithmetic into
-# preallocated buffers; `compiled_module` is
-# `torch.compile(RotaryEmbedding(128, max_positions=4096))`. Each cell is the median
-# over 40 rounds of the ratio to the floor's time in the same round, in the float32
-# prefill, one thread / two.
+# `python -m posenc_lab.cpu_bench` times each contender on the CPU at Llama 3 8B's
+# shapes (`lab/README.md` gives the method and how far to trust it). Each cell is the
+# median over 40 rounds of the ratio to a floor, `torch.mul(x, 2.0, out=...)`, in the
+# same round, for a float32 [prefill](../docs/glossary.md#prefill) of 1024 tokens, one
+# thread / two; `hf_formula_out` writes Hugging Face's arithmetic into preallocated
+# buffers, `compiled_module` is `torch.compile(RotaryEmbedding(128, max_positions=4096))`.
 
 # %% [markdown] lang="ja"
 # ## CPU の計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の $q$ と $k$ を回転させる時間を、比較対象ごとに計ります。
-# 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップを、float32 と bfloat16、1 スレッドと 2 スレッドで計ります（計り方と信頼できる範囲は `lab/README.md`）。
-# 下限は `torch.mul(x, 2.0, out=...)`、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の contender 列は比較対象です。ratio to the floor 列は、float32 のプリフィルで同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です（「/」の左が 1 スレッド、右が 2 スレッド）。
+# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と信頼できる範囲は `lab/README.md`）。
+# 表の contender 列は比較対象です。下限は `torch.mul(x, 2.0, out=...)` です。
+# ratio to the floor 列は、float32 の 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)で、同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です。
+# 「/」の左が 1 スレッド、右が 2 スレッドです。
+# `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -1033,8 +1022,8 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # the others take 3.2 to 5.3, and only Hugging Face's formula lands on its byte ratio
 # (5.0 and 5.3 against 5.05). The decode step and bfloat16 are in `lab/README.md`.
 #
-# Nothing is measured on a GPU yet. `python -m posenc_lab.gpu_bench` is written for a
-# machine with one but has never run on a GPU (`lab/README.md`).
+# Nothing is measured on a GPU yet: `python -m posenc_lab.gpu_bench` has never run on
+# one (`lab/README.md`).
 
 # %% [markdown] lang="ja"
 # バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
@@ -1042,7 +1031,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # ほかは 3.2 から 5.3 倍で、バイト数の比どおりになるのは Hugging Face の式だけです（5.05 倍に対して 5.0 倍と 5.3 倍）。
 # デコードの 1 ステップと bfloat16 の結果は `lab/README.md` にあります。
 #
-# GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は GPU のあるマシン向けに書いたものですが、GPU で実行したことは一度もありません（`lab/README.md`）。
+# GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は、まだ GPU で実行したことがありません（`lab/README.md`）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU benchmark, written but never run.** `python -m
@@ -1230,10 +1219,9 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #   third, $k$'s, is this build's schedule, not a data dependence; and the host's
 #   launches.
 # - Eager, a Hugging Face Llama layer launches 40 kernels and the host paces the step:
-#   RoPE's ten are a quarter of it, and the fused kernel's wrapper alone costs
-#   tens of microseconds of host time. Capture the step in a CUDA graph or compile it first, with
-#   `check_positions=False`. Paced by the device, at an assumed 1 to 4 µs of fixed cost
-#   a kernel, the ten eager kernels are then 9 to 16% of the layer, the fused one 1.9 to
+#   RoPE's ten are a quarter of it, and the fused kernel's wrapper costs as much as
+#   several. Capture the step in a CUDA graph or compile it first
+#   (`check_positions=False`). Paced by the device (1 to 4 µs a kernel, assumed), the ten eager kernels are then 9 to 16% of the layer, the fused one 1.9 to
 #   2.4%; only folding it into a neighbouring kernel removes the rest.
 
 # %% [markdown] lang="ja"
@@ -1244,7 +1232,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのためにメモリから 1 回だけ読みます。成分あたり 0.1 バイトです。
 # - バイトの動かし方も効きます。カーネルはインターリーブ配置のペアを連続した範囲として読み込み、$k$ を $q$ と一緒に読み込みます。
 # - デコードの 1 ステップのコストはレイテンシです。往復が 3 回続き、合わせて約 1.4 µs かかります。そのうち位置と表の行の 2 回は、層の重みに L2 から追い出されているので、HBM まで往復します。3 回目の $k$ の往復は、データの依存関係ではなく、このビルドの命令の並べ方によるものです。それにホストによる起動が加わります。
-# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。RoPE の 10 個はその 4 分の 1 で、融合カーネルのラッパーだけでもホストで数十 µs かかります。まずステップを CUDA グラフでキャプチャするかコンパイルし、`check_positions=False` を使います。デバイスが速さを決めるようになると、カーネルあたりの固定コストを 1 から 4 µs と仮定した場合、eager モードの 10 個のカーネルは層の 9 から 16% です。融合カーネルは 1.9 から 2.4% です。残りをなくせるのは、隣のカーネルに組み込むことだけです。
+# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。RoPE の 10 個はその 4 分の 1 で、融合カーネルのラッパーもそのいくつか分かかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（`check_positions=False`）。デバイスが速さを決めるようになると、カーネルあたりの固定コストを 1 から 4 µs と仮定した場合、eager モードの 10 個のカーネルは層の 9 から 16% です。融合カーネルは 1.9 から 2.4% です。残りをなくせるのは、隣のカーネルに組み込むことだけです。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -430,11 +430,12 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the real kernel adds.**
-# `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need:
-# strides, so that $q$ and $k$ may be views of a projection laid out `(b, s, n, d)`;
-# 64-bit offsets; one block size for $q$'s heads and another for $k$'s, so that no lane
-# idles at Llama 3 8B's shapes; $k$'s heads loaded with $q$'s, before either is stored;
-# the interleaved layout, each head loaded as one contiguous run and split into pairs
+# `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need.
+# Two of these Liger's kernel already has: one block size for $q$'s heads and another
+# for $k$'s (`pad_n_qh`, `pad_n_kh`), so that no lane idles at Llama 3 8B's shapes, and
+# $k$'s heads loaded with $q$'s, before either is stored. The rest: strides, so that $q$
+# and $k$ may be views of a projection laid out `(b, s, n, d)`; 64-bit offsets; the
+# interleaved layout, each head loaded as one contiguous run and split into pairs
 # in registers; a
 # [partial rotation](../docs/glossary.md#partial-rotation) ($r < d$, the other
 # features copied); bfloat16 and float16 inputs, rotated in float32 and rounded once;
@@ -442,16 +443,20 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # [backward pass](../docs/glossary.md#backward-pass); and a choice about positions: by
 # default the wrapper reads their range back to raise a clear error, a synchronisation
 # per call, while `check_positions=False` reads nothing and gives NaN for a position
-# outside the table, as a CUDA graph needs.
+# outside the table, as a CUDA graph needs. The wrapper's checks in Python cost the
+# host tens of microseconds a call (measured in the cell after "shortening the chain"), which a
+# CUDA graph or `torch.compile` removes.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：実際のカーネルが加えるもの**
 #
 # `posenc.rope_triton.apply_rope_triton` は、このカーネルに、実際の入力を扱うための機能を加えたものです。
+# そのうち 2 つは Liger のカーネルがすでに備えています。
+# ブロックの大きさを $q$ のヘッドと $k$ のヘッドで別々に決める（`pad_n_qh`、`pad_n_kh`）ので、Llama 3 8B の形状では遊ぶレーンがありません。
+# また、$k$ のヘッドを $q$ のヘッドと一緒に読み込み、どちらも書き込む前に読み終えます。
+# 残りは次のとおりです。
 # ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の順に並んだ射影の出力から取ったビューでもかまいません。
 # オフセットは 64 ビットで計算します。
-# ブロックの大きさは $q$ のヘッドと $k$ のヘッドで別々に決めるので、Llama 3 8B の形状では遊ぶレーンがありません。
-# $k$ のヘッドは $q$ のヘッドと一緒に読み込み、どちらも書き込む前に読み終えます。
 # インターリーブ配置にも対応し、その場合は各ヘッドを連続した 1 つの範囲として読み込んで、レジスタの中でペアに分けます。
 # [部分回転](../docs/glossary.ja.md#partial-rotation)（$r < d$ のとき残りの次元はコピーします）にも対応します。
 # bfloat16 と float16 の入力は float32 で回転させて 1 回だけ丸めます。
@@ -459,6 +464,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # 位置の扱いも選べます。
 # 既定では、ラッパーが位置の範囲をホストへ読み戻し、範囲外ならわかりやすいエラーを出すので、呼び出しごとに同期が 1 回起きます。
 # `check_positions=False` なら何も読み戻さず、表の外の位置に対する出力は NaN になります。CUDA グラフで使うには、この設定が必要です。
+# ラッパーが Python で行う確認には、ホストで 1 回あたり数十 µs かかります（「連鎖を短くする」のあとのセルで計ります）。CUDA グラフか `torch.compile` を使えば、このコストはなくなります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: keeping the memory busy, and the settings.** Bandwidth needs bytes in
@@ -475,8 +481,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # only a GPU can measure. (The grid's shape is not a risk: a 4096-token
 # prefill is 3.9 times the 1,056 programs resident at once, and an SM starts a program
 # whenever one ends, so the tail is about one program's life.) Two designs would keep more bytes in flight: several tokens per
-# program, or a persistent grid in which each program loads its next token's position,
-# row and heads while it rotates the current one. FlashAttention's stand-alone Triton
+# program (FlashInfer's cos/sin-cache kernel does this, below), or a persistent grid in
+# which each program loads its next token's position, row and heads while it rotates
+# the current one. FlashAttention's stand-alone Triton
 # kernel tiles heads by tokens: more programs, and the table tile loaded once per block
 # of heads.
 #
@@ -496,15 +503,12 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # shapes, with every load and store of the PTX traced to its tensor and the SASS read
 # back with the `cuobjdump` that ships with Triton (`tests/test_rope_triton.py`): $q$'s block of 32 heads gives each thread 16 values of
 # each half, 128-bit loads and stores (`LDG.E.128`) in both dtypes; $k$'s block of 8
-# heads gives each thread 4, 128 bits in float32 but 64 in bfloat16 (`LDG.E.64`, on $k$'s
-# fifth of the bytes, still coalesced). The cause is the tile against `num_warps`, not
-# alignment: two warps (for $q$ too, as `num_warps` is one per kernel), or a tile over
-# several tokens, would give $k$ 128 bits. The interleaved layout avoids it: the kernel
-# loads each head's $r$ features as one contiguous run, splits the pairs in registers
-# (`tl.reshape` then `tl.split`, as FlashAttention's rotary kernel does) and joins them
-# back before one contiguous store, so every access to $q$ and $k$ is 128 bits, $k$'s
-# included (8 bfloat16 values a thread). Read with a stride of 2 instead, each access
-# would move one element: eight times the memory instructions per byte in bfloat16.
+# heads gives each thread 4, 64 bits in bfloat16 (`LDG.E.64`, on a fifth of the bytes,
+# still coalesced), set by the tile against `num_warps`, not by alignment. In the
+# interleaved layout the kernel loads each head's $r$ features as one contiguous run,
+# splits the pairs in registers (`tl.reshape` then `tl.split`, as FlashAttention's
+# rotary kernel does) and joins them back before one contiguous store: 128 bits for
+# $q$ and $k$ alike, where a stride of 2 would move one element an access.
 # Counted lane by lane in Triton's interpreter (the check of the small kernel above, and
 # the tests for `posenc`'s), the kernel requests $\beta_{\mathrm{fused}}$ bytes per
 # element. That count sees lanes, not instructions or sectors (the threads request the
@@ -525,7 +529,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # そのため、トークン 1 つにプログラム 1 つという分け方で心配なのは、転送中のバイト数が足りなくなることです。これは GPU でしか計れません。
 # グリッドの形は心配ありません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
 # SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。
-# 転送中のバイト数を増やす設計は 2 つあります。プログラムに複数のトークンを受け持たせるか、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくかです。
+# 転送中のバイト数を増やす設計は 2 つあります。
+# 1 つは、プログラムに複数のトークンを受け持たせることです（FlashInfer の cos と sin の表を使うカーネルはそうしています。後述）。
+# もう 1 つは、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくことです。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
 #
 # 設定は調整せず、固定したままです。
@@ -542,14 +548,11 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # `tests/test_rope_triton.py` は、Llama 3 8B の形状で sm_90 向けにコンパイルし、PTX のすべての読み込みと書き込みをどのテンソルのものかまでたどります。
 # Triton に同梱された `cuobjdump` で SASS も読みます。結果は次のとおりです。
 # $q$ のブロックは 32 個のヘッドなので、各スレッドは半分ごとに 16 個の値を受け持ち、どちらの dtype でも 128 ビットの読み込みと書き込み（`LDG.E.128`）になります。
-# $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、float32 では 128 ビットですが、bfloat16 では 64 ビット（`LDG.E.64`）になります。64 ビットになるのは $k$ の分、つまり全体のバイト数の 5 分の 1 だけで、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）されたままです。
-# 原因はアラインメントではなく、タイルの大きさと `num_warps` の関係です。
-# ワープを 2 つにするか（`num_warps` はカーネルに 1 つなので $q$ も 2 つになります）、タイルを複数のトークンにまたがらせれば、$k$ も 128 ビットになります。
-# インターリーブ配置ではこの問題が起きません。
-# カーネルは各ヘッドの $r$ 個の成分を連続した 1 つの範囲として読み込み、レジスタの中でペアに分けます（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）。
+# $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、bfloat16 では 64 ビット（`LDG.E.64`）になります。対象は全体のバイト数の 5 分の 1 で、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）されたままです。これを決めるのはアラインメントではなく、タイルの大きさと `num_warps` の関係です。
+# インターリーブ配置では、カーネルは各ヘッドの $r$ 個の成分を連続した 1 つの範囲として読み込みます。
+# そしてレジスタの中でペアに分けます（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）。
 # 書き込みの前にはまたつなげて、連続した範囲に 1 回で書き込みます。
-# そのため $q$ と $k$ へのアクセスはすべて 128 ビットで、$k$ も同じです（bfloat16 でスレッドあたり 8 個の値）。
-# 代わりにストライド 2 で読むと、アクセス 1 回で 1 成分しか動かず、bfloat16 ではバイトあたりのメモリ命令が 8 倍になります。
+# そのため $q$ と $k$ のどちらへのアクセスも 128 ビットになります。ストライド 2 で読めば、アクセス 1 回で 1 成分しか動きません。
 # Triton のインタプリタでレーンごとに数えると（上の小さなカーネルの確認のセルと、`posenc` のカーネルのテスト）、カーネルが要求するバイト数は成分あたり $\beta_{\mathrm{fused}}$ です。
 # この数え方に見えるのはレーンだけで、命令やセクタは見えません。また、コンパイルしたカーネルではスレッドが表の行を何度も要求し（L1 キャッシュから供給されます）、これもこの数え方には現れません。
 # DRAM が実際に動かすバイト数は計っていません。
@@ -594,7 +597,7 @@ assert_close(dk, ek)
 # | vLLM | compiled (the default): the PyTorch formula (`forward_native`), which Inductor generates and fuses with its neighbours; eager or with `+rotary_embedding`: the CUDA kernel `rotary_embedding`, in place, one thread block per token. A separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache) (fused with RoPE on ROCm with AITER only) | a table of positions × $r$, cos then sin, cast to $q$'s dtype, read at each token's position |
 # | FlashInfer | in place: `apply_rope_with_cos_sin_cache_inplace` (vLLM's interface) or `apply_rope_pos_ids_inplace`; fused: `rope_quantize_fp8_append_paged_kv_cache` rotates, quantises to FP8 and appends to a paged KV cache; and inside attention with `pos_encoding_mode="ROPE_LLAMA"` | a float32 table, or computed on the fly from `rope_theta` |
 # | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of positions × $r/2$ in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
-# | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's cos and sin, gathered per token |
+# | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's per-token cos and sin, `(b or 1, s, d)`, indexed by the program's token, first half read |
 # | `posenc` | `apply_rope_triton`, out of place or in place | strided views of the module's float32 table, read at each token's position |
 #
 # The cache write shows what folding saves. Counted with the same model for one decode
@@ -618,7 +621,7 @@ assert_close(dk, ek)
 # | vLLM | 既定のコンパイルモードでは PyTorch の式（`forward_native`）で、Inductor がカーネルを生成して前後の演算と融合。eager モードか `+rotary_embedding` の指定では CUDA のカーネル `rotary_embedding` がインプレースで回転（トークン 1 つにスレッドブロック 1 つ）。[KV キャッシュ](../docs/glossary.ja.md#kv-cache)への $k$ と $v$ の書き込みは別カーネル（RoPE との融合は ROCm の AITER でだけ） | 位置 × $r$ の表（cos、sin の順）を $q$ の dtype に変換し、各トークンの位置の行を読む |
 # | FlashInfer | インプレース：`apply_rope_with_cos_sin_cache_inplace`（vLLM と同じインターフェース）か `apply_rope_pos_ids_inplace`。融合：`rope_quantize_fp8_append_paged_kv_cache`（回転、FP8 への量子化、ページ化した KV キャッシュへの追加）。アテンションの中：`pos_encoding_mode="ROPE_LLAMA"` | float32 の表か、`rope_theta` からその場で計算 |
 # | FlashAttention 2 | アテンションのカーネルの中：`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` が、新しいキーを KV キャッシュへの追加時に、クエリを読み込み時に回転 | 位置 × $r/2$ の表（$q$ の dtype）。`rotary_interleaved=False` でなければインターリーブ配置 |
-# | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で回転 | Hugging Face の cos と sin をトークンごとに集めたもの |
+# | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で回転 | Hugging Face のトークンごとの cos と sin（`(b or 1, s, d)`）を、プログラムの受け持つトークンで参照し、前半だけ読む |
 # | `posenc` | `apply_rope_triton`（アウトオブプレースかインプレース） | モジュールの float32 の表のストライド付きビューから、各トークンの位置の行を読む |
 #
 # 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
@@ -712,33 +715,32 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # issues $q$'s loads with the row and $k$'s only after the first multiply that uses the
 # row: three round trips in a row, set by this build's schedule, not by the data. Only
 # the last, $k$'s, is likely to be an L2 round trip, as the projection has just
-# written $q$ and $k$. The position and the row were last read one layer earlier, and since then the layer
-# has streamed some 436 MB of weights through a 50 MiB L2: they come from HBM, every
-# layer. NVIDIA publishes neither latency; at an assumed 200 ns for
-# L2 and 600 ns for HBM the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs. On the
-# host, each launch costs microseconds more, and Hugging Face's formula makes ten a
-# layer.
+# written $q$ and $k$. The position and the row come from HBM: since the last layer
+# read them, 436 MB of weights have streamed through a 50 MiB L2. At an assumed 200 ns
+# for L2 and 600 ns for HBM (NVIDIA publishes neither) the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs.
 #
 # A CUDA graph removes the host: capture the whole decode step once and replay it with
 # one launch per step (vLLM pads each batch to a size it captured). A graph replays
 # fixed addresses, so the table must exist before capture
 # (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`), the positions live in a
 # device tensor updated in place, and nothing may be read back to the host:
-# `check_positions=False`, which also lets `torch.compile` trace the wrapper (out of
-# place).
+# `check_positions=False`, the hot-path setting, which also lets `torch.compile` trace
+# the wrapper (out of place).
 #
-# How much is at stake is Amdahl's law, with Exercise 2's assumed costs: 5 µs of host
-# time a launch, 2 to 4 µs of fixed device cost a kernel. At the H200's datasheet
+# How much is at stake is Amdahl's law, with assumed costs (we found no published
+# figure): 5 µs of host time a launch, and 1, 2 or 4 µs of fixed device cost a kernel
+# (launch, ramp and drain, not its memory). At the H200's datasheet
 # peaks, RoPE in a 4096-token prefill of Llama 3 8B is 0.9% of a layer's time in one
 # pass, 4.5% as Hugging Face's eager formula. In a decode step a layer streams 436 MB of
 # weights in 91 µs, and RoPE's bytes are 0.005% of that; the rest depends on which side
 # paces the step. Eager, a Hugging Face Llama layer launches 40 kernels, 10 of them
 # RoPE's: 200 µs of host time against the device's 91, so the host paces the step and
-# RoPE's launches are a quarter of it. So capture the step in a CUDA graph first: that
-# removes the host cost of all 40 launches. The step is then paced by the device, where
-# each kernel keeps its fixed cost, and the layer takes its 91 µs of weights plus the
-# fixed costs of all its kernels: Hugging Face's ten are 20 to 40 µs, 12 to 16% of
-# that, the fused kernel (chain included) 2.2 to 2.5%. Those last microseconds only fusion into
+# RoPE's launches are a quarter of it. The fused kernel alone does not fix that: its
+# Python wrapper costs the host as much as several small eager operations (measured
+# below). So capture the step in a CUDA graph, or compile it, first. Paced by the
+# device, with every kernel charged its fixed cost plus its own round trips (the fused
+# kernel its chain, each other at least one L2 trip), Hugging Face's ten are 9, 12 or 16% of the layer at 1, 2 or 4 µs, the
+# fused kernel 1.9, 2.1 or 2.4%. Those last microseconds only fusion into
 # a neighbour removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
 # the prologue of attention, as the systems above do.
 
@@ -753,24 +755,25 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # $q$ と $k$ のアドレスはどの読み込みの結果にも依存しません。しかし Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、コンパイラは $q$ の読み込みを行と一緒に発行し、$k$ の読み込みは行を使う最初の乗算のあとに発行します。
 # そのため往復が 3 回続きます。これはデータの依存関係ではなく、このビルドの命令の並べ方で決まっています。
 # L2 にありそうなのは最後の 1 回（$k$）だけです。射影が $q$ と $k$ を書いたばかりだからです。
-# 位置と行を最後に読んだのは 1 つ前の層で、そのあと層は約 436 MB の重みを 50 MiB の L2 に通しています。そのため位置と行は、層ごとに毎回 HBM から来ます。
-# レイテンシは公表されていませんが、L2 を 200 ns、HBM を 600 ns と仮定すると、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
-# ホストでは起動ごとにさらにマイクロ秒単位の時間がかかり、Hugging Face の式は層あたり 10 回起動します。
+# 位置と行は HBM から来ます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通っているからです。
+# L2 を 200 ns、HBM を 600 ns と仮定すると（NVIDIA はどちらも公表していません）、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 #
 # CUDA グラフはホストの時間をなくします。デコードの 1 ステップ全体を一度キャプチャし、ステップごとに 1 回の起動で再生します。
 # vLLM はいくつかのバッチサイズでキャプチャしておき、実際のバッチをそのどれかまでパディングします。
 # グラフはキャプチャしたときのアドレスのまま再生されます。
-# そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません。`check_positions=False` はこのためにあります。
-# これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
+# そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません。
+# 頻繁に呼ぶ経路の設定 `check_positions=False` はこのためにあり、これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
 #
-# どれだけの得があるかを、演習 2 と同じ仮定（起動 1 回にホストで 5 µs、カーネル 1 つにデバイスで 2 から 4 µs の固定コスト）のもとで、アムダールの法則で見積もります。
+# どれだけの得があるかを、仮定したコスト（公表された値は見つかりませんでした）のもとで、アムダールの法則で見積もります。
+# 起動 1 回にホストで 5 µs、カーネル 1 つにデバイスで 1、2、4 µs の固定コスト（起動、立ち上がり、終わりの待ち。メモリアクセスは含みません）です。
 # H200 のデータシートのピーク性能で見ると、Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9% です。
 # Hugging Face の eager モードの式なら 4.5% です。
 # デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読み、RoPE のバイト数はその 0.005% です。残りは、ステップの速さをホストとデバイスのどちらが決めるかによります。
 # eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。ホストの時間は 200 µs でデバイスの 91 µs より長いので、ステップの速さはホストが決め、RoPE の起動はその 4 分の 1 を占めます。
-# したがって、まずステップを CUDA グラフでキャプチャします。これで 40 回の起動すべてのホストのコストがなくなります。
-# するとステップの速さはデバイスが決め、カーネルごとの固定コストが残ります。層の時間は、重みを読む 91 µs に、すべてのカーネルの固定コストを足したものになります。
-# 固定コストは、Hugging Face の式の 10 個のカーネルで 20 から 40 µs、層の時間の 12 から 16% を占めます。融合カーネルなら（往復の連鎖を含めて）2.2 から 2.5% です。
+# 融合カーネルにするだけでは、これは解決しません。その Python のラッパーは、ホストで小さな eager モードの演算いくつか分の時間がかかります（下のセルで計ります）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。
+# デバイスが速さを決めるようになったら、どのカーネルにも固定コストと自身の往復の時間を課します（融合カーネルには往復の連鎖、ほかのカーネルには少なくとも L2 への往復 1 回）。
+# この場合、Hugging Face の式の 10 個のカーネルは、固定コストが 1、2、4 µs のとき層の時間の 9、12、16%、融合カーネルは 1.9、2.1、2.4% です。
 # この最後の数マイクロ秒をなくせるのは、隣のカーネルへの融合だけです。
 # 融合先は、$q$ と $k$ をレジスタに持っている QKV の射影のエピローグか、アテンションのプロローグで、上の表のシステムはそうしています。
 
@@ -779,7 +782,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # with $q$, as Liger's does: the compiler may not move a load above a store that might
 # reach the same memory ($q$'s output could alias $k$), so the kernel loads both
 # tiles, then stores both, and in the SASS for sm_90 every load of a step comes before
-# its first store. Four changes would shorten the chain. Issue $k$'s loads with the
+# its first store. Five changes would shorten the chain. Issue $k$'s loads with the
 # row: at `num_warps = 8` (40 registers) the SASS issues every load before the first
 # multiply, two round trips (1.2 µs), but $k$'s accesses become 32-bit. Compute cos and
 # sin from the position, with $q$ and $k$ loaded alongside: no row round trip (1.4 µs
@@ -787,9 +790,16 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # about $10^5$ radians on a slow path, and the fastest pair's angle is the position
 # itself. When
 # tokens are fewer than SMs, give each token several programs, a grid of tokens by
-# blocks of heads (FlashInfer's gets a block per head). And tune `num_warps` and the
-# blocks per shape (`triton.autotune`), which also decides whether $k$'s accesses are 64
-# or 128 bits. Programmatic dependent launch (PDL) then lets the kernel start while the
+# blocks of heads. FlashInfer's cos/sin-cache launcher ships this and several tokens per
+# program, chosen at run time: it asks `cudaOccupancyMaxActiveBlocksPerMultiprocessor`
+# how many blocks fit, and if the tokens fill them it runs 8 tokens a block ($d = 128$
+# in bfloat16) with 128-bit accesses and a loop over the heads, otherwise a grid of
+# token groups by heads, a block per head. Keep the position and the row in L2 across
+# the layer's weights: load them with `eviction_policy="evict_last"` (the weights
+# streamed `evict_first`), or keep the table in an L2 persisting window
+# (`cudaAccessPolicyWindow`). The two HBM trips would become L2 trips, 1.4 µs about 0.6;
+# an idea, not measured. And tune `num_warps` and the blocks per shape
+# (`triton.autotune`). Programmatic dependent launch (PDL) then lets the kernel start while the
 # one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`), so the chain
 # is an upper bound where something overlaps it.
 #
@@ -806,11 +816,15 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # `posenc` のカーネルは、Liger のカーネルと同じく $k$ を $q$ と一緒に読み込みます。
 # コンパイラは、同じメモリに届く可能性のある書き込みより前に、読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
-# 連鎖は、次の 4 つの変更で短くできるはずです。
+# 連鎖は、次の 5 つの変更で短くできるはずです。
 # 1 つ目に、$k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
 # 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、周波数がいちばん高いペアの角度は位置そのものです。
-# 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。FlashInfer のグリッドはヘッドごとにブロックを割り当てます。
-# 4 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。これで $k$ のアクセスが 64 ビットになるか 128 ビットになるかも決まります。
+# 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。
+# FlashInfer の cos と sin の表を使う起動関数は、この設計と、プログラムに複数のトークンを受け持たせる設計の両方を備え、実行時に選びます。
+# `cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
+# トークンでそれが埋まるなら、ブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき）を受け持たせ、128 ビットのアクセスでヘッドをループで回ります。埋まらないなら、トークンのグループとヘッドの 2 次元のグリッドにして、ヘッドごとにブロックを割り当てます。
+# 4 つ目に、位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"` で読み込む（重みは `evict_first` で流す）か、表を L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）に置きます。HBM への往復 2 回が L2 への往復になり、1.4 µs が約 0.6 µs になるはずです。これは考え方で、計測はしていません。
+# 5 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
 # さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
 #
 # RoPE を QKV の射影のエピローグに組み込めるかどうかは、配置で決まります。
@@ -819,9 +833,14 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
 
 # %% tags=["deeper"]
+import timeit
+from functools import partial
+
 from transformers import LlamaConfig
 from transformers.cache_utils import DynamicCache
 from transformers.models.llama import modeling_llama
+
+import posenc.rope_triton as rope_triton_module
 
 # RoPE's share of a Llama 3 8B layer in bfloat16, at the H200's datasheet peaks
 hidden, inter, seq = 4096, 14336, 4096
@@ -874,15 +893,18 @@ launch = 5e-6  # host time a launch (Exercise 2)
 launches = 10 * launch  # Hugging Face's ten RoPE launches a layer
 # their share of the host's step
 host_paced = launches / (len(layer_kernels) * launch)
-fixed = (
-    2e-6,
-    4e-6,
-)  # a kernel's fixed cost on the device, assumed (Solution 2)
-# under a graph the layer takes its weights' time plus every kernel's fixed
-# cost: 40 kernels with Hugging Face's formula, 31 with the fused kernel
+# a kernel's fixed cost on the device (launch, ramp, drain), without its
+# memory: assumed, no published figure
+fixed = (1e-6, 2e-6, 4e-6)
+# under a graph every kernel costs f plus its own round trips: the fused
+# kernel its chain, every other kernel at least one L2 trip (a lower bound);
+# 40 kernels with Hugging Face's formula, 31 with the fused kernel
 n_eager = len(layer_kernels)
-eager_share = [10 * f / (decode + n_eager * f) for f in fixed]
-fused_share = [(chain + f) / (decode + (n_eager - 9) * f) for f in fixed]
+eager_share = [10 * (f + l2) / (decode + n_eager * (f + l2)) for f in fixed]
+fused_share = [
+    (f + chain) / (decode + (n_eager - 10) * (f + l2) + f + chain)
+    for f in fixed
+]
 print(
     f"prefill: {layer_flops / 1e12:.2f} TFLOP, {prefill * 1e3:.2f} ms a layer; "
     f"RoPE fused {rope_s(seq, 4.1) / prefill:.1%}, "
@@ -894,31 +916,74 @@ print(
     f"chain {chain * 1e6:.1f} µs ({chain / decode:.1%}); eager: "
     f"{len(layer_kernels)} kernels a layer, "
     f"{len(layer_kernels) * launch * 1e6:.0f} µs of host time, RoPE's ten "
-    f"{host_paced:.0%} of it; device-paced, of the layer: fused "
-    f"{fused_share[0]:.1%} to {fused_share[1]:.1%}, "
-    f"eager {eager_share[0]:.0%} to {eager_share[1]:.0%}"
+    f"{host_paced:.0%} of it; device-paced, of the layer at f = 1, 2, 4 µs: "
+    f"fused {', '.join(f'{x:.1%}' for x in fused_share)}; "
+    f"eager {', '.join(f'{x:.0%}' for x in eager_share)}"
+)
+
+
+class NoLaunch:
+    """Stands in for the kernel: takes the grid, then launches nothing."""
+
+    def __getitem__(self, grid):
+        return lambda *args, **options: None
+
+
+def host_us(fn, n=1000):
+    """Best of five: microseconds of host time a call."""
+    return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+
+
+# the wrapper's host time for one decode token, the launch stubbed
+qd = torch.randn(1, 1, n_q, d, dtype=torch.bfloat16).transpose(1, 2)
+kd = torch.randn(1, 1, n_k, d, dtype=torch.bfloat16).transpose(1, 2)
+pd, table = torch.tensor([[5]]), RotaryEmbedding(d, max_positions=8)
+
+
+def rotate_decode(check_positions):
+    """One decode token through apply_rope_triton."""
+    cos, sin = table.cos_cached, table.sin_cached
+    return apply_rope_triton(
+        qd, kd, pd, cos, sin, check_positions=check_positions
+    )
+
+
+real_kernel, rope_triton_module._rope_qk_kernel = (
+    rope_triton_module._rope_qk_kernel, NoLaunch(),
+)  # fmt: skip
+try:
+    wrapper = [
+        host_us(partial(rotate_decode, check_positions=c))
+        for c in (False, True)
+    ]
+finally:
+    rope_triton_module._rope_qk_kernel = real_kernel
+small_op = host_us(lambda: qd * qd)  # one small eager multiplication
+print(
+    f"wrapper, launch stubbed: {wrapper[0]:.0f} µs a call, "
+    f"{wrapper[1]:.0f} with the position check; one small eager "
+    f"multiplication {small_op:.1f} µs ({wrapper[0] / small_op:.1f} and "
+    f"{wrapper[1] / small_op:.1f} of them)"
 )
 
 # %% [markdown] lang="en"
 # ## What the CPU records show
 #
-# `python -m posenc_lab.cpu_bench` times on the CPU each contender rotating $q$ and $k$
-# of Llama 3 8B's shapes: a [prefill](../docs/glossary.md#prefill) of 1024 tokens and a
-# decode step, in float32 and bfloat16, with one thread and with two (`lab/README.md`
-# says how, and how far to trust the numbers). The floor is
-# `torch.mul(x, 2.0, out=...)`; `hf_formula_out` is Hugging Face's arithmetic into
-# preallocated buffers; `compiled_module` is
-# `torch.compile(RotaryEmbedding(128, max_positions=4096))`. Each cell is the median
-# over 40 rounds of the ratio to the floor's time in the same round, in the float32
-# prefill, one thread / two.
+# `python -m posenc_lab.cpu_bench` times each contender on the CPU at Llama 3 8B's
+# shapes (`lab/README.md` gives the method and how far to trust it). Each cell is the
+# median over 40 rounds of the ratio to a floor, `torch.mul(x, 2.0, out=...)`, in the
+# same round, for a float32 [prefill](../docs/glossary.md#prefill) of 1024 tokens, one
+# thread / two; `hf_formula_out` writes Hugging Face's arithmetic into preallocated
+# buffers, `compiled_module` is `torch.compile(RotaryEmbedding(128, max_positions=4096))`.
 
 # %% [markdown] lang="ja"
 # ## CPU の計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は CPU で、Llama 3 8B の形状の $q$ と $k$ を回転させる時間を、比較対象ごとに計ります。
-# 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)とデコードの 1 ステップを、float32 と bfloat16、1 スレッドと 2 スレッドで計ります（計り方と信頼できる範囲は `lab/README.md`）。
-# 下限は `torch.mul(x, 2.0, out=...)`、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
-# 表の contender 列は比較対象です。ratio to the floor 列は、float32 のプリフィルで同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です（「/」の左が 1 スレッド、右が 2 スレッド）。
+# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と信頼できる範囲は `lab/README.md`）。
+# 表の contender 列は比較対象です。下限は `torch.mul(x, 2.0, out=...)` です。
+# ratio to the floor 列は、float32 の 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)で、同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です。
+# 「/」の左が 1 スレッド、右が 2 スレッドです。
+# `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -957,8 +1022,8 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # the others take 3.2 to 5.3, and only Hugging Face's formula lands on its byte ratio
 # (5.0 and 5.3 against 5.05). The decode step and bfloat16 are in `lab/README.md`.
 #
-# Nothing is measured on a GPU yet. `python -m posenc_lab.gpu_bench` is written for a
-# machine with one but has never run on a GPU (`lab/README.md`).
+# Nothing is measured on a GPU yet: `python -m posenc_lab.gpu_bench` has never run on
+# one (`lab/README.md`).
 
 # %% [markdown] lang="ja"
 # バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
@@ -966,7 +1031,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # ほかは 3.2 から 5.3 倍で、バイト数の比どおりになるのは Hugging Face の式だけです（5.05 倍に対して 5.0 倍と 5.3 倍）。
 # デコードの 1 ステップと bfloat16 の結果は `lab/README.md` にあります。
 #
-# GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は GPU のあるマシン向けに書いたものですが、GPU で実行したことは一度もありません（`lab/README.md`）。
+# GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は、まだ GPU で実行したことがありません（`lab/README.md`）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU benchmark, written but never run.** `python -m
@@ -1120,8 +1185,11 @@ assert round(decode * 1e6) == 91
 assert len(layer_kernels) == 40 and layer_kernels.count("rsqrt") == 2
 assert layer_kernels[11:21] == 2 * ["mul", "neg", "cat", "mul", "add"]
 assert round(len(layer_kernels) * launch * 1e6) == 200 and host_paced == 0.25
-assert [round(x, 2) for x in eager_share] == [0.12, 0.16]
-assert [round(x, 3) for x in fused_share] == [0.022, 0.025]
+assert [round(x, 2) for x in eager_share] == [0.09, 0.12, 0.16]
+assert [round(x, 3) for x in fused_share] == [0.019, 0.021, 0.024]
+# the wrapper's host time: tens of µs, several small eager operations
+assert 10 < wrapper[0] < 200 and wrapper[1] > wrapper[0]
+assert 3 < wrapper[0] / small_op < 30
 # 8 warps: the row with q and k (two trips); cos and sin computed, q and k
 # loaded with the position: the position alone
 assert round((hbm + hbm) * 1e6, 1) == 1.2 and round(hbm * 1e6, 1) == 0.6
@@ -1145,15 +1213,16 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - The fused kernel runs one program per token and reads the cos/sin row from memory
 #   once for all its heads: 0.1 byte per element.
 # - How bytes move matters too: the kernel loads interleaved pairs as contiguous runs
-#   and $k$ with $q$; $k$'s 8 heads still get 64-bit accesses in bfloat16.
+#   and $k$ with $q$.
 # - A decode step costs latency: a chain of three round trips, about 1.4 µs in all, two
 #   of them to HBM (the position and the row, evicted by each layer's weights); the
 #   third, $k$'s, is this build's schedule, not a data dependence; and the host's
 #   launches.
 # - Eager, a Hugging Face Llama layer launches 40 kernels and the host paces the step:
-#   RoPE's ten are a quarter of it. Capture the step in a CUDA graph first. Paced by the
-#   device, the ten eager kernels are then 12 to 16% of the layer, the fused one 2.2 to 2.5%;
-#   only folding it into a neighbouring kernel removes the rest.
+#   RoPE's ten are a quarter of it, and the fused kernel's wrapper costs as much as
+#   several. Capture the step in a CUDA graph or compile it first
+#   (`check_positions=False`). Paced by the device (1 to 4 µs a kernel, assumed), the ten eager kernels are then 9 to 16% of the layer, the fused one 1.9 to
+#   2.4%; only folding it into a neighbouring kernel removes the rest.
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -1161,9 +1230,9 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのためにメモリから 1 回だけ読みます。成分あたり 0.1 バイトです。
-# - バイトの動かし方も効きます。カーネルはインターリーブ配置のペアを連続した範囲として読み込み、$k$ を $q$ と一緒に読み込みます。ただし、ヘッドが 8 個しかない $k$ へのアクセスは、bfloat16 では 64 ビットにとどまります。
+# - バイトの動かし方も効きます。カーネルはインターリーブ配置のペアを連続した範囲として読み込み、$k$ を $q$ と一緒に読み込みます。
 # - デコードの 1 ステップのコストはレイテンシです。往復が 3 回続き、合わせて約 1.4 µs かかります。そのうち位置と表の行の 2 回は、層の重みに L2 から追い出されているので、HBM まで往復します。3 回目の $k$ の往復は、データの依存関係ではなく、このビルドの命令の並べ方によるものです。それにホストによる起動が加わります。
-# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。RoPE の 10 個はその 4 分の 1 です。まずステップを CUDA グラフでキャプチャします。デバイスが速さを決めるようになると、eager モードの 10 個のカーネルは層の 12 から 16%、融合カーネルは 2.2 から 2.5% です。残りをなくせるのは、隣のカーネルに組み込むことだけです。
+# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。RoPE の 10 個はその 4 分の 1 で、融合カーネルのラッパーもそのいくつか分かかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（`check_positions=False`）。デバイスが速さを決めるようになると、カーネルあたりの固定コストを 1 から 4 µs と仮定した場合、eager モードの 10 個のカーネルは層の 9 から 16% です。融合カーネルは 1.9 から 2.4% です。残りをなくせるのは、隣のカーネルに組み込むことだけです。
 
 # %% [markdown] lang="en"
 # ## Exercises

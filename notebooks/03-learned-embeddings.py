@@ -864,7 +864,7 @@ assert scaled.table.grad is None
 
 # %% [markdown] lang="ja"
 # 反転モデルの学習型の表を、このモジュールに置き換えて学習します。
-# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個ですが、この実行（シード 1 つ）ではこのモデルも課題を解きます。ただし学習は遅く、ステップ 100 での損失は 0.3870 でした（表では 0.0003）。
+# 位置のパラメータは $2T d = 1024$ 個ではなく 1 個ですが、この実行（シード 1 つ）ではこのモデルも課題を解きます。ただし学習は遅く、ステップ 100 での損失は 0.3870 でした（学習型の表では 0.0003）。
 # 途中でスケールは $32^{-1/2} \approx 0.1768$ から 1.0290 へと 5.8 倍になり、モデルは位置の信号を大きくしました。
 # ヒートマップを描けば上の正弦波の図と同じになります。すべてのベクトルに $\alpha > 0$ を掛けても、コサイン類似度は変わらないからです。
 
@@ -899,8 +899,9 @@ assert round(alpha / alpha_0, 1) == 5.8
 # so a plain SGD step leaves the padding row at zero.
 # `SinusoidalEmbedding(..., padding_idx=k)` also returns zeros at $k$.
 # Libraries differ in how they number the positions around that row: RoBERTa
-# numbers real tokens from $k + 1$, which is why its table has $514 = 512 + 2$ rows
-# for 512 tokens (see the note).
+# uses its padding id $k = 1$ as a position too and numbers real tokens from
+# $k + 1 = 2$, which is why its table has $514 = 512 + 2$ rows for 512 tokens
+# (see the note).
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
@@ -911,7 +912,7 @@ assert round(alpha / alpha_0, 1) == 5.8
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
 # したがって素の SGD で更新しても、パディング用の行は 0 のままです。`SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 # この行のまわりで位置をどう数えるかは、ライブラリによって違います。
-# RoBERTa は実トークンを $k + 1$ から数えるので、512 トークンに対して表が $514 = 512 + 2$ 行あります（下の「さらに詳しく」）。
+# RoBERTa はパディングの ID $k = 1$ を位置にも使い、実トークンを $k + 1 = 2$ から数えるので、512 トークンに対して表が $514 = 512 + 2$ 行あります（下の「さらに詳しく」）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: RoBERTa's numbering around the padding row.** fairseq and
@@ -922,7 +923,7 @@ assert round(alpha / alpha_0, 1) == 5.8
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：パディング用の行のまわりでの RoBERTa の数え方**
 #
-# fairseq と RoBERTa は、学習型位置埋め込みでこの方式を使います。パディングのトークンには、その ID（RoBERTa では 1）をそのまま位置として割り当て、実トークンは $k + 1$ から数えます。
+# fairseq と RoBERTa の学習型位置埋め込みも、`padding_idx` の行を 0 にします。そのうえで、パディングのトークンにはその ID（RoBERTa では 1）をそのまま位置として割り当て、実トークンは $k + 1$ から数えます。
 # 2 つの系列（2 つ目は右側をパディング）での RoBERTa の位置は次のとおりです。
 
 
@@ -984,8 +985,8 @@ assert roberta_pos.n_positions - k - 1 == 512  # rows for real positions
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ライブラリごとの表の作り方**
 #
-# Hugging Face の OPT と BART も、独自のコードで 2 のずれを残しています。
-# 表には行が 2 つ余分にあり、位置は 2 だけずれます。OPT は実トークンだけを数えるので RoBERTa と同じ番号になり、BART はすべてのトークンを数えます。
+# Hugging Face の OPT と BART も、RoBERTa と同じく位置を 2 ずらす方式を、独自のコードで残しています。
+# 表には行が 2 つ余分にあります。OPT は実トークンだけを数えるので RoBERTa と同じ番号になり、BART はすべてのトークンを数えます。
 # [KV キャッシュ](../docs/glossary.ja.md#kv-cache)を使うときは、デコードの各ステップで新しいトークンだけを入力するので、番号をずらす必要があります。
 # OpenAI の GPT-2 は `past_length` を、Hugging Face の RoBERTa は `past_key_values_length` を足します。
 

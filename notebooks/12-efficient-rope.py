@@ -444,8 +444,8 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # default the wrapper reads their range back to raise a clear error, a synchronisation
 # per call, while `check_positions=False` reads nothing and gives NaN for a position
 # outside the table, as a CUDA graph needs. The wrapper's checks in Python cost the
-# host tens of microseconds a call (measured in the cell after "shortening the chain"), which a
-# CUDA graph or `torch.compile` removes.
+# host tens of microseconds a call (measured with the launch stubbed out, on a CPU
+# host: `lab/README.md`), which a CUDA graph or `torch.compile` removes.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：実際のカーネルが加えるもの**
@@ -464,7 +464,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # 位置の扱いも選べます。
 # 既定では、ラッパーが位置の範囲をホストへ読み戻し、範囲外ならわかりやすいエラーを出すので、呼び出しごとに同期が 1 回起きます。
 # `check_positions=False` なら何も読み戻さず、表の外の位置に対する出力は NaN になります。CUDA グラフで使うには、この設定が必要です。
-# ラッパーが Python で行う確認には、ホストで 1 回あたり数十 µs かかります（「連鎖を短くする」のあとのセルで計ります）。CUDA グラフか `torch.compile` を使えば、このコストはなくなります。
+# ラッパーが Python で行う確認には、ホストで 1 回あたり数十 µs かかります（起動をスタブに置き換えて CPU のホストで測った値です。`lab/README.md` を参照してください）。CUDA グラフか `torch.compile` を使えば、このコストはなくなります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: keeping the memory busy, and the settings.** Bandwidth needs bytes in
@@ -833,14 +833,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
 
 # %% tags=["deeper"]
-import timeit
-from functools import partial
-
 from transformers import LlamaConfig
 from transformers.cache_utils import DynamicCache
 from transformers.models.llama import modeling_llama
-
-import posenc.rope_triton as rope_triton_module
 
 # RoPE's share of a Llama 3 8B layer in bfloat16, at the H200's datasheet peaks
 hidden, inter, seq = 4096, 14336, 4096
@@ -919,51 +914,6 @@ print(
     f"{host_paced:.0%} of it; device-paced, of the layer at f = 1, 2, 4 µs: "
     f"fused {', '.join(f'{x:.1%}' for x in fused_share)}; "
     f"eager {', '.join(f'{x:.0%}' for x in eager_share)}"
-)
-
-
-class NoLaunch:
-    """Stands in for the kernel: takes the grid, then launches nothing."""
-
-    def __getitem__(self, grid):
-        return lambda *args, **options: None
-
-
-def host_us(fn, n=1000):
-    """Best of five: microseconds of host time a call."""
-    return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
-
-
-# the wrapper's host time for one decode token, the launch stubbed
-qd = torch.randn(1, 1, n_q, d, dtype=torch.bfloat16).transpose(1, 2)
-kd = torch.randn(1, 1, n_k, d, dtype=torch.bfloat16).transpose(1, 2)
-pd, table = torch.tensor([[5]]), RotaryEmbedding(d, max_positions=8)
-
-
-def rotate_decode(check_positions):
-    """One decode token through apply_rope_triton."""
-    cos, sin = table.cos_cached, table.sin_cached
-    return apply_rope_triton(
-        qd, kd, pd, cos, sin, check_positions=check_positions
-    )
-
-
-real_kernel, rope_triton_module._rope_qk_kernel = (
-    rope_triton_module._rope_qk_kernel, NoLaunch(),
-)  # fmt: skip
-try:
-    wrapper = [
-        host_us(partial(rotate_decode, check_positions=c))
-        for c in (False, True)
-    ]
-finally:
-    rope_triton_module._rope_qk_kernel = real_kernel
-small_op = host_us(lambda: qd * qd)  # one small eager multiplication
-print(
-    f"wrapper, launch stubbed: {wrapper[0]:.0f} µs a call, "
-    f"{wrapper[1]:.0f} with the position check; one small eager "
-    f"multiplication {small_op:.1f} µs ({wrapper[0] / small_op:.1f} and "
-    f"{wrapper[1] / small_op:.1f} of them)"
 )
 
 # %% [markdown] lang="en"
@@ -1187,9 +1137,6 @@ assert layer_kernels[11:21] == 2 * ["mul", "neg", "cat", "mul", "add"]
 assert round(len(layer_kernels) * launch * 1e6) == 200 and host_paced == 0.25
 assert [round(x, 2) for x in eager_share] == [0.09, 0.12, 0.16]
 assert [round(x, 3) for x in fused_share] == [0.019, 0.021, 0.024]
-# the wrapper's host time: tens of µs, several small eager operations
-assert 10 < wrapper[0] < 200 and wrapper[1] > wrapper[0]
-assert 3 < wrapper[0] / small_op < 30
 # 8 warps: the row with q and k (two trips); cos and sin computed, q and k
 # loaded with the position: the position alone
 assert round((hbm + hbm) * 1e6, 1) == 1.2 and round(hbm * 1e6, 1) == 0.6

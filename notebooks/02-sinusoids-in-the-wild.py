@@ -23,7 +23,7 @@
 # outside it); a checkpoint loaded under another variant than the one it was
 # trained with gets different inputs. The exception, the column index in the
 # exponent, is a bug: it breaks the rotation property even from scratch (shown
-# here on the code itself, not by training a model).
+# here on the code itself, the encoding vectors, not by training a model).
 #
 # **Does it matter?**
 #
@@ -47,16 +47,16 @@
 #
 # 実際に使われている実装は、論文の式とも、実装どうしの間でも、6 つの点で食い違っています。
 # そこから得られる教訓はただ 1 つ、位置エンコーディングもチェックポイントの一部だということです。
-# 一から学習するのであれば、1 つを除くどの変種でも、正弦と余弦のすべてのペアに回転の性質（このエンコーディングが機能する理由）が成り立ちます（奇数の $d$ では 1 列だけ外れることがあります）。
+# 一から学習するのであれば、1 つを除くどの変種でも、正弦と余弦のすべてのペアで回転の性質が成り立ちます。このエンコーディングが機能するのはこの性質のおかげです（奇数の $d$ では 1 列だけ外れることがあります）。
 # しかし、学習に使ったのとは別の変種でチェックポイントを読み込むと、モデルへの入力が変わります。
-# 唯一の例外である、指数に列の番号を入れる実装はバグで、一から学習しても回転の性質が成り立ちません（モデルを学習して確かめたのではなく、符号そのもので示します）。
+# 唯一の例外である、指数に列の番号を入れる実装はバグで、一から学習しても回転の性質が成り立ちません（モデルを学習して確かめたのではなく、符号（エンコーディングのベクトル）そのものを調べて示します）。
 #
 # **違いは影響するか**
 #
 # | 違い | 影響する場面 | 大きさ（断りがなければ $d = 512$） | 節 |
 # |---|---|---|---|
 # | 列の並び順：インターリーブ配置か連結配置か | チェックポイントの読み込み：影響する（重みを並べ替えれば影響しない）。一からの学習：影響しない | 同じ数の順番違い。重みも並べ替えれば出力は一致 | [1](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ) |
-# | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：影響する。一からの学習：影響しないはず（どちらも回転の性質を保つ／未測定） | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
+# | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：影響する。一からの学習：影響しないはず（どちらも回転の性質を保つ。ただし未測定） | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
 # | 奇数の $d$：0 の列か孤立した正弦か | 読み込み：1 列だけ影響する。一からの学習：ほとんど影響しない | $d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | [3](#3-奇数の次元数) |
 # | fairseq の `padding_idx + 1` から数える位置 | 読み込み：影響する。一からの学習：影響しない | 各トークンに足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | [4](#4-fairseq-の位置はパディングのインデックスの次から始まる) |
 # | 指数に入った列の番号 $j$（$2j/d$） | 常に影響する（バグ。ここではモデルを学習していません） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
@@ -96,7 +96,8 @@ F64 = torch.float64
 # `PositionalEncoding(d_model, dropout_prob, max_len=5000)` follows the paper,
 # AllenNLP's `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`
 # follows tensor2tensor: concatenated layout, $n-1$, a zero column for odd $d$
-# (where labml fails). Both form the angles in float32.
+# (where labml fails). Both form the angles in float32, and both can be rebuilt
+# with `posenc` (Going deeper, below).
 
 # %% [markdown] lang="ja"
 # ## labml と AllenNLP を posenc で再現する
@@ -104,8 +105,8 @@ F64 = torch.float64
 # よく読まれている 2 つの PyTorch モジュールは、違うものを計算しています。
 # labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従い、
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従います。
-# 具体的には、連結配置で、$n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここで失敗します）。
-# どちらも角度は float32 で作ります。
+# つまり、連結配置を使い、指数を $n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここでエラーになります）。
+# どちらも角度は float32 で作ります。どちらも `posenc` で再現できます（下の「さらに詳しく」）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the two modules, rebuilt.** In `posenc`, labml's module is
@@ -412,7 +413,8 @@ assert not torch.allclose(
 #
 # The paper's frequencies divide the exponent by $n$; tensor2tensor's
 # `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
-# the timescales run from exactly $1$ to exactly $10000$.
+# the timescales run from exactly $1$ to exactly $10000$. The change looks small, but
+# for $d = 512$ some entry differs by more than 1 from position 732 on.
 
 # %% [markdown] lang="ja"
 # ## 2. n で割るか n − 1 で割るか
@@ -420,6 +422,7 @@ assert not torch.allclose(
 # 論文の周波数は指数を $n$ で割ります。
 # tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
 # こうすると、周波数の逆数（タイムスケール）がちょうど $1$ から $10000$ までになります。
+# 違いは小さく見えますが、$d = 512$ では位置 732 から、どこかの成分の差が 1 を超えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: how far the two denominators drift apart.** In `posenc` dividing
@@ -515,13 +518,14 @@ plt.show()
 # ## 3. Odd widths
 #
 # With an odd $d$ there are $n = \lfloor d/2 \rfloor$ whole pairs and one column
-# left over. Libraries disagree about that column.
+# left over. Libraries disagree about that column: some fill it with zeros, some
+# fail, and some leave a sine without its cosine there.
 
 # %% [markdown] lang="ja"
 # ## 3. 奇数の次元数
 #
 # $d$ が奇数だと、完全なペアが $n = \lfloor d/2 \rfloor$ 組でき、列が 1 本余ります。
-# この列の扱いはライブラリによって違います。
+# この列の扱いはライブラリによって違います。0 で埋める実装、エラーになる実装、対のない正弦を 1 本残す実装があります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the leftover column, library by library.**
@@ -612,13 +616,15 @@ assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
 #
 # fairseq numbers the real tokens from `padding_idx + 1` and gives padding a zero row;
 # with its usual `padding_idx = 1` every real token receives $PE(t+2)$ instead of
-# $PE(t)$.
+# $PE(t)$. A shift of 2 is one rotation shared by all positions, so dot products are
+# unchanged, but for $d = 512$ the added vector moves by 6.95 (its norm: 16).
 
 # %% [markdown] lang="ja"
 # ## 4. fairseq の位置はパディングのインデックスの次から始まる
 #
 # fairseq は実トークンを `padding_idx + 1` から数え、パディングには 0 の行を与えます。
 # よく使われる `padding_idx = 1` では、各実トークンに $PE(t)$ の代わりに $PE(t+2)$ が足されます。
+# 2 のずれはすべての位置に共通の回転なので内積は変わりませんが、足すベクトルは $d = 512$ で 6.95 動きます（ノルムは 16）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: fairseq's numbering, rebuilt.** fairseq does not number
@@ -1032,12 +1038,17 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 # ## 6. Float32 angles at large positions
 #
 # Most implementations (labml, AllenNLP, fairseq, tensor2tensor) form the angle
-# $p\,\omega_i$ in float32 and take its sine there.
+# $p\,\omega_i$ in float32 and take its sine there. The angle error grows with the
+# position: for $d = 512$, labml's angles are off by up to 6.2e-02 near $p = 2^{20}$
+# (`posenc`, which forms them in float64, by 3.0e-08), and from $2^{24}$ on even
+# neighbouring positions collide.
 
 # %% [markdown] lang="ja"
 # ## 6. 大きな位置での float32 の角度
 #
 # ほとんどの実装（labml、AllenNLP、fairseq、tensor2tensor）は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
+# 角度の誤差は位置とともに大きくなり、$d = 512$ の labml では $p = 2^{20}$ 付近で最大 6.2e-02 に達します（`posenc` は float64 で角度を作るので 3.0e-08）。
+# $2^{24}$ から先では、隣り合う位置さえ区別できなくなります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: how large the float32 error grows.** Write $\mathrm{fl}_{32}(x)$ for $x$
@@ -1239,7 +1250,7 @@ for name, (w_hat, w) in libraries.items():
     )
 print("\n".join(lines), end="")
 
-# %% tags=["deeper", "check"] summary={"en": "the exp-computed frequencies are 9 to 10u (labml) and 8 to 9u (n − 1) off; the one-rounding bound holds with ω rounded once and fails in over a third (labml) and over 40% (fairseq) of the entries, up to 5.2 and 4.7 times; the largest error moves only from 6.21e-02 to 6.22e-02", "ja": "exp で計算した周波数のずれは 9u〜10u（labml）と 8u〜9u（n − 1 版）です。1 回の丸めを前提にした上界は、1 回だけ丸めた周波数では成り立ち、labml では 3 分の 1 以上、fairseq では 40% 以上の成分で破れ、最大で 5.2 倍と 4.7 倍です。誤差の最大値は 6.21e-02 から 6.22e-02 に変わるだけです"}
+# %% tags=["deeper", "check"] summary={"en": "the exp-computed frequencies are 9 to 10u (labml) and 8 to 9u (n − 1) off; the one-rounding bound holds with ω rounded once and fails with the exp-computed ones in over a third (labml) and over 40% (fairseq) of the entries, up to 5.2 and 4.7 times; the largest error moves only from 6.21e-02 to 6.22e-02", "ja": "exp で計算した周波数のずれは 9u〜10u（labml）と 8u〜9u（n − 1 版）です。1 回の丸めを前提にした上界は、1 回だけ丸めた周波数では成り立ちますが、exp で計算した周波数では labml で 3 分の 1 以上、fairseq で 40% 以上の成分で破れ、最大で 5.2 倍と 4.7 倍です。誤差の最大値は 6.21e-02 から 6.22e-02 に変わるだけです"}
 off, share, worst, largest = stats["w rounded once"]
 assert off <= 1 and share == 0 and f"{largest:.2e}" == "6.21e-02"
 assert 9 < stats["labml"][0] < 10 and 8 < stats["fairseq, AllenNLP"][0] < 9
@@ -1259,7 +1270,7 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
 # | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
 # | labml; the Annotated Transformer | interleaved | $-i/n$ | shape error | 0 |
-# | jadore801120; Hugging Face XLM and DistilBERT (both opt-in) | interleaved | $-2i/d$ | a lone sine | 0 |
+# | jadore801120; Hugging Face XLM and DistilBERT (both when set to sinusoids) | interleaved | $-2i/d$ | a lone sine | 0 |
 # | jadore801120's early version | interleaved | $-2j/d$, column $j$ | a lone sine | 1 |
 # | Hugging Face Marian | concatenated | $-2i/d$ | a lone sine, in column $n$ | 0 |
 # | OpenAI Whisper, audio encoder (`sinusoids`) | concatenated | $-i/(n-1)$ | refused (`assert`) | 0 |
@@ -1284,7 +1295,7 @@ assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 # | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
 # | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
 # | labml、The Annotated Transformer | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
-# | jadore801120、Hugging Face の XLM と DistilBERT（どちらも有効にしたとき） | インターリーブ配置 | $-2i/d$ | 孤立した正弦 | 0 |
+# | jadore801120、Hugging Face の XLM と DistilBERT（どちらも設定で正弦波を選んだとき） | インターリーブ配置 | $-2i/d$ | 孤立した正弦 | 0 |
 # | jadore801120 の初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 孤立した正弦 | 1 |
 # | Hugging Face の Marian | 連結配置 | $-2i/d$ | 孤立した正弦（列 $n$） | 0 |
 # | OpenAI の Whisper の音声エンコーダ（`sinusoids`） | 連結配置 | $-i/(n-1)$ | 受け付けない（`assert`） | 0 |

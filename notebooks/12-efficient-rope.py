@@ -989,7 +989,8 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # kernel against `apply_rope`, the compiled module, Hugging Face's formula, the
 # production kernels where they are installed and a one-launch copy, from 1 to 32,768
 # tokens per call (`lab/README.md` has the details and the Nsight Compute commands).
-# Prefills are cold, and each sample's writes are at least eight times L2, so at 4096
+# Prefills are cold, and each sample's reads and writes are at least eight times L2 (its
+# writes alone at least four times), so at 4096
 # tokens in bfloat16 memory must move at least 73.4 MB of a call's 83.9 MB inside the
 # timed window. Decode steps are timed back to back with everything in L2, and also one
 # launch alone with only $q$ and $k$ in L2, the state a model's layer leaves. The table
@@ -1009,7 +1010,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、融合カーネルをほかの実装と比べます。
 # 比べる相手は `apply_rope` とコンパイルしたモジュール、Hugging Face の式、（インストールされていれば）実際のシステムのカーネル、1 回の起動で済むコピーです。
 # 呼び出しあたりのトークンは 1 から 32,768 までです（詳しい条件と Nsight Compute のコマンドは `lab/README.md`）。
-# プリフィルはキャッシュに何もない状態から計ります。各サンプルが書き込むバイト数は L2 の 8 倍以上です。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
+# プリフィルはキャッシュに何もない状態から計ります。各サンプルが読み書きするバイト数は L2 の 8 倍以上です（書き込みだけでも 4 倍以上）。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
 # デコードの 1 ステップは、すべてが L2 にある状態で続けて計るほか、$q$ と $k$ だけが L2 にある状態（モデルの層が残す状態）で 1 回の起動を単独でも計ります。
 # 次の表は、bfloat16 の融合カーネルについて、データシートの毎秒 4.8 TB と仮定したレイテンシから求めた予測です。
 # キャッシュに何もない状態から計るケースでは、表の bytes moved（動かすバイト数）が、メモリが最低限動かさなければならない量です。

@@ -277,24 +277,25 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 #
 # Now train the decoder. The task is a [copy task](../docs/glossary.md#copy-task): eight random tokens, a separator 0,
 # then the same eight again. Each copied token sits nine positions after its
-# original, so the model must know where it is. Both runs below take 300 steps of
+# original, so the model must find the token nine positions back. Both runs below take 300 steps of
 # AdamW on the copied half: one with RoPE, one with no positional encoding
-# (`encoding="none"`), which has only the causal mask to go on. The loss starts
+# (`encoding="none"`), which can infer positions only through the causal mask, a
+# slower route ([chapter 10](10-xpos-nope.ipynb)). The loss starts
 # high because the tied output layer reuses unit-variance embeddings.
 #
 # With RoPE the loss falls close to 0 and greedy decoding copies new prompts;
-# without positions it stays near the [chance level](../docs/glossary.md#chance-level)
-# $\ln 63 \approx 4.1$ for these 300 steps. Wired in as above, the encoding lets
+# without positions it is still near the [chance level](../docs/glossary.md#chance-level)
+# $\ln 63 \approx 4.1$ after these 300 steps, and falling only slowly. Wired in as above, the encoding lets
 # the model learn a task that depends on position.
 
 # %% [markdown] lang="ja"
 # ## 位置が必要な課題で学習する
 #
-# ここでデコーダを学習させます。課題は[コピー課題](../docs/glossary.ja.md#copy-task)です。ランダムな 8 トークン、区切りの 0、そして同じ 8 トークンを並べます。コピーした各トークンは元のトークンの 9 つ後ろの位置にあるので、モデルは自分の位置を知る必要があります。
-# 下では、RoPE を使うモデルと位置エンコーディングを使わないモデル（`encoding="none"`）を、コピーする後半のトークンの損失について、どちらも AdamW で 300 ステップ学習させます。後者が位置の手がかりにできるのは因果マスクだけです。
+# ここでデコーダを学習させます。課題は[コピー課題](../docs/glossary.ja.md#copy-task)です。ランダムな 8 トークン、区切りの 0、そして同じ 8 トークンを並べます。コピーした各トークンは元のトークンの 9 つ後ろの位置にあるので、モデルは 9 つ前のトークンを見つける必要があります。
+# 下では、RoPE を使うモデルと位置エンコーディングを使わないモデル（`encoding="none"`）を、コピーする後半のトークンの損失について、どちらも AdamW で 300 ステップ学習させます。後者は因果マスクを通してしか位置を推測できず、その学習はずっと遅くなります（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）。
 # 出力層が分散 1 の埋め込み行列を共有しているので、損失は高いところから始まります。
 #
-# RoPE を使うと損失は 0 近くまで下がり、貪欲デコードで新しいプロンプトをコピーできるようになります。位置を使わないモデルの損失は、この 300 ステップの間、[チャンスレベル](../docs/glossary.ja.md#chance-level)の $\ln 63 \approx 4.1$ の近くにとどまります。
+# RoPE を使うと損失は 0 近くまで下がり、貪欲デコードで新しいプロンプトをコピーできるようになります。位置を使わないモデルの損失は、300 ステップのあとも[チャンスレベル](../docs/glossary.ja.md#chance-level)の $\ln 63 \approx 4.1$ の近くにあり、ゆっくりとしか下がりません。
 # 上のように組み込んだ位置エンコーディングがあれば、モデルは位置に依存する課題を学習できます。
 
 
@@ -327,7 +328,7 @@ _, nope_losses = train("none")
 for name, losses in (("RoPE", rope_losses), ("none", nope_losses)):
     print(f"{name}: step 1 {losses[0]:.1f}, last 20 {losses[-20:].mean():.2f}")
 
-# %% tags=["figure"] alt={"en": ["Training loss of the copy task against the step, 1 to 300, on a log axis. With RoPE it falls from about 59 through the chance level ln 63 ≈ 4.1 (dashed) to below 0.1. Without positions it drops to the chance level within a few dozen steps and stays there."], "ja": ["コピー課題の学習中の損失を、ステップ（1〜300）に対して対数軸で描いた図。RoPE を使うと約 59 から下がり、チャンスレベル ln 63 ≈ 4.1（破線）を通って 0.1 未満になります。位置を使わないと数十ステップでチャンスレベルまで下がり、そこにとどまります。"]}
+# %% tags=["figure"] alt={"en": ["Training loss of the copy task against the step, 1 to 300, on a log axis. With RoPE it falls from about 59 through the chance level ln 63 ≈ 4.1 (dashed) to below 0.1. Without positions it drops to the chance level within a few dozen steps and is still near it at step 300."], "ja": ["コピー課題の学習中の損失を、ステップ（1〜300）に対して対数軸で描いた図。RoPE を使うと約 59 から下がり、チャンスレベル ln 63 ≈ 4.1（破線）を通って 0.1 未満になります。位置を使わないと数十ステップでチャンスレベルまで下がり、300 ステップ目でもその近くにあります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 2.4))
 steps = torch.arange(1, 301)
 ax.plot(steps, rope_losses, label="RoPE", lw=1.3)
@@ -337,11 +338,11 @@ ax.set(yscale="log", xlabel="step", ylabel="loss", xlim=(1, 300))
 ax.legend(fontsize=8)
 plt.show()
 
-# %% tags=["check"] summary={"en": "with RoPE the loss of the last 20 steps is below a tenth of the chance level ln 63 and greedy decoding copies at least 95% of 64 new prompts; without positions it stays above 80% of the chance level; both start between 40 and 80", "ja": "RoPE を使うと最後の 20 ステップの損失はチャンスレベル ln 63 の 10 分の 1 未満で、貪欲デコードは新しい 64 個のプロンプトの 95% 以上をコピーします。位置を使わないと損失はチャンスレベルの 80% より上にとどまります。損失はどちらも 40〜80 の値から始まります"}
+# %% tags=["check"] summary={"en": "with RoPE the loss of the last 20 steps is below a tenth of the chance level ln 63 and greedy decoding copies at least 95% of 64 new prompts; without positions it is still above half the chance level and over ten times RoPE's; both start between 40 and 80", "ja": "RoPE を使うと最後の 20 ステップの損失はチャンスレベル ln 63 の 10 分の 1 未満で、貪欲デコードは新しい 64 個のプロンプトの 95% 以上をコピーします。位置を使わないと損失は最後もチャンスレベルの半分より上で、RoPE の 10 倍を超えます。損失はどちらも 40〜80 の値から始まります"}
 chance = math.log(63)
 assert rope_losses[-20:].mean() < 0.1 * chance
-assert nope_losses[-20:].mean() > 0.8 * chance
-assert nope_losses[100:].min() > 0.5 * chance
+assert nope_losses[-20:].mean() > 0.5 * chance
+assert nope_losses[-20:].mean() > 10 * rope_losses[-20:].mean()
 for losses in (rope_losses, nope_losses):
     assert 40 < losses[0] < 80
 fresh = copy_task(64, torch.Generator().manual_seed(1))

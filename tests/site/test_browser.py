@@ -150,6 +150,24 @@ def test_japanese_words_are_drawn_in_a_japanese_font(page, served_site, prefix, 
         assert fonts and not wrong, f"{prefix} {selector}: glyphs drawn in {wrong} (boxes)"
 
 
+def test_back_to_top_is_a_small_button_in_the_corner(browser, served_site):
+    """Scrolling up shows "Back to top" as a round button at the bottom right,
+    not over the text: Material's script sets its `top` inline, and a
+    reader review found it stretched into a full-height bar (site.css)."""
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(served_site.base_url + f"{CHAPTER}/", wait_until="load")
+    page.mouse.wheel(0, 3000)
+    page.wait_for_timeout(300)
+    page.mouse.wheel(0, -400)
+    page.wait_for_function("!document.querySelector('.md-top').hidden")
+    page.wait_for_timeout(300)
+    box = page.locator(".md-top").bounding_box()
+    context.close()
+    assert box["width"] <= 48 and box["height"] <= 48, box
+    assert box["x"] + box["width"] > 390 - 40 and box["y"] + box["height"] > 844 - 40, box
+
+
 @pytest.mark.parametrize("prefix", ["", "ja/"])
 def test_plain_pages_typeset_math(page, served_site, prefix):
     page.goto(served_site.base_url + f"{prefix}glossary/", wait_until="networkidle")

@@ -15,14 +15,21 @@ these the hook builds, at every build:
   from the words of its main path (prose outside folded cells) at a
   study pace of 60 a minute (a reader's measured pace on two chapters).
 
+- on each chapter of the core path, a line under its title and one at its
+  end that say which step it is and link the next step (the footer's
+  "Next" follows the navigation, which leaves the path after most steps),
+  and the step's circled number before its title in the navigation.
+
 A notebook without an entry, or an entry without a notebook, stops the
 build with a message that says which.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import logging
+import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +45,24 @@ TABLE_HEADER = {
     "ja": "| 部 | 章 | 導出して確かめること |",
 }
 MINUTES = {"en": "{} min", "ja": "{} 分"}
+CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a link
+    "en": {
+        "top": '<a href="{home}">Core path</a>, step {n} of {of} · next: {next}',
+        "top_last": '<a href="{home}">Core path</a>, step {n} of {of}, the last',
+        "end": "Next on the core path: {next}",
+        "end_last": 'This is the end of the core path. The other chapters in the <a href="{home}">'
+        "chapter list</a> go deeper into one family or one implementation.",
+        "label": "Core path",
+    },
+    "ja": {
+        "top": '<a href="{home}">基本の順路</a>の {n} 章目（全 {of} 章）・次は {next}',
+        "top_last": '<a href="{home}">基本の順路</a>の {n} 章目（全 {of} 章）、最後の章',
+        "end": "基本の順路の次の章: {next}",
+        "end_last": '基本の順路はここまでです。<a href="{home}">章の一覧</a>にあるほかの章は、'
+        "1 つの手法や 1 つの実装をさらに深く扱います。",
+        "label": "基本の順路",
+    },
+}
 WORDS_PER_MINUTE = 40  # study pace: derivations followed, figures read (a reader review
 # found 60 optimistic: about five hours announced for a core path of eight to ten)
 FOLDED = {"check", "figure", "deeper", "solution"}  # cells the page folds
@@ -199,6 +224,55 @@ def table(chapters: list[Chapter], lang: str) -> str:
     return "\n".join([*rows, "", "</div>"])
 
 
+def core_path_lines(chapters: list[Chapter], slug: str, lang: str) -> tuple[str, str] | None:
+    """The lines that open and close the page of ``slug`` on the core path
+    (``None`` off it), with links relative to the chapter's page."""
+    steps = sorted((c for c in chapters if c.path), key=lambda c: c.path)
+    here = next((c for c in steps if c.slug == slug), None)
+    if here is None:
+        return None
+    text = CORE_PATH_TEXT[lang]
+    fields = {"home": "../", "n": here.path, "of": len(steps)}
+    if here.path == len(steps):
+        top, end = text["top_last"].format(**fields), text["end_last"].format(**fields)
+    else:
+        after = steps[here.path]
+        name = html.escape(f"{_CIRCLED[after.path - 1]} {titles(after)[lang]}")
+        link = f'<a href="../{after.slug}/">{name}</a>'
+        top = text["top"].format(next=link, **fields)
+        end = text["end"].format(next=f"{link} →", **fields)
+    label = html.escape(text["label"], quote=True)
+    return tuple(
+        f'<nav class="core-path core-path--{where}" aria-label="{label}"><p>{line}</p></nav>'
+        for where, line in (("top", top), ("end", end))
+    )
+
+
+_NAV_TITLE = re.compile(
+    r'(<(?:a href="(?P<href>[^"]*)" class="md-nav__link[^"]*"'
+    r'|label class="md-nav__link md-nav__link--active" for="__toc")>\s*'
+    r'<span class="md-ellipsis">\s*)'
+)
+
+
+def mark_core_path_in_nav(output: str, page_url: str, chapters: list[Chapter]) -> str:
+    """The navigation's links to core chapters with the step's circled number
+    in front of the title; ``page_url`` is the page's own (``ja/alibi/``)."""
+    step = {c.slug: c.path for c in chapters if c.path}
+
+    def mark(m: re.Match) -> str:
+        href = m["href"] if m["href"] is not None else "./"  # the page's own entry
+        if "#" in href or ":" in href or href.startswith("/"):
+            return m[0]
+        target = posixpath.normpath(posixpath.join(page_url, href))
+        target = target.removeprefix(f"{LANGUAGES[1]}/")  # a chapter is /slug/ or /ja/slug/
+        if target not in step:
+            return m[0]
+        return f'{m[1]}<span class="core-step">{_CIRCLED[step[target] - 1]}</span> '
+
+    return _NAV_TITLE.sub(mark, output)
+
+
 def _root(config) -> Path:
     return Path(config.config_file_path).parent
 
@@ -212,6 +286,26 @@ def on_config(config, **kwargs):
             parts = {c.part["en"]: c.part[language.locale] for c in chapters}
             language.nav_translations = {**parts, **(language.nav_translations or {})}
     return config
+
+
+def on_page_content(content, page, config, files):
+    if not page.file.src_uri.endswith(".ipynb"):
+        return content
+    slug = page.file.src_uri.rsplit("/", 1)[-1].split(".")[0]  # alibi.ipynb, alibi.ja.ipynb
+    lines = core_path_lines(read_registry(_root(config)), slug, config.theme["language"])
+    if lines is None:
+        return content
+    top, end = lines
+    # under the title and the notebook's toolbar (hooks/language.py puts it there)
+    anchor = content.find('<p class="nb-toolbar">')
+    cut = content.find("</p>", anchor) + 4 if anchor >= 0 else content.find("</h1>") + 5
+    if cut < 5:
+        cut = 0
+    return content[:cut] + top + content[cut:] + end
+
+
+def on_post_page(output, page, config):
+    return mark_core_path_in_nav(output, page.url, read_registry(_root(config)))
 
 
 def on_page_markdown(markdown, page, config, files):

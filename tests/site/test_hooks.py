@@ -1093,6 +1093,46 @@ def test_reading_time_counts_the_main_path_at_40_words_a_minute():
     assert chapters.reading_minutes({"cells": [prose(10)]}) == 5  # never 0
 
 
+def test_core_chapters_name_their_step_and_link_the_next(tmp_path):
+    registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: gamma\n        path: 2\n")
+    found = chapters.read_registry(_chapters(tmp_path, registry))
+    assert chapters.core_path_lines(found, "alpha", "en") is None  # off the path
+    top, end = chapters.core_path_lines(found, "beta", "en")
+    assert "step 1 of 2 · next: " in top and 'href="../gamma/">② The gamma chapter</a>' in top
+    assert end.endswith(
+        '<p>Next on the core path: <a href="../gamma/">② The gamma chapter</a> →</p></nav>'
+    )
+    top, end = chapters.core_path_lines(found, "gamma", "ja")
+    assert "の 2 章目（全 2 章）、最後の章" in top
+    assert '<a href="../">章の一覧</a>' in end and 'href="../' + "gamma" not in end
+
+
+def test_the_navigation_marks_core_chapters_with_their_step(tmp_path):
+    found = chapters.read_registry(_chapters(tmp_path))  # beta is step 1
+
+    def link(href, active=""):
+        return f'<a href="{href}" class="md-nav__link{active}">\n  <span class="md-ellipsis">\n T'
+
+    nav = "".join(
+        [
+            link("../alpha/"),
+            link("./", " md-nav__link--active"),
+            '<label class="md-nav__link md-nav__link--active" for="__toc">'
+            '\n <span class="md-ellipsis">\n T',
+            '<label class="md-nav__link" for="__nav_2"><span class="md-ellipsis">Part',
+            link("../api/beta/"),  # an API page of the same name is not the chapter
+            link("#beta"),
+        ]
+    )
+    marked = chapters.mark_core_path_in_nav(nav, "ja/beta/", found)
+    assert marked.count('<span class="core-step">①</span> ') == 2  # the link and the label
+    assert marked.replace('<span class="core-step">①</span> ', "") == nav
+    from_home = chapters.mark_core_path_in_nav(link("beta/") + link("alpha/"), "", found)
+    assert (
+        from_home.count("core-step") == 1 and from_home.index("core-step") < len(link("beta/")) + 40
+    )
+
+
 def test_the_core_path_is_numbered_once_each_from_one(tmp_path):
     registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: gamma\n        path: 3\n")
     with pytest.raises(ValueError, match=r"the path steps are \[1, 3\]: number the core path"):
@@ -1195,7 +1235,9 @@ def test_a_figure_cell_folds_its_code_and_shows_its_figure(tmp_path):
     assert cell.index("<img") < cell.index("figure-code") < cell.index("</details></div>")
 
 
-@pytest.mark.parametrize(("lang", "label"), [("en", "Imports and setup"), ("ja", "インポートと準備")])
+@pytest.mark.parametrize(
+    ("lang", "label"), [("en", "Imports and setup"), ("ja", "インポートと準備")]
+)
 def test_a_setup_cell_folds_whole_under_its_label(tmp_path, lang, label):
     cells = [
         _cell("markdown", "Intro."),

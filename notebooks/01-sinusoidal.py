@@ -262,7 +262,7 @@ assert round(10000 * two_pi) == 62832
 # exponent by $n-1$ instead, so that the progression ends exactly on
 # $10000 \cdot 2\pi$ (`endpoint=True` in `posenc`). That is a different encoding,
 # not a rounding difference:
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#2-dividing-by-n-or-by-n--1)
+# [*Sinusoids in the wild: pitfalls*](02-sinusoids-in-the-wild.ipynb#the-variants-and-when-they-matter)
 # measures how different.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -272,7 +272,7 @@ assert round(10000 * two_pi) == 62832
 # しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ には届かず、それを公比で 1 回割った値になります。$d = 512$ では 62832 ではなく約 60611 位置です。
 # tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
 # これは丸め誤差ではなく、別のエンコーディングです。
-# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#2-n-で割るか-n--1-で割るか)の章で測ります。
+# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれが影響する場面)の章で測ります。
 
 # %% [markdown] lang="en"
 # ## A smooth binary counter
@@ -732,8 +732,10 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 #
 # **Angles in float64.** Float32 angles drift at large positions, so `posenc` forms
 # them in float64; the drift is not random but the same at every call, and
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions)
-# measures it in the libraries and says when it matters.
+# [*Sinusoids in the wild: pitfalls*](02-sinusoids-in-the-wild.ipynb#the-variants-and-when-they-matter)
+# measures it in the libraries and says when it matters. That page collects the
+# pitfalls of real implementations, with the one lesson: the encoding is part of a
+# checkpoint.
 
 # %% [markdown] lang="ja"
 # ## 実際に使うときの注意
@@ -745,7 +747,8 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 #
 # **角度は float64 で計算します**。float32 の角度は大きな位置でずれるので、`posenc` は角度を float64 で作ります。
 # このずれはランダムではなく、毎回同じです。
-# ライブラリごとのずれと、それが問題になる場面は、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で扱います。
+# ライブラリごとのずれと、それが問題になる場面は、[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれが影響する場面)の章で扱います。
+# この章は実際の実装の落とし穴をまとめたもので、教訓は「位置エンコーディングもチェックポイントの一部」ということです。
 
 # %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence", "ja": "オフセット t で 1 トークンずつ処理した結果は、系列全体を一度に処理した結果と一致します"}
 module = SinusoidalPositionalEncoding(32)
@@ -830,7 +833,7 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 # The top half gives $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$ for
 # each pair, the bottom half $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$.
 # It is $M_k$ with its rows and columns reordered by the layout permutation $P$ of
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#1-interleaved-or-concatenated-one-fixed-permutation):
+# [*Sinusoids in the wild: pitfalls*](02-sinusoids-in-the-wild.ipynb#the-encoding-is-part-of-a-checkpoint):
 # $P M_k P^\top$.
 
 # %% [markdown] lang="ja" tags=["solution"]
@@ -841,7 +844,7 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 # $$PE^{\mathrm{cat}}(p+k) = \begin{pmatrix} C_k & S_k \\ -S_k & C_k \end{pmatrix} PE^{\mathrm{cat}}(p)$$
 # 上半分が各ペアの $\sin(\theta+\phi) = \cos\phi\,\sin\theta + \sin\phi\,\cos\theta$、
 # 下半分が $\cos(\theta+\phi) = -\sin\phi\,\sin\theta + \cos\phi\,\cos\theta$ です。
-# これは $M_k$ の行と列を、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)の
+# これは $M_k$ の行と列を、[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#位置エンコーディングもチェックポイントの一部)の
 # 配置の置換 $P$ で並べ替えた $P M_k P^\top$ です。
 
 # %% tags=["solution"]
@@ -973,7 +976,7 @@ print(
 # embeddings (Table 3, row (E)) are from §3.5 and Table 3 of Vaswani et al. (2017),
 # read in its arXiv version. The binary-counter picture follows Kazemnejad (2019).
 # The libraries that divide by $n-1$, with their versions, are listed in
-# [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#sources-and-versions).
+# [*Sinusoids in the wild: pitfalls*](02-sinusoids-in-the-wild.ipynb#sources-and-versions).
 #
 # ### References
 #
@@ -993,7 +996,7 @@ print(
 #
 # 式、引用した波長の範囲、学習型の埋め込みでの結果（表 3 の行 (E)）は、Vaswani ら（2017）の §3.5 と表 3 によります。参照したのは arXiv 版です。
 # 2 進カウンタのたとえは Kazemnejad（2019）にならいました。
-# $n-1$ で割るライブラリとそのバージョンは、[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#出典とバージョン)の章にまとめています。
+# $n-1$ で割るライブラリとそのバージョンは、[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#出典とバージョン)の章にまとめています。
 #
 # ### 参考文献
 #

@@ -14,60 +14,20 @@
 # ---
 
 # %% [markdown] lang="en"
-# # Sinusoids in the wild
+# # Sinusoids in the wild: pitfalls
 #
-# The implementations people run differ from the paper's formula, and from each
-# other, in six ways. The one lesson: the encoding is part of a checkpoint. Trained
-# from scratch, every variant but one keeps the rotation property that makes the
-# encoding work on all its sine–cosine pairs (an odd $d$ may leave one column
-# outside it); a checkpoint loaded under another variant than the one it was
-# trained with gets different inputs. The exception, the column index in the
-# exponent, is a bug: it breaks the rotation property even from scratch (shown
-# here on the code itself, the encoding vectors, not by training a model).
-#
-# **Does it matter?**
-#
-# | what differs | when it matters | how large ($d = 512$ unless stated) | section |
-# |---|---|---|---|
-# | column order: interleaved or concatenated | loading a checkpoint: yes, unless its weights are permuted; from scratch: no | the same numbers in another order; with the weights permuted, equal outputs | [1](#1-interleaved-or-concatenated-one-fixed-permutation) |
-# | exponent divided by $n$ or by $n-1$ | loading: yes; from scratch: expected no (both keep the rotation property; not measured) | entries differ by up to 1.9895 for $p < 2048$, by more than 1 from $p = 732$ | [2](#2-dividing-by-n-or-by-n--1) |
-# | odd $d$: a zero column or a lone sine | loading: one column; from scratch: hardly | 1 column of $d$; a lone sine is outside the rotation property | [3](#3-odd-widths) |
-# | fairseq's positions from `padding_idx + 1` | loading: yes; from scratch: no | each token's added vector moves by 6.95 (its norm: 16); dot products unchanged | [4](#4-fairseqs-positions-start-after-the-padding-index) |
-# | column index $j$ in the exponent, $2j/d$ | always: a bug (no model is trained here) | no linear map shifts the code: relative error 0.22 for $d = 16$, against below 1e-12 | [5](#5-the-column-index-in-the-exponent) |
-# | float32 angles | moving a checkpoint between implementations: yes; within one: no below $2^{24}$, from $2^{24}$ on positions collide | labml's angles off by up to 6.2e-02 near $p = 2^{20}$, `posenc`'s entries by 3.0e-08 | [6](#6-float32-angles-at-large-positions) |
-#
-# Each section rebuilds one difference with `posenc` and measures it.
-# [*Sinusoidal positional encoding*](01-sinusoidal.ipynb) derived the rotation
-# property $PE(p+k) = M_k\, PE(p)$, used here as it is. The symbols follow the
-# [notation page](../docs/notation.md): $n = d/2$ pairs with frequencies
-# $\omega_i$, columns $j$, positions $p$.
+# Libraries implement the encoding of [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)
+# in several arrangements. This page gives the one lesson they teach, a table of the
+# variants with the `posenc` argument that reproduces each, and the one real bug.
+# Symbols follow the [notation page](../docs/notation.md): $n = d/2$ pairs with
+# frequencies $\omega_i$, columns $j$, positions $p$.
 
 # %% [markdown] lang="ja"
-# # 実装ごとに違う正弦波位置エンコーディング
+# # 実装ごとに違う正弦波位置エンコーディング：落とし穴
 #
-# 実際に使われている実装は、論文の式とも、実装どうしの間でも、6 つの点で食い違っています。
-# そこから得られる教訓はただ 1 つ、位置エンコーディングもチェックポイントの一部だということです。
-# 一から学習するのであれば、1 つを除くどの変種でも、正弦と余弦のすべてのペアで回転の性質が成り立ちます。このエンコーディングが機能するのはこの性質のおかげです（奇数の $d$ では 1 列だけ外れることがあります）。
-# しかし、学習に使ったのとは別の変種でチェックポイントを読み込むと、モデルへの入力が変わります。
-# 唯一の例外である、指数に列の番号を入れる実装はバグで、一から学習しても回転の性質が成り立ちません（モデルを学習して確かめたのではなく、符号（エンコーディングのベクトル）そのものを調べて示します）。
-#
-# **違いは影響するか**
-#
-# | 違い | 影響する場面 | 大きさ（断りがなければ $d = 512$） | 節 |
-# |---|---|---|---|
-# | 列の並び順：インターリーブ配置か連結配置か | チェックポイントの読み込み：影響する（重みを並べ替えれば影響しない）。一からの学習：影響しない | 同じ数の順番違い。重みも並べ替えれば出力は一致 | [1](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ) |
-# | 指数を $n$ で割るか $n-1$ で割るか | 読み込み：影響する。一からの学習：影響しないはず（どちらも回転の性質を保つ。ただし未測定） | $p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | [2](#2-n-で割るか-n--1-で割るか) |
-# | 奇数の $d$：0 の列か孤立した正弦か | 読み込み：1 列だけ影響する。一からの学習：ほとんど影響しない | $d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | [3](#3-奇数の次元数) |
-# | fairseq の `padding_idx + 1` から数える位置 | 読み込み：影響する。一からの学習：影響しない | 各トークンに足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | [4](#4-fairseq-の位置はパディングのインデックスの次から始まる) |
-# | 指数に入った列の番号 $j$（$2j/d$） | 常に影響する（バグ。ここではモデルを学習していません） | 符号をずらす線形写像がない。$d = 16$ で相対誤差 0.22（論文の式では 1e-12 未満） | [5](#5-指数に入った列の番号) |
-# | float32 の角度 | 実装をまたいだチェックポイントの移動：影響する。同じ実装の中：$2^{24}$ 未満では影響しない。$2^{24}$ からは位置が重なる | $p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれ、`posenc` の成分のずれは 3.0e-08 | [6](#6-大きな位置での-float32-の角度) |
-#
-# 各節で違いを 1 つずつ `posenc` で再現し、測ります。
-#
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章で導いた回転の性質
-# $PE(p+k) = M_k\, PE(p)$ を、ここではそのまま使います。
-# 記号は[記法のページ](../docs/notation.ja.md)に従います。
-# ペアは $n = d/2$ 組で、その周波数を $\omega_i$、列の番号を $j$、位置を $p$ と書きます。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式を、ライブラリはそれぞれ違う並べ方で実装しています。
+# このページでは、そこから得られる教訓を 1 つ、変種の一覧表（それぞれを再現する `posenc` の引数つき）、そして本物のバグを 1 つ示します。
+# 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
 
 # %% tags=["setup"]
 import math
@@ -90,148 +50,47 @@ torch.set_printoptions(precision=4, sci_mode=False)
 F64 = torch.float64
 
 # %% [markdown] lang="en"
-# ## labml and AllenNLP, rebuilt with posenc
+# ## The encoding is part of a checkpoint
 #
-# Two widely read PyTorch modules compute different things: labml's
-# `PositionalEncoding(d_model, dropout_prob, max_len=5000)` follows the paper,
-# AllenNLP's `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)`
-# follows tensor2tensor: concatenated layout, $n-1$, a zero column for odd $d$
-# (where labml fails). Both form the angles in float32, and both can be rebuilt
-# with `posenc` (Going deeper, below).
+# A model never sees the formula, only the vectors added to its token embeddings,
+# and its weights are fitted to those vectors. Two libraries can implement the same
+# formula and add different vectors. Below is position 3 for $d = 8$, as labml
+# computes it (the paper's arrangement) and as AllenNLP does (tensor2tensor's).
 
 # %% [markdown] lang="ja"
-# ## labml と AllenNLP を posenc で再現する
+# ## 位置エンコーディングもチェックポイントの一部
 #
-# よく読まれている 2 つの PyTorch モジュールは、違うものを計算しています。
-# labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従い、
-# AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従います。
-# つまり、連結配置を使い、指数を $n-1$ で割り、奇数の $d$ では 0 の列を加えます（labml はここでエラーになります）。
-# どちらも角度は float32 で作ります。どちらも `posenc` で再現できます（下の「さらに詳しく」）。
+# モデルが見るのは式ではなく、トークンの埋め込みに足されるベクトルだけで、重みはそのベクトルに合わせて学習されます。
+# 同じ式を実装した 2 つのライブラリでも、足すベクトルは違うことがあります。
+# 下は $d = 8$ での位置 3 を、labml のように（論文の並べ方で）計算したものと、AllenNLP のように（tensor2tensor の並べ方で）計算したものです。
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the two modules, rebuilt.** In `posenc`, labml's module is
-# `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` and AllenNLP's is
-# `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`. Either way
-# `posenc` keeps no table in the `state_dict`, grows a cache as longer inputs
-# arrive and forms the angles in float64. Below, both encode position 3 for $d = 8$:
-# one position, two vectors.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：2 つのモジュールを再現する**
-#
-# `posenc` では、labml のモジュールは `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`、
-# AllenNLP のモジュールは `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
-# どちらの場合も `posenc` は `state_dict` に表を含めず、長い入力が来るとキャッシュを広げ、角度を float64 で作ります。
-# 下は、$d = 8$ で位置 3 を両方の方式でエンコードしたものです。同じ位置でも、ベクトルは 2 通りです。
-
-# %% tags=["deeper"]
+# %%
 three = torch.tensor([3])  # position 3, d = 8
 print(sinusoidal(three, 8))  # labml, as the paper
 print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 
-
-# %% tags=["deeper", "check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
-def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
-    seq, _, d = x.shape
-    # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
-    two_i = torch.arange(0, d, 2, dtype=torch.float32)
-    freq = torch.exp(two_i * -(math.log(10000.0) / d))
-    angle = torch.arange(seq, dtype=torch.float32)[:, None] * freq  # [seq, d/2]
-    # sin, cos, sin, ...
-    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)
-    return x + table[:, None, :]  # broadcast over the batch axis
-
-
-labml = SinusoidalPositionalEncoding(16, dropout=0.1, batch_first=False)
-x = torch.randn(10, 3, 16)  # [seq, batch, d]
-assert_close(labml.eval()(x), labml_like(x))  # eval(): dropout off
-assert len(labml.state_dict()) == 0  # like labml's non-persistent buffer
-y = labml.train()(x)  # dropout on: zeroed, or scaled by 1 / (1 - 0.1)
-kept = y != 0
-assert_close(y[kept], labml_like(x)[kept] / 0.9)
-assert 0.8 < kept.float().mean() < 0.97
-
-
-# %% tags=["deeper", "check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
-def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
-    _, seq, d = x.shape
-    n = d // 2
-    # inverse timescales exp(i * -(ln 10000 / (n - 1))), in float32
-    step = math.log(10000.0) / (n - 1)
-    inverse = torch.exp(torch.arange(n, dtype=torch.float32) * -step)
-    position = torch.arange(seq, dtype=torch.float32)[:, None]
-    angle = position * inverse  # [seq, n]
-    # all sines, then all cosines; a zero column if d is odd
-    table = torch.cat([angle.sin(), angle.cos()], dim=-1)
-    return x + torch.nn.functional.pad(table, (0, d - 2 * n))
-
-
-for d in (16, 15):  # an even and an odd d
-    x = torch.randn(2, 10, d)
-    module = SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)
-    assert_close(module(x), allennlp_like(x))
-    if d % 2:  # odd d: the last column stays zero
-        assert not module(torch.zeros(2, 10, d))[..., -1].any()
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: around the formula.** The paper adds the encoding to token
-# embeddings that it multiplies by $\sqrt{d_{\text{model}}}$ (§3.4), and applies
-# dropout to the sum, at rate 0.1 for the base model (§5.4). labml splits this
-# between two classes. `PositionalEncoding` applies this dropout (`dropout_prob`) and
-# does not scale; it stores its table as a non-persistent buffer, so the table is not
-# in the `state_dict`. `EmbeddingsWithPositionalEncoding` (in `models.py`) embeds the
-# tokens, multiplies them by `math.sqrt(d_model)` and adds the same table, with no
-# dropout, and registers the table as an ordinary buffer, so its table is saved in
-# the `state_dict`. labml's module takes inputs of shape `[seq, batch, d]` and
-# precomputes its table up to `max_len`. AllenNLP's takes `[batch, seq, d]`, has no
-# maximum length, rebuilds its table at every call (it keeps no table, so none is in
-# the `state_dict`) and applies no dropout.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：式の外側の処理**
-#
-# 論文は、$\sqrt{d_{\text{model}}}$ を掛けたトークンの埋め込みにこのエンコーディングを足し（§3.4）、
-# その和にドロップアウトをかけます。ドロップアウト率は base モデルで 0.1 です（§5.4）。
-# labml はこの処理を 2 つのクラスに分けています。
-# `PositionalEncoding` はこのドロップアウト（`dropout_prob`）をかけますが、埋め込みのスケーリングはしません。
-# 表は永続化しないバッファとして登録するので、`state_dict` には入りません。
-# `models.py` の `EmbeddingsWithPositionalEncoding` は、トークンを埋め込んで `math.sqrt(d_model)` を掛け、同じ表を足します。
-# こちらはドロップアウトをかけず、表を通常のバッファとして登録するので、表は `state_dict` に保存されます。
-# labml のモジュールは形状 `[seq, batch, d]` の入力を取り、`max_len` までの表を事前に計算します。
-# AllenNLP のモジュールは `[batch, seq, d]` の入力を取り、最大長はなく、表を呼び出しのたびに作り直します（表を保持しないので、`state_dict` にも入りません）。ドロップアウトもかけません。
-
 # %% [markdown] lang="en"
-# ## 1. Interleaved or concatenated: one fixed permutation
-#
-# The paper puts the sine and cosine of frequency $\omega_i$ side by side, in
-# columns $2i$ and $2i+1$ (the
-# [interleaved layout](../docs/glossary.md#interleaved-layout)). tensor2tensor,
-# fairseq and AllenNLP write all $n = d/2$ sines first and then all cosines, so that
-# column $i$ holds the sine and column $n+i$ the cosine (the
-# [concatenated layout](../docs/glossary.md#concatenated-layout)). The two tables
-# hold the same numbers in another order. Column $c$ of the concatenated table is
-# column $\pi(c)$ of the interleaved one, with
+# The paper puts the sine and cosine of frequency $\omega_i$ side by side, in columns
+# $2i$ and $2i+1$ (the [interleaved layout](../docs/glossary.md#interleaved-layout));
+# tensor2tensor, fairseq and AllenNLP write all $n$ sines first and then all cosines
+# (the [concatenated layout](../docs/glossary.md#concatenated-layout)). The two hold the
+# same numbers in another order: column $c$ of the concatenated table is column
+# $\pi(c)$ of the interleaved one,
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# With $P$ the permutation matrix with $P_{c,\pi(c)} = 1$ and every other entry $0$,
-# $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ as column vectors. In code, where positions are rows, this is indexing the last axis with $\pi$:
-# `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]`. Its inverse,
-# the order $(0, n, 1, n+1, \dots)$, turns the concatenated table back into the
-# interleaved one. The figure shows both tables for $d = 32$.
+# With $P$ the permutation matrix with $P_{c,\pi(c)} = 1$ and zeros elsewhere,
+# $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ as column vectors; in code,
+# `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]`. (AllenNLP also
+# divides the exponent by $n-1$, so its numbers above differ too.) The figure shows
+# both layouts for $d = 32$.
 
 # %% [markdown] lang="ja"
-# ## 1. インターリーブ配置と連結配置：違いは列の並べ替えだけ
-#
 # 論文は、周波数 $\omega_i$ の正弦と余弦を列 $2i$ と $2i+1$ に隣り合わせて置きます（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）。
-# tensor2tensor、fairseq、AllenNLP は、$n = d/2$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます。
-# 列 $i$ が正弦、列 $n+i$ が余弦です（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
-# 2 つの表に入っている数は同じで、順番が違うだけです。
-# 連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
+# tensor2tensor、fairseq、AllenNLP は、$n$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
+# 2 つの表に入っている数は同じで、順番が違うだけです。連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# $P_{c,\pi(c)} = 1$ で、それ以外の成分が $0$ の置換行列を $P$ とすると、列ベクトルで $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ です。
-# 位置を行に並べるコードでは、最後の軸を $\pi$ でインデックス指定することに当たります。
-# つまり `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です。
-# 逆置換は $(0, n, 1, n+1, \dots)$ という順番で、連結配置の表をインターリーブ配置に戻します。
-# 図は $d = 32$ での 2 つの表です。
+# $P_{c,\pi(c)} = 1$ で、それ以外の成分が 0 の置換行列を $P$ とすると、列ベクトルで $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ です。
+# コードでは `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です（AllenNLP は指数を $n-1$ で割るので、上の数そのものも違います）。
+# 図は $d = 32$ での 2 つの配置です。
 
 
 # %%
@@ -299,29 +158,26 @@ fig.colorbar(im, ax=axes, label="$PE_{(p,j)}$")
 plt.show()
 
 # %% [markdown] lang="en"
-# A permutation of the features is invisible to a model whose weights are permuted
-# the same way. Put the token embeddings of a sequence in the rows of $X$ and their
-# encodings in the rows of $E$. A model built for the interleaved layout computes
-# its queries as $(X + E^{\mathrm{int}})W_Q$. Give the concatenated model the
-# embeddings with permuted columns, $XP^\top$, and the query weights with permuted
-# rows, $PW_Q$. Its encodings are $E^{\mathrm{int}}P^\top$, so, with $P^\top P = I$,
+# A model built for one layout is the same model as one built for the other, once its
+# weights are permuted alike. With the token embeddings in the rows of $X$ and their
+# encodings in the rows of $E$, and $P^\top P = I$,
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# Keys and values alike: the two layouts describe the same family of models (and,
-# the note below argues, should give the same distribution of trained models), and a
-# [checkpoint](../docs/glossary.md#checkpoint) trained with one converts exactly to
-# the other by permuting its weights. Without the permuted weights the scores
-# change, so a checkpoint cannot simply be loaded under the other layout.
+# and the same for keys and values. So a [checkpoint](../docs/glossary.md#checkpoint)
+# converts exactly by permuting its weights; loaded as it is under the other layout,
+# it receives inputs it was never trained on, and its attention scores change. That
+# is the lesson of every row of the table below: from scratch, the variants work
+# alike (all but the bug at the end); a checkpoint works only under the variant it
+# was trained with.
 
 # %% [markdown] lang="ja"
-# 重みも同じように並べ替えれば、次元の並べ替えはモデルの計算に何の違いも生みません。
-# 系列のトークンの埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べます。
-# インターリーブ配置用のモデルは、クエリを $(X + E^{\mathrm{int}})W_Q$ と計算します。
-# 連結配置用のモデルには、列を並べ替えた埋め込み $XP^\top$ と、行を並べ替えたクエリの重み $PW_Q$ を与えます。
-# その位置エンコーディングは $E^{\mathrm{int}}P^\top$ なので、$P^\top P = I$ から次が成り立ちます。
+# 重みも同じように並べ替えれば、一方の配置用のモデルはもう一方の配置用のモデルと同じものになります。
+# トークンの埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べると、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
-# キーとバリューも同じなので、2 つの配置は同じモデルの集まりを表します（下の「さらに詳しく」で論じるとおり、学習済みのモデルの分布も同じになるはずです）。
-# 一方の配置で学習した[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えればもう一方の配置へ厳密に変換できます。
-# 重みを並べ替えなければスコアは変わるので、チェックポイントをそのまま別の配置で読み込むことはできません。
+# キーとバリューも同じです。
+# したがって[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えれば厳密に変換できます。
+# しかし、そのまま別の配置で読み込むと、学習で一度も見なかった入力を受け取り、アテンションのスコアが変わります。
+# 下の表のどの行にも同じ教訓が当てはまります。一から学習するなら、どの変種も同じように働きます（最後に見るバグは別です）。
+# 一方、チェックポイントは、学習に使った変種でしか働きません。
 
 # %% tags=["check"] summary={"en": "with the weights permuted alike, the two layouts give the same outputs; without, scores differ", "ja": "重みも並べ替えれば 2 つの配置の出力は一致し、そのままではスコアが変わります"}
 T, d, d_h = 6, 16, 8
@@ -354,108 +210,342 @@ assert not torch.allclose(
 )
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: converting a full model, and training from scratch.** To convert a
-# checkpoint, permute its embedding columns and the rows of the weights that read
-# them; in a full Transformer, every matrix that reads from or writes to the
+# **Going deeper: converting a checkpoint, and tensor2tensor's history.** In a full
+# Transformer, every matrix that reads from or writes to the
 # [residual stream](../docs/glossary.md#residual-stream), and every per-feature
 # parameter on it such as the gains and biases of the layer norms, is permuted
-# alike. The usual initialisations draw the entries independently and optimisers
-# such as Adam act coordinate by coordinate, so with such i.i.d. initialisers and
-# coordinate-wise optimisers, training either layout from scratch should give the
-# same distribution of models, in permuted coordinates (an argument, not measured here).
+# alike. The usual initialisers draw the entries independently and optimisers such
+# as Adam act coordinate by coordinate, so training either layout from scratch should
+# give the same distribution of models, in permuted coordinates (an argument, not
+# measured here). tensor2tensor, the code that the paper's Conclusion names for its
+# models, has used the concatenated layout and the $n-1$ denominator since its first
+# commit with code (June 2017), so the paper's models were presumably trained with
+# that variant rather than the one §3.5 writes down. A pull request that reordered
+# the columns to match the paper (#177) was merged on 24 July 2017 and undone the
+# next day "to make trained models work"; Łukasz Kaiser, one of the authors, wrote
+# that the change "breaks all trained models". Asked whether the order matters
+# (issue #391), he answered that he thought it does not, because the layer after the
+# encoding can permute the coordinates: the argument above. Since 2019 a comment in
+# the code says the layout "slightly differs from the published paper".
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：モデル全体の変換と、一からの学習**
+# **さらに詳しく：チェックポイントの変換と、tensor2tensor の経緯**
 #
-# チェックポイントを変換するには、埋め込みの列と、それを読む重みの行を並べ替えます。
 # Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、すべて同じように並べ替えます。
-# また、通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
-# こうした独立な初期化と座標ごとのオプティマイザを使うなら、どちらの配置で一から学習しても、同じ分布のモデルが得られるはずです。
-# 違いは座標の並び順だけです（理屈のうえでの推論で、ここでは測っていません）。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what the authors said, and which version trained their models.**
-# tensor2tensor, the code that the paper's Conclusion names for training and
-# evaluating its models, has used the concatenated layout since its first public
-# version (`add_timing_signal_1d`, June 2017), and that first commit with code
-# already divided by $n-1$ (section 2). fairseq's docstring says that its table matches
-# tensor2tensor's but "differs slightly" from §3.5. The paper's models were
-# therefore presumably trained with the $n-1$ version, in the concatenated layout,
-# rather than the one §3.5 writes down. A pull request that reordered its columns to match the paper
-# (tensor2tensor #177) was merged on 24 July 2017 and undone the next day "to make
-# trained models work" (the commit's title). In the pull request's thread Łukasz Kaiser, one of the
-# paper's authors, gave the reason: the change "breaks all trained models". Trained
-# checkpoints are tied to their layout unless their weights are permuted (section 1). Since 2019 a
-# comment above the line that concatenates the sines and the cosines says that this
-# "slightly differs from the published paper" and links that pull request. Asked
-# whether the order matters (issue #391), Kaiser answered that he thought it does
-# not, because the fully connected layer after the encoding can permute the
-# coordinates: the argument above.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：著者たちの説明と、論文のモデルを学習した版**
-#
-# 論文は結論の節で、モデルの学習と評価に使ったコードとして tensor2tensor を挙げています。
-# tensor2tensor は、最初の公開版（2017 年 6 月の `add_timing_signal_1d`）から連結配置を使っています。
-# コードが入ったこの最初のコミットで、すでに $n-1$ で割っていました（この章の 2 節）。
-# fairseq の docstring には、表は tensor2tensor と一致するが §3.5 の記述とは「少し違う」とあります。
-# そのため論文のモデルは、§3.5 に書かれた版ではなく、連結配置の $n-1$ 版で学習されたと考えられます。
-# 列を論文どおりに並べ替えるプルリクエスト（tensor2tensor #177）は、2017 年 7 月 24 日にマージされました。
-# しかし翌日には、「学習済みのモデルが動くように」（コミットのタイトル）元に戻されています。
-# 論文の著者の 1 人である Łukasz Kaiser は、このプルリクエストのスレッドで、変更が「学習済みのモデルをすべて壊す」ことを理由に挙げています。
-# 1 節で見たとおり、重みを並べ替えない限り、学習済みのチェックポイントは別の配置では使えません。
-# 2019 年からは、正弦と余弦を連結する行の上に、「公開された論文とは少し違う」というコメントと、このプルリクエストへのリンクが付いています。
-# 並び順が重要かという質問（イシュー #391）への Kaiser の回答は、重要ではないだろうというものです。
-# エンコーディングの後の全結合層が座標を並べ替えられるから、というのが理由で、上の議論と同じです。
+# 通常の初期化は成分を独立に引き、Adam のようなオプティマイザは座標ごとに働きます。
+# そのため、どちらの配置で一から学習しても、座標の並び順が違うだけの同じ分布のモデルが得られるはずです（理屈のうえでの推論で、ここでは測っていません）。
+# 論文が結論の節でモデルのコードとして挙げる tensor2tensor は、コードが入った最初のコミット（2017 年 6 月）から連結配置を使い、指数を $n-1$ で割っています。
+# そのため論文のモデルは、§3.5 に書かれた版ではなく、この変種で学習されたと考えられます。
+# 列を論文どおりに並べ替えるプルリクエスト（#177）は 2017 年 7 月 24 日にマージされましたが、翌日「学習済みのモデルが動くように」元に戻されました。
+# 著者の 1 人である Łukasz Kaiser は、この変更が「学習済みのモデルをすべて壊す」と書いています。
+# 並び順が重要かという質問（イシュー #391）には、エンコーディングの後の層が座標を並べ替えられるので重要ではないだろう、と答えています。上の議論と同じです。
+# 2019 年からは、コードのコメントに、この配置は「公開された論文とは少し違う」と書かれています。
 
 # %% [markdown] lang="en"
-# ## 2. Dividing by n or by n − 1
+# ## The variants, and when they matter
 #
-# The paper's frequencies divide the exponent by $n$; tensor2tensor's
-# `get_timing_signal_1d`, and after it fairseq and AllenNLP, divide by $n-1$, so that
-# the timescales run from exactly $1$ to exactly $10000$. The change looks small, but
-# for $d = 512$ some entry differs by more than 1 from position 732 on.
+# Five choices separate the implementations. Each keeps the rotation property
+# $PE(p+k) = M_k\, PE(p)$ of [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)
+# on every sine–cosine pair (an odd $d$ may leave one column outside it), so from
+# scratch none should matter (an expectation, not measured here), and each breaks a
+# checkpoint trained with another. Sizes are for $d = 512$.
+#
+# | what differs | who does what | when it matters, and how much | in `posenc` |
+# |---|---|---|---|
+# | layout | interleaved: the paper, labml; concatenated: tensor2tensor, fairseq, AllenNLP | loading a checkpoint, unless its weights are permuted: the same numbers in another order | `layout="interleaved"` (default) or `"concat"` |
+# | exponent divided by $n$ or by $n-1$ | $n$: the paper, labml; $n-1$: tensor2tensor, fairseq, AllenNLP | loading a checkpoint: entries differ by up to 1.9895 for $p < 2048$, by more than 1 from $p = 732$ | `endpoint=False` (default) or `True` |
+# | odd $d$: the leftover column | a zero column: tensor2tensor, fairseq, AllenNLP; a lone sine: XLM, Marian; labml fails | loading: one column of $d$; a lone sine is outside the rotation property | a zero column; the lone sine: width $d+1$, base $10000^{(d+1)/d}$, first $d$ columns |
+# | first position | fairseq numbers real tokens from `padding_idx + 1`, so token $t$ gets $PE(t+2)$ | loading: each added vector moves by 6.95 (its norm: 16); dot products unchanged | `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` on fairseq's positions |
+# | angles in float32 | labml, AllenNLP, fairseq, tensor2tensor | mixing implementations: labml's angles off by up to 6.2e-02 near $p = 2^{20}$; from $2^{24}$ on, positions collide even within one | none: angles in float64, entries off by 3.0e-08 |
+#
+# The notes below rebuild each row with `posenc` and measure it.
 
 # %% [markdown] lang="ja"
-# ## 2. n で割るか n − 1 で割るか
+# ## 変種と、それが影響する場面
 #
-# 論文の周波数は指数を $n$ で割ります。
-# tensor2tensor の `get_timing_signal_1d` と、それにならった fairseq と AllenNLP は $n-1$ で割ります。
-# こうすると、周波数の逆数（タイムスケール）がちょうど $1$ から $10000$ までになります。
-# 違いは小さく見えますが、$d = 512$ では位置 732 から、どこかの成分の差が 1 を超えます。
+# 実装の違いは 5 つの選択にまとまります。
+# どれも[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の回転の性質 $PE(p+k) = M_k\, PE(p)$ を、正弦と余弦のすべてのペアで保ちます（奇数の $d$ では 1 列だけ外れることがあります）。
+# そのため一から学習するなら、どれも影響しないはずです（予想で、ここでは測っていません）。
+# しかしどれも、別の変種で学習したチェックポイントを壊します。大きさは $d = 512$ での値です。
+#
+# | 違い | どの実装がどうするか | 影響する場面と大きさ | `posenc` では |
+# |---|---|---|---|
+# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み（重みを並べ替えれば影響しない）。同じ数の順番違い | `layout="interleaved"`（既定値）か `"concat"` |
+# | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み。$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
+# | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
+# | 最初の位置 | fairseq は実トークンを `padding_idx + 1` から数えるので、トークン $t$ には $PE(t+2)$ が足される | 読み込み：足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | fairseq の位置に `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` |
+# | float32 の角度 | labml、AllenNLP、fairseq、tensor2tensor | 実装を混ぜるとき：$p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれる。$2^{24}$ からは 1 つの実装の中でも位置が重なる | なし：角度は float64 で作り、成分のずれは 3.0e-08 |
+#
+# 下の「さらに詳しく」で、各行を `posenc` で再現して測ります。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: how far the two denominators drift apart.** In `posenc` dividing
-# by $n-1$ is `endpoint=True`. Layout and denominator are independent choices: Hugging Face's
-# Marian pairs the concatenated layout with the paper's $n$
-# ([the variants side by side](#the-variants-side-by-side)).
+# **Going deeper: the libraries one by one.** labml's
+# `PositionalEncoding(d_model, dropout_prob, max_len=5000)` follows the paper: in
+# `posenc`, `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`. It takes
+# `[seq, batch, d]`, applies dropout to the sum (the paper's rate for the base model
+# is 0.1, §5.4) and leaves the $\sqrt{d_{\text{model}}}$ scaling of the token
+# embeddings (§3.4) to its `EmbeddingsWithPositionalEncoding`, which saves its table
+# in the `state_dict`, while `PositionalEncoding` does not. AllenNLP's
+# `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` follows
+# tensor2tensor: `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`. It
+# takes `[batch, seq, d]`, rebuilds its table at every call and applies no dropout.
+# `posenc` keeps no table in the `state_dict`, grows a cache as longer inputs arrive
+# and forms the angles in float64.
+#
+# | implementation | layout | exponent of $10000$ | odd $d$ | first position |
+# |---|---|---|---|---|
+# | Vaswani et al. (2017) | interleaved | $-i/n$ | not stated | not stated |
+# | tensor2tensor | concatenated | $-i/(n-1)$ | zero column | 0 (`start_index`) |
+# | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
+# | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
+# | labml; the Annotated Transformer | interleaved | $-i/n$ | shape error | 0 |
+# | jadore801120; Hugging Face XLM and DistilBERT (both when set to sinusoids) | interleaved | $-2i/d$ | a lone sine | 0 |
+# | jadore801120's early version | interleaved | $-2j/d$, column $j$ | a lone sine | 1 |
+# | Hugging Face Marian | concatenated | $-2i/d$ | a lone sine, in column $n$ | 0 |
+# | OpenAI Whisper, audio encoder (`sinusoids`) | concatenated | $-i/(n-1)$ | refused (`assert`) | 0 |
+# | diffusers `get_timestep_embedding` | concatenated, cosines first if `flip_sin_to_cos=True` | $-i/(n-s)$, `downscale_freq_shift` $s = 1$ by default; angles times `scale` | zero column | a timestep $t$, may be fractional |
+# | guided-diffusion, GLIDE `timestep_embedding` | concatenated, cosines first | $-i/n$ | zero column | a timestep $t$, may be fractional |
+#
+# For even $d$, $-2i/d = -i/n$. For odd $d$, labml computes one frequency too many
+# and torch refuses to assign it; the per-column formula, angle
+# $p/10000^{2\lfloor j/2 \rfloor/d}$ for column $j$, leaves a sine without its cosine,
+# $\sin(p \cdot 10000^{-6/7})$ for $d = 7$. No $1 \times 1$ block $c$ shifts it: at
+# $p = 0$ it would need $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ (the argument of
+# [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)).
+# jadore801120, XLM, DistilBERT and Marian form the angles in NumPy's float64; the
+# others in float32. Cosines first, in the diffusion models, is one more column
+# permutation, to which a checkpoint is tied like any other.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：ライブラリを 1 つずつ見る**
+#
+# labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従い、
+# `posenc` では `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` です。
+# 入力は `[seq, batch, d]` で、和にドロップアウトをかけます（論文の base モデルでは率 0.1、§5.4）。
+# トークンの埋め込みに $\sqrt{d_{\text{model}}}$ を掛ける処理（§3.4）は `EmbeddingsWithPositionalEncoding` に任せています。
+# こちらは表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
+# AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従い、
+# `posenc` では `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
+# 入力は `[batch, seq, d]` で、表を呼び出しのたびに作り直し、ドロップアウトはかけません。
+# `posenc` は `state_dict` に表を含めず、長い入力が来るとキャッシュを広げ、角度を float64 で作ります。
+#
+# | 実装 | 配置 | $10000$ の指数 | 奇数の $d$ | 最初の位置 |
+# |---|---|---|---|---|
+# | Vaswani ら（2017） | インターリーブ配置 | $-i/n$ | 記述なし | 記述なし |
+# | tensor2tensor | 連結配置 | $-i/(n-1)$ | 0 の列 | 0（`start_index`） |
+# | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
+# | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
+# | labml、The Annotated Transformer | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
+# | jadore801120、Hugging Face の XLM と DistilBERT（どちらも設定で正弦波を選んだとき） | インターリーブ配置 | $-2i/d$ | 孤立した正弦 | 0 |
+# | jadore801120 の初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 孤立した正弦 | 1 |
+# | Hugging Face の Marian | 連結配置 | $-2i/d$ | 孤立した正弦（列 $n$） | 0 |
+# | OpenAI の Whisper の音声エンコーダ（`sinusoids`） | 連結配置 | $-i/(n-1)$ | 受け付けない（`assert`） | 0 |
+# | diffusers の `get_timestep_embedding` | 連結配置（`flip_sin_to_cos=True` なら余弦が先） | $-i/(n-s)$（`downscale_freq_shift` の既定値は $s = 1$）、角度に `scale` を掛ける | 0 の列 | タイムステップ $t$（小数もある） |
+# | guided-diffusion、GLIDE の `timestep_embedding` | 連結配置（余弦が先） | $-i/n$ | 0 の列 | タイムステップ $t$（小数もある） |
+#
+# $d$ が偶数なら $-2i/d = -i/n$ です。
+# $d$ が奇数だと、labml は周波数を 1 つ多く計算し、その代入を torch が拒否します。
+# 列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とする列ごとの式では、対になる余弦のない正弦が残ります。$d = 7$ では $\sin(p \cdot 10000^{-6/7})$ です。
+# これは $1 \times 1$ のブロック $c$ ではずらせません。$p = 0$ で $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要になるからです（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)と同じ議論です）。
+# jadore801120、XLM、DistilBERT、Marian は NumPy の float64 で角度を作り、ほかは float32 で作ります。
+# 拡散モデルで余弦を先にするのも列の並べ替えの 1 つで、チェックポイントはほかの並べ替えと同じくその並びと切り離せません。
+
+
+# %% tags=["deeper", "check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
+def labml_like(x):  # labml's arithmetic without dropout; x: [seq, batch, d]
+    seq, _, d = x.shape
+    # frequencies exp(2i * -(ln 10000 / d)), in float32 as labml computes them
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    freq = torch.exp(two_i * -(math.log(10000.0) / d))
+    angle = torch.arange(seq, dtype=torch.float32)[:, None] * freq  # [seq, d/2]
+    # sin, cos, sin, ...
+    table = torch.stack([angle.sin(), angle.cos()], dim=-1).reshape(seq, d)
+    return x + table[:, None, :]  # broadcast over the batch axis
+
+
+labml = SinusoidalPositionalEncoding(16, dropout=0.1, batch_first=False)
+x = torch.randn(10, 3, 16)  # [seq, batch, d]
+assert_close(labml.eval()(x), labml_like(x))  # eval(): dropout off
+assert len(labml.state_dict()) == 0  # like labml's non-persistent buffer
+y = labml.train()(x)  # dropout on: zeroed, or scaled by 1 / (1 - 0.1)
+kept = y != 0
+assert_close(y[kept], labml_like(x)[kept] / 0.9)
+assert 0.8 < kept.float().mean() < 0.97
+
+
+# %% tags=["deeper", "check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
+def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
+    _, seq, d = x.shape
+    n = d // 2
+    # inverse timescales exp(i * -(ln 10000 / (n - 1))), in float32
+    step = math.log(10000.0) / (n - 1)
+    inverse = torch.exp(torch.arange(n, dtype=torch.float32) * -step)
+    position = torch.arange(seq, dtype=torch.float32)[:, None]
+    angle = position * inverse  # [seq, n]
+    # all sines, then all cosines; a zero column if d is odd
+    table = torch.cat([angle.sin(), angle.cos()], dim=-1)
+    return x + torch.nn.functional.pad(table, (0, d - 2 * n))
+
+
+for d in (16, 15):  # an even and an odd d
+    x = torch.randn(2, 10, d)
+    module = SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)
+    assert_close(module(x), allennlp_like(x))
+    if d % 2:  # odd d: the last column stays zero
+        assert not module(torch.zeros(2, 10, d))[..., -1].any()
+
+
+# %% tags=["deeper", "check"] summary={"en": "d = 7: posenc adds a zero column, labml fails, the per-column formula adds a lone sine", "ja": "d = 7 で posenc は 0 の列を加え、labml は失敗し、列ごとの式は孤立した正弦を加えます"}
+def labml_like(p, d):
+    """labml's construction: one frequency per even column, ceil(d/2) of
+    them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
+    two_i = torch.arange(0, d, 2, dtype=torch.float32)
+    angle = p.float()[:, None] * torch.exp(two_i * -(math.log(10000.0) / d))
+    table = torch.zeros(len(p), d)
+    table[:, 0::2] = angle.sin()
+    table[:, 1::2] = angle.cos()  # floor(d/2) columns, ceil(d/2) values
+    return table
+
+
+def per_column(p, d):
+    """jadore801120: angle p / 10000^(2 floor(j/2) / d) for column j."""
+    j = torch.arange(d, dtype=F64)
+    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
+    table = angle.clone()
+    table[:, 0::2] = angle[:, 0::2].sin()  # the last one too when d is odd
+    table[:, 1::2] = angle[:, 1::2].cos()
+    return table
+
+
+p = torch.arange(4)
+table7 = sinusoidal(p, 7)
+assert torch.equal(table7[:, 6], torch.zeros(4))  # the zero column
+assert_close(table7[:, :6], sinusoidal(p, 6), rtol=0, atol=0)
+q = torch.arange(50)
+for d in (6, 7, 9, 512, 513):
+    assert_close(
+        sinusoidal(q, d, layout="concat", endpoint=True, dtype=F64),
+        concat_by_formula(q, d, endpoint=True),
+    )
+    if d % 2 == 0:  # even d: labml and the per-column formula are the paper's
+        assert_close(labml_like(q, d), sinusoidal(q, d), rtol=0, atol=1e-5)
+        assert_close(per_column(q, d), sinusoidal(q, d, dtype=F64))
+    else:  # odd d: labml's assignment fails
+        try:
+            labml_like(q, d)
+            raise AssertionError("labml's construction accepted an odd d")
+        except RuntimeError as err:
+            assert str(err).startswith("The expanded size")
+lone = per_column(q, 7)[:, 6]
+assert_close(lone, torch.sin(q * 10000.0 ** (-6 / 7)).double())
+assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
+
+
+# %% tags=["deeper", "check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match rows that transformers printed (pasted here, 9 digits)", "ja": "奇数の d では、列ごとの表と Marian の表は、次元数 d + 1 の posenc の表の先頭 d 列です。どちらも transformers が出力した行（9 桁で貼り付けたもの）と一致します"}
+def marian_like(p, d):
+    """Hugging Face's Marian: the per-column angles, stored concatenated:
+    sines of the even columns, then cosines of the odd ones."""
+    j = torch.arange(d, dtype=F64)
+    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
+    return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], dim=-1)
+
+
+q = torch.arange(50)
+for d in (6, 7, 9, 513):
+    if d % 2 == 0:  # even d: Marian is posenc's concatenated table
+        concat = sinusoidal(q, d, layout="concat", dtype=F64)
+        assert_close(marian_like(q, d), concat)
+        continue
+    base = 10000.0 ** ((d + 1) / d)
+    wider = sinusoidal(q, d + 1, base=base, dtype=F64)
+    assert_close(per_column(q, d), wider[:, :d])
+    wider_cat = sinusoidal(q, d + 1, layout="concat", base=base, dtype=F64)
+    assert_close(marian_like(q, d), wider_cat[:, :d])
+# row p = 3 as printed by transformers (9 digits):
+# MarianSinusoidalPositionalEmbedding(5, d).create_weight()[3], d = 6 and 7,
+# and create_sinusoidal_embeddings(5, 7, out) of XLM, out[3]
+hf_rows = {
+    "marian, d = 6": [
+        0.141120002, 0.138798103, 0.00646325899,
+        -0.989992499, 0.990320683, 0.999979138,
+    ],
+    "marian, d = 7": [
+        0.141120002, 0.214232191, 0.0155377984, 0.0011182779,
+        -0.989992499, 0.976782739, 0.999879301,
+    ],
+    "xlm, d = 7": [
+        0.141120002, -0.989992499, 0.214232191, 0.976782739,
+        0.0155377984, 0.999879301, 0.0011182779,
+    ],
+}  # fmt: skip
+three = torch.tensor([3])
+ours = {
+    "marian, d = 6": marian_like(three, 6)[0],
+    "marian, d = 7": marian_like(three, 7)[0],
+    "xlm, d = 7": per_column(three, 7)[0],
+}
+for name, row in hf_rows.items():
+    assert_close(ours[name].float(), torch.tensor(row), rtol=0, atol=1e-7)
+# Marian's lone sine sits in column n = 3, before the cosines
+assert_close(
+    marian_like(q, 7)[:, 3], torch.sin(q * 10000.0 ** (-6 / 7)).double()
+)
+
+
+# %% tags=["deeper", "check"] summary={"en": "transcriptions of diffusers' and GLIDE's functions match posenc at fractional timesteps for s = 0 and s = 1, sines or cosines first, even and odd d; scale multiplies the positions; cosines first is a different table", "ja": "diffusers と GLIDE の関数を書き起こしたものは、小数のタイムステップで posenc と一致します。s = 0 と s = 1 のどちらでも、正弦と余弦のどちらが先でも、d が偶数でも奇数でも同じです。scale は位置に掛けたのと同じで、余弦が先の表は別の表です"}
+def timestep_embedding(t, d, shift=1.0, cos_first=False, scale=1.0):
+    """diffusers' get_timestep_embedding, transcribed: exp in float32,
+    exponent / (n - shift), angles times scale, [sin, cos] (or [cos, sin]),
+    a zero column for odd d. guided-diffusion/GLIDE: shift=0, cos_first."""
+    n = d // 2
+    exponent = -math.log(10000) * torch.arange(n, dtype=torch.float32)
+    angle = scale * (t[:, None].float() * torch.exp(exponent / (n - shift)))
+    emb = torch.cat([angle.sin(), angle.cos()], dim=-1)
+    if cos_first:
+        emb = torch.cat([emb[:, n:], emb[:, :n]], dim=-1)
+    return torch.nn.functional.pad(emb, (0, d % 2))
+
+
+t = torch.tensor([0.0, 0.5, 17.25, 999.0])  # fractional timesteps too
+for d in (7, 8):
+    n = d // 2
+    for shift, endpoint in ((1.0, True), (0.0, False)):
+        ref = sinusoidal(t, d, layout="concat", endpoint=endpoint)
+        flip = torch.cat([ref[:, n : 2 * n], ref[:, :n], ref[:, 2 * n :]], -1)
+        for cos_first, want in ((False, ref), (True, flip)):
+            got = timestep_embedding(t, d, shift, cos_first)
+            # float32 angles up to t = 999: a few 1e-5 apart at most
+            assert_close(got, want, rtol=0, atol=1e-4)
+    # cosines first is a different table, not a rounding difference
+    assert (timestep_embedding(t, d, 0.0, True) - ref).abs().max() > 0.5
+    # scale multiplies the angles: the encoding of the positions scale * t
+    scaled = sinusoidal(0.5 * t, d, layout="concat", endpoint=True)
+    assert_close(timestep_embedding(t, d, scale=0.5), scaled, rtol=0, atol=1e-4)
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how far the two denominators drift apart.**
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # Both start at $\omega_0 = \omega'_0 = 1$; their ratio
 # $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ grows with $i$ and reaches $10000^{1/n}$ at
-# the lowest frequency, $i = n-1$. A small relative difference, but the angles $p\,\omega_i$ drift apart in
-# proportion to $p$. Since $|\sin a - \sin b| \le |a - b|$ (and the same for the
-# cosine), each entry differs by at most the angle gap $p\,|\omega_i - \omega'_i|$, and
-# a gap of $\pi$ turns an entry into the negative of the other. For $d = 512$ (printed
-# below) the lowest frequency differs by a relative 0.0366, yet entries differ by up
-# to 1.9895, nearly the full range $2$ of a sine, and from $p = 732$ on some entry
-# differs by more than 1. The gap is widest not at the slowest pair but at $i = 28$,
-# where the frequencies are still high and already differ: 2.95 radians at $p = 2047$. In
-# the figure the two spectra look alike (left); the angle gap (right) shows how far
-# apart the encodings are.
+# $i = n-1$. A small relative difference, but the angles $p\,\omega_i$ drift apart in
+# proportion to $p$. Since $|\sin a - \sin b| \le |a - b|$, each entry differs by at
+# most the angle gap $p\,|\omega_i - \omega'_i|$, and a gap of $\pi$ turns an entry into
+# the negative of the other. For $d = 512$ (printed below) the lowest frequency
+# differs by a relative 0.0366, yet entries differ by up to 1.9895, nearly the full
+# range of a sine. The gap is widest not at the slowest pair but at $i = 28$: 2.95
+# radians at $p = 2047$. The two spectra look alike (left); the angle gap (right)
+# shows how far apart the encodings are.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：2 つの分母の違いはどこまで広がるか**
 #
-# `posenc` では `endpoint=True` が $n-1$ で割ることに当たります。
-# 配置と分母は独立した選択です。Hugging Face の Marian は、連結配置と論文どおりの $n$ を組み合わせています（[変種の比較](#変種の比較)）。
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
-# どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、最も低い周波数 $i = n-1$ で $10000^{1/n}$ になります。
+# どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、$i = n-1$ で $10000^{1/n}$ になります。
 # 相対的には小さな違いですが、角度 $p\,\omega_i$ は $p$ に比例して離れていきます。
-# $|\sin a - \sin b| \le |a - b|$（余弦も同様）なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下で、
-# 角度の差が $\pi$ になると、一方の成分はもう一方の正負を反転した値になります。
-# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大で 1.9895 と、正弦の値域の幅 $2$ にほぼ等しくなります。$p = 732$ からは、どこかの成分の差が 1 を超えます。
-# 角度の差が最も大きいのは最も遅いペアではなく、周波数がまだ高く違いもすでに現れている $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
-# 図の左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
+# $|\sin a - \sin b| \le |a - b|$ なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下で、角度の差が $\pi$ になると、一方の成分はもう一方の正負を反転した値になります。
+# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大 1.9895 と、正弦の値域の幅にほぼ等しくなります。
+# 角度の差が最も大きいのは最も遅いペアではなく $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
+# 左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
 
 # %% tags=["deeper"]
 d, n = 512, 256
@@ -514,149 +604,38 @@ ax.set_ylabel(r"$p\,(\omega_i - \omega'_i)$")
 ax.set_title("$p = 2047$")
 plt.show()
 
-# %% [markdown] lang="en"
-# ## 3. Odd widths
-#
-# With an odd $d$ there are $n = \lfloor d/2 \rfloor$ whole pairs and one column
-# left over. Libraries disagree about that column: some fill it with zeros, some
-# fail, and some leave a sine without its cosine there.
-
-# %% [markdown] lang="ja"
-# ## 3. 奇数の次元数
-#
-# $d$ が奇数だと、完全なペアが $n = \lfloor d/2 \rfloor$ 組でき、列が 1 本余ります。
-# この列の扱いはライブラリによって違います。0 で埋める実装、エラーになる実装、対のない正弦を 1 本残す実装があります。
-
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the leftover column, library by library.**
-#
-# - tensor2tensor, fairseq and AllenNLP pad it with zeros. `posenc` does the same, so
-#   its $d = 7$ table is the $d = 6$ table plus a zero column (printed below).
-# - labml fails: it computes one frequency for each even column, four for $d = 7$, and
-#   assigns their cosines to the three odd columns, which torch refuses.
-# - The per-column formula of jadore801120's `attention-is-all-you-need-pytorch` and
-#   Hugging Face's XLM, DistilBERT and Marian, angle $p/10000^{2\lfloor j/2 \rfloor/d}$
-#   for column $j$, sine in even columns and cosine in odd ones, leaves a sine
-#   without its cosine: for $d = 7$, $\sin(p \cdot 10000^{-6/7})$, in the last column
-#   (Marian stores its sines first, so there it sits in column 3).
-#
-# The zero column carries no information, which is harmless. The lone sine carries
-# some, but no $1 \times 1$ block $c$ shifts it: at $p = 0$ it would need
-# $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ (the argument of
-# [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：余った列の、ライブラリごとの扱い**
-#
-# - tensor2tensor、fairseq、AllenNLP は 0 で埋めます。`posenc` も同じです。
-#   $d = 7$ の表は、$d = 6$ の表に 0 の列を 1 本加えたものになります（下に表示します）。
-# - labml は失敗します。番号が偶数の列ごとに 1 つ、$d = 7$ なら 4 つの周波数を計算し、
-#   その余弦を 3 本しかない番号が奇数の列に代入しようとして、torch に拒否されます。
-# - 列ごとの式は、jadore801120 の `attention-is-all-you-need-pytorch` と Hugging Face の XLM、DistilBERT、Marian が使います。
-#   列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とし、番号が偶数の列に正弦、奇数の列に余弦を入れるので、対になる余弦のない正弦が残ります。
-#   $d = 7$ では $\sin(p \cdot 10000^{-6/7})$ で、これが孤立した正弦です。ふつうは最後の列にありますが、正弦を先に並べる Marian では列 3 です。
-#
-# 0 の列は情報を運ばないので害はありません。
-# 孤立した正弦は情報を運びますが、$1 \times 1$ のブロック $c$ ではずらせません。
-# $p = 0$ で $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要になるからです（[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)と同じ議論です）。
-
-
-# %% tags=["deeper"]
-print(sinusoidal(torch.arange(4), 7))  # d = 7: the d = 6 table, a zero column
-
-
-# %% tags=["deeper", "check"] summary={"en": "d = 7: posenc adds a zero column, labml fails, the per-column formula adds a lone sine", "ja": "d = 7 で posenc は 0 の列を加え、labml は失敗し、列ごとの式は孤立した正弦を加えます"}
-def labml_like(p, d):
-    """labml's construction: one frequency per even column, ceil(d/2) of
-    them, exp(2i * -(ln 10000 / d)) in float32 as labml computes them."""
-    two_i = torch.arange(0, d, 2, dtype=torch.float32)
-    angle = p.float()[:, None] * torch.exp(two_i * -(math.log(10000.0) / d))
-    table = torch.zeros(len(p), d)
-    table[:, 0::2] = angle.sin()
-    table[:, 1::2] = angle.cos()  # floor(d/2) columns, ceil(d/2) values
-    return table
-
-
-def per_column(p, d):
-    """jadore801120: angle p / 10000^(2 floor(j/2) / d) for column j."""
-    j = torch.arange(d, dtype=F64)
-    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
-    table = angle.clone()
-    table[:, 0::2] = angle[:, 0::2].sin()  # the last one too when d is odd
-    table[:, 1::2] = angle[:, 1::2].cos()
-    return table
-
-
-p = torch.arange(4)
-table7 = sinusoidal(p, 7)
-assert torch.equal(table7[:, 6], torch.zeros(4))  # the zero column
-assert_close(table7[:, :6], sinusoidal(p, 6), rtol=0, atol=0)
-q = torch.arange(50)
-for d in (6, 7, 9, 512, 513):
-    assert_close(
-        sinusoidal(q, d, layout="concat", endpoint=True, dtype=F64),
-        concat_by_formula(q, d, endpoint=True),
-    )
-    if d % 2 == 0:  # even d: labml and the per-column formula are the paper's
-        assert_close(labml_like(q, d), sinusoidal(q, d), rtol=0, atol=1e-5)
-        assert_close(per_column(q, d), sinusoidal(q, d, dtype=F64))
-    else:  # odd d: labml's assignment fails
-        try:
-            labml_like(q, d)
-            raise AssertionError("labml's construction accepted an odd d")
-        except RuntimeError as err:
-            assert str(err).startswith("The expanded size")
-lone = per_column(q, 7)[:, 6]
-assert_close(lone, torch.sin(q * 10000.0 ** (-6 / 7)).double())
-assert lone[0] == 0 and (lone[1:] != 0).all()  # c sin 0 = 0, sin(k ...) != 0
-
-
-# %% [markdown] lang="en"
-# ## 4. fairseq's positions start after the padding index
-#
-# fairseq numbers the real tokens from `padding_idx + 1` and gives padding a zero row;
-# with its usual `padding_idx = 1` every real token receives $PE(t+2)$ instead of
-# $PE(t)$. A shift of 2 is one rotation shared by all positions, so dot products are
-# unchanged, but for $d = 512$ the added vector moves by 6.95 (its norm: 16).
-
-# %% [markdown] lang="ja"
-# ## 4. fairseq の位置はパディングのインデックスの次から始まる
-#
-# fairseq は実トークンを `padding_idx + 1` から数え、パディングには 0 の行を与えます。
-# よく使われる `padding_idx = 1` では、各実トークンに $PE(t)$ の代わりに $PE(t+2)$ が足されます。
-# 2 のずれはすべての位置に共通の回転なので内積は変わりませんが、足すベクトルは $d = 512$ で 6.95 動きます（ノルムは 16）。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: fairseq's numbering, rebuilt.** fairseq does not number
-# positions from $0$. Its `utils.make_positions` takes the batch of token ids, marks the tokens that are not padding, and counts them along the
-# sequence with a [cumulative sum](../docs/glossary.md#cumulative-sum); non-padding
-# tokens get $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ and padding
-# tokens get $\mathrm{padding\_idx}$ itself:
+# **Going deeper: fairseq's padding offset.** fairseq's `utils.make_positions` marks the
+# tokens that are not padding and counts them along the sequence with a
+# [cumulative sum](../docs/glossary.md#cumulative-sum):
 # $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
-# Its table (`SinusoidalPositionalEmbedding.get_embedding`) uses the concatenated
-# layout and the $n-1$ denominator, and sets row $\mathrm{padding\_idx}$ to zero, so
-# [padding](../docs/glossary.md#padding) adds nothing. With fairseq's usual
-# `padding_idx = 1`, the first [real token](../docs/glossary.md#real-token) gets row
-# $2$, with left padding too, since the cumulative sum counts only real tokens. In
-# `posenc` the table is
-# `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)`, and
-# the positions take one line.
+# Its table (`SinusoidalPositionalEmbedding.get_embedding`) is concatenated, divides by
+# $n-1$ and sets row $\mathrm{padding\_idx}$ to zero, so
+# [padding](../docs/glossary.md#padding) adds nothing. With the usual
+# `padding_idx = 1` the first [real token](../docs/glossary.md#real-token) gets row $2$,
+# with left padding too. By the rotation property the shift by 2 is one fixed
+# rotation, in the concatenated table $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$,
+# so dot products between positions are unchanged. But each pair moves along a chord
+# of its circle, of length $2|\sin(k\omega_i/2)|$, so
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# the same for every $t$: 6.95 for $d = 512$ and $k = 2$, against the norm
+# $\sqrt{n} = 16$ of every encoding (printed below). RoBERTa keeps this offset for its
+# learned positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row)).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：fairseq の数え方を再現する**
+# **さらに詳しく：fairseq のパディングによる位置のずれ**
 #
-# fairseq は位置を $0$ から数えません。
-# `utils.make_positions` はトークン ID のバッチを受け取り、パディングでないトークンに印を付け、
-# [累積和](../docs/glossary.ja.md#cumulative-sum)で系列に沿って数えます。
-# パディングでないトークンには $\mathrm{padding\_idx} + 1, \mathrm{padding\_idx} + 2, \dots$ が、
-# パディングのトークンには $\mathrm{padding\_idx}$ そのものが割り当てられます。
+# fairseq の `utils.make_positions` は、パディングでないトークンに印を付け、[累積和](../docs/glossary.ja.md#cumulative-sum)で系列に沿って数えます。
 # $$\mathrm{pos}_t = \mathrm{padding\_idx} + m_t \sum_{s \le t} m_s, \qquad m_t = [\text{token}_t \ne \text{pad}]$$
 # 表（`SinusoidalPositionalEmbedding.get_embedding`）は連結配置で、分母は $n-1$ です。
-# さらに行 $\mathrm{padding\_idx}$ を 0 にするので、[パディング](../docs/glossary.ja.md#padding)には何も足されません。
-# fairseq でよく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を使います。
-# 累積和は実トークンだけを数えるので、左側にパディングがあっても同じです。
-# `posenc` では、表は `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` で、
-# 位置は 1 行で計算できます。
+# 行 $\mathrm{padding\_idx}$ を 0 にするので、[パディング](../docs/glossary.ja.md#padding)には何も足されません。
+# よく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を使います。左側にパディングがあっても同じです。
+# 回転の性質により、2 のずれは 1 つの固定した回転で、連結配置の表では $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
+# そのため位置どうしの内積は変わりません。
+# しかし各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ なので、次の距離はどの $t$ でも同じです。
+# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
+# $d = 512$、$k = 2$ ではその平方根は 6.95 で、どのエンコーディングのノルムも $\sqrt{n} = 16$ です（下の出力）。
+# 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb#パディング用の行)の章の「パディング用の行」の節）。
 
 # %% tags=["deeper"]
 padding_idx, d = 1, 16
@@ -704,18 +683,6 @@ assert_close(out, fairseq_like(rows, d, padding_idx)[positions])
 padding = mask == 0
 assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 
-# %% [markdown] lang="en" tags=["deeper"]
-# Row $1$, never used by a real token, is the zero vector, not an encoding. The
-# shift's 6.95 (printed below) is not negligible against the norm $\sqrt{n} = 16$ of
-# every encoding. RoBERTa keeps this offset for its learned
-# positions (see [The padding row](03-learned-embeddings.ipynb#the-padding-row) in
-# the chapter *Learned absolute embeddings and scaled sinusoids*).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# 実トークンが使わない行 $1$ は零ベクトルで、エンコーディングではありません。
-# どのエンコーディングもノルムは $\sqrt{n} = 16$ なので、ずれによる 6.95 の移動（下の出力）は無視できる大きさではありません。
-# 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb#パディング用の行)の章の「パディング用の行」の節）。
-
 # %% tags=["deeper"]
 d, n, shift = 512, 256, padding_idx + 1
 omega_t2t = 10000.0 ** (-torch.arange(n, dtype=F64) / (n - 1))
@@ -761,329 +728,37 @@ norms = torch.full((1000,), math.sqrt(n), dtype=F64)
 assert_close(pe_t.norm(dim=-1), norms)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the shift by 2 in the concatenated table.** By the rotation
-# property the shift by 2 is one fixed rotation, so dot products between positions
-# are unchanged, but the vector added to each token moves by 6.95 for $d = 512$.
-# fairseq's table is
-# concatenated, so its matrix is the same rotation with rows and columns permuted by
-# section 1's $P$:
-# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# Each pair moves along a chord of its unit circle, of length $2|\sin(k\omega_i/2)|$,
-# so the squared distance
-# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# is the same for every $t$; for $d = 512$ and $k = 2$ its square root is 6.95.
+# **Going deeper: float32 angles at large positions.** Write $\mathrm{fl}_{32}(x)$ for $x$
+# rounded to the nearest float32 number. Its 24-bit significand leaves the numbers in
+# $[2^e, 2^{e+1})$ $2^{e-23}$ apart. A float32 angle is rounded twice: the frequency
+# becomes $\hat\omega_i$, and the product $p\,\hat\omega_i$ is rounded again, so
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# for an angle in $[2^e, 2^{e+1})$ ($p$ itself is exact below $2^{24}$), and
+# $|\sin a - \sin b| \le |a - b|$ passes the error on at most unchanged. Pair 0
+# escapes: $\omega_0 = 1$ is exact. For labml and $d = 512$ (printed below) the largest
+# angle error near $p = 2^{14}$, $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02,
+# about half from each rounding, along the staircase $2^{\lfloor \log_2 p \rfloor - 24}$
+# of the figure; `posenc` rounds only the result, 3.0e-08. Computing $\omega_i$ through
+# a float32 `exp`, as these libraries do, puts it up to about $9.5u$ off
+# ($u = 2^{-24}$) instead of $u$, but mostly in slow pairs: near $2^{20}$ labml's
+# largest error moves only from 6.21e-02 to 6.22e-02. Below $2^{24}$ the errors are
+# the same at every call, so they matter mainly when implementations are mixed; from
+# $2^{24}$ on, $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ and positions collide.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：連結配置の表での 2 のずれ**
+# **さらに詳しく：大きな位置での float32 の角度**
 #
-# 回転の性質により、2 のずれはすべての位置に同じ回転を掛けることに当たります。
-# そのため位置どうしの内積は変わりませんが、
-# 各トークンに足されるベクトルは $d = 512$ で 6.95 動きます。
-# fairseq の表は連結配置なので、その行列は同じ回転の行と列を 1 節の $P$ で並べ替えたものです。
-# $$PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$$
-# 各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ です。
-# したがって、距離の 2 乗はどの $t$ でも同じ値になります。
-# $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# $d = 512$、$k = 2$ では、その平方根は 6.95 です。
-
-# %% [markdown] lang="en"
-# ## 5. The column index in the exponent
-#
-# The early versions of jadore801120's `attention-is-all-you-need-pytorch` (fixed in
-# November 2017, alive in copies elsewhere) computed the angle of column $j$ as
-# $p/10000^{2j/d}$, with the column index $j$ where the paper has the pair index
-# $\lfloor j/2 \rfloor$. The spectrum is stretched: for $d = 512$ the whole second
-# half of the columns turns slower than any column of the paper's. Worse, the sine
-# and cosine of a pair no longer share a frequency, so the rotation property is lost:
-# no linear map moves $PE(p)$ to $PE(p+k)$, and the dot product no longer depends
-# on the distance alone.
-
-# %% [markdown] lang="ja"
-# ## 5. 指数に入った列の番号
-#
-# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版（2017 年 11 月に修正済みですが、コピーはほかに残っています）は、
-# 列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
-# スペクトルは引き伸ばされ、$d = 512$ では後半の列がすべて論文のどの列よりもゆっくり回ります。
-# さらに、ペアの正弦と余弦が周波数を共有しなくなるので回転の性質が失われ、$PE(p)$ を $PE(p+k)$ に移す線形写像はなくなり、内積も距離だけでは決まらなくなります。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the column index, measured.** Column $j$ has its own frequency,
-# $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
-# instead of the paper's $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$.
-# Two things go wrong.
-#
-# **The spectrum is stretched.** The exponent runs up to $2(d-1)/d$, almost $2$, so the
-# lowest frequency is about $10000^{-2} = 10^{-8}$ instead of about $10^{-4}$. From
-# $j = d/2$ on, every column has a wavelength of at least $10000 \cdot 2\pi$, longer
-# than any in the paper's spectrum. For $d = 512$ (printed below) the spectrum ends
-# at a wavelength of 6.061e+08 positions, ten thousand times the paper's 60611, and
-# over a context of 2048 positions 351 of the 512 columns never complete a turn,
-# against 190 in the paper's encoding. In the figure the paper's spectrum is a
-# staircase, the two columns of a pair sharing a wavelength; the buggy one is a
-# straight line with twice the slope.
-
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：列の番号が指数に入ると何が起きるか**
-#
-# 指数に列の番号が入るので、列 $j$ はそれぞれ自分だけの周波数を持ちます。
-# $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
-# 論文の $\omega_{\lfloor j/2 \rfloor} = 10000^{-2\lfloor j/2 \rfloor/d}$ とは違います。問題は 2 つです。
-#
-# **スペクトルが引き伸ばされます**。指数は $2(d-1)/d$、ほぼ $2$ まで大きくなるので、
-# 最も低い周波数は約 $10^{-4}$ ではなく約 $10000^{-2} = 10^{-8}$ になります。
-# $j = d/2$ 以降のすべての列の波長は $10000 \cdot 2\pi$ 以上で、論文のスペクトルのどの波長よりも長くなります。
-# $d = 512$ では（下の出力）、スペクトルは約 6.06 億位置の波長で終わり、論文の 60611 の 1 万倍です。
-# 2048 位置のコンテキストでは、512 列のうち 351 列が 1 周もしません。論文のエンコーディングでは 190 列です。
-# 図では、論文のスペクトルはペアの 2 列が波長を共有するので階段状になり、バグのあるものは傾きが 2 倍の直線になります。
-
-
-# %% tags=["deeper"]
-def per_column_bug(p, d):
-    """The early formula: angle p / 10000^(2 j / d) for column j;
-    sine in the even columns, cosine in the odd ones."""
-    j = torch.arange(d, dtype=F64)
-    angle = p.double()[:, None] / 10000.0 ** (2 * j / d)  # [p, d]
-    table = angle.clone()
-    table[:, 0::2] = angle[:, 0::2].sin()
-    table[:, 1::2] = angle[:, 1::2].cos()
-    return table
-
-
-d = 512
-j = torch.arange(d, dtype=F64)
-lam_bug = 2 * math.pi * 10000.0 ** (2 * j / d)  # 2 pi / omega~_j
-lam_paper = 2 * math.pi * 10000.0 ** (2 * (j // 2) / d)
-print(
-    f"longest wavelength: paper {lam_paper.max():.0f}, bug {lam_bug[-1]:.3e}\n"
-    f"columns above 2048: paper {int((lam_paper > 2048).sum())}, "
-    f"bug {int((lam_bug > 2048).sum())}",
-    end="",
-)
-
-
-# %% tags=["deeper", "check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "次元数 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
-def bug_columns(d):
-    j = torch.arange(d)
-    return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
-
-
-p = torch.arange(1000)
-for width in (16, 64, 512):
-    wide = sinusoidal(p, 2 * width, base=10000.0**2, dtype=F64)
-    assert_close(wide[:, bug_columns(width)], per_column_bug(p, width))
-# an odd d ends on an even column: a sine, here sin(p 10000^(-12/7))
-assert_close(
-    per_column_bug(p, 7)[:, 6], torch.sin(p * 10000.0 ** (-12 / 7)).double()
-)
-assert_close(
-    2 * math.pi / lam_bug[-1],
-    torch.tensor(10000.0 ** (-2 * (d - 1) / d), dtype=F64),
-)
-assert_close(lam_bug[d // 2], torch.tensor(10000 * 2 * math.pi, dtype=F64))
-too_slow = (
-    lam_bug > lam_paper.max()
-)  # the paper's longest, 2 pi 10000^(510/512)
-assert torch.equal(too_slow, j >= d // 2)  # the whole second half
-assert round(float(lam_paper.max())) == 60611
-assert int((lam_paper > 2048).sum()) == 190
-assert int((lam_bug > 2048).sum()) == 351
-
-# %% tags=["deeper", "figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
-fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
-for ax, d in zip(axes, (16, 512), strict=True):
-    j = torch.arange(d, dtype=F64)
-    marker = "o" if d == 16 else None
-    ax.plot(
-        j,
-        2 * math.pi * 10000.0 ** (2 * (j // 2) / d),
-        marker=marker,
-        ms=4,
-        label=r"$2\pi/\omega_{\lfloor j/2 \rfloor}$",
-    )
-    ax.plot(
-        j,
-        2 * math.pi * 10000.0 ** (2 * j / d),
-        "--",
-        marker=marker,
-        ms=4,
-        label=r"$2\pi/\tilde\omega_j$",
-    )
-    ax.axhline(10000 * 2 * math.pi, color=INK, lw=0.8, ls=":")
-    ax.set_yscale("log")
-    ax.set_xlabel("$j$")
-    ax.set_title(f"$d = {d}$")
-axes[0].set_ylabel(r"$\lambda$")
-axes[0].legend(loc="upper left")
-plt.show()
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **The pairs no longer share a frequency.** Column $2i$ holds
-# $\sin(\tilde\omega_{2i} p)$ and column $2i+1$ holds $\cos(\tilde\omega_{2i+1} p)$: the
-# two coordinates of a clock hand turn at different speeds, and the point leaves
-# the circle. A block rotation would keep the squared norm of each pair,
-# $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$, at its value $1$ at
-# $p = 0$; in the buggy table it wanders between nearly $0$ and nearly $2$ (printed
-# below), so no rotation maps $PE(p)$ to $PE(p+k)$. Nor does any other linear map:
-# for $d = 16$ the best [least-squares](../docs/glossary.md#least-squares) fit from
-# $PE(p)$ to $PE(p+3)$ over $p = 0, \dots, 999$ leaves a relative error of 0.22,
-# against less than 1e-12 for the paper's encoding. And the dot product is no
-# longer a function of the distance (the formula is in the note below), so the
-# [Gram matrix](../docs/glossary.md#gram-matrix) is no longer constant along its
-# diagonals.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **ペアが周波数を共有しなくなります**。列 $2i$ には $\sin(\tilde\omega_{2i} p)$ が、列 $2i+1$ には $\cos(\tilde\omega_{2i+1} p)$ が入り、時計の針の 2 つの座標が違う速さで回るので、点は円から外れます。
-# ブロックごとの回転なら各ペアのノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は $p = 0$ での値 $1$ のままのはずです。しかし、バグのある表ではほぼ $0$ からほぼ $2$ の間で揺れ動きます（下の出力）。
-# したがって、$PE(p)$ を $PE(p+k)$ に移す回転は存在しません。回転以外の線形写像もありません。
-# $d = 16$ で、$p = 0, \dots, 999$ にわたって $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、
-# 最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
-# さらに内積も距離だけの関数ではなくなり（式は下の「さらに詳しく」）、[グラム行列](../docs/glossary.ja.md#gram-matrix)は対角線に沿って一定ではなくなります。
-
-# %% tags=["deeper"]
-d, n, k = 16, 8, 3
-p = torch.arange(1000)
-bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
-pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]
-fit = torch.linalg.lstsq(bug, bug_k, driver="gelsd").solution  # best linear map
-err_bug = float((bug @ fit - bug_k).norm() / bug_k.norm())
-print(
-    f"squared pair norms: min {pair_sq_norm.min():.4f}, "
-    f"max {pair_sq_norm.max():.4f}\n"
-    f"best linear map PE(p) -> PE(p+3), relative error: bug {err_bug:.2f}",
-    end="",
-)
-
-
-# %% tags=["deeper", "check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
-def fit_error(x, y):
-    """Relative error of the best linear map L with x L = y (least squares)."""
-    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
-    return float((x @ fit - y).norm() / y.norm())
-
-
-good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
-err_good = fit_error(good, good_k)
-assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
-good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
-assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))
-assert pair_sq_norm.min() < 0.01 and pair_sq_norm.max() > 1.99
-assert err_good < 1e-12 and round(err_bug, 2) == 0.22
-
-j = torch.arange(d, dtype=F64)
-a, b = 10000.0 ** (-2 * j[0::2] / d), 10000.0 ** (-2 * j[1::2] / d)  # a_i, b_i
-pq = torch.arange(300)
-diff = (pq[:, None] - pq[None, :]).double()[..., None]  # p - q
-summ = (pq[:, None] + pq[None, :]).double()[..., None]  # p + q
-formula = 0.5 * (
-    torch.cos(a * diff)
-    - torch.cos(a * summ)
-    + torch.cos(b * diff)
-    + torch.cos(b * summ)
-).sum(-1)
-gram = per_column_bug(pq, d) @ per_column_bug(pq, d).T
-assert_close(gram, formula)
-assert (gram[1:, 1:] - gram[:-1, :-1]).abs().max() > 1  # not along diagonals
-gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
-assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the buggy table in posenc, and its dot product.** `posenc`
-# reproduces the bug exactly with width $2d$ and base $10000^2$, whose frequencies are
-# $(10000^2)^{-j/d} = \tilde\omega_j$, by taking column $2j$ (a sine) for even $j$ and
-# column $2j+1$ (a cosine) for odd $j$. With $a_i = \tilde\omega_{2i}$,
-# $b_i = \tilde\omega_{2i+1}$, the product-to-sum formulas give
-# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# For the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel, leaving
-# $\sum_i \cos\omega_i(p-q)$. With $a_i \ne b_i$ they remain.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：posenc でのバグの再現と、バグのある表の内積**
-#
-# `posenc` で次元数を $2d$、底を $10000^2$ とすると、周波数は $(10000^2)^{-j/d} = \tilde\omega_j$ になります。
-# 偶数の $j$ では列 $2j$（正弦）を、奇数の $j$ では列 $2j+1$（余弦）を取り出せば、このバグを厳密に再現できます。
-# $a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、積和の公式から次のようになります。
-# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# 論文のエンコーディングでは $a_i = b_i$ なので 2 つの $p+q$ の項が打ち消し合い、$\sum_i \cos\omega_i(p-q)$ が残ります。
-# $a_i \ne b_i$ ではこれらの項が残ります。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the padding row.** The early version also
-# keeps row $0$ of its table all zeros, "for padding": its data loader
-# (`DataLoader.py`) numbers the real tokens from $1$ and gives padding the position
-# $0$. That is fairseq's scheme with `padding_idx = 0`; with `posenc` it is
-# `SinusoidalEmbedding(rows, d, padding_idx=0)`, which also applies to the wide table
-# that reproduces the buggy exponent. An all-zero row is not the encoding of position
-# $0$, which is $(0, 1, 0, 1, \dots)$.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：パディング用の行**
-#
-# 初期の版は、表の行 $0$ を「パディング用に」すべて 0 にもしています。
-# そのデータローダ（`DataLoader.py`）は、実トークンを $1$ から数え、パディングに位置 $0$ を与えるからです。
-# これは `padding_idx = 0` とした fairseq の方式と同じで、
-# `posenc` では `SinusoidalEmbedding(rows, d, padding_idx=0)` です。これはバグのある指数を再現する、列の多い表にも使えます。
-# すべて 0 の行は位置 $0$ のエンコーディング $(0, 1, 0, 1, \dots)$ ではありません。
-
-# %% tags=["deeper", "check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero", "ja": "列の多い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します。PE(0) は 0 ではありません"}
-d, rows = 16, 12
-padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # 0: padding
-reference = per_column_bug(torch.arange(rows), d)
-reference[0] = 0  # the zero row 0
-wide = SinusoidalEmbedding(rows, 2 * d, padding_idx=0, base=10000.0**2)
-assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
-assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
-
-# %% [markdown] lang="en"
-# ## 6. Float32 angles at large positions
-#
-# Most implementations (labml, AllenNLP, fairseq, tensor2tensor) form the angle
-# $p\,\omega_i$ in float32 and take its sine there. The angle error grows with the
-# position: for $d = 512$, labml's angles are off by up to 6.2e-02 near $p = 2^{20}$
-# (`posenc`, which forms them in float64, by 3.0e-08), and from $2^{24}$ on even
-# neighbouring positions collide.
-
-# %% [markdown] lang="ja"
-# ## 6. 大きな位置での float32 の角度
-#
-# ほとんどの実装（labml、AllenNLP、fairseq、tensor2tensor）は、角度 $p\,\omega_i$ を float32 で作り、そのまま float32 で正弦を取ります。
-# 角度の誤差は位置とともに大きくなり、$d = 512$ の labml では $p = 2^{20}$ 付近で最大 6.2e-02 に達します（`posenc` は float64 で角度を作るので 3.0e-08）。
-# $2^{24}$ から先では、隣り合う位置さえ区別できなくなります。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: how large the float32 error grows.** Write $\mathrm{fl}_{32}(x)$ for $x$
-# rounded to the nearest float32 number. The 24-bit significand of IEEE 754 single
-# precision leaves the numbers in $[2^e, 2^{e+1})$ $2^{e-23}$ apart, so rounding can
-# move a number there by up to $2^{e-24}$. A float32 angle is rounded twice: the
-# frequency becomes a float32 number $\hat\omega_i$, and the product $p\,\hat\omega_i$
-# is rounded again. Both errors grow with $p$ (the note below the figure bounds
-# them), and $|\sin a - \sin b| \le |a - b|$ passes them on to the encoding at most
-# unchanged. Pair 0 escapes: $\omega_0 = 1$ and an integer $p$ below $2^{24}$ are
-# exact.
-#
-# For labml and $d = 512$ (printed below), the largest angle error near $p = 2^{14}$,
-# $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02, about half from each
-# rounding. In the figure, labml's error grows like the staircase
-# $2^{\lfloor \log_2 p \rfloor - 24}$; `posenc` forms the angles in float64 and rounds
-# only the result, 3.0e-08 in all three ranges. From $2^{24}$ on, float32 cannot even
-# hold consecutive integers: $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$. Below $2^{24}$ the
-# errors are the same at every call, so they matter mainly when implementations are
-# mixed; from $2^{24}$ on, positions collide even within one implementation.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：float32 の誤差はどこまで大きくなるか**
-#
-# $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。
-# IEEE 754 の単精度の仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ で、丸めると最大 $2^{e-24}$ ずれます。
-# float32 の角度は 2 回丸められます。周波数が float32 の数 $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
-# どちらの誤差も $p$ とともに大きくなり（上界は図の下の「さらに詳しく」）、$|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。
-# ペア 0 は例外です。$\omega_0 = 1$ も、$2^{24}$ 未満の整数 $p$ も、float32 で厳密に表せるからです。
-#
-# labml の周波数を使い、$d = 512$ で測ると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ の付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 で、2 つの丸めがおよそ半分ずつを占めます。
-# 図では、labml の誤差は階段状の線 $2^{\lfloor \log_2 p \rfloor - 24}$ と同じように増えます。
-# `posenc` は角度を float64 で作って最後の結果だけを丸めるので、誤差は 3 つの範囲のどれでも 3.0e-08 です。
-# $2^{24}$ から先では、float32 は連続する整数さえ表せません。$\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ です。
-# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。$2^{24}$ から先では、1 つの実装の中でも位置が重なります。
+# $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ です。
+# float32 の角度は 2 回丸められます。周波数が $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
+# そのため角度が $[2^e, 2^{e+1})$ に入るとき、次が成り立ちます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
+# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
+# $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。$\omega_0 = 1$ は厳密なので、ペア 0 は例外です。
+# labml の周波数で $d = 512$ とすると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
+# 2 つの丸めがおよそ半分ずつを占め、誤差は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
+# `posenc` は最後の結果だけを丸めるので 3.0e-08 です。
+# これらのライブラリのように $\omega_i$ を float32 の `exp` で計算すると、そのずれは $u$ ではなく最大で約 $9.5u$ になります（$u = 2^{-24}$）。
+# ただし大きくずれるのはおもに遅いペアなので、$2^{20}$ 付近の labml の最大の誤差は 6.21e-02 から 6.22e-02 に変わるだけです。
+# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
 
 # %% tags=["deeper"]
 d, n = 512, 256
@@ -1215,23 +890,6 @@ assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the two roundings, term by term.** For an angle in
-# $[2^e, 2^{e+1})$ the two errors add up to at most
-# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# ($p$ itself is exact below $2^{24}$). Computing $\omega_i$ in float32 through `exp`, as
-# these libraries do, puts it up to about $9.5u$ off ($u = 2^{-24}$) instead of $u$,
-# but mostly in slow pairs with small angles: near $2^{20}$ labml's largest error
-# moves only from 6.21e-02 ($\omega_i$ rounded once) to 6.22e-02 (printed below).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：2 つの丸めを項ごとに見る**
-#
-# 角度が $[2^e, 2^{e+1})$ に入るとき、2 つの誤差を合わせても次の値以下です（$p$ そのものは $2^{24}$ 未満なら厳密です）。
-# $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# これらのライブラリは $\omega_i$ を float32 の `exp` で計算するので、そのずれは $u$ ではなく最大で約 $9.5u$ になります（$u = 2^{-24}$）。
-# ただし大きくずれるのはおもに角度の小さい遅いペアです。そのため、$2^{20}$ 付近の labml の最大の誤差は 6.21e-02（$\omega_i$ を 1 回だけ丸めた場合）から 6.22e-02 に変わるだけです（下の出力）。
-
 # %% tags=["deeper"]
 u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
 p = torch.arange(2**20 - 64, 2**20 + 64)
@@ -1261,194 +919,202 @@ for name, (low, up_to) in quoted.items():
 assert f"{stats['labml'][3]:.2e}" == "6.22e-02"
 
 # %% [markdown] lang="en"
-# ## The variants side by side
+# ## The one real bug: the column index in the exponent
 #
-# | implementation | layout | exponent of $10000$ | odd $d$ | first position |
-# |---|---|---|---|---|
-# | Vaswani et al. (2017) | interleaved | $-i/n$ | not stated | not stated |
-# | tensor2tensor | concatenated | $-i/(n-1)$ | zero column | 0 (`start_index`) |
-# | fairseq | concatenated | $-i/(n-1)$ | zero column | `padding_idx + 1` |
-# | AllenNLP | concatenated | $-i/(n-1)$ | zero column | 0 |
-# | labml; the Annotated Transformer | interleaved | $-i/n$ | shape error | 0 |
-# | jadore801120; Hugging Face XLM and DistilBERT (both when set to sinusoids) | interleaved | $-2i/d$ | a lone sine | 0 |
-# | jadore801120's early version | interleaved | $-2j/d$, column $j$ | a lone sine | 1 |
-# | Hugging Face Marian | concatenated | $-2i/d$ | a lone sine, in column $n$ | 0 |
-# | OpenAI Whisper, audio encoder (`sinusoids`) | concatenated | $-i/(n-1)$ | refused (`assert`) | 0 |
-# | diffusers `get_timestep_embedding` | concatenated, cosines first if `flip_sin_to_cos=True` | $-i/(n-s)$, `downscale_freq_shift` $s = 1$ by default; angles times `scale` | zero column | a timestep $t$, may be fractional |
-# | guided-diffusion, GLIDE `timestep_embedding` | concatenated, cosines first | $-i/n$ | zero column | a timestep $t$, may be fractional |
-# | `posenc` | `layout=` | `endpoint=` | zero column | explicit |
-#
-# For even $d$, $-2i/d = -i/n$; for odd $d$ the per-column table is the first $d$
-# columns of `posenc`'s table of width $d+1$ and base $10000^{(d+1)/d}$, and Marian's
-# its concatenated version. fairseq and the early jadore801120 also keep a zero
-# padding row (`posenc`: `padding_idx=`). jadore801120 (both versions), XLM,
-# DistilBERT and Marian form the angles in NumPy's default float64, like `posenc`;
-# the others in float32.
+# The early versions of jadore801120's `attention-is-all-you-need-pytorch` (fixed in
+# November 2017, alive in copies elsewhere) computed the angle of column $j$ as
+# $p/10000^{2j/d}$, with the column index $j$ where the paper has the pair index
+# $\lfloor j/2 \rfloor$. Each column gets its own frequency,
+# $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
+# and two things go wrong. The spectrum is stretched: from column $d/2$ on, every
+# column turns more slowly than any of the paper's (the figure), and for $d = 512$,
+# 351 of the 512 columns never complete a turn in 2048 positions, against 190. Worse,
+# the sine and cosine of a pair no longer share a frequency, so the pair leaves its
+# circle: its squared norm $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$
+# wanders between nearly 0 and nearly 2. No rotation moves $PE(p)$ to $PE(p+k)$, nor
+# any other linear map: for $d = 16$ the best
+# [least-squares](../docs/glossary.md#least-squares) fit from $PE(p)$ to $PE(p+3)$
+# leaves a relative error of 0.22, against less than 1e-12 for the paper's encoding.
+# This breaks the property the encoding was built on, from scratch too (shown on the
+# vectors; no model is trained here). `posenc` reproduces the bug for tests: the
+# columns $2j + (j \bmod 2)$ of `sinusoidal(p, 2 * d, base=10000.0**2)`, and the early
+# version's zero padding row with `padding_idx=0`.
 
 # %% [markdown] lang="ja"
-# ## 変種の比較
+# ## 本物のバグ：指数に入った列の番号
 #
-# | 実装 | 配置 | $10000$ の指数 | 奇数の $d$ | 最初の位置 |
-# |---|---|---|---|---|
-# | Vaswani ら（2017） | インターリーブ配置 | $-i/n$ | 記述なし | 記述なし |
-# | tensor2tensor | 連結配置 | $-i/(n-1)$ | 0 の列 | 0（`start_index`） |
-# | fairseq | 連結配置 | $-i/(n-1)$ | 0 の列 | `padding_idx + 1` |
-# | AllenNLP | 連結配置 | $-i/(n-1)$ | 0 の列 | 0 |
-# | labml、The Annotated Transformer | インターリーブ配置 | $-i/n$ | 形状エラー | 0 |
-# | jadore801120、Hugging Face の XLM と DistilBERT（どちらも設定で正弦波を選んだとき） | インターリーブ配置 | $-2i/d$ | 孤立した正弦 | 0 |
-# | jadore801120 の初期の版 | インターリーブ配置 | $-2j/d$（列 $j$） | 孤立した正弦 | 1 |
-# | Hugging Face の Marian | 連結配置 | $-2i/d$ | 孤立した正弦（列 $n$） | 0 |
-# | OpenAI の Whisper の音声エンコーダ（`sinusoids`） | 連結配置 | $-i/(n-1)$ | 受け付けない（`assert`） | 0 |
-# | diffusers の `get_timestep_embedding` | 連結配置（`flip_sin_to_cos=True` なら余弦が先） | $-i/(n-s)$（`downscale_freq_shift` の既定値は $s = 1$）、角度に `scale` を掛ける | 0 の列 | タイムステップ $t$（小数もある） |
-# | guided-diffusion、GLIDE の `timestep_embedding` | 連結配置（余弦が先） | $-i/n$ | 0 の列 | タイムステップ $t$（小数もある） |
-# | `posenc` | `layout=` | `endpoint=` | 0 の列 | 明示的に渡す |
-#
-# $d$ が偶数なら $-2i/d = -i/n$ です。
-# $d$ が奇数なら、列ごとの式の表は、次元数 $d+1$、底 $10000^{(d+1)/d}$ とした `posenc` の表の先頭 $d$ 列で、Marian の表はその連結配置版です。
-# fairseq と jadore801120 の初期の版は、パディング用の 0 の行も持ちます（`posenc` では `padding_idx=`）。
-# jadore801120（両方の版）、XLM、DistilBERT、Marian は `posenc` と同じく NumPy の既定の float64 で角度を作り、ほかは float32 で作ります。
+# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版（2017 年 11 月に修正済みですが、コピーはほかに残っています）は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
+# 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
+# 列ごとに自分だけの周波数を持つことになります。
+# $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
+# 問題は 2 つです。まず、スペクトルが引き伸ばされます。列 $d/2$ 以降はどの列も論文のどの列よりもゆっくり回り（図）、$d = 512$ では 2048 位置のうちに 1 周もしない列が 512 列中 351 列あります（論文では 190 列）。
+# さらに、ペアの正弦と余弦が周波数を共有しなくなるので、ペアは円から外れます。ノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は、ほぼ 0 からほぼ 2 の間で揺れ動きます。
+# $PE(p)$ を $PE(p+k)$ に移す回転はなく、回転以外の線形写像もありません。
+# $d = 16$ で $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
+# このエンコーディングの土台である性質が、一から学習する場合にも壊れています（ベクトルそのものを調べて示したもので、モデルは学習していません）。
+# `posenc` はテスト用にこのバグを再現できます。`sinusoidal(p, 2 * d, base=10000.0**2)` の列 $2j + (j \bmod 2)$ を取り出し、初期の版のパディング用の 0 の行は `padding_idx=0` で作ります。
 
 
-# %% tags=["check"] summary={"en": "for odd d the per-column and Marian tables are posenc's d + 1 tables, cut; both match rows that transformers printed (pasted here, 9 digits)", "ja": "奇数の d では、列ごとの表と Marian の表は、次元数 d + 1 の posenc の表の先頭 d 列です。どちらも transformers が出力した行（9 桁で貼り付けたもの）と一致します"}
-def marian_like(p, d):
-    """Hugging Face's Marian: the per-column angles, stored concatenated:
-    sines of the even columns, then cosines of the odd ones."""
+# %%
+def per_column_bug(p, d):
+    """The early formula: angle p / 10000^(2 j / d) for column j;
+    sine in the even columns, cosine in the odd ones."""
     j = torch.arange(d, dtype=F64)
-    angle = p.double()[:, None] / 10000.0 ** (2 * (j // 2) / d)  # [p, d]
-    return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], dim=-1)
+    angle = p.double()[:, None] / 10000.0 ** (2 * j / d)  # [p, d]
+    table = angle.clone()
+    table[:, 0::2] = angle[:, 0::2].sin()
+    table[:, 1::2] = angle[:, 1::2].cos()
+    return table
 
 
-q = torch.arange(50)
-for d in (6, 7, 9, 513):
-    if d % 2 == 0:  # even d: Marian is posenc's concatenated table
-        concat = sinusoidal(q, d, layout="concat", dtype=F64)
-        assert_close(marian_like(q, d), concat)
-        continue
-    base = 10000.0 ** ((d + 1) / d)
-    wider = sinusoidal(q, d + 1, base=base, dtype=F64)
-    assert_close(per_column(q, d), wider[:, :d])
-    wider_cat = sinusoidal(q, d + 1, layout="concat", base=base, dtype=F64)
-    assert_close(marian_like(q, d), wider_cat[:, :d])
-# row p = 3 as printed by transformers (9 digits):
-# MarianSinusoidalPositionalEmbedding(5, d).create_weight()[3], d = 6 and 7,
-# and create_sinusoidal_embeddings(5, 7, out) of XLM, out[3]
-hf_rows = {
-    "marian, d = 6": [
-        0.141120002, 0.138798103, 0.00646325899,
-        -0.989992499, 0.990320683, 0.999979138,
-    ],
-    "marian, d = 7": [
-        0.141120002, 0.214232191, 0.0155377984, 0.0011182779,
-        -0.989992499, 0.976782739, 0.999879301,
-    ],
-    "xlm, d = 7": [
-        0.141120002, -0.989992499, 0.214232191, 0.976782739,
-        0.0155377984, 0.999879301, 0.0011182779,
-    ],
-}  # fmt: skip
-three = torch.tensor([3])
-ours = {
-    "marian, d = 6": marian_like(three, 6)[0],
-    "marian, d = 7": marian_like(three, 7)[0],
-    "xlm, d = 7": per_column(three, 7)[0],
-}
-for name, row in hf_rows.items():
-    assert_close(ours[name].float(), torch.tensor(row), rtol=0, atol=1e-7)
-# Marian's lone sine sits in column n = 3, before the cosines
-assert_close(
-    marian_like(q, 7)[:, 3], torch.sin(q * 10000.0 ** (-6 / 7)).double()
+d = 512
+j = torch.arange(d, dtype=F64)
+lam_bug = 2 * math.pi * 10000.0 ** (2 * j / d)  # 2 pi / omega~_j
+lam_paper = 2 * math.pi * 10000.0 ** (2 * (j // 2) / d)
+print(
+    f"longest wavelength: paper {lam_paper.max():.0f}, bug {lam_bug[-1]:.3e}\n"
+    f"columns above 2048: paper {int((lam_paper > 2048).sum())}, "
+    f"bug {int((lam_bug > 2048).sum())}",
+    end="",
 )
 
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the same choices in diffusion models.** Diffusion models encode
-# the timestep $t$ of the noise schedule instead of a token position, and $t$ may be
-# fractional. diffusers' `get_timestep_embedding` exposes the choices as arguments:
-# `downscale_freq_shift` $s$ divides the exponent by $n - s$ ($s = 1$, the default,
-# gives tensor2tensor's $n-1$, and $s = 0$ the paper's $n$), `scale` multiplies the
-# angles (by $1$ by default), `flip_sin_to_cos=True` puts the cosines first, an odd
-# $d$ gets a zero column, and the frequencies go through `exp` in float32. OpenAI's guided-diffusion and GLIDE
-# (`timestep_embedding`) put the cosines first and divide by $n$. Cosines first is
-# one more column permutation: a relabelling, as in section 1, to which a
-# checkpoint is nevertheless tied.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：拡散モデルでの同じ選択**
-#
-# 拡散モデルは、トークンの位置ではなくノイズスケジュールのタイムステップ $t$ をエンコードします。$t$ は小数のこともあります。
-# diffusers の `get_timestep_embedding` は、これらの選択を引数として持っています。
-# `downscale_freq_shift` に $s$ を渡すと、指数は $n - s$ で割られます（既定値の $s = 1$ は tensor2tensor の $n-1$、$s = 0$ は論文の $n$ です）。
-# `scale` は角度に掛かり（既定値は $1$）、`flip_sin_to_cos=True` なら余弦が先になり、奇数の $d$ では 0 の列が付きます。
-# 周波数は float32 の `exp` で計算します。
-# OpenAI の guided-diffusion と GLIDE（`timestep_embedding`）は、余弦を先にして $n$ で割ります。
-# 余弦を先にするのも列の並べ替えの 1 つで、1 節と同じくラベルの付け替えですが、チェックポイントはやはりその並びと切り離せません。
+# %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "次元数 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}
+def bug_columns(d):
+    j = torch.arange(d)
+    return 2 * j + j % 2  # sine 2j for even j, cosine 2j + 1 for odd j
 
 
-# %% tags=["deeper", "check"] summary={"en": "transcriptions of diffusers' and GLIDE's functions match posenc at fractional timesteps for s = 0 and s = 1, sines or cosines first, even and odd d; scale multiplies the positions; cosines first is a different table", "ja": "diffusers と GLIDE の関数を書き起こしたものは、小数のタイムステップで posenc と一致します。s = 0 と s = 1 のどちらでも、正弦と余弦のどちらが先でも、d が偶数でも奇数でも同じです。scale は位置に掛けたのと同じで、余弦が先の表は別の表です"}
-def timestep_embedding(t, d, shift=1.0, cos_first=False, scale=1.0):
-    """diffusers' get_timestep_embedding, transcribed: exp in float32,
-    exponent / (n - shift), angles times scale, [sin, cos] (or [cos, sin]),
-    a zero column for odd d. guided-diffusion/GLIDE: shift=0, cos_first."""
-    n = d // 2
-    exponent = -math.log(10000) * torch.arange(n, dtype=torch.float32)
-    angle = scale * (t[:, None].float() * torch.exp(exponent / (n - shift)))
-    emb = torch.cat([angle.sin(), angle.cos()], dim=-1)
-    if cos_first:
-        emb = torch.cat([emb[:, n:], emb[:, :n]], dim=-1)
-    return torch.nn.functional.pad(emb, (0, d % 2))
+p = torch.arange(1000)
+for width in (16, 64, 512):
+    wide = sinusoidal(p, 2 * width, base=10000.0**2, dtype=F64)
+    assert_close(wide[:, bug_columns(width)], per_column_bug(p, width))
+# an odd d ends on an even column: a sine, here sin(p 10000^(-12/7))
+assert_close(
+    per_column_bug(p, 7)[:, 6], torch.sin(p * 10000.0 ** (-12 / 7)).double()
+)
+assert_close(
+    2 * math.pi / lam_bug[-1],
+    torch.tensor(10000.0 ** (-2 * (d - 1) / d), dtype=F64),
+)
+assert_close(lam_bug[d // 2], torch.tensor(10000 * 2 * math.pi, dtype=F64))
+too_slow = (
+    lam_bug > lam_paper.max()
+)  # the paper's longest, 2 pi 10000^(510/512)
+assert torch.equal(too_slow, j >= d // 2)  # the whole second half
+assert round(float(lam_paper.max())) == 60611
+assert int((lam_paper > 2048).sum()) == 190
+assert int((lam_bug > 2048).sum()) == 351
+
+# %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
+fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
+for ax, d in zip(axes, (16, 512), strict=True):
+    j = torch.arange(d, dtype=F64)
+    marker = "o" if d == 16 else None
+    ax.plot(
+        j,
+        2 * math.pi * 10000.0 ** (2 * (j // 2) / d),
+        marker=marker,
+        ms=4,
+        label=r"$2\pi/\omega_{\lfloor j/2 \rfloor}$",
+    )
+    ax.plot(
+        j,
+        2 * math.pi * 10000.0 ** (2 * j / d),
+        "--",
+        marker=marker,
+        ms=4,
+        label=r"$2\pi/\tilde\omega_j$",
+    )
+    ax.axhline(10000 * 2 * math.pi, color=INK, lw=0.8, ls=":")
+    ax.set_yscale("log")
+    ax.set_xlabel("$j$")
+    ax.set_title(f"$d = {d}$")
+axes[0].set_ylabel(r"$\lambda$")
+axes[0].legend(loc="upper left")
+plt.show()
+
+# %%
+d, n, k = 16, 8, 3
+p = torch.arange(1000)
+bug, bug_k = per_column_bug(p, d), per_column_bug(p + k, d)
+pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]
+fit = torch.linalg.lstsq(bug, bug_k, driver="gelsd").solution  # best linear map
+err_bug = float((bug @ fit - bug_k).norm() / bug_k.norm())
+print(
+    f"squared pair norms: min {pair_sq_norm.min():.4f}, "
+    f"max {pair_sq_norm.max():.4f}\n"
+    f"best linear map PE(p) -> PE(p+3), relative error: bug {err_bug:.2f}",
+    end="",
+)
 
 
-t = torch.tensor([0.0, 0.5, 17.25, 999.0])  # fractional timesteps too
-for d in (7, 8):
-    n = d // 2
-    for shift, endpoint in ((1.0, True), (0.0, False)):
-        ref = sinusoidal(t, d, layout="concat", endpoint=endpoint)
-        flip = torch.cat([ref[:, n : 2 * n], ref[:, :n], ref[:, 2 * n :]], -1)
-        for cos_first, want in ((False, ref), (True, flip)):
-            got = timestep_embedding(t, d, shift, cos_first)
-            # float32 angles up to t = 999: a few 1e-5 apart at most
-            assert_close(got, want, rtol=0, atol=1e-4)
-    # cosines first is a different table, not a rounding difference
-    assert (timestep_embedding(t, d, 0.0, True) - ref).abs().max() > 0.5
-    # scale multiplies the angles: the encoding of the positions scale * t
-    scaled = sinusoidal(0.5 * t, d, layout="concat", endpoint=True)
-    assert_close(timestep_embedding(t, d, scale=0.5), scaled, rtol=0, atol=1e-4)
+# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
+def fit_error(x, y):
+    """Relative error of the best linear map L with x L = y (least squares)."""
+    fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
+    return float((x @ fit - y).norm() / y.norm())
+
+
+good, good_k = sinusoidal(p, d, dtype=F64), sinusoidal(p + k, d, dtype=F64)
+err_good = fit_error(good, good_k)
+assert_close(pair_sq_norm[0], torch.ones(n, dtype=F64))  # 1 at p = 0
+good_sq_norm = good[:, 0::2] ** 2 + good[:, 1::2] ** 2
+assert_close(good_sq_norm, torch.ones(1000, n, dtype=F64))
+assert pair_sq_norm.min() < 0.01 and pair_sq_norm.max() > 1.99
+assert err_good < 1e-12 and round(err_bug, 2) == 0.22
+
+j = torch.arange(d, dtype=F64)
+a, b = 10000.0 ** (-2 * j[0::2] / d), 10000.0 ** (-2 * j[1::2] / d)  # a_i, b_i
+pq = torch.arange(300)
+diff = (pq[:, None] - pq[None, :]).double()[..., None]  # p - q
+summ = (pq[:, None] + pq[None, :]).double()[..., None]  # p + q
+formula = 0.5 * (
+    torch.cos(a * diff)
+    - torch.cos(a * summ)
+    + torch.cos(b * diff)
+    + torch.cos(b * summ)
+).sum(-1)
+gram = per_column_bug(pq, d) @ per_column_bug(pq, d).T
+assert_close(gram, formula)
+assert (gram[1:, 1:] - gram[:-1, :-1]).abs().max() > 1  # not along diagonals
+gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
+assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
+
+# %% tags=["check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero", "ja": "列の多い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します。PE(0) は 0 ではありません"}
+d, rows = 16, 12
+padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # 0: padding
+reference = per_column_bug(torch.arange(rows), d)
+reference[0] = 0  # the zero row 0
+wide = SinusoidalEmbedding(rows, 2 * d, padding_idx=0, base=10000.0**2)
+assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
+assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - The layout is a relabelling, but a checkpoint converts only by permuting its
-#   weights alike ([section 1](#1-interleaved-or-concatenated-one-fixed-permutation)).
-# - Dividing by $n - 1$ instead of $n$ gives a different encoding, more than 1
-#   apart from position 732 on for $d = 512$
-#   ([section 2](#2-dividing-by-n-or-by-n--1)).
-# - A zero column for odd $d$ is harmless; a lone sine has no place in the rotation
-#   property ([section 3](#3-odd-widths)).
-# - fairseq's positions from `padding_idx + 1` are a fixed rotation of those from 0:
-#   the same geometry, a different input
-#   ([section 4](#4-fairseqs-positions-start-after-the-padding-index)).
-# - The column index in the exponent breaks the shared frequency of each pair, the
-#   rotation property and the dependence on the distance alone
-#   ([section 5](#5-the-column-index-in-the-exponent)).
-# - Float32 rounds the frequency and then the angle: near $p = 2^{e}$ the two
-#   roundings add up to about $2^{e-24}$, the same at every call below $2^{24}$. It
-#   matters mainly when implementations are mixed; from $2^{24}$ on, positions
-#   collide ([section 6](#6-float32-angles-at-large-positions)).
+# - The encoding is part of a checkpoint: load one only under the variant it was
+#   trained with (layout, denominator, leftover column, first position).
+# - The two layouts differ by one fixed permutation; a checkpoint converts exactly by
+#   permuting its weights alike.
+# - Dividing by $n - 1$ instead of $n$ gives a different encoding, entries up to 1.99
+#   apart for $d = 512$, though the spectra look alike.
+# - fairseq's positions from `padding_idx + 1` are those from 0 shifted by 2: the same
+#   dot products, different inputs.
+# - Float32 angles drift with the position (about 0.06 radian near $2^{20}$) and
+#   collide from $2^{24}$; `posenc` forms them in float64.
+# - The column index in the exponent, $2j/d$, is a bug: it breaks the rotation
+#   property, from scratch too.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 配置の違いはラベルの付け替えですが、チェックポイントは重みも同じように並べ替えないと変換できません
-#   （[1 節](#1-インターリーブ配置と連結配置違いは列の並べ替えだけ)）。
-# - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では位置 732 から差が 1 を超えます
-#   （[2 節](#2-n-で割るか-n--1-で割るか)）。
-# - 奇数の $d$ での 0 の列は無害ですが、孤立した正弦には回転の性質が成り立ちません（[3 節](#3-奇数の次元数)）。
-# - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を固定の回転で移したものです。
-#   幾何的な関係は同じで、入力は違います（[4 節](#4-fairseq-の位置はパディングのインデックスの次から始まる)）。
-# - 指数に列の番号を入れると、各ペアが周波数を共有しなくなり、回転の性質も、内積が距離だけで決まる性質も壊れます
-#   （[5 節](#5-指数に入った列の番号)）。
-# - float32 は周波数を丸め、さらに角度を丸めます。$p = 2^{e}$ 付近では、2 つの丸めを合わせて約 $2^{e-24}$ ずれます。
-#   $2^{24}$ 未満では誤差はランダムではなく、毎回同じです。問題になるのはおもに実装を混ぜるときで、$2^{24}$ から先では位置が重なります（[6 節](#6-大きな位置での-float32-の角度)）。
+# - 位置エンコーディングもチェックポイントの一部です。チェックポイントは、学習に使った変種（配置、分母、余る列、最初の位置）で読み込みます。
+# - 2 つの配置の違いは 1 つの固定した並べ替えで、重みも同じように並べ替えればチェックポイントを厳密に変換できます。
+# - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$ では成分の差が最大 1.99 になります。スペクトルはほとんど同じに見えます。
+# - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を 2 ずらしたものです。内積は同じで、入力は違います。
+# - float32 の角度は位置とともにずれ（$2^{20}$ 付近で約 0.06 ラジアン）、$2^{24}$ からは位置が重なります。`posenc` は角度を float64 で作ります。
+# - 指数に列の番号を入れる $2j/d$ はバグで、一から学習する場合にも回転の性質を壊します。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1460,7 +1126,7 @@ for d in (7, 8):
 #    $n-1$ encodings differ by more than $0.1$ in some entry. How does it change with
 #    $d$? (Hint: look at the largest $\omega_i - \omega'_i$.)
 # 3. For the per-column exponent, plot $PE(p)\cdot PE(p)$ against $p$ for $d = 64$.
-#    Use the product-to-sum formula of section 5 to explain why it is not constant,
+#    Use the product-to-sum formulas to explain why it is not constant,
 #    and find the value it oscillates around.
 # 4. bfloat16 has an 8-bit significand. From the spacing $2^{e-7}$ of its numbers in
 #    $[2^e, 2^{e+1})$, predict the position beyond which a bfloat16 angle can be off by
@@ -1475,7 +1141,7 @@ for d in (7, 8):
 #    どこかの成分で $0.1$ より大きく異なる最初の位置を求めてください。$d$ によってどう変わるでしょうか
 #    （ヒント：$\omega_i - \omega'_i$ の最大値を見てください）。
 # 3. 列ごとの指数を使った表について、$d = 64$ で $PE(p)\cdot PE(p)$ を $p$ に対して描いてください。
-#    5 節の積和の公式を使って、これが一定にならない理由を説明し、値がどのあたりを中心に振動するかを求めてください。
+#    積和の公式を使って、これが一定にならない理由を説明し、値がどのあたりを中心に振動するかを求めてください。
 # 4. bfloat16 の仮数部は 8 ビットです。区間 $[2^e, 2^{e+1})$ での数の間隔 $2^{e-7}$ から、
 #    bfloat16 の角度が 0.5 ラジアンを超えてずれうるようになる位置を予想し、
 #    `torch.bfloat16` で角度を作って確かめてください。
@@ -1483,13 +1149,13 @@ for d in (7, 8):
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** With an odd $d$ both layouts hold the same $n = \lfloor d/2 \rfloor$
 # pairs and end with the zero column, column $2n = d - 1$. The case formula of
-# section 1 covers the first $2n$ columns unchanged, and the zero column maps to
+# the layout permutation $\pi$ covers the first $2n$ columns unchanged, and the zero column maps to
 # itself: $\pi(2n) = 2n$. The zero column stays last in both layouts.
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** $d$ が奇数でも、2 つの配置は同じ $n = \lfloor d/2 \rfloor$ 組のペアを持ち、
 # どちらも最後が 0 の列（列 $2n = d - 1$）です。
-# 1 節の場合分けの式は最初の $2n$ 列にそのまま当てはまり、0 の列は自分自身に写ります（$\pi(2n) = 2n$）。
+# 配置の置換 $\pi$ の場合分けの式は最初の $2n$ 列にそのまま当てはまり、0 の列は自分自身に写ります（$\pi(2n) = 2n$）。
 # 0 の列は、どちらの配置でも最後に残ります。
 
 
@@ -1562,7 +1228,10 @@ assert firsts[8192] > 1000
 print("\n".join(lines), end="")
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 3.** Set $q = p$ in the product-to-sum formula of section 5:
+# **Solution 3.** With $a_i = \tilde\omega_{2i}$ and $b_i = \tilde\omega_{2i+1}$, the
+# product-to-sum formulas give
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# (for the paper's encoding $a_i = b_i$ and the two $p+q$ terms cancel). Set $q = p$:
 # $\cos a_i(p-q) = \cos b_i(p-q) = 1$, and
 # $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
 # With $a_i = b_i$ the sum would vanish and the norm would be $\sqrt{n}$ at every
@@ -1573,7 +1242,10 @@ print("\n".join(lines), end="")
 # the average a little above $n$: 32.3 over those positions.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** 5 節の積和の公式で $q = p$ と置くと、$\cos a_i(p-q) = \cos b_i(p-q) = 1$ なので次のようになります。
+# **解答 3.** $a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、積和の公式から次のようになります。
+# $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
+# （論文のエンコーディングでは $a_i = b_i$ なので、2 つの $p+q$ の項は打ち消し合います。）
+# ここで $q = p$ と置くと、$\cos a_i(p-q) = \cos b_i(p-q) = 1$ なので次のようになります。
 # $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
 # $a_i = b_i$ なら和は消え、ノルムはどの位置でも $\sqrt{n}$ です。
 # $a_i \ne b_i$ では和が残るので、ノルムの 2 乗は一定にならず、揺れ動きます。$d = 64$ では、最初の 100000 位置で 24.1 から 40.7 の間です。
@@ -1616,7 +1288,7 @@ plt.show()
 # alone exceeds half a radian only for angles of $2^8 = 256$ and more, where the
 # spacing is $2$; pair 0, whose $\omega_0 = 1$ is exact, goes wrong first at
 # $p = 257$, which bfloat16 cannot even hold. But $\omega_i$ is rounded to bfloat16
-# too, and the one-rounding bound of section 6 becomes $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$
+# too, and the bound for one rounding of each factor becomes $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$
 # (as long as $p$ itself is exact, up to 256): it guarantees less than half a
 # radian only for $p < 64$. In between the outcome depends on
 # the actual rounding of each $\omega_i$, so measure it: the first angle
@@ -1631,7 +1303,7 @@ plt.show()
 # **解答 4.** bfloat16 の単位丸め誤差は $u = 2^{-8}$ で、$[2^e, 2^{e+1})$ の数は丸めで最大 $2^{e-8}$ だけ動きます。
 # 積の丸めだけで 0.5 ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
 # $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ です。257 という数自体、bfloat16 では表せません。
-# しかし $\omega_i$ も bfloat16 に丸められるので、6 節の 1 回の丸めを前提にした上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になります（$p$ 自体を bfloat16 で厳密に表せる 256 までの話です）。
+# しかし $\omega_i$ も bfloat16 に丸められるので、それぞれを 1 回ずつ丸めるときの上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になります（$p$ 自体を bfloat16 で厳密に表せる 256 までの話です）。
 # この上界で 0.5 ラジアン未満が保証されるのは $p < 64$ だけです。
 # その間で何が起きるかは各 $\omega_i$ の実際の丸め方によるので、測って確かめます。
 # 0.5 ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
@@ -1664,12 +1336,13 @@ print(
     f"pair 0 (w_0 = 1): first error above 0.5 at p = {first_pair0}",
     end="",
 )
+
 # %% [markdown] lang="en"
 # ## Sources and versions
 #
 # Each library is described from its code at the commits and versions named in the
 # references; the rows printed by Hugging Face transformers (checked under the
-# table of variants) come from version 5.24.0. tensor2tensor's TensorFlow code is
+# note on the libraries) come from version 5.24.0. tensor2tensor's TensorFlow code is
 # transcribed here, not run. The paper is read in its arXiv version.
 #
 # ### References
@@ -1728,7 +1401,7 @@ print(
 # ## 出典とバージョン
 #
 # 各ライブラリの説明は、参考文献に挙げたコミットとバージョンのコードに基づきます。
-# 変種の比較の表の下で照合した Hugging Face transformers の出力は、バージョン 5.24.0 で得たものです。
+# ライブラリを 1 つずつ見る「さらに詳しく」で照合した Hugging Face transformers の出力は、バージョン 5.24.0 で得たものです。
 # tensor2tensor の TensorFlow のコードは、ここでは書き起こしただけで、実行はしていません。
 # 参照した論文は arXiv 版です。
 #

@@ -776,14 +776,14 @@ assert len(rope.state_dict()) == 0
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: float32 angles at large positions.** The shift invariance holds
 # exactly only in exact arithmetic; in float32 the angles $m\theta_i$ carry the errors
-# of [*Sinusoids in the wild*](02-sinusoids-in-the-wild.ipynb#6-float32-angles-at-large-positions),
+# of [*Sinusoids in the wild: pitfalls*](02-sinusoids-in-the-wild.ipynb#the-variants-and-when-they-matter),
 # up to 0.039 radians near position $10^6$ with $d = 64$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：大きな位置での float32 の角度**
 #
 # ずらしても変わらないという性質が厳密に成り立つのは、誤差のない計算の場合です。
-# float32 では、角度 $m\theta_i$ に[「実装ごとに違う正弦波位置エンコーディング」](02-sinusoids-in-the-wild.ipynb#6-大きな位置での-float32-の角度)の章で見た誤差が乗り、位置 $10^6$ 付近、$d = 64$ では最大 0.039 ラジアンになります。
+# float32 では、角度 $m\theta_i$ に[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれが影響する場面)の章で見た誤差が乗り、位置 $10^6$ 付近、$d = 64$ では最大 0.039 ラジアンになります。
 
 # %% tags=["deeper", "check"] summary={"en": "near position 10^6 every float32 angle stays within (ε_i + u + ε_i u)mθ_i, with ε_i up to 1.17u; pair 0 is exact and the largest error is 0.039", "ja": "位置 10^6 付近で、float32 のどの角度も (ε_i + u + ε_i u)mθ_i 以内にあり、ε_i は最大 1.17u です。ペア 0 は厳密で、最大の誤差は 0.039 です"}
 u = 2.0**-24

@@ -16,22 +16,16 @@
 # %% [markdown] lang="en"
 # # Which encodings extrapolate?
 #
-# Trained for the same fixed budget at $L = 16$ and tested up to $8L$, ALiBi,
-# KERPLE and a RoPE whose pairs turn as Llama 2's do keep a copy task whole, while
-# sinusoids and RoPE with base $10^4$ fall to $0.60$ and $0.41$, the trend of Press
-# et al.'s Figure 1 for language. Which encoding extrapolates depends on the task:
-# recall, found by content, holds in nine of the eleven encodings that reach $8L$
-# (at least $0.94$; RoPE falls to $0.75$, RoPE-LLM to $0.54$); prefix, whose answer lies
-# at an offset that grows with the length and must be found by position, is held
-# to $8L$ by none. On copy, and roughly on recall, RoPE's base moves the results as
-# much as the choice of encoding itself; on prefix it barely moves them.
+# Twelve encodings train the same small model on three tasks at length $L = 16$
+# and are tested on sequences up to eight times as long. Which keep the accuracy
+# they had at $L$ depends on the task as much as on the encoding, and on one task
+# RoPE's base moves the results as much as the choice of encoding.
 
 # %% [markdown] lang="ja"
 # # どの位置エンコーディングが外挿できるか
 #
-# どのエンコーディングも $L = 16$ で同じステップ数だけ学習し、$8L$ までテストします。コピー課題（copy）では、ALiBi、KERPLE、ペアの回り方が Llama 2 に近い RoPE は正解率を保ちますが、正弦波と底 $10^4$ の RoPE は $0.60$ と $0.41$ まで下がります。言語モデルでの Press らの図 1 と同じ傾向です。
-# どのエンコーディングが外挿できるかはタスクによります。答えを内容で探す recall は、$8L$ まで測った 11 のエンコーディングのうち 9 つで保たれます（$0.94$ 以上。RoPE は $0.75$、RoPE-LLM は $0.54$ まで下がります）。答えまでの距離が長さとともに伸び、しかも答えを位置で探すしかない prefix では、$8L$ まで保てるエンコーディングはありません。
-# copy では（recall でもおおよそ）、RoPE の底を変えるだけで、エンコーディングを取り替えるのと同じくらい結果が動きます。prefix では、底を変えても結果はほとんど動きません。
+# 12 種類のエンコーディングで同じ小さなモデルを長さ $L = 16$ の 3 つのタスクで学習し、最大 8 倍の長さの系列でテストします。
+# $L$ での正解率を保てるかどうかは、エンコーディングと同じくらいタスクによって決まります。あるタスクでは、RoPE の底を変えるだけで、エンコーディングを取り替えるのと同じくらい結果が動きます。
 
 # %% tags=["setup"]
 import json
@@ -149,63 +143,78 @@ assert turning(*llama) == turning_pairs(*llama) == 46
 assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 
 # %% [markdown] lang="en"
-# Every kind trains for the same fixed number of steps, 3,500 on copy and prefix
-# and 1,500 on recall, in batches of 32, with AdamW at $3 \times 10^{-3}$ and no
-# early stopping; five seeds each, and the validation accuracy at $L$ is stored
-# every 100 steps. The [accuracy](../docs/glossary.md#accuracy) at length $N$ is
-# the share of scored targets that the model's arg max gets right at each
-# position, averaged over the positions, over 128 test sequences
-# ([chance](../docs/glossary.md#chance-level): $1/16$ on copy and
-# prefix, $1/6$ on recall). Each number below is a mean over the five seeds with
-# its 95 % Student-t interval, $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$ with
-# $t_{0.975,\,4} = 2.776$; a difference between two rows is taken seed by seed.
+# The twelve kinds, in plain words:
 #
-# | kind | what it is | chapter |
+# | kind | what it does | chapter |
 # |---|---|---|
-# | `nope`, `sinusoidal`, `learned` | no encoding; sinusoids added to the embeddings; a learned table of $L$ rows (nothing beyond $L$) | [NoPE](10-xpos-nope.ipynb), [sinusoids](01-sinusoidal.ipynb), [learned](03-learned-embeddings.ipynb) |
-# | `rope`, `rope-llm` | RoPE with base $10^4$ (1 of its 8 pairs turns within $L$) and with base 3.776 (6 of 8 turn, close to Llama 2's share: 46 of 64 at $L = 4096$) | [RoPE](08-rope.ipynb), [its base](09-rope-context.ipynb) |
-# | `random` | RoPE at sorted random positions drawn from $0, \dots, 8L - 1$ (Ruoss et al. 2023) | [randomised positions](15-learned-bias-functions.ipynb) |
-# | `alibi`, `kerple`, `fire` | ALiBi's fixed linear biases; KERPLE's log kernel; FIRE, its threshold starting at $L$ | [ALiBi](07-alibi.ipynb), [KERPLE and FIRE](15-learned-bias-functions.ipynb) |
-# | `t5`, `t5-hf` | T5's 32 buckets, drawn as `posenc` draws them or as Hugging Face does | [T5](06-t5-buckets.ipynb) |
-# | `cope` | CoPE, positions counted by gates | [CoPE](15-learned-bias-functions.ipynb) |
+# | `nope` | no encoding: only the causal mask hints at positions | [NoPE](10-xpos-nope.ipynb) |
+# | `sinusoidal` | fixed sine waves added to the token embeddings | [sinusoids](01-sinusoidal.ipynb) |
+# | `learned` | a trained vector per position, added; $L$ rows, so nothing beyond $L$ | [learned](03-learned-embeddings.ipynb) |
+# | `rope` | rotates queries and keys by angles that grow with the position; base $10^4$: 1 of 8 pairs turns within $L$ | [RoPE](08-rope.ipynb) |
+# | `rope-llm` | the same with base 3.776: 6 of 8 pairs turn within $L$, close to Llama 2's share (46 of 64 at $L = 4096$) | [its base](09-rope-context.ipynb) |
+# | `random` | RoPE at sorted random positions from $0, \dots, 8L - 1$, so training sees large positions (Ruoss et al. 2023) | [randomised positions](15-learned-bias-functions.ipynb) |
+# | `alibi` | a fixed penalty on each score, growing linearly with the distance | [ALiBi](07-alibi.ipynb) |
+# | `kerple` | a learned penalty that grows with the log of the distance | [KERPLE](15-learned-bias-functions.ipynb) |
+# | `fire` | a small learned network maps the distance, relative to the query's position, to a bias (its threshold starts at $L$) | [FIRE](15-learned-bias-functions.ipynb) |
+# | `t5`, `t5-hf` | a learned bias per bucket of distances (16 exact, 16 ever wider), initialised as `posenc` or as Hugging Face does | [T5](06-t5-buckets.ipynb) |
+# | `cope` | counts positions with learned gates: only the tokens they let through add to the distance | [CoPE](15-learned-bias-functions.ipynb) |
 #
 # A RoPE model is also tested with
-# [position interpolation](../docs/glossary.md#position-interpolation) (PI), with
-# YaRN and with YaRN without its
-# [temperature](../docs/glossary.md#attention-temperature), each at the factor
-# $s = N/L$, and with each of them, or none, after a short
-# [fine-tuning](../docs/glossary.md#fine-tuning) at $2L$: `rope+pi`, `rope+yarn`,
-# `rope+yarn-notemp`, `rope+ft`, `rope+pi+ft` and so on. YaRN here is YaRN as its
-# reference code and Hugging Face implement it, which at this head size differs
-# from the paper's formula (a section below).
+# [position interpolation](../docs/glossary.md#position-interpolation) (PI) and with
+# YaRN, which stretch its frequencies by $s = N/L$, each with or without a short
+# [fine-tuning](../docs/glossary.md#fine-tuning) at $2L$ (`rope+pi`, `rope+yarn`,
+# `rope+ft`, ...); YaRN here is its reference code's (a note below).
+#
+# Every kind trains for the same fixed number of steps, with five seeds. The
+# [accuracy](../docs/glossary.md#accuracy) at length $N$ is the share of answers
+# right, averaged over the positions scored
+# ([chance](../docs/glossary.md#chance-level): $1/16$ on copy and prefix, $1/6$ on
+# recall); each number below is a mean over the seeds with its 95 % interval.
+#
+# The results in one sentence: on copy ALiBi, KERPLE and RoPE-LLM hold to $8L$
+# while sinusoids and RoPE fall, the trend of Press et al.'s Figure 1 for language;
+# on recall nine of the eleven kinds that reach $8L$ keep at least $0.94$, all but
+# the two RoPEs; on prefix none holds.
 
 # %% [markdown] lang="ja"
-# どの種類も、決まったステップ数（copy と prefix は 3,500、recall は 1,500）だけ学習します。バッチは 32 本、オプティマイザは AdamW（学習率 $3 \times 10^{-3}$）で、早期終了はしません。シードは種類ごとに 5 つで、100 ステップごとに長さ $L$ の検証用データで正解率を記録します。
-# 長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、128 本のテスト用の系列について、位置ごとに採点対象のトークンのうちモデルの arg max が正解した割合を求め、それを位置について平均したものです。[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$ です。
-# 以下の数値は 5 つのシードの平均と、Student の t 分布による 95% 信頼区間 $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$（$t_{0.975,\,4} = 2.776$）です。2 つの行の差はシードごとに取ります。
+# 12 種類を、ひとことで説明します。
 #
-# | 種類 | 内容 | 章 |
+# | 種類 | 何をするか | 章 |
 # |---|---|---|
-# | `nope`、`sinusoidal`、`learned` | エンコーディングなし。埋め込みに加える正弦波。$L$ 行の学習型の表（$L$ より先の行はありません） | [NoPE](10-xpos-nope.ipynb)、[正弦波](01-sinusoidal.ipynb)、[学習型](03-learned-embeddings.ipynb) |
-# | `rope`、`rope-llm` | 底 $10^4$ の RoPE（$L$ の間に 1 周するペアは 8 組中 1 組）と底 3.776 の RoPE（8 組中 6 組。Llama 2 の $L = 4096$ での 64 組中 46 組とほぼ同じ割合） | [RoPE](08-rope.ipynb)、[底](09-rope-context.ipynb) |
-# | `random` | $0, \dots, 8L - 1$ からランダムに選んで昇順に並べた位置での RoPE（Ruoss ら 2023） | [ランダム化した位置](15-learned-bias-functions.ipynb) |
-# | `alibi`、`kerple`、`fire` | ALiBi の固定の線形バイアス。KERPLE の log カーネル。しきい値の初期値を $L$ とした FIRE | [ALiBi](07-alibi.ipynb)、[KERPLE と FIRE](15-learned-bias-functions.ipynb) |
-# | `t5`、`t5-hf` | T5 の 32 個のバケット。初期値の引き方が `posenc` と同じか、Hugging Face と同じ | [T5](06-t5-buckets.ipynb) |
-# | `cope` | ゲートで位置を数える CoPE | [CoPE](15-learned-bias-functions.ipynb) |
+# | `nope` | エンコーディングなし。位置の手がかりは因果マスクだけです | [NoPE](10-xpos-nope.ipynb) |
+# | `sinusoidal` | 固定の正弦波をトークンの埋め込みに加えます | [正弦波](01-sinusoidal.ipynb) |
+# | `learned` | 位置ごとに学習したベクトルを加えます。表は $L$ 行なので、$L$ より先はありません | [学習型](03-learned-embeddings.ipynb) |
+# | `rope` | クエリとキーを、位置とともに大きくなる角度で回転させます。底は $10^4$ で、$L$ の間に 1 周するペアは 8 組中 1 組です | [RoPE](08-rope.ipynb) |
+# | `rope-llm` | 同じ RoPE で底を 3.776 にしたものです。$L$ の間に 8 組中 6 組が 1 周し、Llama 2 の割合（$L = 4096$ で 64 組中 46 組）に近くなります | [底](09-rope-context.ipynb) |
+# | `random` | $0, \dots, 8L - 1$ からランダムに選んで昇順に並べた位置での RoPE です。学習中に大きな位置も現れます（Ruoss ら 2023） | [ランダム化した位置](15-learned-bias-functions.ipynb) |
+# | `alibi` | 距離に比例して大きくなる固定のペナルティを各スコアに加えます | [ALiBi](07-alibi.ipynb) |
+# | `kerple` | 距離の log に沿って大きくなる、学習可能なペナルティです | [KERPLE](15-learned-bias-functions.ipynb) |
+# | `fire` | クエリの位置に対する相対的な距離を、学習する小さなネットワークでバイアスに変えます（しきい値の初期値は $L$） | [FIRE](15-learned-bias-functions.ipynb) |
+# | `t5`、`t5-hf` | 距離のバケットごとに学習するバイアスです（厳密バケット 16 個と、しだいに広がるバケット 16 個）。初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
+# | `cope` | 学習するゲートで位置を数えます。ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
 #
-# RoPE のモデルは、係数 $s = N/L$ の[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）、YaRN、[アテンションの温度](../docs/glossary.ja.md#attention-temperature)なしの YaRN でもテストします。また、この 3 つとスケーリングなしの RoPE のそれぞれを $2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)したものもテストします（`rope+pi`、`rope+yarn`、`rope+yarn-notemp`、`rope+ft`、`rope+pi+ft` など）。
-# ここでの YaRN は、参照実装と Hugging Face の実装に従う YaRN で、このヘッドの次元数では論文の式と違います（後の節）。
+# RoPE のモデルは、周波数を $s = N/L$ で引き伸ばす[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）と YaRN でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。ここでの YaRN は参照実装のものです（後の「さらに詳しく」）。
+#
+# どの種類も決まったステップ数だけ学習し、シードは 5 つです。長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する位置ごとに正解した割合を求め、位置について平均したものです（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$）。以下の数値は、シードについての平均と 95% 信頼区間です。
+#
+# 結果をひとことで言えば、copy では ALiBi、KERPLE、RoPE-LLM が $8L$ まで保ち、正弦波と RoPE は下がります（言語モデルでの Press らの図 1 と同じ傾向です）。recall では、$8L$ まで測った 11 種類のうち 2 つの RoPE を除く 9 種類が $0.94$ 以上を保ち、prefix ではどれも保てません。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the design.** Every kind trains for the same number of steps,
-# set in a pilot on a seed that is not reported (seed 100, `lab/README.md`): there
-# the slowest kind that learned copy, NoPE, reached $0.99$ after 2,600 steps. The
-# rate, $3 \times 10^{-3}$, comes from the pilot too, compared with $10^{-3}$ on
-# one kind only. It rises linearly over 100 steps, then decays along a cosine to a
-# tenth.
+# **Going deeper: the design.** Every kind trains for the same fixed number of
+# steps, 3,500 on copy and prefix and 1,500 on recall, in batches of 32, with AdamW
+# at $3 \times 10^{-3}$ and no early stopping, five seeds each; the validation
+# accuracy at $L$ is stored every 100 steps. The budget was set in a pilot on a seed
+# that is not reported (seed 100, `lab/README.md`): there the slowest kind that
+# learned copy, NoPE, reached $0.99$ after 2,600 steps. The rate comes from the
+# pilot too, compared with $10^{-3}$ on one kind only. It rises linearly over 100
+# steps, then decays along a cosine to a tenth.
 #
-# On the test sets every sequence is scored at the same positions, so the mean
-# over positions is also the share of all scored targets. On prefix's validation
+# The accuracy at $N$ counts the model's arg max at each scored position, over 128
+# test sequences. Each number is a mean over the five seeds with its 95 % Student-t
+# interval, $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$ with $t_{0.975,\,4} = 2.776$;
+# a difference between two rows is taken seed by seed. On the test sets every
+# sequence is scored at the same positions, so the mean over positions is also
+# the share of all scored targets. On prefix's validation
 # set at $L$, where $m$ varies, early positions are scored in fewer sequences but
 # weigh the same: its learning curve and the line of $0.99$ are a mean over
 # positions.
@@ -222,7 +231,8 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 #   ($0.01$) shrinks their initial draw, by a factor of $0.944$ over 3,500 steps:
 #   $N(0, 0.02^2)$ in `posenc`, $N(0, 1/d)$ with $d = 64$ in Hugging Face's
 #   T5. `t5-hf` rescales the same draw, so nothing else in the model differs.
-# - YaRN changes two things at once: the frequencies, and a temperature that
+# - YaRN changes two things at once: the frequencies, and a
+#   [temperature](../docs/glossary.md#attention-temperature) that
 #   multiplies every score by $(0.1 \ln s + 1)^2$, $1.46$ at $s = 8$.
 #   `+yarn-notemp` keeps the frequencies and drops the temperature. As the
 #   reference code computes them, with base $10^4$ YaRN's frequencies are PI's but
@@ -241,10 +251,13 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：実験の設計**
 #
-# どの種類も同じステップ数だけ学習します。ステップ数は、報告しないシード（シード 100、`lab/README.md`）での予備実験で決めました。そこでは、copy を学習できた種類のうち最も遅い NoPE が、2,600 ステップで $0.99$ に達しました。
-# 学習率 $3 \times 10^{-3}$ もその予備実験で決めましたが、$10^{-3}$ と比べたのは 1 種類だけです。
+# どの種類も、決まったステップ数（copy と prefix は 3,500、recall は 1,500）だけ学習します。バッチは 32 本、オプティマイザは AdamW（学習率 $3 \times 10^{-3}$）で、早期終了はしません。シードは種類ごとに 5 つで、100 ステップごとに長さ $L$ の検証用データで正解率を記録します。
+# ステップ数は、報告しないシード（シード 100、`lab/README.md`）での予備実験で決めました。そこでは、copy を学習できた種類のうち最も遅い NoPE が、2,600 ステップで $0.99$ に達しました。
+# 学習率もその予備実験で決めましたが、$10^{-3}$ と比べたのは 1 種類だけです。
 # 学習率は最初の 100 ステップで線形に上げ、そのあとコサインに沿って 10 分の 1 まで下げます。
 #
+# 長さ $N$ での正解率は、128 本のテスト用の系列について、採点する位置ごとにモデルの arg max が正解したかを数えます。
+# 数値は 5 つのシードの平均と、Student の t 分布による 95% 信頼区間 $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$（$t_{0.975,\,4} = 2.776$）です。2 つの行の差はシードごとに取ります。
 # テスト用の系列はどれも同じ位置で採点するので、位置についての平均は、採点対象のすべてのトークンのうち正解した割合にも等しくなります。
 # prefix の検証用データ（長さ $L$）では $m$ が系列ごとに変わるので、前の位置ほど採点される系列は少なくなりますが、平均ではどの位置も同じ重みで数えます。prefix の学習曲線と $0.99$ の基準は、この位置についての平均です。
 #
@@ -254,7 +267,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # - T5 の表には 32 個のバケットがあります。距離 $0$ から $15$ には厳密バケットがあり、$16$ 以上の距離はすべてバケット $16$ から $31$ に入ります。
 #   $L = 16$ ではそこまで前にあるキーはないので、これらのバケットには勾配がまったく届きません。AdamW の重み減衰（$0.01$）が初期値を縮めるだけで、3,500 ステップで $0.944$ 倍になります。初期値は `posenc` では $N(0, 0.02^2)$、Hugging Face の T5 では $N(0, 1/d)$（$d = 64$）から引きます。
 #   `t5-hf` は同じ乱数を拡大したものなので、モデルのほかの部分は何も変わりません。
-# - YaRN は 2 つのことを同時に変えます。周波数と、すべてのスコアを $(0.1 \ln s + 1)^2$ 倍にする温度です（$s = 8$ で $1.46$）。
+# - YaRN は 2 つのことを同時に変えます。周波数と、すべてのスコアを $(0.1 \ln s + 1)^2$ 倍にする[アテンションの温度](../docs/glossary.ja.md#attention-temperature)です（$s = 8$ で $1.46$）。
 #   `+yarn-notemp` は YaRN の周波数はそのまま使い、温度だけを除きます。参照実装で計算すると、底 $10^4$ では、YaRN の周波数はペア 0 をそのまま保つ点を除いて PI と同じです。底 3.776 では、ペア 0 を保ち、ペア 6 と 7 を $s$ で割り、ペア 1〜5 では元の周波数と PI の周波数を混ぜ合わせます。
 #
 # `random` は、テストする最大の長さ $8L$ ちょうどの範囲から位置を選びます（Ruoss らは、どのテストの長さよりも広い範囲から選びます）。そのため、$8L$ までのすべての位置が学習中に現れます。
@@ -612,8 +625,8 @@ def mean2(task, row, N):
 
 
 assert r2("copy", "alibi", L8) == (0.99, 0.99, 1.0)
-# recall at 8L (the opening): nine of the eleven kinds that reach it keep 0.94
-# or more; RoPE and RoPE-LLM fall to 0.75 and 0.54
+# recall at 8L (the results in one sentence): nine of the eleven kinds that
+# reach it keep 0.94 or more; RoPE and RoPE-LLM fall to 0.75 and 0.54
 recall8 = {k: mean2("recall", k, L8) for k in KINDS if k != "learned"}
 assert len(recall8) == 11 and sorted(
     k for k, a in recall8.items() if a < 0.94
@@ -687,12 +700,11 @@ near_chance = [
 ]
 assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 
-# %% [markdown] lang="en"
-# ## The published findings, verdict by verdict
-#
-# Each finding becomes a difference that the record can test, read only on a task
-# that every kind it names learned at $L$ in all five seeds. A difference whose
-# 95 % interval lies wholly on the side the finding predicts *supports* it, one
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the published findings, verdict by verdict.** Each finding
+# becomes a difference that the record can test, read only on a task that every
+# kind it names learned at $L$ in all five seeds. A difference whose 95 %
+# interval lies wholly on the side the finding predicts *supports* it, one
 # wholly on the other side *contradicts* it, and one that straddles $0$ *cannot
 # tell*. Three kinds of finding use a margin of $0.05$ instead of $0$: "loses
 # nothing" asks that the loss from $L$ to $8L$ lie below $0.05$, "degrades" that
@@ -726,8 +738,8 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # and for Chen et al.'s fine-tunes at $2L$ the comparison with and without PI at
 # $2L$ and the accuracy lost to PI at $L$.
 
-# %% [markdown] lang="ja"
-# ## 公表された知見を 1 つずつ判定する
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：公表された知見を 1 つずつ判定する**
 #
 # 公表された知見はそれぞれ、記録で検定できる差に置き換えます。判定に使うのは、名指しされた種類がすべて、5 つのシードのどれでも長さ $L$ で学習できたタスクだけです。
 # 差の 95% 信頼区間全体が予想の側にあれば「支持」、反対側なら「否定」、$0$ をまたげば「判定できない」です。
@@ -757,7 +769,7 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # ✓ は支持、✗ は否定、△ は判定できないことを表します。– は、知見が名指しする種類のどれかがタスクを学習できなかったことを表します。
 # 数値は、「何も失わない」と「劣化する」では $L$ から $8L$ までに失った正解率、比較では $8L$ での前者から後者を引いた差です。Chen らの行は $2L$ でのファインチューニングについてのもので、$2L$ での PI ありとなしの比較と、$L$ で PI によって失った正解率です。
 
-# %% tags=["check"] summary={"en": "every verdict and number of the table, recomputed from the record", "ja": "表のすべての判定と数値は、記録から計算し直した結果と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "every verdict and number of the table, recomputed from the record", "ja": "表のすべての判定と数値は、記録から計算し直した結果と一致します"}
 MARGIN = 0.05
 
 
@@ -862,7 +874,7 @@ table = [" | ".join(table_cell((f[0], t)) for t in TASKS) for f in FINDINGS]
 assert table == quoted.strip().splitlines()
 assert all(not learned(t, "nope") for t in ("copy", "prefix"))  # the dashes
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
 # On copy the record agrees qualitatively with Press et al.'s Figure 1, here in
 # accuracy on a toy task rather than perplexity on language: ALiBi holds,
 # and sinusoids, RoPE and T5 degrade and fall behind it. The other tasks qualify
@@ -880,7 +892,7 @@ assert all(not learned(t, "nope") for t in ("copy", "prefix"))  # the dashes
 # steps carries copy to $0.99$ at $8L$. FIRE leads T5 and ALiBi on prefix and
 # trails ALiBi and KERPLE on copy: the record does not rank it first.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
 # copy では、記録は Press らの図 1 と定性的に一致します。ただし、ここで見るのは言語モデルのパープレキシティではなく、トイモデルの合成タスクの正解率です。ALiBi は正解率を保ち、正弦波、RoPE、T5 は劣化して ALiBi に後れを取ります。
 # ほかのタスクでは但し書きが付きます。recall では T5 は何も失わず、ALiBi は $0.06$ 失います。遠いキーへのペナルティが、遠くにある答えの邪魔をするからです。prefix では ALiBi は $0.57$ 失い、先頭に立つのはほかがもっと多く失うからにすぎません。
 #
@@ -889,7 +901,7 @@ assert all(not learned(t, "nope") for t in ("copy", "prefix"))  # the dashes
 # Chen らにならって PI（$s = 2$）でファインチューニングすると、$L$ での正解率が copy で $0.24$、prefix で $0.25$ 下がり、$2L$ ではスケーリングなしのファインチューニングに及びません。後者は 50 ステップで copy を $8L$ の $0.99$ まで伸ばします。
 # FIRE は prefix で T5 と ALiBi を上回り、copy では ALiBi と KERPLE に及びません。記録からは FIRE を 1 位とは言えません。
 
-# %% tags=["check"] summary={"en": "NoPE's recall is at the ceiling, and a fine-tune of 50 steps without scaling carries copy to 0.99 at 8L", "ja": "NoPE の recall は上限に張り付いていて、スケーリングなしで 50 ステップのファインチューニングをすると copy は 8L で 0.99 になります"}
+# %% tags=["deeper", "check"] summary={"en": "NoPE's recall is at the ceiling, and a fine-tune of 50 steps without scaling carries copy to 0.99 at 8L", "ja": "NoPE の recall は上限に張り付いていて、スケーリングなしで 50 ステップのファインチューニングをすると copy は 8L で 0.99 になります"}
 assert r2("recall", "nope", L8) == (1.0, 1.0, 1.0)
 assert r2("copy", "rope+ft", L8)[0] == 0.99 and S["finetune_steps"] == 50
 
@@ -957,10 +969,9 @@ gaps = [
 assert 7 < sum(gaps) / len(gaps) < 8.5  # training: 16 of 128, gaps of about 8
 assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 
-# %% [markdown] lang="en"
-# ## Four choices that move the verdicts
-#
-# Each difference below is at $8L$, paired by seed.
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: four choices that move the verdicts.** Each difference below is
+# at $8L$, paired by seed.
 #
 # | question | difference | copy | recall | prefix |
 # |---|---|---|---|---|
@@ -978,15 +989,15 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # $[0.04, 0.06]$ on prefix, and nothing with RoPE-LLM. **YaRN's frequencies**, as
 # the reference code computes them, beat PI's by $0.23$ on copy and $0.38$ on
 # prefix at base $10^4$, where the two differ in pair 0 alone, which the code keeps
-# whole (next section).
+# whole (the note on which YaRN was tested).
 #
 # **T5's far buckets**, drawn as Hugging Face draws them, change nothing measurable
 # on copy and recall and add $0.05$ $[0.01, 0.08]$ on prefix. Both draws leave
 # buckets 16 to 31 untrained; whether trained far buckets would do better, the
 # record does not test.
 
-# %% [markdown] lang="ja"
-# ## 判定を動かす 4 つの選択
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：判定を動かす 4 つの選択**
 #
 # 下の差はどれも $8L$ でのもので、シードごとに取っています。
 #
@@ -1001,12 +1012,12 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # RoPE の代わりに RoPE-LLM を置くと、RoPE についての 14 の判定のうち 5 つが変わります（次の確認のあとの「さらに詳しく」）。
 #
 # **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix で $0.05$ $[0.04, 0.06]$ 上げるだけで、RoPE-LLM ではどのタスクでも測れるほどの差を生みません。
-# 参照実装で計算した **YaRN の周波数**は、底 $10^4$ で PI を copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（次の節）。
+# 参照実装で計算した **YaRN の周波数**は、底 $10^4$ で PI を copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（後の「さらに詳しく：どの YaRN を試したか」）。
 #
 # **T5 の遠いバケット**の初期値を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix で $0.05$ $[0.01, 0.08]$ 上がるだけです。
 # どちらの引き方でもバケット 16〜31 は学習されません。学習された遠いバケットならよくなるかどうかは、記録では検証していません。
 
-# %% tags=["check"] summary={"en": "the table's differences; RoPE's base moves copy as much as the spread across encodings, recall nearly as much, prefix little; with RoPE-LLM in RoPE's place exactly the five named verdicts of 14 turn; the fine-tunes at 2L and YaRN's temperature with RoPE-LLM as quoted; at base 10^4 the code's YaRN and PI differ in pair 0 only", "ja": "表の差は記録どおりです。RoPE の底は、copy ではエンコーディングどうしの差と同じくらい、recall ではそれに近いだけ結果を動かし、prefix ではわずかしか動かしません。RoPE の代わりに RoPE-LLM を置くと、14 の判定のうち本文の 5 つだけが変わります。2L でのファインチューニングの値と、RoPE-LLM での YaRN の温度の効果も本文どおりです。底 10^4 では、コードの YaRN と PI が違うのはペア 0 だけです"}
+# %% tags=["deeper", "check"] summary={"en": "the table's differences; RoPE's base moves copy as much as the spread across encodings, recall nearly as much, prefix little; with RoPE-LLM in RoPE's place exactly the five named verdicts of 14 turn; the fine-tunes at 2L and YaRN's temperature with RoPE-LLM as quoted; at base 10^4 the code's YaRN and PI differ in pair 0 only", "ja": "表の差は記録どおりです。RoPE の底は、copy ではエンコーディングどうしの差と同じくらい、recall ではそれに近いだけ結果を動かし、prefix ではわずかしか動かしません。RoPE の代わりに RoPE-LLM を置くと、14 の判定のうち本文の 5 つだけが変わります。2L でのファインチューニングの値と、RoPE-LLM での YaRN の温度の効果も本文どおりです。底 10^4 では、コードの YaRN と PI が違うのはペア 0 だけです"}
 OPEN = [  # (a, b): a minus b at 8L, the rows of the table
     ("rope-llm", "rope"),
     ("rope+yarn", "rope+yarn-notemp"),
@@ -1082,11 +1093,9 @@ for t in TASKS:
 # $2L$ での Chen らの知見は、底 $10^4$ では prefix で否定、recall で判定できませんでしたが、RoPE-LLM ではどちらでも支持されます。底 3.776 では、スケーリングなしのファインチューニングのほうが悪くなるからです（$2L$ で $0.95$ と $0.14$。PI では $1.00$ と $0.86$）。
 # また、PI でファインチューニングしたモデルが prefix の $L$ で失う分は、測れるほどではなくなります。
 
-# %% [markdown] lang="en"
-# ## Which YaRN was tested
-#
-# Peng et al. (2023, Section 3.2) set YaRN's frequencies by the number of turns
-# $r_i = L\theta_i / 2\pi$ that pair $i$ makes within $L$: a ramp $\gamma(r)$, $0$
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: which YaRN was tested.** Peng et al. (2023, Section 3.2) set
+# YaRN's frequencies by the number of turns $r_i = L\theta_i / 2\pi$ that pair $i$ makes within $L$: a ramp $\gamma(r)$, $0$
 # below $\alpha = 1$ turn and $1$ above $\beta = 32$, blends PI's $\theta_i / s$ with
 # the original $\theta_i$
 # ([*Extending RoPE's context*](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature)).
@@ -1102,12 +1111,12 @@ for t in TASKS:
 # Every YaRN row of this chapter, and every verdict on YaRN, is the code's; the
 # paper's version is not in the record. Seed 0 of RoPE, retrained (it reproduces
 # the record exactly) and read with the paper's ramp, is close to PI: on
-# prefix at $2L$ it scores 0.23, as PI does, where the code's YaRN scores 0.99 (the
-# note below). One seed is an example, not a verdict, but at this head size what
+# prefix at $2L$ it scores 0.23, as PI does, where the code's YaRN scores 0.99
+# (below). One seed is an example, not a verdict, but at this head size what
 # the record finds about YaRN is a finding about the code's rounding.
 
-# %% [markdown] lang="ja"
-# ## どの YaRN を試したか
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：どの YaRN を試したか**
 #
 # Peng ら（2023、3.2 節）は、ペア $i$ の $L$ の間の回転数 $r_i = L\theta_i / 2\pi$ で YaRN の周波数を決めます。ランプ関数 $\gamma(r)$ は $\alpha = 1$ 周より下で $0$、$\beta = 32$ 周より上で $1$ で、PI の $\theta_i / s$ と元の $\theta_i$ を混ぜ合わせます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節）。
 # 著者の参照実装は、回転数ではなくペアの番号についてランプ関数を作ります。Hugging Face と `posenc.YarnScaling` はこのコードに従い、Peng らが公開した YaRN のモデルもこのコードで学習されています。
@@ -1115,18 +1124,16 @@ for t in TASKS:
 # ここでは 32 周もするペアはないので、コードの下側の番号は $0$ に収められ、ペア 0 はそのまま保たれます。論文のランプ関数ではペア 0 は $\gamma = 0.05$ で（$L$ の間に 2.5 周します）、ほぼ補間されます。$s = 2$ では、コードが 1 のまま保つペア 0 の周波数を、論文の式は 0.525 倍にします。
 #
 # この章の YaRN の行も、YaRN についての判定も、すべてコードの YaRN のものです。論文の版は記録にありません。
-# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で評価すると、PI とほぼ同じです。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の「さらに詳しく」）。
+# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で評価すると、PI とほぼ同じです。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の出力）。
 # シード 1 つは例であって、判定ではありません。それでも、このヘッドの次元数では、記録が YaRN について示すのはコードの丸め方の効果です。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the two ramps and the re-run.** The multipliers
-# $\theta'_i / \theta_i$ at base $10^4$, then the accuracy of seed 0 at $2L$ and
-# $8L$ with PI, the code's YaRN and the paper's.
+# The two ramps and the re-run: the multipliers $\theta'_i / \theta_i$ at base
+# $10^4$, then the accuracy of seed 0 at $2L$ and $8L$ with PI, the code's YaRN
+# and the paper's.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：2 つのランプ関数と再実行**
-#
-# 底 $10^4$ での倍率 $\theta'_i / \theta_i$ と、シード 0 の $2L$ と $8L$ での正解率（PI、コードの YaRN、論文の YaRN）です。
+# 2 つのランプ関数と再実行：底 $10^4$ での倍率 $\theta'_i / \theta_i$ と、シード 0 の $2L$ と $8L$ での正解率（PI、コードの YaRN、論文の YaRN）です。
 
 # %% tags=["deeper"]
 from posenc_lab.extrapolation.models import yarn_paper_multipliers
@@ -1349,8 +1356,7 @@ for N in lengths:
 #   $8L$ (the best row: $0.71$).
 # - On copy, and roughly on recall, RoPE's base moves the results as much as the
 #   choice of encoding, both ways (on prefix it barely moves them): with most pairs
-#   turning within $L$, copy holds and recall falls further, and 5 of 14 RoPE
-#   verdicts turn.
+#   turning within $L$, copy holds and recall falls further.
 # - Every YaRN here is the reference code's, which at this head size keeps pair 0
 #   whole. At base $10^4$ its frequencies differ from PI's in that pair alone, which
 #   carries their gain over PI ($0.23$ on copy, $0.38$ on prefix); the paper's
@@ -1365,7 +1371,7 @@ for N in lengths:
 # - 共通のステップ数で、12 種類のうち 10 種類が $L = 16$ で 3 つのタスクをすべて学習できました。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。$L$ で学習できていないモデルからは外挿について何もわからず、この 2 種類の判定は基準の置き方で変わります。
 # - copy では、ALiBi、KERPLE、$L$ の間に 1 周するペアの割合が Llama 2 に近い RoPE は $8L$ まで正解率を保ち、正弦波（$0.60$）と底 $10^4$ の RoPE（$0.41$）は保てません。言語モデルのパープレキシティではなくトイモデルの合成タスクの正解率で、Press らの図 1 と同じ傾向が再現されたことになります。
 # - 外挿はエンコーディングとタスクの組の性質です。recall では T5、FIRE、CoPE、NoPE が $1.00$ を保ち、ALiBi は $0.06$ 失います。答えまでの距離が長さとともに伸び、位置で答えを探す prefix では、$8L$ まで保てるものはありません（最もよい行で $0.71$）。
-# - copy では（recall でもおおよそ）、RoPE の底を変えるだけで、エンコーディングを取り替えるのと同じくらい結果が動きます。その影響は良い方向と悪い方向の両方に働きます。prefix では、底を変えても結果はほとんど動きません。ほとんどのペアが $L$ の間に 1 周すると copy は保たれ、recall はさらに下がり、RoPE についての 14 の判定のうち 5 つが変わります。
+# - copy では（recall でもおおよそ）、RoPE の底を変えるだけで、エンコーディングを取り替えるのと同じくらい結果が動きます。その影響は良い方向と悪い方向の両方に働きます。prefix では、底を変えても結果はほとんど動きません。ほとんどのペアが $L$ の間に 1 周すると copy は保たれ、recall はさらに下がります。
 # - ここでの YaRN はすべて参照実装のもので、このヘッドの次元数ではペア 0 をそのまま保ちます。底 $10^4$ で周波数が PI と違うのはこのペアだけで、PI を上回る分（copy で $0.23$、prefix で $0.38$）はここから来ます。論文の式はこのペアを保ちません。温度が prefix で加えるのは $0.05$ $[0.04, 0.06]$ です。
 # - ファインチューニングなしの PI は、近くの正確な距離が必要なタスクを壊し（copy の正解率は $2L$ で $0.24$ $[0.18, 0.29]$）、recall は立て直します。底 $10^4$ でスケーリングなしに $2L$ で 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで伸びました。
 

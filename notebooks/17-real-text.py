@@ -16,33 +16,30 @@
 # %% [markdown] lang="en"
 # # A tiny language model on real text
 #
-# Trained on windows of 64 bytes of Python's documentation and read in windows up to
-# 16 times as long, a byte-level model with ALiBi keeps its
-# [perplexity](../docs/glossary.md#perplexity) flat (at $16L$, 0.98 $[0.97, 0.99]$ times
-# its value at $L$), while the sinusoidal and RoPE models' grow about tenfold
-# ($[7.9, 13.5]$ and $[7.0, 12.0]$) and T5's fivefold ($[5.4, 5.7]$): Press et al.'s
-# Figure 1 at CPU scale. Two results depart from the paper: at the training length
-# ALiBi has the highest perplexity of the five encodings (NoPE aside), 1.05 to 1.08
-# times each of the other four's, and T5 degrades early. YaRN, as its reference
-# code implements it, cuts RoPE's perplexity at $16L$ from 41 $[32, 54]$ to 13
-# $[12, 14]$ without training. Brackets are 95 % intervals over three seeds.
+# A small Transformer learns to predict the next byte of Python's documentation
+# from windows of $L = 64$ bytes, once with each of six encodings, and is then
+# read in windows up to 16 times as long. The chapter compares how each
+# encoding's [perplexity](../docs/glossary.md#perplexity) grows past $L$ with
+# Press et al.'s Figure 1, made with a model of words, and tries to rescue RoPE.
+# In short: as in the paper, ALiBi stays flat while sinusoids and RoPE degrade;
+# unlike it, ALiBi is the worst at the training length (NoPE aside) and T5
+# degrades early; YaRN, as its reference code implements it, recovers most of
+# RoPE's loss without training.
 #
 # > **What this run shows, and what it cannot.** One small model, one text, three
-# > seeds. Each ratio above has an interval that excludes 1: the spread between seeds
-# > does not explain it. Whether the results hold for word tokens, larger or longer-trained
-# > models or another text, the run cannot say (the text's draw is not in the
-# > intervals), nor why ALiBi trails at $L$.
+# > seeds. The main ratios have intervals that exclude 1 (after the first figure):
+# > the spread between seeds does not explain them. Whether the results hold for
+# > word tokens, larger or longer-trained models or another text, the run cannot
+# > say (the text's draw is not in the intervals), nor why ALiBi trails at $L$.
 
 # %% [markdown] lang="ja"
 # # 実テキストで学習する小さな言語モデル
 #
-# Python のドキュメントから切り出した 64 バイトの窓で学習し、その最大 16 倍の長さの窓で読ませると、ALiBi を使うバイト単位のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は横ばいのままです。
-# $16L$ でも $L$ での値の 0.98 $[0.97, 0.99]$ 倍です。
-# 一方、正弦波と RoPE のモデルではおよそ 10 倍（$[7.9, 13.5]$ と $[7.0, 12.0]$）に、T5 では 5 倍（$[5.4, 5.7]$）に増えます。CPU の規模で再現した Press らの図 1 です。
-# 論文と食い違う結果が 2 つあります。学習時の長さでは、NoPE を除く 5 つのエンコーディングのうち ALiBi のパープレキシティが最も高く、ほかの 4 つの 1.05〜1.08 倍です。また、T5 は論文より短い長さで悪化し始めます。
-# 参照実装どおりの YaRN は、学習なしで $16L$ での RoPE のパープレキシティを 41 $[32, 54]$ から 13 $[12, 14]$ に下げます。角かっこは 3 つのシードにわたる 95% 信頼区間です。
+# 小さな Transformer に、Python のドキュメントの次のバイトを $L = 64$ バイトの窓から予測させます。6 種類のエンコーディングで 1 回ずつ学習し、最大 16 倍の長さの窓で読ませます。
+# この章では、$L$ を超えたときに各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語を単位とするモデルで描かれた Press らの図 1 と比べ、RoPE を救う方法も試します。
+# 結果をひとことで言えば、論文と同じく ALiBi は横ばいで、正弦波と RoPE は悪化します。論文と違って、学習時の長さでは ALiBi が（NoPE を除いて）最も悪く、T5 は早くから悪化します。参照実装どおりの YaRN は、学習なしで RoPE の悪化した分の大部分を取り戻します。
 #
-# > **この実験でわかること、わからないこと**：小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。上の比の区間はどれも 1 を含まないので、比が 1 から離れていることはシードによるばらつきでは説明できません。語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方のばらつきは区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
+# > **この実験でわかること、わからないこと**：小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。主な比の区間はどれも 1 を含まないので（最初の図のあと）、シードによるばらつきでは説明できません。語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方のばらつきは区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
 
 # %% [markdown] lang="en"
 # ## The model, the text and the encodings
@@ -201,14 +198,14 @@ for run in record["runs"]:
 # Press et al. (2022) trained a 16-layer Transformer language model on WikiText-103,
 # whose tokens are words, with four encodings, and read it in non-overlapping windows
 # longer than its training length. On the left, their numbers for $L = 1024$
-# words (their Table 3); on the right, this record's, both against $N/L$. The bands
-# are 95 % intervals over seeds.
+# words (their Table 3); on the right, this record's, both against $N/L$. The bands,
+# and the brackets below, are 95 % intervals over the three seeds.
 
 # %% [markdown] lang="ja"
 # ## CPU の規模で描く Press らの図 1
 #
 # Press ら（2022）は、語をトークンとする WikiText-103 を使い、16 層の Transformer 言語モデルを 4 種類のエンコーディングで学習しました。そして、学習時の長さより長い重ならない窓で評価しました。
-# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$、帯はシードにわたる 95% 信頼区間です。
+# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$ です。帯と、以下の角かっこは、3 つのシードにわたる 95% 信頼区間です。
 
 # %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図です。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。RoPE（論文の表記では rotary）は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細くなっています。"]}
 from posenc_lab.stats import t_interval
@@ -283,15 +280,16 @@ plt.show()
 #    beyond.** RoPE's perplexity is 0.48 $[0.37, 0.63]$ times sinusoidal's at $2L$ and
 #    0.58 $[0.38, 0.88]$ at $4L$ (paired by seed); at $8L$ and $16L$ the intervals
 #    contain 1. Theirs stays far below at every length and rises less: 5.5 times at
-#    $16L$ against 9.2 here.
+#    $16L$ against 9.2 $[7.0, 12.0]$ here.
 # 4. **T5 lies between RoPE and ALiBi: agrees, not in size.** At $16L$ ALiBi's
 #    perplexity is 0.19 $[0.18, 0.20]$ times T5's and T5's 0.60 $[0.45, 0.81]$ times
 #    RoPE's: their order at $8L$ (beyond 12,024 words their T5 ran out of memory).
 #    But theirs improves up to about $2L$ (18.34) and is 1.37 times its $L$
-#    perplexity at $8L$, this one 1.24 times at $2L$ and 3.9 times at $8L$.
+#    perplexity at $8L$, this one 1.24 times at $2L$, 3.9 at $8L$ and 5.5
+#    $[5.4, 5.7]$ at $16L$.
 # 5. **ALiBi is best at $L$: contradicted.** Theirs is (18.66, T5 18.80); here ALiBi
-#    is the worst of the five encodings (NoPE aside) at $L$, 1.08 $[1.06, 1.10]$ times the
-#    perplexity of FIRE, the best. Why, the record cannot tell (the first note
+#    is the worst of the five encodings (NoPE aside) at $L$, 1.05 to 1.08 times each
+#    other's perplexity, 1.08 $[1.06, 1.10]$ times FIRE's, the best. Why, the record cannot tell (the first note
 #    below).
 #
 # Not in their figure: FIRE, best at $L$, rises slowly to 7.01 at $16L$ and trails
@@ -303,10 +301,10 @@ plt.show()
 #
 # 1. **ALiBi は横ばい：一致します**。$L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）です。論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ から少しよくなりますが、文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
 # 2. **正弦波は最も早く悪化：一致します**。$2L$ では 15.21 で、$L$ での値（4.63）の 3.3 $[3.0, 3.7]$ 倍になり、そこではほかのどれよりも高くなります。$16L$ では 47.98 で 10 $[7.9, 13.5]$ 倍になり、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
-# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません**。シードごとの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 倍）。
+# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません**。シードごとの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も小さいです（$16L$ で 5.5 倍、ここでは 9.2 $[7.0, 12.0]$ 倍）。
 # 4. **T5 は RoPE と ALiBi の間：一致しますが、大きさは違います**。$16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 12,024 語より先でメモリが足りなくなりました）。
-#    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍です。
-# 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ で、NoPE を除く 5 つのうち最も悪い値です。パープレキシティは、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
+#    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍、$16L$ で 5.5 $[5.4, 5.7]$ 倍です。
+# 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ で、NoPE を除く 5 つのうち最も悪い値です。パープレキシティはほかの 4 つのそれぞれの 1.05〜1.08 倍で、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
 #    理由は記録からはわかりません（下の「さらに詳しく：学習時の長さで ALiBi が劣りうる理由」）。
 #
 # Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
@@ -868,7 +866,7 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # code, which Hugging Face and `posenc.YarnScaling` follow, ramps over the pair
 # index, where Peng et al. (2023, Section 3.2) ramp over the number of turns
 # $r_i = L\theta_i / 2\pi$, from $\alpha = 1$ to $\beta = 32$
-# ([*Which encodings extrapolate?*](11-length-generalisation.ipynb#which-yarn-was-tested)).
+# ([*Which encodings extrapolate?*](11-length-generalisation.ipynb)).
 # Here no pair turns 32 times: the code keeps pair 0 whole and lowers the
 # multiplier linearly to pair 5; the paper blends pairs 0 to 4 and keeps none whole. Every YaRN row of the record
 # is the code's. Seed 0 of RoPE, retrained (it reproduces the record exactly) and
@@ -878,7 +876,7 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの YaRN と論文の YaRN**
 #
-# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ペアの番号についてランプ関数を作ります。Peng ら（2023、3.2 節）の式は回転数 $r_i = L\theta_i / 2\pi$ について作ります（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の[「どの YaRN を試したか」](11-length-generalisation.ipynb#どの-yarn-を試したか)の節）。
+# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ペアの番号についてランプ関数を作ります。Peng ら（2023、3.2 節）の式は回転数 $r_i = L\theta_i / 2\pi$ について作ります（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の「さらに詳しく：どの YaRN を試したか」）。
 # ここでは 32 周もするペアはありません。コードはペア 0 をそのまま保ち、ペア 5 に向かって倍率を直線的に下げていきます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
 # 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数を使って温度は同じにして評価すると、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つの結果は一例にすぎず、これで優劣は決められません。
 

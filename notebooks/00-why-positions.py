@@ -274,8 +274,10 @@ assert_close(cls_mbd, cls_dbm)
 # $M_{ij} = 0$ for $j \le i$ and $M_{ij} = -\infty$ for $j > i$, and computes
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$. The mask belongs to the
 # positions, not to the tokens, so it stays put when the tokens move. Since
-# $M = P(P^\top M P)P^\top$, the four steps of the first section go through with
-# $S + P^\top M P$ in place of $S$ and give
+# $M = P(P^\top M P)P^\top$ and, by step 2 of the first section, the shuffled
+# scores are $PSP^\top$,
+# $$PSP^\top + M = P\,(S + P^\top M P)\,P^\top$$
+# so the four steps go through with $S + P^\top M P$ in place of $S$ and give
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # The shuffled sentence behaves like the original one under a shuffled mask. For
 # the triangular mask $P^\top M P = M$ holds only for the identity: a token that
@@ -294,7 +296,9 @@ assert_close(cls_mbd, cls_dbm)
 # $j \le i$ なら $M_{ij} = 0$、$j > i$ なら $M_{ij} = -\infty$ で、
 # $\mathrm{Attn}_M(X) = \mathrm{softmax}(S + M)\,V$ を計算します。
 # マスクはトークンでなく位置に付いているので、トークンが動いても動きません。
-# $M = P(P^\top M P)P^\top$ と書けるので、最初の節の 1〜4 の手順を $S$ の代わりに $S + P^\top M P$ でたどると、次が得られます。
+# $M = P(P^\top M P)P^\top$ と書け、最初の節の手順 2 から並べ替えた文のスコアは $PSP^\top$ なので、
+# $$PSP^\top + M = P\,(S + P^\top M P)\,P^\top$$
+# です。そこで最初の節の 1〜4 の手順を $S$ の代わりに $S + P^\top M P$ でたどると、次が得られます。
 # $$\mathrm{Attn}_M(PX) = \mathrm{softmax}\big(P(S + P^\top M P)P^\top\big)PV = P\,\mathrm{Attn}_{P^\top M P}(X)$$
 # つまり、並べ替えた文を元のマスクで処理した出力は、元の文を並べ替えたマスクで処理した出力の行を並べ替えたものと同じです。
 # 下三角のマスクで $P^\top M P = M$ が成り立つのは恒等置換だけです。
@@ -316,6 +320,8 @@ finite = torch.randn(T, T, dtype=f64)
 assert_close(P.T @ finite @ P, finite[inv][:, inv])
 moved = mask[inv][:, inv]  # P^T M P
 assert torch.equal(moved[perm][:, perm], mask)  # M = P (P^T M P) P^T
+# P S P^T + M = P (S + P^T M P) P^T, for finite scores S
+assert torch.equal(finite[perm][:, perm] + mask, (finite + moved)[perm][:, perm])
 # Attn_M(PX) = P Attn_{P^T M P}(X)
 assert_close(
     self_attention(x[perm], causal=True), P @ self_attention(x, bias=moved)

@@ -197,7 +197,9 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # $$\langle q, k\rangle = q_1 k_1 + q_2 k_2 = \mathrm{Re}\big[q\,\overline{k}\big]$$
 # RoFormer asks for slightly more than the requirement: that the whole complex
 # number $f(q, m)\,\overline{f(k, n)}$, whose real part is the score, depend only on
-# $q$, $k$ and $m - n$, and that position $0$ change nothing, $f(q, 0) = q$. Write
+# $q$, $k$ and $m - n$, and that position $0$ change nothing, $f(q, 0) = q$. (The
+# score alone would also let through a reflection, which sees only whether the
+# distance is even or odd: the note below.) Write
 # everything in polar form, $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$ and
 # $q = |q|\, e^{\mathrm{i}\phi_q}$.
 #
@@ -218,9 +220,6 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # $$\mathrm{Re}\big[f(q, m)\,\overline{f(k, n)}\big] = \mathrm{Re}\big[q\,\overline{k}\,e^{\mathrm{i}(m-n)\theta}\big]$$
 # Multiplying by $e^{\mathrm{i}m\theta}$ is the counter-clockwise rotation by $m\theta$:
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
-#
-# The stronger condition matters: the score alone also admits a reflection (in the
-# note below), which sees only the parity of the distance.
 
 # %% [markdown] lang="ja"
 # ## なぜ回転なのか：2 次元を複素数で考える
@@ -231,6 +230,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # RoFormer は、この性質より少し強い条件を課します。
 # スコアを実部に持つ複素数 $f(q, m)\,\overline{f(k, n)}$ 全体が $q$、$k$、$m - n$ だけで決まることと、
 # 位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ であることです。
+# （スコアだけの条件では、距離の偶奇しか見ない鏡映も通ってしまいます。下の「さらに詳しく」を参照。）
 # すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
 #
 # - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ だけで決まらなければなりません。
@@ -248,8 +248,6 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # $$\mathrm{Re}\big[f(q, m)\,\overline{f(k, n)}\big] = \mathrm{Re}\big[q\,\overline{k}\,e^{\mathrm{i}(m-n)\theta}\big]$$
 # となります。$e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
 # $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
-#
-# 強いほうの条件が必要なのは、スコアだけの条件では、距離の偶奇しか見ない鏡映も通ってしまうからです（下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m (C = diag(1, −1)) and mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄] です。q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m（C = diag(1, −1)）、mθ + 0.4 は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers

@@ -1,6 +1,7 @@
 // What a narrow screen needs (docs/stylesheets/site.css, "Phones"):
-// - a display formula wider than the column scrolls in its own box; a box
-//   that scrolls gets a tab stop, so that a keyboard can scroll it too
+// - a display formula or a printed output wider than the column scrolls in
+//   its own box; a box that scrolls gets a tab stop, so that a keyboard can
+//   scroll it too
 //   (WCAG 2.1.1; a11y.js does the same for wide tables);
 // - a figure shown smaller than it is drawn (a phone's column is about 350
 //   px, a figure 640 px) opens at its full size in a dialog on a tap, a
@@ -9,7 +10,8 @@
 // a chapter lays out a block only when it nears the screen.
 (function () {
   "use strict";
-  const SCROLLERS = "article mjx-container[display='true'], article div.arithmatex";
+  const SCROLLERS =
+    "article mjx-container[display='true'], article div.arithmatex, article .jp-RenderedText pre";
   const FIGURES = "article .jp-RenderedImage img[width]";
   const LABEL = document.documentElement.lang === "ja"
     ? { open: "図を原寸で開く", close: "閉じる" }

@@ -1039,7 +1039,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型へ変換 | `rotary_dim` |
 #
-# これらの実装が動かすバイト数は[「メモリ律速のカーネルとしての RoPE」](12-efficient-rope.ipynb)の章で数え、CPU で時間を計ります。
+# [「メモリ律速のカーネルとしての RoPE」](12-efficient-rope.ipynb)の章では、これらの実装が動かすバイト数を数え、CPU で時間を計ります。
 # 以下のセルでは Meta の実装を再現します。
 # Meta の `apply_rotary_emb` は、上の導出のとおり各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
 # テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。

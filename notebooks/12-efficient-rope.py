@@ -988,9 +988,9 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # |---|---|---|
 # | 4096-token prefill: the fused kernel takes at least 15.3 µs | at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s | `triton` in `prefill-4096-bfloat16` |
 # | there RoPE is 0.9% of a layer fused, 4.5% with Hugging Face's formula | 4.1 and 20.2 bytes per element at 4.8 TB/s; the layer's flops at 989 TFLOP/s | `triton`, `eager_formula`; the layer from a profile |
-# | one token in a model: the fused kernel's chain, about 1.4 µs | position and row from HBM, $k$ from L2: $2 \cdot 600 + 200$ ns, latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, against `copy`'s |
+# | one decode token in a model: the fused kernel's chain, about 1.4 µs | position and row from HBM, $k$ from L2: $2 \cdot 600 + 200$ ns, latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, against `copy`'s |
 # | eager decode: a layer's 40 launches take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
-# | under a CUDA graph: RoPE is 9 to 16% of a layer eager, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_formula` and `triton_graph` |
+# | under a CUDA graph: RoPE is 9 to 16% of a layer with Hugging Face's ten kernels, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_formula` and `triton_graph` |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` runs these
 # cases and more, 1 to 32,768 tokens a call (`lab/README.md`). Its record holds each
@@ -1006,9 +1006,9 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # |---|---|---|
 # | 4096 トークンのプリフィル：融合カーネルは 15.3 µs 以上かかる | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす | `prefill-4096-bfloat16` の `triton` |
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルで |
-# | モデルの中のトークン 1 つ：融合カーネルの往復の連鎖は約 1.4 µs | 位置と行は HBM から、$k$ は L2 から：$2 \cdot 600 + 200$ ns（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` を `copy` と比べる |
+# | モデルのデコードのトークン 1 つ：融合カーネルの往復の連鎖は約 1.4 µs | 位置と行は HBM から、$k$ は L2 から：$2 \cdot 600 + 200$ ns（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` を `copy` と比べる |
 # | eager モードのデコード：層の 40 回の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 回はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
-# | CUDA グラフのもとで：RoPE は層の 9 から 16%（eager）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
+# | CUDA グラフのもとで：RoPE は層の 9 から 16%（Hugging Face の 10 個のカーネル）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
 # 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。最初の実行でこの下限を下回れば、モデルが間違っています。
@@ -1022,7 +1022,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ベンチマークの予測下限（サイズごと）**
 #
-# bfloat16 の融合カーネルについて、毎秒 4.8 TB と仮定したレイテンシから求めた値です。
+# bfloat16 の融合カーネルについて、毎秒 4.8 TB と、仮定したレイテンシから求めた値です。
 # キャッシュに何もない状態から計るプリフィルでは、下限はメモリが動かさなければならないバイト数で決まります。
 # 入力が L2 に載っているケースでは、バイトは L2 から来るので、下限は往復の連鎖の時間だけです（実行時に計る L2 の帯域幅が下限になることもあります）。
 

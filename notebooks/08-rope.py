@@ -1014,8 +1014,8 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # | torchtune | interleaved | `cache` of shape `[max_seq_len, dim // 2, 2]`, a non-persistent buffer | float32; the rotation in float32, cast back | no |
 # | `posenc` | `layout="half"` or `"interleaved"` | `apply_rope`: computed per call; `RotaryEmbedding`: a table that grows on demand | float32, float64 for float64 input; the rotation likewise, cast back | `rotary_dim` |
 #
-# The chapter [*Implementing RoPE efficiently*](12-efficient-rope.ipynb) measures how
-# fast these forms run. The cells below rebuild Meta's: `apply_rotary_emb` views each
+# The chapter [*RoPE as a memory-bound kernel*](12-efficient-rope.ipynb) counts the
+# bytes these forms move and times them on a CPU. The cells below rebuild Meta's: `apply_rotary_emb` views each
 # pair as one complex number and multiplies it by $e^{\mathrm{i}m\theta_i}$ from
 # `torch.polar`, the derivation above, literally. Its tensors are laid out
 # `(batch, seq, heads, head_dim)`, so the positions have shape `(seq, 1)` to broadcast
@@ -1037,7 +1037,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 # | torchtune | インターリーブ配置 | 形状 `[max_seq_len, dim // 2, 2]` の `cache`（永続化しないバッファ） | float32。回転も float32 で行い、元の型へ変換 | なし |
 # | `posenc` | `layout="half"` または `"interleaved"` | `apply_rope` は呼び出しごとに計算、`RotaryEmbedding` は必要に応じて伸びる表 | float32（float64 の入力なら float64）。回転も同じ精度で行い、元の型へ変換 | `rotary_dim` |
 #
-# これらの実装がどれだけ速く動くかは、[「RoPE を効率よく実装する」](12-efficient-rope.ipynb)の章で測ります。
+# [「メモリ律速のカーネルとしての RoPE」](12-efficient-rope.ipynb)の章では、これらの実装が動かすバイト数を数え、CPU で時間を計ります。
 # 以下のセルでは Meta の実装を再現します。
 # Meta の `apply_rotary_emb` は、上の導出のとおり各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
 # テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。

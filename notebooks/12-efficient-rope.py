@@ -14,23 +14,34 @@
 # ---
 
 # %% [markdown] lang="en"
-# # Implementing RoPE efficiently
+# # RoPE as a memory-bound kernel: bytes, a fused Triton kernel, and what to measure
 #
 # RoPE does three flops per element and must read and write every query and key at
-# least once, so its cost is the bytes it moves and, for a single new token, the
-# latency of a launch and of memory. Counted with a model that keeps nothing in cache,
-# Hugging Face's eager formula requests five times the bytes of that floor, and one
-# fused kernel that reads each element once and writes it once requests the floor and a
-# tenth of a byte. No GPU was available to us: nothing here is measured on one.
+# least once: on a GPU its cost is the bytes it moves and, for one new token, latency.
+# Established here by counting and by running on a CPU:
+#
+# - the bytes each implementation requests, exact in a model with no cache: Hugging
+#   Face's eager formula five times the floor, a fused kernel the floor and a tenth
+#   of a byte;
+# - a fused Triton kernel, checked against `apply_rope` for every option in Triton's
+#   interpreter, its load order read from the compiled PTX and SASS;
+# - CPU timings, page faults counted.
+#
+# Time on a GPU is predicted, not measured: a table at the end gives each prediction
+# and the command that would test it.
 
 # %% [markdown] lang="ja"
-# # RoPE を効率よく実装する
+# # メモリ律速のカーネルとしての RoPE：バイト数、融合した Triton カーネル、計測すべきこと
 #
 # RoPE の演算は成分あたり 3 flop だけですが、すべてのクエリとキーを少なくとも 1 回読み、1 回書かなければなりません。
-# そのためコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときは、カーネル起動とメモリのレイテンシです。
-# キャッシュには何も残らないと仮定して数えると、Hugging Face の eager モードの式は、この最低限の量（下限）の 5 倍のバイト数を要求します。
-# 各成分を 1 回読んで 1 回書くだけの融合カーネルが要求するのは、下限より成分あたり 0.1 バイト多いだけです。
-# GPU を使えなかったので、この章には GPU で計った値がありません。
+# そのため GPU でコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときはレイテンシです。
+# この章で、数えることと CPU で実行することによって確かめるのは次の 3 つです。
+#
+# - 実装ごとに要求するバイト数。キャッシュのないモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
+# - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序はコンパイルした PTX と SASS から読み取ります。
+# - ページフォールトも数えた CPU での計測。
+#
+# GPU での時間については、計った値ではなく予測だけを示します。章の最後の表に、予測ごとに、それを確かめるコマンドとともにまとめます。
 
 # %% tags=["setup"]
 import json
@@ -83,10 +94,10 @@ records = {
 # arithmetic outside its tensor cores and moves 4.8 TB/s from its memory: 14 flops in
 # the time of one byte. Far below that ratio a call takes at least its bytes divided by
 # the [memory bandwidth](../docs/glossary.md#memory-bandwidth) (the
-# [roofline model](../docs/glossary.md#roofline-model)). So an implementation of RoPE
-# controls first the bytes it moves and, when there are few, the
-# [kernels](../docs/glossary.md#kernel-kernel-launch) it launches to move them; then
-# how it moves them: access width, occupancy and memory-level parallelism. The shapes
+# [roofline model](../docs/glossary.md#roofline-model)). So what an implementation
+# controls is the bytes it moves, the [kernels](../docs/glossary.md#kernel-kernel-launch)
+# it launches when the bytes are few, then how it moves them (access width, occupancy,
+# memory-level parallelism). The shapes
 # are those of Llama 3 8B's attention: $n_q = 32$ query heads and $n_k = 8$ key heads
 # of $d = 128$ features, all rotated ($r = d$); the symbols follow the
 # [notation page](../docs/notation.md).
@@ -105,8 +116,8 @@ records = {
 # float32 で 3/8、bfloat16 で 3/4 です。
 # NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。つまり、1 バイトを運ぶ間に 14 flop を実行できます。
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
-# そのため RoPE の実装でまず決め手になるのは動かすバイト数で、バイト数が少ないときは、それを動かすために起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数も効いてきます。
-# 次に効くのがその動かし方で、アクセスの幅、オキュパンシー（SM に同時に載るワープの割合）、メモリレベルの並列性です。
+# そのため RoPE の実装で決め手になるのは動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数も効きます。
+# 次に効くのは動かし方で、アクセスの幅、オキュパンシー（SM に同時に載るワープの割合）、メモリレベルの並列性です。
 # 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
@@ -115,13 +126,7 @@ records = {
 # Count bytes with a simple model: every operation reads each of its inputs once and
 # writes its output once, and nothing stays in a cache for the next one
 # (`posenc_lab.traffic.count_traffic` counts exactly this). It counts what the
-# operations request, not what DRAM moves. Caches break it both ways: a CPU store to an
-# uncached line usually first reads it (write-allocate), so a pass from main memory
-# often moves about $3e$ bytes per element, the floor's included (some x86 server
-# processors skip that read for stores that fill whole lines); and a cache larger than a temporary
-# keeps it for the next operation: a 50 MiB L2 (the H100 SXM's; the H200's datasheet
-# gives none) can hold $k$'s (8 MiB in bfloat16
-# for 4096 tokens).
+# operations request; caches change what DRAM moves, both ways (folded below).
 # Hugging Face rotates a whole head as
 # $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$, with tables $c$ and $s$ of the
 # whole head. Per float32 element of $x$, its five operations are the product with $c$,
@@ -145,13 +150,7 @@ records = {
 #
 # バイト数は、次の単純なモデルで数えます。
 # 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
-# 数えるのは演算が要求するバイト数です。DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります。
-# CPU では、キャッシュにないラインへの書き込みは、ふつうまずそのラインを読み込みます（ライトアロケート、write-allocate）。
-# そのため、メインメモリからのパス（テンソル全体を 1 回読み書きする処理）は、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
-# ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
-# 逆に、一時テンソルより大きなキャッシュは、それを次の演算まで保持します。
-# L2 は H100 SXM の 50 MiB とします（H200 のデータシートにはありません）。
-# この L2 は、$k$ の一時テンソル（4096 トークンの bfloat16 で 8 MiB）なら保持できます。
+# 数えるのは演算が要求するバイト数です。DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（下の折りたたみ）。
 # Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ は、ヘッドのすべての次元について値を並べた表です。
 # 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
@@ -210,18 +209,33 @@ counted = case["contenders"]["hf_formula"]["bytes_per_element"]
 assert t.total / (q.numel() + k.numel()) == counted
 assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: what caches do to the count.** A CPU store to an uncached line usually
+# first reads it (write-allocate), so a pass from main memory often moves about $3e$
+# bytes per element, the floor's included (some x86 server processors skip that read
+# for stores that fill whole lines). A cache larger than a temporary keeps it for the
+# next operation: a 50 MiB L2 (the H100 SXM's; the H200's datasheet gives none) can
+# hold $k$'s (8 MiB in bfloat16 for 4096 tokens).
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：キャッシュが数え方に与える影響**
+#
+# CPU では、キャッシュにないラインへの書き込みは、ふつうまずそのラインを読み込みます（ライトアロケート、write-allocate）。
+# そのため、メインメモリからのパス（テンソル全体を 1 回読み書きする処理）は、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
+# ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
+# 逆に、一時テンソルより大きなキャッシュは、それを次の演算まで保持します。
+# 50 MiB の L2（H100 SXM のもの。H200 のデータシートには記載がありません）は、$k$ の一時テンソル（4096 トークンの bfloat16 で 8 MiB）なら保持できます。
+
 # %% [markdown] lang="en"
 # ## One pass: a fused kernel
 #
 # A GPU kernel can hold $a_i$ and $b_i$ in registers while it computes both outputs:
-# one read and one write per element. The question is how to divide the work. RoPE's
-# unit is the token: its position $p$ selects one row of the cos/sin
-# table, $r/2$ values of each, and every head of $q$ and of $k$ at that token uses the
-# same row. So `posenc`'s kernel runs one program per token. A program loads its
-# position, loads the row once, then walks over the heads of $q$ and then of $k$, a
-# block of heads at a time: it loads both halves of each head, rotates them and stores
-# the result. With the table in float32 and an int64 position per token, it moves per
-# element
+# one read and one write per element. RoPE's unit of work is the token: its position
+# $p$ selects one row of the cos/sin table, $r/2$ values of each, and every head of $q$
+# and of $k$ at that token uses the same row. So `posenc`'s kernel runs one program per
+# token: it loads its position, loads the row once, then walks over the heads of $q$
+# and then of $k$, a block of heads at a time. With the table in float32 and an int64
+# position per token, it moves per element
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # The row serves the 40 heads of Llama 3 8B, so the table adds 0.1 byte: 8.1 bytes in
 # float32, 4.1 in bfloat16. vLLM and Liger Kernel divide the work the same way. A grid
@@ -232,12 +246,11 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # ## 1 回のパスで済ませる：融合カーネル
 #
 # GPU のカーネルなら、$a_i$ と $b_i$ をレジスタに置いたまま 2 つの出力を計算できるので、各成分の読み込みと書き込みは 1 回ずつで済みます。
-# 問題は処理の分け方で、RoPE ではトークンが自然な単位です。
+# RoPE では、処理の自然な単位はトークンです。
 # トークンの位置 $p$ が cos と sin の表の 1 行（それぞれ $r/2$ 個の値）を選び、そのトークンの $q$ と $k$ のすべてのヘッドが同じ行を使います。
 # そこで `posenc` のカーネルは、トークン 1 つにプログラム（Triton の並列実行の単位）を 1 つ割り当てます。
 # プログラムは位置を読み、表の行を 1 回だけ読み込みます。
 # そのあと $q$ のヘッド、続いて $k$ のヘッドを、いくつかずつまとめて順にたどります。
-# 各ヘッドの前半と後半を読み込み、回転させて、結果を書き込みます。
 # 表が float32、位置がトークンあたり int64 1 つなら、成分あたりに動かすバイト数は次のとおりです。
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # Llama 3 8B では 1 行を 40 個のヘッドが使うので、表の分は 0.1 バイトだけです。
@@ -605,10 +618,6 @@ assert_close(dk, ek)
 # read and written (20,480), then the rotated $k$ and $v$ read and written into the
 # cache (8,192). Rotating $k$ straight into the cache skips writing the rotated $k$ and
 # reading it back: 24,576 bytes, a seventh less.
-#
-# Qwen3 normalises each head of $q$ and $k$ with a weighted RMSNorm before RoPE; vLLM
-# has a kernel that fuses the two, off by default; the weightless norm Llama 4 can put after RoPE
-# commutes with it, as a rotation keeps a vector's norm.
 
 # %% [markdown] lang="ja"
 # ## 実際のシステムは RoPE をどこで融合しているか
@@ -627,9 +636,6 @@ assert_close(dk, ek)
 # 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
 # 同じ数え方で bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書けば 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
 # $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイトと、7 分の 1 少なくなります。
-#
-# Qwen3 は RoPE の前に $q$ と $k$ の各ヘッドを重み付きの RMSNorm で正規化します。vLLM にはこの 2 つを融合するカーネルがありますが、既定では使いません。
-# Llama 4 が設定によって RoPE のあとに置く重みのない正規化は、回転がベクトルのノルムを変えないので、RoPE と交換できます。
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
 # a fused RoPE modelled as one op that reads q (or k) once and writes once
@@ -652,6 +658,18 @@ def into_cache():
 assert count_traffic(separate).total == 28672
 assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: RoPE next to a normalisation.** Qwen3 normalises each head of $q$
+# and $k$ with a weighted RMSNorm before RoPE; vLLM has a kernel that fuses the two, off
+# by default; the weightless norm Llama 4 can put after RoPE commutes with it, as a
+# rotation keeps a vector's norm.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：正規化と隣り合う RoPE**
+#
+# Qwen3 は RoPE の前に $q$ と $k$ の各ヘッドを重み付きの RMSNorm で正規化します。vLLM にはこの 2 つを融合するカーネルがありますが、既定では使いません。
+# Llama 4 が設定によって RoPE のあとに置く重みのない正規化は、回転がベクトルのノルムを変えないので、RoPE と交換できます。
+
 # %% [markdown] lang="en"
 # ## A table, or cos and sin on the fly
 #
@@ -664,16 +682,7 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # differ in latency: the row's address depends on the position just loaded (as the
 # compiled kernel's PTX shows, `tests/test_rope_triton.py`), so the table adds a
 # dependent round trip, one of the chain below, which cos and sin computed from the
-# position remove. (Numerically, table or not, a float32 angle loses accuracy in
-# proportion to the position, as the chapter
-# [*Rotary position embedding (RoPE)*](08-rope.ipynb#in-practice-float32-angles-and-the-shape-of-the-positions)
-# shows; a bfloat16 table adds up to $2^{-9}$.) A kernel that computes cos and sin must
-# get three things right itself. Llama 3.1's scaling, which a
-# table carries for free, FlashInfer's `apply_llama31_rope` computes. FlashInfer forms
-# the frequency with `__powf`, CUDA's fast power, so its angle is not that of a
-# correctly rounded frequency. And it takes `__sincosf`, CUDA's fast approximation,
-# whose error bound the CUDA C++ Programming Guide gives only on $[-\pi, \pi]$, while the
-# angle reaches $p$ radians.
+# position remove, at the price of computing them right (folded below).
 
 # %% [markdown] lang="ja"
 # ## 表を使うか、cos と sin をその場で計算するか
@@ -686,14 +695,7 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # プリフィルでは、どちらのコストもわずかです。
 # デコードの 1 ステップでは、レイテンシが違います。
 # 行のアドレスは直前に読んだ位置で決まるので（コンパイルしたカーネルの PTX にそう現れることを `tests/test_rope_triton.py` が確かめています）、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。
-# これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。
-# 数値の面では、表の有無によらず、float32 の角度は位置に比例して精度を失います。
-# 詳しくは[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章の[「実際に使うときの注意：float32 の角度と位置の形状」](08-rope.ipynb#実際に使うときの注意float32-の角度と位置の形状)の節を参照してください。
-# bfloat16 の表は、さらに $2^{-9}$ までの誤差を加えます。
-# cos と sin を計算するカーネルは、次の 3 つを自分で正しく扱わなければなりません。
-# 1 つ目は Llama 3.1 のスケーリングで、表なら何もしなくても反映されますが、カーネルでは計算が必要です（FlashInfer の `apply_llama31_rope` は計算しています）。
-# 2 つ目は周波数で、FlashInfer は CUDA の高速なべき乗 `__powf` で求めるので、その角度は正しく丸めた周波数から作った角度ではありません。
-# 3 つ目は cos と sin そのもので、FlashInfer は CUDA の高速な近似関数 `__sincosf` を使います。CUDA C++ Programming Guide はその誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
+# これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。ただし、その計算を正しく行う必要があります（下の折りたたみ）。
 
 # %% tags=["check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
 llama = RotaryEmbedding(128, base=500000.0, max_positions=4096)
@@ -703,83 +705,78 @@ assert llama.cos_cached.data_ptr() == llama.rot_cached.data_ptr()  # a view
 rounded = (llama.cos_cached.bfloat16().float() - llama.cos_cached).abs().max()
 assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the numerics of a table and of cos and sin on the fly.** Table or
+# not, a float32 angle loses accuracy in proportion to the position, as the chapter
+# [*Rotary position embedding (RoPE)*](08-rope.ipynb#in-practice-float32-angles-and-the-shape-of-the-positions)
+# shows; a bfloat16 table adds up to $2^{-9}$. A kernel that computes cos and sin must
+# get three things right itself. Llama 3.1's scaling, which a table carries for free,
+# FlashInfer's `apply_llama31_rope` computes. FlashInfer forms the frequency with
+# `__powf`, CUDA's fast power, so its angle is not that of a correctly rounded
+# frequency. And it takes `__sincosf`, CUDA's fast approximation, whose error bound the
+# CUDA C++ Programming Guide gives only on $[-\pi, \pi]$, while the angle reaches $p$
+# radians.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：表を使う場合とその場で計算する場合の数値誤差**
+#
+# 表の有無によらず、float32 の角度は位置に比例して精度を失います。
+# 詳しくは[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章の[「実際に使うときの注意：float32 の角度と位置の形状」](08-rope.ipynb#実際に使うときの注意float32-の角度と位置の形状)の節を参照してください。
+# bfloat16 の表は、さらに $2^{-9}$ までの誤差を加えます。
+# cos と sin を計算するカーネルは、次の 3 つを自分で正しく扱わなければなりません。
+# 1 つ目は Llama 3.1 のスケーリングで、表なら何もしなくても反映されますが、カーネルでは計算が必要です（FlashInfer の `apply_llama31_rope` は計算しています）。
+# 2 つ目は周波数で、FlashInfer は CUDA の高速なべき乗 `__powf` で求めるので、その角度は正しく丸めた周波数から作った角度ではありません。
+# 3 つ目は cos と sin そのもので、FlashInfer は CUDA の高速な近似関数 `__sincosf` を使います。CUDA C++ Programming Guide はその誤差の上界を $[-\pi, \pi]$ の引数についてしか示していませんが、角度は $p$ ラジアンにまで達します。
+
 # %% [markdown] lang="en"
 # ## The decode step: latency, not bandwidth
 #
 # A [decode step](../docs/glossary.md#decode-step) rotates one token:
-# $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16. Reading and
-# writing them at 4.8 TB/s would take 4 ns, but a kernel this small never approaches
-# the bandwidth: its time is the latency of loads that wait on each other. A program
-# loads the position, then the table row at that position. The addresses of $q$ and $k$
-# depend on no load, but in the sm_90 SASS at Triton's default of 4 warps the compiler
-# issues $q$'s loads with the row and $k$'s only after the first multiply that uses the
-# row: three round trips in a row, set by this build's schedule, not by the data. Only
-# the last, $k$'s, is likely to be an L2 round trip, as the projection has just
-# written $q$ and $k$. The position and the row come from HBM: since the last layer
-# read them, 436 MB of weights have streamed through a 50 MiB L2. At an assumed 200 ns
-# for L2 and 600 ns for HBM (NVIDIA publishes neither) the chain takes about $2 \cdot 600 + 200$ ns $= 1.4$ µs.
+# $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16, 4 ns at 4.8 TB/s.
+# A kernel this small never approaches the bandwidth: its time is the latency of loads
+# that wait on each other. A program loads the position, then the table row at that
+# position; in the sm_90 SASS at Triton's default of 4 warps, $q$'s loads issue with
+# the row and $k$'s only after the first multiply that uses it: three round trips in a
+# row, set by this build's schedule, not by the data. The position and the row come
+# from HBM, as 436 MB of weights have streamed through a 50 MiB L2 since the last
+# layer read them; $k$, just written by the projection, likely from L2.
 #
-# A CUDA graph removes the host: capture the whole decode step once and replay it with
-# one launch per step (vLLM pads each batch to a size it captured). A graph replays
-# fixed addresses, so the table must exist before capture
-# (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`), the positions live in a
-# device tensor updated in place, and nothing may be read back to the host:
-# `check_positions=False`, the hot-path setting, which also lets `torch.compile` trace
-# the wrapper (out of place).
-#
-# How much is at stake is Amdahl's law, with assumed costs (we found no published
-# figure): 5 µs of host time a launch, and 1, 2 or 4 µs of fixed device cost a kernel
-# (launch, ramp and drain, not its memory). At the H200's datasheet
-# peaks, RoPE in a 4096-token prefill of Llama 3 8B is 0.9% of a layer's time in one
-# pass, 4.5% as Hugging Face's eager formula. In a decode step a layer streams 436 MB of
-# weights in 91 µs, and RoPE's bytes are 0.005% of that; the rest depends on which side
-# paces the step. Eager, a Hugging Face Llama layer launches 40 kernels, 10 of them
-# RoPE's: 200 µs of host time against the device's 91, so the host paces the step and
-# RoPE's launches are a quarter of it. The fused kernel alone does not fix that: its
-# Python wrapper costs the host as much as several small eager operations (measured
-# below). So capture the step in a CUDA graph, or compile it, first. Paced by the
-# device, with every kernel charged its fixed cost plus its own round trips (the fused
-# kernel its chain, each other at least one L2 trip), Hugging Face's ten are 9, 12 or 16% of the layer at 1, 2 or 4 µs, the
-# fused kernel 1.9, 2.1 or 2.4%. Those last microseconds only fusion into
-# a neighbour removes: the epilogue of the QKV projection, which holds $q$ and $k$ in registers, or
-# the prologue of attention, as the systems above do.
+# Launches may cost more. Eager, a Hugging Face Llama layer launches 40 kernels, ten of
+# them RoPE's, and at an assumed 5 µs of host time each the host paces the step; the
+# fused kernel's Python wrapper alone costs the host as much as several small eager
+# operations (`lab/README.md`). So capture the step in a CUDA graph, or compile it,
+# first. A graph replays fixed addresses: build the table before capture
+# (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`), keep the positions in a
+# device tensor updated in place, and read nothing back (`check_positions=False`).
+# Then, in this model, each kernel costs a fixed amount plus its round trips; only
+# fusion into the QKV projection's epilogue or attention's prologue, as the systems
+# above do, removes what is left. The table at the end gives what this predicts.
 
 # %% [markdown] lang="ja"
 # ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。
-# 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。
-# 毎秒 4.8 TB なら、これを読んで書くのに 4 ns しかかかりませんが、これほど小さなカーネルが帯域幅に近づくことはありません。
-# 時間を決めるのは、互いを待つ読み込みのレイテンシです。
+# 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB、毎秒 4.8 TB なら 4 ns で読み書きできる量です。
+# しかし、これほど小さなカーネルが帯域幅に近づくことはありません。時間を決めるのは、互いを待つ読み込みのレイテンシです。
 # プログラムは位置を読み、次にその位置の表の行を読みます。
-# $q$ と $k$ のアドレスはどの読み込みの結果にも依存しません。しかし Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、コンパイラは $q$ の読み込みを行と一緒に発行し、$k$ の読み込みは行を使う最初の乗算のあとに発行します。
+# Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行され、$k$ の読み込みは行を使う最初の乗算のあとに発行されます。
 # そのため往復が 3 回続きます。これはデータの依存関係ではなく、このビルドの命令の並べ方で決まっています。
-# L2 にありそうなのは最後の 1 回（$k$）だけです。射影が $q$ と $k$ を書いたばかりだからです。
-# 位置と行は HBM から来ます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通っているからです。
-# L2 を 200 ns、HBM を 600 ns と仮定すると（NVIDIA はどちらも公表していません）、連鎖は約 $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
+# 位置と行は HBM から来ます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通っているからです。$k$ は射影が書いたばかりなので、L2 にある可能性が高いです。
 #
-# CUDA グラフはホストの時間をなくします。デコードの 1 ステップ全体を一度キャプチャし、ステップごとに 1 回の起動で再生します。
-# vLLM はいくつかのバッチサイズでキャプチャしておき、実際のバッチをそのどれかまでパディングします。
-# グラフはキャプチャしたときのアドレスのまま再生されます。
-# そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません。
-# 頻繁に呼ぶ経路の設定 `check_positions=False` はこのためにあり、これがあれば `torch.compile` もラッパーをトレースできます（アウトオブプレースの場合）。
-#
-# どれほどの差が出るかを、仮定したコスト（公表された値は見つかりませんでした）のもとで、アムダールの法則で見積もります。
-# 起動 1 回にホストで 5 µs、カーネル 1 つにデバイスで 1、2、4 µs の固定コスト（起動、立ち上がり、終わりの待ち。メモリアクセスは含みません）です。
-# H200 のデータシートのピーク性能で見ると、Llama 3 8B の 4096 トークンのプリフィルでは、RoPE は 1 回のパスなら層の時間の 0.9% です。
-# Hugging Face の eager モードの式なら 4.5% です。
-# デコードの 1 ステップでは、層は 436 MB の重みを 91 µs かけて読み、RoPE のバイト数はその 0.005% です。残りは、ステップの速さをホストとデバイスのどちらが決めるかによります。
-# eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。ホストの時間は 200 µs でデバイスの 91 µs より長いので、ステップの速さはホストが決め、RoPE の起動はその 4 分の 1 を占めます。
-# 融合カーネルにするだけでは、これは解決しません。Python で書かれたラッパーだけで、小さな eager モードの演算数個分のホスト時間がかかるからです（下のセルで計ります）。
+# 起動のコストは、さらに大きくなりえます。
+# eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパーだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
 # したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。
-# デバイスが速さを決めるようになったら、各カーネルの時間を、固定コストと自分の往復の時間の和として見積もります（融合カーネルには往復の連鎖、ほかのカーネルには少なくとも L2 への往復 1 回）。
-# この場合、Hugging Face の式の 10 個のカーネルは、固定コストが 1、2、4 µs のとき層の時間の 9、12、16%、融合カーネルは 1.9、2.1、2.4% です。
-# この最後の数マイクロ秒をなくせるのは、隣のカーネルへの融合だけです。
-# 融合先は、$q$ と $k$ をレジスタに持っている QKV の射影のエピローグか、アテンションのプロローグで、上の表のシステムはそうしています。
+# グラフはキャプチャしたときのアドレスのまま再生されます。
+# そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません（`check_positions=False`）。
+# そうすると、このモデルでの各カーネルのコストは、固定コストと自分の往復の時間の和になります。
+# 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグかアテンションのプロローグへ融合することだけです。
+# このモデルが予測する値は、章の最後の表にまとめます。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: shortening the chain on the device.** `posenc`'s kernel loads $k$
-# with $q$, as Liger's does: the compiler may not move a load above a store that might
+# **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
+# round trip and 600 ns for HBM (NVIDIA publishes neither), the chain takes
+# $2 \cdot 600 + 200$ ns $= 1.4$ µs. `posenc`'s kernel loads $k$ with $q$, as Liger's
+# does: the compiler may not move a load above a store that might
 # reach the same memory ($q$'s output could alias $k$), so the kernel loads both
 # tiles, then stores both, and in the SASS for sm_90 every load of a step comes before
 # its first store. Five changes would shorten the chain. Issue $k$'s loads with the
@@ -808,11 +805,13 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # halves of each head (a tile a multiple of $d$ wide, aligned to heads) or exchange
 # values across tiles; in the interleaved layout a pair sits in adjacent columns,
 # usually in one thread's accumulators, and the fusion is almost free. The cell below counts
-# the kernels of a Hugging Face Llama layer and computes the shares quoted above.
+# the kernels of a Hugging Face Llama layer and computes the shares in the table at the
+# end.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：デバイスの側で連鎖を短くする**
 #
+# L2 への往復を 200 ns、HBM への往復を 600 ns と仮定すると（NVIDIA はどちらも公表していません）、連鎖は $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 # `posenc` のカーネルは、Liger のカーネルと同じく $k$ を $q$ と一緒に読み込みます。
 # コンパイラは、同じメモリに届く可能性のある書き込みより前に、読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
@@ -830,7 +829,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # RoPE を QKV の射影のエピローグに組み込めるかどうかは、配置で決まります。
 # 半分割配置では成分 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
 # インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果を溜めるレジスタ）に入るので、融合にはほとんどコストがかかりません。
-# 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、上で述べた割合を計算します。
+# 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、章の最後の表に載せた割合を計算します。
 
 # %% tags=["deeper"]
 from transformers import LlamaConfig
@@ -970,54 +969,62 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # Meta's complex product (8.2 bytes per element) takes 1.1 to 1.2 times the floor's
 # time and the compiled module, whose operations the counter cannot see, 1.27 to 1.32;
 # the others take 3.2 to 5.3, and only Hugging Face's formula lands on its byte ratio
-# (5.0 and 5.3 against 5.05). The decode step and bfloat16 are in `lab/README.md`.
-#
-# Nothing is measured on a GPU yet: `python -m posenc_lab.gpu_bench` has never run on
-# one (`lab/README.md`).
+# (5.0 and 5.3 against 5.05). No contender faults in a median round. The decode step
+# and bfloat16 are in `lab/README.md`.
 
 # %% [markdown] lang="ja"
 # バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # Meta の複素数の掛け算（成分あたり 8.2 バイト）は下限の 1.1 から 1.2 倍、コンパイルしたモジュール（演算はカウンタから見えません）は 1.27 から 1.32 倍です。
 # ほかは 3.2 から 5.3 倍で、バイト数の比どおりになるのは Hugging Face の式だけです（5.05 倍に対して 5.0 倍と 5.3 倍）。
+# 中央値のラウンドでページフォールトを起こす比較対象はありません。
 # デコードの 1 ステップと bfloat16 の結果は `lab/README.md` にあります。
+
+# %% [markdown] lang="en"
+# ## Predicted on a GPU, and how to measure it
 #
-# GPU では、まだ何も計っていません。`python -m posenc_lab.gpu_bench` は、まだ GPU で実行したことがありません（`lab/README.md`）。
+# For Llama 3 8B in bfloat16 on an H200, this chapter's model predicts:
+#
+# | prediction | basis | measure |
+# |---|---|---|
+# | 4096-token prefill: the fused kernel takes at least 15.3 µs | at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s | `triton` in `prefill-4096-bfloat16` |
+# | there RoPE is 0.9% of a layer fused, 4.5% with Hugging Face's formula | 4.1 and 20.2 bytes per element at 4.8 TB/s; the layer's flops at 989 TFLOP/s | `triton`, `eager_formula`; the layer from a profile |
+# | one decode token in a model: the fused kernel's chain, about 1.4 µs | position and row from HBM, $k$ from L2: $2 \cdot 600 + 200$ ns, latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, against `copy`'s |
+# | eager decode: a layer's 40 launches take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
+# | under a CUDA graph: RoPE is 9 to 16% of a layer with Hugging Face's ten kernels, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_formula` and `triton_graph` |
+#
+# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` runs these
+# cases and more, 1 to 32,768 tokens a call (`lab/README.md`). Its record holds each
+# contender's device and host times and the fused kernel's predicted floor at the copy
+# rates the run measures: a run below that floor refutes the model.
+
+# %% [markdown] lang="ja"
+# ## GPU での予測と、その計り方
+#
+# H200 上の bfloat16 の Llama 3 8B について、この章のモデルは次のように予測します。
+#
+# | 予測 | 根拠 | 計り方 |
+# |---|---|---|
+# | 4096 トークンのプリフィル：融合カーネルは 15.3 µs 以上かかる | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす | `prefill-4096-bfloat16` の `triton` |
+# | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルで |
+# | モデルのデコードのトークン 1 つ：融合カーネルの往復の連鎖は約 1.4 µs | 位置と行は HBM から、$k$ は L2 から：$2 \cdot 600 + 200$ ns（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` を `copy` と比べる |
+# | eager モードのデコード：層の 40 回の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 回はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
+# | CUDA グラフのもとで：RoPE は層の 9 から 16%（Hugging Face の 10 個のカーネル）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
+#
+# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
+# 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。最初の実行でこの下限を下回れば、モデルが間違っています。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the GPU benchmark, written but never run.** `python -m
-# posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` times the fused
-# kernel against `apply_rope`, the compiled module, Hugging Face's formula, the
-# production kernels where they are installed and a one-launch copy, from 1 to 32,768
-# tokens per call (`lab/README.md` has the details and the Nsight Compute commands).
-# Prefills are cold, and each sample's reads and writes are at least eight times L2 (its
-# writes alone at least four times), so at 4096
-# tokens in bfloat16 memory must move at least 73.4 MB of a call's 83.9 MB inside the
-# timed window. Decode steps are timed back to back with everything in L2, and also one
-# launch alone with only $q$ and $k$ in L2, the state a model's layer leaves. The table
-# is the prediction for the fused kernel in bfloat16 at the datasheet's 4.8 TB/s and the
-# assumed latencies. A cold case's bytes are the least memory must move; a warm case's
-# sit in L2, several times faster than memory, so memory's rate bounds nothing there
-# and the table's floor is the chain alone; L2's rate can bound them (at 256 tokens,
-# 5.24 MB at 8 to 10 TB/s is 0.5 to 0.7 µs, about the chain), and the run measures it.
-# The record stores the prediction at the
-# copy rates the run measures, memory's for cold cases and L2's for warm ones: a first
-# run below it refutes the model; one far above it shows what the kernel leaves on the
-# table.
+# **Going deeper: the benchmark's predicted floors, by size.** For the fused kernel in
+# bfloat16, at 4.8 TB/s and the assumed latencies. A cold prefill's floor is the bytes
+# memory must move; a warm case's bytes sit in L2, so its floor is the chain alone
+# (L2's own rate, which the run measures, may bound it too).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：書いたが実行していない GPU のベンチマーク**
+# **さらに詳しく：ベンチマークの予測下限（サイズごと）**
 #
-# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、融合カーネルをほかの実装と比べます。
-# 比べる相手は `apply_rope` とコンパイルしたモジュール、Hugging Face の式、（インストールされていれば）実際のシステムのカーネル、1 回の起動で済むコピーです。
-# 呼び出しあたりのトークンは 1 から 32,768 までです（詳しい条件と Nsight Compute のコマンドは `lab/README.md`）。
-# プリフィルはキャッシュに何もない状態から計ります。各サンプルが読み書きするバイト数は L2 の 8 倍以上です（書き込みだけでも 4 倍以上）。そのため 4096 トークンの bfloat16 では、呼び出しの 83.9 MB のうち少なくとも 73.4 MB を、メモリは計測区間の中で動かさなければなりません。
-# デコードの 1 ステップは、すべてが L2 にある状態で続けて計るほか、$q$ と $k$ だけが L2 にある状態（モデルの層が残す状態）で 1 回の起動を単独でも計ります。
-# 次の表は、bfloat16 の融合カーネルについて、データシートの毎秒 4.8 TB と仮定したレイテンシから求めた予測です。
-# キャッシュに何もない状態から計るケースでは、表の bytes moved（動かすバイト数）が、メモリが最低限動かさなければならない量です。
-# 入力が L2 に載っているケースでは、動かすバイトは L2 から来ます。L2 はメモリの数倍速いので、メモリの帯域幅からは下限が決まりません。そのため、このケースの表の下限（predicted floor）は往復の連鎖の時間だけです。
-# ただし L2 の帯域幅は下限になりえます。256 トークンでは 5.24 MB で、毎秒 8 から 10 TB なら 0.5 から 0.7 µs と、連鎖と同じくらいです。実行時にはこの帯域幅も計ります。
-# 計測記録には、計測のときに測ったコピーの帯域幅（キャッシュに何もないケースはメモリ、L2 にあるケースは L2 のもの）で求めた予測を保存します。
-# 最初の実行でこれを下回れば、この見積もり（性能モデル）が間違っています。大きく上回れば、カーネルが取りこぼしている性能の大きさがわかります。
+# bfloat16 の融合カーネルについて、毎秒 4.8 TB と、仮定したレイテンシから求めた値です。
+# キャッシュに何もない状態から計るプリフィルでは、下限はメモリが動かさなければならないバイト数で決まります。
+# 入力が L2 に載っているケースでは、バイトは L2 から来るので、下限は往復の連鎖の時間だけです（実行時に計る L2 の帯域幅が下限になることもあります）。
 
 # %% tags=["deeper"]
 from posenc_lab import gpu_bench
@@ -1158,29 +1165,24 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #   [memory bound](../docs/glossary.md#memory-bound). Count bytes, then test the count.
 # - Per float32 element, Hugging Face's eager formula requests 40 bytes, `posenc`'s
 #   eager passes 20, a single pass 8; caches change what DRAM moves.
-# - The fused kernel runs one program per token and reads the cos/sin row from memory
-#   once for all its heads: 0.1 byte per element.
-# - How bytes move matters too: the kernel loads interleaved pairs as contiguous runs
-#   and $k$ with $q$.
-# - A decode step costs latency: a chain of three round trips, about 1.4 µs in all, two
-#   of them to HBM (the position and the row, evicted by each layer's weights); the
-#   third, $k$'s, is this build's schedule, not a data dependence; and the host's
-#   launches.
-# - Eager, a Hugging Face Llama layer launches 40 kernels and the host paces the step:
-#   RoPE's ten are a quarter of it, and the fused kernel's wrapper costs as much as
-#   several. Capture the step in a CUDA graph or compile it first
-#   (`check_positions=False`). Paced by the device (1 to 4 µs a kernel, assumed), the ten eager kernels are then 9 to 16% of the layer, the fused one 1.9 to
-#   2.4%; only folding it into a neighbouring kernel removes the rest.
+# - The fused kernel runs one program per token and reads the cos/sin row once for all
+#   its heads: 0.1 byte per element. It loads interleaved pairs as contiguous runs and
+#   $k$ with $q$.
+# - On a CPU the byte count separates one pass from several but does not predict time.
+# - A decode step costs latency: three round trips in a row, and the host's launches.
+#   Capture the step in a CUDA graph or compile it first (`check_positions=False`);
+#   only folding RoPE into a neighbouring kernel removes the rest.
+# - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
-# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのためにメモリから 1 回だけ読みます。成分あたり 0.1 バイトです。
-# - バイトの動かし方も効きます。カーネルはインターリーブ配置のペアを連続した範囲として読み込み、$k$ を $q$ と一緒に読み込みます。
-# - デコードの 1 ステップのコストはレイテンシです。往復が 3 回続き、合わせて約 1.4 µs かかります。そのうち位置と表の行の 2 回は、層の重みに L2 から追い出されているので、HBM まで往復します。3 回目の $k$ の往復は、データの依存関係ではなく、このビルドの命令の並べ方によるものです。それにホストによる起動が加わります。
-# - eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、ステップの速さはホストが決めます。そのうち 4 分の 1 が RoPE の 10 個の起動で、融合カーネルにしても、ラッパーが起動数回分のホスト時間を使います。まずステップを CUDA グラフでキャプチャするかコンパイルします（`check_positions=False`）。デバイスが速さを決めるようになると、カーネルあたりの固定コストを 1 から 4 µs と仮定した場合、eager モードの 10 個のカーネルは層の 9 から 16% です。融合カーネルは 1.9 から 2.4% です。残りをなくせるのは、隣のカーネルに組み込むことだけです。
+# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読みます。成分あたり 0.1 バイトです。インターリーブ配置のペアは連続した範囲として読み込み、$k$ は $q$ と一緒に読み込みます。
+# - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
+# - デコードの 1 ステップのコストはレイテンシで、続けて起きる 3 回の往復と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（`check_positions=False`）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
+# - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"
 # ## Exercises

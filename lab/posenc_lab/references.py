@@ -1,7 +1,7 @@
 """RoPE as other libraries write it, independently of ``posenc.rope``.
 
 The contenders of :mod:`posenc_lab.cpu_bench` and :mod:`posenc_lab.gpu_bench`
-and the comparisons of chapter *Implementing RoPE efficiently*: Hugging
+and the comparisons of chapter *RoPE as a memory-bound kernel*: Hugging
 Face's half layout (``rotate_half`` with ``cos`` and ``sin`` tables of the
 whole head) and Meta's Llama (complex multiplication of interleaved pairs).
 ``tests/lab/test_traffic.py`` checks them against :func:`posenc.apply_rope`.

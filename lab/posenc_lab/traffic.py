@@ -1,6 +1,6 @@
 """Count the bytes a call moves, operation by operation: :func:`count_traffic`.
 
-The model of memory traffic that chapter *Implementing RoPE efficiently*
+The model of memory traffic that chapter *RoPE as a memory-bound kernel*
 and :mod:`posenc_lab.cpu_bench` use: every ATen operation a call runs reads
 each of its tensor arguments once and writes its output once, by the memory
 each spans, and nothing stays in a cache between operations. It does not

@@ -2,7 +2,7 @@
 
 The reference formulas compute what apply_rope computes; count_traffic
 counts, operation by operation, the bytes derived by hand in chapter
-*Implementing RoPE efficiently*.
+*RoPE as a memory-bound kernel*.
 """
 
 from __future__ import annotations

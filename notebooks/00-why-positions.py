@@ -321,7 +321,8 @@ assert_close(P.T @ finite @ P, finite[inv][:, inv])
 moved = mask[inv][:, inv]  # P^T M P
 assert torch.equal(moved[perm][:, perm], mask)  # M = P (P^T M P) P^T
 # P S P^T + M = P (S + P^T M P) P^T, for finite scores S
-assert torch.equal(finite[perm][:, perm] + mask, (finite + moved)[perm][:, perm])
+shuffled = finite[perm][:, perm] + mask
+assert torch.equal(shuffled, (finite + moved)[perm][:, perm])
 # Attn_M(PX) = P Attn_{P^T M P}(X)
 assert_close(
     self_attention(x[perm], causal=True), P @ self_attention(x, bias=moved)

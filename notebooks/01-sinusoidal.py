@@ -172,7 +172,8 @@ assert abs(angle[7, 0] - angle[1, 0]) < 0.3
 positions = [0, 1, 7, 100]
 codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
 rim = torch.linspace(0, 2 * math.pi, 200)
-fig, axes = plt.subplots(4, 4, figsize=(6.4, 4.7))
+# drawn small: it is the largest file of a Japanese first visit
+fig, axes = plt.subplots(4, 4, figsize=(5.6, 4.1))
 for r, p in enumerate(positions):
     for i, speed in enumerate(("1", "0.1", "0.01", "0.001")):
         ax = axes[r, i]

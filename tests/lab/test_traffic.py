@@ -62,6 +62,9 @@ def test_traffic_of_the_floor_and_of_views():
     assert (t.reads, t.writes) == (2 * x.nbytes, 2 * x.nbytes)
     t = count_traffic(lambda: torch.empty_like(x).copy_(x))  # copy_ does not read its target
     assert (t.reads, t.writes) == (x.nbytes, x.nbytes)
+    w = torch.zeros(16, 32)
+    t = count_traffic(lambda: x @ w)  # mm, then _unsafe_view back to 3-D: one kernel
+    assert t.ops == ["mm"] and (t.reads, t.writes) == (x.nbytes + w.nbytes, 4 * 8 * 32 * 4)
 
 
 def test_traffic_per_element_of_the_rope_contenders(monkeypatch):

@@ -219,7 +219,8 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # and the score is
 # $$\mathrm{Re}\big[f(q, m)\,\overline{f(k, n)}\big] = \mathrm{Re}\big[q\,\overline{k}\,e^{\mathrm{i}(m-n)\theta}\big]$$
 # Multiplying by $e^{\mathrm{i}m\theta}$ is the counter-clockwise rotation by $m\theta$:
-# $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
+# $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q$$
+# $$R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 
 # %% [markdown] lang="ja"
 # ## なぜ回転なのか：2 次元を複素数で考える
@@ -247,7 +248,8 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # で、スコアは
 # $$\mathrm{Re}\big[f(q, m)\,\overline{f(k, n)}\big] = \mathrm{Re}\big[q\,\overline{k}\,e^{\mathrm{i}(m-n)\theta}\big]$$
 # となります。$e^{\mathrm{i}m\theta}$ を掛けることは、角度 $m\theta$ だけ反時計回りに回転させることです。
-# $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q, \qquad R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
+# $$q\,e^{\mathrm{i}m\theta} = R(m\theta)\,q$$
+# $$R(\phi) = \begin{pmatrix}\cos\phi & -\sin\phi\\ \sin\phi & \cos\phi\end{pmatrix}$$
 
 # %% tags=["check"] summary={"en": "⟨q, k⟩ = Re[q k̄]; q e^{imθ} keeps norms and depends on m − n; m², C^m (C = diag(1, −1)) and mθ + 0.4 fail", "ja": "⟨q, k⟩ = Re[q k̄] です。q e^{imθ} はノルムを保ち m − n だけで決まり、m²、C^m（C = diag(1, −1)）、mθ + 0.4 は条件を破ります"}
 q, k = torch.randn(2, dtype=torch.complex128)  # two 2D vectors as numbers
@@ -325,10 +327,10 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # own angle per position $\theta_i$:
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # for $i = 0, 1, \dots, d/2-1$, and $f(q, m) = R_m\, q$. These are the frequencies of
-# the [sinusoidal encoding](01-sinusoidal.ipynb): wavelengths from $2\pi$ up to
-# $2\pi \cdot 10000^{(d-2)/d}$ positions, 13% below $10000 \cdot 2\pi$ for $d = 128$
-# but a factor $10000^{2/d} \approx 3.2$ below it for the $d = 16$ used next. `rope_frequencies(d)` returns the $\theta_i$
-# (`base` replaces $10000$).
+# the [sinusoidal encoding](01-sinusoidal.ipynb), and `rope_frequencies(d)` returns
+# the $\theta_i$ (`base` replaces $10000$). The wavelengths run from $2\pi$ up to
+# $2\pi \cdot 10000^{(d-2)/d}$ positions: 13% below $10000 \cdot 2\pi$ for $d = 128$,
+# but a factor $10000^{2/d} \approx 3.2$ below it for the $d = 16$ used next.
 #
 # The score needs care with the transposition. Each block satisfies
 # $R(\alpha)^\top = R(-\alpha)$ and $R(\alpha)\,R(\beta) = R(\alpha+\beta)$, so
@@ -347,9 +349,9 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # 各ペアを 2 次元のときと同じように、ペアごとに違う 1 位置あたりの角度 $\theta_i$ で回転させます。
 # $$R_m = \mathrm{diag}\big(R(m\theta_0), R(m\theta_1), \dots, R(m\theta_{d/2-1})\big), \qquad \theta_i = 10000^{-2i/d}$$
 # ここで $i = 0, 1, \dots, d/2-1$、$f(q, m) = R_m\, q$ です。
-# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章と同じ周波数で、波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ 位置までです。
+# [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章と同じ周波数で、`rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
+# 波長は $2\pi$ から $2\pi \cdot 10000^{(d-2)/d}$ までです。
 # 最長の波長は $d = 128$ なら $10000 \cdot 2\pi$ より 13% 短いだけですが、次に使う $d = 16$ では、その約 3.2 分の 1（$10000^{2/d} \approx 3.2$ で割った長さ）しかありません。
-# `rope_frequencies(d)` が $\theta_i$ を返します（`base` が $10000$ の代わりになります）。
 #
 # スコアでは転置に注意が必要です。各ブロックは $R(\alpha)^\top = R(-\alpha)$ と
 # $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$、$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$ です。

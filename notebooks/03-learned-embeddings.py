@@ -313,9 +313,13 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # Without positions this model is permutation-equivariant (chapter
 # [*Why attention needs positions*](00-why-positions.ipynb)): two positions that
 # hold the same token get the same output, although their targets differ in
-# general. Counting, in each sequence, the best that one answer per token can do
-# bounds the [accuracy](../docs/glossary.md#accuracy) of any such model: 0.619 on
-# average over 1000 random sequences. (The bound is for this one-layer model
+# general: if token 3 sits at two positions whose targets are 7 and 4, one answer
+# serves both, so at most one is right. In a sequence, let $n(v, t)$ count the
+# positions that hold token $v$ and have target $t$; the best the model can do is
+# give each token its most frequent target, so its
+# [accuracy](../docs/glossary.md#accuracy) on that sequence is at most
+# $$\frac{1}{T}\sum_{v} \max_t\, n(v, t)$$
+# which averages 0.619 over 1000 random sequences. (The bound is for this one-layer model
 # without a mask; a causal mask or a relative encoding would give it positions in
 # other ways.) Training with the learned table (Adam, learning rate 0.01, steps 0 to
 # 300, 301 updates of 64 fresh sequences, float64) starts near
@@ -326,7 +330,11 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # %% [markdown] lang="ja"
 # 位置がなければ、このモデルは置換同変です（[「アテンションに位置が必要な理由」](00-why-positions.ipynb)の章）。
 # 同じトークンを持つ 2 つの位置は同じ出力になりますが、その正解は一般には異なります。
-# 同じトークンには同じ答えしか返せないという制約のもとで各系列の正解数の最大値を数えると、この種のモデルの[正解率](../docs/glossary.ja.md#accuracy)の上限が得られます。ランダムな 1000 系列の平均で 0.619 です。
+# たとえばトークン 3 が 2 か所にあり、正解がそれぞれ 7 と 4 なら、答えは 1 つしか返せないので、正しいのは多くても一方だけです。
+# 1 つの系列で、トークン $v$ を持ち正解が $t$ である位置の数を $n(v, t)$ とします。
+# モデルにできる最善は、各トークンに最も多い正解を返すことなので、その系列での[正解率](../docs/glossary.ja.md#accuracy)は多くても
+# $$\frac{1}{T}\sum_{v} \max_t\, n(v, t)$$
+# です。ランダムな 1000 系列で平均すると 0.619 になります。
 # この上限はマスクのないこの 1 層のモデルでのもので、因果マスクや相対位置のエンコーディングがあれば、別の方法で位置がわかります。
 # 学習型の表で学習します（Adam、学習率 0.01、float64）。ステップ 0〜300 の 301 回、毎回新しい 64 系列で更新すると、損失はチャンスレベルの $\ln 10 \approx 2.3026$ の近くから 0.0000 まで下がります。
 # 新しい 1000 系列のどのトークンも正しい位置に置かれます。学習の結果、各クエリ $p$ はキー $T - 1 - p$ を見るようになります。
@@ -399,7 +407,7 @@ tokens, target = batch(torch.Generator().manual_seed(5), size=1000)
 with torch.no_grad():
     out = blind(tokens)  # [b, T, V]
 # ceiling: per sequence, the best single answer for each token value
-pairs = nn.functional.one_hot(tokens * V + target, V * V).sum(1)  # [b, V*V]
+pairs = nn.functional.one_hot(tokens * V + target, V * V).sum(1)  # n(v, t)
 ceiling = pairs.view(-1, V, V).amax(-1).sum(-1) / T  # [b]
 
 torch.manual_seed(0)
@@ -414,6 +422,9 @@ same = tokens[:, :, None] == tokens[:, None, :]  # [b, p, q]: same token
 gap = (out[:, :, None] - out[:, None, :]).abs().amax(-1)  # [b, p, q]
 assert gap[same].max() < 1e-12  # same token, same output
 assert ceiling.max() < 1  # none of these sequences can be reversed exactly
+# the bound holds for the blind model itself, sequence by sequence
+blind_accuracy = (out.argmax(-1) == target).double().mean(-1)
+assert (blind_accuracy <= ceiling + 1e-12).all()
 assert f"{ceiling.mean():.3f}" == "0.619"
 assert accuracy == 1.0
 assert len(learned_losses) == 301  # steps 0 to 300: one Adam update each

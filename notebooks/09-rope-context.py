@@ -74,7 +74,7 @@ two_pi = 2 * math.pi
 # $r_i = \beta$ for $i$:
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
 # A pair with $i \le i_1$ turns at least once within $L$: training showed it
-# its whole circle, and a longer input brings it no new angle. A pair with
+# its whole circle, and a longer input brings no new angle in that pair. A pair with
 # $r_i < 1$ saw only the arc from $0$ to $(L-1)\theta_i$, and past $L$ it
 # turns into angles the model never saw. These slow pairs are what the methods
 # below repair.
@@ -96,7 +96,7 @@ two_pi = 2 * math.pi
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
 # 波長は $i$ について等比数列的に伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外は 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、次のようになります。
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
-# $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周全体を見ているので、入力が長くなっても新しい角度は現れません。
+# $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周全体を見ているので、入力が長くなってもそのペアには新しい角度は現れません。
 # $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると一度も見たことのない角度に入ります。以下の手法が直すのは、この遅いペアです。
 #
 # $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
@@ -207,7 +207,7 @@ plt.show()
 # この章では、$L\theta_i$ より小さい角度を学習した範囲の内側とみなします。
 #
 # 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになって、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
-# Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを慣らしています。
+# Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを新しい位置の間隔に適応させています。
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則です。
 
@@ -572,9 +572,12 @@ plt.show()
 # on the logits, $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$, has that
 # form, with the slope fitted to perplexity. On random logits (independent,
 # normal, standard deviation 2) the figure shows both sides: without the
-# temperature the entropy grows by nearly $\ln s$; with YaRN's it stays, in this
-# draw, within 0.15 nats of its value at $L$ up to $s = 8$, and beyond that
-# sharpens too much.
+# temperature the entropy grows by nearly $\ln s$; with YaRN's it stays
+# within 0.15 nats of its value at $L$ up to $s = 8$, and beyond that
+# sharpens too much. That holds for this spread, not for YaRN's factor in
+# general: for logits of standard deviation 1 it removes at most a third of
+# the gain, for 3 it sharpens too much from $s = 2$ on. The slope 0.1 is
+# fitted to Llama's perplexity, not derived from the entropy.
 #
 # Multiplying $q$ and $k$ by $\sqrt{1/t}$ scales every logit by $1/t$ without
 # touching the attention code; Hugging Face scales its cos and sin tables,
@@ -596,7 +599,9 @@ plt.show()
 # $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
 # つまり係数は 1 に $\ln s$ の定数倍を足した形で大きくなる必要があり、その定数（傾き）はスコアの広がりで決まります。
 # YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
-# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと、この乱数の例では $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
+# 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
+# これはこの広がりのスコアでの結果で、YaRN の係数一般の性質ではありません。標準偏差 1 のスコアでは増加の 3 分の 1 以下しか打ち消せず、標準偏差 3 では $s = 2$ から鋭くしすぎます。
+# 傾き 0.1 は Llama のパープレキシティにあてはめた値で、エントロピーから導いたものではありません。
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # Hugging Face は cos と sin の表に、`posenc.apply_rope` は回転後のベクトルに掛けます。
@@ -607,7 +612,7 @@ c = yarn.attention_factor  # sqrt(1/t) for s = 4
 print(f"s = 4: sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
 
-# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図です。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、s = 8 までは L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
+# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits for this spread of logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図です。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、このスコアの広がりでは、s = 8 まで L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
 gen_t = torch.Generator().manual_seed(9)
 logits = 2 * torch.randn(128, 32 * L, dtype=f64, generator=gen_t)  # 128 queries
 
@@ -645,7 +650,7 @@ ax.legend(loc="upper left")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dH/da is -a Var_p(z); on the random logits the entropy gains nearly ln s, YaRN's factor holds it within 0.15 nats up to s = 8; the factor is Hugging Face's and scales norms by sqrt(1/t) and logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dH/da は -a Var_p(z) です。ランダムなスコアではエントロピーがほぼ ln s 増え、YaRN の係数は s = 8 まで 0.15 nat 以内に保ちます。係数は Hugging Face の値と一致し、ノルムを sqrt(1/t) 倍、スコアを 1/t 倍にします"}
+# %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dH/da is -a Var_p(z); on random logits of standard deviation 2 the entropy gains nearly ln s and YaRN's factor holds it within 0.15 nats up to s = 8; with standard deviation 1 it removes at most a third of the gain, with 3 it sharpens too much from s = 2; the factor is Hugging Face's and scales norms by sqrt(1/t) and logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dH/da は -a Var_p(z) です。標準偏差 2 のランダムなスコアではエントロピーがほぼ ln s 増え、YaRN の係数は s = 8 まで 0.15 nat 以内に保ちます。標準偏差 1 では増加の 3 分の 1 以下しか打ち消せず、標準偏差 3 では s = 2 から鋭くしすぎます。係数は Hugging Face の値と一致し、ノルムを sqrt(1/t) 倍、スコアを 1/t 倍にします"}
 def rotate_half(x, positions, theta):
     """Plain RoPE, half layout (pair j with j + d/2), given frequencies."""
     angle = positions.double()[..., None] * theta  # (..., d/2)
@@ -672,6 +677,15 @@ for e, h_plain, h_yarn in zip(extension, plain_H, yarn_H, strict=True):
     if e <= 8:
         assert abs(h_yarn - plain_H[0]) < 0.15
 assert yarn_H[-1] - plain_H[0] < -0.3  # s = 32: too sharp
+for spread in (1, 3):  # the same draw with standard deviation 1 and 3
+    z_s = logits * spread / 2
+    h_0 = entropy(z_s[:, :L])
+    for e in extension[1:]:
+        gain = entropy((0.1 * math.log(e) + 1) ** 2 * z_s[:, : e * L]) - h_0
+        if spread == 1:  # at most a third of ln e removed
+            assert gain > 2 / 3 * math.log(e)
+        else:  # too sharp from s = 2
+            assert gain < -0.2
 # transformers 5.24.0: the attention factor of the YaRN setting above
 assert math.isclose(c, 1.138629436111989, rel_tol=1e-12)
 assert math.isclose(c, 0.1 * math.log(s) + 1)
@@ -686,67 +700,41 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: DeepSeek's attention factor.** DeepSeek-V2 and DeepSeek-V3
-# use YaRN with $s = 40$, $\alpha = 1$ and $\beta = 32$ (DeepSeek-AI 2024a,
-# long-context section; 2024b, §4.3). Their attention is
+# use YaRN with $s = 40$ (DeepSeek-AI 2024a, long-context section; 2024b,
+# §4.3) in
 # [multi-head latent attention](../docs/glossary.md#multi-head-latent-attention),
-# in which RoPE turns only a small part of each query and key: per head,
-# $d^R_h = 64$ rotary dimensions $q^R, k^R$ next to $d_h = 128$ dimensions
-# $q^C, k^C$ that carry no position (the
+# where RoPE turns only $d^R_h = 64$ dimensions $q^R, k^R$ of each head, next
+# to $d_h = 128$ dimensions $q^C, k^C$ that carry no position (the
 # [decoupled rotary key](14-rope-in-llms.ipynb#decoupled-rope-one-small-rotary-key-for-all-heads)
-# of the chapter [*Rotary in today's LLMs*](14-rope-in-llms.ipynb)). YaRN's
-# frequencies apply to the rotary part only. For the temperature, the V2 paper
-# fits its own constant, $0.0707 \ln s + 1$ in place of YaRN's $0.1 \ln s + 1$
-# for the factor on $q$ and $k$ (the paper writes it $\sqrt{t}$; this chapter
-# calls it $\sqrt{1/t}$); the V3 paper keeps YaRN's. The configurations
-# express both through
-# $$g(s, m) = 0.1\, m \ln s + 1 \quad (s > 1), \qquad g(s, m) = 1 \quad (s \le 1)$$
-# with two keys, `mscale` ($m$) and `mscale_all_dim` ($m_{\text{all}}$):
-# DeepSeek-V2 sets both to 0.707, DeepSeek-V3 both to 1.
-#
-# The code puts the factor in two places. Hugging Face's `"yarn"`, when both
-# keys are set, multiplies cos and sin, and so $q^R$ and $k^R$ only, by
-# $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
-# while DeepSeek's attention (Hugging Face's `yarn_apply_mscale`, and `MLA` in
-# DeepSeek-V3's own `inference/model.py`, whose single `mscale` plays the part
-# of `mscale_all_dim`) multiplies the softmax scale $1/\sqrt{d_h + d^R_h}$ by
-# $g(s, m_{\text{all}})^2$, which reaches every dimension behind the logit. The
-# rotary part of a logit is thus multiplied by
-# $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$
-# and the content part by $g(s, m_{\text{all}})^2$:
+# of the chapter [*Rotary in today's LLMs*](14-rope-in-llms.ipynb)). With
+# $g(s, m) = 0.1\, m \ln s + 1$ and the configuration's `mscale` ($m$) and
+# `mscale_all_dim` ($m_{\text{all}}$), both 0.707 in V2 (its paper's
+# $0.0707 \ln s + 1$) and both 1 in V3 (YaRN's), Hugging Face's `"yarn"`
+# multiplies cos and sin by $g(s, m)/g(s, m_{\text{all}})$, and the attention
+# (Hugging Face's `yarn_apply_mscale`; `MLA` in DeepSeek-V3's
+# `inference/model.py`) multiplies the softmax scale by
+# $g(s, m_{\text{all}})^2$:
 # $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
-# With equal keys, as in both released configurations, the factor on cos and
-# sin is a number divided by itself, exactly 1, and the whole temperature sits
-# in the softmax scale, where it multiplies the content and the rotary parts
-# alike: by $g(40, 0.707)^2 = 1.5896$ for V2 and $g(40, 1)^2 = 1.8739$ for V3.
-# Through cos and sin alone it could reach only the 64 rotary dimensions.
+# With equal values, as released, the factor on cos and sin is exactly 1, and
+# the whole temperature, $g(40, 0.707)^2 = 1.5896$ for V2 and
+# $g(40, 1)^2 = 1.8739$ for V3, sits in the softmax scale, where it reaches
+# the content dimensions too.
 # `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` gives the factor
 # on cos and sin; the softmax scale belongs to the attention.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：DeepSeek のアテンションの係数**
 #
-# DeepSeek-V2 と DeepSeek-V3 は、$s = 40$、$\alpha = 1$、$\beta = 32$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の §4.3）。
-# そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのはクエリとキーの一部の次元だけです。
-# 各ヘッドは、位置の情報を持たない $d_h = 128$ 次元の $q^C, k^C$ に加えて、回転させる $d^R_h = 64$ 次元の $q^R, k^R$ を持ちます。
-# 詳しくは[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[「分離した RoPE：全ヘッドで共有する小さな回転キー」](14-rope-in-llms.ipynb#分離した-rope全ヘッドで共有する小さな回転キー)の節にあります。
-# YaRN の周波数がかかるのは回転する部分だけです。
-# 温度については、V2 の論文が独自の定数をあてはめています。$q$ と $k$ に掛ける係数として、YaRN の $0.1 \ln s + 1$ の代わりに $0.0707 \ln s + 1$ を使います
-# （論文はこれを $\sqrt{t}$ と書きますが、この章では $\sqrt{1/t}$ と呼んでいます）。V3 の論文は YaRN のものをそのまま使います。
-# 設定ファイルでは、どちらも次の関数で表します。
-# $$g(s, m) = 0.1\, m \ln s + 1 \quad (s > 1), \qquad g(s, m) = 1 \quad (s \le 1)$$
-# キーは `mscale`（$m$）と `mscale_all_dim`（$m_{\text{all}}$）の 2 つで、DeepSeek-V2 は両方を 0.707 に、DeepSeek-V3 は両方を 1 にしています。
-#
-# コードはこの係数を 2 か所に置きます。
-# Hugging Face の `"yarn"` は、両方のキーがあるとき、cos と sin に、つまり $q^R$ と $k^R$ だけに次の値を掛けます。
-# $$\frac{g(s, m)}{g(s, m_{\text{all}})}$$
-# 一方、DeepSeek のアテンションは、softmax のスケール $1/\sqrt{d_h + d^R_h}$ に $g(s, m_{\text{all}})^2$ を掛けます。こちらはスコアを作るすべての次元に効きます。
-# これを行うのは、Hugging Face の `yarn_apply_mscale` と、DeepSeek-V3 自身の `inference/model.py` にある `MLA` です。
-# 後者のキーは `mscale` 1 つだけで、これが `mscale_all_dim` の役割を果たします。
-# したがってスコアのうち回転する部分には $\left(g(s, m)/g(s, m_{\text{all}})\right)^2 g(s, m_{\text{all}})^2 = g(s, m)^2$ が、内容の部分には $g(s, m_{\text{all}})^2$ が掛かります。
+# DeepSeek-V2 と DeepSeek-V3 は $s = 40$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の §4.3）。
+# そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのは各ヘッドの $d^R_h = 64$ 次元の $q^R, k^R$ だけです。
+# その隣に、位置の情報を持たない $d_h = 128$ 次元の $q^C, k^C$ があります（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[「分離した RoPE：全ヘッドで共有する小さな回転キー」](14-rope-in-llms.ipynb#分離した-rope全ヘッドで共有する小さな回転キー)の節）。
+# $g(s, m) = 0.1\, m \ln s + 1$ とし、設定項目 `mscale` を $m$、`mscale_all_dim` を $m_{\text{all}}$ とします。
+# V2 はどちらも 0.707（論文の $0.0707 \ln s + 1$）、V3 はどちらも 1（YaRN のもの）です。
+# Hugging Face の `"yarn"` は cos と sin に $g(s, m)/g(s, m_{\text{all}})$ を掛けます。
+# アテンションの側（Hugging Face の `yarn_apply_mscale`、DeepSeek-V3 の `inference/model.py` にある `MLA`）は、softmax のスケールに $g(s, m_{\text{all}})^2$ を掛けます。
 # $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
-# 公開されている 2 つの設定のように 2 つのキーが等しいとき、cos と sin に掛かる係数は同じ数をそれ自身で割ったもので、ちょうど 1 です。
-# このとき温度はすべて softmax のスケールが受け持ち、内容の部分と回転する部分に等しく掛かります。
-# その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。cos と sin に掛けるだけでは、温度は回転する 64 次元にしか効きません。
+# 公開されている設定のように 2 つの設定項目の値が等しいと、cos と sin に掛かる係数はちょうど 1 です。
+# このとき温度はすべて softmax のスケールが受け持ち、内容を表す次元にも掛かります。その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。
 # `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数で、softmax のスケールはアテンションの側で扱います。
 
 # %% tags=["deeper"]
@@ -805,7 +793,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 # %% [markdown] lang="ja"
 # ## Llama 3 のスケーリング
 #
-# Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 位置まで伸ばします。
+# Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
@@ -874,17 +862,30 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # ## LongRoPE: a searched factor per frequency
 #
 # LongRoPE (Ding et al. 2024) replaces the formula by a search: pair $i$ is
-# divided by its own factor $\kappa_i$ (the paper's $\lambda_i$; this chapter
-# keeps that letter for the wavelength, as the
-# [notation page](../docs/notation.md#frequencies) does),
+# divided by its own factor $\kappa_i$, and an evolutionary search picks the
+# list of factors by the perplexity on long documents,
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
+# Phi-3's 128K models ship two such lists, one for sequences up to $L$ and one
+# beyond, and a temperature like YaRN's; the notes below give the details.
+
+# %% [markdown] lang="ja"
+# ## LongRoPE：周波数ごとに探索した係数
+#
+# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割り、係数の列は長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
+# $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
+# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。詳しくは下の「さらに詳しく」にあります。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: LongRoPE's search, temperature and switch.** The paper
+# writes the factor $\lambda_i$; this chapter keeps that letter for the
+# wavelength, as the [notation page](../docs/notation.md#frequencies) does.
 # An evolutionary search breeds lists of $d/2$ factors, scores each by the
 # perplexity of the extended model on a few long documents, and keeps only
 # lists that do not decrease with $i$: a slower pair is never interpolated less
 # than a faster one.
 #
-# Phi-3's 128K models ship two lists, `short_factor` for sequences of at most
-# $L$ positions and `long_factor` beyond, and multiply $q$ and $k$ by
+# Phi-3's 128K models ship two lists, `short_factor` for sequences of length
+# at most $L$ and `long_factor` beyond, and multiply $q$ and $k$ by
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # with $s$ the extended length over the original. The logits grow by
 # $1 + \ln s/\ln L$, a factor that grows like $\ln s$, as
@@ -894,16 +895,14 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # arc; and as the list switches when the sequence first exceeds $L$, keys
 # cached with the short list go stale (the notes below).
 
-# %% [markdown] lang="ja"
-# ## LongRoPE：周波数ごとに探索した係数
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：LongRoPE の探索、温度、列の切り替え**
 #
-# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割ります
-# （論文の $\lambda_i$ です。この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います）。
-# $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
-# 進化的な探索は $d/2$ 個の係数の列を交配させ、各列を、コンテキストを伸ばしたモデルが数本の長い文書に対して示すパープレキシティで評価します。
+# 論文はこの係数を $\lambda_i$ と書きますが、この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います。
+# 探索には進化的アルゴリズムを使います。$d/2$ 個の係数からなる列どうしを交配させ、各列でコンテキストを伸ばしたモデルに数本の長い文書を読ませて、そのパープレキシティで列を評価します。
 # 残すのは $i$ について減らない列だけなので、遅いペアが速いペアより弱く補間されることはありません。
 #
-# Phi-3 の 128K 版は、$L$ 位置以下の系列用の `short_factor` とそれより長い系列用の `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
+# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただし、短い入力にも掛かります。
 # Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、最後の位置でもその角度は学習した弧のおよそ半分にしか達しません。
@@ -1042,10 +1041,10 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # **さらに詳しく：探索が利用するものと、Phi-3 に残ったもの**
 #
 # 論文は LLaMA2-7B について 2 つの非一様性を報告しています。
-# 1 つ目は周波数についてです。ファインチューニングなしの 8192 位置では、ペアごとに探索した係数のほうが、PI、動的 NTK、YaRN より PG19 でのパープレキシティが低くなります（論文の表 1）。
+# 1 つ目は周波数についてです。ファインチューニングなしの長さ 8192 では、ペアごとに探索した係数のほうが、PI、動的 NTK、YaRN より PG19 でのパープレキシティが低くなります（論文の表 1）。
 # 2 つ目は位置についてで、先頭の $\hat{n}$ 個の位置には元の RoPE をそのまま使います。StreamingLLM が観察したように、先頭のトークンは大きなアテンションスコアを受け取るからです。
-# 先頭の位置をそのままにすると、8192 位置での PI のパープレキシティも下がります（論文の表 2）。
-# 手法全体では、さらに段階的に長さを伸ばします（256k 位置でファインチューニングしてから、もう一度探索します）。
+# 先頭の位置をそのままにすると、長さ 8192 での PI のパープレキシティも下がります（論文の表 2）。
+# 手法全体では、さらに段階的に長さを伸ばします（長さ 256k でファインチューニングしてから、もう一度探索します）。
 # また、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
 # Phi-3 に残っているのは周波数の部分だけで、2 つの列があり、$\hat{n}$ はありません。
 # 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は $s$ を `max_position_embeddings` と `original_max_position_embeddings` の比とし、`attention_factor` を明示すると既定の係数がそれに置き換わります。
@@ -1086,7 +1085,7 @@ print(
 # processes the whole sequence again
 # ([transformers pull request 33129](https://github.com/huggingface/transformers/pull/33129),
 # 2024). A hand-written decoding loop, or a
-# model class without that override, keeps the stale keys. Either way, how a token is rotated depends on the length of the whole
+# model class without that cache-dropping override, keeps the stale keys. Either way, how a token is rotated depends on the length of the whole
 # sequence, not only on its position.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -1104,7 +1103,7 @@ print(
 # 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、この切り替えの時点でキャッシュを捨てて全体を処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。
-# 自分で書いたデコードのループや、このメソッドを上書きしていないモデルのクラスでは、古いキーが残ります。
+# 自分で書いたデコードのループや、この処理を持たない（キャッシュを捨てるメソッドを上書きしていない）モデルのクラスでは、古いキーがそのまま使われます。
 # いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
 
 # %% tags=["deeper"]
@@ -1177,7 +1176,7 @@ print(
 # 動的 NTK と LongRoPE も、クエリとキーを同じ長さで回転させる限り相対位置だけで決まります。
 # この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK と、LongRoPE の列の切り替えについての「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 位置ずらしてもスコアは変わりません"}
+# %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 個の位置だけずらしてもスコアは変わりません"}
 scalings = {
     "None": None,
     "LinearScaling(4)": LinearScaling(4),
@@ -1208,11 +1207,14 @@ for scaling in scalings.values():
 # fast pairs a little and slow ones too little; dynamic NTK at $T = 2L$ rises
 # half as far. YaRN keeps every pair left of
 # $L/32$ (more than 32 turns within $L$) and divides by $s$ every pair right
-# of $L$ (no full turn); Llama 3's rule does the same from $L/4$. Phi-3.5-mini's
+# of $L$ (no full turn); Llama 3's rule has the same shape, with the kept
+# boundary at $L/4$ instead of $L/32$. Phi-3.5-mini's
 # LongRoPE lists ($s = 32$) differ: the long list already slows fast pairs,
 # and slows the slow ones by about $2s$, or $s^{1.2}$; the short one divides by
 # 2.84 at most. The table gives $\theta'_i/\theta_i$ in Llama 2's setting
 # ($s = 4$), with dynamic NTK at $T = 2L$: NTK-aware scaling with the factor 2.
+# Measured perplexities of PI and YaRN on real text are in the chapter
+# [*A tiny language model on real text*](17-real-text.ipynb#rescuing-rope).
 
 # %% [markdown] lang="ja"
 # ## 並べて比べる
@@ -1221,9 +1223,10 @@ for scaling in scalings.values():
 # 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを $s$ で割ります（縦軸の 1）。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
-# YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）はすべて $s$ で割ります。Llama 3 の規則も同じことを $L/4$ から行います。
+# YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）はすべて $s$ で割ります。Llama 3 の規則も同じ形で、そのまま保つ境目が $L/32$ ではなく $L/4$ です。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
 # 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。これは係数 2 の NTK-aware スケーリングです。
+# 実際のテキストで PI と YaRN のパープレキシティを測った結果は、[「実テキストで学習する小さな言語モデル」](17-real-text.ipynb#rope-を救う)の章にあります。
 
 # %%
 pairs = [0, 16, 24, 32, 40, 48, 63]
@@ -1307,8 +1310,32 @@ plt.show()
 # %% [markdown] lang="en"
 # ## Which models use which
 #
-# Settings published by the model authors (papers, model cards, `config.json`
-# or reference code):
+# Released models use every rule above: PI (Vicuna v1.5 16k), a larger base
+# (Code Llama), the Llama 3 rule (Llama 3.1), YaRN (Qwen2.5, DeepSeek-V2 and
+# V3, gpt-oss) and LongRoPE (Phi-3.5-mini); the note below lists their
+# settings. Code Llama's new base is the NTK-aware one for the factor
+# $s = 100^{(d-2)/d} = 93.06$ ($d = 128$).
+
+# %% [markdown] lang="ja"
+# ## どのモデルがどれを使うか
+#
+# 公開されているモデルは、ここまでのどの規則も使っています。
+# PI は Vicuna v1.5 16k、大きくした底は Code Llama、Llama 3 の規則は Llama 3.1 が使います。
+# YaRN は Qwen2.5、DeepSeek-V2 と V3、gpt-oss が、LongRoPE は Phi-3.5-mini が使います。各モデルの設定は下の「さらに詳しく」に表で示します。
+# Code Llama の新しい底は、係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです（$d = 128$）。
+
+# %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 に s = 100^((d-2)/d) = 93.06 を入れた NTK-aware の底です"}
+s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
+assert math.isclose(1e4 * s_code_llama ** (d / (d - 2)), 1e6)
+assert_close(
+    rope_frequencies(d, base=1e6),
+    rope_frequencies(d, base=1e4, scaling=NTKScaling(s_code_llama)),
+)
+assert round(s_code_llama, 2) == 93.06
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the settings, model by model.** Settings published by the
+# model authors (papers, model cards, `config.json` or reference code):
 #
 # | model | trained $L$ | extended to | rule |
 # |---|---|---|---|
@@ -1321,15 +1348,23 @@ plt.show()
 # | Phi-3.5-mini-instruct (Microsoft) | 4096 | 131072 | LongRoPE, two lists of 48 |
 # | gpt-oss (OpenAI) | 4096 | 131072 | YaRN, $s = 32$, base $1.5 \cdot 10^5$, band not rounded |
 #
-# Code Llama's new base is the NTK-aware one for the factor
-# $s = 100^{(d-2)/d} = 93.06$ ($d = 128$). The Qwen2.5 model cards advise
-# adding YaRN only when long inputs are expected, since a static YaRN can hurt
-# short texts. p-RoPE (Barbero et al. 2024), in Hugging Face's table below, is
-# no context extension: it leaves the slowest pairs unrotated (the chapter
-# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#partial-rotation-against-p-rope)).
+# Vicuna v1.5 16k's `config.json` says
+# `"type": "linear"`. Qwen2.5 Instruct's YaRN is switched on by adding it to
+# `config.json`; its model cards advise it only when long inputs are expected,
+# since a static YaRN can hurt short texts, and note that vLLM's YaRN is
+# static; Hugging Face's `"yarn"` and `YarnScaling` are static as well. DeepSeek-V2 sets YaRN
+# for 160K and serves 128K; DeepSeek-V3's `max_position_embeddings` is
+# 163840; both set `mscale` = `mscale_all_dim`. gpt-oss sets `truncate` to
+# false (the next note). The other 128K models of the Phi-3 and Phi-3.5
+# families also use LongRoPE, each with its own lists: Phi-3-vision-128k-instruct's
+# `config.json` has other values and the older type name `"su"`. Chen et al.
+# (2023) themselves extended LLaMA models up to 32768 positions with PI. Xiong
+# et al. (2023, Llama 2 Long) call a plain change of base "adjusted base
+# frequency" and raise Llama 2's base from $10^4$ to $5 \cdot 10^5$ during
+# continued pretraining on long sequences.
 
-# %% [markdown] lang="ja"
-# ## どのモデルがどれを使うか
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：モデルごとの設定**
 #
 # モデルの作者が公開している設定（論文、モデルカード、`config.json`、参照実装）です。
 #
@@ -1344,95 +1379,63 @@ plt.show()
 # | Phi-3.5-mini-instruct（Microsoft） | 4096 | 131072 | LongRoPE、48 個ずつの 2 つの列 |
 # | gpt-oss（OpenAI） | 4096 | 131072 | YaRN、$s = 32$、底 $1.5 \cdot 10^5$、帯の端を丸めない |
 #
-# Code Llama の新しい底は、係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです（$d = 128$）。
-# Qwen2.5 のモデルカードは、長い入力を扱うときだけ YaRN を加えるよう勧めています。静的な YaRN は短いテキストで性能を損なうおそれがあるからです。
-# 下の Hugging Face の表にある p-RoPE（Barbero ら 2024）はコンテキストを伸ばす手法ではありません。
-# 最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
-
-# %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 に s = 100^((d-2)/d) = 93.06 を入れた NTK-aware の底です"}
-s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
-assert math.isclose(1e4 * s_code_llama ** (d / (d - 2)), 1e6)
-assert_close(
-    rope_frequencies(d, base=1e6),
-    rope_frequencies(d, base=1e4, scaling=NTKScaling(s_code_llama)),
-)
-assert round(s_code_llama, 2) == 93.06
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the table's details.** Vicuna v1.5 16k's `config.json` says
-# `"type": "linear"`. Qwen2.5 Instruct's YaRN is switched on by adding it to
-# `config.json`; its model cards note that vLLM's YaRN is static, and Hugging
-# Face's `"yarn"` and `YarnScaling` are static as well. DeepSeek-V2 sets YaRN
-# for 160K and serves 128K; DeepSeek-V3's `max_position_embeddings` is
-# 163840; both set `mscale` = `mscale_all_dim`. gpt-oss sets `truncate` to
-# false (the next note). The other 128K models of the Phi-3 and Phi-3.5
-# families also use LongRoPE, each with its own lists: Phi-3-vision-128k-instruct's
-# `config.json` has other values and the older type name `"su"`. Chen et al.
-# (2023) themselves extended LLaMA models up to 32768 positions with PI. Xiong
-# et al. (2023, Llama 2 Long) call a plain change of base "adjusted base
-# frequency" and raise Llama 2's base from $10^4$ to $5 \cdot 10^5$ during
-# continued pretraining on long sequences.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：表の細部**
-#
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
-# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードによれば、vLLM の YaRN は静的です。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
+# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは、静的な YaRN は短いテキストで性能を損なうおそれがあるので、長い入力を扱うときだけ加えるよう勧め、vLLM の YaRN が静的であることにも触れています。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
 # gpt-oss は `truncate` を false にしています（次の「さらに詳しく」）。
 # Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
-# Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 位置まで伸ばしています。
+# Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 トークンまで伸ばしています。
 # Xiong ら（2023、Llama 2 Long）は、底だけを変えることを「adjusted base frequency」と呼んでいます。
 # Llama 2 Long では、長い系列での継続事前学習の間に Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Hugging Face's names, and where posenc differs.**
+# `posenc.RotaryEmbedding.from_hf_config` reads a Hugging Face configuration
+# (`rope_type` `"linear"`, `"dynamic"`, `"yarn"`, `"llama3"`, `"longrope"` or
+# `"proportional"`). The classes take Hugging Face's keys under the same names,
+# with `original_max_positions` for `original_max_position_embeddings`, except:
 #
 # | rule | `posenc` | Hugging Face `rope_scaling` |
 # |---|---|---|
-# | PI | `LinearScaling(s)` | `rope_type="linear"`, `factor` |
 # | NTK-aware, static | `NTKScaling(s)` | no type needed: set `rope_theta` to $b\, s^{d/(d-2)}$ |
 # | NTK-aware, dynamic | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`, `factor`; $L$ is `max_position_embeddings` |
-# | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`, `factor`, `original_max_position_embeddings`, `beta_fast`, `beta_slow`; also `attention_factor`, `mscale`, `mscale_all_dim`, `truncate` |
-# | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`, `factor`, `low_freq_factor`, `high_freq_factor`, `original_max_position_embeddings` |
-# | LongRoPE (Ding et al. 2024; Phi-3) | `LongRopeScaling(short_factor, long_factor, L, max_positions=...)` | `rope_type="longrope"`, `short_factor`, `long_factor`, `original_max_position_embeddings`; also `factor` (default `max_position_embeddings` / `original_max_position_embeddings`), `attention_factor` |
+# | LongRoPE | `LongRopeScaling(short_factor, long_factor, L, max_positions=...)` | `factor` defaults to `max_position_embeddings` / `original_max_position_embeddings` |
 # | p-RoPE (Barbero et al. 2024) | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`, `partial_rotary_factor`, `factor` |
 #
-# `posenc` reproduces Hugging Face's default YaRN: the attention factor
-# $0.1\ln s + 1$ and the range rounded outward (`truncate=True`). Hugging
-# Face's extra YaRN keys override the attention factor (`attention_factor`, or
-# the ratio of two such factors from `mscale` and `mscale_all_dim`, as in
-# DeepSeek's configurations) or keep the fractional range (`truncate=False`).
-# `YarnScaling` takes `mscale` and `mscale_all_dim`, but neither an explicit
-# `attention_factor` nor `truncate`, so it does not reproduce gpt-oss, whose
-# configuration (`GptOssConfig`) and reference code (`gpt_oss/torch/model.py`)
-# keep the range fractional. With head dimension 64 and base $1.5 \cdot 10^5$,
-# gpt-oss blends from pair 8.09 to pair 17.40 where `YarnScaling` blends from pair
-# 8 to pair 18, and `YarnScaling(32, 4096)`'s frequencies are up to 1.76 times
+# p-RoPE is no context extension: it leaves the slowest pairs unrotated (the
+# chapter [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#partial-rotation-against-p-rope)).
+# `YarnScaling(s, L)` is Hugging Face's default YaRN: the attention factor
+# $0.1\ln s + 1$ and the range rounded outward (`truncate=True`). Its
+# `mscale` and `mscale_all_dim` (DeepSeek) or `attention_factor` replace the
+# factor, and `truncate=False` keeps the range fractional, as Hugging Face's
+# keys of those names do. So `YarnScaling(32, 4096, truncate=False)` with head
+# dimension 64 and base $1.5 \cdot 10^5$ reproduces gpt-oss (`GptOssConfig`;
+# reference code `gpt_oss/torch/model.py`), frequencies and attention factor
+# $0.1 \ln 32 + 1 = 1.3466$ alike. The default `truncate=True` would not:
+# gpt-oss blends from pair 8.09 to pair 17.40, the rounded range from pair 8 to
+# pair 18, and `YarnScaling(32, 4096)`'s frequencies are up to 1.76 times
 # larger (pair 17).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Hugging Face での名前と、posenc との違い**
 #
+# `posenc.RotaryEmbedding.from_hf_config` は Hugging Face の設定（`rope_type` が `"linear"`、`"dynamic"`、`"yarn"`、`"llama3"`、`"longrope"`、`"proportional"` のもの）を読み込みます。
+# 各クラスは Hugging Face の設定項目を同じ名前で受け取ります（`original_max_position_embeddings` だけは `original_max_positions` です）。違うのは次の表の点です。
+#
 # | 規則 | `posenc` | Hugging Face の `rope_scaling` |
 # |---|---|---|
-# | PI | `LinearScaling(s)` | `rope_type="linear"`、`factor` |
 # | NTK-aware（静的） | `NTKScaling(s)` | `rope_type` は不要（`rope_theta` を $b\, s^{d/(d-2)}$ に設定） |
 # | NTK-aware（動的） | `DynamicNTKScaling(s, L)` | `rope_type="dynamic"`、`factor`。$L$ は `max_position_embeddings` |
-# | YaRN | `YarnScaling(s, L, beta_fast, beta_slow)` | `rope_type="yarn"`、`factor`、`original_max_position_embeddings`、`beta_fast`、`beta_slow`。ほかに `attention_factor`、`mscale`、`mscale_all_dim`、`truncate` |
-# | Llama 3 | `Llama3Scaling(s, low_freq_factor, high_freq_factor, original_max_positions)` | `rope_type="llama3"`、`factor`、`low_freq_factor`、`high_freq_factor`、`original_max_position_embeddings` |
-# | LongRoPE（Ding ら 2024、Phi-3） | `LongRopeScaling(short_factor, long_factor, L, max_positions=...)` | `rope_type="longrope"`、`short_factor`、`long_factor`、`original_max_position_embeddings`。ほかに `factor`（既定値は `max_position_embeddings` / `original_max_position_embeddings`）、`attention_factor` |
+# | LongRoPE | `LongRopeScaling(short_factor, long_factor, L, max_positions=...)` | `factor` の既定値は `max_position_embeddings` / `original_max_position_embeddings` |
 # | p-RoPE（Barbero ら 2024） | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`、`partial_rotary_factor`、`factor` |
 #
-# `posenc` は Hugging Face の既定の YaRN を再現します。アテンションの係数は $0.1\ln s + 1$ で、範囲は外側に丸めます（`truncate=True`）。
-# Hugging Face の YaRN の追加のキーは 2 種類です。
-# 1 つはアテンションの係数を上書きするもので、`attention_factor` か、DeepSeek の設定のように `mscale` と `mscale_all_dim` から作る 2 つの係数の比です。
-# もう 1 つは範囲を小数のまま使うための `truncate=False` です。
-# `YarnScaling` は `mscale` と `mscale_all_dim` を受け取りますが、`attention_factor` の直接の指定と `truncate` はありません。
-# そのため、設定（`GptOssConfig`）でも参照実装（`gpt_oss/torch/model.py`）でも範囲を小数のまま使う gpt-oss は再現できません。
-# ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の gpt-oss は、ペア 8.09 からペア 17.40 までを混ぜます。`YarnScaling` ではペア 8 からペア 18 までで、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
+# p-RoPE はコンテキストを伸ばす手法ではなく、最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
+# `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
+# Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると係数が置き換わり、`truncate=False` とすると範囲を小数のまま使います。
+# そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、参照実装 `gpt_oss/torch/model.py`）を周波数もアテンションの係数 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
+# 既定の `truncate=True` では再現できません。gpt-oss はペア 8.09 からペア 17.40 までを混ぜますが、丸めた範囲はペア 8 からペア 18 までで、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
 
-# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies; YarnScaling(32, 4096), rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与えます。外側に丸める YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの係数を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
 # gpt-oss (OpenAI's gpt_oss/torch/model.py; Hugging Face's GptOssConfig):
 # head_dim 64, rope_theta 1.5e5, YaRN factor 32 from 4096 positions, betas
 # 32 and 1, truncate false. transformers 5.24.0 (torch 2.13.0):
@@ -1445,6 +1448,7 @@ hf_gpt_oss = {
     17: 1.293186942e-04,
     18: 3.830881178e-05,
 }
+hf_gpt_oss_factor = 1.3465735902799727  # the attention factor returned
 b_oss, d_oss, L_oss = 1.5e5, 64, 4096
 theta_oss = rope_frequencies(d_oss, base=b_oss).double()
 i_oss = torch.arange(d_oss // 2, dtype=f64)
@@ -1453,6 +1457,11 @@ high_oss = turn_index(1, d_oss, b_oss, L_oss)
 ramp_oss = ((i_oss - low_oss) / (high_oss - low_oss)).clamp(0, 1)
 fractional = ramp_oss * theta_oss / 32 + (1 - ramp_oss) * theta_oss
 check_hf(fractional, hf_gpt_oss)
+exact_oss = YarnScaling(32, L_oss, truncate=False)  # gpt-oss's setting
+theta_exact = rope_frequencies(d_oss, base=b_oss, scaling=exact_oss).double()
+check_hf(theta_exact, hf_gpt_oss)
+assert_close(theta_exact, fractional, rtol=1e-6, atol=0)
+assert math.isclose(exact_oss.attention_factor, hf_gpt_oss_factor)
 yarn_oss = YarnScaling(32, L_oss)  # the range rounded outward: 8 to 18
 ratio_oss = rope_frequencies(d_oss, base=b_oss, scaling=yarn_oss) / fractional
 assert (round(low_oss, 2), round(high_oss, 2)) == (8.09, 17.4)
@@ -1474,9 +1483,10 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - YaRN and Llama 3 decide by wavelength: keep pairs shorter than $L/\beta$,
 #   divide pairs longer than $L/\alpha$ by $s$, blend in between.
 # - A longer input spreads attention: the entropy grows by about $\ln s$. A
-#   factor on the logits that grows like $\ln s$ pulls it back near its
-#   original value (within 0.15 nats up to $s = 8$ on this chapter's random
-#   logits): YaRN's $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$.
+#   factor on the logits that grows like $\ln s$ works against it: YaRN's
+#   $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$. How far it pulls back
+#   depends on the spread of the logits (within 0.15 nats up to $s = 8$ for
+#   standard deviation 2); YaRN's 0.1 is fitted to Llama's perplexity.
 # - Dynamic NTK and LongRoPE change the frequencies with the sequence length,
 #   so keys cached after their rotation go stale; Hugging Face's dynamic
 #   `factor` is a slope, $s_T = sT/L - (s-1)$, and only $s = 1$ gives $T/L$.
@@ -1491,7 +1501,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、エントロピーを元の値の近くまで引き戻せます（この章の乱数では $s = 8$ まで 0.15 nat 以内）。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。
+# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。YaRN の 0.1 は Llama のパープレキシティにあてはめた値です。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
 #   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1515,8 +1525,8 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. Code Llama は底 $10^6$、16384 位置でファインチューニングされています。
-#    $d = 128$ のペアのうち、16384 位置の間に 1 周するものを数え、4096 位置の Llama 2 と比べてください。
+# 1. Code Llama は底 $10^6$、長さ 16384 でファインチューニングされています。
+#    $d = 128$ のペアのうち、長さ 16384 の間に 1 周するものを数え、長さ 4096 の Llama 2 と比べてください。
 #    底を大きくしたことで、どの波長がコンテキストの外に出たでしょうか。
 # 2. 最後のペアではなく、$L$ の間にまだ 1 周する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、NTK-aware の底はどうなるか導いてください。
 #    求めた $b'$ を `rope_frequencies(d, base=...)` で確かめてください。
@@ -1535,9 +1545,9 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 底 $10^6$、$L = 16384$ では、$i_1$ の式から 36.44 が得られます。
-# ペア 0 から 36 がコンテキスト内で 1 周し、27 組は 1 周しません。4096 位置の Llama 2 では 46 組と 18 組でした。
+# ペア 0 から 36 がコンテキスト内で 1 周し、27 組は 1 周しません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
 # 底を大きくしたことで、ペア 37 から 45 がコンテキストの外に出ます。
-# これらの波長は、底 $10^4$ なら 4096 位置に収まりますが、底 $10^6$ では 16384 を超えます。
+# これらの波長は、底 $10^4$ なら長さ 4096 に収まりますが、底 $10^6$ では 16384 を超えます。
 # つまり Code Llama は、4 倍長いコンテキストで、Llama 2 より多くの遅いペアを持ちます。
 
 # %% tags=["solution"]
@@ -1650,7 +1660,7 @@ print(
 # このずれは最後のキーでは 0 で、位置の小さい最初のいくつかのキーでも小さくなります。
 # 最も大きいのは $L$ を少し過ぎたところでキャッシュしたキーです。
 # 周波数はわずかに変わっただけで（係数は $(n+1)/L$ で、$n = 266$ では約 1.04）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
-# ずれが 1 ラジアンの数分の 1 を超えると、速いペアの項はでたらめな値になります。
+# ずれが 1 ラジアンに満たない程度（零点何ラジアン）でも、速いペアの項は意味のない値になります。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
 # キーを 3 等分した区間ごとの平均は 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
 # キーを回転させる前にキャッシュし、その時点の周波数で回転させれば、このずれはすべて避けられます。

@@ -45,7 +45,14 @@ class Traffic:
         return self.reads + self.writes
 
 
-_NO_TRAFFIC = {"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided"}
+_NO_TRAFFIC = {
+    "empty",
+    "empty_like",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+    "_unsafe_view",  # a view, though its schema carries no alias annotation
+}
 _WRITE_ONLY_SELF = {"copy_", "fill_", "zero_", "normal_", "uniform_"}
 # gathers read only the rows they return, not the whole table they index
 _GATHERS = {"index_select", "index", "embedding", "gather", "take"}

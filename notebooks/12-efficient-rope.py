@@ -37,11 +37,11 @@
 # そのため GPU でコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときはレイテンシです。
 # この章で、数えることと CPU で実行することによって確かめるのは次の 3 つです。
 #
-# - 実装ごとに要求するバイト数。キャッシュのないモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
+# - 実装ごとに要求するバイト数。キャッシュを考えない単純なコストモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
 # - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序はコンパイルした PTX と SASS から読み取ります。
 # - ページフォールトも数えた CPU での計測。
 #
-# GPU での時間については、計った値ではなく予測だけを示します。章の最後の表に、予測ごとに、それを確かめるコマンドとともにまとめます。
+# GPU での時間については、計った値ではなく予測だけを示します。予測と、それぞれを確かめる方法は、章の最後の表にまとめます。
 
 # %% tags=["setup"]
 import json
@@ -117,7 +117,7 @@ records = {
 # NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。つまり、1 バイトを運ぶ間に 14 flop を実行できます。
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # そのため RoPE の実装で決め手になるのは動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数も効きます。
-# 次に効くのは動かし方で、アクセスの幅、オキュパンシー（SM に同時に載るワープの割合）、メモリレベルの並列性です。
+# 次に効くのは動かし方で、アクセスの幅、オキュパンシー（SM、つまりストリーミングマルチプロセッサに同時に載るワープの割合）、メモリレベルの並列性です。
 # 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
@@ -148,9 +148,9 @@ records = {
 # %% [markdown] lang="ja"
 # ## eager モードの PyTorch が動かすバイト数
 #
-# バイト数は、次の単純なモデルで数えます。
+# バイト数は、次の単純なコストモデルで数えます。
 # 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
-# 数えるのは演算が要求するバイト数です。DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（下の折りたたみ）。
+# 数えるのは演算が要求するバイト数です。DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（下の「さらに詳しく」）。
 # Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ は、ヘッドのすべての次元について値を並べた表です。
 # 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
@@ -465,7 +465,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 #
 # `posenc.rope_triton.apply_rope_triton` は、このカーネルに、実際の入力を扱うための機能を加えたものです。
 # そのうち 2 つは Liger のカーネルがすでに備えています。
-# ブロックの大きさを $q$ のヘッドと $k$ のヘッドで別々に決める（`pad_n_qh`、`pad_n_kh`）ので、Llama 3 8B の形状では遊ぶレーンがありません。
+# ブロックの大きさを $q$ のヘッドと $k$ のヘッドで別々に決める（`pad_n_qh`、`pad_n_kh`）ので、Llama 3 8B の形状ではアイドルになるレーンがありません。
 # また、$k$ のヘッドを $q$ のヘッドと一緒に読み込み、どちらも書き込む前に読み終えます。
 # 残りは次のとおりです。
 # ストライドを扱うので、$q$ と $k$ は `(b, s, n, d)` の順に並んだ射影の出力から取ったビューでもかまいません。
@@ -528,7 +528,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # table row many times over, served by L1). What DRAM moves is not measured.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：メモリを忙しく保つことと、調整できる設定**
+# **さらに詳しく：転送中のバイト数と、カーネルの設定**
 #
 # 帯域幅を使い切るには、要求したもののまだ届いていないバイト（転送中のバイト）を、常に十分な量だけ抱えておく必要があります。
 # リトルの法則では、その量は帯域幅とレイテンシの積です。
@@ -540,7 +540,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
 # プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$。bfloat16 で最大 10 KiB）。
 # そのため、トークン 1 つにプログラム 1 つという分け方で心配なのは、転送中のバイト数が足りなくなることです。これは GPU でしか計れません。
-# グリッドの形は心配ありません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
+# グリッドの形状は問題になりません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
 # SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。
 # 転送中のバイト数を増やす設計は 2 つあります。
 # 1 つは、プログラムに複数のトークンを受け持たせることです（FlashInfer の cos と sin の表を使うカーネルはそうしています。後述）。
@@ -623,7 +623,7 @@ assert_close(dk, ek)
 # ## 実際のシステムは RoPE をどこで融合しているか
 #
 # RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため実際のシステムは、RoPE を前か後ろのカーネルに組み込みます。
+# そのため実運用のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
 #
 # | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
@@ -695,7 +695,7 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # プリフィルでは、どちらのコストもわずかです。
 # デコードの 1 ステップでは、レイテンシが違います。
 # 行のアドレスは直前に読んだ位置で決まるので（コンパイルしたカーネルの PTX にそう現れることを `tests/test_rope_triton.py` が確かめています）、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。
-# これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。ただし、その計算を正しく行う必要があります（下の折りたたみ）。
+# これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。ただし、その計算を正しく行う必要があります（下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
 llama = RotaryEmbedding(128, base=500000.0, max_positions=4096)
@@ -732,7 +732,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # ## The decode step: latency, not bandwidth
 #
 # A [decode step](../docs/glossary.md#decode-step) rotates one token:
-# $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16, 4 ns at 4.8 TB/s.
+# $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16, read and written:
+# 20 KiB, 4 ns at 4.8 TB/s.
 # A kernel this small never approaches the bandwidth: its time is the latency of loads
 # that wait on each other. A program loads the position, then the table row at that
 # position; in the sm_90 SASS at Triton's default of 4 warps, $q$'s loads issue with
@@ -756,21 +757,21 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。
-# 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB、毎秒 4.8 TB なら 4 ns で読み書きできる量です。
+# 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。読んで書くと 20 KiB で、毎秒 4.8 TB なら 4 ns です。
 # しかし、これほど小さなカーネルが帯域幅に近づくことはありません。時間を決めるのは、互いを待つ読み込みのレイテンシです。
 # プログラムは位置を読み、次にその位置の表の行を読みます。
 # Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行され、$k$ の読み込みは行を使う最初の乗算のあとに発行されます。
 # そのため往復が 3 回続きます。これはデータの依存関係ではなく、このビルドの命令の並べ方で決まっています。
-# 位置と行は HBM から来ます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通っているからです。$k$ は射影が書いたばかりなので、L2 にある可能性が高いです。
+# 位置と行は HBM から読み込まれます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通り、追い出しているからです。$k$ は射影が書いたばかりなので、L2 にある可能性が高いです。
 #
 # 起動のコストは、さらに大きくなりえます。
 # eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパーだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
 # したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。
 # グラフはキャプチャしたときのアドレスのまま再生されます。
 # そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません（`check_positions=False`）。
-# そうすると、このモデルでの各カーネルのコストは、固定コストと自分の往復の時間の和になります。
+# そうすると、このコストモデルでの各カーネルのコストは、固定コストと自分の往復の時間の和になります。
 # 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグかアテンションのプロローグへ融合することだけです。
-# このモデルが予測する値は、章の最後の表にまとめます。
+# このコストモデルが予測する値は、章の最後の表にまとめます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
@@ -817,7 +818,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
 # 連鎖は、次の 5 つの変更で短くできるはずです。
 # 1 つ目に、$k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
-# 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小し、周波数がいちばん高いペアの角度は位置そのものです。
+# 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小します。周波数がいちばん高いペアの角度は位置そのものなので、位置がその値を超えるとこの経路に入ります。
 # 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。
 # FlashInfer の cos と sin の表を使う起動関数は、この設計と、プログラムに複数のトークンを受け持たせる設計の両方を備え、実行時に選びます。
 # `cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
@@ -826,7 +827,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 5 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
 # さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
 #
-# RoPE を QKV の射影のエピローグに組み込めるかどうかは、配置で決まります。
+# RoPE を QKV の射影のエピローグに組み込む手間は、配置で決まります。
 # 半分割配置では成分 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
 # インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果を溜めるレジスタ）に入るので、融合にはほとんどコストがかかりません。
 # 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、章の最後の表に載せた割合を計算します。
@@ -857,7 +858,7 @@ l2, hbm = 200e-9, 600e-9  # round trips, assumed (NVIDIA publishes neither)
 # position and row from HBM (evicted by the layer's weights), q and k from L2
 chain = 2 * hbm + l2
 # the kernels of one eager decode step through a small Hugging Face Llama
-# layer in bfloat16, by ATen op: each one kernel on a GPU (_unsafe_view: a view)
+# layer in bfloat16, by ATen op: each one kernel on a GPU
 
 config = LlamaConfig(
     hidden_size=256, intermediate_size=512, num_attention_heads=4,
@@ -882,7 +883,8 @@ with torch.no_grad():
     four, one = (torch.randn(1, n, 256, dtype=torch.bfloat16) for n in (4, 1))
     decode_layer(four, torch.arange(4))()  # four tokens in the cache
     layer_ops = count_traffic(decode_layer(one, torch.tensor([4]))).ops
-layer_kernels = [op for op in layer_ops if op != "_unsafe_view"]
+assert "_unsafe_view" not in layer_ops  # a view: the counter skips it
+layer_kernels = layer_ops
 launch = 5e-6  # host time a launch (Exercise 2)
 launches = 10 * launch  # Hugging Face's ten RoPE launches a layer
 # their share of the host's step
@@ -924,15 +926,34 @@ print(
 # same round, for a float32 [prefill](../docs/glossary.md#prefill) of 1024 tokens, one
 # thread / two; `hf_formula_out` writes Hugging Face's arithmetic into preallocated
 # buffers, `compiled_module` is `torch.compile(RotaryEmbedding(128, max_positions=4096))`.
+#
+# | contender | ratio to the floor |
+# |---|---|
+# | `hf_formula` | 5.04 / 5.34 |
+# | `hf_formula_out` | 3.84 / 3.81 |
+# | `complex` | 1.12 / 1.21 |
+# | `apply_rope` | 3.45 / 3.19 |
+# | `apply_rope_interleaved` | 5.31 / 5.01 |
+# | `rotary_embedding` | 3.63 / 3.37 |
+# | `compiled_module` | 1.32 / 1.27 |
 
 # %% [markdown] lang="ja"
 # ## CPU の計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と信頼できる範囲は `lab/README.md`）。
-# 表の contender 列は比較対象です。下限は `torch.mul(x, 2.0, out=...)` です。
-# ratio to the floor 列は、float32 の 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)で、同じラウンドの下限の時間に対する比の、40 ラウンドの中央値です。
+# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と、結果をどこまで信頼できるかは `lab/README.md` にあります）。
+# 表の値は、float32 の 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)で、同じラウンドの下限 `torch.mul(x, 2.0, out=...)` の時間に対する比の、40 ラウンドの中央値です。
 # 「/」の左が 1 スレッド、右が 2 スレッドです。
 # `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
+#
+# | 比較対象 | 下限に対する比 |
+# |---|---|
+# | `hf_formula` | 5.04 / 5.34 |
+# | `hf_formula_out` | 3.84 / 3.81 |
+# | `complex` | 1.12 / 1.21 |
+# | `apply_rope` | 3.45 / 3.19 |
+# | `apply_rope_interleaved` | 5.31 / 5.01 |
+# | `rotary_embedding` | 3.63 / 3.37 |
+# | `compiled_module` | 1.32 / 1.27 |
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -953,9 +974,16 @@ def ratio_cell(m, c="prefill-float32"):
     return f"{r1:.2f} / {r2:.2f}"
 
 
-lines = ["| contender | ratio to the floor |", "|---|---|"]
-lines += [f"| `{m}` | {ratio_cell(m)} |" for m in order]
-display(Markdown("\n".join(lines)))
+quoted_table = {  # the table in the text
+    "hf_formula": "5.04 / 5.34",
+    "hf_formula_out": "3.84 / 3.81",
+    "complex": "1.12 / 1.21",
+    "apply_rope": "3.45 / 3.19",
+    "apply_rope_interleaved": "5.31 / 5.01",
+    "rotary_embedding": "3.63 / 3.37",
+    "compiled_module": "1.32 / 1.27",
+}
+assert {m: ratio_cell(m) for m in order} == quoted_table
 meta = records["1-thread"]["meta"]
 caches = ", ".join(
     f"L{c['level']} {c['size_bytes'] // 2**10} KiB"
@@ -1000,57 +1028,20 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # %% [markdown] lang="ja"
 # ## GPU での予測と、その計り方
 #
-# H200 上の bfloat16 の Llama 3 8B について、この章のモデルは次のように予測します。
+# H200 上の bfloat16 の Llama 3 8B について、この章のコストモデルは次のように予測します。
 #
 # | 予測 | 根拠 | 計り方 |
 # |---|---|---|
 # | 4096 トークンのプリフィル：融合カーネルは 15.3 µs 以上かかる | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす | `prefill-4096-bfloat16` の `triton` |
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルで |
-# | モデルのデコードのトークン 1 つ：融合カーネルの往復の連鎖は約 1.4 µs | 位置と行は HBM から、$k$ は L2 から：$2 \cdot 600 + 200$ ns（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` を `copy` と比べる |
+# | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルの往復の連鎖は約 1.4 µs | 位置と行は HBM から、$k$ は L2 から：$2 \cdot 600 + 200$ ns（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` を `copy` と比べる |
 # | eager モードのデコード：層の 40 回の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 回はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
 # | CUDA グラフのもとで：RoPE は層の 9 から 16%（Hugging Face の 10 個のカーネル）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
-# 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。最初の実行でこの下限を下回れば、モデルが間違っています。
+# 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。どの実行でも、この下限を下回れば、このコストモデルは誤りです。
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the benchmark's predicted floors, by size.** For the fused kernel in
-# bfloat16, at 4.8 TB/s and the assumed latencies. A cold prefill's floor is the bytes
-# memory must move; a warm case's bytes sit in L2, so its floor is the chain alone
-# (L2's own rate, which the run measures, may bound it too).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：ベンチマークの予測下限（サイズごと）**
-#
-# bfloat16 の融合カーネルについて、毎秒 4.8 TB と、仮定したレイテンシから求めた値です。
-# キャッシュに何もない状態から計るプリフィルでは、下限はメモリが動かさなければならないバイト数で決まります。
-# 入力が L2 に載っているケースでは、バイトは L2 から来るので、下限は往復の連鎖の時間だけです（実行時に計る L2 の帯域幅が下限になることもあります）。
-
-# %% tags=["deeper"]
-from posenc_lab import gpu_bench
-
-rows = [
-    "| tokens | bytes moved | memory at 4.8 TB/s | chain (assumed) "
-    "| predicted floor |",
-    "|---|---|---|---|---|",
-]
-for c in gpu_bench.build_cases(l2_bytes=50 * 2**20):
-    if c.dtype == "bfloat16":
-        f = gpu_bench.predicted_floor(c, 4800.0, 50 * 2**20)
-        trips = f"{f['chain_us']:.1f} µs" + (
-            f"; alone, table in HBM: {f['chain_cold_table_us']:.1f} µs"
-            if c.warm
-            else ""
-        )
-        memory = "—" if f["memory_us"] is None else f"{f['memory_us']:.3g} µs"
-        rows.append(
-            f"| {c.tokens():,} | {f['memory_bytes'] / 1e6:.3g} MB | "
-            f"{memory} | {trips} | "
-            f"{f['lower_bound_us']:.3g} µs |"
-        )
-display(Markdown("\n".join(rows)))
-
-# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers quoted are the two records' (ratios, byte ratios; the µs per ATen call of lab/README.md), rounded as the text rounds them; no page fault in a median round; no GPU record stored; the GPU benchmark's warm cases have no memory bound; its cold prefill at 4096 tokens in bfloat16 takes 5 calls over 5 pairs on a 50 MiB L2 and must move at least 73.4 MB a call, 15.3 µs at 4.8 TB/s, and its predicted floors use the text's chain; the decode chain and its shorter variants, the 40 kernels of a Hugging Face Llama layer and the shares the text quotes", "ja": "本文の数値が計測記録とずれていないかを見張るもので、証拠ではありません。本文の数値（比、バイト数の比。lab/README.md の、ATen の演算 1 つあたりの µs）は 2 つの計測記録の値で、本文と同じ丸め方で一致します。中央値のラウンドにページフォールトはなく、GPU の計測記録はまだありません。GPU のベンチマークの L2 にあるケースには、メモリによる下限がありません。4096 トークン、bfloat16 のプリフィルでは、GPU のベンチマークは 50 MiB の L2 に対して 5 組の入力を使って 5 回呼び出し、呼び出しあたり少なくとも 73.4 MB を動かし、毎秒 4.8 TB で 15.3 µs です。予測した下限は本文の連鎖を使います。デコードの連鎖とそれを短くした場合の時間、Hugging Face の Llama の層の 40 個のカーネル、割合は本文どおりです"}
+# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することの確認（証拠ではありません）"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
@@ -1179,7 +1170,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
-# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読みます。成分あたり 0.1 バイトです。インターリーブ配置のペアは連続した範囲として読み込み、$k$ は $q$ と一緒に読み込みます。
+# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。インターリーブ配置のペアは連続した範囲として読み込み、$k$ は $q$ と一緒に読み込みます。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # - デコードの 1 ステップのコストはレイテンシで、続けて起きる 3 回の往復と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（`check_positions=False`）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
@@ -1223,7 +1214,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** インプレースでも、融合カーネルは各成分を 1 回読んで 1 回書くので、要求するバイト数 $\beta_{\mathrm{fused}}$ は変わりません。
 # メモリが実際に動かす量はマシンによります。
-# GPU の L2 は、書き込みの前にそのラインを DRAM から読みません（read-for-ownership がありません）。そのため GPU では、インプレースで節約できるのは出力のメモリで、トラフィックではありません。
+# GPU の L2 は、書き込みの前にそのラインを DRAM から読みません（read-for-ownership がありません）。そのため GPU では、インプレースで節約できるのはメモリの容量で、メモリトラフィックではありません。
 # x86 の CPU は、ふつう書き込む前にそのラインを読み込みます（前述のライトアロケート）。そのときアウトオブプレースのパスはメインメモリから成分あたり約 $3e$ バイトを、インプレースなら $2e$ バイトを動かすので、CPU ではインプレースにするとこの読み込みも省けます。
 # eager モードのコードでは一時テンソルが必要です。各出力は 2 つの入力をどちらも使うので、どちらの半分を先に上書きしても、先に上書きした半分の古い値が、もう一方の半分の出力を計算するのにまだ要るからです。
 # 先に $b'$ を計算し、$a'$ のために $b$ のコピーを取っておけば、一時テンソルは $x$ の半分の大きさ 1 つで済みます。

@@ -16,8 +16,8 @@
 # %% [markdown] lang="en"
 # # Which encodings extrapolate?
 #
-# Twelve kinds of position encoding (nine encodings, some in two variants) train
-# the same small model on three tasks at length $L = 16$ and are tested on
+# Twelve kinds of position encoding (nine encodings) train the
+# same small model on three tasks at length $L = 16$ and are tested on
 # sequences up to eight times as long. Which keep their accuracy depends on the
 # task as much as on the encoding, and on what the encoding shows the model
 # beyond $L$ that it never saw in training.
@@ -165,7 +165,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # [position interpolation](../docs/glossary.md#position-interpolation) (PI) and with
 # YaRN, which divide its frequencies by $s = N/L$ (YaRN only some), each with or without a short
 # [fine-tuning](../docs/glossary.md#fine-tuning) at $2L$ (`rope+pi`, `rope+yarn`,
-# `rope+ft`, ...); YaRN here is its reference code's (a note below).
+# `rope+ft`, ...).
 #
 # Every kind trains for the same fixed number of steps, with five seeds. The
 # [accuracy](../docs/glossary.md#accuracy) at length $N$ is the share of answers
@@ -190,7 +190,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # | `t5`、`t5-hf` | 距離のバケットごとに学習するバイアスです（厳密バケット 16 個と、しだいに広がるバケット 16 個）。初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
 # | `cope` | 学習するゲートで位置を数えます。ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
 #
-# RoPE のモデルは、周波数を $s = N/L$ で割る（波長はその倍率で伸びます）[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）と、一部のペアだけを割る YaRN でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。ここでの YaRN は参照実装のものです（後の「さらに詳しく」）。
+# RoPE のモデルは、周波数を $s = N/L$ で割る（波長はその倍率で伸びます）[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）と、一部のペアだけを割る YaRN でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。
 #
 # どの種類も決まったステップ数だけ学習し、シードは 5 つです。長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する位置ごとに正解した割合を求め、位置について平均したものです（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$）。以下の数値は、シードについての平均です。
 
@@ -391,7 +391,7 @@ assert (
 # ## Which kinds learned each task at L
 #
 # A kind learned a task if every seed ends its training with a validation
-# accuracy at $L$ of at least $0.99$, the target of the pilot that set the budget.
+# accuracy at $L$ of at least $0.99$.
 # Every kind learned recall, and ten of the twelve learned copy and prefix; for
 # the other two the table gives how many seeds reached the line (✓: all five) and
 # the lowest final accuracy of the five.
@@ -399,7 +399,7 @@ assert (
 # %% [markdown] lang="ja"
 # ## L でどの種類がどのタスクを学習できたか
 #
-# 学習を終えた時点で、長さ $L$ の検証用データでの正解率がすべてのシードで $0.99$ 以上なら、その種類はタスクを学習できたとみなします。この値は、ステップ数を決めた予備実験で使った目標です。
+# 学習を終えた時点で、長さ $L$ の検証用データでの正解率がすべてのシードで $0.99$ 以上なら、その種類はタスクを学習できたとみなします。
 # すべての種類が recall を学習でき、12 種類のうち 10 種類が copy と prefix も学習できました。残りの 2 種類について、表は基準に届いたシードの数（✓ は 5 つすべて）と、学習終了時の正解率の最小値を示します。
 
 
@@ -1377,7 +1377,7 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # ## What to remember
 #
 # - A model that has not learned a task at $L$ says nothing about extrapolating
-#   it: with one fixed budget, NoPE and randomised positions fell just short of
+#   it: NoPE and randomised positions fell just short of
 #   $0.99$ on copy and prefix.
 # - An encoding extrapolates when what it shows the model beyond $L$ looks like
 #   training. A penalty that depends on the distance alone (ALiBi, KERPLE) shows
@@ -1399,7 +1399,7 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - $L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。共通の計算予算では、NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。
+# - $L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。
 # - エンコーディングが外挿できるのは、$L$ より先でモデルに見せるものが学習中と同じように見えるときです。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
 # - タスクはエンコーディングと同じくらい重要です。答えを内容で見つける recall では、NoPE、T5、FIRE、CoPE が $1.00$ を保ちます。見たことのない距離にある答えを位置で見つける prefix では、$8L$ まで正解率を保てるものはありません。
 # - RoPE の底は、$L$ の間に 1 周するペアの数を決めます。Llama 2 のようにほとんどのペアが 1 周すると、copy は保たれますが recall はさらに下がります。底を変えるだけで、エンコーディングを取り替えるのと同じくらい結果が動きます。

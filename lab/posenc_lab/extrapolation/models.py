@@ -196,6 +196,19 @@ def loss_of(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
 
 
+def lr_factor(step: int, settings: dict) -> float:
+    """The learning rate's multiplier at ``step`` (from 0) of ``train``.
+
+    A linear warm-up over ``warmup`` steps, then a cosine decay to
+    ``min_lr_ratio`` at ``steps``.
+    """
+    steps, warmup, floor = settings["steps"], settings["warmup"], settings["min_lr_ratio"]
+    if step < warmup:
+        return (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
 def train(
     model: ToyTransformer,
     kind: str,
@@ -221,15 +234,7 @@ def train(
     steps, warmup = settings["steps"], settings["warmup"]
     generator = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings["weight_decay"])
-    floor = settings["min_lr_ratio"]
-
-    def factor(step: int) -> float:  # step counts from 0
-        if step < warmup:
-            return (step + 1) / warmup
-        progress = (step - warmup) / max(1, steps - warmup)
-        return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * progress))
-
-    schedule = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+    schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, settings))
     losses, window = [], []
     curve: dict[str, list] = {"step": []}
     last = steps if stop_after is None else stop_after

@@ -16,33 +16,16 @@
 # %% [markdown] lang="en"
 # # Learned distance functions and contextual positions
 #
-# One idea links the four families here: the position bias stops being a fixed rule
-# of the token distance. KERPLE and FIRE learn it as a function of the distance, CoPE
-# as a function of the context; [randomised positions](../docs/glossary.md#randomised-positions)
-# keep the rule and change the
-# distances training shows. Between the table of [*T5 relative position buckets*](06-t5-buckets.ipynb) and the
-# fixed line of [*ALiBi*](07-alibi.ipynb) lie biases that are learned *functions* of
-# the distance: KERPLE's two kernels, from kernel theory, and FIRE's small network,
-# whose input stays in $[0, 1]$ at every length.
-# CoPE counts what its gates let through instead of tokens: a head that counts
-# sentences finds the third sentence back on every test input, which no bias by
-# token distance on the same content scores does.
-# A figure near the end sets the four side by side. Each family has its cost with a [KV cache](../docs/glossary.md#kv-cache)
-# and in a [fused attention kernel](../docs/glossary.md#fused-attention-kernel).
-#
-# As on the [notation page](../docs/notation.md#positions), $i$ is the query's
-# position, $j$ the key's, and $i - j \ge 0$ the causal distance.
+# T5 reads its position bias from a table, ALiBi from a fixed line; this chapter makes the bias a learned *function* of the distance between query and key.
+# KERPLE learns two numbers of a fixed curve, FIRE learns the whole curve with a small network, and CoPE lets each head choose what the distance counts, sentences for example.
+# [Randomised positions](../docs/glossary.md#randomised-positions) keep the formula and change the positions that training shows.
 
 # %% [markdown] lang="ja"
 # # 学習可能な距離関数と文脈に応じた位置
 #
-# この章の 4 つの手法をつなぐ考えは 1 つです。位置のバイアスが、トークンの距離で決まる固定の規則ではなくなる、という考えです。KERPLE と FIRE はそれを距離の関数として、CoPE は文脈の関数として学習します。[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は規則を保ったまま、学習で見せる距離を変えます。
-# [「T5 の相対位置バケット」](06-t5-buckets.ipynb)の章の表と[「ALiBi：線形バイアスによるアテンション」](07-alibi.ipynb)の章の直線の間に、距離の学習可能な**関数**としてのバイアスがあります。
-# カーネル法の理論から導く KERPLE の 2 つのカーネル関数と、入力がどの長さでも $[0, 1]$ に収まる FIRE の小さなネットワークです。
-# CoPE は、トークンの代わりに、ゲートが通したものを数えます。文を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。内容のスコアが同じなら、トークン数で測った距離のバイアスをどう選んでも、これはできません。
-# 章の終わり近くの図で 4 つを並べます。[KV キャッシュ](../docs/glossary.ja.md#kv-cache)と[融合アテンションカーネル](../docs/glossary.ja.md#fused-attention-kernel)でのコストも比べます。
-#
-# [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
+# T5 は位置のバイアスを表から、ALiBi は固定の直線から得ます。この章では、バイアスをクエリとキーの距離の学習可能な**関数**にします。
+# KERPLE は決まった形の曲線の 2 つの数を学習し、FIRE は小さなネットワークで曲線そのものを学習します。CoPE では、距離として何を数えるか（たとえば文）を各ヘッドが選びます。
+# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は式を変えずに、学習で見せる位置を変えます。
 
 # %% tags=["setup"]
 import math
@@ -60,16 +43,18 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # %% [markdown] lang="en"
 # ## From a table and a line to a function
 #
-# Both earlier biases depend on the distance $i - j$ alone: T5 adds
-# $\beta_{b(j-i),\,h}$, a learned table of 32 [buckets](../docs/glossary.md#bucket)
-# per head (causally, every distance from 113 on shares the last); ALiBi adds
-# $-m_h\,(i - j)$, a line fixed before training. Here the bias becomes a function
-# with a few learned parameters.
+# As on the [notation page](../docs/notation.md#positions), $i$ is the query's
+# position, $j$ the key's, and $i - j \ge 0$ the causal distance. Both earlier biases
+# depend on $i - j$ alone: T5 adds $\beta_{b(j-i),\,h}$, a learned table of 32
+# [buckets](../docs/glossary.md#bucket) per head (causally, every distance from 113 on
+# shares the last); ALiBi adds $-m_h\,(i - j)$, a line fixed before training. Here the
+# bias becomes a function with a few learned parameters.
 
 # %% [markdown] lang="ja"
 # ## 表と直線から関数へ
 #
-# これまでの 2 つのバイアスは、どちらも距離 $i - j$ だけの関数です。
+# [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
+# これまでの 2 つのバイアスは、どちらも $i - j$ だけで決まります。
 # T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
 # この章では、バイアスを少数の学習可能なパラメータを持つ関数にします。
@@ -94,70 +79,29 @@ assert_close(line[1:] - line[:-1], torch.full((399,), -slope, dtype=f64))
 print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 
 # %% [markdown] lang="en"
-# ## KERPLE: kernels of the distance
+# ## KERPLE: two learned numbers per head
 #
-# Chi et al. (2022) look for good biases in kernel theory. A symmetric function
-# $k(x, x')$ is a [*positive definite*](../docs/glossary.md#positive-definite-kernel)
-# (PD) kernel if every matrix $[k(x_a, x_b)]_{a,b}$ it forms on finitely many points
-# is positive semidefinite: $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ for all real
-# $c$. It is
-# [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
-# (CPD) if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are PD
-# kernels, and CPD kernels generalise negative squared distances: by the paper's
-# Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
-# distance in some Hilbert space. Three more facts of the paper (the note below)
-# turn $-\lvert x - x' \rvert^2$ into KERPLE's two biases for head $h$, each with
-# two learned numbers:
+# KERPLE (Chi et al. 2022) keeps ALiBi's idea, a penalty that grows with the distance,
+# but gives each head a curve with two learned numbers in place of a fixed line. It
+# comes in two forms:
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# The bound $r_2 \le 2$ is not a matter of taste: a larger power is not CPD
-# (exercise 1), and nor is $-\log(1 + \lvert i - j \rvert^3)$, the logarithm of a
-# power that fact 3 does not cover.
+# Why these two? Both come from kernel theory: they are
+# [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
+# (CPD). Adding a CPD bias to the score $q_i \cdot k_j$, an inner product, gives an
+# inner product again once a constant is added, and a constant leaves the softmax
+# unchanged (the note below says what this means and why it holds). The bound
+# $r_2 \le 2$ comes from there too: a larger power is not CPD (exercise 1).
 
 # %% [markdown] lang="ja"
-# ## KERPLE：距離のカーネル関数
+# ## KERPLE：ヘッドごとに 2 つの学習可能な数
 #
-# Chi ら（2022）は、よいバイアスの手がかりをカーネル法の理論に求めました。
-# 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実ベクトル $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
-# $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば（それ以外のベクトルでは成り立たなくてもかまいません）、[条件付き正定値カーネル](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD カーネル）です。
-# 内積は正定値カーネルです。条件付き正定値カーネルは、負の二乗距離を一般化したものです。実際、論文の事実 1 によれば、値が $\le 0$ で対角成分で 0 になる条件付き正定値カーネルは、あるヒルベルト空間での負の二乗距離として書けます。
-# 論文のさらに 3 つの事実（下の注）から、$-\lvert x - x' \rvert^2$ をもとに、ヘッド $h$ の KERPLE の 2 つのバイアスができます。学習可能なパラメータはどちらも 2 つです。
+# KERPLE（Chi ら 2022）は、距離とともに大きくなるペナルティという ALiBi の考えを保ちながら、固定の直線の代わりに、2 つの学習可能な数を持つ曲線を各ヘッドに与えます。形は 2 つあります。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# 条件 $r_2 \le 2$ は好みで決めたものではありません。より大きなべき乗は条件付き正定値ではなく（演習 1）、事実 3 が扱わないべき乗の対数 $-\log(1 + \lvert i - j \rvert^3)$ も同様です。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the facts behind the two biases.** Facts 2 to 4 of §3.2,
-# numbered as in the paper:
-#
-# - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
-# - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
-#   $0 < \alpha < 1$ and $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel
-#   1984; Schölkopf 2000, Prop. 4).
-# - **Fact 4.** $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
-#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#   because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
-#
-# Fact 3 with $\alpha = p/2$ applied to fact 4 gives $-\lvert x - x'\rvert^{p}$ for
-# $0 < p < 2$, and fact 4 itself covers $p = 2$. Fact 3 applied to
-# $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
-# $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives the
-# two biases above.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：2 つのバイアスを支える事実**
-#
-# §3.2 の事実 2〜4 です（番号は論文のとおり）。
-#
-# - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
-# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg・Christensen・Ressel 1984 と、Schölkopf 2000 の命題 4）。
-# - **事実 4.** $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
-#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
-#   $x_a^2$ と $x_b^2$ の項には因子 $\sum c = 0$ が掛かるからです。
-#
-# 事実 4 に $\alpha = p/2$ として事実 3 を使うと $0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られ、$p = 2$ は事実 4 そのものです。
-# 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合の $r_2 > 0$ 倍）に使うと $-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
-# $r_1 > 0$ 倍すると（事実 2）、上の 2 つのバイアスになります。
+# なぜこの 2 つなのでしょうか。どちらもカーネル法の理論から導かれ、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）です。
+# 内積であるスコア $q_i \cdot k_j$ に CPD のバイアスを足しても、定数を 1 つ足せば再び内積になり、その定数は softmax を変えません（意味と理由は下の注にあります）。
+# 条件 $r_2 \le 2$ もここから来ます。より大きなべき乗は CPD ではありません（演習 1）。
 
 # %%
 kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
@@ -193,20 +137,38 @@ with torch.no_grad():
     assert_close(kerple(5)[0].double(), -r1 * torch.log1p(r2 * distances(5)))
     assert torch.equal(kerple(1, 5)[0, 0], kerple(5)[0, -1])  # the printed row
 
-# %% [markdown] lang="en"
-# Why CPD and not PD? The score $q_i \cdot k_j$ is an inner product, a PD kernel, and
-# the paper wants the biased score to remain one. By its Lemma 1, $c + \tilde k$ is
-# PD for some constant $c \ge 0$ that grows with the length. It is never computed:
-# adding a constant to a row's scores leaves its softmax unchanged (Eq. 2).
-
-# %% [markdown] lang="ja"
-# なぜ正定値でなく条件付き正定値なのでしょうか。
-# スコア $q_i \cdot k_j$ は内積、つまり正定値カーネルです。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。
-# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になり、この定数は長さとともに大きくなります。
-# 実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
-
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: no constant serves every length.** The proof of Lemma 1 (the
+# **Going deeper: what CPD means, and why a constant is enough.** A symmetric
+# function $k(x, x')$ is a [*positive definite*](../docs/glossary.md#positive-definite-kernel)
+# (PD) kernel if every matrix $[k(x_a, x_b)]_{a,b}$ it forms on finitely many points
+# is positive semidefinite: $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ for all real
+# $c$. It is CPD if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are
+# PD kernels, and CPD kernels generalise negative squared distances: by the paper's
+# Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
+# distance in some Hilbert space. Facts 2 to 4 of §3.2, numbered as in the paper,
+# give the two biases:
+#
+# - **Fact 2.** Positive multiples and sums of CPD kernels are CPD.
+# - **Fact 3.** If $\tilde k \le 0$ is CPD, so are $-(-\tilde k)^{\alpha}$ for
+#   $0 < \alpha < 1$ and $-\log(1 - \tilde k)$ (Berg, Christensen and Ressel
+#   1984; Schölkopf 2000, Prop. 4).
+# - **Fact 4.** $-\lvert x - x' \rvert^2$ is CPD. For $\sum_a c_a = 0$,
+#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#   because the terms with $x_a^2$ and $x_b^2$ carry a factor $\sum c = 0$.
+#
+# Fact 3 with $\alpha = p/2$ applied to fact 4 gives $-\lvert x - x'\rvert^{p}$ for
+# $0 < p < 2$, and fact 4 itself covers $p = 2$. Fact 3 applied to
+# $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
+# $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives the
+# two biases above.
+# Fact 3 does not cover the logarithm of a power: $-\log(1 + \lvert i - j \rvert^3)$
+# is not CPD.
+#
+# Why CPD and not PD? The paper wants the biased score to remain a PD kernel. By its
+# Lemma 1, $c + \tilde k$ is PD for some constant $c \ge 0$; it is never computed,
+# since adding a constant to a row's scores leaves its softmax unchanged (Eq. 2).
+#
+# No constant serves every length: the proof of Lemma 1 (the
 # paper's Appendix A.1) works with the matrix of a finite set of points, so the
 # constant depends on the set. For the line $-\lvert i - j \rvert$ on the positions
 # $0, \dots, T - 1$ it cannot be less than $(T - 1)/2$: a PD matrix has nonnegative
@@ -216,8 +178,28 @@ with torch.no_grad():
 # the line, as holding on finite sets, as Lemma 1 does.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：どの長さにも使える定数はない**
-# 補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
+# **さらに詳しく：CPD の意味と、定数で足りる理由**
+#
+# 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実ベクトル $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
+# $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば、CPD カーネルです。
+# 内積は正定値カーネルです。CPD カーネルは負の二乗距離を一般化したもので、論文の事実 1 によれば、値が $\le 0$ で対角成分で 0 になる CPD カーネルは、あるヒルベルト空間での負の二乗距離として書けます。
+# §3.2 の事実 2〜4（番号は論文のとおり）から、2 つのバイアスができます。
+#
+# - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
+# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg・Christensen・Ressel 1984 と、Schölkopf 2000 の命題 4）。
+# - **事実 4.** $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
+#   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
+#   $x_a^2$ と $x_b^2$ の項には因子 $\sum c = 0$ が掛かるからです。
+#
+# 事実 4 に $\alpha = p/2$ として事実 3 を使うと $0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られ、$p = 2$ は事実 4 そのものです。
+# 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合の $r_2 > 0$ 倍）に使うと $-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
+# $r_1 > 0$ 倍すると（事実 2）、上の 2 つのバイアスになります。
+# 事実 3 はべき乗の対数を扱いません。$-\log(1 + \lvert i - j \rvert^3)$ は CPD ではありません。
+#
+# なぜ正定値でなく CPD なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。
+# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になります。実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
+#
+# ただし、どの長さにも使える定数はありません。補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
 # 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
 # したがって、上限のない位置の集合に使える定数はありません。
@@ -257,23 +239,21 @@ print(
 # %% [markdown] lang="en"
 # ## The shapes KERPLE can learn
 #
-# With $r_2 = 1$ the power variant is a line, $-r_1 \lvert i - j \rvert$; with
-# $r_1 = m_h$ it is ALiBi's symmetric bias, the paper's triangle kernel
-# $c - \lvert m - n \rvert$ (it writes $m$, $n$ for positions). Not every ALiBi head
-# is reachable: the official code keeps both parameters at least $0.01$ (the power
-# also at most $2$), and `posenc` keeps that range by its parameterisation,
-# $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ and, for the power,
-# $r_2 = 2 - 1.99\,\sigma(-\rho_2)$. Of the eight ALiBi slopes
-# $2^{-1}, \dots, 2^{-8}$, the last two, $2^{-7} \approx 0.0078$ and $2^{-8}$, lie
-# below the floor.
+# The figure compares the curves with parameters picked for the picture (T5's table is
+# made up, $0.3$ lower per bucket). With $r_2 = 1$ the power is a line,
+# $-r_1 \lvert i - j \rvert$: ALiBi's bias (in its symmetric form) when $r_1 = m_h$,
+# for six of the eight ALiBi slopes (the note after the figure says why not the last
+# two). With $r_2 < 1$ it bends flat, with $r_2 > 1$ the other way. The logarithm
+# flattens: its slope at distance $d$ is $-r_1 r_2 / (1 + r_2 d)$, so far keys are
+# told apart less and less but never merged, unlike in T5's last bucket.
 
 # %% [markdown] lang="ja"
 # ## KERPLE が学習できる形
 #
-# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ とすれば ALiBi の対称なバイアスになります。これは論文の三角カーネル $c - \lvert m - n \rvert$ です（論文は位置を $m$、$n$ と書きます）。
-# ただし、ALiBi のヘッドがすべて再現できるわけではありません。
-# 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に保ちます。
-# 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの最小値より小さくなります。
+# 次の図では、説明用に選んだパラメータで曲線を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値です）。
+# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ なら ALiBi のバイアス（対称な形）です。ただし、再現できるのは 8 つの ALiBi の傾きのうち 6 つです（最後の 2 つが再現できない理由は図のあとの注にあります）。
+# $r_2 < 1$ では平らになる向きへ、$r_2 > 1$ では逆向きへ曲がります。
+# 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 
 
 # %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です"}
@@ -301,18 +281,6 @@ with torch.no_grad():
 assert floor == torch.tensor(0.01).item() > slopes[6] > slopes[7]
 assert power.r2.max().item() <= 2.0
 print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
-
-# %% [markdown] lang="en"
-# The figure compares the kernels with parameters picked for the picture (T5's table
-# is made up, $0.3$ lower per bucket). The logarithm flattens: its slope at distance
-# $d$ is $-r_1 r_2 / (1 + r_2 d)$, so far keys are told apart less and less but never
-# merged, unlike in T5's last bucket. The power with $r_2 < 1$ bends the same way,
-# with $r_2 > 1$ the other way.
-
-# %% [markdown] lang="ja"
-# 次の図では、説明用に選んだパラメータでカーネル関数を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値です）。
-# 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
-# $r_2 < 1$ のべき乗も同じ向きに、$r_2 > 1$ では逆向きに曲がります。
 
 # %% tags=["check"] summary={"en": "the slope of −r₁ log(1 + r₂d) is −r₁r₂/(1 + r₂d) (autograd)", "ja": "−r₁ log(1 + r₂d) の傾きは −r₁r₂/(1 + r₂d) です（自動微分）"}
 d = torch.arange(513, dtype=f64, requires_grad=True)
@@ -344,7 +312,15 @@ ax.legend(fontsize=8, loc="lower left")
 plt.show()
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: KERPLE's code and results.** The paper's Eq. 1 adds the kernel to
+# **Going deeper: KERPLE in code, and its results.** Not every ALiBi head is
+# reachable: the official code keeps both parameters at least $0.01$ (the power also
+# at most $2$), and `posenc` keeps that range by its parameterisation,
+# $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ and, for the power,
+# $r_2 = 2 - 1.99\,\sigma(-\rho_2)$. Of the eight ALiBi slopes
+# $2^{-1}, \dots, 2^{-8}$, the last two, $2^{-7} \approx 0.0078$ and $2^{-8}$, lie
+# below that floor.
+#
+# The paper's Eq. 1 adds the kernel to
 # $q_i \cdot k_j$ before the division by $\sqrt{d}$; the official code
 # (`ParallelKerpleLog` and `ParallelKerplePower` in `megatron/mpu/layers.py`) adds
 # it to the scores after the division, which only rescales $r_1$ by $\sqrt{d}$, and
@@ -372,9 +348,22 @@ plt.show()
 # The code casts the distances to the scores' dtype, bfloat16 in the paper's runs,
 # so distances beyond $256$ are rounded; `posenc` computes the bias in float32 and
 # casts it once.
+#
+# On models trained with each kernel, the paper (§5.4, GitHub data) finds that
+# several heads of the log variant learn almost flat kernels, which let them use
+# distant tokens, while ALiBi and the power variant reach very negative values
+# quickly. Its Table 3 gives the perplexities that go with this: on OpenWebText2,
+# trained at 512 tokens and tested at 16384 (mean of five seeds), the log variant
+# reaches 21.4, the power variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal
+# about 30000).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：KERPLE のコードと結果**
+#
+# ALiBi のヘッドがすべて再現できるわけではありません。
+# 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に保ちます。
+# 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの最小値より小さくなります。
+#
 # 論文の式 1 は、カーネル関数を $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
 # 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、その違いは $r_1$ を $\sqrt{d}$ 倍するだけです。`posenc` は公式実装に従います。
 # パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
@@ -393,6 +382,13 @@ plt.show()
 # `posenc` は $i - j$ について対称ですが、公式実装はクエリより後ろを $0$ にします。どちらの場合も、その成分は因果マスクが取り除きます。
 #
 # 公式実装は距離をスコアの dtype（論文の実験では bfloat16）に変換するので、$256$ を超える距離は丸められます。`posenc` はバイアスを float32 で計算し、最後に 1 回だけ変換します。
+#
+# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
+# そうしたヘッドは遠くのトークンを使えます。
+# 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
+# これに対応するパープレキシティは論文の表 3 にあります。
+# 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
+# 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波位置エンコーディングは約 30000 です。
 
 
 # %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; bfloat16 rounds the distance 257; a bfloat16 KerpleBias equals the float32 one cast once", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 は距離 257 を丸めます。bfloat16 の KerpleBias は、float32 のものを 1 回変換したものと一致します"}
@@ -428,70 +424,46 @@ full.load_state_dict({k: v.float() for k, v in half.state_dict().items()})
 with torch.no_grad():
     assert torch.equal(half(1, 16384), full(1, 16384).to(torch.bfloat16))
 
-# %% [markdown] lang="en" tags=["deeper"]
-# On models trained with each kernel, the paper (§5.4, GitHub data) finds that
-# several heads of the log variant learn almost flat kernels, which let them use
-# distant tokens, while ALiBi and the power variant reach very negative values
-# quickly. Its Table 3 gives the perplexities that go with this: on OpenWebText2,
-# trained at 512 tokens and tested at 16384 (mean of five seeds), the log variant
-# reaches 21.4, the power variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal
-# about 30000).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
-# そうしたヘッドは遠くのトークンを使えます。
-# 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
-# これに対応するパープレキシティは論文の表 3 にあります。
-# 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
-# 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波位置エンコーディングは約 30000 です。
-
 # %% [markdown] lang="en"
-# ## FIRE: one function of a normalised distance
+# ## FIRE: a small network of a normalised distance
 #
 # KERPLE fixes the shape and learns two numbers; FIRE (Li et al. 2024) learns the
-# shape too. A small MLP $f_\theta$ (in the paper's pseudo-code, one input, 32 hidden
-# ReLU units, one output per head) reads a *normalised* distance,
+# shape too. A small MLP $f_\theta$ (one input, 32 hidden ReLU units, one output per
+# head, in the paper's pseudo-code) reads the distance divided by the query's
+# position, both through a logarithm:
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
-# with $c > 0$ and the threshold $L > 0$ learned as well (the pseudo-code starts them
-# at $0.1$ and $512$).
+# with $c > 0$ and the threshold $L > 0$ learned as well (starting at $0.1$ and $512$).
 #
-# - **Dividing by the query's position.** Beyond the threshold, $i > L$, a causal key
-#   has $0 \le i - j \le i$ and $\psi$ is increasing, so
-#   $0 \le \psi(i - j)/\psi(i) \le 1$, with $1$ at the first key. Trained on inputs
-#   longer than $L$, the MLP has seen arguments over that whole interval, and a
-#   longer input brings nothing outside it: it
-#   [interpolates](../docs/glossary.md#interpolation) where a function of the raw
-#   distance would [extrapolate](../docs/glossary.md#extrapolation), the paper's
-#   [progressive interpolation](../docs/glossary.md#progressive-interpolation).
-# - **The price.** Beyond the threshold the same distance gets a smaller argument as
-#   the query moves on: the bias is a function of the distance *as a fraction of the
-#   context*.
-# - **The log and the threshold.** Without $\psi$, the keys one and two tokens back
-#   from a query at 4096 would differ by $1/4096$ in the input; with $\psi$
-#   ($c = 0.1$), by $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more.
-#   For $i \le L$ the normaliser is the constant $\psi(L)$: on short inputs the bias
-#   is a plain function of the distance.
-#
-# By the paper's abstract, FIRE can represent T5's bias, ALiBi and KERPLE (exercise 2
-# builds ALiBi).
+# Why divide? For a query beyond the threshold, $i > L$, every causal key has
+# $0 \le i - j \le i$, so the MLP's input lies in $[0, 1]$ ($1$ at the first key) at
+# every length. Trained on inputs longer than $L$, the MLP has met that whole
+# interval, and a longer input brings nothing outside it: it
+# [interpolates](../docs/glossary.md#interpolation) where a function of the raw
+# distance would [extrapolate](../docs/glossary.md#extrapolation) (the paper's
+# [progressive interpolation](../docs/glossary.md#progressive-interpolation)). The
+# price: the same distance gets a smaller input as the query moves on, so the bias
+# depends on the distance *as a fraction of the context*. The logarithm keeps near
+# keys apart: from a query at 4096, the keys one and two back differ in the input by
+# $1/4096$ without $\psi$, and with $\psi$ ($c = 0.1$) by
+# $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more. Below the threshold
+# the divisor is the constant $\psi(L)$, so on short inputs FIRE is a plain function
+# of the distance. By the paper, FIRE can represent T5's bias, ALiBi and KERPLE
+# (exercise 2 builds ALiBi).
 
 # %% [markdown] lang="ja"
-# ## FIRE：正規化した距離の関数
+# ## FIRE：正規化した距離を読む小さなネットワーク
 #
-# KERPLE は関数の形を固定して 2 つのパラメータを学習しますが、FIRE（Li ら 2024）は形も学習します。
-# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、**正規化した**距離を入力に取ります。
+# KERPLE は関数の形を固定して 2 つの数を学習しますが、FIRE（Li ら 2024）は形も学習します。
+# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、距離をクエリの位置で割った値を、どちらも対数を通して読みます。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
-# $c > 0$ としきい値 $L > 0$ も学習します（疑似コードの初期値は $0.1$ と $512$）。
+# $c > 0$ としきい値 $L > 0$ も学習します（初期値は $0.1$ と $512$）。
 #
-# - **クエリの位置で割る**。しきい値を超えたクエリ $i > L$ では、因果的なキーは $0 \le i - j \le i$ を満たし、$\psi$ は増加関数なので $0 \le \psi(i - j)/\psi(i) \le 1$ です（最初のキーで $1$）。
-#   $L$ より長い入力で学習した MLP は、学習中にこの区間全体の引数を見ており、さらに長い入力でも区間の外の値は現れません。
-#   MLP は、生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませます。論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)です。
-# - **その代償**。しきい値を超えると、クエリが進むほど同じ距離の引数は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
-# - **対数としきい値**。$\psi$ がなければ、位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は $1/4096$ しか違いません。
-#   $\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
-#   $i \le L$ では分母は定数 $\psi(L)$ なので、短い入力では、バイアスは単に距離だけの関数です。
-#
-# 論文の要旨によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
+# なぜ割るのでしょうか。しきい値を超えたクエリ $i > L$ では、因果的なキーはどれも $0 \le i - j \le i$ を満たすので、MLP の入力はどの長さでも $[0, 1]$ に収まります（最初のキーで $1$）。
+# $L$ より長い入力で学習した MLP はこの区間全体を見ており、さらに長い入力でも区間の外の値は現れません。生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
+# その代償として、クエリが進むほど同じ距離の入力は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
+# 対数は近いキーどうしを離します。位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）$(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
+# しきい値の手前では分母は定数 $\psi(L)$ なので、短い入力では FIRE は単に距離の関数です。
+# 論文によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
 
 # %%
 fire = FireBias(4, threshold=64.0)  # L = 64; c starts at 0.1
@@ -590,51 +562,31 @@ assert math.isclose(
 assert f"{x_all[16, 0]:.2f}" == "0.48"
 print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: x-transformers' dynamic position bias.** x-transformers offers a
-# bias of FIRE's kind, `DynamicPositionBias`: an MLP reads the signed relative
-# position (or $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ with `log_distance=True`)
-# once per relative position, so, like FIRE below its threshold, it is a function of
-# the distance alone. What FIRE adds is the division by the query's position beyond
-# $L$.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：x-transformers の動的位置バイアス**
-# x-transformers の動的位置バイアス（`DynamicPositionBias`）も FIRE と同じ種類のバイアスです。MLP が正負の区別がある相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を相対位置ごとに 1 回読むので、しきい値の手前の FIRE と同じく距離だけの関数です。
-# FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
-
 # %% [markdown] lang="en"
 # ## CoPE: positions the model counts
 #
-# So far the distance counts the tokens between query and key. Golovneva et al.
-# (2024) let each head count what it chooses. A [gate](../docs/glossary.md#gate)
-# between query $i$ and key $j$ says how much key $j$ counts,
-# $$g_{ij} = \sigma(q_i \cdot k_j)$$
-# and the [contextual position](../docs/glossary.md#contextual-position) of key $j$
-# seen from query $i$ (not a token position) is the sum of the gates from $j$ up to
-# the query:
-# $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
+# So far the distance counts tokens. CoPE (Golovneva et al. 2024) lets each head count
+# what it chooses. A [gate](../docs/glossary.md#gate) says how much key $j$ counts for
+# query $i$, and the [contextual position](../docs/glossary.md#contextual-position) of
+# key $j$ is the sum of the gates from $j$ up to the query:
+# $$g_{ij} = \sigma(q_i \cdot k_j), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # A head whose gates are all $1$ counts tokens, $p_{ij} = i - j + 1$; a head whose
 # gates open only on full stops counts sentences. Positions are fractional, so the
-# paper interpolates between the embeddings of the two neighbouring integers,
+# head interpolates between the embeddings of the two neighbouring integers,
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# and adds $q_i \cdot e[p_{ij}]$ to the score. Positions above $P - 1$ are clamped
-# to $P - 1$. A masked key has score $-\infty$ and gate $0$, so the sum stops at the
-# query.
+# and adds $q_i \cdot e[p_{ij}]$ to the score. Positions above $P - 1$ are clamped to
+# $P - 1$.
 
 # %% [markdown] lang="ja"
 # ## CoPE：モデルが数える位置
 #
-# ここまでの距離はトークンを数えたものでした。Golovneva ら（2024）は、何を数えるかを各ヘッドに選ばせます。
-# クエリ $i$ とキー $j$ の[ゲート](../docs/glossary.ja.md#gate)は、キー $j$ をどれだけ数えるかを表します。
-# $$g_{ij} = \sigma(q_i \cdot k_j)$$
-# クエリ $i$ から見たキー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)（トークンの位置ではありません）は、$j$ からクエリまでのゲートの和です。
-# $$p_{ij} = \sum_{t=j}^{i} g_{it}$$
+# ここまでの距離はトークンを数えたものでした。CoPE（Golovneva ら 2024）では、何を数えるかを各ヘッドが選びます。
+# [ゲート](../docs/glossary.ja.md#gate)はクエリ $i$ にとってキー $j$ をどれだけ数えるかを表し、キー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)は $j$ からクエリまでのゲートの和です。
+# $$g_{ij} = \sigma(q_i \cdot k_j), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # ゲートがすべて $1$ のヘッドはトークンを数え（$p_{ij} = i - j + 1$）、ピリオドでだけ開くヘッドは文を数えます。
-# 位置は小数になるので、論文は隣り合う 2 つの整数の埋め込みを次のように補間します。
+# 位置は小数になるので、隣り合う 2 つの整数の埋め込みを次のように補間します。
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
-# そして $q_i \cdot e[p_{ij}]$ をスコアに足します。
-# $P - 1$ を超える位置は $P - 1$ にクリップします。マスクしたキーのスコアは $-\infty$、ゲートは $0$ なので、和はクエリで止まります。
+# そして $q_i \cdot e[p_{ij}]$ をスコアに足します。$P - 1$ を超える位置は $P - 1$ にクリップします。
 
 # %%
 cope = CoPE(8, 2, max_positions=6)  # head dimension 8, 2 heads, P = 6
@@ -670,8 +622,37 @@ i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
 counted = (i - j + 1).clamp(max=P - 1).float()  # tokens, clamped
 assert torch.equal(p[causal == 1], counted[causal == 1])
 
+# %% [markdown] lang="en"
+# ## Counting sentences: the third sentence back
+#
+# An input is five complete sentences and the start of a sixth; a sentence is one to
+# seven words `w` and an end mark, `.`, `!` or `?`. The last token asks: how did the
+# third sentence back end? That sentence's keys have three end marks from themselves
+# to the query, so a head whose gates open on end marks, and only there, finds them at
+# $p_{ij} = 3$ whatever the sentence lengths. Such a head, set by hand (its numbers
+# are in the note below), answers all of 1000 random inputs.
+
+# %% [markdown] lang="ja"
+# ## 文を数える：3 つ前の文
+#
+# 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
+# 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
+# その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。文末の記号でだけゲートが開くヘッドは、文の長さによらず、それらのキーを $p_{ij} = 3$ の位置に見つけます。
+# 手で設定したこのヘッド（数値は下の注にあります）は、ランダムな入力 1000 個すべてに正しく答えます。
+
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: how CoPE is computed, and its official code.** Only
+# **Going deeper: the counting head in numbers, and CoPE in code.** The
+# counting head has dimension $d = 4$ and $P = 8$.
+# Each key is $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
+# $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks and
+# $-20$ on words. The table's only nonzero entry is $e[3] = (0, 0, 40, 0)$, so
+# $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise: the other marks score $20$,
+# the target sentence's words $-20 + 40 = 20$, the other words $-20$. The values are one-hot
+# vectors of the three marks (zero for words), and the answer is the mark with
+# strictly the most weight (a tie is no answer).
+#
+# A masked key has score $-\infty$ and gate $0$, so the sum of gates stops at the
+# query. Only
 # $q_i \cdot e[p_{ij}]$ is needed, and it is linear in $e$, so CoPE computes
 # $z_i[n] = q_i \cdot e[n]$ for $n = 0, \dots, P - 1$ once per query and interpolates
 # those scalars:
@@ -684,9 +665,25 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # default divides the position logits by $\sqrt{d}$ together with $q_i \cdot k_j$
 # (`--cope-nodiv` turns this off); a learned table absorbs the factor, so a table
 # multiplied by $\sqrt{d}$ gives `posenc`'s scores.
+#
+# x-transformers also offers a
+# bias of FIRE's kind, `DynamicPositionBias`: an MLP reads the signed relative
+# position (or $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$ with `log_distance=True`)
+# once per relative position, so, like FIRE below its threshold, it is a function of
+# the distance alone. What FIRE adds is the division by the query's position beyond
+# $L$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：CoPE の計算と公式実装**
+# **さらに詳しく：文を数えるヘッドの数値と、CoPE のコード**
+#
+# 文を数えるヘッドの数値です。
+# ヘッドの次元数は $d = 4$、$P = 8$ です。
+# 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
+# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
+# ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
+# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
+#
+# マスクしたキーのスコアは $-\infty$、ゲートは $0$ なので、ゲートの和はクエリで止まります。
 # 必要なのは $q_i \cdot e[p_{ij}]$ だけで、これは $e$ について線形なので、CoPE は $n = 0, \dots, P - 1$ の $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
 # $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
 #
@@ -695,6 +692,9 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
 # ただし既定では、位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
 # この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
+#
+# x-transformers には、FIRE と同じ種類のバイアスとして、動的位置バイアス（`DynamicPositionBias`）もあります。MLP が正負の区別がある相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を相対位置ごとに 1 回読むので、しきい値の手前の FIRE と同じく距離だけの関数です。
+# FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
 
 
 # %% tags=["deeper", "check"] summary={"en": "RAM's ContextPosSelfAttn.forward with its default flags, restated, equals posenc's scores plus CoPE's bias when its table is posenc's times √d", "ja": "既定のフラグで書き直した RAM の ContextPosSelfAttn.forward は、表を posenc の √d 倍にすると、posenc のスコアと CoPE のバイアスの和に一致します"}
@@ -719,48 +719,6 @@ def ram_cope_logits(q, k, table_ram, causal):
 with torch.no_grad():
     table_ram = cope.pos_emb.T * math.sqrt(dim)  # RAM's [d, P] layout
     assert_close(scores + bias, ram_cope_logits(q, k, table_ram, causal))
-
-# %% [markdown] lang="en"
-# ## Counting sentences: the third sentence back
-#
-# An input is five complete sentences and the start of a sixth; a sentence is one to
-# seven words `w` and an end mark, `.`, `!` or `?`. The last token asks: how did the
-# third sentence back end? That sentence's keys have three end marks from themselves
-# to the query, so a head whose gate opens on end marks, and only there, finds them
-# at $p_{ij} = 3$ whatever the sentence lengths.
-#
-# Such a head can be set by hand (its numbers are in the note below): its gates are
-# about $1$ on end marks and $0$ on words, and its table adds $40$ at $p = 3$, so the
-# target mark outscores every other key, and the head answers all of 1000 random
-# inputs.
-
-# %% [markdown] lang="ja"
-# ## 文を数える：3 つ前の文
-#
-# 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
-# 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
-# その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。文末の記号でだけゲートが開くヘッドは、文の長さによらず、それらのキーを $p_{ij} = 3$ の位置に見つけます。
-#
-# このヘッドは手で設定できます（数値は下の注にあります）。ゲートは文末の記号でほぼ $1$、単語でほぼ $0$ で、表は $p = 3$ に $40$ を足します。
-# そのため答えの記号のスコアはほかのどのキーよりも大きくなり、このヘッドはランダムな入力 1000 個すべてに正しく答えます。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the head in numbers.** The head has dimension $d = 4$ and $P = 8$.
-# Each key is $k_j = (\pm 40, 0, 0, 0)$, $+$ for an end mark, and the query is
-# $q = (1, 0, 1, 0)$, so the scaled score $q \cdot k_j / 2$ is $+20$ on end marks and
-# $-20$ on words. The table's only nonzero entry is $e[3] = (0, 0, 40, 0)$, so
-# $q \cdot e[3] = 40$ and $q \cdot e[n] = 0$ otherwise: the other marks score $20$,
-# the target sentence's words $-20 + 40 = 20$, the other words $-20$. The values are one-hot
-# vectors of the three marks (zero for words), and the answer is the mark with
-# strictly the most weight (a tie is no answer).
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：ヘッドの数値**
-# ヘッドの次元数は $d = 4$、$P = 8$ です。
-# 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
-# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
-# ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
-# バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
 
 # %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、手で設定したヘッドはランダムな入力 1000 個すべてに正しく答えます"}
 MARKS = "w.!?"  # token 0 is a word, 1..3 the end marks
@@ -837,31 +795,29 @@ assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 
 # %% [markdown] lang="en"
-# A head with a bias by token distance cannot, whatever its values:
+# A bias by token distance cannot do this, whatever its values. Take two inputs:
 #
 # - A: `w w . w ? w ! w . w . w`: the target `!` is 5 tokens back, a `?` 7;
 # - B: `w . w . w ! w ? w w . w w`: the target `!` is 7 tokens back, a `?` 5.
 #
-# On a content score that treats all end marks alike, a bias $b(i - j)$ weighs `!`
+# With a content score that treats all end marks alike, a bias $b(i - j)$ weighs `!`
 # against `?` as $e^{b(5)}$ against $e^{b(7)}$ in A, so A needs $b(5) > b(7)$ and B
-# needs $b(7) > b(5)$: no bias gets both right, and a tie gets neither. On random
-# inputs, a table of 47 values, one per distance (as T5's exact buckets), trained
-# with the same content scores (200 steps of Adam on 512 inputs) answers 68.4% of
-# the 1000 test inputs, against a
-# [chance level](../docs/glossary.md#chance-level) of one in three. From one run with
-# one seed and one learning rate, that is a lower bound, not the best a table can do.
+# needs $b(7) > b(5)$: no bias answers both. On random inputs, a table of 47 values,
+# one per distance, trained with the same content scores (200 steps of Adam on 512
+# inputs) answers 68.4% of the 1000 test inputs, against a
+# [chance level](../docs/glossary.md#chance-level) of one in three. That is one run
+# with one seed: a lower bound, not the best a table can do.
 
 # %% [markdown] lang="ja"
-# トークンの距離によるバイアスを持つヘッドでは、値をどう選んでもこれはできません。
+# トークンの距離によるバイアスでは、値をどう選んでもこれはできません。次の 2 つの入力を考えます。
 #
 # - A：`w w . w ? w ! w . w . w`。答えの `!` は 5 トークン前、`?` は 7 トークン前です。
 # - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前です。
 #
 # 文末の記号を同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
-# A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはなく、同点ではどちらにも答えられません。
-# ランダムな入力では、距離ごとの 47 個の値の表（T5 の厳密バケットにあたります）を同じ内容のスコアで学習します（512 個の入力、Adam で 200 ステップ）。
-# この表の正解率は、テスト用の 1000 個の入力で 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# シードと学習率を 1 つずつ選んで 1 回学習しただけなので、68.4% は距離の表が到達できる正解率の下限であって、最善の値ではありません。
+# A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはありません。
+# ランダムな入力で、距離ごとの 47 個の値の表を同じ内容のスコアで学習すると（512 個の入力、Adam で 200 ステップ）、テスト用の 1000 個の入力での正解率は 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
+# シード 1 つで 1 回学習しただけなので、これは距離の表が到達できる正解率の下限であって、最善の値ではありません。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（ランダムな 2000 個、同点、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
@@ -966,35 +922,24 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # %% [markdown] lang="en"
 # ## Randomised positions: no new formula
 #
-# Ruoss et al. (2023) attack the problem from the data side. A model trained on up
-# to $N$ tokens sees only the positions $0, \dots, N - 1$, and the paper links the
-# failure on longer inputs to the positions (for relative encodings, distances) that
-# training never produced, "even for relative encodings". The fix changes no formula:
-# a sequence of $n$ tokens gets as positions a sorted random subset of $n$ distinct
-# numbers from $[0, L)$, with $L$ above any test length, in training and at test time
-# alike. Every position below $L$ is then eventually seen in training, and a
-# position's value no longer tells its token's index.
-#
-# `posenc.random_positions(n, L)` draws such a subset. With $L = 2048$ the mean gap
-# between neighbours, about $50$ for $n = 40$ and $20$ for $n = 100$, shifts the
-# distances a relative encoding sees with the length (the note below).
-#
-# The paper tests encoder-only Transformers on algorithmic tasks (over 6000 models,
-# 15 tasks): an average gain of 12.0% in test accuracy on unseen lengths. Small
-# models on this site: [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
+# Ruoss et al. (2023) change the data, not the formula. A model trained on up to $N$
+# tokens never sees the positions beyond $N - 1$ (for relative encodings, the
+# distances), and the paper ties the failure on longer inputs to them. The fix: a
+# sequence of $n$ tokens gets as positions a sorted random subset of $n$ distinct
+# numbers from $[0, L)$, with $L$ above any test length, in training and at test
+# time alike. Every position below $L$ then eventually turns up in training. Over 15
+# algorithmic tasks (more than 6000 encoder-only models), the paper reports an
+# average gain of 12.0% in test accuracy on unseen lengths; small models on this site
+# are in [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 
 # %% [markdown] lang="ja"
 # ## ランダム化した位置：式は変えない
 #
-# Ruoss ら（2023）は、この問題にデータの側から取り組みます。
-# 最長 $N$ トークンで学習したモデルが見るのは位置 $0, \dots, N - 1$ だけです。論文は、長い入力で失敗する原因を、学習中に一度も現れなかった位置に求めています。これは「相対位置の手法でも」同じで、その場合は学習中に現れなかった距離が原因になります。
-# 対策では式は変わりません。
-# $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
-# すると $L$ 未満の位置はすべて、いずれ学習中に現れ、位置の値からはトークンが何番目かがわからなくなります。
-#
-# `posenc.random_positions(n, L)` はこの部分集合を 1 つ選びます。$L = 2048$ なら、隣どうしの間隔の平均は $n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります（下の注）。
-#
-# 論文は、アルゴリズム的なタスクでエンコーダのみの Transformer を試しました（15 個のタスク、6000 を超えるモデル）。学習中に見ていない長さでの正解率は平均 12.0% 上がりました。
+# Ruoss ら（2023）は、式ではなくデータを変えます。
+# 最長 $N$ トークンで学習したモデルは $N - 1$ を超える位置（相対位置の手法では距離）を見たことがなく、論文は長い入力での失敗をその位置に結びつけます。
+# 対策として、$n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
+# すると $L$ 未満の位置はすべて、いずれ学習中に現れます。
+# 論文は 15 個のアルゴリズム的なタスク（エンコーダのみのモデル 6000 個以上）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
 # このサイトの小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
@@ -1002,21 +947,50 @@ gen = torch.Generator().manual_seed(6)
 random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the law of the drawn positions.** All subsets are equally
+# **Going deeper: the law of the draws, and what the official code
+# draws.** All subsets are equally
 # likely, so the law follows by counting: the smallest position is at least $m$ when
 # all $n$ lie in $[m, L)$,
 # $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # and the $k$-th smallest has mean $k(L + 1)/(n + 1) - 1$. The largest has mean
 # $n(L + 1)/(n + 1) - 1$, $1998.02$ for $n = 40$ and $L = 2048$, and the mean gap
-# between neighbours is $(L + 1)/(n + 1)$.
+# between neighbours is $(L + 1)/(n + 1)$. With $L = 2048$ it is about $50$ for $n = 40$ and
+# $20$ for $n = 100$, so the distances a relative encoding sees shift with the length.
+#
+# The paper draws one subset per
+# training example; the official code draws anew at every forward call, at
+# evaluation too, and shares each draw across the batch: one set per call for the
+# absolute encodings (drawn at the embedding), one per attention layer for the
+# relative, ALiBi and rotary variants (each layer takes its own
+# `hk.next_rng_key()`). It draws with
+# `jax.random.choice` without replacement and sorts, but what it draws depends on
+# the encoding. For the sinusoidal, learned and rotary encodings
+# (`noisy_fixed_positional_encodings` in `models/positional_encodings.py`) it draws
+# $n$ positions from $[0, L)$. For the relative encoding of Transformer-XL
+# (`compute_attention_with_noisy_relative_encodings`) and for ALiBi
+# (`compute_noisy_alibi_encodings_biases`) it draws $n - 1$ distances from $[1, L)$,
+# sorts them and puts them in place of the offsets $1, 2, \dots, n - 1$: the bias of
+# a pair is still a function of its index offset $i - j$, not of a difference
+# $p_i - p_j$ of random positions. The cited example script
+# (`experiments/example.py`) uses the relative variant (`NOISY_RELATIVE` with
+# `noise_max_length` 2048): an encoder trained on lengths 1 to 40, in batches of 128
+# for 10 000 steps, and tested on lengths up to 100.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：選ばれる位置の分布**
+# **さらに詳しく：選ばれる位置の分布と、公式実装が選ぶもの**
 #
 # どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
 # $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の平均は $(L + 1)/(n + 1)$ です。
-
+# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の平均は $(L + 1)/(n + 1)$ です。$L = 2048$ なら、$n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
+#
+# 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
+# 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、RoPE の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
+# 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
+# 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
+# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
+# そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
+# 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
+# エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
 
 # %% tags=["deeper", "check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
 import itertools
@@ -1053,37 +1027,6 @@ assert (example.diff() > 0).all() and 0 <= example.min() < example.max() < 2048
 se = largest.std() / math.sqrt(2000)  # an illustration, not a check
 print(f"mean largest of 40 from 2048, 2000 draws: {largest.mean():.1f}", end="")
 print(f" +- {se:.1f} (exact {mean_max:.2f})")
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what the official code draws.** The paper draws one subset per
-# training example; the official code draws anew at every forward call, at
-# evaluation too, and shares each draw across the batch: one set per call for the
-# absolute encodings (drawn at the embedding), one per attention layer for the
-# relative, ALiBi and rotary variants (each layer takes its own
-# `hk.next_rng_key()`). It draws with
-# `jax.random.choice` without replacement and sorts, but what it draws depends on
-# the encoding. For the sinusoidal, learned and rotary encodings
-# (`noisy_fixed_positional_encodings` in `models/positional_encodings.py`) it draws
-# $n$ positions from $[0, L)$. For the relative encoding of Transformer-XL
-# (`compute_attention_with_noisy_relative_encodings`) and for ALiBi
-# (`compute_noisy_alibi_encodings_biases`) it draws $n - 1$ distances from $[1, L)$,
-# sorts them and puts them in place of the offsets $1, 2, \dots, n - 1$: the bias of
-# a pair is still a function of its index offset $i - j$, not of a difference
-# $p_i - p_j$ of random positions. The cited example script
-# (`experiments/example.py`) uses the relative variant (`NOISY_RELATIVE` with
-# `noise_max_length` 2048): an encoder trained on lengths 1 to 40, in batches of 128
-# for 10 000 steps, and tested on lengths up to 100.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：公式実装が選ぶもの**
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
-# 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、RoPE の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
-# 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
-# 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
-# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
-# そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
-# 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
-# エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
 
 
 # %% tags=["deeper", "check"] summary={"en": "the official ALiBi variant, restated with one head of slope 1, is a function of i − j whose offsets 1 to 7 get the drawn distances, all in [1, L); a bias −|p_i − p_j| of random positions is not a function of i − j", "ja": "傾き 1 のヘッド 1 つで書き直した公式実装の ALiBi の版は i − j の関数で、距離 1〜7 の代わりに、[1, L) から選んだ距離が入ります。ランダムな位置によるバイアス −|p_i − p_j| は i − j の関数ではありません"}
@@ -1165,20 +1108,16 @@ assert (at8[1:] - at8[:-1]).abs().min() > 0
 assert 1 <= drawn.min() and drawn.max() < 2048
 
 # %% [markdown] lang="en"
-# - **KERPLE**: a fixed shape with two learned numbers per head; the same curve for
-#   every query.
-# - **FIRE**: a learned curve of the distance as a fraction of the context: beyond
-#   the threshold each query reads it differently.
-# - **CoPE**: the bias follows what the head counts: the same head adds its $40$ on
-#   the third sentence back, 5 to 6 tokens back in A and 7 to 8 in B.
-# - **Randomised positions**: ALiBi's formula, but training shows every distance up
-#   to $L$, so a longer test input meets none it has not seen.
+# KERPLE draws one curve for every query; FIRE, beyond its threshold, a different
+# curve for each query; CoPE's bias follows what the head counts (the same $40$ lands
+# 5 to 6 tokens back in A and 7 to 8 in B); randomised positions spread ALiBi's line
+# over distances up to $L$ in training, so a longer test input meets none it has not
+# seen.
 
 # %% [markdown] lang="ja"
-# - **KERPLE**：形は固定で、学習するのはヘッドごとに 2 つの数です。どのクエリでも同じ曲線です。
-# - **FIRE**：文脈に対する割合としての距離の、学習可能な曲線です。しきい値を超えると、クエリごとに読み方が変わります。
-# - **CoPE**：バイアスはヘッドが数えるものに従います。同じヘッドが 3 つ前の文に $40$ を足します。A では 5〜6 トークン前、B では 7〜8 トークン前です。
-# - **ランダム化した位置**：式は ALiBi のままですが、学習で $L$ までのすべての距離を見せるので、長いテスト入力でも見たことのない距離は現れません。
+# KERPLE はどのクエリでも同じ 1 本の曲線です。FIRE は、しきい値を超えると、クエリによって曲線が変わります。
+# CoPE のバイアスはヘッドが数えるものに従います（同じ $40$ が、A では 5〜6 トークン前、B では 7〜8 トークン前に入ります）。
+# ランダム化した位置は、学習中に ALiBi の直線を $L$ までの距離に広げるので、長いテスト入力でも見たことのない距離は現れません。
 
 # %% [markdown] lang="en"
 # ## What each family costs: KV caches and fused kernels
@@ -1186,17 +1125,13 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # In a [decode step](../docs/glossary.md#decode-step) with a KV cache, one new query
 # meets $k$ cached keys: what does the bias of that one row need? A fused attention
 # kernel (FlashAttention and its relatives) never
-# [materialises](../docs/glossary.md#materialise) the $q \times k$ scores: it walks
-# over blocks of keys with a running maximum and sum per query, so a bias fits in if
-# the kernel computes it from what it holds for one entry, as FlexAttention's
-# `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit. FlashAttention has
-# ALiBi built in (`alibi_slopes` adds
-# $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$) but accepts no
-# other bias. A dense $[h, q, k]$ bias needs another kernel, PyTorch's
-# memory-efficient SDPA or xFormers, which reads it from memory: 64 GiB per layer
-# call for 32 heads and 32768 tokens in bfloat16, against 4 MiB for one value per
-# head and distance. A bias computed per score needs FlexAttention, which computes
-# T5 and KERPLE inside its kernel (the table's last column).
+# [materialises](../docs/glossary.md#materialise) the $q \times k$ scores, so a bias
+# fits in only if the kernel can compute it for one entry from what it holds, as
+# FlexAttention's `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit.
+# FlashAttention has ALiBi built in but accepts no other bias. A dense $[h, q, k]$
+# bias must be read from memory by another kernel (PyTorch's memory-efficient SDPA,
+# xFormers): 64 GiB per layer call for 32 heads and 32768 tokens in bfloat16, against
+# 4 MiB for one value per head and distance.
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
@@ -1214,11 +1149,9 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # ## 手法ごとのコスト：KV キャッシュと融合カーネル
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
-# 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)せず、キーをブロックごとにたどってクエリごとに最大値と和を更新します。
-# 1 つの成分のバイアスを手元の情報だけから計算できれば、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
-# FlashAttention には ALiBi が組み込まれています（`alibi_slopes` が $-m_h \lvert i + k_{\mathrm{len}} - q_{\mathrm{len}} - j \rvert$ を足します）が、それ以外のバイアスは受け付けません。
-# $[h, q, k]$ の密なバイアスには別のカーネル（PyTorch の SDPA のメモリ効率のよいカーネルや xFormers）が必要で、それをメモリから読みます。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
-# スコアごとに計算するバイアスには FlexAttention が必要です。FlexAttention は T5 や KERPLE のバイアスをカーネルの中で計算します（表の最後の列）。
+# 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しないので、1 つの成分のバイアスを手元の情報だけから計算できるときに限り、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
+# FlashAttention には ALiBi が組み込まれていますが、それ以外のバイアスは受け付けません。
+# $[h, q, k]$ の密なバイアスは、別のカーネル（PyTorch の SDPA のメモリ効率のよいカーネルや xFormers）がメモリから読む必要があります。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
@@ -1296,29 +1229,30 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - KERPLE learns two numbers per head: $-r_1 \lvert i - j \rvert^{r_2}$ with
-#   $0 < r_2 \le 2$, or $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Both are
-#   conditionally positive definite, which is enough: the constant that would make
-#   them positive definite cancels in the softmax.
-# - FIRE feeds an MLP with $\psi(i - j)/\psi(\max(L, i))$: beyond the threshold the
-#   input stays in $[0, 1]$ at every length, so a longer input needs interpolation,
-#   not extrapolation, at the price of a bias that changes with the query's position.
-# - CoPE sums gates $\sigma(q_i \cdot k_j)$ from the key to the query, so each head
-#   counts what it chooses, sentences for example, where a bias by token distance
-#   counts tokens.
-# - Randomised positions change no formula: an encoding gets sorted random subsets of
-#   $[0, L)$ as positions, in training and at test time.
-# - A bias computable from the head and $i - j$ fits a KV cache and a fused kernel;
-#   FIRE beyond its threshold needs the MLP per query-key pair, CoPE the whole row.
+# - KERPLE gives each head a curve with two learned numbers in place of ALiBi's line:
+#   $-r_1 \lvert i - j \rvert^{r_2}$ with $0 < r_2 \le 2$, or
+#   $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Kernel theory (CPD kernels) says which
+#   curves are allowed.
+# - FIRE learns the whole curve with a small MLP that reads the distance divided by
+#   the query's position. A longer input then brings no new input values, but the
+#   same distance is read differently as the query moves on.
+# - CoPE counts what a head's gates let through instead of tokens. A head that counts
+#   end marks finds the third sentence back on every test input; no bias by token
+#   distance can answer both of two short inputs.
+# - Randomised positions keep the formula and train with sorted random positions from
+#   $[0, L)$, so every position below $L$ eventually turns up in training.
+# - A bias computed from the head and $i - j$ alone (T5, ALiBi, KERPLE) fits a KV cache
+#   and a fused kernel; FIRE beyond its threshold needs its MLP for every query-key
+#   pair, and CoPE needs the whole row of scores first.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE はヘッドごとに 2 つのパラメータを学習します（$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$）。どちらも条件付き正定値で、それで十分です。正定値にするための定数は softmax で打ち消されるからです。
-# - FIRE の MLP の入力 $\psi(i - j)/\psi(\max(L, i))$ は、しきい値を超えるとどの長さでも $[0, 1]$ に収まり、長い入力も外挿ではなく補間で済みます。その代償として、バイアスはクエリの位置によって変わります。
-# - CoPE はゲート $\sigma(q_i \cdot k_j)$ をキーからクエリまで足し、各ヘッドが選んだもの（たとえば文）を数えます。トークンの距離によるバイアスはトークンを数えます。
-# - ランダム化した位置は式を変えず、学習とテストの両方で、$[0, L)$ のランダムな部分集合を昇順に並べて位置とします。
-# - ヘッドと $i - j$ で決まるバイアスは KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はスコアごとに MLP が、CoPE は行のスコアすべてが必要です。
+# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能な数を持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
+# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。長い入力でも MLP の入力に新しい値は現れませんが、クエリが進むと同じ距離の読み方が変わります。
+# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスは、2 つの短い入力の両方には正しく答えられません。
+# - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
+# - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は先に行のスコアすべてが必要です。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -456,9 +456,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # [backward pass](../docs/glossary.md#backward-pass); and a choice about positions: by
 # default the wrapper reads their range back to raise a clear error, a synchronisation
 # per call, while `check_positions=False` reads nothing and gives NaN for a position
-# outside the table, as a CUDA graph needs. The wrapper's checks in Python cost the
-# host tens of microseconds a call (measured with the launch stubbed out, on a CPU
-# host: `lab/README.md`), which a CUDA graph or `torch.compile` removes.
+# outside the table, as a CUDA graph needs. A graph replays fixed addresses: build the
+# table before capture (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`) and keep
+# the positions in a device tensor updated in place.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：実際のカーネルが加えるもの**
@@ -477,21 +477,26 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # 位置の扱いも選べます。
 # 既定では、ラッパーが位置の範囲をホストへ読み戻し、範囲外ならわかりやすいエラーを出すので、呼び出しごとに同期が 1 回起きます。
 # `check_positions=False` なら何も読み戻さず、表の外の位置に対する出力は NaN になります。CUDA グラフで使うには、この設定が必要です。
-# ラッパーが Python で行う確認には、ホストで 1 回あたり数十 µs かかります（起動をスタブに置き換えて CPU のホストで測った値です。`lab/README.md` を参照してください）。CUDA グラフか `torch.compile` を使えば、このコストはなくなります。
+# グラフはキャプチャしたときのアドレスのまま再生されるので、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新します。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: keeping the memory busy, and the settings.** Bandwidth needs bytes in
 # flight. By Little's law, the bytes that must have been requested and not yet received
-# to keep the memory at full bandwidth equal the bandwidth times the latency: at
-# 4.8 TB/s and a latency of about 600 ns (our assumption for HBM; NVIDIA does not
-# publish the H200's), about 3 MB, some 22 KB for each of the H200's 132 SMs. Compiled
+# equal the rate times the latency. Stores are posted, so only reads count: about half
+# of a one-pass kernel's 4.8 TB/s, and at a latency of about 600 ns (our assumption for
+# HBM; NVIDIA does not publish the H200's) that is 2.4 TB/s × 600 ns ≈ 1.4 MB, some
+# 11 KB for each of the H200's 132 SMs. Compiled
 # for sm_90 as it is launched at Llama 3 8B's shapes, the kernel holds $q$'s and $k$'s
 # blocks at once, in at most 64 registers a thread in bfloat16 (72 in float32), and
 # spills nothing at Triton's default of `num_warps = 4` (128 threads a program): 8
-# programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. A program's loads
-# come in phases (the position, then the row with $q$, then $k$: at most 10 KiB in
-# bfloat16), so what one program per token risks is too few bytes in flight, which
-# only a GPU can measure. (The grid's shape is not a risk: a 4096-token
+# programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. At 64 query heads
+# (Llama 3 70B) the $q$ tile doubles: 106 registers in bfloat16, 118 in float32, 4
+# programs per SM, a review's compile that no test covers. A program's loads come in
+# phases (the position, then the row with $q$, then $k$: up to 10 KiB in bfloat16,
+# 20 KiB in float32), so one or two of an SM's 8 (or 7) resident programs in their load
+# phase cover the 11 KB: one program per token keeps enough bytes in flight in a
+# prefill unless most resident programs sit waiting on their position, which only a
+# GPU run shows. (The grid's shape is not a risk: a 4096-token
 # prefill is 3.9 times the 1,056 programs resident at once, and an SM starts a program
 # whenever one ends, so the tail is about one program's life.) Two designs would keep more bytes in flight: several tokens per
 # program (FlashInfer's cos/sin-cache kernel does this, below), or a persistent grid in
@@ -531,15 +536,19 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # **さらに詳しく：転送中のバイト数と、カーネルの設定**
 #
 # 帯域幅を使い切るには、要求したもののまだ届いていないバイト（転送中のバイト）を、常に十分な量だけ抱えておく必要があります。
-# リトルの法則では、その量は帯域幅とレイテンシの積です。
+# リトルの法則では、その量は転送の速さとレイテンシの積です。
+# 書き込みは完了を待たずに進むので、数えるのは読み込みだけで、1 回のパスのカーネルでは毎秒 4.8 TB の約半分です。
 # レイテンシは約 600 ns とします。これは HBM についてこの章が置いた仮定です。NVIDIA は H200 の値を公表していません。
-# 毎秒 4.8 TB なら約 3 MB で、H200 の 132 個の SM それぞれに約 22 KB です。
+# 毎秒 2.4 TB × 600 ns ≈ 1.4 MB で、H200 の 132 個の SM それぞれに約 11 KB です。
 # `num_warps` は、プログラムが使うワープ（32 スレッドの組）の数で、Triton の既定値は 4、つまりプログラムあたり 128 スレッドです。
 # Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時に持ちます。
 # この既定値のもとで、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）で、スピル（レジスタに収まらない値のメモリへの退避）もありません。
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
-# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$。bfloat16 で最大 10 KiB）。
-# そのため、トークン 1 つにプログラム 1 つという分け方で心配なのは、転送中のバイト数が足りなくなることです。これは GPU でしか計れません。
+# クエリのヘッドが 64 個（Llama 3 70B）なら $q$ のタイルは 2 倍です。
+# レジスタは bfloat16 で 106 個、float32 で 118 個になり、SM あたりのプログラムは 4 つです。これはレビューでのコンパイル結果で、テストでは確かめていません。
+# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$。bfloat16 で最大 10 KiB、float32 で 20 KiB）。
+# そのため、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうち 1 つか 2 つが読み込みの段階にあれば、11 KB をまかなえます。
+# この計算では、トークン 1 つにプログラム 1 つでも、プリフィルなら転送中のバイト数は足ります。ただし、常駐するプログラムの大半が位置の読み込みを待っている場合は別で、そうなるかどうかは GPU で実行しないとわかりません。
 # グリッドの形状は問題になりません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
 # SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。
 # 転送中のバイト数を増やす設計は 2 つあります。
@@ -658,18 +667,6 @@ def into_cache():
 assert count_traffic(separate).total == 28672
 assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: RoPE next to a normalisation.** Qwen3 normalises each head of $q$
-# and $k$ with a weighted RMSNorm before RoPE; vLLM has a kernel that fuses the two, off
-# by default; the weightless norm Llama 4 can put after RoPE commutes with it, as a
-# rotation keeps a vector's norm.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：正規化と隣り合う RoPE**
-#
-# Qwen3 は RoPE の前に $q$ と $k$ の各ヘッドを重み付きの RMSNorm で正規化します。vLLM にはこの 2 つを融合するカーネルがありますが、既定では使いません。
-# Llama 4 が設定によって RoPE のあとに置く重みのない正規化は、回転がベクトルのノルムを変えないので、RoPE と交換できます。
-
 # %% [markdown] lang="en"
 # ## A table, or cos and sin on the fly
 #
@@ -679,9 +676,8 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # keeps cos and $\pm\sin$ over the whole head, 128 MiB, read by the kernel as views.
 # Reading a row costs 0.1 byte per element, computing cos and sin on the fly $r/2$ of
 # each per token and no memory: in a prefill both are small. In a decode step they
-# differ in latency: the row's address depends on the position just loaded (as the
-# compiled kernel's PTX shows, `tests/test_rope_triton.py`), so the table adds a
-# dependent round trip, one of the chain below, which cos and sin computed from the
+# differ in latency: the row's address depends on the position just loaded, so the
+# table adds a dependent round trip, one of the chain below, which cos and sin computed from the
 # position remove, at the price of computing them right (folded below).
 
 # %% [markdown] lang="ja"
@@ -694,7 +690,7 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # 行を読むコストは成分あたり 0.1 バイトです。cos と sin をその場で計算すると、トークンあたりそれぞれ $r/2$ 回の計算がかかりますが、メモリは要りません。
 # プリフィルでは、どちらのコストもわずかです。
 # デコードの 1 ステップでは、レイテンシが違います。
-# 行のアドレスは直前に読んだ位置で決まるので（コンパイルしたカーネルの PTX にそう現れることを `tests/test_rope_triton.py` が確かめています）、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。
+# 行のアドレスは直前に読んだ位置で決まるので、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。
 # これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。ただし、その計算を正しく行う必要があります（下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
@@ -746,12 +742,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # them RoPE's, and at an assumed 5 µs of host time each the host paces the step; the
 # fused kernel's Python wrapper alone costs the host as much as several small eager
 # operations (`lab/README.md`). So capture the step in a CUDA graph, or compile it,
-# first. A graph replays fixed addresses: build the table before capture
-# (`RotaryEmbedding(d, max_positions=n)` or `reserve(n)`), keep the positions in a
-# device tensor updated in place, and read nothing back (`check_positions=False`).
-# Then, in this model, each kernel costs a fixed amount plus its round trips; only
+# first (folded above). Then, in this model, each kernel costs a fixed amount plus its round trips; only
 # fusion into the QKV projection's epilogue or attention's prologue, as the systems
-# above do, removes what is left. The table at the end gives what this predicts.
+# above do, removes what is left.
 
 # %% [markdown] lang="ja"
 # ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
@@ -766,12 +759,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # 起動のコストは、さらに大きくなりえます。
 # eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパーだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。
-# グラフはキャプチャしたときのアドレスのまま再生されます。
-# そのため、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新し、値をホストに読み戻してはなりません（`check_positions=False`）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく」）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと自分の往復の時間の和になります。
 # 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグかアテンションのプロローグへ融合することだけです。
-# このコストモデルが予測する値は、章の最後の表にまとめます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
@@ -780,24 +770,24 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # does: the compiler may not move a load above a store that might
 # reach the same memory ($q$'s output could alias $k$), so the kernel loads both
 # tiles, then stores both, and in the SASS for sm_90 every load of a step comes before
-# its first store. Five changes would shorten the chain. Issue $k$'s loads with the
-# row: at `num_warps = 8` (40 registers) the SASS issues every load before the first
-# multiply, two round trips (1.2 µs), but $k$'s accesses become 32-bit. Compute cos and
-# sin from the position, with $q$ and $k$ loaded alongside: no row round trip (1.4 µs
-# becomes about 0.6, the position alone), but CUDA's `sincosf` reduces arguments above
-# about $10^5$ radians on a slow path, and the fastest pair's angle is the position
-# itself. When
-# tokens are fewer than SMs, give each token several programs, a grid of tokens by
-# blocks of heads. FlashInfer's cos/sin-cache launcher ships this and several tokens per
-# program, chosen at run time: it asks `cudaOccupancyMaxActiveBlocksPerMultiprocessor`
-# how many blocks fit, and if the tokens fill them it runs 8 tokens a block ($d = 128$
-# in bfloat16) with 128-bit accesses and a loop over the heads, otherwise a grid of
-# token groups by heads, a block per head. Keep the position and the row in L2 across
-# the layer's weights: load them with `eviction_policy="evict_last"` (the weights
-# streamed `evict_first`), or keep the table in an L2 persisting window
-# (`cudaAccessPolicyWindow`). The two HBM trips would become L2 trips, 1.4 µs about 0.6;
-# an idea, not measured. And tune `num_warps` and the blocks per shape
-# (`triton.autotune`). Programmatic dependent launch (PDL) then lets the kernel start while the
+# its first store. Five changes would shorten the chain:
+#
+# 1. Issue $k$'s loads with the row: at `num_warps = 8` (40 registers) the SASS issues
+#    every load before the first multiply, two round trips (1.2 µs), but $k$'s accesses
+#    become 32-bit.
+# 2. Compute cos and sin from the position, loading $q$ and $k$ alongside: no row trip
+#    (1.4 µs becomes about 0.6, the position alone); but CUDA's `sincosf` takes a slow
+#    path above about $10^5$ radians, and the fastest pair's angle is the position.
+# 3. When tokens are fewer than SMs, a grid of tokens by blocks of heads. FlashInfer's
+#    cos/sin-cache launcher asks `cudaOccupancyMaxActiveBlocksPerMultiprocessor` how
+#    many blocks fit: if the tokens fill them it runs 8 tokens a block ($d = 128$ in
+#    bfloat16, 128-bit accesses, a loop over the heads), else token groups by heads.
+# 4. Keep the position and the row in L2 across the layer's weights:
+#    `eviction_policy="evict_last"` (the weights `evict_first`), or an L2 persisting
+#    window (`cudaAccessPolicyWindow`); 1.4 µs would become about 0.6. Not measured.
+# 5. Tune `num_warps` and the blocks per shape (`triton.autotune`).
+#
+# Programmatic dependent launch (PDL) then lets the kernel start while the
 # one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`), so the chain
 # is an upper bound where something overlaps it.
 #
@@ -817,14 +807,14 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # コンパイラは、同じメモリに届く可能性のある書き込みより前に、読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
 # 連鎖は、次の 5 つの変更で短くできるはずです。
-# 1 つ目に、$k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
-# 2 つ目に、cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、つまり位置の読み込みだけになります）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数を遅い経路で範囲縮小します。周波数がいちばん高いペアの角度は位置そのものなので、位置がその値を超えるとこの経路に入ります。
-# 3 つ目に、トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにして、トークン 1 つに複数のプログラムを割り当てます。
-# FlashInfer の cos と sin の表を使う起動関数は、この設計と、プログラムに複数のトークンを受け持たせる設計の両方を備え、実行時に選びます。
-# `cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
-# トークンでそれが埋まるなら、ブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき）を受け持たせ、128 ビットのアクセスでヘッドをループで回ります。埋まらないなら、トークンのグループとヘッドの 2 次元のグリッドにして、ヘッドごとにブロックを割り当てます。
-# 4 つ目に、位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"` で読み込む（重みは `evict_first` で流す）か、表を L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）に置きます。HBM への往復 2 回が L2 への往復になり、1.4 µs が約 0.6 µs になるはずです。これは考え方で、計測はしていません。
-# 5 つ目に、`num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
+#
+# 1. $k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
+# 2. cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、位置の読み込みだけ）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数で遅い経路に入り、周波数がいちばん高いペアの角度は位置そのものです。
+# 3. トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにします。FlashInfer の cos と sin の表を使う起動関数は、`cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
+#    トークンでそれが埋まるならブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき。128 ビットのアクセスで、ヘッドはループ）、埋まらないならトークンのグループとヘッドのグリッドにします。
+# 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使います。1.4 µs が約 0.6 µs になるはずですが、計測はしていません。
+# 5. `num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
+#
 # さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
 #
 # RoPE を QKV の射影のエピローグに組み込む手間は、配置で決まります。
@@ -925,7 +915,7 @@ print(
 # median over 40 rounds of the ratio to a floor, `torch.mul(x, 2.0, out=...)`, in the
 # same round, for a float32 [prefill](../docs/glossary.md#prefill) of 1024 tokens, one
 # thread / two; `hf_formula_out` writes Hugging Face's arithmetic into preallocated
-# buffers, `compiled_module` is `torch.compile(RotaryEmbedding(128, max_positions=4096))`.
+# buffers, `compiled_module` is `RotaryEmbedding` under `torch.compile`.
 #
 # | contender | ratio to the floor |
 # |---|---|
@@ -943,7 +933,7 @@ print(
 # `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と、結果をどこまで信頼できるかは `lab/README.md` にあります）。
 # 表の値は、float32 の 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)で、同じラウンドの下限 `torch.mul(x, 2.0, out=...)` の時間に対する比の、40 ラウンドの中央値です。
 # 「/」の左が 1 スレッド、右が 2 スレッドです。
-# `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile(RotaryEmbedding(128, max_positions=4096))` です。
+# `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile` した `RotaryEmbedding` です。
 #
 # | 比較対象 | 下限に対する比 |
 # |---|---|
@@ -993,19 +983,19 @@ caches = ", ".join(
 print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 
 # %% [markdown] lang="en"
-# The byte count separates one pass from several but does not predict the time:
-# Meta's complex product (8.2 bytes per element) takes 1.1 to 1.2 times the floor's
-# time and the compiled module, whose operations the counter cannot see, 1.27 to 1.32;
-# the others take 3.2 to 5.3, and only Hugging Face's formula lands on its byte ratio
-# (5.0 and 5.3 against 5.05). No contender faults in a median round. The decode step
-# and bfloat16 are in `lab/README.md`.
+# These records cannot test the byte model: this machine's 480 MiB L3 holds every
+# temporary of a 20 MiB call, so they compare passes and per-operation costs, not DRAM
+# bytes. Meta's complex product (8.2 bytes per element) takes 1.1 to 1.2 times the
+# floor's time, the compiled module 1.27 to 1.32, the others 3.2 to 5.3 (Hugging Face's
+# 5.0 and 5.3 match its byte ratio by chance). `apply_rope_interleaved` requests as
+# many bytes per element as `apply_rope` and takes about 1.5 times as long. Decode and
+# bfloat16: `lab/README.md`.
 
 # %% [markdown] lang="ja"
-# バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# Meta の複素数の掛け算（成分あたり 8.2 バイト）は下限の 1.1 から 1.2 倍、コンパイルしたモジュール（演算はカウンタから見えません）は 1.27 から 1.32 倍です。
-# ほかは 3.2 から 5.3 倍で、バイト数の比どおりになるのは Hugging Face の式だけです（5.05 倍に対して 5.0 倍と 5.3 倍）。
-# 中央値のラウンドでページフォールトを起こす比較対象はありません。
-# デコードの 1 ステップと bfloat16 の結果は `lab/README.md` にあります。
+# この計測記録では、バイト数のモデルは検証できません。このマシンの 480 MiB の L3 には、20 MiB の呼び出しの一時テンソルがすべて収まるので、比べているのはパスの回数と演算ごとのコストで、DRAM のバイト数ではありません。
+# Meta の複素数の掛け算（成分あたり 8.2 バイト）は下限の 1.1 から 1.2 倍、コンパイルしたモジュールは 1.27 から 1.32 倍、ほかは 3.2 から 5.3 倍です。Hugging Face の式の 5.0 倍と 5.3 倍がバイト数の比に合うのは偶然です。
+# `apply_rope_interleaved` が要求するバイト数は成分あたり `apply_rope` と同じですが、時間は約 1.5 倍かかります。
+# デコードと bfloat16 の結果は `lab/README.md` にあります。
 
 # %% [markdown] lang="en"
 # ## Predicted on a GPU, and how to measure it
@@ -1014,16 +1004,17 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # | prediction | basis | measure |
 # |---|---|---|
-# | 4096-token prefill: the fused kernel takes at least 15.3 µs | at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s | `triton` in `prefill-4096-bfloat16` |
+# | 4096-token prefill: the fused kernel takes about 1.03 times the copy's time, and at least 15.3 µs | 4.1 bytes per element against the copy's 4; at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s | `triton`'s `ratio_to_copy` and time in `prefill-4096-bfloat16` |
 # | there RoPE is 0.9% of a layer fused, 4.5% with Hugging Face's formula | 4.1 and 20.2 bytes per element at 4.8 TB/s; the layer's flops at 989 TFLOP/s | `triton`, `eager_formula`; the layer from a profile |
-# | one decode token in a model: the fused kernel's chain, about 1.4 µs | position and row from HBM, $k$ from L2: $2 \cdot 600 + 200$ ns, latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, against `copy`'s |
+# | one decode token in a model: the fused kernel takes about 1.2 µs longer than the copy | position and row from HBM then $k$ from L2 ($2 \cdot 600 + 200$ ns) against the copy's one L2 trip; latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, `triton`'s minus `copy`'s |
 # | eager decode: a layer's 40 launches take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
 # | under a CUDA graph: RoPE is 9 to 16% of a layer with Hugging Face's ten kernels, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_formula` and `triton_graph` |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` runs these
 # cases and more, 1 to 32,768 tokens a call (`lab/README.md`). Its record holds each
 # contender's device and host times and the fused kernel's predicted floor at the copy
-# rates the run measures: a run below that floor refutes the model.
+# rates the run measures: a run below that floor refutes the model. On CUDA `copy_` is
+# a `cudaMemcpyAsync`, not a kernel: its rate and fixed cost may differ.
 
 # %% [markdown] lang="ja"
 # ## GPU での予測と、その計り方
@@ -1032,14 +1023,15 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # | 予測 | 根拠 | 計り方 |
 # |---|---|---|
-# | 4096 トークンのプリフィル：融合カーネルは 15.3 µs 以上かかる | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす | `prefill-4096-bfloat16` の `triton` |
+# | 4096 トークンのプリフィル：融合カーネルの時間はコピーの約 1.03 倍で、15.3 µs 以上 | 成分あたり 4.1 バイト（コピーは 4 バイト）。呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす | `prefill-4096-bfloat16` の `triton` の `ratio_to_copy` と時間 |
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルで |
-# | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルの往復の連鎖は約 1.4 µs | 位置と行は HBM から、$k$ は L2 から：$2 \cdot 600 + 200$ ns（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` を `copy` と比べる |
+# | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルはコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `copy` を引いた値 |
 # | eager モードのデコード：層の 40 回の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 回はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
 # | CUDA グラフのもとで：RoPE は層の 9 から 16%（Hugging Face の 10 個のカーネル）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
 # 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。どの実行でも、この下限を下回れば、このコストモデルは誤りです。
+# コピーの `copy_` は、CUDA ではカーネルではなく `cudaMemcpyAsync` なので、速さと固定コストがカーネルと違うことがあります。
 
 # %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することの確認（証拠ではありません）"}
 from posenc_lab import gpu_bench
@@ -1072,6 +1064,11 @@ for case in f32.values():
     assert round(case["contenders"]["complex"]["bytes_per_element"], 1) == 8.2
     assert case["contenders"]["compiled_module"]["bytes_per_element"] is None
     assert round(bytes_ratio(case, "hf_formula"), 2) == 5.05  # 40.4 / 8
+    # interleaved: apply_rope's bytes, about 1.5 times its time
+    inter, eager = "apply_rope_interleaved", "apply_rope"
+    same = bytes_ratio(case, inter) == bytes_ratio(case, eager)
+    slower = ratio(case, inter, 3) / ratio(case, eager, 3)
+    assert same and 1.45 <= slower < 1.6, (RECORDS_TEXT, slower)
 for (
     rec
 ) in records.values():  # lab/README.md relies on it: no fault in a median round
@@ -1112,6 +1109,8 @@ p = gpu_cases["prefill-4096-bfloat16"]
 assert (p.n_q, p.n_k, p.seq, p.head_dim, p.number) == (32, 8, 4096, 128, 5)
 assert gpu_bench.pool_size(p, 50 * 2**20) == 5  # five distinct pairs
 assert round(p.bytes_per_call() / 1e6, 1) == 83.9
+beta_fused = 2 * 2 + (4 * p.head_dim + 8) / ((p.n_q + p.n_k) * p.head_dim)
+assert round(beta_fused, 1) == 4.1 and round(beta_fused / 4, 2) == 1.03
 at_least = gpu_bench.dram_bytes_at_least(p, 50 * 2**20)
 assert (
     round(at_least / 1e6, 1) == 73.4
@@ -1129,6 +1128,7 @@ assert {c.tokens() for c in gpu_cases.values()} == {
 assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # the decode step's shares (cell of "The decode step"), the harness's floors
 assert round(chain * 1e6, 1) == 1.4 and round(chain / decode, 3) == 0.015
+assert round((chain - l2) * 1e6, 1) == 1.2  # triton minus copy's one L2 trip
 assert round(decode * 1e6) == 91
 # eager: 40 kernels a layer, two RMSNorms of 8, RoPE's 10; 200 µs of host time
 assert len(layer_kernels) == 40 and layer_kernels.count("rsqrt") == 2

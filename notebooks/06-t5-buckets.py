@@ -996,12 +996,12 @@ plt.show()
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Mesh TensorFlow, `transformer_layers.py`.
+# - Mesh TensorFlow：`transformer_layers.py`。
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers, `modeling_t5.py` and `modeling_umt5.py`.
+# - Hugging Face transformers：`modeling_t5.py` と `modeling_umt5.py`。
 #   <https://github.com/huggingface/transformers/tree/main/src/transformers/models>
-# - flaxformer, `relative_position_biases.py`.
+# - flaxformer：`relative_position_biases.py`。
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
-# - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars*.
+# - NumPy Enhancement Proposal 50：*Promotion rules for Python scalars*。
 #   <https://numpy.org/neps/nep-0050-scalar-promotion.html>
 #   （NumPy 2.0 で採用）

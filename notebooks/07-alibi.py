@@ -1064,13 +1064,13 @@ print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - ofirpress, attention_with_linear_biases（公式実装）
+# - ofirpress：attention_with_linear_biases（公式実装）。
 #   <https://github.com/ofirpress/attention_with_linear_biases>
 # - BigScience Workshop (2022). *BLOOM: A 176B-Parameter Open-Access Multilingual
 #   Language Model*. <https://arxiv.org/abs/2211.05100>
-# - Hugging Face transformers, `models/bloom/modeling_bloom.py`.
+# - Hugging Face transformers：`models/bloom/modeling_bloom.py`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
-# - MosaicML llm-foundry (MPT). <https://github.com/mosaicml/llm-foundry>
-# - labml.ai, annotated implementation of ALiBi.
+# - MosaicML：llm-foundry（MPT）。<https://github.com/mosaicml/llm-foundry>
+# - labml.ai：ALiBi の注釈付き実装。
 #   <https://nn.labml.ai/transformers/alibi/index.html>
-# - lucidrains, x-transformers. <https://github.com/lucidrains/x-transformers>
+# - lucidrains：x-transformers。<https://github.com/lucidrains/x-transformers>

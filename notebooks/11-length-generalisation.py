@@ -1534,9 +1534,8 @@ assert share == [99, 98]
 #   Large Language Models via Positional Interpolation*.
 #   <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient
-#   Context Window Extension of Large Language Models*.
-#   <https://arxiv.org/abs/2309.00071>。3.2 節（式 17〜20）。参照実装：
-#   <https://github.com/jquesnelle/yarn>（`find_correction_range`）
+#   Context Window Extension of Large Language Models*. §3.2（式 17〜20）.
+#   <https://arxiv.org/abs/2309.00071>（コード：<https://github.com/jquesnelle/yarn> の `find_correction_range`）
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. ICLR 2024. <https://arxiv.org/abs/2309.17453>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
@@ -1549,7 +1548,7 @@ assert share == [99, 98]
 #   <https://arxiv.org/abs/2405.18719>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat
 #   Models*. <https://arxiv.org/abs/2307.09288>
-# - Hugging Face transformers の `T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
+# - Hugging Face transformers：`T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
 
 # %%
 first = record["sessions"][0]

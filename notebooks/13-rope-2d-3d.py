@@ -1131,7 +1131,7 @@ for rule in ["paper", "hf"]:
 # - He, K. et al. (2022). *Masked Autoencoders Are Scalable Vision
 #   Learners*. <https://arxiv.org/abs/2111.06377>
 #   公式実装：`util/pos_embed.py`。<https://github.com/facebookresearch/mae>
-# - Heo, B., Park, S., Han, D. and Yun, S. (2024). *Rotary Position
+# - Heo, B., Park, S., Han, D., Yun, S. (2024). *Rotary Position
 #   Embedding for Vision Transformer*. ECCV 2024.
 #   <https://arxiv.org/abs/2403.13298>
 #   公式実装：`deit/models_v2_rope.py`（`RoPEAttention` は `q[:, :, 1:]` を回転させ、`compute_axial_cis` は格子ごとに計算します）。README に正解率の表があります。<https://github.com/naver-ai/rope-vit>
@@ -1142,12 +1142,11 @@ for rule in ["paper", "hf"]:
 #   <https://arxiv.org/abs/2502.13923>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
-# - Huang, J., Liu, X., Song, S., Hou, R., Chang, H., Lin, J. and Bai, S.
-#   (2025). *Revisiting Multimodal Positional Encoding in Vision–Language
+# - Huang, J. et al. (2025). *Revisiting Multimodal Positional Encoding in Vision–Language
 #   Models*. <https://arxiv.org/abs/2510.23095>
 # - Qwen3-VL のリポジトリとドキュメント。Qwen の参照実装の位置は `qwen-vl-finetune/qwenvl/data/rope2d.py`、公開されたチェックポイントの `config.json`（Qwen3-VL-4B-Instruct の `rope_theta` は 5000000）。
 #   <https://github.com/QwenLM/Qwen3-VL>
-# - transformers の issue #45381 と PR #45400（Qwen2.5-VL の動画の位置）。
+# - Hugging Face transformers：イシュー #45381 とプルリクエスト #45400（Qwen2.5-VL の動画の位置）。
 #   <https://github.com/huggingface/transformers/issues/45381>、
 #   <https://github.com/huggingface/transformers/pull/45400>
 # - Hugging Face transformers 5.24.0：ViT、ViT-MAE、Qwen2-VL、Qwen2.5-VL、Qwen3-VL、Gemma 4 のモデル。

@@ -1118,11 +1118,11 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2501.19399>
 # - Cohere (2025). *Command A: An Enterprise-Ready Large Language Model*.
 #   <https://arxiv.org/abs/2504.00698>
-# - Yang et al. (2025). *Rope to Nope and Back Again: A New Hybrid
+# - Yang, B. et al. (2025). *Rope to Nope and Back Again: A New Hybrid
 #   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
 # - Gemma Team (2025). *Gemma 3 Technical Report*.
 #   <https://arxiv.org/abs/2503.19786>
-# - Meta, llama-models, pull request 322: *fix: update rope scaling for
-#   Llama-4-Scout*. <https://github.com/meta-llama/llama-models/pull/322>
-# - Hugging Face transformers 5.24.0.
+# - Meta：llama-models のプルリクエスト #322（*fix: update rope scaling for
+#   Llama-4-Scout*）。<https://github.com/meta-llama/llama-models/pull/322>
+# - Hugging Face transformers 5.24.0。
 #   <https://github.com/huggingface/transformers>

@@ -1077,7 +1077,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
 #   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
-#   Language Models*. <https://arxiv.org/abs/2309.00071>（参照実装：
+#   Language Models*. <https://arxiv.org/abs/2309.00071>（コード：
 #   <https://github.com/jquesnelle/yarn>）
 # - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
 #   <https://arxiv.org/abs/2310.05209>
@@ -1085,7 +1085,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 #   <https://arxiv.org/abs/2405.14591>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
 #   <https://arxiv.org/abs/2307.09288>
-# - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>
+# - Debian：`python3.11-doc`。<https://packages.debian.org/bookworm/python3.11-doc>
 
 # %%
 v, machine = record["versions"], record["machine"]

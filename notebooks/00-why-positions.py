@@ -524,7 +524,7 @@ assert cos_1000 > 0.9999
 # 波長が $2\pi \cdot 10000^{(d-2)/d}$ までのほかのペアと合わせると、$d = 64$ では、最初の 2048 個の位置のうち最も近い 2 つでも距離は 1.4718 になります。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the slowest wavelength is 2π·10000^(62/64); pair 0 alone keeps the first 2048 positions apart, closest at 710 positions apart (0.00006); all pairs keep them 1.4718 apart", "ja": "最も長い波長は 2π·10000^(62/64) です。ペア 0 だけでも最初の 2048 個の位置はすべて異なり、最も近いのは 710 位置離れた組（0.00006）です。すべてのペアでは最も近い組でも 1.4718 離れます"}
+# %% tags=["deeper", "check"] summary={"en": "the slowest wavelength is 2π·10000^(62/64); pair 0 alone keeps the first 2048 positions apart, closest at 710 positions apart (0.00006); all pairs keep them 1.4718 apart", "ja": "最も長い波長は 2π·10000^(62/64) です。ペア 0 だけでも最初の 2048 個の位置はすべて異なり、最も近いのは距離 710 の組（0.00006）です。すべてのペアでは最も近い組でも 1.4718 離れます"}
 codes = sinusoidal(torch.arange(2048), d64, dtype=f64)
 # the slowest pair's frequency, read back from row p = 1 (atan2 of sin, cos)
 slowest = torch.atan2(codes[1, -2], codes[1, -1])
@@ -558,7 +558,7 @@ assert f"{dist.min():.4f}" == "1.4718"
 
 # %% [markdown] lang="ja"
 # **相対位置を表せること**。言語は相対位置（「直前の単語」など）に依存します。
-# 「$k$ 位置離れている」という関係は、系列のどこでも同じに見えるべきです。2 つの符号の類似度 $PE(p)\cdot PE(q)$ を比べます（下の出力）。
+# 「距離が $k$ である」という関係は、系列のどこでも同じに見えるべきです。2 つの符号の類似度 $PE(p)\cdot PE(q)$ を比べます（下の出力）。
 # 位置の番号そのものでは、これは $pq$ で、位置 100 と 150 のほうが 100 と 101 より似ていることになります。
 # one-hot ベクトルでは異なる位置の組はすべて $0$ で、近い位置と遠い位置の区別がありません。
 # 正弦波では類似度は $\sum_i \cos\big(\omega_i (p-q)\big)$ で、相対位置だけの関数であり、$p = q$ で最大になります。

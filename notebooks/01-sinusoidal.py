@@ -30,10 +30,10 @@
 # # 正弦波位置エンコーディング
 #
 # Transformer は各トークンに固定のベクトルを足します。その成分は、位置に $n = d/2$ 個の周波数を掛けた角度の正弦と余弦です。
-# 周波数は 1 位置あたり $1$ ラジアンから約 $1/10000$ ラジアンまで等比的に並びます。
+# 周波数は位置 1 つあたり $1$ ラジアンから約 $1/10000$ ラジアンまで等比的に並びます。
 # 正弦と余弦のペアは、時計の針とみなせます。針はそれぞれ違う速さで回り、滑らかな 2 進カウンタの桁のように位置を数えます。
 # 最も遅い針がどれだけゆっくり回るかを決めるのが、底 $10000$ です。
-# ここから、厳密に成り立つ性質が 2 つ出てきます。$k$ 位置進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
+# ここから、厳密に成り立つ性質が 2 つ出てきます。位置が $k$ 進むとすべての針が回ること（$PE(p+k) = M_k\,PE(p)$）と、
 # 2 つの符号の内積が距離だけで決まることです。この章ではどちらも導出し、数値で確かめます。
 
 # %% tags=["setup"]
@@ -140,7 +140,7 @@ assert_close(table[:, 0], torch.arange(6).double().sin())  # column 0: sin p
 # 針どうしの違いは速さだけです。
 # $d = 8$ では、$10000 = 10^4$ なので
 # $$\omega_i = 10000^{-i/4} = 10^{-i}$$
-# となり、速さはちょうど 1 位置あたり $1$、$0.1$、$0.01$、$0.001$ ラジアンです。
+# となり、速さはちょうど位置 1 つあたり $1$、$0.1$、$0.01$、$0.001$ ラジアンです。
 # どの針も 1 つ前の針の 10 分の 1 の速さで回ります。時計の秒針、分針、時針が順に遅くなるのと同じです。
 #
 # 図では、この 4 つの時計で 4 つの位置を読んでいます。
@@ -168,7 +168,7 @@ assert (step.sum(0) // (2 * math.pi)).tolist() == [15, 1, 0, 0]
 assert_close(angle[7, 0], torch.tensor(7 - 2 * math.pi, dtype=F64))
 assert abs(angle[7, 0] - angle[1, 0]) < 0.3
 
-# %% tags=["figure"] alt={"en": ["Sixteen clock faces in four rows, positions p = 0, 1, 7 and 100, and four columns, hand speeds 1, 0.1, 0.01 and 0.001 radian per position. At p = 0 every hand points to twelve o'clock. At p = 1 and p = 7 the fastest hand points almost the same way, while the second hand has moved from 0.1 to 0.7 radian; at p = 100 the fastest hand has wrapped around fifteen times and the second once, while the slowest has moved only 0.1 radian."], "ja": ["16 個の時計の文字盤を 4 行 4 列に並べた図。行は位置 p = 0、1、7、100、列は針の速さ 1、0.1、0.01、0.001（1 位置あたりのラジアン）です。p = 0 ではどの針も 12 時を指します。p = 1 と p = 7 では最も速い針がほぼ同じ向きを指し、2 番目の針は 0.1 ラジアンから 0.7 ラジアンへ進んでいます。p = 100 では最も速い針が 15 周、2 番目の針が 1 周して、最も遅い針は 0.1 ラジアンしか進んでいません。"]}
+# %% tags=["figure"] alt={"en": ["Sixteen clock faces in four rows, positions p = 0, 1, 7 and 100, and four columns, hand speeds 1, 0.1, 0.01 and 0.001 radian per position. At p = 0 every hand points to twelve o'clock. At p = 1 and p = 7 the fastest hand points almost the same way, while the second hand has moved from 0.1 to 0.7 radian; at p = 100 the fastest hand has wrapped around fifteen times and the second once, while the slowest has moved only 0.1 radian."], "ja": ["16 個の時計の文字盤を 4 行 4 列に並べた図。行は位置 p = 0、1、7、100、列は針の速さ 1、0.1、0.01、0.001（位置 1 つあたりのラジアン）です。p = 0 ではどの針も 12 時を指します。p = 1 と p = 7 では最も速い針がほぼ同じ向きを指し、2 番目の針は 0.1 ラジアンから 0.7 ラジアンへ進んでいます。p = 100 では最も速い針が 15 周、2 番目の針が 1 周して、最も遅い針は 0.1 ラジアンしか進んでいません。"]}
 positions = [0, 1, 7, 100]
 codes = sinusoidal(torch.tensor(positions), 8)  # [p, j]
 rim = torch.linspace(0, 2 * math.pi, 200)
@@ -221,7 +221,7 @@ plt.show()
 # $$\frac{\lambda_{i+1}}{\lambda_i} = \frac{10000^{2(i+1)/d}}{10000^{2i/d}} = 10000^{2/d}$$
 # したがって波長は、$\lambda_0 = 2\pi$ から次の値までの等比数列です。
 # $$\lambda_{n-1} = 2\pi \cdot 10000^{(d-2)/d}$$
-# $d = 512$ では公比は 1.0366 で、最後の波長は約 60611 位置です。
+# $d = 512$ では公比は 1.0366 で、最後の波長は位置にして約 60611 です。
 
 # %%
 d, n = 512, 256
@@ -270,7 +270,7 @@ assert round(10000 * two_pi) == 62832
 # **さらに詳しく：等比数列はどこで終わるか**
 #
 # 論文は波長が「$2\pi$ から $10000 \cdot 2\pi$ まで」と書いています。
-# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ には届かず、それを公比で 1 回割った値になります。$d = 512$ では 62832 ではなく約 60611 位置です。
+# しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ には届かず、それを公比で 1 回割った値になります。$d = 512$ では 62832 ではなく約 60611 です。
 # tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
 # これは丸め誤差ではなく、別のエンコーディングです。
 # どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれが影響する場面)の章で測ります。
@@ -378,7 +378,7 @@ plt.show()
 #
 # 論文は正弦波を選んだ理由として、次の性質を挙げています。
 # ずらし量 $k$ をどんな値に固定しても、$PE(p+k)$ は $PE(p)$ の線形関数で表せる、というものです。
-# 時計で考えれば明らかです。$k$ 位置進むと、それまで何時を指していたかにかかわらず、針 $i$ は $k\omega_i$ だけ回ります。
+# 時計で考えれば明らかです。位置が $k$ 進むと、それまで何時を指していたかにかかわらず、針 $i$ は $k\omega_i$ だけ回ります。
 # この写像を式で書くため、1 つのペアに注目して $\theta = \omega_i p$、$\phi = \omega_i k$ と置きます。加法定理から次が成り立ちます。
 # $$\sin(\theta + \phi) = \sin\theta\cos\phi + \cos\theta\sin\phi$$
 # $$\cos(\theta + \phi) = \cos\theta\cos\phi - \sin\theta\sin\phi$$
@@ -642,24 +642,24 @@ assert_close(enc @ shift_matrix(3, d).T, pe(torch.arange(300) + 3, d))
 # ## 底 10000 で何が得られるか
 #
 # 論文は $10000$ を選んだ理由を述べていません。この数が決めるのは、最も遅い針の速さです。
-# 底 $b$（`posenc` では `base=`）がいくつでも、最も速い針は $\lambda_0 = 2\pi$ 位置ごとに 1 周します。
-# 最も遅い針が 1 周するのは $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ 位置ごとです。
-# 図では、$d = 512$ で $b = 100$、$10^4$、$10^6$ を、2048 位置のコンテキストで比べています。
+# 底 $b$（`posenc` では `base=`）がいくつでも、最も速い針は位置が $\lambda_0 = 2\pi$ 進むごとに 1 周します。
+# 最も遅い針が 1 周するのは位置が $\lambda_{n-1} = 2\pi\,b^{(n-1)/n}$ 進むごとです。
+# 図では、$d = 512$ で $b = 100$、$10^4$、$10^6$ を、長さ 2048 のコンテキストで比べています。
 # 左は波長で、対数軸では直線になります。灰色の線が 2048 です。
 # 右は類似度 $PE(p)\cdot PE(q)$ を距離に対して描いたもので、点線がピークの半分です。
 #
-# - **$b = 100$ は小さすぎます**。どの針も 618 位置以内に 1 周します。
-#   数百位置を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
+# - **$b = 100$ は小さすぎます**。どの針も位置にして 618 以内に 1 周します。
+#   距離が数百を過ぎると位相のそろった針はもうなく、類似度はゼロのまわりで波打つだけです。
 #   距離 154 の 2 つの位置（−26.7）のほうが、距離 1000 の 2 つの位置（7.4）より似ていないことになります。
 #   離れた 2 つの位置については、内積からその距離を読み取れなくなります（$\omega_0 = 1$ なので、符号そのものは一意なままです）。
-# - **$b = 10^6$ では、2048 位置ほどのコンテキストでは距離を粗くしか見分けられません**。256 本の針のうち 123 本は、2048 位置全体でも 4 分の 1 周も回りません。
+# - **$b = 10^6$ では、長さ 2048 ほどのコンテキストでは距離を粗くしか見分けられません**。256 本の針のうち 123 本は、2048 トークン全体でも 4 分の 1 周も回りません。
 #   次元の半分近くは位置によってほとんど変わらず、類似度は 91 を下回りません。
 #   こうした遅い次元が無駄になるわけではありません。Barbero ら（2024）は、回転位置埋め込みを使う学習済みのモデル（Gemma 7B）が、
 #   最も遅いペアを位置ではなく内容を運ぶのに使っていることを示しています。
 # - **$b = 10^4$ はその間です**。類似度は距離 54 までに半分になり（$b = 100$ では 5、$b = 10^6$ では 361）、
 #   波打ちながらコンテキスト全体にわたって下がり続けます。4 分の 1 周も回らない針は 56 本です。
 #
-# つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ では、針の波長が数位置から数万位置までに広がります。
+# つまり、底は符号が見分けられる距離の範囲を決めます。$10000$ では、針の波長は位置にして数から数万までに広がります。
 # 正弦波を使うモデルが、論文の期待どおり学習時より長い系列も読めるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で確かめます。
 # 回転位置埋め込みも同じ周波数を使い、コンテキストを伸ばすときは底を含めてこれを変えます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
 
@@ -676,7 +676,7 @@ for b in (100.0, 1e4, 1e6):
     slowest = 2 * math.pi / omega[-1]
     print(f"{b:<6.0e} {slowest:18.0f} {half:8d} {still:11d} {f.min():6.1f}")
 
-# %% tags=["figure"] alt={"en": ["Left: wavelength against pair index i on a log axis for d = 512 and bases 10^2, 10^4 and 10^6, three straight lines from 2π, with a grey line at 2048 positions; base 10^2 stays below it, base 10^4 crosses it about two thirds of the way along, base 10^6 a little before halfway. Right: PE(p)·PE(q) against the distance p − q from 1 to 2048 on a log axis: base 10^2 falls below half the peak (dotted) by distance 5 and then ripples around zero; base 10^4 halves by 54 and keeps falling; base 10^6 halves only at 361 and stays above 90."], "ja": ["左は d = 512 で底 10^2、10^4、10^6 の波長をペア番号 i に対して対数軸で描いたもので、どれも 2π から始まる直線です。灰色の線は 2048 位置で、底 10^2 はその下にとどまり、底 10^4 は全体の 3 分の 2 ほどのところで、底 10^6 は半分より少し手前で上へ抜けます。右は PE(p)·PE(q) を距離 p − q（1〜2048、対数軸）に対して描いたものです。底 10^2 は距離 5 までにピークの半分（点線）を下回り、その後はゼロのまわりで波打ちます。底 10^4 は 54 で半分になり、さらに下がり続けます。底 10^6 は 361 でようやく半分になり、90 より上にとどまります。"]}
+# %% tags=["figure"] alt={"en": ["Left: wavelength against pair index i on a log axis for d = 512 and bases 10^2, 10^4 and 10^6, three straight lines from 2π, with a grey line at 2048 positions; base 10^2 stays below it, base 10^4 crosses it about two thirds of the way along, base 10^6 a little before halfway. Right: PE(p)·PE(q) against the distance p − q from 1 to 2048 on a log axis: base 10^2 falls below half the peak (dotted) by distance 5 and then ripples around zero; base 10^4 halves by 54 and keeps falling; base 10^6 halves only at 361 and stays above 90."], "ja": ["左は d = 512 で底 10^2、10^4、10^6 の波長をペア番号 i に対して対数軸で描いたもので、どれも 2π から始まる直線です。灰色の線はコンテキスト長 2048 で、底 10^2 はその下にとどまり、底 10^4 は全体の 3 分の 2 ほどのところで、底 10^6 は半分より少し手前で上へ抜けます。右は PE(p)·PE(q) を距離 p − q（1〜2048、対数軸）に対して描いたものです。底 10^2 は距離 5 までにピークの半分（点線）を下回り、その後はゼロのまわりで波打ちます。底 10^4 は 54 で半分になり、さらに下がり続けます。底 10^6 は 361 でようやく半分になり、90 より上にとどまります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.9))
 r = torch.arange(1, context + 1)
 for b, style in zip(similarity, ("-", "--", ":"), strict=True):
@@ -784,10 +784,10 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 # ## まとめ
 #
 # - $PE(p)$ は、$n = d/2$ 個の周波数 $\omega_i = 10000^{-i/n}$ について $\sin(\omega_i p)$ と $\cos(\omega_i p)$ を並べたものです。
-#   各ペアは 1 位置あたり $\omega_i$ ラジアン回る時計の針です。速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。
+#   各ペアは位置 1 つあたり $\omega_i$ ラジアン回る時計の針です。速い針は隣どうしを、遅い針は離れた位置どうしを見分けます。
 # - 波長は $2\pi$ から等比数列で伸びます。最後の波長は $10000 \cdot 2\pi$ には届かず、それを公比で 1 回割った値です。
 #   全体は、ビットの周期が $2, 4, 8, \dots$ である 2 進カウンタを滑らかにしたものです。
-# - 底は最も遅い針を決めます。$100$ ではすべての針が数百位置以内に 1 周し、$10^6$ では 2048 位置でも針の半分近くがほとんど動きません。
+# - 底は最も遅い針を決めます。$100$ ではすべての針が位置にして数百以内に 1 周し、$10^6$ では長さ 2048 でも針の半分近くがほとんど動きません。
 #   $10000$ はその間です。
 # - ずらすことは回転することです。$PE(p+k) = M_k\,PE(p)$ で、ブロックは $B(k\omega_i) = R(-k\omega_i)$、針と同じく時計回りです。
 #   これには各ペアの正弦と余弦の両方が必要です。
@@ -817,7 +817,7 @@ for t in range(7):  # one token at a time at offset t, as with a KV cache
 # 1. 連結配置で $PE(p)$ を $PE(p+k)$ に移す行列を書いてください
 #    （$M_k$ の行と列を並べ替えたものです）。
 #    いくつかの $p$ と $k$ について `sinusoidal(..., layout="concat")` で確かめてください。
-# 2. $d = 8$ では、針は 1 位置あたり $1$、$0.1$、$0.01$、$0.001$ ラジアンで回ります。
+# 2. $d = 8$ では、針は位置 1 つあたり $1$、$0.1$、$0.01$、$0.001$ ラジアンで回ります。
 #    $1$ から $999$ までの距離 $r$ のうち、2 つの符号が最も似る（$PE(p)\cdot PE(p+r)$ が最大になる）距離と、
 #    $r = 100$ 以上で最も似る距離を求めてください。どちらも時計を使って説明してください。
 # 3. 論文の §3.5 は、学習型位置埋め込みでもほぼ同じ結果になったと報告しています。

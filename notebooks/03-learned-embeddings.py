@@ -1445,12 +1445,12 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # - Dosovitskiy, A. et al. (2021). *An Image is Worth 16x16 Words: Transformers
 #   for Image Recognition at Scale*. ICLR 2021, §3.2.
 #   <https://arxiv.org/abs/2010.11929>
-# - Wang, Y.-A. and Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
+# - Wang, Y.-A., Chen, Y.-N. (2020). *What Do Position Embeddings Learn? An
 #   Empirical Study of Pre-Trained Language Model Positional Encoding*. EMNLP
 #   2020. <https://arxiv.org/abs/2010.04903>
 # - Hua, W. et al. (2022). *Transformer Quality in Linear Time*. ICML 2022.
 #   <https://arxiv.org/abs/2202.10447>
-# - Loshchilov, I. and Hutter, F. (2019). *Decoupled Weight Decay
+# - Loshchilov, I., Hutter, F. (2019). *Decoupled Weight Decay
 #   Regularization*. ICLR 2019. <https://arxiv.org/abs/1711.05101>
 # - コード：tensor2tensor <https://github.com/tensorflow/tensor2tensor>、Google の
 #   BERT <https://github.com/google-research/bert>、OpenAI の GPT-2

@@ -1120,14 +1120,13 @@ print(f"query 0: {int((torch.arange(k_len) <= m_len - clamp).sum())} keys")
 #
 # - Dai, Z. et al. (2019). *Transformer-XL: Attentive Language Models Beyond a
 #   Fixed-Length Context*. ACL 2019, §3.3. <https://arxiv.org/abs/1901.02860>
-# - kimiyoung/transformer-xl, `pytorch/mem_transformer.py`.
-#   <https://github.com/kimiyoung/transformer-xl>
-#   （`PositionalEmbedding`、`RelPartialLearnableMultiHeadAttn`、`_rel_shift`）
+# - kimiyoung/transformer-xl：`pytorch/mem_transformer.py`（`PositionalEmbedding`、
+#   `RelPartialLearnableMultiHeadAttn`、`_rel_shift`）。<https://github.com/kimiyoung/transformer-xl>
 # - Huang, C.-Z. A. et al. (2018). *Music Transformer*. ICLR 2019, §3.4.
 #   <https://arxiv.org/abs/1809.04281>（スキューイング）
 # - Yang, Z. et al. (2019). *XLNet: Generalized Autoregressive Pretraining for Language
 #   Understanding*. NeurIPS 2019. <https://arxiv.org/abs/1906.08237>
-#   （コードは <https://github.com/zihangdai/xlnet> の `modeling.py`）
-# - labml.ai, *Relative multi-headed attention (Transformer-XL)*.
+#   （コード：<https://github.com/zihangdai/xlnet> の `modeling.py`）
+# - labml.ai：*Relative multi-headed attention (Transformer-XL)*。
 #   <https://nn.labml.ai/transformers/xl/relative_mha.html>
-#   （コードは <https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>）
+#   （コード：<https://github.com/labmlai/annotated_deep_learning_paper_implementations/blob/master/labml_nn/transformers/xl/relative_mha.py>）

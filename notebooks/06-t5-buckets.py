@@ -514,7 +514,7 @@ plt.show()
 # ## モデルが区別できないもの
 #
 # 最後の境目から先の距離は、どれほど大きくても、その側の最後のバケットに入ります。
-# 双方向の T5 のヘッドは、91 位置離れたキーと 10000 位置離れたキーに同じバイアスを与えます（因果的な設定では 113）。
+# 双方向の T5 のヘッドは、距離 91 のキーと距離 10000 のキーに同じバイアスを与えます（因果的な設定では 113）。
 # この距離より先では、バイアスはキーがどれだけ遠いかを何も伝えず、クエリのどちら側にあるかだけを伝えます。
 # 論文（Raffel ら、§2.1）の説明では、境目はもっと先にあります。
 # 32 個の埋め込みの範囲は「相対位置 128 まで対数的に大きくなる」（increase in size logarithmically up to an offset of 128）とあります。
@@ -597,12 +597,12 @@ assert distinct == 16
 # Hugging Face の T5 も同じ位置にクエリを置きます。
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)ではマスクは要りません。クエリは最新のトークン 1 つだけで、キャッシュされたキーはすべてその位置かそれより前にあるからです。
 #
-# ヘッドのバイアスを見るために、図では表を、バケットごとに 1 ずつ下がる仮の値 $\beta_{b,h} = -(b \bmod 16)$（両側で同じ）に設定し、160 位置についてヘッド $0$ を描きます。
+# ヘッドのバイアスを見るために、図では表を、バケットごとに 1 ずつ下がる仮の値 $\beta_{b,h} = -(b \bmod 16)$（両側で同じ）に設定し、長さ 160 の系列でヘッド $0$ を描きます。
 # すると、対角線の片側ごとに、1 つの色が 1 つのバケットに対応します。
 # 対角線（$r = 0$、バケット $0$）は $0$ です。対角線に平行に同じ色の帯が並び、近くでは幅が 1 で、離れるほど広くなります。
 # $|j - i| = 90$ より先では、色はもう変わりません。
 
-# %% tags=["figure"] alt={"en": ["Heatmap of head 0's T5 bias, queries i down and keys j across, 160 positions, with the table set to −(b mod 16): bands of constant colour parallel to the diagonal, thin near it, wider further out, uniform beyond a distance of 90."], "ja": ["表を −(b mod 16) に設定したときの、ヘッド 0 の T5 バイアスのヒートマップ（縦はクエリ i、横はキー j、160 位置）。対角線に平行な一定色の帯が並び、対角線の近くでは細く、離れるほど広がり、距離 90 を超えると一様になります。"]}
+# %% tags=["figure"] alt={"en": ["Heatmap of head 0's T5 bias, queries i down and keys j across, 160 positions, with the table set to −(b mod 16): bands of constant colour parallel to the diagonal, thin near it, wider further out, uniform beyond a distance of 90."], "ja": ["表を −(b mod 16) に設定したときの、ヘッド 0 の T5 バイアスのヒートマップ（縦はクエリ i、横はキー j、長さ 160）。対角線に平行な一定色の帯が並び、対角線の近くでは細く、離れるほど広がり、距離 90 を超えると一様になります。"]}
 H = 3
 module = T5RelativeBias(H)
 profile = -(torch.arange(32) % 16).float()  # beta_{b,h} = -(b mod 16)
@@ -914,9 +914,9 @@ print(f"query 256: {count_256} values, query 0: {count_0} values", end="")
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** Shaw らのインデックスは $\mathrm{clip}(r, -15, 15)$ です。
-# 値は $-15$ から $15$ までの相対位置ごとに 1 つずつ、合わせて 31 通りで、片側で 15 位置より遠いキーはすべて $\pm 15$ と同じ値を共有します。
+# 値は $-15$ から $15$ までの相対位置ごとに 1 つずつ、合わせて 31 通りで、片側で距離 15 より遠いキーはすべて $\pm 15$ と同じ値を共有します。
 # T5 が 1 つずつ区別できるのは $E = 8$ 未満の距離だけですが、対数バケットのおかげで、距離 90 までは粗いながらも区別できます。
-# T5 は 20 位置前のキーと 40 位置前のキー、50 位置前と 80 位置前のキーを区別できますが、Shaw らのクリップではできません。
+# T5 は 20 個前のキーと 40 個前のキー、50 個前と 80 個前のキーを区別できますが、Shaw らのクリップではできません。
 # 一方、Shaw らは 9 と 10、12 と 15 を区別できますが、T5 はできません（バケット 8 と 9 はそれぞれ 8 から 11 と 12 から 15 を受け持ちます）。
 # $-150$ から $150$ の範囲では、どちらも 31 通りの値を使います。図に 2 つのインデックス関数を示します。
 
@@ -996,12 +996,12 @@ plt.show()
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - Mesh TensorFlow, `transformer_layers.py`.
+# - Mesh TensorFlow：`transformer_layers.py`。
 #   <https://github.com/tensorflow/mesh/blob/master/mesh_tensorflow/transformer/transformer_layers.py>
-# - Hugging Face transformers, `modeling_t5.py` and `modeling_umt5.py`.
+# - Hugging Face transformers：`modeling_t5.py` と `modeling_umt5.py`。
 #   <https://github.com/huggingface/transformers/tree/main/src/transformers/models>
-# - flaxformer, `relative_position_biases.py`.
+# - flaxformer：`relative_position_biases.py`。
 #   <https://github.com/google/flaxformer/blob/main/flaxformer/components/relative_position_biases.py>
-# - NumPy Enhancement Proposal 50, *Promotion rules for Python scalars*.
+# - NumPy Enhancement Proposal 50：*Promotion rules for Python scalars*。
 #   <https://numpy.org/neps/nep-0050-scalar-promotion.html>
 #   （NumPy 2.0 で採用）

@@ -29,7 +29,7 @@
 # # ALiBi：線形バイアスによるアテンション
 #
 # ALiBi は位置ベクトルを使いません。ヘッド $h$ は、すべてのスコアから、[傾き](../docs/glossary.ja.md#slope)と距離の積 $m_h\,(i - j)$ を引きます。傾きは等比数列として固定します。
-# 距離に比例するバイアスは、重みで見れば指数的な減衰です。そのため、内容によるスコアが等しければ、各ヘッドはおよそ $1/m_h$ 位置だけ遡って見ます。また、バイアスのどこにも最大長は出てきません。
+# 距離に比例するバイアスは、重みで見れば指数的な減衰です。そのため、内容によるスコアが等しければ、各ヘッドはおよそ距離 $1/m_h$ だけ遡って見ます。また、バイアスのどこにも最大長は出てきません。
 # これと行ごとの定数だけ違うバイアスは、どれも同じアテンションを与えます。ライブラリによってバイアスの書き方が 5 通りあるのはそのためで、違いが出るのは低精度のときだけです。
 
 # %% tags=["setup"]
@@ -326,7 +326,7 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # $$w_h(k) = \frac{e^{-m_h k}}{\sum_{l=0}^{L-1} e^{-m_h l}} = \frac{(1 - e^{-m_h})\, e^{-m_h k}}{1 - e^{-m_h L}}$$
 # 分母は公比 $e^{-m_h}$ の等比級数です。1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。
 # 距離に比例するバイアスは重みで見れば指数的な減衰で、片対数グラフでは直線です。
-# バイアスが $-1$ になるのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ まで下がっています。重みは $\ln 2 / m_h$ 位置ごとに半減します。
+# バイアスが $-1$ になるのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ まで下がっています。重みは距離が $\ln 2 / m_h$ 増えるごとに半減します。
 # 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
 # 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ で、各ヘッドは 1 つ前のヘッドの 2 倍遠くまで遡ります。
@@ -859,7 +859,7 @@ if build_alibi_tensor is not None:
 # - 論文の傾きは $m_h = 2^{-8h/n}$ で、$2^{-8/n}$ から $1/256$ まで下がります。ヘッドを 2 倍にすると幾何平均が間に入ります。
 # - ヘッド数が 2 のべき乗でない場合、公式実装（と `posenc`、BLOOM、MPT、labml）は $2^k$ ヘッドの傾きを使い、続けて $2^{k+1}$ ヘッドの傾きを 1 つおきに使います。
 #   そのため傾きは大きさの順に並びません。
-# - 傾きは重みの減衰を表し、1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。内容のスコアが等しければ、ヘッド $h$ は平均しておよそ $1/m_h$ 位置だけ遡ります（長い行では正確に $1/(e^{m_h} - 1)$ です）。
+# - 傾きは重みの減衰を表し、1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。内容のスコアが等しければ、ヘッド $h$ は平均しておよそ距離 $1/m_h$ だけ遡ります（長い行では正確に $1/(e^{m_h} - 1)$ です）。
 # - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションになります（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
 #   bfloat16 や float16 で近くのキーのバイアスを正確に保てるのは、クエリ自身の位置で 0 になる形（論文の形と対称な形）だけです。
 # - KV キャッシュではクエリをキーの末尾に合わせます。因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
@@ -946,7 +946,7 @@ for n in (5, 12, 24, 112):
 # 入力を逆順にするとクエリ、キー、バリューも逆順になるので、スコアは $J\,(QK^\top/\sqrt{d})\,J + B = J\,(QK^\top/\sqrt{d} + B)\,J$ になります。
 # 行ごとの softmax は行と列の並べ替えと可換で、$J J = I$ なので、出力は
 # $J\,\mathrm{softmax}(QK^\top/\sqrt{d} + B)\,J\,JV = J \cdot \text{output}$ です。つまり行が逆順で出てきます。
-# このようなエンコーダは左と右を区別できません。クエリの $k$ 位置前のキーと $k$ 位置後ろのキーに、同じバイアスが付くからです。
+# このようなエンコーダは左と右を区別できません。クエリの $k$ 個前のキーと $k$ 個後ろのキーに、同じバイアスが付くからです。
 # 一方、因果的なアテンションでは、出力の行は逆順になりません。
 
 # %% tags=["solution"]
@@ -1064,13 +1064,13 @@ print(f"head {head}: m = 2^-8, mean distance {mean.max():.2f}", end="")
 # - Press, O., Smith, N. A., Lewis, M. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
-# - ofirpress, attention_with_linear_biases（公式実装）
+# - ofirpress：attention_with_linear_biases（公式実装）。
 #   <https://github.com/ofirpress/attention_with_linear_biases>
 # - BigScience Workshop (2022). *BLOOM: A 176B-Parameter Open-Access Multilingual
 #   Language Model*. <https://arxiv.org/abs/2211.05100>
-# - Hugging Face transformers, `models/bloom/modeling_bloom.py`.
+# - Hugging Face transformers：`models/bloom/modeling_bloom.py`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/models/bloom/modeling_bloom.py>
-# - MosaicML llm-foundry (MPT). <https://github.com/mosaicml/llm-foundry>
-# - labml.ai, annotated implementation of ALiBi.
+# - MosaicML：llm-foundry（MPT）。<https://github.com/mosaicml/llm-foundry>
+# - labml.ai：ALiBi の注釈付き実装。
 #   <https://nn.labml.ai/transformers/alibi/index.html>
-# - lucidrains, x-transformers. <https://github.com/lucidrains/x-transformers>
+# - lucidrains：x-transformers。<https://github.com/lucidrains/x-transformers>

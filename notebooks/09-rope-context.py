@@ -1097,7 +1097,7 @@ print(
 # 新しいクエリは長い入力用の列で回転されますが、キャッシュしたキーは短い入力用の列で回転されたままです。
 # 同じ列の中では、位置 $m$ のクエリと位置 $n$ のキーのスコアは $n - m$ だけで決まりますが、切り替わりをまたぐと、そうはなりません。
 # 位置 $n$ にキャッシュしたキーは、ペア $i$ で角度 $n\,\theta_i \left\lvert 1/\kappa^{\text{short}}_i - 1/\kappa^{\text{long}}_i \right\rvert$ だけずれています。
-# ペア 0 では 1 位置あたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
+# ペア 0 では位置 1 つあたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれます。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
 # 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
@@ -1771,7 +1771,7 @@ print(
 #
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding*. <https://arxiv.org/abs/2104.09864>
-# - Chen, S., Wong, S., Chen, L. and Tian, Y. (2023). *Extending Context Window
+# - Chen, S., Wong, S., Chen, L., Tian, Y. (2023). *Extending Context Window
 #   of Large Language Models via Positional Interpolation*.
 #   <https://arxiv.org/abs/2306.15595>
 # - bloc97 (2023). *NTK-Aware Scaled RoPE allows LLaMA models to have extended
@@ -1781,12 +1781,12 @@ print(
 # - emozilla (2023). *Dynamically Scaled RoPE further increases performance of
 #   long context LLaMA with zero fine-tuning*. r/LocalLLaMA.
 #   <https://www.reddit.com/r/LocalLLaMA/comments/14mrgpr/dynamically_scaled_rope_further_increases/>
-# - Peng, B., Quesnelle, J., Fan, H. and Shippole, E. (2023). *YaRN: Efficient
+# - Peng, B., Quesnelle, J., Fan, H., Shippole, E. (2023). *YaRN: Efficient
 #   Context Window Extension of Large Language Models*.
-#   <https://arxiv.org/abs/2309.00071>; コード：<https://github.com/jquesnelle/yarn>
+#   <https://arxiv.org/abs/2309.00071>（コード：<https://github.com/jquesnelle/yarn>）
 # - Llama Team, AI @ Meta (2024). *The Llama 3 Herd of Models*.
-#   <https://arxiv.org/abs/2407.21783>; 参照実装：
-#   <https://github.com/meta-llama/llama-models>
+#   <https://arxiv.org/abs/2407.21783>
+#   （コード：<https://github.com/meta-llama/llama-models>）
 # - Rozière, B. et al. (2023). *Code Llama: Open Foundation Models for Code*.
 #   <https://arxiv.org/abs/2308.12950>
 # - Sun, Y. et al. (2022). *A Length-Extrapolatable Transformer*.
@@ -1796,20 +1796,20 @@ print(
 # - Xiong, W. et al. (2023). *Effective Long-Context Scaling of Foundation
 #   Models*. <https://arxiv.org/abs/2309.16039>
 # - Ding, Y. et al. (2024). *LongRoPE: Extending LLM Context Window Beyond 2
-#   Million Tokens*. <https://arxiv.org/abs/2402.13753>; コード：
-#   <https://github.com/microsoft/LongRoPE>
+#   Million Tokens*. <https://arxiv.org/abs/2402.13753>
+#   （コード：<https://github.com/microsoft/LongRoPE>）
 # - Abdin, M. et al. (2024). *Phi-3 Technical Report*.
 #   <https://arxiv.org/abs/2404.14219>
 # - DeepSeek-AI (2024a). *DeepSeek-V2*. <https://arxiv.org/abs/2405.04434>;
-#   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>;
-#   コード：<https://github.com/deepseek-ai/DeepSeek-V3>
-# - OpenAI (2025). gpt-oss reference implementation.
+#   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>
+#   （コード：<https://github.com/deepseek-ai/DeepSeek-V3>）
+# - OpenAI：gpt-oss の参照実装（2025）。
 #   <https://github.com/openai/gpt-oss>
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. <https://arxiv.org/abs/2309.17453>
 # - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
 #   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
-# - Hugging Face transformers, `modeling_rope_utils.py`.
+# - Hugging Face transformers：`modeling_rope_utils.py`。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
 # - モデルカードと設定：<https://huggingface.co/meta-llama/Llama-3.1-8B>,
 #   <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>,

@@ -258,7 +258,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 #
 # - ヘッドの次元数 16、底 $10^4$ の `rope` では、$L$ の間に 1 周するペアは 8 組中 1 組です。Llama 2 では 64 組中 46 組です。
 #   `rope-llm` の底 $(L/2\pi)^{\ln 10^4 / \ln(4096/2\pi)} = 3.776$ は、波長の並びの中で $L$ が占める位置を、Llama 2 で 4096 が占める位置に合わせたもので、8 組中 6 組が 1 周します。
-#   どの底でも合わせられない点もあります。最も速いペアは $2\pi$ 位置ごとに 1 周するので、Llama 2 の速いペアのように $L$ の間に何百周もするペアはありません。
+#   どの底でも合わせられない点もあります。最も速いペアは位置が $2\pi$ 進むごとに 1 周するので、Llama 2 の速いペアのように $L$ の間に何百周もするペアはありません。
 # - T5 の表には 32 個のバケットがあります。距離 $0$ から $15$ には厳密バケットがあり、$16$ 以上の距離はすべてバケット $16$ から $31$ に入ります。
 #   $L = 16$ ではそこまで前にあるキーはないので、これらのバケットには勾配がまったく届きません。AdamW の重み減衰（$0.01$）が初期値を縮めるだけで、3,500 ステップで $0.944$ 倍になります。初期値は `posenc` では $N(0, 0.02^2)$、Hugging Face の T5 では $N(0, 1/d)$（$d = 64$）から引きます。
 #   `t5-hf` は同じ乱数を拡大したものなので、モデルのほかの部分は何も変わりません。
@@ -1521,7 +1521,7 @@ assert share == [99, 98]
 # ## 出典とバージョン
 #
 # `posenc_lab` の記録 `extrapolation-tasks.json` には、設定、コマンド、コミット、バージョン、マシン、実行の全セッション、学習曲線付きの全実行が入っています。下のセルは記録を作った環境を表示します。
-# 設計、計算時間の見積もり、ステップ数と学習率を決めた予備実験は `lab/README.md` に、論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-tasks.json` にあります（コマンドは記録と `lab/README.md`）。
+# 設計、計算予算、ステップ数と学習率を決めた予備実験は `lab/README.md` に、論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-tasks.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
@@ -1534,9 +1534,8 @@ assert share == [99, 98]
 #   Large Language Models via Positional Interpolation*.
 #   <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient
-#   Context Window Extension of Large Language Models*.
-#   <https://arxiv.org/abs/2309.00071>。3.2 節（式 17〜20）。参照実装：
-#   <https://github.com/jquesnelle/yarn>（`find_correction_range`）
+#   Context Window Extension of Large Language Models*. §3.2（式 17〜20）.
+#   <https://arxiv.org/abs/2309.00071>（コード：<https://github.com/jquesnelle/yarn> の `find_correction_range`）
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. ICLR 2024. <https://arxiv.org/abs/2309.17453>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
@@ -1549,7 +1548,7 @@ assert share == [99, 98]
 #   <https://arxiv.org/abs/2405.18719>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat
 #   Models*. <https://arxiv.org/abs/2307.09288>
-# - Hugging Face transformers の `T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
+# - Hugging Face transformers：`T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
 
 # %%
 first = record["sessions"][0]

@@ -858,7 +858,7 @@ for rule in ["paper", "hf"]:
 #
 # ペアの波長 $2\pi/\theta_i$ は、そのペアが見分けられる距離の目安です。
 # $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
-# ブロックでは時間の軸の波長は最長でも約 160 位置で、幅の軸は約 35,000 位置から始まります。巡回割り当てでは、どの軸もほぼ全範囲にわたります。
+# ブロックでは時間の軸の波長は最長でも約 160 で、幅の軸の波長は約 35,000 から始まります。巡回割り当てでは、どの軸もほぼ全範囲にわたります。
 # 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "巡回割り当ても transformers 5.24.0 と一致し、スコアは軸ごとの相対位置だけで決まります"}
@@ -947,10 +947,10 @@ assert (
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：数値と Qwen3-VL の底**
 #
-# Qwen2-VL のブロックでは、幅の軸で最も速いペアは、周波数が $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（1 位置あたりのラジアン）で、30 列でも約 0.005 ラジアンしか回りません。
+# Qwen2-VL のブロックでは、幅の軸で最も速いペアは、周波数が $\theta_{40} = 10^{-6 \cdot 80/128} = 10^{-3.75} \approx 1.8 \cdot 10^{-4}$（位置 1 つあたりのラジアン）で、30 列でも約 0.005 ラジアンしか回りません。
 # 高さの最も速いペア $\theta_{16}$ は 30 行で約 0.95 ラジアン回ります。
 # Qwen3-VL の公開されたチェックポイント（Qwen3-VL-4B-Instruct の `config.json`）の底は $5 \cdot 10^6$ で、Hugging Face の設定クラスの既定値 $5 \cdot 10^5$ とは違います。
-# 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ 位置になります。
+# 底が $5 \cdot 10^6$ ならどの波長 $2\pi b^{2i/d}$ も伸び、時間の軸の最も遅い波長は $5.1 \cdot 10^6$ ではなく約 $2.5 \cdot 10^7$ になります。
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1131,7 +1131,7 @@ for rule in ["paper", "hf"]:
 # - He, K. et al. (2022). *Masked Autoencoders Are Scalable Vision
 #   Learners*. <https://arxiv.org/abs/2111.06377>
 #   公式実装：`util/pos_embed.py`。<https://github.com/facebookresearch/mae>
-# - Heo, B., Park, S., Han, D. and Yun, S. (2024). *Rotary Position
+# - Heo, B., Park, S., Han, D., Yun, S. (2024). *Rotary Position
 #   Embedding for Vision Transformer*. ECCV 2024.
 #   <https://arxiv.org/abs/2403.13298>
 #   公式実装：`deit/models_v2_rope.py`（`RoPEAttention` は `q[:, :, 1:]` を回転させ、`compute_axial_cis` は格子ごとに計算します）。README に正解率の表があります。<https://github.com/naver-ai/rope-vit>
@@ -1142,12 +1142,11 @@ for rule in ["paper", "hf"]:
 #   <https://arxiv.org/abs/2502.13923>
 # - Qwen Team (2025). *Qwen3-VL Technical Report*.
 #   <https://arxiv.org/abs/2511.21631>
-# - Huang, J., Liu, X., Song, S., Hou, R., Chang, H., Lin, J. and Bai, S.
-#   (2025). *Revisiting Multimodal Positional Encoding in Vision–Language
+# - Huang, J. et al. (2025). *Revisiting Multimodal Positional Encoding in Vision–Language
 #   Models*. <https://arxiv.org/abs/2510.23095>
 # - Qwen3-VL のリポジトリとドキュメント。Qwen の参照実装の位置は `qwen-vl-finetune/qwenvl/data/rope2d.py`、公開されたチェックポイントの `config.json`（Qwen3-VL-4B-Instruct の `rope_theta` は 5000000）。
 #   <https://github.com/QwenLM/Qwen3-VL>
-# - transformers の issue #45381 と PR #45400（Qwen2.5-VL の動画の位置）。
+# - Hugging Face transformers：イシュー #45381 とプルリクエスト #45400（Qwen2.5-VL の動画の位置）。
 #   <https://github.com/huggingface/transformers/issues/45381>、
 #   <https://github.com/huggingface/transformers/pull/45400>
 # - Hugging Face transformers 5.24.0：ViT、ViT-MAE、Qwen2-VL、Qwen2.5-VL、Qwen3-VL、Gemma 4 のモデル。

@@ -193,7 +193,7 @@ assert_close(partial, by_hand)
 # %% [markdown] lang="ja"
 # 下の図は、$d = 128$ のヘッドの 4 分の 1 を回転させる場合に、各方式が回転させるペアの波長 $2\pi/\theta$ を描いたものです。
 # 部分回転は通常の RoPE とほぼ同じ範囲を 64 点ではなく 16 点で覆います。
-# p-RoPE は最も短い 16 個の波長を残します。$b = 10^4$ では、最も長いものでも $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ 位置です。
+# p-RoPE は最も短い 16 個の波長を残します。$b = 10^4$ では、最も長いものでも $2\pi \cdot 10^{4 \cdot 30/128} \approx 54$ です。
 
 # %% tags=["figure"] alt={"en": ["Wavelength 2π/θ on a log axis against the pair index, d = 128, base 10^4: full RoPE, 64 pairs from 6.3 to about 54,000; partial rotation with r = 32, 16 pairs spanning nearly the same range, from 6.3 to about 35,000; p-RoPE with fraction 0.25, 16 pairs from 6.3 to about 54 only."], "ja": ["d = 128、底 10^4 での波長 2π/θ（対数軸）をペアの番号に対して描いた図です。通常の RoPE は 64 ペアで 6.3〜約 54,000 を覆います。r = 32 の部分回転は 16 ペアでほぼ同じ範囲（6.3〜約 35,000）を覆い、割合 0.25 の p-RoPE は 16 ペアで 6.3〜約 54 だけを覆います。"]}
 d = 128
@@ -679,7 +679,7 @@ assert math.isclose((0.1 * math.log(40) + 1) ** 2 / math.sqrt(192), hf_scaling)
 # - RoPE の層は[チャンク単位のアテンション](../docs/glossary.ja.md#chunked-attention)を使い、$C$ = `attention_chunk_size` = 8192 トークンのチャンクの中だけを見ます。
 #   クエリ $m$ がキー $n \le m$ を見るのは $\lfloor n/C \rfloor = \lfloor m/C \rfloor$ のときだけです。
 # - NoPE の層は因果的なコンテキスト全体を見て、位置 $p$ のクエリに温度を掛けます。
-#   温度は `floor_scale` $= 8192$ 位置ごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
+#   温度は位置が `floor_scale` $= 8192$ 進むごとに段階的に大きくなります（`attn_scale` $a = 0.1$）。
 #   この「温度」は Hugging Face の呼び名で、スコアを割る YaRN の[アテンションの温度](../docs/glossary.ja.md#attention-temperature)とは違い、クエリに掛けます。
 #
 # $$\tau(p) = a \ln\!\big(\lfloor (p + 1)/8192 \rfloor + 1\big) + 1 .$$
@@ -1118,11 +1118,11 @@ print(seen, round(tau, 4))
 #   <https://arxiv.org/abs/2501.19399>
 # - Cohere (2025). *Command A: An Enterprise-Ready Large Language Model*.
 #   <https://arxiv.org/abs/2504.00698>
-# - Yang et al. (2025). *Rope to Nope and Back Again: A New Hybrid
+# - Yang, B. et al. (2025). *Rope to Nope and Back Again: A New Hybrid
 #   Attention Strategy*. <https://arxiv.org/abs/2501.18795>
 # - Gemma Team (2025). *Gemma 3 Technical Report*.
 #   <https://arxiv.org/abs/2503.19786>
-# - Meta, llama-models, pull request 322: *fix: update rope scaling for
-#   Llama-4-Scout*. <https://github.com/meta-llama/llama-models/pull/322>
-# - Hugging Face transformers 5.24.0.
+# - Meta：llama-models のプルリクエスト #322（*fix: update rope scaling for
+#   Llama-4-Scout*）。<https://github.com/meta-llama/llama-models/pull/322>
+# - Hugging Face transformers 5.24.0。
 #   <https://github.com/huggingface/transformers>

@@ -955,27 +955,27 @@ assert not torch.allclose(step, full)
 # torch 2.13.0 の CPU と `posenc` 0.3.0 で実行しました。FlexAttention はここでは eager モードで実行しています。Llama 3.1 8B の設定は公開されている `config.json` のもの、Hugging Face の周波数は transformers 5.24.0 で求めた値です。
 # FSDP1 の初期化の順序は、torch 2.13 の `torch/distributed/fsdp/_init_utils.py` にある `_materialize_meta_module` のもので、プロセスを立てずに再現しています。
 #
-# - PyTorch、`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。
+# - PyTorch：`torch.nn.functional.scaled_dot_product_attention`（左上にそろえる `is_causal`）。
 #   <https://pytorch.org/docs/stable/generated/torch.nn.functional.scaled_dot_product_attention.html>
-# - PyTorch、`torch.nn.attention.bias.causal_lower_right`（末尾にそろえるマスク）。
+# - PyTorch：`torch.nn.attention.bias.causal_lower_right`（末尾にそろえるマスク）。
 #   <https://pytorch.org/docs/stable/nn.attention.bias.html>
 # - Dong, J. et al. (2024). *Flex Attention: A Programming Model for Generating
 #   Optimized Attention Kernels*.
 #   <https://arxiv.org/abs/2412.05496>
-# - Press, O., Smith, N. A. and Lewis, M. (2022). *Train Short, Test Long: Attention with
+# - Press, O. et al. (2022). *Train Short, Test Long: Attention with
 #   Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
 #   <https://arxiv.org/abs/2108.12409>
 # - Su, J. et al. (2021). *RoFormer: Enhanced Transformer with Rotary Position
 #   Embedding*.
 #   <https://arxiv.org/abs/2104.09864>
-# - PyTorch、`DistributedDataParallel`（`forward_sync_buffers`）。
+# - PyTorch：`DistributedDataParallel`（`forward_sync_buffers`）。
 #   <https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html>
-# - PyTorch、meta デバイス。<https://pytorch.org/docs/stable/meta.html>
-# - PyTorch、FSDP1（`FullyShardedDataParallel`、`param_init_fn`）。
+# - PyTorch：meta デバイス。<https://pytorch.org/docs/stable/meta.html>
+# - PyTorch：FSDP1（`FullyShardedDataParallel`、`param_init_fn`）。
 #   <https://pytorch.org/docs/stable/fsdp.html>
-# - PyTorch、FSDP2（`fully_shard`）。
+# - PyTorch：FSDP2（`fully_shard`）。
 #   <https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html>
-# - Hugging Face transformers、`modeling_rope_utils.py`（`_compute_llama3_parameters`）。
+# - Hugging Face transformers：`modeling_rope_utils.py`（`_compute_llama3_parameters`）。
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
-# - Meta、Llama 3.1 8B の `config.json`。
+# - Meta：Llama 3.1 8B の `config.json`。
 #   <https://huggingface.co/meta-llama/Llama-3.1-8B/blob/main/config.json>

@@ -68,7 +68,7 @@
 #
 # モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、次元数 32 のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
-# CPU 時間の予算に収めるため（「出典とバージョン」の節）、学習型位置埋め込み、KERPLE、CoPE、ランダム化した位置は外し、学習時の長さも 1 つだけにしました。
+# CPU の計算予算に収めるため（「出典とバージョン」の節）、学習型位置埋め込み、KERPLE、CoPE、ランダム化した位置は外し、学習時の長さも 1 つだけにしました。
 
 # %% tags=["setup"]
 import json
@@ -1077,7 +1077,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # - Chen, S. et al. (2023). *Extending Context Window of Large Language Models via
 #   Positional Interpolation*. <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient Context Window Extension of Large
-#   Language Models*. <https://arxiv.org/abs/2309.00071>（参照実装：
+#   Language Models*. <https://arxiv.org/abs/2309.00071>（コード：
 #   <https://github.com/jquesnelle/yarn>）
 # - Liu, X. et al. (2023). *Scaling Laws of RoPE-based Extrapolation*.
 #   <https://arxiv.org/abs/2310.05209>
@@ -1085,7 +1085,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 #   <https://arxiv.org/abs/2405.14591>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
 #   <https://arxiv.org/abs/2307.09288>
-# - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>
+# - Debian：`python3.11-doc`。<https://packages.debian.org/bookworm/python3.11-doc>
 
 # %%
 v, machine = record["versions"], record["machine"]

@@ -122,7 +122,7 @@ for name, b, L in settings:
         f"{lam[n_full - 1]:.0f})"
     )
 
-# %% tags=["check"] summary={"en": "posenc's frequencies are b^(-2i/d); the count of pairs with r_i >= 1 is the integer part of i_1 plus one; the counts above hold", "ja": "posenc の周波数は b^(-2i/d) で、r_i ≥ 1 のペアの数は i_1 の整数部分に 1 を足したものに等しく、上の数はそのとおりです"}
+# %% tags=["check"] summary={"en": "posenc's frequencies are b^(-2i/d); the count of pairs with r_i >= 1 is the integer part of i_1 plus one; the counts above hold", "ja": "posenc の周波数は b^(-2i/d) で、r_i ≥ 1 のペアの数は i_1 の整数部分に 1 を足したものに等しく、上に示した数もこれと一致します"}
 for name, b, L in settings:
     theta = rope_frequencies(d, base=b).double()
     assert_close(theta, b ** (-2 * i / d), rtol=1e-6, atol=0)
@@ -153,12 +153,13 @@ plt.show()
 # **Going deeper: the slow-pair hypothesis and its cost.** That the slow pairs cause
 # the failure past $L$ is a hypothesis, the one these
 # methods build on: YaRN (Peng et al. 2023, §3.2) fully interpolates the pairs that never
-# turn within $L$, and Liu et al. (2024) call the boundary, $i_1$ here, the critical
-# dimension for extrapolation. A longer input also spreads attention over more keys
+# turn within $L$, and Liu et al. (2024) explain the same boundary by what they
+# call the critical dimension for extrapolation. A longer input also spreads attention over more keys
 # (the section [The attention temperature](#the-attention-temperature)). Sun et al.
 # (2022, Table 2) measured the cost: a RoPE model trained on 1024 tokens has a
 # [perplexity](../docs/glossary.md#perplexity) of 25.52 at 1024 tokens, 73.6 at 2048
-# and 294.45 at 4096; a blockwise window ([*xPos and NoPE*](10-xpos-nope.ipynb))
+# and 294.45 at 4096; [blockwise causal attention](../docs/glossary.md#blockwise-causal-attention)
+# ([*xPos and NoPE*](10-xpos-nope.ipynb))
 # brings the last two to 25.57 and 25.65 (Table 5).
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) shows a small
 # RoPE model that fails past $L$ and recovers when keys beyond the trained
@@ -169,10 +170,10 @@ plt.show()
 #
 # 遅いペアが $L$ の先での失敗の原因だというのは仮説ですが、この章の手法はこの仮説の上に立っています。
 # YaRN（Peng ら 2023、§3.2）は $L$ の間に 1 周もしないペアを完全に補間します。
-# Liu ら（2024）は、その境目（ここでの $i_1$）を外挿の臨界次元（critical dimension）と呼んでいます。
+# Liu ら（2024）は、同じ境目を外挿の臨界次元（critical dimension）という考え方で説明しています。
 # さらに、長い入力ではアテンションがより多くのキーに分散します（[「アテンションの温度」](#アテンションの温度)の節）。
 # Sun ら（2022、表 2）はその代償を測っています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
-# ブロック単位のウィンドウ（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）を使うと、後の 2 つは 25.57 と 25.65 になります（表 5）。
+# [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）を使うと、後の 2 つは 25.57 と 25.65 になります（表 5）。
 # [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、学習した距離より遠いキーを隠すと回復する様子を示します。
 
 # %% [markdown] lang="en"
@@ -189,8 +190,8 @@ plt.show()
 # inside the trained range.
 #
 # The price is resolution: neighbouring tokens are now only $\theta_i/s$
-# apart, $1/s$ radian instead of 1 for the fastest pair, closer than any two
-# angles the model learned to tell apart. Chen et al. adapt the model with a
+# apart, $1/s$ radian instead of 1 for the fastest pair: an offset-1 angle
+# training never produced. Chen et al. adapt the model with a
 # short [fine-tuning](../docs/glossary.md#fine-tuning) (within 1000 steps); their
 # Theorem 2.1 bounds how far the score at a position between two integers can stray
 # from its neighbours', far below what extrapolated positions reach.
@@ -206,12 +207,12 @@ plt.show()
 # 最後の位置 $m = sL - 1$ は位置 $L - 1/s$ として働きます。その角度 $(L - 1/s)\theta_i$ は、学習したコンテキストの直後の位置の角度 $L\theta_i$ より小さいままです。
 # この章では、$L\theta_i$ より小さい角度を学習した範囲の内側とみなします。
 #
-# 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになって、モデルが見分けるよう学習したどの 2 つの角度よりも近くなります。
+# 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになります。学習中、隣り合うトークンの間には現れなかった角度です。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを新しい位置の間隔に適応させています。
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則です。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL, and the last angle stays below L theta_i", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じで、最後の角度は L θ_i より小さいままです"}
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じです"}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 pi = LinearScaling(s)
@@ -220,7 +221,6 @@ assert_close(theta_pi, theta / s, rtol=1e-6, atol=0)  # theta'_i = theta_i / s
 x = torch.randn(s * L, d, dtype=f64)
 m = torch.arange(s * L)
 assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
-assert ((s * L - 1) * theta_pi < L * theta).all()  # inside the trained range
 
 # %% [markdown] lang="en"
 # ## NTK-aware scaling: a larger base
@@ -293,10 +293,10 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # then go stale, see the note below). Dynamic NTK at length $T$ is
 # NTK-aware scaling with the factor $T/L$:
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
-# `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len` (`apply_rope` uses
-# the largest position plus one). Hugging Face's configured `factor` $s$ is a
-# slope, not the extension ratio (see the note); **this chapter, its table and
-# its interactive figure use $s = 1$**, emozilla's rule.
+# `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len`. emozilla's code
+# has a slope, which Hugging Face names `factor` $s$ (the note); $s = 1$
+# gives $T/L$, Peng et al.'s form (§3.3). **This chapter, its table and its
+# interactive figure use $s = 1$.**
 
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
@@ -305,26 +305,29 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは古くなります（下の「さらに詳しく：動的 NTK と KV キャッシュ」）。
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
-# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります（`apply_rope` では最大の位置に 1 を足した値）。
-# Hugging Face で設定する `factor` $s$ は伸び率ではなく、係数が系列長とともに増える傾きです（すぐ下の「さらに詳しく」）。
-# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。これは emozilla の規則です。
+# `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
+# emozilla のコードには係数が系列長とともに増える傾きがあり、Hugging Face はこれを `factor` $s$ と呼びます（下の「さらに詳しく」）。$s = 1$ なら $T/L$ で、Peng ら（§3.3）の書き方です。
+# **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: Hugging Face's factor is a slope.** Hugging Face's
-# `rope_type="dynamic"` writes the rule with a configured `factor` $s$:
+# **Going deeper: the dynamic factor is a slope.** emozilla's
+# `LlamaDynamicScaledRotaryEmbedding` (argument `ntk`) and Hugging Face's
+# `rope_type="dynamic"` (`factor` $s$) write the rule as
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # the NTK-aware base for the factor $s_T = sT/L - (s-1)$, which is 1 at
-# $T = L$ and grows by $s/L$ per position. With $s = 1$ it is emozilla's
-# $T/L$; with $s = 4$ it divides the slowest pair at $T = sL$ by
-# $s^2 - s + 1 = 13$, not by 4.
+# $T = L$ and grows by $s/L$ per position. With $s = 1$ it is $T/L$; with
+# $s = 4$ it divides the slowest pair at $T = sL$ by $s^2 - s + 1 = 13$, not
+# by 4. Without `ntk` the same class interpolates dynamically instead: PI with
+# $s = T/L$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Hugging Face の factor は傾き**
+# **さらに詳しく：動的 NTK の係数は傾き**
 #
-# Hugging Face の `rope_type="dynamic"` は、設定された `factor` $s$ を使ってこの規則を次のように書きます。
+# emozilla の `LlamaDynamicScaledRotaryEmbedding`（引数 `ntk`）と Hugging Face の `rope_type="dynamic"`（`factor` $s$）は、この規則を次のように書きます。
 # $$b_T = b\left(\frac{sT}{L} - (s-1)\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # これは係数 $s_T = sT/L - (s-1)$ に対する NTK-aware の底です。この係数は $T = L$ で 1 になり、位置が 1 つ進むごとに $s/L$ ずつ増えます。
-# $s = 1$ なら emozilla の $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを 4 ではなく $s^2 - s + 1 = 13$ で割ります。
+# $s = 1$ なら $T/L$ そのものです。$s = 4$ では、$T = sL$ で最も遅いペアを 4 ではなく $s^2 - s + 1 = 13$ で割ります。
+# `ntk` を指定しないと、同じクラスは代わりに動的な位置補間（$s = T/L$ の PI）を行います。
 
 # %% tags=["deeper"]
 rows = []
@@ -588,7 +591,7 @@ plt.show()
 # %% [markdown] lang="ja"
 # ### アテンションの温度
 #
-# Peng らは、クエリとキーに $\sqrt{1/t}$ も掛けます。これはすべてのスコアを温度 $t$ で割ることにあたります。Llama での実験にあてはめて、次の式を求めています。
+# Peng らは、クエリとキーに $\sqrt{1/t}$ も掛けます。これはすべてのスコアを温度 $t$ で割ることにあたります。Llama のパープレキシティに合わせて、次の式を決めています。
 # $$\sqrt{1/t} = 0.1\ln s + 1$$
 # コンテキストが長くなると、なぜアテンションを鋭くする必要があるのでしょうか。
 # かりに長い入力が学習時の入力を $s$ 回繰り返したものなら、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
@@ -759,7 +762,6 @@ q_r, k_r = torch.randn(2, 64, dtype=f64, generator=gen_ds)  # rotary parts
 m_r, n_r = torch.tensor(150_000), torch.tensor(20_000)
 for name, m_ds in mscale_of.items():
     yarn_ds = YarnScaling(40, 4096, mscale=m_ds, mscale_all_dim=m_ds)
-    assert yarn_ds.attention_factor == 1.0  # g(s, m) / g(s, m)
     theta_ds = rope_frequencies(64, scaling=yarn_ds).double()
     check_hf(theta_ds, hf_yarn_deepseek)
     # the temperature is in the softmax scale: (sqrt(1/t))^2 / sqrt(192)
@@ -779,7 +781,9 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 extends Llama 3's context from $L = 8192$ to 131072 positions with
 # factor $s = 8$, `low_freq_factor` $\alpha = 1$, `high_freq_factor`
-# $\beta = 4$ and base $5 \cdot 10^5$ (`rope_type="llama3"`). Pairs with a
+# $\beta = 4$ and base $5 \cdot 10^5$ (`rope_type="llama3"`); $s$ is half the
+# 16-fold extension because Llama 3.1 continued pre-training on long sequences
+# with these frequencies, so the longer arcs were trained too. Pairs with a
 # wavelength shorter than $L/\beta$ keep their frequency, pairs with one
 # longer than $L/\alpha$ are divided by $s$, and in between
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
@@ -795,6 +799,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
+# 伸び率 16 の半分の $s$ で足りるのは、Llama 3.1 がこの周波数のまま長い系列で継続事前学習し、長くなった弧も学習しているためです。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。
@@ -871,7 +876,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # %% [markdown] lang="ja"
 # ## LongRoPE：周波数ごとに探索した係数
 #
-# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、そのペア専用の係数 $\kappa_i$ で割り、係数の列は長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
+# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、ペアごとの係数 $\kappa_i$ で割り、係数の列は長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。詳しくは下の「さらに詳しく」にあります。
 
@@ -904,7 +909,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
-# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただし、短い入力にも掛かります。
+# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただしこの係数は、短い入力にも掛かります。
 # Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、最後の位置でもその角度は学習した弧のおよそ半分にしか達しません。
 # また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります（下の「さらに詳しく」）。
 
@@ -918,7 +923,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではスコアが $17/12$ 倍になり、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
-# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも √(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
+# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも q と k を √(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [
@@ -1103,7 +1108,7 @@ print(
 # 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、この切り替えの時点でキャッシュを捨てて全体を処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。
-# 自分で書いたデコードのループや、この処理を持たない（キャッシュを捨てるメソッドを上書きしていない）モデルのクラスでは、古いキーがそのまま使われます。
+# デコードのループを自分で書いた場合や、キャッシュを捨てる上書きを持たないモデルのクラスでは、古いキーがそのまま使われます。
 # いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
 
 # %% tags=["deeper"]
@@ -1198,12 +1203,11 @@ for scaling in scalings.values():
 # %% [markdown] lang="en"
 # ## Side by side
 #
-# All these rules answer one question: how much to slow each pair, given its
-# wavelength. The figure puts them on that axis: horizontally the original
+# The figure puts every rule on one axis: horizontally the original
 # wavelength in units of the training length, $\lambda_i/L$; vertically the
 # divisor $\kappa_i = \theta_i/\theta'_i$ as a power of the factor,
 # $\log_s \kappa_i$, 0 for a pair kept and 1 for a pair divided by $s$. PI
-# divides every pair by $s$ (1 on the vertical axis). NTK-aware scaling rises in a straight line, slowing
+# divides every pair by $s$. NTK-aware scaling rises in a straight line, slowing
 # fast pairs a little and slow ones too little; dynamic NTK at $T = 2L$ rises
 # half as far. YaRN keeps every pair left of
 # $L/32$ (more than 32 turns within $L$) and divides by $s$ every pair right
@@ -1212,20 +1216,20 @@ for scaling in scalings.values():
 # LongRoPE lists ($s = 32$) differ: the long list already slows fast pairs,
 # and slows the slow ones by about $2s$, or $s^{1.2}$; the short one divides by
 # 2.84 at most. The table gives $\theta'_i/\theta_i$ in Llama 2's setting
-# ($s = 4$), with dynamic NTK at $T = 2L$: NTK-aware scaling with the factor 2.
+# ($s = 4$), with dynamic NTK at $T = 2L$.
 # Measured perplexities of PI and YaRN on real text are in the chapter
 # [*A tiny language model on real text*](17-real-text.ipynb#rescuing-rope).
 
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
-# ここまでの規則はどれも、「各ペアをその波長に応じてどれだけ遅くするか」という 1 つの問いへの答えです。下の図では、すべての規則をこの 1 本の軸の上に並べます。
+# 下の図では、すべての規則を 1 本の軸の上に並べます。
 # 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
-# PI はすべてのペアを $s$ で割ります（縦軸の 1）。
+# PI はすべてのペアを $s$ で割ります。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
 # YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）はすべて $s$ で割ります。Llama 3 の規則も同じ形で、そのまま保つ境目が $L/32$ ではなく $L/4$ です。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
-# 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。これは係数 2 の NTK-aware スケーリングです。
+# 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。
 # 実際のテキストで PI と YaRN のパープレキシティを測った結果は、[「実テキストで学習する小さな言語モデル」](17-real-text.ipynb#rope-を救う)の章にあります。
 
 # %%
@@ -1265,12 +1269,13 @@ dyn_4L = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=4 * L).double()
 assert_close(dyn_4L / theta, ratios["NTKScaling(4)"], rtol=1e-6, atol=0)
 exponent_long = kap_long.log() / math.log(32)
 assert (exponent_long[slow_phi] - 1.2).abs().max() < 0.01  # about s^1.2
-assert kap_short.max() < 2.85 and kap_long[12] > 7.6  # YaRN keeps pair 12
+assert (kap_short.log() / math.log(32)).max() < 0.31  # short list, alt text
+assert kap_long[12] > 7.6  # YaRN keeps pair 12
 # dynamic NTK at 2L, on the s = 4 axis: half the NTK-aware line
 half = ratios["dynamic 2L"].log() / ratios["NTKScaling(4)"].log()
 assert_close(half[1:], torch.full_like(half[1:], 0.5), rtol=1e-4, atol=0)
 
-# %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1, dynamic NTK at T = 2L (NTK-aware with factor 2) from 0 to 1/2; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.3."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図です。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで、T = 2L の動的 NTK（係数 2 の NTK-aware）は 0 から 1/2 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.3 より下にとどまります。"]}
+# %% tags=["figure"] alt={"en": ["How much each rule slows each pair, against the pair's original wavelength in units of L (log axis), with dotted lines at L/32, L/4 and L. Vertical axis: log base s of the divisor, 0 = kept, 1 = divided by s. PI is 1 everywhere; NTK-aware rises in a straight line from 0 to 1, dynamic NTK at T = 2L (NTK-aware with factor 2) from 0 to 1/2; YaRN is 0 up to L/32 and 1 from L; the Llama 3 rule is 0 up to L/4 and 1 from L; LongRoPE's long list for Phi-3.5-mini rises from near 0 to about 1.2 for the pairs beyond L; its short list stays below 0.31."], "ja": ["各規則が各ペアをどれだけ遅くするかを、そのペアの元の波長（L を単位とし、対数軸）に対して描いた図です。点線は L/32、L/4、L の位置です。縦軸は割る数の s を底とする対数で、0 はそのまま、1 は s で割ることを表します。PI はどこでも 1、NTK-aware は 0 から 1 まで、T = 2L の動的 NTK（係数 2 の NTK-aware）は 0 から 1/2 まで直線的に上がります。YaRN は L/32 まで 0 で L から 1、Llama 3 の規則は L/4 まで 0 で L から 1 です。Phi-3.5-mini の LongRoPE の長い入力用の列は 0 近くから上がり、L より右のペアではおよそ 1.2 になります。短い入力用の列は 0.31 より下にとどまります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 wave_128 = (two_pi / theta / L).numpy()  # lambda_i / L, Llama 2's setting
 styles = (("C0", "--"), ("C1", "-"), ("C2", "-"), ("C3", "-."), ("C4", ":"))
@@ -1470,40 +1475,41 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # %% [markdown] lang="en"
 # ## What to remember
 #
-# - Every rule here changes only the frequencies and is one curve: how much to
+# - Every rule here changes the frequencies (YaRN and LongRoPE also add a
+#   constant temperature) and, at a given length, is one curve: how much to
 #   slow each pair, given its wavelength.
 # - A pair whose wavelength exceeds the training length $L$ has seen only an
 #   arc of its circle; past $L$ it meets angles never trained. Every rule here
 #   repairs these slow pairs, on the hypothesis that they cause the failure.
-# - With fixed frequencies the score still depends only on $n - m$ (YaRN and
-#   LongRoPE also scale $q$ and $k$ by a constant).
+# - With fixed frequencies the score still depends only on $n - m$.
 # - PI divides every frequency by $s$ and costs resolution; NTK-aware scaling
 #   raises the base to $b\, s^{d/(d-2)}$, keeps pair 0, divides the slowest by
 #   $s$, and leaves most slow pairs past their trained arc.
 # - YaRN and Llama 3 decide by wavelength: keep pairs shorter than $L/\beta$,
 #   divide pairs longer than $L/\alpha$ by $s$, blend in between.
-# - A longer input spreads attention: the entropy grows by about $\ln s$. A
+# - A longer input spreads attention: the entropy grows by up to $\ln s$
+#   (exactly for a repeated input, nearly for random logits). A
 #   factor on the logits that grows like $\ln s$ works against it: YaRN's
 #   $(0.1 \ln s + 1)^2$, LongRoPE's $1 + \ln s / \ln L$. How far it pulls back
 #   depends on the spread of the logits (within 0.15 nats up to $s = 8$ for
-#   standard deviation 2); YaRN's 0.1 is fitted to Llama's perplexity.
+#   standard deviation 2).
 # - Dynamic NTK and LongRoPE change the frequencies with the sequence length,
-#   so keys cached after their rotation go stale; Hugging Face's dynamic
-#   `factor` is a slope, $s_T = sT/L - (s-1)$, and only $s = 1$ gives $T/L$.
+#   so keys cached after their rotation go stale; the dynamic `factor` is a
+#   slope, $s_T = sT/L - (s-1)$, and only $s = 1$ gives $T/L$.
 # - LongRoPE searches one factor per pair; Phi-3.5-mini's long list divides the
 #   slow pairs by about $2s$.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - この章の規則はどれも周波数を変えるだけの手法で、「各ペアを波長に応じてどれだけ遅くするか」を表す 1 本の曲線として比べられます。
+# - この章の規則はどれも周波数を変える手法で（YaRN と LongRoPE は定数の温度も加えます）、ある長さでは「各ペアを波長に応じてどれだけ遅くするか」を表す 1 本の曲線として比べられます。
 # - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
-# - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります（YaRN と LongRoPE はさらに $q$ と $k$ に定数を掛けます）。
+# - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーはおよそ $\ln s$ 増えます。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。YaRN の 0.1 は Llama のパープレキシティにあてはめた値です。
+# - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
-#   Hugging Face の動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
+#   動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1660,7 +1666,7 @@ print(
 # このずれは最後のキーでは 0 で、位置の小さい最初のいくつかのキーでも小さくなります。
 # 最も大きいのは $L$ を少し過ぎたところでキャッシュしたキーです。
 # 周波数はわずかに変わっただけで（係数は $(n+1)/L$ で、$n = 266$ では約 1.04）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
-# ずれが 1 ラジアンに満たない程度（零点何ラジアン）でも、速いペアの項は意味のない値になります。
+# ずれが 1 ラジアンの数分の 1 を超えると、速いペアの項はもう意味のある値になりません。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
 # キーを 3 等分した区間ごとの平均は 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
 # キーを回転させる前にキャッシュし、その時点の周波数で回転させれば、このずれはすべて避けられます。
@@ -1764,7 +1770,7 @@ print(
 # ## 出典とバージョン
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
-# Sun らのパープレキシティは、arXiv v1 をテキストに起こしたもので読みました（表 2 と表 5）。
+# Sun らのパープレキシティは、arXiv v1 の書き起こしで読みました（表 2 と表 5）。
 # どの規則と数値がどこから来たかは、参考文献の後の「さらに詳しく」にまとめます。
 #
 # ### 参考文献
@@ -1825,8 +1831,9 @@ print(
 # The NTK-aware
 # base is bloc97's, also in the YaRN repository's
 # `LlamaNTKScaledRotaryEmbedding`; reading it as "keep pair 0, divide the
-# slowest pair by $s$" follows Peng et al. The dynamic rule is emozilla's
-# formula, which Hugging Face implements in `_compute_dynamic_ntk_parameters`.
+# slowest pair by $s$" follows Peng et al. The dynamic rule, slope included,
+# is emozilla's `LlamaDynamicScaledRotaryEmbedding` in the same repository,
+# which Hugging Face implements in `_compute_dynamic_ntk_parameters`.
 # YaRN's ramp follows the reference code. Llama 3's rule is in Meta's reference
 # code (`apply_scaling` in llama-models) and the models' `config.json`; the
 # Herd paper describes the staged long-context pretraining but does not state
@@ -1848,7 +1855,7 @@ print(
 #
 # 確認のセルにある Hugging Face の数値は、どれもセルのコメントに書いた呼び出しで計算したものです。
 # NTK-aware の底は bloc97 のもので、YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。これを「ペア 0 をそのままにし、最も遅いペアを $s$ で割る」と読むのは Peng らの説明に従ったものです。
-# 動的な規則は emozilla の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
+# 動的な規則は、傾きも含めて同じリポジトリにある emozilla の `LlamaDynamicScaledRotaryEmbedding` の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
 # YaRN のランプ関数は参照実装に従います。
 # Llama 3 の規則は Meta の参照実装（llama-models の `apply_scaling`）とモデルの `config.json` にあります。Llama 3 の論文は、段階的に長さを伸ばす長いコンテキストでの事前学習を説明していますが、この規則自体は書いていません。
 # LongRoPE のアテンションの係数は、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` が 1 つ目の形で書いています（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。

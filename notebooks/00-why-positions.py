@@ -886,7 +886,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | 回転 | [2 次元・3 次元の RoPE](13-rope-2d-3d.ipynb)、[M-RoPE](13-rope-2d-3d.ipynb#m-rope言語モデルの中の時間高さ幅) | 周波数を軸に分けて回転する | Qwen2-VL、Qwen3-VL |
 # | 回転 | [xPos](10-xpos-nope.ipynb) | 回転と指数的なスケール | LEX Transformer |
 # | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[クエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
-# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerpleヘッドごとに-2-つの学習可能な数)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離を読む小さなネットワーク) | 距離の学習可能な関数（FIRE はしきい値を超えるとクエリの位置にも依存する） | 研究用のモデル |
+# | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerpleヘッドごとに-2-つの学習可能なパラメータ)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離を読む小さなネットワーク) | 距離の学習可能な関数（FIRE はしきい値を超えるとクエリの位置にも依存する） | 研究用のモデル |
 # | 文脈依存 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
 # | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで昇順に並べた位置 | 研究用のモデル |
 

@@ -63,7 +63,7 @@ F64 = torch.float64
 #
 # モデルが見るのは式ではなく、トークンの埋め込みに足されるベクトルだけで、重みはそのベクトルに合わせて学習されます。
 # 同じ式を実装した 2 つのライブラリでも、足すベクトルは違うことがあります。
-# 次のセルは、$d = 8$ での位置 3 を、labml のように（論文の流儀で）計算したものと、AllenNLP のように（tensor2tensor の流儀で）計算したものです。
+# 次のセルでは、$d = 8$ での位置 3 のベクトルを、labml の方法（論文の流儀）と AllenNLP の方法（tensor2tensor の流儀）で計算します。
 
 # %%
 three = torch.tensor([3])  # position 3, d = 8
@@ -176,7 +176,7 @@ plt.show()
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
 # キーとバリューも同じです。
 # したがって[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えれば厳密に変換できます。
-# しかし、そのまま別の配置で読み込むと、学習で一度も見なかった入力を受け取り、アテンションのスコアが変わります。
+# しかし、そのまま別の配置で読み込むと、学習で一度も見なかった入力を受け取り、アテンションスコアが変わります。
 # 下の表のどの行にも同じ教訓が当てはまります。一から学習するなら、どの変種も同じように働くはずです（最後に見るバグは別です）。
 # 一方、チェックポイントは、学習に使った変種でしか働きません。
 
@@ -262,10 +262,10 @@ assert not torch.allclose(
 # The notes below rebuild each row with `posenc` and measure it.
 
 # %% [markdown] lang="ja"
-# ## 変種と、それが影響する場面
+# ## 変種と、それらが効いてくる場面
 #
 # 実装の違いは 5 つの選択にまとまります。
-# 厳密な算術では、どれも[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の回転の性質 $PE(p+k) = M_k\, PE(p)$ を、正弦と余弦のすべてのペアで保ちます（奇数の $d$ では 1 列だけ外れることがあります）。
+# 丸め誤差を考えなければ、どの変種も[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の回転の性質 $PE(p+k) = M_k\, PE(p)$ を、正弦と余弦のすべてのペアで保ちます（奇数の $d$ では 1 列だけ外れることがあります）。
 # そのため一から学習するなら、どれも影響しないはずです（予想で、ここでは測っていません）。
 # しかしどれも、別の変種で学習したチェックポイントを壊します。大きさは $d = 512$ での値です。
 #
@@ -284,9 +284,9 @@ assert not torch.allclose(
 # `PositionalEncoding(d_model, dropout_prob, max_len=5000)` follows the paper: in
 # `posenc`, `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)`. It takes
 # `[seq, batch, d]`, applies dropout to the sum (the paper's rate for the base model
-# is 0.1, §5.4) and leaves the $\sqrt{d_{\text{model}}}$ scaling of the token
-# embeddings (§3.4) to its `EmbeddingsWithPositionalEncoding`, which saves its table
-# in the `state_dict`, while `PositionalEncoding` does not. AllenNLP's
+# is 0.1, §5.4). The $\sqrt{d_{\text{model}}}$ scaling of the token embeddings
+# (§3.4) lives in a separate module, `EmbeddingsWithPositionalEncoding`, which keeps
+# its own table in the `state_dict`; `PositionalEncoding` does not. AllenNLP's
 # `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` follows
 # tensor2tensor: `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)`. It
 # takes `[batch, seq, d]`, rebuilds its table at every call and applies no dropout.
@@ -323,13 +323,13 @@ assert not torch.allclose(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ライブラリを 1 つずつ見る**
 #
-# labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従い、
-# `posenc` では `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` です。
-# 入力は `[seq, batch, d]` で、和にドロップアウトをかけます（論文の base モデルでは率 0.1、§5.4）。
-# トークンの埋め込みに $\sqrt{d_{\text{model}}}$ を掛ける処理（§3.4）は `EmbeddingsWithPositionalEncoding` に任せています。
-# こちらは表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
-# AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従い、
-# `posenc` では `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` です。
+# labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従っていて、
+# `posenc` でいえば `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` に当たります。
+# 入力は `[seq, batch, d]` で、和にドロップアウトをかけます（論文の base モデルではドロップアウト率 0.1、§5.4）。
+# トークンの埋め込みに $\sqrt{d_{\text{model}}}$ を掛ける処理（§3.4）は、別のモジュール `EmbeddingsWithPositionalEncoding` にあります。
+# こちらは独自の表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
+# AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従っていて、
+# `posenc` でいえば `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` に当たります。
 # 入力は `[batch, seq, d]` で、表を呼び出しのたびに作り直し、ドロップアウトはかけません。
 # `posenc` は `state_dict` に表を含めず、長い入力が来るとキャッシュを広げ、角度を float64 で作ります。
 # トークンの埋め込みのスケールもチェックポイントの一部です。fairseq は `no_scale_embedding` を指定しない限り $\sqrt{d}$ を掛け、Hugging Face の Marian と BART は `scale_embedding` が真のときに掛けます。移植でこれを間違えると、配置を間違えたときと同じように入力が変わります。
@@ -353,7 +353,7 @@ assert not torch.allclose(
 # 列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とする列ごとの式では、対になる余弦のない正弦が残ります。$d = 7$ では $\sin(p \cdot 10000^{-6/7})$ です。
 # これは $1 \times 1$ のブロック $c$ ではずらせません。$p = 0$ で $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要になるからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
 # jadore801120、XLM、DistilBERT、Marian は NumPy の float64 で角度を作り、ほかは float32 で作ります。
-# 拡散モデルで余弦を先にするのも列の並べ替えの 1 つで、チェックポイントはほかの並べ替えと同じくその並びと切り離せません。
+# 拡散モデルが余弦を先に置くのも列の並べ替えの一種で、チェックポイントはほかの並べ替えと同様、この並び順に縛られます。
 
 
 # %% tags=["deeper", "check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
@@ -629,7 +629,7 @@ plt.show()
 # 表（`SinusoidalPositionalEmbedding.get_embedding`）は連結配置で、分母は $n-1$ です。
 # 行 $\mathrm{padding\_idx}$ を 0 にするので、[パディング](../docs/glossary.ja.md#padding)には何も足されません。
 # よく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を使います。左側にパディングがあっても同じです。
-# 回転の性質により、2 のずれは 1 つの固定した回転で、連結配置の表では $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
+# 回転の性質により、位置を 2 だけずらす操作は 1 つの決まった回転になり、連結配置の表では $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
 # そのため位置どうしの内積は変わりません。
 # しかし各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ なので、次の距離はどの $t$ でも同じです。
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
@@ -673,7 +673,7 @@ def fairseq_like(rows, d, padding_idx):
 
 expected = torch.tensor([[2, 3, 4, 5, 6], [2, 3, 4, 1, 1], [1, 1, 2, 3, 4]])
 assert torch.equal(positions, expected)
-# fairseq needs at least this many rows (it builds 1024 at first)
+# fairseq needs at least this many rows (1024 is its class default)
 rows = padding_idx + 1 + tokens.shape[1]
 fairseq = SinusoidalEmbedding(
     rows, d, padding_idx=padding_idx, layout="concat", endpoint=True
@@ -738,12 +738,12 @@ assert_close(pe_t.norm(dim=-1), norms)
 # escapes both roundings: $\omega_0 = 1$ and $p \cdot 1$ are exact. For labml and $d = 512$ (printed below) the largest
 # angle error near $p = 2^{14}$, $2^{17}$ and $2^{20}$ is 9.7e-04, 7.8e-03 and 6.2e-02,
 # about half from each rounding, along the staircase $2^{\lfloor \log_2 p \rfloor - 24}$
-# of the figure; `posenc` rounds only the result, 3.0e-08. Computing $\omega_i$ through
-# a float32 `exp`, as these libraries do, puts it up to about $9.5u$ off
-# ($u = 2^{-24}$) instead of $u$, but mostly in slow pairs: near $2^{20}$ labml's
-# largest error moves only from 6.21e-02 to 6.22e-02. Below $2^{24}$ the errors are
-# the same at every call, so they matter mainly when implementations are mixed; from
-# $2^{24}$ on, $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ and positions collide.
+# of the figure; `posenc` rounds only the result, 3.0e-08. Below $2^{24}$ the errors
+# are the same at every call, so they matter mainly when implementations are mixed,
+# and, within one library, for the rotation property at large positions:
+# $PE(p+k) = M_k\, PE(p)$ then holds only up to these errors, so dot products no
+# longer depend on the distance alone. From $2^{24}$ on,
+# $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ and positions collide.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：大きな位置での float32 の角度**
@@ -752,13 +752,12 @@ assert_close(pe_t.norm(dim=-1), norms)
 # float32 の角度は 2 回丸められます。周波数が $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
 # そのため角度が $[2^e, 2^{e+1})$ に入るとき、次が成り立ちます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。例外はペア 0 で、$\omega_0 = 1$ と積 $p \cdot 1$ がどちらも厳密なので、丸めを受けません。
-# labml の周波数で $d = 512$ とすると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
+# $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。なお、ペア 0 だけは $\omega_0 = 1$ と積 $p \cdot 1$ が厳密に表せるので、2 つの丸めをどちらも受けません。
+# labml の計算（float32）で $d = 512$ とすると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
 # 2 つの丸めがおよそ半分ずつを占め、誤差は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
 # `posenc` は最後の結果だけを丸めるので 3.0e-08 です。
-# これらのライブラリのように $\omega_i$ を float32 の `exp` で計算すると、そのずれは $u$ ではなく最大で約 $9.5u$ になります（$u = 2^{-24}$）。
-# ただし大きくずれるのはおもに遅いペアなので、$2^{20}$ 付近の labml の最大の誤差は 6.21e-02 から 6.22e-02 に変わるだけです。
-# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
+# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときと、1 つのライブラリの中でも大きな位置での回転の性質です。
+# そこでは $PE(p+k) = M_k\, PE(p)$ がこの誤差の範囲でしか成り立たず、内積は距離だけでは決まらなくなります。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
 
 # %% tags=["deeper"]
 d, n = 512, 256
@@ -890,17 +889,6 @@ assert posenc_err.max() <= 2**-25 + 1e-9
 assert (enc_err <= (rounding + drift).amax(-1) + 2**-23).all()
 assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 
-# %% tags=["deeper", "check"] summary={"en": "labml's exp-computed frequencies are 9 to 10u off, against at most u rounded once; near 2^20 the largest angle error moves only from 6.21e-02 to 6.22e-02", "ja": "exp で計算した labml の周波数のずれは 9u〜10u で、1 回だけ丸めた周波数では u 以下です。2^20 付近の角度の誤差の最大値は 6.21e-02 から 6.22e-02 に変わるだけです"}
-u = 2.0**-24  # float32: |fl(x) - x| <= u |x|
-p = torch.arange(2**20 - 64, 2**20 + 64)
-off, largest = {}, {}
-for name in ("w rounded once", "labml"):
-    w_hat, w = libraries[name]
-    off[name] = float(((w_hat.double() - w) / w).abs().max() / u)
-    largest[name] = f"{float32_errors(p, w_hat, w)[0].max():.2e}"
-assert off["w rounded once"] <= 1 and 9 < off["labml"] < 10
-assert largest == {"w rounded once": "6.21e-02", "labml": "6.22e-02"}
-
 # %% [markdown] lang="en"
 # ## The one real bug: the column index in the exponent
 #
@@ -931,10 +919,10 @@ assert largest == {"w rounded once": "6.21e-02", "labml": "6.22e-02"}
 # その結果、各列が自分だけの周波数を持つことになります。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 問題は 2 つです。まず、スペクトルが引き伸ばされます。列 $d/2$ 以降はどの列も論文のどの列よりもゆっくり回り（図）、$d = 512$ では 2048 個の位置の間に 1 周もしない列が 512 列中 351 列あります（論文では 190 列）。
-# さらに、ペアの正弦と余弦が周波数を共有しなくなるので、ペアは円から外れます。ノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は、ほぼ 0 からほぼ 2 の間で揺れ動きます。
+# さらに悪いことに、ペアの正弦と余弦が周波数を共有しなくなるので、ペアは円から外れます。ノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は、ほぼ 0 からほぼ 2 の間で揺れ動きます。
 # $PE(p)$ を $PE(p+k)$ に移す回転はなく、回転以外の線形写像もありません。
 # $d = 16$ で $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
-# このエンコーディングの土台である性質が、一から学習する場合にも壊れています（ベクトルそのものを調べて示したもので、モデルは学習していません）。
+# 壊れるのはこのエンコーディングの土台の性質なので、一から学習する場合にも問題になります（ベクトルそのものを調べて示したもので、モデルは学習していません）。
 # `posenc` はテスト用にこのバグを再現できます。`sinusoidal(p, 2 * d, base=10000.0**2)` の列 $2j + (j \bmod 2)$ を取り出し、初期の版のパディング用の 0 の行は `padding_idx=0` で作ります。
 
 
@@ -1064,14 +1052,13 @@ assert (gram[1:, 1:] - gram[:-1, :-1]).abs().max() > 1  # not along diagonals
 gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
 assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 
-# %% tags=["check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row; PE(0) is not zero", "ja": "列の多い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します。PE(0) は 0 ではありません"}
+# %% tags=["check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row", "ja": "列の多い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します"}
 d, rows = 16, 12
 padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # 0: padding
 reference = per_column_bug(torch.arange(rows), d)
 reference[0] = 0  # the zero row 0
 wide = SinusoidalEmbedding(rows, 2 * d, padding_idx=0, base=10000.0**2)
 assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
-assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 
 # %% [markdown] lang="en"
 # ## What to remember
@@ -1094,10 +1081,10 @@ assert sinusoidal(torch.tensor([0]), d)[0].any()  # PE(0) is not zero
 #
 # - 位置エンコーディングもチェックポイントの一部です。チェックポイントは、必ず学習に使ったのと同じ変種（配置、分母、余る列、最初の位置）で読み込みます。
 # - 2 つの配置の違いは 1 つの固定した並べ替えで、重みも同じように並べ替えればチェックポイントを厳密に変換できます。
-# - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$、$p < 2048$ では成分の差が最大 1.99 になります。スペクトルはほとんど同じに見えます。
-# - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を 2 ずらしたものです。内積は同じで、入力は違います。
+# - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$、$p < 2048$ ではスペクトルはほとんど同じに見えても、成分の差は最大 1.99 になります。
+# - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を 2 ずらしたものです。内積は同じですが、入力は違います。
 # - float32 の角度は位置とともにずれ（$2^{20}$ 付近で約 0.06 ラジアン）、$2^{24}$ からは位置が重なります。`posenc` は角度を float64 で作ります。
-# - 指数に列の番号を入れる $2j/d$ はバグで、一から学習する場合にも回転の性質を壊します。
+# - 指数に列の番号を入れる $2j/d$ はバグです。回転の性質を壊すので、一から学習する場合にも問題になります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1186,7 +1173,7 @@ for d in (7, 9, 16, 513):
 # これは $x = 1$、つまり $i \approx n/\ln 10000 \approx 0.11\,n$ で最大になり、その値は $1/(e\,(n-1))$ です。
 # 予想は $p \approx 0.1\,e\,(n-1)$ で、$d = 128$、$512$、$2048$ に対して 17.1、69.3、278.1 です。
 # 実際に測った最初の位置は 18、71、279 です。
-# この位置は $d$ に比例して伸びます。次元数の大きいモデルほど差が現れるのは遅くなります。
+# この位置は $d$ に比例して伸びます。次元数の大きいモデルほど、差が現れる位置は後ろになります。
 
 # %% tags=["solution"]
 lines = []

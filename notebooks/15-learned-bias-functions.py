@@ -24,13 +24,15 @@
 # # 学習可能な距離関数と文脈に応じた位置
 #
 # T5 は位置のバイアスを表から、ALiBi は固定の直線から得ます。この章では、バイアスをクエリとキーの距離の学習可能な**関数**にします。
-# KERPLE は決まった形の曲線の 2 つの数を学習し、FIRE は小さなネットワークで曲線そのものを学習します。CoPE では、距離として何を数えるか（たとえば文）を各ヘッドが選びます。
+# KERPLE は形の決まった曲線のパラメータを 2 つだけ学習し、FIRE は小さなネットワークで曲線そのものを学習します。CoPE では、距離として何を数えるか（たとえば文）を各ヘッドが選びます。
 # [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は式を変えずに、学習で見せる位置を変えます。
 
 # %% tags=["setup"]
 import math
+import warnings
 
 import torch
+from torch.nn.attention.flex_attention import flex_attention
 
 from posenc import CoPE, FireBias, KerpleBias, random_positions
 from posenc_lab.plotting import INK, use_site_style
@@ -47,8 +49,7 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # position, $j$ the key's, and $i - j \ge 0$ the causal distance. Both earlier biases
 # depend on $i - j$ alone: T5 adds $\beta_{b(j-i),\,h}$, a learned table of 32
 # [buckets](../docs/glossary.md#bucket) per head (causally, every distance from 113 on
-# shares the last); ALiBi adds $-m_h\,(i - j)$, a line fixed before training. Here the
-# bias becomes a function with a few learned parameters.
+# shares the last); ALiBi adds $-m_h\,(i - j)$, a line fixed before training.
 
 # %% [markdown] lang="ja"
 # ## 表と直線から関数へ
@@ -57,7 +58,6 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # これまでの 2 つのバイアスは、どちらも $i - j$ だけで決まります。
 # T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
-# この章では、バイアスを少数の学習可能なパラメータを持つ関数にします。
 
 # %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは距離が 1 増えるごとに 1/8 下がります"}
 from torch.testing import assert_close
@@ -88,20 +88,20 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
 # Why these two? Both come from kernel theory: they are
 # [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
-# (CPD). Adding a CPD bias to the score $q_i \cdot k_j$, an inner product, gives an
-# inner product again once a constant is added, and a constant leaves the softmax
-# unchanged (the note below says what this means and why it holds). The bound
+# (CPD). Treat the score $q_i \cdot k_j$ as an inner product, as the paper does: adding
+# a CPD bias gives an inner product again once a constant is added, and a constant leaves the softmax
+# unchanged (the note below says why). The bound
 # $r_2 \le 2$ comes from there too: a larger power is not CPD (exercise 1).
 
 # %% [markdown] lang="ja"
-# ## KERPLE：ヘッドごとに 2 つの学習可能な数
+# ## KERPLE：ヘッドごとに 2 つの学習可能なパラメータ
 #
-# KERPLE（Chi ら 2022）は、距離とともに大きくなるペナルティという ALiBi の考えを保ちながら、固定の直線の代わりに、2 つの学習可能な数を持つ曲線を各ヘッドに与えます。形は 2 つあります。
+# KERPLE（Chi ら 2022）は、距離とともに大きくなるペナルティという ALiBi の考えを保ちながら、固定の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。形は 2 つあります。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
 # なぜこの 2 つなのでしょうか。どちらもカーネル法の理論から導かれ、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）です。
-# 内積であるスコア $q_i \cdot k_j$ に CPD のバイアスを足しても、定数を 1 つ足せば再び内積になり、その定数は softmax を変えません（意味と理由は下の注にあります）。
-# 条件 $r_2 \le 2$ もここから来ます。より大きなべき乗は CPD ではありません（演習 1）。
+# 論文と同じくスコア $q_i \cdot k_j$ を内積とみなすと、これに条件付き正定値のバイアスを足したものは、さらに定数を 1 つ足せば再び内積になります。この定数は softmax の結果を変えません（理由は下の注にあります）。
+# 条件 $r_2 \le 2$ もここから来ます。より大きなべき乗は条件付き正定値ではありません（演習 1）。
 
 # %%
 kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
@@ -144,7 +144,7 @@ with torch.no_grad():
 # is positive semidefinite: $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ for all real
 # $c$. It is CPD if this holds for the $c$ with $\sum_a c_a = 0$. Inner products are
 # PD kernels, and CPD kernels generalise negative squared distances: by the paper's
-# Fact 1, a CPD kernel $\le 0$ that vanishes on the diagonal is minus a squared
+# Fact 1, a CPD kernel with $k \le 0$ and $k(x, x) = 0$ is minus a squared
 # distance in some Hilbert space. Facts 2 to 4 of §3.2, numbered as in the paper,
 # give the two biases:
 #
@@ -161,10 +161,12 @@ with torch.no_grad():
 # $-r_2 \lvert x - x' \rvert$ (the case $p = 1$, times $r_2 > 0$) gives
 # $-\log(1 + r_2 \lvert x - x' \rvert)$. Scaling by $r_1 > 0$ (fact 2) gives the
 # two biases above.
-# Fact 3 does not cover the logarithm of a power: $-\log(1 + \lvert i - j \rvert^3)$
-# is not CPD.
+# Fact 3 does not cover the logarithm of a power above 2: for example,
+# $-\log(1 + \lvert i - j \rvert^3)$ is not CPD.
 #
-# Why CPD and not PD? The paper wants the biased score to remain a PD kernel. By its
+# Why CPD and not PD? The paper wants the biased score to remain a PD kernel (treating
+# $q_i \cdot k_j$ as one, which holds only if $W_Q W_K^\top$ is symmetric positive
+# semidefinite). By its
 # Lemma 1, $c + \tilde k$ is PD for some constant $c \ge 0$; it is never computed,
 # since adding a constant to a row's scores leaves its softmax unchanged (Eq. 2).
 #
@@ -181,12 +183,12 @@ with torch.no_grad():
 # **さらに詳しく：CPD の意味と、定数で足りる理由**
 #
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実ベクトル $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
-# $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば、CPD カーネルです。
-# 内積は正定値カーネルです。CPD カーネルは負の二乗距離を一般化したもので、論文の事実 1 によれば、値が $\le 0$ で対角成分で 0 になる CPD カーネルは、あるヒルベルト空間での負の二乗距離として書けます。
+# $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)カーネル（CPD カーネル）です。
+# 内積は正定値カーネルです。条件付き正定値カーネルは負の二乗距離を一般化したものです。論文の事実 1 によれば、$k \le 0$ かつ $k(x, x) = 0$ となる条件付き正定値カーネルは、あるヒルベルト空間での負の二乗距離として書けます。
 # §3.2 の事実 2〜4（番号は論文のとおり）から、2 つのバイアスができます。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
-# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg・Christensen・Ressel 1984 と、Schölkopf 2000 の命題 4）。
+# - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg ら 1984 と、Schölkopf 2000 の命題 4）。
 # - **事実 4.** $-\lvert x - x' \rvert^2$ は条件付き正定値です。$\sum_a c_a = 0$ なら次が成り立ちます。
 #   $$\sum_{a,b} c_a c_b \left(-(x_a - x_b)^2\right) = -\sum_{a,b} c_a c_b \left(x_a^2 + x_b^2 - 2 x_a x_b\right) = 2\Big(\sum_a c_a x_a\Big)^2 \ge 0$$
 #   $x_a^2$ と $x_b^2$ の項には因子 $\sum c = 0$ が掛かるからです。
@@ -194,10 +196,10 @@ with torch.no_grad():
 # 事実 4 に $\alpha = p/2$ として事実 3 を使うと $0 < p < 2$ での $-\lvert x - x'\rvert^{p}$ が得られ、$p = 2$ は事実 4 そのものです。
 # 事実 3 を $-r_2 \lvert x - x' \rvert$（$p = 1$ の場合の $r_2 > 0$ 倍）に使うと $-\log(1 + r_2 \lvert x - x' \rvert)$ が得られます。
 # $r_1 > 0$ 倍すると（事実 2）、上の 2 つのバイアスになります。
-# 事実 3 はべき乗の対数を扱いません。$-\log(1 + \lvert i - j \rvert^3)$ は CPD ではありません。
+# 事実 3 は 2 を超えるべき乗の対数を扱いません。たとえば $-\log(1 + \lvert i - j \rvert^3)$ は条件付き正定値ではありません。
 #
-# なぜ正定値でなく CPD なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。
-# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になります。実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
+# なぜ正定値ではなく条件付き正定値なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます（$q_i \cdot k_j$ を正定値カーネルとみなしていますが、そうなるのは $W_Q W_K^\top$ が対称な半正定値行列のときだけです）。
+# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になります。この定数を実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
 #
 # ただし、どの長さにも使える定数はありません。補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
@@ -313,8 +315,8 @@ plt.show()
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: KERPLE in code, and its results.** Not every ALiBi head is
-# reachable: the official code keeps both parameters at least $0.01$ (the power also
-# at most $2$), and `posenc` keeps that range by its parameterisation,
+# reachable: the official code keeps both parameters at least $0.01$ (the power
+# variant's $r_2$ also at most $2$), and `posenc` keeps that range by its parameterisation,
 # $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$ and, for the power,
 # $r_2 = 2 - 1.99\,\sigma(-\rho_2)$. Of the eight ALiBi slopes
 # $2^{-1}, \dots, 2^{-8}$, the last two, $2^{-7} \approx 0.0078$ and $2^{-8}$, lie
@@ -361,11 +363,11 @@ plt.show()
 # **さらに詳しく：KERPLE のコードと結果**
 #
 # ALiBi のヘッドがすべて再現できるわけではありません。
-# 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗は $2$ 以下にも）に保ち、`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に保ちます。
+# 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗の形では指数 $r_2$ を $2$ 以下にも）に保ち、`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に保ちます。
 # 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの最小値より小さくなります。
 #
-# 論文の式 1 は、カーネル関数を $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
-# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、その違いは $r_1$ を $\sqrt{d}$ 倍するだけです。`posenc` は公式実装に従います。
+# 論文の式 1 は、カーネルを $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
+# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、この違いは $r_1$ を $\sqrt{d}$ 倍したことと同じにすぎません。`posenc` は公式実装に従います。
 # パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
 # 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、学習可能なパラメータが 3 つになる対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られ、論文はこれも挙げています。
 # 公式実装と `KerpleBias` は $p = 1$ に固定しています。
@@ -383,7 +385,7 @@ plt.show()
 #
 # 公式実装は距離をスコアの dtype（論文の実験では bfloat16）に変換するので、$256$ を超える距離は丸められます。`posenc` はバイアスを float32 で計算し、最後に 1 回だけ変換します。
 #
-# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネル関数を学習します。
+# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネルを学習します。
 # そうしたヘッドは遠くのトークンを使えます。
 # 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
 # これに対応するパープレキシティは論文の表 3 にあります。
@@ -454,7 +456,7 @@ with torch.no_grad():
 # ## FIRE：正規化した距離を読む小さなネットワーク
 #
 # KERPLE は関数の形を固定して 2 つの数を学習しますが、FIRE（Li ら 2024）は形も学習します。
-# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、距離をクエリの位置で割った値を、どちらも対数を通して読みます。
+# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、距離とクエリの位置をそれぞれ対数に通し、前者を後者で割った値を読みます。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # $c > 0$ としきい値 $L > 0$ も学習します（初期値は $0.1$ と $512$）。
 #
@@ -537,7 +539,7 @@ print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 # %% [markdown] lang="ja"
 # 図は $L = 64$ のときの引数です。
 # 左（横軸は、距離をクエリの位置で割った割合）では、位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数が区間の多くを近いキーに割り当てます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
-# 右は距離 $8$ の引数で、$L$ までは $0.294$、その先は下がり、$i = 1024$ で $0.127$ です。
+# 右は、クエリの位置を動かしたときの距離 $8$ の引数です。$L$ までは $0.294$ で、その先は下がり、$i = 1024$ で $0.127$ になります。
 
 # %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図です。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図です。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
 with torch.no_grad():
@@ -569,7 +571,7 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # what it chooses. A [gate](../docs/glossary.md#gate) says how much key $j$ counts for
 # query $i$, and the [contextual position](../docs/glossary.md#contextual-position) of
 # key $j$ is the sum of the gates from $j$ up to the query:
-# $$g_{ij} = \sigma(q_i \cdot k_j), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
+# $$g_{ij} = \sigma(q_i \cdot k_j / \sqrt{d}), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # A head whose gates are all $1$ counts tokens, $p_{ij} = i - j + 1$; a head whose
 # gates open only on full stops counts sentences. Positions are fractional, so the
 # head interpolates between the embeddings of the two neighbouring integers,
@@ -582,7 +584,7 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 #
 # ここまでの距離はトークンを数えたものでした。CoPE（Golovneva ら 2024）では、何を数えるかを各ヘッドが選びます。
 # [ゲート](../docs/glossary.ja.md#gate)はクエリ $i$ にとってキー $j$ をどれだけ数えるかを表し、キー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)は $j$ からクエリまでのゲートの和です。
-# $$g_{ij} = \sigma(q_i \cdot k_j), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
+# $$g_{ij} = \sigma(q_i \cdot k_j / \sqrt{d}), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # ゲートがすべて $1$ のヘッドはトークンを数え（$p_{ij} = i - j + 1$）、ピリオドでだけ開くヘッドは文を数えます。
 # 位置は小数になるので、隣り合う 2 つの整数の埋め込みを次のように補間します。
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
@@ -658,10 +660,11 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # those scalars:
 # $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$.
 #
-# Which scores feed the gates differs between the sources. The paper's appendix
-# code and x-transformers' `CoPE` take the scaled logits $q_i \cdot k_j / \sqrt{d}$ and add the unscaled $q_i \cdot e$, as
-# `posenc.CoPE` does. The training code of the official repository
-# (`facebookresearch/RAM`, `projects/cope`) also gates on the scaled logits, but by
+# Whether the position logits $q_i \cdot e$ are also divided by $\sqrt{d}$ differs
+# between the sources. All gate on the scaled logits $q_i \cdot k_j / \sqrt{d}$ (the
+# paper's text writes $\sigma(q_i \cdot k_j)$). The paper's appendix code and
+# x-transformers' `CoPE` add the unscaled $q_i \cdot e$, as `posenc.CoPE` does. The
+# training code of the official repository (`facebookresearch/RAM`, `projects/cope`), by
 # default divides the position logits by $\sqrt{d}$ together with $q_i \cdot k_j$
 # (`--cope-nodiv` turns this off); a learned table absorbs the factor, so a table
 # multiplied by $\sqrt{d}$ gives `posenc`'s scores.
@@ -679,7 +682,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # 文を数えるヘッドの数値です。
 # ヘッドの次元数は $d = 4$、$P = 8$ です。
 # 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
-# 表のうちゼロでない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
+# 表のうち 0 でない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
 # ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
 # バリューは 3 つの記号の one-hot ベクトル（単語では 0）で、重みがほかより真に大きい記号を答えとします（同点なら答えなしとします）。
 #
@@ -687,10 +690,10 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # 必要なのは $q_i \cdot e[p_{ij}]$ だけで、これは $e$ について線形なので、CoPE は $n = 0, \dots, P - 1$ の $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
 # $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
 #
-# ゲートにどのスコアを使うかは、出典によって違います。
-# 論文の付録のコードと x-transformers の `CoPE` は、ゲートの入力にスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ を使い、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
-# 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）も、スケーリングしたスコアでゲートを作ります。
-# ただし既定では、位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
+# 位置のスコア $q_i \cdot e$ を $\sqrt{d}$ で割るかどうかは、出典によって違います。
+# ゲートはどれもスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ で作ります（論文の本文は $\sigma(q_i \cdot k_j)$ と書いています）。
+# 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
+# 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）は、既定では位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
 # この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
 #
 # x-transformers には、FIRE と同じ種類のバイアスとして、動的位置バイアス（`DynamicPositionBias`）もあります。MLP が正負の区別がある相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を相対位置ごとに 1 回読むので、しきい値の手前の FIRE と同じく距離だけの関数です。
@@ -814,7 +817,7 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # - A：`w w . w ? w ! w . w . w`。答えの `!` は 5 トークン前、`?` は 7 トークン前です。
 # - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前です。
 #
-# 文末の記号を同じに扱う内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
+# 文末の記号を区別しない内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはありません。
 # ランダムな入力で、距離ごとの 47 個の値の表を同じ内容のスコアで学習すると（512 個の入力、Adam で 200 ステップ）、テスト用の 1000 個の入力での正解率は 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
 # シード 1 つで 1 回学習しただけなので、これは距離の表が到達できる正解率の下限であって、最善の値ではありません。
@@ -928,7 +931,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # sequence of $n$ tokens gets as positions a sorted random subset of $n$ distinct
 # numbers from $[0, L)$, with $L$ above any test length, in training and at test
 # time alike. Every position below $L$ then eventually turns up in training. Over 15
-# algorithmic tasks (more than 6000 encoder-only models), the paper reports an
+# algorithmic tasks (6000 encoder-only models), the paper reports an
 # average gain of 12.0% in test accuracy on unseen lengths; small models on this site
 # are in [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 
@@ -936,10 +939,10 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # ## ランダム化した位置：式は変えない
 #
 # Ruoss ら（2023）は、式ではなくデータを変えます。
-# 最長 $N$ トークンで学習したモデルは $N - 1$ を超える位置（相対位置の手法では距離）を見たことがなく、論文は長い入力での失敗をその位置に結びつけます。
+# 最長 $N$ トークンで学習したモデルは $N - 1$ を超える位置（相対位置の手法では距離）を見たことがありません。論文は、長い入力で失敗する原因をこうした未知の位置に求めます。
 # 対策として、$n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて、いずれ学習中に現れます。
-# 論文は 15 個のアルゴリズム的なタスク（エンコーダのみのモデル 6000 個以上）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
+# 論文は 15 個のアルゴリズム的なタスク（エンコーダのみのモデル 6000 個）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
 # このサイトの小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
@@ -957,8 +960,8 @@ random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 # between neighbours is $(L + 1)/(n + 1)$. With $L = 2048$ it is about $50$ for $n = 40$ and
 # $20$ for $n = 100$, so the distances a relative encoding sees shift with the length.
 #
-# The paper draws one subset per
-# training example; the official code draws anew at every forward call, at
+# The paper gives each training example its own subset (its Figure 1); the
+# official code draws anew at every forward call, at
 # evaluation too, and shares each draw across the batch: one set per call for the
 # absolute encodings (drawn at the embedding), one per attention layer for the
 # relative, ALiBi and rotary variants (each layer takes its own
@@ -983,7 +986,7 @@ random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 # $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
 # $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の平均は $(L + 1)/(n + 1)$ です。$L = 2048$ なら、$n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
 #
-# 論文は学習用の例ごとに部分集合を選びますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
+# 論文は（図 1 の説明で）学習用の例ごとに部分集合を与えるとしていますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
 # 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、RoPE の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
 # 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
 # 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
@@ -1115,7 +1118,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # seen.
 
 # %% [markdown] lang="ja"
-# KERPLE はどのクエリでも同じ 1 本の曲線です。FIRE は、しきい値を超えると、クエリによって曲線が変わります。
+# KERPLE のバイアスは、どのクエリでも同じ 1 本の曲線です。FIRE は、しきい値を超えると、クエリによって曲線が変わります。
 # CoPE のバイアスはヘッドが数えるものに従います（同じ $40$ が、A では 5〜6 トークン前、B では 7〜8 トークン前に入ります）。
 # ランダム化した位置は、学習中に ALiBi の直線を $L$ までの距離に広げるので、長いテスト入力でも見たことのない距離は現れません。
 
@@ -1128,9 +1131,9 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # [materialises](../docs/glossary.md#materialise) the $q \times k$ scores, so a bias
 # fits in only if the kernel can compute it for one entry from what it holds, as
 # FlexAttention's `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit.
-# FlashAttention has ALiBi built in but accepts no other bias. A dense $[h, q, k]$
+# FlashAttention's CUDA kernels have ALiBi built in and accept no other bias. A dense $[h, q, k]$
 # bias must be read from memory by another kernel (PyTorch's memory-efficient SDPA,
-# xFormers): 64 GiB per layer call for 32 heads and 32768 tokens in bfloat16, against
+# xFormers): 64 GiB per sequence and layer call for 32 heads and 32768 tokens in bfloat16, against
 # 4 MiB for one value per head and distance.
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
@@ -1141,17 +1144,16 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # | FIRE for $i > L$ | $i - j$ and $i$ | $k$ new MLP evaluations | the MLP per score, or a dense bias |
 # | CoPE | every score from $j$ to $i$ | $k$ gates, their sums, $P$ position logits per head | not a `score_mod`: the row's scores come first |
 #
-# CoPE's bias at key $j$ changes with the score of a later key, which no function of
-# one score can do, and at each decode step the cached keys' positions move by
-# different amounts: nothing positional can be cached.
+# At each decode step CoPE's cached keys move by different amounts: nothing
+# positional can be cached.
 
 # %% [markdown] lang="ja"
 # ## 手法ごとのコスト：KV キャッシュと融合カーネル
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しないので、1 つの成分のバイアスを手元の情報だけから計算できるときに限り、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
-# FlashAttention には ALiBi が組み込まれていますが、それ以外のバイアスは受け付けません。
-# $[h, q, k]$ の密なバイアスは、別のカーネル（PyTorch の SDPA のメモリ効率のよいカーネルや xFormers）がメモリから読む必要があります。32 ヘッド、32768 トークン、bfloat16 なら層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
+# FlashAttention の CUDA カーネルには ALiBi が組み込まれていますが、それ以外のバイアスは受け付けません。
+# $[h, q, k]$ の密なバイアスは、別のカーネル（PyTorch の SDPA のメモリ効率のよいカーネルや xFormers）がメモリから読む必要があります。32 ヘッド、32768 トークン、bfloat16 なら 1 系列、層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
@@ -1161,34 +1163,23 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のスコア $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
-# CoPE のキー $j$ でのバイアスは後ろのキーのスコアとともに変わり、1 つのスコアの関数にはなりません。
-# デコードの 1 ステップごとにキャッシュ済みのキーの位置はそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
+# CoPE では、デコードの 1 ステップごとにキャッシュ済みのキーの位置がそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
 
-# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; a KERPLE score_mod equals KerpleBias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KERPLE の score_mod は KerpleBias と一致し、L を超えると FIRE の次のクエリと共通する引数は 0 だけです。CoPE のバイアスは後ろのスコアに依存します"}
+# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; KerpleBias.score_mod, run by flex_attention for 3 queries on 10 keys, matches the dense bias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KerpleBias.score_mod を flex_attention でクエリ 3 個、キー 10 個に使うと、密なバイアスと一致します。L を超えると FIRE の次のクエリと共通する引数は 0 だけです。CoPE のバイアスは後ろのスコアに依存します"}
 GiB, MiB = 2**30, 2**20
 assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
 assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
 
 torch.manual_seed(7)
 kerple = KerpleBias(4, kind="log")
-r1, r2 = kerple.r1.detach(), kerple.r2.detach()
-
-
-def kerple_score_mod(score, batch, head, q_idx, kv_idx):
-    return score - r1[head] * torch.log1p(r2[head] * (q_idx - kv_idx).abs())
-
-
-q_len, k_len = 3, 10  # queries at the end of the keys: q_idx is their position
-scores = torch.randn(2, 4, q_len, k_len)
-grid = torch.meshgrid(
-    torch.arange(2),
-    torch.arange(4),
-    torch.arange(k_len - q_len, k_len),
-    torch.arange(k_len),
-    indexing="ij",
-)
-with torch.no_grad():
-    assert_close(kerple_score_mod(scores, *grid), scores + kerple(q_len, k_len))
+q_len, k_len = 3, 10  # 3 new queries, at positions 7..9, on 10 cached keys
+q, k, v = torch.randn(2, 4, q_len, 8), *torch.randn(2, 2, 4, k_len, 8)
+dense = (q @ k.transpose(-1, -2) / math.sqrt(8) + kerple(q_len, k_len)).detach()
+with torch.no_grad(), warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # eager on the CPU: unfused, same values
+    # flex_attention passes q_idx = 0..q_len-1; score_mod adds k_len - q_len
+    out = flex_attention(q, k, v, score_mod=kerple.score_mod(q_len, k_len))
+assert_close(out, dense.softmax(-1) @ v)
 
 L = 64
 fire64 = FireBias(4, threshold=float(L)).double()  # float64 copy of fire
@@ -1248,9 +1239,9 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能な数を持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
+# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
 # - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。長い入力でも MLP の入力に新しい値は現れませんが、クエリが進むと同じ距離の読み方が変わります。
-# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスは、2 つの短い入力の両方には正しく答えられません。
+# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、値をどう選んでも、短い入力 A と B の両方に正しく答えることはできません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
 # - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は先に行のスコアすべてが必要です。
 
@@ -1456,7 +1447,7 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出のいずれかと照合しています。x-transformers はバージョン 2.26.4 を読みました。
+# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出のいずれかと照合しています。x-transformers はバージョン 2.26.4 のコードを参照しました。
 #
 # ### 参考文献
 #

@@ -1555,7 +1555,7 @@ assert share == [99, 98]
 # ## 出典とバージョン
 #
 # `posenc_lab` の記録 `extrapolation-tasks.json` には、設定、コマンド、コミット、バージョン、マシン、実行の全セッション、学習曲線付きの全実行が入っています。下のセルは記録を作った環境を表示します。
-# 設計、計算時間の見積もり、ステップ数と学習率を決めた予備実験は `lab/README.md` に、論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-tasks.json` にあります（コマンドは記録と `lab/README.md`）。
+# 設計、計算予算、ステップ数と学習率を決めた予備実験は `lab/README.md` に、論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-tasks.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.

@@ -122,7 +122,7 @@ for (kind, _), run in runs.items():
         assert list(result["loss"]) == [str(N) for N in lengths]
 
 # %% [markdown] lang="en"
-# How far RoPE extrapolates depends on its pairs
+# How far RoPE extrapolates depends on its pairs' wavelengths against $L$
 # ([*Extending RoPE's context*](09-rope-context.ipynb#wavelengths-against-the-training-context)).
 # Pair $i$ has the wavelength $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ and turns
 # within $L$ when $\lambda_i \le L$: 5 of 16 pairs, 31 %, against 46 of 64, 72 %, in
@@ -131,8 +131,8 @@ for (kind, _), run in runs.items():
 # turns 10 times within $L$, Llama 2's 652 times.
 
 # %% [markdown] lang="ja"
-# RoPE がどこまで外挿できるかは、ペアの構成で決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「学習時の長さと波長」](09-rope-context.ipynb#学習時の長さと波長)の節）。
-# ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周します。それは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）より少なくなります。
+# RoPE がどこまで外挿できるかは、各ペアの波長が $L$ に対してどれだけ長いかで決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「学習時の長さと波長」](09-rope-context.ipynb#学習時の長さと波長)の節）。
+# ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周します。該当するのは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）よりずっと小さい割合です。
 # そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペアが多くなります。最も速いペアでも $L$ の間に 10 周するだけです（Llama 2 では 652 周）。
 
 # %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here (5 of 16, 31 %), 0 to 45 in Llama 2 (46 of 64, 72 %)", "ja": "ペア i が L の間に 1 周するのは、波長 2π·10^(8i/32) が L 以下のとき、かつそのときに限ります。ここではペア 0〜4（16 組中 5 組、31%）、Llama 2 ではペア 0〜45（64 組中 46 組、72%）です"}
@@ -539,9 +539,9 @@ plt.show()
 #   72 on, to 3.30 and 2.38 on the last 8 positions of $2L$. T5's climb starts just past
 #   distance 67, where its buckets 27 to 31 begin: training at $L = 64$ never
 #   reaches them, so they keep their initial draw from $N(0, 0.02^2)$, nearly $0$.
-#   The timing fits these untrained buckets; the record does not test the cause.
-#   Press et al. trained past the T5 bias's maximum distance (128), so every bucket
-#   was trained there.
+#   RoPE, without buckets, climbs at the same point, so the timing does not single
+#   them out. Press et al. trained at $L = 1024$, well past T5's usual maximum
+#   distance of 128.
 # - FIRE rises slowly: past its threshold (initialised at $L$, learned down to about
 #   57) it divides the log of each distance by that of the query's position, so its
 #   input stays between 0 and 1; but at $16L$ distance 1 gives inputs between 0
@@ -554,10 +554,10 @@ plt.show()
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
 # - 正弦波は $t$ が $L$ を超えた瞬間から跳ね上がります（$L$ 直前 8 個の位置での 1.50 から、直後 8 個の位置での 3.25 へ）。$L$ より先では、一度も見たことのないベクトルを足すからです。
 # - RoPE と T5 は、窓の先頭までの距離が伸びるにつれて上がります。どちらも $L$ 直前 8 個の位置では ALiBi より損失が 0.06〜0.09 低いのですが、$t = 64$〜67 ではその差が 0.03（RoPE）と 0.04（T5）に縮みます。68〜71 では ALiBi と同じ水準になり、72 から遅れ始めます。$2L$ の最後の 8 個の位置では、RoPE が 3.30、T5 が 2.38 です。
-#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で $N(0, 0.02^2)$ から引いた値（ほぼ $0$）のままです。上昇の始まる位置はこれと合いますが、原因かどうかは記録では検証していません。
-#   Press らは T5 バイアスの最大距離 128 を超える長さで学習したので、すべてのバケットが学習されていました。
+#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で $N(0, 0.02^2)$ から引いた値（ほぼ $0$）のままです。ただし、バケットのない RoPE も同じ位置で上がり始めるので、位置だけでは原因を特定できません。
+#   Press らは $L = 1024$ で学習しており、T5 でよく使われる最大距離 128 を大きく超えています。
 # - FIRE はゆっくり上がります。しきい値（初期値 $L$ から学習して、57 ほどまで下がりました）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
-#   しかし $16L$ では、距離 1 の入力が、0 と、学習中の 0 でない入力のうち最小の値（位置 63 から見た距離 1）との間に入ります。また、長い窓では多くの距離が同じ範囲に押し込まれます。
+#   しかし $16L$ では、距離 1 の入力が、学習中に現れた 0 でない入力の最小値（位置 63 から見た距離 1）より小さくなり、学習で見なかった範囲に入ります。また、長い窓では多くの距離が同じ範囲に押し込まれます。
 # - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
 
 
@@ -802,11 +802,11 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 
 # %% [markdown] lang="ja"
 # - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45。比は 0.31 $[0.25, 0.38]$）です。
-#   Peng ら（2023）は、ファインチューニングの有無を問わず YaRN が以前の手法を上回ると報告しています。ここでも、ファインチューニングの有無にかかわらず、コードの YaRN は $L$ より先のどの長さでも PI を上回ります。
+#   Peng ら（2023）は、ファインチューニングの有無を問わず YaRN が以前の手法を上回ると報告しています。ここでも、ファインチューニングの有無にかかわらず、コードの YaRN は $L$ より先のどの長さでも PI よりパープレキシティが低くなります。
 #   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の「さらに詳しく：コードの YaRN と論文の YaRN」）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
 #   Chen らが LLaMA 7B で報告する結果とは逆です（下の「さらに詳しく：Chen らの 2 つの主張」）。
-# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものを上回りません（同じ「さらに詳しく」）。
+# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものより低くはなりません（同じ「さらに詳しく」）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities, intervals and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティ、区間、対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
@@ -954,11 +954,11 @@ assert seed0 == {
 # - Two results depart from it: ALiBi is the worst of five encodings (NoPE aside)
 #   at $L$ here (bytes, coarse slopes or short training: the record cannot tell),
 #   and T5
-#   degrades early, just past the distance where its untrained far buckets begin.
+#   degrades early, climbing just past $L$ as RoPE does.
 # - Non-overlapping windows flatter long windows (the early-token curse); with a
 #   sliding window every byte has a long context, and only ALiBi stays flat.
-# - ALiBi's flat line is not long context used: it behaves like a window of about
-#   $L$ (Chi et al. 2023).
+# - ALiBi's flat line is not long context used: context beyond about $L$ does not
+#   help it (Chi et al. 2023).
 # - YaRN as its reference code implements it recovers most of the loss without
 #   training and, after a short fine-tune, is the best RoPE. Untrained PI is worse
 #   than nothing (unlike in Chen et al.).
@@ -969,9 +969,9 @@ assert seed0 == {
 # ## まとめ
 #
 # - Press らの図 1 は、CPU で学習できる規模の実テキストでも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
-# - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は学習されない遠いバケットが始まる距離の直後から悪化します。
+# - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は RoPE と同じように $L$ を過ぎた直後から悪化します。
 # - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
-# - ALiBi の横ばいは、長い文脈を使っているからではありません。長さ $L$ ほどの窓のようにふるまっています（Chi ら 2023）。
+# - ALiBi の横ばいは、長い文脈を使っているからではありません。およそ $L$ より先の文脈は役に立っていません（Chi ら 2023）。
 # - 参照実装どおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
 # - モデルが失敗する領域では、3 つのシードの区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
 

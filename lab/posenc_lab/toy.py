@@ -191,7 +191,7 @@ class CausalSelfAttention(nn.Module):
             # A contextual position never exceeds the number of keys (each gate
             # is at most 1), so the table's rows beyond s are never read: leave
             # them out of the product q . e[n] (exactly the same bias, and at a
-            # table of 16L + 1 rows trained at L most of the cost).
+            # table of 8L + 1 rows trained at L most of the cost).
             rows = {"pos_emb": self.cope.pos_emb[: min(self.cope.max_positions, s + 1)]}
             scores = scores + functional_call(self.cope, rows, (q, scores))
         y = scores.softmax(-1) @ v  # [b, h, s, h_d]

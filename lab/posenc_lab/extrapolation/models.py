@@ -57,7 +57,7 @@ KINDS = {
     "t5-hf": "T5's bucketed learned bias, drawn as Hugging Face does: N(0, 1/d)",
     "kerple": "KERPLE's logarithmic kernel",
     "fire": "FIRE, its threshold starting at L (progressive interpolation beyond L)",
-    "cope": "CoPE, 16L + 1 integer positions starting at zero",
+    "cope": "CoPE, L * max(factors) + 1 integer positions starting at zero (8L + 1 in the task experiment)",
     "random": "RoPE (base 10^4) on a sorted random subset of 0 .. max_factor L - 1 (Ruoss et al.)",
 }
 

@@ -231,7 +231,7 @@ def train(
     spanning ``steps``: the beginning of the same run (the CI slice replays
     it), whose losses and checks are the first ones of the whole run's.
     """
-    steps, warmup = settings["steps"], settings["warmup"]
+    steps = settings["steps"]
     generator = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings["weight_decay"])
     schedule = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: lr_factor(step, settings))

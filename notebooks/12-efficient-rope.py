@@ -1160,7 +1160,8 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - The fused kernel runs one program per token and reads the cos/sin row once for all
 #   its heads: 0.1 byte per element.
 # - On a CPU the byte count separates one pass from several but does not predict time.
-# - A decode step costs latency: three round trips in a row, and the host's launches.
+# - A decode step costs latency: two dependent round trips (three in this build), and
+#   the host's launches.
 #   Capture the step in a CUDA graph or compile it first (`check_positions=False`);
 #   only folding RoPE into a neighbouring kernel removes the rest.
 # - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
@@ -1172,7 +1173,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシで、続けて起きる 3 回の往復と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
+# - デコードの 1 ステップのコストはレイテンシで、依存する 2 回の往復（このビルドでは 3 回）と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"
@@ -1280,16 +1281,12 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## Sources and versions
 #
 # Library code read for this chapter, by version: vLLM at commit `0f5257e`
-# (`pos_encoding_kernels.cu`, `fused_qknorm_rope_kernel.cu`), `072d10a`
-# (`rotary_embedding/base.py`), `428a71c`
-# (`rope_kvcache_fusion.py`) and `018fe84`
-# (`compilation/cuda_graph.py`); FlashInfer 0.6.18, commit
-# `fb28d72` (`rope.py`, `pos_enc.cuh`,
-# `norm/__init__.py`, `prefill.py`, `decode.py`); FlashAttention v2.8.3
-# (`flash_attn_interface.py`, `flash_api.cpp`,
+# (`pos_encoding_kernels.cu`), `072d10a` (`rotary_embedding/base.py`), `428a71c`
+# (`rope_kvcache_fusion.py`) and `018fe84` (`compilation/cuda_graph.py`); FlashInfer
+# 0.6.18, commit `fb28d72` (`rope.py`, `pos_enc.cuh`, `prefill.py`, `decode.py`);
+# FlashAttention v2.8.3 (`flash_attn_interface.py`, `flash_api.cpp`,
 # `flash_fwd_kernel.h`, `ops/triton/rotary.py`); Liger Kernel 0.8.2
-# (`liger_kernel/ops/rope.py`); Hugging Face transformers at commit `000c33f`
-# (`modeling_qwen3.py`, `modeling_llama4.py`). The kernels
+# (`liger_kernel/ops/rope.py`). The kernels
 # of this page run in the interpreter of the installed Triton (3.9 when this page was
 # built), with torch 2.13. The H200's figures are NVIDIA's datasheet: 67 TFLOPS in
 # FP32, 989 TFLOPS in dense BF16, 4.8 TB/s; Llama 3 8B's sizes
@@ -1318,10 +1315,6 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM
 #   Training*. <https://arxiv.org/abs/2410.10989>; code:
 #   <https://github.com/linkedin/Liger-Kernel>
-# - Qwen Team (2025). *Qwen3 Technical Report*. <https://arxiv.org/abs/2505.09388>
-# - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`* (tutorial, with
-#   `torch.library.triton_op`).
-#   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
 # - NVIDIA. *H200 Tensor Core GPU* (datasheet). <https://www.nvidia.com/en-us/data-center/h200/>
 # - NVIDIA. *CUDA C++ Programming Guide*, intrinsic functions.
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>
@@ -1335,11 +1328,10 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## 出典とバージョン
 #
 # この章で読んだライブラリのコードとそのバージョンは次のとおりです。
-# vLLM はコミット `0f5257e`（`pos_encoding_kernels.cu`、`fused_qknorm_rope_kernel.cu`）、`072d10a`（`rotary_embedding/base.py`）、`428a71c`（`rope_kvcache_fusion.py`）、`018fe84`（`compilation/cuda_graph.py`）です。
-# FlashInfer は 0.6.18、コミット `fb28d72`（`rope.py`、`pos_enc.cuh`、`norm/__init__.py`、`prefill.py`、`decode.py`）です。
+# vLLM はコミット `0f5257e`（`pos_encoding_kernels.cu`）、`072d10a`（`rotary_embedding/base.py`）、`428a71c`（`rope_kvcache_fusion.py`）、`018fe84`（`compilation/cuda_graph.py`）です。
+# FlashInfer は 0.6.18、コミット `fb28d72`（`rope.py`、`pos_enc.cuh`、`prefill.py`、`decode.py`）です。
 # FlashAttention は v2.8.3（`flash_attn_interface.py`、`flash_api.cpp`、`flash_fwd_kernel.h`、`ops/triton/rotary.py`）です。
 # Liger Kernel は 0.8.2（`liger_kernel/ops/rope.py`）です。
-# Hugging Face transformers はコミット `000c33f`（`modeling_qwen3.py`、`modeling_llama4.py`）です。
 # このページのカーネルは、インストールされている Triton（このページを生成したときは 3.9）のインタプリタと torch 2.13 で実行しています。
 # H200 の数値は NVIDIA のデータシートによるもので、FP32 で 67 TFLOPS、密な BF16 で 989 TFLOPS、毎秒 4.8 TB です。Llama 3 8B の大きさ（隠れ層 4096、MLP 14336）は公開されている設定によります。
 # CPU の計測記録は `lab/posenc_lab/records/cpu-rope-1-thread.json` と `cpu-rope-2-threads.json` です。
@@ -1362,9 +1354,6 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 #   Partitioning*. <https://arxiv.org/abs/2307.08691>（コード：<https://github.com/Dao-AILab/flash-attention>）
 # - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM
 #   Training*. <https://arxiv.org/abs/2410.10989>（コード：<https://github.com/linkedin/Liger-Kernel>）
-# - Qwen Team (2025). *Qwen3 Technical Report*. <https://arxiv.org/abs/2505.09388>
-# - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`*（チュートリアル、`torch.library.triton_op` を使う方法）。
-#   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
 # - NVIDIA. *H200 Tensor Core GPU*（データシート）。
 #   <https://www.nvidia.com/en-us/data-center/h200/>
 # - NVIDIA. *CUDA C++ Programming Guide*（組み込み関数の節）。

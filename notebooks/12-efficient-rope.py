@@ -24,7 +24,8 @@
 #   Face's eager formula five times the floor, a fused kernel the floor and a tenth
 #   of a byte;
 # - a fused Triton kernel, checked against `apply_rope` for every option in Triton's
-#   interpreter, its load order read from the compiled PTX and SASS;
+#   interpreter, its load order read from the compiled PTX and SASS (NVIDIA's virtual
+#   and machine code);
 # - CPU timings, page faults counted.
 #
 # Time on a GPU is predicted, not measured: a table at the end gives each prediction
@@ -35,11 +36,11 @@
 #
 # RoPE の演算は成分あたり 3 flop だけですが、すべてのクエリとキーを少なくとも 1 回読み、1 回書かなければなりません。
 # そのため GPU でコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときはレイテンシです。
-# この章で、数えることと CPU で実行することによって確かめるのは次の 3 つです。
+# この章では、バイト数を数え、CPU で実行して、次の 3 つを確かめます。
 #
 # - 実装ごとに要求するバイト数。キャッシュを考えない単純なコストモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
-# - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序はコンパイルした PTX と SASS から読み取ります。
-# - ページフォールトも数えた CPU での計測。
+# - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序はコンパイルした PTX と SASS（NVIDIA の仮想命令と機械語）から読み取ります。
+# - CPU での計測。ページフォールトも数えます。
 #
 # GPU での時間については、計った値ではなく予測だけを示します。予測と、それぞれを確かめる方法は、章の最後の表にまとめます。
 
@@ -97,7 +98,8 @@ records = {
 # [roofline model](../docs/glossary.md#roofline-model)). So what an implementation
 # controls is the bytes it moves, the [kernels](../docs/glossary.md#kernel-kernel-launch)
 # it launches when the bytes are few, then how it moves them (access width, occupancy,
-# memory-level parallelism). The shapes
+# memory-level parallelism; occupancy: an SM's resident warps, of 32 threads each,
+# against its maximum). The shapes
 # are those of Llama 3 8B's attention: $n_q = 32$ query heads and $n_k = 8$ key heads
 # of $d = 128$ features, all rotated ($r = d$); the symbols follow the
 # [notation page](../docs/notation.md).
@@ -116,9 +118,10 @@ records = {
 # float32 で 3/8、bfloat16 で 3/4 です。
 # NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。つまり、1 バイトを運ぶ間に 14 flop を実行できます。
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
-# そのため RoPE の実装で決め手になるのは動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数も効きます。
-# 次に効くのは動かし方で、アクセスの幅、オキュパンシー（SM、つまりストリーミングマルチプロセッサに同時に載るワープの割合）、メモリレベルの並列性です。
-# 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
+# そのため RoPE の実装が左右できるのは、まず動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
+# 次に効くのは動かし方で、アクセスの幅、占有率、メモリレベルの並列性です。
+# 占有率は、1 つの SM（ストリーミングマルチプロセッサ）に同時に載るワープ（32 スレッドの組）の数の、上限に対する割合です。
+# 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、各ヘッドの次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
 # ## What eager PyTorch moves
@@ -136,7 +139,8 @@ records = {
 # five times the floor of 8. Four [temporaries](../docs/glossary.md#temporary-tensor)
 # are [materialised](../docs/glossary.md#materialise) and read back. Writing straight
 # into the output with `out=` and `addcmul_`, as `posenc`'s eager `apply_rope` does,
-# removes them, but still takes three passes:
+# removes them, but still takes three passes, each a sweep that reads and writes
+# the whole tensor:
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # In bfloat16 the floor is 4 and the eager formula moves 20, while `posenc`'s passes,
 # which rotate in float32 and round once, move 22. Meta's reference code keeps the
@@ -156,12 +160,12 @@ records = {
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
 # 下限 8 の 5 倍です。
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
-# `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば一時テンソルはなくなりますが、それでも 3 回のパスが必要です。
+# `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば、一時テンソルはなくなります。それでも 3 回のパス（テンソル全体を 1 回読み書きする処理）が必要です。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
 # Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と表の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。
 
-# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の方法も含めて本文どおりです。transformers の apply_rotary_pos_emb そのものも、演算もバイト数も同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
+# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の方法も含めて本文どおりです。transformers の apply_rotary_pos_emb 自体も、演算とバイト数は同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
 import warnings
 
 import posenc.rope
@@ -220,9 +224,9 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：キャッシュが数え方に与える影響**
 #
-# CPU では、キャッシュにないラインへの書き込みは、ふつうまずそのラインを読み込みます（ライトアロケート、write-allocate）。
-# そのため、メインメモリからのパス（テンソル全体を 1 回読み書きする処理）は、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
-# ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバー向けプロセッサもあります。
+# CPU は、キャッシュにないキャッシュラインへ書き込むとき、ふつうまずそのラインをメモリから読み込みます（ライトアロケート、write-allocate）。
+# そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
+# ただし、ライン全体を埋める書き込みではこの読み込みを省く x86 のサーバ向けプロセッサもあります。
 # 逆に、一時テンソルより大きなキャッシュは、それを次の演算まで保持します。
 # 50 MiB の L2（H100 SXM のもの。H200 のデータシートには記載がありません）は、$k$ の一時テンソル（4096 トークンの bfloat16 で 8 MiB）なら保持できます。
 
@@ -370,7 +374,7 @@ table_sin = rope.sin_cached.contiguous()
 q_rot, k_rot = rope_fused(q, k, positions, table_cos, table_sin)
 print(f"{q.shape[0]} programs rotated q {tuple(q.shape)}, k {tuple(k.shape)}")
 
-# %% tags=["check"] summary={"en": "the small kernel rotates as apply_rope does, within tolerance, packed sequences included; counted lane by lane and tensor by tensor in Triton's interpreter, it requests β_fused bytes per element at Llama 3 8B's shapes: q and k once each way, the table row once per token (lanes, not instructions, sectors or what DRAM moves)", "ja": "小さなカーネルは、位置が途中で 0 に戻る入力も含めて、apply_rope と許容誤差の範囲で同じ回転をします。Triton のインタプリタでレーンごと、テンソルごとに数えると、Llama 3 8B の形状で要求するバイト数は成分あたり β_fused です。q と k は読み書きそれぞれ 1 回、表の行はトークンごとに 1 回だけです（数えたのはレーンで、命令やセクタ、DRAM が動かす量ではありません）"}
+# %% tags=["check"] summary={"en": "the small kernel rotates as apply_rope does, within tolerance, packed sequences included; counted lane by lane (a lane: one value of a block) and tensor by tensor in Triton's interpreter, it requests β_fused bytes per element at Llama 3 8B's shapes: q and k once each way, the table row once per token (lanes, not instructions, 32-byte sectors of a memory transfer or what DRAM moves)", "ja": "小さなカーネルは、位置が途中で 0 に戻る入力も含めて、apply_rope と許容誤差の範囲で同じ回転をします。Triton のインタプリタでレーン（ブロックの中の値 1 つ）ごと、テンソルごとに数えると、Llama 3 8B の形状で要求するバイト数は成分あたり β_fused です。q と k は読み書きそれぞれ 1 回、表の行はトークンごとに 1 回だけです（数えたのはレーンです。命令や、メモリ転送の 32 バイトの単位であるセクタ、DRAM が動かす量ではありません）"}
 import numpy as np
 from triton.runtime.interpreter import InterpreterBuilder
 
@@ -475,7 +479,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # bfloat16 と float16 の入力は float32 で回転させて 1 回だけ丸めます。
 # [インプレース](../docs/glossary.ja.md#in-place-out-of-place)で書くこともでき、[逆伝播](../docs/glossary.ja.md#backward-pass)にも対応しています。
 # 位置の扱いも選べます。
-# 既定では、ラッパーが位置の範囲をホストへ読み戻し、範囲外ならわかりやすいエラーを出すので、呼び出しごとに同期が 1 回起きます。
+# 既定では、ラッパが位置の範囲をホストへ読み戻し、範囲外ならわかりやすいエラーを出すので、呼び出しごとに同期が 1 回起きます。
 # `check_positions=False` なら何も読み戻さず、表の外の位置に対する出力は NaN になります。CUDA グラフで使うには、この設定が必要です。
 # グラフはキャプチャしたときのアドレスのまま再生されるので、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新します。
 
@@ -484,21 +488,17 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # flight. By Little's law, the bytes that must have been requested and not yet received
 # equal the rate times the latency. Stores are posted, so only reads count: about half
 # of a one-pass kernel's 4.8 TB/s, and at a latency of about 600 ns (our assumption for
-# HBM; NVIDIA does not publish the H200's) that is 2.4 TB/s × 600 ns ≈ 1.4 MB, some
-# 11 KB for each of the H200's 132 SMs. Compiled
+# HBM, the GPU's main memory; NVIDIA does not publish the H200's) that is
+# 2.4 TB/s × 600 ns ≈ 1.4 MB, some 11 KB for each of the H200's 132 SMs. Compiled
 # for sm_90 as it is launched at Llama 3 8B's shapes, the kernel holds $q$'s and $k$'s
 # blocks at once, in at most 64 registers a thread in bfloat16 (72 in float32), and
 # spills nothing at Triton's default of `num_warps = 4` (128 threads a program): 8
-# programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. At 64 query heads
-# (Llama 3 70B) the $q$ tile doubles: 106 registers in bfloat16, 118 in float32, 4
-# programs per SM, a review's compile that no test covers. A program's loads come in
-# phases (the position, then the row with $q$, then $k$: up to 10 KiB in bfloat16,
-# 20 KiB in float32), so one or two of an SM's 8 (or 7) resident programs in their load
-# phase cover the 11 KB: one program per token keeps enough bytes in flight in a
-# prefill unless most resident programs sit waiting on their position, which only a
-# GPU run shows. (The grid's shape is not a risk: a 4096-token
-# prefill is 3.9 times the 1,056 programs resident at once, and an SM starts a program
-# whenever one ends, so the tail is about one program's life.) Two designs would keep more bytes in flight: several tokens per
+# programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. A program's loads
+# come in phases (the position, then the row with $q$, then $k$: up to 10 KiB in
+# bfloat16, 20 KiB in float32), so one or two of an SM's 8 (or 7) resident programs in
+# their load phase cover the 11 KB: one program per token keeps enough bytes in flight
+# in a prefill unless most resident programs sit waiting on their position, which only
+# a GPU run shows. Two designs would keep more bytes in flight: several tokens per
 # program (FlashInfer's cos/sin-cache kernel does this, below), or a persistent grid in
 # which each program loads its next token's position, row and heads while it rotates
 # the current one. FlashAttention's stand-alone Triton
@@ -512,21 +512,22 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # the other way: a head of 96 has halves of 48, padded to 64, a quarter of the lanes
 # masked. `triton.autotune` can choose `num_warps` and the blocks per shape on a GPU.
 #
-# How wide the loads are depends on alignment and on the tile. Triton's launcher marks
-# pointers aligned to 16 bytes and integer arguments divisible by 16; with strides such
-# as 128 the compiler can prove that each half of a head starts on 16 bytes and is
-# contiguous (`tl.multiple_of` states a divisibility the launcher cannot see). The 128
-# threads of a program then share each `BLOCK` by $d/2$ tile, each thread a contiguous
-# run of it moved in one access of up to 128 bits. Compiled for sm_90 at Llama 3 8B's
-# shapes, with every load and store of the PTX traced to its tensor and the SASS read
-# back with the `cuobjdump` that ships with Triton (`tests/test_rope_triton.py`): $q$'s block of 32 heads gives each thread 16 values of
-# each half, 128-bit loads and stores (`LDG.E.128`) in both dtypes; $k$'s block of 8
-# heads gives each thread 4, 64 bits in bfloat16 (`LDG.E.64`, on a fifth of the bytes,
-# still coalesced), set by the tile against `num_warps`, not by alignment. In the
-# interleaved layout the kernel loads each head's $r$ features as one contiguous run,
-# splits the pairs in registers (`tl.reshape` then `tl.split`, as FlashAttention's
-# rotary kernel does) and joins them back before one contiguous store: 128 bits for
-# $q$ and $k$ alike, where a stride of 2 would move one element an access.
+# How wide the loads are depends on alignment and on the tile. Triton's launcher (the
+# Python code that launches a kernel) marks pointers aligned to 16 bytes and integer
+# arguments divisible by 16, so with strides such as 128 the compiler can prove that
+# each half of a head is contiguous and starts on 16 bytes (`tl.multiple_of` tells it a
+# divisibility the launcher cannot check). The 128 threads of a program share each
+# `BLOCK` by $d/2$ tile, each moving a contiguous run in one access of up to 128 bits.
+# In the SASS for sm_90 at Llama 3 8B's shapes (`tests/test_rope_triton.py` traces every
+# load and store of the PTX to its tensor and reads the SASS back with the `cuobjdump`
+# that ships with Triton), $q$'s block of 32 heads gets 128-bit loads and stores
+# (`LDG.E.128`) in both dtypes; $k$'s block of 8 heads, 4 values a thread, gets 64-bit
+# ones in bfloat16 (`LDG.E.64`, on a fifth of the bytes, still coalesced), set by the
+# tile against `num_warps`, not by alignment. The interleaved layout loads each head's
+# $r$ features as one contiguous run, splits the pairs in registers (`tl.reshape` then
+# `tl.split`, as FlashAttention's rotary kernel does) and joins them back for one
+# contiguous store: 128 bits for $q$ and $k$ alike, where a stride of 2 would move one
+# element an access.
 # Counted lane by lane in Triton's interpreter (the check of the small kernel above, and
 # the tests for `posenc`'s), the kernel requests $\beta_{\mathrm{fused}}$ bytes per
 # element. That count sees lanes, not instructions or sectors (the threads request the
@@ -537,23 +538,19 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 #
 # 帯域幅を使い切るには、要求したもののまだ届いていないバイト（転送中のバイト）を、常に十分な量だけ抱えておく必要があります。
 # リトルの法則では、その量は転送の速さとレイテンシの積です。
-# 書き込みは完了を待たずに進むので、数えるのは読み込みだけで、1 回のパスのカーネルでは毎秒 4.8 TB の約半分です。
-# レイテンシは約 600 ns とします。これは HBM についてこの章が置いた仮定です。NVIDIA は H200 の値を公表していません。
+# 書き込みは完了を待たずに進むので、数えるのは読み込みだけです。1 回のパスのカーネルでは、読み込みは毎秒 4.8 TB の約半分です。
+# レイテンシは約 600 ns とします。これは HBM（GPU のメインメモリ）についてこの章が置いた仮定です。NVIDIA は H200 の値を公表していません。
 # 毎秒 2.4 TB × 600 ns ≈ 1.4 MB で、H200 の 132 個の SM それぞれに約 11 KB です。
-# `num_warps` は、プログラムが使うワープ（32 スレッドの組）の数で、Triton の既定値は 4、つまりプログラムあたり 128 スレッドです。
+# `num_warps` は、プログラムが使うワープの数で、Triton の既定値は 4、つまりプログラムあたり 128 スレッドです。
 # Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時に持ちます。
 # この既定値のもとで、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）で、スピル（レジスタに収まらない値のメモリへの退避）もありません。
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
-# クエリのヘッドが 64 個（Llama 3 70B）なら $q$ のタイルは 2 倍です。
-# レジスタは bfloat16 で 106 個、float32 で 118 個になり、SM あたりのプログラムは 4 つです。これはレビューでのコンパイル結果で、テストでは確かめていません。
 # プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$。bfloat16 で最大 10 KiB、float32 で 20 KiB）。
 # そのため、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうち 1 つか 2 つが読み込みの段階にあれば、11 KB をまかなえます。
 # この計算では、トークン 1 つにプログラム 1 つでも、プリフィルなら転送中のバイト数は足ります。ただし、常駐するプログラムの大半が位置の読み込みを待っている場合は別で、そうなるかどうかは GPU で実行しないとわかりません。
-# グリッドの形状は問題になりません。4096 トークンのプリフィルは、同時に常駐できる 1,056 個のプログラムの 3.9 倍です。
-# SM はプログラムが 1 つ終わるたびに次を始めるので、最後に残る時間はプログラム 1 つの実行期間程度です。
 # 転送中のバイト数を増やす設計は 2 つあります。
 # 1 つは、プログラムに複数のトークンを受け持たせることです（FlashInfer の cos と sin の表を使うカーネルはそうしています。後述）。
-# もう 1 つは、永続的なグリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくことです。
+# もう 1 つは、永続（persistent）グリッドにして、各プログラムが今のトークンを回転させている間に次のトークンの位置、行、ヘッドを読み込んでおくことです。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
 #
 # 設定は調整せず、固定したままです。
@@ -565,16 +562,16 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 #
 # 読み込みの幅は、アラインメントとタイルで決まります。
 # Triton のランチャ（カーネルを起動する Python のコード）は、16 バイトにそろったポインタと 16 で割り切れる整数の引数に印を付けます。
-# 128 のようなストライドなら、各ヘッドの半分が 16 バイト境界から始まって連続していることをコンパイラが証明できます（ランチャから見えない割り切れ方は `tl.multiple_of` で伝えます）。
-# そのうえで、プログラムの 128 個のスレッドが `BLOCK` × $d/2$ のタイルを分け合い、各スレッドは自分の受け持つ連続した部分を、最大 128 ビットの 1 回のアクセスで動かします。
+# そのため 128 のようなストライドなら、各ヘッドの半分が 16 バイト境界から始まって連続していることを、コンパイラが証明できます。
+# ランチャには確かめられない割り切れる性質は、`tl.multiple_of` でコンパイラに伝えます。
+# プログラムの 128 個のスレッドは `BLOCK` × $d/2$ のタイルを分け合い、各スレッドは自分の受け持つ連続した部分を、最大 128 ビットの 1 回のアクセスで動かします。
 # `tests/test_rope_triton.py` は、Llama 3 8B の形状で sm_90 向けにコンパイルし、PTX のすべての読み込みと書き込みをどのテンソルのものかまでたどります。
-# Triton に同梱された `cuobjdump` で SASS も読みます。結果は次のとおりです。
-# $q$ のブロックは 32 個のヘッドなので、各スレッドは半分ごとに 16 個の値を受け持ち、どちらの dtype でも 128 ビットの読み込みと書き込み（`LDG.E.128`）になります。
-# $k$ のブロックは 8 個のヘッドなので各スレッドの値は 4 個で、bfloat16 では 64 ビット（`LDG.E.64`）になります。対象は全体のバイト数の 5 分の 1 で、アクセスはコアレスアクセス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）のままです。これを決めるのはアラインメントではなく、タイルの大きさと `num_warps` の関係です。
+# SASS も、Triton に同梱された `cuobjdump` で読みます。
+# その SASS では、32 個のヘッドからなる $q$ のブロックは、どちらの dtype でも 128 ビットの読み込みと書き込み（`LDG.E.128`）になります。
+# 8 個のヘッドからなる $k$ のブロックは各スレッドの値が 4 個で、bfloat16 では 64 ビット（`LDG.E.64`）になります。64 ビットになるのは全体のバイト数の 5 分の 1 で、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）のままです。これを決めるのはアラインメントではなく、タイルの大きさと `num_warps` の関係です。
 # インターリーブ配置では、カーネルは各ヘッドの $r$ 個の成分を連続した 1 つの範囲として読み込みます。
-# そしてレジスタの中でペアに分けます（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）。
-# 書き込みの前にはまたつなげて、連続した範囲に 1 回で書き込みます。
-# そのため $q$ と $k$ のどちらへのアクセスも 128 ビットになります。ストライド 2 で読めば、アクセス 1 回で 1 成分しか動きません。
+# それをレジスタの中でペアに分けます（FlashAttention の rotary カーネルのように `tl.reshape` のあと `tl.split`）。
+# 書き込みの前にはまたつなげて、連続した範囲に 1 回で書き込むので、$q$ と $k$ のどちらへのアクセスも 128 ビットになります。ストライド 2 で読めば、アクセス 1 回で 1 成分しか動きません。
 # Triton のインタプリタでレーンごとに数えると（上の小さなカーネルの確認のセルと、`posenc` のカーネルのテスト）、カーネルが要求するバイト数は成分あたり $\beta_{\mathrm{fused}}$ です。
 # この数え方に見えるのはレーンだけで、命令やセクタは見えません。また、コンパイルしたカーネルではスレッドが表の行を何度も要求し（L1 キャッシュから供給されます）、これもこの数え方には現れません。
 # DRAM が実際に動かすバイト数は計っていません。
@@ -616,7 +613,7 @@ assert_close(dk, ek)
 #
 # | system | where RoPE runs | cos and sin |
 # |---|---|---|
-# | vLLM | compiled (the default): the PyTorch formula (`forward_native`), which Inductor generates and fuses with its neighbours; eager or with `+rotary_embedding`: the CUDA kernel `rotary_embedding`, in place, one thread block per token. A separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache) (fused with RoPE on ROCm with AITER only) | a table of positions × $r$, cos then sin, cast to $q$'s dtype, read at each token's position |
+# | vLLM | compiled (the default): the PyTorch formula (`forward_native`), fused by Inductor with its neighbours; eager or with `+rotary_embedding`: the CUDA kernel `rotary_embedding`, in place, one thread block per token. A separate kernel writes $k$ and $v$ into the [KV cache](../docs/glossary.md#kv-cache) (fused with RoPE on ROCm with AITER only) | a table of positions × $r$, cos then sin, cast to $q$'s dtype, read at each token's position |
 # | FlashInfer | in place: `apply_rope_with_cos_sin_cache_inplace` (vLLM's interface) or `apply_rope_pos_ids_inplace`; fused: `rope_quantize_fp8_append_paged_kv_cache` rotates, quantises to FP8 and appends to a paged KV cache; and inside attention with `pos_encoding_mode="ROPE_LLAMA"` | a float32 table, or computed on the fly from `rope_theta` |
 # | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of positions × $r/2$ in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
 # | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's per-token cos and sin, `(b or 1, s, d)`, indexed by the program's token, first half read |
@@ -632,7 +629,7 @@ assert_close(dk, ek)
 # ## 実際のシステムは RoPE をどこで融合しているか
 #
 # RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため実運用のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
+# そのため実際のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
 #
 # | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
@@ -644,7 +641,7 @@ assert_close(dk, ek)
 #
 # 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
 # 同じ数え方で bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書けば 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
-# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイトと、7 分の 1 少なくなります。
+# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイトになり、7 分の 1 少なくなります。
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
 # a fused RoPE modelled as one op that reads q (or k) once and writes once
@@ -734,17 +731,19 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # that wait on each other. A program loads the position, then the table row at that
 # position; in the sm_90 SASS at Triton's default of 4 warps, $q$'s loads issue with
 # the row and $k$'s only after the first multiply that uses it: three round trips in a
-# row, set by this build's schedule, not by the data. The position and the row come
-# from HBM, as 436 MB of weights have streamed through a 50 MiB L2 since the last
+# row, the first two set by the data (the row's address is the position), the third,
+# $k$'s, by this build's schedule. The position and the row come from HBM, the GPU's main
+# memory, as 436 MB of weights have streamed through a 50 MiB L2 since the last
 # layer read them; $k$, just written by the projection, likely from L2.
 #
 # Launches may cost more. Eager, a Hugging Face Llama layer launches 40 kernels, ten of
 # them RoPE's, and at an assumed 5 µs of host time each the host paces the step; the
 # fused kernel's Python wrapper alone costs the host as much as several small eager
 # operations (`lab/README.md`). So capture the step in a CUDA graph, or compile it,
-# first (folded above). Then, in this model, each kernel costs a fixed amount plus its round trips; only
-# fusion into the QKV projection's epilogue or attention's prologue, as the systems
-# above do, removes what is left.
+# first ("what the real kernel adds", folded above). Then, in this model, each kernel
+# costs a fixed amount plus its round trips; only fusion into the QKV projection's
+# epilogue (where a matrix product writes its result) or attention's prologue (where it
+# loads its inputs), as the systems above do, removes what is left.
 
 # %% [markdown] lang="ja"
 # ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
@@ -754,14 +753,14 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # しかし、これほど小さなカーネルが帯域幅に近づくことはありません。時間を決めるのは、互いを待つ読み込みのレイテンシです。
 # プログラムは位置を読み、次にその位置の表の行を読みます。
 # Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行され、$k$ の読み込みは行を使う最初の乗算のあとに発行されます。
-# そのため往復が 3 回続きます。これはデータの依存関係ではなく、このビルドの命令の並べ方で決まっています。
-# 位置と行は HBM から読み込まれます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通り、追い出しているからです。$k$ は射影が書いたばかりなので、L2 にある可能性が高いです。
+# そのため往復が 3 回続きます。位置から行への 2 回はデータの依存関係によるものですが、3 回目（$k$ の読み込み）はデータではなく、このビルドの命令の並べ方で決まっています。
+# 位置と行は HBM（GPU のメインメモリ）から読み込まれます。前の層がそれを読んでから、436 MB の重みが 50 MiB の L2 を通り抜け、L2 から追い出しているからです。$k$ は射影が書いたばかりなので、L2 にある可能性が高いです。
 #
 # 起動のコストは、さらに大きくなりえます。
-# eager モードの Hugging Face の Llama の層は 40 個のカーネルを起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパーだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく」）。
+# Hugging Face の Llama の層を eager モードで実行すると、1 層で 40 個のカーネルが起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく：実際のカーネルが加えるもの」）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと自分の往復の時間の和になります。
-# 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグかアテンションのプロローグへ融合することだけです。
+# 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合することだけです。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
@@ -769,22 +768,23 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # $2 \cdot 600 + 200$ ns $= 1.4$ µs. `posenc`'s kernel loads $k$ with $q$, as Liger's
 # does: the compiler may not move a load above a store that might
 # reach the same memory ($q$'s output could alias $k$), so the kernel loads both
-# tiles, then stores both, and in the SASS for sm_90 every load of a step comes before
-# its first store. Five changes would shorten the chain:
+# tiles, then stores both, and in the SASS for sm_90 every load of a block of heads
+# comes before its first store. Five changes would shorten the chain:
 #
 # 1. Issue $k$'s loads with the row: at `num_warps = 8` (40 registers) the SASS issues
 #    every load before the first multiply, two round trips (1.2 µs), but $k$'s accesses
 #    become 32-bit.
 # 2. Compute cos and sin from the position, loading $q$ and $k$ alongside: no row trip
 #    (1.4 µs becomes about 0.6, the position alone); but CUDA's `sincosf` takes a slow
-#    path above about $10^5$ radians, and the fastest pair's angle is the position.
+#    path above about $10^5$ radians, and the fastest pair's angle is the position
+#    itself, so positions past about $10^5$ take it.
 # 3. When tokens are fewer than SMs, a grid of tokens by blocks of heads. FlashInfer's
 #    cos/sin-cache launcher asks `cudaOccupancyMaxActiveBlocksPerMultiprocessor` how
 #    many blocks fit: if the tokens fill them it runs 8 tokens a block ($d = 128$ in
 #    bfloat16, 128-bit accesses, a loop over the heads), else token groups by heads.
 # 4. Keep the position and the row in L2 across the layer's weights:
 #    `eviction_policy="evict_last"` (the weights `evict_first`), or an L2 persisting
-#    window (`cudaAccessPolicyWindow`); 1.4 µs would become about 0.6. Not measured.
+#    window (`cudaAccessPolicyWindow`), so that all three trips go to L2. Not measured.
 # 5. Tune `num_warps` and the blocks per shape (`triton.autotune`).
 #
 # Programmatic dependent launch (PDL) then lets the kernel start while the
@@ -805,14 +805,14 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # L2 への往復を 200 ns、HBM への往復を 600 ns と仮定すると（NVIDIA はどちらも公表していません）、連鎖は $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 # `posenc` のカーネルは、Liger のカーネルと同じく $k$ を $q$ と一緒に読み込みます。
 # コンパイラは、同じメモリに届く可能性のある書き込みより前に、読み込みを移せません（$q$ の出力が $k$ と重なっている可能性があります）。
-# そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、1 ステップのすべての読み込みが最初の書き込みより前にあります。
+# そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込み、sm_90 向けの SASS では、ヘッドのブロック 1 つ分のすべての読み込みが最初の書き込みより前にあります。
 # 連鎖は、次の 5 つの変更で短くできるはずです。
 #
 # 1. $k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
-# 2. cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、位置の読み込みだけ）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数で遅い経路に入り、周波数がいちばん高いペアの角度は位置そのものです。
-# 3. トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにします。FlashInfer の cos と sin の表を使う起動関数は、`cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
+# 2. cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなります（1.4 µs が約 0.6 µs、位置の読み込みだけ）。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数で遅い経路に入ります。周波数がいちばん高いペアの角度は位置そのものなので、位置が約 $10^5$ を超えると、この遅い経路を通ります。
+# 3. トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにします。FlashInfer の cos と sin の表を使うカーネルのランチャは、`cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
 #    トークンでそれが埋まるならブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき。128 ビットのアクセスで、ヘッドはループ）、埋まらないならトークンのグループとヘッドのグリッドにします。
-# 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使います。1.4 µs が約 0.6 µs になるはずですが、計測はしていません。
+# 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使えば、3 回の往復がすべて L2 への往復になるはずです。計測はしていません。
 # 5. `num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
 #
 # さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
@@ -931,7 +931,7 @@ print(
 # ## CPU の計測記録が示すこと
 #
 # `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と、結果をどこまで信頼できるかは `lab/README.md` にあります）。
-# 表の値は、float32 の 1024 トークンの[プリフィル](../docs/glossary.ja.md#prefill)で、同じラウンドの下限 `torch.mul(x, 2.0, out=...)` の時間に対する比の、40 ラウンドの中央値です。
+# 表の値は、float32 で 1024 トークンを[プリフィル](../docs/glossary.ja.md#prefill)する時間を、同じラウンドで計った下限 `torch.mul(x, 2.0, out=...)` の時間で割った比の、40 ラウンドでの中央値です。
 # 「/」の左が 1 スレッド、右が 2 スレッドです。
 # `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile` した `RotaryEmbedding` です。
 #
@@ -985,16 +985,17 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # %% [markdown] lang="en"
 # These records cannot test the byte model: this machine's 480 MiB L3 holds every
 # temporary of a 20 MiB call, so they compare passes and per-operation costs, not DRAM
-# bytes. Meta's complex product (8.2 bytes per element) takes 1.1 to 1.2 times the
-# floor's time, the compiled module 1.27 to 1.32, the others 3.2 to 5.3 (Hugging Face's
-# 5.0 and 5.3 match its byte ratio by chance). `apply_rope_interleaved` requests as
-# many bytes per element as `apply_rope` and takes about 1.5 times as long. Decode and
-# bfloat16: `lab/README.md`.
+# bytes. Only Meta's complex product (8.2 bytes per element) and the compiled module
+# come near the floor; Hugging Face's ratios match its byte ratio by chance.
+# `apply_rope_interleaved` requests as many bytes per element as `apply_rope` and takes
+# about 1.5 times as long. Page faults per call: 0 for every contender, as a median over
+# rounds. Decode and bfloat16: `lab/README.md`.
 
 # %% [markdown] lang="ja"
-# この計測記録では、バイト数のモデルは検証できません。このマシンの 480 MiB の L3 には、20 MiB の呼び出しの一時テンソルがすべて収まるので、比べているのはパスの回数と演算ごとのコストで、DRAM のバイト数ではありません。
-# Meta の複素数の掛け算（成分あたり 8.2 バイト）は下限の 1.1 から 1.2 倍、コンパイルしたモジュールは 1.27 から 1.32 倍、ほかは 3.2 から 5.3 倍です。Hugging Face の式の 5.0 倍と 5.3 倍がバイト数の比に合うのは偶然です。
+# この計測記録では、バイト数のモデルは検証できません。このマシンの 480 MiB の L3 には、入出力が 20 MiB の呼び出しで作られる一時テンソルがすべて収まります。そのため、比べているのはパスの回数と演算ごとのコストで、DRAM のバイト数ではありません。
+# 下限に近いのは、Meta の複素数の掛け算（成分あたり 8.2 バイト）とコンパイルしたモジュールだけです。Hugging Face の式の比がバイト数の比に合うのは偶然です。
 # `apply_rope_interleaved` が要求するバイト数は成分あたり `apply_rope` と同じですが、時間は約 1.5 倍かかります。
+# 呼び出しあたりのページフォールトは、どの比較対象でもラウンドの中央値で 0 回です。
 # デコードと bfloat16 の結果は `lab/README.md` にあります。
 
 # %% [markdown] lang="en"
@@ -1030,7 +1031,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # | CUDA グラフのもとで：RoPE は層の 9 から 16%（Hugging Face の 10 個のカーネル）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
-# 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。どの実行でも、この下限を下回れば、このコストモデルは誤りです。
+# 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。1 回でもこの下限を下回る実行があれば、このコストモデルは誤りだとわかります。
 # コピーの `copy_` は、CUDA ではカーネルではなく `cudaMemcpyAsync` なので、速さと固定コストがカーネルと違うことがあります。
 
 # %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することの確認（証拠ではありません）"}
@@ -1157,10 +1158,10 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - Per float32 element, Hugging Face's eager formula requests 40 bytes, `posenc`'s
 #   eager passes 20, a single pass 8; caches change what DRAM moves.
 # - The fused kernel runs one program per token and reads the cos/sin row once for all
-#   its heads: 0.1 byte per element. It loads interleaved pairs as contiguous runs and
-#   $k$ with $q$.
+#   its heads: 0.1 byte per element.
 # - On a CPU the byte count separates one pass from several but does not predict time.
-# - A decode step costs latency: three round trips in a row, and the host's launches.
+# - A decode step costs latency: two dependent round trips (three in this build), and
+#   the host's launches.
 #   Capture the step in a CUDA graph or compile it first (`check_positions=False`);
 #   only folding RoPE into a neighbouring kernel removes the rest.
 # - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
@@ -1170,9 +1171,9 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
-# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。インターリーブ配置のペアは連続した範囲として読み込み、$k$ は $q$ と一緒に読み込みます。
+# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシで、続けて起きる 3 回の往復と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（`check_positions=False`）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
+# - デコードの 1 ステップのコストはレイテンシで、依存する 2 回の往復（このビルドでは 3 回）と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"
@@ -1261,7 +1262,7 @@ print(" ".join(t.ops), f"| {(t.total - tables) / x.numel():g} B per element")
 # 1 回の呼び出しのトークンがこれより少なければ、ホストが起動にかける時間が、デバイスがデータを動かす時間を上回ります。
 # ただし起動は非同期で、デバイスの仕事と重なります。デバイスの側で比べるべきは、カーネルごとのデバイス自身の固定コスト（起動のレイテンシと立ち上がり）です。それを 2 から 4 µs と仮定すると、メモリ転送の時間がそれを超えるのは、約 470 から 940 トークン以上のときです。
 # Hugging Face の式は $q$ と $k$ にそれぞれ 5 つの演算を使うので、層あたり 10 個、デコードの 1 ステップで 320 個のカーネルになります。
-# 層あたりの起動だけで 50 µs と、層のデバイス時間 91 µs の半分を超えます。
+# 層あたりの起動だけで 50 µs かかり、層のデバイス時間 91 µs の半分を超えます。
 # 融合カーネルなら 32 個で、CUDA グラフを使えばグラフの再生 1 回です。
 
 # %% tags=["solution"]
@@ -1280,19 +1281,15 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## Sources and versions
 #
 # Library code read for this chapter, by version: vLLM at commit `0f5257e`
-# (`csrc/pos_encoding_kernels.cu`, `csrc/fused_qknorm_rope_kernel.cu`), `072d10a`
-# (`vllm/model_executor/layers/rotary_embedding/base.py`), `428a71c`
-# (`vllm/compilation/passes/fusion/rope_kvcache_fusion.py`) and `018fe84`
-# (`vllm/compilation/cuda_graph.py`); FlashInfer 0.6.18, commit
-# `fb28d72` (`flashinfer/rope.py`, `include/flashinfer/pos_enc.cuh`,
-# `flashinfer/norm/__init__.py`, `flashinfer/prefill.py`, `flashinfer/decode.py`); FlashAttention v2.8.3
-# (`flash_attn/flash_attn_interface.py`, `csrc/flash_attn/flash_api.cpp`,
-# `csrc/flash_attn/src/flash_fwd_kernel.h`, `flash_attn/ops/triton/rotary.py`); Liger Kernel 0.8.2
-# (`src/liger_kernel/ops/rope.py`); Hugging Face transformers at commit `000c33f`
-# (`models/qwen3/modeling_qwen3.py`, `models/llama4/modeling_llama4.py`). The kernels
+# (`pos_encoding_kernels.cu`), `072d10a` (`rotary_embedding/base.py`), `428a71c`
+# (`rope_kvcache_fusion.py`) and `018fe84` (`compilation/cuda_graph.py`); FlashInfer
+# 0.6.18, commit `fb28d72` (`rope.py`, `pos_enc.cuh`, `prefill.py`, `decode.py`);
+# FlashAttention v2.8.3 (`flash_attn_interface.py`, `flash_api.cpp`,
+# `flash_fwd_kernel.h`, `ops/triton/rotary.py`); Liger Kernel 0.8.2
+# (`liger_kernel/ops/rope.py`). The kernels
 # of this page run in the interpreter of the installed Triton (3.9 when this page was
 # built), with torch 2.13. The H200's figures are NVIDIA's datasheet: 67 TFLOPS in
-# FP32, 989 TFLOPS in dense BF16 (1,979 with sparsity), 4.8 TB/s; Llama 3 8B's sizes
+# FP32, 989 TFLOPS in dense BF16, 4.8 TB/s; Llama 3 8B's sizes
 # (hidden 4096, MLP 14336) are its published configuration. The CPU records are
 # `lab/posenc_lab/records/cpu-rope-1-thread.json` and `cpu-rope-2-threads.json`.
 #
@@ -1318,10 +1315,6 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM
 #   Training*. <https://arxiv.org/abs/2410.10989>; code:
 #   <https://github.com/linkedin/Liger-Kernel>
-# - Qwen Team (2025). *Qwen3 Technical Report*. <https://arxiv.org/abs/2505.09388>
-# - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`* (tutorial, with
-#   `torch.library.triton_op`).
-#   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
 # - NVIDIA. *H200 Tensor Core GPU* (datasheet). <https://www.nvidia.com/en-us/data-center/h200/>
 # - NVIDIA. *CUDA C++ Programming Guide*, intrinsic functions.
 #   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>
@@ -1335,13 +1328,12 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## 出典とバージョン
 #
 # この章で読んだライブラリのコードとそのバージョンは次のとおりです。
-# vLLM はコミット `0f5257e`（`csrc/pos_encoding_kernels.cu`、`csrc/fused_qknorm_rope_kernel.cu`）、`072d10a`（`vllm/model_executor/layers/rotary_embedding/base.py`）、`428a71c`（`vllm/compilation/passes/fusion/rope_kvcache_fusion.py`）、`018fe84`（`vllm/compilation/cuda_graph.py`）です。
-# FlashInfer は 0.6.18、コミット `fb28d72`（`flashinfer/rope.py`、`include/flashinfer/pos_enc.cuh`、`flashinfer/norm/__init__.py`、`flashinfer/prefill.py`、`flashinfer/decode.py`）です。
-# FlashAttention は v2.8.3（`flash_attn/flash_attn_interface.py`、`csrc/flash_attn/flash_api.cpp`、`csrc/flash_attn/src/flash_fwd_kernel.h`、`flash_attn/ops/triton/rotary.py`）です。
-# Liger Kernel は 0.8.2（`src/liger_kernel/ops/rope.py`）です。
-# Hugging Face transformers はコミット `000c33f`（`models/qwen3/modeling_qwen3.py`、`models/llama4/modeling_llama4.py`）です。
+# vLLM はコミット `0f5257e`（`pos_encoding_kernels.cu`）、`072d10a`（`rotary_embedding/base.py`）、`428a71c`（`rope_kvcache_fusion.py`）、`018fe84`（`compilation/cuda_graph.py`）です。
+# FlashInfer は 0.6.18、コミット `fb28d72`（`rope.py`、`pos_enc.cuh`、`prefill.py`、`decode.py`）です。
+# FlashAttention は v2.8.3（`flash_attn_interface.py`、`flash_api.cpp`、`flash_fwd_kernel.h`、`ops/triton/rotary.py`）です。
+# Liger Kernel は 0.8.2（`liger_kernel/ops/rope.py`）です。
 # このページのカーネルは、インストールされている Triton（このページを生成したときは 3.9）のインタプリタと torch 2.13 で実行しています。
-# H200 の数値は NVIDIA のデータシートによるもので、FP32 で 67 TFLOPS、密な BF16 で 989 TFLOPS（スパース性を使うと 1,979）、毎秒 4.8 TB です。Llama 3 8B の大きさ（隠れ層 4096、MLP 14336）は公開されている設定によります。
+# H200 の数値は NVIDIA のデータシートによるもので、FP32 で 67 TFLOPS、密な BF16 で 989 TFLOPS、毎秒 4.8 TB です。Llama 3 8B の大きさ（隠れ層 4096、MLP 14336）は公開されている設定によります。
 # CPU の計測記録は `lab/posenc_lab/records/cpu-rope-1-thread.json` と `cpu-rope-2-threads.json` です。
 #
 # ### 参考文献
@@ -1362,9 +1354,6 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 #   Partitioning*. <https://arxiv.org/abs/2307.08691>（コード：<https://github.com/Dao-AILab/flash-attention>）
 # - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM
 #   Training*. <https://arxiv.org/abs/2410.10989>（コード：<https://github.com/linkedin/Liger-Kernel>）
-# - Qwen Team (2025). *Qwen3 Technical Report*. <https://arxiv.org/abs/2505.09388>
-# - PyTorch. *Using User-Defined Triton Kernels with `torch.compile`*（チュートリアル、`torch.library.triton_op` を使う方法）。
-#   <https://docs.pytorch.org/tutorials/recipes/torch_compile_user_defined_triton_kernel_tutorial.html>
 # - NVIDIA. *H200 Tensor Core GPU*（データシート）。
 #   <https://www.nvidia.com/en-us/data-center/h200/>
 # - NVIDIA. *CUDA C++ Programming Guide*（組み込み関数の節）。

@@ -56,7 +56,6 @@ import matplotlib.pyplot as plt
 import torch
 import triton
 import triton.language as tl
-from IPython.display import Markdown, display
 from torch.testing import assert_close
 
 from posenc import RotaryEmbedding, apply_rope, rope_frequencies

@@ -193,6 +193,18 @@ def ink_bottoms(pdf: Path, dpi: int = 12) -> list[float]:
     return bottoms
 
 
+def opens_with(page: list[tuple[float, str]], key: str, most: int = 3) -> bool:
+    """Whether the first lines of ``page`` (rows of :func:`page_lines`) read
+    ``key`` (a title's sorted characters): one line, or up to ``most`` where a
+    long title wraps."""
+    text = ""
+    for _, line in page[:most]:
+        text = "".join(sorted(text + line))
+        if text == key:
+            return True
+    return False
+
+
 def check(pdf: Path, titles: list[str], headings: list[str]) -> list[str]:
     """What is wrong with the printed book ``pdf``, whose pages are titled
     ``titles`` in order and whose section headings are ``headings``: a title
@@ -204,9 +216,7 @@ def check(pdf: Path, titles: list[str], headings: list[str]) -> list[str]:
     problems = []
     starts, at = [], 0
     for title in titles:
-        found = next(
-            (k for k in range(at, len(lines)) if lines[k] and lines[k][0][1] == key(title)), None
-        )
+        found = next((k for k in range(at, len(lines)) if opens_with(lines[k], key(title))), None)
         if found is None:
             problems.append(f"the title {title!r} does not start a page (after page {at + 1})")
             continue

@@ -149,6 +149,21 @@ def test_a_printed_chapter_follows_the_print_rules(browser, served_site, lang, p
     assert all(display == "none" for _, display in printed["hidden"]), printed["hidden"]
 
 
+def test_a_title_may_wrap_over_the_first_lines_of_its_page():
+    from tools.book_pdf import opens_with
+
+    key = lambda text: "".join(sorted(text.replace(" ", "")))  # noqa: E731  (as page_lines keeps them)
+    title = "RoPE as a memory-bound kernel: bytes, and what to measure"
+    wrapped = [
+        (0.1, key("RoPE as a memory-bound kernel:")),
+        (0.15, key("bytes, and what to measure")),
+    ]
+    assert opens_with(wrapped, key(title))
+    assert opens_with([(0.1, key(title)), (0.2, key("Text."))], key(title))
+    assert not opens_with(wrapped[:1], key(title))  # the first line alone is not the title
+    assert not opens_with([(0.1, key("Text.")), *wrapped], key(title))  # not at the top
+
+
 def test_make_pdf_checks_a_printed_book(browser, served_site, tmp_path):
     """tools/book_pdf.py on a small book: the glossary and the notation
     page of both languages printed through the book's stylesheet, then read

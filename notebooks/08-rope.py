@@ -929,7 +929,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # helps: the model builds sharp positional patterns with the fastest pairs, and
 # mostly uses the slowest, which barely turn over a context, for what they suspect
 # is content. Their p-RoPE, which leaves the slowest pairs unrotated, is in
-# [*Extending RoPE's context*](09-rope-context.ipynb#which-models-use-which).
+# [*Rotary in today's LLMs*](14-rope-in-llms.ipynb#partial-rotation-against-p-rope).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：学習済みのモデルはペアをどう使うか**
@@ -937,7 +937,7 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 # Barbero ら（2024）は学習済みの Gemma 7B を調べ、RoPE が役に立つ主な理由は減衰ではないと論じています。
 # このモデルは、最も速いペアで位置に基づく鋭いパターンを作ります。
 # 一方で最もよく使っているのは、コンテキスト全体でもほとんど回らない最も遅いペアで、著者らはそれが内容の情報を運んでいると推測しています。
-# 最も遅いペアを回転させない Barbero らの p-RoPE は、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb#どのモデルがどれを使うか)の章に出てきます。
+# 最も遅いペアを回転させない Barbero らの p-RoPE は、[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章で扱います。
 
 # %% [markdown] lang="en"
 # <!-- explorable: 08-rope -->

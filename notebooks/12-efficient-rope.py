@@ -1280,8 +1280,8 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## Sources and versions
 #
 # Library code read for this chapter, by version: vLLM at commit `0f5257e`
-# (`pos_encoding_kernels.cu`), `072d10a` (`rotary_embedding/base.py`), `428a71c`
-# (`rope_kvcache_fusion.py`) and `018fe84` (`compilation/cuda_graph.py`); FlashInfer
+# (`pos_encoding_kernels.cu`), `072d10a` (`rotary_embedding/base.py`) and `428a71c`
+# (`rope_kvcache_fusion.py`); FlashInfer
 # 0.6.18, commit `fb28d72` (`rope.py`, `pos_enc.cuh`, `prefill.py`, `decode.py`);
 # FlashAttention v2.8.3 (`flash_attn_interface.py`, `flash_api.cpp`,
 # `flash_fwd_kernel.h`, `ops/triton/rotary.py`); Liger Kernel 0.8.2
@@ -1327,7 +1327,7 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 # ## 出典とバージョン
 #
 # この章で読んだライブラリのコードとそのバージョンは次のとおりです。
-# vLLM はコミット `0f5257e`（`pos_encoding_kernels.cu`）、`072d10a`（`rotary_embedding/base.py`）、`428a71c`（`rope_kvcache_fusion.py`）、`018fe84`（`compilation/cuda_graph.py`）です。
+# vLLM はコミット `0f5257e`（`pos_encoding_kernels.cu`）、`072d10a`（`rotary_embedding/base.py`）、`428a71c`（`rope_kvcache_fusion.py`）です。
 # FlashInfer は 0.6.18、コミット `fb28d72`（`rope.py`、`pos_enc.cuh`、`prefill.py`、`decode.py`）です。
 # FlashAttention は v2.8.3（`flash_attn_interface.py`、`flash_api.cpp`、`flash_fwd_kernel.h`、`ops/triton/rotary.py`）です。
 # Liger Kernel は 0.8.2（`liger_kernel/ops/rope.py`）です。

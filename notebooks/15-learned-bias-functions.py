@@ -1380,23 +1380,22 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # independent, so it is missing from $S$ sequences with probability
 # $(1 - n/L)^S$, and by linearity of expectation the number of positions never
 # drawn has mean $L\,(1 - n/L)^S$. This falls below 1 when
-# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws. In the official code
-# each layer's 387 draws are 387 of the example script's 10 000 steps (about 4%):
-# still a small part of training.
+# $S > \ln L / (-\ln(1 - n/L)) = 386.6$, so after 387 draws of 40 positions. (The
+# official example script draws a length from 1 to 40 at each step, so there the
+# positions are covered later.)
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
-# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、387 系列あれば足ります。
-# 公式実装では、各層の 387 回の選択は例のスクリプトの 10000 ステップの約 4% にあたり、学習全体から見ればまだ小さな割合です。
+# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、40 個の位置を 387 回選べば足ります。
+# なお、公式実装の例のスクリプトはステップごとに長さを 1〜40 から選ぶので、そこではすべての位置がそろうのはもっと後になります。
 
 # %% tags=["solution"]
 n, L = 40, 2048
 assert math.isclose(math.comb(L - 1, n - 1) / math.comb(L, n), n / L)
 S = math.ceil(math.log(L) / -math.log(1 - n / L))
 assert S == 387 and L * (1 - n / L) ** S < 1 <= L * (1 - n / L) ** (S - 1)
-assert 0.038 < S / 10_000 < 0.039  # steps of example.py: one draw per step
 expected = L * (1 - n / L) ** S
 gen = torch.Generator().manual_seed(10)
 unseen = []

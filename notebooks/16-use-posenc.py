@@ -280,7 +280,7 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 # original, so the model must find the token nine positions back. Both runs below take 300 steps of
 # AdamW on the copied half: one with RoPE, one with no positional encoding
 # (`encoding="none"`), which can infer positions only through the causal mask, a
-# slower route ([chapter 10](10-xpos-nope.ipynb)). The loss starts
+# slower route ([*xPos and NoPE*](10-xpos-nope.ipynb)). The loss starts
 # high because the tied output layer reuses unit-variance embeddings.
 #
 # With RoPE the loss falls close to 0 and greedy decoding copies new prompts;

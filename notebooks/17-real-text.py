@@ -643,8 +643,8 @@ plt.show()
 
 # %% [markdown] lang="en"
 # Only ALiBi stays flat: 5.06 at $L$, 5.20 at $16L$, as Press et al. found with a
-# stride of 1 (the note below). T5 jumps to 11.48 at $2L$, a length whose distances
-# reach its untrained buckets. FIRE, which rose only to 7.01 in non-overlapping
+# stride of 1 (the note below). T5 jumps to 11.48 at $2L$, and RoPE, which has no
+# buckets, jumps further, so the jump is not the buckets' doing alone. FIRE, which rose only to 7.01 in non-overlapping
 # windows, more than doubles here (4.58 to 10.31): there its far bytes were diluted
 # by many near ones.
 #
@@ -658,7 +658,7 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。Press らもストライド 1 で同じ結果を得ています（下の「さらに詳しく」）。
-# 距離が未学習のバケットに届き始める $2L$ で、T5 は 11.48 に跳ね上がります。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
+# $2L$ で T5 は 11.48 に跳ね上がりますが、バケットを持たない RoPE はさらに大きく跳ね上がるので、この跳ね上がりはバケットだけのせいではありません。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
 #
 # ALiBi の横ばいは、長い文脈を活用しているからではありません。$L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。$16L$ では、同じ 1,024 バイトを少なくとも 1,008 バイトの文脈で読んでも、少なくとも 960 バイトで読んでも、小数第 3 位まで同じです。
 # 重ならない窓での改善は先頭トークンの呪いが和らいだ分で、$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると損失が 0.047 $[0.031, 0.062]$ nat 下がります。

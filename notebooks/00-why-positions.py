@@ -744,8 +744,9 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 #   relative.
 #
 # A relative scheme ignores a common shift of all positions; the absolute code
-# does not. The figure measures, over 200 random orders of eight tokens, how far
-# each one's outputs are from a mere permutation: plain attention $S$, the causal
+# does not. The figure measures, over 200 random orders $P$ of eight tokens, how far
+# each one's outputs $f$ are from a mere permutation, as the mean of
+# $\lVert f(PX) - P f(X)\rVert / \lVert f(X)\rVert$: plain attention $S$, the causal
 # mask $S+M$, the sinusoidal input $X+E$, a symmetric ALiBi-style bias $S+B$ (slope
 # $1/2$, no mask) and RoPE's rotation $R$. Only plain attention sits at zero.
 
@@ -764,7 +765,7 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 # - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します。
 #
 # 相対位置を使う方法では、すべての位置を同じだけずらしても出力は変わりません。絶対位置の符号では変わります。
-# 図は、8 個のトークンをランダムに並べ替えた 200 通りについて、出力が単なる並べ替えからどれだけ離れるかを測ったものです。
+# 図は、8 個のトークンをランダムに並べ替えた 200 通りの $P$ について、出力 $f$ が単なる並べ替えからどれだけ離れるかを、$\lVert f(PX) - P f(X)\rVert / \lVert f(X)\rVert$ の平均で測ったものです。
 # 素のアテンション $S$、因果マスク $S+M$、正弦波を足した入力 $X+E$、
 # 左右対称の ALiBi 風のバイアス $S+B$（傾き $1/2$、マスクなし）、RoPE の回転 $R$ を比べます。
 # ずれがゼロなのは素のアテンションだけです。

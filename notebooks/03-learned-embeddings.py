@@ -699,8 +699,9 @@ assert not torch.allclose(unused, paper * start[T:])
 #   $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$; x-transformers' tokens, drawn with
 #   $\sigma = \sqrt{2/d}$, have norm about $\sqrt{2}$: a ratio of $1/2$.
 #
-# Each recipe, with its own tokens, puts the ratio near 1 (0.71 and 0.50); the 35
-# of the raw sinusoid was for $\sigma = 0.02$ tokens, which neither uses.
+# Each recipe, with its own tokens, puts the ratio between 1/2 and 1 (0.71 and
+# 0.50), far from the 35 of the raw sinusoid against $\sigma = 0.02$ tokens, which
+# neither uses.
 
 # %% [markdown] lang="ja"
 # ## 位置の信号はどれくらい大きいか
@@ -723,7 +724,7 @@ assert not torch.allclose(unused, paper * start[T:])
 #   `posenc` や x-transformers のように $d^{-1/2}$ から始めると、正弦波のノルムは $\sqrt{d/2} \cdot d^{-1/2} = 1/\sqrt{2}$ です。
 #   x-transformers のトークンは $\sigma = \sqrt{2/d}$ で引かれ、ノルムはおよそ $\sqrt{2}$ なので、比は $1/2$ です。
 #
-# どちらの方式も、それぞれのトークンと組み合わせれば比は 1 に近くなります（0.71 と 0.50）。35 という比は、どちらも使わない $\sigma = 0.02$ のトークンに対するものです。
+# どちらの方式も、それぞれのトークンと組み合わせれば比は 1/2 から 1 の間に収まります（0.71 と 0.50）。35 という比は、どちらも使わない $\sigma = 0.02$ のトークンに対するもので、それとは大きく違います。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: why the paper multiplies by $\sqrt{d}$.** Vaswani et al. (§3.4)

@@ -277,8 +277,12 @@ def _root(config) -> Path:
     return Path(config.config_file_path).parent
 
 
+_chapters: list[Chapter] = []  # the registry of this build, read once in on_config
+
+
 def on_config(config, **kwargs):
-    chapters = read_registry(_root(config))
+    global _chapters
+    chapters = _chapters = read_registry(_root(config))
     config.nav = expand(config.nav, REGISTRY, nav_sections(chapters))
     i18n = config.plugins.get("i18n")
     for language in i18n.config.languages if i18n else []:
@@ -292,7 +296,7 @@ def on_page_content(content, page, config, files):
     if not page.file.src_uri.endswith(".ipynb"):
         return content
     slug = page.file.src_uri.rsplit("/", 1)[-1].split(".")[0]  # alibi.ipynb, alibi.ja.ipynb
-    lines = core_path_lines(read_registry(_root(config)), slug, config.theme["language"])
+    lines = core_path_lines(_chapters, slug, config.theme["language"])
     if lines is None:
         return content
     top, end = lines
@@ -305,7 +309,7 @@ def on_page_content(content, page, config, files):
 
 
 def on_post_page(output, page, config):
-    return mark_core_path_in_nav(output, page.url, read_registry(_root(config)))
+    return mark_core_path_in_nav(output, page.url, _chapters)
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -314,7 +318,7 @@ def on_page_markdown(markdown, page, config, files):
     if PLACEHOLDER not in markdown:
         log.warning(f"{page.file.src_uri}: no {PLACEHOLDER} where the chapter table goes")
         return markdown
-    chapters = read_registry(_root(config))
+    chapters = _chapters
     if CORE_HOURS not in markdown:
         log.warning(f"{page.file.src_uri}: no {CORE_HOURS} where the core path's hours go")
     markdown = markdown.replace(CORE_HOURS, str(core_hours(chapters)))

@@ -193,9 +193,14 @@ def ink_bottoms(pdf: Path, dpi: int = 12) -> list[float]:
     return bottoms
 
 
+def line_key(text: str) -> str:
+    """A line's text as :func:`page_lines` keeps it: its characters, sorted."""
+    return "".join(sorted(_words(text)))
+
+
 def opens_with(page: list[tuple[float, str]], key: str, most: int = 3) -> bool:
     """Whether the first lines of ``page`` (rows of :func:`page_lines`) read
-    ``key`` (a title's sorted characters): one line, or up to ``most`` where a
+    ``key`` (a title's :func:`line_key`): one line, or up to ``most`` where a
     long title wraps."""
     text = ""
     for _, line in page[:most]:
@@ -212,17 +217,18 @@ def check(pdf: Path, titles: list[str], headings: list[str]) -> list[str]:
     heading, a page mostly blank that does not end a chapter. Empty when
     nothing is."""
     lines = page_lines(pdf)
-    key = lambda text: "".join(sorted(_words(text)))  # noqa: E731  (as page_lines keeps them)
     problems = []
     starts, at = [], 0
     for title in titles:
-        found = next((k for k in range(at, len(lines)) if opens_with(lines[k], key(title))), None)
+        found = next(
+            (k for k in range(at, len(lines)) if opens_with(lines[k], line_key(title))), None
+        )
         if found is None:
             problems.append(f"the title {title!r} does not start a page (after page {at + 1})")
             continue
         starts.append(found)
         at = found + 1
-    heads = {key(h): h for h in headings}
+    heads = {line_key(h): h for h in headings}
     for k, page in enumerate(lines):
         if page and page[-1][1] in heads and k + 1 < len(lines):
             problems.append(f"page {k + 1} ends with the heading {heads[page[-1][1]]!r}")

@@ -150,9 +150,9 @@ def test_a_printed_chapter_follows_the_print_rules(browser, served_site, lang, p
 
 
 def test_a_title_may_wrap_over_the_first_lines_of_its_page():
+    from tools.book_pdf import line_key as key
     from tools.book_pdf import opens_with
 
-    key = lambda text: "".join(sorted(text.replace(" ", "")))  # noqa: E731  (as page_lines keeps them)
     title = "RoPE as a memory-bound kernel: bytes, and what to measure"
     wrapped = [
         (0.1, key("RoPE as a memory-bound kernel:")),

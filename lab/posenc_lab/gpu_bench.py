@@ -24,7 +24,11 @@ The contenders rotate the same queries and keys, each call rotating
   ``k``: each pair of the pool is one allocation, ``q`` and ``k`` views of
   it) into a preallocated buffer: one launch that reads and writes every
   byte of ``q`` and ``k`` once, the least any out-of-place rotation moves,
-  in as few launches as the fused kernel;
+  in as few launches as the fused kernel. On CUDA this ``copy_`` is a
+  ``cudaMemcpyAsync``, not a kernel of ours, so beside it
+- ``triton_copy``: the same bytes copied by a Triton kernel
+  (:mod:`posenc_lab.triton_copy`: one load and one store per element), the
+  floor a Triton kernel such as the fused one can reach;
 - ``compiled_graph``: the compiled module with ``mode="reduce-overhead"``
   (CUDA graphs; it copies each call's inputs into its static buffers, as
   it must for inputs made outside the graph), in warm cases only: every
@@ -66,7 +70,7 @@ queued back to back (fewer where they would queue more than
 ``MAX_QUEUED_LAUNCHES`` kernels: :func:`calls_per_sample`): for one
 launch, the interval between launches on the device, not one kernel's
 latency. That latency is measured apart (``single_launch``, for
-``triton`` and ``copy``): one call captured in a CUDA graph of its own,
+``triton``, ``triton_copy`` and ``copy``): one call captured in a CUDA graph of its own,
 replayed alone between two events, with everything in L2 (``hot_us``)
 and with L2 flushed and only ``q`` and ``k`` read back (``cold_table_us``:
 the position and the row from memory, a model's state). The host's time
@@ -102,8 +106,8 @@ before and after the run where it answers (``clocks_before``,
 device is measured first: ``dst.copy_(src)`` on two 1 GiB buffers, counted
 as 2 GiB moved (``copy_bandwidth``), then the same copy within L2, on two
 buffers that together fill a quarter of it, 20 copies a sample
-(``l2_copy_bandwidth``). Reported per contender: the median and the 10/25/75/90 %
-quantiles of the time per call over rounds, GB/s counting one read and one
+(``l2_copy_bandwidth``), each sample queued ahead as the contenders' are.
+Reported per contender: the median and the 10/25/75/90 % quantiles of the time per call over rounds, GB/s counting one read and one
 write of ``q`` and ``k`` (``2 * (q.nbytes + k.nbytes)``, whatever the
 contender really moves), that rate as a fraction of the measured copy
 bandwidth, and the median of the per-round ratio of its time to
@@ -177,6 +181,7 @@ MAX_QUEUED_LAUNCHES = 500
 #: Kernels per call the dispatcher cannot see (Triton's and the libraries' own, and a
 #: compiled module's), by contender; eager contenders' kernels are their ATen data ops.
 OPAQUE_LAUNCHES = {
+    "triton_copy": 1,
     "triton": 1,
     "triton_inplace": 1,
     "compiled_module": 2,  # inductor's kernels, about one for q and one for k
@@ -406,11 +411,16 @@ def measure_copy_bandwidth(
     With ``nbytes`` of a quarter of L2 or less (``src`` and ``dst`` together within
     ``WARM_FRACTION_OF_L2``, as a warm case's pool) the copy runs within L2 after the
     warm-up: L2's copy bandwidth, timed over ``calls`` copies a sample so that one
-    sample outlasts the events' resolution.
+    sample outlasts the events' resolution. Each sample is queued behind work
+    calibrated from the warm-up's host time (:func:`queue_ahead_s`), as the
+    contenders' are, so that the events time the copies back to back, not the host
+    launching them; a sample that still waited on the host is left out
+    (``host_bound_samples``).
 
     Returns:
         dict[str, object]: ``gb_per_s`` (from the median time), the bytes, the copies
-        per sample and every sample in milliseconds.
+        per sample, the queued work, the host-bound samples left out and every kept
+        sample in milliseconds.
     """
     src = torch.empty(nbytes, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
@@ -420,15 +430,31 @@ def measure_copy_bandwidth(
         for _ in range(calls):
             dst.copy_(src)
 
+    warm_host = []
     for _ in range(3):
+        begin = time.perf_counter()
         copies()
-    samples = [clock.time(copies) / calls for _ in range(repeats)]
+        warm_host.append(time.perf_counter() - begin)
+        if clock.cuda:
+            torch.cuda.synchronize(device)
+    # queued work ahead of each sample, as for the contenders: a copy within L2 is over
+    # in about a microsecond, less than the host takes to launch the next one
+    ahead = queue_ahead_s(warm_host) if clock.cuda else 0.0
+    timed = [clock.time_both(copies, ahead) for _ in range(repeats)]
+    samples = [device_s / calls for device_s, _, late in timed if not late]
+    if not samples:
+        raise RuntimeError(
+            f"every copy sample of {nbytes} bytes was host-bound "
+            f"(queued {ahead * 1e6:.0f} us ahead): the copy rate cannot be measured"
+        )
     median = statistics.median(samples)
     return {
         "bytes": nbytes,
         "bytes_moved": 2 * nbytes,
         "calls_per_sample": calls,
         "gb_per_s": 2 * nbytes / median / 1e9,
+        "queue_ahead_us": ahead * 1e6,
+        "host_bound_samples": repeats - len(samples),
         "samples_ms": [t * 1e3 for t in samples],
     }
 
@@ -438,8 +464,13 @@ def measure_copy_bandwidth(
 # ---------------------------------------------------------------------------
 
 
-def _triton_module(interpret: bool):
-    """posenc.rope_triton, its kernels built for the interpreter or for the GPU.
+#: The Triton modules of the contenders, each with one of its kernels (to tell how it
+#: was built): name -> kernel attribute.
+TRITON_MODULES = {"posenc.rope_triton": "_rope_qk_kernel", "posenc_lab.triton_copy": "_copy_kernel"}
+
+
+def _triton_module(interpret: bool, name: str = "posenc.rope_triton"):
+    """A module of ``TRITON_MODULES``, its kernels built for the interpreter or for the GPU.
 
     Triton reads ``TRITON_INTERPRET`` when a kernel is decorated, that is
     when the module is imported: set for that import only.
@@ -450,10 +481,10 @@ def _triton_module(interpret: bool):
     else:
         os.environ.pop("TRITON_INTERPRET", None)
     try:
-        module = importlib.import_module("posenc.rope_triton")
+        module = importlib.import_module(name)
         from triton.runtime.interpreter import InterpretedFunction
 
-        if isinstance(module._rope_qk_kernel, InterpretedFunction) != interpret:
+        if isinstance(getattr(module, TRITON_MODULES[name]), InterpretedFunction) != interpret:
             module = importlib.reload(module)
         return module
     finally:
@@ -589,6 +620,12 @@ def _contenders(
             q, k = pool[i]  # rotating again and again keeps |x|: the values stay in range
             return kernel(q, k, positions, cos, sin, inplace=True, check_positions=False)
 
+        copy_kernel = _triton_module(interpret, "posenc_lab.triton_copy").triton_copy
+
+        def triton_copy(i: int) -> None:  # the same bytes as copy, in a Triton kernel
+            copy_kernel(inputs.flat[i], inputs.outputs[i % len(inputs.outputs)])
+
+        found["triton_copy"] = ("one Triton copy of q and k (a Triton kernel's floor)", triton_copy)
         found["triton"] = ("posenc.rope_triton, out of place", fused)
         found["triton_inplace"] = ("posenc.rope_triton, in place", fused_inplace)
         found["triton_graph"] = (
@@ -734,6 +771,27 @@ def _production_contenders(
     return found
 
 
+def _sample_calls(
+    call: Callable[[int], object], first: int, number: int, n_pool: int, keep: bool
+) -> tuple[object, list[object]]:
+    """The ``number`` calls of a sample from pair ``first``, as a graph captures them.
+
+    Returns the first call's output (kept for the check) and, when ``keep`` (a cold
+    sample), every other output, so that each call writes memory of its own. Otherwise
+    (warm) each other output is dropped before the next call is made, so that the
+    allocator, in a capture as in eager code, hands the next call the block just freed:
+    the sample writes two outputs' worth of memory, not ``number``, and stays in L2.
+    """
+    kept = call(first)
+    held = []
+    for j in range(1, number):
+        out = call((first + j) % n_pool)
+        if keep:
+            held.append(out)
+        del out
+    return kept, held
+
+
 class _GraphReplay:
     """``call(i)`` for ``number`` consecutive pairs of the pool, captured in CUDA graphs.
 
@@ -768,10 +826,7 @@ class _GraphReplay:
         for first in sample_starts(n_pool, number):
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph):
-                kept = call(first)  # the first call's output, kept for the check
-                held = [call((first + j) % n_pool) for j in range(1, number)]
-                if not keep:  # warm: dropped, each call reuses the block of the one before
-                    held.clear()
+                kept, held = _sample_calls(call, first, number, n_pool, keep)
             self.graphs[first] = (graph, kept)
             self.held[first] = held  # cold: every call of the sample wrote its own output
 
@@ -805,7 +860,11 @@ def _check(
     p = inputs.positions[:, None, :]
     expected = (apply_rope(q, p), apply_rope(k, p))
     for name, (_, fn) in contenders.items():
-        if name == "copy":
+        if name in ("copy", "triton_copy"):  # a copy must give the pair's bytes exactly
+            inputs.outputs[0].fill_(0)
+            fn(0)
+            if not torch.equal(inputs.outputs[0], inputs.flat[0]):
+                raise AssertionError(f"{name}: the copy differs from the pair it copied")
             continue
         copies = tuple(x.transpose(1, 2).clone().transpose(1, 2) for x in (q, k))
         inputs.pool[0] = copies
@@ -991,7 +1050,7 @@ def time_case(
                 device,
                 repeats=3 if interpret else SINGLE_REPEATS,
             )
-            for name in ("triton", "copy")
+            for name in ("triton", "triton_copy", "copy")
             if name in contenders
         }
     return result

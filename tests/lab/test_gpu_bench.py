@@ -31,7 +31,7 @@ def _time_on_cpu(case, rounds=1, warmup=1, l2_bytes=0):
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
 CONTENDERS = {"copy", "eager_formula", "apply_rope", "compiled_module"} | (
-    {"triton", "triton_inplace", "triton_graph"} if HAS_TRITON else set()
+    {"triton", "triton_inplace", "triton_graph", "triton_copy"} if HAS_TRITON else set()
 )
 QUANTILE_FIELDS = ("q10_us", "q25_us", "median_us", "q75_us", "q90_us")
 
@@ -263,6 +263,81 @@ def test_a_graph_sample_rotates_the_pairs_a_sample_of_calls_would():
     assert seen == [4, 5, 0, 1]
 
 
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_captured_warm_sample_writes_two_outputs_and_a_cold_one_every(keep):
+    # what a graph captures: a warm sample (keep=False) drops each output before the
+    # next call, so the allocator hands the call the block just freed (the sample stays
+    # in L2); a cold one holds every output, so each call writes memory of its own
+    alive = weakref.WeakSet()
+    most = []
+
+    def call(i):
+        most.append(len(alive))  # outputs still alive when this call allocates
+        out = torch.full((4,), float(i))
+        alive.add(out)
+        return out
+
+    kept, held = gpu_bench._sample_calls(call, 4, 5, 6, keep)
+    assert kept.tolist() == [4.0] * 4  # the first call's output, for the check
+    if keep:
+        assert most == [0, 1, 2, 3, 4] and [h[0].item() for h in held] == [5, 0, 1, 2]
+    else:
+        assert most == [0, 1, 1, 1, 1] and held == []
+
+
+def test_the_copy_rate_is_queued_ahead_and_host_bound_samples_left_out(monkeypatch):
+    # a copy within L2 lasts about a microsecond: timed without queued work, the events
+    # would time the host's launches. A fake CUDA clock records what each sample asked
+    asked = []
+    timed = iter([(2e-6, 1e-6, False), (9e-6, 8e-6, True), (4e-6, 1e-6, False)])
+
+    class FakeClock:
+        cuda = True
+
+        def __init__(self, device):
+            pass
+
+        def time_both(self, fn, ahead_s=0.0):
+            asked.append(ahead_s)
+            return next(timed)
+
+    monkeypatch.setattr(gpu_bench, "_Clock", FakeClock)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    found = gpu_bench.measure_copy_bandwidth(torch.device("cpu"), nbytes=1000, repeats=3)
+    assert len(asked) == 3 and asked[0] >= gpu_bench.QUEUE_MIN_S and len(set(asked)) == 1
+    assert found["queue_ahead_us"] == pytest.approx(asked[0] * 1e6)
+    assert found["host_bound_samples"] == 1
+    assert found["samples_ms"] == pytest.approx([2e-3, 4e-3])
+    assert found["gb_per_s"] == pytest.approx(2000 / 3e-6 / 1e9)  # the median of 2 and 4 us
+    timed = iter([(1e-6, 1e-3, True)] * 2)
+    with pytest.raises(RuntimeError, match="host-bound"):
+        gpu_bench.measure_copy_bandwidth(torch.device("cpu"), nbytes=1000, repeats=2)
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="the copy kernel runs in Triton's interpreter")
+def test_the_triton_copy_copies_dense_buffers_and_refuses_others():
+    triton_copy = gpu_bench._triton_module(True, "posenc_lab.triton_copy").triton_copy
+    for dtype in (torch.bfloat16, torch.float32):
+        src = torch.randn(3 * 4096 + 5).to(dtype)  # a last block that is masked
+        dst = torch.zeros_like(src)
+        assert triton_copy(src, dst) is dst and torch.equal(dst, src)
+    with pytest.raises(ValueError, match="same dtype"):
+        triton_copy(torch.zeros(8), torch.zeros(8, dtype=torch.bfloat16))
+    with pytest.raises(ValueError, match="same shape"):
+        triton_copy(torch.zeros(8), torch.zeros(9))
+    with pytest.raises(ValueError, match="dst must be contiguous"):
+        triton_copy(torch.zeros(4, 4), torch.zeros(4, 4).t())
+    # the harness checks both copies bit for bit: one that drops a byte stops the run
+    case = build_cases(dry_run=True)[1]
+    inputs = gpu_bench._inputs(case, torch.device("cpu"), 0, seed=0)
+
+    def short(i):
+        inputs.outputs[0][:-1].copy_(inputs.flat[i][:-1])
+
+    with pytest.raises(AssertionError, match="triton_copy"):
+        gpu_bench._check(case, inputs, {"triton_copy": ("short", short)})
+
+
 def test_clock_state_reads_nvidia_smi(monkeypatch):
     answer = "1980, 2619, 1980, 2619, 1980, 0x0000000000000000, 41, 120.5 W\n"
 
@@ -469,7 +544,7 @@ def test_a_single_launch_is_timed_hot_and_with_the_table_in_memory(record):
     assert found["repeats"] == 2 and found["hot_us"] > 0 and found["cold_table_us"] > 0
     for case in record["cases"].values():
         if case["warm"]:
-            expected = {"copy", "triton"} if HAS_TRITON else {"copy"}
+            expected = {"copy", "triton", "triton_copy"} if HAS_TRITON else {"copy"}
             assert set(case["single_launch"]) == expected
         else:
             assert "single_launch" not in case

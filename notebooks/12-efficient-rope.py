@@ -1014,7 +1014,9 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # cases and more, 1 to 32,768 tokens a call (`lab/README.md`). Its record holds each
 # contender's device and host times and the fused kernel's predicted floor at the copy
 # rates the run measures: a run below that floor refutes the model. On CUDA `copy_` is
-# a `cudaMemcpyAsync`, not a kernel: its rate and fixed cost may differ.
+# a `cudaMemcpyAsync`, not a kernel, so the run also times a Triton kernel that copies
+# the same bytes (`triton_copy`): the fused kernel's distance from it is what the table
+# row, the arithmetic and the per-token grid cost.
 
 # %% [markdown] lang="ja"
 # ## GPU での予測と、その計り方
@@ -1031,7 +1033,8 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
 # 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。1 回でもこの下限を下回る実行があれば、このコストモデルは誤りだとわかります。
-# コピーの `copy_` は、CUDA ではカーネルではなく `cudaMemcpyAsync` なので、速さと固定コストがカーネルと違うことがあります。
+# CUDA ではコピーの `copy_` はカーネルではなく `cudaMemcpyAsync` なので、同じバイトをコピーする Triton のカーネル（`triton_copy`）も計ります。
+# 融合カーネルとこのカーネルの差が、表の行の読み込み、演算、トークンごとのグリッドにかかるコストです。
 
 # %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することの確認（証拠ではありません）"}
 from posenc_lab import gpu_bench

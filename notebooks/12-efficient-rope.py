@@ -38,7 +38,7 @@
 # そのため GPU でコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときはレイテンシです。
 # この章では、バイト数を数え、CPU で実行して、次の 3 つを確かめます。
 #
-# - 実装ごとに要求するバイト数。キャッシュを考えない単純なコストモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
+# - 各実装が要求するバイト数。キャッシュを考えない単純なコストモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
 # - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序はコンパイルした PTX と SASS（NVIDIA の仮想命令と機械語）から読み取ります。
 # - CPU での計測。ページフォールトも数えます。
 #
@@ -259,7 +259,7 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # Llama 3 8B では 1 行を 40 個のヘッドが使うので、表の分は 0.1 バイトだけです。
 # float32 で 8.1 バイト、bfloat16 で 4.1 バイトになります。
 # vLLM と Liger Kernel も同じ分け方です。
-# トークンで分けると、プリフィルではプログラムが数千になり、1 系列だけをデコードするときは、1 ステップあたり 1 つだけです。
+# トークン単位のグリッドでは、プログラムの数はプリフィルで数千、1 系列だけのデコードでは 1 ステップあたり 1 つです。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: each contender's bytes, from the record.** The figure draws the byte
@@ -272,7 +272,7 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # 次の図に、保存した CPU の計測記録のバイト数を $\beta_{\mathrm{fused}}$ と並べて示します。
 # `apply_rope` が 20 と 22 を上回るのは、ブロックごとに表を読み直すからです。
 
-# %% tags=["deeper", "figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフです。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数（保存した計測記録で数えた値）を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフです。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、下限の 8 や 4 とほぼ同じ長さです。"]}
 n_q, n_k, d, r = 32, 8, 128, 128
 
 
@@ -640,7 +640,7 @@ assert_close(dk, ek)
 #
 # 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
 # 同じ数え方で bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書けば 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
-# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分がなくなり、24,576 バイトになり、7 分の 1 少なくなります。
+# $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分が省けるので、24,576 バイトで済みます。7 分の 1 の削減です。
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
 # a fused RoPE modelled as one op that reads q (or k) once and writes once
@@ -752,8 +752,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # しかし、これほど小さなカーネルが帯域幅に近づくことはありません。時間を決めるのは、互いを待つ読み込みのレイテンシです。
 # プログラムは位置を読み、次にその位置の表の行を読みます。
 # Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行され、$k$ の読み込みは行を使う最初の乗算のあとに発行されます。
-# そのため往復が 3 回続きます。位置から行への 2 回はデータの依存関係によるものですが、3 回目（$k$ の読み込み）はデータではなく、このビルドの命令の並べ方で決まっています。
-# 位置と行は HBM（GPU のメインメモリ）から読み込まれます。前の層がそれを読んでから、436 MB の重みが 50 MiB の L2 を通り抜け、L2 から追い出しているからです。$k$ は射影が書いたばかりなので、L2 にある可能性が高いです。
+# そのため、メモリとの往復が 3 回続きます。最初の 2 回は、位置を読むまで行のアドレスが決まらないので、データの依存関係で順番が決まります。3 回目（$k$ の読み込み）の順番を決めているのは、データではなく、このビルドの命令の並べ方です。
+# 位置と行は HBM（GPU のメインメモリ）から読み込まれます。前の層がこれらを読んでから、436 MB の重みが 50 MiB の L2 を通り抜け、位置と行を L2 から追い出しているからです。$k$ は射影が書いたばかりなので、おそらく L2 から読み込まれます。
 #
 # 起動のコストは、さらに大きくなりえます。
 # Hugging Face の Llama の層を eager モードで実行すると、1 層で 40 個のカーネルが起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
@@ -814,7 +814,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使えば、3 回の往復がすべて L2 への往復になるはずです。計測はしていません。
 # 5. `num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
 #
-# さらにプログラマティック依存起動（programmatic dependent launch、PDL）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルは `enable_pdl` を受け付けます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
+# さらに、CUDA の programmatic dependent launch（PDL、カーネルの前倒し起動）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルも、`enable_pdl` で PDL を使えます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
 #
 # RoPE を QKV の射影のエピローグに組み込む手間は、配置で決まります。
 # 半分割配置では成分 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
@@ -1175,7 +1175,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシで、依存する 2 回の往復（このビルドでは 3 回）と、ホストによる起動です。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
+# - デコードの 1 ステップのコストはレイテンシです。前の結果を待つメモリとの往復 2 回（このビルドでは 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"

@@ -36,10 +36,10 @@
 # # 実テキストで学習する小さな言語モデル
 #
 # 小さな Transformer に、Python のドキュメントの次のバイトを $L = 64$ バイトの窓から予測させます。6 種類のエンコーディングで 1 回ずつ学習し、最大 16 倍の長さの窓で読ませます。
-# この章では、$L$ を超えたときに各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語を単位とするモデルで描かれた Press らの図 1 と比べ、RoPE を救う方法も試します。
+# この章では、$L$ を超えると各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語を単位とするモデルで描かれた Press らの図 1 と比べます。また、RoPE を救う方法も試します。
 # 結果をひとことで言えば、論文と同じく ALiBi は横ばいで、正弦波と RoPE は悪化します。論文と違って、学習時の長さでは ALiBi が（NoPE を除いて）最も悪く、T5 は早くから悪化します。参照実装どおりの YaRN は、学習なしで RoPE の悪化した分の大部分を取り戻します。
 #
-# > **この実験でわかること、わからないこと**：小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。主な比（最初の図のあとに示します）は、どれも区間が 1 を含まないので、シードによるばらつきでは説明できません。語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方のばらつきは区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
+# > **この実験でわかること、わからないこと**：小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。主な比（最初の図のあとに示します）は、どれも信頼区間が 1 を含まないので、シードによるばらつきでは説明できません。語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方によるばらつきは信頼区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
 
 # %% [markdown] lang="en"
 # ## The model, the text and the encodings
@@ -64,7 +64,7 @@
 # ## モデル、テキスト、エンコーディング
 #
 # テキストは、Debian の `python3.11-doc` パッケージにある Python 3.11 のドキュメントの reStructuredText ソースです。497 個の文書、11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。パスのハッシュで選んだ 10 個に 1 個の文書を評価用に取り分けます。
-# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトを 4.5 個から一様に選ぶのと同じだけ迷っています。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトについて、4.5 個の候補から一様に選ぶのと同じだけ不確かだということです。
 #
 # モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、次元数 32 のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
@@ -175,9 +175,9 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
 # 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります。Press らはこれを early-token curse（先頭トークンの呪い）と呼んでいます。窓が長いほどそうしたバイトは減るので、長い文脈を活用しないモデルでも、$N$ とともにパープレキシティは下がります。
 #
-# **スライディングウィンドウでの評価**：$N$ バイトの窓（ウィンドウ）を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
+# **スライディングウィンドウ評価**：$N$ バイトの窓（ウィンドウ）を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
-# 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウは各ブロックの最後の 64 バイトを採点します。
+# 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウ評価は各ブロックの最後の 64 バイトを採点します。
 # パープレキシティは、シードで平均した損失の $\exp$ です。
 
 # %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録の中で矛盾はありません"}
@@ -205,7 +205,7 @@ for run in record["runs"]:
 # ## CPU の規模で描く Press らの図 1
 #
 # Press ら（2022）は、語をトークンとする WikiText-103 を使い、16 層の Transformer 言語モデルを 4 種類のエンコーディングで学習しました。そして、学習時の長さより長い重ならない窓で評価しました。
-# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$ です。帯と、以下の角かっこは、3 つのシードにわたる 95% 信頼区間です。
+# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$ です。図の帯と、以下の角かっこ内の値は、3 つのシードから求めた 95% 信頼区間です。
 
 # %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図です。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。RoPE（論文の表記では rotary）は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細くなっています。"]}
 from posenc_lab.stats import t_interval
@@ -301,11 +301,11 @@ plt.show()
 # 1 点ずつ照らし合わせます。
 #
 # 1. **ALiBi は横ばいを保つ：一致します**。$L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）です。論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ で少しよくなり、その先は横ばいです。文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
-# 2. **正弦波は真っ先に急激に悪化する：一致します**。$2L$ では 15.21 で、$L$ での値（4.63）の 3.3 $[3.0, 3.7]$ 倍になり、そこではほかのどれよりも高くなります。$16L$ では 47.98 で 10 $[7.9, 13.5]$ 倍になり、RoPE の区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
-# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません**。シードごとの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では区間が 1 を含みます（シードが 3 つなので、区間は標準誤差の $t_{0.975,\,2} = 4.30$ 倍ずつ両側に広がります）。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も緩やかです（$16L$ で 5.5 倍、ここでは 9.2 $[7.0, 12.0]$ 倍）。
+# 2. **正弦波は真っ先に急激に悪化する：一致します**。$2L$ では 15.21 で、$L$ での値（4.63）の 3.3 $[3.0, 3.7]$ 倍になり、そこではほかのどれよりも高くなります。$16L$ では 47.98 で 10 $[7.9, 13.5]$ 倍になり、RoPE の信頼区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
+# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません**。同じシードどうしの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では信頼区間が 1 を含みます（シードが 3 つなので、信頼区間は標準誤差の $t_{0.975,\,2} = 4.30$ 倍ずつ両側に広がります）。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も緩やかです（$16L$ で 5.5 倍、ここでは 9.2 $[7.0, 12.0]$ 倍）。
 # 4. **T5 は RoPE と ALiBi の間に入る：一致しますが、大きさは違います**。$16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 16,024 語でメモリが足りなくなりました）。
 #    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍、$16L$ で 5.5 $[5.4, 5.7]$ 倍です。
-# 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ で、NoPE を除く 5 つのうち最も悪い値です。パープレキシティはほかの 4 つのそれぞれの 1.05〜1.08 倍で、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
+# 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ で、NoPE を除く 5 つのうち最も悪い値です。パープレキシティはほかの 4 つの 1.05〜1.08 倍で、最もよい FIRE と比べると 1.08 $[1.06, 1.10]$ 倍です。
 #    理由は記録からはわかりません（下の「さらに詳しく：学習時の長さで ALiBi が劣りうる理由」）。
 #
 # Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
@@ -339,8 +339,8 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ほかの論文の報告**
 #
-# Li ら（2024）は、FIRE のほうが ALiBi より長さの汎化に優れると報告しています。Kazemnejad ら（2023）によれば、合成タスクでは NoPE が最もよい結果です。1,024 トークンのコードで学習した 13 億パラメータのモデルでも、NoPE は ALiBi と同じく 1,800 トークンほどまで持ちこたえます。
-# RoPE が届く範囲は底で決まります（Liu ら 2023、Men ら 2024）。ここでは 16 組のうち 11 組が $L$ の間に 1 周しません。ランダム化した位置（Ruoss ら 2023）は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のタスクでだけ測っています。
+# Li ら（2024）は、FIRE のほうが ALiBi より長さの汎化に優れると報告しています。Kazemnejad ら（2023）によれば、合成タスクでは NoPE が最もよい結果です。13 億パラメータのモデルに長さ 1,024 トークンの系列でコードを学習させた場合も、NoPE は ALiBi と同じく 1,800 トークンほどまで持ちこたえます。
+# RoPE が届く範囲は底で決まります（Liu ら 2023、Men ら 2024）。ここでは 16 組のうち 11 組が、$L$ の範囲では 1 周に届きません。ランダム化した位置（Ruoss ら 2023）は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のタスクでだけ測っています。
 # これらの論文のうち 2 つは注意を促しています。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま遠くから情報を取り出す能力を失います（Men ら）。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -348,7 +348,7 @@ plt.show()
 # windows, then in the sliding window.**
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：すべてのパープレキシティと 95% 信頼区間（上の表が重ならない窓、下の表がスライディングウィンドウ）**
+# **さらに詳しく：すべてのパープレキシティと 95% 信頼区間（上の表が重ならない窓、下の表がスライディングウィンドウ評価）**
 
 
 # %% tags=["deeper"]
@@ -379,7 +379,7 @@ display(Markdown(table(NAME)))
 display(Markdown(table(NAME, key="sliding_loss")))
 
 
-# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the bytes per parameter are as stated; three seeds give t(0.975, 2) = 4.30; the growth from L and its intervals over seeds are the record's", "ja": "引用したパープレキシティ、比、対応のある区間は記録の値で、順序は区間に基づきます。Press らの比は、論文の表 3 に印刷された値（書き写したもの。ここで計算するのは比だけです）から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、パラメータ 1 個あたりのバイト数も本文どおりです。シードが 3 つのとき t(0.975, 2) = 4.30 です。L からの増え方とシードにわたる区間も記録の値です"}
+# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the bytes per parameter are as stated; three seeds give t(0.975, 2) = 4.30; the growth from L and its intervals over seeds are the record's", "ja": "引用したパープレキシティ、比、対応のある信頼区間は記録の値で、順序は信頼区間に基づきます。Press らの比は、論文の表 3 に印刷された値（書き写したもの。ここで計算するのは比だけです）から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、パラメータ 1 個あたりのバイト数も本文どおりです。シードが 3 つのとき t(0.975, 2) = 4.30 です。L からの増え方とシードにわたる信頼区間も記録の値です"}
 from posenc import alibi_slopes
 from posenc_lab.stats import paired_difference, t_quantile
 
@@ -491,7 +491,7 @@ assert all(r[1] > 1 for r in others)  # ALiBi above each, beyond the seeds
 # %% [markdown] lang="ja"
 # ## 学習時の長さを超えると損失はどうなるか
 #
-# 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ の区間ごとに平均しました。
+# 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ をビンに分けて平均しました。
 # 右の図の各位置には 16 個のブロックから 1 バイトずつしか入らないので、すべての曲線に共通する凹凸はテキストによるもの、曲線どうしの差はエンコーディングによるものです。
 
 
@@ -554,14 +554,14 @@ plt.show()
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
 # - 正弦波は $t$ が $L$ を超えた瞬間から跳ね上がります（$L$ 直前 8 個の位置での 1.50 から、直後 8 個の位置での 3.25 へ）。$L$ より先では、一度も見たことのないベクトルを足すからです。
 # - RoPE と T5 は、窓の先頭までの距離が伸びるにつれて上がります。どちらも $L$ 直前 8 個の位置では ALiBi より損失が 0.06〜0.09 低いのですが、$t = 64$〜67 ではその差が 0.03（RoPE）と 0.04（T5）に縮みます。68〜71 では ALiBi と同じ水準になり、72 から遅れ始めます。$2L$ の最後の 8 個の位置では、RoPE が 3.30、T5 が 2.38 です。
-#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で $N(0, 0.02^2)$ から引いた値（ほぼ $0$）のままです。ただし、バケットのない RoPE も同じ位置で上がり始めるので、位置だけでは原因を特定できません。
+#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で $N(0, 0.02^2)$ から引いた値（ほぼ $0$）のままです。ただし、バケットのない RoPE も同じ位置で上がり始めるので、上がり始める位置からはバケットが原因だとは言えません。
 #   Press らは $L = 1024$ で学習しており、T5 でよく使われる最大距離 128 を大きく超えています。
 # - FIRE はゆっくり上がります。しきい値（初期値 $L$ から学習して、57 ほどまで下がりました）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
 #   しかし $16L$ では、距離 1 の入力が、学習中に現れた 0 でない入力の最小値（位置 63 から見た距離 1）より小さくなり、学習で見なかった範囲に入ります。また、長い窓では多くの距離が同じ範囲に押し込まれます。
-# - ALiBi は横ばいです（同じ 3 つの区間で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
+# - ALiBi は横ばいです（同じ 3 つの範囲で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
 
 
-# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; on stretches of 4 positions T5 and RoPE lead ALiBi by 0.06 to 0.09 just before L, keep 0.04 and 0.03 of it on t = 64 to 67, are within 0.01 of it on 68 to 71 and behind by at least 0.02 on every stretch from 72 on; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57, and with them, for several values of c, distance 1 at 16L gives inputs between 0 and the smallest non-zero one of training", "ja": "L の前後の損失は記録の値です。4 個の位置ずつの区間で見ると、T5 と RoPE は L の直前で ALiBi より 0.06〜0.09 低く、t = 64〜67 ではその差のうち 0.04 と 0.03 が残り、68〜71 では差が 0.01 以内で、72 以降はどの区間でも 0.02 以上遅れます。L 未満の距離が届くのは T5 のバケット 0〜26 で、27 は 67 から始まります。FIRE の学習したしきい値は約 57 で、その値といくつかの c の値で、16L での距離 1 の入力は 0 と、学習中の 0 でない最小の入力との間に入ります"}
+# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; on stretches of 4 positions T5 and RoPE lead ALiBi by 0.06 to 0.09 just before L, keep 0.04 and 0.03 of it on t = 64 to 67, are within 0.01 of it on 68 to 71 and behind by at least 0.02 on every stretch from 72 on; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57, and with them, for several values of c, distance 1 at 16L gives inputs between 0 and the smallest non-zero one of training", "ja": "L の前後の損失は記録の値です。位置を 4 個ずつに区切って見ると、T5 と RoPE は L の直前で ALiBi より 0.06〜0.09 低く、t = 64〜67 ではその差のうち 0.04 と 0.03 が残り、68〜71 では差が 0.01 以内で、72 以降はどの範囲でも 0.02 以上遅れます。L 未満の距離が届くのは T5 のバケット 0〜26 で、27 は 67 から始まります。FIRE の学習したしきい値は約 57 で、その値といくつかの c の値で、16L での距離 1 の入力は 0 と、学習中の 0 でない最小の入力との間に入ります"}
 from posenc import t5_relative_position_bucket
 
 
@@ -626,7 +626,7 @@ with torch.no_grad():
 #
 # ここでは採点するどのバイトにも少なくとも $N - 16$ バイトの文脈があります。$2L$ 以降はどれも $L$ よりはるか先にあり、重ならない窓の数値を和らげていた短い文脈のバイトはありません。
 
-# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウでのパープレキシティを N/L（1〜16）に対して両対数で描いた図です。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
+# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウ評価でのパープレキシティを N/L（1〜16）に対して両対数で描いた図です。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 for kind in NAME:
     rows = (ppl(kind, N, "sliding_loss") for N in lengths)
@@ -662,10 +662,10 @@ plt.show()
 #
 # ALiBi の横ばいは、長い文脈を活用しているからではありません。$L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。$16L$ では、同じ 1,024 バイトを少なくとも 1,008 バイトの文脈で読んでも、少なくとも 960 バイトで読んでも、小数第 3 位まで同じです。
 # 重ならない窓での改善は先頭トークンの呪いが和らいだ分で、$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると損失が 0.047 $[0.031, 0.062]$ nat 下がります。
-# Chi ら（2023）も同じ見方です。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、窓に限ったアテンションでも同じように外挿できます。
+# Chi ら（2023）も同じ見方です。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、スライディングウィンドウのアテンションでも同じように外挿できます。
 
 
-# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3; Press et al.'s ratios are recomputed from the numbers printed in their Tables 13 to 15", "ja": "引用したスライディングウィンドウの数値は記録の値です。どの長さでも L での値の 5% 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します。Press らの比は、論文の表 13〜15 に印刷された値から計算し直したものです"}
+# %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3; Press et al.'s ratios are recomputed from the numbers printed in their Tables 13 to 15", "ja": "引用したスライディングウィンドウ評価の数値は記録の値です。どの長さでも L での値の 5% 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します。Press らの比は、論文の表 13〜15 に印刷された値から計算し直したものです"}
 def slid(row, factor):
     return at(row, factor, "sliding_loss")
 
@@ -713,7 +713,7 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # their T5 rises gently (17.92 to 18.51 at $2L$).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：Press らのスライディングウィンドウの数値**
+# **さらに詳しく：Press らのスライディングウィンドウ評価の数値**
 #
 # ストライド 1 では（論文の表 13〜15、$L = 512$）、ALiBi は 17.98 から $6L$ で 18.3 になります。正弦波は 18.35 から $2L$ で 204.42 と 11 倍です（ここでは 4.82 から 63.30 と 13 倍）。論文の T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）。
 
@@ -774,7 +774,7 @@ plt.show()
 # the figure; plain RoPE is in the first table above.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：RoPE の各行とその区間**
+# **さらに詳しく：RoPE の各行とその信頼区間**
 #
 # 図と同じく重ならない窓での値です。そのままの RoPE は、上の最初の表にあります。
 
@@ -803,13 +803,13 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 # %% [markdown] lang="ja"
 # - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45。比は 0.31 $[0.25, 0.38]$）です。
 #   Peng ら（2023）は、ファインチューニングの有無を問わず YaRN が以前の手法を上回ると報告しています。ここでも、ファインチューニングの有無にかかわらず、コードの YaRN は $L$ より先のどの長さでも PI よりパープレキシティが低くなります。
-#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の「さらに詳しく：コードの YaRN と論文の YaRN」）。
+#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では信頼区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の「さらに詳しく：コードの YaRN と論文の YaRN」）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
 #   Chen らが LLaMA 7B で報告する結果とは逆です（下の「さらに詳しく：Chen らの 2 つの主張」）。
 # - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものより低くはなりません（同じ「さらに詳しく」）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
 
-# %% tags=["check"] summary={"en": "the RoPE rows' perplexities, intervals and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティ、区間、対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
+# %% tags=["check"] summary={"en": "the RoPE rows' perplexities, intervals and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティ、信頼区間、対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
 assert (at("rope+yarn", 2), at("rope", 2)) == (4.68, 7.36)
 assert (at("rope+yarn", 16), at("rope", 16)) == (12.81, 41.45)
 assert [round(v) for v in ppl("rope", 16 * L)] == [41, 32, 54]
@@ -854,7 +854,7 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Chen らの 2 つの主張**
 #
-# Chen らの報告では、LLaMA 7B（PG-19、スライディングウィンドウ）の 4 倍のコンテキストで、学習なしの PI のパープレキシティは 16.10、そのままの外挿は $10^3$ 超です。
+# Chen らの報告では、LLaMA 7B（PG-19、スライディングウィンドウ評価）の 4 倍のコンテキストで、学習なしの PI のパープレキシティは 16.10、そのままの外挿は $10^3$ 超です。
 # ここでは**否定されます**。YaRN の論文の PI 批判（速いペアまで遅くすると、隣どうしを区別する短い距離がぼやける）からも、バイト単位ではこうなると予想できます。
 # ファインチューニングに使った長さ $2L$ で比べると、PI のモデルのパープレキシティはスケーリングなしのものの 1.04 $[1.03, 1.05]$ 倍です。Chen らは PI のほうがよいと報告していますが、これも**否定されます**（ただし、ここでのファインチューニングは論文の 1,000 ステップではなく 100 ステップです）。
 # $4L$ での 1.60 $[1.52, 1.68]$ 倍は $s = 4$ で読んだもので、Chen らの手順の外です。
@@ -874,9 +874,9 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの YaRN と論文の YaRN**
 #
-# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ペアの番号についてランプ関数を作ります。Peng ら（2023、3.2 節）の式は回転数 $r_i = L\theta_i / 2\pi$ について作ります（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の「さらに詳しく：どの YaRN を試したか」）。
-# ここでは 32 周もするペアはありません。コードはペア 0 をそのまま保ち、ペア 5 に向かって倍率を直線的に下げていきます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
-# 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数を使って温度は同じにして評価すると、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つの結果は一例にすぎず、これで優劣は決められません。
+# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ランプ関数の変数にペアの番号を使います。Peng ら（2023、3.2 節）の式が使うのは回転数 $r_i = L\theta_i / 2\pi$ です（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の「さらに詳しく：どの YaRN を試したか」）。
+# ここでは 32 周するペアはありません。コードはペア 0 をそのまま保ち、ペア 5 まで倍率を線形に下げます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
+# 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、温度はそのままで論文のランプ関数を使って評価すると、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つの結果は一例にすぎず、これで優劣は決められません。
 
 # %% tags=["deeper"]
 from posenc import YarnScaling, rope_frequencies
@@ -970,10 +970,10 @@ assert seed0 == {
 #
 # - Press らの図 1 は、CPU で学習できる規模の実テキストでも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
 # - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は RoPE と同じように $L$ を過ぎた直後から悪化します。
-# - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
+# - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウ評価ですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
 # - ALiBi の横ばいは、長い文脈を使っているからではありません。およそ $L$ より先の文脈は役に立っていません（Chi ら 2023）。
 # - 参照実装どおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
-# - モデルが失敗する領域では、3 つのシードの区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
+# - モデルが破綻する領域では、シード 3 つでは信頼区間が広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -986,7 +986,7 @@ assert seed0 == {
 # ## 演習
 #
 # 1. $L$ の窓での ALiBi の位置ごとの損失から、どのバイトの損失も、最後の 16 個の位置での平均損失に等しいとしたときのパープレキシティを計算してください。
-#    それを $L$ でのスライディングウィンドウのパープレキシティと比べてください。
+#    それを $L$ でのスライディングウィンドウ評価のパープレキシティと比べてください。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** The last 16 positions of ALiBi's windows of $L$ have a mean loss
@@ -997,7 +997,7 @@ assert seed0 == {
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** $L$ の窓の最後の 16 個の位置での平均損失から求めたパープレキシティは 4.62 で、窓全体での 4.84 より低くなります。先頭トークンの呪いの代償はおよそ 5% です。
-# $L$ でのスライディングウィンドウのパープレキシティ 5.06 がこれより高いのは、別のバイト（各ブロックの最後の 64 バイト）を採点しているからです。同じバイトを重ならない窓で読むと 5.30 で、ここでもおよそ 5% の改善です。
+# $L$ でのスライディングウィンドウ評価のパープレキシティ 5.06 がこれより高いのは、別のバイト（各ブロックの最後の 64 バイト）を採点しているからです。同じバイトを重ならない窓で読むと 5.30 で、ここでもおよそ 5% の改善です。
 
 # %% tags=["solution"]
 tail = sum(by_position("alibi", L)[-16:]) / 16

@@ -262,7 +262,7 @@ assert not torch.allclose(
 # The notes below rebuild each row with `posenc` and measure it.
 
 # %% [markdown] lang="ja"
-# ## 変種と、それらが効いてくる場面
+# ## 変種と、その違いが問題になる場面
 #
 # 実装の違いは 5 つの選択にまとまります。
 # 丸め誤差を考えなければ、どの変種も[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の回転の性質 $PE(p+k) = M_k\, PE(p)$ を、正弦と余弦のすべてのペアで保ちます（奇数の $d$ では 1 列だけ外れることがあります）。

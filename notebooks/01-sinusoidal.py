@@ -273,7 +273,7 @@ assert round(10000 * two_pi) == 62832
 # しかし厳密には最後の番号は $i = n-1$ なので、最後の波長は $10000 \cdot 2\pi$ には届かず、それを公比で 1 回割った値になります。$d = 512$ では 62832 ではなく約 60611 です。
 # tensor2tensor、fairseq、AllenNLP は指数を $n-1$ で割り、数列がちょうど $10000 \cdot 2\pi$ で終わるようにしています（`posenc` では `endpoint=True`）。
 # これは丸め誤差ではなく、別のエンコーディングです。
-# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれらが効いてくる場面)の章で測ります。
+# どれほど違うかは[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とその違いが問題になる場面)の章で測ります。
 
 # %% [markdown] lang="en"
 # ## A smooth binary counter
@@ -748,7 +748,7 @@ assert similarity[1e6].min() > 91 and similarity[1e4].min() > 0
 #
 # **角度は float64 で計算します**。float32 の角度は大きな位置でずれるので、`posenc` は角度を float64 で作ります。
 # このずれはランダムではなく、毎回同じです。
-# ライブラリごとのずれと、それが問題になる場面は、[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれらが効いてくる場面)の章で扱います。
+# ライブラリごとのずれと、それが問題になる場面は、[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とその違いが問題になる場面)の章で扱います。
 # この章は実際の実装の落とし穴をまとめたもので、教訓は「位置エンコーディングもチェックポイントの一部」ということです。
 
 # %% tags=["check"] summary={"en": "one token at a time with offset t equals the whole sequence", "ja": "オフセット t で 1 トークンずつ処理した結果は、系列全体を一度に処理した結果と一致します"}

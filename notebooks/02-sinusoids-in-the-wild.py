@@ -26,8 +26,8 @@
 # # 実装ごとに違う正弦波位置エンコーディング：落とし穴
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
-# このページでは、そこから得られる教訓を 1 つ述べ、変種の一覧表（それぞれを再現する `posenc` の引数つき）を示します。
-# 最後に、変種ではなく本当にバグと言えるただ 1 つの例を取り上げます。
+# このページでは、そこから得られるただ 1 つの教訓と、変種の一覧表（それぞれを再現する `posenc` の引数つき）を示します。
+# 最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
 
 # %% tags=["setup"]
@@ -63,7 +63,7 @@ F64 = torch.float64
 #
 # モデルが見るのは式ではなく、トークンの埋め込みに足されるベクトルだけで、重みはそのベクトルに合わせて学習されます。
 # 同じ式を実装した 2 つのライブラリでも、足すベクトルは違うことがあります。
-# 次のセルでは、$d = 8$ での位置 3 のベクトルを、labml の方法（論文の流儀）と AllenNLP の方法（tensor2tensor の流儀）で計算します。
+# 次のセルでは、$d = 8$ での位置 3 のベクトルを、labml の方法（論文と同じ並べ方）と AllenNLP の方法（tensor2tensor と同じ並べ方）で計算します。
 
 # %%
 three = torch.tensor([3])  # position 3, d = 8
@@ -134,7 +134,7 @@ for d in (8, 16, 512):
         concat = sinusoidal(p, d, layout="concat", endpoint=endpoint, dtype=F64)
         assert_close(concat, by_formula)
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップ（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並んで徐々にゆっくりになり、右の連結配置では上半分が正弦、下半分が余弦で、それぞれの中でゆっくりになります。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップ（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並び、下の行ほどゆっくり変化します。右の連結配置では上半分が正弦、下半分が余弦で、それぞれ下の行ほどゆっくり変化します。"]}
 p = torch.arange(64)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.6), sharey=True)
 for ax, layout, title in zip(
@@ -232,9 +232,9 @@ assert not torch.allclose(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：チェックポイントの変換と、tensor2tensor の経緯**
 #
-# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のゲインやバイアスのような残差ストリーム上の次元ごとのパラメータを、どれも同じように並べ替えます。
+# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きする行列をすべて、また層正規化のゲインやバイアスのように残差ストリームの次元ごとに持つパラメータもすべて、同じように並べ替えます。
 # 通常の初期化では各成分を独立に乱数で決め、Adam のようなオプティマイザも座標ごとに更新量を計算します。
-# そのため、どちらの配置で一から学習しても、座標の並び順が違うだけの同じ分布のモデルが得られるはずです（理屈のうえでの推論で、ここでは測っていません）。
+# そのため、どちらの配置で一から学習しても、得られるモデルの分布は座標の並び順を除いて同じになるはずです（理屈のうえでの推論で、ここでは測っていません）。
 # 論文が結論の節でモデルのコードとして挙げる tensor2tensor は、コードが入った最初のコミット（2017 年 6 月）から連結配置を使い、指数を $n-1$ で割っています。
 # そのため論文のモデルは、§3.5 に書かれた版ではなく、この変種で学習されたと考えられます。
 # 列を論文どおりに並べ替えるプルリクエスト（#177）は 2017 年 7 月 24 日にマージされましたが、翌日「学習済みのモデルが動くように」元に戻されました。
@@ -262,14 +262,14 @@ assert not torch.allclose(
 # The notes below rebuild each row with `posenc` and measure it.
 
 # %% [markdown] lang="ja"
-# ## 変種と、それらが効いてくる場面
+# ## 変種と、その違いが問題になる場面
 #
 # 実装の違いは 5 つの選択にまとまります。
 # 丸め誤差を考えなければ、どの変種も[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の回転の性質 $PE(p+k) = M_k\, PE(p)$ を、正弦と余弦のすべてのペアで保ちます（奇数の $d$ では 1 列だけ外れることがあります）。
-# そのため一から学習するなら、どれも影響しないはずです（予想で、ここでは測っていません）。
-# しかしどれも、別の変種で学習したチェックポイントを壊します。大きさは $d = 512$ での値です。
+# そのため一から学習するなら、どれを選んでも結果は変わらないはずです（予想で、ここでは測っていません）。
+# しかしどの選択も、別の変種で学習したチェックポイントを壊します。表の数値は $d = 512$ での値です。
 #
-# | 違い | どの実装がどうするか | 影響する場面と大きさ | `posenc` では |
+# | 違い | どの実装がどうするか | 問題になる場面と影響の大きさ | `posenc` では |
 # |---|---|---|---|
 # | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み（重みを並べ替えれば影響しない）。同じ数を並べ替えただけ | `layout="interleaved"`（既定値）か `"concat"` |
 # | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み。$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
@@ -633,9 +633,9 @@ plt.show()
 # そのため位置どうしの内積は変わりません。
 # しかし各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ なので、次の距離はどの $t$ でも同じです。
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# $d = 512$、$k = 2$ ではその平方根は 6.95 で、どのエンコーディングのノルムも $\sqrt{n} = 16$ です（下の出力）。
+# $d = 512$、$k = 2$ ではこの距離（式の平方根）は 6.95 で、エンコーディングのノルムはどれも $\sqrt{n} = 16$ です（下の出力）。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)の節）。
-# Hugging Face の `generate` も、多くのデコーダのモデルで同じように `position_ids = attention_mask.cumsum(-1) - 1` と数えますが、0 から数えます。左側にパディングがあっても、最初の実トークンの位置は 0 です。
+# Hugging Face の `generate` も、多くのデコーダモデルで `position_ids = attention_mask.cumsum(-1) - 1` として同じように数えますが、数え始めは 0 です。左側にパディングがあっても、最初の実トークンの位置は 0 です。
 
 # %% tags=["deeper"]
 padding_idx, d = 1, 16
@@ -756,8 +756,8 @@ assert_close(pe_t.norm(dim=-1), norms)
 # labml の計算（float32）で $d = 512$ とすると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
 # 2 つの丸めがおよそ半分ずつを占め、誤差は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
 # `posenc` は最後の結果だけを丸めるので 3.0e-08 です。
-# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときと、1 つのライブラリの中でも大きな位置での回転の性質です。
-# そこでは $PE(p+k) = M_k\, PE(p)$ がこの誤差の範囲でしか成り立たず、内積は距離だけでは決まらなくなります。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
+# $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。
+# 1 つのライブラリの中でも、大きな位置では回転の性質 $PE(p+k) = M_k\, PE(p)$ がこの誤差の範囲でしか成り立たず、内積は距離だけでは決まらなくなります。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
 
 # %% tags=["deeper"]
 d, n = 512, 256
@@ -849,7 +849,7 @@ two_24 = torch.tensor(float(2**24))
 assert torch.nextafter(two_24, up) - two_24 == 2
 assert torch.tensor(2**24 + 1).float() == two_24
 
-# %% tags=["deeper", "figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図。labml の float32 の角度の誤差は階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。float64 で角度を作る posenc は約 3·10^-8 で一定です。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図。角度を float32 で作る labml の誤差は、階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。角度を float64 で作る posenc の誤差は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
 _, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
 posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
@@ -916,7 +916,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 #
 # jadore801120 の `attention-is-all-you-need-pytorch` の初期の版（2017 年 11 月に修正済みですが、コピーはほかに残っています）は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
 # 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
-# その結果、各列が自分だけの周波数を持つことになります。
+# その結果、列ごとに周波数が異なります。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 問題は 2 つです。まず、スペクトルが引き伸ばされます。列 $d/2$ 以降はどの列も論文のどの列よりもゆっくり回り（図）、$d = 512$ では 2048 個の位置の間に 1 周もしない列が 512 列中 351 列あります（論文では 190 列）。
 # さらに悪いことに、ペアの正弦と余弦が周波数を共有しなくなるので、ペアは円から外れます。ノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は、ほぼ 0 からほぼ 2 の間で揺れ動きます。

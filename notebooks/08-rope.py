@@ -783,7 +783,7 @@ assert len(rope.state_dict()) == 0
 # **さらに詳しく：大きな位置での float32 の角度**
 #
 # ずらしても変わらないという性質が厳密に成り立つのは、誤差のない計算の場合です。
-# float32 では、角度 $m\theta_i$ に[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とそれらが効いてくる場面)の章で見た誤差が乗り、位置 $10^6$ 付近、$d = 64$ では最大 0.039 ラジアンになります。
+# float32 では、角度 $m\theta_i$ に[「実装ごとに違う正弦波位置エンコーディング：落とし穴」](02-sinusoids-in-the-wild.ipynb#変種とその違いが問題になる場面)の章で見た誤差が乗り、位置 $10^6$ 付近、$d = 64$ では最大 0.039 ラジアンになります。
 
 # %% tags=["deeper", "check"] summary={"en": "near position 10^6 every float32 angle stays within (ε_i + u + ε_i u)mθ_i, with ε_i up to 1.17u; pair 0 is exact and the largest error is 0.039", "ja": "位置 10^6 付近で、float32 のどの角度も (ε_i + u + ε_i u)mθ_i 以内にあり、ε_i は最大 1.17u です。ペア 0 は厳密で、最大の誤差は 0.039 です"}
 u = 2.0**-24

@@ -56,7 +56,7 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
 # これまでの 2 つのバイアスは、どちらも $i - j$ だけで決まります。
-# T5 が足す $\beta_{b(j-i),\,h}$ はヘッドあたり 32 個の[バケット](../docs/glossary.ja.md#bucket)の学習可能な表で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
+# T5 が足す $\beta_{b(j-i),\,h}$ は、ヘッドごとに 32 個の[バケット](../docs/glossary.ja.md#bucket)を持つ学習可能な表の値で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
 # ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
 
 # %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは距離が 1 増えるごとに 1/8 下がります"}
@@ -385,12 +385,11 @@ plt.show()
 #
 # 公式実装は距離をスコアの dtype（論文の実験では bfloat16）に変換するので、$256$ を超える距離は丸められます。`posenc` はバイアスを float32 で計算し、最後に 1 回だけ変換します。
 #
-# 論文（§5.4、GitHub のデータ）によると、それぞれの形で学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネルを学習します。
-# そうしたヘッドは遠くのトークンを使えます。
+# 論文（§5.4、GitHub のデータ）によると、それぞれのカーネルで学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネルを学習し、遠くのトークンを使えるようになります。
 # 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
-# これに対応するパープレキシティは論文の表 3 にあります。
-# 値は OpenWebText2 での 5 つのシードの平均です。学習時の長さは 512 トークン、テストの長さは 16384 トークンです。
-# 対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 で、RoPE は 269、正弦波位置エンコーディングは約 30000 です。
+# これに対応するパープレキシティ（5 つのシードの平均）は論文の表 3 にあります。
+# OpenWebText2 の 512 トークンの系列で学習し、16384 トークンでテストすると、対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 です。
+# RoPE は 269、正弦波位置エンコーディングは約 30000 です。
 
 
 # %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; bfloat16 rounds the distance 257; a bfloat16 KerpleBias equals the float32 one cast once", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 は距離 257 を丸めます。bfloat16 の KerpleBias は、float32 のものを 1 回変換したものと一致します"}
@@ -462,8 +461,8 @@ with torch.no_grad():
 #
 # なぜ割るのでしょうか。しきい値を超えたクエリ $i > L$ では、因果的なキーはどれも $0 \le i - j \le i$ を満たすので、MLP の入力はどの長さでも $[0, 1]$ に収まります（最初のキーで $1$）。
 # $L$ より長い入力で学習した MLP はこの区間全体を見ており、さらに長い入力でも区間の外の値は現れません。生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
-# その代償として、クエリが進むほど同じ距離の入力は小さくなります。バイアスは「文脈の長さに対する割合としての距離」の関数です。
-# 対数は近いキーどうしを離します。位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）$(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ で、59 倍です。
+# その代償として、クエリが進むほど、同じ距離でも MLP への入力は小さくなります。つまりバイアスは、文脈の長さに対する割合として見た距離で決まります。
+# 対数は近いキーどうしを離します。位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）$(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と、59 倍の差になります。
 # しきい値の手前では分母は定数 $\psi(L)$ なので、短い入力では FIRE は単に距離の関数です。
 # 論文によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
 
@@ -639,7 +638,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 #
 # 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
 # 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
-# その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。文末の記号でだけゲートが開くヘッドは、文の長さによらず、それらのキーを $p_{ij} = 3$ の位置に見つけます。
+# その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。そのため、文末の記号でだけゲートが開くヘッドは、文の長さによらず、その文のキーを $p_{ij} = 3$ の位置に見つけます。
 # 手で設定したこのヘッド（数値は下の注にあります）は、ランダムな入力 1000 個すべてに正しく答えます。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -679,8 +678,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：文を数えるヘッドの数値と、CoPE のコード**
 #
-# 文を数えるヘッドの数値です。
-# ヘッドの次元数は $d = 4$、$P = 8$ です。
+# 文を数えるヘッドは、次元数が $d = 4$ で、$P = 8$ です。
 # 各キーは $k_j = (\pm 40, 0, 0, 0)$（文末の記号なら $+$）、クエリは $q = (1, 0, 1, 0)$ なので、スケーリングしたスコア $q \cdot k_j / 2$ は文末の記号で $+20$、単語で $-20$ です。
 # 表のうち 0 でない行は $e[3] = (0, 0, 40, 0)$ だけなので、$q \cdot e[3] = 40$ で、ほかの位置では $q \cdot e[n] = 0$ です。
 # ほかの記号のスコアは $20$、答えの文の単語は $-20 + 40 = 20$、それ以外の単語は $-20$ になります。
@@ -691,12 +689,13 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
 #
 # 位置のスコア $q_i \cdot e$ を $\sqrt{d}$ で割るかどうかは、出典によって違います。
-# ゲートはどれもスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ で作ります（論文の本文は $\sigma(q_i \cdot k_j)$ と書いています）。
+# ゲートは、どの出典でもスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ から作ります（論文の本文は $\sigma(q_i \cdot k_j)$ と書いています）。
 # 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）は、既定では位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
 # この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
 #
-# x-transformers には、FIRE と同じ種類のバイアスとして、動的位置バイアス（`DynamicPositionBias`）もあります。MLP が正負の区別がある相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を相対位置ごとに 1 回読むので、しきい値の手前の FIRE と同じく距離だけの関数です。
+# x-transformers には、FIRE と同じ種類のバイアスとして、動的位置バイアス（`DynamicPositionBias`）もあります。その MLP は、正負を含めた相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を、相対位置 1 つにつき 1 回だけ読みます。
+# そのため、しきい値の手前の FIRE と同じく、距離だけの関数です。
 # FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
 
 
@@ -819,8 +818,9 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 #
 # 文末の記号を区別しない内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはありません。
-# ランダムな入力で、距離ごとの 47 個の値の表を同じ内容のスコアで学習すると（512 個の入力、Adam で 200 ステップ）、テスト用の 1000 個の入力での正解率は 68.4% です。[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# シード 1 つで 1 回学習しただけなので、これは距離の表が到達できる正解率の下限であって、最善の値ではありません。
+# ランダムな入力で、距離ごとに 1 つ、計 47 個の値を持つ表を、同じ内容のスコアで学習しました（512 個の入力、Adam で 200 ステップ）。
+# テスト用の 1000 個の入力での正解率は 68.4% で、[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
+# これはシード 1 つで 1 回学習しただけの値で、表で達成できる最良の正解率とは限りません。言えるのは、最良の表の正解率が少なくとも 68.4% だということだけです。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（ランダムな 2000 個、同点、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
@@ -988,9 +988,9 @@ random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 #
 # 論文は（図 1 の説明で）学習用の例ごとに部分集合を与えるとしていますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
 # 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、RoPE の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
-# 公式実装は `jax.random.choice` で重複なしに選んで並べ替えますが、何を選ぶかはエンコーディングによって違います。
+# 公式実装は `jax.random.choice` で重複なしに選んで昇順に並べますが、何を選ぶかはエンコーディングによって違います。
 # 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
-# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで並べ替え、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
+# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで昇順に並べ、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
 # そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
 # 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
 # エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
@@ -1153,7 +1153,8 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しないので、1 つの成分のバイアスを手元の情報だけから計算できるときに限り、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
 # FlashAttention の CUDA カーネルには ALiBi が組み込まれていますが、それ以外のバイアスは受け付けません。
-# $[h, q, k]$ の密なバイアスは、別のカーネル（PyTorch の SDPA のメモリ効率のよいカーネルや xFormers）がメモリから読む必要があります。32 ヘッド、32768 トークン、bfloat16 なら 1 系列、層の 1 回の呼び出しあたり 64 GiB です（ヘッドと距離ごとに 1 つの値なら 4 MiB）。
+# $[h, q, k]$ の密なバイアスを使うには、それをメモリから読む別のカーネル（PyTorch の SDPA が使う memory-efficient attention や xFormers）が必要です。
+# 32 ヘッド、32768 トークンの bfloat16 では、1 つの層を 1 系列について呼び出すたびに 64 GiB のバイアスを読むことになります。ヘッドと距離ごとに値を 1 つ持つだけなら 4 MiB で済みます。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|

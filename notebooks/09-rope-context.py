@@ -29,7 +29,7 @@
 # # RoPE のコンテキスト長を伸ばす
 #
 # RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN の説明や、Liu らの「臨界次元」の議論）によれば、回転の遅いペアが学習中に一度も見なかった角度に入ることが原因です。
-# この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変えます。違うのは、各ペアを波長に応じてどれだけ遅くするかという 1 点だけです。
+# この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違うのは「各ペアを波長に応じてどれだけ遅くするか」という 1 点だけです。
 # 横軸に波長、縦軸にどれだけ遅くするかをとると、位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は 1 枚の図の上の曲線として比べられます。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。なぜそうする必要があるかは、softmax のエントロピーを見るとわかります。
 
@@ -100,7 +100,7 @@ two_pi = 2 * math.pi
 # $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると一度も見たことのない角度に入ります。以下の手法が直すのは、この遅いペアです。
 #
 # $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
-# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）以外のすべての波長が伸びるので、コンテキストが 2 倍長くても 1 周するのは 35 組だけで、29 組は 1 周しません。
+# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）を除くすべての波長が伸びます。そのため、コンテキストは 2 倍長いのに、1 周するのは 35 組だけで、29 組は 1 周しません。
 # 図の塗りつぶした点は $L$（点線）の間に 1 周するペア、白抜きの点は 1 周しないペアです。
 
 
@@ -166,13 +166,13 @@ plt.show()
 # distances are hidden.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：遅いペアの仮説とその代償**
+# **さらに詳しく：遅いペアの仮説と性能の低下**
 #
-# 遅いペアが $L$ の先での失敗の原因だというのは仮説ですが、この章の手法はこの仮説の上に立っています。
+# $L$ の先で失敗する原因が遅いペアにあるというのは仮説ですが、この章の手法はどれもこの仮説に基づいています。
 # YaRN（Peng ら 2023、§3.2）は $L$ の間に 1 周もしないペアを完全に補間します。
 # Liu ら（2024）は、同じ境目を外挿の臨界次元（critical dimension）という考え方で説明しています。
 # さらに、長い入力ではアテンションがより多くのキーに分散します（[「アテンションの温度」](#アテンションの温度)の節）。
-# Sun ら（2022、表 2）はその代償を測っています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
+# 性能がどれだけ落ちるかは、Sun ら（2022、表 2）が測っています。1024 トークンで学習した RoPE のモデルの[パープレキシティ](../docs/glossary.ja.md#perplexity)は、1024 トークンで 25.52、2048 で 73.6、4096 で 294.45 です。
 # [ブロック単位の因果的アテンション](../docs/glossary.ja.md#blockwise-causal-attention)（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）を使うと、後の 2 つは 25.57 と 25.65 になります（表 5）。
 # [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章では、RoPE を使う小さなモデルが $L$ の先で失敗し、学習した距離より遠いキーを隠すと回復する様子を示します。
 
@@ -207,10 +207,10 @@ plt.show()
 # 最後の位置 $m = sL - 1$ は位置 $L - 1/s$ として働きます。その角度 $(L - 1/s)\theta_i$ は、学習したコンテキストの直後の位置の角度 $L\theta_i$ より小さいままです。
 # この章では、$L\theta_i$ より小さい角度を学習した範囲の内側とみなします。
 #
-# 代償は分解能です。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになります。学習中、隣り合うトークンの間には現れなかった角度です。
+# その代わり、分解能が下がります。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになります。距離 1 でのこの角度は、学習中には一度も現れませんでした。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを新しい位置の間隔に適応させています。
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
-# `posenc.LinearScaling(s)` がこの規則です。
+# `posenc.LinearScaling(s)` がこの規則にあたります。
 
 # %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じです"}
 b, L, s = 1e4, 4096, 4
@@ -254,7 +254,7 @@ assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
 # 間のペアは、$i$ とともに 1 から $s$ まで大きくなる $s$ のべきで割られます。
 # $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
-# `posenc.NTKScaling(s)` がこの底の変更です。
+# `posenc.NTKScaling(s)` がこの底の変更にあたります。
 #
 # ただし、この底では遅いペアが学習した弧の外に出てしまいます。
 # 伸ばしたコンテキストの間に、ペア $i$ は角度 $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$ に達します。これは $i < d/2 - 1$ のすべてのペアで、学習時の $L\theta_i$ より大きい値です。
@@ -301,12 +301,13 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # %% [markdown] lang="ja"
 # ## 動的 NTK：系列とともに大きくなる係数
 #
-# 固定の係数は短い入力でも周波数を変え、しかも $sL$ を超えればやはり壊れます。
-# LLaMA でこの両方を報告した emozilla（2023）は、係数をいまの系列長 $T$ から決めます。$T \le L$ の間は何も変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは古くなります（下の「さらに詳しく：動的 NTK と KV キャッシュ」）。
+# 係数を固定すると、短い入力でも周波数が変わってしまい、しかも $sL$ を超えればやはり性能が落ちます。
+# emozilla（2023）は、LLaMA でこの 2 つの問題を報告したうえで、係数を固定せず、その時点の系列長 $T$ から決めます。
+# $T \le L$ の間は周波数を変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは古くなります（下の「さらに詳しく：動的 NTK と KV キャッシュ」）。
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
-# emozilla のコードには係数が系列長とともに増える傾きがあり、Hugging Face はこれを `factor` $s$ と呼びます（下の「さらに詳しく」）。$s = 1$ なら $T/L$ で、Peng ら（§3.3）の書き方です。
+# emozilla のコードでは、この係数の増え方に傾きがあり、Hugging Face はこの傾きを `factor` $s$ と呼びます（下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -403,7 +404,7 @@ plt.show()
 # **さらに詳しく：動的 NTK と KV キャッシュ**
 #
 # 周波数を計算し直すことには落とし穴があります。Hugging Face の Llama のように、回転済みのキーを [KV キャッシュ](../docs/glossary.ja.md#kv-cache)に入れる場合です。
-# 早い時点でキャッシュしたキーはその時点の周波数を持ち続け、あとのクエリは新しい周波数で回転されるので、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
+# 早い時点でキャッシュしたキーはその時点の周波数で回転されたままなのに、あとのクエリは新しい周波数で回転されます。そのため、位置 $m$ のクエリと位置 $n$ のキーのスコアは、もはや $m - n$ だけの関数ではありません。
 # Peng ら（2023）は、キーを回転させる前にキャッシュするよう勧めています。どれだけずれるかは演習 4 で測ります。
 
 
@@ -447,14 +448,14 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 #
 # Peng ら（2023）は波長に立ち返りました。$L$ の間に何周もするペアは補間する必要がありません。
 # 1 周もしないペアは、学習した弧の内側にとどまるよう PI と同じく完全に補間すべきで、その間のペアには両者を混ぜたものを使います。
-# 彼らの「NTK-by-parts」の規則は、この区別を回転数 $r_i$ と 2 つのしきい値 $\alpha < \beta$ で決めます（Llama では $\alpha = 1$、$\beta = 32$）。
+# Peng らの「NTK-by-parts」の規則は、この区別を回転数 $r_i$ と 2 つのしきい値 $\alpha < \beta$ で決めます（Llama では $\alpha = 1$、$\beta = 32$）。
 # [ランプ関数](../docs/glossary.ja.md#ramp-function)を
 # $$\gamma(r) = \begin{cases} 0, & r < \alpha \\ 1, & r > \beta \\ \dfrac{r - \alpha}{\beta - \alpha}, & \alpha \le r \le \beta \end{cases}$$
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 参照実装は同じ 2 つの番号を外側に丸め、その間にランプ関数を $r$ ではなく $i$ について線形に置きます（下の「さらに詳しく」で 2 つを比べます）。
-# Hugging Face の `"yarn"` と `posenc.YarnScaling` はこのコードに従います。
+# 公式実装は、同じ 2 つの番号を外側に丸め、その間で $r$ ではなく $i$ について線形なランプ関数を使います（下の「さらに詳しく」で 2 つを比べます）。
+# Hugging Face の `"yarn"` と `posenc.YarnScaling` はこの公式実装に従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
 # %%
@@ -519,11 +520,11 @@ assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
 # 帯の外では、2 つのランプ関数は一致します。帯の中では一致しません。
 # $r_i$ は $i$ について等比数列的に減るので、$r$ について線形な論文のランプ関数は、コードのものよりずっと早く補間の側へ傾きます。
-# 上の設定では、コードの周波数は論文の式の 0.98 倍から 1.73 倍の範囲にあります。
+# 上の設定では、コードの周波数は論文の式の 0.98〜1.73 倍です。
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
 # 図の点線はペア 20 と 46 です。
 
-# %% tags=["deeper"] alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN。点線はペア 20 と 46 の位置です。左では周波数がペア 20 までそのまま、46 から 4 分の 1 になり、その間は混ぜ合わされます。右は元の周波数との比で、i について線形なコードのランプ関数は、回転数について線形な論文のランプ関数より遅れて下がります。"]}
+# %% tags=["deeper"] alt={"en": ["YaRN with s = 4, dotted lines at pairs 20 and 46. Left: frequencies kept up to pair 20, divided by 4 from pair 46, blended in between. Right: ratio to the original; the code's ramp, linear in i, falls later than the paper's, linear in the turns."], "ja": ["s = 4 の YaRN の図です。点線はペア 20 と 46 の位置です。左の図では、周波数はペア 20 まではそのまま、ペア 46 からは 4 分の 1 で、その間は両者を混ぜた値です。右の図は元の周波数との比で、i について線形なコードのランプ関数は、回転数について線形な論文のランプ関数より遅れて下がります。"]}
 gamma = 1 - ((i - low) / (high - low)).clamp(0, 1)  # linear in i
 assert_close(theta_yarn, (1 - gamma) * theta / s + gamma * theta)
 ratio = theta_yarn[~outside] / paper[~outside]
@@ -799,7 +800,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
-# 伸び率 16 の半分の $s$ で足りるのは、Llama 3.1 がこの周波数のまま長い系列で継続事前学習し、長くなった弧も学習しているためです。
+# $s$ が伸び率 16 の半分なのは、Llama 3.1 がこの周波数のまま長い系列で継続事前学習し、長くなった弧も学習しているためです。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間は次の式です。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。
@@ -876,7 +877,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # %% [markdown] lang="ja"
 # ## LongRoPE：周波数ごとに探索した係数
 #
-# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ を、ペアごとの係数 $\kappa_i$ で割り、係数の列は長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
+# LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ をそのペア固有の係数 $\kappa_i$ で割り、係数の列は、長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。詳しくは下の「さらに詳しく」にあります。
 
@@ -1054,7 +1055,7 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # Phi-3 に残っているのは周波数の部分だけで、2 つの列があり、$\hat{n}$ はありません。
 # 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は $s$ を `max_position_embeddings` と `original_max_position_embeddings` の比とし、`attention_factor` を明示すると既定の係数がそれに置き換わります。
 # `LongRopeScaling` のアテンションの係数は `attention_factor` 1 つだけです。
-# 比較のために挙げると、$s = 32$ の YaRN ならペア 0 から 15 をそのまま保ち、ペア 34 から 47 をちょうど 32 で割ります。
+# 比較のために挙げると、$s = 32$ の YaRN ならペア 0〜15 をそのまま保ち、ペア 34〜47 をちょうど 32 で割ります。
 # 一方、長い入力用の列は、YaRN ならそのまま保つペア 12 を 7.70 で割っています。
 
 # %% tags=["deeper"]
@@ -1105,7 +1106,7 @@ print(
 # ペア 0 では位置 1 つあたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれます。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
-# 差はこの乱数で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
+# 差はこの乱数の例で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、この切り替えの時点でキャッシュを捨てて全体を処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。
 # デコードのループを自分で書いた場合や、キャッシュを捨てる上書きを持たないモデルのクラスでは、古いキーがそのまま使われます。
@@ -1371,7 +1372,7 @@ assert round(s_code_llama, 2) == 93.06
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：モデルごとの設定**
 #
-# モデルの作者が公開している設定（論文、モデルカード、`config.json`、参照実装）です。
+# モデルの作者が公開している設定（論文、モデルカード、`config.json`、公式実装）です。
 #
 # | モデル | 学習時の $L$ | 伸ばした長さ | 規則 |
 # |---|---|---|---|
@@ -1437,8 +1438,8 @@ assert round(s_code_llama, 2) == 93.06
 # p-RoPE はコンテキストを伸ばす手法ではなく、最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
 # `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
 # Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると係数が置き換わり、`truncate=False` とすると範囲を小数のまま使います。
-# そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、参照実装 `gpt_oss/torch/model.py`）を周波数もアテンションの係数 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
-# 既定の `truncate=True` では再現できません。gpt-oss はペア 8.09 からペア 17.40 までを混ぜますが、丸めた範囲はペア 8 からペア 18 までで、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
+# そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、公式実装の `gpt_oss/torch/model.py`）を周波数もアテンションの係数 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
+# 既定の `truncate=True` では再現できません。gpt-oss が混ぜるのはペア 8.09〜17.40 ですが、丸めた範囲はペア 8〜18 で、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
 
 # %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの係数を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
 # gpt-oss (OpenAI's gpt_oss/torch/model.py; Hugging Face's GptOssConfig):
@@ -1505,7 +1506,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - この章の規則はどれも周波数を変える手法で（YaRN と LongRoPE は定数の温度も加えます）、ある長さでは「各ペアを波長に応じてどれだけ遅くするか」を表す 1 本の曲線として比べられます。
 # - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
 # - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
-# - PI はすべての周波数を $s$ で割り、分解能を失います。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
+# - PI はすべての周波数を $s$ で割るので、分解能が下がります。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
 # - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
@@ -1551,8 +1552,8 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 底 $10^6$、$L = 16384$ では、$i_1$ の式から 36.44 が得られます。
-# ペア 0 から 36 がコンテキスト内で 1 周し、27 組は 1 周しません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
-# 底を大きくしたことで、ペア 37 から 45 がコンテキストの外に出ます。
+# ペア 0〜36 がコンテキスト内で 1 周し、27 組は 1 周しません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
+# 底を大きくしたことで、ペア 37〜45 がコンテキストの外に出ます。
 # これらの波長は、底 $10^4$ なら長さ 4096 に収まりますが、底 $10^6$ では 16384 を超えます。
 # つまり Code Llama は、4 倍長いコンテキストで、Llama 2 より多くの遅いペアを持ちます。
 
@@ -1607,9 +1608,9 @@ print(f"b' = {b_k:.0f}; the last pair divided by {1 / ratio_k[-1]:.2f}", end="")
 # rounds its band to whole pairs.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 3.** `beta_fast` を 2 から 20 まで 0.5 刻み、`beta_slow` を 0.25 から 2 まで 0.25 刻みで探し、2 組の周波数の比の最大値を測ります。
+# **解答 3.** `beta_fast` は 2〜20 を 0.5 刻みで、`beta_slow` は 0.25〜2 を 0.25 刻みで探し、2 組の周波数の比の最大値を測ります。
 # 最もよい YaRN の設定（`beta_fast` が 5.5 か 6、`beta_slow` が 1）でも、`Llama3Scaling()` とはあるペアで最大 1.24 倍違います。
-# Llama 3 自身のしきい値 4 と 1 にすると、そのまま保つペア（0 から 28）と割るペア（35 以降）はまったく同じになりますが、その間の 6 組では最大 1.38 倍違います。
+# Llama 3 自身のしきい値 4 と 1 にすると、そのまま保つペア（0〜28）と割るペア（35 以降）はまったく同じになりますが、その間の 6 組では最大 1.38 倍違います。
 # 混ぜる区間で両者が完全に一致することはありません。
 # YaRN のランプ関数はペアの番号 $i$ について線形ですが、Llama 3 のものは回転数 $r_i$ について線形で、回転数は $i$ について等比数列的に減ります。
 # さらに YaRN は帯の端を整数のペアに丸めます。
@@ -1666,7 +1667,7 @@ print(
 # このずれは最後のキーでは 0 で、位置の小さい最初のいくつかのキーでも小さくなります。
 # 最も大きいのは $L$ を少し過ぎたところでキャッシュしたキーです。
 # 周波数はわずかに変わっただけで（係数は $(n+1)/L$ で、$n = 266$ では約 1.04）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
-# ずれが 1 ラジアンの数分の 1 を超えると、速いペアの項はもう意味のある値になりません。
+# 速いペアの項は、ずれが 1 ラジアンに達する前から意味のある値ではなくなります。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
 # キーを 3 等分した区間ごとの平均は 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
 # キーを回転させる前にキャッシュし、その時点の周波数で回転させれば、このずれはすべて避けられます。
@@ -1770,7 +1771,8 @@ print(
 # ## 出典とバージョン
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
-# Sun らのパープレキシティは、arXiv v1 の書き起こしで読みました（表 2 と表 5）。
+# Sun らのパープレキシティ（表 2 と表 5）は、arXiv v1 をテキストに書き起こしたものから読みました。
+
 # どの規則と数値がどこから来たかは、参考文献の後の「さらに詳しく」にまとめます。
 #
 # ### 参考文献
@@ -1809,7 +1811,7 @@ print(
 # - DeepSeek-AI (2024a). *DeepSeek-V2*. <https://arxiv.org/abs/2405.04434>;
 #   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>
 #   （コード：<https://github.com/deepseek-ai/DeepSeek-V3>）
-# - OpenAI：gpt-oss の参照実装（2025）。
+# - OpenAI：gpt-oss の公式実装（2025）。
 #   <https://github.com/openai/gpt-oss>
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. <https://arxiv.org/abs/2309.17453>
@@ -1856,8 +1858,8 @@ print(
 # 確認のセルにある Hugging Face の数値は、どれもセルのコメントに書いた呼び出しで計算したものです。
 # NTK-aware の底は bloc97 のもので、YaRN のリポジトリの `LlamaNTKScaledRotaryEmbedding` にもあります。これを「ペア 0 をそのままにし、最も遅いペアを $s$ で割る」と読むのは Peng らの説明に従ったものです。
 # 動的な規則は、傾きも含めて同じリポジトリにある emozilla の `LlamaDynamicScaledRotaryEmbedding` の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
-# YaRN のランプ関数は参照実装に従います。
-# Llama 3 の規則は Meta の参照実装（llama-models の `apply_scaling`）とモデルの `config.json` にあります。Llama 3 の論文は、段階的に長さを伸ばす長いコンテキストでの事前学習を説明していますが、この規則自体は書いていません。
+# YaRN のランプ関数は公式実装に従います。
+# Llama 3 の規則は Meta の公式実装（llama-models の `apply_scaling`）とモデルの `config.json` にあります。Llama 3 の論文は、段階的に長さを伸ばす長いコンテキストでの事前学習を説明していますが、この規則自体は書いていません。
 # LongRoPE のアテンションの係数は、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` が 1 つ目の形で書いています（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。
 # 探索は `evolution/` にあり、`evolution/algorithms/dim_mono.py` が減らない列だけを残します。
 # Phi-3.5-mini-instruct の係数の列と Phi-3-vision-128k-instruct の設定は、それぞれ公開されている 2 つのコピーから読み、両者は一致しています。

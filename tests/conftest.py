@@ -1,8 +1,10 @@
 """How ``make test`` spreads the suite over two workers (``pytest -n 2``).
 
 nbval runs a notebook's cells one after another in one kernel, so a notebook
-must stay on one worker; the site tests share one strict build and one local
-server, so they stay together too. Every other test is scheduled on its own.
+must stay on one worker; a site test module (one browser) stays on one worker
+too. The site tests of both workers share one strict build, which the
+controller starts as the run begins and serves (tests/site/background.py).
+Every other test is scheduled on its own.
 This is pytest-xdist's documented scheduler hook; pytest-xdist's own
 ``--dist loadgroup`` does not work with pytest 9.2.
 
@@ -34,8 +36,8 @@ def work_unit(nodeid: str) -> str:
     path = nodeid.split("::", 1)[0]
     if path.endswith(".ipynb"):
         return path
-    if path.startswith("tests/site/"):
-        return "tests/site"
+    if path.startswith("tests/site/"):  # one module, one browser: a unit per module
+        return path
     return nodeid
 
 
@@ -56,6 +58,10 @@ def torch_version(text: str = torch.__version__) -> tuple[int, int, int]:
 
 
 def pytest_configure(config):
+    from tests.site import background  # the site's build, started once for the workers
+
+    if background.wanted(config):
+        background.start(config)
     config.addinivalue_line(
         "markers",
         "needs_torch(version, why): skip on a torch older than version (x.y.z), saying why. "
@@ -74,3 +80,9 @@ def pytest_collection_modifyitems(config, items):
                     reason=f"needs torch >= {version}: {why} (this is {torch.__version__})"
                 )
             )
+
+
+def pytest_unconfigure(config):
+    from tests.site import background
+
+    background.stop(config)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.site import background
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/lib/chromium/chromium")  # the real binary; /usr/bin/chromium is a wrapper
 LAUNCH_ARGS = [
@@ -70,6 +72,11 @@ def built_site(tmp_path_factory) -> BuiltSite:
     ``SITE_PREBUILT=/path/to/site`` reuses a site built earlier (with
     ``SITE_URL=http://127.0.0.1:PORT/``) instead of building.
     """
+    if background.job():  # built by the run's controller, in the background
+        status, log, seconds = background.wait("build")
+        assert status == 0, f"mkdocs build --strict failed:\n{log}"
+        found = background.job()
+        return BuiltSite(Path(found["dir"]) / "site", found["url"], seconds, log)
     prebuilt = os.environ.get("SITE_PREBUILT")
     if prebuilt:  # a site built before, to rerun the checks on it quickly
         path = Path(prebuilt)
@@ -94,7 +101,11 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 @pytest.fixture(scope="session")
 def served_site(built_site):
-    """Serve the built site on the loopback address it was built for."""
+    """Serve the built site on the loopback address it was built for (the
+    controller serves a background build)."""
+    if background.job():
+        yield built_site
+        return
     port = int(built_site.base_url.rstrip("/").rsplit(":", 1)[1])
     handler = functools.partial(_QuietHandler, directory=str(built_site.path))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)

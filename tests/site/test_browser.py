@@ -7,6 +7,7 @@ Uses Debian's ``chromium`` driven by Playwright's Python package (never
 
 from __future__ import annotations
 
+import fcntl
 import json
 import re
 from pathlib import Path
@@ -334,9 +335,11 @@ def test_accessibility_check_catches_a_missing_alt_text(browser, served_site):
 def record(name: str, value) -> None:
     """Keep a measurement in tests/screenshots/measures.json (and print it)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
-    measures = json.loads(MEASURES.read_text(encoding="utf-8")) if MEASURES.exists() else {}
-    measures[name] = value
-    MEASURES.write_text(json.dumps(measures, indent=1, ensure_ascii=False), encoding="utf-8")
+    with open(SHOTS / ".measures.lock", "w") as lock:  # both workers write this file
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        measures = json.loads(MEASURES.read_text(encoding="utf-8")) if MEASURES.exists() else {}
+        measures[name] = value
+        MEASURES.write_text(json.dumps(measures, indent=1, ensure_ascii=False), encoding="utf-8")
     print(f"{name}: {value}")
 
 

@@ -36,8 +36,8 @@
 # # 実テキストで学習する小さな言語モデル
 #
 # 小さな Transformer に、Python のドキュメントの次のバイトを $L = 64$ バイトの窓から予測させます。6 種類のエンコーディングで 1 回ずつ学習し、最大 16 倍の長さの窓で読ませます。
-# この章では、$L$ を超えると各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語を単位とするモデルで描かれた Press らの図 1 と比べます。また、RoPE を救う方法も試します。
-# 結果をひとことで言えば、論文と同じく ALiBi は横ばいで、正弦波と RoPE は悪化します。論文と違って、学習時の長さでは ALiBi が（NoPE を除いて）最も悪く、T5 は早くから悪化します。参照実装どおりの YaRN は、学習なしで RoPE の悪化した分の大部分を取り戻します。
+# この章では、$L$ を超えると各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語単位のモデルで描かれた Press らの図 1 と比べます。また、RoPE を救う方法も試します。
+# 結果をひとことで言えば、論文と同じく ALiBi は横ばいで、正弦波と RoPE は悪化します。論文と違うのは、学習時の長さで ALiBi が（NoPE を除いて）最も悪いことと、T5 が早くから悪化することです。参照実装どおりの YaRN は、学習なしで RoPE の悪化した分の大部分を取り戻します。
 #
 # > **この実験でわかること、わからないこと**：小さなモデル 1 つ、テキスト 1 つ、シード 3 つの実験です。主な比（最初の図のあとに示します）は、どれも信頼区間が 1 を含まないので、シードによるばらつきでは説明できません。語単位のトークン、より大きなモデルや長い学習、別のテキストでも同じ結果になるかはわかりません（テキストの選び方によるばらつきは信頼区間に含まれません）。$L$ で ALiBi が劣る理由もわかりません。
 
@@ -64,9 +64,9 @@
 # ## モデル、テキスト、エンコーディング
 #
 # テキストは、Debian の `python3.11-doc` パッケージにある Python 3.11 のドキュメントの reStructuredText ソースです。497 個の文書、11 MB の英語の文章とコードで、同じ版のパッケージなら誰でも同じバイト列が得られます。パスのハッシュで選んだ 10 個に 1 個の文書を評価用に取り分けます。
-# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトについて、4.5 個の候補から一様に選ぶのと同じだけ不確かだということです。
+# モデルはバイトを読むので、パープレキシティは 1 バイトあたりの値です。4.5 なら、次のバイトについて 4.5 個の候補から一様に選ぶのと同じだけ不確かです。
 #
-# モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルを広げたもので、2 層、幅 128、次元数 32 のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
+# モデルは[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のトイモデルの幅を広げたもので、2 層、幅 128、次元数 32 のヘッドが 4 つです。$L = 64$ バイト（[学習時の長さ](../docs/glossary.ja.md#training-length)）の窓 32 個のバッチで 2,000 ステップ学習します。
 # エンコーディングは NoPE（なし）、正弦波、RoPE（底 $10^4$）、ALiBi（傾き $1/4$ から $1/256$）、T5 のバケット、FIRE の 6 種類で、[シード](../docs/glossary.ja.md#seed)はそれぞれ 3 つです。
 # CPU の計算予算に収めるため（「出典とバージョン」の節）、学習型位置埋め込み、KERPLE、CoPE、ランダム化した位置は外し、学習時の長さも 1 つだけにしました。
 
@@ -131,11 +131,11 @@ for (kind, _), run in runs.items():
 # turns 10 times within $L$, Llama 2's 652 times.
 
 # %% [markdown] lang="ja"
-# RoPE がどこまで外挿できるかは、各ペアの波長が $L$ に対してどれだけ長いかで決まります（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「学習時の長さと波長」](09-rope-context.ipynb#学習時の長さと波長)の節）。
-# ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周します。該当するのは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）よりずっと小さい割合です。
-# そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペアが多くなります。最も速いペアでも $L$ の間に 10 周するだけです（Llama 2 では 652 周）。
+# RoPE がどこまで外挿できるかは、各ペアの波長が $L$ に対してどれだけ長いかに左右されます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「学習時の長さと波長」](09-rope-context.ipynb#学習時の長さと波長)の節）。
+# ペア $i$ の波長は $\lambda_i = 2\pi \cdot 10^{4 \cdot 2i/32}$ で、$\lambda_i \le L$ なら $L$ の間に 1 周以上します。該当するのは 16 組中 5 組（31%）で、Llama 2（$L = 4096$）の 64 組中 46 組（72%）よりずっと小さい割合です。
+# そのためこのモデルでは、$L$ の先で見たことのない角度に出会うペアの割合が大きくなります。最も速いペアも $L$ の間に 10 周するだけです（Llama 2 では 652 周）。
 
-# %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here (5 of 16, 31 %), 0 to 45 in Llama 2 (46 of 64, 72 %)", "ja": "ペア i が L の間に 1 周するのは、波長 2π·10^(8i/32) が L 以下のとき、かつそのときに限ります。ここではペア 0〜4（16 組中 5 組、31%）、Llama 2 ではペア 0〜45（64 組中 46 組、72%）です"}
+# %% tags=["check"] summary={"en": "pair i turns within L exactly when its wavelength 2π·10^(8i/32) is at most L: pairs 0 to 4 here (5 of 16, 31 %), 0 to 45 in Llama 2 (46 of 64, 72 %)", "ja": "ペア i が L の間に 1 周以上するのは、波長 2π·10^(8i/32) が L 以下のとき、かつそのときに限ります。ここではペア 0〜4（16 組中 5 組、31%）、Llama 2 ではペア 0〜45（64 組中 46 組、72%）です"}
 head = S["dim"] // S["n_heads"]
 ours = M.turning_pairs(head, 1e4, L)
 llama = M.turning_pairs(**M.LLAMA2)
@@ -173,12 +173,12 @@ assert round(L / wavelength[0]) == 10  # pair 0 turns 10 times within L
 # あるバイトでの損失は $\ell = -\ln p$（$p$ は次に来るバイトにモデルが与えた確率）で、パープレキシティは損失の平均の $\exp$ です。窓より長いテキストは、次の 2 通りのどちらかで切って読みます。
 #
 # **重ならない窓**（Press らの図 1）：$N$ バイトの窓を隙間なく並べ、各バイトを同じ窓の中のそれより前のバイトから予測します。
-# 窓の最初のほうのバイトでは、文脈がほとんどないので損失が大きくなります。Press らはこれを early-token curse（先頭トークンの呪い）と呼んでいます。窓が長いほどそうしたバイトは減るので、長い文脈を活用しないモデルでも、$N$ とともにパープレキシティは下がります。
+# 窓の最初のほうのバイトは文脈がほとんどないので、損失が大きくなります。Press らの言う先頭トークンの呪い（early-token curse）です。窓が長いほどそうしたバイトは減るので、より長い文脈を使わないモデルでも、パープレキシティは $N$ とともに下がります。
 #
-# **スライディングウィンドウ評価**：$N$ バイトの窓（ウィンドウ）を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
+# **スライディングウィンドウ評価**：$N$ バイトの窓を 16 バイトずつずらし、最後の 16 バイトだけを採点します。採点するどのバイトにも、少なくとも $N - 16$ バイトの文脈があります。
 #
 # 評価用のテキストは、取り分けた文書全体に散らばる 16 個のブロックです。重ならない窓はどの $N$ でも同じ $16 \times 1024$ バイトを、スライディングウィンドウ評価は各ブロックの最後の 64 バイトを採点します。
-# パープレキシティは、シードで平均した損失の $\exp$ です。
+# パープレキシティはどれも、シードで平均した損失の $\exp$ です。
 
 # %% tags=["check"] summary={"en": "each mean is the mean of its losses by position: the record is consistent with itself", "ja": "どの平均も位置ごとの損失の平均に等しく、記録の中で矛盾はありません"}
 for run in record["runs"]:
@@ -204,10 +204,10 @@ for run in record["runs"]:
 # %% [markdown] lang="ja"
 # ## CPU の規模で描く Press らの図 1
 #
-# Press ら（2022）は、語をトークンとする WikiText-103 を使い、16 層の Transformer 言語モデルを 4 種類のエンコーディングで学習しました。そして、学習時の長さより長い重ならない窓で評価しました。
-# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$ です。図の帯と、以下の角かっこ内の値は、3 つのシードから求めた 95% 信頼区間です。
+# Press ら（2022）は、語をトークンとする WikiText-103 を使い、16 層の Transformer 言語モデルを 4 種類のエンコーディングで学習しました。評価には、学習時の長さより長い重ならない窓を使っています。
+# 左は $L = 1024$ 語での論文の数値（表 3）、右はこの記録の数値で、横軸はどちらも $N/L$ です。図の帯と、以下で角かっこに入れた値は、3 つのシードから求めた 95% 信頼区間です。
 
-# %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["N/L が 1 から 16 までのパープレキシティを両対数で描いた図です。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで 8L で 26 に上がります。RoPE（論文の表記では rotary）は 16L で 107、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細くなっています。"]}
+# %% tags=["figure"] alt={"en": ["Perplexity against N/L from 1 to 16, both axes logarithmic. Left, Press et al. on WikiText-103 at L = 1024: ALiBi flat near 18, T5 flat to 4L then rising to 26 at 8L, rotary rising to 107 and sinusoidal to 453 at 16L. Right, this record at L = 64 bytes: ALiBi flat near 4.8, FIRE rising slowly to 7, NoPE from 7.6 to 16, T5 to 25, RoPE to 41 and sinusoidal to 48, with narrow bands except for RoPE and sinusoidal."], "ja": ["パープレキシティを N/L（1〜16）に対して両対数で描いた図です。左は L = 1024 の WikiText-103 での Press らの結果です。ALiBi は 18 付近で横ばい、T5 は 4L まで横ばいで、8L で 26 に上がります。RoPE（論文の表記では rotary）は 16L で 107 まで、正弦波は 453 まで上がります。右は L = 64 バイトのこの記録です。ALiBi は 4.8 付近で横ばい、FIRE はゆっくり 7 まで上がります。NoPE は 7.6 から 16、T5 は 25、RoPE は 41、正弦波は 48 まで上がります。帯は RoPE と正弦波を除いて細くなっています。"]}
 from posenc_lab.stats import t_interval
 
 
@@ -300,15 +300,15 @@ plt.show()
 # %% [markdown] lang="ja"
 # 1 点ずつ照らし合わせます。
 #
-# 1. **ALiBi は横ばいを保つ：一致します**。$L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）です。論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ で少しよくなり、その先は横ばいです。文脈が長くなったからではなく、先頭トークンの呪いが和らいだためです（後述）。
-# 2. **正弦波は真っ先に急激に悪化する：一致します**。$2L$ では 15.21 で、$L$ での値（4.63）の 3.3 $[3.0, 3.7]$ 倍になり、そこではほかのどれよりも高くなります。$16L$ では 47.98 で 10 $[7.9, 13.5]$ 倍になり、RoPE の信頼区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
-# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません**。同じシードどうしの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では信頼区間が 1 を含みます（シードが 3 つなので、信頼区間は標準誤差の $t_{0.975,\,2} = 4.30$ 倍ずつ両側に広がります）。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方も緩やかです（$16L$ で 5.5 倍、ここでは 9.2 $[7.0, 12.0]$ 倍）。
-# 4. **T5 は RoPE と ALiBi の間に入る：一致しますが、大きさは違います**。$16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 16,024 語でメモリが足りなくなりました）。
+# 1. **ALiBi は横ばいを保つ：一致します**。$L$ で 4.84、$16L$ で 4.75（0.98 $[0.97, 0.99]$ 倍）です。論文の値は 18.66 と 17.98（0.96 倍）です。どちらも $2L$ で少しよくなり、その先は横ばいです。これは長い文脈を使えるからではなく、先頭トークンの呪いが和らぐためです（後述）。
+# 2. **正弦波は真っ先に急激に悪化する：一致します**。$2L$ では 15.21 と、$L$ での値（4.63）の 3.3 $[3.0, 3.7]$ 倍で、ほかのどれよりも高い値です。$16L$ では 47.98 で 10 $[7.9, 13.5]$ 倍になり、RoPE の信頼区間がそこまで届きます（3 点目）。論文の値は 2,024 語で 2.6 倍、16,024 語で 23 倍（453.32）です。
+# 3. **RoPE は正弦波ほど悪化しない：$2L$ と $4L$ では一致し、その先は判定できません**。同じシードどうしの比では、RoPE のパープレキシティは正弦波の 0.48 $[0.37, 0.63]$ 倍（$2L$）と 0.58 $[0.38, 0.88]$ 倍（$4L$）です。$8L$ と $16L$ では信頼区間が 1 を含みます（シードが 3 つなので、信頼区間は標準誤差の $t_{0.975,\,2} = 4.30$ 倍ずつ両側に広がります）。論文の RoPE はどの長さでも正弦波よりずっと低く、上がり方もここでの RoPE よりゆるやかです（$16L$ で 5.5 倍、ここでは 9.2 $[7.0, 12.0]$ 倍）。
+# 4. **T5 は RoPE と ALiBi の間に入る：一致しますが、程度は違います**。$16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 16,024 語でメモリが足りなくなりました）。
 #    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍、$16L$ で 5.5 $[5.4, 5.7]$ 倍です。
-# 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ で、NoPE を除く 5 つのうち最も悪い値です。パープレキシティはほかの 4 つの 1.05〜1.08 倍で、最もよい FIRE と比べると 1.08 $[1.06, 1.10]$ 倍です。
+# 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ での値が NoPE を除く 5 つのうちで最も悪くなります。パープレキシティはほかの 4 つの 1.05〜1.08 倍で、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
 #    理由は記録からはわかりません（下の「さらに詳しく：学習時の長さで ALiBi が劣りうる理由」）。
 #
-# Press らの図にない FIRE は $L$ で最もよく、$16L$ までゆっくり 7.01 に上がり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
+# 論文の図にない 2 つのうち、FIRE は $L$ で最もよく、$16L$ までゆっくり上がって 7.01 になり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: why ALiBi may trail at the training length.** Its slopes act
@@ -321,8 +321,8 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：学習時の長さで ALiBi が劣りうる理由**
 #
-# 傾きがかかる単位は、ここではバイト、Press らのモデルでは語です。ヘッドが 4 つなので、傾きは $1/4$、$1/16$、$1/64$、$1/256$ だけです（8 つなら $1/2, 1/4, \dots, 1/256$）。
-# そして、どのモデルも大きさの割に読んだ量が少なく、読んだのは 410 万バイト（学習用テキストの 42%）です。46 万個のパラメータ 1 個あたり、約 9 バイトにすぎません。
+# 傾きは、ここでは 1 バイトごと、Press らのモデルでは 1 語ごとにかかります。ヘッドが 4 つなので、傾きは $1/4$、$1/16$、$1/64$、$1/256$ だけです（8 つなら $1/2, 1/4, \dots, 1/256$）。
+# また、どのモデルも大きさの割に読んだ量が少なく、410 万バイト（学習用テキストの 42%）、46 万個のパラメータ 1 個あたり約 9 バイトしか読んでいません。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what the other papers report.** Li et al. (2024) report FIRE
@@ -339,9 +339,9 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ほかの論文の報告**
 #
-# Li ら（2024）は、FIRE のほうが ALiBi より長さの汎化に優れると報告しています。Kazemnejad ら（2023）によれば、合成タスクでは NoPE が最もよい結果です。13 億パラメータのモデルに長さ 1,024 トークンの系列でコードを学習させた場合も、NoPE は ALiBi と同じく 1,800 トークンほどまで持ちこたえます。
-# RoPE が届く範囲は底で決まります（Liu ら 2023、Men ら 2024）。ここでは 16 組のうち 11 組が、$L$ の範囲では 1 周に届きません。ランダム化した位置（Ruoss ら 2023）は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のタスクでだけ測っています。
-# これらの論文のうち 2 つは注意を促しています。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま遠くから情報を取り出す能力を失います（Men ら）。
+# Li ら（2024）は、FIRE のほうが ALiBi より長さの汎化に優れると報告しています。Kazemnejad ら（2023）によれば、合成タスクでは NoPE が最もよい結果です。1,024 トークンの系列でコードを学習した 13 億パラメータのモデルでも、NoPE は ALiBi と同じく 1,800 トークンほどまで持ちこたえます。
+# RoPE が届く範囲は底で決まります（Liu ら 2023、Men ら 2024）。ここでは 16 組のうち 11 組が、$L$ の間に 1 周もしません。ランダム化した位置（Ruoss ら 2023）は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章のタスクでだけ測っています。
+# うち 2 つの論文は注意も促しています。パープレキシティは直近だけを読むモデルを有利に見せます（Kazemnejad ら）。また、コンテキストに対して小さすぎる底の RoPE は、パープレキシティを低く保ったまま遠くから情報を取り出す能力を失います（Men ら）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: every perplexity with its 95 % interval, in non-overlapping
@@ -379,7 +379,7 @@ display(Markdown(table(NAME)))
 display(Markdown(table(NAME, key="sliding_loss")))
 
 
-# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the bytes per parameter are as stated; three seeds give t(0.975, 2) = 4.30; the growth from L and its intervals over seeds are the record's", "ja": "引用したパープレキシティ、比、対応のある信頼区間は記録の値で、順序は信頼区間に基づきます。Press らの比は、論文の表 3 に印刷された値（書き写したもの。ここで計算するのは比だけです）から求めたものです。ALiBi の 4 つの傾き、読んだバイト数、パラメータ 1 個あたりのバイト数も本文どおりです。シードが 3 つのとき t(0.975, 2) = 4.30 です。L からの増え方とシードにわたる信頼区間も記録の値です"}
+# %% tags=["check"] summary={"en": "the perplexities, ratios and paired intervals quoted above are the record's, the orders rest on intervals, Press et al.'s ratios follow from the numbers printed in their Table 3 (as transcribed; only the ratios are computed here), ALiBi's four slopes, the bytes read and the bytes per parameter are as stated; three seeds give t(0.975, 2) = 4.30; the growth from L and its intervals over seeds are the record's", "ja": "引用したパープレキシティ、比、対応のある信頼区間、L からの増え方とそのシードにわたる信頼区間は記録の値で、順序は信頼区間に基づきます。Press らについては、表 3 に印刷された値（書き写したもの）から比だけを計算しています。ALiBi の 4 つの傾き、読んだバイト数、パラメータ 1 個あたりのバイト数も本文どおりで、シードが 3 つなら t(0.975, 2) = 4.30 です"}
 from posenc import alibi_slopes
 from posenc_lab.stats import paired_difference, t_quantile
 
@@ -492,10 +492,10 @@ assert all(r[1] > 1 for r in others)  # ALiBi above each, beyond the seeds
 # ## 学習時の長さを超えると損失はどうなるか
 #
 # 窓の中の位置 $t$ ごとの損失を見ると、$L$ の先で各エンコーディングが何をしているかがわかります。左は $2L$ の窓で、各点は 128 個の窓と 3 つのシードの平均です。右は $16L$ の窓で、$t$ をビンに分けて平均しました。
-# 右の図の各位置には 16 個のブロックから 1 バイトずつしか入らないので、すべての曲線に共通する凹凸はテキストによるもの、曲線どうしの差はエンコーディングによるものです。
+# 右の図の各位置には 16 個のブロックの 1 バイトずつしか入らないので、どの曲線にも共通する凹凸はテキスト、曲線どうしの差はエンコーディングによるものです。
 
 
-# %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失を描いた図です。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がり、2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE はわずかに上がり、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
+# %% tags=["figure"] alt={"en": ["Loss by window position t, L dotted. Left, windows of 2L: below L the curves fall together near 1.5 (NoPE near 2.1); past L sinusoidal jumps to above 3, RoPE climbs to 3.3 and T5 to 2.4 by 2L, FIRE rises slightly and ALiBi stays level. Right, windows of 16L on a log axis of t: the same order, with sinusoidal and RoPE near 4, T5 near 3.6, NoPE near 2.9, FIRE rising to 2.2 and ALiBi near 1.6."], "ja": ["窓の中の位置 t ごとの損失を描いた図です。点線は L です。左は 2L の窓で、L より前では曲線がそろって 1.5 付近まで下がります（NoPE は 2.1 付近）。L を過ぎると正弦波は 3 を超えて跳ね上がります。2L までに RoPE は 3.3、T5 は 2.4 まで上がり、FIRE の上昇はわずかで、ALiBi は横ばいです。右は 16L の窓で t は対数軸です。順序は同じで、正弦波と RoPE は 4 付近、T5 は 3.6 付近、NoPE は 2.9 付近、FIRE は 2.2 まで上がり、ALiBi は 1.6 付近です。"]}
 import itertools
 
 
@@ -552,16 +552,16 @@ plt.show()
 
 # %% [markdown] lang="ja"
 # - $L$ より前では、文脈が増えるにつれて曲線がそろって下がります。NoPE だけが高いままです。
-# - 正弦波は $t$ が $L$ を超えた瞬間から跳ね上がります（$L$ 直前 8 個の位置での 1.50 から、直後 8 個の位置での 3.25 へ）。$L$ より先では、一度も見たことのないベクトルを足すからです。
-# - RoPE と T5 は、窓の先頭までの距離が伸びるにつれて上がります。どちらも $L$ 直前 8 個の位置では ALiBi より損失が 0.06〜0.09 低いのですが、$t = 64$〜67 ではその差が 0.03（RoPE）と 0.04（T5）に縮みます。68〜71 では ALiBi と同じ水準になり、72 から遅れ始めます。$2L$ の最後の 8 個の位置では、RoPE が 3.30、T5 が 2.38 です。
-#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で $N(0, 0.02^2)$ から引いた値（ほぼ $0$）のままです。ただし、バケットのない RoPE も同じ位置で上がり始めるので、上がり始める位置からはバケットが原因だとは言えません。
+# - 正弦波は $t$ が $L$ を超えたとたんに跳ね上がります（$L$ 直前 8 個の位置での 1.50 から、直後 8 個の位置での 3.25 へ）。$L$ より先では、一度も見たことのないベクトルを足すからです。
+# - RoPE と T5 は、窓の先頭までの距離が伸びるにつれて上がります。どちらも $L$ 直前 8 個の位置では ALiBi より損失が 0.06〜0.09 低いのですが、$t = 64$〜67 ではその差が 0.03（RoPE）と 0.04（T5）に縮みます。68〜71 では ALiBi と同じ水準になり、72 以降は遅れます。$2L$ の最後の 8 個の位置では、RoPE が 3.30、T5 が 2.38 です。
+#   T5 の上昇は、バケット 27〜31 が始まる距離 67 を過ぎた直後に始まります。$L = 64$ での学習はそこに届かないので、これらのバケットは初期化で $N(0, 0.02^2)$ から引いた値（ほぼ $0$）のままです。ただし、バケットのない RoPE も同じ位置で上がり始めるので、この位置だけではバケットが原因とは言えません。
 #   Press らは $L = 1024$ で学習しており、T5 でよく使われる最大距離 128 を大きく超えています。
-# - FIRE はゆっくり上がります。しきい値（初期値 $L$ から学習して、57 ほどまで下がりました）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
-#   しかし $16L$ では、距離 1 の入力が、学習中に現れた 0 でない入力の最小値（位置 63 から見た距離 1）より小さくなり、学習で見なかった範囲に入ります。また、長い窓では多くの距離が同じ範囲に押し込まれます。
+# - FIRE はゆっくり上がります。しきい値（初期値 $L$、学習後は 57 ほど）より先では、距離の対数をクエリの位置の対数で割るので、入力は 0 から 1 の間にとどまります。
+#   しかし $16L$ では、距離 1 の入力が 0 より大きく、学習中に現れた 0 でない入力の最小値（位置 63 から見た距離 1）より小さくなります。また、長い窓では多くの距離が狭い範囲に押し込まれます。
 # - ALiBi は横ばいです（同じ 3 つの範囲で 1.55、1.54、1.52）。悪くはなりませんが、文脈が増えてもよくはなりません。
 
 
-# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; on stretches of 4 positions T5 and RoPE lead ALiBi by 0.06 to 0.09 just before L, keep 0.04 and 0.03 of it on t = 64 to 67, are within 0.01 of it on 68 to 71 and behind by at least 0.02 on every stretch from 72 on; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57, and with them, for several values of c, distance 1 at 16L gives inputs between 0 and the smallest non-zero one of training", "ja": "L の前後の損失は記録の値です。位置を 4 個ずつに区切って見ると、T5 と RoPE は L の直前で ALiBi より 0.06〜0.09 低く、t = 64〜67 ではその差のうち 0.04 と 0.03 が残り、68〜71 では差が 0.01 以内で、72 以降はどの範囲でも 0.02 以上遅れます。L 未満の距離が届くのは T5 のバケット 0〜26 で、27 は 67 から始まります。FIRE の学習したしきい値は約 57 で、その値といくつかの c の値で、16L での距離 1 の入力は 0 と、学習中の 0 でない最小の入力との間に入ります"}
+# %% tags=["check"] summary={"en": "the losses quoted for the stretches around L are the record's; on stretches of 4 positions T5 and RoPE lead ALiBi by 0.06 to 0.09 just before L, keep 0.04 and 0.03 of it on t = 64 to 67, are within 0.01 of it on 68 to 71 and behind by at least 0.02 on every stretch from 72 on; distances below L reach T5's buckets 0 to 26 only, bucket 27 starts at 67; FIRE's learned thresholds are about 57, and with them, for several values of c, distance 1 at 16L gives inputs between 0 and the smallest non-zero one of training", "ja": "L の前後の損失は記録の値です。位置を 4 個ずつに区切ると、T5 と RoPE は L の直前で ALiBi より 0.06〜0.09 低く、t = 64〜67 ではその差が 0.04 と 0.03 残り、68〜71 では差が 0.01 以内、72 以降はどの範囲でも 0.02 以上遅れます。L 未満の距離が届くのは T5 のバケット 0〜26 だけで、バケット 27 は距離 67 から始まります。FIRE の学習したしきい値は約 57 で、このしきい値では c をいくつか変えても、16L での距離 1 の入力は 0 と学習中の 0 でない最小の入力との間に入ります"}
 from posenc import t5_relative_position_bucket
 
 
@@ -626,7 +626,7 @@ with torch.no_grad():
 #
 # ここでは採点するどのバイトにも少なくとも $N - 16$ バイトの文脈があります。$2L$ 以降はどれも $L$ よりはるか先にあり、重ならない窓の数値を和らげていた短い文脈のバイトはありません。
 
-# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウ評価でのパープレキシティを N/L（1〜16）に対して両対数で描いた図です。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がってそのままで、RoPE は 66 まで上がります。"]}
+# %% tags=["figure"] alt={"en": ["Sliding-window perplexity against N/L from 1 to 16, both axes logarithmic, with 95 % bands. ALiBi stays flat near 5.1 to 5.2; FIRE rises from 4.6 to 10; NoPE from 8.9 to 20; T5 from 4.7 to 38; sinusoidal jumps to about 60 at 2L and stays there; RoPE rises to 66."], "ja": ["スライディングウィンドウ評価でのパープレキシティを N/L（1〜16）に対して両対数で描いた図です。帯は 95% 信頼区間です。ALiBi は 5.1〜5.2 付近で横ばい、FIRE は 4.6 から 10、NoPE は 8.9 から 20、T5 は 4.7 から 38 まで上がります。正弦波は 2L で 60 ほどに跳ね上がったまま変わらず、RoPE は 66 まで上がります。"]}
 fig, ax = plt.subplots(figsize=(6.4, 3.6))
 for kind in NAME:
     rows = (ppl(kind, N, "sliding_loss") for N in lengths)
@@ -657,12 +657,12 @@ plt.show()
 # fits within the training length, and windowed attention does as well.
 
 # %% [markdown] lang="ja"
-# 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。Press らもストライド 1 で同じ結果を得ています（下の「さらに詳しく」）。
-# $2L$ で T5 は 11.48 に跳ね上がりますが、バケットを持たない RoPE はさらに大きく跳ね上がるので、この跳ね上がりはバケットだけのせいではありません。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、遠いバイトが多くの近いバイトに薄められていたのです。
+# 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。Press らもストライド 1 で同じ結果を得ています（下の「さらに詳しく：Press らのスライディングウィンドウ評価の数値」）。
+# T5 は $2L$ で 11.48 に跳ね上がりますが、バケットのない RoPE はさらに大きく上がるので、これはバケットだけのせいではありません。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、先頭から遠いバイトの損失が、先頭に近い多くのバイトに薄められていたのです。
 #
-# ALiBi の横ばいは、長い文脈を活用しているからではありません。$L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。$16L$ では、同じ 1,024 バイトを少なくとも 1,008 バイトの文脈で読んでも、少なくとも 960 バイトで読んでも、小数第 3 位まで同じです。
-# 重ならない窓での改善は先頭トークンの呪いが和らいだ分で、$L$ での同じバイトでは、文脈が 0〜63 バイトではなく 48 バイト以上あると損失が 0.047 $[0.031, 0.062]$ nat 下がります。
-# Chi ら（2023）も同じ見方です。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、スライディングウィンドウのアテンションでも同じように外挿できます。
+# ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。$16L$ では、同じ 1,024 バイトを少なくとも 1,008 バイトの文脈で読んでも、少なくとも 960 バイトで読んでも、損失は小数第 3 位まで同じです。
+# 重ならない窓での改善は先頭トークンの呪いが和らいだ分です。$L$ の窓の同じバイトで、文脈が 0〜63 バイトではなく 48 バイト以上あれば、損失は 0.047 $[0.031, 0.062]$ nat 下がります。
+# Chi ら（2023）の結論も同じです。ALiBi が外挿できるのは、実際に使う文脈の範囲（経験的な受容野）が学習時の長さに収まるからで、スライディングウィンドウのアテンションでも同じように外挿できます。
 
 
 # %% tags=["check"] summary={"en": "the sliding-window numbers quoted are the record's; ALiBi is the only encoding within 5 % of its perplexity at L at every length, and its two evaluations of the same bytes at 16L agree to 1e-3; Press et al.'s ratios are recomputed from the numbers printed in their Tables 13 to 15", "ja": "引用したスライディングウィンドウ評価の数値は記録の値です。どの長さでも L での値の 5% 以内に収まるのは ALiBi だけで、16L での同じバイトの 2 つの評価は 1e-3 以内で一致します。Press らの比は、論文の表 13〜15 に印刷された値から計算し直したものです"}
@@ -715,7 +715,7 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：Press らのスライディングウィンドウ評価の数値**
 #
-# ストライド 1 では（論文の表 13〜15、$L = 512$）、ALiBi は 17.98 から $6L$ で 18.3 になります。正弦波は 18.35 から $2L$ で 204.42 と 11 倍です（ここでは 4.82 から 63.30 と 13 倍）。論文の T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）。
+# ストライド 1 では（論文の表 13〜15、$L = 512$）、ALiBi は 17.98 から、$6L$ で 18.3 になります。正弦波は 18.35 から $2L$ で 204.42 と 11 倍です（ここでは 4.82 から 63.30 と 13 倍）。論文の T5 はゆるやかに上がります（$2L$ で 17.92 から 18.51）。
 
 # %% [markdown] lang="en"
 # ## Rescuing RoPE
@@ -734,8 +734,8 @@ assert [round(v, 3) for v in gain] == [0.047, 0.031, 0.062]
 # ## RoPE を救う
 #
 # 学習済みの RoPE のモデルは、周波数を変えれば $L$ より先まで読めます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章）。
-# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装と Hugging Face の YaRN（Peng らが公開した YaRN のモデルもこれで学習されています）は、ペア 0 をそのまま保ちます（$L$ の間に 10 周します）。ペア 1〜4 では元の周波数と PI の周波数を混ぜ合わせ、ほかを $s$ で割り、温度でアテンションを鋭くします。
-# PI と YaRN のそれぞれを、そのまま使う場合と、$2L$ で $s = 2$ として 100 ステップのファインチューニングをした後（Chen ら 2023 の縮小版）で試します。比較のため、スケーリングせずに $2L$ でファインチューニングしたモデル（`+ft`）も並べます。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
+# 位置補間（PI）はすべての周波数を $s = N/L$ で割ります。参照実装と Hugging Face の YaRN（Peng らが公開した YaRN のモデルもこれで学習されています）は、ペア 0 をそのまま保ちます（$L$ の間に 10 周します）。ペア 1〜4 では元の周波数と PI の周波数を混ぜ、ほかを $s$ で割り、温度でアテンションを鋭くします。
+# PI と YaRN は、そのままと、$2L$ で $s = 2$ として 100 ステップファインチューニングした後（Chen ら 2023 の縮小版）の両方で試します。比較のため、スケーリングせずに $2L$ でファインチューニングしたモデル（`+ft`）も並べます。$2L$ より先では、ファインチューニングしたモデルも $s = N/L$ を使います。
 
 # %% tags=["figure"] alt={"en": ["Perplexity of the RoPE models against N/L, both axes logarithmic, ALiBi as a thin grey reference near 4.8. Without training: RoPE rises to 41, RoPE with PI lies above it up to 51, RoPE with YaRN stays below 8 up to 8L and reaches 13. Fine-tuned at 2L (dashed): all near 4.5 to 4.7 at 2L; without scaling and with PI they rise to 17 and 29 at 16L, with YaRN to 8.2."], "ja": ["RoPE のモデルのパープレキシティを N/L に対して両対数で描いた図です。細い灰色の線は参照用の ALiBi で 4.8 付近です。学習なしでは、RoPE は 41 まで上がり、PI を使う RoPE はその上を通って 51 まで上がります。YaRN を使う RoPE は 8L まで 8 を下回り、16L で 13 に達します。2L でファインチューニングしたもの（破線）は、2L ではどれも 4.5〜4.7 付近です。16L では、スケーリングなしのものが 17、PI が 29、YaRN が 8.2 まで上がります。"]}
 ROPE_ROWS = [f"rope{suffix}" for suffix in ("", "+pi", "+yarn", "+yarn-notemp")]
@@ -802,12 +802,12 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 
 # %% [markdown] lang="ja"
 # - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45。比は 0.31 $[0.25, 0.38]$）です。
-#   Peng ら（2023）は、ファインチューニングの有無を問わず YaRN が以前の手法を上回ると報告しています。ここでも、ファインチューニングの有無にかかわらず、コードの YaRN は $L$ より先のどの長さでも PI よりパープレキシティが低くなります。
+#   Peng ら（2023）は、ファインチューニングの有無によらず YaRN が以前の手法を上回ると報告しています。ここでもコードの YaRN は、どちらの場合も、$L$ より先のどの長さでも PI よりパープレキシティが低くなります。
 #   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では信頼区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の「さらに詳しく：コードの YaRN と論文の YaRN」）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
 #   Chen らが LLaMA 7B で報告する結果とは逆です（下の「さらに詳しく：Chen らの 2 つの主張」）。
-# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし PI を使ってもスケーリングなしのものより低くはなりません（同じ「さらに詳しく」）。
-#   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 より高くなります。
+# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし、PI を使ってファインチューニングしても、スケーリングなしのファインチューニングには勝てません（同上）。
+#   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 には届きません。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities, intervals and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティ、信頼区間、対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
 assert (at("rope+yarn", 2), at("rope", 2)) == (4.68, 7.36)
@@ -855,9 +855,9 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # **さらに詳しく：Chen らの 2 つの主張**
 #
 # Chen らの報告では、LLaMA 7B（PG-19、スライディングウィンドウ評価）の 4 倍のコンテキストで、学習なしの PI のパープレキシティは 16.10、そのままの外挿は $10^3$ 超です。
-# ここでは**否定されます**。YaRN の論文の PI 批判（速いペアまで遅くすると、隣どうしを区別する短い距離がぼやける）からも、バイト単位ではこうなると予想できます。
-# ファインチューニングに使った長さ $2L$ で比べると、PI のモデルのパープレキシティはスケーリングなしのものの 1.04 $[1.03, 1.05]$ 倍です。Chen らは PI のほうがよいと報告していますが、これも**否定されます**（ただし、ここでのファインチューニングは論文の 1,000 ステップではなく 100 ステップです）。
-# $4L$ での 1.60 $[1.52, 1.68]$ 倍は $s = 4$ で読んだもので、Chen らの手順の外です。
+# この主張は、ここでは**否定されます**。YaRN の論文の PI 批判（速いペアまで遅くすると、隣どうしを区別する短い距離がぼやける）からも、バイト単位ではこうなると予想できます。
+# 両者をファインチューニングした長さ $2L$ では、PI を使ったモデルのパープレキシティはスケーリングなしのモデルの 1.04 $[1.03, 1.05]$ 倍です。Chen らは PI のほうがよいと報告していますが、これも**否定されます**（ただし、ここでのファインチューニングは論文の 1,000 ステップではなく 100 ステップです）。
+# $4L$ での 1.60 $[1.52, 1.68]$ 倍は $s = 4$ で読んだもので、Chen らの手順から外れます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: YaRN as the code and as the paper write it.** The reference
@@ -968,12 +968,12 @@ assert seed0 == {
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - Press らの図 1 は、CPU で学習できる規模の実テキストでも再現されます。重ならない窓で $L$ から $16L$ まで、ALiBi は横ばい、正弦波と RoPE はおよそ 10 倍になり、T5 はその間です。
-# - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く（バイト単位、粗い傾き、短い学習のどれが原因かは不明）、T5 は RoPE と同じように $L$ を過ぎた直後から悪化します。
+# - Press らの図 1 は、CPU で学習できる規模のモデルでも、実テキストで再現されます。重ならない窓を $L$ から $16L$ まで伸ばすと、ALiBi は横ばい、正弦波と RoPE のパープレキシティはおよそ 10 倍で、T5 はその間です。
+# - 論文と食い違う結果が 2 つあります。$L$ では ALiBi が NoPE を除く 5 つのうち最も悪く、原因がバイト単位か、粗い傾きか、短い学習かは記録からはわかりません。T5 は RoPE と同じく $L$ を過ぎた直後から悪化します。
 # - 重ならない窓は長い窓を実際よりよく見せます（先頭トークンの呪い）。スライディングウィンドウ評価ですべてのバイトに長い文脈を与えると、横ばいを保つのは ALiBi だけです。
 # - ALiBi の横ばいは、長い文脈を使っているからではありません。およそ $L$ より先の文脈は役に立っていません（Chi ら 2023）。
-# - 参照実装どおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングの後は最もよい RoPE です。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
-# - モデルが破綻する領域では、シード 3 つでは信頼区間が広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
+# - 参照実装どおりの YaRN は学習なしで悪化した分の大部分を取り戻し、短いファインチューニングをすると RoPE の中で最もよくなります。学習なしの PI は、Chen らの報告とは違い、何もしないより悪くなります。
+# - モデルが破綻する長さでは、シード 3 つの信頼区間は広く、$8L$ と $16L$ での RoPE と正弦波の比較は判定できません。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -986,7 +986,7 @@ assert seed0 == {
 # ## 演習
 #
 # 1. $L$ の窓での ALiBi の位置ごとの損失から、どのバイトの損失も、最後の 16 個の位置での平均損失に等しいとしたときのパープレキシティを計算してください。
-#    それを $L$ でのスライディングウィンドウ評価のパープレキシティと比べてください。
+#    また、それを $L$ でのスライディングウィンドウ評価のパープレキシティと比べてください。
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 1.** The last 16 positions of ALiBi's windows of $L$ have a mean loss
@@ -1057,8 +1057,8 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 # ## 出典とバージョン
 #
 # 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の記録と一緒に作りました。設計と計算予算は `lab/README.md` に、バージョン、マシン、セッションは下のセルの出力にあります。
-# この実験と「どの位置エンコーディングが外挿できるか」の章のタスクは、合わせて 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
-# Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）は、ページ番号を付けた書き起こしで確認しました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
+# この実験とその章のタスクは、合わせて 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
+# Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（7 節、付録 F）、Chen ら（3.2 節）、Peng ら（3 節）は、ページ番号を付けた書き起こしで確認しました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # ### 参考文献
 #
@@ -1085,7 +1085,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 #   <https://arxiv.org/abs/2405.14591>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat Models*.
 #   <https://arxiv.org/abs/2307.09288>
-# - Debian：`python3.11-doc`。<https://packages.debian.org/bookworm/python3.11-doc>
+# - Debian, `python3.11-doc`. <https://packages.debian.org/bookworm/python3.11-doc>
 
 # %%
 v, machine = record["versions"], record["machine"]

@@ -888,7 +888,7 @@ assert {name: round(value, 2) for name, value in distance.items()} == alt_values
 # | 回転 | [xPos](10-xpos-nope.ipynb) | 回転と指数的なスケール | LEX Transformer |
 # | なし | [NoPE](10-xpos-nope.ipynb) | 因果マスクのみ | Llama 4 の 4 層に 1 層（[クエリの温度付き](14-rope-in-llms.ipynb#llama-4温度付きの-nope-の層とチャンクに分けた-rope-の層)） |
 # | 相対位置 | [KERPLE](15-learned-bias-functions.ipynb#kerpleヘッドごとに-2-つの学習可能なパラメータ)、[FIRE](15-learned-bias-functions.ipynb#fire正規化した距離を読む小さなネットワーク) | 距離の学習可能な関数（FIRE はしきい値を超えるとクエリの位置にも依存する） | 研究用のモデル |
-# | 文脈依存 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
+# | 文脈に応じた位置 | [CoPE](15-learned-bias-functions.ipynb#copeモデルが数える位置) | $q_i^\top k_j$ のゲートで数え、$q_i^\top e[p_{ij}]$ を足す | 研究用のモデル |
 # | 学習の方法 | [ランダム化した位置](15-learned-bias-functions.ipynb#ランダム化した位置式は変えない) | ランダムに選んで昇順に並べた位置 | 研究用のモデル |
 
 # %% [markdown] lang="en" tags=["deeper"]

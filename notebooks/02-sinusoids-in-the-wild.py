@@ -26,7 +26,7 @@
 # # 実装ごとに違う正弦波位置エンコーディング：落とし穴
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
-# このページでは、そこから得られるただ 1 つの教訓と、変種の一覧表（それぞれを再現する `posenc` の引数つき）を示します。
+# このページでは、この違いから学べる教訓を 1 つ示し、変種を一覧表にまとめます（それぞれを再現する `posenc` の引数も載せます）。
 # 最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
 
@@ -134,7 +134,7 @@ for d in (8, 16, 512):
         concat = sinusoidal(p, d, layout="concat", endpoint=endpoint, dtype=F64)
         assert_close(concat, by_formula)
 
-# %% tags=["figure"] alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップ（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並び、下の行ほどゆっくり変化します。右の連結配置では上半分が正弦、下半分が余弦で、それぞれ下の行ほどゆっくり変化します。"]}
+# %% tags=["figure"] alt={"en": ["Two heatmaps of the d = 32 sinusoidal encoding, position p across, dimension j down. Interleaved (left): sine and cosine rows alternate, slowing gradually. Concatenated (right): sines in the top half, cosines below, each slowing down."], "ja": ["d = 32 の正弦波位置エンコーディングの 2 つのヒートマップです（横軸は位置 p、縦軸は次元 j）。左のインターリーブ配置では正弦と余弦の行が交互に並び、下の行ほどゆっくり変化します。右の連結配置では上半分が正弦、下半分が余弦で、それぞれ下の行ほどゆっくり変化します。"]}
 p = torch.arange(64)
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.6), sharey=True)
 for ax, layout, title in zip(
@@ -171,12 +171,12 @@ plt.show()
 # it was trained with.
 
 # %% [markdown] lang="ja"
-# 重みも同じように並べ替えれば、一方の配置用のモデルはもう一方の配置用のモデルと同じものになります。
+# 一方の配置用に作ったモデルは、重みも同じように並べ替えれば、もう一方の配置用に作ったモデルと同じものになります。
 # トークンの埋め込みを $X$ の各行に、その位置エンコーディングを $E$ の各行に並べると、$P^\top P = I$ から次が成り立ちます。
 # $$(XP^\top + E^{\mathrm{int}}P^\top)(PW_Q) = (X + E^{\mathrm{int}})W_Q$$
 # キーとバリューも同じです。
 # したがって[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えれば厳密に変換できます。
-# しかし、そのまま別の配置で読み込むと、学習で一度も見なかった入力を受け取り、アテンションスコアが変わります。
+# しかし、重みを並べ替えずに別の配置で読み込むと、モデルは学習で一度も見なかった入力を受け取り、アテンションスコアが変わります。
 # 下の表のどの行にも同じ教訓が当てはまります。一から学習するなら、どの変種も同じように働くはずです（最後に見るバグは別です）。
 # 一方、チェックポイントは、学習に使った変種でしか働きません。
 
@@ -232,14 +232,14 @@ assert not torch.allclose(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：チェックポイントの変換と、tensor2tensor の経緯**
 #
-# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きする行列をすべて、また層正規化のゲインやバイアスのように残差ストリームの次元ごとに持つパラメータもすべて、同じように並べ替えます。
+# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きする行列をすべて、また層正規化のスケールやシフトのように残差ストリームの次元ごとに持つパラメータもすべて、同じように並べ替えます。
 # 通常の初期化では各成分を独立に乱数で決め、Adam のようなオプティマイザも座標ごとに更新量を計算します。
 # そのため、どちらの配置で一から学習しても、得られるモデルの分布は座標の並び順を除いて同じになるはずです（理屈のうえでの推論で、ここでは測っていません）。
 # 論文が結論の節でモデルのコードとして挙げる tensor2tensor は、コードが入った最初のコミット（2017 年 6 月）から連結配置を使い、指数を $n-1$ で割っています。
 # そのため論文のモデルは、§3.5 に書かれた版ではなく、この変種で学習されたと考えられます。
 # 列を論文どおりに並べ替えるプルリクエスト（#177）は 2017 年 7 月 24 日にマージされましたが、翌日「学習済みのモデルが動くように」元に戻されました。
 # 著者の 1 人である Łukasz Kaiser は、この変更が「学習済みのモデルをすべて壊す」と書いています。
-# 並び順が重要かという質問（イシュー #391）には、エンコーディングの後の層が座標を並べ替えられるので重要ではないだろう、と答えています。上の議論と同じです。
+# 並び順が重要かという質問（イシュー #391）には、エンコーディングの後の層が座標を並べ替えられるので重要ではないだろう、と答えています。これは上で述べた議論そのものです。
 # 2019 年からは、コードのコメントに、この配置は「公開された論文とは少し違う」と書かれています。
 
 # %% [markdown] lang="en"
@@ -273,7 +273,7 @@ assert not torch.allclose(
 # |---|---|---|---|
 # | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み（重みを並べ替えれば影響しない）。同じ数を並べ替えただけ | `layout="interleaved"`（既定値）か `"concat"` |
 # | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み。$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
-# | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦は回転の性質の外 | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
+# | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦には回転の性質が成り立たない | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
 # | 最初の位置 | fairseq は実トークンを `padding_idx + 1` から数えるので、トークン $t$ には $PE(t+2)$ が足される | 読み込み：足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | fairseq の位置に `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` |
 # | float32 の角度 | labml、AllenNLP、fairseq、tensor2tensor | 実装を混ぜるとき：$p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれる。$2^{24}$ からは 1 つの実装の中でも位置が重なる | なし：角度は float64 で作り、成分のずれは 3.0e-08 |
 #
@@ -351,7 +351,7 @@ assert not torch.allclose(
 # $d$ が偶数なら $-2i/d = -i/n$ です。
 # $d$ が奇数だと、labml は周波数を 1 つ多く計算し、その代入を torch が拒否します。
 # 列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とする列ごとの式では、対になる余弦のない正弦が残ります。$d = 7$ では $\sin(p \cdot 10000^{-6/7})$ です。
-# これは $1 \times 1$ のブロック $c$ ではずらせません。$p = 0$ で $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要になるからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
+# この正弦は $1 \times 1$ のブロック $c$ を掛けてもずらせません。$p = 0$ では $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要ですが、左辺は常に 0 だからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
 # jadore801120、XLM、DistilBERT、Marian は NumPy の float64 で角度を作り、ほかは float32 で作ります。
 # 拡散モデルが余弦を先に置くのも列の並べ替えの一種で、チェックポイントはほかの並べ替えと同様、この並び順に縛られます。
 
@@ -497,7 +497,7 @@ assert_close(
 )
 
 
-# %% tags=["deeper", "check"] summary={"en": "transcribed, diffusers' default and GLIDE's function match posenc at fractional timesteps, GLIDE's with the cosines moved first", "ja": "書き起こした diffusers の既定の設定と GLIDE の関数は、小数のタイムステップでも posenc と一致します。GLIDE は余弦を先に移した表と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "transcribed, diffusers' default and GLIDE's function match posenc at fractional timesteps, GLIDE's with the cosines moved first", "ja": "書き起こした diffusers の関数（既定の設定）と GLIDE の関数は、小数のタイムステップでも posenc と一致します。GLIDE は余弦を先に移した表と一致します"}
 def timestep_embedding(t, d, shift=1.0, cos_first=False):
     """diffusers' get_timestep_embedding, transcribed: exp in float32,
     exponent / (n - shift), a zero column for odd d.
@@ -538,7 +538,7 @@ assert_close(timestep_embedding(t, 8, 0.0, True), glide, rtol=0, atol=1e-4)
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、$i = n-1$ で $10000^{1/n}$ になります。
 # 相対的には小さな違いですが、角度 $p\,\omega_i$ は $p$ に比例して離れていきます。
-# $|\sin a - \sin b| \le |a - b|$ なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下で、角度の差が $\pi$ になると、一方の成分はもう一方の正負を反転した値になります。
+# $|\sin a - \sin b| \le |a - b|$ なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下です。角度の差が $\pi$ に達すると、一方の成分はもう一方の正負を反転した値になります。
 # $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大 1.9895 と、正弦の値域の幅にほぼ等しくなります。
 # 角度の差が最も大きいのは最も遅いペアではなく $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
 # 左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
@@ -631,9 +631,9 @@ plt.show()
 # よく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を使います。左側にパディングがあっても同じです。
 # 回転の性質により、位置を 2 だけずらす操作は 1 つの決まった回転になり、連結配置の表では $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
 # そのため位置どうしの内積は変わりません。
-# しかし各ペアは単位円の弦に沿って動き、その長さは $2|\sin(k\omega_i/2)|$ なので、次の距離はどの $t$ でも同じです。
+# しかし各ペアは単位円上で長さ $2|\sin(k\omega_i/2)|$ の弦だけ動くので、ずらす前後の距離の 2 乗はどの $t$ でも次の値になります。
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
-# $d = 512$、$k = 2$ ではこの距離（式の平方根）は 6.95 で、エンコーディングのノルムはどれも $\sqrt{n} = 16$ です（下の出力）。
+# $d = 512$、$k = 2$ では距離（この式の平方根）は 6.95 で、エンコーディングのノルムはどれも $\sqrt{n} = 16$ です（下の出力）。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)の節）。
 # Hugging Face の `generate` も、多くのデコーダモデルで `position_ids = attention_mask.cumsum(-1) - 1` として同じように数えますが、数え始めは 0 です。左側にパディングがあっても、最初の実トークンの位置は 0 です。
 
@@ -690,7 +690,7 @@ chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps t to t + 2; the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が t を t + 2 に移し、距離はどの t でも 6.95 です"}
+# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps PE(t) to PE(t + 2); the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が PE(t) を PE(t + 2) に移し、距離はどの t でも 6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
@@ -748,14 +748,14 @@ assert_close(pe_t.norm(dim=-1), norms)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：大きな位置での float32 の角度**
 #
-# $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。仮数部は 24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ です。
+# $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。仮数の精度は（暗黙の 1 ビットを含めて）24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ です。
 # float32 の角度は 2 回丸められます。周波数が $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
 # そのため角度が $[2^e, 2^{e+1})$ に入るとき、次が成り立ちます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
 # $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。なお、ペア 0 だけは $\omega_0 = 1$ と積 $p \cdot 1$ が厳密に表せるので、2 つの丸めをどちらも受けません。
 # labml の計算（float32）で $d = 512$ とすると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
 # 2 つの丸めがおよそ半分ずつを占め、誤差は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
-# `posenc` は最後の結果だけを丸めるので 3.0e-08 です。
+# `posenc` は最後の結果を 1 回丸めるだけなので、成分の誤差は 3.0e-08 にとどまります。
 # $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。
 # 1 つのライブラリの中でも、大きな位置では回転の性質 $PE(p+k) = M_k\, PE(p)$ がこの誤差の範囲でしか成り立たず、内積は距離だけでは決まらなくなります。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
 
@@ -849,7 +849,7 @@ two_24 = torch.tensor(float(2**24))
 assert torch.nextafter(two_24, up) - two_24 == 2
 assert torch.tensor(2**24 + 1).float() == two_24
 
-# %% tags=["deeper", "figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図。角度を float32 で作る labml の誤差は、階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。角度を float64 で作る posenc の誤差は約 3·10^-8 で一定です。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Largest encoding error per position against p from 8 to 2^20, log–log. labml's float32 angles follow the staircase 2^(floor(log2 p) − 24), growing from about 2·10^-7 to 5·10^-2; posenc's float64 angles stay flat near 3·10^-8."], "ja": ["位置ごとのエンコーディングの最大誤差を p（8〜2^20）に対して両対数で描いた図です。角度を float32 で作る labml の誤差は、階段 2^(floor(log2 p) − 24) に沿って約 2·10^-7 から 5·10^-2 まで増えます。角度を float64 で作る posenc の誤差は約 3·10^-8 で一定です。"]}
 samples = torch.unique(torch.round(2.0 ** torch.linspace(3, 20, 400)).long())
 _, rounding, drift, enc_err = float32_errors(samples, *libraries["labml"])
 posenc_err = (sinusoidal(samples, d).double() - paper_table(samples)).abs()
@@ -977,7 +977,7 @@ assert round(float(lam_paper.max())) == 60611
 assert int((lam_paper > 2048).sum()) == 190
 assert int((lam_bug > 2048).sum()) == 351
 
-# %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図（左 d = 16、右 d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図です（左は d = 16、右は d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     j = torch.arange(d, dtype=F64)
@@ -1052,7 +1052,7 @@ assert (gram[1:, 1:] - gram[:-1, :-1]).abs().max() > 1  # not along diagonals
 gram_good = sinusoidal(pq, d, dtype=F64) @ sinusoidal(pq, d, dtype=F64).T
 assert_close(gram_good[1:, 1:], gram_good[:-1, :-1])
 
-# %% tags=["check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row", "ja": "列の多い表に padding_idx = 0 を付けると、0 の行も含めて初期の版を再現します"}
+# %% tags=["check"] summary={"en": "padding_idx = 0 on the wide table reproduces the early version with its zero row", "ja": "次元数 2d の表に padding_idx = 0 を指定すると、0 の行も含めて初期の版を再現します"}
 d, rows = 16, 12
 padded = torch.tensor([[1, 2, 3, 4, 0, 0], [1, 2, 3, 4, 5, 6]])  # 0: padding
 reference = per_column_bug(torch.arange(rows), d)
@@ -1112,7 +1112,7 @@ assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
 #    （ヒント：$\omega_i - \omega'_i$ の最大値を見てください）。
 # 3. 列ごとの指数を使った表について、$d = 64$ で $PE(p)\cdot PE(p)$ を $p$ に対して描いてください。
 #    積和の公式を使って、これが一定にならない理由を説明し、値がどのあたりを中心に振動するかを求めてください。
-# 4. bfloat16 の仮数部は 8 ビットです。区間 $[2^e, 2^{e+1})$ での数の間隔 $2^{e-7}$ から、
+# 4. bfloat16 の仮数の精度は（暗黙の 1 ビットを含めて）8 ビットです。区間 $[2^e, 2^{e+1})$ での数の間隔 $2^{e-7}$ から、
 #    bfloat16 の角度が 0.5 ラジアンを超えてずれうるようになる位置を予想し、
 #    `torch.bfloat16` で角度を作って確かめてください。
 
@@ -1223,7 +1223,7 @@ print("\n".join(lines), end="")
 # 最も遅いペアはまだ 1 周もしておらず、しかも $b_i < a_i$ なので $\cos 2b_i p - \cos 2a_i p \ge 0$ です。
 # これが平均を $n$ より少し上に押し上げ、この範囲の平均は 32.3 になります。
 
-# %% alt={"en": ["Squared norm PE(p)·PE(p) of the per-column-exponent table for d = 64 against p from 0 to 2000: it starts at 32, wanders between about 27 and 37, and is not constant, unlike the paper's encoding, whose squared norm is 32 everywhere."], "ja": ["d = 64 の列ごとの指数を使った表について、ノルムの 2 乗 PE(p)·PE(p) を p（0〜2000）に対して描いた図。32 から始まり、およそ 27 から 37 の間で揺れ動き、一定になりません。論文のエンコーディングのノルムの 2 乗はどこでも 32 です。"]} tags=["solution"]
+# %% alt={"en": ["Squared norm PE(p)·PE(p) of the per-column-exponent table for d = 64 against p from 0 to 2000: it starts at 32, wanders between about 27 and 37, and is not constant, unlike the paper's encoding, whose squared norm is 32 everywhere."], "ja": ["d = 64 の列ごとの指数を使った表について、ノルムの 2 乗 PE(p)·PE(p) を p（0〜2000）に対して描いた図です。32 から始まり、およそ 27 から 37 の間で揺れ動き、一定になりません。論文のエンコーディングのノルムの 2 乗はどこでも 32 です。"]} tags=["solution"]
 d, n = 64, 32
 p = torch.arange(100000)
 bug = per_column_bug(p, d)
@@ -1380,16 +1380,16 @@ print(
 # - Vaswani, A. et al. (2017). *Attention Is All You Need*. NeurIPS 2017, §3.5.
 #   <https://arxiv.org/abs/1706.03762>
 # - tensor2tensor：`get_timing_signal_1d`（`tensor2tensor/layers/common_attention.py`）。
-#   2017 年 9 月 13 日のコミット `466ce80` で、`3d9c62f`（"initial push"、2017 年 6 月 15 日。
-#   コードを含む最初のコミットで、リポジトリの最初のコミット `cedf0e2` は `README.md` のみ）の
-#   `tensor2tensor/models/common_attention.py` にあった `add_timing_signal_1d` から分離。
+#   2017 年 9 月 13 日のコミット `466ce80` で、`tensor2tensor/models/common_attention.py` の
+#   `add_timing_signal_1d` から分離。その元は、コードを含む最初のコミット `3d9c62f`
+#   （"initial push"、2017 年 6 月 15 日）。リポジトリの最初のコミット `cedf0e2` は `README.md` のみ。
 #   論文についてのコメントはコミット `ffe4cf4`（2019 年）から。
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 # - tensor2tensor のプルリクエスト #177（"fix positional embedding"）。2017 年 7 月 24 日（米国太平洋時間）に
 #   コミット `62a0ee7` でマージされ、翌日コミット `ca08ad9` で取り消し。
 #   2017 年 7 月 26 日の Ł. Kaiser のコメント "breaks all trained models" あり。
 #   イシュー #391（"Mismatch position encoding with paper"）と Ł. Kaiser の回答。
-#   <https://github.com/tensorflow/tensor2tensor/pull/177>,
+#   <https://github.com/tensorflow/tensor2tensor/pull/177>、
 #   <https://github.com/tensorflow/tensor2tensor/issues/391>
 # - fairseq：`SinusoidalPositionalEmbedding`。
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
@@ -1411,7 +1411,7 @@ print(
 # - Hugging Face diffusers：`src/diffusers/models/embeddings.py` の `get_timestep_embedding`。
 #   <https://github.com/huggingface/diffusers>
 # - OpenAI：guided-diffusion と GLIDE。`guided_diffusion/nn.py` と `glide_text2im/nn.py` の `timestep_embedding`。
-#   <https://github.com/openai/guided-diffusion>,
+#   <https://github.com/openai/guided-diffusion>、
 #   <https://github.com/openai/glide-text2im>
 # - OpenAI：Whisper。`whisper/model.py` の `sinusoids`。
 #   <https://github.com/openai/whisper>

@@ -99,7 +99,7 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # KERPLE（Chi ら 2022）は、距離とともに大きくなるペナルティという ALiBi の考えを保ちながら、固定の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。形は 2 つあります。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# なぜこの 2 つなのでしょうか。どちらもカーネル法の理論から導かれ、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）です。
+# なぜこの 2 つなのでしょうか。どちらもカーネル法の理論から導かれる関数で、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）という性質を持ちます。
 # 論文と同じくスコア $q_i \cdot k_j$ を内積とみなすと、これに条件付き正定値のバイアスを足したものは、さらに定数を 1 つ足せば再び内積になります。この定数は softmax の結果を変えません（理由は下の注にあります）。
 # 条件 $r_2 \le 2$ もここから来ます。より大きなべき乗は条件付き正定値ではありません（演習 1）。
 
@@ -173,9 +173,9 @@ with torch.no_grad():
 # No constant serves every length: the proof of Lemma 1 (the
 # paper's Appendix A.1) works with the matrix of a finite set of points, so the
 # constant depends on the set. For the line $-\lvert i - j \rvert$ on the positions
-# $0, \dots, T - 1$ it cannot be less than $(T - 1)/2$: a PD matrix has nonnegative
-# $2 \times 2$ principal minors, and the minor of two positions at distance $d$ is
-# $c^2 - (c - d)^2 = d(2c - d)$. So no constant can serve positions without bound,
+# $0, \dots, T - 1$ it cannot be less than $(T - 1)/2$: a positive semidefinite
+# matrix has nonnegative $2 \times 2$ principal minors, and the minor of two
+# positions at distance $d$ is $c^2 - (c - d)^2 = d(2c - d)$. So no constant can serve positions without bound,
 # and we read the paper's Proposition 1 (Appendix A.2), which takes the points of
 # the line, as holding on finite sets, as Lemma 1 does.
 
@@ -199,16 +199,16 @@ with torch.no_grad():
 # 事実 3 は 2 を超えるべき乗の対数を扱いません。たとえば $-\log(1 + \lvert i - j \rvert^3)$ は条件付き正定値ではありません。
 #
 # なぜ正定値ではなく条件付き正定値なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます（$q_i \cdot k_j$ を正定値カーネルとみなしていますが、そうなるのは $W_Q W_K^\top$ が対称な半正定値行列のときだけです）。
-# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値になります。この定数を実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
+# 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値カーネルになります。この定数を実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
 #
 # ただし、どの長さにも使える定数はありません。補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
-# 正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
+# 半正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
 # したがって、上限のない位置の集合に使える定数はありません。
 # 論文の付録 A.2 の命題 1 は直線上の点を扱いますが、この章では、補題 1 と同じく有限の集合の上で成り立つ主張と解釈します。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では 1e-6 の精度で (T − 1)/2 で、対数カーネルでは log(T)/2 以上で T とともに大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では (T − 1)/2 に 1e-6 以内で一致します。対数カーネルでは log(T)/2 以上で、T とともに大きくなります"}
 def smallest_shift(K):
     """The least c >= 0 with K + c * ones positive semidefinite (bisection)."""
     ones = torch.ones_like(K)
@@ -362,7 +362,7 @@ plt.show()
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：KERPLE のコードと結果**
 #
-# ALiBi のヘッドがすべて再現できるわけではありません。
+# ALiBi のヘッドをすべて再現できるわけではありません。
 # 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗の形では指数 $r_2$ を $2$ 以下にも）に保ち、`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に保ちます。
 # 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの最小値より小さくなります。
 #
@@ -461,8 +461,8 @@ with torch.no_grad():
 #
 # なぜ割るのでしょうか。しきい値を超えたクエリ $i > L$ では、因果的なキーはどれも $0 \le i - j \le i$ を満たすので、MLP の入力はどの長さでも $[0, 1]$ に収まります（最初のキーで $1$）。
 # $L$ より長い入力で学習した MLP はこの区間全体を見ており、さらに長い入力でも区間の外の値は現れません。生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
-# その代償として、クエリが進むほど、同じ距離でも MLP への入力は小さくなります。つまりバイアスは、文脈の長さに対する割合として見た距離で決まります。
-# 対数は近いキーどうしを離します。位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）$(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と、59 倍の差になります。
+# その代償として、クエリが進むほど、同じ距離でも MLP への入力は小さくなります。つまりバイアスは、クエリまでの長さに対する割合として見た距離で決まります。
+# 対数を通すと、近いキーどうしの入力の差が大きく保たれます。位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）$(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と、59 倍の差になります。
 # しきい値の手前では分母は定数 $\psi(L)$ なので、短い入力では FIRE は単に距離の関数です。
 # 論文によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
 
@@ -637,7 +637,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # ## 文を数える：3 つ前の文
 #
 # 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
-# 最後のトークンの問いは「3 つ前の文はどう終わったか」です。
+# 最後のトークンで問うのは、「3 つ前の文はどの記号で終わったか」です。
 # その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。そのため、文末の記号でだけゲートが開くヘッドは、文の長さによらず、その文のキーを $p_{ij} = 3$ の位置に見つけます。
 # 手で設定したこのヘッド（数値は下の注にあります）は、ランダムな入力 1000 個すべてに正しく答えます。
 
@@ -823,7 +823,7 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # これはシード 1 つで 1 回学習しただけの値で、表で達成できる最良の正解率とは限りません。言えるのは、最良の表の正解率が少なくとも 68.4% だということだけです。
 
 
-# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（ランダムな 2000 個、同点、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
+# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（試したのは、ランダムな 2000 個、同点になるもの、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
 def parse(text):
     row = [MARKS.index(t) for t in text.split()]
     return torch.tensor([[-1] * (N_KEYS - len(row)) + row])
@@ -942,7 +942,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # 最長 $N$ トークンで学習したモデルは $N - 1$ を超える位置（相対位置の手法では距離）を見たことがありません。論文は、長い入力で失敗する原因をこうした未知の位置に求めます。
 # 対策として、$n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
 # すると $L$ 未満の位置はすべて、いずれ学習中に現れます。
-# 論文は 15 個のアルゴリズム的なタスク（エンコーダのみのモデル 6000 個）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
+# 論文は 15 個のアルゴリズム系のタスク（エンコーダのみのモデル 6000 個）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
 # このサイトの小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
@@ -984,18 +984,18 @@ random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 #
 # どの部分集合も同じ確率なので、分布は数え上げで求まります。最小の位置が $m$ 以上になるのは、$n$ 個すべてが $[m, L)$ に入るときです。
 # $$\Pr(\min \ge m) = \binom{L - m}{n} \Big/ \binom{L}{n}$$
-# $k$ 番目に小さい位置の平均は $k(L + 1)/(n + 1) - 1$ です。最大の位置の平均は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の平均は $(L + 1)/(n + 1)$ です。$L = 2048$ なら、$n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
+# $k$ 番目に小さい位置の期待値は $k(L + 1)/(n + 1) - 1$ です。最大の位置の期待値は $n(L + 1)/(n + 1) - 1$ で、$n = 40$、$L = 2048$ なら $1998.02$ です。隣どうしの間隔の期待値は $(L + 1)/(n + 1)$ です。$L = 2048$ なら、$n = 40$ で約 $50$、$n = 100$ で約 $20$ なので、相対位置の手法が見る距離は長さとともに変わります。
 #
 # 論文は（図 1 の説明で）学習用の例ごとに部分集合を与えるとしていますが、公式実装はフォワードパスの呼び出しのたびに選び直し（評価のときも同じです）、選んだものをバッチ全体で共有します。
 # 絶対位置のエンコーディングでは呼び出しごとに 1 組を（埋め込みの段階で）選び、相対位置、ALiBi、RoPE の版ではアテンションの層ごとに 1 組を選びます（各層が自分の `hk.next_rng_key()` を使います）。
 # 公式実装は `jax.random.choice` で重複なしに選んで昇順に並べますが、何を選ぶかはエンコーディングによって違います。
 # 正弦波位置エンコーディング、学習型位置埋め込み、RoPE（`models/positional_encodings.py` の `noisy_fixed_positional_encodings`）では、$[0, L)$ から $n$ 個の位置を選びます。
-# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで昇順に並べ、本来の距離 $1, 2, \dots, n - 1$ の代わりに使います。
-# そのため、クエリとキーの組のバイアスはやはりトークンの番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
+# Transformer-XL の相対位置のエンコーディング（`compute_attention_with_noisy_relative_encodings`）と ALiBi（`compute_noisy_alibi_encodings_biases`）では、$[1, L)$ から $n - 1$ 個の距離を選んで昇順に並べ、トークンの番号の差 $1, 2, \dots, n - 1$ の代わりに使います。
+# そのため、クエリとキーの組のバイアスはやはり番号の差 $i - j$ の関数で、ランダムな位置の差 $p_i - p_j$ の関数ではありません。
 # 引用した例のスクリプト（`experiments/example.py`）は相対位置の版（`NOISY_RELATIVE`、`noise_max_length` は 2048）を使います。
 # エンコーダを長さ 1〜40 の系列で、バッチサイズ 128、10000 ステップ学習し、長さ 100 までの系列でテストします。
 
-# %% tags=["deeper", "check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の平均は 1998.02 です"}
+# %% tags=["deeper", "check"] summary={"en": "enumeration gives the laws exactly; random_positions(2, 6) draws the 15 subsets about equally often; the mean largest is 1998.02", "ja": "数え上げで分布が厳密に求まり、random_positions(2, 6) は 15 通りの部分集合をほぼ均等に選びます。最大の位置の期待値は 1998.02 です"}
 import itertools
 from collections import Counter
 from fractions import Fraction
@@ -1032,7 +1032,7 @@ print(f"mean largest of 40 from 2048, 2000 draws: {largest.mean():.1f}", end="")
 print(f" +- {se:.1f} (exact {mean_max:.2f})")
 
 
-# %% tags=["deeper", "check"] summary={"en": "the official ALiBi variant, restated with one head of slope 1, is a function of i − j whose offsets 1 to 7 get the drawn distances, all in [1, L); a bias −|p_i − p_j| of random positions is not a function of i − j", "ja": "傾き 1 のヘッド 1 つで書き直した公式実装の ALiBi の版は i − j の関数で、距離 1〜7 の代わりに、[1, L) から選んだ距離が入ります。ランダムな位置によるバイアス −|p_i − p_j| は i − j の関数ではありません"}
+# %% tags=["deeper", "check"] summary={"en": "the official ALiBi variant, restated with one head of slope 1, is a function of i − j whose offsets 1 to 7 get the drawn distances, all in [1, L); a bias −|p_i − p_j| of random positions is not a function of i − j", "ja": "傾き 1 のヘッド 1 つで書き直した公式実装の ALiBi の版は i − j の関数で、番号の差 1〜7 には [1, L) から選んだ距離が入ります。ランダムな位置によるバイアス −|p_i − p_j| は i − j の関数ではありません"}
 def rel_shift(row, n):
     """_rel_shift_inner of a row of 2n tiled to [n, 2n], restated."""
     x = row.expand(n, 2 * n).reshape(2 * n, n)[1:].reshape(n, 2 * n - 1)
@@ -1070,7 +1070,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # ## 4 つの手法を並べる
 #
 # 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
-# 最後のパネルは、公式実装のランダム化した位置と同じように距離を選んだ ALiBi のヘッド（$m = 1/16$）です。
+# 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選んでいます。
 
 # %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも入力が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、同じ番号の差に約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
@@ -1120,7 +1120,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # %% [markdown] lang="ja"
 # KERPLE のバイアスは、どのクエリでも同じ 1 本の曲線です。FIRE は、しきい値を超えると、クエリによって曲線が変わります。
 # CoPE のバイアスはヘッドが数えるものに従います（同じ $40$ が、A では 5〜6 トークン前、B では 7〜8 トークン前に入ります）。
-# ランダム化した位置は、学習中に ALiBi の直線を $L$ までの距離に広げるので、長いテスト入力でも見たことのない距離は現れません。
+# ランダム化した位置では、学習中に ALiBi の直線が $L$ までの距離にわたって使われるので、長いテスト入力でも見たことのない距離は現れません。
 
 # %% [markdown] lang="en"
 # ## What each family costs: KV caches and fused kernels
@@ -1159,14 +1159,14 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
 # | T5 | $i - j$ のバケット | ヘッドごとに表引き $k$ 回 | インデックスで表引き |
-# | ALiBi、KERPLE | $i - j$（閉じた式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
+# | ALiBi、KERPLE | $i - j$（閉形式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
 # | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のスコア $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
 # CoPE では、デコードの 1 ステップごとにキャッシュ済みのキーの位置がそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
 
-# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; KerpleBias.score_mod, run by flex_attention for 3 queries on 10 keys, matches the dense bias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KerpleBias.score_mod を flex_attention でクエリ 3 個、キー 10 個に使うと、密なバイアスと一致します。L を超えると FIRE の次のクエリと共通する引数は 0 だけです。CoPE のバイアスは後ろのスコアに依存します"}
+# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; KerpleBias.score_mod, run by flex_attention for 3 queries on 10 keys, matches the dense bias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KerpleBias.score_mod を flex_attention でクエリ 3 個、キー 10 個に使うと、密なバイアスと一致します。L を超えると、FIRE の次のクエリの引数のうち前のクエリと共通するのは値 0（距離 0）だけです。CoPE のバイアスは後ろのスコアに依存します"}
 GiB, MiB = 2**30, 2**20
 assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
 assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
@@ -1226,8 +1226,9 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Kernel theory (CPD kernels) says which
 #   curves are allowed.
 # - FIRE learns the whole curve with a small MLP that reads the distance divided by
-#   the query's position. A longer input then brings no new input values, but the
-#   same distance is read differently as the query moves on.
+#   the query's position. A longer input then brings no input outside the range
+#   seen in training, but the same distance gets a different input as the query
+#   moves on.
 # - CoPE counts what a head's gates let through instead of tokens. A head that counts
 #   end marks finds the third sentence back on every test input; no bias by token
 #   distance can answer both of two short inputs.
@@ -1241,7 +1242,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # ## まとめ
 #
 # - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
-# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。長い入力でも MLP の入力に新しい値は現れませんが、クエリが進むと同じ距離の読み方が変わります。
+# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。長い入力でも、MLP の入力は学習時に見た範囲の外に出ませんが、クエリが進むと同じ距離に対する入力が変わります。
 # - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、値をどう選んでも、短い入力 A と B の両方に正しく答えることはできません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
 # - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は先に行のスコアすべてが必要です。
@@ -1266,7 +1267,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## 演習
 #
-# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ で $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉じた式で求め、$p > 2$ なら $-\lvert i - j \rvert^p$ は条件付き正定値でないことを示してください。
+# 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ で $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉形式で求め、$p > 2$ なら $-\lvert i - j \rvert^p$ は条件付き正定値でないことを示してください。
 # 2. しきい値 $L$ がクエリの最大の位置以上なら FIRE は距離だけの関数になることを示し、それが ALiBi のバイアスになる $[0, 1]$ 上の関数 $f$ を求めてください。
 #    $L$ がそれより小さいと、$L$ を超えたクエリで何が起きるでしょうか。
 # 3. すべてのゲートが開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょうか。
@@ -1350,7 +1351,7 @@ print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** ゲートがすべて $1$ なら $p_{ij} = i - j + 1$（$P - 1$ でクリップ）なので、バイアスは $q_i \cdot e[i - j + 1]$ です。
 # 単位ベクトル $u$ を使って $e[n] = -m_h\,(n - 1)\, u$ とします。クエリの $u$ 方向の成分は、どのトークンでも $1$ とします。
-# これは値が一定の次元です。学習可能な射影は、バイアス項や入力の一定の方向からこの成分を作れます。
+# 値が一定のこの成分は、学習可能な射影がバイアス項や入力の一定の方向から作れます。
 # すると $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$ となります。
 # 距離が $P - 2$ を超えると $p_{ij}$ は $P - 1$ にクリップされ、バイアスは T5 の最後のバケットのように $-m_h\,(P - 2)$ のままです。
 # 下では $P = 16$ でこれを作ります。
@@ -1388,7 +1389,7 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
-# 期待値の線形性から、一度も選ばれない位置の数の平均は $L\,(1 - n/L)^S$ になります。
+# 期待値の線形性から、一度も選ばれない位置の数の期待値は $L\,(1 - n/L)^S$ になります。
 # これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、40 個の位置を 387 回選べば足ります。
 # なお、公式実装の例のスクリプトはステップごとに長さを 1〜40 から選ぶので、そこではすべての位置がそろうのはもっと後になります。
 

@@ -94,14 +94,14 @@ two_pi = 2 * math.pi
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)（1 周に要する位置の数）と、[学習時の長さ](../docs/glossary.ja.md#training-length) $L$ の間の[回転数](../docs/glossary.ja.md#number-of-turns)は次のとおりです。
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
-# 波長は $i$ について等比数列的に伸びるので、$L$ の間に $\beta$ 回より多く回るペアとそれ以外は 1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、次のようになります。
+# 波長は $i$ について指数関数的に伸びるので、$L$ の間に $\beta$ 周より多く回るペアとそれ以外は、1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、次のようになります。
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
 # $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周全体を見ているので、入力が長くなってもそのペアには新しい角度は現れません。
 # $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると一度も見たことのない角度に入ります。以下の手法が直すのは、この遅いペアです。
 #
-# $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周し、18 組は 1 周もしません。
-# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）を除くすべての波長が伸びます。そのため、コンテキストは 2 倍長いのに、1 周するのは 35 組だけで、29 組は 1 周しません。
-# 図の塗りつぶした点は $L$（点線）の間に 1 周するペア、白抜きの点は 1 周しないペアです。
+# $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周以上し、18 組は 1 周もしません。
+# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）を除くすべての波長が伸びます。そのため、コンテキストは 2 倍長いのに、1 周以上するのは 35 組だけで、29 組は 1 周しません。
+# 図の塗りつぶした点は $L$（点線）の間に 1 周以上するペア、白抜きの点は 1 周しないペアです。
 
 
 # %%
@@ -252,7 +252,7 @@ assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
 # 底を変えると、すべての周波数が一度に変わります。
 # 最も速いペアの周波数 $\theta_0 = b^0 = 1$ は底によりません。最も遅いペアの周波数 $\theta_{d/2-1} = b^{-(d-2)/d}$ が $s$ で割られるという条件から、底が決まります。
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
-# 間のペアは、$i$ とともに 1 から $s$ まで大きくなる $s$ のべきで割られます。
+# 間のペアは、$i$ とともに 1 から $s$ まで大きくなる $s$ のべき乗で割られます。
 # $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
 # `posenc.NTKScaling(s)` がこの底の変更にあたります。
 #
@@ -272,7 +272,7 @@ print(
     end="",
 )
 
-# %% tags=["check"] summary={"en": "NTKScaling is the base b s^(d/(d-2)); pair i is divided by s^(2i/(d-2)), pair 0 not at all and the slowest pair by s; exactly the pairs before the last leave their arc", "ja": "NTKScaling は底 b s^(d/(d-2)) と同じで、ペア i は s^(2i/(d-2)) で割られ、ペア 0 はそのまま、最も遅いペアは s で割られます。弧の外に出るのは最後のペアを除くすべてのペアです"}
+# %% tags=["check"] summary={"en": "NTKScaling is the change of base to b s^(d/(d-2)); pair i is divided by s^(2i/(d-2)), pair 0 not at all and the slowest pair by s; exactly the pairs before the last leave their arc", "ja": "NTKScaling は底を b s^(d/(d-2)) に変えることと同じで、ペア i は s^(2i/(d-2)) で割られ、ペア 0 はそのまま、最も遅いペアは s で割られます。弧の外に出るのは最後のペアを除くすべてのペアです"}
 b_new = b * s ** (d / (d - 2))  # b' = b s^(d/(d-2))
 assert_close(
     theta_ntk, rope_frequencies(d, base=b_new).double(), rtol=1e-6, atol=0
@@ -307,7 +307,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
-# emozilla のコードでは、この係数の増え方に傾きがあり、Hugging Face はこの傾きを `factor` $s$ と呼びます（下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
+# emozilla のコードでは係数が系列長とともに直線的に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます（下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -380,7 +380,7 @@ dyn_1 = DynamicNTKScaling(1.0, L)
 dyn_1_4L = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=4 * L)
 assert_close(dyn_1_4L, rope_frequencies(d, base=b, scaling=NTKScaling(4)))
 
-# %% tags=["figure"] alt={"en": ["Dynamic NTK with Hugging Face's factor 1: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["Hugging Face の factor を 1 とした動的 NTK：系列長 T = L、2L、4L、8L、16L について、新旧の周波数の比をペア i に対して対数軸で描いた図です。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
+# %% tags=["figure"] alt={"en": ["Dynamic NTK with Hugging Face's factor 1: ratio of new to original frequency against pair i on a log axis, for sequence lengths T = L, 2L, 4L, 8L and 16L. At T = L it is 1 everywhere; longer sequences tilt the line further down, reaching L/T at the slowest pair."], "ja": ["Hugging Face の factor を 1 とした動的 NTK：系列長 T = L、2L、4L、8L、16L について、新しい周波数と元の周波数の比をペア i に対して対数軸で描いた図です。T = L ではどこでも 1 で、系列が長いほど線が下に傾き、最も遅いペアで L/T に達します。"]}
 fig, ax = plt.subplots(figsize=(6.4, 2.6))
 ks = (1, 2, 4, 8, 16)
 colors = ("C0", "C1", "C2", "C3", "C4")  # site colours: both themes
@@ -454,7 +454,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 公式実装は、同じ 2 つの番号を外側に丸め、その間で $r$ ではなく $i$ について線形なランプ関数を使います（下の「さらに詳しく」で 2 つを比べます）。
+# 公式実装（以下、コード）は、同じ 2 つの番号を外側に丸め、その間で $r$ ではなく $i$ について線形なランプ関数を使います（下の「さらに詳しく」で 2 つを比べます）。
 # Hugging Face の `"yarn"` と `posenc.YarnScaling` はこの公式実装に従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
@@ -518,8 +518,8 @@ assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)
 #
 # コードは、しきい値 `beta_fast`（$\beta$）と `beta_slow`（$\alpha$）を $i_\beta$ の式でペアの番号に直し、その範囲を外側に丸めて整数にし、$i$ について線形なランプ関数を作ります。既定のしきい値では次の式です。
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
-# 帯の外では、2 つのランプ関数は一致します。帯の中では一致しません。
-# $r_i$ は $i$ について等比数列的に減るので、$r$ について線形な論文のランプ関数は、コードのものよりずっと早く補間の側へ傾きます。
+# 2 つのランプ関数は、帯の外では一致しますが、帯の中では一致しません。
+# $r_i$ は $i$ について指数関数的に減るので、$r$ について線形な論文のランプ関数は、コードのものよりずっと早く補間の側へ傾きます。
 # 上の設定では、コードの周波数は論文の式の 0.98〜1.73 倍です。
 # `posenc` はコードに従います。論文のモデルはこのコードでファインチューニングされ、Hugging Face もこれを実行するからです。
 # 図の点線はペア 20 と 46 です。
@@ -600,11 +600,11 @@ plt.show()
 # スコア $z_j$ に $a$ を掛けると、これを打ち消す向きに働きます。
 # $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ で、両方の項を微分すると次が得られます。
 # $$\frac{dH}{da} = -a \mathrm{Var}_p(z)$$
-# $a > 1$ の係数はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
-# つまり係数は 1 に $\ln s$ の定数倍を足した形で大きくなる必要があり、その定数（傾き）はスコアの広がりで決まります。
-# YaRN がスコアに掛ける係数 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
+# $a > 1$ の倍率はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
+# つまり倍率は 1 に $\ln s$ の定数倍を足した形で大きくなる必要があり、その定数（傾き）はスコアの広がりで決まります。
+# YaRN がスコアに掛ける倍率 $1/t = (0.1 \ln s + 1)^2 \approx 1 + 0.2 \ln s$ はこの形をしていて、傾きはパープレキシティにあてはめて決めたものです。
 # 図はランダムなスコア（独立な正規分布、標準偏差 2）で両方を示します。温度がなければエントロピーはほぼ $\ln s$ だけ増え、YaRN の温度を使うと $s = 8$ までは $L$ での値から 0.15 nat 以内にとどまり、それより先では鋭くしすぎます。
-# これはこの広がりのスコアでの結果で、YaRN の係数一般の性質ではありません。標準偏差 1 のスコアでは増加の 3 分の 1 以下しか打ち消せず、標準偏差 3 では $s = 2$ から鋭くしすぎます。
+# これはこの広がりのスコアでの結果で、YaRN の倍率一般の性質ではありません。標準偏差 1 のスコアでは増加の 3 分の 1 以下しか打ち消せず、標準偏差 3 では $s = 2$ から鋭くしすぎます。
 # 傾き 0.1 は Llama のパープレキシティにあてはめた値で、エントロピーから導いたものではありません。
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
@@ -616,7 +616,7 @@ c = yarn.attention_factor  # sqrt(1/t) for s = 4
 print(f"s = 4: sqrt(1/t) = {c:.4f}, 1/t = {c**2:.4f}", end="")
 
 
-# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits for this spread of logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図です。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の係数 1/t を掛けると、このスコアの広がりでは、s = 8 まで L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
+# %% tags=["figure"] alt={"en": ["Entropy of the softmax over T = sL random logits (independent normal, standard deviation 2) against s from 1 to 32 on a log axis. Without a temperature it rises by nearly ln s, about 3.4 nats at s = 32; with YaRN's factor 1/t on the logits for this spread of logits it stays within 0.15 nats of its value at L up to s = 8 and then falls below it."], "ja": ["T = sL 個のランダムなスコア（独立な正規分布、標準偏差 2）に対する softmax のエントロピーを、s = 1〜32 に対して対数軸で描いた図です。温度がなければほぼ ln s だけ増え、s = 32 で約 3.4 nat 上がります。スコアに YaRN の倍率 1/t を掛けると、このスコアの広がりでは、s = 8 まで L での値から 0.15 nat 以内にとどまり、その先では下回ります。"]}
 gen_t = torch.Generator().manual_seed(9)
 logits = 2 * torch.randn(128, 32 * L, dtype=f64, generator=gen_t)  # 128 queries
 
@@ -654,7 +654,7 @@ ax.legend(loc="upper left")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dH/da is -a Var_p(z); on random logits of standard deviation 2 the entropy gains nearly ln s and YaRN's factor holds it within 0.15 nats up to s = 8; with standard deviation 1 it removes at most a third of the gain, with 3 it sharpens too much from s = 2; the factor is Hugging Face's and scales norms by sqrt(1/t) and logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dH/da は -a Var_p(z) です。標準偏差 2 のランダムなスコアではエントロピーがほぼ ln s 増え、YaRN の係数は s = 8 まで 0.15 nat 以内に保ちます。標準偏差 1 では増加の 3 分の 1 以下しか打ち消せず、標準偏差 3 では s = 2 から鋭くしすぎます。係数は Hugging Face の値と一致し、ノルムを sqrt(1/t) 倍、スコアを 1/t 倍にします"}
+# %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dH/da = -a Var_p(z); for logits of standard deviation 2 YaRN's factor keeps the entropy within 0.15 nats up to s = 8, for 1 and 3 it does not; the factor is Hugging Face's and scales logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dH/da = -a Var_p(z) です。標準偏差 2 のスコアでは YaRN の倍率がエントロピーを s = 8 まで 0.15 nat 以内に保ちますが、標準偏差 1 と 3 では保ちません。倍率は Hugging Face の値と一致し、スコアを 1/t 倍にします"}
 def rotate_half(x, positions, theta):
     """Plain RoPE, half layout (pair j with j + d/2), given frequencies."""
     angle = positions.double()[..., None] * theta  # (..., d/2)
@@ -727,7 +727,7 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # on cos and sin; the softmax scale belongs to the attention.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：DeepSeek のアテンションの係数**
+# **さらに詳しく：DeepSeek のアテンションの倍率**
 #
 # DeepSeek-V2 と DeepSeek-V3 は $s = 40$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の §4.3）。
 # そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのは各ヘッドの $d^R_h = 64$ 次元の $q^R, k^R$ だけです。
@@ -737,9 +737,9 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # Hugging Face の `"yarn"` は cos と sin に $g(s, m)/g(s, m_{\text{all}})$ を掛けます。
 # アテンションの側（Hugging Face の `yarn_apply_mscale`、DeepSeek-V3 の `inference/model.py` にある `MLA`）は、softmax のスケールに $g(s, m_{\text{all}})^2$ を掛けます。
 # $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
-# 公開されている設定のように 2 つの設定項目の値が等しいと、cos と sin に掛かる係数はちょうど 1 です。
+# 公開されている設定のように 2 つの設定項目の値が等しいと、cos と sin に掛かる倍率はちょうど 1 です。
 # このとき温度はすべて softmax のスケールが受け持ち、内容を表す次元にも掛かります。その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。
-# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける係数で、softmax のスケールはアテンションの側で扱います。
+# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける倍率で、softmax のスケールはアテンションの側で扱います。
 
 # %% tags=["deeper"]
 # DeepSeek-V2 and V3, config.json: YaRN with factor 40 from 4096 positions,
@@ -879,7 +879,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ をそのペア固有の係数 $\kappa_i$ で割り、係数の列は、長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
-# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。詳しくは下の「さらに詳しく」にあります。
+# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います（詳しくは下の「さらに詳しく」）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: LongRoPE's search, temperature and switch.** The paper
@@ -908,9 +908,9 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # 探索には進化的アルゴリズムを使います。$d/2$ 個の係数からなる列どうしを交配させ、各列でコンテキストを伸ばしたモデルに数本の長い文書を読ませて、そのパープレキシティで列を評価します。
 # 残すのは $i$ について減らない列だけなので、遅いペアが速いペアより弱く補間されることはありません。
 #
-# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の係数を掛けます。
+# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の倍率を掛けます。
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
-# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、係数の 1 からの増分が $\ln s$ に比例する形です。ただしこの係数は、短い入力にも掛かります。
+# $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、倍率の 1 からの増分が $\ln s$ に比例する形です。ただしこの倍率は、短い入力にも掛かります。
 # Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、最後の位置でもその角度は学習した弧のおよそ半分にしか達しません。
 # また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります（下の「さらに詳しく」）。
 
@@ -924,7 +924,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではスコアが $17/12$ 倍になり、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
-# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの係数を与え、T = 4096 までは短い入力用の列で、4097 からは長い入力用の列で割り、どの長さでも q と k を √(17/12) 倍し、書き写した 2 つの列はどちらも i について減少しません"}
+# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの倍率を与え、T = 4096 までは短い入力用の列、4097 からは長い入力用の列で割り、どの長さでも q と k を √(17/12) 倍します。書き写した 2 つの列はどちらも減少しません"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [
@@ -1040,7 +1040,7 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # lists and no $\hat{n}$. Hugging Face takes $s$ as `max_position_embeddings`
 # over `original_max_position_embeddings` when the configuration has no
 # `factor`, as Phi-3's has not, and an explicit `attention_factor` replaces
-# the default; `LongRopeScaling` has a single `attention_factor`. For comparison, YaRN with $s = 32$ would keep pairs 0 to 15 and divide pairs
+# the default; in `LongRopeScaling` too, one `attention_factor` serves both lists. For comparison, YaRN with $s = 32$ would keep pairs 0 to 15 and divide pairs
 # 34 to 47 by exactly 32, where the long list divides pair 12 by 7.70.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -1053,8 +1053,8 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # 手法全体では、さらに段階的に長さを伸ばします（長さ 256k でファインチューニングしてから、もう一度探索します）。
 # また、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
 # Phi-3 に残っているのは周波数の部分だけで、2 つの列があり、$\hat{n}$ はありません。
-# 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は $s$ を `max_position_embeddings` と `original_max_position_embeddings` の比とし、`attention_factor` を明示すると既定の係数がそれに置き換わります。
-# `LongRopeScaling` のアテンションの係数は `attention_factor` 1 つだけです。
+# 設定に `factor` がないとき（Phi-3 の設定にはありません）、Hugging Face は $s$ を `max_position_embeddings` と `original_max_position_embeddings` の比とし、`attention_factor` を明示すると既定の倍率がそれに置き換わります。
+# `LongRopeScaling` でも、1 つの `attention_factor` を両方の列に使います。
 # 比較のために挙げると、$s = 32$ の YaRN ならペア 0〜15 をそのまま保ち、ペア 34〜47 をちょうど 32 で割ります。
 # 一方、長い入力用の列は、YaRN ならそのまま保つペア 12 を 7.70 で割っています。
 
@@ -1106,10 +1106,10 @@ print(
 # ペア 0 では位置 1 つあたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれます。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
-# 差はこの乱数の例で平均 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
+# この乱数の例では、差の平均は 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、この切り替えの時点でキャッシュを捨てて全体を処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。
-# デコードのループを自分で書いた場合や、キャッシュを捨てる上書きを持たないモデルのクラスでは、古いキーがそのまま使われます。
+# デコードのループを自分で書いた場合や、キャッシュを捨てる処理をオーバーライドしていないモデルクラスでは、古いキーがそのまま使われます。
 # いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
 
 # %% tags=["deeper"]
@@ -1224,11 +1224,11 @@ for scaling in scalings.values():
 # %% [markdown] lang="ja"
 # ## 並べて比べる
 #
-# 下の図では、すべての規則を 1 本の軸の上に並べます。
+# 下の図では、すべての規則を同じ座標軸の上で比べます。
 # 横軸は元の波長を学習時の長さで割った $\lambda_i/L$ です。縦軸は、そのペアを割る数 $\kappa_i = \theta_i/\theta'_i$ が係数の何乗かを表す $\log_s \kappa_i$ で、そのまま保つペアは 0、$s$ で割るペアは 1 です。
 # PI はすべてのペアを $s$ で割ります。
 # NTK-aware スケーリングは直線的に上がり、速いペアも少し遅くする一方で、遅いペアは十分には遅くしません。$T = 2L$ の動的 NTK は、その半分の高さまでしか上がりません。
-# YaRN は $L/32$ より左のペア（$L$ の間に 32 回より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）はすべて $s$ で割ります。Llama 3 の規則も同じ形で、そのまま保つ境目が $L/32$ ではなく $L/4$ です。
+# YaRN は $L/32$ より左のペア（$L$ の間に 32 周より多く回るペア）をすべてそのまま保ち、$L$ より右のペア（1 周もしないペア）はすべて $s$ で割ります。Llama 3 の規則も同じ形で、そのまま保つ境目が $L/32$ ではなく $L/4$ です。
 # Phi-3.5-mini の LongRoPE の列（$s = 32$）は違います。長い入力用の列は速いペアもすでに遅くし、遅いペアはおよそ $2s$、つまり $s^{1.2}$ で割ります。短い入力用の列が割る数は最大でも 2.84 です。
 # 表は Llama 2 の設定（$s = 4$）での $\theta'_i/\theta_i$ で、$T = 2L$ の動的 NTK も加えてあります。
 # 実際のテキストで PI と YaRN のパープレキシティを測った結果は、[「実テキストで学習する小さな言語モデル」](17-real-text.ipynb#rope-を救う)の章にあります。
@@ -1250,7 +1250,7 @@ for label, ratio in zip(
 print("\n".join(table), end="")
 
 
-# %% tags=["check"] summary={"en": "the four static rules divide the last pair by 4; YaRN blends pairs 21-45 and Llama 3 pairs 36-45, between i_4 and i_1; dynamic NTK at 2L divides the last pair by 2, lies at half the NTK-aware line, and at 4L equals NTK-aware with 4; the LongRoPE exponents are as stated", "ja": "4 つの静的な規則は最後のペアを 4 で割ります。YaRN はペア 21〜45、Llama 3 は i_4 と i_1 の間のペア 36〜45 を混ぜます。動的 NTK は 2L で最後のペアを 2 で割って NTK-aware の線の半分の高さにあり、4L では係数 4 の NTK-aware に等しくなります。LongRoPE の指数は本文のとおりです"}
+# %% tags=["check"] summary={"en": "the four static rules divide the last pair by 4; YaRN blends pairs 21-45, Llama 3 pairs 36-45; dynamic NTK at 2L lies at half the NTK-aware line and at 4L on it; the LongRoPE exponents are as stated", "ja": "4 つの静的な規則は最後のペアを 4 で割ります。YaRN はペア 21〜45、Llama 3 はペア 36〜45 を混ぜます。動的 NTK は 2L で NTK-aware の線の半分の高さにあり、4L ではその線に重なります。LongRoPE の指数は本文のとおりです"}
 def blended_pairs(ratio):
     """Indices whose ratio is neither 1 (kept) nor 1/4 (interpolated)."""
     inside = ((ratio - 1).abs() > 1e-6) & ((ratio - 1 / 4).abs() > 1e-6)
@@ -1325,12 +1325,12 @@ plt.show()
 # %% [markdown] lang="ja"
 # ## どのモデルがどれを使うか
 #
-# 公開されているモデルは、ここまでのどの規則も使っています。
+# ここまでの規則は、どれも公開されているモデルで使われています。
 # PI は Vicuna v1.5 16k、大きくした底は Code Llama、Llama 3 の規則は Llama 3.1 が使います。
 # YaRN は Qwen2.5、DeepSeek-V2 と V3、gpt-oss が、LongRoPE は Phi-3.5-mini が使います。各モデルの設定は下の「さらに詳しく」に表で示します。
 # Code Llama の新しい底は、係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです（$d = 128$）。
 
-# %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 に s = 100^((d-2)/d) = 93.06 を入れた NTK-aware の底です"}
+# %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 を係数 s = 100^((d-2)/d) = 93.06 で NTK-aware スケーリングしたときの底です"}
 s_code_llama = 100 ** ((d - 2) / d)  # b' = 10^4 s^(d/(d-2)) = 10^6
 assert math.isclose(1e4 * s_code_llama ** (d / (d - 2)), 1e6)
 assert_close(
@@ -1436,12 +1436,12 @@ assert round(s_code_llama, 2) == 93.06
 # | p-RoPE（Barbero ら 2024） | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`、`partial_rotary_factor`、`factor` |
 #
 # p-RoPE はコンテキストを伸ばす手法ではなく、最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
-# `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの係数は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
-# Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると係数が置き換わり、`truncate=False` とすると範囲を小数のまま使います。
-# そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、公式実装の `gpt_oss/torch/model.py`）を周波数もアテンションの係数 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
+# `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの倍率は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
+# Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると倍率が置き換わり、`truncate=False` とすると範囲を小数のまま使います。
+# そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、公式実装の `gpt_oss/torch/model.py`）を周波数もアテンションの倍率 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
 # 既定の `truncate=True` では再現できません。gpt-oss が混ぜるのはペア 8.09〜17.40 ですが、丸めた範囲はペア 8〜18 で、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
 
-# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの係数を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの倍率を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
 # gpt-oss (OpenAI's gpt_oss/torch/model.py; Hugging Face's GptOssConfig):
 # head_dim 64, rope_theta 1.5e5, YaRN factor 32 from 4096 positions, betas
 # 32 and 1, truncate false. transformers 5.24.0 (torch 2.13.0):
@@ -1508,7 +1508,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割るので、分解能が下がります。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する係数をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
+# - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する倍率をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
 #   動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1533,12 +1533,12 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # ## 演習
 #
 # 1. Code Llama は底 $10^6$、長さ 16384 でファインチューニングされています。
-#    $d = 128$ のペアのうち、長さ 16384 の間に 1 周するものを数え、長さ 4096 の Llama 2 と比べてください。
+#    $d = 128$ のペアのうち、長さ 16384 の間に 1 周以上するものを数え、長さ 4096 の Llama 2 と比べてください。
 #    底を大きくしたことで、どの波長がコンテキストの外に出たでしょうか。
-# 2. 最後のペアではなく、$L$ の間にまだ 1 周する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、NTK-aware の底はどうなるか導いてください。
+# 2. 最後のペアではなく、$L$ の間にまだ 1 周以上する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、NTK-aware の底はどうなるか導いてください。
 #    求めた $b'$ を `rope_frequencies(d, base=...)` で確かめてください。
 # 3. 底 $5 \cdot 10^5$ の `YarnScaling(8, 8192, ...)` が `Llama3Scaling()` にできるだけ近くなるように、`beta_fast` と `beta_slow` を選んでください。
-#    どこまで近づくでしょうか。また、アテンションの係数を別にしても、両者が完全には一致しえないのはなぜでしょうか。
+#    どこまで近づくでしょうか。また、アテンションの倍率を別にしても、両者が完全には一致しえないのはなぜでしょうか。
 # 4. 動的 NTK（$s = 1$）で、位置 $0$ から $3L - 1$ までを 1 つずつ生成してください。各キーは、その時点の長さの周波数で回転させてからキャッシュします。
 #    最後のクエリとキャッシュしたキーのスコアを、最終的な周波数で回転させたキーとのスコアと比べてください。差が最も大きいのはどこでしょうか。
 
@@ -1552,7 +1552,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 底 $10^6$、$L = 16384$ では、$i_1$ の式から 36.44 が得られます。
-# ペア 0〜36 がコンテキスト内で 1 周し、27 組は 1 周しません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
+# ペア 0〜36 がコンテキスト内で 1 周以上し、27 組は 1 周しません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
 # 底を大きくしたことで、ペア 37〜45 がコンテキストの外に出ます。
 # これらの波長は、底 $10^4$ なら長さ 4096 に収まりますが、底 $10^6$ では 16384 を超えます。
 # つまり Code Llama は、4 倍長いコンテキストで、Llama 2 より多くの遅いペアを持ちます。
@@ -1584,8 +1584,7 @@ print(
 # **解答 2.** $k = \lfloor i_1 \rfloor$ とします。ペア $k$ が $s$ で割られるという条件から、次が得られます。
 # $$b'^{-2k/d} = \frac{b^{-2k/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(2k)}$$
 # このときペア $i$ は $s^{i/k}$ で割られます。ペア $k$ より前では $s$ より小さい数で、後では大きい数で割られるので、遅いペアは PI 以上に補間されます。
-# Llama 2（$k = 45$、$s = 4$）では、下のセルが $b' = 71823$ を求めます。
-# ペア 45 がちょうど 4 で割られることを確かめ、最後のペアを割る数 $4^{63/45} = 6.96$ を出力します。
+# Llama 2（$k = 45$、$s = 4$）では、下のセルは $b' = 71823$ を求め、ペア 45 がちょうど 4 で割られることを確かめて、最後のペアを割る数 $4^{63/45} = 6.96$ を出力します。
 
 # %% tags=["solution"]
 b2, L2, s2 = 1e4, 4096, 4
@@ -1612,7 +1611,7 @@ print(f"b' = {b_k:.0f}; the last pair divided by {1 / ratio_k[-1]:.2f}", end="")
 # 最もよい YaRN の設定（`beta_fast` が 5.5 か 6、`beta_slow` が 1）でも、`Llama3Scaling()` とはあるペアで最大 1.24 倍違います。
 # Llama 3 自身のしきい値 4 と 1 にすると、そのまま保つペア（0〜28）と割るペア（35 以降）はまったく同じになりますが、その間の 6 組では最大 1.38 倍違います。
 # 混ぜる区間で両者が完全に一致することはありません。
-# YaRN のランプ関数はペアの番号 $i$ について線形ですが、Llama 3 のものは回転数 $r_i$ について線形で、回転数は $i$ について等比数列的に減ります。
+# YaRN のランプ関数はペアの番号 $i$ について線形ですが、Llama 3 のものは回転数 $r_i$ について線形で、回転数は $i$ について指数関数的に減ります。
 # さらに YaRN は帯の端を整数のペアに丸めます。
 
 # %% tags=["solution"]
@@ -1772,7 +1771,6 @@ print(
 #
 # Hugging Face から引いた数値は、CPU 上の transformers 5.24.0（torch 2.13.0）で得たものです。公開されているモデルの設定は、各モデルの `config.json` によります。
 # Sun らのパープレキシティ（表 2 と表 5）は、arXiv v1 をテキストに書き起こしたものから読みました。
-
 # どの規則と数値がどこから来たかは、参考文献の後の「さらに詳しく」にまとめます。
 #
 # ### 参考文献
@@ -1860,7 +1858,7 @@ print(
 # 動的な規則は、傾きも含めて同じリポジトリにある emozilla の `LlamaDynamicScaledRotaryEmbedding` の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
 # YaRN のランプ関数は公式実装に従います。
 # Llama 3 の規則は Meta の公式実装（llama-models の `apply_scaling`）とモデルの `config.json` にあります。Llama 3 の論文は、段階的に長さを伸ばす長いコンテキストでの事前学習を説明していますが、この規則自体は書いていません。
-# LongRoPE のアテンションの係数は、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` が 1 つ目の形で書いています（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。
+# LongRoPE のアテンションの倍率は、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` が 1 つ目の形で書いています（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。
 # 探索は `evolution/` にあり、`evolution/algorithms/dim_mono.py` が減らない列だけを残します。
 # Phi-3.5-mini-instruct の係数の列と Phi-3-vision-128k-instruct の設定は、それぞれ公開されている 2 つのコピーから読み、両者は一致しています。
 # DeepSeek の softmax のスケールは、Hugging Face の `yarn_apply_mscale`（`models/deepseek_v3/modeling_deepseek_v3.py`）と、DeepSeek-V3 の `inference/model.py` にある `MLA` によります。

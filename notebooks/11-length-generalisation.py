@@ -25,8 +25,8 @@
 # %% [markdown] lang="ja"
 # # どの位置エンコーディングが外挿できるか
 #
-# 12 種類の位置エンコーディング（エンコーディングとしては 9 つ）のそれぞれで、同じ小さなモデルを学習します。タスクは 3 つ、学習時の長さは $L = 16$ で、テストには最大 8 倍の長さの系列を使います。
-# 正解率を保てるかどうかは、エンコーディングだけでなく、同じくらいタスクにも左右されます。また、$L$ より先でエンコーディングが、学習中には見たことのないものをモデルに見せるかどうかにもよります。
+# 9 つの位置エンコーディングを 12 通りの設定（以下「種類」）で使い、それぞれで同じ小さなモデルを学習します。タスクは 3 つ、学習時の長さは $L = 16$ で、テストには最大 8 倍の長さの系列を使います。
+# 正解率を保てるかどうかは、エンコーディングと同じくらいタスクによります。また、$L$ より先でエンコーディングが、学習中には現れなかったどんなものをモデルに見せるかにもよります。
 
 # %% tags=["setup"]
 import json
@@ -93,7 +93,7 @@ for task in TASKS:
         + " ".join(f"{v:2d}" if v >= 0 else " ." for v in y[0].tolist())
     )
 
-# %% tags=["check"] summary={"en": "the record is the stored design, every cell trained its fixed steps; prefix's answer is the input N/2 back at every length, and m from 1 to L/2 in training; RoPE turns 1 of 8 pairs within L, RoPE-LLM 6 of 8, Llama 2 46 of 64, by counting and by the closed form for i_1; t(0.975, 4) = 2.776", "ja": "記録は保存した設計どおりで、どの実行（タスク・種類・シードの組）も決まったステップ数だけ学習しています。prefix の答えはどの長さでも N/2 個前の入力で、学習では m が 1 から L/2 です。L の間に 1 周するペアは RoPE で 8 組中 1 組、RoPE-LLM で 8 組中 6 組、Llama 2 で 64 組中 46 組で、数えた結果と i_1 の式から求めた結果は一致します。t(0.975, 4) = 2.776 です"}
+# %% tags=["check"] summary={"en": "the record follows the design, with fixed steps; prefix's answer lies N/2 back, m from 1 to L/2 in training; within L, RoPE turns 1 of 8 pairs, RoPE-LLM 6 of 8, Llama 2 46 of 64", "ja": "記録は設計どおりで、ステップ数は固定です。prefix の答えは N/2 個前にあり、学習では m が 1〜L/2 です。L の間に 1 周以上するペアは RoPE で 8 組中 1 組、RoPE-LLM で 8 組中 6 組、Llama 2 で 64 組中 46 組です"}
 import math
 
 from posenc import YarnScaling, rope_frequencies
@@ -180,19 +180,19 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # |---|---|---|
 # | `nope` | エンコーディングなし。位置の手がかりは因果マスクだけです | [NoPE](10-xpos-nope.ipynb) |
 # | `sinusoidal` | 固定の正弦波をトークンの埋め込みに加えます | [正弦波](01-sinusoidal.ipynb) |
-# | `learned` | 位置ごとに学習したベクトルを加えます。表は $L$ 行なので、$L$ より先はありません | [学習型](03-learned-embeddings.ipynb) |
-# | `rope` | クエリとキーを、位置とともに大きくなる角度で回転させます。底は $10^4$ で、$L$ の間に 1 周するペアは 8 組中 1 組です | [RoPE](08-rope.ipynb) |
-# | `rope-llm` | 同じ RoPE で底を 3.776 にしたものです。$L$ の間に 8 組中 6 組が 1 周し、Llama 2 の割合（$L = 4096$ で 64 組中 46 組）に近くなります | [コンテキスト長の拡張](09-rope-context.ipynb) |
+# | `learned` | 位置ごとの学習可能なベクトルを加えます。表は $L$ 行なので、$L$ より先はありません | [学習型](03-learned-embeddings.ipynb) |
+# | `rope` | クエリとキーを、位置とともに大きくなる角度で回転させます。底は $10^4$ で、$L$ の間に 1 周以上するペアは 8 組中 1 組です | [RoPE](08-rope.ipynb) |
+# | `rope-llm` | 同じ RoPE で底を 3.776 にしたものです。$L$ の間に 8 組中 6 組が 1 周以上し、Llama 2 の割合（$L = 4096$ で 64 組中 46 組）に近くなります | [その底](09-rope-context.ipynb) |
 # | `random` | $0, \dots, 8L - 1$ からランダムに選んで昇順に並べた位置での RoPE です。学習中に大きな位置も現れます（Ruoss ら 2023） | [ランダム化した位置](15-learned-bias-functions.ipynb) |
 # | `alibi` | 距離に比例して大きくなる固定のペナルティを各スコアに加えます | [ALiBi](07-alibi.ipynb) |
 # | `kerple` | 距離の対数とともに大きくなる、学習可能なペナルティです | [KERPLE](15-learned-bias-functions.ipynb) |
-# | `fire` | クエリの位置に対する相対的な距離を、学習する小さなネットワークでバイアスに変えます（しきい値の初期値は $L$） | [FIRE](15-learned-bias-functions.ipynb) |
-# | `t5`、`t5-hf` | 距離のバケットごとに学習するバイアスです（厳密バケット 16 個と、しだいに広がるバケット 16 個）。初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
-# | `cope` | 学習するゲートで位置を数えます。ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
+# | `fire` | 距離をクエリの位置で割った値を、学習可能な小さなネットワークでバイアスに変えます（しきい値の初期値は $L$） | [FIRE](15-learned-bias-functions.ipynb) |
+# | `t5`、`t5-hf` | 距離のバケットごとの学習可能なバイアスです（厳密バケット 16 個と、しだいに広がるバケット 16 個）。初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
+# | `cope` | 学習可能なゲートで位置を数えます。ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
 #
 # RoPE のモデルは、周波数を $s = N/L$ で割る[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）と、一部のペアだけを割る YaRN でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。
 #
-# どの種類も決まったステップ数だけ学習し、シードは 5 つです。長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する位置ごとに正解した割合を求め、位置について平均したものです（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$）。以下の数値は、シードについての平均です。
+# どの種類も、あらかじめ決めた同じステップ数だけ学習し、シードは 5 つです。長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する位置ごとに正解した割合を求め、位置について平均したものです（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$）。以下の数値は、シードについての平均です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the design.** Every kind trains for the same fixed number of
@@ -246,7 +246,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：実験の設計**
 #
-# どの種類も、決まったステップ数（copy と prefix は 3,500、recall は 1,500）だけ学習します。バッチは 32 本、オプティマイザは AdamW（学習率 $3 \times 10^{-3}$）で、早期終了はしません。シードは種類ごとに 5 つで、100 ステップごとに長さ $L$ の検証用データで正解率を記録します。
+# どの種類も、あらかじめ決めた同じステップ数（copy と prefix は 3,500、recall は 1,500）だけ学習します。バッチサイズは 32、オプティマイザは AdamW（学習率 $3 \times 10^{-3}$）で、早期終了はしません。シードは種類ごとに 5 つで、100 ステップごとに長さ $L$ の検証データで正解率を記録します。
 # ステップ数は、報告しないシード（シード 100、`lab/README.md`）での予備実験で決めました。そこでは、copy を学習できた種類のうち最も遅い NoPE が、2,600 ステップで $0.99$ に達しました。
 # 学習率もその予備実験で決めましたが、$10^{-3}$ と比べたのは 1 種類だけです。
 # 学習率は最初の 100 ステップで線形に上げ、そのあとコサインに沿って 10 分の 1 まで下げます。
@@ -254,23 +254,23 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # 長さ $N$ での正解率は、128 本のテスト用の系列について、採点する位置ごとにモデルの arg max が正解したかを数えます。
 # 数値は 5 つのシードの平均と、Student の t 分布による 95% 信頼区間 $\bar a \pm t_{0.975,\,4}\, s_a/\sqrt 5$（$t_{0.975,\,4} = 2.776$）です。2 つの行の差はシードごとに取ります。
 # テスト用の系列はどれも同じ位置で採点するので、位置についての平均は、採点対象のすべてのトークンのうち正解した割合にも等しくなります。
-# prefix の検証用データ（長さ $L$）では $m$ が系列ごとに変わるので、前の位置ほど採点される系列は少なくなりますが、平均ではどの位置も同じ重みで数えます。prefix の学習曲線と $0.99$ の基準は、この位置についての平均です。
+# prefix の検証データ（長さ $L$）では $m$ が系列ごとに変わるので、前の位置ほど採点される系列は少なくなりますが、平均ではどの位置も同じ重みで数えます。prefix の学習曲線と $0.99$ の基準は、この位置についての平均です。
 #
-# - ヘッドの次元数 16、底 $10^4$ の `rope` では、$L$ の間に 1 周するペアは 8 組中 1 組です。Llama 2 では 64 組中 46 組です。
-#   `rope-llm` の底 $(L/2\pi)^{\ln 10^4 / \ln(4096/2\pi)} = 3.776$ は、波長の並びの中で $L$ が占める位置を、Llama 2 で 4096 が占める位置に合わせたもので、8 組中 6 組が 1 周します。
+# - ヘッドの次元数 16、底 $10^4$ の `rope` では、$L$ の間に 1 周以上するペアは 8 組中 1 組です。Llama 2 では 64 組中 46 組です。
+#   `rope-llm` の底 $(L/2\pi)^{\ln 10^4 / \ln(4096/2\pi)} = 3.776$ は、波長の並びの中で $L$ が占める位置を、Llama 2 で 4096 が占める位置に合わせたもので、8 組中 6 組が 1 周以上します。
 #   どの底でも合わせられない点もあります。最も速いペアは位置が $2\pi$ 進むごとに 1 周するので、Llama 2 の速いペアのように $L$ の間に何百周もするペアはありません。
 # - T5 の表には 32 個のバケットがあります。距離 $0$〜$15$ には厳密バケットがあり、$16$ 以上の距離はすべてバケット $16$〜$31$ に入ります。
 #   $L = 16$ ではそこまで前にあるキーはないので、これらのバケットには勾配がまったく届きません。AdamW の重み減衰（$0.01$）が初期値を縮めるだけで、3,500 ステップで $0.944$ 倍になります。初期値は `posenc` では $N(0, 0.02^2)$、Hugging Face の T5 では $N(0, 1/d)$（$d = 64$）から引きます。
 #   `t5-hf` は同じ乱数を拡大したものなので、モデルのほかの部分は何も変わりません。
 # - YaRN は 2 つのことを同時に変えます。周波数と、すべてのスコアを $(0.1 \ln s + 1)^2$ 倍にする[アテンションの温度](../docs/glossary.ja.md#attention-temperature)です（$s = 8$ で $1.46$）。
-#   `+yarn-notemp` は YaRN の周波数はそのまま使い、温度だけを除きます。公式実装で計算すると、底 $10^4$ では、YaRN の周波数はペア 0 をそのまま保つ点を除いて PI と同じです。底 3.776 では、ペア 0 を保ち、ペア 6 と 7 を $s$ で割り、ペア 1〜5 では元の周波数と PI の周波数を混ぜ合わせます。
+#   `+yarn-notemp` は YaRN の周波数はそのまま使い、温度だけを除きます。公式実装（以下、コード）で計算すると、底 $10^4$ では、YaRN の周波数はペア 0 をそのまま保つ点を除いて PI と同じです。底 3.776 では、ペア 0 を保ち、ペア 6 と 7 を $s$ で割り、ペア 1〜5 では元の周波数と PI の周波数を混ぜ合わせます。
 #
 # `random` は、テストする最大の長さ $8L$ ちょうどの範囲から位置を選びます（Ruoss らは、どのテストの長さよりも広い範囲から選びます）。そのため、$8L$ までのすべての位置が学習中に現れます。
 #
-# ファインチューニングした行では、モデルのコピーを $2L$ で 50 ステップ（学習率 $10^{-3}$、バッチは 32 本）学習します。スケーリングは $s = 2$ で、バッチは専用の系列から引きます（シード $k$ にはシード $30000 + k$）。
+# ファインチューニングした行では、モデルのコピーを $2L$ で 50 ステップ（学習率 $10^{-3}$、バッチサイズ 32）学習します。スケーリングは $s = 2$ で、バッチは専用の系列から引きます（シード $k$ にはシード $30000 + k$）。
 # Chen ら（2023）の方法を小さくしたものです。評価では $2L$ までは $s = 2$、その先は $s = N/L$ を使います。
 
-# %% tags=["deeper", "check"] summary={"en": "RoPE-LLM's base is the formula's; T5 puts distances 16 and more in buckets 16 to 31, which get no gradient at L but shrink under AdamW's weight decay (0.944 over 3,500 steps), and t5-hf rescales the same draw; every test sequence is scored at the same positions, prefix's validation sequences are not; posenc's YaRN gives Hugging Face's frequencies, which keep pair 0 and divide or blend the rest as stated; its temperature, Hugging Face's attention factor squared, multiplies the model's scores by 1.46 at s = 8", "ja": "RoPE-LLM の底は式どおりです。T5 は 16 以上の距離をバケット 16〜31 に入れ、L ではそこに勾配が届きませんが、AdamW の重み減衰で縮みます（3,500 ステップで 0.944 倍）。t5-hf は同じ乱数を拡大したものです。テスト用の系列はどれも同じ位置で採点し、prefix の検証用の系列はそうではありません。posenc の YaRN は Hugging Face の周波数を与え、ペア 0 を保ち、残りを本文どおりに割るか混ぜます。温度は Hugging Face のアテンションの係数の 2 乗で、s = 8 でモデルのスコアを 1.46 倍にします"}
+# %% tags=["deeper", "check"] summary={"en": "RoPE-LLM's base is the formula's; T5's buckets 16 to 31 get no gradient at L but shrink by a factor of 0.944 under weight decay, and t5-hf rescales the same draw; posenc's YaRN gives Hugging Face's frequencies and multiplies the scores by 1.46 at s = 8", "ja": "RoPE-LLM の底は式どおりです。T5 のバケット 16〜31 は L では勾配を受けませんが、重み減衰で 0.944 倍に縮みます。t5-hf は同じ乱数を拡大したものです。posenc の YaRN は Hugging Face の周波数を与え、s = 8 でスコアを 1.46 倍にします"}
 from posenc import apply_rope, t5_relative_position_bucket
 from posenc_lab.extrapolation.models import (
     build_model,
@@ -399,7 +399,7 @@ assert (
 # %% [markdown] lang="ja"
 # ## L でどの種類がどのタスクを学習できたか
 #
-# 学習を終えた時点で、長さ $L$ の検証用データでの正解率がすべてのシードで $0.99$ 以上なら、その種類はタスクを学習できたとみなします。
+# 学習を終えた時点で、長さ $L$ の検証データでの正解率がすべてのシードで $0.99$ 以上なら、その種類はタスクを学習できたとみなします。
 # すべての種類が recall を学習でき、12 種類のうち 10 種類が copy と prefix も学習できました。残りの 2 種類について、表は基準に届いたシードの数（✓ は 5 つすべて）と、学習終了時の正解率の最小値を示します。
 
 
@@ -459,7 +459,7 @@ not_learned = [(t, k) for t in TASKS for k in KINDS if not learned(t, k)]
 # NoPE の残り 3 つのシードは、copy で 2,300〜2,700 ステップで $0.99$ に達しました。ランダム化した位置で、学習終了時に $0.99$ 以上だったのは、10 回の学習（copy と prefix の 5 シードずつ）のうち 1 回だけです。ステップを増やせばすべて届くかどうかは、記録からはわかりません。
 # 原因として次の 2 つが考えられます（検証はしていません）。NoPE は先頭のトークンから数えないと位置がわからないこと、ランダム化した位置ではバッチごとに隣どうしの間隔が変わることです。
 
-# %% tags=["deeper", "figure"] alt={"en": ["Four panels, copy and prefix for NoPE and for random positions: the error 1 - a at L on the validation set against the training step, one line per seed, on a log axis from 0.001 to 1 with a dotted line at 0.01 (an error of 0 is drawn at 0.001). Every line falls fast in the first few hundred steps and then creeps down. On copy three of NoPE's five seeds cross the dotted line between steps 2,300 and 2,700 and first reach 0 at steps 2,700, 2,800 and 3,100; its other two end near 0.02. Random positions on copy end between 0.01 and 0.02. On prefix both kinds end between about 0.01 and 0.02, and every seed above 0.01 is lower at step 3,500 than at step 2,500."], "ja": ["NoPE とランダム化した位置のそれぞれについて、copy と prefix を 4 つの図に並べています。縦軸は検証用データで測った長さ L の誤り 1 - a（対数軸）で、点線は 0.01 です。誤り 0 は 0.001 の位置に描いています。横軸は学習のステップで、線はシードごとに 1 本です。どの線も最初の数百ステップで急に下がり、そのあとゆっくり下がり続けます。copy では、NoPE の 5 つのシードのうち 3 つが 2,300〜2,700 ステップで点線を下回ります。誤りが初めて 0 になるのは 2,700、2,800、3,100 ステップです。残りの 2 つは 0.02 付近で終わります。ランダム化した位置の copy は 0.01〜0.02 で終わります。prefix ではどちらの種類もおよそ 0.01〜0.02 で終わります。0.01 を上回るシードはどれも、2,500 ステップの時点より 3,500 ステップの時点で低くなっています。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Four panels, copy and prefix for NoPE and for random positions: the error 1 - a at L on the validation set against the training step, one line per seed, on a log axis from 0.001 to 1 with a dotted line at 0.01 (an error of 0 is drawn at 0.001). Every line falls fast in the first few hundred steps and then creeps down. On copy three of NoPE's five seeds cross the dotted line between steps 2,300 and 2,700 and first reach 0 at steps 2,700, 2,800 and 3,100; its other two end near 0.02. Random positions on copy end between 0.01 and 0.02. On prefix both kinds end between about 0.01 and 0.02, and every seed above 0.01 is lower at step 3,500 than at step 2,500."], "ja": ["NoPE とランダム化した位置のそれぞれについて、copy と prefix を 4 つの図に並べています。縦軸は長さ L の検証データでの誤り 1 - a（対数軸）で、点線は 0.01 です。誤り 0 は 0.001 の位置に描いています。横軸は学習のステップで、線はシードごとに 1 本です。どの線も最初の数百ステップで急に下がり、そのあとゆっくり下がり続けます。copy では、NoPE の 5 つのシードのうち 3 つが 2,300〜2,700 ステップで点線を下回ります。誤りが初めて 0 になるのは 2,700、2,800、3,100 ステップです。残りの 2 つは 0.02 付近で終わります。ランダム化した位置の copy は 0.01〜0.02 で終わります。prefix ではどちらの種類もおよそ 0.01〜0.02 で終わります。0.01 を上回るシードはどれも、2,500 ステップの時点より 3,500 ステップの時点で低くなっています。"]}
 fig, axes = plt.subplots(
     1, len(not_learned), figsize=(6.4, 2.5), sharey=True, squeeze=False
 )
@@ -474,7 +474,7 @@ axes[0, 0].set_ylabel("1 - accuracy at L")
 plt.show()
 
 
-# %% tags=["deeper", "check"] summary={"en": "NoPE and random positions did not learn copy and prefix, every other kind learned every task; their seeds end in the ranges quoted, those below 0.99 higher at the end than at step 2,500; NoPE's three other seeds first reached 0.99 on copy at 2,300 to 2,700 steps and an error of 0 at 2,700, 2,800 and 3,100, and one random run of ten ended at 0.99 or above", "ja": "NoPE とランダム化した位置は copy と prefix を学習できず、ほかの種類はすべてのタスクを学習できました。シードの最後の正解率は本文の範囲にあり、0.99 未満のものも最後の正解率は 2,500 ステップの時点より高くなっています。NoPE の残りの 3 つのシードは copy で 2,300〜2,700 ステップで初めて 0.99 に達し、2,700、2,800、3,100 ステップで誤り 0 に達します。ランダム化した位置で最後に 0.99 以上だったのは 10 回の学習のうち 1 回です"}
+# %% tags=["deeper", "check"] summary={"en": "only NoPE and random positions missed the line, on copy and prefix; their final accuracies, their rise since step 2,500 and the steps at which NoPE's seeds reached 0.99 and an error of 0 are as quoted", "ja": "基準に届かなかったのは、copy と prefix での NoPE とランダム化した位置だけです。最後の正解率、2,500 ステップからの上昇、NoPE のシードが 0.99 と誤り 0 に達したステップは本文どおりです"}
 def first_step(task, kind, seed, target=0.99):
     """The first check at which the accuracy at L reached `target`."""
     curve = runs[task, kind, seed]["curve"]
@@ -632,11 +632,11 @@ plt.show()
 # **copy**：答えはどの長さでも 3 個前にあります。この距離は学習中にも現れたもので、$L$ より先で新しく現れるのは遠くのキーです。
 # ALiBi と KERPLE は、距離だけで決まり、距離とともに大きくなるペナルティをスコアに加えます。遠くのキーは学習中のどのキーよりも強く抑えられるので、近くにある答えがこれまでどおり選ばれ、どちらも $8L$ で $0.99$ 以上を保ちます。
 # 底 $10^4$ の RoPE は $0.41$ まで下がります。遅いペアは学習中に 1 周もしなかったので、遠くのキーでは見たことのない角度が現れ、近くのキーと変わらないスコアになることもあります。$L$ 個以上前のキーをすべて $L - 1$ 個前にあるものとしてスコアを計算すると、再び正解するようになります（最後の「さらに詳しく」）。
-# RoPE-LLM は、底を変えて 8 組中 6 組のペアが $L$ の間で 1 周するようにしたもので、$1.00$ を保ちます。正弦波では $L$ より先の位置そのものが新しい入力になり、$0.60$ まで下がります。
+# RoPE-LLM は、底を変えて 8 組中 6 組のペアが $L$ の間で 1 周以上するようにしたもので、$1.00$ を保ちます。正弦波位置エンコーディングでは $L$ より先の位置そのものが新しい入力になり、$0.60$ まで下がります。
 #
 # **recall**：答えは内容で見つけます。エンコーディングは邪魔さえしなければよく、NoPE、T5、FIRE、CoPE は $1.00$ を保ち、全部で 8 種類が $0.966$ 以上を保ちます。
 # copy では役立った ALiBi のペナルティが、ここでは先頭の対応を不利にします。先頭は、学習中のどのキーよりも遠くにあるからです（$0.94$）。
-# 最も大きく下がるのは 2 つの RoPE で、RoPE-LLM のほうがさらに下がります（$0.75$ と $0.54$）。対応までの距離では角度が見たことのないものになるためで、RoPE-LLM でも最も遅い 2 組のペアではそうなります。
+# 最も大きく下がるのは 2 つの RoPE で、RoPE-LLM のほうがさらに下がります（$0.75$ と $0.54$）。先頭の対応までの距離では、学習中には現れなかった角度が出てくるからです。RoPE-LLM でも、最も遅い 2 組のペアではそうなります。
 # 位置補間はすべての位置を学習時の範囲に押し戻し、ファインチューニングなしで両方を立て直します（$1.00$ と $0.98$）。
 #
 # **prefix**：答えは $N/2$ 個前にあり、位置で見つけます。ここでは答えまでの距離そのものが新しく、$2L$ では 16 と、学習中の最長（8）の 2 倍になります。$8L$ まで正解率を保てるものはありません。
@@ -777,11 +777,11 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # $2L$ and the accuracy lost to PI at $L$.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：公表された知見を 1 つずつ判定する**
+# **さらに詳しく：公表された知見と、判定を動かすもの**
 #
 # 公表された知見はそれぞれ、記録で検定できる差に置き換えます。判定に使うのは、名指しされた種類がすべて、5 つのシードのどれでも長さ $L$ で学習できたタスクだけです。
-# 差の 95% 信頼区間全体が予想の側にあれば「支持」、反対側なら「否定」、$0$ をまたげば「判定できない」です。
-# 3 種類の知見では $0$ の代わりに $0.05$ を境にし、区間全体が次の側にあることを求めます。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ 未満、「劣化する」はそれより大きい側、「同程度」は差が $-0.05$ より上です。
+# 差の 95% 信頼区間全体が知見の予想する側にあれば「支持」、全体が反対側にあれば「否定」、$0$ をまたげば「判定できない」です。
+# 3 種類の知見では $0$ の代わりに $0.05$ を境にし、区間全体が次の側にあることを求めます。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ 未満、「劣化する」はそれより大きい側、「劣らない」は差が $-0.05$ より上です。
 # たとえば 1 行目は、「ALiBi は $8L$ まで何も失わない」という Press らの主張を、3 つのタスクで確かめたものです。
 #
 # | 知見 | copy | recall | prefix |
@@ -796,7 +796,7 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 # | **Kazemnejad ら**：NoPE > 正弦波 | – | ✓ 0.03 [0.00, 0.07] | – |
 # | NoPE > RoPE | – | ✓ 0.25 [0.23, 0.28] | – |
 # | NoPE > ALiBi | – | ✓ 0.06 [0.04, 0.08] | – |
-# | NoPE は T5 と同程度 | – | ✓ 0.00 [-0.00, 0.00] | – |
+# | NoPE は T5 に劣らない | – | ✓ 0.00 [-0.00, 0.00] | – |
 # | **Ruoss ら**：ランダム化した位置 > RoPE | – | ✓ 0.25 [0.23, 0.27] | – |
 # | **Chen ら**：PI+ft > ft（$2L$） | ✗ -0.10 [-0.11, -0.10] | △ 0.00 [0.00, 0.00] | ✗ -0.27 [-0.34, -0.20] |
 # | PI+ft は $L$ での正解率を保つ（境目 0.05） | ✗ 0.24 [0.23, 0.25] | ✓ 0.00 [0.00, 0.00] | ✗ 0.25 [0.19, 0.31] |
@@ -1039,7 +1039,7 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # record does not test.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：判定を動かす 4 つの選択**
+# **判定を動かす 4 つの選択**
 #
 # 下の差はどれも $8L$ でのもので、シードごとに取っています。
 #
@@ -1051,17 +1051,17 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # | 同じ差、RoPE-LLM | 温度なしの YaRN − PI | 0.45 [0.38, 0.51] | -0.27 [-0.31, -0.22] | -0.08 [-0.10, -0.07] |
 # | T5 の遠いバケット | T5-HF − T5 | -0.02 [-0.04, 0.01] | 0.00 [-0.00, 0.00] | 0.05 [0.01, 0.08] |
 #
-# **RoPE の底**（$L$ の間に 1 周するペアの割合）の影響が最も大きく、しかも良い方向と悪い方向の両方に働きます。$L$ の間に 8 組中 6 組が 1 周すると、copy は $8L$ まで保たれます（底 $10^4$ では $0.41$）。一方、recall はさらに下がります（$0.75$ に対して $0.54$）。
+# **RoPE の底**（$L$ の間に 1 周以上するペアの割合）の影響が最も大きく、しかも良い方向と悪い方向の両方に働きます。$L$ の間に 8 組中 6 組が 1 周以上すると、copy は $8L$ まで保たれます（底 $10^4$ では $0.41$）。一方、recall はさらに下がります（$0.75$ に対して $0.54$）。
 # RoPE の代わりに RoPE-LLM を置くと、RoPE についての 14 の判定のうち 5 つが変わります（次の確認のあとの「変わる 5 つの判定」）。
 #
-# **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix で $0.05$ $[0.04, 0.06]$ 上げるだけで、RoPE-LLM ではどのタスクでも測れるほどの差を生みません。
+# **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix では $0.05$ $[0.04, 0.06]$ 上げます。RoPE-LLM ではどのタスクでも測れるほどの差を生みません。
 # 公式実装で計算した **YaRN の周波数**は、底 $10^4$ で PI を copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（後の「さらに詳しく：どの YaRN を試したか」）。
 # RoPE-LLM の底では、コードはペア 0 を保ち、ペア 1〜5 を混ぜ合わせ、ペア 6 と 7 を割ります。ここでは YaRN は copy で PI を上回りますが、recall と prefix では PI に及びません。差が最も大きいのは prefix の $2L$ で、$-0.51$ $[-0.69, -0.33]$ です（PI の $0.69$ に対して $0.18$）。
 #
-# **T5 の遠いバケット**の初期値を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix で $0.05$ $[0.01, 0.08]$ 上がるだけです。
+# **T5 の遠いバケット**の初期値を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix では $0.05$ $[0.01, 0.08]$ 上がります。
 # どちらの引き方でもバケット 16〜31 は学習されません。学習された遠いバケットならよくなるかどうかは、記録では検証していません。
 
-# %% tags=["deeper", "check"] summary={"en": "the table's differences; RoPE's base moves copy as much as the spread across encodings, recall nearly as much, prefix little; with RoPE-LLM in RoPE's place exactly the five named verdicts of 14 turn; the fine-tunes at 2L and YaRN's temperature with RoPE-LLM as quoted; at base 10^4 the code's YaRN and PI differ in pair 0 only, which carries most of its gain; with RoPE-LLM it trails PI on recall and prefix", "ja": "表の差は記録どおりです。RoPE の底は、copy ではエンコーディングどうしの差と同じくらい、recall ではそれに近いだけ結果を動かし、prefix ではわずかしか動かしません。RoPE の代わりに RoPE-LLM を置くと、14 の判定のうち本文の 5 つだけが変わります。2L でのファインチューニングの値と、RoPE-LLM での YaRN の温度の効果も本文どおりです。底 10^4 では、コードの YaRN と PI が違うのはペア 0 だけで、PI を上回る分の大部分はそこから来ます。RoPE-LLM では、YaRN は recall と prefix で PI に及びません"}
+# %% tags=["deeper", "check"] summary={"en": "the table's differences; RoPE's base moves copy as much as the spread across encodings, recall nearly as much, prefix little; with RoPE-LLM in RoPE's place exactly the five named verdicts of 14 turn; YaRN against PI as quoted", "ja": "表の差は記録どおりです。底を変えたときの正解率の変化は、copy ではエンコーディングどうしの差と同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。RoPE の代わりに RoPE-LLM を置くと、14 の判定のうち本文の 5 つだけが変わります。YaRN と PI の比較も本文どおりです"}
 OPEN = [  # (a, b): a minus b at 8L, the rows of the table
     ("rope-llm", "rope"),
     ("rope+yarn", "rope+yarn-notemp"),
@@ -1218,7 +1218,7 @@ for N in lengths:
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：どの YaRN を試したか**
 #
-# Peng ら（2023、§3.2）は、ペア $i$ の $L$ の間の回転数 $r_i = L\theta_i / 2\pi$ で YaRN の周波数を決めます。ランプ関数 $\gamma(r)$ は $\alpha = 1$ 周より下で $0$、$\beta = 32$ 周より上で $1$ で、PI の $\theta_i / s$ と元の $\theta_i$ を混ぜ合わせます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節）。
+# Peng ら（2023、§3.2）は、ペア $i$ が $L$ の間に何周するか（回転数 $r_i = L\theta_i / 2\pi$）で YaRN の周波数を決めます。ランプ関数 $\gamma(r)$ は $\alpha = 1$ 周より下で $0$、$\beta = 32$ 周より上で $1$ で、PI の $\theta_i / s$ と元の $\theta_i$ を混ぜ合わせます（[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章の[「YaRN：部分ごとの補間と温度」](09-rope-context.ipynb#yarn部分ごとの補間と温度)の節）。
 # 公式実装は、回転数ではなくペアの番号についてランプ関数を作ります。Hugging Face と `posenc.YarnScaling` はこのコードに従い、Peng らが公開した YaRN のモデルもこのコードで学習されています。
 # ランプ関数は $r$ が $\beta$ と $\alpha$ になる番号の間に置きます。番号は外側に丸め、下側は $0$ 以上、上側はヘッドの次元数から 1 を引いた値（ここでは 15。最後のペアの 7 ではありません）以下に収めます。
 # ここでは 32 周もするペアはないので、コードの下側の番号は $0$ に収められ、ペア 0 はそのまま保たれます。論文のランプ関数ではペア 0 は $\gamma = 0.05$ で（$L$ の間に 2.5 周します）、ほぼ補間されます。$s = 2$ では、コードが 1 のまま保つペア 0 の周波数を、論文の式は 0.525 倍にします。
@@ -1327,14 +1327,14 @@ for run in rerun["runs"]:
 # この 2 つを切り分けるため、相対位置の種類については $8L$ で評価を 2 つ追加します。*clip* は、$L$ 個以上前のキーとのスコアを、すべて $L - 1$ 個前にあるものとして計算します（新しい距離は現れず、キーの数だけが増えます）。*window* はそれらのキーを隠します（$L$ 個のキーの[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)）。
 # どちらもきれいには切り分けられません。ウィンドウは、学習中にはどのクエリからも見えていた先頭のトークンも隠します。copy ではこれは BOS トークンです。学習済みのモデルは、使い道のないアテンションをこうしたトークンに集めがちです。これを「アテンションシンク」（attention sink）と呼びます（Xiao ら 2023）。
 # また FIRE のバイアスは、距離だけでなく、しきい値を超えたクエリの位置にもよるので、どちらの評価でも $8L$ での入力は新しい値になります。
-# $L \le t < 8L$ で平均した *clip − full* は、FIRE 以外の種類では、見たことのない距離による損失を表します。*window − clip* には、増えたキーと隠れた先頭のトークンが混ざります。
+# $L \le t < 8L$ で平均した *clip − full* は、FIRE 以外の種類では、見たことのない距離で失う正解率を表します。*window − clip* には、増えたキーと隠れた先頭のトークンが混ざります。
 # recall ではウィンドウが答えを隠すので、読むのは *clip − full* だけです。prefix では答えが $4L$ 個前にあるので、どちらも読みません。
 #
 # copy では、RoPE が失うのはすべて距離のためです。クリッピングで $0.65$ 戻り、ウィンドウはそれ以上何も加えません。
 # T5 はクリッピングで $0.02$ $[0.01, 0.03]$ 戻り、ウィンドウでさらに $0.10$ 戻ります。失う分の大部分は、遠いキーを隠すと取り戻せます。
 # ALiBi と FIRE では、ウィンドウはクリッピングより悪くなります（$-0.06$ と $-0.11$）。遠いキーが見えなくなると損をするわけです。copy では先頭以外の遠いキーはどれも近いキーの繰り返しなので、原因として最もありそうなのは先頭のトークンが隠れることですが、記録ではこれを検証していません。
 # recall では、クリッピングで RoPE に $0.27$、RoPE-LLM に $0.39$、ALiBi に $0.07$ 戻ります。答えは学習中のどの距離よりも遠くにあり、そこでは RoPE の角度は見たことのないものになり、ALiBi のペナルティは大きくなり続けるからです。
-# つまり recall では、見たことのない距離による損失は RoPE より RoPE-LLM のほうが大きいのに、copy では RoPE-LLM にはその損失がまったくありません。$L$ の間に 1 周以上するペアの割合からは、recall の結果は予想できません。
+# つまり recall では、見たことのない距離で失う正解率は RoPE より RoPE-LLM のほうが大きいのに、copy では RoPE-LLM は何も失いません。$L$ の間に 1 周以上するペアの割合からは、recall の結果は予想できません。
 # $L$ より先では、RoPE-LLM の最も遅い 2 組のペア（6 と 7）の角度が新しくなります。遠いキーと近いキーを見分けられるのは遅いペアですが、これが原因かどうかは記録では検証していません。
 
 
@@ -1435,9 +1435,9 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # ## まとめ
 #
 # - $L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。
-# - エンコーディングが外挿できるのは、$L$ より先でモデルに見せるものが学習中と同じように見えるときです。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
+# - エンコーディングが外挿できるのは、$L$ より先でモデルに見せるものが、学習中に見せたものと変わらないときです。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
 # - タスクはエンコーディングと同じくらい重要です。答えを内容で見つける recall では、NoPE、T5、FIRE、CoPE が $1.00$ を保ちます。見たことのない距離にある答えを位置で見つける prefix では、$8L$ まで正解率を保てるものはありません。
-# - Llama 2 のように $L$ の間にほとんどのペアが 1 周する底では、RoPE は copy を保ちますが、recall ではさらに下がります。底を変えると、copy ではエンコーディングを取り替えるのと同じくらい、recall ではそれに近いだけ結果が動き、prefix ではわずかしか動きません。
+# - Llama 2 のように $L$ の間にほとんどのペアが 1 周以上する底では、RoPE は copy を保ちますが、recall ではさらに下がります。底を変えたときの正解率の変化は、copy ではエンコーディングを取り替えたときと同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。
 # - ここでの YaRN はすべて公式実装のものです。底 $10^4$ で PI を上回る分の大部分は、コードがそのまま保つ（論文の式は保たない）最も速いペアから来ます。RoPE-LLM の底では、recall と prefix で PI に及びません。
 # - ファインチューニングなしの PI は、近い距離を正確に見分ける必要のあるタスクを壊し（copy の正解率は $2L$ で $0.24$）、recall は立て直します。スケーリングなしに $2L$ で 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで上がりました。
 

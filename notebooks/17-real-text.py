@@ -874,7 +874,7 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの YaRN と論文の YaRN**
 #
-# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ランプ関数の変数にペアの番号を使います。Peng ら（2023、3.2 節）の式が使うのは回転数 $r_i = L\theta_i / 2\pi$ です（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の「さらに詳しく：どの YaRN を試したか」）。
+# Hugging Face と `posenc.YarnScaling` が従う参照実装は、ランプ関数の変数にペアの番号を使います。Peng ら（2023、§3.2）の式が使うのは回転数 $r_i = L\theta_i / 2\pi$ です（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の「さらに詳しく：どの YaRN を試したか」）。
 # ここでは 32 周するペアはありません。コードはペア 0 をそのまま保ち、ペア 5 まで倍率を線形に下げます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
 # 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、温度はそのままで論文のランプ関数を使って評価すると、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つの結果は一例にすぎず、これで優劣は決められません。
 
@@ -1058,7 +1058,7 @@ assert round(1 - slid("alibi", 1) / 5.30, 2) == 0.05
 #
 # 記録 `extrapolation-text.json` は、`python -m posenc_lab.extrapolation --jobs 2` で[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の記録と一緒に作りました。設計と計算予算は `lab/README.md` に、バージョン、マシン、セッションは下のセルの出力にあります。
 # この実験とその章のタスクは、合わせて 2 コアの CPU で 90 分前後に収まるよう計画しました。CoPE を加えるとコストは 1.8 倍、$L = 128$ では 1 ステップあたり 2.4 倍になっていました。
-# Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（7 節、付録 F）、Chen ら（3.2 節）、Peng ら（3 節）は、ページ番号を付けた書き起こしで確認しました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
+# Press らの数値は表 3 と表 13〜15（arXiv の第 2 版）です。これらと Kazemnejad ら（§7、付録 F）、Chen ら（§3.2）、Peng ら（§3）は、ページ番号を付けた書き起こしで確認しました。ほかの論文は要旨から引用しています。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-text.json` にあります（コマンドは記録と `lab/README.md`）。
 #
 # ### 参考文献
 #

@@ -493,11 +493,12 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # blocks at once, in at most 64 registers a thread in bfloat16 (72 in float32), and
 # spills nothing at Triton's default of `num_warps = 4` (128 threads a program): 8
 # programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. A program's loads
-# come in phases (the position, then the row with $q$, then $k$: up to 10 KiB in
-# bfloat16, 20 KiB in float32), so one or two of an SM's 8 (or 7) resident programs in
-# their load phase cover the 11 KB: one program per token keeps enough bytes in flight
-# in a prefill unless most resident programs sit waiting on their position, which only
-# a GPU run shows. Two designs would keep more bytes in flight: several tokens per
+# come in phases (the position, then the row with $q$, then $k$): in bfloat16 at most
+# the row and $q$, about 8.5 KiB, are in flight at once (16.5 KiB in float32), so a few of
+# an SM's 8 (or 7) resident programs in their load phase cover the 11 KB. That is a
+# margin, not a fit: under load HBM's latency grows, and with it the bytes needed. One
+# program per token keeps enough bytes in flight in a prefill unless most resident
+# programs sit waiting on their position, which only a GPU run shows. Two designs would keep more bytes in flight: several tokens per
 # program (FlashInfer's cos/sin-cache kernel does this, below), or a persistent grid in
 # which each program loads its next token's position, row and heads while it rotates
 # the current one. FlashAttention's stand-alone Triton
@@ -544,8 +545,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # Llama 3 8B の形状で起動するときと同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時に持ちます。
 # この既定値のもとで、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）で、スピル（レジスタに収まらない値のメモリへの退避）もありません。
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
-# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$。bfloat16 で最大 10 KiB、float32 で 20 KiB）。
-# そのため、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうち 1 つか 2 つが読み込みの段階にあれば、11 KB をまかなえます。
+# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$）。同時に転送中になるのは bfloat16 で最大でも行と $q$ の約 8.5 KiB（float32 で 16.5 KiB）です。
+# そのため、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうちいくつかが読み込みの段階にあれば、11 KB をまかなえます。
+# これは余裕の見積もりで、ぴったりの値ではありません。負荷がかかると HBM のレイテンシは伸び、必要なバイト数も増えます。
 # この計算では、トークン 1 つにプログラム 1 つでも、プリフィルなら転送中のバイト数は足ります。ただし、常駐するプログラムの大半が位置の読み込みを待っている場合は別で、そうなるかどうかは GPU で実行しないとわかりません。
 # 転送中のバイト数を増やす設計は 2 つあります。
 # 1 つは、プログラムに複数のトークンを受け持たせることです（FlashInfer の cos と sin の表を使うカーネルはそうしています。後述）。
@@ -735,8 +737,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # memory, as 436 MB of weights have streamed through a 50 MiB L2 since the last
 # layer read them; $k$, just written by the projection, likely from L2.
 #
-# Launches may cost more. Eager, a Hugging Face Llama layer launches 40 kernels, ten of
-# them RoPE's, and at an assumed 5 µs of host time each the host paces the step; the
+# Launches may cost more. Eager, a Hugging Face Llama layer runs 40 ATen operations, ten
+# of them RoPE's, about a kernel each on a GPU (count them with `torch.profiler`), and at an assumed 5 µs of host time each the host paces the step; the
 # fused kernel's Python wrapper alone costs the host as much as several small eager
 # operations (`lab/README.md`). So capture the step in a CUDA graph, or compile it,
 # first ("what the real kernel adds", folded above). Then, in this model, each kernel
@@ -756,7 +758,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 位置と行は HBM（GPU のメインメモリ）から読み込まれます。前の層がこれらを読んでから、436 MB の重みが 50 MiB の L2 を通り抜け、位置と行を L2 から追い出しているからです。$k$ は射影が書いたばかりなので、おそらく L2 から読み込まれます。
 #
 # 起動のコストは、さらに大きくなりえます。
-# Hugging Face の Llama の層を eager モードで実行すると、1 層で 40 個のカーネルが起動し、そのうち 10 個が RoPE のものです。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
+# Hugging Face の Llama の層を eager モードで実行すると、1 層で ATen の演算が 40 個走り、そのうち 10 個が RoPE のものです。GPU ではそれぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
 # したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく：実際のカーネルが加えるもの」）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと自分の往復の時間の和になります。
 # 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合することだけです。
@@ -784,7 +786,10 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 4. Keep the position and the row in L2 across the layer's weights:
 #    `eviction_policy="evict_last"` (the weights `evict_first`), or an L2 persisting
 #    window (`cudaAccessPolicyWindow`), so that all three trips go to L2. Not measured.
-# 5. Tune `num_warps` and the blocks per shape (`triton.autotune`).
+# 5. Gather each token's cos/sin row once per step for all the layers, as Hugging Face
+#    does and Liger Kernel's kernel takes: every layer's kernel then finds its token's
+#    row by the token's index, not its position, so no load waits for another: one trip
+#    fewer for the same 0.1 byte per element (512 bytes a token, small enough for L2).
 #
 # Programmatic dependent launch (PDL) then lets the kernel start while the
 # one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`), so the chain
@@ -812,7 +817,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 3. トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにします。FlashInfer の cos と sin の表を使うカーネルのランチャは、`cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
 #    トークンでそれが埋まるならブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき。128 ビットのアクセスで、ヘッドはループ）、埋まらないならトークンのグループとヘッドのグリッドにします。
 # 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使えば、3 回の往復がすべて L2 への往復になるはずです。計測はしていません。
-# 5. `num_warps` とブロックの大きさを形状ごとに調整します（`triton.autotune`）。
+# 5. ステップごとに、各トークンの cos と sin の行を全層の分まとめて 1 回だけ集めておきます（Hugging Face のやり方で、Liger Kernel のカーネルもこの形で受け取ります）。各層のカーネルは行を位置ではなくトークンの番号で見つけるので、ほかの読み込みを待つ読み込みがなくなります。成分あたり同じ 0.1 バイトのまま、往復が 1 回減ります（行はトークンあたり 512 バイトで、L2 に残せる大きさです）。
 #
 # さらに、CUDA の programmatic dependent launch（PDL、カーネルの前倒し起動）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルも、`enable_pdl` で PDL を使えます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
 #
@@ -1004,19 +1009,22 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # | prediction | basis | measure |
 # |---|---|---|
-# | 4096-token prefill: the fused kernel takes about 1.03 times the copy's time, and at least 15.3 µs | 4.1 bytes per element against the copy's 4; at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s | `triton`'s `ratio_to_copy` and time in `prefill-4096-bfloat16` |
+# | 4096-token prefill: the fused kernel takes at least 15.3 µs, and about 1.03 times the Triton copy's time | at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s; 4.1 bytes per element against the copy's 4 | `triton`'s time and `ratio_to_triton_copy` in `prefill-4096-bfloat16` |
 # | there RoPE is 0.9% of a layer fused, 4.5% with Hugging Face's formula | 4.1 and 20.2 bytes per element at 4.8 TB/s; the layer's flops at 989 TFLOP/s | `triton`, `eager_formula`; the layer from a profile |
-# | one decode token in a model: the fused kernel takes about 1.2 µs longer than the copy | position and row from HBM then $k$ from L2 ($2 \cdot 600 + 200$ ns) against the copy's one L2 trip; latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, `triton`'s minus `copy`'s |
-# | eager decode: a layer's 40 launches take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
+# | one decode token in a model: the fused kernel takes about 1.2 µs longer than the Triton copy | position and row from HBM then $k$ from L2 ($2 \cdot 600 + 200$ ns) against the copy's one L2 trip; latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, `triton`'s minus `triton_copy`'s |
+# | eager decode: a layer's 40 operations, about a kernel each, take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
 # | under a CUDA graph: RoPE is 9 to 16% of a layer with Hugging Face's ten kernels, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_formula` and `triton_graph` |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` runs these
-# cases and more, 1 to 32,768 tokens a call (`lab/README.md`). Its record holds each
-# contender's device and host times and the fused kernel's predicted floor at the copy
-# rates the run measures: a run below that floor refutes the model. On CUDA `copy_` is
-# a `cudaMemcpyAsync`, not a kernel, so the run also times a Triton kernel that copies
-# the same bytes (`triton_copy`): the fused kernel's distance from it is what the table
-# row, the arithmetic and the per-token grid cost.
+# cases and more, 1 to 32,768 tokens a call (`lab/README.md`, with a checklist for the
+# first run). Beside `copy_`, which on CUDA is a `cudaMemcpyAsync`, not a kernel, it
+# times a Triton kernel that copies the same bytes (`triton_copy`): the fused kernel's
+# distance from it is what the table row, the arithmetic and the per-token grid cost.
+# The record's floor for the fused kernel divides its bytes by the faster of the two
+# copies: a run below it moves fewer bytes than modelled or outruns both copies, and
+# Nsight Compute's DRAM counters tell which. Only the floors can be refuted by a run;
+# the ratios and the 1.2 µs, near the half microsecond CUDA events resolve, are
+# expectations.
 
 # %% [markdown] lang="ja"
 # ## GPU での予測と、その計り方
@@ -1025,16 +1033,16 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # | 予測 | 根拠 | 計り方 |
 # |---|---|---|
-# | 4096 トークンのプリフィル：融合カーネルの時間はコピーの約 1.03 倍で、15.3 µs 以上 | 成分あたり 4.1 バイト（コピーは 4 バイト）。呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす | `prefill-4096-bfloat16` の `triton` の `ratio_to_copy` と時間 |
+# | 4096 トークンのプリフィル：融合カーネルの時間は 15.3 µs 以上で、Triton のコピーの約 1.03 倍 | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす。成分あたり 4.1 バイト（コピーは 4 バイト） | `prefill-4096-bfloat16` の `triton` の時間と `ratio_to_triton_copy` |
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルで |
-# | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルはコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `copy` を引いた値 |
-# | eager モードのデコード：層の 40 回の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 回はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
+# | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルは Triton のコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `triton_copy` を引いた値 |
+# | eager モードのデコード：層の 40 個の演算（それぞれほぼカーネル 1 つ）の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 個はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
 # | CUDA グラフのもとで：RoPE は層の 9 から 16%（Hugging Face の 10 個のカーネル）、1.9 から 2.4%（融合） | カーネルあたり 1 から 4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
 #
-# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md`）。
-# 計測記録には、比較対象ごとのデバイスとホストの時間と、計測時に測ったコピーの速さから求めた融合カーネルの予測下限が入ります。1 回でもこの下限を下回る実行があれば、このコストモデルは誤りだとわかります。
-# CUDA ではコピーの `copy_` はカーネルではなく `cudaMemcpyAsync` なので、同じバイトをコピーする Triton のカーネル（`triton_copy`）も計ります。
-# 融合カーネルとこのカーネルの差が、表の行の読み込み、演算、トークンごとのグリッドにかかるコストです。
+# `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1 から 32,768 トークンで実行します（`lab/README.md` に、最初の実行で確かめる手順があります）。
+# CUDA では `copy_` はカーネルではなく `cudaMemcpyAsync` なので、同じバイトをコピーする Triton のカーネル（`triton_copy`）も計ります。融合カーネルとこのカーネルの差が、表の行の読み込み、演算、トークンごとのグリッドにかかるコストです。
+# 計測記録にある融合カーネルの下限は、そのバイト数を 2 つのコピーのうち速いほうの速さで割った値です。これを下回る実行は、モデルより少ないバイトしか動かしていないか、どちらのコピーよりも速く動かしているかのどちらかで、Nsight Compute の DRAM のカウンタで見分けられます。
+# 実行で否定できるのは下限だけです。比と 1.2 µs（CUDA のイベントが分解できる約 0.5 µs に近い値）は見込みです。
 
 # %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することの確認（証拠ではありません）"}
 from posenc_lab import gpu_bench
@@ -1131,9 +1139,9 @@ assert {c.tokens() for c in gpu_cases.values()} == {
 assert not list(RECORDS.glob("gpu-*.json")), "a GPU record: update the text"
 # the decode step's shares (cell of "The decode step"), the harness's floors
 assert round(chain * 1e6, 1) == 1.4 and round(chain / decode, 3) == 0.015
-assert round((chain - l2) * 1e6, 1) == 1.2  # triton minus copy's one L2 trip
+assert round((chain - l2) * 1e6, 1) == 1.2  # triton minus triton_copy's trip
 assert round(decode * 1e6) == 91
-# eager: 40 kernels a layer, two RMSNorms of 8, RoPE's 10; 200 µs of host time
+# eager: 40 ATen ops a layer, two RMSNorms of 8, RoPE's 10; 200 µs of host time
 assert len(layer_kernels) == 40 and layer_kernels.count("rsqrt") == 2
 assert layer_kernels[11:21] == 2 * ["mul", "neg", "cat", "mul", "add"]
 assert round(len(layer_kernels) * launch * 1e6) == 200 and host_paced == 0.25
@@ -1247,36 +1255,40 @@ print(" ".join(t.ops), f"| {(t.total - tables) / x.numel():g} B per element")
 
 
 # %% [markdown] lang="en" tags=["solution"]
-# **Solution 2.** One token of Llama 3 8B moves $2 \cdot 2 \cdot 5120 = 20480$ bytes in
-# bfloat16 at the floor; 5 µs at 4.8 TB/s moves 24 MB, about 1,170 tokens. Below that
+# **Solution 2.** One token of Llama 3 8B moves $2 \cdot 2 \cdot 5120 = 20480$ bytes of
+# $q$ and $k$ in bfloat16, and the fused kernel reads its table row too, $4r = 512$ bytes:
+# 20,992 bytes. 5 µs at 4.8 TB/s moves 24 MB, about 1,143 tokens. Below that
 # many tokens per call, the host spends longer launching than the device moving the
 # data. But launches are asynchronous and overlap the device's work, so on the device
 # the comparison is with its own fixed cost per kernel, launch latency and ramp: at an
-# assumed 2 to 4 µs, memory time exceeds it from about 470 to 940 tokens. Hugging
+# assumed 1 to 4 µs, memory time exceeds it from about 230 to 910 tokens. Hugging
 # Face's formula runs
 # five operations on $q$ and five on $k$: ten kernels per layer, 50 µs of launches
 # against a layer's 91 µs, 320 per decode step, against 32 for the fused kernel and
 # one graph replay with CUDA graphs.
 
 # %% [markdown] lang="ja" tags=["solution"]
-# **解答 2.** Llama 3 8B では、bfloat16 のトークン 1 つあたり、下限では $2 \cdot 2 \cdot 5120 = 20480$ バイトを動かします。
-# 毎秒 4.8 TB で 5 µs の間に動くのは 24 MB で、約 1,170 トークン分です。
+# **解答 2.** Llama 3 8B では、bfloat16 のトークン 1 つあたり、$q$ と $k$ で $2 \cdot 2 \cdot 5120 = 20480$ バイトを動かし、融合カーネルはさらに表の行 $4r = 512$ バイトを読みます。合わせて 20,992 バイトです。
+# 毎秒 4.8 TB で 5 µs の間に動くのは 24 MB で、約 1,143 トークン分です。
 # 1 回の呼び出しのトークンがこれより少なければ、ホストが起動にかける時間が、デバイスがデータを動かす時間を上回ります。
-# ただし起動は非同期で、デバイスの仕事と重なります。デバイスの側で比べるべきは、カーネルごとのデバイス自身の固定コスト（起動のレイテンシと立ち上がり）です。それを 2 から 4 µs と仮定すると、メモリ転送の時間がそれを超えるのは、約 470 から 940 トークン以上のときです。
+# ただし起動は非同期で、デバイスの仕事と重なります。デバイスの側で比べるべきは、カーネルごとのデバイス自身の固定コスト（起動のレイテンシと立ち上がり）です。それを 1〜4 µs と仮定すると、メモリ転送の時間がそれを超えるのは、約 230〜910 トークン以上のときです。
 # Hugging Face の式は $q$ と $k$ にそれぞれ 5 つの演算を使うので、層あたり 10 個、デコードの 1 ステップで 320 個のカーネルになります。
 # 層あたりの起動だけで 50 µs かかり、層のデバイス時間 91 µs の半分を超えます。
 # 融合カーネルなら 32 個で、CUDA グラフを使えばグラフの再生 1 回です。
 
 # %% tags=["solution"]
 per_token = 2 * 2 * (n_q + n_k) * d  # bytes, bfloat16, read and write
-tokens = 5e-6 * 4.8e12 / per_token
+row = 4 * d  # the token's cos and sin row, r/2 float32 values each, r = d
+tokens = 5e-6 * 4.8e12 / (per_token + row)
 x = torch.randn(1, n_q, 1, d, dtype=torch.bfloat16)
 c, s = (t.bfloat16() for t in hf_cos_sin(torch.tensor([1000]), d))
 t = count_traffic(lambda: hf_apply_rotary(x, c, s))
 kernels = 32 * 2 * len(t.ops)  # 32 layers, q and k
-assert per_token == 20480 and round(tokens, -1) == 1170 and kernels == 320
-device_fixed = [round(t * 4.8e12 / per_token, -1) for t in (2e-6, 4e-6)]
-assert device_fixed == [470, 940], device_fixed
+assert per_token == 20480 and row == 512 and kernels == 320
+assert round(tokens) == 1143
+launch_cost = gpu_bench.LAUNCH_COST_S
+device_fixed = [round(t * 4.8e12 / (per_token + row), -1) for t in launch_cost]
+assert device_fixed == [230, 910], device_fixed
 print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 
 # %% [markdown] lang="en"

@@ -79,7 +79,7 @@ device is not the bottleneck. Each case also records ``predicted``
 (:func:`predicted_floor`): the fused kernel's floor under the cost model
 (its bytes over the *measured* copy bandwidth of where they sit: memory's
 for a cold case, L2's for a warm one), the assumed latencies and
-an assumed 2 to 4 us of fixed device cost per kernel launched, for a first
+an assumed 1 to 4 us of fixed device cost per kernel launched, for a first
 run to confirm or refute.
 
 How it measures: every contender is first checked against ``apply_rope``
@@ -195,7 +195,7 @@ OPAQUE_LAUNCHES = {
 L2_LATENCY_S, HBM_LATENCY_S = 200e-9, 600e-9
 #: Device-side fixed cost of one kernel (launch latency, ramp, tail and the gap to the
 #: next), assumed as a range for the predicted floors, as chapter 12's Exercise 2 does.
-LAUNCH_COST_S = (2e-6, 4e-6)
+LAUNCH_COST_S = (1e-6, 4e-6)
 #: Single launches timed per decode case and cache state (:func:`single_launch`).
 SINGLE_REPEATS = 200
 
@@ -228,6 +228,18 @@ class Case:
     def bytes_per_call(self) -> int:
         """One read and one write of ``q`` and ``k``."""
         return 2 * self.elements() * self.torch_dtype.itemsize
+
+
+def fastest_copy(copy: dict, triton_copy: dict | None = None) -> dict[str, object]:
+    """The faster of two measured copy rates (``triton_copy`` ``None`` where Triton is
+    not installed): ``{"gb_per_s", "source"}``, the source ``"copy_"`` or ``"triton_copy"``.
+
+    A floor divides bytes by it: a kernel that beats the floor then moves fewer bytes
+    than modelled or outruns both copies, and Nsight Compute's DRAM counters tell which.
+    """
+    if triton_copy is not None and triton_copy["gb_per_s"] > copy["gb_per_s"]:
+        return {"gb_per_s": triton_copy["gb_per_s"], "source": "triton_copy"}
+    return {"gb_per_s": copy["gb_per_s"], "source": "copy_"}
 
 
 def cold_calls(bytes_per_call: int, l2_bytes: int) -> int:
@@ -404,9 +416,15 @@ class _L2Flush:
 
 
 def measure_copy_bandwidth(
-    device: torch.device, *, nbytes: int = 1 << 30, repeats: int = 20, calls: int = 1
+    device: torch.device,
+    *,
+    nbytes: int = 1 << 30,
+    repeats: int = 20,
+    calls: int = 1,
+    copier: Callable[[torch.Tensor, torch.Tensor], object] | None = None,
 ) -> dict[str, object]:
-    """The device's copy bandwidth: ``dst.copy_(src)`` of ``nbytes``, counted as ``2 * nbytes``.
+    """The device's copy bandwidth: ``dst.copy_(src)`` of ``nbytes`` (or ``copier(src,
+    dst)``, e.g. :func:`posenc_lab.triton_copy.triton_copy`), counted as ``2 * nbytes``.
 
     With ``nbytes`` of a quarter of L2 or less (``src`` and ``dst`` together within
     ``WARM_FRACTION_OF_L2``, as a warm case's pool) the copy runs within L2 after the
@@ -428,7 +446,10 @@ def measure_copy_bandwidth(
 
     def copies() -> None:
         for _ in range(calls):
-            dst.copy_(src)
+            if copier is None:
+                dst.copy_(src)
+            else:
+                copier(src, dst)
 
     warm_host = []
     for _ in range(3):
@@ -483,6 +504,11 @@ def _triton_module(interpret: bool, name: str = "posenc.rope_triton"):
     try:
         module = importlib.import_module(name)
         from triton.runtime.interpreter import InterpretedFunction
+
+        if interpret:
+            # Triton 3.9's interpreter imports this on a kernel's first call (to name an
+            # int argument's type), and the import asserts that TRITON_INTERPRET is set
+            importlib.import_module("triton.experimental.gluon")
 
         if isinstance(getattr(module, TRITON_MODULES[name]), InterpretedFunction) != interpret:
             module = importlib.reload(module)
@@ -936,6 +962,7 @@ def time_case(
     l2_bytes: int,
     copy_gb_per_s: float,
     l2_copy_gb_per_s: float | None = None,
+    floor_gb_per_s: float | None = None,
     interpret: bool = False,
     compile_backend: str | None = "inductor",
     only: Sequence[str] | None = None,
@@ -1021,7 +1048,9 @@ def time_case(
         "dram_bytes_per_call_at_least": None if case.warm else dram_bytes_at_least(case, l2_bytes),
         "absent": absent,
         # the fused kernel's floor under the cost model, for a first GPU run to refute
-        "predicted": predicted_floor(case, copy_gb_per_s, l2_bytes, l2_copy_gb_per_s),
+        "predicted": predicted_floor(
+            case, floor_gb_per_s or copy_gb_per_s, l2_bytes, l2_copy_gb_per_s
+        ),
         "rounds": rounds,
         "warmup": warmup,
         "orders": orders,
@@ -1036,6 +1065,12 @@ def time_case(
             "queue_ahead_us": ahead[name] * 1e6,
             "launches_per_call": launches[name],
             "calls_per_sample": n_calls[name],
+            # the fused kernel's distance from a Triton kernel that moves the same bytes
+            "ratio_to_triton_copy": (
+                paired_ratio(samples[name], late[name], samples["triton_copy"], late["triton_copy"])
+                if "triton_copy" in samples
+                else None
+            ),
         }
         found = result["contenders"][name]  # type: ignore[index]
         if found["gb_per_s"] is not None:
@@ -1056,6 +1091,20 @@ def time_case(
     return result
 
 
+def paired_ratio(
+    samples: Sequence[float],
+    late: Sequence[bool],
+    floor: Sequence[float],
+    floor_late: Sequence[bool],
+) -> float | None:
+    """The median over rounds of a contender's time over a baseline's in the same round,
+    the rounds in which neither sample was host-bound (``None`` if none is left)."""
+    ratios = [
+        t / f for t, b, f, fb in zip(samples, late, floor, floor_late, strict=True) if not (b or fb)
+    ]
+    return statistics.median(ratios) if ratios else None
+
+
 def summarise(
     samples: Sequence[float],
     late: Sequence[bool],
@@ -1072,15 +1121,12 @@ def summarise(
     the statistics are ``None``.
     """
     kept = [t for t, b in zip(samples, late, strict=True) if not b]
-    ratios = [
-        t / f for t, b, f, fb in zip(samples, late, floor, floor_late, strict=True) if not (b or fb)
-    ]
     out: dict[str, object] = {
         "median_us": None,
         **{f"q{round(q * 100):02d}_us": None for q in QUANTILES},
         "min_us": None,
         "gb_per_s": None,
-        "ratio_to_copy": statistics.median(ratios) if ratios else None,
+        "ratio_to_copy": paired_ratio(samples, late, floor, floor_late),
         "host_bound_samples": len(samples) - len(kept),
         "host_bound_samples_us": [t * 1e6 for t, b in zip(samples, late, strict=True) if b],
         "samples_us": [t * 1e6 for t in kept],
@@ -1159,16 +1205,23 @@ def single_launch(
         with torch.cuda.graph(graph):
             call()
         run, ahead = graph.replay, QUEUE_MIN_S
-    hot = [clock.time_both(run, ahead)[0] for _ in range(repeats)]
+    hot = [clock.time_both(run, ahead) for _ in range(repeats)]
     cold = []
     for _ in range(repeats):
         flush()
         touch()
-        cold.append(clock.time_both(run, ahead)[0])
+        cold.append(clock.time_both(run, ahead))
+
+    def median_us(timed: list[tuple[float, float, bool]]) -> float | None:
+        kept = [device_s for device_s, _, late in timed if not late]
+        return statistics.median(kept) * 1e6 if kept else None
+
     return {
-        "hot_us": statistics.median(hot) * 1e6,
-        "cold_table_us": statistics.median(cold) * 1e6,
+        "hot_us": median_us(hot),
+        "cold_table_us": median_us(cold),
         "repeats": repeats,
+        # replays whose enqueueing outlasted the queued sleep: left out of the medians
+        "host_bound": sum(late for *_, late in hot + cold),
     }
 
 
@@ -1281,10 +1334,34 @@ def run(
         l2_copy = measure_copy_bandwidth(
             device, nbytes=int(WARM_FRACTION_OF_L2 * l2_bytes) // 2, calls=20
         )
+    # the same copies by a Triton kernel: the floors take the faster of the two
+    # (a memcpy need not reach what a kernel can, nor a kernel what a memcpy can)
+    triton_copy, l2_triton_copy = None, None
+    try:
+        copier = _triton_module(dry_run, "posenc_lab.triton_copy").triton_copy
+    except ImportError:
+        if not dry_run:
+            raise
+        copier = None
+    if copier is not None:
+        big, small = (1 << 20, 1 << 16) if dry_run else (1 << 30, l2_copy["bytes"])
+        triton_copy = measure_copy_bandwidth(
+            device, nbytes=big, repeats=3 if dry_run else 20, copier=copier
+        )
+        l2_triton_copy = measure_copy_bandwidth(
+            device, nbytes=small, repeats=3 if dry_run else 20, calls=l2_copy["calls_per_sample"],
+            copier=copier,
+        )  # fmt: skip
+    floor_rate = fastest_copy(copy, triton_copy)
+    l2_floor_rate = fastest_copy(l2_copy, l2_triton_copy)
     record: dict[str, object] = {
         "meta": _meta(device, dry_run=dry_run, seed=seed, compile_backend=compile_backend),
         "copy_bandwidth": copy,
         "l2_copy_bandwidth": l2_copy,
+        "triton_copy_bandwidth": triton_copy,
+        "l2_triton_copy_bandwidth": l2_triton_copy,
+        # the rates the predicted floors divide by: the faster copy of each
+        "floor_rates": {"memory": floor_rate, "l2": l2_floor_rate},
         "cases": {},
     }
     record["meta"]["clocks_before"] = clock_state() if device.type == "cuda" else None
@@ -1305,7 +1382,8 @@ def run(
             seed=seed,
             l2_bytes=l2_bytes,
             copy_gb_per_s=copy["gb_per_s"],  # type: ignore[arg-type]
-            l2_copy_gb_per_s=l2_copy["gb_per_s"],  # type: ignore[arg-type]
+            l2_copy_gb_per_s=l2_floor_rate["gb_per_s"],  # type: ignore[arg-type]
+            floor_gb_per_s=floor_rate["gb_per_s"],  # type: ignore[arg-type]
             interpret=dry_run,
             compile_backend=compile_backend,
             only=contenders,
@@ -1319,10 +1397,16 @@ def format_record(record: dict[str, object]) -> str:
     meta = record["meta"]
     copy = record["copy_bandwidth"]
     l2_copy = record["l2_copy_bandwidth"]
+    tcopy, l2_tcopy = record.get("triton_copy_bandwidth"), record.get("l2_triton_copy_bandwidth")
     lines = [
         f"{meta['device_name']}: torch {meta['torch']}, triton {meta['triton']}, "
         f"driver {meta.get('driver')}; copy bandwidth {copy['gb_per_s']:.1f} GB/s "
         f"(within L2 {l2_copy['gb_per_s']:.1f} GB/s)"
+        + (
+            f", Triton copy {tcopy['gb_per_s']:.1f} GB/s (within L2 {l2_tcopy['gb_per_s']:.1f})"
+            if tcopy and l2_tcopy
+            else ""
+        )
         + ("  [DRY RUN: nothing measured]" if meta["dry_run"] else ""),
     ]
     for name, case in record["cases"].items():
@@ -1337,14 +1421,14 @@ def format_record(record: dict[str, object]) -> str:
                 f"{case['dram_bytes_per_call_at_least'] / 1e6:.4g} MB a call in the window"
             ),
             f"{'contender':46s} {'median us':>10s} {'q25-q75 us':>19s} {'GB/s':>8s} "
-            f"{'of copy':>8s} {'x copy':>7s} {'host us':>8s}",
+            f"{'of copy':>8s} {'x copy':>7s} {'x tcopy':>7s} {'host us':>8s}",
         ]
         p = case["predicted"]
         lines.insert(
             len(lines) - 1,
             f"predicted for the fused kernel: >= {p['lower_bound_us']:.3g} us a call "
             + (
-                f"(memory {p['memory_us']:.3g} us at the {p['memory_source']} copy rate, "
+                f"(memory {p['memory_us']:.3g} us at the faster {p['memory_source']} copy rate, "
                 if p["memory_us"] is not None
                 else "(no memory bound, "
             )
@@ -1368,12 +1452,21 @@ def format_record(record: dict[str, object]) -> str:
                 f"{c['label'][:46]:46s} {c['median_us']:10.4g} {iqr:>19s} {c['gb_per_s']:8.4g} "
                 f"{c['fraction_of_copy_bandwidth']:8.2f} "
                 + (f"{ratio:7.2f} " if ratio is not None else f"{'-':>7s} ")
+                + (
+                    f"{c['ratio_to_triton_copy']:7.2f} "
+                    if c.get("ratio_to_triton_copy") is not None
+                    else f"{'-':>7s} "
+                )
                 + f"{c['host_median_us']:8.4g}{late}"
             )
         for name, one in case.get("single_launch", {}).items():
+            hot, cold = (
+                "-" if one[k] is None else f"{one[k]:.4g}" for k in ("hot_us", "cold_table_us")
+            )
             lines.append(
-                f"{'one launch alone: ' + name:46s} {one['hot_us']:10.4g} in L2, "
-                f"{one['cold_table_us']:.4g} with the table and positions in memory"
+                f"{'one launch alone: ' + name:46s} {hot:>10s} in L2, "
+                f"{cold} with the table and positions in memory"
+                + (f" ({one['host_bound']} host-bound, left out)" if one.get("host_bound") else "")
             )
         for name, why in case.get("absent", {}).items():
             lines.append(f"{'absent: ' + name:46s} {why}")

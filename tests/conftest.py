@@ -69,7 +69,18 @@ def pytest_configure(config):
     )
 
 
+def run_order(nodeid: str) -> int:
+    """The library and lab tests first, then the site tests (by then the background
+    build is done, or nearly: tests/site/background.py), then the notebooks, many
+    small units that even out the two workers' ends."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/site/"):
+        return 1
+    return 2 if path.endswith(".ipynb") else 0
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: run_order(item.nodeid))  # stable: the order within stays
     have = torch_version()
     for item in items:
         marker = item.get_closest_marker("needs_torch")

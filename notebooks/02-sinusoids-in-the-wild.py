@@ -690,7 +690,7 @@ chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps PE(t) to PE(t + 2); the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が PE(t) を PE(t + 2) に移し、距離はどの t でも 6.95 です"}
+# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps the concatenated table's PE(t) to PE(t + 2); the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が連結した表の PE(t) を PE(t + 2) に移し、距離はどの t でも 6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []

@@ -93,7 +93,7 @@ for task in TASKS:
         + " ".join(f"{v:2d}" if v >= 0 else " ." for v in y[0].tolist())
     )
 
-# %% tags=["check"] summary={"en": "the record follows the design, with fixed steps; prefix's answer lies N/2 back, m from 1 to L/2 in training; within L, RoPE turns 1 of 8 pairs, RoPE-LLM 6 of 8, Llama 2 46 of 64", "ja": "記録は設計どおりで、ステップ数は固定です。prefix の答えは N/2 個前にあり、学習では m が 1〜L/2 です。L の間に 1 周以上するペアは RoPE で 8 組中 1 組、RoPE-LLM で 8 組中 6 組、Llama 2 で 64 組中 46 組です"}
+# %% tags=["check"] summary={"en": "the record follows the design, with fixed steps; prefix's answer lies N/2 back, m from 1 to L/2 in training; within L, a full turn for 1 of 8 pairs of RoPE, 6 of 8 of RoPE-LLM, 46 of 64 of Llama 2", "ja": "記録は設計どおりで、ステップ数は固定です。prefix の答えは N/2 個前にあり、学習では m が 1〜L/2 です。L の間に 1 周以上するペアは RoPE で 8 組中 1 組、RoPE-LLM で 8 組中 6 組、Llama 2 で 64 組中 46 組です"}
 import math
 
 from posenc import YarnScaling, rope_frequencies
@@ -152,7 +152,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # | `nope` | no encoding: only the causal mask hints at positions | [NoPE](10-xpos-nope.ipynb) |
 # | `sinusoidal` | fixed sine waves added to the token embeddings | [sinusoids](01-sinusoidal.ipynb) |
 # | `learned` | a trained vector per position, added; $L$ rows, so nothing beyond $L$ | [learned](03-learned-embeddings.ipynb) |
-# | `rope` | rotates queries and keys by angles that grow with the position; base $10^4$: 1 of 8 pairs turns within $L$ | [RoPE](08-rope.ipynb) |
+# | `rope` | rotates queries and keys by angles that grow with the position; base $10^4$: 1 of 8 pairs makes a full turn within $L$ | [RoPE](08-rope.ipynb) |
 # | `rope-llm` | the same with base 3.776: 6 of 8 pairs turn within $L$, close to Llama 2's share (46 of 64 at $L = 4096$) | [its base](09-rope-context.ipynb) |
 # | `random` | RoPE at sorted random positions from $0, \dots, 8L - 1$, so training sees large positions (Ruoss et al. 2023) | [randomised positions](15-learned-bias-functions.ipynb) |
 # | `alibi` | a fixed penalty on each score, growing linearly with the distance | [ALiBi](07-alibi.ipynb) |
@@ -270,7 +270,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # ファインチューニングした行では、モデルのコピーを $2L$ で 50 ステップ（学習率 $10^{-3}$、バッチサイズ 32）学習します。スケーリングは $s = 2$ で、バッチは専用の系列から引きます（シード $k$ にはシード $30000 + k$）。
 # Chen ら（2023）の方法を小さくしたものです。評価では $2L$ までは $s = 2$、その先は $s = N/L$ を使います。
 
-# %% tags=["deeper", "check"] summary={"en": "RoPE-LLM's base is the formula's; T5's buckets 16 to 31 get no gradient at L but shrink by a factor of 0.944 under weight decay, and t5-hf rescales the same draw; posenc's YaRN gives Hugging Face's frequencies and multiplies the scores by 1.46 at s = 8", "ja": "RoPE-LLM の底は式どおりです。T5 のバケット 16〜31 は L では勾配を受けませんが、重み減衰で 0.944 倍に縮みます。t5-hf は同じ乱数を拡大したものです。posenc の YaRN は Hugging Face の周波数を与え、s = 8 でスコアを 1.46 倍にします"}
+# %% tags=["deeper", "check"] summary={"en": "RoPE-LLM's base is the formula's; T5's buckets 16 to 31 get no gradient at L but shrink by a factor of 0.944 under weight decay over 3,500 steps, and t5-hf rescales the same draw; posenc's YaRN gives Hugging Face's frequencies and multiplies the scores by 1.46 at s = 8", "ja": "RoPE-LLM の底は式どおりです。T5 のバケット 16〜31 は L では勾配を受けませんが、重み減衰で 3,500 ステップの間に 0.944 倍に縮みます。t5-hf は同じ乱数を拡大したものです。posenc の YaRN は Hugging Face の周波数を与え、s = 8 でスコアを 1.46 倍にします"}
 from posenc import apply_rope, t5_relative_position_bucket
 from posenc_lab.extrapolation.models import (
     build_model,

@@ -1226,9 +1226,9 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Kernel theory (CPD kernels) says which
 #   curves are allowed.
 # - FIRE learns the whole curve with a small MLP that reads the distance divided by
-#   the query's position. A longer input then brings no input outside the range
-#   seen in training, but the same distance gets a different input as the query
-#   moves on.
+#   the query's position. Once training has gone past its threshold, a longer input
+#   brings no input outside the range seen in training, but the same distance gets a
+#   different input as the query moves on.
 # - CoPE counts what a head's gates let through instead of tokens. A head that counts
 #   end marks finds the third sentence back on every test input; no bias by token
 #   distance can answer both of two short inputs.
@@ -1242,7 +1242,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # ## まとめ
 #
 # - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
-# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。長い入力でも、MLP の入力は学習時に見た範囲の外に出ませんが、クエリが進むと同じ距離に対する入力が変わります。
+# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。学習がしきい値を超える長さまで進んでいれば、長い入力でも MLP の入力は学習時に見た範囲の外に出ません。ただし、クエリが進むと同じ距離に対する入力が変わります。
 # - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、値をどう選んでも、短い入力 A と B の両方に正しく答えることはできません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
 # - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は先に行のスコアすべてが必要です。

@@ -624,6 +624,13 @@ assert_close(dk, ek)
 # read and written (20,480), then the rotated $k$ and $v$ read and written into the
 # cache (8,192). Rotating $k$ straight into the cache skips writing the rotated $k$ and
 # reading it back: 24,576 bytes, a seventh less.
+#
+# Newer models put a norm next to RoPE. Qwen3 applies an RMSNorm with a learned scale
+# to each head of $q$ and $k$ before the rotation; Llama 4, in Hugging Face's code, a
+# norm without weights after it. Both read the head the rotation reads, and a head's
+# sum of squares is a reduction over features a per-token program holds anyway, so one
+# pass can do both. Llama 4's order does not matter, as a rotation keeps the norm;
+# Qwen3's learned scale differs per feature, so a fused kernel must keep its order.
 
 # %% [markdown] lang="ja"
 # ## 実際のシステムは RoPE をどこで融合しているか
@@ -642,6 +649,31 @@ assert_close(dk, ek)
 # 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
 # 同じコストモデルで bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書く場合は 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
 # $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分が省けるので、24,576 バイトで済みます。7 分の 1 の削減です。
+#
+# 新しいモデルでは、RoPE の隣に正規化が入ります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケールつきの RMSNorm をかけます。Hugging Face のコードの Llama 4 は、回転のあとに重みのない正規化をかけます。
+# どちらも回転と同じヘッドを読み、ヘッドの二乗和はトークンごとのプログラムがもともとレジスタに持つ成分についての和なので、1 回のパスで両方を済ませられます。
+# Llama 4 の順序は結果を変えません。回転はノルムを変えないからです。Qwen3 の学習可能なスケールは成分ごとに違うので、融合カーネルでも順序を守る必要があります。
+
+# %% tags=["check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と入れ替えられますが、成分ごとに学習可能なスケールを持つ RMSNorm は入れ替えられません"}
+g = torch.Generator().manual_seed(0)
+x = torch.randn(1, 2, 5, 128, generator=g)
+pos = torch.arange(5)
+scale = torch.rand(128, generator=g) + 0.5  # a learned scale, one per feature
+
+
+def l2_norm(t):
+    return t / t.norm(dim=-1, keepdim=True)
+
+
+def rms_norm(t):
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * scale
+
+
+torch.testing.assert_close(
+    l2_norm(apply_rope(x, pos)), apply_rope(l2_norm(x), pos)
+)
+gap = (rms_norm(apply_rope(x, pos)) - apply_rope(rms_norm(x), pos)).abs().max()
+assert gap > 0.1, gap
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
 # a fused RoPE modelled as one op that reads q (or k) once and writes once

@@ -87,7 +87,7 @@ print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 # %% [markdown] lang="ja"
 # 論文は、周波数 $\omega_i$ の正弦と余弦を列 $2i$ と $2i+1$ に隣り合わせて置きます（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）。
 # tensor2tensor、fairseq、AllenNLP は、$n$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
-# 2 つの表に入っている数は同じで、順番が違うだけです。連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ に当たります。
+# 2 つの表に入っている数は同じで、順番が違うだけです。連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ にあたります。
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
 # $P_{c,\pi(c)} = 1$ で、それ以外の成分が 0 の置換行列を $P$ とすると、列ベクトルとして書けば $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ です。
 # コードでは `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です（AllenNLP は指数を $n-1$ で割るので、上の数そのものも違います）。
@@ -324,12 +324,12 @@ assert not torch.allclose(
 # **さらに詳しく：ライブラリを 1 つずつ見る**
 #
 # labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従っていて、
-# `posenc` でいえば `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` に当たります。
+# `posenc` でいえば `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` にあたります。
 # 入力は `[seq, batch, d]` で、和にドロップアウトをかけます（論文の base モデルではドロップアウト率 0.1、§5.4）。
 # トークンの埋め込みに $\sqrt{d_{\text{model}}}$ を掛ける処理（§3.4）は、別のモジュール `EmbeddingsWithPositionalEncoding` にあります。
 # こちらは独自の表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従っていて、
-# `posenc` でいえば `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` に当たります。
+# `posenc` でいえば `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` にあたります。
 # 入力は `[batch, seq, d]` で、表を呼び出しのたびに作り直し、ドロップアウトはかけません。
 # `posenc` は `state_dict` に表を含めず、長い入力が来るとキャッシュを広げ、角度を float64 で作ります。
 # トークンの埋め込みのスケールもチェックポイントの一部です。fairseq は `no_scale_embedding` を指定しない限り $\sqrt{d}$ を掛け、Hugging Face の Marian と BART は `scale_embedding` が真のときに掛けます。移植でこれを間違えると、配置を間違えたときと同じように入力が変わります。
@@ -351,7 +351,7 @@ assert not torch.allclose(
 # $d$ が偶数なら $-2i/d = -i/n$ です。
 # $d$ が奇数だと、labml は周波数を 1 つ多く計算し、その代入を torch が拒否します。
 # 列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とする列ごとの式では、対になる余弦のない正弦が残ります。$d = 7$ では $\sin(p \cdot 10000^{-6/7})$ です。
-# この正弦は $1 \times 1$ のブロック $c$ を掛けてもずらせません。$p = 0$ では $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要ですが、左辺は常に 0 だからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
+# $1 \times 1$ のブロック $c$ を掛けるだけでは、この正弦を先の位置の値に移せません。$p = 0$ では $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要ですが、左辺は常に 0 だからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
 # jadore801120、XLM、DistilBERT、Marian は NumPy の float64 で角度を作り、ほかは float32 で作ります。
 # 拡散モデルが余弦を先に置くのも列の並べ替えの一種で、チェックポイントはほかの並べ替えと同様、この並び順に縛られます。
 
@@ -378,7 +378,7 @@ assert_close(y[kept], labml_like(x)[kept] / 0.9)
 assert 0.8 < kept.float().mean() < 0.97
 
 
-# %% tags=["deeper", "check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、偶数でも奇数の次元数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
+# %% tags=["deeper", "check"] summary={"en": "AllenNLP's arithmetic equals posenc's concatenated n − 1 module, for even and odd widths", "ja": "AllenNLP の計算は、次元数が偶数でも奇数でも、連結配置で n − 1 で割る posenc のモジュールと一致します"}
 def allennlp_like(x):  # AllenNLP's arithmetic; x: [batch, seq, d]
     _, seq, d = x.shape
     n = d // 2
@@ -537,9 +537,9 @@ assert_close(timestep_embedding(t, 8, 0.0, True), glide, rtol=0, atol=1e-4)
 #
 # $$\omega_i = 10000^{-i/n}, \qquad \omega'_i = 10000^{-i/(n-1)}$$
 # どちらも $\omega_0 = \omega'_0 = 1$ から始まり、比 $\omega_i/\omega'_i = 10000^{i/(n(n-1))}$ は $i$ とともに大きくなって、$i = n-1$ で $10000^{1/n}$ になります。
-# 相対的には小さな違いですが、角度 $p\,\omega_i$ は $p$ に比例して離れていきます。
+# 相対的には小さな違いですが、両者の角度 $p\,\omega_i$ の差は $p$ に比例して広がります。
 # $|\sin a - \sin b| \le |a - b|$ なので、各成分の差は角度の差 $p\,|\omega_i - \omega'_i|$ 以下です。角度の差が $\pi$ に達すると、一方の成分はもう一方の正負を反転した値になります。
-# $d = 512$ では（下の出力）、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大 1.9895 と、正弦の値域の幅にほぼ等しくなります。
+# $d = 512$ では、最も低い周波数の相対的な違いは 0.0366 にすぎないのに、成分の差は最大 1.9895 と、正弦の値域の幅にほぼ等しくなります（下の出力）。
 # 角度の差が最も大きいのは最も遅いペアではなく $i = 28$ で、$p = 2047$ では 2.95 ラジアンです。
 # 左の 2 つのスペクトルはほとんど同じに見えますが、右の角度の差は、2 つのエンコーディングがどれほど離れているかを示します。
 
@@ -581,7 +581,7 @@ assert worst_col == 56 and int(widest.argmax()) == 28 != n - 1
 assert f"{gap.max():.4f}" == "1.9895" and f"{widest.max():.2f}" == "2.95"
 assert int((gap.amax(-1) > 1).nonzero()[0]) == 732
 
-# %% tags=["deeper", "figure"] alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数の波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Left: wavelengths of the paper's and tensor2tensor's frequencies for d = 512 against pair i on a log axis, two nearly identical lines. Right: their angle gap at p = 2047 rises to near π at i ≈ 28 and falls back to 0 for the slow pairs."], "ja": ["左は d = 512 の論文版と tensor2tensor 版の周波数に対応する波長を、ペア i に対して対数軸で描いたもので、2 本の線はほぼ重なります。右は p = 2047 での両者の角度の差で、i ≈ 28 で π 近くまで上がり、遅いペアでは 0 に戻ります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
 ax = axes[0]
 ax.plot(i, 2 * math.pi / omega, label=r"$2\pi/\omega_i$")
@@ -749,12 +749,12 @@ assert_close(pe_t.norm(dim=-1), norms)
 # **さらに詳しく：大きな位置での float32 の角度**
 #
 # $x$ を最も近い float32 の数に丸めたものを $\mathrm{fl}_{32}(x)$ と書きます。仮数の精度は（暗黙の 1 ビットを含めて）24 ビットなので、区間 $[2^e, 2^{e+1})$ の数の間隔は $2^{e-23}$ です。
-# float32 の角度は 2 回丸められます。周波数が $\hat\omega_i$ になり、積 $p\,\hat\omega_i$ がもう一度丸められます。
+# float32 の角度は 2 回丸められます。まず周波数が $\hat\omega_i$ に丸められ、次に積 $p\,\hat\omega_i$ がもう一度丸められます。
 # そのため角度が $[2^e, 2^{e+1})$ に入るとき、次が成り立ちます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
 # $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。なお、ペア 0 だけは $\omega_0 = 1$ と積 $p \cdot 1$ が厳密に表せるので、2 つの丸めをどちらも受けません。
-# labml の計算（float32）で $d = 512$ とすると（下の出力）、$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
-# 2 つの丸めがおよそ半分ずつを占め、誤差は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
+# 下の出力は、labml と同じく float32 で計算した $d = 512$ の場合です。$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
+# 誤差のおよそ半分ずつを 2 つの丸めが占め、誤差全体は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
 # `posenc` は最後の結果を 1 回丸めるだけなので、成分の誤差は 3.0e-08 にとどまります。
 # $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。
 # 1 つのライブラリの中でも、大きな位置では回転の性質 $PE(p+k) = M_k\, PE(p)$ がこの誤差の範囲でしか成り立たず、内積は距離だけでは決まらなくなります。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
@@ -919,10 +919,10 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # その結果、列ごとに周波数が異なります。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
 # 問題は 2 つです。まず、スペクトルが引き伸ばされます。列 $d/2$ 以降はどの列も論文のどの列よりもゆっくり回り（図）、$d = 512$ では 2048 個の位置の間に 1 周もしない列が 512 列中 351 列あります（論文では 190 列）。
-# さらに悪いことに、ペアの正弦と余弦が周波数を共有しなくなるので、ペアは円から外れます。ノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は、ほぼ 0 からほぼ 2 の間で揺れ動きます。
+# もう 1 つの問題のほうが深刻です。ペアの正弦と余弦が同じ周波数を使わなくなるので、ペアは単位円から外れます。ノルムの 2 乗 $\sin^2(\tilde\omega_{2i} p) + \cos^2(\tilde\omega_{2i+1} p)$ は、ほぼ 0 からほぼ 2 の間で揺れ動きます。
 # $PE(p)$ を $PE(p+k)$ に移す回転はなく、回転以外の線形写像もありません。
 # $d = 16$ で $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
-# 壊れるのはこのエンコーディングの土台の性質なので、一から学習する場合にも問題になります（ベクトルそのものを調べて示したもので、モデルは学習していません）。
+# 壊れるのはこのエンコーディングの土台の性質なので、一から学習する場合にも問題になります（ここで調べたのはベクトルの性質だけで、モデルは学習していません）。
 # `posenc` はテスト用にこのバグを再現できます。`sinusoidal(p, 2 * d, base=10000.0**2)` の列 $2j + (j \bmod 2)$ を取り出し、初期の版のパディング用の 0 の行は `padding_idx=0` で作ります。
 
 
@@ -977,7 +977,7 @@ assert round(float(lam_paper.max())) == 60611
 assert int((lam_paper > 2048).sum()) == 190
 assert int((lam_bug > 2048).sum()) == 351
 
-# %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図です（左は d = 16、右は d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、後半の列はすべてそれより長くなります。"]}
+# %% tags=["figure"] alt={"en": ["Wavelength per column j on a log axis, d = 16 (left) and d = 512 (right): the paper's spectrum is a staircase, each pair sharing one wavelength; the buggy per-column one is a straight line of twice the slope that passes 10000·2π halfway."], "ja": ["列 j ごとの波長を対数軸で描いた図です（左は d = 16、右は d = 512）。論文のスペクトルはペアの 2 列が波長を共有する階段状です。列ごとの指数を使うバグ版は傾きが 2 倍の直線で、j = d/2 で 10000·2π に達し、その後の列の波長はすべてこれより長くなります。"]}
 fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8), sharey=True)
 for ax, d in zip(axes, (16, 512), strict=True):
     j = torch.arange(d, dtype=F64)
@@ -1084,7 +1084,7 @@ assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$、$p < 2048$ ではスペクトルはほとんど同じに見えても、成分の差は最大 1.99 になります。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を 2 ずらしたものです。内積は同じですが、入力は違います。
 # - float32 の角度は位置とともにずれ（$2^{20}$ 付近で約 0.06 ラジアン）、$2^{24}$ からは位置が重なります。`posenc` は角度を float64 で作ります。
-# - 指数に列の番号を入れる $2j/d$ はバグです。回転の性質を壊すので、一から学習する場合にも問題になります。
+# - 指数を列の番号で $2j/d$ とするのはバグです。回転の性質を壊すので、一から学習する場合にも問題になります。
 
 # %% [markdown] lang="en"
 # ## Exercises

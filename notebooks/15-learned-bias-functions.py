@@ -185,7 +185,7 @@ with torch.no_grad():
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実ベクトル $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
 # $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)カーネル（CPD カーネル）です。
 # 内積は正定値カーネルです。条件付き正定値カーネルは負の二乗距離を一般化したものです。論文の事実 1 によれば、$k \le 0$ かつ $k(x, x) = 0$ となる条件付き正定値カーネルは、あるヒルベルト空間での負の二乗距離として書けます。
-# §3.2 の事実 2〜4（番号は論文のとおり）から、2 つのバイアスができます。
+# §3.2 の事実 2〜4（番号は論文のとおり）から、2 つのバイアスが導けます。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
 # - **事実 3.** $\tilde k \le 0$ が条件付き正定値なら、$0 < \alpha < 1$ での $-(-\tilde k)^{\alpha}$ と $-\log(1 - \tilde k)$ も条件付き正定値です（Berg ら 1984 と、Schölkopf 2000 の命題 4）。
@@ -204,7 +204,7 @@ with torch.no_grad():
 # ただし、どの長さにも使える定数はありません。補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
 # 半正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
-# したがって、上限のない位置の集合に使える定数はありません。
+# したがって、いくらでも大きな位置を含む集合に使える定数はありません。
 # 論文の付録 A.2 の命題 1 は直線上の点を扱いますが、この章では、補題 1 と同じく有限の集合の上で成り立つ主張と解釈します。
 
 
@@ -292,7 +292,7 @@ log_kernel = -r1 * torch.log1p(r2 * d)
 assert_close(grad, -r1 * r2 / (1 + r2 * d.detach()))  # the slope
 d, log_kernel = d.detach(), log_kernel.detach()
 
-# %% tags=["figure"] alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対するカーネルのバイアス（パラメータは手で選んだもの）を描いた図です。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
+# %% tags=["figure"] alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対する各手法のバイアス（パラメータは手で選んだもの）を描いた図です。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
 import matplotlib.pyplot as plt
 
 t5 = T5RelativeBias(1, bidirectional=False)
@@ -363,14 +363,14 @@ plt.show()
 # **さらに詳しく：KERPLE のコードと結果**
 #
 # ALiBi のヘッドをすべて再現できるわけではありません。
-# 公式実装は 2 つのパラメータを $0.01$ 以上（べき乗の形では指数 $r_2$ を $2$ 以下にも）に保ち、`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に保ちます。
+# 公式実装は 2 つのパラメータを $0.01$ 以上に保ち、べき乗の形では指数 $r_2$ を $2$ 以下にも保ちます。`posenc` は $r_1 = 0.01 + \mathrm{softplus}(\rho_1)$、べき乗の形では $r_2 = 2 - 1.99\,\sigma(-\rho_2)$ とパラメータ化して、同じ範囲に収めます。
 # 8 ヘッドの ALiBi の傾き $2^{-1}, \dots, 2^{-8}$ のうち、最後の 2 つ $2^{-7} \approx 0.0078$ と $2^{-8}$ はこの最小値より小さくなります。
 #
 # 論文の式 1 は、カーネルを $\sqrt{d}$ で割る前の $q_i \cdot k_j$ に足します。
-# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、この違いは $r_1$ を $\sqrt{d}$ 倍したことと同じにすぎません。`posenc` は公式実装に従います。
+# 公式実装（`megatron/mpu/layers.py` の `ParallelKerpleLog` と `ParallelKerplePower`）は割ったあとのスコアに足しますが、この違いで変わるのは $r_1$ の尺度（$\sqrt{d}$ 倍）だけです。`posenc` は公式実装に従います。
 # パラメータの組は T5 と同じくモデルのすべての層で共有します（公式実装は 1 つのモジュールを作り、それをすべての層に渡します）。
-# 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、学習可能なパラメータが 3 つになる対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られ、論文はこれも挙げています。
-# 公式実装と `KerpleBias` は $p = 1$ に固定しています。
+# 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、パラメータが 1 つ増えた対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られます。
+# 論文はこれも挙げていますが、公式実装と `KerpleBias` は $p = 1$ に固定しています。
 #
 # 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換えてクリップします（`self.eps = 1e-2`）。
 # 範囲は `posenc` と同じでも、学習の進み方は違います。
@@ -454,15 +454,15 @@ with torch.no_grad():
 # %% [markdown] lang="ja"
 # ## FIRE：正規化した距離を読む小さなネットワーク
 #
-# KERPLE は関数の形を固定して 2 つの数を学習しますが、FIRE（Li ら 2024）は形も学習します。
+# KERPLE は関数の形を固定して 2 つのパラメータを学習しますが、FIRE（Li ら 2024）は形も学習します。
 # 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、距離とクエリの位置をそれぞれ対数に通し、前者を後者で割った値を読みます。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # $c > 0$ としきい値 $L > 0$ も学習します（初期値は $0.1$ と $512$）。
 #
-# なぜ割るのでしょうか。しきい値を超えたクエリ $i > L$ では、因果的なキーはどれも $0 \le i - j \le i$ を満たすので、MLP の入力はどの長さでも $[0, 1]$ に収まります（最初のキーで $1$）。
+# なぜ割るのでしょうか。しきい値を超えたクエリ $i > L$ では、因果的なキーはどれも $0 \le i - j \le i$ を満たすので、MLP の引数はどの長さでも $[0, 1]$ に収まります（最初のキーで $1$）。
 # $L$ より長い入力で学習した MLP はこの区間全体を見ており、さらに長い入力でも区間の外の値は現れません。生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
-# その代償として、クエリが進むほど、同じ距離でも MLP への入力は小さくなります。つまりバイアスは、クエリまでの長さに対する割合として見た距離で決まります。
-# 対数を通すと、近いキーどうしの入力の差が大きく保たれます。位置 4096 のクエリから 1 トークン前と 2 トークン前のキーの入力は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）$(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と、59 倍の差になります。
+# その代償として、クエリが進むほど、同じ距離でも MLP の引数は小さくなります。つまりバイアスは、距離そのものではなく、**文脈の長さに対する距離の割合**で決まります。
+# 対数を通すと、近いキーどうしの引数の差が大きく保たれます。位置 4096 のクエリから見て、1 トークン前と 2 トークン前のキーに対する引数は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と 59 倍に広がります。
 # しきい値の手前では分母は定数 $\psi(L)$ なので、短い入力では FIRE は単に距離の関数です。
 # 論文によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
 
@@ -537,7 +537,7 @@ print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 
 # %% [markdown] lang="ja"
 # 図は $L = 64$ のときの引数です。
-# 左（横軸は、距離をクエリの位置で割った割合）では、位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数が区間の多くを近いキーに割り当てます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
+# 左の横軸は、距離をクエリの位置で割った割合です。位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数によって近いキーほど区間の広い部分を占めます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
 # 右は、クエリの位置を動かしたときの距離 $8$ の引数です。$L$ までは $0.294$ で、その先は下がり、$i = 1024$ で $0.127$ になります。
 
 # %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図です。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図です。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
@@ -636,7 +636,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # %% [markdown] lang="ja"
 # ## 文を数える：3 つ前の文
 #
-# 入力は 5 つの完結した文と 6 つ目の文の書き出しで、文は 1〜7 個の単語 `w` と文末の記号 `.`、`!`、`?` からなります。
+# 入力は、完結した 5 つの文と 6 つ目の文の書き出しです。1 つの文は、1〜7 個の単語 `w` と、文末の記号 1 つ（`.`、`!`、`?` のどれか）からなります。
 # 最後のトークンで問うのは、「3 つ前の文はどの記号で終わったか」です。
 # その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。そのため、文末の記号でだけゲートが開くヘッドは、文の長さによらず、その文のキーを $p_{ij} = 3$ の位置に見つけます。
 # 手で設定したこのヘッド（数値は下の注にあります）は、ランダムな入力 1000 個すべてに正しく答えます。
@@ -820,7 +820,7 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはありません。
 # ランダムな入力で、距離ごとに 1 つ、計 47 個の値を持つ表を、同じ内容のスコアで学習しました（512 個の入力、Adam で 200 ステップ）。
 # テスト用の 1000 個の入力での正解率は 68.4% で、[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# これはシード 1 つで 1 回学習しただけの値で、表で達成できる最良の正解率とは限りません。言えるのは、最良の表の正解率が少なくとも 68.4% だということだけです。
+# これはシード 1 つで 1 回学習しただけの値なので、表で達成できる最良の正解率の下限にすぎません。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（試したのは、ランダムな 2000 個、同点になるもの、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
@@ -940,7 +940,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 #
 # Ruoss ら（2023）は、式ではなくデータを変えます。
 # 最長 $N$ トークンで学習したモデルは $N - 1$ を超える位置（相対位置の手法では距離）を見たことがありません。論文は、長い入力で失敗する原因をこうした未知の位置に求めます。
-# 対策として、$n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習とテストの両方で同じようにします。
+# 対策として、$n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習時とテスト時のどちらでもこの方法で位置を与えます。
 # すると $L$ 未満の位置はすべて、いずれ学習中に現れます。
 # 論文は 15 個のアルゴリズム系のタスク（エンコーダのみのモデル 6000 個）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
 # このサイトの小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
@@ -1069,10 +1069,10 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # %% [markdown] lang="ja"
 # ## 4 つの手法を並べる
 #
-# 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
+# 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（どれも言語データでは学習していません）。
 # 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選んでいます。
 
-# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも入力が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、同じ番号の差に約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、同じ番号の差に約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]
@@ -1161,7 +1161,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # | T5 | $i - j$ のバケット | ヘッドごとに表引き $k$ 回 | インデックスで表引き |
 # | ALiBi、KERPLE | $i - j$（閉形式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
 # | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
-# | $i > L$ の FIRE | $i - j$ と $i$ | MLP の評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
+# | $i > L$ の FIRE | $i - j$ と $i$ | MLP の新たな評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のスコア $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #
 # CoPE では、デコードの 1 ステップごとにキャッシュ済みのキーの位置がそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
@@ -1242,10 +1242,10 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # ## まとめ
 #
 # - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
-# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。学習がしきい値を超える長さまで進んでいれば、長い入力でも MLP の入力は学習時に見た範囲の外に出ません。ただし、クエリが進むと同じ距離に対する入力が変わります。
+# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習していれば、さらに長い入力でも MLP の引数は学習時に見た範囲の外に出ません。ただし、クエリが進むと同じ距離に対する引数が変わります。
 # - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、値をどう選んでも、短い入力 A と B の両方に正しく答えることはできません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
-# - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は先に行のスコアすべてが必要です。
+# - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は行全体のスコアを先に計算しておく必要があります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1351,7 +1351,7 @@ print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** ゲートがすべて $1$ なら $p_{ij} = i - j + 1$（$P - 1$ でクリップ）なので、バイアスは $q_i \cdot e[i - j + 1]$ です。
 # 単位ベクトル $u$ を使って $e[n] = -m_h\,(n - 1)\, u$ とします。クエリの $u$ 方向の成分は、どのトークンでも $1$ とします。
-# 値が一定のこの成分は、学習可能な射影がバイアス項や入力の一定の方向から作れます。
+# このような一定の成分は、学習可能な射影ならバイアス項や入力の一定の方向から作れます。
 # すると $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$ となります。
 # 距離が $P - 2$ を超えると $p_{ij}$ は $P - 1$ にクリップされ、バイアスは T5 の最後のバケットのように $-m_h\,(P - 2)$ のままです。
 # 下では $P = 16$ でこれを作ります。
@@ -1448,7 +1448,7 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装を書き直したコード（名前は使う場所の折りたたみにあります）、論文の数値や記述、別の導出のいずれかと照合しています。x-transformers はバージョン 2.26.4 のコードを参照しました。
+# どの式も、公式実装を書き直したコード、論文の数値や記述、別の導出のいずれかと照合しています。書き直した実装の名前は、それを使う折りたたみにあります。x-transformers はバージョン 2.26.4 のコードを参照しました。
 #
 # ### 参考文献
 #

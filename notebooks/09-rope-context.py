@@ -28,7 +28,7 @@
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
 #
-# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN の説明や、Liu らの「臨界次元」の議論）によれば、回転の遅いペアが学習中に一度も見なかった角度に入ることが原因です。
+# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN の説明や、Liu らの「臨界次元」の議論）によれば、回転の遅いペアが、学習中に一度も現れなかった角度まで回ってしまうことが原因です。
 # この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違うのは「各ペアを波長に応じてどれだけ遅くするか」という 1 点だけです。
 # 横軸に波長、縦軸にどれだけ遅くするかをとると、位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は 1 枚の図の上の曲線として比べられます。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。なぜそうする必要があるかは、softmax のエントロピーを見るとわかります。
@@ -94,14 +94,14 @@ two_pi = 2 * math.pi
 # $$\theta_i = b^{-2i/d}, \qquad i = 0, 1, \dots, d/2 - 1$$
 # ペア $i$ の[波長](../docs/glossary.ja.md#wavelength)（1 周に要する位置の数）と、[学習時の長さ](../docs/glossary.ja.md#training-length) $L$ の間の[回転数](../docs/glossary.ja.md#number-of-turns)は次のとおりです。
 # $$\lambda_i = \frac{2\pi}{\theta_i} = 2\pi\, b^{2i/d}, \qquad r_i = \frac{L}{\lambda_i}$$
-# 波長は $i$ について指数関数的に伸びるので、$L$ の間に $\beta$ 周より多く回るペアとそれ以外は、1 つの番号を境に分かれます。$r_i = \beta$ を $i$ について解くと、次のようになります。
+# 波長は $i$ について指数関数的に伸びるので、$L$ の間に $\beta$ 周より多く回るペアとそれ以外は、1 つの番号を境目に分かれます。$r_i = \beta$ を $i$ について解くと、次のようになります。
 # $$\frac{L}{2\pi\, b^{2i/d}} = \beta \quad\Longleftrightarrow\quad i = i_\beta = \frac{d \ln\left(L/(2\pi\beta)\right)}{2\ln b}$$
-# $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周全体を見ているので、入力が長くなってもそのペアには新しい角度は現れません。
-# $r_i < 1$ のペアが見たのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると一度も見たことのない角度に入ります。以下の手法が直すのは、この遅いペアです。
+# $i \le i_1$ のペアは $L$ の間に少なくとも 1 周し、学習中に円周上のすべての角度が現れているので、入力が長くなってもそのペアに新しい角度は現れません。
+# $r_i < 1$ のペアで学習中に現れたのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると、モデルが一度も見たことのない角度まで回ります。以下の手法が直すのは、この遅いペアです。
 #
 # $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周以上し、18 組は 1 周もしません。
 # Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）を除くすべての波長が伸びます。そのため、コンテキストは 2 倍長いのに、1 周以上するのは 35 組だけで、29 組は 1 周しません。
-# 図の塗りつぶした点は $L$（点線）の間に 1 周以上するペア、白抜きの点は 1 周しないペアです。
+# 図では、塗りつぶした点がコンテキスト内で 1 周以上するペア、白抜きの点が 1 周もしないペアで、点線は $L$ の位置です。
 
 
 # %%
@@ -303,7 +303,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 #
 # 係数を固定すると、短い入力でも周波数が変わってしまい、しかも $sL$ を超えればやはり性能が落ちます。
 # emozilla（2023）は、LLaMA でこの 2 つの問題を報告したうえで、係数を固定せず、その時点の系列長 $T$ から決めます。
-# $T \le L$ の間は周波数を変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは古くなります（下の「さらに詳しく：動的 NTK と KV キャッシュ」）。
+# $T \le L$ の間は周波数を変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは、新しい周波数と合わなくなります（下の「さらに詳しく：動的 NTK と KV キャッシュ」）。
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
@@ -454,7 +454,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 公式実装（以下、コード）は、同じ 2 つの番号を外側に丸め、その間で $r$ ではなく $i$ について線形なランプ関数を使います（下の「さらに詳しく」で 2 つを比べます）。
+# 公式実装（以下、コード）は、同じ 2 つの番号を外側に丸め、その間の帯（両者を混ぜるペア）では $r$ ではなく $i$ について線形なランプ関数を使います（下の「さらに詳しく」で 2 つを比べます）。
 # Hugging Face の `"yarn"` と `posenc.YarnScaling` はこの公式実装に従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
@@ -516,7 +516,7 @@ assert_close(theta_yarn[outside], paper[outside], rtol=1e-6, atol=0)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの中のランプ関数**
 #
-# コードは、しきい値 `beta_fast`（$\beta$）と `beta_slow`（$\alpha$）を $i_\beta$ の式でペアの番号に直し、その範囲を外側に丸めて整数にし、$i$ について線形なランプ関数を作ります。既定のしきい値では次の式です。
+# コードは、しきい値 `beta_fast`（$\beta$）と `beta_slow`（$\alpha$）を $i_\beta$ の式でペアの番号に直し、帯の両端を外側に丸めて整数にし、$i$ について線形なランプ関数を作ります。既定のしきい値では次の式です。
 # $$\gamma_i = 1 - \min\left(1, \max\left(0, \frac{i - \lfloor i_{32} \rfloor}{\lceil i_1 \rceil - \lfloor i_{32} \rfloor}\right)\right)$$
 # 2 つのランプ関数は、帯の外では一致しますが、帯の中では一致しません。
 # $r_i$ は $i$ について指数関数的に減るので、$r$ について線形な論文のランプ関数は、コードのものよりずっと早く補間の側へ傾きます。
@@ -711,19 +711,19 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # to $d_h = 128$ dimensions $q^C, k^C$ that carry no position (the
 # [decoupled rotary key](14-rope-in-llms.ipynb#decoupled-rope-one-small-rotary-key-for-all-heads)
 # of the chapter [*Rotary in today's LLMs*](14-rope-in-llms.ipynb)). With
-# $g(s, m) = 0.1\, m \ln s + 1$ and the configuration's `mscale` ($m$) and
-# `mscale_all_dim` ($m_{\text{all}}$), both 0.707 in V2 (its paper's
+# $g(s, a) = 0.1\,a \ln s + 1$ and the configuration's `mscale` ($a$) and
+# `mscale_all_dim` ($a_{\text{all}}$), both 0.707 in V2 (its paper's
 # $0.0707 \ln s + 1$) and both 1 in V3 (YaRN's), Hugging Face's `"yarn"`
-# multiplies cos and sin by $g(s, m)/g(s, m_{\text{all}})$, and the attention
+# multiplies cos and sin by $g(s, a)/g(s, a_{\text{all}})$, and the attention
 # (Hugging Face's `yarn_apply_mscale`; `MLA` in DeepSeek-V3's
 # `inference/model.py`) multiplies the softmax scale by
-# $g(s, m_{\text{all}})^2$:
-# $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
+# $g(s, a_{\text{all}})^2$:
+# $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, a_{\text{all}})^2\; q^C \cdot k^C + g(s, a)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
 # With equal values, as released, the factor on cos and sin is exactly 1, and
 # the whole temperature, $g(40, 0.707)^2 = 1.5896$ for V2 and
 # $g(40, 1)^2 = 1.8739$ for V3, sits in the softmax scale, where it reaches
 # the content dimensions too.
-# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` gives the factor
+# `posenc.YarnScaling(s, L, mscale=a, mscale_all_dim=a_all)` gives the factor
 # on cos and sin; the softmax scale belongs to the attention.
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -732,14 +732,14 @@ assert_close((q_yarn * k_yarn).sum(-1), c**2 * plain.sum(-1))  # logits x 1/t
 # DeepSeek-V2 と DeepSeek-V3 は $s = 40$ の YaRN を使います（DeepSeek-AI 2024a のコンテキスト拡張の節、2024b の §4.3）。
 # そのアテンションは[マルチヘッド潜在アテンション](../docs/glossary.ja.md#multi-head-latent-attention)で、RoPE が回転させるのは各ヘッドの $d^R_h = 64$ 次元の $q^R, k^R$ だけです。
 # その隣に、位置の情報を持たない $d_h = 128$ 次元の $q^C, k^C$ があります（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb)の章の[「分離した RoPE：全ヘッドで共有する小さな回転キー」](14-rope-in-llms.ipynb#分離した-rope全ヘッドで共有する小さな回転キー)の節）。
-# $g(s, m) = 0.1\, m \ln s + 1$ とし、設定項目 `mscale` を $m$、`mscale_all_dim` を $m_{\text{all}}$ とします。
-# V2 はどちらも 0.707（論文の $0.0707 \ln s + 1$）、V3 はどちらも 1（YaRN のもの）です。
-# Hugging Face の `"yarn"` は cos と sin に $g(s, m)/g(s, m_{\text{all}})$ を掛けます。
-# アテンションの側（Hugging Face の `yarn_apply_mscale`、DeepSeek-V3 の `inference/model.py` にある `MLA`）は、softmax のスケールに $g(s, m_{\text{all}})^2$ を掛けます。
-# $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, m_{\text{all}})^2\; q^C \cdot k^C + g(s, m)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
+# $g(s, a) = 0.1\,a \ln s + 1$ とし、設定項目 `mscale` を $a$、`mscale_all_dim` を $a_{\text{all}}$ とします。
+# V2 はどちらも 0.707（論文の $0.0707 \ln s + 1$）、V3 はどちらも 1（YaRN と同じ）です。
+# Hugging Face の `"yarn"` は cos と sin に $g(s, a)/g(s, a_{\text{all}})$ を掛けます。
+# アテンションの側（Hugging Face の `yarn_apply_mscale`、DeepSeek-V3 の `inference/model.py` にある `MLA`）は、softmax のスケールに $g(s, a_{\text{all}})^2$ を掛けます。
+# $$\frac{q \cdot k}{\sqrt{d_h + d^R_h}} \;\to\; \frac{g(s, a_{\text{all}})^2\; q^C \cdot k^C + g(s, a)^2\; q^R \cdot k^R}{\sqrt{d_h + d^R_h}}$$
 # 公開されている設定のように 2 つの設定項目の値が等しいと、cos と sin に掛かる倍率はちょうど 1 です。
 # このとき温度はすべて softmax のスケールが受け持ち、内容を表す次元にも掛かります。その値は V2 で $g(40, 0.707)^2 = 1.5896$、V3 で $g(40, 1)^2 = 1.8739$ です。
-# `posenc.YarnScaling(s, L, mscale=m, mscale_all_dim=m_all)` が与えるのは cos と sin に掛ける倍率で、softmax のスケールはアテンションの側で扱います。
+# `posenc.YarnScaling(s, L, mscale=a, mscale_all_dim=a_all)` が与えるのは cos と sin に掛ける倍率で、softmax のスケールはアテンションの側で扱います。
 
 # %% tags=["deeper"]
 # DeepSeek-V2 and V3, config.json: YaRN with factor 40 from 4096 positions,
@@ -801,7 +801,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
 # $s$ が伸び率 16 の半分なのは、Llama 3.1 がこの周波数のまま長い系列で継続事前学習し、長くなった弧も学習しているためです。
-# 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間は次の式です。
+# 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間の帯では、次の式で両者を混ぜます。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。
 # つまり論文が書く形の YaRN の規則（$r$ について線形なランプ関数）に $\alpha = 1$、$\beta = 4$ を入れ、温度を外したものです。
@@ -912,7 +912,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、倍率の 1 からの増分が $\ln s$ に比例する形です。ただしこの倍率は、短い入力にも掛かります。
 # Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、最後の位置でもその角度は学習した弧のおよそ半分にしか達しません。
-# また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてキャッシュしたキーはそこから古くなります（下の「さらに詳しく」）。
+# また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてからキャッシュしたキーは、その時点から長い入力用の列と合わなくなります（下の「さらに詳しく」）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Phi-3.5-mini's two lists.** For Phi-3.5-mini-instruct
@@ -1046,10 +1046,11 @@ assert 0.49 < min(reach) and max(reach) < 0.51  # about half the arc
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：探索が利用するものと、Phi-3 に残ったもの**
 #
-# 論文は LLaMA2-7B について 2 つの非一様性を報告しています。
-# 1 つ目は周波数についてです。ファインチューニングなしの長さ 8192 では、ペアごとに探索した係数のほうが、PI、動的 NTK、YaRN より PG19 でのパープレキシティが低くなります（論文の表 1）。
-# 2 つ目は位置についてで、先頭の $\hat{n}$ 個の位置には元の RoPE をそのまま使います。StreamingLLM が観察したように、先頭のトークンは大きなアテンションスコアを受け取るからです。
-# 先頭の位置をそのままにすると、長さ 8192 での PI のパープレキシティも下がります（論文の表 2）。
+# 論文は LLaMA2-7B で、補間を一様にしないほうがよい点を 2 つ報告しています。
+#
+# - 周波数：ファインチューニングなしの長さ 8192 では、ペアごとに探索した係数のほうが、PI、動的 NTK、YaRN より PG19 でのパープレキシティが低くなります（論文の表 1）。
+# - 位置：先頭の $\hat{n}$ 個の位置には元の RoPE をそのまま使います。StreamingLLM が観察したように、先頭のトークンは大きなスコアを受け取るからです。先頭の位置をそのままにすると、長さ 8192 での PI のパープレキシティも下がります（論文の表 2）。
+#
 # 手法全体では、さらに段階的に長さを伸ばします（長さ 256k でファインチューニングしてから、もう一度探索します）。
 # また、短い入力での性能を取り戻すため、短い長さでもう 1 組の係数を探索します。
 # Phi-3 に残っているのは周波数の部分だけで、2 つの列があり、$\hat{n}$ はありません。
@@ -1106,10 +1107,10 @@ print(
 # ペア 0 では位置 1 つあたり 0.074 ラジアンで、位置 4095 のキーでは 303 ラジアンになります。
 # このキーでは、$2\pi$ の整数倍の違いを無視しても、48 組のうち 30 組の角度が 1 ラジアンより大きくずれます。
 # 位置 4096 のクエリについて、キャッシュした 4096 個のキーとのスコアを、同じキーを長い入力用の列で回転し直した場合と比べます。
-# この乱数の例では、差の平均は 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
+# この乱数の例では、差の絶対値の平均は 15.9 で、スコアそのもののばらつき（標準偏差 16.1）とほぼ同じ大きさです。
 #
 # Hugging Face の `Phi3ForCausalLM` は、この切り替えの時点でキャッシュを捨てて全体を処理し直します（[transformers のプルリクエスト 33129](https://github.com/huggingface/transformers/pull/33129)、2024 年）。
-# デコードのループを自分で書いた場合や、キャッシュを捨てる処理をオーバーライドしていないモデルクラスでは、古いキーがそのまま使われます。
+# デコードのループを自分で書いた場合や、切り替えの時点でキャッシュを捨てる処理を持たないモデルクラスでは、合わなくなったキーがそのまま使われます。
 # いずれにしても、トークンがどう回転されるかは、その位置だけでなく系列全体の長さにもよります。
 
 # %% tags=["deeper"]
@@ -1386,10 +1387,10 @@ assert round(s_code_llama, 2) == 93.06
 # | gpt-oss（OpenAI） | 4096 | 131072 | YaRN、$s = 32$、底 $1.5 \cdot 10^5$、帯の端を丸めない |
 #
 # Vicuna v1.5 16k の `config.json` には `"type": "linear"` とあります。
-# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは、静的な YaRN は短いテキストで性能を損なうおそれがあるので、長い入力を扱うときだけ加えるよう勧め、vLLM の YaRN が静的であることにも触れています。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
+# Qwen2.5 Instruct の YaRN は、`config.json` に設定を加えると有効になります。モデルカードは、長い入力を扱うときだけこの設定を加えるよう勧めています。静的な YaRN は短いテキストで性能を損なうおそれがあるからです。また、vLLM の YaRN が静的であることにも触れています。Hugging Face の `"yarn"` と `YarnScaling` も静的です。
 # DeepSeek-V2 は YaRN を 160K 向けに設定し、128K で提供しています。DeepSeek-V3 の `max_position_embeddings` は 163840 です。どちらも `mscale` と `mscale_all_dim` を等しくしています。
 # gpt-oss は `truncate` を false にしています（次の「さらに詳しく」）。
-# Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は別の値と、古い種類名 `"su"` を使っています。
+# Phi-3 と Phi-3.5 のほかの 128K のモデルも LongRoPE を使い、それぞれ固有の列を持ちます。Phi-3-vision-128k-instruct の `config.json` は値が異なり、規則の名前も古い `"su"` です。
 # Chen ら（2023）自身は、PI で LLaMA のモデルを 32768 トークンまで伸ばしています。
 # Xiong ら（2023、Llama 2 Long）は、底だけを変えることを「adjusted base frequency」と呼んでいます。
 # Llama 2 Long では、長い系列での継続事前学習の間に Llama 2 の底を $10^4$ から $5 \cdot 10^5$ に上げています。
@@ -1436,12 +1437,12 @@ assert round(s_code_llama, 2) == 93.06
 # | p-RoPE（Barbero ら 2024） | `ProportionalScaling(fraction, factor)` | `rope_type="proportional"`、`partial_rotary_factor`、`factor` |
 #
 # p-RoPE はコンテキストを伸ばす手法ではなく、最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
-# `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの倍率は $0.1\ln s + 1$、範囲は外側に丸めます（`truncate=True`）。
-# Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると倍率が置き換わり、`truncate=False` とすると範囲を小数のまま使います。
+# `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの倍率は $0.1\ln s + 1$、帯の両端は外側に丸めます（`truncate=True`）。
+# Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると倍率が置き換わり、`truncate=False` とすると帯の両端を小数のまま使います。
 # そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、公式実装の `gpt_oss/torch/model.py`）を周波数もアテンションの倍率 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
-# 既定の `truncate=True` では再現できません。gpt-oss が混ぜるのはペア 8.09〜17.40 ですが、丸めた範囲はペア 8〜18 で、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
+# 既定の `truncate=True` では再現できません。gpt-oss が混ぜるのはペア 8.09〜17.40 ですが、丸めた帯はペア 8〜18 で、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
 
-# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "gpt-oss の小数のままの範囲でのランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの倍率を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "帯の両端を丸めない gpt-oss のランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの倍率を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
 # gpt-oss (OpenAI's gpt_oss/torch/model.py; Hugging Face's GptOssConfig):
 # head_dim 64, rope_theta 1.5e5, YaRN factor 32 from 4096 positions, betas
 # 32 and 1, truncate false. transformers 5.24.0 (torch 2.13.0):
@@ -1504,12 +1505,12 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # ## まとめ
 #
 # - この章の規則はどれも周波数を変える手法で（YaRN と LongRoPE は定数の温度も加えます）、ある長さでは「各ペアを波長に応じてどれだけ遅くするか」を表す 1 本の曲線として比べられます。
-# - 波長が学習時の長さ $L$ より長いペアは、円周のうち一部の弧しか見ていません。$L$ を超えると学習していない角度に出会います。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
+# - 波長が学習時の長さ $L$ より長いペアは、学習中に円周の一部しか回っていません。$L$ を超えると、学習していない角度まで回ります。この章の規則はどれも、遅いペアが失敗の原因だという仮説に立って、この遅いペアを直します。
 # - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割るので、分解能が下がります。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
 # - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する倍率をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
-# - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは古くなります。
+# - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは、新しい周波数と合わなくなります。
 #   動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
 # %% [markdown] lang="en"
@@ -1610,7 +1611,7 @@ print(f"b' = {b_k:.0f}; the last pair divided by {1 / ratio_k[-1]:.2f}", end="")
 # **解答 3.** `beta_fast` は 2〜20 を 0.5 刻みで、`beta_slow` は 0.25〜2 を 0.25 刻みで探し、2 組の周波数の比の最大値を測ります。
 # 最もよい YaRN の設定（`beta_fast` が 5.5 か 6、`beta_slow` が 1）でも、`Llama3Scaling()` とはあるペアで最大 1.24 倍違います。
 # Llama 3 自身のしきい値 4 と 1 にすると、そのまま保つペア（0〜28）と割るペア（35 以降）はまったく同じになりますが、その間の 6 組では最大 1.38 倍違います。
-# 混ぜる区間で両者が完全に一致することはありません。
+# 帯の中で両者が完全に一致することはありません。
 # YaRN のランプ関数はペアの番号 $i$ について線形ですが、Llama 3 のものは回転数 $r_i$ について線形で、回転数は $i$ について指数関数的に減ります。
 # さらに YaRN は帯の端を整数のペアに丸めます。
 
@@ -1668,7 +1669,7 @@ print(
 # 周波数はわずかに変わっただけで（係数は $(n+1)/L$ で、$n = 266$ では約 1.04）学習時とほぼ同じなのに、位置はすでに大きいからです。$n = 266$ で最大 10.7 ラジアンずれます。
 # 速いペアの項は、ずれが 1 ラジアンに達する前から意味のある値ではなくなります。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
-# キーを 3 等分した区間ごとの平均は 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
+# スコアのずれの絶対値を、キーを 3 等分したそれぞれで平均すると 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
 # キーを回転させる前にキャッシュし、その時点の周波数で回転させれば、このずれはすべて避けられます。
 
 # %% tags=["solution"]
@@ -1809,20 +1810,20 @@ print(
 # - DeepSeek-AI (2024a). *DeepSeek-V2*. <https://arxiv.org/abs/2405.04434>;
 #   (2024b). *DeepSeek-V3 Technical Report*. <https://arxiv.org/abs/2412.19437>
 #   （コード：<https://github.com/deepseek-ai/DeepSeek-V3>）
-# - OpenAI：gpt-oss の公式実装（2025）。
+# - OpenAI (2025). gpt-oss の公式実装。
 #   <https://github.com/openai/gpt-oss>
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. <https://arxiv.org/abs/2309.17453>
 # - Barbero, F. et al. (2024). *Round and Round We Go! What makes Rotary
 #   Positional Encodings useful?* <https://arxiv.org/abs/2410.06205>
-# - Hugging Face transformers：`modeling_rope_utils.py`。
+# - Hugging Face transformers, `modeling_rope_utils.py`.
 #   <https://github.com/huggingface/transformers/blob/main/src/transformers/modeling_rope_utils.py>
-# - モデルカードと設定：<https://huggingface.co/meta-llama/Llama-3.1-8B>,
-#   <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>,
-#   <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>,
-#   <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>,
-#   <https://huggingface.co/microsoft/Phi-3-vision-128k-instruct>,
-#   <https://huggingface.co/deepseek-ai/DeepSeek-V2>,
+# - モデルカードと設定：<https://huggingface.co/meta-llama/Llama-3.1-8B>、
+#   <https://huggingface.co/Qwen/Qwen2.5-7B-Instruct>、
+#   <https://huggingface.co/lmsys/vicuna-7b-v1.5-16k>、
+#   <https://huggingface.co/microsoft/Phi-3.5-mini-instruct>、
+#   <https://huggingface.co/microsoft/Phi-3-vision-128k-instruct>、
+#   <https://huggingface.co/deepseek-ai/DeepSeek-V2>、
 #   <https://huggingface.co/deepseek-ai/DeepSeek-V3>
 
 # %% [markdown] lang="en" tags=["deeper"]

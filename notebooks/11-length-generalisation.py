@@ -25,8 +25,8 @@
 # %% [markdown] lang="ja"
 # # どの位置エンコーディングが外挿できるか
 #
-# 9 つの位置エンコーディングを 12 通りの設定（以下「種類」）で使い、それぞれで同じ小さなモデルを学習します。タスクは 3 つ、学習時の長さは $L = 16$ で、テストには最大 8 倍の長さの系列を使います。
-# 正解率を保てるかどうかは、エンコーディングと同じくらいタスクによります。また、$L$ より先でエンコーディングが、学習中には現れなかったどんなものをモデルに見せるかにもよります。
+# 12 種類の位置エンコーディング（手法としては 9 つ）で、同じ小さなモデルをそれぞれ学習します。タスクは 3 つ、学習時の長さは $L = 16$ で、テストには最大 8 倍の長さの系列を使います。
+# 正解率を保てるかどうかは、エンコーディングと同じくらいタスクによります。また、$L$ より先でエンコーディングが、学習中には見せなかったものをモデルに見せるかどうかにもよります。
 
 # %% tags=["setup"]
 import json
@@ -81,7 +81,7 @@ runs = {(r["task"], r["kind"], r["seed"]): r for r in record["runs"]}
 # - **prefix**（接頭辞の繰り返し課題）：$m$ 個のトークン、区切り（16）、同じ $m$ 個のトークン、と続きます。答えは $m$ 個前の入力です。
 #   学習では $m$ を $1$ から $L/2$ の間で選び、長さ $N$ のテストでは $m = N/2$ とします。そのため $8L$ では答えが $4L$ 個前にあり、学習で見た答えまでの最も長い距離の 8 倍です。
 #
-# 答えまでの距離が長さとともに伸び、しかもその答えを位置で見つけるように作ってあるのは prefix だけです。Kazemnejad ら（2023）や Ruoss ら（2023）の設定にあたります。recall の答えは内容で見つけます。prefix ではトークンが 16 種類しかないので接頭辞の中で同じトークンが繰り返され、答えの直前のトークンから答えを決めることはできません。
+# 答えまでの距離が長さとともに伸び、しかもその答えを位置で見つけるように作ってあるのは prefix だけです。Kazemnejad ら（2023）や Ruoss ら（2023）の設定にあたります。recall の答えは内容で見つけます。prefix では使うトークンが 16 通りしかないので接頭辞の中で同じトークンが繰り返され、答えの直前のトークンから答えを決めることはできません。
 
 # %%
 g = torch.Generator().manual_seed(1)
@@ -178,17 +178,17 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 #
 # | 種類 | 何をするか | 章 |
 # |---|---|---|
-# | `nope` | エンコーディングなし。位置の手がかりは因果マスクだけです | [NoPE](10-xpos-nope.ipynb) |
+# | `nope` | エンコーディングはなく、位置の手がかりは因果マスクだけです | [NoPE](10-xpos-nope.ipynb) |
 # | `sinusoidal` | 固定の正弦波をトークンの埋め込みに加えます | [正弦波](01-sinusoidal.ipynb) |
-# | `learned` | 位置ごとの学習可能なベクトルを加えます。表は $L$ 行なので、$L$ より先はありません | [学習型](03-learned-embeddings.ipynb) |
-# | `rope` | クエリとキーを、位置とともに大きくなる角度で回転させます。底は $10^4$ で、$L$ の間に 1 周以上するペアは 8 組中 1 組です | [RoPE](08-rope.ipynb) |
-# | `rope-llm` | 同じ RoPE で底を 3.776 にしたものです。$L$ の間に 8 組中 6 組が 1 周以上し、Llama 2 の割合（$L = 4096$ で 64 組中 46 組）に近くなります | [その底](09-rope-context.ipynb) |
-# | `random` | $0, \dots, 8L - 1$ からランダムに選んで昇順に並べた位置での RoPE です。学習中に大きな位置も現れます（Ruoss ら 2023） | [ランダム化した位置](15-learned-bias-functions.ipynb) |
+# | `learned` | 位置ごとの学習可能なベクトルを加えます（表は $L$ 行で、$L$ より先はありません） | [学習型](03-learned-embeddings.ipynb) |
+# | `rope` | クエリとキーを位置とともに大きくなる角度で回転させ、底 $10^4$ では $L$ の間に 1 周以上するペアは 8 組中 1 組です | [RoPE](08-rope.ipynb) |
+# | `rope-llm` | 同じ RoPE で底を 3.776 にしたもので、$L$ の間に 8 組中 6 組が 1 周以上し、Llama 2 の割合（$L = 4096$ で 64 組中 46 組）に近くなります | [底の選び方](09-rope-context.ipynb) |
+# | `random` | $0, \dots, 8L - 1$ からランダムに選んで昇順に並べた位置での RoPE で、学習中に大きな位置も現れます（Ruoss ら 2023） | [ランダム化した位置](15-learned-bias-functions.ipynb) |
 # | `alibi` | 距離に比例して大きくなる固定のペナルティを各スコアに加えます | [ALiBi](07-alibi.ipynb) |
 # | `kerple` | 距離の対数とともに大きくなる、学習可能なペナルティです | [KERPLE](15-learned-bias-functions.ipynb) |
 # | `fire` | 距離をクエリの位置で割った値を、学習可能な小さなネットワークでバイアスに変えます（しきい値の初期値は $L$） | [FIRE](15-learned-bias-functions.ipynb) |
-# | `t5`、`t5-hf` | 距離のバケットごとの学習可能なバイアスです（厳密バケット 16 個と、しだいに広がるバケット 16 個）。初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
-# | `cope` | 学習可能なゲートで位置を数えます。ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
+# | `t5`、`t5-hf` | 距離のバケットごとの学習可能なバイアス（厳密バケット 16 個と対数バケット 16 個）で、初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
+# | `cope` | 学習可能なゲートで位置を数え、ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
 #
 # RoPE のモデルは、周波数を $s = N/L$ で割る[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）と、一部のペアだけを割る YaRN でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。
 #
@@ -261,7 +261,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 #   どの底でも合わせられない点もあります。最も速いペアは位置が $2\pi$ 進むごとに 1 周するので、Llama 2 の速いペアのように $L$ の間に何百周もするペアはありません。
 # - T5 の表には 32 個のバケットがあります。距離 $0$〜$15$ には厳密バケットがあり、$16$ 以上の距離はすべてバケット $16$〜$31$ に入ります。
 #   $L = 16$ ではそこまで前にあるキーはないので、これらのバケットには勾配がまったく届きません。AdamW の重み減衰（$0.01$）が初期値を縮めるだけで、3,500 ステップで $0.944$ 倍になります。初期値は `posenc` では $N(0, 0.02^2)$、Hugging Face の T5 では $N(0, 1/d)$（$d = 64$）から引きます。
-#   `t5-hf` は同じ乱数を拡大したものなので、モデルのほかの部分は何も変わりません。
+#   `t5-hf` は同じ乱数を拡大して使うだけなので、モデルのほかの部分は何も変わりません。
 # - YaRN は 2 つのことを同時に変えます。周波数と、すべてのスコアを $(0.1 \ln s + 1)^2$ 倍にする[アテンションの温度](../docs/glossary.ja.md#attention-temperature)です（$s = 8$ で $1.46$）。
 #   `+yarn-notemp` は YaRN の周波数はそのまま使い、温度だけを除きます。公式実装（以下、コード）で計算すると、底 $10^4$ では、YaRN の周波数はペア 0 をそのまま保つ点を除いて PI と同じです。底 3.776 では、ペア 0 を保ち、ペア 6 と 7 を $s$ で割り、ペア 1〜5 では元の周波数と PI の周波数を混ぜ合わせます。
 #
@@ -270,7 +270,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # ファインチューニングした行では、モデルのコピーを $2L$ で 50 ステップ（学習率 $10^{-3}$、バッチサイズ 32）学習します。スケーリングは $s = 2$ で、バッチは専用の系列から引きます（シード $k$ にはシード $30000 + k$）。
 # Chen ら（2023）の方法を小さくしたものです。評価では $2L$ までは $s = 2$、その先は $s = N/L$ を使います。
 
-# %% tags=["deeper", "check"] summary={"en": "RoPE-LLM's base is the formula's; T5's buckets 16 to 31 get no gradient at L but shrink by a factor of 0.944 under weight decay over 3,500 steps, and t5-hf rescales the same draw; posenc's YaRN gives Hugging Face's frequencies and multiplies the scores by 1.46 at s = 8", "ja": "RoPE-LLM の底は式どおりです。T5 のバケット 16〜31 は L では勾配を受けませんが、重み減衰で 3,500 ステップの間に 0.944 倍に縮みます。t5-hf は同じ乱数を拡大したものです。posenc の YaRN は Hugging Face の周波数を与え、s = 8 でスコアを 1.46 倍にします"}
+# %% tags=["deeper", "check"] summary={"en": "RoPE-LLM's base is the formula's; T5's buckets 16 to 31 get no gradient at L but shrink by a factor of 0.944 under weight decay over 3,500 steps, and t5-hf rescales the same draw; posenc's YaRN gives Hugging Face's frequencies and multiplies the scores by 1.46 at s = 8", "ja": "RoPE-LLM の底は式どおりです。T5 のバケット 16〜31 は L では勾配を受けませんが、重み減衰で 3,500 ステップの間に 0.944 倍に縮みます。t5-hf は同じ乱数を拡大して使います。posenc の YaRN は Hugging Face の周波数を与え、s = 8 でスコアを 1.46 倍にします"}
 from posenc import apply_rope, t5_relative_position_bucket
 from posenc_lab.extrapolation.models import (
     build_model,
@@ -545,7 +545,7 @@ assert [first_step("copy", "nope", s, target=1.0) for s in seeds] == [
 # 次の図に、各種類の平均の正解率を長さごとに示します。斜線の行は $L$ でタスクを学習できなかった種類です。`learned` には $L$ より先の値がありません。
 
 
-# %% tags=["figure"] alt={"en": ["Three heatmaps side by side, copy, recall and prefix: one row per kind, one column per length from L to 8L, each cell the mean accuracy over five seeds, written in it and coloured from dark (0) to bright yellow (1). On copy and prefix the rows of NoPE and random positions are hatched (not learned); learned has a value at L only. Copy at 8L: rope-llm and kerple 1.00, alibi 0.99, cope 0.96, t5, fire and t5-hf 0.87 to 0.89, sinusoidal 0.60, rope 0.41. Recall at 8L: 0.97 to 1.00 for most rows; alibi 0.94, rope 0.75, rope-llm 0.54. Prefix: every row 0.92 or above at L; at 2L kerple 0.97, fire 0.95, alibi 0.92, rope and rope-llm 0.08; at 8L kerple 0.66 is the highest, fire 0.55, alibi 0.42, every other row 0.27 or below."], "ja": ["copy、recall、prefix の 3 つのヒートマップを横に並べた図です。行は種類、列は L から 8L までの長さです。各セルには 5 つのシードの平均の正解率を書き込み、暗い色（0）から明るい黄色（1）で塗っています。copy と prefix では、NoPE とランダム化した位置の行に斜線があります（学習できなかったもの）。learned には L の値しかありません。copy の 8L では rope-llm と kerple が 1.00 です。alibi は 0.99、cope は 0.96 です。t5、fire、t5-hf は 0.87〜0.89 です。sinusoidal は 0.60、rope は 0.41 です。recall の 8L では、ほとんどの行が 0.97〜1.00 です。下がるのは alibi（0.94）、rope（0.75）、rope-llm（0.54）です。prefix では、L ですべての行が 0.92 以上です。2L では kerple が 0.97、fire が 0.95、alibi が 0.92 です。rope と rope-llm は 0.08 です。8L では kerple の 0.66 が最も高く、fire は 0.55、alibi は 0.42 です。ほかの行はすべて 0.27 以下です。"]}
+# %% tags=["figure"] alt={"en": ["Three heatmaps side by side, copy, recall and prefix: one row per kind, one column per length from L to 8L, each cell the mean accuracy over five seeds, written in it and coloured from dark (0) to bright yellow (1). On copy and prefix the rows of NoPE and random positions are hatched (not learned); learned has a value at L only. Copy at 8L: rope-llm and kerple 1.00, alibi 0.99, cope 0.96, t5, fire and t5-hf 0.87 to 0.89, sinusoidal 0.60, rope 0.41. Recall at 8L: 0.97 to 1.00 for most rows; alibi 0.94, rope 0.75, rope-llm 0.54. Prefix: every row 0.92 or above at L; at 2L kerple 0.97, fire 0.95, alibi 0.92, rope and rope-llm 0.08; at 8L kerple 0.66 is the highest, fire 0.55, alibi 0.42, every other row 0.27 or below."], "ja": ["copy、recall、prefix の 3 つのヒートマップを横に並べた図です。行は種類、列は L から 8L までの長さです。各セルには 5 つのシードの平均の正解率を書き込み、暗い色（0）から明るい黄色（1）で塗っています。copy と prefix では、NoPE とランダム化した位置の行に斜線があります（学習できなかったもの）。learned には L の値しかありません。copy の 8L では rope-llm と kerple が 1.00 です。alibi は 0.99、cope は 0.96 です。t5、fire、t5-hf は 0.87〜0.89 です。sinusoidal は 0.60、rope は 0.41 です。recall の 8L では、大半の行が 0.97〜1.00 です。下がるのは alibi（0.94）、rope（0.75）、rope-llm（0.54）です。prefix では、L ですべての行が 0.92 以上です。2L では kerple が 0.97、fire が 0.95、alibi が 0.92 です。rope と rope-llm は 0.08 です。8L では kerple の 0.66 が最も高く、fire は 0.55、alibi は 0.42 です。ほかの行はすべて 0.27 以下です。"]}
 def acc(task, row, N):
     """The accuracy of `row` at length N on `task`, one value per seed."""
     kind = row.split("+")[0]
@@ -632,11 +632,11 @@ plt.show()
 # **copy**：答えはどの長さでも 3 個前にあります。この距離は学習中にも現れたもので、$L$ より先で新しく現れるのは遠くのキーです。
 # ALiBi と KERPLE は、距離だけで決まり、距離とともに大きくなるペナルティをスコアに加えます。遠くのキーは学習中のどのキーよりも強く抑えられるので、近くにある答えがこれまでどおり選ばれ、どちらも $8L$ で $0.99$ 以上を保ちます。
 # 底 $10^4$ の RoPE は $0.41$ まで下がります。遅いペアは学習中に 1 周もしなかったので、遠くのキーでは見たことのない角度が現れ、近くのキーと変わらないスコアになることもあります。$L$ 個以上前のキーをすべて $L - 1$ 個前にあるものとしてスコアを計算すると、再び正解するようになります（最後の「さらに詳しく」）。
-# RoPE-LLM は、底を変えて 8 組中 6 組のペアが $L$ の間で 1 周以上するようにしたもので、$1.00$ を保ちます。正弦波位置エンコーディングでは $L$ より先の位置そのものが新しい入力になり、$0.60$ まで下がります。
+# RoPE-LLM は、8 組中 6 組のペアが $L$ の間に 1 周以上する底を選んだもので、$1.00$ を保ちます。正弦波位置エンコーディングでは $L$ より先の位置そのものが新しい入力になり、$0.60$ まで下がります。
 #
 # **recall**：答えは内容で見つけます。エンコーディングは邪魔さえしなければよく、NoPE、T5、FIRE、CoPE は $1.00$ を保ち、全部で 8 種類が $0.966$ 以上を保ちます。
-# copy では役立った ALiBi のペナルティが、ここでは先頭の対応を不利にします。先頭は、学習中のどのキーよりも遠くにあるからです（$0.94$）。
-# 最も大きく下がるのは 2 つの RoPE で、RoPE-LLM のほうがさらに下がります（$0.75$ と $0.54$）。先頭の対応までの距離では、学習中には現れなかった角度が出てくるからです。RoPE-LLM でも、最も遅い 2 組のペアではそうなります。
+# copy では役立った ALiBi のペナルティが、ここでは先頭の対応を不利にし、正解率は $0.94$ に下がります。先頭の対応は、学習中のどのキーよりも遠くにあるからです。
+# 最も大きく下がるのは 2 つの RoPE で、RoPE が $0.75$、RoPE-LLM はさらに低い $0.54$ です。先頭の対応までの距離では、学習中には現れなかった角度が出てくるからです。RoPE-LLM でも、最も遅い 2 組のペアの角度は新しいものになります。
 # 位置補間はすべての位置を学習時の範囲に押し戻し、ファインチューニングなしで両方を立て直します（$1.00$ と $0.98$）。
 #
 # **prefix**：答えは $N/2$ 個前にあり、位置で見つけます。ここでは答えまでの距離そのものが新しく、$2L$ では 16 と、学習中の最長（8）の 2 倍になります。$8L$ まで正解率を保てるものはありません。
@@ -781,7 +781,7 @@ assert (min(near_chance), max(near_chance)) == (0.06, 0.11)
 #
 # 公表された知見はそれぞれ、記録で検定できる差に置き換えます。判定に使うのは、名指しされた種類がすべて、5 つのシードのどれでも長さ $L$ で学習できたタスクだけです。
 # 差の 95% 信頼区間全体が知見の予想する側にあれば「支持」、全体が反対側にあれば「否定」、$0$ をまたげば「判定できない」です。
-# 3 種類の知見では $0$ の代わりに $0.05$ を境にし、区間全体が次の側にあることを求めます。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ 未満、「劣化する」はそれより大きい側、「劣らない」は差が $-0.05$ より上です。
+# 3 種類の知見では $0$ の代わりに $0.05$ を境目にし、区間全体が次の側にあることを求めます。「何も失わない」は $L$ から $8L$ までの低下が $0.05$ 未満、「劣化する」はそれより大きい側、「劣らない」は差が $-0.05$ より上です。
 # たとえば 1 行目は、「ALiBi は $8L$ まで何も失わない」という Press らの主張を、3 つのタスクで確かめたものです。
 #
 # | 知見 | copy | recall | prefix |
@@ -1183,7 +1183,7 @@ for t in TASKS:
 # - 判定は多数あり、それぞれ別々の 95% 信頼区間から出していて、多重比較の補正はしていません。真の差が $0$ のとき、正負で決める判定は確率 $0.05$ で偶然「支持」か「否定」になります。判定どうしは同じ行を共有するので、独立でもありません。
 # - 5 つのシードがすべて同じ値のとき（$1.00$ $[1.00, 1.00]$ など）、区間の幅は $0$ です。これはシードが一致したことを示すにすぎません。そうした区間に基づく判定は、上限に張り付いた結果を述べているだけで、検定にはなっていません。
 # - 学習率はすべての種類で同じです。予備実験で選んだもので、別の学習率なら、タスクを学習できなかった種類も学習できた可能性があります。
-# - 長さ $N$ での正解率は、最初の $L$ 個を含めて、$N$ より前のすべての採点位置の平均です。そのため copy と recall では、$L$ より先での失敗が薄まります（演習）。prefix で採点するのはコピーする後半だけで、そのすべてが距離 $N/2$ です。
+# - 長さ $N$ での正解率は、最初の $L$ 個を含めて、$N$ より前のすべての採点位置の平均です。そのため copy と recall では、$L$ より先での失敗が薄まります（演習 1）。prefix で採点するのはコピーする後半だけで、そのすべてが距離 $N/2$ です。
 # - 規模はトイモデルのものです。幅 64 の 2 層、$L = 16$ で、言語ではなく合成タスクです。論文のモデルと長さははるかに大きく、Kazemnejad らがテストするのは $2L$ までですが、ここでの判定の多くは $8L$ でのものです。
 
 # %% tags=["deeper", "check"] summary={"en": "one a(t) of 128 sequences has a standard error of at most 0.044; on prefix only the second half is scored", "ja": "128 本の系列での a(t) 1 つの標準誤差は最大 0.044 です。prefix で採点するのは後半だけです"}
@@ -1224,7 +1224,7 @@ for N in lengths:
 # ここでは 32 周もするペアはないので、コードの下側の番号は $0$ に収められ、ペア 0 はそのまま保たれます。論文のランプ関数ではペア 0 は $\gamma = 0.05$ で（$L$ の間に 2.5 周します）、ほぼ補間されます。$s = 2$ では、コードが 1 のまま保つペア 0 の周波数を、論文の式は 0.525 倍にします。
 #
 # この章の YaRN の行も、YaRN についての判定も、すべてコードの YaRN のものです。論文の版は記録にありません。
-# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で評価すると、PI とほぼ同じです。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の出力）。
+# RoPE のシード 0 を学習し直し（記録をそのまま再現します）、論文のランプ関数で評価すると、結果は PI とほぼ同じになります。prefix の $2L$ では PI と同じ 0.23 で、コードの YaRN は 0.99 です（下の出力）。
 # シード 1 つは例であって、判定ではありません。それでも、このヘッドの次元数では、記録が YaRN について示すのはコードの丸め方の効果です。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -1233,7 +1233,7 @@ for N in lengths:
 # and the paper's.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# 2 つのランプ関数と再実行：底 $10^4$ での倍率 $\theta'_i / \theta_i$ と、シード 0 の $2L$ と $8L$ での正解率（PI、コードの YaRN、論文の YaRN）です。
+# 下に、底 $10^4$ での 2 つのランプ関数の倍率 $\theta'_i / \theta_i$ と、再実行したシード 0 の $2L$ と $8L$ での正解率（PI、コードの YaRN、論文の YaRN）を示します。
 
 # %% tags=["deeper"]
 from posenc_lab.extrapolation.models import yarn_paper_multipliers
@@ -1327,12 +1327,12 @@ for run in rerun["runs"]:
 # この 2 つを切り分けるため、相対位置の種類については $8L$ で評価を 2 つ追加します。*clip* は、$L$ 個以上前のキーとのスコアを、すべて $L - 1$ 個前にあるものとして計算します（新しい距離は現れず、キーの数だけが増えます）。*window* はそれらのキーを隠します（$L$ 個のキーの[スライディングウィンドウ](../docs/glossary.ja.md#sliding-window)）。
 # どちらもきれいには切り分けられません。ウィンドウは、学習中にはどのクエリからも見えていた先頭のトークンも隠します。copy ではこれは BOS トークンです。学習済みのモデルは、使い道のないアテンションをこうしたトークンに集めがちです。これを「アテンションシンク」（attention sink）と呼びます（Xiao ら 2023）。
 # また FIRE のバイアスは、距離だけでなく、しきい値を超えたクエリの位置にもよるので、どちらの評価でも $8L$ での入力は新しい値になります。
-# $L \le t < 8L$ で平均した *clip − full* は、FIRE 以外の種類では、見たことのない距離で失う正解率を表します。*window − clip* には、増えたキーと隠れた先頭のトークンが混ざります。
+# $L \le t < 8L$ で平均した *clip − full* は、FIRE 以外の種類では、見たことのない距離で失う正解率を表します。*window − clip* には、増えたキーの効果と、先頭のトークンを隠した効果が混ざっています。
 # recall ではウィンドウが答えを隠すので、読むのは *clip − full* だけです。prefix では答えが $4L$ 個前にあるので、どちらも読みません。
 #
 # copy では、RoPE が失うのはすべて距離のためです。クリッピングで $0.65$ 戻り、ウィンドウはそれ以上何も加えません。
 # T5 はクリッピングで $0.02$ $[0.01, 0.03]$ 戻り、ウィンドウでさらに $0.10$ 戻ります。失う分の大部分は、遠いキーを隠すと取り戻せます。
-# ALiBi と FIRE では、ウィンドウはクリッピングより悪くなります（$-0.06$ と $-0.11$）。遠いキーが見えなくなると損をするわけです。copy では先頭以外の遠いキーはどれも近いキーの繰り返しなので、原因として最もありそうなのは先頭のトークンが隠れることですが、記録ではこれを検証していません。
+# ALiBi と FIRE では、ウィンドウはクリッピングより悪くなります（$-0.06$ と $-0.11$）。遠いキーが見えなくなると、正解率が下がります。copy では先頭以外の遠いキーはどれも近いキーの繰り返しなので、原因として最もありそうなのは先頭のトークンが隠れることですが、記録ではこれを検証していません。
 # recall では、クリッピングで RoPE に $0.27$、RoPE-LLM に $0.39$、ALiBi に $0.07$ 戻ります。答えは学習中のどの距離よりも遠くにあり、そこでは RoPE の角度は見たことのないものになり、ALiBi のペナルティは大きくなり続けるからです。
 # つまり recall では、見たことのない距離で失う正解率は RoPE より RoPE-LLM のほうが大きいのに、copy では RoPE-LLM は何も失いません。$L$ の間に 1 周以上するペアの割合からは、recall の結果は予想できません。
 # $L$ より先では、RoPE-LLM の最も遅い 2 組のペア（6 と 7）の角度が新しくなります。遠いキーと近いキーを見分けられるのは遅いペアですが、これが原因かどうかは記録では検証していません。
@@ -1384,7 +1384,7 @@ def gain(task, kind, i):  # 1: clip - full, 2: window - clip
     return round(split[task, kind][i][0], 2)
 
 
-# %% tags=["deeper", "check"] summary={"en": "the gains quoted; T5's clip gain lies above 0, ALiBi's and FIRE's window - clip below; every copy sequence opens with the BOS token; FIRE's bias at a fixed distance changes with the query's position past its threshold, ALiBi's does not", "ja": "引用した差は記録どおりです。T5 のクリッピングの効果は 0 より上、ALiBi と FIRE の window − clip は 0 より下にあります。copy のどの系列も BOS トークンで始まります。FIRE のバイアスは、同じ距離でもしきい値を超えたクエリの位置によって変わり、ALiBi のバイアスは変わりません"}
+# %% tags=["deeper", "check"] summary={"en": "the gains quoted; the 95 % interval of T5's clip gain lies above 0, those of ALiBi's and FIRE's window - clip below; every copy sequence opens with the BOS token; FIRE's bias at a fixed distance changes with the query's position past its threshold, ALiBi's does not", "ja": "引用した差は記録どおりです。T5 のクリッピングの効果の 95% 信頼区間は 0 より上、ALiBi と FIRE の window − clip の 95% 信頼区間は 0 より下にあります。copy のどの系列も BOS トークンで始まります。FIRE のバイアスは、同じ距離でもしきい値を超えたクエリの位置によって変わり、ALiBi のバイアスは変わりません"}
 assert (gain("copy", "rope", 1), gain("copy", "rope", 2)) == (0.65, 0.0)
 assert (gain("copy", "t5", 1), gain("copy", "t5", 2)) == (0.02, 0.1)
 assert fmt(*split["copy", "t5"][1]) == "0.02 [0.01, 0.03]"
@@ -1437,7 +1437,7 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # - $L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。
 # - エンコーディングが外挿できるのは、$L$ より先でモデルに見せるものが、学習中に見せたものと変わらないときです。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
 # - タスクはエンコーディングと同じくらい重要です。答えを内容で見つける recall では、NoPE、T5、FIRE、CoPE が $1.00$ を保ちます。見たことのない距離にある答えを位置で見つける prefix では、$8L$ まで正解率を保てるものはありません。
-# - Llama 2 のように $L$ の間にほとんどのペアが 1 周以上する底では、RoPE は copy を保ちますが、recall ではさらに下がります。底を変えたときの正解率の変化は、copy ではエンコーディングを取り替えたときと同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。
+# - Llama 2 のように $L$ の間に大半のペアが 1 周以上する底では、RoPE は copy を保ちますが、recall ではさらに下がります。底を変えたときの正解率の変化は、copy ではエンコーディングを取り替えたときと同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。
 # - ここでの YaRN はすべて公式実装のものです。底 $10^4$ で PI を上回る分の大部分は、コードがそのまま保つ（論文の式は保たない）最も速いペアから来ます。RoPE-LLM の底では、recall と prefix で PI に及びません。
 # - ファインチューニングなしの PI は、近い距離を正確に見分ける必要のあるタスクを壊し（copy の正解率は $2L$ で $0.24$）、recall は立て直します。スケーリングなしに $2L$ で 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで上がりました。
 
@@ -1556,7 +1556,7 @@ assert share == [99, 98]
 # ## 出典とバージョン
 #
 # `posenc_lab` の記録 `extrapolation-tasks.json` には、設定、コマンド、コミット、バージョン、マシン、実行の全セッション、学習曲線付きの全実行が入っています。下のセルは記録を作った環境を表示します。
-# 設計、計算予算、ステップ数と学習率を決めた予備実験は `lab/README.md` に、論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-tasks.json` にあります（コマンドは記録と `lab/README.md`）。
+# 設計、計算予算、ステップ数と学習率を決めた予備実験は `lab/README.md` にあります。論文の式の YaRN でシード 0 を再実行した結果は `yarn-paper-tasks.json` に入っていて、そのコマンドは記録と `lab/README.md` に書いてあります。
 #
 # - Press, O. et al. (2022). *Train Short, Test Long: Attention
 #   with Linear Biases Enables Input Length Extrapolation*. ICLR 2022.
@@ -1569,8 +1569,8 @@ assert share == [99, 98]
 #   Large Language Models via Positional Interpolation*.
 #   <https://arxiv.org/abs/2306.15595>
 # - Peng, B. et al. (2023). *YaRN: Efficient
-#   Context Window Extension of Large Language Models*. §3.2（式 17〜20）.
-#   <https://arxiv.org/abs/2309.00071>（コード：<https://github.com/jquesnelle/yarn> の `find_correction_range`）
+#   Context Window Extension of Large Language Models*.
+#   <https://arxiv.org/abs/2309.00071>（§3.2 の式 17〜20。コード：<https://github.com/jquesnelle/yarn> の `find_correction_range`）
 # - Xiao, G. et al. (2023). *Efficient Streaming Language Models with Attention
 #   Sinks*. ICLR 2024. <https://arxiv.org/abs/2309.17453>
 # - Li, S. et al. (2024). *Functional Interpolation for Relative Positions Improves
@@ -1583,7 +1583,7 @@ assert share == [99, 98]
 #   <https://arxiv.org/abs/2405.18719>
 # - Touvron, H. et al. (2023). *Llama 2: Open Foundation and Fine-Tuned Chat
 #   Models*. <https://arxiv.org/abs/2307.09288>
-# - Hugging Face transformers：`T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
+# - Hugging Face transformers, `T5PreTrainedModel._init_weights`（T5 の表を標準偏差 $d^{-1/2}$ で引きます）
 
 # %%
 first = record["sessions"][0]

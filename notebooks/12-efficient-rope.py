@@ -493,8 +493,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # blocks at once, in at most 64 registers a thread in bfloat16 (72 in float32), and
 # spills nothing at Triton's default of `num_warps = 4` (128 threads a program): 8
 # programs fit in an SM's 65,536 registers in bfloat16, 7 in float32. A program's loads
-# come in phases (the position, then the row with $q$, then $k$): in bfloat16 at most
-# the row and $q$, about 8.5 KiB, are in flight at once (16.5 KiB in float32), so a few of
+# come in phases: in bfloat16 the position, then the row with $q$, then $k$, so at most
+# the row and $q$, about 8.5 KiB, are in flight at once; in float32 the position, then
+# the row with $q$ and $k$, 20.5 KiB. So a few of
 # an SM's 8 (or 7) resident programs in their load phase cover the 11 KB. That is a
 # margin, not a fit: under load HBM's latency grows, and with it the bytes needed. One
 # program per token keeps enough bytes in flight in a prefill unless most resident
@@ -545,7 +546,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # Triton の既定の `num_warps = 4`（プログラムあたり 4 ワープ、128 スレッド）で、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）です。
 # スピル（レジスタに収まらない値のメモリへの退避）もありません。
 # そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
-# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$）。同時に転送中になるのは、bfloat16 では多くても行と $q$ の約 8.5 KiB（float32 では 16.5 KiB）です。
+# プログラムの読み込みは段階を追って進みます（位置、次に表の行と $q$、次に $k$）。bfloat16 では位置、次に表の行と $q$、次に $k$ の順なので、同時に転送中になるのは多くても行と $q$ の約 8.5 KiB です。float32 では位置のあとに行と $q$ と $k$ をまとめて読むので 20.5 KiB です。
 # したがって、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうちいくつかが読み込みの段階にあれば、11 KB をまかなえます。
 # ぎりぎりではなく、余裕のある見積もりです。負荷がかかると HBM のレイテンシが伸び、必要なバイト数もそれにつれて増えます。
 # トークン 1 つにプログラム 1 つでも、プリフィルなら転送中のバイト数は足ります。ただし、常駐するプログラムの大半が位置の読み込みを待っていれば足りず、そうなるかどうかは GPU で実行しないとわかりません。
@@ -762,9 +763,10 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # A kernel this small never approaches the bandwidth: its time is the latency of loads
 # that wait on each other. A program loads the position, then the table row at that
 # position; in the sm_90 SASS at Triton's default of 4 warps, $q$'s loads issue with
-# the row and $k$'s only after the first multiply that uses it: three round trips in a
-# row, the first two set by the data (the row's address is the position), the third,
-# $k$'s, by this build's schedule. The position and the row come from HBM, the GPU's main
+# the row and, in bfloat16, $k$'s only after the first multiply that uses it: three round
+# trips in a row, the first two set by the data (the row's address is the position), the
+# third, $k$'s, by this build's schedule (in float32 it issues $k$'s loads with the row:
+# two). The position and the row come from HBM, the GPU's main
 # memory, as 436 MB of weights have streamed through a 50 MiB L2 since the last
 # layer read them; $k$, just written by the projection, likely from L2.
 #
@@ -784,8 +786,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。読んで書くと 20 KiB で、毎秒 4.8 TB なら 4 ns です。
 # しかし、これほど小さなカーネルは帯域幅の限界に遠く及びません。時間を決めるのはレイテンシで、前の読み込みの結果を待つ読み込みが続くと、その往復の時間が積み重なります。
 # プログラムはまず位置を、次にその位置の表の行を読み込みます。
-# Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行され、$k$ の読み込みは行を使う最初の乗算のあとに発行されます。
-# そのため、メモリとの往復が 3 回続きます。最初の 2 回は、位置を読むまで行のアドレスが決まらないので、データの依存関係で順番が決まります。3 回目（$k$ の読み込み）の順番を決めているのは、データではなく、このビルドの命令の並べ方です。
+# Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行され、bfloat16 では $k$ の読み込みは行を使う最初の乗算のあとに発行されます。
+# そのため bfloat16 では、メモリとの往復が 3 回続きます（float32 では $k$ も行と一緒に読み込まれ、2 回です）。最初の 2 回は、位置を読むまで行のアドレスが決まらないので、データの依存関係で順番が決まります。3 回目（$k$ の読み込み）の順番を決めているのは、データではなく、このビルドの命令の並べ方です。
 # 位置と行は HBM（GPU のメインメモリ）から読み込まれます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通り抜け、これらを追い出しているからです。$k$ は射影が書いたばかりなので、おそらく L2 から読み込まれます。
 #
 # 起動のコストは、さらに大きくなりえます。
@@ -1045,7 +1047,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # | there RoPE is 0.9% of a layer fused, 4.5% with Hugging Face's formula | 4.1 and 20.2 bytes per element at 4.8 TB/s; the layer's flops at 989 TFLOP/s | `triton`, `eager_formula`; the layer from a profile |
 # | one decode token in a model: the fused kernel takes about 1.2 µs longer than the Triton copy | position and row from HBM then $k$ from L2 ($2 \cdot 600 + 200$ ns) against the copy's one L2 trip; latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, `triton`'s minus `triton_copy`'s |
 # | eager decode: a layer's 40 operations, about a kernel each, take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
-# | under a CUDA graph: RoPE is 9 to 16% of a layer with Hugging Face's ten kernels, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_formula` and `triton_graph` |
+# | under a CUDA graph: RoPE is 9 to 16% of a layer with Hugging Face's ten kernels, 1.9 to 2.4% fused | 1 to 4 µs a kernel, assumed, plus its round trips | device times of `eager_graph` and `triton_graph` (warm; add `single_launch`'s cold-table difference for the in-model chain), against a layer's time from a profile |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` runs these
 # cases and more, 1 to 32,768 tokens a call (`lab/README.md`, with a checklist for the
@@ -1069,7 +1071,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルから |
 # | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルは Triton のコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `triton_copy` を引いた値 |
 # | eager モードのデコード：層の 40 個の演算（それぞれほぼカーネル 1 つ）の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 個はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
-# | CUDA グラフのもとで：RoPE は層の 9〜16%（Hugging Face の 10 個のカーネル）、1.9〜2.4%（融合） | カーネルあたり 1〜4 µs（仮定）と、そのカーネルの往復 | `eager_formula` と `triton_graph` のデバイス時間 |
+# | CUDA グラフのもとで：RoPE は層の 9〜16%（Hugging Face の 10 個のカーネル）、1.9〜2.4%（融合） | カーネルあたり 1〜4 µs（仮定）と、そのカーネルの往復 | `eager_graph` と `triton_graph` のデバイス時間（L2 に載った状態なので、モデル内の往復には `single_launch` の表をメモリに置いた場合との差を足す）。層の時間はプロファイルで |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1〜32,768 トークンで実行します（`lab/README.md` に、最初の実行で確かめる手順があります）。
 # CUDA では `copy_` はカーネルではなく `cudaMemcpyAsync` なので、同じバイトをコピーする Triton のカーネル（`triton_copy`）も計ります。融合カーネルとこのカーネルの差が、表の行の読み込み、演算、トークンごとのグリッドにかかるコストです。
@@ -1202,7 +1204,8 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - The fused kernel runs one program per token and reads the cos/sin row once for all
 #   its heads: 0.1 byte per element.
 # - On a CPU the byte count separates one pass from several but does not predict time.
-# - A decode step costs latency: two dependent round trips (three in this build), and
+# - A decode step costs latency: two dependent round trips (three in this build's
+#   bfloat16), and
 #   the host's launches.
 #   Capture the step in a CUDA graph or compile it first (`check_positions=False`);
 #   only folding RoPE into a neighbouring kernel removes the rest.
@@ -1215,7 +1218,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドでは 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
+# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"

@@ -17,9 +17,10 @@ The contenders rotate the same queries and keys, each call rotating
 - ``eager_formula``: Hugging Face's ``x * cos + rotate_half(x) * sin`` on
   ``q`` and on ``k``, with ``cos`` and ``sin`` gathered per token before
   timing (in the input's dtype, as Hugging Face casts them);
-- ``triton_graph``: the out-of-place kernel captured in CUDA graphs and
-  replayed, one graph per sample of ``number`` calls over the same pairs of
-  the pool as the other contenders: no Python and no launcher;
+- ``triton_graph`` and ``eager_graph``: the out-of-place kernel, and
+  Hugging Face's formula, captured in CUDA graphs and replayed, one graph
+  per sample of ``number`` calls over the same pairs of the pool as the
+  other contenders: no Python and no launcher;
 - ``copy``: one ``copy_`` of the buffer that holds a pair (``q`` then
   ``k``: each pair of the pool is one allocation, ``q`` and ``k`` views of
   it) into a preallocated buffer: one launch that reads and writes every
@@ -259,6 +260,14 @@ def dram_bytes_at_least(case: Case, l2_bytes: int) -> float:
     return case.bytes_per_call() - l2_bytes / case.number
 
 
+def round_trips(dtype: str) -> int:
+    """Dependent round trips of one program of the fused kernel, as this build's sm_90
+    SASS at 4 warps issues its loads (pinned by tests/test_rope_triton.py): the
+    position, then the table row with ``q``; in 16-bit dtypes ``k``'s narrower loads
+    only after the first multiply, a third trip; in float32 with the row."""
+    return 2 if dtype == "float32" else 3
+
+
 def predicted_floor(
     case: Case, gb_per_s: float, l2_bytes: int, l2_gb_per_s: float | None = None
 ) -> dict[str, object]:
@@ -271,13 +280,14 @@ def predicted_floor(
     than memory), or ``None`` for a warm case without it: memory's bandwidth would
     overstate the time of bytes served by L2, so it bounds nothing there
     (``memory_source`` says which);
-    ``chain_us``: three round trips in a row at the assumed latencies, as the sm_90 SASS
-    of this build at 4 warps orders them (the position; then the table row with ``q``;
-    then ``k``, which ptxas issues only after the first multiply that uses the row): this
-    build's schedule, not a hardware bound (the data dependences alone give two trips);
-    all in L2 for a warm case timed back to back, all in memory for a cold one; ``chain_cold_table_us``: a decode step as a
-    model's layer sees it, the position and the row in memory (evicted by the
-    layer's weights since the last layer read them), ``q`` and ``k`` in L2;
+    ``chain_us``: the round trips in a row at the assumed latencies, as the sm_90 SASS
+    of this build at 4 warps orders them (:func:`round_trips`): in bfloat16 and float16
+    three (the position; then the table row with ``q``; then ``k``, which ptxas issues
+    only after the first multiply that uses the row), in float32 two (``k`` with the
+    row), the data dependences' own; all in L2 for a warm case timed back to back, all
+    in memory for a cold one; ``chain_cold_table_us``: a decode step as a model's layer
+    sees it, the position and the row in memory (evicted by the layer's weights since
+    the last layer read them), ``q`` and ``k`` in L2;
     ``lower_bound_us``: the larger of memory and chain, the kernel's work alone;
     ``launch_us``: the fixed device cost of its ``launches_per_call`` kernels (the
     harness's count, ``OPAQUE_LAUNCHES``) at ``LAUNCH_COST_S`` each, low and high;
@@ -290,7 +300,8 @@ def predicted_floor(
     else:
         moved, rate, source = dram_bytes_at_least(case, l2_bytes), gb_per_s, "memory"
     memory = None if rate is None else moved / (rate * 1e9)
-    chain = 3 * L2_LATENCY_S if case.warm else 3 * HBM_LATENCY_S
+    trips = round_trips(case.dtype)
+    chain = trips * (L2_LATENCY_S if case.warm else HBM_LATENCY_S)
     launches = OPAQUE_LAUNCHES["triton"]
     launch = [launches * cost * 1e6 for cost in LAUNCH_COST_S]
     bound = max(memory or 0.0, chain) * 1e6
@@ -300,7 +311,9 @@ def predicted_floor(
         "memory_source": source,
         "memory_us": None if memory is None else memory * 1e6,
         "chain_us": chain * 1e6,
-        "chain_cold_table_us": (2 * HBM_LATENCY_S + L2_LATENCY_S) * 1e6,
+        "round_trips": trips,
+        # the position, then the row from memory; a third trip (k) from L2
+        "chain_cold_table_us": (2 * HBM_LATENCY_S + (trips - 2) * L2_LATENCY_S) * 1e6,
         "lower_bound_us": bound,
         "launches_per_call": launches,
         "launch_us_each_assumed": [cost * 1e6 for cost in LAUNCH_COST_S],
@@ -658,6 +671,11 @@ def _contenders(
             "posenc.rope_triton, replayed from CUDA graphs",
             _GraphReplay(fused, positions.device, len(pool), case.number, keep=not case.warm),
         )
+    # Hugging Face's formula under a graph too: its ten kernels without the host's launches
+    found["eager_graph"] = (
+        "x*cos + rotate_half(x)*sin, replayed from CUDA graphs",
+        _GraphReplay(eager_formula, positions.device, len(pool), case.number, keep=not case.warm),
+    )
     if compile_backend is not None:
         # dynamo caches per code object (RotaryEmbedding.forward), not per module, and
         # with fullgraph=True its recompile limit (8) is a hard error: a run's shapes

@@ -31,7 +31,7 @@ def _time_on_cpu(case, rounds=1, warmup=1, l2_bytes=0):
 
 
 HAS_TRITON = importlib.util.find_spec("triton") is not None
-CONTENDERS = {"copy", "eager_formula", "apply_rope", "compiled_module"} | (
+CONTENDERS = {"copy", "eager_formula", "eager_graph", "apply_rope", "compiled_module"} | (
     {"triton", "triton_inplace", "triton_graph", "triton_copy"} if HAS_TRITON else set()
 )
 QUANTILE_FIELDS = ("q10_us", "q25_us", "median_us", "q75_us", "q90_us")
@@ -622,6 +622,10 @@ def test_each_case_records_the_floor_the_model_predicts(record):
     assert warm["memory_bytes"] == warm["bytes_per_call"] == 20480
     assert round(warm["chain_us"], 3) == 0.6 == round(warm["lower_bound_us"], 3)
     assert round(warm["chain_cold_table_us"], 3) == 1.4  # position and row from memory
+    # float32: k's loads go with the row (tests/test_rope_triton.py), two trips
+    warm32 = gpu_bench.predicted_floor(cases["decode-1-float32"], 4800.0, 50 * 2**20)
+    assert warm32["round_trips"] == 2 and round(warm32["chain_us"], 3) == 0.4
+    assert round(warm32["chain_cold_table_us"], 3) == 1.2
     # a warm case's bytes sit in L2: memory's bandwidth bounds nothing, so without L2's
     # rate there is no memory term, and the 256-token case's bound is the chain alone,
     # not 1.09 us at 4.8 TB/s

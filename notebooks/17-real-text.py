@@ -17,7 +17,7 @@
 # # A tiny language model on real text
 #
 # A small Transformer learns to predict the next byte of Python's documentation
-# from windows of $L = 64$ bytes, once with each of six encodings, and is then
+# from windows of $L = 64$ bytes, with each of six encodings (three seeds each), and is then
 # read in windows up to 16 times as long. The chapter compares how each
 # encoding's [perplexity](../docs/glossary.md#perplexity) grows past $L$ with
 # Press et al.'s Figure 1, made with a model of words, and tries to rescue RoPE.
@@ -35,7 +35,7 @@
 # %% [markdown] lang="ja"
 # # 実テキストで学習する小さな言語モデル
 #
-# 小さな Transformer に、Python のドキュメントの次のバイトを $L = 64$ バイトの窓から予測させます。6 種類のエンコーディングで 1 回ずつ学習し、最大 16 倍の長さの窓で読ませます。
+# 小さな Transformer に、Python のドキュメントの次のバイトを $L = 64$ バイトの窓から予測させます。6 種類のエンコーディングそれぞれで 3 つのシードで学習し、最大 16 倍の長さの窓で読ませます。
 # この章では、$L$ を超えると各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語単位のモデルで描かれた Press らの図 1 と比べます。また、RoPE を救う方法も試します。
 # 結果をひとことで言えば、論文と同じく ALiBi は横ばいで、正弦波と RoPE は悪化します。論文と違うのは、学習時の長さで ALiBi が（NoPE を除いて）最も悪いことと、T5 が早くから悪化することです。公式実装どおりの YaRN は、学習なしで RoPE の悪化した分の大部分を取り戻します。
 #

@@ -39,7 +39,7 @@
 # この章では、バイト数を数え、CPU で実行して、次の 3 つを確かめます。
 #
 # - 各実装が要求するバイト数。キャッシュを考えない単純なコストモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
-# - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序はコンパイルした PTX と SASS（NVIDIA の仮想命令セットと機械語）から読み取ります。
+# - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序は、コンパイルした PTX と SASS（NVIDIA の仮想命令セットと機械語）で確かめます。
 # - CPU での計測。ページフォールトも数えます。
 #
 # GPU での時間については、計った値ではなく予測だけを示します。予測と、それぞれを確かめるコマンドは、章の最後の表にまとめます。
@@ -119,7 +119,7 @@ records = {
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
 # そのため RoPE の実装が左右できるのは、まず動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 次に効くのは動かし方で、アクセスの幅、占有率、メモリレベルの並列性です。
-# 占有率は、1 つの SM（ストリーミングマルチプロセッサ）に同時に載るワープ（32 スレッドの組）の数の、上限に対する割合です。
+# 占有率とは、1 つの SM（ストリーミングマルチプロセッサ）に同時に載っているワープ（32 スレッドの組）の数を、載せられる上限の数で割った値です。
 # 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、各ヘッドの次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
@@ -164,7 +164,7 @@ records = {
 # bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
 # Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と表の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。
 
-# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の方法も含めて本文どおりです。transformers の apply_rotary_pos_emb 自体も、演算とバイト数は同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
+# %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の参照実装も含めて本文どおりです。transformers の apply_rotary_pos_emb 自体も、演算とバイト数は同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
 import warnings
 
 import posenc.rope
@@ -541,14 +541,14 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # リトルの法則によれば、その量は転送の速さとレイテンシの積です。
 # 書き込みは完了を待たずに進むので、数えるのは読み込みだけです。1 回のパスのカーネルでは、読み込みが運ぶのは毎秒 4.8 TB の約半分です。
 # HBM（GPU のメインメモリ）のレイテンシは、この章では約 600 ns と仮定します（NVIDIA は H200 の値を公表していません）。
-# その量は、毎秒 2.4 TB × 600 ns ≈ 1.4 MB、H200 の 132 個の SM それぞれに約 11 KB です。
+# したがって、必要な転送中のバイト数は 2.4 TB/s × 600 ns ≈ 1.4 MB で、H200 の 132 個の SM で割ると 1 つあたり約 11 KB です。
 # Llama 3 8B の形状での起動と同じ条件で sm_90 向けにコンパイルすると、カーネルは $q$ と $k$ のブロックを同時にレジスタに持ちます。
 # Triton の既定の `num_warps = 4`（プログラムあたり 4 ワープ、128 スレッド）で、使うレジスタはスレッドあたり bfloat16 で 64 個以下（float32 で 72 個以下）です。
 # スピル（レジスタに収まらない値のメモリへの退避）もありません。
-# そのため SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが収まります。
-# プログラムの読み込みは段階を追って進みます。bfloat16 では位置、次に表の行と $q$、次に $k$ の順なので、同時に転送中になるのは多くても行と $q$ の約 8.5 KiB です。float32 では位置のあとに行と $q$ と $k$ をまとめて読むので 20.5 KiB です。
+# この使用量なら、SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが同時に収まります。
+# プログラムの読み込みは段階を追って進みます。bfloat16 では位置、表の行と $q$、$k$ の順なので、同時に転送中になるのは多くても行と $q$ の約 8.5 KiB です。float32 では、位置のあとに行と $q$ と $k$ をまとめて読むので、20.5 KiB になります。
 # したがって、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうちいくつかが読み込みの段階にあれば、11 KB をまかなえます。
-# ぎりぎりではなく、余裕のある見積もりです。負荷がかかると HBM のレイテンシが伸び、必要なバイト数もそれにつれて増えます。
+# ぎりぎりではなく、余裕を持って足ります。負荷がかかると HBM のレイテンシが伸び、必要なバイト数もそれにつれて増えるので、この余裕が要ります。
 # トークン 1 つにプログラム 1 つでも、プリフィルなら転送中のバイト数は足ります。ただし、常駐するプログラムの大半が位置の読み込みを待っていれば足りず、そうなるかどうかは GPU で実行しないとわかりません。
 # 転送中のバイト数をさらに増やせる設計は 2 つあります。
 # 1 つは、プログラムに複数のトークンを受け持たせることです（FlashInfer の cos と sin の表を使うカーネルはそうしています。後述）。
@@ -568,7 +568,7 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # プログラムの 128 個のスレッドは `BLOCK` × $d/2$ のタイルを分け合い、各スレッドは受け持つ連続した部分を、最大 128 ビットの 1 回のアクセスで動かします。
 # `tests/test_rope_triton.py` は、PTX のすべての読み込みと書き込みについて対象のテンソルを突き止め、SASS を Triton に同梱の `cuobjdump` で読み戻します。
 # Llama 3 8B の形状で sm_90 向けにコンパイルした SASS では、ヘッド 32 個の $q$ のブロックの読み込みと書き込みは、どちらの dtype でも 128 ビット（`LDG.E.128`）です。
-# ヘッド 8 個の $k$ のブロックでは、スレッドあたりの値が 4 個で、bfloat16 の読み込みと書き込みは 64 ビット（`LDG.E.64`）になります。64 ビットになるのは全体のバイト数の 5 分の 1 だけで、アクセスはコアレス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）のままです。
+# ヘッド 8 個の $k$ のブロックでは、スレッドあたりの値が 4 個で、bfloat16 の読み込みと書き込みは 64 ビット（`LDG.E.64`）になります。64 ビットになるのは全体のバイト数の 5 分の 1 だけで、アクセスはコアレスアクセス（隣り合うスレッドのアクセスが 1 回のメモリ転送にまとまること）のままです。
 # この幅を決めているのはアラインメントではなく、タイルの大きさと `num_warps` の関係です。
 # インターリーブ配置では、各ヘッドの $r$ 個の成分を連続した 1 つの範囲として読み込みます。
 # それを FlashAttention の rotary カーネルと同じく `tl.reshape` と `tl.split` で、レジスタの中でペアに分けます。
@@ -637,9 +637,9 @@ assert_close(dk, ek)
 # ## 実際のシステムは RoPE をどこで融合しているか
 #
 # RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため実運用のライブラリは、RoPE を前後どちらかのカーネルに組み込みます。
+# そのため実運用のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
 #
-# | ライブラリ | RoPE を実行する場所 | cos と sin |
+# | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
 # | vLLM | 既定のコンパイルモードでは PyTorch の式（`forward_native`）で、Inductor がカーネルを生成して前後の演算と融合。eager モードか `+rotary_embedding` の指定では CUDA のカーネル `rotary_embedding` がインプレースで回転（トークン 1 つにスレッドブロック 1 つ）。[KV キャッシュ](../docs/glossary.ja.md#kv-cache)への $k$ と $v$ の書き込みは別カーネル（RoPE と融合するのは ROCm で AITER を使う場合だけ） | 位置 × $r$ の表（cos、sin の順）を $q$ の dtype に変換し、各トークンの位置の行を読む |
 # | FlashInfer | インプレース：`apply_rope_with_cos_sin_cache_inplace`（vLLM と同じインターフェース）か `apply_rope_pos_ids_inplace`。融合：`rope_quantize_fp8_append_paged_kv_cache`（回転、FP8 への量子化、ページ化した KV キャッシュへの追加）。アテンションの中：`pos_encoding_mode="ROPE_LLAMA"` | float32 の表か、`rope_theta` からその場で計算 |
@@ -647,15 +647,15 @@ assert_close(dk, ek)
 # | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で回転 | Hugging Face のトークンごとの cos と sin（`(b or 1, s, d)`）を、プログラムの受け持つトークンで参照し、前半だけ読む |
 # | `posenc` | `apply_rope_triton`（アウトオブプレースかインプレース） | モジュールの float32 の表のストライド付きビューから、各トークンの位置の行を読む |
 #
-# 融合で何が節約できるかは、キャッシュへの書き込みでわかります。
+# キャッシュへの書き込みを例にとると、融合で何が節約できるかがわかります。
 # 同じコストモデルで bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書く場合は 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
 # $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分が省けるので、24,576 バイトで済みます。7 分の 1 の削減です。
 #
-# 新しいモデルでは、RoPE の隣に正規化が入ります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケールつきの RMSNorm をかけます。Hugging Face のコードの Llama 4 は、回転のあとに重みのない正規化をかけます。
-# どちらも回転と同じヘッドを読み、ヘッドの二乗和はトークンごとのプログラムがもともとレジスタに持つ成分についての和なので、1 回のパスで両方を済ませられます。
-# Llama 4 の順序は結果を変えません。回転はノルムを変えないからです。Qwen3 の学習可能なスケールは成分ごとに違うので、融合カーネルでも順序を守る必要があります。
+# 新しいモデルには、RoPE の直前か直後に正規化を置くものがあります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケール付きの RMSNorm をかけます。Llama 4 は、Hugging Face の実装では、回転のあとに重みのない正規化をかけます。
+# どちらの正規化も、回転と同じヘッドを読みます。ヘッドの二乗和は、トークンごとのプログラムがどのみちレジスタに読み込む成分を足し合わせるだけなので、正規化と回転を 1 回のパスで済ませられます。
+# Llama 4 では、正規化と回転の順序を入れ替えても結果は変わりません。回転はノルムを変えないからです。一方、Qwen3 の学習可能なスケールは成分ごとに違うので、融合カーネルでも順序を守る必要があります。
 
-# %% tags=["check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と入れ替えられますが、成分ごとに学習可能なスケールを持つ RMSNorm は入れ替えられません"}
+# %% tags=["check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と可換ですが、成分ごとに学習可能なスケールを持つ RMSNorm は可換ではありません"}
 g = torch.Generator().manual_seed(0)
 x = torch.randn(1, 2, 5, 128, generator=g)
 pos = torch.arange(5)
@@ -676,7 +676,7 @@ torch.testing.assert_close(
 gap = (rms_norm(apply_rope(x, pos)) - apply_rope(rms_norm(x), pos)).abs().max()
 assert gap > 0.1, gap
 
-# %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させてキャッシュに書くと 24,576 バイトを数えます"}
+# %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させて直接キャッシュに書くと 24,576 バイトを数えます"}
 # a fused RoPE modelled as one op that reads q (or k) once and writes once
 qd = torch.randn(n_q * d, dtype=torch.bfloat16)
 kd, vd = (torch.randn(n_k * d, dtype=torch.bfloat16) for _ in range(2))
@@ -794,7 +794,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # eager モードでは、Hugging Face の Llama の 1 層が ATen の演算を 40 個実行し、そのうち 10 個が RoPE のものです。GPU では、それぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
 # したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく：実際のカーネルが加えるもの」）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと、そのカーネル自身の往復の時間の和になります。
-# 残りをなくせるのは、上の表のライブラリのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合することだけです。
+# 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合することだけです。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
@@ -850,9 +850,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 3. トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにします。FlashInfer の cos と sin の表を使うカーネルのランチャは、`cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
 #    トークンでそれが埋まるならブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき。128 ビットのアクセスで、ヘッドはループ）、埋まらないならトークンのグループとヘッドのグリッドにします。
 # 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使えば、3 回の往復がすべて L2 への往復になるはずです。計測はしていません。
-# 5. 各トークンの cos と sin の行をステップごとに 1 回だけ集め、全層で使います（Hugging Face のやり方で、Liger Kernel のカーネルもこの形で受け取ります）。各層のカーネルは行を位置ではなくトークンの番号で見つけるので、どの読み込みもほかの読み込みを待ちません。成分あたり同じ 0.1 バイトのまま、往復が 1 回減ります（行はトークンあたり 512 バイトで、L2 に残せる大きさです）。
+# 5. 各トークンの cos と sin の行をステップごとに 1 回だけ集め、全層で使います（Hugging Face のやり方で、Liger Kernel のカーネルもこの形で受け取ります）。各層のカーネルは行を位置ではなくトークンのインデックスで見つけるので、どの読み込みもほかの読み込みを待ちません。成分あたり同じ 0.1 バイトのまま、往復が 1 回減ります（行はトークンあたり 512 バイトで、L2 に残せる大きさです）。
 #
-# さらに、CUDA の programmatic dependent launch（PDL、カーネルの前倒し起動）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルも、`enable_pdl` で PDL を使えます。ほかの処理が連鎖と重なる場合は、連鎖の時間は実際の時間の上界になります。
+# さらに、CUDA の programmatic dependent launch（PDL、カーネルの前倒し起動）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルも、`enable_pdl` で PDL を使えます。そのため、ほかの処理が連鎖の待ち時間と重なる場合、連鎖から見積もった時間は、RoPE が実際に加える時間の上界になります。
 #
 # RoPE を QKV の射影のエピローグに組み込む手間は、配置によって違います。
 # 半分割配置では次元 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
@@ -1030,7 +1030,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # rounds. Decode and bfloat16: `lab/README.md`.
 
 # %% [markdown] lang="ja"
-# この計測記録では、バイト数のモデルは検証できません。このマシンの 480 MiB の L3 には、入出力が 20 MiB の呼び出しで作られる一時テンソルがすべて収まります。そのため、比べているのはパスの回数と演算ごとのコストで、DRAM のバイト数ではありません。
+# この計測記録では、バイト数のモデルは検証できません。このマシンの 480 MiB の L3 には、入力が 20 MiB の呼び出しで作られる一時テンソルがすべて収まるからです。この記録が比べているのは、パスの回数と演算ごとのコストで、DRAM のバイト数ではありません。
 # 下限に近いのは、Meta の複素数の掛け算（成分あたり 8.2 バイト）とコンパイルしたモジュールだけです。Hugging Face の式の比がバイト数の比に合うのは偶然です。
 # `apply_rope_interleaved` が要求するバイト数は成分あたり `apply_rope` と同じですが、時間は約 1.5 倍かかります。
 # 呼び出しあたりのページフォールトは、どの比較対象でもラウンドの中央値で 0 回です。
@@ -1071,14 +1071,14 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルから |
 # | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルは Triton のコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `triton_copy` を引いた値 |
 # | eager モードのデコード：層の 40 個の演算（それぞれほぼカーネル 1 つ）の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 個はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
-# | CUDA グラフのもとで：RoPE は層の 9〜16%（Hugging Face の 10 個のカーネル）、1.9〜2.4%（融合） | カーネルあたり 1〜4 µs（仮定）と、そのカーネルの往復 | `eager_graph` と `triton_graph` のデバイス時間（L2 に載った状態なので、モデル内の往復には `single_launch` の表をメモリに置いた場合との差を足す）。層の時間はプロファイルで |
+# | CUDA グラフのもとで：RoPE は層の 9〜16%（Hugging Face の 10 個のカーネル）、1.9〜2.4%（融合） | カーネルあたり 1〜4 µs（仮定）と、そのカーネルの往復 | `eager_graph` と `triton_graph` のデバイス時間（どちらも L2 に載った状態の値なので、モデルの中での連鎖には、`single_launch` で cos と sin の表が L2 にない場合（`cold_table_us`）に増える分を足す）。層の時間はプロファイルから |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1〜32,768 トークンで実行します（`lab/README.md` に、最初の実行で確かめる手順があります）。
 # CUDA では `copy_` はカーネルではなく `cudaMemcpyAsync` なので、同じバイトをコピーする Triton のカーネル（`triton_copy`）も計ります。融合カーネルとこのカーネルの差が、表の行の読み込み、演算、トークンごとのグリッドにかかるコストです。
 # 計測記録にある融合カーネルの下限は、そのバイト数を 2 つのコピーのうち速いほうの速さで割った値です。これを下回る実行は、モデルより少ないバイトしか動かしていないか、どちらのコピーよりも速く動かしているかのどちらかで、Nsight Compute の DRAM のカウンタで見分けられます。
 # 実行で否定できるのは下限だけです。比と 1.2 µs（CUDA のイベントが分解できる約 0.5 µs に近い値）は見込みです。
 
-# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致しているかの見張りです（証拠ではありません）"}
+# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "証拠ではなく、数値のずれを防ぐための確認です。本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することを確かめます"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
@@ -1218,7 +1218,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を隣のカーネルに組み込むことだけです。
+# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を前後のカーネルに組み込むことだけです。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"
@@ -1403,12 +1403,9 @@ print(f"{tokens:.0f} tokens; {kernels} kernels per decode step")
 #   Partitioning*. <https://arxiv.org/abs/2307.08691>（コード：<https://github.com/Dao-AILab/flash-attention>）
 # - Hsu, P.-L., et al. (2024). *Liger Kernel: Efficient Triton Kernels for LLM
 #   Training*. <https://arxiv.org/abs/2410.10989>（コード：<https://github.com/linkedin/Liger-Kernel>）
-# - NVIDIA. *H200 Tensor Core GPU*（データシート）
-#   <https://www.nvidia.com/en-us/data-center/h200/>
-# - NVIDIA. *CUDA C++ Programming Guide*（組み込み関数の節）
-#   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>
-# - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues*（105,615 を超える引数での遅い経路）
-#   <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>
-# - NVIDIA. *CUDA Graphs* と *Programmatic Dependent Launch and Synchronization*
-#   （CUDA C++ Programming Guide の節）
-#   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/#cuda-graphs>
+# - NVIDIA. *H200 Tensor Core GPU*. <https://www.nvidia.com/en-us/data-center/h200/>（データシート）
+# - NVIDIA. *CUDA C++ Programming Guide*. <https://docs.nvidia.com/cuda/cuda-c-programming-guide/>（組み込み関数の節）
+# - NVIDIA Developer Forums (2024). *CUDA trigonometric function issues*.
+#   <https://forums.developer.nvidia.com/t/cuda-trigonometric-function-issues/304210>（105,615 を超える引数での遅い経路）
+# - NVIDIA. *CUDA Graphs* と *Programmatic Dependent Launch and Synchronization*.
+#   <https://docs.nvidia.com/cuda/cuda-c-programming-guide/#cuda-graphs>（CUDA C++ Programming Guide の節）

@@ -26,7 +26,7 @@
 # # 実装ごとに違う正弦波位置エンコーディング：落とし穴
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
-# このページでは、この違いから学べる教訓を 1 つ示し、変種を一覧表にまとめます（それぞれを再現する `posenc` の引数も載せます）。
+# これらの違いが教える教訓は 1 つだけです。このページではその教訓と、変種の一覧表（それぞれを再現する `posenc` の引数付き）を示します。
 # 最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
 
@@ -89,7 +89,7 @@ print(sinusoidal(three, 8, layout="concat", endpoint=True))  # AllenNLP
 # tensor2tensor、fairseq、AllenNLP は、$n$ 個の正弦をすべて先に並べ、そのあとに余弦をすべて並べます（[連結配置](../docs/glossary.ja.md#concatenated-layout)）。
 # 2 つの表に入っている数は同じで、順番が違うだけです。連結配置の列 $c$ は、インターリーブ配置の列 $\pi(c)$ にあたります。
 # $$\pi(c) = \begin{cases} 2c & c < n \\ 2(c-n)+1 & c \ge n \end{cases}$$
-# $P_{c,\pi(c)} = 1$ で、それ以外の成分が 0 の置換行列を $P$ とすると、列ベクトルとして書けば $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ です。
+# $P_{c,\pi(c)} = 1$ で、それ以外の成分が 0 の置換行列を $P$ とすると、列ベクトルについて $PE^{\mathrm{cat}}(p) = P\, PE^{\mathrm{int}}(p)$ が成り立ちます。
 # コードでは `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` です（AllenNLP は指数を $n-1$ で割るので、上の数そのものも違います）。
 # 図は $d = 32$ での 2 つの配置です。
 
@@ -232,9 +232,9 @@ assert not torch.allclose(
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：チェックポイントの変換と、tensor2tensor の経緯**
 #
-# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きする行列をすべて、また層正規化のスケールやシフトのように残差ストリームの次元ごとに持つパラメータもすべて、同じように並べ替えます。
+# Transformer 全体では、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読み書きするすべての行列と、層正規化のスケールやシフトのように残差ストリームの次元ごとに持つすべてのパラメータを、同じように並べ替えます。
 # 通常の初期化では各成分を独立に乱数で決め、Adam のようなオプティマイザも座標ごとに更新量を計算します。
-# そのため、どちらの配置で一から学習しても、得られるモデルの分布は座標の並び順を除いて同じになるはずです（理屈のうえでの推論で、ここでは測っていません）。
+# そのため、どちらの配置で一から学習しても、得られるモデルの分布は座標の並び順を除いて同じになるはずです（理論上の議論で、ここでは測っていません）。
 # 論文が結論の節でモデルのコードとして挙げる tensor2tensor は、コードが入った最初のコミット（2017 年 6 月）から連結配置を使い、指数を $n-1$ で割っています。
 # そのため論文のモデルは、§3.5 に書かれた版ではなく、この変種で学習されたと考えられます。
 # 列を論文どおりに並べ替えるプルリクエスト（#177）は 2017 年 7 月 24 日にマージされましたが、翌日「学習済みのモデルが動くように」元に戻されました。
@@ -271,7 +271,7 @@ assert not torch.allclose(
 #
 # | 違い | どの実装がどうするか | 問題になる場面と影響の大きさ | `posenc` では |
 # |---|---|---|---|
-# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み（重みを並べ替えれば影響しない）。同じ数を並べ替えただけ | `layout="interleaved"`（既定値）か `"concat"` |
+# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み（重みも並べ替えれば問題なし）。中身は同じ数で、順番だけが違う | `layout="interleaved"`（既定値）か `"concat"` |
 # | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み。$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
 # | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦には回転の性質が成り立たない | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
 # | 最初の位置 | fairseq は実トークンを `padding_idx + 1` から数えるので、トークン $t$ には $PE(t+2)$ が足される | 読み込み：足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | fairseq の位置に `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` |
@@ -325,7 +325,7 @@ assert not torch.allclose(
 #
 # labml の `PositionalEncoding(d_model, dropout_prob, max_len=5000)` は論文に従っていて、
 # `posenc` でいえば `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` にあたります。
-# 入力は `[seq, batch, d]` で、和にドロップアウトをかけます（論文の base モデルではドロップアウト率 0.1、§5.4）。
+# 入力は `[seq, batch, d]` で、埋め込みと位置エンコーディングの和にドロップアウトをかけます（論文の base モデルではドロップアウト率 0.1、§5.4）。
 # トークンの埋め込みに $\sqrt{d_{\text{model}}}$ を掛ける処理（§3.4）は、別のモジュール `EmbeddingsWithPositionalEncoding` にあります。
 # こちらは独自の表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従っていて、
@@ -351,7 +351,7 @@ assert not torch.allclose(
 # $d$ が偶数なら $-2i/d = -i/n$ です。
 # $d$ が奇数だと、labml は周波数を 1 つ多く計算し、その代入を torch が拒否します。
 # 列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とする列ごとの式では、対になる余弦のない正弦が残ります。$d = 7$ では $\sin(p \cdot 10000^{-6/7})$ です。
-# $1 \times 1$ のブロック $c$ を掛けるだけでは、この正弦を先の位置の値に移せません。$p = 0$ では $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要ですが、左辺は常に 0 だからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
+# どんな $1 \times 1$ のブロック $c$ を掛けても、この正弦を、位置を一定の幅だけ先へずらした値には移せません。$p = 0$ では $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要ですが、左辺は常に 0 だからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
 # jadore801120、XLM、DistilBERT、Marian は NumPy の float64 で角度を作り、ほかは float32 で作ります。
 # 拡散モデルが余弦を先に置くのも列の並べ替えの一種で、チェックポイントはほかの並べ替えと同様、この並び順に縛られます。
 
@@ -690,7 +690,7 @@ chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
 print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
 
 
-# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps the concatenated table's PE(t) to PE(t + 2); the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が連結した表の PE(t) を PE(t + 2) に移し、距離はどの t でも 6.95 です"}
+# %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps the concatenated table's PE(t) to PE(t + 2); the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が連結配置の表の PE(t) を PE(t + 2) に移し、距離はどの t でも 6.95 です"}
 def shift_matrix(k, omega):
     """M_k, interleaved: diag(B(k w_0), ...), B(phi) = [[c, s], [-s, c]]."""
     blocks = []
@@ -752,7 +752,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # float32 の角度は 2 回丸められます。まず周波数が $\hat\omega_i$ に丸められ、次に積 $p\,\hat\omega_i$ がもう一度丸められます。
 # そのため角度が $[2^e, 2^{e+1})$ に入るとき、次が成り立ちます（$p$ そのものは $2^{24}$ 未満なら厳密です）。
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
-# $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。なお、ペア 0 だけは $\omega_0 = 1$ と積 $p \cdot 1$ が厳密に表せるので、2 つの丸めをどちらも受けません。
+# $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。なお、ペア 0 では $\omega_0 = 1$ と積 $p \cdot 1$ が厳密に表せるので、2 つの丸めをどちらも受けません。
 # 下の出力は、labml と同じく float32 で計算した $d = 512$ の場合です。$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
 # 誤差のおよそ半分ずつを 2 つの丸めが占め、誤差全体は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
 # `posenc` は最後の結果を 1 回丸めるだけなので、成分の誤差は 3.0e-08 にとどまります。
@@ -1020,7 +1020,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは円の上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
+# %% tags=["check"] summary={"en": "the paper's pairs stay on the circle and shift linearly, the buggy ones do not; its Gram matrix varies", "ja": "論文のペアは単位円上にとどまり、線形にずらせます。バグ版はどちらも成り立たず、グラム行列も対角線に沿って一定になりません"}
 def fit_error(x, y):
     """Relative error of the best linear map L with x L = y (least squares)."""
     fit = torch.linalg.lstsq(x, y, driver="gelsd").solution
@@ -1079,12 +1079,12 @@ assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 位置エンコーディングもチェックポイントの一部です。チェックポイントは、必ず学習に使ったのと同じ変種（配置、分母、余る列、最初の位置）で読み込みます。
+# - 位置エンコーディングもチェックポイントの一部です。チェックポイントは、学習に使ったのと同じ変種（配置、分母、余る列、最初の位置）で読み込む必要があります。
 # - 2 つの配置の違いは 1 つの固定した並べ替えで、重みも同じように並べ替えればチェックポイントを厳密に変換できます。
-# - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、$d = 512$、$p < 2048$ ではスペクトルはほとんど同じに見えても、成分の差は最大 1.99 になります。
+# - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、スペクトルはほとんど同じに見えても、$d = 512$、$p < 2048$ で成分の差は最大 1.99 になります。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を 2 ずらしたものです。内積は同じですが、入力は違います。
 # - float32 の角度は位置とともにずれ（$2^{20}$ 付近で約 0.06 ラジアン）、$2^{24}$ からは位置が重なります。`posenc` は角度を float64 で作ります。
-# - 指数を列の番号で $2j/d$ とするのはバグです。回転の性質を壊すので、一から学習する場合にも問題になります。
+# - 指数に列の番号を入れて $2j/d$ とするのはバグです。回転の性質を壊すので、一から学習する場合にも問題になります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1173,7 +1173,7 @@ for d in (7, 9, 16, 513):
 # これは $x = 1$、つまり $i \approx n/\ln 10000 \approx 0.11\,n$ で最大になり、その値は $1/(e\,(n-1))$ です。
 # 予想は $p \approx 0.1\,e\,(n-1)$ で、$d = 128$、$512$、$2048$ に対して 17.1、69.3、278.1 です。
 # 実際に測った最初の位置は 18、71、279 です。
-# この位置は $d$ に比例して伸びます。次元数の大きいモデルほど、差が現れる位置は後ろになります。
+# この位置は $d$ に比例して大きくなります。次元数の大きいモデルほど、差が現れる位置は後ろになります。
 
 # %% tags=["solution"]
 lines = []
@@ -1214,7 +1214,7 @@ print("\n".join(lines), end="")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** $a_i = \tilde\omega_{2i}$、$b_i = \tilde\omega_{2i+1}$ と置くと、積和の公式から次のようになります。
 # $$PE(p)\cdot PE(q) = \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos a_i(p-q) - \cos a_i(p+q) + \cos b_i(p-q) + \cos b_i(p+q)\big)$$
-# （論文のエンコーディングでは $a_i = b_i$ なので、2 つの $p+q$ の項は打ち消し合います。）
+# 論文のエンコーディングでは $a_i = b_i$ なので、2 つの $p+q$ の項は打ち消し合います。
 # ここで $q = p$ と置くと、$\cos a_i(p-q) = \cos b_i(p-q) = 1$ なので次のようになります。
 # $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
 # $a_i = b_i$ なら和は消え、ノルムはどの位置でも $\sqrt{n}$ です。
@@ -1275,7 +1275,7 @@ plt.show()
 # $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ です。257 という数自体、bfloat16 では表せません。
 # しかし $\omega_i$ も bfloat16 に丸められるので、それぞれを 1 回ずつ丸めるときの上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になります（$p$ 自体を bfloat16 で厳密に表せる 256 までの話です）。
 # この上界で 0.5 ラジアン未満が保証されるのは $p < 64$ だけです。
-# その間で何が起きるかは各 $\omega_i$ の実際の丸め方によるので、測って確かめます。
+# 位置が 64 以上 257 未満のときに何が起きるかは各 $\omega_i$ の実際の丸め方によるので、測って確かめます。
 # 0.5 ラジアンを超えてずれる最初の角度は $p = 150$、ペア 2 にあります。
 # どちらにしても、bfloat16 の角度は数百の位置ではもう使えません。
 # そのため、モデルを bfloat16 で動かす場合でも、実装は角度を float32 か float64 で作ります。
@@ -1387,7 +1387,7 @@ print(
 #   <https://github.com/tensorflow/tensor2tensor/blob/master/tensor2tensor/layers/common_attention.py>
 # - tensor2tensor のプルリクエスト #177（"fix positional embedding"）。2017 年 7 月 24 日（米国太平洋時間）に
 #   コミット `62a0ee7` でマージされ、翌日コミット `ca08ad9` で取り消し。
-#   2017 年 7 月 26 日の Ł. Kaiser のコメント "breaks all trained models" あり。
+#   2017 年 7 月 26 日の Ł. Kaiser のコメント（"breaks all trained models"）を含む。
 #   イシュー #391（"Mismatch position encoding with paper"）と Ł. Kaiser の回答。
 #   <https://github.com/tensorflow/tensor2tensor/pull/177>、
 #   <https://github.com/tensorflow/tensor2tensor/issues/391>

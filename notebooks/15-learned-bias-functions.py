@@ -108,7 +108,7 @@ kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
 print(kerple(1, 5)[0, 0].detach())  # head 1, query 4: -r1 log(1 + r2 (4 - j))
 
 
-# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "32 個の位置で、p ≤ 2 の −|i − j|^p と対数のカーネルは条件付き正定値で、p = 2.5、3 と −log(1 + |i − j|³) は条件付き正定値ではありません。出力した行は式のとおりです"}
+# %% tags=["check"] summary={"en": "−|i − j|^p for p ≤ 2 and the log kernel are CPD on 32 positions, p = 2.5, 3 and −log(1 + |i − j|³) are not; the printed row is the formula", "ja": "32 個の位置で、p ≤ 2 の −|i − j|^p と対数の形のカーネルは条件付き正定値で、p = 2.5、3 と −log(1 + |i − j|³) は条件付き正定値ではありません。出力した行は式のとおりです"}
 def distances(n, dtype=f64):
     """The matrix |i - j| of n positions."""
     p = torch.arange(n)
@@ -184,7 +184,7 @@ with torch.no_grad():
 #
 # 対称な関数 $k(x, x')$ は、有限個の点で作るどの行列 $[k(x_a, x_b)]_{a,b}$ も半正定値、つまりすべての実ベクトル $c$ で $\sum_{a,b} c_a c_b\, k(x_a, x_b) \ge 0$ なら[正定値カーネル](../docs/glossary.ja.md#positive-definite-kernel)（PD カーネル）です。
 # $\sum_a c_a = 0$ を満たすすべての $c$ について成り立てば、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)カーネル（CPD カーネル）です。
-# 内積は正定値カーネルです。条件付き正定値カーネルは負の二乗距離を一般化したものです。論文の事実 1 によれば、$k \le 0$ かつ $k(x, x) = 0$ となる条件付き正定値カーネルは、あるヒルベルト空間での負の二乗距離として書けます。
+# 内積は正定値カーネルで、条件付き正定値カーネルは負の 2 乗距離を一般化したものです。論文の事実 1 によれば、$k \le 0$ かつ $k(x, x) = 0$ となる条件付き正定値カーネルは、あるヒルベルト空間での負の 2 乗距離として書けます。
 # §3.2 の事実 2〜4（番号は論文のとおり）から、2 つのバイアスが導けます。
 #
 # - **事実 2.** 条件付き正定値カーネルの正の定数倍と和は、条件付き正定値です。
@@ -205,10 +205,10 @@ with torch.no_grad():
 # 位置 $0, \dots, T - 1$ での直線 $-\lvert i - j \rvert$ では、定数は $(T - 1)/2$ 以上でなければなりません。
 # 半正定値行列の $2 \times 2$ の主小行列式は負にならず、距離 $d$ だけ離れた 2 つの位置の主小行列式は $c^2 - (c - d)^2 = d(2c - d)$ だからです。
 # したがって、いくらでも大きな位置を含む集合に使える定数はありません。
-# 論文の付録 A.2 の命題 1 は直線上の点を扱いますが、この章では、補題 1 と同じく有限の集合の上で成り立つ主張と解釈します。
+# 論文の付録 A.2 の命題 1 は直線上のすべての点を扱いますが、この章では、補題 1 と同じく有限の集合の上で成り立つ主張と解釈します。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では (T − 1)/2 に 1e-6 以内で一致します。対数カーネルでは log(T)/2 以上で、T とともに大きくなります"}
+# %% tags=["deeper", "check"] summary={"en": "the least c that makes c + K positive semidefinite is (T − 1)/2 to 1e-6 for the line at T = 4, 16, 64; for the log kernel it is at least log(T)/2 and grows with T", "ja": "c + K を半正定値にする最小の c は、T = 4、16、64 の直線では (T − 1)/2 に 1e-6 以内で一致します。対数の形のカーネルでは log(T)/2 以上で、T とともに大きくなります"}
 def smallest_shift(K):
     """The least c >= 0 with K + c * ones positive semidefinite (bisection)."""
     ones = torch.ones_like(K)
@@ -292,7 +292,7 @@ log_kernel = -r1 * torch.log1p(r2 * d)
 assert_close(grad, -r1 * r2 / (1 + r2 * d.detach()))  # the slope
 d, log_kernel = d.detach(), log_kernel.detach()
 
-# %% tags=["figure"] alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対する各手法のバイアス（パラメータは手で選んだもの）を描いた図です。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
+# %% tags=["figure"] alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対する各手法のバイアス（パラメータは手で選んだもの）を描いた図です。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数の形は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
 import matplotlib.pyplot as plt
 
 t5 = T5RelativeBias(1, bidirectional=False)
@@ -392,7 +392,7 @@ plt.show()
 # RoPE は 269、正弦波位置エンコーディングは約 30000 です。
 
 
-# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; bfloat16 rounds the distance 257; a bfloat16 KerpleBias equals the float32 one cast once", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも因果的な成分とキャッシュを使うクエリの行で KerpleBias と一致します。bfloat16 は距離 257 を丸めます。bfloat16 の KerpleBias は、float32 のものを 1 回変換したものと一致します"}
+# %% tags=["deeper", "check"] summary={"en": "the official forward pass, restated, equals KerpleBias for both kinds on the causal entries and on the row of a cached query; bfloat16 rounds the distance 257; a bfloat16 KerpleBias equals the float32 one cast once", "ja": "書き直した公式実装のフォワードパスは、どちらの形でも、因果的な成分でも、キャッシュを使うクエリの行でも、KerpleBias と一致します。bfloat16 は距離 257 を丸めます。bfloat16 の KerpleBias は、float32 のものを 1 回変換したものと一致します"}
 def official_kerple(kind, bias_p, bias_a, k_len):
     """ParallelKerpleLog / ParallelKerplePower.forward, restated (no cache)."""
     m = torch.arange(k_len)
@@ -686,15 +686,15 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 #
 # マスクしたキーのスコアは $-\infty$、ゲートは $0$ なので、ゲートの和はクエリで止まります。
 # 必要なのは $q_i \cdot e[p_{ij}]$ だけで、これは $e$ について線形なので、CoPE は $n = 0, \dots, P - 1$ の $z_i[n] = q_i \cdot e[n]$ をクエリごとに 1 回計算し、そのスカラーを補間します。
-# $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
+# 補間の式は $q_i \cdot e[p] = (p - \lfloor p \rfloor)\, z_i[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, z_i[\lfloor p \rfloor]$ です。
 #
 # 位置のスコア $q_i \cdot e$ を $\sqrt{d}$ で割るかどうかは、出典によって違います。
 # ゲートは、どの出典でもスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ から作ります（論文の本文は $\sigma(q_i \cdot k_j)$ と書いています）。
 # 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）は、既定では位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
-# この因子は学習可能な表が吸収するので、表を $\sqrt{d}$ 倍すれば `posenc` と同じスコアになります。
+# この因子は学習可能な表が吸収するので、RAM の表を `posenc` の表の $\sqrt{d}$ 倍にすれば、同じスコアになります。
 #
-# x-transformers には、FIRE と同じ種類のバイアスとして、動的位置バイアス（`DynamicPositionBias`）もあります。その MLP は、正負を含めた相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を、相対位置 1 つにつき 1 回だけ読みます。
+# x-transformers には、FIRE と同じ種類のバイアスとして、動的位置バイアス（`DynamicPositionBias`）もあります。その MLP は、正負を含む相対位置（`log_distance=True` のときは $\mathrm{sign}(x) \log(\lvert x \rvert + 1)$）を入力とし、相対位置ごとに 1 回だけ評価されます。
 # そのため、しきい値の手前の FIRE と同じく、距離だけの関数です。
 # FIRE が付け加えるのは、$L$ を超えたところでのクエリの位置による割り算です。
 
@@ -818,9 +818,9 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 #
 # 文末の記号を区別しない内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
 # A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはありません。
-# ランダムな入力で、距離ごとに 1 つ、計 47 個の値を持つ表を、同じ内容のスコアで学習しました（512 個の入力、Adam で 200 ステップ）。
+# 内容のスコアは CoPE のヘッドと同じものに固定し、距離ごとに 1 つ、計 47 個の値を持つバイアスの表だけを、ランダムな入力で学習しました（512 個の入力、Adam で 200 ステップ）。
 # テスト用の 1000 個の入力での正解率は 68.4% で、[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# これはシード 1 つで 1 回学習しただけの値なので、表で達成できる最良の正解率の下限にすぎません。
+# これはシード 1 つで 1 回学習しただけの値なので、表で達成できる最良の正解率の下界にすぎません。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（試したのは、ランダムな 2000 個、同点になるもの、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
@@ -883,7 +883,7 @@ assert 1 / 3 < table_accuracy < cope_accuracy  # one seed: chance < it < CoPE
 # 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。下は各ヘッドの重みです。
 # CoPE のヘッドはどちらでも `!` を見つけます。
 # 学習済みの表は、最も遠い文末の記号に重みの大半を置き（A では 9 トークン前で 0.788、B では 11 トークン前で 0.649）、2 回とも `.` と誤答します。
-# 学習に使った入力では 3 つ前の記号が平均 14.1 トークン前にあるのに対し、A と B は文が短いからです。
+# 誤答するのは、学習に使った入力では 3 つ前の記号が平均 14.1 トークン前にあるのに対し、A と B は文が短いからです。
 
 # %% tags=["figure"] alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight (0.79 in A, 0.65 in B) on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上は最後のクエリから見た文脈に応じた位置 p です。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下はアテンションの重みです。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習済みの距離の表は、最も遠いピリオド（A では 9 トークン前、B では 11 トークン前）に重みの大半（A では 0.79、B では 0.65）を置きます。"]}
 pair_logits, pair_positions = cope_logits(pair)
@@ -1069,10 +1069,10 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # %% [markdown] lang="ja"
 # ## 4 つの手法を並べる
 #
-# 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（どれも言語データでは学習していません）。
+# 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（どれもテキストでは学習していません）。
 # 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選んでいます。
 
-# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数カーネルと 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、同じ番号の差に約 2000 までの距離が入る 2 回の選択で、バイアスは約 −125 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、選択 2 回分の曲線です。選択した曲線では同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]
@@ -1241,7 +1241,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（CPD カーネル）が決めます。
+# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（条件付き正定値カーネル）が決めます。
 # - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習していれば、さらに長い入力でも MLP の引数は学習時に見た範囲の外に出ません。ただし、クエリが進むと同じ距離に対する引数が変わります。
 # - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、値をどう選んでも、短い入力 A と B の両方に正しく答えることはできません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
@@ -1351,8 +1351,8 @@ print("L = T: FIRE's f(x) gives ALiBi's bias; L = 16: it does not")
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** ゲートがすべて $1$ なら $p_{ij} = i - j + 1$（$P - 1$ でクリップ）なので、バイアスは $q_i \cdot e[i - j + 1]$ です。
 # 単位ベクトル $u$ を使って $e[n] = -m_h\,(n - 1)\, u$ とします。クエリの $u$ 方向の成分は、どのトークンでも $1$ とします。
-# このような一定の成分は、学習可能な射影ならバイアス項や入力の一定の方向から作れます。
 # すると $q_i \cdot e[p_{ij}] = -m_h\,(i - j)$ となります。
+# このような一定の成分は、学習可能な射影ならバイアス項や入力の一定の方向から作れます。
 # 距離が $P - 2$ を超えると $p_{ij}$ は $P - 1$ にクリップされ、バイアスは T5 の最後のバケットのように $-m_h\,(P - 2)$ のままです。
 # 下では $P = 16$ でこれを作ります。
 
@@ -1390,7 +1390,7 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の期待値は $L\,(1 - n/L)^S$ になります。
-# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときで、40 個の位置を 387 回選べば足ります。
+# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときです。つまり 40 個の位置を 387 回選んだところで、一度も選ばれない位置の数の期待値が 1 を下回ります。
 # なお、公式実装の例のスクリプトはステップごとに長さを 1〜40 から選ぶので、そこではすべての位置がそろうのはもっと後になります。
 
 # %% tags=["solution"]
@@ -1448,7 +1448,7 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装を書き直したコード、論文の数値や記述、別の導出のいずれかと照合しています。書き直した実装の名前は、それを使う折りたたみにあります。x-transformers はバージョン 2.26.4 のコードを参照しました。
+# どの式も、公式実装を書き直したコード、論文の数値や記述、別の導出のいずれかと照合しています。書き直した実装の名前は、それを使う「確認」や「さらに詳しく」の中にあります。x-transformers はバージョン 2.26.4 のコードを参照しました。
 #
 # ### 参考文献
 #

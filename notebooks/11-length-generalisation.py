@@ -1137,21 +1137,26 @@ assert ratio["prefix"] < 0.1
 for t in TASKS:
     m, lo, hi = diff(t, "rope-llm+yarn", "rope-llm+yarn-notemp", L8)
     assert lo <= 0 <= hi
+# PI+ft at L on prefix, RoPE-LLM's base: a loss, not clearly past the margin
+m, lo, hi = diff("prefix", "rope-llm", "rope-llm+pi+ft", L)
+assert (round(m, 3), round(lo, 3), round(hi, 3)) == (0.055, 0.034, 0.076)
+assert lo > 0 and no_loss(m, lo, hi) == "cannot tell"
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **The five verdicts that turn.** On copy RoPE-LLM does not degrade
 # and ALiBi is not ahead of it. Chen et al.'s finding at $2L$, contradicted on
 # prefix and undecided on recall at base $10^4$, is supported on both, where a
 # fine-tune without scaling does worse with this base ($0.95$ and $0.14$ at $2L$,
-# against PI's $1.00$ and $0.86$). And PI plus fine-tuning no longer loses
-# measurably at $L$ on prefix.
+# against PI's $1.00$ and $0.86$). And on prefix PI plus fine-tuning still loses at
+# $L$, $0.055$ $[0.034, 0.076]$, but no longer clearly more than the margin: that
+# verdict cannot tell.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **変わる 5 つの判定**
 #
 # copy では RoPE-LLM は劣化せず、ALiBi は RoPE-LLM を上回りません。
 # $2L$ での Chen らの知見は、底 $10^4$ では prefix で否定、recall で判定できませんでしたが、RoPE-LLM ではどちらでも支持されます。底 3.776 では、スケーリングなしのファインチューニングのほうが悪くなるからです（$2L$ で $0.95$ と $0.14$。PI では $1.00$ と $0.86$）。
-# また、PI でファインチューニングしたモデルが prefix の $L$ で失う分は、測れるほどではなくなります。
+# また、prefix で PI とファインチューニングを使うと、$L$ での正解率はなお下がりますが（$0.055$ $[0.034, 0.076]$）、境目を確実に超えるとはいえなくなり、この判定は「判定できない」になります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **What the intervals do not cover.**
@@ -1435,7 +1440,7 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # ## まとめ
 #
 # - $L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。
-# - エンコーディングが外挿できるのは、$L$ より先でモデルに見せるものが、学習中に見せたものと変わらないときです。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
+# - $L$ より先でモデルに見せるものが学習中に見せたものと似ていれば、エンコーディングは外挿できます。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
 # - タスクはエンコーディングと同じくらい重要です。答えを内容で見つける recall では、NoPE、T5、FIRE、CoPE が $1.00$ を保ちます。見たことのない距離にある答えを位置で見つける prefix では、$8L$ まで正解率を保てるものはありません。
 # - Llama 2 のように $L$ の間に大半のペアが 1 周以上する底では、RoPE は copy を保ちますが、recall ではさらに下がります。底を変えたときの正解率の変化は、copy ではエンコーディングを取り替えたときと同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。
 # - ここでの YaRN はすべて公式実装のものです。底 $10^4$ で PI を上回る分の大部分は、コードがそのまま保つ（論文の式は保たない）最も速いペアから来ます。RoPE-LLM の底では、recall と prefix で PI に及びません。

@@ -69,18 +69,22 @@ def pytest_configure(config):
     )
 
 
-def run_order(nodeid: str) -> int:
-    """The library and lab tests first, then the site tests (by then the background
-    build is done, or nearly: tests/site/background.py), then the notebooks, many
-    small units that even out the two workers' ends."""
+def run_order(nodeid: str, first_notebooks: set[str]) -> int:
+    """The library and lab tests, then the first half of the notebooks, while the
+    background build runs (tests/site/background.py); then the site tests; then the
+    other notebooks, small units that even out the two workers' ends."""
     path = nodeid.split("::", 1)[0]
     if path.startswith("tests/site/"):
-        return 1
-    return 2 if path.endswith(".ipynb") else 0
+        return 2
+    if path.endswith(".ipynb"):
+        return 1 if path in first_notebooks else 3
+    return 0
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: run_order(item.nodeid))  # stable: the order within stays
+    notebooks = sorted({i.nodeid.split("::", 1)[0] for i in items if ".ipynb" in i.nodeid})
+    first = set(notebooks[: len(notebooks) // 2])
+    items.sort(key=lambda item: run_order(item.nodeid, first))  # stable within a group
     have = torch_version()
     for item in items:
         marker = item.get_closest_marker("needs_torch")

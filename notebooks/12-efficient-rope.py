@@ -652,10 +652,10 @@ assert_close(dk, ek)
 # $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分が省けるので、24,576 バイトで済みます。7 分の 1 の削減です。
 #
 # 新しいモデルには、RoPE の直前か直後に正規化を置くものがあります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケール付きの RMSNorm をかけます。Llama 4 は、Hugging Face の実装では、回転のあとに重みのない正規化をかけます。
-# どちらの正規化も、回転と同じヘッドを読みます。ヘッドの二乗和は、トークンごとのプログラムがどのみちレジスタに読み込む成分を足し合わせるだけなので、正規化と回転を 1 回のパスで済ませられます。
-# Llama 4 では、正規化と回転の順序を入れ替えても結果は変わりません。回転はノルムを変えないからです。一方、Qwen3 の学習可能なスケールは成分ごとに違うので、融合カーネルでも順序を守る必要があります。
+# どちらの正規化も、回転と同じヘッドを読みます。ヘッドの 2 乗和は、トークンごとのプログラムがどのみちレジスタに読み込む成分を足し合わせるだけなので、正規化と回転を 1 回のパスで済ませられます。
+# Llama 4 では、正規化と回転の順序を入れ替えても結果は変わりません。回転はノルムを変えないからです。一方、Qwen3 の学習可能なスケールは次元ごとに違うので、融合カーネルでも順序を守る必要があります。
 
-# %% tags=["check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と可換ですが、成分ごとに学習可能なスケールを持つ RMSNorm は可換ではありません"}
+# %% tags=["check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と可換ですが、次元ごとに学習可能なスケールを持つ RMSNorm は可換ではありません"}
 g = torch.Generator().manual_seed(0)
 x = torch.randn(1, 2, 5, 128, generator=g)
 pos = torch.arange(5)
@@ -856,7 +856,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # RoPE を QKV の射影のエピローグに組み込む手間は、配置によって違います。
 # 半分割配置では次元 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
-# インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果を溜めるレジスタ）に入るので、融合にはほとんどコストがかかりません。
+# インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果をためるレジスタ）に入るので、融合にはほとんどコストがかかりません。
 # 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、章の最後の表に載せた割合を計算します。
 
 # %% tags=["deeper"]
@@ -1071,7 +1071,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルから |
 # | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルは Triton のコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `triton_copy` を引いた値 |
 # | eager モードのデコード：層の 40 個の演算（それぞれほぼカーネル 1 つ）の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 個はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
-# | CUDA グラフのもとで：RoPE は層の 9〜16%（Hugging Face の 10 個のカーネル）、1.9〜2.4%（融合） | カーネルあたり 1〜4 µs（仮定）と、そのカーネルの往復 | `eager_graph` と `triton_graph` のデバイス時間（どちらも L2 に載った状態の値なので、モデルの中での連鎖には、`single_launch` で cos と sin の表が L2 にない場合（`cold_table_us`）に増える分を足す）。層の時間はプロファイルから |
+# | CUDA グラフのもとで：RoPE は層の 9〜16%（Hugging Face の 10 個のカーネル）、1.9〜2.4%（融合） | カーネルあたり 1〜4 µs（仮定）と、そのカーネルの往復 | `eager_graph` と `triton_graph` のデバイス時間。どちらも L2 に載った状態の値なので、モデルの中での連鎖には、cos と sin の表が L2 にないときに `single_launch` の `cold_table_us` で増える分を足す。層の時間はプロファイルから |
 #
 # `python -m posenc_lab.gpu_bench --json lab/posenc_lab/records/gpu-NAME.json` は、これらを含むケースを、呼び出しあたり 1〜32,768 トークンで実行します（`lab/README.md` に、最初の実行で確かめる手順があります）。
 # CUDA では `copy_` はカーネルではなく `cudaMemcpyAsync` なので、同じバイトをコピーする Triton のカーネル（`triton_copy`）も計ります。融合カーネルとこのカーネルの差が、表の行の読み込み、演算、トークンごとのグリッドにかかるコストです。

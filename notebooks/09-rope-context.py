@@ -100,7 +100,7 @@ two_pi = 2 * math.pi
 # $r_i < 1$ のペアで学習中に現れたのは $0$ から $(L-1)\theta_i$ までの弧だけで、$L$ を超えると、モデルが一度も見たことのない角度まで回ります。以下の手法が直すのは、この遅いペアです。
 #
 # $d = 128$ の Llama 2（底 $10^4$、$L = 4096$）では $i_1 = 64\ln(4096/2\pi)/\ln 10^4 \approx 45.03$（波長が $L$ に等しいペア）なので、ペア 0〜45 の 46 組がコンテキスト内で 1 周以上し、18 組は 1 周もしません。
-# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）を除くすべての波長が伸びます。そのため、コンテキストは 2 倍長いのに、1 周以上するのは 35 組だけで、29 組は 1 周しません。
+# Llama 3 は底が大きく（$5 \cdot 10^5$）、ペア 0（波長は底によらず $2\pi$）を除くすべての波長が伸びます。そのため、コンテキストは 2 倍長いのに、1 周以上するのは 35 組だけで、29 組は 1 周もしません。
 # 図では、塗りつぶした点がコンテキスト内で 1 周以上するペア、白抜きの点が 1 周もしないペアで、点線は $L$ の位置です。
 
 
@@ -207,12 +207,12 @@ plt.show()
 # 最後の位置 $m = sL - 1$ は位置 $L - 1/s$ として働きます。その角度 $(L - 1/s)\theta_i$ は、学習したコンテキストの直後の位置の角度 $L\theta_i$ より小さいままです。
 # この章では、$L\theta_i$ より小さい角度を学習した範囲の内側とみなします。
 #
-# その代わり、分解能が下がります。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになります。距離 1 でのこの角度は、学習中には一度も現れませんでした。
+# その代わり、分解能が下がります。隣り合うトークンの角度の差は $\theta_i/s$ に縮み、最も速いペアでは 1 ラジアンから $1/s$ ラジアンになります。隣り合うトークンの間でこの差が生じることは、学習中には一度もありませんでした。
 # Chen らは短い[ファインチューニング](../docs/glossary.ja.md#fine-tuning)（1000 ステップ以内）でモデルを新しい位置の間隔に適応させています。
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則にあたります。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で m を回転させた結果は元の周波数で m/s を回転させた結果と同じです"}
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で位置 m として回転させた結果は、元の周波数で位置 m/s として回転させた結果と同じです"}
 b, L, s = 1e4, 4096, 4
 theta = rope_frequencies(d, base=b).double()
 pi = LinearScaling(s)
@@ -246,7 +246,7 @@ assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
 # %% [markdown] lang="ja"
 # ## NTK-aware スケーリング：底を大きくする
 #
-# bloc97（2023）は、PI は圧縮してはいけないところまで圧縮している、と主張しました。
+# bloc97（2023）は、PI が圧縮すべきでないところまで圧縮していると主張しました。
 # 速いペアは隣り合うトークンを見分ける役目を持ち、$L$ の間にすでに何周もしているので、補間しても得るものがありません。
 # NTK-aware という名前は、ニューラルタンジェントカーネル（NTK）の理論に由来します。この理論によれば、入力に高い周波数が含まれていなければ、ネットワークは高い周波数をうまく学習できません。
 # 底を変えると、すべての周波数が一度に変わります。
@@ -307,7 +307,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
-# emozilla のコードでは係数が系列長とともに直線的に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます（下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
+# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます（下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -338,7 +338,7 @@ for k in (2, 4, 8):
 print("Hugging Face's factor s = 1, 2, 4\n" + "\n".join(rows), end="")
 
 
-# %% tags=["deeper", "check"] summary={"en": "DynamicNTKScaling gives Hugging Face's frequencies, is NTK-aware scaling with the factor s_T for T > L, keeps the trained frequencies for T <= L, and with factor 4 divides the slowest pair by 13 at T = 4L", "ja": "DynamicNTKScaling は Hugging Face の周波数を与え、T > L では係数 s_T の NTK-aware スケーリングで、T ≤ L では学習時の周波数のままです。factor 4 の場合、T = 4L で最も遅いペアを 13 で割ります"}
+# %% tags=["deeper", "check"] summary={"en": "DynamicNTKScaling gives Hugging Face's frequencies, is NTK-aware scaling with the factor s_T for T > L, keeps the trained frequencies for T <= L, and with factor 4 divides the slowest pair by 13 at T = 4L", "ja": "DynamicNTKScaling は Hugging Face と同じ周波数を与え、T > L では係数 s_T の NTK-aware スケーリングで、T ≤ L では学習時の周波数のままです。factor 4 の場合、T = 4L で最も遅いペアを 13 で割ります"}
 def check_hf(theta, hf_values):
     """theta'_i against {i: value} computed by Hugging Face transformers."""
     pairs = list(hf_values)
@@ -470,7 +470,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "YarnScaling gives Hugging Face's frequencies, keeps pairs 0-20, divides pairs 46-63 by s, and there agrees with the paper's ramp", "ja": "YarnScaling は Hugging Face の周波数を与え、ペア 0〜20 をそのまま保ち、ペア 46〜63 を s で割ります。これらのペアでは論文のランプ関数と一致します"}
+# %% tags=["check"] summary={"en": "YarnScaling gives Hugging Face's frequencies, keeps pairs 0-20, divides pairs 46-63 by s, and there agrees with the paper's ramp", "ja": "YarnScaling は Hugging Face と同じ周波数を与え、ペア 0〜20 をそのまま保ち、ペア 46〜63 を s で割ります。これらのペアでは論文のランプ関数と一致します"}
 def ntk_by_parts(theta, L, s, alpha, beta):
     """The paper's rule: gamma linear in the turns r_i = L theta_i / (2 pi)."""
     r = L * theta / two_pi
@@ -597,7 +597,7 @@ plt.show()
 # コンテキストが長くなると、なぜアテンションを鋭くする必要があるのでしょうか。
 # かりに長い入力が学習時の入力を $s$ 回繰り返したものなら、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
 # 繰り返しではなく新しいトークンが続く場合も、ほぼ同じようにアテンションは薄く広がります。
-# スコア $z_j$ に $a$ を掛けると、これを打ち消す向きに働きます。
+# スコア $z_j$ に掛ける倍率 $a$ は、この広がりを打ち消す向きに働きます。
 # $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ で、両方の項を微分すると次が得られます。
 # $$\frac{dH}{da} = -a \mathrm{Var}_p(z)$$
 # $a > 1$ の倍率はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
@@ -800,7 +800,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
-# $s$ が伸び率 16 の半分なのは、Llama 3.1 がこの周波数のまま長い系列で継続事前学習し、長くなった弧も学習しているためです。
+# $s$ が伸び率 16 の半分なのは、Llama 3.1 がスケーリング後のこの周波数を使って長い系列で継続事前学習し、長くなった弧も学習しているためです。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間の帯では、次の式で両者を混ぜます。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。
@@ -820,7 +820,7 @@ print(
 )
 
 
-# %% tags=["check"] summary={"en": "Llama3Scaling follows the rule, equals the paper's YaRN ramp with thresholds 1 and 4, gives Hugging Face's frequencies, moves without a jump across both edges, and keeps norms", "ja": "Llama3Scaling は規則どおりで、しきい値 1 と 4 の論文の YaRN のランプ関数に等しく、Hugging Face の周波数を与え、帯の両端で値が跳ばずにつながり、ノルムを変えません"}
+# %% tags=["check"] summary={"en": "Llama3Scaling follows the rule, equals the paper's YaRN ramp with thresholds 1 and 4, gives Hugging Face's frequencies, moves without a jump across both edges, and keeps norms", "ja": "Llama3Scaling は規則どおりで、しきい値 1 と 4 の論文の YaRN のランプ関数に等しく、Hugging Face と同じ周波数を与え、帯の両端で値が跳ばずにつながり、ノルムを変えません"}
 def ratio_across(edge, pair=30):
     """theta'/theta of one pair as the base moves its wavelength across edge."""
     b_edge = (edge / two_pi) ** (d / (2 * pair))  # lambda_pair = edge
@@ -905,7 +905,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # **さらに詳しく：LongRoPE の探索、温度、列の切り替え**
 #
 # 論文はこの係数を $\lambda_i$ と書きますが、この章では[記法のページ](../docs/notation.ja.md#frequencies)と同じく、この文字を波長に使います。
-# 探索には進化的アルゴリズムを使います。$d/2$ 個の係数からなる列どうしを交配させ、各列でコンテキストを伸ばしたモデルに数本の長い文書を読ませて、そのパープレキシティで列を評価します。
+# 探索では、$d/2$ 個の係数からなる列どうしを交配させ、各列でコンテキストを伸ばしたモデルにいくつかの長い文書を読ませて、そのパープレキシティで列を評価します。
 # 残すのは $i$ について減らない列だけなので、遅いペアが速いペアより弱く補間されることはありません。
 #
 # Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う `short_factor` と、それより長い系列に使う `long_factor` の 2 つの列を持ち、$q$ と $k$ に次の倍率を掛けます。
@@ -924,7 +924,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # Phi-3.5-mini-instruct（$d = 96$、底 $10^4$、$L = 4096$、$s = 131072/4096 = 32$）ではスコアが $17/12$ 倍になり、$q$ と $k$ には $\sqrt{17/12} = 1.1902$ が掛かります。係数の列は次のとおりです。
 
-# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face の周波数とアテンションの倍率を与え、T = 4096 までは短い入力用の列、4097 からは長い入力用の列で割り、どの長さでも q と k を √(17/12) 倍します。書き写した 2 つの列はどちらも減少しません"}
+# %% tags=["deeper", "check"] summary={"en": "LongRopeScaling gives Hugging Face's frequencies and attention factor for Phi-3.5-mini, divides by the short list up to T = 4096 and by the long one from 4097, scales every length by sqrt(17/12), and the copied lists never decrease", "ja": "LongRopeScaling は Phi-3.5-mini について Hugging Face と同じ周波数とアテンションの倍率を与え、T = 4096 までは短い入力用の列、4097 からは長い入力用の列で割り、どの長さでも q と k を √(17/12) 倍します。書き写した 2 つの列はどちらも減らない列です"}
 # microsoft/Phi-3.5-mini-instruct, config.json "rope_scaling" (read from two
 # public copies of the file, which agree): float32 numbers written in full
 phi35_short = [
@@ -1180,7 +1180,7 @@ print(
 # $R(\phi)$ を角度 $\phi$ の $2 \times 2$ 回転行列とし、$R(\phi)^\top = R(-\phi)$ を使うと、各ペアがスコアに寄与する量は
 # $$\left(c\,R(m\theta'_i)\,q\right)^\top \left(c\,R(n\theta'_i)\,k\right) = c^2\, q^\top R\left((n - m)\,\theta'_i\right) k$$
 # となり、$n - m$ だけの関数です。
-# 動的 NTK と LongRoPE も、クエリとキーを同じ長さで回転させる限り相対位置だけで決まります。
+# 動的 NTK と LongRoPE でも、クエリとキーを同じ長さで回転させる限り、スコアは相対位置だけで決まります。
 # この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK と、LongRoPE の列の切り替えについての「さらに詳しく」）。
 
 # %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 個の位置だけずらしてもスコアは変わりません"}
@@ -1439,7 +1439,7 @@ assert round(s_code_llama, 2) == 93.06
 # p-RoPE はコンテキストを伸ばす手法ではなく、最も遅いペアを回転させずに残す規則です（[「現在の LLM の回転位置埋め込み」](14-rope-in-llms.ipynb#部分回転と-p-rope)の章）。
 # `YarnScaling(s, L)` は Hugging Face の既定の YaRN で、アテンションの倍率は $0.1\ln s + 1$、帯の両端は外側に丸めます（`truncate=True`）。
 # Hugging Face の同じ名前の設定項目と同じく、`mscale` と `mscale_all_dim`（DeepSeek）または `attention_factor` を与えると倍率が置き換わり、`truncate=False` とすると帯の両端を小数のまま使います。
-# そのため、ヘッドの次元数 64、底 $1.5 \cdot 10^5$ の `YarnScaling(32, 4096, truncate=False)` は、gpt-oss（`GptOssConfig`、公式実装の `gpt_oss/torch/model.py`）を周波数もアテンションの倍率 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現します。
+# そのため、`YarnScaling(32, 4096, truncate=False)` をヘッドの次元数 64、底 $1.5 \cdot 10^5$ で使うと、gpt-oss（`GptOssConfig`、公式実装の `gpt_oss/torch/model.py`）を周波数もアテンションの倍率 $0.1 \ln 32 + 1 = 1.3466$ も含めて再現できます。
 # 既定の `truncate=True` では再現できません。gpt-oss が混ぜるのはペア 8.09〜17.40 ですが、丸めた帯はペア 8〜18 で、`YarnScaling(32, 4096)` の周波数は最大 1.76 倍（ペア 17）大きくなります。
 
 # %% tags=["deeper", "check"] summary={"en": "the ramp over gpt-oss's fractional range gives Hugging Face's GptOssConfig frequencies, and so does YarnScaling(32, 4096, truncate=False), with its attention factor; the default, rounded outward, is up to 1.76 times larger", "ja": "帯の両端を丸めない gpt-oss のランプ関数は、Hugging Face の GptOssConfig の周波数を与え、YarnScaling(32, 4096, truncate=False) もアテンションの倍率を含めて同じ値を与えます。外側に丸める既定の YarnScaling(32, 4096) は最大 1.76 倍大きくなります"}
@@ -1509,7 +1509,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # - 周波数が固定されていれば、スコアは今までどおり $n - m$ だけで決まります。
 # - PI はすべての周波数を $s$ で割るので、分解能が下がります。NTK-aware スケーリングは底を $b\, s^{d/(d-2)}$ に上げ、ペア 0 をそのままにして最も遅いペアを $s$ で割りますが、遅いペアの多くは学習した弧の外に出ます。
 # - YaRN と Llama 3 は波長で決めます。$L/\beta$ より短いペアはそのまま、$L/\alpha$ より長いペアは $s$ で割り、その間は混ぜます。
-# - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する倍率をスコアに掛けると、この増加を打ち消す向きに働きます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
+# - 入力が長いとアテンションが広がり、エントロピーは最大で $\ln s$ 増えます（入力の繰り返しならちょうど、ランダムなスコアならほぼその値）。1 からの増分がおよそ $\ln s$ に比例する倍率をスコアに掛ければ、この増加を抑えられます。YaRN の $(0.1 \ln s + 1)^2$、LongRoPE の $1 + \ln s / \ln L$ がこの形です。どこまで引き戻せるかはスコアの広がりによります（標準偏差 2 なら $s = 8$ まで 0.15 nat 以内）。
 # - 動的 NTK と LongRoPE は系列の長さに応じて周波数を変えるので、回転させてからキャッシュしたキーは、新しい周波数と合わなくなります。
 #   動的 NTK の `factor` は傾きで、$s_T = sT/L - (s-1)$ です。$T/L$ になるのは $s = 1$ のときだけです。
 # - LongRoPE はペアごとに係数を探索します。Phi-3.5-mini の長い入力用の列は、遅いペアをおよそ $2s$ で割ります。
@@ -1534,7 +1534,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 # ## 演習
 #
 # 1. Code Llama は底 $10^6$、長さ 16384 でファインチューニングされています。
-#    $d = 128$ のペアのうち、長さ 16384 の間に 1 周以上するものを数え、長さ 4096 の Llama 2 と比べてください。
+#    $d = 128$ のとき、64 組のペアのうち、長さ 16384 の間に 1 周以上するものを数え、長さ 4096 の Llama 2 と比べてください。
 #    底を大きくしたことで、どの波長がコンテキストの外に出たでしょうか。
 # 2. 最後のペアではなく、$L$ の間にまだ 1 周以上する最後のペア（番号 $\lfloor i_1 \rfloor$）を $s$ で割るとしたら、NTK-aware の底はどうなるか導いてください。
 #    求めた $b'$ を `rope_frequencies(d, base=...)` で確かめてください。
@@ -1553,7 +1553,7 @@ assert round(ratio_oss.max().item(), 2) == 1.76 and ratio_oss.argmax() == 17
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 1.** 底 $10^6$、$L = 16384$ では、$i_1$ の式から 36.44 が得られます。
-# ペア 0〜36 がコンテキスト内で 1 周以上し、27 組は 1 周しません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
+# ペア 0〜36 がコンテキスト内で 1 周以上し、27 組は 1 周もしません。長さ 4096 の Llama 2 では 46 組と 18 組でした。
 # 底を大きくしたことで、ペア 37〜45 がコンテキストの外に出ます。
 # これらの波長は、底 $10^4$ なら長さ 4096 に収まりますが、底 $10^6$ では 16384 を超えます。
 # つまり Code Llama は、4 倍長いコンテキストで、Llama 2 より多くの遅いペアを持ちます。
@@ -1670,7 +1670,7 @@ print(
 # 速いペアの項は、ずれが 1 ラジアンに達する前から意味のある値ではなくなります。
 # そのため、最後のクエリのスコアはほぼすべてのキーでずれます。
 # スコアのずれの絶対値を、キーを 3 等分したそれぞれで平均すると 6.5、8.7、6.0 で、スコアそのもののばらつき（標準偏差 10.4）と同程度の大きさです。
-# キーを回転させる前にキャッシュし、その時点の周波数で回転させれば、このずれはすべて避けられます。
+# キーを回転させる前にキャッシュし、使うたびに、そのときの周波数で回転させれば、このずれはすべて避けられます。
 
 # %% tags=["solution"]
 L4 = 256
@@ -1859,7 +1859,7 @@ print(
 # 動的な規則は、傾きも含めて同じリポジトリにある emozilla の `LlamaDynamicScaledRotaryEmbedding` の式で、Hugging Face はこれを `_compute_dynamic_ntk_parameters` で実装しています。
 # YaRN のランプ関数は公式実装に従います。
 # Llama 3 の規則は Meta の公式実装（llama-models の `apply_scaling`）とモデルの `config.json` にあります。Llama 3 の論文は、段階的に長さを伸ばす長いコンテキストでの事前学習を説明していますが、この規則自体は書いていません。
-# LongRoPE のアテンションの倍率は、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` が 1 つ目の形で書いています（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。
+# LongRoPE のアテンションの倍率を 1 つ目の形で書いているのは、リポジトリの main ブランチの `rope/longrope.py` にある `_calc_mscale_su` です（Hugging Face の `_compute_longrope_parameters` と同じ式です）。2 つ目の形は、`longrope` ブランチにある古い開発版の書き方です。
 # 探索は `evolution/` にあり、`evolution/algorithms/dim_mono.py` が減らない列だけを残します。
 # Phi-3.5-mini-instruct の係数の列と Phi-3-vision-128k-instruct の設定は、それぞれ公開されている 2 つのコピーから読み、両者は一致しています。
 # DeepSeek の softmax のスケールは、Hugging Face の `yarn_apply_mscale`（`models/deepseek_v3/modeling_deepseek_v3.py`）と、DeepSeek-V3 の `inference/model.py` にある `MLA` によります。

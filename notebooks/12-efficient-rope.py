@@ -138,8 +138,9 @@ records = {
 # five times the floor of 8. Four [temporaries](../docs/glossary.md#temporary-tensor)
 # are [materialised](../docs/glossary.md#materialise) and read back. Writing straight
 # into the output with `out=` and `addcmul_`, as `posenc`'s eager `apply_rope` does,
-# removes them, but still takes three passes, each a sweep that reads and writes
-# the whole tensor:
+# removes them, but still takes three passes: a product with $c$ over the whole tensor,
+# then one `addcmul_` for each half, each reading the output and $x$ and writing the
+# output (the tables are counted apart):
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # In bfloat16 the floor is 4 and the eager formula moves 20, while `posenc`'s passes,
 # which rotate in float32 and round once, move 22. Meta's reference code keeps the
@@ -159,7 +160,7 @@ records = {
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
 # 下限 8 の 5 倍です。
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
-# `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば、一時テンソルはなくなります。それでも 3 回のパス（テンソル全体を 1 回読み書きする処理）が必要です。
+# `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば、一時テンソルはなくなります。それでも 3 回のパスが必要です。テンソル全体に $c$ を掛けるパスと、半分ずつの `addcmul_` が 2 回で、`addcmul_` はそれぞれ出力と $x$ を読んで出力に書きます（表の分は別に数えます）。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
 # bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
 # Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と表の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。

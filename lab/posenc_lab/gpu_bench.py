@@ -108,11 +108,12 @@ device is measured first: ``dst.copy_(src)`` on two 1 GiB buffers, counted
 as 2 GiB moved (``copy_bandwidth``), then the same copy within L2, on two
 buffers that together fill a quarter of it, 20 copies a sample
 (``l2_copy_bandwidth``), each sample queued ahead as the contenders' are.
-Reported per contender: the median and the 10/25/75/90 % quantiles of the time per call over rounds, GB/s counting one read and one
-write of ``q`` and ``k`` (``2 * (q.nbytes + k.nbytes)``, whatever the
-contender really moves), that rate as a fraction of the measured copy
-bandwidth, and the median of the per-round ratio of its time to
-``copy``'s. It counts no DRAM bytes: run it under Nsight Compute for those
+Reported per contender: the median and the 10/25/75/90 % quantiles of
+the time per call over rounds, GB/s counting one read and one write of
+``q`` and ``k`` (``2 * (q.nbytes + k.nbytes)``, whatever the contender
+really moves), that rate as a fraction of the faster copy's where the
+bytes sit (memory's cold, L2's warm), and the medians of the per-round
+ratios of its time to ``copy``'s and to ``triton_copy``'s. It counts no DRAM bytes: run it under Nsight Compute for those
 (``lab/README.md``; ``--cases`` and ``--contenders`` choose what runs, and
 the timed samples sit in an NVTX range named ``timed``).
 
@@ -1096,8 +1097,9 @@ def time_case(
         }
         found = result["contenders"][name]  # type: ignore[index]
         if found["gb_per_s"] is not None:
-            # of the copy rate where the bytes sit: memory's when cold, L2's when warm
-            where = l2_copy_gb_per_s if case.warm and l2_copy_gb_per_s else copy_gb_per_s
+            # of the faster copy's rate where the bytes sit: memory's cold, L2's warm
+            memory_rate = floor_gb_per_s or copy_gb_per_s
+            where = l2_copy_gb_per_s if case.warm and l2_copy_gb_per_s else memory_rate
             found["fraction_of_copy_bandwidth"] = found["gb_per_s"] / where
     if case.warm:  # one kernel's latency beside the back-to-back throughput
         touch = _Touch(inputs)

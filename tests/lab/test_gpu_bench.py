@@ -66,7 +66,6 @@ def test_every_case_and_contender_is_recorded(record):
             "decode-3-float32",
         }
     )
-    copy_rate = record["copy_bandwidth"]["gb_per_s"]
     for name, case in record["cases"].items():
         spec = cases[name]
         assert case["q_shape"] == [spec.batch, spec.n_q, spec.seq, spec.head_dim]
@@ -79,7 +78,8 @@ def test_every_case_and_contender_is_recorded(record):
             assert len(c["samples_us"]) == case["rounds"] == 2
             assert [c[f] for f in QUANTILE_FIELDS] == sorted(c[f] for f in QUANTILE_FIELDS)
             assert c["gb_per_s"] == pytest.approx(case["bytes_per_call"] / c["median_us"] / 1e3)
-            where = record["floor_rates"]["l2"]["gb_per_s"] if case["warm"] else copy_rate
+            rates = record["floor_rates"]
+            where = rates["l2" if case["warm"] else "memory"]["gb_per_s"]
             assert c["fraction_of_copy_bandwidth"] == pytest.approx(c["gb_per_s"] / where)
         assert case["contenders"]["copy"]["ratio_to_copy"] == 1.0
 

@@ -776,9 +776,11 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # fused kernel's Python wrapper alone costs the host as much as several small eager
 # operations (`lab/README.md`). So capture the step in a CUDA graph, or compile it,
 # first ("what the real kernel adds", folded above). Then, in this model, each kernel
-# costs a fixed amount plus its round trips; only fusion into the QKV projection's
-# epilogue (where a matrix product writes its result) or attention's prologue (where it
-# loads its inputs), as the systems above do, removes what is left.
+# costs a fixed amount plus its round trips. Programmatic dependent launch can hide part
+# of the chain (the position and the row do not depend on the kernel before); fusion
+# into the QKV projection's epilogue (where a matrix product writes its result) or
+# attention's prologue (where it loads its inputs), as the systems above do, removes
+# the kernel altogether.
 
 # %% [markdown] lang="ja"
 # ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
@@ -795,7 +797,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # eager モードでは、Hugging Face の Llama の 1 層が ATen の演算を 40 個実行し、そのうち 10 個が RoPE のものです。GPU では、それぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
 # したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく：実際のカーネルが加えるもの」）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと、そのカーネル自身の往復の時間の和になります。
-# 残りをなくせるのは、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合することだけです。
+# 連鎖の一部は CUDA の programmatic dependent launch（PDL）で隠せます（位置と表の行は、前のカーネルの結果を待たずに読めます）。カーネルそのものをなくすには、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合します。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
@@ -1121,16 +1123,6 @@ for (
     for c in rec["cases"].values():
         for m, v in c["contenders"].items():
             assert v["faults_per_call_median"] == 0, (RECORDS_TEXT, m)
-bf16 = [
-    round(
-        rec["cases"]["prefill-bfloat16"]["contenders"]["compiled_module"][
-            "ratio_to_floor"
-        ],
-        2,
-    )
-    for rec in records.values()
-]
-assert bf16 == [1.92, 2.40], bf16
 for (
     rec
 ) in records.values():  # decode: the compiled module is slower than the formula
@@ -1209,7 +1201,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #   bfloat16), and
 #   the host's launches.
 #   Capture the step in a CUDA graph or compile it first (`check_positions=False`);
-#   only folding RoPE into a neighbouring kernel removes the rest.
+#   PDL hides part of the rest; folding RoPE into a neighbouring kernel removes it.
 # - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
 
 # %% [markdown] lang="ja"
@@ -1219,7 +1211,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りをなくせるのは、RoPE を前後のカーネルに組み込むことだけです。
+# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りの一部は PDL で隠せます。なくすには、RoPE を前後のカーネルに組み込みます。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"

@@ -1029,7 +1029,7 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # the reference code computes them, beat PI's by $0.23$ on copy and $0.38$ on
 # prefix at base $10^4$, where the two differ in pair 0 alone, which the code keeps
 # whole (the note on which YaRN was tested). At RoPE-LLM's base, where the code
-# keeps pair 0, blends pairs 1 to 5 and divides pairs 6 and 7, YaRN leads PI on
+# keeps pair 0, blends pairs 1 to 5 and divides pairs 6 and 7 by $s$, YaRN leads PI on
 # copy but trails it on recall and prefix, most at $2L$ on prefix: $-0.51$
 # $[-0.69, -0.33]$ ($0.18$ against PI's $0.69$).
 #
@@ -1056,7 +1056,7 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 #
 # **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix では $0.05$ $[0.04, 0.06]$ 上げます。RoPE-LLM ではどのタスクでも測れるほどの差を生みません。
 # 公式実装で計算した **YaRN の周波数**は、底 $10^4$ では PI を、copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（後の「さらに詳しく：どの YaRN を試したか」）。
-# RoPE-LLM の底では、コードはペア 0 を保ち、ペア 1〜5 を混ぜ合わせ、ペア 6 と 7 を割ります。ここでは YaRN は copy で PI を上回りますが、recall と prefix では PI に及びません。差が最も大きいのは prefix の $2L$ で、$-0.51$ $[-0.69, -0.33]$ です（PI の $0.69$ に対して $0.18$）。
+# RoPE-LLM の底では、公式実装はペア 0 の周波数をそのまま使い、ペア 1〜5 では元の周波数と PI の周波数を混ぜ、ペア 6 と 7 の周波数を $s$ で割ります。ここでは YaRN は copy で PI を上回りますが、recall と prefix では PI に及びません。差が最も大きいのは prefix の $2L$ で、$-0.51$ $[-0.69, -0.33]$ です（PI の $0.69$ に対して $0.18$）。
 #
 # **T5 の遠いバケット**の初期値を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix では $0.05$ $[0.01, 0.08]$ 上がります。
 # どちらの引き方でもバケット 16〜31 は学習されません。学習済みの遠いバケットならよくなるかどうかは、記録では検証していません。
@@ -1137,6 +1137,9 @@ assert ratio["prefix"] < 0.1
 for t in TASKS:
     m, lo, hi = diff(t, "rope-llm+yarn", "rope-llm+yarn-notemp", L8)
     assert lo <= 0 <= hi
+# RoPE-LLM ahead of ALiBi on copy at 8L, by a little
+m, lo, hi = diff("copy", "rope-llm", "alibi", L8)
+assert (round(m, 3), round(lo, 3), round(hi, 3)) == (0.006, 0.005, 0.008)
 # PI+ft at L on prefix, RoPE-LLM's base: a loss, not clearly past the margin
 m, lo, hi = diff("prefix", "rope-llm", "rope-llm+pi+ft", L)
 assert (round(m, 3), round(lo, 3), round(hi, 3)) == (0.055, 0.034, 0.076)
@@ -1144,7 +1147,8 @@ assert lo > 0 and no_loss(m, lo, hi) == "cannot tell"
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **The five verdicts that turn.** On copy RoPE-LLM does not degrade
-# and ALiBi is not ahead of it. Chen et al.'s finding at $2L$, contradicted on
+# and ALiBi is not ahead of it: RoPE-LLM is, by $0.006$ $[0.005, 0.008]$ at $8L$.
+# Chen et al.'s finding at $2L$, contradicted on
 # prefix and undecided on recall at base $10^4$, is supported on both, where a
 # fine-tune without scaling does worse with this base ($0.95$ and $0.14$ at $2L$,
 # against PI's $1.00$ and $0.86$). And on prefix PI plus fine-tuning still loses at
@@ -1154,7 +1158,7 @@ assert lo > 0 and no_loss(m, lo, hi) == "cannot tell"
 # %% [markdown] lang="ja" tags=["deeper"]
 # **変わる 5 つの判定**
 #
-# copy では RoPE-LLM は劣化せず、ALiBi は RoPE-LLM を上回りません。
+# copy では RoPE-LLM は劣化せず、ALiBi は RoPE-LLM を上回りません。$8L$ ではむしろ RoPE-LLM が $0.006$ $[0.005, 0.008]$ だけ上回ります。
 # $2L$ での Chen らの知見は、底 $10^4$ では prefix で否定、recall で判定できませんでしたが、RoPE-LLM ではどちらでも支持されます。底 3.776 では、スケーリングなしのファインチューニングのほうが悪くなるからです（$2L$ で $0.95$ と $0.14$。PI では $1.00$ と $0.86$）。
 # また、prefix で PI とファインチューニングを使うと、$L$ での正解率はなお下がりますが（$0.055$ $[0.034, 0.076]$）、境目を確実に超えるとはいえなくなり、この判定は「判定できない」になります。
 

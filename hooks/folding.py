@@ -149,7 +149,8 @@ def check_summary(source: str, summary: str | None, lang: str) -> str:
 
 
 def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") -> str:
-    """Fold each code cell tagged ``check`` or ``setup`` whole, and the code of each ``figure``.
+    """Fold each code cell tagged ``check`` or ``setup`` whole, and the code of each ``figure``;
+    drop the tag chips nbconvert draws on any tagged code cell (``nbval-ignore-output`` too).
 
     ``cells`` are the page's notebook cells, in the order the page shows
     them (one HTML cell each).
@@ -161,10 +162,10 @@ def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") 
     pieces, pos = [], 0
     for (start, end), cell in zip(found, cells, strict=True):
         tags = cell.get("metadata", {}).get("tags", [])
-        if cell["cell_type"] != "code" or not CELL_TAGS & set(tags):
+        if cell["cell_type"] != "code" or not tags:
             continue
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-        html_cell = _TAG_CHIPS.sub("", content[start:end])
+        html_cell = _TAG_CHIPS.sub("", content[start:end])  # tags are for tools, not readers
         if "check" in tags:
             summary = check_summary(source, cell["metadata"].get("summary"), lang)
             if not count_checks(source):
@@ -174,7 +175,7 @@ def fold_cells(content: str, cells: list[dict], lang: str, where: str = "page") 
             html_cell = (
                 f'<details class="setup"><summary>{SETUP[lang]}</summary>{html_cell}</details>'
             )
-        else:
+        elif "figure" in tags:
             m = _INPUT.search(html_cell)
             if m is None:
                 log.warning(f"{where}: a cell tagged 'figure' has no code to fold")

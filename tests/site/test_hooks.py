@@ -1209,6 +1209,15 @@ def test_a_check_cell_folds_whole_under_what_it_establishes(tmp_path, lang, summ
     assert 'class="cell-tag"' not in folds[0][1]  # the fold says what the chip said
 
 
+def test_a_tool_tag_shows_no_chip_and_folds_nothing(tmp_path):
+    # nbval-ignore-output is for the test runner: the reader sees the cell as it is
+    cells = [_cell("markdown", "Train."), _with_tags(_code("print('loss')"), "nbval-ignore-output")]
+    html = _rendered(cells, tmp_path)
+    assert "nbval-ignore-output</span>" in html  # nbconvert shows the tag as a chip
+    out = folding.fold_cells(html, cells, "en", "demo.ipynb")
+    assert 'class="cell-tag"' not in out and "<details" not in out and "loss" in out
+
+
 def test_a_check_count_and_its_grammar():
     assert folding.count_checks("assert a\n    assert b  # in a loop\nassert_close(x, y)") == 3
     assert folding.count_checks("x = 'assert'\nprint(asserted)") == 0

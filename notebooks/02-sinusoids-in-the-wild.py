@@ -1337,7 +1337,7 @@ print(
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - fairseq, `make_positions` in `fairseq/utils.py`.
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/utils.py>
-# - AllenNLP, `SinusoidalPositionalEncoding`.
+# - AllenNLP, `allennlp.modules.transformer.positional_encoding.SinusoidalPositionalEncoding`.
 #   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
 # - labml.ai, annotated implementation of fixed positional encodings.
 #   <https://nn.labml.ai/transformers/positional_encoding.html>
@@ -1395,7 +1395,7 @@ print(
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/modules/sinusoidal_positional_embedding.py>
 # - fairseq：`fairseq/utils.py` の `make_positions`。
 #   <https://github.com/facebookresearch/fairseq/blob/main/fairseq/utils.py>
-# - AllenNLP：`SinusoidalPositionalEncoding`。
+# - AllenNLP：`allennlp.modules.transformer.positional_encoding.SinusoidalPositionalEncoding`。
 #   <https://github.com/allenai/allennlp/blob/main/allennlp/modules/transformer/positional_encoding.py>
 # - labml.ai：固定の位置エンコーディングの注釈付き実装。
 #   <https://nn.labml.ai/transformers/positional_encoding.html>

@@ -1468,7 +1468,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # `_init_weights` is in `modeling_bert.py` and `modeling_gpt2.py`; OpenAI's two $\sigma$ of exercise 3 are at lines 153 and 155
 # of GPT-2's `src/model.py`; Google's BERT initialises through
 # `create_initializer` in `modeling.py`; fairseq's tables are
-# `LearnedPositionalEmbedding` and `PositionalEmbedding`, RoBERTa's redraw
+# `fairseq.modules.LearnedPositionalEmbedding` and `fairseq.modules.PositionalEmbedding`, RoBERTa's redraw
 # `init_bert_params`. tensor2tensor was read at commit bafdc1b: `get_weights` in
 # `tensor2tensor/layers/modalities.py` (the $\sigma$ at line 478, the $\sqrt{d}$
 # factor at lines 502–503) and `basic_params1` in `common_hparams.py` (line 111).
@@ -1487,7 +1487,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # Hugging Face の `_init_weights` は `modeling_bert.py` と `modeling_gpt2.py` にあります。
 # 演習 3 の OpenAI の 2 つの $\sigma$ は、GPT-2 の `src/model.py` の 153 行目と 155 行目にあります。
 # Google の BERT は `modeling.py` の `create_initializer` で初期化します。
-# fairseq の表は `LearnedPositionalEmbedding` と `PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
+# fairseq の表は `fairseq.modules.LearnedPositionalEmbedding` と `fairseq.modules.PositionalEmbedding` で、RoBERTa の引き直しは `init_bert_params` です。
 # tensor2tensor はコミット bafdc1b を読みました。
 # `tensor2tensor/layers/modalities.py` の `get_weights`（$\sigma$ は 478 行目、$\sqrt{d}$ 倍は 502〜503 行目）と、
 # `common_hparams.py` の `basic_params1`（111 行目）です。

@@ -662,7 +662,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # Whether the position logits $q_i \cdot e$ are also divided by $\sqrt{d}$ differs
 # between the sources. All gate on the scaled logits $q_i \cdot k_j / \sqrt{d}$ (the
 # paper's text writes $\sigma(q_i \cdot k_j)$). The paper's appendix code and
-# x-transformers' `CoPE` add the unscaled $q_i \cdot e$, as `posenc.CoPE` does. The
+# x-transformers' `x_transformers.x_transformers.CoPE` add the unscaled $q_i \cdot e$, as `posenc.CoPE` does. The
 # training code of the official repository (`facebookresearch/RAM`, `projects/cope`), by
 # default divides the position logits by $\sqrt{d}$ together with $q_i \cdot k_j$
 # (`--cope-nodiv` turns this off); a learned table absorbs the factor, so a table
@@ -690,7 +690,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 #
 # 位置のスコア $q_i \cdot e$ を $\sqrt{d}$ で割るかどうかは、出典によって違います。
 # ゲートは、どの出典でもスケーリングしたスコア $q_i \cdot k_j / \sqrt{d}$ から作ります（論文の本文は $\sigma(q_i \cdot k_j)$ と書いています）。
-# 論文の付録のコードと x-transformers の `CoPE` は、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
+# 論文の付録のコードと x-transformers の `x_transformers.x_transformers.CoPE` は、スケーリングしない $q_i \cdot e$ を足します。`posenc.CoPE` も同じです。
 # 公式リポジトリの学習コード（`facebookresearch/RAM` の `projects/cope`）は、既定では位置のスコアも $q_i \cdot k_j$ と一緒に $\sqrt{d}$ で割ります（`--cope-nodiv` で無効にできます）。
 # この因子は学習可能な表が吸収するので、RAM の表を `posenc` の表の $\sqrt{d}$ 倍にすれば、同じスコアになります。
 #

@@ -19,7 +19,8 @@
 # Libraries implement the encoding of [*Sinusoidal positional encoding*](01-sinusoidal.ipynb)
 # in several arrangements. This page gives the one lesson they teach, a table of the
 # variants with the `posenc` argument that reproduces each, and the one real bug.
-# Symbols follow the [notation page](../docs/notation.md): $n = d/2$ pairs with
+# The first section is what every reader needs; the table and the bug are for when
+# you load or port a checkpoint. Symbols follow the [notation page](../docs/notation.md): $n = d/2$ pairs with
 # frequencies $\omega_i$, columns $j$, positions $p$.
 
 # %% [markdown] lang="ja"
@@ -28,6 +29,7 @@
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
 # これらの違いが教える教訓は 1 つだけです。このページではその教訓と、変種の一覧表（それぞれを再現する `posenc` の引数付き）を示します。
 # 最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
+# どの読者にも必要なのは最初の節です。一覧表とバグは、チェックポイントを読み込んだり移植したりするときに役立ちます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
 
 # %% tags=["setup"]

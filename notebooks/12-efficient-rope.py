@@ -29,7 +29,8 @@
 # - CPU timings, page faults counted.
 #
 # Time on a GPU is predicted, not measured: a table at the end gives each prediction
-# and the command that would test it.
+# and the command that would test it. The chapter is for readers who write or tune
+# kernels; the GPU terms it uses are explained in the fold below.
 
 # %% [markdown] lang="ja"
 # # メモリ律速のカーネルとしての RoPE：バイト数、融合した Triton カーネル、計測すべきこと
@@ -43,6 +44,38 @@
 # - CPU での計測。ページフォールトも数えます。
 #
 # GPU での時間については、計った値ではなく予測だけを示します。予測と、それぞれを確かめるコマンドは、章の最後の表にまとめます。
+# この章は、カーネルを書いたり調整したりする読者に向けたものです。使う GPU の用語は、下の折りたたみで説明します。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the GPU terms this chapter uses.**
+#
+# - *HBM* is the GPU's main memory (4.8 TB/s on an H200); *L2* is the cache all its
+#   processors share (50 MiB), several times faster.
+# - An *SM* (streaming multiprocessor) is one of the GPU's 132 processors. A Triton
+#   *program* runs on one SM as a few *warps*, groups of 32 threads that execute
+#   together; `num_warps` sets how many.
+# - *Registers* are each thread's own storage: the more a program uses, the fewer
+#   programs an SM holds at once (its *occupancy*), and the fewer loads are in flight.
+# - *PTX* is NVIDIA's virtual instruction set, *SASS* the machine code the GPU runs;
+#   the order of the loads in the SASS is the order the hardware issues them.
+# - A *launch* asks the GPU to run a kernel: microseconds of host time, and a fixed
+#   cost on the device. A *CUDA graph* records a sequence of launches and replays it
+#   as one.
+# - A kernel's *prologue* loads its inputs and its *epilogue* writes its results:
+#   RoPE folded into a neighbour's epilogue or prologue needs no pass of its own.
+# - *PDL* (programmatic dependent launch) lets a kernel start while the one before it
+#   finishes.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：この章で使う GPU の用語**
+#
+# - *HBM* は GPU のメインメモリ（H200 では毎秒 4.8 TB）、*L2* はすべてのプロセッサが共有するキャッシュ（50 MiB）で、HBM の数倍速く読み書きできます。
+# - *SM*（ストリーミングマルチプロセッサ）は GPU のプロセッサで、H200 には 132 個あります。Triton の*プログラム*は 1 つの SM の上で、いくつかの*ワープ*（同じ命令を同時に実行する 32 スレッドの組）として動きます。ワープの数は `num_warps` で決めます。
+# - *レジスタ*はスレッドごとの記憶領域です。プログラムが多く使うほど、1 つの SM に同時に載るプログラムは減り（*占有率*が下がり）、転送中の読み込みも減ります。
+# - *PTX* は NVIDIA の仮想命令セット、*SASS* は GPU が実行する機械語です。ハードウェアは SASS に並んだ順に読み込みを発行します。
+# - *起動*は、GPU にカーネルの実行を頼むことです。ホストでは数マイクロ秒かかり、デバイスにも決まったコストがかかります。*CUDA グラフ*は一連の起動を記録し、まとめて 1 回で再生します。
+# - カーネルの*プロローグ*は入力を読み込む部分、*エピローグ*は結果を書き出す部分です。RoPE を隣のカーネルのプロローグかエピローグに組み込めば、RoPE だけのパスは要りません。
+# - *PDL*（programmatic dependent launch）を使うと、前のカーネルが終わりきる前に次のカーネルを始められます。
 
 # %% tags=["setup"]
 import json
@@ -808,9 +841,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # tiles, then stores both, and in the SASS for sm_90 every load of a block of heads
 # comes before its first store. Five changes would shorten the chain:
 #
-# 1. Issue $k$'s loads with the row: at `num_warps = 8` (40 registers) the SASS issues
-#    every load before the first multiply, two round trips (1.2 µs), but $k$'s accesses
-#    become 32-bit.
+# 1. Issue $k$'s loads with the row: in bfloat16 at `num_warps = 8` (40 registers) the
+#    SASS issues every load before the first multiply, two round trips (1.2 µs), but
+#    $k$'s accesses become 32-bit (in float32, 8 warps move $k$ after it instead).
 # 2. Compute cos and sin from the position, loading $q$ and $k$ alongside: no row trip
 #    (1.4 µs becomes about 0.6, the position alone); but CUDA's `sincosf` takes a slow
 #    path above about $10^5$ radians, and the fastest pair's angle is the position
@@ -825,7 +858,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # 5. Gather each token's cos/sin row once per step for all the layers, as Hugging Face
 #    does and Liger Kernel's kernel takes: every layer's kernel then finds its token's
 #    row by the token's index, not its position, so no load waits for another: one trip
-#    fewer for the same 0.1 byte per element (512 bytes a token, small enough for L2).
+#    fewer for the same 0.1 byte per element (512 bytes a token, from memory all the
+#    same unless kept in L2 against the weights, as item 4 says).
 #
 # Programmatic dependent launch (PDL) then lets the kernel start while the
 # one before it drains (FlashInfer's fused RoPE kernels take `enable_pdl`), so the chain
@@ -848,12 +882,12 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # そこでカーネルは 2 つのタイルを読み込んでから 2 つとも書き込みます。sm_90 向けの SASS でも、ヘッドのブロックごとに、すべての読み込みが最初の書き込みより前にあります。
 # 連鎖は、次の 5 つの変更で短くできるはずです。
 #
-# 1. $k$ の読み込みを行と一緒に発行させます。`num_warps = 8`（レジスタ 40 個）では、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります。
+# 1. $k$ の読み込みを行と一緒に発行させます。bfloat16 で `num_warps = 8`（レジスタ 40 個）にすると、SASS はすべての読み込みを最初の乗算より前に発行し、往復は 2 回（1.2 µs）になります。ただし $k$ のアクセスは 32 ビットになります（float32 では逆に、8 ワープにすると $k$ の読み込みが最初の乗算のあとに移ります）。
 # 2. cos と sin を位置から計算し、$q$ と $k$ を位置と同時に読み込みます。行の往復がなくなり、1.4 µs が約 0.6 µs（位置の読み込みだけ）になります。ただし CUDA の `sincosf` は約 $10^5$ ラジアンを超える引数で遅い経路に入ります。周波数がいちばん高いペアの角度は位置そのものなので、位置が約 $10^5$ を超えると、この遅い経路を通ります。
 # 3. トークンが SM より少ないときは、トークンとヘッドのブロックの 2 次元のグリッドにします。FlashInfer の cos と sin の表を使うカーネルのランチャは、`cudaOccupancyMaxActiveBlocksPerMultiprocessor` で同時に置けるブロックの数を調べます。
 #    トークンでそれが埋まるならブロック 1 つに 8 トークン（bfloat16 で $d = 128$ のとき。128 ビットのアクセスで、ヘッドはループ）、埋まらないならトークンのグループとヘッドのグリッドにします。
 # 4. 位置と表の行を、層の重みが通る間も L2 に残します。`eviction_policy="evict_last"`（重みは `evict_first`）か、L2 の永続化ウィンドウ（`cudaAccessPolicyWindow`）を使えば、3 回の往復がすべて L2 への往復になるはずです。計測はしていません。
-# 5. 各トークンの cos と sin の行をステップごとに 1 回だけ集め、全層で使います（Hugging Face のやり方で、Liger Kernel のカーネルもこの形で受け取ります）。各層のカーネルは行を位置ではなくトークンのインデックスで見つけるので、どの読み込みもほかの読み込みを待ちません。成分あたり同じ 0.1 バイトのまま、往復が 1 回減ります（行はトークンあたり 512 バイトで、L2 に残せる大きさです）。
+# 5. 各トークンの cos と sin の行をステップごとに 1 回だけ集め、全層で使います（Hugging Face のやり方で、Liger Kernel のカーネルもこの形で受け取ります）。各層のカーネルは行を位置ではなくトークンのインデックスで見つけるので、どの読み込みもほかの読み込みを待ちません。成分あたり同じ 0.1 バイトのまま、往復が 1 回減ります（行はトークンあたり 512 バイトですが、項目 4 のように重みに対して L2 に残さない限り、メモリから読むことに変わりはありません）。
 #
 # さらに、CUDA の programmatic dependent launch（PDL、カーネルの前倒し起動）を使えば、前のカーネルが終わりきる前にこのカーネルを始められます。FlashInfer の RoPE の融合カーネルも、`enable_pdl` で PDL を使えます。そのため、ほかの処理が連鎖の待ち時間と重なる場合、連鎖から見積もった時間は、RoPE が実際に加える時間の上界になります。
 #

@@ -1456,6 +1456,7 @@ def format_record(record: dict[str, object]) -> str:
         lines.insert(
             len(lines) - 1,
             f"predicted for the fused kernel: >= {p['lower_bound_us']:.3g} us a call "
+            + ("at the assumed latencies " if case["warm"] else "")
             + (
                 f"(memory {p['memory_us']:.3g} us at the faster {p['memory_source']} copy rate, "
                 if p["memory_us"] is not None

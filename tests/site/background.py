@@ -43,8 +43,10 @@ def wanted(config) -> bool:
     includes the site tests, unfiltered, with no prebuilt site."""
     if hasattr(config, "workerinput") or not config.getoption("numprocesses", None):
         return False
-    if os.environ.get("SITE_PREBUILT") or config.getoption("keyword") or config.getoption(
-        "markexpr"
+    if (
+        os.environ.get("SITE_PREBUILT")
+        or config.getoption("keyword")
+        or config.getoption("markexpr")
     ):
         return False
     args = [a.split("::")[0].rstrip("/") for a in config.args] or ["tests"]

@@ -28,6 +28,7 @@ from hooks import (
     math,
     notebook_css,
     page_weight,
+    repo_links,
     search,
 )
 
@@ -1009,6 +1010,32 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
         f"{link.format('RotaryEmbedding', 'RotaryEmbedding.reserve')}; not <code>rotate_half</code>,"
         ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
         '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
+    )
+
+
+
+# --------------------------------------------------------------------------
+# This repository's files named in the prose link to it (hooks/repo_links.py)
+
+
+def test_repository_files_in_prose_become_links_and_other_projects_files_do_not():
+    repo_links.on_pre_build({})
+    html = (
+        "<p>See <code>lab/README.md</code>, <code>extrapolation-tasks.json</code> and"
+        " <code>tests/test_rope_triton.py</code>; not <code>src/model.py</code>,"
+        " <code>config.json</code>, <code>README.md</code>, <code>../README.md</code>"
+        ' or <a href="x/"><code>lab/README.md</code></a>.</p>'
+        '<h2 id="h"><code>lab/README.md</code></h2><pre><code>lab/README.md</code></pre>'
+    )
+    out = repo_links.link_repository_files(html, "https://example.org/r", ROOT)
+    link = '<a class="repo-link" href="https://example.org/r/blob/main/{}"><code>{}</code></a>'
+    assert out == (
+        f"<p>See {link.format('lab/README.md', 'lab/README.md')}, "
+        f"{link.format('lab/posenc_lab/records/extrapolation-tasks.json', 'extrapolation-tasks.json')}"
+        f" and {link.format('tests/test_rope_triton.py', 'tests/test_rope_triton.py')};"
+        " not <code>src/model.py</code>, <code>config.json</code>, <code>README.md</code>,"
+        ' <code>../README.md</code> or <a href="x/"><code>lab/README.md</code></a>.</p>'
+        '<h2 id="h"><code>lab/README.md</code></h2><pre><code>lab/README.md</code></pre>'
     )
 
 

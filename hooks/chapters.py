@@ -53,6 +53,10 @@ CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a l
         "end_last": 'This is the end of the core path. The other chapters in the <a href="{home}">'
         "chapter list</a> go deeper into one family or one implementation.",
         "label": "Core path",
+        "aside_top": 'Off the <a href="{home}">core path</a>, for depth: read it after {after}.',
+        "aside_end": "Back on the core path: {next}",
+        "aside_end_last": 'The core path ends with {after}; the <a href="{home}">chapter list</a> '
+        "has the other chapters.",
     },
     "ja": {
         "top": '<a href="{home}">基本の順路</a>の {n} 章目（全 {of} 章）・次は {next}',
@@ -61,6 +65,11 @@ CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a l
         "end_last": '基本の順路はここまでです。<a href="{home}">章の一覧</a>にあるほかの章は、'
         "1 つの手法や 1 つの実装をさらに深く扱います。",
         "label": "基本の順路",
+        "aside_top": '<a href="{home}">基本の順路</a>から外れて、1 つのテーマを深く扱う章です。'
+        "先に読む章: {after}",
+        "aside_end": "基本の順路に戻る: {next}",
+        "aside_end_last": '基本の順路の最後の章: {after}。<a href="{home}">章の一覧</a>に'
+        "ほかの章があります。",
     },
 }
 WORDS_PER_MINUTE = 40  # study pace: derivations followed, figures read (a reader review
@@ -79,6 +88,7 @@ class Chapter:
     part: dict[str, str]  # language -> the name of its part
     summary: dict[str, str]  # language -> its line on the home page
     path: int | None = None  # its step on the core reading path, if it is on it
+    after: str | None = None  # off the path: the core chapter to read first
 
 
 def read_registry(root: Path) -> list[Chapter]:
@@ -102,14 +112,21 @@ def read_registry(root: Path) -> list[Chapter]:
             else:
                 part_names = {lang: part.get(lang, "") for lang in LANGUAGES}
                 summary = {lang: str(entry.get(lang, "")).strip() for lang in LANGUAGES}
-                path = entry.get("path")
-                chapters.append(Chapter(slug, sources[slug], part_names, summary, path))
+                path, after = entry.get("path"), entry.get("after")
+                chapters.append(Chapter(slug, sources[slug], part_names, summary, path, after))
     steps = sorted(c.path for c in chapters if c.path is not None)
     if steps != list(range(1, len(steps) + 1)) or len(steps) > len(_CIRCLED):
         problems.append(
             f"the path steps are {steps}: number the core path 1, 2, ... up to {len(_CIRCLED)}, "
             "each once"
         )
+    core = {c.slug for c in chapters if c.path is not None}
+    for c in chapters:
+        if c.after is not None if c.path is not None else c.after not in core:
+            problems.append(
+                f"{c.slug}: a chapter off the core path names the core chapter to read "
+                f"first (after: one of {', '.join(sorted(core))}); one on it names none"
+            )
     listed = {c.slug for c in chapters}
     for slug, source in sorted(sources.items()):
         if slug not in listed and not any(p.startswith(f"{slug}:") for p in problems):
@@ -225,23 +242,48 @@ def table(chapters: list[Chapter], lang: str) -> str:
 
 
 def core_path_lines(chapters: list[Chapter], slug: str, lang: str) -> tuple[str, str] | None:
-    """The lines that open and close the page of ``slug`` on the core path
-    (``None`` off it), with links relative to the chapter's page."""
+    """The lines that open and close the page of ``slug``: its step on the core
+    path and the next, or, off the path, the step to read first and the way
+    back (``None`` for a page that is no chapter); links are relative to the
+    chapter's page."""
     steps = sorted((c for c in chapters if c.path), key=lambda c: c.path)
-    here = next((c for c in steps if c.slug == slug), None)
+    here = next((c for c in chapters if c.slug == slug), None)
     if here is None:
         return None
+    if here.path is None:
+        return _aside_lines(steps, here, lang)
     text = CORE_PATH_TEXT[lang]
     fields = {"home": "../", "n": here.path, "of": len(steps)}
     if here.path == len(steps):
         top, end = text["top_last"].format(**fields), text["end_last"].format(**fields)
     else:
-        after = steps[here.path]
-        name = html.escape(f"{_CIRCLED[after.path - 1]} {titles(after)[lang]}")
-        link = f'<a href="../{after.slug}/">{name}</a>'
+        link = _step_link(steps[here.path], lang)
         top = text["top"].format(next=link, **fields)
         end = text["end"].format(next=f"{link} →", **fields)
-    label = html.escape(text["label"], quote=True)
+    return _nav_lines(top, end, text["label"])
+
+
+def _step_link(chapter: Chapter, lang: str) -> str:
+    name = html.escape(f"{_CIRCLED[chapter.path - 1]} {titles(chapter)[lang]}")
+    return f'<a href="../{chapter.slug}/">{name}</a>'
+
+
+def _aside_lines(steps: list[Chapter], here: Chapter, lang: str) -> tuple[str, str]:
+    """The lines of a chapter off the core path: which step to read first,
+    and the way back to the path after it."""
+    text = CORE_PATH_TEXT[lang]
+    first = next(c for c in steps if c.slug == here.after)
+    after = _step_link(first, lang)
+    top = text["aside_top"].format(home="../", after=after)
+    if first.path == len(steps):
+        end = text["aside_end_last"].format(home="../", after=after)
+    else:
+        end = text["aside_end"].format(next=f"{_step_link(steps[first.path], lang)} →")
+    return _nav_lines(top, end, text["label"])
+
+
+def _nav_lines(top: str, end: str, label: str) -> tuple[str, str]:
+    label = html.escape(label, quote=True)
     return tuple(
         f'<nav class="core-path core-path--{where}" aria-label="{label}"><p>{line}</p></nav>'
         for where, line in (("top", top), ("end", end))

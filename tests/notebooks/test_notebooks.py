@@ -106,7 +106,7 @@ def _broken_project(tmp_path) -> Path:
     shutil.copy(ROOT / "notebooks" / "01-sinusoidal.py", notebooks / "01-sinusoidal.py")
     (notebooks / "chapters.yml").write_text(
         "parts:\n  - en: Part\n    ja: 部\n    chapters:\n"
-        "      - {slug: sinusoidal, en: Its line., ja: その行です。}\n",
+        "      - {slug: sinusoidal, path: 1, en: Its line., ja: その行です。}\n",
         encoding="utf-8",
     )
     py = notebooks / "01-broken.py"

@@ -1013,7 +1013,6 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
     )
 
 
-
 # --------------------------------------------------------------------------
 # This repository's files named in the prose link to it (hooks/repo_links.py)
 
@@ -1047,6 +1046,7 @@ REGISTRY = """parts:
     ja: 第一
     chapters:
       - slug: alpha
+        after: beta
         en: Alpha's line.
         ja: アルファの行です。
   - en: Second
@@ -1057,6 +1057,7 @@ REGISTRY = """parts:
         en: Beta's line.
         ja: ベータの行です。
       - slug: gamma
+        after: beta
         en: Gamma's line.
         ja: ガンマの行です。
 """
@@ -1121,9 +1122,9 @@ def test_reading_time_counts_the_main_path_at_40_words_a_minute():
 
 
 def test_core_chapters_name_their_step_and_link_the_next(tmp_path):
-    registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: gamma\n        path: 2\n")
+    registry = REGISTRY.replace("gamma\n        after: beta\n", "gamma\n        path: 2\n")
     found = chapters.read_registry(_chapters(tmp_path, registry))
-    assert chapters.core_path_lines(found, "alpha", "en") is None  # off the path
+    assert chapters.core_path_lines(found, "delta", "en") is None  # no chapter
     top, end = chapters.core_path_lines(found, "beta", "en")
     assert "step 1 of 2 · next: " in top and 'href="../gamma/">② The gamma chapter</a>' in top
     assert end.endswith(
@@ -1132,6 +1133,37 @@ def test_core_chapters_name_their_step_and_link_the_next(tmp_path):
     top, end = chapters.core_path_lines(found, "gamma", "ja")
     assert "の 2 章目（全 2 章）、最後の章" in top
     assert '<a href="../">章の一覧</a>' in end and 'href="../' + "gamma" not in end
+
+
+def test_chapters_off_the_core_path_name_the_step_before_and_lead_back(tmp_path):
+    registry = REGISTRY.replace("gamma\n        after: beta\n", "gamma\n        path: 2\n")
+    found = chapters.read_registry(_chapters(tmp_path, registry))
+    top, end = chapters.core_path_lines(found, "alpha", "en")  # after beta, step 1
+    assert top.endswith(
+        '<p>Off the <a href="../">core path</a>, for depth: read it after '
+        '<a href="../beta/">① The beta chapter</a>.</p></nav>'
+    )
+    assert end.endswith(
+        '<p>Back on the core path: <a href="../gamma/">② The gamma chapter</a> →</p></nav>'
+    )
+    last = registry.replace("alpha\n        after: beta\n", "alpha\n        after: gamma\n")
+    (tmp_path / "b").mkdir()
+    found = chapters.read_registry(_chapters(tmp_path / "b", last))
+    top, end = chapters.core_path_lines(found, "alpha", "ja")
+    assert '先に読む章: <a href="../gamma/">② gamma の章</a>' in top
+    assert '基本の順路の最後の章: <a href="../gamma/">② gamma の章</a>。' in end
+
+
+def test_a_chapter_off_the_core_path_names_a_core_chapter_to_read_first(tmp_path):
+    registry = REGISTRY.replace("alpha\n        after: beta\n", "alpha\n        after: gamma\n")
+    registry = registry.replace(
+        "beta\n        path: 1\n", "beta\n        path: 1\n        after: beta\n"
+    )
+    with pytest.raises(ValueError) as error:
+        chapters.read_registry(_chapters(tmp_path, registry))
+    problems = str(error.value).splitlines()[1:]
+    assert [p.split(":")[0].strip() for p in problems] == ["alpha", "beta"]
+    assert "names the core chapter to read first (after: one of beta)" in problems[0]
 
 
 def test_the_navigation_marks_core_chapters_with_their_step(tmp_path):
@@ -1161,7 +1193,7 @@ def test_the_navigation_marks_core_chapters_with_their_step(tmp_path):
 
 
 def test_the_core_path_is_numbered_once_each_from_one(tmp_path):
-    registry = REGISTRY.replace("      - slug: gamma\n", "      - slug: gamma\n        path: 3\n")
+    registry = REGISTRY.replace("gamma\n        after: beta\n", "gamma\n        path: 3\n")
     with pytest.raises(ValueError, match=r"the path steps are \[1, 3\]: number the core path"):
         chapters.read_registry(_chapters(tmp_path, registry))
 

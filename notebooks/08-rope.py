@@ -25,7 +25,7 @@
 #
 # The letters are RoFormer's ([notation page](../docs/notation.md#positions)): $m$, $n$
 # are the query's and the key's positions, $i$ numbers the pairs, $\mathrm{i}$ is the
-# imaginary unit.
+# imaginary unit; where both would meet in one formula, the pair is $j$.
 
 # %% [markdown] lang="ja"
 # # 回転位置埋め込み（RoPE）
@@ -35,7 +35,7 @@
 # 回転はこの性質から導かれます。ライブラリは 2 通りのペアの組み方のどちらかで、行列を使わずに回転を計算します。
 # 論文の長距離減衰はスコアの上界を与えますが、スコアそのものを減衰させるわけではありません。
 #
-# 記号は RoFormer に合わせます（[記法のページ](../docs/notation.ja.md#positions)）。$m$、$n$ はクエリとキーの位置、$i$ はペアの番号、$\mathrm{i}$ は虚数単位です。
+# 記号は RoFormer に合わせます（[記法のページ](../docs/notation.ja.md#positions)）。$m$、$n$ はクエリとキーの位置、$i$ はペアの番号、$\mathrm{i}$ は虚数単位です。両方が 1 つの式に現れるところでは、ペアの番号を $j$ と書きます。
 
 # %% tags=["setup"]
 import math
@@ -339,7 +339,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # distance, but they give different numbers: $q^\top R_{m-n}\, k$ is the score of the
 # query at $n$ with the key at $m$. Pair by pair, with the complex view of the last
 # section,
-# $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
+# $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{j=0}^{d/2-1} q^{(j)}\,\overline{k^{(j)}}\,e^{\mathrm{i}(m-n)\theta_j}\Big], \qquad q^{(j)} = q_{2j} + \mathrm{i}\,q_{2j+1}$$
 # Each pair is one hand of the picture, turning at its own speed.
 
 # %% [markdown] lang="ja"
@@ -357,7 +357,7 @@ assert not torch.allclose(f(q, 0, offset), q)  # ...but breaks f(q, 0) = q
 # $R(\alpha)\,R(\beta) = R(\alpha+\beta)$ を満たすので、$R_m^\top = R_{-m}$、$R_m^\top R_n = R_{n-m}$、$\langle R_m q, R_n k\rangle = q^\top R_m^\top R_n\, k = q^\top R_{n-m}\, k$ です。
 # 真ん中の行列は $R_{m-n}$ ではなく $R_{n-m}$ です。どちらも距離だけで決まりますが値は異なり、$q^\top R_{m-n}\, k$ は位置 $n$ のクエリと位置 $m$ のキーのスコアです。
 # 前節の複素数の見方でペアごとに書くと、次のようになります。
-# $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{i=0}^{d/2-1} q^{(i)}\,\overline{k^{(i)}}\,e^{\mathrm{i}(m-n)\theta_i}\Big], \qquad q^{(i)} = q_{2i} + \mathrm{i}\,q_{2i+1}$$
+# $$q^\top R_{n-m}\, k = \mathrm{Re}\Big[\sum_{j=0}^{d/2-1} q^{(j)}\,\overline{k^{(j)}}\,e^{\mathrm{i}(m-n)\theta_j}\Big], \qquad q^{(j)} = q_{2j} + \mathrm{i}\,q_{2j+1}$$
 # 各ペアは前の図の針の 1 本で、それぞれの速さで回ります。
 
 # %%
@@ -370,7 +370,7 @@ def rope_matrix(m):  # R_m, block-diagonal, pairs (2i, 2i+1)
     return torch.block_diag(*(rot(m * t) for t in thetas.tolist()))
 
 
-def to_complex(x):  # q^{(i)} = q_{2i} + i q_{2i+1}
+def to_complex(x):  # q^{(j)} = q_{2j} + i q_{2j+1}, pair j
     return torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2).contiguous())
 
 
@@ -803,14 +803,14 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 #
 # RoFormer (§3.4.3) argues that RoPE makes scores decay with distance
 # ([long-term decay](../docs/glossary.md#long-term-decay)). Write $r = m - n$ and
-# $h_i = q^{(i)}\,\overline{k^{(i)}}$ for the product of pair $i$, so that the score is
-# $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$, and
-# $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
-# As $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$, summation by parts (note below the figure) gives
-# $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$:
-# a factor that does not depend on the distance times $\sum_j |S_j|$. The paper plots the average
-# $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ against the distance and calls it the *relative upper bound*. At $r = 0$ every
-# phase is $1$, $S_j = j$, and the average is $(d/2 + 1)/2$, 32.5 for $d = 128$. As $r$
+# $h_j = q^{(j)}\,\overline{k^{(j)}}$ for the product of pair $j$, so that the score is
+# $\mathrm{Re}\big[\sum_j h_j\, e^{\mathrm{i}r\theta_j}\big]$, and
+# $S_t = \sum_{l=0}^{t-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
+# As $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$, summation by parts (note below the figure) gives
+# $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$:
+# a factor that does not depend on the distance times $\sum_t |S_t|$. The paper plots the average
+# $\frac{1}{d/2}\sum_{t=1}^{d/2} |S_t|$ against the distance and calls it the *relative upper bound*. At $r = 0$ every
+# phase is $1$, $S_t = t$, and the average is $(d/2 + 1)/2$, 32.5 for $d = 128$. As $r$
 # grows, the fast phases point in all directions and the partial sums stay small:
 # the left panel, the shape of the paper's Figure 2, falls to 6.548 at $r = 250$,
 # with ripples.
@@ -821,18 +821,18 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # $N(0, I)$, $R_r k$ is again $N(0, I)$ because $R_r$ is orthogonal, so $q^\top R_r\, k$
 # has mean $0$ and variance $d$ at every distance (right panel, blue). Decay appears
 # when $q$ and $k$ are aligned pair by pair: $q = k = \mathbf{1}$ gives
-# $2\sum_i \cos(r\theta_i)$, twice the sinusoids' $PE(m) \cdot PE(n)$, which falls
+# $2\sum_j \cos(r\theta_j)$, twice the sinusoids' $PE(m) \cdot PE(n)$, which falls
 # from 128 (orange). Whether a trained model's scores decay depends on what it learns.
 
 # %% [markdown] lang="ja"
 # ## 長距離減衰：論文の上界が示すもの
 #
 # RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています（[長距離減衰](../docs/glossary.ja.md#long-term-decay)）。
-# $r = m - n$、ペア $i$ の積を $h_i = q^{(i)}\,\overline{k^{(i)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_i h_i\, e^{\mathrm{i}r\theta_i}\big]$ です。
-# 位相の部分和を $S_j = \sum_{l=0}^{j-1} e^{\mathrm{i}r\theta_l}$ とします。
-# $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ なので、部分和分（図の下の「さらに詳しく」）により $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$ です。スコアは距離によらない因子と $\sum_j |S_j|$ の積で抑えられます。
-# 論文は平均 $\frac{1}{d/2}\sum_{j=1}^{d/2} |S_j|$ を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
-# $r = 0$ ではすべての位相が $1$ なので $S_j = j$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
+# $r = m - n$、ペア $j$ の積を $h_j = q^{(j)}\,\overline{k^{(j)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_j h_j\, e^{\mathrm{i}r\theta_j}\big]$ です。
+# 位相の部分和を $S_t = \sum_{l=0}^{t-1} e^{\mathrm{i}r\theta_l}$ とします。
+# $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$ なので、部分和分（図の下の「さらに詳しく」）により $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$ です。スコアは距離によらない因子と $\sum_t |S_t|$ の積で抑えられます。
+# 論文は平均 $\frac{1}{d/2}\sum_{t=1}^{d/2} |S_t|$ を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
+# $r = 0$ ではすべての位相が $1$ なので $S_t = t$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
 # $r$ が大きくなると速い位相があらゆる方向を向き、部分和は小さいままです。
 # 論文の図 2 の形を再現した左の図は、波打ちながら $r = 250$ で 6.548 まで下がります。
 #
@@ -840,7 +840,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # また、ランダムなスコアは平均としては減衰しません。
 # $q, k$ を $N(0, I)$ から取ると、$R_r$ は直交行列なので $R_r k$ も $N(0, I)$ に従い、$q^\top R_r\, k$ はどの距離でも平均 $0$、分散 $d$ です（右の図の青）。
 # 減衰が現れるのは $q$ と $k$ がペアごとにそろっている場合です。
-# $q = k = \mathbf{1}$ ならスコアは正弦波の内積 $PE(m) \cdot PE(n)$ の 2 倍、$2\sum_i \cos(r\theta_i)$ で、128 から下がります（オレンジ）。
+# $q = k = \mathbf{1}$ ならスコアは正弦波の内積 $PE(m) \cdot PE(n)$ の 2 倍、$2\sum_j \cos(r\theta_j)$ で、128 から下がります（オレンジ）。
 # 学習済みのモデルのスコアが減衰するかは、学習の結果しだいです。
 
 # %% tags=["figure"] alt={"en": ["Left: RoFormer's relative upper bound for d = 128 against the distance m − n up to 250, falling from 32.5 to about 6.5 with ripples. Right: actual scores; a random q, k oscillates around 0 without decaying, while q = k = 1 falls from 128 to about 40."], "ja": ["左は d = 128 での RoFormer の相対的な上界を距離 m − n（0〜250）に対して描いたもので、波打ちながら 32.5 から約 6.5 まで下がります。右は実際のスコアで、ランダムな q と k は減衰せずに 0 のまわりで振動し、q = k = 1 は 128 から約 40 まで下がります。"]}
@@ -848,8 +848,8 @@ d = 128
 theta_d = rope_frequencies(d).double()
 dist = torch.arange(251)
 phases = torch.exp(1j * dist[:, None].double() * theta_d)  # e^{i r theta_l}
-partial = torch.cumsum(phases, dim=-1)  # column j-1 holds S_j, j = 1..d/2
-relative_bound = partial.abs().mean(dim=-1)  # (1/(d/2)) sum_j |S_j|
+partial = torch.cumsum(phases, dim=-1)  # column t-1 holds S_t, t = 1..d/2
+relative_bound = partial.abs().mean(dim=-1)  # (1/(d/2)) sum_t |S_t|
 
 q, k = torch.randn(2, d, dtype=f64)
 k_0 = apply_rope(k, torch.tensor(0), layout="interleaved")  # the key at n = 0
@@ -868,7 +868,7 @@ print(
 fig, (ax_l, ax_r) = plt.subplots(1, 2, figsize=(6.4, 2.1))
 ax_l.plot(dist, relative_bound, color=INK)
 ax_l.set(
-    xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
+    xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{t} |S_t|$", title="$d = 128$"
 )
 ax_r.plot(dist, scores, lw=1, label=r"$q, k \sim \mathcal{N}(0, I)$")
 ax_r.plot(dist, ones_scores, lw=1.5, label=r"$q = k = \mathbf{1}$")
@@ -907,21 +907,21 @@ assert round(ones_scores[0].item()) == 128 and 39 < ones_scores[250] < 40
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: where the bound comes from.** Summation by parts (Abel's
-# transformation) with the partial sums $S_j$ gives
-# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad h_{d/2} = 0$$
-# because $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ with $S_0 = 0$. Taking absolute values,
-# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
-# The first factor does not depend on the distance; the second, averaged over $j$, is
+# transformation) with the partial sums $S_t$ gives
+# $$\sum_{j=0}^{d/2-1} h_j\,e^{\mathrm{i}r\theta_j} = \sum_{j=0}^{d/2-1} S_{j+1}\,(h_j - h_{j+1}), \qquad h_{d/2} = 0$$
+# because $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$ with $S_0 = 0$. Taking absolute values,
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$$
+# The first factor does not depend on the distance; the second, averaged over $t$, is
 # the relative upper bound.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：上界の導き方**
 #
-# 位相の部分和 $S_j$ を使って部分和分（アーベル変換）を行うと、次の式が得られます。
-# $$\sum_{i=0}^{d/2-1} h_i\,e^{\mathrm{i}r\theta_i} = \sum_{i=0}^{d/2-1} S_{i+1}\,(h_i - h_{i+1}), \qquad h_{d/2} = 0$$
-# $S_0 = 0$ として $e^{\mathrm{i}r\theta_i} = S_{i+1} - S_i$ だからです。絶対値を取ると次のようになります。
-# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_i |h_{i+1} - h_i|\Big) \sum_{j=1}^{d/2} |S_j|$$
-# 最初の因子は距離によらず、2 つ目の因子を $j$ について平均したものが相対的な上界です。
+# 位相の部分和 $S_t$ を使って部分和分（アーベル変換）を行うと、次の式が得られます。
+# $$\sum_{j=0}^{d/2-1} h_j\,e^{\mathrm{i}r\theta_j} = \sum_{j=0}^{d/2-1} S_{j+1}\,(h_j - h_{j+1}), \qquad h_{d/2} = 0$$
+# $S_0 = 0$ として $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$ だからです。絶対値を取ると次のようになります。
+# $$\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$$
+# 最初の因子は距離によらず、2 つ目の因子を $t$ について平均したものが相対的な上界です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: what a trained model does with the pairs.** Studying a trained
@@ -1018,7 +1018,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 #
 # The chapter [*RoPE as a memory-bound kernel*](12-efficient-rope.ipynb) counts the
 # bytes these forms move and times them on a CPU. The cells below rebuild Meta's: `apply_rotary_emb` views each
-# pair as one complex number and multiplies it by $e^{\mathrm{i}m\theta_i}$ from
+# pair as one complex number and multiplies it by $e^{\mathrm{i}m\theta_j}$ from
 # `torch.polar`, the derivation above, literally. Its tensors are laid out
 # `(batch, seq, heads, head_dim)`, so the positions have shape `(seq, 1)` to broadcast
 # over the heads. Hugging Face's Llama unsqueezes its cosines at dimension 1, which
@@ -1041,7 +1041,7 @@ assert_close(wrong[:, 1], apply_rope(x_sq[:, 1], ids_sq[1]))
 #
 # [「メモリ律速のカーネルとしての RoPE」](12-efficient-rope.ipynb)の章では、これらの実装が動かすバイト数を数え、CPU で時間を計ります。
 # 以下のセルでは Meta の実装を再現します。
-# Meta の `apply_rotary_emb` は、上の導出のとおり各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_i}$ を掛けます。
+# Meta の `apply_rotary_emb` は、上の導出のとおり各ペアを 1 つの複素数とみなし、`torch.polar` で作った $e^{\mathrm{i}m\theta_j}$ を掛けます。
 # テンソルの軸の並びは `(batch, seq, heads, head_dim)` なので、位置の形状は、ヘッドの軸に沿ってブロードキャストされるよう `(seq, 1)` とします。
 # Hugging Face の Llama は cos に `unsqueeze` で軸 1 を挿入します。`posenc` が位置を `position_ids[:, None, :]` で受け取るのはそのためです。
 # transformers がある環境では、セルは Hugging Face 自身の `LlamaRotaryEmbedding` と `apply_rotary_pos_emb` も実行します。
@@ -1233,7 +1233,7 @@ print(f"pi = {perm8.tolist()}, fixed points {fixed}", end="")
 
 # %% [markdown] lang="en" tags=["solution"]
 # **Solution 3.** A larger base lowers every frequency but $\theta_0 = 1$, so the phases
-# of the slower pairs stay close to each other for longer, their partial sums $S_j$ stay
+# of the slower pairs stay close to each other for longer, their partial sums $S_t$ stay
 # large, and the bound falls more slowly. With `base = 500000` the bound is above the
 # one for 10000 at 90% of the distances from 1 to 4000 (not at all of them: both curves
 # ripple), and from 1000 to 4000 it averages 7.8 against 5.0. The wavelength of the last
@@ -1243,7 +1243,7 @@ print(f"pi = {perm8.tolist()}, fixed points {fixed}", end="")
 
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 3.** 底を大きくすると、$\theta_0 = 1$ 以外のすべての周波数が下がります。
-# そのため遅いペアの位相が長い距離にわたってそろったままになり、部分和 $S_j$ が大きいままで、上界はゆっくりとしか下がりません。
+# そのため遅いペアの位相が長い距離にわたってそろったままになり、部分和 $S_t$ が大きいままで、上界はゆっくりとしか下がりません。
 # `base = 500000` の上界は、距離 1 から 4000 のうち 90% で底 10000 の上界を上回ります（両方の曲線が波打つので、すべての距離ではありません）。
 # 距離 1000 から 4000 での平均は、10000 の 5.0 に対して 7.8 です。
 # 最後のペアの波長 $2\pi \cdot b^{126/128}$ は、位置にして 54410 から約 256 万に伸びます。
@@ -1272,7 +1272,7 @@ fig, ax = plt.subplots(figsize=(6.4, 3.0))
 for base, curve in bounds.items():
     ax.plot(dist4k, curve, lw=1, label=f"$b = {base:.0f}$")
 ax.set(
-    xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{j} |S_j|$", title="$d = 128$"
+    xlabel="$m-n$", ylabel=r"$\frac{1}{d/2}\sum_{t} |S_t|$", title="$d = 128$"
 )
 ax.legend(loc="upper right")
 plt.show()

@@ -607,14 +607,14 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # a model makes sense of codes it never saw in training is measured in
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 #
-# | requirement | raw index $p$ | $p/L$ | one-hot | random per sequence | sinusoidal |
+# | requirement | sinusoidal | raw index $p$ | $p/L$ | one-hot | random per sequence |
 # |---|---|---|---|---|---|
-# | bounded | no | yes | yes | yes | yes |
-# | same meaning at every length | yes | no | yes | no | yes |
-# | unique | yes | yes | yes | yes (almost surely) | yes |
-# | similarity set by the offset $p-q$ | no | no | same ($1$) or not ($0$) only | no | yes |
-# | deterministic | yes | yes | yes | no | yes |
-# | beyond the training length | defined, unbounded | meaning shifts | no code | defined, meaningless | defined, bounded |
+# | bounded | yes | no | yes | yes | yes |
+# | same meaning at every length | yes | yes | no | yes | no |
+# | unique | yes | yes | yes | yes | yes (almost surely) |
+# | similarity set by the offset $p-q$ | yes | no | no | same ($1$) or not ($0$) only | no |
+# | deterministic | yes | yes | yes | yes | no |
+# | beyond the training length | defined, bounded | defined, unbounded | meaning shifts | no code | defined, meaningless |
 
 # %% [markdown] lang="ja"
 # **毎回同じ符号であること**。位置 $p$ には、どの系列、どのバッチ、どの呼び出しでも同じベクトルが付かなければなりません。
@@ -624,14 +624,14 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # CPU では `posenc` の表は `IndexError` を送出します（GPU では、コードのコメントにあるとおり、表の参照がデバイス側のアサーションで失敗します。ここでは実行していません）。
 # 正弦波はどの位置でも定義されていて、有界です。学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
 #
-# | 条件 | 位置の番号 $p$ | $p/L$ | one-hot ベクトル | 系列ごとのランダムな符号 | 正弦波 |
+# | 条件 | 正弦波 | 位置の番号 $p$ | $p/L$ | one-hot ベクトル | 系列ごとのランダムな符号 |
 # |---|---|---|---|---|---|
-# | 有界 | いいえ | はい | はい | はい | はい |
-# | どの長さでも同じ意味 | はい | いいえ | はい | いいえ | はい |
-# | 一意 | はい | はい | はい | はい（確率 1 で） | はい |
-# | 類似度が相対位置 $p-q$ で決まる | いいえ | いいえ | 同じ位置なら $1$、違えば $0$（それ以外の区別なし） | いいえ | はい |
-# | 毎回同じ符号 | はい | はい | はい | いいえ | はい |
-# | 学習時の長さを超えたとき | 定義されるが有界でない | 意味がずれる | 符号がない | 定義されるが意味がない | 定義され、有界 |
+# | 有界 | はい | いいえ | はい | はい | はい |
+# | どの長さでも同じ意味 | はい | はい | いいえ | はい | いいえ |
+# | 一意 | はい | はい | はい | はい | はい（確率 1 で） |
+# | 類似度が相対位置 $p-q$ で決まる | はい | いいえ | いいえ | 同じ位置なら $1$、違えば $0$（それ以外の区別なし） | いいえ |
+# | 毎回同じ符号 | はい | はい | はい | はい | いいえ |
+# | 学習時の長さを超えたとき | 定義され、有界 | 定義されるが有界でない | 意味がずれる | 符号がない | 定義されるが意味がない |
 
 # %% tags=["check"] summary={"en": "position 3 gets the paper's vector alone, in a sequence and through the module's offset; on the CPU 512-row tables raise an IndexError for row 512; the sinusoids stay bounded", "ja": "位置 3 には、単独でも、系列の中でも、モジュールのオフセット経由でも論文の式のベクトルが付きます。CPU では、512 行の表で行 512 を参照すると IndexError になります。正弦波は有界です"}
 from posenc import LearnedPositionalEmbedding, SinusoidalPositionalEncoding

@@ -557,10 +557,10 @@ gap = (paper - t2t).abs()  # [p, column]
 widest = 2047 * (omega - omega_t2t)  # the angle gaps at p = 2047
 print(
     f"lowest frequency, relative gap: {omega[-1] / omega_t2t[-1] - 1:.4f}\n"
-    f"largest entry difference: {gap.max():.4f}, "
-    f"above 1 from p = {int((gap.amax(-1) > 1).nonzero()[0])}\n"
-    f"widest angle gap at p = 2047: {widest.max():.2f} rad at i = "
-    f"{int(widest.argmax())}",
+    f"largest entry difference: {gap.max():.4f}\n"
+    f"  above 1 from p = {int((gap.amax(-1) > 1).nonzero()[0])}\n"
+    f"widest angle gap at p = 2047: {widest.max():.2f}\n"
+    f"  rad, at i = {int(widest.argmax())}",
     end="",
 )
 
@@ -689,7 +689,10 @@ assert torch.equal(out[padding], torch.zeros(int(padding.sum()), d))
 d, n, shift = 512, 256, padding_idx + 1
 omega_t2t = 10000.0 ** (-torch.arange(n, dtype=F64) / (n - 1))
 chord = torch.sqrt((4 * torch.sin(shift * omega_t2t / 2) ** 2).sum())
-print(f"d = 512: |PE(t+2) - PE(t)| = {chord:.2f}, |PE(t)| = {math.sqrt(n):.0f}")
+print(
+    f"d = 512\n  |PE(t+2) - PE(t)| = {chord:.2f}\n"
+    f"  |PE(t)| = {math.sqrt(n):.0f}"
+)
 
 
 # %% tags=["deeper", "check"] summary={"en": "real tokens are shifted by 2; P M_2 Pᵀ maps the concatenated table's PE(t) to PE(t + 2); the distance is 6.95 for every t", "ja": "実トークンは 2 ずれ、P M_2 Pᵀ が連結配置の表の PE(t) を PE(t + 2) に移し、距離はどの t でも 6.95 です"}
@@ -945,8 +948,10 @@ j = torch.arange(d, dtype=F64)
 lam_bug = 2 * math.pi * 10000.0 ** (2 * j / d)  # 2 pi / omega~_j
 lam_paper = 2 * math.pi * 10000.0 ** (2 * (j // 2) / d)
 print(
-    f"longest wavelength: paper {lam_paper.max():.0f}, bug {lam_bug[-1]:.3e}\n"
-    f"columns above 2048: paper {int((lam_paper > 2048).sum())}, "
+    f"longest wavelength\n"
+    f"  paper {lam_paper.max():.0f}, bug {lam_bug[-1]:.3e}\n"
+    f"columns above 2048\n"
+    f"  paper {int((lam_paper > 2048).sum())}, "
     f"bug {int((lam_bug > 2048).sum())}",
     end="",
 )
@@ -1015,9 +1020,10 @@ pair_sq_norm = bug[:, 0::2] ** 2 + bug[:, 1::2] ** 2  # [p, n]
 fit = torch.linalg.lstsq(bug, bug_k, driver="gelsd").solution  # best linear map
 err_bug = float((bug @ fit - bug_k).norm() / bug_k.norm())
 print(
-    f"squared pair norms: min {pair_sq_norm.min():.4f}, "
-    f"max {pair_sq_norm.max():.4f}\n"
-    f"best linear map PE(p) -> PE(p+3), relative error: bug {err_bug:.2f}",
+    f"squared pair norms\n"
+    f"  min {pair_sq_norm.min():.4f}, max {pair_sq_norm.max():.4f}\n"
+    f"best linear map PE(p) -> PE(p+3)\n"
+    f"  relative error, bug: {err_bug:.2f}",
     end="",
 )
 
@@ -1243,7 +1249,8 @@ assert 27 < shown.min() < 28 and 37 < shown.max() < 38
 good = sinusoidal(p[:2001], d, dtype=F64)
 assert_close((good * good).sum(-1), torch.full((2001,), 32.0).double())
 print(
-    f"d = 64, p < 100000: min {sq_norm.min():.1f}, max {sq_norm.max():.1f}, "
+    f"d = 64, p < 100000\n"
+    f"  min {sq_norm.min():.1f}, max {sq_norm.max():.1f}, "
     f"mean {sq_norm.mean():.1f}",
     end="",
 )
@@ -1303,9 +1310,11 @@ far = torch.tensor([0, 1000, 10**6, 2**24])
 table = sinusoidal(far, d, dtype=F64)
 assert (table.bfloat16().double() - table).abs().max() <= 2**-9
 print(
-    f"bfloat16 angles, d = 512: first error above 0.5 at p = {first}, "
-    f"pair {int(angle_err[first].argmax())}\n"
-    f"pair 0 (w_0 = 1): first error above 0.5 at p = {first_pair0}",
+    f"bfloat16 angles, d = 512\n"
+    f"  first error above 0.5: p = {first},\n"
+    f"  pair {int(angle_err[first].argmax())}\n"
+    f"pair 0 (w_0 = 1)\n"
+    f"  first error above 0.5: p = {first_pair0}",
     end="",
 )
 

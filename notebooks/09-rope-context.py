@@ -872,14 +872,16 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # list of factors by the perplexity on long documents,
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # Phi-3's 128K models ship two such lists, one for sequences up to $L$ and one
-# beyond, and a temperature like YaRN's; the notes below give the details.
+# beyond, and a temperature like YaRN's. The four notes below give the details, for
+# readers who load such a checkpoint; the rest of the chapter does not need them.
 
 # %% [markdown] lang="ja"
 # ## LongRoPE：周波数ごとに探索した係数
 #
 # LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ をそのペア固有の係数 $\kappa_i$ で割り、係数の列は、長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
-# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います（詳しくは下の「さらに詳しく」）。
+# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。
+# 詳しくは下の 4 つの「さらに詳しく」にまとめました。このようなチェックポイントを読み込む読者向けで、章の残りを読むのには必要ありません。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: LongRoPE's search, temperature and switch.** The paper

@@ -275,7 +275,8 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # position per token, it moves per element
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # The row serves the 40 heads of Llama 3 8B, so the table adds 0.1 byte: 8.1 bytes in
-# float32, 4.1 in bfloat16. vLLM and Liger Kernel divide the work the same way. A grid
+# float32, 4.1 in bfloat16. vLLM's CUDA kernel and Liger Kernel divide the work the same
+# way, as read in their code ([Where production systems fuse RoPE](#where-production-systems-fuse-rope)). A grid
 # over tokens gives thousands of programs in a prefill and one in the decode step of a
 # single sequence.
 
@@ -292,7 +293,7 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # Llama 3 8B では 1 行を 40 個のヘッドが使うので、表の分は 0.1 バイトだけです。
 # float32 で 8.1 バイト、bfloat16 で 4.1 バイトになります。
-# vLLM と Liger Kernel も同じ分け方です。
+# vLLM の CUDA カーネルと Liger Kernel も、コードを読む限り同じ分け方です（[「実際のシステムは RoPE をどこで融合しているか」](#実際のシステムは-rope-をどこで融合しているか)の節）。
 # トークン単位のグリッドでは、プログラムの数はプリフィルで数千、1 系列だけのデコードでは 1 ステップあたり 1 つです。
 
 # %% [markdown] lang="en" tags=["deeper"]

@@ -288,7 +288,7 @@ plt.show()
 #    But theirs improves up to about $2L$ (18.34) and is 1.37 times its $L$
 #    perplexity at $8L$, this one 1.24 times at $2L$, 3.9 at $8L$ and 5.5
 #    $[5.4, 5.7]$ at $16L$.
-# 5. **ALiBi is best at $L$: contradicted.** Theirs is (18.66, T5 18.80); here ALiBi
+# 5. **ALiBi is best at $L$: contradicted.** In their table ALiBi leads (18.66 against T5's 18.80); here ALiBi
 #    is the worst of the five encodings (NoPE aside) at $L$, 1.05 to 1.08 times each
 #    other's perplexity, 1.08 $[1.06, 1.10]$ times FIRE's, the best. Why, the record cannot tell (the first note
 #    below).
@@ -526,7 +526,8 @@ for ax in (left, right):
     ax.set(xlabel="$t$")
 right.set(xscale="log")
 left.set(ylabel=r"$\ell(t)$", ylim=(1, 4.6))
-left.legend(loc="upper left", ncols=2)
+handles, labels = left.get_legend_handles_labels()
+fig.legend(handles, labels, loc="outside lower center", ncols=6)
 plt.show()
 
 # %% [markdown] lang="en"

@@ -65,11 +65,11 @@ CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a l
         "end_last": '基本の順路はここまでです。<a href="{home}">章の一覧</a>にあるほかの章は、'
         "1 つの手法や 1 つの実装をさらに深く扱います。",
         "label": "基本の順路",
-        "aside_top": '<a href="{home}">基本の順路</a>から外れて、1 つのテーマを深く扱う章です。'
+        "aside_top": '<a href="{home}">基本の順路</a>には含まれない、1 つのテーマを深く扱う章です。'
         "先に読む章: {after}",
         "aside_end": "基本の順路に戻る: {next}",
-        "aside_end_last": '基本の順路の最後の章: {after}。<a href="{home}">章の一覧</a>に'
-        "ほかの章があります。",
+        "aside_end_last": '基本の順路は {after} で終わりです。ほかの章は<a href="{home}">章の一覧</a>'
+        "にあります。",
     },
 }
 WORDS_PER_MINUTE = 40  # study pace: derivations followed, figures read (a reader review

@@ -881,7 +881,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ をそのペア固有の係数 $\kappa_i$ で割り、係数の列は、長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。
-# 詳しくは下の 4 つの「さらに詳しく」にまとめました。このようなチェックポイントを読み込む読者向けで、章の残りを読むのには必要ありません。
+# 詳しくは下の 4 つの「さらに詳しく」にまとめました。こうしたチェックポイントを読み込む読者向けの内容で、章の残りを読むのに必要はありません。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: LongRoPE's search, temperature and switch.** The paper

@@ -1151,7 +1151,7 @@ def test_chapters_off_the_core_path_name_the_step_before_and_lead_back(tmp_path)
     found = chapters.read_registry(_chapters(tmp_path / "b", last))
     top, end = chapters.core_path_lines(found, "alpha", "ja")
     assert '先に読む章: <a href="../gamma/">② gamma の章</a>' in top
-    assert '基本の順路の最後の章: <a href="../gamma/">② gamma の章</a>。' in end
+    assert '基本の順路は <a href="../gamma/">② gamma の章</a> で終わりです。' in end
 
 
 def test_a_chapter_off_the_core_path_names_a_core_chapter_to_read_first(tmp_path):

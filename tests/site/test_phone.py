@@ -267,3 +267,44 @@ def test_small_tables_fit_a_phone(browser, served_site, lang, prefix):
     assert found["why-positions"][0]["over"] > 50, found["why-positions"]
     tables = [t for ts in found.values() for t in ts]
     assert min(t["narrowest"] for t in tables) >= 5, tables  # 4.5em and padding
+
+
+# Each printed output of the article laid out: whether it scrolls, its
+# overflow, its background (its own, or the page's where it has none) and
+# the scroll cue's cover colour (the first colour of its background image).
+_OUTPUTS = """() => [...document.querySelectorAll('article .jp-RenderedText pre')]
+  .filter(pre => pre.checkVisibility()).map(pre => {
+    const cs = getComputedStyle(pre);
+    let back = 'rgba(0, 0, 0, 0)';
+    for (let e = pre; e && back === 'rgba(0, 0, 0, 0)'; e = e.parentElement) {
+      back = getComputedStyle(e).backgroundColor;
+    }
+    return {over: pre.scrollWidth - pre.clientWidth, overflow: cs.overflowX, back,
+            cue: cs.backgroundImage, attachment: cs.backgroundAttachment,
+            text: pre.textContent.slice(0, 40)};
+  })"""
+
+
+@pytest.mark.parametrize("lang, prefix", LANGS)
+def test_printed_output_wider_than_a_phone_shows_the_scroll_cue(browser, served_site, lang, prefix):
+    """Chapter 02's printed outputs, in both schemes: an output wider than
+    the column scrolls in its box and shows code's shadow at the edge
+    (reader review: cut with no cue), its cover the colour of the box."""
+    found = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(**PHONE, color_scheme=scheme)
+        page = context.new_page()
+        page.goto(served_site.base_url + f"{prefix}sinusoids-in-the-wild/", wait_until="load")
+        page.add_style_tag(content="* { content-visibility: visible !important; }")
+        wide = [o for o in page.evaluate(_OUTPUTS) if o["over"] > 1]
+        shown = page.locator("article .jp-RenderedText pre", has_text="longest wavelength")
+        shown.scroll_into_view_if_needed()
+        shown.screenshot(path=str(SHOTS / f"phone-output-{scheme}-{lang}.png"))
+        context.close()
+        found[scheme] = wide
+        assert len(wide) >= 3, wide
+        for o in wide:
+            assert o["overflow"] == "auto" and o["attachment"] == "local, scroll", o
+            assert o["cue"].count("linear-gradient") == 2, o
+            assert o["cue"].startswith(f"linear-gradient(to left, {o['back']} 50%"), o
+    record(f"printed outputs wider than 390px ({lang})", {s: len(w) for s, w in found.items()})

@@ -192,7 +192,10 @@ def spec(lang: str) -> dict:
             "{b}": "format(base, ',')",
         },
     )
-    method_scale = {"domain": [names[m] for m in METHODS], "range": PALETTE}
+    method_scale = {
+        "domain": [names[m] for m in METHODS],
+        "range": [{"expr": "noScalingColor"}, *PALETTE],
+    }
     return {
         "description": t["description"],
         "title": {"text": {"expr": title}},
@@ -200,6 +203,7 @@ def spec(lang: str) -> dict:
         "height": 300,
         "autosize": {"type": "fit-x", "contains": "padding"},
         "params": [
+            NO_SCALING_COLOR,
             {
                 "name": "log2s",
                 "value": 2,
@@ -358,7 +362,7 @@ def spec(lang: str) -> dict:
                             "baseline": "bottom",
                             "dx": 4,
                             "dy": -2,
-                            "fontSize": 10,
+                            "fontSize": 11,
                             "x": 0,
                             "aria": False,
                         },
@@ -370,4 +374,14 @@ def spec(lang: str) -> dict:
     }
 
 
-PALETTE = ["#808080", "#3f88c5", "#d95f02", "#1b9e77", "#e7298a", "#7570b3"]
+# "No scaling" is the grey reference line, the methods take the site's
+# colours. #808080 read faint on the dark scheme (reader review): there the
+# grey is lighter, picked from the page's text colour (textColor, which
+# explorables.js sets and updates on a switch of scheme; its text is light
+# on the dark scheme). Both greys have at least 3:1 on their background.
+GREY = {"light": "#808080", "dark": "#b8b8b8"}
+NO_SCALING_COLOR = {
+    "name": "noScalingColor",
+    "expr": f"luminance(textColor) > 0.5 ? '{GREY['dark']}' : '{GREY['light']}'",
+}
+PALETTE = ["#3f88c5", "#d95f02", "#1b9e77", "#e7298a", "#7570b3"]

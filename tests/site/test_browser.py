@@ -396,13 +396,68 @@ def test_code_fits_the_column_at_1280px(browser, served_site):
     )
 
 
+# Every closed check summary of the page: whether its text runs past its box
+# (cut), the lines it shows, the clamp the browser draws an ellipsis with.
+# Every block drawn (the site skips those far from the screen), every fold
+# closed.
+_CHECK_SUMMARIES = """() => {
+  document.querySelectorAll('details[open]').forEach(d => d.open = false);
+  return [...document.querySelectorAll('article details.check > summary')].map(s => {
+    const cs = getComputedStyle(s);
+    const lines = (s.clientHeight - parseFloat(cs.paddingTop) - parseFloat(cs.paddingBottom))
+      / parseFloat(cs.lineHeight);
+    return {cut: s.scrollHeight > s.clientHeight + 1, lines: Math.round(lines),
+            clamp: cs.webkitLineClamp, text: s.textContent.trim().slice(0, 60)};
+  });
+}"""
+
+
+def test_check_summaries_read_whole_or_end_in_an_ellipsis(browser, served_site):
+    """A folded check says what it establishes (reader review: summaries cut
+    mid-claim at two lines). At 1280 px every closed summary reads whole; on
+    a phone a long one stops at four lines, where the browser draws an
+    ellipsis (line-clamp), and opened it reads whole."""
+    urls = ("efficient-rope/", "use-posenc/", "ja/efficient-rope/", "ja/use-posenc/")
+    found = {}
+    for width in (1280, 390):
+        context = browser.new_context(viewport={"width": width, "height": 900})
+        page = context.new_page()
+        for url in urls:
+            page.goto(served_site.base_url + url, wait_until="load")
+            page.add_style_tag(content="* { content-visibility: visible !important; }")
+            summaries = page.evaluate(_CHECK_SUMMARIES)
+            cut = [s for s in summaries if s["cut"]]
+            opened = page.evaluate(
+                """() => [...document.querySelectorAll('article details.check')].map(d => {
+                     d.open = true; const s = d.querySelector('summary');
+                     const whole = s.scrollHeight <= s.clientHeight + 1; d.open = false;
+                     return whole; })"""
+            )
+            found[f"{width}px {url}"] = {
+                "summaries": len(summaries),
+                "cut": len(cut),
+                "most lines": max(s["lines"] for s in summaries),
+            }
+            assert summaries and all(opened), (width, url)
+            if width == 1280:
+                assert cut == [], (url, cut)
+            else:
+                assert all(s["clamp"] == "4" and s["lines"] == 4 for s in cut), (url, cut)
+                assert all(s["lines"] <= 4 for s in summaries), (url, summaries)
+        context.close()
+    record("check summaries (closed)", found)
+    # the case for the phone's clamp: some summaries run past four lines there
+    assert sum(v["cut"] for k, v in found.items() if k.startswith("390px")) >= 4, found
+
+
 def test_wide_tables_get_a_tab_stop_on_a_phone(browser, served_site):
     """docs/javascripts/a11y.js gives a table's scrolling box a tab stop when
     it overflows; the box must not be a skipped block then (site.css), or it
-    measures as if nothing overflowed."""
+    measures as if nothing overflowed. (Chapter 17's tables of six columns
+    and chapter 11's of five overflow at 390 px; smaller ones fit.)"""
     page = browser.new_page(viewport={"width": 390, "height": 844})
     found = {}
-    for url in ("efficient-rope/", "length-generalisation/", "ja/length-generalisation/"):
+    for url in ("real-text/", "length-generalisation/", "ja/length-generalisation/"):
         page.goto(served_site.base_url + url, wait_until="load")
         found[url] = page.evaluate(
             """() => [...document.querySelectorAll('article .md-typeset__scrollwrap')]

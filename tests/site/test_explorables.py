@@ -398,6 +398,39 @@ def _scaling(method: str, factor: int, length: int, ratio: int):
     }[method]
 
 
+# The stroke of chapter 09's "no scaling" line, once the view has run, and
+# the page's background.
+_NO_SCALING_STROKE = """async () => {
+  const view = document.querySelector('figure.explorable').vegaView;
+  await view.runAsync();
+  let stroke = null;
+  const walk = mark => {
+    if (mark.name === 'wavelengths_marks') {
+      for (const item of mark.items) if (item.datum.method === 'none') stroke = item.stroke;
+    }
+    for (const item of mark.items || []) for (const child of item.items || []) walk(child);
+  };
+  walk(view.scenegraph().root);
+  return [stroke, getComputedStyle(document.body).backgroundColor];
+}"""
+
+
+def _contrast(a: str, b: str) -> float:
+    """WCAG contrast of two colours, "#rrggbb" or "rgb(r, g, b)"."""
+
+    def luminance(colour: str) -> float:
+        if colour.startswith("#"):
+            rgb = [int(colour[k : k + 2], 16) for k in (1, 3, 5)]
+        else:
+            rgb = [float(v) for v in re.findall(r"[\d.]+", colour)[:3]]
+        c = [v / 255 for v in rgb]
+        c = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in c]
+        return 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2]
+
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
 def test_rope_context_explorable_plots_posencs_frequencies(open_figure):
     """Every plotted frequency reads back as posenc.rope_frequencies's
     float32 number exactly, and its wavelength is 2 pi / theta within a
@@ -447,6 +480,15 @@ def test_rope_context_explorable_plots_posencs_frequencies(open_figure):
         assert rules == [length, factor * length]
         labels = sorted(r[0] for r in fig.items("lengths_layer_1_marks", ["label"]))
         assert labels == [f"L = {length:,}", f"sL = {factor * length:,}"]
+    # "no scaling" is grey, lighter on the dark scheme (reader review: faint
+    # there), and follows a switch; at least 3:1 on the page either way
+    grey = MODULES["09-rope-context"].GREY
+    for scheme, expected in (("default", grey["light"]), ("slate", grey["dark"])):
+        fig.page.wait_for_function("s => document.body.dataset.mdColorScheme === s", arg=scheme)
+        stroke, page_colour = fig.page.evaluate(_NO_SCALING_STROKE)
+        assert stroke == expected, (scheme, stroke)
+        assert _contrast(stroke, page_colour) >= 3, (scheme, stroke, page_colour)
+        fig.page.locator("form[data-palette] label:not([hidden])").click()
     assert _serious(fig.check_accessibility_and_schemes("rope-context")) == {
         "default": [],
         "slate": [],

@@ -50,7 +50,8 @@
 # **Going deeper: the GPU terms this chapter uses.**
 #
 # - *HBM* is the GPU's main memory (4.8 TB/s on an H200); *L2* is the cache all its
-#   processors share (50 MiB), several times faster.
+#   processors share (50 MiB on the H100 SXM; the H200's datasheet gives no size),
+#   several times faster.
 # - An *SM* (streaming multiprocessor) is one of the GPU's 132 processors. A Triton
 #   *program* runs on one SM as a few *warps*, groups of 32 threads that execute
 #   together; `num_warps` sets how many.
@@ -69,7 +70,7 @@
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：この章で使う GPU の用語**
 #
-# - *HBM* は GPU のメインメモリ（H200 では毎秒 4.8 TB）、*L2* はすべてのプロセッサが共有するキャッシュ（50 MiB）で、HBM の数倍速く読み書きできます。
+# - *HBM* は GPU のメインメモリ（H200 では毎秒 4.8 TB）、*L2* はすべてのプロセッサが共有するキャッシュで、HBM の数倍速く読み書きできます。容量は H100 SXM で 50 MiB です（H200 のデータシートには記載がありません）。
 # - *SM*（ストリーミングマルチプロセッサ）は GPU のプロセッサで、H200 には 132 個あります。Triton の*プログラム*は 1 つの SM の上で、いくつかの*ワープ*（同じ命令を同時に実行する 32 スレッドの組）として動きます。ワープの数は `num_warps` で決めます。
 # - *レジスタ*はスレッドごとの記憶領域です。プログラムが多く使うほど、1 つの SM に同時に載るプログラムは減り（*占有率*が下がり）、転送中の読み込みも減ります。
 # - *PTX* は NVIDIA の仮想命令セット、*SASS* は GPU が実行する機械語です。ハードウェアは SASS に並んだ順に読み込みを発行します。

@@ -302,7 +302,10 @@ def test_printed_output_wider_than_a_phone_shows_the_scroll_cue(browser, served_
         shown.screenshot(path=str(SHOTS / f"phone-output-{scheme}-{lang}.png"))
         context.close()
         found[scheme] = wide
-        assert len(wide) >= 3, wide
+        # the tensors of labml and AllenNLP, and the permutation, stay wider
+        # than a phone (the lines with a quoted number are cut to fit)
+        assert len(wide) >= 2, wide
+        assert not [o for o in wide if "wavelength" in o["text"]], wide
         for o in wide:
             assert o["overflow"] == "auto" and o["attachment"] == "local, scroll", o
             assert o["cue"].count("linear-gradient") == 2, o

@@ -53,7 +53,8 @@ CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a l
         "end_last": 'This is the end of the core path. The other chapters in the <a href="{home}">'
         "chapter list</a> go deeper into one family or one implementation.",
         "label": "Core path",
-        "aside_top": 'Off the <a href="{home}">core path</a>, for depth: read it after {after}.',
+        "footer": {"Previous": "Previous in the list", "Next": "Next in the list"},
+        "aside_top": 'Off the <a href="{home}">core path</a>, for depth: read it after {after}',
         "aside_end": "Back on the core path: {next}",
         "aside_end_last": 'The core path ends with {after}; the <a href="{home}">chapter list</a> '
         "has the other chapters.",
@@ -65,6 +66,7 @@ CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a l
         "end_last": '基本の順路はここまでです。<a href="{home}">章の一覧</a>にあるほかの章は、'
         "1 つの手法や 1 つの実装をさらに深く扱います。",
         "label": "基本の順路",
+        "footer": {"前": "一覧の前の章", "次": "一覧の次の章"},
         "aside_top": '<a href="{home}">基本の順路</a>には含まれない、1 つのテーマを深く扱う章です。'
         "先に読む章: {after}",
         "aside_end": "基本の順路に戻る: {next}",
@@ -350,7 +352,20 @@ def on_page_content(content, page, config, files):
     return content[:cut] + top + content[cut:] + end
 
 
+_FOOTER_DIRECTION = re.compile(r'(<span class="md-footer__direction">\s*)([^<\s]+)(\s*</span>)')
+
+
+def name_footer_links(output: str, lang: str) -> str:
+    """The footer's Previous and Next of a chapter renamed "... in the list":
+    they follow the chapter list, and the core-path line may name another
+    next step (a reader found two different "Next" at a page's end)."""
+    names = CORE_PATH_TEXT[lang]["footer"]
+    return _FOOTER_DIRECTION.sub(lambda m: m[1] + names.get(m[2], m[2]) + m[3], output)
+
+
 def on_post_page(output, page, config):
+    if page.file.src_uri.endswith(".ipynb"):
+        output = name_footer_links(output, config.theme["language"])
     return mark_core_path_in_nav(output, page.url, _chapters)
 
 

@@ -1141,7 +1141,7 @@ def test_chapters_off_the_core_path_name_the_step_before_and_lead_back(tmp_path)
     top, end = chapters.core_path_lines(found, "alpha", "en")  # after beta, step 1
     assert top.endswith(
         '<p>Off the <a href="../">core path</a>, for depth: read it after '
-        '<a href="../beta/">① The beta chapter</a>.</p></nav>'
+        '<a href="../beta/">① The beta chapter</a></p></nav>'
     )
     assert end.endswith(
         '<p>Back on the core path: <a href="../gamma/">② The gamma chapter</a> →</p></nav>'
@@ -1152,6 +1152,19 @@ def test_chapters_off_the_core_path_name_the_step_before_and_lead_back(tmp_path)
     top, end = chapters.core_path_lines(found, "alpha", "ja")
     assert '先に読む章: <a href="../gamma/">② gamma の章</a>' in top
     assert '基本の順路は <a href="../gamma/">② gamma の章</a> で終わりです。' in end
+
+
+def test_a_chapters_footer_says_its_links_follow_the_list():
+    def footer(direction):
+        return f'<span class="md-footer__direction">\n    {direction}\n  </span>'
+
+    html = footer("Previous") + footer("Next")
+    assert chapters.name_footer_links(html, "en") == footer("Previous in the list") + footer(
+        "Next in the list"
+    )
+    assert chapters.name_footer_links(footer("前") + footer("次"), "ja") == footer(
+        "一覧の前の章"
+    ) + footer("一覧の次の章")
 
 
 def test_a_chapter_off_the_core_path_names_a_core_chapter_to_read_first(tmp_path):

@@ -607,12 +607,12 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # a model makes sense of codes it never saw in training is measured in
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 #
-# | requirement | sinusoidal | raw index $p$ | $p/L$ | one-hot | random per sequence |
+# | requirement | sinusoidal | index $p$ | $p/L$ | one-hot | random |
 # |---|---|---|---|---|---|
 # | bounded | yes | no | yes | yes | yes |
 # | same meaning at every length | yes | yes | no | yes | no |
 # | unique | yes | yes | yes | yes | yes (almost surely) |
-# | similarity set by the offset $p-q$ | yes | no | no | same ($1$) or not ($0$) only | no |
+# | similarity set by the offset $p-q$ | yes | no | no | only $1$ (same) or $0$ | no |
 # | deterministic | yes | yes | yes | yes | no |
 # | beyond the training length | defined, bounded | defined, unbounded | meaning shifts | no code | defined, meaningless |
 
@@ -624,12 +624,12 @@ assert raw[2] > raw[1] > raw[0]  # pq: farther looks more similar
 # CPU では `posenc` の表は `IndexError` を送出します（GPU では、コードのコメントにあるとおり、表の参照がデバイス側のアサーションで失敗します。ここでは実行していません）。
 # 正弦波はどの位置でも定義されていて、有界です。学習で見たことのない符号をモデルがうまく扱えるかどうかは、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で測ります。
 #
-# | 条件 | 正弦波 | 位置の番号 $p$ | $p/L$ | one-hot ベクトル | 系列ごとのランダムな符号 |
+# | 条件 | 正弦波 | 番号 $p$ | $p/L$ | one-hot | ランダム |
 # |---|---|---|---|---|---|
 # | 有界 | はい | いいえ | はい | はい | はい |
 # | どの長さでも同じ意味 | はい | はい | いいえ | はい | いいえ |
 # | 一意 | はい | はい | はい | はい | はい（確率 1 で） |
-# | 類似度が相対位置 $p-q$ で決まる | はい | いいえ | いいえ | 同じ位置なら $1$、違えば $0$（それ以外の区別なし） | いいえ |
+# | 類似度が相対位置 $p-q$ で決まる | はい | いいえ | いいえ | 同じなら $1$、違えば $0$ だけ | いいえ |
 # | 毎回同じ符号 | はい | はい | はい | はい | いいえ |
 # | 学習時の長さを超えたとき | 定義され、有界 | 定義されるが有界でない | 意味がずれる | 符号がない | 定義されるが意味がない |
 
@@ -741,7 +741,8 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 #   $-m_h\,\lvert i - j\rvert$, is one; ALiBi itself is causal,
 #   $-m_h\,(i - j)$ for $j \le i$);
 # - **a rotation of $q$ and $k$**: $(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$, again
-#   relative.
+#   relative (derived in [*Rotary position embedding (RoPE)*](08-rope.ipynb); the cell
+#   below checks it).
 #
 # A relative scheme ignores a common shift of all positions; the absolute code
 # does not. The figure measures, over 200 random orders $P$ of eight tokens, how far
@@ -762,7 +763,7 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 #   $B_{ij}$ は学習可能か固定で、位置には相対位置 $j - i$ を通してだけ依存します。
 #   ALiBi のバイアスを左右対称にした $-m_h\,\lvert i - j\rvert$ がその例です
 #   （ALiBi そのものは因果的で、$j \le i$ に対する $-m_h\,(i - j)$ です）。
-# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します。
+# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します（導出は[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章、確認は下のセル）。
 #
 # 相対位置を使う方法では、すべての位置を同じだけずらしても出力は変わりません。絶対位置の符号では変わります。
 # 図は、8 個のトークンをランダムに並べ替えた 200 通りの $P$ について、出力 $f$ が単なる並べ替えからどれだけ離れるかを、$\lVert f(PX) - P f(X)\rVert / \lVert f(X)\rVert$ の平均で測ったものです。

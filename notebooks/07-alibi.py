@@ -404,6 +404,9 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # every key the mask keeps, and the future keys, where the two differ, are replaced
 # by $-\infty$ in both. The constant must be the same across a row: a bias that varies
 # differently with $j$, such as $-m_h\, j$ (a flipped sign), changes the attention.
+# The forms are equal in exact arithmetic, not once rounded: in bfloat16 or float16
+# only the forms that are zero at the query itself (the paper's and the symmetric one)
+# keep the nearby keys, which carry the weight, exact (the first note below).
 #
 # The figure shows three of the forms for head 1 ($m_1 = 1/2$) and $T = 8$, future
 # keys included; the staircase marks the causal mask, which removes everything above
@@ -428,6 +431,7 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # これはコミュニティで広まった使い方（x-transformers、因果的でないときの MPT、MosaicBERT）で、論文は因果的な言語モデルでしか評価していません。
 # 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すキーではすべて因果的なバイアスと一致し、両者が異なる未来のキーはどちらも $-\infty$ に置き換えられます。
 # ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
+# これらの形が等しいのは厳密な計算でのことで、丸めると等しくなくなります。bfloat16 や float16 では、クエリ自身の位置で 0 になる形（論文の形と対称な形）だけが、重みの大部分を受け持つ近くのキーのバイアスを正確に保ちます（下の最初の「さらに詳しく」）。
 #
 # 図はヘッド 1（$m_1 = 1/2$）、$T = 8$ の 3 つの形を、未来のキーも含めて描いたものです。階段状の線は因果マスクで、その上側はすべて取り除かれます。
 # 論文のバイアスは対角線に沿って、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
@@ -850,7 +854,8 @@ if build_alibi_tensor is not None:
 #   happens to do no harm, a misplaced mask or symmetric bias does.
 # - The bias has no maximum length, and far keys get little weight; by the paper's
 #   own analysis, its gains past the training length come mostly from easing the
-#   early token curse.
+#   [early token curse](../docs/glossary.md#early-token-curse) (the first tokens of
+#   each window have little context).
 
 # %% [markdown] lang="ja"
 # ## まとめ
@@ -863,7 +868,7 @@ if build_alibi_tensor is not None:
 # - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションになります（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
 #   bfloat16 や float16 で近くのキーのバイアスを正確に保てるのは、クエリ自身の位置で 0 になる形（論文の形と対称な形）だけです。
 # - KV キャッシュではクエリをキーの末尾に合わせます。因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
-# - バイアスには最大長がなく、遠いキーにはほとんど重みがかかりません。論文自身の分析によれば、学習時の長さを超えたときの改善は、主に先頭トークンの呪いが和らぐことによるものです。
+# - バイアスには最大長がなく、遠いキーにはほとんど重みがかかりません。論文自身の分析によれば、学習時の長さを超えたときの改善は、主に[先頭トークンの呪い](../docs/glossary.ja.md#early-token-curse)（各窓の先頭のトークンは文脈が少ないこと）が和らぐことによるものです。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -568,7 +568,8 @@ plt.show()
 # $\ln s$. Fresh tokens do much the same: attention spreads thinner.
 # Multiplying the logits $z_j$ by $a$ works against it. With
 # $p_j \propto e^{a z_j}$, $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$, and
-# differentiating both terms gives
+# differentiating both terms, with $\frac{d}{da}\mathbb{E}_p[z] = \mathrm{Var}_p(z)$
+# (the derivative of $\ln \sum_j e^{a z_j}$ is $\mathbb{E}_p[z]$), gives
 # $$\frac{dH}{da} = -a \mathrm{Var}_p(z)$$
 # A factor $a > 1$ lowers the entropy, and to first order it cancels the gain
 # of $\ln s$ when $a - 1 = \ln s / \mathrm{Var}_p(z)$: the factor must grow
@@ -598,7 +599,7 @@ plt.show()
 # かりに長い入力が学習時の入力を $s$ 回繰り返したものなら、アテンションの重み $p_j$ はどれも $s$ で割られ、エントロピー $H = -\sum_j p_j \ln p_j$（クエリが実質的に見ているキーの数の対数）はちょうど $\ln s$ 増えます。
 # 繰り返しではなく新しいトークンが続く場合も、ほぼ同じようにアテンションは薄く広がります。
 # スコア $z_j$ に掛ける倍率 $a$ は、この広がりを打ち消す向きに働きます。
-# $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ で、両方の項を微分すると次が得られます。
+# $p_j \propto e^{a z_j}$ とすると $H = \ln \sum_j e^{a z_j} - a\,\mathbb{E}_p[z]$ です。$\ln \sum_j e^{a z_j}$ の微分は $\mathbb{E}_p[z]$、$\frac{d}{da}\mathbb{E}_p[z] = \mathrm{Var}_p(z)$ なので、両方の項を微分すると次が得られます。
 # $$\frac{dH}{da} = -a \mathrm{Var}_p(z)$$
 # $a > 1$ の倍率はエントロピーを下げ、1 次の近似では $a - 1 = \ln s / \mathrm{Var}_p(z)$ のとき $\ln s$ の増加を打ち消します。
 # つまり倍率は 1 に $\ln s$ の定数倍を足した形で大きくなる必要があり、その定数（傾き）はスコアの広がりで決まります。
@@ -654,7 +655,7 @@ ax.legend(loc="upper left")
 plt.show()
 
 
-# %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dH/da = -a Var_p(z); for logits of standard deviation 2 YaRN's factor keeps the entropy within 0.15 nats up to s = 8, for 1 and 3 it does not; the factor is Hugging Face's and scales logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dH/da = -a Var_p(z) です。標準偏差 2 のスコアでは YaRN の倍率がエントロピーを s = 8 まで 0.15 nat 以内に保ちますが、標準偏差 1 と 3 では保ちません。倍率は Hugging Face の値と一致し、スコアを 1/t 倍にします"}
+# %% tags=["check"] summary={"en": "repeating the input s times adds ln s to the entropy; dE_p[z]/da = Var_p(z) and dH/da = -a Var_p(z); for logits of standard deviation 2 YaRN's factor keeps the entropy within 0.15 nats up to s = 8, for 1 and 3 it does not; the factor is Hugging Face's and scales logits by 1/t", "ja": "入力を s 回繰り返すとエントロピーは ln s 増え、dE_p[z]/da = Var_p(z)、dH/da = -a Var_p(z) です。標準偏差 2 のスコアでは YaRN の倍率がエントロピーを s = 8 まで 0.15 nat 以内に保ちますが、標準偏差 1 と 3 では保ちません。倍率は Hugging Face の値と一致し、スコアを 1/t 倍にします"}
 def rotate_half(x, positions, theta):
     """Plain RoPE, half layout (pair j with j + d/2), given frequencies."""
     angle = positions.double()[..., None] * theta  # (..., d/2)
@@ -676,6 +677,8 @@ for a in (1.0, 1.3):  # dH/da, by a central difference and by the formula
     var = (p * z**2).sum() - (p * z).sum() ** 2
     slope = (entropy((a + 1e-5) * z) - entropy((a - 1e-5) * z)) / 2e-5
     assert math.isclose(slope, -a * var, rel_tol=1e-5)
+    mean_z = [((b * z).softmax(-1) * z).sum() for b in (a + 1e-5, a - 1e-5)]
+    assert math.isclose((mean_z[0] - mean_z[1]) / 2e-5, var, rel_tol=1e-5)
 for e, h_plain, h_yarn in zip(extension, plain_H, yarn_H, strict=True):
     assert abs(h_plain - plain_H[0] - math.log(e)) < 0.1
     if e <= 8:
@@ -782,9 +785,10 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 extends Llama 3's context from $L = 8192$ to 131072 positions with
 # factor $s = 8$, `low_freq_factor` $\alpha = 1$, `high_freq_factor`
-# $\beta = 4$ and base $5 \cdot 10^5$ (`rope_type="llama3"`); $s$ is half the
-# 16-fold extension because Llama 3.1 continued pre-training on long sequences
-# with these frequencies, so the longer arcs were trained too. Pairs with a
+# $\beta = 4$ and base $5 \cdot 10^5$ (`rope_type="llama3"`). $s$ is half the
+# 16-fold extension. The paper does not say why; it does say that the model was then
+# pre-trained further on sequences of up to 128K tokens (Llama Team 2024, §3.4.2),
+# so the angles beyond $sL$ were trained too. Pairs with a
 # wavelength shorter than $L/\beta$ keep their frequency, pairs with one
 # longer than $L/\alpha$ are divided by $s$, and in between
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
@@ -800,7 +804,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
-# $s$ が伸び率 16 の半分なのは、Llama 3.1 がスケーリング後のこの周波数を使って長い系列で継続事前学習し、長くなった弧も学習しているためです。
+# $s$ は伸び率 16 の半分です。論文はその理由を述べていませんが、その後 128K トークンまでの系列で事前学習を続けたことは書いています（Llama Team 2024、§3.4.2）。そのため、$sL$ より先の角度も学習されています。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間の帯では、次の式で両者を混ぜます。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。
@@ -872,7 +876,9 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # list of factors by the perplexity on long documents,
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
 # Phi-3's 128K models ship two such lists, one for sequences up to $L$ and one
-# beyond, and a temperature like YaRN's. The four notes below give the details, for
+# beyond, and a temperature like YaRN's: the logits grow by $1 + \ln s / \ln L$. In
+# Phi-3.5-mini the long list divides the slow pairs by about $2s$, so they reach only
+# half of their trained arc. The four notes below give the details, for
 # readers who load such a checkpoint; the rest of the chapter does not need them.
 
 # %% [markdown] lang="ja"
@@ -880,7 +886,8 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 #
 # LongRoPE（Ding ら 2024）は、式の代わりに探索を使います。ペア $i$ をそのペア固有の係数 $\kappa_i$ で割り、係数の列は、長い文書でのパープレキシティを基準に進化的アルゴリズムで選びます。
 # $$\theta'_i = \frac{\theta_i}{\kappa_i}$$
-# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。
+# Phi-3 の 128K 版は、長さ $L$ 以下の系列に使う列とそれより長い系列に使う列の 2 つを持ち、YaRN に似た温度も使います。スコアは $1 + \ln s / \ln L$ 倍になります。
+# Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、遅いペアは学習した弧の半分ほどにしか達しません。
 # 詳しくは下の 4 つの「さらに詳しく」にまとめました。こうしたチェックポイントを読み込む読者向けの内容で、章の残りを読むのに必要はありません。
 
 # %% [markdown] lang="en" tags=["deeper"]

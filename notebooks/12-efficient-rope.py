@@ -1236,7 +1236,8 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - A decode step costs latency: two dependent round trips (three in this build's
 #   bfloat16), and
 #   the host's launches.
-#   Capture the step in a CUDA graph or compile it first (`check_positions=False`);
+#   Capture the step in a CUDA graph or compile it first (with `check_positions=False`,
+#   as the default check reads the positions back to the host);
 #   PDL hides part of the rest; folding RoPE into a neighbouring kernel removes it.
 # - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
 
@@ -1247,7 +1248,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
 # - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（カーネルは `check_positions=False` で呼びます）。残りの一部は PDL で隠せます。なくすには、RoPE を前後のカーネルに組み込みます。
+# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（既定の範囲チェックは位置をホストに読み戻すので、カーネルは `check_positions=False` で呼びます）。残りの一部は PDL で隠せます。なくすには、RoPE を前後のカーネルに組み込みます。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"

@@ -32,7 +32,7 @@
 # 生成を確かめたあと、このデコーダをコピー課題で実際に学習させ、位置エンコーディングがあれば位置に依存する課題を学習できることを見ます。
 # 続いて、実際の学習で位置エンコーディングに求められることを順に見ます。1 行に詰め込んだ文書（パッキング）、meta デバイスでの構築、Hugging Face の設定、分散データ並列です。
 
-# %%
+# %% tags=["setup"]
 import math
 import warnings
 
@@ -57,7 +57,7 @@ from posenc import (
     attention_mask,
     attention_mask_mod,
 )
-from posenc_lab.plotting import INK, use_site_style
+from posenc_lab.plotting import INK, use_site_style  # the figures only
 
 use_site_style()
 _ = torch.manual_seed(0)

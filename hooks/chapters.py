@@ -66,7 +66,7 @@ CORE_PATH_TEXT = {  # {home}: the chapter list; {n}, {of}: the step; {next}: a l
         "end_last": '基本の順路はここまでです。<a href="{home}">章の一覧</a>にあるほかの章は、'
         "1 つの手法や 1 つの実装をさらに深く扱います。",
         "label": "基本の順路",
-        "footer": {"前": "一覧の前の章", "次": "一覧の次の章"},
+        "footer": {"前": "一覧で前の章", "次": "一覧で次の章"},
         "aside_top": '<a href="{home}">基本の順路</a>には含まれない、1 つのテーマを深く扱う章です。'
         "先に読む章: {after}",
         "aside_end": "基本の順路に戻る: {next}",

@@ -1163,8 +1163,8 @@ def test_a_chapters_footer_says_its_links_follow_the_list():
         "Next in the list"
     )
     assert chapters.name_footer_links(footer("前") + footer("次"), "ja") == footer(
-        "一覧の前の章"
-    ) + footer("一覧の次の章")
+        "一覧で前の章"
+    ) + footer("一覧で次の章")
 
 
 def test_a_chapter_off_the_core_path_names_a_core_chapter_to_read_first(tmp_path):

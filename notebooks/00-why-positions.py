@@ -741,8 +741,8 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 #   $-m_h\,\lvert i - j\rvert$, is one; ALiBi itself is causal,
 #   $-m_h\,(i - j)$ for $j \le i$);
 # - **a rotation of $q$ and $k$**: $(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$, again
-#   relative (derived in [*Rotary position embedding (RoPE)*](08-rope.ipynb); the cell
-#   below checks it).
+#   relative (derived in [*Rotary position embedding (RoPE)*](08-rope.ipynb), checked
+#   after the figure below).
 #
 # A relative scheme ignores a common shift of all positions; the absolute code
 # does not. The figure measures, over 200 random orders $P$ of eight tokens, how far
@@ -763,7 +763,7 @@ assert not torch.allclose(pos_mbd.mean(0), pos_dbm.mean(0), atol=1e-3)
 #   $B_{ij}$ は学習可能か固定で、位置には相対位置 $j - i$ を通してだけ依存します。
 #   ALiBi のバイアスを左右対称にした $-m_h\,\lvert i - j\rvert$ がその例です
 #   （ALiBi そのものは因果的で、$j \le i$ に対する $-m_h\,(i - j)$ です）。
-# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で導出します。下のセルで確かめます）。
+# - **$q$ と $k$ を回転する**：$(R_i q_i)^\top (R_j k_j) = q_i^\top R_{j-i} k_j$ で、これも相対位置だけに依存します（[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章で導出します。下の図のあとで確かめます）。
 #
 # 相対位置を使う方法では、すべての位置を同じだけずらしても出力は変わりません。絶対位置の符号では変わります。
 # 図は、8 個のトークンをランダムに並べ替えた 200 通りの $P$ について、出力 $f$ が単なる並べ替えからどれだけ離れるかを、$\lVert f(PX) - P f(X)\rVert / \lVert f(X)\rVert$ の平均で測ったものです。
@@ -815,7 +815,7 @@ ax.set_ylabel(r"$\|f(PX) - P f(X)\| \,/\, \|f(X)\|$")
 ax.grid(axis="x", visible=False)
 plt.show()
 
-# %% tags=["check"] summary={"en": "the bias is −|i − j|/2; shifting all positions by 100 leaves the bias and rotation outputs unchanged, not the sinusoidal input's; only S is at 0; the alt text's values are the computed ones", "ja": "バイアスは −|i − j|/2 です。すべての位置を 100 ずらしても、バイアスと回転の出力は変わらず、正弦波を足した入力の出力は変わります。0 になるのは S だけで、代替テキストの値は計算どおりです"}
+# %% tags=["check"] summary={"en": "the bias is −|i − j|/2; shifting all positions by 100 leaves the bias and rotation outputs unchanged, not the sinusoidal input's; (R_i q)^T (R_j k) = q^T R_{j−i} k; only S is at 0; the alt text's values are the computed ones", "ja": "バイアスは −|i − j|/2 です。すべての位置を 100 ずらしても、バイアスと回転の出力は変わらず、正弦波を足した入力の出力は変わります。(R_i q)^T (R_j k) = q^T R_{j−i} k が成り立ちます。0 になるのは S だけで、代替テキストの値は計算どおりです"}
 from posenc import alibi_bias
 
 assert slope == 0.5

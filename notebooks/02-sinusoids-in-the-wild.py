@@ -559,8 +559,8 @@ print(
     f"lowest frequency, relative gap: {omega[-1] / omega_t2t[-1] - 1:.4f}\n"
     f"largest entry difference: {gap.max():.4f}\n"
     f"  above 1 from p = {int((gap.amax(-1) > 1).nonzero()[0])}\n"
-    f"widest angle gap at p = 2047: {widest.max():.2f}\n"
-    f"  rad, at i = {int(widest.argmax())}",
+    f"widest angle gap at p = 2047\n"
+    f"  {widest.max():.2f} rad, at i = {int(widest.argmax())}",
     end="",
 )
 

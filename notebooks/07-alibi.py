@@ -404,9 +404,12 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # every key the mask keeps, and the future keys, where the two differ, are replaced
 # by $-\infty$ in both. The constant must be the same across a row: a bias that varies
 # differently with $j$, such as $-m_h\, j$ (a flipped sign), changes the attention.
-# The forms are equal in exact arithmetic, not once rounded: in bfloat16 or float16
-# only the forms that are zero at the query itself (the paper's and the symmetric one)
-# keep the nearby keys, which carry the weight, exact (the first note below).
+# The forms are equal in exact arithmetic, not once rounded. A form that grows with
+# the position ($m_h\, j$, labml's) gives neighbouring keys the same bias from
+# $j = 256$ on in bfloat16 and $j = 2048$ in float16 (with power-of-two slopes); the forms
+# that are zero at the query itself (the paper's and the symmetric one) keep the nearby
+# keys, which carry the weight, close to $0$, where rounding is fine (the first note
+# below).
 #
 # The figure shows three of the forms for head 1 ($m_1 = 1/2$) and $T = 8$, future
 # keys included; the staircase marks the causal mask, which removes everything above
@@ -431,7 +434,9 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # これはコミュニティで広まった使い方（x-transformers、因果的でないときの MPT、MosaicBERT）で、論文は因果的な言語モデルでしか評価していません。
 # 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すキーではすべて因果的なバイアスと一致し、両者が異なる未来のキーはどちらも $-\infty$ に置き換えられます。
 # ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
-# これらの形は、厳密な計算では等しくても、丸めると等しくなりません。bfloat16 や float16 では、クエリ自身の位置で 0 になる形（論文の形と対称な形）だけが、重みの大部分を受け持つ近くのキーのバイアスを正確に保ちます（下の最初の「さらに詳しく」）。
+# これらの形は、厳密な計算では等しくても、丸めると等しくなりません。
+# 位置とともに大きくなる形（$m_h\, j$ や labml の形）では、位置が大きくなると隣り合うキーに同じバイアスが付きます。傾きが 2 のべき乗なら、bfloat16 では $j = 256$ から、float16 では $j = 2048$ からです。
+# クエリ自身の位置で 0 になる形（論文の形と対称な形）では、重みの大部分を受け持つ近くのキーのバイアスが $0$ の近くにとどまるので、丸めても問題ありません（下の最初の「さらに詳しく」）。
 #
 # 図はヘッド 1（$m_1 = 1/2$）、$T = 8$ の 3 つの形を、未来のキーも含めて描いたものです。階段状の線は因果マスクで、その上側はすべて取り除かれます。
 # 論文のバイアスは対角線に沿って、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
@@ -561,6 +566,9 @@ first16 = [int(row.nonzero()[0]) for row in same16]
 assert first16 == [2048] * 8
 exact16 = alibi_slopes(8, dtype=f64)[:, None] * j16[:2048]
 assert (bias16[:, :2048].double() == exact16).all()  # exact up to 2047
+bias_bf = (alibi_slopes(8)[:, None] * j16).bfloat16()  # 8 significant bits
+same_bf = bias_bf[:, 1:] == bias_bf[:, :-1]
+assert [int(row.nonzero()[0]) for row in same_bf] == [256] * 8
 print(f"float16 bias m j: equal neighbours from j = {first16[0]}", end="")
 
 # %% [markdown] lang="en"
@@ -848,8 +856,9 @@ if build_alibi_tensor is not None:
 #   ($1/(e^{m_h} - 1)$ exactly, on a long row).
 # - Any bias that differs from $-m_h\,(i - j)$ by a constant per row gives the same
 #   attention ($m_h\, j$, $m_h\,(j + 1)$, and under the causal mask $-m_h\,|i - j|$);
-#   in bfloat16 or float16 only the forms that are zero at the query itself (the
-#   paper's and the symmetric one) keep the nearby keys exact.
+#   in bfloat16 and float16 the forms that grow with the position give the nearby keys
+#   of a long row the same bias; the forms that are zero at the query round only far
+#   keys, which carry little weight.
 # - With a KV cache the queries sit at the end of the keys; a misplaced causal bias
 #   happens to do no harm, a misplaced mask or symmetric bias does.
 # - The bias has no maximum length, and far keys get little weight; by the paper's
@@ -866,7 +875,7 @@ if build_alibi_tensor is not None:
 #   そのため傾きは大きさの順に並びません。
 # - 傾きは重みの減衰を表し、1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。内容のスコアが等しければ、ヘッド $h$ は平均しておよそ距離 $1/m_h$ だけ遡ります（長い行では正確に $1/(e^{m_h} - 1)$ です）。
 # - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションになります（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
-#   bfloat16 や float16 で近くのキーのバイアスを正確に保てるのは、クエリ自身の位置で 0 になる形（論文の形と対称な形）だけです。
+#   bfloat16 や float16 では、位置とともに大きくなる形は、長い行の近くのキーに同じバイアスを付けてしまいます。クエリ自身の位置で 0 になる形で丸めの影響を受けるのは、重みの小さい遠くのキーだけです。
 # - KV キャッシュではクエリをキーの末尾に合わせます。因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
 # - バイアスには最大長がなく、遠いキーにはほとんど重みがかかりません。論文自身の分析によれば、学習時の長さを超えたときの改善は、主に[先頭トークンの呪い](../docs/glossary.ja.md#early-token-curse)（各窓の先頭のトークンには使える文脈が少ないこと）が和らぐことによるものです。
 

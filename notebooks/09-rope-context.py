@@ -786,9 +786,10 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 # Llama 3.1 extends Llama 3's context from $L = 8192$ to 131072 positions with
 # factor $s = 8$, `low_freq_factor` $\alpha = 1$, `high_freq_factor`
 # $\beta = 4$ and base $5 \cdot 10^5$ (`rope_type="llama3"`). $s$ is half the
-# 16-fold extension. The paper does not say why; it does say that the model was then
-# pre-trained further on sequences of up to 128K tokens (Llama Team 2024, §3.4.2),
-# so the angles beyond $sL$ were trained too. Pairs with a
+# 16-fold extension. The paper does not describe this scaling at all (it is in Meta's
+# code and configuration); it does say that the model was pre-trained further on
+# sequences of up to 128K tokens (Llama Team 2024, §3.4.2). If that stage used these
+# frequencies, as the released model does, the angles beyond $sL$ were trained too. Pairs with a
 # wavelength shorter than $L/\beta$ keep their frequency, pairs with one
 # longer than $L/\alpha$ are divided by $s$, and in between
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
@@ -804,7 +805,7 @@ assert round(paper_factor["V3"] ** 2, 4) == 1.8739
 #
 # Llama 3.1 は、Llama 3 のコンテキストを $L = 8192$ から 131072 トークンまで伸ばします。
 # 設定は係数 $s = 8$、`low_freq_factor` $\alpha = 1$、`high_freq_factor` $\beta = 4$、底 $5 \cdot 10^5$ です（`rope_type="llama3"`）。
-# $s$ は伸び率 16 の半分です。論文はその理由を述べていませんが、このスケーリングのあと 128K トークンまでの系列で事前学習を続けたことは書いています（Llama Team 2024、§3.4.2）。そのため、$sL$ より先の角度も学習されています。
+# $s$ は伸び率 16 の半分です。論文はこのスケーリングそのものを説明していません（Meta のコードと設定にあるだけです）。ただ、128K トークンまでの系列で事前学習を続けたことは書いています（Llama Team 2024、§3.4.2）。その段階で公開されたモデルと同じ周波数を使っていれば、$sL$ より先の角度も学習されています。
 # 波長が $L/\beta$ より短いペアは周波数をそのまま保ち、$L/\alpha$ より長いペアは $s$ で割られます。その間の帯では、次の式で両者を混ぜます。
 # $$\theta'_i = (1 - g_i)\frac{\theta_i}{s} + g_i\,\theta_i, \qquad g_i = \frac{L/\lambda_i - \alpha}{\beta - \alpha}$$
 # $L/\lambda_i = r_i$ なので、2 つの条件は $r_i > \beta$ と $r_i < \alpha$ で、$g_i = \gamma(r_i)$ です。

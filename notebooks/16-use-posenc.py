@@ -283,8 +283,9 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 # slower route ([*xPos and NoPE*](10-xpos-nope.ipynb)). The loss starts
 # high because the tied output layer reuses unit-variance embeddings.
 #
-# With RoPE the loss falls below 0.1. The spikes near the end come from the constant
-# learning rate, not from forgetting: greedy decoding copies almost every token of new prompts.
+# With RoPE the loss falls below 0.1. The spikes near the end are most likely the large
+# constant learning rate (1e-2) at work, not forgetting: greedy decoding copies almost
+# every token of new prompts.
 # Without positions it is still near the [chance level](../docs/glossary.md#chance-level)
 # $\ln 63 \approx 4.1$ after these 300 steps, and falling only slowly. Wired in as above, the encoding lets
 # the model learn a task that depends on position.
@@ -296,7 +297,7 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 # 下では、RoPE を使うモデルと位置エンコーディングを使わないモデル（`encoding="none"`）を、コピーする後半のトークンの損失について、どちらも AdamW で 300 ステップ学習させます。後者は因果マスクを通してしか位置を推測できず、その学習はずっと遅くなります（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）。
 # 出力層が分散 1 の埋め込み行列を共有しているので、損失は高いところから始まります。
 #
-# RoPE を使うと損失は 0.1 未満まで下がります。終盤に損失がところどころ跳ね上がるのは、学習率を一定のままにしているためで、学習した内容を忘れたわけではありません。実際、貪欲デコードでは新しいプロンプトのトークンをほぼすべてコピーできます。位置を使わないモデルの損失は、300 ステップのあとも[チャンスレベル](../docs/glossary.ja.md#chance-level)の $\ln 63 \approx 4.1$ の近くにあり、ゆっくりとしか下がりません。
+# RoPE を使うと損失は 0.1 未満まで下がります。終盤に損失がところどころ跳ね上がるのは、おそらく大きな学習率（1e-2）を一定のまま使っているためで、学習した内容を忘れたわけではありません。実際、貪欲デコードでは新しいプロンプトのトークンをほぼすべてコピーできます。位置を使わないモデルの損失は、300 ステップのあとも[チャンスレベル](../docs/glossary.ja.md#chance-level)の $\ln 63 \approx 4.1$ の近くにあり、ゆっくりとしか下がりません。
 # 上のように組み込んだ位置エンコーディングがあれば、モデルは位置に依存する課題を学習できます。
 
 

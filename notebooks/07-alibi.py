@@ -405,8 +405,9 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # by $-\infty$ in both. The constant must be the same across a row: a bias that varies
 # differently with $j$, such as $-m_h\, j$ (a flipped sign), changes the attention.
 # The forms are equal in exact arithmetic, not once rounded. A form that grows with
-# the position ($m_h\, j$, labml's) gives neighbouring keys the same bias from
-# $j = 256$ on in bfloat16 and $j = 2048$ in float16 (with power-of-two slopes); the forms
+# the position ($m_h\, j$, labml's) gives neighbouring keys the same bias far enough
+# along a row: $m_h\, j$ with power-of-two slopes from $j = 256$ on in bfloat16 and
+# $j = 2048$ in float16. The forms
 # that are zero at the query itself (the paper's and the symmetric one) keep the nearby
 # keys, which carry the weight, close to $0$, where rounding is fine (the first note
 # below).
@@ -435,8 +436,8 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すキーではすべて因果的なバイアスと一致し、両者が異なる未来のキーはどちらも $-\infty$ に置き換えられます。
 # ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
 # これらの形は、厳密な計算では等しくても、丸めると等しくなりません。
-# 位置とともに大きくなる形（$m_h\, j$ や labml の形）では、位置が大きくなると隣り合うキーに同じバイアスが付きます。傾きが 2 のべき乗なら、bfloat16 では $j = 256$ から、float16 では $j = 2048$ からです。
-# クエリ自身の位置で 0 になる形（論文の形と対称な形）では、重みの大部分を受け持つ近くのキーのバイアスが $0$ の近くにとどまるので、丸めても問題ありません（下の最初の「さらに詳しく」）。
+# 位置とともに大きくなる形（$m_h\, j$ や labml の形）では、行の先のほうで、隣り合うキーにやがて同じバイアスが付きます。傾きが 2 のべき乗の $m_h\, j$ なら、bfloat16 では $j = 256$ 以降、float16 では $j = 2048$ 以降でそうなります。
+# クエリ自身の位置で 0 になる形（論文の形と、左右対称な形）では、重みの大部分を受け持つ近くのキーのバイアスが $0$ の近くにとどまるので、丸めても問題ありません（下の最初の「さらに詳しく」）。
 #
 # 図はヘッド 1（$m_1 = 1/2$）、$T = 8$ の 3 つの形を、未来のキーも含めて描いたものです。階段状の線は因果マスクで、その上側はすべて取り除かれます。
 # 論文のバイアスは対角線に沿って、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
@@ -875,7 +876,7 @@ if build_alibi_tensor is not None:
 #   そのため傾きは大きさの順に並びません。
 # - 傾きは重みの減衰を表し、1 つ遡るごとに重みは $e^{-m_h}$ 倍になります。内容のスコアが等しければ、ヘッド $h$ は平均しておよそ距離 $1/m_h$ だけ遡ります（長い行では正確に $1/(e^{m_h} - 1)$ です）。
 # - $-m_h\,(i - j)$ と行ごとの定数だけ違うバイアスは、どれも同じアテンションになります（$m_h\, j$、$m_h\,(j + 1)$、因果マスクの下での $-m_h\,|i - j|$）。
-#   bfloat16 や float16 では、位置とともに大きくなる形は、長い行の近くのキーに同じバイアスを付けてしまいます。クエリ自身の位置で 0 になる形で丸めの影響を受けるのは、重みの小さい遠くのキーだけです。
+#   bfloat16 や float16 では、位置とともに大きくなる形だと、長い行の近くのキーどうしに同じバイアスが付いてしまいます。クエリ自身の位置で 0 になる形なら、丸めの影響を受けるのは重みの小さい遠いキーだけです。
 # - KV キャッシュではクエリをキーの末尾に合わせます。因果的なバイアスの置き場所を誤ってもたまたま害はありませんが、マスクや対称なバイアスでは害があります。
 # - バイアスには最大長がなく、遠いキーにはほとんど重みがかかりません。論文自身の分析によれば、学習時の長さを超えたときの改善は、主に[先頭トークンの呪い](../docs/glossary.ja.md#early-token-curse)（各窓の先頭のトークンには使える文脈が少ないこと）が和らぐことによるものです。
 

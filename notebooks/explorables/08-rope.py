@@ -16,7 +16,7 @@ within the bound that the float32 rounding of the frequencies allows.
 
 from __future__ import annotations
 
-from posenc_lab.vega import title_expression
+from posenc_lab.vega import grey_param, title_expression
 
 MAX_DISTANCE = 1000  # r = 0 .. 1000
 REFERENCE = 4  # log10 of the base of the reference curve
@@ -104,7 +104,7 @@ def spec(lang: str) -> dict:
                         "title": None,
                         "scale": {
                             "domain": [t["chosen"], t["reference"]],
-                            "range": ["#3f88c5", "#808080"],
+                            "range": ["#3f88c5", {"expr": "referenceColor"}],
                         },
                         "legend": {"orient": "top-right"},
                     },
@@ -118,6 +118,9 @@ def spec(lang: str) -> dict:
         "height": 260,
         "autosize": {"type": "fit-x", "contains": "padding"},
         "params": [
+            grey_param(
+                "referenceColor"
+            ),  # the base-10000 line, grey on either scheme
             {
                 "name": "logbase",
                 "value": 4,

@@ -31,7 +31,7 @@ from posenc import (
     YarnScaling,
     rope_frequencies,
 )
-from posenc_lab.vega import title_expression
+from posenc_lab.vega import grey_param, title_expression
 
 DIM = 128
 BASES = [10_000, 500_000]
@@ -374,14 +374,7 @@ def spec(lang: str) -> dict:
     }
 
 
-# "No scaling" is the grey reference line, the methods take the site's
-# colours. #808080 read faint on the dark scheme (reader review): there the
-# grey is lighter, picked from the page's text colour (textColor, which
-# explorables.js sets and updates on a switch of scheme; its text is light
-# on the dark scheme). Both greys have at least 3:1 on their background.
-GREY = {"light": "#808080", "dark": "#b8b8b8"}
-NO_SCALING_COLOR = {
-    "name": "noScalingColor",
-    "expr": f"luminance(textColor) > 0.5 ? '{GREY['dark']}' : '{GREY['light']}'",
-}
+# "No scaling" is the grey reference line (posenc_lab.vega.GREY), the
+# methods take the site's colours.
+NO_SCALING_COLOR = grey_param("noScalingColor")
 PALETTE = ["#3f88c5", "#d95f02", "#1b9e77", "#e7298a", "#7570b3"]

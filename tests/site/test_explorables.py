@@ -43,6 +43,7 @@ from posenc import (
     sinusoidal,
     t5_relative_position_bucket,
 )
+from posenc_lab.vega import GREY
 
 ROOT = Path(__file__).resolve().parents[2]
 MODULES = {name: hook.load(path) for name, path in hook.sources(ROOT).items()}
@@ -379,6 +380,9 @@ def test_rope_explorable_plots_the_chapters_bound(open_figure):
             assert ((got - expected).abs() <= slack).all(), (mark, logbase, dim)
             worst = max(worst, float(slack.max()))
     assert worst < 3e-3
+    # the reference curve is the grey of the page's scheme (dark here)
+    stroke, page_colour = fig.page.evaluate(_STROKE, ["reference_marks", None])
+    assert stroke == GREY["dark"] and _contrast(stroke, page_colour) >= 3, (stroke, page_colour)
     assert _serious(fig.check_accessibility_and_schemes("rope")) == {"slate": [], "default": []}
     fig.close()
 
@@ -398,15 +402,15 @@ def _scaling(method: str, factor: int, length: int, ratio: int):
     }[method]
 
 
-# The stroke of chapter 09's "no scaling" line, once the view has run, and
-# the page's background.
-_NO_SCALING_STROKE = """async () => {
+# The stroke of a mark's items (those of one method, if given), once the view
+# has run, and the page's background.
+_STROKE = """async ([name, method]) => {
   const view = document.querySelector('figure.explorable').vegaView;
   await view.runAsync();
   let stroke = null;
   const walk = mark => {
-    if (mark.name === 'wavelengths_marks') {
-      for (const item of mark.items) if (item.datum.method === 'none') stroke = item.stroke;
+    if (mark.name === name) {
+      for (const item of mark.items) if (!method || item.datum.method === method) stroke = item.stroke;
     }
     for (const item of mark.items || []) for (const child of item.items || []) walk(child);
   };
@@ -482,10 +486,10 @@ def test_rope_context_explorable_plots_posencs_frequencies(open_figure):
         assert labels == [f"L = {length:,}", f"sL = {factor * length:,}"]
     # "no scaling" is grey, lighter on the dark scheme (reader review: faint
     # there), and follows a switch; at least 3:1 on the page either way
-    grey = MODULES["09-rope-context"].GREY
+    grey = GREY
     for scheme, expected in (("default", grey["light"]), ("slate", grey["dark"])):
         fig.page.wait_for_function("s => document.body.dataset.mdColorScheme === s", arg=scheme)
-        stroke, page_colour = fig.page.evaluate(_NO_SCALING_STROKE)
+        stroke, page_colour = fig.page.evaluate(_STROKE, ["wavelengths_marks", "none"])
         assert stroke == expected, (scheme, stroke)
         assert _contrast(stroke, page_colour) >= 3, (scheme, stroke, page_colour)
         fig.page.locator("form[data-palette] label:not([hidden])").click()

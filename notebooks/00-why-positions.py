@@ -936,7 +936,8 @@ assert_close(out_perm, out[:, pb])  # two encoder layers: equivariant
 #   earlier tokens), but it can count positions, $1/(p+1)$, and causal language
 #   models without an encoding do learn absolute positions.
 # - A positional code should be bounded, mean the same at every length, be unique,
-#   let offsets be expressed and be deterministic; the sinusoids pass all five.
+#   let offsets be expressed and be deterministic; the sinusoids pass all five, and
+#   stay defined and bounded beyond the training length.
 # - Unique codes remove the guarantee that the outputs only permute; whether they
 #   actually change depends on the weights ($W_Q = 0$ keeps them permuted).
 # - Positions enter in three main places: added to the input (absolute), a bias
@@ -951,7 +952,7 @@ assert_close(out_perm, out[:, pb])  # two encoder layers: equivariant
 # - 因果マスクが壊す対称性は一部だけです（1 層だけでは、手前のトークンの並べ替えに気づけません）。
 #   それでもマスクは位置を $1/(p+1)$ として数えられ、位置エンコーディングのない因果的な言語モデルも絶対位置を学習します。
 # - 位置の符号に求められるのは、有界であること、どの長さでも同じ意味を持つこと、一意であること、相対位置を表せること、毎回同じ符号になることの 5 つです。
-#   正弦波はこの 5 つをすべて満たします。
+#   正弦波はこの 5 つをすべて満たし、学習時の長さを超えても定義され、有界です。
 # - 一意な符号を足すと「出力は並べ替えになるだけ」という保証はなくなりますが、実際に変わるかどうかは重みによります（$W_Q = 0$ なら並べ替えのままです）。
 # - 位置が入るおもな場所は、入力（絶対位置）、スコアへのバイアス、$q$ と $k$ の回転（後の 2 つは相対位置）の 3 つです。
 #   NoPE は因果マスクだけに頼ります。

@@ -406,8 +406,8 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # differently with $j$, such as $-m_h\, j$ (a flipped sign), changes the attention.
 # The forms are equal in exact arithmetic, not once rounded. A form that grows with
 # the position ($m_h\, j$, labml's) gives neighbouring keys the same bias far enough
-# along a row: $m_h\, j$ with power-of-two slopes from $j = 256$ on in bfloat16 and
-# $j = 2048$ in float16. The forms
+# along a row: $m_h\, j$ with power-of-two slopes from $j = 2048$ on in float16
+# (Exercise 3 finds where in bfloat16). The forms
 # that are zero at the query itself (the paper's and the symmetric one) keep the nearby
 # keys, which carry the weight, close to $0$, where rounding is fine (the first note
 # below).
@@ -436,7 +436,7 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # 因果マスクの下では、この形には定数すら要りません。$j \le i$ では $|i - j| = i - j$ なので、マスクが残すキーではすべて因果的なバイアスと一致し、両者が異なる未来のキーはどちらも $-\infty$ に置き換えられます。
 # ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
 # これらの形は、厳密な計算では等しくても、丸めると等しくなりません。
-# 位置とともに大きくなる形（$m_h\, j$ や labml の形）では、行の先のほうで、隣り合うキーにやがて同じバイアスが付きます。傾きが 2 のべき乗の $m_h\, j$ なら、bfloat16 では $j = 256$ 以降、float16 では $j = 2048$ 以降でそうなります。
+# 位置とともに大きくなる形（$m_h\, j$ や labml の形）では、行の先のほうで、隣り合うキーにやがて同じバイアスが付きます。傾きが 2 のべき乗の $m_h\, j$ なら、float16 では $j = 2048$ 以降でそうなります（bfloat16 でどこからかは演習 3 で求めます）。
 # クエリ自身の位置で 0 になる形（論文の形と、左右対称な形）では、重みの大部分を受け持つ近くのキーのバイアスが $0$ の近くにとどまるので、丸めても問題ありません（下の最初の「さらに詳しく」）。
 #
 # 図はヘッド 1（$m_1 = 1/2$）、$T = 8$ の 3 つの形を、未来のキーも含めて描いたものです。階段状の線は因果マスクで、その上側はすべて取り除かれます。

@@ -212,9 +212,11 @@ plt.show()
 # 論文の定理 2.1 は、整数と整数の間の位置でのスコアが、両隣の整数位置でのスコアからどれだけ離れうるかに上界を与えます。その上界は、外挿した位置で生じるずれよりはるかに小さい値です。
 # `posenc.LinearScaling(s)` がこの規則にあたります。
 
-# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で位置 m として回転させた結果は、元の周波数で位置 m/s として回転させた結果と同じです"}
-b, L, s = 1e4, 4096, 4
+# %%
+b, L, s = 1e4, 4096, 4  # Llama 2's base and training length; a factor of 4
 theta = rope_frequencies(d, base=b).double()
+
+# %% tags=["check"] summary={"en": "LinearScaling divides every frequency by s, rotating m with it is rotating m/s with the original frequencies at every position up to sL", "ja": "LinearScaling はすべての周波数を s で割ります。sL までのどの位置でも、この周波数で位置 m として回転させた結果は、元の周波数で位置 m/s として回転させた結果と同じです"}
 pi = LinearScaling(s)
 theta_pi = rope_frequencies(d, base=b, scaling=pi).double()
 assert_close(theta_pi, theta / s, rtol=1e-6, atol=0)  # theta'_i = theta_i / s
@@ -294,8 +296,9 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # NTK-aware scaling with the factor $T/L$:
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len`. emozilla's code
-# has a slope, which Hugging Face names `factor` $s$ (the note); $s = 1$
-# gives $T/L$, Peng et al.'s form (§3.3). **This chapter, its table and its
+# has a slope, which Hugging Face names `factor` $s$: the factor is
+# $s_T = sT/L - (s-1)$ (the note derives it); $s = 1$ gives $T/L$, Peng et al.'s
+# form (§3.3). **This chapter, its table and its
 # interactive figure use $s = 1$.**
 
 # %% [markdown] lang="ja"
@@ -307,7 +310,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
-# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます（下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
+# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます。係数は $s_T = sT/L - (s-1)$ です（導出は下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -1193,7 +1196,7 @@ print(
 # 動的 NTK と LongRoPE でも、クエリとキーを同じ長さで回転させる限り、スコアは相対位置だけで決まります。
 # この性質が崩れるのは、回転させてからキーをキャッシュする場合だけです（動的 NTK と、LongRoPE の列の切り替えについての「さらに詳しく」）。
 
-# %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 個の位置だけずらしてもスコアは変わりません"}
+# %%
 scalings = {
     "None": None,
     "LinearScaling(4)": LinearScaling(4),
@@ -1203,6 +1206,8 @@ scalings = {
         4, original_max_positions=4096
     ),
 }
+
+# %% tags=["check"] summary={"en": "for no scaling, PI, NTK-aware, YaRN and Llama 3, a query and a key shifted together by up to 5L positions keep their score", "ja": "スケーリングなし、PI、NTK-aware、YaRN、Llama 3 のどれでも、クエリとキーを一緒に最大 5L 個の位置だけずらしてもスコアは変わりません"}
 q, k = torch.randn(2, d, dtype=f64).unbind()
 shifts = torch.tensor([0, 1, 1000, 4095, 9000, 5 * 4096])
 m, n = 300 + shifts, 37 + shifts  # n - m = -263 throughout
@@ -1251,7 +1256,9 @@ ratios = {
     name: rope_frequencies(d, base=b, scaling=scalings[name]).double() / theta
     for name in list(scalings)[1:]
 }
-dyn_2L = rope_frequencies(d, base=b, scaling=dyn_1, seq_len=2 * L)
+dyn_2L = rope_frequencies(
+    d, base=b, scaling=DynamicNTKScaling(1.0, L), seq_len=2 * L
+)
 ratios["dynamic 2L"] = dyn_2L.double() / theta
 table = [f"{'i':>10}" + "".join(f"{p:>7}" for p in pairs)]
 for label, ratio in zip(

@@ -296,7 +296,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # NTK-aware scaling with the factor $T/L$:
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len`. emozilla's code
-# has a slope, which Hugging Face names `factor` $s$: the factor is
+# has a slope, which Hugging Face names `factor` $s$: its factor is
 # $s_T = sT/L - (s-1)$ (the note derives it); $s = 1$ gives $T/L$, Peng et al.'s
 # form (§3.3). **This chapter, its table and its
 # interactive figure use $s = 1$.**
@@ -310,7 +310,7 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
-# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます。係数は $s_T = sT/L - (s-1)$ です（導出は下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
+# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます。このコードでの係数は $s_T = sT/L - (s-1)$ です（導出は下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]

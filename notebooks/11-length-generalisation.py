@@ -1447,8 +1447,8 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 #   falls further on recall. Changing RoPE's base moves the accuracy on copy as much as
 #   changing the encoding does, on recall nearly as much, on prefix little.
 # - Every YaRN here is the reference code's: at base $10^4$ its gain over PI comes
-#   mostly from keeping the fastest pair whole, as the paper's formula does not (one
-#   seed retrained with the paper's ramp).
+#   mostly from keeping the fastest pair whole, as the paper's formula does not (the
+#   paper's ramp was read on one retrained seed only).
 # - PI without fine-tuning breaks a task that needs an exact near distance (copy:
 #   $0.24$ at $2L$) and repairs recall; a 50-step fine-tune at $2L$ without
 #   scaling carried copy to $0.99$ at $8L$.
@@ -1459,8 +1459,8 @@ for bias, distance_only in ((fire, False), (alibi, True)):
 # - $L$ でタスクを学習できていないモデルからは、外挿について何もわかりません。NoPE とランダム化した位置は copy と prefix で $0.99$ にわずかに届きませんでした。
 # - $L$ より先でモデルに見せるものが学習中に見せたものと似ていれば、エンコーディングは外挿できます。距離だけで決まるペナルティ（ALiBi、KERPLE）は、答えが近くにある限り新しいものを見せず、copy は $8L$ まで正解率を保ちます。正弦波と底 $10^4$ の RoPE は新しい位置や新しい角度を見せ、copy の正解率は下がります。
 # - タスクはエンコーディングと同じくらい重要です。答えを内容で見つける recall では、NoPE、T5、FIRE、CoPE が $1.00$ を保ちます。見たことのない距離にある答えを位置で見つける prefix では、$8L$ まで正解率を保てるものはありません。
-# - Llama 2 のように $L$ の間に大半のペアが 1 周以上する底では、RoPE は copy の正解率を保ちますが、recall ではさらに下がります。底を変えたときの正解率の変化は、copy ではエンコーディングを取り替えたときと同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。
-# - ここでの YaRN はすべて公式実装のものです。底 $10^4$ で PI を上回る分の大部分は、公式実装がそのまま保つ（論文の式は保たない）最も速いペアから来ます（論文のランプ関数で学習し直したシード 1 つでの結果）。
+# - Llama 2 のように $L$ の間に大半のペアが 1 周以上する底では、RoPE は copy の正解率を保ちますが、recall ではさらに下がります。RoPE の底を変えたときの正解率の変化は、copy ではエンコーディングを取り替えたときと同じくらい、recall でもそれに近い大きさで、prefix ではわずかです。
+# - ここでの YaRN はすべて公式実装のものです。底 $10^4$ で PI を上回る分の大部分は、最も速いペアをそのまま保つこと（公式実装は保ち、論文の式は保ちません）によるものです（論文のランプ関数で評価したのは、学習し直したシード 1 つだけです）。
 # - ファインチューニングなしの PI は、近い距離を正確に見分ける必要のあるタスクを壊し（copy の正解率は $2L$ で $0.24$）、recall は立て直します。$2L$ でスケーリングなしの 50 ステップのファインチューニングをすると、copy は $8L$ で $0.99$ まで上がりました。
 
 # %% [markdown] lang="en"

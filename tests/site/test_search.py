@@ -65,9 +65,10 @@ def _search(browser, served_site, prefix, query):
     page.goto(served_site.base_url + prefix, wait_until="networkidle")
     page.locator("label.md-header__button[for='__search']").first.evaluate("e => e.click()")
     box = page.locator("input[data-md-component='search-query']")
-    box.focus()
-    page.keyboard.type(query)
-    page.keyboard.press("End")  # Material searches on keyup
+    # the whole query at once: typed key by key, a slow machine could show the
+    # results of a prefix ("rot") when the count first appears
+    box.fill(query)
+    box.press("End")  # Material searches on keyup
     page.wait_for_function(
         """() => /\\d|No matching|一致する/.test(
              document.querySelector('.md-search-result__meta').textContent)"""

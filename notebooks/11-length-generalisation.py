@@ -658,6 +658,28 @@ plt.show()
 # ただし、この向上の大部分は、公式実装が最も速いペアをそのまま残すことによるもので、論文の式ではそうなりません。論文のランプ関数で計算すると、学習し直したシード 1 つの $2L$ での正解率は $0.23$ で、同じシードの PI と同じです（どの YaRN を試したかについての「さらに詳しく」）。
 
 
+# %% [markdown] lang="en"
+# RoPE with base $10^4$ and the context extensions of
+# [*Extending RoPE's context*](09-rope-context.ipynb), the mean of five seeds:
+
+# %% [markdown] lang="ja"
+# 底 $10^4$ の RoPE と、[「RoPE のコンテキスト長を伸ばす」](09-rope-context.ipynb)の章のコンテキスト拡張を組み合わせた結果です（5 つのシードの平均）。
+
+# %%
+extended = {"RoPE": "rope", "+ PI": "rope+pi", "+ YaRN": "rope+yarn"}
+extended["+ fine-tune at 2L"] = "rope+ft"  # 50 steps at 2L, no scaling
+header = "".join(f"{t:>12s}" for t in TASKS)
+lines = [f"{'':18s}{header}", f"{'':18s}" + "     2L    8L" * len(TASKS)]
+for name, row in extended.items():
+    means = [
+        sum(runs[t, "rope", s]["rows"][row]["accuracy"][str(N)] for s in seeds)
+        / len(seeds)
+        for t in TASKS
+        for N in (2 * L, L8)
+    ]
+    lines.append(f"{name:18s}" + "".join(f"{m:6.2f}" for m in means))
+print("\n".join(lines), end="")
+
 # %% tags=["check"] summary={"en": "every accuracy and interval quoted above, RoPE right again beyond L with its distances clipped, and the prefix rows ranked at 8L", "ja": "上で引用した正解率と区間はすべて記録どおりで、距離をクリップした RoPE は L より先で再び正解し、8L での prefix の行の順位も本文どおりです"}
 def r2(task, row, N):
     m, lo, hi = t_interval(acc(task, row, N))

@@ -680,6 +680,7 @@ for name, row in extended.items():
     lines.append(f"{name:18s}" + "".join(f"{m:6.2f}" for m in means))
 print("\n".join(lines), end="")
 
+
 # %% tags=["check"] summary={"en": "every accuracy and interval quoted above, RoPE right again beyond L with its distances clipped, and the prefix rows ranked at 8L", "ja": "上で引用した正解率と区間はすべて記録どおりで、距離をクリップした RoPE は L より先で再び正解し、8L での prefix の行の順位も本文どおりです"}
 def r2(task, row, N):
     m, lo, hi = t_interval(acc(task, row, N))

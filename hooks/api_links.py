@@ -19,11 +19,13 @@ from pathlib import Path
 from mkdocs.utils import get_relative_url
 
 DIRECTIVE = re.compile(r"^::: posenc\.(\w+)\s*$", re.MULTILINE)
-# Regions that keep their text: links, headings, code blocks and outputs;
-# and the inline code that may be a name.
+# Regions that keep their text: links, headings, code blocks and outputs
+# (hooks/repo_links.py leaves the same ones alone); and the inline code that
+# may be a name.
+KEPT_REGIONS = r"<a\b.*?</a>|<h([1-6])\b.*?</h\1>|<pre\b.*?</pre>"
 _REGION = re.compile(
-    r"<a\b.*?</a>|<h([1-6])\b.*?</h\1>|<pre\b.*?</pre>"
-    r"|<code>(?:posenc\.)?(?P<name>[A-Za-z_]\w*)(?P<member>\.[A-Za-z_]\w*)?(?:\(\))?</code>",
+    KEPT_REGIONS
+    + r"|<code>(?:posenc\.)?(?P<name>[A-Za-z_]\w*)(?P<member>\.[A-Za-z_]\w*)?(?:\(\))?</code>",
     re.DOTALL,
 )
 

@@ -124,7 +124,8 @@ def read_registry(root: Path) -> list[Chapter]:
         )
     core = {c.slug for c in chapters if c.path is not None}
     for c in chapters:
-        if c.after is not None if c.path is not None else c.after not in core:
+        on_path = c.path is not None
+        if (on_path and c.after is not None) or (not on_path and c.after not in core):
             problems.append(
                 f"{c.slug}: a chapter off the core path names the core chapter to read "
                 f"first (after: one of {', '.join(sorted(core))}); one on it names none"

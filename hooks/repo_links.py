@@ -16,13 +16,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-_REGION = re.compile(
-    r"<a\b.*?</a>|<h([1-6])\b.*?</h\1>|<pre\b.*?</pre>|<code>(?P<path>[\w./-]+\.\w+)</code>",
-    re.DOTALL,
-)
-RECORDS = Path("lab/posenc_lab/records")
+try:  # imported as the package hooks (tests, tools)
+    from hooks.api_links import KEPT_REGIONS
+except ModuleNotFoundError:  # loaded by MkDocs from its path, with this folder on sys.path
+    from api_links import KEPT_REGIONS
 
-_targets: dict[str, str] = {}  # name as written -> path from the repository root
+_REGION = re.compile(KEPT_REGIONS + r"|<code>(?P<path>[\w./-]+\.\w+)</code>", re.DOTALL)
+RECORDS = Path("lab/posenc_lab/records")
 
 
 def repository_target(name: str, root: Path) -> str | None:
@@ -41,21 +41,12 @@ def link_repository_files(html: str, repo_url: str, root: Path) -> str:
     and code blocks linked to its page under ``repo_url``."""
 
     def link(m: re.Match) -> str:
-        name = m["path"]
-        if name is None:
-            return m[0]
-        if name not in _targets:
-            _targets[name] = repository_target(name, root)
-        target = _targets[name]
+        target = m["path"] and repository_target(m["path"], root)
         if target is None:
             return m[0]
         return f'<a class="repo-link" href="{repo_url}/blob/main/{target}">{m[0]}</a>'
 
     return _REGION.sub(link, html)
-
-
-def on_pre_build(config, **kwargs):
-    _targets.clear()
 
 
 def on_page_content(content, page, config, files):

@@ -118,9 +118,8 @@ def spec(lang: str) -> dict:
         "height": 260,
         "autosize": {"type": "fit-x", "contains": "padding"},
         "params": [
-            grey_param(
-                "referenceColor"
-            ),  # the base-10000 line, grey on either scheme
+            # the base-10000 line: grey on either scheme
+            grey_param("referenceColor"),
             {
                 "name": "logbase",
                 "value": 4,

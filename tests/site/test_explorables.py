@@ -486,8 +486,7 @@ def test_rope_context_explorable_plots_posencs_frequencies(open_figure):
         assert labels == [f"L = {length:,}", f"sL = {factor * length:,}"]
     # "no scaling" is grey, lighter on the dark scheme (reader review: faint
     # there), and follows a switch; at least 3:1 on the page either way
-    grey = GREY
-    for scheme, expected in (("default", grey["light"]), ("slate", grey["dark"])):
+    for scheme, expected in (("default", GREY["light"]), ("slate", GREY["dark"])):
         fig.page.wait_for_function("s => document.body.dataset.mdColorScheme === s", arg=scheme)
         stroke, page_colour = fig.page.evaluate(_STROKE, ["wavelengths_marks", "none"])
         assert stroke == expected, (scheme, stroke)

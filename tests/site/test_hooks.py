@@ -1018,7 +1018,6 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
 
 
 def test_repository_files_in_prose_become_links_and_other_projects_files_do_not():
-    repo_links.on_pre_build({})
     html = (
         "<p>See <code>lab/README.md</code>, <code>extrapolation-tasks.json</code> and"
         " <code>tests/test_rope_triton.py</code>; not <code>src/model.py</code>,"

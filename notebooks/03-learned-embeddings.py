@@ -43,6 +43,7 @@ from torch.testing import assert_close
 import posenc
 from posenc import LearnedPositionalEmbedding, SinusoidalEmbedding
 from posenc_lab.plotting import use_site_style
+from posenc_lab.reversal import NoPositions, Reverser, batch, train
 
 use_site_style()
 torch.manual_seed(0)
@@ -295,8 +296,9 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # (width $d = 32$), one attention layer with a residual connection, and a linear
 # readout to the $V$ tokens. Its learned table gets $2T = 32$ rows although
 # training only ever uses the first $T$, so that we can see what becomes of rows a
-# model never sees. Its code, the model `Reverser`, the task's `batch` and the loop
-# `train` that later cells reuse, is folded under the training log it prints.
+# model never sees. The model `Reverser`, the task's `batch` and the training loop
+# `train` are in `lab/posenc_lab/reversal.py`, shared with the
+# chapter on sinusoid variants; the cell below trains it.
 
 # %% [markdown] lang="ja"
 # ## 小さな課題で表を学習する
@@ -307,7 +309,7 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 #
 # モデルはできるだけ小さくします。トークンの埋め込みと位置埋め込み（次元数 $d = 32$）を足し、1 層のアテンションを残差接続付きで通し、線形層で $V$ 種類のトークンに読み出します。
 # 学習型の表には $2T = 32$ 行を与えますが、学習で使うのは先頭の $T$ 行だけなので、一度も使われない行がどうなるかもわかります。
-# モデル `Reverser`、課題の `batch`、以降のセルでも使う学習ループ `train` のコードは、下に表示される学習ログの後に折りたたんであります。
+# モデル `Reverser`、課題の `batch`、学習ループ `train` は `lab/posenc_lab/reversal.py` にあり、正弦波の変種の章でも使います。下のセルでこのモデルを学習します。
 
 # %% [markdown] lang="en"
 # Without positions this model is permutation-equivariant (chapter
@@ -340,66 +342,9 @@ assert torch.equal(longer(torch.arange(512)), sin_table(torch.arange(512)))
 # 新しい 1000 系列のどのトークンも正しい位置に置かれます。学習の結果、各クエリ $p$ はキー $T - 1 - p$ を見るようになります。
 
 
-# %% tags=["figure"]
+# %%
 torch.set_num_threads(1)  # the same sums in the same order on every run
-T, V, d = 16, 10, 32
-
-
-class Reverser(nn.Module):
-    """Token + position embedding, attention with a residual, a readout."""
-
-    def __init__(self, position_embedding):
-        super().__init__()
-        self.tok = nn.Embedding(V, d)
-        nn.init.normal_(self.tok.weight, std=0.02)
-        self.pos = position_embedding
-        self.w_qkv = nn.Linear(d, 3 * d, bias=False)
-        self.readout = nn.Linear(d, V)
-
-    def qkv(self, tokens):  # tokens: [b, T] -> q, k, v: [b, T, d] each
-        x = self.tok(tokens) + self.pos(torch.arange(tokens.shape[-1]))
-        return x, *self.w_qkv(x).chunk(3, dim=-1)
-
-    def forward(self, tokens):  # [b, T] -> logits [b, T, V]
-        x, q, k, v = self.qkv(tokens)
-        return self.readout(x + posenc.attention(q, k, v))
-
-
-def batch(generator, size=64):
-    tokens = torch.randint(V, (size, T), generator=generator)
-    return tokens, tokens.flip(-1)  # target at p: the token at T - 1 - p
-
-
-def train(model, steps=300, report=(0, 50, 100, 150, 200, 300), **kw):
-    """Adam (or kw["optimizer"]) on kw.get("task", batch)."""
-    task = kw.get("task", batch)
-    generator = torch.Generator().manual_seed(1)
-    optimizer = kw.get("optimizer") or torch.optim.Adam(
-        model.parameters(), lr=0.01
-    )
-    log, losses = [f"ln {V} = {math.log(V):.4f}"], []
-    for step in range(steps + 1):
-        tokens, target = task(generator)
-        logits = model(tokens).flatten(0, 1)
-        loss = nn.functional.cross_entropy(logits, target.flatten())
-        losses.append(loss.item())
-        if step in report:
-            log.append(f"step {step:3d}: loss {loss.item():.4f}")
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    tokens, target = task(torch.Generator().manual_seed(2), size=1000)
-    with torch.no_grad():
-        hits = model(tokens).argmax(-1) == target
-    accuracy = hits.double().mean().item()
-    log.append(f"accuracy on 1000 new sequences: {accuracy:.3f}")
-    return accuracy, log, losses
-
-
-class NoPositions(nn.Module):  # adds nothing: the model without positions
-    def forward(self, positions):
-        return torch.zeros(len(positions), d, dtype=torch.float64)
-
+T, V, d = 16, 10, 32  # posenc_lab.reversal's T, V and D
 
 torch.manual_seed(0)
 blind = Reverser(NoPositions()).double()

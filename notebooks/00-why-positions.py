@@ -163,7 +163,7 @@ for ax, (mat, order, title) in zip(axes, panels, strict=True):
                 color=color,
             )
     ax.set_xlabel("$j$")
-    ax.set_ylabel("$i$")
+    ax.set_ylabel("$i$", rotation=0, labelpad=10)  # upright: one letter
     ax.set_title(title)
 plt.show()
 

@@ -36,6 +36,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from pymdownx.slugs import slugify
+
+_slugify = slugify(case="lower")  # as the headings' ids (hooks/headings.py)
+
 
 @dataclass(frozen=True)
 class Fold:
@@ -88,6 +92,19 @@ def _cells(html_text: str) -> list[tuple[int, int]]:
     return cells
 
 
+def _fold_id(kind: Fold, summary: str, label: str, taken: set[str]) -> str:
+    """`` id="deeper-<the title, slugified>"``, unique on the page: prose links
+    to a titled fold ("the note below") with it, and javascripts/folds.js opens
+    the fold a link lands in."""
+    base = f"{kind.tag}-{_slugify(html.unescape(summary[len(label) :]).strip(), '-')}"
+    anchor, n = base, 1
+    while anchor in taken:
+        n += 1
+        anchor = f"{base}-{n}"
+    taken.add(anchor)
+    return f' id="{html.escape(anchor)}"'
+
+
 def fold(content: str, kind: Fold, lang: str, where: str = "page") -> str:
     """Fold each run of cells tagged ``kind.tag`` into a collapsed ``<details>``.
 
@@ -103,7 +120,7 @@ def fold(content: str, kind: Fold, lang: str, where: str = "page") -> str:
         r"\s*[.．。:：]?\s*</strong>\s*"
     )
     tagged_class = re.compile(rf'class="[^"]*\bcelltag_{re.escape(kind.tag)}\b')
-    pieces, pos, open_fold = [], 0, False
+    pieces, pos, open_fold, ids = [], 0, False, set()
     for start, end in _cells(content):
         cell = content[start:end]
         open_tag = cell[: cell.find(">") + 1]
@@ -116,7 +133,8 @@ def fold(content: str, kind: Fold, lang: str, where: str = "page") -> str:
             open_fold = False
         if first is not None:
             summary = " ".join(first["label"].split())
-            pieces.append(f'<details class="{kind.tag}"><summary>{summary}</summary>')
+            anchor = _fold_id(kind, summary, label, ids) if kind.titled else ""
+            pieces.append(f'<details class="{kind.tag}"{anchor}><summary>{summary}</summary>')
             open_fold = True
             cell = cell[: first.start()] + "<p>" + cell[first.end() :]
         elif tagged and not open_fold:

@@ -292,12 +292,12 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 # fails past $sL$. emozilla (2023), who reports both on LLaMA, takes the factor
 # from the current sequence length $T$ instead: none while $T \le L$, then
 # $T/L$, recomputed as the sequence grows (keys cached after their rotation
-# then go stale, see the note below). Dynamic NTK at length $T$ is
+# then go stale, see [the note below](#deeper-dynamic-ntk-and-a-kv-cache)). Dynamic NTK at length $T$ is
 # NTK-aware scaling with the factor $T/L$:
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` takes $T$ as `seq_len`. emozilla's code
 # has a slope, which Hugging Face names `factor` $s$: its factor is
-# $s_T = sT/L - (s-1)$ (the note derives it); $s = 1$ gives $T/L$, Peng et al.'s
+# $s_T = sT/L - (s-1)$ ([the note](#deeper-the-dynamic-factor-is-a-slope) derives it); $s = 1$ gives $T/L$, Peng et al.'s
 # form (§3.3). **This chapter, its table and its
 # interactive figure use $s = 1$.**
 
@@ -306,11 +306,11 @@ assert (never & past_arc).sum() == 17 and never.sum() == 18
 #
 # 係数を固定すると、短い入力でも周波数が変わってしまい、しかも $sL$ を超えればやはり性能が落ちます。
 # emozilla（2023）は、LLaMA でこの 2 つの問題を報告したうえで、係数を固定せず、その時点の系列長 $T$ から決めます。
-# $T \le L$ の間は周波数を変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは、新しい周波数と合わなくなります（下の「さらに詳しく：動的 NTK と KV キャッシュ」）。
+# $T \le L$ の間は周波数を変えず、その先は係数を $T/L$ とし、系列が伸びるたびに計算し直します。そのため、回転させてからキャッシュしたキーは、新しい周波数と合わなくなります（下の[「さらに詳しく：動的 NTK と KV キャッシュ」](#deeper-動的-ntk-と-kv-キャッシュ)）。
 # 式で書くと、長さ $T$ での動的 NTK は、係数 $T/L$ の NTK-aware スケーリングです。
 # $$b_T = b\left(\frac{T}{L}\right)^{d/(d-2)} \quad (T > L), \qquad b_T = b \quad (T \le L)$$
 # `posenc.DynamicNTKScaling(s, L)` は $T$ を `seq_len` で受け取ります。
-# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます。このコードでの係数は $s_T = sT/L - (s-1)$ です（導出は下の「さらに詳しく」）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
+# emozilla のコードでは係数が系列長とともに線形に増え、その傾きを決める $s$ を Hugging Face は `factor` と呼びます。このコードでの係数は $s_T = sT/L - (s-1)$ です（導出は下の[「さらに詳しく」](#deeper-動的-ntk-の係数は傾き)）。$s = 1$ なら係数は $T/L$ で、Peng ら（§3.3）の書き方と同じです。
 # **この章では、本文、表、対話的な図のすべてで $s = 1$ を使います**。
 
 # %% [markdown] lang="en" tags=["deeper"]
@@ -441,8 +441,8 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # In pair indices, $r_i > \beta$ means $i < i_\beta$ and $r_i < \alpha$ means
 # $i > i_\alpha$. The authors' code, which Hugging Face's `"yarn"` and
 # `posenc.YarnScaling` follow, draws the ramp between the same two indices,
-# rounded outward, but linearly in $i$ rather than in $r$ (the note below
-# compares the two). YaRN is this rule plus an
+# rounded outward, but linearly in $i$ rather than in $r$
+# ([the note below](#deeper-the-ramp-in-the-code) compares the two). YaRN is this rule plus an
 # [attention temperature](../docs/glossary.md#attention-temperature). For
 # Llama 2 and $s = 4$:
 
@@ -457,7 +457,7 @@ assert (mixed - mixed[0]).abs().max() > 0.1  # two lengths: not relative
 # とすると、新しい周波数は次のとおりです。
 # $$\theta'_i = \left(1 - \gamma(r_i)\right)\frac{\theta_i}{s} + \gamma(r_i)\,\theta_i$$
 # ペアの番号で言えば、$r_i > \beta$ は $i < i_\beta$ のこと、$r_i < \alpha$ は $i > i_\alpha$ のことです。
-# 公式実装（以下、コード）は、同じ 2 つの番号を外側に丸め、その間の帯（両者を混ぜるペア）では $r$ ではなく $i$ について線形なランプ関数を使います（下の「さらに詳しく」で 2 つを比べます）。
+# 公式実装（以下、コード）は、同じ 2 つの番号を外側に丸め、その間の帯（両者を混ぜるペア）では $r$ ではなく $i$ について線形なランプ関数を使います（下の[「さらに詳しく」](#deeper-コードの中のランプ関数)で 2 つを比べます）。
 # Hugging Face の `"yarn"` と `posenc.YarnScaling` はこの公式実装に従います。
 # YaRN は、この規則に[アテンションの温度](../docs/glossary.ja.md#attention-temperature)を加えたものです。Llama 2 と $s = 4$ では次のとおりです。
 
@@ -591,7 +591,7 @@ plt.show()
 # touching the attention code; Hugging Face scales its cos and sin tables,
 # `posenc.apply_rope` the rotated vectors.
 # DeepSeek-V2 and V3 use YaRN with $s = 40$ but put the whole temperature on
-# the softmax scale instead (the note below).
+# the softmax scale instead ([the note below](#deeper-deepseeks-attention-factor)).
 
 # %% [markdown] lang="ja"
 # ### アテンションの温度
@@ -613,7 +613,7 @@ plt.show()
 #
 # $q$ と $k$ に $\sqrt{1/t}$ を掛ければ、アテンションのコードに手を加えずに、すべてのスコアが $1/t$ 倍になります。
 # Hugging Face は cos と sin の表に、`posenc.apply_rope` は回転後のベクトルに掛けます。
-# DeepSeek-V2 と V3 は $s = 40$ の YaRN を使いますが、温度はすべて softmax のスケールに掛けます（下の「さらに詳しく」）。
+# DeepSeek-V2 と V3 は $s = 40$ の YaRN を使いますが、温度はすべて softmax のスケールに掛けます（下の[「さらに詳しく」](#deeper-deepseek-のアテンションの倍率)）。
 
 # %%
 c = yarn.attention_factor  # sqrt(1/t) for s = 4
@@ -912,7 +912,8 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # inputs too. In Phi-3.5-mini the long list divides the slow pairs by about
 # $2s$, so at its last position their angles reach only half of their trained
 # arc; and as the list switches when the sequence first exceeds $L$, keys
-# cached with the short list go stale (the notes below).
+# cached with the short list go stale
+# ([the notes below](#deeper-the-switch-in-the-middle-of-a-generation)).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：LongRoPE の探索、温度、列の切り替え**
@@ -925,7 +926,7 @@ assert (int(short.sum()), int(long.sum())) == (29, 29)
 # $$\sqrt{1 + \frac{\ln s}{\ln L}} = \sqrt{\frac{\ln (sL)}{\ln L}}$$
 # $s$ は伸ばした長さと元の長さの比で、スコアは $1 + \ln s/\ln L$ 倍になります。これは[「アテンションの温度」](#アテンションの温度)の節で導いたとおり、倍率の 1 からの増分が $\ln s$ に比例する形です。ただしこの倍率は、短い入力にも掛かります。
 # Phi-3.5-mini の長い入力用の列は遅いペアをおよそ $2s$ で割るので、最後の位置でもその角度は学習した弧のおよそ半分にしか達しません。
-# また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてからキャッシュしたキーは、その時点から長い入力用の列と合わなくなります（下の「さらに詳しく」）。
+# また、列は系列が初めて $L$ を超えたときに切り替わるので、短い入力用の列で回転させてからキャッシュしたキーは、その時点から長い入力用の列と合わなくなります（下の[「さらに詳しく」](#deeper-生成の途中での切り替え)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: Phi-3.5-mini's two lists.** For Phi-3.5-mini-instruct
@@ -1336,7 +1337,8 @@ plt.show()
 #
 # Released models use every rule above: PI (Vicuna v1.5 16k), a larger base
 # (Code Llama), the Llama 3 rule (Llama 3.1), YaRN (Qwen2.5, DeepSeek-V2 and
-# V3, gpt-oss) and LongRoPE (Phi-3.5-mini); the note below lists their
+# V3, gpt-oss) and LongRoPE (Phi-3.5-mini);
+# [the note below](#deeper-the-settings-model-by-model) lists their
 # settings. Code Llama's new base is the NTK-aware one for the factor
 # $s = 100^{(d-2)/d} = 93.06$ ($d = 128$).
 
@@ -1345,7 +1347,7 @@ plt.show()
 #
 # ここまでの規則は、どれも公開されているモデルで使われています。
 # PI は Vicuna v1.5 16k、大きくした底は Code Llama、Llama 3 の規則は Llama 3.1 が使います。
-# YaRN は Qwen2.5、DeepSeek-V2 と V3、gpt-oss が、LongRoPE は Phi-3.5-mini が使います。各モデルの設定は下の「さらに詳しく」に表で示します。
+# YaRN は Qwen2.5、DeepSeek-V2 と V3、gpt-oss が、LongRoPE は Phi-3.5-mini が使います。各モデルの設定は下の[「さらに詳しく」](#deeper-モデルごとの設定)に表で示します。
 # Code Llama の新しい底は、係数 $s = 100^{(d-2)/d} = 93.06$ に対する NTK-aware の底と同じです（$d = 128$）。
 
 # %% tags=["check"] summary={"en": "base 10^6 is the NTK-aware base of 10^4 for s = 100^((d-2)/d) = 93.06", "ja": "底 10^6 は、底 10^4 を係数 s = 100^((d-2)/d) = 93.06 で NTK-aware スケーリングしたときの底です"}

@@ -165,8 +165,9 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # | `cope` | counts positions with learned gates: only the tokens they let through add to the distance | [CoPE](15-learned-bias-functions.ipynb) |
 #
 # A RoPE model is also tested with
-# [position interpolation](../docs/glossary.md#position-interpolation) (PI) and with
-# YaRN, which divide its frequencies by $s = N/L$ (YaRN only some), each with or without a short
+# [position interpolation](09-rope-context.ipynb#position-interpolation) (PI) and with
+# [YaRN](09-rope-context.ipynb#yarn-interpolation-by-parts-and-a-temperature), which
+# divide its frequencies by $s = N/L$ (YaRN only some), each with or without a short
 # [fine-tuning](../docs/glossary.md#fine-tuning) at $2L$ (`rope+pi`, `rope+yarn`,
 # `rope+ft`, ...).
 #
@@ -193,7 +194,7 @@ assert round(t_quantile(0.975, len(seeds) - 1), 3) == 2.776
 # | `t5`、`t5-hf` | 距離のバケットごとの学習可能なバイアス（厳密バケット 16 個と対数バケット 16 個）で、初期値の引き方が `posenc` と同じか、Hugging Face と同じです | [T5](06-t5-buckets.ipynb) |
 # | `cope` | 学習可能なゲートで位置を数え、ゲートを通ったトークンだけが距離に加わります | [CoPE](15-learned-bias-functions.ipynb) |
 #
-# RoPE のモデルは、周波数を $s = N/L$ で割る[位置補間](../docs/glossary.ja.md#position-interpolation)（PI）と、一部のペアだけを割る YaRN でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。
+# RoPE のモデルは、周波数を $s = N/L$ で割る[位置補間](09-rope-context.ipynb#位置補間)（PI）と、一部のペアだけを割る [YaRN](09-rope-context.ipynb#yarn部分ごとの補間と温度) でもテストします。それぞれ、$2L$ で短く[ファインチューニング](../docs/glossary.ja.md#fine-tuning)した場合としない場合があります（`rope+pi`、`rope+yarn`、`rope+ft` など）。
 #
 # どの種類も、あらかじめ決めた同じステップ数だけ学習し、シードは 5 つです。長さ $N$ での[正解率](../docs/glossary.ja.md#accuracy)は、採点する位置ごとに正解した割合を求め、位置について平均したものです（[チャンスレベル](../docs/glossary.ja.md#chance-level)は copy と prefix で $1/16$、recall で $1/6$）。以下の数値は、シードについての平均です。
 

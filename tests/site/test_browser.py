@@ -11,7 +11,7 @@ import fcntl
 import json
 import re
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import pytest
 
@@ -228,6 +228,25 @@ def test_language_switch_reaches_the_twin(page, served_site):
     page.wait_for_url(re.compile(rf"/(?<!ja/){CHAPTER}/$"))
     assert page.recorder.external == [], page.recorder.external
     assert [e for e in page.recorder.errors if "sitemap" not in e] == [], page.recorder.errors
+
+
+@pytest.mark.parametrize("prefix", ["", "ja/"])
+def test_a_link_to_a_fold_opens_it(page, served_site, prefix):
+    page.goto(served_site.base_url + f"{prefix}rope-context/", wait_until="networkidle")
+    fold = page.locator("details.deeper[id^='deeper-'][id*='kv']")  # dynamic NTK and a KV cache
+    assert fold.count() == 1 and fold.get_attribute("open") is None
+    fold_id = fold.get_attribute("id")
+    # the Markdown writes a Japanese id percent-encoded in the link
+    link = page.locator(f"article a[href='#{fold_id}'], article a[href='#{quote(fold_id)}']").first
+    link.evaluate("a => a.click()")
+    page.wait_for_function(f"document.getElementById({fold_id!r}).open")
+    fold.locator(":scope > summary").click()  # shut it again; a second click on the link reopens it
+    assert fold.get_attribute("open") is None
+    link.evaluate("a => a.click()")
+    page.wait_for_function(f"document.getElementById({fold_id!r}).open")
+    # arriving from elsewhere with the fold's address opens it too
+    page.goto(served_site.base_url + f"{prefix}rope-context/#{fold_id}", wait_until="networkidle")
+    page.wait_for_function(f"document.getElementById({fold_id!r}).open")
 
 
 @pytest.mark.parametrize(

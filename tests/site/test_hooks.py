@@ -1343,9 +1343,34 @@ def test_a_deep_dive_folds_under_its_title(tmp_path):
     ]
     html = _rendered(cells, tmp_path)
     out = folding.fold(html, folding.DEEPER, "en")
-    fold = re.search(r'<details class="deeper"><summary>(.*?)</summary>(.*?)</details>', out, re.S)
+    fold = re.search(
+        r'<details class="deeper" id="deeper-the-float32-error"><summary>(.*?)</summary>'
+        r"(.*?)</details>",
+        out,
+        re.S,
+    )
     assert fold[1] == "Going deeper: the float32 error"
     assert "Angles lose bits." in fold[2] and "x = 1" in fold[2] and "Back." not in fold[2]
+
+
+@pytest.mark.parametrize(
+    "lang, titles, ids",
+    [
+        (
+            "en",
+            ["Going deeper: Hugging Face's names.", "Going deeper: Hugging Face's names."],
+            ["deeper-hugging-faces-names", "deeper-hugging-faces-names-2"],
+        ),
+        ("ja", ["さらに詳しく：温度の導出。"], ["deeper-温度の導出"]),
+    ],
+)
+def test_a_deep_dive_gets_an_id_that_prose_can_link_to(tmp_path, lang, titles, ids):
+    cells = []
+    for title in titles:
+        cells += [_with_tags(_cell("markdown", f"**{title}** Text."), "deeper")]
+        cells += [_cell("markdown", "Between.")]
+    out = folding.fold(_rendered(cells, tmp_path), folding.DEEPER, lang)
+    assert re.findall(r'<details class="deeper" id="([^"]*)">', out) == ids
 
 
 def test_cells_and_page_out_of_step_are_reported(tmp_path, caplog):

@@ -223,7 +223,7 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 # `SinusoidalEmbedding` table can be rebuilt with more rows at no cost, since
 # nothing in it was trained. (Whether a model uses far positions well is another
 # question: [*Which encodings extrapolate?*](11-length-generalisation.ipynb).) A
-# learned table can only be extended by hand (see the fold below).
+# learned table can only be extended by hand (see [the fold below](#deeper-extending-a-learned-table-by-hand)).
 
 # %% [markdown] lang="ja"
 # 学習型の表の代償は、大きさとは別のところにあります。
@@ -233,7 +233,7 @@ assert n_params(gpt2_wpe) / n_params(gpt2) < 0.01
 #
 # 正弦波は関数なので、どの位置でも同じノルムで定義されています。`SinusoidalEmbedding` の表も、学習したものが何もないので、行を増やして作り直せば済みます。
 # モデルが遠い位置をうまく使えるかは別の問題で、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で扱います。
-# 学習型の表は人の手で広げるしかありません（下の「さらに詳しく」）。
+# 学習型の表は人の手で広げるしかありません（下の[「さらに詳しく」](#deeper-学習型の表を人の手で広げる)）。
 
 # %%
 bert_table = LearnedPositionalEmbedding(512, 768)
@@ -486,7 +486,7 @@ assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 
 # %% [markdown] lang="en"
 # Four more runs (seeds 1 to 4) also push neighbours apart (negative mean cosine);
-# in one, neighbours end less than 0.01 above distant pairs (see the fold below).
+# in one, neighbours end less than 0.01 above distant pairs (see [the fold below](#deeper-four-more-seeds)).
 # Tables trained on language differ: in Wang & Chen's (2020) plots of this matrix
 # for pretrained BERT, RoBERTa and GPT-2, neighbouring positions do have similar
 # vectors; a language model's data
@@ -494,7 +494,7 @@ assert near_l < far_l and near_l < 0  # this learned table: not; pushed apart
 # a learned table has it when the training data make it pay.
 
 # %% [markdown] lang="ja"
-# シード 1〜4 の 4 回でも、隣どうしのコサイン類似度の平均は負になり、隣どうしは押し離されます。遠い組の値をわずかに（0.01 未満）上回ったのは 1 回だけです（下の「さらに詳しく」）。
+# シード 1〜4 の 4 回でも、隣どうしのコサイン類似度の平均は負になり、隣どうしは押し離されます。遠い組の値をわずかに（0.01 未満）上回ったのは 1 回だけです（下の[「さらに詳しく」](#deeper-ほかの-4-つのシード)）。
 # 言語で学習した表は違います。Wang と Chen（2020）は学習済みの BERT、RoBERTa、GPT-2 の表について同じ行列を描いており、そこでは隣り合う位置が実際に似たベクトルを持っています。
 # 言語のデータでは局所性が損失の低下につながりますが、反転の課題ではそうなりません。
 # 正弦波は局所性を初めから備えています。学習型の表も、学習データで局所性が役に立てば、それを身につけます。
@@ -858,7 +858,7 @@ assert round(alpha / alpha_0, 1) == 5.8
 # Libraries differ in how they number the positions around that row: RoBERTa
 # uses its padding id $k = 1$ as a position too and numbers real tokens from
 # $k + 1 = 2$, which is why its table has $514 = 512 + 2$ rows for 512 tokens
-# (see the note).
+# (see [the note](#deeper-robertas-numbering-around-the-padding-row)).
 
 # %% [markdown] lang="ja"
 # ## パディング用の行
@@ -869,7 +869,7 @@ assert round(alpha / alpha_0, 1) == 5.8
 # $$\frac{\partial L}{\partial E_r} = \sum_{t:\, p_t = r} w_t \quad (r \ne k), \qquad \frac{\partial L}{\partial E_k} = 0$$
 # したがって素の SGD で更新しても、パディング用の行は 0 のままです。`SinusoidalEmbedding(..., padding_idx=k)` も位置 $k$ で 0 を返します。
 # この行のまわりで位置をどう数えるかは、ライブラリによって違います。
-# RoBERTa はパディングの ID $k = 1$ を位置にも使い、実トークンを $k + 1 = 2$ から数えるので、512 トークンに対して表が $514 = 512 + 2$ 行あります（下の「さらに詳しく」）。
+# RoBERTa はパディングの ID $k = 1$ を位置にも使い、実トークンを $k + 1 = 2$ から数えるので、512 トークンに対して表が $514 = 512 + 2$ 行あります（下の[「さらに詳しく」](#deeper-パディング用の行のまわりでの-roberta-の数え方)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: RoBERTa's numbering around the padding row.** fairseq and
@@ -976,7 +976,7 @@ if BartLearnedPositionalEmbedding is not None:
 #
 # | | table rows | initialisation | padding | scale |
 # |---|---|---|---|---|
-# | BERT, GPT-2 (Google's `modeling.py`, OpenAI's `src/model.py`, Hugging Face) | `max_position_embeddings` = 512, `n_ctx` = 1024 | as in the note in [the first section](#a-table-with-one-row-per-position) | none | none |
+# | BERT, GPT-2 (Google's `modeling.py`, OpenAI's `src/model.py`, Hugging Face) | `max_position_embeddings` = 512, `n_ctx` = 1024 | as in [the note](#deeper-how-the-original-bert-and-gpt-2-drew-their-tables) in the first section | none | none |
 # | fairseq `PositionalEmbedding` | 512 + padding id + 1 = 514 | normal, $\sigma = d^{-1/2}$ | row 1 zero, positions from 2 | none |
 # | RoBERTa in fairseq | 514 | normal, $\sigma = 0.02$ (`init_bert_params` redraws every embedding) | as fairseq | none |
 # | x-transformers `AbsolutePositionalEmbedding` | `max_seq_len` | `nn.Embedding`'s $N(0, 1)$ | none | constant $d^{-1/2}$ |
@@ -997,7 +997,7 @@ if BartLearnedPositionalEmbedding is not None:
 #
 # | | 表の行数 | 初期化 | パディング | スケール |
 # |---|---|---|---|---|
-# | BERT、GPT-2（Google の `modeling.py`、OpenAI の `src/model.py`、Hugging Face） | `max_position_embeddings` = 512、`n_ctx` = 1024 | [最初の節](#位置ごとに-1-行を持つ表)の注のとおり | なし | なし |
+# | BERT、GPT-2（Google の `modeling.py`、OpenAI の `src/model.py`、Hugging Face） | `max_position_embeddings` = 512、`n_ctx` = 1024 | 最初の節の[注](#deeper-元の-bert-と-gpt-2-の表の初期化)のとおり | なし | なし |
 # | fairseq の `PositionalEmbedding` | 512 + パディング ID + 1 = 514 | 正規分布、$\sigma = d^{-1/2}$ | 行 1 が 0、位置は 2 から | なし |
 # | fairseq の RoBERTa | 514 | 正規分布、$\sigma = 0.02$（`init_bert_params` による全埋め込みの引き直し） | fairseq と同じ | なし |
 # | x-transformers の `AbsolutePositionalEmbedding` | `max_seq_len` | `nn.Embedding` の $N(0, 1)$ | なし | 定数 $d^{-1/2}$ |
@@ -1324,8 +1324,8 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # positions under a cache those of 4.57.6; x-transformers' printed values come
 # from version 2.26.4 with torch 2.13.0. The toy runs use torch 2.13.0 in float64
 # on one CPU thread; other CPUs, kernels or versions may round the printed losses
-# differently. The note after the
-# references says where each count and initialisation was read.
+# differently. [The note after the references](#deeper-where-each-count-and-initialisation-was-read)
+# says where each count and initialisation was read.
 #
 # ### References
 #
@@ -1369,7 +1369,7 @@ assert acc_scaled == 1.0 > final_acc["d^(-1/2)"]  # learnable alpha
 # Hugging Face の初期化は transformers 5.24.0、キャッシュを使うときの RoBERTa の位置は 4.57.6 のものです。
 # x-transformers が出力した値は、バージョン 2.26.4 と torch 2.13.0 で得ました。
 # トイモデルの学習は torch 2.13.0、float64、CPU の 1 スレッドで行っています。CPU、カーネル、バージョンの違いによる丸め誤差で、表示される損失の値が変わる場合もあります。
-# 各パラメータ数と初期化をどこで読んだかは、参考文献の後の注にまとめました。
+# 各パラメータ数と初期化をどこで読んだかは、参考文献の後の[注](#deeper-パラメータ数と初期化を読んだ場所)にまとめました。
 #
 # ### 参考文献
 #

@@ -334,7 +334,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # memories of 150 and 640, the large one with 384 and 1600 (`clamp_len` 400 and
 # 1000): the evaluation memory is about four times the training one. For the base
 # model, `pos_seq` runs from 703 down to 0 at evaluation, but under `--same_length`
-# each query sees only the distances 0 to 639 (the note in
+# each query sees only the distances 0 to 639 ([the note](#deeper-the-mask-of-the-published-evaluation-scripts) in
 # [where the mask must start](#with-a-memory-where-the-mask-must-start)).
 
 # %% [markdown] lang="ja" tags=["deeper"]
@@ -350,7 +350,7 @@ assert torch.equal(encoded[seen & ~shared], distance[seen & ~shared])
 # 公式のスクリプトでは、base モデルは長さ 150 のメモリで学習して 640 で評価し、`clamp_len` は 400 です。
 # large モデルは 384 で学習して 1600 で評価し、`clamp_len` は 1000 です。評価時のメモリは学習時のおよそ 4 倍です。
 # base モデルの評価時の `pos_seq` は 703 から 0 までです。
-# ただし評価では `--same_length` を指定するので、各クエリが見るのは距離 0〜639 だけです（[「メモリがあるとき：マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の補足）。
+# ただし評価では `--same_length` を指定するので、各クエリが見るのは距離 0〜639 だけです（[「メモリがあるとき：マスクはどこから始めるか」](#メモリがあるときマスクはどこから始めるか)の節の[補足](#deeper-公開された評価スクリプトのマスク)）。
 
 # %% [markdown] lang="en"
 # ## Lining up the distances: the relative shift

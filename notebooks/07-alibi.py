@@ -409,8 +409,8 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # along a row: $m_h\, j$ with power-of-two slopes from $j = 2048$ on in float16
 # (Exercise 3 finds where in bfloat16). The forms
 # that are zero at the query itself (the paper's and the symmetric one) keep the nearby
-# keys, which carry the weight, close to $0$, where rounding is fine (the first note
-# below).
+# keys, which carry the weight, close to $0$, where rounding is fine
+# ([the first note below](#deeper-the-forms-differ-in-low-precision)).
 #
 # The figure shows three of the forms for head 1 ($m_1 = 1/2$) and $T = 8$, future
 # keys included; the staircase marks the causal mask, which removes everything above
@@ -437,7 +437,7 @@ assert_close(mean[-1], span[-1] - 0.5, rtol=0, atol=1e-3)  # 1/m - 1/2
 # ただし定数は行の中で同じでなければなりません。$j$ に対する変わり方が違うバイアス、たとえば正負を取り違えた $-m_h\, j$ は、アテンションを変えてしまいます。
 # これらの形は、厳密な計算では等しくても、丸めると等しくなりません。
 # 位置とともに大きくなる形（$m_h\, j$ や labml の形）では、行の先のほうで、隣り合うキーにやがて同じバイアスが付きます。傾きが 2 のべき乗の $m_h\, j$ なら、float16 では $j = 2048$ 以降でそうなります（bfloat16 でどこからそうなるかは演習 3 で求めます）。
-# クエリ自身の位置で 0 になる形（論文の形と、左右対称な形）では、重みの大部分を受け持つ近くのキーのバイアスが $0$ の近くにとどまるので、丸めても問題ありません（下の最初の「さらに詳しく」）。
+# クエリ自身の位置で 0 になる形（論文の形と、左右対称な形）では、重みの大部分を受け持つ近くのキーのバイアスが $0$ の近くにとどまるので、丸めても問題ありません（下の最初の[「さらに詳しく」](#deeper-低精度では形によって結果が変わる)）。
 #
 # 図はヘッド 1（$m_1 = 1/2$）、$T = 8$ の 3 つの形を、未来のキーも含めて描いたものです。階段状の線は因果マスクで、その上側はすべて取り除かれます。
 # 論文のバイアスは対角線に沿って、公式実装のバイアスは列に沿って一定で、対称なバイアスは論文のバイアスを上三角に折り返したものです。
@@ -662,7 +662,7 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 # the perplexity of a sinusoidal model trained on 2048, while training 11% faster and
 # using 11% less memory.
 #
-# The paper's own analysis (its Appendix B, in the note below) attributes most of the
+# The paper's own analysis (its Appendix B, in [the note below](#deeper-where-the-gain-beyond-the-training-length-comes-from)) attributes most of the
 # gain at $L_{\mathrm{valid}} > L$ to nonoverlapping evaluation, in which longer
 # segments leave fewer tokens with little context. The chapter
 # [*Which encodings extrapolate?*](11-length-generalisation.ipynb) puts
@@ -687,7 +687,7 @@ assert not torch.allclose(wrong_sym, full_sym[:, -L_q:], atol=1e-3)
 # 要旨によれば、1024 トークンで学習した 13 億パラメータのモデルは、2048 トークンで評価すると 2048 トークンで学習した正弦波のモデルと同じパープレキシティに達します。
 # しかも学習は 11% 速く、メモリは 11% 少なく済みます。
 #
-# ただし論文自身の分析（付録 B、下の「さらに詳しく」）は、$L_{\mathrm{valid}} > L$ での改善の大部分を、重ならない窓での評価によるものとしています。窓が長いほど、文脈の乏しいトークンが減るからです。
+# ただし論文自身の分析（付録 B、下の[「さらに詳しく」](#deeper-学習時の長さを超えたときの改善はどこから来るか)）は、$L_{\mathrm{valid}} > L$ での改善の大部分を、重ならない窓での評価によるものとしています。窓が長いほど、文脈の乏しいトークンが減るからです。
 # [外挿](../docs/glossary.ja.md#extrapolation)は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章で小さなモデルを使って確かめます。
 # ALiBi を使うモデルには BLOOM と MPT があります。
 # BLOOM の 1760 億パラメータのモデルは 112 ヘッドなので、公式実装の、2 のべき乗でないヘッド数の規則が使われます。MPT-7B は 32 ヘッドで、論文と同じ傾きです。

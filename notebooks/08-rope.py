@@ -199,7 +199,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # number $f(q, m)\,\overline{f(k, n)}$, whose real part is the score, depend only on
 # $q$, $k$ and $m - n$, and that position $0$ change nothing, $f(q, 0) = q$. (The
 # score alone would also let through a reflection, which sees only whether the
-# distance is even or odd: the note below.) Write
+# distance is even or odd: [the note below](#deeper-the-reflection-that-the-score-alone-admits).) Write
 # everything in polar form, $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$ and
 # $q = |q|\, e^{\mathrm{i}\phi_q}$.
 #
@@ -231,7 +231,7 @@ assert f"{scores[2, 0]:.2f}" == "0.43" and f"{scores[6, 0]:.2f}" == "-0.59"
 # RoFormer は、この性質より少し強い条件を課します。
 # スコアを実部に持つ複素数 $f(q, m)\,\overline{f(k, n)}$ 全体が $q$、$k$、$m - n$ だけで決まることと、
 # 位置 $0$ では何も変えないこと、つまり $f(q, 0) = q$ であることです。
-# スコアだけの条件では距離の偶奇しか見ない鏡映も通ってしまうので、この強い条件が必要です（下の「さらに詳しく」を参照）。
+# スコアだけの条件では距離の偶奇しか見ない鏡映も通ってしまうので、この強い条件が必要です（下の[「さらに詳しく」](#deeper-スコアだけの条件が許す鏡映)を参照）。
 # すべてを極形式で $f(q, m) = \rho(q, m)\, e^{\mathrm{i}\Phi(q, m)}$、$q = |q|\, e^{\mathrm{i}\phi_q}$ と書きます。
 #
 # - **ノルム**：絶対値 $\rho(q, m)\,\rho(k, n)$ は、位置については $m - n$ だけで決まらなければなりません。
@@ -497,7 +497,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #
 # Pair $i$ turns by $m\theta_i$ in both; only the addresses of its two features
 # differ, so the two are the same rotation up to a fixed permutation of the features
-# (written out in the note below). On the same vector the two layouts differ, so
+# (written out in [the note below](#deeper-the-permutation-between-the-layouts-and-converted-llama-checkpoints)). On the same vector the two layouts differ, so
 # converting a model permutes weights.
 
 # %% [markdown] lang="ja"
@@ -512,7 +512,7 @@ assert f"{255 * theta_head[-1]:.4f}" == "0.0294"
 #   表は $(\cos m\theta_0, \dots, \cos m\theta_{d/2-1})$ を 2 回並べたもので、飛び飛びの要素へのアクセス（ストライドアクセス）が要りません。
 #
 # どちらでもペア $i$ は $m\theta_i$ だけ回り、違うのは 2 つの次元の置き場所だけです。
-# つまり 2 つは、次元の決まった並べ替えを除けば同じ回転です（式は下の「さらに詳しく」）。
+# つまり 2 つは、次元の決まった並べ替えを除けば同じ回転です（式は下の[「さらに詳しく」](#deeper-配置の間の並べ替えとllama-の変換済みチェックポイント)）。
 # 同じベクトルに対して 2 つの配置は異なる結果を出すので、モデルを変換するときは重みを並べ替えます。
 
 
@@ -806,7 +806,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # $h_j = q^{(j)}\,\overline{k^{(j)}}$ for the product of pair $j$, so that the score is
 # $\mathrm{Re}\big[\sum_j h_j\, e^{\mathrm{i}r\theta_j}\big]$, and
 # $S_t = \sum_{l=0}^{t-1} e^{\mathrm{i}r\theta_l}$ for the partial sums of the phases.
-# As $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$, summation by parts (note below the figure) gives
+# As $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$, summation by parts ([note below the figure](#deeper-where-the-bound-comes-from)) gives
 # $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$:
 # a factor that does not depend on the distance times $\sum_t |S_t|$. The paper plots the average
 # $\frac{1}{d/2}\sum_{t=1}^{d/2} |S_t|$ against the distance and calls it the *relative upper bound*. At $r = 0$ every
@@ -830,7 +830,7 @@ assert angle_err[:, 0].max() == 0 and 0.038 < angle_err.max() < 0.040
 # RoFormer（§3.4.3）は、RoPE によってスコアが距離とともに減衰すると論じています（[長距離減衰](../docs/glossary.ja.md#long-term-decay)）。
 # $r = m - n$、ペア $j$ の積を $h_j = q^{(j)}\,\overline{k^{(j)}}$ とすると、スコアは $\mathrm{Re}\big[\sum_j h_j\, e^{\mathrm{i}r\theta_j}\big]$ です。
 # 位相の部分和を $S_t = \sum_{l=0}^{t-1} e^{\mathrm{i}r\theta_l}$ とします。
-# $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$ なので、部分和分（図の下の「さらに詳しく」）により $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$ です。スコアは距離によらない因子と $\sum_t |S_t|$ の積で抑えられます。
+# $e^{\mathrm{i}r\theta_j} = S_{j+1} - S_j$ なので、部分和分（図の下の[「さらに詳しく」](#deeper-上界の導き方)）により $\big|q^\top R_{n-m}\, k\big| \le \Big(\max_j |h_{j+1} - h_j|\Big) \sum_{t=1}^{d/2} |S_t|$ です。スコアは距離によらない因子と $\sum_t |S_t|$ の積で抑えられます。
 # 論文は平均 $\frac{1}{d/2}\sum_{t=1}^{d/2} |S_t|$ を「相対的な上界」（relative upper bound）と呼び、距離に対して描いています。
 # $r = 0$ ではすべての位相が $1$ なので $S_t = t$ で、平均は $(d/2 + 1)/2$、$d = 128$ なら 32.5 です。
 # $r$ が大きくなると速い位相があらゆる方向を向き、部分和は小さいままです。
@@ -1133,7 +1133,7 @@ if modeling_llama is not None:
 #    paper's Figure 2) for $d = 128$ up to distance 4000 with both bases. What does a
 #    larger base do to the bound, and to the wavelengths of the last pairs?
 # 4. In `convert_llama_weights_to_hf.py`, the keys are permuted with
-#    `n_heads=num_key_value_heads`. In the grouped-query example of the Llama fold,
+#    `n_heads=num_key_value_heads`. In the grouped-query example of [the Llama fold](#deeper-the-permutation-between-the-layouts-and-converted-llama-checkpoints),
 #    permute $W_K$ with the number of query heads instead: which scores change?
 
 # %% [markdown] lang="ja"
@@ -1147,7 +1147,7 @@ if modeling_llama is not None:
 # 3. Llama 3 は `base = 500000` を使います。$d = 128$ の相対的な上界（論文の図 2 の量）を、両方の底で距離 4000 まで描き直してください。
 #    底を大きくすると、上界と最後のペアの波長はどうなるでしょうか。
 # 4. `convert_llama_weights_to_hf.py` では、キーは `n_heads=num_key_value_heads` で並べ替えられます。
-#    Llama についての「さらに詳しく」にあるグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えると、
+#    Llama についての[「さらに詳しく」](#deeper-配置の間の並べ替えとllama-の変換済みチェックポイント)にあるグループ化クエリアテンションの例で、$W_K$ をクエリのヘッド数で並べ替えると、
 #    どのスコアが変わるでしょうか。
 
 # %% [markdown] lang="en" tags=["solution"]

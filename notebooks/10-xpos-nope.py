@@ -384,7 +384,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 # - **It only works causally.** For $m < n$ the factor exceeds 1: a key 2048 positions
 #   in the future has pair $0$ multiplied by 150.06. xPos is a design for decoders;
 #   the paper leaves bidirectional attention to future work. Its own numbers past
-#   the training length also use a blockwise causal window (the note below).
+#   the training length also use a blockwise causal window ([the note below](#deeper-the-blockwise-window)).
 
 # %% [markdown] lang="ja"
 # ## xPos のトレードオフ
@@ -401,7 +401,7 @@ assert fmt(caps) == "0.9888, 0.9141, 0.4876"
 #   RoPE では 10.92 と 12.53 です。
 # - **因果的な場合にしか働きません**。$m < n$ では因子が 1 を超え、2048 個先（未来）のキーではペア $0$ に 150.06 が掛かります。
 #   xPos はデコーダのための設計で、論文も双方向のアテンションへの適用は今後の課題としています。
-#   学習時の長さを超えた論文の xPos の数値も、ブロック単位の因果的なウィンドウを使って測ったものです（下の「さらに詳しく」）。
+#   学習時の長さを超えた論文の xPos の数値も、ブロック単位の因果的なウィンドウを使って測ったものです（下の[「さらに詳しく」](#deeper-ブロック単位のウィンドウ)）。
 
 # %% tags=["check"] summary={"en": "B = ∞ is RoPE; half-distances scale with B; the quoted counts, spreads and factor hold, and the far spread of xPos stays below half the near one in 10 further draws", "ja": "B = ∞ は RoPE で、半減距離は B に比例し、本文の個数、ばらつき、因子はそのとおりです。さらに 10 回引き直しても、xPos の遠くのばらつきは近くの半分未満です"}
 q, k = torch.randn(2, 3, 50, 32)

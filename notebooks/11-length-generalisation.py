@@ -439,10 +439,10 @@ display(Markdown("\n".join(lines)))
 not_learned = [(t, k) for t in TASKS for k in KINDS if not learned(t, k)]
 
 # %% [markdown] lang="en"
-# NoPE and RoPE on randomised positions fell just short (the note below).
+# NoPE and RoPE on randomised positions fell just short ([the note below](#deeper-the-two-kinds-that-fell-short)).
 
 # %% [markdown] lang="ja"
-# NoPE と、ランダム化した位置での RoPE は、学習できたとする基準にわずかに届きませんでした（下の「さらに詳しく」）。
+# NoPE と、ランダム化した位置での RoPE は、学習できたとする基準にわずかに届きませんでした（下の[「さらに詳しく」](#deeper-わずかに届かなかった-2-種類)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the two kinds that fell short.** Their seeds end at $0.979$ to
@@ -611,13 +611,13 @@ plt.show()
 # keep $0.99$ or more at $8L$. RoPE with base $10^4$ falls to $0.41$: its slow
 # pairs never turned in training, so far keys meet angles it never saw, which
 # can give them the score of a near key. Scored as if every key $L$ or more back
-# were $L - 1$ back, it is right again (the last note). RoPE-LLM, whose base makes
+# were $L - 1$ back, it is right again ([the last note](#deeper-unseen-distances-more-keys-or-a-hidden-first-token)). RoPE-LLM, whose base makes
 # 6 of its 8 pairs turn within $L$, holds ($1.00$). For
 # sinusoids every position beyond $L$ is itself a new input; they fall to $0.60$.
 # Position interpolation without fine-tuning breaks copy ($0.24$ at $2L$): it
 # halves every distance, so the answer 3 back looks 1.5 back, a distance training
 # never showed. A 50-step fine-tune at $2L$ with no scaling at all carried copy to
-# $0.99$ at $8L$ (the note on the published findings).
+# $0.99$ at $8L$ ([the note on the published findings](#deeper-the-published-findings-and-what-moves-them)).
 #
 # **Recall**, the answer found by content. An encoding only has
 # to keep out of the way: NoPE, T5, FIRE and CoPE stay at $1.00$, and eight kinds
@@ -636,16 +636,16 @@ plt.show()
 # it, divides 7 of RoPE's 8 pairs by $s = 2$, so to them 16 back looks like 8 back,
 # a distance of training: $0.98$ at $2L$. That gain comes mostly from the code keeping
 # the fastest pair whole, which the paper's formula does not: read with the paper's
-# ramp, one retrained seed scores $0.23$ at $2L$, as PI does on that seed (the note
-# on which YaRN was tested).
+# ramp, one retrained seed scores $0.23$ at $2L$, as PI does on that seed
+# ([the note on which YaRN was tested](#deeper-which-yarn-was-tested)).
 
 # %% [markdown] lang="ja"
 # **copy**：答えはどの長さでも 3 個前にあります。この距離は学習中にも現れたもので、$L$ より先で新しく現れるのは遠くのキーです。
 # ALiBi と KERPLE は、距離だけで決まり、距離とともに大きくなるペナルティをスコアに加えます。遠くのキーは学習中のどのキーよりも強く抑えられるので、近くにある答えがこれまでどおり選ばれ、どちらも $8L$ で $0.99$ 以上を保ちます。
-# 底 $10^4$ の RoPE は $0.41$ まで下がります。遅いペアは学習中に 1 周もしなかったので、遠くのキーでは見たことのない角度が現れ、近くのキーと変わらないスコアになることもあります。$L$ 個以上前のキーをすべて $L - 1$ 個前にあるものとしてスコアを計算すると、再び正解するようになります（最後の「さらに詳しく」）。
+# 底 $10^4$ の RoPE は $0.41$ まで下がります。遅いペアは学習中に 1 周もしなかったので、遠くのキーでは見たことのない角度が現れ、近くのキーと変わらないスコアになることもあります。$L$ 個以上前のキーをすべて $L - 1$ 個前にあるものとしてスコアを計算すると、再び正解するようになります（最後の[「さらに詳しく」](#deeper-未知の距離かキーの多さか隠れた先頭のトークンか)）。
 # RoPE-LLM は、8 組中 6 組のペアが $L$ の間に 1 周以上する底を選んだもので、$1.00$ を保ちます。正弦波位置エンコーディングでは $L$ より先の位置そのものが新しい入力になり、$0.60$ まで下がります。
 # ファインチューニングなしの位置補間では、copy の正解率が $2L$ で $0.24$ まで落ちます。すべての距離が半分になるので、3 個前の答えが 1.5 個前にあるように見えます。1.5 個前という距離は、学習中には現れませんでした。
-# スケーリングを一切せずに $2L$ で 50 ステップのファインチューニングをすると、copy の $8L$ での正解率は $0.99$ まで上がりました（公表された知見についての「さらに詳しく」）。
+# スケーリングを一切せずに $2L$ で 50 ステップのファインチューニングをすると、copy の $8L$ での正解率は $0.99$ まで上がりました（公表された知見についての[「さらに詳しく」](#deeper-公表された知見と判定を動かすもの)）。
 #
 # **recall**：答えは内容で見つけます。エンコーディングは邪魔さえしなければよく、NoPE、T5、FIRE、CoPE は $1.00$ を保ち、全部で 8 種類が $0.966$ 以上を保ちます。
 # copy では役立った ALiBi のペナルティが、ここでは先頭の対応を不利にし、正解率は $0.94$ に下がります。先頭の対応は、学習中のどのキーよりも遠くにあるからです。
@@ -656,7 +656,7 @@ plt.show()
 # バイアスが距離とともになめらかに変わる KERPLE、FIRE、ALiBi は、$2L$ ではまだ答えを見つけますが（$0.92$〜$0.97$）、$8L$ では見つけられません（最もよい KERPLE でも $0.66$）。
 # スケーリングなしの RoPE と RoPE-LLM は、$2L$ 以降はチャンスレベル近くまで下がります。答えまでの距離が、見たことのない角度を生むからです。
 # 公式実装の YaRN は RoPE の 8 組のペアのうち 7 組を $s = 2$ で割るので、この 7 組から見れば、16 個前は学習中に見た距離である 8 個前と変わりません。$2L$ での正解率は $0.98$ です。
-# ただし、この向上の大部分は、公式実装が最も速いペアをそのまま残すことによるもので、論文の式ではそうなりません。論文のランプ関数で計算すると、学習し直したシード 1 つの $2L$ での正解率は $0.23$ で、同じシードの PI と同じです（どの YaRN を試したかについての「さらに詳しく」）。
+# ただし、この向上の大部分は、公式実装が最も速いペアをそのまま残すことによるもので、論文の式ではそうなりません。論文のランプ関数で計算すると、学習し直したシード 1 つの $2L$ での正解率は $0.23$ で、同じシードの PI と同じです（どの YaRN を試したかについての[「さらに詳しく」](#deeper-どの-yarn-を試したか)）。
 
 
 # %% [markdown] lang="en"
@@ -1065,7 +1065,7 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # $[0.04, 0.06]$ on prefix, and nothing with RoPE-LLM. **YaRN's frequencies**, as
 # the reference code computes them, beat PI's by $0.23$ on copy and $0.38$ on
 # prefix at base $10^4$, where the two differ in pair 0 alone, which the code keeps
-# whole (the note on which YaRN was tested). At RoPE-LLM's base, where the code
+# whole ([the note on which YaRN was tested](#deeper-which-yarn-was-tested)). At RoPE-LLM's base, where the code
 # keeps pair 0, blends pairs 1 to 5 and divides pairs 6 and 7 by $s$, YaRN leads PI on
 # copy but trails it on recall and prefix, most at $2L$ on prefix: $-0.51$
 # $[-0.69, -0.33]$ ($0.18$ against PI's $0.69$).
@@ -1092,7 +1092,7 @@ assert 0 < checks["Kazemnejad: NoPE > sinusoidal", "recall"][2] < 0.005
 # RoPE の代わりに RoPE-LLM を置くと、RoPE についての 14 の判定のうち 5 つが変わります（次の確認のあとの「変わる 5 つの判定」）。
 #
 # **YaRN の温度**は copy と recall では測れるほどの差を生まず、prefix では $0.05$ $[0.04, 0.06]$ 上げます。RoPE-LLM ではどのタスクでも測れるほどの差を生みません。
-# 公式実装で計算した **YaRN の周波数**は、底 $10^4$ では PI を、copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（後の「さらに詳しく：どの YaRN を試したか」）。
+# 公式実装で計算した **YaRN の周波数**は、底 $10^4$ では PI を、copy で $0.23$、prefix で $0.38$ 上回ります。この底で 2 つが違うのは、コードがそのまま保つペア 0 だけです（後の[「さらに詳しく：どの YaRN を試したか」](#deeper-どの-yarn-を試したか)）。
 # RoPE-LLM の底では、公式実装はペア 0 の周波数をそのまま使い、ペア 1〜5 では元の周波数と PI の周波数を混ぜ、ペア 6 と 7 の周波数を $s$ で割ります。ここでは YaRN は copy で PI を上回りますが、recall と prefix では PI に及びません。差が最も大きいのは prefix の $2L$ で、$-0.51$ $[-0.69, -0.33]$ です（PI の $0.69$ に対して $0.18$）。
 #
 # **T5 の遠いバケット**の初期値を Hugging Face と同じように引いても、copy と recall では測れるほどの差はなく、prefix では $0.05$ $[0.01, 0.08]$ 上がります。

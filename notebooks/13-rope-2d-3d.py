@@ -455,7 +455,7 @@ plt.show()
 # training (with 16-pixel patches, 14 × 14 at 224 pixels, 24 × 24 at 384).
 # This is the setting of the result the paper's abstract puts first: RoPE
 # keeps its accuracy as the inference resolution grows, though not in every
-# model (the note below).
+# model ([the note below](#deeper-the-accuracy-table)).
 
 # %% [markdown] lang="ja"
 # ## 解像度を上げても補間し直さない
@@ -463,7 +463,7 @@ plt.show()
 # Heo らのコードはパッチのトークンだけを回転させ、格子の上に位置を持たないクラストークンは回転させません。
 # 解像度が変わっても何も補間し直さず、大きくなった格子について角度を計算し直します。
 # パッチの座標は整数のままで、モデルは学習時に現れなかった大きな相対位置を扱います（16 ピクセルのパッチなら 224 ピクセルで 14 × 14、384 ピクセルで 24 × 24）。
-# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という趣旨の結果は、この設定で得られたものです。ただし、すべてのモデルでそうなるわけではありません（下の「さらに詳しく」）。
+# 論文の要旨が最初に挙げる「推論時の解像度を上げても RoPE は精度を保つ」という趣旨の結果は、この設定で得られたものです。ただし、すべてのモデルでそうなるわけではありません（下の[「さらに詳しく」](#deeper-正解率の表)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the accuracy table.** For DeiT-III Base in
@@ -828,7 +828,7 @@ for rule in ["paper", "hf"]:
 # $i$, so in Qwen2-VL's $[16, 24, 24]$ time takes the 16 fastest and width
 # the 24 slowest, and no axis has both fast pairs (fine differences) and
 # slow pairs (long ranges): within an image the width axis is nearly blind
-# (the note below gives the numbers). Qwen3-VL
+# ([the note below](#deeper-the-numbers-and-qwen3-vls-base) gives the numbers). Qwen3-VL
 # interleaves instead, the MRoPE-Interleave of Huang et al. (2025), from the
 # Qwen team, whose guidelines ask every axis to use the full spectrum:
 # frequency $i$ goes to axis $i \bmod 3$, $t\,h\,w\,t\,h\,w \dots$, as long
@@ -842,15 +842,15 @@ for rule in ["paper", "hf"]:
 # Qwen2-VL), blocks stop the temporal axis at a wavelength of about 160
 # positions and start the width at about 35,000; interleaved, every axis
 # spans nearly the whole range. The figure keeps $10^6$ for both, so that only
-# the assignment differs (Qwen3-VL itself uses $5 \cdot 10^6$, see the note
-# below).
+# the assignment differs (Qwen3-VL itself uses $5 \cdot 10^6$, see
+# [the note below](#deeper-the-numbers-and-qwen3-vls-base)).
 
 # %% [markdown] lang="ja"
 # ## Qwen3-VL：周波数の巡回割り当て
 #
 # 連続したブロックに分ける方式では、各軸はスペクトルの 1 つの帯域しか使えません。
 # 周波数は $i$ とともに小さくなるので、Qwen2-VL の $[16, 24, 24]$ では時間が最も速い 16 個を、幅が最も遅い 24 個を受け持ち、速いペア（細かい差）と遅いペア（長い範囲）の両方を持つ軸はありません。
-# 画像の中で幅の軸はほとんど何も見分けられません（数値は下の「さらに詳しく」）。
+# 画像の中で幅の軸はほとんど何も見分けられません（数値は下の[「さらに詳しく」](#deeper-数値と-qwen3-vl-の底)）。
 # Qwen3-VL は代わりに、周波数を時間・高さ・幅の軸へ巡回的に割り当てます。これは Qwen チームの Huang ら（2025）が提案した MRoPE-Interleave で、「どの軸にも周波数の全範囲を使わせる」という同論文の設計指針に沿っています。
 # セクションが許す限り、周波数 $i$ を軸 $i \bmod 3$ に割り当て、$t\,h\,w\,t\,h\,w \dots$ と並べます。
 # `mrope_section = [24, 20, 20]` では $h$ が $1, 4, \dots, 58$、$w$ が $2, 5, \dots, 59$ を受け持ち、最後の 4 つを含む残りは $t$ です。
@@ -859,7 +859,7 @@ for rule in ["paper", "hf"]:
 # ペアの波長 $2\pi/\theta_i$ は、そのペアが見分けられる距離の目安です。
 # $d = 128$、底 $10^6$（Hugging Face の Qwen2-VL の `rope_theta` の既定値）で見ると、
 # ブロックでは時間の軸の波長は最長でも約 160 で、幅の軸の波長は約 35,000 から始まります。巡回割り当てでは、どの軸もほぼ全範囲にわたります。
-# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の「さらに詳しく」）。
+# 図では割り当て方だけを比べるため、どちらも底を $10^6$ とします（Qwen3-VL 自体は $5 \cdot 10^6$ です。下の[「さらに詳しく」](#deeper-数値と-qwen3-vl-の底)）。
 
 # %% tags=["check"] summary={"en": "the interleaved axes match transformers 5.24.0, and the score stays relative per axis", "ja": "巡回割り当ても transformers 5.24.0 と一致し、スコアは軸ごとの相対位置だけで決まります"}
 # transformers 5.24.0: Qwen3VLTextRotaryEmbedding.recomposition_frequencies

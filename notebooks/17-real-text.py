@@ -290,8 +290,8 @@ plt.show()
 #    $[5.4, 5.7]$ at $16L$.
 # 5. **ALiBi is best at $L$: contradicted.** In their table ALiBi leads (18.66 against T5's 18.80); here ALiBi
 #    is the worst of the five encodings (NoPE aside) at $L$, 1.05 to 1.08 times each
-#    other's perplexity, 1.08 $[1.06, 1.10]$ times FIRE's, the best. Why, the record cannot tell (the first note
-#    below).
+#    other's perplexity, 1.08 $[1.06, 1.10]$ times FIRE's, the best. Why, the record cannot tell
+#    ([the first note below](#deeper-why-alibi-may-trail-at-the-training-length)).
 #
 # Not in their figure: FIRE, best at $L$, rises slowly to 7.01 at $16L$ and trails
 # ALiBi from $4L$ on. NoPE, far behind at $L$ (7.59: without an encoding this small
@@ -306,7 +306,7 @@ plt.show()
 # 4. **T5 は RoPE と ALiBi の間に入る：一致しますが、程度は違います**。$16L$ で ALiBi のパープレキシティは T5 の 0.19 $[0.18, 0.20]$ 倍、T5 は RoPE の 0.60 $[0.45, 0.81]$ 倍です。論文の $8L$ での順序と同じです（論文の T5 は 16,024 語でメモリが足りなくなりました）。
 #    ただし論文の T5 はおよそ $2L$ までよくなり（18.34）、$8L$ でも $L$ での値の 1.37 倍にとどまります。ここでの T5 は $2L$ で 1.24 倍、$8L$ で 3.9 倍、$16L$ で 5.5 $[5.4, 5.7]$ 倍です。
 # 5. **$L$ では ALiBi が最もよい：否定されます**。論文では ALiBi が最もよい値（18.66。T5 は 18.80）ですが、ここでは $L$ での値が NoPE を除く 5 つのうちで最も悪くなります。パープレキシティはほかの 4 つの 1.05〜1.08 倍で、最もよい FIRE の 1.08 $[1.06, 1.10]$ 倍です。
-#    理由は記録からはわかりません（下の「さらに詳しく：学習時の長さで ALiBi が劣りうる理由」）。
+#    理由は記録からはわかりません（下の[「さらに詳しく：学習時の長さで ALiBi が劣りうる理由」](#deeper-学習時の長さで-alibi-が劣りうる理由)）。
 #
 # 論文の図にない 2 つのうち、FIRE は $L$ で最もよく、$16L$ までゆっくり上がって 7.01 になり、$4L$ 以降は ALiBi に遅れます。NoPE は $L$ ですでに大きく遅れ（7.59。位置エンコーディングがないと、この小さなモデルはテキストをはるかに学習しにくくなります）、16.28 まで上がります。
 
@@ -644,7 +644,7 @@ plt.show()
 
 # %% [markdown] lang="en"
 # Only ALiBi stays flat: 5.06 at $L$, 5.20 at $16L$, as Press et al. found with a
-# stride of 1 (the note below). T5 jumps to 11.48 at $2L$, and RoPE, which has no
+# stride of 1 ([the note below](#deeper-press-et-als-sliding-window-numbers)). T5 jumps to 11.48 at $2L$, and RoPE, which has no
 # buckets, jumps further, so the jump is not the buckets' doing alone. FIRE, which rose only to 7.01 in non-overlapping
 # windows, more than doubles here (4.58 to 10.31): there its far bytes were diluted
 # by many near ones.
@@ -658,7 +658,7 @@ plt.show()
 # fits within the training length, and windowed attention does as well.
 
 # %% [markdown] lang="ja"
-# 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。Press らもストライド 1 で同じ結果を得ています（下の「さらに詳しく：Press らのスライディングウィンドウ評価の数値」）。
+# 横ばいを保つのは ALiBi だけで、$L$ で 5.06、$16L$ で 5.20 です。Press らもストライド 1 で同じ結果を得ています（下の[「さらに詳しく：Press らのスライディングウィンドウ評価の数値」](#deeper-press-らのスライディングウィンドウ評価の数値)）。
 # T5 は $2L$ で 11.48 に跳ね上がりますが、バケットのない RoPE はさらに大きく上がるので、これはバケットだけのせいではありません。重ならない窓では 7.01 までしか上がらなかった FIRE も、ここでは 2 倍を超えます（4.58 から 10.31）。重ならない窓では、先頭から遠いバイトの損失が、先頭に近い多くのバイトに薄められていたのです。
 #
 # ALiBi の横ばいは、長い文脈を使っているからではありません。$L$ より多くの文脈を与えても、パープレキシティは $L$ での 5.06 を下回りません。$16L$ では、同じ 1,024 バイトを少なくとも 1,008 バイトの文脈で読んでも、少なくとも 960 バイトで読んでも、損失は小数第 3 位まで同じです。
@@ -790,24 +790,24 @@ display(Markdown(table(ROPE_ROWS[1:] + TUNED)))
 #   the code's YaRN is ahead of PI at every length past $L$, with and without the
 #   fine-tune. Without its temperature the perplexity is 1.05 $[1.01, 1.08]$ times
 #   higher at $8L$; at $16L$ the interval contains 1. The paper's own formula gives
-#   other frequencies at this head size, and on seed 0 much less back (the note
-#   below).
+#   other frequencies at this head size, and on seed 0 much less back
+#   ([the note below](#deeper-yarn-as-the-code-and-as-the-paper-write-it)).
 # - **PI without training is worse than nothing**: 1.74 $[1.66, 1.82]$ times plain
 #   RoPE's perplexity at $2L$, 1.22 $[1.04, 1.44]$ at $16L$, against what Chen et al.
-#   report for LLaMA 7B (the note after the next check).
+#   report for LLaMA 7B ([the note after the next check](#deeper-chen-et-als-two-claims)).
 # - **Fine-tuning at $2L$** brings every variant to about its level at $L$ there (4.49
 #   to 4.73) and costs a little at $L$ (4.61 to 4.85 against 4.51), as Chen et al. see
 #   on their original window; but with PI it does not beat the fine-tune without
-#   scaling (the same note). The code's YaRN plus fine-tuning is the best RoPE past
+#   scaling ([the same note](#deeper-chen-et-als-two-claims)). The code's YaRN plus fine-tuning is the best RoPE past
 #   $L$: 5.37 at $8L$, 8.20 at $16L$, still above ALiBi's 4.75.
 
 # %% [markdown] lang="ja"
 # - **学習なしの YaRN**（コードどおりの実装）は悪化した分の大部分を取り戻します。$2L$ で 4.68（そのままの RoPE は 7.36）、$16L$ で 12.81（41.45。比は 0.31 $[0.25, 0.38]$）です。
 #   Peng ら（2023）は、ファインチューニングの有無によらず YaRN が以前の手法を上回ると報告しています。ここでもコードの YaRN は、どちらの場合も、$L$ より先のどの長さでも PI よりパープレキシティが低くなります。
-#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では信頼区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の「さらに詳しく：コードの YaRN と論文の YaRN」）。
+#   温度を外すと、パープレキシティは $8L$ で 1.05 $[1.01, 1.08]$ 倍になり、$16L$ では信頼区間が 1 を含みます。論文自身の式は、このヘッドの次元数ではコードとは別の周波数を与え、シード 0 で取り戻す分はずっと少なくなります（下の[「さらに詳しく：コードの YaRN と論文の YaRN」](#deeper-コードの-yarn-と論文の-yarn)）。
 # - **学習なしの PI は何もしないより悪い**：そのままの RoPE のパープレキシティに対して、$2L$ で 1.74 $[1.66, 1.82]$ 倍、$16L$ で 1.22 $[1.04, 1.44]$ 倍です。
-#   Chen らが LLaMA 7B で報告する結果とは逆です（下の「さらに詳しく：Chen らの 2 つの主張」）。
-# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし、PI を使ってファインチューニングしても、スケーリングなしのファインチューニングには勝てません（同上）。
+#   Chen らが LLaMA 7B で報告する結果とは逆です（下の[「さらに詳しく：Chen らの 2 つの主張」](#deeper-chen-らの-2-つの主張)）。
+# - **$2L$ でのファインチューニング**をすると、その長さではどの方法もほぼ $L$ での水準（4.49〜4.73）に戻り、$L$ では少し悪くなります（4.51 に対して 4.61〜4.85）。Chen らが元のコンテキスト長で見た傾向と同じです。ただし、PI を使ってファインチューニングしても、スケーリングなしのファインチューニングには勝てません（[同上](#deeper-chen-らの-2-つの主張)）。
 #   コードの YaRN でファインチューニングしたモデルは、$L$ より先のどの長さでも最もよい RoPE です（$8L$ で 5.37、$16L$ で 8.20）。それでも ALiBi の 4.75 には届きません。
 
 # %% tags=["check"] summary={"en": "the RoPE rows' perplexities, intervals and paired ratios quoted are the record's; the code's YaRN lies below PI at every length past L, with and without the fine-tune, and after fine-tuning is the lowest RoPE row", "ja": "引用した RoPE の各行のパープレキシティ、信頼区間、対応のある比は記録の値です。L より先のどの長さでも、コードの YaRN はファインチューニングの有無によらず PI より低く、ファインチューニングした YaRN が RoPE の行で最も低くなります"}
@@ -865,7 +865,7 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # code, which Hugging Face and `posenc.YarnScaling` follow, ramps over the pair
 # index, where Peng et al. (2023, Section 3.2) ramp over the number of turns
 # $r_i = L\theta_i / 2\pi$, from $\alpha = 1$ to $\beta = 32$
-# ([*Which encodings extrapolate?*](11-length-generalisation.ipynb)).
+# ([*Which encodings extrapolate?*](11-length-generalisation.ipynb#deeper-which-yarn-was-tested)).
 # Here no pair turns 32 times: the code keeps pair 0 whole and lowers the
 # multiplier linearly to pair 5; the paper blends pairs 0 to 4 and keeps none whole. Every YaRN row of the record
 # is the code's. Seed 0 of RoPE, retrained (it reproduces the record exactly) and
@@ -875,7 +875,7 @@ assert (at("rope+yarn+ft", 8), at("rope+yarn+ft", 16)) == (5.37, 8.20)
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：コードの YaRN と論文の YaRN**
 #
-# Hugging Face と `posenc.YarnScaling` が従う公式実装は、ランプ関数の変数にペアの番号を使います。Peng ら（2023、§3.2）の式が使うのは回転数 $r_i = L\theta_i / 2\pi$ です（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の「さらに詳しく：どの YaRN を試したか」）。
+# Hugging Face と `posenc.YarnScaling` が従う公式実装は、ランプ関数の変数にペアの番号を使います。Peng ら（2023、§3.2）の式が使うのは回転数 $r_i = L\theta_i / 2\pi$ です（$\alpha = 1$ から $\beta = 32$ まで。[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章の[「さらに詳しく：どの YaRN を試したか」](11-length-generalisation.ipynb#deeper-どの-yarn-を試したか)）。
 # ここでは 32 周するペアはありません。コードはペア 0 をそのまま保ち、ペア 5 まで倍率を線形に下げます。論文の式はペア 0〜4 を混ぜ、そのまま保つペアはありません。
 # 記録の YaRN の行はすべてコードのものです。RoPE のシード 0 を学習し直し（記録をそのまま再現します）、温度はそのままで論文のランプ関数を使って評価すると、取り戻す分はずっと少なく、$2L$ と $4L$ ではスケーリングしないより悪くなります。シード 1 つの結果は一例にすぎず、これで優劣は決められません。
 

@@ -16,7 +16,10 @@
 # %% [markdown] lang="en"
 # # A tiny language model on real text
 #
-# A small Transformer learns to predict the next byte of Python's documentation
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb) asks its question
+# on tasks with one right answer; here it is asked of a language model on real text,
+# where the measure is perplexity and the answer also depends on how a long input is
+# read. A small Transformer learns to predict the next byte of Python's documentation
 # from windows of $L = 64$ bytes, with each of six encodings (three seeds each), and is then
 # read in windows up to 16 times as long. The chapter compares how each
 # encoding's [perplexity](../docs/glossary.md#perplexity) grows past $L$ with
@@ -35,6 +38,7 @@
 # %% [markdown] lang="ja"
 # # 実テキストで学習する小さな言語モデル
 #
+# [「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章は、正解が 1 つに決まる課題でこの問いを調べました。この章では同じ問いを、実際のテキストで学習した言語モデルに向けます。測るのはパープレキシティで、結果は長い入力の読ませ方にも左右されます。
 # 小さな Transformer に、Python のドキュメントの次のバイトを $L = 64$ バイトの窓から予測させます。6 種類のエンコーディングそれぞれで 3 つのシードで学習し、最大 16 倍の長さの窓で読ませます。
 # この章では、$L$ を超えると各エンコーディングの[パープレキシティ](../docs/glossary.ja.md#perplexity)がどう増えるかを、語単位のモデルで描かれた Press らの図 1 と比べます。また、RoPE を救う方法も試します。
 # 結果をひとことで言えば、論文と同じく ALiBi は横ばいで、正弦波と RoPE は悪化します。論文と違うのは、学習時の長さで ALiBi が（NoPE を除いて）最も悪いことと、T5 が早くから悪化することです。公式実装どおりの YaRN は、学習なしで RoPE の悪化した分の大部分を取り戻します。

@@ -16,16 +16,16 @@
 # %% [markdown] lang="en"
 # # Learned distance functions and contextual positions
 #
-# T5 reads its position bias from a table, ALiBi from a fixed line; this chapter makes the bias a learned *function* of the distance between query and key.
-# KERPLE learns two numbers of a fixed curve, FIRE learns the whole curve with a small network, and CoPE lets each head choose what the distance counts, sentences for example.
-# [Randomised positions](../docs/glossary.md#randomised-positions) keep the formula and change the positions that training shows.
+# ALiBi fixes its distance penalty by hand: what could a model learn instead, and must a distance count tokens?
+# KERPLE learns two numbers of a curve, FIRE the whole curve, CoPE what the distance counts, and [randomised positions](../docs/glossary.md#randomised-positions) change the positions training shows.
+# By the end you can build each with `posenc` and say what it can express and what it costs; read FIRE after KERPLE; CoPE and randomised positions stand alone.
 
 # %% [markdown] lang="ja"
 # # 学習可能な距離関数と文脈に応じた位置
 #
-# T5 は位置のバイアスを表から、ALiBi は固定の直線から得ます。この章では、バイアスをクエリとキーの距離の学習可能な**関数**にします。
-# KERPLE は形の決まった曲線のパラメータを 2 つだけ学習し、FIRE は小さなネットワークで曲線そのものを学習します。CoPE では、距離として何を数えるか（たとえば文）を各ヘッドが選びます。
-# [ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は式を変えずに、学習で見せる位置を変えます。
+# ALiBi は距離のペナルティを手で決めます。代わりにモデルは何を学習できるでしょうか。距離はトークンを数えるしかないのでしょうか。
+# KERPLE は曲線のパラメータを 2 つ、FIRE は曲線そのもの、CoPE は距離として数えるものを学習し、[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は学習で見せる位置を変えます。
+# 読み終えると、それぞれを `posenc` で作り、表現できることとコストを説明できます。FIRE は KERPLE の後に、CoPE とランダム化した位置は単独で読めます。
 
 # %% tags=["setup"]
 import math
@@ -46,18 +46,17 @@ torch.set_num_threads(1)  # small tensors: one thread is quickest here
 # ## From a table and a line to a function
 #
 # As on the [notation page](../docs/notation.md#positions), $i$ is the query's
-# position, $j$ the key's, and $i - j \ge 0$ the causal distance. Both earlier biases
-# depend on $i - j$ alone: T5 adds $\beta_{b(j-i),\,h}$, a learned table of 32
-# [buckets](../docs/glossary.md#bucket) per head (causally, every distance from 113 on
-# shares the last); ALiBi adds $-m_h\,(i - j)$, a line fixed before training.
+# position, $j$ the key's, and $i - j \ge 0$ the causal distance. T5 adds
+# $\beta_{b(j-i),\,h}$, a learned table of 32 [buckets](../docs/glossary.md#bucket)
+# per head; causally, every distance from 113 on shares the last. ALiBi adds
+# $-m_h\,(i - j)$, a line fixed before training.
 
 # %% [markdown] lang="ja"
 # ## 表と直線から関数へ
 #
 # [記法のページ](../docs/notation.ja.md#positions)と同じく、$i$ はクエリの位置、$j$ はキーの位置、$i - j \ge 0$ は因果的な距離です。
-# これまでの 2 つのバイアスは、どちらも $i - j$ だけで決まります。
-# T5 が足す $\beta_{b(j-i),\,h}$ は、ヘッドごとに 32 個の[バケット](../docs/glossary.ja.md#bucket)を持つ学習可能な表の値で、因果的な設定では距離 113 以上がすべて最後のバケットを共有します。
-# ALiBi が足す $-m_h\,(i - j)$ は、傾きを学習前に決めた直線です。
+# T5 が足す $\beta_{b(j-i),\,h}$ は、ヘッドごとに 32 個の[バケット](../docs/glossary.ja.md#bucket)を持つ学習可能な表です。因果的な設定では、距離 113 以上がすべて最後のバケットを共有します。
+# ALiBi が足す $-m_h\,(i - j)$ は、学習前に決めた直線です。
 
 # %% tags=["check"] summary={"en": "one causal T5 head is constant from distance 113 on, not before; ALiBi's head 3 of 8 falls by 1/8 per step", "ja": "因果的な T5 のヘッドは距離 113 から一定になり、その手前では一定ではありません。8 ヘッドの ALiBi の 3 番目のヘッドは距離が 1 増えるごとに 1/8 下がります"}
 from torch.testing import assert_close
@@ -81,30 +80,32 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # %% [markdown] lang="en"
 # ## KERPLE: two learned numbers per head
 #
-# KERPLE (Chi et al. 2022) keeps ALiBi's idea, a penalty that grows with the distance,
-# but gives each head a curve with two learned numbers in place of a fixed line. It
-# comes in two forms:
+# ALiBi's line falls by the same amount per token, at a slope fixed before training;
+# a head that needs far tokens would rather have one that flattens. KERPLE (Chi et
+# al. 2022) lets each head learn its curve, with two numbers:
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# Why these two? Both come from kernel theory: they are
+# Why these two? The paper wants score plus bias to remain a similarity, an inner
+# product of some features, as $q_i \cdot k_j$ is. Curves that behave like minus a
+# squared distance, called
 # [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
-# (CPD). Treat the score $q_i \cdot k_j$ as an inner product, as the paper does: adding
-# a CPD bias gives an inner product again once a constant is added, and a constant leaves the softmax
-# unchanged (the note below says why). The bound
-# $r_2 \le 2$ comes from there too: a larger power is not CPD (exercise 1).
+# (CPD), keep that property up to a constant, and a constant leaves the softmax
+# unchanged. A power above 2 is not CPD (exercise 1), hence $r_2 \le 2$.
 
 # %% [markdown] lang="ja"
 # ## KERPLE：ヘッドごとに 2 つの学習可能なパラメータ
 #
-# KERPLE（Chi ら 2022）は、距離とともに大きくなるペナルティという ALiBi の考えを保ちながら、固定の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。形は 2 つあります。
+# ALiBi の直線は、学習前に決めた傾きで、トークン 1 つごとに同じだけ下がります。遠くのトークンを使いたいヘッドには、遠くで平らになるペナルティが向いています。
+# KERPLE（Chi ら 2022）では、各ヘッドが 2 つのパラメータで自分の曲線を学習します。
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
-# なぜこの 2 つなのでしょうか。どちらもカーネル法の理論から導かれる関数で、[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）という性質を持ちます。
-# 論文と同じくスコア $q_i \cdot k_j$ を内積とみなすと、これに条件付き正定値のバイアスを足したものは、さらに定数を 1 つ足せば再び内積になります。この定数は softmax の結果を変えません（理由は下の注にあります）。
-# 条件 $r_2 \le 2$ もここから来ます。より大きなべき乗は条件付き正定値ではありません（演習 1）。
+# なぜこの 2 つなのでしょうか。論文は、バイアスを足したスコアも $q_i \cdot k_j$ と同じく類似度（ある特徴ベクトルの内積）であることを求めます。
+# 負の 2 乗距離のようにふるまう[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）の曲線なら、定数 1 つの差を除いてこの性質を保ちます。定数は softmax を変えません。
+# 2 より大きいべき乗は条件付き正定値ではないので（演習 1）、$r_2 \le 2$ です。
 
 # %%
-kerple = KerpleBias(2, kind="log")  # r1 and r2 learned, for each of 2 heads
+torch.manual_seed(0)
+kerple = KerpleBias(2, kind="log")  # r1, r2 drawn at random, then learned
 print(kerple(1, 5)[0, 0].detach())  # head 1, query 4: -r1 log(1 + r2 (4 - j))
 
 
@@ -239,26 +240,21 @@ print(
 )
 
 # %% [markdown] lang="en"
-# ## The shapes KERPLE can learn
-#
-# The figure compares the curves with parameters picked for the picture (T5's table is
-# made up, $0.3$ lower per bucket). With $r_2 = 1$ the power is a line,
-# $-r_1 \lvert i - j \rvert$: ALiBi's bias (in its symmetric form) when $r_1 = m_h$,
-# for six of the eight ALiBi slopes (the note after the figure says why not the last
-# two). With $r_2 < 1$ it bends flat, with $r_2 > 1$ the other way. The logarithm
-# flattens: its slope at distance $d$ is $-r_1 r_2 / (1 + r_2 d)$, so far keys are
-# told apart less and less but never merged, unlike in T5's last bucket.
+# The figure compares the shapes, with parameters picked for the picture (T5's table
+# is made up). With $r_2 = 1$ the power is a line, $-r_1 \lvert i - j \rvert$: ALiBi's
+# bias in its symmetric form, for six of its eight slopes (the note below says why).
+# With $r_2 < 1$ it bends flat, with $r_2 > 1$ the other way. The logarithm's slope
+# at distance $d$ is $-r_1 r_2 / (1 + r_2 d)$: far keys are told apart less and
+# less, but never merged as in T5's last bucket.
 
 # %% [markdown] lang="ja"
-# ## KERPLE が学習できる形
-#
-# 次の図では、説明用に選んだパラメータで曲線を比べます（T5 の表は、バケットごとに $0.3$ ずつ下がる仮の値です）。
-# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、$r_1 = m_h$ なら ALiBi のバイアス（対称な形）です。ただし、再現できるのは 8 つの ALiBi の傾きのうち 6 つです（最後の 2 つが再現できない理由は図のあとの注にあります）。
+# 次の図で曲線の形を比べます（パラメータは説明用に選んだもので、T5 の表は仮の値です）。
+# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、ALiBi の 8 つの傾きのうち 6 つでは、ALiBi のバイアス（対称な形）と一致します（理由は下の注にあります）。
 # $r_2 < 1$ では平らになる向きへ、$r_2 > 1$ では逆向きへ曲がります。
-# 対数は次第に平らになります。距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ なので、遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
+# 対数の形の距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ です。遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 
 
-# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です"}
+# %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2; the slope of −r₁ log(1 + r₂d) is −r₁r₂/(1 + r₂d) (autograd)", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です。−r₁ log(1 + r₂d) の傾きは −r₁r₂/(1 + r₂d) です（自動微分）"}
 def set_kerple(module, r1, r2):
     """Give a KerpleBias the values r1, r2 (inverting its parameterisation)."""
     r1, r2 = torch.as_tensor(r1, dtype=f64), torch.as_tensor(r2, dtype=f64)
@@ -282,15 +278,13 @@ with torch.no_grad():
     floor = power.r1.min().item()
 assert floor == torch.tensor(0.01).item() > slopes[6] > slopes[7]
 assert power.r2.max().item() <= 2.0
-print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
-
-# %% tags=["check"] summary={"en": "the slope of −r₁ log(1 + r₂d) is −r₁r₂/(1 + r₂d) (autograd)", "ja": "−r₁ log(1 + r₂d) の傾きは −r₁r₂/(1 + r₂d) です（自動微分）"}
 d = torch.arange(513, dtype=f64, requires_grad=True)
 r1, r2 = 2.0, 0.5
 log_kernel = -r1 * torch.log1p(r2 * d)
 (grad,) = torch.autograd.grad(log_kernel.sum(), d)
 assert_close(grad, -r1 * r2 / (1 + r2 * d.detach()))  # the slope
 d, log_kernel = d.detach(), log_kernel.detach()
+print(f"floor {floor:.4f}; ALiBi heads 7, 8: {slopes[6]:.4f}, {slopes[7]:.4f}")
 
 # %% tags=["figure"] alt={"en": ["Bias against the distance d = i − j from 0 to 512 for kernels with hand-picked parameters: ALiBi's straight line, falling to −32 at 512; T5's steps, flat from distance 113 on; KERPLE's logarithm, steep near 0 and then almost flat; KERPLE's power 0.5, bending the same way; KERPLE's power 1.5, bending downwards to about −58."], "ja": ["距離 d = i − j（0〜512）に対する各手法のバイアス（パラメータは手で選んだもの）を描いた図です。ALiBi の直線は 512 で −32 まで下がり、T5 の階段は距離 113 から平らになります。KERPLE の対数の形は 0 の近くで急で、その後ほぼ平らになります。KERPLE の 0.5 乗も同じ向きに曲がり、1.5 乗は下向きに曲がって約 −58 に達します。"]}
 import matplotlib.pyplot as plt
@@ -312,6 +306,13 @@ for label, values in curves.items():
 ax.set(xlabel="$d = i - j$", ylabel="$b_h(i, j)$", xlim=(0, 512))
 ax.legend(fontsize=8, loc="lower left")
 plt.show()
+
+# %% [markdown] lang="en"
+# In short: KERPLE keeps ALiBi's cost, a bias of the head and $i - j$ alone, and lets
+# each head learn how fast its penalty flattens.
+
+# %% [markdown] lang="ja"
+# まとめると、KERPLE は ALiBi と同じくヘッドと $i - j$ だけで決まるバイアスなのでコストは変わらず、ペナルティが平らになる速さを各ヘッドが学習します。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: KERPLE in code, and its results.** Not every ALiBi head is
@@ -428,43 +429,39 @@ with torch.no_grad():
 # %% [markdown] lang="en"
 # ## FIRE: a small network of a normalised distance
 #
-# KERPLE fixes the shape and learns two numbers; FIRE (Li et al. 2024) learns the
-# shape too. A small MLP $f_\theta$ (one input, 32 hidden ReLU units, one output per
-# head, in the paper's pseudo-code) reads the distance divided by the query's
-# position, both through a logarithm:
+# KERPLE fixes the shape of the curve. A curve of the raw distance has a second
+# problem: a longer input brings distances it never met in training. FIRE (Li et al.
+# 2024) learns the whole shape with a small MLP $f_\theta$ and feeds it the distance
+# divided by the query's position, both through a logarithm:
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
-# with $c > 0$ and the threshold $L > 0$ learned as well (starting at $0.1$ and $512$).
+# The MLP has one input, 32 hidden ReLU units and one output per head. FIRE learns
+# $c > 0$ and the threshold $L > 0$ too, starting at $0.1$ and $512$.
 #
 # Why divide? For a query beyond the threshold, $i > L$, every causal key has
-# $0 \le i - j \le i$, so the MLP's input lies in $[0, 1]$ ($1$ at the first key) at
-# every length. Trained on inputs longer than $L$, the MLP has met that whole
-# interval, and a longer input brings nothing outside it: it
+# $0 \le i - j \le i$, so the input lies in $[0, 1]$ at every length ($1$ at the first
+# key). Trained on inputs longer than $L$, the MLP has met that whole interval: it
 # [interpolates](../docs/glossary.md#interpolation) where a function of the raw
 # distance would [extrapolate](../docs/glossary.md#extrapolation) (the paper's
 # [progressive interpolation](../docs/glossary.md#progressive-interpolation)). The
-# price: the same distance gets a smaller input as the query moves on, so the bias
-# depends on the distance *as a fraction of the context*. The logarithm keeps near
-# keys apart: from a query at 4096, the keys one and two back differ in the input by
-# $1/4096$ without $\psi$, and with $\psi$ ($c = 0.1$) by
-# $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$, 59 times more. Below the threshold
-# the divisor is the constant $\psi(L)$, so on short inputs FIRE is a plain function
-# of the distance. By the paper, FIRE can represent T5's bias, ALiBi and KERPLE
-# (exercise 2 builds ALiBi).
+# price: the same distance gets a smaller input as the query moves on. Below the
+# threshold the divisor is the constant $\psi(L)$, so on short inputs FIRE is a plain
+# function of the distance. The logarithm keeps near keys apart: without it, the keys
+# one and two back from a query at 4096 would differ in input by only $1/4096$. With
+# it:
 
 # %% [markdown] lang="ja"
 # ## FIRE：正規化した距離を読む小さなネットワーク
 #
-# KERPLE は関数の形を固定して 2 つのパラメータを学習しますが、FIRE（Li ら 2024）は形も学習します。
-# 小さな MLP $f_\theta$（論文の疑似コードでは入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つ）が、距離とクエリの位置をそれぞれ対数に通し、前者を後者で割った値を読みます。
+# KERPLE は曲線の形を固定しています。生の距離の曲線には、もう 1 つ問題があります。長い入力には、学習で出会わなかった距離が現れることです。
+# FIRE（Li ら 2024）は小さな MLP $f_\theta$ で形そのものを学習し、距離とクエリの位置をそれぞれ対数に通して、前者を後者で割った値を MLP に渡します。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
-# $c > 0$ としきい値 $L > 0$ も学習します（初期値は $0.1$ と $512$）。
+# MLP は入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つです。$c > 0$ としきい値 $L > 0$ も学習します（初期値は $0.1$ と $512$）。
 #
 # なぜ割るのでしょうか。しきい値を超えたクエリ $i > L$ では、因果的なキーはどれも $0 \le i - j \le i$ を満たすので、MLP の引数はどの長さでも $[0, 1]$ に収まります（最初のキーで $1$）。
-# $L$ より長い入力で学習した MLP はこの区間全体を見ており、さらに長い入力でも区間の外の値は現れません。生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを、[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
-# その代償として、クエリが進むほど、同じ距離でも MLP の引数は小さくなります。つまりバイアスは、距離そのものではなく、**文脈の長さに対する距離の割合**で決まります。
-# 対数を通すと、近いキーどうしの引数の差が大きく保たれます。位置 4096 のクエリから見て、1 トークン前と 2 トークン前のキーに対する引数は、$\psi$ がなければ $1/4096$ しか違いませんが、$\psi$ を使うと（$c = 0.1$）差は $(\psi(2) - \psi(1))/\psi(4096) \approx 0.0145$ と 59 倍に広がります。
+# $L$ より長い入力で学習した MLP はこの区間全体を見ているので、生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
+# その代償として、クエリが進むほど、同じ距離に対する引数は小さくなります。
 # しきい値の手前では分母は定数 $\psi(L)$ なので、短い入力では FIRE は単に距離の関数です。
-# 論文によれば、FIRE は T5 のバイアス、ALiBi、KERPLE を表現できます（演習 2 で ALiBi を作ります）。
+# 対数は近いキーどうしの引数を離しておきます。対数がなければ、位置 4096 のクエリから見た 1 つ前と 2 つ前のキーの引数は $1/4096$ しか違いません。対数を通すと次のようになります。
 
 # %%
 fire = FireBias(4, threshold=64.0)  # L = 64; c starts at 0.1
@@ -528,17 +525,14 @@ assert math.isclose(gap, (psi(2) - psi(1)) / (psi(4096) + 1e-6), rel_tol=1e-4)
 print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 
 # %% [markdown] lang="en"
-# The figure shows the argument for $L = 64$. Left, against the distance as a
-# fraction of the query's position: the queries at $64$, $256$ and $1024$ each run
-# from $0$ to $1$, more bent as $i$ grows (the log gives the near keys a larger share
-# of the interval); the query at $16$, below the threshold, stops at
-# $\psi(16)/\psi(64) \approx 0.48$. Right, the argument of the distance $8$ as the
-# query moves on: $0.294$ up to $L$, then falling to $0.127$ at $i = 1024$.
+# The figure shows the input for $L = 64$. Left, against $(i - j)/i$: the queries at
+# $64$, $256$ and $1024$ each run from $0$ to $1$, more bent as $i$ grows. The query
+# at $16$, below the threshold, stops at $\psi(16)/\psi(64) \approx 0.48$. Right: the
+# distance $8$ gets $0.294$ up to $L$, then less, down to $0.127$ at $i = 1024$.
 
 # %% [markdown] lang="ja"
-# 図は $L = 64$ のときの引数です。
-# 左の横軸は、距離をクエリの位置で割った割合です。位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど強く曲がります（対数によって近いキーほど区間の広い部分を占めます）。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
-# 右は、クエリの位置を動かしたときの距離 $8$ の引数です。$L$ までは $0.294$ で、その先は下がり、$i = 1024$ で $0.127$ になります。
+# 図（$L = 64$）の左の横軸は $(i - j)/i$ です。位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど曲がります。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
+# 右は距離 $8$ の引数で、$L$ までは $0.294$、その先は下がって $i = 1024$ で $0.127$ です。
 
 # %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図です。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図です。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
 with torch.no_grad():
@@ -564,10 +558,21 @@ assert f"{x_all[16, 0]:.2f}" == "0.48"
 print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 
 # %% [markdown] lang="en"
+# In short: FIRE learns the curve itself; by the paper, it can represent T5's bias,
+# ALiBi and KERPLE (exercise 2 builds ALiBi). Once trained past $L$ it meets no input
+# outside the trained range. The price: its bias depends on the distance *as a
+# fraction of the context*.
+
+# %% [markdown] lang="ja"
+# まとめると、FIRE は曲線そのものを学習します（論文によれば T5 のバイアス、ALiBi、KERPLE も表現でき、演習 2 で ALiBi を作ります）。$L$ より長い入力で学習すれば、未知の引数には出会いません。
+# 代償として、バイアスは**文脈の長さに対する距離の割合**で決まります。
+
+# %% [markdown] lang="en"
 # ## CoPE: positions the model counts
 #
-# So far the distance counts tokens. CoPE (Golovneva et al. 2024) lets each head count
-# what it chooses. A [gate](../docs/glossary.md#gate) says how much key $j$ counts for
+# So far the distance counts tokens, but "the third sentence back" lies a different
+# number of tokens back in every input. CoPE (Golovneva et al. 2024) lets each head
+# count what it chooses. A [gate](../docs/glossary.md#gate) says how much key $j$ counts for
 # query $i$, and the [contextual position](../docs/glossary.md#contextual-position) of
 # key $j$ is the sum of the gates from $j$ up to the query:
 # $$g_{ij} = \sigma(q_i \cdot k_j / \sqrt{d}), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
@@ -581,7 +586,8 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # %% [markdown] lang="ja"
 # ## CoPE：モデルが数える位置
 #
-# ここまでの距離はトークンを数えたものでした。CoPE（Golovneva ら 2024）では、何を数えるかを各ヘッドが選びます。
+# ここまでの距離はトークンを数えたものでした。しかし「3 つ前の文」が何トークン前にあるかは、入力ごとに違います。
+# CoPE（Golovneva ら 2024）では、何を数えるかを各ヘッドが選びます。
 # [ゲート](../docs/glossary.ja.md#gate)はクエリ $i$ にとってキー $j$ をどれだけ数えるかを表し、キー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)は $j$ からクエリまでのゲートの和です。
 # $$g_{ij} = \sigma(q_i \cdot k_j / \sqrt{d}), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # ゲートがすべて $1$ のヘッドはトークンを数え（$p_{ij} = i - j + 1$）、ピリオドでだけ開くヘッドは文を数えます。
@@ -624,22 +630,40 @@ counted = (i - j + 1).clamp(max=P - 1).float()  # tokens, clamped
 assert torch.equal(p[causal == 1], counted[causal == 1])
 
 # %% [markdown] lang="en"
-# ## Counting sentences: the third sentence back
+# ### Counting sentences: the third sentence back
 #
 # An input is five complete sentences and the start of a sixth; a sentence is one to
-# seven words `w` and an end mark, `.`, `!` or `?`. The last token asks: how did the
-# third sentence back end? That sentence's keys have three end marks from themselves
-# to the query, so a head whose gates open on end marks, and only there, finds them at
-# $p_{ij} = 3$ whatever the sentence lengths. Such a head, set by hand (its numbers
-# are in the note below), answers all of 1000 random inputs.
+# seven words `w` and an end mark, `.`, `!` or `?`. The last token asks how the third
+# sentence back ended. That sentence's keys have three end marks from themselves to
+# the query. So a head whose gates open on end marks, and only there, finds them at
+# $p_{ij} = 3$ whatever the sentence lengths. Such a head, set by hand, answers all of
+# 1000 random inputs; here it is on two, A and B (the note below explains its
+# numbers).
 
 # %% [markdown] lang="ja"
-# ## 文を数える：3 つ前の文
+# ### 文を数える：3 つ前の文
 #
 # 入力は、完結した 5 つの文と 6 つ目の文の書き出しです。1 つの文は、1〜7 個の単語 `w` と、文末の記号 1 つ（`.`、`!`、`?` のどれか）からなります。
 # 最後のトークンで問うのは、「3 つ前の文はどの記号で終わったか」です。
 # その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。そのため、文末の記号でだけゲートが開くヘッドは、文の長さによらず、その文のキーを $p_{ij} = 3$ の位置に見つけます。
-# 手で設定したこのヘッド（数値は下の注にあります）は、ランダムな入力 1000 個すべてに正しく答えます。
+# 手で設定したこのヘッドは、ランダムな入力 1000 個すべてに正しく答えます。次は 2 つの入力 A と B での例です（数値は下の注で説明します）。
+
+# %%
+MARKS, N_KEYS = "w.!?", 6 * 7 + 5  # a word, 3 end marks; the longest input
+texts = ["w w . w ? w ! w . w . w", "w . w . w ! w ? w w . w w"]  # A and B
+rows = [[MARKS.index(t) for t in text.split()] for text in texts]
+pair = torch.tensor([[-1] * (N_KEYS - len(r)) + r for r in rows])  # padded
+gate_scores = torch.where(pair > 0, 20.0, -20.0)  # q . k / sqrt(d) per key
+gate_scores = gate_scores.masked_fill(pair < 0, -math.inf)[:, None, None]
+head = CoPE(4, 1, max_positions=8)  # d = 4, one head, P = 8
+query = torch.tensor([1.0, 0.0, 1.0, 0.0])
+with torch.no_grad():
+    head.pos_emb[3, 2] = 40.0  # e[3] = (0, 0, 40, 0), so q . e[3] = 40
+    count_bias = head(query.expand(2, 1, 1, 4), gate_scores)
+pair_logits = (gate_scores + count_bias)[:, 0, 0]
+pair_positions = head.positions(gate_scores)[:, 0, 0]
+print(pair_positions[0, -12:].round().int().tolist())  # A: marks from j on
+print("answers:", [MARKS[t] for t in pair[[0, 1], pair_logits.argmax(-1)]])
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the counting head in numbers, and CoPE in code.** The
@@ -722,11 +746,8 @@ with torch.no_grad():
     table_ram = cope.pos_emb.T * math.sqrt(dim)  # RAM's [d, P] layout
     assert_close(scores + bias, ram_cope_logits(q, k, table_ram, causal))
 
+
 # %% tags=["check"] summary={"en": "the positions count end marks, and the hand-set head answers all 1000 random inputs", "ja": "位置は文末の記号の数で、手で設定したヘッドはランダムな入力 1000 個すべてに正しく答えます"}
-MARKS = "w.!?"  # token 0 is a word, 1..3 the end marks
-N_KEYS = 6 * 7 + 5  # the longest input
-
-
 def make_inputs(n, gen):
     """n inputs, left-padded with -1: five sentences and a sixth begun."""
     lens = torch.randint(1, 8, (n, 6), generator=gen).tolist()
@@ -770,13 +791,7 @@ def answer(mark_weight):
     return torch.where(top[..., 0] > top[..., 1], best, 0)
 
 
-head = CoPE(4, 1, max_positions=8)
-with torch.no_grad():
-    head.pos_emb[3, 2] = 40.0  # e[3] = (0, 0, 40, 0)
-query = torch.tensor([1.0, 0.0, 1.0, 0.0])
-
-
-def cope_logits(tokens):
+def cope_logits(tokens):  # the counting head, its query and content, above
     scores = content(tokens)[:, None, None, :]  # [n, h=1, q=1, k]
     with torch.no_grad():
         bias = head(query.expand(len(tokens), 1, 1, 4), scores)
@@ -797,47 +812,37 @@ assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 
 # %% [markdown] lang="en"
-# A bias by token distance cannot do this, whatever its values. Take two inputs:
-#
-# - A: `w w . w ? w ! w . w . w`: the target `!` is 5 tokens back, a `?` 7;
-# - B: `w . w . w ! w ? w w . w w`: the target `!` is 7 tokens back, a `?` 5.
-#
-# With a content score that treats all end marks alike, a bias $b(i - j)$ weighs `!`
-# against `?` as $e^{b(5)}$ against $e^{b(7)}$ in A, so A needs $b(5) > b(7)$ and B
-# needs $b(7) > b(5)$: no bias answers both. On random inputs, a table of 47 values,
-# one per distance, trained with the same content scores (200 steps of Adam on 512
-# inputs) answers 68.4% of the 1000 test inputs, against a
-# [chance level](../docs/glossary.md#chance-level) of one in three. That is one run
-# with one seed: a lower bound, not the best a table can do.
+# A bias by token distance cannot do this, whatever its values. In A the target `!`
+# is 5 tokens back and a `?` 7; in B it is the other way round. With content scores
+# that treat all end marks alike, A needs $b(5) > b(7)$ and B needs $b(7) > b(5)$.
+# A table of 47 values, one per distance, was trained with the same content scores
+# (Adam, 200 steps on 512 random inputs). It answers 68.4% of the 1000 test inputs,
+# above the [chance level](../docs/glossary.md#chance-level) of one in three; from one
+# run with one seed, that is a lower bound.
 
 # %% [markdown] lang="ja"
-# トークンの距離によるバイアスでは、値をどう選んでもこれはできません。次の 2 つの入力を考えます。
-#
-# - A：`w w . w ? w ! w . w . w`。答えの `!` は 5 トークン前、`?` は 7 トークン前です。
-# - B：`w . w . w ! w ? w w . w w`。答えの `!` は 7 トークン前、`?` は 5 トークン前です。
-#
-# 文末の記号を区別しない内容のスコアにバイアス $b(i - j)$ を加えると、A での `!` と `?` の重みの比は $e^{b(5)}$ 対 $e^{b(7)}$ です。
-# A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要なので、両方に正しく答えるバイアスはありません。
-# 内容のスコアは CoPE のヘッドと同じものに固定し、距離ごとに 1 つ、計 47 個の値を持つバイアスの表だけを、ランダムな入力で学習しました（512 個の入力、Adam で 200 ステップ）。
-# テスト用の 1000 個の入力での正解率は 68.4% で、[チャンスレベル](../docs/glossary.ja.md#chance-level)は 3 分の 1 です。
-# これはシード 1 つで 1 回学習しただけの値なので、表で達成できる最良の正解率の下界にすぎません。
+# トークンの距離によるバイアスでは、値をどう選んでもこれはできません。
+# A では答えの `!` が 5 トークン前、`?` が 7 トークン前にあり、B ではその逆です。
+# 文末の記号を区別しない内容のスコアでは、A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要です。
+# 距離ごとに 1 つ、計 47 個の値を持つバイアスの表を、内容のスコアは同じにしてランダムな入力で学習しました（Adam、512 個の入力、200 ステップ）。
+# テスト用の 1000 個の入力での正解率は 68.4% です。
+# [チャンスレベル](../docs/glossary.ja.md#chance-level)の 3 分の 1 は上回ります。シード 1 つで 1 回学習しただけなので、これは下界です。
 
 
-# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head", "ja": "A と B の両方に正しく答えるバイアスはありません（試したのは、ランダムな 2000 個、同点になるもの、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です"}
-def parse(text):
-    row = [MARKS.index(t) for t in text.split()]
-    return torch.tensor([[-1] * (N_KEYS - len(row)) + row])
-
-
-pair = torch.cat(
-    [parse("w w . w ? w ! w . w . w"), parse("w . w . w ! w ? w w . w w")]
-)
+# %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head; the printed positions of A count its end marks and the head answers ! twice", "ja": "A と B の両方に正しく答えるバイアスはありません（試したのは、ランダムな 2000 個、同点になるもの、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です。出力した A の位置は文末の記号の数で、ヘッドは 2 回とも ! と答えます"}
 back = N_KEYS - 1 - torch.arange(N_KEYS)  # distance from the query
 for row, (at_bang, at_query) in zip(pair, ((5, 7), (7, 5)), strict=True):
     assert MARKS[row[N_KEYS - 1 - at_bang]] == "!"
     assert MARKS[row[N_KEYS - 1 - at_query]] == "?"
 assert (answers(pair) == 2).all()  # "!" in both
 assert (answer(read_out(pair, cope_logits(pair)[0])[1]) == 2).all()
+assert torch.equal(cope_logits(pair)[0], pair_logits)  # the printed cell
+assert torch.equal(cope_logits(pair)[1], pair_positions)
+assert torch.equal(content(pair), gate_scores[:, 0, 0])
+for row, p in zip(pair.tolist(), pair_positions, strict=True):  # printed
+    for j, t in enumerate(row):
+        if t >= 0:
+            assert abs(p[j].item() - sum(u > 0 for u in row[j:])) < 1e-6
 
 tie = torch.full((N_KEYS,), -100.0)
 tie[[5, 7]] = 0.0  # b(5) = b(7): "!" and "?" weigh 0.5 each
@@ -871,24 +876,22 @@ print(f"table by distance: {table_accuracy:.1%} of the same 1000 inputs")
 assert 1 / 3 < table_accuracy < cope_accuracy  # one seed: chance < it < CoPE
 
 # %% [markdown] lang="en"
-# The figure shows the two inputs. Top: the contextual positions $p_{ij}$ of the last
-# query, a staircase that steps up at each end mark. Bottom: where each head puts its
-# weight. The CoPE head finds the `!` in both. The trained table puts most of its
-# weight on the end mark furthest back (9 tokens back in A, 11 in B; weights 0.788
-# and 0.649) and answers `.` twice, wrong both times: A and B have short sentences,
-# while in its training inputs the third mark back lies 14.1 tokens back on average.
+# The figure shows A and B. Top: the contextual positions $p_{ij}$ of the last query,
+# a staircase that steps up at each end mark. Bottom: where each head puts its weight.
+# The trained table answers `.` twice. Most of its weight goes to the end mark
+# furthest back: 0.788 to the one 9 tokens back in A, 0.649 to the one 11 back in B.
+# It learned on longer sentences, where the third mark back lies 14.1 tokens back on
+# average.
 
 # %% [markdown] lang="ja"
-# 次の図に 2 つの入力を示します。
+# 次の図に A と B を示します。
 # 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。下は各ヘッドの重みです。
-# CoPE のヘッドはどちらでも `!` を見つけます。
-# 学習済みの表は、最も遠い文末の記号に重みの大半を置き（A では 9 トークン前で 0.788、B では 11 トークン前で 0.649）、2 回とも `.` と誤答します。
-# 誤答するのは、学習に使った入力では 3 つ前の記号が平均 14.1 トークン前にあるのに対し、A と B は文が短いからです。
+# 学習済みの表は 2 回とも `.` と誤答します。重みの大半が、最も遠い文末の記号（A では 9 トークン前、B では 11 トークン前）に行くからです（重みは 0.788 と 0.649）。
+# この表が学習した入力は文が長く、3 つ前の記号は平均 14.1 トークン前にありました。
 
 # %% tags=["figure"] alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight (0.79 in A, 0.65 in B) on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上は最後のクエリから見た文脈に応じた位置 p です。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下はアテンションの重みです。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習済みの距離の表は、最も遠いピリオド（A では 9 トークン前、B では 11 トークン前）に重みの大半（A では 0.79、B では 0.65）を置きます。"]}
-pair_logits, pair_positions = cope_logits(pair)
 with torch.no_grad():
-    pair_table = read_out(pair, content(pair) + table[back])[0]
+    pair_table = read_out(pair, gate_scores[:, 0, 0] + table[back])[0]
 pair_cope = read_out(pair, pair_logits)[0]
 fig, axes = plt.subplots(2, 2, figsize=(6.4, 2.8), sharey="row")
 for col, name in enumerate("AB"):
@@ -923,31 +926,45 @@ print("table's weight on that mark:", ", ".join(shown))
 print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 
 # %% [markdown] lang="en"
+# In short: a CoPE head measures distance in units it chooses, such as sentences,
+# which no bias by token distance can imitate.
+
+# %% [markdown] lang="ja"
+# まとめると、CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。トークンの距離によるバイアスでは、これをまねできません。
+
+# %% [markdown] lang="en"
 # ## Randomised positions: no new formula
 #
-# Ruoss et al. (2023) change the data, not the formula. A model trained on up to $N$
-# tokens never sees the positions beyond $N - 1$ (for relative encodings, the
-# distances), and the paper ties the failure on longer inputs to them. The fix: a
-# sequence of $n$ tokens gets as positions a sorted random subset of $n$ distinct
-# numbers from $[0, L)$, with $L$ above any test length, in training and at test
-# time alike. Every position below $L$ then eventually turns up in training. Over 15
-# algorithmic tasks (6000 encoder-only models), the paper reports an
-# average gain of 12.0% in test accuracy on unseen lengths; small models on this site
-# are in [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
+# A model trained on up to $N$ tokens never sees the positions beyond $N - 1$ (for
+# relative encodings, the distances). Ruoss et al. (2023) tie the failure on longer
+# inputs to those unseen positions, and change the data, not the formula. A sequence
+# of $n$ tokens gets as positions a sorted random subset of $n$ distinct numbers from
+# $[0, L)$, with $L$ above any test length, in training and at test time alike.
+# Every position below $L$ then eventually turns up in training. On 15 algorithmic
+# tasks, the paper reports test accuracy on unseen lengths 12.0% higher on average
+# (6000 encoder-only models). Small models on this site are in
+# [*Which encodings extrapolate?*](11-length-generalisation.ipynb).
 
 # %% [markdown] lang="ja"
 # ## ランダム化した位置：式は変えない
 #
-# Ruoss ら（2023）は、式ではなくデータを変えます。
-# 最長 $N$ トークンで学習したモデルは $N - 1$ を超える位置（相対位置の手法では距離）を見たことがありません。論文は、長い入力で失敗する原因をこうした未知の位置に求めます。
-# 対策として、$n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習時とテスト時のどちらでもこの方法で位置を与えます。
-# すると $L$ 未満の位置はすべて、いずれ学習中に現れます。
-# 論文は 15 個のアルゴリズム系のタスク（エンコーダのみのモデル 6000 個）で、学習中に見ていない長さでの正解率が平均 12.0% 上がったと報告しています。
-# このサイトの小さなモデルでの結果は、[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
+# 最長 $N$ トークンで学習したモデルは、$N - 1$ を超える位置（相対位置の手法では距離）を見ていません。
+# Ruoss ら（2023）は、長い入力で失敗する原因をこうした未知の位置に求め、式ではなくデータを変えます。
+# $n$ トークンの系列に、$[0, L)$ からランダムに選んだ互いに異なる $n$ 個の数を昇順に並べて位置として与えます。$L$ はどのテストの長さよりも大きくし、学習時とテスト時の両方でこの方法を使います。
+# すると $L$ 未満の位置はどれも、いずれ学習に現れます。
+# 論文は 15 のアルゴリズム系タスク（エンコーダのみのモデル 6000 個）で、未知の長さでの正解率が平均 12.0% 上がったと報告しています。
+# 小さなモデルでの結果は[「どの位置エンコーディングが外挿できるか」](11-length-generalisation.ipynb)の章にあります。
 
 # %%
 gen = torch.Generator().manual_seed(6)
 random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
+
+# %% [markdown] lang="en"
+# In short: the encoding stays as it is, only the positions it is given change; the
+# one new choice is $L$, above every length the model will meet.
+
+# %% [markdown] lang="ja"
+# まとめると、エンコーディングはそのままで、与える位置だけが変わります。新たに決めるのは $L$ だけで、モデルが出会うどの長さよりも大きくします。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the law of the draws, and what the official code
@@ -1063,20 +1080,24 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # ## The four families side by side
 #
 # Each panel shows one family's bias against the distance $i - j$, as built in this
-# chapter (none trained on text); the last is one ALiBi head ($m = 1/16$) with
-# distances drawn as in the official code of randomised positions.
+# chapter (none trained on text). KERPLE draws one curve for every query; FIRE,
+# beyond its threshold, one per query. CoPE's $40$ lands 5 to 6 tokens back in A and
+# 7 to 8 in B. The last panel is one ALiBi head ($m = 1/16$) with distances drawn as
+# in the official code of randomised positions: in training, its line spreads over
+# distances up to $L$, so a longer test input meets no new one.
 
 # %% [markdown] lang="ja"
 # ## 4 つの手法を並べる
 #
-# 各パネルは、この章で作った 1 つの手法のバイアスを距離 $i - j$ に対して描いたものです（どれもテキストでは学習していません）。
-# 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選んでいます。
+# 各パネルは、この章で作った各手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
+# KERPLE はどのクエリでも同じ 1 本の曲線で、しきい値を超えた FIRE はクエリごとに違う曲線です。CoPE の $40$ は、A では 5〜6 トークン前、B では 7〜8 トークン前に入ります。
+# 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選びます。学習中に直線が $L$ までの距離で使われるので、長いテスト入力にも未知の距離は現れません。
 
 # %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、選択 2 回分の曲線です。選択した曲線では同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]
-    cope_bias = cope_logits(pair)[0] - content(pair)  # q . e[p], [2, keys]
+    cope_bias = pair_logits - gate_scores[:, 0, 0]  # q . e[p], [2, keys]
 draw_gen = torch.Generator().manual_seed(11)
 fig, axes = plt.subplots(1, 4, figsize=(7.2, 2.4))
 axes[0].plot(dist, -2 * torch.log1p(0.5 * dist), label="log")
@@ -1111,30 +1132,16 @@ assert (at8[1:] - at8[:-1]).abs().min() > 0
 assert 1 <= drawn.min() and drawn.max() < 2048
 
 # %% [markdown] lang="en"
-# KERPLE draws one curve for every query; FIRE, beyond its threshold, a different
-# curve for each query; CoPE's bias follows what the head counts (the same $40$ lands
-# 5 to 6 tokens back in A and 7 to 8 in B); randomised positions spread ALiBi's line
-# over distances up to $L$ in training, so a longer test input meets none it has not
-# seen.
-
-# %% [markdown] lang="ja"
-# KERPLE のバイアスは、どのクエリでも同じ 1 本の曲線です。FIRE は、しきい値を超えると、クエリによって曲線が変わります。
-# CoPE のバイアスはヘッドが数えるものに従います（同じ $40$ が、A では 5〜6 トークン前、B では 7〜8 トークン前に入ります）。
-# ランダム化した位置では、学習中に ALiBi の直線が $L$ までの距離にわたって使われるので、長いテスト入力でも見たことのない距離は現れません。
-
-# %% [markdown] lang="en"
 # ## What each family costs: KV caches and fused kernels
 #
 # In a [decode step](../docs/glossary.md#decode-step) with a KV cache, one new query
 # meets $k$ cached keys: what does the bias of that one row need? A fused attention
 # kernel (FlashAttention and its relatives) never
-# [materialises](../docs/glossary.md#materialise) the $q \times k$ scores, so a bias
-# fits in only if the kernel can compute it for one entry from what it holds, as
-# FlexAttention's `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit.
-# FlashAttention's CUDA kernels have ALiBi built in and accept no other bias. A dense $[h, q, k]$
-# bias must be read from memory by another kernel (PyTorch's memory-efficient SDPA,
-# xFormers): 64 GiB per sequence and layer call for 32 heads and 32768 tokens in bfloat16, against
-# 4 MiB for one value per head and distance.
+# [materialises](../docs/glossary.md#materialise) the $q \times k$ scores. A bias fits
+# in only if the kernel can compute each entry from what it holds, as FlexAttention's
+# `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit. Otherwise a dense
+# $[h, q, k]$ bias must be read from memory: 64 GiB per sequence and layer call for 32
+# heads and 32768 tokens in bfloat16. One value per head and distance takes 4 MiB.
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
@@ -1150,11 +1157,9 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # %% [markdown] lang="ja"
 # ## 手法ごとのコスト：KV キャッシュと融合カーネル
 #
-# KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つを、キャッシュした $k$ 個のキーに対して計算します。その 1 行のバイアスに何が必要でしょうか。
-# 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しないので、1 つの成分のバイアスを手元の情報だけから計算できるときに限り、カーネルに組み込めます。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示した形です。
-# FlashAttention の CUDA カーネルには ALiBi が組み込まれていますが、それ以外のバイアスは受け付けません。
-# $[h, q, k]$ の密なバイアスを使うには、それをメモリから読む別のカーネル（PyTorch の SDPA が使う memory-efficient attention や xFormers）が必要です。
-# 32 ヘッド、32768 トークンの bfloat16 では、1 つの層を 1 系列について呼び出すたびに 64 GiB のバイアスを読むことになります。ヘッドと距離ごとに値を 1 つ持つだけなら 4 MiB で済みます。
+# KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つをキャッシュ済みの $k$ 個のキーに対して計算します。この 1 行のバイアスに何が要るでしょうか。
+# 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しません。組み込めるのは、各成分を手元の情報から計算できるバイアスだけです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示しています。
+# そうでなければ、$[h, q, k]$ の密なバイアスをメモリから読みます。32 ヘッド、32768 トークンの bfloat16 では、1 系列で層を 1 回呼ぶごとに 64 GiB です。ヘッドと距離ごとに値 1 つなら 4 MiB です。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
@@ -1225,10 +1230,9 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   $-r_1 \lvert i - j \rvert^{r_2}$ with $0 < r_2 \le 2$, or
 #   $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Kernel theory (CPD kernels) says which
 #   curves are allowed.
-# - FIRE learns the whole curve with a small MLP that reads the distance divided by
-#   the query's position. Once training has gone past its threshold, a longer input
-#   brings no input outside the range seen in training, but the same distance gets a
-#   different input as the query moves on.
+# - FIRE learns the whole curve with a small MLP of the distance divided by the
+#   query's position. Trained past its threshold, it meets no new input on longer
+#   inputs, but the same distance gets a different input as the query moves on.
 # - CoPE counts what a head's gates let through instead of tokens. A head that counts
 #   end marks finds the third sentence back on every test input; no bias by token
 #   distance can answer both of two short inputs.
@@ -1241,11 +1245,11 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線を各ヘッドに与えます。$0 < r_2 \le 2$ での $-r_1 \lvert i - j \rvert^{r_2}$、または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ です。どの曲線が許されるかは、カーネル法の理論（条件付き正定値カーネル）が決めます。
-# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習していれば、さらに長い入力でも MLP の引数は学習時に見た範囲の外に出ません。ただし、クエリが進むと同じ距離に対する引数が変わります。
-# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、値をどう選んでも、短い入力 A と B の両方に正しく答えることはできません。
-# - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習するので、$L$ 未満の位置はすべて、いずれ学習中に現れます。
-# - ヘッドと $i - j$ だけで計算できるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP が必要で、CoPE は行全体のスコアを先に計算しておく必要があります。
+# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線 $-r_1 \lvert i - j \rvert^{r_2}$（$0 < r_2 \le 2$）または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ を各ヘッドに与えます。許される曲線はカーネル法の理論（条件付き正定値カーネル）が決めます。
+# - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習すれば、長い入力でも新しい引数は現れません。ただし、同じ距離の引数はクエリとともに変わります。
+# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、短い入力 A と B の両方には正しく答えられません。
+# - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習します。$L$ 未満の位置はすべて、いずれ学習中に現れます。
+# - ヘッドと $i - j$ だけで決まるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE は組ごとに MLP を評価し、CoPE は行全体のスコアを先に求める必要があります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1270,7 +1274,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ で $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉形式で求め、$p > 2$ なら $-\lvert i - j \rvert^p$ は条件付き正定値でないことを示してください。
 # 2. しきい値 $L$ がクエリの最大の位置以上なら FIRE は距離だけの関数になることを示し、それが ALiBi のバイアスになる $[0, 1]$ 上の関数 $f$ を求めてください。
 #    $L$ がそれより小さいと、$L$ を超えたクエリで何が起きるでしょうか。
-# 3. すべてのゲートが開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょうか。
+# 3. ゲートがすべて開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょう。
 #    クエリは何を含む必要があり、距離が $P - 2$ を超えると何が起きるでしょうか。
 # 4. $n = 40$ トークンの系列に $[0, 2048)$ から位置を選んで学習するとき、一度も選ばれない位置の数の期待値は、学習系列がいくつになると 1 を下回るでしょうか。
 
@@ -1421,7 +1425,9 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 #
 # Each formula is checked against a transcription of the official code (named in the
 # fold where it is used), a number or statement of the paper, or a second
-# derivation. x-transformers is read in version 2.26.4.
+# derivation. x-transformers is read in version 2.26.4. FlashAttention's CUDA kernels
+# take ALiBi and no other bias; PyTorch's memory-efficient SDPA and xFormers read a
+# dense one.
 #
 # ### References
 #
@@ -1448,7 +1454,8 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # %% [markdown] lang="ja"
 # ## 出典とバージョン
 #
-# どの式も、公式実装を書き直したコード、論文の数値や記述、別の導出のいずれかと照合しています。書き直した実装の名前は、それを使う「確認」や「さらに詳しく」の中にあります。x-transformers はバージョン 2.26.4 のコードを参照しました。
+# どの式も、公式実装を書き直したコード、論文の数値や記述、別の導出のいずれかと照合しています。書き直した実装の名前は、それを使う「確認」や「さらに詳しく」にあります。x-transformers はバージョン 2.26.4 を参照しました。
+# FlashAttention の CUDA カーネルが受け付けるバイアスは ALiBi だけです。密なバイアスは PyTorch の SDPA の memory-efficient attention や xFormers が読みます。
 #
 # ### 参考文献
 #

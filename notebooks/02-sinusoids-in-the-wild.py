@@ -28,7 +28,7 @@
 # # 実装ごとに違う正弦波位置エンコーディング：落とし穴
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
-# これらの違いが教える教訓は 1 つだけです。このページでは、論文の表で小さなモデルを学習し、ほかの変種の表で動かしてその教訓を確かめます。
+# これらの違いが教える教訓は 1 つだけです。このページでは、論文の表で[トイモデル](../docs/glossary.ja.md#toy-model)を学習し、ほかの変種の表で動かしてその教訓を確かめます。
 # 続いて変種の一覧表（それぞれを再現する `posenc` の引数付き）を示し、最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
 # どの読者にも必要なのは最初の 2 つの節です。一覧表は、チェックポイントを読み込んだり移植したりするときに役立ちます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
@@ -249,7 +249,8 @@ assert not torch.allclose(
 # %% [markdown] lang="en"
 # ## A trained model under another variant
 #
-# How much does a wrong variant cost a trained model? Take the reversal toy of
+# How much does a wrong variant cost a trained model? Take the reversal
+# [toy model](../docs/glossary.md#toy-model) of
 # [*Learned absolute embeddings*](03-learned-embeddings.ipynb): one attention layer
 # must reverse 16 random tokens, which it can do only by position. Give it a frozen
 # sinusoid table ($d = 32$) and train it (301 Adam updates, a second or two). Then,
@@ -260,9 +261,9 @@ assert not torch.allclose(
 # ## 学習済みのモデルを別の変種で動かす
 #
 # 変種を取り違えると、学習済みのモデルはどれだけ損をするのでしょうか。
-# [「学習型の絶対位置埋め込み」](03-learned-embeddings.ipynb)の章の反転の課題を使います。1 層のアテンションで 16 個のランダムなトークンを逆順に並べる課題で、位置がわからなければ解けません。
-# このモデルに固定した正弦波の表（$d = 32$）を与えて学習します（Adam で 301 回の更新、1〜2 秒です）。
-# 次に、学習し直さずに表だけを別の変種のものに差し替え、16,000 個のトークンのうち正しい位置に置けるものの割合を数えます。
+# [「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の、反転の課題を解くトイモデルを使います。1 層のアテンションで 16 個のランダムなトークンを逆順に並べる課題で、位置がわからなければ解けません。
+# このトイモデルに固定した正弦波の表（$d = 32$）を与えて学習します（Adam で 301 回の更新、1〜2 秒です）。
+# 次に、学習し直さずに表だけを別の変種のものに差し替え、16,000 個のトークンのうち、それでも正しい位置に置けるものの割合を求めます。
 
 # %%
 T, d = 16, 32
@@ -300,18 +301,19 @@ model.pos = frozen()
 # Trained from scratch with any of these tables instead, the toy puts every token in
 # place too (three seeds each): from scratch the choice does not matter here. Swapped
 # into the trained model, the concatenated layout and AllenNLP's variant leave it
-# near a guess (a uniform guess among ten tokens scores 0.1; 0.12 to 0.18 over five
-# seeds). Dividing by $n - 1$ costs little (0.92 to 0.998 over five seeds), because
+# near [chance level](../docs/glossary.md#chance-level): 0.12 to 0.18 over five
+# seeds, where a uniform guess among ten tokens scores 0.1. Dividing by $n - 1$ costs little (0.92 to 0.998 over five seeds), because
 # over 16 positions its entries stay within 0.35 of the paper's; at $d = 32$ they
 # differ by more than 1 from $p = 46$ on, so a model that reads longer inputs would
-# notice. The shift by two is worse than it looks: the model still reverses,
-# perfectly, around the wrong centre.
+# notice. The shift by two, at 0.104, looks like chance and is worse: the model
+# still reverses, perfectly, around the wrong centre.
 
 # %% [markdown] lang="ja"
-# 代わりにこれらの表で一から学習すると、どの表でも小さなモデルはすべてのトークンを正しい位置に置きます（シードは各 3 つ）。一から学習するなら、この課題では変種の選び方は結果を変えません。
-# 一方、学習済みのモデルに連結配置や AllenNLP の変種の表を差し込むと、ほとんど当て推量になります。5 つのシードで 0.12〜0.18 で、10 種類のトークンから一様に選んだときの 0.1 に近い値です。
-# $n - 1$ で割る変種の影響は小さく（5 つのシードで 0.92〜0.998）、16 個の位置では成分の差が論文の表から 0.35 以内に収まるからです。$d = 32$ では $p = 46$ から差が 1 を超えるので、もっと長い入力を読むモデルなら違いが出ます。
-# 2 だけのずれは、見た目より深刻です。モデルは反転を続けますが、中心がずれたまま完璧に反転します。
+# 代わりにこれらの表で一から学習すると、どの表でもトイモデルはすべてのトークンを正しい位置に置きます（シードは各 3 つ）。一から学習するなら、この課題では変種の選び方は結果を変えません。
+# 一方、学習済みのモデルの表を連結配置や AllenNLP の変種の表に差し替えると、正解率は 5 つのシードで 0.12〜0.18 まで落ちます。
+# [チャンスレベル](../docs/glossary.ja.md#chance-level)の 0.1（10 種類のトークンから一様に選んだとき）に近い値です。
+# $n - 1$ で割る変種の影響は小さく、5 つのシードで 0.92〜0.998 です。16 個の位置では、論文の表との成分の差が 0.35 以内に収まるからです。$d = 32$ では $p = 46$ から差が 1 を超えるので、もっと長い入力を読むモデルなら違いが出ます。
+# 位置を 2 ずらした表での 0.104 はチャンスレベルと同じくらいに見えますが、実態はもっと悪いものです。モデルは完璧に反転し続けますが、その中心がずれているのです。
 
 # %%
 model.pos = frozen(offset=2)
@@ -338,7 +340,7 @@ print(f"answer at p is the token at T - 5 - p: {hits.double().mean():.3f}")
 # %% [markdown] lang="ja"
 # 位置 $p$ のクエリは $p + 2$ のエンコーディングを持つので、$T - 1 - (p + 2)$ のエンコーディングを持つキーを探します。そのキーは位置 $T - 5 - p$ にあります。答えはすべて 4 つずれ、しかも学習済みのモデルらしく自信を持って返されます。
 # 配置の違いは、上の式のとおりに重みを並べ替えれば厳密に変換できます。
-# 出力の射影を持たないこの小さなモデルでは、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読むすべての重みの入力の列と、トークンの表とバリューがストリームに書き込む座標を並べ替えます。
+# 出力の射影を持たないこのトイモデルでは、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読むすべての重みの入力の列と、トークンの表とバリューがストリームに書き込む座標を並べ替えます。
 # 完全な Transformer では、ストリームに関わるすべての行列を並べ替えます（[上の「さらに詳しく」](#deeper-チェックポイントの変換とtensor2tensor-の経緯)）。
 # 分母の違いは変換できません。周波数そのものが違うからです。
 
@@ -417,7 +419,7 @@ assert (
 #
 # 実装の違いは 5 つの選択にまとまります。
 # 丸め誤差を考えなければ、どの変種も[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の回転の性質 $PE(p+k) = M_k\, PE(p)$ を、正弦と余弦のすべてのペアで保ちます（奇数の $d$ では 1 列だけ外れることがあります）。
-# そのため一から学習するなら、どれを選んでも結果は変わらないはずです（上の小さなモデルでも、配置、分母、最初の位置についてはそうでした）。
+# そのため一から学習するなら、どれを選んでも結果は変わらないはずです（上のトイモデルでも、配置、分母、最初の位置についてはそうでした）。
 # しかしどの選択も、別の変種で学習したチェックポイントを壊します。表の数値は $d = 512$ での値です。
 #
 # | 違い | どの実装がどうするか | 問題になる場面と影響の大きさ | `posenc` では |
@@ -1079,7 +1081,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # $PE(p)$ を $PE(p+k)$ に移す回転はなく、回転以外の線形写像もありません。
 # $d = 16$ で $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
 # 壊れるのはこのエンコーディングの土台の性質なので、一から学習する場合にも差が出ます。
-# バグのある表で反転の課題を学習すると、同じ 301 回の更新のあとで正しい位置に置けるトークンは 0.944 です（5 つのシードで 0.94〜0.97）。上の変種はどれも 1.000 に達するので、学習が遅くなっています。
+# バグのある表で反転の課題を学習すると、同じ 301 回の更新のあとで正しい位置に置けるトークンの割合は 0.944 です（5 つのシードで 0.94〜0.97）。上の変種はどれも 1.000 に達するので、バグのある表では学習が遅いとわかります。
 # `posenc` はテスト用にこのバグを再現できます。`sinusoidal(p, 2 * d, base=10000.0**2)` の列 $2j + (j \bmod 2)$ を取り出し、初期の版のパディング用の 0 の行は `padding_idx=0` で作ります。
 
 
@@ -1260,12 +1262,12 @@ assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - 位置エンコーディングもチェックポイントの一部です。チェックポイントは、学習に使ったのと同じ変種（配置、分母、余る列、最初の位置）で読み込む必要があります。論文の表で学習した小さなモデルは、連結配置に差し替えると正解率が 1.000 からほぼ当て推量まで落ち、2 だけずらすと 4 つずれた答えを返します。一から学習すれば、どの変種でも課題を解けます。
+# - 位置エンコーディングもチェックポイントの一部です。チェックポイントは、学習に使ったのと同じ変種（配置、分母、余る列、最初の位置）で読み込む必要があります。論文の表で学習したトイモデルは、連結配置に差し替えると正解率が 1.000 からチャンスレベル近くまで落ち、2 だけずらすと 4 つずれた答えを返します。一から学習すれば、どの変種でも課題を解けます。
 # - 2 つの配置の違いは 1 つの固定した並べ替えで、重みも同じように並べ替えればチェックポイントを厳密に変換できます。
 # - $n$ ではなく $n - 1$ で割ると別のエンコーディングになり、スペクトルはほとんど同じに見えても、$d = 512$、$p < 2048$ で成分の差は最大 1.99 になります。
 # - fairseq の `padding_idx + 1` から数える位置は、0 から数える位置を 2 ずらしたものです。内積は同じですが、入力は違います。
 # - float32 の角度は位置とともにずれ（$2^{20}$ 付近で約 0.06 ラジアン）、$2^{24}$ からは位置が重なります。`posenc` は角度を float64 で作ります。
-# - 指数に列の番号を入れて $2j/d$ とするのはバグです。回転の性質を壊し、一から学習しても小さなモデルの学習が遅くなります。
+# - 指数に列の番号を入れて $2j/d$ とするのはバグです。回転の性質を壊し、一から学習してもトイモデルの学習が遅くなります。
 
 # %% [markdown] lang="en"
 # ## Exercises

@@ -33,7 +33,7 @@
 #
 # One lesson is for every reader, kernel or not: an encoding's cost is the bytes it
 # moves, not its arithmetic, which is why serving systems fold RoPE into a
-# neighbouring kernel. The first two sections, "Where production systems fuse RoPE"
+# neighbouring kernel. The first two sections, "Where production systems fuse RoPE",
 # and "What to remember" give it; the rest is for readers who write or tune kernels,
 # with the GPU terms explained in the fold below.
 
@@ -50,8 +50,8 @@
 #
 # GPU での時間については、計った値ではなく予測だけを示します。予測と、それぞれを確かめるコマンドは、章の最後の表にまとめます。
 #
-# カーネルを書かない読者にも役立つ教訓が 1 つあります。位置エンコーディングのコストを決めるのは演算の量ではなく動かすバイト数で、だからこそ推論システムは RoPE を隣のカーネルに組み込みます。
-# この教訓は最初の 2 つの節と「実際のシステムは RoPE をどこで融合しているか」、「まとめ」でわかります。残りはカーネルを書いたり調整したりする読者向けで、使う GPU の用語は下の折りたたみで説明します。
+# カーネルを書かない読者にも役立つ教訓が 1 つあります。位置エンコーディングのコストを決めるのは演算の量ではなく動かすバイト数で、だからこそ推論システムは RoPE を前後のカーネルに融合します。
+# この教訓は、最初の 2 つの節と、「実際のシステムは RoPE をどこで融合しているか」「まとめ」の節を読めばわかります。残りはカーネルを書いたり調整したりする読者向けで、使う GPU の用語は下の折りたたみで説明します。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU terms this chapter uses.**

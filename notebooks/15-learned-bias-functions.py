@@ -25,7 +25,7 @@
 #
 # ALiBi は距離のペナルティを手で決めます。代わりにモデルは何を学習できるでしょうか。距離はトークンを数えるしかないのでしょうか。
 # KERPLE は曲線のパラメータを 2 つ、FIRE は曲線そのもの、CoPE は距離として数えるものを学習し、[ランダム化した位置](../docs/glossary.ja.md#randomised-positions)は学習で見せる位置を変えます。
-# 読み終えると、それぞれを `posenc` で作り、表現できることとコストを説明できます。FIRE は KERPLE の後に、CoPE とランダム化した位置は単独で読めます。
+# 読み終えるころには、それぞれを `posenc` で作り、何を表現できて、どんなコストがかかるかを説明できるようになります。FIRE の節は KERPLE の節の後に読んでください。CoPE とランダム化した位置の節は、それだけで読めます。
 
 # %% tags=["setup"]
 import math
@@ -249,9 +249,9 @@ print(
 
 # %% [markdown] lang="ja"
 # 次の図で曲線の形を比べます（パラメータは説明用に選んだもので、T5 の表は仮の値です）。
-# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ で、ALiBi の 8 つの傾きのうち 6 つでは、ALiBi のバイアス（対称な形）と一致します（理由は下の注にあります）。
+# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ になり、ALiBi のバイアスを対称にしたものと一致します。ただし、一致させられるのは ALiBi の 8 つの傾きのうち 6 つだけです（理由は下の注で説明します）。
 # $r_2 < 1$ では平らになる向きへ、$r_2 > 1$ では逆向きへ曲がります。
-# 対数の形の距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ です。遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
+# 対数の形は次第に平らになり、距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ です。遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 
 
 # %% tags=["check"] summary={"en": "with r₂ = 1 the power variant is ALiBi's bias for the first six slopes; r₁ stays at least 0.01, above slopes 7 and 8, and r₂ at most 2; the slope of −r₁ log(1 + r₂d) is −r₁r₂/(1 + r₂d) (autograd)", "ja": "r₂ = 1 のべき乗の形は、最初の 6 つの傾きで ALiBi のバイアスと一致します。r₁ は 0.01 以上で 7、8 番目の傾きより大きく、r₂ は 2 以下です。−r₁ log(1 + r₂d) の傾きは −r₁r₂/(1 + r₂d) です（自動微分）"}
@@ -312,7 +312,7 @@ plt.show()
 # each head learn how fast its penalty flattens.
 
 # %% [markdown] lang="ja"
-# まとめると、KERPLE は ALiBi と同じくヘッドと $i - j$ だけで決まるバイアスなのでコストは変わらず、ペナルティが平らになる速さを各ヘッドが学習します。
+# KERPLE は ALiBi と同じくヘッドと $i - j$ だけで決まるバイアスなのでコストは変わらず、ペナルティが平らになる速さを各ヘッドが学習します。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: KERPLE in code, and its results.** Not every ALiBi head is
@@ -564,7 +564,7 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # fraction of the context*.
 
 # %% [markdown] lang="ja"
-# まとめると、FIRE は曲線そのものを学習します（論文によれば T5 のバイアス、ALiBi、KERPLE も表現でき、演習 2 で ALiBi を作ります）。$L$ より長い入力で学習すれば、未知の引数には出会いません。
+# 要するに、FIRE は曲線そのものを学習します（論文によれば T5 のバイアス、ALiBi、KERPLE も表現でき、演習 2 で ALiBi を作ります）。$L$ より長い入力で学習すれば、学習で見た範囲の外の引数には出会いません。
 # 代償として、バイアスは**文脈の長さに対する距離の割合**で決まります。
 
 # %% [markdown] lang="en"
@@ -825,8 +825,8 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # A では答えの `!` が 5 トークン前、`?` が 7 トークン前にあり、B ではその逆です。
 # 文末の記号を区別しない内容のスコアでは、A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要です。
 # 距離ごとに 1 つ、計 47 個の値を持つバイアスの表を、内容のスコアは同じにしてランダムな入力で学習しました（Adam、512 個の入力、200 ステップ）。
-# テスト用の 1000 個の入力での正解率は 68.4% です。
-# [チャンスレベル](../docs/glossary.ja.md#chance-level)の 3 分の 1 は上回ります。シード 1 つで 1 回学習しただけなので、これは下界です。
+# テスト用の 1000 個の入力での正解率は 68.4% で、[チャンスレベル](../docs/glossary.ja.md#chance-level)の 3 分の 1 を上回ります。
+# シード 1 つで 1 回学習しただけなので、この値は、距離ごとの表で達成できる正解率の下界にすぎません。
 
 
 # %% tags=["check"] summary={"en": "no bias answers both A and B (2000 random ones, a tie, one favouring A); with one seed, the trained table answers 68.4%, above chance and below the CoPE head; the printed positions of A count its end marks and the head answers ! twice", "ja": "A と B の両方に正しく答えるバイアスはありません（試したのは、ランダムな 2000 個、同点になるもの、A に有利なもの）。シード 1 つで学習した表の正解率は 68.4% で、チャンスレベルより高く、CoPE のヘッドより低い値です。出力した A の位置は文末の記号の数で、ヘッドは 2 回とも ! と答えます"}
@@ -886,8 +886,8 @@ assert 1 / 3 < table_accuracy < cope_accuracy  # one seed: chance < it < CoPE
 # %% [markdown] lang="ja"
 # 次の図に A と B を示します。
 # 上は最後のクエリから見た文脈に応じた位置 $p_{ij}$ で、文末の記号ごとに 1 段上がる階段です。下は各ヘッドの重みです。
-# 学習済みの表は 2 回とも `.` と誤答します。重みの大半が、最も遠い文末の記号（A では 9 トークン前、B では 11 トークン前）に行くからです（重みは 0.788 と 0.649）。
-# この表が学習した入力は文が長く、3 つ前の記号は平均 14.1 トークン前にありました。
+# 学習済みの表は 2 回とも `.` と誤答します。重みの大半（A では 0.788、B では 0.649）を、最も遠い文末の記号（A では 9 トークン前、B では 11 トークン前）に置くからです。
+# この表は A や B より文の長い入力で学習しており、そこでは 3 つ前の記号が平均 14.1 トークン前にありました。
 
 # %% tags=["figure"] alt={"en": ["Two columns, inputs A and B, each token on the horizontal axis. Top: the contextual position p of the last query, a staircase from 0 at the query up to 5 at the first sentence, one step at each end mark. Bottom: attention weights; the CoPE head puts all its weight on the end mark at p = 3, the exclamation mark, in both inputs; the trained distance table puts most of its weight (0.79 in A, 0.65 in B) on the full stop furthest back, 9 tokens back in A and 11 in B."], "ja": ["入力 A と B の 2 列で、横軸は各トークンです。上は最後のクエリから見た文脈に応じた位置 p です。クエリでの 0 から最初の文での 5 まで、文末の記号ごとに 1 段上がる階段です。下はアテンションの重みです。CoPE のヘッドはどちらの入力でも p = 3 の文末の記号、つまり感嘆符にすべての重みを置きます。学習済みの距離の表は、最も遠いピリオド（A では 9 トークン前、B では 11 トークン前）に重みの大半（A では 0.79、B では 0.65）を置きます。"]}
 with torch.no_grad():
@@ -930,7 +930,7 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 # which no bias by token distance can imitate.
 
 # %% [markdown] lang="ja"
-# まとめると、CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。トークンの距離によるバイアスでは、これをまねできません。
+# CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。トークンの距離によるバイアスでは、これをまねできません。
 
 # %% [markdown] lang="en"
 # ## Randomised positions: no new formula
@@ -964,7 +964,7 @@ random_positions(8, 2048, generator=gen)  # sorted, distinct, in [0, 2048)
 # one new choice is $L$, above every length the model will meet.
 
 # %% [markdown] lang="ja"
-# まとめると、エンコーディングはそのままで、与える位置だけが変わります。新たに決めるのは $L$ だけで、モデルが出会うどの長さよりも大きくします。
+# 要するに、エンコーディングはそのままで、与える位置だけが変わります。新たに決めるのは $L$ だけで、モデルが出会うどの長さよりも大きくします。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the law of the draws, and what the official code
@@ -1090,7 +1090,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # ## 4 つの手法を並べる
 #
 # 各パネルは、この章で作った各手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
-# KERPLE はどのクエリでも同じ 1 本の曲線で、しきい値を超えた FIRE はクエリごとに違う曲線です。CoPE の $40$ は、A では 5〜6 トークン前、B では 7〜8 トークン前に入ります。
+# KERPLE はどのクエリでも同じ 1 本の曲線で、しきい値を超えた FIRE はクエリごとに違う曲線です。CoPE のヘッドが足す $40$ は、A では 5〜6 トークン前、B では 7〜8 トークン前に現れます。
 # 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選びます。学習中に直線が $L$ までの距離で使われるので、長いテスト入力にも未知の距離は現れません。
 
 # %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、選択 2 回分の曲線です。選択した曲線では同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
@@ -1159,7 +1159,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つをキャッシュ済みの $k$ 個のキーに対して計算します。この 1 行のバイアスに何が要るでしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しません。組み込めるのは、各成分を手元の情報から計算できるバイアスだけです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示しています。
-# そうでなければ、$[h, q, k]$ の密なバイアスをメモリから読みます。32 ヘッド、32768 トークンの bfloat16 では、1 系列で層を 1 回呼ぶごとに 64 GiB です。ヘッドと距離ごとに値 1 つなら 4 MiB です。
+# そうでないバイアスは、$[h, q, k]$ の密な形でメモリから読む必要があります。32 ヘッド、32768 トークンの bfloat16 では、このバイアスは 1 系列、1 層の呼び出しあたり 64 GiB です。ヘッドと距離ごとに値を 1 つ持つだけなら 4 MiB で済みます。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
@@ -1274,7 +1274,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # 1. 3 つの位置 $0, 1, 2$ と $c = (1, -2, 1)$ で $\sum_{a,b} c_a c_b (-\lvert a - b \rvert^p)$ を閉形式で求め、$p > 2$ なら $-\lvert i - j \rvert^p$ は条件付き正定値でないことを示してください。
 # 2. しきい値 $L$ がクエリの最大の位置以上なら FIRE は距離だけの関数になることを示し、それが ALiBi のバイアスになる $[0, 1]$ 上の関数 $f$ を求めてください。
 #    $L$ がそれより小さいと、$L$ を超えたクエリで何が起きるでしょうか。
-# 3. ゲートがすべて開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょう。
+# 3. ゲートがすべて開いているとき、CoPE のバイアスを ALiBi の $-m_h\,(i - j)$ に等しくする表 $e[n]$ は何でしょうか。
 #    クエリは何を含む必要があり、距離が $P - 2$ を超えると何が起きるでしょうか。
 # 4. $n = 40$ トークンの系列に $[0, 2048)$ から位置を選んで学習するとき、一度も選ばれない位置の数の期待値は、学習系列がいくつになると 1 を下回るでしょうか。
 

@@ -89,8 +89,11 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # product of some features, as $q_i \cdot k_j$ is. Curves that behave like minus a
 # squared distance, called
 # [*conditionally positive definite*](../docs/glossary.md#conditionally-positive-definite-kernel)
-# (CPD), keep that property up to a constant, and a constant leaves the softmax
-# unchanged. A power above 2 is not CPD (exercise 1), hence $r_2 \le 2$.
+# (CPD), keep that property up to a constant (one per input length), and a constant
+# leaves the softmax unchanged. Why not positive definite? A PD bias of $i - j$ alone
+# never exceeds its value at distance 0 in size, so it cannot penalise far keys
+# without limit; a CPD one can. A power above 2 is not CPD (exercise 1), hence
+# $r_2 \le 2$.
 
 # %% [markdown] lang="ja"
 # ## KERPLE：ヘッドごとに 2 つの学習可能なパラメータ
@@ -100,7 +103,8 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
 # なぜこの 2 つなのでしょうか。論文は、バイアスを足したスコアも $q_i \cdot k_j$ と同じく類似度（ある特徴ベクトルの内積）であることを求めます。
-# 負の 2 乗距離のようにふるまう[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）の曲線なら、定数 1 つの差を除いてこの性質を保ちます。定数は softmax を変えません。
+# 負の 2 乗距離のようにふるまう[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）の曲線なら、定数 1 つ（入力の長さごとに 1 つ）の差を除いてこの性質を保ちます。定数は softmax を変えません。
+# では、なぜ正定値ではないのでしょうか。$i - j$ だけで決まる正定値のバイアスは、大きさが距離 0 での値を超えないので、遠いキーをいくらでも強く罰することはできません。条件付き正定値ならそれができます。
 # 2 より大きいべき乗は条件付き正定値ではないので（演習 1）、$r_2 \le 2$ です。
 
 # %%
@@ -165,9 +169,9 @@ with torch.no_grad():
 # Fact 3 does not cover the logarithm of a power above 2: for example,
 # $-\log(1 + \lvert i - j \rvert^3)$ is not CPD.
 #
-# Why CPD and not PD? The paper wants the biased score to remain a PD kernel (treating
-# $q_i \cdot k_j$ as one, which holds only if $W_Q W_K^\top$ is symmetric positive
-# semidefinite). By its
+# Why CPD and not PD? The paper wants the biased score to remain a PD kernel: it
+# applies the kernel to the query and key vectors, where the dot product
+# $q_i \cdot k_j$ is always one. By its
 # Lemma 1, $c + \tilde k$ is PD for some constant $c \ge 0$; it is never computed,
 # since adding a constant to a row's scores leaves its softmax unchanged (Eq. 2).
 #
@@ -199,7 +203,7 @@ with torch.no_grad():
 # $r_1 > 0$ 倍すると（事実 2）、上の 2 つのバイアスになります。
 # 事実 3 は 2 を超えるべき乗の対数を扱いません。たとえば $-\log(1 + \lvert i - j \rvert^3)$ は条件付き正定値ではありません。
 #
-# なぜ正定値ではなく条件付き正定値なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます（$q_i \cdot k_j$ を正定値カーネルとみなしていますが、そうなるのは $W_Q W_K^\top$ が対称な半正定値行列のときだけです）。
+# なぜ正定値ではなく条件付き正定値なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。論文はカーネルをクエリとキーのベクトルに適用するので、内積 $q_i \cdot k_j$ は常に正定値カーネルです。
 # 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値カーネルになります。この定数を実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
 #
 # ただし、どの長さにも使える定数はありません。補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
@@ -308,11 +312,12 @@ ax.legend(fontsize=8, loc="lower left")
 plt.show()
 
 # %% [markdown] lang="en"
-# In short: KERPLE keeps ALiBi's cost, a bias of the head and $i - j$ alone, and lets
-# each head learn how fast its penalty flattens.
+# In short: KERPLE keeps ALiBi's form, a bias of the head and $i - j$ alone, and lets
+# each head learn how fast its penalty flattens, for a logarithm or a power per score
+# (its cost in a fused kernel is below).
 
 # %% [markdown] lang="ja"
-# KERPLE は ALiBi と同じくヘッドと $i - j$ だけで決まるバイアスなのでコストは変わらず、ペナルティが平らになる速さを各ヘッドが学習します。
+# KERPLE は ALiBi と同じくヘッドと $i - j$ だけで決まるバイアスで、ペナルティが平らになる速さを各ヘッドが学習します。スコアごとに対数かべき乗を 1 回計算します（融合カーネルでのコストは後で見ます）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: KERPLE in code, and its results.** Not every ALiBi head is
@@ -355,10 +360,10 @@ plt.show()
 # On models trained with each kernel, the paper (§5.4, GitHub data) finds that
 # several heads of the log variant learn almost flat kernels, which let them use
 # distant tokens, while ALiBi and the power variant reach very negative values
-# quickly. Its Table 3 gives the perplexities that go with this: on OpenWebText2,
-# trained at 512 tokens and tested at 16384 (mean of five seeds), the log variant
-# reaches 21.4, the power variant 21.6, ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal
-# about 30000).
+# quickly. Its Table 3 gives perplexities on another dataset, OpenWebText2: trained
+# at 512 tokens and tested at 16384 (mean of five seeds), the log variant reaches
+# 21.4 and the power variant 21.6, a difference within the paper's own significance
+# test, against ALiBi 22.5 and T5 31.4 (RoPE 269, sinusoidal about 30000).
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：KERPLE のコードと結果**
@@ -388,8 +393,8 @@ plt.show()
 #
 # 論文（§5.4、GitHub のデータ）によると、それぞれのカーネルで学習したモデルでは、対数の形のいくつかのヘッドがほとんど平らなカーネルを学習し、遠くのトークンを使えるようになります。
 # 一方、ALiBi とべき乗の形は、すぐに大きな負の値に達します。
-# これに対応するパープレキシティ（5 つのシードの平均）は論文の表 3 にあります。
-# OpenWebText2 の 512 トークンの系列で学習し、16384 トークンでテストすると、対数の形は 21.4、べき乗の形は 21.6、ALiBi は 22.5、T5 は 31.4 です。
+# 論文の表 3 は、別のデータセット OpenWebText2 でのパープレキシティ（5 つのシードの平均）を示します。
+# 512 トークンの系列で学習し、16384 トークンでテストすると、対数の形は 21.4、べき乗の形は 21.6 で、この差は論文自身の有意性の検定では有意ではありません。ALiBi は 22.5、T5 は 31.4 です。
 # RoPE は 269、正弦波位置エンコーディングは約 30000 です。
 
 
@@ -812,16 +817,16 @@ assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 
 # %% [markdown] lang="en"
-# A bias by token distance cannot do this, whatever its values. In A the target `!`
+# One head with a bias by token distance cannot do this, whatever its values. In A the target `!`
 # is 5 tokens back and a `?` 7; in B it is the other way round. With content scores
 # that treat all end marks alike, A needs $b(5) > b(7)$ and B needs $b(7) > b(5)$.
 # A table of 47 values, one per distance, was trained with the same content scores
 # (Adam, 200 steps on 512 random inputs). It answers 68.4% of the 1000 test inputs,
 # above the [chance level](../docs/glossary.md#chance-level) of one in three; from one
-# run with one seed, that is a lower bound.
+# run with one seed, that is a lower bound on what such a table can reach.
 
 # %% [markdown] lang="ja"
-# トークンの距離によるバイアスでは、値をどう選んでもこれはできません。
+# トークンの距離によるバイアスを持つヘッド 1 つでは、値をどう選んでもこれはできません。
 # A では答えの `!` が 5 トークン前、`?` が 7 トークン前にあり、B ではその逆です。
 # 文末の記号を区別しない内容のスコアでは、A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要です。
 # 距離ごとに 1 つ、計 47 個の値を持つバイアスの表を、内容のスコアは同じにしてランダムな入力で学習しました（Adam、512 個の入力、200 ステップ）。
@@ -878,7 +883,7 @@ assert 1 / 3 < table_accuracy < cope_accuracy  # one seed: chance < it < CoPE
 # %% [markdown] lang="en"
 # The figure shows A and B. Top: the contextual positions $p_{ij}$ of the last query,
 # a staircase that steps up at each end mark. Bottom: where each head puts its weight.
-# The trained table answers `.` twice. Most of its weight goes to the end mark
+# The trained table answers `.` twice, wrong both times. Most of its weight goes to the end mark
 # furthest back: 0.788 to the one 9 tokens back in A, 0.649 to the one 11 back in B.
 # It learned on longer sentences, where the third mark back lies 14.1 tokens back on
 # average.
@@ -927,10 +932,10 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 
 # %% [markdown] lang="en"
 # In short: a CoPE head measures distance in units it chooses, such as sentences,
-# which no bias by token distance can imitate.
+# which no single head with a bias by token distance can imitate.
 
 # %% [markdown] lang="ja"
-# CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。トークンの距離によるバイアスでは、これをまねできません。
+# CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。トークンの距離によるバイアスを持つヘッド 1 つでは、これをまねできません。
 
 # %% [markdown] lang="en"
 # ## Randomised positions: no new formula
@@ -1228,14 +1233,14 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #
 # - KERPLE gives each head a curve with two learned numbers in place of ALiBi's line:
 #   $-r_1 \lvert i - j \rvert^{r_2}$ with $0 < r_2 \le 2$, or
-#   $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Kernel theory (CPD kernels) says which
-#   curves are allowed.
+#   $-r_1 \log(1 + r_2 \lvert i - j \rvert)$. Its design rule, CPD kernels, says which
+#   curves it allows.
 # - FIRE learns the whole curve with a small MLP of the distance divided by the
 #   query's position. Trained past its threshold, it meets no new input on longer
 #   inputs, but the same distance gets a different input as the query moves on.
 # - CoPE counts what a head's gates let through instead of tokens. A head that counts
-#   end marks finds the third sentence back on every test input; no bias by token
-#   distance can answer both of two short inputs.
+#   end marks finds the third sentence back on every test input; no single head with
+#   a bias by token distance can answer both of two short inputs.
 # - Randomised positions keep the formula and train with sorted random positions from
 #   $[0, L)$, so every position below $L$ eventually turns up in training.
 # - A bias computed from the head and $i - j$ alone (T5, ALiBi, KERPLE) fits a KV cache
@@ -1245,9 +1250,9 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線 $-r_1 \lvert i - j \rvert^{r_2}$（$0 < r_2 \le 2$）または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ を各ヘッドに与えます。許される曲線はカーネル法の理論（条件付き正定値カーネル）が決めます。
+# - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線 $-r_1 \lvert i - j \rvert^{r_2}$（$0 < r_2 \le 2$）または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ を各ヘッドに与えます。どの曲線を許すかは、KERPLE の設計の規則である条件付き正定値カーネルが決めます。
 # - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習すれば、長い入力でも新しい引数は現れません。ただし、同じ距離の引数はクエリとともに変わります。
-# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスでは、短い入力 A と B の両方には正しく答えられません。
+# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスを持つヘッド 1 つでは、短い入力 A と B の両方には正しく答えられません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習します。$L$ 未満の位置はすべて、いずれ学習中に現れます。
 # - ヘッドと $i - j$ だけで決まるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE は組ごとに MLP を評価し、CoPE は行全体のスコアを先に求める必要があります。
 

@@ -28,7 +28,7 @@
 # # 実装ごとに違う正弦波位置エンコーディング：落とし穴
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
-# これらの違いが教える教訓は 1 つだけです。このページでは、論文の表で[トイモデル](../docs/glossary.ja.md#toy-model)を学習し、ほかの変種の表で動かしてその教訓を確かめます。
+# これらの違いから学べる教訓は、実は 1 つだけです。このページでは、論文の表で[トイモデル](../docs/glossary.ja.md#toy-model)を学習し、ほかの変種の表で動かしてその教訓を確かめます。
 # 続いて変種の一覧表（それぞれを再現する `posenc` の引数付き）を示し、最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
 # どの読者にも必要なのは最初の 2 つの節です。一覧表は、チェックポイントを読み込んだり移植したりするときに役立ちます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
@@ -312,8 +312,8 @@ model.pos = frozen()
 # 代わりにこれらの表で一から学習すると、どの表でもトイモデルはすべてのトークンを正しい位置に置きます（シードは各 3 つ）。一から学習するなら、この課題では変種の選び方は結果を変えません。
 # 一方、学習済みのモデルの表を連結配置や AllenNLP の変種の表に差し替えると、正解率は 5 つのシードで 0.12〜0.18 まで落ちます。
 # [チャンスレベル](../docs/glossary.ja.md#chance-level)の 0.1（10 種類のトークンから一様に選んだとき）に近い値です。
-# $n - 1$ で割る変種の影響は小さく、5 つのシードで 0.92〜0.998 です。16 個の位置では、論文の表との成分の差が 0.35 以内に収まるからです。$d = 32$ では $p = 46$ から差が 1 を超えるので、もっと長い入力を読むモデルなら違いが出ます。
-# 位置を 2 ずらした表での 0.104 はチャンスレベルと同じくらいに見えますが、実態はもっと悪いものです。モデルは完璧に反転し続けますが、その中心がずれているのです。
+# $n - 1$ で割る変種の影響は小さく、5 つのシードで 0.92〜0.998 です。16 個の位置では、論文の表との成分の差が 0.35 以内に収まるからです。$d = 32$ では $p = 46$ から差が 1 を超えるので、もっと長い入力を読むモデルなら違いが出るはずです。
+# 位置を 2 ずらした表の 0.104 はチャンスレベル並みに見えますが、事態はそれより深刻です。モデルは反転を完璧にこなしたまま、中心だけを取り違えています。
 
 # %%
 model.pos = frozen(offset=2)
@@ -424,11 +424,11 @@ assert (
 #
 # | 違い | どの実装がどうするか | 問題になる場面と影響の大きさ | `posenc` では |
 # |---|---|---|---|
-# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み（重みも並べ替えれば問題なし）。中身は同じ数で、順番だけが違う | `layout="interleaved"`（既定値）か `"concat"` |
-# | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | チェックポイントの読み込み。$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
-# | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦には回転の性質が成り立たない | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
-# | 最初の位置 | fairseq は実トークンを `padding_idx + 1` から数えるので、トークン $t$ には $PE(t+2)$ が足される | 読み込み：足すベクトルが 6.95 動く（ノルムは 16）。内積は不変 | fairseq の位置に `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` |
-# | float32 の角度 | labml、AllenNLP、fairseq、tensor2tensor | 実装を混ぜるとき：$p = 2^{20}$ 付近で labml の角度は最大 6.2e-02 ずれる。$2^{24}$ からは 1 つの実装の中でも位置が重なる | なし：角度は float64 で作り、成分のずれは 3.0e-08 |
+# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | 読み込み：重みも並べ替えれば問題なし。中身は同じ数で、順番だけが違う | `layout="interleaved"`（既定値）か `"concat"` |
+# | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | 読み込み：$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
+# | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦には回転の性質が成り立たない点にも注意 | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
+# | 最初の位置 | fairseq は実トークンを `padding_idx + 1` から数えるので、トークン $t$ には $PE(t+2)$ が足される | 読み込み：足すベクトルが 6.95 の距離だけ移動（ノルムは 16）。内積は不変 | fairseq の位置に `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` |
+# | float32 の角度 | labml、AllenNLP、fairseq、tensor2tensor | 実装を混ぜるとき：$p = 2^{20}$ 付近で labml の角度に最大 6.2e-02 のずれ。$2^{24}$ からは 1 つの実装の中でも位置が重複 | なし：角度は float64 で作り、成分のずれは 3.0e-08 |
 #
 # 下の「さらに詳しく」で、各行を `posenc` で再現して測ります。
 
@@ -784,7 +784,7 @@ plt.show()
 # よく使われる `padding_idx = 1` では、最初の[実トークン](../docs/glossary.ja.md#real-token)は行 $2$ を使います。左側にパディングがあっても同じです。
 # 回転の性質により、位置を 2 だけずらす操作は 1 つの決まった回転になり、連結配置の表では $PE^{\mathrm{cat}}(t+2) = P M_2 P^\top\, PE^{\mathrm{cat}}(t)$ です。
 # そのため位置どうしの内積は変わりません。
-# しかし各ペアは単位円上で長さ $2|\sin(k\omega_i/2)|$ の弦だけ動くので、ずらす前後の距離の 2 乗はどの $t$ でも次の値になります。
+# しかし各ペアは単位円上を、長さ $2|\sin(k\omega_i/2)|$ の弦の分だけ移動します。そのため、ずらす前後の距離の 2 乗は $t$ によらず次の値になります。
 # $$\|PE(t+k) - PE(t)\|^2 = \sum_{i=0}^{n-1} 4\sin^2(k\omega_i/2)$$
 # $d = 512$、$k = 2$ では距離（この式の平方根）は 6.95 で、エンコーディングのノルムはどれも $\sqrt{n} = 16$ です（下の出力）。
 # 学習型位置埋め込みを使う RoBERTa も、このずれを引き継いでいます（[「学習型位置埋め込みとスケール付き正弦波」](03-learned-embeddings.ipynb)の章の[「パディング用の行」](03-learned-embeddings.ipynb#パディング用の行)の節）。
@@ -1081,7 +1081,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # $PE(p)$ を $PE(p+k)$ に移す回転はなく、回転以外の線形写像もありません。
 # $d = 16$ で $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
 # 壊れるのはこのエンコーディングの土台の性質なので、一から学習する場合にも差が出ます。
-# バグのある表で反転の課題を学習すると、同じ 301 回の更新のあとで正しい位置に置けるトークンの割合は 0.944 です（5 つのシードで 0.94〜0.97）。上の変種はどれも 1.000 に達するので、バグのある表では学習が遅いとわかります。
+# バグのある表で反転の課題を学習すると、同じ 301 回の更新のあとで正しい位置に置けるトークンの割合は 0.944 です（5 つのシードで 0.94〜0.97）。上の変種はどれも 1.000 に達します。バグのある表では学習が遅いのです。
 # `posenc` はテスト用にこのバグを再現できます。`sinusoidal(p, 2 * d, base=10000.0**2)` の列 $2j + (j \bmod 2)$ を取り出し、初期の版のパディング用の 0 の行は `padding_idx=0` で作ります。
 
 
@@ -1389,7 +1389,7 @@ print("\n".join(lines), end="")
 # $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
 # With $a_i = b_i$ the sum would vanish and the norm would be $\sqrt{n}$ at every
 # position; with $a_i \ne b_i$ it does not, so the squared norm wanders, between 24.1
-# and 40.7 for $d = 64$ over the first 100000 positions. It oscillates around
+# and 40.7 for $d = 64$ over the first 100,000 positions. It oscillates around
 # $n = 32$: the terms of the fast pairs average out. The slowest pairs have not yet
 # turned, and for them $b_i < a_i$ gives $\cos 2b_i p - \cos 2a_i p \ge 0$, which keeps
 # the average a little above $n$: 32.3 over those positions.
@@ -1401,7 +1401,7 @@ print("\n".join(lines), end="")
 # ここで $q = p$ と置くと、$\cos a_i(p-q) = \cos b_i(p-q) = 1$ なので次のようになります。
 # $$PE(p)\cdot PE(p) = n + \frac{1}{2}\sum_{i=0}^{n-1}\big(\cos 2b_i p - \cos 2a_i p\big)$$
 # $a_i = b_i$ なら和は消え、ノルムはどの位置でも $\sqrt{n}$ です。
-# $a_i \ne b_i$ では和が残るので、ノルムの 2 乗は一定にならず、揺れ動きます。$d = 64$ では、最初の 100000 個の位置で 24.1 から 40.7 の間です。
+# $a_i \ne b_i$ では和が残るので、ノルムの 2 乗は一定にならず、揺れ動きます。$d = 64$ では、最初の 100,000 個の位置で 24.1 から 40.7 の間です。
 # 値は $n = 32$ のまわりで振動します。速いペアの項は平均すると消えるからです。
 # 最も遅いペアはまだ 1 周もしておらず、しかも $b_i < a_i$ なので $\cos 2b_i p - \cos 2a_i p \ge 0$ です。
 # これが平均を $n$ より少し上に押し上げ、この範囲の平均は 32.3 になります。
@@ -1497,8 +1497,9 @@ print(
 # ## Sources and versions
 #
 # Each library is described from its code at the commits and versions named in the
-# references; the rows printed by Hugging Face transformers (checked under the
-# note on the libraries) come from version 5.24.0. tensor2tensor's TensorFlow code is
+# references; the rows printed by Hugging Face transformers (checked under
+# [the note on the libraries](#deeper-the-libraries-one-by-one)) come from version
+# 5.24.0. tensor2tensor's TensorFlow code is
 # transcribed here, not run. The paper is read in its arXiv version.
 #
 # ### References
@@ -1557,7 +1558,7 @@ print(
 # ## 出典とバージョン
 #
 # 各ライブラリの説明は、参考文献に挙げたコミットとバージョンのコードに基づきます。
-# ライブラリを 1 つずつ見る「さらに詳しく」で照合した Hugging Face transformers の出力は、バージョン 5.24.0 で得たものです。
+# [「さらに詳しく：ライブラリを 1 つずつ見る」](#deeper-ライブラリを-1-つずつ見る)で照合した Hugging Face transformers の出力は、バージョン 5.24.0 で得たものです。
 # tensor2tensor の TensorFlow のコードは、ここでは書き起こしただけで、実行はしていません。
 # 参照した論文は arXiv 版です。
 #

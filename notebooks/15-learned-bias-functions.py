@@ -103,8 +103,8 @@ print(f"T5: last bucket from distance 113; ALiBi head 3: slope {slope:.4f}")
 # $$b^{\mathrm{pow}}_h(i, j) = -r_1 \lvert i - j \rvert^{r_2}, \qquad r_1 > 0,\ 0 < r_2 \le 2$$
 # $$b^{\mathrm{log}}_h(i, j) = -r_1 \log(1 + r_2 \lvert i - j \rvert), \qquad r_1, r_2 > 0$$
 # なぜこの 2 つなのでしょうか。論文は、バイアスを足したスコアも $q_i \cdot k_j$ と同じく類似度（ある特徴ベクトルの内積）であることを求めます。
-# 負の 2 乗距離のようにふるまう[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）の曲線なら、定数 1 つ（入力の長さごとに 1 つ）の差を除いてこの性質を保ちます。定数は softmax を変えません。
-# では、なぜ正定値ではないのでしょうか。$i - j$ だけで決まる正定値のバイアスは、大きさが距離 0 での値を超えないので、遠いキーをいくらでも強く罰することはできません。条件付き正定値ならそれができます。
+# 負の 2 乗距離のようにふるまう曲線は[条件付き正定値](../docs/glossary.ja.md#conditionally-positive-definite-kernel)（CPD）と呼ばれます。CPD の曲線なら、入力の長さごとに決まる定数を 1 つ足すだけで、この性質を保てます。定数は softmax を変えません。
+# では、なぜ正定値ではないのでしょうか。$i - j$ だけで決まる正定値のバイアスは、大きさが距離 0 での値を超えないので、遠いキーにいくらでも大きなペナルティを課すことはできません。条件付き正定値ならそれができます。
 # 2 より大きいべき乗は条件付き正定値ではないので（演習 1）、$r_2 \le 2$ です。
 
 # %%
@@ -203,7 +203,7 @@ with torch.no_grad():
 # $r_1 > 0$ 倍すると（事実 2）、上の 2 つのバイアスになります。
 # 事実 3 は 2 を超えるべき乗の対数を扱いません。たとえば $-\log(1 + \lvert i - j \rvert^3)$ は条件付き正定値ではありません。
 #
-# なぜ正定値ではなく条件付き正定値なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。論文はカーネルをクエリとキーのベクトルに適用するので、内積 $q_i \cdot k_j$ は常に正定値カーネルです。
+# なぜ正定値ではなく条件付き正定値なのでしょうか。論文は、バイアスを足したスコアも正定値カーネルであることを求めます。カーネルはクエリとキーのベクトルに適用されるので、内積 $q_i \cdot k_j$ は常に正定値カーネルです。
 # 論文の補題 1 によれば、ある定数 $c \ge 0$ で $c + \tilde k$ は正定値カーネルになります。この定数を実際に計算する必要はありません。行のすべてのスコアに同じ定数を足しても、softmax は変わらないからです（式 2）。
 #
 # ただし、どの長さにも使える定数はありません。補題 1 の証明（論文の付録 A.1）は有限個の点の行列を扱うので、定数は点の集合によって変わります。
@@ -378,7 +378,7 @@ plt.show()
 # 事実 3 を $0 < p \le 2$ での $-r_2 \lvert x - x' \rvert^{p}$ に使うと、パラメータが 1 つ増えた対数のバイアス $-r_1 \log(1 + r_2 \lvert i - j \rvert^{p})$ が得られます。
 # 論文はこれも挙げていますが、公式実装と `KerpleBias` は $p = 1$ に固定しています。
 #
-# 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換えてクリップします（`self.eps = 1e-2`）。
+# 公式実装は `forward` の中で、使う前に毎回 2 つのパラメータの `.data` を書き換えて下限で切り詰めます（`self.eps = 1e-2`）。
 # 範囲は `posenc` と同じでも、学習の進み方は違います。
 # クリップする方式では、オプティマイザが最小値より下に押したパラメータはちょうど最小値にとどまります。
 # 一方、`posenc` の $r_1$ と $r_2$ は最小値に近づくだけで、その更新量には softplus や $\sigma$ の傾きが掛かります。
@@ -457,7 +457,7 @@ with torch.no_grad():
 # %% [markdown] lang="ja"
 # ## FIRE：正規化した距離を読む小さなネットワーク
 #
-# KERPLE は曲線の形を固定しています。生の距離の曲線には、もう 1 つ問題があります。長い入力には、学習で出会わなかった距離が現れることです。
+# KERPLE では曲線の形（対数またはべき乗）は決まっていて、学習するのは 2 つのパラメータだけです。生の距離の曲線には、もう 1 つ問題があります。長い入力には、学習で出会わなかった距離が現れることです。
 # FIRE（Li ら 2024）は小さな MLP $f_\theta$ で形そのものを学習し、距離とクエリの位置をそれぞれ対数に通して、前者を後者で割った値を MLP に渡します。
 # $$b(i, j) = f_\theta\!\left(\frac{\psi(i - j)}{\psi(\max(L, i))}\right), \qquad \psi(x) = \log(c\,x + 1)$$
 # MLP は入力 1 つ、ReLU の隠れユニット 32 個、ヘッドごとに出力 1 つです。$c > 0$ としきい値 $L > 0$ も学習します（初期値は $0.1$ と $512$）。
@@ -466,7 +466,7 @@ with torch.no_grad():
 # $L$ より長い入力で学習した MLP はこの区間全体を見ているので、生の距離の関数なら[外挿](../docs/glossary.ja.md#extrapolation)が必要なところを[補間](../docs/glossary.ja.md#interpolation)で済ませます（論文の言う[漸進的補間](../docs/glossary.ja.md#progressive-interpolation)）。
 # その代償として、クエリが進むほど、同じ距離に対する引数は小さくなります。
 # しきい値の手前では分母は定数 $\psi(L)$ なので、短い入力では FIRE は単に距離の関数です。
-# 対数は近いキーどうしの引数を離しておきます。対数がなければ、位置 4096 のクエリから見た 1 つ前と 2 つ前のキーの引数は $1/4096$ しか違いません。対数を通すと次のようになります。
+# 対数を通すのは、近いキーどうしの引数の差を保つためです。対数がなければ、位置 4096 のクエリから見た 1 つ前と 2 つ前のキーの引数は $1/4096$ しか違いません。対数を通すと次のようになります。
 
 # %%
 fire = FireBias(4, threshold=64.0)  # L = 64; c starts at 0.1
@@ -536,7 +536,7 @@ print(f"raw distances beyond the trained 2L at 16L: {far:.1%} of the pairs")
 # distance $8$ gets $0.294$ up to $L$, then less, down to $0.127$ at $i = 1024$.
 
 # %% [markdown] lang="ja"
-# 図（$L = 64$）の左の横軸は $(i - j)/i$ です。位置 $64$、$256$、$1024$ のクエリはどれも $0$ から $1$ まで続き、$i$ が大きいほど曲がります。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
+# 図は $L = 64$ での MLP の引数を描いたものです。左は $(i - j)/i$ を横軸にとり、位置 $64$、$256$、$1024$ のクエリの引数はどれも $0$ から $1$ まで続き、$i$ が大きいほど曲がります。しきい値の手前の位置 $16$ のクエリは $\psi(16)/\psi(64) \approx 0.48$ で止まります。
 # 右は距離 $8$ の引数で、$L$ までは $0.294$、その先は下がって $i = 1024$ で $0.127$ です。
 
 # %% tags=["figure"] alt={"en": ["Left: the argument of FIRE's MLP for L = 64 against the fraction (i − j)/i, for queries at 16, 64, 256 and 1024; the last three each rise from 0 to 1, more steeply near 0 the larger i is; the query at 16 ends near 0.48. Right: the argument of the distance 8 against the query position i from 8 to 1024 on a log axis: flat at 0.294 up to i = 64 (dashed line), then falling to 0.127."], "ja": ["左：L = 64 での FIRE の MLP の引数を、割合 (i − j)/i に対して、位置 16、64、256、1024 のクエリについて描いた図です。後の 3 つはどれも 0 から 1 まで上がり、i が大きいほど 0 の近くで急に立ち上がります。位置 16 のクエリは約 0.48 で終わります。右：距離 8 の引数を、クエリの位置 i（8〜1024、対数軸）に対して描いた図です。i = 64（破線）までは 0.294 で一定で、その後は 0.127 まで下がります。"]}
@@ -596,7 +596,7 @@ print(f"d = 8: {x_all[64, 56]:.3f} at i = 64, {x_all[1024, 1016]:.3f} at 1024")
 # [ゲート](../docs/glossary.ja.md#gate)はクエリ $i$ にとってキー $j$ をどれだけ数えるかを表し、キー $j$ の[文脈に応じた位置](../docs/glossary.ja.md#contextual-position)は $j$ からクエリまでのゲートの和です。
 # $$g_{ij} = \sigma(q_i \cdot k_j / \sqrt{d}), \qquad p_{ij} = \sum_{t=j}^{i} g_{it}$$
 # ゲートがすべて $1$ のヘッドはトークンを数え（$p_{ij} = i - j + 1$）、ピリオドでだけ開くヘッドは文を数えます。
-# 位置は小数になるので、隣り合う 2 つの整数の埋め込みを次のように補間します。
+# 位置は小数になるので、隣り合う 2 つの整数の埋め込みを次のように線形補間します。
 # $$e[p] = (p - \lfloor p \rfloor)\, e[\lceil p \rceil] + (1 - p + \lfloor p \rfloor)\, e[\lfloor p \rfloor]$$
 # そして $q_i \cdot e[p_{ij}]$ をスコアに足します。$P - 1$ を超える位置は $P - 1$ にクリップします。
 
@@ -1098,7 +1098,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # KERPLE はどのクエリでも同じ 1 本の曲線で、しきい値を超えた FIRE はクエリごとに違う曲線です。CoPE のヘッドが足す $40$ は、A では 5〜6 トークン前、B では 7〜8 トークン前に現れます。
 # 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選びます。学習中に直線が $L$ までの距離で使われるので、長いテスト入力にも未知の距離は現れません。
 
-# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、選択 2 回分の曲線です。選択した曲線では同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
+# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、ランダムに 2 回選んだ位置で描いた曲線です。これらでは同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]
@@ -1254,7 +1254,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 # - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習すれば、長い入力でも新しい引数は現れません。ただし、同じ距離の引数はクエリとともに変わります。
 # - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスを持つヘッド 1 つでは、短い入力 A と B の両方には正しく答えられません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習します。$L$ 未満の位置はすべて、いずれ学習中に現れます。
-# - ヘッドと $i - j$ だけで決まるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE は組ごとに MLP を評価し、CoPE は行全体のスコアを先に求める必要があります。
+# - ヘッドと $i - j$ だけで決まるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP を評価する必要があり、CoPE は行全体のスコアを先に求める必要があります。
 
 # %% [markdown] lang="en"
 # ## Exercises
@@ -1399,7 +1399,7 @@ print("beyond distance 14 the bias stays at", -slope * (P - 2))
 # **解答 4.** ある位置が 1 回の選択に含まれる確率は $n/L$ です（どの部分集合も同じ確率で選ばれ、$\binom{L-1}{n-1}/\binom{L}{n} = n/L$ だからです）。
 # 選択は互いに独立なので、$S$ 個の系列のどれにも含まれない確率は $(1 - n/L)^S$ です。
 # 期待値の線形性から、一度も選ばれない位置の数の期待値は $L\,(1 - n/L)^S$ になります。
-# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときです。つまり 40 個の位置を 387 回選んだところで、一度も選ばれない位置の数の期待値が 1 を下回ります。
+# これが 1 を下回るのは $S > \ln L / (-\ln(1 - n/L)) = 386.6$ のときです。つまり 40 個の位置を 387 回選べば十分です。
 # なお、公式実装の例のスクリプトはステップごとに長さを 1〜40 から選ぶので、そこではすべての位置がそろうのはもっと後になります。
 
 # %% tags=["solution"]
@@ -1460,7 +1460,7 @@ print(f"simulated {mean_unseen:.2f} +- {se:.2f} (20 runs)")
 # ## 出典とバージョン
 #
 # どの式も、公式実装を書き直したコード、論文の数値や記述、別の導出のいずれかと照合しています。書き直した実装の名前は、それを使う「確認」や「さらに詳しく」にあります。x-transformers はバージョン 2.26.4 を参照しました。
-# FlashAttention の CUDA カーネルが受け付けるバイアスは ALiBi だけです。密なバイアスは PyTorch の SDPA の memory-efficient attention や xFormers が読みます。
+# FlashAttention の CUDA カーネルが受け付けるバイアスは ALiBi だけです。PyTorch の SDPA（memory-efficient attention）や xFormers は、密なバイアスをメモリから読んで使います。
 #
 # ### 参考文献
 #

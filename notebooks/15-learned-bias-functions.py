@@ -171,7 +171,7 @@ with torch.no_grad():
 #
 # Why CPD and not PD? The paper wants the biased score to remain a PD kernel: it
 # applies the kernel to the query and key vectors, where the dot product
-# $q_i \cdot k_j$ is always one. By its
+# $q_i \cdot k_j$ is always a PD kernel. By its
 # Lemma 1, $c + \tilde k$ is PD for some constant $c \ge 0$; it is never computed,
 # since adding a constant to a row's scores leaves its softmax unchanged (Eq. 2).
 #
@@ -932,10 +932,11 @@ print(f"training inputs: the third mark back is {mean_back:.1f} tokens back")
 
 # %% [markdown] lang="en"
 # In short: a CoPE head measures distance in units it chooses, such as sentences,
-# which no single head with a bias by token distance can imitate.
+# which no single head with a bias by token distance can imitate when its content
+# scores treat all end marks alike.
 
 # %% [markdown] lang="ja"
-# CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。トークンの距離によるバイアスを持つヘッド 1 つでは、これをまねできません。
+# CoPE のヘッドは、文のように自分が選んだ単位を使って距離を測ります。内容のスコアがどの文末の記号も同じに扱うなら、トークンの距離によるバイアスを持つヘッド 1 つでは、これをまねできません。
 
 # %% [markdown] lang="en"
 # ## Randomised positions: no new formula
@@ -1239,8 +1240,9 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #   query's position. Trained past its threshold, it meets no new input on longer
 #   inputs, but the same distance gets a different input as the query moves on.
 # - CoPE counts what a head's gates let through instead of tokens. A head that counts
-#   end marks finds the third sentence back on every test input; no single head with
-#   a bias by token distance can answer both of two short inputs.
+#   end marks finds the third sentence back on every test input; a single head with a
+#   bias by token distance, whose content scores treat all end marks alike, cannot
+#   answer both of two short inputs.
 # - Randomised positions keep the formula and train with sorted random positions from
 #   $[0, L)$, so every position below $L$ eventually turns up in training.
 # - A bias computed from the head and $i - j$ alone (T5, ALiBi, KERPLE) fits a KV cache
@@ -1252,7 +1254,7 @@ print("CoPE, cached keys 0..8 move by", [round(v, 2) for v in shift.tolist()])
 #
 # - KERPLE は ALiBi の直線の代わりに、2 つの学習可能なパラメータを持つ曲線 $-r_1 \lvert i - j \rvert^{r_2}$（$0 < r_2 \le 2$）または $-r_1 \log(1 + r_2 \lvert i - j \rvert)$ を各ヘッドに与えます。どの曲線を許すかは、KERPLE の設計の規則である条件付き正定値カーネルが決めます。
 # - FIRE は、距離をクエリの位置で割った値を読む小さな MLP で、曲線そのものを学習します。しきい値より長い入力で学習すれば、長い入力でも新しい引数は現れません。ただし、同じ距離の引数はクエリとともに変わります。
-# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。トークンの距離によるバイアスを持つヘッド 1 つでは、短い入力 A と B の両方には正しく答えられません。
+# - CoPE はトークンの代わりに、ヘッドのゲートが通したものを数えます。文末の記号を数えるヘッドは、テストしたどの入力でも 3 つ前の文を見つけます。内容のスコアがどの文末の記号も同じに扱うなら、トークンの距離によるバイアスを持つヘッド 1 つでは、短い入力 A と B の両方には正しく答えられません。
 # - ランダム化した位置は式を変えず、$[0, L)$ から選んだランダムな位置を昇順に並べて学習します。$L$ 未満の位置はすべて、いずれ学習中に現れます。
 # - ヘッドと $i - j$ だけで決まるバイアス（T5、ALiBi、KERPLE）は KV キャッシュと融合カーネルで扱えます。しきい値を超えた FIRE はクエリとキーの組ごとに MLP を評価する必要があり、CoPE は行全体のスコアを先に求める必要があります。
 

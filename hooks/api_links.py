@@ -2,7 +2,8 @@
 entry in the generated reference.
 
 The chapters write API names as inline code (`apply_rope`,
-`posenc.RotaryEmbedding`, `RotaryEmbedding.reserve`); this hook turns each
+`posenc.RotaryEmbedding`, `RotaryEmbedding.reserve`, a call such as
+`rope_frequencies(d)`); this hook turns each
 such mention into a link to the reference page that documents the name
 (docs/api/*.md, one ``::: posenc.name`` directive per entry, written by
 hooks/api_reference.py), so no chapter spells out a reference URL and none
@@ -25,7 +26,10 @@ DIRECTIVE = re.compile(r"^::: posenc\.(\w+)\s*$", re.MULTILINE)
 KEPT_REGIONS = r"<a\b.*?</a>|<h([1-6])\b.*?</h\1>|<pre\b.*?</pre>"
 _REGION = re.compile(
     KEPT_REGIONS
-    + r"|<code>(?:posenc\.)?(?P<name>[A-Za-z_]\w*)(?P<member>\.[A-Za-z_]\w*)?(?:\(\))?</code>",
+    + r"|<code>(?:posenc\.)?(?P<name>[A-Za-z_]\w*)(?P<member>\.[A-Za-z_]\w*)?"
+    # a call is a mention too, `rope_frequencies(d)`, when the span is that one
+    # call (arguments nested one level deep at most), not an expression using it
+    + r"(?:\((?:[^()<]|\([^()<]*\))*\))?</code>",
     re.DOTALL,
 )
 

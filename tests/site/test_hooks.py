@@ -998,8 +998,9 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
     entries = {"apply_rope": "api/rope/", "RotaryEmbedding": "api/rope/"}
     html = (
         "<p>Call <code>apply_rope</code>, <code>posenc.apply_rope()</code> or"
-        " <code>RotaryEmbedding.reserve</code>; not <code>rotate_half</code>,"
-        ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
+        " <code>RotaryEmbedding.reserve</code>, <code>apply_rope(x, torch.arange(3))</code>;"
+        " not <code>rotate_half</code>, <code>apply_rope(x, p) + 1</code> or"
+        ' <a href="x/"><code>apply_rope</code></a>.</p>'
         '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
     )
     out = api_links.link_api_names(html, "ja/rope/", entries, "ja/")
@@ -1007,8 +1008,10 @@ def test_api_names_in_prose_become_links_and_nothing_else_does():
     assert out == (
         f"<p>Call {link.format('apply_rope', 'apply_rope')}, "
         f"{link.format('apply_rope', 'posenc.apply_rope()')} or "
-        f"{link.format('RotaryEmbedding', 'RotaryEmbedding.reserve')}; not <code>rotate_half</code>,"
-        ' <code>apply_rope(x, p)</code> or <a href="x/"><code>apply_rope</code></a>.</p>'
+        f"{link.format('RotaryEmbedding', 'RotaryEmbedding.reserve')}, "
+        f"{link.format('apply_rope', 'apply_rope(x, torch.arange(3))')};"
+        " not <code>rotate_half</code>, <code>apply_rope(x, p) + 1</code> or"
+        ' <a href="x/"><code>apply_rope</code></a>.</p>'
         '<h2 id="h"><code>apply_rope</code></h2><pre><code>apply_rope</code></pre>'
     )
 

@@ -3,6 +3,32 @@
 // the browser would otherwise scroll to a closed box and show nothing new.
 (function () {
   "use strict";
+  let stop = null; // cancels the settling scroll of the last reveal
+
+  // Blocks above the target lay out only as they near the screen (site.css,
+  // content-visibility), and push it down when they do: scroll to it again
+  // until it stays put, unless the reader scrolls first.
+  function settle(target) {
+    if (stop) stop();
+    let tries = 0;
+    let timer = null;
+    const cancel = () => {
+      clearTimeout(timer);
+      for (const kind of ["wheel", "touchstart", "keydown"]) removeEventListener(kind, cancel);
+      stop = null;
+    };
+    const again = () => {
+      const want = parseFloat(getComputedStyle(target).scrollMarginTop) || 0;
+      if (Math.abs(target.getBoundingClientRect().top - want) > 2) target.scrollIntoView();
+      if (++tries < 8) timer = setTimeout(again, 120);
+      else cancel();
+    };
+    for (const kind of ["wheel", "touchstart", "keydown"]) addEventListener(kind, cancel);
+    stop = cancel;
+    target.scrollIntoView();
+    timer = setTimeout(again, 60);
+  }
+
   function reveal() {
     const id = decodeURIComponent(location.hash.slice(1));
     const target = id && document.getElementById(id);
@@ -14,7 +40,7 @@
         opened = true;
       }
     }
-    if (opened) target.scrollIntoView();
+    if (opened || target.localName === "details") settle(target);
   }
   addEventListener("hashchange", reveal);
   // a second click on the same link changes no hash, yet its fold may be shut

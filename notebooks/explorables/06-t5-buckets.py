@@ -25,7 +25,7 @@ MAX_DISTANCES = [16, 32, 64, 128, 256, 512, 1024]
 DIRECTIONS = ["bidirectional", "causal"]
 TEXT = {
     "en": {
-        "caption": "Choose the number of buckets $S$, the largest distance $D$ "
+        "caption": "Choose the number of buckets $B$, the largest distance $D$ "
         "and whether keys after the query get their own buckets. Each "
         "horizontal segment is one bucket $b(r)$: the relative positions "
         "$r = j - i$ it holds, from posenc. The dotted lines mark $|r| = D$.",
@@ -43,7 +43,7 @@ TEXT = {
         "the {e} exact buckets",
     },
     "ja": {
-        "caption": "バケット数 $S$、最大距離 $D$、"
+        "caption": "バケット数 $B$、最大距離 $D$、"
         "クエリより後ろのキーにも別のバケットを割り当てるかどうかを選びます。"
         "水平な線分 1 本が 1 つのバケット $b(r)$ で、"
         "そのバケットに入る相対位置 $r = j - i$ を posenc で求めたものです。"

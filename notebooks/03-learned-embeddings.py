@@ -627,7 +627,8 @@ assert not torch.allclose(unused, paper * start[T:])
 # exactly, $\sqrt{384} \approx 19.5959$ for $d = 768$. A token embedding with
 # independent entries of standard deviation $\sigma$ has
 # $\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$, and for large $d$ its norm
-# concentrates around $\sigma\sqrt{d}$ (its relative spread is about
+# concentrates around $\sigma\sqrt{d}$ (its square is $\sigma^2$ times a chi-squared
+# variable of mean $d$ and variance $2d$, so its relative spread is about
 # $1/\sqrt{2d}$): $0.02\sqrt{768} \approx 0.5543$ with BERT's $\sigma = 0.02$.
 #
 # Added to such tokens, the raw sinusoid would be
@@ -656,7 +657,7 @@ assert not torch.allclose(unused, paper * start[T:])
 # $$\lVert PE(p) \rVert^2 = \sum_{i=0}^{d/2-1}\big(\sin^2(\omega_i p) + \cos^2(\omega_i p)\big) = \frac{d}{2}, \qquad \lVert PE(p) \rVert = \sqrt{d/2}$$
 # $d = 768$ なら $\sqrt{384} \approx 19.5959$ です。
 # トークンの埋め込みの成分を標準偏差 $\sigma$ の独立な乱数で初期化すると、$\mathbb{E}\,\lVert e \rVert^2 = d \sigma^2$ です。
-# $d$ が大きければ、ノルムは $\sigma\sqrt{d}$ の近くに集中します（相対的なばらつきはおよそ $1/\sqrt{2d}$）。
+# $d$ が大きければ、ノルムは $\sigma\sqrt{d}$ の近くに集中します（ノルムの 2 乗は、平均 $d$、分散 $2d$ のカイ 2 乗変数の $\sigma^2$ 倍なので、相対的なばらつきはおよそ $1/\sqrt{2d}$ です）。
 # BERT の $\sigma = 0.02$ なら $0.02\sqrt{768} \approx 0.5543$ です。
 #
 # このトークンに生の正弦波を足すと、正弦波のノルムはトークンの $\sqrt{d/2}/(\sigma\sqrt{d}) = 1/(\sigma\sqrt{2})$ 倍、およそ 35 倍です（これは説明のための仮の組み合わせで、BERT 自体は学習型の表を使います）。

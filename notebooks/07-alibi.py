@@ -311,7 +311,7 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # halves every $\ln 2 / m_h$ positions. On a long row ($e^{-m_h L} \approx 0$) the
 # mean distance is
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
-# With 8 heads, $1/m_h$ is $2, 4, \dots, 256$: each head looks twice as far back as the
+# (the mean of geometric weights with ratio $r = e^{-m_h}$ is $r/(1 - r)$). With 8 heads, $1/m_h$ is $2, 4, \dots, 256$: each head looks twice as far back as the
 # one before. In the figure head 1 puts almost all its weight on the last few keys,
 # while head 8 spreads it over hundreds; the dots mark $k = 1/m_h$. The table gives
 # the mean distances on a row of 8192 keys, long enough for the limit; as the slope
@@ -329,6 +329,7 @@ assert s112[63] == 2.0**-8 and math.isclose(s112[64], 2 ** (-1 / 16))
 # バイアスが $-1$ になるのは距離 $k = 1/m_h$ で、そこでは重みが最も近いキーの $1/e$ まで下がっています。重みは距離が $\ln 2 / m_h$ 増えるごとに半減します。
 # 十分に長い行（$e^{-m_h L} \approx 0$）では、距離の平均は次のとおりです。
 # $$\sum_{k \ge 0} k\, w_h(k) = \frac{1}{e^{m_h} - 1} \approx \frac{1}{m_h}$$
+# 公比 $r = e^{-m_h}$ の等比数列の重みでは、距離の平均が $r/(1 - r)$ になるからです。
 # 8 ヘッドでは $1/m_h$ が $2, 4, \dots, 256$ で、各ヘッドは 1 つ前のヘッドの 2 倍遠くまで遡ります。
 # 図では、ヘッド 1 は重みのほとんどを直前の数個のキーに置き、ヘッド 8 は数百個に広げています。点は $k = 1/m_h$ の位置です。
 # 表は十分に長い 8192 個のキーの行での平均距離です。傾きが小さくなるほど、平均距離は $1/m_h - 1/2$ に近づきます（ヘッド 8 では 255.5）。

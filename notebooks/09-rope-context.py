@@ -237,7 +237,7 @@ assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
 # Every pair in between is divided by a power of $s$ that grows from 1 to $s$
 # with $i$:
-# $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
+# $$\theta'_i = b'^{-2i/d} = \big(b\, s^{d/(d-2)}\big)^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
 # `posenc.NTKScaling(s)` is this change of base. It leaves slow pairs outside
 # their arc, though: over the extended context pair $i$ reaches
 # $sL\theta'_i = L\theta_i\, s^{1-2i/(d-2)}$, beyond the trained $L\theta_i$
@@ -255,7 +255,7 @@ assert_close(apply_rope(x, m, scaling=pi), apply_rope(x, m / s))
 # 最も速いペアの周波数 $\theta_0 = b^0 = 1$ は底によりません。最も遅いペアの周波数 $\theta_{d/2-1} = b^{-(d-2)/d}$ が $s$ で割られるという条件から、底が決まります。
 # $$b'^{-(d-2)/d} = \frac{b^{-(d-2)/d}}{s} \quad\Longleftrightarrow\quad b' = b\, s^{d/(d-2)}$$
 # 間のペアは、$i$ とともに 1 から $s$ まで大きくなる $s$ のべき乗で割られます。
-# $$\theta'_i = b'^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
+# $$\theta'_i = b'^{-2i/d} = \big(b\, s^{d/(d-2)}\big)^{-2i/d} = \theta_i\, s^{-2i/(d-2)}$$
 # `posenc.NTKScaling(s)` がこの底の変更にあたります。
 #
 # ただし、この底では遅いペアが学習した弧の外に出てしまいます。

@@ -281,7 +281,7 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 # AdamW on the copied half: one with RoPE, one with no positional encoding
 # (`encoding="none"`), which can infer positions only through the causal mask, a
 # slower route ([*xPos and NoPE*](10-xpos-nope.ipynb)). The loss starts
-# high because the tied output layer reuses unit-variance embeddings.
+# high, most likely because the tied output layer reuses unit-variance embeddings.
 #
 # With RoPE the loss falls below 0.1. The spikes near the end are most likely the large
 # constant learning rate (1e-2) at work, not forgetting: greedy decoding copies almost
@@ -295,7 +295,7 @@ assert torch.equal(tokens[:, 6:], full.argmax(-1))
 #
 # ここでデコーダを学習させます。課題は[コピー課題](../docs/glossary.ja.md#copy-task)です。ランダムな 8 トークン、区切りの 0、そして同じ 8 トークンを並べます。コピーした各トークンは元のトークンの 9 つ後ろの位置にあるので、モデルは予測するトークンの 9 つ前のトークンを見つける必要があります。
 # 下では、RoPE を使うモデルと位置エンコーディングを使わないモデル（`encoding="none"`）を、コピーする後半のトークンの損失について、どちらも AdamW で 300 ステップ学習させます。後者は因果マスクを通してしか位置を推測できず、その学習はずっと遅くなります（[「xPos と NoPE」](10-xpos-nope.ipynb)の章）。
-# 出力層が分散 1 の埋め込み行列を共有しているので、損失は高いところから始まります。
+# 損失が高いところから始まるのは、出力層が分散 1 の埋め込み行列を共有しているためと考えられます。
 #
 # RoPE を使うと損失は 0.1 未満まで下がります。終盤に損失がところどころ跳ね上がるのは、おそらく大きな学習率（1e-2）を一定のまま使っているためで、学習した内容を忘れたわけではありません。実際、貪欲デコードでは新しいプロンプトのトークンをほぼすべてコピーできます。位置を使わないモデルの損失は、300 ステップのあとも[チャンスレベル](../docs/glossary.ja.md#chance-level)の $\ln 63 \approx 4.1$ の近くにあり、ゆっくりとしか下がりません。
 # 上のように組み込んだ位置エンコーディングがあれば、モデルは位置に依存する課題を学習できます。

@@ -359,6 +359,19 @@ fig, ax = plt.subplots(figsize=(6.4, 3.2))
 for h in range(n_heads):
     (line,) = ax.plot(dist, w[h], lw=1.2, label=f"$h = {h + 1}$")
     ax.plot(k_span[h], w[h, k_span[h]], "o", ms=4, color=line.get_color())
+    # the head's number where its line leaves the plot: eight colours are
+    # hard to match with a legend alone
+    inside = (w[h] >= 1e-6).nonzero()[-1].item()  # last k on the plot
+    end = (min(inside, 300), max(w[h, min(inside, 300)].item(), 1e-6))
+    nudge = {n_heads - 2: -4, n_heads - 1: 4}.get(h, 0)  # 7 and 8 end close
+    ax.annotate(
+        f"${h + 1}$",
+        end,
+        xytext=(3, 2) if inside < 300 else (4, nudge),
+        textcoords="offset points",
+        fontsize=9,
+        va="bottom" if inside < 300 else "center",
+    )
 ax.set(
     yscale="log",
     ylim=(1e-6, 1),

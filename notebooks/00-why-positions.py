@@ -159,7 +159,7 @@ for ax, (mat, order, title) in zip(axes, panels, strict=True):
                 f"{value:.2f}",
                 ha="center",
                 va="center",
-                fontsize=7,
+                fontsize=9,
                 color=color,
             )
     ax.set_xlabel("$j$")

@@ -16,42 +16,27 @@
 # %% [markdown] lang="en"
 # # RoPE as a memory-bound kernel: bytes, a fused Triton kernel, and what to measure
 #
-# RoPE does three flops per element and must read and write every query and key at
-# least once: on a GPU its cost is the bytes it moves and, for one new token, latency.
-# Established here by counting and by running on a CPU:
+# - RoPE's cost is the bytes it moves, not its arithmetic: 3 flops per element, against
+#   one read and one write of every query and key.
+# - Hugging Face's eager formula requests five times that floor, as each operation
+#   writes a temporary that the next reads back; one fused pass requests about the
+#   floor.
+# - So serving systems fold RoPE into a neighbouring kernel.
 #
-# - the bytes each implementation requests, exact in a model with no cache: Hugging
-#   Face's eager formula five times the floor, a fused kernel the floor and a tenth
-#   of a byte;
-# - a fused Triton kernel, checked against `apply_rope` for every option in Triton's
-#   interpreter, its load order read from the compiled PTX and SASS (NVIDIA's virtual
-#   and machine code);
-# - CPU timings, page faults counted.
-#
-# Time on a GPU is predicted, not measured: a table at the end gives each prediction
-# and the command that would test it.
-#
-# One lesson is for every reader, kernel or not: an encoding's cost is the bytes it
-# moves, not its arithmetic, which is why serving systems fold RoPE into a
-# neighbouring kernel. The first two sections, "Where production systems fuse RoPE",
-# and "What to remember" give it; the rest is for readers who write or tune kernels,
-# with the GPU terms explained in the fold below.
+# Byte counts and CPU timings are measured here; GPU times are predictions. The folds
+# "for kernel writers" hold the Triton kernel line by line, its PTX and SASS, the
+# decode step's chain of loads, and the GPU predictions with the commands that test
+# them.
 
 # %% [markdown] lang="ja"
 # # メモリ律速のカーネルとしての RoPE：バイト数、融合した Triton カーネル、計測すべきこと
 #
-# RoPE の演算は成分あたり 3 flop だけですが、すべてのクエリとキーを少なくとも 1 回読み、1 回書かなければなりません。
-# そのため GPU でコストを決めるのは動かすバイト数で、新しいトークン 1 つだけを処理するときはレイテンシです。
-# この章では、バイト数を数え、CPU で実行して、次の 3 つを確かめます。
+# - RoPE のコストを決めるのは演算ではなく、動かすバイト数です。演算は成分あたり 3 flop だけですが、すべてのクエリとキーを 1 回読み、1 回書かなければなりません。
+# - Hugging Face の eager モードの式は、この下限の 5 倍のバイト数を要求します。演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。融合した 1 回のパスなら、ほぼ下限で済みます。
+# - そのため推論システムは、RoPE を前後のカーネルに組み込みます。
 #
-# - 各実装が要求するバイト数。キャッシュを考えない単純なコストモデルで正確に数えます。Hugging Face の eager モードの式は最低限必要な量（下限）の 5 倍、融合カーネルは下限より 0.1 バイト多いだけです。
-# - 融合した Triton カーネル。すべてのオプションについて Triton のインタプリタで `apply_rope` と比べ、読み込みの順序は、コンパイルした PTX と SASS（NVIDIA の仮想命令セットと機械語）で確かめます。
-# - CPU での計測。ページフォールトも数えます。
-#
-# GPU での時間については、計った値ではなく予測だけを示します。予測と、それぞれを確かめるコマンドは、章の最後の表にまとめます。
-#
-# カーネルを書かない読者にも役立つ教訓が 1 つあります。位置エンコーディングのコストを決めるのは演算の量ではなく動かすバイト数で、だからこそ推論システムは RoPE を前後のカーネルに融合します。
-# この教訓は、最初の 2 つの節と、「実際のシステムは RoPE をどこで融合しているか」「まとめ」の節を読めばわかります。残りはカーネルを書いたり調整したりする読者向けで、使う GPU の用語は下の折りたたみで説明します。
+# バイト数と CPU での時間は計測した値で、GPU での時間は予測です。
+# 「カーネルを書く読者向け」の折りたたみには、次のものをまとめます。Triton カーネルの 1 行ずつの説明、PTX と SASS、デコードの 1 ステップでの読み込みの連鎖、GPU での予測とそれを確かめるコマンドです。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU terms this chapter uses.**
@@ -73,6 +58,10 @@
 #   RoPE folded into a neighbour's epilogue or prologue needs no pass of its own.
 # - *PDL* (programmatic dependent launch) lets a kernel start while the one before it
 #   finishes.
+#
+# After the bytes, a kernel's speed depends on how it moves them: the width of its
+# accesses, its occupancy (an SM's resident warps against its maximum) and its
+# memory-level parallelism, the bytes it keeps in flight.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：この章で使う GPU の用語**
@@ -84,6 +73,8 @@
 # - *起動*は、GPU にカーネルの実行を頼むことです。ホストでは数マイクロ秒かかり、デバイスにも決まったコストがかかります。*CUDA グラフ*は一連の起動を記録し、まとめて 1 回で再生します。
 # - カーネルの*プロローグ*は入力を読み込む部分、*エピローグ*は結果を書き出す部分です。RoPE を隣のカーネルのプロローグかエピローグに組み込めば、RoPE だけのパスは要りません。
 # - *PDL*（programmatic dependent launch）を使うと、前のカーネルが終わりきる前に次のカーネルを始められます。
+#
+# バイト数の次にカーネルの速さを左右するのは、バイトの動かし方です。アクセスの幅、占有率（1 つの SM に同時に載っているワープの数を、載せられる上限の数で割った値）、メモリレベルの並列性（転送中に保てるバイト数）がそれにあたります。
 
 # %% tags=["setup"]
 import json
@@ -135,12 +126,10 @@ records = {
 # arithmetic outside its tensor cores and moves 4.8 TB/s from its memory: 14 flops in
 # the time of one byte. Far below that ratio a call takes at least its bytes divided by
 # the [memory bandwidth](../docs/glossary.md#memory-bandwidth) (the
-# [roofline model](../docs/glossary.md#roofline-model)). So what an implementation
-# controls is the bytes it moves, the [kernels](../docs/glossary.md#kernel-kernel-launch)
-# it launches when the bytes are few, then how it moves them (access width, occupancy,
-# memory-level parallelism; occupancy: an SM's resident warps, of 32 threads each,
-# against its maximum). The shapes
-# are those of Llama 3 8B's attention: $n_q = 32$ query heads and $n_k = 8$ key heads
+# [roofline model](../docs/glossary.md#roofline-model)). So an implementation controls
+# first the bytes it moves, and, when they are few, the
+# [kernels](../docs/glossary.md#kernel-kernel-launch) it launches. The shapes are Llama
+# 3 8B's attention: $n_q = 32$ query heads and $n_k = 8$ key heads
 # of $d = 128$ features, all rotated ($r = d$); the symbols follow the
 # [notation page](../docs/notation.md).
 
@@ -158,18 +147,16 @@ records = {
 # float32 で 3/8、bfloat16 で 3/4 です。
 # NVIDIA H200（SXM）はテンソルコア以外の演算器で float32 の演算を毎秒 67 兆回こなし、メモリから毎秒 4.8 TB を運びます。つまり、1 バイトを運ぶ間に 14 flop を実行できます。
 # 演算強度がこの比よりずっと小さいと、1 回の呼び出しには「バイト数 ÷ [メモリ帯域幅](../docs/glossary.ja.md#memory-bandwidth)」以上の時間がかかります（[ルーフラインモデル](../docs/glossary.ja.md#roofline-model)）。
-# そのため RoPE の実装が左右できるのは、まず動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
-# 次に効くのは動かし方で、アクセスの幅、占有率、メモリレベルの並列性です。
-# 占有率とは、1 つの SM（ストリーミングマルチプロセッサ）に同時に載っているワープ（32 スレッドの組）の数を、載せられる上限の数で割った値です。
+# そのため RoPE の実装がまず左右できるのは動かすバイト数で、バイト数が少ないときは起動する[カーネル](../docs/glossary.ja.md#kernel-kernel-launch)の数です。
 # 形状は Llama 3 8B のアテンションのものです。クエリのヘッドが $n_q = 32$ 個、キーのヘッドが $n_k = 8$ 個、各ヘッドの次元数は $d = 128$ で、すべての次元を回転させます（$r = d$）。記号は[記法のページ](../docs/notation.ja.md)に従います。
 
 # %% [markdown] lang="en"
 # ## What eager PyTorch moves
 #
-# Count bytes with a simple model: every operation reads each of its inputs once and
-# writes its output once, and nothing stays in a cache for the next one
-# (`posenc_lab.traffic.count_traffic` counts exactly this). It counts what the
-# operations request; caches change what DRAM moves, both ways (folded below).
+# Count bytes with a simple model: every operation reads each input once and writes
+# its output once, with nothing kept in a cache for the next
+# (`posenc_lab.traffic.count_traffic` counts exactly this; caches change what DRAM
+# moves, both ways, folded below).
 # Hugging Face rotates a whole head as
 # $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$, with tables $c$ and $s$ of the
 # whole head. Per float32 element of $x$, its five operations are the product with $c$,
@@ -183,19 +170,16 @@ records = {
 # then one `addcmul_` for each half, each reading the output and $x$ and writing the
 # output (the tables are counted apart):
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# In bfloat16 the floor is 4 and the eager formula moves 20, while `posenc`'s passes,
-# which rotate in float32 and round once, move 22. Meta's reference code keeps the
-# members of a pair side by side (the
-# [interleaved layout](../docs/glossary.md#interleaved-layout)) and multiplies them as
-# complex numbers in registers: the floor in float32 (`complex` below), but 20 bytes in
-# bfloat16, which it converts to float32 and back.
+# In bfloat16 the floor is 4 and the eager formula moves 20; code that computes in
+# float32 and converts back moves more
+# ([the note below](#deeper-bfloat16-metas-complex-product-and-what-caches-do-to-the-count)).
 
 # %% [markdown] lang="ja"
 # ## eager モードの PyTorch が動かすバイト数
 #
 # バイト数は、次の単純なコストモデルで数えます。
 # 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
-# 数えるのは演算が要求するバイト数です。DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（下の「さらに詳しく：キャッシュと実際に動くバイト数」）。
+# DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（[下の「さらに詳しく」](#deeper-bfloat16meta-の複素数の掛け算キャッシュと実際に動くバイト数)）。
 # Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ は、ヘッドのすべての次元について値を並べた表です。
 # 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
@@ -203,8 +187,7 @@ records = {
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
 # `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば、一時テンソルはなくなります。それでも 3 回のパスが必要です。テンソル全体に $c$ を掛けるパスと、半分ずつの `addcmul_` が 2 回で、`addcmul_` はそれぞれ出力と $x$ を読んで出力に書きます（表の分は別に数えます）。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
-# Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と表の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。
+# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。float32 で計算して元の型に戻すコードは、さらに多くのバイトを動かします（[下の「さらに詳しく」](#deeper-bfloat16meta-の複素数の掛け算キャッシュと実際に動くバイト数)）。
 
 # %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の参照実装も含めて本文どおりです。transformers の apply_rotary_pos_emb 自体も、演算とバイト数は同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
 import warnings
@@ -255,7 +238,16 @@ assert t.total / (q.numel() + k.numel()) == counted
 assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what caches do to the count.** A CPU store to an uncached line usually
+# **Going deeper: bfloat16, Meta's complex product, and what caches do to the count.**
+#
+# **bfloat16 and Meta's complex product.** In bfloat16 the floor is 4 and the eager
+# formula moves 20, while `posenc`'s passes, which rotate in float32 and round once,
+# move 22. Meta's reference code keeps the members of a pair side by side (the
+# [interleaved layout](../docs/glossary.md#interleaved-layout)) and multiplies them as
+# complex numbers in registers: the floor in float32 (`complex` in the figure and the
+# CPU records below), but 20 bytes in bfloat16, which it converts to float32 and back.
+#
+# **What caches do to the count.** A CPU store to an uncached line usually
 # first reads it (write-allocate), so a pass from main memory often moves about $3e$
 # bytes per element, the floor's included (some x86 server processors skip that read
 # for stores that fill whole lines). A cache larger than a temporary keeps it for the
@@ -263,7 +255,14 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # hold $k$'s (8 MiB in bfloat16 for 4096 tokens).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：キャッシュと実際に動くバイト数**
+# **さらに詳しく：bfloat16、Meta の複素数の掛け算、キャッシュと実際に動くバイト数**
+#
+# **bfloat16 と Meta の複素数の掛け算**
+#
+# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
+# Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と CPU の計測記録の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。
+#
+# **キャッシュと実際に動くバイト数**
 #
 # CPU は、キャッシュにないキャッシュラインへ書き込むとき、ふつうまずそのラインをメモリから読み込みます（ライトアロケート、write-allocate）。
 # そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
@@ -275,34 +274,31 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # ## One pass: a fused kernel
 #
 # A GPU kernel can hold $a_i$ and $b_i$ in registers while it computes both outputs:
-# one read and one write per element. RoPE's unit of work is the token: its position
-# $p$ selects one row of the cos/sin table, $r/2$ values of each, and every head of $q$
-# and of $k$ at that token uses the same row. So `posenc`'s kernel runs one program per
-# token: it loads its position, loads the row once, then walks over the heads of $q$
-# and then of $k$, a block of heads at a time. With the table in float32 and an int64
-# position per token, it moves per element
+# one read and one write per element, the floor. What remains is the table. A token's
+# position $p$ selects one row of the cos/sin table, $r/2$ values of each, and every
+# head of $q$ and of $k$ at that token uses the same row. So `posenc`'s kernel runs one
+# program per token: it loads its position and the row once, then rotates all the
+# token's heads. With the table in float32 and an int64 position per token, it moves
+# per element
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # The row serves the 40 heads of Llama 3 8B, so the table adds 0.1 byte: 8.1 bytes in
-# float32, 4.1 in bfloat16. vLLM's CUDA kernel and Liger Kernel divide the work the same
-# way, as read in their code ([Where production systems fuse RoPE](#where-production-systems-fuse-rope)). A grid
-# over tokens gives thousands of programs in a prefill and one in the decode step of a
-# single sequence.
+# float32, 4.1 in bfloat16, against 40 and 20 for Hugging Face's formula. vLLM's CUDA
+# kernel and Liger Kernel divide the work the same way
+# ([Where production systems fuse RoPE](#where-production-systems-fuse-rope)).
 
 # %% [markdown] lang="ja"
 # ## 1 回のパスで済ませる：融合カーネル
 #
-# GPU のカーネルなら、$a_i$ と $b_i$ をレジスタに置いたまま 2 つの出力を計算できるので、各成分の読み込みと書き込みは 1 回ずつで済みます。
-# RoPE では、処理の自然な単位はトークンです。
+# GPU のカーネルなら、$a_i$ と $b_i$ をレジスタに置いたまま 2 つの出力を計算できるので、各成分の読み込みと書き込みは 1 回ずつ、つまり下限で済みます。
+# 残るのは表の分です。
 # トークンの位置 $p$ が cos と sin の表の 1 行（それぞれ $r/2$ 個の値）を選び、そのトークンの $q$ と $k$ のすべてのヘッドが同じ行を使います。
 # そこで `posenc` のカーネルは、トークン 1 つにプログラム（Triton の並列実行の単位）を 1 つ割り当てます。
-# プログラムはまず位置を、次に表の行を 1 回だけ読み込みます。
-# そのあと $q$ のヘッド、続いて $k$ のヘッドを、いくつかずつまとめて順にたどります。
+# プログラムは位置と表の行を 1 回だけ読み込み、そのトークンのすべてのヘッドを回転させます。
 # 表が float32、位置がトークンあたり int64 1 つなら、成分あたりに動かすバイト数は次のとおりです。
 # $$\beta_{\mathrm{fused}} = 2e + \frac{4r + 8}{(n_q + n_k)\,d}$$
 # Llama 3 8B では 1 行を 40 個のヘッドが使うので、表の分は 0.1 バイトだけです。
-# float32 で 8.1 バイト、bfloat16 で 4.1 バイトになります。
-# vLLM の CUDA カーネルと Liger Kernel も、コードを読むと同じ分け方をしています（[「実際のシステムは RoPE をどこで融合しているか」](#実際のシステムは-rope-をどこで融合しているか)の節）。
-# トークン単位のグリッドでは、プログラムの数はプリフィルで数千、1 系列だけのデコードでは 1 ステップあたり 1 つです。
+# float32 で 8.1 バイト、bfloat16 で 4.1 バイトで、Hugging Face の式の 40 バイトと 20 バイトに比べてずっと少なくなります。
+# vLLM の CUDA カーネルと Liger Kernel も同じ分け方をしています（[「実際のシステムは RoPE をどこで融合しているか」](#実際のシステムは-rope-をどこで融合しているか)の節）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: each contender's bytes, from the record.** The figure draws the byte
@@ -345,27 +341,14 @@ ax.legend(frameon=False)
 plt.show()
 
 # %% [markdown] lang="en"
-# Here is that kernel reduced to its structure: inputs `(tokens, heads, d)`, contiguous,
-# half layout, float32. `rope_kernel` is one program; Triton runs it once per token
-# (`grid = (tokens,)`), and `tl.program_id(0)` says which. It loads the position and
-# that row of the table, and hands its cos and sin to `rotate_heads` for $q$, then
-# $k$. `rotate_heads` takes `BLOCK_H` heads at a time as a `BLOCK_H` by $d/2$ tile:
-# one `tl.load` for the $a$ halves, one for the $b$ halves $d/2$ further on, the mask
-# `ok` keeping the last block inside the tensor. Each output is one product and one
-# [fused multiply-add](../docs/glossary.md#fused-multiply-add) (`tl.fma`), as in
-# `apply_rope`. Nothing else touches memory.
+# Here is that kernel in Triton, reduced to its structure: inputs `(tokens, heads, d)`,
+# contiguous, half layout, float32.
+# [The note below](#deeper-for-kernel-writers-the-kernel-line-by-line) reads it line by
+# line.
 
 # %% [markdown] lang="ja"
-# 次のセルは、このカーネルを骨組みだけにしたものです。
-# 入力は形状 `(tokens, heads, d)` の連続したテンソルで、半分割配置、float32 に限ります。
-# `rope_kernel` は、1 つのプログラムが実行するコードです。
-# Triton はこれをトークンごとに 1 回実行し（`grid = (tokens,)`）、`tl.program_id(0)` がどのトークンかを表します。
-# プログラムは位置とその位置の表の行を読み込み、その cos と sin を `rotate_heads` に渡して、$q$、続いて $k$ を回転させます。
-# `rotate_heads` はヘッドを `BLOCK_H` 個ずつ、`BLOCK_H` × $d/2$ のタイルとして扱います。
-# 1 つ目の `tl.load` で各ヘッドの前半（$a$）を、2 つ目で $d/2$ 先にある後半（$b$）を読み込みます。
-# マスク `ok` は、最後のブロックがテンソルの外を読み書きしないようにします。
-# 各出力は `apply_rope` と同じく積 1 回と[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（`tl.fma`）1 回で計算します。
-# メモリに触れるのはこれだけです。
+# 次のセルは、このカーネルを Triton で骨組みだけにしたものです。入力は形状 `(tokens, heads, d)` の連続したテンソルで、半分割配置、float32 に限ります。
+# 1 行ずつの説明は[下の「さらに詳しく」](#deeper-カーネルを-1-行ずつ読むカーネルを書く読者向け)にあります。
 
 
 # %%
@@ -488,7 +471,20 @@ row = inside(moved, cos_l) + inside(
 assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: what the real kernel adds.**
+# **Going deeper: for kernel writers, the kernel line by line.**
+#
+# `rope_kernel` is one program; Triton runs it once per token (`grid = (tokens,)`),
+# and `tl.program_id(0)` says which. A grid over tokens gives thousands of programs in
+# a prefill and one in the decode step of a single sequence. The program loads the
+# position and that row of the table, and hands its cos and sin to `rotate_heads` for
+# $q$, then $k$. `rotate_heads` walks over the heads a block at a time, `BLOCK_H` heads
+# as a `BLOCK_H` by $d/2$ tile: one `tl.load` for the $a$ halves, one for the $b$ halves
+# $d/2$ further on, the mask `ok` keeping the last block inside the tensor. Each output
+# is one product and one
+# [fused multiply-add](../docs/glossary.md#fused-multiply-add) (`tl.fma`), as in
+# `apply_rope`. Nothing else touches memory.
+#
+# **What the real kernel adds.**
 # `posenc.rope_triton.apply_rope_triton` is this kernel with what real inputs need.
 # Two of these Liger's kernel already has: one block size for $q$'s heads and another
 # for $k$'s (`pad_n_qh`, `pad_n_kh`), so that no lane idles at Llama 3 8B's shapes, and
@@ -507,7 +503,19 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # the positions in a device tensor updated in place.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：実際のカーネルが加えるもの**
+# **さらに詳しく：カーネルを 1 行ずつ読む（カーネルを書く読者向け）**
+#
+# `rope_kernel` は、1 つのプログラムが実行するコードです。
+# Triton はこれをトークンごとに 1 回実行し（`grid = (tokens,)`）、`tl.program_id(0)` がどのトークンかを表します。
+# トークン単位のグリッドでは、プログラムの数はプリフィルで数千、1 系列だけのデコードでは 1 ステップあたり 1 つです。
+# プログラムは位置とその位置の表の行を読み込み、その cos と sin を `rotate_heads` に渡して、$q$、続いて $k$ を回転させます。
+# `rotate_heads` はヘッドをブロックごとに順にたどり、`BLOCK_H` 個のヘッドを `BLOCK_H` × $d/2$ のタイルとして扱います。
+# 1 つ目の `tl.load` で各ヘッドの前半（$a$）を、2 つ目で $d/2$ 先にある後半（$b$）を読み込みます。
+# マスク `ok` は、最後のブロックがテンソルの外を読み書きしないようにします。
+# 各出力は `apply_rope` と同じく積 1 回と[融合積和演算](../docs/glossary.ja.md#fused-multiply-add)（`tl.fma`）1 回で計算します。
+# メモリに触れるのはこれだけです。
+#
+# **実際のカーネルが加えるもの**
 #
 # `posenc.rope_triton.apply_rope_triton` は、このカーネルに、実際の入力を扱うための機能を加えたものです。
 # そのうち 2 つは Liger のカーネルがすでに備えています。
@@ -526,7 +534,40 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # グラフはキャプチャしたときのアドレスのまま再生されるので、表はキャプチャの前に用意しておき（`RotaryEmbedding(d, max_positions=n)` か `reserve(n)`）、位置はデバイス上のテンソルに置いてインプレースで更新します。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: keeping the memory busy, and the settings.** Bandwidth needs bytes in
+# **The backward pass is the same kernel.** A rotation by $p\theta_i$ is
+# an orthogonal map, so its transpose, which carries the gradient back, is the
+# rotation by $-p\theta_i$. `posenc`'s kernel runs its backward pass as the forward
+# pass with $-\sin$ in place of $\sin$ (Liger Kernel does the same), so it costs one
+# more pass over the gradients of $q$ and $k$ and nothing else.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **逆伝播も同じカーネル**
+#
+# 角度 $p\theta_i$ の回転は直交変換なので、勾配を逆向きに運ぶその転置は、角度 $-p\theta_i$ の回転です。
+# `posenc` のカーネルは、$\sin$ の代わりに $-\sin$ を使うフォワードパスとして逆伝播を計算します（Liger Kernel も同じです）。
+# そのため、逆伝播のコストは $q$ と $k$ の勾配に対するパス 1 回だけです。
+
+# %% tags=["deeper", "check"] summary={"en": "the kernel's gradients are autograd's through apply_rope", "ja": "カーネルの勾配は apply_rope を通した自動微分の勾配と一致します"}
+qg = as_bnsd(q).detach().requires_grad_()
+kg = as_bnsd(k).detach().requires_grad_()
+out_q, out_k = apply_rope_triton(
+    qg, kg, positions, rope.cos_cached, rope.sin_cached
+)
+gq, gk = torch.randn_like(out_q), torch.randn_like(out_k)
+dq, dk = torch.autograd.grad((out_q, out_k), (qg, kg), (gq, gk))
+qe = as_bnsd(q).detach().requires_grad_()
+ke = as_bnsd(k).detach().requires_grad_()
+eager = (apply_rope(qe, positions), apply_rope(ke, positions))
+eq, ek = torch.autograd.grad(eager, (qe, ke), (gq, gk))
+assert_close(dq, eq)
+assert_close(dk, ek)
+
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: for kernel writers, bytes in flight, the settings and the loads in
+# PTX and SASS.**
+#
+# **Keeping the memory busy.** Bandwidth needs bytes in
 # flight. By Little's law, the bytes that must have been requested and not yet received
 # equal the rate times the latency. Stores are posted, so only reads count: about half
 # of a one-pass kernel's 4.8 TB/s, and at a latency of about 600 ns (our assumption for
@@ -549,14 +590,15 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # kernel tiles heads by tokens: more programs, and the table tile loaded once per block
 # of heads.
 #
-# The settings are fixed, untuned. `num_warps` is Triton's
+# **The settings.** They are fixed, untuned. `num_warps` is Triton's
 # default. `BLOCK_Q` and `BLOCK_K` are the head counts rounded up to a power of two,
 # capped at 4096 elements per half: 32 and 8 at Llama 3 8B's shapes, so no row is
 # masked, where one block for both would leave 24 of $k$'s 32 rows masked. A rotated width that is not a power of two pads
 # the other way: a head of 96 has halves of 48, padded to 64, a quarter of the lanes
 # masked. `triton.autotune` can choose `num_warps` and the blocks per shape on a GPU.
 #
-# How wide the loads are depends on alignment and on the tile. Triton's launcher (the
+# **The width of the loads, in PTX and SASS.** How wide the loads are depends on
+# alignment and on the tile. Triton's launcher (the
 # Python code that launches a kernel) marks pointers aligned to 16 bytes and integer
 # arguments divisible by 16, so with strides such as 128 the compiler can prove that
 # each half of a head is contiguous and starts on 16 bytes (`tl.multiple_of` tells it a
@@ -578,7 +620,9 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # table row many times over, served by L1). What DRAM moves is not measured.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：転送中のバイト数と、カーネルの設定**
+# **さらに詳しく：転送中のバイト数、設定、PTX と SASS に見る読み込み（カーネルを書く読者向け）**
+#
+# **メモリを休ませない**
 #
 # 帯域幅を使い切るには、常に十分な量の転送中のバイト（要求してまだ届いていないバイト）が要ります。
 # リトルの法則によれば、その量は転送の速さとレイテンシの積です。
@@ -598,11 +642,15 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # もう 1 つは永続（persistent）グリッドで、各プログラムが今のトークンを回転させている間に、次のトークンの位置、行、ヘッドを読み込んでおきます。
 # FlashAttention が単体で提供する Triton カーネルは、ヘッドとトークンの 2 方向でタイルに区切ります。その分プログラムは増え、表のタイルはヘッドのブロックごとに 1 回読み込まれます。
 #
+# **設定**
+#
 # 設定は調整せず固定しています。`num_warps` は Triton の既定値のままです。
 # `BLOCK_Q` と `BLOCK_K` は、ヘッドの数を 2 のべき乗に切り上げたもので、半分あたり 4096 成分を上限とします。
 # Llama 3 8B の形状では 32 と 8 で、マスクされる行はありません。両方に同じブロックを使えば、$k$ の 32 行のうち 24 行がマスクされるところです。
 # 回転させる幅が 2 のべき乗でないと、今度は列の方向に切り上げが起きます。次元数 96 のヘッドでは半分が 48 列で、それを 64 列に切り上げるので、レーンの 4 分の 1 がマスクされます。
 # GPU があれば、`triton.autotune` で形状ごとに `num_warps` とブロックの大きさを選べます。
+#
+# **PTX と SASS に見る読み込みの幅**
 #
 # 読み込みの幅は、アラインメントとタイルによります。
 # Triton のランチャ（カーネルを起動する Python のコード）は、16 バイトにそろったポインタと 16 で割り切れる整数の引数に印を付けます。
@@ -619,41 +667,39 @@ assert row == 4 * d * 4 and inside(moved, pl) == 4 * 8
 # Triton のインタプリタでレーンごとに数えると（上の小さなカーネルの確認のセルと、`posenc` のカーネルのテスト）、カーネルが要求するバイト数は成分あたり $\beta_{\mathrm{fused}}$ です。
 # この数え方が見るのはレーンで、命令やセクタではありません（実際には、スレッドが表の行を何度も要求し、L1 キャッシュがそれに応えます）。
 # DRAM が実際に動かすバイト数は計っていません。
-
-# %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the backward pass is the same kernel.** A rotation by $p\theta_i$ is
-# an orthogonal map, so its transpose, which carries the gradient back, is the
-# rotation by $-p\theta_i$. `posenc`'s kernel runs its backward pass as the forward
-# pass with $-\sin$ in place of $\sin$ (Liger Kernel does the same), so it costs one
-# more pass over the gradients of $q$ and $k$ and nothing else.
-
-# %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：逆伝播も同じカーネル**
-#
-# 角度 $p\theta_i$ の回転は直交変換なので、勾配を逆向きに運ぶその転置は、角度 $-p\theta_i$ の回転です。
-# `posenc` のカーネルは、$\sin$ の代わりに $-\sin$ を使うフォワードパスとして逆伝播を計算します（Liger Kernel も同じです）。
-# そのため、逆伝播のコストは $q$ と $k$ の勾配に対するパス 1 回だけです。
-
-# %% tags=["deeper", "check"] summary={"en": "the kernel's gradients are autograd's through apply_rope", "ja": "カーネルの勾配は apply_rope を通した自動微分の勾配と一致します"}
-qg = as_bnsd(q).detach().requires_grad_()
-kg = as_bnsd(k).detach().requires_grad_()
-out_q, out_k = apply_rope_triton(
-    qg, kg, positions, rope.cos_cached, rope.sin_cached
-)
-gq, gk = torch.randn_like(out_q), torch.randn_like(out_k)
-dq, dk = torch.autograd.grad((out_q, out_k), (qg, kg), (gq, gk))
-qe = as_bnsd(q).detach().requires_grad_()
-ke = as_bnsd(k).detach().requires_grad_()
-eager = (apply_rope(qe, positions), apply_rope(ke, positions))
-eq, ek = torch.autograd.grad(eager, (qe, ke), (gq, gk))
-assert_close(dq, eq)
-assert_close(dk, ek)
-
 # %% [markdown] lang="en"
 # ## Where production systems fuse RoPE
 #
 # A fused RoPE kernel still reads $q$ and $k$ and writes them back for the next kernel
 # to read again, so production systems fold RoPE into a neighbouring kernel:
+#
+# | system | where RoPE runs |
+# |---|---|
+# | vLLM | compiled (the default): the PyTorch formula, fused by Inductor with its neighbours; eager: its own CUDA kernel, in place |
+# | FlashInfer | its own kernel, in place; fused with quantisation and the append to a paged [KV cache](../docs/glossary.md#kv-cache); or inside attention |
+# | FlashAttention 2 | inside the attention kernel, as it appends the new keys to the KV cache and loads the queries |
+# | Liger Kernel | its own Triton kernel, one program per token, in place |
+#
+# Each system's functions, and how it stores cos and sin, are in
+# [the note below](#deeper-for-kernel-writers-each-systems-entry-points-and-tables).
+
+# %% [markdown] lang="ja"
+# ## 実際のシステムは RoPE をどこで融合しているか
+#
+# RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
+# そのため実運用のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
+#
+# | システム | RoPE を実行する場所 |
+# |---|---|
+# | vLLM | 既定のコンパイルモードでは PyTorch の式で、Inductor が前後の演算と融合。eager モードでは専用の CUDA カーネルがインプレースで回転 |
+# | FlashInfer | 専用のカーネルでインプレース。量子化とページ化した [KV キャッシュ](../docs/glossary.ja.md#kv-cache)への追加と融合するか、アテンションの中で回転 |
+# | FlashAttention 2 | アテンションのカーネルの中で、新しいキーを KV キャッシュに追加するときと、クエリを読み込むときに回転 |
+# | Liger Kernel | 専用の Triton カーネル。トークン 1 つにプログラム 1 つ、インプレース |
+#
+# 各システムの関数と、cos と sin の持ち方は、[下の「さらに詳しく」](#deeper-各システムの関数と-cos-と-sin-の持ち方カーネルを書く読者向け)にまとめます。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: for kernel writers, each system's entry points and tables.**
 #
 # | system | where RoPE runs | cos and sin |
 # |---|---|---|
@@ -662,25 +708,9 @@ assert_close(dk, ek)
 # | FlashAttention 2 | inside the attention kernel: `flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` rotates the new keys as it appends them to the KV cache, and the queries as it loads them | tables of positions × $r/2$ in $q$'s dtype; interleaved pairs unless `rotary_interleaved=False` |
 # | Liger Kernel | one program per token, in place; the backward pass with $-\sin$ | Hugging Face's per-token cos and sin, `(b or 1, s, d)`, indexed by the program's token, first half read |
 # | `posenc` | `apply_rope_triton`, out of place or in place | strided views of the module's float32 table, read at each token's position |
-#
-# The cache write shows what folding saves. Counted with the same model for one decode
-# token in bfloat16, RoPE then a separate cache write move 28,672 bytes: $q$ and $k$
-# read and written (20,480), then the rotated $k$ and $v$ read and written into the
-# cache (8,192). Rotating $k$ straight into the cache skips writing the rotated $k$ and
-# reading it back: 24,576 bytes, a seventh less.
-#
-# Newer models put a norm next to RoPE. Qwen3 applies an RMSNorm with a learned scale
-# to each head of $q$ and $k$ before the rotation; Llama 4, in Hugging Face's code, a
-# norm without weights after it. Both read the head the rotation reads, and a head's
-# sum of squares is a reduction over features a per-token program holds anyway, so one
-# pass can do both. Llama 4's order does not matter, as a rotation keeps the norm;
-# Qwen3's learned scale differs per feature, so a fused kernel must keep its order.
 
-# %% [markdown] lang="ja"
-# ## 実際のシステムは RoPE をどこで融合しているか
-#
-# RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため実運用のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：各システムの関数と cos と sin の持ち方（カーネルを書く読者向け）**
 #
 # | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
@@ -689,35 +719,20 @@ assert_close(dk, ek)
 # | FlashAttention 2 | アテンションのカーネルの中：`flash_attn_with_kvcache(..., rotary_cos=..., rotary_sin=...)` が、新しいキーを KV キャッシュへの追加時に、クエリを読み込み時に回転 | 位置 × $r/2$ の表（$q$ の dtype）。`rotary_interleaved=False` でなければインターリーブ配置 |
 # | Liger Kernel | トークン 1 つにプログラム 1 つ、インプレース。逆伝播は $-\sin$ で回転 | Hugging Face のトークンごとの cos と sin（`(b or 1, s, d)`）を、プログラムの受け持つトークンで参照し、前半だけ読む |
 # | `posenc` | `apply_rope_triton`（アウトオブプレースかインプレース） | モジュールの float32 の表のストライド付きビューから、各トークンの位置の行を読む |
-#
+
+# %% [markdown] lang="en"
+# The cache write shows what folding saves. Counted with the same model for one decode
+# token in bfloat16, RoPE then a separate cache write move 28,672 bytes: $q$ and $k$
+# read and written (20,480), then the rotated $k$ and $v$ read and written into the
+# cache (8,192). Rotating $k$ straight into the cache skips writing the rotated $k$ and
+# reading it back: 24,576 bytes, a seventh less.
+
+
+# %% [markdown] lang="ja"
 # キャッシュへの書き込みを例にとると、融合で何が節約できるかがわかります。
 # 同じコストモデルで bfloat16 のデコードのトークン 1 つについて数えると、RoPE のあとに別のカーネルでキャッシュに書く場合は 28,672 バイトです。$q$ と $k$ を読んで書き（20,480）、回転させた $k$ と $v$ を読んでキャッシュに書きます（8,192）。
 # $k$ を回転させてそのままキャッシュに書けば、回転させた $k$ を書いて読み直す分が省けるので、24,576 バイトで済みます。7 分の 1 の削減です。
-#
-# 新しいモデルには、RoPE の直前か直後に正規化を置くものがあります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケール付きの RMSNorm をかけます。Llama 4 は、Hugging Face の実装では、回転のあとに重みのない正規化をかけます。
-# どちらの正規化も、回転と同じヘッドを読みます。ヘッドの 2 乗和は、トークンごとのプログラムがどのみちレジスタに読み込む成分を足し合わせるだけなので、正規化と回転を 1 回のパスで済ませられます。
-# Llama 4 では、正規化と回転の順序を入れ替えても結果は変わりません。回転はノルムを変えないからです。一方、Qwen3 の学習可能なスケールは次元ごとに違うので、融合カーネルでも順序を守る必要があります。
 
-# %% tags=["check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と可換ですが、次元ごとに学習可能なスケールを持つ RMSNorm は可換ではありません"}
-g = torch.Generator().manual_seed(0)
-x = torch.randn(1, 2, 5, 128, generator=g)
-pos = torch.arange(5)
-scale = torch.rand(128, generator=g) + 0.5  # a learned scale, one per feature
-
-
-def l2_norm(t):
-    return t / t.norm(dim=-1, keepdim=True)
-
-
-def rms_norm(t):
-    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * scale
-
-
-torch.testing.assert_close(
-    l2_norm(apply_rope(x, pos)), apply_rope(l2_norm(x), pos)
-)
-gap = (rms_norm(apply_rope(x, pos)) - apply_rope(rms_norm(x), pos)).abs().max()
-assert gap > 0.1, gap
 
 # %% tags=["check"] summary={"en": "for one decode token in bfloat16 the counter gives 28,672 bytes for RoPE then the cache write, 24,576 with k rotated into the cache", "ja": "bfloat16 のデコードのトークン 1 つについて、カウンタは RoPE のあとにキャッシュへ書くと 28,672 バイト、k を回転させて直接キャッシュに書くと 24,576 バイトを数えます"}
 # a fused RoPE modelled as one op that reads q (or k) once and writes once
@@ -740,8 +755,65 @@ def into_cache():
 assert count_traffic(separate).total == 28672
 assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: for kernel writers, a norm next to RoPE.**
+#
+# Newer models put a norm next to RoPE. Qwen3 applies an RMSNorm with a learned scale
+# to each head of $q$ and $k$ before the rotation; Llama 4, in Hugging Face's code, a
+# norm without weights after it. Both read the head the rotation reads, and a head's
+# sum of squares is a reduction over features a per-token program holds anyway, so one
+# pass can do both. Llama 4's order does not matter, as a rotation keeps the norm;
+# Qwen3's learned scale differs per feature, so a fused kernel must keep its order.
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：RoPE の隣の正規化（カーネルを書く読者向け）**
+#
+# 新しいモデルには、RoPE の直前か直後に正規化を置くものがあります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケール付きの RMSNorm をかけます。Llama 4 は、Hugging Face の実装では、回転のあとに重みのない正規化をかけます。
+# どちらの正規化も、回転と同じヘッドを読みます。ヘッドの 2 乗和は、トークンごとのプログラムがどのみちレジスタに読み込む成分を足し合わせるだけなので、正規化と回転を 1 回のパスで済ませられます。
+# Llama 4 では、正規化と回転の順序を入れ替えても結果は変わりません。回転はノルムを変えないからです。一方、Qwen3 の学習可能なスケールは次元ごとに違うので、融合カーネルでも順序を守る必要があります。
+
+# %% tags=["deeper", "check"] summary={"en": "a norm without weights commutes with the rotation; an RMSNorm with a learned scale per feature does not", "ja": "重みのない正規化は回転と可換ですが、次元ごとに学習可能なスケールを持つ RMSNorm は可換ではありません"}
+g = torch.Generator().manual_seed(0)
+x = torch.randn(1, 2, 5, 128, generator=g)
+pos = torch.arange(5)
+scale = torch.rand(128, generator=g) + 0.5  # a learned scale, one per feature
+
+
+def l2_norm(t):
+    return t / t.norm(dim=-1, keepdim=True)
+
+
+def rms_norm(t):
+    return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6) * scale
+
+
+torch.testing.assert_close(
+    l2_norm(apply_rope(x, pos)), apply_rope(l2_norm(x), pos)
+)
+gap = (rms_norm(apply_rope(x, pos)) - apply_rope(rms_norm(x), pos)).abs().max()
+assert gap > 0.1, gap
 # %% [markdown] lang="en"
 # ## A table, or cos and sin on the fly
+#
+# The fused kernel reads cos and sin from a table; a kernel can also compute them from
+# the position. A float32 table for the 131,072 positions of Llama 3.1 takes 64 MiB,
+# but a row costs only 0.1 byte per element, and computing costs arithmetic and no
+# memory: in a prefill both are small. In a decode step the table adds a round trip
+# that waits on the position, which computing cos and sin removes, provided the kernel
+# computes them right
+# ([the note below](#deeper-for-kernel-writers-the-tables-size-and-the-numerics-of-cos-and-sin-on-the-fly)).
+
+# %% [markdown] lang="ja"
+# ## 表を使うか、cos と sin をその場で計算するか
+#
+# 融合カーネルは cos と sin を表から読みますが、位置から計算するカーネルもあります。
+# Llama 3.1 の 131,072 個の位置の float32 の表は 64 MiB になりますが、行を読むコストは成分あたり 0.1 バイトだけです。その場で計算すれば演算は増えますが、メモリは要りません。プリフィルでは、どちらのコストもわずかです。
+# デコードの 1 ステップでは、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。cos と sin を位置から計算すればこの往復はなくなりますが、その計算を正しく行う必要があります（[下の「さらに詳しく」](#deeper-表の大きさとcos-と-sin-をその場で計算するときの数値誤差カーネルを書く読者向け)）。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: for kernel writers, the table's size and the numerics of cos and sin
+# on the fly.**
 #
 # A float32 table of $n$ positions with $r/2$ cosines and $r/2$ sines per position
 # holds $4rn$ bytes: 64 MiB for the 131,072 positions of Llama 3.1 with $r = 128$.
@@ -750,11 +822,12 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # Reading a row costs 0.1 byte per element, computing cos and sin on the fly $r/2$ of
 # each per token and no memory: in a prefill both are small. In a decode step they
 # differ in latency: the row's address depends on the position just loaded, so the
-# table adds a dependent round trip, one of the chain below, which cos and sin computed from the
-# position remove, at the price of computing them right (folded below).
+# table adds a dependent round trip, one of the decode step's chain below, which cos
+# and sin computed from the position remove, at the price of computing them right
+# (next).
 
-# %% [markdown] lang="ja"
-# ## 表を使うか、cos と sin をその場で計算するか
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：表の大きさと、cos と sin をその場で計算するときの数値誤差（カーネルを書く読者向け）**
 #
 # 位置ごとに $r/2$ 個の cos と $r/2$ 個の sin を持つ、$n$ 個の位置の float32 の表は $4rn$ バイトです。
 # Llama 3.1 の 131,072 個の位置、$r = 128$ なら 64 MiB になります。
@@ -764,9 +837,9 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # プリフィルでは、どちらのコストもわずかです。
 # デコードの 1 ステップでは、レイテンシが違います。
 # 行のアドレスは直前に読んだ位置で決まるので、表を使うと、位置の読み込みを待ってから始まる往復が 1 回加わります。
-# これは後で見る往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。ただし、その計算を正しく行う必要があります（下の「さらに詳しく：表を使う場合とその場で計算する場合の数値誤差」）。
+# これは後で見るデコードの往復の連鎖の 1 つで、cos と sin を位置から計算すればなくなります。ただし、その計算を正しく行う必要があります（次の「表を使う場合とその場で計算する場合の数値誤差」）。
 
-# %% tags=["check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
+# %% tags=["deeper", "check"] summary={"en": "posenc's table takes 8rn bytes, cos and sin being strided views of it; rounded to bfloat16 its values move by at most 2^-9", "ja": "posenc の表は 8rn バイトで、cos と sin はそのストライド付きのビューです。bfloat16 に丸めると、値のずれは最大 2^-9 です"}
 llama = RotaryEmbedding(128, base=500000.0, max_positions=4096)
 assert llama.rot_cached.nbytes == 8 * 128 * 4096  # (n, 2, d) float32: 8rn bytes
 assert llama.cos_cached.stride(0) == llama.sin_cached.stride(0) == 2 * 128
@@ -775,7 +848,7 @@ rounded = (llama.cos_cached.bfloat16().float() - llama.cos_cached).abs().max()
 assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: the numerics of a table and of cos and sin on the fly.** Table or
+# **The numerics of a table and of cos and sin on the fly.** Table or
 # not, a float32 angle loses accuracy in proportion to the position, as the chapter
 # [*Rotary position embedding (RoPE)*](08-rope.ipynb#in-practice-float32-angles-and-the-shape-of-the-positions)
 # shows; a bfloat16 table adds up to $2^{-9}$. A kernel that computes cos and sin must
@@ -787,7 +860,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # radians.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：表を使う場合とその場で計算する場合の数値誤差**
+# **表を使う場合とその場で計算する場合の数値誤差**
 #
 # 表の有無によらず、float32 の角度は位置に比例して精度を失います。
 # 詳しくは[「回転位置埋め込み（RoPE）」](08-rope.ipynb)の章の[「実際に使うときの注意：float32 の角度と位置の形状」](08-rope.ipynb#実際に使うときの注意float32-の角度と位置の形状)の節を参照してください。
@@ -799,6 +872,25 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 
 # %% [markdown] lang="en"
 # ## The decode step: latency, not bandwidth
+#
+# A [decode step](../docs/glossary.md#decode-step) rotates one token: 20 KiB of $q$ and
+# $k$ in bfloat16, read and written, 4 ns at 4.8 TB/s. Its time is latency instead: the
+# kernel must load the position before it can load the table row at that position, two
+# trips to memory in a row, and Hugging Face's eager formula launches about ten small
+# kernels a layer for RoPE alone. So capture the step in a CUDA graph or compile it first;
+# folding RoPE into the QKV projection or into attention, as the systems above do,
+# removes its kernel altogether
+# ([the note below](#deeper-for-kernel-writers-the-decode-chain-and-the-launches)).
+
+# %% [markdown] lang="ja"
+# ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
+#
+# [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。bfloat16 の $q$ と $k$ を読んで書いても 20 KiB で、毎秒 4.8 TB なら 4 ns です。
+# 時間を決めるのはレイテンシです。カーネルは位置を読み込むまで、その位置の表の行を読み込めないので、メモリとの往復が 2 回続きます。さらに Hugging Face の eager モードの式は、RoPE だけで層あたり約 10 個の小さなカーネルを起動します。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。上のシステムのように RoPE を QKV の射影かアテンションに組み込めば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードの読み込みの連鎖と起動カーネルを書く読者向け)）。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: for kernel writers, the decode chain and the launches.**
 #
 # A [decode step](../docs/glossary.md#decode-step) rotates one token:
 # $(n_q + n_k)d = 5120$ elements, 10 KiB of $q$ and $k$ in bfloat16, read and written:
@@ -817,15 +909,16 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # of them RoPE's, about a kernel each on a GPU (count them with `torch.profiler`), and at an assumed 5 µs of host time each the host paces the step; the
 # fused kernel's Python wrapper alone costs the host as much as several small eager
 # operations (`lab/README.md`). So capture the step in a CUDA graph, or compile it,
-# first ("what the real kernel adds", folded above). Then, in this model, each kernel
+# first ([what the real kernel adds](#deeper-for-kernel-writers-the-kernel-line-by-line),
+# above). Then, in this model, each kernel
 # costs a fixed amount plus its round trips. Programmatic dependent launch can hide part
 # of the chain (the position and the row do not depend on the kernel before); fusion
 # into the QKV projection's epilogue (where a matrix product writes its result) or
 # attention's prologue (where it loads its inputs), as the systems above do, removes
 # the kernel altogether.
 
-# %% [markdown] lang="ja"
-# ## デコードの 1 ステップ：帯域幅ではなくレイテンシ
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：デコードの読み込みの連鎖と起動（カーネルを書く読者向け）**
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。
 # 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。読んで書くと 20 KiB で、毎秒 4.8 TB なら 4 ns です。
@@ -837,12 +930,12 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # 起動のコストは、さらに大きくなりえます。
 # eager モードでは、Hugging Face の Llama の 1 層が ATen の演算を 40 個実行し、そのうち 10 個が RoPE のものです。GPU では、それぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（上の「さらに詳しく：実際のカーネルが加えるもの」）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（[上の「実際のカーネルが加えるもの」](#deeper-カーネルを-1-行ずつ読むカーネルを書く読者向け)）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと、そのカーネル自身の往復の時間の和になります。
 # 連鎖の一部は CUDA の programmatic dependent launch（PDL）で隠せます（位置と表の行は、前のカーネルの結果を待たずに読めます）。カーネルそのものをなくすには、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合します。
 
 # %% [markdown] lang="en" tags=["deeper"]
-# **Going deeper: shortening the chain on the device.** At an assumed 200 ns for an L2
+# **Shortening the chain on the device.** At an assumed 200 ns for an L2
 # round trip and 600 ns for HBM (NVIDIA publishes neither), the chain takes
 # $2 \cdot 600 + 200$ ns $= 1.4$ µs. `posenc`'s kernel loads $k$ with $q$, as Liger's
 # does: the compiler may not move a load above a store that might
@@ -879,11 +972,11 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # halves of each head (a tile a multiple of $d$ wide, aligned to heads) or exchange
 # values across tiles; in the interleaved layout a pair sits in adjacent columns,
 # usually in one thread's accumulators, and the fusion is almost free. The cell below counts
-# the kernels of a Hugging Face Llama layer and computes the shares in the table at the
-# end.
+# the kernels of a Hugging Face Llama layer and computes the shares in the table of
+# GPU predictions below.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：デバイスの側で連鎖を短くする**
+# **デバイスの側で連鎖を短くする**
 #
 # L2 への往復を 200 ns、HBM への往復を 600 ns と仮定すると（NVIDIA はどちらも公表していません）、連鎖は $2 \cdot 600 + 200$ ns $= 1.4$ µs です。
 # `posenc` のカーネルは、Liger のカーネルと同じく $k$ を $q$ と一緒に読み込みます。
@@ -903,7 +996,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # RoPE を QKV の射影のエピローグに組み込む手間は、配置によって違います。
 # 半分割配置では次元 $i$ が $i + r/2$ とペアになるので、GEMM の出力タイルが各ヘッドの前半と後半を両方含む（幅が $d$ の倍数でヘッドの境界にそろう）か、タイルの間で値をやり取りする必要があります。
 # インターリーブ配置ではペアが隣り合う列にあり、たいてい同じスレッドのアキュムレータ（積和の結果をためるレジスタ）に入るので、融合にはほとんどコストがかかりません。
-# 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、章の最後の表に載せた割合を計算します。
+# 次のセルは、Hugging Face の Llama の層が起動するカーネルを数え、後で示す GPU での予測の表に載せた割合を計算します。
 
 # %% tags=["deeper"]
 from transformers import LlamaConfig
@@ -993,12 +1086,11 @@ print(
 # %% [markdown] lang="en"
 # ## What the CPU records show
 #
-# `python -m posenc_lab.cpu_bench` times each contender on the CPU at Llama 3 8B's
-# shapes (`lab/README.md` gives the method and how far to trust it). Each cell is the
-# median over 40 rounds of the ratio to a floor, `torch.mul(x, 2.0, out=...)`, in the
-# same round, for a float32 [prefill](../docs/glossary.md#prefill) of 1024 tokens, one
-# thread / two; `hf_formula_out` writes Hugging Face's arithmetic into preallocated
-# buffers, `compiled_module` is `RotaryEmbedding` under `torch.compile`.
+# `python -m posenc_lab.cpu_bench` times each contender on a CPU at Llama 3 8B's shapes
+# (a float32 [prefill](../docs/glossary.md#prefill) of 1024 tokens), as a ratio to a
+# one-pass floor, `torch.mul(x, 2.0, out=...)`; one thread / two. `complex` is Meta's
+# code, `hf_formula_out` Hugging Face's arithmetic written into preallocated buffers,
+# `compiled_module` `RotaryEmbedding` under `torch.compile`.
 #
 # | contender | ratio to the floor |
 # |---|---|
@@ -1009,15 +1101,19 @@ print(
 # | `apply_rope_interleaved` | 5.31 / 5.01 |
 # | `rotary_embedding` | 3.63 / 3.37 |
 # | `compiled_module` | 1.32 / 1.27 |
+#
+# Only Meta's complex product and the compiled module come near the floor. The byte
+# model itself is not tested here: this machine's 480 MiB L3 holds every temporary, so
+# the records compare passes, not DRAM bytes
+# ([the note below](#deeper-how-the-cpu-records-were-taken-and-what-else-they-show)).
 
 # %% [markdown] lang="ja"
 # ## CPU の計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で比較対象ごとの時間を CPU で計ります（計り方と、結果をどこまで信頼できるかは `lab/README.md` にあります）。
-# 各ラウンドで、float32 で 1024 トークンを[プリフィル](../docs/glossary.ja.md#prefill)する時間を、同じラウンドで計った下限 `torch.mul(x, 2.0, out=...)` の時間で割ります。
-# 表の値は、この比の 40 ラウンドの中央値です。
+# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で、float32 で 1024 トークンを[プリフィル](../docs/glossary.ja.md#prefill)する時間を比較対象ごとに CPU で計ります。
+# 表の値は、その時間を 1 回のパスの下限 `torch.mul(x, 2.0, out=...)` の時間で割った比です。
 # 「/」の左が 1 スレッド、右が 2 スレッドです。
-# `hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile` した `RotaryEmbedding` です。
+# `complex` は Meta の実装、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile` した `RotaryEmbedding` です。
 #
 # | 比較対象 | 下限に対する比 |
 # |---|---|
@@ -1028,6 +1124,9 @@ print(
 # | `apply_rope_interleaved` | 5.31 / 5.01 |
 # | `rotary_embedding` | 3.63 / 3.37 |
 # | `compiled_module` | 1.32 / 1.27 |
+#
+# 下限に近いのは、Meta の複素数の掛け算とコンパイルしたモジュールだけです。
+# ただし、この計測記録ではバイト数のモデルそのものは検証できません。このマシンの 480 MiB の L3 にはすべての一時テンソルが収まるので、記録が比べているのはパスの回数で、DRAM のバイト数ではありません（[下の「さらに詳しく」](#deeper-cpu-の計測記録の取り方とほかにわかること)）。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -1066,7 +1165,11 @@ caches = ", ".join(
 )
 print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 
-# %% [markdown] lang="en"
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: how the CPU records were taken, and what else they show.**
+#
+# Each cell of the table is the median over 40 rounds of the ratio to the floor in the
+# same round (`lab/README.md` gives the method and how far to trust it).
 # These records cannot test the byte model: this machine's 480 MiB L3 holds every
 # temporary of a 20 MiB call, so they compare passes and per-operation costs, not DRAM
 # bytes. Only Meta's complex product (8.2 bytes per element) and the compiled module
@@ -1075,7 +1178,10 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # about 1.5 times as long. Page faults per call: 0 for every contender, as a median over
 # rounds. Decode and bfloat16: `lab/README.md`.
 
-# %% [markdown] lang="ja"
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：CPU の計測記録の取り方と、ほかにわかること**
+#
+# 表の値は、同じラウンドで計った下限に対する比の、40 ラウンドの中央値です（計り方と、結果をどこまで信頼できるかは `lab/README.md` にあります）。
 # この計測記録では、バイト数のモデルは検証できません。このマシンの 480 MiB の L3 には、入力が 20 MiB の呼び出しで作られる一時テンソルがすべて収まるからです。この記録が比べているのは、パスの回数と演算ごとのコストで、DRAM のバイト数ではありません。
 # 下限に近いのは、Meta の複素数の掛け算（成分あたり 8.2 バイト）とコンパイルしたモジュールだけです。Hugging Face の式の比がバイト数の比に合うのは偶然です。
 # `apply_rope_interleaved` が要求するバイト数は成分あたり `apply_rope` と同じですが、時間は約 1.5 倍かかります。
@@ -1084,6 +1190,25 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 
 # %% [markdown] lang="en"
 # ## Predicted on a GPU, and how to measure it
+#
+# Nothing here was measured on a GPU: GPU times are predictions of the byte model and
+# of assumed latencies. For Llama 3 8B in bfloat16 on an H200, a 4096-token prefill
+# should take the fused kernel at least 15.3 µs, and RoPE should be 0.9% of a layer
+# fused against 4.5% with Hugging Face's formula. `posenc_lab.gpu_bench` measures them;
+# [the note below](#deeper-for-kernel-writers-the-gpu-predictions-and-the-commands-that-test-them)
+# gives each prediction, its basis and how to test it.
+
+# %% [markdown] lang="ja"
+# ## GPU での予測と、その計り方
+#
+# この章では GPU で何も計っていません。GPU での時間は、バイト数のモデルと仮定したレイテンシからの予測です。
+# H200 上の bfloat16 の Llama 3 8B では、4096 トークンのプリフィルで融合カーネルは 15.3 µs 以上かかるはずです。
+# そのとき RoPE が層の時間に占める割合は、融合カーネルで 0.9%、Hugging Face の式で 4.5% のはずです。
+# `posenc_lab.gpu_bench` はこれらを計ります。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: for kernel writers, the GPU predictions and the commands that test
+# them.**
 #
 # For Llama 3 8B in bfloat16 on an H200, this chapter's model predicts:
 #
@@ -1106,8 +1231,8 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # the ratios and the 1.2 µs, near the half microsecond CUDA events resolve, are
 # expectations.
 
-# %% [markdown] lang="ja"
-# ## GPU での予測と、その計り方
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：GPU での予測と、それを確かめるコマンド（カーネルを書く読者向け）**
 #
 # H200 上の bfloat16 の Llama 3 8B について、この章のコストモデルは次のように予測します。
 #
@@ -1124,7 +1249,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # 計測記録にある融合カーネルの下限は、そのバイト数を 2 つのコピーのうち速いほうの速さで割った値です。これを下回る実行は、モデルより少ないバイトしか動かしていないか、どちらのコピーよりも速く動かしているかのどちらかで、Nsight Compute の DRAM のカウンタで見分けられます。
 # 実行で否定できるのは下限だけです。比と 1.2 µs（CUDA のイベントが分解できる約 0.5 µs に近い値）は見込みです。
 
-# %% tags=["check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "証拠ではなく、数値のずれを防ぐための確認です。本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することを確かめます"}
+# %% tags=["deeper", "check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "証拠ではなく、数値のずれを防ぐための確認です。本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することを確かめます"}
 from posenc_lab import gpu_bench
 
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
@@ -1235,27 +1360,26 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #
 # - RoPE does 3 flops per element against at least $2e$ bytes: on a GPU it is
 #   [memory bound](../docs/glossary.md#memory-bound). Count bytes, then test the count.
-# - Per float32 element, Hugging Face's eager formula requests 40 bytes, `posenc`'s
-#   eager passes 20, a single pass 8; caches change what DRAM moves.
-# - The fused kernel runs one program per token and reads the cos/sin row once for all
-#   its heads: 0.1 byte per element.
+# - Per float32 element, Hugging Face's eager formula requests 40 bytes, five times the
+#   floor of 8: each operation writes a temporary that the next reads back.
+# - A fused kernel reads the cos/sin row once per token for all its heads: 8.1 bytes in
+#   float32, 4.1 in bfloat16.
+# - Serving systems fold RoPE into the projection, the cache write or attention, to
+#   save even that one pass.
+# - A decode step costs latency: dependent loads and kernel launches. Capture it in a
+#   CUDA graph or compile it first.
 # - On a CPU the byte count separates one pass from several but does not predict time.
-# - A decode step costs latency: two dependent round trips (three in this build's
-#   bfloat16), and
-#   the host's launches.
-#   Capture the step in a CUDA graph or compile it first (with `check_positions=False`,
-#   as the default check reads the positions back to the host);
-#   PDL hides part of the rest; folding RoPE into a neighbouring kernel removes it.
 # - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
 
 # %% [markdown] lang="ja"
 # ## まとめ
 #
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめます。
-# - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイト、`posenc` の eager モードのパスは 20 バイト、1 回のパスなら 8 バイトを要求します。DRAM が動かす量はキャッシュで変わります。
-# - 融合カーネルはトークン 1 つにプログラム 1 つを割り当て、cos と sin の表の行を、すべてのヘッドのために 1 回だけ読むので、表の分は成分あたり 0.1 バイトです。
+# - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイトを要求します。下限 8 バイトの 5 倍で、演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。
+# - 融合カーネルは cos と sin の表の行をトークンごとに 1 回だけ読み、すべてのヘッドに使います。float32 で 8.1 バイト、bfloat16 で 4.1 バイトです。
+# - 推論システムは RoPE を射影、キャッシュへの書き込み、アテンションのいずれかに組み込み、その 1 回のパスさえ省きます。
+# - デコードの 1 ステップのコストはレイテンシで、前の読み込みを待つ読み込みとカーネルの起動にかかります。まずステップを CUDA グラフでキャプチャするか、コンパイルします。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
-# - デコードの 1 ステップのコストはレイテンシです。前の読み込みを待つメモリとの往復 2 回（このビルドの bfloat16 では 3 回）と、ホストによる起動がかかります。まずステップを CUDA グラフでキャプチャするかコンパイルします（既定の範囲チェックは位置をホストに読み戻すので、カーネルは `check_positions=False` で呼びます）。残りの一部は PDL で隠せます。なくすには、RoPE を前後のカーネルに組み込みます。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 
 # %% [markdown] lang="en"

@@ -1082,24 +1082,23 @@ p = random_positions(8, 2048, generator=gen).double()
 by_positions = -(p[:, None] - p[None, :]).abs()
 assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 
-# %% [markdown] lang="en"
-# ## The four families side by side
-#
-# Each panel shows one family's bias against the distance $i - j$, as built in this
-# chapter (none trained on text). KERPLE draws one curve for every query; FIRE,
-# beyond its threshold, one per query. CoPE's $40$ lands 5 to 6 tokens back in A and
-# 7 to 8 in B. The last panel is one ALiBi head ($m = 1/16$) with distances drawn as
-# in the official code of randomised positions: in training, its line spreads over
-# distances up to $L$, so a longer test input meets no new one.
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the four families side by side.** Each panel shows one family's bias
+# against the distance $i - j$, as built in this chapter (none trained on text).
+# KERPLE draws one curve for every query; FIRE, beyond its threshold, one per query.
+# CoPE's $40$ lands 5 to 6 tokens back in A and 7 to 8 in B. The last panel is one
+# ALiBi head ($m = 1/16$) with distances drawn as in the official code of randomised
+# positions: in training, its line spreads over distances up to $L$, so a longer test
+# input meets no new one.
 
-# %% [markdown] lang="ja"
-# ## 4 つの手法を並べる
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：4 つの手法を並べる**
 #
 # 各パネルは、この章で作った各手法のバイアスを距離 $i - j$ に対して描いたものです（テキストでは学習していません）。
 # KERPLE はどのクエリでも同じ 1 本の曲線で、しきい値を超えた FIRE はクエリごとに違う曲線です。CoPE のヘッドが足す $40$ は、A では 5〜6 トークン前、B では 7〜8 トークン前に現れます。
 # 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選びます。学習中に直線が $L$ までの距離で使われるので、長いテスト入力にも未知の距離は現れません。
 
-# %% tags=["figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、ランダムに 2 回選んだ位置で描いた曲線です。これらでは同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、ランダムに 2 回選んだ位置で描いた曲線です。これらでは同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]
@@ -1126,7 +1125,7 @@ for ax, title in zip(axes, titles, strict=True):
 axes[0].set_ylabel("$b(i, j)$")
 plt.show()
 
-# %% tags=["check"] summary={"en": "the CoPE head adds 40 on the third sentence back (distances 5 to 6 in A, 7 to 8 in B) and 0 at every other distance; FIRE's three rows differ at distance 8; the drawn distances lie in [1, 2048)", "ja": "CoPE のヘッドは 3 つ前の文に 40 を足し（A では距離 5〜6、B では 7〜8）、ほかのどの距離でも 0 です。FIRE の 3 つの行は距離 8 で異なり、選んだ距離は [1, 2048) にあります"}
+# %% tags=["deeper", "check"] summary={"en": "the CoPE head adds 40 on the third sentence back (distances 5 to 6 in A, 7 to 8 in B) and 0 at every other distance; FIRE's three rows differ at distance 8; the drawn distances lie in [1, 2048)", "ja": "CoPE のヘッドは 3 つ前の文に 40 を足し（A では距離 5〜6、B では 7〜8）、ほかのどの距離でも 0 です。FIRE の 3 つの行は距離 8 で異なり、選んだ距離は [1, 2048) にあります"}
 for row, target in ((0, [5, 6]), (1, [7, 8])):  # "w !": the third sentence back
     real = pair[row].flip(0) >= 0  # the keys by distance 0, 1, ...; no padding
     at_dist = cope_bias[row].flip(0)[real]

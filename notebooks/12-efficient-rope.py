@@ -23,20 +23,21 @@
 #   floor.
 # - So serving systems fold RoPE into a neighbouring kernel.
 #
-# Byte counts and CPU timings are measured here; GPU times are predictions. The folds
-# "for kernel writers" hold the Triton kernel line by line, its PTX and SASS, the
-# decode step's chain of loads, and the GPU predictions with the commands that test
-# them.
+# Byte counts are counted and CPU timings measured here; GPU times are predictions.
+# The folds "for kernel writers" hold the Triton kernel line by line, its PTX and
+# SASS, the decode step's chain of loads, and the GPU predictions with the commands
+# that test them.
 
 # %% [markdown] lang="ja"
 # # メモリ律速のカーネルとしての RoPE：バイト数、融合した Triton カーネル、計測すべきこと
 #
-# - RoPE のコストを決めるのは演算ではなく、動かすバイト数です。演算は成分あたり 3 flop だけですが、すべてのクエリとキーを 1 回読み、1 回書かなければなりません。
-# - Hugging Face の eager モードの式は、この下限の 5 倍のバイト数を要求します。演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。融合した 1 回のパスなら、ほぼ下限で済みます。
-# - そのため推論システムは、RoPE を前後のカーネルに組み込みます。
+# - RoPE のコストを決めるのは演算ではなく、動かすバイト数です。演算は成分あたり 3 flop だけですが、すべてのクエリとキーを 1 回読み、1 回書く必要があり、この量がバイト数の下限です。
+# - Hugging Face の eager モードの式は、下限の 5 倍のバイト数を要求します。演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。融合した 1 回のパスなら、ほぼ下限で済みます。
+# - そのため推論システムは、RoPE を前後のカーネルに融合します。
 #
-# バイト数と CPU での時間は計測した値で、GPU での時間は予測です。
-# 「カーネルを書く読者向け」の折りたたみには、次のものをまとめます。Triton カーネルの 1 行ずつの説明、PTX と SASS、デコードの 1 ステップでの読み込みの連鎖、GPU での予測とそれを確かめるコマンドです。
+# バイト数は数えた値、CPU での時間は計った値で、GPU での時間は予測です。
+# Triton カーネルの 1 行ずつの説明と、その PTX と SASS は、題に「カーネルを書く読者向け」と付いた「さらに詳しく」にあります。
+# デコードの 1 ステップでの読み込みの連鎖や、GPU での予測とそれを確かめるコマンドも同様です。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU terms this chapter uses.**
@@ -70,7 +71,7 @@
 # - *SM*（ストリーミングマルチプロセッサ）は GPU のプロセッサで、H200 には 132 個あります。Triton の*プログラム*は 1 つの SM の上で、いくつかの*ワープ*（同じ命令を同時に実行する 32 スレッドの組）として動きます。ワープの数は `num_warps` で決めます。
 # - *レジスタ*はスレッドごとの記憶領域です。プログラムが多く使うほど、1 つの SM に同時に載るプログラムは減り（*占有率*が下がり）、転送中の読み込みも減ります。
 # - *PTX* は NVIDIA の仮想命令セット、*SASS* は GPU が実行する機械語です。ハードウェアは SASS に並んだ順に読み込みを発行します。
-# - *起動*は、GPU にカーネルの実行を頼むことです。ホストでは数マイクロ秒かかり、デバイスにも決まったコストがかかります。*CUDA グラフ*は一連の起動を記録し、まとめて 1 回で再生します。
+# - *起動*は、GPU にカーネルの実行を頼むことです。ホストでは数マイクロ秒かかり、デバイスにも固定コストがかかります。*CUDA グラフ*は一連の起動を記録し、まとめて 1 回で再生します。
 # - カーネルの*プロローグ*は入力を読み込む部分、*エピローグ*は結果を書き出す部分です。RoPE を隣のカーネルのプロローグかエピローグに組み込めば、RoPE だけのパスは要りません。
 # - *PDL*（programmatic dependent launch）を使うと、前のカーネルが終わりきる前に次のカーネルを始められます。
 #
@@ -179,15 +180,15 @@ records = {
 #
 # バイト数は、次の単純なコストモデルで数えます。
 # 各演算は入力をそれぞれ 1 回読んで出力を 1 回書き、次の演算に使えるものはキャッシュに何も残らない、と仮定します（`posenc_lab.traffic.count_traffic` が数えるのはまさにこの量です）。
-# DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（[下の「さらに詳しく」](#deeper-bfloat16meta-の複素数の掛け算キャッシュと実際に動くバイト数)）。
+# DRAM が実際に動かす量は、キャッシュのために増える場合と減る場合があります（[下の「さらに詳しく」](#deeper-bfloat16-と-meta-の複素数の掛け算キャッシュで変わる実際のバイト数)）。
 # Hugging Face はヘッド全体を $x' = x \odot c + \mathrm{rotate\_half}(x) \odot s$ で回転させます。$c$ と $s$ は、ヘッドのすべての次元について値を並べた表です。
 # 5 つの演算は、$c$ との積、半分の正負の反転、$\mathrm{rotate\_half}(x)$ を作る連結、$s$ との積、和です。float32 の $x$ の成分あたりに動かすバイト数を演算ごとに足すと、次のようになります。
 # $$\beta_{\mathrm{HF}} = (4+4) + (2+2) + (4+4) + (4+4) + (8+4) = 40$$
-# 下限 8 の 5 倍です。
+# 下限 8 バイトの 5 倍です。
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
 # `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば、一時テンソルはなくなります。それでも 3 回のパスが必要です。テンソル全体に $c$ を掛けるパスと、半分ずつの `addcmul_` が 2 回で、`addcmul_` はそれぞれ出力と $x$ を読んで出力に書きます（表の分は別に数えます）。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。float32 で計算して元の型に戻すコードは、さらに多くのバイトを動かします（[下の「さらに詳しく」](#deeper-bfloat16meta-の複素数の掛け算キャッシュと実際に動くバイト数)）。
+# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。float32 で計算して元の型に戻すコードは、さらに多くのバイトを動かします（[下の「さらに詳しく」](#deeper-bfloat16-と-meta-の複素数の掛け算キャッシュで変わる実際のバイト数)）。
 
 # %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の参照実装も含めて本文どおりです。transformers の apply_rotary_pos_emb 自体も、演算とバイト数は同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
 import warnings
@@ -255,14 +256,14 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # hold $k$'s (8 MiB in bfloat16 for 4096 tokens).
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：bfloat16、Meta の複素数の掛け算、キャッシュと実際に動くバイト数**
+# **さらに詳しく：bfloat16 と Meta の複素数の掛け算、キャッシュで変わる実際のバイト数**
 #
 # **bfloat16 と Meta の複素数の掛け算**
 #
 # bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。一方、`posenc` のパスは float32 で回転させて 1 回だけ丸めるので、22 バイトを動かします。
 # Meta の参照実装は、ペアの 2 つの成分を隣り合わせに置き（[インターリーブ配置](../docs/glossary.ja.md#interleaved-layout)）、複素数としてレジスタの中で掛け算します。float32 なら下限と同じバイト数で済みます（後の図と CPU の計測記録の `complex`）。bfloat16 では float32 に変換して戻すので 20 バイトです。
 #
-# **キャッシュと実際に動くバイト数**
+# **キャッシュで変わる実際のバイト数**
 #
 # CPU は、キャッシュにないキャッシュラインへ書き込むとき、ふつうまずそのラインをメモリから読み込みます（ライトアロケート、write-allocate）。
 # そのため、メインメモリからのパスは、下限のパスも含めて成分あたり約 $3e$ バイトを動かすことがよくあります。
@@ -692,11 +693,11 @@ assert_close(dk, ek)
 # | システム | RoPE を実行する場所 |
 # |---|---|
 # | vLLM | 既定のコンパイルモードでは PyTorch の式で、Inductor が前後の演算と融合。eager モードでは専用の CUDA カーネルがインプレースで回転 |
-# | FlashInfer | 専用のカーネルでインプレース。量子化とページ化した [KV キャッシュ](../docs/glossary.ja.md#kv-cache)への追加と融合するか、アテンションの中で回転 |
+# | FlashInfer | 専用のカーネルでインプレース。量子化した、ページ単位の [KV キャッシュ](../docs/glossary.ja.md#kv-cache)への追加と融合するか、アテンションの中で回転 |
 # | FlashAttention 2 | アテンションのカーネルの中で、新しいキーを KV キャッシュに追加するときと、クエリを読み込むときに回転 |
 # | Liger Kernel | 専用の Triton カーネル。トークン 1 つにプログラム 1 つ、インプレース |
 #
-# 各システムの関数と、cos と sin の持ち方は、[下の「さらに詳しく」](#deeper-各システムの関数と-cos-と-sin-の持ち方カーネルを書く読者向け)にまとめます。
+# 各システムの関数と、cos と sin の持ち方は、[下の「さらに詳しく」](#deeper-各システムの入口の関数とcos-と-sin-の表の持ち方カーネルを書く読者向け)にまとめます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: for kernel writers, each system's entry points and tables.**
@@ -710,7 +711,7 @@ assert_close(dk, ek)
 # | `posenc` | `apply_rope_triton`, out of place or in place | strided views of the module's float32 table, read at each token's position |
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：各システムの関数と cos と sin の持ち方（カーネルを書く読者向け）**
+# **さらに詳しく：各システムの入口の関数と、cos と sin の表の持ち方（カーネルを書く読者向け）**
 #
 # | システム | RoPE を実行する場所 | cos と sin |
 # |---|---|---|
@@ -767,7 +768,7 @@ assert count_traffic(into_cache).total == 24576 == 28672 - 2 * kd.nbytes
 # Qwen3's learned scale differs per feature, so a fused kernel must keep its order.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：RoPE の隣の正規化（カーネルを書く読者向け）**
+# **さらに詳しく：RoPE の前後に置く正規化（カーネルを書く読者向け）**
 #
 # 新しいモデルには、RoPE の直前か直後に正規化を置くものがあります。Qwen3 は回転の前に、$q$ と $k$ のヘッドごとに学習可能なスケール付きの RMSNorm をかけます。Llama 4 は、Hugging Face の実装では、回転のあとに重みのない正規化をかけます。
 # どちらの正規化も、回転と同じヘッドを読みます。ヘッドの 2 乗和は、トークンごとのプログラムがどのみちレジスタに読み込む成分を足し合わせるだけなので、正規化と回転を 1 回のパスで済ませられます。
@@ -887,7 +888,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。bfloat16 の $q$ と $k$ を読んで書いても 20 KiB で、毎秒 4.8 TB なら 4 ns です。
 # 時間を決めるのはレイテンシです。カーネルは位置を読み込むまで、その位置の表の行を読み込めないので、メモリとの往復が 2 回続きます。さらに Hugging Face の eager モードの式は、RoPE だけで層あたり約 10 個の小さなカーネルを起動します。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。上のシステムのように RoPE を QKV の射影かアテンションに組み込めば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードの読み込みの連鎖と起動カーネルを書く読者向け)）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。上のシステムのように RoPE を QKV の射影かアテンションに組み込めば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードでの読み込みの連鎖とカーネルの起動カーネルを書く読者向け)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: for kernel writers, the decode chain and the launches.**
@@ -918,7 +919,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # the kernel altogether.
 
 # %% [markdown] lang="ja" tags=["deeper"]
-# **さらに詳しく：デコードの読み込みの連鎖と起動（カーネルを書く読者向け）**
+# **さらに詳しく：デコードでの読み込みの連鎖とカーネルの起動（カーネルを書く読者向け）**
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。
 # 成分は $(n_q + n_k)d = 5120$ 個で、bfloat16 の $q$ と $k$ は 10 KiB です。読んで書くと 20 KiB で、毎秒 4.8 TB なら 4 ns です。
@@ -1374,11 +1375,11 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数を計測で確かめます。
+# - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数え方が正しいかをコードで確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイトを要求します。下限 8 バイトの 5 倍で、演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。
 # - 融合カーネルは cos と sin の表の行をトークンごとに 1 回だけ読み、すべてのヘッドに使います。float32 で 8.1 バイト、bfloat16 で 4.1 バイトです。
 # - 推論システムは RoPE を射影、キャッシュへの書き込み、アテンションのいずれかに組み込み、その 1 回のパスさえ省きます。
-# - デコードの 1 ステップのコストはレイテンシで、前の読み込みを待つ読み込みとカーネルの起動にかかります。まずステップを CUDA グラフでキャプチャするか、コンパイルします。
+# - デコードの 1 ステップで時間を決めるのは帯域幅ではなくレイテンシ、つまり前の読み込みを待つ読み込みとカーネルの起動です。最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 

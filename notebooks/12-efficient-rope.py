@@ -21,9 +21,11 @@
 # - Hugging Face's eager formula requests five times that floor, as each operation
 #   writes a temporary that the next reads back; one fused pass requests about the
 #   floor.
-# - So serving systems fold RoPE into a neighbouring kernel.
+# - Even one pass reads $q$ and $k$ and writes them back, so serving systems fold RoPE
+#   into a neighbouring kernel, or let a compiler do it.
 #
-# Byte counts are counted and CPU timings measured here; GPU times are predictions.
+# Byte counts are counted here, exactly, in a model with no cache, and CPU times are
+# measured; DRAM traffic and GPU times are not measured (GPU times are predictions).
 # The folds "for kernel writers" hold the Triton kernel line by line, its PTX and
 # SASS, the decode step's chain of loads, and the GPU predictions with the commands
 # that test them.
@@ -33,9 +35,9 @@
 #
 # - RoPE のコストを決めるのは演算ではなく、動かすバイト数です。演算は成分あたり 3 flop だけですが、すべてのクエリとキーを 1 回読み、1 回書く必要があり、この量がバイト数の下限です。
 # - Hugging Face の eager モードの式は、下限の 5 倍のバイト数を要求します。演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。融合した 1 回のパスなら、ほぼ下限で済みます。
-# - そのため推論システムは、RoPE を前後のカーネルに融合します。
+# - 1 回のパスでも $q$ と $k$ を読んで書き戻すので、推論システムは RoPE を前後のカーネルに融合するか、その融合をコンパイラに任せます。
 #
-# バイト数は数えた値、CPU での時間は計った値で、GPU での時間は予測です。
+# バイト数はキャッシュを考えないモデルで正確に数えた値、CPU での時間は計った値です。DRAM が実際に動かす量と GPU での時間は計っていません（GPU での時間は予測です）。
 # Triton カーネルの 1 行ずつの説明と、その PTX と SASS は、題に「カーネルを書く読者向け」と付いた「さらに詳しく」にあります。
 # デコードの 1 ステップでの読み込みの連鎖や、GPU での予測とそれを確かめるコマンドも同様です。
 
@@ -93,7 +95,7 @@ from torch.testing import assert_close
 
 from posenc import RotaryEmbedding, apply_rope, rope_frequencies
 from posenc.rope_triton import apply_rope_triton
-from posenc_lab import RECORDS, record_path
+from posenc_lab import RECORDS, gpu_bench, record_path
 from posenc_lab.plotting import use_site_style
 from posenc_lab.references import (
     hf_apply_rotary,
@@ -109,6 +111,14 @@ records = {
     n: json.loads(record_path(f"cpu-rope-{n}").read_text())
     for n in ("1-thread", "2-threads")
 }
+# Llama 3 8B's attention: query heads, key heads, head size, rotated features
+n_q, n_k, d, r = 32, 8, 128, 128
+
+
+def beta_fused(e):
+    """Bytes per element of the fused kernel, elements of e bytes."""
+    return 2 * e + (4 * r + 8) / ((n_q + n_k) * d)
+
 
 # %% [markdown] lang="en"
 # ## Bytes, not flops
@@ -171,8 +181,8 @@ records = {
 # then one `addcmul_` for each half, each reading the output and $x$ and writing the
 # output (the tables are counted apart):
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# In bfloat16 the floor is 4 and the eager formula moves 20; code that computes in
-# float32 and converts back moves more
+# In bfloat16 the floor is 4 and the eager formula moves 20, as does Meta's complex
+# product; `posenc`'s passes, which rotate in float32 and round once, move 22
 # ([the note below](#deeper-bfloat16-metas-complex-product-and-what-caches-do-to-the-count)).
 
 # %% [markdown] lang="ja"
@@ -188,7 +198,7 @@ records = {
 # 4 つの[一時テンソル](../docs/glossary.ja.md#temporary-tensor)を[実体化](../docs/glossary.ja.md#materialise)し、もう一度読むからです。
 # `posenc` の eager モードの `apply_rope` のように、`out=` と `addcmul_` で出力に直接書けば、一時テンソルはなくなります。それでも 3 回のパスが必要です。テンソル全体に $c$ を掛けるパスと、半分ずつの `addcmul_` が 2 回で、`addcmul_` はそれぞれ出力と $x$ を読んで出力に書きます（表の分は別に数えます）。
 # $$\beta_{\mathrm{posenc}} = (4+4) + \tfrac{1}{2}(4+4+4) + \tfrac{1}{2}(4+4+4) = 20$$
-# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。float32 で計算して元の型に戻すコードは、さらに多くのバイトを動かします（[下の「さらに詳しく」](#deeper-bfloat16-と-meta-の複素数の掛け算キャッシュで変わる実際のバイト数)）。
+# bfloat16 では下限が 4 バイトで、Hugging Face の式は 20 バイトを動かします。Meta の複素数の掛け算も 20 バイトです。float32 で回転させて 1 回だけ丸める `posenc` のパスは 22 バイトを動かします（[下の「さらに詳しく」](#deeper-bfloat16-と-meta-の複素数の掛け算キャッシュで変わる実際のバイト数)）。
 
 # %% tags=["check"] summary={"en": "the counts by operation, tables apart, in float32 and bfloat16, Meta's path included; transformers' own apply_rotary_pos_emb makes the same operations and bytes; the stored record was taken with the same counter", "ja": "表の分を除けば、演算ごとに数えた値は float32 と bfloat16 の両方で、Meta の参照実装も含めて本文どおりです。transformers の apply_rotary_pos_emb 自体も、演算とバイト数は同じです。計測記録の値は、同じカウンタで数え直した値と一致します"}
 import warnings
@@ -313,14 +323,6 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # `apply_rope` が 20 と 22 を上回るのは、ブロックごとに表を読み直すからです。
 
 # %% tags=["deeper", "figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数（保存した計測記録で数えた値）を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフです。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、それぞれ下限の 8、4 とほぼ同じ長さです。"]}
-n_q, n_k, d, r = 32, 8, 128, 128
-
-
-def beta_fused(e):
-    """Bytes per element of the fused kernel: the formula above."""
-    return 2 * e + (4 * r + 8) / ((n_q + n_k) * d)
-
-
 names = ["floor", "hf_formula", "complex", "apply_rope", "rotary_embedding"]
 cases = records["1-thread"]["cases"]
 fig, ax = plt.subplots(figsize=(6.4, 2.3))
@@ -672,13 +674,14 @@ assert_close(dk, ek)
 # ## Where production systems fuse RoPE
 #
 # A fused RoPE kernel still reads $q$ and $k$ and writes them back for the next kernel
-# to read again, so production systems fold RoPE into a neighbouring kernel:
+# to read again, so production systems fold it into a neighbouring kernel where they
+# can, or leave the fusing to a compiler; some still run it as a kernel of its own:
 #
 # | system | where RoPE runs |
 # |---|---|
 # | vLLM | compiled (the default): the PyTorch formula, fused by Inductor with its neighbours; eager: its own CUDA kernel, in place |
 # | FlashInfer | its own kernel, in place; fused with quantisation and the append to a paged [KV cache](../docs/glossary.md#kv-cache); or inside attention |
-# | FlashAttention 2 | inside the attention kernel, as it appends the new keys to the KV cache and loads the queries |
+# | FlashAttention 2 | with `flash_attn_with_kvcache`: inside the attention kernel, as it appends the new keys to the KV cache and loads the queries |
 # | Liger Kernel | its own Triton kernel, one program per token, in place |
 #
 # Each system's functions, and how it stores cos and sin, are in
@@ -688,13 +691,13 @@ assert_close(dk, ek)
 # ## 実際のシステムは RoPE をどこで融合しているか
 #
 # RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため実運用のシステムは、RoPE を前後どちらかのカーネルに組み込みます。
+# そのため推論システムは、できるところでは RoPE を前後のカーネルに融合するか、融合をコンパイラに任せます。RoPE を専用のカーネルで実行するシステムもあります。
 #
 # | システム | RoPE を実行する場所 |
 # |---|---|
 # | vLLM | 既定のコンパイルモードでは PyTorch の式で、Inductor が前後の演算と融合。eager モードでは専用の CUDA カーネルがインプレースで回転 |
 # | FlashInfer | 専用のカーネルでインプレース。量子化した、ページ単位の [KV キャッシュ](../docs/glossary.ja.md#kv-cache)への追加と融合するか、アテンションの中で回転 |
-# | FlashAttention 2 | アテンションのカーネルの中で、新しいキーを KV キャッシュに追加するときと、クエリを読み込むときに回転 |
+# | FlashAttention 2 | `flash_attn_with_kvcache` では、アテンションのカーネルの中で、新しいキーを KV キャッシュに追加するときと、クエリを読み込むときに回転 |
 # | Liger Kernel | 専用の Triton カーネル。トークン 1 つにプログラム 1 つ、インプレース |
 #
 # 各システムの関数と、cos と sin の持ち方は、[下の「さらに詳しく」](#deeper-各システムの入口の関数とcos-と-sin-の表の持ち方カーネルを書く読者向け)にまとめます。
@@ -879,8 +882,8 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # kernel must load the position before it can load the table row at that position, two
 # trips to memory in a row, and Hugging Face's eager formula launches about ten small
 # kernels a layer for RoPE alone. So capture the step in a CUDA graph or compile it first;
-# folding RoPE into the QKV projection or into attention, as the systems above do,
-# removes its kernel altogether
+# folding RoPE into the cache write or into attention, as FlashInfer and
+# FlashAttention do, removes its kernel altogether
 # ([the note below](#deeper-for-kernel-writers-the-decode-chain-and-the-launches)).
 
 # %% [markdown] lang="ja"
@@ -888,7 +891,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。bfloat16 の $q$ と $k$ を読んで書いても 20 KiB で、毎秒 4.8 TB なら 4 ns です。
 # 時間を決めるのはレイテンシです。カーネルは位置を読み込むまで、その位置の表の行を読み込めないので、メモリとの往復が 2 回続きます。さらに Hugging Face の eager モードの式は、RoPE だけで層あたり約 10 個の小さなカーネルを起動します。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。上のシステムのように RoPE を QKV の射影かアテンションに組み込めば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードでの読み込みの連鎖とカーネルの起動カーネルを書く読者向け)）。
+# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。FlashInfer や FlashAttention のように RoPE をキャッシュへの書き込みかアテンションに融合すれば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードでの読み込みの連鎖とカーネルの起動カーネルを書く読者向け)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: for kernel writers, the decode chain and the launches.**
@@ -914,9 +917,9 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # above). Then, in this model, each kernel
 # costs a fixed amount plus its round trips. Programmatic dependent launch can hide part
 # of the chain (the position and the row do not depend on the kernel before); fusion
-# into the QKV projection's epilogue (where a matrix product writes its result) or
-# attention's prologue (where it loads its inputs), as the systems above do, removes
-# the kernel altogether.
+# into the QKV projection's epilogue (where a matrix product writes its result), which
+# none of the systems above does, or attention's prologue (where it loads its inputs),
+# as FlashAttention does, removes the kernel altogether.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：デコードでの読み込みの連鎖とカーネルの起動（カーネルを書く読者向け）**
@@ -1193,8 +1196,9 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # ## Predicted on a GPU, and how to measure it
 #
 # Nothing here was measured on a GPU: GPU times are predictions of the byte model and
-# of assumed latencies. For Llama 3 8B in bfloat16 on an H200, a 4096-token prefill
-# should take the fused kernel at least 15.3 µs, and RoPE should be 0.9% of a layer
+# of assumed latencies. For Llama 3 8B in bfloat16 on an H200, a cold 4096-token
+# prefill (q and k read from memory, not from L2) should take the fused kernel at
+# least 15.3 µs, and RoPE should be 0.9% of a layer
 # fused against 4.5% with Hugging Face's formula. `posenc_lab.gpu_bench` measures them;
 # [the note below](#deeper-for-kernel-writers-the-gpu-predictions-and-the-commands-that-test-them)
 # gives each prediction, its basis and how to test it.
@@ -1203,7 +1207,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # ## GPU での予測と、その計り方
 #
 # この章では GPU で何も計っていません。GPU での時間は、バイト数のモデルと仮定したレイテンシからの予測です。
-# H200 上の bfloat16 の Llama 3 8B では、4096 トークンのプリフィルで融合カーネルは 15.3 µs 以上かかるはずです。
+# H200 上の bfloat16 の Llama 3 8B では、4096 トークンのプリフィルを L2 ではなくメモリから読む場合（コールド）、融合カーネルは 15.3 µs 以上かかるはずです。
 # そのとき RoPE が層の時間に占める割合は、融合カーネルで 0.9%、Hugging Face の式で 4.5% のはずです。
 # `posenc_lab.gpu_bench` はこれらを計ります。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
 
@@ -1215,7 +1219,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # | prediction | basis | measure |
 # |---|---|---|
-# | 4096-token prefill: the fused kernel takes at least 15.3 µs, and about 1.03 times the Triton copy's time | at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s; 4.1 bytes per element against the copy's 4 | `triton`'s time and `ratio_to_triton_copy` in `prefill-4096-bfloat16` |
+# | cold 4096-token prefill: the fused kernel takes at least 15.3 µs, and about 1.03 times the Triton copy's time | at least 73.4 MB of a call's 83.9 MB from memory at 4.8 TB/s; 4.1 bytes per element against the copy's 4 | `triton`'s time and `ratio_to_triton_copy` in `prefill-4096-bfloat16` |
 # | there RoPE is 0.9% of a layer fused, 4.5% with Hugging Face's formula | 4.1 and 20.2 bytes per element at 4.8 TB/s; the layer's flops at 989 TFLOP/s | `triton`, `eager_formula`; the layer from a profile |
 # | one decode token in a model: the fused kernel takes about 1.2 µs longer than the Triton copy | position and row from HBM then $k$ from L2 ($2 \cdot 600 + 200$ ns) against the copy's one L2 trip; latencies assumed | `single_launch`'s `cold_table_us` in `decode-1-bfloat16`, `triton`'s minus `triton_copy`'s |
 # | eager decode: a layer's 40 operations, about a kernel each, take 200 µs of host time against 91 µs of device time; RoPE's ten are a quarter | 5 µs of host time a launch, assumed; 436 MB of weights at 4.8 TB/s | `eager_formula`'s `host_median_us` |
@@ -1239,7 +1243,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # | 予測 | 根拠 | 計り方 |
 # |---|---|---|
-# | 4096 トークンのプリフィル：融合カーネルの時間は 15.3 µs 以上で、Triton のコピーの約 1.03 倍 | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす。成分あたり 4.1 バイト（コピーは 4 バイト） | `prefill-4096-bfloat16` の `triton` の時間と `ratio_to_triton_copy` |
+# | コールドの 4096 トークンのプリフィル：融合カーネルの時間は 15.3 µs 以上で、Triton のコピーの約 1.03 倍 | 呼び出しあたり 83.9 MB のうち少なくとも 73.4 MB をメモリから毎秒 4.8 TB で動かす。成分あたり 4.1 バイト（コピーは 4 バイト） | `prefill-4096-bfloat16` の `triton` の時間と `ratio_to_triton_copy` |
 # | そのとき RoPE は層の時間の 0.9%（融合）、4.5%（Hugging Face の式） | 成分あたり 4.1 バイトと 20.2 バイトを毎秒 4.8 TB で動かす。層の演算は毎秒 989 兆 flop | `triton` と `eager_formula`。層の時間はプロファイルから |
 # | 実際のモデルの中でのデコード（トークン 1 つ）：融合カーネルは Triton のコピーより約 1.2 µs 長くかかる | 位置と行を HBM から、$k$ を L2 から読む（$2 \cdot 600 + 200$ ns）。コピーは L2 への往復 1 回（レイテンシは仮定） | `decode-1-bfloat16` の `single_launch` の `cold_table_us` で、`triton` から `triton_copy` を引いた値 |
 # | eager モードのデコード：層の 40 個の演算（それぞれほぼカーネル 1 つ）の起動にホストで 200 µs かかり、デバイスの 91 µs より長い。RoPE の 10 個はその 4 分の 1 | 起動 1 回にホストで 5 µs（仮定）。436 MB の重みを毎秒 4.8 TB で読む | `eager_formula` の `host_median_us` |
@@ -1251,8 +1255,6 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # 実行で否定できるのは下限だけです。比と 1.2 µs（CUDA のイベントが分解できる約 0.5 µs に近い値）は見込みです。
 
 # %% tags=["deeper", "check"] summary={"en": "a guard, not evidence: the numbers in the text match the two measurement records and the GPU benchmark's settings", "ja": "証拠ではなく、数値のずれを防ぐための確認です。本文の数値が 2 つの計測記録と GPU ベンチマークの設定に一致することを確かめます"}
-from posenc_lab import gpu_bench
-
 RECORDS_TEXT = "update the claims of 'What the CPU records show'"
 
 
@@ -1316,8 +1318,9 @@ p = gpu_cases["prefill-4096-bfloat16"]
 assert (p.n_q, p.n_k, p.seq, p.head_dim, p.number) == (32, 8, 4096, 128, 5)
 assert gpu_bench.pool_size(p, 50 * 2**20) == 5  # five distinct pairs
 assert round(p.bytes_per_call() / 1e6, 1) == 83.9
-beta_fused = 2 * 2 + (4 * p.head_dim + 8) / ((p.n_q + p.n_k) * p.head_dim)
-assert round(beta_fused, 1) == 4.1 and round(beta_fused / 4, 2) == 1.03
+beta_bf16 = 2 * 2 + (4 * p.head_dim + 8) / ((p.n_q + p.n_k) * p.head_dim)
+assert round(beta_bf16, 1) == 4.1 and round(beta_bf16 / 4, 2) == 1.03
+assert beta_bf16 == beta_fused(2)  # the benchmark's shapes are the chapter's
 at_least = gpu_bench.dram_bytes_at_least(p, 50 * 2**20)
 assert (
     round(at_least / 1e6, 1) == 73.4
@@ -1365,10 +1368,12 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #   floor of 8: each operation writes a temporary that the next reads back.
 # - A fused kernel reads the cos/sin row once per token for all its heads: 8.1 bytes in
 #   float32, 4.1 in bfloat16.
-# - Serving systems fold RoPE into the projection, the cache write or attention, to
-#   save even that one pass.
+# - Serving systems fold RoPE into the cache write or attention (FlashInfer,
+#   FlashAttention) or leave the fusing to a compiler (vLLM's default), to save even
+#   that one pass; some run it as a kernel of its own (Liger).
 # - A decode step costs latency: dependent loads and kernel launches. Capture it in a
-#   CUDA graph or compile it first.
+#   CUDA graph or compile it first (the Triton kernel with `check_positions=False`: its
+#   default check reads the positions back to the host).
 # - On a CPU the byte count separates one pass from several but does not predict time.
 # - Times on a GPU are predictions until `posenc_lab.gpu_bench` has run on one.
 
@@ -1378,8 +1383,8 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数え方が正しいかをコードで確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイトを要求します。下限 8 バイトの 5 倍で、演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。
 # - 融合カーネルは cos と sin の表の行をトークンごとに 1 回だけ読み、すべてのヘッドに使います。float32 で 8.1 バイト、bfloat16 で 4.1 バイトです。
-# - 推論システムは RoPE を射影、キャッシュへの書き込み、アテンションのいずれかに組み込み、その 1 回のパスさえ省きます。
-# - デコードの 1 ステップで時間を決めるのは帯域幅ではなくレイテンシ、つまり前の読み込みを待つ読み込みとカーネルの起動です。最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです。
+# - 推論システムは、その 1 回のパスさえ省きます。RoPE をキャッシュへの書き込みかアテンションに融合するか（FlashInfer、FlashAttention）、融合をコンパイラに任せます（vLLM の既定）。専用のカーネルで実行するものもあります（Liger）。
+# - デコードの 1 ステップで時間を決めるのは帯域幅ではなくレイテンシ、つまり前の読み込みを待つ読み込みとカーネルの起動です。最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです（既定の範囲チェックは位置をホストに読み戻すので、Triton カーネルは `check_positions=False` で呼びます）。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。
 

@@ -29,7 +29,7 @@
 #
 # [「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の式は、ライブラリごとに少しずつ違う形で実装されています。
 # これらの違いから学べる教訓は、実は 1 つだけです。このページでは、論文の表で[トイモデル](../docs/glossary.ja.md#toy-model)を学習し、ほかの変種の表で動かしてその教訓を確かめます。
-# 続いて変種の一覧表（それぞれを再現する `posenc` の引数付き）を示し、最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
+# 続いて、各変種を再現する `posenc` の引数を添えた一覧表を示します。最後に、変種ではなく本当のバグと言える唯一の例を取り上げます。
 # どの読者にも必要なのは最初の 2 つの節です。一覧表は、チェックポイントを読み込んだり移植したりするときに役立ちます。
 # 記号は[記法のページ](../docs/notation.ja.md)に従い、ペアは $n = d/2$ 組、その周波数は $\omega_i$、列の番号は $j$、位置は $p$ です。
 
@@ -69,7 +69,7 @@ F64 = torch.float64
 #
 # モデルが見るのは式ではなく、トークンの埋め込みに足されるベクトルだけで、重みはそのベクトルに合わせて学習されます。
 # 同じ式を実装した 2 つのライブラリでも、足すベクトルは違うことがあります。
-# 次のセルでは、$d = 8$ での位置 3 のベクトルを、labml の方法（論文と同じ並べ方）と AllenNLP の方法（tensor2tensor と同じ並べ方）で計算します。
+# 下に、$d = 8$ での位置 3 のベクトルを 2 通りに計算して示します。labml は論文と同じ並べ方で、AllenNLP は tensor2tensor と同じ並べ方で計算します。
 
 # %%
 three = torch.tensor([3])  # position 3, d = 8
@@ -182,7 +182,7 @@ plt.show()
 # キーとバリューも同じです。
 # したがって[チェックポイント](../docs/glossary.ja.md#checkpoint)は、重みを並べ替えれば厳密に変換できます。
 # しかし、重みを並べ替えずに別の配置で読み込むと、モデルは学習で一度も見なかった入力を受け取り、アテンションスコアが変わります。
-# 下の表のどの行にも同じ教訓が当てはまります。それが学習済みのモデルにどれだけ響くかを、次の節で測ります。
+# 下の一覧表のどの行にも、これと同じ教訓が当てはまります。重みをそのままにして別の変種で読み込むと学習済みのモデルがどれだけ損をするかは、次の節で測ります。
 
 # %% tags=["check"] summary={"en": "with the weights permuted alike, the two layouts give the same outputs; without, scores differ", "ja": "重みも並べ替えれば 2 つの配置の出力は一致し、そのままではスコアが変わります"}
 T, d, d_h = 6, 16, 8
@@ -340,11 +340,11 @@ print(f"answer at p is the token at T - 5 - p: {hits.double().mean():.3f}")
 # different denominator cannot be converted: its frequencies differ.
 
 # %% [markdown] lang="ja"
-# 位置 $p$ のクエリは $p + 2$ のエンコーディングを持つので、$T - 1 - (p + 2)$ のエンコーディングを持つキーを探します。そのキーは位置 $T - 5 - p$ にあります。このキーが存在する最初の 12 個の位置（16 個のうち）では、答えはすべて 4 つずれ、しかも学習済みのモデルらしく自信を持って返されます。
-# 配置の違いは、上の式のとおりに重みを並べ替えれば厳密に変換できます。
-# 出力の射影を持たないこのトイモデルでは、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読むすべての重みの入力の列と、トークンの表とバリューがストリームに書き込む座標を並べ替えます。
+# 位置 $p$ のクエリは $p + 2$ のエンコーディングを持つので、$T - 1 - (p + 2)$ のエンコーディングを持つキーを探します。そのキーは位置 $T - 5 - p$ にあります。16 個の位置のうち、このキーが存在する最初の 12 個では、答えがすべて 4 つずれます。しかもモデルはその答えを、学習済みのモデルらしい高い確信度で返します。
+# 配置が違うだけなら、上の式のとおりに重みを並べ替えれば、チェックポイントを厳密に変換できます。
+# 出力の射影を持たないこのトイモデルで並べ替えるのは、[残差ストリーム](../docs/glossary.ja.md#residual-stream)を読むすべての重み行列の入力側の列と、トークンの表とバリューがストリームに書き込む座標です。
 # 完全な Transformer では、ストリームに関わるすべての行列を並べ替えます（[上の「さらに詳しく」](#deeper-チェックポイントの変換とtensor2tensor-の経緯)）。
-# 分母の違いは変換できません。周波数そのものが違うからです。
+# 分母が違う場合は変換できません。周波数そのものが違うからです。
 
 # %%
 perm = layout_permutation(d)  # concatenated column c = interleaved perm[c]
@@ -362,7 +362,7 @@ with torch.no_grad():
 print(f"converted, under the concatenated table: {accuracy(converted):.3f}")
 
 
-# %% tags=["check"] summary={"en": "the converted model's logits are the trained one's; over five seeds the swaps score as stated; from scratch every table learns; the shifted model answers four places off", "ja": "変換したモデルのロジットは学習済みのモデルと一致します。5 つのシードで差し替えの結果は本文どおりで、一から学習すればどの表でも課題を解けます。ずらしたモデルの答えは 4 つずれます"}
+# %% tags=["check"] summary={"en": "the converted model's logits are the trained one's; over five seeds the swaps score as stated; from scratch every table learns; the shifted model answers four places off", "ja": "変換したモデルのロジットは、元のモデルのロジットと一致します。5 つのシードで差し替えの結果は本文どおりで、一から学習すればどの表でも課題を解けます。ずらしたモデルの答えは 4 つずれます"}
 check_tokens, _ = batch(torch.Generator().manual_seed(4), size=100)
 with torch.no_grad():
     assert_close(
@@ -425,7 +425,7 @@ assert first_above_1 == 46
 #
 # | 違い | どの実装がどうするか | 問題になる場面と影響の大きさ | `posenc` では |
 # |---|---|---|---|
-# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | 読み込み：重みも並べ替えれば問題なし。中身は同じ数で、順番だけが違う | `layout="interleaved"`（既定値）か `"concat"` |
+# | 配置 | インターリーブ配置：論文、labml。連結配置：tensor2tensor、fairseq、AllenNLP | 読み込み：重みも並べ替えれば問題なし。中身は同じ数で、違いは順番だけ | `layout="interleaved"`（既定値）か `"concat"` |
 # | 指数を $n$ で割るか $n-1$ で割るか | $n$：論文、labml。$n-1$：tensor2tensor、fairseq、AllenNLP | 読み込み：$p < 2048$ で成分の差は最大 1.9895、$p = 732$ から 1 を超える | `endpoint=False`（既定値）か `True` |
 # | 奇数の $d$ で余る列 | 0 の列：tensor2tensor、fairseq、AllenNLP。孤立した正弦：XLM、Marian。labml はエラー | 読み込み：$d$ 列のうち 1 列。孤立した正弦には回転の性質が成り立たない点にも注意 | 0 の列。孤立した正弦は、次元数 $d+1$、底 $10000^{(d+1)/d}$ の先頭 $d$ 列 |
 # | 最初の位置 | fairseq は実トークンを `padding_idx + 1` から数えるので、トークン $t$ には $PE(t+2)$ が足される | 読み込み：足すベクトルが 6.95 の距離だけ移動（ノルムは 16）。内積は不変 | fairseq の位置に `SinusoidalEmbedding(rows, d, padding_idx=1, layout="concat", endpoint=True)` |
@@ -481,7 +481,7 @@ assert first_above_1 == 46
 # `posenc` でいえば `SinusoidalPositionalEncoding(d, dropout=..., batch_first=False)` にあたります。
 # 入力は `[seq, batch, d]` で、埋め込みと位置エンコーディングの和にドロップアウトをかけます（論文の base モデルではドロップアウト率 0.1、§5.4）。
 # トークンの埋め込みに $\sqrt{d_{\text{model}}}$ を掛ける処理（§3.4）は、別のモジュール `EmbeddingsWithPositionalEncoding` にあります。
-# こちらは独自の表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
+# このモジュールは独自の表を `state_dict` に保存しますが、`PositionalEncoding` は保存しません。
 # AllenNLP の `SinusoidalPositionalEncoding(min_timescale=1.0, max_timescale=1.0e4)` は tensor2tensor に従っていて、
 # `posenc` でいえば `SinusoidalPositionalEncoding(d, layout="concat", endpoint=True)` にあたります。
 # 入力は `[batch, seq, d]` で、表を呼び出しのたびに作り直し、ドロップアウトはかけません。
@@ -651,7 +651,7 @@ assert_close(
 )
 
 
-# %% tags=["deeper", "check"] summary={"en": "transcribed, diffusers' default and GLIDE's function match posenc at fractional timesteps, GLIDE's with the cosines moved first", "ja": "書き起こした diffusers の関数（既定の設定）と GLIDE の関数は、小数のタイムステップでも posenc と一致します。GLIDE は余弦を先に移した表と一致します"}
+# %% tags=["deeper", "check"] summary={"en": "transcribed, diffusers' default and GLIDE's function match posenc at fractional timesteps, GLIDE's with the cosines moved first", "ja": "書き直した diffusers の関数（既定の設定）と GLIDE の関数は、小数のタイムステップでも posenc と一致します。GLIDE は余弦を先に移した表と一致します"}
 def timestep_embedding(t, d, shift=1.0, cos_first=False):
     """diffusers' get_timestep_embedding, transcribed: exp in float32,
     exponent / (n - shift), a zero column for odd d.
@@ -911,7 +911,7 @@ assert_close(pe_t.norm(dim=-1), norms)
 # $$|\mathrm{fl}_{32}(p\,\hat\omega_i) - p\,\omega_i| \le 2^{e-24} + p\,|\hat\omega_i - \omega_i|$$
 # $|\sin a - \sin b| \le |a - b|$ なので、エンコーディングの誤差は角度の誤差を超えません。なお、ペア 0 では $\omega_0 = 1$ と積 $p \cdot 1$ が厳密に表せるので、2 つの丸めをどちらも受けません。
 # 下の出力は、labml と同じく float32 で計算した $d = 512$ の場合です。$p = 2^{14}$、$2^{17}$、$2^{20}$ 付近での角度の誤差の最大値は 9.7e-04、7.8e-03、6.2e-02 です。
-# 誤差のおよそ半分ずつを 2 つの丸めが占め、誤差全体は図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えます。
+# 誤差は 2 つの丸めからおよそ半分ずつ生じ、図の階段 $2^{\lfloor \log_2 p \rfloor - 24}$ に沿って増えていきます。
 # `posenc` は最後の結果を 1 回丸めるだけなので、成分の誤差は 3.0e-08 にとどまります。
 # $2^{24}$ 未満では誤差は毎回同じなので、問題になるのはおもに実装を混ぜるときです。
 # 1 つのライブラリの中でも、大きな位置では回転の性質 $PE(p+k) = M_k\, PE(p)$ がこの誤差の範囲でしか成り立たず、内積は距離だけでは決まらなくなります。$2^{24}$ から先では $\mathrm{fl}_{32}(2^{24} + 1) = 2^{24}$ となり、位置が重なります。
@@ -1076,7 +1076,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # %% [markdown] lang="ja"
 # ## ただ 1 つの本当のバグ：指数に入った列の番号
 #
-# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版（2017 年 11 月に修正済みですが、コピーはほかに残っています）は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。
+# jadore801120 の `attention-is-all-you-need-pytorch` の初期の版は、列 $j$ の角度を $p/10000^{2j/d}$ と計算していました。2017 年 11 月に修正されましたが、このコードのコピーはほかにも残っています。
 # 論文ではペアの番号 $\lfloor j/2 \rfloor$ が入るところに、列の番号 $j$ が入っています。
 # その結果、列ごとに周波数が異なります。
 # $$\tilde\omega_j = 10000^{-2j/d}, \qquad j = 0, \dots, d-1$$
@@ -1303,7 +1303,7 @@ assert_close(wide(padded)[..., bug_columns(d)], reference[padded].float())
 #
 # 1. 奇数の $d$ でも `sinusoidal(p, d, layout="concat") == sinusoidal(p, d)[..., perm]` が
 #    厳密に成り立つよう、`layout_permutation` を拡張してください。0 の列はどこに行くでしょうか。
-# 2. $d = 128$、$512$、$2048$ のそれぞれで、$n$ 版と $n-1$ 版のエンコーディングが、
+# 2. $d = 128$、$512$、$2048$ のそれぞれで、$n$ で割る版と $n-1$ で割る版のエンコーディングが、
 #    どこかの成分で $0.1$ より大きく異なる最初の位置を求めてください。$d$ によってどう変わるでしょうか
 #    （ヒント：$\omega_i - \omega'_i$ の最大値を見てください）。
 # 3. 列ごとの指数を使った表について、$d = 64$ で $PE(p)\cdot PE(p)$ を $p$ に対して描いてください。
@@ -1469,7 +1469,7 @@ plt.show()
 # %% [markdown] lang="ja" tags=["solution"]
 # **解答 4.** bfloat16 の単位丸め誤差は $u = 2^{-8}$ で、$[2^e, 2^{e+1})$ の数は丸めで最大 $2^{e-8}$ だけ動きます。
 # 積の丸めだけで 0.5 ラジアンを超えるのは、間隔が $2$ になる $2^8 = 256$ 以上の角度だけです。
-# $\omega_0 = 1$ が厳密なペア 0 で最初に問題が起きるのは $p = 257$ です。257 という数自体、bfloat16 では表せません。
+# ペア 0 では $\omega_0 = 1$ が厳密なので、最初に問題が起きるのは $p = 257$ です。257 という数自体、bfloat16 では表せません。
 # しかし $\omega_i$ も bfloat16 に丸められるので、それぞれを 1 回ずつ丸めるときの上界は $(2u + u^2)\,p\,\omega_i \approx 2^{-7}\,p\,\omega_i$ になります（$p$ 自体を bfloat16 で厳密に表せる 256 までの話です）。
 # この上界で 0.5 ラジアン未満が保証されるのは $p < 64$ だけです。
 # 位置が 64 以上 257 未満のときに何が起きるかは各 $\omega_i$ の実際の丸め方によるので、測って確かめます。
@@ -1572,7 +1572,7 @@ print(
 #
 # 各ライブラリの説明は、参考文献に挙げたコミットとバージョンのコードに基づきます。
 # [「さらに詳しく：ライブラリを 1 つずつ見る」](#deeper-ライブラリを-1-つずつ見る)で照合した Hugging Face transformers の出力は、バージョン 5.24.0 で得たものです。
-# tensor2tensor の TensorFlow のコードは、ここでは書き起こしただけで、実行はしていません。
+# tensor2tensor の TensorFlow のコードは、ここで書き直しただけで、実行はしていません。
 # 参照した論文は arXiv 版です。
 #
 # ### 参考文献

@@ -35,7 +35,7 @@
 #
 # - RoPE のコストを決めるのは演算ではなく、動かすバイト数です。演算は成分あたり 3 flop だけですが、すべてのクエリとキーを 1 回読み、1 回書く必要があり、この量がバイト数の下限です。
 # - Hugging Face の eager モードの式は、下限の 5 倍のバイト数を要求します。演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。融合した 1 回のパスなら、ほぼ下限で済みます。
-# - 1 回のパスでも $q$ と $k$ を読んで書き戻すので、推論システムは RoPE を前後のカーネルに融合するか、その融合をコンパイラに任せます。
+# - 1 回のパスでも $q$ と $k$ を読んで書き戻すので、推論システムは RoPE を前後どちらかのカーネルに融合するか、その融合をコンパイラに任せます。
 #
 # バイト数はキャッシュを考えないモデルで正確に数えた値、CPU での時間は計った値です。DRAM が実際に動かす量と GPU での時間は計っていません（GPU での時間は予測です）。
 # Triton カーネルの 1 行ずつの説明と、その PTX と SASS は、題に「カーネルを書く読者向け」と付いた「さらに詳しく」にあります。
@@ -320,7 +320,7 @@ assert abs(counted - 40.4) < 0.05  # 40, and 0.4 for the tables
 # **さらに詳しく：計測記録による比較対象ごとのバイト数**
 #
 # 次の図に、保存した CPU の計測記録のバイト数を $\beta_{\mathrm{fused}}$ と並べて示します。
-# `apply_rope` が 20 と 22 を上回るのは、ブロックごとに表を読み直すからです。
+# `apply_rope` が float32 で 20、bfloat16 で 22 を上回るのは、ブロックごとに表を読み直すからです。
 
 # %% tags=["deeper", "figure"] alt={"en": ["Horizontal bar chart of bytes moved per element of q and k at Llama 3 8B's shapes, as counted in the stored record, float32 and bfloat16 bars side by side for each contender. hf_formula is longest (about 40 in float32, 20 in bfloat16), apply_rope and rotary_embedding about 23 in float32 and 25 in bfloat16, complex (float32 only) about 8, and the floor 8 in float32 and 4 in bfloat16; the fused kernel's formula gives 8.1 and 4.1, next to the floor's 8 and 4."], "ja": ["Llama 3 8B の形状で q と k の成分あたりに動かすバイト数（保存した計測記録で数えた値）を、比較対象ごとに float32 と bfloat16 の棒を並べて示した横棒グラフです。いちばん長いのは hf_formula（float32 で約 40、bfloat16 で約 20）です。apply_rope と rotary_embedding は float32 で約 23、bfloat16 で約 25 です。complex（float32 のみ）は約 8、下限（floor）は float32 で 8、bfloat16 で 4 です。融合カーネルの式の値 8.1 と 4.1 は、それぞれ下限の 8、4 とほぼ同じ長さです。"]}
 names = ["floor", "hf_formula", "complex", "apply_rope", "rotary_embedding"]
@@ -350,7 +350,7 @@ plt.show()
 # line.
 
 # %% [markdown] lang="ja"
-# 次のセルは、このカーネルを Triton で骨組みだけにしたものです。入力は形状 `(tokens, heads, d)` の連続したテンソルで、半分割配置、float32 に限ります。
+# 次のセルは、このカーネルを Triton で書き、骨組みだけを残したものです。入力は形状 `(tokens, heads, d)` の連続したテンソルで、半分割配置、float32 に限ります。
 # 1 行ずつの説明は[下の「さらに詳しく」](#deeper-カーネルを-1-行ずつ読むカーネルを書く読者向け)にあります。
 
 
@@ -402,7 +402,7 @@ table_sin = rope.sin_cached.contiguous()
 q_rot, k_rot = rope_fused(q, k, positions, table_cos, table_sin)
 print(f"{q.shape[0]} programs rotated q {tuple(q.shape)}, k {tuple(k.shape)}")
 
-# %% tags=["check"] summary={"en": "the small kernel rotates as apply_rope does, within tolerance, packed sequences included; counted lane by lane (a lane: one value of a block) and tensor by tensor in Triton's interpreter, it requests β_fused bytes per element at Llama 3 8B's shapes: q and k once each way, the table row once per token (lanes, not instructions, 32-byte sectors of a memory transfer or what DRAM moves)", "ja": "小さなカーネルは、位置が途中で 0 に戻る入力も含めて、apply_rope と許容誤差の範囲で同じ回転をします。Triton のインタプリタでレーン（ブロックの中の値 1 つ）ごと、テンソルごとに数えると、Llama 3 8B の形状で要求するバイト数は成分あたり β_fused です。q と k は読み書きそれぞれ 1 回、表の行はトークンごとに 1 回だけです（数えたのはレーンです。命令や、メモリ転送の 32 バイトの単位であるセクタ、DRAM が動かす量ではありません）"}
+# %% tags=["check"] summary={"en": "the small kernel rotates as apply_rope does, within tolerance, packed sequences included; counted lane by lane (a lane: one value of a block) and tensor by tensor in Triton's interpreter, it requests β_fused bytes per element at Llama 3 8B's shapes: q and k once each way, the table row once per token (lanes, not instructions, 32-byte sectors of a memory transfer or what DRAM moves)", "ja": "小さなカーネルは、複数の系列を詰めた入力（位置が途中で 0 に戻る）も含めて、apply_rope と許容誤差の範囲で同じ回転をします。Triton のインタプリタでレーン（ブロックの中の値 1 つ）ごと、テンソルごとに数えると、Llama 3 8B の形状で要求するバイト数は成分あたり β_fused です。q と k は読み書きそれぞれ 1 回、表の行はトークンごとに 1 回だけです（数えたのはレーンです。命令や、メモリ転送の 32 バイトの単位であるセクタ、DRAM が動かす量ではありません）"}
 import numpy as np
 from triton.runtime.interpreter import InterpreterBuilder
 
@@ -638,7 +638,7 @@ assert_close(dk, ek)
 # この使用量なら、SM の 65,536 個のレジスタに、bfloat16 では 8 つ、float32 では 7 つのプログラムが同時に収まります。
 # プログラムの読み込みは段階を追って進みます。bfloat16 では位置、表の行と $q$、$k$ の順なので、同時に転送中になるのは多くても行と $q$ の約 8.5 KiB です。float32 では、位置のあとに行と $q$ と $k$ をまとめて読むので、20.5 KiB になります。
 # したがって、SM に常駐する 8 つ（float32 では 7 つ）のプログラムのうちいくつかが読み込みの段階にあれば、11 KB をまかなえます。
-# ぎりぎりではなく、余裕を持って足ります。負荷がかかると HBM のレイテンシが伸び、必要なバイト数もそれにつれて増えるので、この余裕が要ります。
+# 見積もりでは余裕があり、ぎりぎりではありません。負荷がかかると HBM のレイテンシが伸び、必要なバイト数もそれにつれて増えるので、この余裕が要ります。
 # トークン 1 つにプログラム 1 つでも、プリフィルなら転送中のバイト数は足ります。ただし、常駐するプログラムの大半が位置の読み込みを待っていれば足りず、そうなるかどうかは GPU で実行しないとわかりません。
 # 転送中のバイト数をさらに増やせる設計は 2 つあります。
 # 1 つは、プログラムに複数のトークンを受け持たせることです（FlashInfer の cos と sin の表を使うカーネルはそうしています。後述）。
@@ -691,12 +691,12 @@ assert_close(dk, ek)
 # ## 実際のシステムは RoPE をどこで融合しているか
 #
 # RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため推論システムは、できるところでは RoPE を前後のカーネルに融合するか、融合をコンパイラに任せます。RoPE を専用のカーネルで実行するシステムもあります。
+# そのため推論システムは、できるところでは RoPE を前後どちらかのカーネルに融合するか、融合をコンパイラに任せます。RoPE を専用のカーネルで実行するシステムもあります。
 #
 # | システム | RoPE を実行する場所 |
 # |---|---|
 # | vLLM | 既定のコンパイルモードでは PyTorch の式で、Inductor が前後の演算と融合。eager モードでは専用の CUDA カーネルがインプレースで回転 |
-# | FlashInfer | 専用のカーネルでインプレース。量子化した、ページ単位の [KV キャッシュ](../docs/glossary.ja.md#kv-cache)への追加と融合するか、アテンションの中で回転 |
+# | FlashInfer | 専用のカーネルでインプレース。または、量子化の処理や、ページ化した [KV キャッシュ](../docs/glossary.ja.md#kv-cache)への追加と同じカーネルで回転。または、アテンションの中で回転 |
 # | FlashAttention 2 | `flash_attn_with_kvcache` では、アテンションのカーネルの中で、新しいキーを KV キャッシュに追加するときと、クエリを読み込むときに回転 |
 # | Liger Kernel | 専用の Triton カーネル。トークン 1 つにプログラム 1 つ、インプレース |
 #
@@ -891,7 +891,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # [デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)で回転させるのはトークン 1 つです。bfloat16 の $q$ と $k$ を読んで書いても 20 KiB で、毎秒 4.8 TB なら 4 ns です。
 # 時間を決めるのはレイテンシです。カーネルは位置を読み込むまで、その位置の表の行を読み込めないので、メモリとの往復が 2 回続きます。さらに Hugging Face の eager モードの式は、RoPE だけで層あたり約 10 個の小さなカーネルを起動します。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします。FlashInfer や FlashAttention のように RoPE をキャッシュへの書き込みかアテンションに融合すれば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードでの読み込みの連鎖とカーネルの起動カーネルを書く読者向け)）。
+# したがって、最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです。FlashInfer や FlashAttention のように RoPE をキャッシュへの書き込みかアテンションに融合すれば、RoPE のカーネルそのものがなくなります（[下の「さらに詳しく」](#deeper-デコードでの読み込みの連鎖とカーネルの起動カーネルを書く読者向け)）。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: for kernel writers, the decode chain and the launches.**
@@ -934,7 +934,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 #
 # 起動のコストは、さらに大きくなりえます。
 # eager モードでは、Hugging Face の Llama の 1 層が ATen の演算を 40 個実行し、そのうち 10 個が RoPE のものです。GPU では、それぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
-# したがって、まずステップを CUDA グラフでキャプチャするか、コンパイルします（[上の「実際のカーネルが加えるもの」](#deeper-カーネルを-1-行ずつ読むカーネルを書く読者向け)）。
+# したがって、最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです（[上の「実際のカーネルが加えるもの」](#deeper-カーネルを-1-行ずつ読むカーネルを書く読者向け)）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと、そのカーネル自身の往復の時間の和になります。
 # 連鎖の一部は CUDA の programmatic dependent launch（PDL）で隠せます（位置と表の行は、前のカーネルの結果を待たずに読めます）。カーネルそのものをなくすには、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合します。
 
@@ -1114,7 +1114,7 @@ print(
 # %% [markdown] lang="ja"
 # ## CPU の計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で、float32 で 1024 トークンを[プリフィル](../docs/glossary.ja.md#prefill)する時間を比較対象ごとに CPU で計ります。
+# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で 1024 トークンを float32 のまま[プリフィル](../docs/glossary.ja.md#prefill)する時間を、比較対象ごとに CPU で計ります。
 # 表の値は、その時間を 1 回のパスの下限 `torch.mul(x, 2.0, out=...)` の時間で割った比です。
 # 「/」の左が 1 スレッド、右が 2 スレッドです。
 # `complex` は Meta の実装、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile` した `RotaryEmbedding` です。
@@ -1209,7 +1209,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # この章では GPU で何も計っていません。GPU での時間は、バイト数のモデルと仮定したレイテンシからの予測です。
 # H200 上の bfloat16 の Llama 3 8B では、4096 トークンのプリフィルを L2 ではなくメモリから読む場合（コールド）、融合カーネルは 15.3 µs 以上かかるはずです。
 # そのとき RoPE が層の時間に占める割合は、融合カーネルで 0.9%、Hugging Face の式で 4.5% のはずです。
-# `posenc_lab.gpu_bench` はこれらを計ります。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
+# `posenc_lab.gpu_bench` は、これらを計るためのベンチマークです。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: for kernel writers, the GPU predictions and the commands that test

@@ -471,8 +471,8 @@ assert first_above_1 == 46
 # $p = 0$ it would need $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ (the argument of
 # [The sine alone is not enough](01-sinusoidal.ipynb#the-sine-alone-is-not-enough)).
 # jadore801120, XLM, DistilBERT and Marian form the angles in NumPy's float64; the
-# others in float32. Cosines first, in the diffusion models, is one more column
-# permutation, to which a checkpoint is tied like any other.
+# others in float32. Cosines first, as in GLIDE and in diffusers with
+# `flip_sin_to_cos=True`, is one more column permutation, to which a checkpoint is tied like any other.
 
 # %% [markdown] lang="ja" tags=["deeper"]
 # **さらに詳しく：ライブラリを 1 つずつ見る**
@@ -507,7 +507,7 @@ assert first_above_1 == 46
 # 列 $j$ の角度を $p/10000^{2\lfloor j/2 \rfloor/d}$ とする列ごとの式では、対になる余弦のない正弦が残ります。$d = 7$ では $\sin(p \cdot 10000^{-6/7})$ です。
 # どんな $1 \times 1$ のブロック $c$ を掛けても、この正弦を、位置を一定の幅だけ先へずらした値には移せません。$p = 0$ では $c \sin 0 = \sin(k \cdot 10000^{-6/7}) \ne 0$ が必要ですが、左辺は常に 0 だからです（[「正弦波位置エンコーディング」](01-sinusoidal.ipynb)の章の[「正弦だけでは足りない」](01-sinusoidal.ipynb#正弦だけでは足りない)の節と同じ議論です）。
 # jadore801120、XLM、DistilBERT、Marian は NumPy の float64 で角度を作り、ほかは float32 で作ります。
-# 拡散モデルが余弦を先に置くのも列の並べ替えの一種で、チェックポイントはほかの並べ替えと同様、この並び順に縛られます。
+# GLIDE や、`flip_sin_to_cos=True` を指定した diffusers のように余弦を先に置くのも列の並べ替えの一種で、チェックポイントはほかの並べ替えと同様、この並び順に縛られます。
 
 
 # %% tags=["deeper", "check"] summary={"en": "labml's arithmetic in float32 equals posenc's module; dropout zeroes or scales by 1/0.9", "ja": "float32 で計算した labml の結果は posenc のモジュールと一致します。ドロップアウトは各成分を 0 にするか 1/0.9 倍にします"}
@@ -1067,8 +1067,9 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # reversal toy trained with the buggy table puts 0.944 of the tokens in place after
 # the same 301 updates (0.94 to 0.97 over five seeds), where every variant above
 # reaches 1.000: it learns more slowly (seed 0 reaches 1.000 after 600 updates). A
-# table with the same stretched spectrum whose pairs keep their sine and cosine
-# (base $10^8$) learns in 301, so here the broken pairs, not the spectrum, slow it.
+# table whose frequencies span the same stretched range but whose pairs keep their
+# sine and cosine (base $10^8$) learns in 301 on three seeds, so here the broken
+# pairs, not the range of frequencies, slow it.
 # `posenc` reproduces the bug for tests: the
 # columns $2j + (j \bmod 2)$ of `sinusoidal(p, 2 * d, base=10000.0**2)`, and the early
 # version's zero padding row with `padding_idx=0`.
@@ -1086,7 +1087,7 @@ assert 1e-7 < enc_err[0] < 3e-7 and 4e-2 < enc_err.max() < 6e-2
 # $d = 16$ で $PE(p)$ から $PE(p+3)$ への線形写像を[最小二乗](../docs/glossary.ja.md#least-squares)であてはめると、最良のものでも相対誤差は 0.22 残ります。論文のエンコーディングでは 1e-12 未満です。
 # 壊れるのはこのエンコーディングの土台の性質なので、一から学習する場合にも差が出ます。
 # バグのある表で反転の課題を学習すると、同じ 301 回の更新のあとで正しい位置に置けるトークンの割合は 0.944 です（5 つのシードで 0.94〜0.97）。上の変種はどれも 1.000 に達します。バグのある表では学習が遅いのです（シード 0 は 600 回の更新で 1.000 に達します）。
-# スペクトルは同じように引き伸ばしたまま、ペアの正弦と余弦をそろえた表（底 $10^8$）は 301 回で学習できるので、ここで学習を遅らせているのはスペクトルではなく、壊れたペアです。
+# 周波数の範囲は同じように引き伸ばしたまま、ペアの正弦と余弦をそろえた表（底 $10^8$）は、3 つのシードのどれでも 301 回で学習できます。ここで学習を遅らせているのは周波数の範囲ではなく、壊れたペアです。
 # `posenc` はテスト用にこのバグを再現できます。`sinusoidal(p, 2 * d, base=10000.0**2)` の列 $2j + (j \bmod 2)$ を取り出し、初期の版のパディング用の 0 の行は `padding_idx=0` で作ります。
 
 

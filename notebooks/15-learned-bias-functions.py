@@ -817,7 +817,8 @@ assert cope_accuracy == 1.0
 print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 
 # %% [markdown] lang="en"
-# One head with a bias by token distance cannot do this, whatever its values. In A the target `!`
+# One head with a bias by token distance, whose content scores treat all end marks
+# alike, cannot do this, whatever its values. In A the target `!`
 # is 5 tokens back and a `?` 7; in B it is the other way round. With content scores
 # that treat all end marks alike, A needs $b(5) > b(7)$ and B needs $b(7) > b(5)$.
 # A table of 47 values, one per distance, was trained with the same content scores
@@ -826,7 +827,7 @@ print(f"CoPE head: {cope_accuracy:.0%} of 1000 inputs")
 # run with one seed, that is a lower bound on what such a table can reach.
 
 # %% [markdown] lang="ja"
-# トークンの距離によるバイアスを持つヘッド 1 つでは、値をどう選んでもこれはできません。
+# 内容のスコアがどの文末の記号も同じに扱うなら、トークンの距離によるバイアスを持つヘッド 1 つでは、値をどう選んでもこれはできません。
 # A では答えの `!` が 5 トークン前、`?` が 7 トークン前にあり、B ではその逆です。
 # 文末の記号を区別しない内容のスコアでは、A には $b(5) > b(7)$、B には $b(7) > b(5)$ が必要です。
 # 距離ごとに 1 つ、計 47 個の値を持つバイアスの表を、内容のスコアは同じにしてランダムな入力で学習しました（Adam、512 個の入力、200 ステップ）。
@@ -1146,7 +1147,8 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # in only if the kernel can compute each entry from what it holds, as FlexAttention's
 # `score_mod(score, batch, head, q_idx, kv_idx)` makes explicit. Otherwise a dense
 # $[h, q, k]$ bias must be read from memory: 64 GiB per sequence and layer call for 32
-# heads and 32768 tokens in bfloat16. One value per head and distance takes 4 MiB.
+# heads and 32768 tokens in bfloat16. One value per head and distance, in both
+# directions, takes 4 MiB (2 MiB for a causal decoder).
 #
 # | family | the bias depends on | a decode step needs | in a fused kernel |
 # |---|---|---|---|
@@ -1164,7 +1166,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 #
 # KV キャッシュを使う[デコードの 1 ステップ](../docs/glossary.ja.md#decode-step)では、新しいクエリ 1 つをキャッシュ済みの $k$ 個のキーに対して計算します。この 1 行のバイアスに何が要るでしょうか。
 # 融合アテンションカーネル（FlashAttention など）は $q \times k$ のスコアを[実体化](../docs/glossary.ja.md#materialise)しません。組み込めるのは、各成分を手元の情報から計算できるバイアスだけです。FlexAttention の `score_mod(score, batch, head, q_idx, kv_idx)` はこの条件を明示しています。
-# そうでないバイアスは、$[h, q, k]$ の密な形でメモリから読む必要があります。32 ヘッド、32768 トークンの bfloat16 では、このバイアスは 1 系列、1 層の呼び出しあたり 64 GiB です。ヘッドと距離ごとに値を 1 つ持つだけなら 4 MiB で済みます。
+# そうでないバイアスは、$[h, q, k]$ の密な形でメモリから読む必要があります。32 ヘッド、32768 トークンの bfloat16 では、このバイアスは 1 系列、1 層の呼び出しあたり 64 GiB です。ヘッドと距離ごとに値を 1 つ持つだけなら、両方向で 4 MiB（因果的なデコーダなら 2 MiB）で済みます。
 #
 # | 手法 | バイアスが依存するもの | デコードの 1 ステップに必要なもの | 融合カーネルでは |
 # |---|---|---|---|
@@ -1176,10 +1178,11 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 #
 # CoPE では、デコードの 1 ステップごとにキャッシュ済みのキーの位置がそれぞれ違う量だけ動くので、位置に関するものは何もキャッシュできません。
 
-# %% tags=["check"] summary={"en": "64 GiB against 4 MiB; KerpleBias.score_mod, run by flex_attention for 3 queries on 10 keys, matches the dense bias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB です。KerpleBias.score_mod を flex_attention でクエリ 3 個、キー 10 個に使うと、密なバイアスと一致します。L を超えると、FIRE の次のクエリの引数のうち前のクエリと共通するのは値 0（距離 0）だけです。CoPE のバイアスは後ろのスコアに依存します"}
+# %% tags=["check"] summary={"en": "64 GiB against 4 MiB (2 MiB causal); KerpleBias.score_mod, run by flex_attention for 3 queries on 10 keys, matches the dense bias; beyond L, FIRE's next query shares only the argument 0; CoPE's bias depends on later scores", "ja": "密なバイアスは 64 GiB、距離ごとなら 4 MiB（因果的なら 2 MiB）です。KerpleBias.score_mod を flex_attention でクエリ 3 個、キー 10 個に使うと、密なバイアスと一致します。L を超えると、FIRE の次のクエリの引数のうち前のクエリと共通するのは値 0（距離 0）だけです。CoPE のバイアスは後ろのスコアに依存します"}
 GiB, MiB = 2**30, 2**20
 assert 32 * 32768**2 * 2 == 64 * GiB  # dense [h, q, k] bias, bfloat16
 assert 32 * (2 * 32768 - 1) * 2 < 4 * MiB  # one value per head and distance
+assert 32 * 32768 * 2 == 2 * MiB  # causal: the distances 0 .. 32767 only
 
 torch.manual_seed(7)
 kerple = KerpleBias(4, kind="log")

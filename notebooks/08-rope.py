@@ -406,7 +406,7 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 #
 # $R_m$ has $d^2$ entries but at most $2d$ of them differ from $0$, so no library
 # builds it. Pair $i$ maps $(x_{2i}, x_{2i+1})$ to
-# $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$,
+# $$\big(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ \ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i\big)$$
 # which for all pairs at once is (RoFormer, eq. 34)
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
 # a copy of $x$ with each pair swapped and one sign flipped, and two elementwise
@@ -421,8 +421,8 @@ for m, n in [(0, 3), (5, 2), (40, 41), (1000, 7)]:
 # ## 行列を使わずに：成分ごとの積 2 つ
 #
 # $R_m$ の $d^2$ 個の成分のうち $0$ でないのは多くても $2d$ 個なので、どのライブラリもこの行列を作りません。
-# ペア $i$ は $(x_{2i}, x_{2i+1})$ を
-# $(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i)$ に移します。
+# ペア $i$ は $(x_{2i}, x_{2i+1})$ を次のベクトルに移します。
+# $$\big(x_{2i}\cos m\theta_i - x_{2i+1}\sin m\theta_i,\ \ x_{2i+1}\cos m\theta_i + x_{2i}\sin m\theta_i\big)$$
 # すべてのペアをまとめて書くと次のようになります（RoFormer の式 34）。
 # $$R_m x = \begin{pmatrix}x_0\\ x_1\\ x_2\\ x_3\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\cos m\theta_0\\ \cos m\theta_0\\ \cos m\theta_1\\ \cos m\theta_1\\ \vdots\end{pmatrix} + \begin{pmatrix}-x_1\\ x_0\\ -x_3\\ x_2\\ \vdots\end{pmatrix} \odot \begin{pmatrix}\sin m\theta_0\\ \sin m\theta_0\\ \sin m\theta_1\\ \sin m\theta_1\\ \vdots\end{pmatrix}$$
 # 各ペアの 2 成分を入れ替えて片方の正負を反転した $x$ のコピーを作り、元のベクトルに cos の表を、コピーに sin の表を成分ごとに掛けて足すだけです。

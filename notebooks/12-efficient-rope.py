@@ -39,7 +39,7 @@
 #
 # バイト数はキャッシュを考えないモデルで正確に数えた値、CPU での時間は計った値です。DRAM が実際に動かす量と GPU での時間は計っていません（GPU での時間は予測です）。
 # Triton カーネルの 1 行ずつの説明と、その PTX と SASS は、題に「カーネルを書く読者向け」と付いた「さらに詳しく」にあります。
-# デコードの 1 ステップでの読み込みの連鎖や、GPU での予測とそれを確かめるコマンドも同様です。
+# デコードの 1 ステップでの読み込みの連鎖や、GPU での予測とそれを確かめるコマンドも、同じ「さらに詳しく」にあります。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU terms this chapter uses.**
@@ -936,7 +936,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # eager モードでは、Hugging Face の Llama の 1 層が ATen の演算を 40 個実行し、そのうち 10 個が RoPE のものです。GPU では、それぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
 # したがって、最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです（[上の「実際のカーネルが加えるもの」](#deeper-カーネルを-1-行ずつ読むカーネルを書く読者向け)）。
 # そうすると、このコストモデルでの各カーネルのコストは、固定コストと、そのカーネル自身の往復の時間の和になります。
-# 連鎖の一部は CUDA の programmatic dependent launch（PDL）で隠せます（位置と表の行は、前のカーネルの結果を待たずに読めます）。カーネルそのものをなくすには、上の表のシステムのように、QKV の射影のエピローグ（行列積の結果を書き出す処理）かアテンションのプロローグ（入力を読み込む処理）へ融合します。
+# 連鎖の一部は CUDA の programmatic dependent launch（PDL）で隠せます（位置と表の行は、前のカーネルの結果を待たずに読めます）。カーネルそのものをなくすには、QKV の射影のエピローグ（行列積の結果を書き出す処理）か、アテンションのプロローグ（入力を読み込む処理）へ融合します。前者を行っているシステムは上の表にはなく、後者は FlashAttention が行っています。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Shortening the chain on the device.** At an assumed 200 ns for an L2
@@ -1207,7 +1207,7 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # ## GPU での予測と、その計り方
 #
 # この章では GPU で何も計っていません。GPU での時間は、バイト数のモデルと仮定したレイテンシからの予測です。
-# H200 上の bfloat16 の Llama 3 8B では、4096 トークンのプリフィルを L2 ではなくメモリから読む場合（コールド）、融合カーネルは 15.3 µs 以上かかるはずです。
+# 対象は H200 上の bfloat16 の Llama 3 8B です。q と k を L2 ではなくメモリから読む状態（コールド）で 4096 トークンをプリフィルすると、融合カーネルは 15.3 µs 以上かかるはずです。
 # そのとき RoPE が層の時間に占める割合は、融合カーネルで 0.9%、Hugging Face の式で 4.5% のはずです。
 # `posenc_lab.gpu_bench` は、これらを計るためのベンチマークです。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
 
@@ -1363,7 +1363,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # ## What to remember
 #
 # - RoPE does 3 flops per element against at least $2e$ bytes: on a GPU it is
-#   [memory bound](../docs/glossary.md#memory-bound). Count bytes, then test the count.
+#   [memory bound](../docs/glossary.md#memory-bound). Count bytes first; then measure whether the count explains the time.
 # - Per float32 element, Hugging Face's eager formula requests 40 bytes, five times the
 #   floor of 8: each operation writes a temporary that the next reads back.
 # - A fused kernel reads the cos/sin row once per token for all its heads: 8.1 bytes in
@@ -1380,10 +1380,10 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # %% [markdown] lang="ja"
 # ## まとめ
 #
-# - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。バイト数を数え、その数え方が正しいかをコードで確かめます。
+# - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。まずバイト数を数え、その数で時間が説明できるかを計測で確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイトを要求します。下限 8 バイトの 5 倍で、演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。
 # - 融合カーネルは cos と sin の表の行をトークンごとに 1 回だけ読み、すべてのヘッドに使います。float32 で 8.1 バイト、bfloat16 で 4.1 バイトです。
-# - 推論システムは、その 1 回のパスさえ省きます。RoPE をキャッシュへの書き込みかアテンションに融合するか（FlashInfer、FlashAttention）、融合をコンパイラに任せます（vLLM の既定）。専用のカーネルで実行するものもあります（Liger）。
+# - 推論システムの多くは、その 1 回のパスさえ省きます。RoPE をキャッシュへの書き込みかアテンションに融合するか（FlashInfer、FlashAttention）、融合をコンパイラに任せます（vLLM の既定）。専用のカーネルで実行するものもあります（Liger）。
 # - デコードの 1 ステップで時間を決めるのは帯域幅ではなくレイテンシ、つまり前の読み込みを待つ読み込みとカーネルの起動です。最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです（既定の範囲チェックは位置をホストに読み戻すので、Triton カーネルは `check_positions=False` で呼びます）。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。

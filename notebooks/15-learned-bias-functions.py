@@ -253,7 +253,7 @@ print(
 
 # %% [markdown] lang="ja"
 # 次の図で曲線の形を比べます（パラメータは説明用に選んだもので、T5 の表は仮の値です）。
-# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ になり、ALiBi のバイアスを対称にしたものと一致します。ただし、一致させられるのは ALiBi の 8 つの傾きのうち 6 つだけです（理由は下の注で説明します）。
+# $r_2 = 1$ のべき乗の形は直線 $-r_1 \lvert i - j \rvert$ になり、ALiBi のバイアスを対称にしたものと一致します。ただし、一致させられるのは ALiBi の 8 つの傾きのうち 6 つだけです（理由は下の「さらに詳しく」で説明します）。
 # $r_2 < 1$ では平らになる向きへ、$r_2 > 1$ では逆向きへ曲がります。
 # 対数の形は次第に平らになり、距離 $d$ での傾きは $-r_1 r_2 / (1 + r_2 d)$ です。遠いキーどうしの差は小さくなっていきますが、T5 の最後のバケットのように同じ値にはなりません。
 
@@ -651,7 +651,7 @@ assert torch.equal(p[causal == 1], counted[causal == 1])
 # 入力は、完結した 5 つの文と 6 つ目の文の書き出しです。1 つの文は、1〜7 個の単語 `w` と、文末の記号 1 つ（`.`、`!`、`?` のどれか）からなります。
 # 最後のトークンで問うのは、「3 つ前の文はどの記号で終わったか」です。
 # その文のキーからクエリまでには、文末の記号がちょうど 3 つあります（その文自身の記号を含みます）。そのため、文末の記号でだけゲートが開くヘッドは、文の長さによらず、その文のキーを $p_{ij} = 3$ の位置に見つけます。
-# 手で設定したこのヘッドは、ランダムな入力 1000 個すべてに正しく答えます。次は 2 つの入力 A と B での例です（数値は下の注で説明します）。
+# 手で設定したこのヘッドは、ランダムな入力 1000 個すべてに正しく答えます。次は 2 つの入力 A と B での例です（数値は下の「さらに詳しく」で説明します）。
 
 # %%
 MARKS, N_KEYS = "w.!?", 6 * 7 + 5  # a word, 3 end marks; the longest input
@@ -1099,7 +1099,7 @@ assert not torch.allclose(by_positions[1:, 1:], by_positions[:-1, :-1])
 # KERPLE はどのクエリでも同じ 1 本の曲線で、しきい値を超えた FIRE はクエリごとに違う曲線です。CoPE のヘッドが足す $40$ は、A では 5〜6 トークン前、B では 7〜8 トークン前に現れます。
 # 最後のパネルは ALiBi のヘッド（$m = 1/16$）で、距離はランダム化した位置の公式実装と同じ方法で選びます。学習中に直線が $L$ までの距離で使われるので、長いテスト入力にも未知の距離は現れません。
 
-# %% tags=["deeper", "figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、ランダムに 2 回選んだ位置で描いた曲線です。これらでは同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
+# %% tags=["deeper", "figure"] alt={"en": ["Four panels of bias against the distance i − j. KERPLE: the log kernel and the power 0.5 both fall steeply near 0 and then flatten, one curve each for all queries. FIRE at initialisation, L = 64: three curves for the queries at 64, 256 and 1024 that differ from each other, since beyond the threshold the same distance gets another input. CoPE: the sentence-counting head adds 40 on the third sentence back, at distances 5 to 6 in input A and 7 to 8 in input B, and 0 elsewhere. Randomised positions: ALiBi's line over offsets 0 to 39, and two draws in which the same offsets get distances up to about 2000, so the bias falls to about −125."], "ja": ["距離 i − j に対するバイアスを描いた 4 つのパネルです。KERPLE：対数の形と 0.5 乗は、どちらも 0 の近くで急に下がってから平らになり、どのクエリでも同じ 1 本の曲線です。初期状態の FIRE（L = 64）：位置 64、256、1024 のクエリの 3 本の曲線は互いに違います。しきい値を超えると、同じ距離でも MLP の引数が変わるからです。CoPE：文を数えるヘッドは 3 つ前の文に 40 を足します。入力 A では距離 5〜6、入力 B では 7〜8 で、ほかでは 0 です。ランダム化した位置：番号の差 0〜39 での ALiBi の直線と、ランダムに 2 回選んだ距離で描いた曲線です。これらでは同じ番号の差に約 2000 までの距離が入るので、バイアスは約 −125 まで下がります。"]}
 dist = torch.arange(129, dtype=f64)
 with torch.no_grad():
     fire_rows = fire(1025)[0]  # head 0, [query, key]

@@ -17,8 +17,8 @@
 # # Extending RoPE's context
 #
 # A RoPE model degrades past its training length $L$; the common explanation
-# (YaRN's, and Liu et al.'s critical dimension) is that its slowest pairs turn to
-# angles it never saw. The methods here change only RoPE's frequencies
+# (YaRN's, and Liu et al.'s "critical dimension", the index from which pairs no
+# longer complete a turn within $L$) is that its slowest pairs turn to angles it never saw. The methods here change only RoPE's frequencies
 # $\theta_i$ and differ in one choice: how much to slow each pair, given its
 # wavelength. Position interpolation, NTK-aware scaling,
 # dynamic NTK, YaRN, Llama 3's rule and LongRoPE become curves on that one
@@ -28,7 +28,8 @@
 # %% [markdown] lang="ja"
 # # RoPE のコンテキスト長を伸ばす
 #
-# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明（YaRN の説明や、Liu らの「臨界次元」の議論）によれば、回転の遅いペアが、学習中に一度も現れなかった角度まで回ってしまうことが原因です。
+# RoPE を使うモデルは、学習時の長さ $L$ を超えると性能が落ちます。よく挙げられる説明によれば、回転の遅いペアが、学習中に一度も現れなかった角度まで回ってしまうことが原因です。
+# YaRN の説明や、$L$ の間に 1 周しなくなるペアの境目を「臨界次元」と呼ぶ Liu らの議論がその例です。
 # この章の手法はどれも RoPE の周波数 $\theta_i$ だけを変え、違うのは「各ペアを波長に応じてどれだけ遅くするか」という 1 点だけです。
 # 横軸に波長、縦軸にどれだけ遅くするかをとると、位置補間、NTK-aware スケーリング、動的 NTK、YaRN、Llama 3 の規則、LongRoPE は 1 枚の図の上の曲線として比べられます。
 # YaRN と LongRoPE はさらにアテンションを鋭くします。なぜそうする必要があるかは、softmax のエントロピーを見るとわかります。

@@ -1154,7 +1154,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # |---|---|---|---|
 # | T5 | the bucket of $i - j$ | $k$ table lookups per head | a lookup from the indices |
 # | ALiBi, KERPLE | $i - j$, in closed form | $k$ values per head | computed from the indices |
-# | dynamic position bias; FIRE for $i \le L$ | $i - j$, through an MLP | one MLP evaluation (if the table is kept) | a table of $2k - 1$ values read by index |
+# | x-transformers' dynamic position bias (an MLP of $i - j$, like FIRE's); FIRE for $i \le L$ | $i - j$, through an MLP | one MLP evaluation (if the table is kept) | a table of $2k - 1$ values read by index |
 # | FIRE for $i > L$ | $i - j$ and $i$ | $k$ new MLP evaluations | the MLP per score, or a dense bias |
 # | CoPE | every score from $j$ to $i$ | $k$ gates, their sums, $P$ position logits per head | not a `score_mod`: the row's scores come first |
 #
@@ -1172,7 +1172,7 @@ assert 1 <= drawn.min() and drawn.max() < 2048
 # |---|---|---|---|
 # | T5 | $i - j$ のバケット | ヘッドごとに表引き $k$ 回 | インデックスで表引き |
 # | ALiBi、KERPLE | $i - j$（閉形式） | ヘッドごとに $k$ 個の値 | インデックスから計算 |
-# | 動的位置バイアス、$i \le L$ の FIRE | $i - j$（MLP を通す） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
+# | x-transformers の動的位置バイアス（FIRE と同じく $i - j$ の MLP）、$i \le L$ の FIRE | $i - j$（MLP を通す） | MLP の評価 1 回（表を保持すれば） | $2k - 1$ 個の値の表を参照 |
 # | $i > L$ の FIRE | $i - j$ と $i$ | MLP の新たな評価 $k$ 回 | スコアごとに MLP か、密なバイアス |
 # | CoPE | $j$ から $i$ までのすべてのスコア | ヘッドごとにゲート $k$ 個とその和、位置のスコア $P$ 個 | `score_mod` では不可（行のスコアが先に必要） |
 #

@@ -32,6 +32,7 @@
 # Hua らの中間的な方法は、固定の正弦波をそのまま使い、トークンの埋め込みと比べた正弦波の大きさを決めるスカラーを 1 つだけ学習します。
 
 # %% tags=["setup"]
+import inspect
 import math
 import warnings
 
@@ -373,6 +374,20 @@ assert (blind_accuracy <= ceiling + 1e-12).all()
 assert f"{ceiling.mean():.3f}" == "0.619"
 assert accuracy == 1.0
 assert len(learned_losses) == 301  # steps 0 to 300: one Adam update each
+
+# %% [markdown] lang="en" tags=["deeper"]
+# **Going deeper: the model, the task and the training loop.** The three pieces of
+# `lab/posenc_lab/reversal.py` that this chapter and the chapter on sinusoid variants
+# run, as they are:
+
+# %% [markdown] lang="ja" tags=["deeper"]
+# **さらに詳しく：モデル、課題、学習ループ**
+#
+# この章と正弦波の変種の章で動かす `lab/posenc_lab/reversal.py` の 3 つの部品を、そのまま示します。
+
+# %% tags=["deeper"]
+for piece in (Reverser, batch, train):
+    print(inspect.getsource(piece))
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: where each query looks.** To see how the model solves the task,

@@ -21,8 +21,8 @@
 # - Hugging Face's eager formula requests five times that floor, as each operation
 #   writes a temporary that the next reads back; one fused pass requests about the
 #   floor.
-# - Even one pass reads $q$ and $k$ and writes them back, so serving systems fold RoPE
-#   into a neighbouring kernel, or let a compiler do it.
+# - Even one pass reads $q$ and $k$ and writes them back, so some serving systems fold
+#   RoPE into a neighbouring kernel; others fuse its operations into one pass.
 #
 # Byte counts are counted here, exactly, in a model with no cache, and CPU times are
 # measured; DRAM traffic and GPU times are not measured (GPU times are predictions).
@@ -35,11 +35,11 @@
 #
 # - RoPE のコストを決めるのは演算ではなく、動かすバイト数です。演算は成分あたり 3 flop だけですが、すべてのクエリとキーを 1 回読み、1 回書く必要があり、この量がバイト数の下限です。
 # - Hugging Face の eager モードの式は、下限の 5 倍のバイト数を要求します。演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。融合した 1 回のパスなら、ほぼ下限で済みます。
-# - 1 回のパスでも $q$ と $k$ を読んで書き戻すので、推論システムは RoPE を前後どちらかのカーネルに融合するか、その融合をコンパイラに任せます。
+# - 1 回のパスでも $q$ と $k$ を読んで書き戻すので、RoPE を前後どちらかのカーネルに融合する推論システムもあります。RoPE の演算どうしを 1 回のパスに融合するだけのシステムもあります。
 #
 # バイト数はキャッシュを考えないモデルで正確に数えた値、CPU での時間は計った値です。DRAM が実際に動かす量と GPU での時間は計っていません（GPU での時間は予測です）。
-# Triton カーネルの 1 行ずつの説明と、その PTX と SASS は、題に「カーネルを書く読者向け」と付いた「さらに詳しく」にあります。
-# デコードの 1 ステップでの読み込みの連鎖や、GPU での予測とそれを確かめるコマンドも、同じ「さらに詳しく」にあります。
+# 題に「カーネルを書く読者向け」と付いた「さらに詳しく」は、いくつかのブロックに分かれています。
+# Triton カーネルの 1 行ずつの説明とその PTX と SASS、デコードの 1 ステップでの読み込みの連鎖、GPU での予測とそれを確かめるコマンドは、そこにまとめています。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: the GPU terms this chapter uses.**
@@ -674,8 +674,8 @@ assert_close(dk, ek)
 # ## Where production systems fuse RoPE
 #
 # A fused RoPE kernel still reads $q$ and $k$ and writes them back for the next kernel
-# to read again, so production systems fold it into a neighbouring kernel where they
-# can, or leave the fusing to a compiler; some still run it as a kernel of its own:
+# to read again, so some production systems fold it into a neighbouring kernel;
+# others fuse RoPE's own operations into one pass, by a compiler or by hand:
 #
 # | system | where RoPE runs |
 # |---|---|
@@ -691,7 +691,7 @@ assert_close(dk, ek)
 # ## 実際のシステムは RoPE をどこで融合しているか
 #
 # RoPE の融合カーネルでも、$q$ と $k$ をメモリから読んで書き戻すことに変わりはなく、次のカーネルがそれをもう一度読みます。
-# そのため推論システムは、できるところでは RoPE を前後どちらかのカーネルに融合するか、融合をコンパイラに任せます。RoPE を専用のカーネルで実行するシステムもあります。
+# そのため推論システムは、できるところでは RoPE を前後どちらかのカーネルに融合するか、RoPE の演算どうしを、コンパイラか手書きのカーネルで 1 回のパスに融合するシステムもあります。
 #
 # | システム | RoPE を実行する場所 |
 # |---|---|
@@ -905,7 +905,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # the row and, in bfloat16, $k$'s only after the first multiply that uses it: three round
 # trips in a row, the first two set by the data (the row's address is the position), the
 # third, $k$'s, by this build's schedule (in float32 it issues $k$'s loads with the row:
-# two). The position and the row come from HBM, the GPU's main
+# two). In this model the position and the row come from HBM, the GPU's main
 # memory, as 436 MB of weights have streamed through a 50 MiB L2 since the last
 # layer read them; $k$, just written by the projection, likely from L2.
 #
@@ -930,7 +930,7 @@ assert 0.5 * 2.0**-9 < rounded <= 2.0**-9  # half a bfloat16 ulp on [0.5, 1)
 # プログラムはまず位置を、次にその位置の表の行を読み込みます。
 # Triton の既定の 4 ワープで sm_90 向けにコンパイルした SASS では、$q$ の読み込みは行と一緒に発行されます。bfloat16 では、$k$ の読み込みは行を使う最初の乗算のあとです。
 # そのため bfloat16 では、メモリとの往復が 3 回続きます（float32 では $k$ も行と一緒に読み込まれ、2 回です）。最初の 2 回は、位置を読むまで行のアドレスが決まらないので、データの依存関係で順番が決まります。3 回目（$k$ の読み込み）の順番を決めているのは、データではなく、このビルドの命令の並べ方です。
-# 位置と行は HBM（GPU のメインメモリ）から読み込まれます。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通り抜け、これらを追い出しているからです。$k$ は射影が書いたばかりなので、おそらく L2 から読み込まれます。
+# このモデルでは、位置と行は HBM（GPU のメインメモリ）から読み込まれるとします。前の層が読んだあと、436 MB の重みが 50 MiB の L2 を通り抜け、これらを追い出しているからです。$k$ は射影が書いたばかりなので、おそらく L2 から読み込まれます。
 #
 # 起動のコストは、さらに大きくなりえます。
 # eager モードでは、Hugging Face の Llama の 1 層が ATen の演算を 40 個実行し、そのうち 10 個が RoPE のものです。GPU では、それぞれがほぼカーネル 1 つです（実際の数は `torch.profiler` で数えられます）。起動 1 回にホストで 5 µs かかると仮定すると、ステップの速さを決めるのはホストです。融合カーネルにしても、Python で書かれたラッパだけで、小さな eager モードの演算数個分のホスト時間がかかります（`lab/README.md`）。
@@ -1107,14 +1107,14 @@ print(
 # | `compiled_module` | 1.32 / 1.27 |
 #
 # Only Meta's complex product and the compiled module come near the floor. The byte
-# model itself is not tested here: this machine's 480 MiB L3 holds every temporary, so
+# model itself is not tested here: this machine's 480 MiB L3 can hold every temporary, so
 # the records compare passes, not DRAM bytes
 # ([the note below](#deeper-how-the-cpu-records-were-taken-and-what-else-they-show)).
 
 # %% [markdown] lang="ja"
 # ## CPU の計測記録が示すこと
 #
-# `python -m posenc_lab.cpu_bench` は、Llama 3 8B の形状で 1024 トークンを float32 のまま[プリフィル](../docs/glossary.ja.md#prefill)する時間を、比較対象ごとに CPU で計ります。
+# `python -m posenc_lab.cpu_bench` は、Llama 3 8B で 1024 トークンを float32 で[プリフィル](../docs/glossary.ja.md#prefill)するときの形状について、比較対象ごとに RoPE の時間を CPU で計ります。
 # 表の値は、その時間を 1 回のパスの下限 `torch.mul(x, 2.0, out=...)` の時間で割った比です。
 # 「/」の左が 1 スレッド、右が 2 スレッドです。
 # `complex` は Meta の実装、`hf_formula_out` は Hugging Face と同じ計算を確保済みのバッファへ書くもの、`compiled_module` は `torch.compile` した `RotaryEmbedding` です。
@@ -1130,7 +1130,7 @@ print(
 # | `compiled_module` | 1.32 / 1.27 |
 #
 # 下限に近いのは、Meta の複素数の掛け算とコンパイルしたモジュールだけです。
-# ただし、この計測記録ではバイト数のモデルそのものは検証できません。このマシンの 480 MiB の L3 にはすべての一時テンソルが収まるので、記録が比べているのはパスの回数で、DRAM のバイト数ではありません（[下の「さらに詳しく」](#deeper-cpu-の計測記録の取り方とほかにわかること)）。
+# ただし、この計測記録ではバイト数のモデルそのものは検証できません。このマシンの 480 MiB の L3 にはすべての一時テンソルが収まりうるので、記録が比べているのはパスの回数で、DRAM のバイト数ではありません（[下の「さらに詳しく」](#deeper-cpu-の計測記録の取り方とほかにわかること)）。
 
 # %% tags=["figure"]
 order = [  # the rows; the floor's ratio is 1 by definition
@@ -1198,8 +1198,9 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 # Nothing here was measured on a GPU: GPU times are predictions of the byte model and
 # of assumed latencies. For Llama 3 8B in bfloat16 on an H200, a cold 4096-token
 # prefill (q and k read from memory, not from L2) should take the fused kernel at
-# least 15.3 µs, and RoPE should be 0.9% of a layer
-# fused against 4.5% with Hugging Face's formula. `posenc_lab.gpu_bench` measures them;
+# least 15.3 µs, and RoPE should be 0.9% of a layer (from datasheet peaks)
+# fused against 4.5% with Hugging Face's formula. `posenc_lab.gpu_bench` is written to
+# measure them, and has not yet run on a GPU;
 # [the note below](#deeper-for-kernel-writers-the-gpu-predictions-and-the-commands-that-test-them)
 # gives each prediction, its basis and how to test it.
 
@@ -1208,8 +1209,8 @@ print(f"{meta['cpu']}, {meta['cpu_count']} CPUs, caches: {caches}")
 #
 # この章では GPU で何も計っていません。GPU での時間は、バイト数のモデルと仮定したレイテンシからの予測です。
 # 対象は H200 上の bfloat16 の Llama 3 8B です。q と k を L2 ではなくメモリから読む状態（コールド）で 4096 トークンをプリフィルすると、融合カーネルは 15.3 µs 以上かかるはずです。
-# そのとき RoPE が層の時間に占める割合は、融合カーネルで 0.9%、Hugging Face の式で 4.5% のはずです。
-# `posenc_lab.gpu_bench` は、これらを計るためのベンチマークです。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
+# そのとき RoPE が層の時間に占める割合は、データシートの最大性能から見積もると、融合カーネルで 0.9%、Hugging Face の式で 4.5% のはずです。
+# `posenc_lab.gpu_bench` は、これらを計るために書いたベンチマークで、まだ GPU で実行していません。予測ごとの根拠と確かめ方は、[下の「さらに詳しく」](#deeper-gpu-での予測とそれを確かめるコマンドカーネルを書く読者向け)にまとめます。
 
 # %% [markdown] lang="en" tags=["deeper"]
 # **Going deeper: for kernel writers, the GPU predictions and the commands that test
@@ -1368,9 +1369,9 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 #   floor of 8: each operation writes a temporary that the next reads back.
 # - A fused kernel reads the cos/sin row once per token for all its heads: 8.1 bytes in
 #   float32, 4.1 in bfloat16.
-# - Serving systems fold RoPE into the cache write or attention (FlashInfer,
-#   FlashAttention) or leave the fusing to a compiler (vLLM's default), to save even
-#   that one pass; some run it as a kernel of its own (Liger).
+# - Some serving systems fold RoPE into the cache write or attention (FlashInfer,
+#   FlashAttention) to save even that one pass; others make RoPE one pass of its own,
+#   by a compiler (vLLM's default) or by hand (Liger).
 # - A decode step costs latency: dependent loads and kernel launches. Capture it in a
 #   CUDA graph or compile it first (the Triton kernel with `check_positions=False`: its
 #   default check reads the positions back to the host).
@@ -1383,7 +1384,7 @@ for c in gpu_cases.values():  # warm: in L2, so memory's rate bounds nothing
 # - RoPE の演算は成分あたり 3 flop で、動かすバイト数は少なくとも $2e$ です。GPU では[メモリ律速](../docs/glossary.ja.md#memory-bound)です。まずバイト数を数え、その数で時間が説明できるかを計測で確かめます。
 # - float32 の成分あたり、Hugging Face の eager モードの式は 40 バイトを要求します。下限 8 バイトの 5 倍で、演算ごとに一時テンソルを書き、次の演算がそれを読み直すからです。
 # - 融合カーネルは cos と sin の表の行をトークンごとに 1 回だけ読み、すべてのヘッドに使います。float32 で 8.1 バイト、bfloat16 で 4.1 バイトです。
-# - 推論システムの多くは、その 1 回のパスさえ省きます。RoPE をキャッシュへの書き込みかアテンションに融合するか（FlashInfer、FlashAttention）、融合をコンパイラに任せます（vLLM の既定）。専用のカーネルで実行するものもあります（Liger）。
+# - RoPE をキャッシュへの書き込みかアテンションに融合して、その 1 回のパスさえ省く推論システムもあります（FlashInfer、FlashAttention）。RoPE だけで 1 回のパスにするものもあり、コンパイラ（vLLM の既定）か手書き（Liger）で融合します。
 # - デコードの 1 ステップで時間を決めるのは帯域幅ではなくレイテンシ、つまり前の読み込みを待つ読み込みとカーネルの起動です。最初に打つ手は、ステップを CUDA グラフでキャプチャするか、コンパイルすることです（既定の範囲チェックは位置をホストに読み戻すので、Triton カーネルは `check_positions=False` で呼びます）。
 # - CPU では、バイト数で 1 回のパスと複数回のパスは見分けられても、時間は予測できません。
 # - GPU での時間は、`posenc_lab.gpu_bench` を GPU で実行するまでは予測です。

@@ -276,11 +276,16 @@ def frozen(offset=0, **variant):
     return nn.Embedding.from_pretrained(table)  # looked up by position
 
 
-def trained(seed, **variant):
-    """The reversal toy, trained with that variant's table (301 updates)."""
+def trained(seed, table=None, steps=300, **variant):
+    """The reversal toy trained with a fixed table, a variant's by default."""
     torch.manual_seed(seed)
-    model = Reverser(frozen(**variant)).double()
-    train(model)
+    pos = (
+        frozen(**variant)
+        if table is None
+        else nn.Embedding.from_pretrained(table)
+    )
+    model = Reverser(pos).double()
+    train(model, steps)  # steps 0 .. steps: 301 updates by default
     return model
 
 
@@ -1118,29 +1123,19 @@ print(
 
 # %%
 bug_table = per_column_bug(torch.arange(16), 32)  # the toy's T = 16, d = 32
-torch.manual_seed(0)
-buggy = Reverser(nn.Embedding.from_pretrained(bug_table)).double()
-print(f"buggy table, trained from scratch: {train(buggy)[0]:.3f}")
+buggy = trained(0, bug_table)
+print(f"buggy table, trained from scratch: {accuracy(buggy):.3f}")
 
 
 # %% tags=["check"] summary={"en": "from scratch the buggy table stays below the variants' 1.000 on five seeds, reaches it after 600 updates on seed 0; a paired table with its spectrum learns in 301", "ja": "バグのある表は、5 つのシードのどれでも一から学習して 1.000 に届かず、シード 0 では 600 回の更新で届きます。同じスペクトルでペアをそろえた表は 301 回で学習できます"}
-def from_scratch(seed):
-    torch.manual_seed(seed)
-    model = Reverser(nn.Embedding.from_pretrained(bug_table)).double()
-    return train(model)[0]
-
-
-seeds = [from_scratch(seed) for seed in range(5)]
+seeds = [accuracy(trained(seed, bug_table)) for seed in range(5)]
 assert all(0.94 <= a < 0.97 for a in seeds), seeds
 assert f"{seeds[0]:.3f}" == "0.944"
-torch.manual_seed(0)  # more updates: seed 0 gets there
-later = Reverser(nn.Embedding.from_pretrained(bug_table)).double()
-assert train(later, steps=599)[0] == 1.0  # steps 0 to 599: 600 updates
+# more updates: seed 0 gets there (steps 0 to 599: 600 updates)
+assert accuracy(trained(0, bug_table, steps=599)) == 1.0
 paired = sinusoidal(torch.arange(16), 32, base=1e8, dtype=F64)  # pairs kept
 for seed in range(3):
-    torch.manual_seed(seed)
-    control = Reverser(nn.Embedding.from_pretrained(paired)).double()
-    assert train(control)[0] == 1.0
+    assert accuracy(trained(seed, paired)) == 1.0
 
 
 # %% tags=["check"] summary={"en": "posenc with width 2d and base 10000² reproduces the bug; the second half of its spectrum is too slow", "ja": "次元数 2d、底 10000² の posenc でバグを再現でき、スペクトルの後半は論文のどの波長より長くなります"}

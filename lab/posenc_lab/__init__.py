@@ -3,8 +3,9 @@
 It holds the RoPE benchmarks on the CPU (:mod:`.cpu_bench`) and on a GPU
 (:mod:`.gpu_bench`), with the byte counter (:mod:`.traffic`) and the other
 libraries' formulas (:mod:`.references`) they use, the toy Transformer
-(:mod:`.toy`) and the reversal toy (:mod:`.reversal`), the extrapolation experiments (:mod:`.extrapolation`, with
-the statistics the chapters quote, :mod:`.stats`), the site's figure style
+(:mod:`.toy`) and the reversal toy (:mod:`.reversal`), the extrapolation
+experiments (:mod:`.extrapolation`, with the statistics the chapters quote,
+:mod:`.stats`), the site's figure style
 (:mod:`.plotting`) and what its interactive figures share (:mod:`.vega`),
 and the stored records they produced
 (:func:`record_path`). The chapters about measurement import it.

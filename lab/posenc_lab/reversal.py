@@ -86,18 +86,16 @@ def accuracy(
     model: nn.Module,
     *,
     task: Callable = batch,
-    positions: torch.Tensor | None = None,
     size: int = 1000,
     seed: int = 2,
 ) -> float:
     """Fraction of tokens put in their place, over ``size`` new sequences.
 
-    ``positions`` goes to the model (``Reverser.forward``); the sequences
-    come from a generator seeded with ``seed``, the same for every model.
+    The sequences come from a generator seeded with ``seed``, the same for
+    every model.
     """
     tokens, target = task(torch.Generator().manual_seed(seed), size=size)
-    logits = model(tokens) if positions is None else model(tokens, positions)
-    return (logits.argmax(-1) == target).double().mean().item()
+    return (model(tokens).argmax(-1) == target).double().mean().item()
 
 
 def train(

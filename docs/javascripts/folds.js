@@ -43,9 +43,11 @@
     if (opened || target.localName === "details") settle(target);
   }
   addEventListener("hashchange", reveal);
-  // a second click on the same link changes no hash, yet its fold may be shut
+  // a click on a link to the current address changes no hash (no hashchange
+  // follows), yet its fold may have been shut since
   document.addEventListener("click", (event) => {
-    if (event.target.closest("a[href^='#']")) setTimeout(reveal, 0);
+    const link = event.target.closest("a[href^='#']");
+    if (link && link.hash === location.hash) setTimeout(reveal, 0);
   });
   if (document.readyState === "loading") addEventListener("DOMContentLoaded", reveal);
   else reveal();
